@@ -1,0 +1,126 @@
+"""gradcheck and gradgradcheck, shared by both engines (see "Shared code" in docs/design.md).
+
+Only relative imports of the engine root: in `dyngrad.autograd.gradcheck` they give the C++ engine, in
+`dyngrad.reference.autograd.gradcheck` the reference engine. Analytic gradients (vector-Jacobian products from
+`grad`) are compared with float64 central differences, as torch.autograd.gradcheck does.
+"""
+import numpy as np
+
+from .. import Tensor, no_grad, float64, tensor
+from . import grad
+
+
+class GradcheckError(RuntimeError):
+    """Raised by gradcheck / gradgradcheck when a Jacobian does not match (raise_exception=True)."""
+
+
+def _as_tuple(x):
+    if isinstance(x, Tensor):
+        return (x,)
+    if isinstance(x, (list, tuple)):
+        return tuple(x)
+    return (x,)
+
+
+def _differentiable(inputs):
+    return [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+
+
+def _float_outputs(outputs):
+    return [i for i, o in enumerate(outputs) if isinstance(o, Tensor) and o.is_floating_point()]
+
+
+def _numerical_jacobians(fn, inputs, wrt, out_idx, eps):
+    """J[o][k] has shape (numel(output o), numel(input k)): central differences, one input element at a time."""
+    outputs = _as_tuple(fn(*inputs))
+    jac = {(o, k): np.zeros((outputs[o].numel(), inputs[k].numel())) for o in out_idx for k in wrt}
+    for k in wrt:
+        x = inputs[k]
+        alias = x.detach()                 # shares memory with x: writing to it perturbs x
+        for j in range(x.numel()):
+            position = np.unravel_index(j, tuple(x.shape)) if x.ndim else ()
+            original = float(alias[position].item())
+            with no_grad():
+                alias[position] = original + eps
+            plus = [np.array(o.detach().numpy(), dtype=np.float64) for o in _as_tuple(fn(*inputs))]
+            with no_grad():
+                alias[position] = original - eps
+            minus = [np.array(o.detach().numpy(), dtype=np.float64) for o in _as_tuple(fn(*inputs))]
+            with no_grad():
+                alias[position] = original
+            for o in out_idx:
+                jac[(o, k)][:, j] = ((plus[o] - minus[o]) / (2 * eps)).reshape(-1)
+    return jac
+
+
+def _analytical_jacobians(fn, inputs, wrt, out_idx):
+    """J[o][k]: row r is the gradient of element r of output o, from one backward pass with a one-hot vector."""
+    outputs = _as_tuple(fn(*inputs))
+    diff_inputs = [inputs[k] for k in wrt]
+    jac = {(o, k): np.zeros((outputs[o].numel(), inputs[k].numel())) for o in out_idx for k in wrt}
+    for o in out_idx:
+        out = outputs[o]
+        if not out.requires_grad:
+            continue
+        for r in range(out.numel()):
+            onehot = np.zeros(out.numel())
+            onehot[r] = 1.0
+            grad_output = tensor(onehot.reshape(tuple(out.shape)), dtype=out.dtype)
+            grads = grad(out, diff_inputs, grad_outputs=grad_output, retain_graph=True, allow_unused=True)
+            for k, g in zip(wrt, grads):
+                if g is not None:
+                    jac[(o, k)][r, :] = np.array(g.detach().numpy(), dtype=np.float64).reshape(-1)
+    return jac
+
+
+def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, **unused_torch_options):
+    """True if fn's analytic gradients match float64 finite differences for every differentiable input;
+    otherwise raises GradcheckError (or returns False when raise_exception=False)."""
+    inputs = _as_tuple(inputs)
+    wrt = _differentiable(inputs)
+    if not wrt:
+        raise ValueError("gradcheck: expected at least one input tensor with requires_grad=True.")
+    for k in wrt:
+        if inputs[k].dtype is not float64:
+            import warnings
+            warnings.warn(f"gradcheck: input {k} is {inputs[k].dtype}, not float64; finite differences may be "
+                          "too imprecise to compare.", UserWarning, stacklevel=2)
+    out_idx = _float_outputs(_as_tuple(fn(*inputs)))
+    numerical = _numerical_jacobians(fn, inputs, wrt, out_idx, eps)
+    analytical = _analytical_jacobians(fn, inputs, wrt, out_idx)
+    for (o, k), num in numerical.items():
+        ana = analytical[(o, k)]
+        if not np.allclose(ana, num, rtol=rtol, atol=atol):
+            worst = np.unravel_index(np.argmax(np.abs(ana - num)), ana.shape) if ana.size else ()
+            message = (f"gradcheck: Jacobian mismatch for output {o} with respect to input {k} (worst element "
+                       f"{tuple(int(i) for i in worst)}: analytical {ana[worst] if ana.size else None}, "
+                       f"numerical {num[worst] if num.size else None}),\nnumerical:\n{num}\nanalytical:\n{ana}")
+            if raise_exception:
+                raise GradcheckError(message)
+            return False
+    return True
+
+
+def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3, gen_non_contig_grad_outputs=False,
+                  raise_exception=True, **unused_torch_options):
+    """gradcheck of the first derivatives: checks that backward's own graph (create_graph=True) is right."""
+    inputs = _as_tuple(inputs)
+    outputs = _as_tuple(fn(*inputs))
+    out_idx = [o for o in _float_outputs(outputs) if outputs[o].requires_grad]
+    if grad_outputs is None:
+        rng = np.random.default_rng(0)
+        grad_outputs = tuple(tensor(rng.standard_normal(tuple(outputs[o].shape)), dtype=float64,
+                                    requires_grad=True) for o in out_idx)
+    else:
+        grad_outputs = _as_tuple(grad_outputs)
+    n = len(inputs)
+
+    def first_derivatives(*args):
+        ins, gos = args[:n], args[n:]
+        outs = _as_tuple(fn(*ins))
+        wrt = [ins[k] for k in _differentiable(ins)]
+        grads = grad([outs[o] for o in out_idx], wrt, grad_outputs=gos, create_graph=True, allow_unused=True)
+        return tuple(g for g in grads if g is not None)
+
+    return gradcheck(first_derivatives, inputs + tuple(grad_outputs), eps=eps, atol=atol, rtol=rtol,
+                     raise_exception=raise_exception)

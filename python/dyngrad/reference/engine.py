@@ -1,0 +1,165 @@
+"""Reference engine: the backward pass. Mirrors csrc/dyngrad/engine.cpp.
+
+    y = a * x * x + b      builds   AddBackward -> MulBackward -> MulBackward -> AccumulateGrad(a), (x) ...
+    y.backward()           visits each node once, after all the gradients flowing into it have arrived.
+
+Two phases, both iterative (no recursion, so a 1,000,000-op chain is fine):
+  1. count how many gradients each node will receive (PyTorch's compute_dependencies);
+  2. run a node once all its gradients have arrived, popping ready nodes from a stack.
+"""
+from . import errors
+from .grad_mode import _state as _grad_state
+from .node import AccumulateGrad, GraphRoot, gradient_edge
+from .tensor import Tensor
+
+
+def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inputs=None, accumulate=True,
+                 allow_unused=False):
+    """Backpropagate `root_grads` from the `roots` tensors.
+
+    accumulate=True (Tensor.backward / autograd.backward): leaves' .grad receive the gradients (only those in
+    `inputs` when it is given). accumulate=False (autograd.grad): nothing is written to .grad; the gradients of
+    `inputs` are returned in order.
+    """
+    root_edges = []
+    for t in roots:
+        edge = gradient_edge(t)
+        if edge is None:
+            raise RuntimeError(errors.ERR_NO_GRAD_FN)
+        root_edges.append(edge)
+    graph_root = GraphRoot(root_edges, tuple(root_grads))
+
+    # Where to capture (autograd.grad) or to which leaves to restrict accumulation (backward(inputs=...)).
+    captures = {}
+    if inputs is not None:
+        for i, t in enumerate(inputs):
+            edge = gradient_edge(t)
+            if edge is None:
+                raise RuntimeError(f"grad: input {i} (shape {errors.shape_str(t.shape)}) does not require grad, "
+                                   "so no gradient can be computed for it; set requires_grad=True on it.")
+            captures.setdefault(edge, []).append(i)
+
+    # 1. count how many gradients each node will receive
+    deps, stack = {graph_root: 0}, [graph_root]
+    parents = {} if inputs is not None else None
+    while stack:
+        node = stack.pop()
+        for edge in node.next_edges:
+            if edge is None:
+                continue
+            nxt = edge[0]
+            if nxt not in deps:
+                deps[nxt] = 0
+                stack.append(nxt)
+            deps[nxt] += 1
+            if parents is not None:
+                parents.setdefault(nxt, []).append(node)
+
+    # With `inputs`, only nodes on a path to one of them need to run (PyTorch's exec_info).
+    needed = None
+    if inputs is not None:
+        needed = set()
+        stack = [edge[0] for edge in captures if edge[0] in deps]
+        while stack:
+            node = stack.pop()
+            if node in needed:
+                continue
+            needed.add(node)
+            stack.extend(parents.get(node, ()))
+
+    captured = [None] * (len(inputs) if inputs is not None else 0)
+
+    # 2. run a node once all its gradients have arrived; sum them first (Note [Gradient accumulation])
+    pending, ready = {graph_root: [None]}, [graph_root]
+    previous_mode = _grad_state.enabled
+    _grad_state.enabled = create_graph      # Note [Grad mode during backward]
+    try:
+        while ready:
+            node = ready.pop()
+            grads = pending.pop(node, None)
+            if grads is not None:
+                if node._tensor_pre_hooks or node._retain_grad_refs or node._pre_hooks or \
+                        (type(node) is AccumulateGrad and node.variable._hooks):
+                    grads = _run_pre_hooks(node, grads, create_graph)
+                if inputs is not None:
+                    for nr, g in enumerate(grads):
+                        for i in captures.get((node, nr), ()):
+                            captured[i] = g
+            if type(node) is AccumulateGrad:
+                if accumulate and grads is not None and (inputs is None or (node, 0) in captures):
+                    node.apply(grads, create_graph)
+                continue
+            if needed is not None and node not in needed:
+                continue
+            if grads is None:
+                input_grads = (None,) * len(node.next_edges)   # nothing arrived: only release the counts
+            else:
+                input_grads = node.apply(grads)
+                if node._post_hooks:
+                    for hook in tuple(node._post_hooks):
+                        replaced = hook(input_grads, grads)
+                        if replaced is not None:
+                            input_grads = tuple(replaced)
+            if not retain_graph:
+                node.release_saved()   # enables the "backward twice" error; Note [Releasing the graph]
+            for edge, g in zip(node.next_edges, input_grads):
+                if edge is None:
+                    continue
+                nxt, nr = edge
+                if needed is not None and nxt not in needed:
+                    continue
+                if g is not None:
+                    slots = pending.get(nxt)
+                    if slots is None:
+                        slots = pending[nxt] = [None] * nxt.num_outputs
+                    slots[nr] = g if slots[nr] is None else slots[nr] + g
+                deps[nxt] -= 1
+                if deps[nxt] == 0:
+                    ready.append(nxt)
+    finally:
+        _grad_state.enabled = previous_mode
+
+    if inputs is not None and accumulate:
+        for t, g in zip(inputs, captured):            # non-leaf inputs of backward(inputs=...) get .grad too
+            if t.grad_fn is not None and g is not None:
+                t._grad = g if create_graph else (g.detach() if t._grad is None else (t._grad + g).detach())
+    if inputs is not None and not accumulate:
+        for i, g in enumerate(captured):
+            if g is None and not allow_unused:
+                raise RuntimeError(f"grad: input {i} (shape {errors.shape_str(inputs[i].shape)}) was not used "
+                                   "to compute the outputs; pass allow_unused=True if this is intended.")
+        return tuple(captured)
+    return None
+
+
+def _run_pre_hooks(node, grads, create_graph):
+    """Tensor hooks (may replace the gradient), then retain_grad, then node pre-hooks."""
+    tensor_hooks = node.tensor_pre_hooks(0) if isinstance(node, AccumulateGrad) else node._tensor_pre_hooks
+    retain = node._retain_grad_refs
+    if not tensor_hooks and not retain and not node._pre_hooks:
+        return grads
+    grads = list(grads)
+    for nr in range(len(grads)):
+        if grads[nr] is None:
+            continue
+        hooks = tensor_hooks if isinstance(node, AccumulateGrad) else (tensor_hooks or {}).get(nr)
+        for hook in tuple(hooks or ()):
+            replaced = hook(grads[nr])
+            if replaced is not None:
+                if not isinstance(replaced, Tensor) or replaced.shape != grads[nr].shape:
+                    raise RuntimeError(f"hook: a tensor hook must return None or a Tensor of shape "
+                                       f"{errors.shape_str(grads[nr].shape)}, got {replaced!r:.80}.")
+                grads[nr] = replaced
+        ref = retain.get(nr) if retain else None
+        tensor = ref() if ref is not None else None
+        if tensor is not None:
+            g = grads[nr]
+            if tensor._grad is None:
+                tensor._grad = g if create_graph else g.detach().clone()
+            else:
+                tensor._grad = tensor._grad + g if create_graph else (tensor._grad + g).detach()
+    for hook in tuple(node._pre_hooks or ()):
+        replaced = hook(tuple(grads))
+        if replaced is not None:
+            grads = list(replaced)
+    return grads

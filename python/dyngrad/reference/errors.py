@@ -1,0 +1,46 @@
+"""Reference engine: the shared error messages. Mirrors the ERR_* constants of csrc/dyngrad/check.h.
+
+Each message is copied verbatim from docs/design.md ("Error messages") so one regex matches both engines.
+"""
+
+ERR_BACKWARD_TWICE = (
+    "backward() reached {node}, whose saved tensors were already freed by an earlier backward(). "
+    "Pass retain_graph=True to the first backward() if you need to backpropagate through this graph twice."
+)
+ERR_SAVED_MODIFIED = (
+    "a tensor of shape {shape} saved by {node} for the backward pass was modified in place: it is at version "
+    "{now}, but version {saved} was saved. Use an out-of-place op (x = x + 1) instead of an in-place one "
+    "(x += 1), or clone() before modifying."
+)
+ERR_NONSCALAR_BACKWARD = (
+    "backward() without a gradient argument needs a scalar output, but this output has shape {shape}. "
+    "Call .sum() first or pass gradient=..."
+)
+ERR_NO_GRAD_FN = (
+    "backward(): this tensor does not require grad and has no grad_fn. "
+    "Set requires_grad=True on the leaves you want gradients for."
+)
+ERR_LEAF_INPLACE = (
+    "{op}: a leaf tensor that requires grad is being used in an in-place operation. "
+    "Wrap it in `with no_grad():` or operate on a clone."
+)
+ERR_INT_REQUIRES_GRAD = "only floating-point tensors can require gradients; this tensor is {dtype}."
+ERR_BROADCAST = (
+    "{op}: shapes {a} and {b} cannot be broadcast: dimension {d} is {x} in the first and {y} in the second."
+)
+ERR_MATMUL = "matmul: inner dimensions do not match: {a} @ {b} ({k1} != {k2})."
+ERR_RESHAPE = "reshape: shape {new} is invalid for a tensor of {numel} elements (shape {old})."
+ERR_VIEW = "view: cannot view a tensor of shape {old} and strides {strides} as {new}; use reshape() instead."
+ERR_DIM = "{op}: dim {d} is out of range for a tensor of {n} dimensions (expected {lo}..{hi})."
+ERR_INDEX = "index {i} is out of range for dimension {d} of size {n}."
+
+
+def shape_str(shape):
+    """Shapes print as tuples: (3, 4), () for 0-d, (5,)."""
+    return str(tuple(int(s) for s in shape))
+
+
+def dim_error(op, dim, ndim):
+    """The IndexError for a bad `dim`; a 0-d tensor accepts dims -1..0 as in torch."""
+    n = max(ndim, 1)
+    return IndexError(ERR_DIM.format(op=op, d=dim, n=ndim, lo=-n, hi=n - 1))

@@ -1,0 +1,139 @@
+"""Reference engine: array kernels, numpy one-liners. Mirrors csrc/dyngrad/kernels/*.cpp.
+
+Kernels take and return numpy arrays and know nothing about autograd. torch returns nan/inf for log(-1) or 1/0
+silently, so numpy's floating-point warnings are switched off (`quiet`) in the kernels where nan/inf are
+common (division, log, sqrt, pow, exp, reductions); the cheapest elementwise kernels skip that per-call cost.
+"""
+import math
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+
+def quiet(fn):
+    """Run a kernel with numpy's floating-point warnings off (torch never warns on nan/inf)."""
+    def run(*args, **kwargs):
+        with np.errstate(all="ignore"):
+            return fn(*args, **kwargs)
+    run.__name__ = fn.__name__
+    run.__doc__ = fn.__doc__
+    return run
+
+
+# ----- elementwise (kernels/elementwise.cpp) ----------------------------------------------------------------
+add = (lambda a, b: np.add(a, b))
+sub = (lambda a, b: np.subtract(a, b))
+mul = (lambda a, b: np.multiply(a, b))
+div = quiet(lambda a, b: np.true_divide(a, b))
+neg = (lambda a: np.negative(a) if a.dtype != np.bool_ else ~a)
+pow = quiet(lambda a, b: np.power(a, b))
+maximum = (lambda a, b: np.maximum(a, b))
+minimum = (lambda a, b: np.minimum(a, b))
+where = (lambda cond, a, b: np.where(cond, a, b))
+clamp = (lambda a, lo, hi: np.clip(a, lo, hi))
+exp = quiet(lambda a: np.exp(a))
+log = quiet(lambda a: np.log(a))
+sqrt = quiet(lambda a: np.sqrt(a))
+rsqrt = quiet(lambda a: 1 / np.sqrt(a))
+abs = (lambda a: np.abs(a))
+sin = (lambda a: np.sin(a))
+cos = (lambda a: np.cos(a))
+tanh = (lambda a: np.tanh(a))
+sigmoid = (lambda a: 0.5 * (np.tanh(0.5 * a) + 1))          # stable for large |a|
+relu = (lambda a: np.maximum(a, 0))
+sign = (lambda a: np.sign(a))
+_erf_scalar = np.frompyfunc(math.erf, 1, 1)
+erf = quiet(lambda a: _erf_scalar(a).astype(a.dtype) if a.size else a.copy())
+leaky_relu = (lambda a, slope: np.where(a > 0, a, a * a.dtype.type(slope)))
+gelu = quiet(lambda a: 0.5 * a * (1 + erf(a / math.sqrt(2.0))))
+gelu_tanh = quiet(lambda a: 0.5 * a * (1 + np.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a ** 3))))
+softplus = quiet(lambda a, beta, threshold: np.where(a * beta > threshold, a,
+                                                     np.logaddexp(0, a * beta) / a.dtype.type(beta)))
+compare = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+           "ge": np.greater_equal}
+
+# ----- reductions (kernels/reduce.cpp) ----------------------------------------------------------------------
+sum = quiet(lambda a, dims, keepdim: np.sum(a, axis=dims, keepdims=keepdim))
+mean = quiet(lambda a, dims, keepdim: np.mean(a, axis=dims, keepdims=keepdim))
+var = quiet(lambda a, dims, correction, keepdim: np.var(a, axis=dims, ddof=correction, keepdims=keepdim))
+amax = quiet(lambda a, dims, keepdim: np.max(a, axis=dims, keepdims=keepdim))
+amin = quiet(lambda a, dims, keepdim: np.min(a, axis=dims, keepdims=keepdim))
+
+
+@quiet
+def logsumexp(a, dims, keepdim):
+    peak = np.max(a, axis=dims, keepdims=True)
+    peak = np.where(np.isfinite(peak), peak, 0)
+    out = np.log(np.sum(np.exp(a - peak), axis=dims, keepdims=True)) + peak
+    return out if keepdim else np.squeeze(out, axis=dims)
+
+
+@quiet
+def softmax(a, dim):
+    shifted = np.exp(a - np.max(a, axis=dim, keepdims=True))
+    return shifted / np.sum(shifted, axis=dim, keepdims=True)
+
+
+@quiet
+def log_softmax(a, dim):
+    return a - logsumexp(a, (dim,), True)
+
+
+# ----- matmul (kernels/matmul.cpp) --------------------------------------------------------------------------
+matmul = np.matmul
+
+
+# ----- convolution and pooling (kernels/conv.cpp) -----------------------------------------------------------
+def conv_out_size(size, kernel, stride, padding, dilation):
+    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def im2col(x, kernel, stride, padding, dilation, pad_value=0.0):
+    """(N, C, H, W) -> (N, C*kh*kw, OH*OW): every receptive field as one column."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    n, c = x.shape[:2]
+    if ph or pw:
+        x = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=pad_value)
+    windows = sliding_window_view(x, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(2, 3))
+    windows = windows[:, :, ::sh, ::sw, ::dh, ::dw]                # (N, C, OH, OW, kh, kw)
+    oh, ow = windows.shape[2:4]
+    return windows.transpose(0, 1, 4, 5, 2, 3).reshape(n, c * kh * kw, oh * ow)
+
+
+def col2im(cols, input_size, kernel, stride, padding, dilation):
+    """The adjoint of im2col: add every column back onto the (N, C, H, W) positions it was read from."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    n, c, h, w = input_size
+    oh = conv_out_size(h, kh, sh, ph, dh)
+    ow = conv_out_size(w, kw, sw, pw, dw)
+    cols = cols.reshape(n, c, kh, kw, oh, ow)
+    out = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=cols.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            out[:, :, i * dh:i * dh + sh * oh:sh, j * dw:j * dw + sw * ow:sw] += cols[:, :, i, j]
+    return out[:, :, ph:ph + h, pw:pw + w]
+
+
+# ----- indexing (kernels/index.cpp) -------------------------------------------------------------------------
+def index_put(a, key, values, accumulate):
+    out = a.copy()
+    if accumulate:
+        np.add.at(out, key, values)
+    else:
+        out[key] = values
+    return out
+
+
+def scatter_add(a, dim, index, src):
+    """out[..., index[i, j, k], ...] += src[i, j, k] along `dim` (torch.scatter_add)."""
+    out = a.copy()
+    grids = list(np.indices(index.shape, sparse=True))
+    grids[dim] = index
+    np.add.at(out, tuple(grids), src[tuple(slice(0, s) for s in index.shape)])
+    return out
+
+
+def gather(a, dim, index):
+    grids = list(np.indices(index.shape, sparse=True))
+    grids[dim] = index
+    return a[tuple(grids)]

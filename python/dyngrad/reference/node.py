@@ -1,0 +1,265 @@
+"""Reference engine: graph nodes. Mirrors csrc/dyngrad/node.h (Node, Edge, SavedTensor, OpNode, AccumulateGrad).
+
+A node is the `grad_fn` of the tensors an op produced. Its `next_edges` point, input by input, to where the
+gradient of that input goes: `(node, input_nr)` of the op that produced the input, the input's `AccumulateGrad`
+sink if it is a leaf requiring grad, or None if the input needs no gradient.
+"""
+import types
+import weakref
+
+from . import errors
+from .tensor import Tensor, make_tensor, _HookList
+
+
+def gradient_edge(t):
+    """Where the gradient of tensor `t` must be sent: (grad_fn, output_nr), (AccumulateGrad, 0) or None."""
+    if t.grad_fn is not None:
+        return (t.grad_fn, t.output_nr)
+    if t._requires_grad:
+        return (grad_accumulator(t), 0)
+    return None
+
+
+def grad_accumulator(leaf):
+    """The leaf's AccumulateGrad node; cached weakly so every use of the leaf in one graph shares one sink."""
+    node = leaf._grad_accumulator() if leaf._grad_accumulator is not None else None
+    if node is None:
+        node = AccumulateGrad(leaf)
+        leaf._grad_accumulator = weakref.ref(node)
+    return node
+
+
+def camel_case(op):
+    """`log_softmax` -> `LogSoftmax` (node names are `LogSoftmaxBackward`)."""
+    return "".join(part[:1].upper() + part[1:] for part in op.split("_"))
+
+
+class Node:
+    """Base of every grad_fn. `apply(grads)` maps one gradient per output to one gradient per next edge."""
+
+    __slots__ = ("next_edges", "_tensor_pre_hooks", "_retain_grad_refs", "_pre_hooks", "_post_hooks",
+                 "__weakref__")
+    num_outputs = 1
+
+    def __init__(self, next_edges=()):
+        self.next_edges = next_edges
+        self._tensor_pre_hooks = None
+        self._retain_grad_refs = None
+        self._pre_hooks = None
+        self._post_hooks = None
+
+    def name(self):
+        return type(self).__name__
+
+    def __repr__(self):
+        return f"<{self.name()} object at {id(self):#x}>"
+
+    @property
+    def next_functions(self):
+        return tuple(edge if edge is not None else (None, 0) for edge in self.next_edges)
+
+    @property
+    def metadata(self):
+        return {}
+
+    def apply(self, grads):
+        raise NotImplementedError
+
+    def release_saved(self):
+        """Free what the backward pass needed; see Note [Releasing the graph] in csrc/dyngrad/node.h."""
+
+    # ----- hooks -----------------------------------------------------------------------------------------
+    def tensor_pre_hooks(self, output_nr):
+        """The hook list of the tensor that is this node's output `output_nr` (created on demand)."""
+        if self._tensor_pre_hooks is None:
+            self._tensor_pre_hooks = {}
+        return self._tensor_pre_hooks.setdefault(output_nr, _HookList())
+
+    def add_retain_grad(self, output_nr, tensor_ref):
+        if self._retain_grad_refs is None:
+            self._retain_grad_refs = {}
+        self._retain_grad_refs[output_nr] = tensor_ref
+
+    def register_hook(self, fn):
+        """fn(grad_inputs, grad_outputs) runs after this node; a non-None return replaces grad_inputs."""
+        from .tensor import RemovableHandle
+        if self._post_hooks is None:
+            self._post_hooks = _HookList()
+        self._post_hooks.append(fn)
+        return RemovableHandle(self._post_hooks, fn)
+
+    def register_prehook(self, fn):
+        """fn(grad_outputs) runs before this node; a non-None return replaces grad_outputs."""
+        from .tensor import RemovableHandle
+        if self._pre_hooks is None:
+            self._pre_hooks = _HookList()
+        self._pre_hooks.append(fn)
+        return RemovableHandle(self._pre_hooks, fn)
+
+
+class SavedTensor:
+    """A tensor kept for the backward pass, with the version it had when saved.
+
+    See Note [Saved tensor versions] in csrc/dyngrad/node.h. An op's own output is saved as its memory only
+    (not the Tensor object, which would form a cycle out -> grad_fn -> out); unpacking rebuilds a tensor whose
+    grad_fn is the node itself, so create_graph can differentiate through it.
+    """
+
+    __slots__ = ("tensor", "data", "storage", "version", "output_nr")
+
+    def __init__(self, t, is_output=False):
+        self.version = t._storage.version
+        if is_output:
+            self.tensor = None
+            self.data = t._data
+            self.storage = t._storage
+            self.output_nr = t.output_nr
+        else:
+            self.tensor = t
+            self.data = None
+            self.storage = t._storage
+
+    def unpack(self, node):
+        now = self.storage.version
+        if now != self.version:
+            shape = self.tensor.shape if self.tensor is not None else self.data.shape
+            raise RuntimeError(errors.ERR_SAVED_MODIFIED.format(
+                shape=errors.shape_str(shape), node=node.name(), now=now, saved=self.version))
+        if self.tensor is not None:
+            return self.tensor
+        out = make_tensor(self.data, self.storage)
+        out.grad_fn = node
+        out.output_nr = self.output_nr
+        return out
+
+
+class OpNode(Node):
+    """The node of one primitive op: its derivative lives in derivatives.py as `<op>_backward(grad, s)`,
+    where `s` holds the unpacked saved tensors, the op's non-tensor arguments and `needs_input_grad`."""
+
+    __slots__ = ("op", "backward_fn", "saved", "args", "input_meta", "released")
+
+    def __init__(self, op, backward_fn, inputs):
+        edges, meta = [], []
+        for t in inputs:
+            if t is None:
+                edges.append(None)
+                meta.append(None)
+                continue
+            if t.grad_fn is not None:
+                edges.append((t.grad_fn, t.output_nr))
+            elif t._requires_grad:
+                edges.append((grad_accumulator(t), 0))
+            else:
+                edges.append(None)
+            meta.append((t._data.shape, t._data.dtype))
+        self.next_edges = tuple(edges)
+        self.input_meta = tuple(meta)
+        self._tensor_pre_hooks = self._retain_grad_refs = self._pre_hooks = self._post_hooks = None
+        self.op = op
+        self.backward_fn = backward_fn
+        self.saved = None
+        self.args = None
+        self.released = False
+
+    def name(self):
+        return camel_case(self.op) + "Backward"
+
+    def save(self, name, t, is_output=False):
+        if self.saved is None:
+            self.saved = {}
+        self.saved[name] = SavedTensor(t, is_output) if t is not None else None
+
+    def release_saved(self):
+        if self.saved is not None:
+            self.saved = None
+            self.released = True
+
+    def unpack(self):
+        if self.released:
+            raise RuntimeError(errors.ERR_BACKWARD_TWICE.format(node=self.name()))
+        s = types.SimpleNamespace(**(self.args or {}))
+        if self.saved is not None:
+            for key, saved in self.saved.items():
+                setattr(s, key, saved.unpack(self) if saved is not None else None)
+        s.needs_input_grad = tuple(edge is not None for edge in self.next_edges)
+        return s
+
+    def apply(self, grads):
+        grad = grads[0]
+        if grad is None:
+            return (None,) * len(self.next_edges)
+        result = self.backward_fn(grad, self.unpack())
+        if len(result) != len(self.next_edges):
+            raise RuntimeError(f"{self.name()} returned {len(result)} gradients, but the op had "
+                               f"{len(self.next_edges)} inputs.")
+        fitted = []
+        for i, g in enumerate(result):
+            if g is None or self.next_edges[i] is None:
+                fitted.append(None)
+                continue
+            shape, np_dtype = self.input_meta[i]
+            if g._data.shape != shape or g._data.dtype != np_dtype:
+                g = fit_gradient(g, self.input_meta[i], self.name(), i)
+            fitted.append(g)
+        return fitted
+
+
+def fit_gradient(g, meta, node_name, index):
+    """See Note [Unbroadcast] in csrc/dyngrad/node.h: sum a gradient down to its input's shape (the formulas
+    ignore broadcasting) and cast it to the input's dtype."""
+    from . import ops
+    shape, np_dtype = meta
+    if g._data.shape != shape:
+        g = ops.sum_to_shape(g, shape, node_name, index)
+    if g._data.dtype != np_dtype:
+        g = ops.to(g, np_dtype)
+    return g
+
+
+class AccumulateGrad(Node):
+    """The sink of a leaf: adds the incoming gradient to `variable.grad`; see Note [Gradient accumulation]."""
+
+    __slots__ = ("variable",)
+
+    def __init__(self, variable):
+        super().__init__(())
+        self.variable = variable
+
+    def tensor_pre_hooks(self, output_nr):
+        if self.variable._hooks is None:
+            self.variable._hooks = _HookList()
+        return self.variable._hooks
+
+    def apply(self, grads, create_graph=False):
+        from .grad_mode import no_grad
+        g = grads[0]
+        if g is None:
+            return ()
+        v = self.variable
+        if v._grad is None:
+            # a fresh tensor: .grad never aliases an upstream gradient or a user's `gradient=` argument
+            v._grad = g if create_graph else make_tensor(g._data.copy())
+        elif create_graph:
+            v._grad = v._grad + g
+        else:
+            with no_grad():
+                if v._grad._data.flags.writeable and v._grad._data.shape == g._data.shape:
+                    v._grad._data += g._data
+                    v._grad._storage.version += 1
+                else:
+                    v._grad = make_tensor(v._grad._data + g._data)
+        return ()
+
+
+class GraphRoot(Node):
+    """The virtual start of a backward pass: sends each root tensor its initial gradient."""
+
+    __slots__ = ("grads",)
+
+    def __init__(self, edges, grads):
+        super().__init__(tuple(edges))
+        self.grads = grads
+
+    def apply(self, grads):
+        return self.grads
