@@ -1,0 +1,254 @@
+// autograd_bind.cpp: backward / grad, grad mode, hooks, graph introspection, and the node of a custom
+// Python autograd.Function (the engine calls back into Python for it).
+#include "common.h"
+#include "dyngrad/engine.h"
+#include "dyngrad/errors.h"
+#include "dyngrad/grad_mode.h"
+#include "dyngrad/node.h"
+
+namespace dyngrad {
+
+namespace {
+
+GradHook wrap_hook(py::function fn) {
+  return [fn](const Tensor& g) -> Tensor {
+    py::object r = fn(g);
+    if (r.is_none()) return nullptr;
+    DG_CHECK(is_tensor(r), TypeError, "a tensor hook must return a Tensor or None, got ",
+             py::str(py::type::handle_of(r).attr("__name__")).cast<std::string>(), ".");
+    Tensor t = r.cast<Tensor>();
+    DG_CHECK(t->shape == g->shape, RuntimeError, "a tensor hook returned a gradient of shape ", shape_str(t->shape),
+             " for a tensor of shape ", shape_str(g->shape), ".");
+    return t;
+  };
+}
+
+int64_t g_next_hook_id = 0;
+
+// The node of a custom Function: ctx and backward are Python objects.
+struct PyFunctionNode final : Node {
+  py::object ctx;
+  py::object backward_fn;
+  std::string name_;
+  std::vector<InputMeta> output_meta;
+  std::vector<bool> is_tensor_arg;  // per forward argument
+
+  std::string name() const override { return name_; }
+  uint32_t num_outputs() const override { return (uint32_t)output_meta.size(); }
+
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    if (released) throw RuntimeError(err_backward_twice(name_));
+    py::tuple args(grads.size() + 1);
+    args[0] = ctx;
+    for (size_t i = 0; i < grads.size(); ++i) {  // missing gradients are materialised as zeros (torch's default)
+      Tensor g = grads[i] ? grads[i] : zeros(output_meta[i].shape, output_meta[i].dtype);
+      args[i + 1] = py::cast(g);
+    }
+    py::object result = backward_fn(*args);
+    py::tuple results = py::isinstance<py::tuple>(result) ? result.cast<py::tuple>() : py::make_tuple(result);
+    std::string fn = name_.substr(0, name_.size() - 8);  // "MyFuncBackward" -> "MyFunc"
+    DG_CHECK(results.size() == is_tensor_arg.size(), RuntimeError, fn, ".backward returned ", results.size(),
+             " gradient", results.size() == 1 ? "" : "s", ", but forward had ", is_tensor_arg.size(), " input",
+             is_tensor_arg.size() == 1 ? "" : "s", ".");
+    std::vector<Tensor> out;
+    size_t edge = 0;
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (!is_tensor_arg[i]) continue;
+      py::handle r = results[i];
+      Tensor g;
+      if (!r.is_none()) {
+        DG_CHECK(is_tensor(r), TypeError, fn, ".backward returned a ",
+                 py::str(py::type::handle_of(r).attr("__name__")).cast<std::string>(), " for input ", i,
+                 "; expected a Tensor or None.");
+        g = r.cast<Tensor>();
+        const Shape& want = input_meta[edge].shape;
+        if (g->shape != want && shape_numel(g->shape) != shape_numel(want)) {
+          try {
+            broadcast_shapes(g->shape, want, "backward");
+          } catch (const std::exception&) {
+            throw RuntimeError(str_cat(fn, ".backward returned a gradient of shape ", shape_str(g->shape),
+                                       " for input ", i, " of shape ", shape_str(want), "."));
+          }
+        }
+      }
+      out.push_back(g);
+      ++edge;
+    }
+    return out;
+  }
+  void release_saved() override {
+    released = true;
+    if (py::hasattr(ctx, "_release")) ctx.attr("_release")();
+  }
+};
+
+std::vector<Tensor> as_tensor_list(py::handle o) {
+  if (is_tensor(o)) return {o.cast<Tensor>()};
+  std::vector<Tensor> out;
+  for (auto item : o) out.push_back(item.is_none() ? nullptr : item.cast<Tensor>());
+  return out;
+}
+
+}  // namespace
+
+void bind_autograd(py::module_& m) {
+  using py::arg;
+  auto none = py::none();
+  auto cls = py::reinterpret_borrow<py::class_<TensorImpl, Tensor>>(py::type::of<TensorImpl>());
+
+  // ---- graph nodes (grad_fn) ----
+  py::class_<Node, std::shared_ptr<Node>>(m, "Node")
+      .def("name", &Node::name)
+      .def("__repr__", [](const Node& n) { return "<" + n.name() + ">"; })
+      .def_property_readonly("next_functions", [](const Node& n) {
+        py::tuple out(n.next_edges.size());
+        for (size_t i = 0; i < n.next_edges.size(); ++i)
+          out[i] = py::make_tuple(n.next_edges[i].fn ? py::cast(n.next_edges[i].fn) : py::none(),
+                                  n.next_edges[i].input_nr);
+        return out;
+      })
+      .def_property_readonly("variable", [](const Node& n) -> py::object {
+        auto* acc = dynamic_cast<const AccumulateGrad*>(&n);
+        if (!acc) throw py::attribute_error("only AccumulateGrad nodes have .variable");
+        return py::cast(acc->variable);
+      })
+      .def_property_readonly("sequence_nr", [](const Node& n) { return n.sequence_nr; })
+      .def_property_readonly("released", [](const Node& n) { return n.released; })
+      .def_property_readonly("input_shapes", [](const Node& n) {
+        py::list out;
+        for (auto& meta : n.input_meta) out.append(make_size(meta.shape));
+        return out;
+      })
+      .def("saved_tensors_info", [](const Node& n) {
+        // (shape, dtype, bytes) of each tensor the node holds for backward
+        py::list out;
+        for (const SavedTensor* s : n.saved_tensors()) {
+          if (!s->data) continue;
+          out.append(py::make_tuple(make_size(s->data->shape), dtype_object(s->data->dtype),
+                                    s->data->numel * (int64_t)s->data->itemsize()));
+        }
+        return out;
+      })
+      .def("register_prehook", [](Node& n, py::function fn) {
+        int64_t id = g_next_hook_id++;
+        n.pre_hooks.push_back({0, {id, wrap_hook(fn)}});
+        return id;
+      });
+
+  // ---- grad mode ----
+  m.def("is_grad_enabled", &GradMode::is_enabled);
+  m.def("_set_grad_enabled", &GradMode::set_enabled);
+
+  // ---- backward ----
+  cls.def("backward", [](const Tensor& self, std::optional<Tensor> gradient, std::optional<bool> retain_graph,
+                         bool create_graph, py::handle inputs) {
+    BackwardOptions opt;
+    opt.create_graph = create_graph;
+    opt.retain_graph = retain_graph ? *retain_graph : create_graph;
+    std::vector<Tensor> grads = {gradient ? *gradient : nullptr};
+    if (inputs.is_none()) {
+      run_backward({self}, grads, {}, opt);
+      return;
+    }
+    // backward(inputs=...): accumulate only into those
+    std::vector<Tensor> ins = as_tensor_list(inputs);
+    opt.accumulate = false;
+    opt.allow_unused = true;
+    std::vector<Tensor> got = run_backward({self}, grads, ins, opt);
+    GradModeGuard mode(create_graph);
+    for (size_t i = 0; i < ins.size(); ++i) {
+      if (!got[i]) continue;
+      Tensor g = create_graph ? got[i] : contiguous_copy(got[i], got[i]->dtype);
+      ins[i]->grad = ins[i]->grad ? add(ins[i]->grad, g) : g;
+    }
+  }, arg("gradient") = none, arg("retain_graph") = none, arg("create_graph") = false, arg("inputs") = none);
+
+  m.def("_run_backward", [](py::handle tensors, py::handle grad_tensors, std::optional<bool> retain_graph,
+                            bool create_graph) {
+    std::vector<Tensor> roots = as_tensor_list(tensors);
+    std::vector<Tensor> grads = grad_tensors.is_none() ? std::vector<Tensor>(roots.size()) : as_tensor_list(grad_tensors);
+    DG_CHECK(grads.size() == roots.size(), RuntimeError, "backward: got ", grads.size(), " gradients for ",
+             roots.size(), " tensors.");
+    BackwardOptions opt;
+    opt.create_graph = create_graph;
+    opt.retain_graph = retain_graph ? *retain_graph : create_graph;
+    run_backward(roots, grads, {}, opt);
+  }, arg("tensors"), arg("grad_tensors") = none, arg("retain_graph") = none, arg("create_graph") = false);
+
+  m.def("_grad", [](py::handle outputs, py::handle inputs, py::handle grad_outputs, std::optional<bool> retain_graph,
+                    bool create_graph, bool allow_unused) {
+    std::vector<Tensor> roots = as_tensor_list(outputs);
+    std::vector<Tensor> ins = as_tensor_list(inputs);
+    std::vector<Tensor> grads = grad_outputs.is_none() ? std::vector<Tensor>(roots.size()) : as_tensor_list(grad_outputs);
+    DG_CHECK(grads.size() == roots.size(), RuntimeError, "grad: got ", grads.size(), " grad_outputs for ",
+             roots.size(), " outputs.");
+    for (size_t i = 0; i < ins.size(); ++i)
+      DG_CHECK(ins[i] && ins[i]->requires_grad, RuntimeError, "grad(): input ", i,
+               " does not require grad; set requires_grad=True on it.");
+    BackwardOptions opt;
+    opt.create_graph = create_graph;
+    opt.retain_graph = retain_graph ? *retain_graph : create_graph;
+    opt.accumulate = false;
+    opt.allow_unused = allow_unused;
+    std::vector<Tensor> got = run_backward(roots, grads, ins, opt);
+    py::tuple out(got.size());
+    for (size_t i = 0; i < got.size(); ++i) out[i] = got[i] ? py::cast(got[i]) : py::none();
+    return out;
+  }, arg("outputs"), arg("inputs"), arg("grad_outputs") = none, arg("retain_graph") = none,
+     arg("create_graph") = false, arg("allow_unused") = false);
+
+  // ---- hooks ----
+  cls.def("register_hook", [](const Tensor& self, py::function fn) {
+    DG_CHECK(self->requires_grad, RuntimeError,
+             "cannot register a hook on a tensor that doesn't require gradient.");
+    int64_t id = g_next_hook_id++;
+    if (self->is_leaf()) self->hooks.push_back({id, wrap_hook(fn)});
+    else self->grad_fn->pre_hooks.push_back({self->output_nr, {id, wrap_hook(fn)}});
+    return py_helper("RemovableHandle")(py::cast(self), id);
+  });
+  cls.def("_remove_hook", [](const Tensor& self, int64_t id) {
+    auto& hs = self->hooks;
+    hs.erase(std::remove_if(hs.begin(), hs.end(), [id](auto& h) { return h.first == id; }), hs.end());
+    if (self->grad_fn) {
+      auto& ph = self->grad_fn->pre_hooks;
+      ph.erase(std::remove_if(ph.begin(), ph.end(), [id](auto& h) { return h.second.first == id; }), ph.end());
+    }
+  });
+  cls.def("retain_grad", [](const Tensor& self) {
+    DG_CHECK(self->requires_grad, RuntimeError, "can't retain_grad on a tensor that doesn't require grad.");
+    if (self->is_leaf() || self->retains_grad) return;
+    self->retains_grad = true;
+    self->grad_fn->retained.push_back({self->output_nr, self});
+  });
+
+  // ---- custom Functions ----
+  // Makes `outputs` the outputs of a PyFunctionNode whose inputs are the tensors among `args`.
+  m.def("_record_function", [](py::object ctx, py::object backward_fn, const std::string& name, py::list args,
+                               py::list outputs, py::list non_differentiable) {
+    auto node = std::make_shared<PyFunctionNode>();
+    node->ctx = ctx;
+    node->backward_fn = backward_fn;
+    node->name_ = name;
+    std::vector<Tensor> inputs;
+    std::vector<const Tensor*> ptrs;
+    for (auto a : args) {
+      bool t = is_tensor(a);
+      node->is_tensor_arg.push_back(t);
+      if (t) inputs.push_back(a.cast<Tensor>());
+    }
+    for (auto& t : inputs) ptrs.push_back(&t);
+    collect_next_edges(*node, ptrs);
+    uint32_t nr = 0;
+    for (auto o : outputs) {
+      Tensor t = o.cast<Tensor>();
+      node->output_meta.push_back({t->shape, t->dtype});
+      bool skip = false;
+      for (auto nd : non_differentiable)
+        if (nd.ptr() == o.ptr()) skip = true;
+      if (!skip && is_floating(t->dtype)) set_history(t, node, nr);
+      ++nr;
+    }
+  });
+}
+
+}  // namespace dyngrad

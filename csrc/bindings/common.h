@@ -1,0 +1,43 @@
+// common.h: what the binding files share: argument conversion from Python objects, and the Python helpers
+// (Size, named tuples, index parsing) that python/dyngrad registers at import.
+#pragma once
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "dyngrad/ops.h"
+
+namespace py = pybind11;
+
+namespace dyngrad {
+
+struct DTypeObject {
+  DType dtype;
+};
+
+py::object dtype_object(DType d);
+// dyngrad dtypes, numpy dtypes, and float/int/bool (float means float64, as in torch).
+DType parse_dtype(py::handle o);
+std::optional<DType> parse_optional_dtype(py::handle o);
+
+// A Python number, array or tensor as a tensor operand of an op whose other operand is `like`.
+// Returns nullptr when `o` is not something an op can take (operators then return NotImplemented).
+Tensor as_operand(py::handle o, const Tensor* like);
+Tensor as_operand_or_throw(py::handle o, const Tensor* like, const char* op);
+bool is_tensor(py::handle o);
+
+// (3, 4), [3, 4] or varargs 3, 4
+Shape parse_shape_args(const py::args& args, const char* op);
+Shape parse_shape(py::handle o, const char* op);
+// None -> all dims; int or sequence of ints.
+Dims parse_dims(py::handle o, const char* op);
+
+// Python helpers registered by python/dyngrad/_tensor_py.py at import.
+py::object py_helper(const char* name);
+py::object make_size(const Shape& shape);
+
+void bind_dtypes(py::module_& m);
+void bind_tensor(py::module_& m);
+void bind_ops(py::module_& m);
+void bind_autograd(py::module_& m);
+
+}  // namespace dyngrad

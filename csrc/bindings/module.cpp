@@ -1,0 +1,188 @@
+// module.cpp: dyngrad._C. Exception translation, dtypes, argument conversion; the rest is in the bind_* files.
+#include <pybind11/numpy.h>
+
+#include "common.h"
+#include "dyngrad/check.h"
+#include "dyngrad/kernels/kernels.h"
+#include "dyngrad/node.h"
+#include "dyngrad/random.h"
+
+namespace dyngrad {
+
+// ---- dtypes: four singleton objects, never freed (they outlive every tensor) ----
+static py::object* g_dtypes[4] = {nullptr, nullptr, nullptr, nullptr};
+
+py::object dtype_object(DType d) { return *g_dtypes[(int)d]; }
+
+DType parse_dtype(py::handle o) {
+  if (py::isinstance<DTypeObject>(o)) return o.cast<DTypeObject&>().dtype;
+  if (o.ptr() == (PyObject*)&PyFloat_Type) return DType::Float64;
+  if (o.ptr() == (PyObject*)&PyLong_Type) return DType::Int64;
+  if (o.ptr() == (PyObject*)&PyBool_Type) return DType::Bool;
+  py::object np = py::module_::import("numpy");
+  py::object dt;
+  try {
+    dt = np.attr("dtype")(o);
+  } catch (py::error_already_set&) {
+    throw TypeError(str_cat("expected a dtype (dyngrad.float32, float64, int64 or bool), got ",
+                            py::str(py::repr(o)).cast<std::string>(), "."));
+  }
+  std::string name = py::str(dt.attr("name"));
+  if (name == "float32") return DType::Float32;
+  if (name == "float64") return DType::Float64;
+  if (name == "int64") return DType::Int64;
+  if (name == "bool") return DType::Bool;
+  throw TypeError(str_cat("dtype ", name, " is not supported: dyngrad has float32, float64, int64 and bool."));
+}
+
+std::optional<DType> parse_optional_dtype(py::handle o) {
+  if (!o || o.is_none()) return std::nullopt;
+  return parse_dtype(o);
+}
+
+void bind_dtypes(py::module_& m) {
+  py::class_<DTypeObject>(m, "dtype")
+      .def("__repr__", [](const DTypeObject& d) { return std::string("dyngrad.") + dtype_name(d.dtype); })
+      .def_property_readonly("is_floating_point", [](const DTypeObject& d) { return is_floating(d.dtype); })
+      .def_property_readonly("itemsize", [](const DTypeObject& d) { return dtype_size(d.dtype); })
+      .def_property_readonly("name", [](const DTypeObject& d) { return std::string(dtype_name(d.dtype)); })
+      .def("__reduce__", [](const DTypeObject& d) {
+        return py::make_tuple(py::module_::import("dyngrad").attr("_dtype_from_name"),
+                              py::make_tuple(std::string(dtype_name(d.dtype))));
+      });
+  const DType all[] = {DType::Bool, DType::Int64, DType::Float32, DType::Float64};
+  for (DType d : all) {
+    g_dtypes[(int)d] = new py::object(py::cast(DTypeObject{d}));
+    m.attr(dtype_name(d)) = *g_dtypes[(int)d];
+  }
+}
+
+// ---- Python helpers ----
+static py::dict* g_helpers = nullptr;
+
+py::object py_helper(const char* name) {
+  if (!g_helpers || !g_helpers->contains(name))
+    throw RuntimeError(str_cat("dyngrad._C helper '", name, "' is not registered; import dyngrad, not dyngrad._C."));
+  return (*g_helpers)[name];
+}
+
+py::object make_size(const Shape& shape) {
+  py::tuple t(shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) t[i] = py::int_(shape[i]);
+  static PyObject* size_type = nullptr;
+  if (!size_type) size_type = py_helper("Size").release().ptr();
+  return py::reinterpret_steal<py::object>(PyObject_CallOneArg(size_type, t.ptr()));
+}
+
+// ---- argument conversion ----
+bool is_tensor(py::handle o) { return py::isinstance<TensorImpl>(o); }
+
+Tensor as_operand(py::handle o, const Tensor* like) {
+  if (is_tensor(o)) return o.cast<Tensor>();
+  if (PyBool_Check(o.ptr())) {
+    bool v = o.ptr() == Py_True;
+    if (like && (*like)->dtype != DType::Bool) return scalar_tensor(v, (*like)->dtype);
+    return scalar_tensor(v, DType::Bool);
+  }
+  if (PyLong_Check(o.ptr())) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o.ptr(), &overflow);
+    if (overflow) throw RuntimeError("an integer operand does not fit in int64.");
+    if (like) return scalar_like(*like, (double)v, true);
+    return scalar_tensor((double)v, DType::Int64);
+  }
+  if (PyFloat_Check(o.ptr())) {
+    double v = PyFloat_AS_DOUBLE(o.ptr());
+    if (like) return scalar_like(*like, v, false);
+    return scalar_tensor(v, DType::Float32);
+  }
+  // numpy scalars and arrays, lists: through dyngrad.tensor (copies)
+  if (py::isinstance<py::array>(o) || PyList_Check(o.ptr()) || py::hasattr(o, "__array_priority__") ||
+      py::hasattr(o, "dtype")) {
+    py::object t = py_helper("tensor_from_data")(o);
+    Tensor r = t.cast<Tensor>();
+    if (like && r->ndim() == 0 && py::hasattr(o, "dtype") && !py::isinstance<py::array>(o)) {
+      // a numpy scalar behaves like a Python number
+      return scalar_like(*like, item_double(r), !is_floating(r->dtype));
+    }
+    return r;
+  }
+  return nullptr;
+}
+
+Tensor as_operand_or_throw(py::handle o, const Tensor* like, const char* op) {
+  Tensor t = as_operand(o, like);
+  if (!t)
+    throw TypeError(str_cat(op, ": expected a Tensor or a number, got ",
+                            py::str(py::type::handle_of(o).attr("__name__")).cast<std::string>(), "."));
+  return t;
+}
+
+static int64_t as_int(py::handle o, const char* op) {
+  if (PyLong_Check(o.ptr()) && !PyBool_Check(o.ptr())) return o.cast<int64_t>();
+  if (py::hasattr(o, "__index__") && !PyBool_Check(o.ptr()) && !PyFloat_Check(o.ptr()))
+    return py::reinterpret_steal<py::object>(PyNumber_Index(o.ptr())).cast<int64_t>();
+  throw TypeError(str_cat(op, ": expected an int, got ",
+                          py::str(py::type::handle_of(o).attr("__name__")).cast<std::string>(), "."));
+}
+
+Shape parse_shape(py::handle o, const char* op) {
+  Shape s;
+  if (PyLong_Check(o.ptr())) {
+    s.push_back(as_int(o, op));
+  } else if (py::isinstance<py::sequence>(o) && !py::isinstance<py::str>(o)) {
+    for (auto item : o) s.push_back(as_int(item, op));
+  } else {
+    throw TypeError(str_cat(op, ": expected a shape (a tuple of ints), got ",
+                            py::str(py::type::handle_of(o).attr("__name__")).cast<std::string>(), "."));
+  }
+  return s;
+}
+
+Shape parse_shape_args(const py::args& args, const char* op) {
+  if (args.size() == 1 && !PyLong_Check(args[0].ptr())) return parse_shape(args[0], op);
+  Shape s;
+  for (auto a : args) s.push_back(as_int(a, op));
+  return s;
+}
+
+Dims parse_dims(py::handle o, const char* op) {
+  if (!o || o.is_none()) return {};
+  if (py::isinstance<py::sequence>(o)) {
+    Dims d = parse_shape(o, op);
+    DG_CHECK(!d.empty(), RuntimeError, op, ": dim must not be an empty tuple.");
+    return d;
+  }
+  return {as_int(o, op)};
+}
+
+}  // namespace dyngrad
+
+PYBIND11_MODULE(_C, m) {
+  using namespace dyngrad;
+  m.doc() = "dyngrad's C++ core: tensors, ops with their derivatives, and the backward engine.";
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const dyngrad::TypeError& e) {
+      PyErr_SetString(PyExc_TypeError, e.what());
+    } catch (const dyngrad::NotImplementedError& e) {
+      PyErr_SetString(PyExc_NotImplementedError, e.what());
+    }
+  });
+  m.def("_register_helpers", [](py::dict helpers) { g_helpers = new py::dict(helpers); });
+  m.def("_set_blas", &set_blas_functions, "hand over cblas_sgemm/cblas_dgemm function pointers");
+  m.def("_blas_loaded", &blas_loaded);
+  m.def("_live_node_count", &live_node_count, "debug counter: graph nodes alive now");
+  m.def("op_names", [] {
+    std::vector<std::string> names;
+    for (int i = 0; i < (int)OpKind::COUNT; ++i) names.push_back(op_name((OpKind)i));
+    return names;
+  }, "the primitive ops of csrc/dyngrad/ops.def, in order");
+  m.def("manual_seed", [](uint64_t seed) { manual_seed(seed); }, py::arg("seed"));
+  m.def("initial_seed", &initial_seed);
+  bind_dtypes(m);
+  bind_tensor(m);
+  bind_ops(m);
+  bind_autograd(m);
+}

@@ -1,0 +1,374 @@
+// derivatives.cpp: EVERY backward formula, one function per primitive op, in ops.def order.
+// Mirrored by python/dyngrad/reference/derivatives.py.
+// Conventions: `grad` is dL/d(out); n.get(i) unpacks what the forward saved (see the op's forward in ops_*.cpp);
+// n.input_meta[i] is the shape/dtype of input i. Formulas ignore broadcasting: the engine sums each gradient to
+// its input's shape (Note [Unbroadcast] in engine.h). They are written in differentiable ops, so with
+// create_graph=True the backward pass is itself recorded and can be differentiated again.
+#include <cmath>
+#include <limits>
+
+#include "derivatives.h"
+#include "grad_mode.h"
+#include "kernels/kernels.h"
+#include "ops.h"
+
+namespace dyngrad {
+
+using Grads = std::vector<Tensor>;
+
+static Tensor num(double v, const Tensor& like) { return scalar_tensor(v, like->dtype); }
+static const Shape& in_shape(const OpNode& n, int i = 0) { return n.input_meta[i].shape; }
+// A reduction's gradient, put back to the input's shape: re-insert reduced dims, then broadcast.
+static Tensor unreduce(const Tensor& g, const OpNode& n) {
+  const Shape& shape = in_shape(n);
+  Tensor r = g;
+  if (n.scalars[0] == 0) {  // !keepdim
+    Shape kept = shape;
+    for (int64_t d : n.ints) kept[d] = 1;
+    r = reshape(g, kept);
+  }
+  return expand(r, shape);
+}
+
+// ---- arithmetic ----
+
+// out = a + b  ->  da = grad, db = grad
+static Grads add_backward(const Tensor& grad, OpNode&) { return {grad, grad}; }
+
+// out = a - b  ->  da = grad, db = -grad
+static Grads sub_backward(const Tensor& grad, OpNode& n) {
+  return {grad, n.needs_input_grad(1) ? neg(grad) : nullptr};
+}
+
+// out = a * b  ->  da = grad * b, db = grad * a
+static Grads mul_backward(const Tensor& grad, OpNode& n) {
+  return {n.needs_input_grad(0) ? mul(grad, n.get(1)) : nullptr, n.needs_input_grad(1) ? mul(grad, n.get(0)) : nullptr};
+}
+
+// out = a / b  ->  da = grad / b, db = -grad * a / b^2
+static Grads div_backward(const Tensor& grad, OpNode& n) {
+  Tensor b = n.get(1);
+  Tensor da = n.needs_input_grad(0) ? div(grad, b) : nullptr;
+  Tensor db = n.needs_input_grad(1) ? neg(div(mul(grad, n.get(0)), mul(b, b))) : nullptr;
+  return {da, db};
+}
+
+// out = -a  ->  da = -grad
+static Grads neg_backward(const Tensor& grad, OpNode&) { return {neg(grad)}; }
+
+// out = a ** b  ->  da = grad * b * a^(b-1), db = grad * out * log(a)  (0 where a == 0, as torch)
+static Grads pow_backward(const Tensor& grad, OpNode& n) {
+  Tensor a = n.get(0), b = n.get(1);
+  Tensor da = n.needs_input_grad(0) ? mul(grad, mul(b, pow(a, sub(b, num(1, b))))) : nullptr;
+  Tensor db;
+  if (n.needs_input_grad(1)) {
+    Tensor out = n.get(2);
+    Tensor safe_log = where(compare(CompareOp::Eq, a, num(0, a)), num(0, a), log(a));
+    db = mul(grad, mul(out, safe_log));
+  }
+  return {da, db};
+}
+
+// out = a ** p  ->  da = grad * p * a^(p-1)
+static Grads pow_scalar_backward(const Tensor& grad, OpNode& n) {
+  double p = n.scalars[0];
+  if (p == 0) return {mul(grad, num(0, grad))};
+  Tensor a = n.get(0);
+  Tensor d = p == 2 ? mul(a, num(2, a)) : mul(pow_scalar(a, p - 1), num(p, a));
+  return {mul(grad, d)};
+}
+
+// out = max(a, b)  ->  the larger input gets grad; ties split it evenly (torch)
+static Grads maximum_backward(const Tensor& grad, OpNode& n) {
+  Tensor a = n.get(0), b = n.get(1);
+  Tensor wa = add(to_dtype(compare(CompareOp::Gt, a, b), grad->dtype),
+                  mul(to_dtype(compare(CompareOp::Eq, a, b), grad->dtype), num(0.5, grad)));
+  return {n.needs_input_grad(0) ? mul(grad, wa) : nullptr,
+          n.needs_input_grad(1) ? mul(grad, sub(num(1, wa), wa)) : nullptr};
+}
+
+// out = min(a, b)  ->  the smaller input gets grad; ties split it evenly
+static Grads minimum_backward(const Tensor& grad, OpNode& n) {
+  Tensor a = n.get(0), b = n.get(1);
+  Tensor wa = add(to_dtype(compare(CompareOp::Lt, a, b), grad->dtype),
+                  mul(to_dtype(compare(CompareOp::Eq, a, b), grad->dtype), num(0.5, grad)));
+  return {n.needs_input_grad(0) ? mul(grad, wa) : nullptr,
+          n.needs_input_grad(1) ? mul(grad, sub(num(1, wa), wa)) : nullptr};
+}
+
+// out = cond ? a : b  ->  da = cond ? grad : 0, db = cond ? 0 : grad
+static Grads where_backward(const Tensor& grad, OpNode& n) {
+  Tensor cond = n.get(0), zero = num(0, grad);
+  return {nullptr, n.needs_input_grad(1) ? where(cond, grad, zero) : nullptr,
+          n.needs_input_grad(2) ? where(cond, zero, grad) : nullptr};
+}
+
+// out = clamp(a, lo, hi)  ->  da = grad where lo <= a <= hi, else 0
+static Grads clamp_backward(const Tensor& grad, OpNode& n) {
+  Tensor a = n.get(0);
+  double lo = n.scalars[0], hi = n.scalars[1];
+  Tensor inside = full(a->shape, 1.0, DType::Bool);
+  if (!std::isnan(lo)) inside = logical_and(inside, compare(CompareOp::Ge, a, num(lo, a)));
+  if (!std::isnan(hi)) inside = logical_and(inside, compare(CompareOp::Le, a, num(hi, a)));
+  return {where(inside, grad, num(0, grad))};
+}
+
+// ---- unary ----
+
+// out = exp(a)  ->  da = grad * out
+static Grads exp_backward(const Tensor& grad, OpNode& n) { return {mul(grad, n.get(0))}; }
+
+// out = log(a)  ->  da = grad / a
+static Grads log_backward(const Tensor& grad, OpNode& n) { return {div(grad, n.get(0))}; }
+
+// out = sqrt(a)  ->  da = grad / (2 out)
+static Grads sqrt_backward(const Tensor& grad, OpNode& n) { return {div(grad, mul(n.get(0), num(2, grad)))}; }
+
+// out = a^(-1/2)  ->  da = -grad * out^3 / 2
+static Grads rsqrt_backward(const Tensor& grad, OpNode& n) {
+  Tensor out = n.get(0);
+  return {mul(grad, mul(pow_scalar(out, 3), num(-0.5, grad)))};
+}
+
+// out = |a|  ->  da = grad * sign(a)
+static Grads abs_backward(const Tensor& grad, OpNode& n) { return {mul(grad, sign(n.get(0)))}; }
+
+// out = sin(a)  ->  da = grad * cos(a)
+static Grads sin_backward(const Tensor& grad, OpNode& n) { return {mul(grad, cos(n.get(0)))}; }
+
+// out = cos(a)  ->  da = -grad * sin(a)
+static Grads cos_backward(const Tensor& grad, OpNode& n) { return {neg(mul(grad, sin(n.get(0))))}; }
+
+// out = tanh(a)  ->  da = grad * (1 - out^2)
+static Grads tanh_backward(const Tensor& grad, OpNode& n) {
+  Tensor out = n.get(0);
+  if (!GradMode::is_enabled())  // not recording: one fused kernel instead of three
+    return {mul(grad, unary_kernel(UnaryKind::TanhGradFromOut, out, out->dtype))};
+  return {mul(grad, sub(num(1, out), mul(out, out)))};
+}
+
+// out = sigmoid(a)  ->  da = grad * out * (1 - out)
+static Grads sigmoid_backward(const Tensor& grad, OpNode& n) {
+  Tensor out = n.get(0);
+  if (!GradMode::is_enabled()) return {mul(grad, unary_kernel(UnaryKind::SigmoidGradFromOut, out, out->dtype))};
+  return {mul(grad, mul(out, sub(num(1, out), out)))};
+}
+
+// out = max(a, 0)  ->  da = grad * (out > 0)
+static Grads relu_backward(const Tensor& grad, OpNode& n) {
+  Tensor out = n.get(0);
+  return {mul(grad, unary_kernel(UnaryKind::ReluMask, out, grad->dtype))};
+}
+
+// out = a > 0 ? a : slope * a  ->  da = grad * (a > 0 ? 1 : slope)
+static Grads leaky_relu_backward(const Tensor& grad, OpNode& n) {
+  Tensor a = n.get(0);
+  return {mul(grad, where(compare(CompareOp::Gt, a, num(0, a)), num(1, grad), num(n.scalars[0], grad)))};
+}
+
+// out = a * Phi(a)  ->  da = grad * (Phi(a) + a * phi(a))
+static Grads gelu_backward(const Tensor& grad, OpNode& n) {
+  Tensor a = n.get(0);
+  if (!GradMode::is_enabled()) return {mul(grad, unary_kernel(UnaryKind::GeluGrad, a, a->dtype))};
+  Tensor cdf = mul(add(erf(mul(a, num(M_SQRT1_2, a))), num(1, a)), num(0.5, a));
+  Tensor pdf = mul(exp(mul(mul(a, a), num(-0.5, a))), num(0.3989422804014327, a));
+  return {mul(grad, add(cdf, mul(a, pdf)))};
+}
+
+// out = log(1 + exp(beta a)) / beta (linear above threshold)  ->  da = grad * sigmoid(beta a) (1 above threshold)
+static Grads softplus_backward(const Tensor& grad, OpNode& n) {
+  Tensor a = n.get(0);
+  double beta = n.scalars[0], threshold = n.scalars[1];
+  Tensor ba = mul(a, num(beta, a));
+  return {where(compare(CompareOp::Gt, ba, num(threshold, a)), grad, mul(grad, sigmoid(ba)))};
+}
+
+// out = erf(a)  ->  da = grad * 2/sqrt(pi) * exp(-a^2)
+static Grads erf_backward(const Tensor& grad, OpNode& n) {
+  Tensor a = n.get(0);
+  return {mul(grad, mul(exp(neg(mul(a, a))), num(1.1283791670955126, a)))};
+}
+
+// ---- reductions ----
+
+// out = sum(a, dims)  ->  da = grad broadcast back over dims
+static Grads sum_backward(const Tensor& grad, OpNode& n) { return {unreduce(grad, n)}; }
+
+// out = mean(a, dims)  ->  da = grad broadcast back / count
+static Grads mean_backward(const Tensor& grad, OpNode& n) {
+  int64_t count = 1;
+  for (int64_t d : n.ints) count *= in_shape(n)[d];
+  return {unreduce(div(grad, num((double)count, grad)), n)};
+}
+
+// out = amax(a, dims)  ->  grad shared evenly by the elements equal to the max (torch)
+static Grads extremum_backward(const Tensor& grad, OpNode& n) {
+  Tensor a = n.get(0), out = n.get(1);
+  Tensor hit = to_dtype(compare(CompareOp::Eq, a, unreduce(out, n)), grad->dtype);
+  Tensor count = sum(hit, n.ints, true);
+  return {mul(div(unreduce(grad, n), expand(count, in_shape(n))), hit)};
+}
+static Grads amax_backward(const Tensor& grad, OpNode& n) { return extremum_backward(grad, n); }
+static Grads amin_backward(const Tensor& grad, OpNode& n) { return extremum_backward(grad, n); }
+
+// out = log(sum(exp(a), dims))  ->  da = grad * exp(a - out)
+static Grads logsumexp_backward(const Tensor& grad, OpNode& n) {
+  Tensor a = n.get(0), out = n.get(1);
+  return {mul(unreduce(grad, n), exp(sub(a, unreduce(out, n))))};
+}
+
+// ---- linear algebra ----
+
+// out = a @ b  ->  da = grad @ b^T, db = a^T @ grad  (batch dims summed by the engine)
+static Grads matmul_backward(const Tensor& grad, OpNode& n) {
+  return {n.needs_input_grad(0) ? matmul(grad, mT(n.get(1))) : nullptr,
+          n.needs_input_grad(1) ? matmul(mT(n.get(0)), grad) : nullptr};
+}
+
+// ---- conversion and movement ----
+
+// out = a.to(dtype)  ->  da = grad (cast back by the engine)
+static Grads to_dtype_backward(const Tensor& grad, OpNode& n) { return {to_dtype(grad, n.input_meta[0].dtype)}; }
+
+// out = a.clone()  ->  da = grad
+static Grads clone_backward(const Tensor& grad, OpNode&) { return {grad}; }
+
+// out = a.reshape(shape)  ->  da = grad.reshape(a.shape)
+static Grads reshape_backward(const Tensor& grad, OpNode& n) { return {reshape(grad, in_shape(n))}; }
+
+// out = a.permute(dims)  ->  da = grad.permute(inverse of dims)
+static Grads permute_backward(const Tensor& grad, OpNode& n) {
+  Dims inverse(n.ints.size());
+  for (size_t i = 0; i < n.ints.size(); ++i) inverse[n.ints[i]] = (int64_t)i;
+  return {permute(grad, inverse)};
+}
+
+// out = a.expand(shape)  ->  da = grad summed over the expanded dims (the engine's unbroadcast does it)
+static Grads expand_backward(const Tensor& grad, OpNode& n) { return {sum_to(grad, in_shape(n))}; }
+
+// out = a[start::step] along dim  ->  da = zeros with grad written back into that slice
+static Grads slice_backward(const Tensor& grad, OpNode& n) {
+  return {slice_scatter(grad, in_shape(n), n.ints[0], n.ints[1], n.ints[2])};
+}
+
+// out = zeros with g written into a slice  ->  dg = grad[start::step] along dim
+static Grads slice_scatter_backward(const Tensor& grad, OpNode& n) {
+  int64_t dim = n.ints[0], start = n.ints[1], step = n.ints[2];
+  int64_t len = in_shape(n)[dim];
+  return {slice(grad, dim, start, start + len * step, step)};
+}
+
+// out = cat(a_0, a_1, ...) along dim  ->  da_i = the i-th piece of grad
+static Grads cat_backward(const Tensor& grad, OpNode& n) {
+  int64_t dim = n.ints[0], offset = 0;
+  Grads out;
+  for (size_t i = 1; i < n.ints.size(); ++i) {
+    int64_t len = n.ints[i];
+    out.push_back(n.needs_input_grad(i - 1) && len > 0 ? slice(grad, dim, offset, offset + len, 1) : nullptr);
+    offset += len;
+  }
+  return out;
+}
+
+// ---- indexing ----
+
+// out = a.index_select(dim, index)  ->  da = zeros with grad rows added at index
+static Grads index_select_backward(const Tensor& grad, OpNode& n) {
+  return {index_add(grad, n.ints[0], n.get(0), in_shape(n))};
+}
+
+// out = zeros; out.index_select(dim, index) += src  ->  dsrc = grad.index_select(dim, index)
+static Grads index_add_backward(const Tensor& grad, OpNode& n) { return {index_select(grad, n.ints[0], n.get(0))}; }
+
+// out = a.gather(dim, index)  ->  da = zeros with grad scatter-added at index
+static Grads gather_backward(const Tensor& grad, OpNode& n) {
+  return {scatter_add(grad, n.ints[0], n.get(0), in_shape(n))};
+}
+
+// out = zeros; scatter-add src at index  ->  dsrc = grad.gather(dim, index)
+static Grads scatter_add_backward(const Tensor& grad, OpNode& n) { return {gather(grad, n.ints[0], n.get(0))}; }
+
+// out = a.flat[pos]  ->  da = zeros with grad added at pos
+static Grads take_backward(const Tensor& grad, OpNode& n) { return {put_add(grad, n.get(0), in_shape(n))}; }
+
+// out = a with out.flat[pos] = v  ->  da = grad with pos zeroed, dv = grad.flat[pos]
+static Grads put_backward(const Tensor& grad, OpNode& n) {
+  Tensor pos = n.get(0);
+  return {n.needs_input_grad(0) ? put(grad, pos, num(0, grad)) : nullptr,
+          n.needs_input_grad(1) ? take(grad, pos) : nullptr};
+}
+
+// out = zeros with v added at pos  ->  dv = grad.flat[pos]
+static Grads put_add_backward(const Tensor& grad, OpNode& n) { return {take(grad, n.get(0))}; }
+
+// ---- neural-net primitives ----
+
+// out = softmax(a, dim)  ->  da = out * (grad - sum(grad * out, dim))
+static Grads softmax_backward(const Tensor& grad, OpNode& n) {
+  Tensor out = n.get(0);
+  int64_t dim = n.ints[0];
+  Dims dims = out->ndim() ? Dims{dim} : Dims{};
+  return {mul(out, sub(grad, sum(mul(grad, out), dims, true)))};
+}
+
+// out = log_softmax(a, dim)  ->  da = grad - exp(out) * sum(grad, dim)
+static Grads log_softmax_backward(const Tensor& grad, OpNode& n) {
+  Tensor out = n.get(0);
+  int64_t dim = n.ints[0];
+  Dims dims = out->ndim() ? Dims{dim} : Dims{};
+  return {sub(grad, mul(exp(out), sum(grad, dims, true)))};
+}
+
+// out = reduce(-sum_c q[i,c] log_softmax(x)[i,c])  ->  dx = (softmax(x) - q) * grad (per row; / count for mean)
+// where q is the (label-smoothed) one-hot target and ignored rows get 0.
+static Grads cross_entropy_backward(const Tensor& grad, OpNode& n) {
+  Tensor logits = n.get(0), target = n.get(1);
+  int64_t reduction = n.ints[0], ignore_index = n.ints[1], count = n.ints[2];
+  double ls = n.scalars[0];
+  const bool batched = logits->ndim() == 2;
+  const int64_t N = batched ? logits->shape[0] : 1, C = logits->shape[batched ? 1 : 0];
+  Tensor q = zeros({N, C}, logits->dtype), keep = zeros({N, 1}, logits->dtype);
+  const int64_t* t = target->data<int64_t>();
+  DG_DISPATCH_FLOAT(logits->dtype, T, {
+    T* qp = q->data<T>();
+    T* kp = keep->data<T>();
+    for (int64_t i = 0; i < N; ++i) {
+      if (t[i] == ignore_index) continue;
+      kp[i] = 1;
+      for (int64_t c = 0; c < C; ++c) qp[i * C + c] = (T)(ls / C);
+      qp[i * C + t[i]] += (T)(1 - ls);
+    }
+  });
+  Tensor x = batched ? logits : reshape(logits, {1, C});
+  Tensor g = grad;
+  if (reduction == 1) g = div(grad, num((double)std::max<int64_t>(count, 1), grad));
+  g = reduction == 0 ? reshape(g, {N, 1}) : g;  // mean/sum: a 0-d grad broadcasts over every row
+  Tensor dx = mul(mul(sub(softmax(x, 1), q), keep), g);
+  return {batched ? dx : reshape(dx, {C}), nullptr};
+}
+
+// out = im2col(x)  ->  dx = col2im(grad)
+static Grads unfold_backward(const Tensor& grad, OpNode& n) {
+  auto& k = n.ints;
+  return {fold(grad, in_shape(n), k[0], k[1], k[2], k[3], k[4], k[5])};
+}
+
+// out = col2im(cols)  ->  dcols = im2col(grad)
+static Grads fold_backward(const Tensor& grad, OpNode& n) {
+  auto& k = n.ints;
+  return {unfold(grad, k[0], k[1], k[2], k[3], k[4], k[5])};
+}
+
+// ---- the table ----
+using Formula = Grads (*)(const Tensor&, OpNode&);
+static const Formula kFormulas[] = {
+#define DG_OP(name, display) &name##_backward,
+#include "ops.def"
+#undef DG_OP
+};
+static_assert(sizeof(kFormulas) / sizeof(kFormulas[0]) == (size_t)OpKind::COUNT,
+              "every op in ops.def needs a formula here");
+
+std::vector<Tensor> run_derivative(OpNode& node, const Tensor& grad) { return kFormulas[(int)node.kind](grad, node); }
+
+}  // namespace dyngrad

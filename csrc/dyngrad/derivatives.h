@@ -1,0 +1,12 @@
+// derivatives.h: the table of backward formulas (derivatives.cpp), indexed by OpKind.
+#pragma once
+#include <vector>
+
+#include "node.h"
+
+namespace dyngrad {
+
+// Gradients for each input of `node` given dL/d(out); null where an input needs none.
+std::vector<Tensor> run_derivative(OpNode& node, const Tensor& grad);
+
+}  // namespace dyngrad

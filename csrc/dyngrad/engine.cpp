@@ -1,0 +1,157 @@
+// engine.cpp: backward(). Mirrors python/dyngrad/reference/engine.py.
+#include "engine.h"
+
+#include <unordered_map>
+
+#include "errors.h"
+#include "grad_mode.h"
+#include "ops.h"
+
+namespace dyngrad {
+
+namespace {
+
+struct NodeState {
+  int64_t deps = 0;
+  std::vector<Tensor> pending;  // one slot per output of the node, summed as gradients arrive
+};
+
+// Note [Gradient accumulation]: several consumers of one value each send it a gradient; they are summed in the
+// node's pending slot before the node runs.
+void accumulate_into(std::vector<Tensor>& pending, uint32_t slot, uint32_t num_outputs, Tensor g) {
+  if (pending.size() < num_outputs) pending.resize(num_outputs);
+  Tensor& cur = pending[slot];
+  cur = cur ? add(cur, g) : std::move(g);
+}
+
+// Note [Unbroadcast]: make the gradient match the input it is for.
+Tensor validate_gradient(Tensor g, const InputMeta& meta, const Node& node, size_t i) {
+  if (g->shape != meta.shape) {
+    try {
+      g = sum_to(g, meta.shape);
+    } catch (const std::exception&) {
+      throw RuntimeError(str_cat(node.name(), " returned an invalid gradient for input ", i, ": got shape ",
+                                 shape_str(g->shape), ", expected shape ", shape_str(meta.shape), "."));
+    }
+  }
+  if (g->dtype != meta.dtype && is_floating(meta.dtype)) g = to_dtype(g, meta.dtype);
+  return g;
+}
+
+}  // namespace
+
+std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads,
+                                 const std::vector<Tensor>& inputs, const BackwardOptions& options) {
+  // 0. where the roots' gradients enter the graph
+  std::vector<Edge> root_edges;
+  std::vector<Tensor> root_values;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& root = roots[i];
+    Edge e = gradient_edge(root);
+    if (!e.valid()) throw RuntimeError(err_no_grad_fn());
+    Tensor g = i < root_grads.size() ? root_grads[i] : nullptr;
+    if (!g) {
+      if (root->numel != 1) throw RuntimeError(err_nonscalar_backward(shape_str(root->shape)));
+      g = full(root->shape, 1.0, root->dtype);
+    } else if (g->shape != root->shape) {
+      throw RuntimeError(str_cat("backward(): the gradient has shape ", shape_str(g->shape),
+                                 " but the output it is for has shape ", shape_str(root->shape), "."));
+    }
+    root_edges.push_back(e);
+    root_values.push_back(g);
+  }
+
+  // 1. count how many gradients each node will receive (PyTorch's compute_dependencies)
+  std::unordered_map<Node*, NodeState> state;
+  state.reserve(64);
+  std::vector<Node*> stack;
+  for (const Edge& e : root_edges)
+    if (state.try_emplace(e.fn.get()).second) stack.push_back(e.fn.get());
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const Edge& next : node->next_edges) {
+      if (!next.fn) continue;
+      auto [it, inserted] = state.try_emplace(next.fn.get());
+      it->second.deps += 1;
+      if (inserted) stack.push_back(next.fn.get());
+    }
+  }
+
+  // autograd.grad(): where the gradients of `inputs` will be read off
+  std::vector<Tensor> captured(inputs.size());
+  std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>> captures;
+  std::vector<std::shared_ptr<Node>> keep_alive;  // accumulators made just for this call
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Edge e = gradient_edge(inputs[i]);
+    if (!e.valid()) throw RuntimeError(str_cat("grad(): input ", i, " does not require grad."));
+    keep_alive.push_back(e.fn);
+    captures[e.fn.get()].push_back({e.input_nr, i});
+  }
+
+  // 2. run a node once all its gradients have arrived
+  GradModeGuard grad_mode(options.create_graph);  // Note [Grad mode during backward]
+  std::vector<Node*> ready;
+  for (size_t i = 0; i < root_edges.size(); ++i) {
+    Node* node = root_edges[i].fn.get();
+    accumulate_into(state[node].pending, root_edges[i].input_nr, node->num_outputs(), root_values[i]);
+  }
+  for (const Edge& e : root_edges) {
+    NodeState& st = state[e.fn.get()];
+    if (st.deps == 0) {
+      st.deps = -1;  // queued once even if several roots share the node
+      ready.push_back(e.fn.get());
+    }
+  }
+
+  while (!ready.empty()) {
+    Node* node = ready.back();
+    ready.pop_back();
+    std::vector<Tensor> grads = std::move(state[node].pending);
+    grads.resize(node->num_outputs());
+
+    for (auto& [output_nr, hook] : node->pre_hooks) {
+      if (!grads[output_nr]) continue;
+      Tensor replaced = hook.second(grads[output_nr]);
+      if (replaced) grads[output_nr] = replaced;
+    }
+    for (auto& [output_nr, weak] : node->retained) {
+      Tensor t = weak.lock();
+      if (!t || !grads[output_nr]) continue;
+      Tensor g = options.create_graph ? grads[output_nr] : contiguous_copy(grads[output_nr], grads[output_nr]->dtype);
+      t->grad = t->grad ? add(t->grad, g) : g;
+    }
+    auto cap = captures.find(node);
+    if (cap != captures.end())
+      for (auto& [output_nr, idx] : cap->second) captured[idx] = grads[output_nr];
+
+    bool any_grad = false;
+    for (auto& g : grads) any_grad = any_grad || (g != nullptr);
+    bool is_sink = dynamic_cast<AccumulateGrad*>(node) != nullptr;
+    std::vector<Tensor> outputs;
+    if (any_grad && !(is_sink && !options.accumulate)) outputs = node->apply(grads);
+    if (!options.retain_graph) node->release_saved();
+
+    for (size_t i = 0; i < node->next_edges.size(); ++i) {
+      const Edge& next = node->next_edges[i];
+      if (!next.fn) continue;
+      NodeState& nst = state[next.fn.get()];
+      if (i < outputs.size() && outputs[i]) {
+        Tensor g = validate_gradient(std::move(outputs[i]), node->input_meta[i], *node, i);
+        accumulate_into(nst.pending, next.input_nr, next.fn->num_outputs(), std::move(g));
+      }
+      if (--nst.deps == 0) ready.push_back(next.fn.get());
+    }
+  }
+
+  if (!inputs.empty() && !options.allow_unused) {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (!captured[i])
+        throw RuntimeError(str_cat("grad(): input ", i,
+                                   " was not used to compute the outputs (or no gradient reached it). Pass "
+                                   "allow_unused=True if this is expected."));
+  }
+  return captured;
+}
+
+}  // namespace dyngrad

@@ -1,0 +1,28 @@
+// engine.h: the backward pass. Iterative, by dependency counts (never recursion), as PyTorch's engine:
+//   1. count how many gradients each node reachable from the roots will receive;
+//   2. run a node once all of them have arrived (summed: Note [Gradient accumulation]), then hand its outputs on.
+// Note [Unbroadcast]: formulas ignore broadcasting; the engine sums each gradient to the shape (and casts it to
+// the dtype) of the input it is for, recorded in Node::input_meta.
+// Note [Grad mode during backward]: backward runs with grad mode = create_graph, so with create_graph=True the
+// formulas (written in differentiable ops) record the backward pass itself and gradients of gradients work.
+#pragma once
+#include <vector>
+
+#include "node.h"
+
+namespace dyngrad {
+
+struct BackwardOptions {
+  bool retain_graph = false;
+  bool create_graph = false;
+  // accumulate=true: backward() adds into leaves' .grad. false: autograd.grad() returns the gradients of
+  // `inputs` and touches no .grad.
+  bool accumulate = true;
+  bool allow_unused = false;
+};
+
+// Returns one gradient per entry of `inputs` (null where unused), empty when inputs is empty.
+std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads,
+                                 const std::vector<Tensor>& inputs, const BackwardOptions& options);
+
+}  // namespace dyngrad

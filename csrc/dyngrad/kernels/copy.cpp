@@ -1,0 +1,52 @@
+// copy.cpp: strided copy with dtype conversion and broadcasting: contiguous(), to(dtype), expand materialised,
+// in-place writes.
+#include <cstring>
+
+#include "loop.h"
+
+namespace dyngrad {
+
+template <typename D, typename S>
+static void copy_typed(const StridedLoop& loop) {
+  loop.run([](char** p, const int64_t* s, int64_t m) {
+    if (s[0] == sizeof(D) && s[1] == sizeof(S)) {
+      D* d = (D*)p[0];
+      const S* x = (const S*)p[1];
+      if constexpr (std::is_same_v<D, S>) {
+        std::memcpy(d, x, m * sizeof(D));
+      } else {
+        for (int64_t i = 0; i < m; ++i) d[i] = static_cast<D>(x[i]);
+      }
+    } else {
+      for (int64_t i = 0; i < m; ++i) *(D*)(p[0] + i * s[0]) = static_cast<D>(*(const S*)(p[1] + i * s[1]));
+    }
+  }, true);
+}
+
+void copy_into(const Tensor& dst, const Tensor& src) {
+  if (dst->numel == 0) return;
+  broadcast_shapes(dst->shape, src->shape, "copy_");  // checks src broadcasts to dst
+  DG_CHECK(shape_numel(broadcast_shapes(dst->shape, src->shape, "copy_")) == dst->numel, RuntimeError,
+           "copy_: a tensor of shape ", shape_str(src->shape), " cannot be written into shape ",
+           shape_str(dst->shape), ".");
+  if (dst->dtype == src->dtype && dst->is_contiguous() && src->is_contiguous() && src->numel == dst->numel) {
+    if (dst->raw() != src->raw()) std::memmove(dst->raw(), src->raw(), dst->numel * dst->itemsize());
+    return;
+  }
+  // Writing a tensor into memory it overlaps (x.copy_(x.T)) needs a snapshot first.
+  Tensor s = src;
+  if (src->storage == dst->storage && !(src->offset == dst->offset && src->strides == dst->strides))
+    s = contiguous_copy(src, src->dtype);
+  StridedLoop loop({dst.get(), s.get()});
+  DG_DISPATCH_ALL(dst->dtype, D, { DG_DISPATCH_ALL(s->dtype, S, copy_typed<D, S>(loop)); });
+}
+
+Tensor contiguous_copy(const Tensor& t, DType dtype) {
+  Tensor out = empty(t->shape, dtype);
+  if (out->numel == 0) return out;
+  StridedLoop loop({out.get(), t.get()});
+  DG_DISPATCH_ALL(dtype, D, { DG_DISPATCH_ALL(t->dtype, S, copy_typed<D, S>(loop)); });
+  return out;
+}
+
+}  // namespace dyngrad

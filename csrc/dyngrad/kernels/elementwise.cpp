@@ -1,0 +1,339 @@
+// elementwise.cpp: unary, binary, where and clamp kernels over one strided loop (loop.h), with SIMD-friendly
+// float32 exp/tanh/sigmoid so that large elementwise work vectorises (std::expf does not).
+#include <cmath>
+#include <cstring>
+
+#include "loop.h"
+
+namespace dyngrad {
+
+// ---- the strided loop: coalesce dims, broadcast inputs to the output shape ----
+StridedLoop::StridedLoop(const std::vector<const TensorImpl*>& operands) {
+  nops = (int)operands.size();
+  const TensorImpl* out = operands[0];
+  const int64_t nd = out->ndim();
+  numel = out->numel;
+  Shape sh = out->shape;
+  std::array<Shape, kMax> st;
+  for (int i = 0; i < nops; ++i) {
+    const TensorImpl* t = operands[i];
+    int64_t item = (int64_t)t->itemsize();
+    st[i].assign(nd, 0);
+    int64_t off = nd - t->ndim();
+    for (int64_t d = 0; d < t->ndim(); ++d)
+      st[i][off + d] = t->shape[d] == 1 ? 0 : t->strides[d] * item;
+    base[i] = t->raw();
+  }
+  // drop size-1 dims, then merge neighbours whose strides chain for every operand
+  Shape cs;
+  std::array<Shape, kMax> cst;
+  for (int64_t d = 0; d < nd; ++d) {
+    if (sh[d] == 1) continue;
+    if (!cs.empty()) {
+      bool mergeable = true;
+      for (int i = 0; i < nops; ++i)
+        if (cst[i].back() != st[i][d] * sh[d]) mergeable = false;
+      if (mergeable) {
+        cs.back() *= sh[d];
+        for (int i = 0; i < nops; ++i) cst[i].back() = st[i][d];
+        continue;
+      }
+    }
+    cs.push_back(sh[d]);
+    for (int i = 0; i < nops; ++i) cst[i].push_back(st[i][d]);
+  }
+  if (cs.empty() && numel == 1) {
+    cs.push_back(1);
+    for (int i = 0; i < nops; ++i) cst[i].push_back(0);
+  }
+  shape = std::move(cs);
+  for (int i = 0; i < nops; ++i) strides[i] = std::move(cst[i]);
+}
+
+// ---- float32 math that vectorises (Cephes-style polynomials; ~1 ulp) ----
+static inline float fast_expf(float x) {
+  const float hi = 88.3762626647949f, lo = -87.3365447504019f;
+  float xc = x > hi ? hi : (x < lo ? lo : x);
+  float n = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to nearest
+  float r = xc - n * 0.693359375f - n * -2.12194440e-4f;
+  float p = 1.9875691500E-4f;
+  p = p * r + 1.3981999507E-3f;
+  p = p * r + 8.3334519073E-3f;
+  p = p * r + 4.1665795894E-2f;
+  p = p * r + 1.6666665459E-1f;
+  p = p * r + 5.0000001201E-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t bits = ((int32_t)n + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, 4);
+  float y = p * scale;
+  y = x > hi ? INFINITY : y;
+  y = x < lo ? 0.0f : y;
+  return x != x ? x : y;
+}
+
+static inline float fast_tanhf(float x) {
+  float ax = x < 0 ? -x : x;
+  // small |x|: odd polynomial (no cancellation); large: 1 - 2/(exp(2|x|)+1)
+  float z = x * x;
+  float small = ((((-5.70498872745E-3f * z + 2.06390887954E-2f) * z - 5.37397155531E-2f) * z +
+                  1.33314422036E-1f) * z - 3.33332819422E-1f) * z * x + x;
+  float e = fast_expf(2.0f * ax);
+  float big = 1.0f - 2.0f / (e + 1.0f);
+  big = x < 0 ? -big : big;
+  float y = ax < 0.625f ? small : big;
+  return x != x ? x : y;
+}
+
+static inline float fast_sigmoidf(float x) { return 1.0f / (1.0f + fast_expf(-x)); }
+
+template <typename T> inline T k_exp(T x) { return std::exp(x); }
+template <> inline float k_exp<float>(float x) { return fast_expf(x); }
+template <typename T> inline T k_tanh(T x) { return std::tanh(x); }
+template <> inline float k_tanh<float>(float x) { return fast_tanhf(x); }
+template <typename T> inline T k_sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
+template <> inline float k_sigmoid<float>(float x) { return fast_sigmoidf(x); }
+
+template <typename T>
+inline T k_softplus(T x, T beta, T threshold) {
+  T bx = x * beta;
+  if (bx > threshold) return x;
+  // log1p(exp(bx)) without overflow: max(bx,0) + log1p(exp(-|bx|))
+  T m = bx > 0 ? bx : T(0);
+  return (m + std::log1p(std::exp(-std::abs(bx)))) / beta;
+}
+
+template <typename T>
+inline T k_gelu(T x) { return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440))); }
+template <typename T>
+inline T k_gelu_grad(T x) {
+  T cdf = T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
+  T pdf = std::exp(T(-0.5) * x * x) * T(0.39894228040143267794);
+  return cdf + x * pdf;
+}
+
+// ---- unary ----
+template <typename T, typename R, typename F>
+static void unary_loop(const Tensor& out, const Tensor& a, F f) {
+  const int64_t n = out->numel;
+  if (a->is_contiguous()) {
+    const T* x = a->data<T>();
+    R* y = out->data<R>();
+    if (n >= kParallelGrain) {
+      GilRelease no_gil(true);
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+    }
+    return;
+  }
+  StridedLoop loop({out.get(), a.get()});
+  loop.run([&](char** p, const int64_t* s, int64_t m) {
+    for (int64_t i = 0; i < m; ++i) *(R*)(p[0] + i * s[0]) = f(*(const T*)(p[1] + i * s[1]));
+  }, true);
+}
+
+template <typename T>
+static void unary_float(UnaryKind k, const Tensor& out, const Tensor& a, T p0, T p1) {
+  switch (k) {
+    case UnaryKind::Neg: unary_loop<T, T>(out, a, [](T x) { return -x; }); break;
+    case UnaryKind::Exp: unary_loop<T, T>(out, a, [](T x) { return k_exp(x); }); break;
+    case UnaryKind::Log: unary_loop<T, T>(out, a, [](T x) { return std::log(x); }); break;
+    case UnaryKind::Sqrt: unary_loop<T, T>(out, a, [](T x) { return std::sqrt(x); }); break;
+    case UnaryKind::Rsqrt: unary_loop<T, T>(out, a, [](T x) { return T(1) / std::sqrt(x); }); break;
+    case UnaryKind::Abs: unary_loop<T, T>(out, a, [](T x) { return std::abs(x); }); break;
+    case UnaryKind::Sin: unary_loop<T, T>(out, a, [](T x) { return std::sin(x); }); break;
+    case UnaryKind::Cos: unary_loop<T, T>(out, a, [](T x) { return std::cos(x); }); break;
+    case UnaryKind::Tanh: unary_loop<T, T>(out, a, [](T x) { return k_tanh(x); }); break;
+    case UnaryKind::Sigmoid: unary_loop<T, T>(out, a, [](T x) { return k_sigmoid(x); }); break;
+    case UnaryKind::Relu: unary_loop<T, T>(out, a, [](T x) { return x > T(0) ? x : (x != x ? x : T(0)); }); break;
+    case UnaryKind::LeakyRelu: unary_loop<T, T>(out, a, [p0](T x) { return x > T(0) ? x : x * p0; }); break;
+    case UnaryKind::Gelu: unary_loop<T, T>(out, a, [](T x) { return k_gelu(x); }); break;
+    case UnaryKind::Softplus: unary_loop<T, T>(out, a, [p0, p1](T x) { return k_softplus(x, p0, p1); }); break;
+    case UnaryKind::Erf: unary_loop<T, T>(out, a, [](T x) { return std::erf(x); }); break;
+    case UnaryKind::Sign:
+      unary_loop<T, T>(out, a, [](T x) { return x > T(0) ? T(1) : (x < T(0) ? T(-1) : x); });
+      break;
+    case UnaryKind::PowScalar:
+      if (p0 == T(2)) unary_loop<T, T>(out, a, [](T x) { return x * x; });
+      else if (p0 == T(0.5)) unary_loop<T, T>(out, a, [](T x) { return std::sqrt(x); });
+      else if (p0 == T(1)) unary_loop<T, T>(out, a, [](T x) { return x; });
+      else if (p0 == T(-1)) unary_loop<T, T>(out, a, [](T x) { return T(1) / x; });
+      else unary_loop<T, T>(out, a, [p0](T x) { return std::pow(x, p0); });
+      break;
+    case UnaryKind::TanhGradFromOut: unary_loop<T, T>(out, a, [](T y) { return T(1) - y * y; }); break;
+    case UnaryKind::SigmoidGradFromOut: unary_loop<T, T>(out, a, [](T y) { return y * (T(1) - y); }); break;
+    case UnaryKind::GeluGrad: unary_loop<T, T>(out, a, [](T x) { return k_gelu_grad(x); }); break;
+    case UnaryKind::ReluMask: unary_loop<T, T>(out, a, [](T x) { return x > T(0) ? T(1) : T(0); }); break;
+    case UnaryKind::IsNan: unary_loop<T, bool>(out, a, [](T x) { return x != x; }); break;
+    case UnaryKind::IsFinite: unary_loop<T, bool>(out, a, [](T x) { return std::isfinite(x); }); break;
+    case UnaryKind::Not: unary_loop<T, bool>(out, a, [](T x) { return x == T(0); }); break;
+  }
+}
+
+template <typename T>
+static void unary_integral(UnaryKind k, const Tensor& out, const Tensor& a) {
+  switch (k) {
+    case UnaryKind::Neg: unary_loop<T, T>(out, a, [](T x) { return (T)-x; }); break;
+    case UnaryKind::Abs: unary_loop<T, T>(out, a, [](T x) { return x < 0 ? (T)-x : x; }); break;
+    case UnaryKind::Sign: unary_loop<T, T>(out, a, [](T x) { return (T)(x > 0 ? 1 : (x < 0 ? -1 : 0)); }); break;
+    case UnaryKind::Relu: unary_loop<T, T>(out, a, [](T x) { return x > 0 ? x : (T)0; }); break;
+    case UnaryKind::Not: unary_loop<T, bool>(out, a, [](T x) { return x == 0; }); break;
+    case UnaryKind::IsNan: unary_loop<T, bool>(out, a, [](T) { return false; }); break;
+    case UnaryKind::IsFinite: unary_loop<T, bool>(out, a, [](T) { return true; }); break;
+    default: throw TypeError("this elementwise op is not defined for integer tensors.");
+  }
+}
+
+Tensor unary_kernel(UnaryKind k, const Tensor& a_in, DType out_dtype, double p0, double p1) {
+  bool bool_out = k == UnaryKind::Not || k == UnaryKind::IsNan || k == UnaryKind::IsFinite;
+  DType compute = bool_out ? a_in->dtype : out_dtype;
+  Tensor a = a_in->dtype == compute ? a_in : contiguous_copy(a_in, compute);
+  Tensor out = empty(a->shape, bool_out ? DType::Bool : compute);
+  if (out->numel == 0) return out;
+  switch (compute) {
+    case DType::Float32: unary_float<float>(k, out, a, (float)p0, (float)p1); break;
+    case DType::Float64: unary_float<double>(k, out, a, p0, p1); break;
+    case DType::Int64: unary_integral<int64_t>(k, out, a); break;
+    case DType::Bool: unary_integral<bool>(k, out, a); break;
+  }
+  return out;
+}
+
+// ---- binary ----
+template <typename T, typename R, typename F>
+static void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  const int64_t n = out->numel;
+  // hot path: same shape, both contiguous, or one side a single element
+  bool a_flat = a->is_contiguous() && (a->numel == n), b_flat = b->is_contiguous() && (b->numel == n);
+  if ((a_flat || a->numel == 1) && (b_flat || b->numel == 1) && (a_flat || b_flat || n == 1)) {
+    const T* x = a->data<T>();
+    const T* y = b->data<T>();
+    R* o = out->data<R>();
+    GilRelease no_gil(n >= kParallelGrain);
+    if (a_flat && b_flat) {
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+    } else if (a_flat) {
+      const T yv = *y;
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
+    } else if (b_flat) {
+      const T xv = *x;
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+      for (int64_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
+    } else {
+      o[0] = f(x[0], y[0]);
+    }
+    return;
+  }
+  StridedLoop loop({out.get(), a.get(), b.get()});
+  loop.run([&](char** p, const int64_t* s, int64_t m) {
+    if (s[0] == sizeof(R) && s[1] == sizeof(T) && s[2] == 0) {
+      R* o = (R*)p[0]; const T* x = (const T*)p[1]; const T yv = *(const T*)p[2];
+      for (int64_t i = 0; i < m; ++i) o[i] = f(x[i], yv);
+    } else if (s[0] == sizeof(R) && s[1] == 0 && s[2] == sizeof(T)) {
+      R* o = (R*)p[0]; const T xv = *(const T*)p[1]; const T* y = (const T*)p[2];
+      for (int64_t i = 0; i < m; ++i) o[i] = f(xv, y[i]);
+    } else {
+      for (int64_t i = 0; i < m; ++i)
+        *(R*)(p[0] + i * s[0]) = f(*(const T*)(p[1] + i * s[1]), *(const T*)(p[2] + i * s[2]));
+    }
+  }, true);
+}
+
+template <typename T>
+static inline T k_max(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
+template <typename T>
+static inline T k_min(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
+
+template <typename T>
+static void binary_typed(BinaryKind k, const Tensor& out, const Tensor& a, const Tensor& b) {
+  switch (k) {
+    case BinaryKind::Add: binary_loop<T, T>(out, a, b, [](T x, T y) { return (T)(x + y); }); break;
+    case BinaryKind::Sub: binary_loop<T, T>(out, a, b, [](T x, T y) { return (T)(x - y); }); break;
+    case BinaryKind::Mul: binary_loop<T, T>(out, a, b, [](T x, T y) { return (T)(x * y); }); break;
+    case BinaryKind::Div:
+      if constexpr (std::is_floating_point_v<T>) binary_loop<T, T>(out, a, b, [](T x, T y) { return x / y; });
+      else throw TypeError("div: integer division is computed in floating point; this is a bug.");
+      break;
+    case BinaryKind::Pow:
+      if constexpr (std::is_floating_point_v<T>)
+        binary_loop<T, T>(out, a, b, [](T x, T y) { return std::pow(x, y); });
+      else if constexpr (std::is_same_v<T, int64_t>)
+        binary_loop<T, T>(out, a, b, [](T x, T y) {
+          T r = 1;
+          for (T i = 0; i < y; ++i) r *= x;
+          return r;
+        });
+      else throw TypeError("pow: not supported for bool tensors.");
+      break;
+    case BinaryKind::Maximum: binary_loop<T, T>(out, a, b, [](T x, T y) { return k_max(x, y); }); break;
+    case BinaryKind::Minimum: binary_loop<T, T>(out, a, b, [](T x, T y) { return k_min(x, y); }); break;
+    case BinaryKind::Eq: binary_loop<T, bool>(out, a, b, [](T x, T y) { return x == y; }); break;
+    case BinaryKind::Ne: binary_loop<T, bool>(out, a, b, [](T x, T y) { return x != y; }); break;
+    case BinaryKind::Lt: binary_loop<T, bool>(out, a, b, [](T x, T y) { return x < y; }); break;
+    case BinaryKind::Le: binary_loop<T, bool>(out, a, b, [](T x, T y) { return x <= y; }); break;
+    case BinaryKind::Gt: binary_loop<T, bool>(out, a, b, [](T x, T y) { return x > y; }); break;
+    case BinaryKind::Ge: binary_loop<T, bool>(out, a, b, [](T x, T y) { return x >= y; }); break;
+    case BinaryKind::And: binary_loop<T, bool>(out, a, b, [](T x, T y) { return x != T(0) && y != T(0); }); break;
+    case BinaryKind::Or: binary_loop<T, bool>(out, a, b, [](T x, T y) { return x != T(0) || y != T(0); }); break;
+    case BinaryKind::Xor: binary_loop<T, bool>(out, a, b, [](T x, T y) { return (x != T(0)) != (y != T(0)); }); break;
+  }
+}
+
+static bool is_bool_result(BinaryKind k) { return k >= BinaryKind::Eq; }
+
+Tensor binary_kernel(BinaryKind k, const Tensor& a_in, const Tensor& b_in, DType compute, const char* op) {
+  Shape shape = a_in->shape == b_in->shape ? a_in->shape : broadcast_shapes(a_in->shape, b_in->shape, op);
+  Tensor a = a_in->dtype == compute ? a_in : contiguous_copy(a_in, compute);
+  Tensor b = b_in->dtype == compute ? b_in : contiguous_copy(b_in, compute);
+  Tensor out = empty(shape, is_bool_result(k) ? DType::Bool : compute);
+  if (out->numel == 0) return out;
+  if (compute == DType::Bool && !is_bool_result(k)) {
+    // bool arithmetic: add/mul as logical or/and (torch), others via int64
+    if (k == BinaryKind::Add || k == BinaryKind::Maximum) k = BinaryKind::Or;
+    else if (k == BinaryKind::Mul || k == BinaryKind::Minimum) k = BinaryKind::And;
+    else throw TypeError(str_cat(op, ": not supported for bool tensors; convert with .long() or .float() first."));
+    Tensor tmp = empty(shape, DType::Bool);
+    binary_typed<bool>(k, tmp, a, b);
+    return tmp;
+  }
+  DG_DISPATCH_ALL(compute, T, binary_typed<T>(k, out, a, b));
+  return out;
+}
+
+// ---- where, clamp ----
+Tensor where_kernel(const Tensor& cond, const Tensor& a, const Tensor& b, const char* op) {
+  Shape shape = broadcast_shapes(broadcast_shapes(cond->shape, a->shape, op), b->shape, op);
+  Tensor out = empty(shape, a->dtype);
+  if (out->numel == 0) return out;
+  StridedLoop loop({out.get(), cond.get(), a.get(), b.get()});
+  DG_DISPATCH_ALL(a->dtype, T, {
+    loop.run([&](char** p, const int64_t* s, int64_t m) {
+      for (int64_t i = 0; i < m; ++i)
+        *(T*)(p[0] + i * s[0]) = *(const bool*)(p[1] + i * s[1]) ? *(const T*)(p[2] + i * s[2])
+                                                                   : *(const T*)(p[3] + i * s[3]);
+    }, true);
+  });
+  return out;
+}
+
+Tensor clamp_kernel(const Tensor& a, double lo, double hi) {
+  Tensor out = empty(a->shape, a->dtype);
+  if (out->numel == 0) return out;
+  bool has_lo = !std::isnan(lo), has_hi = !std::isnan(hi);
+  DG_DISPATCH_ALL(a->dtype, T, {
+    T l = has_lo ? (T)lo : T(0), h = has_hi ? (T)hi : T(0);
+    unary_loop<T, T>(out, a, [=](T x) {
+      if (x != x) return x;
+      if (has_lo && x < l) x = l;
+      if (has_hi && x > h) x = h;
+      return x;
+    });
+  });
+  return out;
+}
+
+}  // namespace dyngrad

@@ -1,0 +1,69 @@
+// kernels.h: raw loops over tensors, no autograd. Ops (ops_*.cpp) check arguments, then call these.
+// Large kernels release the GIL and use both cores (OpenMP) above kParallelGrain elements.
+#pragma once
+#include <array>
+#include <cstdint>
+
+#include "../tensor.h"
+
+namespace dyngrad {
+
+constexpr int64_t kParallelGrain = 32768;  // below this, threading costs more than it saves
+
+enum class UnaryKind {
+  Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sin, Cos, Tanh, Sigmoid, Relu, LeakyRelu, Gelu, Softplus, Erf, Sign,
+  PowScalar, Not, IsNan, IsFinite,
+  // derivative helpers, fused for speed: out = f'(x) from x (or from out)
+  TanhGradFromOut,     // 1 - y*y
+  SigmoidGradFromOut,  // y * (1 - y)
+  GeluGrad,            // Phi(x) + x phi(x)
+  ReluMask,            // x > 0 ? 1 : 0
+};
+// out = f(a) elementwise, computed in out_dtype (a is converted first when its dtype differs).
+Tensor unary_kernel(UnaryKind k, const Tensor& a, DType out_dtype, double p0 = 0, double p1 = 0);
+
+enum class BinaryKind { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge, And, Or, Xor };
+// out = a (op) b with broadcasting; inputs are converted to compute_dtype; comparisons give bool.
+Tensor binary_kernel(BinaryKind k, const Tensor& a, const Tensor& b, DType compute_dtype, const char* op);
+// out = cond ? a : b (cond bool; a, b already of the result dtype), broadcast.
+Tensor where_kernel(const Tensor& cond, const Tensor& a, const Tensor& b, const char* op);
+// out = clamp(a, lo, hi); NaN bounds mean no bound.
+Tensor clamp_kernel(const Tensor& a, double lo, double hi);
+// Fused y = a * x + b... reserved.
+
+enum class ReduceKind { Sum, Max, Min, ArgMax, ArgMin, LogSumExp };
+// Reduces over `dims` (sorted, unique, wrapped; empty = none). Result dtype: Arg* -> int64; Sum of bool/int ->
+// int64; else a's dtype. keepdim keeps reduced dims as size 1.
+Tensor reduce_kernel(ReduceKind k, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim);
+
+// softmax / log_softmax over dim.
+Tensor softmax_kernel(const Tensor& a, int64_t dim, bool log);
+
+// Batched matrix product of a (..., n, k) and b (..., k, m) with batch broadcasting (both at least 2-D, same
+// dtype). Uses the loaded BLAS for float32/float64.
+Tensor matmul_kernel(const Tensor& a, const Tensor& b);
+void set_blas_functions(uintptr_t sgemm, uintptr_t dgemm);
+bool blas_loaded();
+
+// im2col / col2im for (N, C, H, W) inputs.
+Tensor im2col_kernel(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw);
+Tensor col2im_kernel(const Tensor& cols, const Shape& input_shape, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                     int64_t ph, int64_t pw);
+
+// Strided iteration over up to 4 operands of one broadcast shape: the shared engine of elementwise kernels.
+// fn(char* ptrs[N], const int64_t byte_strides[N], int64_t n) is called for each innermost row.
+struct StridedLoop {
+  static constexpr int kMax = 4;
+  int nops = 0;
+  Shape shape;                                // coalesced
+  std::array<Shape, kMax> strides;            // in bytes, per operand, coalesced
+  std::array<char*, kMax> base{};
+  int64_t numel = 0;
+  // operands[0] is the output (its shape is the loop shape); inputs broadcast to it.
+  StridedLoop(const std::vector<const TensorImpl*>& operands);
+  template <typename F>
+  void run(F&& fn, bool parallel_ok) const;
+  bool is_contiguous_all(const std::vector<int64_t>& itemsizes) const;
+};
+
+}  // namespace dyngrad

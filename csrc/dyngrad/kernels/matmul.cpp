@@ -1,0 +1,133 @@
+// matmul.cpp: batched matrix products through the BLAS that scipy-openblas32 ships (its sgemm/dgemm are loaded
+// by python/dyngrad/_blas.py and handed over as function pointers, so the build needs no BLAS at all).
+#include <cstring>
+
+#include "gil.h"
+#include "kernels.h"
+
+namespace dyngrad {
+
+namespace {
+// cblas_?gemm(order, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) with 32-bit ints
+enum { CblasRowMajor = 101, CblasNoTrans = 111, CblasTrans = 112 };
+using sgemm_t = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
+using dgemm_t = void (*)(int, int, int, int, int, int, double, const double*, int, const double*, int, double,
+                         double*, int);
+sgemm_t g_sgemm = nullptr;
+dgemm_t g_dgemm = nullptr;
+
+// How a 2-D slice (rows x cols, element strides rs, cs) can be handed to BLAS without a copy.
+struct MatrixView {
+  bool ok = false;
+  bool trans = false;
+  int64_t ld = 0;
+};
+MatrixView blas_view(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  if ((cs == 1 || cols == 1) && rs >= std::max<int64_t>(cols, 1)) return {true, false, rs};
+  if ((rs == 1 || rows == 1) && cs >= std::max<int64_t>(rows, 1)) return {true, true, cs};
+  return {};
+}
+
+template <typename T>
+void naive_gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs,
+                int64_t bcs, T* c) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j) {
+      T acc = 0;
+      for (int64_t p = 0; p < k; ++p) acc += a[i * ars + p * acs] * b[p * brs + j * bcs];
+      c[i * m + j] = acc;
+    }
+}
+
+template <typename T>
+void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs,
+          int64_t bcs, T* c) {
+  if (n == 0 || m == 0) return;
+  if (k == 0) {
+    std::memset(c, 0, n * m * sizeof(T));
+    return;
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    // Tiny products: the BLAS call overhead (and its threads) cost more than the arithmetic.
+    bool tiny = n * m * k <= 4096;
+    MatrixView va = blas_view(n, k, ars, acs), vb = blas_view(k, m, brs, bcs);
+    bool fits = va.ok && vb.ok && n < INT32_MAX && m < INT32_MAX && k < INT32_MAX && va.ld < INT32_MAX &&
+                vb.ld < INT32_MAX;
+    if (!tiny && fits) {
+      if constexpr (std::is_same_v<T, float>) {
+        if (g_sgemm) {
+          g_sgemm(CblasRowMajor, va.trans ? CblasTrans : CblasNoTrans, vb.trans ? CblasTrans : CblasNoTrans, (int)n,
+                  (int)m, (int)k, 1.0f, a, (int)va.ld, b, (int)vb.ld, 0.0f, c, (int)m);
+          return;
+        }
+      } else {
+        if (g_dgemm) {
+          g_dgemm(CblasRowMajor, va.trans ? CblasTrans : CblasNoTrans, vb.trans ? CblasTrans : CblasNoTrans, (int)n,
+                  (int)m, (int)k, 1.0, a, (int)va.ld, b, (int)vb.ld, 0.0, c, (int)m);
+          return;
+        }
+      }
+    }
+  }
+  naive_gemm(n, m, k, a, ars, acs, b, brs, bcs, c);
+}
+}  // namespace
+
+void set_blas_functions(uintptr_t sgemm, uintptr_t dgemm) {
+  g_sgemm = reinterpret_cast<sgemm_t>(sgemm);
+  g_dgemm = reinterpret_cast<dgemm_t>(dgemm);
+}
+bool blas_loaded() { return g_sgemm != nullptr; }
+
+Tensor matmul_kernel(const Tensor& a_in, const Tensor& b_in) {
+  // Matrices whose memory layout BLAS cannot take (broadcast or strided views) are copied first.
+  auto blas_ready = [](const Tensor& t) {
+    int64_t nd = t->ndim();
+    return blas_view(t->shape[nd - 2], t->shape[nd - 1], t->strides[nd - 2], t->strides[nd - 1]).ok;
+  };
+  Tensor a = blas_ready(a_in) ? a_in : contiguous_copy(a_in, a_in->dtype);
+  Tensor b = blas_ready(b_in) ? b_in : contiguous_copy(b_in, b_in->dtype);
+  const int64_t na = a->ndim(), nb = b->ndim();
+  const int64_t n = a->shape[na - 2], k = a->shape[na - 1], m = b->shape[nb - 1];
+  Shape batch_a(a->shape.begin(), a->shape.end() - 2), batch_b(b->shape.begin(), b->shape.end() - 2);
+  Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
+  Shape out_shape = batch;
+  out_shape.push_back(n);
+  out_shape.push_back(m);
+  Tensor out = empty(out_shape, a->dtype);
+  const int64_t nbatch = shape_numel(batch);
+  if (out->numel == 0) return out;
+  const int64_t bd = (int64_t)batch.size();
+  // per-batch element offsets of a and b (broadcast batch dims have stride 0)
+  auto batch_strides = [&](const Tensor& t) {
+    Shape st(bd, 0);
+    int64_t off = bd - (t->ndim() - 2);
+    for (int64_t d = 0; d < t->ndim() - 2; ++d) st[off + d] = t->shape[d] == 1 ? 0 : t->strides[d];
+    return st;
+  };
+  Shape sa = batch_strides(a), sb = batch_strides(b);
+  GilRelease no_gil(n * m * k >= 1 << 18);
+  Shape idx(bd, 0);
+  for (int64_t i = 0; i < nbatch; ++i) {
+    int64_t oa = 0, ob = 0;
+    for (int64_t d = 0; d < bd; ++d) {
+      oa += idx[d] * sa[d];
+      ob += idx[d] * sb[d];
+    }
+    DG_DISPATCH_ALL(a->dtype, T, {
+      if constexpr (std::is_same_v<T, bool>) {
+        throw TypeError("matmul: not supported for bool tensors.");
+      } else {
+        gemm<T>(n, m, k, a->data<T>() + oa, a->strides[na - 2], a->strides[na - 1], b->data<T>() + ob,
+                b->strides[nb - 2], b->strides[nb - 1], out->data<T>() + i * n * m);
+      }
+    });
+    for (int64_t d = bd - 1; d >= 0; --d) {
+      if (++idx[d] < batch[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+}  // namespace dyngrad

@@ -1,0 +1,202 @@
+// reduce.cpp: sum / max / min / argmax / argmin over dims, and softmax / log_softmax along one dim.
+// Reduced dims are moved last; rows are then reduced one by one (rows in parallel when large).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "loop.h"
+
+namespace dyngrad {
+
+namespace {
+
+// The input permuted so that kept dims come first and reduced dims last, made contiguous: [outer, inner].
+Tensor reduced_last(const Tensor& a, const std::vector<int64_t>& dims, int64_t& outer, int64_t& inner) {
+  const int64_t nd = a->ndim();
+  std::vector<bool> reduced(nd, false);
+  for (int64_t d : dims) reduced[d] = true;
+  Shape perm_shape, perm_strides;
+  outer = 1;
+  inner = 1;
+  for (int64_t d = 0; d < nd; ++d)
+    if (!reduced[d]) {
+      perm_shape.push_back(a->shape[d]);
+      perm_strides.push_back(a->strides[d]);
+      outer *= a->shape[d];
+    }
+  for (int64_t d = 0; d < nd; ++d)
+    if (reduced[d]) {
+      perm_shape.push_back(a->shape[d]);
+      perm_strides.push_back(a->strides[d]);
+      inner *= a->shape[d];
+    }
+  Tensor v = make_view(a, perm_shape, perm_strides, a->offset);
+  return contiguous_data(v);
+}
+
+template <typename T, typename Acc>
+Acc row_sum(const T* x, int64_t n) {
+  Acc acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += (Acc)x[i + j];
+  Acc total = 0;
+  for (; i < n; ++i) total += (Acc)x[i];
+  for (int j = 0; j < 8; ++j) total += acc[j];
+  return total;
+}
+
+template <typename F>
+void for_rows(int64_t outer, int64_t inner, F&& f) {
+  if (outer * inner >= kParallelGrain && outer > 1) {
+    GilRelease no_gil(true);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < outer; ++r) f(r);
+  } else {
+    for (int64_t r = 0; r < outer; ++r) f(r);
+  }
+}
+
+}  // namespace
+
+Tensor reduce_kernel(ReduceKind k, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  const int64_t nd = a->ndim();
+  std::vector<bool> reduced(nd, false);
+  for (int64_t d : dims) reduced[d] = true;
+  Shape out_shape;
+  for (int64_t d = 0; d < nd; ++d) {
+    if (!reduced[d]) out_shape.push_back(a->shape[d]);
+    else if (keepdim) out_shape.push_back(1);
+  }
+  DType out_dtype = a->dtype;
+  if (k == ReduceKind::ArgMax || k == ReduceKind::ArgMin) out_dtype = DType::Int64;
+  if (k == ReduceKind::Sum && !is_floating(a->dtype)) out_dtype = DType::Int64;
+  Tensor out = empty(out_shape, out_dtype);
+  if (out->numel == 0) return out;
+
+  int64_t outer = 1, inner = 1;
+  for (int64_t d : dims) inner *= a->shape[d];
+  if (inner == 0) {
+    if (k == ReduceKind::Sum) {
+      DG_DISPATCH_ALL(out_dtype, T, std::fill(out->data<T>(), out->data<T>() + out->numel, T(0)));
+      return out;
+    }
+    if (k == ReduceKind::LogSumExp) {
+      DG_DISPATCH_FLOAT(out_dtype, T, std::fill(out->data<T>(), out->data<T>() + out->numel,
+                                                -std::numeric_limits<T>::infinity()));
+      return out;
+    }
+    throw IndexError(str_cat("reduction over a zero-size dimension: the input of shape ", shape_str(a->shape),
+                             " has no elements to take the max/min/argmax of."));
+  }
+  Tensor x = reduced_last(a, dims, outer, inner);
+
+  DG_DISPATCH_ALL(a->dtype, T, {
+    const T* src = x->data<T>();
+    switch (k) {
+      case ReduceKind::Sum:
+        if constexpr (std::is_floating_point_v<T>) {
+          T* o = out->data<T>();
+          for_rows(outer, inner, [&](int64_t r) { o[r] = (T)row_sum<T, double>(src + r * inner, inner); });
+        } else {
+          int64_t* o = out->data<int64_t>();
+          for_rows(outer, inner, [&](int64_t r) { o[r] = row_sum<T, int64_t>(src + r * inner, inner); });
+        }
+        break;
+      case ReduceKind::Max:
+      case ReduceKind::Min: {
+        T* o = out->data<T>();
+        bool is_max = k == ReduceKind::Max;
+        for_rows(outer, inner, [&](int64_t r) {
+          const T* row = src + r * inner;
+          T best = row[0];
+          for (int64_t i = 1; i < inner; ++i) {
+            T v = row[i];
+            if (v != v) { best = v; break; }  // NaN propagates
+            if (is_max ? v > best : v < best) best = v;
+          }
+          o[r] = best;
+        });
+        break;
+      }
+      case ReduceKind::ArgMax:
+      case ReduceKind::ArgMin: {
+        int64_t* o = out->data<int64_t>();
+        bool is_max = k == ReduceKind::ArgMax;
+        for_rows(outer, inner, [&](int64_t r) {
+          const T* row = src + r * inner;
+          int64_t best = 0;
+          for (int64_t i = 1; i < inner; ++i) {
+            T v = row[i];
+            if (row[best] != row[best]) break;
+            if (v != v || (is_max ? v > row[best] : v < row[best])) best = i;
+          }
+          o[r] = best;
+        });
+        break;
+      }
+      case ReduceKind::LogSumExp:
+        if constexpr (std::is_floating_point_v<T>) {
+          T* o = out->data<T>();
+          for_rows(outer, inner, [&](int64_t r) {
+            const T* row = src + r * inner;
+            T m = row[0];
+            for (int64_t i = 1; i < inner; ++i) m = row[i] > m ? row[i] : m;
+            if (std::isinf(m)) { o[r] = m; return; }  // all -inf, or an +inf present
+            double s = 0;
+            for (int64_t i = 0; i < inner; ++i) s += std::exp((double)(row[i] - m));
+            o[r] = (T)(std::log(s) + (double)m);
+          });
+        } else {
+          throw TypeError("logsumexp: expected a floating-point tensor.");
+        }
+        break;
+    }
+  });
+  return out;
+}
+
+Tensor softmax_kernel(const Tensor& a, int64_t dim, bool log) {
+  // move `dim` last, make contiguous, normalise each row, then write back in a's layout order
+  int64_t outer, inner;
+  Tensor x = reduced_last(a, {dim}, outer, inner);
+  Tensor y = empty(x->shape, a->dtype);
+  if (y->numel > 0) {
+    DG_DISPATCH_FLOAT(a->dtype, T, {
+      const T* src = x->data<T>();
+      T* dst = y->data<T>();
+      for_rows(outer, inner, [&](int64_t r) {
+        const T* row = src + r * inner;
+        T* o = dst + r * inner;
+        T m = -std::numeric_limits<T>::infinity();
+        for (int64_t i = 0; i < inner; ++i) m = row[i] > m ? row[i] : m;
+        if (std::isinf(m) && m < 0) m = 0;  // a row of -inf: avoid inf - inf
+        double s = 0;
+        for (int64_t i = 0; i < inner; ++i) s += std::exp((double)(row[i] - m));
+        if (log) {
+          T lse = (T)std::log(s) + m;
+          for (int64_t i = 0; i < inner; ++i) o[i] = row[i] - lse;
+        } else {
+          T inv = (T)(1.0 / s);
+          for (int64_t i = 0; i < inner; ++i) o[i] = (T)std::exp((double)(row[i] - m)) * inv;
+        }
+      });
+    });
+  }
+  // y has shape (kept..., dim); put dim back where it was
+  const int64_t nd = a->ndim();
+  if (nd == 0 || dim == nd - 1) return nd == 0 ? make_view(y, a->shape, {}, 0) : y;
+  Shape shape(nd), strides(nd);
+  Shape ystr = contiguous_strides(y->shape);
+  int64_t j = 0;
+  for (int64_t d = 0; d < nd; ++d) {
+    if (d == dim) continue;
+    shape[d] = a->shape[d];
+    strides[d] = ystr[j++];
+  }
+  shape[dim] = a->shape[dim];
+  strides[dim] = ystr[nd - 1];
+  return contiguous_copy(make_view(y, shape, strides, 0), a->dtype);
+}
+
+}  // namespace dyngrad

@@ -1,0 +1,197 @@
+// node.cpp: saving tensors, recording history, leaf accumulation and iterative graph destruction.
+#include "node.h"
+
+#include <atomic>
+
+#include "derivatives.h"
+#include "errors.h"
+#include "grad_mode.h"
+#include "ops.h"
+
+namespace dyngrad {
+
+// ---- op names, generated from ops.def ----
+static const char* kOpNames[] = {
+#define DG_OP(name, display) #name,
+#include "ops.def"
+#undef DG_OP
+};
+static const char* kOpDisplayNames[] = {
+#define DG_OP(name, display) #display,
+#include "ops.def"
+#undef DG_OP
+};
+const char* op_name(OpKind k) { return kOpNames[(int)k]; }
+const char* op_display_name(OpKind k) { return kOpDisplayNames[(int)k]; }
+
+// ---- grad mode ----
+static thread_local bool tl_grad_enabled = true;
+bool GradMode::is_enabled() { return tl_grad_enabled; }
+void GradMode::set_enabled(bool enabled) { tl_grad_enabled = enabled; }
+bool grad_enabled() { return tl_grad_enabled; }
+
+// ---- saved tensors (Note [Saved tensor versions], Note [Saving an output]) ----
+void SavedTensor::save(const Tensor& t, bool is_output_of_node) {
+  was_saved = true;
+  is_output = is_output_of_node;
+  saved_version = t->version();
+  data = is_output_of_node ? alias(t) : t;
+}
+
+Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner) const {
+  if (!data) {
+    if (was_saved) throw RuntimeError(err_backward_twice(owner->name()));
+    return nullptr;
+  }
+  if (data->version() != saved_version)
+    throw RuntimeError(err_saved_modified(shape_str(data->shape), owner->name(), data->version(), saved_version));
+  if (is_output && GradMode::is_enabled()) {
+    Tensor t = alias(data);
+    t->requires_grad = true;
+    t->grad_fn = owner;
+    return t;
+  }
+  return data;
+}
+
+// ---- nodes ----
+static std::atomic<uint64_t> g_next_sequence_nr{0};
+static std::atomic<int64_t> g_live_nodes{0};
+int64_t live_node_count() { return g_live_nodes.load(); }
+
+Node::Node() : sequence_nr(g_next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {
+  g_live_nodes.fetch_add(1, std::memory_order_relaxed);
+}
+
+Node::~Node() {
+  g_live_nodes.fetch_sub(1, std::memory_order_relaxed);
+  for (auto& e : next_edges)
+    if (e.fn) release_node_iteratively(std::move(e.fn));
+}
+
+static thread_local std::vector<std::shared_ptr<Node>> tl_dying;
+static thread_local bool tl_draining = false;
+
+void release_node_iteratively(std::shared_ptr<Node>&& node) {
+  if (!node) return;
+  if (node.use_count() != 1) {  // someone else still holds it: nothing dies here
+    node.reset();
+    return;
+  }
+  tl_dying.push_back(std::move(node));
+  if (tl_draining) return;  // an outer call is draining the queue
+  tl_draining = true;
+  while (!tl_dying.empty()) {
+    std::shared_ptr<Node> n = std::move(tl_dying.back());
+    tl_dying.pop_back();
+    n.reset();  // its destructor queues its own edges and saved histories
+  }
+  tl_draining = false;
+}
+
+std::string OpNode::name() const { return std::string(op_display_name(kind)) + "Backward"; }
+
+std::vector<Tensor> OpNode::apply(std::vector<Tensor>& grads) {
+  if (released) throw RuntimeError(err_backward_twice(name()));
+  return run_derivative(*this, grads[0]);
+}
+
+void OpNode::release_saved() {
+  released = true;
+  for (auto& s : saved) s.release();
+}
+
+std::vector<const SavedTensor*> OpNode::saved_tensors() const {
+  std::vector<const SavedTensor*> out;
+  for (auto& s : saved)
+    if (s.was_saved) out.push_back(&s);
+  return out;
+}
+
+Tensor OpNode::get(int i) { return saved[i].unpack(shared_from_this()); }
+
+// ---- leaves ----
+AccumulateGrad::AccumulateGrad(Tensor v) : variable(std::move(v)) {
+  input_meta.push_back({variable->shape, variable->dtype});
+}
+
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grads) {
+  Tensor g = std::move(grads[0]);
+  if (!g) return {};
+  for (auto& [id, hook] : variable->hooks) {
+    Tensor replaced = hook(g);
+    if (replaced) g = replaced;
+  }
+  if (!variable->grad) {
+    if (GradMode::is_enabled()) {
+      variable->grad = g;  // create_graph: keep the history of the gradient
+    } else if (g.use_count() == 1 && g->storage.use_count() == 1 && g->is_contiguous() && !g->grad_fn) {
+      variable->grad = g;  // nobody else can see this buffer: steal it
+    } else {
+      variable->grad = contiguous_copy(g, g->dtype);
+    }
+  } else if (GradMode::is_enabled()) {
+    variable->grad = add(variable->grad, g);
+  } else {
+    Tensor acc = variable->grad;
+    if (acc->grad_fn) {
+      variable->grad = add(acc, g);
+    } else {
+      copy_into(acc, add(acc, g));
+      acc->bump_version();
+    }
+  }
+  return {};
+}
+
+// ---- recording history ----
+bool any_requires_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!tl_grad_enabled) return false;
+  for (const Tensor* t : inputs)
+    if (t && *t && (*t)->requires_grad) return true;
+  return false;
+}
+
+bool any_requires_grad(const std::vector<Tensor>& inputs) {
+  if (!tl_grad_enabled) return false;
+  for (const Tensor& t : inputs)
+    if (t && t->requires_grad) return true;
+  return false;
+}
+
+std::shared_ptr<Node> grad_accumulator(const Tensor& t) {
+  std::shared_ptr<Node> acc = t->grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t);
+    t->grad_accumulator = acc;
+  }
+  return acc;
+}
+
+Edge gradient_edge(const Tensor& t) {
+  if (t->grad_fn) return Edge{t->grad_fn, t->output_nr};
+  if (t->requires_grad) return Edge{grad_accumulator(t), 0};
+  return Edge{};
+}
+
+void collect_next_edges(Node& node, const std::vector<const Tensor*>& inputs) {
+  node.next_edges.reserve(inputs.size());
+  node.input_meta.reserve(inputs.size());
+  for (const Tensor* t : inputs) {
+    if (t && *t && (*t)->requires_grad) {
+      node.next_edges.push_back(gradient_edge(*t));
+      node.input_meta.push_back({(*t)->shape, (*t)->dtype});
+    } else {
+      node.next_edges.push_back(Edge{});
+      node.input_meta.push_back({t && *t ? (*t)->shape : Shape{}, t && *t ? (*t)->dtype : DType::Float32});
+    }
+  }
+}
+
+void set_history(const Tensor& out, const std::shared_ptr<Node>& node, uint32_t output_nr) {
+  out->requires_grad = true;
+  out->grad_fn = node;
+  out->output_nr = output_nr;
+}
+
+}  // namespace dyngrad

@@ -1,0 +1,125 @@
+// node.h: the recorded graph. A Node is the backward of one forward call (grad_fn); its next_edges point at the
+// nodes that produced its inputs. Leaves end in AccumulateGrad sinks.
+//
+// Note [Saved tensor versions]: a SavedTensor records the storage version when it is saved. Unpacking it in
+// backward checks that version again, so an in-place write between forward and backward is an error that names
+// the node and both versions (ERR_SAVED_MODIFIED) instead of a silently wrong gradient.
+//
+// Note [Saving an output]: a node that saves its own output (exp, tanh, sigmoid, softmax...) must not hold that
+// tensor itself: the tensor holds the node as grad_fn, which would be a cycle. It keeps a history-free alias and,
+// when unpacked, re-attaches this node as grad_fn (so create_graph differentiates through it correctly).
+//
+// Note [Releasing the graph]: after a node runs in backward without retain_graph, it drops its saved tensors and
+// marks itself released; running it again raises ERR_BACKWARD_TWICE.
+//
+// Note [Iterative graph destruction]: a chain of a million nodes must not be destroyed by a million nested
+// destructors. Dying nodes hand their edges and saved tensors' histories to a thread-local queue that the
+// outermost destructor drains in a loop.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor.h"
+
+namespace dyngrad {
+
+enum class OpKind : uint16_t {
+#define DG_OP(name, display) name,
+#include "ops.def"
+#undef DG_OP
+  COUNT
+};
+const char* op_name(OpKind k);          // "mul"
+const char* op_display_name(OpKind k);  // "Mul"
+
+struct Edge {
+  std::shared_ptr<Node> fn;
+  uint32_t input_nr = 0;  // which of fn's outputs this gradient is for
+  bool valid() const { return fn != nullptr; }
+};
+
+// What the gradient flowing to one forward input must look like: the engine sums and casts to it.
+struct InputMeta {
+  Shape shape;
+  DType dtype;
+};
+
+struct SavedTensor {
+  Tensor data;  // null when nothing saved (or released)
+  uint64_t saved_version = 0;
+  bool is_output = false;
+  bool was_saved = false;
+
+  void save(const Tensor& t, bool is_output_of_node);
+  Tensor unpack(const std::shared_ptr<Node>& owner) const;  // checks the version (Note [Saved tensor versions])
+  void release() { data.reset(); }
+};
+
+struct Node : std::enable_shared_from_this<Node> {
+  std::vector<Edge> next_edges;       // one per forward input
+  std::vector<InputMeta> input_meta;  // one per forward input
+  uint64_t sequence_nr = 0;
+  bool released = false;
+  // Tensor hooks of non-leaf outputs and retain_grad(), keyed by output_nr: run on the summed incoming gradient.
+  std::vector<std::pair<uint32_t, std::pair<int64_t, GradHook>>> pre_hooks;
+  std::vector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>> retained;
+
+  Node();
+  virtual ~Node();
+  virtual std::string name() const = 0;
+  virtual uint32_t num_outputs() const { return 1; }
+  // grads: one per output (may be null for an output that received none). Returns one gradient per input
+  // (null where the input needs none).
+  virtual std::vector<Tensor> apply(std::vector<Tensor>& grads) = 0;
+  virtual void release_saved() { released = true; }
+  virtual std::vector<const SavedTensor*> saved_tensors() const { return {}; }
+  bool needs_input_grad(size_t i) const { return i < next_edges.size() && next_edges[i].valid(); }
+};
+
+// The node of every primitive op in ops.def. Its fields hold whatever the op's derivative needs; the meaning of
+// saved[i], ints and scalars for each op is written next to the op's forward in ops_*.cpp and its formula in
+// derivatives.cpp.
+struct OpNode final : Node {
+  OpKind kind;
+  SavedTensor saved[3];
+  std::vector<int64_t> ints;
+  double scalars[2] = {0, 0};
+
+  explicit OpNode(OpKind k) : kind(k) {}
+  std::string name() const override;
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override;
+  void release_saved() override;
+  std::vector<const SavedTensor*> saved_tensors() const override;
+  Tensor get(int i);  // unpack saved[i], raising ERR_BACKWARD_TWICE / ERR_SAVED_MODIFIED as needed
+};
+
+// The sink of a leaf that requires grad: runs the leaf's hooks and adds the gradient into .grad.
+struct AccumulateGrad final : Node {
+  Tensor variable;
+  explicit AccumulateGrad(Tensor v);
+  std::string name() const override { return "AccumulateGrad"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override;
+};
+
+// ---- recording history ----
+bool grad_enabled();
+// True if grad mode is on and any input requires grad.
+bool any_requires_grad(std::initializer_list<const Tensor*> inputs);
+bool any_requires_grad(const std::vector<Tensor>& inputs);
+// The edge a gradient for `t` flows into: (grad_fn, output_nr), its AccumulateGrad, or invalid.
+Edge gradient_edge(const Tensor& t);
+std::shared_ptr<Node> grad_accumulator(const Tensor& t);
+// Connects node's next_edges/input_meta to inputs (null entries are non-differentiable inputs).
+void collect_next_edges(Node& node, const std::vector<const Tensor*>& inputs);
+// Makes `out` the output_nr-th output of node.
+void set_history(const Tensor& out, const std::shared_ptr<Node>& node, uint32_t output_nr = 0);
+
+// Note [Iterative graph destruction]
+void release_node_iteratively(std::shared_ptr<Node>&& node);
+
+// Debug counters (issue: leaks): live nodes and live storages.
+int64_t live_node_count();
+
+}  // namespace dyngrad

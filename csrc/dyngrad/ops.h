@@ -1,0 +1,134 @@
+// ops.h: every differentiable op's C++ entry point. Each one checks its inputs (errors name the op, shapes and
+// dtypes), runs a kernel, and records an OpNode when grad mode is on and an input requires grad.
+// Primitives (ops.def) have a derivative in derivatives.cpp; composites are built from primitives here and need
+// none. Python binds these functions directly (bindings/ops_bind.cpp).
+#pragma once
+#include <optional>
+#include <vector>
+
+#include "tensor.h"
+
+namespace dyngrad {
+
+using Dims = std::vector<int64_t>;
+
+// ---- arithmetic (ops_math.cpp) ----
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor neg(const Tensor& a);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow_scalar(const Tensor& a, double p);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi);
+// Scalar forms: the scalar becomes a 0-d tensor of the dtype the result will have (a Python number never
+// widens a float tensor).
+Tensor scalar_like(const Tensor& t, double v, bool is_integral);
+Tensor mul_scalar(const Tensor& a, double s);
+Tensor add_scalar(const Tensor& a, double s);
+
+// ---- unary ----
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor rsqrt(const Tensor& a);
+Tensor abs(const Tensor& a);
+Tensor sin(const Tensor& a);
+Tensor cos(const Tensor& a);
+Tensor tanh(const Tensor& a);
+Tensor sigmoid(const Tensor& a);
+Tensor relu(const Tensor& a);
+Tensor leaky_relu(const Tensor& a, double negative_slope);
+Tensor gelu(const Tensor& a);
+Tensor softplus(const Tensor& a, double beta, double threshold);
+Tensor erf(const Tensor& a);
+Tensor sign(const Tensor& a);  // no grad
+
+// ---- comparisons and logic (no grad; bool results) ----
+enum class CompareOp { Eq, Ne, Lt, Le, Gt, Ge };
+Tensor compare(CompareOp op, const Tensor& a, const Tensor& b);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_xor(const Tensor& a, const Tensor& b);
+Tensor logical_not(const Tensor& a);
+Tensor isnan(const Tensor& a);
+Tensor isfinite(const Tensor& a);
+
+// ---- reductions (ops_math.cpp) ----
+// dims empty = all dims.
+Tensor sum(const Tensor& a, const Dims& dims, bool keepdim, std::optional<DType> dtype = std::nullopt);
+Tensor mean(const Tensor& a, const Dims& dims, bool keepdim);
+Tensor var(const Tensor& a, const Dims& dims, double correction, bool keepdim);
+Tensor std_(const Tensor& a, const Dims& dims, double correction, bool keepdim);
+Tensor amax(const Tensor& a, const Dims& dims, bool keepdim);
+Tensor amin(const Tensor& a, const Dims& dims, bool keepdim);
+Tensor argmax(const Tensor& a, std::optional<int64_t> dim, bool keepdim);
+Tensor argmin(const Tensor& a, std::optional<int64_t> dim, bool keepdim);
+Tensor logsumexp(const Tensor& a, const Dims& dims, bool keepdim);
+// Sums `t` down to `shape` (undoing broadcasting): the engine's Note [Unbroadcast].
+Tensor sum_to(const Tensor& t, const Shape& shape);
+
+// ---- linear algebra ----
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+// ---- conversion and movement (ops_shape.cpp) ----
+Tensor to_dtype(const Tensor& a, DType dtype);
+Tensor clone(const Tensor& a);
+Tensor contiguous(const Tensor& a);
+Tensor reshape(const Tensor& a, const Shape& shape);  // one -1 allowed
+Tensor view(const Tensor& a, const Shape& shape);     // like reshape, but never copies
+Tensor permute(const Tensor& a, const Dims& dims);
+Tensor transpose(const Tensor& a, int64_t d0, int64_t d1);
+Tensor mT(const Tensor& a);  // transpose of the last two dims
+Tensor expand(const Tensor& a, const Shape& shape);  // -1 keeps a size
+Tensor squeeze(const Tensor& a, std::optional<Dims> dims);
+Tensor unsqueeze(const Tensor& a, int64_t dim);
+Tensor flatten(const Tensor& a, int64_t start_dim, int64_t end_dim);
+Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t stop, int64_t step);  // python semantics
+Tensor slice_scatter(const Tensor& grad, const Shape& input_shape, int64_t dim, int64_t start, int64_t step);
+Tensor select(const Tensor& a, int64_t dim, int64_t index);
+Tensor cat(const std::vector<Tensor>& ts, int64_t dim);
+Tensor stack(const std::vector<Tensor>& ts, int64_t dim);
+std::vector<Tensor> split(const Tensor& a, const Dims& sizes, int64_t dim);
+std::vector<Tensor> split_size(const Tensor& a, int64_t size, int64_t dim);
+std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim);
+
+// ---- indexing (ops_shape.cpp) ----
+Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);
+Tensor index_add(const Tensor& src, int64_t dim, const Tensor& index, const Shape& out_shape);
+Tensor gather(const Tensor& a, int64_t dim, const Tensor& index);
+Tensor scatter_add(const Tensor& src, int64_t dim, const Tensor& index, const Shape& out_shape);
+Tensor take(const Tensor& a, const Tensor& positions);  // positions: int64 flat indices into a
+Tensor put(const Tensor& a, const Tensor& positions, const Tensor& v);
+Tensor put_add(const Tensor& v, const Tensor& positions, const Shape& out_shape);
+Tensor masked_fill(const Tensor& a, const Tensor& mask, const Tensor& value);
+
+// ---- in-place (ops_shape.cpp): bump the version; record history as torch does (grad_fn moves to the new node) ----
+// Computes `result` out of place and writes it into `self`; `op` names the in-place op in errors.
+void assign_inplace(const Tensor& self, const Tensor& result, const char* op);
+void copy_(const Tensor& self, const Tensor& src);
+void fill_(const Tensor& self, double value);
+void zero_(const Tensor& self);
+// The value of `self` before an in-place op, with self's history: what the out-of-place op is computed from.
+Tensor inplace_input(const Tensor& self, const char* op, bool other_requires_grad);
+
+// ---- neural-net primitives (ops_nn.cpp) ----
+Tensor softmax(const Tensor& a, int64_t dim);
+Tensor log_softmax(const Tensor& a, int64_t dim);
+// reduction: 0 none, 1 mean, 2 sum. Targets: int64 class indices, ignore_index is skipped.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t reduction, int64_t ignore_index,
+                     double label_smoothing);
+Tensor unfold(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw);
+Tensor fold(const Tensor& cols, const Shape& input_shape, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+            int64_t ph, int64_t pw);
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t sh, int64_t sw, int64_t ph, int64_t pw);
+Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw);
+Tensor avg_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw);
+
+// ---- creation helpers used by ops ----
+Tensor ones_like_shape(const Shape& shape, DType dtype);
+
+}  // namespace dyngrad

@@ -1,0 +1,385 @@
+// ops_math.cpp: arithmetic, unary, comparison and reduction ops: check, run the kernel, record the node.
+// What each node saves is chosen here, next to the forward; the formulas using it are in derivatives.cpp.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ops_common.h"
+
+namespace dyngrad {
+
+std::vector<int64_t> normalize_dims(const Dims& dims, int64_t ndim, const char* op) {
+  std::vector<int64_t> out;
+  if (dims.empty()) {
+    for (int64_t d = 0; d < ndim; ++d) out.push_back(d);
+    return out;
+  }
+  for (int64_t d : dims) {
+    int64_t w = wrap_dim(d, ndim, op);
+    if (ndim == 0) continue;  // reducing a 0-d tensor over dim 0/-1 is the identity
+    DG_CHECK(std::find(out.begin(), out.end(), w) == out.end(), RuntimeError, op, ": dim ", d,
+             " appears more than once in the list of dims.");
+    out.push_back(w);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Tensor scalar_like(const Tensor& t, double v, bool is_integral) {
+  DType dt = t->dtype;
+  if (!is_integral && !is_floating(dt)) dt = DType::Float32;
+  else if (is_integral && dt == DType::Bool && !(v == 0 || v == 1)) dt = DType::Int64;
+  else if (is_integral && dt == DType::Bool) dt = DType::Int64;
+  return scalar_tensor(v, dt);
+}
+
+Tensor ones_like_shape(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+
+// ---------------- arithmetic ----------------
+
+// out = a + b
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel(BinaryKind::Add, a, b, promote(a->dtype, b->dtype), "add");
+  if (any_requires_grad({&a, &b})) record(OpKind::add, out, {&a, &b});
+  return out;
+}
+
+// out = a - b
+Tensor sub(const Tensor& a, const Tensor& b) {
+  DG_CHECK(!(a->dtype == DType::Bool && b->dtype == DType::Bool), TypeError,
+           "sub: subtracting two bool tensors is not supported; use logical_xor or convert with .long().");
+  Tensor out = binary_kernel(BinaryKind::Sub, a, b, promote(a->dtype, b->dtype), "sub");
+  if (any_requires_grad({&a, &b})) record(OpKind::sub, out, {&a, &b});
+  return out;
+}
+
+// out = a * b; saves b for da and a for db
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel(BinaryKind::Mul, a, b, promote(a->dtype, b->dtype), "mul");
+  if (any_requires_grad({&a, &b})) {
+    auto node = record(OpKind::mul, out, {&a, &b});
+    if (node->needs_input_grad(1)) node->saved[0].save(a, false);
+    if (node->needs_input_grad(0)) node->saved[1].save(b, false);
+  }
+  return out;
+}
+
+// out = a / b (true division: integers divide in float32)
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel(BinaryKind::Div, a, b, to_floating(promote(a->dtype, b->dtype)), "div");
+  if (any_requires_grad({&a, &b})) {
+    auto node = record(OpKind::div, out, {&a, &b});
+    if (node->needs_input_grad(1)) node->saved[0].save(a, false);
+    node->saved[1].save(b, false);
+  }
+  return out;
+}
+
+Tensor neg(const Tensor& a) {
+  DG_CHECK(a->dtype != DType::Bool, TypeError, "neg: negation of a bool tensor is not supported; use logical_not.");
+  Tensor out = unary_kernel(UnaryKind::Neg, a, a->dtype);
+  if (any_requires_grad({&a})) record(OpKind::neg, out, {&a});
+  return out;
+}
+
+// out = a ** b (tensor exponent)
+Tensor pow(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel(BinaryKind::Pow, a, b, promote(a->dtype, b->dtype), "pow");
+  if (any_requires_grad({&a, &b})) {
+    auto node = record(OpKind::pow, out, {&a, &b});
+    node->saved[0].save(a, false);
+    node->saved[1].save(b, false);
+    if (node->needs_input_grad(1)) node->saved[2].save(out, true);
+  }
+  return out;
+}
+
+// out = a ** p (number exponent); scalars[0] = p
+Tensor pow_scalar(const Tensor& a, double p) {
+  bool integral_result = !is_floating(a->dtype) && p == std::floor(p) && p >= 0;
+  DType dt = integral_result ? (a->dtype == DType::Bool ? DType::Int64 : a->dtype) : to_floating(a->dtype);
+  Tensor out;
+  if (integral_result) out = binary_kernel(BinaryKind::Pow, a, scalar_tensor(p, dt), dt, "pow");
+  else out = unary_kernel(UnaryKind::PowScalar, a, dt, p);
+  if (any_requires_grad({&a})) {
+    auto node = record(OpKind::pow_scalar, out, {&a});
+    node->saved[0].save(a, false);
+    node->scalars[0] = p;
+  }
+  return out;
+}
+
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel(BinaryKind::Maximum, a, b, promote(a->dtype, b->dtype), "maximum");
+  if (any_requires_grad({&a, &b})) {
+    auto node = record(OpKind::maximum, out, {&a, &b});
+    node->saved[0].save(a, false);
+    node->saved[1].save(b, false);
+  }
+  return out;
+}
+
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel(BinaryKind::Minimum, a, b, promote(a->dtype, b->dtype), "minimum");
+  if (any_requires_grad({&a, &b})) {
+    auto node = record(OpKind::minimum, out, {&a, &b});
+    node->saved[0].save(a, false);
+    node->saved[1].save(b, false);
+  }
+  return out;
+}
+
+// out = cond ? a : b; saves cond
+Tensor where(const Tensor& cond_in, const Tensor& a_in, const Tensor& b_in) {
+  Tensor cond = cond_in->dtype == DType::Bool ? cond_in : compare(CompareOp::Ne, cond_in, scalar_tensor(0, cond_in->dtype));
+  DType dt = promote(a_in->dtype, b_in->dtype);
+  Tensor a = a_in->dtype == dt ? a_in : contiguous_copy(a_in, dt);
+  Tensor b = b_in->dtype == dt ? b_in : contiguous_copy(b_in, dt);
+  Tensor out = where_kernel(cond, a, b, "where");
+  if (any_requires_grad({&a_in, &b_in})) {
+    auto node = record(OpKind::where, out, {nullptr, &a_in, &b_in});
+    node->saved[0].save(cond, false);
+  }
+  return out;
+}
+
+// out = min(max(a, lo), hi); scalars = (lo, hi), NaN where absent
+Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi) {
+  DG_CHECK(lo || hi, RuntimeError, "clamp: at least one of min and max must be given.");
+  double l = lo ? *lo : std::numeric_limits<double>::quiet_NaN();
+  double h = hi ? *hi : std::numeric_limits<double>::quiet_NaN();
+  Tensor out = clamp_kernel(a, l, h);
+  if (any_requires_grad({&a})) {
+    auto node = record(OpKind::clamp, out, {&a});
+    node->saved[0].save(a, false);
+    node->scalars[0] = l;
+    node->scalars[1] = h;
+  }
+  return out;
+}
+
+Tensor mul_scalar(const Tensor& a, double s) { return mul(a, scalar_like(a, s, false)); }
+Tensor add_scalar(const Tensor& a, double s) { return add(a, scalar_like(a, s, false)); }
+
+// ---------------- unary ----------------
+
+// A float op of one input: float32 for integer inputs; saves the input (`a`) or the output (`out`).
+enum class Save { Input, Output, Nothing };
+static Tensor unary_op(OpKind k, UnaryKind uk, const Tensor& a, Save what, double p0 = 0, double p1 = 0) {
+  Tensor out = unary_kernel(uk, a, to_floating(a->dtype), p0, p1);
+  if (any_requires_grad({&a})) {
+    auto node = record(k, out, {&a});
+    if (what == Save::Input) node->saved[0].save(a, false);
+    if (what == Save::Output) node->saved[0].save(out, true);
+    node->scalars[0] = p0;
+    node->scalars[1] = p1;
+  }
+  return out;
+}
+
+Tensor exp(const Tensor& a) { return unary_op(OpKind::exp, UnaryKind::Exp, a, Save::Output); }
+Tensor log(const Tensor& a) { return unary_op(OpKind::log, UnaryKind::Log, a, Save::Input); }
+Tensor sqrt(const Tensor& a) { return unary_op(OpKind::sqrt, UnaryKind::Sqrt, a, Save::Output); }
+Tensor rsqrt(const Tensor& a) { return unary_op(OpKind::rsqrt, UnaryKind::Rsqrt, a, Save::Output); }
+Tensor sin(const Tensor& a) { return unary_op(OpKind::sin, UnaryKind::Sin, a, Save::Input); }
+Tensor cos(const Tensor& a) { return unary_op(OpKind::cos, UnaryKind::Cos, a, Save::Input); }
+Tensor tanh(const Tensor& a) { return unary_op(OpKind::tanh, UnaryKind::Tanh, a, Save::Output); }
+Tensor sigmoid(const Tensor& a) { return unary_op(OpKind::sigmoid, UnaryKind::Sigmoid, a, Save::Output); }
+Tensor gelu(const Tensor& a) { return unary_op(OpKind::gelu, UnaryKind::Gelu, a, Save::Input); }
+Tensor erf(const Tensor& a) { return unary_op(OpKind::erf, UnaryKind::Erf, a, Save::Input); }
+Tensor leaky_relu(const Tensor& a, double slope) {
+  return unary_op(OpKind::leaky_relu, UnaryKind::LeakyRelu, a, Save::Input, slope);
+}
+Tensor softplus(const Tensor& a, double beta, double threshold) {
+  return unary_op(OpKind::softplus, UnaryKind::Softplus, a, Save::Input, beta, threshold);
+}
+
+// abs and relu keep integer dtypes, as torch does.
+Tensor abs(const Tensor& a) {
+  Tensor out = unary_kernel(UnaryKind::Abs, a, a->dtype);
+  if (any_requires_grad({&a})) record(OpKind::abs, out, {&a})->saved[0].save(a, false);
+  return out;
+}
+
+// relu saves its output instead of its input: same information, and the input can then be freed.
+Tensor relu(const Tensor& a) {
+  Tensor out = unary_kernel(UnaryKind::Relu, a, a->dtype);
+  if (any_requires_grad({&a})) record(OpKind::relu, out, {&a})->saved[0].save(out, true);
+  return out;
+}
+
+Tensor sign(const Tensor& a) { return unary_kernel(UnaryKind::Sign, a, a->dtype); }
+
+// ---------------- comparisons and logic (no grad) ----------------
+
+Tensor compare(CompareOp op, const Tensor& a, const Tensor& b) {
+  static const BinaryKind kinds[] = {BinaryKind::Eq, BinaryKind::Ne, BinaryKind::Lt,
+                                     BinaryKind::Le, BinaryKind::Gt, BinaryKind::Ge};
+  static const char* names[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+  return binary_kernel(kinds[(int)op], a, b, promote(a->dtype, b->dtype), names[(int)op]);
+}
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  return binary_kernel(BinaryKind::And, a, b, promote(a->dtype, b->dtype), "logical_and");
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  return binary_kernel(BinaryKind::Or, a, b, promote(a->dtype, b->dtype), "logical_or");
+}
+Tensor logical_xor(const Tensor& a, const Tensor& b) {
+  return binary_kernel(BinaryKind::Xor, a, b, promote(a->dtype, b->dtype), "logical_xor");
+}
+Tensor logical_not(const Tensor& a) { return unary_kernel(UnaryKind::Not, a, DType::Bool); }
+Tensor isnan(const Tensor& a) { return unary_kernel(UnaryKind::IsNan, a, DType::Bool); }
+Tensor isfinite(const Tensor& a) { return unary_kernel(UnaryKind::IsFinite, a, DType::Bool); }
+
+// ---------------- reductions ----------------
+
+// Reductions record ints = the reduced dims and scalars[0] = keepdim.
+static std::shared_ptr<OpNode> record_reduction(OpKind k, const Tensor& out, const Tensor& a,
+                                                const std::vector<int64_t>& dims, bool keepdim) {
+  auto node = record(k, out, {&a});
+  node->ints = dims;
+  node->scalars[0] = keepdim ? 1 : 0;
+  return node;
+}
+
+Tensor sum(const Tensor& a, const Dims& dims_in, bool keepdim, std::optional<DType> dtype) {
+  auto dims = normalize_dims(dims_in, a->ndim(), "sum");
+  Tensor src = dtype && *dtype != a->dtype ? to_dtype(a, *dtype) : a;
+  Tensor out = reduce_kernel(ReduceKind::Sum, src, dims, keepdim);
+  if (any_requires_grad({&src})) record_reduction(OpKind::sum, out, src, dims, keepdim);
+  return out;
+}
+
+Tensor mean(const Tensor& a, const Dims& dims_in, bool keepdim) {
+  DG_CHECK(is_floating(a->dtype), RuntimeError, "mean: expected a floating-point tensor, got ",
+           dtype_name(a->dtype), "; convert with .float() first.");
+  auto dims = normalize_dims(dims_in, a->ndim(), "mean");
+  Tensor out = reduce_kernel(ReduceKind::Sum, a, dims, keepdim);
+  int64_t count = 1;
+  for (int64_t d : dims) count *= a->shape[d];
+  DG_DISPATCH_FLOAT(out->dtype, T, {
+    T* p = out->data<T>();
+    T inv = count ? T(1) / T(count) : std::numeric_limits<T>::quiet_NaN();
+    for (int64_t i = 0; i < out->numel; ++i) p[i] = count ? p[i] * inv : inv;
+  });
+  if (any_requires_grad({&a})) record_reduction(OpKind::mean, out, a, dims, keepdim);
+  return out;
+}
+
+// var = sum((a - mean)^2) / (n - correction): composite
+Tensor var(const Tensor& a, const Dims& dims_in, double correction, bool keepdim) {
+  check_float(a, "var");
+  auto dims = normalize_dims(dims_in, a->ndim(), "var");
+  int64_t count = 1;
+  for (int64_t d : dims) count *= a->shape[d];
+  Tensor centered = sub(a, mean(a, dims, true));
+  Tensor ss = sum(mul(centered, centered), dims, keepdim);
+  double denom = std::max<double>(0.0, (double)count - correction);
+  return div(ss, scalar_tensor(denom, a->dtype));
+}
+
+Tensor std_(const Tensor& a, const Dims& dims, double correction, bool keepdim) {
+  return sqrt(var(a, dims, correction, keepdim));
+}
+
+static Tensor extremum(OpKind k, ReduceKind rk, const Tensor& a, const Dims& dims_in, bool keepdim, const char* op) {
+  auto dims = normalize_dims(dims_in, a->ndim(), op);
+  Tensor out = reduce_kernel(rk, a, dims, keepdim);
+  if (any_requires_grad({&a})) {
+    auto node = record_reduction(k, out, a, dims, keepdim);
+    node->saved[0].save(a, false);
+    node->saved[1].save(out, true);
+  }
+  return out;
+}
+Tensor amax(const Tensor& a, const Dims& dims, bool keepdim) {
+  return extremum(OpKind::amax, ReduceKind::Max, a, dims, keepdim, "amax");
+}
+Tensor amin(const Tensor& a, const Dims& dims, bool keepdim) {
+  return extremum(OpKind::amin, ReduceKind::Min, a, dims, keepdim, "amin");
+}
+
+static Tensor arg_extremum(ReduceKind rk, const Tensor& a, std::optional<int64_t> dim, bool keepdim, const char* op) {
+  if (!dim) {
+    Tensor flat = reshape(a->requires_grad ? alias(a) : a, {a->numel});
+    Tensor r = reduce_kernel(rk, flat, {0}, false);
+    if (keepdim) return reshape(r, Shape(a->ndim(), 1));
+    return r;
+  }
+  int64_t d = wrap_dim(*dim, a->ndim(), op);
+  if (a->ndim() == 0) return zeros({}, DType::Int64);
+  return reduce_kernel(rk, a, {d}, keepdim);
+}
+Tensor argmax(const Tensor& a, std::optional<int64_t> dim, bool keepdim) {
+  return arg_extremum(ReduceKind::ArgMax, a, dim, keepdim, "argmax");
+}
+Tensor argmin(const Tensor& a, std::optional<int64_t> dim, bool keepdim) {
+  return arg_extremum(ReduceKind::ArgMin, a, dim, keepdim, "argmin");
+}
+
+// out = log(sum(exp(a))) computed stably; saves a and out
+Tensor logsumexp(const Tensor& a_in, const Dims& dims_in, bool keepdim) {
+  Tensor a = is_floating(a_in->dtype) ? a_in : to_dtype(a_in, DType::Float32);
+  auto dims = normalize_dims(dims_in, a->ndim(), "logsumexp");
+  Tensor out = reduce_kernel(ReduceKind::LogSumExp, a, dims, keepdim);
+  if (any_requires_grad({&a})) {
+    auto node = record_reduction(OpKind::logsumexp, out, a, dims, keepdim);
+    node->saved[0].save(a, false);
+    node->saved[1].save(out, true);
+  }
+  return out;
+}
+
+// Note [Unbroadcast]: sum the broadcast dims of t away so that it has `shape`.
+Tensor sum_to(const Tensor& t, const Shape& shape) {
+  if (t->shape == shape) return t;
+  const int64_t lead = t->ndim() - (int64_t)shape.size();
+  DG_CHECK(lead >= 0, RuntimeError, "sum_to: cannot sum shape ", shape_str(t->shape), " to ", shape_str(shape), ".");
+  Dims dims;
+  for (int64_t d = 0; d < t->ndim(); ++d) {
+    if (d < lead) {
+      dims.push_back(d);
+    } else {
+      int64_t want = shape[d - lead];
+      if (want == 1 && t->shape[d] != 1) dims.push_back(d);
+      else
+        DG_CHECK(want == t->shape[d], RuntimeError, "sum_to: cannot sum shape ", shape_str(t->shape), " to ",
+                 shape_str(shape), ".");
+    }
+  }
+  Tensor r = dims.empty() ? t : sum(t, dims, true);
+  return r->shape == shape ? r : reshape(r, shape);
+}
+
+// ---------------- linear algebra ----------------
+
+// out = a @ b for inputs of at least 2 dims; 1-D operands are promoted to matrices and the extra dim removed after.
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  DG_CHECK(a->ndim() >= 1 && b->ndim() >= 1, RuntimeError, "matmul: both arguments need at least 1 dimension, got ",
+           shape_str(a->shape), " @ ", shape_str(b->shape), ".");
+  DG_CHECK(a->dtype != DType::Bool && b->dtype != DType::Bool, TypeError,
+           "matmul: not supported for bool tensors.");
+  if (a->ndim() == 1 || b->ndim() == 1) {
+    Tensor a2 = a->ndim() == 1 ? unsqueeze(a, 0) : a;
+    Tensor b2 = b->ndim() == 1 ? unsqueeze(b, 1) : b;
+    Tensor r = matmul(a2, b2);
+    if (a->ndim() == 1) r = squeeze(r, Dims{-2});
+    if (b->ndim() == 1) r = squeeze(r, Dims{-1});
+    return r;
+  }
+  int64_t ka = a->shape[a->ndim() - 1], kb = b->shape[b->ndim() - 2];
+  DG_CHECK(ka == kb, RuntimeError, "matmul: inner dimensions do not match: ", shape_str(a->shape), " @ ",
+           shape_str(b->shape), " (", ka, " != ", kb, ").");
+  DType dt = promote(a->dtype, b->dtype);
+  Tensor ac = a->dtype == dt ? a : to_dtype(a, dt);
+  Tensor bc = b->dtype == dt ? b : to_dtype(b, dt);
+  Tensor out = matmul_kernel(ac, bc);
+  if (any_requires_grad({&ac, &bc})) {
+    auto node = record(OpKind::matmul, out, {&ac, &bc});
+    if (node->needs_input_grad(1)) node->saved[0].save(ac, false);
+    if (node->needs_input_grad(0)) node->saved[1].save(bc, false);
+  }
+  return out;
+}
+
+}  // namespace dyngrad

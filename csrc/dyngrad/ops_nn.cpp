@@ -1,0 +1,180 @@
+// ops_nn.cpp: neural-net ops. softmax, log_softmax, cross_entropy and im2col/col2im are primitives;
+// conv2d, pooling, linear, layer_norm, losses and dropout are composed from primitives.
+#include <cmath>
+#include <limits>
+
+#include "ops_common.h"
+#include "random.h"
+
+namespace dyngrad {
+
+// out = exp(a) / sum(exp(a), dim); saves out; ints = (dim)
+Tensor softmax(const Tensor& a_in, int64_t dim) {
+  Tensor a = is_floating(a_in->dtype) ? a_in : to_dtype(a_in, DType::Float32);
+  int64_t d = a->ndim() ? wrap_dim(dim, a->ndim(), "softmax") : (wrap_dim(dim, 0, "softmax"), 0);
+  Tensor out = a->ndim() ? softmax_kernel(a, d, false) : full({}, 1.0, a->dtype);
+  if (any_requires_grad({&a})) {
+    auto node = record(OpKind::softmax, out, {&a});
+    node->ints = {d};
+    node->saved[0].save(out, true);
+  }
+  return out;
+}
+
+// out = a - logsumexp(a, dim); saves out; ints = (dim)
+Tensor log_softmax(const Tensor& a_in, int64_t dim) {
+  Tensor a = is_floating(a_in->dtype) ? a_in : to_dtype(a_in, DType::Float32);
+  int64_t d = a->ndim() ? wrap_dim(dim, a->ndim(), "log_softmax") : (wrap_dim(dim, 0, "log_softmax"), 0);
+  Tensor out = a->ndim() ? softmax_kernel(a, d, true) : zeros({}, a->dtype);
+  if (any_requires_grad({&a})) {
+    auto node = record(OpKind::log_softmax, out, {&a});
+    node->ints = {d};
+    node->saved[0].save(out, true);
+  }
+  return out;
+}
+
+// loss_i = -(1-ls) * logp[i, t_i] - ls/C * sum_c logp[i, c], skipping t_i == ignore_index; reduced by mean
+// (over the non-ignored rows), sum, or none. saved = (logits, target); ints = (reduction, ignore_index);
+// scalars[0] = label_smoothing.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t reduction, int64_t ignore_index,
+                     double label_smoothing) {
+  check_float(logits, "cross_entropy");
+  DG_CHECK(logits->ndim() == 1 || logits->ndim() == 2, RuntimeError,
+           "cross_entropy: expected logits of shape (C,) or (N, C), got ", shape_str(logits->shape), ".");
+  DG_CHECK(target->dtype == DType::Int64, RuntimeError, "cross_entropy: expected int64 class indices as target, got ",
+           dtype_name(target->dtype), ".");
+  const bool batched = logits->ndim() == 2;
+  const int64_t N = batched ? logits->shape[0] : 1, C = logits->shape[batched ? 1 : 0];
+  DG_CHECK(target->ndim() == (batched ? 1 : 0) && (!batched || target->shape[0] == N), RuntimeError,
+           "cross_entropy: target of shape ", shape_str(target->shape), " does not match logits of shape ",
+           shape_str(logits->shape), " (expected ", batched ? shape_str({N}) : std::string("()"), ").");
+  DG_CHECK(reduction >= 0 && reduction <= 2, ValueError, "cross_entropy: unknown reduction.");
+  Tensor t = contiguous_data(target);
+  Tensor logp = softmax_kernel(batched ? logits : reshape(alias(logits), {1, C}), 1, true);
+  Tensor losses = empty({N}, logits->dtype);
+  int64_t count = 0;
+  const int64_t* tp = t->data<int64_t>();
+  DG_DISPATCH_FLOAT(logits->dtype, T, {
+    const T* lp = logp->data<T>();
+    T* l = losses->data<T>();
+    for (int64_t i = 0; i < N; ++i) {
+      int64_t c = tp[i];
+      if (c == ignore_index) { l[i] = 0; continue; }
+      DG_CHECK(c >= 0 && c < C, IndexError, "cross_entropy: target ", c, " is out of range for ", C, " classes.");
+      double v = -(1.0 - label_smoothing) * (double)lp[i * C + c];
+      if (label_smoothing > 0) {
+        double s = 0;
+        for (int64_t k = 0; k < C; ++k) s += lp[i * C + k];
+        v -= label_smoothing / C * s;
+      }
+      l[i] = (T)v;
+      ++count;
+    }
+  });
+  Tensor out;
+  if (reduction == 0) {
+    out = batched ? losses : reshape(losses, {});
+  } else {
+    out = reduce_kernel(ReduceKind::Sum, losses, {0}, false);
+    if (reduction == 1) {
+      DG_DISPATCH_FLOAT(out->dtype, T, *out->data<T>() /= (T)count);
+    }
+  }
+  if (any_requires_grad({&logits})) {
+    auto node = record(OpKind::cross_entropy, out, {&logits, nullptr});
+    node->saved[0].save(logits, false);
+    node->saved[1].save(t, false);
+    node->ints = {reduction, ignore_index, count};
+    node->scalars[0] = label_smoothing;
+  }
+  return out;
+}
+
+static void check_image(const Tensor& x, const char* op) {
+  DG_CHECK(x->ndim() == 4, RuntimeError, op, ": expected a 4-D input (N, C, H, W), got shape ", shape_str(x->shape), ".");
+  check_float(x, op);
+}
+
+static void check_window(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+                         const char* op) {
+  DG_CHECK(kh > 0 && kw > 0 && sh > 0 && sw > 0 && ph >= 0 && pw >= 0, RuntimeError, op,
+           ": kernel size and stride must be positive and padding non-negative, got kernel (", kh, ", ", kw,
+           "), stride (", sh, ", ", sw, "), padding (", ph, ", ", pw, ").");
+  DG_CHECK(x->shape[2] + 2 * ph >= kh && x->shape[3] + 2 * pw >= kw, RuntimeError, op, ": kernel (", kh, ", ", kw,
+           ") is larger than the padded input of shape ", shape_str(x->shape), " with padding (", ph, ", ", pw, ").");
+}
+
+// out = im2col(x); ints = (kh, kw, sh, sw, ph, pw)
+Tensor unfold(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
+  check_image(x, "unfold");
+  check_window(x, kh, kw, sh, sw, ph, pw, "unfold");
+  Tensor out = im2col_kernel(x, kh, kw, sh, sw, ph, pw);
+  if (any_requires_grad({&x})) record(OpKind::unfold, out, {&x})->ints = {kh, kw, sh, sw, ph, pw};
+  return out;
+}
+
+// out = col2im(cols) (sums overlapping windows); ints = (kh, kw, sh, sw, ph, pw)
+Tensor fold(const Tensor& cols, const Shape& input_shape, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
+            int64_t pw) {
+  Tensor out = col2im_kernel(cols, input_shape, kh, kw, sh, sw, ph, pw);
+  if (any_requires_grad({&cols})) record(OpKind::fold, out, {&cols})->ints = {kh, kw, sh, sw, ph, pw};
+  return out;
+}
+
+// conv2d = weight (O, C*kh*kw) @ im2col(x) (N, C*kh*kw, L), reshaped to (N, O, OH, OW)
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
+  check_image(x, "conv2d");
+  DG_CHECK(w->ndim() == 4, RuntimeError, "conv2d: expected a 4-D weight (O, C, kh, kw), got shape ",
+           shape_str(w->shape), ".");
+  DG_CHECK(w->shape[1] == x->shape[1], RuntimeError, "conv2d: input has ", x->shape[1],
+           " channels but the weight expects ", w->shape[1], " (input ", shape_str(x->shape), ", weight ",
+           shape_str(w->shape), ").");
+  const int64_t N = x->shape[0], O = w->shape[0], kh = w->shape[2], kw = w->shape[3];
+  check_window(x, kh, kw, sh, sw, ph, pw, "conv2d");
+  const int64_t OH = (x->shape[2] + 2 * ph - kh) / sh + 1, OW = (x->shape[3] + 2 * pw - kw) / sw + 1;
+  Tensor cols = unfold(x, kh, kw, sh, sw, ph, pw);
+  Tensor out = matmul(reshape(w, {O, -1}), cols);  // (N, O, L)
+  if (bias) {
+    DG_CHECK((*bias)->ndim() == 1 && (*bias)->shape[0] == O, RuntimeError, "conv2d: bias must have shape (", O,
+             ",), got ", shape_str((*bias)->shape), ".");
+    out = add(out, reshape(*bias, {O, 1}));
+  }
+  return reshape(out, {N, O, OH, OW});
+}
+
+static Tensor pool_windows(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+                           const char* op) {
+  check_image(x, op);
+  check_window(x, kh, kw, sh, sw, ph, pw, op);
+  DG_CHECK(ph * 2 <= kh && pw * 2 <= kw, RuntimeError, op, ": padding should be at most half of the kernel size, got ",
+           "padding (", ph, ", ", pw, ") for kernel (", kh, ", ", kw, ").");
+  const int64_t N = x->shape[0], C = x->shape[1];
+  Tensor cols = unfold(x, kh, kw, sh, sw, ph, pw);  // (N, C*kh*kw, L)
+  return reshape(cols, {N, C, kh * kw, -1});
+}
+
+static Tensor pooled_shape(const Tensor& r, const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                           int64_t ph, int64_t pw) {
+  const int64_t OH = (x->shape[2] + 2 * ph - kh) / sh + 1, OW = (x->shape[3] + 2 * pw - kw) / sw + 1;
+  return reshape(r, {x->shape[0], x->shape[1], OH, OW});
+}
+
+Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
+  Tensor win = pool_windows(x, kh, kw, sh, sw, ph, pw, "max_pool2d");
+  if (ph || pw) {  // padded positions must never win: fill them with -inf through a padded mask
+    Tensor ones = full(x->shape, 1.0, x->dtype);
+    Tensor mask = pool_windows(ones, kh, kw, sh, sw, ph, pw, "max_pool2d");
+    win = where(compare(CompareOp::Eq, mask, scalar_tensor(0, x->dtype)),
+                scalar_tensor(-std::numeric_limits<double>::infinity(), x->dtype), win);
+  }
+  return pooled_shape(amax(win, {2}, false), x, kh, kw, sh, sw, ph, pw);
+}
+
+// avg_pool2d counts padded zeros in the average (torch's count_include_pad=True default)
+Tensor avg_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
+  Tensor win = pool_windows(x, kh, kw, sh, sw, ph, pw, "avg_pool2d");
+  return pooled_shape(mean(win, {2}, false), x, kh, kw, sh, sw, ph, pw);
+}
+
+}  // namespace dyngrad

@@ -1,0 +1,117 @@
+// random.cpp: xoshiro256** seeded by splitmix64; doubles from the top 53 bits; normals by Box-Muller.
+#include "random.h"
+
+#include <cmath>
+
+namespace dyngrad {
+
+namespace {
+struct Xoshiro {
+  uint64_t s[4];
+  uint64_t seed = 0;
+  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  void reseed(uint64_t value) {
+    seed = value;
+    uint64_t z = value;
+    for (auto& word : s) {  // splitmix64
+      z += 0x9e3779b97f4a7c15ULL;
+      uint64_t x = z;
+      x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+      x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+      word = x ^ (x >> 31);
+    }
+  }
+  uint64_t next() {
+    uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+  }
+  double uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0); }
+};
+Xoshiro& gen() {
+  static Xoshiro g = [] {
+    Xoshiro x;
+    x.reseed(0x5eed);
+    return x;
+  }();
+  return g;
+}
+
+template <typename F>
+void fill_with(const Tensor& t, F&& f) {
+  Tensor c = t->is_contiguous() ? t : nullptr;
+  DG_CHECK(c, RuntimeError, "random fill: expected a contiguous tensor.");
+  DG_DISPATCH_ALL(t->dtype, T, {
+    T* p = t->data<T>();
+    for (int64_t i = 0; i < t->numel; ++i) p[i] = static_cast<T>(f());
+  });
+}
+}  // namespace
+
+void manual_seed(uint64_t seed) { gen().reseed(seed); }
+uint64_t initial_seed() { return gen().seed; }
+
+void uniform_(const Tensor& t, double lo, double hi) {
+  Xoshiro& g = gen();
+  fill_with(t, [&] { return lo + (hi - lo) * g.uniform(); });
+  t->bump_version();
+}
+
+void normal_(const Tensor& t, double mean, double std) {
+  Xoshiro& g = gen();
+  bool have = false;
+  double spare = 0;
+  fill_with(t, [&] {
+    if (have) {
+      have = false;
+      return mean + std * spare;
+    }
+    double u1 = g.uniform(), u2 = g.uniform();
+    if (u1 < 1e-300) u1 = 1e-300;
+    double r = std::sqrt(-2.0 * std::log(u1)), th = 6.283185307179586 * u2;
+    spare = r * std::sin(th);
+    have = true;
+    return mean + std * r * std::cos(th);
+  });
+  t->bump_version();
+}
+
+Tensor rand(const Shape& shape, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  uniform_(t, 0, 1);
+  if (dtype == DType::Float32) {  // rounding up to 1.0f must not happen: U[0, 1)
+    float* p = t->data<float>();
+    for (int64_t i = 0; i < t->numel; ++i)
+      if (p[i] >= 1.0f) p[i] = 0.99999994f;
+  }
+  return t;
+}
+
+Tensor randn(const Shape& shape, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  normal_(t, 0, 1);
+  return t;
+}
+
+Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype) {
+  DG_CHECK(high > low, RuntimeError, "randint: expected low < high, got low=", low, " and high=", high, ".");
+  Tensor t = empty(shape, dtype);
+  Xoshiro& g = gen();
+  uint64_t range = (uint64_t)(high - low);
+  fill_with(t, [&] { return (double)(low + (int64_t)(g.next() % range)); });
+  return t;
+}
+
+Tensor bernoulli_mask(const Shape& shape, double keep_prob, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  Xoshiro& g = gen();
+  fill_with(t, [&] { return g.uniform() < keep_prob ? 1.0 : 0.0; });
+  return t;
+}
+
+}  // namespace dyngrad

@@ -1,0 +1,20 @@
+// random.h: dyngrad's own seeded generator (xoshiro256**, seeded by splitmix64), so results are reproducible
+// across runs and machines. One generator per process, used with the GIL held.
+#pragma once
+#include <cstdint>
+
+#include "tensor.h"
+
+namespace dyngrad {
+
+void manual_seed(uint64_t seed);
+uint64_t initial_seed();
+Tensor rand(const Shape& shape, DType dtype);                 // U[0, 1)
+Tensor randn(const Shape& shape, DType dtype);                // N(0, 1)
+Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype);  // [low, high)
+Tensor bernoulli_mask(const Shape& shape, double keep_prob, DType dtype);    // 1 with keep_prob, else 0
+// uniform_(lo, hi) / normal_(mean, std) filling an existing tensor (nn.init); bumps the version.
+void uniform_(const Tensor& t, double lo, double hi);
+void normal_(const Tensor& t, double mean, double std);
+
+}  // namespace dyngrad

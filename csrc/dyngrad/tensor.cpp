@@ -1,0 +1,163 @@
+// tensor.cpp: storage allocation, shapes and strides, construction of tensors without history.
+#include "tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "node.h"
+
+namespace dyngrad {
+
+[[noreturn]] void throw_dtype_not_float(DType d) {
+  throw TypeError(str_cat("expected a floating-point tensor (float32 or float64), got ", dtype_name(d), "."));
+}
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::ostringstream os;
+  os << "(";
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  if (shape.size() == 1) os << ",";
+  os << ")";
+  return os.str();
+}
+
+Storage::~Storage() {
+  if (!owner && data) std::free(data);
+}
+
+std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
+  auto s = std::make_shared<Storage>();
+  if (nbytes > 0) {
+    // Small buffers: plain malloc (16-byte aligned) is fastest; large ones 64-byte aligned for SIMD.
+    void* p = nbytes <= 256 ? std::malloc(nbytes) : std::aligned_alloc(64, (nbytes + 63) / 64 * 64);
+    if (!p) throw std::bad_alloc();
+    s->data = p;
+  }
+  s->nbytes = nbytes;
+  return s;
+}
+
+TensorImpl::~TensorImpl() {
+  // Note [Iterative graph destruction] in node.h: hand the history to the trampoline instead of
+  // letting a long chain of nodes destroy itself recursively.
+  if (grad_fn) release_node_iteratively(std::move(grad_fn));
+}
+
+bool TensorImpl::is_contiguous() const {
+  int64_t expected = 1;
+  for (int64_t i = ndim() - 1; i >= 0; --i) {
+    if (shape[i] == 1) continue;
+    if (strides[i] != expected) return false;
+    expected *= shape[i];
+  }
+  return true;
+}
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) {
+    DG_CHECK(s >= 0, ValueError, "negative dimension ", s, " in shape ", shape_str(shape), ".");
+    if (s != 0 && n > INT64_MAX / s)
+      throw ValueError(str_cat("shape ", shape_str(shape), " has more elements than fit in 64 bits."));
+    n *= s;
+  }
+  return n;
+}
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape strides(shape.size());
+  int64_t acc = 1;
+  for (int64_t i = (int64_t)shape.size() - 1; i >= 0; --i) {
+    strides[i] = acc;
+    acc *= shape[i] > 0 ? shape[i] : 1;
+  }
+  return strides;
+}
+
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
+  int64_t n = ndim > 0 ? ndim : 1;  // a 0-d tensor accepts dim 0 and -1, as in torch
+  if (dim < -n || dim >= n)
+    throw IndexError(str_cat(op, ": dim ", dim, " is out of range for a tensor of ", ndim,
+                             " dimensions (expected ", -n, "..", n - 1, ")."));
+  return dim < 0 ? dim + n : dim;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  if (a == b) return a;
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1)
+      throw RuntimeError(str_cat(op, ": shapes ", shape_str(a), " and ", shape_str(b),
+                                 " cannot be broadcast: dimension ", (int64_t)i - (int64_t)n, " is ", da,
+                                 " in the first and ", db, " in the second."));
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Tensor empty(const Shape& shape, DType dtype) {
+  auto t = std::make_shared<TensorImpl>();
+  t->numel = shape_numel(shape);
+  size_t item = dtype_size(dtype);
+  if (t->numel > 0 && (uint64_t)t->numel > (uint64_t)(SIZE_MAX / 4) / item)
+    throw std::bad_alloc();
+  t->storage = Storage::allocate((size_t)t->numel * item);
+  t->shape = shape;
+  t->strides = contiguous_strides(shape);
+  t->dtype = dtype;
+  return t;
+}
+
+Tensor zeros(const Shape& shape, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  if (t->storage->nbytes) std::memset(t->storage->data, 0, t->storage->nbytes);
+  return t;
+}
+
+Tensor full(const Shape& shape, double value, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  int64_t n = t->numel;
+  DG_DISPATCH_ALL(dtype, T, {
+    T v = static_cast<T>(value);
+    T* p = t->data<T>();
+    for (int64_t i = 0; i < n; ++i) p[i] = v;
+  });
+  return t;
+}
+
+Tensor scalar_tensor(double value, DType dtype) { return full(Shape{}, value, dtype); }
+
+Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
+  auto t = std::make_shared<TensorImpl>();
+  t->storage = base->storage;
+  t->numel = shape_numel(shape);
+  t->shape = std::move(shape);
+  t->strides = std::move(strides);
+  t->offset = offset;
+  t->dtype = base->dtype;
+  return t;
+}
+
+Tensor alias(const Tensor& t) { return make_view(t, t->shape, t->strides, t->offset); }
+
+double item_double(const Tensor& t) {
+  DG_CHECK(t->numel == 1, RuntimeError, "item(): a tensor with ", t->numel,
+           " elements cannot be converted to a Python number (shape ", shape_str(t->shape), ").");
+  double v = 0;
+  DG_DISPATCH_ALL(t->dtype, T, v = static_cast<double>(*t->data<T>()));
+  return v;
+}
+
+int64_t item_int(const Tensor& t) {
+  DG_CHECK(t->numel == 1, RuntimeError, "item(): a tensor with ", t->numel,
+           " elements cannot be converted to a Python number (shape ", shape_str(t->shape), ").");
+  int64_t v = 0;
+  DG_DISPATCH_ALL(t->dtype, T, v = static_cast<int64_t>(*t->data<T>()));
+  return v;
+}
+
+}  // namespace dyngrad

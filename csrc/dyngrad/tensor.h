@@ -1,0 +1,109 @@
+// tensor.h: storage, the tensor (shape/strides/offset over a shared storage) and its autograd fields.
+//
+// A worked example of what the rest of csrc/ does with these types:
+//
+//     a = dg.tensor([2.], requires_grad=True)      // leaf: requires_grad, no grad_fn
+//     y = a * a + a                                // mul records MulBackward(a, a), add records AddBackward
+//     y.backward()                                 // engine.cpp: AddBackward -> MulBackward -> AccumulateGrad(a)
+//     a.grad                                       // 2*a + 1 = 5
+//
+// Note [Version counter]: the counter lives in the Storage, so every view of the same memory (and every
+// detach()) shares it. Every in-place write bumps it; a SavedTensor remembers the version it saw and refuses to
+// unpack if it moved (node.h).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "check.h"
+#include "dtype.h"
+
+namespace dyngrad {
+
+using Shape = std::vector<int64_t>;
+
+struct Storage {
+  void* data = nullptr;
+  size_t nbytes = 0;
+  // Memory we do not own (a numpy array's buffer): `owner` keeps it alive; null when we allocated `data`.
+  std::shared_ptr<void> owner;
+  uint64_t version = 0;
+
+  Storage() = default;
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  ~Storage();
+  static std::shared_ptr<Storage> allocate(size_t nbytes);  // uninitialised, 64-byte aligned
+};
+
+struct Node;
+struct TensorImpl;
+using Tensor = std::shared_ptr<TensorImpl>;
+// A tensor hook gets the gradient and returns a replacement, or nullptr to keep it.
+using GradHook = std::function<Tensor(const Tensor&)>;
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  int64_t offset = 0;  // in elements
+  Shape shape;
+  Shape strides;  // in elements
+  int64_t numel = 1;
+  DType dtype = DType::Float32;
+
+  // Autograd. A tensor requires grad if it is a leaf the user marked, or the output of a recorded op (then
+  // grad_fn is set and output_nr says which of grad_fn's outputs it is).
+  bool requires_grad = false;
+  bool retains_grad = false;
+  bool is_view = false;  // made by a view op from a tensor that required grad (in-place on it is refused)
+  uint32_t output_nr = 0;
+  std::shared_ptr<Node> grad_fn;
+  Tensor grad;
+  std::weak_ptr<Node> grad_accumulator;  // the leaf's AccumulateGrad, alive while some graph holds it
+  std::vector<std::pair<int64_t, GradHook>> hooks;  // leaf hooks (non-leaf hooks live on grad_fn)
+
+  ~TensorImpl();
+
+  bool is_leaf() const { return grad_fn == nullptr; }
+  size_t itemsize() const { return dtype_size(dtype); }
+  int64_t ndim() const { return (int64_t)shape.size(); }
+  char* raw() const { return static_cast<char*>(storage->data) + offset * (int64_t)itemsize(); }
+  template <typename T>
+  T* data() const { return reinterpret_cast<T*>(storage->data) + offset; }
+  bool is_contiguous() const;
+  uint64_t version() const { return storage->version; }
+  void bump_version() { ++storage->version; }
+};
+
+// ---- shapes ----
+int64_t shape_numel(const Shape& shape);  // throws on overflow
+Shape contiguous_strides(const Shape& shape);
+// Wraps a possibly negative dim; IndexError naming `op` when out of range.
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op);
+// Broadcast two shapes as numpy does; RuntimeError naming `op` on mismatch.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+
+// ---- construction (no autograd) ----
+Tensor empty(const Shape& shape, DType dtype);
+Tensor zeros(const Shape& shape, DType dtype);
+Tensor full(const Shape& shape, double value, DType dtype);
+Tensor scalar_tensor(double value, DType dtype);  // 0-d
+// A tensor over existing memory: shares storage, no autograd history.
+Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset);
+// detach(): same memory and version counter, no history.
+Tensor alias(const Tensor& t);
+
+// ---- element access ----
+double item_double(const Tensor& t);  // of a 1-element tensor
+int64_t item_int(const Tensor& t);
+
+// ---- copies and conversions (kernels/copy.cpp) ----
+// dst[...] = src[...] elementwise, converting dtype and broadcasting src to dst's shape. No autograd.
+void copy_into(const Tensor& dst, const Tensor& src);
+Tensor contiguous_copy(const Tensor& t, DType dtype);  // always a fresh contiguous tensor
+inline Tensor contiguous_data(const Tensor& t) {       // t itself if already contiguous (no autograd)
+  return t->is_contiguous() ? t : contiguous_copy(t, t->dtype);
+}
+
+}  // namespace dyngrad

@@ -1,0 +1,19 @@
+"""dyngrad.autograd for the C++ engine: grad, backward, Function, grad modes, gradcheck."""
+from .. import _C
+from .grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode  # noqa: F401
+from .function import Function, FunctionCtx  # noqa: F401
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False):
+    """Accumulates the gradients of `tensors` into the leaves' .grad."""
+    _C._run_backward(tensors, grad_tensors, retain_graph, create_graph)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False):
+    """The gradients of `outputs` with respect to `inputs`, as a tuple; .grad is left untouched."""
+    single = isinstance(inputs, _C.Tensor)
+    return _C._grad(outputs, [inputs] if single else list(inputs), grad_outputs, retain_graph, create_graph,
+                    allow_unused)
+
+
+from .gradcheck import gradcheck, gradgradcheck  # noqa: E402,F401
