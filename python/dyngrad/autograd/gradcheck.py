@@ -6,8 +6,8 @@ Only relative imports of the engine root: in `dyngrad.autograd.gradcheck` they g
 """
 import numpy as np
 
-from .. import Tensor, no_grad, float64, tensor
-from . import grad
+from .. import Tensor, float64, tensor
+from . import grad, no_grad
 
 
 class GradcheckError(RuntimeError):

@@ -23,13 +23,13 @@ from .tensor import Tensor, Size  # noqa: E402
 from . import errors, ops, ops_nn, derivatives, engine, node, kernels  # noqa: E402,F401
 from .ops_creation import (tensor, as_tensor, from_numpy, zeros, ones, empty, full, zeros_like, ones_like,  # noqa
                            empty_like, full_like, rand_like, randn_like, arange, linspace, eye, rand, randn,
-                           randint, randperm, normal, bernoulli, manual_seed, seed)
+                           randint, randperm, normal, bernoulli, manual_seed, seed, initial_seed)
 from .ops import *  # noqa: E402,F401,F403  (every op as a function: dg.add, dg.exp, dg.sum, dg.cat, ...)
 from .ops import (OP_NAMES, sum, max, min, abs, pow, all, any, round, where,  # noqa: E402,F401
                   index_put, masked_fill, clamp, clip)
 from .ops_nn import (softmax, log_softmax, cross_entropy, nll_loss,  # noqa: E402,F401
                      binary_cross_entropy_with_logits, embedding, dropout, conv2d, im2col, col2im, max_pool2d,
-                     avg_pool2d, layer_norm)
+                     avg_pool2d, layer_norm, mse_loss, linear, one_hot)
 from .ops import leaky_relu, gelu, softplus, relu, sigmoid, tanh  # noqa: E402,F401
 from . import autograd  # noqa: E402
 

@@ -1350,6 +1350,26 @@ def numel(a):
     return a.numel()
 
 
+true_divide = div
+negative = neg
+
+
+def mm(a, b):
+    if a.ndim != 2 or b.ndim != 2:
+        raise RuntimeError(f"mm: expected 2-D tensors, got {shape_str(a.shape)} and {shape_str(b.shape)}.")
+    return matmul(a, b)
+
+
+def bmm(a, b):
+    if a.ndim != 3 or b.ndim != 3:
+        raise RuntimeError(f"bmm: expected 3-D tensors, got {shape_str(a.shape)} and {shape_str(b.shape)}.")
+    return matmul(a, b)
+
+
+def take(a, index):
+    return globals()["index"](reshape(a, -1), index)
+
+
 def is_tensor(x):
     return isinstance(x, Tensor)
 
@@ -1369,7 +1389,7 @@ _METHODS = (
     "permute", "movedim", "expand", "expand_as", "broadcast_to", "squeeze", "unsqueeze", "split", "chunk", "unbind",
     "narrow", "select", "gather", "scatter_add", "index_select", "take_along_dim", "masked_fill", "add_", "sub_",
     "mul_", "div_", "pow_", "clamp_", "masked_fill_", "neg_", "exp_", "relu_", "sigmoid_", "tanh_", "fill_",
-    "zero_", "copy_", "index_put_", "softmax", "log_softmax",
+    "zero_", "copy_", "index_put_", "softmax", "log_softmax", "true_divide", "negative", "mm", "bmm", "take",
 )
 for _name in _METHODS:
     setattr(Tensor, _name, globals()[_name])

@@ -11,10 +11,18 @@ DEFAULT_SEED = 67280421310721        # each process starts from the same seed, a
 _generator = [np.random.Generator(np.random.PCG64(DEFAULT_SEED))]
 
 
+_seed = [DEFAULT_SEED]
+
+
 def manual_seed(seed):
     """Reseed this engine's generator (reproducible run to run; not the same numbers as the C++ engine)."""
+    _seed[0] = int(seed)
     _generator[0] = np.random.Generator(np.random.PCG64(int(seed)))
     return _generator[0]
+
+
+def initial_seed():
+    return _seed[0]
 
 
 def seed():

@@ -389,3 +389,27 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     if needs_grad(x, weight, bias):
         record("layer_norm", out, (x, weight, bias), save={"x": x, "weight": weight}, dims=dims, eps=eps)
     return out
+
+
+# ===== composites the C++ engine also exports at its root (the shared nn/functional.py composes them too) =====
+
+def mse_loss(a, target, size_average=None, reduce=None, reduction="mean"):
+    _check_reduction("mse_loss", reduction)
+    diff = a - target
+    losses = diff * diff
+    return losses if reduction == "none" else losses.sum() if reduction == "sum" else losses.mean()
+
+
+def linear(x, weight, bias=None):
+    out = x @ weight.transpose(0, 1) if weight.ndim == 2 else x @ weight
+    return out + bias if bias is not None else out
+
+
+def one_hot(index, num_classes=-1):
+    if not isinstance(index, Tensor) or index.dtype is not _dt.int64:
+        raise TypeError("one_hot: expected an int64 tensor of class indices.")
+    n = int(index._data.max()) + 1 if num_classes == -1 and index.numel() else num_classes
+    _check_index_range("one_hot", index._data, 0, n)
+    if (index._data < 0).any():
+        raise IndexError("one_hot: class indices must be non-negative.")
+    return make_tensor((index._data[..., None] == np.arange(n)).astype(np.int64))
