@@ -98,7 +98,10 @@ class Tensor:
     def __init__(self, *args, dtype=None, requires_grad=False):
         """`Tensor(data)` copies data as float32 (torch.Tensor); `Tensor(2, 3)` is an uninitialised 2x3."""
         from .ops_creation import tensor as _tensor, empty as _empty
-        if len(args) == 1 and not isinstance(args[0], int):
+        if len(args) == 1 and isinstance(args[0], Tensor) and dtype is None:
+            # as in the C++ engine: a new tensor object sharing src's memory, without history (nn.Parameter)
+            src = args[0].detach()
+        elif len(args) == 1 and not isinstance(args[0], int):
             src = _tensor(args[0], dtype=dtype or _dt.get_default_dtype())
         else:
             src = _empty(*args, dtype=dtype)

@@ -1,0 +1,24 @@
+"""dyngrad.nn: modules, layers, losses and initialisers, written once over the Tensor API for both engines.
+
+`import dyngrad.nn` runs this package over the C++ engine and `import dyngrad.reference.nn` over the reference
+engine: every `from .. import X` below resolves to the engine root that loaded it (see "Shared code" in
+docs/design.md).
+"""
+from .parameter import Parameter, Buffer
+from .module import Module, Sequential, ModuleList, ModuleDict
+from .linear import Identity, Linear, Flatten, Unflatten, Embedding
+from .conv import Conv2d, MaxPool2d, AvgPool2d
+from .rnn import RNNCell, LSTMCell, GRUCell, RNN, LSTM, GRU
+from .norm import LayerNorm, BatchNorm1d
+from .dropout import Dropout
+from .activation import ReLU, Sigmoid, Tanh, LeakyReLU, GELU, Softplus, SiLU, Softmax, LogSoftmax
+from .loss import CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss
+from . import functional, init, utils
+
+__all__ = [
+    "Parameter", "Buffer", "Module", "Sequential", "ModuleList", "ModuleDict",
+    "Identity", "Linear", "Flatten", "Unflatten", "Embedding", "Conv2d", "MaxPool2d", "AvgPool2d",
+    "RNNCell", "LSTMCell", "GRUCell", "RNN", "LSTM", "GRU", "LayerNorm", "BatchNorm1d", "Dropout",
+    "ReLU", "Sigmoid", "Tanh", "LeakyReLU", "GELU", "Softplus", "SiLU", "Softmax", "LogSoftmax",
+    "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss", "functional", "init", "utils",
+]

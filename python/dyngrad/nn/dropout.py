@@ -1,0 +1,17 @@
+"""Dropout: zeroes each element with probability p while training, scaling the rest by 1 / (1 - p)."""
+from . import functional as F
+from .module import Module
+
+
+class Dropout(Module):
+    def __init__(self, p=0.5):
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: probability has to be between 0 and 1, but got {p}")
+        self.p = p
+
+    def forward(self, x):
+        return F.dropout(x, self.p, self.training)
+
+    def extra_repr(self):
+        return f"p={self.p}"

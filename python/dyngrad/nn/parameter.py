@@ -1,0 +1,38 @@
+"""Parameter: a leaf Tensor that a Module registers as one of its learnable weights."""
+from .. import Tensor
+
+
+class Parameter(Tensor):
+    """A tensor that is a module's parameter: assigning it as a Module attribute registers it.
+
+    `Parameter(data)` shares data's memory (as torch does) and is a leaf that requires grad by default.
+    """
+
+    def __init__(self, data=None, requires_grad=True):
+        if data is None:
+            from .. import empty
+            data = empty(0)
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Parameter: data must be a Tensor, got {type(data).__name__}.")
+        # Tensor.__init__(t) makes a new tensor object sharing t's memory, without history
+        super().__init__(data.detach())
+        self.requires_grad = requires_grad
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError("Parameter: pickling is not supported; use dyngrad.save(module.state_dict(), path).")
+
+    def __deepcopy__(self, memo):
+        copy = type(self)(self.detach().clone(), self.requires_grad)
+        memo[id(self)] = copy
+        return copy
+
+
+class Buffer:
+    """Marks a tensor as a buffer when assigned to a Module attribute (torch.nn.Buffer)."""
+
+    def __init__(self, data, persistent=True):
+        self.data = data
+        self.persistent = persistent
