@@ -1,0 +1,75 @@
+"""Adam and AdamW (decoupled weight decay), torch's update rule including amsgrad."""
+import math
+
+from .. import zeros_like, maximum
+from .optimizer import Optimizer, fused_kernel
+
+
+class Adam(Optimizer):
+    """
+        g = grad (+ weight_decay * p for Adam; AdamW instead shrinks p by (1 - lr * weight_decay))
+        m = beta1 * m + (1 - beta1) * g            v = beta2 * v + (1 - beta2) * g * g
+        p = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)   (amsgrad: v -> running max of v)
+    """
+
+    decoupled_weight_decay = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False,
+                 maximize=False):
+        if lr < 0.0:
+            raise ValueError(f"{type(self).__name__}: invalid learning rate: {lr}")
+        if eps < 0.0:
+            raise ValueError(f"{type(self).__name__}: invalid epsilon value: {eps}")
+        for i, beta in enumerate(betas):
+            if not 0.0 <= beta < 1.0:
+                raise ValueError(f"{type(self).__name__}: invalid beta parameter at index {i}: {beta}")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      amsgrad=amsgrad, maximize=maximize))
+
+    def _init_state(self, p, group):
+        state = {"step": 0, "exp_avg": zeros_like(p), "exp_avg_sq": zeros_like(p)}
+        if group["amsgrad"]:
+            state["max_exp_avg_sq"] = zeros_like(p)
+        return state
+
+    def _update_group(self, group, params, grads, states):
+        lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
+        weight_decay, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
+        for s in states:
+            s["step"] += 1
+        kernel = fused_kernel("adam")
+        if kernel is not None:
+            kernel(params, grads, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
+                   [s["max_exp_avg_sq"] for s in states] if amsgrad else [], [s["step"] for s in states],
+                   lr, beta1, beta2, eps, weight_decay, self.decoupled_weight_decay, amsgrad, maximize)
+            return
+        for p, g, s in zip(params, grads, states):
+            if maximize:
+                g = -g
+            if weight_decay != 0:
+                if self.decoupled_weight_decay:
+                    p.mul_(1 - lr * weight_decay)
+                else:
+                    g = g.add(p, alpha=weight_decay)
+            exp_avg, exp_avg_sq = s["exp_avg"], s["exp_avg_sq"]
+            exp_avg.add_(g - exp_avg, alpha=1 - beta1)                # lerp towards g
+            exp_avg_sq.mul_(beta2).add_(g * g, alpha=1 - beta2)
+            step_size = lr / (1 - beta1 ** s["step"])
+            bias_correction2_sqrt = math.sqrt(1 - beta2 ** s["step"])
+            if amsgrad:
+                s["max_exp_avg_sq"].copy_(maximum(s["max_exp_avg_sq"], exp_avg_sq))
+                second = s["max_exp_avg_sq"]
+            else:
+                second = exp_avg_sq
+            denom = second.sqrt() / bias_correction2_sqrt + eps
+            p.add_(exp_avg / denom, alpha=-step_size)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay: p = p * (1 - lr * weight_decay) before the Adam step (default 0.01)."""
+
+    decoupled_weight_decay = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False,
+                 maximize=False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize)
