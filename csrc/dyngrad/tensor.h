@@ -30,6 +30,8 @@ struct Storage {
   // Memory we do not own (a numpy array's buffer): `owner` keeps it alive; null when we allocated `data`.
   std::shared_ptr<void> owner;
   uint64_t version = 0;
+  // Tiny tensors (scalars, a few elements) live inside the Storage object: one allocation fewer per op.
+  alignas(16) unsigned char inline_buffer[16];
 
   Storage() = default;
   Storage(const Storage&) = delete;

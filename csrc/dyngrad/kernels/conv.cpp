@@ -19,8 +19,8 @@ Window make_window(const Shape& s, int64_t kh, int64_t kw, int64_t sh, int64_t s
 template <typename T>
 void im2col_typed(const Window& g, const T* src, T* dst, bool parallel) {
   const int64_t rows = g.N * g.C * g.kh * g.kw;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, [&](int64_t lo, int64_t hi) {
+  for (int64_t r = lo; r < hi; ++r) {
     int64_t j = r % g.kw, i = (r / g.kw) % g.kh, c = (r / (g.kw * g.kh)) % g.C, n = r / (g.kw * g.kh * g.C);
     const T* img = src + (n * g.C + c) * g.H * g.W;
     T* o = dst + r * g.OH * g.OW;
@@ -32,13 +32,14 @@ void im2col_typed(const Window& g, const T* src, T* dst, bool parallel) {
       }
     }
   }
+  }, parallel ? 2 : INT64_MAX);
 }
 
 template <typename T>
 void col2im_typed(const Window& g, const T* src, T* dst, bool parallel) {
   // parallel over (n, c) images: each writes only its own image
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int64_t nc = 0; nc < g.N * g.C; ++nc) {
+  parallel_for(g.N * g.C, [&](int64_t lo, int64_t hi) {
+  for (int64_t nc = lo; nc < hi; ++nc) {
     T* img = dst + nc * g.H * g.W;
     for (int64_t i = 0; i < g.kh; ++i)
       for (int64_t j = 0; j < g.kw; ++j) {
@@ -53,6 +54,7 @@ void col2im_typed(const Window& g, const T* src, T* dst, bool parallel) {
         }
       }
   }
+  }, parallel ? 2 : INT64_MAX);
 }
 }  // namespace
 
@@ -61,7 +63,6 @@ Tensor im2col_kernel(const Tensor& x_in, int64_t kh, int64_t kw, int64_t sh, int
   Window g = make_window(x->shape, kh, kw, sh, sw, ph, pw);
   Tensor cols = empty({g.N, g.C * kh * kw, g.OH * g.OW}, x->dtype);
   bool parallel = cols->numel >= kParallelGrain;
-  GilRelease no_gil(parallel);
   DG_DISPATCH_FLOAT(x->dtype, T, im2col_typed<T>(g, x->data<T>(), cols->data<T>(), parallel));
   return cols;
 }
@@ -72,7 +73,6 @@ Tensor col2im_kernel(const Tensor& cols_in, const Shape& input_shape, int64_t kh
   Window g = make_window(input_shape, kh, kw, sh, sw, ph, pw);
   Tensor x = zeros(input_shape, cols->dtype);
   bool parallel = cols->numel >= kParallelGrain;
-  GilRelease no_gil(parallel);
   DG_DISPATCH_FLOAT(cols->dtype, T, col2im_typed<T>(g, cols->data<T>(), x->data<T>(), parallel));
   return x;
 }

@@ -115,17 +115,12 @@ inline T k_gelu_grad(T x) {
 // ---- unary ----
 template <typename T, typename R, typename F>
 static void unary_loop(const Tensor& out, const Tensor& a, F f) {
-  const int64_t n = out->numel;
   if (a->is_contiguous()) {
     const T* x = a->data<T>();
     R* y = out->data<R>();
-    if (n >= kParallelGrain) {
-      GilRelease no_gil(true);
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
-    } else {
-      for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
-    }
+    parallel_for(out->numel, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) y[i] = f(x[i]);
+    });
     return;
   }
   StridedLoop loop({out.get(), a.get()});
@@ -211,18 +206,20 @@ static void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f
     const T* x = a->data<T>();
     const T* y = b->data<T>();
     R* o = out->data<R>();
-    GilRelease no_gil(n >= kParallelGrain);
     if (a_flat && b_flat) {
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+      parallel_for(n, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) o[i] = f(x[i], y[i]);
+      });
     } else if (a_flat) {
       const T yv = *y;
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
+      parallel_for(n, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) o[i] = f(x[i], yv);
+      });
     } else if (b_flat) {
       const T xv = *x;
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-      for (int64_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
+      parallel_for(n, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) o[i] = f(xv, y[i]);
+      });
     } else {
       o[0] = f(x[0], y[0]);
     }

@@ -10,6 +10,29 @@
 
 namespace dyngrad {
 
+// body(lo, hi) over [0, n): inline below kParallelGrain (never entering OpenMP, whose fork/join costs more than a
+// small op), else split across the cores with the GIL released.
+template <typename F>
+inline void parallel_for(int64_t n, F&& body, int64_t grain = kParallelGrain) {
+  if (n < grain) {
+    if (n > 0) body(int64_t(0), n);
+    return;
+  }
+  GilRelease no_gil(true);
+#ifdef _OPENMP
+#pragma omp parallel
+  {
+    int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    int64_t chunk = (n + nt - 1) / nt;
+    chunk = (chunk + 15) / 16 * 16;  // keep chunk starts aligned for SIMD
+    int64_t lo = std::min<int64_t>(n, t * chunk), hi = std::min<int64_t>(n, lo + chunk);
+    if (hi > lo) body(lo, hi);
+  }
+#else
+  body(int64_t(0), n);
+#endif
+}
+
 template <typename F>
 void StridedLoop::run(F&& fn, bool parallel_ok) const {
   const int64_t nd = (int64_t)shape.size();

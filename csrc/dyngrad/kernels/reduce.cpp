@@ -48,13 +48,11 @@ Acc row_sum(const T* x, int64_t n) {
 
 template <typename F>
 void for_rows(int64_t outer, int64_t inner, F&& f) {
-  if (outer * inner >= kParallelGrain && outer > 1) {
-    GilRelease no_gil(true);
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < outer; ++r) f(r);
-  } else {
-    for (int64_t r = 0; r < outer; ++r) f(r);
-  }
+  // grain in rows, so that each thread gets about kParallelGrain elements' worth of work
+  int64_t grain = std::max<int64_t>(2, kParallelGrain / std::max<int64_t>(inner, 1));
+  parallel_for(outer, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) f(r);
+  }, grain);
 }
 
 }  // namespace
