@@ -1,0 +1,528 @@
+"""The benchmark workloads: each is a function of the engine module `dg`, so one piece of code runs unchanged on
+`dyngrad`, `dyngrad.reference` and `torch`.
+
+A workload's `build(dg, size)` makes its seeded data with numpy (identical for every engine), copies it into `dg`
+tensors and returns a `Case`: `run()` does one timed call, `units` says how much work one call is (ops, steps,
+sequences, flops, bytes...), and `result()` returns the numbers that must agree between engines after a call.
+Only names that torch also has are used (`tensor`, `tanh`, `no_grad`, `add_(..., alpha=)`, `@`, slicing), and the
+models are raw tensors with a hand-written SGD step, so nothing here depends on dyngrad.nn or dyngrad.optim.
+"""
+from collections import namedtuple
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Callable, Optional
+
+import numpy as np
+
+Case = namedtuple("Case", "run units result")
+
+
+@dataclass
+class Workload:
+    name: str
+    group: str                  # `--only GROUP` selects every workload of the group (mlp-train -> both batch sizes)
+    unit: str                   # how the table shows one unit: "us/op", "ms/step", "GFLOPS", ...
+    about: str
+    build: Callable             # build(dg, size) -> Case
+    sizes: dict                 # "quick" / "default" / "full" / "check" -> size dict
+    numpy: Optional[Callable] = None  # numpy_build(size) -> Case: numpy doing the same work by hand
+    rtol: float = 1e-4
+    atol: float = 1e-5
+    notes: list = field(default_factory=list)
+
+
+SEED = 0
+
+
+def _rng(*salt):
+    return np.random.default_rng([SEED, *salt])
+
+
+def _param(dg, array):
+    return dg.tensor(np.ascontiguousarray(array, dtype=np.float32), requires_grad=True)
+
+
+def _const(dg, array, dtype=np.float32):
+    return dg.tensor(np.ascontiguousarray(array, dtype=dtype))
+
+
+def _uniform_init(rng, fan_in, shape):
+    """torch's default Linear init: U(-1/sqrt(fan_in), 1/sqrt(fan_in))."""
+    bound = 1.0 / np.sqrt(fan_in)
+    return rng.uniform(-bound, bound, size=shape).astype(np.float32)
+
+
+def _values(*tensors):
+    """Flattens tensors (or None) into one float64 numpy array for comparing engines."""
+    parts = []
+    for t in tensors:
+        if t is None:
+            parts.append(np.array([np.nan]))
+        elif isinstance(t, (float, int)):
+            parts.append(np.array([float(t)]))
+        elif isinstance(t, np.ndarray):
+            parts.append(t.astype(np.float64).ravel())
+        else:
+            parts.append(np.asarray(t.detach().tolist(), dtype=np.float64).ravel())
+    return np.concatenate(parts)
+
+
+def _cross_entropy(dg):
+    """The fused cross entropy: top level in both dyngrad engines, torch.nn.functional in torch."""
+    fn = getattr(dg, "cross_entropy", None)
+    return fn if fn is not None else dg.nn.functional.cross_entropy
+
+
+def _sgd_step(dg, params, lr):
+    with dg.no_grad():
+        for p in params:
+            p.add_(p.grad, alpha=-lr)
+            p.grad = None
+
+
+# --- 1. op-overhead: y = tanh(y * a + b) on a 1-element tensor ------------------------------------------------------
+
+def _scalar_chain_inputs():
+    rng = _rng(1)
+    x, a, b = (rng.uniform(0.2, 0.8, size=1).astype(np.float32) for _ in range(3))
+    return x, a, b
+
+
+def _build_scalar_chain(dg, steps, backward):
+    x0, a0, b0 = _scalar_chain_inputs()
+    x, a, b = _param(dg, x0), _param(dg, a0), _param(dg, b0)
+    seed_grad = _const(dg, np.ones(1))
+    out = {}
+
+    def run():
+        x.grad = a.grad = b.grad = None
+        out.pop("y", None)  # free the previous graph before timing a new one
+        y = x
+        for _ in range(steps):
+            y = dg.tanh(y * a + b)
+        if backward:
+            y.backward(seed_grad)
+        out["y"] = y
+
+    def result():
+        return _values(out["y"], x.grad, a.grad, b.grad) if backward else _values(out["y"])
+
+    return Case(run, 3 * steps, result)
+
+
+def _numpy_scalar_chain(steps, backward):
+    x, a, b = _scalar_chain_inputs()
+    out = {}
+
+    def run():
+        ys = [x]
+        y = x
+        for _ in range(steps):
+            y = np.tanh(y * a + b)
+            ys.append(y)
+        out["y"] = y
+        if not backward:
+            return
+        gy, ga, gb = np.ones(1, np.float32), np.zeros(1, np.float32), np.zeros(1, np.float32)
+        for i in range(steps, 0, -1):
+            gu = gy * (1 - ys[i] * ys[i])   # through tanh
+            gb += gu
+            ga += gu * ys[i - 1]
+            gy = gu * a
+        out["grads"] = (gy, ga, gb)
+
+    def result():
+        return _values(out["y"], *out["grads"]) if backward else _values(out["y"])
+
+    return Case(run, 3 * steps, result)
+
+
+def op_overhead_fwd(dg, size):
+    return _build_scalar_chain(dg, size["steps"], backward=False)
+
+
+def op_overhead(dg, size):
+    return _build_scalar_chain(dg, size["steps"], backward=True)
+
+
+# --- 2. the three dynamic-graph cases: basic, data-dependent branch, input-dependent loop ---------------------------
+
+def _graph_data(size):
+    rng = _rng(2)
+    d = size["dim"]
+    return {
+        "W": _uniform_init(rng, d, (d, d)), "U": _uniform_init(rng, d, (d, d)),
+        "b": _uniform_init(rng, d, (d,)), "v": _uniform_init(rng, d, (d,)),
+        # the first feature of each input is in [0, 1): the loop case reads its length from it
+        "X": np.concatenate([rng.uniform(0, 1, (size["graphs"], 1)),
+                             rng.normal(0, 1, (size["graphs"], d - 1))], axis=1).astype(np.float32),
+    }
+
+
+def _build_graph_case(dg, size, forward):
+    data = _graph_data(size)
+    W, U, b, v = (_param(dg, data[k]) for k in "WUbv")
+    xs = [_const(dg, row[None, :]) for row in data["X"]]
+    losses = []
+
+    def run():
+        for p in (W, U, b, v):
+            p.grad = None
+        losses.clear()
+        for x in xs:
+            loss = forward(x, W, U, b, v)
+            loss.backward()
+            losses.append(loss)
+
+    def result():
+        return _values(*losses, W.grad, U.grad, b.grad, v.grad)
+
+    return Case(run, len(xs), result)
+
+
+def graph_basic(dg, size):
+    def forward(x, W, U, b, v):
+        h = dg.tanh(x @ W + b)
+        return (h * v).sum() + (h * h).mean()
+    return _build_graph_case(dg, size, forward)
+
+
+def graph_branch(dg, size):
+    def forward(x, W, U, b, v):
+        h = x @ W + b
+        if h.sum().item() > 0:             # the branch is chosen by the data
+            h = (h @ U).relu() * v
+        else:
+            h = dg.tanh(h) * h
+        return h.sum()
+    return _build_graph_case(dg, size, forward)
+
+
+def graph_loop(dg, size):
+    def forward(x, W, U, b, v):
+        steps = 1 + int(x[0, 0].item() * 16)   # 1..16 iterations, read from the input
+        h = x
+        for _ in range(steps):
+            h = dg.tanh(h @ W + b)
+        return (h * v).sum()
+    return _build_graph_case(dg, size, forward)
+
+
+# --- 3. mlp-train: 64-128-128-10, ReLU, cross entropy, SGD, on scikit-learn's digits ------------------------------
+
+@lru_cache(maxsize=1)
+def _digits():
+    """scikit-learn's bundled 8x8 digits (1797 images), or seeded synthetic data of the same shape without it."""
+    try:
+        from sklearn.datasets import load_digits
+        d = load_digits()
+        return (d.data / 16.0).astype(np.float32), d.target.astype(np.int64), "sklearn digits"
+    except ImportError:
+        rng = _rng(3)
+        prototypes = rng.uniform(0, 1, (10, 64))
+        y = rng.integers(0, 10, 1797)
+        x = np.clip(prototypes[y] + rng.normal(0, 0.3, (1797, 64)), 0, 1)
+        return x.astype(np.float32), y.astype(np.int64), "synthetic (scikit-learn not installed)"
+
+
+def _build_mlp(dg, size):
+    x_all, y_all, _ = _digits()
+    rng = _rng(4)
+    widths = (64, 128, 128, 10)
+    params = []
+    for fan_in, fan_out in zip(widths, widths[1:]):
+        params += [_param(dg, _uniform_init(rng, fan_in, (fan_in, fan_out))),
+                   _param(dg, _uniform_init(rng, fan_in, (fan_out,)))]
+    batch = size["batch"]
+    order = rng.permutation(len(x_all))
+    batches = [(_const(dg, x_all[order[i:i + batch]]), _const(dg, y_all[order[i:i + batch]], np.int64))
+               for i in range(0, len(order) - batch + 1, batch)]
+    cross_entropy = _cross_entropy(dg)
+    state = {"next": 0, "losses": []}
+
+    def train_step(x, y):
+        W1, b1, W2, b2, W3, b3 = params
+        h = (x @ W1 + b1).relu()
+        h = (h @ W2 + b2).relu()
+        loss = cross_entropy(h @ W3 + b3, y)
+        loss.backward()
+        _sgd_step(dg, params, size["lr"])
+        return loss
+
+    def run():
+        state["losses"] = []
+        for _ in range(size["steps"]):
+            x, y = batches[state["next"] % len(batches)]
+            state["next"] += 1
+            state["losses"].append(train_step(x, y))
+
+    def result():
+        return _values(*state["losses"], *params)
+
+    return Case(run, size["steps"], result)
+
+
+# --- 4. dynamic-rnn: an Elman cell over sequences of random length, one update per sequence -----------------------
+
+def _build_rnn(dg, size):
+    rng = _rng(5)
+    n_in, hidden, classes = 16, size["hidden"], 10
+    Wx = _param(dg, _uniform_init(rng, hidden, (n_in, hidden)))
+    Wh = _param(dg, _uniform_init(rng, hidden, (hidden, hidden)))
+    bh = _param(dg, _uniform_init(rng, hidden, (hidden,)))
+    Wo = _param(dg, _uniform_init(rng, hidden, (hidden, classes)))
+    bo = _param(dg, _uniform_init(rng, hidden, (classes,)))
+    params = [Wx, Wh, bh, Wo, bo]
+    lengths = rng.integers(size["min_len"], size["max_len"] + 1, size["sequences"])
+    seqs = [_const(dg, rng.normal(0, 1, (n, n_in))) for n in lengths]
+    labels = [_const(dg, [label], np.int64) for label in rng.integers(0, classes, size["sequences"])]
+    h0 = _const(dg, np.zeros((1, hidden)))
+    cross_entropy = _cross_entropy(dg)
+    losses = []
+
+    def run():
+        losses.clear()
+        for seq, label in zip(seqs, labels):
+            h = h0
+            for t in range(seq.shape[0]):            # the graph's length is the sequence's length
+                h = dg.tanh(seq[t:t + 1] @ Wx + h @ Wh + bh)
+            loss = cross_entropy(h @ Wo + bo, label)
+            loss.backward()
+            _sgd_step(dg, params, 0.01)
+            losses.append(loss)
+
+    def result():
+        return _values(*losses, *params)
+
+    return Case(run, len(seqs), result)
+
+
+# --- 5. tree-net: a recursive net over random binary trees, the graph built by Python recursion -------------------
+
+def _random_tree(rng, leaves, vocab):
+    """("leaf", word) or ("node", left, right), split at a random point."""
+    if leaves == 1:
+        return ("leaf", int(rng.integers(vocab)))
+    left = int(rng.integers(1, leaves))
+    return ("node", _random_tree(rng, left, vocab), _random_tree(rng, leaves - left, vocab))
+
+
+def _build_tree_net(dg, size):
+    rng = _rng(6)
+    vocab, dim, classes = 50, size["dim"], 10
+    E = _param(dg, rng.normal(0, 0.5, (vocab, dim)))
+    Wl = _param(dg, _uniform_init(rng, 2 * dim, (dim, dim)))
+    Wr = _param(dg, _uniform_init(rng, 2 * dim, (dim, dim)))
+    b = _param(dg, _uniform_init(rng, 2 * dim, (dim,)))
+    Wo = _param(dg, _uniform_init(rng, dim, (dim, classes)))
+    bo = _param(dg, _uniform_init(rng, dim, (classes,)))
+    params = [E, Wl, Wr, b, Wo, bo]
+    trees = [_random_tree(rng, int(rng.integers(size["min_leaves"], size["max_leaves"] + 1)), vocab)
+             for _ in range(size["trees"])]
+    labels = [_const(dg, [label], np.int64) for label in rng.integers(0, classes, size["trees"])]
+    cross_entropy = _cross_entropy(dg)
+    losses = []
+
+    def encode(node):
+        if node[0] == "leaf":
+            word = node[1]
+            return E[word:word + 1]
+        return dg.tanh(encode(node[1]) @ Wl + encode(node[2]) @ Wr + b)
+
+    def run():
+        losses.clear()
+        for tree, label in zip(trees, labels):
+            loss = cross_entropy(encode(tree) @ Wo + bo, label)
+            loss.backward()
+            _sgd_step(dg, params, 0.01)
+            losses.append(loss)
+
+    def result():
+        return _values(*losses, *params)
+
+    return Case(run, len(trees), result)
+
+
+# --- 6. gemm: float32 n x n matmul, forward + backward -------------------------------------------------------------
+
+def _gemm_inputs(n):
+    rng = _rng(7)
+    return [rng.uniform(-1, 1, (n, n)).astype(np.float32) for _ in range(3)]
+
+
+def _build_gemm(dg, size):
+    a0, b0, g0 = _gemm_inputs(size["n"])
+    a, b, g = _param(dg, a0), _param(dg, b0), _const(dg, g0)
+    out = {}
+
+    def run():
+        a.grad = b.grad = None
+        out.pop("c", None)
+        c = a @ b
+        c.backward(g)
+        out["c"] = c
+
+    def result():
+        return _values(out["c"], a.grad, b.grad)
+
+    return Case(run, 3 * 2 * size["n"] ** 3, result)   # three products of 2n^3 flops: c, dA = g b^T, dB = a^T g
+
+
+def _numpy_gemm(size):
+    a, b, g = _gemm_inputs(size["n"])
+    out = {}
+
+    def run():
+        out["c"] = a @ b
+        out["da"] = g @ b.T
+        out["db"] = a.T @ g
+
+    def result():
+        return _values(out["c"], out["da"], out["db"])
+
+    return Case(run, 3 * 2 * size["n"] ** 3, result)
+
+
+# --- 7. elementwise-large: tanh(a * b + c) over many float32 elements, forward + backward ---------------------------
+
+ELEMENTWISE_ARRAYS = 11   # forward reads a, b, c, writes y; backward reads g, y, a, b, writes da, db, dc
+
+
+def _elementwise_inputs(n):
+    rng = _rng(8)
+    return [rng.uniform(-1, 1, n).astype(np.float32) for _ in range(4)]
+
+
+def _build_elementwise(dg, size):
+    a0, b0, c0, g0 = _elementwise_inputs(size["n"])
+    a, b, c, g = _param(dg, a0), _param(dg, b0), _param(dg, c0), _const(dg, g0)
+    out = {}
+
+    def run():
+        a.grad = b.grad = c.grad = None
+        out.pop("y", None)
+        y = dg.tanh(a * b + c)
+        y.backward(g)
+        out["y"] = y
+
+    def result():
+        return _values(out["y"], a.grad, b.grad, c.grad)
+
+    return Case(run, ELEMENTWISE_ARRAYS * 4 * size["n"], result)   # units: bytes of the minimal memory traffic
+
+
+def _numpy_elementwise(size):
+    a, b, c, g = _elementwise_inputs(size["n"])
+    out = {}
+
+    def run():
+        out.clear()
+        y = a * b
+        y += c
+        np.tanh(y, out=y)
+        gu = y * y                 # dy/du = 1 - tanh(u)^2
+        np.subtract(1, gu, out=gu)
+        gu *= g
+        out["y"], out["da"], out["db"], out["dc"] = y, gu * b, gu * a, gu
+
+    def result():
+        return _values(out["y"], out["da"], out["db"], out["dc"])
+
+    return Case(run, ELEMENTWISE_ARRAYS * 4 * size["n"], result)
+
+
+# --- 8. deep-chain: a long sequential graph, then backward, then freeing it ----------------------------------------
+
+def _build_deep_chain(dg, size):
+    x0, a0, b0 = _scalar_chain_inputs()
+    x, a, b = _param(dg, x0), _param(dg, a0), _param(dg, b0)
+    seed_grad = _const(dg, np.ones(1))
+    steps = size["ops"] // 3
+    grads = {}
+
+    def run():
+        x.grad = a.grad = b.grad = None
+        y = x
+        for _ in range(steps):
+            y = dg.tanh(y * a + b)
+        y.backward(seed_grad)
+        grads["y"] = y.detach()
+        del y                       # freeing 100,000 nodes is part of the work (and must not recurse)
+
+    def result():
+        return _values(grads["y"], x.grad, a.grad, b.grad)
+
+    return Case(run, 1, result)
+
+
+# --- the list ------------------------------------------------------------------------------------------------------
+
+def _sizes(quick, default, full, check=None):
+    return {"quick": quick, "default": default, "full": full, "check": check or quick}
+
+
+WORKLOADS = [
+    Workload("op-overhead-fwd", "op-overhead", "us/op",
+             "y = tanh(y * a + b) on a 1-element tensor, forward only (graph recorded)",
+             op_overhead_fwd, _sizes({"steps": 100}, {"steps": 1000}, {"steps": 10000}),
+             numpy=lambda size: _numpy_scalar_chain(size["steps"], backward=False)),
+    Workload("op-overhead", "op-overhead", "us/op",
+             "y = tanh(y * a + b) on a 1-element tensor, forward + backward",
+             op_overhead, _sizes({"steps": 100}, {"steps": 1000}, {"steps": 10000}),
+             numpy=lambda size: _numpy_scalar_chain(size["steps"], backward=True)),
+    Workload("graph-basic", "dynamic-graphs", "us/graph",
+             "a basic graph (tanh(x W + b), two reductions) and its gradients, 8-wide",
+             graph_basic, _sizes({"graphs": 20, "dim": 8}, {"graphs": 200, "dim": 8}, {"graphs": 2000, "dim": 8})),
+    Workload("graph-branch", "dynamic-graphs", "us/graph",
+             "a branch chosen by the data (if h.sum() > 0), a new graph per input",
+             graph_branch, _sizes({"graphs": 20, "dim": 8}, {"graphs": 200, "dim": 8}, {"graphs": 2000, "dim": 8})),
+    Workload("graph-loop", "dynamic-graphs", "us/graph",
+             "a loop whose length (1..16) is read from the input",
+             graph_loop, _sizes({"graphs": 20, "dim": 8}, {"graphs": 200, "dim": 8}, {"graphs": 2000, "dim": 8})),
+    Workload("mlp-train-32", "mlp-train", "ms/step",
+             "MLP 64-128-128-10 (ReLU, cross entropy, SGD) on digits, batch 32",
+             _build_mlp, _sizes({"batch": 32, "steps": 3, "lr": 0.1}, {"batch": 32, "steps": 50, "lr": 0.1},
+                                {"batch": 32, "steps": 200, "lr": 0.1}), rtol=1e-3, atol=1e-4),
+    Workload("mlp-train-256", "mlp-train", "ms/step",
+             "MLP 64-128-128-10 (ReLU, cross entropy, SGD) on digits, batch 256",
+             _build_mlp, _sizes({"batch": 256, "steps": 2, "lr": 0.1}, {"batch": 256, "steps": 14, "lr": 0.1},
+                                {"batch": 256, "steps": 70, "lr": 0.1}), rtol=1e-3, atol=1e-4),
+    Workload("dynamic-rnn", "dynamic-rnn", "ms/seq",
+             "Elman RNN cell, hidden 64, one update per sequence of random length 5..50",
+             _build_rnn, _sizes({"sequences": 5, "hidden": 64, "min_len": 5, "max_len": 50},
+                                {"sequences": 200, "hidden": 64, "min_len": 5, "max_len": 50},
+                                {"sequences": 1000, "hidden": 64, "min_len": 5, "max_len": 50}),
+             rtol=1e-3, atol=1e-4),
+    Workload("tree-net", "tree-net", "ms/tree",
+             "recursive net over random binary trees of 10..40 leaves, one update per tree",
+             _build_tree_net, _sizes({"trees": 5, "dim": 32, "min_leaves": 10, "max_leaves": 40},
+                                     {"trees": 100, "dim": 32, "min_leaves": 10, "max_leaves": 40},
+                                     {"trees": 500, "dim": 32, "min_leaves": 10, "max_leaves": 40}),
+             rtol=1e-3, atol=1e-4),
+    Workload("gemm", "gemm", "GFLOPS",
+             "float32 n x n matmul forward + backward (three products); numpy does the same three by hand",
+             _build_gemm, _sizes({"n": 128}, {"n": 1024}, {"n": 2048}, check={"n": 64}),
+             numpy=_numpy_gemm, rtol=1e-4, atol=1e-4),
+    Workload("elementwise-large", "elementwise-large", "GB/s",
+             "tanh(a * b + c) forward + backward; GB/s counts the 11 arrays of float32 the work must touch",
+             _build_elementwise, _sizes({"n": 100_000}, {"n": 10_000_000}, {"n": 50_000_000}, check={"n": 1000}),
+             numpy=_numpy_elementwise),
+    Workload("deep-chain", "deep-chain", "s",
+             "a chain of sequential ops on a 1-element tensor, backward, and freeing the graph",
+             _build_deep_chain, _sizes({"ops": 3000}, {"ops": 100_000}, {"ops": 1_000_000})),
+]
+
+
+def select(only=None):
+    """The workloads named (or whose group is named) in `only`, in the list's order; all when `only` is empty."""
+    if not only:
+        return list(WORKLOADS)
+    known = {w.name for w in WORKLOADS} | {w.group for w in WORKLOADS}
+    unknown = [name for name in only if name not in known]
+    if unknown:
+        raise ValueError(f"unknown workload {', '.join(unknown)}; choose from: {', '.join(sorted(known))}")
+    return [w for w in WORKLOADS if w.name in only or w.group in only]
+
+
+def digits_source():
+    return _digits()[2]

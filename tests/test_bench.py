@@ -1,0 +1,95 @@
+"""Smoke tests of `python -m dyngrad.bench`: the workloads run and agree on both engines, the check catches engines
+that disagree, and the command writes its JSON. Speed is never asserted here (numbers come only from bench/)."""
+import json
+
+import numpy as np
+import pytest
+
+from dyngrad.bench import cli, runner, workloads
+from dyngrad.bench.engines import engine_names, load_engines
+from dyngrad.bench.progress import progress_bar
+
+SMOKE = "op-overhead,graph-loop,gemm"
+
+
+def test_quick_run_writes_json(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    rc = cli.main(["--quick", "--only", SMOKE, "--engines", "cpp,reference", "--json", str(out), "--png", "",
+                   "--no-progress"])
+    printed = capsys.readouterr().out
+    assert rc == 0, printed
+    data = json.loads(out.read_text())
+    names = [r["name"] for r in data["results"]]
+    assert names == ["op-overhead-fwd", "op-overhead", "graph-loop", "gemm"]
+    for result in data["results"]:
+        for engine in ("dyngrad", "reference"):
+            record = result["runs"][engine]
+            assert record["check_ok"], (result["name"], engine, record)
+            assert record["median_s"] > 0 and record["per_unit_s"] > 0
+        assert result["ratios_vs_dyngrad"]["reference"] > 0
+    assert data["results"][-1]["runs"]["numpy"]["check_ok"]   # numpy's by-hand version computes the same numbers
+    assert data["machine"]["mode"] == "quick" and data["machine"]["cores"] >= 1
+    assert "op-overhead" in printed and "ref/dg" in printed
+
+
+@pytest.mark.parametrize("name", [w.name for w in workloads.WORKLOADS])
+def test_every_workload_agrees_on_both_engines(name):
+    """The check phase alone, at the check size: both engines (and numpy's version) give the same numbers."""
+    import dyngrad
+    import dyngrad.reference
+    (workload,) = [w for w in workloads.WORKLOADS if w.name == name]
+    checked = runner.check(workload, {"dyngrad": dyngrad, "reference": dyngrad.reference}, progress_bar(0, False))
+    for engine, outcome in checked.items():
+        assert "error" not in outcome, (engine, outcome)
+        assert outcome["agrees"], (engine, outcome["diff"])
+
+
+def test_check_catches_engines_that_disagree():
+    import dyngrad
+    import dyngrad.reference
+
+    def build(dg, size):
+        x = dg.tensor([1.0, 2.0])
+        scale = 1.0 if dg is dyngrad else 1.001    # the reference "engine" is off by 0.1%
+        return workloads.Case(lambda: None, 1, lambda: workloads._values(x * scale))
+
+    fake = workloads.Workload("fake", "fake", "us/op", "", build, {"check": {}, "quick": {}})
+    checked = runner.check(fake, {"dyngrad": dyngrad, "reference": dyngrad.reference}, progress_bar(0, False))
+    assert checked["dyngrad"]["agrees"]
+    assert not checked["reference"]["agrees"]
+    assert "2 of 2 numbers differ" in checked["reference"]["diff"]
+
+
+def test_an_engine_error_is_reported_not_raised(tmp_path):
+    import dyngrad
+
+    def build(dg, size):
+        raise RuntimeError("broken op")
+
+    fake = workloads.Workload("fake", "fake", "us/op", "", build, {"check": {}, "quick": {}})
+    result = runner.run_workload(fake, {"dyngrad": dyngrad}, runner.MODES["quick"], progress_bar(0, False))
+    assert "RuntimeError: broken op" in result["runs"]["dyngrad"]["error"]
+
+
+def test_selection_and_engine_names():
+    assert [w.name for w in workloads.select(["mlp-train"])] == ["mlp-train-32", "mlp-train-256"]
+    assert len(workloads.select(None)) == len(workloads.WORKLOADS)
+    with pytest.raises(ValueError, match="unknown workload nope"):
+        workloads.select(["nope"])
+    assert engine_names("cpp,torch,ref") == ["dyngrad", "pytorch", "reference"]
+    with pytest.raises(ValueError, match="unknown engine"):
+        engine_names("cpp,jax")
+    assert cli.main(["--only", "nope"]) == 2
+
+
+def test_pytorch_is_optional(monkeypatch):
+    from dyngrad.bench import engines
+    monkeypatch.setitem(engines.ENGINE_MODULES, "pytorch", "no_such_module_named_torch")
+    modules, missing = load_engines(["dyngrad", "pytorch"])
+    assert list(modules) == ["dyngrad"] and missing == {"pytorch": "not installed"}
+
+
+def test_values_flattens_tensors_numbers_and_missing_grads():
+    import dyngrad as dg
+    v = workloads._values(dg.tensor([[1.0, 2.0]]), 3.0, np.array([4.0]), None)
+    assert v[:4].tolist() == [1.0, 2.0, 3.0, 4.0] and np.isnan(v[4])
