@@ -39,5 +39,6 @@ void bind_dtypes(py::module_& m);
 void bind_tensor(py::module_& m);
 void bind_ops(py::module_& m);
 void bind_autograd(py::module_& m);
+void bind_optim(py::module_& m);  // optim_bind.cpp: fused optimiser steps
 
 }  // namespace dyngrad

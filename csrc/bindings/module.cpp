@@ -185,4 +185,5 @@ PYBIND11_MODULE(_C, m) {
   bind_tensor(m);
   bind_ops(m);
   bind_autograd(m);
+  bind_optim(m);
 }
