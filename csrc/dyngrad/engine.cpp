@@ -11,15 +11,41 @@ namespace dyngrad {
 
 namespace {
 
-struct NodeState {
-  int64_t deps = 0;
-  std::vector<Tensor> pending;  // one slot per output of the node, summed as gradients arrive
+std::atomic<uint64_t> g_next_task_id{1};
+
+// The nodes one backward has claimed; all are released (fields reset) when it ends.
+struct GraphTask {
+  uint64_t id = g_next_task_id.fetch_add(1);
+  std::vector<Node*> claimed;
+
+  // true if newly claimed, false if this task already had it
+  bool claim(Node* node) {
+    uint64_t expected = 0;
+    if (node->task_owner.compare_exchange_strong(expected, id)) {
+      claimed.push_back(node);
+      node->deps = 0;
+      return true;
+    }
+    if (expected == id) return false;
+    throw RuntimeError(str_cat("backward() reached ", node->name(),
+                               ", which another backward() is running through right now (a graph shared between "
+                               "threads, or backward() called from a hook). Backpropagate shared graphs one at a "
+                               "time, with retain_graph=True, or give each thread its own graph."));
+  }
+  ~GraphTask() {
+    for (Node* n : claimed) {
+      n->pending.clear();
+      n->deps = 0;
+      n->task_owner.store(0);
+    }
+  }
 };
 
 // Note [Gradient accumulation]: several consumers of one value each send it a gradient; they are summed in the
 // node's pending slot before the node runs.
-void accumulate_into(std::vector<Tensor>& pending, uint32_t slot, uint32_t num_outputs, Tensor g) {
-  if (pending.size() < num_outputs) pending.resize(num_outputs);
+void accumulate_into(Node* node, uint32_t slot, Tensor g) {
+  auto& pending = node->pending;
+  if (pending.size() < node->num_outputs()) pending.resize(node->num_outputs());
   Tensor& cur = pending[slot];
   cur = cur ? add(cur, g) : std::move(g);
 }
@@ -62,19 +88,17 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
   }
 
   // 1. count how many gradients each node will receive (PyTorch's compute_dependencies)
-  std::unordered_map<Node*, NodeState> state;
-  state.reserve(64);
+  GraphTask task;
   std::vector<Node*> stack;
   for (const Edge& e : root_edges)
-    if (state.try_emplace(e.fn.get()).second) stack.push_back(e.fn.get());
+    if (task.claim(e.fn.get())) stack.push_back(e.fn.get());
   while (!stack.empty()) {
     Node* node = stack.back();
     stack.pop_back();
     for (const Edge& next : node->next_edges) {
       if (!next.fn) continue;
-      auto [it, inserted] = state.try_emplace(next.fn.get());
-      it->second.deps += 1;
-      if (inserted) stack.push_back(next.fn.get());
+      if (task.claim(next.fn.get())) stack.push_back(next.fn.get());
+      next.fn->deps += 1;
     }
   }
 
@@ -92,22 +116,21 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
   // 2. run a node once all its gradients have arrived
   GradModeGuard grad_mode(options.create_graph);  // Note [Grad mode during backward]
   std::vector<Node*> ready;
-  for (size_t i = 0; i < root_edges.size(); ++i) {
-    Node* node = root_edges[i].fn.get();
-    accumulate_into(state[node].pending, root_edges[i].input_nr, node->num_outputs(), root_values[i]);
-  }
+  for (size_t i = 0; i < root_edges.size(); ++i)
+    accumulate_into(root_edges[i].fn.get(), root_edges[i].input_nr, root_values[i]);
   for (const Edge& e : root_edges) {
-    NodeState& st = state[e.fn.get()];
-    if (st.deps == 0) {
-      st.deps = -1;  // queued once even if several roots share the node
-      ready.push_back(e.fn.get());
+    Node* node = e.fn.get();
+    if (node->deps == 0) {
+      node->deps = -1;  // queued once even if several roots share the node
+      ready.push_back(node);
     }
   }
 
   while (!ready.empty()) {
     Node* node = ready.back();
     ready.pop_back();
-    std::vector<Tensor> grads = std::move(state[node].pending);
+    std::vector<Tensor> grads = std::move(node->pending);
+    node->pending.clear();
     grads.resize(node->num_outputs());
 
     for (auto& [output_nr, hook] : node->pre_hooks) {
@@ -121,26 +144,27 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
       Tensor g = options.create_graph ? grads[output_nr] : contiguous_copy(grads[output_nr], grads[output_nr]->dtype);
       t->grad = t->grad ? add(t->grad, g) : g;
     }
-    auto cap = captures.find(node);
-    if (cap != captures.end())
-      for (auto& [output_nr, idx] : cap->second) captured[idx] = grads[output_nr];
+    if (!captures.empty()) {
+      auto cap = captures.find(node);
+      if (cap != captures.end())
+        for (auto& [output_nr, idx] : cap->second) captured[idx] = grads[output_nr];
+    }
 
     bool any_grad = false;
     for (auto& g : grads) any_grad = any_grad || (g != nullptr);
-    bool is_sink = dynamic_cast<AccumulateGrad*>(node) != nullptr;
+    bool skip = !options.accumulate && dynamic_cast<AccumulateGrad*>(node) != nullptr;
     std::vector<Tensor> outputs;
-    if (any_grad && !(is_sink && !options.accumulate)) outputs = node->apply(grads);
+    if (any_grad && !skip) outputs = node->apply(grads);
     if (!options.retain_graph) node->release_saved();
 
     for (size_t i = 0; i < node->next_edges.size(); ++i) {
       const Edge& next = node->next_edges[i];
       if (!next.fn) continue;
-      NodeState& nst = state[next.fn.get()];
       if (i < outputs.size() && outputs[i]) {
         Tensor g = validate_gradient(std::move(outputs[i]), node->input_meta[i], *node, i);
-        accumulate_into(nst.pending, next.input_nr, next.fn->num_outputs(), std::move(g));
+        accumulate_into(next.fn.get(), next.input_nr, std::move(g));
       }
-      if (--nst.deps == 0) ready.push_back(next.fn.get());
+      if (--next.fn->deps == 0) ready.push_back(next.fn.get());
     }
   }
 

@@ -5,6 +5,9 @@
 // the dtype) of the input it is for, recorded in Node::input_meta.
 // Note [Grad mode during backward]: backward runs with grad mode = create_graph, so with create_graph=True the
 // formulas (written in differentiable ops) record the backward pass itself and gradients of gradients work.
+// Note [One backward at a time]: a node's deps/pending fields belong to the backward that claimed it in phase 1;
+// a second backward reaching a claimed node (another thread sharing the graph) is refused with a clear error
+// instead of corrupting the counts. Claims are released when the backward ends, normally or by an exception.
 #pragma once
 #include <vector>
 

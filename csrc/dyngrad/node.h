@@ -16,6 +16,7 @@
 // destructors. Dying nodes hand their edges and saved tensors' histories to a thread-local queue that the
 // outermost destructor drains in a loop.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -65,6 +66,11 @@ struct Node : std::enable_shared_from_this<Node> {
   // Tensor hooks of non-leaf outputs and retain_grad(), keyed by output_nr: run on the summed incoming gradient.
   std::vector<std::pair<uint32_t, std::pair<int64_t, GradHook>>> pre_hooks;
   std::vector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>> retained;
+
+  // Backward bookkeeping, used only by the run_backward that owns the node (Note [One backward at a time]).
+  std::atomic<uint64_t> task_owner{0};
+  int64_t deps = 0;
+  std::vector<Tensor> pending;  // one slot per output: gradients summed as they arrive
 
   Node();
   virtual ~Node();
