@@ -44,7 +44,7 @@ def save(obj, f):
 
     def encode(value, path):
         if isinstance(value, Tensor):
-            key = store(path, np.ascontiguousarray(value.detach().numpy()))
+            key = store(path, np.array(value.detach().numpy(), order="C"))  # (ascontiguousarray would make 0-d 1-d)
             return {"t": "tensor", "key": key, "requires_grad": bool(value.requires_grad)}
         if isinstance(value, np.ndarray):
             if value.dtype == object:
