@@ -80,8 +80,13 @@ py::object extremum_dispatch(const Tensor& self, py::handle dim, bool keepdim, b
   if (!dim || dim.is_none()) return py::cast(is_max ? amax(self, {}, false) : amin(self, {}, false));
   if (is_tensor(dim)) return py::cast(is_max ? maximum(self, dim.cast<Tensor>()) : minimum(self, dim.cast<Tensor>()));
   int64_t d = dim.cast<int64_t>();
-  Tensor values = is_max ? amax(self, {d}, keepdim) : amin(self, {d}, keepdim);
-  Tensor indices = is_max ? argmax(self, d, keepdim) : argmin(self, d, keepdim);
+  // values are gathered at the returned indices, so with ties the gradient goes to that one element (as torch)
+  Tensor indices = is_max ? argmax(self, d, true) : argmin(self, d, true);
+  Tensor values = gather(self, d, indices);
+  if (!keepdim && self->ndim() > 0) {
+    values = squeeze(values, Dims{d});
+    indices = squeeze(indices, Dims{d});
+  }
   return named_pair(is_max ? "return_max" : "return_min", values, indices);
 }
 
@@ -143,7 +148,10 @@ void bind_ops(py::module_& m) {
       if (hi && !hi.is_none()) r = minimum(r, as_operand_or_throw(hi, &a, "clamp"));
       return r;
     }
-    return clamp(a, opt_double(lo), opt_double(hi));
+    // an integer tensor clamped to float bounds is float32, as torch promotes it
+    bool float_bound = PyFloat_Check(lo.ptr()) || PyFloat_Check(hi.ptr());
+    return clamp(float_bound && !is_floating(a->dtype) ? to_dtype(a, DType::Float32) : a, opt_double(lo),
+                 opt_double(hi));
   };
   def_both(m, cls, "clamp", clamp_fn, arg("input"), arg("min") = none, arg("max") = none);
   def_both(m, cls, "clip", clamp_fn, arg("input"), arg("min") = none, arg("max") = none);
@@ -323,6 +331,17 @@ void bind_ops(py::module_& m) {
       int64_t code = reduction_code(reduction, "cross_entropy");
       Tensor l = neg(sum(mul(target, log_softmax(input, input->ndim() > 1 ? 1 : 0)), Dims{input->ndim() > 1 ? 1 : 0}, false));
       return reduce_loss(l, code);
+    }
+    if (input->ndim() > 2 && target->ndim() == input->ndim() - 1) {
+      // (N, C, d1, ...) logits with (N, d1, ...) targets: classes moved last, one row per position
+      const int64_t c = input->shape[1];
+      Dims perm{0};
+      for (int64_t d = 2; d < input->ndim(); ++d) perm.push_back(d);
+      perm.push_back(1);
+      int64_t code = reduction_code(reduction, "cross_entropy");
+      Tensor rows = reshape(permute(input, perm), {-1, c});
+      Tensor l = cross_entropy(rows, reshape(target, {-1}), code, ignore_index, label_smoothing);
+      return code == 0 ? reshape(l, target->shape) : l;
     }
     return cross_entropy(input, target, reduction_code(reduction, "cross_entropy"), ignore_index, label_smoothing);
   }, arg("input"), arg("target"), arg("weight") = none, arg("ignore_index") = -100, arg("reduction") = "mean",

@@ -54,7 +54,8 @@ Tensor from_numpy(py::array arr) {
   for (py::ssize_t i = 0; i < arr.ndim(); ++i)
     if (arr.strides(i) < 0 || arr.strides(i) % item != 0) strides_ok = false;
   if (!strides_ok || !arr.dtype().attr("isnative").cast<bool>())
-    arr = py::module_::import("numpy").attr("ascontiguousarray")(arr);
+    // asarray (not ascontiguousarray, which turns 0-d into 1-d) with a native byte order
+    arr = py::module_::import("numpy").attr("asarray")(arr, arr.dtype().attr("newbyteorder")("="), "C");
   auto t = std::make_shared<TensorImpl>();
   auto storage = std::make_shared<Storage>();
   storage->data = const_cast<void*>(arr.data());

@@ -168,7 +168,9 @@ Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t s
     win = where(compare(CompareOp::Eq, mask, scalar_tensor(0, x->dtype)),
                 scalar_tensor(-std::numeric_limits<double>::infinity(), x->dtype), win);
   }
-  return pooled_shape(amax(win, {2}, false), x, kh, kw, sh, sw, ph, pw);
+  // the first maximum of each window takes the whole gradient, as in torch (amax would share it among ties)
+  Tensor first = squeeze(gather(win, 2, argmax(win, 2, true)), Dims{2});
+  return pooled_shape(first, x, kh, kw, sh, sw, ph, pw);
 }
 
 // avg_pool2d counts padded zeros in the average (torch's count_include_pad=True default)

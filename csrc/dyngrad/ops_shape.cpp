@@ -26,11 +26,17 @@ Tensor contiguous(const Tensor& a) { return a->is_contiguous() ? a : clone(a); }
 
 // ---------------- views ----------------
 
-// A view op's output shares the input's storage; it is recorded like any op, and marked as a view when the
-// input requires grad (in-place writes to such views are refused: see inplace_input).
+// A view op's output shares the input's storage; it is recorded like any op, and marked as a view of its base
+// when the input requires grad (see Note [In-place writes into views] at assign_inplace).
 static Tensor view_of(const Tensor& a, Shape shape, Shape strides, int64_t offset) {
   Tensor v = make_view(a, std::move(shape), std::move(strides), offset);
   return v;
+}
+
+static void mark_view(const Tensor& out, const Tensor& a) {
+  if (out->storage != a->storage) return;  // reshape had to copy: not a view
+  out->is_view = true;
+  out->view_base = a->is_view ? a->view_base : a;
 }
 
 // The strides that let `new_shape` view memory laid out as (shape, strides), if any (torch's computeStride).
@@ -88,7 +94,7 @@ static Shape infer_shape(const Shape& requested, int64_t numel, const Shape& old
 static Tensor record_view(OpKind k, const Tensor& out, const Tensor& a) {
   if (any_requires_grad({&a})) {
     record(k, out, {&a});
-    out->is_view = true;
+    mark_view(out, a);
   }
   return out;
 }
@@ -131,7 +137,7 @@ Tensor permute(const Tensor& a, const Dims& dims) {
   if (any_requires_grad({&a})) {
     auto node = record(OpKind::permute, out, {&a});
     node->ints = wrapped;
-    out->is_view = true;
+    mark_view(out, a);
   }
   return out;
 }
@@ -237,7 +243,7 @@ Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t stop, int64_t 
   if (any_requires_grad({&a})) {
     auto node = record(OpKind::slice, out, {&a});
     node->ints = {d, start, step};
-    out->is_view = true;
+    mark_view(out, a);
   }
   return out;
 }
@@ -580,8 +586,16 @@ Tensor inplace_input(const Tensor& self, const char* op, bool other_requires_gra
   if (!grad_enabled()) return self;
   if (self->requires_grad && self->is_leaf()) throw RuntimeError(err_leaf_inplace(op));
   if (!self->requires_grad && !other_requires_grad) return self;
-  DG_CHECK(!self->is_view, NotImplementedError, op, ": in-place writes into a view of a tensor that requires grad are not supported; ",
-           "write into the base tensor (x[idx] = v) or use out-of-place ops.");
+  if (self->is_view) {
+    const Tensor& base = self->view_base;
+    if (base->requires_grad && base->is_leaf()) throw RuntimeError(err_leaf_inplace(op));
+    DG_CHECK(base->is_contiguous(), NotImplementedError, op, ": in-place writes into a view of a non-contiguous ",
+             "tensor that requires grad are not supported; write into the base tensor or use out-of-place ops.");
+    for (size_t d = 0; d < self->shape.size(); ++d)
+      DG_CHECK(self->strides[d] != 0 || self->shape[d] <= 1, RuntimeError, op, ": the tensor written in place ",
+               "(shape ", shape_str(self->shape), ") is an expanded view whose elements share memory; clone() it ",
+               "first.");
+  }
   // The out-of-place op reads self's current value, which the write is about to replace; give it a snapshot
   // that carries self's history so that any saved copy stays valid (Note [Saved tensor versions]).
   Tensor before = contiguous_copy(self, self->dtype);
@@ -591,12 +605,56 @@ Tensor inplace_input(const Tensor& self, const char* op, bool other_requires_gra
   return before;
 }
 
+// A tensor with t's memory and the given history, to feed t's current value into a recorded op.
+static Tensor with_history(const Tensor& t, const Tensor& history_of) {
+  Tensor h = alias(t);
+  h->requires_grad = history_of->requires_grad;
+  h->grad_fn = history_of->grad_fn;
+  h->output_nr = history_of->output_nr;
+  return h;
+}
+
+// Flat positions, in the (contiguous) base, of the view's elements: the view's index map as an int64 tensor.
+static Tensor view_positions(const Tensor& view, const Tensor& base) {
+  Tensor pos = empty(view->shape, DType::Int64);
+  int64_t* p = pos->data<int64_t>();
+  std::vector<int64_t> idx(view->shape.size(), 0);
+  for (int64_t i = 0; i < view->numel; ++i) {
+    int64_t at = view->offset - base->offset;
+    for (size_t d = 0; d < idx.size(); ++d) at += idx[d] * view->strides[d];
+    p[i] = at;
+    for (int64_t d = (int64_t)idx.size() - 1; d >= 0 && ++idx[d] == view->shape[d]; --d) idx[d] = 0;
+  }
+  return pos;
+}
+
+// Note [In-place writes into views]: writing into a view changes its base too. As torch's CopySlices does, the
+// base's history becomes put(base, positions of the view, result) and the view's history becomes a view (take)
+// of that new base, so gradients reach both the old base and the value written. put and take save only the
+// positions, so the tensors passed as their inputs just carry history (their memory already holds the result).
+static void rebase_view_history(const Tensor& view, const Tensor& result) {
+  const Tensor& base = view->view_base;
+  Tensor positions = view_positions(view, base);
+  Tensor new_base = put(with_history(base, base), positions, result);
+  base->requires_grad = true;
+  base->grad_fn = new_base->grad_fn;
+  base->output_nr = new_base->output_nr;
+  Tensor new_view = take(with_history(base, base), positions);
+  view->requires_grad = true;
+  view->grad_fn = new_view->grad_fn;
+  view->output_nr = new_view->output_nr;
+}
+
 void assign_inplace(const Tensor& self, const Tensor& result, const char* op) {
   DG_CHECK(result->shape == self->shape, RuntimeError, op, ": the result of shape ", shape_str(result->shape),
            " does not fit the tensor written in place, of shape ", shape_str(self->shape), ".");
   if (grad_enabled() && self->requires_grad && self->is_leaf()) throw RuntimeError(err_leaf_inplace(op));
   copy_into(self, result);
   self->bump_version();
+  if (result->requires_grad && grad_enabled() && self->is_view) {
+    rebase_view_history(self, result);
+    return;
+  }
   if (result->requires_grad && grad_enabled()) {
     self->requires_grad = true;
     self->grad_fn = result->grad_fn;

@@ -58,7 +58,8 @@ struct TensorImpl {
   // grad_fn is set and output_nr says which of grad_fn's outputs it is).
   bool requires_grad = false;
   bool retains_grad = false;
-  bool is_view = false;  // made by a view op from a tensor that required grad (in-place on it is refused)
+  bool is_view = false;  // made by a view op from a tensor that required grad, sharing its storage
+  Tensor view_base;      // for such views: the non-view tensor owning the memory (Note [In-place writes into views])
   uint32_t output_nr = 0;
   std::shared_ptr<Node> grad_fn;
   Tensor grad;

@@ -82,7 +82,7 @@ def index_positions(shape, index):
     except IndexError as exc:
         raise IndexError(f"index out of range for a tensor of shape {tuple(shape)}: {exc}") from None
     from . import _C
-    return _C.from_numpy(np.ascontiguousarray(positions, dtype=np.int64))
+    return _C.from_numpy(np.asarray(positions, dtype=np.int64, order="C"))  # asarray keeps 0-d (ascontiguousarray makes it 1-d)
 
 
 def tensor_from_data(data, dtype=None, requires_grad=False):
@@ -112,7 +112,7 @@ def tensor_from_data(data, dtype=None, requires_grad=False):
         arr = arr.astype(np.float32)
     if arr.dtype == np.float16:
         arr = arr.astype(np.float32)
-    return _C._tensor_from_numpy_copy(np.ascontiguousarray(arr), requires_grad)
+    return _C._tensor_from_numpy_copy(np.asarray(arr, order="C"), requires_grad)
 
 
 def _flatten(data):
@@ -160,7 +160,8 @@ def _format_values(arr):
         return np.array2string(arr, separator=", ", formatter=formatter, threshold=1000, edgeitems=3,
                                prefix="tensor(", max_line_width=100)
     if arr.dtype.kind == "b":
-        return np.array2string(arr, separator=", ", formatter={"bool": lambda v: "True" if v else "False"},
+        width = 4 if arr.all() else 5  # True is padded to False's width when both occur: tensor([ True, False])
+        return np.array2string(arr, separator=", ", formatter={"bool": lambda v: ("True" if v else "False").rjust(width)},
                                threshold=1000, prefix="tensor(")
     return np.array2string(arr, separator=", ", threshold=1000, prefix="tensor(")
 
@@ -219,7 +220,7 @@ def _reduce(self):
 
 def _rebuild(array, requires_grad):
     from . import _C
-    return _C._tensor_from_numpy_copy(np.ascontiguousarray(array), requires_grad)
+    return _C._tensor_from_numpy_copy(np.asarray(array, order="C"), requires_grad)
 
 
 def install(tensor_type):

@@ -1,0 +1,32 @@
+"""The `dg` fixture: every test that takes `dg` runs once per engine, with the engine module as its argument.
+
+    def test_mul(dg):                       # test_mul[cpp] and test_mul[reference]
+        x = dg.tensor([1.0, 2.0], requires_grad=True)
+
+Inputs that both engines must agree on are built with numpy and passed to each (docs/design.md: the engines'
+random generators are independent).
+"""
+import importlib
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # `import helpers` from any test file
+
+ENGINES = {"cpp": "dyngrad", "reference": "dyngrad.reference"}
+
+
+@pytest.fixture(params=list(ENGINES), scope="session")
+def dg(request):
+    return importlib.import_module(ENGINES[request.param])
+
+
+@pytest.fixture(scope="session")
+def cpp():
+    return importlib.import_module("dyngrad")
+
+
+@pytest.fixture(scope="session")
+def ref():
+    return importlib.import_module("dyngrad.reference")
