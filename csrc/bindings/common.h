@@ -8,6 +8,26 @@
 
 namespace py = pybind11;
 
+// Shapes (DimVector) cross into Python as lists, like std::vector<int64_t>.
+namespace pybind11::detail {
+template <>
+struct type_caster<dyngrad::DimVector> : list_caster<dyngrad::DimVector, int64_t> {};
+}  // namespace pybind11::detail
+
+namespace pybind11::detail {
+// None is not a Tensor. pybind11 would pass None to a `const Tensor&` argument as a null pointer, which an op then
+// dereferences; refusing it here makes every such call a TypeError. std::optional<Tensor> still maps None to nullopt.
+template <>
+class type_caster<std::shared_ptr<dyngrad::TensorImpl>>
+    : public copyable_holder_caster<dyngrad::TensorImpl, std::shared_ptr<dyngrad::TensorImpl>> {
+ public:
+  bool load(handle src, bool convert) {
+    if (src.is_none()) return false;
+    return copyable_holder_caster<dyngrad::TensorImpl, std::shared_ptr<dyngrad::TensorImpl>>::load(src, convert);
+  }
+};
+}  // namespace pybind11::detail
+
 namespace dyngrad {
 
 struct DTypeObject {

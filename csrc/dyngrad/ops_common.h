@@ -11,7 +11,7 @@ namespace dyngrad {
 
 // Records an OpNode of kind k as the grad_fn of `out`, with one edge per input (null = not differentiable).
 inline std::shared_ptr<OpNode> record(OpKind k, const Tensor& out, std::initializer_list<const Tensor*> inputs) {
-  auto node = std::make_shared<OpNode>(k);
+  auto node = make_pooled<OpNode>(k);
   collect_next_edges(*node, std::vector<const Tensor*>(inputs));
   set_history(out, node);
   return node;

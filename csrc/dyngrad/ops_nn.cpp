@@ -48,7 +48,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t reducti
   const int64_t N = batched ? logits->shape[0] : 1, C = logits->shape[batched ? 1 : 0];
   DG_CHECK(target->ndim() == (batched ? 1 : 0) && (!batched || target->shape[0] == N), RuntimeError,
            "cross_entropy: target of shape ", shape_str(target->shape), " does not match logits of shape ",
-           shape_str(logits->shape), " (expected ", batched ? shape_str({N}) : std::string("()"), ").");
+           shape_str(logits->shape), " (expected ", batched ? shape_str(Shape{N}) : std::string("()"), ").");
   DG_CHECK(reduction >= 0 && reduction <= 2, ValueError, "cross_entropy: unknown reduction.");
   Tensor t = contiguous_data(target);
   Tensor logp = softmax_kernel(batched ? logits : reshape(alias(logits), {1, C}), 1, true);

@@ -27,7 +27,7 @@ Storage::~Storage() {
 }
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
-  auto s = std::make_shared<Storage>();
+  auto s = make_pooled<Storage>();
   if (nbytes > 0 && nbytes <= sizeof(s->inline_buffer)) {
     s->data = s->inline_buffer;
   } else if (nbytes > 0) {
@@ -102,7 +102,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 }
 
 Tensor empty(const Shape& shape, DType dtype) {
-  auto t = std::make_shared<TensorImpl>();
+  auto t = make_pooled<TensorImpl>();
   t->numel = shape_numel(shape);
   size_t item = dtype_size(dtype);
   if (t->numel > 0 && (uint64_t)t->numel > (uint64_t)(SIZE_MAX / 4) / item)
@@ -134,7 +134,7 @@ Tensor full(const Shape& shape, double value, DType dtype) {
 Tensor scalar_tensor(double value, DType dtype) { return full(Shape{}, value, dtype); }
 
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
-  auto t = std::make_shared<TensorImpl>();
+  auto t = make_pooled<TensorImpl>();
   t->storage = base->storage;
   t->numel = shape_numel(shape);
   t->shape = std::move(shape);

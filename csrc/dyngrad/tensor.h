@@ -18,11 +18,14 @@
 #include <vector>
 
 #include "check.h"
+#include "dim_vector.h"
 #include "dtype.h"
+#include "pool.h"
 
 namespace dyngrad {
 
-using Shape = std::vector<int64_t>;
+using Shape = DimVector;  // shapes and strides: inline up to 6 dims
+inline std::string shape_str(const Shape& s) { return shape_str(std::vector<int64_t>(s.begin(), s.end())); }
 
 struct Storage {
   void* data = nullptr;
