@@ -55,7 +55,8 @@ def test_collate_of_custom_datasets(dg):
 
     batch = next(iter(data.DataLoader(Pairs(), batch_size=3)))
     assert tuple(batch["x"].shape) == (3, 3) and batch["x"].dtype == dg.float32
-    assert batch["n"].tolist() == [0, 1, 2] and tuple(batch["t"].shape) == (3, 1) and batch["name"] == ["s0", "s1", "s2"]
+    assert batch["n"].tolist() == [0, 1, 2] and tuple(batch["t"].shape) == (3, 1)
+    assert batch["name"] == ["s0", "s1", "s2"]
     tuples = data.default_collate([(1.0, np.int64(2)), (3.0, np.int64(4))])
     assert tuples[0].tolist() == [1.0, 3.0] and tuples[1].tolist() == [2, 4]
     custom = data.DataLoader(Pairs(), batch_size=2, collate_fn=lambda samples: len(samples))

@@ -110,7 +110,8 @@ void bind_autograd(py::module_& m) {
       .def_property_readonly("variable", [](const Node& n) -> py::object {
         auto* acc = dynamic_cast<const AccumulateGrad*>(&n);
         if (!acc) throw py::attribute_error("only AccumulateGrad nodes have .variable");
-        return py::cast(acc->variable);
+        Tensor variable = acc->variable;  // a non-const holder: casting the const member crashed in init_instance
+        return py::cast(std::move(variable));
       })
       .def_property_readonly("sequence_nr", [](const Node& n) { return n.sequence_nr; })
       .def_property_readonly("released", [](const Node& n) { return n.released; })

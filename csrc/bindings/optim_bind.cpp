@@ -7,8 +7,8 @@ namespace dyngrad {
 void bind_optim(py::module_& m) {
   using py::arg;
   using Tensors = std::vector<Tensor>;
-  m.def("_sgd_step", [](const Tensors& params, const Tensors& grads, const Tensors& bufs, const std::vector<bool>& fresh,
-                        double lr, double momentum, double dampening, double weight_decay, bool nesterov,
+  m.def("_sgd_step", [](const Tensors& params, const Tensors& grads, const Tensors& bufs,
+                        const std::vector<bool>& fresh, double lr, double momentum, double dampening, double weight_decay, bool nesterov,
                         bool maximize) {
     sgd_step(params, grads, bufs, fresh, {lr, momentum, dampening, weight_decay, nesterov, maximize});
   }, arg("params"), arg("grads"), arg("momentum_buffers"), arg("fresh"), arg("lr"), arg("momentum"),

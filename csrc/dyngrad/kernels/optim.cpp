@@ -34,8 +34,8 @@ void check_group(const char* op, const std::vector<Tensor>& params, const std::v
     auto same = [&](const Tensor& t, const char* what) {
       DG_CHECK(t, TypeError, op, ": the ", what, " of parameter ", i, " is None.");
       DG_CHECK(t->shape == p->shape && t->dtype == p->dtype, RuntimeError, op, ": the ", what, " of parameter ", i,
-               " has shape ", shape_str(t->shape), " and dtype ", dtype_name(t->dtype), ", but the parameter has shape ",
-               shape_str(p->shape), " and dtype ", dtype_name(p->dtype), ".");
+               " has shape ", shape_str(t->shape), " and dtype ", dtype_name(t->dtype),
+               ", but the parameter has shape ", shape_str(p->shape), " and dtype ", dtype_name(p->dtype), ".");
     };
     same(grads[i], "gradient");
     for (auto* s : states)

@@ -1,0 +1,90 @@
+"""What the examples share: the --engine / --smoke / --plot-dir flags, a progress bar, finite differences, plots."""
+import argparse
+import importlib
+import os
+import sys
+
+import numpy as np
+
+# run from a fresh clone without installing: python examples/NAME.py finds python/dyngrad
+_REPO_PYTHON = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python")
+if os.path.isdir(os.path.join(_REPO_PYTHON, "dyngrad")) and _REPO_PYTHON not in sys.path:
+    sys.path.insert(0, _REPO_PYTHON)
+
+
+def parse_args(description, extra=None):
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--engine", choices=["cpp", "reference"], default="cpp",
+                        help="the C++ engine (dyngrad) or the pure-numpy reference (dyngrad.reference)")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, a few seconds (used by the test suite)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--plot-dir", default=".", help="where PNG plots go (needs matplotlib; not in --smoke)")
+    if extra is not None:
+        extra(parser)
+    args = parser.parse_args()
+    args.dg = importlib.import_module("dyngrad" if args.engine == "cpp" else "dyngrad.reference")
+    args.dg.manual_seed(args.seed)
+    return args
+
+
+def progress(iterable, desc, total=None, enabled=True):
+    """tqdm when it is installed (and we are not in --smoke mode), else the plain iterable."""
+    if enabled:
+        try:
+            from tqdm import tqdm
+            return tqdm(iterable, desc=desc, total=total, leave=False)
+        except ImportError:
+            pass
+    return iterable
+
+
+def log(bar, message):
+    """Print a line without breaking the progress bar."""
+    (bar.write if hasattr(bar, "write") else print)(message)
+
+
+def set_postfix(bar, **values):
+    if hasattr(bar, "set_postfix"):
+        bar.set_postfix({k: f"{v:.4g}" for k, v in values.items()})
+
+
+def finite_difference(f, x, eps=1e-6):
+    """Central differences of the scalar function f at the numpy array x (float64)."""
+    x = np.array(x, dtype=np.float64)
+    grad = np.zeros_like(x)
+    for i in range(x.size):
+        up, down = x.copy(), x.copy()
+        up.flat[i] += eps
+        down.flat[i] -= eps
+        grad.flat[i] = (f(up) - f(down)) / (2 * eps)
+    return grad
+
+
+def check_close(name, analytic, numeric, tol=1e-6):
+    err = float(np.max(np.abs(np.asarray(analytic) - np.asarray(numeric)) / (1 + np.abs(numeric))))
+    status = "OK" if err < tol else "MISMATCH"
+    print(f"  {name}: autograd {np.round(analytic, 6).tolist()} | finite differences "
+          f"{np.round(numeric, 6).tolist()} | max rel. error {err:.1e} {status}")
+    if err >= tol:
+        raise SystemExit(f"{name}: the gradient does not match finite differences")
+    return err
+
+
+def save_plot(args, filename, draw):
+    """Call draw(plt) and save a PNG, if matplotlib is installed and we are not in --smoke mode."""
+    if args.smoke:
+        return
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("(matplotlib is not installed: no plot)")
+        return
+    fig = plt.figure(figsize=(6, 4))
+    draw(plt)
+    path = os.path.join(args.plot_dir, filename)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    print(f"plot saved to {path}")
