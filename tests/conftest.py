@@ -30,3 +30,17 @@ def cpp():
 @pytest.fixture(scope="session")
 def ref():
     return importlib.import_module("dyngrad.reference")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--runslow", action="store_true", default=False, help="also run tests marked slow")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked slow (e.g. the 1e6-op chain on the pure-Python engine) run with --runslow or -m slow."""
+    if config.getoption("--runslow") or "slow" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --runslow or -m slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

@@ -115,7 +115,7 @@ def seed_of(*parts):
 
 def draw_inputs(specs, seed):
     rng = np.random.default_rng(seed)
-    return [np.array(s) if isinstance(s, np.ndarray) else s.draw(rng) for s in specs]
+    return [np.array(s) if isinstance(s, np.ndarray) else np.asarray(s.draw(rng)) for s in specs]
 
 
 def differentiable(specs, arrays):

@@ -79,7 +79,7 @@ py::object named_pair(const char* type, const Tensor& values, const Tensor& indi
 py::object extremum_dispatch(const Tensor& self, py::handle dim, bool keepdim, bool is_max) {
   if (!dim || dim.is_none()) return py::cast(is_max ? amax(self, {}, false) : amin(self, {}, false));
   if (is_tensor(dim)) return py::cast(is_max ? maximum(self, dim.cast<Tensor>()) : minimum(self, dim.cast<Tensor>()));
-  int64_t d = dim.cast<int64_t>();
+  int64_t d = wrap_dim(dim.cast<int64_t>(), self->ndim(), is_max ? "max" : "min");
   // values are gathered at the returned indices, so with ties the gradient goes to that one element (as torch)
   Tensor indices = is_max ? argmax(self, d, true) : argmin(self, d, true);
   Tensor values = gather(self, d, indices);
@@ -371,7 +371,8 @@ void bind_ops(py::module_& m) {
                                                const std::string& reduction, py::handle pos_weight) {
     DG_CHECK(pos_weight.is_none(), NotImplementedError,
              "binary_cross_entropy_with_logits: pos_weight is not supported yet.");
-    broadcast_shapes(x->shape, y->shape, "binary_cross_entropy_with_logits");
+    DG_CHECK(x->shape == y->shape, ValueError, "binary_cross_entropy_with_logits: target size ", shape_str(y->shape),
+             " must be the same as input size ", shape_str(x->shape), ".");  // torch does not broadcast here
     // loss = x - x*y + log(1 + exp(-x)), with softplus keeping exp from overflowing
     Tensor l = add(sub(x, mul(x, y)), softplus(neg(x), 1.0, 20.0));
     if (!weight.is_none()) l = mul(l, as_operand_or_throw(weight, &x, "binary_cross_entropy_with_logits"));
@@ -388,6 +389,14 @@ void bind_ops(py::module_& m) {
              shape_str(weight->shape), ".");
     DG_CHECK(input->dtype == DType::Int64, IndexError, "embedding: indices must be int64, got ",
              dtype_name(input->dtype), ".");
+    {
+      Tensor idx = contiguous_data(input);
+      for (int64_t i = 0; i < idx->numel; ++i) {
+        int64_t v = idx->data<int64_t>()[i];
+        DG_CHECK(v >= 0 && v < weight->shape[0], IndexError, "embedding: index ", v,
+                 " is out of range for dimension 0 of size ", weight->shape[0], ".");
+      }
+    }
     Tensor rows = index_select(weight, 0, reshape(input, {input->numel}));
     if (!padding_idx.is_none()) {  // the padding row gets no gradient
       Tensor keep = compare(CompareOp::Ne, reshape(input, {input->numel, 1}),

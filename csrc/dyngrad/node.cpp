@@ -92,7 +92,9 @@ void release_node_iteratively(std::shared_ptr<Node>&& node) {
 std::string OpNode::name() const { return std::string(op_display_name(kind)) + "Backward"; }
 
 std::vector<Tensor> OpNode::apply(std::vector<Tensor>& grads) {
-  if (released) throw RuntimeError(err_backward_twice(name()));
+  // Only a node that saved tensors needs them back: SumBackward and friends run again, as in torch, so the error
+  // names the node whose saved tensors were actually freed.
+  if (released && !saved_tensors().empty()) throw RuntimeError(err_backward_twice(name()));
   return run_derivative(*this, grads[0]);
 }
 

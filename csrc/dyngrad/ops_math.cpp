@@ -14,11 +14,13 @@ std::vector<int64_t> normalize_dims(const Dims& dims, int64_t ndim, const char* 
     for (int64_t d = 0; d < ndim; ++d) out.push_back(d);
     return out;
   }
+  std::vector<int64_t> seen;
   for (int64_t d : dims) {
     int64_t w = wrap_dim(d, ndim, op);
-    if (ndim == 0) continue;  // reducing a 0-d tensor over dim 0/-1 is the identity
-    DG_CHECK(std::find(out.begin(), out.end(), w) == out.end(), RuntimeError, op, ": dim ", d,
+    DG_CHECK(std::find(seen.begin(), seen.end(), w) == seen.end(), RuntimeError, op, ": dim ", d,
              " appears more than once in the list of dims.");
+    seen.push_back(w);
+    if (ndim == 0) continue;  // reducing a 0-d tensor over dim 0/-1 is the identity
     out.push_back(w);
   }
   std::sort(out.begin(), out.end());
@@ -284,6 +286,9 @@ Tensor std_(const Tensor& a, const Dims& dims, double correction, bool keepdim) 
 
 static Tensor extremum(OpKind k, ReduceKind rk, const Tensor& a, const Dims& dims_in, bool keepdim, const char* op) {
   auto dims = normalize_dims(dims_in, a->ndim(), op);
+  for (int64_t d : dims)
+    DG_CHECK(a->shape[d] != 0, RuntimeError, op, ": cannot reduce over dimension ", d, " of size 0 (input shape ",
+             shape_str(a->shape), "): an empty tensor has no ", op == std::string("amax") ? "max" : "min", ".");
   Tensor out = reduce_kernel(rk, a, dims, keepdim);
   if (any_requires_grad({&a})) {
     auto node = record_reduction(k, out, a, dims, keepdim);
@@ -301,6 +306,8 @@ Tensor amin(const Tensor& a, const Dims& dims, bool keepdim) {
 
 static Tensor arg_extremum(ReduceKind rk, const Tensor& a, std::optional<int64_t> dim, bool keepdim, const char* op) {
   if (!dim) {
+    DG_CHECK(a->numel != 0, RuntimeError, op, ": cannot take the ", op, " of an empty tensor (shape ",
+             shape_str(a->shape), ").");
     Tensor flat = reshape(a->requires_grad ? alias(a) : a, {a->numel});
     Tensor r = reduce_kernel(rk, flat, {0}, false);
     if (keepdim) return reshape(r, Shape(a->ndim(), 1));
@@ -360,6 +367,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   DG_CHECK(a->dtype != DType::Bool && b->dtype != DType::Bool, TypeError,
            "matmul: not supported for bool tensors.");
   if (a->ndim() == 1 || b->ndim() == 1) {
+    const int64_t ka = a->shape[a->ndim() - 1], kb = b->shape[b->ndim() == 1 ? 0 : b->ndim() - 2];
+    DG_CHECK(ka == kb, RuntimeError, "matmul: inner dimensions do not match: ", shape_str(a->shape), " @ ",
+             shape_str(b->shape), " (", ka, " != ", kb, ").");
     Tensor a2 = a->ndim() == 1 ? unsqueeze(a, 0) : a;
     Tensor b2 = b->ndim() == 1 ? unsqueeze(b, 1) : b;
     Tensor r = matmul(a2, b2);

@@ -4,6 +4,7 @@ repr, tolist, iteration, numpy's __array__, torch's Size and (values, indices) n
 behind advanced indexing (numpy computes them, so dyngrad's indexing follows numpy's rules exactly).
 """
 import collections
+import re
 
 import numpy as np
 
@@ -80,6 +81,11 @@ def index_positions(shape, index):
         if ndim == 0:
             positions = np.zeros((), dtype=np.int64)[items]
     except IndexError as exc:
+        # numpy's "index 5 is out of bounds for axis 0 with size 3" in the shared wording (docs/design.md)
+        found = re.match(r"index (-?\d+) is out of bounds for axis (\d+) with size (\d+)", str(exc))
+        if found:
+            i, d, n = found.groups()
+            raise IndexError(f"index {i} is out of range for dimension {d} of size {n}.") from None
         raise IndexError(f"index out of range for a tensor of shape {tuple(shape)}: {exc}") from None
     from . import _C
     return _C.from_numpy(np.asarray(positions, dtype=np.int64, order="C"))  # asarray keeps 0-d (ascontiguousarray makes it 1-d)

@@ -1,0 +1,122 @@
+"""The two engines mirror each other: the same primitive ops, the same public names, the same node names.
+
+A user script switches engines by changing one import (docs/design.md), so a name that exists in one engine and
+not in the other is a bug in one of them. (Values and gradients are compared in test_differential.py.)
+"""
+import types
+
+import pytest
+
+# The public API of docs/design.md ("Public API (both engines)"), module level and Tensor methods.
+DESIGN_MODULE_NAMES = """
+float32 float64 int64 bool float double long dtype Tensor Size get_default_dtype
+tensor from_numpy zeros ones empty full arange linspace eye rand randn randint zeros_like ones_like empty_like
+full_like rand_like randn_like manual_seed
+add sub mul div pow neg matmul maximum minimum where clamp exp log sqrt rsqrt abs sin cos tanh sigmoid relu sign
+sum mean var std max min amax amin argmax argmin logsumexp reshape flatten transpose permute squeeze
+unsqueeze cat stack split chunk gather index_select masked_fill eq ne lt le gt ge
+softmax log_softmax cross_entropy nll_loss mse_loss binary_cross_entropy_with_logits linear embedding dropout one_hot
+conv2d max_pool2d avg_pool2d layer_norm leaky_relu gelu softplus
+no_grad enable_grad set_grad_enabled is_grad_enabled autograd
+""".split()
+
+DESIGN_AUTOGRAD_NAMES = "grad backward Function gradcheck gradgradcheck no_grad enable_grad set_grad_enabled".split()
+
+DESIGN_TENSOR_NAMES = """
+shape dtype ndim dim numel size stride is_contiguous data requires_grad grad grad_fn is_leaf T mT _version item
+tolist numpy __array__ __len__ __iter__ __bool__ __float__ __int__ __repr__
+to float double long bool type_as clone contiguous detach detach_ requires_grad_ retain_grad retains_grad
+register_hook backward
+add sub mul div pow neg matmul maximum minimum clamp exp log sqrt rsqrt abs sin cos tanh sigmoid relu sign
+add_ sub_ mul_ div_ zero_ fill_ clamp_ copy_
+sum mean var std max min amax amin argmax argmin logsumexp
+reshape view flatten transpose permute squeeze unsqueeze expand expand_as split chunk
+gather index_select masked_fill eq ne lt le gt ge softmax log_softmax
+__add__ __radd__ __sub__ __rsub__ __mul__ __rmul__ __truediv__ __rtruediv__ __pow__ __rpow__ __matmul__ __neg__
+__iadd__ __isub__ __imul__ __itruediv__ __getitem__ __setitem__ __eq__ __ne__ __lt__ __le__ __gt__ __ge__
+""".split()
+
+
+def op_names_of_reference(ref):
+    return getattr(ref, "OP_NAMES", None) or getattr(getattr(ref, "ops", None), "OP_NAMES", None)
+
+
+def public_names(module):
+    return {n for n in dir(module) if not n.startswith("_") and not isinstance(getattr(module, n), types.ModuleType)}
+
+
+def test_primitive_op_sets_match(cpp, ref):
+    """ops.def and the reference's OP_NAMES list the same primitives (STYLE.md 9.7)."""
+    names = op_names_of_reference(ref)
+    if names is None:
+        pytest.skip("dyngrad.reference does not expose OP_NAMES")
+    c, r = set(cpp._C.op_names()), set(names)
+    assert c == r, f"only in csrc/dyngrad/ops.def: {sorted(c - r)}; only in the reference OP_NAMES: {sorted(r - c)}"
+
+
+def test_primitive_op_order_matches(cpp, ref):
+    names = op_names_of_reference(ref)
+    if names is None or set(names) != set(cpp._C.op_names()):
+        pytest.skip("the op sets differ (test_primitive_op_sets_match reports how)")
+    assert list(cpp._C.op_names()) == list(names)
+
+
+def test_reference_has_a_derivative_per_primitive(ref):
+    names = op_names_of_reference(ref)
+    if names is None:
+        pytest.skip("dyngrad.reference does not expose OP_NAMES")
+    missing = [n for n in names if not hasattr(ref.derivatives, f"{n}_backward")]
+    assert not missing, f"reference/derivatives.py has no <op>_backward for {missing}"
+
+
+@pytest.mark.parametrize("name", DESIGN_MODULE_NAMES)
+def test_design_names_exported(dg, name):
+    assert hasattr(dg, name), f"{dg.__name__} lacks {name} (docs/design.md, Public API)"
+
+
+@pytest.mark.parametrize("name", DESIGN_AUTOGRAD_NAMES)
+def test_design_autograd_names(dg, name):
+    assert hasattr(dg.autograd, name), f"{dg.__name__}.autograd lacks {name}"
+
+
+@pytest.mark.parametrize("name", DESIGN_TENSOR_NAMES)
+def test_design_tensor_names(dg, name):
+    assert hasattr(dg.Tensor, name), f"{dg.__name__}.Tensor lacks {name}"
+
+
+def test_same_public_module_names(cpp, ref):
+    c, r = public_names(cpp), public_names(ref)
+    assert c == r, f"only in dyngrad: {sorted(c - r)}; only in dyngrad.reference: {sorted(r - c)}"
+
+
+def test_same_public_tensor_names(cpp, ref):
+    c = {n for n in dir(cpp.Tensor) if not n.startswith("_")}
+    r = {n for n in dir(ref.Tensor) if not n.startswith("_")}
+    assert c == r, f"only in dyngrad.Tensor: {sorted(c - r)}; only in dyngrad.reference.Tensor: {sorted(r - c)}"
+
+
+def test_same_node_names_for_every_op_row(cpp, ref):
+    """Each row of the op table gives its output a grad_fn of the same name in both engines (docs/design.md, Node
+    names: what repr(t) shows as grad_fn=<...>). One test listing every mismatch, so the report is one table."""
+    from helpers import as_list, as_spec, differentiable, draw_inputs, make_tensor
+    from test_ops import OPS
+
+    mismatches = []
+    for op in OPS:
+        if not op.cases or not op.grad:
+            continue
+        specs = [as_spec(s, op.check.get("low"), op.check.get("high"), op.check.get("away_from", ()))
+                 for s in op.cases[0]]
+        arrays = draw_inputs(specs, 0)
+        diff = differentiable(specs, arrays)
+        names = []
+        for m in (cpp, ref):
+            tensors = [make_tensor(m, a, "float64", k in diff) for k, a in enumerate(arrays)]
+            try:
+                out = as_list(op.fn(m, *tensors))[0]
+                names.append(out.grad_fn.name() if out.grad_fn is not None else None)
+            except Exception as exc:  # noqa: BLE001  reported in the table below
+                names.append(f"raised {type(exc).__name__}")
+        if names[0] != names[1]:
+            mismatches.append(f"{op.name:28s} dyngrad {names[0]!s:22s} reference {names[1]}")
+    assert not mismatches, f"{len(mismatches)} rows differ:\n" + "\n".join(mismatches)
