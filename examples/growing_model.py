@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from _common import parse_args, progress, set_postfix, save_plot
+from _common import parse_args, progress, set_postfix, save_plot, log
 
 
 def main():
@@ -59,14 +59,14 @@ def main():
     start = time.perf_counter()
     bar = progress(range(1, iterations + 1), desc=f"growing ({args.engine})", enabled=not args.smoke)
     for it in bar:
-        if it % grow_every == 0:
+        if it % grow_every == 0 and it < iterations:
             block = Block().double()
             with dg.no_grad():
                 block.fc.weight.mul_(0.1)                # start close to the identity: the loss does not jump
             model.blocks.append(block)
             opt.add_param_group({"params": list(block.parameters())})
-            check_newest_block(dg, model, x, y)
-            print(f"iteration {it}: added block {len(model.blocks)}; the optimiser now has "
+            log(bar, check_newest_block(dg, model, x, y))
+            log(bar, f"iteration {it}: added block {len(model.blocks)}; the optimiser now has "
                   f"{len(opt.param_groups)} parameter groups")
         opt.zero_grad()
         loss = nn.functional.mse_loss(model(x, rng), y)
@@ -107,10 +107,10 @@ def check_newest_block(dg, model, x, y):
         numeric.append((vals[0] - vals[1]) / 2e-6)
     model.zero_grad()
     err = max(abs(a - n) / (1 + abs(n)) for a, n in zip(analytic, numeric))
-    print(f"  gradient check on the new block: autograd {np.round(analytic, 7).tolist()} vs finite differences "
-          f"{np.round(numeric, 7).tolist()} (max rel. error {err:.1e})")
     if err > 1e-6:
-        raise SystemExit("gradient check failed")
+        raise SystemExit(f"gradient check failed: autograd {analytic} vs finite differences {numeric}")
+    return (f"  gradient check on the new block: autograd {np.round(analytic, 7).tolist()} vs finite differences "
+            f"{np.round(numeric, 7).tolist()} (max rel. error {err:.1e})")
 
 
 if __name__ == "__main__":
