@@ -2,6 +2,12 @@
 #include "pool.h"
 
 #include <cstdlib>
+#include <map>
+#include <mutex>
+
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 namespace dyngrad {
 namespace pool {
@@ -64,6 +70,86 @@ void deallocate(void* p, size_t bytes) noexcept {
     }
   }
   std::free(p);
+}
+
+namespace {
+constexpr size_t kLargeBuffer = size_t(1) << 20;
+constexpr size_t kHugePage = size_t(2) << 20;
+constexpr size_t kCacheLimit = size_t(1) << 30;  // at most 1 GiB of freed buffers kept for reuse
+
+struct BufferCache {
+  std::mutex mutex;
+  std::multimap<size_t, void*> free_blocks;  // rounded size -> block
+  size_t cached = 0;
+};
+BufferCache& buffer_cache() {
+  static BufferCache* cache = new BufferCache();  // never destroyed: buffers may be freed during interpreter exit
+  return *cache;
+}
+inline size_t round_large(size_t bytes) { return (bytes + kHugePage - 1) / kHugePage * kHugePage; }
+}  // namespace
+
+void* allocate_buffer(size_t bytes) {
+  if (bytes < kLargeBuffer) {
+    void* p = std::malloc(bytes <= 16 ? 16 : bytes);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  size_t size = round_large(bytes);
+  {
+    BufferCache& cache = buffer_cache();
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    auto it = cache.free_blocks.find(size);
+    if (it != cache.free_blocks.end()) {
+      void* p = it->second;
+      cache.free_blocks.erase(it);
+      cache.cached -= size;
+      return p;
+    }
+  }
+  void* p = std::aligned_alloc(kHugePage, size);
+  if (!p) {
+    empty_buffer_cache();  // memory is short: give the cached buffers back and try once more
+    p = std::aligned_alloc(kHugePage, size);
+    if (!p) throw std::bad_alloc();
+  }
+#ifdef MADV_HUGEPAGE
+  madvise(p, size, MADV_HUGEPAGE);
+#endif
+  return p;
+}
+
+void free_buffer(void* p, size_t bytes) noexcept {
+  if (!p) return;
+  if (bytes < kLargeBuffer) {
+    std::free(p);
+    return;
+  }
+  size_t size = round_large(bytes);
+  BufferCache& cache = buffer_cache();
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    if (cache.cached + size <= kCacheLimit) {
+      cache.free_blocks.emplace(size, p);
+      cache.cached += size;
+      return;
+    }
+  }
+  std::free(p);
+}
+
+size_t cached_buffer_bytes() {
+  BufferCache& cache = buffer_cache();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  return cache.cached;
+}
+
+void empty_buffer_cache() {
+  BufferCache& cache = buffer_cache();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  for (auto& [size, p] : cache.free_blocks) std::free(p);
+  cache.free_blocks.clear();
+  cache.cached = 0;
 }
 
 }  // namespace pool

@@ -16,6 +16,14 @@ namespace pool {
 void* allocate(size_t bytes);
 void deallocate(void* p, size_t bytes) noexcept;
 
+// Tensor data. Small buffers come from malloc. Large ones (>= 1 MiB) are 2 MiB-aligned and marked for huge pages
+// (a fresh 40 MB buffer otherwise costs ten thousand page faults), and freed ones are kept in a capped cache for
+// the next op of the same size: a training step reallocates the same sizes every iteration.
+void* allocate_buffer(size_t bytes);
+void free_buffer(void* p, size_t bytes) noexcept;
+size_t cached_buffer_bytes();
+void empty_buffer_cache();
+
 }  // namespace pool
 
 template <typename T>

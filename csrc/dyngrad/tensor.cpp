@@ -23,7 +23,7 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 }
 
 Storage::~Storage() {
-  if (!owner && data && data != inline_buffer) std::free(data);
+  if (!owner && data && data != inline_buffer) pool::free_buffer(data, nbytes);
 }
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
@@ -31,10 +31,7 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes) {
   if (nbytes > 0 && nbytes <= sizeof(s->inline_buffer)) {
     s->data = s->inline_buffer;
   } else if (nbytes > 0) {
-    // Small buffers: plain malloc (16-byte aligned) is fastest; large ones 64-byte aligned for SIMD.
-    void* p = nbytes <= 256 ? std::malloc(nbytes) : std::aligned_alloc(64, (nbytes + 63) / 64 * 64);
-    if (!p) throw std::bad_alloc();
-    s->data = p;
+    s->data = pool::allocate_buffer(nbytes);
   }
   s->nbytes = nbytes;
   return s;
