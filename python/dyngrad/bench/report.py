@@ -129,8 +129,11 @@ def write_png(path, results, info):
     height = 0.8 / max(len(others), 1)
     for k, other in enumerate(others):
         ys = [i + k * height for i in range(len(names))]
-        values = [r["ratios_vs_dyngrad"].get(other, 0) for r in results]
-        ax.barh(ys, values, height=height, label=f"{other} time / dyngrad time")
+        values = [r["ratios_vs_dyngrad"].get(other, 1.0) for r in results]
+        # bars grow from 1 (parity): rightwards where dyngrad is faster, leftwards where it is slower
+        bars = ax.barh(ys, [v - 1.0 for v in values], left=1.0, height=height, label=f"{other} time / dyngrad time")
+        ax.bar_label(bars, labels=[_ratio(r["ratios_vs_dyngrad"][other]) if other in r["ratios_vs_dyngrad"] else ""
+                                   for r in results], fontsize=7, padding=2)
     ax.set_yticks([i + height * (len(others) - 1) / 2 for i in range(len(names))], names)
     ax.invert_yaxis()
     ax.set_xscale("log")

@@ -1,7 +1,9 @@
 """Runs the workloads: first a check that every engine computes the same numbers, then warm-up and timed repeats.
 
-Timing is interleaved (round-robin over engines, one call each per round), so that a burst of load from another
-process on this shared machine hits every engine alike; each engine's figure is the median of its calls.
+Timing runs in rounds: each round times a block of calls per engine, engine after engine, so that a burst of load
+from another process on this shared machine hits every engine alike. Between two engines it pauses briefly: thread
+pools (OpenBLAS, OpenMP, PyTorch's) keep spinning for a while after a call, and one engine's spinning workers must not
+take the cores from the next engine's calls. Each engine's figure is the median of its calls.
 """
 import gc
 import statistics
@@ -22,12 +24,17 @@ class Mode:
     min_repeats: int
     max_repeats: int
     warmup_limit: float     # calls estimated longer than this skip the warm-up call (the check already warmed up)
+    rounds: int             # blocks of calls per engine (see the module's docstring)
+    pause: float            # seconds of idleness before each block
 
 
 MODES = {
-    "quick": Mode("quick", budget=0.05, reference_budget=0.05, min_repeats=1, max_repeats=3, warmup_limit=0.5),
-    "default": Mode("default", budget=1.5, reference_budget=2.5, min_repeats=3, max_repeats=50, warmup_limit=2.0),
-    "full": Mode("full", budget=5.0, reference_budget=10.0, min_repeats=5, max_repeats=200, warmup_limit=5.0),
+    "quick": Mode("quick", budget=0.05, reference_budget=0.05, min_repeats=1, max_repeats=3, warmup_limit=0.5,
+                  rounds=1, pause=0.0),
+    "default": Mode("default", budget=1.5, reference_budget=2.5, min_repeats=3, max_repeats=50, warmup_limit=2.0,
+                    rounds=3, pause=0.05),
+    "full": Mode("full", budget=5.0, reference_budget=10.0, min_repeats=5, max_repeats=200, warmup_limit=5.0,
+                 rounds=3, pause=0.1),
 }
 
 
@@ -38,10 +45,14 @@ def _error_text(exc):
 
 
 def _timed(fn):
-    gc.collect()   # garbage left by the previous call is not this call's cost
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
+
+
+def _split(calls, rounds):
+    """7 calls over 3 rounds -> [3, 2, 2]; fewer calls than rounds leaves the last rounds empty."""
+    return [calls // rounds + (1 if r < calls % rounds else 0) for r in range(rounds)]
 
 
 def _compare(values, expected, rtol, atol):
@@ -91,52 +102,79 @@ def check(workload, modules, bar):
     return outcome
 
 
+def _budget(mode, name):
+    return mode.reference_budget if name == "reference" else mode.budget
+
+
+def _min_repeats(mode, name):
+    return 1 if name == "reference" else mode.min_repeats
+
+
+def _prepare(workload, name, build, size, mode, checked, bar, reference_limit):
+    """Builds the timing-size case and warms it up; returns (record, case, repeats), case None when not to time."""
+    bar.set_description(f"{workload.name}: prepare {name}")
+    try:
+        case = build(size)
+    except Exception as exc:  # noqa: BLE001
+        return {"error": _error_text(exc)}, None, 0
+    # a per-unit estimate from the check run, scaled to this size (crude: the check size is small)
+    estimate = checked[name]["seconds"] / checked[name]["units"] * case.units
+    record = {"units": case.units, "seconds": [], "estimate_s": estimate}
+    if name == "reference" and estimate > reference_limit:
+        record["skipped"] = f"estimated {estimate:.0f} s per call (limit {reference_limit:.0f} s)"
+        return record, None, 0
+    if name != "reference" or estimate < mode.warmup_limit:   # the warm-up call also gives the real estimate
+        bar.set_description(f"{workload.name}: warm up {name}")
+        try:
+            estimate = _timed(case.run)
+        except Exception as exc:  # noqa: BLE001
+            record["error"] = _error_text(exc)
+            return record, None, 0
+    repeats = int(_budget(mode, name) / max(estimate, 1e-9))
+    return record, case, max(_min_repeats(mode, name), min(mode.max_repeats, repeats))
+
+
+def _time_block(case, seconds, calls, limit, at_least):
+    """Appends the time of up to `calls` calls; stops early once past `limit` seconds in all (a busy machine)."""
+    for _ in range(calls):
+        seconds.append(_timed(case.run))
+        if len(seconds) >= at_least and sum(seconds) > limit:
+            return True
+    return False
+
+
 def measure(workload, modules, mode, checked, bar, reference_limit):
-    """Times every engine that passed its check run: warm-up, then interleaved repeats. Returns {name: record}."""
+    """Times every engine that passed its check run: warm-up, then rounds of blocks. Returns {name: record}."""
     size = workload.sizes[mode.name]
-    records, cases, repeats = {}, {}, {}
+    records, cases, blocks = {}, {}, {}
     for name, build in _builders(workload, modules):
         if "error" in checked[name]:
             records[name] = {"error": checked[name]["error"]}
-            bar.update()
             continue
-        bar.set_description(f"{workload.name}: prepare {name}")
-        try:
-            case = build(size)
-        except Exception as exc:  # noqa: BLE001
-            records[name] = {"error": _error_text(exc)}
+        records[name], case, repeats = _prepare(workload, name, build, size, mode, checked, bar, reference_limit)
+        if case is not None:
+            cases[name], blocks[name] = case, _split(repeats, mode.rounds)
+    for name in records:
+        if name not in cases:
             bar.update()
-            continue
-        # a per-unit estimate from the check run, scaled to this size
-        estimate = checked[name]["seconds"] / checked[name]["units"] * case.units
-        records[name] = {"units": case.units, "seconds": [], "estimate_s": estimate}
-        if name == "reference" and estimate > reference_limit:
-            records[name]["skipped"] = f"estimated {estimate:.0f} s per call (limit {reference_limit:.0f} s)"
-            bar.update()
-            continue
-        if estimate < mode.warmup_limit:
-            bar.set_description(f"{workload.name}: warm up {name}")
-            try:
-                estimate = _timed(case.run)
-            except Exception as exc:  # noqa: BLE001
-                records[name]["error"] = _error_text(exc)
-                bar.update()
-                continue
-        budget = mode.reference_budget if name == "reference" else mode.budget
-        lowest = 1 if name == "reference" else mode.min_repeats
-        repeats[name] = max(lowest, min(mode.max_repeats, int(budget / max(estimate, 1e-9))))
-        cases[name] = case
 
-    for round_ in range(max(repeats.values(), default=0)):
+    for round_ in range(mode.rounds):
         for name, case in cases.items():
-            if round_ >= repeats[name] or "error" in records[name]:
+            calls = blocks[name][round_]
+            if not calls:
                 continue
             bar.set_description(f"{workload.name}: time {name}")
+            gc.collect()   # another engine's garbage is not this engine's cost
+            time.sleep(mode.pause)
             try:
-                records[name]["seconds"].append(_timed(case.run))
+                over = _time_block(case, records[name]["seconds"], calls, 2 * _budget(mode, name),
+                                   _min_repeats(mode, name))
             except Exception as exc:  # noqa: BLE001
                 records[name]["error"] = _error_text(exc)
-            if round_ == repeats[name] - 1 or "error" in records[name]:
+                over = True
+            if over:
+                blocks[name] = [0] * mode.rounds
+            if not any(blocks[name][round_ + 1:]):
                 bar.update()
     cases.clear()
 
@@ -148,6 +186,7 @@ def measure(workload, modules, mode, checked, bar, reference_limit):
 
 
 def run_workload(workload, modules, mode, bar, reference_limit=20.0):
+    start = time.perf_counter()
     checked = check(workload, modules, bar)
     records = measure(workload, modules, mode, checked, bar, reference_limit)
     for name, record in records.items():
@@ -157,7 +196,8 @@ def run_workload(workload, modules, mode, bar, reference_limit=20.0):
     ratios = {name: record["per_unit_s"] / base for name, record in records.items()
               if base and name != "dyngrad" and "per_unit_s" in record}
     return {"name": workload.name, "group": workload.group, "unit": workload.unit, "about": workload.about,
-            "size": workload.sizes[mode.name], "runs": records, "ratios_vs_dyngrad": ratios}
+            "size": workload.sizes[mode.name], "runs": records, "ratios_vs_dyngrad": ratios,
+            "wall_s": time.perf_counter() - start}
 
 
 def progress_steps(workloads, modules):
