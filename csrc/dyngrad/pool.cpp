@@ -36,15 +36,29 @@ struct ThreadCache {
   }
 };
 
-thread_local ThreadCache tl_cache;
+// The cache itself is reached through an initial-exec TLS pointer (8 bytes of static TLS, one instruction per
+// access); a general-dynamic thread_local owner frees it when the thread exits.
+thread_local ThreadCache* tl_cache_ptr __attribute__((tls_model("initial-exec"))) = nullptr;
+struct CacheOwner {
+  ThreadCache cache;
+  ~CacheOwner() { tl_cache_ptr = nullptr; }
+};
+ThreadCache* thread_cache() {
+  if (__builtin_expect(tl_cache_ptr != nullptr, 1)) return tl_cache_ptr;
+  static thread_local CacheOwner owner;
+  if (!owner.cache.alive) return nullptr;
+  tl_cache_ptr = &owner.cache;
+  return tl_cache_ptr;
+}
 
 inline size_t size_class(size_t bytes) { return (bytes + kGranule - 1) / kGranule - 1; }
 }  // namespace
 
 void* allocate(size_t bytes) {
   size_t c = size_class(bytes);
-  if (c < kClasses && tl_cache.alive) {
-    ThreadCache& cache = tl_cache;
+  ThreadCache* tc = c < kClasses ? thread_cache() : nullptr;
+  if (tc) {
+    ThreadCache& cache = *tc;
     if (FreeBlock* b = cache.head[c]) {
       cache.head[c] = b->next;
       --cache.count[c];
@@ -59,8 +73,9 @@ void* allocate(size_t bytes) {
 
 void deallocate(void* p, size_t bytes) noexcept {
   size_t c = size_class(bytes);
-  if (c < kClasses && tl_cache.alive) {
-    ThreadCache& cache = tl_cache;
+  ThreadCache* tc = c < kClasses ? thread_cache() : nullptr;
+  if (tc) {
+    ThreadCache& cache = *tc;
     if (cache.count[c] < kMaxCachedPerClass) {
       auto* b = static_cast<FreeBlock*>(p);
       b->next = cache.head[c];
