@@ -505,7 +505,7 @@ WORKLOADS = [
              numpy=_numpy_gemm, rtol=1e-4, atol=1e-4),
     Workload("elementwise-large", "elementwise-large", "GB/s",
              "tanh(a * b + c) forward + backward; GB/s counts the 11 arrays of float32 the work must touch",
-             _build_elementwise, _sizes({"n": 100_000}, {"n": 10_000_000}, {"n": 50_000_000}, check={"n": 1000}),
+             _build_elementwise, _sizes({"n": 100_000}, {"n": 10_000_000}, {"n": 30_000_000}, check={"n": 1000}),
              numpy=_numpy_elementwise),
     Workload("deep-chain", "deep-chain", "s",
              "a chain of sequential ops on a 1-element tensor, backward, and freeing the graph",
