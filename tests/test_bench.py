@@ -33,10 +33,12 @@ def test_quick_run_writes_json(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("name", [w.name for w in workloads.WORKLOADS])
-def test_every_workload_agrees_on_both_engines(name):
+def test_every_workload_agrees_on_both_engines(name, monkeypatch):
     """The check phase alone, at the check size: both engines (and numpy's version) give the same numbers."""
     import dyngrad
     import dyngrad.reference
+    # the fallback used where scikit-learn is absent (and importing scikit-learn takes seconds)
+    monkeypatch.setattr(workloads, "_digits", workloads._synthetic_digits)
     (workload,) = [w for w in workloads.WORKLOADS if w.name == name]
     checked = runner.check(workload, {"dyngrad": dyngrad, "reference": dyngrad.reference}, progress_bar(0, False))
     for engine, outcome in checked.items():
@@ -72,6 +74,7 @@ def test_an_engine_error_is_reported_not_raised(tmp_path):
 
 
 def test_selection_and_engine_names():
+    assert runner._split(7, 3) == [3, 2, 2] and runner._split(1, 3) == [1, 0, 0]
     assert [w.name for w in workloads.select(["mlp-train"])] == ["mlp-train-32", "mlp-train-256"]
     assert len(workloads.select(None)) == len(workloads.WORKLOADS)
     with pytest.raises(ValueError, match="unknown workload nope"):

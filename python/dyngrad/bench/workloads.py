@@ -215,14 +215,18 @@ def _digits():
     """scikit-learn's bundled 8x8 digits (1797 images), or seeded synthetic data of the same shape without it."""
     try:
         from sklearn.datasets import load_digits
-        d = load_digits()
-        return (d.data / 16.0).astype(np.float32), d.target.astype(np.int64), "sklearn digits"
     except ImportError:
-        rng = _rng(3)
-        prototypes = rng.uniform(0, 1, (10, 64))
-        y = rng.integers(0, 10, 1797)
-        x = np.clip(prototypes[y] + rng.normal(0, 0.3, (1797, 64)), 0, 1)
-        return x.astype(np.float32), y.astype(np.int64), "synthetic (scikit-learn not installed)"
+        return _synthetic_digits()
+    d = load_digits()
+    return (d.data / 16.0).astype(np.float32), d.target.astype(np.int64), "sklearn digits"
+
+
+def _synthetic_digits():
+    rng = _rng(3)
+    prototypes = rng.uniform(0, 1, (10, 64))
+    y = rng.integers(0, 10, 1797)
+    x = np.clip(prototypes[y] + rng.normal(0, 0.3, (1797, 64)), 0, 1)
+    return x.astype(np.float32), y.astype(np.int64), "synthetic (scikit-learn is not installed)"
 
 
 def _build_mlp(dg, size):
