@@ -83,13 +83,14 @@ ERRORS = [
     # ---- the shared messages of docs/design.md ----
     ("backward_twice", backward_twice, RuntimeError,
      r"^backward\(\) reached ExpBackward, whose saved tensors were already freed by an earlier backward\(\)\. "
-     r"Pass retain_graph=True to the first backward\(\) if you need to backpropagate through this graph twice\.$"),
+     r"Pass retain_graph=True to the first backward\(\) if you need to backpropagate through this graph twice\."
+     r" \(ExpBackward was created at .*test_errors\.py:\d+\)$"),   # the call site (issue 5)
     ("custom_backward_twice", custom_backward_twice, RuntimeError,
      r"^backward\(\) reached SquareBackward, whose saved tensors were already freed .*retain_graph=True"),
     ("saved_modified", saved_modified, RuntimeError,
      r"^a tensor of shape \(2,\) saved by ExpBackward for the backward pass was modified in place: it is at "
      r"version 1, but version 0 was saved\. Use an out-of-place op \(x = x \+ 1\) instead of an in-place one "
-     r"\(x \+= 1\), or clone\(\) before modifying\.$"),
+     r"\(x \+= 1\), or clone\(\) before modifying\. \(ExpBackward was created at .*test_errors\.py:\d+\)$"),
     ("nonscalar_backward", lambda dg: (leaf(dg, [1.0, 2.0, 3.0]) * 2).backward(), RuntimeError,
      r"^backward\(\) without a gradient argument needs a scalar output, but this output has shape \(3,\)\. "
      r"Call \.sum\(\) first or pass gradient=\.\.\.$"),

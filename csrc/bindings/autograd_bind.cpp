@@ -37,7 +37,7 @@ struct PyFunctionNode final : Node {
   uint32_t num_outputs() const override { return (uint32_t)output_meta.size(); }
 
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
-    if (released) throw RuntimeError(err_backward_twice(name_));
+    if (released) throw RuntimeError(err_backward_twice(name_) + created_at(*this));
     py::tuple args(grads.size() + 1);
     args[0] = ctx;
     for (size_t i = 0; i < grads.size(); ++i) {  // missing gradients are materialised as zeros (torch's default)
@@ -130,11 +130,48 @@ void bind_autograd(py::module_& m) {
         }
         return out;
       })
+      .def_property_readonly("input_metadata", [](const Node& n) {
+        py::list out;  // (shape, dtype) of each forward input
+        for (auto& meta : n.input_meta) out.append(py::make_tuple(make_size(meta.shape), dtype_object(meta.dtype)));
+        return out;
+      })
+      .def_property_readonly("call_site", [](Node& n) -> py::object {
+        // (file, line, function) of the Python code that created the node (Note [Call sites]), or None
+        if (n.call_site.empty()) return py::none();
+        return py::make_tuple(n.call_site.file(), n.call_site.lineno(), n.call_site.function());
+      })
+      .def_property_readonly("forward_traceback", [](Node& n) -> py::object {
+        // the formatted stack of the forward call, recorded in anomaly mode only (Note [Anomaly mode])
+        if (!n.call_site.traceback) return py::none();
+        return py::str("").attr("join")(py::reinterpret_borrow<py::object>(n.call_site.traceback));
+      })
       .def("register_prehook", [](Node& n, py::function fn) {
         int64_t id = g_next_hook_id++;
         n.pre_hooks.push_back({0, {id, wrap_hook(fn)}});
         return id;
       });
+
+  // ---- debugging switches (debug.h), used by python/dyngrad/autograd/_engine_debug.py ----
+  m.def("_set_record_call_sites", [](bool on) { g_record_call_sites = on; });
+  m.def("_is_recording_call_sites", [] { return g_record_call_sites; });
+  m.def("_set_anomaly_enabled", [](bool on) { g_anomaly_mode = on; });
+  m.def("_is_anomaly_enabled", [] { return g_anomaly_mode; });
+  m.def("_set_call_site_skip_dir", &set_skip_dir);
+  m.def("_set_track_nodes", &set_track_nodes);
+  m.def("_tracked_node_count", &tracked_node_count);
+  m.def("_bridging_nodes", &bridging_nodes);
+  m.def("_set_backward_observer", [](py::object fn) {
+    if (fn.is_none()) {
+      g_backward_observer = nullptr;
+      return;
+    }
+    // At exit the global may outlive the interpreter: then the reference is dropped without a decref.
+    std::shared_ptr<py::object> held(new py::object(fn), [](py::object* p) {
+      if (!Py_IsInitialized()) p->release();
+      delete p;
+    });
+    g_backward_observer = [held] { (*held)(); };
+  });
 
   // ---- grad mode ----
   m.def("is_grad_enabled", &GradMode::is_enabled);
@@ -227,6 +264,7 @@ void bind_autograd(py::module_& m) {
   m.def("_record_function", [](py::object ctx, py::object backward_fn, const std::string& name, py::list args,
                                py::list outputs, py::list non_differentiable) {
     auto node = std::make_shared<PyFunctionNode>();
+    note_node_created(*node);  // Note [Call sites]
     node->ctx = ctx;
     node->backward_fn = backward_fn;
     node->name_ = name;
@@ -249,6 +287,7 @@ void bind_autograd(py::module_& m) {
       if (!skip && is_floating(t->dtype)) set_history(t, node, nr);
       ++nr;
     }
+    return std::shared_ptr<Node>(node);
   });
 }
 

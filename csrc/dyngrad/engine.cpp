@@ -68,6 +68,8 @@ Tensor validate_gradient(Tensor g, const InputMeta& meta, const Node& node, size
 
 std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads,
                                  const std::vector<Tensor>& inputs, const BackwardOptions& options) {
+  note_backward();  // a new step for the graph-growth warning (debug.h)
+
   // 0. where the roots' gradients enter the graph
   std::vector<Edge> root_edges;
   std::vector<Tensor> root_values;
@@ -155,6 +157,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
     bool skip = !options.accumulate && dynamic_cast<AccumulateGrad*>(node) != nullptr;
     std::vector<Tensor> outputs;
     if (any_grad && !skip) outputs = node->apply(grads);
+    if (g_anomaly_mode) check_gradients_finite(*node, outputs);  // Note [Anomaly mode]
     if (!options.retain_graph) node->release_saved();
 
     for (size_t i = 0; i < node->next_edges.size(); ++i) {

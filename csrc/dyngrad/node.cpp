@@ -40,11 +40,12 @@ void SavedTensor::save(const Tensor& t, bool is_output_of_node) {
 
 Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner) const {
   if (!data) {
-    if (was_saved) throw RuntimeError(err_backward_twice(owner->name()));
+    if (was_saved) throw RuntimeError(err_backward_twice(owner->name()) + created_at(*owner));
     return nullptr;
   }
   if (data->version() != saved_version)
-    throw RuntimeError(err_saved_modified(shape_str(data->shape), owner->name(), data->version(), saved_version));
+    throw RuntimeError(err_saved_modified(shape_str(data->shape), owner->name(), data->version(), saved_version) +
+                       created_at(*owner));
   if (is_output && GradMode::is_enabled()) {
     Tensor t = alias(data);
     t->requires_grad = true;
@@ -65,6 +66,7 @@ Node::Node() : sequence_nr(g_next_sequence_nr.fetch_add(1, std::memory_order_rel
 
 Node::~Node() {
   g_live_nodes.fetch_sub(1, std::memory_order_relaxed);
+  if (tracked) note_node_destroyed(*this);
   for (auto& e : next_edges)
     if (e.fn) release_node_iteratively(std::move(e.fn));
 }
@@ -94,7 +96,7 @@ std::string OpNode::name() const { return std::string(op_display_name(kind)) + "
 std::vector<Tensor> OpNode::apply(std::vector<Tensor>& grads) {
   // Only a node that saved tensors needs them back: SumBackward and friends run again, as in torch, so the error
   // names the node whose saved tensors were actually freed.
-  if (released && !saved_tensors().empty()) throw RuntimeError(err_backward_twice(name()));
+  if (released && !saved_tensors().empty()) throw RuntimeError(err_backward_twice(name()) + created_at(*this));
   return run_derivative(*this, grads[0]);
 }
 

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "debug.h"
 #include "tensor.h"
 
 namespace dyngrad {
@@ -63,6 +64,8 @@ struct Node : std::enable_shared_from_this<Node> {
   std::vector<InputMeta> input_meta;  // one per forward input
   uint64_t sequence_nr = 0;
   bool released = false;
+  bool tracked = false;  // in the graph-growth registry (debug.h)
+  CallSite call_site;    // the Python line that created it (Note [Call sites] in debug.h)
   // Tensor hooks of non-leaf outputs and retain_grad(), keyed by output_nr: run on the summed incoming gradient.
   std::vector<std::pair<uint32_t, std::pair<int64_t, GradHook>>> pre_hooks;
   std::vector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>> retained;
@@ -93,7 +96,7 @@ struct OpNode final : Node {
   std::vector<int64_t> ints;
   double scalars[2] = {0, 0};
 
-  explicit OpNode(OpKind k) : kind(k) {}
+  explicit OpNode(OpKind k) : kind(k) { note_node_created(*this); }
   std::string name() const override;
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override;
   void release_saved() override;

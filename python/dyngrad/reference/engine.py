@@ -7,7 +7,7 @@ Two phases, both iterative (no recursion, so a 1,000,000-op chain is fine):
   1. count how many gradients each node will receive (PyTorch's compute_dependencies);
   2. run a node once all its gradients have arrived, popping ready nodes from a stack.
 """
-from . import errors
+from . import debug, errors
 from .grad_mode import _state as _grad_state
 from .node import AccumulateGrad, GraphRoot, gradient_edge
 from .tensor import Tensor
@@ -21,6 +21,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
     `inputs` when it is given). accumulate=False (autograd.grad): nothing is written to .grad; the gradients of
     `inputs` are returned in order.
     """
+    debug.note_backward()       # a new step for the graph-growth warning
     root_edges = []
     for t in roots:
         edge = gradient_edge(t)
@@ -95,6 +96,8 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                 input_grads = (None,) * len(node.next_edges)   # nothing arrived: only release the counts
             else:
                 input_grads = node.apply(grads)
+                if debug.anomaly_mode:
+                    debug.check_gradients_finite(node, input_grads)   # Note [Anomaly mode]
                 if node._post_hooks:
                     for hook in tuple(node._post_hooks):
                         replaced = hook(input_grads, grads)

@@ -4,11 +4,14 @@ A node is the `grad_fn` of the tensors an op produced. Its `next_edges` point, i
 gradient of that input goes: `(node, input_nr)` of the op that produced the input, the input's `AccumulateGrad`
 sink if it is a leaf requiring grad, or None if the input needs no gradient.
 """
+import itertools
 import types
 import weakref
 
-from . import errors
+from . import debug, errors
 from .tensor import Tensor, make_tensor, _HookList
+
+_sequence_nr = itertools.count()   # creation order of nodes, as Node::sequence_nr in C++
 
 
 def gradient_edge(t):
@@ -38,7 +41,7 @@ class Node:
     """Base of every grad_fn. `apply(grads)` maps one gradient per output to one gradient per next edge."""
 
     __slots__ = ("next_edges", "_tensor_pre_hooks", "_retain_grad_refs", "_pre_hooks", "_post_hooks",
-                 "__weakref__")
+                 "sequence_nr", "_call_site", "__weakref__")
     num_outputs = 1
 
     def __init__(self, next_edges=()):
@@ -47,6 +50,8 @@ class Node:
         self._retain_grad_refs = None
         self._pre_hooks = None
         self._post_hooks = None
+        self.sequence_nr = next(_sequence_nr)
+        self._call_site = None
 
     def name(self):
         return type(self).__name__
@@ -61,6 +66,52 @@ class Node:
     @property
     def metadata(self):
         return {}
+
+    # ----- introspection, as the C++ Node binding (csrc/bindings/autograd_bind.cpp) -----------------------
+    @property
+    def released(self):
+        return False
+
+    @property
+    def input_metadata(self):
+        """(shape, dtype) of each forward input; ((), float32) for an absent one, as in C++."""
+        from .dtypes import float32, from_numpy_dtype
+        from .tensor import Size
+        return [(Size(m[0]), from_numpy_dtype(m[1])) if m is not None else (Size(()), float32)
+                for m in getattr(self, "input_meta", ())]
+
+    @property
+    def input_shapes(self):
+        return [shape for shape, _ in self.input_metadata]
+
+    def _saved_list(self):
+        return ()
+
+    def saved_tensors_info(self):
+        """(shape, dtype, bytes) of each tensor this node holds for backward."""
+        from .dtypes import from_numpy_dtype
+        from .tensor import Size
+        out = []
+        for s in self._saved_list():
+            if s is None:
+                continue
+            arr = s.tensor._data if s.tensor is not None else s.data
+            out.append((Size(arr.shape), from_numpy_dtype(arr.dtype), int(arr.size * arr.itemsize)))
+        return out
+
+    @property
+    def call_site(self):
+        """(file, line, function) of the Python code that created the node, or None (Note [Call sites])."""
+        site = self._call_site
+        if site is None or site.code is None:
+            return None
+        return (site.file(), site.lineno(), site.function())
+
+    @property
+    def forward_traceback(self):
+        """The formatted stack of the forward call, recorded in anomaly mode only."""
+        site = self._call_site
+        return site.traceback if site is not None else None
 
     def apply(self, grads):
         raise NotImplementedError
@@ -124,7 +175,7 @@ class SavedTensor:
         if now != self.version:
             shape = self.tensor.shape if self.tensor is not None else self.data.shape
             raise RuntimeError(errors.ERR_SAVED_MODIFIED.format(
-                shape=errors.shape_str(shape), node=node.name(), now=now, saved=self.version))
+                shape=errors.shape_str(shape), node=node.name(), now=now, saved=self.version) + debug.created_at(node))
         if self.tensor is not None:
             return self.tensor
         out = make_tensor(self.data, self.storage)
@@ -161,9 +212,17 @@ class OpNode(Node):
         self.saved = None
         self.args = None
         self.released = False
+        self.sequence_nr = next(_sequence_nr)
+        if debug.any_on():
+            debug.note_node_created(self)
+        else:
+            self._call_site = None
 
     def name(self):
         return camel_case(self.op) + "Backward"
+
+    def _saved_list(self):
+        return tuple(self.saved.values()) if self.saved is not None else ()
 
     def save(self, name, t, is_output=False):
         if self.saved is None:
@@ -177,7 +236,7 @@ class OpNode(Node):
 
     def unpack(self):
         if self.released:
-            raise RuntimeError(errors.ERR_BACKWARD_TWICE.format(node=self.name()))
+            raise RuntimeError(errors.ERR_BACKWARD_TWICE.format(node=self.name()) + debug.created_at(self))
         s = types.SimpleNamespace(**(self.args or {}))
         if self.saved is not None:
             for key, saved in self.saved.items():
@@ -225,6 +284,11 @@ class AccumulateGrad(Node):
     def __init__(self, variable):
         super().__init__(())
         self.variable = variable
+
+    @property
+    def input_metadata(self):
+        from .tensor import Size
+        return [(Size(self.variable.shape), self.variable.dtype)]
 
     def tensor_pre_hooks(self, output_nr):
         if self.variable._hooks is None:

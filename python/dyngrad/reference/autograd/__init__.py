@@ -87,6 +87,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
 from . import gradcheck as _gradcheck_module  # noqa: E402
 from .gradcheck import gradcheck, gradgradcheck  # noqa: E402
+from .anomaly import detect_anomaly, set_detect_anomaly, is_anomaly_enabled, set_record_call_sites, is_recording_call_sites  # noqa: E402,F401,E501
+from .graph import graph_stats, set_graph_growth_warning, GraphGrowthWarning  # noqa: E402,F401
 
 __all__ = ["grad", "backward", "Function", "FunctionCtx", "once_differentiable", "no_grad", "enable_grad",
            "set_grad_enabled", "is_grad_enabled", "gradcheck", "gradgradcheck"]

@@ -2,7 +2,7 @@
 csrc/dyngrad/node.h, which calls back into Python in the C++ engine."""
 import weakref
 
-from .. import errors
+from .. import debug, errors
 from ..grad_mode import is_grad_enabled, no_grad
 from ..node import Node, SavedTensor, gradient_edge, fit_gradient
 from ..tensor import Tensor, make_tensor
@@ -33,7 +33,8 @@ class FunctionCtx:
     def saved_tensors(self):
         node = self._node() if self._node is not None else None
         if self._released:
-            raise RuntimeError(errors.ERR_BACKWARD_TWICE.format(node=node.name() if node else "a custom Function"))
+            raise RuntimeError(errors.ERR_BACKWARD_TWICE.format(node=node.name() if node else "a custom Function")
+                               + (debug.created_at(node) if node else ""))
         if self._saved is None:
             return tuple(self._to_save or ())
         return tuple(s.unpack(node) if s is not None else None for s in self._saved)
@@ -60,9 +61,24 @@ class FunctionNode(Node):
         self.input_meta = tuple((a._data.shape, a._data.dtype) if isinstance(a, Tensor) else None for a in args)
         self.output_meta = ()
         self.num_outputs = 1
+        if debug.any_on():
+            debug.note_node_created(self)
 
     def name(self):
         return self.fn_cls.__name__ + "Backward"
+
+    @property
+    def released(self):
+        return self.ctx._released
+
+    @property
+    def input_metadata(self):
+        from ..dtypes import from_numpy_dtype
+        from ..tensor import Size
+        return [(Size(m[0]), from_numpy_dtype(m[1])) for m in self.input_meta if m is not None]
+
+    def _saved_list(self):
+        return tuple(self.ctx._saved or ())
 
     def release_saved(self):
         if self.ctx._saved is not None or self.ctx._to_save:
