@@ -6,7 +6,7 @@ import threading
 import numpy as np
 import pytest
 
-from helpers import assert_close, dtype_name
+from helpers import dtype_name
 
 
 def leaf(dg, values, dtype="float64"):
@@ -607,6 +607,7 @@ REPRS = [
     (lambda dg: dg.tensor([1.5, 2.0], dtype=dg.float64), "tensor([1.5000, 2.0000], dtype=dyngrad.float64)"),
     (lambda dg: dg.tensor([1, 2]), "tensor([1, 2])"),
     (lambda dg: dg.tensor([True, False]), "tensor([ True, False])"),
+    (lambda dg: dg.tensor([True, True]), "tensor([True, True])"),
     (lambda dg: dg.tensor(3.0), "tensor(3.)"),
     (lambda dg: dg.zeros(2, 2), "tensor([[0., 0.],\n        [0., 0.]])"),
 ]
@@ -713,6 +714,7 @@ def test_int_tensors_cannot_require_grad(dg):
 def test_comparisons_have_no_grad(dg):
     x = leaf(dg, [1.0, 2.0])
     assert not (x > 1).requires_grad and not x.eq(x).requires_grad and not x.argmax().requires_grad
+    assert x.sign().requires_grad                  # as torch: sign is recorded, with a zero gradient
 
 
 def test_shape_properties(dg):

@@ -243,7 +243,7 @@ OPS = [
     *unary("relu", lambda a: np.maximum(a, 0), away_from=(0.0,)),
     *unary("erf", _erf),
     Op("abs_operator", lambda m, a: abs(a), np.abs, UNARY[:1], away_from=(0.0,)),
-    Op("sign", lambda m, a: m.sign(a), np.sign, UNARY, grad=False, int_cases=INT_UNARY),
+    Op("sign", lambda m, a: m.sign(a), np.sign, UNARY, away_from=(0.0,), int_cases=INT_UNARY),  # zero gradient
     Op("leaky_relu", lambda m, a: F(m).leaky_relu(a, 0.2), lambda a: np.where(a > 0, a, 0.2 * a), UNARY,
        away_from=(0.0,)),
     Op("leaky_relu_default", lambda m, a: F(m).leaky_relu(a), lambda a: np.where(a > 0, a, 0.01 * a), UNARY[:1],
@@ -406,7 +406,8 @@ OPS = [
        [[(3, 4), (4,)]]),
 
     # ---- comparisons (bool results, no gradient) ----
-    *[Op(name, fn, np_fn, [[(3, 4), (3, 4)], [(3, 4), (4,)], [Float((3, 4), -2, 2, step=1.0), Float((4,), -2, 2, step=1.0)]],
+    *[Op(name, fn, np_fn, [[(3, 4), (3, 4)], [(3, 4), (4,)],
+                           [Float((3, 4), -2, 2, step=1.0), Float((4,), -2, 2, step=1.0)]],   # with ties
          grad=False, int_cases=INT_BINARY + [[Mask((3, 4)), Mask((3, 4))]])
       for name, fn, np_fn in [
           ("eq", lambda m, a, b: m.eq(a, b), np.equal), ("ne", lambda m, a, b: a.ne(b), np.not_equal),
@@ -559,7 +560,7 @@ EXACT = [
     ("argmax_ties_first", lambda m, x: x.argmax(1).double(), [[[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]]], [1.0, 0.0], None),
     ("max_dim_ties_indices", lambda m, x: x.max(1).indices.double(), [[[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]]],
      [1.0, 0.0], None),
-    ("sign_at_0", lambda m, x: x.sign(), [[-2.0, 0.0, 3.0]], [-1.0, 0.0, 1.0], None),
+    ("sign_at_0", lambda m, x: x.sign(), [[-2.0, 0.0, 3.0]], [-1.0, 0.0, 1.0], [[0.0, 0.0, 0.0]]),
     ("sqrt_at_0", lambda m, x: x.sqrt(), [[0.0, 4.0]], [0.0, 2.0], [[math.inf, 0.25]]),
     ("max_pool_ties", lambda m, x: F(m).max_pool2d(x, 2), [np.ones((1, 1, 2, 2))], [[[[1.0]]]],
      [[[[[1.0, 0.0], [0.0, 0.0]]]]]),

@@ -160,6 +160,9 @@ static Grads relu_backward(const Tensor& grad, OpNode& n) {
   return {mul(grad, unary_kernel(UnaryKind::ReluMask, out, grad->dtype))};
 }
 
+// out = sign(a)  ->  da = 0 (piecewise constant)
+static Grads sign_backward(const Tensor& grad, OpNode&) { return {mul(grad, num(0, grad))}; }
+
 // out = a > 0 ? a : slope * a  ->  da = grad * (a > 0 ? 1 : slope)
 static Grads leaky_relu_backward(const Tensor& grad, OpNode& n) {
   Tensor a = n.get(0);

@@ -45,7 +45,7 @@ Tensor leaky_relu(const Tensor& a, double negative_slope);
 Tensor gelu(const Tensor& a);
 Tensor softplus(const Tensor& a, double beta, double threshold);
 Tensor erf(const Tensor& a);
-Tensor sign(const Tensor& a);  // no grad
+Tensor sign(const Tensor& a);  // zero gradient
 
 // ---- comparisons and logic (no grad; bool results) ----
 enum class CompareOp { Eq, Ne, Lt, Le, Gt, Ge };

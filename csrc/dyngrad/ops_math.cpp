@@ -210,7 +210,12 @@ Tensor relu(const Tensor& a) {
   return out;
 }
 
-Tensor sign(const Tensor& a) { return unary_kernel(UnaryKind::Sign, a, a->dtype); }
+// recorded (with a zero gradient) so that, as in torch, sign of a tensor requiring grad also requires grad
+Tensor sign(const Tensor& a) {
+  Tensor out = unary_kernel(UnaryKind::Sign, a, a->dtype);
+  if (any_requires_grad({&a})) record(OpKind::sign, out, {&a});
+  return out;
+}
 
 // ---------------- comparisons and logic (no grad) ----------------
 

@@ -46,7 +46,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t reducti
            dtype_name(target->dtype), ".");
   const bool batched = logits->ndim() == 2;
   const int64_t N = batched ? logits->shape[0] : 1, C = logits->shape[batched ? 1 : 0];
-  DG_CHECK(target->ndim() == (batched ? 1 : 0) && (!batched || target->shape[0] == N), RuntimeError,
+  DG_CHECK(target->ndim() == (batched ? 1 : 0) && (!batched || target->shape[0] == N), ValueError,  // as torch
            "cross_entropy: target of shape ", shape_str(target->shape), " does not match logits of shape ",
            shape_str(logits->shape), " (expected ", batched ? shape_str(Shape{N}) : std::string("()"), ").");
   DG_CHECK(reduction >= 0 && reduction <= 2, ValueError, "cross_entropy: unknown reduction.");
