@@ -28,15 +28,35 @@ MatrixView blas_view(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
   return {};
 }
 
+// Small products without BLAS (its call overhead dominates below ~32k multiply-adds). The loop order follows
+// the memory layout so the inner loop runs over contiguous memory and vectorises.
 template <typename T>
-void naive_gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs,
+void small_gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs,
                 int64_t bcs, T* c) {
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < m; ++j) {
-      T acc = 0;
-      for (int64_t p = 0; p < k; ++p) acc += a[i * ars + p * acs] * b[p * brs + j * bcs];
-      c[i * m + j] = acc;
+  if (bcs == 1 || brs != 1) {
+    // c[i, :] += a[i, p] * b[p, :]   (rows of b contiguous)
+    for (int64_t i = 0; i < n; ++i) {
+      T* ci = c + i * m;
+      for (int64_t j = 0; j < m; ++j) ci[j] = T(0);
+      for (int64_t p = 0; p < k; ++p) {
+        const T aip = a[i * ars + p * acs];
+        const T* bp = b + p * brs;
+        if (bcs == 1)
+          for (int64_t j = 0; j < m; ++j) ci[j] += aip * bp[j];
+        else
+          for (int64_t j = 0; j < m; ++j) ci[j] += aip * bp[j * bcs];
+      }
     }
+  } else {
+    // b is column-major (a transposed view): c[i, j] = dot(a[i, :], b[:, j]) over contiguous columns
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j) {
+        const T* bj = b + j * bcs;
+        T acc = 0;
+        for (int64_t p = 0; p < k; ++p) acc += a[i * ars + p * acs] * bj[p];
+        c[i * m + j] = acc;
+      }
+  }
 }
 
 template <typename T>
@@ -49,7 +69,7 @@ void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs,
   }
   if constexpr (std::is_floating_point_v<T>) {
     // Tiny products: the BLAS call overhead (and its threads) cost more than the arithmetic.
-    bool tiny = n * m * k <= 4096;
+    bool tiny = n * m * k <= 32768;
     MatrixView va = blas_view(n, k, ars, acs), vb = blas_view(k, m, brs, bcs);
     bool fits = va.ok && vb.ok && n < INT32_MAX && m < INT32_MAX && k < INT32_MAX && va.ld < INT32_MAX &&
                 vb.ld < INT32_MAX;
@@ -69,7 +89,7 @@ void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs,
       }
     }
   }
-  naive_gemm(n, m, k, a, ars, acs, b, brs, bcs, c);
+  small_gemm(n, m, k, a, ars, acs, b, brs, bcs, c);
 }
 }  // namespace
 
