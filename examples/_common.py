@@ -88,3 +88,39 @@ def save_plot(args, filename, draw):
     fig.savefig(path, dpi=100)
     plt.close(fig)
     print(f"plot saved to {path}")
+
+
+def show_graphs(args, name, outputs, labels, params=None):
+    """Print the structure of the graphs that two inputs built and their diff. Unless --smoke, also write each
+    graph and the diff as DOT (and SVG when Graphviz is installed) and into a TensorBoard log (when tensorboardX
+    is installed), all under --plot-dir."""
+    dg = args.dg
+    recorder = dg.viz.GraphRecorder(params=params)
+    signatures = [recorder.record(y) for y in outputs]
+    for label, sig in zip(labels, signatures):
+        print(f"  graph for {label}: {sig!r}")
+    difference = dg.viz.diff(signatures[0], signatures[1])
+    print("  " + str(difference).replace("\n", "\n  "))
+    if args.smoke:
+        return
+    sources = [dg.viz.to_dot(y, params=params) for y in outputs] + [difference.to_dot()]
+    for suffix, source in zip(("input0", "input1", "diff"), sources):
+        path = os.path.join(args.plot_dir, f"{name}_{suffix}.dot")
+        with open(path, "w") as f:
+            f.write(source)
+        try:
+            dg.viz.render(source, path=path[:-4] + ".svg")
+            print(f"graph saved to {path} and {path[:-4]}.svg")
+        except RuntimeError as e:
+            print(f"graph saved to {path} (no SVG: {e})")
+    try:
+        from tensorboardX import SummaryWriter
+    except ImportError:
+        print("(tensorboardX is not installed: no TensorBoard log)")
+        return
+    writer = SummaryWriter(os.path.join(args.plot_dir, "runs", name))
+    for step, y in enumerate(outputs):
+        dg.viz.add_graph(writer, y, params=params, step=step)
+        writer.add_scalar("output", y.item(), step)
+    writer.close()
+    print(f"TensorBoard log in {writer.logdir}: tensorboard --logdir {os.path.join(args.plot_dir, 'runs')}")

@@ -5,11 +5,12 @@
 f(x) = sum(x * x) * w        if sum(x) > 0
        sum(sin(x) * w)       otherwise
 Each call records only the branch that ran, so backward() differentiates exactly that branch. For two inputs,
-one per branch, this prints the recorded graph's nodes and checks the gradients against finite differences.
+one per branch, this prints the recorded graph's nodes and checks the gradients against finite differences,
+then shows the two graphs and their diff (written as DOT/SVG and a TensorBoard log under --plot-dir).
 """
 import numpy as np
 
-from _common import parse_args, check_close, finite_difference
+from _common import parse_args, check_close, finite_difference, show_graphs
 
 
 def f(dg, x, w):
@@ -34,6 +35,7 @@ def main():
     args = parse_args(__doc__.splitlines()[0])
     dg = args.dg
     w0 = 1.5
+    outputs, labels = [], []
     for x0 in ([0.5, -0.2, 1.0], [-0.5, -0.3, 0.4]):
         x = dg.tensor(x0, dtype=dg.float64, requires_grad=True)
         w = dg.tensor(w0, dtype=dg.float64, requires_grad=True)
@@ -52,6 +54,9 @@ def main():
         check_close("dy/dw", [w.grad.item()], finite_difference(y_of_w, [w0]))
         expected = 2 * np.array(x0) * w0 if branch == "x*x branch" else np.cos(x0) * w0
         assert np.allclose(x.grad.tolist(), expected)
+        outputs.append(y)
+        labels.append(f"x = {x0}")
+    show_graphs(args, "conditional_graph", outputs, labels)
 
 
 if __name__ == "__main__":

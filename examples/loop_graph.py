@@ -5,9 +5,10 @@
 Starting from x, repeat  x <- x - lr * (x^3 - a)  (an iteration towards the cube root of a) until the update is
 smaller than tol, and return the final x. The number of iterations, and so the depth of the recorded graph,
 depends on a and x0; backward() goes through every iteration that ran. The gradients d x_final / d a and
-d x_final / d lr are checked against finite differences (with the same iteration count).
+d x_final / d lr are checked against finite differences (with the same iteration count). The graphs of the first
+two inputs and their diff are shown (and written as DOT/SVG and a TensorBoard log under --plot-dir).
 """
-from _common import parse_args, check_close, finite_difference
+from _common import parse_args, check_close, finite_difference, show_graphs
 
 
 def iterate(dg, a, lr, x0=1.0, tol=1e-3, max_steps=500, steps=None):
@@ -26,6 +27,7 @@ def main():
     args = parse_args(__doc__.splitlines()[0])
     dg = args.dg
     lr0 = 0.05
+    outputs, labels = [], []
     for a0 in (2.0, 8.0, 0.5):
         a = dg.tensor(a0, dtype=dg.float64, requires_grad=True)
         lr = dg.tensor(lr0, dtype=dg.float64, requires_grad=True)
@@ -42,6 +44,9 @@ def main():
 
         check_close("dx/da", [a.grad.item()], finite_difference(x_of_a, [a0]))
         check_close("dx/dlr", [lr.grad.item()], finite_difference(x_of_lr, [lr0]))
+        outputs.append(x)
+        labels.append(f"a = {a0} ({n} iterations)")
+    show_graphs(args, "loop_graph", outputs[:2], labels[:2])
 
 
 if __name__ == "__main__":

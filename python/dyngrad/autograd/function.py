@@ -14,6 +14,7 @@ class FunctionCtx:
         self._released = False
         self.needs_input_grad = ()
         self._non_differentiable = []
+        self._call_site = None  # (file, line, function) of the node, for the errors below (Note [Call sites])
 
     def save_for_backward(self, *tensors):
         self._saved = [(t, t._version if t is not None else 0) for t in tensors]
@@ -21,14 +22,18 @@ class FunctionCtx:
     @property
     def saved_tensors(self):
         if self._released:
-            raise RuntimeError(ERR_BACKWARD_TWICE.format(node=self._name))
+            raise RuntimeError(ERR_BACKWARD_TWICE.format(node=self._name) + self._created_at())
         out = []
         for t, version in self._saved or []:
             if t is not None and t._version != version:
                 raise RuntimeError(ERR_SAVED_MODIFIED.format(shape=tuple(t.shape), node=self._name,
-                                                             now=t._version, saved=version))
+                                                             now=t._version, saved=version) + self._created_at())
             out.append(t)
         return tuple(out)
+
+    def _created_at(self):
+        site = self._call_site
+        return f" ({self._name} was created at {site[0]}:{site[1]})" if site is not None else ""
 
     def mark_non_differentiable(self, *tensors):
         self._non_differentiable.extend(tensors)
@@ -64,5 +69,6 @@ class Function:
         # an input returned as is becomes a new tensor object, so the input keeps its own history
         outputs = tuple(o.detach() if any(o is a for a in args) else o for o in outputs)
         if _C.is_grad_enabled() and any(ctx.needs_input_grad):
-            _C._record_function(ctx, cls.backward, name, list(args), list(outputs), ctx._non_differentiable)
+            node = _C._record_function(ctx, cls.backward, name, list(args), list(outputs), ctx._non_differentiable)
+            ctx._call_site = node.call_site
         return outputs[0] if single else outputs

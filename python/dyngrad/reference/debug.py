@@ -6,6 +6,7 @@ The switches are module globals, read on every op; dyngrad.reference.autograd se
 import os
 import sys
 import traceback
+import types
 import weakref
 
 import numpy as np
@@ -15,71 +16,93 @@ from .errors import shape_str
 record_call_sites = True     # Note [Call sites]
 anomaly_mode = False         # Note [Anomaly mode]
 track_nodes = False          # the graph-growth registry
+active = True                # any of the three: checked by every new node
 backward_observer = None     # called at the start of every backward() (a "step")
 
 # Frames in files under python/dyngrad/ (this engine, nn, optim, ...) are dyngrad's own and are skipped.
 SKIP_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+ENGINE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _MAX_FRAMES_WALKED = 32
 _internal_file = {}          # co_filename -> inside dyngrad?
+_LAZY_LINES = hasattr(types.CodeType, "co_lines")   # Python >= 3.10: resolve lines only when asked
 
 
-class CallSite:
-    """Where a node was created: the code object and instruction offset, turned into a line when asked."""
-
-    __slots__ = ("code", "lasti", "line", "traceback")
-
-    def __init__(self, code, lasti, line=None, stack=None):
-        self.code = code
-        self.lasti = lasti
-        self.line = line
-        self.traceback = stack
-
-    def file(self):
-        return self.code.co_filename if self.code is not None else ""
-
-    def lineno(self):
-        if self.line is None and self.code is not None:
-            self.line = _line_of(self.code, self.lasti)
-        return self.line if self.line is not None else -1
-
-    def function(self):
-        if self.code is None:
-            return ""
-        return getattr(self.code, "co_qualname", self.code.co_name)
-
-    def describe(self):
-        return f"{self.file()}:{self.lineno()}" if self.code is not None else ""
+def _update_active():
+    global active
+    active = record_call_sites or anomaly_mode or track_nodes
 
 
-def _line_of(code, lasti):
-    for start, end, line in code.co_lines():
-        if start <= lasti < end:
-            return line
-    return None
+def set_record_call_sites(on):
+    global record_call_sites
+    record_call_sites = bool(on)
+    _update_active()
+
+
+def set_anomaly_mode(on):
+    global anomaly_mode
+    anomaly_mode = bool(on)
+    _update_active()
+
+
+# A node's call site is the tuple (code, lasti, line, stack): the code object and instruction offset of the
+# frame (line resolved when asked; eagerly on Python 3.9), and the formatted forward stack in anomaly mode.
+def site_file(site):
+    return site[0].co_filename if site is not None and site[0] is not None else ""
+
+
+def site_lineno(site):
+    if site is None or site[0] is None:
+        return -1
+    if site[2] is not None:
+        return site[2]
+    for start, end, line in site[0].co_lines():
+        if start <= site[1] < end:
+            return line if line is not None else -1
+    return -1
+
+
+def site_function(site):
+    if site is None or site[0] is None:
+        return ""
+    return getattr(site[0], "co_qualname", site[0].co_name)
+
+
+def describe(site):
+    """'path/model.py:42', or '' if nothing was recorded."""
+    return f"{site_file(site)}:{site_lineno(site)}" if site is not None and site[0] is not None else ""
 
 
 def capture(frame):
-    """The CallSite of the first frame outside dyngrad, starting at `frame` (else of `frame` itself)."""
-    code, lasti, line = None, -1, None
+    """The call site of the first frame outside dyngrad, starting at `frame` (else of `frame` itself)."""
+    chosen = None
     if record_call_sites:
         f = frame
+        internal_file = _internal_file
         for _ in range(_MAX_FRAMES_WALKED):
             if f is None:
                 break
             filename = f.f_code.co_filename
-            internal = _internal_file.get(filename)
+            internal = internal_file.get(filename)
             if internal is None:
-                internal = _internal_file[filename] = filename.startswith(SKIP_DIR)
-            if not internal or code is None:      # the first user frame, else the innermost frame
-                code, lasti = f.f_code, f.f_lasti
-                line = None if hasattr(code, "co_lines") else f.f_lineno   # Python 3.9: resolve now
-            if not internal:
-                break
+                internal = internal_file[filename] = filename.startswith(SKIP_DIR)
+            if not internal or chosen is None:    # the first user frame, else the innermost frame
+                chosen = f
+                if not internal:
+                    break
             f = f.f_back
-    stack = "".join(traceback.format_stack(frame)) if anomaly_mode else None
-    if code is None and stack is None:
-        return None
-    return CallSite(code, lasti, line, stack)
+    stack = "".join(traceback.format_stack(_outside_engine(frame))) if anomaly_mode else None
+    if chosen is None:
+        return (None, -1, None, stack) if stack is not None else None
+    return (chosen.f_code, chosen.f_lasti, None if _LAZY_LINES else chosen.f_lineno, stack)
+
+
+def _outside_engine(frame):
+    """The innermost frame outside this engine's own files: the stack then ends where the C++ engine's does
+    (shared Python such as nn layers stays in it)."""
+    f = frame
+    while f is not None and f.f_code.co_filename.startswith(ENGINE_DIR):
+        f = f.f_back
+    return f if f is not None else frame
 
 
 # ----- nodes -----------------------------------------------------------------------------------------------
@@ -88,22 +111,18 @@ _step = 0
 
 
 def note_node_created(node):
-    """Called by every new OpNode / FunctionNode when a switch is on (the caller checks `any_on`)."""
+    """Called by every new OpNode / FunctionNode when `active`."""
     node._call_site = capture(sys._getframe(2)) if (record_call_sites or anomaly_mode) else None
     if track_nodes:
         _registry[node] = _step
 
 
-def any_on():
-    return record_call_sites or anomaly_mode or track_nodes
-
-
 def _traceback_text(node):
     site = node._call_site
-    if site is None or site.traceback is None:
+    if site is None or site[3] is None:
         return ""
     return (f"\nTraceback of the forward call that created {node.name()} (recorded by anomaly mode):\n"
-            f"{site.traceback}")
+            f"{site[3]}")
 
 
 def created_at(node):
@@ -111,7 +130,7 @@ def created_at(node):
     site = getattr(node, "_call_site", None)
     if site is None:
         return ""
-    where = site.describe()
+    where = describe(site)
     out = f" ({node.name()} was created at {where})" if where else ""
     return out + _traceback_text(node)
 
@@ -130,8 +149,7 @@ def check_gradients_finite(node, grads):
         what = ("NaN and Inf" if infs else "NaN") if nans else "Inf"
         msg = (f"anomaly detection: {node.name()} returned a gradient containing {what} for its input {i} "
                f"(shape {shape_str(arr.shape)}: {nans} NaN, {infs} Inf of {arr.size} values).")
-        site = getattr(node, "_call_site", None)
-        where = site.describe() if site is not None else ""
+        where = describe(getattr(node, "_call_site", None))
         if where:
             msg += f" {node.name()} was created at {where}."
         raise RuntimeError(msg + _traceback_text(node))
@@ -151,6 +169,7 @@ def set_track_nodes(on):
     track_nodes = bool(on)
     if not on:
         _registry.clear()
+    _update_active()
 
 
 def tracked_node_count():

@@ -103,15 +103,15 @@ class Node:
     def call_site(self):
         """(file, line, function) of the Python code that created the node, or None (Note [Call sites])."""
         site = self._call_site
-        if site is None or site.code is None:
+        if site is None or site[0] is None:
             return None
-        return (site.file(), site.lineno(), site.function())
+        return (debug.site_file(site), debug.site_lineno(site), debug.site_function(site))
 
     @property
     def forward_traceback(self):
         """The formatted stack of the forward call, recorded in anomaly mode only."""
         site = self._call_site
-        return site.traceback if site is not None else None
+        return site[3] if site is not None else None
 
     def apply(self, grads):
         raise NotImplementedError
@@ -213,7 +213,7 @@ class OpNode(Node):
         self.args = None
         self.released = False
         self.sequence_nr = next(_sequence_nr)
-        if debug.any_on():
+        if debug.active:
             debug.note_node_created(self)
         else:
             self._call_site = None

@@ -61,7 +61,7 @@ class FunctionNode(Node):
         self.input_meta = tuple((a._data.shape, a._data.dtype) if isinstance(a, Tensor) else None for a in args)
         self.output_meta = ()
         self.num_outputs = 1
-        if debug.any_on():
+        if debug.active:
             debug.note_node_created(self)
 
     def name(self):

@@ -1,0 +1,157 @@
+"""TensorBoard export: the graph that this input actually built, written into a tensorboardX SummaryWriter.
+
+    from tensorboardX import SummaryWriter
+    writer = SummaryWriter("runs/exp1")
+    for step, (x, y) in enumerate(data):
+        loss = model(x, y)
+        if step % 100 == 0:
+            dg.viz.add_graph(writer, loss, params=model, step=step)   # the graph of this step's input
+        writer.add_scalar("loss", loss.item(), step)
+
+TensorBoard's Graphs tab shows the latest graph of the run, and each call's graph under its own tag ("graph at
+step 100", ...) in the Tag menu, so the different graphs of a dynamic model can be compared. Nodes carry the op
+name, the output shape and dtype, and the line that created them; leaves are named after the parameters, and
+nodes created in the same Python function are grouped in one box (a name scope).
+
+tensorboardX is an optional dependency (pip install tensorboardX, or pip install 'dyngrad[viz]').
+"""
+import re
+
+from ..autograd.graph import walk
+from .dot import param_names
+
+# TensorFlow's DataType numbers, which TensorBoard shows as the dtype attribute
+_TF_DTYPES = {"float32": 1, "float64": 2, "int64": 9, "bool": 10}
+# The graphs plugin lists a RunMetadata summary with this plugin name as an op graph for its tag
+_RUN_METADATA_WITH_GRAPH = "graph_run_metadata_graph"
+_INSTALL_HINT = "add_graph() needs tensorboardX: pip install tensorboardX (or pip install 'dyngrad[viz]')."
+
+
+def _protos():
+    try:
+        from tensorboardX.proto import (attr_value_pb2, event_pb2, graph_pb2, node_def_pb2, summary_pb2,
+                                        tensor_pb2, tensor_shape_pb2, types_pb2, versions_pb2)
+    except ImportError:
+        raise ImportError(_INSTALL_HINT) from None
+    return (attr_value_pb2, event_pb2, graph_pb2, node_def_pb2, summary_pb2, tensor_pb2, tensor_shape_pb2,
+            types_pb2, versions_pb2)
+
+
+def _clean(name):
+    """A valid TensorFlow node name (letters, digits and . _ - /): "<module>" -> "module"."""
+    name = re.sub(r"[^A-Za-z0-9_.\-/]+", "_", name).strip("_/-.")
+    return name or "node"
+
+
+def graph_def(*roots, params=None):
+    """The GraphDef (tensorboardX proto) of the graph behind `roots`: one NodeDef per node, inputs in data-flow
+    direction, attributes _output_shapes, dtype, call_site (ops) and parameter (leaves)."""
+    attr_value_pb2, _, graph_pb2, node_def_pb2, _, _, tensor_shape_pb2, _, versions_pb2 = _protos()
+    g = walk(*roots)
+    meta = g.output_meta()
+    names = param_names(params)
+
+    def shape_attr(shape):
+        dims = [tensor_shape_pb2.TensorShapeProto.Dim(size=int(s)) for s in shape]
+        return attr_value_pb2.AttrValue(list=attr_value_pb2.AttrValue.ListValue(
+            shape=[tensor_shape_pb2.TensorShapeProto(dim=dims)]))
+
+    def dtype_attr(dtype):
+        return attr_value_pb2.AttrValue(type=_TF_DTYPES.get(str(dtype).replace("dyngrad.", ""), 0))
+
+    node_names, taken = [], set()
+    for i, node in enumerate(g.nodes):
+        if g.is_leaf(i):
+            base = _clean(names[id(node.variable)].replace(".", "/")) if id(node.variable) in names else "leaf"
+        else:
+            site = node.call_site
+            scope = _clean(site[2]) + "/" if site is not None and site[2] else ""
+            base = f"{scope}{node.name()}"
+        name, k = base, 0
+        while name in taken:
+            k += 1
+            name = f"{base}_{k}"
+        taken.add(name)
+        node_names.append(name)
+
+    inputs = [[] for _ in g.nodes]
+    for consumer, input_nr, producer, output_nr in sorted(g.edges, key=lambda e: (e[0], e[1])):
+        inputs[consumer].append(node_names[producer] + (f":{output_nr}" if output_nr else ""))
+
+    gd = graph_pb2.GraphDef(versions=versions_pb2.VersionDef(producer=22))
+    for i, node in enumerate(g.nodes):
+        attr = {}
+        if g.is_leaf(i):
+            variable = node.variable
+            attr["_output_shapes"] = shape_attr(variable.shape)
+            attr["dtype"] = dtype_attr(variable.dtype)
+            if id(variable) in names:
+                attr["parameter"] = attr_value_pb2.AttrValue(s=names[id(variable)].encode())
+            op = "Parameter" if id(variable) in names else "Leaf"
+        else:
+            if meta[i] is not None:
+                attr["_output_shapes"] = shape_attr(meta[i][0])
+                attr["dtype"] = dtype_attr(meta[i][1])
+            site = node.call_site
+            if site is not None:
+                attr["call_site"] = attr_value_pb2.AttrValue(s=f"{site[0]}:{site[1]} ({site[2]})".encode())
+            saved = sum(b for _, _, b in node.saved_tensors_info())
+            if saved:
+                attr["saved_bytes"] = attr_value_pb2.AttrValue(i=saved)
+            op = node.name()
+        gd.node.append(node_def_pb2.NodeDef(name=node_names[i], op=op, input=inputs[i], attr=attr))
+    for k, (tensor, i, output_nr) in enumerate(g.roots):
+        if tensor is None:
+            continue
+        gd.node.append(node_def_pb2.NodeDef(
+            name=f"output_{k}", op="Output", input=[node_names[i] + (f":{output_nr}" if output_nr else "")],
+            attr={"_output_shapes": shape_attr(tensor.shape), "dtype": dtype_attr(tensor.dtype)}))
+    return gd
+
+
+def _length_delimited(field_number, payload):
+    """One protobuf field of wire type 2 (bytes / embedded message)."""
+    def varint(n):
+        out = bytearray()
+        while True:
+            low, n = n & 0x7F, n >> 7
+            out.append(low | (0x80 if n else 0))
+            if not n:
+                return bytes(out)
+    return varint((field_number << 3) | 2) + varint(len(payload)) + payload
+
+
+def run_metadata_bytes(graph_bytes):
+    """A serialized TensorFlow RunMetadata holding the graph as function_graphs[0].pre_optimization_graph
+    (fields 4 and 2): what the graphs plugin draws for a tag. Written by hand: tensorboardX has no RunMetadata."""
+    return _length_delimited(4, _length_delimited(2, graph_bytes))
+
+
+def add_graph(writer, *roots, params=None, step=None, tag=None):
+    """Write the graph behind `roots` (tensors or grad_fn nodes) into `writer` (a tensorboardX SummaryWriter).
+
+    params: a Module, a dict name -> tensor, or (name, tensor) pairs, to name the leaves.
+    step:   the training step, recorded with the events.
+    tag:    the name under which this graph is listed in the Graphs tab's Tag menu (default "graph at step N",
+            or "graph N" for the N-th call without a step).
+    Returns the tag.
+    """
+    (_, event_pb2, _, _, summary_pb2, tensor_pb2, tensor_shape_pb2, types_pb2, _) = _protos()
+    if not hasattr(writer, "_get_file_writer"):
+        raise TypeError(f"add_graph: expected a tensorboardX SummaryWriter, got {type(writer).__name__}.")
+    gd = graph_def(*roots, params=params)
+    graph_bytes = gd.SerializeToString()
+    count = getattr(writer, "_dyngrad_graphs", 0)
+    writer._dyngrad_graphs = count + 1
+    if tag is None:
+        tag = f"graph at step {step}" if step is not None else f"graph {count}"
+    file_writer = writer._get_file_writer()
+    file_writer.add_event(event_pb2.Event(graph_def=graph_bytes), step)      # the run's graph: latest wins
+    tensor = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, string_val=[run_metadata_bytes(graph_bytes)],
+                                    tensor_shape=tensor_shape_pb2.TensorShapeProto())
+    metadata = summary_pb2.SummaryMetadata(plugin_data=summary_pb2.SummaryMetadata.PluginData(
+        plugin_name=_RUN_METADATA_WITH_GRAPH, content=b"1"))
+    value = summary_pb2.Summary.Value(tag=tag, tensor=tensor, metadata=metadata)
+    file_writer.add_event(event_pb2.Event(summary=summary_pb2.Summary(value=[value])), step)
+    writer.flush()
+    return tag
