@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Builds dyngrad._C with AddressSanitizer + UndefinedBehaviorSanitizer (-DDYNGRAD_SANITIZE=ON) into its own build
+# dir, stages a copy of python/dyngrad holding that .so (the dev .so in python/dyngrad is left alone), and runs
+# tests under it with the ASan runtime preloaded (python itself is not instrumented). Every report is written to
+# $build_dir/reports/; the script prints how many there were and fails if any.
+#
+#   bash scripts/sanitize.sh                      # the default subset below
+#   bash scripts/sanitize.sh tests/test_ops.py    # any pytest arguments instead
+#   SANITIZE_BUILD_DIR=build/asan bash scripts/sanitize.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir=${SANITIZE_BUILD_DIR:-build/sanitize}
+
+# (the option adds -g -fno-omit-frame-pointer); -march=native off so the reports do not depend on the machine.
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSKBUILD_PROJECT_NAME=dyngrad \
+  -DDYNGRAD_SANITIZE=ON -DDYNGRAD_NATIVE=OFF \
+  -Dpybind11_DIR="$(python -m pybind11 --cmakedir)" -DPython_EXECUTABLE="$(command -v python)" >/dev/null
+cmake --build "$build_dir"
+
+stage="$build_dir/python"
+rm -rf "$stage" && mkdir -p "$stage"
+cp -r python/dyngrad "$stage/"
+rm -f "$stage"/dyngrad/_C*.so
+cp "$build_dir"/_C*.so "$stage/dyngrad/"
+
+reports="$PWD/$build_dir/reports"
+rm -rf "$reports" && mkdir -p "$reports"
+compiler=$(command -v "${CXX:-c++}")
+asan_runtime=$("$compiler" -print-file-name=libasan.so)
+# detect_leaks=0: CPython's own allocations at exit are not ours. allocator_may_return_null + a 2 GB cap: an
+# allocation too large must become MemoryError (tests/test_hostile.py checks it) instead of an ASan abort.
+export ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=1:max_allocation_size_mb=2048:log_path=$reports/asan"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=0:log_path=$reports/ubsan"
+export LD_PRELOAD="$asan_runtime"
+export DYNGRAD_SANITIZED=1   # tests that need a real address-space limit (RLIMIT_AS) skip themselves under ASan
+
+if [ "$#" -eq 0 ]; then
+  set -- tests/test_ops.py tests/test_engine.py tests/test_properties.py tests/test_hostile.py \
+    tests/test_leaks.py tests/test_threads.py tests/test_numerics.py -k "not reference" -q
+fi
+status=0
+PYTHONPATH="$PWD/$stage" python -m pytest -p no:cacheprovider "$@" || status=$?
+unset LD_PRELOAD
+
+count=$(cat "$reports"/* 2>/dev/null | grep -cE "^(SUMMARY: (Address|UndefinedBehavior)Sanitizer|.*runtime error:)" || true)
+echo "sanitizer reports: $count (in $reports)"
+if [ "$count" -ne 0 ]; then
+  cat "$reports"/* | grep -E "runtime error:|ERROR: AddressSanitizer" | sort | uniq -c | head -40
+  exit 1
+fi
+exit "$status"

@@ -1,0 +1,227 @@
+"""Feeds every public function of an engine hostile arguments; tests/test_hostile.py runs it in a subprocess, so a
+crash kills this process and not pytest.
+
+    python tests/hostile_driver.py --engine dyngrad --start 0 --progress P --report R [--memory-limit-gb 8]
+
+Every call is numbered; before each call its number and a description are written into the progress file P, so
+when the process dies (a segfault, an abort, the per-call watchdog) the parent knows which call did it and
+restarts the driver after it. At the end the report R (JSON) holds: calls tried, how many returned, how many raised
+each exception type, and the "unclear" ones: exceptions that are not one of the types a user is promised
+(TypeError, ValueError, RuntimeError, IndexError, MemoryError, NotImplementedError, OverflowError, OSError,
+ZeroDivisionError) or that have an empty message.
+
+Hostile arguments: non-tensors (None, str, object(), complex, ragged lists, dicts), wrong dtypes (int/bool tensors
+where floats are expected, numpy float16/complex/object/str arrays), negative and huge dims and sizes (up to
+2**64), shapes whose element count overflows 64 bits, out-of-range indices, NaN/Inf scalars and tensors,
+zero-size and 0-d tensors, non-contiguous views, wrong devices ("cuda") and dtype objects. The address space is
+capped (--memory-limit-gb) so that a size that is merely too big for memory must raise MemoryError instead of
+swapping the machine to death.
+"""
+import argparse
+import faulthandler
+import importlib
+import inspect
+import json
+import os
+import resource
+import sys
+import warnings
+
+import numpy as np
+
+CLEAR = (TypeError, ValueError, RuntimeError, IndexError, MemoryError, NotImplementedError, OverflowError,
+         OSError, ZeroDivisionError)
+WATCHDOG_SECONDS = 20
+
+# State-changing functions we call, then undo; and names we never call (they would break the run itself).
+SKIP = {"save", "load", "manual_seed", "set_default_dtype", "seed", "bench"}
+DUNDERS = ["__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+           "__pow__", "__rpow__", "__matmul__", "__rmatmul__", "__neg__", "__abs__", "__getitem__", "__setitem__",
+           "__iadd__", "__isub__", "__imul__", "__itruediv__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__",
+           "__ge__", "__len__", "__bool__", "__float__", "__int__", "__index__", "__repr__", "__array__",
+           "__iter__", "__contains__", "__and__", "__or__", "__xor__", "__invert__", "__mod__", "__floordiv__"]
+
+
+def hostile_values(dg):
+    """(description, factory) pairs; factories make fresh objects, since some calls mutate their arguments."""
+    def t(fn):
+        return fn
+
+    values = [
+        ("None", lambda: None),
+        ("'abc'", lambda: "abc"),
+        ("object()", lambda: object()),
+        ("1.5", lambda: 1.5),
+        ("-1", lambda: -1),
+        ("0", lambda: 0),
+        ("7", lambda: 7),
+        ("True", lambda: True),
+        ("2**31", lambda: 2 ** 31),
+        ("2**63-1", lambda: 2 ** 63 - 1),
+        ("2**64", lambda: 2 ** 64),
+        ("-2**63", lambda: -2 ** 63),
+        ("nan", lambda: float("nan")),
+        ("-inf", lambda: float("-inf")),
+        ("1j", lambda: 1j),
+        ("[1, 'a']", lambda: [1, "a"]),
+        ("[[1, 2], [3]]", lambda: [[1, 2], [3]]),
+        ("{}", lambda: {}),
+        ("()", lambda: ()),
+        ("(-1, 3)", lambda: (-1, 3)),
+        ("(2**32, 2**32)", lambda: (2 ** 32, 2 ** 32)),
+        ("(2**62, 4)", lambda: (2 ** 62, 4)),
+        ("(3, 2**40)", lambda: (3, 2 ** 40)),
+        ("[10**9]", lambda: [10 ** 9]),
+        ("np.float16 (3, 4)", lambda: np.ones((3, 4), np.float16)),
+        ("np.complex (3,)", lambda: np.ones(3, np.complex128)),
+        ("np.object (2,)", lambda: np.array([None, 1], dtype=object)),
+        ("np.str (2,)", lambda: np.array(["x", "y"])),
+        ("np.int64 scalar 2**40", lambda: np.int64(2 ** 40)),
+        ("float32 (3, 4)", t(lambda: dg.ones(3, 4))),
+        ("float64 (4, 3)", t(lambda: dg.ones(4, 3, dtype=dg.float64))),
+        ("int64 (3, 4) 10**12", t(lambda: dg.full((3, 4), 10 ** 12, dtype=dg.int64))),
+        ("int64 [-10**9]", t(lambda: dg.tensor([-10 ** 9]))),
+        ("int64 [0, 5, 2**40]", t(lambda: dg.tensor([0, 5, 2 ** 40]))),
+        ("bool (3, 4)", t(lambda: dg.ones(3, 4, dtype=dg.bool))),
+        ("empty (0,)", t(lambda: dg.zeros(0))),
+        ("empty (0, 3)", t(lambda: dg.zeros(0, 3))),
+        ("0-d 2.0", t(lambda: dg.tensor(2.0))),
+        ("nan (3, 4)", t(lambda: dg.full((3, 4), float("nan")))),
+        ("inf (2,)", t(lambda: dg.tensor([float("inf"), float("-inf")]))),
+        ("transposed (4, 3).T", t(lambda: dg.ones(4, 3).T)),
+        ("expanded (1,)->(3, 4)", t(lambda: dg.ones(1).expand(3, 4))),
+        ("requires_grad (3, 4)", t(lambda: dg.ones(3, 4, requires_grad=True))),
+        ("5-d (1, 2, 1, 2, 1)", t(lambda: dg.ones(1, 2, 1, 2, 1))),
+        ("'cuda'", lambda: "cuda"),
+        ("dg.int64", lambda: dg.int64),
+        ("np.float16", lambda: np.float16),
+        ("lambda", lambda: (lambda *a, **k: None)),
+    ]
+    return values
+
+
+def good_tensor(dg):
+    return dg.ones(3, 4, requires_grad=False) * 0.5
+
+
+def targets(dg):
+    """(name, fn) for every public callable: module functions, nn.functional, autograd, nn/optim classes, and
+    Tensor methods bound to a fresh tensor (a factory, so each call gets its own)."""
+    out = []
+    for name in sorted(dir(dg)):
+        if name.startswith("_") or name in SKIP:
+            continue
+        obj = getattr(dg, name)
+        if callable(obj) and not inspect.ismodule(obj):
+            out.append((f"dg.{name}", lambda obj=obj: obj))
+    F = dg.nn.functional
+    for name in sorted(dir(F)):
+        obj = getattr(F, name)
+        if not name.startswith("_") and inspect.isfunction(obj) or type(obj).__name__ == "builtin_function_or_method":
+            if not name.startswith("_"):
+                out.append((f"F.{name}", lambda obj=obj: obj))
+    for name in ("grad", "backward", "gradcheck", "gradgradcheck", "graph_stats"):
+        if hasattr(dg.autograd, name):
+            out.append((f"autograd.{name}", lambda name=name: getattr(dg.autograd, name)))
+    for pkg, base in ((dg.nn, dg.nn.Module), (dg.optim, dg.optim.Optimizer)):
+        for name in sorted(dir(pkg)):
+            obj = getattr(pkg, name)
+            if inspect.isclass(obj) and issubclass(obj, base) and obj is not base:
+                out.append((f"{pkg.__name__.split('.')[-1]}.{name}", lambda obj=obj: obj))
+    method_names = sorted(n for n in dir(dg.Tensor) if not n.startswith("_") and n not in SKIP) + DUNDERS
+    for name in method_names:
+        out.append((f"Tensor.{name}", lambda name=name: getattr(good_tensor(dg), name)))
+    return out
+
+
+def calls(dg):
+    """Yields (description, thunk) for every call, in a fixed order."""
+    hostile = hostile_values(dg)
+    receivers = [("float32 (3, 4)", lambda: good_tensor(dg))] + [h for h in hostile if h[0] in (
+        "int64 (3, 4) 10**12", "bool (3, 4)", "empty (0, 3)", "0-d 2.0", "nan (3, 4)", "transposed (4, 3).T",
+        "expanded (1,)->(3, 4)", "requires_grad (3, 4)", "5-d (1, 2, 1, 2, 1)")]
+    for name, get in targets(dg):
+        patterns = [((), {})]
+        patterns += [((h,), {}) for h in hostile]
+        patterns += [((("good", lambda: good_tensor(dg)), h), {}) for h in hostile]
+        patterns += [((h, ("good", lambda: good_tensor(dg))), {}) for h in hostile]
+        patterns += [((("good", lambda: good_tensor(dg)),), {"dim": h}) for h in hostile[:24]]
+        patterns += [((("3", lambda: 3), ("4", lambda: 4)), {"dtype": h}) for h in hostile[:24]]
+        for args, kwargs in patterns:
+            desc = f"{name}({', '.join(d for d, _ in args)}" \
+                   f"{''.join(f', {k}={d}' for k, (d, _) in kwargs.items())})"
+
+            def thunk(get=get, args=args, kwargs=kwargs):
+                return get()(*[f() for _, f in args], **{k: f() for k, (_, f) in kwargs.items()})
+            yield desc, thunk
+        if name.startswith("Tensor."):
+            method = name.split(".", 1)[1]
+            for rdesc, make in receivers[1:]:
+                for args in [()] + [(h,) for h in hostile[:20]]:
+                    desc = f"({rdesc}).{method}({', '.join(d for d, _ in args)})"
+
+                    def thunk(make=make, method=method, args=args):
+                        return getattr(make(), method)(*[f() for _, f in args])
+                    yield desc, thunk
+
+
+def touch(dg, result):
+    """Reads every element of a returned tensor (a tensor over freed or too-small memory shows up here)."""
+    items = result if isinstance(result, (tuple, list)) else [result]
+    for r in items[:8]:
+        if isinstance(r, dg.Tensor) and 0 < r.numel() <= 10 ** 6:
+            np.asarray(r.detach()).sum()
+            repr(r)
+
+
+def reset(dg):
+    dg.autograd.set_grad_enabled(True) if hasattr(dg.autograd, "set_grad_enabled") else None
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--engine", default="dyngrad")
+    parser.add_argument("--start", type=int, default=0)
+    parser.add_argument("--progress", required=True)
+    parser.add_argument("--report", required=True)
+    parser.add_argument("--memory-limit-gb", type=float, default=2)
+    parser.add_argument("--list", action="store_true", help="print the numbered calls and exit")
+    opts = parser.parse_args()
+
+    if not os.environ.get("DYNGRAD_SANITIZED"):  # ASan reserves terabytes of shadow memory; it caps sizes itself
+        limit = int(opts.memory_limit_gb * 2 ** 30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    warnings.simplefilter("ignore")
+    dg = importlib.import_module(opts.engine)
+    faulthandler.enable()
+    progress = os.open(opts.progress, os.O_WRONLY | os.O_CREAT, 0o644)
+    outcomes, unclear, tried = {}, [], 0
+    for index, (desc, thunk) in enumerate(calls(dg)):
+        if opts.list:
+            print(index, desc)
+            continue
+        if index < opts.start:
+            continue
+        os.pwrite(progress, f"{index}\t{desc}".encode()[:1000].ljust(1024), 0)
+        faulthandler.dump_traceback_later(WATCHDOG_SECONDS, exit=True)
+        tried += 1
+        try:
+            touch(dg, thunk())
+            kind = "returned"
+        except CLEAR as exc:
+            kind = type(exc).__name__
+            if not str(exc).strip():
+                unclear.append(f"{desc}: {kind} with an empty message")
+        except Exception as exc:  # noqa: BLE001  what we are here to count
+            kind = type(exc).__name__
+            unclear.append(f"{desc}: {kind}: {str(exc)[:200]}")
+        finally:
+            reset(dg)
+        outcomes[kind] = outcomes.get(kind, 0) + 1
+    faulthandler.cancel_dump_traceback_later()
+    with open(opts.report, "w") as f:
+        json.dump({"tried": tried, "outcomes": outcomes, "unclear": unclear}, f)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

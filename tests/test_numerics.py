@@ -1,0 +1,215 @@
+"""Numerical robustness (docs/numerics.md): softmax, log_softmax, cross_entropy, sigmoid, softplus, logsumexp
+(and tanh, gelu) stay finite and accurate for inputs up to |x| = 1e4 in float32, values and gradients; gradients
+at kinks and ties (relu, abs, sign, leaky_relu, clamp, max/min/amax/amin, maximum/minimum, max_pool2d, where)
+follow torch's conventions exactly. Expected values are float64 numpy formulas (stable ones) and, for kinks, the
+numbers torch gives (written out, so that the tests run without torch; test_torch_agrees re-derives them).
+"""
+import math
+
+import numpy as np
+import pytest
+
+BIG = [-1e4, -5e3, -100.0, -20.0, -1.0, 0.0, 1e-3, 1.0, 20.0, 100.0, 5e3, 1e4]
+
+
+def np_log_softmax(x, axis):
+    m = x.max(axis=axis, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
+
+
+def np_sigmoid(x):
+    return np.where(x >= 0, 1 / (1 + np.exp(-np.abs(x))), np.exp(-np.abs(x)) / (1 + np.exp(-np.abs(x))))
+
+
+def np_softplus(x):
+    return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
+
+
+def rows():
+    """Rows of logits with |x| up to 1e4: huge gaps, huge equal values, mixed signs, one dominant entry."""
+    return np.array([[1e4, -1e4, 0.0, 1e4 - 1.0],
+                     [-1e4, -1e4, -1e4, -1e4 + 2.0],
+                     [5e3, 5e3, 5e3, 5e3],
+                     [1e4, 9999.5, -3.0, 2.0],
+                     [0.1, -0.2, 0.3, 0.0]], dtype=np.float64)
+
+
+def tensor32(dg, a, requires_grad=True):
+    return dg.tensor(np.asarray(a, dtype=np.float32), requires_grad=requires_grad)
+
+
+def as64(t):
+    return np.asarray(t.detach().numpy(), dtype=np.float64)
+
+
+def check(got, want, rtol, atol, what):
+    assert np.isfinite(got).all(), f"{what}: not finite: {got}"
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=what)
+
+
+# float32 of the input, then float64 maths: the float32 result may differ only by float32 rounding
+F32 = dict(rtol=2e-6, atol=1e-6)
+
+
+def test_softmax_large_inputs(dg):
+    x = rows()
+    t = tensor32(dg, x)
+    p = dg.softmax(t, 1)
+    want = np.exp(np_log_softmax(x.astype(np.float32).astype(np.float64), 1))
+    check(as64(p), want, what="softmax", **F32)
+    w = np.arange(20, dtype=np.float64).reshape(5, 4) / 7
+    (p * tensor32(dg, w, False)).sum().backward()
+    wf = w.astype(np.float32)
+    want_grad = want * (wf - (want * wf).sum(1, keepdims=True))
+    check(as64(t.grad), want_grad, rtol=1e-5, atol=1e-5, what="softmax gradient")
+
+
+def test_log_softmax_large_inputs(dg):
+    x = rows().astype(np.float32).astype(np.float64)
+    t = tensor32(dg, x)
+    y = dg.log_softmax(t, 1)
+    want = np_log_softmax(x, 1)
+    # relative to the magnitude of the row: -2e4 is accurate to float32's 1e-3 absolute there
+    check(as64(y), want, rtol=1e-6, atol=1e-5, what="log_softmax")
+    y.sum().backward()
+    want_grad = 1 - 4 * np.exp(want)
+    check(as64(t.grad), want_grad, rtol=1e-5, atol=1e-5, what="log_softmax gradient")
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_large_logits(dg, reduction):
+    x = rows().astype(np.float32).astype(np.float64)
+    target = np.array([1, 3, 0, 2, 0])
+    t = tensor32(dg, x)
+    loss = dg.cross_entropy(t, dg.tensor(target), reduction=reduction)
+    logp = np_log_softmax(x, 1)
+    per = -logp[np.arange(5), target]
+    want = {"mean": per.mean(), "sum": per.sum(), "none": per}[reduction]
+    check(as64(loss), want, rtol=1e-6, atol=1e-4, what=f"cross_entropy {reduction}")
+    loss.sum().backward()
+    onehot = np.eye(4)[target]
+    scale = 1 / 5 if reduction == "mean" else 1.0
+    check(as64(t.grad), (np.exp(logp) - onehot) * scale, rtol=1e-5, atol=1e-6, what="cross_entropy gradient")
+
+
+def test_sigmoid_large_and_accurate(dg):
+    x = np.array(BIG + list(np.linspace(-80, 80, 321)), dtype=np.float32).astype(np.float64)
+    t = tensor32(dg, x)
+    y = dg.sigmoid(t)
+    want = np_sigmoid(x)
+    got = as64(y)
+    assert np.isfinite(got).all()
+    # relative accuracy where float32 can represent the value normally, absolute below that
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-37)
+    y.sum().backward()
+    check(as64(t.grad), want * (1 - want), rtol=1e-5, atol=1e-37, what="sigmoid gradient")
+    assert as64(y)[0] == 0.0 and as64(y)[len(BIG) - 1] == 1.0
+
+
+def test_softplus_large_and_accurate(dg):
+    x = np.array(BIG + list(np.linspace(-30, 30, 121)), dtype=np.float32).astype(np.float64)
+    t = tensor32(dg, x)
+    y = dg.softplus(t)
+    want = np_softplus(x)
+    np.testing.assert_allclose(as64(y), want, rtol=2e-6, atol=1e-37)
+    y.sum().backward()
+    # torch's rule: above the threshold (20) softplus is x, its gradient exactly 1
+    want_grad = np.where(x > 20, 1.0, np_sigmoid(x))
+    check(as64(t.grad), want_grad, rtol=1e-5, atol=1e-37, what="softplus gradient")
+
+
+def test_logsumexp_large_inputs(dg):
+    x = rows().astype(np.float32).astype(np.float64)
+    t = tensor32(dg, x)
+    y = dg.logsumexp(t, 1)
+    m = x.max(1)
+    want = m + np.log(np.exp(x - m[:, None]).sum(1))
+    check(as64(y), want, rtol=1e-7, atol=1e-4, what="logsumexp")
+    assert as64(y)[2] == np.float32(5e3 + math.log(4))
+    y.sum().backward()
+    check(as64(t.grad), np.exp(x - want[:, None]), rtol=1e-5, atol=1e-6, what="logsumexp gradient")
+
+
+def test_logsumexp_infinities(dg):
+    """logsumexp of all -inf is -inf (not NaN); +inf anywhere gives +inf."""
+    t = dg.tensor([[-math.inf, -math.inf], [math.inf, 1.0], [-math.inf, 0.0]])
+    got = as64(dg.logsumexp(t, 1))
+    assert got[0] == -math.inf and got[1] == math.inf and got[2] == 0.0
+
+
+def test_tanh_gelu_exp_large_inputs(dg):
+    x = np.array(BIG, dtype=np.float32).astype(np.float64)
+    t = tensor32(dg, x)
+    (dg.tanh(t) + dg.gelu(t)).sum().backward()
+    assert np.isfinite(as64(t.grad)).all()
+    np.testing.assert_allclose(as64(dg.tanh(t)), np.tanh(x), rtol=1e-6, atol=1e-7)
+    big = tensor32(dg, [1e4, -1e4], False)
+    assert as64(dg.exp(big)).tolist() == [math.inf, 0.0]
+
+
+def test_float64_stays_accurate_far_out(dg):
+    """float64 keeps going: sigmoid(-700) and softplus(-700) are ~1e-304, not 0 or NaN."""
+    t = dg.tensor([-700.0, 700.0], dtype=dg.float64, requires_grad=True)
+    s, sp = dg.sigmoid(t), dg.softplus(t)
+    np.testing.assert_allclose(as64(s), np_sigmoid(np.array([-700.0, 700.0])), rtol=1e-12)
+    np.testing.assert_allclose(as64(sp), np_softplus(np.array([-700.0, 700.0])), rtol=1e-12)
+    (s + sp).sum().backward()
+    assert np.isfinite(as64(t.grad)).all()
+
+
+# ---- kinks and ties: torch's conventions (docs/numerics.md) ----
+
+def grads(dg, fn, *values):
+    leaves = [dg.tensor(np.asarray(v, dtype=np.float64), requires_grad=True) for v in values]
+    fn(dg, *leaves).sum().backward()
+    return [np.zeros(np.shape(v)) if t.grad is None else as64(t.grad) for t, v in zip(leaves, values)]
+
+
+KINKS = [
+    # name, fn, inputs, the gradients torch gives
+    ("relu at 0", lambda m, x: m.relu(x), [[-1.0, 0.0, 1.0]], [[0.0, 0.0, 1.0]]),
+    ("abs at 0", lambda m, x: x.abs(), [[-1.0, 0.0, 1.0]], [[-1.0, 0.0, 1.0]]),
+    ("sign", lambda m, x: m.sign(x), [[-1.0, 0.0, 1.0]], [[0.0, 0.0, 0.0]]),
+    ("leaky_relu at 0", lambda m, x: m.leaky_relu(x, 0.1), [[-1.0, 0.0, 1.0]], [[0.1, 0.1, 1.0]]),
+    ("clamp at both bounds", lambda m, x: x.clamp(-1.0, 1.0), [[-2.0, -1.0, 0.0, 1.0, 2.0]],
+     [[0.0, 1.0, 1.0, 1.0, 0.0]]),
+    ("clamp min at the bound", lambda m, x: x.clamp(min=0.0), [[-1.0, 0.0, 1.0]], [[0.0, 1.0, 1.0]]),
+    ("max() ties share", lambda m, x: x.max(), [[1.0, 3.0, 3.0, 2.0]], [[0.0, 0.5, 0.5, 0.0]]),
+    ("amax ties share", lambda m, x: x.amax(1), [[[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]]],
+     [[[0.0, 0.5, 0.5], [1 / 3, 1 / 3, 1 / 3]]]),
+    ("amin ties share", lambda m, x: m.amin(x, 0), [[1.0, 1.0, 4.0]], [[0.5, 0.5, 0.0]]),
+    ("max(dim) ties: the returned index", lambda m, x: x.max(dim=1)[0], [[[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]]],
+     [[[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]]),
+    ("min(dim) ties: the returned index", lambda m, x: x.min(dim=1)[0], [[[1.0, 1.0, 3.0], [2.0, 2.0, 2.0]]],
+     [[[1.0, 0.0, 0.0], [1.0, 0.0, 0.0]]]),
+    ("maximum ties split", lambda m, a, b: m.maximum(a, b), [[1.0, 2.0, 3.0], [1.0, 1.0, 3.0]],
+     [[0.5, 1.0, 0.5], [0.5, 0.0, 0.5]]),
+    ("minimum ties split", lambda m, a, b: m.minimum(a, b), [[1.0, 2.0, 3.0], [1.0, 1.0, 3.0]],
+     [[0.5, 0.0, 0.5], [0.5, 1.0, 0.5]]),
+    ("max_pool2d ties: the first", lambda m, x: m.max_pool2d(x, 2), [[[[[1.0, 1.0], [1.0, 1.0]]]]],
+     [[[[[1.0, 0.0], [0.0, 0.0]]]]]),
+    ("where at the boundary", lambda m, a, b: m.where(a > 0, a, b), [[0.0, 1.0], [5.0, 5.0]],
+     [[0.0, 1.0], [1.0, 0.0]]),
+    ("x ** 2 at 0", lambda m, x: x ** 2, [[0.0]], [[0.0]]),
+    ("x ** 0 at 0", lambda m, x: x ** 0.0, [[0.0]], [[0.0]]),
+]
+
+
+@pytest.mark.parametrize("name, fn, values, expected", KINKS, ids=[k[0] for k in KINKS])
+def test_kinks_and_ties_follow_torch(dg, name, fn, values, expected):
+    for got, want in zip(grads(dg, fn, *values), expected):
+        np.testing.assert_array_equal(got, np.asarray(want), err_msg=name)
+
+
+@pytest.mark.parametrize("name, fn, values, expected", KINKS, ids=[k[0] for k in KINKS])
+def test_torch_agrees(name, fn, values, expected):
+    """The table above is torch's behaviour (checked whenever torch is installed)."""
+    torch = pytest.importorskip("torch")
+
+    class T:  # torch, with the nn functions at the top level as dyngrad has them
+        def __getattr__(self, attr):
+            return getattr(torch, attr, None) or getattr(torch.nn.functional, attr)
+    leaves = [torch.tensor(v, dtype=torch.float64, requires_grad=True) for v in values]
+    fn(T(), *leaves).sum().backward()
+    for t, want in zip(leaves, expected):
+        np.testing.assert_array_equal(t.grad.numpy(), np.asarray(want), err_msg=name)
