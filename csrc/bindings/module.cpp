@@ -4,6 +4,8 @@
 #include "common.h"
 #include "dyngrad/check.h"
 #include "dyngrad/kernels/kernels.h"
+#include "dyngrad/kernels/thread_pool.h"
+#include "dyngrad/pool.h"
 #include "dyngrad/node.h"
 #include "dyngrad/random.h"
 
@@ -118,10 +120,22 @@ Tensor as_operand_or_throw(py::handle o, const Tensor* like, const char* op) {
   return t;
 }
 
+static int64_t long_to_int64(PyObject* o, const char* op) {
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+  if (overflow)
+    throw RuntimeError(str_cat(op, ": ", py::str(py::repr(o)).cast<std::string>(), " does not fit in int64."));
+  return v;
+}
+
 static int64_t as_int(py::handle o, const char* op) {
-  if (PyLong_Check(o.ptr()) && !PyBool_Check(o.ptr())) return o.cast<int64_t>();
-  if (py::hasattr(o, "__index__") && !PyBool_Check(o.ptr()) && !PyFloat_Check(o.ptr()))
-    return py::reinterpret_steal<py::object>(PyNumber_Index(o.ptr())).cast<int64_t>();
+  if (PyLong_Check(o.ptr()) && !PyBool_Check(o.ptr())) return long_to_int64(o.ptr(), op);
+  if (py::hasattr(o, "__index__") && !PyBool_Check(o.ptr()) && !PyFloat_Check(o.ptr())) {
+    // __index__ may refuse (a numpy array of several elements, a float16 scalar): then it is not an int
+    auto index = py::reinterpret_steal<py::object>(PyNumber_Index(o.ptr()));
+    if (index) return long_to_int64(index.ptr(), op);
+    PyErr_Clear();
+  }
   throw TypeError(str_cat(op, ": expected an int, got ",
                           py::str(py::type::handle_of(o).attr("__name__")).cast<std::string>(), "."));
 }
@@ -173,7 +187,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("_register_helpers", [](py::dict helpers) { g_helpers = new py::dict(helpers); });
   m.def("_set_blas", &set_blas_functions, "hand over cblas_sgemm/cblas_dgemm function pointers");
   m.def("_blas_loaded", &blas_loaded);
+  m.def("get_num_threads", &num_threads, "threads used by large kernels");
+  m.def("set_num_threads", &set_num_threads, py::arg("n"), "threads used by large kernels (1: none)");
+  m.def("_cached_buffer_bytes", &pool::cached_buffer_bytes, "bytes of freed large buffers kept for reuse");
+  m.def("_empty_cache", &pool::empty_buffer_cache, "return the cached large buffers to the system");
   m.def("_live_node_count", &live_node_count, "debug counter: graph nodes alive now");
+  m.def("_live_storage_count", &live_storage_count, "debug counter: tensor storages alive now");
   m.def("op_names", [] {
     std::vector<std::string> names;
     for (int i = 0; i < (int)OpKind::COUNT; ++i) names.push_back(op_name((OpKind)i));

@@ -88,7 +88,8 @@ void deallocate(void* p, size_t bytes) noexcept {
 }
 
 namespace {
-constexpr size_t kLargeBuffer = size_t(1) << 20;
+constexpr size_t kLargeBuffer = size_t(64) << 10;  // from here on, freed buffers are cached for reuse
+constexpr size_t kHugeBuffer = size_t(1) << 20;    // from here on, they are also huge-page backed
 constexpr size_t kHugePage = size_t(2) << 20;
 constexpr size_t kCacheLimit = size_t(1) << 30;  // at most 1 GiB of freed buffers kept for reuse
 
@@ -101,7 +102,10 @@ BufferCache& buffer_cache() {
   static BufferCache* cache = new BufferCache();  // never destroyed: buffers may be freed during interpreter exit
   return *cache;
 }
-inline size_t round_large(size_t bytes) { return (bytes + kHugePage - 1) / kHugePage * kHugePage; }
+inline size_t round_large(size_t bytes) {
+  size_t unit = bytes >= kHugeBuffer ? kHugePage : kLargeBuffer;
+  return (bytes + unit - 1) / unit * unit;
+}
 }  // namespace
 
 void* allocate_buffer(size_t bytes) {
@@ -122,14 +126,15 @@ void* allocate_buffer(size_t bytes) {
       return p;
     }
   }
-  void* p = std::aligned_alloc(kHugePage, size);
+  const size_t align = size >= kHugeBuffer ? kHugePage : 64;
+  void* p = std::aligned_alloc(align, size);
   if (!p) {
     empty_buffer_cache();  // memory is short: give the cached buffers back and try once more
-    p = std::aligned_alloc(kHugePage, size);
+    p = std::aligned_alloc(align, size);
     if (!p) throw std::bad_alloc();
   }
 #ifdef MADV_HUGEPAGE
-  madvise(p, size, MADV_HUGEPAGE);
+  if (size >= kHugeBuffer) madvise(p, size, MADV_HUGEPAGE);
 #endif
   return p;
 }

@@ -16,9 +16,9 @@ namespace pool {
 void* allocate(size_t bytes);
 void deallocate(void* p, size_t bytes) noexcept;
 
-// Tensor data. Small buffers come from malloc. Large ones (>= 1 MiB) are 2 MiB-aligned and marked for huge pages
-// (a fresh 40 MB buffer otherwise costs ten thousand page faults), and freed ones are kept in a capped cache for
-// the next op of the same size: a training step reallocates the same sizes every iteration.
+// Tensor data. Small buffers come from malloc. Buffers from 64 KiB up are kept, when freed, in a capped cache for
+// the next op of the same size (a training step reallocates the same sizes every iteration, and a fresh buffer
+// costs a page fault per 4 KiB); from 1 MiB up they are also 2 MiB-aligned and marked for huge pages.
 void* allocate_buffer(size_t bytes);
 void free_buffer(void* p, size_t bytes) noexcept;
 size_t cached_buffer_bytes();

@@ -18,9 +18,11 @@ def load_blas(core):
     if not candidates:
         return False
     lib = ctypes.CDLL(candidates[0], mode=ctypes.RTLD_LOCAL)
-    prefix = scipy_openblas32.get_symbol_prefix() if hasattr(scipy_openblas32, "get_symbol_prefix") else "scipy_"
+    prefix = "scipy_"  # scipy-openblas32 prefixes every symbol so that it never clashes with numpy's own copy
     sgemm = getattr(lib, prefix + "cblas_sgemm")
     dgemm = getattr(lib, prefix + "cblas_dgemm")
-    core._set_blas(ctypes.cast(sgemm, ctypes.c_void_p).value, ctypes.cast(dgemm, ctypes.c_void_p).value)
+    set_threads = getattr(lib, prefix + "openblas_set_num_threads", None)
+    address = (lambda f: ctypes.cast(f, ctypes.c_void_p).value if f is not None else 0)
+    core._set_blas(address(sgemm), address(dgemm), address(set_threads))
     core._blas_library = lib  # keep the handle alive
     return True

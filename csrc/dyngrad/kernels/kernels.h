@@ -1,5 +1,5 @@
 // kernels.h: raw loops over tensors, no autograd. Ops (ops_*.cpp) check arguments, then call these.
-// Large kernels release the GIL and use both cores (OpenMP) above kParallelGrain elements.
+// Large kernels release the GIL and use every core (thread_pool.h) above kParallelGrain elements.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -8,7 +8,7 @@
 
 namespace dyngrad {
 
-constexpr int64_t kParallelGrain = 32768;  // below this, threading costs more than it saves
+constexpr int64_t kParallelGrain = 65536;  // below this, waking the workers costs more than it saves
 
 enum class UnaryKind {
   Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sin, Cos, Tanh, Sigmoid, Relu, LeakyRelu, Gelu, Softplus, Erf, Sign,
@@ -42,7 +42,8 @@ Tensor softmax_kernel(const Tensor& a, int64_t dim, bool log);
 // Batched matrix product of a (..., n, k) and b (..., k, m) with batch broadcasting (both at least 2-D, same
 // dtype). Uses the loaded BLAS for float32/float64.
 Tensor matmul_kernel(const Tensor& a, const Tensor& b);
-void set_blas_functions(uintptr_t sgemm, uintptr_t dgemm);
+// BLAS entry points (cblas_sgemm, cblas_dgemm, openblas_set_num_threads), loaded by python/dyngrad/_blas.py.
+void set_blas_functions(uintptr_t sgemm, uintptr_t dgemm, uintptr_t set_num_threads);
 bool blas_loaded();
 
 // im2col / col2im for (N, C, H, W) inputs.

@@ -3,34 +3,32 @@
 #pragma once
 #include "gil.h"
 #include "kernels.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "thread_pool.h"
 
 namespace dyngrad {
 
-// body(lo, hi) over [0, n): inline below kParallelGrain (never entering OpenMP, whose fork/join costs more than a
-// small op), else split across the cores with the GIL released.
+// body(lo, hi) over [0, n): inline below `grain` (a small op never touches the pool), else split into one chunk
+// per thread with the GIL released. Each element is computed by exactly one chunk, so results do not depend on
+// the number of threads.
 template <typename F>
 inline void parallel_for(int64_t n, F&& body, int64_t grain = kParallelGrain) {
   if (n < grain) {
     if (n > 0) body(int64_t(0), n);
     return;
   }
+  // a large kernel lets other Python threads run even when it runs on one thread (bench/threads_gil.py)
   GilRelease no_gil(true);
-#ifdef _OPENMP
-#pragma omp parallel
-  {
-    int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    int64_t chunk = (n + nt - 1) / nt;
-    chunk = (chunk + 15) / 16 * 16;  // keep chunk starts aligned for SIMD
+  const int nt = num_threads();
+  if (nt <= 1) {
+    body(int64_t(0), n);
+    return;
+  }
+  int64_t chunk = (n + nt - 1) / nt;
+  chunk = (chunk + 15) / 16 * 16;  // keep chunk starts aligned for SIMD
+  run_parallel(nt, [&](int t) {
     int64_t lo = std::min<int64_t>(n, t * chunk), hi = std::min<int64_t>(n, lo + chunk);
     if (hi > lo) body(lo, hi);
-  }
-#else
-  body(int64_t(0), n);
-#endif
+  });
 }
 
 template <typename F>
@@ -75,32 +73,16 @@ void StridedLoop::run(F&& fn, bool parallel_ok) const {
   };
 
   if (parallel_ok && numel >= kParallelGrain) {
-    GilRelease no_gil(true);
-#ifdef _OPENMP
     if (rows == 1) {  // one long row: split it
-      int nthreads = omp_get_max_threads();
-#pragma omp parallel num_threads(nthreads)
-      {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        int64_t chunk = (inner + nt - 1) / nt;
-        chunk = (chunk + 15) / 16 * 16;
-        int64_t s = std::min<int64_t>(inner, t * chunk), e = std::min<int64_t>(inner, s + chunk);
-        if (e > s) {
-          char* ptrs[kMax];
-          for (int i = 0; i < nops; ++i) ptrs[i] = base[i] + s * inner_strides[i];
-          fn(ptrs, inner_strides, e - s);
-        }
-      }
-      return;
-    }
-#pragma omp parallel
-    {
-      int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      int64_t r0 = rows * t / nt, r1 = rows * (t + 1) / nt;
-      if (r1 > r0) run_rows(r0, r1);
+      parallel_for(inner, [&](int64_t lo, int64_t hi) {
+        char* ptrs[kMax];
+        for (int i = 0; i < nops; ++i) ptrs[i] = base[i] + lo * inner_strides[i];
+        fn(ptrs, inner_strides, hi - lo);
+      });
+    } else {
+      parallel_for(rows, run_rows, 2);
     }
     return;
-#endif
   }
   run_rows(0, rows);
 }

@@ -4,6 +4,7 @@
 
 #include "gil.h"
 #include "kernels.h"
+#include "thread_pool.h"
 
 namespace dyngrad {
 
@@ -13,8 +14,23 @@ enum { CblasRowMajor = 101, CblasNoTrans = 111, CblasTrans = 112 };
 using sgemm_t = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
 using dgemm_t = void (*)(int, int, int, int, int, int, double, const double*, int, const double*, int, double,
                          double*, int);
+using set_threads_t = void (*)(int);
 sgemm_t g_sgemm = nullptr;
 dgemm_t g_dgemm = nullptr;
+set_threads_t g_blas_set_threads = nullptr;
+int g_blas_threads = -1;
+
+// Products below this many multiply-adds run BLAS on one thread: splitting them gains little on an idle machine
+// and stalls on a busy one (OpenBLAS's threads spin-wait for a core).
+constexpr int64_t kBlasThreadWork = int64_t(1) << 22;
+void set_blas_threads_for(int64_t work) {
+  if (!g_blas_set_threads) return;
+  int want = work >= kBlasThreadWork ? num_threads() : 1;
+  if (want != g_blas_threads) {
+    g_blas_set_threads(want);
+    g_blas_threads = want;
+  }
+}
 
 // How a 2-D slice (rows x cols, element strides rs, cs) can be handed to BLAS without a copy.
 struct MatrixView {
@@ -74,6 +90,7 @@ void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs,
     bool fits = va.ok && vb.ok && n < INT32_MAX && m < INT32_MAX && k < INT32_MAX && va.ld < INT32_MAX &&
                 vb.ld < INT32_MAX;
     if (!tiny && fits) {
+      set_blas_threads_for(n * m * k);
       if constexpr (std::is_same_v<T, float>) {
         if (g_sgemm) {
           g_sgemm(CblasRowMajor, va.trans ? CblasTrans : CblasNoTrans, vb.trans ? CblasTrans : CblasNoTrans, (int)n,
@@ -93,9 +110,11 @@ void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs,
 }
 }  // namespace
 
-void set_blas_functions(uintptr_t sgemm, uintptr_t dgemm) {
+void set_blas_functions(uintptr_t sgemm, uintptr_t dgemm, uintptr_t set_num_threads) {
   g_sgemm = reinterpret_cast<sgemm_t>(sgemm);
   g_dgemm = reinterpret_cast<dgemm_t>(dgemm);
+  g_blas_set_threads = reinterpret_cast<set_threads_t>(set_num_threads);
+  g_blas_threads = -1;
 }
 bool blas_loaded() { return g_sgemm != nullptr; }
 

@@ -1,0 +1,137 @@
+// thread_pool.cpp: a fixed set of sleeping workers, woken by a generation counter under one mutex.
+#include "thread_pool.h"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace dyngrad {
+
+namespace {
+
+int default_threads() {
+  for (const char* var : {"DYNGRAD_NUM_THREADS", "OMP_NUM_THREADS"}) {
+    if (const char* s = std::getenv(var)) {
+      int n = std::atoi(s);
+      if (n > 0) return n;
+    }
+  }
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+struct Pool {
+  std::mutex run_mutex;  // one run_parallel at a time; others run serially
+  std::mutex mutex;
+  std::condition_variable wake, done;
+  std::vector<std::thread> workers;
+  const std::function<void(int)>* task = nullptr;
+  int ntasks = 0;
+  int next = 0;       // next task index to hand out
+  int unfinished = 0;
+  uint64_t generation = 0;
+
+  explicit Pool(int nworkers) {
+    for (int i = 0; i < nworkers; ++i) workers.emplace_back([this] { work(); });
+  }
+
+  void work() {
+    uint64_t seen = 0;
+    std::unique_lock<std::mutex> lock(mutex);
+    for (;;) {
+      wake.wait(lock, [&] { return generation != seen; });
+      seen = generation;
+      while (next < ntasks) {
+        int i = next++;
+        lock.unlock();
+        (*task)(i);
+        lock.lock();
+        if (--unfinished == 0) done.notify_one();
+      }
+    }
+  }
+
+  void run(int n, const std::function<void(int)>& f) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      task = &f;
+      ntasks = n;
+      next = 1;  // the caller takes task 0
+      unfinished = n - 1;
+      ++generation;
+    }
+    wake.notify_all();
+    f(0);
+    std::unique_lock<std::mutex> lock(mutex);
+    while (next < ntasks) {  // help with tasks no worker has picked up yet
+      int i = next++;
+      lock.unlock();
+      f(i);
+      lock.lock();
+      --unfinished;
+    }
+    done.wait(lock, [&] { return unfinished == 0; });
+    task = nullptr;
+  }
+};
+
+int g_threads = 0;  // 0 = not decided yet
+Pool* g_pool = nullptr;
+std::mutex g_pool_init;
+thread_local bool tl_in_parallel = false;
+
+void forget_pool_after_fork() {
+  g_pool = nullptr;  // the child has none of the parent's threads; a new pool is made on demand (the old one leaks)
+  new (&g_pool_init) std::mutex();
+}
+
+Pool* pool() {
+  std::lock_guard<std::mutex> lock(g_pool_init);
+  if (!g_pool) {
+    static bool registered = false;
+    if (!registered) {
+      pthread_atfork(nullptr, nullptr, forget_pool_after_fork);
+      registered = true;
+    }
+    g_pool = new Pool(num_threads() - 1);  // never destroyed: workers may outlive static destruction
+  }
+  return g_pool;
+}
+
+}  // namespace
+
+int num_threads() {
+  if (g_threads == 0) g_threads = default_threads();
+  return g_threads;
+}
+
+void set_num_threads(int n) {
+  std::lock_guard<std::mutex> lock(g_pool_init);
+  g_threads = std::max(1, n);
+  g_pool = nullptr;  // rebuilt with the new size on next use (the old workers stay asleep)
+}
+
+void run_parallel(int ntasks, const std::function<void(int)>& task) {
+  if (ntasks <= 1 || num_threads() <= 1 || tl_in_parallel) {
+    for (int i = 0; i < ntasks; ++i) task(i);
+    return;
+  }
+  Pool* p = pool();
+  std::unique_lock<std::mutex> busy(p->run_mutex, std::try_to_lock);
+  if (!busy.owns_lock()) {
+    for (int i = 0; i < ntasks; ++i) task(i);
+    return;
+  }
+  tl_in_parallel = true;
+  p->run(ntasks, task);
+  tl_in_parallel = false;
+}
+
+}  // namespace dyngrad
