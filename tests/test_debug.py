@@ -78,9 +78,11 @@ def test_call_site_of_custom_function(dg):
     y = Square.apply(leaf(dg, [3.0]))  # <site:custom>
     assert y.grad_fn.name() == "SquareBackward"
     assert y.grad_fn.call_site[:2] == (HERE, line_of("custom"))
+    assert y.grad_fn.saved_tensors_info() == [((1,), dg.float64, 8)]
 
     loss = y.sum()
     loss.backward()
+    assert y.grad_fn.saved_tensors_info() == [] and y.grad_fn.released
     with pytest.raises(RuntimeError, match=r"^backward\(\) reached SquareBackward, whose saved tensors .*twice\."
                        + created_at("SquareBackward", "custom") + "$"):
         loss.backward()

@@ -123,6 +123,17 @@ void bind_autograd(py::module_& m) {
       .def("saved_tensors_info", [](const Node& n) {
         // (shape, dtype, bytes) of each tensor the node holds for backward
         py::list out;
+        if (auto* fn = dynamic_cast<const PyFunctionNode*>(&n)) {  // a custom Function: ctx.save_for_backward
+          py::object saved = py::getattr(fn->ctx, "_saved", py::none());
+          if (fn->released || saved.is_none()) return out;
+          for (auto entry : saved) {
+            py::object t = py::reinterpret_borrow<py::tuple>(entry)[0];
+            if (t.is_none()) continue;
+            Tensor s = t.cast<Tensor>();
+            out.append(py::make_tuple(make_size(s->shape), dtype_object(s->dtype), s->numel * (int64_t)s->itemsize()));
+          }
+          return out;
+        }
         for (const SavedTensor* s : n.saved_tensors()) {
           if (!s->data) continue;
           out.append(py::make_tuple(make_size(s->data->shape), dtype_object(s->data->dtype),

@@ -39,6 +39,7 @@ struct GilHold {
 
 // ---- which files are dyngrad's own (Note [Call sites]) ----
 std::string g_skip_dir;
+std::string g_user_dir;  // inside g_skip_dir but written as user code (the benchmark workloads)
 
 // A small direct-mapped cache: filename object -> "inside dyngrad?". Each entry holds a reference to its filename,
 // so a cached pointer can never be reused by another string.
@@ -48,6 +49,10 @@ struct FileVerdict {
 };
 constexpr size_t kFileCacheSize = 64;
 FileVerdict g_file_cache[kFileCacheSize];
+
+bool starts_with(const char* s, Py_ssize_t n, const std::string& prefix) {
+  return (size_t)n >= prefix.size() && std::memcmp(s, prefix.data(), prefix.size()) == 0;
+}
 
 bool is_internal_file(PyObject* filename) {
   if (g_skip_dir.empty() || filename == nullptr) return false;
@@ -59,7 +64,7 @@ bool is_internal_file(PyObject* filename) {
   if (s == nullptr)
     PyErr_Clear();
   else
-    internal = (size_t)n >= g_skip_dir.size() && std::memcmp(s, g_skip_dir.data(), g_skip_dir.size()) == 0;
+    internal = starts_with(s, n, g_skip_dir) && (g_user_dir.empty() || !starts_with(s, n, g_user_dir));
   Py_INCREF(filename);
   Py_XDECREF(slot.filename);
   slot.filename = filename;
@@ -67,8 +72,9 @@ bool is_internal_file(PyObject* filename) {
   return internal;
 }
 
-// A deep stack of dyngrad frames (a model built from nested library modules) is walked this far at most.
-constexpr int kMaxFramesWalked = 32;
+// A deep stack of dyngrad frames (a model built from nested library modules) is walked this far at most; user
+// code is rarely more than four or five dyngrad frames away from an op.
+constexpr int kMaxFramesWalked = 16;
 
 // traceback.format_stack(), for anomaly mode: a new list of str, or null.
 PyObject* format_stack() {
@@ -112,8 +118,9 @@ uint64_t g_step = 0;
 
 }  // namespace
 
-void set_skip_dir(const std::string& dir) {
+void set_skip_dir(const std::string& dir, const std::string& user_dir) {
   g_skip_dir = dir;
+  g_user_dir = user_dir;
   for (FileVerdict& slot : g_file_cache) {
     Py_XDECREF(slot.filename);
     slot = FileVerdict{};

@@ -5,7 +5,9 @@ import os
 from .. import _C
 
 # Frames in python/dyngrad/ are dyngrad's own: a node's call site is the first frame outside it (Note [Call sites]).
-_C._set_call_site_skip_dir(os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)
+# The benchmark's workloads (python/dyngrad/bench/) are written as user code and count as such.
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_C._set_call_site_skip_dir(_PACKAGE_DIR, os.path.join(_PACKAGE_DIR, "bench") + os.sep)
 
 set_record_call_sites = _C._set_record_call_sites
 is_recording_call_sites = _C._is_recording_call_sites

@@ -21,8 +21,9 @@ backward_observer = None     # called at the start of every backward() (a "step"
 
 # Frames in files under python/dyngrad/ (this engine, nn, optim, ...) are dyngrad's own and are skipped.
 SKIP_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+USER_DIR = os.path.join(SKIP_DIR, "bench") + os.sep   # the benchmark's workloads are written as user code
 ENGINE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_MAX_FRAMES_WALKED = 32
+_MAX_FRAMES_WALKED = 16
 _internal_file = {}          # co_filename -> inside dyngrad?
 _LAZY_LINES = hasattr(types.CodeType, "co_lines")   # Python >= 3.10: resolve lines only when asked
 
@@ -84,7 +85,8 @@ def capture(frame):
             filename = f.f_code.co_filename
             internal = internal_file.get(filename)
             if internal is None:
-                internal = internal_file[filename] = filename.startswith(SKIP_DIR)
+                internal = internal_file[filename] = filename.startswith(SKIP_DIR) and \
+                    not filename.startswith(USER_DIR)
             if not internal or chosen is None:    # the first user frame, else the innermost frame
                 chosen = f
                 if not internal:
