@@ -98,6 +98,27 @@ class enable_grad(_GradModeContext):
         return True
 
 
+class inference_mode(_GradModeContext):
+    """no_grad under torch's name for inference: this engine has no cheaper mode. inference_mode(False) leaves
+    the grad mode as it is."""
+
+    def __new__(cls, mode=True):
+        self = super().__new__(cls)
+        if callable(mode):                      # used bare as a decorator: @inference_mode
+            self.mode = True
+            return self(mode)
+        return self
+
+    def __init__(self, mode=True):
+        self.mode = True if callable(mode) else bool(mode)
+
+    def _target_mode(self):
+        return False if self.mode else _state.enabled
+
+    def _clone(self):
+        return inference_mode(self.mode)
+
+
 class set_grad_enabled(_GradModeContext):
     """`set_grad_enabled(mode)` switches at once (as a plain call) and restores on leaving a `with` block."""
 

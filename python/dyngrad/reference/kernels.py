@@ -46,7 +46,6 @@ _erf_scalar = np.frompyfunc(math.erf, 1, 1)
 erf = quiet(lambda a: np.asarray(_erf_scalar(a)).astype(a.dtype) if a.size else a.copy())  # 0-d: frompyfunc gives a float
 leaky_relu = (lambda a, slope: np.where(a > 0, a, a * a.dtype.type(slope)))
 gelu = quiet(lambda a: 0.5 * a * (1 + erf(a / math.sqrt(2.0))))
-gelu_tanh = quiet(lambda a: 0.5 * a * (1 + np.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a ** 3))))
 softplus = quiet(lambda a, beta, threshold: np.where(a * beta > threshold, a,
                                                      np.logaddexp(0, a * beta) / a.dtype.type(beta)))
 compare = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
@@ -55,7 +54,6 @@ compare = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equa
 # ----- reductions (kernels/reduce.cpp) ----------------------------------------------------------------------
 sum = quiet(lambda a, dims, keepdim: np.sum(a, axis=dims, keepdims=keepdim))
 mean = quiet(lambda a, dims, keepdim: np.mean(a, axis=dims, keepdims=keepdim))
-var = quiet(lambda a, dims, correction, keepdim: np.var(a, axis=dims, ddof=correction, keepdims=keepdim))
 amax = quiet(lambda a, dims, keepdim: np.max(a, axis=dims, keepdims=keepdim))
 amin = quiet(lambda a, dims, keepdim: np.min(a, axis=dims, keepdims=keepdim))
 
@@ -84,56 +82,25 @@ matmul = np.matmul
 
 
 # ----- convolution and pooling (kernels/conv.cpp) -----------------------------------------------------------
-def conv_out_size(size, kernel, stride, padding, dilation):
-    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
-
-
-def im2col(x, kernel, stride, padding, dilation, pad_value=0.0):
-    """(N, C, H, W) -> (N, C*kh*kw, OH*OW): every receptive field as one column."""
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+def im2col(x, kernel, stride, padding, pad_value=0.0):
+    """(N, C, H, W) -> (N, C*kh*kw, OH*OW): every receptive field as one column (rows ordered c, i, j)."""
+    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
     n, c = x.shape[:2]
     if ph or pw:
         x = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=pad_value)
-    windows = sliding_window_view(x, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(2, 3))
-    windows = windows[:, :, ::sh, ::sw, ::dh, ::dw]                # (N, C, OH, OW, kh, kw)
+    windows = sliding_window_view(x, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw]   # (N, C, OH, OW, kh, kw)
     oh, ow = windows.shape[2:4]
     return windows.transpose(0, 1, 4, 5, 2, 3).reshape(n, c * kh * kw, oh * ow)
 
 
-def col2im(cols, input_size, kernel, stride, padding, dilation):
+def col2im(cols, input_size, kernel, stride, padding):
     """The adjoint of im2col: add every column back onto the (N, C, H, W) positions it was read from."""
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
     n, c, h, w = input_size
-    oh = conv_out_size(h, kh, sh, ph, dh)
-    ow = conv_out_size(w, kw, sw, pw, dw)
+    oh, ow = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
     cols = cols.reshape(n, c, kh, kw, oh, ow)
     out = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=cols.dtype)
     for i in range(kh):
         for j in range(kw):
-            out[:, :, i * dh:i * dh + sh * oh:sh, j * dw:j * dw + sw * ow:sw] += cols[:, :, i, j]
+            out[:, :, i:i + sh * oh:sh, j:j + sw * ow:sw] += cols[:, :, i, j]
     return out[:, :, ph:ph + h, pw:pw + w]
-
-
-# ----- indexing (kernels/index.cpp) -------------------------------------------------------------------------
-def index_put(a, key, values, accumulate):
-    out = a.copy()
-    if accumulate:
-        np.add.at(out, key, values)
-    else:
-        out[key] = values
-    return out
-
-
-def scatter_add(a, dim, index, src):
-    """out[..., index[i, j, k], ...] += src[i, j, k] along `dim` (torch.scatter_add)."""
-    out = a.copy()
-    grids = list(np.indices(index.shape, sparse=True))
-    grids[dim] = index
-    np.add.at(out, tuple(grids), src[tuple(slice(0, s) for s in index.shape)])
-    return out
-
-
-def gather(a, dim, index):
-    grids = list(np.indices(index.shape, sparse=True))
-    grids[dim] = index
-    return a[tuple(grids)]

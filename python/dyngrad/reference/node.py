@@ -267,12 +267,18 @@ class OpNode(Node):
 def fit_gradient(g, meta, node_name, index):
     """See Note [Unbroadcast] in csrc/dyngrad/node.h: sum a gradient down to its input's shape (the formulas
     ignore broadcasting) and cast it to the input's dtype."""
-    from . import ops
+    from .dtypes import from_numpy_dtype
+    from .ops_math import sum_to
+    from .ops_shape import to_dtype
     shape, np_dtype = meta
     if g._data.shape != shape:
-        g = ops.sum_to_shape(g, shape, node_name, index)
-    if g._data.dtype != np_dtype:
-        g = ops.to(g, np_dtype)
+        try:
+            g = sum_to(g, shape)
+        except RuntimeError:
+            raise RuntimeError(f"{node_name} returned an invalid gradient for input {index}: got shape "
+                               f"{errors.shape_str(g.shape)}, expected shape {errors.shape_str(shape)}.") from None
+    if g._data.dtype != np_dtype and np_dtype.kind == "f":
+        g = to_dtype(g, from_numpy_dtype(np_dtype))
     return g
 
 

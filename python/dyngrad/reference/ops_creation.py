@@ -35,6 +35,14 @@ def generator():
     return _generator[0]
 
 
+def _generator_arg(generator):
+    if generator is None:
+        return _generator[0]
+    if not isinstance(generator, np.random.Generator):
+        raise TypeError(f"generator: expected a numpy.random.Generator, got {type(generator).__name__}.")
+    return generator
+
+
 def _finish(arr, requires_grad, op):
     t = make_tensor(arr)
     if requires_grad:
@@ -136,27 +144,33 @@ def _like_dtype(t, dtype, op):
 
 
 def zeros_like(t, dtype=None, requires_grad=False, device=None):
-    return zeros(t.shape, dtype=_like_dtype(t, dtype, "zeros_like"), requires_grad=requires_grad)
+    dtype = _like_dtype(t, dtype, "zeros_like")
+    return zeros(t.shape, dtype=dtype, requires_grad=requires_grad)
 
 
 def ones_like(t, dtype=None, requires_grad=False, device=None):
-    return ones(t.shape, dtype=_like_dtype(t, dtype, "ones_like"), requires_grad=requires_grad)
+    dtype = _like_dtype(t, dtype, "ones_like")
+    return ones(t.shape, dtype=dtype, requires_grad=requires_grad)
 
 
 def empty_like(t, dtype=None, requires_grad=False, device=None):
-    return empty(t.shape, dtype=_like_dtype(t, dtype, "empty_like"), requires_grad=requires_grad)
+    dtype = _like_dtype(t, dtype, "empty_like")
+    return empty(t.shape, dtype=dtype, requires_grad=requires_grad)
 
 
 def full_like(t, fill_value, dtype=None, requires_grad=False, device=None):
-    return full(t.shape, fill_value, dtype=_like_dtype(t, dtype, "full_like"), requires_grad=requires_grad)
+    dtype = _like_dtype(t, dtype, "full_like")
+    return full(t.shape, fill_value, dtype=dtype, requires_grad=requires_grad)
 
 
 def rand_like(t, dtype=None, requires_grad=False, device=None):
-    return rand(t.shape, dtype=_like_dtype(t, dtype, "rand_like"), requires_grad=requires_grad)
+    dtype = _like_dtype(t, dtype, "rand_like")
+    return rand(t.shape, dtype=dtype, requires_grad=requires_grad)
 
 
 def randn_like(t, dtype=None, requires_grad=False, device=None):
-    return randn(t.shape, dtype=_like_dtype(t, dtype, "randn_like"), requires_grad=requires_grad)
+    dtype = _like_dtype(t, dtype, "randn_like")
+    return randn(t.shape, dtype=dtype, requires_grad=requires_grad)
 
 
 def arange(start, end=None, step=1, dtype=None, requires_grad=False, device=None):
@@ -194,13 +208,13 @@ def _random_float_dtype(dtype, op):
 
 def rand(*size, dtype=None, requires_grad=False, generator=None, device=None):
     dtype = _random_float_dtype(dtype, "rand")
-    gen = generator or _generator[0]
+    gen = _generator_arg(generator)
     return _finish(gen.random(parse_size("rand", size), dtype=dtype.np), requires_grad, "rand")
 
 
 def randn(*size, dtype=None, requires_grad=False, generator=None, device=None):
     dtype = _random_float_dtype(dtype, "randn")
-    gen = generator or _generator[0]
+    gen = _generator_arg(generator)
     return _finish(gen.standard_normal(parse_size("randn", size), dtype=dtype.np), requires_grad, "randn")
 
 
@@ -213,25 +227,27 @@ def randint(low, high=None, size=None, dtype=None, requires_grad=False, generato
     if high <= low:
         raise RuntimeError(f"randint: expected low < high, got low={low}, high={high}.")
     dtype = _dtype_or_default(dtype, "randint", _dt.int64)
-    gen = generator or _generator[0]
+    gen = _generator_arg(generator)
     return _finish(gen.integers(low, high, parse_size("randint", (size,)), dtype=np.int64).astype(dtype.np),
                    requires_grad, "randint")
 
 
 def randperm(n, dtype=None, generator=None, device=None):
-    gen = generator or _generator[0]
+    gen = _generator_arg(generator)
     return make_tensor(gen.permutation(n).astype(_dtype_or_default(dtype, "randperm", _dt.int64).np))
 
 
 def normal(mean, std, size, dtype=None, generator=None):
-    gen = generator or _generator[0]
+    gen = _generator_arg(generator)
     dtype = _random_float_dtype(dtype, "normal")
     return make_tensor((gen.standard_normal(parse_size("normal", (size,))) * std + mean).astype(dtype.np))
 
 
 def bernoulli(p, generator=None):
-    gen = generator or _generator[0]
-    probs = p._data if isinstance(p, Tensor) else np.asarray(p)
+    gen = _generator_arg(generator)
+    if not isinstance(p, Tensor):
+        raise TypeError(f"bernoulli: expected a Tensor of probabilities, got {type(p).__name__}.")
+    probs = p._data
     return make_tensor((gen.random(probs.shape) < probs).astype(probs.dtype if probs.dtype.kind == "f" else np.float32))
 
 

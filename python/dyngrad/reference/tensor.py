@@ -152,13 +152,13 @@ class Tensor:
     def size(self, dim=None):
         if dim is None:
             return Size(self._data.shape)
-        return self._data.shape[_wrap_dim("size", dim, self.ndim)]
+        return self._data.shape[wrap_dim(dim, self.ndim, "size")]
 
     def stride(self, dim=None):
         strides = tuple(s // self._data.itemsize for s in self._data.strides)
         if dim is None:
             return strides
-        return strides[_wrap_dim("stride", dim, self.ndim)]
+        return strides[wrap_dim(dim, self.ndim, "stride")]
 
     def storage_offset(self):
         return 0
@@ -243,18 +243,11 @@ class Tensor:
         return RemovableHandle(hooks, hook)
 
     @property
-    def version(self):
-        return self._storage.version
-
-    @property
     def _version(self):
         return self._storage.version
 
     @property
     def _is_view(self):
-        return self._base is not None
-
-    def is_view(self):
         return self._base is not None
 
     @property
@@ -373,7 +366,7 @@ class Tensor:
                 target = _dt.to_dtype(arg, "to")
         if target is None:
             return self
-        return _ops.to(self, target)
+        return _to_dtype(self, target)
 
     def type(self, dtype=None):
         if dtype is None:
@@ -385,69 +378,31 @@ class Tensor:
         return self
 
     def float(self):
-        return _ops.to(self, _dt.float32)
+        return _to_dtype(self, _dt.float32)
 
     def double(self):
-        return _ops.to(self, _dt.float64)
+        return _to_dtype(self, _dt.float64)
 
     def long(self):
-        return _ops.to(self, _dt.int64)
+        return _to_dtype(self, _dt.int64)
 
     def int(self):
-        return _ops.to(self, _dt.int64)
+        return _to_dtype(self, _dt.int64)
 
     def bool(self):
-        return _ops.to(self, _dt.bool_)
-
-    def type_as(self, other):
-        return _ops.to(self, other.dtype)
+        return _to_dtype(self, _dt.bool_)
 
     # ----- views spelled as attributes -------------------------------------------------------------------
     @property
     def T(self):
-        return _ops.permute(self, tuple(range(self.ndim - 1, -1, -1)))
+        return _shape_ops().permute(self, tuple(range(self.ndim - 1, -1, -1)))
 
     @property
     def mT(self):
-        if self.ndim < 2:
-            raise RuntimeError(f"mT: tensor of shape {errors.shape_str(self.shape)} has fewer than 2 dimensions.")
-        return _ops.transpose(self, -2, -1)
+        return _shape_ops().mT(self)
 
-    # ----- operators ---------------------------------------------------------------------------------------
-    def __add__(self, other): return _ops.add(self, other)
-    def __radd__(self, other): return _ops.add(other, self)
-    def __sub__(self, other): return _ops.sub(self, other)
-    def __rsub__(self, other): return _ops.sub(other, self)
-    def __mul__(self, other): return _ops.mul(self, other)
-    def __rmul__(self, other): return _ops.mul(other, self)
-    def __truediv__(self, other): return _ops.div(self, other)
-    def __rtruediv__(self, other): return _ops.div(other, self)
-    def __floordiv__(self, other): return _ops.floor_divide(self, other)
-    def __rfloordiv__(self, other): return _ops.floor_divide(other, self)
-    def __mod__(self, other): return _ops.remainder(self, other)
-    def __pow__(self, other): return _ops.pow(self, other)
-    def __rpow__(self, other): return _ops.pow(other, self)
-    def __matmul__(self, other): return _ops.matmul(self, other)
-    def __rmatmul__(self, other): return _ops.matmul(other, self)
-    def __neg__(self): return _ops.neg(self)
-    def __pos__(self): return self
-    def __abs__(self): return _ops.abs(self)
-    def __invert__(self): return _ops.logical_not(self)
-    def __and__(self, other): return _ops.logical_and(self, other)
-    def __or__(self, other): return _ops.logical_or(self, other)
-    def __xor__(self, other): return _ops.logical_xor(self, other)
-    def __iadd__(self, other): return _ops.add_(self, other)
-    def __isub__(self, other): return _ops.sub_(self, other)
-    def __imul__(self, other): return _ops.mul_(self, other)
-    def __itruediv__(self, other): return _ops.div_(self, other)
-    def __eq__(self, other): return _ops.eq(self, other)
-    def __ne__(self, other): return _ops.ne(self, other)
-    def __lt__(self, other): return _ops.lt(self, other)
-    def __le__(self, other): return _ops.le(self, other)
-    def __gt__(self, other): return _ops.gt(self, other)
-    def __ge__(self, other): return _ops.ge(self, other)
-    def __getitem__(self, key): return _ops.index(self, key)
-    def __setitem__(self, key, value): _ops.index_put_(self, key, value)
+    # The operators (+ - * / ** @ == ...), in-place methods, indexing and op methods are attached by
+    # tensor_bind.py, as csrc/bindings/tensor_bind.cpp binds them on the C++ Tensor.
 
 
 _new_tensor = object.__new__
@@ -459,13 +414,44 @@ def _rebuild(arr, requires_grad):
     return t
 
 
-def _wrap_dim(op, dim, ndim):
+def wrap_dim(dim, ndim, op):
+    """A possibly negative dim as 0..ndim-1; IndexError naming `op` when out of range (a 0-d tensor takes -1..0)."""
     n = max(ndim, 1)
     if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
         raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}.")
     if not -n <= dim < n:
         raise errors.dim_error(op, dim, ndim)
-    return int(dim) % n if ndim > 0 else 0
+    return int(dim) + n if dim < 0 else int(dim)
+
+
+def broadcast_shapes(a, b, op):
+    """numpy/torch broadcasting of two shapes, or the shared RuntimeError naming the first mismatching dim."""
+    if a == b:
+        return tuple(a)
+    n = max(len(a), len(b))
+    out = []
+    for i in range(n, 0, -1):
+        x = a[-i] if i <= len(a) else 1
+        y = b[-i] if i <= len(b) else 1
+        if x != y and x != 1 and y != 1:
+            raise RuntimeError(errors.ERR_BROADCAST.format(op=op, a=errors.shape_str(a), b=errors.shape_str(b),
+                                                           d=-i, x=x, y=y))
+        out.append(x if y == 1 else y)
+    return tuple(out)
+
+
+def scalar_tensor(value, dtype):
+    """A 0-d tensor of `dtype` (no autograd)."""
+    return make_tensor(np.array(value, dtype=dtype.np))
+
+
+def _shape_ops():
+    from . import ops_shape
+    return ops_shape
+
+
+def _to_dtype(t, dtype):
+    return _shape_ops().to_dtype(t, _dt.to_dtype(dtype, "to"))
 
 
 # ----- repr in torch's style --------------------------------------------------------------------------------
@@ -577,5 +563,3 @@ def format_tensor(t, prefix="tensor("):
         suffixes.append("requires_grad=True")
     return prefix + body + "".join(", " + s for s in suffixes) + ")"
 
-
-from . import ops as _ops  # noqa: E402  (ops needs the Tensor class defined above)

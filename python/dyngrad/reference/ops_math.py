@@ -1,0 +1,444 @@
+"""Reference engine: arithmetic, unary, comparison and reduction ops and matmul: check, run the kernel, record the
+node. Mirrors csrc/dyngrad/ops_math.cpp, function for function.
+
+Every function here takes tensors (ops_bind.py turns Python numbers into 0-d tensors first). What each node saves
+is chosen here, next to the forward; the formulas using it are in derivatives.py.
+"""
+import numpy as np
+
+from . import dtypes as _dt
+from . import errors, kernels
+from .errors import shape_str
+from .ops import record, any_requires_grad, needs_input_grad, check_float, normalize_dims
+from .tensor import make_tensor, broadcast_shapes, wrap_dim, scalar_tensor
+
+
+def _cast(arr, dtype):
+    return arr if arr.dtype == dtype.np else arr.astype(dtype.np)
+
+
+def _fresh(arr):
+    """A kernel's result as a new C-contiguous array, as the C++ kernels allocate it (numpy keeps the inputs'
+    memory order, e.g. Fortran order for a transposed input)."""
+    return arr if arr.flags.c_contiguous else np.array(arr, order="C")
+
+
+def _binary(kernel, a, b, dtype, op):
+    """kernel(a, b) computed in `dtype` after broadcasting (csrc/dyngrad/kernels/elementwise.cpp binary_kernel)."""
+    x, y = a._data, b._data
+    if x.shape != y.shape:
+        broadcast_shapes(x.shape, y.shape, op)
+    return make_tensor(_fresh(_cast(kernel(_cast(x, dtype), _cast(y, dtype)), dtype)))
+
+
+def result_type(a, b):
+    """torch's promotion of two operands: a 0-d tensor (a Python number has become one) widens a tensor with
+    dims only when it is of a higher category (bool < int < float): float32 tensor * float64 0-d is float32."""
+    if a._data.dtype == b._data.dtype:
+        return _dt.from_numpy_dtype(a._data.dtype)
+    if (a.ndim == 0) == (b.ndim == 0):
+        return _dt.promote(a.dtype, b.dtype)
+    dims, zero_d = (a, b) if a.ndim else (b, a)
+    return zero_d.dtype if zero_d.dtype.category > dims.dtype.category else dims.dtype
+
+
+def to_floating(dtype):
+    return dtype if dtype.is_floating_point else _dt.float32
+
+
+def scalar_like(t, v, is_integral):
+    """A Python number as a 0-d tensor of the dtype the result will have: it never widens a float tensor."""
+    dtype = t.dtype
+    if not is_integral and not dtype.is_floating_point:
+        dtype = _dt.float32
+    elif is_integral and dtype is _dt.bool_:
+        dtype = _dt.int64
+    return scalar_tensor(v, dtype)
+
+
+# ===== arithmetic ==============================================================================================
+
+# out = a + b
+def add(a, b):
+    out = _binary(kernels.add, a, b, result_type(a, b), "add")
+    if any_requires_grad(a, b):
+        record("add", out, (a, b))
+    return out
+
+
+# out = a - b
+def sub(a, b):
+    if a.dtype is _dt.bool_ and b.dtype is _dt.bool_:
+        raise TypeError("sub: subtracting two bool tensors is not supported; use logical_xor or convert with "
+                        ".long().")
+    out = _binary(kernels.sub, a, b, result_type(a, b), "sub")
+    if any_requires_grad(a, b):
+        record("sub", out, (a, b))
+    return out
+
+
+# out = a * b; saves b for da and a for db
+def mul(a, b):
+    out = _binary(kernels.mul, a, b, result_type(a, b), "mul")
+    if any_requires_grad(a, b):
+        node = record("mul", out, (a, b))
+        if needs_input_grad(node, 1):
+            node.save("a", a)
+        if needs_input_grad(node, 0):
+            node.save("b", b)
+    return out
+
+
+# out = a / b (true division: integers divide in float32)
+def div(a, b):
+    out = _binary(kernels.div, a, b, to_floating(result_type(a, b)), "div")
+    if any_requires_grad(a, b):
+        node = record("div", out, (a, b))
+        if needs_input_grad(node, 1):
+            node.save("a", a)
+        node.save("b", b)
+    return out
+
+
+def neg(a):
+    if a.dtype is _dt.bool_:
+        raise TypeError("neg: negation of a bool tensor is not supported; use logical_not.")
+    out = make_tensor(_fresh(kernels.neg(a._data)))
+    if any_requires_grad(a):
+        record("neg", out, (a,))
+    return out
+
+
+# out = a ** b (tensor exponent)
+def pow(a, b):
+    dtype = result_type(a, b)
+    if dtype is _dt.bool_:
+        raise TypeError("pow: not supported for bool tensors; convert with .long() or .float() first.")
+    if not dtype.is_floating_point and np.any(b._data < 0):
+        raise RuntimeError("pow: integers to negative integer powers are not allowed; use a float tensor.")
+    out = _binary(kernels.pow, a, b, dtype, "pow")
+    if any_requires_grad(a, b):
+        node = record("pow", out, (a, b))
+        node.save("a", a)
+        node.save("b", b)
+        if needs_input_grad(node, 1):
+            node.save("out", out, is_output=True)
+    return out
+
+
+# out = a ** p (number exponent); args: p
+def pow_scalar(a, p):
+    integral_result = not a.dtype.is_floating_point and p == int(p) and p >= 0
+    if integral_result:
+        dtype = _dt.int64 if a.dtype is _dt.bool_ else a.dtype
+        out = make_tensor(_cast(kernels.pow(_cast(a._data, dtype), np.array(int(p), dtype=dtype.np)), dtype))
+    else:
+        dtype = to_floating(a.dtype)
+        out = make_tensor(_cast(kernels.pow(_cast(a._data, dtype), dtype.np.type(p)), dtype))
+    if any_requires_grad(a):
+        node = record("pow_scalar", out, (a,))
+        node.save("a", a)
+        node.args = {"p": p}
+    return out
+
+
+def maximum(a, b):
+    out = _binary(kernels.maximum, a, b, result_type(a, b), "maximum")
+    if any_requires_grad(a, b):
+        node = record("maximum", out, (a, b))
+        node.save("a", a)
+        node.save("b", b)
+    return out
+
+
+def minimum(a, b):
+    out = _binary(kernels.minimum, a, b, result_type(a, b), "minimum")
+    if any_requires_grad(a, b):
+        node = record("minimum", out, (a, b))
+        node.save("a", a)
+        node.save("b", b)
+    return out
+
+
+# out = cond ? a : b; saves cond
+def where(cond, a, b):
+    if cond.dtype is not _dt.bool_:
+        cond = compare("ne", cond, scalar_tensor(0, cond.dtype))
+    dtype = result_type(a, b)
+    broadcast_shapes(broadcast_shapes(cond.shape, a.shape, "where"), b.shape, "where")
+    out = make_tensor(_fresh(kernels.where(cond._data, _cast(a._data, dtype), _cast(b._data, dtype))))
+    if any_requires_grad(a, b):
+        node = record("where", out, (None, a, b))
+        node.save("cond", cond)
+    return out
+
+
+# out = min(max(a, lo), hi); args: lo, hi (None where absent)
+def clamp(a, lo, hi):
+    if lo is None and hi is None:
+        raise RuntimeError("clamp: at least one of min and max must be given.")
+    out = make_tensor(_fresh(_cast(kernels.clamp(a._data, lo, hi), a.dtype)))
+    if any_requires_grad(a):
+        node = record("clamp", out, (a,))
+        node.save("a", a)
+        node.args = {"lo": lo, "hi": hi}
+    return out
+
+
+def mul_scalar(a, s):
+    return mul(a, scalar_like(a, s, False))
+
+
+def add_scalar(a, s):
+    return add(a, scalar_like(a, s, False))
+
+
+# ===== unary ===================================================================================================
+
+def _unary_op(op, kernel, a, save, **args):
+    """A float op of one input: float32 for integer inputs; saves the input ("input") or the output ("output")."""
+    arr = a._data if a._data.dtype.kind == "f" else a._data.astype(np.float32)
+    out = make_tensor(_fresh(kernel(arr)))
+    if any_requires_grad(a):
+        node = record(op, out, (a,))
+        if save == "input":
+            node.save("a", a)
+        elif save == "output":
+            node.save("out", out, is_output=True)
+        if args:
+            node.args = args
+    return out
+
+
+def exp(a): return _unary_op("exp", kernels.exp, a, "output")
+def log(a): return _unary_op("log", kernels.log, a, "input")
+def sqrt(a): return _unary_op("sqrt", kernels.sqrt, a, "output")
+def rsqrt(a): return _unary_op("rsqrt", kernels.rsqrt, a, "output")
+def sin(a): return _unary_op("sin", kernels.sin, a, "input")
+def cos(a): return _unary_op("cos", kernels.cos, a, "input")
+def tanh(a): return _unary_op("tanh", kernels.tanh, a, "output")
+def sigmoid(a): return _unary_op("sigmoid", kernels.sigmoid, a, "output")
+def gelu(a): return _unary_op("gelu", kernels.gelu, a, "input")
+def erf(a): return _unary_op("erf", kernels.erf, a, "input")
+
+
+def leaky_relu(a, slope):
+    return _unary_op("leaky_relu", lambda x: kernels.leaky_relu(x, slope), a, "input", slope=slope)
+
+
+def softplus(a, beta, threshold):
+    return _unary_op("softplus", lambda x: kernels.softplus(x, beta, threshold), a, "input", beta=beta,
+                     threshold=threshold)
+
+
+# abs and relu keep integer dtypes, as torch does.
+def abs(a):
+    out = make_tensor(_fresh(kernels.abs(a._data)))
+    if any_requires_grad(a):
+        record("abs", out, (a,)).save("a", a)
+    return out
+
+
+# relu saves its output instead of its input: same information, and the input can then be freed.
+def relu(a):
+    out = make_tensor(_fresh(kernels.relu(a._data)))
+    if any_requires_grad(a):
+        record("relu", out, (a,)).save("out", out, is_output=True)
+    return out
+
+
+# recorded (with a zero gradient) so that, as in torch, sign of a tensor requiring grad also requires grad
+def sign(a):
+    out = make_tensor(_fresh(kernels.sign(a._data)) if a.dtype is not _dt.bool_ else _fresh(a._data.copy()))
+    if any_requires_grad(a):
+        record("sign", out, (a,))
+    return out
+
+
+# ===== comparisons and logic (no grad) =========================================================================
+
+def compare(op, a, b):
+    """op is one of eq ne lt le gt ge; a bool result."""
+    dtype = result_type(a, b)
+    x, y = a._data, b._data
+    if x.shape != y.shape:
+        broadcast_shapes(x.shape, y.shape, op)
+    return make_tensor(kernels.compare[op](_cast(x, dtype), _cast(y, dtype)))
+
+
+def _logical(kernel, a, b, op):
+    if a.shape != b.shape:
+        broadcast_shapes(a.shape, b.shape, op)
+    return make_tensor(kernel(a._data, b._data))
+
+
+def logical_and(a, b): return _logical(np.logical_and, a, b, "logical_and")
+def logical_or(a, b): return _logical(np.logical_or, a, b, "logical_or")
+def logical_xor(a, b): return _logical(np.logical_xor, a, b, "logical_xor")
+
+
+def logical_not(a): return make_tensor(np.logical_not(a._data))
+def isnan(a): return make_tensor(np.isnan(a._data))
+def isfinite(a): return make_tensor(np.isfinite(a._data))
+
+
+# ===== reductions ==============================================================================================
+
+# Reductions record args dims (the reduced dims), keepdim and shape (the input's shape).
+def _record_reduction(op, out, a, dims, keepdim):
+    node = record(op, out, (a,))
+    node.args = {"dims": dims, "keepdim": keepdim, "shape": a.shape}
+    return node
+
+
+def sum(a, dims, keepdim, dtype=None):
+    dims = normalize_dims(dims, a.ndim, "sum")
+    src = to_dtype(a, dtype) if dtype is not None and dtype is not a.dtype else a
+    arr = src._data if src._data.dtype.kind == "f" else src._data.astype(np.int64)   # ints sum in int64
+    out = make_tensor(np.asarray(kernels.sum(arr, dims, keepdim), dtype=arr.dtype))
+    if any_requires_grad(src):
+        _record_reduction("sum", out, src, dims, keepdim)
+    return out
+
+
+def mean(a, dims, keepdim):
+    if not a.dtype.is_floating_point:
+        raise RuntimeError(f"mean: expected a floating-point tensor, got {a.dtype.name}; convert with .float() "
+                           "first.")
+    dims = normalize_dims(dims, a.ndim, "mean")
+    out = make_tensor(np.asarray(kernels.mean(a._data, dims, keepdim), dtype=a._data.dtype))
+    if any_requires_grad(a):
+        _record_reduction("mean", out, a, dims, keepdim)
+    return out
+
+
+# var = sum((a - mean)^2) / (n - correction): composite
+def var(a, dims, correction, keepdim):
+    check_float(a, "var")
+    dims = normalize_dims(dims, a.ndim, "var")
+    count = _count(a.shape, dims)
+    centered = sub(a, mean(a, dims, True))
+    ss = sum(mul(centered, centered), dims, keepdim)
+    denom = max(0.0, count - correction)
+    return div(ss, scalar_tensor(denom, a.dtype))
+
+
+def std(a, dims, correction, keepdim):
+    return sqrt(var(a, dims, correction, keepdim))
+
+
+def _count(shape, dims):
+    n = 1
+    for d in dims:
+        n *= shape[d]
+    return n
+
+
+def _extremum(op, kernel, a, dims, keepdim):
+    dims = normalize_dims(dims, a.ndim, op)
+    for d in dims:
+        if a.shape[d] == 0:
+            raise RuntimeError(f"{op}: cannot reduce over dimension {d} of size 0 (input shape {shape_str(a.shape)}):"
+                               f" an empty tensor has no {'max' if op == 'amax' else 'min'}.")
+    out = make_tensor(np.asarray(kernel(a._data, dims, keepdim), dtype=a._data.dtype))
+    if any_requires_grad(a):
+        node = _record_reduction(op, out, a, dims, keepdim)
+        node.save("a", a)
+        node.save("out", out, is_output=True)
+    return out
+
+
+def amax(a, dims, keepdim): return _extremum("amax", kernels.amax, a, dims, keepdim)
+def amin(a, dims, keepdim): return _extremum("amin", kernels.amin, a, dims, keepdim)
+
+
+def _arg_extremum(fn, a, dim, keepdim, op):
+    if dim is None:
+        if a.numel() == 0:
+            raise RuntimeError(f"{op}: cannot take the {op} of an empty tensor (shape {shape_str(a.shape)}).")
+        r = make_tensor(np.asarray(fn(a._data.reshape(-1)), dtype=np.int64))
+        return make_tensor(r._data.reshape((1,) * a.ndim)) if keepdim else r
+    d = wrap_dim(dim, a.ndim, op)
+    if a.ndim == 0:
+        return make_tensor(np.zeros((), dtype=np.int64))
+    if a.shape[d] == 0:
+        raise IndexError(f"{op}: cannot reduce over dimension {d} of size 0 (input shape {shape_str(a.shape)}).")
+    return make_tensor(np.asarray(fn(a._data, axis=d, keepdims=keepdim), dtype=np.int64))
+
+
+def argmax(a, dim, keepdim): return _arg_extremum(np.argmax, a, dim, keepdim, "argmax")
+def argmin(a, dim, keepdim): return _arg_extremum(np.argmin, a, dim, keepdim, "argmin")
+
+
+# out = log(sum(exp(a))) computed stably; saves a and out
+def logsumexp(a, dims, keepdim):
+    if not a.dtype.is_floating_point:
+        a = to_dtype(a, _dt.float32)
+    dims = normalize_dims(dims, a.ndim, "logsumexp")
+    out = make_tensor(np.asarray(kernels.logsumexp(a._data, dims, keepdim), dtype=a._data.dtype))
+    if any_requires_grad(a):
+        node = _record_reduction("logsumexp", out, a, dims, keepdim)
+        node.save("a", a)
+        node.save("out", out, is_output=True)
+    return out
+
+
+# Note [Unbroadcast]: sum the broadcast dims of t away so that it has `shape`.
+def sum_to(t, shape):
+    shape = tuple(shape)
+    if t.shape == shape:
+        return t
+    lead = t.ndim - len(shape)
+    if lead < 0:
+        raise RuntimeError(f"sum_to: cannot sum shape {shape_str(t.shape)} to {shape_str(shape)}.")
+    dims = []
+    for d in range(t.ndim):
+        if d < lead:
+            dims.append(d)
+        elif shape[d - lead] == 1 and t.shape[d] != 1:
+            dims.append(d)
+        elif shape[d - lead] != t.shape[d]:
+            raise RuntimeError(f"sum_to: cannot sum shape {shape_str(t.shape)} to {shape_str(shape)}.")
+    r = sum(t, dims, True) if dims else t
+    return r if r.shape == shape else reshape(r, shape)
+
+
+# ===== linear algebra ==========================================================================================
+
+# out = a @ b for inputs of at least 2 dims; 1-D operands are promoted to matrices and the extra dim removed after.
+def matmul(a, b):
+    if a.ndim < 1 or b.ndim < 1:
+        raise RuntimeError(f"matmul: both arguments need at least 1 dimension, got {shape_str(a.shape)} @ "
+                           f"{shape_str(b.shape)}.")
+    if a.dtype is _dt.bool_ or b.dtype is _dt.bool_:
+        raise TypeError("matmul: not supported for bool tensors.")
+    if a.ndim == 1 or b.ndim == 1:
+        ka, kb = a.shape[-1], b.shape[0 if b.ndim == 1 else -2]
+        if ka != kb:
+            raise RuntimeError(errors.ERR_MATMUL.format(a=shape_str(a.shape), b=shape_str(b.shape), k1=ka, k2=kb))
+        a2 = unsqueeze(a, 0) if a.ndim == 1 else a
+        b2 = unsqueeze(b, 1) if b.ndim == 1 else b
+        r = matmul(a2, b2)
+        if a.ndim == 1:
+            r = squeeze(r, (-2,))
+        if b.ndim == 1:
+            r = squeeze(r, (-1,))
+        return r
+    ka, kb = a.shape[-1], b.shape[-2]
+    if ka != kb:
+        raise RuntimeError(errors.ERR_MATMUL.format(a=shape_str(a.shape), b=shape_str(b.shape), k1=ka, k2=kb))
+    broadcast_shapes(a.shape[:-2], b.shape[:-2], "matmul")
+    dtype = result_type(a, b)
+    ac = a if a.dtype is dtype else to_dtype(a, dtype)
+    bc = b if b.dtype is dtype else to_dtype(b, dtype)
+    out = make_tensor(kernels.matmul(ac._data, bc._data))
+    if any_requires_grad(ac, bc):
+        node = record("matmul", out, (ac, bc))
+        if needs_input_grad(node, 1):
+            node.save("a", ac)
+        if needs_input_grad(node, 0):
+            node.save("b", bc)
+    return out
+
+
+from .ops_shape import to_dtype, reshape, squeeze, unsqueeze  # noqa: E402  (ops_shape uses this module too)
