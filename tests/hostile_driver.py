@@ -1,7 +1,7 @@
 """Feeds every public function of an engine hostile arguments; tests/test_hostile.py runs it in a subprocess, so a
 crash kills this process and not pytest.
 
-    python tests/hostile_driver.py --engine dyngrad --start 0 --progress P --report R [--memory-limit-gb 8]
+    python tests/hostile_driver.py --engine dyngrad --start 0 --progress P --report R [--stride N] [--list]
 
 Every call is numbered; before each call its number and a description are written into the progress file P, so
 when the process dies (a segfault, an abort, the per-call watchdog) the parent knows which call did it and
@@ -53,19 +53,16 @@ def hostile_values(dg):
         ("object()", lambda: object()),
         ("1.5", lambda: 1.5),
         ("-1", lambda: -1),
-        ("0", lambda: 0),
         ("7", lambda: 7),
         ("True", lambda: True),
         ("2**31", lambda: 2 ** 31),
         ("2**63-1", lambda: 2 ** 63 - 1),
         ("2**64", lambda: 2 ** 64),
-        ("-2**63", lambda: -2 ** 63),
         ("nan", lambda: float("nan")),
         ("-inf", lambda: float("-inf")),
         ("1j", lambda: 1j),
         ("[1, 'a']", lambda: [1, "a"]),
         ("[[1, 2], [3]]", lambda: [[1, 2], [3]]),
-        ("{}", lambda: {}),
         ("()", lambda: ()),
         ("(-1, 3)", lambda: (-1, 3)),
         ("(2**32, 2**32)", lambda: (2 ** 32, 2 ** 32)),
@@ -80,14 +77,12 @@ def hostile_values(dg):
         ("float32 (3, 4)", t(lambda: dg.ones(3, 4))),
         ("float64 (4, 3)", t(lambda: dg.ones(4, 3, dtype=dg.float64))),
         ("int64 (3, 4) 10**12", t(lambda: dg.full((3, 4), 10 ** 12, dtype=dg.int64))),
-        ("int64 [-10**9]", t(lambda: dg.tensor([-10 ** 9]))),
         ("int64 [0, 5, 2**40]", t(lambda: dg.tensor([0, 5, 2 ** 40]))),
         ("bool (3, 4)", t(lambda: dg.ones(3, 4, dtype=dg.bool))),
         ("empty (0,)", t(lambda: dg.zeros(0))),
         ("empty (0, 3)", t(lambda: dg.zeros(0, 3))),
         ("0-d 2.0", t(lambda: dg.tensor(2.0))),
         ("nan (3, 4)", t(lambda: dg.full((3, 4), float("nan")))),
-        ("inf (2,)", t(lambda: dg.tensor([float("inf"), float("-inf")]))),
         ("transposed (4, 3).T", t(lambda: dg.ones(4, 3).T)),
         ("expanded (1,)->(3, 4)", t(lambda: dg.ones(1).expand(3, 4))),
         ("requires_grad (3, 4)", t(lambda: dg.ones(3, 4, requires_grad=True))),
@@ -128,7 +123,8 @@ def targets(dg):
             obj = getattr(pkg, name)
             if inspect.isclass(obj) and issubclass(obj, base) and obj is not base:
                 out.append((f"{pkg.__name__.split('.')[-1]}.{name}", lambda obj=obj: obj))
-    method_names = sorted(n for n in dir(dg.Tensor) if not n.startswith("_") and n not in SKIP) + DUNDERS
+    method_names = sorted(n for n in dir(dg.Tensor) if not n.startswith("_") and n not in SKIP)
+    method_names += [n for n in DUNDERS if hasattr(dg.Tensor, n)]
     for name in method_names:
         out.append((f"Tensor.{name}", lambda name=name: getattr(good_tensor(dg), name)))
     return out
@@ -144,9 +140,10 @@ def calls(dg):
         patterns = [((), {})]
         patterns += [((h,), {}) for h in hostile]
         patterns += [((("good", lambda: good_tensor(dg)), h), {}) for h in hostile]
-        patterns += [((h, ("good", lambda: good_tensor(dg))), {}) for h in hostile]
-        patterns += [((("good", lambda: good_tensor(dg)),), {"dim": h}) for h in hostile[:24]]
-        patterns += [((("3", lambda: 3), ("4", lambda: 4)), {"dtype": h}) for h in hostile[:24]]
+        if not name.startswith("Tensor."):  # (a method's receiver is already the good first argument)
+            patterns += [((h, ("good", lambda: good_tensor(dg))), {}) for h in hostile]
+            patterns += [((("good", lambda: good_tensor(dg)),), {"dim": h}) for h in hostile[:20]]
+            patterns += [((("3", lambda: 3), ("4", lambda: 4)), {"dtype": h}) for h in hostile[:20]]
         for args, kwargs in patterns:
             desc = f"{name}({', '.join(d for d, _ in args)}" \
                    f"{''.join(f', {k}={d}' for k, (d, _) in kwargs.items())})"
@@ -157,7 +154,7 @@ def calls(dg):
         if name.startswith("Tensor."):
             method = name.split(".", 1)[1]
             for rdesc, make in receivers[1:]:
-                for args in [()] + [(h,) for h in hostile[:20]]:
+                for args in [()] + [(h,) for h in hostile if h[0] in ("None", "-1", "2**63-1", "nan", "7")]:
                     desc = f"({rdesc}).{method}({', '.join(d for d, _ in args)})"
 
                     def thunk(make=make, method=method, args=args):
@@ -185,6 +182,7 @@ def main():
     parser.add_argument("--progress", required=True)
     parser.add_argument("--report", required=True)
     parser.add_argument("--memory-limit-gb", type=float, default=2)
+    parser.add_argument("--stride", type=int, default=1, help="run only every stride-th call (a sample)")
     parser.add_argument("--list", action="store_true", help="print the numbered calls and exit")
     opts = parser.parse_args()
 
@@ -200,7 +198,7 @@ def main():
         if opts.list:
             print(index, desc)
             continue
-        if index < opts.start:
+        if index < opts.start or index % opts.stride:
             continue
         os.pwrite(progress, f"{index}\t{desc}".encode()[:1000].ljust(1024), 0)
         faulthandler.dump_traceback_later(WATCHDOG_SECONDS, exit=True)

@@ -20,6 +20,12 @@ SANITIZED = bool(os.environ.get("DYNGRAD_SANITIZED"))
 MAX_CRASHES = 30
 
 
+LONG = os.environ.get("DYNGRAD_LONG", "") not in ("", "0")
+# The C++ engine (the one that can crash) gets every call; the pure-Python reference a 1-in-STRIDE sample unless
+# DYNGRAD_LONG is set.
+STRIDE = {"dyngrad": 1, "dyngrad.reference": 1 if LONG else 6}
+
+
 def run_driver(engine, tmp_path):
     """Runs the driver until it finishes; returns (report, crashes), crashes being (call, how it died) pairs."""
     env = dict(os.environ)
@@ -29,6 +35,7 @@ def run_driver(engine, tmp_path):
     start, crashes, totals = 0, [], {"tried": 0, "outcomes": {}, "unclear": []}
     while True:
         proc = subprocess.run([sys.executable, DRIVER, "--engine", engine, "--start", str(start),
+                               "--stride", str(STRIDE[engine]),
                                "--progress", str(progress), "--report", str(report)],
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
         if proc.returncode == 0:
@@ -40,7 +47,7 @@ def run_driver(engine, tmp_path):
             return totals, crashes
         index, call = progress.read_text().rstrip().split("\t", 1)
         crashes.append((call, f"exit code {proc.returncode}: {proc.stderr.strip().splitlines()[:1]}"))
-        totals["tried"] += int(index) - start + 1
+        totals["tried"] += (int(index) - start) // STRIDE[engine] + 1
         assert len(crashes) < MAX_CRASHES, f"more than {MAX_CRASHES} crashing calls: {crashes}"
         start = int(index) + 1
         report.unlink(missing_ok=True)
@@ -51,7 +58,7 @@ def test_hostile_calls_never_crash(engine, tmp_path):
     report, crashes = run_driver(engine, tmp_path)
     summary = f"{engine}: {report['tried']} calls, {len(crashes)} crashed; outcomes {report['outcomes']}"
     print(summary)
-    assert report["tried"] > 20000, summary
+    assert report["tried"] > 50000 // STRIDE[engine], summary
     assert not crashes, f"{summary}\n" + "\n".join(f"  {call}  ({how})" for call, how in crashes)
     assert not report["unclear"], f"{summary}\n{len(report['unclear'])} unclear errors:\n" + \
         "\n".join(report["unclear"][:40])
