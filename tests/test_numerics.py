@@ -25,16 +25,6 @@ def np_softplus(x):
     return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
 
 
-def known_reference_bug(dg, request, reason):
-    """Marks this test's reference-engine run as an expected failure (strict: it must start passing when fixed)."""
-    if dg.__name__ == "dyngrad.reference":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=f"reference engine: {reason}"))
-
-
-REF_SIGMOID = "kernels.sigmoid is 0.5 * (tanh(x / 2) + 1), which cancels to 0 below about -17 (float32) / -37 (float64)"
-REF_LOG_SOFTMAX = "kernels.log_softmax is x - logsumexp(x), which rounds to logsumexp's precision (5e-4 at 1e4)"
-
-
 def rows():
     """Rows of logits with |x| up to 1e4: huge gaps, huge equal values, mixed signs, one dominant entry."""
     return np.array([[1e4, -1e4, 0.0, 1e4 - 1.0],
@@ -74,8 +64,7 @@ def test_softmax_large_inputs(dg):
     check(as64(t.grad), want_grad, rtol=1e-5, atol=1e-5, what="softmax gradient")
 
 
-def test_log_softmax_large_inputs(dg, request):
-    known_reference_bug(dg, request, REF_LOG_SOFTMAX)
+def test_log_softmax_large_inputs(dg):
     x = rows().astype(np.float32).astype(np.float64)
     t = tensor32(dg, x)
     y = dg.log_softmax(t, 1)
@@ -103,8 +92,7 @@ def test_cross_entropy_large_logits(dg, reduction):
     check(as64(t.grad), (np.exp(logp) - onehot) * scale, rtol=1e-5, atol=1e-6, what="cross_entropy gradient")
 
 
-def test_sigmoid_large_and_accurate(dg, request):
-    known_reference_bug(dg, request, REF_SIGMOID)
+def test_sigmoid_large_and_accurate(dg):
     x = np.array(BIG + list(np.linspace(-80, 80, 321)), dtype=np.float32).astype(np.float64)
     t = tensor32(dg, x)
     y = dg.sigmoid(t)
@@ -120,8 +108,7 @@ def test_sigmoid_large_and_accurate(dg, request):
     assert as64(y)[0] == 0.0 and as64(y)[len(BIG) - 1] == 1.0
 
 
-def test_softplus_large_and_accurate(dg, request):
-    known_reference_bug(dg, request, REF_SIGMOID)
+def test_softplus_large_and_accurate(dg):
     x = np.array(BIG + list(np.linspace(-30, 30, 121)), dtype=np.float32).astype(np.float64)
     t = tensor32(dg, x)
     y = dg.softplus(t)
@@ -164,8 +151,7 @@ def test_tanh_gelu_exp_large_inputs(dg):
     assert as64(dg.exp(big)).tolist() == [math.inf, 0.0]
 
 
-def test_float64_stays_accurate_far_out(dg, request):
-    known_reference_bug(dg, request, REF_SIGMOID)
+def test_float64_stays_accurate_far_out(dg):
     """float64 keeps going: sigmoid(-700) and softplus(-700) are ~1e-304, not 0 or NaN."""
     t = dg.tensor([-700.0, 700.0], dtype=dg.float64, requires_grad=True)
     s, sp = dg.sigmoid(t), dg.softplus(t)

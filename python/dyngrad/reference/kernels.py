@@ -39,7 +39,10 @@ abs = (lambda a: np.abs(a))
 sin = (lambda a: np.sin(a))
 cos = (lambda a: np.cos(a))
 tanh = (lambda a: np.tanh(a))
-sigmoid = (lambda a: 0.5 * (np.tanh(0.5 * a) + 1))          # stable for large |a|
+def sigmoid(a):
+    """1 / (1 + exp(-a)) from exp(-|a|), which never overflows; (tanh(a/2) + 1) / 2 cancels to 0 below a = -17."""
+    e = np.exp(-np.abs(a))
+    return np.where(a >= 0, 1 / (1 + e), e / (1 + e)).astype(a.dtype)
 relu = (lambda a: np.maximum(a, 0))
 sign = (lambda a: np.sign(a))
 _erf_scalar = np.frompyfunc(math.erf, 1, 1)
@@ -68,13 +71,20 @@ def logsumexp(a, dims, keepdim):
 
 @quiet
 def softmax(a, dim):
+    if a.size == 0:
+        return a.copy()
     shifted = np.exp(a - np.max(a, axis=dim, keepdims=True))
     return shifted / np.sum(shifted, axis=dim, keepdims=True)
 
 
 @quiet
 def log_softmax(a, dim):
-    return a - logsumexp(a, (dim,), True)
+    # (a - peak) - log(sum), as reduce.cpp: a - logsumexp(a) would round to logsumexp's precision (5e-4 at 1e4)
+    if a.size == 0:
+        return a.copy()
+    peak = np.max(a, axis=dim, keepdims=True)
+    shifted = a - np.where(np.isfinite(peak), peak, 0)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=dim, keepdims=True))
 
 
 # ----- matmul (kernels/matmul.cpp) --------------------------------------------------------------------------
