@@ -56,14 +56,18 @@ def pure_python(n=200_000):
 
 
 def kernel_jobs():
-    a, b = dg.randn(384, 384, requires_grad=True), dg.randn(384, 384, requires_grad=True)
-    big = dg.randn(600_000, requires_grad=True)
+    """Each job makes its own leaves (detach() aliases: no copy), so graphs share no node: dyngrad refuses two
+    backward passes through one AccumulateGrad at once (tests/test_threads.py)."""
+    a, b = dg.randn(384, 384), dg.randn(384, 384)
+    big = dg.randn(600_000)
 
     def matmul_job():
-        ((a @ b).tanh() @ b).sum().backward()
+        x, w = a.detach().requires_grad_(), b.detach().requires_grad_()
+        ((x @ w).tanh() @ w).sum().backward()
 
     def elementwise_job():
-        ((big * 1.5).sigmoid() * big.exp().clamp(max=4.0)).sum().backward()
+        x = big.detach().requires_grad_()
+        ((x * 1.5).sigmoid() * x.exp().clamp(max=4.0)).sum().backward()
 
     return {"matmul 384^3 fwd+bwd": matmul_job, "elementwise 600k fwd+bwd": elementwise_job}
 

@@ -121,6 +121,28 @@ def test_shared_graph_without_retain_graph_runs_once(dg):
     np.testing.assert_allclose(x.grad.numpy(), single, rtol=1e-10, atol=1e-10)
 
 
+def test_graphs_sharing_a_leaf_work_or_raise_clearly(dg):
+    """Threads with their own graphs over one shared parameter (Hogwild-style). torch serialises the
+    accumulation into .grad; dyngrad's C++ engine may instead refuse a backward that reaches the shared
+    AccumulateGrad while another is inside it. Either way no gradient is lost or half-added."""
+    w = dg.tensor(np.linspace(-1, 1, 300 * 300).reshape(300, 300), requires_grad=True)
+    single = 1 + 2 * np.cos(2 * w.detach().numpy())
+    done = []
+
+    def backward(i):
+        for _ in range(3):
+            loss = (w + (w * 2).sin()).sum()   # 90,000-element kernels: the passes overlap
+            try:
+                loss.backward()
+                done.append(i)
+            except RuntimeError as exc:
+                assert dg.__name__ == "dyngrad" and "another backward() is running through" in str(exc), exc
+    _, errors = run_threads(backward, THREADS)
+    assert not any(errors), errors
+    assert done
+    np.testing.assert_allclose(w.grad.numpy(), len(done) * single, rtol=1e-9, atol=1e-9)
+
+
 def test_concurrent_backward_error_names_the_node(cpp):
     """The engine's error, raised deterministically: backward() started from a hook of the same graph."""
     x = cpp.ones(3, requires_grad=True)

@@ -63,7 +63,7 @@ amin = quiet(lambda a, dims, keepdim: np.min(a, axis=dims, keepdims=keepdim))
 
 @quiet
 def logsumexp(a, dims, keepdim):
-    peak = np.max(a, axis=dims, keepdims=True)
+    peak = np.max(a, axis=dims, keepdims=True, initial=-np.inf)  # (initial: an empty reduction gives -inf)
     peak = np.where(np.isfinite(peak), peak, 0)
     out = np.log(np.sum(np.exp(a - peak), axis=dims, keepdims=True)) + peak
     return out if keepdim else np.squeeze(out, axis=dims)
