@@ -74,6 +74,8 @@ def is_tensor(obj):
 
 
 def numel(t):
+    if not isinstance(t, Tensor):
+        raise TypeError(f"numel: expected a Tensor, got {type(t).__name__}.")
     return t.numel()
 
 
