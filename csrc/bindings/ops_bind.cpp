@@ -459,6 +459,8 @@ void bind_ops(py::module_& m) {
                          std::optional<Tensor> b, double eps) {
     Shape ns = parse_shape(normalized_shape, "layer_norm");
     const int64_t k = (int64_t)ns.size();
+    // () would make `dims` empty, which mean() reads as "all dims": torch refuses it
+    DG_CHECK(k >= 1, RuntimeError, "layer_norm: normalized_shape must have at least one dim, got ().");
     DG_CHECK(k <= x->ndim() && Shape(x->shape.end() - k, x->shape.end()) == ns, RuntimeError,
              "layer_norm: normalized_shape ", shape_str(ns), " does not match the last dims of the input shape ",
              shape_str(x->shape), ".");

@@ -56,8 +56,8 @@ Tensor from_numpy(py::array arr) {
   if (!strides_ok || !arr.dtype().attr("isnative").cast<bool>())
     // asarray (not ascontiguousarray, which turns 0-d into 1-d) with a native byte order
     arr = py::module_::import("numpy").attr("asarray")(arr, arr.dtype().attr("newbyteorder")("="), "C");
-  auto t = std::make_shared<TensorImpl>();
-  auto storage = std::make_shared<Storage>();
+  auto t = make_pooled<TensorImpl>();
+  auto storage = make_pooled<Storage>();
   storage->data = const_cast<void*>(arr.data());
   py::object keep = arr;
   storage->owner = std::shared_ptr<void>(keep.release().ptr(), [](void* p) {

@@ -34,7 +34,8 @@ struct GraphTask {
   }
   ~GraphTask() {
     for (Node* n : claimed) {
-      n->pending.clear();
+      n->pending0.reset();
+      n->pending_rest.clear();
       n->deps = 0;
       n->task_owner.store(0);
     }
@@ -44,9 +45,7 @@ struct GraphTask {
 // Note [Gradient accumulation]: several consumers of one value each send it a gradient; they are summed in the
 // node's pending slot before the node runs.
 void accumulate_into(Node* node, uint32_t slot, Tensor g) {
-  auto& pending = node->pending;
-  if (pending.size() < node->num_outputs()) pending.resize(node->num_outputs());
-  Tensor& cur = pending[slot];
+  Tensor& cur = node->pending_slot(slot);
   cur = cur ? add(cur, g) : std::move(g);
 }
 
@@ -128,12 +127,15 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
     }
   }
 
+  std::vector<Tensor> grads;  // reused for every node: no allocation per node
   while (!ready.empty()) {
     Node* node = ready.back();
     ready.pop_back();
-    std::vector<Tensor> grads = std::move(node->pending);
-    node->pending.clear();
+    grads.clear();
     grads.resize(node->num_outputs());
+    if (!grads.empty()) grads[0] = std::move(node->pending0);
+    for (size_t i = 1; i < grads.size() && i <= node->pending_rest.size(); ++i)
+      grads[i] = std::move(node->pending_rest[i - 1]);
 
     for (auto& [output_nr, hook] : node->pre_hooks) {
       if (!grads[output_nr]) continue;

@@ -25,7 +25,8 @@ const char* op_name(OpKind k) { return kOpNames[(int)k]; }
 const char* op_display_name(OpKind k) { return kOpDisplayNames[(int)k]; }
 
 // ---- grad mode ----
-static thread_local bool tl_grad_enabled = true;
+// initial-exec TLS: one instruction per access instead of a __tls_get_addr call (a few bytes of static TLS).
+static thread_local bool tl_grad_enabled __attribute__((tls_model("initial-exec"))) = true;
 bool GradMode::is_enabled() { return tl_grad_enabled; }
 void GradMode::set_enabled(bool enabled) { tl_grad_enabled = enabled; }
 bool grad_enabled() { return tl_grad_enabled; }
@@ -72,7 +73,7 @@ Node::~Node() {
 }
 
 static thread_local std::vector<std::shared_ptr<Node>> tl_dying;
-static thread_local bool tl_draining = false;
+static thread_local bool tl_draining __attribute__((tls_model("initial-exec"))) = false;
 
 void release_node_iteratively(std::shared_ptr<Node>&& node) {
   if (!node) return;

@@ -73,7 +73,15 @@ struct Node : std::enable_shared_from_this<Node> {
   // Backward bookkeeping, used only by the run_backward that owns the node (Note [One backward at a time]).
   std::atomic<uint64_t> task_owner{0};
   int64_t deps = 0;
-  std::vector<Tensor> pending;  // one slot per output: gradients summed as they arrive
+  // Gradients summed as they arrive, one slot per output: the first inline (most nodes have one output), the
+  // rest in a vector.
+  Tensor pending0;
+  std::vector<Tensor> pending_rest;
+  Tensor& pending_slot(uint32_t i) {
+    if (i == 0) return pending0;
+    if (pending_rest.size() < i) pending_rest.resize(i);
+    return pending_rest[i - 1];
+  }
 
   Node();
   virtual ~Node();

@@ -27,6 +27,8 @@ Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi
 // Scalar forms: the scalar becomes a 0-d tensor of the dtype the result will have (a Python number never
 // widens a float tensor).
 Tensor scalar_like(const Tensor& t, double v, bool is_integral);
+// The dtype of a binary op's result (torch's promotion with 0-d operands ranked below tensors with dims).
+DType result_type(const Tensor& a, const Tensor& b);
 Tensor mul_scalar(const Tensor& a, double s);
 Tensor add_scalar(const Tensor& a, double s);
 

@@ -35,13 +35,25 @@ Tensor scalar_like(const Tensor& t, double v, bool is_integral) {
   return scalar_tensor(v, dt);
 }
 
+// torch's rule: tensors with dims outrank 0-d tensors (and so Python numbers, which arrive as 0-d tensors); a 0-d
+// operand changes the result only when its category (bool < int < float) is higher: float32 * 0-d float64 stays
+// float32, int64 * 0-d float64 becomes float64.
+static int category(DType d) { return d == DType::Bool ? 0 : (is_floating(d) ? 2 : 1); }
+DType result_type(const Tensor& a, const Tensor& b) {
+  const bool a0 = a->ndim() == 0, b0 = b->ndim() == 0;
+  if (a0 == b0) return promote(a->dtype, b->dtype);
+  const Tensor& dims = a0 ? b : a;
+  const Tensor& zero_d = a0 ? a : b;
+  return category(zero_d->dtype) > category(dims->dtype) ? zero_d->dtype : dims->dtype;
+}
+
 Tensor ones_like_shape(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
 
 // ---------------- arithmetic ----------------
 
 // out = a + b
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_kernel(BinaryKind::Add, a, b, promote(a->dtype, b->dtype), "add");
+  Tensor out = binary_kernel(BinaryKind::Add, a, b, result_type(a, b), "add");
   if (any_requires_grad({&a, &b})) record(OpKind::add, out, {&a, &b});
   return out;
 }
@@ -50,14 +62,14 @@ Tensor add(const Tensor& a, const Tensor& b) {
 Tensor sub(const Tensor& a, const Tensor& b) {
   DG_CHECK(!(a->dtype == DType::Bool && b->dtype == DType::Bool), TypeError,
            "sub: subtracting two bool tensors is not supported; use logical_xor or convert with .long().");
-  Tensor out = binary_kernel(BinaryKind::Sub, a, b, promote(a->dtype, b->dtype), "sub");
+  Tensor out = binary_kernel(BinaryKind::Sub, a, b, result_type(a, b), "sub");
   if (any_requires_grad({&a, &b})) record(OpKind::sub, out, {&a, &b});
   return out;
 }
 
 // out = a * b; saves b for da and a for db
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_kernel(BinaryKind::Mul, a, b, promote(a->dtype, b->dtype), "mul");
+  Tensor out = binary_kernel(BinaryKind::Mul, a, b, result_type(a, b), "mul");
   if (any_requires_grad({&a, &b})) {
     auto node = record(OpKind::mul, out, {&a, &b});
     if (node->needs_input_grad(1)) node->saved[0].save(a, false);
@@ -68,7 +80,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 // out = a / b (true division: integers divide in float32)
 Tensor div(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_kernel(BinaryKind::Div, a, b, to_floating(promote(a->dtype, b->dtype)), "div");
+  Tensor out = binary_kernel(BinaryKind::Div, a, b, to_floating(result_type(a, b)), "div");
   if (any_requires_grad({&a, &b})) {
     auto node = record(OpKind::div, out, {&a, &b});
     if (node->needs_input_grad(1)) node->saved[0].save(a, false);
@@ -86,7 +98,7 @@ Tensor neg(const Tensor& a) {
 
 // out = a ** b (tensor exponent)
 Tensor pow(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_kernel(BinaryKind::Pow, a, b, promote(a->dtype, b->dtype), "pow");
+  Tensor out = binary_kernel(BinaryKind::Pow, a, b, result_type(a, b), "pow");
   if (any_requires_grad({&a, &b})) {
     auto node = record(OpKind::pow, out, {&a, &b});
     node->saved[0].save(a, false);
@@ -112,7 +124,7 @@ Tensor pow_scalar(const Tensor& a, double p) {
 }
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_kernel(BinaryKind::Maximum, a, b, promote(a->dtype, b->dtype), "maximum");
+  Tensor out = binary_kernel(BinaryKind::Maximum, a, b, result_type(a, b), "maximum");
   if (any_requires_grad({&a, &b})) {
     auto node = record(OpKind::maximum, out, {&a, &b});
     node->saved[0].save(a, false);
@@ -122,7 +134,7 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 }
 
 Tensor minimum(const Tensor& a, const Tensor& b) {
-  Tensor out = binary_kernel(BinaryKind::Minimum, a, b, promote(a->dtype, b->dtype), "minimum");
+  Tensor out = binary_kernel(BinaryKind::Minimum, a, b, result_type(a, b), "minimum");
   if (any_requires_grad({&a, &b})) {
     auto node = record(OpKind::minimum, out, {&a, &b});
     node->saved[0].save(a, false);
@@ -134,7 +146,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
 // out = cond ? a : b; saves cond
 Tensor where(const Tensor& cond_in, const Tensor& a_in, const Tensor& b_in) {
   Tensor cond = cond_in->dtype == DType::Bool ? cond_in : compare(CompareOp::Ne, cond_in, scalar_tensor(0, cond_in->dtype));
-  DType dt = promote(a_in->dtype, b_in->dtype);
+  DType dt = result_type(a_in, b_in);
   Tensor a = a_in->dtype == dt ? a_in : contiguous_copy(a_in, dt);
   Tensor b = b_in->dtype == dt ? b_in : contiguous_copy(b_in, dt);
   Tensor out = where_kernel(cond, a, b, "where");
@@ -223,16 +235,16 @@ Tensor compare(CompareOp op, const Tensor& a, const Tensor& b) {
   static const BinaryKind kinds[] = {BinaryKind::Eq, BinaryKind::Ne, BinaryKind::Lt,
                                      BinaryKind::Le, BinaryKind::Gt, BinaryKind::Ge};
   static const char* names[] = {"eq", "ne", "lt", "le", "gt", "ge"};
-  return binary_kernel(kinds[(int)op], a, b, promote(a->dtype, b->dtype), names[(int)op]);
+  return binary_kernel(kinds[(int)op], a, b, result_type(a, b), names[(int)op]);
 }
 Tensor logical_and(const Tensor& a, const Tensor& b) {
-  return binary_kernel(BinaryKind::And, a, b, promote(a->dtype, b->dtype), "logical_and");
+  return binary_kernel(BinaryKind::And, a, b, result_type(a, b), "logical_and");
 }
 Tensor logical_or(const Tensor& a, const Tensor& b) {
-  return binary_kernel(BinaryKind::Or, a, b, promote(a->dtype, b->dtype), "logical_or");
+  return binary_kernel(BinaryKind::Or, a, b, result_type(a, b), "logical_or");
 }
 Tensor logical_xor(const Tensor& a, const Tensor& b) {
-  return binary_kernel(BinaryKind::Xor, a, b, promote(a->dtype, b->dtype), "logical_xor");
+  return binary_kernel(BinaryKind::Xor, a, b, result_type(a, b), "logical_xor");
 }
 Tensor logical_not(const Tensor& a) { return unary_kernel(UnaryKind::Not, a, DType::Bool); }
 Tensor isnan(const Tensor& a) { return unary_kernel(UnaryKind::IsNan, a, DType::Bool); }
@@ -385,7 +397,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   int64_t ka = a->shape[a->ndim() - 1], kb = b->shape[b->ndim() - 2];
   DG_CHECK(ka == kb, RuntimeError, "matmul: inner dimensions do not match: ", shape_str(a->shape), " @ ",
            shape_str(b->shape), " (", ka, " != ", kb, ").");
-  DType dt = promote(a->dtype, b->dtype);
+  DType dt = result_type(a, b);
   Tensor ac = a->dtype == dt ? a : to_dtype(a, dt);
   Tensor bc = b->dtype == dt ? b : to_dtype(b, dt);
   Tensor out = matmul_kernel(ac, bc);

@@ -311,7 +311,7 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
     offset += len;
   }
   if (any_requires_grad(ts)) {
-    auto node = std::make_shared<OpNode>(OpKind::cat);
+    auto node = make_pooled<OpNode>(OpKind::cat);
     std::vector<const Tensor*> inputs;
     for (auto& t : ts) inputs.push_back(&t);
     collect_next_edges(*node, inputs);
@@ -335,6 +335,8 @@ Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
 }
 
 std::vector<Tensor> split(const Tensor& a, const Dims& sizes, int64_t dim) {
+  // a 0-d tensor has no shape[d] to read (as torch: "split expects at least a 1-dimensional tensor")
+  DG_CHECK(a->ndim() > 0, RuntimeError, "split: cannot split a 0-d tensor; it has no dimension to split along.");
   int64_t d = wrap_dim(dim, a->ndim(), "split");
   int64_t total = 0;
   for (int64_t s : sizes) {
@@ -354,6 +356,7 @@ std::vector<Tensor> split(const Tensor& a, const Dims& sizes, int64_t dim) {
 
 std::vector<Tensor> split_size(const Tensor& a, int64_t size, int64_t dim) {
   DG_CHECK(size > 0, RuntimeError, "split: split_size must be positive, got ", size, ".");
+  DG_CHECK(a->ndim() > 0, RuntimeError, "split: cannot split a 0-d tensor; it has no dimension to split along.");
   int64_t d = wrap_dim(dim, a->ndim(), "split");
   Dims sizes;
   for (int64_t s = 0; s < a->shape[d]; s += size) sizes.push_back(std::min(size, a->shape[d] - s));
@@ -363,6 +366,7 @@ std::vector<Tensor> split_size(const Tensor& a, int64_t size, int64_t dim) {
 
 std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim) {
   DG_CHECK(chunks > 0, RuntimeError, "chunk: number of chunks must be positive, got ", chunks, ".");
+  DG_CHECK(a->ndim() > 0, RuntimeError, "chunk: cannot chunk a 0-d tensor; it has no dimension to chunk along.");
   int64_t d = wrap_dim(dim, a->ndim(), "chunk");
   int64_t n = a->shape[d];
   int64_t size = std::max<int64_t>(1, (n + chunks - 1) / chunks);
@@ -392,6 +396,8 @@ Tensor index_select(const Tensor& a_in, int64_t dim, const Tensor& index_in) {
   int64_t d = wrap_dim(dim, a->ndim(), "index_select");
   const int64_t n = index->numel;
   const int64_t size = a->ndim() ? a->shape[d] : 1;
+  // a 0-d result has room for one element (as torch: "Index to scalar can have only 1 value")
+  DG_CHECK(a->ndim() || n == 1, RuntimeError, "index_select: a 0-d tensor takes exactly one index, got ", n, ".");
   const int64_t* idx = index->data<int64_t>();
   check_bounds(idx, n, size, d, "index_select");
   Shape shape = a->shape;
@@ -664,9 +670,10 @@ void assign_inplace(const Tensor& self, const Tensor& result, const char* op) {
 
 void copy_(const Tensor& self, const Tensor& src) {
   if (any_requires_grad({&self, &src})) {
-    inplace_input(self, "copy_", src->requires_grad);  // checks leaf / view rules
-    // self's old value is overwritten entirely: the new history runs through src only
-    assign_inplace(self, clone(to_dtype(expand(src, self->shape), self->dtype)), "copy_");
+    Tensor before = inplace_input(self, "copy_", src->requires_grad);  // also checks leaf / view rules
+    // self's old value is overwritten entirely: it gets a zero gradient (as in torch), the new value src's
+    Tensor all = full(self->shape, 1.0, DType::Bool);
+    assign_inplace(self, clone(where(all, to_dtype(expand(src, self->shape), self->dtype), before)), "copy_");
     return;
   }
   broadcast_shapes(self->shape, src->shape, "copy_");
@@ -677,7 +684,10 @@ void copy_(const Tensor& self, const Tensor& src) {
 void fill_(const Tensor& self, double value) {
   if (grad_enabled() && self->requires_grad) {
     Tensor before = inplace_input(self, "fill_", false);
-    assign_inplace(self, add(mul(before, scalar_tensor(0, self->dtype)), scalar_tensor(value, self->dtype)), "fill_");
+    // the old value gets a zero gradient; where, not multiplying by 0, which would turn inf into nan
+    Tensor all = full(self->shape, 1.0, DType::Bool);
+    Tensor zeroed = where(all, scalar_tensor(0, self->dtype), before);
+    assign_inplace(self, add(zeroed, scalar_tensor(value, self->dtype)), "fill_");
     return;
   }
   copy_into(self, scalar_tensor(value, self->dtype));

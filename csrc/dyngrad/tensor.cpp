@@ -1,6 +1,7 @@
 // tensor.cpp: storage allocation, shapes and strides, construction of tensors without history.
 #include "tensor.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -22,7 +23,13 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   return os.str();
 }
 
+static std::atomic<int64_t> g_live_storages{0};
+int64_t live_storage_count() { return g_live_storages.load(); }
+
+Storage::Storage() { g_live_storages.fetch_add(1, std::memory_order_relaxed); }
+
 Storage::~Storage() {
+  g_live_storages.fetch_sub(1, std::memory_order_relaxed);
   if (!owner && data && data != inline_buffer) pool::free_buffer(data, nbytes);
 }
 

@@ -36,7 +36,7 @@ struct Storage {
   // Tiny tensors (scalars, a few elements) live inside the Storage object: one allocation fewer per op.
   alignas(16) unsigned char inline_buffer[16];
 
-  Storage() = default;
+  Storage();  // user-provided (make_pooled<Storage>() must not zero the whole object first); counts live storages
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   ~Storage();
@@ -69,6 +69,7 @@ struct TensorImpl {
   std::weak_ptr<Node> grad_accumulator;  // the leaf's AccumulateGrad, alive while some graph holds it
   std::vector<std::pair<int64_t, GradHook>> hooks;  // leaf hooks (non-leaf hooks live on grad_fn)
 
+  TensorImpl() {}  // user-provided, for the same reason (members have their own initialisers)
   ~TensorImpl();
 
   bool is_leaf() const { return grad_fn == nullptr; }
@@ -81,6 +82,9 @@ struct TensorImpl {
   uint64_t version() const { return storage->version; }
   void bump_version() { ++storage->version; }
 };
+
+// Debug counter (tests/test_leaks.py): Storage objects alive now.
+int64_t live_storage_count();
 
 // ---- shapes ----
 int64_t shape_numel(const Shape& shape);  // throws on overflow

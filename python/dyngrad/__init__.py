@@ -69,6 +69,28 @@ def get_default_dtype():
     return float32
 
 
+def seed():
+    """Seeds the generator from the operating system's entropy and returns the seed (torch.seed)."""
+    import os as _os
+    s = int.from_bytes(_os.urandom(8), "little") % (2 ** 63)
+    manual_seed(s)
+    return s
+
+
+def normal(mean, std, size, dtype=None):
+    """Samples of N(mean, std**2) of the given size (torch.normal with number arguments)."""
+    return randn(*size, dtype=dtype) * std + mean if isinstance(size, (tuple, list)) else randn(size, dtype=dtype) * std + mean
+
+
+def bernoulli(p):
+    """1 with probability p (elementwise), else 0; no gradient."""
+    if not isinstance(p, Tensor):
+        raise TypeError(f"bernoulli: expected a Tensor of probabilities, got {type(p).__name__}.")
+    with no_grad():
+        probs = p if p.is_floating_point() else p.float()
+        return (rand_like(probs) < probs).to(probs.dtype)
+
+
 def is_tensor(obj):
     return isinstance(obj, Tensor)
 

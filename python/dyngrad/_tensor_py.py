@@ -229,7 +229,19 @@ def _rebuild(array, requires_grad):
     return _C._tensor_from_numpy_copy(np.asarray(array, order="C"), requires_grad)
 
 
+_TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "int64": "LongTensor", "bool": "BoolTensor"}
+
+
+def _type(self, dtype=None):
+    if dtype is None:
+        return "dyngrad." + _TYPE_NAMES[self.dtype.name]
+    return self.to(dtype)
+
+
 def install(tensor_type):
+    tensor_type.is_cuda = property(lambda self: False)
+    tensor_type.ndimension = lambda self: self.ndim
+    tensor_type.type = _type
     tensor_type.__repr__ = tensor_repr
     tensor_type.__str__ = tensor_repr
     tensor_type.tolist = tolist

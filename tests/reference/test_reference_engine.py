@@ -167,7 +167,7 @@ OP_TABLE = {
     "index_mask": (lambda a: a[a > 0], lambda a: a[a > 0], [(3, 4)], "distinct"),
     "gather": (lambda a: a.gather(1, dg.tensor([[0, 0], [2, 1]])),
                lambda a: np.take_along_axis(a, np.array([[0, 0], [2, 1]]), 1), [(2, 3)], "normal"),
-    "scatter_add": (lambda a, b: a.scatter_add(0, dg.tensor([[1, 0, 1]]), b),
+    "scatter_add": (lambda a, b: dg.ops_extra.scatter_add(a, 0, dg.tensor([[1, 0, 1]]), b),
                     lambda a, b: a + np.array([[0, b[0, 1], 0], [b[0, 0], 0, b[0, 2]]]), [(2, 3), (1, 3)], "normal"),
     "index_select": (lambda a: a.index_select(1, dg.tensor([2, 0])), lambda a: a[:, [2, 0]], [(2, 3)], "normal"),
     "masked_fill": (lambda a: a.masked_fill(a > 0, 0.5), lambda a: np.where(a > 0, 0.5, a), [(3, 4)], "distinct"),
@@ -622,7 +622,7 @@ def test_dropout_and_creation():
     dg.manual_seed(0)
     a = dg.rand(3, 4)
     dg.manual_seed(0)
-    assert dg.equal(a, dg.rand(3, 4))
+    assert np.array_equal(a.numpy(), dg.rand(3, 4).numpy())
     x = dg.ones(1000, requires_grad=True)
     y = dg.dropout(x, 0.25)
     kept = y.detach().numpy() != 0

@@ -113,6 +113,25 @@ inline T k_gelu_grad(T x) {
 }
 
 // ---- unary ----
+// int64 arithmetic wraps on overflow, as torch's does; done in uint64 because signed overflow is undefined.
+template <typename T> inline T k_add(T x, T y) { return (T)(x + y); }
+template <typename T> inline T k_sub(T x, T y) { return (T)(x - y); }
+template <typename T> inline T k_mul(T x, T y) { return (T)(x * y); }
+template <> inline int64_t k_add(int64_t x, int64_t y) { return (int64_t)((uint64_t)x + (uint64_t)y); }
+template <> inline int64_t k_sub(int64_t x, int64_t y) { return (int64_t)((uint64_t)x - (uint64_t)y); }
+template <> inline int64_t k_mul(int64_t x, int64_t y) { return (int64_t)((uint64_t)x * (uint64_t)y); }
+// x ** y for int64 by squaring (a loop of y multiplications hangs for y = 2**31); negative y gives torch's
+// integer results: 1 ** y = 1, (-1) ** y = +-1, anything else 0.
+inline int64_t k_int_pow(int64_t x, int64_t y) {
+  if (y < 0) return x == 1 ? 1 : x == -1 ? (y % 2 ? -1 : 1) : 0;
+  uint64_t r = 1, base = (uint64_t)x;
+  for (uint64_t e = (uint64_t)y; e; e >>= 1) {
+    if (e & 1) r *= base;
+    base *= base;
+  }
+  return (int64_t)r;
+}
+
 template <typename T, typename R, typename F>
 static void unary_loop(const Tensor& out, const Tensor& a, F f) {
   if (a->is_contiguous()) {
@@ -248,9 +267,9 @@ static inline T k_min(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a < b ?
 template <typename T>
 static void binary_typed(BinaryKind k, const Tensor& out, const Tensor& a, const Tensor& b) {
   switch (k) {
-    case BinaryKind::Add: binary_loop<T, T>(out, a, b, [](T x, T y) { return (T)(x + y); }); break;
-    case BinaryKind::Sub: binary_loop<T, T>(out, a, b, [](T x, T y) { return (T)(x - y); }); break;
-    case BinaryKind::Mul: binary_loop<T, T>(out, a, b, [](T x, T y) { return (T)(x * y); }); break;
+    case BinaryKind::Add: binary_loop<T, T>(out, a, b, [](T x, T y) { return k_add(x, y); }); break;
+    case BinaryKind::Sub: binary_loop<T, T>(out, a, b, [](T x, T y) { return k_sub(x, y); }); break;
+    case BinaryKind::Mul: binary_loop<T, T>(out, a, b, [](T x, T y) { return k_mul(x, y); }); break;
     case BinaryKind::Div:
       if constexpr (std::is_floating_point_v<T>) binary_loop<T, T>(out, a, b, [](T x, T y) { return x / y; });
       else throw TypeError("div: integer division is computed in floating point; this is a bug.");
@@ -259,11 +278,7 @@ static void binary_typed(BinaryKind k, const Tensor& out, const Tensor& a, const
       if constexpr (std::is_floating_point_v<T>)
         binary_loop<T, T>(out, a, b, [](T x, T y) { return std::pow(x, y); });
       else if constexpr (std::is_same_v<T, int64_t>)
-        binary_loop<T, T>(out, a, b, [](T x, T y) {
-          T r = 1;
-          for (T i = 0; i < y; ++i) r *= x;
-          return r;
-        });
+        binary_loop<T, T>(out, a, b, [](T x, T y) { return k_int_pow(x, y); });
       else throw TypeError("pow: not supported for bool tensors.");
       break;
     case BinaryKind::Maximum: binary_loop<T, T>(out, a, b, [](T x, T y) { return k_max(x, y); }); break;

@@ -20,8 +20,8 @@ dgemm_t g_dgemm = nullptr;
 set_threads_t g_blas_set_threads = nullptr;
 int g_blas_threads = -1;
 
-// Products below this many multiply-adds run BLAS on one thread: splitting them gains little on an idle machine
-// and stalls on a busy one (OpenBLAS's threads spin-wait for a core).
+// Products below this many multiply-adds run as one BLAS call on one thread: splitting them gains little on an
+// idle machine and stalls on a busy one. Larger ones are split into row panels (Note [Deterministic matmul]).
 constexpr int64_t kBlasThreadWork = int64_t(1) << 22;
 void set_blas_threads_for(int64_t work) {
   if (!g_blas_set_threads) return;
@@ -89,21 +89,26 @@ void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs,
     MatrixView va = blas_view(n, k, ars, acs), vb = blas_view(k, m, brs, bcs);
     bool fits = va.ok && vb.ok && n < INT32_MAX && m < INT32_MAX && k < INT32_MAX && va.ld < INT32_MAX &&
                 vb.ld < INT32_MAX;
-    if (!tiny && fits) {
-      set_blas_threads_for(n * m * k);
-      if constexpr (std::is_same_v<T, float>) {
-        if (g_sgemm) {
-          g_sgemm(CblasRowMajor, va.trans ? CblasTrans : CblasNoTrans, vb.trans ? CblasTrans : CblasNoTrans, (int)n,
-                  (int)m, (int)k, 1.0f, a, (int)va.ld, b, (int)vb.ld, 0.0f, c, (int)m);
-          return;
-        }
-      } else {
-        if (g_dgemm) {
-          g_dgemm(CblasRowMajor, va.trans ? CblasTrans : CblasNoTrans, vb.trans ? CblasTrans : CblasNoTrans, (int)n,
-                  (int)m, (int)k, 1.0, a, (int)va.ld, b, (int)vb.ld, 0.0, c, (int)m);
-          return;
-        }
-      }
+    const bool have_blas = std::is_same_v<T, float> ? g_sgemm != nullptr : g_dgemm != nullptr;
+    if (!tiny && fits && have_blas) {
+      // Note [Deterministic matmul]: OpenBLAS's results change with its thread count (its kernels split the work
+      // differently), so BLAS runs on one thread, and large products are split into row panels whose number
+      // depends only on the shape; each panel is one BLAS call, on whichever of our threads is free.
+      set_blas_threads_for(0);
+      const int64_t panels = n * m * k >= kBlasThreadWork ? std::min<int64_t>(8, (n + 63) / 64) : 1;
+      const int64_t rows = (n + panels - 1) / panels;
+      run_parallel((int)panels, [&](int p) {
+        const int64_t r0 = p * rows, r1 = std::min(n, r0 + rows);
+        if (r1 <= r0) return;
+        const T* ap = a + r0 * (va.trans ? 1 : va.ld);  // row r0 of a, stored row- or column-major
+        if constexpr (std::is_same_v<T, float>)
+          g_sgemm(CblasRowMajor, va.trans ? CblasTrans : CblasNoTrans, vb.trans ? CblasTrans : CblasNoTrans,
+                  (int)(r1 - r0), (int)m, (int)k, 1.0f, ap, (int)va.ld, b, (int)vb.ld, 0.0f, c + r0 * m, (int)m);
+        else
+          g_dgemm(CblasRowMajor, va.trans ? CblasTrans : CblasNoTrans, vb.trans ? CblasTrans : CblasNoTrans,
+                  (int)(r1 - r0), (int)m, (int)k, 1.0, ap, (int)va.ld, b, (int)vb.ld, 0.0, c + r0 * m, (int)m);
+      });
+      return;
     }
   }
   small_gemm(n, m, k, a, ars, acs, b, brs, bcs, c);

@@ -172,8 +172,9 @@ Tensor softmax_kernel(const Tensor& a, int64_t dim, bool log) {
         double s = 0;
         for (int64_t i = 0; i < inner; ++i) s += std::exp((double)(row[i] - m));
         if (log) {
-          T lse = (T)std::log(s) + m;
-          for (int64_t i = 0; i < inner; ++i) o[i] = row[i] - lse;
+          // (x - m) - log(s), not x - (m + log(s)): m + log(s) would round to m's precision (0.001 at 1e4)
+          T log_s = (T)std::log(s);
+          for (int64_t i = 0; i < inner; ++i) o[i] = (row[i] - m) - log_s;
         } else {
           T inv = (T)(1.0 / s);
           for (int64_t i = 0; i < inner; ++i) o[i] = (T)std::exp((double)(row[i] - m)) * inv;

@@ -19,7 +19,7 @@ import os as _os
 __path__.append(_os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))
 
 from .dtypes import (DType as dtype, float32, float64, int64, bool_ as bool,  # noqa: E402,F401
-                     get_default_dtype, set_default_dtype)
+                     get_default_dtype)  # set_default_dtype stays in .dtypes: the C++ engine's default is fixed
 from .grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode  # noqa: E402,F401
 from .tensor import Tensor, Size  # noqa: E402,F401
 from . import tensor_bind as _tensor_bind  # noqa: E402,F401  (installs operators and methods on Tensor)
@@ -40,7 +40,8 @@ from .ops_bind import (  # noqa: E402,F401  every op as a function, as csrc/bind
 from . import ops_extra as _extra  # noqa: E402  (torch names the C++ engine lacks; see ops_extra.py)
 from . import autograd  # noqa: E402
 
-globals().update({_name: getattr(_extra, _name) for _name in _extra.MODULE_NAMES})
+# The torch names of ops_extra.py have no C++ twin yet, so they stay out of the public namespace (the two engines
+# export the same names; tests/test_parity.py): reach them as dyngrad.reference.ops_extra.NAME.
 
 float = float32       # torch's aliases
 double = float64

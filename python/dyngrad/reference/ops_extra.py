@@ -184,9 +184,5 @@ TENSOR_NAMES = (
     "tanh_", "index_put_",
 )
 
-for _name in TENSOR_NAMES:
-    setattr(Tensor, _name, globals()[_name])
-Tensor.broadcast_to = _b.broadcast_to
-Tensor.__floordiv__ = lambda self, other: floor_divide(self, other)
-Tensor.__rfloordiv__ = lambda self, other: floor_divide(other, self)
-Tensor.__mod__ = lambda self, other: remainder(self, other)
+# Not attached to Tensor nor exported at the root: the two engines keep the same public names (tests/test_parity.py),
+# and these have no C++ twin yet. Call them as dyngrad.reference.ops_extra.NAME(tensor, ...).
