@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <malloc.h>
 
 #ifdef __linux__
 #include <sys/mman.h>
@@ -165,11 +166,25 @@ size_t cached_buffer_bytes() {
 }
 
 void empty_buffer_cache() {
-  BufferCache& cache = buffer_cache();
-  std::lock_guard<std::mutex> lock(cache.mutex);
-  for (auto& [size, p] : cache.free_blocks) std::free(p);
-  cache.free_blocks.clear();
-  cache.cached = 0;
+  {
+    BufferCache& cache = buffer_cache();
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    for (auto& [size, p] : cache.free_blocks) std::free(p);
+    cache.free_blocks.clear();
+    cache.cached = 0;
+  }
+  if (ThreadCache* tc = thread_cache()) {  // this thread's free lists of small objects
+    for (size_t c = 0; c < kClasses; ++c) {
+      while (FreeBlock* b = tc->head[c]) {
+        tc->head[c] = b->next;
+        std::free(b);
+      }
+      tc->count[c] = 0;
+    }
+  }
+#ifdef __GLIBC__
+  malloc_trim(0);  // and hand the freed heap back to the system
+#endif
 }
 
 }  // namespace pool

@@ -22,6 +22,7 @@ void deallocate(void* p, size_t bytes) noexcept;
 void* allocate_buffer(size_t bytes);
 void free_buffer(void* p, size_t bytes) noexcept;
 size_t cached_buffer_bytes();
+// Frees every cached buffer and this thread's free lists, then trims the heap (dyngrad._C._empty_cache()).
 void empty_buffer_cache();
 
 }  // namespace pool
