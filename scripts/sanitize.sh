@@ -27,11 +27,14 @@ reports="$PWD/$build_dir/reports"
 rm -rf "$reports" && mkdir -p "$reports"
 compiler=$(command -v "${CXX:-c++}")
 asan_runtime=$("$compiler" -print-file-name=libasan.so)
+# libstdc++ preloaded too: python does not link it, and ASan's __cxa_throw interceptor must find the real one
+# when it starts (else the first C++ exception dies in "CHECK failed: real___cxa_throw").
+libstdcxx=$("$compiler" -print-file-name=libstdc++.so)
 # detect_leaks=0: CPython's own allocations at exit are not ours. allocator_may_return_null + a 2 GB cap: an
 # allocation too large must become MemoryError (tests/test_hostile.py checks it) instead of an ASan abort.
 export ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=1:max_allocation_size_mb=2048:log_path=$reports/asan"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=0:log_path=$reports/ubsan"
-export LD_PRELOAD="$asan_runtime"
+export LD_PRELOAD="$asan_runtime $libstdcxx"
 export DYNGRAD_SANITIZED=1   # tests that need a real address-space limit (RLIMIT_AS) skip themselves under ASan
 
 if [ "$#" -eq 0 ]; then
@@ -42,10 +45,11 @@ status=0
 PYTHONPATH="$PWD/$stage" python -m pytest -p no:cacheprovider "$@" || status=$?
 unset LD_PRELOAD
 
-count=$(cat "$reports"/* 2>/dev/null | grep -cE "^(SUMMARY: (Address|UndefinedBehavior)Sanitizer|.*runtime error:)" || true)
-echo "sanitizer reports: $count (in $reports)"
+pattern="SUMMARY: (Address|UndefinedBehavior)Sanitizer|runtime error:|AddressSanitizer: CHECK failed"
+count=$(cat "$reports"/* 2>/dev/null | grep -cE "$pattern" || true)
+echo "sanitizer reports: $count (in $reports); pytest exit status $status"
 if [ "$count" -ne 0 ]; then
-  cat "$reports"/* | grep -E "runtime error:|ERROR: AddressSanitizer" | sort | uniq -c | head -40
+  cat "$reports"/* | grep -E "$pattern|ERROR: AddressSanitizer" | sort | uniq -c | head -40
   exit 1
 fi
 exit "$status"
