@@ -1,15 +1,17 @@
 """What the examples share: the --engine / --smoke / --plot-dir flags, a progress bar, finite differences, plots."""
 import argparse
+import glob
 import importlib
 import os
 import sys
 
 import numpy as np
 
-# run from a fresh clone without installing: python examples/NAME.py finds python/dyngrad
-_REPO_PYTHON = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python")
-if os.path.isdir(os.path.join(_REPO_PYTHON, "dyngrad")) and _REPO_PYTHON not in sys.path:
-    sys.path.insert(0, _REPO_PYTHON)
+# after a dev build (scripts/dev_build.sh puts _C into python/dyngrad), python examples/NAME.py uses that build;
+# otherwise the pip-installed package (a clone's python/dyngrad without _C cannot be imported)
+_REPO_PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python", "dyngrad")
+if glob.glob(os.path.join(_REPO_PACKAGE, "_C*")) and os.path.dirname(_REPO_PACKAGE) not in sys.path:
+    sys.path.insert(0, os.path.dirname(_REPO_PACKAGE))
 
 
 def parse_args(description, extra=None):

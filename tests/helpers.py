@@ -18,9 +18,21 @@ domains such as log's), `Ints(shape, low, high)` (int64, never differentiated), 
 array (used as is; differentiated if it is floating point).
 """
 import math
+import os
 import zlib
 
 import numpy as np
+
+import dyngrad
+
+# The folder that holds the dyngrad this test run imported: site-packages after `pip install .`, python/ after a dev
+# build. Subprocesses get it on PYTHONPATH so they test the same build (a clean clone's python/ has no _C).
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(dyngrad.__file__)))
+
+
+def subprocess_env(**extra):
+    """os.environ for a child Python that must import the same dyngrad as this test run."""
+    return dict(os.environ, PYTHONPATH=PACKAGE_PARENT, **extra)
 
 # (rtol, atol) per dtype; atol is scaled by the largest magnitude of the expected values (at least 1).
 FORWARD_TOL = {"float64": (1e-9, 1e-11), "float32": (1e-4, 1e-5)}

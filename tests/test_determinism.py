@@ -11,10 +11,7 @@ import sys
 
 import pytest
 
-import dyngrad
-
-# the package the tests imported (scripts/sanitize.sh stages its own copy), for the subprocesses too
-PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(dyngrad.__file__)))
+from helpers import subprocess_env  # the package the tests imported (scripts/sanitize.sh stages its own copy)
 
 WORKLOAD = r"""
 import hashlib, sys
@@ -60,7 +57,7 @@ print(" ".join(f"{k}={v}" for k, v in sorted(out.items())))
 
 
 def run(engine, seed, threads):
-    env = dict(os.environ, PYTHONPATH=PYTHON_DIR, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    env = subprocess_env(OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
     env.pop("DYNGRAD_NUM_THREADS", None)
     proc = subprocess.run([sys.executable, "-c", WORKLOAD, engine, str(seed)], env=env, capture_output=True,
                           text=True, timeout=600)

@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from helpers import subprocess_env
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = ["basic_graph", "conditional_graph", "loop_graph", "digits_mlp", "digits_cnn", "variable_length_rnn",
             "tree_net", "growing_model"]
@@ -18,7 +20,7 @@ NEEDS = {"digits_mlp": "sklearn", "digits_cnn": "sklearn"}
 def test_example_runs(name, engine, tmp_path):
     if name in NEEDS:
         pytest.importorskip(NEEDS[name])
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    env = subprocess_env()
     result = subprocess.run([sys.executable, os.path.join(ROOT, "examples", f"{name}.py"), "--smoke",
                              "--engine", engine, "--plot-dir", str(tmp_path)],
                             capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)

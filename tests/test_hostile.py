@@ -11,11 +11,9 @@ import sys
 
 import pytest
 
-DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hostile_driver.py")
-import dyngrad
+from helpers import subprocess_env  # the package the tests imported (scripts/sanitize.sh stages its own copy)
 
-# the package the tests imported (scripts/sanitize.sh stages its own copy), for the subprocesses too
-PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(dyngrad.__file__)))
+DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hostile_driver.py")
 SANITIZED = bool(os.environ.get("DYNGRAD_SANITIZED"))
 MAX_CRASHES = 30
 
@@ -28,9 +26,7 @@ STRIDE = {"dyngrad": 1, "dyngrad.reference": 1 if LONG else 6}
 
 def run_driver(engine, tmp_path):
     """Runs the driver until it finishes; returns (report, crashes), crashes being (call, how it died) pairs."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (PYTHON_DIR, env.get("PYTHONPATH")) if p)
-    env.setdefault("OMP_NUM_THREADS", "1")
+    env = subprocess_env(OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
     progress, report = tmp_path / f"{engine}.progress", tmp_path / f"{engine}.json"
     start, crashes, totals = 0, [], {"tried": 0, "outcomes": {}, "unclear": []}
     while True:
@@ -91,7 +87,7 @@ def test_allocation_beyond_a_memory_limit_raises_memory_error(tmp_path):
             "    except MemoryError:\n"
             "        pass\n"
             "print('ok')\n")
-    env = dict(os.environ, PYTHONPATH=PYTHON_DIR, OMP_NUM_THREADS="1")
+    env = subprocess_env(OMP_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
