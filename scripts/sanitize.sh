@@ -6,15 +6,17 @@
 #
 #   bash scripts/sanitize.sh                      # the default subset below
 #   bash scripts/sanitize.sh tests/test_ops.py    # any pytest arguments instead
-#   SANITIZE_BUILD_DIR=build/asan bash scripts/sanitize.sh
+#   SANITIZE_BUILD_DIR=/tmp/asan PYTHON=python3.11 bash scripts/sanitize.sh   # elsewhere, another interpreter
 set -euo pipefail
 cd "$(dirname "$0")/.."
+python=${PYTHON:-python}
 build_dir=${SANITIZE_BUILD_DIR:-build/sanitize}
+mkdir -p "$build_dir" && build_dir=$(cd "$build_dir" && pwd)
 
 # (the option adds -g -fno-omit-frame-pointer); -march=native off so the reports do not depend on the machine.
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSKBUILD_PROJECT_NAME=dyngrad \
   -DDYNGRAD_SANITIZE=ON -DDYNGRAD_NATIVE=OFF \
-  -Dpybind11_DIR="$(python -m pybind11 --cmakedir)" -DPython_EXECUTABLE="$(command -v python)" >/dev/null
+  -Dpybind11_DIR="$("$python" -m pybind11 --cmakedir)" -DPython_EXECUTABLE="$(command -v "$python")" >/dev/null
 cmake --build "$build_dir"
 
 stage="$build_dir/python"
@@ -23,7 +25,7 @@ cp -r python/dyngrad "$stage/"
 rm -f "$stage"/dyngrad/_C*.so
 cp "$build_dir"/_C*.so "$stage/dyngrad/"
 
-reports="$PWD/$build_dir/reports"
+reports="$build_dir/reports"
 rm -rf "$reports" && mkdir -p "$reports"
 compiler=$(command -v "${CXX:-c++}")
 asan_runtime=$("$compiler" -print-file-name=libasan.so)
@@ -42,7 +44,7 @@ if [ "$#" -eq 0 ]; then
     tests/test_leaks.py tests/test_threads.py tests/test_numerics.py -k "not reference" -q
 fi
 status=0
-PYTHONPATH="$PWD/$stage" python -m pytest -p no:cacheprovider "$@" || status=$?
+PYTHONPATH="$stage" "$python" -m pytest -p no:cacheprovider "$@" || status=$?
 unset LD_PRELOAD
 
 pattern="SUMMARY: (Address|UndefinedBehavior)Sanitizer|runtime error:|AddressSanitizer: CHECK failed"

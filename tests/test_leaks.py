@@ -1,8 +1,8 @@
 """No leaks: the C++ core counts live graph nodes (`_C._live_node_count()`) and live tensor storages
 (`_C._live_storage_count()`); after backward() and after the tensors go out of scope both return to where they
 started. A 10,000-step training loop keeps its resident memory flat, under a bound that a control run (the same
-loop, leaking one graph per step) is shown to break. Cycles through Python hooks or `create_graph` gradients are
-freed by gc.
+loop, leaking one graph per step) is shown to break. Cycles through Python hooks, `create_graph` gradients or a
+custom Function's ctx are freed by gc (the C++ collector of Note [Cycles through C++] runs with it).
 
 The reference engine has no counters (its storages are numpy arrays, its nodes Python objects that gc owns), so
 its node lifetimes are checked through weak references instead.
@@ -162,7 +162,7 @@ def test_rss_bound_catches_a_leaking_loop(cpp):
     assert grown > 2 * RSS_BOUND, f"a leaking loop grew only {grown / 2**20:.1f} MB: the bound would not see a leak"
 
 
-# ---- cycles through Python objects ----
+# ---- cycles (Note [Cycles through C++] in csrc/dyngrad/cycles.h) ----
 
 def hook_cycle(m):
     """x's hook holds y, and y's graph holds x (through AccumulateGrad): a cycle through a Python closure."""
@@ -173,6 +173,14 @@ def hook_cycle(m):
     return y.grad_fn
 
 
+def nonleaf_hook_cycle(m):
+    """A hook on a non-leaf (kept by its grad_fn) whose closure holds that tensor."""
+    x = m.ones(3, requires_grad=True)
+    y = x * 2
+    y.register_hook(lambda g: g * y.detach())
+    return y.grad_fn
+
+
 def create_graph_cycle(m):
     """backward(create_graph=True) gives w a .grad whose graph reaches w itself (torch warns of this cycle)."""
     w = m.ones(3, requires_grad=True)
@@ -180,7 +188,34 @@ def create_graph_cycle(m):
     return w.grad.grad_fn
 
 
-CYCLES = [hook_cycle, create_graph_cycle]
+def function_ctx_cycle(m):
+    """A custom Function saving its output: ctx holds y, y's grad_fn holds ctx (forward only, never backward)."""
+    class Exp(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = x.exp()
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            (y,) = ctx.saved_tensors
+            return g * y
+
+    x = m.ones(3, requires_grad=True)
+    return Exp.apply(x).grad_fn
+
+
+CYCLES = [hook_cycle, nonleaf_hook_cycle, create_graph_cycle, function_ctx_cycle]
+
+
+@pytest.mark.parametrize("make", CYCLES)
+def test_cycles_are_freed_by_gc(cpp, make):
+    nodes, storages = live(cpp)
+    make(cpp)
+    assert cpp._C._live_node_count() > nodes           # the cycle is there before gc runs
+    gc.collect()
+    assert live(cpp) == (nodes, storages)
 
 
 @pytest.mark.parametrize("make", CYCLES)
@@ -191,15 +226,37 @@ def test_cycles_are_freed_by_gc_reference(ref, make):
     assert node() is None
 
 
-@pytest.mark.xfail(strict=True, reason="the C++ engine's tensors and nodes are invisible to Python's gc: a cycle "
-                                       "that passes through C++ shared_ptrs (a hook closure, or a create_graph "
-                                       "gradient holding its own leaf) is never collected; see the report of "
-                                       "issue 6")
-@pytest.mark.parametrize("make", CYCLES)
-def test_cycles_are_freed_by_gc(cpp, make):
-    nodes, storages = live(cpp)
-    make(cpp)
-    assert live(cpp) == (nodes, storages)
+def test_gc_keeps_cycles_that_are_still_reachable(cpp):
+    """The collector frees only what nothing outside holds: reachable cycles keep working after gc.collect()."""
+    seen = []
+    x = cpp.ones(3, requires_grad=True)
+    y = x * 2
+    x.register_hook(lambda g: seen.append(y.shape) or g)
+    w = cpp.ones(3, requires_grad=True)
+    (w * w * w).sum().backward(create_graph=True)
+    grad_of_grad_fn = w.grad.grad_fn
+    gc.collect()
+    (y * 3).sum().backward()
+    assert seen == [(3,)] and x.grad.tolist() == [6.0, 6.0, 6.0]
+    assert w.grad.grad_fn is grad_of_grad_fn
+    w.grad.sum().backward()                          # the second derivative still flows: d/dw sum(3 w^2) = 6 w
+    assert w.grad.tolist() == [9.0, 9.0, 9.0]        # 3 (first) + 6 (second), as torch accumulates
+
+
+def test_cycles_freed_by_backward_when_gc_does_not_run(cpp):
+    """A loop that makes a create_graph cycle per step and never calls gc: backward() collects once enough
+    suspects piled up, so the live counts stay bounded."""
+    gc.disable()
+    try:
+        nodes, _ = cpp._C._live_node_count(), None
+        peak = 0
+        for _ in range(3000):
+            create_graph_cycle(cpp)
+            peak = max(peak, cpp._C._live_node_count() - nodes)
+    finally:
+        gc.enable()
+    per_cycle = 8
+    assert peak < 1100 * per_cycle, f"{peak} nodes alive at the peak: cycles were not collected"
 
 
 def test_autograd_grad_with_create_graph_does_not_cycle(cpp):

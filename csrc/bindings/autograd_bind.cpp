@@ -1,6 +1,7 @@
 // autograd_bind.cpp: backward / grad, grad mode, hooks, graph introspection, and the node of a custom
 // Python autograd.Function (the engine calls back into Python for it).
 #include "common.h"
+#include "dyngrad/cycles.h"
 #include "dyngrad/engine.h"
 #include "dyngrad/errors.h"
 #include "dyngrad/grad_mode.h"
@@ -8,20 +9,20 @@
 
 namespace dyngrad {
 
+Tensor PyGradHook::operator()(const Tensor& g) const {
+  py::object r = fn(g);
+  if (r.is_none()) return nullptr;
+  DG_CHECK(is_tensor(r), TypeError, "a tensor hook must return a Tensor or None, got ",
+           py::str(py::type::handle_of(r).attr("__name__")).cast<std::string>(), ".");
+  Tensor t = r.cast<Tensor>();
+  DG_CHECK(t->shape == g->shape, RuntimeError, "a tensor hook returned a gradient of shape ", shape_str(t->shape),
+           " for a tensor of shape ", shape_str(g->shape), ".");
+  return t;
+}
+
 namespace {
 
-GradHook wrap_hook(py::function fn) {
-  return [fn](const Tensor& g) -> Tensor {
-    py::object r = fn(g);
-    if (r.is_none()) return nullptr;
-    DG_CHECK(is_tensor(r), TypeError, "a tensor hook must return a Tensor or None, got ",
-             py::str(py::type::handle_of(r).attr("__name__")).cast<std::string>(), ".");
-    Tensor t = r.cast<Tensor>();
-    DG_CHECK(t->shape == g->shape, RuntimeError, "a tensor hook returned a gradient of shape ", shape_str(t->shape),
-             " for a tensor of shape ", shape_str(g->shape), ".");
-    return t;
-  };
-}
+GradHook wrap_hook(py::function fn) { return PyGradHook{std::move(fn)}; }
 
 int64_t g_next_hook_id = 0;
 
@@ -79,6 +80,14 @@ struct PyFunctionNode final : Node {
   void release_saved() override {
     released = true;
     if (py::hasattr(ctx, "_release")) ctx.attr("_release")();
+  }
+  void visit_python_objects(void (*visit)(void*, void*), void* arg) const override {
+    visit(ctx.ptr(), arg);
+    visit(backward_fn.ptr(), arg);
+  }
+  void clear_python_objects() override {  // garbage (Note [Cycles through C++]): ctx may hold our outputs
+    ctx = py::none();
+    backward_fn = py::none();
   }
 };
 
@@ -159,6 +168,7 @@ void bind_autograd(py::module_& m) {
       .def("register_prehook", [](Node& n, py::function fn) {
         int64_t id = g_next_hook_id++;
         n.pre_hooks.push_back({0, {id, wrap_hook(fn)}});
+        note_cycle_suspect(n.shared_from_this());
         return id;
       });
 
@@ -191,6 +201,7 @@ void bind_autograd(py::module_& m) {
   // ---- backward ----
   cls.def("backward", [](const Tensor& self, std::optional<Tensor> gradient, std::optional<bool> retain_graph,
                          bool create_graph, py::handle inputs) {
+    maybe_collect_cycles();
     BackwardOptions opt;
     opt.create_graph = create_graph;
     opt.retain_graph = retain_graph ? *retain_graph : create_graph;
@@ -209,11 +220,13 @@ void bind_autograd(py::module_& m) {
       if (!got[i]) continue;
       Tensor g = create_graph ? got[i] : contiguous_copy(got[i], got[i]->dtype);
       ins[i]->grad = ins[i]->grad ? add(ins[i]->grad, g) : g;
+      note_grad_assigned(ins[i]);
     }
   }, arg("gradient") = none, arg("retain_graph") = none, arg("create_graph") = false, arg("inputs") = none);
 
   m.def("_run_backward", [](py::handle tensors, py::handle grad_tensors, std::optional<bool> retain_graph,
                             bool create_graph) {
+    maybe_collect_cycles();
     std::vector<Tensor> roots = as_tensor_list(tensors);
     std::vector<Tensor> grads = grad_tensors.is_none() ? std::vector<Tensor>(roots.size()) : as_tensor_list(grad_tensors);
     DG_CHECK(grads.size() == roots.size(), RuntimeError, "backward: got ", grads.size(), " gradients for ",
@@ -251,8 +264,13 @@ void bind_autograd(py::module_& m) {
     DG_CHECK(self->requires_grad, RuntimeError,
              "cannot register a hook on a tensor that doesn't require gradient.");
     int64_t id = g_next_hook_id++;
-    if (self->is_leaf()) self->hooks.push_back({id, wrap_hook(fn)});
-    else self->grad_fn->pre_hooks.push_back({self->output_nr, {id, wrap_hook(fn)}});
+    if (self->is_leaf()) {
+      self->hooks.push_back({id, wrap_hook(fn)});
+      note_cycle_suspect(self);
+    } else {
+      self->grad_fn->pre_hooks.push_back({self->output_nr, {id, wrap_hook(fn)}});
+      note_cycle_suspect(self->grad_fn);
+    }
     return py_helper("RemovableHandle")(py::cast(self), id);
   });
   cls.def("_remove_hook", [](const Tensor& self, int64_t id) {
@@ -276,6 +294,7 @@ void bind_autograd(py::module_& m) {
                                py::list outputs, py::list non_differentiable) {
     auto node = std::make_shared<PyFunctionNode>();
     note_node_created(*node);  // Note [Call sites]
+    note_cycle_suspect(std::static_pointer_cast<Node>(node));  // ctx may come to hold an output
     node->ctx = ctx;
     node->backward_fn = backward_fn;
     node->name_ = name;

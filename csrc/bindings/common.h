@@ -55,10 +55,23 @@ Dims parse_dims(py::handle o, const char* op);
 py::object py_helper(const char* name);
 py::object make_size(const Shape& shape);
 
+// A Python function as a tensor hook (GradHook). A named type, so the cycle collector can find the Python object
+// inside the std::function (Note [Cycles through C++]).
+struct PyGradHook {
+  py::function fn;
+  Tensor operator()(const Tensor& g) const;  // autograd_bind.cpp
+};
+
+// cycles_bind.cpp (Note [Cycles through C++]): frees cycles through C++ objects, returns how many objects were
+// garbage; maybe_...() does so once enough new suspects were noted (called at the start of backward).
+int64_t collect_cycles();
+void maybe_collect_cycles();
+
 void bind_dtypes(py::module_& m);
 void bind_tensor(py::module_& m);
 void bind_ops(py::module_& m);
 void bind_autograd(py::module_& m);
 void bind_optim(py::module_& m);  // optim_bind.cpp: fused optimiser steps
+void bind_cycles(py::module_& m);  // cycles_bind.cpp: the collector of Note [Cycles through C++]
 
 }  // namespace dyngrad

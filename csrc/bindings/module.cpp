@@ -205,4 +205,5 @@ PYBIND11_MODULE(_C, m) {
   bind_ops(m);
   bind_autograd(m);
   bind_optim(m);
+  bind_cycles(m);
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common.h"
+#include "dyngrad/cycles.h"
 #include "dyngrad/engine.h"
 #include "dyngrad/errors.h"
 #include "dyngrad/grad_mode.h"
@@ -281,6 +282,7 @@ void bind_tensor(py::module_& m) {
                                 dtype_name((*g)->dtype), " but the tensor has dtype ", dtype_name(t->dtype), ".");
                      }
                      t->grad = g ? *g : nullptr;
+                     note_grad_assigned(t);
                    });
   cls.def_property("data", [](const Tensor& t) { return alias(t); },
                    [](const Tensor& t, const Tensor& src) {

@@ -3,6 +3,7 @@
 
 #include <unordered_map>
 
+#include "cycles.h"
 #include "errors.h"
 #include "grad_mode.h"
 #include "ops.h"
@@ -147,6 +148,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
       if (!t || !grads[output_nr]) continue;
       Tensor g = options.create_graph ? grads[output_nr] : contiguous_copy(grads[output_nr], grads[output_nr]->dtype);
       t->grad = t->grad ? add(t->grad, g) : g;
+      note_grad_assigned(t);
     }
     if (!captures.empty()) {
       auto cap = captures.find(node);

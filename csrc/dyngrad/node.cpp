@@ -3,6 +3,7 @@
 
 #include <atomic>
 
+#include "cycles.h"
 #include "derivatives.h"
 #include "errors.h"
 #include "grad_mode.h"
@@ -146,6 +147,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grads) {
       acc->bump_version();
     }
   }
+  note_grad_assigned(variable);  // create_graph: the gradient's graph may hold `variable` (Note [Cycles through C++])
   return {};
 }
 

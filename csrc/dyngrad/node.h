@@ -65,6 +65,7 @@ struct Node : std::enable_shared_from_this<Node> {
   uint64_t sequence_nr = 0;
   bool released = false;
   bool tracked = false;  // in the graph-growth registry (debug.h)
+  bool cycle_suspect = false;  // in the registry of Note [Cycles through C++] (cycles.h)
   CallSite call_site;    // the Python line that created it (Note [Call sites] in debug.h)
   // Tensor hooks of non-leaf outputs and retain_grad(), keyed by output_nr: run on the summed incoming gradient.
   std::vector<std::pair<uint32_t, std::pair<int64_t, GradHook>>> pre_hooks;
@@ -92,6 +93,10 @@ struct Node : std::enable_shared_from_this<Node> {
   virtual std::vector<Tensor> apply(std::vector<Tensor>& grads) = 0;
   virtual void release_saved() { released = true; }
   virtual std::vector<const SavedTensor*> saved_tensors() const { return {}; }
+  // The Python objects this node holds (a custom Function's ctx), for the cycle collector (Note [Cycles through
+  // C++]); it drops them when the node is garbage. `visit` gets each as a PyObject*.
+  virtual void visit_python_objects(void (*visit)(void* object, void* arg), void* arg) const {}
+  virtual void clear_python_objects() {}
   bool needs_input_grad(size_t i) const { return i < next_edges.size() && next_edges[i].valid(); }
 };
 

@@ -51,6 +51,7 @@ TensorImpl::~TensorImpl() {
 }
 
 bool TensorImpl::is_contiguous() const {
+  if (numel == 0) return true;  // no element to be out of place (torch agrees)
   int64_t expected = 1;
   for (int64_t i = ndim() - 1; i >= 0; --i) {
     if (shape[i] == 1) continue;

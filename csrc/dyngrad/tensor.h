@@ -61,6 +61,7 @@ struct TensorImpl {
   // grad_fn is set and output_nr says which of grad_fn's outputs it is).
   bool requires_grad = false;
   bool retains_grad = false;
+  bool cycle_suspect = false;  // in the registry of Note [Cycles through C++] (cycles.h)
   bool is_view = false;  // made by a view op from a tensor that required grad, sharing its storage
   Tensor view_base;      // for such views: the non-view tensor owning the memory (Note [In-place writes into views])
   uint32_t output_nr = 0;

@@ -8,6 +8,8 @@
 
 The same script runs on the pure-Python reference engine with `import dyngrad.reference as dg`.
 """
+import gc as _gc
+
 from . import _C
 from ._C import (  # noqa: F401  the C++ Tensor, dtypes and ops
     Tensor, dtype, float32, float64, int64, bool,
@@ -37,6 +39,16 @@ _C._register_helpers({
 })
 _tensor_py.install(Tensor)
 _load_blas(_C)
+
+
+def _collect_cycles_through_cpp(phase, info):
+    """Python's gc cannot see references held by C++ objects; when it collects its oldest generation (as
+    gc.collect() does), the C++ collector frees the cycles that pass through them (csrc/dyngrad/cycles.h)."""
+    if phase == "start" and info["generation"] == 2:
+        _C._collect_cycles()
+
+
+_gc.callbacks.append(_collect_cycles_through_cpp)
 
 float = float32  # noqa: A001  torch.float / torch.double / torch.long aliases
 double = float64

@@ -1,0 +1,51 @@
+"""Sanitizers in CI: scripts/sanitize.sh builds dyngrad._C with AddressSanitizer + UndefinedBehaviorSanitizer and
+runs a subset of this suite under it (the C++ engine only; the reference has no C++). Any sanitizer report, or any
+failure of that subset, fails this test. The full run is `bash scripts/sanitize.sh` (README, "Development").
+
+The build needs what `pip install .` needs (a C++ compiler, CMake, ninja, pybind11; the `test` extra installs the
+last three) and the compiler's ASan runtime. Where one is missing the test skips and says which.
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "scripts", "sanitize.sh")
+# The engine, graph lifetimes and the cycle collector, threads, and every public function fed hostile arguments.
+SUBSET = ["tests/test_engine.py", "tests/test_leaks.py", "tests/test_threads.py", "tests/test_hostile.py",
+          "-k", "not reference", "-q"]
+
+
+def missing_tools(env):
+    missing = [tool for tool in ("cmake", "ninja", "bash") if shutil.which(tool, path=env["PATH"]) is None]
+    compiler = shutil.which(os.environ.get("CXX", "c++"), path=env["PATH"])
+    if compiler is None:
+        return missing + ["a C++ compiler"]
+    runtime = subprocess.run([compiler, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    if not os.path.isabs(runtime):
+        missing.append("the compiler's ASan runtime (libasan.so)")
+    try:
+        import pybind11  # noqa: F401
+    except ImportError:
+        missing.append("pybind11")
+    return missing
+
+
+@pytest.mark.skipif(bool(os.environ.get("DYNGRAD_SANITIZED")), reason="already running under the sanitizers")
+@pytest.mark.skipif(not os.path.exists(SCRIPT), reason="needs the source tree (scripts/, csrc/)")
+def test_subset_under_address_and_undefined_behavior_sanitizers(tmp_path):
+    # the interpreter's own bin first: a venv's cmake/ninja from pip live there, even when it is not activated
+    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    env = dict(os.environ, PATH=path, PYTHON=sys.executable, SANITIZE_BUILD_DIR=str(tmp_path / "build"))
+    missing = missing_tools(env)
+    if missing:
+        pytest.skip("cannot build the sanitized extension: missing " + ", ".join(missing))
+    proc = subprocess.run(["bash", SCRIPT, *SUBSET], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=40 * 60)
+    tail = (proc.stdout[-4000:] + "\n" + proc.stderr[-4000:]).strip()
+    print(tail)
+    assert "sanitizer reports: 0 " in proc.stdout, tail
+    assert proc.returncode == 0, tail
