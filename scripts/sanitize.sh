@@ -13,8 +13,8 @@ python=${PYTHON:-python}
 build_dir=${SANITIZE_BUILD_DIR:-build/sanitize}
 mkdir -p "$build_dir" && build_dir=$(cd "$build_dir" && pwd)
 
-# (the option adds -g -fno-omit-frame-pointer); -march=native off so the reports do not depend on the machine.
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSKBUILD_PROJECT_NAME=dyngrad \
+# (the option adds -O1 -g1 -fno-omit-frame-pointer); -march=native off so the reports do not depend on the machine.
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSKBUILD_PROJECT_NAME=dyngrad \
   -DDYNGRAD_SANITIZE=ON -DDYNGRAD_NATIVE=OFF \
   -Dpybind11_DIR="$("$python" -m pybind11 --cmakedir)" -DPython_EXECUTABLE="$(command -v "$python")" >/dev/null
 cmake --build "$build_dir"
