@@ -8,11 +8,15 @@ The reference engine has no counters (its storages are numpy arrays, its nodes P
 its node lifetimes are checked through weak references instead.
 """
 import gc
+import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
+from helpers import subprocess_env
 from test_properties import OPS, OP_NAMES
 
 
@@ -140,24 +144,31 @@ not_under_asan = pytest.mark.skipif(bool(os.environ.get("DYNGRAD_SANITIZED")), r
 RSS_BOUND = 4 << 20  # bytes of growth allowed over 9,000 steps (a leaked 64-byte object per step is 0.6 MB)
 
 
+def training_loop_in_fresh_process(steps, leak):
+    """training_loop in a new interpreter: a heap that earlier tests left full of free blocks would absorb a leak
+    (or a control's growth) and make RSS a measure of the test order."""
+    proc = subprocess.run([sys.executable, __file__, str(steps), "leak" if leak else "clean"], env=subprocess_env(),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 @not_under_asan
-def test_training_loop_keeps_rss_flat(cpp):
-    nodes, storages = live(cpp)
-    start, end, final_loss = training_loop(cpp, 10_000)
+def test_training_loop_keeps_rss_flat():
+    r = training_loop_in_fresh_process(10_000, leak=False)
+    start, end = r["start"], r["end"]
     print(f"10,000 steps: RSS {start / 2**20:.1f} MB after 1,000 steps, {end / 2**20:.1f} MB at the end "
-          f"({(end - start) / 2**10:+.0f} KB); loss {final_loss:.4f}")
-    assert np.isfinite(final_loss)
+          f"({(end - start) / 2**10:+.0f} KB); loss {r['loss']:.4f}; live nodes/storages {r['live']}")
+    assert np.isfinite(r["loss"])
     assert end - start < RSS_BOUND, f"RSS grew by {(end - start) / 2**20:.1f} MB over 9,000 steps"
-    assert live(cpp) == (nodes, storages)
+    assert r["live"] == r["live_before"]
 
 
 @not_under_asan
-def test_rss_bound_catches_a_leaking_loop(cpp):
+def test_rss_bound_catches_a_leaking_loop():
     """The control: the same loop keeping each step's graph alive must exceed the bound within 2,000 steps."""
-    leak = []
-    start, end, _ = training_loop(cpp, 2_000, leak=leak)
-    grown = end - start
-    del leak
+    r = training_loop_in_fresh_process(2_000, leak=True)
+    grown = r["end"] - r["start"]
     print(f"leaking control: RSS +{grown / 2**20:.1f} MB over 1,600 steps")
     assert grown > 2 * RSS_BOUND, f"a leaking loop grew only {grown / 2**20:.1f} MB: the bound would not see a leak"
 
@@ -268,3 +279,13 @@ def test_autograd_grad_with_create_graph_does_not_cycle(cpp):
     assert w.grad.tolist() == [6.0, 6.0, 6.0]
     del w, g
     assert live(cpp) == (nodes, storages)
+
+
+if __name__ == "__main__":  # training_loop_in_fresh_process: python test_leaks.py STEPS leak|clean
+    import dyngrad
+    live_before = (dyngrad._C._live_node_count(), dyngrad._C._live_storage_count())
+    kept = [] if sys.argv[2] == "leak" else None
+    start, end, loss = training_loop(dyngrad, int(sys.argv[1]), leak=kept)
+    loss_value = float(loss)
+    print(json.dumps({"start": start, "end": end, "loss": loss_value, "live_before": list(live_before),
+                      "live": list(live(dyngrad)) if kept is None else None}))

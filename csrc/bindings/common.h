@@ -73,5 +73,6 @@ void bind_ops(py::module_& m);
 void bind_autograd(py::module_& m);
 void bind_optim(py::module_& m);  // optim_bind.cpp: fused optimiser steps
 void bind_cycles(py::module_& m);  // cycles_bind.cpp: the collector of Note [Cycles through C++]
+void install_fast_paths(py::module_& m);  // fast_paths.cpp: after every binding, replaces the hottest ones
 
 }  // namespace dyngrad

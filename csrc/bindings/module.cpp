@@ -206,4 +206,5 @@ PYBIND11_MODULE(_C, m) {
   bind_autograd(m);
   bind_optim(m);
   bind_cycles(m);
+  install_fast_paths(m);
 }
