@@ -39,9 +39,9 @@ LONG = os.environ.get("DYNGRAD_LONG", "") not in ("", "0")
 # no "explain" phase: re-running a failing program hundreds of times to annotate it costs minutes
 PHASES = [Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink]
 QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large]
-settings.register_profile("dyngrad-ci", max_examples=300, deadline=None, derandomize=True, database=None,
+settings.register_profile("dyngrad-ci", max_examples=1000, deadline=None, derandomize=True, database=None,
                           phases=PHASES, suppress_health_check=QUIET)
-settings.register_profile("dyngrad-long", max_examples=3000, deadline=None, phases=PHASES,
+settings.register_profile("dyngrad-long", max_examples=20000, deadline=None, phases=PHASES,
                           suppress_health_check=QUIET)
 PROFILE = settings.get_profile("dyngrad-long" if LONG else "dyngrad-ci")
 
