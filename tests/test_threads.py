@@ -111,7 +111,8 @@ def test_shared_graph_with_retain_graph_works_or_raises_clearly(dg, request):
     y.backward()  # the graph is intact after the contention
 
 
-def test_shared_graph_without_retain_graph_runs_once(dg):
+def test_shared_graph_without_retain_graph_runs_once(dg, request):
+    _reference_is_racy(dg, request)  # seen in a CI-like run under load: two threads both completed
     x, y, single = shared_graph(dg)
     outcomes = []
 

@@ -297,8 +297,13 @@ Tensor var(const Tensor& a, const Dims& dims_in, double correction, bool keepdim
   return div(ss, scalar_tensor(denom, a->dtype));
 }
 
+// sqrt(var), except where var is 0: there the gradient is 0, as in torch (sqrt's would be inf * 0 = NaN), by
+// taking sqrt of 1 there and selecting 0 (docs/numerics.md).
 Tensor std_(const Tensor& a, const Dims& dims, double correction, bool keepdim) {
-  return sqrt(var(a, dims, correction, keepdim));
+  Tensor v = var(a, dims, correction, keepdim);
+  Tensor zero = scalar_tensor(0.0, v->dtype);
+  Tensor positive = compare(CompareOp::Gt, v, zero);
+  return where(positive, sqrt(where(positive, v, scalar_tensor(1.0, v->dtype))), zero);
 }
 
 static Tensor extremum(OpKind k, ReduceKind rk, const Tensor& a, const Dims& dims_in, bool keepdim, const char* op) {

@@ -324,7 +324,12 @@ def var(a, dims, correction, keepdim):
 
 
 def std(a, dims, correction, keepdim):
-    return sqrt(var(a, dims, correction, keepdim))
+    """sqrt(var), except where var is 0: there the gradient is 0, as in torch (sqrt's would be inf * 0 = NaN), by
+    taking sqrt of 1 there and selecting 0 (docs/numerics.md)."""
+    v = var(a, dims, correction, keepdim)
+    zero = scalar_tensor(0.0, v.dtype)
+    positive = compare("gt", v, zero)
+    return where(positive, sqrt(where(positive, v, scalar_tensor(1.0, v.dtype))), zero)
 
 
 def _count(shape, dims):
