@@ -7,10 +7,46 @@ Two phases, both iterative (no recursion, so a 1,000,000-op chain is fine):
   1. count how many gradients each node will receive (PyTorch's compute_dependencies);
   2. run a node once all its gradients have arrived, popping ready nodes from a stack.
 """
+import itertools
+import threading
+
 from . import debug, errors
 from .grad_mode import _state as _grad_state
 from .node import AccumulateGrad, GraphRoot, gradient_edge
 from .tensor import Tensor
+
+
+_claim_lock = threading.Lock()
+_next_task_id = itertools.count(1)
+
+
+class GraphTask:
+    """Note [One backward at a time] (engine.h): the nodes one backward has claimed in phase 1. A second backward
+    reaching a claimed node (another thread sharing the graph) is refused with a clear error; the claims are
+    released when the backward ends, normally or by an exception. (Counts and pending gradients live in this
+    backward's own dicts, so what a claim protects here is the graph's release: without it two threads could both
+    run a graph that only one may.)"""
+
+    def __init__(self):
+        self.id = next(_next_task_id)
+        self.claimed = []
+
+    def claim(self, node):
+        with _claim_lock:
+            owner = getattr(node, "_task_owner", 0)
+            if owner == 0:
+                node._task_owner = self.id
+                self.claimed.append(node)
+                return
+            if owner == self.id:
+                return
+        raise RuntimeError(errors.ERR_CONCURRENT_BACKWARD.format(node=node.name()))
+
+    def release(self):
+        with _claim_lock:
+            for node in self.claimed:
+                node._task_owner = 0
+        self.claimed = []
 
 
 def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inputs=None, accumulate=True,
@@ -40,7 +76,16 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                                    "so no gradient can be computed for it; set requires_grad=True on it.")
             captures.setdefault(edge, []).append(i)
 
-    # 1. count how many gradients each node will receive
+    task = GraphTask()
+    try:
+        return _run_claimed(task, graph_root, captures, retain_graph, create_graph, inputs, accumulate,
+                            allow_unused)
+    finally:
+        task.release()
+
+
+def _run_claimed(task, graph_root, captures, retain_graph, create_graph, inputs, accumulate, allow_unused):
+    # 1. count how many gradients each node will receive (claiming each: Note [One backward at a time])
     deps, stack = {graph_root: 0}, [graph_root]
     parents = {} if inputs is not None else None
     while stack:
@@ -50,6 +95,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
                 continue
             nxt = edge[0]
             if nxt not in deps:
+                task.claim(nxt)
                 deps[nxt] = 0
                 stack.append(nxt)
             deps[nxt] += 1

@@ -24,6 +24,10 @@ ERR_LEAF_INPLACE = (
     "{op}: a leaf tensor that requires grad is being used in an in-place operation. "
     "Wrap it in `with no_grad():` or operate on a clone."
 )
+ERR_CONCURRENT_BACKWARD = (  # engine.cpp, GraphTask::claim
+    "backward() reached {node}, which another backward() is running through right now (a graph shared between "
+    "threads, or backward() called from a hook). Backpropagate shared graphs one at a time, with "
+    "retain_graph=True, or give each thread its own graph.")
 ERR_INT_REQUIRES_GRAD = "only floating-point tensors can require gradients; this tensor is {dtype}."
 ERR_BROADCAST = (
     "{op}: shapes {a} and {b} cannot be broadcast: dimension {d} is {x} in the first and {y} in the second."

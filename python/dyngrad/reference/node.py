@@ -41,7 +41,7 @@ class Node:
     """Base of every grad_fn. `apply(grads)` maps one gradient per output to one gradient per next edge."""
 
     __slots__ = ("next_edges", "_tensor_pre_hooks", "_retain_grad_refs", "_pre_hooks", "_post_hooks",
-                 "sequence_nr", "_call_site", "__weakref__")
+                 "sequence_nr", "_call_site", "_task_owner", "__weakref__")  # _task_owner: engine.py's claims
     num_outputs = 1
 
     def __init__(self, next_edges=()):
