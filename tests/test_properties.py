@@ -493,6 +493,9 @@ REGRESSIONS = [
     # std over three copies of one row: zero spread, where sqrt's gradient made NaN (or, when rounding left a
     # tiny spread, a large finite value on one engine only); torch's gradient there is 0
     ([((1, 2), "contiguous")], [("index_list", 0, 0, 0), ("std", 0, 0, 0)], 1),
+    # min(dim) over an empty dim of a tensor whose result is empty too: C++ returned an empty result, torch and
+    # the reference raise IndexError
+    ([((2, 0, 1), "contiguous")], [("permute", 0, 0, 1), ("maximum", 0, 1, 0), ("min_dim", 0, 0, 1)], 0),
 ]
 
 

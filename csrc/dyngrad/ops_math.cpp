@@ -337,6 +337,9 @@ static Tensor arg_extremum(ReduceKind rk, const Tensor& a, std::optional<int64_t
   }
   int64_t d = wrap_dim(*dim, a->ndim(), op);
   if (a->ndim() == 0) return zeros({}, DType::Int64);
+  // checked even when the result is empty too ((2, 0, 0) over dim 1), as torch does
+  DG_CHECK(a->shape[d] != 0, IndexError, op, ": cannot reduce over dimension ", d, " of size 0 (input shape ",
+           shape_str(a->shape), ").");
   return reduce_kernel(rk, a, {d}, keepdim);
 }
 Tensor argmax(const Tensor& a, std::optional<int64_t> dim, bool keepdim) {
