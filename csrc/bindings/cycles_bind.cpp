@@ -25,7 +25,7 @@ namespace {
 enum class Kind : uint8_t { Tensor, Node, Python };
 
 struct Object {
-  Kind kind;
+  Kind kind = Kind::Python;
   Tensor tensor;               // Kind::Tensor (held: keeps it alive while the scan runs)
   std::shared_ptr<Node> node;  // Kind::Node (held)
   PyObject* python = nullptr;  // Kind::Python (borrowed)
@@ -43,35 +43,27 @@ class CycleScan {
   std::vector<Object> objects;
   bool gave_up = false;
 
-  uint32_t add(Tensor t) {  // by value: the scan's copy is the one use_count includes
-    auto [it, fresh] = index_.try_emplace(t.get(), (uint32_t)objects.size());
-    if (fresh) {
-      Object o{Kind::Tensor};
+  // By value: the scan's own copy is the one reference use_count includes beyond the object's real holders.
+  uint32_t add(Tensor t) {
+    return add_object(t.get(), [&](Object& o) {
+      o.kind = Kind::Tensor;
       o.references = t.use_count() - 1;
       o.tensor = std::move(t);
-      push(std::move(o));
-    }
-    return it->second;
+    });
   }
   uint32_t add(std::shared_ptr<Node> n) {
-    auto [it, fresh] = index_.try_emplace(n.get(), (uint32_t)objects.size());
-    if (fresh) {
-      Object o{Kind::Node};
+    return add_object(n.get(), [&](Object& o) {
+      o.kind = Kind::Node;
       o.references = n.use_count() - 1;
       o.node = std::move(n);
-      push(std::move(o));
-    }
-    return it->second;
+    });
   }
   uint32_t add(PyObject* p) {
-    auto [it, fresh] = index_.try_emplace(p, (uint32_t)objects.size());
-    if (fresh) {
-      Object o{Kind::Python};
+    return add_object(p, [&](Object& o) {
+      o.kind = Kind::Python;
       o.python = p;
       o.references = Py_REFCNT(p);
-      push(std::move(o));
-    }
-    return it->second;
+    });
   }
 
   // Step 1: discovery, breadth first (iterative: graphs are deep).
@@ -110,9 +102,15 @@ class CycleScan {
   std::unordered_map<const void*, uint32_t> index_;
   PyTypeObject* tensor_type_ = (PyTypeObject*)py::type::of<TensorImpl>().ptr();
 
-  void push(Object&& o) {
-    if (objects.size() >= kMaxObjects) gave_up = true;
-    objects.push_back(std::move(o));
+  // The index of the object at `key`, filled in by `fill` the first time it is seen.
+  template <class Fill>
+  uint32_t add_object(const void* key, Fill&& fill) {
+    auto [it, fresh] = index_.try_emplace(key, (uint32_t)objects.size());
+    if (fresh) {
+      if (objects.size() >= kMaxObjects) gave_up = true;
+      fill(objects.emplace_back());
+    }
+    return it->second;
   }
 
   static void add_python_hooks(CycleScan& scan, const GradHook& hook, std::vector<uint32_t>& out) {

@@ -74,10 +74,6 @@ PyObject* unary_function(PyObject* slow, PyObject* const* args, Py_ssize_t nargs
   return PyObject_Vectorcall(slow, args, nargsf, kwnames);
 }
 
-// As a method the tensor comes first; the replaced pybind11 method is found on the slow-method table below.
-template <Tensor (*Op)(const Tensor&), size_t Slot>
-PyObject* unary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames);
-
 using UnaryOp = Tensor (*)(const Tensor&);
 struct UnaryEntry {
   const char* name;
@@ -88,6 +84,7 @@ struct UnaryEntry {
 constexpr size_t kMaxUnary = 16;
 PyObject* g_slow_methods[kMaxUnary];  // the pybind11 methods the fast ones replace (kept alive)
 
+// As a method the tensor is `self`; the pybind11 method it replaces is g_slow_methods[Slot].
 template <Tensor (*Op)(const Tensor&), size_t Slot>
 PyObject* unary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
   if (PyVectorcall_NARGS(nargsf) == 0 && !kwnames)

@@ -31,16 +31,17 @@ class GraphTask:
         self.id = next(_next_task_id)
         self.claimed = []
 
-    def claim(self, node):
+    def claim_all(self, nodes):
+        """Claims every node of phase 1 under one lock acquisition (not one per node: this is the hot loop)."""
         with _claim_lock:
-            owner = getattr(node, "_task_owner", 0)
-            if owner == 0:
+            for node in nodes:
+                owner = getattr(node, "_task_owner", 0)
+                if owner == self.id:
+                    continue
+                if owner != 0:
+                    raise RuntimeError(errors.ERR_CONCURRENT_BACKWARD.format(node=node.name()))
                 node._task_owner = self.id
                 self.claimed.append(node)
-                return
-            if owner == self.id:
-                return
-        raise RuntimeError(errors.ERR_CONCURRENT_BACKWARD.format(node=node.name()))
 
     def release(self):
         with _claim_lock:
@@ -85,7 +86,7 @@ def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inpu
 
 
 def _run_claimed(task, graph_root, captures, retain_graph, create_graph, inputs, accumulate, allow_unused):
-    # 1. count how many gradients each node will receive (claiming each: Note [One backward at a time])
+    # 1. count how many gradients each node will receive, then claim them all (Note [One backward at a time])
     deps, stack = {graph_root: 0}, [graph_root]
     parents = {} if inputs is not None else None
     while stack:
@@ -95,12 +96,12 @@ def _run_claimed(task, graph_root, captures, retain_graph, create_graph, inputs,
                 continue
             nxt = edge[0]
             if nxt not in deps:
-                task.claim(nxt)
                 deps[nxt] = 0
                 stack.append(nxt)
             deps[nxt] += 1
             if parents is not None:
                 parents.setdefault(nxt, []).append(node)
+    task.claim_all(deps)
 
     # With `inputs`, only nodes on a path to one of them need to run (PyTorch's exec_info).
     needed = None
