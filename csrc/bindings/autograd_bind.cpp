@@ -32,6 +32,7 @@ struct PyFunctionNode final : Node {
   py::object backward_fn;
   std::string name_;
   std::vector<InputMeta> output_meta;
+  std::vector<bool> output_is_tensor;  // per forward output (a non-tensor output gets None as its gradient)
   std::vector<bool> is_tensor_arg;  // per forward argument
 
   std::string name() const override { return name_; }
@@ -41,19 +42,22 @@ struct PyFunctionNode final : Node {
     if (released) throw RuntimeError(err_backward_twice(name_) + created_at(*this));
     py::tuple args(grads.size() + 1);
     args[0] = ctx;
-    for (size_t i = 0; i < grads.size(); ++i) {  // missing gradients are materialised as zeros (torch's default)
-      Tensor g = grads[i] ? grads[i] : zeros(output_meta[i].shape, output_meta[i].dtype);
-      args[i + 1] = py::cast(g);
+    const bool materialize = py::getattr(ctx, "materialize_grads", py::bool_(true)).cast<bool>();
+    for (size_t i = 0; i < grads.size(); ++i) {  // missing gradients are zeros (torch's default) unless ctx says not
+      Tensor g = grads[i];
+      if (!g && materialize && output_is_tensor[i]) g = zeros(output_meta[i].shape, output_meta[i].dtype);
+      args[i + 1] = g ? py::cast(g) : py::none();
     }
     py::object result = backward_fn(*args);
     py::tuple results = py::isinstance<py::tuple>(result) ? result.cast<py::tuple>() : py::make_tuple(result);
     std::string fn = name_.substr(0, name_.size() - 8);  // "MyFuncBackward" -> "MyFunc"
-    DG_CHECK(results.size() == is_tensor_arg.size(), RuntimeError, fn, ".backward returned ", results.size(),
-             " gradient", results.size() == 1 ? "" : "s", ", but forward had ", is_tensor_arg.size(), " input",
-             is_tensor_arg.size() == 1 ? "" : "s", ".");
+    size_t n = results.size();
+    while (n > is_tensor_arg.size() && results[n - 1].is_none()) --n;  // torch allows trailing Nones
+    DG_CHECK(n == is_tensor_arg.size(), RuntimeError, fn, ".backward returned ", n, " gradient", n == 1 ? "" : "s",
+             ", but forward had ", is_tensor_arg.size(), " input", is_tensor_arg.size() == 1 ? "" : "s", ".");
     std::vector<Tensor> out;
     size_t edge = 0;
-    for (size_t i = 0; i < results.size(); ++i) {
+    for (size_t i = 0; i < n; ++i) {
       if (!is_tensor_arg[i]) continue;
       py::handle r = results[i];
       Tensor g;
@@ -198,66 +202,42 @@ void bind_autograd(py::module_& m) {
   m.def("is_grad_enabled", &GradMode::is_enabled);
   m.def("_set_grad_enabled", &GradMode::set_enabled);
 
-  // ---- backward ----
-  cls.def("backward", [](const Tensor& self, std::optional<Tensor> gradient, std::optional<bool> retain_graph,
-                         bool create_graph, py::handle inputs) {
+  // ---- backward: the one entry point of Tensor.backward, autograd.backward and autograd.grad ----
+  // grads: one per root, None for a scalar root (ones). accumulate=True adds into the leaves' .grad (only into
+  // `inputs` when some are given); accumulate=False returns the gradients of `inputs` and touches no .grad.
+  m.def("_run_backward", [](py::handle roots, py::handle grads, py::handle inputs, bool retain_graph,
+                            bool create_graph, bool accumulate, bool allow_unused) -> py::object {
     maybe_collect_cycles();
+    std::vector<Tensor> rs = as_tensor_list(roots);
+    std::vector<Tensor> gs = grads.is_none() ? std::vector<Tensor>(rs.size()) : as_tensor_list(grads);
+    DG_CHECK(gs.size() == rs.size(), RuntimeError, "backward: got ", gs.size(), " gradients for ", rs.size(),
+             " outputs; they must match.");
+    std::vector<Tensor> ins = inputs.is_none() ? std::vector<Tensor>{} : as_tensor_list(inputs);
     BackwardOptions opt;
     opt.create_graph = create_graph;
-    opt.retain_graph = retain_graph ? *retain_graph : create_graph;
-    std::vector<Tensor> grads = {gradient ? *gradient : nullptr};
-    if (inputs.is_none()) {
-      run_backward({self}, grads, {}, opt);
-      return;
+    opt.retain_graph = retain_graph;
+    if (accumulate && ins.empty()) {
+      run_backward(rs, gs, {}, opt);
+      return py::none();
     }
-    // backward(inputs=...): accumulate only into those
-    std::vector<Tensor> ins = as_tensor_list(inputs);
     opt.accumulate = false;
-    opt.allow_unused = true;
-    std::vector<Tensor> got = run_backward({self}, grads, ins, opt);
-    GradModeGuard mode(create_graph);
-    for (size_t i = 0; i < ins.size(); ++i) {
-      if (!got[i]) continue;
-      Tensor g = create_graph ? got[i] : contiguous_copy(got[i], got[i]->dtype);
-      ins[i]->grad = ins[i]->grad ? add(ins[i]->grad, g) : g;
-      note_grad_assigned(ins[i]);
+    opt.allow_unused = allow_unused || accumulate;
+    std::vector<Tensor> got = run_backward(rs, gs, ins, opt);
+    if (accumulate) {  // backward(inputs=...): accumulate only into those
+      GradModeGuard mode(create_graph);
+      for (size_t i = 0; i < ins.size(); ++i) {
+        if (!got[i]) continue;
+        Tensor g = create_graph ? got[i] : contiguous_copy(got[i], got[i]->dtype);
+        ins[i]->grad = ins[i]->grad ? add(ins[i]->grad, g) : g;
+        note_grad_assigned(ins[i]);
+      }
+      return py::none();
     }
-  }, arg("gradient") = none, arg("retain_graph") = none, arg("create_graph") = false, arg("inputs") = none);
-
-  m.def("_run_backward", [](py::handle tensors, py::handle grad_tensors, std::optional<bool> retain_graph,
-                            bool create_graph) {
-    maybe_collect_cycles();
-    std::vector<Tensor> roots = as_tensor_list(tensors);
-    std::vector<Tensor> grads = grad_tensors.is_none() ? std::vector<Tensor>(roots.size()) : as_tensor_list(grad_tensors);
-    DG_CHECK(grads.size() == roots.size(), RuntimeError, "backward: got ", grads.size(), " gradients for ",
-             roots.size(), " tensors.");
-    BackwardOptions opt;
-    opt.create_graph = create_graph;
-    opt.retain_graph = retain_graph ? *retain_graph : create_graph;
-    run_backward(roots, grads, {}, opt);
-  }, arg("tensors"), arg("grad_tensors") = none, arg("retain_graph") = none, arg("create_graph") = false);
-
-  m.def("_grad", [](py::handle outputs, py::handle inputs, py::handle grad_outputs, std::optional<bool> retain_graph,
-                    bool create_graph, bool allow_unused) {
-    std::vector<Tensor> roots = as_tensor_list(outputs);
-    std::vector<Tensor> ins = as_tensor_list(inputs);
-    std::vector<Tensor> grads = grad_outputs.is_none() ? std::vector<Tensor>(roots.size()) : as_tensor_list(grad_outputs);
-    DG_CHECK(grads.size() == roots.size(), RuntimeError, "grad: got ", grads.size(), " grad_outputs for ",
-             roots.size(), " outputs.");
-    for (size_t i = 0; i < ins.size(); ++i)
-      DG_CHECK(ins[i] && ins[i]->requires_grad, RuntimeError, "grad(): input ", i,
-               " does not require grad; set requires_grad=True on it.");
-    BackwardOptions opt;
-    opt.create_graph = create_graph;
-    opt.retain_graph = retain_graph ? *retain_graph : create_graph;
-    opt.accumulate = false;
-    opt.allow_unused = allow_unused;
-    std::vector<Tensor> got = run_backward(roots, grads, ins, opt);
     py::tuple out(got.size());
     for (size_t i = 0; i < got.size(); ++i) out[i] = got[i] ? py::cast(got[i]) : py::none();
     return out;
-  }, arg("outputs"), arg("inputs"), arg("grad_outputs") = none, arg("retain_graph") = none,
-     arg("create_graph") = false, arg("allow_unused") = false);
+  }, arg("roots"), arg("grads"), arg("inputs"), arg("retain_graph"), arg("create_graph"), arg("accumulate"),
+     arg("allow_unused"));
 
   // ---- hooks ----
   cls.def("register_hook", [](const Tensor& self, py::function fn) {
@@ -309,6 +289,13 @@ void bind_autograd(py::module_& m) {
     collect_next_edges(*node, ptrs);
     uint32_t nr = 0;
     for (auto o : outputs) {
+      bool tensor = is_tensor(o);
+      node->output_is_tensor.push_back(tensor);
+      if (!tensor) {
+        node->output_meta.push_back({{}, DType::Float32});
+        ++nr;
+        continue;
+      }
       Tensor t = o.cast<Tensor>();
       node->output_meta.push_back({t->shape, t->dtype});
       bool skip = false;

@@ -1,5 +1,5 @@
-// common.h: what the binding files share: argument conversion from Python objects, and the Python helpers
-// (Size, named tuples, index parsing) that python/dyngrad registers at import.
+// common.h: what the binding files share: dtype and number conversion from Python objects, and the Python helpers
+// (Size, RemovableHandle) that the shared layer registers at import.
 #pragma once
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -39,17 +39,9 @@ py::object dtype_object(DType d);
 DType parse_dtype(py::handle o);
 std::optional<DType> parse_optional_dtype(py::handle o);
 
-// A Python number, array or tensor as a tensor operand of an op whose other operand is `like`.
-// Returns nullptr when `o` is not something an op can take (operators then return NotImplemented).
-Tensor as_operand(py::handle o, const Tensor* like);
-Tensor as_operand_or_throw(py::handle o, const Tensor* like, const char* op);
+// A Python bool/int/float as the operand of an op whose other operand is `like` (null: the number alone).
+Tensor scalar_operand(py::handle o, const Tensor* like);
 bool is_tensor(py::handle o);
-
-// (3, 4), [3, 4] or varargs 3, 4
-Shape parse_shape_args(const py::args& args, const char* op);
-Shape parse_shape(py::handle o, const char* op);
-// None -> all dims; int or sequence of ints.
-Dims parse_dims(py::handle o, const char* op);
 
 // Python helpers registered by python/dyngrad/_tensor_py.py at import.
 py::object py_helper(const char* name);
@@ -73,6 +65,8 @@ void bind_ops(py::module_& m);
 void bind_autograd(py::module_& m);
 void bind_optim(py::module_& m);  // optim_bind.cpp: fused optimiser steps
 void bind_cycles(py::module_& m);  // cycles_bind.cpp: the collector of Note [Cycles through C++]
-void install_fast_paths(py::module_& m);  // fast_paths.cpp: after every binding, replaces the hottest ones
+// fast_paths.cpp (Note [Fast paths]): the hot entries of the shared API table, with their Python fallbacks.
+std::vector<std::string> fast_path_names();
+py::dict install_fast_paths(py::dict fallbacks);
 
 }  // namespace dyngrad

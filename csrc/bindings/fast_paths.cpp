@@ -1,12 +1,18 @@
-// fast_paths.cpp: hand-written CPython entry points for the calls a dynamic model makes most: the arithmetic
-// operators (+ - * /) and the one-tensor functions and methods (dg.tanh(x), x.tanh(), ...).
+// fast_paths.cpp: hand-written CPython entry points for the calls a dynamic model makes on every op: the arithmetic
+// operators, indexing with ints and slices, the one-tensor functions and methods (dg.tanh(x), x.relu()), matmul,
+// linear, sum/mean, cross_entropy and the optimiser's add_.
 //
-// pybind11's general dispatcher (argument loaders, overload resolution, keyword matching) costs about as much as
-// one of our 1-element ops itself. Here the operators are the type's number slots, and the functions are
-// METH_FASTCALL builtins: they check that they were given exactly what they handle (tensors and Python numbers;
-// one positional tensor, no keywords) and otherwise call the pybind11 binding they replace, which stays the one
-// definition of the full signature and of its error messages. Results are still made by pybind11 (py::cast), so
+// Note [Fast paths]: every public function and method is written once, in Python, for both engines
+// (python/dyngrad/_api/, listed in its table). For the entries the table marks `hot`, the shared layer hands this
+// file its Python function (the *fallback*) and gets back a builtin that checks it was given exactly the common
+// case it handles (tensors and Python numbers, a plain dim), runs the same core calls the Python function would
+// make, and otherwise calls the fallback, which stays the one definition of the signature, the defaults and the
+// error messages. pybind11's general dispatcher costs about as much as a 1-element op itself; here an operator
+// is the type's number slot and a function is a METH_FASTCALL builtin. Results are made by pybind11 (py::cast), so
 // every Tensor object is an ordinary pybind11 instance.
+#include <string>
+#include <unordered_map>
+
 #include "common.h"
 
 namespace dyngrad {
@@ -24,6 +30,8 @@ const Tensor* tensor_of(PyObject* o) {
   return &vh.holder<Tensor>();
 }
 
+bool is_number(PyObject* o) { return PyLong_Check(o) || PyFloat_Check(o); }  // bool is a PyLong
+
 PyObject* to_python(Tensor&& t) { return py::cast(std::move(t)).release().ptr(); }
 
 // C++ exceptions become the Python exceptions pybind11's translators map them to (check.h).
@@ -39,53 +47,231 @@ PyObject* to_python(Tensor&& t) { return py::cast(std::move(t)).release().ptr();
     return nullptr;                          \
   }
 
-// ---- operators: nb_add and friends get (a, b) for both a + b and the reflected b + a ----
-template <Tensor (*Op)(const Tensor&, const Tensor&)>
-PyObject* binary_slot(PyObject* a, PyObject* b) {
-  DG_PY_TRY
-  const Tensor* ta = tensor_of(a);
-  const Tensor* tb = tensor_of(b);
-  if (ta && tb) return to_python(Op(*ta, *tb));
-  if (ta) {  // a number, a numpy array, a list... as the operand of a tensor (the same rules as the methods)
-    Tensor o = as_operand(b, ta);
-    if (!o) Py_RETURN_NOTIMPLEMENTED;
-    return to_python(Op(*ta, o));
+// The fallbacks of methods and slots, by slot number (a builtin method's `self` is the tensor, so the fallback
+// cannot travel as the builtin's self as it does for module functions).
+constexpr size_t kMaxSlots = 64;
+PyObject* g_fallback[kMaxSlots];
+
+// Calls fallback(self, *args, **kwnames): a method's slow path.
+PyObject* call_method_fallback(PyObject* fallback, PyObject* self, PyObject* const* args, Py_ssize_t nargsf,
+                               PyObject* kwnames) {
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  PyObject* small[8];
+  std::vector<PyObject*> big;
+  PyObject** full = small;
+  if (1 + nargs + nkw > 8) {
+    big.resize(1 + nargs + nkw);
+    full = big.data();
   }
-  if (tb) {
-    Tensor o = as_operand(a, tb);
-    if (!o) Py_RETURN_NOTIMPLEMENTED;
-    return to_python(Op(o, *tb));
-  }
-  Py_RETURN_NOTIMPLEMENTED;
-  DG_PY_CATCH
+  full[0] = self;
+  for (Py_ssize_t i = 0; i < nargs + nkw; ++i) full[1 + i] = args[i];
+  return PyObject_Vectorcall(fallback, full, 1 + nargs, kwnames);
 }
 
-// ---- one-tensor functions and methods ----
-// `self` of the builtin is the pybind11 function it replaces: called for anything but one positional tensor.
-template <Tensor (*Op)(const Tensor&)>
-PyObject* unary_function(PyObject* slow, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (nargs == 1 && !kwnames)
+using UnaryOp = Tensor (*)(const Tensor&);
+using BinaryOp = Tensor (*)(const Tensor&, const Tensor&);
+using ReduceOp = Tensor (*)(const Tensor&, const Dims&, bool);
+
+// A Python number as the operand of an op whose other operand is `like` (the core rule, module.cpp).
+Tensor number_operand(PyObject* o, const Tensor& like) { return scalar_operand(py::handle(o), &like); }
+
+// ---- operators: nb_add and friends get (a, b) for both a + b and the reflected b + a ----
+// slot (forward, reflected) fallbacks: the shared layer's __add__ and __radd__
+template <BinaryOp Op, size_t Slot>
+PyObject* binary_slot(PyObject* a, PyObject* b) {
+  const Tensor* ta = tensor_of(a);
+  const Tensor* tb = tensor_of(b);
+  DG_PY_TRY
+  if (ta && tb) return to_python(Op(*ta, *tb));
+  if (ta && is_number(b)) return to_python(Op(*ta, number_operand(b, *ta)));
+  if (tb && is_number(a)) return to_python(Op(number_operand(a, *tb), *tb));
+  DG_PY_CATCH
+  if (ta) return PyObject_CallFunctionObjArgs(g_fallback[Slot], a, b, nullptr);
+  if (tb) return PyObject_CallFunctionObjArgs(g_fallback[Slot + 1], b, a, nullptr);
+  Py_RETURN_NOTIMPLEMENTED;
+}
+
+// mp_subscript: ints, slices, None and Ellipsis are views made here; anything else goes to the shared __getitem__.
+bool is_basic_item(PyObject* o) {
+  return o == Py_None || o == Py_Ellipsis || PySlice_Check(o) || (PyLong_Check(o) && !PyBool_Check(o));
+}
+
+bool is_basic_index(PyObject* idx) {
+  if (PyTuple_Check(idx)) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(idx); ++i)
+      if (!is_basic_item(PyTuple_GET_ITEM(idx, i))) return false;
+    return true;
+  }
+  return is_basic_item(idx);
+}
+
+// ints, slices (step > 0), None and Ellipsis: always a view of self. The shared layer's __getitem__ does the
+// same with the same core calls (python/dyngrad/_api/indexing.py, basic_index).
+Tensor basic_index(const Tensor& self, PyObject* idx) {
+  PyObject* single[1] = {idx};
+  PyObject* const* items = PyTuple_Check(idx) ? &PyTuple_GET_ITEM(idx, 0) : single;
+  const Py_ssize_t n_items = PyTuple_Check(idx) ? PyTuple_GET_SIZE(idx) : 1;
+  int64_t consumed = 0;
+  bool seen_ellipsis = false;
+  for (Py_ssize_t k = 0; k < n_items; ++k) {
+    if (items[k] == Py_Ellipsis) {
+      DG_CHECK(!seen_ellipsis, IndexError, "an index can only have a single ellipsis ('...').");
+      seen_ellipsis = true;
+    } else if (items[k] != Py_None) {
+      ++consumed;
+    }
+  }
+  DG_CHECK(consumed <= self->ndim(), IndexError, "too many indices for a tensor of dimension ", self->ndim(),
+           " (shape ", shape_str(self->shape), "): got ", consumed, ".");
+  Tensor r = self;
+  int64_t d = 0;
+  for (Py_ssize_t k = 0; k < n_items; ++k) {
+    PyObject* item = items[k];
+    if (item == Py_None) {
+      r = unsqueeze(r, d);
+      ++d;
+    } else if (item == Py_Ellipsis) {
+      d += self->ndim() - consumed;
+    } else if (PySlice_Check(item)) {
+      Py_ssize_t start, stop, step;
+      if (PySlice_Unpack(item, &start, &stop, &step) < 0) throw py::error_already_set();
+      DG_CHECK(step > 0, ValueError, "slicing with a step of ", (int64_t)step,
+               ": step must be greater than zero (negative steps are not supported, as in torch).");
+      PySlice_AdjustIndices(r->shape[d], &start, &stop, step);
+      r = slice(r, d, start, stop, step);
+      ++d;
+    } else {
+      int overflow = 0;
+      long long i = PyLong_AsLongLongAndOverflow(item, &overflow);
+      if (i == -1 && PyErr_Occurred()) throw py::error_already_set();
+      const int64_t size = r->shape[d];
+      DG_CHECK(!overflow && i >= -size && i < size, IndexError, "index ",
+               py::str(py::handle(item)).cast<std::string>(), " is out of range for dimension ", d, " of size ",
+               size, ".");
+      r = select(r, d, i);
+    }
+  }
+  if (r == self) r = reshape(self, self->shape);  // x[...] is still a new view
+  return r;
+}
+
+template <size_t Slot>
+PyObject* getitem_slot(PyObject* self, PyObject* idx) {
+  const Tensor* t = tensor_of(self);
+  if (t && is_basic_index(idx)) {
+    DG_PY_TRY
+    return to_python(basic_index(*t, idx));
+    DG_PY_CATCH
+  }
+  return PyObject_CallFunctionObjArgs(g_fallback[Slot], self, idx, nullptr);
+}
+
+// ---- functions: `self` of the builtin is the Python function it stands for ----
+template <UnaryOp Op>
+PyObject* unary_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  if (PyVectorcall_NARGS(nargsf) == 1 && !kwnames)
     if (const Tensor* t = tensor_of(args[0])) {
       DG_PY_TRY
       return to_python(Op(*t));
       DG_PY_CATCH
     }
-  return PyObject_Vectorcall(slow, args, nargsf, kwnames);
+  return PyObject_Vectorcall(fallback, args, nargsf, kwnames);
 }
 
-using UnaryOp = Tensor (*)(const Tensor&);
-struct UnaryEntry {
-  const char* name;
-  PyCFunction function;  // module-level: dg.NAME(x)
-  PyCFunction method;    // x.NAME()
-};
+template <BinaryOp Op>
+PyObject* binary_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  if (PyVectorcall_NARGS(nargsf) == 2 && !kwnames) {
+    const Tensor* ta = tensor_of(args[0]);
+    const Tensor* tb = tensor_of(args[1]);
+    if (ta && (tb || is_number(args[1]))) {
+      DG_PY_TRY
+      return to_python(tb ? Op(*ta, *tb) : Op(*ta, number_operand(args[1], *ta)));
+      DG_PY_CATCH
+    }
+  }
+  return PyObject_Vectorcall(fallback, args, nargsf, kwnames);
+}
 
-constexpr size_t kMaxUnary = 16;
-PyObject* g_slow_methods[kMaxUnary];  // the pybind11 methods the fast ones replace (kept alive)
+// (tensor), (tensor, dim) or (tensor, dim, keepdim), dim and keepdim also as keywords; dim a Python int.
+bool parse_reduce(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, Dims& dims, bool& keepdim) {
+  PyObject* dim = nargs > 0 ? args[0] : nullptr;
+  PyObject* keep = nargs > 1 ? args[1] : nullptr;
+  if (nargs > 2) return false;
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t i = 0; i < nkw; ++i) {
+    PyObject* key = PyTuple_GET_ITEM(kwnames, i);
+    if (PyUnicode_CompareWithASCIIString(key, "dim") == 0 && !dim) dim = args[nargs + i];
+    else if (PyUnicode_CompareWithASCIIString(key, "keepdim") == 0 && !keep) keep = args[nargs + i];
+    else return false;
+  }
+  if (keep && !PyBool_Check(keep)) return false;
+  keepdim = keep == Py_True;
+  if (!dim || dim == Py_None) return true;  // all dims
+  if (!PyLong_Check(dim) || PyBool_Check(dim)) return false;
+  int overflow = 0;
+  long long d = PyLong_AsLongLongAndOverflow(dim, &overflow);
+  if (overflow || (d == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    return false;
+  }
+  dims.push_back(d);
+  return true;
+}
 
-// As a method the tensor is `self`; the pybind11 method it replaces is g_slow_methods[Slot].
-template <Tensor (*Op)(const Tensor&), size_t Slot>
+template <ReduceOp Op>
+PyObject* reduce_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs >= 1)
+    if (const Tensor* t = tensor_of(args[0])) {
+      Dims dims;
+      bool keepdim = false;
+      if (parse_reduce(args + 1, nargs - 1, kwnames, dims, keepdim)) {
+        DG_PY_TRY
+        return to_python(Op(*t, dims, keepdim));
+        DG_PY_CATCH
+      }
+    }
+  return PyObject_Vectorcall(fallback, args, nargsf, kwnames);
+}
+
+Tensor sum_op(const Tensor& a, const Dims& dims, bool keepdim) { return sum(a, dims, keepdim); }
+Tensor mean_op(const Tensor& a, const Dims& dims, bool keepdim) { return mean(a, dims, keepdim); }
+
+// linear(x, w) or linear(x, w, b) with a 2-D weight: x @ w.mT + b, as the shared composite computes it.
+PyObject* linear_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (!kwnames && (nargs == 2 || nargs == 3)) {
+    const Tensor* x = tensor_of(args[0]);
+    const Tensor* w = tensor_of(args[1]);
+    const Tensor* b = nargs == 3 ? tensor_of(args[2]) : nullptr;
+    bool no_bias = nargs == 2 || args[2] == Py_None;
+    if (x && w && (*w)->ndim() == 2 && (b || no_bias)) {
+      DG_PY_TRY
+      Tensor out = matmul(*x, mT(*w));
+      return to_python(b ? add(out, *b) : std::move(out));
+      DG_PY_CATCH
+    }
+  }
+  return PyObject_Vectorcall(fallback, args, nargsf, kwnames);
+}
+
+// cross_entropy(logits (N, C), int64 targets (N,)) with the defaults: the fused primitive, mean reduction.
+PyObject* cross_entropy_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  if (PyVectorcall_NARGS(nargsf) == 2 && !kwnames) {
+    const Tensor* x = tensor_of(args[0]);
+    const Tensor* y = tensor_of(args[1]);
+    if (x && y && (*x)->ndim() == 2 && (*y)->ndim() == 1 && (*y)->dtype == DType::Int64) {
+      DG_PY_TRY
+      return to_python(cross_entropy(*x, *y, 1, -100, 0.0));
+      DG_PY_CATCH
+    }
+  }
+  return PyObject_Vectorcall(fallback, args, nargsf, kwnames);
+}
+
+// ---- methods: `self` is the tensor; the fallback is g_fallback[Slot] ----
+template <UnaryOp Op, size_t Slot>
 PyObject* unary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
   if (PyVectorcall_NARGS(nargsf) == 0 && !kwnames)
     if (const Tensor* t = tensor_of(self)) {
@@ -93,66 +279,176 @@ PyObject* unary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf,
       return to_python(Op(*t));
       DG_PY_CATCH
     }
-  // the slow bound call: (self, *args, **kwnames)
+  return call_method_fallback(g_fallback[Slot], self, args, nargsf, kwnames);
+}
+
+template <BinaryOp Op, size_t Slot>
+PyObject* binary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  if (PyVectorcall_NARGS(nargsf) == 1 && !kwnames) {
+    const Tensor* ta = tensor_of(self);
+    const Tensor* tb = tensor_of(args[0]);
+    if (ta && (tb || is_number(args[0]))) {
+      DG_PY_TRY
+      return to_python(tb ? Op(*ta, *tb) : Op(*ta, number_operand(args[0], *ta)));
+      DG_PY_CATCH
+    }
+  }
+  return call_method_fallback(g_fallback[Slot], self, args, nargsf, kwnames);
+}
+
+template <ReduceOp Op, size_t Slot>
+PyObject* reduce_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  if (const Tensor* t = tensor_of(self)) {
+    Dims dims;
+    bool keepdim = false;
+    if (parse_reduce(args, PyVectorcall_NARGS(nargsf), kwnames, dims, keepdim)) {
+      DG_PY_TRY
+      return to_python(Op(*t, dims, keepdim));
+      DG_PY_CATCH
+    }
+  }
+  return call_method_fallback(g_fallback[Slot], self, args, nargsf, kwnames);
+}
+
+// self.add_(other) or self.add_(other, alpha=number): the optimiser's step. The same core calls as the shared
+// in-place method: inplace_input, add, assign_inplace.
+template <size_t Slot>
+PyObject* add_inplace_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-  std::vector<PyObject*> full(1 + nargs + nkw);
-  full[0] = self;
-  for (Py_ssize_t i = 0; i < nargs + nkw; ++i) full[1 + i] = args[i];
-  return PyObject_Vectorcall(g_slow_methods[Slot], full.data(), 1 + nargs, kwnames);
+  const Tensor* t = tensor_of(self);
+  const Tensor* other = nargs == 1 ? tensor_of(args[0]) : nullptr;
+  PyObject* alpha = nullptr;
+  if (nkw == 1 && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "alpha") == 0)
+    alpha = args[nargs];
+  if (t && other && (nkw == 0 || (alpha && is_number(alpha)))) {
+    DG_PY_TRY
+    Tensor o = alpha ? mul(*other, number_operand(alpha, *other)) : *other;
+    Tensor before = inplace_input(*t, "add_", o->requires_grad);
+    assign_inplace(*t, add(before, o), "add_");
+    Py_INCREF(self);
+    return self;
+    DG_PY_CATCH
+  }
+  return call_method_fallback(g_fallback[Slot], self, args, nargsf, kwnames);
 }
+
+using Fast = PyObject* (*)(PyObject*, PyObject* const*, Py_ssize_t, PyObject*);
+struct Entry {
+  const char* name;
+  Fast function;  // dg.NAME(...), or null
+  Fast method;    // tensor.NAME(...), or null
+};
 
 template <UnaryOp Op, size_t Slot>
-UnaryEntry entry(const char* name) {
-  return {name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&unary_function<Op>)),
-          reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&unary_method<Op, Slot>))};
-}
+constexpr Entry unary(const char* name) { return {name, &unary_function<Op>, &unary_method<Op, Slot>}; }
+template <BinaryOp Op, size_t Slot>
+constexpr Entry binary(const char* name) { return {name, &binary_function<Op>, &binary_method<Op, Slot>}; }
+template <ReduceOp Op, size_t Slot>
+constexpr Entry reduction(const char* name) { return {name, &reduce_function<Op>, &reduce_method<Op, Slot>}; }
+
+// Slots 0..19: methods (one each); 40..: type slots (forward, reflected pairs).
+const Entry kEntries[] = {
+    unary<&exp, 0>("exp"),         unary<&log, 1>("log"),       unary<&tanh, 2>("tanh"),
+    unary<&sigmoid, 3>("sigmoid"), unary<&relu, 4>("relu"),     unary<&sqrt, 5>("sqrt"),
+    unary<&abs, 6>("abs"),         unary<&sin, 7>("sin"),       unary<&cos, 8>("cos"),
+    unary<&neg, 9>("neg"),         unary<&rsqrt, 10>("rsqrt"),  unary<&erf, 11>("erf"),
+    binary<&add, 12>("add"),       binary<&sub, 13>("sub"),     binary<&mul, 14>("mul"),
+    binary<&div, 15>("div"),       binary<&matmul, 16>("matmul"),
+    reduction<&sum_op, 17>("sum"), reduction<&mean_op, 18>("mean"),
+    {"add_", nullptr, &add_inplace_method<19>},
+    {"linear", &linear_function, nullptr},
+    {"cross_entropy", &cross_entropy_function, nullptr},
+};
+constexpr size_t kMethodSlots = 20;
+
+struct SlotEntry {
+  const char* forward;
+  const char* reflected;
+  size_t slot;
+};
+const SlotEntry kSlots[] = {{"__add__", "__radd__", 40}, {"__sub__", "__rsub__", 42}, {"__mul__", "__rmul__", 44},
+                            {"__truediv__", "__rtruediv__", 46}, {"__matmul__", "__rmatmul__", 48},
+                            {"__getitem__", nullptr, 50}};
+static_assert(kMethodSlots <= 40 && 51 < kMaxSlots);
 
 // PyMethodDef must outlive the functions made from it: static storage.
-PyMethodDef g_function_defs[kMaxUnary];
-PyMethodDef g_method_defs[kMaxUnary];
-std::string g_docs[kMaxUnary], g_method_docs[kMaxUnary];
+PyMethodDef g_function_defs[kMaxSlots];
+PyMethodDef g_method_defs[kMaxSlots];
+std::string g_docs[kMaxSlots], g_method_docs[kMaxSlots];
+
+std::string doc_of(py::handle fn) {
+  py::object doc = py::getattr(fn, "__doc__", py::none());
+  return doc.is_none() ? std::string() : doc.cast<std::string>();
+}
 
 }  // namespace
 
-void install_fast_paths(py::module_& m) {
+// The names _install_fast_paths can speed up: functions, methods ("Tensor.NAME") and operator slots.
+std::vector<std::string> fast_path_names() {
+  std::vector<std::string> names;
+  for (const Entry& e : kEntries) {
+    if (e.function) names.push_back(e.name);
+    if (e.method) names.push_back(std::string("Tensor.") + e.name);
+  }
+  for (const SlotEntry& s : kSlots) {
+    names.push_back(std::string("Tensor.") + s.forward);
+    if (s.reflected) names.push_back(std::string("Tensor.") + s.reflected);
+  }
+  return names;
+}
+
+// fallbacks: {name: Python function} for every entry of fast_path_names(). Installs the methods and slots on
+// Tensor and returns {name: builtin} for the module functions.
+py::dict install_fast_paths(py::dict fallbacks) {
   g_tensor_type = reinterpret_cast<PyTypeObject*>(py::type::of<TensorImpl>().ptr());
-
-  // Operators. The pybind11 __add__/__radd__... methods stay (explicit calls, Python subclasses' slots).
-  PyNumberMethods* number = g_tensor_type->tp_as_number;
-  number->nb_add = &binary_slot<&add>;
-  number->nb_subtract = &binary_slot<&sub>;
-  number->nb_multiply = &binary_slot<&mul>;
-  number->nb_true_divide = &binary_slot<&div>;
-  PyType_Modified(g_tensor_type);
-
-  const UnaryEntry entries[] = {
-      entry<&exp, 0>("exp"),   entry<&log, 1>("log"),         entry<&tanh, 2>("tanh"),
-      entry<&sigmoid, 3>("sigmoid"), entry<&relu, 4>("relu"), entry<&sqrt, 5>("sqrt"),
-      entry<&abs, 6>("abs"),   entry<&sin, 7>("sin"),         entry<&cos, 8>("cos"),
-      entry<&neg, 9>("neg"),   entry<&rsqrt, 10>("rsqrt"),    entry<&erf, 11>("erf"),
+  auto fallback = [&](const std::string& key) -> py::object {
+    if (!fallbacks.contains(key.c_str()))
+      throw RuntimeError(str_cat("_install_fast_paths: no Python definition given for '", key, "'."));
+    return fallbacks[key.c_str()];
   };
-  static_assert(sizeof(entries) / sizeof(entries[0]) <= kMaxUnary);
+  py::dict functions;
   py::dict type_dict = py::reinterpret_borrow<py::dict>(g_tensor_type->tp_dict);
   size_t i = 0;
-  for (const UnaryEntry& e : entries) {
-    py::object slow_function = m.attr(e.name);
-    g_docs[i] = py::str(slow_function.attr("__doc__")).cast<std::string>();  // help() keeps the signature
-    g_function_defs[i] = {e.name, e.function, METH_FASTCALL | METH_KEYWORDS, g_docs[i].c_str()};
-    py::object fast = py::reinterpret_steal<py::object>(
-        PyCFunction_NewEx(&g_function_defs[i], slow_function.ptr(), m.attr("__name__").ptr()));
-    if (!fast) throw py::error_already_set();
-    m.attr(e.name) = fast;
-    py::object slow_method = type_dict[e.name];
-    g_method_docs[i] = py::str(slow_method.attr("__doc__")).cast<std::string>();
-    g_slow_methods[i] = slow_method.release().ptr();
-    g_method_defs[i] = {e.name, e.method, METH_FASTCALL | METH_KEYWORDS, g_method_docs[i].c_str()};
-    PyObject* descr = PyDescr_NewMethod(g_tensor_type, &g_method_defs[i]);
-    if (!descr) throw py::error_already_set();
-    type_dict[e.name] = py::reinterpret_steal<py::object>(descr);
+  for (const Entry& e : kEntries) {
+    if (e.function) {
+      py::object slow = fallback(e.name);
+      g_docs[i] = doc_of(slow);
+      g_function_defs[i] = {e.name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(e.function)),
+                            METH_FASTCALL | METH_KEYWORDS, g_docs[i].c_str()};
+      py::object fast = py::reinterpret_steal<py::object>(PyCFunction_NewEx(&g_function_defs[i], slow.ptr(),
+                                                                            py::str("dyngrad").ptr()));
+      if (!fast) throw py::error_already_set();
+      functions[e.name] = fast;
+    }
+    if (e.method) {
+      py::object slow = fallback(std::string("Tensor.") + e.name);
+      // the method's slot number is baked into its template; entries list methods in slot order
+      g_fallback[i] = slow.release().ptr();
+      g_method_docs[i] = doc_of(py::handle(g_fallback[i]));
+      g_method_defs[i] = {e.name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(e.method)),
+                          METH_FASTCALL | METH_KEYWORDS, g_method_docs[i].c_str()};
+      PyObject* descr = PyDescr_NewMethod(g_tensor_type, &g_method_defs[i]);
+      if (!descr) throw py::error_already_set();
+      type_dict[e.name] = py::reinterpret_steal<py::object>(descr);
+    }
     ++i;
   }
+  for (const SlotEntry& s : kSlots) {
+    g_fallback[s.slot] = fallback(std::string("Tensor.") + s.forward).release().ptr();
+    if (s.reflected) g_fallback[s.slot + 1] = fallback(std::string("Tensor.") + s.reflected).release().ptr();
+  }
+  // The Python dunders stay in the type's dict (explicit calls, subclasses); the C slots replace what CPython
+  // derived from them. Subclasses made later (nn.Parameter) inherit these slots.
+  PyNumberMethods* number = g_tensor_type->tp_as_number;
+  number->nb_add = &binary_slot<&add, 40>;
+  number->nb_subtract = &binary_slot<&sub, 42>;
+  number->nb_multiply = &binary_slot<&mul, 44>;
+  number->nb_true_divide = &binary_slot<&div, 46>;
+  number->nb_matrix_multiply = &binary_slot<&matmul, 48>;
+  g_tensor_type->tp_as_mapping->mp_subscript = &getitem_slot<50>;
   PyType_Modified(g_tensor_type);
+  return functions;
 }
 
 }  // namespace dyngrad

@@ -1,4 +1,5 @@
-// module.cpp: dyngrad._C. Exception translation, dtypes, argument conversion; the rest is in the bind_* files.
+// module.cpp: dyngrad._C, the C++ engine's narrow surface (Note [Fast paths] in fast_paths.cpp says what sits on
+// top of it). Exception translation, dtypes, the number rule; the rest is in the bind_* files.
 #include <pybind11/numpy.h>
 
 #include "common.h"
@@ -79,8 +80,10 @@ py::object make_size(const Shape& shape) {
 // ---- argument conversion ----
 bool is_tensor(py::handle o) { return py::isinstance<TensorImpl>(o); }
 
-Tensor as_operand(py::handle o, const Tensor* like) {
-  if (is_tensor(o)) return o.cast<Tensor>();
+// torch's rule for a Python number next to a tensor: it never widens the tensor's dtype within its category
+// (float32 * 2.5 is float32), and a number of a higher category (bool < int < float) gives the default dtype of
+// that category. `like` null: the number alone (bool, int64, float32).
+Tensor scalar_operand(py::handle o, const Tensor* like) {
   if (PyBool_Check(o.ptr())) {
     bool v = o.ptr() == Py_True;
     if (like && (*like)->dtype != DType::Bool) return scalar_tensor(v, (*like)->dtype);
@@ -98,76 +101,8 @@ Tensor as_operand(py::handle o, const Tensor* like) {
     if (like) return scalar_like(*like, v, false);
     return scalar_tensor(v, DType::Float32);
   }
-  // numpy scalars and arrays, lists: through dyngrad.tensor (copies)
-  if (py::isinstance<py::array>(o) || PyList_Check(o.ptr()) || py::hasattr(o, "__array_priority__") ||
-      py::hasattr(o, "dtype")) {
-    py::object t = py_helper("tensor_from_data")(o);
-    Tensor r = t.cast<Tensor>();
-    if (like && r->ndim() == 0 && py::hasattr(o, "dtype") && !py::isinstance<py::array>(o)) {
-      // a numpy scalar behaves like a Python number
-      return scalar_like(*like, item_double(r), !is_floating(r->dtype));
-    }
-    return r;
-  }
-  return nullptr;
-}
-
-Tensor as_operand_or_throw(py::handle o, const Tensor* like, const char* op) {
-  Tensor t = as_operand(o, like);
-  if (!t)
-    throw TypeError(str_cat(op, ": expected a Tensor or a number, got ",
-                            py::str(py::type::handle_of(o).attr("__name__")).cast<std::string>(), "."));
-  return t;
-}
-
-static int64_t long_to_int64(PyObject* o, const char* op) {
-  int overflow = 0;
-  long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-  if (overflow)
-    throw RuntimeError(str_cat(op, ": ", py::str(py::repr(o)).cast<std::string>(), " does not fit in int64."));
-  return v;
-}
-
-static int64_t as_int(py::handle o, const char* op) {
-  if (PyLong_Check(o.ptr()) && !PyBool_Check(o.ptr())) return long_to_int64(o.ptr(), op);
-  if (py::hasattr(o, "__index__") && !PyBool_Check(o.ptr()) && !PyFloat_Check(o.ptr())) {
-    // __index__ may refuse (a numpy array of several elements, a float16 scalar): then it is not an int
-    auto index = py::reinterpret_steal<py::object>(PyNumber_Index(o.ptr()));
-    if (index) return long_to_int64(index.ptr(), op);
-    PyErr_Clear();
-  }
-  throw TypeError(str_cat(op, ": expected an int, got ",
+  throw TypeError(str_cat("expected a Python number (bool, int or float), got ",
                           py::str(py::type::handle_of(o).attr("__name__")).cast<std::string>(), "."));
-}
-
-Shape parse_shape(py::handle o, const char* op) {
-  Shape s;
-  if (PyLong_Check(o.ptr())) {
-    s.push_back(as_int(o, op));
-  } else if (py::isinstance<py::sequence>(o) && !py::isinstance<py::str>(o)) {
-    for (auto item : o) s.push_back(as_int(item, op));
-  } else {
-    throw TypeError(str_cat(op, ": expected a shape (a tuple of ints), got ",
-                            py::str(py::type::handle_of(o).attr("__name__")).cast<std::string>(), "."));
-  }
-  return s;
-}
-
-Shape parse_shape_args(const py::args& args, const char* op) {
-  if (args.size() == 1 && !PyLong_Check(args[0].ptr())) return parse_shape(args[0], op);
-  Shape s;
-  for (auto a : args) s.push_back(as_int(a, op));
-  return s;
-}
-
-Dims parse_dims(py::handle o, const char* op) {
-  if (!o || o.is_none()) return {};
-  if (py::isinstance<py::sequence>(o)) {
-    Dims d = parse_shape(o, op);
-    DG_CHECK(!d.empty(), RuntimeError, op, ": dim must not be an empty tuple.");
-    return d;
-  }
-  return {as_int(o, op)};
 }
 
 }  // namespace dyngrad
@@ -193,18 +128,20 @@ PYBIND11_MODULE(_C, m) {
   m.def("_empty_cache", &pool::empty_buffer_cache, "return the cached large buffers to the system");
   m.def("_live_node_count", &live_node_count, "debug counter: graph nodes alive now");
   m.def("_live_storage_count", &live_storage_count, "debug counter: tensor storages alive now");
+  m.def("scalar_operand", [](py::handle value, std::optional<Tensor> like) {
+    return scalar_operand(value, like ? &*like : nullptr);
+  }, py::arg("value"), py::arg("like").none(true));
+  m.def("_fast_path_names", &fast_path_names, "what _install_fast_paths can speed up (Note [Fast paths])");
+  m.def("_install_fast_paths", &install_fast_paths, py::arg("fallbacks"));
   m.def("op_names", [] {
     std::vector<std::string> names;
     for (int i = 0; i < (int)OpKind::COUNT; ++i) names.push_back(op_name((OpKind)i));
     return names;
   }, "the primitive ops of csrc/dyngrad/ops.def, in order");
-  m.def("manual_seed", [](uint64_t seed) { manual_seed(seed); }, py::arg("seed"));
-  m.def("initial_seed", &initial_seed);
   bind_dtypes(m);
   bind_tensor(m);
   bind_ops(m);
   bind_autograd(m);
   bind_optim(m);
   bind_cycles(m);
-  install_fast_paths(m);
 }

@@ -1,5 +1,5 @@
-// tensor_bind.cpp: the Tensor type itself: properties, numpy interop, operators, indexing, in-place methods,
-// creation functions. Argument checking lives in the ops; this file converts and forwards.
+// tensor_bind.cpp: the core of the Tensor type (memory, shape, dtype, autograd fields, numpy interop) and the
+// tensor constructors that need the engine (from_numpy, copy_from_numpy). Argument checking lives in the ops.
 #include <pybind11/numpy.h>
 
 #include <cmath>
@@ -78,131 +78,6 @@ Tensor from_numpy(py::array arr) {
   return t;
 }
 
-// ---- autograd-aware in-place ops ----
-// self (op)= other: recorded as torch records in-place ops when grad is involved (grad_fn moves to the new node).
-void inplace_apply(const Tensor& self, const Tensor& other, const char* op, Tensor (*f)(const Tensor&, const Tensor&)) {
-  if (grad_enabled() && (self->requires_grad || (other && other->requires_grad))) {
-    Tensor before = inplace_input(self, op, other && other->requires_grad);
-    assign_inplace(self, f(before, other), op);
-    return;
-  }
-  Tensor r = f(self, other);
-  DG_CHECK(r->shape == self->shape, RuntimeError, op, ": the result of shape ", shape_str(r->shape),
-           " does not fit the tensor written in place, of shape ", shape_str(self->shape), ".");
-  DG_CHECK(is_floating(self->dtype) || !is_floating(r->dtype), RuntimeError, op, ": the result type ",
-           dtype_name(r->dtype), " can't be cast to the tensor's type ", dtype_name(self->dtype), ".");
-  copy_into(self, r);
-  self->bump_version();
-}
-
-py::object inplace_op(py::object self_obj, py::handle other, const char* op,
-                      Tensor (*f)(const Tensor&, const Tensor&)) {
-  Tensor self = self_obj.cast<Tensor>();
-  Tensor o = as_operand(other, &self);
-  if (!o) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-  inplace_apply(self, o, op, f);
-  return self_obj;
-}
-
-// ---- indexing ----
-bool is_basic_item(py::handle o) {
-  return o.is_none() || o.ptr() == Py_Ellipsis || PySlice_Check(o.ptr()) ||
-         (PyLong_Check(o.ptr()) && !PyBool_Check(o.ptr()));
-}
-
-bool is_basic_index(py::handle idx) {
-  if (PyTuple_Check(idx.ptr())) {
-    for (auto item : py::reinterpret_borrow<py::tuple>(idx))
-      if (!is_basic_item(item)) return false;
-    return true;
-  }
-  return is_basic_item(idx);
-}
-
-// ints, slices, None and Ellipsis: always a view of self.
-Tensor basic_index(const Tensor& self, py::handle idx) {
-  py::tuple items = PyTuple_Check(idx.ptr()) ? py::reinterpret_borrow<py::tuple>(idx) : py::make_tuple(idx);
-  int64_t consumed = 0;
-  bool seen_ellipsis = false;
-  for (auto item : items) {
-    if (item.ptr() == Py_Ellipsis) {
-      DG_CHECK(!seen_ellipsis, IndexError, "an index can only have a single ellipsis ('...').");
-      seen_ellipsis = true;
-    } else if (!item.is_none()) {
-      ++consumed;
-    }
-  }
-  DG_CHECK(consumed <= self->ndim(), IndexError, "too many indices for a tensor of dimension ", self->ndim(),
-           " (shape ", shape_str(self->shape), "): got ", consumed, ".");
-  Tensor r = self;
-  int64_t d = 0;
-  for (auto item : items) {
-    if (item.is_none()) {
-      r = unsqueeze(r, d);
-      ++d;
-    } else if (item.ptr() == Py_Ellipsis) {
-      d += self->ndim() - consumed;
-    } else if (PySlice_Check(item.ptr())) {
-      Py_ssize_t start, stop, step;
-      if (PySlice_Unpack(item.ptr(), &start, &stop, &step) < 0) throw py::error_already_set();
-      DG_CHECK(step > 0, ValueError, "slicing with a step of ", (int64_t)step,
-               ": step must be greater than zero (negative steps are not supported, as in torch).");
-      PySlice_AdjustIndices(r->shape[d], &start, &stop, step);
-      r = slice(r, d, start, stop, step);
-      ++d;
-    } else {
-      int64_t i = item.cast<int64_t>();
-      int64_t n = r->shape[d];
-      DG_CHECK(i >= -n && i < n, IndexError, "index ", i, " is out of range for dimension ", d, " of size ", n, ".");
-      r = select(r, d, i);
-    }
-  }
-  if (r == self) r = reshape(self, self->shape);  // x[...] is still a new view
-  return r;
-}
-
-Tensor index_positions(const Tensor& self, py::handle idx) {
-  py::object pos = py_helper("index_positions")(make_size(self->shape), idx);
-  return pos.cast<Tensor>();
-}
-
-py::object getitem(const Tensor& self, py::handle idx) {
-  if (is_basic_index(idx)) return py::cast(basic_index(self, idx));
-  Tensor pos = index_positions(self, idx);
-  return py::cast(take(self, pos));
-}
-
-void setitem(const Tensor& self, py::handle idx, py::handle value) {
-  Tensor v = as_operand_or_throw(value, &self, "__setitem__");
-  bool recording = grad_enabled() && (self->requires_grad || v->requires_grad);
-  if (!recording && is_basic_index(idx)) {
-    Tensor window;
-    {
-      GradModeGuard no_grad(false);
-      window = basic_index(self, idx);
-    }
-    broadcast_shapes(window->shape, v->shape, "__setitem__");
-    copy_into(window, v);
-    self->bump_version();
-    return;
-  }
-  Tensor pos = index_positions(self, idx);
-  if (!recording) {
-    Tensor r = put(self, pos, v);
-    copy_into(self, r);
-    self->bump_version();
-    return;
-  }
-  Tensor before = inplace_input(self, "__setitem__", v->requires_grad);
-  assign_inplace(self, put(before, pos, v), "__setitem__");
-}
-
-// ---- creation ----
-DType dtype_or(py::handle dtype, DType dflt) {
-  auto d = parse_optional_dtype(dtype);
-  return d ? *d : dflt;
-}
-
 Tensor finish(Tensor t, bool requires_grad) {
   if (requires_grad) {
     DG_CHECK(is_floating(t->dtype), RuntimeError, err_int_requires_grad(dtype_name(t->dtype)));
@@ -211,20 +86,17 @@ Tensor finish(Tensor t, bool requires_grad) {
   return t;
 }
 
-void check_device(py::handle device) {
-  if (!device || device.is_none()) return;
-  std::string s = py::str(device);
-  DG_CHECK(s == "cpu", RuntimeError, "dyngrad runs on the CPU only; got device '", s, "'.");
-}
-
 }  // namespace
 
+// The Tensor type's core: what only the engine can answer (memory, shape, dtype, autograd fields). Every
+// torch-facing method (operators, ops as methods, repr, conversions, in-place variants) is attached by the shared
+// layer, python/dyngrad/_api/, for both engines; the hottest of them are replaced by fast_paths.cpp.
 void bind_tensor(py::module_& m) {
   using py::arg;
   auto none = py::none();
   TensorClass cls(m, "Tensor", py::buffer_protocol());
-  cls.def(py::init([](const Tensor& src) { return alias(src); }), arg("data"),
-          "A new tensor object sharing src's memory, without history (used by subclasses such as nn.Parameter).");
+  cls.def(py::init([](const Tensor& src) { return alias(src); }), arg("src"),
+          "A new tensor object sharing src's memory, without history (the shared layer's __init__ builds on it).");
 
   // ---- properties ----
   cls.def_property_readonly("shape", [](const Tensor& t) { return make_size(t->shape); })
@@ -239,16 +111,17 @@ void bind_tensor(py::module_& m) {
       }, arg("dim") = none)
       .def("storage_offset", [](const Tensor& t) { return t->offset; })
       .def_property_readonly("dtype", [](const Tensor& t) { return dtype_object(t->dtype); })
-      .def_property_readonly("device", [](const Tensor&) { return std::string("cpu"); })
       .def_property_readonly("ndim", [](const Tensor& t) { return t->ndim(); })
       .def("dim", [](const Tensor& t) { return t->ndim(); })
       .def("numel", [](const Tensor& t) { return t->numel; })
-      .def("nelement", [](const Tensor& t) { return t->numel; })
       .def("element_size", [](const Tensor& t) { return t->itemsize(); })
       .def("is_contiguous", [](const Tensor& t) { return t->is_contiguous(); })
-      .def("is_floating_point", [](const Tensor& t) { return is_floating(t->dtype); })
       .def_property_readonly("is_leaf", [](const Tensor& t) { return t->is_leaf(); })
       .def_property_readonly("_version", [](const Tensor& t) { return t->version(); })
+      .def_property_readonly("_base", [](const Tensor& t) -> py::object {
+        if (!t->is_view) return py::none();
+        return py::cast(t->view_base);
+      })
       .def_property_readonly("retains_grad", [](const Tensor& t) { return t->retains_grad; })
       .def_property_readonly("grad_fn", [](const Tensor& t) { return t->grad_fn; })
       .def_property_readonly("output_nr", [](const Tensor& t) { return t->output_nr; })
@@ -269,10 +142,6 @@ void bind_tensor(py::module_& m) {
                               err_int_requires_grad(dtype_name(t->dtype)));
                      t->requires_grad = value;
                    });
-  cls.def("requires_grad_", [](py::object self, bool value) {
-    self.attr("requires_grad") = value;
-    return self;
-  }, arg("requires_grad") = true);
   cls.def_property("grad", [](const Tensor& t) { return t->grad; },
                    [](const Tensor& t, std::optional<Tensor> g) {
                      if (g) {
@@ -294,61 +163,23 @@ void bind_tensor(py::module_& m) {
                      t->dtype = src->dtype;
                    });
 
-  // ---- conversion ----
+  // ---- values ----
   cls.def("item", [](const Tensor& t) -> py::object {
-    double v = item_double(t);
-    if (t->dtype == DType::Bool) return py::bool_(v != 0);
+    DG_CHECK(t->numel == 1, RuntimeError, "item: a tensor with ", t->numel,
+             " elements cannot be converted to a Python number (shape ", shape_str(t->shape),
+             "); expected exactly one element.");
+    if (t->dtype == DType::Bool) return py::bool_(item_double(t) != 0);
     if (t->dtype == DType::Int64) return py::int_(item_int(t));
-    return py::float_(v);
+    return py::float_(item_double(t));
   });
-  cls.def("__float__", [](const Tensor& t) { return item_double(t); });
-  cls.def("__int__", [](const Tensor& t) { return item_int(t); });
-  cls.def("__index__", [](const Tensor& t) {
-    DG_CHECK(!is_floating(t->dtype) && t->numel == 1, TypeError,
-             "only integer tensors of a single element can be converted to an index.");
-    return item_int(t);
-  });
-  cls.def("__bool__", [](const Tensor& t) {
-    DG_CHECK(t->numel == 1, RuntimeError, "the truth value of a tensor with ", t->numel,
-             " elements is ambiguous (shape ", shape_str(t->shape), "); use .any() or .all().");
-    return item_double(t) != 0;
-  });
-  cls.def("__len__", [](const Tensor& t) {
-    DG_CHECK(t->ndim() > 0, TypeError, "len() of a 0-d tensor.");
-    return t->shape[0];
-  });
-  cls.def("numpy", [](const Tensor& t, bool force) -> py::array {
-    DG_CHECK(!t->requires_grad || force, RuntimeError,
-             "can't call numpy() on a tensor that requires grad; use tensor.detach().numpy() instead.");
-    return numpy_view(t);
-  }, arg("force") = false);
-  cls.def("_numpy_view", [](const Tensor& t) { return numpy_view(t); });
+  cls.def("_numpy_view", [](const Tensor& t) { return numpy_view(t); },
+          "a numpy array over this tensor's memory (no copy, no requires_grad check)");
   cls.def_buffer([](TensorImpl& t) {
     std::vector<py::ssize_t> shape(t.shape.begin(), t.shape.end()), strides;
     for (int64_t s : t.strides) strides.push_back(s * (int64_t)t.itemsize());
     static const char* formats[] = {"?", "q", "f", "d"};
     return py::buffer_info(t.raw(), (py::ssize_t)t.itemsize(), formats[(int)t.dtype], t.ndim(), shape, strides);
   });
-  cls.def("to", [](const Tensor& t, py::args args, py::kwargs kwargs) -> Tensor {
-    py::handle target = args.size() ? args[0] : (kwargs.contains("dtype") ? kwargs["dtype"] : py::handle());
-    if (!target) return t;
-    if (is_tensor(target)) return to_dtype(t, target.cast<Tensor>()->dtype);
-    if (py::isinstance<py::str>(target)) {  // a device
-      check_device(target);
-      if (args.size() > 1) return to_dtype(t, parse_dtype(args[1]));
-      return t;
-    }
-    return to_dtype(t, parse_dtype(target));
-  });
-  cls.def("float", [](const Tensor& t) { return to_dtype(t, DType::Float32); });
-  cls.def("double", [](const Tensor& t) { return to_dtype(t, DType::Float64); });
-  cls.def("long", [](const Tensor& t) { return to_dtype(t, DType::Int64); });
-  cls.def("int", [](const Tensor& t) { return to_dtype(t, DType::Int64); });
-  cls.def("bool", [](const Tensor& t) { return to_dtype(t, DType::Bool); });
-  cls.def("type_as", [](const Tensor& t, const Tensor& o) { return to_dtype(t, o->dtype); });
-  cls.def("cpu", [](py::object self) { return self; });
-  cls.def("clone", [](const Tensor& t) { return clone(t); });
-  cls.def("contiguous", [](const Tensor& t) { return contiguous(t); });
   cls.def("detach", [](const Tensor& t) { return alias(t); });
   cls.def("detach_", [](py::object self) {
     Tensor t = self.cast<Tensor>();
@@ -356,252 +187,13 @@ void bind_tensor(py::module_& m) {
     t->requires_grad = false;
     return self;
   });
-  cls.def_property_readonly("T", [](const Tensor& t) {
-    Dims perm;
-    for (int64_t d = t->ndim() - 1; d >= 0; --d) perm.push_back(d);
-    return permute(t, perm);
-  });
-  cls.def_property_readonly("mT", [](const Tensor& t) { return mT(t); });
-
-  // ---- operators ----
-  using BinaryFn = Tensor (*)(const Tensor&, const Tensor&);
-  auto forward_op = [](BinaryFn f) {
-    return [f](const Tensor& self, py::handle other) -> py::object {
-      Tensor o = as_operand(other, &self);
-      if (!o) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-      return py::cast(f(self, o));
-    };
-  };
-  auto reflected_op = [](BinaryFn f) {
-    return [f](const Tensor& self, py::handle other) -> py::object {
-      Tensor o = as_operand(other, &self);
-      if (!o) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-      return py::cast(f(o, self));
-    };
-  };
-  cls.def("__add__", forward_op(&add)).def("__radd__", reflected_op(&add));
-  cls.def("__sub__", forward_op(&sub)).def("__rsub__", reflected_op(&sub));
-  cls.def("__mul__", forward_op(&mul)).def("__rmul__", reflected_op(&mul));
-  cls.def("__truediv__", forward_op(&div)).def("__rtruediv__", reflected_op(&div));
-  cls.def("__matmul__", forward_op(&matmul)).def("__rmatmul__", reflected_op(&matmul));
-  cls.def("__pow__", [](const Tensor& self, py::handle other) -> py::object {
-    if (PyFloat_Check(other.ptr()) || (PyLong_Check(other.ptr()) && !PyBool_Check(other.ptr())))
-      return py::cast(pow_scalar(self, other.cast<double>()));
-    Tensor o = as_operand(other, &self);
-    if (!o) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-    return py::cast(pow(self, o));
-  });
-  cls.def("__rpow__", reflected_op(&pow));
-  cls.def("__neg__", [](const Tensor& t) { return neg(t); });
-  cls.def("__pos__", [](py::object self) { return self; });
-  cls.def("__abs__", [](const Tensor& t) { return abs(t); });
-  cls.def("__invert__", [](const Tensor& t) {
-    DG_CHECK(t->dtype == DType::Bool, TypeError, "~ is only supported for bool tensors here, got ",
-             dtype_name(t->dtype), ".");
-    return logical_not(t);
-  });
-  cls.def("__and__", forward_op(&logical_and)).def("__rand__", reflected_op(&logical_and));
-  cls.def("__or__", forward_op(&logical_or)).def("__ror__", reflected_op(&logical_or));
-  cls.def("__xor__", forward_op(&logical_xor)).def("__rxor__", reflected_op(&logical_xor));
-  const std::pair<const char*, CompareOp> cmps[] = {{"__eq__", CompareOp::Eq}, {"__ne__", CompareOp::Ne},
-                                                    {"__lt__", CompareOp::Lt}, {"__le__", CompareOp::Le},
-                                                    {"__gt__", CompareOp::Gt}, {"__ge__", CompareOp::Ge}};
-  for (auto [name, op] : cmps) {
-    cls.def(name, [op = op](const Tensor& self, py::handle other) -> py::object {
-      Tensor o = as_operand(other, &self);
-      if (!o) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-      return py::cast(compare(op, self, o));
-    });
-  }
-  cls.def("__iadd__", [](py::object self, py::handle o) { return inplace_op(self, o, "add_", &add); });
-  cls.def("__isub__", [](py::object self, py::handle o) { return inplace_op(self, o, "sub_", &sub); });
-  cls.def("__imul__", [](py::object self, py::handle o) { return inplace_op(self, o, "mul_", &mul); });
-  cls.def("__itruediv__", [](py::object self, py::handle o) { return inplace_op(self, o, "div_", &div); });
-
-  // ---- in-place methods ----
-  cls.def("add_", [](py::object self, py::handle other, py::handle alpha) {
-    Tensor t = self.cast<Tensor>();
-    Tensor o = as_operand_or_throw(other, &t, "add_");
-    if (!alpha.is_none()) o = mul(o, as_operand_or_throw(alpha, &o, "add_"));
-    inplace_apply(t, o, "add_", &add);
-    return self;
-  }, arg("other"), py::kw_only(), arg("alpha") = none);
-  cls.def("sub_", [](py::object self, py::handle other, py::handle alpha) {
-    Tensor t = self.cast<Tensor>();
-    Tensor o = as_operand_or_throw(other, &t, "sub_");
-    if (!alpha.is_none()) o = mul(o, as_operand_or_throw(alpha, &o, "sub_"));
-    inplace_apply(t, o, "sub_", &sub);
-    return self;
-  }, arg("other"), py::kw_only(), arg("alpha") = none);
-  cls.def("mul_", [](py::object self, py::handle other) { return inplace_op(self, other, "mul_", &mul); });
-  cls.def("div_", [](py::object self, py::handle other) { return inplace_op(self, other, "div_", &div); });
-  cls.def("pow_", [](py::object self, py::handle other) { return inplace_op(self, other, "pow_", &pow); });
-  cls.def("clamp_", [](py::object self, std::optional<double> lo, std::optional<double> hi) {
-    Tensor t = self.cast<Tensor>();
-    if (grad_enabled() && t->requires_grad) {
-      Tensor before = inplace_input(t, "clamp_", false);
-      assign_inplace(t, clamp(before, lo, hi), "clamp_");
-    } else {
-      copy_into(t, clamp(t, lo, hi));
-      t->bump_version();
-    }
-    return self;
-  }, arg("min") = none, arg("max") = none);
-  cls.def("zero_", [](py::object self) {
-    zero_(self.cast<Tensor>());
-    return self;
-  });
-  cls.def("fill_", [](py::object self, double v) {
-    fill_(self.cast<Tensor>(), v);
-    return self;
-  });
-  cls.def("copy_", [](py::object self, py::handle src) {
-    Tensor t = self.cast<Tensor>();
-    copy_(t, as_operand_or_throw(src, &t, "copy_"));
-    return self;
-  });
-  cls.def("masked_fill_", [](py::object self, const Tensor& mask, py::handle value) {
-    Tensor t = self.cast<Tensor>();
-    Tensor v = as_operand_or_throw(value, &t, "masked_fill_");
-    if (grad_enabled() && (t->requires_grad || v->requires_grad)) {
-      Tensor before = inplace_input(t, "masked_fill_", v->requires_grad);
-      assign_inplace(t, masked_fill(before, mask, v), "masked_fill_");
-    } else {
-      copy_into(t, masked_fill(t, mask, v));
-      t->bump_version();
-    }
-    return self;
-  });
-  // nn.init's fills: never recorded (torch runs them under no_grad)
-  cls.def("uniform_", [](py::object self, double lo, double hi) {
-    Tensor t = self.cast<Tensor>();
-    Tensor tmp = rand(t->shape, t->dtype == DType::Float64 ? DType::Float64 : DType::Float32);
-    copy_into(t, add(mul(tmp, scalar_tensor(hi - lo, tmp->dtype)), scalar_tensor(lo, tmp->dtype)));
-    t->bump_version();
-    return self;
-  }, arg("from") = 0.0, arg("to") = 1.0);
-  cls.def("normal_", [](py::object self, double mean, double std) {
-    Tensor t = self.cast<Tensor>();
-    Tensor tmp = randn(t->shape, t->dtype == DType::Float64 ? DType::Float64 : DType::Float32);
-    copy_into(t, add(mul(tmp, scalar_tensor(std, tmp->dtype)), scalar_tensor(mean, tmp->dtype)));
-    t->bump_version();
-    return self;
-  }, arg("mean") = 0.0, arg("std") = 1.0);
-
-  // ---- indexing ----
-  cls.def("__getitem__", [](const Tensor& self, py::handle idx) { return getitem(self, idx); });
-  cls.def("__setitem__", [](const Tensor& self, py::handle idx, py::handle value) { setitem(self, idx, value); });
 
   // ---- creation ----
   m.def("from_numpy", &from_numpy, arg("ndarray"));
-  m.def("_tensor_from_numpy_copy", [](py::array arr, bool requires_grad) {
+  m.def("copy_from_numpy", [](py::array arr, bool requires_grad) {
     Tensor shared = from_numpy(arr);
     return finish(contiguous_copy(shared, shared->dtype), requires_grad);
-  });
-  auto sized = [&](const char* name, double fill, bool uninit) {
-    m.def(name, [name, fill, uninit](py::args size, py::handle dtype, bool requires_grad, py::handle device) {
-      check_device(device);
-      Shape shape = parse_shape_args(size, name);
-      DType dt = dtype_or(dtype, DType::Float32);
-      return finish(uninit ? empty(shape, dt) : full(shape, fill, dt), requires_grad);
-    }, arg("dtype") = none, arg("requires_grad") = false, arg("device") = none);
-  };
-  sized("zeros", 0.0, false);
-  sized("ones", 1.0, false);
-  sized("empty", 0.0, true);
-  m.def("full", [](py::handle size, py::handle value, py::handle dtype, bool requires_grad, py::handle device) {
-    check_device(device);
-    DType dflt = PyBool_Check(value.ptr()) ? DType::Bool
-                 : (PyLong_Check(value.ptr()) ? DType::Int64 : DType::Float32);
-    return finish(full(parse_shape(size, "full"), value.cast<double>(), dtype_or(dtype, dflt)), requires_grad);
-  }, arg("size"), arg("fill_value"), py::kw_only(), arg("dtype") = none, arg("requires_grad") = false,
-     arg("device") = none);
-  auto like = [&](const char* name, int kind) {
-    // kind: 0 zeros, 1 ones, 2 empty, 3 rand, 4 randn
-    m.def(name, [kind](const Tensor& t, py::handle dtype, bool requires_grad, py::handle device) {
-      check_device(device);
-      DType dt = dtype_or(dtype, t->dtype);
-      Tensor r = kind == 0 ? zeros(t->shape, dt) : kind == 1 ? full(t->shape, 1, dt) : kind == 2 ? empty(t->shape, dt)
-               : kind == 3 ? rand(t->shape, dt) : randn(t->shape, dt);
-      return finish(r, requires_grad);
-    }, arg("input"), py::kw_only(), arg("dtype") = none, arg("requires_grad") = false, arg("device") = none);
-  };
-  like("zeros_like", 0);
-  like("ones_like", 1);
-  like("empty_like", 2);
-  like("rand_like", 3);
-  like("randn_like", 4);
-  m.def("full_like", [](const Tensor& t, double value, py::handle dtype, bool requires_grad) {
-    return finish(full(t->shape, value, dtype_or(dtype, t->dtype)), requires_grad);
-  }, arg("input"), arg("fill_value"), py::kw_only(), arg("dtype") = none, arg("requires_grad") = false);
-  m.def("arange", [](py::handle start, py::handle end, py::handle step, py::handle dtype, bool requires_grad) {
-    py::handle lo = end.is_none() ? py::handle(py::int_(0)) : start;
-    py::handle hi = end.is_none() ? start : end;
-    bool all_int = PyLong_Check(lo.ptr()) && PyLong_Check(hi.ptr()) && PyLong_Check(step.ptr());
-    double a = lo.cast<double>(), b = hi.cast<double>(), s = step.cast<double>();
-    DG_CHECK(s != 0, RuntimeError, "arange: step must be nonzero.");
-    DG_CHECK((b - a) / s >= 0 || a == b, RuntimeError, "arange: upper bound and step are inconsistent (start=", a,
-             ", end=", b, ", step=", s, ").");
-    int64_t n = (int64_t)std::ceil((b - a) / s);
-    if (n < 0) n = 0;
-    DType dt = dtype_or(dtype, all_int ? DType::Int64 : DType::Float32);
-    Tensor t = empty({n}, dt);
-    DG_DISPATCH_ALL(dt, T, {
-      T* p = t->data<T>();
-      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(a + i * s);
-    });
-    return finish(t, requires_grad);
-  }, arg("start"), arg("end") = none, arg("step") = 1, py::kw_only(), arg("dtype") = none,
-     arg("requires_grad") = false);
-  m.def("linspace", [](double start, double end, int64_t steps, py::handle dtype, bool requires_grad) {
-    DG_CHECK(steps >= 0, RuntimeError, "linspace: number of steps must be non-negative, got ", steps, ".");
-    DType dt = dtype_or(dtype, DType::Float32);
-    Tensor t = empty({steps}, dt);
-    DG_DISPATCH_ALL(dt, T, {
-      T* p = t->data<T>();
-      for (int64_t i = 0; i < steps; ++i)
-        p[i] = static_cast<T>(steps == 1 ? start : start + (end - start) * (double)i / (double)(steps - 1));
-    });
-    return finish(t, requires_grad);
-  }, arg("start"), arg("end"), arg("steps"), py::kw_only(), arg("dtype") = none, arg("requires_grad") = false);
-  m.def("eye", [](int64_t n, std::optional<int64_t> mcols, py::handle dtype, bool requires_grad) {
-    int64_t mm = mcols ? *mcols : n;
-    DG_CHECK(n >= 0 && mm >= 0, RuntimeError, "eye: sizes must be non-negative, got ", n, " and ", mm, ".");
-    DType dt = dtype_or(dtype, DType::Float32);
-    Tensor t = zeros({n, mm}, dt);
-    DG_DISPATCH_ALL(dt, T, {
-      for (int64_t i = 0; i < std::min(n, mm); ++i) t->data<T>()[i * mm + i] = T(1);
-    });
-    return finish(t, requires_grad);
-  }, arg("n"), arg("m") = none, py::kw_only(), arg("dtype") = none, arg("requires_grad") = false);
-  m.def("rand", [](py::args size, py::handle dtype, bool requires_grad) {
-    DType dt = dtype_or(dtype, DType::Float32);
-    DG_CHECK(is_floating(dt), RuntimeError, "rand: expected a floating-point dtype, got ", dtype_name(dt), ".");
-    return finish(rand(parse_shape_args(size, "rand"), dt), requires_grad);
-  }, arg("dtype") = none, arg("requires_grad") = false);
-  m.def("randn", [](py::args size, py::handle dtype, bool requires_grad) {
-    DType dt = dtype_or(dtype, DType::Float32);
-    DG_CHECK(is_floating(dt), RuntimeError, "randn: expected a floating-point dtype, got ", dtype_name(dt), ".");
-    return finish(randn(parse_shape_args(size, "randn"), dt), requires_grad);
-  }, arg("dtype") = none, arg("requires_grad") = false);
-  m.def("randint", [](py::args args, py::handle dtype) {
-    // randint(high, size) or randint(low, high, size)
-    DG_CHECK(args.size() == 2 || args.size() == 3, TypeError, "randint: expected (high, size) or (low, high, size).");
-    int64_t low = args.size() == 3 ? args[0].cast<int64_t>() : 0;
-    int64_t high = args[args.size() - 2].cast<int64_t>();
-    return randint(low, high, parse_shape(args[args.size() - 1], "randint"), dtype_or(dtype, DType::Int64));
-  }, arg("dtype") = none);
-  m.def("randperm", [](int64_t n) {
-    DG_CHECK(n >= 0, RuntimeError, "randperm: n must be non-negative, got ", n, ".");
-    Tensor t = empty({n}, DType::Int64);
-    int64_t* p = t->data<int64_t>();
-    for (int64_t i = 0; i < n; ++i) p[i] = i;
-    for (int64_t i = n - 1; i > 0; --i) {  // Fisher-Yates with our generator
-      Tensor r = randint(0, i + 1, {}, DType::Int64);
-      std::swap(p[i], p[*r->data<int64_t>()]);
-    }
-    return t;
-  }, arg("n"));
+  }, arg("ndarray"), arg("requires_grad"), "a new tensor with its own memory holding a copy of the array");
 }
 
 }  // namespace dyngrad

@@ -7,37 +7,18 @@
     x.grad                     # tensor([2., 4.])
 
 The same script runs on the pure-Python reference engine with `import dyngrad.reference as dg`.
+
+This file is the C++ engine's package: its core is the extension `_C` (csrc/), and the public API is the shared
+layer `_api` (written once for both engines) installed over it. `_cpp_*` modules are the C++ engine's own Python;
+`reference/` is the other engine; every other module here is shared (see "Layout" in docs/design.md).
 """
 import gc as _gc
 
 from . import _C
-from ._C import (  # noqa: F401  the C++ Tensor, dtypes and ops
-    Tensor, dtype, float32, float64, int64, bool,
-    from_numpy, zeros, ones, empty, full, arange, linspace, eye, rand, randn, randint, randperm,
-    zeros_like, ones_like, empty_like, full_like, rand_like, randn_like, manual_seed, initial_seed,
-    add, sub, mul, div, true_divide, pow, neg, negative, matmul, mm, bmm, maximum, minimum, where, clamp, clip,
-    exp, log, sqrt, rsqrt, abs, sin, cos, tanh, sigmoid, relu, sign, erf, square, leaky_relu, gelu, softplus,
-    eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_xor, logical_not, isnan, isfinite,
-    sum, mean, var, std, max, min, amax, amin, argmax, argmin, logsumexp,
-    reshape, flatten, transpose, swapaxes, t, permute, squeeze, unsqueeze, broadcast_to, cat, concat, stack,
-    split, chunk, unbind, narrow, select, gather, index_select, take, masked_fill,
-    softmax, log_softmax, cross_entropy, nll_loss, mse_loss, binary_cross_entropy_with_logits, linear, embedding,
-    dropout, one_hot, conv2d, max_pool2d, avg_pool2d, layer_norm,
-    is_grad_enabled,
-)
-from . import _tensor_py
-from ._tensor_py import Size
-from ._blas import load_blas as _load_blas
+from . import _api
+from ._cpp_blas import load_blas as _load_blas
 
-_C._register_helpers({
-    "Size": Size,
-    "return_max": _tensor_py.return_max,
-    "return_min": _tensor_py.return_min,
-    "RemovableHandle": _tensor_py.RemovableHandle,
-    "index_positions": _tensor_py.index_positions,
-    "tensor_from_data": _tensor_py.tensor_from_data,
-})
-_tensor_py.install(Tensor)
+_api.install(globals())   # every public name of _api/table.py, onto this namespace and _C.Tensor
 _load_blas(_C)
 
 
@@ -50,82 +31,13 @@ def _collect_cycles_through_cpp(phase, info):
 
 _gc.callbacks.append(_collect_cycles_through_cpp)
 
-float = float32  # noqa: A001  torch.float / torch.double / torch.long aliases
-double = float64
-long = int64
-
-__version__ = "0.1.0"
-
-
-def tensor(data, dtype=None, requires_grad=False, device=None):
-    """A new tensor holding a copy of `data` (nested lists, numbers, numpy arrays or tensors)."""
-    if device not in (None, "cpu"):
-        raise RuntimeError(f"dyngrad runs on the CPU only; got device '{device}'.")
-    return _tensor_py.tensor_from_data(data, dtype=dtype, requires_grad=requires_grad)
-
-
-def as_tensor(data, dtype=None):
-    """A tensor sharing memory with a numpy array when possible, else a copy."""
-    import numpy as _np
-    if isinstance(data, Tensor):
-        return data if dtype is None else data.to(dtype)
-    if isinstance(data, _np.ndarray) and (dtype is None or _np.dtype(dtype.name if isinstance(dtype, _C.dtype) else dtype) == data.dtype):
-        try:
-            return from_numpy(data)
-        except TypeError:
-            pass
-    return tensor(data, dtype=dtype)
-
-
-def get_default_dtype():
-    return float32
-
-
-def seed():
-    """Seeds the generator from the operating system's entropy and returns the seed (torch.seed)."""
-    import os as _os
-    s = int.from_bytes(_os.urandom(8), "little") % (2 ** 63)
-    manual_seed(s)
-    return s
-
-
-def normal(mean, std, size, dtype=None):
-    """Samples of N(mean, std**2) of the given size (torch.normal with number arguments)."""
-    return randn(*size, dtype=dtype) * std + mean if isinstance(size, (tuple, list)) else randn(size, dtype=dtype) * std + mean
-
-
-def bernoulli(p):
-    """1 with probability p (elementwise), else 0; no gradient."""
-    if not isinstance(p, Tensor):
-        raise TypeError(f"bernoulli: expected a Tensor of probabilities, got {type(p).__name__}.")
-    with no_grad():
-        probs = p if p.is_floating_point() else p.float()
-        return (rand_like(probs) < probs).to(probs.dtype)
-
-
-def is_tensor(obj):
-    return isinstance(obj, Tensor)
-
-
-def numel(t):
-    if not isinstance(t, Tensor):
-        raise TypeError(f"numel: expected a Tensor, got {type(t).__name__}.")
-    return t.numel()
-
-
-from .autograd.grad_mode import no_grad, enable_grad, set_grad_enabled, inference_mode  # noqa: E402
-from . import autograd  # noqa: E402
-
 
 def _dtype_from_name(name):
-    return globals()[name] if name != "bool" else bool
+    """Unpickles a dtype (the C++ dtype's __reduce__ names this function)."""
+    return getattr(_C, name)
 
 
-def __getattr__(name):
-    # nn, optim, utils, viz and save/load are imported on first use (they are plain Python shared with the reference)
-    import importlib
-    if name in ("nn", "optim", "utils", "viz", "bench"):
-        return importlib.import_module(f".{name}", __name__)
-    if name in ("save", "load"):
-        return getattr(importlib.import_module(".serialization", __name__), name)
-    raise AttributeError(f"module 'dyngrad' has no attribute '{name}'")
+from . import autograd  # noqa: E402
+from ._api.lazy import __getattr__  # noqa: E402,F401  nn, optim, utils, viz, save, load on first use
+
+__version__ = "0.1.0"

@@ -1,5 +1,5 @@
-"""The C++ engine's debugging switches (csrc/dyngrad/debug.h) under the names the shared anomaly.py and graph.py
-use. python/dyngrad/reference/autograd/_engine_debug.py gives the same names for the reference engine."""
+"""The engine's debugging switches (csrc/dyngrad/debug.h, python/dyngrad/reference/debug.py) under the names the
+shared anomaly.py and graph.py use."""
 import os
 
 from .. import _C

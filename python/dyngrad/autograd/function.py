@@ -1,33 +1,51 @@
-"""Custom differentiable functions written in Python (torch.autograd.Function); the C++ engine calls back into
-their backward."""
+"""Custom differentiable functions written in Python (torch.autograd.Function), for both engines. The engine's core
+records the node (_C._record_function) and calls back into `backward` during the backward pass."""
+import functools
+
 from .. import _C
 from .grad_mode import no_grad
-from ..reference.errors import ERR_BACKWARD_TWICE, ERR_SAVED_MODIFIED
+
+_ERR_BACKWARD_TWICE = (
+    "backward() reached {node}, whose saved tensors were already freed by an earlier backward(). Pass "
+    "retain_graph=True to the first backward() if you need to backpropagate through this graph twice.")
+_ERR_SAVED_MODIFIED = (
+    "a tensor of shape {shape} saved by {node} for the backward pass was modified in place: it is at version "
+    "{now}, but version {saved} was saved. Use an out-of-place op (x = x + 1) instead of an in-place one (x += 1), "
+    "or clone() before modifying.")
 
 
 class FunctionCtx:
-    """The `ctx` of forward/backward: saved tensors (version-checked), needs_input_grad, free attributes."""
+    """The `ctx` of forward/backward: save_for_backward / saved_tensors (version-checked, see Note [Saved tensor
+    versions] in csrc/dyngrad/node.h), needs_input_grad, mark_non_differentiable, set_materialize_grads; any other
+    attribute can be stored on it too."""
 
-    def __init__(self, name):
+    def __init__(self, name="Function"):
         self._name = name
         self._saved = None
         self._released = False
         self.needs_input_grad = ()
-        self._non_differentiable = []
+        self._non_differentiable = ()
+        self._dirty = ()
+        self.materialize_grads = True
         self._call_site = None  # (file, line, function) of the node, for the errors below (Note [Call sites])
 
     def save_for_backward(self, *tensors):
+        for i, t in enumerate(tensors):
+            if t is not None and not isinstance(t, _C.Tensor):
+                raise TypeError(f"save_for_backward: can only save tensors (or None), got {type(t).__name__} at "
+                                f"position {i}; store other values as attributes of ctx.")
         self._saved = [(t, t._version if t is not None else 0) for t in tensors]
 
     @property
     def saved_tensors(self):
         if self._released:
-            raise RuntimeError(ERR_BACKWARD_TWICE.format(node=self._name) + self._created_at())
+            raise RuntimeError(_ERR_BACKWARD_TWICE.format(node=self._name) + self._created_at())
         out = []
         for t, version in self._saved or []:
             if t is not None and t._version != version:
-                raise RuntimeError(ERR_SAVED_MODIFIED.format(shape=tuple(t.shape), node=self._name,
-                                                             now=t._version, saved=version) + self._created_at())
+                shape = "(" + ", ".join(str(s) for s in t.shape) + ("," if t.ndim == 1 else "") + ")"
+                raise RuntimeError(_ERR_SAVED_MODIFIED.format(shape=shape, node=self._name, now=t._version,
+                                                              saved=version) + self._created_at())
             out.append(t)
         return tuple(out)
 
@@ -36,12 +54,17 @@ class FunctionCtx:
         return f" ({self._name} was created at {site[0]}:{site[1]})" if site is not None else ""
 
     def mark_non_differentiable(self, *tensors):
-        self._non_differentiable.extend(tensors)
+        self._non_differentiable = tuple(tensors)
+
+    def mark_dirty(self, *tensors):
+        self._dirty = tuple(tensors)
 
     def set_materialize_grads(self, value):
-        pass  # missing gradients are always materialised as zeros
+        """False: backward receives None (not zeros) for outputs that got no gradient."""
+        self.materialize_grads = bool(value)
 
     def _release(self):
+        """Called by the engine when the node's saved state is freed (Note [Releasing the graph])."""
         self._released = True
         self._saved = None
 
@@ -58,17 +81,38 @@ class Function:
         raise NotImplementedError("a Function subclass must define backward(ctx, ...)")
 
     @classmethod
-    def apply(cls, *args):
+    def apply(cls, *args, **kwargs):
         name = cls.__name__ + "Backward"
         ctx = FunctionCtx(name)
         ctx.needs_input_grad = tuple(isinstance(a, _C.Tensor) and a.requires_grad for a in args)
+        recording = _C.is_grad_enabled() and any(ctx.needs_input_grad)
         with no_grad():
-            result = cls.forward(ctx, *args)
+            result = cls.forward(ctx, *args, **kwargs)
+        if not recording:
+            return result
         single = not isinstance(result, tuple)
-        outputs = (result,) if single else result
-        # an input returned as is becomes a new tensor object, so the input keeps its own history
-        outputs = tuple(o.detach() if any(o is a for a in args) else o for o in outputs)
-        if _C.is_grad_enabled() and any(ctx.needs_input_grad):
-            node = _C._record_function(ctx, cls.backward, name, list(args), list(outputs), ctx._non_differentiable)
-            ctx._call_site = node.call_site
-        return outputs[0] if single else outputs
+        outputs = (result,) if single else tuple(result)
+        # An input returned as is becomes a new tensor object (sharing its memory), so the input keeps its own
+        # history; mark_non_differentiable on it then applies to the returned object.
+        non_diff = list(ctx._non_differentiable)
+        fresh = []
+        for o in outputs:
+            if isinstance(o, _C.Tensor) and any(o is a for a in args):
+                alias = o.detach()
+                non_diff = [alias if n is o else n for n in non_diff]
+                o = alias
+            fresh.append(o)
+        node = _C._record_function(ctx, cls.backward, name, list(args), fresh, non_diff)
+        ctx._call_site = node.call_site
+        return fresh[0] if single else tuple(fresh)
+
+
+class once_differentiable:
+    """Decorator kept for torch compatibility: runs backward with grad mode off."""
+
+    def __new__(cls, fn):
+        @functools.wraps(fn)
+        def wrapper(ctx, *grads):
+            with no_grad():
+                return fn(ctx, *grads)
+        return wrapper

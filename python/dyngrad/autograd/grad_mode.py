@@ -1,71 +1,135 @@
-"""Grad mode switches: context managers that also work as decorators. Thread-local (the flag lives in C++)."""
+"""Grad mode switches: no_grad, enable_grad, set_grad_enabled and inference_mode, as context managers and as
+decorators (of functions and generators). Thread-local: the flag lives in each engine's core (_C)."""
 import functools
+import inspect
 
 from .. import _C
 
 
+def is_grad_enabled():
+    return _C.is_grad_enabled()
+
+
 class _GradModeContext:
-    enabled = True
+    """Base of the three grad-mode switches: a context manager that can also decorate functions."""
+
+    def _target_mode(self):
+        raise NotImplementedError
 
     def __enter__(self):
-        self._prev = _C.is_grad_enabled()
-        _C._set_grad_enabled(self.enabled)
-        return self
+        self._previous = _C.is_grad_enabled()
+        _C._set_grad_enabled(self._target_mode())
+        return None
 
     def __exit__(self, *exc):
-        _C._set_grad_enabled(self._prev)
+        _C._set_grad_enabled(self._previous)
         return False
 
-    def __call__(self, fn):
-        @functools.wraps(fn)
+    def __call__(self, func):
+        mode_factory = self._clone
+
+        if inspect.isgeneratorfunction(func):
+            @functools.wraps(func)
+            def generator_wrapper(*args, **kwargs):
+                gen = func(*args, **kwargs)
+                value = None
+                while True:
+                    with mode_factory():
+                        try:
+                            value = gen.send(value)
+                        except StopIteration as stop:
+                            return stop.value
+                    value = yield value
+            return generator_wrapper
+
+        @functools.wraps(func)
         def wrapper(*args, **kwargs):
-            with self.__class__():
-                return fn(*args, **kwargs)
+            with mode_factory():
+                return func(*args, **kwargs)
         return wrapper
+
+    def _clone(self):
+        return type(self)()
 
 
 class no_grad(_GradModeContext):
-    """Ops inside record no graph: for evaluation and parameter updates."""
-    enabled = False
+    """Disable gradient recording: `with no_grad():`, `@no_grad()` or `@no_grad`."""
+
+    def __new__(cls, func=None):
+        self = super().__new__(cls)
+        if callable(func):                      # used bare as a decorator: @no_grad
+            return self(func)
+        return self
+
+    def __init__(self, func=None):
+        pass
+
+    def _target_mode(self):
+        return False
 
 
 class enable_grad(_GradModeContext):
-    """Turns recording back on inside a no_grad block."""
-    enabled = True
+    """Enable gradient recording (e.g. inside a no_grad block)."""
+
+    def __new__(cls, func=None):
+        self = super().__new__(cls)
+        if callable(func):
+            return self(func)
+        return self
+
+    def __init__(self, func=None):
+        pass
+
+    def _target_mode(self):
+        return True
 
 
-class inference_mode(no_grad):
-    """Same as no_grad here (dyngrad has no cheaper mode)."""
+class inference_mode(_GradModeContext):
+    """no_grad under torch's name for inference: this engine has no cheaper mode. inference_mode(False) leaves
+    the grad mode as it is."""
+
+    def __new__(cls, mode=True):
+        self = super().__new__(cls)
+        if callable(mode):                      # used bare as a decorator: @inference_mode
+            self.mode = True
+            return self(mode)
+        return self
 
     def __init__(self, mode=True):
-        self.enabled = not mode
+        self.mode = True if callable(mode) else bool(mode)
+
+    def _target_mode(self):
+        return False if self.mode else _C.is_grad_enabled()
+
+    def _clone(self):
+        return inference_mode(self.mode)
 
 
 class set_grad_enabled(_GradModeContext):
-    """set_grad_enabled(False) sets the mode right away (as a function) and restores it when used with `with`."""
+    """`set_grad_enabled(mode)` switches at once (as a plain call) and restores on leaving a `with` block."""
 
     def __init__(self, mode):
-        self._prev = _C.is_grad_enabled()
-        self.enabled = bool(mode)
-        _C._set_grad_enabled(self.enabled)
+        self.mode = bool(mode)
+        self._previous = _C.is_grad_enabled()
+        _C._set_grad_enabled(self.mode)
 
     def __enter__(self):
-        return self
+        return None
 
     def __exit__(self, *exc):
-        _C._set_grad_enabled(self._prev)
+        _C._set_grad_enabled(self._previous)
         return False
 
-    def __call__(self, fn):
-        _C._set_grad_enabled(self._prev)
-        mode = self.enabled
+    def __call__(self, func):
+        _C._set_grad_enabled(self._previous)          # decorating must not leave the mode switched
+        mode = self.mode
 
-        @functools.wraps(fn)
+        @functools.wraps(func)
         def wrapper(*args, **kwargs):
-            with set_grad_enabled(mode):
-                return fn(*args, **kwargs)
+            previous = _C.is_grad_enabled()
+            _C._set_grad_enabled(mode)
+            try:
+                return func(*args, **kwargs)
+            finally:
+                _C._set_grad_enabled(previous)
         return wrapper
-
-
-def is_grad_enabled():
-    return _C.is_grad_enabled()

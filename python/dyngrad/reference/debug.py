@@ -190,3 +190,24 @@ def bridging_nodes():
                 out.append(node)
                 break
     return out
+
+
+# ----- the switches under the names of the C++ engine's _C (reference/_C.py exports them) ---------------------
+def is_recording_call_sites():
+    return record_call_sites
+
+
+def is_anomaly_enabled():
+    return anomaly_mode
+
+
+def set_call_site_skip_dir(skip_dir, user_dir):
+    """Frames in files under skip_dir are dyngrad's own (except under user_dir): Note [Call sites]."""
+    global SKIP_DIR, USER_DIR
+    SKIP_DIR, USER_DIR = skip_dir, user_dir
+    _internal_file.clear()
+
+
+def set_backward_observer(fn):
+    global backward_observer
+    backward_observer = fn

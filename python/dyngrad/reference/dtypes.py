@@ -29,6 +29,7 @@ float32 = DType("float32", np.float32, 2)
 float64 = DType("float64", np.float64, 2)
 ALL_DTYPES = (bool_, int64, float32, float64)
 _BY_NUMPY = {d.np: d for d in (bool_, int64, float32, float64)}
+NUMPY_DTYPES = tuple(_BY_NUMPY)
 _RANK = {bool_: 0, int64: 1, float32: 2, float64: 3}     # bool < int64 < float32 < float64
 _default_dtype = [float32]
 

@@ -13,7 +13,9 @@ import threading
 from . import debug, errors
 from .grad_mode import _state as _grad_state
 from .node import AccumulateGrad, GraphRoot, gradient_edge
-from .tensor import Tensor
+import numpy as np
+
+from .tensor import Tensor, make_tensor
 
 
 _claim_lock = threading.Lock()
@@ -50,14 +52,31 @@ class GraphTask:
         self.claimed = []
 
 
-def run_backward(roots, root_grads, retain_graph=False, create_graph=False, inputs=None, accumulate=True,
-                 allow_unused=False):
-    """Backpropagate `root_grads` from the `roots` tensors.
+def run_backward(roots, grads, inputs, retain_graph, create_graph, accumulate, allow_unused):
+    """Backpropagate `grads` (one per root; None for a scalar root means ones) from the `roots` tensors.
+    The one entry point of Tensor.backward, autograd.backward and autograd.grad, as _C._run_backward.
 
-    accumulate=True (Tensor.backward / autograd.backward): leaves' .grad receive the gradients (only those in
-    `inputs` when it is given). accumulate=False (autograd.grad): nothing is written to .grad; the gradients of
-    `inputs` are returned in order.
+    accumulate=True: leaves' .grad receive the gradients (only those in `inputs` when some are given).
+    accumulate=False (autograd.grad): nothing is written to .grad; the gradients of `inputs` are returned in order.
     """
+    roots = [roots] if isinstance(roots, Tensor) else list(roots)
+    grads = [None] * len(roots) if grads is None else ([grads] if isinstance(grads, Tensor) else list(grads))
+    if len(grads) != len(roots):
+        raise RuntimeError(f"backward: got {len(grads)} gradients for {len(roots)} outputs; they must match.")
+    inputs = ([inputs] if isinstance(inputs, Tensor) else list(inputs)) if inputs else None
+    root_grads = []
+    for root, g in zip(roots, grads):
+        if gradient_edge(root) is None:
+            raise RuntimeError(errors.ERR_NO_GRAD_FN)
+        if g is None:
+            if root._data.size != 1:
+                raise RuntimeError(errors.ERR_NONSCALAR_BACKWARD.format(shape=errors.shape_str(root.shape)))
+            g = make_tensor(np.ones(root._data.shape, dtype=root._data.dtype))
+        elif g.shape != root.shape:
+            raise RuntimeError(f"backward(): the gradient has shape {errors.shape_str(g.shape)} but the output it is "
+                               f"for has shape {errors.shape_str(root.shape)}.")
+        root_grads.append(g)
+    allow_unused = allow_unused or accumulate
     debug.note_backward()       # a new step for the graph-growth warning
     root_edges = []
     for t in roots:

@@ -1,10 +1,8 @@
 """Reference engine: thread-local grad mode. Mirrors csrc/dyngrad/grad_mode.h.
 
-`no_grad`, `enable_grad` and `set_grad_enabled` are context managers and decorators, as in torch.
-Each thread starts with grad mode on; changing it in one thread never affects another.
+Each thread starts with grad mode on; changing it in one thread never affects another. The context managers
+(no_grad, enable_grad, ...) are shared by both engines: python/dyngrad/autograd/grad_mode.py.
 """
-import functools
-import inspect
 import threading
 
 
@@ -24,126 +22,16 @@ def _set_enabled(mode):
     _state.enabled = bool(mode)
 
 
-class _GradModeContext:
-    """Base of the three grad-mode switches: a context manager that can also decorate functions."""
-
-    def _target_mode(self):
-        raise NotImplementedError
-
-    def __enter__(self):
-        self._previous = _state.enabled
-        _state.enabled = self._target_mode()
-        return None
-
-    def __exit__(self, *exc):
-        _state.enabled = self._previous
-        return False
-
-    def __call__(self, func):
-        mode_factory = self._clone
-
-        if inspect.isgeneratorfunction(func):
-            @functools.wraps(func)
-            def generator_wrapper(*args, **kwargs):
-                gen = func(*args, **kwargs)
-                value = None
-                while True:
-                    with mode_factory():
-                        try:
-                            value = gen.send(value)
-                        except StopIteration as stop:
-                            return stop.value
-                    value = yield value
-            return generator_wrapper
-
-        @functools.wraps(func)
-        def wrapper(*args, **kwargs):
-            with mode_factory():
-                return func(*args, **kwargs)
-        return wrapper
-
-    def _clone(self):
-        return type(self)()
-
-
-class no_grad(_GradModeContext):
-    """Disable gradient recording: `with no_grad():`, `@no_grad()` or `@no_grad`."""
-
-    def __new__(cls, func=None):
-        self = super().__new__(cls)
-        if callable(func):                      # used bare as a decorator: @no_grad
-            return self(func)
-        return self
-
-    def __init__(self, func=None):
-        pass
-
-    def _target_mode(self):
-        return False
-
-
-class enable_grad(_GradModeContext):
-    """Enable gradient recording (e.g. inside a no_grad block)."""
-
-    def __new__(cls, func=None):
-        self = super().__new__(cls)
-        if callable(func):
-            return self(func)
-        return self
-
-    def __init__(self, func=None):
-        pass
-
-    def _target_mode(self):
-        return True
-
-
-class inference_mode(_GradModeContext):
-    """no_grad under torch's name for inference: this engine has no cheaper mode. inference_mode(False) leaves
-    the grad mode as it is."""
-
-    def __new__(cls, mode=True):
-        self = super().__new__(cls)
-        if callable(mode):                      # used bare as a decorator: @inference_mode
-            self.mode = True
-            return self(mode)
-        return self
-
-    def __init__(self, mode=True):
-        self.mode = True if callable(mode) else bool(mode)
-
-    def _target_mode(self):
-        return False if self.mode else _state.enabled
-
-    def _clone(self):
-        return inference_mode(self.mode)
-
-
-class set_grad_enabled(_GradModeContext):
-    """`set_grad_enabled(mode)` switches at once (as a plain call) and restores on leaving a `with` block."""
+class GradModeGuard:
+    """`with GradModeGuard(False):` sets the mode for a block and restores it (C++'s GradModeGuard)."""
 
     def __init__(self, mode):
         self.mode = bool(mode)
-        self._previous = _state.enabled
-        _state.enabled = self.mode
 
     def __enter__(self):
-        return None
+        self._previous = _state.enabled
+        _state.enabled = self.mode
 
     def __exit__(self, *exc):
         _state.enabled = self._previous
         return False
-
-    def __call__(self, func):
-        _state.enabled = self._previous          # decorating must not leave the mode switched
-        mode = self.mode
-
-        @functools.wraps(func)
-        def wrapper(*args, **kwargs):
-            previous = _state.enabled
-            _state.enabled = mode
-            try:
-                return func(*args, **kwargs)
-            finally:
-                _state.enabled = previous
-        return wrapper

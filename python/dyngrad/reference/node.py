@@ -76,8 +76,8 @@ class Node:
     def input_metadata(self):
         """(shape, dtype) of each forward input; ((), float32) for an absent one, as in C++."""
         from .dtypes import float32, from_numpy_dtype
-        from .tensor import Size
-        return [(Size(m[0]), from_numpy_dtype(m[1])) if m is not None else (Size(()), float32)
+        from .tensor import HELPERS as _HELPERS
+        return [(_HELPERS["Size"](m[0]), from_numpy_dtype(m[1])) if m is not None else (_HELPERS["Size"](()), float32)
                 for m in getattr(self, "input_meta", ())]
 
     @property
@@ -90,13 +90,13 @@ class Node:
     def saved_tensors_info(self):
         """(shape, dtype, bytes) of each tensor this node holds for backward."""
         from .dtypes import from_numpy_dtype
-        from .tensor import Size
+        from .tensor import HELPERS as _HELPERS
         out = []
         for s in self._saved_list():
             if s is None:
                 continue
             arr = s.tensor._data if s.tensor is not None else s.data
-            out.append((Size(arr.shape), from_numpy_dtype(arr.dtype), int(arr.size * arr.itemsize)))
+            out.append((_HELPERS["Size"](arr.shape), from_numpy_dtype(arr.dtype), int(arr.size * arr.itemsize)))
         return out
 
     @property
@@ -293,8 +293,8 @@ class AccumulateGrad(Node):
 
     @property
     def input_metadata(self):
-        from .tensor import Size
-        return [(Size(self.variable.shape), self.variable.dtype)]
+        from .tensor import HELPERS as _HELPERS
+        return [(_HELPERS["Size"](self.variable.shape), self.variable.dtype)]
 
     def tensor_pre_hooks(self, output_nr):
         if self.variable._hooks is None:
@@ -302,7 +302,7 @@ class AccumulateGrad(Node):
         return self.variable._hooks
 
     def apply(self, grads, create_graph=False):
-        from .grad_mode import no_grad
+        from .grad_mode import GradModeGuard
         g = grads[0]
         if g is None:
             return ()
@@ -313,7 +313,7 @@ class AccumulateGrad(Node):
         elif create_graph:
             v._grad = v._grad + g
         else:
-            with no_grad():
+            with GradModeGuard(False):
                 if v._grad._data.flags.writeable and v._grad._data.shape == g._data.shape:
                     v._grad._data += g._data
                     v._grad._storage.version += 1

@@ -1,7 +1,7 @@
 """Reference engine: arithmetic, unary, comparison and reduction ops and matmul: check, run the kernel, record the
 node. Mirrors csrc/dyngrad/ops_math.cpp, function for function.
 
-Every function here takes tensors (ops_bind.py turns Python numbers into 0-d tensors first). What each node saves
+Every function here takes tensors (the shared layer turns Python numbers into 0-d tensors first). What each node saves
 is chosen here, next to the forward; the formulas using it are in derivatives.py.
 """
 import numpy as np
@@ -54,6 +54,21 @@ def scalar_like(t, v, is_integral):
     elif is_integral and dtype is _dt.bool_:
         dtype = _dt.int64
     return scalar_tensor(v, dtype)
+
+
+def scalar_operand(value, like):
+    """A Python bool/int/float as the operand of an op whose other operand is `like` (None: the number alone).
+    torch's rule, as csrc/bindings/module.cpp: a number never widens the tensor's dtype within its category; a
+    number of a higher category (bool < int < float) gives that category's default dtype."""
+    if isinstance(value, bool):
+        return scalar_tensor(value, like.dtype if like is not None and like.dtype is not _dt.bool_ else _dt.bool_)
+    if isinstance(value, int):
+        if not -2 ** 63 <= value < 2 ** 63:
+            raise RuntimeError("an integer operand does not fit in int64.")
+        return scalar_like(like, value, True) if like is not None else scalar_tensor(value, _dt.int64)
+    if isinstance(value, float):
+        return scalar_like(like, value, False) if like is not None else scalar_tensor(value, _dt.float32)
+    raise TypeError(f"expected a Python number (bool, int or float), got {type(value).__name__}.")
 
 
 # ===== arithmetic ==============================================================================================

@@ -10,7 +10,7 @@ import numpy as np
 from . import dtypes as _dt
 from . import errors, kernels
 from .errors import shape_str
-from .grad_mode import is_grad_enabled, no_grad
+from .grad_mode import is_grad_enabled, GradModeGuard
 from .ops import record, any_requires_grad, check_float
 from .tensor import make_tensor, broadcast_shapes, wrap_dim, scalar_tensor
 
@@ -73,16 +73,16 @@ def _infer_shape(requested, numel, old, op):
 
 
 # out = a with a new shape: a view when the strides allow it, else a copy; args: shape (the input's)
-def reshape(a, requested):
-    shape = _infer_shape(requested, a.numel(), a.shape, "reshape")
+def reshape(a, shape):
+    shape = _infer_shape(shape, a.numel(), a.shape, "reshape")
     arr = a._data.reshape(shape)
     out = _view_of(arr, a) if np.may_share_memory(arr, a._data) else make_tensor(arr)
     return _record_view("reshape", out, a)
 
 
 # like reshape, but never copies
-def view(a, requested):
-    shape = _infer_shape(requested, a.numel(), a.shape, "view")
+def view(a, shape):
+    shape = _infer_shape(shape, a.numel(), a.shape, "view")
     try:
         arr = np.reshape(a._data, shape, copy=False)
     except ValueError:
@@ -109,15 +109,15 @@ def permute(a, dims):
     return out
 
 
-def transpose(a, d0, d1):
+def transpose(a, dim0, dim1):
     nd = a.ndim
     if nd == 0:
-        wrap_dim(d0, nd, "transpose")
-        wrap_dim(d1, nd, "transpose")
+        wrap_dim(dim0, nd, "transpose")
+        wrap_dim(dim1, nd, "transpose")
         return reshape(a, a.shape)
-    d0, d1 = wrap_dim(d0, nd, "transpose"), wrap_dim(d1, nd, "transpose")
+    dim0, dim1 = wrap_dim(dim0, nd, "transpose"), wrap_dim(dim1, nd, "transpose")
     perm = list(range(nd))
-    perm[d0], perm[d1] = perm[d1], perm[d0]
+    perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
     return permute(a, perm)
 
 
@@ -127,15 +127,15 @@ def mT(a):
     return transpose(a, -2, -1)
 
 
-# out = a broadcast to `requested` (-1 keeps a size); a read-only view; args: shape (the input's)
-def expand(a, requested):
-    nd = len(requested)
+# out = a broadcast to `shape` (-1 keeps a size); a read-only view; args: shape (the input's)
+def expand(a, shape):
+    nd = len(shape)
     if nd < a.ndim:
         raise RuntimeError(f"expand: the number of sizes ({nd}) must be at least the number of dimensions of the "
                            f"tensor ({a.ndim}, shape {shape_str(a.shape)}).")
     lead = nd - a.ndim
-    shape = []
-    for d, want in enumerate(requested):
+    out_shape = []
+    for d, want in enumerate(shape):
         if d < lead:
             if want < 0:
                 raise RuntimeError(f"expand: size -1 is not allowed for a new leading dimension ({d}).")
@@ -144,14 +144,14 @@ def expand(a, requested):
             if want == -1:
                 want = have
             if want != have and have != 1:
-                raise RuntimeError(f"expand: the size of dimension {d} ({have}) must match the requested size {want} "
-                                   f"or be 1; tensor shape {shape_str(a.shape)}, requested "
-                                   f"{shape_str(requested)}.")
-        shape.append(want)
-    shape = tuple(shape)
-    if shape == a.shape:
+                raise RuntimeError(f"expand: the size of dimension {d} ({have}) must match the shape size {want} "
+                                   f"or be 1; tensor shape {shape_str(a.shape)}, shape "
+                                   f"{shape_str(shape)}.")
+        out_shape.append(want)
+    out_shape = tuple(out_shape)
+    if out_shape == a.shape:
         return a
-    return _record_view("expand", _view_of(np.broadcast_to(a._data, shape), a), a)
+    return _record_view("expand", _view_of(np.broadcast_to(a._data, out_shape), a), a)
 
 
 def squeeze(a, dims=None):
@@ -227,21 +227,21 @@ def select(a, dim, index):
 
 
 # out = concatenation along dim; args: dim, sizes (each input's size along dim)
-def cat(ts, dim):
-    if not ts:
+def cat(tensors, dim):
+    if not tensors:
         raise RuntimeError("cat: expected a non-empty list of tensors.")
-    ref = next((t for t in ts if not (t.ndim == 1 and t.shape[0] == 0)), None)   # torch skips 1-D empty tensors
+    ref = next((t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)), None)   # torch skips 1-D empty tensors
     if ref is None:
-        return clone(ts[0])
+        return clone(tensors[0])
     nd = ref.ndim
     if nd == 0:
         raise RuntimeError("cat: zero-dimensional tensors cannot be concatenated; use stack.")
     d = wrap_dim(dim, nd, "cat")
-    dtype = ts[0].dtype
-    for t in ts:
+    dtype = tensors[0].dtype
+    for t in tensors:
         dtype = _dt.promote(dtype, t.dtype)
     parts, sizes = [], []
-    for i, t in enumerate(ts):
+    for i, t in enumerate(tensors):
         if t.ndim == 1 and t.shape[0] == 0:
             sizes.append(0)
             continue
@@ -255,20 +255,20 @@ def cat(ts, dim):
         parts.append(t._data.astype(dtype.np, copy=False))
         sizes.append(t.shape[d])
     out = make_tensor(np.concatenate(parts, axis=d))
-    if any_requires_grad(*ts):
-        record("cat", out, tuple(ts)).args = {"dim": d, "sizes": tuple(sizes)}
+    if any_requires_grad(*tensors):
+        record("cat", out, tuple(tensors)).args = {"dim": d, "sizes": tuple(sizes)}
     return out
 
 
-def stack(ts, dim):
-    if not ts:
+def stack(tensors, dim):
+    if not tensors:
         raise RuntimeError("stack: expected a non-empty list of tensors.")
-    d = wrap_dim(dim, ts[0].ndim + 1, "stack")
-    for i, t in enumerate(ts[1:], 1):
-        if t.shape != ts[0].shape:
-            raise RuntimeError(f"stack: expects each tensor to be equal size, but got {shape_str(ts[0].shape)} at "
+    d = wrap_dim(dim, tensors[0].ndim + 1, "stack")
+    for i, t in enumerate(tensors[1:], 1):
+        if t.shape != tensors[0].shape:
+            raise RuntimeError(f"stack: expects each tensor to be equal size, but got {shape_str(tensors[0].shape)} at "
                                f"entry 0 and {shape_str(t.shape)} at entry {i}.")
-    return cat([unsqueeze(t, d) for t in ts], d)
+    return cat([unsqueeze(t, d) for t in tensors], d)
 
 
 def split(a, sizes, dim):
@@ -345,19 +345,19 @@ def index_select(a, dim, index):
 
 
 # out = zeros(out_shape); out.index_select(dim, index) += src; args: dim, shape (src's); saves index
-def index_add(src, d, index, out_shape):
+def index_add(src, dim, index, out_shape):
     idx = _checked_index(index, "index_add")
-    size = out_shape[d] if out_shape else 1
-    _check_bounds(idx, size, d, "index_add")
+    size = out_shape[dim] if out_shape else 1
+    _check_bounds(idx, size, dim, "index_add")
     out = np.zeros(out_shape, dtype=src._data.dtype)
     if out_shape:
-        np.add.at(out, (np.s_[:],) * d + (idx.reshape(-1) % max(size, 1),), src._data)
+        np.add.at(out, (np.s_[:],) * dim + (idx.reshape(-1) % max(size, 1),), src._data)
     else:
         out += src._data
     out = make_tensor(out)
     if any_requires_grad(src):
         node = record("index_add", out, (src,))
-        node.args = {"dim": d, "shape": src.shape}
+        node.args = {"dim": dim, "shape": src.shape}
         node.save("index", index)
     return out
 
@@ -396,19 +396,19 @@ def gather(a, dim, index):
 
 
 # out = zeros(out_shape); out[i][index[i][j]] += src[i][j]; args: dim, shape (src's); saves index
-def scatter_add(src, d, index, out_shape):
+def scatter_add(src, dim, index, out_shape):
     idx = _checked_index(index, "scatter_add")
-    size = out_shape[d] if out_shape else 1
-    _check_bounds(idx, size, d, "scatter_add")
+    size = out_shape[dim] if out_shape else 1
+    _check_bounds(idx, size, dim, "scatter_add")
     out = np.zeros(out_shape, dtype=src._data.dtype)
     if out_shape:
-        np.add.at(out, _gather_key(idx, d, size), src._data[tuple(np.s_[:n] for n in idx.shape)])
+        np.add.at(out, _gather_key(idx, dim, size), src._data[tuple(np.s_[:n] for n in idx.shape)])
     else:
         out += src._data
     out = make_tensor(out)
     if any_requires_grad(src):
         node = record("scatter_add", out, (src,))
-        node.args = {"dim": d, "shape": src.shape}
+        node.args = {"dim": dim, "shape": src.shape}
         node.save("index", index)
     return out
 

@@ -1,4 +1,5 @@
-"""Reference engine: the Tensor. Mirrors csrc/dyngrad/tensor.h (Storage + TensorImpl).
+"""Reference engine: the Tensor's core. Mirrors csrc/dyngrad/tensor.h (Storage + TensorImpl) and
+csrc/bindings/tensor_bind.cpp.
 
 A Tensor wraps one numpy array. Views (reshape, transpose, slicing, expand, ...) wrap numpy views of the same
 memory and share the `Storage` object, which holds the version counter that every in-place write bumps
@@ -23,19 +24,9 @@ class Storage:
         self.version = 0
 
 
-class Size(tuple):
-    """A tensor's shape: a tuple that prints as `dyngrad.Size([2, 3])`."""
-
-    def __repr__(self):
-        return f"dyngrad.Size({list(self)})"
-
-    __str__ = __repr__
-
-    def numel(self):
-        n = 1
-        for s in self:
-            n *= s
-        return n
+# Python helpers of the shared layer (python/dyngrad/_api/), registered at import as in the C++ engine
+# (_C._register_helpers): Size, the type of .shape.
+HELPERS = {"Size": tuple}
 
 
 class RemovableHandle:
@@ -76,7 +67,9 @@ def make_tensor(arr, storage=None, base=None):
 
 
 class Tensor:
-    """An n-dimensional array of float32, float64, int64 or bool that records operations for autograd."""
+    """The core of the reference Tensor: one numpy array and the autograd fields. The torch-facing methods
+    (operators, ops as methods, repr, conversions, in-place variants) are attached by the shared layer
+    (python/dyngrad/_api/), as on the C++ engine's Tensor."""
 
     # Autograd fields default to "a leaf that does not require grad" at class level, so that creating a tensor
     # only sets what differs (instances keep them in their __dict__ once set).
@@ -88,32 +81,22 @@ class Tensor:
     _hooks = None
     _base = None
     _grad_accumulator = None
-    _FIELDS = ("_data", "_storage", "_requires_grad", "grad_fn", "output_nr", "_grad", "_retains_grad", "_hooks",
-               "_base", "_grad_accumulator")
     __array_priority__ = 1000          # numpy defers `ndarray * tensor` to Tensor.__rmul__
 
     def __new__(cls, *args, **kwargs):
         return object.__new__(cls)
 
-    def __init__(self, *args, dtype=None, requires_grad=False):
-        """`Tensor(data)` copies data as float32 (torch.Tensor); `Tensor(2, 3)` is an uninitialised 2x3."""
-        from .ops_creation import tensor as _tensor, empty as _empty
-        if len(args) == 1 and isinstance(args[0], Tensor) and dtype is None:
-            # as in the C++ engine: a new tensor object sharing src's memory, without history (nn.Parameter)
-            src = args[0].detach()
-        elif len(args) == 1 and not isinstance(args[0], int):
-            src = _tensor(args[0], dtype=dtype or _dt.get_default_dtype())
-        else:
-            src = _empty(*args, dtype=dtype)
-        for name in Tensor._FIELDS:
-            setattr(self, name, getattr(src, name))
-        if requires_grad:
-            self.requires_grad_(True)
+    def __init__(self, src):
+        """A new tensor object sharing src's memory and version counter, without history (as the C++ engine)."""
+        if not isinstance(src, Tensor):
+            raise TypeError(f"Tensor: expected a Tensor, got {type(src).__name__}.")
+        self._data = src._data
+        self._storage = src._storage
 
     # ----- shape and type -------------------------------------------------------------------------------
     @property
     def shape(self):
-        return Size(self._data.shape)
+        return HELPERS["Size"](self._data.shape)
 
     @property
     def dtype(self):
@@ -123,36 +106,19 @@ class Tensor:
     def ndim(self):
         return self._data.ndim
 
-    @property
-    def device(self):
-        return "cpu"
-
-    @property
-    def is_cuda(self):
-        return False
-
     def dim(self):
-        return self._data.ndim
-
-    def ndimension(self):
         return self._data.ndim
 
     def numel(self):
         return int(self._data.size)
 
-    def nelement(self):
-        return int(self._data.size)
-
     def element_size(self):
         return self._data.itemsize
 
-    def is_floating_point(self):
-        return self._data.dtype.kind == "f"
-
     def size(self, dim=None):
         if dim is None:
-            return Size(self._data.shape)
-        return self._data.shape[wrap_dim(dim, self.ndim, "size")]
+            return HELPERS["Size"](self._data.shape)
+        return self._data.shape[wrap_dim(dim, self.ndim, "size")] if self.ndim else 1
 
     def stride(self, dim=None):
         strides = tuple(s // self._data.itemsize for s in self._data.strides)
@@ -169,6 +135,12 @@ class Tensor:
     def data_ptr(self):
         return self._data.__array_interface__["data"][0]
 
+    def _storage_id(self):
+        return id(self._storage)
+
+    def __hash__(self):
+        return id(self)
+
     # ----- autograd fields -----------------------------------------------------------------------------
     @property
     def requires_grad(self):
@@ -179,16 +151,12 @@ class Tensor:
         if self.grad_fn is not None:
             if not flag:
                 raise RuntimeError(
-                    f"requires_grad: you can only change requires_grad flags of leaf tensors; this tensor has "
-                    f"grad_fn=<{self.grad_fn.name()}>. Use detach() to get a tensor that does not require grad.")
+                    "you can only change requires_grad flags of leaf tensors. If you want to use a computed tensor "
+                    "in a subgraph that doesn't require differentiation use x_no_grad = x.detach().")
             return
-        if flag and not self.is_floating_point():
+        if flag and not self._data.dtype.kind == "f":
             raise RuntimeError(errors.ERR_INT_REQUIRES_GRAD.format(dtype=self.dtype.name))
         self._requires_grad = bool(flag)
-
-    def requires_grad_(self, requires_grad=True):
-        self.requires_grad = requires_grad
-        return self
 
     @property
     def is_leaf(self):
@@ -204,11 +172,11 @@ class Tensor:
             if not isinstance(value, Tensor):
                 raise TypeError(f"grad: expected a Tensor or None, got {type(value).__name__}.")
             if value.shape != self.shape:
-                raise RuntimeError(f"grad: assigned grad has shape {errors.shape_str(value.shape)}, but the "
-                                   f"tensor has shape {errors.shape_str(self.shape)}; they must match.")
+                raise RuntimeError(f"assigned grad has shape {errors.shape_str(value.shape)} but the tensor has "
+                                   f"shape {errors.shape_str(self.shape)}.")
             if value.dtype is not self.dtype:
-                raise RuntimeError(f"grad: assigned grad has dtype {value.dtype}, but the tensor has dtype "
-                                   f"{self.dtype}; they must match.")
+                raise RuntimeError(f"assigned grad has dtype {value.dtype.name} but the tensor has dtype "
+                                   f"{self.dtype.name}.")
         self._grad = value
 
     @grad.deleter
@@ -221,18 +189,17 @@ class Tensor:
 
     def retain_grad(self):
         """Keep .grad for this non-leaf tensor after backward (a no-op on leaves, as in torch)."""
-        if self.grad_fn is None:
-            if not self._requires_grad:
-                raise RuntimeError("retain_grad: can't retain_grad on a tensor that has requires_grad=False.")
+        if not self.requires_grad:
+            raise RuntimeError("can't retain_grad on a tensor that doesn't require grad.")
+        if self.grad_fn is None or self._retains_grad:
             return
-        if not self._retains_grad:
-            self._retains_grad = True
-            self.grad_fn.add_retain_grad(self.output_nr, weakref.ref(self))
+        self._retains_grad = True
+        self.grad_fn.add_retain_grad(self.output_nr, weakref.ref(self))
 
     def register_hook(self, hook):
         """Call hook(grad) when this tensor's gradient is computed; a non-None return replaces the gradient."""
         if not self.requires_grad:
-            raise RuntimeError("register_hook: cannot register a hook on a tensor that doesn't require gradient.")
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient.")
         if self.grad_fn is not None:
             hooks = self.grad_fn.tensor_pre_hooks(self.output_nr)
         else:
@@ -247,171 +214,40 @@ class Tensor:
         return self._storage.version
 
     @property
-    def _is_view(self):
-        return self._base is not None
-
-    @property
     def data(self):
-        """A detached alias of the same memory (with its own version counter, as torch's .data)."""
-        return make_tensor(self._data)
+        """A detached alias of the same memory."""
+        return make_tensor(self._data, self._storage)
 
     @data.setter
     def data(self, value):
         if not isinstance(value, Tensor):
             raise TypeError(f"data: expected a Tensor, got {type(value).__name__}.")
         self._data = value._data
+        self._storage = value._storage
 
     def detach(self):
         """A tensor sharing memory and version counter with this one, cut from the graph."""
         return make_tensor(self._data, self._storage)
 
     def detach_(self):
-        if self._base is not None and self._base.requires_grad:
-            raise RuntimeError("detach_: can't detach a view of a tensor that requires grad in place; use detach().")
         self.grad_fn = None
         self.output_nr = 0
         self._requires_grad = False
         return self
 
-    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        from .autograd import backward as _backward
-        _backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
-
-    # ----- Python and numpy conversions ---------------------------------------------------------------
+    # ----- values --------------------------------------------------------------------------------------
     def item(self):
         if self._data.size != 1:
             raise RuntimeError(f"item: a tensor with {self._data.size} elements cannot be converted to a Python "
                                f"number (shape {errors.shape_str(self.shape)}); expected exactly one element.")
         return self._data.reshape(()).item()
 
-    def tolist(self):
-        return self._data.tolist()
-
-    def numpy(self, force=False):
-        if self.requires_grad and not force:
-            raise RuntimeError("numpy: can't call numpy() on a tensor that requires grad. "
-                               "Use tensor.detach().numpy() instead.")
+    def _numpy_view(self):
+        """A numpy array over this tensor's memory (no copy, no requires_grad check)."""
         return self._data
-
-    def __array__(self, dtype=None, copy=None):
-        arr = self.numpy()
-        if dtype is not None and arr.dtype != dtype:
-            return arr.astype(dtype)
-        return arr.copy() if copy else arr
-
-    def __len__(self):
-        if self._data.ndim == 0:
-            raise TypeError("len() of a 0-d tensor")
-        return self._data.shape[0]
-
-    def __iter__(self):
-        if self._data.ndim == 0:
-            raise TypeError("iteration over a 0-d tensor")
-        return (self[i] for i in range(self._data.shape[0]))
-
-    def __bool__(self):
-        if self._data.size != 1:
-            raise RuntimeError(f"bool: the truth value of a tensor with {self._data.size} elements is ambiguous; "
-                               "use .any() or .all().")
-        return bool(self._data.reshape(()))
-
-    def __float__(self):
-        return float(self.item())
-
-    def __int__(self):
-        return int(self.item())
-
-    def __index__(self):
-        if self._data.dtype.kind not in "iub" or self._data.size != 1:
-            raise TypeError("only integer tensors of a single element can be converted to an index")
-        return int(self.item())
-
-    def __complex__(self):
-        return complex(self.item())
-
-    def __hash__(self):
-        return id(self)
-
-    def __reduce_ex__(self, protocol):
-        return (_rebuild, (self._data.copy(), self.requires_grad))
-
-    def __deepcopy__(self, memo):
-        if self.grad_fn is not None:
-            raise RuntimeError("deepcopy: only leaf tensors (created by the user) support the deepcopy protocol.")
-        out = make_tensor(self._data.copy())
-        out._requires_grad = self._requires_grad
-        if self._grad is not None:
-            out._grad = make_tensor(self._grad._data.copy())
-        memo[id(self)] = out
-        return out
-
-    def __repr__(self):
-        return format_tensor(self)
-
-    def __format__(self, spec):
-        if self._data.ndim == 0 and spec:
-            return format(self.item(), spec)
-        return repr(self)
-
-    # ----- conversions that are ops ----------------------------------------------------------------------
-    def to(self, *args, dtype=None, **kwargs):
-        """`to(dtype)`, `to(other_tensor)`, `to("cpu")`, `to("cpu", dtype)`."""
-        target = dtype
-        for arg in args:
-            if isinstance(arg, Tensor):
-                target = arg.dtype
-            elif isinstance(arg, str) and arg.startswith("cpu"):
-                continue
-            elif arg is not None:
-                target = _dt.to_dtype(arg, "to")
-        if target is None:
-            return self
-        return _to_dtype(self, target)
-
-    def type(self, dtype=None):
-        if dtype is None:
-            return "dyngrad." + {"float32": "FloatTensor", "float64": "DoubleTensor", "int64": "LongTensor",
-                                 "bool": "BoolTensor"}[self.dtype.name]
-        return self.to(dtype)
-
-    def cpu(self):
-        return self
-
-    def float(self):
-        return _to_dtype(self, _dt.float32)
-
-    def double(self):
-        return _to_dtype(self, _dt.float64)
-
-    def long(self):
-        return _to_dtype(self, _dt.int64)
-
-    def int(self):
-        return _to_dtype(self, _dt.int64)
-
-    def bool(self):
-        return _to_dtype(self, _dt.bool_)
-
-    # ----- views spelled as attributes -------------------------------------------------------------------
-    @property
-    def T(self):
-        return _shape_ops().permute(self, tuple(range(self.ndim - 1, -1, -1)))
-
-    @property
-    def mT(self):
-        return _shape_ops().mT(self)
-
-    # The operators (+ - * / ** @ == ...), in-place methods, indexing and op methods are attached by
-    # tensor_bind.py, as csrc/bindings/tensor_bind.cpp binds them on the C++ Tensor.
 
 
 _new_tensor = object.__new__
-
-
-def _rebuild(arr, requires_grad):
-    t = make_tensor(arr)
-    t._requires_grad = requires_grad
-    return t
 
 
 def wrap_dim(dim, ndim, op):
@@ -445,121 +281,28 @@ def scalar_tensor(value, dtype):
     return make_tensor(np.array(value, dtype=dtype.np))
 
 
-def _shape_ops():
-    from . import ops_shape
-    return ops_shape
+def empty(shape, dtype):
+    """An uninitialised tensor (no autograd); dtype is a dyngrad dtype."""
+    return make_tensor(np.empty(shape, dtype.np))
 
 
-def _to_dtype(t, dtype):
-    return _shape_ops().to_dtype(t, _dt.to_dtype(dtype, "to"))
+def full(shape, value, dtype):
+    return make_tensor(np.full(shape, value, dtype.np))
 
 
-# ----- repr in torch's style --------------------------------------------------------------------------------
-_EDGE_ITEMS = 3
-_SUMMARIZE_ABOVE = 1000
-_LINE_WIDTH = 80
+def from_numpy(ndarray):
+    """A tensor sharing the array's memory (no copy)."""
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(ndarray).__name__}.")
+    if ndarray.dtype not in _dt.NUMPY_DTYPES:
+        raise TypeError(f"from_numpy: arrays of dtype {ndarray.dtype} are not supported; dyngrad has float32, "
+                        "float64, int64 and bool (use dyngrad.tensor to convert).")
+    return make_tensor(ndarray)
 
 
-def _edge_values(arr, summarize):
-    """The values that will be printed (the corners only, when the tensor is summarised)."""
-    if not summarize or arr.ndim == 0:
-        return arr.reshape(-1)
-    for axis in range(arr.ndim):
-        if arr.shape[axis] > 2 * _EDGE_ITEMS:
-            keep = list(range(_EDGE_ITEMS)) + list(range(arr.shape[axis] - _EDGE_ITEMS, arr.shape[axis]))
-            arr = np.take(arr, keep, axis=axis)
-    return arr.reshape(-1)
-
-
-def _make_formatter(arr, summarize):
-    values = _edge_values(arr, summarize)
-    kind = arr.dtype.kind
-    if kind == "b":
-        strings = ["True" if v else "False" for v in values]
-        width = max(len(s) for s in strings) if strings else 0
-        return lambda v: ("True" if v else "False").rjust(width)
-    if kind in "iu":
-        width = max((len(str(int(v))) for v in values), default=1)
-        return lambda v: str(int(v)).rjust(width)
-    finite = values[np.isfinite(values)].astype(np.float64)
-    nonzero = np.abs(finite[finite != 0])
-    int_mode = bool(np.all(finite == np.ceil(finite)))
-    sci_mode = False
-    if nonzero.size:
-        big, small = nonzero.max(), nonzero.min()
-        sci_mode = big > 1e8 or (not int_mode and (big / small > 1000.0 or small < 1e-4))
-
-    def fmt(v):
-        v = float(v)
-        if np.isnan(v):
-            return "nan"
-        if np.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        if sci_mode:
-            return f"{v:.4e}"
-        if int_mode:
-            return f"{v:.0f}."
-        return f"{v:.4f}"
-
-    width = max((len(fmt(v)) for v in values), default=1)
-    return lambda v: fmt(v).rjust(width)
-
-
-def _format_array(arr, fmt, indent, summarize):
-    """Nested brackets, one row per line, blank lines between 3-d blocks; an explicit stack, no recursion."""
-    if arr.ndim == 0:
-        return fmt(arr.item())
-    result = []
-    # frame: [sub, indent, shown indices, position, parts, sink]
-    stack = [[arr, indent, None, 0, [], result]]
-    while stack:
-        frame = stack[-1]
-        sub, ind, shown, pos, parts, sink = frame
-        if shown is None:
-            n = sub.shape[0]
-            shown = list(range(n))
-            if summarize and n > 2 * _EDGE_ITEMS:
-                shown = list(range(_EDGE_ITEMS)) + [None] + list(range(n - _EDGE_ITEMS, n))
-            frame[2] = shown
-            if sub.ndim == 1:
-                items = [fmt(sub[i]) if i is not None else "..." for i in shown]
-                item_width = max((len(s) for s in items), default=1) + 2
-                per_line = max(1, (_LINE_WIDTH - ind - 1) // item_width)
-                lines = [", ".join(items[k:k + per_line]) for k in range(0, len(items), per_line)]
-                sink.append("[" + (",\n" + " " * (ind + 1)).join(lines) + "]")
-                stack.pop()
-                continue
-        if pos == len(shown):
-            sep = "," + "\n" * (sub.ndim - 1) + " " * (ind + 1)
-            sink.append("[" + sep.join(parts) + "]")
-            stack.pop()
-            continue
-        frame[3] = pos + 1
-        i = shown[pos]
-        if i is None:
-            parts.append("...")
-        else:
-            stack.append([sub[i], ind + 1, None, 0, [], parts])
-    return result[0]
-
-
-def format_tensor(t, prefix="tensor("):
-    arr = t._data
-    summarize = arr.size > _SUMMARIZE_ABOVE
-    suffixes = []
-    if arr.size == 0:
-        body = "[]"
-        if arr.shape != (0,):
-            suffixes.append(f"size={errors.shape_str(arr.shape)}")
-    else:
-        fmt = _make_formatter(arr, summarize)
-        body = _format_array(arr, fmt, len(prefix), summarize)
-    dtype = t.dtype
-    if dtype not in (_dt.get_default_dtype(), _dt.int64, _dt.bool_):
-        suffixes.append(f"dtype={dtype}")
-    if t.grad_fn is not None:
-        suffixes.append(f"grad_fn=<{t.grad_fn.name()}>")
-    elif t.requires_grad:
-        suffixes.append("requires_grad=True")
-    return prefix + body + "".join(", " + s for s in suffixes) + ")"
-
+def copy_from_numpy(ndarray, requires_grad):
+    """A new tensor with its own memory holding a copy of the array."""
+    t = make_tensor(np.array(from_numpy(ndarray)._data, copy=True, order="C"))
+    if requires_grad:
+        t.requires_grad = True
+    return t

@@ -1,0 +1,74 @@
+"""The torch-facing API, written once for both engines.
+
+Each engine exposes a narrow core, `_C` (the C++ extension, or python/dyngrad/reference/_C.py): the tensor core,
+the ops of ops.def with one fixed signature each, and the autograd machinery. This package builds everything a
+PyTorch user calls on top of it (signatures, keywords, defaults, numbers as operands, dtype rules, composites,
+methods, operators) and install() publishes it, row by row of table.py, into the engine's namespace and onto its
+Tensor. Like nn/ and optim/, it runs once per engine: `from .. import _C` gives that engine's core (see "Shared
+code" in docs/design.md).
+"""
+import importlib
+
+from .. import _C
+from . import table
+from .args import RemovableHandle, Size
+from .tensor_methods import inplace_variant
+
+# nn.functional's names, filled by install() (python/dyngrad/nn/functional.py publishes them)
+FUNCTIONAL = {}
+
+
+def _resolve(row):
+    """The object a row's impl names."""
+    impl = row.impl
+    if impl == "core":
+        return getattr(_C, row.name, None)
+    if impl.startswith("core:"):
+        return getattr(_C, impl[len("core:"):])
+    module_name, _, attr = impl.rpartition(".")
+    if module_name.split(".")[0] == "autograd":      # a shared package beside this one
+        module = importlib.import_module(f"..{module_name}", __name__)
+    else:
+        module = importlib.import_module(f".{module_name}", __name__)
+    obj = getattr(module, attr)
+    return obj[row.name] if isinstance(obj, dict) else obj
+
+
+def install(namespace):
+    """Publishes the table into an engine root's `namespace` (its globals()) and onto its Tensor."""
+    _C._register_helpers({"Size": Size, "RemovableHandle": RemovableHandle})
+    Tensor = _C.Tensor
+    fallbacks = {}
+    hot_names = set(_C._fast_path_names())
+    for row in table.rows():
+        obj = _resolve(row)
+        for kind in row.kinds:
+            if row.impl == "core" and kind in ("method", "prop"):
+                if not hasattr(Tensor, row.name):
+                    raise AttributeError(f"api table: the engine core's Tensor has no {row.name!r}")
+                continue
+            if obj is None:
+                raise AttributeError(f"api table: {row.impl} has nothing called {row.name!r}")
+            if kind == "fn":
+                namespace[row.name] = obj
+            elif kind == "F":
+                FUNCTIONAL[row.name] = obj
+            elif kind == "prop":
+                setattr(Tensor, row.name, property(obj))
+            else:                                  # method, op
+                setattr(Tensor, row.name, obj)
+            key = row.name if kind in ("fn", "F") else "Tensor." + row.name
+            if row.hot and key in hot_names:
+                fallbacks[key] = obj
+        if row.inplace:
+            method = inplace_variant(obj, row.inplace)
+            setattr(Tensor, row.inplace, method)
+            if row.hot and "Tensor." + row.inplace in hot_names:
+                fallbacks["Tensor." + row.inplace] = method
+    # Note [Fast paths] (csrc/bindings/fast_paths.cpp): the hot rows get C++ entry points in front of their Python
+    # definitions; the reference engine returns none.
+    for name, fast in _C._install_fast_paths(fallbacks).items():
+        if name in namespace:
+            namespace[name] = fast
+        if name in FUNCTIONAL:
+            FUNCTIONAL[name] = fast

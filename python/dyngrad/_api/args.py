@@ -1,0 +1,278 @@
+"""Argument conversion shared by every public function: Python numbers as operands, shapes, dims, dtypes, pairs,
+reduction names. Each helper raises the error the user should see, naming the op and the argument.
+"""
+import collections
+import numbers
+
+import numpy as np
+
+from .. import _C
+
+Tensor = _C.Tensor
+
+
+class Size(tuple):
+    """A tensor's shape: a tuple of ints, as torch.Size."""
+
+    def numel(self):
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+    def __repr__(self):
+        return "dyngrad.Size([" + ", ".join(str(s) for s in self) + "])"
+
+    __str__ = __repr__
+
+
+# torch.return_types: (values, indices) pairs that unpack like tuples
+return_max = collections.namedtuple("max", ["values", "indices"])
+return_min = collections.namedtuple("min", ["values", "indices"])
+
+
+def type_name(o):
+    return type(o).__name__
+
+
+def shape_str(shape):
+    """(3, 4), (5,) and () as the error messages print shapes (docs/design.md)."""
+    shape = tuple(shape)
+    return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+# ----- tensors and numbers ---------------------------------------------------------------------------------------
+
+def tensor_arg(o, op, name="input"):
+    if not isinstance(o, Tensor):
+        raise TypeError(f"{op}: expected a Tensor as {name}, got {type_name(o)}.")
+    return o
+
+
+def optional_tensor(o, op, name):
+    return None if o is None else tensor_arg(o, op, name)
+
+
+def tensor_list(tensors, op, name="tensors"):
+    if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"{op}: expected a list or tuple of tensors as {name}, got {type_name(tensors)}.")
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}: expected a Tensor at position {i} of {name}, got {type_name(t)}.")
+    return list(tensors)
+
+
+def operand(o, like):
+    """A Tensor, a number, a numpy array or a list as the operand of an op whose other operand is `like` (a
+    Tensor or None); None when `o` is none of these (operators then return NotImplemented).
+
+    A Python number follows the core rule (_C.scalar_operand: it never widens the tensor's dtype within its
+    category); a numpy scalar acts like a Python number; arrays and lists are copied into a tensor."""
+    if isinstance(o, Tensor):
+        return o
+    if isinstance(o, (bool, int, float)):
+        return _C.scalar_operand(o, like)
+    if isinstance(o, np.generic) and o.dtype.kind in "biuf":
+        return _C.scalar_operand(o.item(), like)
+    if isinstance(o, (np.ndarray, list)):
+        from .creation import tensor
+        return tensor(o)
+    return None
+
+
+def operand_or_throw(o, like, op, name="other"):
+    t = operand(o, like)
+    if t is None:
+        raise TypeError(f"{op}: expected a Tensor or a number as {name}, got {type_name(o)}.")
+    return t
+
+
+def operands(a, b, op):
+    """(a, b) as two tensors; either may be a number when the other is a tensor: dg.add(2, t)."""
+    if isinstance(a, Tensor):
+        return a, operand_or_throw(b, a, op)
+    if isinstance(b, Tensor):
+        return operand_or_throw(a, b, op, "input"), b
+    ta = operand_or_throw(a, None, op, "input")
+    return ta, operand_or_throw(b, ta, op)
+
+
+def number(o, op, name):
+    """A Python number (bool, int, float), or a 1-element tensor's value."""
+    if isinstance(o, Tensor):
+        return o.item()
+    if isinstance(o, (bool, int, float)):
+        return o
+    if isinstance(o, np.generic) and o.dtype.kind in "biuf":
+        return o.item()
+    raise TypeError(f"{op}: expected a number as {name}, got {type_name(o)}.")
+
+
+def is_number(o):
+    return isinstance(o, numbers.Number) and not isinstance(o, complex)
+
+
+# ----- ints, shapes, dims ----------------------------------------------------------------------------------------
+
+def to_int(o, op, name="argument"):
+    """An int (or anything with __index__ that is not a bool or a float), else a TypeError naming the op."""
+    if isinstance(o, bool) or isinstance(o, float):
+        raise TypeError(f"{op}: expected an int as {name}, got {type_name(o)}.")
+    if isinstance(o, int):
+        return o
+    try:
+        return int(o.__index__())
+    except (AttributeError, TypeError, ValueError, RuntimeError):
+        raise TypeError(f"{op}: expected an int as {name}, got {type_name(o)}.") from None
+
+
+def shape_arg(o, op, name="shape"):
+    """(3, 4), [3, 4], a Size or a single int."""
+    if isinstance(o, (int, np.integer)) and not isinstance(o, bool):
+        return (int(o),)
+    if isinstance(o, (tuple, list)):
+        return tuple(to_int(s, op, name) for s in o)
+    raise TypeError(f"{op}: expected a shape (a tuple of ints) as {name}, got {type_name(o)}.")
+
+
+def shape_args(args, op, name="size"):
+    """Varargs 3, 4 or one sequence (3, 4), as torch's zeros(2, 3) and zeros((2, 3))."""
+    if len(args) == 1 and not isinstance(args[0], (int, np.integer)):
+        return shape_arg(args[0], op, name)
+    return tuple(to_int(s, op, name) for s in args)
+
+
+def sizes_arg(args, op):
+    """Sizes of a new tensor: shape_args, each >= 0."""
+    shape = shape_args(args, op)
+    for s in shape:
+        if s < 0:
+            raise RuntimeError(f"{op}: negative dimension {s} in size {shape_str(shape)}; sizes must be >= 0.")
+    return shape
+
+
+def dims_arg(o, op, name="dim"):
+    """None -> () (every dim, as the core reads it); an int or a sequence of ints."""
+    if o is None:
+        return ()
+    if isinstance(o, (tuple, list)):
+        if not o:
+            raise RuntimeError(f"{op}: {name} must not be an empty tuple.")
+        return tuple(to_int(d, op, name) for d in o)
+    return (to_int(o, op, name),)
+
+
+def pair(o, op, name):
+    """An int or a pair of ints, as conv2d's stride=2 or stride=(2, 1)."""
+    if isinstance(o, (int, np.integer)) and not isinstance(o, bool):
+        return int(o), int(o)
+    s = shape_arg(o, op, name)
+    if len(s) != 2:
+        raise ValueError(f"{op}: {name} must be an int or a pair of ints, got {shape_str(s)}.")
+    return s
+
+
+def broadcast_shapes(a, b, op):
+    """numpy/torch broadcasting of two shapes, or the shared RuntimeError naming the first mismatching dim."""
+    a, b = tuple(a), tuple(b)
+    if a == b:
+        return a
+    out = []
+    for i in range(max(len(a), len(b)), 0, -1):
+        x = a[-i] if i <= len(a) else 1
+        y = b[-i] if i <= len(b) else 1
+        if x != y and x != 1 and y != 1:
+            raise RuntimeError(f"{op}: shapes {shape_str(a)} and {shape_str(b)} cannot be broadcast: dimension {-i} "
+                               f"is {x} in the first and {y} in the second.")
+        out.append(x if y == 1 else y)
+    return tuple(out)
+
+
+# ----- dtypes and devices ----------------------------------------------------------------------------------------
+
+DTYPE_NAMES = ("bool", "int64", "float32", "float64")
+
+
+def dtype_arg(o, op="dtype"):
+    """A dyngrad dtype from a dyngrad dtype, a numpy dtype or type, or the Python types float/int/bool (float is
+    float64, as in torch)."""
+    if isinstance(o, _C.dtype):
+        return o
+    if o is float:
+        return _C.float64
+    if o is int:
+        return _C.int64
+    if o is bool:
+        return _C.bool
+    try:
+        name = np.dtype(o).name
+    except TypeError:
+        raise TypeError(f"{op}: expected a dtype (dyngrad.float32, float64, int64 or bool), got {o!r}.") from None
+    if name not in DTYPE_NAMES:
+        raise TypeError(f"{op}: dtype {name} is not supported: dyngrad has float32, float64, int64 and bool.")
+    return getattr(_C, name)
+
+
+def optional_dtype(o, op="dtype"):
+    return None if o is None else dtype_arg(o, op)
+
+
+def numpy_dtype(dtype):
+    return np.dtype(dtype.name)
+
+
+def get_default_dtype():
+    return _C.float32
+
+
+def check_device(device, op):
+    """dyngrad runs on the CPU: "cpu" (or None) is accepted, anything else is refused by name."""
+    if device is None:
+        return
+    name = str(device)
+    if name != "cpu" and not name.startswith("cpu:"):
+        raise RuntimeError(f"{op}: dyngrad runs on the CPU only; got device '{name}'.")
+
+
+def finish(t, requires_grad):
+    """requires_grad=True on a new tensor (refused for integer dtypes by the core)."""
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+# ----- losses ----------------------------------------------------------------------------------------------------
+
+REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+
+
+def reduction_code(r, op):
+    if r not in REDUCTIONS:
+        raise ValueError(f"{op}: reduction must be 'none', 'mean' or 'sum', got '{r}'.")
+    return REDUCTIONS[r]
+
+
+def reduce_loss(losses, code):
+    if code == 0:
+        return losses
+    if code == 1:
+        return _C.mean(losses, (), False)
+    return _C.sum(losses, (), False)
+
+
+class RemovableHandle:
+    """Returned by the C++ core's register_hook; remove() unregisters the hook (the reference core has its twin)."""
+
+    def __init__(self, tensor, hook_id):
+        self._tensor, self._id = tensor, hook_id
+
+    def remove(self):
+        if self._tensor is not None:
+            self._tensor._remove_hook(self._id)
+            self._tensor = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()

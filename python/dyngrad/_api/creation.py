@@ -1,0 +1,308 @@
+"""Tensor factories and random numbers, with torch's signatures: tensor, zeros, arange, rand, ... Each engine's
+core makes the memory (_C.empty, _C.full, _C.copy_from_numpy) and owns the generator (_C.rand, _C.manual_seed)."""
+import os
+
+import numpy as np
+
+from .. import _C
+from .args import (Tensor, check_device, dtype_arg, finish, get_default_dtype, numpy_dtype, sizes_arg, tensor_arg,
+                   to_int, type_name)
+
+
+def _dtype_or(dtype, default, op):
+    return default if dtype is None else dtype_arg(dtype, op)
+
+
+# ----- from data -------------------------------------------------------------------------------------------------
+
+def _flatten(data):
+    stack = [data]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (list, tuple)):
+            stack.extend(x)
+        else:
+            yield x
+
+
+def _nested_values(data):
+    """Nested lists of tensors (or numbers) as nested lists of numbers."""
+    if isinstance(data, Tensor):
+        return data.detach()._numpy_view().tolist()
+    if not isinstance(data, (list, tuple)):
+        return data
+    return [_nested_values(x) for x in data]
+
+
+def _as_array(data, op):
+    """data as a numpy array of the dtype torch.tensor would infer: Python floats become the default float dtype,
+    numpy float arrays and scalars keep float64, ints become int64, bools stay bool."""
+    if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flatten(data)):
+        data = _nested_values(data)
+    try:
+        arr = np.array(data)
+    except (ValueError, TypeError) as exc:
+        raise TypeError(f"{op}: could not convert data of type {type_name(data)} to a tensor ({exc}).") from None
+    kind = arr.dtype.kind
+    if kind == "f":
+        keeps = isinstance(data, (np.ndarray, np.generic)) and arr.dtype == np.float64
+        return arr if keeps else arr.astype(numpy_dtype(get_default_dtype()))
+    if kind in "iu":
+        return arr.astype(np.int64)
+    if kind == "b":
+        return arr
+    raise TypeError(f"{op}: could not convert data of type {type_name(data)} (numpy dtype {arr.dtype}) to a tensor; "
+                    "expected numbers, bools, nested lists of them or a numpy array.")
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False):
+    """A new tensor holding a copy of `data` (nested lists, numbers, numpy arrays or tensors)."""
+    check_device(device, "tensor")
+    if isinstance(data, Tensor):
+        arr = data.detach()._numpy_view()
+    else:
+        arr = _as_array(data, "tensor")
+    if dtype is not None:
+        arr = arr.astype(numpy_dtype(dtype_arg(dtype, "tensor")))
+    return _C.copy_from_numpy(np.asarray(arr), bool(requires_grad))
+
+
+def as_tensor(data, dtype=None, device=None):
+    """A tensor sharing memory with `data` where possible (a tensor, a numpy array of a dyngrad dtype), else a copy."""
+    check_device(device, "as_tensor")
+    if isinstance(data, Tensor):
+        return data if dtype is None else data.to(dtype)
+    if isinstance(data, np.ndarray) and data.dtype.name in ("float32", "float64", "int64", "bool") and (
+            dtype is None or dtype_arg(dtype, "as_tensor").name == data.dtype.name):
+        return from_numpy(data)
+    return tensor(data, dtype=dtype)
+
+
+def from_numpy(ndarray):
+    """A tensor sharing the array's memory (no copy)."""
+    return _C.from_numpy(ndarray)
+
+
+# ----- filled ----------------------------------------------------------------------------------------------------
+
+def _filled(op, value):
+    def factory(*size, dtype=None, device=None, requires_grad=False):
+        check_device(device, op)
+        shape = sizes_arg(size, op)
+        dt = _dtype_or(dtype, get_default_dtype(), op)
+        t = _C.empty(shape, dt) if value is None else _C.full(shape, value, dt)
+        return finish(t, requires_grad)
+    factory.__name__ = factory.__qualname__ = op
+    factory.__doc__ = f"A new tensor of the given size ({op}(2, 3) or {op}((2, 3)))."
+    return factory
+
+
+zeros = _filled("zeros", 0)
+ones = _filled("ones", 1)
+empty = _filled("empty", None)
+
+
+def _default_dtype_of(value):
+    if isinstance(value, bool):
+        return _C.bool
+    if isinstance(value, (int, np.integer)):
+        return _C.int64
+    return get_default_dtype()
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    """A new tensor of `size` filled with `fill_value` (its dtype follows the value: bool, int64 or float)."""
+    check_device(device, "full")
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    shape = sizes_arg((size,), "full")
+    return finish(_C.full(shape, fill_value, _dtype_or(dtype, _default_dtype_of(fill_value), "full")), requires_grad)
+
+
+def _like(op, make):
+    def factory(input, *, dtype=None, device=None, requires_grad=False):
+        tensor_arg(input, op)
+        check_device(device, op)
+        return finish(make(input.shape, _dtype_or(dtype, input.dtype, op)), requires_grad)
+    factory.__name__ = factory.__qualname__ = op
+    factory.__doc__ = f"{op[:-5]}() with the shape (and by default the dtype) of `input`."
+    return factory
+
+
+zeros_like = _like("zeros_like", lambda shape, dt: _C.full(shape, 0, dt))
+ones_like = _like("ones_like", lambda shape, dt: _C.full(shape, 1, dt))
+empty_like = _like("empty_like", _C.empty)
+rand_like = _like("rand_like", lambda shape, dt: _C.rand(shape, _float_dtype(dt, "rand_like")))
+randn_like = _like("randn_like", lambda shape, dt: _C.randn(shape, _float_dtype(dt, "randn_like")))
+
+
+def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False):
+    tensor_arg(input, "full_like")
+    check_device(device, "full_like")
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    return finish(_C.full(input.shape, fill_value, _dtype_or(dtype, input.dtype, "full_like")), requires_grad)
+
+
+# ----- ranges ----------------------------------------------------------------------------------------------------
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
+    """Values from start (default 0) up to end, exclusive, by step: int64 when all three are ints."""
+    check_device(device, "arange")
+    if end is None:
+        start, end = 0, start
+    values = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
+    for name, v in zip(("start", "end", "step"), values):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise TypeError(f"arange: expected a number as {name}, got {type_name(v)}.")
+    if values[2] == 0:
+        raise RuntimeError("arange: step must be nonzero.")
+    if (values[1] - values[0]) / values[2] < 0:
+        raise RuntimeError(f"arange: upper bound and step are inconsistent (start={values[0]}, end={values[1]}, "
+                           f"step={values[2]}).")
+    is_float = any(isinstance(v, (float, np.floating)) for v in values)
+    dt = _dtype_or(dtype, get_default_dtype() if is_float else _C.int64, "arange")
+    arr = np.arange(*values, dtype=np.float64 if is_float else np.int64)
+    return finish(_C.copy_from_numpy(arr.astype(numpy_dtype(dt)), False), requires_grad)
+
+
+def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
+    """`steps` values evenly spaced from start to end, inclusive."""
+    check_device(device, "linspace")
+    steps = to_int(steps, "linspace", "steps")
+    if steps < 0:
+        raise RuntimeError(f"linspace: number of steps must be non-negative, got {steps}.")
+    start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
+    dt = _dtype_or(dtype, get_default_dtype(), "linspace")
+    return finish(_C.copy_from_numpy(np.linspace(start, end, steps).astype(numpy_dtype(dt)), False), requires_grad)
+
+
+def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
+    """The n x m identity matrix (m defaults to n)."""
+    check_device(device, "eye")
+    n = to_int(n, "eye", "n")
+    m = n if m is None else to_int(m, "eye", "m")
+    if n < 0 or m < 0:
+        raise RuntimeError(f"eye: sizes must be non-negative, got {n} and {m}.")
+    dt = _dtype_or(dtype, get_default_dtype(), "eye")
+    return finish(_C.copy_from_numpy(np.eye(n, m, dtype=numpy_dtype(dt)), False), requires_grad)
+
+
+# ----- random ----------------------------------------------------------------------------------------------------
+
+def _float_dtype(dtype, op):
+    if not dtype.is_floating_point:
+        raise RuntimeError(f"{op}: expected a floating-point dtype, got {dtype.name}.")
+    return dtype
+
+
+def _generator(generator, op):
+    if generator is not None:
+        raise NotImplementedError(f"{op}: generator= is not supported; seed the engine with manual_seed().")
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    """Uniform samples from [0, 1)."""
+    _generator(generator, "rand")
+    check_device(device, "rand")
+    dt = _float_dtype(_dtype_or(dtype, get_default_dtype(), "rand"), "rand")
+    return finish(_C.rand(sizes_arg(size, "rand"), dt), requires_grad)
+
+
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    """Samples from the standard normal distribution."""
+    _generator(generator, "randn")
+    check_device(device, "randn")
+    dt = _float_dtype(_dtype_or(dtype, get_default_dtype(), "randn"), "randn")
+    return finish(_C.randn(sizes_arg(size, "randn"), dt), requires_grad)
+
+
+def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None,
+            requires_grad=False):
+    """randint(high, size) or randint(low, high, size): integers from [low, high)."""
+    _generator(generator, "randint")
+    check_device(device, "randint")
+    if size is None and isinstance(high, (tuple, list)):
+        low, high, size = 0, low, high
+    if high is None or size is None:
+        raise TypeError("randint: expected randint(high, size) or randint(low, high, size).")
+    low, high = to_int(low, "randint", "low"), to_int(high, "randint", "high")
+    t = _C.randint(low, high, sizes_arg((size,), "randint"), _dtype_or(dtype, _C.int64, "randint"))
+    return finish(t, requires_grad)
+
+
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
+    """A random permutation of 0..n-1."""
+    _generator(generator, "randperm")
+    check_device(device, "randperm")
+    t = _C.randperm(to_int(n, "randperm", "n"))
+    return finish(t if dtype is None else _C.to_dtype(t, dtype_arg(dtype, "randperm")), requires_grad)
+
+
+def normal(mean, std, size=None, *, generator=None, dtype=None, device=None,
+           requires_grad=False):
+    """Samples of N(mean, std**2): numbers with a size, or tensors of means and/or stds (broadcast)."""
+    _generator(generator, "normal")
+    check_device(device, "normal")
+    if isinstance(mean, Tensor) or isinstance(std, Tensor):
+        like = mean if isinstance(mean, Tensor) else std
+        from .pointwise import add, mul
+        shape = np.broadcast_shapes(tuple(mean.shape) if isinstance(mean, Tensor) else (),
+                                    tuple(std.shape) if isinstance(std, Tensor) else ())
+        noise = _C.randn(shape, _float_dtype(like.dtype, "normal"))
+        with _no_grad():
+            return add(mul(noise, std), mean)
+    if size is None:
+        raise TypeError("normal: with number mean and std, size is required.")
+    dt = _float_dtype(_dtype_or(dtype, get_default_dtype(), "normal"), "normal")
+    t = _C.randn(sizes_arg((size,), "normal"), dt)
+    return finish(_C.add(_C.mul(t, _C.scalar_operand(float(std), t)), _C.scalar_operand(float(mean), t)),
+                  requires_grad)
+
+
+def _no_grad():
+    from ..autograd.grad_mode import no_grad
+    return no_grad()
+
+
+def bernoulli(input, p=None, *, generator=None):
+    """1 with probability input (elementwise), else 0; no gradient."""
+    _generator(generator, "bernoulli")
+    tensor_arg(input, "bernoulli")
+    probs = input.detach()
+    if p is not None:
+        probs = _C.full(input.shape, float(p), input.dtype if input.dtype.is_floating_point else _C.float32)
+    if not probs.dtype.is_floating_point:
+        probs = _C.to_dtype(probs, _C.float32)
+    return _C.to_dtype(_C.compare("lt", _C.rand(probs.shape, probs.dtype), probs), probs.dtype)
+
+
+def manual_seed(seed):
+    """Seeds this engine's generator (reproducible run to run; not the same numbers as the other engine)."""
+    _C.manual_seed(to_int(seed, "manual_seed", "seed") % 2 ** 64)
+
+
+def initial_seed():
+    return _C.initial_seed()
+
+
+def seed():
+    """Seeds the generator from the operating system's entropy and returns the seed (torch.seed)."""
+    s = int.from_bytes(os.urandom(8), "little") % (2 ** 63)
+    _C.manual_seed(s)
+    return s
+
+
+# ----- about tensors ---------------------------------------------------------------------------------------------
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
+
+
+def numel(input):
+    return tensor_arg(input, "numel").numel()
+
+
+def is_floating_point(input):
+    return tensor_arg(input, "is_floating_point").dtype.is_floating_point
+

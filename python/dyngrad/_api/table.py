@@ -1,0 +1,322 @@
+"""THE table of dyngrad's public API: every name a user reaches, once, for both engines.
+
+It drives both engines' exported names (`dyngrad.NAME`, `dyngrad.reference.NAME`, `nn.functional.NAME`), the
+methods and properties attached to each engine's Tensor, the C++ fast-path registration (Note [Fast paths] in
+csrc/bindings/fast_paths.cpp), the list of supported names in docs/api.md (scripts/gen_api_docs.py) and the parity
+tests (tests/test_api_table.py).
+
+Columns:
+  name      the public name
+  impl      where it is implemented: `module.attr` in python/dyngrad/_api/ (a dict attr is looked up by name),
+            `core` (the engine's _C provides it: _C.NAME, or Tensor.NAME for methods and properties),
+            `autograd.X` / `package.X` for names living in those shared packages
+  kinds     fn (dyngrad.NAME), method (Tensor.NAME), prop (Tensor property), op (a Tensor dunder),
+            F (nn.functional.NAME); several separated by commas
+  inplace   the in-place method generated from impl (`x.NAME_(...)`: run impl, write the result into x), or -
+  hot       hot: on the C++ engine a hand-written fast path stands in front of impl for the common call
+            (Note [Fast paths]); - otherwise
+  uses      the core ops it is built from (documentation; `prim` = the primitive of ops.def of the same name)
+"""
+
+TABLE = """
+# name                           impl                                    kinds               inplace         hot  uses
+# ----- types, dtypes, grad mode -------------------------------------------------------------------------------
+Tensor                           core                                    fn                  -               -    Tensor
+Size                             args.Size                               fn                  -               -    -
+dtype                            core                                    fn                  -               -    dtype
+float32                          core                                    fn                  -               -    -
+float64                          core                                    fn                  -               -    -
+int64                            core                                    fn                  -               -    -
+bool                             core                                    fn                  -               -    -
+float                            core:float32                            fn                  -               -    -
+double                           core:float64                            fn                  -               -    -
+long                             core:int64                              fn                  -               -    -
+get_default_dtype                args.get_default_dtype                  fn                  -               -    -
+no_grad                          autograd.grad_mode.no_grad              fn                  -               -    _set_grad_enabled
+enable_grad                      autograd.grad_mode.enable_grad          fn                  -               -    _set_grad_enabled
+set_grad_enabled                 autograd.grad_mode.set_grad_enabled     fn                  -               -    _set_grad_enabled
+inference_mode                   autograd.grad_mode.inference_mode       fn                  -               -    _set_grad_enabled
+is_grad_enabled                  core                                    fn                  -               -    is_grad_enabled
+get_num_threads                  core                                    fn                  -               -    -
+set_num_threads                  core                                    fn                  -               -    -
+# ----- creation ---------------------------------------------------------------------------------------------
+tensor                           creation.tensor                         fn                  -               -    copy_from_numpy
+as_tensor                        creation.as_tensor                      fn                  -               -    from_numpy
+from_numpy                       creation.from_numpy                     fn                  -               -    from_numpy
+zeros                            creation.zeros                          fn                  -               -    full
+ones                             creation.ones                           fn                  -               -    full
+empty                            creation.empty                          fn                  -               -    empty
+full                             creation.full                           fn                  -               -    full
+zeros_like                       creation.zeros_like                     fn                  -               -    full
+ones_like                        creation.ones_like                      fn                  -               -    full
+empty_like                       creation.empty_like                     fn                  -               -    empty
+full_like                        creation.full_like                      fn                  -               -    full
+rand_like                        creation.rand_like                      fn                  -               -    rand
+randn_like                       creation.randn_like                     fn                  -               -    randn
+arange                           creation.arange                         fn                  -               -    copy_from_numpy
+linspace                         creation.linspace                       fn                  -               -    copy_from_numpy
+eye                              creation.eye                            fn                  -               -    copy_from_numpy
+rand                             creation.rand                           fn                  -               -    rand
+randn                            creation.randn                          fn                  -               -    randn
+randint                          creation.randint                        fn                  -               -    randint
+randperm                         creation.randperm                       fn                  -               -    randperm
+normal                           creation.normal                         fn                  -               -    randn,mul,add
+bernoulli                        creation.bernoulli                      fn                  -               -    rand,compare
+manual_seed                      creation.manual_seed                    fn                  -               -    manual_seed
+initial_seed                     creation.initial_seed                   fn                  -               -    initial_seed
+seed                             creation.seed                           fn                  -               -    manual_seed
+is_tensor                        creation.is_tensor                      fn                  -               -    -
+numel                            creation.numel                          fn                  -               -    -
+is_floating_point                creation.is_floating_point              fn                  -               -    -
+# ----- arithmetic -------------------------------------------------------------------------------------------
+add                              pointwise.add                           fn,method           add_            hot  prim,mul
+sub                              pointwise.sub                           fn,method           sub_            hot  prim,mul
+mul                              pointwise.mul                           fn,method           mul_            hot  prim
+div                              pointwise.div                           fn,method           div_            hot  prim
+true_divide                      pointwise.true_divide                   fn,method           true_divide_    -    div
+pow                              pointwise.pow                           fn,method           pow_            -    prim,pow_scalar
+neg                              pointwise.neg                           fn,method           neg_            hot  prim
+negative                         pointwise.neg                           fn,method           negative_       -    neg
+maximum                          pointwise.maximum                       fn,method           -               -    prim
+minimum                          pointwise.minimum                       fn,method           -               -    prim
+where                            pointwise.where                         fn                  -               -    prim
+clamp                            pointwise.clamp                         fn,method           clamp_          -    prim,maximum,minimum
+clip                             pointwise.clamp                         fn,method           clip_           -    clamp
+square                           pointwise.square                        fn,method           square_         -    mul
+# ----- unary ------------------------------------------------------------------------------------------------
+exp                              pointwise.exp                           fn,method           exp_            hot  prim
+log                              pointwise.log                           fn,method           log_            hot  prim
+sqrt                             pointwise.sqrt                          fn,method           sqrt_           hot  prim
+rsqrt                            pointwise.rsqrt                         fn,method           rsqrt_          hot  prim
+abs                              pointwise.abs                           fn,method           abs_            hot  prim
+sin                              pointwise.sin                           fn,method           sin_            hot  prim
+cos                              pointwise.cos                           fn,method           cos_            hot  prim
+tanh                             pointwise.tanh                          fn,method,F         tanh_           hot  prim
+sigmoid                          pointwise.sigmoid                       fn,method,F         sigmoid_        hot  prim
+relu                             pointwise.relu                          fn,method           relu_           hot  prim
+sign                             pointwise.sign                          fn,method           sign_           -    prim
+erf                              pointwise.erf                           fn,method           erf_            hot  prim
+# ----- comparisons and logic --------------------------------------------------------------------------------
+eq                               pointwise.eq                            fn,method           -               -    compare
+ne                               pointwise.ne                            fn,method           -               -    compare
+lt                               pointwise.lt                            fn,method           -               -    compare
+le                               pointwise.le                            fn,method           -               -    compare
+gt                               pointwise.gt                            fn,method           -               -    compare
+ge                               pointwise.ge                            fn,method           -               -    compare
+logical_and                      pointwise.logical_and                   fn,method           -               -    logical_and
+logical_or                       pointwise.logical_or                    fn,method           -               -    logical_or
+logical_xor                      pointwise.logical_xor                   fn,method           -               -    logical_xor
+logical_not                      pointwise.logical_not                   fn,method           -               -    logical_not
+isnan                            pointwise.isnan                         fn,method           -               -    isnan
+isfinite                         pointwise.isfinite                      fn,method           -               -    isfinite
+# ----- reductions -------------------------------------------------------------------------------------------
+sum                              reduction.sum                           fn,method           -               hot  prim
+mean                             reduction.mean                          fn,method           -               hot  prim
+var                              reduction.var                           fn,method           -               -    var
+std                              reduction.std                           fn,method           -               -    std
+max                              reduction.max                           fn,method           -               -    amax,argmax,gather,maximum
+min                              reduction.min                           fn,method           -               -    amin,argmin,gather,minimum
+amax                             reduction.amax                          fn,method           -               -    prim
+amin                             reduction.amin                          fn,method           -               -    prim
+argmax                           reduction.argmax                        fn,method           -               -    argmax
+argmin                           reduction.argmin                        fn,method           -               -    argmin
+logsumexp                        reduction.logsumexp                     fn,method           -               -    prim
+any                              reduction.any                           method              -               -    compare,sum
+all                              reduction.all                           method              -               -    compare,sum
+# ----- linear algebra ---------------------------------------------------------------------------------------
+matmul                           linalg.matmul                           fn,method           -               hot  prim
+mm                               linalg.mm                               fn,method           -               -    matmul
+bmm                              linalg.bmm                              fn,method           -               -    matmul
+# ----- shape ------------------------------------------------------------------------------------------------
+reshape                          shape.reshape                           fn                  -               -    prim
+reshape                          shape.reshape_method                    method              -               -    prim
+view                             shape.view                              method              -               -    view
+view_as                          shape.view_as                           method              -               -    view
+reshape_as                       shape.reshape_as                        method              -               -    reshape
+flatten                          shape.flatten                           fn,method           -               -    reshape
+transpose                        shape.transpose                         fn,method           -               -    permute
+swapaxes                         shape.transpose                         fn,method           -               -    permute
+t                                shape.t                                 fn,method           -               -    permute
+permute                          shape.permute                           fn                  -               -    prim
+permute                          shape.permute_method                    method              -               -    prim
+squeeze                          shape.squeeze                           fn,method           -               -    reshape
+unsqueeze                        shape.unsqueeze                         fn,method           -               -    reshape
+expand                           shape.expand                            method              -               -    prim
+expand_as                        shape.expand_as                         method              -               -    expand
+broadcast_to                     shape.broadcast_to                      fn,method           -               -    expand
+cat                              shape.cat                               fn                  -               -    prim
+concat                           shape.cat                               fn                  -               -    cat
+stack                            shape.stack                             fn                  -               -    cat,reshape
+split                            shape.split                             fn,method           -               -    slice
+chunk                            shape.chunk                             fn,method           -               -    slice
+unbind                           shape.unbind                            fn,method           -               -    slice
+narrow                           shape.narrow                            fn,method           -               -    slice
+select                           shape.select                            fn,method           -               -    slice
+clone                            shape.clone                             fn,method           -               -    prim
+contiguous                       shape.contiguous                        method              -               -    clone
+T                                shape.T                                 prop                -               -    permute
+mT                               shape.mT                                prop                -               -    permute
+# ----- indexing ---------------------------------------------------------------------------------------------
+__getitem__                      indexing.getitem                        op                  -               hot  slice,take
+__setitem__                      indexing.setitem                        op                  -               -    put,copy_
+gather                           indexing.gather                         fn,method           -               -    prim
+index_select                     indexing.index_select                   fn,method           -               -    prim
+take                             indexing.take                           fn,method           -               -    prim
+masked_fill                      indexing.masked_fill                    fn,method           masked_fill_    -    where
+# ----- neural-net ops (also nn.functional) ------------------------------------------------------------------
+softmax                          nn_ops.softmax                          fn,method,F         -               -    prim
+log_softmax                      nn_ops.log_softmax                      fn,method,F         -               -    prim
+cross_entropy                    nn_ops.cross_entropy                    fn,F                -               hot  prim,log_softmax,gather
+nll_loss                         nn_ops.nll_loss                         fn,F                -               -    gather,where
+mse_loss                         nn_ops.mse_loss                         fn,F                -               -    sub,mul,mean
+l1_loss                          nn_ops.l1_loss                          F                   -               -    sub,abs,mean
+smooth_l1_loss                   nn_ops.smooth_l1_loss                   F                   -               -    sub,abs,where
+binary_cross_entropy_with_logits nn_ops.binary_cross_entropy_with_logits fn,F                -               -    softplus,mul
+linear                           nn_ops.linear                           fn,F                -               hot  matmul,add
+embedding                        nn_ops.embedding                        fn,F                -               -    index_select
+dropout                          nn_ops.dropout                          fn,F                -               -    bernoulli_mask,mul
+one_hot                          nn_ops.one_hot                          fn,F                -               -    -
+conv2d                           nn_ops.conv2d                           fn,F                -               -    conv2d
+max_pool2d                       nn_ops.max_pool2d                       fn,F                -               -    max_pool2d
+avg_pool2d                       nn_ops.avg_pool2d                       fn,F                -               -    avg_pool2d
+layer_norm                       nn_ops.layer_norm                       fn,F                -               -    mean,sub,mul,rsqrt
+normalize                        nn_ops.normalize                        F                   -               -    pow_scalar,sum,div
+relu                             nn_ops.relu                             F                   -               -    relu
+relu6                            nn_ops.relu6                            F                   -               -    clamp
+silu                             nn_ops.silu                             F                   -               -    sigmoid,mul
+leaky_relu                       nn_ops.leaky_relu                       fn,method,F         leaky_relu_     -    prim
+gelu                             nn_ops.gelu                             fn,method,F         -               -    prim,tanh
+softplus                         nn_ops.softplus                         fn,method,F         -               -    prim
+# ----- Tensor: the core (each engine's _C.Tensor) -----------------------------------------------------------
+shape                            core                                    prop                -               -    -
+dtype                            core                                    prop                -               -    -
+ndim                             core                                    prop                -               -    -
+dim                              core                                    method              -               -    -
+numel                            core                                    method              -               -    -
+size                             core                                    method              -               -    -
+stride                           core                                    method              -               -    -
+storage_offset                   core                                    method              -               -    -
+element_size                     core                                    method              -               -    -
+is_contiguous                    core                                    method              -               -    -
+data_ptr                         core                                    method              -               -    -
+requires_grad                    core                                    prop                -               -    -
+grad                             core                                    prop                -               -    -
+grad_fn                          core                                    prop                -               -    -
+is_leaf                          core                                    prop                -               -    -
+output_nr                        core                                    prop                -               -    -
+retains_grad                     core                                    prop                -               -    -
+data                             core                                    prop                -               -    -
+item                             core                                    method              -               -    -
+detach                           core                                    method              -               -    -
+detach_                          core                                    method              -               -    -
+retain_grad                      core                                    method              -               -    -
+register_hook                    core                                    method              -               -    -
+# ----- Tensor: conversions and Python protocols -------------------------------------------------------------
+__init__                         tensor_methods.__init__                 op                  -               -    -
+FloatTensor                      tensor_methods.FloatTensor              fn                  -               -    to_dtype
+DoubleTensor                     tensor_methods.DoubleTensor             fn                  -               -    to_dtype
+LongTensor                       tensor_methods.LongTensor               fn                  -               -    to_dtype
+BoolTensor                       tensor_methods.BoolTensor               fn                  -               -    to_dtype
+__repr__                         tensor_methods.__repr__                 op                  -               -    -
+__str__                          tensor_methods.__repr__                 op                  -               -    -
+__format__                       tensor_methods.__format__               op                  -               -    -
+__len__                          tensor_methods.__len__                  op                  -               -    -
+__iter__                         tensor_methods.__iter__                 op                  -               -    select
+__bool__                         tensor_methods.__bool__                 op                  -               -    -
+__float__                        tensor_methods.__float__                op                  -               -    -
+__int__                          tensor_methods.__int__                  op                  -               -    -
+__complex__                      tensor_methods.__complex__              op                  -               -    -
+__index__                        tensor_methods.__index__                op                  -               -    -
+__contains__                     tensor_methods.__contains__             op                  -               -    compare,sum
+__array__                        tensor_methods.__array__                op                  -               -    -
+__reduce_ex__                    tensor_methods.__reduce_ex__            op                  -               -    copy_from_numpy
+__deepcopy__                     tensor_methods.__deepcopy__             op                  -               -    copy_from_numpy
+tolist                           tensor_methods.tolist                   method              -               -    -
+numpy                            tensor_methods.numpy                    method              -               -    -
+to                               tensor_methods.to                       method              -               -    to_dtype
+type                             tensor_methods.type                     method              -               -    to_dtype
+type_as                          tensor_methods.type_as                  method              -               -    to_dtype
+float                            tensor_methods.to_float32               method              -               -    to_dtype
+double                           tensor_methods.to_float64               method              -               -    to_dtype
+long                             tensor_methods.to_int64                 method              -               -    to_dtype
+int                              tensor_methods.to_int64                 method              -               -    to_dtype
+bool                             tensor_methods.to_bool                  method              -               -    to_dtype
+cpu                              tensor_methods.cpu                      method              -               -    -
+device                           tensor_methods.device                   prop                -               -    -
+is_cuda                          tensor_methods.is_cuda                  prop                -               -    -
+ndimension                       tensor_methods.ndimension               method              -               -    -
+nelement                         tensor_methods.nelement                 method              -               -    -
+is_floating_point                tensor_methods.is_floating_point        method              -               -    -
+requires_grad_                   tensor_methods.requires_grad_           method              -               -    -
+backward                         tensor_methods.backward                 method              -               -    _run_backward
+zero_                            tensor_methods.zero_                    method              -               -    zero_
+fill_                            tensor_methods.fill_                    method              -               -    fill_
+copy_                            tensor_methods.copy_                    method              -               -    copy_
+uniform_                         tensor_methods.uniform_                 method              -               -    rand
+normal_                          tensor_methods.normal_                  method              -               -    randn
+# ----- Tensor: operators ------------------------------------------------------------------------------------
+__add__                          tensor_methods.OPERATORS                op                  -               hot  add
+__radd__                         tensor_methods.OPERATORS                op                  -               hot  add
+__sub__                          tensor_methods.OPERATORS                op                  -               hot  sub
+__rsub__                         tensor_methods.OPERATORS                op                  -               hot  sub
+__mul__                          tensor_methods.OPERATORS                op                  -               hot  mul
+__rmul__                         tensor_methods.OPERATORS                op                  -               hot  mul
+__truediv__                      tensor_methods.OPERATORS                op                  -               hot  div
+__rtruediv__                     tensor_methods.OPERATORS                op                  -               hot  div
+__matmul__                       tensor_methods.OPERATORS                op                  -               hot  matmul
+__rmatmul__                      tensor_methods.OPERATORS                op                  -               hot  matmul
+__pow__                          tensor_methods.OPERATORS                op                  -               -    pow,pow_scalar
+__rpow__                         tensor_methods.OPERATORS                op                  -               -    pow
+__neg__                          tensor_methods.OPERATORS                op                  -               -    neg
+__pos__                          tensor_methods.OPERATORS                op                  -               -    -
+__abs__                          tensor_methods.OPERATORS                op                  -               -    abs
+__invert__                       tensor_methods.OPERATORS                op                  -               -    logical_not
+__and__                          tensor_methods.OPERATORS                op                  -               -    logical_and
+__rand__                         tensor_methods.OPERATORS                op                  -               -    logical_and
+__or__                           tensor_methods.OPERATORS                op                  -               -    logical_or
+__ror__                          tensor_methods.OPERATORS                op                  -               -    logical_or
+__xor__                          tensor_methods.OPERATORS                op                  -               -    logical_xor
+__rxor__                         tensor_methods.OPERATORS                op                  -               -    logical_xor
+__eq__                           tensor_methods.OPERATORS                op                  -               -    compare
+__ne__                           tensor_methods.OPERATORS                op                  -               -    compare
+__lt__                           tensor_methods.OPERATORS                op                  -               -    compare
+__le__                           tensor_methods.OPERATORS                op                  -               -    compare
+__gt__                           tensor_methods.OPERATORS                op                  -               -    compare
+__ge__                           tensor_methods.OPERATORS                op                  -               -    compare
+__iadd__                         tensor_methods.INPLACE_OPERATORS        op                  -               -    add
+__isub__                         tensor_methods.INPLACE_OPERATORS        op                  -               -    sub
+__imul__                         tensor_methods.INPLACE_OPERATORS        op                  -               -    mul
+__itruediv__                     tensor_methods.INPLACE_OPERATORS        op                  -               -    div
+"""
+
+KINDS = ("fn", "method", "prop", "op", "F")
+
+
+class Row:
+    __slots__ = ("name", "impl", "kinds", "inplace", "hot", "uses")
+
+    def __init__(self, name, impl, kinds, inplace, hot, uses):
+        self.name, self.impl, self.kinds = name, impl, tuple(kinds.split(","))
+        self.inplace = None if inplace == "-" else inplace
+        self.hot = hot == "hot"
+        self.uses = () if uses == "-" else tuple(uses.split(","))
+        bad = [k for k in self.kinds if k not in KINDS]
+        if bad:
+            raise ValueError(f"api table: row {name}: unknown kind {bad[0]!r} (expected one of {KINDS})")
+
+    def __repr__(self):
+        return f"Row({self.name!r}, {self.impl!r}, kinds={self.kinds})"
+
+
+def rows():
+    """The table's rows, in order."""
+    out = []
+    for line in TABLE.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        cells = line.split()
+        if len(cells) != 6:
+            raise ValueError(f"api table: expected 6 columns, got {len(cells)} in: {line}")
+        out.append(Row(*cells))
+    return out

@@ -1,0 +1,373 @@
+"""The Tensor methods that are not ops: construction in torch's legacy forms, Python and numpy conversions,
+dtype conversions, operators, in-place variants, autograd conveniences. Attached to each engine's Tensor by
+install() (python/dyngrad/_api/__init__.py) as the table lists them."""
+import numpy as np
+
+from .. import _C
+from .args import Tensor, dtype_arg, check_device, operand, operand_or_throw, shape_str, type_name
+from .printing import format_tensor
+
+
+# ----- construction ----------------------------------------------------------------------------------------------
+
+_core_init = Tensor.__init__
+
+
+def __init__(self, *args, dtype=None, device=None, requires_grad=False):
+    """torch.Tensor's constructor: Tensor(data) copies data as float32, Tensor(2, 3) is uninitialised,
+    Tensor(t) shares t's memory without its history (as nn.Parameter uses it)."""
+    from .creation import empty, tensor
+    check_device(device, "Tensor")
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        src = args[0] if dtype is None else _C.to_dtype(args[0], dtype_arg(dtype, "Tensor"))
+    elif len(args) == 1 and not isinstance(args[0], (int, np.integer)):
+        src = tensor(args[0], dtype=_C.float32 if dtype is None else dtype)
+    else:
+        src = empty(*args, dtype=dtype)
+    _core_init(self, src)
+    if requires_grad:
+        self.requires_grad = True
+
+
+def _legacy_constructor(name, dtype_name):
+    """FloatTensor(...), LongTensor(...): Tensor(...) of one dtype."""
+    def construct(*args, device=None):
+        dtype = getattr(_C, dtype_name)
+        if len(args) == 1 and isinstance(args[0], Tensor):
+            return _C.to_dtype(args[0], dtype)
+        return Tensor(*args, dtype=dtype, device=device)
+    construct.__name__ = construct.__qualname__ = name
+    construct.__doc__ = f"Tensor(...) of dtype {dtype_name} (torch's legacy {name})."
+    return construct
+
+
+# ----- Python and numpy conversions ------------------------------------------------------------------------------
+
+def __repr__(self):
+    return format_tensor(self)
+
+
+def __format__(self, spec):
+    """'{:.2f}'.format(t) formats a 0-d tensor's value; other tensors take no format spec (as torch)."""
+    if self.ndim == 0 and spec:
+        return format(self.item(), spec)
+    return object.__format__(self, spec)
+
+
+def tolist(self):
+    return self._numpy_view().tolist()
+
+
+def numpy(self, *, force=False):
+    """A numpy array sharing this tensor's memory (torch refuses while it requires grad; force=True detaches)."""
+    if self.requires_grad and not force:
+        raise RuntimeError("numpy: can't call numpy() on a tensor that requires grad; use tensor.detach().numpy() "
+                           "instead.")
+    return self._numpy_view()
+
+
+def __array__(self, dtype=None, copy=None):
+    arr = numpy(self)
+    if dtype is not None and arr.dtype != dtype:
+        return arr.astype(dtype)
+    return arr.copy() if copy else arr
+
+
+def __len__(self):
+    if self.ndim == 0:
+        raise TypeError("len() of a 0-d tensor")
+    return self.shape[0]
+
+
+def __iter__(self):
+    if self.ndim == 0:
+        raise TypeError("iteration over a 0-d tensor")
+    return iter(_C.select(self, 0, i) for i in range(self.shape[0]))
+
+
+def _one_value(self, op):
+    if self.numel() != 1:
+        raise RuntimeError(f"{op}: a tensor with {self.numel()} elements cannot be converted to a Python number "
+                           f"(shape {shape_str(self.shape)}); expected exactly one element.")
+    return self.item()
+
+
+def __bool__(self):
+    if self.numel() != 1:
+        raise RuntimeError(f"bool: the truth value of a tensor with {self.numel()} elements is ambiguous (shape "
+                           f"{shape_str(self.shape)}); use .any() or .all().")
+    return bool(self.item())
+
+
+def __float__(self):
+    return float(_one_value(self, "float"))
+
+
+def __int__(self):
+    return int(_one_value(self, "int"))
+
+
+def __complex__(self):
+    return complex(_one_value(self, "complex"))
+
+
+def __index__(self):
+    if self.dtype.is_floating_point or self.numel() != 1:
+        raise TypeError("only integer tensors of a single element can be converted to an index")
+    return int(self.item())
+
+
+def __contains__(self, element):
+    """`element in t`: whether some entry equals it (a number or a tensor), as torch."""
+    if not isinstance(element, (Tensor, int, float, bool)):
+        raise RuntimeError(f"__contains__: expected a Tensor or a number, got {type_name(element)}.")
+    hits = _C.compare("eq", self, operand_or_throw(element, self, "__contains__"))
+    return bool(_C.sum(hits, (), False).item())
+
+
+def __reduce_ex__(self, protocol):
+    return (_rebuild, (np.array(self._numpy_view()), self.requires_grad))
+
+
+def _rebuild(array, requires_grad):
+    from .. import _C as engine
+    return engine.copy_from_numpy(np.ascontiguousarray(array), requires_grad)
+
+
+def __deepcopy__(self, memo):
+    if not self.is_leaf:
+        raise RuntimeError("deepcopy: only leaf tensors (created by the user) support the deepcopy protocol.")
+    out = _C.copy_from_numpy(np.array(self._numpy_view()), self.requires_grad)
+    if self.grad is not None:
+        out.grad = _C.clone(self.grad.detach())
+    memo[id(self)] = out
+    return out
+
+
+# ----- dtype and device ------------------------------------------------------------------------------------------
+
+def to(self, *args, **kwargs):
+    """to(dtype), to(other) (its dtype), to(device), to(device, dtype), with dtype=, device=, copy=,
+    non_blocking= as keywords."""
+    dtype, device = kwargs.pop("dtype", None), kwargs.pop("device", None)
+    copy = kwargs.pop("copy", False)
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("memory_format", None)
+    if kwargs:
+        raise TypeError(f"to: unexpected keyword argument '{next(iter(kwargs))}'.")
+    for arg in args:
+        if isinstance(arg, Tensor):
+            dtype = arg.dtype
+        elif isinstance(arg, str) or type(arg).__name__ == "device":
+            device = arg
+        elif arg is not None:
+            dtype = arg
+    check_device(device, "to")
+    if dtype is None:
+        return _C.clone(self) if copy else self
+    dt = dtype_arg(dtype, "to")
+    if dt is self.dtype and not copy:
+        return self
+    return _C.to_dtype(self, dt)
+
+
+_TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "int64": "LongTensor", "bool": "BoolTensor"}
+
+
+def type(self, dtype=None, non_blocking=False):
+    """The type name ('dyngrad.FloatTensor') without an argument, else a conversion."""
+    if dtype is None:
+        return "dyngrad." + _TYPE_NAMES[self.dtype.name]
+    return to(self, dtype)
+
+
+def _to_named(name):
+    def convert(self, memory_format=None):
+        return to(self, getattr(_C, name))
+    return convert
+
+
+# Tensor.float(), .double(), .long(), .int(), .bool()
+to_float32 = _to_named("float32")
+to_float64 = _to_named("float64")
+to_int64 = _to_named("int64")
+to_bool = _to_named("bool")
+
+
+def type_as(self, other):
+    return to(self, other.dtype)
+
+
+def cpu(self, memory_format=None):
+    return self
+
+
+def device(self):
+    return "cpu"
+
+
+def is_cuda(self):
+    return False
+
+
+def ndimension(self):
+    return self.ndim
+
+
+def nelement(self):
+    return self.numel()
+
+
+def is_floating_point(self):
+    return self.dtype.is_floating_point
+
+
+# ----- autograd conveniences -------------------------------------------------------------------------------------
+
+def requires_grad_(self, requires_grad=True):
+    self.requires_grad = requires_grad
+    return self
+
+
+def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    """Accumulates the gradient of this tensor into the .grad of the leaves (of `inputs` only, if given)."""
+    from ..autograd import backward as run
+    run(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
+
+
+# ----- operators -------------------------------------------------------------------------------------------------
+
+def _forward(kernel):
+    def op(self, other):
+        o = operand(other, self)
+        return NotImplemented if o is None else kernel(self, o)
+    return op
+
+
+def _reflected(kernel):
+    def op(self, other):
+        o = operand(other, self)
+        return NotImplemented if o is None else kernel(o, self)
+    return op
+
+
+def __pow__(self, other):
+    if isinstance(other, (int, float)) and not isinstance(other, bool):
+        return _C.pow_scalar(self, float(other))
+    o = operand(other, self)
+    return NotImplemented if o is None else _C.pow(self, o)
+
+
+def __invert__(self):
+    if self.dtype is not _C.bool:
+        raise TypeError(f"~ is only supported for bool tensors here, got {self.dtype.name}.")
+    return _C.logical_not(self)
+
+
+def __pos__(self):
+    return self
+
+
+def _compare(name):
+    return _forward(lambda a, b: _C.compare(name, a, b))
+
+
+OPERATORS = {
+    "__add__": _forward(_C.add), "__radd__": _reflected(_C.add),
+    "__sub__": _forward(_C.sub), "__rsub__": _reflected(_C.sub),
+    "__mul__": _forward(_C.mul), "__rmul__": _reflected(_C.mul),
+    "__truediv__": _forward(_C.div), "__rtruediv__": _reflected(_C.div),
+    "__matmul__": _forward(_C.matmul), "__rmatmul__": _reflected(_C.matmul),
+    "__pow__": __pow__, "__rpow__": _reflected(_C.pow),
+    "__neg__": _C.neg, "__pos__": __pos__, "__abs__": _C.abs, "__invert__": __invert__,
+    "__and__": _forward(_C.logical_and), "__rand__": _reflected(_C.logical_and),
+    "__or__": _forward(_C.logical_or), "__ror__": _reflected(_C.logical_or),
+    "__xor__": _forward(_C.logical_xor), "__rxor__": _reflected(_C.logical_xor),
+    "__eq__": _compare("eq"), "__ne__": _compare("ne"), "__lt__": _compare("lt"),
+    "__le__": _compare("le"), "__gt__": _compare("gt"), "__ge__": _compare("ge"),
+}
+
+
+# ----- in-place ops ----------------------------------------------------------------------------------------------
+
+def inplace_variant(fn, op):
+    """`x.op_(*args)` from the function `fn(x, *args)`: in-place, as torch's `op_` methods."""
+    def method(self, *args, **kwargs):
+        other_requires_grad = any(isinstance(a, Tensor) and a.requires_grad for a in args) or any(
+            isinstance(a, Tensor) and a.requires_grad for a in kwargs.values())
+        before = _C.inplace_input(self, op, other_requires_grad)
+        _C.assign_inplace(self, fn(before, *args, **kwargs), op)
+        return self
+    method.__name__ = method.__qualname__ = op
+    method.__doc__ = f"In-place {op[:-1]}: the result is written into this tensor."
+    return method
+
+
+def _inplace_operator(kernel, op):
+    def method(self, other):
+        o = operand(other, self)
+        if o is None:
+            return NotImplemented
+        before = _C.inplace_input(self, op, o.requires_grad)
+        _C.assign_inplace(self, kernel(before, o), op)
+        return self
+    return method
+
+
+INPLACE_OPERATORS = {
+    "__iadd__": _inplace_operator(_C.add, "add_"), "__isub__": _inplace_operator(_C.sub, "sub_"),
+    "__imul__": _inplace_operator(_C.mul, "mul_"), "__itruediv__": _inplace_operator(_C.div, "div_"),
+}
+
+
+def zero_(self):
+    _C.zero_(self)
+    return self
+
+
+def fill_(self, value):
+    from .args import number
+    _C.fill_(self, float(number(value, "fill_", "value")))
+    return self
+
+
+def copy_(self, src, non_blocking=False):
+    _C.copy_(self, operand_or_throw(src, self, "copy_", "src"))
+    return self
+
+
+def _random_fill(op, make):
+    """uniform_/normal_: the new values are written as an in-place op (refused on a leaf that requires grad in
+    grad mode, as torch; nn.init runs them under no_grad)."""
+    def method(self, *args, **kwargs):
+        if not self.dtype.is_floating_point:
+            raise RuntimeError(f"{op}: expected a floating-point tensor, got {self.dtype.name}.")
+        before = _C.inplace_input(self, op, False)
+        _C.assign_inplace(self, make(before, *args, **kwargs), op)
+        return self
+    method.__name__ = method.__qualname__ = op
+    return method
+
+
+def _uniform(self, a=0.0, b=1.0, *, generator=None):
+    from .creation import _generator
+    _generator(generator, "uniform_")
+    u = _C.rand(tuple(self.shape), self.dtype)
+    return _C.add(_C.mul(u, _C.scalar_operand(float(b) - float(a), u)), _C.scalar_operand(float(a), u))
+
+
+def _normal(self, mean=0.0, std=1.0, *, generator=None):
+    from .creation import _generator
+    _generator(generator, "normal_")
+    n = _C.randn(tuple(self.shape), self.dtype)
+    return _C.add(_C.mul(n, _C.scalar_operand(float(std), n)), _C.scalar_operand(float(mean), n))
+
+
+uniform_ = _random_fill("uniform_", _uniform)
+normal_ = _random_fill("normal_", _normal)
+
+
+FloatTensor = _legacy_constructor("FloatTensor", "float32")
+DoubleTensor = _legacy_constructor("DoubleTensor", "float64")
+LongTensor = _legacy_constructor("LongTensor", "int64")
+BoolTensor = _legacy_constructor("BoolTensor", "bool")

@@ -1,0 +1,66 @@
+"""Reference engine: its narrow surface, the twin of the C++ extension module dyngrad._C (csrc/bindings/*.cpp).
+
+Both engines expose exactly these names with the same parameter names (tests/test_parity.py checks it): the
+tensor core, the ops of ops.def and their composites with one fixed signature each, and the autograd machinery.
+Everything a PyTorch user calls (keywords, defaults, numbers as operands, methods, operators, repr) is written
+once above this surface, in python/dyngrad/_api/, and serves both engines; see "Shared code" in docs/design.md.
+"""
+from .dtypes import DType as dtype, float32, float64, int64, bool_ as bool  # noqa: F401
+from .tensor import Tensor, empty, full, from_numpy, copy_from_numpy  # noqa: F401
+from .node import Node  # noqa: F401
+from .grad_mode import is_grad_enabled, _set_enabled as _set_grad_enabled  # noqa: F401
+from .ops import OP_NAMES as _OP_NAMES
+from .ops_math import (  # noqa: F401
+    add, sub, mul, div, neg, pow, pow_scalar, maximum, minimum, where, clamp, scalar_like, scalar_operand,
+    result_type, exp, log, sqrt, rsqrt, abs, sin, cos, tanh, sigmoid, relu, sign, erf, gelu, leaky_relu, softplus,
+    compare, logical_and, logical_or, logical_xor, logical_not, isnan, isfinite,
+    sum, mean, var, std, amax, amin, argmax, argmin, logsumexp, matmul,
+)
+from .ops_shape import (  # noqa: F401
+    to_dtype, clone, contiguous, reshape, view, permute, transpose, mT, expand, squeeze, unsqueeze, flatten, slice,
+    slice_scatter, select, cat, stack, split, split_size, chunk, index_select, index_add, gather, scatter_add, take,
+    put, put_add, masked_fill, inplace_input, assign_inplace, copy_, fill_, zero_,
+)
+from .ops_nn import softmax, log_softmax, cross_entropy, unfold, fold, conv2d, max_pool2d, avg_pool2d  # noqa: F401
+from .random import rand, randn, randint, bernoulli_mask, randperm, manual_seed, initial_seed  # noqa: F401
+from .engine import run_backward as _run_backward  # noqa: F401
+from .function_node import record_function as _record_function  # noqa: F401
+from .debug import (  # noqa: F401
+    set_record_call_sites as _set_record_call_sites, is_recording_call_sites as _is_recording_call_sites,
+    set_anomaly_mode as _set_anomaly_enabled, is_anomaly_enabled as _is_anomaly_enabled,
+    set_call_site_skip_dir as _set_call_site_skip_dir, set_track_nodes as _set_track_nodes,
+    tracked_node_count as _tracked_node_count, bridging_nodes as _bridging_nodes,
+    set_backward_observer as _set_backward_observer,
+)
+from . import tensor as _tensor
+
+
+def op_names():
+    """The primitive ops of ops.py (csrc/dyngrad/ops.def), in order."""
+    return list(_OP_NAMES)
+
+
+_threads = [1]
+
+
+def get_num_threads():
+    """Threads used by large kernels (numpy decides here; the number is kept for parity with the C++ engine)."""
+    return _threads[0]
+
+
+def set_num_threads(n):
+    _threads[0] = int(n)
+
+
+def _register_helpers(helpers):
+    """Python helpers of the shared layer that the core returns (Size for shapes), as in the C++ engine."""
+    _tensor.HELPERS.update(helpers)
+
+
+def _fast_path_names():
+    """The reference engine speeds nothing up: every entry runs its Python definition (Note [Fast paths])."""
+    return []
+
+
+def _install_fast_paths(fallbacks):
+    return {}

@@ -1,0 +1,49 @@
+"""Reference engine: the random number generator and the random tensors. Mirrors csrc/dyngrad/random.cpp.
+
+Each engine has its own generator: runs are reproducible within one engine (same seed, same numbers), not equal
+between engines (docs/design.md).
+"""
+import numpy as np
+
+from .tensor import make_tensor
+
+DEFAULT_SEED = 67280421310721        # each process starts from the same seed, as torch does
+_state = {"seed": DEFAULT_SEED, "generator": np.random.Generator(np.random.PCG64(DEFAULT_SEED))}
+
+
+def manual_seed(seed):
+    """Reseed this engine's generator."""
+    _state["seed"] = int(seed)
+    _state["generator"] = np.random.Generator(np.random.PCG64(int(seed)))
+
+
+def initial_seed():
+    return _state["seed"]
+
+
+def generator():
+    return _state["generator"]
+
+
+def rand(shape, dtype):                 # U[0, 1)
+    return make_tensor(generator().random(tuple(shape), dtype=dtype.np))
+
+
+def randn(shape, dtype):                # N(0, 1)
+    return make_tensor(generator().standard_normal(tuple(shape), dtype=dtype.np))
+
+
+def randint(low, high, shape, dtype):   # [low, high)
+    if not high > low:
+        raise RuntimeError(f"randint: expected low < high, got low={low} and high={high}.")
+    return make_tensor(generator().integers(low, high, tuple(shape), dtype=np.int64).astype(dtype.np))
+
+
+def bernoulli_mask(shape, p, dtype):    # 1 with probability p, else 0
+    return make_tensor((generator().random(tuple(shape)) < p).astype(dtype.np))
+
+
+def randperm(n):
+    if n < 0:
+        raise RuntimeError(f"randperm: n must be non-negative, got {n}.")
+    return make_tensor(generator().permutation(n).astype(np.int64))
