@@ -183,6 +183,8 @@ OPS = [
     Op("add_fn_alpha", lambda m, a, b: m.add(a, b, alpha=2), lambda a, b: a + 2 * b, BINARY[:2]),
     Op("add_scalar", lambda m, a: a + 2.5, lambda a: a + 2.5, UNARY, int_cases=INT_UNARY),
     Op("radd_scalar", lambda m, a: 2 + a, lambda a: 2 + a, UNARY[:2]),
+    Op("addcmul", lambda m, a, b, c: m.addcmul(a, b, c, value=0.5), lambda a, b, c: a + 0.5 * b * c,
+       [[(2, 3), (2, 3), (3,)], [(), (4,), (2, 1)]], gradgrad=True),
     Op("sub", lambda m, a, b: a - b, np.subtract, BINARY, int_cases=INT_BINARY),
     Op("sub_fn_alpha", lambda m, a, b: m.sub(a, b, alpha=0.5), lambda a, b: a - 0.5 * b, BINARY[:2]),
     Op("rsub_scalar", lambda m, a: 1.5 - a, lambda a: 1.5 - a, UNARY[:2]),

@@ -177,12 +177,12 @@ void bind_autograd(py::module_& m) {
       });
 
   // ---- debugging switches (debug.h), used by python/dyngrad/autograd/_engine_debug.py ----
-  m.def("_set_record_call_sites", [](bool on) { g_record_call_sites = on; });
+  m.def("_set_record_call_sites", [](bool on) { g_record_call_sites = on; }, arg("on"));
   m.def("_is_recording_call_sites", [] { return g_record_call_sites; });
-  m.def("_set_anomaly_enabled", [](bool on) { g_anomaly_mode = on; });
+  m.def("_set_anomaly_enabled", [](bool on) { g_anomaly_mode = on; }, arg("on"));
   m.def("_is_anomaly_enabled", [] { return g_anomaly_mode; });
-  m.def("_set_call_site_skip_dir", &set_skip_dir);
-  m.def("_set_track_nodes", &set_track_nodes);
+  m.def("_set_call_site_skip_dir", &set_skip_dir, arg("skip_dir"), arg("user_dir"), arg("api_dir"));
+  m.def("_set_track_nodes", &set_track_nodes, arg("on"));
   m.def("_tracked_node_count", &tracked_node_count);
   m.def("_bridging_nodes", &bridging_nodes);
   m.def("_set_backward_observer", [](py::object fn) {
@@ -196,11 +196,11 @@ void bind_autograd(py::module_& m) {
       delete p;
     });
     g_backward_observer = [held] { (*held)(); };
-  });
+  }, arg("fn"));
 
   // ---- grad mode ----
   m.def("is_grad_enabled", &GradMode::is_enabled);
-  m.def("_set_grad_enabled", &GradMode::set_enabled);
+  m.def("_set_grad_enabled", &GradMode::set_enabled, arg("mode"));
 
   // ---- backward: the one entry point of Tensor.backward, autograd.backward and autograd.grad ----
   // grads: one per root, None for a scalar root (ones). accumulate=True adds into the leaves' .grad (only into
@@ -305,7 +305,7 @@ void bind_autograd(py::module_& m) {
       ++nr;
     }
     return std::shared_ptr<Node>(node);
-  });
+  }, arg("ctx"), arg("backward_fn"), arg("name"), arg("args"), arg("outputs"), arg("non_differentiable"));
 }
 
 }  // namespace dyngrad

@@ -78,14 +78,14 @@ Tensor number_operand(PyObject* o, const Tensor& like) { return scalar_operand(p
 
 // ---- operators: nb_add and friends get (a, b) for both a + b and the reflected b + a ----
 // slot (forward, reflected) fallbacks: the shared layer's __add__ and __radd__
-template <BinaryOp Op, size_t Slot>
+template <BinaryOp Op, size_t Slot, bool Numbers = true>
 PyObject* binary_slot(PyObject* a, PyObject* b) {
   const Tensor* ta = tensor_of(a);
   const Tensor* tb = tensor_of(b);
   DG_PY_TRY
   if (ta && tb) return to_python(Op(*ta, *tb));
-  if (ta && is_number(b)) return to_python(Op(*ta, number_operand(b, *ta)));
-  if (tb && is_number(a)) return to_python(Op(number_operand(a, *tb), *tb));
+  if (Numbers && ta && is_number(b)) return to_python(Op(*ta, number_operand(b, *ta)));
+  if (Numbers && tb && is_number(a)) return to_python(Op(number_operand(a, *tb), *tb));
   DG_PY_CATCH
   if (ta) return PyObject_CallFunctionObjArgs(g_fallback[Slot], a, b, nullptr);
   if (tb) return PyObject_CallFunctionObjArgs(g_fallback[Slot + 1], b, a, nullptr);
@@ -179,12 +179,13 @@ PyObject* unary_function(PyObject* fallback, PyObject* const* args, Py_ssize_t n
   return PyObject_Vectorcall(fallback, args, nargsf, kwnames);
 }
 
-template <BinaryOp Op>
+// Numbers: whether the op takes a Python number as its second operand (add does, matmul does not).
+template <BinaryOp Op, bool Numbers>
 PyObject* binary_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
   if (PyVectorcall_NARGS(nargsf) == 2 && !kwnames) {
     const Tensor* ta = tensor_of(args[0]);
     const Tensor* tb = tensor_of(args[1]);
-    if (ta && (tb || is_number(args[1]))) {
+    if (ta && (tb || (Numbers && is_number(args[1])))) {
       DG_PY_TRY
       return to_python(tb ? Op(*ta, *tb) : Op(*ta, number_operand(args[1], *ta)));
       DG_PY_CATCH
@@ -282,12 +283,12 @@ PyObject* unary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf,
   return call_method_fallback(g_fallback[Slot], self, args, nargsf, kwnames);
 }
 
-template <BinaryOp Op, size_t Slot>
+template <BinaryOp Op, bool Numbers, size_t Slot>
 PyObject* binary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
   if (PyVectorcall_NARGS(nargsf) == 1 && !kwnames) {
     const Tensor* ta = tensor_of(self);
     const Tensor* tb = tensor_of(args[0]);
-    if (ta && (tb || is_number(args[0]))) {
+    if (ta && (tb || (Numbers && is_number(args[0])))) {
       DG_PY_TRY
       return to_python(tb ? Op(*ta, *tb) : Op(*ta, number_operand(args[0], *ta)));
       DG_PY_CATCH
@@ -342,8 +343,10 @@ struct Entry {
 
 template <UnaryOp Op, size_t Slot>
 constexpr Entry unary(const char* name) { return {name, &unary_function<Op>, &unary_method<Op, Slot>}; }
-template <BinaryOp Op, size_t Slot>
-constexpr Entry binary(const char* name) { return {name, &binary_function<Op>, &binary_method<Op, Slot>}; }
+template <BinaryOp Op, size_t Slot, bool Numbers = true>
+constexpr Entry binary(const char* name) {
+  return {name, &binary_function<Op, Numbers>, &binary_method<Op, Numbers, Slot>};
+}
 template <ReduceOp Op, size_t Slot>
 constexpr Entry reduction(const char* name) { return {name, &reduce_function<Op>, &reduce_method<Op, Slot>}; }
 
@@ -354,7 +357,7 @@ const Entry kEntries[] = {
     unary<&abs, 6>("abs"),         unary<&sin, 7>("sin"),       unary<&cos, 8>("cos"),
     unary<&neg, 9>("neg"),         unary<&rsqrt, 10>("rsqrt"),  unary<&erf, 11>("erf"),
     binary<&add, 12>("add"),       binary<&sub, 13>("sub"),     binary<&mul, 14>("mul"),
-    binary<&div, 15>("div"),       binary<&matmul, 16>("matmul"),
+    binary<&div, 15>("div"),       binary<&matmul, 16, false>("matmul"),
     reduction<&sum_op, 17>("sum"), reduction<&mean_op, 18>("mean"),
     {"add_", nullptr, &add_inplace_method<19>},
     {"linear", &linear_function, nullptr},
@@ -445,7 +448,7 @@ py::dict install_fast_paths(py::dict fallbacks) {
   number->nb_subtract = &binary_slot<&sub, 42>;
   number->nb_multiply = &binary_slot<&mul, 44>;
   number->nb_true_divide = &binary_slot<&div, 46>;
-  number->nb_matrix_multiply = &binary_slot<&matmul, 48>;
+  number->nb_matrix_multiply = &binary_slot<&matmul, 48, false>;
   g_tensor_type->tp_as_mapping->mp_subscript = &getitem_slot<50>;
   PyType_Modified(g_tensor_type);
   return functions;

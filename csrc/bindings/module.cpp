@@ -119,7 +119,10 @@ PYBIND11_MODULE(_C, m) {
       PyErr_SetString(PyExc_NotImplementedError, e.what());
     }
   });
-  m.def("_register_helpers", [](py::dict helpers) { g_helpers = new py::dict(helpers); });
+  m.def("_register_helpers", [](py::dict helpers) {
+    if (!g_helpers) g_helpers = new py::dict();
+    for (auto item : helpers) (*g_helpers)[item.first] = item.second;
+  }, py::arg("helpers"));
   m.def("_set_blas", &set_blas_functions, "hand over cblas_sgemm/cblas_dgemm function pointers");
   m.def("_blas_loaded", &blas_loaded);
   m.def("get_num_threads", &num_threads, "threads used by large kernels");

@@ -94,7 +94,9 @@ Tensor finish(Tensor t, bool requires_grad) {
 void bind_tensor(py::module_& m) {
   using py::arg;
   auto none = py::none();
-  TensorClass cls(m, "Tensor", py::buffer_protocol());
+  // No buffer protocol: numpy would read memory through it without asking, where torch (and __array__ here) refuses
+  // a tensor that requires grad.
+  TensorClass cls(m, "Tensor");
   cls.def(py::init([](const Tensor& src) { return alias(src); }), arg("src"),
           "A new tensor object sharing src's memory, without history (the shared layer's __init__ builds on it).");
 
@@ -174,12 +176,6 @@ void bind_tensor(py::module_& m) {
   });
   cls.def("_numpy_view", [](const Tensor& t) { return numpy_view(t); },
           "a numpy array over this tensor's memory (no copy, no requires_grad check)");
-  cls.def_buffer([](TensorImpl& t) {
-    std::vector<py::ssize_t> shape(t.shape.begin(), t.shape.end()), strides;
-    for (int64_t s : t.strides) strides.push_back(s * (int64_t)t.itemsize());
-    static const char* formats[] = {"?", "q", "f", "d"};
-    return py::buffer_info(t.raw(), (py::ssize_t)t.itemsize(), formats[(int)t.dtype], t.ndim(), shape, strides);
-  });
   cls.def("detach", [](const Tensor& t) { return alias(t); });
   cls.def("detach_", [](py::object self) {
     Tensor t = self.cast<Tensor>();

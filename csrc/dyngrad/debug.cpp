@@ -40,6 +40,7 @@ struct GilHold {
 // ---- which files are dyngrad's own (Note [Call sites]) ----
 std::string g_skip_dir;
 std::string g_user_dir;  // inside g_skip_dir but written as user code (the benchmark workloads)
+std::string g_api_dir;   // the shared torch-facing layer: anomaly mode's stack ends before its frames
 
 // A small direct-mapped cache: filename object -> "inside dyngrad?". Each entry holds a reference to its filename,
 // so a cached pointer can never be reused by another string.
@@ -76,7 +77,8 @@ bool is_internal_file(PyObject* filename) {
 // code is rarely more than four or five dyngrad frames away from an op.
 constexpr int kMaxFramesWalked = 16;
 
-// traceback.format_stack(), for anomaly mode: a new list of str, or null.
+// traceback.format_stack(f), for anomaly mode, where f is the innermost frame outside the shared API layer (so
+// the stack ends at the line that called the op, as the reference engine's does): a new list of str, or null.
 PyObject* format_stack() {
   static PyObject* fn = nullptr;  // kept for the life of the process
   if (fn == nullptr) {
@@ -92,7 +94,23 @@ PyObject* format_stack() {
       return nullptr;
     }
   }
-  PyObject* lines = PyObject_CallObject(fn, nullptr);
+  PyFrameObject* frame = PyEval_GetFrame();  // borrowed
+  Py_XINCREF(frame);
+  while (frame != nullptr && !g_api_dir.empty()) {
+    PyCodeObject* c = PyFrame_GetCode(frame);  // new reference
+    const char* name = PyUnicode_AsUTF8(c->co_filename);
+    bool in_api = name != nullptr && std::strncmp(name, g_api_dir.c_str(), g_api_dir.size()) == 0;
+    Py_DECREF(c);
+    if (name == nullptr) PyErr_Clear();
+    if (!in_api) break;
+    PyFrameObject* back = PyFrame_GetBack(frame);  // new reference
+    if (back == nullptr) break;
+    Py_DECREF(frame);
+    frame = back;
+  }
+  PyObject* lines = frame != nullptr ? PyObject_CallFunctionObjArgs(fn, (PyObject*)frame, nullptr)
+                                     : PyObject_CallObject(fn, nullptr);
+  Py_XDECREF(frame);
   if (lines == nullptr) PyErr_Clear();
   return lines;
 }
@@ -118,9 +136,10 @@ uint64_t g_step = 0;
 
 }  // namespace
 
-void set_skip_dir(const std::string& dir, const std::string& user_dir) {
+void set_skip_dir(const std::string& dir, const std::string& user_dir, const std::string& api_dir) {
   g_skip_dir = dir;
   g_user_dir = user_dir;
+  g_api_dir = api_dir;
   for (FileVerdict& slot : g_file_cache) {
     Py_XDECREF(slot.filename);
     slot = FileVerdict{};

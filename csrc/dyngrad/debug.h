@@ -50,7 +50,7 @@ extern bool g_record_call_sites;  // default on (Note [Call sites])
 extern bool g_anomaly_mode;       // default off (Note [Anomaly mode])
 extern bool g_track_nodes;        // default off: the graph-growth registry (set with set_track_nodes)
 // Frames whose file starts with `dir` are dyngrad's own, except those under `user_dir` (written as user code).
-void set_skip_dir(const std::string& dir, const std::string& user_dir);
+void set_skip_dir(const std::string& dir, const std::string& user_dir, const std::string& api_dir);
 
 // Called by every new OpNode / custom-Function node: call site, anomaly stack, growth registry.
 void note_node_created(Node& node);

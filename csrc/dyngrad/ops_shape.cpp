@@ -651,9 +651,14 @@ static void rebase_view_history(const Tensor& view, const Tensor& result) {
   view->output_nr = new_view->output_nr;
 }
 
+static int dtype_category(DType d) { return d == DType::Bool ? 0 : (is_floating(d) ? 2 : 1); }
+
 void assign_inplace(const Tensor& self, const Tensor& result, const char* op) {
   DG_CHECK(result->shape == self->shape, RuntimeError, op, ": the result of shape ", shape_str(result->shape),
            " does not fit the tensor written in place, of shape ", shape_str(self->shape), ".");
+  // as torch: a float result is not written into an int tensor, nor an int one into a bool tensor
+  DG_CHECK(dtype_category(result->dtype) <= dtype_category(self->dtype), RuntimeError, op, ": the result type ",
+           dtype_name(result->dtype), " can't be cast to the tensor's type ", dtype_name(self->dtype), ".");
   if (grad_enabled() && self->requires_grad && self->is_leaf()) throw RuntimeError(err_leaf_inplace(op));
   copy_into(self, result);
   self->bump_version();

@@ -167,7 +167,7 @@ OP_TABLE = {
     "index_mask": (lambda a: a[a > 0], lambda a: a[a > 0], [(3, 4)], "distinct"),
     "gather": (lambda a: a.gather(1, dg.tensor([[0, 0], [2, 1]])),
                lambda a: np.take_along_axis(a, np.array([[0, 0], [2, 1]]), 1), [(2, 3)], "normal"),
-    "scatter_add": (lambda a, b: dg.ops_extra.scatter_add(a, 0, dg.tensor([[1, 0, 1]]), b),
+    "scatter_add": (lambda a, b: dg.scatter_add(a, 0, dg.tensor([[1, 0, 1]]), b),
                     lambda a, b: a + np.array([[0, b[0, 1], 0], [b[0, 0], 0, b[0, 2]]]), [(2, 3), (1, 3)], "normal"),
     "index_select": (lambda a: a.index_select(1, dg.tensor([2, 0])), lambda a: a[:, [2, 0]], [(2, 3)], "normal"),
     "masked_fill": (lambda a: a.masked_fill(a > 0, 0.5), lambda a: np.where(a > 0, 0.5, a), [(3, 4)], "distinct"),

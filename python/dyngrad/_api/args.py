@@ -126,6 +126,15 @@ def to_int(o, op, name="argument"):
         raise TypeError(f"{op}: expected an int as {name}, got {type_name(o)}.") from None
 
 
+def wrap_dim(dim, ndim, op):
+    """A possibly negative dim as 0..ndim-1 (a 0-d tensor takes -1..0), else the shared IndexError."""
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"{op}: dim {dim} is out of range for a tensor of {ndim} dimensions (expected "
+                         f"{-n}..{n - 1}).")
+    return dim + n if dim < 0 else dim
+
+
 def shape_arg(o, op, name="shape"):
     """(3, 4), [3, 4], a Size or a single int."""
     if isinstance(o, (int, np.integer)) and not isinstance(o, bool):

@@ -5,8 +5,8 @@ import os
 import numpy as np
 
 from .. import _C
-from .args import (Tensor, check_device, dtype_arg, finish, get_default_dtype, numpy_dtype, sizes_arg, tensor_arg,
-                   to_int, type_name)
+from .args import (Tensor, check_device, dtype_arg, finish, get_default_dtype, number, numpy_dtype, sizes_arg,
+                   tensor_arg, to_int, type_name)
 
 
 def _dtype_or(dtype, default, op):
@@ -34,9 +34,9 @@ def _nested_values(data):
     return [_nested_values(x) for x in data]
 
 
-def _as_array(data, op):
-    """data as a numpy array of the dtype torch.tensor would infer: Python floats become the default float dtype,
-    numpy float arrays and scalars keep float64, ints become int64, bools stay bool."""
+def _as_array(data, op, dtype=None):
+    """data as a numpy array of `dtype`, or of the dtype torch.tensor would infer: Python floats become the default
+    float dtype, numpy float arrays and scalars keep float64, ints become int64, bools stay bool."""
     if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flatten(data)):
         data = _nested_values(data)
     try:
@@ -44,26 +44,28 @@ def _as_array(data, op):
     except (ValueError, TypeError) as exc:
         raise TypeError(f"{op}: could not convert data of type {type_name(data)} to a tensor ({exc}).") from None
     kind = arr.dtype.kind
+    if kind not in "biuf":
+        raise TypeError(f"{op}: could not convert data of type {type_name(data)} (numpy dtype {arr.dtype}) to a "
+                        "tensor; expected numbers, bools, nested lists of them or a numpy array.")
+    if dtype is not None:
+        return arr.astype(numpy_dtype(dtype))
     if kind == "f":
         keeps = isinstance(data, (np.ndarray, np.generic)) and arr.dtype == np.float64
         return arr if keeps else arr.astype(numpy_dtype(get_default_dtype()))
     if kind in "iu":
         return arr.astype(np.int64)
-    if kind == "b":
-        return arr
-    raise TypeError(f"{op}: could not convert data of type {type_name(data)} (numpy dtype {arr.dtype}) to a tensor; "
-                    "expected numbers, bools, nested lists of them or a numpy array.")
+    return arr
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False):
     """A new tensor holding a copy of `data` (nested lists, numbers, numpy arrays or tensors)."""
     check_device(device, "tensor")
+    dt = None if dtype is None else dtype_arg(dtype, "tensor")
     if isinstance(data, Tensor):
         arr = data.detach()._numpy_view()
+        arr = arr if dt is None else arr.astype(numpy_dtype(dt))
     else:
-        arr = _as_array(data, "tensor")
-    if dtype is not None:
-        arr = arr.astype(numpy_dtype(dtype_arg(dtype, "tensor")))
+        arr = _as_array(data, "tensor", dt)
     return _C.copy_from_numpy(np.asarray(arr), bool(requires_grad))
 
 
@@ -80,6 +82,8 @@ def as_tensor(data, dtype=None, device=None):
 
 def from_numpy(ndarray):
     """A tensor sharing the array's memory (no copy)."""
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type_name(ndarray)}.")
     return _C.from_numpy(ndarray)
 
 
@@ -113,8 +117,7 @@ def _default_dtype_of(value):
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
     """A new tensor of `size` filled with `fill_value` (its dtype follows the value: bool, int64 or float)."""
     check_device(device, "full")
-    if isinstance(fill_value, Tensor):
-        fill_value = fill_value.item()
+    fill_value = number(fill_value, "full", "fill_value")
     shape = sizes_arg((size,), "full")
     return finish(_C.full(shape, fill_value, _dtype_or(dtype, _default_dtype_of(fill_value), "full")), requires_grad)
 
@@ -139,8 +142,7 @@ randn_like = _like("randn_like", lambda shape, dt: _C.randn(shape, _float_dtype(
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False):
     tensor_arg(input, "full_like")
     check_device(device, "full_like")
-    if isinstance(fill_value, Tensor):
-        fill_value = fill_value.item()
+    fill_value = number(fill_value, "full_like", "fill_value")
     return finish(_C.full(input.shape, fill_value, _dtype_or(dtype, input.dtype, "full_like")), requires_grad)
 
 

@@ -155,3 +155,12 @@ def take(input, index):
 def masked_fill(input, mask, value):
     a = tensor_arg(input, "masked_fill")
     return _C.masked_fill(a, tensor_arg(mask, "masked_fill", "mask"), operand_or_throw(value, a, "masked_fill", "value"))
+
+
+def scatter_add(input, dim, index, src):
+    """input with src[i][j] added at input[index[i][j]][j] (dim 0; likewise for other dims)."""
+    a = tensor_arg(input, "scatter_add")
+    idx = tensor_arg(index, "scatter_add", "index")
+    s = tensor_arg(src, "scatter_add", "src")
+    d = to_int(dim, "scatter_add", "dim")
+    return _C.add(a, _C.scatter_add(s, d, idx, tuple(a.shape)))

@@ -40,6 +40,13 @@ def true_divide(dividend, divisor):
     return _C.div(*operands(dividend, divisor, "true_divide"))
 
 
+def addcmul(input, tensor1, tensor2, *, value=1):
+    """input + value * tensor1 * tensor2 (broadcast)."""
+    a = tensor_arg(input, "addcmul")
+    product = _C.mul(tensor_arg(tensor1, "addcmul", "tensor1"), tensor_arg(tensor2, "addcmul", "tensor2"))
+    return _C.add(a, _scaled(product, value, "addcmul"))
+
+
 def pow(input, exponent):
     """input ** exponent; a number exponent keeps the tensor's dtype."""
     if isinstance(input, Tensor) and isinstance(exponent, (int, float)) and not isinstance(exponent, bool):
@@ -63,6 +70,11 @@ def where(condition, input, other):
     """input where condition, else other (either may be a number)."""
     a, b = operands(input, other, "where")
     return _C.where(tensor_arg(condition, "where", "condition"), a, b)
+
+
+def where_method(self, condition, other):
+    """self.where(condition, other): self where condition, else other."""
+    return _C.where(tensor_arg(condition, "where", "condition"), self, operand_or_throw(other, self, "where"))
 
 
 def clamp(input, min=None, max=None):

@@ -1,7 +1,7 @@
 """Reductions with torch's signatures: dim as None, an int or a tuple; keepdim; max/min dispatch on their
 second argument; var/std with correction= and unbiased=."""
 from .. import _C
-from .args import Tensor, dims_arg, optional_dtype, return_max, return_min, tensor_arg, to_int
+from .args import Tensor, dims_arg, optional_dtype, return_max, return_min, tensor_arg, to_int, wrap_dim
 
 
 def sum(input, dim=None, keepdim=False, *, dtype=None):
@@ -50,7 +50,7 @@ def _extremum(input, dim, keepdim, is_max):
         return _C.amax(a, (), False) if is_max else _C.amin(a, (), False)
     if isinstance(dim, Tensor):
         return _C.maximum(a, dim) if is_max else _C.minimum(a, dim)
-    d = to_int(dim, op, "dim")
+    d = wrap_dim(to_int(dim, op, "dim"), a.ndim, op)
     # values are gathered at the returned indices, so with ties the gradient goes to that one element (as torch)
     indices = _C.argmax(a, d, True) if is_max else _C.argmin(a, d, True)
     values = _C.gather(a, d, indices)

@@ -1,7 +1,7 @@
 """Shape ops with torch's signatures: reshape/view (varargs or a tuple as methods), transpose, squeeze, cat, split
 with an int or a list of sizes, narrow, select, unbind. Views share memory with their input (the core decides)."""
 from .. import _C
-from .args import Tensor, dims_arg, shape_arg, shape_args, shape_str, tensor_arg, tensor_list, to_int
+from .args import dims_arg, shape_arg, shape_args, shape_str, tensor_arg, tensor_list, to_int, wrap_dim
 
 
 def reshape(input, shape):
@@ -70,12 +70,8 @@ def unbind(input, dim=0):
     a = tensor_arg(input, "unbind")
     if a.ndim == 0:
         raise IndexError("unbind: cannot unbind a 0-d tensor; it has no dimension to unbind along.")
-    d = to_int(dim, "unbind", "dim")
-    n = a.shape[d if d >= 0 else d + a.ndim] if -a.ndim <= d < a.ndim else None
-    if n is None:
-        raise IndexError(f"unbind: dim {d} is out of range for a tensor of {a.ndim} dimensions (expected "
-                         f"{-a.ndim}..{a.ndim - 1}).")
-    return tuple(_C.select(a, d, i) for i in range(n))
+    d = wrap_dim(to_int(dim, "unbind", "dim"), a.ndim, "unbind")
+    return tuple(_C.select(a, d, i) for i in range(a.shape[d]))
 
 
 def narrow(input, dim, start, length):

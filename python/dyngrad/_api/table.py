@@ -36,9 +36,9 @@ no_grad                          autograd.grad_mode.no_grad              fn     
 enable_grad                      autograd.grad_mode.enable_grad          fn                  -               -    _set_grad_enabled
 set_grad_enabled                 autograd.grad_mode.set_grad_enabled     fn                  -               -    _set_grad_enabled
 inference_mode                   autograd.grad_mode.inference_mode       fn                  -               -    _set_grad_enabled
-is_grad_enabled                  core                                    fn                  -               -    is_grad_enabled
-get_num_threads                  core                                    fn                  -               -    -
-set_num_threads                  core                                    fn                  -               -    -
+is_grad_enabled                  autograd.grad_mode.is_grad_enabled      fn                  -               -    is_grad_enabled
+get_num_threads                  settings.get_num_threads                fn                  -               -    get_num_threads
+set_num_threads                  settings.set_num_threads                fn                  -               -    set_num_threads
 # ----- creation ---------------------------------------------------------------------------------------------
 tensor                           creation.tensor                         fn                  -               -    copy_from_numpy
 as_tensor                        creation.as_tensor                      fn                  -               -    from_numpy
@@ -74,12 +74,14 @@ sub                              pointwise.sub                           fn,meth
 mul                              pointwise.mul                           fn,method           mul_            hot  prim
 div                              pointwise.div                           fn,method           div_            hot  prim
 true_divide                      pointwise.true_divide                   fn,method           true_divide_    -    div
+addcmul                          pointwise.addcmul                       fn,method           addcmul_        -    mul,add
 pow                              pointwise.pow                           fn,method           pow_            -    prim,pow_scalar
 neg                              pointwise.neg                           fn,method           neg_            hot  prim
 negative                         pointwise.neg                           fn,method           negative_       -    neg
 maximum                          pointwise.maximum                       fn,method           -               -    prim
 minimum                          pointwise.minimum                       fn,method           -               -    prim
 where                            pointwise.where                         fn                  -               -    prim
+where                            pointwise.where_method                  method              -               -    prim
 clamp                            pointwise.clamp                         fn,method           clamp_          -    prim,maximum,minimum
 clip                             pointwise.clamp                         fn,method           clip_           -    clamp
 square                           pointwise.square                        fn,method           square_         -    mul
@@ -161,6 +163,7 @@ __getitem__                      indexing.getitem                        op     
 __setitem__                      indexing.setitem                        op                  -               -    put,copy_
 gather                           indexing.gather                         fn,method           -               -    prim
 index_select                     indexing.index_select                   fn,method           -               -    prim
+scatter_add                      indexing.scatter_add                    fn,method           scatter_add_    -    add,prim
 take                             indexing.take                           fn,method           -               -    prim
 masked_fill                      indexing.masked_fill                    fn,method           masked_fill_    -    where
 # ----- neural-net ops (also nn.functional) ------------------------------------------------------------------
@@ -234,7 +237,7 @@ __deepcopy__                     tensor_methods.__deepcopy__             op     
 tolist                           tensor_methods.tolist                   method              -               -    -
 numpy                            tensor_methods.numpy                    method              -               -    -
 to                               tensor_methods.to                       method              -               -    to_dtype
-type                             tensor_methods.type                     method              -               -    to_dtype
+type                             tensor_methods.type_method              method              -               -    to_dtype
 type_as                          tensor_methods.type_as                  method              -               -    to_dtype
 float                            tensor_methods.to_float32               method              -               -    to_dtype
 double                           tensor_methods.to_float64               method              -               -    to_dtype

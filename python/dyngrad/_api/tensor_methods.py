@@ -18,7 +18,9 @@ def __init__(self, *args, dtype=None, device=None, requires_grad=False):
     Tensor(t) shares t's memory without its history (as nn.Parameter uses it)."""
     from .creation import empty, tensor
     check_device(device, "Tensor")
-    if len(args) == 1 and isinstance(args[0], Tensor):
+    if not args:
+        src = empty(0, dtype=dtype)
+    elif len(args) == 1 and isinstance(args[0], Tensor):
         src = args[0] if dtype is None else _C.to_dtype(args[0], dtype_arg(dtype, "Tensor"))
     elif len(args) == 1 and not isinstance(args[0], (int, np.integer)):
         src = tensor(args[0], dtype=_C.float32 if dtype is None else dtype)
@@ -174,7 +176,7 @@ def to(self, *args, **kwargs):
 _TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "int64": "LongTensor", "bool": "BoolTensor"}
 
 
-def type(self, dtype=None, non_blocking=False):
+def type_method(self, dtype=None, non_blocking=False):
     """The type name ('dyngrad.FloatTensor') without an argument, else a conversion."""
     if dtype is None:
         return "dyngrad." + _TYPE_NAMES[self.dtype.name]
@@ -195,7 +197,8 @@ to_bool = _to_named("bool")
 
 
 def type_as(self, other):
-    return to(self, other.dtype)
+    from .args import tensor_arg
+    return to(self, tensor_arg(other, "type_as", "other").dtype)
 
 
 def cpu(self, memory_format=None):
@@ -268,6 +271,23 @@ def __pos__(self):
     return self
 
 
+def __neg__(self):
+    return _C.neg(self)
+
+
+def __abs__(self):
+    return _C.abs(self)
+
+
+def _tensors_only(kernel, reflected=False):
+    """@ takes tensors only, as torch (a number operand is Python's TypeError, not a broadcast)."""
+    def op(self, other):
+        if not isinstance(other, Tensor):
+            return NotImplemented
+        return kernel(other, self) if reflected else kernel(self, other)
+    return op
+
+
 def _compare(name):
     return _forward(lambda a, b: _C.compare(name, a, b))
 
@@ -277,9 +297,9 @@ OPERATORS = {
     "__sub__": _forward(_C.sub), "__rsub__": _reflected(_C.sub),
     "__mul__": _forward(_C.mul), "__rmul__": _reflected(_C.mul),
     "__truediv__": _forward(_C.div), "__rtruediv__": _reflected(_C.div),
-    "__matmul__": _forward(_C.matmul), "__rmatmul__": _reflected(_C.matmul),
+    "__matmul__": _tensors_only(_C.matmul), "__rmatmul__": _tensors_only(_C.matmul, reflected=True),
     "__pow__": __pow__, "__rpow__": _reflected(_C.pow),
-    "__neg__": _C.neg, "__pos__": __pos__, "__abs__": _C.abs, "__invert__": __invert__,
+    "__neg__": __neg__, "__pos__": __pos__, "__abs__": __abs__, "__invert__": __invert__,
     "__and__": _forward(_C.logical_and), "__rand__": _reflected(_C.logical_and),
     "__or__": _forward(_C.logical_or), "__ror__": _reflected(_C.logical_or),
     "__xor__": _forward(_C.logical_xor), "__rxor__": _reflected(_C.logical_xor),

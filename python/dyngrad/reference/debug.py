@@ -23,6 +23,7 @@ backward_observer = None     # called at the start of every backward() (a "step"
 SKIP_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 USER_DIR = os.path.join(SKIP_DIR, "bench") + os.sep   # the benchmark's workloads are written as user code
 ENGINE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+API_DIR = os.path.join(SKIP_DIR, "_api") + os.sep     # the shared API layer: anomaly stacks end before it
 _MAX_FRAMES_WALKED = 16
 _internal_file = {}          # co_filename -> inside dyngrad?
 _LAZY_LINES = hasattr(types.CodeType, "co_lines")   # Python >= 3.10: resolve lines only when asked
@@ -99,10 +100,10 @@ def capture(frame):
 
 
 def _outside_engine(frame):
-    """The innermost frame outside this engine's own files: the stack then ends where the C++ engine's does
-    (shared Python such as nn layers stays in it)."""
+    """The innermost frame outside this engine's own files and the shared API layer: the stack then ends where the
+    C++ engine's does (shared Python such as nn layers stays in it)."""
     f = frame
-    while f is not None and f.f_code.co_filename.startswith(ENGINE_DIR):
+    while f is not None and f.f_code.co_filename.startswith((ENGINE_DIR, API_DIR)):
         f = f.f_back
     return f if f is not None else frame
 
@@ -201,10 +202,10 @@ def is_anomaly_enabled():
     return anomaly_mode
 
 
-def set_call_site_skip_dir(skip_dir, user_dir):
+def set_call_site_skip_dir(skip_dir, user_dir, api_dir):
     """Frames in files under skip_dir are dyngrad's own (except under user_dir): Note [Call sites]."""
-    global SKIP_DIR, USER_DIR
-    SKIP_DIR, USER_DIR = skip_dir, user_dir
+    global SKIP_DIR, USER_DIR, API_DIR
+    SKIP_DIR, USER_DIR, API_DIR = skip_dir, user_dir, api_dir
     _internal_file.clear()
 
 

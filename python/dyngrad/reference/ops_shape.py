@@ -144,9 +144,8 @@ def expand(a, shape):
             if want == -1:
                 want = have
             if want != have and have != 1:
-                raise RuntimeError(f"expand: the size of dimension {d} ({have}) must match the shape size {want} "
-                                   f"or be 1; tensor shape {shape_str(a.shape)}, shape "
-                                   f"{shape_str(shape)}.")
+                raise RuntimeError(f"expand: the size of dimension {d} ({have}) must match the requested size {want} "
+                                   f"or be 1; tensor shape {shape_str(a.shape)}, requested {shape_str(shape)}.")
         out_shape.append(want)
     out_shape = tuple(out_shape)
     if out_shape == a.shape:
@@ -550,6 +549,10 @@ def assign_inplace(self, result, op):
     if result.shape != self.shape:
         raise RuntimeError(f"{op}: the result of shape {shape_str(result.shape)} does not fit the tensor written in "
                            f"place, of shape {shape_str(self.shape)}.")
+    # as torch: a float result is not written into an int tensor, nor an int one into a bool tensor
+    if result.dtype.category > self.dtype.category:
+        raise RuntimeError(f"{op}: the result type {result.dtype.name} can't be cast to the tensor's type "
+                           f"{self.dtype.name}.")
     if is_grad_enabled() and _is_leaf_requiring_grad(self):
         raise RuntimeError(errors.ERR_LEAF_INPLACE.format(op=op))
     _write(self, result, op)
