@@ -167,6 +167,18 @@ PyObject* getitem_slot(PyObject* self, PyObject* idx) {
   return PyObject_CallFunctionObjArgs(g_fallback[Slot], self, idx, nullptr);
 }
 
+// Tensor.__getitem__(idx), Tensor.__add__(other), ... as written in the type's dict: the slot itself. A Python
+// function there would be called by CPython's specialising interpreter instead of the slot (BINARY_SUBSCR turns
+// into a direct call of a Python __getitem__ after a few runs), so the dict holds these builtins.
+template <binaryfunc Slot>
+PyObject* slot_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  if (PyVectorcall_NARGS(nargsf) != 1 || kwnames) {
+    PyErr_SetString(PyExc_TypeError, "expected exactly one argument");
+    return nullptr;
+  }
+  return Slot(self, args[0]);
+}
+
 // ---- functions: `self` of the builtin is the Python function it stands for ----
 template <UnaryOp Op>
 PyObject* unary_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
@@ -450,6 +462,27 @@ py::dict install_fast_paths(py::dict fallbacks) {
   number->nb_true_divide = &binary_slot<&div, 46>;
   number->nb_matrix_multiply = &binary_slot<&matmul, 48, false>;
   g_tensor_type->tp_as_mapping->mp_subscript = &getitem_slot<50>;
+  static PyMethodDef slot_defs[] = {
+      {"__add__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<&binary_slot<&add, 40>>)),
+       METH_FASTCALL | METH_KEYWORDS, "self + other"},
+      {"__sub__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<&binary_slot<&sub, 42>>)),
+       METH_FASTCALL | METH_KEYWORDS, "self - other"},
+      {"__mul__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<&binary_slot<&mul, 44>>)),
+       METH_FASTCALL | METH_KEYWORDS, "self * other"},
+      {"__truediv__",
+       reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<&binary_slot<&div, 46>>)),
+       METH_FASTCALL | METH_KEYWORDS, "self / other"},
+      {"__matmul__",
+       reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<&binary_slot<&matmul, 48, false>>)),
+       METH_FASTCALL | METH_KEYWORDS, "self @ other"},
+      {"__getitem__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<&getitem_slot<50>>)),
+       METH_FASTCALL | METH_KEYWORDS, "self[index]: a view for ints, slices, None and Ellipsis"},
+  };
+  for (PyMethodDef& def : slot_defs) {  // written into the dict directly: setattr would re-derive the slots
+    PyObject* descr = PyDescr_NewMethod(g_tensor_type, &def);
+    if (!descr) throw py::error_already_set();
+    type_dict[def.ml_name] = py::reinterpret_steal<py::object>(descr);
+  }
   PyType_Modified(g_tensor_type);
   return functions;
 }

@@ -234,6 +234,12 @@ def requires_grad_(self, requires_grad=True):
 
 def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
     """Accumulates the gradient of this tensor into the .grad of the leaves (of `inputs` only, if given)."""
+    if gradient is not None and not isinstance(gradient, Tensor):
+        raise TypeError(f"backward: expected a Tensor or None as gradient, got {type_name(gradient)}.")
+    if inputs is None:                    # the common call, straight to the core
+        retain = create_graph if retain_graph is None else bool(retain_graph)
+        _C._run_backward((self,), (gradient,), None, retain, bool(create_graph), True, False)
+        return
     from ..autograd import backward as run
     run(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
 
