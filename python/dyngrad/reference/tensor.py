@@ -86,6 +86,7 @@ class Tensor:
     _grad = None
     _retains_grad = False
     _hooks = None
+    _post_accumulate_grad_hooks = None
     _base = None
     _grad_accumulator = None
     _FIELDS = ("_data", "_storage", "_requires_grad", "grad_fn", "output_nr", "_grad", "_retains_grad", "_hooks",
@@ -241,6 +242,21 @@ class Tensor:
             hooks = self._hooks
         hooks.append(hook)
         return RemovableHandle(hooks, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call hook(tensor) after the leaf's .grad received its gradient in a backward pass; it returns None."""
+        if not callable(hook):
+            raise TypeError(f"register_post_accumulate_grad_hook: hook must be callable, got {type(hook).__name__}.")
+        if not self.requires_grad:
+            raise RuntimeError("register_post_accumulate_grad_hook: cannot register a hook on a tensor that doesn't "
+                               "require gradient.")
+        if self.grad_fn is not None:
+            raise RuntimeError("register_post_accumulate_grad_hook: post accumulate grad hooks cannot be registered "
+                               f"on non-leaf tensors (this one has grad_fn={self.grad_fn.name()}).")
+        if self._post_accumulate_grad_hooks is None:
+            self._post_accumulate_grad_hooks = _HookList()
+        self._post_accumulate_grad_hooks.append(hook)
+        return RemovableHandle(self._post_accumulate_grad_hooks, hook)
 
     @property
     def _version(self):

@@ -6,7 +6,7 @@ package's __path__, so that `from .. import` there gives this engine's root.
 import os as _os
 
 from .. import errors as _errors
-from ..engine import run_backward as _run_backward
+from ..engine import run_backward as _run_backward, queue_callback as _queue_callback  # noqa: F401
 from ..grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
 from ..tensor import Tensor as _Tensor, make_tensor as _make_tensor
 from .function import Function, FunctionCtx, once_differentiable
