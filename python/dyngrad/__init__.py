@@ -122,9 +122,10 @@ def _dtype_from_name(name):
 
 
 def __getattr__(name):
-    # nn, optim, utils, viz and save/load are imported on first use (they are plain Python shared with the reference)
+    # nn, optim, utils, viz, distributed and save/load are imported on first use (plain Python shared with the
+    # reference engine)
     import importlib
-    if name in ("nn", "optim", "utils", "viz", "bench"):
+    if name in ("nn", "optim", "utils", "viz", "bench", "distributed"):
         return importlib.import_module(f".{name}", __name__)
     if name in ("save", "load"):
         return getattr(importlib.import_module(".serialization", __name__), name)

@@ -47,7 +47,7 @@ float = float32       # torch's aliases
 double = float64
 long = int64
 
-_SHARED_PACKAGES = ("nn", "optim", "utils", "viz")
+_SHARED_PACKAGES = ("nn", "optim", "utils", "viz", "distributed")
 
 
 def __getattr__(name):
