@@ -140,3 +140,16 @@ def test_distributed_sampler_errors(dg):
         data.DistributedSampler(ds)
     with pytest.raises(TypeError, match="set_epoch: epoch must be an int"):
         data.DistributedSampler(ds, num_replicas=1, rank=0).set_epoch("1")
+
+
+@pytest.mark.parametrize("engine", ["cpp", "reference"])
+def test_distributed_example_smoke(engine, tmp_path):
+    pytest.importorskip("sklearn")
+    pytest.importorskip("mpi4py")
+    if not os.path.exists(MPIEXEC):
+        pytest.skip(f"no mpiexec next to {sys.executable} (pip install mpich)")
+    script = os.path.join(os.path.dirname(HERE), "examples", "distributed_digits.py")
+    result = subprocess.run([MPIEXEC, "-n", "2", sys.executable, script, "--smoke", "--engine", engine],
+                            capture_output=True, text=True, timeout=120, env=subprocess_env(), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "on 2 rank(s)" in result.stdout and "largest parameter difference between ranks 0" in result.stdout
