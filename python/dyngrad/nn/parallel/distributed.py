@@ -17,9 +17,10 @@ averages into .grad.
 Note [Unused parameters]: in a dynamic graph a branch not taken leaves some parameters without a gradient on some
 ranks. Their buckets would never fill, and the ranks whose buckets did fill would wait forever in MPI. Here every
 rank always reduces every bucket: whatever did not arrive by the end of backward is taken as the parameter's
-current .grad or zeros (the final reduction above), so no rank can hang whatever its graph was. Alongside, one
-small all-reduce of a "used on this rank" flag per parameter tells which parameters got a gradient on some rank;
-the .grad of a parameter used on no rank is left untouched (None stays None, as on one process).
+current .grad or zeros (the final reduction above), so no rank can hang whatever its graph was. A "used on this
+rank" flag per parameter, summed with the last bucket (the flags ride at its end), tells which parameters got a
+gradient on some rank; the .grad of a parameter used on no rank is left untouched (None stays None, as on one
+process).
 find_unused_parameters=True additionally walks the autograd graph from the outputs after forward, as torch does,
 and marks the parameters it does not reach as ready at once, so that their buckets start during backward instead of
 after it; it costs one graph walk per step, worth it only when some parameters really go unused.
@@ -73,10 +74,10 @@ class _Reducer:
         self.callback_queued = False
         self.next_bucket = 0
         self.in_flight = False         # some bucket was started and not yet finished
-        # statistics for bench/distributed_scaling.py: seconds waited in the final reduction, bytes reduced
-        self.last_wait_seconds = 0.0
-        self.last_hook_seconds = 0.0
-        self.bucket_bytes = [b.flat.nbytes for b in self.buckets]
+        self.overlap = True            # False starts every bucket at the end of backward (a baseline for benchmarks)
+        # statistics of the last step, for bench/distributed_scaling.py: seconds spent waiting for the all-reduces
+        # after backward (communication not hidden behind it), in the whole final reduction, and in the hooks
+        self.last_wait_seconds = self.last_finalize_seconds = self.last_hook_seconds = 0.0
 
     def _assign_buckets(self, cap):
         buckets, open_by_dtype, where = [], {}, [None] * len(self.params)
@@ -93,6 +94,10 @@ class _Reducer:
                 del open_by_dtype[dtype]
         for b in buckets:
             b.flat = np.zeros(sum(b.numels), dtype=b.dtype)
+        # Note [Unused parameters]: the "used on this rank" flags ride at the end of the last bucket (as 0/1 in its
+        # float dtype: sums of them are exact), which starts only once every parameter is ready
+        last = buckets[-1]
+        last.flat = np.zeros(last.flat.size + len(self.params), dtype=last.dtype)
         return buckets, where
 
     # ---- one step ----
@@ -135,7 +140,7 @@ class _Reducer:
         self.ready[index] = True
         self._copy_into_slot(index, bucket, k)
         bucket.pending -= 1
-        if bucket.pending == 0:
+        if bucket.pending == 0 and self.overlap:
             self._start_ready_buckets()
         elif self.in_flight and not early:
             _c._mpi().Request.Testall([b.request for b in self.buckets[:self.next_bucket]])  # drives MPI progress
@@ -154,6 +159,8 @@ class _Reducer:
         MPI = _c._mpi()
         while self.next_bucket < len(self.buckets) and self.buckets[self.next_bucket].pending == 0:
             b = self.buckets[self.next_bucket]
+            if self.next_bucket == len(self.buckets) - 1:
+                b.flat[-len(self.params):] = self.used
             b.request = self.group.comm.Iallreduce(MPI.IN_PLACE, _c._message(b.flat), op=MPI.SUM)
             self.next_bucket += 1
             self.in_flight = True
@@ -168,7 +175,6 @@ class _Reducer:
     def finalize(self):
         """Note [Final reduction]: runs as a final callback of backward."""
         start = time.perf_counter()
-        MPI = _c._mpi()
         for bucket in self.buckets:
             for k, index in enumerate(bucket.indices):
                 if not self.ready[index]:
@@ -176,10 +182,11 @@ class _Reducer:
                     self._copy_into_slot(index, bucket, k)
                     bucket.pending -= 1
         self._start_ready_buckets()
-        used_anywhere = self.used.copy()
-        requests = [b.request for b in self.buckets]
-        requests.append(self.group.comm.Iallreduce(MPI.IN_PLACE, _c._message(used_anywhere), op=MPI.LOR))
-        _c._wait(requests, "DistributedDataParallel (gradient all-reduce at the end of backward)", self.group)
+        waited = time.perf_counter()
+        _c._wait([b.request for b in self.buckets], "DistributedDataParallel (gradient all-reduce at the end of "
+                 "backward)", self.group)
+        self.last_wait_seconds = time.perf_counter() - waited
+        used_anywhere = self.buckets[-1].flat[-len(self.params):] > 0
         self.in_flight = False
         self.expect_hooks = False
         self.used[:] = False
@@ -189,7 +196,7 @@ class _Reducer:
                 for k, index in enumerate(bucket.indices):
                     if used_anywhere[index]:
                         self._write_grad(self.params[index], bucket.slot(k))
-        self.last_wait_seconds = time.perf_counter() - start
+        self.last_finalize_seconds = time.perf_counter() - start
 
     def _write_grad(self, p, averaged):
         shape = tuple(p.shape)
