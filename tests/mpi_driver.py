@@ -155,6 +155,19 @@ class Dynamic(nn.Module):
         return self.out(h)
 
 
+class Gate(nn.Module):
+    """On a shard whose first feature is negative no parameter is used at all: the output comes from the input."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 3)
+
+    def forward(self, x):
+        if float(x[:, 0].mean().item()) > 0:
+            return self.lin(x)
+        return x[:, :3] * 2
+
+
 def static_model():
     return nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 3))
 
@@ -179,7 +192,8 @@ def train_pair(build, find_unused, bucket_cap_mb, steps=4, accumulate=1, dynamic
             if dynamic:                            # shard k's first feature has the sign of (-1)**k
                 for k in range(n):
                     x[4 * k:4 * k + 4, 0] = np.abs(x[4 * k:4 * k + 4, 0]) * (1 if k % 2 == 0 else -1)
-            shards = [(dg.tensor(x[4 * k:4 * k + 4]), dg.tensor(y[4 * k:4 * k + 4])) for k in range(n)]
+            shards = [(dg.tensor(x[4 * k:4 * k + 4], requires_grad=dynamic), dg.tensor(y[4 * k:4 * k + 4]))
+                      for k in range(n)]
             xs, ys = shards[r]
             if micro < accumulate - 1:
                 with ddp.no_sync():
@@ -212,6 +226,8 @@ def ddp_equivalence():
             for (name, p), q in zip(model.named_parameters(), single.parameters()):
                 close(p.detach().numpy(), q.detach().numpy(), f"dynamic find_unused={find_unused} cap={cap}: {name}")
             check(model.never.weight.grad is None, "a parameter unused on every rank keeps grad None")
+    model, single = train_pair(Gate, False, 25, dynamic=True)     # rank 1: no parameter in the graph at all
+    close(model.lin.weight.detach().numpy(), single.lin.weight.detach().numpy(), "Gate")
     model, single = train_pair(static_model, False, 0.0005, accumulate=3)        # no_sync
     for (name, p), q in zip(model.named_parameters(), single.parameters()):
         close(p.detach().numpy(), q.detach().numpy(), f"no_sync accumulation: {name}")

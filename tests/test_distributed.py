@@ -132,7 +132,7 @@ def test_dataloader_with_distributed_sampler(dg):
 def test_distributed_sampler_errors(dg):
     data = dg.utils.data
     ds = data.TensorDataset(dg.arange(4))
-    with pytest.raises(ValueError, match=r"DistributedSampler: invalid rank 2, rank should be in the interval \[0, 1\]"):
+    with pytest.raises(ValueError, match=r"DistributedSampler: invalid rank 2, rank should be in the interval"):
         data.DistributedSampler(ds, num_replicas=2, rank=2)
     with pytest.raises(TypeError, match="DistributedSampler: num_replicas must be an int"):
         data.DistributedSampler(ds, num_replicas=2.0, rank=0)

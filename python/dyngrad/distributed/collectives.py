@@ -295,6 +295,10 @@ def _average_in_place(arr, n):
         np.copyto(arr, np.sign(arr) * (np.abs(arr) // n))
 
 
+def _describe_list(x):
+    return f"{len(x)}" if isinstance(x, (list, tuple)) else f"a {type(x).__name__}"
+
+
 def _check_async(fn, async_op):
     if not isinstance(async_op, bool):
         raise TypeError(f"{fn}: async_op must be a bool, got {type(async_op).__name__}.")
@@ -370,7 +374,7 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     inp, _ = _contiguous(_array(fn, "tensor", tensor, writable=False))
     if not isinstance(tensor_list, (list, tuple)) or len(tensor_list) != grp.size():
         raise ValueError(f"{fn}: tensor_list must be a list of world_size ({grp.size()}) tensors, got "
-                         f"{len(tensor_list) if isinstance(tensor_list, (list, tuple)) else type(tensor_list).__name__}.")
+                         f"{_describe_list(tensor_list)}.")
     outs = [_array(fn, f"tensor_list[{i}]", t) for i, t in enumerate(tensor_list)]
     for i, out in enumerate(outs):
         if out.shape != inp.shape or out.dtype != inp.dtype:
@@ -416,7 +420,7 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
     _check_async(fn, async_op)
     if not isinstance(input_list, (list, tuple)) or len(input_list) != grp.size():
         raise ValueError(f"{fn}: input_list must be a list of world_size ({grp.size()}) tensors, got "
-                         f"{len(input_list) if isinstance(input_list, (list, tuple)) else type(input_list).__name__}.")
+                         f"{_describe_list(input_list)}.")
     out, back = _contiguous(_array(fn, "output", output))
     ins = [_array(fn, f"input_list[{i}]", t, writable=False) for i, t in enumerate(input_list)]
     for i, a in enumerate(ins):

@@ -8,11 +8,12 @@ all-reduce starts as a non-blocking MPI request, so it runs while backward compu
 strictly in index order on every rank (a bucket that fills early waits for the ones before it), because MPI matches
 collectives by the order they are started in.
 
-Note [Final reduction]: the first hook of a backward queues a callback (autograd._queue_callback) that runs when
-backward has run every node, before backward() returns. It fills the slots of parameters that got no gradient in
-this backward with their current .grad (or zeros), starts the remaining buckets, waits for every request (up to
-the group's timeout: a rank that never arrives becomes a RuntimeError), divides by the world size and writes the
-averages into .grad.
+Note [Final reduction]: the first hook of a backward (a parameter's, or a tensor hook on the forward's outputs,
+so that a rank where no parameter gets a gradient still joins) queues a callback (autograd._queue_callback) that
+runs when backward has run every node, before backward() returns. It fills the slots of parameters that got no
+gradient in this backward with their current .grad (or zeros), starts the remaining buckets, waits for every request
+(up to the group's timeout: a rank that never arrives becomes a RuntimeError), divides by the world size and writes
+the averages into .grad.
 
 Note [Unused parameters]: in a dynamic graph a branch not taken leaves some parameters without a gradient on some
 ranks. Their buckets would never fill, and the ranks whose buckets did fill would wait forever in MPI. Here every
@@ -27,6 +28,7 @@ after it; it costs one graph walk per step, worth it only when some parameters r
 """
 import time
 import weakref
+import zlib
 from contextlib import contextmanager
 
 import numpy as np
@@ -112,6 +114,11 @@ class _Reducer:
         for b in self.buckets:
             b.pending, b.request = len(b.indices), None
 
+    def queue_finalize(self):
+        if self.expect_hooks and self.sync and not self.callback_queued:
+            self.callback_queued = True
+            autograd._queue_callback(self.finalize)
+
     def on_grad_ready(self, index):
         """The post-accumulate-grad hook of parameter `index`."""
         if not self.expect_hooks:
@@ -120,9 +127,7 @@ class _Reducer:
         if not self.sync:
             return
         start = time.perf_counter()
-        if not self.callback_queued:
-            self.callback_queued = True
-            autograd._queue_callback(self.finalize)
+        self.queue_finalize()
         self.mark_ready(index, early=False)
         self.last_hook_seconds += time.perf_counter() - start
 
@@ -174,6 +179,8 @@ class _Reducer:
 
     def finalize(self):
         """Note [Final reduction]: runs as a final callback of backward."""
+        if not self.expect_hooks:
+            return
         start = time.perf_counter()
         for bucket in self.buckets:
             for k, index in enumerate(bucket.indices):
@@ -215,6 +222,12 @@ class _Reducer:
             np.copyto(target, averaged.reshape(shape))
         else:
             p.grad = from_numpy(averaged.reshape(shape).copy())
+
+
+def _queue_finalize(reducer_ref):
+    reducer = reducer_ref()
+    if reducer is not None:
+        reducer.queue_finalize()
 
 
 def _flatten_tensors(obj, out):
@@ -314,14 +327,17 @@ class DistributedDataParallel(Module):
 
     @staticmethod
     def _check_same_model(group, module):
+        # a checksum of the parameters' names, shapes and dtypes, gathered with the group's timeout
         mine = [(name, tuple(p.shape), str(p.dtype)) for name, p in module.named_parameters()]
-        everyone = group.comm.allgather(mine)
+        signature = np.array([len(mine), zlib.crc32(repr(mine).encode())], dtype=np.int64)
+        everyone = np.zeros((group.size(), 2), dtype=np.int64)
+        dist.all_gather_into_tensor(from_numpy(everyone), from_numpy(signature))
         for rank, theirs in enumerate(everyone):
-            if theirs != mine:
-                diff = next((f"{a} vs {b}" for a, b in zip(mine, theirs) if a != b),
-                            f"{len(mine)} vs {len(theirs)} parameters")
-                raise RuntimeError(f"DistributedDataParallel: rank {group.rank()} and rank {rank} hold different "
-                                   f"models ({diff}); every rank must build the same model.")
+            if (theirs != signature).any():
+                raise RuntimeError(
+                    f"DistributedDataParallel: rank {group.rank()} and rank {rank} hold different models ("
+                    f"{signature[0]} vs {theirs[0]} parameters, or other names, shapes or dtypes; this rank's are "
+                    f"{mine}); every rank must build the same model.")
 
     def _broadcast_states(self, tensors):
         with no_grad():
@@ -337,8 +353,14 @@ class DistributedDataParallel(Module):
         if prepare:
             self.reducer.prepare(sync=self.require_backward_grad_sync)
         out = self.module(*inputs, **kwargs)
-        if prepare and self.require_backward_grad_sync and self.find_unused_parameters:
-            self.reducer.mark_unreached(out)
+        if prepare and self.require_backward_grad_sync:
+            if self.find_unused_parameters:
+                self.reducer.mark_unreached(out)
+            # Note [Final reduction]: also queued from the outputs, for a rank where no parameter gets a gradient
+            ref = weakref.ref(self.reducer)
+            for t in _flatten_tensors(out, []):
+                if t.grad_fn is not None:
+                    t.register_hook(lambda grad: _queue_finalize(ref))
         return out
 
     @contextmanager
