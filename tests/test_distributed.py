@@ -153,3 +153,15 @@ def test_distributed_example_smoke(engine, tmp_path):
                             capture_output=True, text=True, timeout=120, env=subprocess_env(), cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "on 2 rank(s)" in result.stdout and "largest parameter difference between ranks 0" in result.stdout
+
+
+@pytest.mark.parametrize("n,replicas,drop_last", [(10, 3, False), (10, 3, True), (2, 5, False), (8, 4, False)])
+def test_distributed_sampler_matches_torch_unshuffled(dg, n, replicas, drop_last):
+    torch_data = pytest.importorskip("torch.utils.data")
+    ours = dg.utils.data.DistributedSampler(dg.utils.data.TensorDataset(dg.arange(n)), num_replicas=replicas,
+                                            rank=0, shuffle=False, drop_last=drop_last)
+    for rank in range(replicas):
+        ours.rank = rank
+        theirs = torch_data.DistributedSampler(list(range(n)), num_replicas=replicas, rank=rank, shuffle=False,
+                                               drop_last=drop_last)
+        assert list(ours) == list(theirs) and len(ours) == len(theirs)
