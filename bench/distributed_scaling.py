@@ -7,7 +7,7 @@ Without --worker the script runs itself under `mpiexec -n K --worker` for each K
 up to the number of cores) and prints one table. Weak scaling: each rank trains on --batch samples per step, so K
 ranks process K times the samples of one. Per model and rank count:
   ms/step      wall time of one training step (zero_grad, forward, backward with the gradient all-reduce, SGD step),
-               the slowest rank's, averaged over --steps steps after warm-up;
+               the slowest rank's, median over --steps steps after warm-up (all times below are such medians);
   samples/s    K * batch / (ms/step);
   efficiency   samples/s on K ranks / (K * samples/s on 1 rank);
   comm ms      the same all-reduces (the DDP buckets) run alone, blocking, with nothing else to do;
@@ -15,7 +15,8 @@ ranks process K times the samples of one. Per model and rank count:
                plus waiting for a slower rank);
   wait, no ovl the same with every bucket started only after the last node (no overlap);
   hidden       (wait without overlap - wait with overlap) / comm ms: the share of the communication that ran
-               behind the rest of backward (clamped to 0..100%; noisy on a loaded machine).
+               behind the rest of backward (clamped to 0..100%; noisy on a loaded machine). n/a for a model whose
+               gradients fit one bucket: it starts after the last gradient, so nothing can hide it.
 """
 import argparse
 import json
@@ -56,9 +57,10 @@ def worker(args):
     rows = []
 
     def slowest(seconds):
-        t = dg.tensor([seconds], dtype=dg.float64)
+        """Per step, the slowest rank's time (a step ends for everyone when the slowest one is done)."""
+        t = dg.tensor(np.asarray(seconds, dtype=np.float64))
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        return t.item()
+        return t.numpy()
 
     for name in args.models.split(","):
         dg.manual_seed(rank)
@@ -78,31 +80,34 @@ def worker(args):
             loss_fn(ddp(x), y).backward()
             opt.step()
 
-        def measure(overlap):
-            ddp.reducer.overlap = overlap
-            for _ in range(args.warmup):
-                step()
-            dist.barrier()
-            waits = []
+        # overlap on and off in alternate steps, so that a load that drifts (a shared machine) hits both alike;
+        # medians over steps of the slowest rank
+        for _ in range(args.warmup):
+            step()
+        dist.barrier()
+        times, waits = np.zeros((2, steps)), np.zeros((2, steps))
+        for i in range(2 * steps):
+            ddp.reducer.overlap = i % 2 == 0
             start = time.perf_counter()
-            for _ in range(steps):
-                step()
-                waits.append(ddp.reducer.last_wait_seconds)
-            return slowest((time.perf_counter() - start) / steps), slowest(float(np.mean(waits)))
-        step_s, wait_s = measure(overlap=True)
-        _, wait_no_overlap_s = measure(overlap=False)
+            step()
+            times[i % 2, i // 2] = time.perf_counter() - start
+            waits[i % 2, i // 2] = ddp.reducer.last_wait_seconds
+        times, waits = slowest(times), slowest(waits)
+        step_s, wait_s, wait_no_overlap_s = np.median(times[0]), np.median(waits[0]), np.median(waits[1])
         # the same buckets all-reduced alone, blocking
         buffers = [dg.from_numpy(b.flat) for b in ddp.reducer.buckets]
         dist.barrier()
-        start = time.perf_counter()
-        for _ in range(steps):
+        comm = np.zeros(steps)
+        for i in range(steps):
+            start = time.perf_counter()
             for b in buffers:
                 dist.all_reduce(b)
-        comm_s = slowest((time.perf_counter() - start) / steps)
+            comm[i] = time.perf_counter() - start
+        comm_s = np.median(slowest(comm))
         rows.append({"model": name, "ranks": world, "batch": args.batch,
                      "params": sum(p.numel() for p in model.parameters()),
-                     "buckets": len(ddp.reducer.buckets), "step_s": step_s, "comm_s": comm_s,
-                     "wait_s": wait_s, "wait_no_overlap_s": wait_no_overlap_s})
+                     "buckets": len(ddp.reducer.buckets), "step_s": float(step_s), "comm_s": float(comm_s),
+                     "wait_s": float(wait_s), "wait_no_overlap_s": float(wait_no_overlap_s)})
     if rank == 0:
         if args.json:
             with open(args.json, "w") as f:
@@ -121,11 +126,13 @@ def print_table(rows, base):
         one = base.get(r["model"])
         eff = f"{throughput / (r['ranks'] * one):.0%}" if one else "-"
         multi = r["ranks"] > 1
-        share = (r["wait_no_overlap_s"] - r["wait_s"]) / r["comm_s"] if multi and r["comm_s"] > 0 else None
+        # one bucket starts after the last gradient: nothing can be hidden, the difference would be noise
+        share = (r["wait_no_overlap_s"] - r["wait_s"]) / r["comm_s"] if multi and r["buckets"] > 1 else None
         ms = (lambda key: f"{r[key] * 1e3:.3g}" if multi else "-")
         lines.append([r["model"], f"{r['params']:,}", str(r["buckets"]), str(r["ranks"]), str(r["batch"]),
                       f"{r['step_s'] * 1e3:.3g}", f"{throughput:,.0f}", eff, ms("comm_s"), ms("wait_s"),
-                      ms("wait_no_overlap_s"), f"{min(1.0, max(0.0, share)):.0%}" if share is not None else "-"])
+                      ms("wait_no_overlap_s"), f"{min(1.0, max(0.0, share)):.0%}" if share is not None else
+                      ("n/a" if multi else "-")])
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
     print("  ".join("-" * w for w in widths))
