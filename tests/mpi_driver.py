@@ -172,13 +172,14 @@ def static_model():
     return nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 3))
 
 
-def train_pair(build, find_unused, bucket_cap_mb, steps=4, accumulate=1, dynamic=False):
+def train_pair(build, find_unused, bucket_cap_mb, steps=4, accumulate=1, dynamic=False, bucket_view=False):
     """Trains a DDP model on this rank's shard and, in the same process, a plain copy on every shard (the loss
     averaged over shards, i.e. the mean loss of the whole batch); returns both parameter lists."""
     r, n = dist.get_rank(), dist.get_world_size()
     dg.manual_seed(100 + r)                          # different initial values per rank: DDP broadcasts rank 0's
     model = build()
-    ddp = nn.parallel.DistributedDataParallel(model, find_unused_parameters=find_unused, bucket_cap_mb=bucket_cap_mb)
+    ddp = nn.parallel.DistributedDataParallel(model, find_unused_parameters=find_unused, bucket_cap_mb=bucket_cap_mb,
+                                              gradient_as_bucket_view=bucket_view)
     single = build()
     single.load_state_dict({k: v.clone() for k, v in model.state_dict().items()})
     opt = dg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
@@ -228,7 +229,7 @@ def ddp_equivalence():
             check(model.never.weight.grad is None, "a parameter unused on every rank keeps grad None")
     model, single = train_pair(Gate, False, 25, dynamic=True)     # rank 1: no parameter in the graph at all
     close(model.lin.weight.detach().numpy(), single.lin.weight.detach().numpy(), "Gate")
-    model, single = train_pair(static_model, False, 0.0005, accumulate=3)        # no_sync
+    model, single = train_pair(static_model, False, 0.0005, accumulate=3, bucket_view=True)  # no_sync, views
     for (name, p), q in zip(model.named_parameters(), single.parameters()):
         close(p.detach().numpy(), q.detach().numpy(), f"no_sync accumulation: {name}")
     # replicas stay identical: every rank ends with rank 0's parameters
