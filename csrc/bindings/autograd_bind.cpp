@@ -20,6 +20,12 @@ Tensor PyGradHook::operator()(const Tensor& g) const {
   return t;
 }
 
+void PyPostAccumulateGradHook::operator()(const Tensor& variable) const {
+  py::object r = fn(variable);
+  DG_CHECK(r.is_none(), RuntimeError, "a post-accumulate-grad hook must return None, got ",
+           py::str(py::type::handle_of(r).attr("__name__")).cast<std::string>(), ".");
+}
+
 namespace {
 
 GradHook wrap_hook(py::function fn) { return PyGradHook{std::move(fn)}; }
@@ -230,6 +236,7 @@ void bind_autograd(py::module_& m) {
         Tensor g = create_graph ? got[i] : contiguous_copy(got[i], got[i]->dtype);
         ins[i]->grad = ins[i]->grad ? add(ins[i]->grad, g) : g;
         note_grad_assigned(ins[i]);
+        if (ins[i]->is_leaf()) run_post_accumulate_hooks(ins[i]);
       }
       return py::none();
     }
@@ -253,9 +260,24 @@ void bind_autograd(py::module_& m) {
     }
     return py_helper("RemovableHandle")(py::cast(self), id);
   });
+  cls.def("register_post_accumulate_grad_hook", [](const Tensor& self, py::object fn) {
+    DG_CHECK(PyCallable_Check(fn.ptr()), TypeError, "register_post_accumulate_grad_hook: hook must be callable, got ",
+             py::str(py::type::handle_of(fn).attr("__name__")).cast<std::string>(), ".");
+    DG_CHECK(self->requires_grad, RuntimeError,
+             "register_post_accumulate_grad_hook: cannot register a hook on a tensor that doesn't require gradient.");
+    DG_CHECK(self->is_leaf(), RuntimeError,
+             "register_post_accumulate_grad_hook: post accumulate grad hooks cannot be registered on non-leaf "
+             "tensors (this one has grad_fn=", self->grad_fn->name(), ").");
+    int64_t id = g_next_hook_id++;
+    self->post_accumulate_hooks.push_back({id, PyPostAccumulateGradHook{py::reinterpret_borrow<py::function>(fn)}});
+    note_cycle_suspect(self);
+    return py_helper("RemovableHandle")(py::cast(self), id);
+  });
   cls.def("_remove_hook", [](const Tensor& self, int64_t id) {
     auto& hs = self->hooks;
     hs.erase(std::remove_if(hs.begin(), hs.end(), [id](auto& h) { return h.first == id; }), hs.end());
+    auto& post = self->post_accumulate_hooks;
+    post.erase(std::remove_if(post.begin(), post.end(), [id](auto& h) { return h.first == id; }), post.end());
     if (self->grad_fn) {
       auto& ph = self->grad_fn->pre_hooks;
       ph.erase(std::remove_if(ph.begin(), ph.end(), [id](auto& h) { return h.second.first == id; }), ph.end());
@@ -267,6 +289,13 @@ void bind_autograd(py::module_& m) {
     self->retains_grad = true;
     self->grad_fn->retained.push_back({self->output_nr, self});
   });
+
+  // Note [Final callbacks] (engine.h): fn() runs when the backward pass now running ends, before it returns.
+  m.def("_queue_callback", [](py::object fn) {
+    DG_CHECK(PyCallable_Check(fn.ptr()), TypeError, "_queue_callback: callback must be callable, got ",
+             py::str(py::type::handle_of(fn).attr("__name__")).cast<std::string>(), ".");
+    queue_callback([fn = std::move(fn)] { fn(); });
+  }, arg("callback"));
 
   // ---- custom Functions ----
   // Makes `outputs` the outputs of a PyFunctionNode whose inputs are the tensors among `args`.

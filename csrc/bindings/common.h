@@ -54,6 +54,12 @@ struct PyGradHook {
   Tensor operator()(const Tensor& g) const;  // autograd_bind.cpp
 };
 
+// A Python function as a post-accumulate-grad hook, named for the same reason.
+struct PyPostAccumulateGradHook {
+  py::function fn;
+  void operator()(const Tensor& variable) const;  // autograd_bind.cpp
+};
+
 // cycles_bind.cpp (Note [Cycles through C++]): frees cycles through C++ objects, returns how many objects were
 // garbage; maybe_...() does so once enough new suspects were noted (called at the start of backward).
 int64_t collect_cycles();

@@ -8,7 +8,8 @@
 //      than that (shared_ptr use_count, or the Python refcount) is held from outside, so it and everything it
 //      reaches is alive;
 //   3. in what is left (garbage: only reachable through itself), drop the references that can close a cycle:
-//      tensor hooks, `.grad`, node pre-hooks and a node's Python objects. Reference counting frees the rest.
+//      tensor hooks (post-accumulate-grad hooks too), `.grad`, node pre-hooks and a node's Python objects.
+//      Reference counting frees the rest.
 // Missing an edge only makes an object look held from outside, so every shortcut taken here (functions' globals,
 // modules and types are not followed; C++ hooks that are not Python functions are opaque) errs towards keeping
 // garbage, never towards freeing something alive. Python code never runs during steps 1 and 2, so the borrowed
@@ -116,6 +117,9 @@ class CycleScan {
   static void add_python_hooks(CycleScan& scan, const GradHook& hook, std::vector<uint32_t>& out) {
     if (const PyGradHook* h = hook.target<PyGradHook>()) out.push_back(scan.add(h->fn.ptr()));
   }
+  static void add_python_hooks(CycleScan& scan, const PostAccumulateGradHook& hook, std::vector<uint32_t>& out) {
+    if (const auto* h = hook.target<PyPostAccumulateGradHook>()) out.push_back(scan.add(h->fn.ptr()));
+  }
 
   struct VisitArgs {
     CycleScan* scan;
@@ -138,6 +142,7 @@ class CycleScan {
       if (t->grad) out.push_back(add(t->grad));
       if (t->view_base) out.push_back(add(t->view_base));
       for (auto& [id, hook] : t->hooks) add_python_hooks(*this, hook, out);
+      for (auto& [id, hook] : t->post_accumulate_hooks) add_python_hooks(*this, hook, out);
     } else if (kind == Kind::Node) {
       std::shared_ptr<Node> n = objects[i].node;
       for (auto& e : n->next_edges)
@@ -195,6 +200,7 @@ int64_t collect_cycles() {
   // Step 3. The dropped references go to `dropped` first and die after the loop, so no Python code (a closure's
   // __del__) runs while garbage is being walked.
   std::vector<GradHook> dropped_hooks;
+  std::vector<PostAccumulateGradHook> dropped_post_hooks;
   std::vector<Tensor> dropped_grads;
   std::vector<Node*> with_python_objects;
   int64_t freed = 0;
@@ -204,6 +210,8 @@ int64_t collect_cycles() {
     if (o.kind == Kind::Tensor) {
       for (auto& h : o.tensor->hooks) dropped_hooks.push_back(std::move(h.second));
       o.tensor->hooks.clear();
+      for (auto& h : o.tensor->post_accumulate_hooks) dropped_post_hooks.push_back(std::move(h.second));
+      o.tensor->post_accumulate_hooks.clear();
       if (o.tensor->grad) dropped_grads.push_back(std::move(o.tensor->grad));
     } else {
       for (auto& h : o.node->pre_hooks) dropped_hooks.push_back(std::move(h.second.second));
@@ -213,6 +221,7 @@ int64_t collect_cycles() {
   }
   for (Node* n : with_python_objects) n->clear_python_objects();  // the scan still holds every node
   dropped_hooks.clear();
+  dropped_post_hooks.clear();
   dropped_grads.clear();
   scan.objects.clear();  // the last references to the garbage: it is freed here
   return freed;

@@ -64,7 +64,30 @@ Tensor validate_gradient(Tensor g, const InputMeta& meta, const Node& node, size
   return g;
 }
 
+// Note [Final callbacks]: the list of the innermost backward running on this thread.
+thread_local std::vector<std::function<void()>>* tl_final_callbacks = nullptr;
+
+struct FinalCallbacksScope {
+  std::vector<std::function<void()>> callbacks;
+  std::vector<std::function<void()>>* outer = tl_final_callbacks;
+  FinalCallbacksScope() { tl_final_callbacks = &callbacks; }
+  ~FinalCallbacksScope() { tl_final_callbacks = outer; }
+  void run() {
+    for (size_t i = 0; i < callbacks.size(); ++i) {  // by index: a callback may queue another
+      std::function<void()> fn = std::move(callbacks[i]);
+      fn();
+    }
+    callbacks.clear();
+  }
+};
+
 }  // namespace
+
+void queue_callback(std::function<void()> fn) {
+  if (!tl_final_callbacks)
+    throw RuntimeError("queue_callback: final callbacks can only be queued while a backward pass runs (from a hook).");
+  tl_final_callbacks->push_back(std::move(fn));
+}
 
 std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads,
                                  const std::vector<Tensor>& inputs, const BackwardOptions& options) {
@@ -116,64 +139,68 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
   }
 
   // 2. run a node once all its gradients have arrived
-  GradModeGuard grad_mode(options.create_graph);  // Note [Grad mode during backward]
-  std::vector<Node*> ready;
-  for (size_t i = 0; i < root_edges.size(); ++i)
-    accumulate_into(root_edges[i].fn.get(), root_edges[i].input_nr, root_values[i]);
-  for (const Edge& e : root_edges) {
-    Node* node = e.fn.get();
-    if (node->deps == 0) {
-      node->deps = -1;  // queued once even if several roots share the node
-      ready.push_back(node);
-    }
-  }
-
-  std::vector<Tensor> grads;  // reused for every node: no allocation per node
-  while (!ready.empty()) {
-    Node* node = ready.back();
-    ready.pop_back();
-    grads.clear();
-    grads.resize(node->num_outputs());
-    if (!grads.empty()) grads[0] = std::move(node->pending0);
-    for (size_t i = 1; i < grads.size() && i <= node->pending_rest.size(); ++i)
-      grads[i] = std::move(node->pending_rest[i - 1]);
-
-    for (auto& [output_nr, hook] : node->pre_hooks) {
-      if (!grads[output_nr]) continue;
-      Tensor replaced = hook.second(grads[output_nr]);
-      if (replaced) grads[output_nr] = replaced;
-    }
-    for (auto& [output_nr, weak] : node->retained) {
-      Tensor t = weak.lock();
-      if (!t || !grads[output_nr]) continue;
-      Tensor g = options.create_graph ? grads[output_nr] : contiguous_copy(grads[output_nr], grads[output_nr]->dtype);
-      t->grad = t->grad ? add(t->grad, g) : g;
-      note_grad_assigned(t);
-    }
-    if (!captures.empty()) {
-      auto cap = captures.find(node);
-      if (cap != captures.end())
-        for (auto& [output_nr, idx] : cap->second) captured[idx] = grads[output_nr];
-    }
-
-    bool any_grad = false;
-    for (auto& g : grads) any_grad = any_grad || (g != nullptr);
-    bool skip = !options.accumulate && dynamic_cast<AccumulateGrad*>(node) != nullptr;
-    std::vector<Tensor> outputs;
-    if (any_grad && !skip) outputs = node->apply(grads);
-    if (g_anomaly_mode) check_gradients_finite(*node, outputs);  // Note [Anomaly mode]
-    if (!options.retain_graph) node->release_saved();
-
-    for (size_t i = 0; i < node->next_edges.size(); ++i) {
-      const Edge& next = node->next_edges[i];
-      if (!next.fn) continue;
-      if (i < outputs.size() && outputs[i]) {
-        Tensor g = validate_gradient(std::move(outputs[i]), node->input_meta[i], *node, i);
-        accumulate_into(next.fn.get(), next.input_nr, std::move(g));
+  FinalCallbacksScope final_callbacks;
+  {
+    GradModeGuard grad_mode(options.create_graph);  // Note [Grad mode during backward]
+    std::vector<Node*> ready;
+    for (size_t i = 0; i < root_edges.size(); ++i)
+      accumulate_into(root_edges[i].fn.get(), root_edges[i].input_nr, root_values[i]);
+    for (const Edge& e : root_edges) {
+      Node* node = e.fn.get();
+      if (node->deps == 0) {
+        node->deps = -1;  // queued once even if several roots share the node
+        ready.push_back(node);
       }
-      if (--next.fn->deps == 0) ready.push_back(next.fn.get());
     }
-  }
+
+    std::vector<Tensor> grads;  // reused for every node: no allocation per node
+    while (!ready.empty()) {
+      Node* node = ready.back();
+      ready.pop_back();
+      grads.clear();
+      grads.resize(node->num_outputs());
+      if (!grads.empty()) grads[0] = std::move(node->pending0);
+      for (size_t i = 1; i < grads.size() && i <= node->pending_rest.size(); ++i)
+        grads[i] = std::move(node->pending_rest[i - 1]);
+
+      run_hooks_stably(node->pre_hooks, [](const auto& h) { return h.second.first; }, [&](auto& h) {
+        Tensor& g = grads[h.first];
+        if (!g) return;
+        Tensor replaced = h.second.second(g);
+        if (replaced) g = replaced;
+      });
+      for (auto& [output_nr, weak] : node->retained) {
+        Tensor t = weak.lock();
+        if (!t || !grads[output_nr]) continue;
+        Tensor g = options.create_graph ? grads[output_nr] : contiguous_copy(grads[output_nr], grads[output_nr]->dtype);
+        t->grad = t->grad ? add(t->grad, g) : g;
+        note_grad_assigned(t);
+      }
+      if (!captures.empty()) {
+        auto cap = captures.find(node);
+        if (cap != captures.end())
+          for (auto& [output_nr, idx] : cap->second) captured[idx] = grads[output_nr];
+      }
+
+      bool any_grad = false;
+      for (auto& g : grads) any_grad = any_grad || (g != nullptr);
+      bool skip = !options.accumulate && dynamic_cast<AccumulateGrad*>(node) != nullptr;
+      std::vector<Tensor> outputs;
+      if (any_grad && !skip) outputs = node->apply(grads);
+      if (g_anomaly_mode) check_gradients_finite(*node, outputs);  // Note [Anomaly mode]
+      if (!options.retain_graph) node->release_saved();
+
+      for (size_t i = 0; i < node->next_edges.size(); ++i) {
+        const Edge& next = node->next_edges[i];
+        if (!next.fn) continue;
+        if (i < outputs.size() && outputs[i]) {
+          Tensor g = validate_gradient(std::move(outputs[i]), node->input_meta[i], *node, i);
+          accumulate_into(next.fn.get(), next.input_nr, std::move(g));
+        }
+        if (--next.fn->deps == 0) ready.push_back(next.fn.get());
+      }
+    }
+  }  // grad mode restored: callbacks run in the caller's
 
   if (!inputs.empty() && !options.allow_unused) {
     for (size_t i = 0; i < inputs.size(); ++i)
@@ -182,6 +209,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
                                    " was not used to compute the outputs (or no gradient reached it). Pass "
                                    "allow_unused=True if this is expected."));
   }
+  final_callbacks.run();  // Note [Final callbacks]
   return captured;
 }
 

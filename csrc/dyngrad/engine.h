@@ -8,7 +8,13 @@
 // Note [One backward at a time]: a node's deps/pending fields belong to the backward that claimed it in phase 1;
 // a second backward reaching a claimed node (another thread sharing the graph) is refused with a clear error
 // instead of corrupting the counts. Claims are released when the backward ends, normally or by an exception.
+// Note [Final callbacks]: code running inside a backward (a hook) may queue a callback that runs once every node
+// has run, before backward() returns (torch's Variable._execution_engine.queue_callback). Data-parallel training
+// uses it to wait for the gradient all-reduces that its hooks started. Callbacks run in the order queued, with the
+// grad mode of the caller of backward(); one may queue another. A backward started inside a hook has its own
+// list. If the backward fails, its callbacks are dropped unrun.
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "node.h"
@@ -25,6 +31,9 @@ struct BackwardOptions {
 };
 
 // Returns one gradient per entry of `inputs` (null where unused), empty when inputs is empty.
+// Note [Final callbacks]. RuntimeError when no backward is running on this thread.
+void queue_callback(std::function<void()> fn);
+
 std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads,
                                  const std::vector<Tensor>& inputs, const BackwardOptions& options);
 

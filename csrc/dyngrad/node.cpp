@@ -124,10 +124,10 @@ AccumulateGrad::AccumulateGrad(Tensor v) : variable(std::move(v)) {
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grads) {
   Tensor g = std::move(grads[0]);
   if (!g) return {};
-  for (auto& [id, hook] : variable->hooks) {
-    Tensor replaced = hook(g);
+  run_hooks_stably(variable->hooks, [](const auto& h) { return h.first; }, [&](auto& h) {
+    Tensor replaced = h.second(g);
     if (replaced) g = replaced;
-  }
+  });
   if (!variable->grad) {
     if (GradMode::is_enabled()) {
       variable->grad = g;  // create_graph: keep the history of the gradient
@@ -148,7 +148,13 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grads) {
     }
   }
   note_grad_assigned(variable);  // create_graph: the gradient's graph may hold `variable` (Note [Cycles through C++])
+  run_post_accumulate_hooks(variable);
   return {};
+}
+
+void run_post_accumulate_hooks(const Tensor& variable) {
+  run_hooks_stably(variable->post_accumulate_hooks, [](const auto& h) { return h.first; },
+                   [&](auto& h) { h.second(variable); });
 }
 
 // ---- recording history ----

@@ -12,10 +12,15 @@
 // Note [Releasing the graph]: after a node runs in backward without retain_graph, it drops its saved tensors and
 // marks itself released; running it again raises ERR_BACKWARD_TWICE.
 //
+// Note [Hooks changed while they run]: a hook may remove itself or another hook of the same list, or register a
+// new one, while that list is being run. The engine runs a copy taken before the first call, skips an entry
+// removed meanwhile, and leaves hooks registered meanwhile to the next backward, as torch does.
+//
 // Note [Iterative graph destruction]: a chain of a million nodes must not be destroyed by a million nested
 // destructors. Dying nodes hand their edges and saved tensors' histories to a thread-local queue that the
 // outermost destructor drains in a loop.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -117,13 +122,29 @@ struct OpNode final : Node {
   Tensor get(int i);  // unpack saved[i], raising ERR_BACKWARD_TWICE / ERR_SAVED_MODIFIED as needed
 };
 
-// The sink of a leaf that requires grad: runs the leaf's hooks and adds the gradient into .grad.
+// Note [Hooks changed while they run]: calls `call(entry)` for each entry of `live` as it was on entry, unless
+// removed since (entries are identified by id_of(entry)).
+template <class Entry, class IdOf, class Call>
+void run_hooks_stably(std::vector<Entry>& live, IdOf id_of, Call call) {
+  if (live.empty()) return;
+  std::vector<Entry> snapshot = live;
+  for (Entry& entry : snapshot) {
+    auto id = id_of(entry);
+    if (std::any_of(live.begin(), live.end(), [&](const Entry& e) { return id_of(e) == id; })) call(entry);
+  }
+}
+
+// The sink of a leaf that requires grad: runs the leaf's hooks, adds the gradient into .grad, then runs the leaf's
+// post-accumulate-grad hooks.
 struct AccumulateGrad final : Node {
   Tensor variable;
   explicit AccumulateGrad(Tensor v);
   std::string name() const override { return "AccumulateGrad"; }
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override;
 };
+
+// The post-accumulate-grad hooks of leaf `variable`, after its .grad was updated.
+void run_post_accumulate_hooks(const Tensor& variable);
 
 // ---- recording history ----
 bool grad_enabled();

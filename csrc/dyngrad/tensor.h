@@ -48,6 +48,9 @@ struct TensorImpl;
 using Tensor = std::shared_ptr<TensorImpl>;
 // A tensor hook gets the gradient and returns a replacement, or nullptr to keep it.
 using GradHook = std::function<Tensor(const Tensor&)>;
+// A post-accumulate-grad hook gets the leaf itself once its .grad holds the accumulated gradient (torch's
+// register_post_accumulate_grad_hook); it returns nothing.
+using PostAccumulateGradHook = std::function<void(const Tensor&)>;
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
@@ -69,6 +72,7 @@ struct TensorImpl {
   Tensor grad;
   std::weak_ptr<Node> grad_accumulator;  // the leaf's AccumulateGrad, alive while some graph holds it
   std::vector<std::pair<int64_t, GradHook>> hooks;  // leaf hooks (non-leaf hooks live on grad_fn)
+  std::vector<std::pair<int64_t, PostAccumulateGradHook>> post_accumulate_hooks;  // leaves only
 
   TensorImpl() {}  // user-provided, for the same reason (members have their own initialisers)
   ~TensorImpl();

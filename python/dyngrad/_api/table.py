@@ -214,6 +214,7 @@ detach                           core                                    method 
 detach_                          core                                    method              -               -    -
 retain_grad                      core                                    method              -               -    -
 register_hook                    core                                    method              -               -    -
+register_post_accumulate_grad_hook core                                  method              -               -    -
 # ----- Tensor: conversions and Python protocols -------------------------------------------------------------
 __init__                         tensor_methods.__init__                 op                  -               -    -
 FloatTensor                      tensor_methods.FloatTensor              fn                  -               -    to_dtype

@@ -63,6 +63,12 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     return result
 
 
+def _queue_callback(callback):
+    """Runs callback() when the backward pass now running ends, before backward() returns (torch's
+    Variable._execution_engine.queue_callback); call it from a hook. Note [Final callbacks] in csrc/dyngrad/engine.h."""
+    _C._queue_callback(callback)
+
+
 from .gradcheck import gradcheck, gradgradcheck  # noqa: E402,F401
 from .anomaly import detect_anomaly, set_detect_anomaly, is_anomaly_enabled, set_record_call_sites, is_recording_call_sites  # noqa: E402,F401,E501
 from .graph import graph_stats, set_graph_growth_warning, GraphGrowthWarning  # noqa: E402,F401

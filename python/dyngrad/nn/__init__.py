@@ -13,7 +13,7 @@ from .norm import LayerNorm, BatchNorm1d
 from .dropout import Dropout
 from .activation import ReLU, Sigmoid, Tanh, LeakyReLU, GELU, Softplus, SiLU, Softmax, LogSoftmax
 from .loss import CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss
-from . import functional, init, utils
+from . import functional, init, utils, parallel
 
 __all__ = [
     "Parameter", "Buffer", "Module", "Sequential", "ModuleList", "ModuleDict",
@@ -21,4 +21,5 @@ __all__ = [
     "RNNCell", "LSTMCell", "GRUCell", "RNN", "LSTM", "GRU", "LayerNorm", "BatchNorm1d", "Dropout",
     "ReLU", "Sigmoid", "Tanh", "LeakyReLU", "GELU", "Softplus", "SiLU", "Softmax", "LogSoftmax",
     "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss", "functional", "init", "utils",
+    "parallel",
 ]

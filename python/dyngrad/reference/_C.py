@@ -23,7 +23,7 @@ from .ops_shape import (  # noqa: F401
 )
 from .ops_nn import softmax, log_softmax, cross_entropy, unfold, fold, conv2d, max_pool2d, avg_pool2d  # noqa: F401
 from .random import rand, randn, randint, bernoulli_mask, randperm, manual_seed, initial_seed  # noqa: F401
-from .engine import run_backward as _run_backward  # noqa: F401
+from .engine import run_backward as _run_backward, queue_callback as _queue_callback  # noqa: F401
 from .function_node import record_function as _record_function  # noqa: F401
 from .debug import (  # noqa: F401
     set_record_call_sites as _set_record_call_sites, is_recording_call_sites as _is_recording_call_sites,

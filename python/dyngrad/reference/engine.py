@@ -20,6 +20,19 @@ from .tensor import Tensor, make_tensor
 
 _claim_lock = threading.Lock()
 _next_task_id = itertools.count(1)
+_final_callbacks = threading.local()   # .list: the callbacks of the innermost backward running on this thread
+
+
+def queue_callback(callback):
+    """Note [Final callbacks] (csrc/dyngrad/engine.h): callback() runs when the backward pass now running on this
+    thread has run every node, before backward() returns."""
+    if not callable(callback):
+        raise TypeError(f"_queue_callback: callback must be callable, got {type(callback).__name__}.")
+    callbacks = getattr(_final_callbacks, "list", None)
+    if callbacks is None:
+        raise RuntimeError("queue_callback: final callbacks can only be queued while a backward pass runs "
+                           "(from a hook).")
+    callbacks.append(callback)
 
 
 class GraphTask:
@@ -97,10 +110,18 @@ def run_backward(roots, grads, inputs, retain_graph, create_graph, accumulate, a
             captures.setdefault(edge, []).append(i)
 
     task = GraphTask()
+    callbacks, outer = [], getattr(_final_callbacks, "list", None)
+    _final_callbacks.list = callbacks
     try:
-        return _run_claimed(task, graph_root, captures, retain_graph, create_graph, inputs, accumulate,
-                            allow_unused)
+        result = _run_claimed(task, graph_root, captures, retain_graph, create_graph, inputs, accumulate,
+                              allow_unused)
+        i = 0
+        while i < len(callbacks):      # by index: a callback may queue another
+            callbacks[i]()
+            i += 1
+        return result
     finally:
+        _final_callbacks.list = outer
         task.release()
 
 
@@ -213,6 +234,8 @@ def _run_pre_hooks(node, grads, create_graph):
             continue
         hooks = tensor_hooks if isinstance(node, AccumulateGrad) else (tensor_hooks or {}).get(nr)
         for hook in tuple(hooks or ()):
+            if not any(h is hook for h in hooks):
+                continue          # removed by an earlier hook: Note [Hooks changed while they run] (node.h)
             replaced = hook(grads[nr])
             if replaced is not None:
                 if not isinstance(replaced, Tensor) or replaced.shape != grads[nr].shape:
@@ -228,6 +251,8 @@ def _run_pre_hooks(node, grads, create_graph):
             else:
                 tensor._grad = tensor._grad + g if create_graph else (tensor._grad + g).detach()
     for hook in tuple(node._pre_hooks or ()):
+        if not any(h is hook for h in node._pre_hooks):
+            continue
         replaced = hook(tuple(grads))
         if replaced is not None:
             grads = list(replaced)

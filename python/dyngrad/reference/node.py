@@ -319,7 +319,21 @@ class AccumulateGrad(Node):
                     v._grad._storage.version += 1
                 else:
                     v._grad = make_tensor(v._grad._data + g._data)
+        run_post_accumulate_hooks(v)
         return ()
+
+
+def run_post_accumulate_hooks(variable):
+    """The leaf's post-accumulate-grad hooks, after its .grad was updated. See Note [Hooks changed while they run]
+    in csrc/dyngrad/node.h: a copy of the list is run, skipping hooks removed meanwhile."""
+    hooks = variable._post_accumulate_grad_hooks
+    if not hooks:
+        return
+    for hook in tuple(hooks):
+        if any(h is hook for h in hooks):
+            result = hook(variable)
+            if result is not None:
+                raise RuntimeError(f"a post-accumulate-grad hook must return None, got {type(result).__name__}.")
 
 
 class GraphRoot(Node):

@@ -79,6 +79,7 @@ class Tensor:
     _grad = None
     _retains_grad = False
     _hooks = None
+    _post_accumulate_grad_hooks = None
     _base = None
     _grad_accumulator = None
     __array_priority__ = 1000          # numpy defers `ndarray * tensor` to Tensor.__rmul__
@@ -208,6 +209,21 @@ class Tensor:
             hooks = self._hooks
         hooks.append(hook)
         return RemovableHandle(hooks, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call hook(tensor) after the leaf's .grad received its gradient in a backward pass; it returns None."""
+        if not callable(hook):
+            raise TypeError(f"register_post_accumulate_grad_hook: hook must be callable, got {type(hook).__name__}.")
+        if not self.requires_grad:
+            raise RuntimeError("register_post_accumulate_grad_hook: cannot register a hook on a tensor that doesn't "
+                               "require gradient.")
+        if self.grad_fn is not None:
+            raise RuntimeError("register_post_accumulate_grad_hook: post accumulate grad hooks cannot be registered "
+                               f"on non-leaf tensors (this one has grad_fn={self.grad_fn.name()}).")
+        if self._post_accumulate_grad_hooks is None:
+            self._post_accumulate_grad_hooks = _HookList()
+        self._post_accumulate_grad_hooks.append(hook)
+        return RemovableHandle(self._post_accumulate_grad_hooks, hook)
 
     @property
     def _version(self):
