@@ -98,10 +98,12 @@ def test_random_graph(cpp, ref, seed):
     for m in engines:
         loss = sum((pools[m][i] * m.tensor(w)).sum() for i, w in zip(targets, weights))
         loss.backward()
+    # a gradient that flowed through float32 values carries their rounding
+    grad_tol = TOL["float32"] if any(t.dtype.name == "float32" for t in pools[cpp]) else TOL["float64"]
     for i, (a, b) in enumerate(zip(pools[cpp], pools[ref])):
         ga, gb = a.grad, b.grad
         assert (ga is None) == (gb is None), f"seed {seed}: pool entry {i} has a gradient only in " \
             f"{'dyngrad' if gb is None else 'the reference'} (program {program})"
         if ga is not None:
-            assert_close(to_numpy(ga), to_numpy(gb), *tol(ga), f"seed {seed}: gradient of pool entry {i} "
+            assert_close(to_numpy(ga), to_numpy(gb), *grad_tol, f"seed {seed}: gradient of pool entry {i} "
                                                                    f"(program {program})")
