@@ -22,7 +22,9 @@ def render():
              "ops it calls (`prim` = the primitive of `ops.def` of the same name; `core` = the engine core itself).",
              "", "| name | where | in-place | fast path | built from |", "| --- | --- | --- | --- | --- |"]
     for row in rows():
-        where = ", ".join(WHERE[k].format(row.name) for k in row.kinds)
+        where = ", ".join(WHERE[k].format(row.name) for k in row.kinds if k != "out")
+        if "out" in row.kinds:
+            where += " (out=)"
         uses = "core" if row.impl.startswith("core") else ", ".join(row.uses) or "-"
         lines.append(f"| `{row.name}` | {where} | {f'`{row.inplace}`' if row.inplace else ''} | "
                      f"{'yes' if row.hot else ''} | {uses} |")

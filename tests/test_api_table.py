@@ -342,3 +342,43 @@ def test_api_page_is_current():
     spec.loader.exec_module(gen)
     with open(os.path.join(root, "docs", "api.md"), encoding="utf-8") as f:
         assert f.read() == gen.render(), "docs/api.md is stale: run `PYTHONPATH=python python scripts/gen_api_docs.py`"
+
+
+def _signature(obj, method):
+    """The signature as text; a method's first parameter (self, or input where a function serves as the method)
+    is shown as `self`."""
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return None
+    params = list(sig.parameters.values())
+    if method and params and params[0].kind in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD):
+        params[0] = params[0].replace(name="self", kind=params[0].POSITIONAL_OR_KEYWORD)
+    return str(sig.replace(parameters=params))
+
+
+def test_same_signatures_on_both_engines(cpp, ref):
+    """inspect.signature of every public function and Tensor method is the same on both engines (on the C++
+    engine, a fast path shows the signature of the Python definition behind it)."""
+    from dyngrad._api.table import rows
+    differ, checked = [], 0
+    for row in rows():
+        if row.impl.startswith("core") and row.name in ("Tensor", "dtype"):
+            continue
+        places = []
+        if "fn" in row.kinds:
+            places.append((row.name, getattr(cpp, row.name), getattr(ref, row.name)))
+        if "method" in row.kinds and not row.impl.startswith("core"):
+            places.append(("Tensor." + row.name, getattr(cpp.Tensor, row.name), getattr(ref.Tensor, row.name)))
+        if row.inplace:
+            places.append(("Tensor." + row.inplace, getattr(cpp.Tensor, row.inplace),
+                           getattr(ref.Tensor, row.inplace)))
+        for where, a, b in places:
+            if not callable(a) or isinstance(a, type):
+                continue
+            sa, sb = _signature(a, "." in where), _signature(b, "." in where)
+            checked += 1
+            if sa != sb:
+                differ.append(f"{where}: dyngrad {sa}, reference {sb}")
+    assert checked > 200
+    assert not differ, "signatures differ:\n" + "\n".join(differ)

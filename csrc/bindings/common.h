@@ -73,6 +73,6 @@ void bind_optim(py::module_& m);  // optim_bind.cpp: fused optimiser steps
 void bind_cycles(py::module_& m);  // cycles_bind.cpp: the collector of Note [Cycles through C++]
 // fast_paths.cpp (Note [Fast paths]): the hot entries of the shared API table, with their Python fallbacks.
 std::vector<std::string> fast_path_names();
-py::dict install_fast_paths(py::dict fallbacks);
+py::dict install_fast_paths(py::dict fallbacks, py::dict docs);
 
 }  // namespace dyngrad

@@ -392,7 +392,10 @@ PyMethodDef g_function_defs[kMaxSlots];
 PyMethodDef g_method_defs[kMaxSlots];
 std::string g_docs[kMaxSlots], g_method_docs[kMaxSlots];
 
-std::string doc_of(py::handle fn) {
+// docs[key]: the fallback's docstring headed by its signature in CPython's `name(...)\n--\n\n` form, so that
+// inspect.signature and help() of the builtin show the signature of the Python definition.
+std::string doc_of(const py::dict& docs, const std::string& key, py::handle fn) {
+  if (docs.contains(key.c_str())) return docs[key.c_str()].cast<std::string>();
   py::object doc = py::getattr(fn, "__doc__", py::none());
   return doc.is_none() ? std::string() : doc.cast<std::string>();
 }
@@ -413,9 +416,9 @@ std::vector<std::string> fast_path_names() {
   return names;
 }
 
-// fallbacks: {name: Python function} for every entry of fast_path_names(). Installs the methods and slots on
-// Tensor and returns {name: builtin} for the module functions.
-py::dict install_fast_paths(py::dict fallbacks) {
+// fallbacks: {name: Python function} for every entry of fast_path_names(); docs: {name: docstring}. Installs the
+// methods and slots on Tensor and returns {name: builtin} for the module functions.
+py::dict install_fast_paths(py::dict fallbacks, py::dict docs) {
   g_tensor_type = reinterpret_cast<PyTypeObject*>(py::type::of<TensorImpl>().ptr());
   auto fallback = [&](const std::string& key) -> py::object {
     if (!fallbacks.contains(key.c_str()))
@@ -428,7 +431,7 @@ py::dict install_fast_paths(py::dict fallbacks) {
   for (const Entry& e : kEntries) {
     if (e.function) {
       py::object slow = fallback(e.name);
-      g_docs[i] = doc_of(slow);
+      g_docs[i] = doc_of(docs, e.name, slow);
       g_function_defs[i] = {e.name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(e.function)),
                             METH_FASTCALL | METH_KEYWORDS, g_docs[i].c_str()};
       py::object fast = py::reinterpret_steal<py::object>(PyCFunction_NewEx(&g_function_defs[i], slow.ptr(),
@@ -440,7 +443,7 @@ py::dict install_fast_paths(py::dict fallbacks) {
       py::object slow = fallback(std::string("Tensor.") + e.name);
       // the method's slot number is baked into its template; entries list methods in slot order
       g_fallback[i] = slow.release().ptr();
-      g_method_docs[i] = doc_of(py::handle(g_fallback[i]));
+      g_method_docs[i] = doc_of(docs, std::string("Tensor.") + e.name, py::handle(g_fallback[i]));
       g_method_defs[i] = {e.name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(e.method)),
                           METH_FASTCALL | METH_KEYWORDS, g_method_docs[i].c_str()};
       PyObject* descr = PyDescr_NewMethod(g_tensor_type, &g_method_defs[i]);

@@ -135,7 +135,7 @@ PYBIND11_MODULE(_C, m) {
     return scalar_operand(value, like ? &*like : nullptr);
   }, py::arg("value"), py::arg("like").none(true));
   m.def("_fast_path_names", &fast_path_names, "what _install_fast_paths can speed up (Note [Fast paths])");
-  m.def("_install_fast_paths", &install_fast_paths, py::arg("fallbacks"));
+  m.def("_install_fast_paths", &install_fast_paths, py::arg("fallbacks"), py::arg("docs"));
   m.def("op_names", [] {
     std::vector<std::string> names;
     for (int i = 0; i < (int)OpKind::COUNT; ++i) names.push_back(op_name((OpKind)i));

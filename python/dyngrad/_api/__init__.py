@@ -8,10 +8,12 @@ Tensor. Like nn/ and optim/, it runs once per engine: `from .. import _C` gives 
 code" in docs/design.md).
 """
 import importlib
+import inspect
 
 from .. import _C
 from . import table
 from .args import RemovableHandle, Size
+from .out import with_out
 from .tensor_methods import inplace_variant
 
 # nn.functional's names, filled by install() (python/dyngrad/nn/functional.py publishes them)
@@ -34,6 +36,24 @@ def _resolve(row):
     return obj[row.name] if isinstance(obj, dict) else obj
 
 
+def _doc_with_signature(fn, key):
+    """fn's docstring headed by `name(params)\n--\n\n`, which CPython reads as a builtin's signature (methods take
+    `$self`), so the C++ fast path keeps the signature of its Python definition."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return fn.__doc__ or ""
+    method = key.startswith("Tensor.")
+    text, star = ["$self" if method else "$module"], False
+    for param in list(sig.parameters.values())[1 if method else 0:]:
+        if param.kind == param.KEYWORD_ONLY and not star:      # the marker before the first keyword-only one
+            text.append("*")
+        star = star or param.kind in (param.KEYWORD_ONLY, param.VAR_POSITIONAL)
+        text.append(str(param))
+    head = f"{key.rpartition('.')[2]}({', '.join(text)})"
+    return f"{head}\n--\n\n{fn.__doc__ or ''}"
+
+
 def install(namespace):
     """Publishes the table into an engine root's `namespace` (its globals()) and onto its Tensor."""
     _C._register_helpers({"Size": Size, "RemovableHandle": RemovableHandle})
@@ -42,7 +62,10 @@ def install(namespace):
     hot_names = set(_C._fast_path_names())
     for row in table.rows():
         obj = _resolve(row)
+        function = with_out(obj, row.name) if "out" in row.kinds else obj   # torch's out= on the function
         for kind in row.kinds:
+            if kind == "out":
+                continue
             if row.impl == "core" and kind in ("method", "prop"):
                 if not hasattr(Tensor, row.name):
                     raise AttributeError(f"api table: the engine core's Tensor has no {row.name!r}")
@@ -50,7 +73,7 @@ def install(namespace):
             if obj is None:
                 raise AttributeError(f"api table: {row.impl} has nothing called {row.name!r}")
             if kind == "fn":
-                namespace[row.name] = obj
+                namespace[row.name] = function
             elif kind == "F":
                 FUNCTIONAL[row.name] = obj
             elif kind == "prop":
@@ -58,8 +81,8 @@ def install(namespace):
             else:                                  # method, op
                 setattr(Tensor, row.name, obj)
             key = row.name if kind in ("fn", "F") else "Tensor." + row.name
-            if row.hot and key in hot_names:
-                fallbacks[key] = obj
+            if row.hot and key in hot_names and key not in fallbacks:
+                fallbacks[key] = function if kind in ("fn", "F") else obj
         if row.inplace:
             method = inplace_variant(obj, row.inplace)
             setattr(Tensor, row.inplace, method)
@@ -67,7 +90,8 @@ def install(namespace):
                 fallbacks["Tensor." + row.inplace] = method
     # Note [Fast paths] (csrc/bindings/fast_paths.cpp): the hot rows get C++ entry points in front of their Python
     # definitions; the reference engine returns none.
-    for name, fast in _C._install_fast_paths(fallbacks).items():
+    docs = {key: _doc_with_signature(fallback, key) for key, fallback in fallbacks.items()}
+    for name, fast in _C._install_fast_paths(fallbacks, docs).items():
         if name in namespace:
             namespace[name] = fast
         if name in FUNCTIONAL:

@@ -1,6 +1,8 @@
 """The Tensor methods that are not ops: construction in torch's legacy forms, Python and numpy conversions,
 dtype conversions, operators, in-place variants, autograd conveniences. Attached to each engine's Tensor by
 install() (python/dyngrad/_api/__init__.py) as the table lists them."""
+import inspect
+
 import numpy as np
 
 from .. import _C
@@ -326,6 +328,12 @@ def inplace_variant(fn, op):
         return self
     method.__name__ = method.__qualname__ = op
     method.__doc__ = f"In-place {op[:-1]}: the result is written into this tensor."
+    try:                                  # fn's signature, its first parameter as self
+        params = list(inspect.signature(fn).parameters.values())
+        params[0] = params[0].replace(name="self")
+        method.__signature__ = inspect.Signature(params)
+    except (TypeError, ValueError, IndexError):
+        pass
     return method
 
 

@@ -62,5 +62,5 @@ def _fast_path_names():
     return []
 
 
-def _install_fast_paths(fallbacks):
+def _install_fast_paths(fallbacks, docs):
     return {}
