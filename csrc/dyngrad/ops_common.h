@@ -6,13 +6,16 @@
 #include "kernels/kernels.h"
 #include "node.h"
 #include "ops.h"
+#include "saved.h"
 
 namespace dyngrad {
 
-// Records an OpNode of kind k as the grad_fn of `out`, with one edge per input (null = not differentiable).
-inline std::shared_ptr<OpNode> record(OpKind k, const Tensor& out, std::initializer_list<const Tensor*> inputs) {
-  auto node = make_pooled<OpNode>(k);
-  collect_next_edges(*node, std::vector<const Tensor*>(inputs));
+// Records the node of op K as the grad_fn of `out`, with one edge per input (null = not differentiable). The
+// caller then fills, by name, what K's ops.def line says it saves: node->saved.a.save(a, false), ...
+template <OpKind K>
+std::shared_ptr<OpNodeOf<K>> record(const Tensor& out, const std::vector<const Tensor*>& inputs) {
+  auto node = make_op_node<K>();
+  collect_next_edges(*node, inputs);
   set_history(out, node);
   return node;
 }
