@@ -199,9 +199,9 @@ void collect_next_edges(Node& node, const std::vector<const Tensor*>& inputs) {
   }
 }
 
-void set_history(const Tensor& out, const std::shared_ptr<Node>& node, uint32_t output_nr) {
+void set_history(const Tensor& out, std::shared_ptr<Node> node, uint32_t output_nr) {
   out->requires_grad = true;
-  out->grad_fn = node;
+  out->grad_fn = std::move(node);
   out->output_nr = output_nr;
 }
 

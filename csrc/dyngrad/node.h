@@ -149,7 +149,7 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& t);
 // Connects node's next_edges/input_meta to inputs (null entries are non-differentiable inputs).
 void collect_next_edges(Node& node, const std::vector<const Tensor*>& inputs);
 // Makes `out` the output_nr-th output of node.
-void set_history(const Tensor& out, const std::shared_ptr<Node>& node, uint32_t output_nr = 0);
+void set_history(const Tensor& out, std::shared_ptr<Node> node, uint32_t output_nr = 0);
 
 // Note [Iterative graph destruction]
 void release_node_iteratively(std::shared_ptr<Node>&& node);

@@ -11,13 +11,15 @@
 namespace dyngrad {
 
 // Records the node of op K as the grad_fn of `out`, with one edge per input (null = not differentiable). The
-// caller then fills, by name, what K's ops.def line says it saves: node->saved.a.save(a, false), ...
+// caller then fills, by name, what K's ops.def line says it saves: node.saved.a.save(a, false), ...
+// Returns a reference: `out` owns the node, so recording costs no reference-count traffic beyond the edges.
 template <OpKind K>
-std::shared_ptr<OpNodeOf<K>> record(const Tensor& out, const std::vector<const Tensor*>& inputs) {
-  auto node = make_op_node<K>();
-  collect_next_edges(*node, inputs);
-  set_history(out, node);
-  return node;
+OpNodeOf<K>& record(const Tensor& out, const std::vector<const Tensor*>& inputs) {
+  std::shared_ptr<OpNodeOf<K>> node = make_op_node<K>();
+  OpNodeOf<K>& ref = *node;
+  collect_next_edges(ref, inputs);
+  set_history(out, std::move(node));
+  return ref;
 }
 
 inline void check_float(const Tensor& a, const char* op) {

@@ -71,9 +71,9 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryKind::Mul, a, b, result_type(a, b), "mul");
   if (any_requires_grad({&a, &b})) {
-    auto node = record<OpKind::mul>(out, {&a, &b});
-    if (node->needs_input_grad(1)) node->saved.a.save(a, false);
-    if (node->needs_input_grad(0)) node->saved.b.save(b, false);
+    auto& node = record<OpKind::mul>(out, {&a, &b});
+    if (node.needs_input_grad(1)) node.saved.a.save(a, false);
+    if (node.needs_input_grad(0)) node.saved.b.save(b, false);
   }
   return out;
 }
@@ -82,9 +82,9 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryKind::Div, a, b, to_floating(result_type(a, b)), "div");
   if (any_requires_grad({&a, &b})) {
-    auto node = record<OpKind::div>(out, {&a, &b});
-    if (node->needs_input_grad(1)) node->saved.a.save(a, false);
-    node->saved.b.save(b, false);
+    auto& node = record<OpKind::div>(out, {&a, &b});
+    if (node.needs_input_grad(1)) node.saved.a.save(a, false);
+    node.saved.b.save(b, false);
   }
   return out;
 }
@@ -100,10 +100,10 @@ Tensor neg(const Tensor& a) {
 Tensor pow(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryKind::Pow, a, b, result_type(a, b), "pow");
   if (any_requires_grad({&a, &b})) {
-    auto node = record<OpKind::pow>(out, {&a, &b});
-    node->saved.a.save(a, false);
-    node->saved.b.save(b, false);
-    if (node->needs_input_grad(1)) node->saved.out.save(out, true);
+    auto& node = record<OpKind::pow>(out, {&a, &b});
+    node.saved.a.save(a, false);
+    node.saved.b.save(b, false);
+    if (node.needs_input_grad(1)) node.saved.out.save(out, true);
   }
   return out;
 }
@@ -116,9 +116,9 @@ Tensor pow_scalar(const Tensor& a, double p) {
   if (integral_result) out = binary_kernel(BinaryKind::Pow, a, scalar_tensor(p, dt), dt, "pow");
   else out = unary_kernel(UnaryKind::PowScalar, a, dt, p);
   if (any_requires_grad({&a})) {
-    auto node = record<OpKind::pow_scalar>(out, {&a});
-    node->saved.a.save(a, false);
-    node->saved.exponent = p;
+    auto& node = record<OpKind::pow_scalar>(out, {&a});
+    node.saved.a.save(a, false);
+    node.saved.exponent = p;
   }
   return out;
 }
@@ -126,9 +126,9 @@ Tensor pow_scalar(const Tensor& a, double p) {
 Tensor maximum(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryKind::Maximum, a, b, result_type(a, b), "maximum");
   if (any_requires_grad({&a, &b})) {
-    auto node = record<OpKind::maximum>(out, {&a, &b});
-    node->saved.a.save(a, false);
-    node->saved.b.save(b, false);
+    auto& node = record<OpKind::maximum>(out, {&a, &b});
+    node.saved.a.save(a, false);
+    node.saved.b.save(b, false);
   }
   return out;
 }
@@ -136,9 +136,9 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 Tensor minimum(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryKind::Minimum, a, b, result_type(a, b), "minimum");
   if (any_requires_grad({&a, &b})) {
-    auto node = record<OpKind::minimum>(out, {&a, &b});
-    node->saved.a.save(a, false);
-    node->saved.b.save(b, false);
+    auto& node = record<OpKind::minimum>(out, {&a, &b});
+    node.saved.a.save(a, false);
+    node.saved.b.save(b, false);
   }
   return out;
 }
@@ -151,8 +151,8 @@ Tensor where(const Tensor& cond_in, const Tensor& a_in, const Tensor& b_in) {
   Tensor b = b_in->dtype == dt ? b_in : contiguous_copy(b_in, dt);
   Tensor out = where_kernel(cond, a, b, "where");
   if (any_requires_grad({&a_in, &b_in})) {
-    auto node = record<OpKind::where>(out, {nullptr, &a_in, &b_in});
-    node->saved.cond.save(cond, false);
+    auto& node = record<OpKind::where>(out, {nullptr, &a_in, &b_in});
+    node.saved.cond.save(cond, false);
   }
   return out;
 }
@@ -164,10 +164,10 @@ Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi
   double h = hi ? *hi : std::numeric_limits<double>::quiet_NaN();
   Tensor out = clamp_kernel(a, l, h);
   if (any_requires_grad({&a})) {
-    auto node = record<OpKind::clamp>(out, {&a});
-    node->saved.a.save(a, false);
-    if (!std::isnan(l)) node->saved.lo = l;  // a NaN bound is no bound, as in the kernel
-    if (!std::isnan(h)) node->saved.hi = h;
+    auto& node = record<OpKind::clamp>(out, {&a});
+    node.saved.a.save(a, false);
+    if (!std::isnan(l)) node.saved.lo = l;  // a NaN bound is no bound, as in the kernel
+    if (!std::isnan(h)) node.saved.hi = h;
   }
   return out;
 }
@@ -185,7 +185,7 @@ static void save_unary(SavesOut::Stored& s, const Tensor&, const Tensor& out) { 
 template <OpKind K>
 static Tensor unary_op(UnaryKind uk, const Tensor& a) {
   Tensor out = unary_kernel(uk, a, to_floating(a->dtype));
-  if (any_requires_grad({&a})) save_unary(record<K>(out, {&a})->saved, a, out);
+  if (any_requires_grad({&a})) save_unary(record<K>(out, {&a}).saved, a, out);
   return out;
 }
 
@@ -203,9 +203,9 @@ Tensor erf(const Tensor& a) { return unary_op<OpKind::erf>(UnaryKind::Erf, a); }
 Tensor leaky_relu(const Tensor& a, double slope) {
   Tensor out = unary_kernel(UnaryKind::LeakyRelu, a, to_floating(a->dtype), slope);
   if (any_requires_grad({&a})) {
-    auto node = record<OpKind::leaky_relu>(out, {&a});
-    node->saved.a.save(a, false);
-    node->saved.slope = slope;
+    auto& node = record<OpKind::leaky_relu>(out, {&a});
+    node.saved.a.save(a, false);
+    node.saved.slope = slope;
   }
   return out;
 }
@@ -213,10 +213,10 @@ Tensor leaky_relu(const Tensor& a, double slope) {
 Tensor softplus(const Tensor& a, double beta, double threshold) {
   Tensor out = unary_kernel(UnaryKind::Softplus, a, to_floating(a->dtype), beta, threshold);
   if (any_requires_grad({&a})) {
-    auto node = record<OpKind::softplus>(out, {&a});
-    node->saved.a.save(a, false);
-    node->saved.beta = beta;
-    node->saved.threshold = threshold;
+    auto& node = record<OpKind::softplus>(out, {&a});
+    node.saved.a.save(a, false);
+    node.saved.beta = beta;
+    node.saved.threshold = threshold;
   }
   return out;
 }
@@ -224,14 +224,14 @@ Tensor softplus(const Tensor& a, double beta, double threshold) {
 // abs and relu keep integer dtypes, as torch does.
 Tensor abs(const Tensor& a) {
   Tensor out = unary_kernel(UnaryKind::Abs, a, a->dtype);
-  if (any_requires_grad({&a})) record<OpKind::abs>(out, {&a})->saved.a.save(a, false);
+  if (any_requires_grad({&a})) record<OpKind::abs>(out, {&a}).saved.a.save(a, false);
   return out;
 }
 
 // relu saves its output instead of its input: same information, and the input can then be freed.
 Tensor relu(const Tensor& a) {
   Tensor out = unary_kernel(UnaryKind::Relu, a, a->dtype);
-  if (any_requires_grad({&a})) record<OpKind::relu>(out, {&a})->saved.out.save(out, true);
+  if (any_requires_grad({&a})) record<OpKind::relu>(out, {&a}).saved.out.save(out, true);
   return out;
 }
 
@@ -267,11 +267,10 @@ Tensor isfinite(const Tensor& a) { return unary_kernel(UnaryKind::IsFinite, a, D
 
 // Every reduction saves the reduced dims (sorted, wrapped) and keepdim.
 template <OpKind K>
-static std::shared_ptr<OpNodeOf<K>> record_reduction(const Tensor& out, const Tensor& a, const Dims& dims,
-                                                     bool keepdim) {
-  auto node = record<K>(out, {&a});
-  node->saved.dims = dims;
-  node->saved.keepdim = keepdim;
+static OpNodeOf<K>& record_reduction(const Tensor& out, const Tensor& a, const Dims& dims, bool keepdim) {
+  auto& node = record<K>(out, {&a});
+  node.saved.dims = dims;
+  node.saved.keepdim = keepdim;
   return node;
 }
 
@@ -328,9 +327,9 @@ static Tensor extremum(ReduceKind rk, const Tensor& a, const Dims& dims_in, bool
              shape_str(a->shape), "): an empty tensor has no ", op == std::string("amax") ? "max" : "min", ".");
   Tensor out = reduce_kernel(rk, a, dims, keepdim);
   if (any_requires_grad({&a})) {
-    auto node = record_reduction<K>(out, a, dims, keepdim);
-    node->saved.a.save(a, false);
-    node->saved.out.save(out, true);
+    auto& node = record_reduction<K>(out, a, dims, keepdim);
+    node.saved.a.save(a, false);
+    node.saved.out.save(out, true);
   }
   return out;
 }
@@ -370,9 +369,9 @@ Tensor logsumexp(const Tensor& a_in, const Dims& dims_in, bool keepdim) {
   auto dims = normalize_dims(dims_in, a->ndim(), "logsumexp");
   Tensor out = reduce_kernel(ReduceKind::LogSumExp, a, dims, keepdim);
   if (any_requires_grad({&a})) {
-    auto node = record_reduction<OpKind::logsumexp>(out, a, dims, keepdim);
-    node->saved.a.save(a, false);
-    node->saved.out.save(out, true);
+    auto& node = record_reduction<OpKind::logsumexp>(out, a, dims, keepdim);
+    node.saved.a.save(a, false);
+    node.saved.out.save(out, true);
   }
   return out;
 }
@@ -425,9 +424,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Tensor bc = b->dtype == dt ? b : to_dtype(b, dt);
   Tensor out = matmul_kernel(ac, bc);
   if (any_requires_grad({&ac, &bc})) {
-    auto node = record<OpKind::matmul>(out, {&ac, &bc});
-    if (node->needs_input_grad(1)) node->saved.a.save(ac, false);
-    if (node->needs_input_grad(0)) node->saved.b.save(bc, false);
+    auto& node = record<OpKind::matmul>(out, {&ac, &bc});
+    if (node.needs_input_grad(1)) node.saved.a.save(ac, false);
+    if (node.needs_input_grad(0)) node.saved.b.save(bc, false);
   }
   return out;
 }

@@ -14,9 +14,9 @@ Tensor softmax(const Tensor& a_in, int64_t dim) {
   int64_t d = a->ndim() ? wrap_dim(dim, a->ndim(), "softmax") : (wrap_dim(dim, 0, "softmax"), 0);
   Tensor out = a->ndim() ? softmax_kernel(a, d, false) : full({}, 1.0, a->dtype);
   if (any_requires_grad({&a})) {
-    auto node = record<OpKind::softmax>(out, {&a});
-    node->saved.out.save(out, true);
-    node->saved.dim = d;
+    auto& node = record<OpKind::softmax>(out, {&a});
+    node.saved.out.save(out, true);
+    node.saved.dim = d;
   }
   return out;
 }
@@ -27,9 +27,9 @@ Tensor log_softmax(const Tensor& a_in, int64_t dim) {
   int64_t d = a->ndim() ? wrap_dim(dim, a->ndim(), "log_softmax") : (wrap_dim(dim, 0, "log_softmax"), 0);
   Tensor out = a->ndim() ? softmax_kernel(a, d, true) : zeros({}, a->dtype);
   if (any_requires_grad({&a})) {
-    auto node = record<OpKind::log_softmax>(out, {&a});
-    node->saved.out.save(out, true);
-    node->saved.dim = d;
+    auto& node = record<OpKind::log_softmax>(out, {&a});
+    node.saved.out.save(out, true);
+    node.saved.dim = d;
   }
   return out;
 }
@@ -81,13 +81,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t reducti
     }
   }
   if (any_requires_grad({&logits})) {
-    auto node = record<OpKind::cross_entropy>(out, {&logits, nullptr});
-    node->saved.logits.save(logits, false);
-    node->saved.target.save(t, false);
-    node->saved.reduction = reduction;
-    node->saved.ignore_index = ignore_index;
-    node->saved.count = count;
-    node->saved.label_smoothing = label_smoothing;
+    auto& node = record<OpKind::cross_entropy>(out, {&logits, nullptr});
+    node.saved.logits.save(logits, false);
+    node.saved.target.save(t, false);
+    node.saved.reduction = reduction;
+    node.saved.ignore_index = ignore_index;
+    node.saved.count = count;
+    node.saved.label_smoothing = label_smoothing;
   }
   return out;
 }
@@ -111,7 +111,7 @@ Tensor unfold(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, i
   check_image(x, "unfold");
   check_window(x, kh, kw, sh, sw, ph, pw, "unfold");
   Tensor out = im2col_kernel(x, kh, kw, sh, sw, ph, pw);
-  if (any_requires_grad({&x})) record<OpKind::unfold>(out, {&x})->saved.window = {kh, kw, sh, sw, ph, pw};
+  if (any_requires_grad({&x})) record<OpKind::unfold>(out, {&x}).saved.window = {kh, kw, sh, sw, ph, pw};
   return out;
 }
 
@@ -119,7 +119,7 @@ Tensor unfold(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, i
 Tensor fold(const Tensor& cols, const Shape& input_shape, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
             int64_t pw) {
   Tensor out = col2im_kernel(cols, input_shape, kh, kw, sh, sw, ph, pw);
-  if (any_requires_grad({&cols})) record<OpKind::fold>(out, {&cols})->saved.window = {kh, kw, sh, sw, ph, pw};
+  if (any_requires_grad({&cols})) record<OpKind::fold>(out, {&cols}).saved.window = {kh, kw, sh, sw, ph, pw};
   return out;
 }
 

@@ -136,8 +136,8 @@ Tensor permute(const Tensor& a, const Dims& dims) {
   }
   Tensor out = view_of(a, shape, strides, a->offset);
   if (any_requires_grad({&a})) {
-    auto node = record<OpKind::permute>(out, {&a});
-    node->saved.dims = wrapped;
+    auto& node = record<OpKind::permute>(out, {&a});
+    node.saved.dims = wrapped;
     mark_view(out, a);
   }
   return out;
@@ -242,10 +242,10 @@ Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t stop, int64_t 
   strides[d] = a->strides[d] * step;
   Tensor out = view_of(a, shape, strides, a->offset + start * a->strides[d]);
   if (any_requires_grad({&a})) {
-    auto node = record<OpKind::slice>(out, {&a});
-    node->saved.dim = d;
-    node->saved.start = start;
-    node->saved.step = step;
+    auto& node = record<OpKind::slice>(out, {&a});
+    node.saved.dim = d;
+    node.saved.start = start;
+    node.saved.step = step;
     mark_view(out, a);
   }
   return out;
@@ -262,10 +262,10 @@ Tensor slice_scatter(const Tensor& grad, const Shape& input_shape, int64_t dim, 
   Tensor window = make_view(out, shape, strides, start * out->strides[dim]);
   copy_into(window, grad);
   if (any_requires_grad({&grad})) {
-    auto node = record<OpKind::slice_scatter>(out, {&grad});
-    node->saved.dim = dim;
-    node->saved.start = start;
-    node->saved.step = step;
+    auto& node = record<OpKind::slice_scatter>(out, {&grad});
+    node.saved.dim = dim;
+    node.saved.start = start;
+    node.saved.step = step;
   }
   return out;
 }
@@ -321,9 +321,9 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
   if (any_requires_grad(ts)) {
     std::vector<const Tensor*> inputs;
     for (auto& t : ts) inputs.push_back(&t);
-    auto node = record<OpKind::cat>(out, inputs);
-    node->saved.dim = d;
-    node->saved.sizes = std::move(sizes);
+    auto& node = record<OpKind::cat>(out, inputs);
+    node.saved.dim = d;
+    node.saved.sizes = std::move(sizes);
   }
   return out;
 }
@@ -421,9 +421,9 @@ Tensor index_select(const Tensor& a_in, int64_t dim, const Tensor& index_in) {
       std::memcpy(dst + ((o * n + i) * inner) * item, src + ((o * size + j) * inner) * item, inner * item);
     }
   if (any_requires_grad({&a_in})) {
-    auto node = record<OpKind::index_select>(out, {&a_in});
-    node->saved.index.save(index, false);
-    node->saved.dim = d;
+    auto& node = record<OpKind::index_select>(out, {&a_in});
+    node.saved.index.save(index, false);
+    node.saved.dim = d;
   }
   return out;
 }
@@ -452,9 +452,9 @@ Tensor index_add(const Tensor& src_in, int64_t d, const Tensor& index_in, const 
       }
   });
   if (any_requires_grad({&src_in})) {
-    auto node = record<OpKind::index_add>(out, {&src_in});
-    node->saved.index.save(index, false);
-    node->saved.dim = d;
+    auto& node = record<OpKind::index_add>(out, {&src_in});
+    node.saved.index.save(index, false);
+    node.saved.dim = d;
   }
   return out;
 }
@@ -504,9 +504,9 @@ Tensor gather(const Tensor& a_in, int64_t dim, const Tensor& index_in) {
     std::memcpy(out->raw() + i * item, a->raw() + flat * item, item);
   });
   if (any_requires_grad({&a_in})) {
-    auto node = record<OpKind::gather>(out, {&a_in});
-    node->saved.index.save(index, false);
-    node->saved.dim = d;
+    auto& node = record<OpKind::gather>(out, {&a_in});
+    node.saved.index.save(index, false);
+    node.saved.dim = d;
   }
   return out;
 }
@@ -522,9 +522,9 @@ Tensor scatter_add(const Tensor& src_in, int64_t d, const Tensor& index_in, cons
     for_each_gather_position(index, out_shape, d, "scatter_add", [&](int64_t i, int64_t flat) { o[flat] += s[i]; });
   });
   if (any_requires_grad({&src_in})) {
-    auto node = record<OpKind::scatter_add>(out, {&src_in});
-    node->saved.index.save(index, false);
-    node->saved.dim = d;
+    auto& node = record<OpKind::scatter_add>(out, {&src_in});
+    node.saved.index.save(index, false);
+    node.saved.dim = d;
   }
   return out;
 }
@@ -545,7 +545,7 @@ Tensor take(const Tensor& a_in, const Tensor& positions_in) {
   const int64_t* p = positions->data<int64_t>();
   const size_t item = a->itemsize();
   for (int64_t i = 0; i < positions->numel; ++i) std::memcpy(out->raw() + i * item, a->raw() + p[i] * item, item);
-  if (any_requires_grad({&a_in})) record<OpKind::take>(out, {&a_in})->saved.positions.save(positions, false);
+  if (any_requires_grad({&a_in})) record<OpKind::take>(out, {&a_in}).saved.positions.save(positions, false);
   return out;
 }
 
@@ -559,7 +559,7 @@ Tensor put(const Tensor& a, const Tensor& positions_in, const Tensor& v_in) {
   const int64_t* p = positions->data<int64_t>();
   const size_t item = out->itemsize();
   for (int64_t i = 0; i < positions->numel; ++i) std::memcpy(out->raw() + p[i] * item, v->raw() + i * item, item);
-  if (any_requires_grad({&a, &v_in})) record<OpKind::put>(out, {&a, &v_in})->saved.positions.save(positions, false);
+  if (any_requires_grad({&a, &v_in})) record<OpKind::put>(out, {&a, &v_in}).saved.positions.save(positions, false);
   return out;
 }
 
@@ -575,7 +575,7 @@ Tensor put_add(const Tensor& v_in, const Tensor& positions_in, const Shape& out_
     T* o = out->data<T>();
     for (int64_t i = 0; i < positions->numel; ++i) o[p[i]] += s[i];
   });
-  if (any_requires_grad({&v_in})) record<OpKind::put_add>(out, {&v_in})->saved.positions.save(positions, false);
+  if (any_requires_grad({&v_in})) record<OpKind::put_add>(out, {&v_in}).saved.positions.save(positions, false);
   return out;
 }
 

@@ -3,7 +3,7 @@
 // Note [Named saved state]: every line of ops.def names one of the structs below, declared once with
 // DG_SAVED(Name, (type, field), ...). That one declaration gives
 //   - Name::Stored: the fields as the node holds them (a tensor as a SavedTensor, Note [Saved tensor versions]).
-//     The forward fills them by name: node->saved.a.save(a, false); node->saved.dims = dims;
+//     The forward fills them by name: node.saved.a.save(a, false); node.saved.dims = dims;
 //   - Name: the view a formula reads. s.a is the unpacked Tensor (version checked, and ERR_BACKWARD_TWICE once
 //     released: Note [Releasing the graph]); s.dims is a const reference to the stored value, not a copy.
 //   - Stored::each(visit): visit(name, field) for every field in declared order. Release, saved_tensors() (the
