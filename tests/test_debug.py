@@ -258,6 +258,35 @@ def test_node_introspection(dg):
     assert acc.input_shapes == [(3,)] and acc.saved_tensors_info() == []
 
 
+def test_saved_fields_by_name(dg):
+    """Node._saved_fields(): what the node saved for backward, by the names its op declares (Note [Named saved
+    state]), tensors unpacked; None for a tensor the forward did not need; {} for nodes that are not ops."""
+    a = leaf(dg, [1.0, 2.0, 3.0])
+    c = dg.tensor([4.0, 5.0, 6.0], dtype=dg.float64)      # needs no grad: mul does not save a for it
+    y = a * c
+    fields = y.grad_fn._saved_fields()
+    assert list(fields) == ["a", "b"] and fields["a"] is None and fields["b"].tolist() == [4.0, 5.0, 6.0]
+    s = dg.ones(2, 3, 4, dtype=dg.float64, requires_grad=True).sum(dim=(2, -3), keepdim=True)
+    assert s.grad_fn._saved_fields() == {"dims": (0, 2), "keepdim": True}
+    assert a.clamp(min=0.5).grad_fn._saved_fields()["hi"] is None
+    assert a.pow(3).grad_fn._saved_fields()["exponent"] == 3
+    z = a.tanh()
+    out = z.grad_fn._saved_fields()["out"]             # an output comes back attached to its node
+    assert out.tolist() == z.tolist() and out.grad_fn is z.grad_fn
+    assert y.grad_fn.next_functions[0][0]._saved_fields() == {}  # AccumulateGrad
+    z.sum().backward()
+    with pytest.raises(RuntimeError, match="saved tensors were already freed"):
+        z.grad_fn._saved_fields()
+    s.sum().backward()
+    assert s.grad_fn._saved_fields()["dims"] == (0, 2)  # no tensors: values stay readable, as torch's _saved_dim
+    w = a * 1.0
+    v = w.sin()
+    with dg.no_grad():
+        w.mul_(2)
+    with pytest.raises(RuntimeError, match="modified in place"):
+        v.grad_fn._saved_fields()
+
+
 def test_graph_stats(dg):
     a = leaf(dg, [1.0, 2.0, 3.0])
     b = leaf(dg, [4.0, 5.0, 6.0])

@@ -5,6 +5,7 @@ not in the other is a bug in one of them. (Values and gradients are compared in 
 """
 import types
 
+import numpy as np
 import pytest
 
 # The public API of docs/design.md ("Public API (both engines)"), module level and Tensor methods.
@@ -120,3 +121,103 @@ def test_same_node_names_for_every_op_row(cpp, ref):
         if names[0] != names[1]:
             mismatches.append(f"{op.name:28s} dyngrad {names[0]!s:22s} reference {names[1]}")
     assert not mismatches, f"{len(mismatches)} rows differ:\n" + "\n".join(mismatches)
+
+
+def test_same_saved_field_names_for_every_op(cpp, ref):
+    """Each op saves the same named fields in both engines (Note [Named saved state] in csrc/dyngrad/saved.h):
+    the structs that ops.def names, generated into _C.op_saved_fields(), against the reference's PRIMITIVES."""
+    table = ref._C.op_saved_fields()
+    c = cpp._C.op_saved_fields()
+    rows = [f"{op:14s} dyngrad {c.get(op)!s:40s} reference {table.get(op)}"
+            for op in sorted(set(c) | set(table)) if c.get(op) != table.get(op)]
+    assert not rows, f"{len(rows)} ops differ:\n" + "\n".join(rows)
+
+
+def _graph_pairs(c_root, r_root):
+    """The nodes of the same graph in the two engines, in pairs (each node once, following next_functions)."""
+    stack, seen = [(c_root, r_root)], set()
+    while stack:
+        c, r = stack.pop()
+        if c is None or r is None:
+            if c is not None or r is not None:
+                yield c, r  # one engine has an edge the other has not: reported by the caller
+            continue
+        if id(r) in seen:
+            continue
+        seen.add(id(r))
+        yield c, r
+        if len(c.next_functions) == len(r.next_functions):
+            stack.extend((a[0], b[0]) for a, b in zip(c.next_functions, r.next_functions))
+
+
+def _same_value(a, b):
+    if a is None or b is None:
+        return a is None and b is None
+    if hasattr(a, "grad_fn"):  # a tensor (already unpacked)
+        from helpers import to_numpy
+        x, y = to_numpy(a), to_numpy(b)
+        return x.shape == y.shape and np.allclose(x, y, rtol=1e-12, atol=1e-12, equal_nan=True)
+    return type(a) is type(b) and a == b if isinstance(a, (tuple, bool)) else a == b
+
+
+def test_saved_fields_agree_for_every_op_row(cpp, ref):
+    """Node._saved_fields() of every node of every op row's graph: the same names, in the same order, with the same
+    values in both engines; a reference node saves nothing its op does not declare; and every primitive shows up."""
+    from helpers import as_list, as_spec, differentiable, draw_inputs, make_tensor
+    from test_ops import OPS
+
+    problems, seen_ops = [], set()
+    for op in OPS:
+        if not op.cases or not op.grad:
+            continue
+        specs = [as_spec(s, op.check.get("low"), op.check.get("high"), op.check.get("away_from", ()))
+                 for s in op.cases[0]]
+        arrays = draw_inputs(specs, 0)
+        diff = differentiable(specs, arrays)
+        outs, m_leaves = [], {}
+        for m in (cpp, ref):
+            tensors = m_leaves[m] = [make_tensor(m, a, "float64", k in diff) for k, a in enumerate(arrays)]
+            try:
+                outs.append(as_list(op.fn(m, *tensors)))
+            except Exception:  # noqa: BLE001  rows failing on this input are test_ops' business
+                outs.append(None)
+        if outs[0] is None or outs[1] is None:
+            continue
+        roots = list(zip(*outs))
+        # and the graphs of the gradients (create_graph): the adjoint primitives (IndexAdd, Col2Im...) are there
+        grads = []
+        for m, engine_outs in zip((cpp, ref), outs):
+            floats = [o for o in engine_outs if o.requires_grad and o.is_floating_point()]
+            leaves = [t for t in m_leaves[m] if t.requires_grad]
+            if not floats or not leaves:
+                break
+            loss = sum((o * o).sum() for o in floats)  # squares: the gradient flowing back has a history too
+            try:
+                grads.append(m.autograd.grad(loss, leaves, create_graph=True, allow_unused=True))
+            except Exception as exc:  # noqa: BLE001  e.g. a formula reading a field its forward did not save
+                problems.append(f"{op.name}: {m.__name__} backward raised {type(exc).__name__}: {exc}")
+                break
+        if len(grads) == 2:
+            roots += [(c, r) for c, r in zip(*grads) if c is not None and r is not None]
+        for c_out, r_out in roots:
+            for c, r in _graph_pairs(c_out.grad_fn, r_out.grad_fn):
+                if c is None or r is None or c.name() != r.name():
+                    problems.append(f"{op.name}: graphs differ: {c and c.name()} vs {r and r.name()}")
+                    break
+                cf, rf = c._saved_fields(), r._saved_fields()
+                if list(cf) != list(rf):
+                    problems.append(f"{op.name}: {c.name()} saves {list(cf)} in dyngrad, {list(rf)} in the reference")
+                    continue
+                differ = [k for k in cf if not _same_value(cf[k], rf[k])]
+                if differ:
+                    problems.append(f"{op.name}: {c.name()} fields {differ} differ: "
+                                    f"{[cf[k] for k in differ]} vs {[rf[k] for k in differ]}")
+                fields = getattr(r, "fields", None)
+                if fields is not None:
+                    seen_ops.add(r.op)
+                    extra = (set(r.saved or ()) | set(r.args or ())) - set(fields)
+                    if extra:
+                        problems.append(f"{op.name}: the reference {r.name()} saves undeclared {sorted(extra)}")
+    assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems)
+    missing = {d for _, d, _ in ref.ops.PRIMITIVES} - seen_ops
+    assert not missing, f"no op row reaches these nodes, so their saved fields went unchecked: {sorted(missing)}"

@@ -160,6 +160,27 @@ void bind_autograd(py::module_& m) {
         }
         return out;
       })
+      .def("_saved_fields", [](Node& n) {
+        // {name: value} of what the node saved for backward, in declared order (Note [Named saved state]):
+        // tensors unpacked (so a released node raises ERR_BACKWARD_TWICE), optional numbers None when absent
+        py::dict out;
+        for (const SavedField& f : n.saved_fields()) {
+          if (f.tensor) {
+            Tensor t = f.tensor->unpack(n);
+            out[f.name] = t ? py::cast(std::move(t)) : py::none();
+            continue;
+          }
+          out[f.name] = std::visit(
+              [](const auto& v) -> py::object {
+                using V = std::decay_t<decltype(v)>;
+                if constexpr (std::is_same_v<V, std::monostate>) return py::none();
+                else if constexpr (std::is_same_v<V, Dims>) return py::tuple(py::cast(v));
+                else return py::cast(v);
+              },
+              f.value);
+        }
+        return out;
+      })
       .def_property_readonly("input_metadata", [](const Node& n) {
         py::list out;  // (shape, dtype) of each forward input
         for (auto& meta : n.input_meta) out.append(py::make_tuple(make_size(meta.shape), dtype_object(meta.dtype)));

@@ -141,6 +141,15 @@ PYBIND11_MODULE(_C, m) {
     for (int i = 0; i < (int)OpKind::COUNT; ++i) names.push_back(op_name((OpKind)i));
     return names;
   }, "the primitive ops of csrc/dyngrad/ops.def, in order");
+  m.def("op_saved_fields", [] {
+    py::dict out;
+    for (int i = 0; i < (int)OpKind::COUNT; ++i) {
+      py::list names;
+      for (const char* name : op_saved_fields((OpKind)i)) names.append(name);
+      out[op_name((OpKind)i)] = py::tuple(names);
+    }
+    return out;
+  }, "{op: names of the fields its node saves} (the saved.h struct each ops.def line names)");
   bind_dtypes(m);
   bind_tensor(m);
   bind_ops(m);

@@ -1,9 +1,11 @@
 // derivatives.cpp: EVERY backward formula, one function per primitive op, in ops.def order.
 // Mirrored by python/dyngrad/reference/derivatives.py.
-// Conventions: `grad` is dL/d(out); n.get(i) unpacks what the forward saved (see the op's forward in ops_*.cpp);
-// n.input_meta[i] is the shape/dtype of input i. Formulas ignore broadcasting: the engine sums each gradient to
-// its input's shape (Note [Unbroadcast] in engine.h). They are written in differentiable ops, so with
-// create_graph=True the backward pass is itself recorded and can be differentiated again.
+// Conventions: `grad` is dL/d(out); `s` is what the forward saved, by the names of the struct the op's ops.def line
+// names (saved.h): s.a, s.out, s.dims, s.keepdim... with tensors already unpacked (Note [Named saved state]);
+// `n` is the node: n.needs_input_grad(i), and in_shape(n, i) / n.input_meta[i] the shape/dtype of input i.
+// Formulas ignore broadcasting: the engine sums each gradient to its input's shape (Note [Unbroadcast] in
+// engine.h). They are written in differentiable ops, so with create_graph=True the backward pass is itself
+// recorded and can be differentiated again.
 #include <cmath>
 #include <limits>
 
@@ -11,6 +13,7 @@
 #include "grad_mode.h"
 #include "kernels/kernels.h"
 #include "ops.h"
+#include "saved.h"
 
 namespace dyngrad {
 
@@ -18,13 +21,15 @@ using Grads = std::vector<Tensor>;
 
 static Tensor num(double v, const Tensor& like) { return scalar_tensor(v, like->dtype); }
 static const Shape& in_shape(const OpNode& n, int i = 0) { return n.input_meta[i].shape; }
+static DType in_dtype(const OpNode& n, int i = 0) { return n.input_meta[i].dtype; }
 // A reduction's gradient, put back to the input's shape: re-insert reduced dims, then broadcast.
-static Tensor unreduce(const Tensor& g, const OpNode& n) {
+template <class S>
+static Tensor unreduce(const Tensor& g, const OpNode& n, const S& s) {
   const Shape& shape = in_shape(n);
   Tensor r = g;
-  if (n.scalars[0] == 0) {  // !keepdim
+  if (!s.keepdim) {
     Shape kept = shape;
-    for (int64_t d : n.ints) kept[d] = 1;
+    for (int64_t d : s.dims) kept[d] = 1;
     r = reshape(g, kept);
   }
   return expand(r, shape);
@@ -33,54 +38,53 @@ static Tensor unreduce(const Tensor& g, const OpNode& n) {
 // ---- arithmetic ----
 
 // out = a + b  ->  da = grad, db = grad
-static Grads add_backward(const Tensor& grad, OpNode&) { return {grad, grad}; }
+static Grads add_backward(const Tensor& grad, const OpNode&, const SavesNothing&) { return {grad, grad}; }
 
 // out = a - b  ->  da = grad, db = -grad
-static Grads sub_backward(const Tensor& grad, OpNode& n) {
+static Grads sub_backward(const Tensor& grad, const OpNode& n, const SavesNothing&) {
   return {grad, n.needs_input_grad(1) ? neg(grad) : nullptr};
 }
 
 // out = a * b  ->  da = grad * b, db = grad * a
-static Grads mul_backward(const Tensor& grad, OpNode& n) {
-  return {n.needs_input_grad(0) ? mul(grad, n.get(1)) : nullptr, n.needs_input_grad(1) ? mul(grad, n.get(0)) : nullptr};
+static Grads mul_backward(const Tensor& grad, const OpNode& n, const SavesAB& s) {
+  return {n.needs_input_grad(0) ? mul(grad, s.b) : nullptr, n.needs_input_grad(1) ? mul(grad, s.a) : nullptr};
 }
 
 // out = a / b  ->  da = grad / b, db = -grad * a / b^2
-static Grads div_backward(const Tensor& grad, OpNode& n) {
-  Tensor b = n.get(1);
+static Grads div_backward(const Tensor& grad, const OpNode& n, const SavesAB& s) {
+  const Tensor& b = s.b;
   Tensor da = n.needs_input_grad(0) ? div(grad, b) : nullptr;
-  Tensor db = n.needs_input_grad(1) ? neg(div(mul(grad, n.get(0)), mul(b, b))) : nullptr;
+  Tensor db = n.needs_input_grad(1) ? neg(div(mul(grad, s.a), mul(b, b))) : nullptr;
   return {da, db};
 }
 
 // out = -a  ->  da = -grad
-static Grads neg_backward(const Tensor& grad, OpNode&) { return {neg(grad)}; }
+static Grads neg_backward(const Tensor& grad, const OpNode&, const SavesNothing&) { return {neg(grad)}; }
 
 // out = a ** b  ->  da = grad * b * a^(b-1), db = grad * out * log(a)  (0 where a == 0, as torch)
-static Grads pow_backward(const Tensor& grad, OpNode& n) {
-  Tensor a = n.get(0), b = n.get(1);
+static Grads pow_backward(const Tensor& grad, const OpNode& n, const SavesABOut& s) {
+  const Tensor &a = s.a, &b = s.b;
   Tensor da = n.needs_input_grad(0) ? mul(grad, mul(b, pow(a, sub(b, num(1, b))))) : nullptr;
   Tensor db;
   if (n.needs_input_grad(1)) {
-    Tensor out = n.get(2);
     Tensor safe_log = where(compare(CompareOp::Eq, a, num(0, a)), num(0, a), log(a));
-    db = mul(grad, mul(out, safe_log));
+    db = mul(grad, mul(s.out, safe_log));
   }
   return {da, db};
 }
 
 // out = a ** p  ->  da = grad * p * a^(p-1)
-static Grads pow_scalar_backward(const Tensor& grad, OpNode& n) {
-  double p = n.scalars[0];
+static Grads pow_scalar_backward(const Tensor& grad, const OpNode&, const SavesPowScalar& s) {
+  double p = s.exponent;
   if (p == 0) return {mul(grad, num(0, grad))};
-  Tensor a = n.get(0);
+  const Tensor& a = s.a;
   Tensor d = p == 2 ? mul(a, num(2, a)) : mul(pow_scalar(a, p - 1), num(p, a));
   return {mul(grad, d)};
 }
 
 // out = max(a, b)  ->  the larger input gets grad; ties split it evenly (torch)
-static Grads maximum_backward(const Tensor& grad, OpNode& n) {
-  Tensor a = n.get(0), b = n.get(1);
+static Grads maximum_backward(const Tensor& grad, const OpNode& n, const SavesAB& s) {
+  const Tensor &a = s.a, &b = s.b;
   Tensor wa = add(to_dtype(compare(CompareOp::Gt, a, b), grad->dtype),
                   mul(to_dtype(compare(CompareOp::Eq, a, b), grad->dtype), num(0.5, grad)));
   return {n.needs_input_grad(0) ? mul(grad, wa) : nullptr,
@@ -88,8 +92,8 @@ static Grads maximum_backward(const Tensor& grad, OpNode& n) {
 }
 
 // out = min(a, b)  ->  the smaller input gets grad; ties split it evenly
-static Grads minimum_backward(const Tensor& grad, OpNode& n) {
-  Tensor a = n.get(0), b = n.get(1);
+static Grads minimum_backward(const Tensor& grad, const OpNode& n, const SavesAB& s) {
+  const Tensor &a = s.a, &b = s.b;
   Tensor wa = add(to_dtype(compare(CompareOp::Lt, a, b), grad->dtype),
                   mul(to_dtype(compare(CompareOp::Eq, a, b), grad->dtype), num(0.5, grad)));
   return {n.needs_input_grad(0) ? mul(grad, wa) : nullptr,
@@ -97,81 +101,81 @@ static Grads minimum_backward(const Tensor& grad, OpNode& n) {
 }
 
 // out = cond ? a : b  ->  da = cond ? grad : 0, db = cond ? 0 : grad
-static Grads where_backward(const Tensor& grad, OpNode& n) {
-  Tensor cond = n.get(0), zero = num(0, grad);
+static Grads where_backward(const Tensor& grad, const OpNode& n, const SavesCond& s) {
+  const Tensor& cond = s.cond;
+  Tensor zero = num(0, grad);
   return {nullptr, n.needs_input_grad(1) ? where(cond, grad, zero) : nullptr,
           n.needs_input_grad(2) ? where(cond, zero, grad) : nullptr};
 }
 
 // out = clamp(a, lo, hi)  ->  da = grad where lo <= a <= hi, else 0
-static Grads clamp_backward(const Tensor& grad, OpNode& n) {
-  Tensor a = n.get(0);
-  double lo = n.scalars[0], hi = n.scalars[1];
+static Grads clamp_backward(const Tensor& grad, const OpNode&, const SavesClamp& s) {
+  const Tensor& a = s.a;
   Tensor inside = full(a->shape, 1.0, DType::Bool);
-  if (!std::isnan(lo)) inside = logical_and(inside, compare(CompareOp::Ge, a, num(lo, a)));
-  if (!std::isnan(hi)) inside = logical_and(inside, compare(CompareOp::Le, a, num(hi, a)));
+  if (s.lo) inside = logical_and(inside, compare(CompareOp::Ge, a, num(*s.lo, a)));
+  if (s.hi) inside = logical_and(inside, compare(CompareOp::Le, a, num(*s.hi, a)));
   return {where(inside, grad, num(0, grad))};
 }
 
 // ---- unary ----
 
 // out = exp(a)  ->  da = grad * out
-static Grads exp_backward(const Tensor& grad, OpNode& n) { return {mul(grad, n.get(0))}; }
+static Grads exp_backward(const Tensor& grad, const OpNode&, const SavesOut& s) { return {mul(grad, s.out)}; }
 
 // out = log(a)  ->  da = grad / a
-static Grads log_backward(const Tensor& grad, OpNode& n) { return {div(grad, n.get(0))}; }
+static Grads log_backward(const Tensor& grad, const OpNode&, const SavesA& s) { return {div(grad, s.a)}; }
 
 // out = sqrt(a)  ->  da = grad / (2 out)
-static Grads sqrt_backward(const Tensor& grad, OpNode& n) { return {div(grad, mul(n.get(0), num(2, grad)))}; }
+static Grads sqrt_backward(const Tensor& grad, const OpNode&, const SavesOut& s) {
+  return {div(grad, mul(s.out, num(2, grad)))};
+}
 
 // out = a^(-1/2)  ->  da = -grad * out^3 / 2
-static Grads rsqrt_backward(const Tensor& grad, OpNode& n) {
-  Tensor out = n.get(0);
-  return {mul(grad, mul(pow_scalar(out, 3), num(-0.5, grad)))};
+static Grads rsqrt_backward(const Tensor& grad, const OpNode&, const SavesOut& s) {
+  return {mul(grad, mul(pow_scalar(s.out, 3), num(-0.5, grad)))};
 }
 
 // out = |a|  ->  da = grad * sign(a)
-static Grads abs_backward(const Tensor& grad, OpNode& n) { return {mul(grad, sign(n.get(0)))}; }
+static Grads abs_backward(const Tensor& grad, const OpNode&, const SavesA& s) { return {mul(grad, sign(s.a))}; }
 
 // out = sin(a)  ->  da = grad * cos(a)
-static Grads sin_backward(const Tensor& grad, OpNode& n) { return {mul(grad, cos(n.get(0)))}; }
+static Grads sin_backward(const Tensor& grad, const OpNode&, const SavesA& s) { return {mul(grad, cos(s.a))}; }
 
 // out = cos(a)  ->  da = -grad * sin(a)
-static Grads cos_backward(const Tensor& grad, OpNode& n) { return {neg(mul(grad, sin(n.get(0))))}; }
+static Grads cos_backward(const Tensor& grad, const OpNode&, const SavesA& s) { return {neg(mul(grad, sin(s.a)))}; }
 
 // out = tanh(a)  ->  da = grad * (1 - out^2)
-static Grads tanh_backward(const Tensor& grad, OpNode& n) {
-  Tensor out = n.get(0);
+static Grads tanh_backward(const Tensor& grad, const OpNode&, const SavesOut& s) {
+  const Tensor& out = s.out;
   if (!GradMode::is_enabled())  // not recording: one fused kernel instead of three
     return {mul(grad, unary_kernel(UnaryKind::TanhGradFromOut, out, out->dtype))};
   return {mul(grad, sub(num(1, out), mul(out, out)))};
 }
 
 // out = sigmoid(a)  ->  da = grad * out * (1 - out)
-static Grads sigmoid_backward(const Tensor& grad, OpNode& n) {
-  Tensor out = n.get(0);
+static Grads sigmoid_backward(const Tensor& grad, const OpNode&, const SavesOut& s) {
+  const Tensor& out = s.out;
   if (!GradMode::is_enabled()) return {mul(grad, unary_kernel(UnaryKind::SigmoidGradFromOut, out, out->dtype))};
   return {mul(grad, mul(out, sub(num(1, out), out)))};
 }
 
 // out = max(a, 0)  ->  da = grad * (out > 0)
-static Grads relu_backward(const Tensor& grad, OpNode& n) {
-  Tensor out = n.get(0);
-  return {mul(grad, unary_kernel(UnaryKind::ReluMask, out, grad->dtype))};
+static Grads relu_backward(const Tensor& grad, const OpNode&, const SavesOut& s) {
+  return {mul(grad, unary_kernel(UnaryKind::ReluMask, s.out, grad->dtype))};
 }
 
 // out = sign(a)  ->  da = 0 (piecewise constant)
-static Grads sign_backward(const Tensor& grad, OpNode&) { return {mul(grad, num(0, grad))}; }
+static Grads sign_backward(const Tensor& grad, const OpNode&, const SavesNothing&) { return {mul(grad, num(0, grad))}; }
 
 // out = a > 0 ? a : slope * a  ->  da = grad * (a > 0 ? 1 : slope)
-static Grads leaky_relu_backward(const Tensor& grad, OpNode& n) {
-  Tensor a = n.get(0);
-  return {mul(grad, where(compare(CompareOp::Gt, a, num(0, a)), num(1, grad), num(n.scalars[0], grad)))};
+static Grads leaky_relu_backward(const Tensor& grad, const OpNode&, const SavesLeakyRelu& s) {
+  const Tensor& a = s.a;
+  return {mul(grad, where(compare(CompareOp::Gt, a, num(0, a)), num(1, grad), num(s.slope, grad)))};
 }
 
 // out = a * Phi(a)  ->  da = grad * (Phi(a) + a * phi(a))
-static Grads gelu_backward(const Tensor& grad, OpNode& n) {
-  Tensor a = n.get(0);
+static Grads gelu_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
+  const Tensor& a = s.a;
   if (!GradMode::is_enabled()) return {mul(grad, unary_kernel(UnaryKind::GeluGrad, a, a->dtype))};
   Tensor cdf = mul(add(erf(mul(a, num(M_SQRT1_2, a))), num(1, a)), num(0.5, a));
   Tensor pdf = mul(exp(mul(mul(a, a), num(-0.5, a))), num(0.3989422804014327, a));
@@ -179,164 +183,178 @@ static Grads gelu_backward(const Tensor& grad, OpNode& n) {
 }
 
 // out = log(1 + exp(beta a)) / beta (linear above threshold)  ->  da = grad * sigmoid(beta a) (1 above threshold)
-static Grads softplus_backward(const Tensor& grad, OpNode& n) {
-  Tensor a = n.get(0);
-  double beta = n.scalars[0], threshold = n.scalars[1];
-  Tensor ba = mul(a, num(beta, a));
-  return {where(compare(CompareOp::Gt, ba, num(threshold, a)), grad, mul(grad, sigmoid(ba)))};
+static Grads softplus_backward(const Tensor& grad, const OpNode&, const SavesSoftplus& s) {
+  const Tensor& a = s.a;
+  Tensor ba = mul(a, num(s.beta, a));
+  return {where(compare(CompareOp::Gt, ba, num(s.threshold, a)), grad, mul(grad, sigmoid(ba)))};
 }
 
 // out = erf(a)  ->  da = grad * 2/sqrt(pi) * exp(-a^2)
-static Grads erf_backward(const Tensor& grad, OpNode& n) {
-  Tensor a = n.get(0);
+static Grads erf_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
+  const Tensor& a = s.a;
   return {mul(grad, mul(exp(neg(mul(a, a))), num(1.1283791670955126, a)))};
 }
 
 // ---- reductions ----
 
 // out = sum(a, dims)  ->  da = grad broadcast back over dims
-static Grads sum_backward(const Tensor& grad, OpNode& n) { return {unreduce(grad, n)}; }
+static Grads sum_backward(const Tensor& grad, const OpNode& n, const SavesReduction& s) {
+  return {unreduce(grad, n, s)};
+}
 
 // out = mean(a, dims)  ->  da = grad broadcast back / count
-static Grads mean_backward(const Tensor& grad, OpNode& n) {
+static Grads mean_backward(const Tensor& grad, const OpNode& n, const SavesReduction& s) {
   int64_t count = 1;
-  for (int64_t d : n.ints) count *= in_shape(n)[d];
-  return {unreduce(div(grad, num((double)count, grad)), n)};
+  for (int64_t d : s.dims) count *= in_shape(n)[d];
+  return {unreduce(div(grad, num((double)count, grad)), n, s)};
 }
 
 // out = amax(a, dims)  ->  grad shared evenly by the elements equal to the max (torch)
-static Grads extremum_backward(const Tensor& grad, OpNode& n) {
-  Tensor a = n.get(0), out = n.get(1);
-  Tensor hit = to_dtype(compare(CompareOp::Eq, a, unreduce(out, n)), grad->dtype);
-  Tensor count = sum(hit, n.ints, true);
-  return {mul(div(unreduce(grad, n), expand(count, in_shape(n))), hit)};
+static Grads extremum_gradient(const Tensor& grad, const OpNode& n, const SavesReductionAOut& s) {
+  const Tensor &a = s.a, &out = s.out;
+  Tensor hit = to_dtype(compare(CompareOp::Eq, a, unreduce(out, n, s)), grad->dtype);
+  Tensor count = sum(hit, s.dims, true);
+  return {mul(div(unreduce(grad, n, s), expand(count, in_shape(n))), hit)};
 }
-static Grads amax_backward(const Tensor& grad, OpNode& n) { return extremum_backward(grad, n); }
-static Grads amin_backward(const Tensor& grad, OpNode& n) { return extremum_backward(grad, n); }
+static Grads amax_backward(const Tensor& grad, const OpNode& n, const SavesReductionAOut& s) {
+  return extremum_gradient(grad, n, s);
+}
+static Grads amin_backward(const Tensor& grad, const OpNode& n, const SavesReductionAOut& s) {
+  return extremum_gradient(grad, n, s);
+}
 
 // out = log(sum(exp(a), dims))  ->  da = grad * exp(a - out)
-static Grads logsumexp_backward(const Tensor& grad, OpNode& n) {
-  Tensor a = n.get(0), out = n.get(1);
-  return {mul(unreduce(grad, n), exp(sub(a, unreduce(out, n))))};
+static Grads logsumexp_backward(const Tensor& grad, const OpNode& n, const SavesReductionAOut& s) {
+  return {mul(unreduce(grad, n, s), exp(sub(s.a, unreduce(s.out, n, s))))};
 }
 
 // ---- linear algebra ----
 
 // out = a @ b  ->  da = grad @ b^T, db = a^T @ grad  (batch dims summed by the engine)
-static Grads matmul_backward(const Tensor& grad, OpNode& n) {
-  return {n.needs_input_grad(0) ? matmul(grad, mT(n.get(1))) : nullptr,
-          n.needs_input_grad(1) ? matmul(mT(n.get(0)), grad) : nullptr};
+static Grads matmul_backward(const Tensor& grad, const OpNode& n, const SavesAB& s) {
+  return {n.needs_input_grad(0) ? matmul(grad, mT(s.b)) : nullptr,
+          n.needs_input_grad(1) ? matmul(mT(s.a), grad) : nullptr};
 }
 
 // ---- conversion and movement ----
 
 // out = a.to(dtype)  ->  da = grad (cast back by the engine)
-static Grads to_dtype_backward(const Tensor& grad, OpNode& n) { return {to_dtype(grad, n.input_meta[0].dtype)}; }
+static Grads to_dtype_backward(const Tensor& grad, const OpNode& n, const SavesNothing&) {
+  return {to_dtype(grad, in_dtype(n))};
+}
 
 // out = a.clone()  ->  da = grad
-static Grads clone_backward(const Tensor& grad, OpNode&) { return {grad}; }
+static Grads clone_backward(const Tensor& grad, const OpNode&, const SavesNothing&) { return {grad}; }
 
 // out = a.reshape(shape)  ->  da = grad.reshape(a.shape)
-static Grads reshape_backward(const Tensor& grad, OpNode& n) { return {reshape(grad, in_shape(n))}; }
+static Grads reshape_backward(const Tensor& grad, const OpNode& n, const SavesNothing&) {
+  return {reshape(grad, in_shape(n))};
+}
 
 // out = a.permute(dims)  ->  da = grad.permute(inverse of dims)
-static Grads permute_backward(const Tensor& grad, OpNode& n) {
-  Dims inverse(n.ints.size());
-  for (size_t i = 0; i < n.ints.size(); ++i) inverse[n.ints[i]] = (int64_t)i;
+static Grads permute_backward(const Tensor& grad, const OpNode&, const SavesPermute& s) {
+  Dims inverse(s.dims.size());
+  for (size_t i = 0; i < s.dims.size(); ++i) inverse[s.dims[i]] = (int64_t)i;
   return {permute(grad, inverse)};
 }
 
 // out = a.expand(shape)  ->  da = grad summed over the expanded dims (the engine's unbroadcast does it)
-static Grads expand_backward(const Tensor& grad, OpNode& n) { return {sum_to(grad, in_shape(n))}; }
+static Grads expand_backward(const Tensor& grad, const OpNode& n, const SavesNothing&) {
+  return {sum_to(grad, in_shape(n))};
+}
 
 // out = a[start::step] along dim  ->  da = zeros with grad written back into that slice
-static Grads slice_backward(const Tensor& grad, OpNode& n) {
-  return {slice_scatter(grad, in_shape(n), n.ints[0], n.ints[1], n.ints[2])};
+static Grads slice_backward(const Tensor& grad, const OpNode& n, const SavesSlice& s) {
+  return {slice_scatter(grad, in_shape(n), s.dim, s.start, s.step)};
 }
 
 // out = zeros with g written into a slice  ->  dg = grad[start::step] along dim
-static Grads slice_scatter_backward(const Tensor& grad, OpNode& n) {
-  int64_t dim = n.ints[0], start = n.ints[1], step = n.ints[2];
-  int64_t len = in_shape(n)[dim];
-  return {slice(grad, dim, start, start + len * step, step)};
+static Grads slice_scatter_backward(const Tensor& grad, const OpNode& n, const SavesSlice& s) {
+  int64_t length = in_shape(n)[s.dim];
+  return {slice(grad, s.dim, s.start, s.start + length * s.step, s.step)};
 }
 
 // out = cat(a_0, a_1, ...) along dim  ->  da_i = the i-th piece of grad
-static Grads cat_backward(const Tensor& grad, OpNode& n) {
-  int64_t dim = n.ints[0], offset = 0;
-  Grads out;
-  for (size_t i = 1; i < n.ints.size(); ++i) {
-    int64_t len = n.ints[i];
-    out.push_back(n.needs_input_grad(i - 1) && len > 0 ? slice(grad, dim, offset, offset + len, 1) : nullptr);
-    offset += len;
+static Grads cat_backward(const Tensor& grad, const OpNode& n, const SavesCat& s) {
+  Grads grads;
+  int64_t offset = 0;
+  for (size_t i = 0; i < s.sizes.size(); ++i) {
+    int64_t length = s.sizes[i];
+    grads.push_back(n.needs_input_grad(i) && length > 0 ? slice(grad, s.dim, offset, offset + length, 1) : nullptr);
+    offset += length;
   }
-  return out;
+  return grads;
 }
 
 // ---- indexing ----
 
 // out = a.index_select(dim, index)  ->  da = zeros with grad rows added at index
-static Grads index_select_backward(const Tensor& grad, OpNode& n) {
-  return {index_add(grad, n.ints[0], n.get(0), in_shape(n))};
+static Grads index_select_backward(const Tensor& grad, const OpNode& n, const SavesIndex& s) {
+  return {index_add(grad, s.dim, s.index, in_shape(n))};
 }
 
 // out = zeros; out.index_select(dim, index) += src  ->  dsrc = grad.index_select(dim, index)
-static Grads index_add_backward(const Tensor& grad, OpNode& n) { return {index_select(grad, n.ints[0], n.get(0))}; }
+static Grads index_add_backward(const Tensor& grad, const OpNode&, const SavesIndex& s) {
+  return {index_select(grad, s.dim, s.index)};
+}
 
 // out = a.gather(dim, index)  ->  da = zeros with grad scatter-added at index
-static Grads gather_backward(const Tensor& grad, OpNode& n) {
-  return {scatter_add(grad, n.ints[0], n.get(0), in_shape(n))};
+static Grads gather_backward(const Tensor& grad, const OpNode& n, const SavesIndex& s) {
+  return {scatter_add(grad, s.dim, s.index, in_shape(n))};
 }
 
 // out = zeros; scatter-add src at index  ->  dsrc = grad.gather(dim, index)
-static Grads scatter_add_backward(const Tensor& grad, OpNode& n) { return {gather(grad, n.ints[0], n.get(0))}; }
+static Grads scatter_add_backward(const Tensor& grad, const OpNode&, const SavesIndex& s) {
+  return {gather(grad, s.dim, s.index)};
+}
 
 // out = a.flat[pos]  ->  da = zeros with grad added at pos
-static Grads take_backward(const Tensor& grad, OpNode& n) { return {put_add(grad, n.get(0), in_shape(n))}; }
+static Grads take_backward(const Tensor& grad, const OpNode& n, const SavesPositions& s) {
+  return {put_add(grad, s.positions, in_shape(n))};
+}
 
 // out = a with out.flat[pos] = v  ->  da = grad with pos zeroed, dv = grad.flat[pos]
-static Grads put_backward(const Tensor& grad, OpNode& n) {
-  Tensor pos = n.get(0);
+static Grads put_backward(const Tensor& grad, const OpNode& n, const SavesPositions& s) {
+  const Tensor& pos = s.positions;
   return {n.needs_input_grad(0) ? put(grad, pos, num(0, grad)) : nullptr,
           n.needs_input_grad(1) ? take(grad, pos) : nullptr};
 }
 
 // out = zeros with v added at pos  ->  dv = grad.flat[pos]
-static Grads put_add_backward(const Tensor& grad, OpNode& n) { return {take(grad, n.get(0))}; }
+static Grads put_add_backward(const Tensor& grad, const OpNode&, const SavesPositions& s) {
+  return {take(grad, s.positions)};
+}
 
 // ---- neural-net primitives ----
 
 // out = softmax(a, dim)  ->  da = out * (grad - sum(grad * out, dim))
-static Grads softmax_backward(const Tensor& grad, OpNode& n) {
-  Tensor out = n.get(0);
-  int64_t dim = n.ints[0];
-  Dims dims = out->ndim() ? Dims{dim} : Dims{};
+static Grads softmax_backward(const Tensor& grad, const OpNode&, const SavesSoftmax& s) {
+  const Tensor& out = s.out;
+  Dims dims = out->ndim() ? Dims{s.dim} : Dims{};
   return {mul(out, sub(grad, sum(mul(grad, out), dims, true)))};
 }
 
 // out = log_softmax(a, dim)  ->  da = grad - exp(out) * sum(grad, dim)
-static Grads log_softmax_backward(const Tensor& grad, OpNode& n) {
-  Tensor out = n.get(0);
-  int64_t dim = n.ints[0];
-  Dims dims = out->ndim() ? Dims{dim} : Dims{};
+static Grads log_softmax_backward(const Tensor& grad, const OpNode&, const SavesSoftmax& s) {
+  const Tensor& out = s.out;
+  Dims dims = out->ndim() ? Dims{s.dim} : Dims{};
   return {sub(grad, mul(exp(out), sum(grad, dims, true)))};
 }
 
 // out = reduce(-sum_c q[i,c] log_softmax(x)[i,c])  ->  dx = (softmax(x) - q) * grad (per row; / count for mean)
 // where q is the (label-smoothed) one-hot target and ignored rows get 0.
-static Grads cross_entropy_backward(const Tensor& grad, OpNode& n) {
-  Tensor logits = n.get(0), target = n.get(1);
-  int64_t reduction = n.ints[0], ignore_index = n.ints[1], count = n.ints[2];
-  double ls = n.scalars[0];
+static Grads cross_entropy_backward(const Tensor& grad, const OpNode&, const SavesCrossEntropy& s) {
+  const Tensor& logits = s.logits;
+  const double ls = s.label_smoothing;
   const bool batched = logits->ndim() == 2;
   const int64_t N = batched ? logits->shape[0] : 1, C = logits->shape[batched ? 1 : 0];
   Tensor q = zeros({N, C}, logits->dtype), keep = zeros({N, 1}, logits->dtype);
-  const int64_t* t = target->data<int64_t>();
+  const int64_t* t = s.target->data<int64_t>();
   DG_DISPATCH_FLOAT(logits->dtype, T, {
     T* qp = q->data<T>();
     T* kp = keep->data<T>();
     for (int64_t i = 0; i < N; ++i) {
-      if (t[i] == ignore_index) continue;
+      if (t[i] == s.ignore_index) continue;
       kp[i] = 1;
       for (int64_t c = 0; c < C; ++c) qp[i * C + c] = (T)(ls / C);
       qp[i * C + t[i]] += (T)(1 - ls);
@@ -344,28 +362,35 @@ static Grads cross_entropy_backward(const Tensor& grad, OpNode& n) {
   });
   Tensor x = batched ? logits : reshape(logits, {1, C});
   Tensor g = grad;
-  if (reduction == 1) g = div(grad, num((double)std::max<int64_t>(count, 1), grad));
-  g = reduction == 0 ? reshape(g, {N, 1}) : g;  // mean/sum: a 0-d grad broadcasts over every row
+  if (s.reduction == 1) g = div(grad, num((double)std::max<int64_t>(s.count, 1), grad));
+  g = s.reduction == 0 ? reshape(g, {N, 1}) : g;  // mean/sum: a 0-d grad broadcasts over every row
   Tensor dx = mul(mul(sub(softmax(x, 1), q), keep), g);
   return {batched ? dx : reshape(dx, {C}), nullptr};
 }
 
 // out = im2col(x)  ->  dx = col2im(grad)
-static Grads unfold_backward(const Tensor& grad, OpNode& n) {
-  auto& k = n.ints;
-  return {fold(grad, in_shape(n), k[0], k[1], k[2], k[3], k[4], k[5])};
+static Grads unfold_backward(const Tensor& grad, const OpNode& n, const SavesWindow& s) {
+  const Dims& w = s.window;
+  return {fold(grad, in_shape(n), w[0], w[1], w[2], w[3], w[4], w[5])};
 }
 
 // out = col2im(cols)  ->  dcols = im2col(grad)
-static Grads fold_backward(const Tensor& grad, OpNode& n) {
-  auto& k = n.ints;
-  return {unfold(grad, k[0], k[1], k[2], k[3], k[4], k[5])};
+static Grads fold_backward(const Tensor& grad, const OpNode&, const SavesWindow& s) {
+  const Dims& w = s.window;
+  return {unfold(grad, w[0], w[1], w[2], w[3], w[4], w[5])};
 }
 
 // ---- the table ----
+// One entry per ops.def line: unpack the node's saved struct (the one its line names) and call the op's formula.
+// A formula that is missing, or whose `s` is not that struct, does not compile.
+template <class S, Grads (*formula)(const Tensor&, const OpNode&, const S&)>
+static Grads unpack_and_run(const Tensor& grad, OpNode& node) {
+  // make_op_node<K>() built the node with the struct of K's ops.def line, which is S here
+  return formula(grad, node, static_cast<const SavedOpNode<S>&>(node).saved.unpack(node));
+}
 using Formula = Grads (*)(const Tensor&, OpNode&);
 static const Formula kFormulas[] = {
-#define DG_OP(name, display) &name##_backward,
+#define DG_OP(name, display, saves) &unpack_and_run<saves, &name##_backward>,
 #include "ops.def"
 #undef DG_OP
 };

@@ -8,22 +8,40 @@
 #include "errors.h"
 #include "grad_mode.h"
 #include "ops.h"
+#include "saved.h"
 
 namespace dyngrad {
 
 // ---- op names, generated from ops.def ----
 static const char* kOpNames[] = {
-#define DG_OP(name, display) #name,
+#define DG_OP(name, display, saves) #name,
 #include "ops.def"
 #undef DG_OP
 };
 static const char* kOpDisplayNames[] = {
-#define DG_OP(name, display) #display,
+#define DG_OP(name, display, saves) #display,
 #include "ops.def"
 #undef DG_OP
 };
 const char* op_name(OpKind k) { return kOpNames[(int)k]; }
 const char* op_display_name(OpKind k) { return kOpDisplayNames[(int)k]; }
+
+// ---- saved field names, generated from ops.def and saved.h ----
+template <class S>
+static std::vector<const char*> saved_field_names() {
+  std::vector<const char*> names;
+  typename S::Stored().each([&](const char* name, const auto&) { names.push_back(name); });
+  return names;
+}
+std::vector<const char*> op_saved_fields(OpKind k) {
+  using Names = std::vector<const char*> (*)();
+  static const Names kNames[] = {
+#define DG_OP(name, display, saves) &saved_field_names<saves>,
+#include "ops.def"
+#undef DG_OP
+  };
+  return kNames[(int)k]();
+}
 
 // ---- grad mode ----
 // initial-exec TLS: one instruction per access instead of a __tls_get_addr call (a few bytes of static TLS).
@@ -40,18 +58,18 @@ void SavedTensor::save(const Tensor& t, bool is_output_of_node) {
   data = is_output_of_node ? alias(t) : t;
 }
 
-Tensor SavedTensor::unpack(const std::shared_ptr<Node>& owner) const {
+Tensor SavedTensor::unpack(Node& owner) const {
   if (!data) {
-    if (was_saved) throw RuntimeError(err_backward_twice(owner->name()) + created_at(*owner));
+    if (was_saved) throw RuntimeError(err_backward_twice(owner.name()) + created_at(owner));
     return nullptr;
   }
   if (data->version() != saved_version)
-    throw RuntimeError(err_saved_modified(shape_str(data->shape), owner->name(), data->version(), saved_version) +
-                       created_at(*owner));
+    throw RuntimeError(err_saved_modified(shape_str(data->shape), owner.name(), data->version(), saved_version) +
+                       created_at(owner));
   if (is_output && GradMode::is_enabled()) {
     Tensor t = alias(data);
     t->requires_grad = true;
-    t->grad_fn = owner;
+    t->grad_fn = owner.shared_from_this();
     return t;
   }
   return data;
@@ -101,20 +119,6 @@ std::vector<Tensor> OpNode::apply(std::vector<Tensor>& grads) {
   if (released && !saved_tensors().empty()) throw RuntimeError(err_backward_twice(name()) + created_at(*this));
   return run_derivative(*this, grads[0]);
 }
-
-void OpNode::release_saved() {
-  released = true;
-  for (auto& s : saved) s.release();
-}
-
-std::vector<const SavedTensor*> OpNode::saved_tensors() const {
-  std::vector<const SavedTensor*> out;
-  for (auto& s : saved)
-    if (s.was_saved) out.push_back(&s);
-  return out;
-}
-
-Tensor OpNode::get(int i) { return saved[i].unpack(shared_from_this()); }
 
 // ---- leaves ----
 AccumulateGrad::AccumulateGrad(Tensor v) : variable(std::move(v)) {
@@ -201,9 +205,9 @@ void collect_next_edges(Node& node, const std::vector<const Tensor*>& inputs) {
   }
 }
 
-void set_history(const Tensor& out, const std::shared_ptr<Node>& node, uint32_t output_nr) {
+void set_history(const Tensor& out, std::shared_ptr<Node> node, uint32_t output_nr) {
   out->requires_grad = true;
-  out->grad_fn = node;
+  out->grad_fn = std::move(node);
   out->output_nr = output_nr;
 }
 

@@ -18,13 +18,15 @@
 //
 // Note [Iterative graph destruction]: a chain of a million nodes must not be destroyed by a million nested
 // destructors. Dying nodes hand their edges and saved tensors' histories to a thread-local queue that the
-// outermost destructor drains in a loop.
+// outermost destructor drains in a loop (a saved tensor's destructor queues its grad_fn, so a node's saved fields,
+// whatever its op, need no code of their own here).
 #pragma once
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "debug.h"
@@ -33,13 +35,15 @@
 namespace dyngrad {
 
 enum class OpKind : uint16_t {
-#define DG_OP(name, display) name,
+#define DG_OP(name, display, saves) name,
 #include "ops.def"
 #undef DG_OP
   COUNT
 };
 const char* op_name(OpKind k);          // "mul"
 const char* op_display_name(OpKind k);  // "Mul"
+// The field names of the saved struct op k's ops.def line names, in declared order (saved.h): _C.op_saved_fields()
+std::vector<const char*> op_saved_fields(OpKind k);
 
 struct Edge {
   std::shared_ptr<Node> fn;
@@ -60,8 +64,20 @@ struct SavedTensor {
   bool was_saved = false;
 
   void save(const Tensor& t, bool is_output_of_node);
-  Tensor unpack(const std::shared_ptr<Node>& owner) const;  // checks the version (Note [Saved tensor versions])
+  // Checks the version (Note [Saved tensor versions]) and the release (Note [Releasing the graph]); null if
+  // nothing was saved.
+  Tensor unpack(Node& owner) const;
   void release() { data.reset(); }
+};
+
+// One field of what a node saved, by name (Note [Named saved state] in saved.h): a tensor, or a value (None for
+// an absent optional). For introspection (Node._saved_fields() in Python) and tests; formulas read fields
+// directly.
+using SavedValue = std::variant<std::monostate, bool, int64_t, double, Dims>;
+struct SavedField {
+  const char* name;
+  const SavedTensor* tensor;  // null for a non-tensor field
+  SavedValue value;
 };
 
 struct Node : std::enable_shared_from_this<Node> {
@@ -97,7 +113,9 @@ struct Node : std::enable_shared_from_this<Node> {
   // (null where the input needs none).
   virtual std::vector<Tensor> apply(std::vector<Tensor>& grads) = 0;
   virtual void release_saved() { released = true; }
+  // The tensors the forward saved (their data is null once released), and every saved field by name.
   virtual std::vector<const SavedTensor*> saved_tensors() const { return {}; }
+  virtual std::vector<SavedField> saved_fields() const { return {}; }
   // The Python objects this node holds (a custom Function's ctx), for the cycle collector (Note [Cycles through
   // C++]); it drops them when the node is garbage. `visit` gets each as a PyObject*.
   virtual void visit_python_objects(void (*visit)(void* object, void* arg), void* arg) const {}
@@ -105,21 +123,16 @@ struct Node : std::enable_shared_from_this<Node> {
   bool needs_input_grad(size_t i) const { return i < next_edges.size() && next_edges[i].valid(); }
 };
 
-// The node of every primitive op in ops.def. Its fields hold whatever the op's derivative needs; the meaning of
-// saved[i], ints and scalars for each op is written next to the op's forward in ops_*.cpp and its formula in
-// derivatives.cpp.
-struct OpNode final : Node {
-  OpKind kind;
-  SavedTensor saved[3];
-  std::vector<int64_t> ints;
-  double scalars[2] = {0, 0};
+// The node of a primitive op in ops.def: its kind picks its name and formula (derivatives.cpp). What it saves
+// is in the derived SavedOpNode<S> of saved.h, S being the struct of named fields its ops.def line names.
+struct OpNode : Node {
+  const OpKind kind;
 
-  explicit OpNode(OpKind k) : kind(k) { note_node_created(*this); }
   std::string name() const override;
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override;
-  void release_saved() override;
-  std::vector<const SavedTensor*> saved_tensors() const override;
-  Tensor get(int i);  // unpack saved[i], raising ERR_BACKWARD_TWICE / ERR_SAVED_MODIFIED as needed
+
+ protected:
+  explicit OpNode(OpKind k) : kind(k) { note_node_created(*this); }
 };
 
 // Note [Hooks changed while they run]: calls `call(entry)` for each entry of `live` as it was on entry, unless
@@ -157,7 +170,7 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& t);
 // Connects node's next_edges/input_meta to inputs (null entries are non-differentiable inputs).
 void collect_next_edges(Node& node, const std::vector<const Tensor*>& inputs);
 // Makes `out` the output_nr-th output of node.
-void set_history(const Tensor& out, const std::shared_ptr<Node>& node, uint32_t output_nr = 0);
+void set_history(const Tensor& out, std::shared_ptr<Node> node, uint32_t output_nr = 0);
 
 // Note [Iterative graph destruction]
 void release_node_iteratively(std::shared_ptr<Node>&& node);

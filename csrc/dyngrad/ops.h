@@ -10,8 +10,6 @@
 
 namespace dyngrad {
 
-using Dims = std::vector<int64_t>;
-
 // ---- arithmetic (ops_math.cpp) ----
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);

@@ -6,15 +6,20 @@
 #include "kernels/kernels.h"
 #include "node.h"
 #include "ops.h"
+#include "saved.h"
 
 namespace dyngrad {
 
-// Records an OpNode of kind k as the grad_fn of `out`, with one edge per input (null = not differentiable).
-inline std::shared_ptr<OpNode> record(OpKind k, const Tensor& out, std::initializer_list<const Tensor*> inputs) {
-  auto node = make_pooled<OpNode>(k);
-  collect_next_edges(*node, std::vector<const Tensor*>(inputs));
-  set_history(out, node);
-  return node;
+// Records the node of op K as the grad_fn of `out`, with one edge per input (null = not differentiable). The
+// caller then fills, by name, what K's ops.def line says it saves: node.saved.a.save(a, false), ...
+// Returns a reference: `out` owns the node, so recording costs no reference-count traffic beyond the edges.
+template <OpKind K>
+OpNodeOf<K>& record(const Tensor& out, const std::vector<const Tensor*>& inputs) {
+  std::shared_ptr<OpNodeOf<K>> node = make_op_node<K>();
+  OpNodeOf<K>& ref = *node;
+  collect_next_edges(ref, inputs);
+  set_history(out, std::move(node));
+  return ref;
 }
 
 inline void check_float(const Tensor& a, const char* op) {

@@ -54,7 +54,7 @@ Tensor ones_like_shape(const Shape& shape, DType dtype) { return full(shape, 1.0
 // out = a + b
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryKind::Add, a, b, result_type(a, b), "add");
-  if (any_requires_grad({&a, &b})) record(OpKind::add, out, {&a, &b});
+  if (any_requires_grad({&a, &b})) record<OpKind::add>(out, {&a, &b});
   return out;
 }
 
@@ -63,7 +63,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
   DG_CHECK(!(a->dtype == DType::Bool && b->dtype == DType::Bool), TypeError,
            "sub: subtracting two bool tensors is not supported; use logical_xor or convert with .long().");
   Tensor out = binary_kernel(BinaryKind::Sub, a, b, result_type(a, b), "sub");
-  if (any_requires_grad({&a, &b})) record(OpKind::sub, out, {&a, &b});
+  if (any_requires_grad({&a, &b})) record<OpKind::sub>(out, {&a, &b});
   return out;
 }
 
@@ -71,9 +71,9 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryKind::Mul, a, b, result_type(a, b), "mul");
   if (any_requires_grad({&a, &b})) {
-    auto node = record(OpKind::mul, out, {&a, &b});
-    if (node->needs_input_grad(1)) node->saved[0].save(a, false);
-    if (node->needs_input_grad(0)) node->saved[1].save(b, false);
+    auto& node = record<OpKind::mul>(out, {&a, &b});
+    if (node.needs_input_grad(1)) node.saved.a.save(a, false);
+    if (node.needs_input_grad(0)) node.saved.b.save(b, false);
   }
   return out;
 }
@@ -82,9 +82,9 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryKind::Div, a, b, to_floating(result_type(a, b)), "div");
   if (any_requires_grad({&a, &b})) {
-    auto node = record(OpKind::div, out, {&a, &b});
-    if (node->needs_input_grad(1)) node->saved[0].save(a, false);
-    node->saved[1].save(b, false);
+    auto& node = record<OpKind::div>(out, {&a, &b});
+    if (node.needs_input_grad(1)) node.saved.a.save(a, false);
+    node.saved.b.save(b, false);
   }
   return out;
 }
@@ -92,7 +92,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 Tensor neg(const Tensor& a) {
   DG_CHECK(a->dtype != DType::Bool, TypeError, "neg: negation of a bool tensor is not supported; use logical_not.");
   Tensor out = unary_kernel(UnaryKind::Neg, a, a->dtype);
-  if (any_requires_grad({&a})) record(OpKind::neg, out, {&a});
+  if (any_requires_grad({&a})) record<OpKind::neg>(out, {&a});
   return out;
 }
 
@@ -100,15 +100,15 @@ Tensor neg(const Tensor& a) {
 Tensor pow(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryKind::Pow, a, b, result_type(a, b), "pow");
   if (any_requires_grad({&a, &b})) {
-    auto node = record(OpKind::pow, out, {&a, &b});
-    node->saved[0].save(a, false);
-    node->saved[1].save(b, false);
-    if (node->needs_input_grad(1)) node->saved[2].save(out, true);
+    auto& node = record<OpKind::pow>(out, {&a, &b});
+    node.saved.a.save(a, false);
+    node.saved.b.save(b, false);
+    if (node.needs_input_grad(1)) node.saved.out.save(out, true);
   }
   return out;
 }
 
-// out = a ** p (number exponent); scalars[0] = p
+// out = a ** p (number exponent)
 Tensor pow_scalar(const Tensor& a, double p) {
   bool integral_result = !is_floating(a->dtype) && p == std::floor(p) && p >= 0;
   DType dt = integral_result ? (a->dtype == DType::Bool ? DType::Int64 : a->dtype) : to_floating(a->dtype);
@@ -116,9 +116,9 @@ Tensor pow_scalar(const Tensor& a, double p) {
   if (integral_result) out = binary_kernel(BinaryKind::Pow, a, scalar_tensor(p, dt), dt, "pow");
   else out = unary_kernel(UnaryKind::PowScalar, a, dt, p);
   if (any_requires_grad({&a})) {
-    auto node = record(OpKind::pow_scalar, out, {&a});
-    node->saved[0].save(a, false);
-    node->scalars[0] = p;
+    auto& node = record<OpKind::pow_scalar>(out, {&a});
+    node.saved.a.save(a, false);
+    node.saved.exponent = p;
   }
   return out;
 }
@@ -126,9 +126,9 @@ Tensor pow_scalar(const Tensor& a, double p) {
 Tensor maximum(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryKind::Maximum, a, b, result_type(a, b), "maximum");
   if (any_requires_grad({&a, &b})) {
-    auto node = record(OpKind::maximum, out, {&a, &b});
-    node->saved[0].save(a, false);
-    node->saved[1].save(b, false);
+    auto& node = record<OpKind::maximum>(out, {&a, &b});
+    node.saved.a.save(a, false);
+    node.saved.b.save(b, false);
   }
   return out;
 }
@@ -136,9 +136,9 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 Tensor minimum(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryKind::Minimum, a, b, result_type(a, b), "minimum");
   if (any_requires_grad({&a, &b})) {
-    auto node = record(OpKind::minimum, out, {&a, &b});
-    node->saved[0].save(a, false);
-    node->saved[1].save(b, false);
+    auto& node = record<OpKind::minimum>(out, {&a, &b});
+    node.saved.a.save(a, false);
+    node.saved.b.save(b, false);
   }
   return out;
 }
@@ -151,23 +151,23 @@ Tensor where(const Tensor& cond_in, const Tensor& a_in, const Tensor& b_in) {
   Tensor b = b_in->dtype == dt ? b_in : contiguous_copy(b_in, dt);
   Tensor out = where_kernel(cond, a, b, "where");
   if (any_requires_grad({&a_in, &b_in})) {
-    auto node = record(OpKind::where, out, {nullptr, &a_in, &b_in});
-    node->saved[0].save(cond, false);
+    auto& node = record<OpKind::where>(out, {nullptr, &a_in, &b_in});
+    node.saved.cond.save(cond, false);
   }
   return out;
 }
 
-// out = min(max(a, lo), hi); scalars = (lo, hi), NaN where absent
+// out = min(max(a, lo), hi); the kernel takes NaN for an absent bound
 Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi) {
   DG_CHECK(lo || hi, RuntimeError, "clamp: at least one of min and max must be given.");
   double l = lo ? *lo : std::numeric_limits<double>::quiet_NaN();
   double h = hi ? *hi : std::numeric_limits<double>::quiet_NaN();
   Tensor out = clamp_kernel(a, l, h);
   if (any_requires_grad({&a})) {
-    auto node = record(OpKind::clamp, out, {&a});
-    node->saved[0].save(a, false);
-    node->scalars[0] = l;
-    node->scalars[1] = h;
+    auto& node = record<OpKind::clamp>(out, {&a});
+    node.saved.a.save(a, false);
+    if (!std::isnan(l)) node.saved.lo = l;  // a NaN bound is no bound, as in the kernel
+    if (!std::isnan(h)) node.saved.hi = h;
   }
   return out;
 }
@@ -177,55 +177,68 @@ Tensor add_scalar(const Tensor& a, double s) { return add(a, scalar_like(a, s, f
 
 // ---------------- unary ----------------
 
-// A float op of one input: float32 for integer inputs; saves the input (`a`) or the output (`out`).
-enum class Save { Input, Output, Nothing };
-static Tensor unary_op(OpKind k, UnaryKind uk, const Tensor& a, Save what, double p0 = 0, double p1 = 0) {
-  Tensor out = unary_kernel(uk, a, to_floating(a->dtype), p0, p1);
+// What a float op of one input saves, by the struct its ops.def line names.
+static void save_unary(SavesA::Stored& s, const Tensor& a, const Tensor&) { s.a.save(a, false); }
+static void save_unary(SavesOut::Stored& s, const Tensor&, const Tensor& out) { s.out.save(out, true); }
+
+// A float op of one input (float32 for integer inputs) that saves its input `a` or its output `out`.
+template <OpKind K>
+static Tensor unary_op(UnaryKind uk, const Tensor& a) {
+  Tensor out = unary_kernel(uk, a, to_floating(a->dtype));
+  if (any_requires_grad({&a})) save_unary(record<K>(out, {&a}).saved, a, out);
+  return out;
+}
+
+Tensor exp(const Tensor& a) { return unary_op<OpKind::exp>(UnaryKind::Exp, a); }
+Tensor log(const Tensor& a) { return unary_op<OpKind::log>(UnaryKind::Log, a); }
+Tensor sqrt(const Tensor& a) { return unary_op<OpKind::sqrt>(UnaryKind::Sqrt, a); }
+Tensor rsqrt(const Tensor& a) { return unary_op<OpKind::rsqrt>(UnaryKind::Rsqrt, a); }
+Tensor sin(const Tensor& a) { return unary_op<OpKind::sin>(UnaryKind::Sin, a); }
+Tensor cos(const Tensor& a) { return unary_op<OpKind::cos>(UnaryKind::Cos, a); }
+Tensor tanh(const Tensor& a) { return unary_op<OpKind::tanh>(UnaryKind::Tanh, a); }
+Tensor sigmoid(const Tensor& a) { return unary_op<OpKind::sigmoid>(UnaryKind::Sigmoid, a); }
+Tensor gelu(const Tensor& a) { return unary_op<OpKind::gelu>(UnaryKind::Gelu, a); }
+Tensor erf(const Tensor& a) { return unary_op<OpKind::erf>(UnaryKind::Erf, a); }
+
+Tensor leaky_relu(const Tensor& a, double slope) {
+  Tensor out = unary_kernel(UnaryKind::LeakyRelu, a, to_floating(a->dtype), slope);
   if (any_requires_grad({&a})) {
-    auto node = record(k, out, {&a});
-    if (what == Save::Input) node->saved[0].save(a, false);
-    if (what == Save::Output) node->saved[0].save(out, true);
-    node->scalars[0] = p0;
-    node->scalars[1] = p1;
+    auto& node = record<OpKind::leaky_relu>(out, {&a});
+    node.saved.a.save(a, false);
+    node.saved.slope = slope;
   }
   return out;
 }
 
-Tensor exp(const Tensor& a) { return unary_op(OpKind::exp, UnaryKind::Exp, a, Save::Output); }
-Tensor log(const Tensor& a) { return unary_op(OpKind::log, UnaryKind::Log, a, Save::Input); }
-Tensor sqrt(const Tensor& a) { return unary_op(OpKind::sqrt, UnaryKind::Sqrt, a, Save::Output); }
-Tensor rsqrt(const Tensor& a) { return unary_op(OpKind::rsqrt, UnaryKind::Rsqrt, a, Save::Output); }
-Tensor sin(const Tensor& a) { return unary_op(OpKind::sin, UnaryKind::Sin, a, Save::Input); }
-Tensor cos(const Tensor& a) { return unary_op(OpKind::cos, UnaryKind::Cos, a, Save::Input); }
-Tensor tanh(const Tensor& a) { return unary_op(OpKind::tanh, UnaryKind::Tanh, a, Save::Output); }
-Tensor sigmoid(const Tensor& a) { return unary_op(OpKind::sigmoid, UnaryKind::Sigmoid, a, Save::Output); }
-Tensor gelu(const Tensor& a) { return unary_op(OpKind::gelu, UnaryKind::Gelu, a, Save::Input); }
-Tensor erf(const Tensor& a) { return unary_op(OpKind::erf, UnaryKind::Erf, a, Save::Input); }
-Tensor leaky_relu(const Tensor& a, double slope) {
-  return unary_op(OpKind::leaky_relu, UnaryKind::LeakyRelu, a, Save::Input, slope);
-}
 Tensor softplus(const Tensor& a, double beta, double threshold) {
-  return unary_op(OpKind::softplus, UnaryKind::Softplus, a, Save::Input, beta, threshold);
+  Tensor out = unary_kernel(UnaryKind::Softplus, a, to_floating(a->dtype), beta, threshold);
+  if (any_requires_grad({&a})) {
+    auto& node = record<OpKind::softplus>(out, {&a});
+    node.saved.a.save(a, false);
+    node.saved.beta = beta;
+    node.saved.threshold = threshold;
+  }
+  return out;
 }
 
 // abs and relu keep integer dtypes, as torch does.
 Tensor abs(const Tensor& a) {
   Tensor out = unary_kernel(UnaryKind::Abs, a, a->dtype);
-  if (any_requires_grad({&a})) record(OpKind::abs, out, {&a})->saved[0].save(a, false);
+  if (any_requires_grad({&a})) record<OpKind::abs>(out, {&a}).saved.a.save(a, false);
   return out;
 }
 
 // relu saves its output instead of its input: same information, and the input can then be freed.
 Tensor relu(const Tensor& a) {
   Tensor out = unary_kernel(UnaryKind::Relu, a, a->dtype);
-  if (any_requires_grad({&a})) record(OpKind::relu, out, {&a})->saved[0].save(out, true);
+  if (any_requires_grad({&a})) record<OpKind::relu>(out, {&a}).saved.out.save(out, true);
   return out;
 }
 
 // recorded (with a zero gradient) so that, as in torch, sign of a tensor requiring grad also requires grad
 Tensor sign(const Tensor& a) {
   Tensor out = unary_kernel(UnaryKind::Sign, a, a->dtype);
-  if (any_requires_grad({&a})) record(OpKind::sign, out, {&a});
+  if (any_requires_grad({&a})) record<OpKind::sign>(out, {&a});
   return out;
 }
 
@@ -252,12 +265,12 @@ Tensor isfinite(const Tensor& a) { return unary_kernel(UnaryKind::IsFinite, a, D
 
 // ---------------- reductions ----------------
 
-// Reductions record ints = the reduced dims and scalars[0] = keepdim.
-static std::shared_ptr<OpNode> record_reduction(OpKind k, const Tensor& out, const Tensor& a,
-                                                const std::vector<int64_t>& dims, bool keepdim) {
-  auto node = record(k, out, {&a});
-  node->ints = dims;
-  node->scalars[0] = keepdim ? 1 : 0;
+// Every reduction saves the reduced dims (sorted, wrapped) and keepdim.
+template <OpKind K>
+static OpNodeOf<K>& record_reduction(const Tensor& out, const Tensor& a, const Dims& dims, bool keepdim) {
+  auto& node = record<K>(out, {&a});
+  node.saved.dims = dims;
+  node.saved.keepdim = keepdim;
   return node;
 }
 
@@ -265,7 +278,7 @@ Tensor sum(const Tensor& a, const Dims& dims_in, bool keepdim, std::optional<DTy
   auto dims = normalize_dims(dims_in, a->ndim(), "sum");
   Tensor src = dtype && *dtype != a->dtype ? to_dtype(a, *dtype) : a;
   Tensor out = reduce_kernel(ReduceKind::Sum, src, dims, keepdim);
-  if (any_requires_grad({&src})) record_reduction(OpKind::sum, out, src, dims, keepdim);
+  if (any_requires_grad({&src})) record_reduction<OpKind::sum>(out, src, dims, keepdim);
   return out;
 }
 
@@ -281,7 +294,7 @@ Tensor mean(const Tensor& a, const Dims& dims_in, bool keepdim) {
     T inv = count ? T(1) / T(count) : std::numeric_limits<T>::quiet_NaN();
     for (int64_t i = 0; i < out->numel; ++i) p[i] = count ? p[i] * inv : inv;
   });
-  if (any_requires_grad({&a})) record_reduction(OpKind::mean, out, a, dims, keepdim);
+  if (any_requires_grad({&a})) record_reduction<OpKind::mean>(out, a, dims, keepdim);
   return out;
 }
 
@@ -306,24 +319,25 @@ Tensor std_(const Tensor& a, const Dims& dims, double correction, bool keepdim) 
   return where(positive, sqrt(where(positive, v, scalar_tensor(1.0, v->dtype))), zero);
 }
 
-static Tensor extremum(OpKind k, ReduceKind rk, const Tensor& a, const Dims& dims_in, bool keepdim, const char* op) {
+template <OpKind K>
+static Tensor extremum(ReduceKind rk, const Tensor& a, const Dims& dims_in, bool keepdim, const char* op) {
   auto dims = normalize_dims(dims_in, a->ndim(), op);
   for (int64_t d : dims)
     DG_CHECK(a->shape[d] != 0, RuntimeError, op, ": cannot reduce over dimension ", d, " of size 0 (input shape ",
              shape_str(a->shape), "): an empty tensor has no ", op == std::string("amax") ? "max" : "min", ".");
   Tensor out = reduce_kernel(rk, a, dims, keepdim);
   if (any_requires_grad({&a})) {
-    auto node = record_reduction(k, out, a, dims, keepdim);
-    node->saved[0].save(a, false);
-    node->saved[1].save(out, true);
+    auto& node = record_reduction<K>(out, a, dims, keepdim);
+    node.saved.a.save(a, false);
+    node.saved.out.save(out, true);
   }
   return out;
 }
 Tensor amax(const Tensor& a, const Dims& dims, bool keepdim) {
-  return extremum(OpKind::amax, ReduceKind::Max, a, dims, keepdim, "amax");
+  return extremum<OpKind::amax>(ReduceKind::Max, a, dims, keepdim, "amax");
 }
 Tensor amin(const Tensor& a, const Dims& dims, bool keepdim) {
-  return extremum(OpKind::amin, ReduceKind::Min, a, dims, keepdim, "amin");
+  return extremum<OpKind::amin>(ReduceKind::Min, a, dims, keepdim, "amin");
 }
 
 static Tensor arg_extremum(ReduceKind rk, const Tensor& a, std::optional<int64_t> dim, bool keepdim, const char* op) {
@@ -355,9 +369,9 @@ Tensor logsumexp(const Tensor& a_in, const Dims& dims_in, bool keepdim) {
   auto dims = normalize_dims(dims_in, a->ndim(), "logsumexp");
   Tensor out = reduce_kernel(ReduceKind::LogSumExp, a, dims, keepdim);
   if (any_requires_grad({&a})) {
-    auto node = record_reduction(OpKind::logsumexp, out, a, dims, keepdim);
-    node->saved[0].save(a, false);
-    node->saved[1].save(out, true);
+    auto& node = record_reduction<OpKind::logsumexp>(out, a, dims, keepdim);
+    node.saved.a.save(a, false);
+    node.saved.out.save(out, true);
   }
   return out;
 }
@@ -410,9 +424,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   Tensor bc = b->dtype == dt ? b : to_dtype(b, dt);
   Tensor out = matmul_kernel(ac, bc);
   if (any_requires_grad({&ac, &bc})) {
-    auto node = record(OpKind::matmul, out, {&ac, &bc});
-    if (node->needs_input_grad(1)) node->saved[0].save(ac, false);
-    if (node->needs_input_grad(0)) node->saved[1].save(bc, false);
+    auto& node = record<OpKind::matmul>(out, {&ac, &bc});
+    if (node.needs_input_grad(1)) node.saved.a.save(ac, false);
+    if (node.needs_input_grad(0)) node.saved.b.save(bc, false);
   }
   return out;
 }

@@ -8,35 +8,34 @@
 
 namespace dyngrad {
 
-// out = exp(a) / sum(exp(a), dim); saves out; ints = (dim)
+// out = exp(a) / sum(exp(a), dim)
 Tensor softmax(const Tensor& a_in, int64_t dim) {
   Tensor a = is_floating(a_in->dtype) ? a_in : to_dtype(a_in, DType::Float32);
   int64_t d = a->ndim() ? wrap_dim(dim, a->ndim(), "softmax") : (wrap_dim(dim, 0, "softmax"), 0);
   Tensor out = a->ndim() ? softmax_kernel(a, d, false) : full({}, 1.0, a->dtype);
   if (any_requires_grad({&a})) {
-    auto node = record(OpKind::softmax, out, {&a});
-    node->ints = {d};
-    node->saved[0].save(out, true);
+    auto& node = record<OpKind::softmax>(out, {&a});
+    node.saved.out.save(out, true);
+    node.saved.dim = d;
   }
   return out;
 }
 
-// out = a - logsumexp(a, dim); saves out; ints = (dim)
+// out = a - logsumexp(a, dim)
 Tensor log_softmax(const Tensor& a_in, int64_t dim) {
   Tensor a = is_floating(a_in->dtype) ? a_in : to_dtype(a_in, DType::Float32);
   int64_t d = a->ndim() ? wrap_dim(dim, a->ndim(), "log_softmax") : (wrap_dim(dim, 0, "log_softmax"), 0);
   Tensor out = a->ndim() ? softmax_kernel(a, d, true) : zeros({}, a->dtype);
   if (any_requires_grad({&a})) {
-    auto node = record(OpKind::log_softmax, out, {&a});
-    node->ints = {d};
-    node->saved[0].save(out, true);
+    auto& node = record<OpKind::log_softmax>(out, {&a});
+    node.saved.out.save(out, true);
+    node.saved.dim = d;
   }
   return out;
 }
 
 // loss_i = -(1-ls) * logp[i, t_i] - ls/C * sum_c logp[i, c], skipping t_i == ignore_index; reduced by mean
-// (over the non-ignored rows), sum, or none. saved = (logits, target); ints = (reduction, ignore_index);
-// scalars[0] = label_smoothing.
+// (over the non-ignored rows), sum, or none.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t reduction, int64_t ignore_index,
                      double label_smoothing) {
   check_float(logits, "cross_entropy");
@@ -82,11 +81,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t reducti
     }
   }
   if (any_requires_grad({&logits})) {
-    auto node = record(OpKind::cross_entropy, out, {&logits, nullptr});
-    node->saved[0].save(logits, false);
-    node->saved[1].save(t, false);
-    node->ints = {reduction, ignore_index, count};
-    node->scalars[0] = label_smoothing;
+    auto& node = record<OpKind::cross_entropy>(out, {&logits, nullptr});
+    node.saved.logits.save(logits, false);
+    node.saved.target.save(t, false);
+    node.saved.reduction = reduction;
+    node.saved.ignore_index = ignore_index;
+    node.saved.count = count;
+    node.saved.label_smoothing = label_smoothing;
   }
   return out;
 }
@@ -105,20 +106,20 @@ static void check_window(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, in
            ") is larger than the padded input of shape ", shape_str(x->shape), " with padding (", ph, ", ", pw, ").");
 }
 
-// out = im2col(x); ints = (kh, kw, sh, sw, ph, pw)
+// out = im2col(x)
 Tensor unfold(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
   check_image(x, "unfold");
   check_window(x, kh, kw, sh, sw, ph, pw, "unfold");
   Tensor out = im2col_kernel(x, kh, kw, sh, sw, ph, pw);
-  if (any_requires_grad({&x})) record(OpKind::unfold, out, {&x})->ints = {kh, kw, sh, sw, ph, pw};
+  if (any_requires_grad({&x})) record<OpKind::unfold>(out, {&x}).saved.window = {kh, kw, sh, sw, ph, pw};
   return out;
 }
 
-// out = col2im(cols) (sums overlapping windows); ints = (kh, kw, sh, sw, ph, pw)
+// out = col2im(cols) (sums overlapping windows)
 Tensor fold(const Tensor& cols, const Shape& input_shape, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
             int64_t pw) {
   Tensor out = col2im_kernel(cols, input_shape, kh, kw, sh, sw, ph, pw);
-  if (any_requires_grad({&cols})) record(OpKind::fold, out, {&cols})->ints = {kh, kw, sh, sw, ph, pw};
+  if (any_requires_grad({&cols})) record<OpKind::fold>(out, {&cols}).saved.window = {kh, kw, sh, sw, ph, pw};
   return out;
 }
 

@@ -12,13 +12,13 @@ namespace dyngrad {
 Tensor to_dtype(const Tensor& a, DType dtype) {
   if (a->dtype == dtype) return a;
   Tensor out = contiguous_copy(a, dtype);
-  if (is_floating(dtype) && any_requires_grad({&a})) record(OpKind::to_dtype, out, {&a});
+  if (is_floating(dtype) && any_requires_grad({&a})) record<OpKind::to_dtype>(out, {&a});
   return out;
 }
 
 Tensor clone(const Tensor& a) {
   Tensor out = contiguous_copy(a, a->dtype);
-  if (any_requires_grad({&a})) record(OpKind::clone, out, {&a});
+  if (any_requires_grad({&a})) record<OpKind::clone>(out, {&a});
   return out;
 }
 
@@ -91,9 +91,10 @@ static Shape infer_shape(const Shape& requested, int64_t numel, const Shape& old
   return shape;
 }
 
-static Tensor record_view(OpKind k, const Tensor& out, const Tensor& a) {
+template <OpKind K>
+static Tensor record_view(const Tensor& out, const Tensor& a) {
   if (any_requires_grad({&a})) {
-    record(k, out, {&a});
+    record<K>(out, {&a});
     mark_view(out, a);
   }
   return out;
@@ -101,12 +102,12 @@ static Tensor record_view(OpKind k, const Tensor& out, const Tensor& a) {
 
 Tensor reshape(const Tensor& a, const Shape& requested) {
   Shape shape = infer_shape(requested, a->numel, a->shape, "reshape");
-  if (shape == a->shape) return a->requires_grad ? record_view(OpKind::reshape, alias(a), a) : alias(a);
+  if (shape == a->shape) return a->requires_grad ? record_view<OpKind::reshape>(alias(a), a) : alias(a);
   Shape strides;
   Tensor out = view_strides(a->shape, a->strides, shape, strides)
                    ? view_of(a, shape, strides, a->offset)
                    : make_view(contiguous_copy(a, a->dtype), shape, contiguous_strides(shape), 0);
-  return record_view(OpKind::reshape, out, a);
+  return record_view<OpKind::reshape>(out, a);
 }
 
 Tensor view(const Tensor& a, const Shape& requested) {
@@ -115,7 +116,7 @@ Tensor view(const Tensor& a, const Shape& requested) {
   DG_CHECK(view_strides(a->shape, a->strides, shape, strides), RuntimeError, "view: cannot view a tensor of shape ",
            shape_str(a->shape), " and strides ", shape_str(a->strides), " as ", shape_str(shape),
            "; use reshape() instead.");
-  return record_view(OpKind::reshape, view_of(a, shape, strides, a->offset), a);
+  return record_view<OpKind::reshape>(view_of(a, shape, strides, a->offset), a);
 }
 
 Tensor permute(const Tensor& a, const Dims& dims) {
@@ -135,8 +136,8 @@ Tensor permute(const Tensor& a, const Dims& dims) {
   }
   Tensor out = view_of(a, shape, strides, a->offset);
   if (any_requires_grad({&a})) {
-    auto node = record(OpKind::permute, out, {&a});
-    node->ints = wrapped;
+    auto& node = record<OpKind::permute>(out, {&a});
+    node.saved.dims = wrapped;
     mark_view(out, a);
   }
   return out;
@@ -187,7 +188,7 @@ Tensor expand(const Tensor& a, const Shape& requested) {
     }
   }
   if (shape == a->shape) return a;
-  return record_view(OpKind::expand, view_of(a, shape, strides, a->offset), a);
+  return record_view<OpKind::expand>(view_of(a, shape, strides, a->offset), a);
 }
 
 Tensor squeeze(const Tensor& a, std::optional<Dims> dims) {
@@ -225,7 +226,7 @@ Tensor flatten(const Tensor& a, int64_t start_dim, int64_t end_dim) {
   return reshape(a, shape);
 }
 
-// out = a[..., start:stop:step, ...] along dim; ints = (dim, start, step)
+// out = a[..., start:stop:step, ...] along dim
 Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t stop, int64_t step) {
   DG_CHECK(a->ndim() > 0, IndexError, "slice: cannot slice a 0-d tensor.");
   int64_t d = wrap_dim(dim, a->ndim(), "slice");
@@ -241,14 +242,16 @@ Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t stop, int64_t 
   strides[d] = a->strides[d] * step;
   Tensor out = view_of(a, shape, strides, a->offset + start * a->strides[d]);
   if (any_requires_grad({&a})) {
-    auto node = record(OpKind::slice, out, {&a});
-    node->ints = {d, start, step};
+    auto& node = record<OpKind::slice>(out, {&a});
+    node.saved.dim = d;
+    node.saved.start = start;
+    node.saved.step = step;
     mark_view(out, a);
   }
   return out;
 }
 
-// out = zeros(input_shape) with out[..., start::step (len of grad), ...] = grad; ints = (dim, start, step)
+// out = zeros(input_shape) with out[..., start::step (len of grad), ...] = grad
 Tensor slice_scatter(const Tensor& grad, const Shape& input_shape, int64_t dim, int64_t start, int64_t step) {
   Tensor out = zeros(input_shape, grad->dtype);
   Shape strides = out->strides;
@@ -258,7 +261,12 @@ Tensor slice_scatter(const Tensor& grad, const Shape& input_shape, int64_t dim, 
   strides[dim] *= step;
   Tensor window = make_view(out, shape, strides, start * out->strides[dim]);
   copy_into(window, grad);
-  if (any_requires_grad({&grad})) record(OpKind::slice_scatter, out, {&grad})->ints = {dim, start, step};
+  if (any_requires_grad({&grad})) {
+    auto& node = record<OpKind::slice_scatter>(out, {&grad});
+    node.saved.dim = dim;
+    node.saved.start = start;
+    node.saved.step = step;
+  }
   return out;
 }
 
@@ -272,7 +280,7 @@ Tensor select(const Tensor& a, int64_t dim, int64_t index) {
   return squeeze(slice(a, d, index, index + 1, 1), Dims{d});
 }
 
-// out = concatenation along dim; ints = (dim, size of each input along dim...)
+// out = concatenation along dim
 Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
   DG_CHECK(!ts.empty(), RuntimeError, "cat: expected a non-empty list of tensors.");
   // torch skips 1-D empty tensors in cat
@@ -311,13 +319,11 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
     offset += len;
   }
   if (any_requires_grad(ts)) {
-    auto node = make_pooled<OpNode>(OpKind::cat);
     std::vector<const Tensor*> inputs;
     for (auto& t : ts) inputs.push_back(&t);
-    collect_next_edges(*node, inputs);
-    set_history(out, node);
-    node->ints = {d};
-    node->ints.insert(node->ints.end(), sizes.begin(), sizes.end());
+    auto& node = record<OpKind::cat>(out, inputs);
+    node.saved.dim = d;
+    node.saved.sizes = std::move(sizes);
   }
   return out;
 }
@@ -387,7 +393,7 @@ static void check_bounds(const int64_t* idx, int64_t n, int64_t size, int64_t di
              " is out of range for dimension ", dim, " of size ", size, ".");
 }
 
-// out = a.index_select(dim, index); ints = (dim), saved[0] = index
+// out = a.index_select(dim, index)
 Tensor index_select(const Tensor& a_in, int64_t dim, const Tensor& index_in) {
   DG_CHECK(index_in->ndim() <= 1, IndexError, "index_select: index must be 0-d or 1-D, got shape ",
            shape_str(index_in->shape), ".");
@@ -415,14 +421,14 @@ Tensor index_select(const Tensor& a_in, int64_t dim, const Tensor& index_in) {
       std::memcpy(dst + ((o * n + i) * inner) * item, src + ((o * size + j) * inner) * item, inner * item);
     }
   if (any_requires_grad({&a_in})) {
-    auto node = record(OpKind::index_select, out, {&a_in});
-    node->ints = {d};
-    node->saved[0].save(index, false);
+    auto& node = record<OpKind::index_select>(out, {&a_in});
+    node.saved.index.save(index, false);
+    node.saved.dim = d;
   }
   return out;
 }
 
-// out = zeros(out_shape); out.index_select(dim, index) += src; ints = (dim), saved[0] = index
+// out = zeros(out_shape); out.index_select(dim, index) += src
 Tensor index_add(const Tensor& src_in, int64_t d, const Tensor& index_in, const Shape& out_shape) {
   Tensor index = checked_index(index_in, "index_add");
   Tensor src = contiguous_data(src_in);
@@ -446,9 +452,9 @@ Tensor index_add(const Tensor& src_in, int64_t d, const Tensor& index_in, const 
       }
   });
   if (any_requires_grad({&src_in})) {
-    auto node = record(OpKind::index_add, out, {&src_in});
-    node->ints = {d};
-    node->saved[0].save(index, false);
+    auto& node = record<OpKind::index_add>(out, {&src_in});
+    node.saved.index.save(index, false);
+    node.saved.dim = d;
   }
   return out;
 }
@@ -486,7 +492,7 @@ static void check_gather_shapes(const Tensor& a, int64_t d, const Tensor& index,
              " is larger than the input shape ", shape_str(a->shape), " in dimension ", k, ".");
 }
 
-// out[i][j] = a[i][index[i][j]] (dim 1); ints = (dim), saved[0] = index
+// out[i][j] = a[i][index[i][j]] (dim 1)
 Tensor gather(const Tensor& a_in, int64_t dim, const Tensor& index_in) {
   Tensor index = checked_index(index_in, "gather");
   Tensor a = contiguous_data(a_in);
@@ -498,14 +504,14 @@ Tensor gather(const Tensor& a_in, int64_t dim, const Tensor& index_in) {
     std::memcpy(out->raw() + i * item, a->raw() + flat * item, item);
   });
   if (any_requires_grad({&a_in})) {
-    auto node = record(OpKind::gather, out, {&a_in});
-    node->ints = {d};
-    node->saved[0].save(index, false);
+    auto& node = record<OpKind::gather>(out, {&a_in});
+    node.saved.index.save(index, false);
+    node.saved.dim = d;
   }
   return out;
 }
 
-// out = zeros(out_shape); out[i][index[i][j]] += src[i][j]; ints = (dim), saved[0] = index
+// out = zeros(out_shape); out[i][index[i][j]] += src[i][j]
 Tensor scatter_add(const Tensor& src_in, int64_t d, const Tensor& index_in, const Shape& out_shape) {
   Tensor index = checked_index(index_in, "scatter_add");
   Tensor src = contiguous_data(src_in);
@@ -516,9 +522,9 @@ Tensor scatter_add(const Tensor& src_in, int64_t d, const Tensor& index_in, cons
     for_each_gather_position(index, out_shape, d, "scatter_add", [&](int64_t i, int64_t flat) { o[flat] += s[i]; });
   });
   if (any_requires_grad({&src_in})) {
-    auto node = record(OpKind::scatter_add, out, {&src_in});
-    node->ints = {d};
-    node->saved[0].save(index, false);
+    auto& node = record<OpKind::scatter_add>(out, {&src_in});
+    node.saved.index.save(index, false);
+    node.saved.dim = d;
   }
   return out;
 }
@@ -530,7 +536,7 @@ static void check_positions(const Tensor& positions, int64_t numel, const char* 
              " is out of range for a tensor of ", numel, " elements.");
 }
 
-// out = a.flatten()[positions]; saved[0] = positions
+// out = a.flatten()[positions]
 Tensor take(const Tensor& a_in, const Tensor& positions_in) {
   Tensor positions = checked_index(positions_in, "take");
   Tensor a = contiguous_data(a_in);
@@ -539,11 +545,11 @@ Tensor take(const Tensor& a_in, const Tensor& positions_in) {
   const int64_t* p = positions->data<int64_t>();
   const size_t item = a->itemsize();
   for (int64_t i = 0; i < positions->numel; ++i) std::memcpy(out->raw() + i * item, a->raw() + p[i] * item, item);
-  if (any_requires_grad({&a_in})) record(OpKind::take, out, {&a_in})->saved[0].save(positions, false);
+  if (any_requires_grad({&a_in})) record<OpKind::take>(out, {&a_in}).saved.positions.save(positions, false);
   return out;
 }
 
-// out = a with out.flatten()[positions] = v (v broadcast to positions' shape); saved[0] = positions
+// out = a with out.flatten()[positions] = v (v broadcast to positions' shape)
 Tensor put(const Tensor& a, const Tensor& positions_in, const Tensor& v_in) {
   Tensor positions = checked_index(positions_in, "put");
   check_positions(positions, a->numel, "put");
@@ -553,11 +559,11 @@ Tensor put(const Tensor& a, const Tensor& positions_in, const Tensor& v_in) {
   const int64_t* p = positions->data<int64_t>();
   const size_t item = out->itemsize();
   for (int64_t i = 0; i < positions->numel; ++i) std::memcpy(out->raw() + p[i] * item, v->raw() + i * item, item);
-  if (any_requires_grad({&a, &v_in})) record(OpKind::put, out, {&a, &v_in})->saved[0].save(positions, false);
+  if (any_requires_grad({&a, &v_in})) record<OpKind::put>(out, {&a, &v_in}).saved.positions.save(positions, false);
   return out;
 }
 
-// out = zeros(out_shape) with out.flatten()[positions] += v; saved[0] = positions
+// out = zeros(out_shape) with out.flatten()[positions] += v
 Tensor put_add(const Tensor& v_in, const Tensor& positions_in, const Shape& out_shape) {
   Tensor positions = checked_index(positions_in, "put_add");
   Tensor out = zeros(out_shape, v_in->dtype);
@@ -569,7 +575,7 @@ Tensor put_add(const Tensor& v_in, const Tensor& positions_in, const Shape& out_
     T* o = out->data<T>();
     for (int64_t i = 0; i < positions->numel; ++i) o[p[i]] += s[i];
   });
-  if (any_requires_grad({&v_in})) record(OpKind::put_add, out, {&v_in})->saved[0].save(positions, false);
+  if (any_requires_grad({&v_in})) record<OpKind::put_add>(out, {&v_in}).saved.positions.save(positions, false);
   return out;
 }
 

@@ -25,6 +25,7 @@
 namespace dyngrad {
 
 using Shape = DimVector;  // shapes and strides: inline up to 6 dims
+using Dims = std::vector<int64_t>;  // lists of dims (sum over dims, permute) and other int lists
 inline std::string shape_str(const Shape& s) { return shape_str(std::vector<int64_t>(s.begin(), s.end())); }
 
 struct Storage {

@@ -9,7 +9,7 @@ from .dtypes import DType as dtype, float32, float64, int64, bool_ as bool  # no
 from .tensor import Tensor, empty, full, from_numpy, copy_from_numpy  # noqa: F401
 from .node import Node  # noqa: F401
 from .grad_mode import is_grad_enabled, _set_enabled as _set_grad_enabled  # noqa: F401
-from .ops import OP_NAMES as _OP_NAMES
+from .ops import OP_NAMES as _OP_NAMES, SAVED_FIELDS as _SAVED_FIELDS
 from .ops_math import (  # noqa: F401
     add, sub, mul, div, neg, pow, pow_scalar, maximum, minimum, where, clamp, scalar_like, scalar_operand,
     result_type, exp, log, sqrt, rsqrt, abs, sin, cos, tanh, sigmoid, relu, sign, erf, gelu, leaky_relu, softplus,
@@ -38,6 +38,11 @@ from . import tensor as _tensor
 def op_names():
     """The primitive ops of ops.py (csrc/dyngrad/ops.def), in order."""
     return list(_OP_NAMES)
+
+
+def op_saved_fields():
+    """{op: names of the fields its node saves} (ops.py's PRIMITIVES; csrc/dyngrad/saved.h in C++)."""
+    return {name: tuple(fields) for name, fields in _SAVED_FIELDS.items()}
 
 
 _threads = [1]

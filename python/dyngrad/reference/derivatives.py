@@ -1,8 +1,9 @@
 """Reference engine: EVERY backward formula, one function per primitive op, in the order of ops.OP_NAMES.
 Mirrors csrc/dyngrad/derivatives.cpp: same order, same names, the same ops in each formula.
 
-Conventions: `grad` is dL/d(out); `s` unpacks what the forward saved (s.a, s.b, s.out, s.index, ...: see the op's
-forward in ops_*.py), the op's arguments (s.dims, s.shape = the input's shape, ...) and s.needs_input_grad.
+Conventions: `grad` is dL/d(out); `s` is what the forward saved, by the field names the op's row of
+ops.PRIMITIVES declares (s.a, s.out, s.dims, s.keepdim, ...: Note [Named saved state] in csrc/dyngrad/saved.h),
+tensors already unpacked; and s.needs_input_grad, and in_shape(s, i) / s.input_meta[i] for input i's shape/dtype.
 Formulas ignore broadcasting: the engine sums each gradient to its input's shape (Note [Unbroadcast]). They are
 written in differentiable ops, so with create_graph=True the backward pass is itself recorded and can be
 differentiated again.
@@ -11,6 +12,7 @@ import math
 
 import numpy as np
 
+from .dtypes import from_numpy_dtype
 from .tensor import make_tensor, scalar_tensor
 from .ops_math import (add, sub, mul, div, neg, pow, pow_scalar, where, exp, log, cos, sin, sigmoid, erf, sign,
                        compare, logical_and, sum, sum_to, matmul)
@@ -24,15 +26,25 @@ def num(v, like):
     return scalar_tensor(v, like.dtype)
 
 
+def in_shape(s, i=0):
+    """Input i's shape (from the node's input metadata, not a saved field)."""
+    return s.input_meta[i][0]
+
+
+def in_dtype(s, i=0):
+    return from_numpy_dtype(s.input_meta[i][1])
+
+
 def unreduce(g, s):
     """A reduction's gradient, put back to the input's shape: re-insert reduced dims, then broadcast."""
+    shape = in_shape(s)
     r = g
     if not s.keepdim:
-        kept = list(s.shape)
+        kept = list(shape)
         for d in s.dims:
             kept[d] = 1
         r = reshape(g, tuple(kept))
-    return expand(r, s.shape)
+    return expand(r, shape)
 
 
 # ===== arithmetic ==============================================================================================
@@ -79,7 +91,7 @@ def pow_backward(grad, s):
 
 # out = a ** p  ->  da = grad * p * a^(p-1)
 def pow_scalar_backward(grad, s):
-    p = s.p
+    p = s.exponent
     if p == 0:
         return (mul(grad, num(0, grad)),)
     a = s.a
@@ -218,7 +230,7 @@ def sum_backward(grad, s):
 def mean_backward(grad, s):
     count = 1
     for d in s.dims:
-        count *= s.shape[d]
+        count *= in_shape(s)[d]
     return (unreduce(div(grad, num(float(count), grad)), s),)
 
 
@@ -227,7 +239,7 @@ def _extremum_gradient(grad, s):
     a, out = s.a, s.out
     hit = to_dtype(compare("eq", a, unreduce(out, s)), grad.dtype)
     count = sum(hit, s.dims, True)
-    return (mul(div(unreduce(grad, s), expand(count, s.shape)), hit),)
+    return (mul(div(unreduce(grad, s), expand(count, in_shape(s))), hit),)
 
 
 def amax_backward(grad, s):
@@ -256,7 +268,7 @@ def matmul_backward(grad, s):
 
 # out = a.to(dtype)  ->  da = grad (cast back)
 def to_dtype_backward(grad, s):
-    return (to_dtype(grad, s.dtype),)
+    return (to_dtype(grad, in_dtype(s)),)
 
 
 # out = a.clone()  ->  da = grad
@@ -266,7 +278,7 @@ def clone_backward(grad, s):
 
 # out = a.reshape(shape)  ->  da = grad.reshape(a.shape)
 def reshape_backward(grad, s):
-    return (reshape(grad, s.shape),)
+    return (reshape(grad, in_shape(s)),)
 
 
 # out = a.permute(dims)  ->  da = grad.permute(inverse of dims)
@@ -279,17 +291,17 @@ def permute_backward(grad, s):
 
 # out = a.expand(shape)  ->  da = grad summed over the expanded dims
 def expand_backward(grad, s):
-    return (sum_to(grad, s.shape),)
+    return (sum_to(grad, in_shape(s)),)
 
 
 # out = a[start::step] along dim  ->  da = zeros with grad written back into that slice
 def slice_backward(grad, s):
-    return (slice_scatter(grad, s.shape, s.dim, s.start, s.step),)
+    return (slice_scatter(grad, in_shape(s), s.dim, s.start, s.step),)
 
 
 # out = zeros with g written into a slice  ->  dg = grad[start::step] along dim
 def slice_scatter_backward(grad, s):
-    length = s.shape[s.dim]
+    length = in_shape(s)[s.dim]
     return (slice(grad, s.dim, s.start, s.start + length * s.step, s.step),)
 
 
@@ -306,7 +318,7 @@ def cat_backward(grad, s):
 
 # out = a.index_select(dim, index)  ->  da = zeros with grad rows added at index
 def index_select_backward(grad, s):
-    return (index_add(grad, s.dim, s.index, s.shape),)
+    return (index_add(grad, s.dim, s.index, in_shape(s)),)
 
 
 # out = zeros; out.index_select(dim, index) += src  ->  dsrc = grad.index_select(dim, index)
@@ -316,7 +328,7 @@ def index_add_backward(grad, s):
 
 # out = a.gather(dim, index)  ->  da = zeros with grad scatter-added at index
 def gather_backward(grad, s):
-    return (scatter_add(grad, s.dim, s.index, s.shape),)
+    return (scatter_add(grad, s.dim, s.index, in_shape(s)),)
 
 
 # out = zeros; scatter-add src at index  ->  dsrc = grad.gather(dim, index)
@@ -326,7 +338,7 @@ def scatter_add_backward(grad, s):
 
 # out = a.flat[pos]  ->  da = zeros with grad added at pos
 def take_backward(grad, s):
-    return (put_add(grad, s.positions, s.shape),)
+    return (put_add(grad, s.positions, in_shape(s)),)
 
 
 # out = a with out.flat[pos] = v  ->  da = grad with pos zeroed, dv = grad.flat[pos]
@@ -380,7 +392,7 @@ def cross_entropy_backward(grad, s):
 
 # out = im2col(x)  ->  dx = col2im(grad)
 def unfold_backward(grad, s):
-    return (fold(grad, s.shape, *s.window),)
+    return (fold(grad, in_shape(s), *s.window),)
 
 
 # out = col2im(cols)  ->  dcols = im2col(grad)

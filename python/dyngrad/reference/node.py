@@ -87,6 +87,10 @@ class Node:
     def _saved_list(self):
         return ()
 
+    def _saved_fields(self):
+        """{name: value} of what the node saved for its backward formula; see OpNode._saved_fields."""
+        return {}
+
     def saved_tensors_info(self):
         """(shape, dtype, bytes) of each tensor this node holds for backward."""
         from .dtypes import from_numpy_dtype
@@ -185,12 +189,13 @@ class SavedTensor:
 
 
 class OpNode(Node):
-    """The node of one primitive op: its derivative lives in derivatives.py as `<op>_backward(grad, s)`,
-    where `s` holds the unpacked saved tensors, the op's non-tensor arguments and `needs_input_grad`."""
+    """The node of one primitive op: its derivative lives in derivatives.py as `<op>_backward(grad, s)`, where
+    `s` holds the op's saved fields by name (`fields`, its row of ops.PRIMITIVES: see Note [Named saved state] in
+    csrc/dyngrad/saved.h), with `needs_input_grad` and `input_meta` (each input's numpy shape and dtype)."""
 
-    __slots__ = ("op", "backward_fn", "saved", "args", "input_meta", "released")
+    __slots__ = ("op", "backward_fn", "fields", "saved", "args", "input_meta", "released")
 
-    def __init__(self, op, backward_fn, inputs):
+    def __init__(self, op, backward_fn, inputs, fields=()):
         edges, meta = [], []
         for t in inputs:
             if t is None:
@@ -209,6 +214,7 @@ class OpNode(Node):
         self._tensor_pre_hooks = self._retain_grad_refs = self._pre_hooks = self._post_hooks = None
         self.op = op
         self.backward_fn = backward_fn
+        self.fields = fields
         self.saved = None
         self.args = None
         self.released = False
@@ -234,14 +240,24 @@ class OpNode(Node):
             self.saved = None
             self.released = True
 
-    def unpack(self):
+    def _saved_fields(self):
+        """{name: value} for every declared field, in declared order, as the C++ Node._saved_fields(): tensors
+        unpacked (version checked), None for a tensor the forward did not need to save. Raises the backward-twice
+        error once released."""
         if self.released:
             raise RuntimeError(errors.ERR_BACKWARD_TWICE.format(node=self.name()) + debug.created_at(self))
-        s = types.SimpleNamespace(**(self.args or {}))
-        if self.saved is not None:
-            for key, saved in self.saved.items():
-                setattr(s, key, saved.unpack(self) if saved is not None else None)
+        saved, args = self.saved or {}, self.args or {}
+        out = {}
+        for name in self.fields:
+            t = saved.get(name)
+            out[name] = t.unpack(self) if t is not None else args.get(name)
+        return out
+
+    def unpack(self):
+        """The formula's `s`: the saved fields by name, needs_input_grad, and input_meta."""
+        s = types.SimpleNamespace(**self._saved_fields())
         s.needs_input_grad = tuple(edge is not None for edge in self.next_edges)
+        s.input_meta = self.input_meta
         return s
 
     def apply(self, grads):

@@ -5,87 +5,117 @@ A primitive op is one row of PRIMITIVES, one forward function in ops_math.py / o
 formula `<name>_backward` in derivatives.py, in the same order. Everything else (sub with alpha, var, std,
 conv2d, pooling, losses, indexing, ...) is composed from primitives in those files and in ops_bind.py, and needs
 no derivative of its own.
+
+The third column names what the op's node saves for its formula, by field name (Note [Named saved state] in
+csrc/dyngrad/saved.h, whose structs the Saves* tuples below mirror): the forward saves a tensor field with
+node.save(name, t) and puts the others in node.args; the formula reads s.<name>. tests/test_parity.py checks that
+both engines declare the same names for every op, and that the forward saves no name its row does not declare.
 """
 from .grad_mode import _state as _grad_state
 from .node import OpNode
 from .tensor import wrap_dim
 
-#             name             DisplayName (the node shows as DisplayNameBackward)
+# The saved-field structs of csrc/dyngrad/saved.h, in the same order. An input's shape and dtype are not saved
+# fields: every node has them (s.input_meta, as Node::input_meta in C++).
+SavesNothing = ()
+SavesAB = ("a", "b")                      # mul, div, matmul save an input only when the other one needs grad
+SavesABOut = ("a", "b", "out")            # pow: out only when the exponent needs grad
+SavesPowScalar = ("a", "exponent")
+SavesCond = ("cond",)
+SavesClamp = ("a", "lo", "hi")            # lo/hi: None where absent
+SavesOut = ("out",)
+SavesA = ("a",)
+SavesLeakyRelu = ("a", "slope")
+SavesSoftplus = ("a", "beta", "threshold")
+SavesReduction = ("dims", "keepdim")      # dims: sorted, wrapped
+SavesReductionAOut = ("a", "out", "dims", "keepdim")
+SavesPermute = ("dims",)
+SavesSlice = ("dim", "start", "step")
+SavesCat = ("dim", "sizes")               # sizes: each input's length along dim
+SavesIndex = ("index", "dim")
+SavesPositions = ("positions",)
+SavesSoftmax = ("out", "dim")
+SavesCrossEntropy = ("logits", "target", "reduction", "ignore_index", "count", "label_smoothing")
+SavesWindow = ("window",)                 # (kh, kw, sh, sw, ph, pw)
+
+#             name             DisplayName (the node shows as DisplayNameBackward), what its node saves
 PRIMITIVES = (
     # arithmetic
-    ("add",            "Add"),
-    ("sub",            "Sub"),
-    ("mul",            "Mul"),
-    ("div",            "Div"),
-    ("neg",            "Neg"),
-    ("pow",            "Pow"),            # tensor ** tensor
-    ("pow_scalar",     "Pow"),            # tensor ** number
-    ("maximum",        "Maximum"),
-    ("minimum",        "Minimum"),
-    ("where",          "Where"),          # where(cond, a, b): cond is not differentiable
-    ("clamp",          "Clamp"),
+    ("add",             "Add",          SavesNothing),
+    ("sub",             "Sub",          SavesNothing),
+    ("mul",             "Mul",          SavesAB),
+    ("div",             "Div",          SavesAB),
+    ("neg",             "Neg",          SavesNothing),
+    ("pow",             "Pow",          SavesABOut),          # tensor ** tensor
+    ("pow_scalar",      "Pow",          SavesPowScalar),      # tensor ** number
+    ("maximum",         "Maximum",      SavesAB),
+    ("minimum",         "Minimum",      SavesAB),
+    ("where",           "Where",        SavesCond),           # where(cond, a, b): cond is not differentiable
+    ("clamp",           "Clamp",        SavesClamp),
     # unary
-    ("exp",            "Exp"),
-    ("log",            "Log"),
-    ("sqrt",           "Sqrt"),
-    ("rsqrt",          "Rsqrt"),
-    ("abs",            "Abs"),
-    ("sin",            "Sin"),
-    ("cos",            "Cos"),
-    ("tanh",           "Tanh"),
-    ("sigmoid",        "Sigmoid"),
-    ("relu",           "Relu"),
-    ("sign",           "Sign"),           # zero gradient, as torch (the output still requires grad)
-    ("leaky_relu",     "LeakyRelu"),
-    ("gelu",           "Gelu"),
-    ("softplus",       "Softplus"),
-    ("erf",            "Erf"),
+    ("exp",             "Exp",          SavesOut),
+    ("log",             "Log",          SavesA),
+    ("sqrt",            "Sqrt",         SavesOut),
+    ("rsqrt",           "Rsqrt",        SavesOut),
+    ("abs",             "Abs",          SavesA),
+    ("sin",             "Sin",          SavesA),
+    ("cos",             "Cos",          SavesA),
+    ("tanh",            "Tanh",         SavesOut),
+    ("sigmoid",         "Sigmoid",      SavesOut),
+    ("relu",            "Relu",         SavesOut),
+    ("sign",            "Sign",         SavesNothing),        # zero gradient, as torch (the output requires grad)
+    ("leaky_relu",      "LeakyRelu",    SavesLeakyRelu),
+    ("gelu",            "Gelu",         SavesA),
+    ("softplus",        "Softplus",     SavesSoftplus),
+    ("erf",             "Erf",          SavesA),
     # reductions
-    ("sum",            "Sum"),
-    ("mean",           "Mean"),
-    ("amax",           "Amax"),
-    ("amin",           "Amin"),
-    ("logsumexp",      "Logsumexp"),
+    ("sum",             "Sum",          SavesReduction),
+    ("mean",            "Mean",         SavesReduction),
+    ("amax",            "Amax",         SavesReductionAOut),
+    ("amin",            "Amin",         SavesReductionAOut),
+    ("logsumexp",       "Logsumexp",    SavesReductionAOut),
     # linear algebra
-    ("matmul",         "Matmul"),         # both inputs at least 2-D; 1-D cases are reshaped around it
+    ("matmul",          "Matmul",       SavesAB),             # both inputs at least 2-D; 1-D cases reshaped around it
     # conversion and movement
-    ("to_dtype",       "ToCopy"),
-    ("clone",          "Clone"),
-    ("reshape",        "Reshape"),        # a view when strides allow, else a copy
-    ("permute",        "Permute"),        # view
-    ("expand",         "Expand"),         # view
-    ("slice",          "Slice"),          # view: dim, start, step
-    ("slice_scatter",  "SliceScatter"),   # zeros of the input shape with grad written into the slice
-    ("cat",            "Cat"),
+    ("to_dtype",        "ToCopy",       SavesNothing),
+    ("clone",           "Clone",        SavesNothing),
+    ("reshape",         "Reshape",      SavesNothing),        # a view when strides allow, else a copy
+    ("permute",         "Permute",      SavesPermute),        # view
+    ("expand",          "Expand",       SavesNothing),        # view
+    ("slice",           "Slice",        SavesSlice),          # view
+    ("slice_scatter",   "SliceScatter", SavesSlice),          # zeros of the input shape, grad written into the slice
+    ("cat",             "Cat",          SavesCat),
     # indexing
-    ("index_select",   "IndexSelect"),
-    ("index_add",      "IndexAdd"),       # zeros(size) with rows added at index (index_select's adjoint)
-    ("gather",         "Gather"),
-    ("scatter_add",    "ScatterAdd"),     # gather's adjoint
-    ("take",           "Take"),           # flat positions: advanced indexing
-    ("put",            "Put"),            # out = a with a.flat[pos] = v: setitem
-    ("put_add",        "PutAdd"),         # zeros(size) with v added at flat positions (take's adjoint)
+    ("index_select",    "IndexSelect",  SavesIndex),
+    ("index_add",       "IndexAdd",     SavesIndex),          # zeros(size) + rows at index (index_select's adjoint)
+    ("gather",          "Gather",       SavesIndex),
+    ("scatter_add",     "ScatterAdd",   SavesIndex),          # gather's adjoint
+    ("take",            "Take",         SavesPositions),      # flat positions: advanced indexing
+    ("put",             "Put",          SavesPositions),      # out = a with a.flat[pos] = v: setitem
+    ("put_add",         "PutAdd",       SavesPositions),      # zeros(size) + v at flat positions (take's adjoint)
     # neural-net primitives
-    ("softmax",        "Softmax"),
-    ("log_softmax",    "LogSoftmax"),
-    ("cross_entropy",  "CrossEntropy"),   # fused log_softmax + nll with class indices
-    ("unfold",         "Im2Col"),         # im2col: (N,C,H,W) -> (N, C*kh*kw, L)
-    ("fold",           "Col2Im"),         # col2im, unfold's adjoint
+    ("softmax",         "Softmax",      SavesSoftmax),
+    ("log_softmax",     "LogSoftmax",   SavesSoftmax),
+    ("cross_entropy",   "CrossEntropy", SavesCrossEntropy),   # fused log_softmax + nll with class indices
+    ("unfold",          "Im2Col",       SavesWindow),         # im2col: (N,C,H,W) -> (N, C*kh*kw, L)
+    ("fold",            "Col2Im",       SavesWindow),         # col2im, unfold's adjoint
 )
-OP_NAMES = tuple(name for name, _ in PRIMITIVES)
-DISPLAY_NAMES = dict(PRIMITIVES)
+OP_NAMES = tuple(name for name, _, _ in PRIMITIVES)
+DISPLAY_NAMES = {name: display for name, display, _ in PRIMITIVES}
+SAVED_FIELDS = {name: fields for name, _, fields in PRIMITIVES}
 
 _formulas = {}   # op name -> derivatives.<op>_backward, looked up once
 
 
 def record(op, out, inputs):
     """Records an OpNode of `op` as the grad_fn of `out`, with one edge per input (None = not differentiable).
-    The caller then saves what the formula needs (node.save) and the op's arguments (node.args)."""
+    The caller then fills the fields that op's row of PRIMITIVES declares: tensors with node.save(name, t), the
+    rest in node.args."""
     formula = _formulas.get(op)
     if formula is None:
         from . import derivatives
         formula = _formulas[op] = getattr(derivatives, op + "_backward")
-    node = OpNode(DISPLAY_NAMES[op], formula, inputs)
+    node = OpNode(DISPLAY_NAMES[op], formula, inputs, SAVED_FIELDS[op])
     out.grad_fn = node
     out.output_nr = 0
     return node

@@ -141,7 +141,7 @@ def pow(a, b):
     return out
 
 
-# out = a ** p (number exponent); args: p
+# out = a ** p (number exponent)
 def pow_scalar(a, p):
     integral_result = not a.dtype.is_floating_point and p == int(p) and p >= 0
     if integral_result:
@@ -153,7 +153,7 @@ def pow_scalar(a, p):
     if any_requires_grad(a):
         node = record("pow_scalar", out, (a,))
         node.save("a", a)
-        node.args = {"p": p}
+        node.args = {"exponent": p}
     return out
 
 
@@ -188,7 +188,7 @@ def where(cond, a, b):
     return out
 
 
-# out = min(max(a, lo), hi); args: lo, hi (None where absent)
+# out = min(max(a, lo), hi)
 def clamp(a, lo, hi):
     if lo is None and hi is None:
         raise RuntimeError("clamp: at least one of min and max must be given.")
@@ -299,10 +299,10 @@ def isfinite(a): return make_tensor(np.isfinite(a._data))
 
 # ===== reductions ==============================================================================================
 
-# Reductions record args dims (the reduced dims), keepdim and shape (the input's shape).
+# Every reduction saves the reduced dims (sorted, wrapped) and keepdim.
 def _record_reduction(op, out, a, dims, keepdim):
     node = record(op, out, (a,))
-    node.args = {"dims": dims, "keepdim": keepdim, "shape": a.shape}
+    node.args = {"dims": dims, "keepdim": keepdim}
     return node
 
 

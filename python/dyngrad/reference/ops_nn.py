@@ -10,7 +10,7 @@ from .ops import record, any_requires_grad, check_float
 from .tensor import make_tensor, wrap_dim, scalar_tensor
 
 
-# out = exp(a) / sum(exp(a), dim); saves out; args: dim
+# out = exp(a) / sum(exp(a), dim)
 def softmax(a, dim):
     if not a.dtype.is_floating_point:
         a = to_dtype(a, _dt.float32)
@@ -18,12 +18,12 @@ def softmax(a, dim):
     out = make_tensor(kernels.softmax(a._data, d) if a.ndim else np.ones((), dtype=a._data.dtype))
     if any_requires_grad(a):
         node = record("softmax", out, (a,))
-        node.args = {"dim": d}
         node.save("out", out, is_output=True)
+        node.args = {"dim": d}
     return out
 
 
-# out = a - logsumexp(a, dim); saves out; args: dim
+# out = a - logsumexp(a, dim)
 def log_softmax(a, dim):
     if not a.dtype.is_floating_point:
         a = to_dtype(a, _dt.float32)
@@ -31,14 +31,13 @@ def log_softmax(a, dim):
     out = make_tensor(kernels.log_softmax(a._data, d) if a.ndim else np.zeros((), dtype=a._data.dtype))
     if any_requires_grad(a):
         node = record("log_softmax", out, (a,))
-        node.args = {"dim": d}
         node.save("out", out, is_output=True)
+        node.args = {"dim": d}
     return out
 
 
 # loss_i = -(1-ls) * logp[i, t_i] - ls/C * sum_c logp[i, c], skipping t_i == ignore_index; reduced by mean (over the
-# non-ignored rows), sum, or none. saves logits and target; args: reduction (0 none, 1 mean, 2 sum), ignore_index,
-# count (the non-ignored rows), label_smoothing.
+# non-ignored rows), sum, or none.
 def cross_entropy(logits, target, reduction, ignore_index, label_smoothing):
     check_float(logits, "cross_entropy")
     if logits.ndim not in (1, 2):
@@ -96,17 +95,17 @@ def _check_window(x, kh, kw, sh, sw, ph, pw, op):
                            f"with padding ({ph}, {pw}).")
 
 
-# out = im2col(x); args: window = (kh, kw, sh, sw, ph, pw), shape (x's)
+# out = im2col(x)
 def unfold(x, kh, kw, sh, sw, ph, pw):
     _check_image(x, "unfold")
     _check_window(x, kh, kw, sh, sw, ph, pw, "unfold")
     out = make_tensor(kernels.im2col(x._data, (kh, kw), (sh, sw), (ph, pw)))
     if any_requires_grad(x):
-        record("unfold", out, (x,)).args = {"window": (kh, kw, sh, sw, ph, pw), "shape": x.shape}
+        record("unfold", out, (x,)).args = {"window": (kh, kw, sh, sw, ph, pw)}
     return out
 
 
-# out = col2im(cols) (sums overlapping windows); args: window = (kh, kw, sh, sw, ph, pw)
+# out = col2im(cols) (sums overlapping windows)
 def fold(cols, input_shape, kh, kw, sh, sw, ph, pw):
     out = make_tensor(kernels.col2im(cols._data, tuple(input_shape), (kh, kw), (sh, sw), (ph, pw)))
     if any_requires_grad(cols):

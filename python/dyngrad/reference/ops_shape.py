@@ -27,7 +27,7 @@ def to_dtype(a, dtype):
         return a
     out = make_tensor(a._data.astype(dtype.np, order="C"))
     if dtype.is_floating_point and any_requires_grad(a):
-        record("to_dtype", out, (a,)).args = {"dtype": a.dtype}
+        record("to_dtype", out, (a,))
     return out
 
 
@@ -46,7 +46,7 @@ def contiguous(a):
 
 def _record_view(op, out, a):
     if any_requires_grad(a):
-        record(op, out, (a,)).args = {"shape": a.shape}
+        record(op, out, (a,))
     return out
 
 
@@ -72,7 +72,7 @@ def _infer_shape(requested, numel, old, op):
     return tuple(shape)
 
 
-# out = a with a new shape: a view when the strides allow it, else a copy; args: shape (the input's)
+# out = a with a new shape: a view when the strides allow it, else a copy
 def reshape(a, shape):
     shape = _infer_shape(shape, a.numel(), a.shape, "reshape")
     arr = a._data.reshape(shape)
@@ -91,7 +91,6 @@ def view(a, shape):
     return _record_view("reshape", _view_of(arr, a), a)
 
 
-# args: dims (the permutation, wrapped)
 def permute(a, dims):
     nd = a.ndim
     if len(dims) != nd:
@@ -127,7 +126,7 @@ def mT(a):
     return transpose(a, -2, -1)
 
 
-# out = a broadcast to `shape` (-1 keeps a size); a read-only view; args: shape (the input's)
+# out = a broadcast to `shape` (-1 keeps a size); a read-only view
 def expand(a, shape):
     nd = len(shape)
     if nd < a.ndim:
@@ -182,7 +181,7 @@ def flatten(a, start_dim, end_dim):
     return reshape(a, a.shape[:s] + (n,) + a.shape[e + 1:])
 
 
-# out = a[..., start:stop:step, ...] along dim (Python's clamping); args: dim, start, step, shape
+# out = a[..., start:stop:step, ...] along dim (Python's clamping)
 def slice(a, dim, start, stop, step):
     if a.ndim == 0:
         raise IndexError("slice: cannot slice a 0-d tensor.")
@@ -197,19 +196,18 @@ def slice(a, dim, start, stop, step):
     key = (np.s_[:],) * d + (np.s_[start:stop:step],)
     out = _view_of(a._data[key], a)
     if any_requires_grad(a):
-        record("slice", out, (a,)).args = {"dim": d, "start": start, "step": step, "shape": a.shape}
+        record("slice", out, (a,)).args = {"dim": d, "start": start, "step": step}
     return out
 
 
-# out = zeros(input_shape) with out[..., start::step (as long as grad), ...] = grad; args: dim, start, step
+# out = zeros(input_shape) with out[..., start::step (as long as grad), ...] = grad
 def slice_scatter(grad, input_shape, dim, start, step):
     out = np.zeros(input_shape, dtype=grad._data.dtype)
     length = grad.shape[dim]
     out[(np.s_[:],) * dim + (np.s_[start:start + length * step:step],)] = grad._data
     out = make_tensor(out)
     if any_requires_grad(grad):
-        record("slice_scatter", out, (grad,)).args = {"dim": dim, "start": start, "step": step,
-                                                      "shape": grad.shape}
+        record("slice_scatter", out, (grad,)).args = {"dim": dim, "start": start, "step": step}
     return out
 
 
@@ -225,7 +223,7 @@ def select(a, dim, index):
     return squeeze(slice(a, d, index, index + 1, 1), (d,))
 
 
-# out = concatenation along dim; args: dim, sizes (each input's size along dim)
+# out = concatenation along dim
 def cat(tensors, dim):
     if not tensors:
         raise RuntimeError("cat: expected a non-empty list of tensors.")
@@ -323,7 +321,7 @@ def _check_bounds(idx, size, dim, op):
         raise IndexError(f"{op}: index {int(bad.reshape(-1)[0])} is out of range for dimension {dim} of size {size}.")
 
 
-# out = a.index_select(dim, index); args: dim, shape; saves index
+# out = a.index_select(dim, index)
 def index_select(a, dim, index):
     if index.ndim > 1:
         raise IndexError(f"index_select: index must be 0-d or 1-D, got shape {shape_str(index.shape)}.")
@@ -338,12 +336,12 @@ def index_select(a, dim, index):
     out = make_tensor(np.take(a._data, flat, axis=d) if a.ndim else a._data.copy())
     if any_requires_grad(a):
         node = record("index_select", out, (a,))
-        node.args = {"dim": d, "shape": a.shape}
         node.save("index", index)
+        node.args = {"dim": d}
     return out
 
 
-# out = zeros(out_shape); out.index_select(dim, index) += src; args: dim, shape (src's); saves index
+# out = zeros(out_shape); out.index_select(dim, index) += src
 def index_add(src, dim, index, out_shape):
     idx = _checked_index(index, "index_add")
     size = out_shape[dim] if out_shape else 1
@@ -356,8 +354,8 @@ def index_add(src, dim, index, out_shape):
     out = make_tensor(out)
     if any_requires_grad(src):
         node = record("index_add", out, (src,))
-        node.args = {"dim": dim, "shape": src.shape}
         node.save("index", index)
+        node.args = {"dim": dim}
     return out
 
 
@@ -379,7 +377,7 @@ def _gather_key(idx, d, size):
     return tuple(grids)
 
 
-# out[i][j] = a[i][index[i][j]] (dim 1); args: dim, shape; saves index
+# out[i][j] = a[i][index[i][j]] (dim 1)
 def gather(a, dim, index):
     idx = _checked_index(index, "gather")
     d = wrap_dim(dim, a.ndim, "gather")
@@ -389,12 +387,12 @@ def gather(a, dim, index):
     out = make_tensor(a._data[_gather_key(idx, d, size)].copy() if a.ndim else a._data.copy())
     if any_requires_grad(a):
         node = record("gather", out, (a,))
-        node.args = {"dim": d, "shape": a.shape}
         node.save("index", index)
+        node.args = {"dim": d}
     return out
 
 
-# out = zeros(out_shape); out[i][index[i][j]] += src[i][j]; args: dim, shape (src's); saves index
+# out = zeros(out_shape); out[i][index[i][j]] += src[i][j]
 def scatter_add(src, dim, index, out_shape):
     idx = _checked_index(index, "scatter_add")
     size = out_shape[dim] if out_shape else 1
@@ -407,8 +405,8 @@ def scatter_add(src, dim, index, out_shape):
     out = make_tensor(out)
     if any_requires_grad(src):
         node = record("scatter_add", out, (src,))
-        node.args = {"dim": dim, "shape": src.shape}
         node.save("index", index)
+        node.args = {"dim": dim}
     return out
 
 
@@ -419,19 +417,17 @@ def _check_positions(pos, numel, op):
                          "elements.")
 
 
-# out = a.flatten()[positions]; args: shape; saves positions
+# out = a.flatten()[positions]
 def take(a, positions):
     pos = _checked_index(positions, "take")
     _check_positions(pos, a.numel(), "take")
     out = make_tensor(a._data.reshape(-1)[pos])
     if any_requires_grad(a):
-        node = record("take", out, (a,))
-        node.args = {"shape": a.shape}
-        node.save("positions", positions)
+        record("take", out, (a,)).save("positions", positions)
     return out
 
 
-# out = a with out.flatten()[positions] = v (v broadcast to positions' shape); saves positions
+# out = a with out.flatten()[positions] = v (v broadcast to positions' shape)
 def put(a, positions, v):
     pos = _checked_index(positions, "put")
     _check_positions(pos, a.numel(), "put")
@@ -444,7 +440,7 @@ def put(a, positions, v):
     return out
 
 
-# out = zeros(out_shape) with out.flatten()[positions] += v; args: shape (v's); saves positions
+# out = zeros(out_shape) with out.flatten()[positions] += v
 def put_add(v, positions, out_shape):
     pos = _checked_index(positions, "put_add")
     out = np.zeros(out_shape, dtype=v._data.dtype)
@@ -452,9 +448,7 @@ def put_add(v, positions, out_shape):
     np.add.at(out.reshape(-1), pos, v._data)
     out = make_tensor(out)
     if any_requires_grad(v):
-        node = record("put_add", out, (v,))
-        node.args = {"shape": v.shape}
-        node.save("positions", positions)
+        record("put_add", out, (v,)).save("positions", positions)
     return out
 
 
