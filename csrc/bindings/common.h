@@ -43,7 +43,7 @@ std::optional<DType> parse_optional_dtype(py::handle o);
 Tensor scalar_operand(py::handle o, const Tensor* like);
 bool is_tensor(py::handle o);
 
-// Python helpers registered by python/dyngrad/_tensor_py.py at import.
+// Python helpers the shared layer registers at import (python/dyngrad/_api/__init__.py: Size, RemovableHandle).
 py::object py_helper(const char* name);
 py::object make_size(const Shape& shape);
 

@@ -42,7 +42,7 @@ Tensor softmax_kernel(const Tensor& a, int64_t dim, bool log);
 // Batched matrix product of a (..., n, k) and b (..., k, m) with batch broadcasting (both at least 2-D, same
 // dtype). Uses the loaded BLAS for float32/float64.
 Tensor matmul_kernel(const Tensor& a, const Tensor& b);
-// BLAS entry points (cblas_sgemm, cblas_dgemm, openblas_set_num_threads), loaded by python/dyngrad/_blas.py.
+// BLAS entry points (cblas_sgemm, cblas_dgemm, openblas_set_num_threads), loaded by python/dyngrad/_cpp_blas.py.
 void set_blas_functions(uintptr_t sgemm, uintptr_t dgemm, uintptr_t set_num_threads);
 bool blas_loaded();
 

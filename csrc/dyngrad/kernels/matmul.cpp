@@ -1,5 +1,5 @@
 // matmul.cpp: batched matrix products through the BLAS that scipy-openblas32 ships (its sgemm/dgemm are loaded
-// by python/dyngrad/_blas.py and handed over as function pointers, so the build needs no BLAS at all).
+// by python/dyngrad/_cpp_blas.py and handed over as function pointers, so the build needs no BLAS at all).
 #include <cstring>
 
 #include "gil.h"

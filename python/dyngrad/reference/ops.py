@@ -3,8 +3,8 @@ Mirrors csrc/dyngrad/ops.def (the table) and csrc/dyngrad/ops_common.h (record, 
 
 A primitive op is one row of PRIMITIVES, one forward function in ops_math.py / ops_shape.py / ops_nn.py, and one
 formula `<name>_backward` in derivatives.py, in the same order. Everything else (sub with alpha, var, std,
-conv2d, pooling, losses, indexing, ...) is composed from primitives in those files and in ops_bind.py, and needs
-no derivative of its own.
+conv2d, pooling, ...) is composed from primitives in those files or in the shared layer (python/dyngrad/_api/),
+and needs no derivative of its own.
 
 The third column names what the op's node saves for its formula, by field name (Note [Named saved state] in
 csrc/dyngrad/saved.h, whose structs the Saves* tuples below mirror): the forward saves a tensor field with
