@@ -23,6 +23,14 @@ class type_caster<std::shared_ptr<dyngrad::TensorImpl>>
  public:
   bool load(handle src, bool convert) {
     if (src.is_none()) return false;
+    // A Tensor made by Tensor.__new__ whose __init__ never ran holds no tensor: say so (pybind11 would report
+    // "Unable to cast from non-held to held instance").
+    if (isinstance<dyngrad::TensorImpl>(src)) {
+      auto* inst = reinterpret_cast<instance*>(src.ptr());
+      if (!inst->get_value_and_holder().holder_constructed())
+        throw dyngrad::TypeError("this Tensor was never initialised (Tensor.__new__ without Tensor.__init__); make "
+                                 "tensors with dyngrad.tensor(...), dyngrad.empty(...) or Tensor(...).");
+    }
     return copyable_holder_caster<dyngrad::TensorImpl, std::shared_ptr<dyngrad::TensorImpl>>::load(src, convert);
   }
 };

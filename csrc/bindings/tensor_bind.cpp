@@ -31,6 +31,8 @@ const char* numpy_dtype_name(DType d) {
 }
 
 py::array numpy_view(const Tensor& t) {
+  DG_CHECK(t->ndim() <= 64, RuntimeError, "numpy: a tensor of ", t->ndim(),
+           " dimensions has no numpy view (numpy allows at most 64).");
   std::vector<py::ssize_t> shape(t->shape.begin(), t->shape.end()), strides;
   for (int64_t s : t->strides) strides.push_back(s * (int64_t)t->itemsize());
   // The array keeps the storage alive through a capsule owning a reference to it.

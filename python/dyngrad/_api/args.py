@@ -114,16 +114,24 @@ def is_number(o):
 
 # ----- ints, shapes, dims ----------------------------------------------------------------------------------------
 
-def to_int(o, op, name="argument"):
-    """An int (or anything with __index__ that is not a bool or a float), else a TypeError naming the op."""
+INT64_MIN, INT64_MAX = -2 ** 63, 2 ** 63 - 1
+
+
+def to_int(o, op, name="argument", overflow=ValueError):
+    """An int (or anything with __index__ that is not a bool or a float), else a TypeError naming the op; an int
+    outside int64 raises `overflow` (torch: ValueError for an int argument, TypeError inside a size)."""
     if isinstance(o, bool) or isinstance(o, float):
         raise TypeError(f"{op}: expected an int as {name}, got {type_name(o)}.")
     if isinstance(o, int):
-        return o
-    try:
-        return int(o.__index__())
-    except (AttributeError, TypeError, ValueError, RuntimeError):
-        raise TypeError(f"{op}: expected an int as {name}, got {type_name(o)}.") from None
+        v = o
+    else:
+        try:
+            v = int(o.__index__())
+        except (AttributeError, TypeError, ValueError, RuntimeError):
+            raise TypeError(f"{op}: expected an int as {name}, got {type_name(o)}.") from None
+    if not INT64_MIN <= v <= INT64_MAX:
+        raise overflow(f"{op}: {name} {v} does not fit in int64.")
+    return v
 
 
 def wrap_dim(dim, ndim, op):
@@ -138,9 +146,9 @@ def wrap_dim(dim, ndim, op):
 def shape_arg(o, op, name="shape"):
     """(3, 4), [3, 4], a Size or a single int."""
     if isinstance(o, (int, np.integer)) and not isinstance(o, bool):
-        return (int(o),)
+        return (to_int(o, op, name, TypeError),)
     if isinstance(o, (tuple, list)):
-        return tuple(to_int(s, op, name) for s in o)
+        return tuple(to_int(s, op, name, TypeError) for s in o)
     raise TypeError(f"{op}: expected a shape (a tuple of ints) as {name}, got {type_name(o)}.")
 
 
@@ -148,7 +156,7 @@ def shape_args(args, op, name="size"):
     """Varargs 3, 4 or one sequence (3, 4), as torch's zeros(2, 3) and zeros((2, 3))."""
     if len(args) == 1 and not isinstance(args[0], (int, np.integer)):
         return shape_arg(args[0], op, name)
-    return tuple(to_int(s, op, name) for s in args)
+    return tuple(to_int(s, op, name, TypeError) for s in args)
 
 
 def sizes_arg(args, op):

@@ -159,6 +159,9 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
             raise TypeError(f"arange: expected a number as {name}, got {type_name(v)}.")
     if values[2] == 0:
         raise RuntimeError("arange: step must be nonzero.")
+    if not all(np.isfinite(v) for v in values):
+        raise RuntimeError(f"arange: unsupported range: {values[0]} -> {values[1]} by {values[2]}; start, end and "
+                           "step must be finite.")
     if (values[1] - values[0]) / values[2] < 0:
         raise RuntimeError(f"arange: upper bound and step are inconsistent (start={values[0]}, end={values[1]}, "
                            f"step={values[2]}).")

@@ -93,6 +93,8 @@ def _format_array(arr, fmt, indent, summarize):
 
 
 def format_tensor(t, prefix="tensor("):
+    if t.ndim > 64:      # numpy, which formats the values, stops at 64 dims
+        return f"{prefix}<{t.ndim}-d tensor of shape {shape_str(t.shape)} and dtype dyngrad.{t.dtype.name}>)"
     arr = t._numpy_view()
     summarize = arr.size > _SUMMARIZE_ABOVE
     suffixes = []
