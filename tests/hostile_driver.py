@@ -16,6 +16,10 @@ where floats are expected, numpy float16/complex/object/str arrays), negative an
 zero-size and 0-d tensors, non-contiguous views, wrong devices ("cuda") and dtype objects. The address space is
 capped (--memory-limit-gb) so that a size that is merely too big for memory must raise MemoryError instead of
 swapping the machine to death.
+
+After the calls come HOOK_PROGRAMS random hook programs (tests/hook_programs.py, issue 11): hooks on leaves and
+non-leaves and node pre-hooks that register and remove hooks (their own handle too), retain_grad, collect
+garbage, return gradients of the wrong dtype or shape, or call backward while backward runs.
 """
 import argparse
 import faulthandler
@@ -23,15 +27,19 @@ import importlib
 import inspect
 import json
 import os
+import random
 import resource
 import sys
 import warnings
 
 import numpy as np
 
+from hook_programs import random_program, run_program
+
 CLEAR = (TypeError, ValueError, RuntimeError, IndexError, MemoryError, NotImplementedError, OverflowError,
          OSError, ZeroDivisionError)
 WATCHDOG_SECONDS = 20
+HOOK_PROGRAMS = 6000
 
 # State-changing functions we call, then undo; and names we never call (they would break the run itself).
 SKIP = {"save", "load", "manual_seed", "set_default_dtype", "seed", "bench"}
@@ -160,6 +168,11 @@ def calls(dg):
                     def thunk(make=make, method=method, args=args):
                         return getattr(make(), method)(*[f() for _, f in args])
                     yield desc, thunk
+    for seed in range(HOOK_PROGRAMS):
+        def thunk(seed=seed):
+            prog = random_program(random.Random(seed), hostile=True)
+            run_program(dg, prog, hostile=True, reraise=True)
+        yield f"hook program {seed}: {random_program(random.Random(seed), hostile=True)}", thunk
 
 
 def touch(dg, result):

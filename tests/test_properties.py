@@ -23,6 +23,10 @@ and kept intermediate, C++ vs reference; finite leaf gradients vs central differ
 differences disagree sits on a kink: any gradient between them is accepted there; tests/test_numerics.py checks
 the conventions at kinks).
 
+Hook programs (issue 11, tests/hook_programs.py): a chain of ops from one leaf with tensor hooks and node pre-hooks
+that register and remove hooks (their own handle too) and retain_grad while backward runs; the C++ engine, the
+reference and torch (when installed) must call the same hooks in the same order and give the same gradients.
+
 Budget: CI runs a fixed, derandomized set of examples (seconds). `DYNGRAD_LONG=1` runs many more, randomized
 (README, "Development"). Failures found that way are kept in REGRESSIONS below.
 """
@@ -34,6 +38,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+
+from hook_programs import CHAIN_OPS, Hook, Program, run_program
 
 LONG = os.environ.get("DYNGRAD_LONG", "") not in ("", "0")
 # no "explain" phase: re-running a failing program hundreds of times to annotate it costs minutes
@@ -478,6 +484,70 @@ steps_strategy = st.lists(
 @given(leaves=leaf_specs(), steps=steps_strategy, seed=st.integers(0, 2 ** 16))
 def test_random_programs(cpp, ref, leaves, steps, seed):
     check_program(cpp, ref, leaves, steps, seed)
+
+
+# ---- hook programs (issue 11): hooks that register, remove and retain hooks while backward runs ----
+# tests/hook_programs.py runs a Program on any engine; here the C++ engine, the reference and torch (when
+# installed: the oracle of Note [Hooks that change hooks]) must log the same hook calls and give the same gradients.
+
+@st.composite
+def hook_programs(draw):
+    n = draw(st.integers(1, 4))
+    chain = tuple(draw(st.sampled_from(CHAIN_OPS)) for _ in range(n))
+    nhooks = draw(st.integers(1, 5))
+    action = st.one_of(st.tuples(st.just("add"), st.integers(0, nhooks - 1)),
+                       st.tuples(st.just("remove"), st.integers(0, nhooks - 1)),
+                       st.tuples(st.just("retain"), st.integers(0, n)))
+    hooks = tuple(Hook(draw(st.sampled_from(("tensor", "node"))), draw(st.integers(0, n)),
+                       tuple(draw(st.lists(action, max_size=3))), draw(st.sampled_from((1.0, 2.0, -1.0))))
+                  for _ in range(nhooks))
+    initial = tuple(sorted(draw(st.sets(st.integers(0, nhooks - 1), min_size=1))))
+    return Program(chain, hooks, initial, draw(st.integers(1, 3)))
+
+
+def check_hook_program(cpp, ref, prog):
+    outcomes = {"cpp": run_program(cpp, prog), "ref": run_program(ref, prog)}
+    try:
+        import torch
+        outcomes["torch"] = run_program(torch, prog)
+    except ImportError:
+        pass
+    expected_name = "torch" if "torch" in outcomes else "ref"
+    log, grads, error = outcomes[expected_name]
+    for name, (got_log, got_grads, got_error) in outcomes.items():
+        assert got_error == error, f"{name} raised {got_error}, {expected_name} {error}: {prog}"
+        assert got_log == log, f"{name} called the hooks {got_log}, {expected_name} {log}: {prog}"
+        for i, (a, b) in enumerate(zip(got_grads, grads)):
+            assert (a is None) == (b is None), f"{name}: t{i}.grad is {a}, {expected_name} {b}: {prog}"
+            if a is not None:
+                assert_close(a, b, RTOL, ATOL, f"{name}: t{i}.grad ({prog})")
+
+
+@PROFILE
+@given(prog=hook_programs())
+def test_random_hook_programs(cpp, ref, prog):
+    check_hook_program(cpp, ref, prog)
+
+
+HOOK_REGRESSIONS = [
+    # a leaf hook registering another hook on its own leaf: the C++ engine iterated the vector it grew (SIGSEGV)
+    Program(("mul2",), (Hook("tensor", 0, (("add", 1),) * 3, 1.0), Hook("tensor", 0, (), 2.0)), (0,), 2),
+    # the one-shot pattern: a hook removing its own handle (C++: bad_function_call); it still applies this time
+    Program(("mul2",), (Hook("tensor", 0, (("remove", 0),), 3.0), Hook("tensor", 0, (), 1.0)), (0, 1), 2),
+    Program(("mul2", "neg"), (Hook("tensor", 1, (("remove", 0),), 3.0),), (0,), 3),
+    # a node pre-hook adding a tensor hook upstream (runs this pass) and one on its own output (next pass)
+    Program(("mul2", "mul3"), (Hook("node", 2, (("add", 1), ("add", 2)), 1.0), Hook("tensor", 1, (), 2.0),
+                               Hook("tensor", 2, (), -1.0)), (0,), 2),
+    # retain_grad from a hook, on its own tensor (this pass) and on a tensor upstream
+    Program(("mul2", "addx"), (Hook("tensor", 2, (("retain", 2), ("retain", 1)), 1.0),), (0,), 2),
+    # a hook on x's AccumulateGrad (a node pre-hook) registered by the leaf's own tensor hook
+    Program(("square",), (Hook("tensor", 0, (("add", 1),), 2.0), Hook("node", 0, (), -1.0)), (0,), 2),
+]
+
+
+@pytest.mark.parametrize("prog", HOOK_REGRESSIONS)
+def test_hook_regressions(cpp, ref, prog):
+    check_hook_program(cpp, ref, prog)
 
 
 # Programs hypothesis shrank to while finding bugs; each is run as a plain test forever after.

@@ -61,6 +61,11 @@ struct PyGradHook {
   py::function fn;
   Tensor operator()(const Tensor& g) const;  // autograd_bind.cpp
 };
+// A Python function as a node pre-hook (grad_fn.register_prehook): fn(grads tuple) -> None or a tuple.
+struct PyNodePreHook {
+  py::function fn;
+  void operator()(std::vector<Tensor>& grads) const;  // autograd_bind.cpp
+};
 
 // cycles_bind.cpp (Note [Cycles through C++]): frees cycles through C++ objects, returns how many objects were
 // garbage; maybe_...() does so once enough new suspects were noted (called at the start of backward).

@@ -64,6 +64,42 @@ Tensor validate_gradient(Tensor g, const InputMeta& meta, const Node& node, size
   return g;
 }
 
+// Note [Hooks that change hooks]: the tensor hooks of the node's outputs, then retain_grad. Every list is copied
+// before it runs: a hook may add or remove hooks (a push_back into the vector being iterated moved it away).
+void run_tensor_pre_hooks(Node* node, std::vector<Tensor>& grads, bool create_graph) {
+  if (node->next_edges.empty() && grads[0])  // a sink: a leaf's AccumulateGrad runs the leaf's own hooks
+    if (auto* acc = dynamic_cast<AccumulateGrad*>(node); acc && !acc->variable->hooks.empty()) {
+      std::vector<std::pair<int64_t, GradHook>> hooks = acc->variable->hooks;
+      for (auto& [id, hook] : hooks) {
+        Tensor replaced = hook(grads[0]);
+        if (replaced) grads[0] = std::move(replaced);
+      }
+    }
+  if (!node->pre_hooks.empty()) {
+    auto hooks = node->pre_hooks;
+    for (auto& [output_nr, hook] : hooks) {
+      if (output_nr >= grads.size() || !grads[output_nr]) continue;
+      Tensor replaced = hook.second(grads[output_nr]);
+      if (replaced) grads[output_nr] = std::move(replaced);
+    }
+  }
+  if (!node->retained.empty()) {
+    auto retained = node->retained;
+    for (auto& [output_nr, weak] : retained) {
+      Tensor t = weak.lock();
+      if (!t || output_nr >= grads.size() || !grads[output_nr]) continue;
+      Tensor g = create_graph ? grads[output_nr] : contiguous_copy(grads[output_nr], grads[output_nr]->dtype);
+      t->grad = t->grad ? add(t->grad, g) : g;
+      note_grad_assigned(t);
+    }
+  }
+}
+
+void run_node_pre_hooks(Node* node, std::vector<Tensor>& grads) {
+  auto hooks = node->node_pre_hooks;
+  for (auto& [id, hook] : hooks) hook(grads);
+}
+
 }  // namespace
 
 std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads,
@@ -138,25 +174,16 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
     for (size_t i = 1; i < grads.size() && i <= node->pending_rest.size(); ++i)
       grads[i] = std::move(node->pending_rest[i - 1]);
 
-    for (auto& [output_nr, hook] : node->pre_hooks) {
-      if (!grads[output_nr]) continue;
-      Tensor replaced = hook.second(grads[output_nr]);
-      if (replaced) grads[output_nr] = replaced;
-    }
-    for (auto& [output_nr, weak] : node->retained) {
-      Tensor t = weak.lock();
-      if (!t || !grads[output_nr]) continue;
-      Tensor g = options.create_graph ? grads[output_nr] : contiguous_copy(grads[output_nr], grads[output_nr]->dtype);
-      t->grad = t->grad ? add(t->grad, g) : g;
-      note_grad_assigned(t);
-    }
+    bool any_grad = false;
+    for (auto& g : grads) any_grad = any_grad || (g != nullptr);
+    run_tensor_pre_hooks(node, grads, options.create_graph);  // Note [Hooks that change hooks]
     if (!captures.empty()) {
       auto cap = captures.find(node);
       if (cap != captures.end())
         for (auto& [output_nr, idx] : cap->second) captured[idx] = grads[output_nr];
     }
-
-    bool any_grad = false;
+    if (any_grad && !node->node_pre_hooks.empty()) run_node_pre_hooks(node, grads);
+    any_grad = false;
     for (auto& g : grads) any_grad = any_grad || (g != nullptr);
     bool skip = !options.accumulate && dynamic_cast<AccumulateGrad*>(node) != nullptr;
     std::vector<Tensor> outputs;

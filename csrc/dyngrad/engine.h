@@ -8,6 +8,13 @@
 // Note [One backward at a time]: a node's deps/pending fields belong to the backward that claimed it in phase 1;
 // a second backward reaching a claimed node (another thread sharing the graph) is refused with a clear error
 // instead of corrupting the counts. Claims are released when the backward ends, normally or by an exception.
+// Note [Hooks that change hooks]: a hook may register or remove hooks while backward runs (its own
+// handle.remove() is the one-shot-hook pattern; a hook may also retain_grad() or hook another tensor). Before a
+// node runs, its hooks run in torch's order: the tensor hooks of its outputs (a leaf's hooks, for an
+// AccumulateGrad), retain_grad, then the node's pre-hooks. Each list is copied when it is reached, so this pass
+// runs the hooks the list held at that moment (one removed meanwhile still runs, one added does not) and later
+// lists and passes see the change, which is what torch does. A hook must return None or a gradient of the same
+// shape and dtype (Note [Hook results] in node.h).
 #pragma once
 #include <vector>
 

@@ -122,12 +122,8 @@ AccumulateGrad::AccumulateGrad(Tensor v) : variable(std::move(v)) {
 }
 
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grads) {
-  Tensor g = std::move(grads[0]);
+  Tensor g = std::move(grads[0]);  // (the leaf's hooks ran in the engine: Note [Hooks that change hooks])
   if (!g) return {};
-  for (auto& [id, hook] : variable->hooks) {
-    Tensor replaced = hook(g);
-    if (replaced) g = replaced;
-  }
   if (!variable->grad) {
     if (GradMode::is_enabled()) {
       variable->grad = g;  // create_graph: keep the history of the gradient

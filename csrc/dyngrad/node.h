@@ -12,6 +12,10 @@
 // Note [Releasing the graph]: after a node runs in backward without retain_graph, it drops its saved tensors and
 // marks itself released; running it again raises ERR_BACKWARD_TWICE.
 //
+// Note [Hook results]: a tensor hook or node pre-hook that returns a gradient must return one of the shape and dtype
+// it was given (torch's "hook has changed the type of value"): the engine would otherwise hand a leaf an int64 or
+// float64 .grad, or a formula a gradient of the wrong shape. Checked where the hook is called (bindings).
+//
 // Note [Iterative graph destruction]: a chain of a million nodes must not be destroyed by a million nested
 // destructors. Dying nodes hand their edges and saved tensors' histories to a thread-local queue that the
 // outermost destructor drains in a loop.
@@ -35,6 +39,9 @@ enum class OpKind : uint16_t {
 };
 const char* op_name(OpKind k);          // "mul"
 const char* op_display_name(OpKind k);  // "Mul"
+
+// A node pre-hook: gets the node's incoming gradients, one per output, and may replace them in place.
+using NodePreHook = std::function<void(std::vector<Tensor>& grads)>;
 
 struct Edge {
   std::shared_ptr<Node> fn;
@@ -70,6 +77,9 @@ struct Node : std::enable_shared_from_this<Node> {
   // Tensor hooks of non-leaf outputs and retain_grad(), keyed by output_nr: run on the summed incoming gradient.
   std::vector<std::pair<uint32_t, std::pair<int64_t, GradHook>>> pre_hooks;
   std::vector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>> retained;
+  // grad_fn.register_prehook(fn): sees every output's gradient (null where none arrived) and may replace them; runs
+  // after the tensor hooks and retain_grad, as in torch. Note [Hooks that change hooks] in engine.h.
+  std::vector<std::pair<int64_t, NodePreHook>> node_pre_hooks;
 
   // Backward bookkeeping, used only by the run_backward that owns the node (Note [One backward at a time]).
   std::atomic<uint64_t> task_owner{0};
