@@ -179,3 +179,138 @@ def test_node_prehook_handle_in_its_own_closure_is_collected(cpp):
         program()
     gc.collect()
     assert cpp._C._live_node_count() == before
+
+
+# ---- 2 and 6. in-place writes into read-only memory and into expanded views (Note [Writable tensors]) ----
+
+READ_ONLY = r"the tensor's memory is read-only"
+OVERLAP = r"more than one element of the written-to tensor refers to a single memory location"
+
+INPLACE_WRITES = {
+    "add_": lambda dg, t: t.add_(1),
+    "sub_": lambda dg, t: t.sub_(1),
+    "mul_": lambda dg, t: t.mul_(2),
+    "div_": lambda dg, t: t.div_(2),
+    "pow_": lambda dg, t: t.pow_(2),
+    "+=": lambda dg, t: t.__iadd__(1),
+    "zero_": lambda dg, t: t.zero_(),
+    "fill_": lambda dg, t: t.fill_(7),
+    "copy_": lambda dg, t: t.copy_(dg.ones(t.shape, dtype=t.dtype)),
+    "clamp_": lambda dg, t: t.clamp_(0, 1),
+    "masked_fill_": lambda dg, t: t.masked_fill_(dg.ones(t.shape, dtype=dg.bool), 0.5),
+    "uniform_": lambda dg, t: t.uniform_(),
+    "normal_": lambda dg, t: t.normal_(),
+    "setitem": lambda dg, t: t.__setitem__(slice(None), 5.0),
+    "setitem_advanced": lambda dg, t: t.__setitem__(dg.tensor([0, 1]), 5.0),
+}
+
+
+def read_only_tensor(dg, arr):
+    with pytest.warns(UserWarning, match="not writable"):
+        return dg.from_numpy(arr)
+
+
+@pytest.mark.parametrize("op", sorted(INPLACE_WRITES))
+def test_inplace_write_into_read_only_numpy_memory_is_refused(dg, op):
+    arr = np.arange(4.0)
+    arr.flags.writeable = False
+    t = read_only_tensor(dg, arr)
+    for target in (t, t.detach(), t.data, t[1:]):
+        with pytest.raises(RuntimeError, match=READ_ONLY):
+            INPLACE_WRITES[op](dg, target)
+    assert arr.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_read_only_tensor_reads_and_copies(dg):
+    """Shared (as torch: no copy), readable, read-only through numpy; clone() and dyngrad.tensor() are writable."""
+    data = bytes(16)
+    t = read_only_tensor(dg, np.frombuffer(data, dtype=np.float32))
+    assert (t + 1).tolist() == [1.0] * 4
+    assert not t.numpy().flags.writeable
+    c = t.clone()
+    c.add_(1)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        d = dg.tensor(np.frombuffer(data, dtype=np.float32))  # a copy: no warning
+    d.add_(1)
+    assert data == bytes(16) and c.tolist() == d.tolist() == [1.0] * 4
+
+
+def test_mmap_read_only_write_is_an_error_not_a_crash(dg, tmp_path):
+    """SIGSEGV before: the write reached a page mapped read-only. torch crashes the same way; we raise."""
+    path = tmp_path / "x.npy"
+    np.save(path, np.arange(4.0))
+    proc = run_isolated(dg, f"""
+        import warnings
+        import numpy as np
+        warnings.simplefilter("ignore")
+        t = dg.from_numpy(np.load({str(path)!r}, mmap_mode="r"))
+        for write in (lambda: t.add_(1), lambda: t.zero_(), lambda: t.__setitem__(0, 1.0)):
+            try:
+                write()
+            except RuntimeError as e:
+                assert "read-only" in str(e), e
+            else:
+                raise SystemExit("no error")
+        print(t.sum().item())
+    """)
+    assert_clean(proc, "6.0")
+    assert np.load(path).tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_read_only_grad_and_parameters(dg):
+    """A .grad over read-only memory accumulates out of place; an optimiser refuses a read-only parameter."""
+    arr = np.zeros(3, dtype=np.float32)
+    arr.flags.writeable = False
+    w = dg.zeros(3, requires_grad=True)
+    w.grad = read_only_tensor(dg, arr)
+    (w * dg.tensor([1.0, 2.0, 3.0])).sum().backward()
+    assert w.grad.tolist() == [1.0, 2.0, 3.0] and arr.tolist() == [0.0, 0.0, 0.0]
+    base = np.ones(3, dtype=np.float32)
+    base.flags.writeable = False
+    p = dg.nn.Parameter(read_only_tensor(dg, base))
+    p.grad = dg.ones(3)
+    with pytest.raises(RuntimeError, match=READ_ONLY):
+        dg.optim.SGD([p], lr=0.1).step()
+    assert base.tolist() == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("op", sorted(INPLACE_WRITES))
+def test_inplace_write_into_an_expanded_view_is_refused(dg, op):
+    """`x.expand(4).add_(arange(4))` gave [3, 3, 3, 3] (the last write won); torch raises. (torch lets fill_ and
+    zero_ through, whose result is well defined; both engines refuse every in-place write into such a view.)"""
+    x = dg.zeros(1)
+    with pytest.raises(RuntimeError, match=OVERLAP):
+        INPLACE_WRITES[op](dg, x.expand(4))
+    assert x.tolist() == [0.0]
+    with pytest.raises(RuntimeError, match=OVERLAP):
+        x.expand(4).add_(dg.arange(4))
+
+
+def test_expanded_view_writes_that_do_not_overlap_are_allowed(dg):
+    x = dg.zeros(3)
+    x.expand(1, 3).add_(dg.arange(3))  # a new dim of size 1: no element repeated
+    x.expand(2, 3)[0] = 5.0  # writes one row of three distinct elements
+    assert x.tolist() == [5.0, 5.0, 5.0]
+    y = dg.zeros(1)
+    y.expand(4)[2] = 7.0  # a 0-d window, as torch
+    assert y.tolist() == [7.0]
+
+
+def test_expanded_view_write_with_grad_is_refused(dg):
+    a = dg.ones(1, requires_grad=True)
+    b = a * 1
+    with pytest.raises(RuntimeError, match=OVERLAP):
+        b.expand(3).mul_(dg.tensor([1.0, 2.0, 3.0]))
+
+
+def test_expanded_grad_accumulates_correctly(dg):
+    """A .grad set to an expanded tensor accumulated in place into one element (torch raises); now out of place."""
+    w = dg.zeros(3, requires_grad=True)
+    shared = dg.zeros(1)
+    w.grad = shared.expand(3)
+    for expected in ([0.0, 1.0, 2.0], [0.0, 2.0, 4.0]):
+        (w * dg.arange(3).float()).sum().backward()
+        assert w.grad.tolist() == expected
+    assert shared.tolist() == [0.0]

@@ -36,10 +36,13 @@ py::array numpy_view(const Tensor& t) {
   // The array keeps the storage alive through a capsule owning a reference to it.
   auto* keep = new std::shared_ptr<Storage>(t->storage);
   py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<Storage>*>(p); });
-  return py::array(py::dtype(numpy_dtype_name(t->dtype)), shape, strides, t->raw(), base);
+  py::array arr(py::dtype(numpy_dtype_name(t->dtype)), shape, strides, t->raw(), base);
+  if (t->storage->read_only) arr.attr("flags").attr("writeable") = false;  // Note [Writable tensors]
+  return arr;
 }
 
-Tensor from_numpy(py::array arr) {
+// `warn`: from_numpy shares a read-only array with torch's warning; a copy (dyngrad.tensor) needs none.
+Tensor from_numpy(py::array arr, bool warn = true) {
   std::string kind = py::str(arr.dtype().attr("name"));
   DType dt;
   if (kind == "float32") dt = DType::Float32;
@@ -60,6 +63,14 @@ Tensor from_numpy(py::array arr) {
   auto t = make_pooled<TensorImpl>();
   auto storage = make_pooled<Storage>();
   storage->data = const_cast<void*>(arr.data());
+  if (!arr.writeable()) {  // Note [Writable tensors]: shared, as torch does (with its warning), but never written
+    storage->read_only = true;
+    if (warn && PyErr_WarnEx(PyExc_UserWarning,
+                     "from_numpy: the given numpy array is not writable; the tensor shares its memory read-only, so "
+                     "in-place operations on it will raise. Copy the array (dyngrad.tensor(array)) to get a "
+                     "writable tensor.", 1) < 0)
+      throw py::error_already_set();
+  }
   py::object keep = arr;
   storage->owner = std::shared_ptr<void>(keep.release().ptr(), [](void* p) {
     py::gil_scoped_acquire gil;
@@ -86,13 +97,13 @@ void inplace_apply(const Tensor& self, const Tensor& other, const char* op, Tens
     assign_inplace(self, f(before, other), op);
     return;
   }
+  check_writable(self, op);
   Tensor r = f(self, other);
   DG_CHECK(r->shape == self->shape, RuntimeError, op, ": the result of shape ", shape_str(r->shape),
            " does not fit the tensor written in place, of shape ", shape_str(self->shape), ".");
   DG_CHECK(is_floating(self->dtype) || !is_floating(r->dtype), RuntimeError, op, ": the result type ",
            dtype_name(r->dtype), " can't be cast to the tensor's type ", dtype_name(self->dtype), ".");
-  copy_into(self, r);
-  self->bump_version();
+  write_into(self, r, op);
 }
 
 py::object inplace_op(py::object self_obj, py::handle other, const char* op,
@@ -182,15 +193,13 @@ void setitem(const Tensor& self, py::handle idx, py::handle value) {
       window = basic_index(self, idx);
     }
     broadcast_shapes(window->shape, v->shape, "__setitem__");
-    copy_into(window, v);
-    self->bump_version();
+    write_into(window, v, "__setitem__");
     return;
   }
   Tensor pos = index_positions(self, idx);
   if (!recording) {
-    Tensor r = put(self, pos, v);
-    copy_into(self, r);
-    self->bump_version();
+    check_writable(self, "__setitem__");
+    write_into(self, put(self, pos, v), "__setitem__");
     return;
   }
   Tensor before = inplace_input(self, "__setitem__", v->requires_grad);
@@ -327,7 +336,8 @@ void bind_tensor(py::module_& m) {
     std::vector<py::ssize_t> shape(t.shape.begin(), t.shape.end()), strides;
     for (int64_t s : t.strides) strides.push_back(s * (int64_t)t.itemsize());
     static const char* formats[] = {"?", "q", "f", "d"};
-    return py::buffer_info(t.raw(), (py::ssize_t)t.itemsize(), formats[(int)t.dtype], t.ndim(), shape, strides);
+    return py::buffer_info(t.raw(), (py::ssize_t)t.itemsize(), formats[(int)t.dtype], t.ndim(), shape, strides,
+                           t.storage->read_only);
   });
   cls.def("to", [](const Tensor& t, py::args args, py::kwargs kwargs) -> Tensor {
     py::handle target = args.size() ? args[0] : (kwargs.contains("dtype") ? kwargs["dtype"] : py::handle());
@@ -442,8 +452,8 @@ void bind_tensor(py::module_& m) {
       Tensor before = inplace_input(t, "clamp_", false);
       assign_inplace(t, clamp(before, lo, hi), "clamp_");
     } else {
-      copy_into(t, clamp(t, lo, hi));
-      t->bump_version();
+      check_writable(t, "clamp_");
+      write_into(t, clamp(t, lo, hi), "clamp_");
     }
     return self;
   }, arg("min") = none, arg("max") = none);
@@ -467,24 +477,24 @@ void bind_tensor(py::module_& m) {
       Tensor before = inplace_input(t, "masked_fill_", v->requires_grad);
       assign_inplace(t, masked_fill(before, mask, v), "masked_fill_");
     } else {
-      copy_into(t, masked_fill(t, mask, v));
-      t->bump_version();
+      check_writable(t, "masked_fill_");
+      write_into(t, masked_fill(t, mask, v), "masked_fill_");
     }
     return self;
   });
   // nn.init's fills: never recorded (torch runs them under no_grad)
   cls.def("uniform_", [](py::object self, double lo, double hi) {
     Tensor t = self.cast<Tensor>();
+    check_writable(t, "uniform_");
     Tensor tmp = rand(t->shape, t->dtype == DType::Float64 ? DType::Float64 : DType::Float32);
-    copy_into(t, add(mul(tmp, scalar_tensor(hi - lo, tmp->dtype)), scalar_tensor(lo, tmp->dtype)));
-    t->bump_version();
+    write_into(t, add(mul(tmp, scalar_tensor(hi - lo, tmp->dtype)), scalar_tensor(lo, tmp->dtype)), "uniform_");
     return self;
   }, arg("from") = 0.0, arg("to") = 1.0);
   cls.def("normal_", [](py::object self, double mean, double std) {
     Tensor t = self.cast<Tensor>();
+    check_writable(t, "normal_");
     Tensor tmp = randn(t->shape, t->dtype == DType::Float64 ? DType::Float64 : DType::Float32);
-    copy_into(t, add(mul(tmp, scalar_tensor(std, tmp->dtype)), scalar_tensor(mean, tmp->dtype)));
-    t->bump_version();
+    write_into(t, add(mul(tmp, scalar_tensor(std, tmp->dtype)), scalar_tensor(mean, tmp->dtype)), "normal_");
     return self;
   }, arg("mean") = 0.0, arg("std") = 1.0);
 
@@ -493,9 +503,9 @@ void bind_tensor(py::module_& m) {
   cls.def("__setitem__", [](const Tensor& self, py::handle idx, py::handle value) { setitem(self, idx, value); });
 
   // ---- creation ----
-  m.def("from_numpy", &from_numpy, arg("ndarray"));
+  m.def("from_numpy", [](py::array arr) { return from_numpy(arr); }, arg("ndarray"));
   m.def("_tensor_from_numpy_copy", [](py::array arr, bool requires_grad) {
-    Tensor shared = from_numpy(arr);
+    Tensor shared = from_numpy(arr, false);
     return finish(contiguous_copy(shared, shared->dtype), requires_grad);
   });
   auto sized = [&](const char* name, double fill, bool uninit) {

@@ -136,7 +136,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grads) {
     variable->grad = add(variable->grad, g);
   } else {
     Tensor acc = variable->grad;
-    if (acc->grad_fn) {
+    if (acc->grad_fn || !is_writable(*acc)) {  // (a .grad set to an expanded or read-only tensor: a fresh buffer)
       variable->grad = add(acc, g);
     } else {
       copy_into(acc, add(acc, g));

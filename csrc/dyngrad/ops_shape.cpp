@@ -589,6 +589,7 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, const Tensor& value) {
 // ---------------- in-place ----------------
 
 Tensor inplace_input(const Tensor& self, const char* op, bool other_requires_grad) {
+  check_writable(self, op);  // Note [Writable tensors]
   if (!grad_enabled()) return self;
   if (self->requires_grad && self->is_leaf()) throw RuntimeError(err_leaf_inplace(op));
   if (!self->requires_grad && !other_requires_grad) return self;
@@ -597,10 +598,6 @@ Tensor inplace_input(const Tensor& self, const char* op, bool other_requires_gra
     if (base->requires_grad && base->is_leaf()) throw RuntimeError(err_leaf_inplace(op));
     DG_CHECK(base->is_contiguous(), NotImplementedError, op, ": in-place writes into a view of a non-contiguous ",
              "tensor that requires grad are not supported; write into the base tensor or use out-of-place ops.");
-    for (size_t d = 0; d < self->shape.size(); ++d)
-      DG_CHECK(self->strides[d] != 0 || self->shape[d] <= 1, RuntimeError, op, ": the tensor written in place ",
-               "(shape ", shape_str(self->shape), ") is an expanded view whose elements share memory; clone() it ",
-               "first.");
   }
   // The out-of-place op reads self's current value, which the write is about to replace; give it a snapshot
   // that carries self's history so that any saved copy stays valid (Note [Saved tensor versions]).
@@ -655,8 +652,7 @@ void assign_inplace(const Tensor& self, const Tensor& result, const char* op) {
   DG_CHECK(result->shape == self->shape, RuntimeError, op, ": the result of shape ", shape_str(result->shape),
            " does not fit the tensor written in place, of shape ", shape_str(self->shape), ".");
   if (grad_enabled() && self->requires_grad && self->is_leaf()) throw RuntimeError(err_leaf_inplace(op));
-  copy_into(self, result);
-  self->bump_version();
+  write_into(self, result, op);
   if (result->requires_grad && grad_enabled() && self->is_view) {
     rebase_view_history(self, result);
     return;
@@ -677,8 +673,7 @@ void copy_(const Tensor& self, const Tensor& src) {
     return;
   }
   broadcast_shapes(self->shape, src->shape, "copy_");
-  copy_into(self, src);
-  self->bump_version();
+  write_into(self, src, "copy_");
 }
 
 void fill_(const Tensor& self, double value) {
@@ -690,8 +685,7 @@ void fill_(const Tensor& self, double value) {
     assign_inplace(self, add(zeroed, scalar_tensor(value, self->dtype)), "fill_");
     return;
   }
-  copy_into(self, scalar_tensor(value, self->dtype));
-  self->bump_version();
+  write_into(self, scalar_tensor(value, self->dtype), "fill_");
 }
 
 void zero_(const Tensor& self) { fill_(self, 0.0); }

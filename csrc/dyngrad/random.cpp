@@ -57,12 +57,14 @@ void manual_seed(uint64_t seed) { gen().reseed(seed); }
 uint64_t initial_seed() { return gen().seed; }
 
 void uniform_(const Tensor& t, double lo, double hi) {
+  check_writable(t, "uniform_");
   Xoshiro& g = gen();
   fill_with(t, [&] { return lo + (hi - lo) * g.uniform(); });
   t->bump_version();
 }
 
 void normal_(const Tensor& t, double mean, double std) {
+  check_writable(t, "normal_");
   Xoshiro& g = gen();
   bool have = false;
   double spare = 0;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <new>
 
+#include "errors.h"
 #include "node.h"
 
 namespace dyngrad {
@@ -150,6 +151,27 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset)
 }
 
 Tensor alias(const Tensor& t) { return make_view(t, t->shape, t->strides, t->offset); }
+
+bool has_internal_overlap(const TensorImpl& t) {
+  if (t.numel == 0) return false;
+  for (size_t d = 0; d < t.shape.size(); ++d)
+    if (t.strides[d] == 0 && t.shape[d] > 1) return true;
+  return false;
+}
+
+bool is_writable(const TensorImpl& t) { return !t.storage->read_only && !has_internal_overlap(t); }
+
+void check_writable(const Tensor& t, const char* op) {
+  if (t->storage->read_only) throw RuntimeError(err_read_only(op));
+  if (has_internal_overlap(*t))
+    throw RuntimeError(err_internal_overlap(op, shape_str(t->shape), shape_str(t->strides)));
+}
+
+void write_into(const Tensor& dst, const Tensor& src, const char* op) {
+  check_writable(dst, op);
+  copy_into(dst, src);
+  dst->bump_version();
+}
 
 double item_double(const Tensor& t) {
   DG_CHECK(t->numel == 1, RuntimeError, "item(): a tensor with ", t->numel,

@@ -2,6 +2,7 @@
 // in-place writes.
 #include <cstring>
 
+#include "../errors.h"
 #include "loop.h"
 
 namespace dyngrad {
@@ -25,6 +26,8 @@ static void copy_typed(const StridedLoop& loop) {
 
 void copy_into(const Tensor& dst, const Tensor& src) {
   if (dst->numel == 0) return;
+  // the last line of defence of Note [Writable tensors]: callers name their op in check_writable first
+  if (dst->storage->read_only) throw RuntimeError(err_read_only("copy_"));
   broadcast_shapes(dst->shape, src->shape, "copy_");  // checks src broadcasts to dst
   DG_CHECK(shape_numel(broadcast_shapes(dst->shape, src->shape, "copy_")) == dst->numel, RuntimeError,
            "copy_: a tensor of shape ", shape_str(src->shape), " cannot be written into shape ",

@@ -1,5 +1,6 @@
 """Reference engine: tensor factories and the random generator. Mirrors csrc/dyngrad/ops_creation.cpp."""
 import numbers
+import warnings
 
 import numpy as np
 
@@ -113,6 +114,10 @@ def from_numpy(arr):
     if arr.dtype not in (np.float32, np.float64, np.int64, np.bool_):
         raise TypeError(f"from_numpy: numpy dtype {arr.dtype} cannot be shared without a copy; expected float32, "
                         "float64, int64 or bool (use dyngrad.tensor(arr) to copy and convert).")
+    if not arr.flags.writeable:   # Note [Writable tensors] in csrc/dyngrad/tensor.h: shared, never written
+        warnings.warn("from_numpy: the given numpy array is not writable; the tensor shares its memory read-only, so "
+                      "in-place operations on it will raise. Copy the array (dyngrad.tensor(array)) to get a "
+                      "writable tensor.", UserWarning, stacklevel=2)
     return make_tensor(arr)
 
 

@@ -127,7 +127,7 @@ def mT(a):
     return transpose(a, -2, -1)
 
 
-# out = a broadcast to `requested` (-1 keeps a size); a read-only view; args: shape (the input's)
+# out = a broadcast to `requested` (-1 keeps a size); a view; args: shape (the input's)
 def expand(a, requested):
     nd = len(requested)
     if nd < a.ndim:
@@ -151,7 +151,12 @@ def expand(a, requested):
     shape = tuple(shape)
     if shape == a.shape:
         return a
-    return _record_view("expand", _view_of(np.broadcast_to(a._data, shape), a), a)
+    # writable like its base, as in C++ and torch (np.broadcast_to's views are read-only): a write into it that
+    # would reach one element twice is refused by check_writable (Note [Writable tensors]), a 0-d window of it
+    # (x.expand(4)[0] = 1) is not
+    strides = np.broadcast_to(a._data, shape).strides
+    view = np.lib.stride_tricks.as_strided(a._data, shape, strides, writeable=a._data.flags.writeable)
+    return _record_view("expand", _view_of(view, a), a)
 
 
 def squeeze(a, dims=None):
@@ -485,6 +490,7 @@ def _is_leaf_requiring_grad(t):
 
 def inplace_input(self, op, other_requires_grad):
     """The value of `self` before an in-place op, with self's history: what the out-of-place op is computed from."""
+    check_writable(self, op)
     if not is_grad_enabled():
         return self
     if _is_leaf_requiring_grad(self):
@@ -498,9 +504,6 @@ def inplace_input(self, op, other_requires_grad):
         if not base._data.flags.c_contiguous:
             raise NotImplementedError(f"{op}: in-place writes into a view of a non-contiguous tensor that requires "
                                       "grad are not supported; write into the base tensor or use out-of-place ops.")
-        if not self._data.flags.writeable:
-            raise RuntimeError(f"{op}: the tensor written in place (shape {shape_str(self.shape)}) is an expanded "
-                               "view whose elements share memory; clone() it first.")
     # The out-of-place op reads self's current value, which the write is about to replace; give it a snapshot
     # that carries self's history so that any saved copy stays valid (Note [Saved tensor versions]).
     before = make_tensor(self._data.copy())
@@ -537,11 +540,29 @@ def _rebase_view_history(view, result):
     view.grad_fn, view.output_nr = new_view.grad_fn, 0
 
 
+def has_internal_overlap(arr):
+    """A dim of more than one element with stride 0: several elements share a memory location."""
+    return arr.size > 0 and any(s == 0 and n > 1 for n, s in zip(arr.shape, arr.strides))
+
+
+def check_writable(t, op):
+    """See Note [Writable tensors] in csrc/dyngrad/tensor.h: refuse an in-place write into an expanded view or into
+    read-only memory (a numpy array that is not writeable)."""
+    arr = t._data
+    if arr.size == 0:
+        return
+    if has_internal_overlap(arr):
+        raise RuntimeError(errors.ERR_INTERNAL_OVERLAP.format(
+            op=op, shape=shape_str(arr.shape), strides=shape_str(s // arr.itemsize for s in arr.strides)))
+    if not arr.flags.writeable:
+        raise RuntimeError(errors.ERR_READ_ONLY.format(op=op))
+
+
 def _write(self, result, op):
-    if not self._data.flags.writeable:
-        raise RuntimeError(f"{op}: this tensor is a read-only view (for example made by expand(), where several "
-                           "elements share one memory location); clone() it before writing to it.")
-    np.copyto(self._data, result._data, casting="unsafe")
+    """The plain in-place write (write_into in C++): check, copy (broadcast, cast), bump the version."""
+    check_writable(self, op)
+    if self._data.size:
+        np.copyto(self._data, result._data, casting="unsafe")
     self._storage.version += 1
 
 
