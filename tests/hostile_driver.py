@@ -50,6 +50,20 @@ DUNDERS = ["__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", 
            "__iter__", "__contains__", "__and__", "__or__", "__xor__", "__invert__", "__mod__", "__floordiv__"]
 
 
+def read_only_array():
+    a = np.ones((3, 4), np.float32)
+    a.flags.writeable = False
+    return a
+
+
+def mmap_file():
+    """A .npy file in the working directory (the test's tmp_path), for np.load(mmap_mode="r")."""
+    path = os.path.abspath("hostile_mmap.npy")
+    if not os.path.exists(path):
+        np.save(path, np.ones((3, 4), np.float32))
+    return path
+
+
 def hostile_values(dg):
     """(description, factory) pairs; factories make fresh objects, since some calls mutate their arguments."""
     def t(fn):
@@ -93,6 +107,9 @@ def hostile_values(dg):
         ("nan (3, 4)", t(lambda: dg.full((3, 4), float("nan")))),
         ("transposed (4, 3).T", t(lambda: dg.ones(4, 3).T)),
         ("expanded (1,)->(3, 4)", t(lambda: dg.ones(1).expand(3, 4))),
+        # memory that must not be written (issue 11): a read-only array, and a file mapped read-only
+        ("read-only numpy (3, 4)", t(lambda: dg.from_numpy(read_only_array()))),
+        ("mmap read-only (3, 4)", t(lambda: dg.from_numpy(np.load(mmap_file(), mmap_mode="r")))),
         ("requires_grad (3, 4)", t(lambda: dg.ones(3, 4, requires_grad=True))),
         ("5-d (1, 2, 1, 2, 1)", t(lambda: dg.ones(1, 2, 1, 2, 1))),
         ("'cuda'", lambda: "cuda"),
@@ -143,7 +160,8 @@ def calls(dg):
     hostile = hostile_values(dg)
     receivers = [("float32 (3, 4)", lambda: good_tensor(dg))] + [h for h in hostile if h[0] in (
         "int64 (3, 4) 10**12", "bool (3, 4)", "empty (0, 3)", "0-d 2.0", "nan (3, 4)", "transposed (4, 3).T",
-        "expanded (1,)->(3, 4)", "requires_grad (3, 4)", "5-d (1, 2, 1, 2, 1)")]
+        "expanded (1,)->(3, 4)", "requires_grad (3, 4)", "5-d (1, 2, 1, 2, 1)", "read-only numpy (3, 4)",
+        "mmap read-only (3, 4)")]
     for name, get in targets(dg):
         patterns = [((), {})]
         patterns += [((h,), {}) for h in hostile]

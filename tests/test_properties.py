@@ -189,6 +189,15 @@ def inplace_view(m, a, b, k):
     return y
 
 
+def inplace_expand(m, a, b, k):
+    """An in-place write through an expand()ed view of a fresh clone: refused where elements share memory (issue 11:
+    the last write used to win), allowed where the view only adds dims of size 1."""
+    y = a.clone()
+    view = y.expand(2, *y.shape) if k & 1 else y.unsqueeze(0).expand(1, *y.shape)
+    view.add_(b.sum() if k & 2 else b)
+    return y
+
+
 def unary(fn):
     return 1, lambda m, a, b, k: fn(m, a, k)
 
@@ -281,6 +290,7 @@ OPS = {
     "setitem_tensor": binary(setitem_tensor),
     "inplace": binary(inplace),
     "inplace_view": binary(inplace_view),
+    "inplace_expand": binary(inplace_expand),
 }
 OP_NAMES = sorted(OPS, key=lambda name: (OPS[name][0], name))  # unary first: hypothesis shrinks towards them
 
