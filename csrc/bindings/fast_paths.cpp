@@ -7,6 +7,8 @@
 // one positional tensor, no keywords) and otherwise call the pybind11 binding they replace, which stays the one
 // definition of the full signature and of its error messages. Results are still made by pybind11 (py::cast), so
 // every Tensor object is an ordinary pybind11 instance.
+#include <cxxabi.h>
+
 #include "common.h"
 
 namespace dyngrad {
@@ -26,13 +28,17 @@ const Tensor* tensor_of(PyObject* o) {
 
 PyObject* to_python(Tensor&& t) { return py::cast(std::move(t)).release().ptr(); }
 
-// C++ exceptions become the Python exceptions pybind11's translators map them to (check.h).
+// C++ exceptions become the Python exceptions pybind11's translators map them to (check.h). A thread that CPython
+// ends at exit unwinds by abi::__forced_unwind, which must be rethrown (Note [Daemon threads at exit], gil.h).
 #define DG_PY_TRY try {
 #define DG_PY_CATCH                          \
   }                                          \
   catch (py::error_already_set & e) {        \
     e.restore();                             \
     return nullptr;                          \
+  }                                          \
+  catch (abi::__forced_unwind&) {            \
+    throw;                                   \
   }                                          \
   catch (...) {                              \
     py::detail::try_translate_exceptions();  \

@@ -3,6 +3,7 @@
 
 #include "common.h"
 #include "dyngrad/check.h"
+#include "dyngrad/kernels/gil.h"
 #include "dyngrad/kernels/kernels.h"
 #include "dyngrad/kernels/thread_pool.h"
 #include "dyngrad/pool.h"
@@ -90,8 +91,8 @@ Tensor as_operand(py::handle o, const Tensor* like) {
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(o.ptr(), &overflow);
     if (overflow) throw RuntimeError("an integer operand does not fit in int64.");
-    if (like) return scalar_like(*like, (double)v, true);
-    return scalar_tensor((double)v, DType::Int64);
+    if (like) return scalar_like_int(*like, v);  // exact: no trip through a double
+    return scalar_tensor_int(v, DType::Int64);
   }
   if (PyFloat_Check(o.ptr())) {
     double v = PyFloat_AS_DOUBLE(o.ptr());
@@ -105,7 +106,8 @@ Tensor as_operand(py::handle o, const Tensor* like) {
     Tensor r = t.cast<Tensor>();
     if (like && r->ndim() == 0 && py::hasattr(o, "dtype") && !py::isinstance<py::array>(o)) {
       // a numpy scalar behaves like a Python number
-      return scalar_like(*like, item_double(r), !is_floating(r->dtype));
+      if (!is_floating(r->dtype)) return scalar_like_int(*like, item_int(r));
+      return scalar_like(*like, item_double(r), false);
     }
     return r;
   }
@@ -185,6 +187,8 @@ PYBIND11_MODULE(_C, m) {
     }
   });
   m.def("_register_helpers", [](py::dict helpers) { g_helpers = new py::dict(helpers); });
+  // Note [Daemon threads at exit] (kernels/gil.h): the thread that will run the interpreter's finalization
+  main_thread_ident() = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
   m.def("_set_blas", &set_blas_functions, "hand over cblas_sgemm/cblas_dgemm function pointers");
   m.def("_blas_loaded", &blas_loaded);
   m.def("get_num_threads", &num_threads, "threads used by large kernels");
