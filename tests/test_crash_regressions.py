@@ -314,3 +314,182 @@ def test_expanded_grad_accumulates_correctly(dg):
         (w * dg.arange(3).float()).sum().backward()
         assert w.grad.tolist() == expected
     assert shared.tolist() == [0.0]
+
+
+# ---- 3. sizes that overflow int64 or cannot be allocated (Note [Window geometry]) ----
+
+@pytest.mark.parametrize("call, error, match", [
+    ("F.conv2d(x, w, padding=2**61)", RuntimeError, r"conv2d: kernel \(2, 2\), stride \(1, 1\) and padding .* give "
+     r"4611686018427387906 x 4611686018427387906 windows: the unfolded input .* more elements than fit in 64 bits"),
+    ("F.conv2d(x, w, padding=2**31)", RuntimeError, r"conv2d: .* more elements than fit in 64 bits"),
+    ("F.conv2d(x, w, padding=2**62)", RuntimeError, r"conv2d: padding \(4611686018427387904, 4611686018427387904\) "
+     r"is too large"),
+    ("F.conv2d(x, w, padding=(2**40, 0))", MemoryError, r"cannot allocate memory for a tensor of shape "
+     r"\(1, 4, 4398046511108\) and dtype float32: it needs 70368744177728 bytes \(64 TiB\)"),
+    ("F.max_pool2d(x, 2**61, padding=2**60)", RuntimeError, r"max_pool2d: .* more elements than fit in 64 bits"),
+    ("F.avg_pool2d(x, 2**40, padding=2**39)", RuntimeError, r"avg_pool2d: .* more elements than fit in 64 bits"),
+    ("F.max_pool2d(x, 2, padding=2**62)", RuntimeError, r"max_pool2d: padding .* is too large"),
+    ("dg.linspace(0, 1, 2**40)", MemoryError, r"cannot allocate memory for a tensor of shape \(1099511627776,\) and "
+     r"dtype float32: it needs 4398046511104 bytes \(4 TiB\)"),
+    ("dg.randperm(2**62)", MemoryError, r"shape \(4611686018427387904,\) and dtype int64: it needs more than 2\*\*64"),
+    ("dg.full((2**40,), 1.0)", MemoryError, r"it needs 4398046511104 bytes \(4 TiB\)"),
+    ("dg.eye(2**20)", MemoryError, r"shape \(1048576, 1048576\)"),
+    ("dg.zeros(2**31, 2**31, 4)", ValueError, r"more elements than fit in 64 bits"),
+    ("dg.arange(0, 2**62)", MemoryError, r"shape \(4611686018427387904,\) and dtype int64"),
+    ("dg.arange(0, 1e300)", RuntimeError, r"arange: the range .* has .*more .*than fit in 64 bits"),
+    ("dg.arange(0, float('inf'))", RuntimeError, r"arange: unsupported range: 0 -> inf"),
+    ("dg.arange(-2**63, 2**63 - 1)", RuntimeError, r"arange: the range .* more elements than fit in 64 bits"),
+    ("dg.ones(4).reshape(2**62, -1)", RuntimeError, r"reshape: shape \(4611686018427387904, -1\) is invalid"),
+    ("dg.ones(1, 1).expand(2**62, 4)", ValueError, r"more elements than fit in 64 bits"),
+])
+def test_huge_sizes_raise_clear_errors(dg, call, error, match):
+    """conv2d(padding=2**61) was a SIGSEGV (int64 overflow in the output size); linspace(0, 1, 2**40),
+    randperm(2**62) and conv2d(padding=2**31) a bare std::bad_alloc. Run in a subprocess with the address space
+    capped, so that an allocation that gets through cannot take the machine's memory."""
+    if error is MemoryError and dg.__name__ == "dyngrad.reference":
+        match = f"(?:{match})|Unable to allocate"  # numpy's own MemoryError when its allocation fails
+    proc = run_isolated(dg, f"""
+        import re, resource
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+        F = dg.nn.functional
+        x, w = dg.ones(1, 1, 3, 3), dg.ones(1, 1, 2, 2)
+        try:
+            {call}
+        except {error.__name__} as e:
+            assert re.search({match!r}, str(e)), str(e)
+            print("ok")
+    """) if not os.environ.get("DYNGRAD_SANITIZED") else None
+    if proc is None:  # ASan reserves terabytes of shadow memory: no RLIMIT_AS; the checks come before allocating
+        pytest.skip("RLIMIT_AS cannot be combined with ASan")
+    assert_clean(proc, "ok")
+
+
+def test_exact_integer_arange(dg):
+    assert dg.arange(2**62 + 1, 2**62 + 4).tolist() == [2**62 + 1, 2**62 + 2, 2**62 + 3]
+    assert dg.arange(10, 0, -3).tolist() == [10, 7, 4, 1]
+    assert dg.arange(0, 2**63 - 1, 2**62).tolist() == [0, 2**62]
+    with pytest.raises(RuntimeError, match="arange: upper bound and step are inconsistent"):
+        dg.arange(0, 10, -1)
+
+
+# ---- 4 and 5. threads ----
+
+def test_set_num_threads_validates_and_survives_a_failed_thread_start(cpp):
+    """set_num_threads(100000) then a large kernel aborted when thread creation failed; torch raises for n < 1."""
+    for bad in (0, -1):
+        with pytest.raises(RuntimeError, match=r"set_num_threads: expected a positive number of threads, got"):
+            cpp.set_num_threads(bad) if hasattr(cpp, "set_num_threads") else cpp._C.set_num_threads(bad)
+    if os.environ.get("DYNGRAD_SANITIZED"):
+        pytest.skip("RLIMIT_AS cannot be combined with ASan")
+    proc = run_isolated(cpp, """
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))  # no room for many 8 MB stacks: starts fail
+        dg._C.set_num_threads(100000)
+        x = dg.ones(4 * 10**6)
+        print(float((x * 2).sum()), 1 < dg._C.get_num_threads() < 1024)
+    """)
+    assert_clean(proc, "8000000.0 True")
+
+
+@pytest.mark.parametrize("threads", ["1", "4"])
+def test_exit_while_a_daemon_thread_runs_a_kernel(dg, threads):
+    """Interpreter exit while a daemon thread was inside a kernel aborted ("terminate called without an active
+    exception": CPython ends such a thread when it takes the GIL back, by unwinding its stack, which cannot pass a
+    C++ destructor)."""
+    for _ in range(3):
+        proc = run_isolated(dg, """
+            import threading, time
+            started = threading.Event()
+            def spin():
+                x = dg.ones(2 * 10**6)
+                started.set()
+                while True:
+                    x = (x * 1.0000001).exp().log()
+            threading.Thread(target=spin, daemon=True).start()
+            started.wait()
+            time.sleep(0.05)
+            print("bye")
+        """, env={"DYNGRAD_NUM_THREADS": threads})
+        assert_clean(proc, "bye")
+
+
+# ---- 6. silent wrong answers ----
+
+def test_std_of_one_element_or_none_is_nan(dg):
+    """std() of one element or of an empty tensor was 0.0 (torch, numpy: NaN), while var() gave NaN."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for values in ([3.0], []):
+            t = dg.tensor(values)
+            assert np.isnan(t.std().item()) and np.isnan(t.var().item())
+        assert np.isnan(dg.tensor([float("nan"), 1.0]).std().item())
+        assert np.isnan(dg.ones(2, 1).std(1)).all()
+    assert dg.tensor([1.0, 2.0]).std().item() == pytest.approx(0.70710678)
+    x = dg.tensor([3.0, 3.0], requires_grad=True)   # the zero-spread rule of docs/numerics.md still holds
+    x.std().backward()
+    assert x.grad.tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("call", [
+    lambda dg, x: dg.nn.functional.nll_loss(x, dg.tensor([-1, 0])),
+    lambda dg, x: dg.nn.functional.cross_entropy(x, dg.tensor([-1, 0])),
+    lambda dg, x: x.gather(1, dg.tensor([[-1], [0]])),
+    lambda dg, x: x.index_select(1, dg.tensor([-1])),
+    lambda dg, x: dg.index_select(x, 0, dg.tensor([0, -2])),
+])
+def test_negative_class_and_gather_indices_are_refused(dg, call):
+    """nll_loss with target -1 picked the last class, gather/index_select wrapped -1 (torch raises)."""
+    x = dg.tensor(np.arange(6.0).reshape(2, 3))
+    with pytest.raises(IndexError, match=r"-1 is out of range|-2 is out of range"):
+        call(dg, x)
+    assert x[dg.tensor([-1])].tolist() == [[3.0, 4.0, 5.0]]  # indexing with [] keeps Python's negative indices
+
+
+def test_integer_scalars_stay_exact(dg):
+    """Python ints went through a C++ double: full, fill_, masked_fill and int + 2**53 + 1 lost low bits, and
+    tensor([2**53]) == 2**53 + 1 was True."""
+    big = 2**62 + 1
+    assert dg.full((2,), big).tolist() == [big, big]
+    assert dg.zeros(2, dtype=dg.int64).fill_(big).tolist() == [big, big]
+    assert dg.zeros(2, dtype=dg.int64).masked_fill(dg.tensor([True, False]), big).tolist() == [big, 0]
+    assert dg.full_like(dg.zeros(1, dtype=dg.int64), big).tolist() == [big]
+    assert (dg.tensor([1, 2]) + (2**53 + 1)).tolist() == [2**53 + 2, 2**53 + 3]
+    assert (dg.tensor([2**53]) == 2**53 + 1).tolist() == [False]
+    assert (dg.tensor([2**62]) * 1 + 1).tolist() == [2**62 + 1]
+    assert dg.where(dg.tensor([True]), dg.tensor([0]), big).tolist() == [0]
+    assert dg.where(dg.tensor([False]), dg.tensor([0]), big).tolist() == [big]
+    assert (dg.tensor([big]) - np.int64(big)).tolist() == [0]
+    assert dg.zeros(1).fill_(3).tolist() == [3.0]
+
+
+def test_randint_stays_below_high(dg):
+    """randint(2**62 - 10, 2**62) returned `high` (the range went through a double); wide ranges work."""
+    dg.manual_seed(0)
+    r = dg.randint(2**62 - 10, 2**62, (1000,))
+    assert r.dtype == dg.int64 and all(2**62 - 10 <= v < 2**62 for v in r.tolist())
+    assert len(set(r.tolist())) == 10
+    w = dg.randint(-2**63, 2**63 - 1, (1000,)).tolist()
+    assert min(w) < -2**61 and max(w) > 2**61
+
+
+@pytest.mark.parametrize("kw", [dict(min=float("nan")), dict(max=float("nan")), dict(min=0.0, max=float("nan"))])
+def test_nan_bound_in_clamp_propagates(dg, kw):
+    """A NaN bound was ignored (it meant "no bound"); torch: every element NaN, gradient 0."""
+    x = dg.tensor([-1.0, 0.5, 2.0], requires_grad=True)
+    y = dg.clamp(x, **kw)
+    assert np.isnan(y.detach().numpy()).all()
+    y.sum().backward()
+    assert x.grad.tolist() == [0.0, 0.0, 0.0]
+    assert np.isnan(dg.tensor([1, 5]).clamp(**kw).numpy()).all()  # an int tensor is clamped in float32, as torch
+
+
+def test_clamp_bounds_and_gradient_unchanged(dg):
+    x = dg.tensor([-1.0, 0.0, 0.5, 1.0, 2.0, float("nan"), float("inf")], requires_grad=True)
+    y = x.clamp(0.0, 1.0)
+    assert y.tolist()[:5] == [0.0, 0.0, 0.5, 1.0, 1.0] and np.isnan(y.tolist()[5]) and y.tolist()[6] == 1.0
+    y.sum().backward()
+    assert x.grad.tolist() == [0.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    assert dg.tensor([1, 5, 10]).clamp(2, 7).tolist() == [2, 5, 7]
+    assert dg.tensor([1, 5, 10]).clamp(min=-(2**63)).tolist() == [1, 5, 10]
+    assert dg.tensor([1.0, float("-inf")]).clamp(max=0.5).tolist() == [0.5, float("-inf")]

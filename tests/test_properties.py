@@ -281,9 +281,11 @@ OPS = {
     "index_mask": unary(lambda m, x, k: x[x > 0]),
     "index_none": unary(lambda m, x, k: x[None, ..., None]),
     # (on 1-D and up: the reference rejects even torch's one-index form on a 0-d tensor)
+    # (indices in [0, size) unless k says otherwise: a negative one must raise, as in torch, not wrap)
     "index_select": unary(lambda m, x, k: m.index_select(
         x.reshape(-1) if x.ndim == 0 else x, pick_dim(x, k),
-        index_tensor(m, pick_positions(x.shape[pick_dim(x, k)] if x.ndim else 1, k)))),
+        index_tensor(m, [p if (k >> 5) & 1 else p % max(x.shape[pick_dim(x, k)] if x.ndim else 1, 1)
+                         for p in pick_positions(x.shape[pick_dim(x, k)] if x.ndim else 1, k)]))),
     "gather": unary(gather),
     # in-place ops on a clone (the graph records them as ops on the clone's history)
     "setitem_scalar": unary(setitem_scalar),

@@ -207,6 +207,15 @@ void setitem(const Tensor& self, py::handle idx, py::handle value) {
 }
 
 // ---- creation ----
+// A Python int as int64, or a RuntimeError naming `op` (pybind11's cast names no op).
+int64_t int64_of(py::handle o, const char* op) {
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(o.ptr(), &overflow);
+  if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+  DG_CHECK(!overflow, RuntimeError, op, ": ", py::str(o).cast<std::string>(), " does not fit in int64.");
+  return v;
+}
+
 DType dtype_or(py::handle dtype, DType dflt) {
   auto d = parse_optional_dtype(dtype);
   return d ? *d : dflt;
@@ -453,7 +462,10 @@ void bind_tensor(py::module_& m) {
       assign_inplace(t, clamp(before, lo, hi), "clamp_");
     } else {
       check_writable(t, "clamp_");
-      write_into(t, clamp(t, lo, hi), "clamp_");
+      Tensor r = clamp(t, lo, hi);  // (float32 for an integer tensor with a NaN, infinite or fractional bound)
+      DG_CHECK(r->dtype == t->dtype, RuntimeError, "clamp_: the result type ", dtype_name(r->dtype),
+               " can't be cast to the tensor's type ", dtype_name(t->dtype), ".");
+      write_into(t, r, "clamp_");
     }
     return self;
   }, arg("min") = none, arg("max") = none);
@@ -461,8 +473,9 @@ void bind_tensor(py::module_& m) {
     zero_(self.cast<Tensor>());
     return self;
   });
-  cls.def("fill_", [](py::object self, double v) {
-    fill_(self.cast<Tensor>(), v);
+  cls.def("fill_", [](py::object self, py::handle v) {
+    Tensor t = self.cast<Tensor>();
+    fill_(t, as_operand_or_throw(v, &t, "fill_"));  // a Python int stays exact (scalar_like_int)
     return self;
   });
   cls.def("copy_", [](py::object self, py::handle src) {
@@ -523,7 +536,10 @@ void bind_tensor(py::module_& m) {
     check_device(device);
     DType dflt = PyBool_Check(value.ptr()) ? DType::Bool
                  : (PyLong_Check(value.ptr()) ? DType::Int64 : DType::Float32);
-    return finish(full(parse_shape(size, "full"), value.cast<double>(), dtype_or(dtype, dflt)), requires_grad);
+    Shape shape = parse_shape(size, "full");
+    if (dflt == DType::Int64)  // exact: 2**62 + 1 stays odd
+      return finish(full_int(shape, int64_of(value, "full"), dtype_or(dtype, dflt)), requires_grad);
+    return finish(full(shape, value.cast<double>(), dtype_or(dtype, dflt)), requires_grad);
   }, arg("size"), arg("fill_value"), py::kw_only(), arg("dtype") = none, arg("requires_grad") = false,
      arg("device") = none);
   auto like = [&](const char* name, int kind) {
@@ -541,26 +557,20 @@ void bind_tensor(py::module_& m) {
   like("empty_like", 2);
   like("rand_like", 3);
   like("randn_like", 4);
-  m.def("full_like", [](const Tensor& t, double value, py::handle dtype, bool requires_grad) {
-    return finish(full(t->shape, value, dtype_or(dtype, t->dtype)), requires_grad);
+  m.def("full_like", [](const Tensor& t, py::handle value, py::handle dtype, bool requires_grad) {
+    if (PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr()))
+      return finish(full_int(t->shape, int64_of(value, "full_like"), dtype_or(dtype, t->dtype)), requires_grad);
+    return finish(full(t->shape, value.cast<double>(), dtype_or(dtype, t->dtype)), requires_grad);
   }, arg("input"), arg("fill_value"), py::kw_only(), arg("dtype") = none, arg("requires_grad") = false);
   m.def("arange", [](py::handle start, py::handle end, py::handle step, py::handle dtype, bool requires_grad) {
     py::handle lo = end.is_none() ? py::handle(py::int_(0)) : start;
     py::handle hi = end.is_none() ? start : end;
     bool all_int = PyLong_Check(lo.ptr()) && PyLong_Check(hi.ptr()) && PyLong_Check(step.ptr());
-    double a = lo.cast<double>(), b = hi.cast<double>(), s = step.cast<double>();
-    DG_CHECK(s != 0, RuntimeError, "arange: step must be nonzero.");
-    DG_CHECK((b - a) / s >= 0 || a == b, RuntimeError, "arange: upper bound and step are inconsistent (start=", a,
-             ", end=", b, ", step=", s, ").");
-    int64_t n = (int64_t)std::ceil((b - a) / s);
-    if (n < 0) n = 0;
     DType dt = dtype_or(dtype, all_int ? DType::Int64 : DType::Float32);
-    Tensor t = empty({n}, dt);
-    DG_DISPATCH_ALL(dt, T, {
-      T* p = t->data<T>();
-      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(a + i * s);
-    });
-    return finish(t, requires_grad);
+    if (all_int)  // exact: 2**62 + 1 .. 2**62 + 4 is three elements, not zero
+      return finish(arange_int(int64_of(lo, "arange"), int64_of(hi, "arange"), int64_of(step, "arange"), dt),
+                    requires_grad);
+    return finish(arange_float(lo.cast<double>(), hi.cast<double>(), step.cast<double>(), dt), requires_grad);
   }, arg("start"), arg("end") = none, arg("step") = 1, py::kw_only(), arg("dtype") = none,
      arg("requires_grad") = false);
   m.def("linspace", [](double start, double end, int64_t steps, py::handle dtype, bool requires_grad) {

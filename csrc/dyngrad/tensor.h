@@ -111,6 +111,13 @@ Tensor empty(const Shape& shape, DType dtype);
 Tensor zeros(const Shape& shape, DType dtype);
 Tensor full(const Shape& shape, double value, DType dtype);
 Tensor scalar_tensor(double value, DType dtype);  // 0-d
+// Integral values, exact in int64 (a Python int through a double loses its low bits above 2**53).
+Tensor full_int(const Shape& shape, int64_t value, DType dtype);
+Tensor scalar_tensor_int(int64_t value, DType dtype);
+// [start, end) by step: in exact int64 arithmetic, or in doubles; the element count is checked (RuntimeError
+// naming arange when the range is not finite, the step has the wrong sign, or the count does not fit in int64).
+Tensor arange_int(int64_t start, int64_t end, int64_t step, DType dtype);
+Tensor arange_float(double start, double end, double step, DType dtype);
 // A tensor over existing memory: shares storage, no autograd history.
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset);
 // detach(): same memory and version counter, no history.

@@ -1,11 +1,21 @@
 // copy.cpp: strided copy with dtype conversion and broadcasting: contiguous(), to(dtype), expand materialised,
 // in-place writes.
 #include <cstring>
+#include <type_traits>
 
 #include "../errors.h"
 #include "loop.h"
 
 namespace dyngrad {
+
+// float -> int64 of NaN or of a value out of range is undefined in C++; give what numpy and x86 give (INT64_MIN).
+template <typename D, typename S>
+static inline D convert(S x) {
+  if constexpr (std::is_same_v<D, int64_t> && std::is_floating_point_v<S>) {
+    if (!(x >= S(-9.2233720368547758e18) && x < S(9.2233720368547758e18))) return INT64_MIN;
+  }
+  return static_cast<D>(x);
+}
 
 template <typename D, typename S>
 static void copy_typed(const StridedLoop& loop) {
@@ -16,10 +26,10 @@ static void copy_typed(const StridedLoop& loop) {
       if constexpr (std::is_same_v<D, S>) {
         std::memcpy(d, x, m * sizeof(D));
       } else {
-        for (int64_t i = 0; i < m; ++i) d[i] = static_cast<D>(x[i]);
+        for (int64_t i = 0; i < m; ++i) d[i] = convert<D, S>(x[i]);
       }
     } else {
-      for (int64_t i = 0; i < m; ++i) *(D*)(p[0] + i * s[0]) = static_cast<D>(*(const S*)(p[1] + i * s[1]));
+      for (int64_t i = 0; i < m; ++i) *(D*)(p[0] + i * s[0]) = convert<D, S>(*(const S*)(p[1] + i * s[1]));
     }
   }, true);
 }

@@ -6,7 +6,7 @@ import numpy as np
 
 from . import dtypes as _dt
 from . import errors
-from .tensor import Tensor, make_tensor
+from .tensor import Tensor, check_allocation, make_tensor
 
 DEFAULT_SEED = 67280421310721        # each process starts from the same seed, as torch does
 _generator = [np.random.Generator(np.random.PCG64(DEFAULT_SEED))]
@@ -121,16 +121,23 @@ def from_numpy(arr):
     return make_tensor(arr)
 
 
+def _sized(op, size, dtype):
+    """(shape, numpy dtype), checked as C++'s empty() checks them (check_allocation)."""
+    shape, np_dtype = parse_size(op, size), _dtype_or_default(dtype, op).np
+    check_allocation(shape, np_dtype)
+    return shape, np_dtype
+
+
 def zeros(*size, dtype=None, requires_grad=False, device=None):
-    return _finish(np.zeros(parse_size("zeros", size), _dtype_or_default(dtype, "zeros").np), requires_grad, "zeros")
+    return _finish(np.zeros(*_sized("zeros", size, dtype)), requires_grad, "zeros")
 
 
 def ones(*size, dtype=None, requires_grad=False, device=None):
-    return _finish(np.ones(parse_size("ones", size), _dtype_or_default(dtype, "ones").np), requires_grad, "ones")
+    return _finish(np.ones(*_sized("ones", size, dtype)), requires_grad, "ones")
 
 
 def empty(*size, dtype=None, requires_grad=False, device=None):
-    return _finish(np.empty(parse_size("empty", size), _dtype_or_default(dtype, "empty").np), requires_grad, "empty")
+    return _finish(np.empty(*_sized("empty", size, dtype)), requires_grad, "empty")
 
 
 def full(size, fill_value, dtype=None, requires_grad=False, device=None):
@@ -139,6 +146,7 @@ def full(size, fill_value, dtype=None, requires_grad=False, device=None):
     default = _dt.scalar_dtype(fill_value)
     dtype = _dtype_or_default(dtype, "full", default)
     size = parse_size("full", (size,) if not isinstance(size, (int, np.integer)) else (size,))
+    check_allocation(size, dtype.np)
     return _finish(np.full(size, fill_value, dtype.np), requires_grad, "full")
 
 
@@ -186,14 +194,37 @@ def arange(start, end=None, step=1, dtype=None, requires_grad=False, device=None
         raise RuntimeError("arange: step must be nonzero.")
     is_float = any(isinstance(v, (float, np.floating)) for v in values)
     dtype = _dtype_or_default(dtype, "arange", _dt.get_default_dtype() if is_float else _dt.int64)
+    _check_arange(values, is_float, dtype)
     return _finish(np.arange(*values, dtype=np.float64 if is_float else np.int64).astype(dtype.np),
                    requires_grad, "arange")
+
+
+def _check_arange(values, is_float, dtype):
+    """The checks of arange_int / arange_float in csrc/dyngrad/tensor.cpp, with their messages."""
+    start, end, step = values
+    if is_float:
+        start, end, step = float(start), float(end), float(step)
+        if not (np.isfinite(start) and np.isfinite(end)):
+            raise RuntimeError(f"arange: unsupported range: {start:g} -> {end:g} (start and end must be finite).")
+        if not np.isfinite(step):
+            raise RuntimeError(f"arange: step must be finite and nonzero, got {step:g}.")
+        count = np.ceil((end - start) / step)
+    else:
+        span = end - start
+        count = -(-span // step)         # ceil, exact in Python ints
+    if start != end and count < 0:
+        raise RuntimeError(f"arange: upper bound and step are inconsistent (start={start}, end={end}, step={step}).")
+    if count > 2 ** 63 - 1 or (is_float and count >= 9.2233720368547758e18):
+        raise RuntimeError(f"arange: the range (start={start}, end={end}, step={step}) has more elements than fit in "
+                           "64 bits.")
+    check_allocation((max(int(count), 0),), dtype.np)
 
 
 def linspace(start, end, steps, dtype=None, requires_grad=False, device=None):
     if not isinstance(steps, (int, np.integer)) or steps < 0:
         raise RuntimeError(f"linspace: steps must be a non-negative int, got {steps!r}.")
     dtype = _dtype_or_default(dtype, "linspace")
+    check_allocation((steps,), dtype.np)
     return _finish(np.linspace(start, end, steps).astype(dtype.np), requires_grad, "linspace")
 
 
@@ -201,6 +232,7 @@ def eye(n, m=None, dtype=None, requires_grad=False, device=None):
     for v in (n, m):
         if v is not None and (not isinstance(v, (int, np.integer)) or v < 0):
             raise RuntimeError(f"eye: n and m must be non-negative ints, got n={n!r}, m={m!r}.")
+    check_allocation((n, n if m is None else m), _dtype_or_default(dtype, "eye").np)
     return _finish(np.eye(n, m, dtype=_dtype_or_default(dtype, "eye").np), requires_grad, "eye")
 
 
@@ -214,13 +246,13 @@ def _random_float_dtype(dtype, op):
 def rand(*size, dtype=None, requires_grad=False, generator=None, device=None):
     dtype = _random_float_dtype(dtype, "rand")
     gen = _generator_arg(generator)
-    return _finish(gen.random(parse_size("rand", size), dtype=dtype.np), requires_grad, "rand")
+    return _finish(gen.random(_sized("rand", size, dtype)[0], dtype=dtype.np), requires_grad, "rand")
 
 
 def randn(*size, dtype=None, requires_grad=False, generator=None, device=None):
     dtype = _random_float_dtype(dtype, "randn")
     gen = _generator_arg(generator)
-    return _finish(gen.standard_normal(parse_size("randn", size), dtype=dtype.np), requires_grad, "randn")
+    return _finish(gen.standard_normal(_sized("randn", size, dtype)[0], dtype=dtype.np), requires_grad, "randn")
 
 
 def randint(low, high=None, size=None, dtype=None, requires_grad=False, generator=None, device=None):
@@ -232,12 +264,16 @@ def randint(low, high=None, size=None, dtype=None, requires_grad=False, generato
     if high <= low:
         raise RuntimeError(f"randint: expected low < high, got low={low}, high={high}.")
     dtype = _dtype_or_default(dtype, "randint", _dt.int64)
+    check_allocation(parse_size("randint", (size,)), dtype.np)
     gen = _generator_arg(generator)
     return _finish(gen.integers(low, high, parse_size("randint", (size,)), dtype=np.int64).astype(dtype.np),
                    requires_grad, "randint")
 
 
 def randperm(n, dtype=None, generator=None, device=None):
+    if not isinstance(n, (int, np.integer)) or n < 0:
+        raise RuntimeError(f"randperm: n must be a non-negative int, got {n!r}.")
+    check_allocation((n,), np.int64)
     gen = _generator_arg(generator)
     return make_tensor(gen.permutation(n).astype(_dtype_or_default(dtype, "randperm", _dt.int64).np))
 

@@ -12,7 +12,7 @@ from . import errors, kernels
 from .errors import shape_str
 from .grad_mode import is_grad_enabled, no_grad
 from .ops import record, any_requires_grad, check_float
-from .tensor import make_tensor, broadcast_shapes, wrap_dim, scalar_tensor
+from .tensor import make_tensor, broadcast_shapes, wrap_dim, scalar_tensor, shape_numel
 
 
 def _view_of(arr, a):
@@ -154,6 +154,7 @@ def expand(a, requested):
     # writable like its base, as in C++ and torch (np.broadcast_to's views are read-only): a write into it that
     # would reach one element twice is refused by check_writable (Note [Writable tensors]), a 0-d window of it
     # (x.expand(4)[0] = 1) is not
+    shape_numel(shape)       # a view of more elements than fit in int64 is refused, as in C++
     strides = np.broadcast_to(a._data, shape).strides
     view = np.lib.stride_tricks.as_strided(a._data, shape, strides, writeable=a._data.flags.writeable)
     return _record_view("expand", _view_of(view, a), a)
@@ -324,7 +325,8 @@ def _checked_index(index, op):
 
 
 def _check_bounds(idx, size, dim, op):
-    bad = idx[(idx < -size) | (idx >= size)]
+    """Indices in [0, size), as torch (see check_bounds in csrc/dyngrad/ops_shape.cpp: negatives no longer wrap)."""
+    bad = idx[(idx < 0) | (idx >= size)]
     if bad.size:
         raise IndexError(f"{op}: index {int(bad.reshape(-1)[0])} is out of range for dimension {dim} of size {size}.")
 

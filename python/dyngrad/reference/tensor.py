@@ -440,6 +440,44 @@ def broadcast_shapes(a, b, op):
     return tuple(out)
 
 
+_INT64_MAX = 2 ** 63 - 1
+_MAX_BYTES = 2 ** 62     # C++ refuses allocations above SIZE_MAX / 4 before asking malloc
+
+
+def shape_numel(shape):
+    """The element count, or shape_numel's ValueError of csrc/dyngrad/tensor.cpp when it does not fit in int64."""
+    n = 1
+    for s in shape:
+        if s < 0:
+            raise ValueError(f"negative dimension {s} in shape {errors.shape_str(shape)}.")
+        if s != 0 and n > _INT64_MAX // s:
+            raise ValueError(f"shape {errors.shape_str(shape)} has more elements than fit in 64 bits.")
+        n *= s
+    return n
+
+
+def check_allocation(shape, np_dtype):
+    """What empty() in csrc/dyngrad/tensor.cpp checks before allocating, with its messages: ValueError when the
+    element count does not fit in int64, MemoryError when the bytes are beyond any address space (numpy would say
+    "array is too big", a ValueError)."""
+    if shape_numel(shape) * np.dtype(np_dtype).itemsize > _MAX_BYTES:
+        raise cannot_allocate(shape, np_dtype)
+
+
+def cannot_allocate(shape, np_dtype):
+    """The MemoryError of a tensor that cannot be allocated, with the message of C++'s empty()."""
+    nbytes = np.dtype(np_dtype).itemsize
+    for s in shape:
+        nbytes *= s
+    if nbytes >= 2 ** 64:
+        size = "more than 2**64 bytes"
+    else:
+        gib = nbytes / 2 ** 30
+        size = f"{nbytes} bytes ({gib / 1024:.3g} TiB)" if gib >= 1024 else f"{nbytes} bytes ({gib:.3g} GiB)"
+    return MemoryError(f"cannot allocate memory for a tensor of shape {errors.shape_str(shape)} and dtype "
+                       f"{_dt.from_numpy_dtype(np.dtype(np_dtype)).name}: it needs {size}.")
+
+
 def scalar_tensor(value, dtype):
     """A 0-d tensor of `dtype` (no autograd)."""
     return make_tensor(np.array(value, dtype=dtype.np))

@@ -124,7 +124,9 @@ def zero_(self):
 
 
 def fill_(self, value):
-    _s.fill_(self, float(value.item() if isinstance(value, Tensor) else value))
+    v = value.item() if isinstance(value, Tensor) else value
+    # a Python int stays exact (through float(), 2**62 + 1 lost its low bits), as scalar_like_int in C++
+    _s.fill_(self, int(v) if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else float(v))
     return self
 
 
