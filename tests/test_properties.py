@@ -139,6 +139,8 @@ def gather(m, x, k):
     shape[d] = 2
     rng = np.random.default_rng(k)
     idx = rng.integers(0, max(size, 1), size=shape) if x.ndim else np.array(0)
+    if (k >> 5) & 1:
+        idx = idx - size  # negative: must raise, as torch (it used to wrap)
     if x.ndim == 0:
         return x.gather(0, index_tensor(m, idx))
     return x.gather(d, index_tensor(m, idx))
@@ -227,7 +229,9 @@ OPS = {
     "square": unary(lambda m, x, k: x.square()),
     "pow_scalar": unary(lambda m, x, k: (x ** 2, x ** 3, guard(x) ** -1, guard(x) ** 0.5)[k % 4]),
     "scalar_arith": unary(lambda m, x, k: (x + 1.5, 2.0 - x, x * -3, x / 4, 2 / guard(x), -1 + x)[k % 6]),
-    "clamp": unary(lambda m, x, k: (x.clamp(-0.5, 0.7), x.clamp(min=0.1), m.clamp(x, max=-0.2))[k % 3]),
+    # (a NaN bound is a bound: every element NaN, gradient 0, as torch)
+    "clamp": unary(lambda m, x, k: (x.clamp(-0.5, 0.7), x.clamp(min=0.1), m.clamp(x, max=-0.2),
+                                    x.clamp(min=float("nan")), x.clamp(0.1, float("nan")))[k % 5]),
     "masked_fill": unary(lambda m, x, k: x.masked_fill(x > 0.3, -1.0)),
     # broadcasting binary ops
     "add": binary(lambda m, a, b, k: a + b),
@@ -498,6 +502,45 @@ def test_random_programs(cpp, ref, leaves, steps, seed):
     check_program(cpp, ref, leaves, steps, seed)
 
 
+# ---- integer scalars (issue 11): Python ints must stay exact end to end (they went through a C++ double) ----
+# Checked against Python's own integers, on both engines; values reach 2**63 - 1, where a double keeps 53 bits.
+
+int64s = st.integers(-2 ** 63, 2 ** 63 - 1)
+
+
+@PROFILE
+@given(a=st.lists(int64s, min_size=1, max_size=4), b=int64s, which=st.integers(0, 7))
+def test_random_integer_scalars(cpp, ref, a, b, which):
+    def fits(v):
+        return -2 ** 63 <= v <= 2 ** 63 - 1
+    for m in (cpp, ref):
+        t = m.tensor(a)
+        if which == 0 and all(fits(x + b) for x in a):
+            assert (t + b).tolist() == [x + b for x in a]
+        elif which == 1 and all(fits(x - b) for x in a):
+            assert (t - b).tolist() == [x - b for x in a]
+        elif which == 2 and all(fits(x * b) for x in a):
+            assert (t * b).tolist() == [x * b for x in a]
+        elif which == 3:
+            assert (t == b).tolist() == [x == b for x in a] and (t < b).tolist() == [x < b for x in a]
+        elif which == 4:
+            assert m.full((len(a),), b).tolist() == [b] * len(a)
+            assert m.zeros(len(a), dtype=m.int64).fill_(b).tolist() == [b] * len(a)
+        elif which == 5:
+            mask = m.tensor([i % 2 == 0 for i in range(len(a))])
+            assert t.masked_fill(mask, b).tolist() == [b if i % 2 == 0 else x for i, x in enumerate(a)]
+            assert m.where(mask, t, b).tolist() == [x if i % 2 == 0 else b for i, x in enumerate(a)]
+        elif which == 6 and fits(a[0] + 3 * abs(b) // 2 ** 60 + 4):
+            lo, n = a[0], 1 + abs(b) % 5
+            if fits(lo + 2 * n):
+                assert m.arange(lo, lo + 2 * n, 2).tolist() == list(range(lo, lo + 2 * n, 2))
+        elif which == 7:
+            lo, hi = sorted((a[0], b))
+            if lo < hi:
+                m.manual_seed(abs(b) % 1000)
+                assert all(lo <= v < hi for v in m.randint(lo, hi, (16,)).tolist())
+
+
 # ---- hook programs (issue 11): hooks that register, remove and retain hooks while backward runs ----
 # tests/hook_programs.py runs a Program on any engine; here the C++ engine, the reference and torch (when
 # installed: the oracle of Note [Hooks that change hooks]) must log the same hook calls and give the same gradients.
@@ -578,6 +621,9 @@ REGRESSIONS = [
     # min(dim) over an empty dim of a tensor whose result is empty too: C++ returned an empty result, torch and
     # the reference raise IndexError
     ([((2, 0, 1), "contiguous")], [("permute", 0, 0, 1), ("maximum", 0, 1, 0), ("min_dim", 0, 0, 1)], 0),
+    # a write through an expanded view of an empty clone: the reference's reshape of an empty tensor was no view, so
+    # the clone's history did not move (its leaf got no gradient there, an empty one in C++)
+    ([((0, 2, 2), "contiguous"), ((0, 2, 2), "contiguous")], [("inplace_expand", 0, 1, 0)], 0),
 ]
 
 

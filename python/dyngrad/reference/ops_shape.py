@@ -76,7 +76,9 @@ def _infer_shape(requested, numel, old, op):
 def reshape(a, requested):
     shape = _infer_shape(requested, a.numel(), a.shape, "reshape")
     arr = a._data.reshape(shape)
-    out = _view_of(arr, a) if np.may_share_memory(arr, a._data) else make_tensor(arr)
+    # (an empty tensor shares no memory numpy could see, but is a view, as in C++: an in-place write through it
+    # must still move the base's history)
+    out = _view_of(arr, a) if a._data.size == 0 or np.may_share_memory(arr, a._data) else make_tensor(arr)
     return _record_view("reshape", out, a)
 
 
