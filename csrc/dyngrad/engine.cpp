@@ -66,8 +66,10 @@ Tensor validate_gradient(Tensor g, const InputMeta& meta, const Node& node, size
 
 // Note [Hooks that change hooks]: the tensor hooks of the node's outputs, then retain_grad. Every list is copied
 // before it runs: a hook may add or remove hooks (a push_back into the vector being iterated moved it away).
-void run_tensor_pre_hooks(Node* node, std::vector<Tensor>& grads, bool create_graph) {
-  if (node->next_edges.empty() && grads[0])  // a sink: a leaf's AccumulateGrad runs the leaf's own hooks
+// `leaf_hooks`: false for a leaf whose gradient autograd.grad / backward(inputs=) does not ask for (torch does not
+// run its AccumulateGrad at all).
+void run_tensor_pre_hooks(Node* node, std::vector<Tensor>& grads, bool create_graph, bool leaf_hooks) {
+  if (leaf_hooks && node->next_edges.empty() && grads[0])  // a sink: a leaf's AccumulateGrad runs the leaf's hooks
     if (auto* acc = dynamic_cast<AccumulateGrad*>(node); acc && !acc->variable->hooks.empty()) {
       std::vector<std::pair<int64_t, GradHook>> hooks = acc->variable->hooks;
       for (auto& [id, hook] : hooks) {
@@ -176,12 +178,11 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
 
     bool any_grad = false;
     for (auto& g : grads) any_grad = any_grad || (g != nullptr);
-    run_tensor_pre_hooks(node, grads, options.create_graph);  // Note [Hooks that change hooks]
-    if (!captures.empty()) {
-      auto cap = captures.find(node);
-      if (cap != captures.end())
-        for (auto& [output_nr, idx] : cap->second) captured[idx] = grads[output_nr];
-    }
+    auto cap = captures.empty() ? captures.end() : captures.find(node);
+    // Note [Hooks that change hooks]
+    run_tensor_pre_hooks(node, grads, options.create_graph, options.accumulate || cap != captures.end());
+    if (cap != captures.end())
+      for (auto& [output_nr, idx] : cap->second) captured[idx] = grads[output_nr];
     if (any_grad && !node->node_pre_hooks.empty()) run_node_pre_hooks(node, grads);
     any_grad = false;
     for (auto& g : grads) any_grad = any_grad || (g != nullptr);
