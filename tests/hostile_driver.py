@@ -16,6 +16,14 @@ where floats are expected, numpy float16/complex/object/str arrays), negative an
 zero-size and 0-d tensors, non-contiguous views, wrong devices ("cuda") and dtype objects. The address space is
 capped (--memory-limit-gb) so that a size that is merely too big for memory must raise MemoryError instead of
 swapping the machine to death.
+
+Then size calls (issue 11): every window op (conv2d, max_pool2d, avg_pool2d) on a real 4-D image with each huge,
+negative or odd int as padding, stride or kernel size, and every creation function and view with it as a size
+(linspace, randperm, arange, eye, randint, full, zeros, expand, reshape); the C++ engine also gets each as its
+thread count (set_num_threads, then a parallel kernel).
+After those come HOOK_PROGRAMS random hook programs (tests/hook_programs.py, issue 11): hooks on leaves and
+non-leaves and node pre-hooks that register and remove hooks (their own handle too), retain_grad, collect
+garbage, return gradients of the wrong dtype or shape, or call backward while backward runs.
 """
 import argparse
 import faulthandler
@@ -23,15 +31,19 @@ import importlib
 import inspect
 import json
 import os
+import random
 import resource
 import sys
 import warnings
 
 import numpy as np
 
+from hook_programs import random_program, run_program
+
 CLEAR = (TypeError, ValueError, RuntimeError, IndexError, MemoryError, NotImplementedError, OverflowError,
          OSError, ZeroDivisionError)
 WATCHDOG_SECONDS = 20
+HOOK_PROGRAMS = 6000
 
 # State-changing functions we call, then undo; and names we never call (they would break the run itself).
 SKIP = {"save", "load", "manual_seed", "set_default_dtype", "seed", "bench"}
@@ -40,6 +52,20 @@ DUNDERS = ["__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", 
            "__iadd__", "__isub__", "__imul__", "__itruediv__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__",
            "__ge__", "__len__", "__bool__", "__float__", "__int__", "__index__", "__repr__", "__array__",
            "__iter__", "__contains__", "__and__", "__or__", "__xor__", "__invert__", "__mod__", "__floordiv__"]
+
+
+def read_only_array():
+    a = np.ones((3, 4), np.float32)
+    a.flags.writeable = False
+    return a
+
+
+def mmap_file():
+    """A .npy file in the working directory (the test's tmp_path), for np.load(mmap_mode="r")."""
+    path = os.path.abspath("hostile_mmap.npy")
+    if not os.path.exists(path):
+        np.save(path, np.ones((3, 4), np.float32))
+    return path
 
 
 def hostile_values(dg):
@@ -85,6 +111,9 @@ def hostile_values(dg):
         ("nan (3, 4)", t(lambda: dg.full((3, 4), float("nan")))),
         ("transposed (4, 3).T", t(lambda: dg.ones(4, 3).T)),
         ("expanded (1,)->(3, 4)", t(lambda: dg.ones(1).expand(3, 4))),
+        # memory that must not be written (issue 11): a read-only array, and a file mapped read-only
+        ("read-only numpy (3, 4)", t(lambda: dg.from_numpy(read_only_array()))),
+        ("mmap read-only (3, 4)", t(lambda: dg.from_numpy(np.load(mmap_file(), mmap_mode="r")))),
         ("requires_grad (3, 4)", t(lambda: dg.ones(3, 4, requires_grad=True))),
         ("5-d (1, 2, 1, 2, 1)", t(lambda: dg.ones(1, 2, 1, 2, 1))),
         ("'cuda'", lambda: "cuda"),
@@ -135,7 +164,8 @@ def calls(dg):
     hostile = hostile_values(dg)
     receivers = [("float32 (3, 4)", lambda: good_tensor(dg))] + [h for h in hostile if h[0] in (
         "int64 (3, 4) 10**12", "bool (3, 4)", "empty (0, 3)", "0-d 2.0", "nan (3, 4)", "transposed (4, 3).T",
-        "expanded (1,)->(3, 4)", "requires_grad (3, 4)", "5-d (1, 2, 1, 2, 1)")]
+        "expanded (1,)->(3, 4)", "requires_grad (3, 4)", "5-d (1, 2, 1, 2, 1)", "read-only numpy (3, 4)",
+        "mmap read-only (3, 4)")]
     for name, get in targets(dg):
         patterns = [((), {})]
         patterns += [((h,), {}) for h in hostile]
@@ -160,6 +190,67 @@ def calls(dg):
                     def thunk(make=make, method=method, args=args):
                         return getattr(make(), method)(*[f() for _, f in args])
                     yield desc, thunk
+    yield from size_calls(dg)
+    for seed in range(HOOK_PROGRAMS):
+        def thunk(seed=seed):
+            prog = random_program(random.Random(seed), hostile=True)
+            run_program(dg, prog, hostile=True, reraise=True)
+        yield f"hook program {seed}: {random_program(random.Random(seed), hostile=True)}", thunk
+
+
+HUGE = [("2**31", 2 ** 31), ("2**32+1", 2 ** 32 + 1), ("2**40", 2 ** 40), ("2**61", 2 ** 61), ("2**62", 2 ** 62),
+        ("2**63-1", 2 ** 63 - 1), ("2**63", 2 ** 63), ("-2**63", -2 ** 63), ("-1", -1), ("0", 0), ("3", 3),
+        ("100000", 100000)]
+
+
+def size_calls(dg):
+    """Huge sizes where they become geometry, element counts and thread counts (a padding of 2**61 crashed)."""
+    F = dg.nn.functional
+    image = lambda: dg.ones(1, 2, 5, 5)  # noqa: E731
+    weight = lambda: dg.ones(3, 2, 2, 2)  # noqa: E731
+    sized = {
+        "conv2d(x, w, padding={h})": lambda h: F.conv2d(image(), weight(), padding=h),
+        "conv2d(x, w, padding=({h}, 1))": lambda h: F.conv2d(image(), weight(), padding=(h, 1)),
+        "conv2d(x, w, stride={h})": lambda h: F.conv2d(image(), weight(), stride=h),
+        "conv2d(x, w, stride={h}, padding={h})": lambda h: F.conv2d(image(), weight(), stride=h, padding=h),
+        "max_pool2d(x, {h})": lambda h: F.max_pool2d(image(), h),
+        "max_pool2d(x, {h}, padding={h} // 2)": lambda h: F.max_pool2d(image(), h, padding=h // 2),
+        "max_pool2d(x, 2, stride={h}, padding=1)": lambda h: F.max_pool2d(image(), 2, stride=h, padding=1),
+        "avg_pool2d(x, ({h}, 2), padding=({h} // 2, 1))":
+            lambda h: F.avg_pool2d(image(), (h, 2), padding=(h // 2, 1)),
+        "linspace(0, 1, {h})": lambda h: dg.linspace(0, 1, h),
+        "randperm({h})": lambda h: dg.randperm(h),
+        "arange({h})": lambda h: dg.arange(h),
+        "arange(-{h}, {h}, 3)": lambda h: dg.arange(-h, h, 3),
+        "arange(0.0, {h}, 0.5)": lambda h: dg.arange(0.0, h, 0.5),
+        "eye({h})": lambda h: dg.eye(h),
+        "randint(0, {h}, (3,))": lambda h: dg.randint(0, h, (3,)),
+        "randint({h} - 10, {h}, (3,))": lambda h: dg.randint(h - 10, h, (3,)),
+        "full(({h},), 1.0)": lambda h: dg.full((h,), 1.0),
+        "full((3,), {h})": lambda h: dg.full((3,), h),
+        "zeros({h}, 4, 2)": lambda h: dg.zeros(h, 4, 2),
+        "ones(1).expand({h}, 4)": lambda h: dg.ones(1).expand(h, 4),
+        "ones(4).reshape({h}, -1)": lambda h: dg.ones(4).reshape(h, -1),
+        "zeros(0).reshape({h}, 4, 0)": lambda h: dg.zeros(0).reshape(h, 4, 0),
+        "int tensor + {h}": lambda h: dg.tensor([1, 2]) + h,
+        "int tensor == {h}": lambda h: dg.tensor([1, 2]) == h,
+        "int tensor.fill_({h})": lambda h: dg.zeros(2, dtype=dg.int64).fill_(h),
+        "clamp(int tensor, {h}, {h})": lambda h: dg.tensor([1, 2]).clamp(h, h),
+    }
+    set_threads = getattr(getattr(dg, "_C", None), "set_num_threads", None)
+    if set_threads is not None:
+        default = dg._C.get_num_threads()
+
+        def threads(h):
+            try:
+                set_threads(h)
+                return (dg.ones(10 ** 6) * 2).sum()
+            finally:
+                set_threads(default)
+        sized["set_num_threads({h}), then a kernel"] = threads
+    for name, fn in sized.items():
+        for hdesc, h in HUGE:
+            yield name.replace("{h}", hdesc), lambda fn=fn, h=h: fn(h)
 
 
 def touch(dg, result):

@@ -23,6 +23,10 @@ and kept intermediate, C++ vs reference; finite leaf gradients vs central differ
 differences disagree sits on a kink: any gradient between them is accepted there; tests/test_numerics.py checks
 the conventions at kinks).
 
+Hook programs (issue 11, tests/hook_programs.py): a chain of ops from one leaf with tensor hooks and node pre-hooks
+that register and remove hooks (their own handle too) and retain_grad while backward runs; the C++ engine, the
+reference and torch (when installed) must call the same hooks in the same order and give the same gradients.
+
 Budget: CI runs a fixed, derandomized set of examples (seconds). `DYNGRAD_LONG=1` runs many more, randomized
 (README, "Development"). Failures found that way are kept in REGRESSIONS below.
 """
@@ -34,6 +38,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+
+from hook_programs import CHAIN_OPS, Hook, Program, run_program
 
 LONG = os.environ.get("DYNGRAD_LONG", "") not in ("", "0")
 # no "explain" phase: re-running a failing program hundreds of times to annotate it costs minutes
@@ -133,6 +139,8 @@ def gather(m, x, k):
     shape[d] = 2
     rng = np.random.default_rng(k)
     idx = rng.integers(0, max(size, 1), size=shape) if x.ndim else np.array(0)
+    if (k >> 5) & 1:
+        idx = idx - size  # negative: must raise, as torch (it used to wrap)
     if x.ndim == 0:
         return x.gather(0, index_tensor(m, idx))
     return x.gather(d, index_tensor(m, idx))
@@ -183,6 +191,15 @@ def inplace_view(m, a, b, k):
     return y
 
 
+def inplace_expand(m, a, b, k):
+    """An in-place write through an expand()ed view of a fresh clone: refused where elements share memory (issue 11:
+    the last write used to win), allowed where the view only adds dims of size 1."""
+    y = a.clone()
+    view = y.expand(2, *y.shape) if k & 1 else y.unsqueeze(0).expand(1, *y.shape)
+    view.add_(b.sum() if k & 2 else b)
+    return y
+
+
 def unary(fn):
     return 1, lambda m, a, b, k: fn(m, a, k)
 
@@ -212,7 +229,9 @@ OPS = {
     "square": unary(lambda m, x, k: x.square()),
     "pow_scalar": unary(lambda m, x, k: (x ** 2, x ** 3, guard(x) ** -1, guard(x) ** 0.5)[k % 4]),
     "scalar_arith": unary(lambda m, x, k: (x + 1.5, 2.0 - x, x * -3, x / 4, 2 / guard(x), -1 + x)[k % 6]),
-    "clamp": unary(lambda m, x, k: (x.clamp(-0.5, 0.7), x.clamp(min=0.1), m.clamp(x, max=-0.2))[k % 3]),
+    # (a NaN bound is a bound: every element NaN, gradient 0, as torch)
+    "clamp": unary(lambda m, x, k: (x.clamp(-0.5, 0.7), x.clamp(min=0.1), m.clamp(x, max=-0.2),
+                                    x.clamp(min=float("nan")), x.clamp(0.1, float("nan")))[k % 5]),
     "masked_fill": unary(lambda m, x, k: x.masked_fill(x > 0.3, -1.0)),
     # broadcasting binary ops
     "add": binary(lambda m, a, b, k: a + b),
@@ -266,15 +285,18 @@ OPS = {
     "index_mask": unary(lambda m, x, k: x[x > 0]),
     "index_none": unary(lambda m, x, k: x[None, ..., None]),
     # (on 1-D and up: the reference rejects even torch's one-index form on a 0-d tensor)
+    # (indices in [0, size) unless k says otherwise: a negative one must raise, as in torch, not wrap)
     "index_select": unary(lambda m, x, k: m.index_select(
         x.reshape(-1) if x.ndim == 0 else x, pick_dim(x, k),
-        index_tensor(m, pick_positions(x.shape[pick_dim(x, k)] if x.ndim else 1, k)))),
+        index_tensor(m, [p if (k >> 5) & 1 else p % max(x.shape[pick_dim(x, k)] if x.ndim else 1, 1)
+                         for p in pick_positions(x.shape[pick_dim(x, k)] if x.ndim else 1, k)]))),
     "gather": unary(gather),
     # in-place ops on a clone (the graph records them as ops on the clone's history)
     "setitem_scalar": unary(setitem_scalar),
     "setitem_tensor": binary(setitem_tensor),
     "inplace": binary(inplace),
     "inplace_view": binary(inplace_view),
+    "inplace_expand": binary(inplace_expand),
 }
 OP_NAMES = sorted(OPS, key=lambda name: (OPS[name][0], name))  # unary first: hypothesis shrinks towards them
 
@@ -480,6 +502,109 @@ def test_random_programs(cpp, ref, leaves, steps, seed):
     check_program(cpp, ref, leaves, steps, seed)
 
 
+# ---- integer scalars (issue 11): Python ints must stay exact end to end (they went through a C++ double) ----
+# Checked against Python's own integers, on both engines; values reach 2**63 - 1, where a double keeps 53 bits.
+
+int64s = st.integers(-2 ** 63, 2 ** 63 - 1)
+
+
+@PROFILE
+@given(a=st.lists(int64s, min_size=1, max_size=4), b=int64s, which=st.integers(0, 7))
+def test_random_integer_scalars(cpp, ref, a, b, which):
+    def fits(v):
+        return -2 ** 63 <= v <= 2 ** 63 - 1
+    for m in (cpp, ref):
+        t = m.tensor(a)
+        if which == 0 and all(fits(x + b) for x in a):
+            assert (t + b).tolist() == [x + b for x in a]
+        elif which == 1 and all(fits(x - b) for x in a):
+            assert (t - b).tolist() == [x - b for x in a]
+        elif which == 2 and all(fits(x * b) for x in a):
+            assert (t * b).tolist() == [x * b for x in a]
+        elif which == 3:
+            assert (t == b).tolist() == [x == b for x in a] and (t < b).tolist() == [x < b for x in a]
+        elif which == 4:
+            assert m.full((len(a),), b).tolist() == [b] * len(a)
+            assert m.zeros(len(a), dtype=m.int64).fill_(b).tolist() == [b] * len(a)
+        elif which == 5:
+            mask = m.tensor([i % 2 == 0 for i in range(len(a))])
+            assert t.masked_fill(mask, b).tolist() == [b if i % 2 == 0 else x for i, x in enumerate(a)]
+            assert m.where(mask, t, b).tolist() == [x if i % 2 == 0 else b for i, x in enumerate(a)]
+        elif which == 6 and fits(a[0] + 3 * abs(b) // 2 ** 60 + 4):
+            lo, n = a[0], 1 + abs(b) % 5
+            if fits(lo + 2 * n):
+                assert m.arange(lo, lo + 2 * n, 2).tolist() == list(range(lo, lo + 2 * n, 2))
+        elif which == 7:
+            lo, hi = sorted((a[0], b))
+            if lo < hi:
+                m.manual_seed(abs(b) % 1000)
+                assert all(lo <= v < hi for v in m.randint(lo, hi, (16,)).tolist())
+
+
+# ---- hook programs (issue 11): hooks that register, remove and retain hooks while backward runs ----
+# tests/hook_programs.py runs a Program on any engine; here the C++ engine, the reference and torch (when
+# installed: the oracle of Note [Hooks that change hooks]) must log the same hook calls and give the same gradients.
+
+@st.composite
+def hook_programs(draw):
+    n = draw(st.integers(1, 4))
+    chain = tuple(draw(st.sampled_from(CHAIN_OPS)) for _ in range(n))
+    nhooks = draw(st.integers(1, 5))
+    action = st.one_of(st.tuples(st.just("add"), st.integers(0, nhooks - 1)),
+                       st.tuples(st.just("remove"), st.integers(0, nhooks - 1)),
+                       st.tuples(st.just("retain"), st.integers(0, n)))
+    hooks = tuple(Hook(draw(st.sampled_from(("tensor", "node"))), draw(st.integers(0, n)),
+                       tuple(draw(st.lists(action, max_size=3))), draw(st.sampled_from((1.0, 2.0, -1.0))))
+                  for _ in range(nhooks))
+    initial = tuple(sorted(draw(st.sets(st.integers(0, nhooks - 1), min_size=1))))
+    return Program(chain, hooks, initial, draw(st.integers(1, 3)))
+
+
+def check_hook_program(cpp, ref, prog):
+    outcomes = {"cpp": run_program(cpp, prog), "ref": run_program(ref, prog)}
+    try:
+        import torch
+        outcomes["torch"] = run_program(torch, prog)
+    except ImportError:
+        pass
+    expected_name = "torch" if "torch" in outcomes else "ref"
+    log, grads, error = outcomes[expected_name]
+    for name, (got_log, got_grads, got_error) in outcomes.items():
+        assert got_error == error, f"{name} raised {got_error}, {expected_name} {error}: {prog}"
+        assert got_log == log, f"{name} called the hooks {got_log}, {expected_name} {log}: {prog}"
+        for i, (a, b) in enumerate(zip(got_grads, grads)):
+            assert (a is None) == (b is None), f"{name}: t{i}.grad is {a}, {expected_name} {b}: {prog}"
+            if a is not None:
+                assert_close(a, b, RTOL, ATOL, f"{name}: t{i}.grad ({prog})")
+
+
+@PROFILE
+@given(prog=hook_programs())
+def test_random_hook_programs(cpp, ref, prog):
+    check_hook_program(cpp, ref, prog)
+
+
+HOOK_REGRESSIONS = [
+    # a leaf hook registering another hook on its own leaf: the C++ engine iterated the vector it grew (SIGSEGV)
+    Program(("mul2",), (Hook("tensor", 0, (("add", 1),) * 3, 1.0), Hook("tensor", 0, (), 2.0)), (0,), 2),
+    # the one-shot pattern: a hook removing its own handle (C++: bad_function_call); it still applies this time
+    Program(("mul2",), (Hook("tensor", 0, (("remove", 0),), 3.0), Hook("tensor", 0, (), 1.0)), (0, 1), 2),
+    Program(("mul2", "neg"), (Hook("tensor", 1, (("remove", 0),), 3.0),), (0,), 3),
+    # a node pre-hook adding a tensor hook upstream (runs this pass) and one on its own output (next pass)
+    Program(("mul2", "mul3"), (Hook("node", 2, (("add", 1), ("add", 2)), 1.0), Hook("tensor", 1, (), 2.0),
+                               Hook("tensor", 2, (), -1.0)), (0,), 2),
+    # retain_grad from a hook, on its own tensor (this pass) and on a tensor upstream
+    Program(("mul2", "addx"), (Hook("tensor", 2, (("retain", 2), ("retain", 1)), 1.0),), (0,), 2),
+    # a hook on x's AccumulateGrad (a node pre-hook) registered by the leaf's own tensor hook
+    Program(("square",), (Hook("tensor", 0, (("add", 1),), 2.0), Hook("node", 0, (), -1.0)), (0,), 2),
+]
+
+
+@pytest.mark.parametrize("prog", HOOK_REGRESSIONS)
+def test_hook_regressions(cpp, ref, prog):
+    check_hook_program(cpp, ref, prog)
+
+
 # Programs hypothesis shrank to while finding bugs; each is run as a plain test forever after.
 REGRESSIONS = [
     # the reference returns its input for a no-op squeeze (torch: a new view); retain_grad then saw one tensor twice
@@ -496,6 +621,9 @@ REGRESSIONS = [
     # min(dim) over an empty dim of a tensor whose result is empty too: C++ returned an empty result, torch and
     # the reference raise IndexError
     ([((2, 0, 1), "contiguous")], [("permute", 0, 0, 1), ("maximum", 0, 1, 0), ("min_dim", 0, 0, 1)], 0),
+    # a write through an expanded view of an empty clone: the reference's reshape of an empty tensor was no view, so
+    # the clone's history did not move (its leaf got no gradient there, an empty one in C++)
+    ([((0, 2, 2), "contiguous"), ((0, 2, 2), "contiguous")], [("inplace_expand", 0, 1, 0)], 0),
 ]
 
 

@@ -9,15 +9,49 @@
 
 namespace dyngrad {
 
-Tensor PyGradHook::operator()(const Tensor& g) const {
-  py::object r = fn(g);
+namespace {
+
+std::string type_name(py::handle o) { return py::str(py::type::handle_of(o).attr("__name__")).cast<std::string>(); }
+
+// 'name' of a hook function, as torch's messages put it ('<lambda>', 'scale', ...).
+std::string hook_name(const py::function& fn) {
+  py::object name = py::getattr(fn, "__name__", py::none());
+  return "'" + (name.is_none() ? type_name(fn) : py::str(name).cast<std::string>()) + "'";
+}
+
+// Note [Hook results] in node.h: None, or a tensor of the shape and dtype of the gradient the hook was given.
+Tensor checked_hook_result(const py::function& fn, py::handle r, const Tensor& g) {
   if (r.is_none()) return nullptr;
-  DG_CHECK(is_tensor(r), TypeError, "a tensor hook must return a Tensor or None, got ",
-           py::str(py::type::handle_of(r).attr("__name__")).cast<std::string>(), ".");
+  DG_CHECK(is_tensor(r), TypeError, "hook ", hook_name(fn), " must return a Tensor or None, got ", type_name(r), ".");
   Tensor t = r.cast<Tensor>();
-  DG_CHECK(t->shape == g->shape, RuntimeError, "a tensor hook returned a gradient of shape ", shape_str(t->shape),
-           " for a tensor of shape ", shape_str(g->shape), ".");
+  if (!g) return t;
+  DG_CHECK(t->shape == g->shape, RuntimeError, "hook ", hook_name(fn), " changed the shape of the gradient from ",
+           shape_str(g->shape), " to ", shape_str(t->shape),
+           "; a hook must return a gradient of the same shape and dtype, or None.");
+  DG_CHECK(t->dtype == g->dtype, RuntimeError, "hook ", hook_name(fn), " changed the dtype of the gradient from ",
+           dtype_name(g->dtype), " to ", dtype_name(t->dtype),
+           "; a hook must return a gradient of the same shape and dtype, or None.");
   return t;
+}
+
+}  // namespace
+
+Tensor PyGradHook::operator()(const Tensor& g) const { return checked_hook_result(fn, fn(g), g); }
+
+void PyNodePreHook::operator()(std::vector<Tensor>& grads) const {
+  py::tuple args(grads.size());
+  for (size_t i = 0; i < grads.size(); ++i) args[i] = grads[i] ? py::cast(grads[i]) : py::none();
+  py::object r = fn(args);
+  if (r.is_none()) return;
+  DG_CHECK(py::isinstance<py::tuple>(r) || py::isinstance<py::list>(r), TypeError, "hook ", hook_name(fn),
+           " must return a tuple of gradients or None, got ", type_name(r), ".");
+  py::sequence got = r.cast<py::sequence>();
+  DG_CHECK(got.size() == grads.size(), RuntimeError, "hook ", hook_name(fn), " returned ", got.size(), " gradient",
+           got.size() == 1 ? "" : "s", ", but the node has ", grads.size(), " output", grads.size() == 1 ? "" : "s",
+           ".");
+  std::vector<Tensor> replaced(grads.size());
+  for (size_t i = 0; i < grads.size(); ++i) replaced[i] = checked_hook_result(fn, got[i], grads[i]);
+  grads = std::move(replaced);
 }
 
 void PyPostAccumulateGradHook::operator()(const Tensor& variable) const {
@@ -197,10 +231,16 @@ void bind_autograd(py::module_& m) {
         return py::str("").attr("join")(py::reinterpret_borrow<py::object>(n.call_site.traceback));
       })
       .def("register_prehook", [](Node& n, py::function fn) {
+        // fn(grad_outputs: tuple) -> None or a tuple replacing them, as torch's Node.register_prehook
         int64_t id = g_next_hook_id++;
-        n.pre_hooks.push_back({0, {id, wrap_hook(fn)}});
-        note_cycle_suspect(n.shared_from_this());
-        return id;
+        n.node_pre_hooks.push_back({id, PyNodePreHook{std::move(fn)}});
+        std::shared_ptr<Node> self = n.shared_from_this();
+        note_cycle_suspect(self);
+        return py_helper("RemovableHandle")(py::cast(self), id);
+      })
+      .def("_remove_hook", [](Node& n, int64_t id) {  // RemovableHandle.remove()
+        auto& hs = n.node_pre_hooks;
+        hs.erase(std::remove_if(hs.begin(), hs.end(), [id](auto& h) { return h.first == id; }), hs.end());
       });
 
   // ---- debugging switches (debug.h), used by python/dyngrad/autograd/_engine_debug.py ----

@@ -61,6 +61,11 @@ struct PyGradHook {
   py::function fn;
   Tensor operator()(const Tensor& g) const;  // autograd_bind.cpp
 };
+// A Python function as a node pre-hook (grad_fn.register_prehook): fn(grads tuple) -> None or a tuple.
+struct PyNodePreHook {
+  py::function fn;
+  void operator()(std::vector<Tensor>& grads) const;  // autograd_bind.cpp
+};
 
 // A Python function as a post-accumulate-grad hook, named for the same reason.
 struct PyPostAccumulateGradHook {

@@ -3,7 +3,7 @@
 // It works as CPython's gc does, by trial deletion, over a graph that mixes our C++ objects and Python objects:
 //   1. discover everything reachable from the live suspects: tensors and nodes through the shared_ptrs they own,
 //      Python objects through the hooks and custom-Function nodes that hold them, and onwards through
-//      tp_traverse (a Tensor's Python object leads to its TensorImpl);
+//      tp_traverse (a Tensor's Python object leads to its TensorImpl, a Node's to its Node);
 //   2. count, for each object, the references coming from the objects found; an object with more references
 //      than that (shared_ptr use_count, or the Python refcount) is held from outside, so it and everything it
 //      reaches is alive;
@@ -102,6 +102,7 @@ class CycleScan {
  private:
   std::unordered_map<const void*, uint32_t> index_;
   PyTypeObject* tensor_type_ = (PyTypeObject*)py::type::of<TensorImpl>().ptr();
+  PyTypeObject* node_type_ = (PyTypeObject*)py::type::of<Node>().ptr();
 
   // The index of the object at `key`, filled in by `fill` the first time it is seen.
   template <class Fill>
@@ -151,6 +152,8 @@ class CycleScan {
       for (auto& g : n->pending_rest)
         if (g) out.push_back(add(g));
       for (auto& [nr, hook] : n->pre_hooks) add_python_hooks(*this, hook.second, out);
+      for (auto& [id, hook] : n->node_pre_hooks)
+        if (const PyNodePreHook* h = hook.target<PyNodePreHook>()) out.push_back(add(h->fn.ptr()));
       for (const SavedTensor* s : n->saved_tensors())
         if (s->data) out.push_back(add(s->data));
       if (auto* acc = dynamic_cast<AccumulateGrad*>(n.get()))
@@ -160,6 +163,8 @@ class CycleScan {
     } else {
       PyObject* p = objects[i].python;
       if (PyObject_TypeCheck(p, tensor_type_)) out.push_back(add(py::handle(p).cast<Tensor>()));
+      // a grad_fn held from Python (a closure's, or a node pre-hook's RemovableHandle) leads to its Node
+      if (PyObject_TypeCheck(p, node_type_)) out.push_back(add(py::handle(p).cast<std::shared_ptr<Node>>()));
       // Not followed (allowed: see the top of the file): modules, types and code are held from outside anyway,
       // and a function's globals would pull in whole modules.
       if (PyModule_Check(p) || PyType_Check(p) || PyCode_Check(p)) return;
@@ -201,6 +206,7 @@ int64_t collect_cycles() {
   // __del__) runs while garbage is being walked.
   std::vector<GradHook> dropped_hooks;
   std::vector<PostAccumulateGradHook> dropped_post_hooks;
+  std::vector<NodePreHook> dropped_node_hooks;
   std::vector<Tensor> dropped_grads;
   std::vector<Node*> with_python_objects;
   int64_t freed = 0;
@@ -216,12 +222,15 @@ int64_t collect_cycles() {
     } else {
       for (auto& h : o.node->pre_hooks) dropped_hooks.push_back(std::move(h.second.second));
       o.node->pre_hooks.clear();
+      for (auto& h : o.node->node_pre_hooks) dropped_node_hooks.push_back(std::move(h.second));
+      o.node->node_pre_hooks.clear();
       with_python_objects.push_back(o.node.get());
     }
   }
   for (Node* n : with_python_objects) n->clear_python_objects();  // the scan still holds every node
   dropped_hooks.clear();
   dropped_post_hooks.clear();
+  dropped_node_hooks.clear();
   dropped_grads.clear();
   scan.objects.clear();  // the last references to the garbage: it is freed here
   return freed;

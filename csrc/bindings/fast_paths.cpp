@@ -10,6 +10,8 @@
 // error messages. pybind11's general dispatcher costs about as much as a 1-element op itself; here an operator
 // is the type's number slot and a function is a METH_FASTCALL builtin. Results are made by pybind11 (py::cast), so
 // every Tensor object is an ordinary pybind11 instance.
+#include <cxxabi.h>
+
 #include <string>
 #include <unordered_map>
 
@@ -34,13 +36,17 @@ bool is_number(PyObject* o) { return PyLong_Check(o) || PyFloat_Check(o); }  // 
 
 PyObject* to_python(Tensor&& t) { return py::cast(std::move(t)).release().ptr(); }
 
-// C++ exceptions become the Python exceptions pybind11's translators map them to (check.h).
+// C++ exceptions become the Python exceptions pybind11's translators map them to (check.h). A thread that CPython
+// ends at exit unwinds by abi::__forced_unwind, which must be rethrown (Note [Daemon threads at exit], gil.h).
 #define DG_PY_TRY try {
 #define DG_PY_CATCH                          \
   }                                          \
   catch (py::error_already_set & e) {        \
     e.restore();                             \
     return nullptr;                          \
+  }                                          \
+  catch (abi::__forced_unwind&) {            \
+    throw;                                   \
   }                                          \
   catch (...) {                              \
     py::detail::try_translate_exceptions();  \

@@ -4,6 +4,7 @@
 
 #include "common.h"
 #include "dyngrad/check.h"
+#include "dyngrad/kernels/gil.h"
 #include "dyngrad/kernels/kernels.h"
 #include "dyngrad/kernels/thread_pool.h"
 #include "dyngrad/pool.h"
@@ -93,8 +94,8 @@ Tensor scalar_operand(py::handle o, const Tensor* like) {
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(o.ptr(), &overflow);
     if (overflow) throw RuntimeError("an integer operand does not fit in int64.");
-    if (like) return scalar_like(*like, (double)v, true);
-    return scalar_tensor((double)v, DType::Int64);
+    if (like) return scalar_like_int(*like, v);  // exact: no trip through a double
+    return scalar_tensor_int(v, DType::Int64);
   }
   if (PyFloat_Check(o.ptr())) {
     double v = PyFloat_AS_DOUBLE(o.ptr());
@@ -123,6 +124,8 @@ PYBIND11_MODULE(_C, m) {
     if (!g_helpers) g_helpers = new py::dict();
     for (auto item : helpers) (*g_helpers)[item.first] = item.second;
   }, py::arg("helpers"));
+  // Note [Daemon threads at exit] (kernels/gil.h): the thread that will run the interpreter's finalization
+  main_thread_ident() = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
   m.def("_set_blas", &set_blas_functions, "hand over cblas_sgemm/cblas_dgemm function pointers");
   m.def("_blas_loaded", &blas_loaded);
   m.def("get_num_threads", &num_threads, "threads used by large kernels");

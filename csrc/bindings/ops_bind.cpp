@@ -146,7 +146,11 @@ void bind_ops(py::module_& m) {
   m.def("assign_inplace", [](T self, T result, const std::string& op) { assign_inplace(self, result, op.c_str()); },
         arg("self"), arg("result"), arg("op"));
   m.def("copy_", [](T self, T src) { copy_(self, src); }, arg("self"), arg("src"));
-  m.def("fill_", [](T self, double value) { fill_(self, value); }, arg("self"), arg("value"));
+  m.def("fill_", [](T self, py::handle value) {
+    if (PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr()))  // exact: a Python int never passes a double
+      return fill_(self, scalar_operand(value, &self));
+    fill_(self, value.cast<double>());
+  }, arg("self"), arg("value"));
   m.def("zero_", [](T self) { zero_(self); }, arg("self"));
 
   // ---- neural-net primitives and composites ----
@@ -174,8 +178,11 @@ void bind_ops(py::module_& m) {
   // ---- creation and random numbers (random.h) ----
   m.def("empty", [](const Shape& shape, py::handle dtype) { return empty(shape, parse_dtype(dtype)); },
         arg("shape"), arg("dtype"));
-  m.def("full", [](const Shape& shape, double value, py::handle dtype) { return full(shape, value, parse_dtype(dtype)); },
-        arg("shape"), arg("value"), arg("dtype"));
+  m.def("full", [](const Shape& shape, py::handle value, py::handle dtype) {
+    if (PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr()))  // exact: 2**62 + 1 stays odd
+      return full_int(shape, scalar_operand(value, nullptr)->data<int64_t>()[0], parse_dtype(dtype));
+    return full(shape, value.cast<double>(), parse_dtype(dtype));
+  }, arg("shape"), arg("value"), arg("dtype"));
   m.def("rand", [](const Shape& shape, py::handle dtype) { return rand(shape, parse_dtype(dtype)); }, arg("shape"),
         arg("dtype"));
   m.def("randn", [](const Shape& shape, py::handle dtype) { return randn(shape, parse_dtype(dtype)); },

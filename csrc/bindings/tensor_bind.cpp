@@ -38,10 +38,13 @@ py::array numpy_view(const Tensor& t) {
   // The array keeps the storage alive through a capsule owning a reference to it.
   auto* keep = new std::shared_ptr<Storage>(t->storage);
   py::capsule base(keep, [](void* p) { delete static_cast<std::shared_ptr<Storage>*>(p); });
-  return py::array(py::dtype(numpy_dtype_name(t->dtype)), shape, strides, t->raw(), base);
+  py::array arr(py::dtype(numpy_dtype_name(t->dtype)), shape, strides, t->raw(), base);
+  if (t->storage->read_only) arr.attr("flags").attr("writeable") = false;  // Note [Writable tensors]
+  return arr;
 }
 
-Tensor from_numpy(py::array arr) {
+// `warn`: from_numpy shares a read-only array with torch's warning; a copy (dyngrad.tensor) needs none.
+Tensor from_numpy(py::array arr, bool warn = true) {
   std::string kind = py::str(arr.dtype().attr("name"));
   DType dt;
   if (kind == "float32") dt = DType::Float32;
@@ -62,6 +65,14 @@ Tensor from_numpy(py::array arr) {
   auto t = make_pooled<TensorImpl>();
   auto storage = make_pooled<Storage>();
   storage->data = const_cast<void*>(arr.data());
+  if (!arr.writeable()) {  // Note [Writable tensors]: shared, as torch does (with its warning), but never written
+    storage->read_only = true;
+    if (warn && PyErr_WarnEx(PyExc_UserWarning,
+                     "from_numpy: the given numpy array is not writable; the tensor shares its memory read-only, so "
+                     "in-place operations on it will raise. Copy the array (dyngrad.tensor(array)) to get a "
+                     "writable tensor.", 1) < 0)
+      throw py::error_already_set();
+  }
   py::object keep = arr;
   storage->owner = std::shared_ptr<void>(keep.release().ptr(), [](void* p) {
     py::gil_scoped_acquire gil;
@@ -187,9 +198,9 @@ void bind_tensor(py::module_& m) {
   });
 
   // ---- creation ----
-  m.def("from_numpy", &from_numpy, arg("ndarray"));
+  m.def("from_numpy", [](py::array arr) { return from_numpy(arr); }, arg("ndarray"));
   m.def("copy_from_numpy", [](py::array arr, bool requires_grad) {
-    Tensor shared = from_numpy(arr);
+    Tensor shared = from_numpy(arr, false);
     return finish(contiguous_copy(shared, shared->dtype), requires_grad);
   }, arg("ndarray"), arg("requires_grad"), "a new tensor with its own memory holding a copy of the array");
 }

@@ -64,6 +64,44 @@ Tensor validate_gradient(Tensor g, const InputMeta& meta, const Node& node, size
   return g;
 }
 
+// Note [Hooks that change hooks]: the tensor hooks of the node's outputs, then retain_grad. Every list is copied
+// before it runs: a hook may add or remove hooks (a push_back into the vector being iterated moved it away).
+// `leaf_hooks`: false for a leaf whose gradient autograd.grad / backward(inputs=) does not ask for (torch does not
+// run its AccumulateGrad at all).
+void run_tensor_pre_hooks(Node* node, std::vector<Tensor>& grads, bool create_graph, bool leaf_hooks) {
+  if (leaf_hooks && node->next_edges.empty() && grads[0])  // a sink: a leaf's AccumulateGrad runs the leaf's hooks
+    if (auto* acc = dynamic_cast<AccumulateGrad*>(node); acc && !acc->variable->hooks.empty()) {
+      std::vector<std::pair<int64_t, GradHook>> hooks = acc->variable->hooks;
+      for (auto& [id, hook] : hooks) {
+        Tensor replaced = hook(grads[0]);
+        if (replaced) grads[0] = std::move(replaced);
+      }
+    }
+  if (!node->pre_hooks.empty()) {
+    auto hooks = node->pre_hooks;
+    for (auto& [output_nr, hook] : hooks) {
+      if (output_nr >= grads.size() || !grads[output_nr]) continue;
+      Tensor replaced = hook.second(grads[output_nr]);
+      if (replaced) grads[output_nr] = std::move(replaced);
+    }
+  }
+  if (!node->retained.empty()) {
+    auto retained = node->retained;
+    for (auto& [output_nr, weak] : retained) {
+      Tensor t = weak.lock();
+      if (!t || output_nr >= grads.size() || !grads[output_nr]) continue;
+      Tensor g = create_graph ? grads[output_nr] : contiguous_copy(grads[output_nr], grads[output_nr]->dtype);
+      t->grad = t->grad ? add(t->grad, g) : g;
+      note_grad_assigned(t);
+    }
+  }
+}
+
+void run_node_pre_hooks(Node* node, std::vector<Tensor>& grads) {
+  auto hooks = node->node_pre_hooks;
+  for (auto& [id, hook] : hooks) hook(grads);
+}
+
 // Note [Final callbacks]: the list of the innermost backward running on this thread.
 thread_local std::vector<std::function<void()>>* tl_final_callbacks = nullptr;
 
@@ -163,26 +201,15 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
       for (size_t i = 1; i < grads.size() && i <= node->pending_rest.size(); ++i)
         grads[i] = std::move(node->pending_rest[i - 1]);
 
-      run_hooks_stably(node->pre_hooks, [](const auto& h) { return h.second.first; }, [&](auto& h) {
-        Tensor& g = grads[h.first];
-        if (!g) return;
-        Tensor replaced = h.second.second(g);
-        if (replaced) g = replaced;
-      });
-      for (auto& [output_nr, weak] : node->retained) {
-        Tensor t = weak.lock();
-        if (!t || !grads[output_nr]) continue;
-        Tensor g = options.create_graph ? grads[output_nr] : contiguous_copy(grads[output_nr], grads[output_nr]->dtype);
-        t->grad = t->grad ? add(t->grad, g) : g;
-        note_grad_assigned(t);
-      }
-      if (!captures.empty()) {
-        auto cap = captures.find(node);
-        if (cap != captures.end())
-          for (auto& [output_nr, idx] : cap->second) captured[idx] = grads[output_nr];
-      }
-
       bool any_grad = false;
+      for (auto& g : grads) any_grad = any_grad || (g != nullptr);
+      auto cap = captures.empty() ? captures.end() : captures.find(node);
+      // Note [Hooks that change hooks]
+      run_tensor_pre_hooks(node, grads, options.create_graph, options.accumulate || cap != captures.end());
+      if (cap != captures.end())
+        for (auto& [output_nr, idx] : cap->second) captured[idx] = grads[output_nr];
+      if (any_grad && !node->node_pre_hooks.empty()) run_node_pre_hooks(node, grads);
+      any_grad = false;
       for (auto& g : grads) any_grad = any_grad || (g != nullptr);
       bool skip = !options.accumulate && dynamic_cast<AccumulateGrad*>(node) != nullptr;
       std::vector<Tensor> outputs;
@@ -200,8 +227,8 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
         if (--next.fn->deps == 0) ready.push_back(next.fn.get());
       }
     }
-  }  // grad mode restored: callbacks run in the caller's
 
+  }  // grad mode restored: callbacks run in the caller's
   if (!inputs.empty() && !options.allow_unused) {
     for (size_t i = 0; i < inputs.size(); ++i)
       if (!captured[i])

@@ -13,6 +13,13 @@
 // uses it to wait for the gradient all-reduces that its hooks started. Callbacks run in the order queued, with the
 // grad mode of the caller of backward(); one may queue another. A backward started inside a hook has its own
 // list. If the backward fails, its callbacks are dropped unrun.
+// Note [Hooks that change hooks]: a hook may register or remove hooks while backward runs (its own
+// handle.remove() is the one-shot-hook pattern; a hook may also retain_grad() or hook another tensor). Before a
+// node runs, its hooks run in torch's order: the tensor hooks of its outputs (a leaf's hooks, for an
+// AccumulateGrad), retain_grad, then the node's pre-hooks. Each list is copied when it is reached, so this pass
+// runs the hooks the list held at that moment (one removed meanwhile still runs, one added does not) and later
+// lists and passes see the change, which is what torch does. A hook must return None or a gradient of the same
+// shape and dtype (Note [Hook results] in node.h).
 #pragma once
 #include <functional>
 #include <vector>

@@ -41,4 +41,19 @@ inline std::string err_int_requires_grad(const char* dtype) {
   return str_cat("only floating-point tensors can require gradients; this tensor is ", dtype, ".");
 }
 
+// Note [Writable tensors] in tensor.h
+inline std::string err_internal_overlap(const std::string& op, const std::string& shape, const std::string& strides) {
+  return str_cat(op,
+                 ": unsupported operation: more than one element of the written-to tensor refers to a single memory "
+                 "location (shape ", shape, ", strides ", strides,
+                 ": an expanded view). Please clone() the tensor before performing the operation.");
+}
+
+inline std::string err_read_only(const std::string& op) {
+  return str_cat(op,
+                 ": the tensor's memory is read-only: it is shared with a numpy array that is not writeable (such as "
+                 "np.load(..., mmap_mode='r') or np.frombuffer(bytes)). Write into a copy instead (tensor.clone(), "
+                 "or dyngrad.tensor(array)).");
+}
+
 }  // namespace dyngrad

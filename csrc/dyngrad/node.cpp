@@ -126,12 +126,8 @@ AccumulateGrad::AccumulateGrad(Tensor v) : variable(std::move(v)) {
 }
 
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grads) {
-  Tensor g = std::move(grads[0]);
+  Tensor g = std::move(grads[0]);  // (the leaf's hooks ran in the engine: Note [Hooks that change hooks])
   if (!g) return {};
-  run_hooks_stably(variable->hooks, [](const auto& h) { return h.first; }, [&](auto& h) {
-    Tensor replaced = h.second(g);
-    if (replaced) g = replaced;
-  });
   if (!variable->grad) {
     if (GradMode::is_enabled()) {
       variable->grad = g;  // create_graph: keep the history of the gradient
@@ -144,7 +140,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grads) {
     variable->grad = add(variable->grad, g);
   } else {
     Tensor acc = variable->grad;
-    if (acc->grad_fn) {
+    if (acc->grad_fn || !is_writable(*acc)) {  // (a .grad set to an expanded or read-only tensor: a fresh buffer)
       variable->grad = add(acc, g);
     } else {
       copy_into(acc, add(acc, g));
@@ -156,9 +152,11 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grads) {
   return {};
 }
 
+// Note [Hooks that change hooks] (engine.h): the list is copied first, so a hook may add or remove hooks.
 void run_post_accumulate_hooks(const Tensor& variable) {
-  run_hooks_stably(variable->post_accumulate_hooks, [](const auto& h) { return h.first; },
-                   [&](auto& h) { h.second(variable); });
+  if (variable->post_accumulate_hooks.empty()) return;
+  auto hooks = variable->post_accumulate_hooks;
+  for (auto& [id, hook] : hooks) hook(variable);
 }
 
 // ---- recording history ----

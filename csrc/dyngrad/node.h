@@ -12,9 +12,9 @@
 // Note [Releasing the graph]: after a node runs in backward without retain_graph, it drops its saved tensors and
 // marks itself released; running it again raises ERR_BACKWARD_TWICE.
 //
-// Note [Hooks changed while they run]: a hook may remove itself or another hook of the same list, or register a
-// new one, while that list is being run. The engine runs a copy taken before the first call, skips an entry
-// removed meanwhile, and leaves hooks registered meanwhile to the next backward, as torch does.
+// Note [Hook results]: a tensor hook or node pre-hook that returns a gradient must return one of the shape and dtype
+// it was given (torch's "hook has changed the type of value"): the engine would otherwise hand a leaf an int64 or
+// float64 .grad, or a formula a gradient of the wrong shape. Checked where the hook is called (bindings).
 //
 // Note [Iterative graph destruction]: a chain of a million nodes must not be destroyed by a million nested
 // destructors. Dying nodes hand their edges and saved tensors' histories to a thread-local queue that the
@@ -44,6 +44,9 @@ const char* op_name(OpKind k);          // "mul"
 const char* op_display_name(OpKind k);  // "Mul"
 // The field names of the saved struct op k's ops.def line names, in declared order (saved.h): _C.op_saved_fields()
 std::vector<const char*> op_saved_fields(OpKind k);
+
+// A node pre-hook: gets the node's incoming gradients, one per output, and may replace them in place.
+using NodePreHook = std::function<void(std::vector<Tensor>& grads)>;
 
 struct Edge {
   std::shared_ptr<Node> fn;
@@ -91,6 +94,9 @@ struct Node : std::enable_shared_from_this<Node> {
   // Tensor hooks of non-leaf outputs and retain_grad(), keyed by output_nr: run on the summed incoming gradient.
   std::vector<std::pair<uint32_t, std::pair<int64_t, GradHook>>> pre_hooks;
   std::vector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>> retained;
+  // grad_fn.register_prehook(fn): sees every output's gradient (null where none arrived) and may replace them; runs
+  // after the tensor hooks and retain_grad, as in torch. Note [Hooks that change hooks] in engine.h.
+  std::vector<std::pair<int64_t, NodePreHook>> node_pre_hooks;
 
   // Backward bookkeeping, used only by the run_backward that owns the node (Note [One backward at a time]).
   std::atomic<uint64_t> task_owner{0};
@@ -135,20 +141,8 @@ struct OpNode : Node {
   explicit OpNode(OpKind k) : kind(k) { note_node_created(*this); }
 };
 
-// Note [Hooks changed while they run]: calls `call(entry)` for each entry of `live` as it was on entry, unless
-// removed since (entries are identified by id_of(entry)).
-template <class Entry, class IdOf, class Call>
-void run_hooks_stably(std::vector<Entry>& live, IdOf id_of, Call call) {
-  if (live.empty()) return;
-  std::vector<Entry> snapshot = live;
-  for (Entry& entry : snapshot) {
-    auto id = id_of(entry);
-    if (std::any_of(live.begin(), live.end(), [&](const Entry& e) { return id_of(e) == id; })) call(entry);
-  }
-}
-
-// The sink of a leaf that requires grad: runs the leaf's hooks, adds the gradient into .grad, then runs the leaf's
-// post-accumulate-grad hooks.
+// The sink of a leaf that requires grad: adds the gradient into .grad (the leaf's hooks ran in the engine: Note
+// [Hooks that change hooks]), then runs the leaf's post-accumulate-grad hooks.
 struct AccumulateGrad final : Node {
   Tensor variable;
   explicit AccumulateGrad(Tensor v);

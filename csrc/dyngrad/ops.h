@@ -25,6 +25,8 @@ Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi
 // Scalar forms: the scalar becomes a 0-d tensor of the dtype the result will have (a Python number never
 // widens a float tensor).
 Tensor scalar_like(const Tensor& t, double v, bool is_integral);
+// A Python int as an operand, exact in int64 (the bindings use it for every int: 2**53 + 1 stays odd).
+Tensor scalar_like_int(const Tensor& t, int64_t v);
 // The dtype of a binary op's result (torch's promotion with 0-d operands ranked below tensors with dims).
 DType result_type(const Tensor& a, const Tensor& b);
 Tensor mul_scalar(const Tensor& a, double s);
@@ -111,6 +113,7 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, const Tensor& value);
 void assign_inplace(const Tensor& self, const Tensor& result, const char* op);
 void copy_(const Tensor& self, const Tensor& src);
 void fill_(const Tensor& self, double value);
+void fill_(const Tensor& self, const Tensor& value);  // a 0-d value (exact for a Python int: scalar_like_int)
 void zero_(const Tensor& self);
 // The value of `self` before an in-place op, with self's history: what the out-of-place op is computed from.
 Tensor inplace_input(const Tensor& self, const char* op, bool other_requires_grad);

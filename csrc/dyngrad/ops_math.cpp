@@ -35,6 +35,10 @@ Tensor scalar_like(const Tensor& t, double v, bool is_integral) {
   return scalar_tensor(v, dt);
 }
 
+Tensor scalar_like_int(const Tensor& t, int64_t v) {
+  return scalar_tensor_int(v, t->dtype == DType::Bool ? DType::Int64 : t->dtype);
+}
+
 // torch's rule: tensors with dims outrank 0-d tensors (and so Python numbers, which arrive as 0-d tensors); a 0-d
 // operand changes the result only when its category (bool < int < float) is higher: float32 * 0-d float64 stays
 // float32, int64 * 0-d float64 becomes float64.
@@ -157,17 +161,29 @@ Tensor where(const Tensor& cond_in, const Tensor& a_in, const Tensor& b_in) {
   return out;
 }
 
-// out = min(max(a, lo), hi); the kernel takes NaN for an absent bound
-Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi) {
+// out = min(max(a, lo), hi); saves a and the bounds given
+// An absent bound is -inf / +inf, so a NaN bound is a bound: as in torch, it makes every element NaN (it used to
+// mean "absent" and was ignored). An integer tensor with a bound it cannot hold (NaN, inf, 2.5) is clamped in
+// float32, as torch promotes it.
+Tensor clamp(const Tensor& a_in, std::optional<double> lo, std::optional<double> hi) {
   DG_CHECK(lo || hi, RuntimeError, "clamp: at least one of min and max must be given.");
-  double l = lo ? *lo : std::numeric_limits<double>::quiet_NaN();
-  double h = hi ? *hi : std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  double l = lo ? *lo : -inf, h = hi ? *hi : inf;
+  auto integral = [](std::optional<double> b) { return !b || (std::isfinite(*b) && *b == std::floor(*b)); };
+  Tensor a = is_floating(a_in->dtype) || (integral(lo) && integral(hi)) ? a_in : to_dtype(a_in, DType::Float32);
   Tensor out = clamp_kernel(a, l, h);
   if (any_requires_grad({&a})) {
     auto& node = record<OpKind::clamp>(out, {&a});
     node.saved.a.save(a, false);
-    if (!std::isnan(l)) node.saved.lo = l;  // a NaN bound is no bound, as in the kernel
-    if (!std::isnan(h)) node.saved.hi = h;
+    // a NaN bound: the gradient is 0 everywhere (torch), recorded as the empty interval [inf, -inf]
+    const bool nan_bound = std::isnan(l) || std::isnan(h);
+    if (nan_bound) {
+      node.saved.lo = inf;
+      node.saved.hi = -inf;
+    } else {
+      node.saved.lo = lo;
+      node.saved.hi = hi;
+    }
   }
   return out;
 }
@@ -311,12 +327,13 @@ Tensor var(const Tensor& a, const Dims& dims_in, double correction, bool keepdim
 }
 
 // sqrt(var), except where var is 0: there the gradient is 0, as in torch (sqrt's would be inf * 0 = NaN), by
-// taking sqrt of 1 there and selecting 0 (docs/numerics.md).
+// taking sqrt of 1 there and selecting 0 (docs/numerics.md). Only an exact 0 is masked: a NaN variance (one element
+// or none, or NaN inputs) gives NaN, as var, torch and numpy do (the mask once read "not positive" and gave 0).
 Tensor std_(const Tensor& a, const Dims& dims, double correction, bool keepdim) {
   Tensor v = var(a, dims, correction, keepdim);
   Tensor zero = scalar_tensor(0.0, v->dtype);
-  Tensor positive = compare(CompareOp::Gt, v, zero);
-  return where(positive, sqrt(where(positive, v, scalar_tensor(1.0, v->dtype))), zero);
+  Tensor is_zero = compare(CompareOp::Eq, v, zero);
+  return where(is_zero, zero, sqrt(where(is_zero, scalar_tensor(1.0, v->dtype), v)));
 }
 
 template <OpKind K>

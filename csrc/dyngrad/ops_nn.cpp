@@ -97,13 +97,33 @@ static void check_image(const Tensor& x, const char* op) {
   check_float(x, op);
 }
 
+// Note [Window geometry]: kernel, stride and padding come from the user, so the sizes they imply are computed with
+// overflow-checked arithmetic before anything is allocated: a padding of 2**61 once overflowed int64 into a small
+// output that im2col then wrote far past (SIGSEGV). The output is (H + 2*ph - kh) / sh + 1 rows (likewise columns);
+// the unfolded input that conv2d and pooling work on has N * C*kh*kw * OH*OW elements.
 static void check_window(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
                          const char* op) {
   DG_CHECK(kh > 0 && kw > 0 && sh > 0 && sw > 0 && ph >= 0 && pw >= 0, RuntimeError, op,
            ": kernel size and stride must be positive and padding non-negative, got kernel (", kh, ", ", kw,
            "), stride (", sh, ", ", sw, "), padding (", ph, ", ", pw, ").");
-  DG_CHECK(x->shape[2] + 2 * ph >= kh && x->shape[3] + 2 * pw >= kw, RuntimeError, op, ": kernel (", kh, ", ", kw,
+  auto padded = [&](int64_t size, int64_t pad) {
+    int64_t twice = 0, out = 0;
+    DG_CHECK(!__builtin_mul_overflow(pad, 2, &twice) && !__builtin_add_overflow(size, twice, &out), RuntimeError,
+             op, ": padding (", ph, ", ", pw, ") is too large: the padded input of shape ", shape_str(x->shape),
+             " would have more rows or columns than fit in 64 bits.");
+    return out;
+  };
+  const int64_t Hp = padded(x->shape[2], ph), Wp = padded(x->shape[3], pw);
+  DG_CHECK(Hp >= kh && Wp >= kw, RuntimeError, op, ": kernel (", kh, ", ", kw,
            ") is larger than the padded input of shape ", shape_str(x->shape), " with padding (", ph, ", ", pw, ").");
+  const int64_t OH = (Hp - kh) / sh + 1, OW = (Wp - kw) / sw + 1;
+  int64_t rows = 0, positions = 0, numel = 0;  // C*kh*kw, OH*OW, and N times both (each a size in its own right)
+  bool fits = !__builtin_mul_overflow(x->shape[1], kh, &rows) && !__builtin_mul_overflow(rows, kw, &rows) &&
+              !__builtin_mul_overflow(OH, OW, &positions) && !__builtin_mul_overflow(x->shape[0], rows, &numel) &&
+              !__builtin_mul_overflow(numel, positions, &numel);
+  DG_CHECK(fits, RuntimeError, op, ": kernel (", kh, ", ", kw, "), stride (", sh, ", ", sw, ") and padding (", ph,
+           ", ", pw, ") on an input of shape ", shape_str(x->shape), " give ", OH, " x ", OW,
+           " windows: the unfolded input (N * C*kh*kw * OH*OW elements) would have more elements than fit in 64 bits.");
 }
 
 // out = im2col(x)
@@ -148,7 +168,7 @@ static Tensor pool_windows(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, 
                            const char* op) {
   check_image(x, op);
   check_window(x, kh, kw, sh, sw, ph, pw, op);
-  DG_CHECK(ph * 2 <= kh && pw * 2 <= kw, RuntimeError, op, ": padding should be at most half of the kernel size, got ",
+  DG_CHECK(ph <= kh / 2 && pw <= kw / 2, RuntimeError, op, ": padding should be at most half of the kernel size, got ",
            "padding (", ph, ", ", pw, ") for kernel (", kh, ", ", kw, ").");
   const int64_t N = x->shape[0], C = x->shape[1];
   Tensor cols = unfold(x, kh, kw, sh, sw, ph, pw);  // (N, C*kh*kw, L)

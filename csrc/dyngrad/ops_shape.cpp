@@ -78,7 +78,9 @@ static Shape infer_shape(const Shape& requested, int64_t numel, const Shape& old
       infer = (int64_t)i;
     } else {
       DG_CHECK(shape[i] >= 0, RuntimeError, op, ": invalid size ", shape[i], " in shape ", shape_str(requested), ".");
-      known *= shape[i];
+      DG_CHECK(!__builtin_mul_overflow(known, shape[i], &known), RuntimeError, op, ": shape ", shape_str(requested),
+               " is invalid for a tensor of ", numel, " elements (shape ", shape_str(old),
+               "): its sizes multiply to more than fits in 64 bits.");
     }
   }
   if (infer >= 0) {
@@ -387,10 +389,12 @@ static Tensor checked_index(const Tensor& index, const char* op) {
   return contiguous_data(index);
 }
 
+// index_select, gather and their adjoints take indices in [0, size), as torch: a negative index is an error there
+// (it used to wrap, so nll_loss with target -1 picked the last class). Indexing with [] keeps Python's negatives.
 static void check_bounds(const int64_t* idx, int64_t n, int64_t size, int64_t dim, const char* op) {
   for (int64_t i = 0; i < n; ++i)
-    DG_CHECK(idx[i] >= -size && idx[i] < size, IndexError, op, ": index ", idx[i],
-             " is out of range for dimension ", dim, " of size ", size, ".");
+    DG_CHECK(idx[i] >= 0 && idx[i] < size, IndexError, op, ": index ", idx[i], " is out of range for dimension ",
+             dim, " of size ", size, ".");
 }
 
 // out = a.index_select(dim, index)
@@ -417,7 +421,7 @@ Tensor index_select(const Tensor& a_in, int64_t dim, const Tensor& index_in) {
   char* dst = out->raw();
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < n; ++i) {
-      int64_t j = idx[i] < 0 ? idx[i] + size : idx[i];
+      int64_t j = idx[i];
       std::memcpy(dst + ((o * n + i) * inner) * item, src + ((o * size + j) * inner) * item, inner * item);
     }
   if (any_requires_grad({&a_in})) {
@@ -445,7 +449,7 @@ Tensor index_add(const Tensor& src_in, int64_t d, const Tensor& index_in, const 
     T* o = out->data<T>();
     for (int64_t q = 0; q < outer; ++q)
       for (int64_t i = 0; i < n; ++i) {
-        int64_t j = idx[i] < 0 ? idx[i] + size : idx[i];
+        int64_t j = idx[i];
         T* row = o + (q * size + j) * inner;
         const T* in = s + (q * n + i) * inner;
         for (int64_t k = 0; k < inner; ++k) row[k] += in[k];
@@ -470,9 +474,8 @@ static void for_each_gather_position(const Tensor& index, const Shape& shape, in
   const int64_t size = nd ? shape[d] : 1;
   for (int64_t i = 0; i < index->numel; ++i) {
     int64_t j = idx[i];
-    DG_CHECK(j >= -size && j < size, IndexError, op, ": index ", j, " is out of range for dimension ", d,
-             " of size ", size, ".");
-    if (j < 0) j += size;
+    DG_CHECK(j >= 0 && j < size, IndexError, op, ": index ", j, " is out of range for dimension ", d, " of size ",
+             size, ".");
     int64_t flat = 0;
     for (int64_t k = 0; k < nd; ++k) flat += (k == d ? j : pos[k]) * strides[k];
     f(i, flat);
@@ -595,6 +598,7 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, const Tensor& value) {
 // ---------------- in-place ----------------
 
 Tensor inplace_input(const Tensor& self, const char* op, bool other_requires_grad) {
+  check_writable(self, op);  // Note [Writable tensors]
   if (!grad_enabled()) return self;
   if (self->requires_grad && self->is_leaf()) throw RuntimeError(err_leaf_inplace(op));
   if (!self->requires_grad && !other_requires_grad) return self;
@@ -603,10 +607,6 @@ Tensor inplace_input(const Tensor& self, const char* op, bool other_requires_gra
     if (base->requires_grad && base->is_leaf()) throw RuntimeError(err_leaf_inplace(op));
     DG_CHECK(base->is_contiguous(), NotImplementedError, op, ": in-place writes into a view of a non-contiguous ",
              "tensor that requires grad are not supported; write into the base tensor or use out-of-place ops.");
-    for (size_t d = 0; d < self->shape.size(); ++d)
-      DG_CHECK(self->strides[d] != 0 || self->shape[d] <= 1, RuntimeError, op, ": the tensor written in place ",
-               "(shape ", shape_str(self->shape), ") is an expanded view whose elements share memory; clone() it ",
-               "first.");
   }
   // The out-of-place op reads self's current value, which the write is about to replace; give it a snapshot
   // that carries self's history so that any saved copy stays valid (Note [Saved tensor versions]).
@@ -666,8 +666,7 @@ void assign_inplace(const Tensor& self, const Tensor& result, const char* op) {
   DG_CHECK(dtype_category(result->dtype) <= dtype_category(self->dtype), RuntimeError, op, ": the result type ",
            dtype_name(result->dtype), " can't be cast to the tensor's type ", dtype_name(self->dtype), ".");
   if (grad_enabled() && self->requires_grad && self->is_leaf()) throw RuntimeError(err_leaf_inplace(op));
-  copy_into(self, result);
-  self->bump_version();
+  write_into(self, result, op);
   if (result->requires_grad && grad_enabled() && self->is_view) {
     rebase_view_history(self, result);
     return;
@@ -688,22 +687,25 @@ void copy_(const Tensor& self, const Tensor& src) {
     return;
   }
   broadcast_shapes(self->shape, src->shape, "copy_");
-  copy_into(self, src);
-  self->bump_version();
+  write_into(self, src, "copy_");
 }
 
-void fill_(const Tensor& self, double value) {
+void fill_(const Tensor& self, const Tensor& value_in) {
+  DG_CHECK(value_in->ndim() == 0, RuntimeError, "fill_: the value must be a number or a 0-d tensor, got shape ",
+           shape_str(value_in->shape), ".");
+  Tensor value = value_in->dtype == self->dtype ? value_in : to_dtype(value_in, self->dtype);
   if (grad_enabled() && self->requires_grad) {
     Tensor before = inplace_input(self, "fill_", false);
     // the old value gets a zero gradient; where, not multiplying by 0, which would turn inf into nan
     Tensor all = full(self->shape, 1.0, DType::Bool);
     Tensor zeroed = where(all, scalar_tensor(0, self->dtype), before);
-    assign_inplace(self, add(zeroed, scalar_tensor(value, self->dtype)), "fill_");
+    assign_inplace(self, add(zeroed, alias(value)), "fill_");
     return;
   }
-  copy_into(self, scalar_tensor(value, self->dtype));
-  self->bump_version();
+  write_into(self, value, "fill_");
 }
+
+void fill_(const Tensor& self, double value) { fill_(self, scalar_tensor(value, self->dtype)); }
 
 void zero_(const Tensor& self) { fill_(self, 0.0); }
 

@@ -57,12 +57,14 @@ void manual_seed(uint64_t seed) { gen().reseed(seed); }
 uint64_t initial_seed() { return gen().seed; }
 
 void uniform_(const Tensor& t, double lo, double hi) {
+  check_writable(t, "uniform_");
   Xoshiro& g = gen();
   fill_with(t, [&] { return lo + (hi - lo) * g.uniform(); });
   t->bump_version();
 }
 
 void normal_(const Tensor& t, double mean, double std) {
+  check_writable(t, "normal_");
   Xoshiro& g = gen();
   bool have = false;
   double spare = 0;
@@ -98,12 +100,25 @@ Tensor randn(const Shape& shape, DType dtype) {
   return t;
 }
 
+// Exact in int64: the range and the offset in unsigned arithmetic (high - low overflows int64 for a range wider than
+// 2**63), no trip through a double (which rounded 2**62 - 1 up to `high`), and no modulo bias (rejection sampling).
 Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype) {
   DG_CHECK(high > low, RuntimeError, "randint: expected low < high, got low=", low, " and high=", high, ".");
   Tensor t = empty(shape, dtype);
   Xoshiro& g = gen();
-  uint64_t range = (uint64_t)(high - low);
-  fill_with(t, [&] { return (double)(low + (int64_t)(g.next() % range)); });
+  const uint64_t range = (uint64_t)high - (uint64_t)low;
+  const uint64_t limit = UINT64_MAX - UINT64_MAX % range;  // draws at or above it would favour small offsets
+  auto draw = [&] {
+    uint64_t r;
+    do r = g.next();
+    while (r >= limit);
+    return (int64_t)((uint64_t)low + r % range);
+  };
+  DG_CHECK(t->is_contiguous(), RuntimeError, "random fill: expected a contiguous tensor.");
+  DG_DISPATCH_ALL(dtype, T, {
+    T* p = t->data<T>();
+    for (int64_t i = 0; i < t->numel; ++i) p[i] = static_cast<T>(draw());
+  });
   return t;
 }
 

@@ -2,10 +2,12 @@
 #include "tensor.h"
 
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
+#include "errors.h"
 #include "node.h"
 
 namespace dyngrad {
@@ -106,13 +108,31 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   return out;
 }
 
+// The MemoryError of a tensor that cannot be allocated, with what it would have needed (torch names the bytes).
+[[noreturn]] static void throw_cannot_allocate(const Shape& shape, DType dtype, int64_t numel) {
+  unsigned __int128 bytes = (unsigned __int128)numel * dtype_size(dtype);
+  std::string size = "more than 2**64 bytes";
+  if (!(bytes >> 64)) {
+    double gib = (double)bytes / (double)(1ull << 30);
+    std::ostringstream human;
+    human.precision(3);
+    if (gib >= 1024) human << gib / 1024 << " TiB"; else human << gib << " GiB";
+    size = str_cat((uint64_t)bytes, " bytes (", human.str(), ")");
+  }
+  throw MemoryError(str_cat("cannot allocate memory for a tensor of shape ", shape_str(shape), " and dtype ",
+                            dtype_name(dtype), ": it needs ", size, "."));
+}
+
 Tensor empty(const Shape& shape, DType dtype) {
   auto t = make_pooled<TensorImpl>();
   t->numel = shape_numel(shape);
   size_t item = dtype_size(dtype);
-  if (t->numel > 0 && (uint64_t)t->numel > (uint64_t)(SIZE_MAX / 4) / item)
-    throw std::bad_alloc();
-  t->storage = Storage::allocate((size_t)t->numel * item);
+  if (t->numel > 0 && (uint64_t)t->numel > (uint64_t)(SIZE_MAX / 4) / item) throw_cannot_allocate(shape, dtype, t->numel);
+  try {
+    t->storage = Storage::allocate((size_t)t->numel * item);
+  } catch (const std::bad_alloc&) {
+    throw_cannot_allocate(shape, dtype, t->numel);
+  }
   t->shape = shape;
   t->strides = contiguous_strides(shape);
   t->dtype = dtype;
@@ -138,6 +158,58 @@ Tensor full(const Shape& shape, double value, DType dtype) {
 
 Tensor scalar_tensor(double value, DType dtype) { return full(Shape{}, value, dtype); }
 
+Tensor full_int(const Shape& shape, int64_t value, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  int64_t n = t->numel;
+  DG_DISPATCH_ALL(dtype, T, {
+    T v = static_cast<T>(value);
+    T* p = t->data<T>();
+    for (int64_t i = 0; i < n; ++i) p[i] = v;
+  });
+  return t;
+}
+
+Tensor scalar_tensor_int(int64_t value, DType dtype) { return full_int(Shape{}, value, dtype); }
+
+Tensor arange_int(int64_t start, int64_t end, int64_t step, DType dtype) {
+  DG_CHECK(step != 0, RuntimeError, "arange: step must be nonzero.");
+  __int128 span = (__int128)end - start;
+  DG_CHECK(span == 0 || (span > 0) == (step > 0), RuntimeError, "arange: upper bound and step are inconsistent (start=",
+           start, ", end=", end, ", step=", step, ").");
+  __int128 count = (span + step + (step > 0 ? -1 : 1)) / step;  // ceil(span / step), span and step of one sign
+  DG_CHECK(count <= INT64_MAX, RuntimeError, "arange: the range (start=", start, ", end=", end, ", step=", step,
+           ") has more elements than fit in 64 bits.");
+  Tensor t = empty({(int64_t)count}, dtype);
+  DG_DISPATCH_ALL(dtype, T, {
+    T* p = t->data<T>();
+    for (int64_t i = 0; i < t->numel; ++i) p[i] = static_cast<T>((int64_t)(start + (__int128)i * step));
+  });
+  return t;
+}
+
+Tensor arange_float(double start, double end, double step, DType dtype) {
+  DG_CHECK(std::isfinite(start) && std::isfinite(end), RuntimeError, "arange: unsupported range: ", start, " -> ",
+           end, " (start and end must be finite).");
+  DG_CHECK(step != 0 && std::isfinite(step), RuntimeError, "arange: step must be finite and nonzero, got ", step, ".");
+  double count = std::ceil((end - start) / step);
+  DG_CHECK(start == end || count >= 0, RuntimeError, "arange: upper bound and step are inconsistent (start=", start,
+           ", end=", end, ", step=", step, ").");
+  DG_CHECK(count < 9.2233720368547758e18, RuntimeError, "arange: the range (start=", start, ", end=", end,
+           ", step=", step, ") has ", count, " elements, more than fit in 64 bits.");
+  const int64_t n = count > 0 ? (int64_t)count : 0;
+  if (dtype == DType::Int64 && n > 0) {  // each value must fit the dtype: a double beyond int64 converts undefined
+    double last = start + (double)(n - 1) * step;
+    DG_CHECK(std::fabs(start) < 9.2233720368547758e18 && std::fabs(last) < 9.2233720368547758e18, RuntimeError,
+             "arange: the values from ", start, " to ", last, " do not fit in int64.");
+  }
+  Tensor t = empty({n}, dtype);
+  DG_DISPATCH_ALL(dtype, T, {
+    T* p = t->data<T>();
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + (double)i * step);
+  });
+  return t;
+}
+
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
   auto t = make_pooled<TensorImpl>();
   t->storage = base->storage;
@@ -150,6 +222,27 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset)
 }
 
 Tensor alias(const Tensor& t) { return make_view(t, t->shape, t->strides, t->offset); }
+
+bool has_internal_overlap(const TensorImpl& t) {
+  if (t.numel == 0) return false;
+  for (size_t d = 0; d < t.shape.size(); ++d)
+    if (t.strides[d] == 0 && t.shape[d] > 1) return true;
+  return false;
+}
+
+bool is_writable(const TensorImpl& t) { return !t.storage->read_only && !has_internal_overlap(t); }
+
+void check_writable(const Tensor& t, const char* op) {
+  if (t->storage->read_only) throw RuntimeError(err_read_only(op));
+  if (has_internal_overlap(*t))
+    throw RuntimeError(err_internal_overlap(op, shape_str(t->shape), shape_str(t->strides)));
+}
+
+void write_into(const Tensor& dst, const Tensor& src, const char* op) {
+  check_writable(dst, op);
+  copy_into(dst, src);
+  dst->bump_version();
+}
 
 double item_double(const Tensor& t) {
   DG_CHECK(t->numel == 1, RuntimeError, "item(): a tensor with ", t->numel,

@@ -10,6 +10,16 @@
 // Note [Version counter]: the counter lives in the Storage, so every view of the same memory (and every
 // detach()) shares it. Every in-place write bumps it; a SavedTensor remembers the version it saw and refuses to
 // unpack if it moved (node.h).
+//
+// Note [Writable tensors]: an in-place write must never reach memory that is read-only (from_numpy of a numpy
+// array that is not writeable: np.load(..., mmap_mode="r") maps the file read-only, np.frombuffer(bytes) points
+// into an immutable bytes object), nor a tensor several of whose elements share one memory location (an
+// expand()ed view, where the last write would silently win). Every in-place path of the core (assign_inplace,
+// copy_, fill_, zero_, write_into, the random fills, the fused optimisers) calls check_writable on its target
+// first and raises a RuntimeError naming the op, as torch does for overlap ("unsupported operation: more than one
+// element of the written-to tensor refers to a single memory location"). torch shares a read-only array with a
+// warning and leaves writes undefined; we share it with the same warning and refuse the writes. A .grad that is
+// not writable is accumulated out of place (AccumulateGrad).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -34,6 +44,7 @@ struct Storage {
   // Memory we do not own (a numpy array's buffer): `owner` keeps it alive; null when we allocated `data`.
   std::shared_ptr<void> owner;
   uint64_t version = 0;
+  bool read_only = false;  // memory we must not write (Note [Writable tensors])
   // Tiny tensors (scalars, a few elements) live inside the Storage object: one allocation fewer per op.
   alignas(16) unsigned char inline_buffer[16];
 
@@ -105,6 +116,13 @@ Tensor empty(const Shape& shape, DType dtype);
 Tensor zeros(const Shape& shape, DType dtype);
 Tensor full(const Shape& shape, double value, DType dtype);
 Tensor scalar_tensor(double value, DType dtype);  // 0-d
+// Integral values, exact in int64 (a Python int through a double loses its low bits above 2**53).
+Tensor full_int(const Shape& shape, int64_t value, DType dtype);
+Tensor scalar_tensor_int(int64_t value, DType dtype);
+// [start, end) by step: in exact int64 arithmetic, or in doubles; the element count is checked (RuntimeError
+// naming arange when the range is not finite, the step has the wrong sign, or the count does not fit in int64).
+Tensor arange_int(int64_t start, int64_t end, int64_t step, DType dtype);
+Tensor arange_float(double start, double end, double step, DType dtype);
 // A tensor over existing memory: shares storage, no autograd history.
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset);
 // detach(): same memory and version counter, no history.
@@ -113,6 +131,16 @@ Tensor alias(const Tensor& t);
 // ---- element access ----
 double item_double(const Tensor& t);  // of a 1-element tensor
 int64_t item_int(const Tensor& t);
+
+// ---- in-place writes (Note [Writable tensors]) ----
+// A dim of more than one element with stride 0: several elements share a memory location.
+bool has_internal_overlap(const TensorImpl& t);
+bool is_writable(const TensorImpl& t);
+// RuntimeError naming `op` when `t` must not be written in place.
+void check_writable(const Tensor& t, const char* op);
+// The plain (no-autograd) in-place write: check_writable, copy `src` into `dst` (broadcast and cast), bump the
+// version.
+void write_into(const Tensor& dst, const Tensor& src, const char* op);
 
 // ---- copies and conversions (kernels/copy.cpp) ----
 // dst[...] = src[...] elementwise, converting dtype and broadcasting src to dst's shape. No autograd.

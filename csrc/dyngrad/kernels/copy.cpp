@@ -1,10 +1,21 @@
 // copy.cpp: strided copy with dtype conversion and broadcasting: contiguous(), to(dtype), expand materialised,
 // in-place writes.
 #include <cstring>
+#include <type_traits>
 
+#include "../errors.h"
 #include "loop.h"
 
 namespace dyngrad {
+
+// float -> int64 of NaN or of a value out of range is undefined in C++; give what numpy and x86 give (INT64_MIN).
+template <typename D, typename S>
+static inline D convert(S x) {
+  if constexpr (std::is_same_v<D, int64_t> && std::is_floating_point_v<S>) {
+    if (!(x >= S(-9.2233720368547758e18) && x < S(9.2233720368547758e18))) return INT64_MIN;
+  }
+  return static_cast<D>(x);
+}
 
 template <typename D, typename S>
 static void copy_typed(const StridedLoop& loop) {
@@ -15,16 +26,18 @@ static void copy_typed(const StridedLoop& loop) {
       if constexpr (std::is_same_v<D, S>) {
         std::memcpy(d, x, m * sizeof(D));
       } else {
-        for (int64_t i = 0; i < m; ++i) d[i] = static_cast<D>(x[i]);
+        for (int64_t i = 0; i < m; ++i) d[i] = convert<D, S>(x[i]);
       }
     } else {
-      for (int64_t i = 0; i < m; ++i) *(D*)(p[0] + i * s[0]) = static_cast<D>(*(const S*)(p[1] + i * s[1]));
+      for (int64_t i = 0; i < m; ++i) *(D*)(p[0] + i * s[0]) = convert<D, S>(*(const S*)(p[1] + i * s[1]));
     }
   }, true);
 }
 
 void copy_into(const Tensor& dst, const Tensor& src) {
   if (dst->numel == 0) return;
+  // the last line of defence of Note [Writable tensors]: callers name their op in check_writable first
+  if (dst->storage->read_only) throw RuntimeError(err_read_only("copy_"));
   broadcast_shapes(dst->shape, src->shape, "copy_");  // checks src broadcasts to dst
   DG_CHECK(shape_numel(broadcast_shapes(dst->shape, src->shape, "copy_")) == dst->numel, RuntimeError,
            "copy_: a tensor of shape ", shape_str(src->shape), " cannot be written into shape ",

@@ -1,6 +1,8 @@
 // elementwise.cpp: unary, binary, where and clamp kernels over one strided loop (loop.h), with SIMD-friendly
 // float32 exp/tanh/sigmoid so that large elementwise work vectorises (std::expf does not).
 #include <cmath>
+#include <limits>
+#include <type_traits>
 #include <cstring>
 
 #include "loop.h"
@@ -332,16 +334,31 @@ Tensor where_kernel(const Tensor& cond, const Tensor& a, const Tensor& b, const 
   return out;
 }
 
+// lo / hi: -inf / +inf where absent. NaN (in x or a bound) propagates; an integer tensor gets integral or infinite
+// bounds only (clamp() promotes it otherwise), converted to the nearest value its dtype holds.
+template <typename T>
+static T clamp_bound(double v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return static_cast<T>(v);
+  } else {
+    if (v <= (double)std::numeric_limits<T>::lowest()) return std::numeric_limits<T>::lowest();
+    if (v >= (double)std::numeric_limits<T>::max()) return std::numeric_limits<T>::max();
+    return static_cast<T>(v);
+  }
+}
+
 Tensor clamp_kernel(const Tensor& a, double lo, double hi) {
   Tensor out = empty(a->shape, a->dtype);
   if (out->numel == 0) return out;
-  bool has_lo = !std::isnan(lo), has_hi = !std::isnan(hi);
+  const bool nan_bound = std::isnan(lo) || std::isnan(hi);
   DG_DISPATCH_ALL(a->dtype, T, {
-    T l = has_lo ? (T)lo : T(0), h = has_hi ? (T)hi : T(0);
+    const T l = clamp_bound<T>(lo), h = clamp_bound<T>(hi);
     unary_loop<T, T>(out, a, [=](T x) {
+      if constexpr (std::is_floating_point_v<T>)
+        if (nan_bound) return std::numeric_limits<T>::quiet_NaN();
       if (x != x) return x;
-      if (has_lo && x < l) x = l;
-      if (has_hi && x > h) x = h;
+      if (x < l) x = l;
+      if (x > h) x = h;
       return x;
     });
   });

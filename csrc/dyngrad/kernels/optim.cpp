@@ -40,6 +40,9 @@ void check_group(const char* op, const std::vector<Tensor>& params, const std::v
     same(grads[i], "gradient");
     for (auto* s : states)
       if (!s->empty()) same((*s)[i], "state buffer");
+    check_writable(p, op);  // Note [Writable tensors]: the update writes the parameter and its state in place
+    for (auto* s : states)
+      if (!s->empty()) check_writable((*s)[i], op);
   }
 }
 

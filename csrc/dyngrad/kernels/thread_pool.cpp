@@ -1,13 +1,17 @@
 // thread_pool.cpp: a fixed set of sleeping workers, woken by a generation counter under one mutex.
 #include "thread_pool.h"
 
+#include "../check.h"
+
 #include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
 #include <condition_variable>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -15,11 +19,14 @@ namespace dyngrad {
 
 namespace {
 
+// More threads than this are never useful here (and each costs a stack); set_num_threads caps at it.
+constexpr int kMaxThreads = 1024;
+
 int default_threads() {
   for (const char* var : {"DYNGRAD_NUM_THREADS", "OMP_NUM_THREADS"}) {
     if (const char* s = std::getenv(var)) {
       int n = std::atoi(s);
-      if (n > 0) return n;
+      if (n > 0) return std::min(n, kMaxThreads);
     }
   }
   cpu_set_t set;
@@ -37,9 +44,29 @@ struct Pool {
   int next = 0;       // next task index to hand out
   int unfinished = 0;
   uint64_t generation = 0;
+  bool stopping = false;
 
+  // Starts up to `nworkers` workers; when the system refuses a thread (a process or memory limit) it keeps the ones
+  // it has: tasks are handed to whoever is free, the caller included, so fewer workers only means less parallelism.
   explicit Pool(int nworkers) {
-    for (int i = 0; i < nworkers; ++i) workers.emplace_back([this] { work(); });
+    for (int i = 0; i < nworkers; ++i) {
+      try {
+        workers.emplace_back([this] { work(); });
+      } catch (const std::system_error&) {
+        break;
+      }
+    }
+  }
+
+  // Only a pool replaced by set_num_threads dies (when its last user lets go): its workers are idle, stop them.
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopping = true;
+      ++generation;
+    }
+    wake.notify_all();
+    for (auto& w : workers) w.join();
   }
 
   void work() {
@@ -48,6 +75,7 @@ struct Pool {
     for (;;) {
       wake.wait(lock, [&] { return generation != seen; });
       seen = generation;
+      if (stopping) return;
       while (next < ntasks) {
         int i = next++;
         lock.unlock();
@@ -83,26 +111,30 @@ struct Pool {
 };
 
 int g_threads = 0;  // 0 = not decided yet
-Pool* g_pool = nullptr;
+// Never destroyed (nor is the pool it holds at exit): workers may outlive static destruction.
+std::shared_ptr<Pool>* g_pool = new std::shared_ptr<Pool>();
 std::mutex g_pool_init;
 thread_local bool tl_in_parallel = false;
 
 void forget_pool_after_fork() {
-  g_pool = nullptr;  // the child has none of the parent's threads; a new pool is made on demand (the old one leaks)
+  // the child has none of the parent's threads: the old pool must not be joined; it leaks, a new one is made
+  g_pool = new std::shared_ptr<Pool>();
   new (&g_pool_init) std::mutex();
 }
 
-Pool* pool() {
+std::shared_ptr<Pool> pool() {
   std::lock_guard<std::mutex> lock(g_pool_init);
-  if (!g_pool) {
+  if (!*g_pool) {
     static bool registered = false;
     if (!registered) {
       pthread_atfork(nullptr, nullptr, forget_pool_after_fork);
       registered = true;
     }
-    g_pool = new Pool(num_threads() - 1);  // never destroyed: workers may outlive static destruction
+    if (g_threads == 0) g_threads = default_threads();
+    *g_pool = std::make_shared<Pool>(g_threads - 1);
+    g_threads = (int)(*g_pool)->workers.size() + 1;  // fewer if the system refused some threads
   }
-  return g_pool;
+  return *g_pool;
 }
 
 }  // namespace
@@ -113,9 +145,14 @@ int num_threads() {
 }
 
 void set_num_threads(int n) {
-  std::lock_guard<std::mutex> lock(g_pool_init);
-  g_threads = std::max(1, n);
-  g_pool = nullptr;  // rebuilt with the new size on next use (the old workers stay asleep)
+  DG_CHECK(n >= 1, RuntimeError, "set_num_threads: expected a positive number of threads, got ", n, ".");
+  std::shared_ptr<Pool> old;
+  {
+    std::lock_guard<std::mutex> lock(g_pool_init);
+    g_threads = std::min(n, kMaxThreads);
+    old = std::move(*g_pool);  // rebuilt with the new size on next use
+  }
+  // `old` dies here, or with the last run_parallel still using it: its workers are stopped and joined
 }
 
 void run_parallel(int ntasks, const std::function<void(int)>& task) {
@@ -123,7 +160,7 @@ void run_parallel(int ntasks, const std::function<void(int)>& task) {
     for (int i = 0; i < ntasks; ++i) task(i);
     return;
   }
-  Pool* p = pool();
+  std::shared_ptr<Pool> p = pool();
   std::unique_lock<std::mutex> busy(p->run_mutex, std::try_to_lock);
   if (!busy.owns_lock()) {
     for (int i = 0; i < ntasks; ++i) task(i);

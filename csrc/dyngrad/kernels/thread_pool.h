@@ -14,6 +14,9 @@ namespace dyngrad {
 // (another Python thread is using it, or this is a worker), everything runs on the calling thread instead.
 void run_parallel(int ntasks, const std::function<void(int)>& task);
 int num_threads();
-void set_num_threads(int n);  // 1 turns parallel kernels off
+// 1 turns parallel kernels off; RuntimeError for n < 1 (as torch); more than 1024 are capped. When the system refuses
+// to start some of the threads (a process or memory limit), the pool runs with those it got and num_threads() says
+// how many that is (a failed start used to abort the process).
+void set_num_threads(int n);
 
 }  // namespace dyngrad

@@ -149,7 +149,8 @@ def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False
 # ----- ranges ----------------------------------------------------------------------------------------------------
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
-    """Values from start (default 0) up to end, exclusive, by step: int64 when all three are ints."""
+    """Values from start (default 0) up to end, exclusive, by step: int64 when all three are ints (exact: Python
+    ints never pass through a double)."""
     check_device(device, "arange")
     if end is None:
         start, end = 0, start
@@ -157,18 +158,31 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     for name, v in zip(("start", "end", "step"), values):
         if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
             raise TypeError(f"arange: expected a number as {name}, got {type_name(v)}.")
-    if values[2] == 0:
-        raise RuntimeError("arange: step must be nonzero.")
-    if not all(np.isfinite(v) for v in values):
-        raise RuntimeError(f"arange: unsupported range: {values[0]} -> {values[1]} by {values[2]}; start, end and "
-                           "step must be finite.")
-    if (values[1] - values[0]) / values[2] < 0:
-        raise RuntimeError(f"arange: upper bound and step are inconsistent (start={values[0]}, end={values[1]}, "
-                           f"step={values[2]}).")
     is_float = any(isinstance(v, (float, np.floating)) for v in values)
+    if is_float:
+        start, end, step = (float(v) for v in values)
+        if not (np.isfinite(start) and np.isfinite(end)):
+            raise RuntimeError(f"arange: unsupported range: {start:g} -> {end:g} (start and end must be finite).")
+        if not np.isfinite(step) or step == 0:
+            raise RuntimeError(f"arange: step must be finite and nonzero, got {step:g}.")
+        count = np.ceil((end - start) / step)
+    else:
+        start, end, step = (int(v) for v in values)
+        if step == 0:
+            raise RuntimeError("arange: step must be nonzero.")
+        count = -(-(end - start) // step)               # ceil, exact in Python ints
+    if start != end and count < 0:
+        raise RuntimeError(f"arange: upper bound and step are inconsistent (start={start}, end={end}, step={step}).")
+    if count >= 2 ** 63:
+        raise RuntimeError(f"arange: the range (start={start}, end={end}, step={step}) has more elements than fit in "
+                           "64 bits.")
     dt = _dtype_or(dtype, get_default_dtype() if is_float else _C.int64, "arange")
-    arr = np.arange(*values, dtype=np.float64 if is_float else np.int64)
-    return finish(_C.copy_from_numpy(arr.astype(numpy_dtype(dt)), False), requires_grad)
+    out = _C.empty((max(int(count), 0),), dt)           # the core refuses a size it cannot allocate
+    if is_float:
+        out._numpy_view()[...] = start + np.arange(out.numel(), dtype=np.float64) * step
+    else:
+        out._numpy_view()[...] = start + np.arange(out.numel(), dtype=np.int64) * step
+    return finish(out, requires_grad)
 
 
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
@@ -179,7 +193,9 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
         raise RuntimeError(f"linspace: number of steps must be non-negative, got {steps}.")
     start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
     dt = _dtype_or(dtype, get_default_dtype(), "linspace")
-    return finish(_C.copy_from_numpy(np.linspace(start, end, steps).astype(numpy_dtype(dt)), False), requires_grad)
+    out = _C.empty((steps,), dt)                        # the core refuses a size it cannot allocate
+    out._numpy_view()[...] = np.linspace(start, end, steps)
+    return finish(out, requires_grad)
 
 
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
@@ -190,7 +206,9 @@ def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
     if n < 0 or m < 0:
         raise RuntimeError(f"eye: sizes must be non-negative, got {n} and {m}.")
     dt = _dtype_or(dtype, get_default_dtype(), "eye")
-    return finish(_C.copy_from_numpy(np.eye(n, m, dtype=numpy_dtype(dt)), False), requires_grad)
+    out = _C.full((n, m), 0, dt)                        # the core refuses a size it cannot allocate
+    np.fill_diagonal(out._numpy_view(), 1)
+    return finish(out, requires_grad)
 
 
 # ----- random ----------------------------------------------------------------------------------------------------

@@ -114,8 +114,10 @@ def getitem(self, idx):
 def setitem(self, idx, value):
     """self[idx] = value: an in-place write, recorded when grad is involved (Note [In-place writes into views])."""
     v = operand_or_throw(value, self, "__setitem__", "value")
-    before = _C.inplace_input(self, "__setitem__", v.requires_grad)
-    if before is self and is_basic_index(idx):      # nothing to record: write into the window of self
+    base = self._base
+    recording = _C.is_grad_enabled() and (self.requires_grad or v.requires_grad or
+                                          (base is not None and base.requires_grad))
+    if not recording and is_basic_index(idx):      # nothing to record: write into the window of self only
         from ..autograd.grad_mode import no_grad
         with no_grad():
             window = basic_index(self, idx)
@@ -125,6 +127,7 @@ def setitem(self, idx, value):
                                f"of shape {shape_str(window.shape)}.")
         _C.copy_(window, v)
         return
+    before = _C.inplace_input(self, "__setitem__", v.requires_grad)
     positions = index_positions(tuple(self.shape), idx)
     _C.assign_inplace(self, _C.put(before, positions, v), "__setitem__")
 

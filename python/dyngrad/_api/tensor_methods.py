@@ -361,7 +361,8 @@ def zero_(self):
 
 def fill_(self, value):
     from .args import number
-    _C.fill_(self, float(number(value, "fill_", "value")))
+    v = number(value, "fill_", "value")
+    _C.fill_(self, v if isinstance(v, int) and not isinstance(v, bool) else float(v))   # ints stay exact
     return self
 
 

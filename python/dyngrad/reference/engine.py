@@ -166,13 +166,16 @@ def _run_claimed(task, graph_root, captures, retain_graph, create_graph, inputs,
             node = ready.pop()
             grads = pending.pop(node, None)
             if grads is not None:
-                if node._tensor_pre_hooks or node._retain_grad_refs or node._pre_hooks or \
+                # Note [Hooks that change hooks] in csrc/dyngrad/engine.h
+                if node._tensor_pre_hooks or node._retain_grad_refs or \
                         (type(node) is AccumulateGrad and node.variable._hooks):
-                    grads = _run_pre_hooks(node, grads, create_graph)
+                    grads = _run_tensor_pre_hooks(node, grads, create_graph)
                 if inputs is not None:
                     for nr, g in enumerate(grads):
                         for i in captures.get((node, nr), ()):
                             captured[i] = g
+                if node._pre_hooks:
+                    grads = _run_node_pre_hooks(node, grads)
             if type(node) is AccumulateGrad:
                 if accumulate and grads is not None and (inputs is None or (node, 0) in captures):
                     node.apply(grads, create_graph)
@@ -222,38 +225,68 @@ def _run_claimed(task, graph_root, captures, retain_graph, create_graph, inputs,
     return None
 
 
-def _run_pre_hooks(node, grads, create_graph):
-    """Tensor hooks (may replace the gradient), then retain_grad, then node pre-hooks."""
-    tensor_hooks = node.tensor_pre_hooks(0) if isinstance(node, AccumulateGrad) else node._tensor_pre_hooks
-    retain = node._retain_grad_refs
-    if not tensor_hooks and not retain and not node._pre_hooks:
-        return grads
+def _hook_name(hook):
+    return f"'{getattr(hook, '__name__', type(hook).__name__)}'"
+
+
+def checked_hook_result(hook, replaced, g):
+    """Note [Hook results] in csrc/dyngrad/node.h: None, or a tensor of the shape and dtype of the gradient."""
+    if replaced is None:
+        return None
+    if not isinstance(replaced, Tensor):
+        raise TypeError(f"hook {_hook_name(hook)} must return a Tensor or None, got {type(replaced).__name__}.")
+    if g is None:
+        return replaced
+    if replaced.shape != g.shape:
+        raise RuntimeError(f"hook {_hook_name(hook)} changed the shape of the gradient from {errors.shape_str(g.shape)} "
+                           f"to {errors.shape_str(replaced.shape)}; a hook must return a gradient of the same shape "
+                           "and dtype, or None.")
+    if replaced.dtype is not g.dtype:
+        raise RuntimeError(f"hook {_hook_name(hook)} changed the dtype of the gradient from {g.dtype.name} to "
+                           f"{replaced.dtype.name}; a hook must return a gradient of the same shape and dtype, or None.")
+    return replaced
+
+
+def _run_tensor_pre_hooks(node, grads, create_graph):
+    """The tensor hooks of the node's outputs (a leaf's, for its AccumulateGrad), then retain_grad. Each hook list is
+    copied before it runs: see Note [Hooks that change hooks] in csrc/dyngrad/engine.h."""
     grads = list(grads)
     for nr in range(len(grads)):
         if grads[nr] is None:
             continue
-        hooks = tensor_hooks if isinstance(node, AccumulateGrad) else (tensor_hooks or {}).get(nr)
+        if isinstance(node, AccumulateGrad):
+            hooks = node.variable._hooks
+        else:
+            hooks = node._tensor_pre_hooks.get(nr) if node._tensor_pre_hooks else None
         for hook in tuple(hooks or ()):
-            if not any(h is hook for h in hooks):
-                continue          # removed by an earlier hook: Note [Hooks changed while they run] (node.h)
-            replaced = hook(grads[nr])
+            replaced = checked_hook_result(hook, hook(grads[nr]), grads[nr])
             if replaced is not None:
-                if not isinstance(replaced, Tensor) or replaced.shape != grads[nr].shape:
-                    raise RuntimeError(f"hook: a tensor hook must return None or a Tensor of shape "
-                                       f"{errors.shape_str(grads[nr].shape)}, got {replaced!r:.80}.")
                 grads[nr] = replaced
-        ref = retain.get(nr) if retain else None
-        tensor = ref() if ref is not None else None
-        if tensor is not None:
-            g = grads[nr]
-            if tensor._grad is None:
-                tensor._grad = g if create_graph else g.detach().clone()
-            else:
-                tensor._grad = tensor._grad + g if create_graph else (tensor._grad + g).detach()
-    for hook in tuple(node._pre_hooks or ()):
-        if not any(h is hook for h in node._pre_hooks):
+    retain = node._retain_grad_refs    # (read after the hooks: one of them may have called retain_grad)
+    for nr, ref in tuple(retain.items()) if retain else ():
+        tensor = ref()
+        g = grads[nr] if nr < len(grads) else None
+        if tensor is None or g is None:
             continue
+        if tensor._grad is None:
+            tensor._grad = g if create_graph else g.detach().clone()
+        else:
+            tensor._grad = tensor._grad + g if create_graph else (tensor._grad + g).detach()
+    return grads
+
+
+def _run_node_pre_hooks(node, grads):
+    """grad_fn.register_prehook(fn): fn(grads tuple) -> None or a tuple replacing them."""
+    for hook in tuple(node._pre_hooks):
         replaced = hook(tuple(grads))
-        if replaced is not None:
-            grads = list(replaced)
+        if replaced is None:
+            continue
+        if not isinstance(replaced, (tuple, list)):
+            raise TypeError(f"hook {_hook_name(hook)} must return a tuple of gradients or None, got "
+                            f"{type(replaced).__name__}.")
+        if len(replaced) != len(grads):
+            raise RuntimeError(f"hook {_hook_name(hook)} returned {len(replaced)} gradient"
+                               f"{'' if len(replaced) == 1 else 's'}, but the node has {len(grads)} output"
+                               f"{'' if len(grads) == 1 else 's'}.")
+        grads = [checked_hook_result(hook, r, g) for r, g in zip(replaced, grads)]
     return grads

@@ -28,6 +28,13 @@ ERR_CONCURRENT_BACKWARD = (  # engine.cpp, GraphTask::claim
     "backward() reached {node}, which another backward() is running through right now (a graph shared between "
     "threads, or backward() called from a hook). Backpropagate shared graphs one at a time, with "
     "retain_graph=True, or give each thread its own graph.")
+ERR_INTERNAL_OVERLAP = (  # Note [Writable tensors] in csrc/dyngrad/tensor.h
+    "{op}: unsupported operation: more than one element of the written-to tensor refers to a single memory location "
+    "(shape {shape}, strides {strides}: an expanded view). Please clone() the tensor before performing the operation.")
+ERR_READ_ONLY = (
+    "{op}: the tensor's memory is read-only: it is shared with a numpy array that is not writeable (such as "
+    "np.load(..., mmap_mode='r') or np.frombuffer(bytes)). Write into a copy instead (tensor.clone(), or "
+    "dyngrad.tensor(array)).")
 ERR_INT_REQUIRES_GRAD = "only floating-point tensors can require gradients; this tensor is {dtype}."
 ERR_BROADCAST = (
     "{op}: shapes {a} and {b} cannot be broadcast: dimension {d} is {x} in the first and {y} in the second."

@@ -330,7 +330,9 @@ class AccumulateGrad(Node):
             v._grad = v._grad + g
         else:
             with GradModeGuard(False):
-                if v._grad._data.flags.writeable and v._grad._data.shape == g._data.shape:
+                from .ops_shape import has_internal_overlap
+                if v._grad._data.flags.writeable and v._grad._data.shape == g._data.shape and \
+                        not has_internal_overlap(v._grad._data):
                     v._grad._data += g._data
                     v._grad._storage.version += 1
                 else:
@@ -340,16 +342,15 @@ class AccumulateGrad(Node):
 
 
 def run_post_accumulate_hooks(variable):
-    """The leaf's post-accumulate-grad hooks, after its .grad was updated. See Note [Hooks changed while they run]
-    in csrc/dyngrad/node.h: a copy of the list is run, skipping hooks removed meanwhile."""
+    """The leaf's post-accumulate-grad hooks, after its .grad was updated. See Note [Hooks that change hooks] in
+    csrc/dyngrad/engine.h: a copy of the list is run (one removed meanwhile still runs this time, as in torch)."""
     hooks = variable._post_accumulate_grad_hooks
     if not hooks:
         return
     for hook in tuple(hooks):
-        if any(h is hook for h in hooks):
-            result = hook(variable)
-            if result is not None:
-                raise RuntimeError(f"a post-accumulate-grad hook must return None, got {type(result).__name__}.")
+        result = hook(variable)
+        if result is not None:
+            raise RuntimeError(f"a post-accumulate-grad hook must return None, got {type(result).__name__}.")
 
 
 class GraphRoot(Node):

@@ -190,13 +190,19 @@ def where(cond, a, b):
 
 # out = min(max(a, lo), hi)
 def clamp(a, lo, hi):
+    """A NaN bound is a bound (every element NaN, gradient 0, as torch); an integer tensor with a bound it cannot
+    hold (NaN, inf, 2.5) is clamped in float32, as torch promotes it (mirrors ops_math.cpp)."""
     if lo is None and hi is None:
         raise RuntimeError("clamp: at least one of min and max must be given.")
+    if not a.dtype.is_floating_point and any(b is not None and not float(b).is_integer() for b in (lo, hi)):
+        a = to_dtype(a, _dt.float32)
     out = make_tensor(_fresh(_cast(kernels.clamp(a._data, lo, hi), a.dtype)))
     if any_requires_grad(a):
         node = record("clamp", out, (a,))
         node.save("a", a)
-        node.args = {"lo": lo, "hi": hi}
+        nan_bound = any(b is not None and b != b for b in (lo, hi))
+        # a NaN bound: recorded as the empty interval [inf, -inf], so the gradient is 0 everywhere
+        node.args = {"lo": np.inf, "hi": -np.inf} if nan_bound else {"lo": lo, "hi": hi}
     return out
 
 
@@ -340,11 +346,12 @@ def var(a, dims, correction, keepdim):
 
 def std(a, dims, correction, keepdim):
     """sqrt(var), except where var is 0: there the gradient is 0, as in torch (sqrt's would be inf * 0 = NaN), by
-    taking sqrt of 1 there and selecting 0 (docs/numerics.md)."""
+    taking sqrt of 1 there and selecting 0 (docs/numerics.md). Only an exact 0 is masked: a NaN variance (one
+    element or none, or NaN inputs) gives NaN, as var, torch and numpy do."""
     v = var(a, dims, correction, keepdim)
     zero = scalar_tensor(0.0, v.dtype)
-    positive = compare("gt", v, zero)
-    return where(positive, sqrt(where(positive, v, scalar_tensor(1.0, v.dtype))), zero)
+    is_zero = compare("eq", v, zero)
+    return where(is_zero, zero, sqrt(where(is_zero, scalar_tensor(1.0, v.dtype), v)))
 
 
 def _count(shape, dims):

@@ -7,7 +7,7 @@ from . import dtypes as _dt
 from . import kernels
 from .errors import shape_str
 from .ops import record, any_requires_grad, check_float
-from .tensor import make_tensor, wrap_dim, scalar_tensor
+from .tensor import make_tensor, wrap_dim, scalar_tensor, check_allocation, cannot_allocate
 
 
 # out = exp(a) / sum(exp(a), dim)
@@ -86,20 +86,40 @@ def _check_image(x, op):
     check_float(x, op)
 
 
+INT64_MAX = 2 ** 63 - 1
+
+
 def _check_window(x, kh, kw, sh, sw, ph, pw, op):
+    """See Note [Window geometry] in csrc/dyngrad/ops_nn.cpp: the sizes implied by kernel, stride and padding must
+    fit in int64 (Python's ints do not overflow; C++'s did, so both engines refuse the same geometry)."""
     if not (kh > 0 and kw > 0 and sh > 0 and sw > 0 and ph >= 0 and pw >= 0):
         raise RuntimeError(f"{op}: kernel size and stride must be positive and padding non-negative, got kernel "
                            f"({kh}, {kw}), stride ({sh}, {sw}), padding ({ph}, {pw}).")
-    if x.shape[2] + 2 * ph < kh or x.shape[3] + 2 * pw < kw:
+    hp, wp = x.shape[2] + 2 * ph, x.shape[3] + 2 * pw
+    if max(2 * ph, 2 * pw, hp, wp) > INT64_MAX:
+        raise RuntimeError(f"{op}: padding ({ph}, {pw}) is too large: the padded input of shape {shape_str(x.shape)} "
+                           "would have more rows or columns than fit in 64 bits.")
+    if hp < kh or wp < kw:
         raise RuntimeError(f"{op}: kernel ({kh}, {kw}) is larger than the padded input of shape {shape_str(x.shape)} "
                            f"with padding ({ph}, {pw}).")
+    oh, ow = (hp - kh) // sh + 1, (wp - kw) // sw + 1
+    rows, positions = x.shape[1] * kh * kw, oh * ow
+    if max(rows, positions, x.shape[0] * rows * positions) > INT64_MAX:
+        raise RuntimeError(f"{op}: kernel ({kh}, {kw}), stride ({sh}, {sw}) and padding ({ph}, {pw}) on an input of "
+                           f"shape {shape_str(x.shape)} give {oh} x {ow} windows: the unfolded input "
+                           "(N * C*kh*kw * OH*OW elements) would have more elements than fit in 64 bits.")
+    check_allocation((x.shape[0], rows, positions), x._data.dtype)
+    return (x.shape[0], rows, positions)
 
 
 # out = im2col(x)
 def unfold(x, kh, kw, sh, sw, ph, pw):
     _check_image(x, "unfold")
-    _check_window(x, kh, kw, sh, sw, ph, pw, "unfold")
-    out = make_tensor(kernels.im2col(x._data, (kh, kw), (sh, sw), (ph, pw)))
+    shape = _check_window(x, kh, kw, sh, sw, ph, pw, "unfold")
+    try:
+        out = make_tensor(kernels.im2col(x._data, (kh, kw), (sh, sw), (ph, pw)))
+    except MemoryError:             # (numpy pads the input first: say what C++ would have allocated)
+        raise cannot_allocate(shape, x._data.dtype) from None
     if any_requires_grad(x):
         record("unfold", out, (x,)).args = {"window": (kh, kw, sh, sw, ph, pw)}
     return out
@@ -137,7 +157,7 @@ def _pool_windows(x, kh, kw, sh, sw, ph, pw, op):
     """(N, C, kh*kw, L): every pooling window of every channel as a column."""
     _check_image(x, op)
     _check_window(x, kh, kw, sh, sw, ph, pw, op)
-    if ph * 2 > kh or pw * 2 > kw:
+    if ph > kh // 2 or pw > kw // 2:
         raise RuntimeError(f"{op}: padding should be at most half of the kernel size, got padding ({ph}, {pw}) for "
                            f"kernel ({kh}, {kw}).")
     cols = unfold(x, kh, kw, sh, sw, ph, pw)               # (N, C*kh*kw, L)

@@ -12,7 +12,7 @@ from . import errors, kernels
 from .errors import shape_str
 from .grad_mode import is_grad_enabled, GradModeGuard
 from .ops import record, any_requires_grad, check_float
-from .tensor import make_tensor, broadcast_shapes, wrap_dim, scalar_tensor
+from .tensor import make_tensor, broadcast_shapes, wrap_dim, scalar_tensor, shape_numel
 
 
 def _view_of(arr, a):
@@ -76,7 +76,9 @@ def _infer_shape(requested, numel, old, op):
 def reshape(a, shape):
     shape = _infer_shape(shape, a.numel(), a.shape, "reshape")
     arr = a._data.reshape(shape)
-    out = _view_of(arr, a) if np.may_share_memory(arr, a._data) else make_tensor(arr)
+    # (an empty tensor shares no memory numpy could see, but is a view, as in C++: an in-place write through it
+    # must still move the base's history)
+    out = _view_of(arr, a) if a._data.size == 0 or np.may_share_memory(arr, a._data) else make_tensor(arr)
     return _record_view("reshape", out, a)
 
 
@@ -126,7 +128,7 @@ def mT(a):
     return transpose(a, -2, -1)
 
 
-# out = a broadcast to `shape` (-1 keeps a size); a read-only view
+# out = a broadcast to `shape` (-1 keeps a size); a view
 def expand(a, shape):
     nd = len(shape)
     if nd < a.ndim:
@@ -149,7 +151,13 @@ def expand(a, shape):
     out_shape = tuple(out_shape)
     if out_shape == a.shape:
         return a
-    return _record_view("expand", _view_of(np.broadcast_to(a._data, out_shape), a), a)
+    # writable like its base, as in C++ and torch (np.broadcast_to's views are read-only): a write into it that
+    # would reach one element twice is refused by check_writable (Note [Writable tensors]), a 0-d window of it
+    # (x.expand(4)[0] = 1) is not
+    shape_numel(out_shape)       # a view of more elements than fit in int64 is refused, as in C++
+    strides = np.broadcast_to(a._data, out_shape).strides
+    view = np.lib.stride_tricks.as_strided(a._data, out_shape, strides, writeable=a._data.flags.writeable)
+    return _record_view("expand", _view_of(view, a), a)
 
 
 def squeeze(a, dims=None):
@@ -316,7 +324,8 @@ def _checked_index(index, op):
 
 
 def _check_bounds(idx, size, dim, op):
-    bad = idx[(idx < -size) | (idx >= size)]
+    """Indices in [0, size), as torch (see check_bounds in csrc/dyngrad/ops_shape.cpp: negatives no longer wrap)."""
+    bad = idx[(idx < 0) | (idx >= size)]
     if bad.size:
         raise IndexError(f"{op}: index {int(bad.reshape(-1)[0])} is out of range for dimension {dim} of size {size}.")
 
@@ -478,6 +487,7 @@ def _is_leaf_requiring_grad(t):
 
 def inplace_input(self, op, other_requires_grad):
     """The value of `self` before an in-place op, with self's history: what the out-of-place op is computed from."""
+    check_writable(self, op)
     if not is_grad_enabled():
         return self
     if _is_leaf_requiring_grad(self):
@@ -491,9 +501,6 @@ def inplace_input(self, op, other_requires_grad):
         if not base._data.flags.c_contiguous:
             raise NotImplementedError(f"{op}: in-place writes into a view of a non-contiguous tensor that requires "
                                       "grad are not supported; write into the base tensor or use out-of-place ops.")
-        if not self._data.flags.writeable:
-            raise RuntimeError(f"{op}: the tensor written in place (shape {shape_str(self.shape)}) is an expanded "
-                               "view whose elements share memory; clone() it first.")
     # The out-of-place op reads self's current value, which the write is about to replace; give it a snapshot
     # that carries self's history so that any saved copy stays valid (Note [Saved tensor versions]).
     before = make_tensor(self._data.copy())
@@ -530,11 +537,29 @@ def _rebase_view_history(view, result):
     view.grad_fn, view.output_nr = new_view.grad_fn, 0
 
 
+def has_internal_overlap(arr):
+    """A dim of more than one element with stride 0: several elements share a memory location."""
+    return arr.size > 0 and any(s == 0 and n > 1 for n, s in zip(arr.shape, arr.strides))
+
+
+def check_writable(t, op):
+    """See Note [Writable tensors] in csrc/dyngrad/tensor.h: refuse an in-place write into an expanded view or into
+    read-only memory (a numpy array that is not writeable)."""
+    arr = t._data
+    if arr.size == 0:
+        return
+    if has_internal_overlap(arr):
+        raise RuntimeError(errors.ERR_INTERNAL_OVERLAP.format(
+            op=op, shape=shape_str(arr.shape), strides=shape_str(s // arr.itemsize for s in arr.strides)))
+    if not arr.flags.writeable:
+        raise RuntimeError(errors.ERR_READ_ONLY.format(op=op))
+
+
 def _write(self, result, op):
-    if not self._data.flags.writeable:
-        raise RuntimeError(f"{op}: this tensor is a read-only view (for example made by expand(), where several "
-                           "elements share one memory location); clone() it before writing to it.")
-    np.copyto(self._data, result._data, casting="unsafe")
+    """The plain in-place write (write_into in C++): check, copy (broadcast, cast), bump the version."""
+    check_writable(self, op)
+    if self._data.size:
+        np.copyto(self._data, result._data, casting="unsafe")
     self._storage.version += 1
 
 

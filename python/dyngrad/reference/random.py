@@ -5,7 +5,7 @@ between engines (docs/design.md).
 """
 import numpy as np
 
-from .tensor import make_tensor
+from .tensor import check_allocation, make_tensor
 
 DEFAULT_SEED = 67280421310721        # each process starts from the same seed, as torch does
 _state = {"seed": DEFAULT_SEED, "generator": np.random.Generator(np.random.PCG64(DEFAULT_SEED))}
@@ -26,24 +26,29 @@ def generator():
 
 
 def rand(shape, dtype):                 # U[0, 1)
+    check_allocation(tuple(shape), dtype.np)
     return make_tensor(generator().random(tuple(shape), dtype=dtype.np))
 
 
 def randn(shape, dtype):                # N(0, 1)
+    check_allocation(tuple(shape), dtype.np)
     return make_tensor(generator().standard_normal(tuple(shape), dtype=dtype.np))
 
 
 def randint(low, high, shape, dtype):   # [low, high)
     if not high > low:
         raise RuntimeError(f"randint: expected low < high, got low={low} and high={high}.")
+    check_allocation(tuple(shape), dtype.np)
     return make_tensor(generator().integers(low, high, tuple(shape), dtype=np.int64).astype(dtype.np))
 
 
 def bernoulli_mask(shape, p, dtype):    # 1 with probability p, else 0
+    check_allocation(tuple(shape), dtype.np)
     return make_tensor((generator().random(tuple(shape)) < p).astype(dtype.np))
 
 
 def randperm(n):
     if n < 0:
         raise RuntimeError(f"randperm: n must be non-negative, got {n}.")
+    check_allocation((n,), np.int64)
     return make_tensor(generator().permutation(n).astype(np.int64))

@@ -6,6 +6,7 @@ memory and share the `Storage` object, which holds the version counter that ever
 (see Note [Saved tensor versions] in csrc/dyngrad/node.h). The autograd fields are those of TensorImpl:
 requires_grad (leaves only), grad, grad_fn + output_nr (non-leaves), retains_grad and hooks.
 """
+import warnings
 import weakref
 
 import numpy as np
@@ -292,6 +293,44 @@ def broadcast_shapes(a, b, op):
     return tuple(out)
 
 
+_INT64_MAX = 2 ** 63 - 1
+_MAX_BYTES = 2 ** 62     # C++ refuses allocations above SIZE_MAX / 4 before asking malloc
+
+
+def shape_numel(shape):
+    """The element count, or shape_numel's ValueError of csrc/dyngrad/tensor.cpp when it does not fit in int64."""
+    n = 1
+    for s in shape:
+        if s < 0:
+            raise ValueError(f"negative dimension {s} in shape {errors.shape_str(shape)}.")
+        if s != 0 and n > _INT64_MAX // s:
+            raise ValueError(f"shape {errors.shape_str(shape)} has more elements than fit in 64 bits.")
+        n *= s
+    return n
+
+
+def check_allocation(shape, np_dtype):
+    """What empty() in csrc/dyngrad/tensor.cpp checks before allocating, with its messages: ValueError when the
+    element count does not fit in int64, MemoryError when the bytes are beyond any address space (numpy would say
+    "array is too big", a ValueError)."""
+    if shape_numel(shape) * np.dtype(np_dtype).itemsize > _MAX_BYTES:
+        raise cannot_allocate(shape, np_dtype)
+
+
+def cannot_allocate(shape, np_dtype):
+    """The MemoryError of a tensor that cannot be allocated, with the message of C++'s empty()."""
+    nbytes = np.dtype(np_dtype).itemsize
+    for s in shape:
+        nbytes *= s
+    if nbytes >= 2 ** 64:
+        size = "more than 2**64 bytes"
+    else:
+        gib = nbytes / 2 ** 30
+        size = f"{nbytes} bytes ({gib / 1024:.3g} TiB)" if gib >= 1024 else f"{nbytes} bytes ({gib:.3g} GiB)"
+    return MemoryError(f"cannot allocate memory for a tensor of shape {errors.shape_str(shape)} and dtype "
+                       f"{_dt.from_numpy_dtype(np.dtype(np_dtype)).name}: it needs {size}.")
+
+
 def scalar_tensor(value, dtype):
     """A 0-d tensor of `dtype` (no autograd)."""
     return make_tensor(np.array(value, dtype=dtype.np))
@@ -299,10 +338,12 @@ def scalar_tensor(value, dtype):
 
 def empty(shape, dtype):
     """An uninitialised tensor (no autograd); dtype is a dyngrad dtype."""
+    check_allocation(tuple(shape), dtype.np)
     return make_tensor(np.empty(shape, dtype.np))
 
 
 def full(shape, value, dtype):
+    check_allocation(tuple(shape), dtype.np)
     return make_tensor(np.full(shape, value, dtype.np))
 
 
@@ -313,12 +354,18 @@ def from_numpy(ndarray):
     if ndarray.dtype not in _dt.NUMPY_DTYPES:
         raise TypeError(f"from_numpy: arrays of dtype {ndarray.dtype} are not supported; dyngrad has float32, "
                         "float64, int64 and bool (use dyngrad.tensor to convert).")
+    if not ndarray.flags.writeable:   # Note [Writable tensors] in csrc/dyngrad/tensor.h: shared, never written
+        warnings.warn("from_numpy: the given numpy array is not writable; the tensor shares its memory read-only, so "
+                      "in-place operations on it will raise. Copy the array (dyngrad.tensor(array)) to get a "
+                      "writable tensor.", UserWarning, stacklevel=3)
     return make_tensor(ndarray)
 
 
 def copy_from_numpy(ndarray, requires_grad):
     """A new tensor with its own memory holding a copy of the array."""
-    t = make_tensor(np.array(from_numpy(ndarray)._data, copy=True, order="C"))
+    if not isinstance(ndarray, np.ndarray) or ndarray.dtype not in _dt.NUMPY_DTYPES:
+        from_numpy(ndarray)                       # its errors
+    t = make_tensor(np.array(ndarray, copy=True, order="C"))
     if requires_grad:
         t.requires_grad = True
     return t
