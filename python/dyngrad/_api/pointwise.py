@@ -9,8 +9,8 @@ import numpy as np
 from .. import _C
 from ..autograd.function import Function
 from . import special_numpy as sn
-from .args import (Tensor, broadcast_shapes, number, numpy_dtype, operand, operand_or_throw, operands, tensor_arg,
-                   to_int, type_name)
+from .args import (Tensor, broadcast_shapes, number, numpy_dtype, operand_or_throw, operands, tensor_arg, to_int,
+                   type_name)
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 
@@ -201,9 +201,14 @@ def _logit_kernel(x, eps):
 
 
 def _logit_derivative(g, out, x, eps):
-    """d logit x = 1 / (x (1 - x)) inside the clamp; outside it 0 (with eps), nan outside [0, 1] (without)."""
-    lo, hi, outside = (0.0, 1.0, math.nan) if eps is None else (eps, 1 - eps, 0.0)
-    return _where((x < lo) | (x > hi), outside, g / (x * (1 - x))), None
+    """d logit x = 1 / (x (1 - x)) inside the clamp, 0 outside it (with eps); without eps nan outside [0, 1] and
+    +inf at 0 and 1 (torch's values)."""
+    if eps is not None:
+        return _where((x < eps) | (x > 1 - eps), 0.0, g / (x * (1 - x))), None
+    ends = (x == 0) | (x == 1)
+    safe = _where(ends, 0.5, x)
+    inside = g * _where(ends, math.inf, 1 / (safe * (1 - safe)))
+    return _where((x < 0) | (x > 1), math.nan, inside), None
 
 
 Logit = _numpy_function("Logit", _logit_kernel, _logit_derivative)
@@ -231,16 +236,21 @@ I0e = _numpy_function("I0e", lambda x: sn.bessel_i(0, x, True),
                       lambda g, out, x: g * (I1e.apply(x) - _C.sign(x) * out), uses_out=True)
 
 
+def _tiny(x):
+    """|x| <= the dtype's epsilon (or NaN), where torch sets the derivatives of i1 and i1e to their limit 1/2."""
+    return _C.logical_not(_C.compare("gt", _C.abs(x), _C.scalar_operand(float(np.finfo(numpy_dtype(x.dtype)).eps), x)))
+
+
 def _i1_derivative(g, out, x):
-    """d i1 x = i0 x - i1(x) / x, 1/2 at x = 0."""
-    zero = x == 0
-    return g * _where(zero, 0.5, I0.apply(x) - out / _where(zero, 1.0, x))
+    """d i1 x = i0 x - i1(x) / x, 1/2 near 0."""
+    tiny = _tiny(x)
+    return g * _where(tiny, 0.5, I0.apply(x) - out / _where(tiny, 1.0, x))
 
 
 def _i1e_derivative(g, out, x):
-    """d i1e x = i0e x - i1e(x) (sign(x) + 1/x), 1/2 at x = 0."""
-    zero = x == 0
-    return g * _where(zero, 0.5, I0e.apply(x) - out * (_C.sign(x) + 1 / _where(zero, 1.0, x)))
+    """d i1e x = i0e x - i1e(x) (sign(x) + 1/x), 1/2 near 0."""
+    tiny = _tiny(x)
+    return g * _where(tiny, 0.5, I0e.apply(x) - out * (_C.sign(x) + 1 / _where(tiny, 1.0, x)))
 
 
 I1 = _numpy_function("I1", lambda x: sn.bessel_i(1, x, False), _i1_derivative, uses_out=True)
@@ -250,7 +260,7 @@ I1e = _numpy_function("I1e", lambda x: sn.bessel_i(1, x, True), _i1e_derivative,
 def _zeta_derivative(g, out, s, q):
     """d zeta(s, q) / dq = -s zeta(s + 1, q); torch has no derivative in s either."""
     if s.requires_grad:
-        raise RuntimeError("zeta: the derivative with respect to input (s) is not implemented (as in torch).")
+        raise NotImplementedError("zeta: the derivative with respect to input (s) is not implemented (as in torch).")
     return None, g * -s * Zeta.apply(s + 1, q)
 
 
@@ -298,12 +308,12 @@ Logaddexp2 = _numpy_function("Logaddexp2", np.logaddexp2,
 
 
 def _copysign_derivative(g, out, a, b):
-    """d copysign(a, b) = sign(a) * (-1 if b's sign bit is set else 1) da (0 at a = 0); nothing in b."""
-    negative = _from_numpy(np.signbit(_values(b)), _C.bool)
-    return g * _C.sign(a) * _where(negative, -1.0, 1.0, like=a), _zeros(b)
+    """d copysign(a, b) = copysign(a, b) / a da (+-1; 0 at a = 0, nan at a = +-inf, as torch); nothing in b."""
+    zero = a == 0
+    return _where(zero, 0.0, g * out / _where(zero, 1.0, a)), _zeros(b)
 
 
-Copysign = _numpy_function("Copysign", np.copysign, _copysign_derivative)
+Copysign = _numpy_function("Copysign", np.copysign, _copysign_derivative, uses_out=True)
 
 
 # ----- integer-valued results: zero gradients, as torch ------------------------------------------------------------
@@ -481,13 +491,13 @@ def lerp(input, end, weight):
     end = tensor_arg(end, "lerp", "end")
     if end.dtype is not start.dtype:
         raise RuntimeError(f"lerp: expected dtype {start.dtype.name} for end, got {end.dtype.name}.")
+    if isinstance(weight, Tensor) and weight.dtype is not start.dtype:
+        raise RuntimeError(f"lerp: expected dtype {start.dtype.name} for weight, got {weight.dtype.name}.")
     if not start.dtype.is_floating_point:
         raise NotImplementedError(f"lerp: expected floating-point tensors, got {start.dtype.name}.")
     broadcast_shapes(start.shape, end.shape, "lerp")
     diff = _C.sub(end, start)
     if isinstance(weight, Tensor):
-        if weight.dtype is not start.dtype:
-            raise RuntimeError(f"lerp: expected dtype {start.dtype.name} for weight, got {weight.dtype.name}.")
         broadcast_shapes(diff.shape, weight.shape, "lerp")
         near_start = _C.compare("lt", _C.abs(weight), _C.scalar_operand(0.5, weight))
         return _C.where(near_start, _C.add(start, _C.mul(weight, diff)),
@@ -505,12 +515,27 @@ def pow(input, exponent):
     return _C.pow(*operands(input, exponent, "pow"))
 
 
+def _float_power_derivative(g, out, b, e):
+    """torch's derivatives of b^e: d/db = e b^(e-1) (0 where e = 0); d/de = b^e ln b (0 where b = 0 and e >= 0)."""
+    number = not isinstance(e, Tensor)
+    if number:
+        db = g * 0.0 if e == 0 else g * (FloatPower.apply(b, e - 1.0) * e)
+        return db, None
+    db = _where(e == 0, 0.0, g * e * FloatPower.apply(b, e - 1))
+    de = _where((b == 0) & (e >= 0), 0.0, g * out * _C.log(b))
+    return db, de
+
+
+FloatPower = _numpy_function("FloatPower", np.power, _float_power_derivative, uses_out=True)
+
+
 def float_power(input, exponent):
     """input ** exponent in float64, whatever the inputs' dtypes."""
+    if isinstance(input, Tensor) and isinstance(exponent, (int, float)) and not isinstance(exponent, bool):
+        return FloatPower.apply(_cast(input, _C.float64), float(exponent))
     a, b = _pair(input, exponent, "float_power", (True, True))
-    if isinstance(exponent, (int, float)) and not isinstance(exponent, bool):
-        return _C.pow_scalar(_cast(a, _C.float64), float(exponent))
-    return _C.pow(_cast(a, _C.float64), _cast(b, _C.float64))
+    broadcast_shapes(a.shape, b.shape, "float_power")
+    return FloatPower.apply(_cast(a, _C.float64), _cast(b, _C.float64))
 
 
 def float_power_(self, exponent):
@@ -546,7 +571,7 @@ def minimum(input, other):
 
 def _nan_aware_extremum(op, keep_input):
     def fn(input, other):
-        a, b = _pair(input, other, op)
+        a, b = _pair(input, other, op, (False, False))
         broadcast_shapes(a.shape, b.shape, op)
         dtype = _C.result_type(a, b)
         a, b = _cast(a, dtype), _cast(b, dtype)
@@ -618,6 +643,8 @@ def clamp(input, min=None, max=None):
     if lo is None and hi is None:
         raise RuntimeError("clamp: at least one of min or max must not be None.")
     bounds = [v for v in (lo, hi) if v is not None]
+    if a.dtype is _C.bool and all(isinstance(v, bool) for v in bounds):
+        raise NotImplementedError("clamp: not implemented for bool tensors with bool bounds.")
     if any(isinstance(v, float) for v in bounds) and not a.dtype.is_floating_point:
         a = _C.to_dtype(a, _C.float32)        # an integer tensor clamped to float bounds is float32, as torch
     elif a.dtype is _C.bool and any(not isinstance(v, bool) for v in bounds):
@@ -830,7 +857,7 @@ def mvlgamma(input, p):
     if p < 1:
         raise RuntimeError(f"mvlgamma: p must be >= 1, got {p}.")
     a = _float(a)
-    shifts = _from_numpy(-0.5 * np.arange(p), a.dtype)
+    shifts = _from_numpy(np.arange(0.0, -p / 2, -0.5), a.dtype)       # 0, -1/2, -1, ... (a +0, not -0)
     terms = Lgamma.apply(_C.add(_C.unsqueeze(a, -1), shifts))
     return _C.add(_C.sum(terms, (-1,), False, None), _C.scalar_operand(p * (p - 1) / 4 * math.log(math.pi), a))
 

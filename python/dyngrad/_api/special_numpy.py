@@ -102,7 +102,7 @@ def zeta(s, q):
     with np.errstate(all="ignore"):
         total = np.zeros(s.shape)
         a = q.copy()
-        limit = np.maximum(9.0, 0.5 * s)
+        limit = np.minimum(np.maximum(9.0, 0.5 * s), 1e4)      # s = inf must not loop forever
         pole = (q <= 0) & (q == np.floor(q))
         k = 0
         todo = np.isfinite(a) & ~pole & (a > -_DIRECT_TERMS)
@@ -116,22 +116,26 @@ def zeta(s, q):
         for j, c in enumerate(_EM, 1):
             tail = tail + c * factor
             factor = factor * (s + 2 * j - 1) * (s + 2 * j) / (a * a)
-        out = total + np.where(np.isinf(a), 0.0, tail)
-        out = np.where(s == 1, np.inf, out)
-        out = np.where(a < -_DIRECT_TERMS, np.nan, out)
+        out = total + np.where(np.isinf(a) | np.isinf(s), 0.0, tail)
+        # the special cases in Cephes' order of precedence (the last applied wins), as torch
+        out = np.where((a < -_DIRECT_TERMS) | (q == np.inf) | ((q < 0) & (s != np.floor(s))), np.nan, out)
         out = np.where(pole, np.inf, out)
-        out = np.where((s < 1) | ((q < 0) & (s != np.floor(s))), np.nan, out)
-        return np.where(np.isnan(s) | np.isnan(q), np.nan, out)
+        out = np.where(s < 1, np.nan, out)
+        return np.where(s == 1, np.inf, out)
 
 
 def polygamma(n, x):
-    """psi^(n)(x): digamma for n == 0, else (-1)^(n+1) n! zeta(n + 1, x)."""
+    """psi^(n)(x): digamma for n == 0, else (-1)^(n+1) n! zeta(n + 1, x). At +-inf, torch's values: for n == 1
+    (its trigamma) 0 and nan, for n >= 2 (its zeta) nan and +-inf."""
     if n == 0:
         return digamma(x)
     x = np.asarray(x, dtype=np.float64)
     factorial = float(math.factorial(n)) if n <= 170 else math.inf
     with np.errstate(all="ignore"):
-        return (1.0 if n % 2 else -1.0) * factorial * zeta(float(n + 1), x)
+        out = (1.0 if n % 2 else -1.0) * factorial * zeta(float(n + 1), x)
+    if n == 1:
+        out = np.where(x == np.inf, 0.0, np.where(x == -np.inf, np.nan, out))
+    return out
 
 
 # ----- the inverse error functions -------------------------------------------------------------------------------
@@ -247,10 +251,10 @@ def log_ndtr(x):
 
 
 def ndtri(p):
-    """The inverse of ndtr: -sqrt(2) erfcinv(2p) (2p is exact, so small p keep their accuracy)."""
+    """The inverse of ndtr: -sqrt(2) erfcinv(2p) (2p is exact, so small p keep their accuracy); ndtri(1/2) = +0."""
     p = np.asarray(p, dtype=np.float64)
     with np.errstate(all="ignore"):
-        return -math.sqrt(2.0) * erfcinv(2.0 * p)
+        return -math.sqrt(2.0) * erfcinv(2.0 * p) + 0.0
 
 
 # ----- modified Bessel functions of the first kind, orders 0 and 1 ---------------------------------------------------
@@ -284,13 +288,15 @@ def bessel_i(nu, x, scaled):
         if big.any():
             v = ax[big]
             series = _asymptotic_sum(nu, v)
+            scaled_value = series / np.sqrt(2 * math.pi * v)
             if scaled:
-                out[big] = series / np.sqrt(2 * math.pi * v)
-            else:
-                out[big] = np.exp(v - 0.5 * np.log(2 * math.pi * v)) * series
+                out[big] = scaled_value
+            else:                       # exp(v/2) twice: exp(v) would overflow before I(v) does
+                half = np.exp(0.5 * v)
+                out[big] = half * (half * scaled_value)
         inf = np.isinf(ax)
         out[inf] = 0.0 if scaled else np.inf
-        return np.copysign(out, x) if nu == 1 else out
+        return np.where(x < 0, -out, out) if nu == 1 else out      # odd; i1(-0) = +0, as torch
 
 
 def _asymptotic_sum(nu, v):
