@@ -9,8 +9,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-WHERE = {"fn": "`dyngrad.{}`", "F": "`nn.functional.{}`", "method": "`Tensor.{}()`", "prop": "`Tensor.{}`",
-         "op": "`Tensor.{}`"}
+WHERE = {"fn": "`dyngrad.{}`", "F": "`nn.functional.{}`", "special": "`special.{}`", "method": "`Tensor.{}()`",
+         "prop": "`Tensor.{}`", "op": "`Tensor.{}`"}
 
 
 def render():

@@ -16,8 +16,10 @@ from .args import RemovableHandle, Size
 from .out import with_out
 from .tensor_methods import inplace_variant
 
-# nn.functional's names, filled by install() (python/dyngrad/nn/functional.py publishes them)
+# nn.functional's and torch.special's names, filled by install() (python/dyngrad/nn/functional.py and
+# python/dyngrad/special/__init__.py publish them)
 FUNCTIONAL = {}
+SPECIAL = {}
 
 
 def _resolve(row):
@@ -76,10 +78,14 @@ def install(namespace):
                 namespace[row.name] = function
             elif kind == "F":
                 FUNCTIONAL[row.name] = obj
+            elif kind == "special":
+                SPECIAL[row.name] = function
             elif kind == "prop":
                 setattr(Tensor, row.name, property(obj))
             else:                                  # method, op
                 setattr(Tensor, row.name, obj)
+            if kind == "special":
+                continue
             key = row.name if kind in ("fn", "F") else "Tensor." + row.name
             if row.hot and key in hot_names and key not in fallbacks:
                 fallbacks[key] = function if kind in ("fn", "F") else obj

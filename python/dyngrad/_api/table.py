@@ -11,7 +11,8 @@ Columns:
             `core` (the engine's _C provides it: _C.NAME, or Tensor.NAME for methods and properties),
             `autograd.X` / `package.X` for names living in those shared packages
   kinds     fn (dyngrad.NAME), method (Tensor.NAME), prop (Tensor property), op (a Tensor dunder),
-            F (nn.functional.NAME); out: dyngrad.NAME takes torch's out= (_api/out.py); several separated by commas
+            F (nn.functional.NAME), special (dyngrad.special.NAME); out: dyngrad.NAME and special.NAME take torch's
+            out= (_api/out.py); several separated by commas
   inplace   the in-place method generated from impl (`x.NAME_(...)`: run impl, write the result into x), or -
   hot       hot: on the C++ engine a hand-written fast path stands in front of impl for the common call
             (Note [Fast paths]); - otherwise
@@ -68,49 +69,148 @@ seed              creation.seed                       fn              -         
 is_tensor         creation.is_tensor                  fn              -            -   -
 numel             creation.numel                      fn              -            -   -
 is_floating_point creation.is_floating_point          fn              -            -   -
-# ----- arithmetic -------------------------------------------------------------------------------------------
+# ----- arithmetic (numpy = a custom Function with a numpy forward, Note [numpy forwards] in pointwise.py) --------
 add               pointwise.add                       fn,method,out   add_         hot prim,mul
 sub               pointwise.sub                       fn,method,out   sub_         hot prim,mul
+subtract          pointwise.sub                       fn,method,out   subtract_    -   sub,mul
+rsub              pointwise.rsub                      fn              -            -   sub,mul
 mul               pointwise.mul                       fn,method,out   mul_         hot prim
-div               pointwise.div                       fn,method,out   div_         hot prim
+multiply          pointwise.mul                       fn,method,out   multiply_    -   mul
+div               pointwise.div                       fn,method,out   div_         hot prim,numpy
+divide            pointwise.div                       fn,method,out   divide_      -   div,numpy
 true_divide       pointwise.true_divide               fn,method,out   true_divide_ -   div
+floor_divide      pointwise.floor_divide              fn,method,out   floor_divide_ -  numpy
+remainder         pointwise.remainder                 fn,method,out   remainder_   -   numpy
+fmod              pointwise.fmod                      fn,method,out   fmod_        -   numpy
 addcmul           pointwise.addcmul                   fn,method,out   addcmul_     -   mul,add
+addcdiv           pointwise.addcdiv                   fn,method,out   addcdiv_     -   mul,div,add
+lerp              pointwise.lerp                      fn,method,out   lerp_        -   sub,mul,add,where
 pow               pointwise.pow                       fn,method,out   pow_         -   prim,pow_scalar
+float_power       pointwise.float_power               fn,method,out   -            -   to_dtype,pow,pow_scalar
+float_power_      pointwise.float_power_              method          -            -   to_dtype,pow,pow_scalar
 neg               pointwise.neg                       fn,method,out   neg_         hot prim
 negative          pointwise.neg                       fn,method,out   negative_    -   neg
+positive          pointwise.positive                  fn,method       -            -   -
+reciprocal        pointwise.reciprocal                fn,method,out   reciprocal_  -   div
+square            pointwise.square                    fn,method,out   square_      -   mul
 maximum           pointwise.maximum                   fn,method,out   -            -   prim
 minimum           pointwise.minimum                   fn,method,out   -            -   prim
+fmax              pointwise.fmax                      fn,method,out   -            -   compare,isnan,where
+fmin              pointwise.fmin                      fn,method,out   -            -   compare,isnan,where
 where             pointwise.where                     fn,out          -            -   prim
 where             pointwise.where_method              method          -            -   prim
-clamp             pointwise.clamp                     fn,method,out   clamp_       -   prim,maximum,minimum
+clamp             pointwise.clamp                     fn,method,out   clamp_       -   prim,maximum,minimum,where
 clip              pointwise.clamp                     fn,method,out   clip_        -   clamp
-square            pointwise.square                    fn,method,out   square_      -   mul
+clamp_min         pointwise.clamp_min                 fn,method,out   clamp_min_   -   clamp
+clamp_max         pointwise.clamp_max                 fn,method,out   clamp_max_   -   clamp
+nan_to_num        pointwise.nan_to_num                fn,method,out   nan_to_num_  -   where,isnan,compare
+copysign          pointwise.copysign                  fn,method,out   copysign_    -   numpy
+hypot             pointwise.hypot                     fn,method,out   hypot_       -   numpy
+atan2             pointwise.atan2                     fn,method,out   atan2_       -   numpy
+arctan2           pointwise.atan2                     fn,method,out   arctan2_     -   numpy
+logaddexp         pointwise.logaddexp                 fn,method,out   -            -   numpy
+logaddexp2        pointwise.logaddexp2                fn,method,out   -            -   numpy
+xlogy             pointwise.xlogy                     fn,method,out,special xlogy_ -   numpy
+heaviside         pointwise.heaviside                 fn,method,out   heaviside_   -   numpy
 # ----- unary ------------------------------------------------------------------------------------------------
 exp               pointwise.exp                       fn,method,out   exp_         hot prim
+exp2              pointwise.exp2                      fn,method,out,special exp2_  -   numpy
+expm1             pointwise.expm1                     fn,method,out,special expm1_ -   numpy
 log               pointwise.log                       fn,method,out   log_         hot prim
+log2              pointwise.log2                      fn,method,out   log2_        -   numpy
+log10             pointwise.log10                     fn,method,out   log10_       -   numpy
+log1p             pointwise.log1p                     fn,method,out,special log1p_ -   numpy
 sqrt              pointwise.sqrt                      fn,method,out   sqrt_        hot prim
 rsqrt             pointwise.rsqrt                     fn,method,out   rsqrt_       hot prim
 abs               pointwise.abs                       fn,method,out   abs_         hot prim
+absolute          pointwise.abs                       fn,method,out   absolute_    -   abs
 sin               pointwise.sin                       fn,method,out   sin_         hot prim
 cos               pointwise.cos                       fn,method,out   cos_         hot prim
+tan               pointwise.tan                       fn,method,out   tan_         -   numpy
+asin              pointwise.asin                      fn,method,out   asin_        -   numpy
+arcsin            pointwise.asin                      fn,method,out   arcsin_      -   numpy
+acos              pointwise.acos                      fn,method,out   acos_        -   numpy
+arccos            pointwise.acos                      fn,method,out   arccos_      -   numpy
+atan              pointwise.atan                      fn,method,out   atan_        -   numpy
+arctan            pointwise.atan                      fn,method,out   arctan_      -   numpy
+sinh              pointwise.sinh                      fn,method,out   sinh_        -   numpy
+cosh              pointwise.cosh                      fn,method,out   cosh_        -   numpy
 tanh              pointwise.tanh                      fn,method,F,out tanh_        hot prim
+asinh             pointwise.asinh                     fn,method,out   asinh_       -   numpy
+arcsinh           pointwise.asinh                     fn,method,out   arcsinh_     -   numpy
+acosh             pointwise.acosh                     fn,method,out   acosh_       -   numpy
+arccosh           pointwise.acosh                     fn,method,out   arccosh_     -   numpy
+atanh             pointwise.atanh                     fn,method,out   atanh_       -   numpy
+arctanh           pointwise.atanh                     fn,method,out   arctanh_     -   numpy
+deg2rad           pointwise.deg2rad                   fn,method,out   deg2rad_     -   mul
+rad2deg           pointwise.rad2deg                   fn,method,out   rad2deg_     -   mul
 sigmoid           pointwise.sigmoid                   fn,method,F,out sigmoid_     hot prim
+expit             pointwise.sigmoid                   special,out     -            -   sigmoid
+logit             pointwise.logit                     fn,method,out,special logit_ -   numpy
 relu              pointwise.relu                      fn,method       relu_        hot prim
-sign              pointwise.sign                      fn,method,out   sign_        -   prim
-erf               pointwise.erf                       fn,method,out   erf_         hot prim
-# ----- comparisons and logic --------------------------------------------------------------------------------
+sign              pointwise.sign                      fn,method,out   sign_        -   prim,isnan,where
+sgn               pointwise.sign                      fn,method,out   sgn_         -   sign
+signbit           pointwise.signbit                   fn,method,out   -            -   -
+floor             pointwise.floor                     fn,method,out   floor_       -   numpy
+ceil              pointwise.ceil                      fn,method,out   ceil_        -   numpy
+round             pointwise.round                     fn,method,out,special round_ -   numpy
+trunc             pointwise.trunc                     fn,method,out   trunc_       -   numpy
+fix               pointwise.trunc                     fn,method,out   fix_         -   numpy
+frac              pointwise.frac                      fn,method,out   frac_        -   sub,numpy
+erf               pointwise.erf                       fn,method,out,special erf_   hot prim
+erfc              pointwise.erfc                      fn,method,out,special erfc_  -   numpy
+erfinv            pointwise.erfinv                    fn,method,out,special erfinv_ -  numpy
+lgamma            pointwise.lgamma                    fn,method,out   lgamma_      -   numpy
+gammaln           pointwise.lgamma                    special,out     -            -   numpy
+digamma           pointwise.digamma                   fn,method,out,special digamma_ - numpy
+psi               pointwise.digamma                   special,out     -            -   numpy
+polygamma         pointwise.polygamma                 fn,out,special  -            -   numpy
+polygamma         pointwise.polygamma_method          method          polygamma_   -   numpy
+mvlgamma          pointwise.mvlgamma                  fn,method,out   mvlgamma_    -   numpy,add,sum
+multigammaln      pointwise.mvlgamma                  special,out     -            -   numpy,add,sum
+sinc              pointwise.sinc                      fn,method,out,special sinc_  -   numpy
+i0                pointwise.i0                        fn,method,out,special i0_    -   numpy
+# ----- comparisons and tests --------------------------------------------------------------------------------
 eq                pointwise.eq                        fn,method,out   -            -   compare
 ne                pointwise.ne                        fn,method,out   -            -   compare
 lt                pointwise.lt                        fn,method,out   -            -   compare
 le                pointwise.le                        fn,method,out   -            -   compare
 gt                pointwise.gt                        fn,method,out   -            -   compare
 ge                pointwise.ge                        fn,method,out   -            -   compare
-logical_and       pointwise.logical_and               fn,method,out   -            -   logical_and
-logical_or        pointwise.logical_or                fn,method,out   -            -   logical_or
-logical_xor       pointwise.logical_xor               fn,method,out   -            -   logical_xor
-logical_not       pointwise.logical_not               fn,method,out   -            -   logical_not
 isnan             pointwise.isnan                     fn,method,out   -            -   isnan
 isfinite          pointwise.isfinite                  fn,method,out   -            -   isfinite
+isinf             pointwise.isinf                     fn,method       -            -   compare,logical_or
+isposinf          pointwise.isposinf                  fn,method,out   -            -   compare
+isneginf          pointwise.isneginf                  fn,method,out   -            -   compare
+isreal            pointwise.isreal                    fn,method       -            -   full
+isclose           pointwise.isclose                   fn,method       -            -   -
+allclose          pointwise.allclose                  fn,method       -            -   -
+equal             pointwise.equal                     fn,method       -            -   -
+# ----- logic and bits ---------------------------------------------------------------------------------------
+logical_and       pointwise.logical_and               fn,method,out   logical_and_ -   logical_and
+logical_or        pointwise.logical_or                fn,method,out   logical_or_  -   logical_or
+logical_xor       pointwise.logical_xor               fn,method,out   logical_xor_ -   logical_xor
+logical_not       pointwise.logical_not               fn,method,out   logical_not_ -   logical_not
+bitwise_and       pointwise.bitwise_and               fn,method,out   bitwise_and_ -   -
+bitwise_or        pointwise.bitwise_or                fn,method,out   bitwise_or_  -   -
+bitwise_xor       pointwise.bitwise_xor               fn,method,out   bitwise_xor_ -   -
+bitwise_not       pointwise.bitwise_not               fn,method,out   bitwise_not_ -   -
+bitwise_left_shift pointwise.bitwise_left_shift       fn,method,out   bitwise_left_shift_ - -
+bitwise_right_shift pointwise.bitwise_right_shift     fn,method,out   bitwise_right_shift_ - -
+# ----- torch.special: the names it alone has (the shared ones carry `special` in their rows above) ----------
+erfcx             special.erfcx                       special,out     -            -   numpy
+log_ndtr          special.log_ndtr                    special,out     -            -   numpy
+ndtr              special.ndtr                        special,out     -            -   numpy,mul
+ndtri             special.ndtri                       special,out     -            -   numpy
+xlog1py           special.xlog1py                     special,out     -            -   numpy
+entr              special.entr                        special,out     -            -   numpy
+i0e               special.i0e                         special,out     -            -   numpy
+i1                special.i1                          special,out     -            -   numpy
+i1e               special.i1e                         special,out     -            -   numpy
+zeta              special.zeta                        special,out     -            -   numpy
+softmax           special.softmax                     special         -            -   softmax
+log_softmax       special.log_softmax                 special         -            -   log_softmax
+logsumexp         special.logsumexp                   special,out     -            -   logsumexp
 # ----- reductions -------------------------------------------------------------------------------------------
 sum               reduction.sum                       fn,method,out   -            hot prim
 mean              reduction.mean                      fn,method,out   -            hot prim
@@ -274,13 +374,21 @@ __rpow__          tensor_methods.OPERATORS            op              -         
 __neg__           tensor_methods.OPERATORS            op              -            -   neg
 __pos__           tensor_methods.OPERATORS            op              -            -   -
 __abs__           tensor_methods.OPERATORS            op              -            -   abs
-__invert__        tensor_methods.OPERATORS            op              -            -   logical_not
-__and__           tensor_methods.OPERATORS            op              -            -   logical_and
-__rand__          tensor_methods.OPERATORS            op              -            -   logical_and
-__or__            tensor_methods.OPERATORS            op              -            -   logical_or
-__ror__           tensor_methods.OPERATORS            op              -            -   logical_or
-__xor__           tensor_methods.OPERATORS            op              -            -   logical_xor
-__rxor__          tensor_methods.OPERATORS            op              -            -   logical_xor
+__invert__        tensor_methods.OPERATORS            op              -            -   bitwise_not
+__and__           tensor_methods.OPERATORS            op              -            -   bitwise_and
+__rand__          tensor_methods.OPERATORS            op              -            -   bitwise_and
+__or__            tensor_methods.OPERATORS            op              -            -   bitwise_or
+__ror__           tensor_methods.OPERATORS            op              -            -   bitwise_or
+__xor__           tensor_methods.OPERATORS            op              -            -   bitwise_xor
+__rxor__          tensor_methods.OPERATORS            op              -            -   bitwise_xor
+__lshift__        tensor_methods.OPERATORS            op              -            -   bitwise_left_shift
+__rlshift__       tensor_methods.OPERATORS            op              -            -   bitwise_left_shift
+__rshift__        tensor_methods.OPERATORS            op              -            -   bitwise_right_shift
+__rrshift__       tensor_methods.OPERATORS            op              -            -   bitwise_right_shift
+__mod__           tensor_methods.OPERATORS            op              -            -   remainder
+__rmod__          tensor_methods.OPERATORS            op              -            -   remainder
+__floordiv__      tensor_methods.OPERATORS            op              -            -   floor_divide
+__rfloordiv__     tensor_methods.OPERATORS            op              -            -   floor_divide
 __eq__            tensor_methods.OPERATORS            op              -            -   compare
 __ne__            tensor_methods.OPERATORS            op              -            -   compare
 __lt__            tensor_methods.OPERATORS            op              -            -   compare
@@ -291,9 +399,16 @@ __iadd__          tensor_methods.INPLACE_OPERATORS    op              -         
 __isub__          tensor_methods.INPLACE_OPERATORS    op              -            -   sub
 __imul__          tensor_methods.INPLACE_OPERATORS    op              -            -   mul
 __itruediv__      tensor_methods.INPLACE_OPERATORS    op              -            -   div
+__imod__          tensor_methods.INPLACE_OPERATORS    op              -            -   remainder
+__ifloordiv__     tensor_methods.INPLACE_OPERATORS    op              -            -   floor_divide
+__iand__          tensor_methods.INPLACE_OPERATORS    op              -            -   bitwise_and
+__ior__           tensor_methods.INPLACE_OPERATORS    op              -            -   bitwise_or
+__ixor__          tensor_methods.INPLACE_OPERATORS    op              -            -   bitwise_xor
+__ilshift__       tensor_methods.INPLACE_OPERATORS    op              -            -   bitwise_left_shift
+__irshift__       tensor_methods.INPLACE_OPERATORS    op              -            -   bitwise_right_shift
 """
 
-KINDS = ("fn", "method", "prop", "op", "F", "out")
+KINDS = ("fn", "method", "prop", "op", "F", "special", "out")
 
 
 class Row:

@@ -6,6 +6,7 @@ import inspect
 import numpy as np
 
 from .. import _C
+from . import pointwise
 from .args import Tensor, dtype_arg, check_device, operand, operand_or_throw, shape_str, type_name
 from .printing import format_tensor
 
@@ -270,9 +271,10 @@ def __pow__(self, other):
 
 
 def __invert__(self):
-    if self.dtype is not _C.bool:
-        raise TypeError(f"~ is only supported for bool tensors here, got {self.dtype.name}.")
-    return _C.logical_not(self)
+    if self.dtype.is_floating_point:
+        raise TypeError(f"~ (operator.invert) is only implemented on integer and bool tensors, got "
+                        f"{self.dtype.name}.")
+    return pointwise.bitwise_not(self)
 
 
 def __pos__(self):
@@ -308,9 +310,15 @@ OPERATORS = {
     "__matmul__": _tensors_only(_C.matmul), "__rmatmul__": _tensors_only(_C.matmul, reflected=True),
     "__pow__": __pow__, "__rpow__": _reflected(_C.pow),
     "__neg__": __neg__, "__pos__": __pos__, "__abs__": __abs__, "__invert__": __invert__,
-    "__and__": _forward(_C.logical_and), "__rand__": _reflected(_C.logical_and),
-    "__or__": _forward(_C.logical_or), "__ror__": _reflected(_C.logical_or),
-    "__xor__": _forward(_C.logical_xor), "__rxor__": _reflected(_C.logical_xor),
+    # & | ^ << >> are bitwise, as in torch (on bool tensors & | ^ are the logical ops)
+    "__and__": _forward(pointwise.bitwise_and), "__rand__": _reflected(pointwise.bitwise_and),
+    "__or__": _forward(pointwise.bitwise_or), "__ror__": _reflected(pointwise.bitwise_or),
+    "__xor__": _forward(pointwise.bitwise_xor), "__rxor__": _reflected(pointwise.bitwise_xor),
+    "__lshift__": _forward(pointwise.bitwise_left_shift), "__rlshift__": _reflected(pointwise.bitwise_left_shift),
+    "__rshift__": _forward(pointwise.bitwise_right_shift),
+    "__rrshift__": _reflected(pointwise.bitwise_right_shift),
+    "__mod__": _forward(pointwise.remainder), "__rmod__": _reflected(pointwise.remainder),
+    "__floordiv__": _forward(pointwise.floor_divide), "__rfloordiv__": _reflected(pointwise.floor_divide),
     "__eq__": _compare("eq"), "__ne__": _compare("ne"), "__lt__": _compare("lt"),
     "__le__": _compare("le"), "__gt__": _compare("gt"), "__ge__": _compare("ge"),
 }
@@ -351,6 +359,13 @@ def _inplace_operator(kernel, op):
 INPLACE_OPERATORS = {
     "__iadd__": _inplace_operator(_C.add, "add_"), "__isub__": _inplace_operator(_C.sub, "sub_"),
     "__imul__": _inplace_operator(_C.mul, "mul_"), "__itruediv__": _inplace_operator(_C.div, "div_"),
+    "__imod__": _inplace_operator(pointwise.remainder, "remainder_"),
+    "__ifloordiv__": _inplace_operator(pointwise.floor_divide, "floor_divide_"),
+    "__iand__": _inplace_operator(pointwise.bitwise_and, "bitwise_and_"),
+    "__ior__": _inplace_operator(pointwise.bitwise_or, "bitwise_or_"),
+    "__ixor__": _inplace_operator(pointwise.bitwise_xor, "bitwise_xor_"),
+    "__ilshift__": _inplace_operator(pointwise.bitwise_left_shift, "bitwise_left_shift_"),
+    "__irshift__": _inplace_operator(pointwise.bitwise_right_shift, "bitwise_right_shift_"),
 }
 
 
