@@ -295,9 +295,9 @@ def aminmax(input, *, dim=None, keepdim=False):
 
 def _arg_extremum(input, dim, keepdim, op):
     a = tensor_arg(input, op)
+    d = None if dim is None else to_int(dim, op, "dim")
     if a.dtype is _C.bool:
         raise RuntimeError(f"{op}: bool input is not supported (as in torch); convert it with .long() first.")
-    d = None if dim is None else to_int(dim, op, "dim")
     check_nonempty(a, () if d is None else (d,), op, IndexError)
     return (_C.argmax if op == "argmax" else _C.argmin)(a, d, bool(keepdim))
 
@@ -313,8 +313,12 @@ def argmin(input, dim=None, keepdim=False):
 
 
 def logsumexp(input, dim, keepdim=False):
-    """log(sum(exp(input))) over dim, computed stably; int and bool inputs give float32."""
-    return _C.logsumexp(tensor_arg(input, "logsumexp"), reduce_dims(dim, "logsumexp"), bool(keepdim))
+    """log(sum(exp(input))) over dim (an int or a tuple; () is every dim), computed stably; int and bool inputs
+    give float32."""
+    a = tensor_arg(input, "logsumexp")
+    if dim is None:
+        raise TypeError("logsumexp: dim must be an int or a tuple of ints (() for every dim), got None.")
+    return _C.logsumexp(a, reduce_dims(dim, "logsumexp"), bool(keepdim))
 
 
 # ----- logic and counting ----------------------------------------------------------------------------------------

@@ -95,10 +95,10 @@ def msort(input):
 def topk(input, k, dim=-1, largest=True, sorted=True):
     """The k largest (smallest) elements along dim and their indices, in sorted order."""
     a = tensor_arg(input, "topk")
+    k = to_int(k, "topk", "k")
+    arr, d = _rows(a, dim, "topk")
     if a.dtype is _C.bool:
         raise RuntimeError("topk: bool input is not supported (as in torch); convert it with .long() first.")
-    arr, d = _rows(a, dim, "topk")
-    k = to_int(k, "topk", "k")
     n = arr.shape[d]
     if not 0 <= k <= n:
         raise RuntimeError(f"topk: k ({k}) is out of range for dimension {d} of size {n} (input shape "
@@ -113,10 +113,11 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
 def kthvalue(input, k, dim=-1, keepdim=False):
     """The k-th smallest element along dim (k counts from 1) and its index."""
     a = tensor_arg(input, "kthvalue")
-    _no_bool(a, "kthvalue")
+    k = to_int(k, "kthvalue", "k")
     arr, d = _rows(a, dim, "kthvalue")
     check_nonempty(a, (d,), "kthvalue")
-    k = to_int(k, "kthvalue", "k")
+    if a.ndim:                                       # (torch copies a 0-d input without looking at its dtype)
+        _no_bool(a, "kthvalue")
     n = arr.shape[d]
     if not 1 <= k <= n:
         raise RuntimeError(f"kthvalue: k ({k}) is out of range for dimension {d} of size {n}; expected 1..{n}.")
@@ -157,11 +158,13 @@ class Nanmedian(Median):
 def _median(input, dim, keepdim, ignore_nan):
     op = "nanmedian" if ignore_nan else "median"
     a = tensor_arg(input, op)
-    _no_bool(a, op)
     if dim is None:
+        if a.numel():
+            _no_bool(a, op)
         return (Nanmedian if ignore_nan else Median).apply(a)
     arr, d = _rows(a, dim, op)
     check_nonempty(a, (d,), op)
+    _no_bool(a, op)
     order = stable_order(arr, d)
     rank = np.expand_dims(_lower_median_rank(arr, d, ignore_nan), d)
     index = np.take_along_axis(order, rank, axis=d)
@@ -212,6 +215,9 @@ INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
     op = "nanquantile" if ignore_nan else "quantile"
     a = tensor_arg(input, op)
+    if not isinstance(q, (Tensor, bool, int, float)) and not (isinstance(q, np.generic) and q.dtype.kind in "biuf"):
+        raise TypeError(f"{op}: expected a number or a Tensor as q, got {type_name(q)}.")
+    d = None if dim is None else to_int(dim, op, "dim")
     if not a.dtype.is_floating_point:
         raise RuntimeError(f"{op}: expected a float32 or float64 input, got {a.dtype.name}.")
     np_dtype = _numpy(a).dtype
@@ -223,22 +229,20 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
         qs = np.array(_numpy(q), dtype=np_dtype)
         if not ((qs >= 0) & (qs <= 1)).all():
             raise RuntimeError(f"{op}: q values must be in the range [0, 1], got {qs.tolist()}.")
-    elif isinstance(q, (bool, int, float)) or (isinstance(q, np.generic) and q.dtype.kind in "biuf"):
+    else:
         value = float(number(q, op, "q"))
         if not 0 <= value <= 1:
             raise RuntimeError(f"{op}: q must be in the range [0, 1], got {value}.")
         qs = np.array(value, dtype=np_dtype)
-    else:
-        raise TypeError(f"{op}: expected a number or a Tensor as q, got {type_name(q)}.")
     if interpolation not in INTERPOLATIONS:
         raise RuntimeError(f"{op}: interpolation must be one of {', '.join(INTERPOLATIONS)}; got {interpolation!r}.")
     if a.numel() == 0:
         raise RuntimeError(f"{op}: the input is empty (shape {shape_str(a.shape)}); quantiles need values.")
+    d = None if d is None else wrap_dim(d, a.ndim, op)
     # the values to reduce as the last dim: x of shape (*rest, n)
-    if dim is None:
+    if d is None:
         x, out_shape = _C.reshape(a, (a.numel(),)), [1] * a.ndim if keepdim else []
     else:
-        d = wrap_dim(to_int(dim, op, "dim"), a.ndim, op)
         if a.ndim == 0:
             x, out_shape = _C.reshape(a, (1,)), []
         else:
@@ -310,9 +314,10 @@ def _unique_result(values, inverse, counts, return_inverse, return_counts):
 
 def _unique_dim(a, dim, op):
     """The wrapped dim of unique(dim=...), refusing a 0-d input and other empty dims as torch does."""
+    dim = to_int(dim, op, "dim")
     if a.ndim == 0:
         raise IndexError(f"{op}: dim {dim} is out of range for a 0-d tensor (it has no dimensions).")
-    d = wrap_dim(to_int(dim, op, "dim"), a.ndim, op)
+    d = wrap_dim(dim, a.ndim, op)
     if a.numel() == 0 and a.shape[d] != 0:
         raise RuntimeError(f"{op}: the input has size-0 dimensions other than dim {d} (shape "
                            f"{shape_str(a.shape)}); unique cannot be applied.")
