@@ -213,18 +213,48 @@ log_softmax       special.log_softmax                 special         -         
 logsumexp         special.logsumexp                   special,out     -            -   logsumexp
 # ----- reductions -------------------------------------------------------------------------------------------
 sum               reduction.sum                       fn,method,out   -            hot prim
+nansum            reduction.nansum                    fn,method,out   -            -   isnan,where,sum
 mean              reduction.mean                      fn,method,out   -            hot prim
+nanmean           reduction.nanmean                   fn,method,out   -            -   isnan,where,sum,div
 var               reduction.var                       fn,method,out   -            -   var
 std               reduction.std                       fn,method,out   -            -   std
+var_mean          reduction.var_mean                  fn              -            -   var,mean
+std_mean          reduction.std_mean                  fn              -            -   std,mean
+prod              reduction.prod                      fn,method,out   -            -   slice,mul,cat
 max               reduction.max                       fn,method,out   -            -   amax,argmax,gather,maximum
 min               reduction.min                       fn,method,out   -            -   amin,argmin,gather,minimum
 amax              reduction.amax                      fn,method,out   -            -   prim
 amin              reduction.amin                      fn,method,out   -            -   prim
+aminmax           reduction.aminmax                   fn,method,out   -            -   amin,amax
 argmax            reduction.argmax                    fn,method,out   -            -   argmax
 argmin            reduction.argmin                    fn,method,out   -            -   argmin
 logsumexp         reduction.logsumexp                 fn,method,out   -            -   prim
-any               reduction.any                       method          -            -   compare,sum
-all               reduction.all                       method          -            -   compare,sum
+any               reduction.any                       fn,method,out   -            -   compare,sum
+all               reduction.all                       fn,method,out   -            -   compare,sum
+count_nonzero     reduction.count_nonzero             fn,method       -            -   compare,sum
+norm              reduction.norm                      fn              -            -   abs,sum,sqrt,pow_scalar,amax,amin,where
+norm              reduction.norm_method               method          -            -   abs,sum,sqrt,pow_scalar,amax,amin,where
+# ----- scans ------------------------------------------------------------------------------------------------
+cumsum            scan.cumsum                         fn,method,out   cumsum_      -   index_select
+cumprod           scan.cumprod                        fn,method,out   cumprod_     -   index_select,where,div,mul
+cummax            scan.cummax                         fn,method,out   -            -   gather
+cummin            scan.cummin                         fn,method,out   -            -   gather
+logcumsumexp      scan.logcumsumexp                   fn,method,out   -            -   index_select,where,log,exp
+# ----- sorting and order statistics -------------------------------------------------------------------------
+sort              sorting.sort                        fn,method,out   -            -   gather
+argsort           sorting.argsort                     fn,method,out   -            -   -
+msort             sorting.msort                       fn,method,out   -            -   gather
+topk              sorting.topk                        fn,method,out   -            -   gather
+kthvalue          sorting.kthvalue                    fn,method,out   -            -   gather
+median            sorting.median                      fn,method,out   -            -   gather,mul
+nanmedian         sorting.nanmedian                   fn,method,out   -            -   gather,mul
+mode              sorting.mode                        fn,method,out   -            -   gather
+quantile          sorting.quantile                    fn,method,out   -            -   gather,sub,mul,where
+nanquantile       sorting.nanquantile                 fn,method,out   -            -   gather,sub,mul,where
+unique            sorting.unique                      fn,method       -            -   -
+unique_consecutive sorting.unique_consecutive         fn,method       -            -   -
+histc             sorting.histc                       fn,method,out   -            -   -
+bincount          sorting.bincount                    fn,method       -            -   -
 # ----- linear algebra ---------------------------------------------------------------------------------------
 matmul            linalg.matmul                       fn,method,out   -            hot prim
 mm                linalg.mm                           fn,method,out   -            -   matmul
