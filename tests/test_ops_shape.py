@@ -571,6 +571,7 @@ CALLS = [
     ("tensor_split_float_tensor", lambda m: m.tensor_split(t(m, np.arange(7.0)), t(m, [2.0]))),
     ("tensor_split_2d_tensor", lambda m: m.tensor_split(t(m, np.arange(7.0)), i64(m, [[2]]))),
     ("tensor_split_0d", lambda m: m.tensor_split(t(m, 1.0), 2)),
+    ("tensor_split_more_sections_than_elements", lambda m: m.tensor_split(t(m, [1.0, 2.0]), 5)),
     ("tensor_split_no_indices", lambda m: m.tensor_split(_x(m), [])),
     ("tensor_split_dim", lambda m: _x(m).tensor_split(3, dim=-1)),
     ("hsplit", lambda m: m.hsplit(_x(m), 2)),
@@ -1175,6 +1176,12 @@ def test_inplace_variants_write_in_place(dg):
         y.masked_scatter_(y < 0, torch.arange(10.0, 22.0, dtype=torch.float64))
         y.scatter_reduce_(0, torch.tensor([[1, 1, 1, 1]]), torch.full((1, 4), 2.0, dtype=torch.float64), "prod")
         np.testing.assert_array_equal(x.numpy(), y.numpy())
+
+
+def test_tensor_split_refuses_absurd_section_counts(dg):
+    """2**40 sections would be 2**40 tensor objects: MemoryError at once (torch runs out of memory trying)."""
+    with pytest.raises(MemoryError, match="tensor_split"):
+        dg.tensor_split(dg.ones(3), 2 ** 40)
 
 
 def test_table_covers_the_issue():

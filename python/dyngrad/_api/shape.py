@@ -247,6 +247,9 @@ def ravel(input):
     return _C.reshape(tensor_arg(input, "ravel"), (-1,))
 
 
+_MAX_PIECES = 2 ** 24
+
+
 def tensor_split(input, indices_or_sections, dim=0):
     """Views of input along dim: `sections` pieces of near-equal size (the first n % sections one longer), or the
     pieces between the given indices."""
@@ -269,6 +272,9 @@ def tensor_split(input, indices_or_sections, dim=0):
         sections = to_int(spec, "tensor_split", "sections")
         if sections <= 0:
             raise RuntimeError(f"tensor_split: the number of sections must be positive, got {sections}.")
+        if sections > _MAX_PIECES:      # one tensor object per section (torch runs out of memory trying)
+            raise MemoryError(f"tensor_split: {sections} sections would make {sections} tensors (at most "
+                              f"{_MAX_PIECES} are made).")
         q, r = divmod(n, sections)
         bounds = [0]
         for k in range(sections):
