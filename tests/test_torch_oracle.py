@@ -40,7 +40,7 @@ TORCH_ERRORS = {
     "dim_unsqueeze", "dim_0d", "index_int", "index_int_dim1", "index_list", "index_too_many", "index_select_range",
     "embedding_range", "nontensor_exp", "nontensor_add_str", "cat_shapes", "stack_shapes", "expand_bad",
     "conv2d_channels", "custom_wrong_arity", "bool_ambiguous", "requires_grad_nonleaf", "dropout_p", "max_empty",
-    "item_many", "cross_entropy_shapes", "index_float",
+    "item_many", "cross_entropy_shapes", "index_float", "masked_fill_int_mask",
 }
 
 

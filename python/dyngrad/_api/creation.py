@@ -316,6 +316,46 @@ def seed():
     return s
 
 
+# ----- Tensor.new_*: a new tensor with this tensor's dtype (unless dtype= says otherwise) -------------------------
+
+def _new_filled(op, value):
+    def method(self, *size, dtype=None, device=None, requires_grad=False):
+        check_device(device, op)
+        if not size:
+            raise TypeError(f"{op}: missing the required argument size.")
+        shape = sizes_arg(size, op)
+        dt = _dtype_or(dtype, self.dtype, op)
+        return finish(_C.empty(shape, dt) if value is None else _C.full(shape, value, dt), requires_grad)
+    method.__name__ = method.__qualname__ = op
+    method.__doc__ = f"A new tensor of the given size ({op}(2, 3) or {op}((2, 3))), this tensor's dtype by default."
+    return method
+
+
+new_zeros = _new_filled("new_zeros", 0)
+new_ones = _new_filled("new_ones", 1)
+new_empty = _new_filled("new_empty", None)
+
+
+def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    """A new tensor of `size` (a sequence) filled with fill_value, with this tensor's dtype by default."""
+    check_device(device, "new_full")
+    if not isinstance(size, (tuple, list)):
+        raise TypeError(f"new_full: expected a tuple of ints as size, got {type_name(size)}.")
+    fill_value = number(fill_value, "new_full", "fill_value")
+    return finish(_C.full(sizes_arg((size,), "new_full"), fill_value, _dtype_or(dtype, self.dtype, "new_full")),
+                  requires_grad)
+
+
+def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
+    """A copy of data as a new leaf tensor with this tensor's dtype by default (torch warns when data is a
+    tensor: data.detach().clone() says the same more plainly)."""
+    if isinstance(data, Tensor):
+        import warnings
+        warnings.warn("new_tensor: to copy construct from a tensor, use t.detach().clone() (as torch recommends) "
+                      "rather than new_tensor(t).", UserWarning, stacklevel=2)
+    return tensor(data, dtype=_dtype_or(dtype, self.dtype, "new_tensor"), device=device, requires_grad=requires_grad)
+
+
 # ----- about tensors ---------------------------------------------------------------------------------------------
 
 def is_tensor(obj):

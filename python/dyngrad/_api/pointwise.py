@@ -587,8 +587,14 @@ fmax = _nan_aware_extremum("fmax", "ge")
 fmin = _nan_aware_extremum("fmin", "le")
 
 
-def where(condition, input, other):
-    """input where condition, else other (either may be a number)."""
+def where(condition, input=None, other=None):
+    """input where condition, else other (either may be a number); where(condition) alone is
+    nonzero(condition, as_tuple=True)."""
+    if input is None and other is None:
+        from .indexing import nonzero
+        return nonzero(tensor_arg(condition, "where", "condition"), as_tuple=True)
+    if input is None or other is None:
+        raise TypeError("where: expected where(condition) or where(condition, input, other).")
     a, b = operands(input, other, "where")
     return _C.where(tensor_arg(condition, "where", "condition"), a, b)
 
