@@ -573,6 +573,12 @@ def test_slogdet_singular_gradient_is_infinite(dg):
     assert np.all(np.isinf(x.grad.numpy()))
 
 
+def test_cond_of_singular_matrix_is_inf(dg):
+    a = dg.tensor([[[1.0, 2.0], [2.0, 4.0]], [[2.0, 0.0], [0.0, 1.0]]], dtype=dg.float64)
+    out = dg.linalg.cond(a, 1).numpy()
+    assert out[0] == math.inf and out[1] == 2.0          # |A|_1 |A^-1|_1 = 2 * 1, as torch
+
+
 def test_logdet_negative_and_zero(dg):
     out = dg.logdet(dg.tensor([[[-1.0, 0.0], [0.0, 1.0]], [[1.0, 2.0], [2.0, 4.0]]], dtype=dg.float64)).numpy()
     assert np.isnan(out[0]) and out[1] == -math.inf
@@ -673,6 +679,9 @@ ERRORS = [
     ("vector_norm_inf_empty", lambda m: m.linalg.vector_norm(_r(m, 0), ord=math.inf), RuntimeError, r"empty"),
     ("vector_norm_dim", lambda m: m.linalg.vector_norm(_r(m, 2, 3), dim=2), IndexError, r"dim 2 is out of range"),
     ("matrix_norm_ord", lambda m: m.linalg.matrix_norm(_r(m, 2, 2), ord=3), RuntimeError, r"order 3"),
+    ("matrix_norm_min_of_empty", lambda m: m.linalg.matrix_norm(_r(m, 3, 0), ord=-2), IndexError, r"empty"),
+    ("matrix_norm_neg1_of_empty", lambda m: m.linalg.matrix_norm(_r(m, 3, 0), ord=-1), IndexError, r"empty"),
+    ("vector_norm_negative_empty", lambda m: m.linalg.vector_norm(_r(m, 0), ord=-1), RuntimeError, r"empty"),
     ("matrix_norm_1d", lambda m: m.linalg.matrix_norm(_r(m, 3)), RuntimeError, r"at least 2 dimensions"),
     ("matrix_norm_same_dims", lambda m: m.linalg.matrix_norm(_r(m, 2, 2), dim=(0, 0)), RuntimeError, r"different"),
     ("matrix_norm_three_dims", lambda m: m.linalg.matrix_norm(_r(m, 2, 2, 2), dim=(0, 1, 2)), RuntimeError,

@@ -27,6 +27,9 @@ class LinAlgError(RuntimeError):
     not positive-definite), as torch.linalg.LinAlgError."""
 
 
+LinAlgError.__module__ = __name__.replace("._api.linalg", ".linalg")     # where users reach it: dyngrad.linalg
+
+
 # torch.return_types of this family: named pairs that unpack like tuples
 _named = collections.namedtuple
 return_slogdet = _named("slogdet", ["sign", "logabsdet"])
@@ -232,10 +235,10 @@ def _add_product(op, input, product, beta, alpha, truncate=True):
                            f"shape {shape_str(shape)}.")
     b = _coefficient(beta, product.dtype, op, "beta", truncate)
     a = _coefficient(alpha, product.dtype, op, "alpha", truncate)
-    scaled = product if a == 1 and type(a) is not float else _scaled(product, a)
+    scaled = product if a == 1 else _scaled(product, a)
     if b == 0:                                # input is ignored: its NaNs and infs do not propagate
         return scaled if scaled is not product else _C.clone(product)
-    return _C.add(input if b == 1 and type(b) is not float else _scaled(input, b), scaled)
+    return _C.add(input if b == 1 else _scaled(input, b), scaled)
 
 
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
@@ -590,9 +593,6 @@ def einsum(*args):
     if extra:
         t = _C.sum(t, tuple(extra), False, None)
         labels = [l for l in labels if l in keep_out]
-    missing = [l for l in out_labels if l not in labels]    # only ellipsis dims absent from every operand
-    for l in missing:
-        t, labels = _C.unsqueeze(t, 0), [l] + labels
     t = _C.permute(t, tuple(labels.index(l) for l in out_labels))
     shape = tuple(size.get(l, 1) for l in out_labels)
     return _C.expand(t, shape) if tuple(t.shape) != shape else t
@@ -610,13 +610,13 @@ def _take_diagonals(t, labels):
     return t, labels
 
 # Note [einsum's contraction order]: einsum contracts two operands at a time (a batched matmul after a permute and
-# a reshape), choosing each time the pair whose result has the fewest elements, and sums a label out as soon as no
-# other operand and not the output needs it. Greedy, like opt_einsum's default for many operands; good orders for
-# chains (ab,bc,cd->ad contracts the small end first), never worse than left to right by more than the choice of
-# pairs it inspects.
+# a reshape), choosing each time the pair whose result has the fewest elements (the first such pair on ties), and
+# sums a label out as soon as neither another operand nor the output needs it. This greedy rule is opt_einsum's
+# cheap default; it finds the good order of chains (ab,bc,cd->ad with a small a contracts from the small end) without
+# the exponential search of an optimal order.
 
 
-def tensordot(a, b, dims=2, out=None):
+def tensordot(a, b, dims=2):
     """Sums the products of a's last `dims` dims with b's first (dims an int), or of the listed dims of each (a pair
     of lists). The result's dims are a's remaining dims, then b's."""
     op = "tensordot"
@@ -1559,9 +1559,13 @@ def _safe_power(s, e):
     return _C.where(positive, root, _C.scalar_operand(0.0, s))
 
 
-def _extreme(x, dims, keepdim, largest):
-    """amax/amin over dims; zeros where the reduction is empty (the norms of empty matrices are 0)."""
+def _extreme(x, dims, keepdim, largest, op):
+    """amax/amin over dims. Over an empty dim the largest is 0 (the norms of empty matrices are 0) and the smallest
+    does not exist (IndexError, as torch's)."""
     if any(x.shape[d] == 0 for d in dims):
+        if not largest:
+            raise IndexError(f"{op}: cannot take the smallest value over an empty dimension (shape "
+                             f"{shape_str(x.shape)}).")
         shape = [1 if d in dims else s for d, s in enumerate(x.shape)] if keepdim else [
             s for d, s in enumerate(x.shape) if d not in dims]
         return _C.full(tuple(shape), 0.0, x.dtype)
@@ -1578,7 +1582,7 @@ def _zero_gradient(value, x, dims, keepdim):
 def _vector_norm(x, p, dims, keepdim, op):
     """(sum |x|^p)^(1/p) over dims; p = 0 counts nonzeros, +-inf take the largest/smallest |x|."""
     count = math.prod(x.shape[d] for d in dims) if x.ndim else 1
-    if math.isinf(p) and count == 0:
+    if (math.isinf(p) or p < 0) and count == 0:
         raise RuntimeError(f"{op}: cannot compute the {p:g} norm of an empty tensor: the reduction has no identity.")
     ax = _C.abs(x)
     if p == 0:
@@ -1640,14 +1644,14 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     if key in ("nuc", 2.0, -2.0):
         rest = [d for d in range(A.ndim) if d not in (d0, d1)]
         s = _svdvals(_C.permute(A, tuple(rest) + (d0, d1)))
-        r = _C.sum(s, (-1,), False, None) if key == "nuc" else _extreme(s, (s.ndim - 1,), False, key > 0)
+        r = _C.sum(s, (-1,), False, None) if key == "nuc" else _extreme(s, (s.ndim - 1,), False, key > 0, op)
         if keepdim:
             for d in sorted((d0, d1)):
                 r = _C.unsqueeze(r, d)
         return r
     rows, cols = (d0, d1) if abs(key) == 1 else (d1, d0)    # 1: sum over rows, extreme over columns
     sums = _C.sum(_C.abs(A), (rows,), True, None)
-    r = _extreme(sums, (cols,), True, key > 0)
+    r = _extreme(sums, (cols,), True, key > 0, op)
     return r if keepdim else _C.squeeze(r, tuple(sorted((d0, d1))))
 
 
@@ -1686,7 +1690,7 @@ def cond(A, p=None):
         return _C.div(big, small) if p != -2 else _C.div(small, big)
     _, info = _lapack_inv(_np(A))
     if np.any(info):
-        singular = _C.from_numpy(np.asarray(info) > 0)
+        singular = _C.from_numpy(np.array(info > 0, dtype=bool))
         X = _from_np(np.nan_to_num(_lapack_inv(_np(A))[0]), A.dtype)
         r = _C.mul(matrix_norm(A, p), matrix_norm(X, p))
         return _C.where(singular, _C.scalar_operand(math.inf, r), r)

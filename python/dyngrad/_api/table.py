@@ -142,7 +142,7 @@ addbmm            linalg.addbmm                       fn,method,out   addbmm_   
 baddbmm           linalg.baddbmm                      fn,method,out   baddbmm_     -   matmul,mul,add
 addr              linalg.addr                         fn,method,out   addr_        -   unsqueeze,mul,add
 einsum            linalg.einsum                       fn              -            -   permute,reshape,expand,matmul,mul,sum,slice
-tensordot         linalg.tensordot                    fn              -            -   permute,reshape,matmul,sum
+tensordot         linalg.tensordot                    fn,out          -            -   permute,reshape,matmul,sum
 kron              linalg.kron                         fn,method,out   -            -   reshape,mul
 cross             linalg.cross                        fn,method,out   -            -   expand,index_select,mul,sub
 trace             linalg.trace                        fn,method       -            -   reshape,slice,sum
