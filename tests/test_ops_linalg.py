@@ -919,3 +919,64 @@ def test_no_reference_cycles_through_saved_outputs(cpp):
         y = fn(x).sum()
         del y
     assert cpp._C._live_node_count() == before
+
+
+# ---- einsum on random equations, against torch ----
+
+def _random_einsum(rng):
+    """A random valid-looking equation and operand shapes: 1-4 operands, repeated subscripts, ellipses, size-1
+    dims that broadcast, implicit and explicit outputs (some invalid: both libraries must then raise)."""
+    letters = "abcdAB"
+    sizes = {l: int(rng.integers(1, 4)) for l in letters}
+    ell = [int(rng.integers(1, 3)) for _ in range(int(rng.integers(0, 3)))] if rng.random() < 0.4 else None
+    terms, shapes = [], []
+    for _ in range(int(rng.integers(1, 5))):
+        labels = list(rng.choice(list(letters), size=int(rng.integers(0, 4))))
+        shape = [sizes[l] if rng.random() > 0.15 else 1 for l in labels]
+        term = "".join(labels)
+        if ell is not None and rng.random() < 0.7:
+            at = int(rng.integers(0, len(labels) + 1))
+            e = [1 if rng.random() < 0.3 else s for s in ell[int(rng.integers(0, len(ell) + 1)):]]
+            term = "".join(labels[:at]) + "..." + "".join(labels[at:])
+            shape = shape[:at] + e + shape[at:]
+        terms.append(term)
+        shapes.append(tuple(shape))
+    equation = ",".join(terms)
+    if rng.random() < 0.6:
+        used = sorted(set("".join(terms).replace(".", "")))
+        out = "".join(rng.permutation(used)[:int(rng.integers(0, len(used) + 1))])
+        equation += "->" + (("..." + out) if ell is not None and rng.random() < 0.7 else out)
+    return equation, shapes
+
+
+def test_einsum_random_equations_match_torch(dg):
+    """Values and gradients equal torch's, or both raise (DYNGRAD_LONG=1: 2000 equations instead of 150)."""
+    import os
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(7)
+    valid = 0
+    for trial in range(2000 if os.environ.get("DYNGRAD_LONG") == "1" else 150):
+        equation, shapes = _random_einsum(rng)
+        arrays = [rng.standard_normal(s) for s in shapes]
+        results = []
+        for m in (torch, dg):
+            ts = [(m.tensor(a) if m is dg else torch.tensor(a)).requires_grad_() for a in arrays]
+            try:
+                out = m.einsum(equation, *ts)
+            except RuntimeError:
+                results.append(None)
+                continue
+            w = np.random.default_rng(trial).standard_normal(tuple(out.shape))
+            loss = (out * (m.tensor(w) if m is dg else torch.tensor(w))).sum()
+            grads = m.autograd.grad(loss, ts, allow_unused=True)
+            results.append((out.detach().numpy(), [None if g is None else g.numpy() for g in grads]))
+        theirs, ours = results
+        assert (theirs is None) == (ours is None), (equation, shapes, "only one raised")
+        if theirs is None:
+            continue
+        valid += 1
+        np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-10, atol=1e-12, err_msg=f"{equation} {shapes}")
+        for g, tg, a in zip(ours[1], theirs[1], arrays):
+            np.testing.assert_allclose(np.zeros(a.shape) if g is None else g, np.zeros(a.shape) if tg is None else tg,
+                                       rtol=1e-10, atol=1e-12, err_msg=f"{equation} {shapes}: gradient")
+    assert valid > 100
