@@ -9,8 +9,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-WHERE = {"fn": "`dyngrad.{}`", "F": "`nn.functional.{}`", "special": "`special.{}`", "method": "`Tensor.{}()`",
-         "prop": "`Tensor.{}`", "op": "`Tensor.{}`"}
+WHERE = {"fn": "`dyngrad.{}`", "F": "`nn.functional.{}`", "special": "`special.{}`", "linalg": "`linalg.{}`",
+         "method": "`Tensor.{}()`", "prop": "`Tensor.{}`", "op": "`Tensor.{}`"}
 
 
 def render():
@@ -28,7 +28,7 @@ def render():
         uses = "core" if row.impl.startswith("core") else ", ".join(row.uses) or "-"
         lines.append(f"| `{row.name}` | {where} | {f'`{row.inplace}`' if row.inplace else ''} | "
                      f"{'yes' if row.hot else ''} | {uses} |")
-    names = {row.name for row in rows()}
+    names = {("linalg." if "linalg" in row.kinds else "") + row.name for row in rows()}
     lines += ["", f"{len(names)} names, {len(rows())} rows.", ""]
     return "\n".join(lines)
 

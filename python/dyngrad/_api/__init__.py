@@ -16,10 +16,11 @@ from .args import RemovableHandle, Size
 from .out import with_out
 from .tensor_methods import inplace_variant
 
-# nn.functional's and torch.special's names, filled by install() (python/dyngrad/nn/functional.py and
-# python/dyngrad/special/__init__.py publish them)
+# nn.functional's, torch.special's and linalg's names, filled by install() (python/dyngrad/nn/functional.py,
+# python/dyngrad/special/__init__.py and python/dyngrad/linalg.py publish them)
 FUNCTIONAL = {}
 SPECIAL = {}
+LINALG = {}
 
 
 def _resolve(row):
@@ -67,6 +68,9 @@ def install(namespace):
         function = with_out(obj, row.name) if "out" in row.kinds else obj   # torch's out= on the function
         for kind in row.kinds:
             if kind == "out":
+                continue
+            if kind == "linalg":
+                LINALG[row.name] = with_out(obj, "linalg." + row.name) if "out" in row.kinds else obj
                 continue
             if row.impl == "core" and kind in ("method", "prop"):
                 if not hasattr(Tensor, row.name):

@@ -11,8 +11,8 @@ Columns:
             `core` (the engine's _C provides it: _C.NAME, or Tensor.NAME for methods and properties),
             `autograd.X` / `package.X` for names living in those shared packages
   kinds     fn (dyngrad.NAME), method (Tensor.NAME), prop (Tensor property), op (a Tensor dunder),
-            F (nn.functional.NAME), special (dyngrad.special.NAME); out: dyngrad.NAME and special.NAME take torch's
-            out= (_api/out.py); several separated by commas
+            F (nn.functional.NAME), special (dyngrad.special.NAME), linalg (dyngrad.linalg.NAME); out: dyngrad.NAME,
+            special.NAME and linalg.NAME take torch's out= (_api/out.py); several separated by commas
   inplace   the in-place method generated from impl (`x.NAME_(...)`: run impl, write the result into x), or -
   hot       hot: on the C++ engine a hand-written fast path stands in front of impl for the common call
             (Note [Fast paths]); - otherwise
@@ -260,10 +260,65 @@ unique            sorting.unique                      fn,method       -         
 unique_consecutive sorting.unique_consecutive         fn,method       -            -   -
 histc             sorting.histc                       fn,method,out   -            -   -
 bincount          sorting.bincount                    fn,method       -            -   -
-# ----- linear algebra ---------------------------------------------------------------------------------------
+# ----- linear algebra: products ------------------------------------------------------------------------------
 matmul            linalg.matmul                       fn,method,out   -            hot prim
 mm                linalg.mm                           fn,method,out   -            -   matmul
 bmm               linalg.bmm                          fn,method,out   -            -   matmul
+mv                linalg.mv                           fn,method,out   -            -   matmul
+dot               linalg.dot                          fn,method,out   -            -   matmul
+vdot              linalg.vdot                         fn,method,out   -            -   matmul
+inner             linalg.inner                        fn,method,out   -            -   permute,reshape,matmul,sum
+outer             linalg.outer                        fn,method,out   -            -   unsqueeze,mul
+ger               linalg.outer                        fn,method,out   -            -   unsqueeze,mul
+addmm             linalg.addmm                        fn,method,out   addmm_       -   matmul,mul,add
+addmv             linalg.addmv                        fn,method,out   addmv_       -   matmul,mul,add
+addbmm            linalg.addbmm                       fn,method,out   addbmm_      -   permute,reshape,matmul,mul,add
+baddbmm           linalg.baddbmm                      fn,method,out   baddbmm_     -   matmul,mul,add
+addr              linalg.addr                         fn,method,out   addr_        -   unsqueeze,mul,add
+einsum            linalg.einsum                       fn              -            -   permute,reshape,expand,matmul,mul,sum,slice
+tensordot         linalg.tensordot                    fn,out          -            -   permute,reshape,matmul,sum
+kron              linalg.kron                         fn,method,out   -            -   reshape,mul
+cross             linalg.cross                        fn,method,out   -            -   expand,index_select,mul,sub
+trace             linalg.trace                        fn,method       -            -   reshape,slice,sum
+chain_matmul      linalg.chain_matmul                 fn,out          -            -   matmul
+# ----- linear algebra: factorisations (numpy.linalg forwards, custom Functions) ------------------------------
+inverse           linalg.inverse                      fn,method,out   -            -   matmul
+det               linalg.det                          fn,method       -            -   matmul,mul
+logdet            linalg.logdet                       fn,method       -            -   matmul,where
+slogdet           linalg.slogdet                      fn,method       -            -   matmul,mul
+pinverse          linalg.pinverse                     fn,method       -            -   matmul
+cholesky          linalg.cholesky                     fn,method,out   -            -   matmul,mul
+qr                linalg.qr                           fn,method,out   -            -   matmul,mul,cat
+svd               linalg.svd                          fn,method,out   -            -   matmul,mul,div
+matrix_power      linalg.matrix_power                 fn,method,out   -            -   matmul
+# ----- torch.linalg (kind linalg: dyngrad.linalg.NAME) ------------------------------------------------------
+LinAlgError       linalg.LinAlgError                  linalg          -            -   -
+matmul            linalg.matmul                       linalg,out      -            -   matmul
+diagonal          linalg.linalg_diagonal              linalg          -            -   permute,reshape,slice
+multi_dot         linalg.multi_dot                    linalg,out      -            -   matmul
+cross             linalg.linalg_cross                 linalg,out      -            -   expand,index_select,mul,sub
+vecdot            linalg.vecdot                       linalg,out      -            -   mul,sum
+inv               linalg.inv                          linalg,out      -            -   matmul
+inv_ex            linalg.inv_ex                       linalg,out      -            -   matmul
+det               linalg.linalg_det                   linalg,out      -            -   matmul,mul
+slogdet           linalg.linalg_slogdet               linalg,out      -            -   matmul,mul
+solve             linalg.solve                        linalg,out      -            -   expand,matmul
+solve_triangular  linalg.solve_triangular             linalg,out      -            -   expand,matmul,mul
+cholesky          linalg.linalg_cholesky              linalg,out      -            -   matmul,mul
+cholesky_ex       linalg.cholesky_ex                  linalg,out      -            -   matmul,mul
+qr                linalg.linalg_qr                    linalg,out      -            -   matmul,mul,cat
+eigh              linalg.eigh                         linalg,out      -            -   matmul,mul,div
+eigvalsh          linalg.eigvalsh                     linalg,out      -            -   matmul,mul
+svd               linalg.linalg_svd                   linalg,out      -            -   matmul,mul,div
+svdvals           linalg.svdvals                      linalg,out      -            -   matmul,mul
+pinv              linalg.pinv                         linalg,out      -            -   matmul
+lstsq             linalg.lstsq                        linalg          -            -   matmul,mul,sum
+matrix_power      linalg.linalg_matrix_power          linalg,out      -            -   matmul
+matrix_rank       linalg.matrix_rank                  linalg,out      -            -   -
+vector_norm       linalg.vector_norm                  linalg,out      -            -   abs,mul,sum,sqrt,pow_scalar,amax,where
+matrix_norm       linalg.matrix_norm                  linalg,out      -            -   abs,sum,amax,vector_norm,svdvals
+norm              linalg.linalg_norm                  linalg,out      -            -   vector_norm,matrix_norm
+cond              linalg.cond                         linalg,out      -            -   svdvals,matrix_norm,div
 # ----- shape ------------------------------------------------------------------------------------------------
 reshape           shape.reshape                       fn              -            -   prim
 reshape           shape.reshape_method                method          -            -   prim
@@ -511,7 +566,7 @@ __ilshift__       tensor_methods.INPLACE_OPERATORS    op              -         
 __irshift__       tensor_methods.INPLACE_OPERATORS    op              -            -   bitwise_right_shift
 """
 
-KINDS = ("fn", "method", "prop", "op", "F", "special", "out")
+KINDS = ("fn", "method", "prop", "op", "F", "special", "linalg", "out")
 
 
 class Row:
