@@ -10,7 +10,6 @@ Besides the table: exact values and gradients at kinks, in-place semantics, rand
 running statistics, warnings and error types, all against torch. Skipped parts say so when torch is absent.
 """
 import math
-import os
 import re
 import warnings
 
@@ -26,7 +25,6 @@ except ImportError:          # the torch comparisons skip; the engine checks sti
     torch = None
 
 needs_torch = pytest.mark.skipif(torch is None, reason="torch (the oracle) is not installed")
-LONG = os.environ.get("DYNGRAD_LONG", "") not in ("", "0")
 
 
 class Op:
