@@ -62,6 +62,7 @@ def install(namespace):
     _C._register_helpers({"Size": Size, "RemovableHandle": RemovableHandle})
     Tensor = _C.Tensor
     fallbacks = {}
+    implementations = {}                  # the row's own function behind each fallback
     hot_names = set(_C._fast_path_names())
     for row in table.rows():
         obj = _resolve(row)
@@ -93,6 +94,7 @@ def install(namespace):
             key = row.name if kind in ("fn", "F") else "Tensor." + row.name
             if row.hot and key in hot_names and key not in fallbacks:
                 fallbacks[key] = function if kind in ("fn", "F") else obj
+                implementations[key] = obj
         if row.inplace:
             method = inplace_variant(obj, row.inplace)
             setattr(Tensor, row.inplace, method)
@@ -104,5 +106,6 @@ def install(namespace):
     for name, fast in _C._install_fast_paths(fallbacks, docs).items():
         if name in namespace:
             namespace[name] = fast
-        if name in FUNCTIONAL:
+        # only where nn.functional's NAME is the same function (F.relu, with inplace=, is not dyngrad.relu)
+        if name in FUNCTIONAL and FUNCTIONAL[name] is implementations.get(name):
             FUNCTIONAL[name] = fast

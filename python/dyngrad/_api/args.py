@@ -293,3 +293,12 @@ class RemovableHandle:
 
     def __exit__(self, *exc):
         self.remove()
+
+
+def torch_name(name):
+    """Decorator: a function implementing torch.NAME under another Python name (the table row says which) shows
+    `name` in its repr and in Python's own argument errors ("softmax() missing 1 required positional argument")."""
+    def rename(fn):
+        fn.__name__ = fn.__qualname__ = name
+        return fn
+    return rename

@@ -6,7 +6,7 @@ import math
 from .. import _C
 from . import pointwise as pw
 from .args import tensor_arg
-from .nn_ops import log_softmax as _log_softmax, softmax as _softmax
+from .activation import log_softmax_fn as _log_softmax, softmax_fn as _softmax
 from .reduction import logsumexp as _logsumexp
 
 erfcx = pw._float_unary("erfcx", pw.Erfcx)
