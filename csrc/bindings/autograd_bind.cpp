@@ -75,7 +75,7 @@ struct PyFunctionNode final : Node {
   std::vector<bool> output_is_tensor;  // per forward output (a non-tensor output gets None as its gradient)
   std::vector<bool> is_tensor_arg;  // per forward argument
 
-  std::string name() const override { return name_; }
+  std::string name() const override { return display_name.empty() ? name_ : display_name; }
   uint32_t num_outputs() const override { return (uint32_t)output_meta.size(); }
 
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
@@ -152,6 +152,9 @@ void bind_autograd(py::module_& m) {
   // ---- graph nodes (grad_fn) ----
   py::class_<Node, std::shared_ptr<Node>>(m, "Node")
       .def("name", &Node::name)
+      // Note [Display names] (node.h): "" until the shared layer names the node after a composite op
+      .def_property("_display_name", [](const Node& n) { return n.display_name; },
+                    [](Node& n, std::string name) { n.display_name = std::move(name); })
       .def("__repr__", [](const Node& n) { return "<" + n.name() + ">"; })
       .def_property_readonly("next_functions", [](const Node& n) {
         py::tuple out(n.next_edges.size());

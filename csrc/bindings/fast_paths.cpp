@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "common.h"
+#include "dyngrad/node.h"
 
 namespace dyngrad {
 
@@ -82,16 +83,39 @@ using ReduceOp = Tensor (*)(const Tensor&, const Dims&, bool);
 // A Python number as the operand of an op whose other operand is `like` (the core rule, module.cpp).
 Tensor number_operand(PyObject* o, const Tensor& like) { return scalar_operand(py::handle(o), &like); }
 
+// Note [Display names] (node.h): out's node, if the op just made one, shows torch's name for what was called.
+void rename_new_node(const Tensor& out, const Tensor& input, const char* name) {
+  if (out->grad_fn && out->grad_fn != input->grad_fn) out->grad_fn->display_name = name;
+}
+
 // ---- operators: nb_add and friends get (a, b) for both a + b and the reflected b + a ----
+// A number on the left is recorded as torch records it, the tensor first (the shared layer's __radd__ and friends
+// in python/dyngrad/_api/tensor_methods.py do the same): `2 * t` is mul(t, 2); `2 - t` is sub(2, t) shown as
+// torch's RsubBackward; `2 / t` is reciprocal(t) * 2, torch's formula (and rounding).
+using ReflectedOp = Tensor (*)(const Tensor& t, const Tensor& number);
+Tensor reflected_add(const Tensor& t, const Tensor& number) { return add(t, number); }
+Tensor reflected_mul(const Tensor& t, const Tensor& number) { return mul(t, number); }
+Tensor reflected_sub(const Tensor& t, const Tensor& number) {
+  Tensor out = sub(number, t);
+  rename_new_node(out, t, "RsubBackward");
+  return out;
+}
+Tensor reflected_div(const Tensor& t, const Tensor& number) {
+  Tensor reciprocal = div(scalar_operand(py::int_(1), &t), t);
+  rename_new_node(reciprocal, t, "ReciprocalBackward");
+  return mul(reciprocal, number);
+}
+
 // slot (forward, reflected) fallbacks: the shared layer's __add__ and __radd__
-template <BinaryOp Op, size_t Slot, bool Numbers = true>
+template <BinaryOp Op, size_t Slot, bool Numbers = true, ReflectedOp Reflected = nullptr>
 PyObject* binary_slot(PyObject* a, PyObject* b) {
   const Tensor* ta = tensor_of(a);
   const Tensor* tb = tensor_of(b);
   DG_PY_TRY
   if (ta && tb) return to_python(Op(*ta, *tb));
   if (Numbers && ta && is_number(b)) return to_python(Op(*ta, number_operand(b, *ta)));
-  if (Numbers && tb && is_number(a)) return to_python(Op(number_operand(a, *tb), *tb));
+  if constexpr (Reflected != nullptr)
+    if (tb && is_number(a)) return to_python(Reflected(*tb, number_operand(a, *tb)));
   DG_PY_CATCH
   if (ta) return PyObject_CallFunctionObjArgs(g_fallback[Slot], a, b, nullptr);
   if (tb) return PyObject_CallFunctionObjArgs(g_fallback[Slot + 1], b, a, nullptr);
@@ -268,7 +292,10 @@ PyObject* linear_function(PyObject* fallback, PyObject* const* args, Py_ssize_t 
     if (x && w && (*w)->ndim() == 2 && (b || no_bias)) {
       DG_PY_TRY
       Tensor out = matmul(*x, mT(*w));
-      return to_python(b ? add(out, *b) : std::move(out));
+      if (b) out = add(out, *b);
+      // torch's node names for a 2-D input, as the shared composite (python/dyngrad/_api/nn_ops.py) sets them
+      if ((*x)->ndim() == 2) rename_new_node(out, *x, b ? "AddmmBackward" : "MmBackward");
+      return to_python(std::move(out));
       DG_PY_CATCH
     }
   }
@@ -464,25 +491,28 @@ py::dict install_fast_paths(py::dict fallbacks, py::dict docs) {
   }
   // The Python dunders stay in the type's dict (explicit calls, subclasses); the C slots replace what CPython
   // derived from them. Subclasses made later (nn.Parameter) inherit these slots.
+  constexpr auto add_slot = &binary_slot<&add, 40, true, &reflected_add>;
+  constexpr auto sub_slot = &binary_slot<&sub, 42, true, &reflected_sub>;
+  constexpr auto mul_slot = &binary_slot<&mul, 44, true, &reflected_mul>;
+  constexpr auto div_slot = &binary_slot<&div, 46, true, &reflected_div>;
+  constexpr auto matmul_slot = &binary_slot<&matmul, 48, false>;
   PyNumberMethods* number = g_tensor_type->tp_as_number;
-  number->nb_add = &binary_slot<&add, 40>;
-  number->nb_subtract = &binary_slot<&sub, 42>;
-  number->nb_multiply = &binary_slot<&mul, 44>;
-  number->nb_true_divide = &binary_slot<&div, 46>;
-  number->nb_matrix_multiply = &binary_slot<&matmul, 48, false>;
+  number->nb_add = add_slot;
+  number->nb_subtract = sub_slot;
+  number->nb_multiply = mul_slot;
+  number->nb_true_divide = div_slot;
+  number->nb_matrix_multiply = matmul_slot;
   g_tensor_type->tp_as_mapping->mp_subscript = &getitem_slot<50>;
   static PyMethodDef slot_defs[] = {
-      {"__add__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<&binary_slot<&add, 40>>)),
+      {"__add__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<add_slot>)),
        METH_FASTCALL | METH_KEYWORDS, "self + other"},
-      {"__sub__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<&binary_slot<&sub, 42>>)),
+      {"__sub__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<sub_slot>)),
        METH_FASTCALL | METH_KEYWORDS, "self - other"},
-      {"__mul__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<&binary_slot<&mul, 44>>)),
+      {"__mul__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<mul_slot>)),
        METH_FASTCALL | METH_KEYWORDS, "self * other"},
-      {"__truediv__",
-       reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<&binary_slot<&div, 46>>)),
+      {"__truediv__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<div_slot>)),
        METH_FASTCALL | METH_KEYWORDS, "self / other"},
-      {"__matmul__",
-       reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<&binary_slot<&matmul, 48, false>>)),
+      {"__matmul__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<matmul_slot>)),
        METH_FASTCALL | METH_KEYWORDS, "self @ other"},
       {"__getitem__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<&getitem_slot<50>>)),
        METH_FASTCALL | METH_KEYWORDS, "self[index]: a view for ints, slices, None and Ellipsis"},

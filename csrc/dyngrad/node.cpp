@@ -111,7 +111,10 @@ void release_node_iteratively(std::shared_ptr<Node>&& node) {
   tl_draining = false;
 }
 
-std::string OpNode::name() const { return std::string(op_display_name(kind)) + "Backward"; }
+std::string OpNode::name() const {
+  if (!display_name.empty()) return display_name;  // Note [Display names] (node.h)
+  return std::string(op_display_name(kind)) + "Backward";
+}
 
 std::vector<Tensor> OpNode::apply(std::vector<Tensor>& grads) {
   // Only a node that saved tensors needs them back: SumBackward and friends run again, as in torch, so the error

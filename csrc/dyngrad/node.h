@@ -91,6 +91,10 @@ struct Node : std::enable_shared_from_this<Node> {
   bool tracked = false;  // in the graph-growth registry (debug.h)
   bool cycle_suspect = false;  // in the registry of Note [Cycles through C++] (cycles.h)
   CallSite call_site;    // the Python line that created it (Note [Call sites] in debug.h)
+  // Note [Display names]: a composite op of the shared layer (mse_loss, addcmul, `2 - x`) renames the node of its
+  // last primitive after the op the user called (MseLossBackward); empty: the node's own name. OpNode and the
+  // custom Function node read it in name(), so errors and repr show the same name.
+  std::string display_name;
   // Tensor hooks of non-leaf outputs and retain_grad(), keyed by output_nr: run on the summed incoming gradient.
   std::vector<std::pair<uint32_t, std::pair<int64_t, GradHook>>> pre_hooks;
   std::vector<std::pair<uint32_t, std::weak_ptr<TensorImpl>>> retained;

@@ -13,6 +13,7 @@ import inspect
 from .. import _C
 from . import table
 from .args import RemovableHandle, Size
+from .node_names import saved_attribute
 from .out import with_out
 from .tensor_methods import inplace_variant
 
@@ -60,6 +61,7 @@ def _doc_with_signature(fn, key):
 def install(namespace):
     """Publishes the table into an engine root's `namespace` (its globals()) and onto its Tensor."""
     _C._register_helpers({"Size": Size, "RemovableHandle": RemovableHandle})
+    _C.Node.__getattr__ = saved_attribute         # grad_fn._saved_self and friends (_api/node_names.py)
     Tensor = _C.Tensor
     fallbacks = {}
     implementations = {}                  # the row's own function behind each fallback

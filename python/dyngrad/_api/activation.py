@@ -15,6 +15,7 @@ from .. import _C
 from .args import number, optional_dtype, shape_str, tensor_arg, to_int, torch_name, wrap_dim
 
 
+from .node_names import shows_as
 def _k(value, like):
     """A Python number next to tensor `like` (it keeps like's dtype)."""
     return _C.scalar_operand(value, like)
@@ -56,6 +57,7 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     return _activation(input, inplace, "hardtanh", lambda a: _hardtanh(a, lo, hi))
 
 
+@shows_as("Hardtanh")
 def relu6(input, inplace=False):
     """min(max(x, 0), 6), torch's hardtanh(x, 0, 6) (gradient 0 at 0 and 6)."""
     return _activation(input, inplace, "relu6", lambda a: _hardtanh(a, 0.0, 6.0))
@@ -141,6 +143,7 @@ def _threshold(input, th, value, inplace=False):
 
 # ----- smooth activations ----------------------------------------------------------------------------------------
 
+@shows_as("Gelu")
 def gelu(input, approximate="none"):
     """x * Phi(x); approximate='tanh' uses 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
     a = tensor_arg(input, "gelu")
@@ -158,6 +161,7 @@ def softplus(input, beta=1.0, threshold=20.0):
     return _C.softplus(tensor_arg(input, "softplus"), float(beta), float(threshold))
 
 
+@shows_as("Silu")
 def silu(input, inplace=False):
     """x * sigmoid(x)."""
     return _activation(input, inplace, "silu", lambda a: _C.mul(a, _C.sigmoid(a)))

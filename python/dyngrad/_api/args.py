@@ -243,12 +243,12 @@ def get_default_dtype():
 
 
 def check_device(device, op):
-    """dyngrad runs on the CPU: "cpu" (or None) is accepted, anything else is refused by name."""
-    if device is None:
+    """dyngrad runs on the CPU: "cpu", "cpu:0", a dyngrad.device of the CPU (or None) are accepted, anything else
+    is refused, naming the device (_api/device.py)."""
+    if device is None or device == "cpu":
         return
-    name = str(device)
-    if name != "cpu" and not name.startswith("cpu:"):
-        raise RuntimeError(f"{op}: dyngrad runs on the CPU only; got device '{name}'.")
+    from .device import device_arg
+    device_arg(device, op)
 
 
 def finish(t, requires_grad):

@@ -18,6 +18,7 @@ import numpy as np
 from .. import _C
 from .args import (Tensor, broadcast_shapes, dtype_arg, number, operand_or_throw, shape_str, tensor_arg, to_int,
                    type_name, wrap_dim)
+from .node_names import shows_as
 
 
 def _is_basic_item(o):
@@ -183,6 +184,7 @@ def take(input, index):
     return _C.take(a, idx)
 
 
+@shows_as("MaskedFill")
 def masked_fill(input, mask, value):
     """input with value (a number or a 0-d tensor) where mask is True; input broadcasts with mask."""
     a = tensor_arg(input, "masked_fill")
@@ -318,6 +320,7 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     return _grouped_reduce(a, target, values, "sum" if reduce == "add" else "prod", True)
 
 
+@shows_as("ScatterAdd")
 def scatter_add(input, dim, index, src):
     """input with src[i][j] added at input[index[i][j]][j] (dim 0; likewise for other dims)."""
     a = tensor_arg(input, "scatter_add")

@@ -20,6 +20,7 @@ from .. import _C
 from ..autograd.function import Function
 from .args import (Tensor, broadcast_shapes, dtype_arg, number, numpy_dtype, shape_str, tensor_arg, tensor_list,
                    to_int, type_name, wrap_dim)
+from .node_names import shows_as
 
 
 class LinAlgError(RuntimeError):
@@ -150,6 +151,7 @@ def matmul(input, other):
     return _C.matmul(tensor_arg(input, "matmul"), tensor_arg(other, "matmul", "other"))
 
 
+@shows_as("Mm")
 def mm(input, mat2):
     a, b = tensor_arg(input, "mm"), tensor_arg(mat2, "mm", "mat2")
     if a.ndim != 2 or b.ndim != 2:
@@ -158,6 +160,7 @@ def mm(input, mat2):
     return _C.matmul(a, b)
 
 
+@shows_as("Bmm")
 def bmm(input, mat2):
     a, b = tensor_arg(input, "bmm"), tensor_arg(mat2, "bmm", "mat2")
     if a.ndim != 3 or b.ndim != 3 or a.shape[0] != b.shape[0]:

@@ -16,6 +16,7 @@ from .activation import log_sigmoid
 from .args import (Tensor, number, optional_tensor, reduce_loss, reduction_code, shape_str, tensor_arg, to_int,
                    torch_name)
 
+from .node_names import shows_as
 _REDUCTION_NAMES = {0: "none", 1: "mean", 2: "sum"}
 
 
@@ -84,6 +85,7 @@ def _weighted(losses, weight, x, code, op, mean_over_weights=True):
 
 # ----- regression ------------------------------------------------------------------------------------------------
 
+@shows_as("MseLoss")
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """(input - target)^2, optionally weighted per element."""
     x = tensor_arg(input, "mse_loss")
@@ -120,6 +122,7 @@ def _piecewise_quadratic(d, beta, linear_scale):
     return _C.where(_C.compare("lt", d, _k(beta, d)), quadratic, linear)
 
 
+@shows_as("SmoothL1Loss")
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta."""
     x = tensor_arg(input, "smooth_l1_loss")
@@ -266,6 +269,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     return reduce_loss(BinaryCrossEntropy.apply(*args), code)
 
 
+@shows_as("BinaryCrossEntropyWithLogits")
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
                                      pos_weight=None):
     """Sigmoid + binary cross entropy in one stable expression: (1 - y) x - (1 + (pos_weight - 1) y) log sigmoid(x),
@@ -438,6 +442,7 @@ def _weighted_mean(losses, total):
     return _C.where(empty, _k(math.nan, mean), mean)
 
 
+@shows_as("NllLoss")
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """-input[n, target[n]] (times weight[target[n]]), for log-probabilities (C,), (N, C) or (N, C, d1, ...)."""
     x = tensor_arg(input, "nll_loss")

@@ -7,6 +7,7 @@ from .. import _C
 from .args import optional_tensor, pair, shape_str, tensor_arg, to_int
 
 
+from .node_names import rename, shows_as
 # ----- layers as functions ---------------------------------------------------------------------------------------
 
 def linear(input, weight, bias=None):
@@ -17,7 +18,10 @@ def linear(input, weight, bias=None):
     if w.ndim not in (1, 2):
         raise RuntimeError(f"linear: weight must be 1-D or 2-D, got shape {shape_str(w.shape)}.")
     out = _C.matmul(x, _C.mT(w) if w.ndim == 2 else w)
-    return _C.add(out, b) if b is not None else out
+    if b is not None:
+        out = _C.add(out, b)
+    # torch's node names for a 2-D input (the C++ fast path of linear sets the same)
+    return rename(out, "AddmmBackward" if b is not None else "MmBackward", (x,)) if x.ndim == 2 else out
 
 
 def bilinear(input1, input2, weight, bias=None):
@@ -50,6 +54,7 @@ def bilinear(input1, input2, weight, bias=None):
     return _C.add(y, b) if b is not None else y
 
 
+@shows_as("Embedding")
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
               sparse=False):
     """weight[input]: rows of weight for int64 indices of any shape; the padding row gets no gradient."""

@@ -10,6 +10,7 @@ import numpy as np
 from .. import _C
 from ..autograd.grad_mode import no_grad
 from .args import number, optional_tensor, shape_arg, shape_str, tensor_arg, to_int, torch_name
+from .node_names import shows_as
 from .distance import vector_norm
 
 
@@ -189,6 +190,7 @@ def _check_affine_shape(t, ns, op, name):
                            f"{shape_str(t.shape)}.")
 
 
+@shows_as("NativeLayerNorm")
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """(x - mean) / sqrt(var + eps) over the last len(normalized_shape) dims, then * weight + bias."""
     x = tensor_arg(input, "layer_norm")

@@ -12,6 +12,7 @@ from . import special_numpy as sn
 from .args import (Tensor, broadcast_shapes, number, numpy_dtype, operand_or_throw, operands, tensor_arg, to_int,
                    type_name)
 
+from .node_names import rename, shows_as
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 
 
@@ -205,9 +206,7 @@ def _logit_derivative(g, out, x, eps):
     +inf at 0 and 1 (torch's values)."""
     if eps is not None:
         return _where((x < eps) | (x > 1 - eps), 0.0, g / (x * (1 - x))), None
-    ends = (x == 0) | (x == 1)
-    safe = _where(ends, 0.5, x)
-    inside = g * _where(ends, math.inf, 1 / (safe * (1 - safe)))
+    inside = g / (x * (1 - x))        # +-inf at the ends: at -0 the product is -0, and torch gives -inf there
     return _where((x < 0) | (x > 1), math.nan, inside), None
 
 
@@ -468,6 +467,7 @@ fmod = _modulo("fmod", Fmod, (False, True))
 fmod.__doc__ = "input - trunc(input / other) * other: the remainder with the dividend's sign (C's fmod)."
 
 
+@shows_as("Addcmul")
 def addcmul(input, tensor1, tensor2, *, value=1):
     """input + value * tensor1 * tensor2 (broadcast)."""
     a = tensor_arg(input, "addcmul")
@@ -643,7 +643,7 @@ def clamp(input, min=None, max=None):
         if (min is not None and not isinstance(min, Tensor)) or (max is not None and not isinstance(max, Tensor)):
             raise TypeError(f"clamp: min and max must both be tensors or both be numbers, got {type_name(min)} and "
                             f"{type_name(max)}.")
-        return _clamp_tensors(a, min, max)
+        return rename(_clamp_tensors(a, min, max), "ClampBackward", (a, min, max))
     lo = None if min is None else number(min, "clamp", "min")
     hi = None if max is None else number(max, "clamp", "max")
     if lo is None and hi is None:
@@ -728,6 +728,7 @@ def reciprocal(input):
     return _C.div(_C.scalar_operand(1, a), a)
 
 
+@shows_as("Pow")
 def square(input):
     """input * input (bool inputs give int64, as torch)."""
     a = tensor_arg(input, "square")

@@ -14,6 +14,7 @@ from ..autograd.function import Function
 from .args import (Tensor, dtype_arg, number, optional_dtype, return_max, return_min, shape_str, tensor_arg, to_int,
                    wrap_dim)
 
+from .node_names import rename, shows_as
 return_aminmax = collections.namedtuple("aminmax", ["min", "max"])
 
 
@@ -145,6 +146,7 @@ def _variance_args(input, dim, unbiased, keepdim, correction, op):
     return a, dims, corr, bool(keepdim)
 
 
+@shows_as("Var")
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Variance over dim with Bessel's correction by default (correction=1; unbiased=False means 0)."""
     a, dims, corr, keep = _variance_args(input, dim, unbiased, keepdim, correction, "var")
@@ -158,6 +160,7 @@ def _sqrt_variance(v):
     return _safe(_C.sqrt(_safe(v, zero, 1)), zero, 0)
 
 
+@shows_as("Std")
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Standard deviation over dim (see var)."""
     a, dims, corr, keep = _variance_args(input, dim, unbiased, keepdim, correction, "std")
@@ -219,6 +222,7 @@ def _extremum(input, dim, keepdim, is_max):
     elementwise maximum/minimum."""
     op = "max" if is_max else "min"
     a = tensor_arg(input, op)
+    display = "MaxBackward" if is_max else "MinBackward"
     if dim is None:
         check_nonempty(a, (), op)
         return (Max if is_max else Min).apply(a)
@@ -231,7 +235,7 @@ def _extremum(input, dim, keepdim, is_max):
     values = _C.gather(a, d, indices)
     if not keepdim and a.ndim > 0:
         values, indices = _C.squeeze(values, (d,)), _C.squeeze(indices, (d,))
-    return (return_max if is_max else return_min)(values, indices)
+    return (return_max if is_max else return_min)(rename(values, display, (a,)), indices)
 
 
 class SharedSelection(Function):

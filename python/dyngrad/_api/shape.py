@@ -18,6 +18,7 @@ from .args import (Size, Tensor, broadcast_shapes as broadcast_pair, check_devic
                    numpy_dtype, shape_arg, shape_args, shape_str, tensor_arg, tensor_list, to_int, type_name, wrap_dim)
 
 
+from .node_names import shows_as
 # ----- positions (non-differentiable index arithmetic, done with numpy) ------------------------------------------
 
 def _grid(shape):
@@ -73,6 +74,7 @@ def flatten(input, start_dim=0, end_dim=-1):
                       to_int(end_dim, "flatten", "end_dim"))
 
 
+@shows_as("Transpose")
 def transpose(input, dim0, dim1):
     return _C.transpose(tensor_arg(input, "transpose"), to_int(dim0, "transpose", "dim0"),
                         to_int(dim1, "transpose", "dim1"))
@@ -109,6 +111,7 @@ def movedim(input, source, destination):
     return _C.permute(a, tuple(order))
 
 
+@shows_as("T")
 def t(input):
     """The transpose of a matrix (0-d and 1-d tensors are returned as they are)."""
     a = tensor_arg(input, "t")
@@ -122,11 +125,13 @@ def permute(input, dims):
     return _C.permute(tensor_arg(input, "permute"), shape_arg(dims, "permute", "dims"))
 
 
+@shows_as("Squeeze")
 def squeeze(input, dim=None):
     a = tensor_arg(input, "squeeze")
     return _C.squeeze(a, None if dim is None else dims_arg(dim, "squeeze"))
 
 
+@shows_as("Unsqueeze")
 def unsqueeze(input, dim):
     return _C.unsqueeze(tensor_arg(input, "unsqueeze"), to_int(dim, "unsqueeze", "dim"))
 
@@ -170,10 +175,12 @@ def cat(tensors, dim=0):
     return _C.cat(tensor_list(tensors, "cat"), to_int(dim, "cat", "dim"))
 
 
+@shows_as("Stack")
 def stack(tensors, dim=0):
     return _C.stack(tensor_list(tensors, "stack"), to_int(dim, "stack", "dim"))
 
 
+@shows_as("Split")
 def split(tensor, split_size_or_sections, dim=0):
     """Pieces of `split_size_or_sections` elements along dim (the last may be smaller), or of the listed sizes."""
     a = tensor_arg(tensor, "split", "tensor")
@@ -188,10 +195,12 @@ def split_method(self, split_size, dim=0):
     return split(self, split_size, dim)
 
 
+@shows_as("Split")
 def chunk(input, chunks, dim=0):
     return tuple(_C.chunk(tensor_arg(input, "chunk"), to_int(chunks, "chunk", "chunks"), to_int(dim, "chunk", "dim")))
 
 
+@shows_as("Unbind")
 def unbind(input, dim=0):
     """The slices along dim, as a tuple of views."""
     a = tensor_arg(input, "unbind")
@@ -219,6 +228,7 @@ def narrow(input, dim, start, length):
     return _C.slice(a, d, start, start + length, 1)
 
 
+@shows_as("Select")
 def select(input, dim, index):
     return _C.select(tensor_arg(input, "select"), to_int(dim, "select", "dim"), to_int(index, "select", "index"))
 
@@ -944,12 +954,19 @@ def swapaxes_(self, axis0, axis1):
     return _inplace_view(self, lambda x: swapaxes(x, axis0, axis1), "swapaxes_")
 
 
+def as_strided_(self, size, stride, storage_offset=None):
+    """self becomes as_strided(self, ...): its elements are those the strides pick (as_strided here is a copy of
+    them, so self's memory is its own afterwards)."""
+    return _inplace_view(self, lambda x: as_strided(x, size, stride, storage_offset), "as_strided_")
+
+
 # ----- Tensor-only forms -----------------------------------------------------------------------------------------
 
 def reshape_method(self, *shape):
     return _C.reshape(self, shape_args(shape, "reshape", "shape"))
 
 
+@shows_as("View")
 def view(self, *shape):
     """A view with a new shape (never a copy); view(dtype) reinterprets the elements' type."""
     if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)) and not hasattr(shape[0], "__index__"):
@@ -958,6 +975,7 @@ def view(self, *shape):
     return _C.view(self, shape_args(shape, "view", "shape"))
 
 
+@shows_as("View")
 def view_as(self, other):
     return _C.view(self, tuple(tensor_arg(other, "view_as", "other").shape))
 
@@ -982,6 +1000,7 @@ def T(self):
     return _C.permute(self, tuple(range(self.ndim - 1, -1, -1)))
 
 
+@shows_as("Transpose")
 def mT(self):
     return _C.mT(self)
 

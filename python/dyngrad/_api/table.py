@@ -33,6 +33,9 @@ float             core:float32                        fn              -         
 double            core:float64                        fn              -            -   -
 long              core:int64                          fn              -            -   -
 get_default_dtype args.get_default_dtype              fn              -            -   -
+device            device.device                       fn              -            -   -
+set_default_device device.set_default_device          fn              -            -   -
+get_default_device device.get_default_device          fn              -            -   -
 no_grad           autograd.grad_mode.no_grad          fn              -            -   _set_grad_enabled
 enable_grad       autograd.grad_mode.enable_grad      fn              -            -   _set_grad_enabled
 set_grad_enabled  autograd.grad_mode.set_grad_enabled fn              -            -   _set_grad_enabled
@@ -176,12 +179,12 @@ multigammaln      pointwise.mvlgamma                  special,out     -         
 sinc              pointwise.sinc                      fn,method,out,special sinc_  -   numpy
 i0                pointwise.i0                        fn,method,out,special i0_    -   numpy
 # ----- comparisons and tests --------------------------------------------------------------------------------
-eq                pointwise.eq                        fn,method,out   -            -   compare
-ne                pointwise.ne                        fn,method,out   -            -   compare
-lt                pointwise.lt                        fn,method,out   -            -   compare
-le                pointwise.le                        fn,method,out   -            -   compare
-gt                pointwise.gt                        fn,method,out   -            -   compare
-ge                pointwise.ge                        fn,method,out   -            -   compare
+eq                pointwise.eq                        fn,method,out   eq_          -   compare
+ne                pointwise.ne                        fn,method,out   ne_          -   compare
+lt                pointwise.lt                        fn,method,out   lt_          -   compare
+le                pointwise.le                        fn,method,out   le_          -   compare
+gt                pointwise.gt                        fn,method,out   gt_          -   compare
+ge                pointwise.ge                        fn,method,out   ge_          -   compare
 isnan             pointwise.isnan                     fn,method,out   -            -   isnan
 isfinite          pointwise.isfinite                  fn,method,out   -            -   isfinite
 isinf             pointwise.isinf                     fn,method       -            -   compare,logical_or
@@ -399,6 +402,7 @@ t_                shape.t_                            method          -         
 transpose_        shape.transpose_                    method          -            -   permute,assign_inplace
 swapdims_         shape.swapdims_                     method          -            -   permute,assign_inplace
 swapaxes_         shape.swapaxes_                     method          -            -   permute,assign_inplace
+as_strided_       shape.as_strided_                   method          -            -   take,assign_inplace
 clone             shape.clone                         fn,method       -            -   prim
 contiguous        shape.contiguous                    method          -            -   clone
 T                 shape.T                             prop            -            -   permute
@@ -589,8 +593,12 @@ long              tensor_methods.to_int64             method          -         
 int               tensor_methods.to_int64             method          -            -   to_dtype
 bool              tensor_methods.to_bool              method          -            -   to_dtype
 cpu               tensor_methods.cpu                  method          -            -   -
-device            tensor_methods.device               prop            -            -   -
-is_cuda           tensor_methods.is_cuda              prop            -            -   -
+cuda              device.cuda                         method          -            -   -
+device            device.tensor_device                prop            -            -   -
+is_cpu            device.is_cpu                       prop            -            -   -
+is_cuda           device.is_cuda                      prop            -            -   -
+is_meta           device.is_meta                      prop            -            -   -
+get_device        device.get_device                   method          -            -   -
 ndimension        tensor_methods.ndimension           method          -            -   -
 nelement          tensor_methods.nelement             method          -            -   -
 is_floating_point tensor_methods.is_floating_point    method          -            -   -
@@ -601,6 +609,7 @@ fill_             tensor_methods.fill_                method          -         
 copy_             tensor_methods.copy_                method          -            -   copy_
 uniform_          tensor_methods.uniform_             method          -            -   rand
 normal_           tensor_methods.normal_              method          -            -   randn
+bernoulli_        tensor_methods.bernoulli_           method          -            -   rand,compare
 # ----- Tensor: operators ------------------------------------------------------------------------------------
 __add__           tensor_methods.OPERATORS            op              -            hot add
 __radd__          tensor_methods.OPERATORS            op              -            hot add
@@ -681,4 +690,13 @@ def rows():
         if len(cells) != 6:
             raise ValueError(f"api table: expected 6 columns, got {len(cells)} in: {line}")
         out.append(Row(*cells))
+    seen = {}
+    for row in out:     # one row per (name, kind): a second one would silently replace the first
+        for kind in row.kinds:
+            if kind == "out":       # a flag on the row's namespaces, not a namespace of its own
+                continue
+            if (row.name, kind) in seen:
+                raise ValueError(f"api table: {row.name} ({kind}) is declared twice: {seen[row.name, kind].impl} and "
+                                 f"{row.impl}")
+            seen[row.name, kind] = row
     return out

@@ -7,7 +7,9 @@ import numpy as np
 
 from .. import _C
 from . import pointwise
-from .args import Tensor, dtype_arg, check_device, operand, operand_or_throw, shape_str, type_name
+from .args import Size, Tensor, dtype_arg, check_device, number, operand, operand_or_throw, shape_str, type_name
+from .device import device as device_type
+from .node_names import rename
 from .printing import format_tensor
 
 
@@ -17,15 +19,15 @@ _core_init = Tensor.__init__
 
 
 def __init__(self, *args, dtype=None, device=None, requires_grad=False):
-    """torch.Tensor's constructor: Tensor(data) copies data as float32, Tensor(2, 3) is uninitialised,
-    Tensor(t) shares t's memory without its history (as nn.Parameter uses it)."""
+    """torch.Tensor's constructor: Tensor(data) copies data as float32, Tensor(2, 3) and Tensor(Size([2, 3])) are
+    uninitialised, Tensor(t) shares t's memory without its history (as nn.Parameter uses it)."""
     from .creation import empty, tensor
     check_device(device, "Tensor")
     if not args:
         src = empty(0, dtype=dtype)
     elif len(args) == 1 and isinstance(args[0], Tensor):
         src = args[0] if dtype is None else _C.to_dtype(args[0], dtype_arg(dtype, "Tensor"))
-    elif len(args) == 1 and not isinstance(args[0], (int, np.integer)):
+    elif len(args) == 1 and not isinstance(args[0], (int, np.integer, Size)):
         src = tensor(args[0], dtype=_C.float32 if dtype is None else dtype)
     else:
         src = empty(*args, dtype=dtype)
@@ -34,16 +36,36 @@ def __init__(self, *args, dtype=None, device=None, requires_grad=False):
         self.requires_grad = True
 
 
-def _legacy_constructor(name, dtype_name):
-    """FloatTensor(...), LongTensor(...): Tensor(...) of one dtype."""
-    def construct(*args, device=None):
-        dtype = getattr(_C, dtype_name)
+class tensortype(type):
+    """The metaclass of the legacy FloatTensor, DoubleTensor, LongTensor, BoolTensor: calling one makes a Tensor of
+    its dtype (FloatTensor([1, 2]), LongTensor(3)); isinstance(t, FloatTensor) asks whether t is a float32 tensor,
+    as in torch (type(t) stays Tensor, and FloatTensor is not a Tensor subclass)."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor) and obj.dtype is cls.dtype
+
+    def __subclasscheck__(cls, sub):
+        return sub is cls
+
+    def __call__(cls, *args, device=None):
+        name = cls.__name__
         if len(args) == 1 and isinstance(args[0], Tensor):
-            return _C.to_dtype(args[0], dtype)
-        return Tensor(*args, dtype=dtype, device=device)
-    construct.__name__ = construct.__qualname__ = name
-    construct.__doc__ = f"Tensor(...) of dtype {dtype_name} (torch's legacy {name})."
-    return construct
+            if args[0].dtype is not cls.dtype:   # torch refuses rather than converts
+                raise TypeError(f"{name}: expected a tensor of dtype {cls.dtype.name}, got {args[0].dtype.name}; "
+                                f"use .to({cls.dtype.name}).")
+            return Tensor(args[0], device=device)
+        if len(args) == 1 and isinstance(args[0], (float, bool)):
+            raise TypeError(f"{name}: data must be a sequence (got {type_name(args[0])})")
+        return Tensor(*args, dtype=cls.dtype, device=device)
+
+    def __repr__(cls):
+        return f"<class 'dyngrad.{cls.__name__}'>"
+
+
+def _legacy_type(name, dtype_name):
+    return tensortype(name, (), {"dtype": getattr(_C, dtype_name), "is_cuda": False, "is_sparse": False,
+                                 "__module__": "dyngrad",
+                                 "__doc__": f"torch's legacy {name}: Tensor(...) of dtype {dtype_name}."})
 
 
 # ----- Python and numpy conversions ------------------------------------------------------------------------------
@@ -53,8 +75,9 @@ def __repr__(self):
 
 
 def __format__(self, spec):
-    """'{:.2f}'.format(t) formats a 0-d tensor's value; other tensors take no format spec (as torch)."""
-    if self.ndim == 0 and spec:
+    """A 0-d tensor formats as its value ('{:.2f}'.format(t), f"{t}"); other tensors take no format spec (as
+    torch)."""
+    if self.ndim == 0 and type(self) is Tensor:
         return format(self.item(), spec)
     return object.__format__(self, spec)
 
@@ -151,38 +174,60 @@ def __deepcopy__(self, memo):
 
 # ----- dtype and device ------------------------------------------------------------------------------------------
 
+def _is_device(o):
+    return isinstance(o, (str, device_type)) or (isinstance(o, int) and not isinstance(o, bool))
+
+
 def to(self, *args, **kwargs):
-    """to(dtype), to(other) (its dtype), to(device), to(device, dtype), with dtype=, device=, copy=,
-    non_blocking= as keywords."""
+    """torch's three forms: to(dtype, non_blocking=False, copy=False), to(device=None, dtype=None,
+    non_blocking=False, copy=False) and to(other, non_blocking=False, copy=False) (other's dtype and device).
+    A device other than the CPU raises, naming it (_api/device.py)."""
     dtype, device = kwargs.pop("dtype", None), kwargs.pop("device", None)
     copy = kwargs.pop("copy", False)
     kwargs.pop("non_blocking", None)
     kwargs.pop("memory_format", None)
     if kwargs:
         raise TypeError(f"to: unexpected keyword argument '{next(iter(kwargs))}'.")
-    for arg in args:
-        if isinstance(arg, Tensor):
-            dtype = arg.dtype
-        elif isinstance(arg, str) or type(arg).__name__ == "device":
-            device = arg
-        elif arg is not None:
-            dtype = arg
+    rest = list(args)
+    if rest:
+        first = rest.pop(0)
+        if isinstance(first, Tensor):
+            dtype = first.dtype
+        elif _is_device(first):
+            device = first
+            if rest and not isinstance(rest[0], bool):
+                dtype = rest.pop(0)
+        elif first is not None:
+            dtype = first
+    if rest:                                  # non_blocking, copy
+        copy = rest[1] if len(rest) > 1 else copy
+        if len(rest) > 2:
+            raise TypeError(f"to: too many positional arguments ({len(args)}).")
     check_device(device, "to")
     if dtype is None:
         return _C.clone(self) if copy else self
     dt = dtype_arg(dtype, "to")
     if dt is self.dtype and not copy:
         return self
-    return _C.to_dtype(self, dt)
+    return rename(_C.to_dtype(self, dt), "ToCopyBackward", (self,))
 
 
 _TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "int64": "LongTensor", "bool": "BoolTensor"}
 
 
 def type_method(self, dtype=None, non_blocking=False):
-    """The type name ('dyngrad.FloatTensor') without an argument, else a conversion."""
+    """The type name ('dyngrad.FloatTensor') without an argument, else a conversion to a dtype, a legacy type
+    (FloatTensor) or a type name ('torch.DoubleTensor' or 'dyngrad.DoubleTensor')."""
     if dtype is None:
-        return "dyngrad." + _TYPE_NAMES[self.dtype.name]
+        return "dyngrad." + _TYPE_NAMES.get(self.dtype.name, self.dtype.name)
+    if isinstance(dtype, tensortype):
+        dtype = dtype.dtype
+    elif isinstance(dtype, str):
+        module, _, name = dtype.rpartition(".")
+        names = {v: k for k, v in _TYPE_NAMES.items()}
+        if module not in ("torch", "dyngrad") or name not in names:
+            raise ValueError(f"type: invalid type '{dtype}' (expected e.g. 'torch.FloatTensor').")
+        dtype = getattr(_C, names[name])
     return to(self, dtype)
 
 
@@ -206,14 +251,6 @@ def type_as(self, other):
 
 def cpu(self, memory_format=None):
     return self
-
-
-def device(self):
-    return "cpu"
-
-
-def is_cuda(self):
-    return False
 
 
 def ndimension(self):
@@ -302,11 +339,23 @@ def _compare(name):
     return _forward(lambda a, b: _C.compare(name, a, b))
 
 
+# A number on the left is recorded as torch records it, the tensor first (the C++ fast paths do the same:
+# binary_slot in csrc/bindings/fast_paths.cpp): `2 * t` is mul(t, 2); `2 - t` is sub(2, t) shown as torch's
+# RsubBackward; `2 / t` is reciprocal(t) * 2, torch's formula (and rounding).
+def _rsub(number, t):
+    return rename(_C.sub(number, t), "RsubBackward", (t,))
+
+
+def _rdiv(number, t):
+    reciprocal = rename(_C.div(_C.scalar_operand(1, t), t), "ReciprocalBackward", (t,))
+    return _C.mul(reciprocal, number)
+
+
 OPERATORS = {
-    "__add__": _forward(_C.add), "__radd__": _reflected(_C.add),
-    "__sub__": _forward(_C.sub), "__rsub__": _reflected(_C.sub),
-    "__mul__": _forward(_C.mul), "__rmul__": _reflected(_C.mul),
-    "__truediv__": _forward(_C.div), "__rtruediv__": _reflected(_C.div),
+    "__add__": _forward(_C.add), "__radd__": _forward(_C.add),
+    "__sub__": _forward(_C.sub), "__rsub__": _reflected(_rsub),
+    "__mul__": _forward(_C.mul), "__rmul__": _forward(_C.mul),
+    "__truediv__": _forward(_C.div), "__rtruediv__": _reflected(_rdiv),
     "__matmul__": _tensors_only(_C.matmul), "__rmatmul__": _tensors_only(_C.matmul, reflected=True),
     "__pow__": __pow__, "__rpow__": _reflected(_C.pow),
     "__neg__": __neg__, "__pos__": __pos__, "__abs__": __abs__, "__invert__": __invert__,
@@ -326,13 +375,28 @@ OPERATORS = {
 
 # ----- in-place ops ----------------------------------------------------------------------------------------------
 
+# in-place ops whose result has no gradient and which torch records with a zero gradient (EqBackward); torch's
+# logical_and_ & co. leave the old history on the new value, and so do we
+_ZERO_GRAD_INPLACE = {"eq_", "ne_", "lt_", "le_", "gt_", "ge_", "bernoulli_"}
+
+
+def _overwrite(before, result, op):
+    """What an in-place op writes: its result, which replaces the old value. A comparison written over a value
+    with history cuts the gradient to zero, as torch records it (`EqBackward`)."""
+    if op not in _ZERO_GRAD_INPLACE or result.requires_grad or not before.requires_grad or \
+            not _C.is_grad_enabled():
+        return result
+    written = _C.where(_C.full(tuple(before.shape), True, _C.bool), _C.to_dtype(result, before.dtype), before)
+    return rename(written, "".join(p[:1].upper() + p[1:] for p in op.strip("_").split("_")) + "Backward", (before,))
+
+
 def inplace_variant(fn, op):
     """`x.op_(*args)` from the function `fn(x, *args)`: in-place, as torch's `op_` methods."""
     def method(self, *args, **kwargs):
         other_requires_grad = any(isinstance(a, Tensor) and a.requires_grad for a in args) or any(
             isinstance(a, Tensor) and a.requires_grad for a in kwargs.values())
         before = _C.inplace_input(self, op, other_requires_grad)
-        _C.assign_inplace(self, fn(before, *args, **kwargs), op)
+        _C.assign_inplace(self, _overwrite(before, fn(before, *args, **kwargs), op), op)
         return self
     method.__name__ = method.__qualname__ = op
     method.__doc__ = f"In-place {op[:-1]}: the result is written into this tensor."
@@ -417,7 +481,20 @@ uniform_ = _random_fill("uniform_", _uniform)
 normal_ = _random_fill("normal_", _normal)
 
 
-FloatTensor = _legacy_constructor("FloatTensor", "float32")
-DoubleTensor = _legacy_constructor("DoubleTensor", "float64")
-LongTensor = _legacy_constructor("LongTensor", "int64")
-BoolTensor = _legacy_constructor("BoolTensor", "bool")
+def bernoulli_(self, p=0.5, *, generator=None):
+    """Each element becomes 1 with probability p (a number, or a tensor of probabilities broadcast to self)."""
+    from .creation import _generator
+    _generator(generator, "bernoulli_")
+    float_dtype = self.dtype if self.dtype.is_floating_point else _C.float32
+    probs = _C.to_dtype(p.detach(), float_dtype) if isinstance(p, Tensor) else _C.scalar_operand(
+        float(number(p, "bernoulli_", "p")), _C.full((), 0.0, float_dtype))
+    sample = _C.compare("lt", _C.rand(tuple(self.shape), float_dtype), probs)
+    before = _C.inplace_input(self, "bernoulli_", False)
+    _C.assign_inplace(self, _overwrite(before, sample, "bernoulli_"), "bernoulli_")
+    return self
+
+
+FloatTensor = _legacy_type("FloatTensor", "float32")
+DoubleTensor = _legacy_type("DoubleTensor", "float64")
+LongTensor = _legacy_type("LongTensor", "int64")
+BoolTensor = _legacy_type("BoolTensor", "bool")

@@ -148,6 +148,9 @@ def _abort_on_uncaught_exception(exc_type, exc, tb):
             stream.flush()
         except Exception:
             pass
+    # mpiexec forwards a rank's output through a pipe; Abort kills the job at once, and under load the traceback
+    # just written could be lost with it (seen: an empty stderr). A moment's grace lets it through.
+    time.sleep(0.5)
     _mpi().COMM_WORLD.Abort(1)
 
 

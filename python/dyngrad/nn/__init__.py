@@ -5,10 +5,10 @@ engine: every `from .. import X` below resolves to the engine root that loaded i
 docs/design.md).
 """
 from .parameter import Parameter, Buffer
-from .module import Module, Sequential, ModuleList, ModuleDict
+from .module import Module, Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict
 from .linear import Identity, Linear, Flatten, Unflatten, Embedding
 from .conv import Conv2d, MaxPool2d, AvgPool2d
-from .rnn import RNNCell, LSTMCell, GRUCell, RNN, LSTM, GRU
+from .rnn import RNNCellBase, RNNCell, LSTMCell, GRUCell, RNNBase, RNN, LSTM, GRU
 from .norm import LayerNorm, BatchNorm1d
 from .dropout import Dropout
 from .activation import ReLU, Sigmoid, Tanh, LeakyReLU, GELU, Softplus, SiLU, Softmax, LogSoftmax
@@ -16,9 +16,10 @@ from .loss import CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss
 from . import functional, init, utils, parallel
 
 __all__ = [
-    "Parameter", "Buffer", "Module", "Sequential", "ModuleList", "ModuleDict",
+    "Parameter", "Buffer", "Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
     "Identity", "Linear", "Flatten", "Unflatten", "Embedding", "Conv2d", "MaxPool2d", "AvgPool2d",
-    "RNNCell", "LSTMCell", "GRUCell", "RNN", "LSTM", "GRU", "LayerNorm", "BatchNorm1d", "Dropout",
+    "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell", "RNNBase", "RNN", "LSTM", "GRU", "LayerNorm", "BatchNorm1d",
+    "Dropout",
     "ReLU", "Sigmoid", "Tanh", "LeakyReLU", "GELU", "Softplus", "SiLU", "Softmax", "LogSoftmax",
     "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss", "functional", "init", "utils",
     "parallel",

@@ -1,33 +1,40 @@
-"""Activation functions as modules (for Sequential)."""
+"""Activation functions as modules (for Sequential), with torch's constructor arguments and reprs."""
 from . import functional as F
 from .module import Module
 
 
 class ReLU(Module):
-    def forward(self, x):
-        return F.relu(x)
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.relu(input, inplace=self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
 
 
 class Sigmoid(Module):
-    def forward(self, x):
-        return F.sigmoid(x)
+    def forward(self, input):
+        return F.sigmoid(input)
 
 
 class Tanh(Module):
-    def forward(self, x):
-        return F.tanh(x)
+    def forward(self, input):
+        return F.tanh(input)
 
 
 class LeakyReLU(Module):
-    def __init__(self, negative_slope=0.01):
+    def __init__(self, negative_slope=0.01, inplace=False):
         super().__init__()
-        self.negative_slope = negative_slope
+        self.negative_slope, self.inplace = negative_slope, inplace
 
-    def forward(self, x):
-        return F.leaky_relu(x, self.negative_slope)
+    def forward(self, input):
+        return F.leaky_relu(input, self.negative_slope, self.inplace)
 
     def extra_repr(self):
-        return f"negative_slope={self.negative_slope}"
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
 
 
 class GELU(Module):
@@ -35,11 +42,11 @@ class GELU(Module):
         super().__init__()
         self.approximate = approximate
 
-    def forward(self, x):
-        return F.gelu(x, approximate=self.approximate)
+    def forward(self, input):
+        return F.gelu(input, approximate=self.approximate)
 
     def extra_repr(self):
-        return f"approximate='{self.approximate}'"
+        return f"approximate={self.approximate!r}"
 
 
 class Softplus(Module):
@@ -47,30 +54,39 @@ class Softplus(Module):
         super().__init__()
         self.beta, self.threshold = beta, threshold
 
-    def forward(self, x):
-        return F.softplus(x, self.beta, self.threshold)
+    def forward(self, input):
+        return F.softplus(input, self.beta, self.threshold)
 
     def extra_repr(self):
         return f"beta={self.beta}, threshold={self.threshold}"
 
 
 class SiLU(Module):
-    def forward(self, x):
-        return F.silu(x)
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.silu(input, inplace=self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
 
 
 class Softmax(Module):
+    """softmax over dim (dim=None: torch's legacy implicit dim, 0 for 0-, 1- and 3-D input, else 1)."""
+
     def __init__(self, dim=None):
         super().__init__()
         self.dim = dim
 
-    def forward(self, x):
-        return F.softmax(x, self.dim if self.dim is not None else -1)
+    def forward(self, input):
+        return F.softmax(input, self.dim)
 
     def extra_repr(self):
         return f"dim={self.dim}"
 
 
 class LogSoftmax(Softmax):
-    def forward(self, x):
-        return F.log_softmax(x, self.dim if self.dim is not None else -1)
+    def forward(self, input):
+        return F.log_softmax(input, self.dim)

@@ -2,6 +2,7 @@
 import math
 
 from .. import empty
+from .._api.args import check_device
 from . import functional as F, init
 from .module import Module
 from .parameter import Parameter
@@ -15,16 +16,26 @@ class Conv2d(Module):
     """2-D cross-correlation over (N, C_in, H, W); weight is (C_out, C_in // groups, kh, kw) as in torch."""
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
-                 bias=True, dtype=None):
+                 bias=True, padding_mode="zeros", device=None, dtype=None):
         super().__init__()
-        if in_channels % groups or out_channels % groups:
-            raise ValueError(f"Conv2d: in_channels ({in_channels}) and out_channels ({out_channels}) must be "
-                             f"divisible by groups ({groups})")
+        check_device(device, "Conv2d")
+        if groups <= 0:
+            raise ValueError("groups must be a positive integer")
+        if in_channels % groups:
+            raise ValueError("in_channels must be divisible by groups")
+        if out_channels % groups:
+            raise ValueError("out_channels must be divisible by groups")
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"Conv2d: padding_mode={padding_mode!r} is not supported yet (only 'zeros').")
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size, self.stride = _pair(kernel_size), _pair(stride)
-        self.padding, self.dilation = _pair(padding), _pair(dilation)
+        self.padding = padding if isinstance(padding, str) else _pair(padding)
+        self.dilation, self.padding_mode = _pair(dilation), padding_mode
         self.weight = Parameter(empty(out_channels, in_channels // groups, *self.kernel_size, dtype=dtype))
-        self.bias = Parameter(empty(out_channels, dtype=dtype)) if bias else None
+        if bias:
+            self.bias = Parameter(empty(out_channels, dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -34,8 +45,8 @@ class Conv2d(Module):
             bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
             init.uniform_(self.bias, -bound, bound)
 
-    def forward(self, x):
-        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+    def forward(self, input):
+        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
     def extra_repr(self):
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
@@ -45,25 +56,45 @@ class Conv2d(Module):
             s += f", dilation={self.dilation}"
         if self.groups != 1:
             s += f", groups={self.groups}"
-        return s + ("" if self.bias is not None else ", bias=False")
+        if self.bias is None:
+            s += ", bias=False"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode}"
+        return s
 
 
-class _Pool2d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0):
+class MaxPool2d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
         super().__init__()
+        if dilation != 1 or return_indices or ceil_mode:
+            raise NotImplementedError("MaxPool2d: dilation, return_indices and ceil_mode are not supported yet.")
         self.kernel_size = kernel_size
         self.stride = stride if stride is not None else kernel_size
-        self.padding = padding
+        self.padding, self.dilation = padding, dilation
+        self.return_indices, self.ceil_mode = return_indices, ceil_mode
+
+    def forward(self, input):
+        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding)
+
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class AvgPool2d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                 divisor_override=None):
+        super().__init__()
+        if ceil_mode or not count_include_pad or divisor_override is not None:
+            raise NotImplementedError("AvgPool2d: ceil_mode, count_include_pad=False and divisor_override are not "
+                                      "supported yet.")
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding, self.ceil_mode = padding, ceil_mode
+        self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
+
+    def forward(self, input):
+        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding)
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
-
-
-class MaxPool2d(_Pool2d):
-    def forward(self, x):
-        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding)
-
-
-class AvgPool2d(_Pool2d):
-    def forward(self, x):
-        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding)

@@ -1,32 +1,41 @@
-"""Losses as modules: CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss."""
+"""Losses as modules: CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss, with torch's constructor
+arguments; class weights (and pos_weight) are buffers, so they are in state_dict() as in torch."""
 from . import functional as F
 from .module import Module
 
 
 class _Loss(Module):
-    def __init__(self, reduction="mean"):
+    def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
-        if reduction not in ("mean", "sum", "none"):
-            raise ValueError(f"{type(self).__name__}: reduction must be 'mean', 'sum' or 'none', got '{reduction}'")
+        if size_average is not None or reduce is not None:
+            raise NotImplementedError(f"{type(self).__name__}: size_average and reduce are deprecated in torch and "
+                                      "not supported; use reduction='none' | 'mean' | 'sum'.")
         self.reduction = reduction
 
 
-class CrossEntropyLoss(_Loss):
-    """log_softmax + negative log likelihood of class indices (fused in the engine)."""
+class _WeightedLoss(_Loss):
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.register_buffer("weight", weight)
 
-    def __init__(self, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
-        super().__init__(reduction)
-        self.weight, self.ignore_index, self.label_smoothing = weight, ignore_index, label_smoothing
+
+class CrossEntropyLoss(_WeightedLoss):
+    """log_softmax + negative log likelihood of class indices (fused in the engine), or of class probabilities."""
+
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                 label_smoothing=0.0):
+        super().__init__(weight, size_average, reduce, reduction)
+        self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
 
     def forward(self, input, target):
         return F.cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
                                reduction=self.reduction, label_smoothing=self.label_smoothing)
 
 
-class NLLLoss(_Loss):
-    def __init__(self, weight=None, ignore_index=-100, reduction="mean"):
-        super().__init__(reduction)
-        self.weight, self.ignore_index = weight, ignore_index
+class NLLLoss(_WeightedLoss):
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+        super().__init__(weight, size_average, reduce, reduction)
+        self.ignore_index = ignore_index
 
     def forward(self, input, target):
         return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index, reduction=self.reduction)
@@ -43,9 +52,10 @@ class L1Loss(_Loss):
 
 
 class BCEWithLogitsLoss(_Loss):
-    def __init__(self, weight=None, reduction="mean", pos_weight=None):
-        super().__init__(reduction)
-        self.weight, self.pos_weight = weight, pos_weight
+    def __init__(self, weight=None, size_average=None, reduce=None, reduction="mean", pos_weight=None):
+        super().__init__(size_average, reduce, reduction)
+        self.register_buffer("weight", weight)
+        self.register_buffer("pos_weight", pos_weight)
 
     def forward(self, input, target):
         return F.binary_cross_entropy_with_logits(input, target, weight=self.weight, reduction=self.reduction,

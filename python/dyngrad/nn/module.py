@@ -1,110 +1,188 @@
-"""Module: the base class of layers and models, and the containers Sequential, ModuleList, ModuleDict.
+"""Module: the base class of layers and models, and the containers Sequential, ModuleList, ModuleDict, ParameterList,
+ParameterDict, with torch.nn.Module's API and semantics.
 
 A Module registers what is assigned to it: a Parameter goes to `_parameters`, a Module to `_modules`, a tensor
-given to `register_buffer` to `_buffers`. Everything else (parameters(), state_dict(), train(), zero_grad(), ...)
-walks that tree. Since dyngrad is define-by-run, `forward` is ordinary Python and may differ from call to call.
+given to `register_buffer` to `_buffers`; assigning again to a registered name keeps its position (state_dict()
+order is registration order, as in torch). Everything else (parameters(), state_dict(), train(), zero_grad(),
+hooks, ...) walks that tree. Since dyngrad is define-by-run, `forward` is ordinary Python and may differ from call
+to call.
 """
-from collections import OrderedDict, namedtuple
+import itertools
+import operator
+import warnings
+from collections import OrderedDict, abc, namedtuple
 
 from .. import Tensor, no_grad
+from .hooks import BackwardHook, HookDict, RemovableHandle
 from .parameter import Parameter, Buffer
 
-IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    """What load_state_dict returns: (missing_keys, unexpected_keys), as torch's named tuple."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+    __str__ = __repr__
 
 
-class RemovableHandle:
-    """Returned by register_forward_hook; `remove()` unregisters the hook."""
+IncompatibleKeys = _IncompatibleKeys
 
-    _next_id = 0
 
-    def __init__(self, hooks):
-        self.hooks = hooks
-        self.id = RemovableHandle._next_id
-        RemovableHandle._next_id += 1
+def _addindent(s, num_spaces):
+    lines = s.split("\n")
+    if len(lines) == 1:
+        return s
+    return lines[0] + "\n" + "\n".join(num_spaces * " " + line for line in lines[1:])
 
-    def remove(self):
-        self.hooks.pop(self.id, None)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.remove()
+def _float_dtype_arg(dtype, op):
+    from .. import _api
+    dt = _api.args.dtype_arg(dtype, op)
+    if not dt.is_floating_point:
+        raise TypeError(f"nn.Module.{op} only accepts floating point dtypes, but got desired dtype={dt}")
+    return dt
 
 
 class Module:
     """Base class for all layers and models: subclass it, assign layers/parameters in __init__, define forward."""
 
-    training = True
+    training: bool
+    _version = 1
+    call_super_init = False
 
-    def __init__(self):
+    def __init__(self, *args, **kwargs):
+        if args or kwargs:
+            raise TypeError(f"{type(self).__name__}.__init__() got unexpected arguments: Module.__init__ takes none")
         # object.__setattr__: our own __setattr__ needs these dicts to exist
-        object.__setattr__(self, "training", True)
-        object.__setattr__(self, "_parameters", OrderedDict())
-        object.__setattr__(self, "_buffers", OrderedDict())
-        object.__setattr__(self, "_non_persistent_buffers", set())
-        object.__setattr__(self, "_modules", OrderedDict())
-        object.__setattr__(self, "_forward_hooks", OrderedDict())
-        object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
+        setattr_ = object.__setattr__
+        setattr_(self, "training", True)
+        setattr_(self, "_parameters", OrderedDict())
+        setattr_(self, "_buffers", OrderedDict())
+        setattr_(self, "_non_persistent_buffers_set", set())
+        setattr_(self, "_backward_pre_hooks", HookDict())
+        setattr_(self, "_backward_hooks", HookDict())
+        setattr_(self, "_is_full_backward_hook", None)
+        setattr_(self, "_forward_hooks", HookDict())
+        setattr_(self, "_forward_hooks_with_kwargs", HookDict())
+        setattr_(self, "_forward_hooks_always_called", HookDict())
+        setattr_(self, "_forward_pre_hooks", HookDict())
+        setattr_(self, "_forward_pre_hooks_with_kwargs", HookDict())
+        setattr_(self, "_modules", OrderedDict())
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
+    # ----- calling ----------------------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        for hook in list(self._forward_pre_hooks.values()):
-            new_args = hook(self, args)
-            if new_args is not None:
-                args = new_args if isinstance(new_args, tuple) else (new_args,)
-        out = self.forward(*args, **kwargs)
-        for hook in list(self._forward_hooks.values()):
-            new_out = hook(self, args, out)
-            if new_out is not None:
-                out = new_out
-        return out
+        if not (self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or self._backward_pre_hooks):
+            return self.forward(*args, **kwargs)
+        return self._call_with_hooks(args, kwargs)
 
-    # ----- registration ---------------------------------------------------------------------------------
-    def _check_init(self, what):
-        if "_parameters" not in self.__dict__:
-            raise AttributeError(f"cannot assign {what} before Module.__init__() call "
-                                 f"(call super().__init__() first in {type(self).__name__}.__init__)")
+    def _call_with_hooks(self, args, kwargs):
+        """torch's Module._call_impl: forward pre-hooks, the backward hooks' input side, forward, forward hooks,
+        the backward hooks' output side."""
+        for hook_id, hook in list(self._forward_pre_hooks.items()):
+            if hook_id in self._forward_pre_hooks_with_kwargs:
+                result = hook(self, args, kwargs)
+                if result is not None:
+                    if not (isinstance(result, tuple) and len(result) == 2):
+                        raise RuntimeError("forward pre-hook must return None or a tuple of (new_args, new_kwargs), "
+                                           f"but got {result}.")
+                    args, kwargs = result
+            else:
+                result = hook(self, args)
+                if result is not None:
+                    args = result if isinstance(result, tuple) else (result,)
+        backward_hook = None
+        if self._backward_hooks or self._backward_pre_hooks:
+            backward_hook = BackwardHook(self, list(self._backward_hooks.values()),
+                                         list(self._backward_pre_hooks.values()))
+            args = backward_hook.setup_input_hook(args)
+        called = set()
+        try:
+            result = self.forward(*args, **kwargs)
+            for hook_id, hook in list(self._forward_hooks.items()):
+                called.add(hook_id)
+                if hook_id in self._forward_hooks_with_kwargs:
+                    hook_result = hook(self, args, kwargs, result)
+                else:
+                    hook_result = hook(self, args, result)
+                if hook_result is not None:
+                    result = hook_result
+        except Exception:
+            for hook_id, hook in list(self._forward_hooks.items()):      # always_call=True hooks still run
+                if hook_id in self._forward_hooks_always_called and hook_id not in called:
+                    try:
+                        if hook_id in self._forward_hooks_with_kwargs:
+                            hook(self, args, kwargs, None)
+                        else:
+                            hook(self, args, None)
+                    except Exception as e:  # noqa: BLE001  as torch: warn and re-raise the original error
+                        warnings.warn(f"forward hook with ``always_call=True`` raised an exception that was "
+                                      f"silenced as another error was raised in forward: {e}", stacklevel=2)
+            raise
+        if backward_hook is not None:
+            if not isinstance(result, (Tensor, tuple)):
+                warnings.warn("For backward hooks to be called, module output should be a Tensor or a tuple of "
+                              f"Tensors but received {type(result)}", stacklevel=2)
+            else:
+                result = backward_hook.setup_output_hook(result)
+        return result
 
+    # ----- registration -----------------------------------------------------------------------------------------
     def __setattr__(self, name, value):
+        def remove_from(*dicts_or_sets):
+            for d in dicts_or_sets:
+                if name in d:
+                    if isinstance(d, dict):
+                        del d[name]
+                    else:
+                        d.discard(name)
+
         params = self.__dict__.get("_parameters")
         if isinstance(value, Parameter):
-            self._check_init("parameters")
-            self._discard(name)
-            params[name] = value
-        elif isinstance(value, Module):
-            self._check_init("module")
-            self._discard(name)
-            self._modules[name] = value
-        elif isinstance(value, Buffer):
-            self._check_init("buffer")
-            self._discard(name)
-            self.register_buffer(name, value.data, value.persistent)
+            if params is None:
+                raise AttributeError("cannot assign parameters before Module.__init__() call")
+            remove_from(self.__dict__, self._buffers, self._modules, self._non_persistent_buffers_set)
+            self.register_parameter(name, value)
         elif params is not None and name in params:
             if value is not None:
-                raise TypeError(f"cannot assign '{type(value).__name__}' as parameter '{name}' "
-                                "(dyngrad.nn.Parameter or None expected)")
-            params[name] = None
-        elif params is not None and name in self._modules:
-            if value is not None:
-                raise TypeError(f"cannot assign '{type(value).__name__}' as child module '{name}' "
-                                "(dyngrad.nn.Module or None expected)")
-            self._modules[name] = None
-        elif params is not None and name in self._buffers:
-            if value is not None and not isinstance(value, Tensor):
-                raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
-                                "(dyngrad.Tensor or None expected)")
-            self._buffers[name] = value
+                raise TypeError(f"cannot assign '{type(value).__module__}.{type(value).__name__}' as parameter "
+                                f"'{name}' (dyngrad.nn.Parameter or None expected)")
+            self.register_parameter(name, value)
         else:
-            object.__setattr__(self, name, value)
-
-    def _discard(self, name):
-        self.__dict__.pop(name, None)
-        for d in (self._parameters, self._buffers, self._modules):
-            d.pop(name, None)
-        self._non_persistent_buffers.discard(name)
+            modules = self.__dict__.get("_modules")
+            if isinstance(value, Module):
+                if modules is None:
+                    raise AttributeError("cannot assign module before Module.__init__() call")
+                remove_from(self.__dict__, self._parameters, self._buffers, self._non_persistent_buffers_set)
+                modules[name] = value
+            elif modules is not None and name in modules:
+                if value is not None:
+                    raise TypeError(f"cannot assign '{type(value).__module__}.{type(value).__name__}' as child "
+                                    f"module '{name}' (dyngrad.nn.Module or None expected)")
+                modules[name] = value
+            else:
+                buffers = self.__dict__.get("_buffers")
+                if isinstance(value, Buffer) or (buffers is not None and name in buffers):
+                    if buffers is None:
+                        raise AttributeError("cannot assign buffer before Module.__init__() call")
+                    if value is not None and not isinstance(value, (Tensor, Buffer)):
+                        raise TypeError(f"cannot assign '{type(value).__module__}.{type(value).__name__}' as buffer "
+                                        f"'{name}' (dyngrad.nn.Buffer, dyngrad.Tensor or None expected)")
+                    if isinstance(value, Buffer):
+                        persistent, value = value.persistent, value.data
+                    else:
+                        persistent = name not in self._non_persistent_buffers_set
+                    remove_from(self.__dict__, self._parameters, self._modules)
+                    self.register_buffer(name, value, persistent)
+                else:
+                    object.__setattr__(self, name, value)
 
     def __getattr__(self, name):
         # only called when normal lookup fails: look in the registries
@@ -115,80 +193,115 @@ class Module:
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name):
-        for registry in (self._parameters, self._buffers, self._modules):
-            if name in registry:
-                del registry[name]
-                self._non_persistent_buffers.discard(name)
-                return
-        object.__delattr__(self, name)
+        if name in self._parameters:
+            del self._parameters[name]
+        elif name in self._buffers:
+            del self._buffers[name]
+            self._non_persistent_buffers_set.discard(name)
+        elif name in self._modules:
+            del self._modules[name]
+        else:
+            object.__delattr__(self, name)
 
     def __dir__(self):
-        return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers) | set(self._modules))
+        keys = set(super().__dir__()) | set(self._parameters) | set(self._buffers) | set(self._modules)
+        return sorted(k for k in keys if not k[0].isdigit())
+
+    def _check_new_name(self, name, registry, what):
+        if "_parameters" not in self.__dict__:
+            raise AttributeError(f"cannot assign {what} before Module.__init__() call")
+        if not isinstance(name, str):
+            raise TypeError(f"{what} name should be a string. Got {type(name).__name__}")
+        if "." in name:
+            raise KeyError(f'{what} name can\'t contain "."')
+        if name == "":
+            raise KeyError(f'{what} name can\'t be empty string ""')
+        if hasattr(self, name) and name not in registry:
+            raise KeyError(f"attribute '{name}' already exists")
 
     def register_parameter(self, name, param):
-        self._check_init("parameters")
-        if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"register_parameter: cannot assign '{type(param).__name__}' as parameter '{name}' "
-                            "(dyngrad.nn.Parameter or None expected)")
-        self._check_name(name, "parameter")
-        self._discard(name)
-        self._parameters[name] = param
+        """Adds a parameter (or None) under `name`; assigning a Parameter attribute does the same."""
+        self._check_new_name(name, self.__dict__.get("_parameters", {}), "parameter")
+        if param is None:
+            self._parameters[name] = None
+        elif not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign '{type(param).__module__}.{type(param).__name__}' object to parameter "
+                            f"'{name}' (dyngrad.nn.Parameter or None required)")
+        elif param.grad_fn is not None:
+            raise ValueError(f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters must be created "
+                             "explicitly. To express '{name}' as a function of another Tensor, compute the value in "
+                             "the forward() method.")
+        else:
+            self._parameters[name] = param
 
     def register_buffer(self, name, tensor, persistent=True):
-        """A tensor that is part of the module's state but not a parameter (BatchNorm's running mean)."""
-        self._check_init("buffer")
+        """A tensor that is part of the module's state but not a parameter (BatchNorm's running mean); a buffer
+        with persistent=False is left out of state_dict()."""
+        self._check_new_name(name, self.__dict__.get("_buffers", {}), "buffer")
         if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"register_buffer: cannot assign '{type(tensor).__name__}' as buffer '{name}' "
-                            "(dyngrad.Tensor or None expected)")
-        self._check_name(name, "buffer")
-        self._discard(name)
+            raise TypeError(f"cannot assign '{type(tensor).__module__}.{type(tensor).__name__}' object to buffer "
+                            f"'{name}' (dyngrad Tensor or None required)")
         self._buffers[name] = tensor
-        if not persistent:
-            self._non_persistent_buffers.add(name)
+        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)
 
     def add_module(self, name, module):
-        self._check_init("module")
         if module is not None and not isinstance(module, Module):
-            raise TypeError(f"add_module: {type(module).__name__} is not a Module subclass")
-        self._check_name(name, "module")
-        self._discard(name)
+            raise TypeError(f"{type(module).__module__}.{type(module).__name__} is not a Module subclass")
+        self._check_new_name(name, self.__dict__.get("_modules", {}), "module")
         self._modules[name] = module
 
-    register_module = add_module
+    def register_module(self, name, module):
+        self.add_module(name, module)
 
-    @staticmethod
-    def _check_name(name, what):
-        if not isinstance(name, str):
-            raise TypeError(f"{what} name should be a string, got {type(name).__name__}")
-        if "." in name or name == "":
-            raise KeyError(f"{what} name can't contain \".\" or be empty, got '{name}'")
-
+    # ----- lookup by dotted name --------------------------------------------------------------------------------
     def get_submodule(self, target):
+        if target == "":
+            return self
         mod = self
-        for item in target.split(".") if target else []:
-            if item not in mod._modules:
-                raise AttributeError(f"{type(mod).__name__} has no submodule '{item}' (looking up '{target}')")
-            mod = mod._modules[item]
+        for item in target.split("."):
+            if not hasattr(mod, item):
+                raise AttributeError(mod._get_name() + " has no attribute `" + item + "`")
+            mod = getattr(mod, item)
+            if not isinstance(mod, Module):
+                raise AttributeError("`" + item + "` is not an nn.Module")
         return mod
 
     def get_parameter(self, target):
-        mod_path, _, name = target.rpartition(".")
-        mod = self.get_submodule(mod_path)
-        if name not in mod._parameters:
-            raise AttributeError(f"{type(mod).__name__} has no parameter '{name}'")
-        return mod._parameters[name]
+        module_path, _, param_name = target.rpartition(".")
+        mod = self.get_submodule(module_path)
+        if not hasattr(mod, param_name):
+            raise AttributeError(mod._get_name() + " has no attribute `" + param_name + "`")
+        param = getattr(mod, param_name)
+        if not isinstance(param, Parameter):
+            raise AttributeError("`" + param_name + "` is not an nn.Parameter")
+        return param
 
-    # ----- traversal -------------------------------------------------------------------------------------
+    def get_buffer(self, target):
+        module_path, _, buffer_name = target.rpartition(".")
+        mod = self.get_submodule(module_path)
+        if not hasattr(mod, buffer_name):
+            raise AttributeError(mod._get_name() + " has no attribute `" + buffer_name + "`")
+        buffer = getattr(mod, buffer_name)
+        if buffer_name not in mod._buffers:
+            raise AttributeError("`" + buffer_name + "` is not a buffer")
+        return buffer
+
+    # ----- traversal --------------------------------------------------------------------------------------------
     def named_modules(self, memo=None, prefix="", remove_duplicate=True):
-        # iterative pre-order walk (deep dynamic models should not hit the recursion limit)
+        """(name, module) for self and every submodule, pre-order; a module reached twice is listed once unless
+        remove_duplicate=False."""
+        # iterative (deep dynamic models should not hit the recursion limit)
         memo = set() if memo is None else memo
         stack = [(prefix, self)]
         while stack:
             name, mod = stack.pop()
+            if mod in memo:
+                continue
             if remove_duplicate:
-                if id(mod) in memo:
-                    continue
-                memo.add(id(mod))
+                memo.add(mod)
             yield name, mod
             children = [(name + ("." if name else "") + k, m) for k, m in mod._modules.items() if m is not None]
             stack.extend(reversed(children))
@@ -198,53 +311,55 @@ class Module:
             yield m
 
     def named_children(self):
-        seen = set()
+        memo = set()
         for name, m in self._modules.items():
-            if m is not None and id(m) not in seen:
-                seen.add(id(m))
+            if m is not None and m not in memo:
+                memo.add(m)
                 yield name, m
 
     def children(self):
         for _, m in self.named_children():
             yield m
 
-    def _named_members(self, registry, prefix, recurse, remove_duplicate=True):
-        seen = set()
+    def _named_members(self, get_members, prefix="", recurse=True, remove_duplicate=True):
+        memo = set()
         mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
         for mod_prefix, mod in mods:
-            for name, value in getattr(mod, registry).items():
-                if value is None or (remove_duplicate and id(value) in seen):
+            for name, value in get_members(mod):
+                if value is None or value in memo:
                     continue
-                seen.add(id(value))
+                if remove_duplicate:
+                    memo.add(value)
                 yield mod_prefix + ("." if mod_prefix else "") + name, value
 
     def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
-        yield from self._named_members("_parameters", prefix, recurse, remove_duplicate)
+        yield from self._named_members(lambda m: m._parameters.items(), prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse=True):
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
     def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
-        yield from self._named_members("_buffers", prefix, recurse, remove_duplicate)
+        yield from self._named_members(lambda m: m._buffers.items(), prefix, recurse, remove_duplicate)
 
     def buffers(self, recurse=True):
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
     def apply(self, fn):
-        """Call fn on every submodule (children first) and then on self, as torch does (e.g. custom init)."""
+        """Calls fn on every submodule (children first) and then on self, as torch does (e.g. custom init)."""
         for m in self.children():
             m.apply(fn)
         fn(self)
         return self
 
-    # ----- modes and gradients ---------------------------------------------------------------------------
+    # ----- modes and gradients ----------------------------------------------------------------------------------
     def train(self, mode=True):
         if not isinstance(mode, bool):
-            raise ValueError(f"train: mode is expected to be a bool, got {type(mode).__name__}")
-        for m in self.modules():
-            object.__setattr__(m, "training", mode)
+            raise ValueError("training mode is expected to be boolean")
+        self.training = mode
+        for m in self.children():
+            m.train(mode)
         return self
 
     def eval(self):
@@ -265,9 +380,10 @@ class Module:
                 with no_grad():
                     p.grad.zero_()
 
-    # ----- dtype conversion ------------------------------------------------------------------------------
-    def _apply_to_tensors(self, fn):
-        # in place on the same Parameter objects (like torch), so an optimiser built earlier keeps working
+    # ----- dtype and device -------------------------------------------------------------------------------------
+    def _apply(self, fn):
+        """fn applied to every parameter, gradient and buffer, in place on the same Parameter objects (like torch,
+        so that an optimiser built earlier keeps working)."""
         with no_grad():
             for m in self.modules():
                 for p in m._parameters.values():
@@ -276,86 +392,200 @@ class Module:
                         if p.grad is not None:
                             p.grad = fn(p.grad)
                 for name, b in m._buffers.items():
-                    if b is not None and b.is_floating_point():
+                    if b is not None:
                         m._buffers[name] = fn(b)
         return self
 
-    def to(self, dtype):
-        return self._apply_to_tensors(lambda t: t.to(dtype))
+    def to(self, *args, **kwargs):
+        """to(device), to(dtype), to(tensor), to(device, dtype): floating-point parameters and buffers take the
+        dtype (a device other than the CPU raises, naming it)."""
+        from .. import _api
+        device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+        kwargs.pop("non_blocking", None)
+        kwargs.pop("memory_format", None)
+        if kwargs:
+            raise TypeError(f"to() received an invalid keyword argument '{next(iter(kwargs))}'")
+        for arg in args:
+            if isinstance(arg, Tensor):
+                dtype = arg.dtype
+            elif isinstance(arg, (str, _api.device.device)) or (isinstance(arg, int) and not isinstance(arg, bool)):
+                device = arg
+            elif isinstance(arg, bool):
+                continue                     # non_blocking
+            elif arg is not None:
+                dtype = arg
+        _api.args.check_device(device, "Module.to")
+        if dtype is None:
+            return self
+        dt = _float_dtype_arg(dtype, "to")
+        return self._apply(lambda t: t.to(dt) if t.is_floating_point() else t)
 
     def double(self):
-        return self._apply_to_tensors(lambda t: t.double())
+        return self._apply(lambda t: t.double() if t.is_floating_point() else t)
 
     def float(self):
-        return self._apply_to_tensors(lambda t: t.float())
+        return self._apply(lambda t: t.float() if t.is_floating_point() else t)
+
+    def type(self, dst_type):
+        return self._apply(lambda t: t.type(dst_type))
 
     def cpu(self):
         return self
 
-    # ----- state dicts -----------------------------------------------------------------------------------
-    def state_dict(self, destination=None, prefix="", keep_vars=False):
-        """An OrderedDict of name -> tensor for every parameter and persistent buffer (torch's names).
+    def cuda(self, device=None):
+        from .. import _api
+        raise _api.device.cuda_error(f"{self._get_name()}.cuda()")
+
+    # ----- state dicts ------------------------------------------------------------------------------------------
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        for name, p in self._parameters.items():
+            if p is not None:
+                destination[prefix + name] = p if keep_vars else p.detach()
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent_buffers_set:
+                destination[prefix + name] = b if keep_vars else b.detach()
+
+    def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
+        """An OrderedDict of name -> tensor for every parameter and persistent buffer (torch's names and order:
+        each module's own parameters and buffers, then its children's; a module reached twice appears twice).
 
         The tensors share memory with the module's (detached unless keep_vars=True): copy them if you need a
         snapshot, e.g. `{k: v.clone() for k, v in m.state_dict().items()}`.
         """
+        if args:                          # torch's deprecated positional form: (destination, prefix, keep_vars)
+            destination, prefix, keep_vars = (list(args) + [destination, prefix, keep_vars][len(args):])[:3]
         destination = OrderedDict() if destination is None else destination
-        for mod_prefix, mod in self.named_modules(prefix=prefix.rstrip(".")):
-            dot = mod_prefix + ("." if mod_prefix else "")
-            for name, p in mod._parameters.items():
-                if p is not None:
-                    destination[dot + name] = p if keep_vars else p.detach()
-            for name, b in mod._buffers.items():
-                if b is not None and name not in mod._non_persistent_buffers:
-                    destination[dot + name] = b if keep_vars else b.detach()
+        stack = [(prefix, self)]          # iterative pre-order, as torch's recursion visits it
+        while stack:
+            mod_prefix, mod = stack.pop()
+            mod._save_to_state_dict(destination, mod_prefix, keep_vars)
+            stack.extend(reversed([(mod_prefix + name + ".", child) for name, child in mod._modules.items()
+                                   if child is not None]))
         return destination
 
-    def load_state_dict(self, state_dict, strict=True):
-        """Copy tensors (dyngrad tensors or numpy arrays) into this module's parameters and buffers.
-
-        With strict=True, missing or unexpected keys raise; shape mismatches always raise. Returns
-        (missing_keys, unexpected_keys).
-        """
-        own = self.state_dict(keep_vars=True)
-        missing = [k for k in own if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in own]
-        errors = []
-        if strict and (missing or unexpected):
-            if unexpected:
-                errors.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ".")
-            if missing:
-                errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ".")
-        pending = []
-        for key, dst in own.items():
+    def _load_from_state_dict(self, state_dict, prefix, assign, missing_keys, unexpected_keys, error_msgs):
+        persistent = {k: v for k, v in self._buffers.items() if k not in self._non_persistent_buffers_set}
+        local_state = {k: v for k, v in itertools.chain(self._parameters.items(), persistent.items()) if v is not None}
+        for name, param in local_state.items():
+            key = prefix + name
             if key not in state_dict:
+                missing_keys.append(key)
                 continue
-            src = _as_engine_tensor(state_dict[key], dst)
-            if tuple(src.shape) != tuple(dst.shape):
-                errors.append(f'size mismatch for {key}: copying a param with shape {tuple(src.shape)} from '
-                              f'checkpoint, the shape in current model is {tuple(dst.shape)}.')
+            value = state_dict[key]
+            if not isinstance(value, Tensor) and not hasattr(value, "__array__"):
+                error_msgs.append(f'While copying the parameter named "{key}", expected a Tensor or Tensor-like '
+                                  f"object from checkpoint but received {type(value)}")
+                continue
+            src = _as_engine_tensor(value, param)
+            if tuple(src.shape) != tuple(param.shape):
+                error_msgs.append(f"size mismatch for {key}: copying a param with shape {src.shape} from "
+                                  f"checkpoint, the shape in current model is {param.shape}.")
+                continue
+            if assign:
+                if isinstance(param, Parameter):
+                    src = src if isinstance(src, Parameter) else Parameter(src, requires_grad=param.requires_grad)
+                    src.requires_grad_(param.requires_grad)
+                setattr(self, name, src)
             else:
-                pending.append((dst, src))
-        if errors:
-            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
-        with no_grad():
-            for dst, src in pending:
-                dst.copy_(src)
-        return IncompatibleKeys(missing, unexpected)
+                with no_grad():
+                    param.copy_(src)
+        for key in state_dict:
+            if key.startswith(prefix):
+                input_name = key[len(prefix):].split(".", 1)
+                if len(input_name) > 1:
+                    if input_name[0] not in self._modules:
+                        unexpected_keys.append(key)
+                elif input_name[0] not in local_state:
+                    unexpected_keys.append(key)
 
-    # ----- hooks -----------------------------------------------------------------------------------------
-    def register_forward_hook(self, hook):
-        """hook(module, args, output) runs after forward; a non-None return value replaces the output."""
-        handle = RemovableHandle(self._forward_hooks)
-        self._forward_hooks[handle.id] = hook
-        return handle
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        """Copies tensors (dyngrad tensors, numpy arrays or anything with __array__, such as torch tensors) into
+        this module's parameters and persistent buffers (assign=True: makes them the module's tensors instead).
 
-    def register_forward_pre_hook(self, hook):
-        """hook(module, args) runs before forward; a non-None return value replaces the args."""
-        handle = RemovableHandle(self._forward_pre_hooks)
+        Returns (missing_keys, unexpected_keys); with strict=True those raise, as shape mismatches always do."""
+        if not isinstance(state_dict, abc.Mapping):
+            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+        missing_keys, unexpected_keys, error_msgs = [], [], []
+        stack = [(self, "")]
+        while stack:
+            module, prefix = stack.pop()
+            module._load_from_state_dict(state_dict, prefix, assign, missing_keys, unexpected_keys, error_msgs)
+            stack.extend(reversed([(child, prefix + name + ".") for name, child in module._modules.items()
+                                   if child is not None]))
+        if strict:
+            if unexpected_keys:
+                error_msgs.insert(0, "Unexpected key(s) in state_dict: {}. ".format(
+                    ", ".join(f'"{k}"' for k in unexpected_keys)))
+            if missing_keys:
+                error_msgs.insert(0, "Missing key(s) in state_dict: {}. ".format(
+                    ", ".join(f'"{k}"' for k in missing_keys)))
+        if error_msgs:
+            raise RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(
+                type(self).__name__, "\n\t".join(error_msgs)))
+        return _IncompatibleKeys(missing_keys, unexpected_keys)
+
+    # ----- hooks ------------------------------------------------------------------------------------------------
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """hook(module, args) runs before forward; a non-None return replaces args (a single value is wrapped in a
+        tuple). with_kwargs=True: hook(module, args, kwargs) returning None or (args, kwargs)."""
+        handle = RemovableHandle(self._forward_pre_hooks, extra_dict=self._forward_pre_hooks_with_kwargs)
         self._forward_pre_hooks[handle.id] = hook
+        if with_kwargs:
+            self._forward_pre_hooks_with_kwargs[handle.id] = True
+        if prepend:
+            self._forward_pre_hooks.move_to_end(handle.id, last=False)
         return handle
 
-    # ----- printing --------------------------------------------------------------------------------------
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
+        """hook(module, args, output) runs after forward; a non-None return replaces the output.
+        with_kwargs=True: hook(module, args, kwargs, output); always_call=True: also runs if forward raised."""
+        handle = RemovableHandle(self._forward_hooks, extra_dict=[self._forward_hooks_with_kwargs,
+                                                                  self._forward_hooks_always_called])
+        self._forward_hooks[handle.id] = hook
+        if with_kwargs:
+            self._forward_hooks_with_kwargs[handle.id] = True
+        if always_call:
+            self._forward_hooks_always_called[handle.id] = True
+        if prepend:
+            self._forward_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """hook(module, grad_output) runs when the gradients of the module's outputs are known; a non-None return
+        replaces grad_output."""
+        handle = RemovableHandle(self._backward_pre_hooks)
+        self._backward_pre_hooks[handle.id] = hook
+        if prepend:
+            self._backward_pre_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """hook(module, grad_input, grad_output) runs when the gradients of the module's inputs are known
+        (grad_input has a None for each argument that is not a tensor requiring grad); a non-None return replaces
+        grad_input."""
+        if self._is_full_backward_hook is False:
+            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks on a single Module. "
+                               "Please use only one of them.")
+        object.__setattr__(self, "_is_full_backward_hook", True)
+        handle = RemovableHandle(self._backward_hooks)
+        self._backward_hooks[handle.id] = hook
+        if prepend:
+            self._backward_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_backward_hook(self, hook):
+        """Deprecated in torch for register_full_backward_hook. Here it runs as a full backward hook: torch's old
+        variant reported the gradients of the last op inside forward, which torch itself warns is wrong whenever
+        forward runs more than one op."""
+        if self._is_full_backward_hook is True:
+            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks on a single Module. "
+                               "Please use only one of them.")
+        object.__setattr__(self, "_is_full_backward_hook", False)
+        handle = RemovableHandle(self._backward_hooks)
+        self._backward_hooks[handle.id] = hook
+        return handle
+
+    # ----- printing ---------------------------------------------------------------------------------------------
     def extra_repr(self):
         return ""
 
@@ -363,26 +593,38 @@ class Module:
         return type(self).__name__
 
     def __repr__(self):
-        lines = [line for line in self.extra_repr().split("\n") if line]
-        for name, m in self._modules.items():
-            child = repr(m).replace("\n", "\n  ")
-            lines.append(f"({name}): {child}")
-        if not self._modules:
-            return f"{self._get_name()}({', '.join(lines)})" if len(lines) <= 1 else \
-                f"{self._get_name()}(\n  " + "\n  ".join(lines) + "\n)"
-        return f"{self._get_name()}(\n  " + "\n  ".join(lines) + "\n)"
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = [f"({key}): {_addindent(repr(module), 2)}" for key, module in self._modules.items()]
+        lines = extra_lines + child_lines
+        main = self._get_name() + "("
+        if lines:
+            if len(extra_lines) == 1 and not child_lines:      # the one-line form most layers use
+                main += extra_lines[0]
+            else:
+                main += "\n  " + "\n  ".join(lines) + "\n"
+        return main + ")"
 
 
 def _as_engine_tensor(value, like):
-    """A tensor of like's engine and dtype from a tensor, numpy array or nested list (for load_state_dict)."""
+    """A tensor of like's engine and dtype from a tensor, numpy array or anything with __array__ (load_state_dict
+    accepts torch's tensors and numpy arrays)."""
     from .. import tensor
     if isinstance(value, Tensor):
         return value if value.dtype == like.dtype else value.to(like.dtype)
-    return tensor(value, dtype=like.dtype)
+    import numpy as np
+    return tensor(np.asarray(value), dtype=like.dtype)
+
+
+# ----- containers ------------------------------------------------------------------------------------------------
+
+def _renumbered(modules):
+    return OrderedDict((str(i), m) for i, m in enumerate(modules.values()))
 
 
 class Sequential(Module):
-    """Modules applied one after the other: Sequential(Linear(2, 8), ReLU(), Linear(8, 1))."""
+    """Modules applied one after the other: Sequential(Linear(2, 8), ReLU(), Linear(8, 1)), or from an OrderedDict
+    of named modules."""
 
     def __init__(self, *args):
         super().__init__()
@@ -393,30 +635,30 @@ class Sequential(Module):
             for i, m in enumerate(args):
                 self.add_module(str(i), m)
 
-    def forward(self, x):
-        for m in self._modules.values():
-            x = m(x)
-        return x
-
-    def _index(self, idx):
-        n = len(self._modules)
-        if not -n <= idx < n:
-            raise IndexError(f"index {idx} is out of range for {type(self).__name__} of length {n}")
-        return idx % n
+    def _get_item_by_idx(self, iterator, idx):
+        size = len(self)
+        idx = operator.index(idx)
+        if not -size <= idx < size:
+            raise IndexError(f"index {idx} is out of range")
+        idx %= size
+        return next(itertools.islice(iterator, idx, None))
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):
-            return type(self)(OrderedDict(list(self._modules.items())[idx]))
-        return list(self._modules.values())[self._index(idx)]
+            return self.__class__(OrderedDict(list(self._modules.items())[idx]))
+        return self._get_item_by_idx(self._modules.values(), idx)
 
     def __setitem__(self, idx, module):
-        key = list(self._modules.keys())[self._index(idx)]
-        self.add_module(key, module)
+        key = self._get_item_by_idx(self._modules.keys(), idx)
+        setattr(self, key, module)
 
     def __delitem__(self, idx):
-        keys = list(self._modules.keys())
-        for key in (keys[idx] if isinstance(idx, slice) else [keys[self._index(idx)]]):
-            del self._modules[key]
+        if isinstance(idx, slice):
+            for key in list(self._modules.keys())[idx]:
+                delattr(self, key)
+        else:
+            delattr(self, self._get_item_by_idx(self._modules.keys(), idx))
+        object.__setattr__(self, "_modules", _renumbered(self._modules))   # numbering preserved, as torch
 
     def __len__(self):
         return len(self._modules)
@@ -424,17 +666,76 @@ class Sequential(Module):
     def __iter__(self):
         return iter(self._modules.values())
 
+    def __add__(self, other):
+        if not isinstance(other, Sequential):
+            raise ValueError("add operator supports only objects of Sequential class, but "
+                             f"{type(other)} is given.")
+        ret = Sequential()
+        for layer in itertools.chain(self, other):
+            ret.append(layer)
+        return ret
+
+    def __iadd__(self, other):
+        if not isinstance(other, Sequential):
+            raise ValueError("add operator supports only objects of Sequential class, but "
+                             f"{type(other)} is given.")
+        return self.extend(other)
+
+    def __mul__(self, other):
+        if not isinstance(other, int):
+            raise TypeError(f"unsupported operand type(s) for *: {type(self)} and {type(other)}")
+        if other <= 0:
+            raise ValueError(f"Non-positive multiplication factor {other} for {type(self)}")
+        ret = Sequential()
+        for _ in range(other):
+            for layer in self:
+                ret.append(layer)
+        return ret
+
+    __rmul__ = __mul__
+
+    def __imul__(self, other):
+        if not isinstance(other, int):
+            raise TypeError(f"unsupported operand type(s) for *: {type(self)} and {type(other)}")
+        if other <= 0:
+            raise ValueError(f"Non-positive multiplication factor {other} for {type(self)}")
+        layers = list(self)
+        for _ in range(other - 1):
+            for layer in layers:
+                self.append(layer)
+        return self
+
+    def pop(self, key):
+        v = self[key]
+        del self[key]
+        return v
+
     def append(self, module):
         self.add_module(str(len(self)), module)
         return self
 
     def insert(self, index, module):
-        mods = list(self._modules.values())
-        mods.insert(index if index >= 0 else len(mods) + index, module)
-        self._modules.clear()
-        for i, m in enumerate(mods):
-            self.add_module(str(i), m)
+        if not isinstance(module, Module):
+            raise AssertionError(f"module should be of type: {Module}")
+        n = len(self._modules)
+        if not -n <= index <= n:
+            raise IndexError(f"Index out of range: {index}")
+        if index < 0:
+            index += n
+        for i in range(n, index, -1):
+            self._modules[str(i)] = self._modules[str(i - 1)]
+        self._modules[str(index)] = module
         return self
+
+    def extend(self, sequential):
+        for layer in sequential:
+            self.append(layer)
+        return self
+
+    def forward(self, input):
+        for module in self:
+            input = module(input)
+        return input
 
 
 class ModuleList(Module):
@@ -443,27 +744,31 @@ class ModuleList(Module):
     def __init__(self, modules=None):
         super().__init__()
         if modules is not None:
-            self.extend(modules)
+            self += modules
 
-    def _index(self, idx):
-        n = len(self._modules)
-        if not -n <= idx < n:
-            raise IndexError(f"index {idx} is out of range for ModuleList of length {n}")
-        return idx % n
+    def _get_abs_string_index(self, idx):
+        idx = operator.index(idx)
+        if not -len(self) <= idx < len(self):
+            raise IndexError(f"index {idx} is out of range")
+        if idx < 0:
+            idx += len(self)
+        return str(idx)
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):
-            return ModuleList(list(self._modules.values())[idx])
-        return self._modules[str(self._index(idx))]
+            return self.__class__(list(self._modules.values())[idx])
+        return self._modules[self._get_abs_string_index(idx)]
 
     def __setitem__(self, idx, module):
-        self.add_module(str(self._index(idx)), module)
+        setattr(self, self._get_abs_string_index(idx), module)
 
     def __delitem__(self, idx):
-        mods = list(self._modules.values())
-        del mods[idx]
-        self._modules.clear()
-        self.extend(mods)
+        if isinstance(idx, slice):
+            for k in range(len(self._modules))[idx]:
+                delattr(self, str(k))
+        else:
+            delattr(self, self._get_abs_string_index(idx))
+        object.__setattr__(self, "_modules", _renumbered(self._modules))   # numbering preserved, as torch
 
     def __len__(self):
         return len(self._modules)
@@ -474,20 +779,50 @@ class ModuleList(Module):
     def __iadd__(self, modules):
         return self.extend(modules)
 
+    def __add__(self, other):
+        combined = ModuleList()
+        for i, module in enumerate(itertools.chain(self, other)):
+            combined.add_module(str(i), module)
+        return combined
+
+    def __repr__(self):
+        """Runs of equal modules are shown once: `(0-2): 3 x ReLU()`, as torch."""
+        reprs = [repr(m) for m in self]
+        if not reprs:
+            return self._get_name() + "()"
+        blocks = []                       # [start, end, repr]
+        for i, r in enumerate(reprs):
+            if blocks and blocks[-1][2] == r:
+                blocks[-1][1] = i
+            else:
+                blocks.append([i, i, r])
+        lines = []
+        for start, end, r in blocks:
+            local = f"({start}): {r}" if start == end else f"({start}-{end}): {end - start + 1} x {r}"
+            lines.append(_addindent(local, 2))
+        return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
+
+    def insert(self, index, module):
+        for i in range(len(self._modules), index, -1):
+            self._modules[str(i)] = self._modules[str(i - 1)]
+        self._modules[str(index)] = module
+
     def append(self, module):
         self.add_module(str(len(self)), module)
         return self
 
-    def extend(self, modules):
-        for m in modules:
-            self.append(m)
-        return self
+    def pop(self, key):
+        v = self[key]
+        del self[key]
+        return v
 
-    def insert(self, index, module):
-        mods = list(self._modules.values())
-        mods.insert(index, module)
-        self._modules.clear()
-        self.extend(mods)
+    def extend(self, modules):
+        if not isinstance(modules, abc.Iterable):
+            raise TypeError("ModuleList.extend should be called with an iterable, but got " + type(modules).__name__)
+        offset = len(self)
+        for i, module in enumerate(modules):
+            self.add_module(str(offset + i), module)
+        return self
 
     def forward(self, *args):
         raise NotImplementedError("ModuleList has no forward(); iterate over it in your own forward()")
@@ -519,6 +854,14 @@ class ModuleDict(Module):
     def __contains__(self, key):
         return key in self._modules
 
+    def clear(self):
+        self._modules.clear()
+
+    def pop(self, key):
+        v = self[key]
+        del self[key]
+        return v
+
     def keys(self):
         return self._modules.keys()
 
@@ -528,16 +871,204 @@ class ModuleDict(Module):
     def values(self):
         return self._modules.values()
 
-    def pop(self, key):
-        return self._modules.pop(key)
-
-    def clear(self):
-        self._modules.clear()
-
     def update(self, modules):
-        items = modules.items() if hasattr(modules, "items") else modules
-        for key, m in items:
-            self[key] = m
+        if not isinstance(modules, abc.Iterable):
+            raise TypeError("ModuleDict.update should be called with an iterable of key/value pairs, but got " +
+                            type(modules).__name__)
+        if isinstance(modules, (OrderedDict, ModuleDict, abc.Mapping)):
+            for key, module in modules.items():
+                self[key] = module
+        else:
+            for j, m in enumerate(modules):
+                if not isinstance(m, abc.Iterable):
+                    raise TypeError("ModuleDict update sequence element #" + str(j) + " should be Iterable; is" +
+                                    type(m).__name__)
+                if not len(m) == 2:
+                    raise ValueError("ModuleDict update sequence element #" + str(j) + " has length " + str(len(m)) +
+                                     "; 2 is required")
+                self[m[0]] = m[1]
 
     def forward(self, *args):
         raise NotImplementedError("ModuleDict has no forward(); index it in your own forward()")
+
+
+def _as_parameter(value):
+    """ParameterList/ParameterDict keep Parameters; a plain tensor becomes one (as torch)."""
+    if isinstance(value, Tensor) and not isinstance(value, Parameter):
+        return Parameter(value)
+    return value
+
+
+def _parameter_line(p):
+    if isinstance(p, Tensor):
+        size = "x".join(str(s) for s in p.shape)
+        kind = "Parameter" if isinstance(p, Parameter) else "Tensor"
+        return f"{kind} containing: [{p.dtype} of size {size}]"
+    return "Object of type: " + type(p).__name__
+
+
+class ParameterList(Module):
+    """A list of parameters, registered under "0", "1", ... (a plain tensor is made a Parameter)."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        object.__setattr__(self, "_size", 0)
+        if values is not None:
+            self += values
+
+    def _get_abs_string_index(self, idx):
+        idx = operator.index(idx)
+        if not -len(self) <= idx < len(self):
+            raise IndexError(f"index {idx} is out of range")
+        if idx < 0:
+            idx += len(self)
+        return str(idx)
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            out = self.__class__()
+            for i in range(len(self))[idx]:
+                out.append(self[i])
+            return out
+        return getattr(self, self._get_abs_string_index(idx))
+
+    def __setitem__(self, idx, param):
+        setattr(self, self._get_abs_string_index(idx), _as_parameter(param))
+
+    def __len__(self):
+        return self._size
+
+    def __iter__(self):
+        return iter(self[i] for i in range(len(self)))
+
+    def __iadd__(self, parameters):
+        return self.extend(parameters)
+
+    def __dir__(self):
+        return [k for k in super().__dir__() if not k.isdigit()]
+
+    def append(self, value):
+        new_idx = len(self)
+        object.__setattr__(self, "_size", new_idx + 1)
+        setattr(self, str(new_idx), _as_parameter(value))
+        return self
+
+    def extend(self, values):
+        if not isinstance(values, abc.Iterable) or isinstance(values, Tensor):
+            raise TypeError("ParameterList.extend should be called with an iterable, but got " + type(values).__name__)
+        for value in values:
+            self.append(value)
+        return self
+
+    def extra_repr(self):
+        return "\n".join(f"  ({k}): {_parameter_line(p)}" for k, p in enumerate(self))
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("ParameterList should not be called.")
+
+
+class ParameterDict(Module):
+    """A dict of parameters, registered under their keys (a plain tensor is made a Parameter)."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        object.__setattr__(self, "_keys", {})
+        if parameters is not None:
+            self.update(parameters)
+
+    def __getitem__(self, key):
+        return getattr(self, key)
+
+    def __setitem__(self, key, value):
+        if not isinstance(key, str):
+            raise TypeError(f"ParameterDict: keys must be strings, got {type(key).__name__}")
+        self._keys[key] = None
+        setattr(self, key, _as_parameter(value))
+
+    def __delitem__(self, key):
+        del self._keys[key]
+        delattr(self, key)
+
+    def __len__(self):
+        return len(self._keys)
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __reversed__(self):
+        return reversed(list(self._keys))
+
+    def __contains__(self, key):
+        return key in self._keys
+
+    def copy(self):
+        return ParameterDict(OrderedDict((k, self[k]) for k in self._keys))
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def clear(self):
+        for k in list(self._keys):
+            del self[k]
+
+    def pop(self, key):
+        v = self[key]
+        del self[key]
+        return v
+
+    def popitem(self):
+        k = list(self._keys)[-1]
+        v = self[k]
+        del self[k]
+        return k, v
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def fromkeys(self, keys, default=None):
+        return ParameterDict((k, default) for k in keys)
+
+    def keys(self):
+        return self._keys.keys()
+
+    def items(self):
+        return ((k, self[k]) for k in self._keys)
+
+    def values(self):
+        return (self[k] for k in self._keys)
+
+    def update(self, parameters):
+        if not isinstance(parameters, abc.Iterable):
+            raise TypeError("ParametersDict.update should be called with an iterable of key/value pairs, but got " +
+                            type(parameters).__name__)
+        if isinstance(parameters, (OrderedDict, ParameterDict)):
+            for key, parameter in parameters.items():
+                self[key] = parameter
+        elif isinstance(parameters, abc.Mapping):
+            for key, parameter in sorted(parameters.items()):
+                self[key] = parameter
+        else:
+            for j, p in enumerate(parameters):
+                if not isinstance(p, abc.Iterable):
+                    raise TypeError("ParameterDict update sequence element #" + str(j) + " should be Iterable; is" +
+                                    type(p).__name__)
+                if not len(p) == 2:
+                    raise ValueError("ParameterDict update sequence element #" + str(j) + " has length " +
+                                     str(len(p)) + "; 2 is required")
+                self[p[0]] = p[1]
+
+    def extra_repr(self):
+        lines = []
+        for k, p in self.items():
+            if isinstance(p, Tensor):
+                size = "x".join(str(s) for s in p.shape)
+                lines.append(f"  ({k}): {'Parameter' if isinstance(p, Parameter) else 'Tensor'} containing: "
+                             f"[{p.type()} of size {size}]")
+            else:
+                lines.append(f"  ({k}): Object of type: {type(p).__name__}")
+        return "\n".join(lines)
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("ParameterDict should not be called.")

@@ -1,5 +1,6 @@
 """LayerNorm and BatchNorm1d."""
 from .. import empty, zeros, ones, tensor, int64, no_grad
+from .._api.args import check_device
 from . import functional as F, init
 from .module import Module
 from .parameter import Parameter
@@ -8,15 +9,20 @@ from .parameter import Parameter
 class LayerNorm(Module):
     """Normalises over the last len(normalized_shape) dims, then scales by weight and shifts by bias."""
 
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, dtype=None):
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None, dtype=None):
         super().__init__()
+        check_device(device, "LayerNorm")
         self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
         if elementwise_affine:
             self.weight = Parameter(empty(self.normalized_shape, dtype=dtype))
-            self.bias = Parameter(empty(self.normalized_shape, dtype=dtype)) if bias else None
+            if bias:
+                self.bias = Parameter(empty(self.normalized_shape, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
         else:
-            self.weight = self.bias = None
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -29,7 +35,8 @@ class LayerNorm(Module):
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
-        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+        return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
+                f"bias={self.bias is not None}")
 
 
 class BatchNorm1d(Module):
@@ -39,21 +46,29 @@ class BatchNorm1d(Module):
     does); eval uses the running statistics.
     """
 
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, dtype=None):
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
+                 dtype=None, *, bias=True):
         super().__init__()
+        check_device(device, "BatchNorm1d")
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         if affine:
             self.weight = Parameter(ones(num_features, dtype=dtype))
-            self.bias = Parameter(zeros(num_features, dtype=dtype))
+            if bias:
+                self.bias = Parameter(zeros(num_features, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
         else:
-            self.weight = self.bias = None
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
         if track_running_stats:
             self.register_buffer("running_mean", zeros(num_features, dtype=dtype))
             self.register_buffer("running_var", ones(num_features, dtype=dtype))
             self.register_buffer("num_batches_tracked", tensor(0, dtype=int64))
         else:
-            self.running_mean = self.running_var = self.num_batches_tracked = None
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
 
     def reset_running_stats(self):
         if self.track_running_stats:
@@ -85,10 +100,12 @@ class BatchNorm1d(Module):
         else:
             mean, var = self.running_mean, self.running_var
         out = (x - mean.reshape(shape)) * (var.reshape(shape) + self.eps).rsqrt()
-        if self.affine:
-            out = out * self.weight.reshape(shape) + self.bias.reshape(shape)
+        if self.weight is not None:
+            out = out * self.weight.reshape(shape)
+        if self.bias is not None:
+            out = out + self.bias.reshape(shape)
         return out
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")
+                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")

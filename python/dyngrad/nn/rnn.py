@@ -1,11 +1,12 @@
-"""Recurrent layers: RNNCell, LSTMCell, GRUCell, and RNN, LSTM, GRU over whole sequences.
+"""Recurrent layers: RNNCell, LSTMCell, GRUCell, and RNN, LSTM, GRU over whole sequences, as torch's.
 
-Parameter names, shapes and gate orders are torch's (LSTM gates i, f, g, o; GRU gates r, z, n), so weights move
-between the two through numpy. The sequence layers take
+Parameter names, shapes, registration order and gate orders are torch's (LSTM gates i, f, g, o; GRU gates r, z, n;
+weight_hr for an LSTM with proj_size), so state_dicts move between the two. The sequence layers take
 
 - a tensor (L, N, input_size), or (N, L, input_size) with batch_first, or (L, input_size) unbatched;
-- a padded tensor plus `lengths=[...]`: each sequence stops at its own length, padded outputs are zero;
-- a list of tensors (L_i, input_size) of different lengths: the output is a list of (L_i, D * hidden_size).
+- a PackedSequence (nn.utils.rnn): the output is a PackedSequence, as in torch;
+- beyond torch: a padded tensor plus `lengths=[...]` (each sequence stops at its own length, padded outputs are
+  zero), or a list of tensors (L_i, input_size) of different lengths (the output is a list of (L_i, D * H_out)).
 
 Note [Variable-length sequences]: since the graph is recorded as the loop runs, sequences of different lengths
 need neither padding nor masks. Sequences are sorted by decreasing length (a stable sort); step t runs the cell
@@ -14,35 +15,40 @@ index_select. When a sequence ends, its state is set aside as its final state. T
 of every row of every sequence is one matmul before the loop; each step adds only h @ W_hh.T.
 """
 import math
+import warnings
 
 import numpy as np
 
 from .. import empty, zeros, tensor, cat, stack, int64, sigmoid, tanh, relu, Tensor
+from .._api.args import check_device
 from . import functional as F, init
 from .module import Module
 from .parameter import Parameter
+from .utils.rnn import PackedSequence
 
 
 # ----- one time step, given the precomputed input projection gi = x @ W_ih.T + b_ih ---------------------------
 # h' = tanh(gi + h @ W_hh.T + b_hh)   (or relu)
-def rnn_tanh_step(gi, h, w_hh, b_hh):
+def rnn_tanh_step(gi, h, w_hh, b_hh, w_hr=None):
     return tanh(gi + F.linear(h, w_hh, b_hh))
 
 
-def rnn_relu_step(gi, h, w_hh, b_hh):
+def rnn_relu_step(gi, h, w_hh, b_hh, w_hr=None):
     return relu(gi + F.linear(h, w_hh, b_hh))
 
 
-# i, f, g, o = gi + h @ W_hh.T + b_hh;  c' = σ(f) c + σ(i) tanh(g);  h' = σ(o) tanh(c')
-def lstm_step(gi, state, w_hh, b_hh):
+# i, f, g, o = gi + h @ W_hh.T + b_hh;  c' = σ(f) c + σ(i) tanh(g);  h' = σ(o) tanh(c')  (then h' @ W_hr.T with
+# a projection)
+def lstm_step(gi, state, w_hh, b_hh, w_hr=None):
     h, c = state
     i, f, g, o = (gi + F.linear(h, w_hh, b_hh)).chunk(4, dim=-1)
     c = sigmoid(f) * c + sigmoid(i) * tanh(g)
-    return sigmoid(o) * tanh(c), c
+    h = sigmoid(o) * tanh(c)
+    return (h if w_hr is None else F.linear(h, w_hr)), c
 
 
 # r = σ(gi_r + gh_r), z = σ(gi_z + gh_z), n = tanh(gi_n + r gh_n), h' = (1 - z) n + z h
-def gru_step(gi, h, w_hh, b_hh):
+def gru_step(gi, h, w_hh, b_hh, w_hr=None):
     gh = F.linear(h, w_hh, b_hh)
     i_r, i_z, i_n = gi.chunk(3, dim=-1)
     h_r, h_z, h_n = gh.chunk(3, dim=-1)
@@ -54,6 +60,7 @@ def gru_step(gi, h, w_hh, b_hh):
 
 _STEPS = {"RNN_TANH": rnn_tanh_step, "RNN_RELU": rnn_relu_step, "LSTM": lstm_step, "GRU": gru_step}
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+_NAMES = {"RNN_TANH": "RNN", "RNN_RELU": "RNN", "LSTM": "LSTM", "GRU": "GRU"}
 
 
 def _map(fn, state):
@@ -72,66 +79,85 @@ def _uniform_init(module, hidden_size):
 
 
 # ----- cells ---------------------------------------------------------------------------------------------
-class _CellBase(Module):
+class RNNCellBase(Module):
     mode = None
 
-    def __init__(self, input_size, hidden_size, bias=True, dtype=None):
+    def __init__(self, input_size, hidden_size, bias, num_chunks, device=None, dtype=None):
         super().__init__()
+        check_device(device, type(self).__name__)
         self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
-        gates = _GATES[self.mode] * hidden_size
-        self.weight_ih = Parameter(empty(gates, input_size, dtype=dtype))
-        self.weight_hh = Parameter(empty(gates, hidden_size, dtype=dtype))
-        self.bias_ih = Parameter(empty(gates, dtype=dtype)) if bias else None
-        self.bias_hh = Parameter(empty(gates, dtype=dtype)) if bias else None
+        self.weight_ih = Parameter(empty(num_chunks * hidden_size, input_size, dtype=dtype))
+        self.weight_hh = Parameter(empty(num_chunks * hidden_size, hidden_size, dtype=dtype))
+        if bias:
+            self.bias_ih = Parameter(empty(num_chunks * hidden_size, dtype=dtype))
+            self.bias_hh = Parameter(empty(num_chunks * hidden_size, dtype=dtype))
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
         self.reset_parameters()
 
     def reset_parameters(self):
         _uniform_init(self, self.hidden_size)
 
-    def _check_input(self, x):
-        if x.dim() not in (1, 2) or x.shape[-1] != self.input_size:
-            raise ValueError(f"{type(self).__name__}: expected input of shape (N, {self.input_size}) or "
-                             f"({self.input_size},), got {tuple(x.shape)}")
-
-    def _zero_state(self, x):
-        shape = tuple(x.shape[:-1]) + (self.hidden_size,)
-        h = zeros(shape, dtype=x.dtype)
-        return (h, zeros(shape, dtype=x.dtype)) if self.mode == "LSTM" else h
-
-    def forward(self, input, hx=None):
-        self._check_input(input)
-        state = self._zero_state(input) if hx is None else hx
-        gi = F.linear(input, self.weight_ih, self.bias_ih)
-        return _STEPS[self.mode](gi, state, self.weight_hh, self.bias_hh)
-
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
-        if not self.bias:
-            s += ", bias=False"
-        if self.mode == "RNN_RELU":
-            s += ", nonlinearity='relu'"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        if getattr(self, "nonlinearity", "tanh") != "tanh":
+            s += f", nonlinearity={self.nonlinearity}"
         return s
 
+    def forward(self, input, hx=None):
+        name = type(self).__name__
+        if input.dim() not in (1, 2):
+            raise ValueError(f"{name}: Expected input to be 1D or 2D, got {input.dim()}D instead")
+        if input.shape[-1] != self.input_size:
+            raise RuntimeError(f"input has inconsistent input_size: got {input.shape[-1]} expected "
+                               f"{self.input_size}")
+        batched = input.dim() == 2
+        if hx is not None:
+            for i, s in enumerate(hx if isinstance(hx, tuple) else (hx,)):
+                if s.dim() != input.dim():
+                    raise ValueError(f"{name}: Expected hidden to be {input.dim()}D (as the input), got "
+                                     f"{s.dim()}D instead")
+                if batched and s.shape[0] != input.shape[0]:
+                    raise RuntimeError(f"Input batch size {input.shape[0]} doesn't match hidden{i} batch size "
+                                       f"{s.shape[0]}")
+        x = input if batched else input.unsqueeze(0)
+        if hx is None:
+            h = zeros(x.shape[0], self.hidden_size, dtype=x.dtype)
+            state = (h, zeros(x.shape[0], self.hidden_size, dtype=x.dtype)) if self.mode == "LSTM" else h
+        else:
+            state = hx if batched else _map(lambda s: s.unsqueeze(0), hx)
+        out = _STEPS[self.mode](F.linear(x, self.weight_ih, self.bias_ih), state, self.weight_hh, self.bias_hh)
+        return out if batched else _map(lambda s: s.squeeze(0), out)
 
-class RNNCell(_CellBase):
+
+class RNNCell(RNNCellBase):
     """h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh) (or relu)."""
 
-    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", dtype=None):
+    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None, dtype=None):
         if nonlinearity not in ("tanh", "relu"):
-            raise ValueError(f"RNNCell: unknown nonlinearity '{nonlinearity}' (expected 'tanh' or 'relu')")
+            raise ValueError(f"Unknown nonlinearity: {nonlinearity}")
         self.mode = "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
-        super().__init__(input_size, hidden_size, bias, dtype)
+        super().__init__(input_size, hidden_size, bias, 1, device, dtype)
         self.nonlinearity = nonlinearity
 
 
-class LSTMCell(_CellBase):
+class LSTMCell(RNNCellBase):
     """One LSTM step: returns (h', c'). hx is an (h, c) pair or None for zeros."""
     mode = "LSTM"
 
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 4, device, dtype)
 
-class GRUCell(_CellBase):
+
+class GRUCell(RNNCellBase):
     """One GRU step: returns h'."""
     mode = "GRU"
+
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 3, device, dtype)
 
 
 # ----- sequence layers -------------------------------------------------------------------------------------
@@ -162,69 +188,153 @@ class _Schedule:
         return self.order == list(range(self.num_sequences))
 
 
-class _RNNBase(Module):
+class RNNBase(Module):
     mode = None
 
-    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
-                 bidirectional=False, dtype=None):
+    def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, proj_size=0, device=None, dtype=None):
         super().__init__()
-        if not 0 <= dropout <= 1:
-            raise ValueError(f"{type(self).__name__}: dropout should be a number in [0, 1], got {dropout}")
-        if num_layers < 1 or hidden_size < 1:
-            raise ValueError(f"{type(self).__name__}: num_layers and hidden_size must be positive, got "
-                             f"{num_layers} and {hidden_size}")
+        check_device(device, _NAMES[mode])
+        self.mode = mode
+        if not isinstance(dropout, (int, float)) or isinstance(dropout, bool) or not 0 <= dropout <= 1:
+            raise ValueError("dropout should be a number in range [0, 1] representing the probability of an "
+                             "element being zeroed")
+        if dropout > 0 and num_layers == 1:
+            warnings.warn("dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
+                          f"expects num_layers greater than 1, but got dropout={dropout} and num_layers={num_layers}",
+                          stacklevel=3)
+        if not isinstance(hidden_size, int) or isinstance(hidden_size, bool):
+            raise TypeError(f"hidden_size should be of type int, got: {type(hidden_size).__name__}")
+        if hidden_size <= 0:
+            raise ValueError("hidden_size must be greater than zero")
+        if num_layers <= 0:
+            raise ValueError("num_layers must be greater than zero")
+        if proj_size < 0:
+            raise ValueError("proj_size should be a positive integer or zero to disable projections")
+        if proj_size >= hidden_size:
+            raise ValueError("proj_size has to be smaller than hidden_size")
+        if proj_size and mode != "LSTM":
+            raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
-        self.bias, self.batch_first, self.dropout, self.bidirectional = bias, batch_first, dropout, bidirectional
-        self.num_directions = 2 if bidirectional else 1
-        gates = _GATES[self.mode] * hidden_size
+        self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
+        self.bidirectional, self.proj_size = bidirectional, proj_size
+        num_directions = 2 if bidirectional else 1
+        gates = _GATES[mode] * hidden_size
+        real_hidden = proj_size if proj_size > 0 else hidden_size
+        self._flat_weights_names, self._all_weights = [], []
         for layer in range(num_layers):
-            layer_in = input_size if layer == 0 else hidden_size * self.num_directions
+            layer_in = input_size if layer == 0 else real_hidden * num_directions
             for suffix in self._suffixes():
-                setattr(self, f"weight_ih_l{layer}{suffix}", Parameter(empty(gates, layer_in, dtype=dtype)))
-                setattr(self, f"weight_hh_l{layer}{suffix}", Parameter(empty(gates, hidden_size, dtype=dtype)))
+                shapes = [("weight_ih", (gates, layer_in)), ("weight_hh", (gates, real_hidden))]
                 if bias:
-                    setattr(self, f"bias_ih_l{layer}{suffix}", Parameter(empty(gates, dtype=dtype)))
-                    setattr(self, f"bias_hh_l{layer}{suffix}", Parameter(empty(gates, dtype=dtype)))
+                    shapes += [("bias_ih", (gates,)), ("bias_hh", (gates,))]
+                if proj_size > 0:
+                    shapes.append(("weight_hr", (proj_size, hidden_size)))
+                names = []
+                for kind, shape in shapes:
+                    name = f"{kind}_l{layer}{suffix}"
+                    setattr(self, name, Parameter(empty(*shape, dtype=dtype)))
+                    names.append(name)
+                self._flat_weights_names.extend(names)
+                self._all_weights.append(names)
         self.reset_parameters()
 
     def _suffixes(self):
         return ("", "_reverse") if self.bidirectional else ("",)
 
+    @property
+    def num_directions(self):
+        return 2 if self.bidirectional else 1
+
     def reset_parameters(self):
         _uniform_init(self, self.hidden_size)
+
+    def flatten_parameters(self):
+        """A no-op: torch packs the weights for cuDNN; dyngrad reads them where they are."""
+
+    @property
+    def all_weights(self):
+        return [[getattr(self, name) for name in names] for names in self._all_weights]
+
+    @property
+    def _flat_weights(self):
+        return [getattr(self, name) for name in self._flat_weights_names]
 
     def _weights(self, layer, suffix):
         get = self._parameters.get
         return (get(f"weight_ih_l{layer}{suffix}"), get(f"bias_ih_l{layer}{suffix}"),
-                get(f"weight_hh_l{layer}{suffix}"), get(f"bias_hh_l{layer}{suffix}"))
+                get(f"weight_hh_l{layer}{suffix}"), get(f"bias_hh_l{layer}{suffix}"),
+                get(f"weight_hr_l{layer}{suffix}"))
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
-        for name, default in (("num_layers", 1), ("bias", True), ("batch_first", False), ("dropout", 0.0),
-                              ("bidirectional", False)):
-            if getattr(self, name) != default:
-                s += f", {name}={getattr(self, name)}"
+        if self.proj_size != 0:
+            s += f", proj_size={self.proj_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        if self.batch_first is not False:
+            s += f", batch_first={self.batch_first}"
+        if self.dropout != 0:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional is not False:
+            s += f", bidirectional={self.bidirectional}"
         return s
 
     # ----- forward -----------------------------------------------------------------------------------------
-    def forward(self, input, hx=None, lengths=None):
+    def _state_shapes(self, batch):
+        n = self.num_layers * self.num_directions
+        h_out = self.proj_size if self.proj_size > 0 else self.hidden_size
+        return ((n, batch, h_out), (n, batch, self.hidden_size)) if self.mode == "LSTM" else ((n, batch, h_out),)
+
+    def _check_hidden(self, hx, batch):
+        """torch's check_forward_args for hx of a batch of `batch` sequences."""
+        if (self.mode == "LSTM") != isinstance(hx, tuple):
+            raise TypeError(f"{_NAMES[self.mode]}: hx must be " +
+                            ("an (h_0, c_0) pair of tensors" if self.mode == "LSTM" else "a tensor"))
+        for i, (s, expected) in enumerate(zip(hx if isinstance(hx, tuple) else (hx,), self._state_shapes(batch))):
+            if tuple(s.shape) != expected:
+                which = f"hidden[{i}] size" if self.mode == "LSTM" else "hidden size"
+                raise RuntimeError(f"Expected {which} {expected}, got {list(s.shape)}")
+
+    def forward(self, input, hx=None, *, lengths=None):
         """Returns (output, h_n) (LSTM: (output, (h_n, c_n))) shaped like torch's; see the module docstring."""
-        name = type(self).__name__
+        name = _NAMES[self.mode]
+        if isinstance(input, PackedSequence):
+            return self._forward_packed_sequence(input, hx)
         if isinstance(input, (list, tuple)):
             if lengths is not None:
                 raise ValueError(f"{name}: pass either a list of sequences or a padded tensor with lengths, not both")
             return self._forward_list(list(input), hx)
         if not isinstance(input, Tensor):
-            raise TypeError(f"{name}: input must be a Tensor or a list of Tensors, got {type(input).__name__}")
-        if input.dim() not in (2, 3) or input.shape[-1] != self.input_size:
-            raise ValueError(f"{name}: expected input of shape (L, N, {self.input_size}), (N, L, {self.input_size}) "
-                             f"with batch_first, or (L, {self.input_size}); got {tuple(input.shape)}")
+            raise TypeError(f"{name}: input must be a Tensor, a PackedSequence or a list of Tensors, got "
+                            f"{type(input).__name__}")
+        if input.dim() not in (2, 3):
+            raise ValueError(f"{name}: Expected input to be 2D or 3D, got {input.dim()}D instead")
+        if input.shape[-1] != self.input_size:
+            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got "
+                               f"{input.shape[-1]}")
         if input.dim() == 2:
             if lengths is not None:
                 raise ValueError(f"{name}: lengths needs a batched (3-D) input, got shape {tuple(input.shape)}")
-            hx = None if hx is None else _map(lambda s: s.unsqueeze(1), hx)
+            if hx is not None:
+                dims = [s.dim() for s in (hx if isinstance(hx, tuple) else (hx,))]
+                if any(d != 2 for d in dims):
+                    if self.mode == "LSTM":
+                        raise RuntimeError(f"For unbatched 2-D input, hx and cx should also be 2-D but got "
+                                           f"({dims[0]}-D, {dims[1]}-D) tensors")
+                    raise RuntimeError(f"For unbatched 2-D input, hx should also be 2-D but got {dims[0]}-D tensor")
+                hx = _map(lambda s: s.unsqueeze(1), hx)
             out, h_n = self._forward_uniform(input.unsqueeze(1), hx)
             return out.squeeze(1), _map(lambda s: s.squeeze(1), h_n)
+        if hx is not None:
+            dims = [s.dim() for s in (hx if isinstance(hx, tuple) else (hx,))]
+            if any(d != 3 for d in dims):
+                if self.mode == "LSTM":
+                    raise RuntimeError(f"For batched 3-D input, hx and cx should also be 3-D but got "
+                                       f"({dims[0]}-D, {dims[1]}-D) tensors")
+                raise RuntimeError(f"For batched 3-D input, hx should also be 3-D but got {dims[0]}-D tensor")
         if lengths is not None:
             return self._forward_lengths(input, hx, lengths)
         x = input.transpose(0, 1) if self.batch_first else input
@@ -234,18 +344,11 @@ class _RNNBase(Module):
     def _initial_state(self, hx, batch, dtype, order=None):
         """The state of each (layer, direction), shaped (N, H); `order` reorders the batch for a schedule."""
         n_states = self.num_layers * self.num_directions
-        expected = (n_states, batch, self.hidden_size)
         if hx is None:
-            h = zeros(expected, dtype=dtype)
-            hx = (h, zeros(expected, dtype=dtype)) if self.mode == "LSTM" else h
+            shapes = self._state_shapes(batch)
+            hx = tuple(zeros(s, dtype=dtype) for s in shapes) if self.mode == "LSTM" else zeros(shapes[0], dtype=dtype)
         else:
-            if (self.mode == "LSTM") != isinstance(hx, tuple):
-                raise TypeError(f"{type(self).__name__}: hx must be " +
-                                ("an (h_0, c_0) pair" if self.mode == "LSTM" else "a tensor"))
-            for s in (hx if isinstance(hx, tuple) else (hx,)):
-                if tuple(s.shape) != expected:
-                    raise ValueError(f"{type(self).__name__}: expected hidden state of shape {expected}, "
-                                     f"got {tuple(s.shape)}")
+            self._check_hidden(hx, batch)
             if order is not None:
                 index = tensor(order, dtype=int64)
                 hx = _map(lambda s: s.index_select(1, index), hx)
@@ -264,20 +367,20 @@ class _RNNBase(Module):
         return y
 
     def _forward_uniform(self, x, hx):
-        """x: (L, N, input_size), every sequence of length L. Returns (L, N, D*H) and the final states."""
+        """x: (L, N, input_size), every sequence of length L. Returns (L, N, D*H_out) and the final states."""
         step_fn = _STEPS[self.mode]
         states = self._initial_state(hx, x.shape[1], x.dtype)
         finals = []
         for layer in range(self.num_layers):
             outs = []
             for d, suffix in enumerate(self._suffixes()):
-                w_ih, b_ih, w_hh, b_hh = self._weights(layer, suffix)
+                w_ih, b_ih, w_hh, b_hh, w_hr = self._weights(layer, suffix)
                 gi = F.linear(x, w_ih, b_ih)                     # all time steps in one matmul
                 state = states[layer * self.num_directions + d]
                 steps = range(x.shape[0] - 1, -1, -1) if suffix else range(x.shape[0])
                 hs = []
                 for t in steps:
-                    state = step_fn(gi[t], state, w_hh, b_hh)
+                    state = step_fn(gi[t], state, w_hh, b_hh, w_hr)
                     hs.append(_hidden(state))
                 outs.append(stack(hs[::-1] if suffix else hs))
                 finals.append(state)
@@ -285,7 +388,7 @@ class _RNNBase(Module):
         return x, self._stack_states(finals)
 
     def _forward_packed(self, x, schedule, hx):
-        """x: (R, input_size) rows; the schedule says which rows each sequence reads. Returns (R, D*H) rows
+        """x: (R, input_size) rows; the schedule says which rows each sequence reads. Returns (R, D*H_out) rows
         (rows no sequence reads are zero) and the final states in the caller's sequence order."""
         step_fn = _STEPS[self.mode]
         order = None if schedule.is_identity_order() else schedule.order
@@ -294,7 +397,7 @@ class _RNNBase(Module):
         for layer in range(self.num_layers):
             outs = []
             for d, suffix in enumerate(self._suffixes()):
-                w_ih, b_ih, w_hh, b_hh = self._weights(layer, suffix)
+                w_ih, b_ih, w_hh, b_hh, w_hr = self._weights(layer, suffix)
                 gi = F.linear(x, w_ih, b_ih)
                 state = states[layer * self.num_directions + d]
                 hs, positions, finished = [], [], []
@@ -302,7 +405,7 @@ class _RNNBase(Module):
                     if k < _hidden(state).shape[0]:               # some sequences ended: set their state aside
                         finished.append(_map(lambda s: s[k:], state))
                         state = _map(lambda s: s[:k], state)
-                    state = step_fn(gi.index_select(0, tensor(rows, dtype=int64)), state, w_hh, b_hh)
+                    state = step_fn(gi.index_select(0, tensor(rows, dtype=int64)), state, w_hh, b_hh, w_hr)
                     hs.append(_hidden(state))
                     positions.extend(rows)
                 pieces = [state] + finished[::-1]
@@ -316,8 +419,33 @@ class _RNNBase(Module):
             finals = [_map(lambda s: s.index_select(0, inverse), f) for f in finals]
         return x, self._stack_states(finals)
 
+    def _forward_packed_sequence(self, packed, hx):
+        """A PackedSequence in, a PackedSequence out (torch's layout: time-major rows, sequences sorted by length
+        within each step); hx and h_n are in the caller's sequence order, as torch's."""
+        data, batch_sizes = packed.data, [int(b) for b in packed.batch_sizes.tolist()]
+        if data.dim() != 2:
+            raise RuntimeError(f"input must have 2 dimensions, got {data.dim()}")
+        if data.shape[-1] != self.input_size:
+            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got "
+                               f"{data.shape[-1]}")
+        if hx is not None:
+            dims = [s.dim() for s in (hx if isinstance(hx, tuple) else (hx,))]
+            if any(d != 3 for d in dims):
+                raise RuntimeError(f"For batched 3-D input, hx should also be 3-D but got {dims[0]}-D tensor")
+        offsets = np.concatenate([[0], np.cumsum(batch_sizes)]).tolist()
+        num = batch_sizes[0] if batch_sizes else 0
+        # sorted position j reads row offsets[t] + j at each step t it is still running
+        sorted_rows = [[offsets[t] + j for t in range(len(batch_sizes)) if batch_sizes[t] > j] for j in range(num)]
+        if packed.sorted_indices is None:
+            rows = sorted_rows
+        else:
+            unsorted = packed.unsorted_indices.tolist()
+            rows = [sorted_rows[unsorted[n]] for n in range(num)]
+        y, h_n = self._forward_packed(data, _Schedule(rows, offsets[-1]), hx)
+        return PackedSequence(y, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices), h_n
+
     def _forward_list(self, seqs, hx):
-        name = type(self).__name__
+        name = _NAMES[self.mode]
         if not seqs:
             raise ValueError(f"{name}: got an empty list of sequences")
         for i, s in enumerate(seqs):
@@ -331,7 +459,7 @@ class _RNNBase(Module):
         return [y[offsets[i]:offsets[i + 1]] for i in range(len(seqs))], h_n
 
     def _forward_lengths(self, input, hx, lengths):
-        name = type(self).__name__
+        name = _NAMES[self.mode]
         lengths = [int(n) for n in (lengths.tolist() if isinstance(lengths, Tensor) else lengths)]
         L, N = (input.shape[1], input.shape[0]) if self.batch_first else (input.shape[0], input.shape[1])
         if len(lengths) != N or any(not 1 <= n <= L for n in lengths):
@@ -366,23 +494,41 @@ def _scatter_rows(values, positions, num_rows):
     return padded.index_select(0, tensor(source, dtype=int64))
 
 
-class RNN(_RNNBase):
+def _no_projection(kwargs, name):
+    """RNN and GRU refuse proj_size with torch's ValueError (and other unknown keywords with a TypeError)."""
+    if "proj_size" in kwargs:
+        raise ValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
+    if kwargs:
+        raise TypeError(f"{name}.__init__() got an unexpected keyword argument '{next(iter(kwargs))}'")
+
+
+class RNN(RNNBase):
     """Elman RNN over sequences: h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh) (or relu)."""
 
     def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True, batch_first=False,
-                 dropout=0.0, bidirectional=False, dtype=None):
+                 dropout=0.0, bidirectional=False, device=None, dtype=None, **kwargs):
+        _no_projection(kwargs, "RNN")
         if nonlinearity not in ("tanh", "relu"):
-            raise ValueError(f"RNN: unknown nonlinearity '{nonlinearity}' (expected 'tanh' or 'relu')")
-        self.mode = "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
-        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype)
+            raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or 'relu'.")
+        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size, num_layers,
+                         bias, batch_first, dropout, bidirectional, 0, device, dtype)
         self.nonlinearity = nonlinearity
 
 
-class LSTM(_RNNBase):
-    """LSTM over sequences; returns (output, (h_n, c_n))."""
-    mode = "LSTM"
+class LSTM(RNNBase):
+    """LSTM over sequences; returns (output, (h_n, c_n)). With proj_size > 0, h is projected to proj_size."""
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, proj_size=0, device=None, dtype=None):
+        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                         proj_size, device, dtype)
 
 
-class GRU(_RNNBase):
+class GRU(RNNBase):
     """GRU over sequences; returns (output, h_n)."""
-    mode = "GRU"
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, device=None, dtype=None, **kwargs):
+        _no_projection(kwargs, "GRU")
+        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, 0,
+                         device, dtype)

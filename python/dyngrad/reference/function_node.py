@@ -27,7 +27,7 @@ class FunctionNode(Node):
             debug.note_node_created(self)
 
     def name(self):
-        return self._name
+        return self._display_name or self._name
 
     @property
     def num_outputs(self):

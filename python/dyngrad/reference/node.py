@@ -41,7 +41,8 @@ class Node:
     """Base of every grad_fn. `apply(grads)` maps one gradient per output to one gradient per next edge."""
 
     __slots__ = ("next_edges", "_tensor_pre_hooks", "_retain_grad_refs", "_pre_hooks", "_post_hooks",
-                 "sequence_nr", "_call_site", "_task_owner", "__weakref__")  # _task_owner: engine.py's claims
+                 "sequence_nr", "_call_site", "_task_owner", "_display_name",
+                 "__weakref__")  # _task_owner: engine.py's claims; _display_name: Note [Display names] (node.h)
     num_outputs = 1
 
     def __init__(self, next_edges=()):
@@ -52,6 +53,7 @@ class Node:
         self._post_hooks = None
         self.sequence_nr = next(_sequence_nr)
         self._call_site = None
+        self._display_name = ""
 
     def name(self):
         return type(self).__name__
@@ -219,13 +221,14 @@ class OpNode(Node):
         self.args = None
         self.released = False
         self.sequence_nr = next(_sequence_nr)
+        self._display_name = ""
         if debug.active:
             debug.note_node_created(self)
         else:
             self._call_site = None
 
     def name(self):
-        return camel_case(self.op) + "Backward"
+        return self._display_name or camel_case(self.op) + "Backward"   # Note [Display names] (node.h)
 
     def _saved_list(self):
         return tuple(self.saved.values()) if self.saved is not None else ()

@@ -1,0 +1,331 @@
+"""RNN, LSTM, GRU and their cells, and nn.utils.rnn, against torch 2.13 on the same weights: outputs, final
+states and gradients (parameters, inputs, initial states), over num_layers, bidirectional, batch_first, bias,
+proj_size, nonlinearity, dropout in eval mode, unbatched input and PackedSequence; torch's errors."""
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+def np_of(t):
+    return np.array(t.detach().numpy())
+
+
+def pair(dg, kind, *args, **kwargs):
+    """The same layer in dyngrad (float64) and torch, torch's weights copied from ours."""
+    ours = getattr(dg.nn, kind)(*args, **kwargs).double()
+    theirs = getattr(torch.nn, kind)(*args, **kwargs).double()
+    assert [(k, tuple(v.shape)) for k, v in ours.state_dict().items()] == \
+           [(k, tuple(v.shape)) for k, v in theirs.state_dict().items()]
+    theirs.load_state_dict({k: torch.tensor(np_of(v)) for k, v in ours.state_dict().items()})
+    return ours, theirs
+
+
+def states(s):
+    return s if isinstance(s, tuple) else (s,)
+
+
+def close(a, b, what):
+    np.testing.assert_allclose(np_of(a), b.detach().numpy(), rtol=1e-9, atol=1e-11, err_msg=what)
+
+
+CONFIGS = [dict(), dict(num_layers=2), dict(bidirectional=True), dict(batch_first=True, bias=False),
+           dict(num_layers=2, bidirectional=True, batch_first=True), dict(num_layers=3, dropout=0.5)]
+KINDS = [("RNN", {}), ("RNN", {"nonlinearity": "relu"}), ("LSTM", {}), ("LSTM", {"proj_size": 2}), ("GRU", {})]
+
+
+@pytest.mark.parametrize("config", range(len(CONFIGS)))
+@pytest.mark.parametrize("kind,extra", KINDS, ids=[k + "".join(f"-{v}" for v in e.values()) for k, e in KINDS])
+def test_sequence_layers_match_torch(dg, kind, extra, config):
+    kw = dict(CONFIGS[config], **extra)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")      # torch's LSTM-with-projection notice
+        ours, theirs = pair(dg, kind, 3, 4, **kw)
+        ours.eval(), theirs.eval()          # dropout between layers is random: compare in eval mode
+        rng = np.random.default_rng(config)
+        shape = (2, 5, 3) if kw.get("batch_first") else (5, 2, 3)
+        xv = rng.standard_normal(shape)
+        d = 2 if kw.get("bidirectional") else 1
+        h_out = kw.get("proj_size") or 4
+        hv = [rng.standard_normal((d * kw.get("num_layers", 1), 2, h_out))]
+        if kind == "LSTM":
+            hv.append(rng.standard_normal((d * kw.get("num_layers", 1), 2, 4)))
+        for with_state in (False, True):
+            x, tx = dg.tensor(xv, requires_grad=True), torch.tensor(xv, requires_grad=True)
+            h = [dg.tensor(v, requires_grad=True) for v in hv]
+            th = [torch.tensor(v, requires_grad=True) for v in hv]
+            hx = (tuple(h) if kind == "LSTM" else h[0]) if with_state else None
+            thx = (tuple(th) if kind == "LSTM" else th[0]) if with_state else None
+            out, s = ours(x, hx)
+            tout, ts = theirs(tx, thx)
+            close(out, tout, "output")
+            for a, b in zip(states(s), states(ts)):
+                close(a, b, "final state")
+            weights = np.random.default_rng(9).standard_normal(tuple(out.shape))
+            loss = (out * dg.tensor(weights)).sum() + sum(t.sum() for t in states(s))
+            tloss = (tout * torch.tensor(weights)).sum() + sum(t.sum() for t in states(ts))
+            ours.zero_grad(), theirs.zero_grad()
+            loss.backward(), tloss.backward()
+            close(x.grad, tx.grad, "input grad")
+            for (name, p), (_, tp) in zip(ours.named_parameters(), theirs.named_parameters()):
+                close(p.grad, tp.grad, name)
+            if with_state:
+                for a, b in zip(h, th):
+                    close(a.grad, b.grad, "state grad")
+
+
+@pytest.mark.parametrize("kind,extra", KINDS, ids=[k + "".join(f"-{v}" for v in e.values()) for k, e in KINDS])
+def test_unbatched_input(dg, kind, extra):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours, theirs = pair(dg, kind, 3, 4, num_layers=2, bidirectional=True, **extra)
+        xv = np.random.default_rng(1).standard_normal((5, 3))
+        out, s = ours(dg.tensor(xv))
+        tout, ts = theirs(torch.tensor(xv))
+        close(out, tout, "output")
+        for a, b in zip(states(s), states(ts)):
+            close(a, b, "state")
+        out2, _ = ours(dg.tensor(xv), s)
+        tout2, _ = theirs(torch.tensor(xv), ts)
+        close(out2, tout2, "output with state")
+
+
+@pytest.mark.parametrize("enforce_sorted", [False, True])
+@pytest.mark.parametrize("kind,extra", KINDS, ids=[k + "".join(f"-{v}" for v in e.values()) for k, e in KINDS])
+def test_packed_sequences_match_torch(dg, kind, extra, enforce_sorted):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours, theirs = pair(dg, kind, 3, 4, num_layers=2, bidirectional=True, **extra)
+        lengths = [5, 3, 3, 1] if enforce_sorted else [2, 5, 1, 3]
+        seqs = [np.random.default_rng(i).standard_normal((n, 3)) for i, n in enumerate(lengths)]
+        xs = [dg.tensor(s, requires_grad=True) for s in seqs]
+        txs = [torch.tensor(s, requires_grad=True) for s in seqs]
+        packed = dg.nn.utils.rnn.pack_sequence(xs, enforce_sorted=enforce_sorted)
+        tpacked = torch.nn.utils.rnn.pack_sequence(txs, enforce_sorted=enforce_sorted)
+        d, h_out = 2, extra.get("proj_size") or 4
+        hv = [np.random.default_rng(7).standard_normal((2 * d, 4, h_out))]
+        if kind == "LSTM":
+            hv.append(np.random.default_rng(8).standard_normal((2 * d, 4, 4)))
+        h = [dg.tensor(v, requires_grad=True) for v in hv]
+        th = [torch.tensor(v, requires_grad=True) for v in hv]
+        out, s = ours(packed, tuple(h) if kind == "LSTM" else h[0])
+        tout, ts = theirs(tpacked, tuple(th) if kind == "LSTM" else th[0])
+        assert isinstance(out, dg.nn.utils.rnn.PackedSequence)
+        close(out.data, tout.data, "packed output")
+        assert out.batch_sizes.tolist() == tout.batch_sizes.tolist()
+        for a, b in zip(states(s), states(ts)):
+            close(a, b, "final state")
+        padded, lens = dg.nn.utils.rnn.pad_packed_sequence(out, batch_first=True, padding_value=-1.0)
+        tpadded, tlens = torch.nn.utils.rnn.pad_packed_sequence(tout, batch_first=True, padding_value=-1.0)
+        close(padded, tpadded, "padded output")
+        assert lens.tolist() == tlens.tolist() and lens.dtype is dg.int64
+        weights = np.random.default_rng(3).standard_normal(tuple(padded.shape))
+        ((padded * dg.tensor(weights)).sum() + sum(t.sum() for t in states(s))).backward()
+        ((tpadded * torch.tensor(weights)).sum() + sum(t.sum() for t in states(ts))).backward()
+        for a, b in zip(xs + h, txs + th):
+            close(a.grad, b.grad, "input grad")
+        for (name, p), (_, tp) in zip(ours.named_parameters(), theirs.named_parameters()):
+            close(p.grad, tp.grad, name)
+
+
+@pytest.mark.parametrize("kind", ["RNNCell", "LSTMCell", "GRUCell"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_cells_match_torch(dg, kind, bias):
+    ours, theirs = pair(dg, kind, 3, 4, bias=bias)
+    rng = np.random.default_rng(0)
+    for batched in (True, False):
+        xv = rng.standard_normal((2, 3) if batched else (3,))
+        hshape = (2, 4) if batched else (4,)
+        hv = [rng.standard_normal(hshape) for _ in range(2 if kind == "LSTMCell" else 1)]
+        for with_state in (False, True):
+            x, tx = dg.tensor(xv, requires_grad=True), torch.tensor(xv, requires_grad=True)
+            h = [dg.tensor(v, requires_grad=True) for v in hv]
+            th = [torch.tensor(v, requires_grad=True) for v in hv]
+            hx = (tuple(h) if kind == "LSTMCell" else h[0]) if with_state else None
+            thx = (tuple(th) if kind == "LSTMCell" else th[0]) if with_state else None
+            out, tout = ours(x, hx), theirs(tx, thx)
+            for a, b in zip(states(out), states(tout)):
+                close(a, b, "output")
+            sum(t.sum() * (i + 2) for i, t in enumerate(states(out))).backward()
+            sum(t.sum() * (i + 2) for i, t in enumerate(states(tout))).backward()
+            close(x.grad, tx.grad, "input grad")
+            if with_state:
+                for a, b in zip(h, th):
+                    close(a.grad, b.grad, "state grad")
+    assert repr(ours) == repr(theirs)
+
+
+def test_rnn_relu_cell(dg):
+    ours, theirs = pair(dg, "RNNCell", 3, 4, nonlinearity="relu")
+    xv = np.random.default_rng(0).standard_normal((5, 3))
+    close(ours(dg.tensor(xv)), theirs(torch.tensor(xv)), "relu cell")
+
+
+def test_parameters_and_properties(dg):
+    for kind, kw in [("LSTM", dict(num_layers=2, bidirectional=True, proj_size=2)), ("GRU", dict(bias=False)),
+                     ("RNN", dict(nonlinearity="relu", num_layers=2))]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ours, theirs = getattr(dg.nn, kind)(3, 4, **kw), getattr(torch.nn, kind)(3, 4, **kw)
+        assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
+        assert [[tuple(w.shape) for w in ws] for ws in ours.all_weights] == \
+               [[tuple(w.shape) for w in ws] for ws in theirs.all_weights]
+        assert repr(ours) == repr(theirs)
+        for attr in ("input_size", "hidden_size", "num_layers", "bias", "batch_first", "dropout", "bidirectional",
+                     "proj_size", "mode"):
+            if hasattr(theirs, attr) and attr != "mode":
+                assert getattr(ours, attr) == getattr(theirs, attr), attr
+        ours.flatten_parameters()
+        bound = 1 / np.sqrt(4)
+        assert all(float(p.abs().max()) <= bound for p in ours.parameters())
+
+
+ERRORS = [
+    ("input size", lambda nn, m: nn.LSTM(2, 3)(m.randn(4, 5, 3))),
+    ("input dims", lambda nn, m: nn.LSTM(2, 3)(m.randn(4, 5, 2, 1))),
+    ("unbatched hx", lambda nn, m: nn.LSTM(2, 3)(m.randn(4, 2), (m.zeros(1, 1, 3), m.zeros(1, 1, 3)))),
+    ("batched hx dims", lambda nn, m: nn.GRU(2, 3)(m.randn(4, 5, 2), m.zeros(5, 3))),
+    ("h size", lambda nn, m: nn.LSTM(2, 3)(m.randn(4, 5, 2), (m.zeros(1, 4, 3), m.zeros(1, 5, 3)))),
+    ("c size", lambda nn, m: nn.LSTM(2, 3)(m.randn(4, 5, 2), (m.zeros(1, 5, 3), m.zeros(2, 5, 3)))),
+    ("gru hidden", lambda nn, m: nn.GRU(2, 3)(m.randn(4, 5, 2), m.zeros(2, 5, 3))),
+    ("rnn unbatched hx", lambda nn, m: nn.RNN(2, 3)(m.randn(4, 2), m.zeros(1, 1, 3))),
+    ("proj on GRU", lambda nn, m: nn.GRU(2, 3, proj_size=2)),
+    ("proj too big", lambda nn, m: nn.LSTM(2, 3, proj_size=3)),
+    ("nonlinearity", lambda nn, m: nn.RNN(2, 3, nonlinearity="sigmoid")),
+    ("dropout range", lambda nn, m: nn.LSTM(2, 3, num_layers=2, dropout=1.5)),
+    ("hidden zero", lambda nn, m: nn.GRU(2, 0)),
+    ("cell dims", lambda nn, m: nn.RNNCell(2, 3)(m.randn(4, 5, 2))),
+    ("cell input size", lambda nn, m: nn.RNNCell(2, 3)(m.randn(4, 3))),
+    ("cell batch", lambda nn, m: nn.RNNCell(2, 3)(m.randn(4, 2), m.zeros(5, 3))),
+]
+
+
+def test_bad_nonlinearity_fails_at_construction(dg):
+    """torch accepts RNNCell(nonlinearity='gelu') and fails at the first call; dyngrad fails at once."""
+    with pytest.raises(ValueError, match="Unknown nonlinearity: gelu"):
+        dg.nn.RNNCell(2, 3, nonlinearity="gelu")
+
+
+@pytest.mark.parametrize("name,call", ERRORS, ids=[n for n, _ in ERRORS])
+def test_errors_as_torch(dg, name, call):
+    def outcome(m):
+        try:
+            call(m.nn, m)
+        except Exception as exc:  # noqa: BLE001
+            return type(exc).__name__, str(exc)
+        return "ok", ""
+    ours, theirs = outcome(dg), outcome(torch)
+    assert ours[0] == theirs[0], (ours, theirs)
+    if name not in ("input dims", "cell dims", "nonlinearity"):
+        assert ours[1] == theirs[1]
+
+
+def test_dropout_warning_as_torch(dg):
+    with pytest.warns(UserWarning, match="non-zero dropout expects num_layers greater than 1, but got "
+                                         "dropout=0.5 and num_layers=1"):
+        dg.nn.LSTM(2, 3, dropout=0.5)
+
+
+def test_dropout_between_layers_in_training(dg):
+    dg.manual_seed(0)
+    m = dg.nn.GRU(3, 4, num_layers=2, dropout=0.5).double()
+    x = dg.tensor(np.random.default_rng(0).standard_normal((5, 2, 3)))
+    a, b = m(x)[0], m(x)[0]
+    assert not np.allclose(np_of(a), np_of(b))
+    m.eval()
+    np.testing.assert_array_equal(np_of(m(x)[0]), np_of(m(x)[0]))
+
+
+# ----- nn.utils.rnn ----------------------------------------------------------------------------------------------
+
+def rnn_utils(m):
+    return m.nn.utils.rnn
+
+
+def seq_values(lengths, feature=(2,)):
+    return [np.random.default_rng(i).standard_normal((n,) + feature) for i, n in enumerate(lengths)]
+
+
+@pytest.mark.parametrize("batch_first,side", list(itertools.product([False, True], ["right", "left"])))
+def test_pad_sequence_as_torch(dg, batch_first, side):
+    vals = seq_values([3, 5, 1], feature=(2, 2))
+    outs = []
+    for m in (dg, torch):
+        xs = [m.tensor(v, requires_grad=True) for v in vals]
+        p = rnn_utils(m).pad_sequence(xs, batch_first=batch_first, padding_value=-2.0, padding_side=side)
+        (p * m.tensor(np.arange(p.numel(), dtype=np.float64).reshape(tuple(p.shape)))).sum().backward()
+        outs.append((np_of(p), [np_of(x.grad) for x in xs]))
+    np.testing.assert_array_equal(outs[0][0], outs[1][0])
+    for a, b in zip(outs[0][1], outs[1][1]):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="padding_side"):
+        rnn_utils(dg).pad_sequence([dg.ones(2)], padding_side="middle")
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("enforce_sorted", [False, True])
+def test_pack_and_pad_as_torch(dg, batch_first, enforce_sorted):
+    lengths = [5, 3, 3, 1] if enforce_sorted else [3, 5, 1, 3]
+    padded = np.random.default_rng(0).standard_normal((4, 5, 2) if batch_first else (5, 4, 2))
+    results = []
+    for m in (dg, torch):
+        x = m.tensor(padded, requires_grad=True)
+        packed = rnn_utils(m).pack_padded_sequence(x, m.tensor(lengths), batch_first=batch_first,
+                                                   enforce_sorted=enforce_sorted)
+        back, lens = rnn_utils(m).pad_packed_sequence(packed, batch_first=batch_first, total_length=6)
+        (back * m.tensor(np.arange(back.numel(), dtype=np.float64).reshape(tuple(back.shape)))).sum().backward()
+        back_values = np_of(back)
+        unpacked = rnn_utils(m).unpack_sequence(packed)
+        # (torch's unpad_sequence transposes its argument in place when batch_first=False; ours leaves it alone)
+        unpadded = rnn_utils(m).unpad_sequence(back, lens, batch_first=batch_first)
+        results.append((np_of(packed.data), packed.batch_sizes.tolist(),
+                        None if packed.sorted_indices is None else packed.sorted_indices.tolist(),
+                        None if packed.unsorted_indices is None else packed.unsorted_indices.tolist(),
+                        back_values, lens.tolist(), np_of(x.grad), [np_of(u) for u in unpacked],
+                        [np_of(u) for u in unpadded]))
+    for a, b in zip(*results):
+        if isinstance(a, list) and a and isinstance(a[0], np.ndarray):
+            for u, v in zip(a, b):
+                np.testing.assert_array_equal(u, v)
+        elif isinstance(a, np.ndarray):
+            np.testing.assert_array_equal(a, b)
+        else:
+            assert a == b
+
+
+def test_pack_sequence_and_packed_sequence_methods(dg):
+    vals = seq_values([2, 4, 1])
+    ours = rnn_utils(dg).pack_sequence([dg.tensor(v) for v in vals], enforce_sorted=False)
+    theirs = torch.nn.utils.rnn.pack_sequence([torch.tensor(v) for v in vals], enforce_sorted=False)
+    np.testing.assert_array_equal(np_of(ours.data), theirs.data.numpy())
+    assert ours.sorted_indices.tolist() == theirs.sorted_indices.tolist()
+    assert ours.float().data.dtype is dg.float32 and ours.to(dg.float32).data.dtype is dg.float32
+    assert ours.to("cpu") is ours and ours.is_cuda is False and not ours.is_pinned()
+    assert isinstance(ours, tuple) and len(ours) == 4 and ours._fields == theirs._fields
+    rebuilt = rnn_utils(dg).PackedSequence(ours.data, ours.batch_sizes, ours.sorted_indices)
+    assert rebuilt.unsorted_indices.tolist() == theirs.unsorted_indices.tolist()
+    with pytest.raises(RuntimeError, match="CUDA"):
+        ours.cuda()
+
+
+PACK_ERRORS = [
+    ("unsorted", lambda u, m: u.pack_padded_sequence(m.zeros(3, 2, 1), [2, 3])),
+    ("zero length", lambda u, m: u.pack_padded_sequence(m.zeros(3, 2, 1), [0, 3], enforce_sorted=False)),
+    ("unsorted list", lambda u, m: u.pack_sequence([m.ones(1), m.ones(2)])),
+    ("total_length", lambda u, m: u.pad_packed_sequence(u.pack_sequence([m.ones(3, 1)]), total_length=2)),
+]
+
+
+@pytest.mark.parametrize("name,call", PACK_ERRORS, ids=[n for n, _ in PACK_ERRORS])
+def test_pack_errors_as_torch(dg, name, call):
+    outs = []
+    for m in (dg, torch):
+        try:
+            call(rnn_utils(m), m)
+            outs.append(("ok", ""))
+        except Exception as exc:  # noqa: BLE001
+            outs.append((type(exc).__name__, str(exc)))
+    assert outs[0] == outs[1]
