@@ -211,7 +211,24 @@ ERRORS = [
      r"^WrongArity\.backward returned 1 gradient, but forward had 2 inputs\.$"),
     ("requires_grad_nonleaf", lambda dg: setattr(leaf(dg, [1.0]) * 2, "requires_grad", False), RuntimeError,
      r"leaf"),
+    # a Tensor.__new__ whose __init__ never ran: the same TypeError on both engines (issue 11)
+    ("uninitialised_tensor", lambda dg: dg.Tensor.__new__(dg.Tensor).shape, TypeError, r"never initialised"),
+    ("uninitialised_operand", lambda dg: dg.ones(2) + dg.Tensor.__new__(dg.Tensor), TypeError,
+     r"never initialised"),
 ]
+
+
+def test_reading_grad_of_a_non_leaf_warns_as_torch(dg):
+    """torch warns (UserWarning) when .grad of a non-leaf that does not retain its grad is read (issue 11)."""
+    import warnings
+    y = leaf(dg, [1.0, 2.0]) * 2
+    with pytest.warns(UserWarning, match=r"non-leaf tensor .*retain_grad\(\)"):
+        assert y.grad is None
+    y.retain_grad()
+    x = leaf(dg, [1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert y.grad is None and x.grad is None          # retained non-leaf, and a leaf: no warning
 
 
 def _under_no_grad(dg, f):
