@@ -181,6 +181,10 @@ void bind_tensor(py::module_& m) {
                    });
   cls.def_property("data", [](const Tensor& t) { return alias(t); },
                    [](const Tensor& t, const Tensor& src) {
+                     // as torch: a tensor that requires grad keeps a floating dtype (its .grad could not exist)
+                     DG_CHECK(!(t->requires_grad || t->grad_fn) || is_floating(src->dtype), RuntimeError,
+                              "data: a tensor that requires grad can only be given floating-point data, got ",
+                              dtype_name(src->dtype), ".");
                      t->storage = src->storage;
                      t->offset = src->offset;
                      t->shape = src->shape;

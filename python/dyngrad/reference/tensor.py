@@ -255,6 +255,9 @@ class Tensor:
     def data(self, value):
         if not isinstance(value, Tensor):
             raise TypeError(f"data: expected a Tensor, got {type(value).__name__}.")
+        if self.requires_grad and not value.dtype.is_floating_point:    # as torch (and the C++ engine)
+            raise RuntimeError(f"data: a tensor that requires grad can only be given floating-point data, got "
+                               f"{value.dtype.name}.")
         self._data = value._data
         self._storage = value._storage
 
