@@ -1,7 +1,7 @@
 """Identity, Linear, Flatten, Unflatten and Embedding."""
 import math
 
-from .. import empty
+from .. import empty, no_grad
 from .._api.args import check_device
 from . import functional as F, init
 from .module import Module
@@ -126,3 +126,67 @@ class Embedding(Module):
         rows, cols = embeddings.shape
         return cls(rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse, _weight=embeddings,
                    _freeze=freeze)
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """MultiheadAttention's out_proj: a Linear under torch's class name (its repr shows that name)."""
+
+
+class Bilinear(Module):
+    """y_o = x1^T weight[o] x2 + bias[o]: weight (out_features, in1_features, in2_features), bias (out_features,);
+    both initialised from U(-1/sqrt(in1_features), 1/sqrt(in1_features)), as torch."""
+
+    def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        check_device(device, "Bilinear")
+        self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
+        self.weight = Parameter(empty(out_features, in1_features, in2_features, dtype=dtype))
+        if bias:
+            self.bias = Parameter(empty(out_features, dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1 / math.sqrt(self.weight.shape[1]) if self.weight.shape[1] > 0 else 0
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1, input2):
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
+
+
+class LazyLinear(Linear):
+    """A Linear whose in_features is read from the last dim of its first input. Until then weight and bias are
+    empty placeholders (in_features=0); the first call gives them their shapes in place (the same Parameter
+    objects, so an optimiser built before it sees them), initialises them as Linear does, and the module becomes
+    a Linear, as torch's."""
+
+    def __init__(self, out_features, bias=True, device=None, dtype=None):
+        super().__init__(0, out_features, bias, device, dtype)
+
+    def reset_parameters(self):
+        if not self.has_uninitialized_params():
+            super().reset_parameters()
+
+    def has_uninitialized_params(self):
+        return self.in_features == 0
+
+    def initialize_parameters(self, input):
+        if self.has_uninitialized_params():
+            if input.dim() < 1:
+                raise RuntimeError("LazyLinear: expected an input with at least 1 dimension, got a 0-d tensor.")
+            self.in_features = input.shape[-1]
+            with no_grad():
+                self.weight.data = empty(self.out_features, self.in_features, dtype=self.weight.dtype)
+            self.reset_parameters()
+            self.__class__ = Linear
+
+    def forward(self, x):
+        self.initialize_parameters(x)
+        return F.linear(x, self.weight, self.bias)

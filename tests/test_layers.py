@@ -1,0 +1,337 @@
+"""The nn layers over nn.functional's activations, losses, norms, dropouts, distances and attention (issue 14),
+against torch 2.13 on both engines.
+
+One row per module: the same constructor call builds it in torch and in dyngrad (float64); torch's state_dict is
+copied into ours; the state_dict keys, the repr, the outputs, the input gradients, the parameter gradients and the
+buffers after the call (running statistics) must all match torch's."""
+import math
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+RTOL, ATOL = 1e-7, 1e-9
+
+
+def _f(*shape, low=-2.0, high=2.0):
+    return lambda r: r.uniform(low, high, size=shape)
+
+
+def _i(high, *shape):
+    return lambda r: r.integers(0, high, size=shape).astype(np.int64)
+
+
+def _sign(*shape):
+    return lambda r: np.where(r.random(shape) < 0.5, -1.0, 1.0)
+
+
+def _prob(*shape):
+    return lambda r: r.uniform(0.05, 0.95, size=shape)
+
+
+def _const(a):
+    return lambda r: np.array(a)
+
+
+def _mask(*shape, p=0.3):
+    """A bool mask with no row entirely True (a fully masked attention row is nan in torch's math)."""
+    def make(r):
+        m = r.random(shape) < p
+        m[..., 0] = False
+        return m
+    return make
+
+
+def _causal(n):
+    return lambda r: np.triu(np.full((n, n), -np.inf), 1)
+
+
+def _simplex(*shape):
+    def make(r):
+        e = np.exp(r.normal(size=shape))
+        return e / e.sum(-1, keepdims=True)
+    return make
+
+
+def _log_simplex(*shape):
+    return lambda r: np.log(_simplex(*shape)(r))
+
+
+class Row:
+    """make(nn) builds the module; inputs are makers of numpy arrays; float inputs get gradients unless listed in
+    nograd; call(m, xs) runs it (default m(*xs)); train=True runs it `steps` times in training mode (eval
+    otherwise)."""
+
+    def __init__(self, name, make, inputs, nograd=(), call=None, train=False, steps=1, tol=None):
+        self.name, self.make, self.inputs, self.nograd = name, make, inputs, set(nograd)
+        self.call, self.train, self.steps, self.tol = call, train, steps, tol
+
+    def __repr__(self):
+        return self.name
+
+
+def kw(**kwargs):
+    """call(m, xs) passing xs[0..] positionally and kwargs whose values name input positions ('#3') or are
+    plain values."""
+    def call(m, xs):
+        n = min([int(v[1:]) for v in kwargs.values() if isinstance(v, str) and v.startswith("#")] + [len(xs)])
+        extra = {k: (xs[int(v[1:])] if isinstance(v, str) and v.startswith("#") else v) for k, v in kwargs.items()}
+        return m(*xs[:n], **extra)
+    return call
+
+
+def self_attention(**kwargs):
+    def call(m, xs):
+        extra = {k: (xs[int(v[1:])] if isinstance(v, str) and v.startswith("#") else v) for k, v in kwargs.items()}
+        return m(xs[0], xs[0], xs[0], **extra)
+    return call
+
+
+ACTIVATIONS = [
+    Row("ELU", lambda nn: nn.ELU(0.7), [_f(3, 4)]),
+    Row("SELU", lambda nn: nn.SELU(), [_f(3, 4)]),
+    Row("CELU", lambda nn: nn.CELU(1.5), [_f(3, 4)]),
+    Row("GLU", lambda nn: nn.GLU(1), [_f(3, 4, 2)]),
+    Row("Hardtanh", lambda nn: nn.Hardtanh(-0.5, 1.5), [_f(3, 4)]),
+    Row("ReLU6", lambda nn: nn.ReLU6(), [_f(3, 4, high=8.0)]),
+    Row("Hardsigmoid", lambda nn: nn.Hardsigmoid(), [_f(3, 4, low=-4.0, high=4.0)]),
+    Row("Hardswish", lambda nn: nn.Hardswish(), [_f(3, 4, low=-4.0, high=4.0)]),
+    Row("Hardshrink", lambda nn: nn.Hardshrink(0.3), [_f(3, 4)]),
+    Row("Softshrink", lambda nn: nn.Softshrink(0.3), [_f(3, 4)]),
+    Row("Tanhshrink", lambda nn: nn.Tanhshrink(), [_f(3, 4)]),
+    Row("LogSigmoid", lambda nn: nn.LogSigmoid(), [_f(3, 4)]),
+    Row("Mish", lambda nn: nn.Mish(), [_f(3, 4)]),
+    Row("Softsign", lambda nn: nn.Softsign(), [_f(3, 4)]),
+    Row("Softmin", lambda nn: nn.Softmin(dim=1), [_f(3, 4)]),
+    Row("Softmax2d", lambda nn: nn.Softmax2d(), [_f(2, 3, 2, 2)]),
+    Row("Softmax2d-3d", lambda nn: nn.Softmax2d(), [_f(3, 2, 2)]),
+    Row("Threshold", lambda nn: nn.Threshold(0.1, 20.0), [_f(3, 4)]),
+    Row("PReLU", lambda nn: nn.PReLU(), [_f(2, 3, 4)]),
+    Row("PReLU-channels", lambda nn: nn.PReLU(3, init=0.1), [_f(2, 3, 4)]),
+    Row("RReLU-eval", lambda nn: nn.RReLU(0.1, 0.3), [_f(3, 4)]),
+    Row("Hardtanh-inplace", lambda nn: nn.Sequential(nn.Identity(), nn.Hardtanh(inplace=True)), [_f(3, 4)],
+        call=lambda m, xs: m(xs[0] * 1.0)),
+]
+
+DROPOUTS = [  # identity in eval mode (their training behaviour: test_dropouts_in_training)
+    Row("Dropout1d", lambda nn: nn.Dropout1d(0.3), [_f(2, 3, 4)]),
+    Row("Dropout2d", lambda nn: nn.Dropout2d(0.3), [_f(2, 3, 2, 2)]),
+    Row("Dropout3d", lambda nn: nn.Dropout3d(0.3), [_f(2, 3, 2, 2, 2)]),
+    Row("AlphaDropout", lambda nn: nn.AlphaDropout(0.2), [_f(3, 4)]),
+    Row("FeatureAlphaDropout", lambda nn: nn.FeatureAlphaDropout(0.2), [_f(2, 3, 4)]),
+]
+
+LOSSES = [
+    Row("BCELoss", lambda nn: nn.BCELoss(), [_prob(3, 4), _prob(3, 4)], nograd=[1]),
+    Row("BCELoss-weight", lambda nn: nn.BCELoss(weight=_weight(nn, 4), reduction="sum"), [_prob(3, 4), _prob(3, 4)],
+        nograd=[1]),
+    Row("SmoothL1Loss", lambda nn: nn.SmoothL1Loss(beta=0.5), [_f(3, 4), _f(3, 4)]),
+    Row("HuberLoss", lambda nn: nn.HuberLoss(reduction="none", delta=0.7), [_f(3, 4), _f(3, 4)]),
+    Row("KLDivLoss", lambda nn: nn.KLDivLoss(reduction="batchmean"), [_log_simplex(3, 4), _simplex(3, 4)]),
+    Row("KLDivLoss-log", lambda nn: nn.KLDivLoss(reduction="sum", log_target=True),
+        [_log_simplex(3, 4), _log_simplex(3, 4)]),
+    Row("SoftMarginLoss", lambda nn: nn.SoftMarginLoss(), [_f(3, 4), _sign(3, 4)], nograd=[1]),
+    Row("MarginRankingLoss", lambda nn: nn.MarginRankingLoss(0.2), [_f(5), _f(5), _sign(5)], nograd=[2]),
+    Row("HingeEmbeddingLoss", lambda nn: nn.HingeEmbeddingLoss(0.8), [_f(3, 4), _sign(3, 4)], nograd=[1]),
+    Row("CosineEmbeddingLoss", lambda nn: nn.CosineEmbeddingLoss(0.1), [_f(4, 3), _f(4, 3), _sign(4)], nograd=[2]),
+    Row("TripletMarginLoss", lambda nn: nn.TripletMarginLoss(margin=1.5, p=1.0, swap=True),
+        [_f(4, 3), _f(4, 3), _f(4, 3)]),
+    Row("TripletMarginWithDistanceLoss", lambda nn: nn.TripletMarginWithDistanceLoss(margin=1.5),
+        [_f(4, 3), _f(4, 3), _f(4, 3)]),
+    Row("TripletMarginWithDistanceLoss-cos",
+        lambda nn: nn.TripletMarginWithDistanceLoss(distance_function=nn.CosineSimilarity(), swap=True,
+                                                    reduction="none"),
+        [_f(4, 3), _f(4, 3), _f(4, 3)]),
+    Row("PoissonNLLLoss", lambda nn: nn.PoissonNLLLoss(), [_f(3, 4), _i(5, 3, 4)]),
+    Row("PoissonNLLLoss-full", lambda nn: nn.PoissonNLLLoss(log_input=False, full=True),
+        [_prob(3, 4), lambda r: r.integers(0, 5, (3, 4)).astype(np.float64)], nograd=[1]),
+    Row("GaussianNLLLoss", lambda nn: nn.GaussianNLLLoss(full=True), [_f(3, 4), _f(3, 4), _prob(3, 4)]),
+    Row("MultiLabelSoftMarginLoss", lambda nn: nn.MultiLabelSoftMarginLoss(weight=_weight(nn, 4)),
+        [_f(3, 4), lambda r: (r.random((3, 4)) < 0.5).astype(np.float64)], nograd=[1]),
+    Row("MultiMarginLoss", lambda nn: nn.MultiMarginLoss(), [_f(3, 4), _i(4, 3)]),
+    Row("MultiMarginLoss-p2", lambda nn: nn.MultiMarginLoss(p=2, margin=0.5, weight=_weight(nn, 4)),
+        [_f(3, 4), _i(4, 3)]),
+    Row("MultiLabelMarginLoss", lambda nn: nn.MultiLabelMarginLoss(),
+        [_f(2, 4), _const([[3, 0, -1, 1], [1, 2, 3, -1]])]),
+    Row("CTCLoss", lambda nn: nn.CTCLoss(),
+        [_log_simplex(6, 2, 4), _const([[1, 2, 2], [3, 1, 0]]), _const([6, 5]), _const([3, 2])]),
+    Row("CTCLoss-sum", lambda nn: nn.CTCLoss(blank=3, reduction="sum", zero_infinity=True),
+        [_log_simplex(5, 2, 4), _const([0, 1, 1, 2, 0]), _const([5, 4]), _const([2, 3])]),
+    Row("CrossEntropyLoss", lambda nn: nn.CrossEntropyLoss(weight=_weight(nn, 4), ignore_index=1,
+                                                           label_smoothing=0.1), [_f(5, 4), _i(4, 5)]),
+    Row("CrossEntropyLoss-probs", lambda nn: nn.CrossEntropyLoss(label_smoothing=0.2, reduction="sum"),
+        [_f(5, 4), _simplex(5, 4)], nograd=[1]),
+    Row("NLLLoss", lambda nn: nn.NLLLoss(weight=_weight(nn, 4), ignore_index=2), [_log_simplex(5, 4), _i(4, 5)]),
+    Row("BCEWithLogitsLoss", lambda nn: nn.BCEWithLogitsLoss(pos_weight=_weight(nn, 4)), [_f(3, 4), _prob(3, 4)],
+        nograd=[1]),
+    Row("MSELoss-none", lambda nn: nn.MSELoss(reduction="none"), [_f(3, 4), _f(3, 4)]),
+    Row("L1Loss-sum", lambda nn: nn.L1Loss(reduction="sum"), [_f(3, 4), _f(3, 4)]),
+]
+
+NORMS = [
+    Row("BatchNorm1d", lambda nn: nn.BatchNorm1d(3), [_f(4, 3)], train=True, steps=2),
+    Row("BatchNorm1d-3d-momentum-None", lambda nn: nn.BatchNorm1d(3, momentum=None), [_f(4, 3, 5)], train=True,
+        steps=3),
+    Row("BatchNorm1d-eval", lambda nn: nn.BatchNorm1d(3), [_f(4, 3, 2)]),
+    Row("BatchNorm1d-no-stats", lambda nn: nn.BatchNorm1d(3, affine=False, track_running_stats=False),
+        [_f(4, 3)]),
+    Row("BatchNorm1d-no-bias", lambda nn: nn.BatchNorm1d(3, bias=False, eps=1e-3, momentum=0.3), [_f(4, 3)],
+        train=True, steps=2),
+    Row("BatchNorm2d", lambda nn: nn.BatchNorm2d(3), [_f(2, 3, 2, 3)], train=True, steps=2),
+    Row("BatchNorm2d-eval", lambda nn: nn.BatchNorm2d(3, momentum=None), [_f(2, 3, 2, 2)]),
+    Row("BatchNorm3d", lambda nn: nn.BatchNorm3d(2, momentum=None), [_f(2, 2, 2, 2, 2)], train=True, steps=2),
+    Row("InstanceNorm1d", lambda nn: nn.InstanceNorm1d(3), [_f(2, 3, 5)]),
+    Row("InstanceNorm1d-unbatched", lambda nn: nn.InstanceNorm1d(3, affine=True), [_f(3, 5)]),
+    Row("InstanceNorm2d-stats", lambda nn: nn.InstanceNorm2d(3, affine=True, track_running_stats=True),
+        [_f(2, 3, 2, 3)], train=True, steps=2),
+    Row("InstanceNorm2d-stats-eval", lambda nn: nn.InstanceNorm2d(3, track_running_stats=True), [_f(2, 3, 2, 3)]),
+    Row("InstanceNorm3d", lambda nn: nn.InstanceNorm3d(2, affine=True, momentum=None, track_running_stats=True),
+        [_f(2, 2, 2, 2, 2)], train=True, steps=2),
+    Row("GroupNorm", lambda nn: nn.GroupNorm(2, 4), [_f(2, 4, 3)]),
+    Row("GroupNorm-no-affine", lambda nn: nn.GroupNorm(4, 4, eps=1e-3, affine=False), [_f(2, 4, 2, 2)]),
+    Row("LayerNorm", lambda nn: nn.LayerNorm([3, 4]), [_f(2, 3, 4)]),
+    Row("LayerNorm-no-bias", lambda nn: nn.LayerNorm(4, bias=False), [_f(2, 3, 4)]),
+    Row("LayerNorm-no-affine", lambda nn: nn.LayerNorm(4, elementwise_affine=False), [_f(2, 3, 4)]),
+    Row("RMSNorm", lambda nn: nn.RMSNorm(4), [_f(2, 3, 4)]),
+    Row("RMSNorm-eps", lambda nn: nn.RMSNorm([3, 4], eps=1e-3, elementwise_affine=False), [_f(2, 3, 4)]),
+    Row("LocalResponseNorm", lambda nn: nn.LocalResponseNorm(3, alpha=0.1, beta=0.6, k=2.0), [_f(2, 5, 3)]),
+]
+
+OTHERS = [
+    Row("Bilinear", lambda nn: nn.Bilinear(3, 2, 4), [_f(5, 3), _f(5, 2)]),
+    Row("Bilinear-no-bias", lambda nn: nn.Bilinear(3, 2, 4, bias=False), [_f(2, 5, 3), _f(2, 5, 2)]),
+    Row("CosineSimilarity", lambda nn: nn.CosineSimilarity(dim=0, eps=1e-6), [_f(4, 3), _f(4, 3)]),
+    Row("PairwiseDistance", lambda nn: nn.PairwiseDistance(p=1.0, keepdim=True), [_f(4, 3), _f(4, 3)]),
+    Row("Identity-args", lambda nn: nn.Identity(3, unused="x"), [_f(2, 3)]),
+]
+
+E, H, L, S, N = 8, 2, 3, 4, 2
+ATTENTION = [
+    Row("MHA", lambda nn: nn.MultiheadAttention(E, H), [_f(L, N, E), _f(S, N, E), _f(S, N, E)]),
+    Row("MHA-self-batch-first", lambda nn: nn.MultiheadAttention(E, H, batch_first=True), [_f(N, L, E)],
+        call=self_attention()),
+    Row("MHA-kdim-vdim-bias-kv", lambda nn: nn.MultiheadAttention(E, H, add_bias_kv=True, kdim=3, vdim=5),
+        [_f(L, N, E), _f(S, N, 3), _f(S, N, 5)]),
+    Row("MHA-zero-attn-no-bias", lambda nn: nn.MultiheadAttention(E, 4, bias=False, add_zero_attn=True),
+        [_f(L, N, E), _f(S, N, E), _f(S, N, E), _mask(N, S)], call=kw(key_padding_mask="#3")),
+    Row("MHA-masks-per-head", lambda nn: nn.MultiheadAttention(E, H, batch_first=True),
+        [_f(N, L, E), _f(N, S, E), _f(N, S, E), _mask(N, S), _f(L, S)],
+        call=kw(key_padding_mask="#3", attn_mask="#4", average_attn_weights=False)),
+    Row("MHA-no-weights-causal", lambda nn: nn.MultiheadAttention(E, H), [_f(L, N, E), _causal(L)],
+        call=self_attention(attn_mask="#1", need_weights=False, is_causal=True)),
+    Row("MHA-unbatched", lambda nn: nn.MultiheadAttention(E, H, kdim=4, vdim=4),
+        [_f(L, E), _f(S, 4), _f(S, 4), _mask(S)], call=kw(key_padding_mask="#3")),
+    Row("MHA-bool-attn-mask", lambda nn: nn.MultiheadAttention(E, H),
+        [_f(L, N, E), _f(S, N, E), _mask(L, S)], call=lambda m, xs: m(xs[0], xs[1], xs[1], attn_mask=xs[2])),
+    Row("TransformerEncoderLayer", lambda nn: nn.TransformerEncoderLayer(E, H, 16, dropout=0.0), [_f(L, N, E)]),
+    Row("TransformerEncoderLayer-norm-first-gelu",
+        lambda nn: nn.TransformerEncoderLayer(E, H, 16, activation="gelu", norm_first=True, batch_first=True),
+        [_f(N, L, E), _mask(N, L)], call=kw(src_key_padding_mask="#1")),
+    Row("TransformerEncoderLayer-callable-no-bias",
+        lambda nn: nn.TransformerEncoderLayer(E, H, 16, activation=nn.Tanh(), bias=False, layer_norm_eps=1e-3),
+        [_f(L, N, E), _f(L, L)], call=kw(src_mask="#1")),
+    Row("TransformerEncoder", lambda nn: nn.TransformerEncoder(nn.TransformerEncoderLayer(E, H, 16), 2,
+                                                               nn.LayerNorm(E), enable_nested_tensor=False),
+        [_f(L, N, E), _causal(L)], call=kw(mask="#1")),
+    Row("TransformerDecoderLayer", lambda nn: nn.TransformerDecoderLayer(E, H, 16), [_f(L, N, E), _f(S, N, E)]),
+    Row("TransformerDecoderLayer-norm-first",
+        lambda nn: nn.TransformerDecoderLayer(E, H, 16, norm_first=True, batch_first=True, activation="gelu"),
+        [_f(N, L, E), _f(N, S, E), _causal(L), _mask(N, S)],
+        call=kw(tgt_mask="#2", memory_key_padding_mask="#3", tgt_is_causal=True)),
+    Row("TransformerDecoder", lambda nn: nn.TransformerDecoder(nn.TransformerDecoderLayer(E, H, 16), 2),
+        [_f(L, N, E), _f(S, N, E), _causal(L), _f(L, S)], call=kw(tgt_mask="#2", memory_mask="#3")),
+    Row("Transformer", lambda nn: nn.Transformer(E, H, 1, 2, 16, batch_first=True),
+        [_f(N, S, E), _f(N, L, E), _causal(L), _mask(N, S)],
+        call=kw(tgt_mask="#2", src_key_padding_mask="#3", memory_key_padding_mask="#3")),
+    Row("Transformer-unbatched-norm-first", lambda nn: nn.Transformer(E, H, 1, 1, 16, norm_first=True),
+        [_f(S, E), _f(L, E)]),
+]
+
+ROWS = ACTIVATIONS + DROPOUTS + LOSSES + NORMS + OTHERS + ATTENTION
+
+
+def _weight(nn, n):
+    """Class weights 0.5, 1, 1.5, ... as a tensor of nn's library (float64)."""
+    lib = torch if nn is torch.nn else _LIBS[nn]
+    return lib.tensor([0.5 * (i + 1) for i in range(n)], dtype=lib.float64)
+
+
+_LIBS = {}
+
+
+def _lib(dg):
+    _LIBS[dg.nn] = dg
+    return dg
+
+
+def _as_list(out):
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _run(lib, module, arrays, nograd, call):
+    xs = []
+    for i, a in enumerate(arrays):
+        t = lib.tensor(a)
+        if a.dtype == np.float64 and i not in nograd:
+            t.requires_grad_(True)
+        xs.append(t)
+    outs = [o for o in _as_list(call(module, xs) if call else module(*xs)) if o is not None]
+    return xs, outs
+
+
+def _np(t):
+    return t.detach().numpy() if hasattr(t, "detach") else np.asarray(t)
+
+
+def _same_repr(ours, theirs):
+    norm = lambda s: re.sub(r"\btorch\.|\bdyngrad\.(reference\.)?", "L.", s)  # noqa: E731
+    return norm(ours) == norm(theirs)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=repr)
+def test_layer_matches_torch(dg, row):
+    lib = _lib(dg)
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # torch's nested-tensor notice
+        theirs = row.make(torch.nn).double()
+    ours = row.make(lib.nn).double()
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert _same_repr(repr(ours), repr(theirs)), f"\n{ours}\n{theirs}"
+    ours.load_state_dict({k: v.numpy() for k, v in theirs.state_dict().items()})
+    ours.train(row.train)
+    theirs.train(row.train)
+    rng = np.random.default_rng(abs(hash(row.name)) % 2 ** 32)
+    rtol, atol = row.tol or (RTOL, ATOL)
+    for step in range(row.steps):
+        arrays = [make(rng) for make in row.inputs]
+        our_x, our_out = _run(lib, ours, arrays, row.nograd, row.call)
+        their_x, their_out = _run(torch, theirs, arrays, row.nograd, row.call)
+        assert len(our_out) == len(their_out)
+        for o, t in zip(our_out, their_out):
+            assert tuple(o.shape) == tuple(t.shape)
+            np.testing.assert_allclose(_np(o), _np(t), rtol=rtol, atol=atol, err_msg=f"{row} output, step {step}")
+        cots = [rng.normal(size=tuple(t.shape)) for t in their_out]
+        assert [o.requires_grad for o in our_out] == [t.requires_grad for t in their_out]
+        for outs, tensor in ((our_out, lib.tensor), (their_out, torch.tensor)):
+            terms = [(o * tensor(c)).sum() for o, c in zip(outs, cots) if o.requires_grad]
+            if terms:
+                sum(terms[1:], terms[0]).backward()
+        for i, (a, b) in enumerate(zip(our_x, their_x)):
+            if b.requires_grad:
+                assert (a.grad is None) == (b.grad is None), f"{row} input {i} grad"
+                if b.grad is not None:
+                    np.testing.assert_allclose(_np(a.grad), _np(b.grad), rtol=rtol, atol=atol,
+                                               err_msg=f"{row} grad of input {i}")
+    their_params = dict(theirs.named_parameters())
+    for name, p in ours.named_parameters():
+        q = their_params[name]
+        assert (p.grad is None) == (q.grad is None), f"{row} grad of {name}"
+        if q.grad is not None:
+            np.testing.assert_allclose(_np(p.grad), _np(q.grad), rtol=rtol, atol=atol, err_msg=f"{row} grad of {name}")
+    their_state = theirs.state_dict()
+    for name, b in ours.state_dict().items():
+        np.testing.assert_allclose(_np(b), _np(their_state[name]), rtol=rtol, atol=atol, err_msg=f"{row} {name}")
