@@ -335,3 +335,167 @@ def test_layer_matches_torch(dg, row):
     their_state = theirs.state_dict()
     for name, b in ours.state_dict().items():
         np.testing.assert_allclose(_np(b), _np(their_state[name]), rtol=rtol, atol=atol, err_msg=f"{row} {name}")
+
+
+# ----- what the table cannot show: training-mode randomness, initialisation, options, errors ----------------------
+
+def outcome(fn):
+    try:
+        fn()
+        return "ok"
+    except Exception as exc:  # noqa: BLE001  the exception type is what is compared
+        return type(exc).__name__
+
+
+@pytest.mark.parametrize("name, shape, spatial", [("Dropout1d", (40, 6, 5), 1), ("Dropout2d", (40, 6, 2, 3), 2),
+                                                  ("Dropout3d", (40, 6, 2, 2, 2), 3), ("Dropout1d", (6, 5), 1),
+                                                  ("Dropout2d", (6, 2, 3), 1), ("Dropout3d", (6, 2, 2, 2), 3)])
+def test_channel_dropouts_in_training(dg, name, shape, spatial):
+    """Whole channels are zeroed (about p of them) and the rest scaled by 1 / (1 - p); eval is the identity.
+    (A 3-D input of Dropout2d is (N, C, L), as torch reads it, with a warning.)"""
+    dg.manual_seed(0)
+    m = getattr(dg.nn, name)(0.4)
+    x = dg.tensor(np.random.default_rng(0).uniform(1.0, 2.0, shape))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        y = m(x).numpy()
+    ratio = (y / x.numpy()).reshape(int(np.prod(shape[:len(shape) - spatial])), -1)
+    for row in ratio:                       # each channel all dropped or all kept
+        assert np.allclose(row, 0.0) or np.allclose(row, 1 / 0.6)
+    dropped = np.mean([np.allclose(r, 0.0) for r in ratio])
+    assert 0.0 < dropped < 1.0 and (len(ratio) < 100 or 0.3 < dropped < 0.5)
+    m.eval()
+    np.testing.assert_array_equal(m(x).numpy(), x.numpy())
+
+
+@pytest.mark.parametrize("name", ["AlphaDropout", "FeatureAlphaDropout"])
+def test_alpha_dropouts_keep_mean_and_variance(dg, name):
+    dg.manual_seed(0)
+    m = getattr(dg.nn, name)(0.2)
+    x = dg.tensor(np.random.default_rng(1).normal(size=(400, 50, 4)))
+    y = m(x).numpy()
+    assert abs(y.mean()) < 0.05 and abs(y.std() - 1.0) < 0.05
+    assert not np.allclose(y, x.numpy())
+    m.eval()
+    np.testing.assert_array_equal(m(x).numpy(), x.numpy())
+
+
+def test_rrelu_in_training_draws_slopes_in_range(dg):
+    dg.manual_seed(0)
+    m = dg.nn.RReLU(0.1, 0.3)
+    x = -dg.ones(1000, dtype=dg.float64)
+    slopes = -m(x).numpy()
+    assert slopes.min() >= 0.1 and slopes.max() <= 0.3 and slopes.std() > 0.03
+    m.eval()
+    np.testing.assert_allclose(-m(x).numpy(), 0.2)
+
+
+def test_initialisation_as_torch(dg):
+    """torch's init schemes: xavier-uniform projections, zero biases, xavier-normal bias_k/bias_v; Bilinear from
+    U(-1/sqrt(in1), 1/sqrt(in1)); PReLU at init; norms at ones and zeros."""
+    dg.manual_seed(0)
+    mha = dg.nn.MultiheadAttention(16, 4, add_bias_kv=True)
+    w = mha.in_proj_weight.detach().numpy()
+    bound = math.sqrt(6 / (16 + 48))
+    assert np.abs(w).max() <= bound and np.abs(w).max() > 0.9 * bound
+    assert not mha.in_proj_bias.detach().numpy().any() and not mha.out_proj.bias.detach().numpy().any()
+    assert 0.05 < mha.bias_k.detach().numpy().std() < 0.5        # xavier normal: std sqrt(2 / 32) = 0.25
+    sep = dg.nn.MultiheadAttention(16, 4, kdim=8, vdim=4)
+    assert np.abs(sep.k_proj_weight.detach().numpy()).max() <= math.sqrt(6 / (16 + 8))
+    bil = dg.nn.Bilinear(25, 3, 40)
+    for p in (bil.weight, bil.bias):
+        a = p.detach().numpy()
+        assert np.abs(a).max() <= 0.2 and np.abs(a).max() > 0.18
+    np.testing.assert_array_equal(dg.nn.PReLU(3, init=0.3).weight.detach().numpy(), np.full(3, 0.3, np.float32))
+    for m in (dg.nn.BatchNorm2d(3), dg.nn.GroupNorm(1, 3), dg.nn.InstanceNorm1d(3, affine=True)):
+        np.testing.assert_array_equal(m.weight.detach().numpy(), 1.0)
+        np.testing.assert_array_equal(m.bias.detach().numpy(), 0.0)
+    np.testing.assert_array_equal(dg.nn.RMSNorm(3).weight.detach().numpy(), 1.0)
+    t = dg.nn.Transformer(16, 2, 1, 1, 32)
+    lin = t.encoder.layers[0].linear1.weight.detach().numpy()
+    assert np.abs(lin).max() <= math.sqrt(6 / (16 + 32))        # Transformer re-inits every matrix xavier-uniform
+
+
+def test_device_and_dtype_arguments(dg):
+    makers = [lambda **k: dg.nn.PReLU(2, **k), lambda **k: dg.nn.Bilinear(2, 3, 4, **k),
+              lambda **k: dg.nn.BatchNorm2d(2, **k), lambda **k: dg.nn.InstanceNorm3d(2, affine=True, **k),
+              lambda **k: dg.nn.GroupNorm(1, 2, **k), lambda **k: dg.nn.RMSNorm(2, **k),
+              lambda **k: dg.nn.LayerNorm(2, **k), lambda **k: dg.nn.LazyLinear(3, **k),
+              lambda **k: dg.nn.MultiheadAttention(4, 2, kdim=3, add_bias_kv=True, **k),
+              lambda **k: dg.nn.TransformerEncoderLayer(4, 2, 8, **k),
+              lambda **k: dg.nn.TransformerDecoderLayer(4, 2, 8, **k), lambda **k: dg.nn.Transformer(4, 2, 1, 1, 8, **k)]
+    for make in makers:
+        m = make(device="cpu", dtype=dg.float64)
+        assert all(p.dtype == dg.float64 for p in m.parameters()), m
+        with pytest.raises(RuntimeError, match="cuda"):
+            make(device="cuda")
+    bn = dg.nn.BatchNorm1d(2, dtype=dg.float64)
+    assert bn.running_mean.dtype == dg.float64 and bn.num_batches_tracked.dtype == dg.int64
+
+
+def test_lazy_linear_becomes_linear(dg):
+    def scenario(lib):
+        m = lib.nn.LazyLinear(3)
+        before = (repr(m), [tuple(p.shape) for p in m.parameters()] if lib is not torch else [(3, 0), (3,)])
+        w = m.weight
+        y = m(lib.ones(2, 5))
+        return before, repr(m), type(m).__name__, m.in_features, m.weight is w, tuple(y.shape)
+    ours, theirs = scenario(dg), scenario(torch)
+    assert _same_repr(str(ours), str(theirs)), f"{ours}\n{theirs}"
+
+
+def test_square_subsequent_mask(dg):
+    for sz, dtype in ((1, None), (4, None), (3, "float64")):
+        ours = dg.nn.Transformer.generate_square_subsequent_mask(sz, dtype=dtype and getattr(dg, dtype))
+        theirs = torch.nn.Transformer.generate_square_subsequent_mask(sz, dtype=dtype and getattr(torch, dtype))
+        assert str(ours.dtype).split(".")[-1] == str(theirs.dtype).split(".")[-1]
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+def test_legacy_loss_flags_map_to_reduction(dg):
+    for kwargs, want in ((dict(size_average=False), "sum"), (dict(reduce=False), "none"),
+                         (dict(size_average=True, reduce=True), "mean")):
+        with pytest.warns(UserWarning, match="size_average and reduce"):
+            ours = dg.nn.SmoothL1Loss(**kwargs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert ours.reduction == torch.nn.SmoothL1Loss(**kwargs).reduction == want
+    with pytest.warns(UserWarning):
+        assert dg.nn.CrossEntropyLoss(reduce=False).reduction == "none"
+
+
+ERRORS = [
+    lambda nn, lib: nn.MultiheadAttention(6, 4),
+    lambda nn, lib: nn.MultiheadAttention(0, 1),
+    lambda nn, lib: nn.TransformerEncoderLayer(4, 2, 8, activation="tanh"),
+    lambda nn, lib: nn.Transformer(4, 2, 1, 1, 8)(lib.ones(3, 2, 4), lib.ones(3, 5, 4)),
+    lambda nn, lib: nn.Transformer(4, 2, 1, 1, 8)(lib.ones(3, 2, 4), lib.ones(3, 2, 6)),
+    lambda nn, lib: nn.BatchNorm2d(3)(lib.ones(2, 3, 4)),
+    lambda nn, lib: nn.BatchNorm1d(3)(lib.ones(2, 4)),
+    lambda nn, lib: nn.BatchNorm1d(3)(lib.ones(1, 3)),
+    lambda nn, lib: nn.InstanceNorm1d(3, affine=True)(lib.ones(2, 4, 5)),
+    lambda nn, lib: nn.InstanceNorm2d(3)(lib.ones(2, 3)),
+    lambda nn, lib: nn.GroupNorm(3, 4),
+    lambda nn, lib: nn.Softmax2d()(lib.ones(2, 3)),
+    lambda nn, lib: nn.Hardtanh(1.0, 0.5),
+    lambda nn, lib: nn.MultiMarginLoss(p=3),
+    lambda nn, lib: nn.TripletMarginLoss(margin=0.0),
+    lambda nn, lib: nn.TripletMarginWithDistanceLoss(margin=-1.0),
+    lambda nn, lib: nn.Dropout2d(1.5),
+    lambda nn, lib: nn.AlphaDropout(-0.1),
+    lambda nn, lib: nn.PReLU(3)(lib.ones(2, 4)),
+    lambda nn, lib: nn.Bilinear(2, 3, 4)(lib.ones(5, 3), lib.ones(5, 3)),
+    lambda nn, lib: nn.MultiheadAttention(4, 2)(lib.ones(3, 2, 4), lib.ones(5, 2, 4), lib.ones(4, 2, 4)),
+    lambda nn, lib: nn.LayerNorm(3)(lib.ones(2, 4)),
+    lambda nn, lib: nn.RMSNorm(3)(lib.ones(2, 4)),
+]
+
+
+@pytest.mark.parametrize("i", range(len(ERRORS)))
+def test_errors_have_torchs_types(dg, i):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours = outcome(lambda: ERRORS[i](dg.nn, dg))
+        theirs = outcome(lambda: ERRORS[i](torch.nn, torch))
+    assert theirs != "ok"
+    assert ours == theirs, f"dyngrad raised {ours}, torch {theirs}"
