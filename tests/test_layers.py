@@ -164,6 +164,8 @@ LOSSES = [
                                                            label_smoothing=0.1), [_f(5, 4), _i(4, 5)]),
     Row("CrossEntropyLoss-probs", lambda nn: nn.CrossEntropyLoss(label_smoothing=0.2, reduction="sum"),
         [_f(5, 4), _simplex(5, 4)], nograd=[1]),
+    Row("NLLLoss2d", lambda nn: nn.NLLLoss2d(),
+        [lambda r: np.ascontiguousarray(np.log(_simplex(2, 3, 2, 4)(r)).transpose(0, 3, 1, 2)), _i(4, 2, 3, 2)]),
     Row("NLLLoss", lambda nn: nn.NLLLoss(weight=_weight(nn, 4), ignore_index=2), [_log_simplex(5, 4), _i(4, 5)]),
     Row("BCEWithLogitsLoss", lambda nn: nn.BCEWithLogitsLoss(pos_weight=_weight(nn, 4)), [_f(3, 4), _prob(3, 4)],
         nograd=[1]),
@@ -433,15 +435,32 @@ def test_device_and_dtype_arguments(dg):
     assert bn.running_mean.dtype == dg.float64 and bn.num_batches_tracked.dtype == dg.int64
 
 
-def test_lazy_linear_becomes_linear(dg):
+@pytest.mark.parametrize("name, kwargs, shape", [
+    ("LazyLinear", dict(out_features=3), (2, 5)), ("LazyBatchNorm1d", {}, (4, 3)),
+    ("LazyBatchNorm2d", dict(momentum=None, eps=1e-3), (2, 3, 2, 2)), ("LazyBatchNorm3d", {}, (2, 2, 2, 1, 2)),
+    ("LazyInstanceNorm1d", dict(affine=False), (2, 3, 4)), ("LazyInstanceNorm2d", {}, (2, 3, 2, 2)),
+    ("LazyInstanceNorm3d", dict(track_running_stats=False), (2, 2, 2, 1, 2))])
+def test_lazy_modules_become_their_class(dg, name, kwargs, shape):
+    """Shapes read from the first input; the same Parameter objects; the class, repr, state_dict and numbers as
+    torch's afterwards."""
+    x = np.random.default_rng(3).normal(size=shape).astype(np.float32)
+
     def scenario(lib):
-        m = lib.nn.LazyLinear(3)
-        before = (repr(m), [tuple(p.shape) for p in m.parameters()] if lib is not torch else [(3, 0), (3,)])
-        w = m.weight
-        y = m(lib.ones(2, 5))
-        return before, repr(m), type(m).__name__, m.in_features, m.weight is w, tuple(y.shape)
+        m = getattr(lib.nn, name)(**kwargs)
+        before = repr(m), list(m.state_dict())
+        params = list(m.parameters())
+        y = m(lib.tensor(x))
+        same = all(p is q for p, q in zip(params, m.parameters()))
+        text = before, repr(m), type(m).__name__, same, [tuple(p.shape) for p in m.parameters()]
+        return text, [_np(v) for v in m.state_dict().values()], _np(y)
     ours, theirs = scenario(dg), scenario(torch)
-    assert _same_repr(str(ours), str(theirs)), f"{ours}\n{theirs}"
+    assert _same_repr(str(ours[0]), str(theirs[0])), f"\n{ours[0]}\n{theirs[0]}"
+    if name == "LazyLinear":                  # random weights: the shapes (above) are what can be compared
+        return
+    for a, b in zip(ours[1], theirs[1]):
+        assert a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ours[2], theirs[2], rtol=1e-4, atol=1e-5)
 
 
 def test_square_subsequent_mask(dg):

@@ -19,9 +19,11 @@ from .activation import (Threshold, Hardtanh, ReLU6, SELU, Mish, Hardsigmoid, Ha
                          MultiheadAttention)
 from .loss import (BCELoss, SmoothL1Loss, HuberLoss, KLDivLoss, PoissonNLLLoss, GaussianNLLLoss, SoftMarginLoss,
                    MultiLabelSoftMarginLoss, MultiLabelMarginLoss, MultiMarginLoss, MarginRankingLoss,
-                   HingeEmbeddingLoss, CosineEmbeddingLoss, TripletMarginLoss, TripletMarginWithDistanceLoss, CTCLoss)
+                   HingeEmbeddingLoss, CosineEmbeddingLoss, TripletMarginLoss, TripletMarginWithDistanceLoss, CTCLoss,
+                   NLLLoss2d)
 from .norm import (BatchNorm2d, BatchNorm3d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, GroupNorm, RMSNorm,
-                   LocalResponseNorm)
+                   LocalResponseNorm, LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyInstanceNorm1d,
+                   LazyInstanceNorm2d, LazyInstanceNorm3d)
 from .dropout import Dropout1d, Dropout2d, Dropout3d, AlphaDropout, FeatureAlphaDropout
 from .linear import Bilinear, LazyLinear
 from .distance import CosineSimilarity, PairwiseDistance
@@ -34,7 +36,8 @@ _LAYERS = [
     "SoftMarginLoss", "MultiLabelSoftMarginLoss", "MultiLabelMarginLoss", "MultiMarginLoss", "MarginRankingLoss",
     "HingeEmbeddingLoss", "CosineEmbeddingLoss", "TripletMarginLoss", "TripletMarginWithDistanceLoss", "CTCLoss",
     "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "GroupNorm", "RMSNorm",
-    "LocalResponseNorm", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout", "Bilinear",
+    "LocalResponseNorm", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyInstanceNorm1d",
+    "LazyInstanceNorm2d", "LazyInstanceNorm3d", "NLLLoss2d", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout", "Bilinear",
     "LazyLinear", "CosineSimilarity", "PairwiseDistance", "Transformer", "TransformerEncoder", "TransformerDecoder",
     "TransformerEncoderLayer", "TransformerDecoderLayer",
 ]
