@@ -518,3 +518,34 @@ def test_errors_have_torchs_types(dg, i):
         theirs = outcome(lambda: ERRORS[i](torch.nn, torch))
     assert theirs != "ok"
     assert ours == theirs, f"dyngrad raised {ours}, torch {theirs}"
+
+
+GRADCHECKED = [
+    ("MultiheadAttention", lambda nn: nn.MultiheadAttention(4, 2, add_bias_kv=True, kdim=3), [(2, 1, 4), (3, 1, 3),
+                                                                                             (3, 1, 4)]),
+    ("TransformerEncoderLayer", lambda nn: nn.TransformerEncoderLayer(4, 2, 6, dropout=0.0, norm_first=True),
+     [(3, 1, 4)]),
+    ("BatchNorm1d-train", lambda nn: nn.BatchNorm1d(2), [(3, 2)]),
+    ("InstanceNorm1d", lambda nn: nn.InstanceNorm1d(2, affine=True), [(2, 2, 3)]),
+    ("GroupNorm", lambda nn: nn.GroupNorm(2, 4), [(2, 4, 2)]),
+    ("RMSNorm", lambda nn: nn.RMSNorm(3), [(2, 3)]),
+    ("Bilinear", lambda nn: nn.Bilinear(2, 3, 2), [(2, 2), (2, 3)]),
+    ("PReLU", lambda nn: nn.PReLU(2), [(3, 2)]),
+]
+
+
+@pytest.mark.parametrize("name, make, shapes", GRADCHECKED, ids=[g[0] for g in GRADCHECKED])
+def test_gradcheck_float64(dg, name, make, shapes):
+    """Finite differences in float64 for the module's parameters and inputs (training mode where it matters)."""
+    dg.manual_seed(0)
+    m = make(dg.nn).double()
+    rng = np.random.default_rng(7)
+    xs = [dg.tensor(rng.normal(size=s)).requires_grad_() for s in shapes]
+    params = list(m.parameters())
+    n = len(xs)
+
+    def fn(*args):
+        out = m(*args[:n])
+        return out[0] if isinstance(out, tuple) else out
+
+    assert dg.autograd.gradcheck(fn, tuple(xs) + tuple(params), eps=1e-6, atol=1e-6, rtol=1e-4)
