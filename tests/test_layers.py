@@ -169,6 +169,14 @@ LOSSES = [
     Row("NLLLoss", lambda nn: nn.NLLLoss(weight=_weight(nn, 4), ignore_index=2), [_log_simplex(5, 4), _i(4, 5)]),
     Row("BCEWithLogitsLoss", lambda nn: nn.BCEWithLogitsLoss(pos_weight=_weight(nn, 4)), [_f(3, 4), _prob(3, 4)],
         nograd=[1]),
+    Row("AdaptiveLogSoftmaxWithLoss", lambda nn: nn.AdaptiveLogSoftmaxWithLoss(8, 10, [3, 6], div_value=2.0),
+        [_f(6, 8), _const([0, 4, 9, 2, 7, 5])]),
+    Row("AdaptiveLogSoftmaxWithLoss-unbatched", lambda nn: nn.AdaptiveLogSoftmaxWithLoss(8, 10, [2], head_bias=True),
+        [_f(8), _const(7)]),
+    Row("AdaptiveLogSoftmaxWithLoss-shortlist-only", lambda nn: nn.AdaptiveLogSoftmaxWithLoss(4, 6, [3, 5]),
+        [_f(3, 4), _const([0, 2, 1])]),
+    Row("AdaptiveLogSoftmaxWithLoss-log-prob-predict", lambda nn: nn.AdaptiveLogSoftmaxWithLoss(8, 10, [3, 6]),
+        [_f(5, 8, low=-6.0, high=6.0)], call=lambda m, xs: (m.log_prob(xs[0]), m.predict(xs[0]))),
     Row("MSELoss-none", lambda nn: nn.MSELoss(reduction="none"), [_f(3, 4), _f(3, 4)]),
     Row("L1Loss-sum", lambda nn: nn.L1Loss(reduction="sum"), [_f(3, 4), _f(3, 4)]),
 ]
@@ -507,6 +515,10 @@ ERRORS = [
     lambda nn, lib: nn.MultiheadAttention(4, 2)(lib.ones(3, 2, 4), lib.ones(5, 2, 4), lib.ones(4, 2, 4)),
     lambda nn, lib: nn.LayerNorm(3)(lib.ones(2, 4)),
     lambda nn, lib: nn.RMSNorm(3)(lib.ones(2, 4)),
+    lambda nn, lib: nn.AdaptiveLogSoftmaxWithLoss(4, 6, [3, 3]),
+    lambda nn, lib: nn.AdaptiveLogSoftmaxWithLoss(4, 6, [])(lib.ones(2, 4), lib.tensor([0, 6])),
+    lambda nn, lib: nn.AdaptiveLogSoftmaxWithLoss(4, 6, [3])(lib.ones(2, 4), lib.tensor([0, 6])),
+    lambda nn, lib: nn.AdaptiveLogSoftmaxWithLoss(4, 6, [3])(lib.ones(2, 4), lib.tensor([[0, 1]])),
 ]
 
 

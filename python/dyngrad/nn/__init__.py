@@ -27,6 +27,7 @@ from .norm import (BatchNorm2d, BatchNorm3d, InstanceNorm1d, InstanceNorm2d, Ins
 from .dropout import Dropout1d, Dropout2d, Dropout3d, AlphaDropout, FeatureAlphaDropout
 from .linear import Bilinear, LazyLinear
 from .distance import CosineSimilarity, PairwiseDistance
+from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .transformer import (Transformer, TransformerEncoder, TransformerDecoder, TransformerEncoderLayer,
                           TransformerDecoderLayer)
 _LAYERS = [
@@ -38,7 +39,8 @@ _LAYERS = [
     "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "GroupNorm", "RMSNorm",
     "LocalResponseNorm", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyInstanceNorm1d",
     "LazyInstanceNorm2d", "LazyInstanceNorm3d", "NLLLoss2d", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout", "Bilinear",
-    "LazyLinear", "CosineSimilarity", "PairwiseDistance", "Transformer", "TransformerEncoder", "TransformerDecoder",
+    "LazyLinear", "CosineSimilarity", "PairwiseDistance", "AdaptiveLogSoftmaxWithLoss", "Transformer",
+    "TransformerEncoder", "TransformerDecoder",
     "TransformerEncoderLayer", "TransformerDecoderLayer",
 ]
 # ----- end of issue 14 layers ------------------------------------------------------------------------------------
