@@ -433,7 +433,8 @@ def test_device_and_dtype_arguments(dg):
               lambda **k: dg.nn.LayerNorm(2, **k), lambda **k: dg.nn.LazyLinear(3, **k),
               lambda **k: dg.nn.MultiheadAttention(4, 2, kdim=3, add_bias_kv=True, **k),
               lambda **k: dg.nn.TransformerEncoderLayer(4, 2, 8, **k),
-              lambda **k: dg.nn.TransformerDecoderLayer(4, 2, 8, **k), lambda **k: dg.nn.Transformer(4, 2, 1, 1, 8, **k)]
+              lambda **k: dg.nn.TransformerDecoderLayer(4, 2, 8, **k),
+              lambda **k: dg.nn.Transformer(4, 2, 1, 1, 8, **k)]
     for make in makers:
         m = make(device="cpu", dtype=dg.float64)
         assert all(p.dtype == dg.float64 for p in m.parameters()), m

@@ -31,16 +31,16 @@ from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .transformer import (Transformer, TransformerEncoder, TransformerDecoder, TransformerEncoderLayer,
                           TransformerDecoderLayer)
 _LAYERS = [
-    "Threshold", "Hardtanh", "ReLU6", "SELU", "Mish", "Hardsigmoid", "Hardswish", "ELU", "CELU", "GLU", "Hardshrink",
-    "Softshrink", "Tanhshrink", "LogSigmoid", "Softsign", "Softmin", "Softmax2d", "PReLU", "RReLU",
+    "Threshold", "Hardtanh", "ReLU6", "SELU", "Mish", "Hardsigmoid", "Hardswish", "ELU", "CELU", "GLU",
+    "Hardshrink", "Softshrink", "Tanhshrink", "LogSigmoid", "Softsign", "Softmin", "Softmax2d", "PReLU", "RReLU",
     "MultiheadAttention", "BCELoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "PoissonNLLLoss", "GaussianNLLLoss",
     "SoftMarginLoss", "MultiLabelSoftMarginLoss", "MultiLabelMarginLoss", "MultiMarginLoss", "MarginRankingLoss",
     "HingeEmbeddingLoss", "CosineEmbeddingLoss", "TripletMarginLoss", "TripletMarginWithDistanceLoss", "CTCLoss",
     "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "GroupNorm", "RMSNorm",
     "LocalResponseNorm", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyInstanceNorm1d",
-    "LazyInstanceNorm2d", "LazyInstanceNorm3d", "NLLLoss2d", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout", "Bilinear",
-    "LazyLinear", "CosineSimilarity", "PairwiseDistance", "AdaptiveLogSoftmaxWithLoss", "Transformer",
-    "TransformerEncoder", "TransformerDecoder",
+    "LazyInstanceNorm2d", "LazyInstanceNorm3d", "NLLLoss2d", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
+    "FeatureAlphaDropout", "Bilinear", "LazyLinear", "CosineSimilarity", "PairwiseDistance",
+    "AdaptiveLogSoftmaxWithLoss", "Transformer", "TransformerEncoder", "TransformerDecoder",
     "TransformerEncoderLayer", "TransformerDecoderLayer",
 ]
 # ----- end of issue 14 layers ------------------------------------------------------------------------------------

@@ -1,9 +1,8 @@
 """Normalisation layers: BatchNorm1d/2d/3d, InstanceNorm1d/2d/3d, LayerNorm, GroupNorm, RMSNorm and
 LocalResponseNorm, over nn.functional's ops, with torch's parameters, buffers (running_mean, running_var,
 num_batches_tracked) and reprs."""
-import warnings
-
 import numbers
+import warnings
 
 from .. import empty, zeros, ones, tensor, int64, no_grad
 from .._api.args import check_device
