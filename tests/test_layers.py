@@ -193,6 +193,10 @@ NORMS = [
     Row("BatchNorm2d", lambda nn: nn.BatchNorm2d(3), [_f(2, 3, 2, 3)], train=True, steps=2),
     Row("BatchNorm2d-eval", lambda nn: nn.BatchNorm2d(3, momentum=None), [_f(2, 3, 2, 2)]),
     Row("BatchNorm3d", lambda nn: nn.BatchNorm3d(2, momentum=None), [_f(2, 2, 2, 2, 2)], train=True, steps=2),
+    Row("SyncBatchNorm", lambda nn: nn.SyncBatchNorm(3, momentum=None), [_f(2, 3, 2, 1, 2)], train=True, steps=2),
+    Row("SyncBatchNorm-converted", lambda nn: nn.SyncBatchNorm.convert_sync_batchnorm(
+        nn.Sequential(nn.Linear(2, 3), nn.BatchNorm1d(3, affine=False), nn.Sequential(nn.BatchNorm1d(3)))),
+        [_f(4, 2)], train=True),
     Row("InstanceNorm1d", lambda nn: nn.InstanceNorm1d(3), [_f(2, 3, 5)]),
     Row("InstanceNorm1d-unbatched", lambda nn: nn.InstanceNorm1d(3, affine=True), [_f(3, 5)]),
     Row("InstanceNorm2d-stats", lambda nn: nn.InstanceNorm2d(3, affine=True, track_running_stats=True),
@@ -516,6 +520,7 @@ ERRORS = [
     lambda nn, lib: nn.MultiheadAttention(4, 2)(lib.ones(3, 2, 4), lib.ones(5, 2, 4), lib.ones(4, 2, 4)),
     lambda nn, lib: nn.LayerNorm(3)(lib.ones(2, 4)),
     lambda nn, lib: nn.RMSNorm(3)(lib.ones(2, 4)),
+    lambda nn, lib: nn.SyncBatchNorm(3)(lib.ones(3)),
     lambda nn, lib: nn.AdaptiveLogSoftmaxWithLoss(4, 6, [3, 3]),
     lambda nn, lib: nn.AdaptiveLogSoftmaxWithLoss(4, 6, [])(lib.ones(2, 4), lib.tensor([0, 6])),
     lambda nn, lib: nn.AdaptiveLogSoftmaxWithLoss(4, 6, [3])(lib.ones(2, 4), lib.tensor([0, 6])),

@@ -23,7 +23,7 @@ from .loss import (BCELoss, SmoothL1Loss, HuberLoss, KLDivLoss, PoissonNLLLoss, 
                    NLLLoss2d)
 from .norm import (BatchNorm2d, BatchNorm3d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, GroupNorm, RMSNorm,
                    LocalResponseNorm, LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyInstanceNorm1d,
-                   LazyInstanceNorm2d, LazyInstanceNorm3d)
+                   LazyInstanceNorm2d, LazyInstanceNorm3d, SyncBatchNorm)
 from .dropout import Dropout1d, Dropout2d, Dropout3d, AlphaDropout, FeatureAlphaDropout
 from .linear import Bilinear, LazyLinear
 from .distance import CosineSimilarity, PairwiseDistance
@@ -41,7 +41,7 @@ _LAYERS = [
     "LazyInstanceNorm2d", "LazyInstanceNorm3d", "NLLLoss2d", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
     "FeatureAlphaDropout", "Bilinear", "LazyLinear", "CosineSimilarity", "PairwiseDistance",
     "AdaptiveLogSoftmaxWithLoss", "Transformer", "TransformerEncoder", "TransformerDecoder",
-    "TransformerEncoderLayer", "TransformerDecoderLayer",
+    "TransformerEncoderLayer", "TransformerDecoderLayer", "SyncBatchNorm",
 ]
 # ----- end of issue 14 layers ------------------------------------------------------------------------------------
 from . import functional, init, utils, parallel

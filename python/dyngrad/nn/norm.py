@@ -101,6 +101,49 @@ class BatchNorm3d(_BatchNorm):
     _input_dims = (5,)
 
 
+class SyncBatchNorm(_BatchNorm):
+    """BatchNorm over any (N, C, ...) input whose statistics torch synchronises across the processes of a
+    distributed group while training. torch does that only on GPUs (on the CPU it raises once a process group is
+    initialised), and so does dyngrad: without a process group it is BatchNorm; with one, training raises."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
+                 process_group=None, device=None, dtype=None, *, bias=True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
+        self.process_group = process_group
+
+    def _check_input_dim(self, input):
+        if input.dim() < 2:
+            raise ValueError(f"SyncBatchNorm: expected at least 2D input (got {input.dim()}D input)")
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        if input.shape[1] == 0:
+            raise ValueError("SyncBatchNorm number of input channels should be non-zero")
+        if self.training:
+            from ..distributed import is_initialized
+            if is_initialized():
+                raise ValueError("SyncBatchNorm: synchronising batch statistics across processes needs a GPU in "
+                                 "torch and is not available in dyngrad, which runs on the CPU; use BatchNorm (each "
+                                 "process normalises with its own batch) or eval mode.")
+        return super().forward(input)
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module, process_group=None):
+        """module with every BatchNorm*d in it replaced by a SyncBatchNorm sharing its parameters and buffers."""
+        out = module
+        if isinstance(module, _BatchNorm):
+            out = cls(module.num_features, module.eps, module.momentum, module.affine, module.track_running_stats,
+                      process_group, bias=module.bias is not None)
+            if module.affine:
+                out.weight, out.bias = module.weight, module.bias
+            out.running_mean, out.running_var = module.running_mean, module.running_var
+            out.num_batches_tracked = module.num_batches_tracked
+            out.training = module.training
+        for name, child in module.named_children():
+            out.add_module(name, cls.convert_sync_batchnorm(child, process_group))
+        return out
+
+
 class _InstanceNorm(_NormBase):
     """Each channel of each sample over its spatial dims; unbatched input (one dim fewer) is a batch of one."""
 
