@@ -567,3 +567,28 @@ def test_gradcheck_float64(dg, name, make, shapes):
         return out[0] if isinstance(out, tuple) else out
 
     assert dg.autograd.gradcheck(fn, tuple(xs) + tuple(params), eps=1e-6, atol=1e-6, rtol=1e-4)
+
+
+def test_transformer_inference_float32_as_torch(dg):
+    """Eval mode without autograd in float32, where torch takes its fused fast path (nested tensors): the same
+    numbers at every real position. At padded positions torch's encoder outputs zeros; ours the layers' values
+    (documented in nn/transformer.py)."""
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True), 2).eval()
+    ours = dg.nn.TransformerEncoder(dg.nn.TransformerEncoderLayer(8, 2, 16, batch_first=True), 2).eval()
+    ours.load_state_dict({k: v.numpy() for k, v in theirs.state_dict().items()})
+    x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype(np.float32)
+    pad = np.zeros((2, 5), bool)
+    pad[0, 3:] = True
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = theirs(torch.tensor(x), src_key_padding_mask=torch.tensor(pad)).numpy()
+        a_causal = theirs(torch.tensor(x), mask=torch.nn.Transformer.generate_square_subsequent_mask(5)).numpy()
+    with dg.no_grad():
+        b = ours(dg.tensor(x), src_key_padding_mask=dg.tensor(pad)).numpy()
+        b_causal = ours(dg.tensor(x), mask=dg.nn.Transformer.generate_square_subsequent_mask(5)).numpy()
+    np.testing.assert_allclose(b[~pad], a[~pad], rtol=1e-5, atol=2e-6)
+    assert np.isfinite(b).all()
+    np.testing.assert_allclose(b_causal, a_causal, rtol=1e-5, atol=2e-6)
