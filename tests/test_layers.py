@@ -592,3 +592,26 @@ def test_transformer_inference_float32_as_torch(dg):
     np.testing.assert_allclose(b[~pad], a[~pad], rtol=1e-5, atol=2e-6)
     assert np.isfinite(b).all()
     np.testing.assert_allclose(b_causal, a_causal, rtol=1e-5, atol=2e-6)
+
+
+def test_attention_dropout_in_training(dg):
+    """MultiheadAttention's dropout acts on the attention weights while training (each kept weight scaled by
+    1 / (1 - p), rows no longer summing to 1) and not in eval; a Transformer in training mode is random, in eval
+    mode deterministic, and gradients reach every parameter."""
+    dg.manual_seed(0)
+    mha = dg.nn.MultiheadAttention(8, 2, dropout=0.5).double()
+    x = dg.tensor(np.random.default_rng(0).normal(size=(6, 3, 8)))
+    _, w = mha(x, x, x, average_attn_weights=False)
+    w = w.detach().numpy()
+    assert (w == 0).mean() > 0.2 and not np.allclose(w.sum(-1), 1.0)
+    mha.eval()
+    _, w = mha(x, x, x, average_attn_weights=False)
+    np.testing.assert_allclose(w.detach().numpy().sum(-1), 1.0)
+    model = dg.nn.Transformer(8, 2, 1, 1, 16, dropout=0.3).double()
+    src, tgt = x, x[:4]
+    a, b = model(src, tgt), model(src, tgt)
+    assert not np.allclose(a.detach().numpy(), b.detach().numpy())
+    a.sum().backward()
+    assert all(p.grad is not None and np.isfinite(p.grad.numpy()).all() for p in model.parameters())
+    model.eval()
+    np.testing.assert_array_equal(model(src, tgt).detach().numpy(), model(src, tgt).detach().numpy())
