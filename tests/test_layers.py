@@ -615,3 +615,25 @@ def test_attention_dropout_in_training(dg):
     assert all(p.grad is not None and np.isfinite(p.grad.numpy()).all() for p in model.parameters())
     model.eval()
     np.testing.assert_array_equal(model(src, tgt).detach().numpy(), model(src, tgt).detach().numpy())
+
+
+def test_lazy_modules_load_state_dict_and_hooks(dg):
+    """A checkpoint loads into a lazy module before its first call (shapes from the checkpoint); the inference runs
+    before the user's forward pre-hooks, as torch's."""
+    def scenario(lib):
+        m = lib.nn.LazyLinear(3)
+        seen = []
+        m.register_forward_pre_hook(lambda mod, args: seen.append(tuple(mod.weight.shape)))
+        m(lib.ones(1, 4))
+        lin = lib.nn.Linear(5, 3)
+        lazy = lib.nn.LazyLinear(3)
+        keys = lazy.load_state_dict(lin.state_dict())
+        before = tuple(lazy.weight.shape)     # (torch's repr says in_features=0 until the first call; ours 5)
+        y = lazy(lib.ones(2, 5))
+        same = bool((y == lin(lib.ones(2, 5))).all())
+        bn = lib.nn.LazyBatchNorm2d()
+        bn.load_state_dict(lib.nn.BatchNorm2d(4).state_dict())
+        shapes = [tuple(t.shape) for t in bn.state_dict().values()]
+        return seen, keys, before, repr(lazy), same, shapes
+    ours, theirs = scenario(dg), scenario(torch)
+    assert _same_repr(str(ours), str(theirs)), f"\n{ours}\n{theirs}"

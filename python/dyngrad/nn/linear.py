@@ -1,9 +1,10 @@
 """Identity, Linear, Flatten, Unflatten and Embedding."""
 import math
 
-from .. import empty, no_grad
+from .. import empty
 from .._api.args import check_device
 from . import functional as F, init
+from .lazy import LazyModuleMixin
 from .module import Module
 from .parameter import Parameter
 
@@ -161,11 +162,12 @@ class Bilinear(Module):
                 f"out_features={self.out_features}, bias={self.bias is not None}")
 
 
-class LazyLinear(Linear):
-    """A Linear whose in_features is read from the last dim of its first input. Until then weight and bias are
-    empty placeholders (in_features=0); the first call gives them their shapes in place (the same Parameter
-    objects, so an optimiser built before it sees them), initialises them as Linear does, and the module becomes
-    a Linear, as torch's."""
+class LazyLinear(LazyModuleMixin, Linear):
+    """A Linear whose in_features is read from the last dim of its first input (nn/lazy.py); it becomes a Linear
+    then, as torch's."""
+    cls_to_become = Linear
+    _lazy_tensors = ("weight",)
+    _size_attr, _size_dim = "in_features", 1
 
     def __init__(self, out_features, bias=True, device=None, dtype=None):
         super().__init__(0, out_features, bias, device, dtype)
@@ -174,19 +176,8 @@ class LazyLinear(Linear):
         if not self.has_uninitialized_params():
             super().reset_parameters()
 
-    def has_uninitialized_params(self):
-        return self.in_features == 0
-
     def initialize_parameters(self, input):
-        if self.has_uninitialized_params():
-            if input.dim() < 1:
-                raise RuntimeError("LazyLinear: expected an input with at least 1 dimension, got a 0-d tensor.")
-            self.in_features = input.shape[-1]
-            with no_grad():
-                self.weight.data = empty(self.out_features, self.in_features, dtype=self.weight.dtype)
-            self.reset_parameters()
-            self.__class__ = Linear
-
-    def forward(self, x):
-        self.initialize_parameters(x)
-        return F.linear(x, self.weight, self.bias)
+        if input.dim() < 1:
+            raise RuntimeError("LazyLinear: expected an input with at least 1 dimension, got a 0-d tensor.")
+        self._materialize({"weight": (self.out_features, input.shape[-1])})
+        self.reset_parameters()

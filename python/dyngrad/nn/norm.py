@@ -7,6 +7,7 @@ import warnings
 from .. import empty, zeros, ones, tensor, int64, no_grad
 from .._api.args import check_device
 from . import functional as F, init
+from .lazy import LazyModuleMixin
 from .module import Module
 from .parameter import Parameter
 
@@ -297,41 +298,25 @@ class LocalResponseNorm(Module):
 
 # ----- lazy variants: num_features read from dim 1 of the first input --------------------------------------------
 
-class _LazyNormBase:
-    """Until the first call, num_features is 0 and the parameters and buffers are empty; the first call gives
-    them their shapes in place (the same objects, so an optimiser built before sees them), initialises them, and
-    the module becomes its non-lazy class (torch's cls_to_become)."""
-    cls_to_become = None
+class _LazyNormBase(LazyModuleMixin):
+    """num_features read from dim 1 of the first input (nn/lazy.py)."""
+    _lazy_tensors = ("weight", "bias", "running_mean", "running_var")
+    _size_attr = "num_features"
 
     def __init__(self, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None, dtype=None, *,
                  bias=True):
         super().__init__(0, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
-
-    def has_uninitialized_params(self):
-        return self.num_features == 0
 
     def reset_parameters(self):
         if not self.has_uninitialized_params():
             super().reset_parameters()
 
     def initialize_parameters(self, input):
-        if not self.has_uninitialized_params():
-            return
         if input.dim() < 2:
             raise ValueError(f"{type(self).__name__}: expected at least 2D input to infer num_features (dim 1), got "
                              f"{input.dim()}D input")
-        n = input.shape[1]
-        self.num_features = n
-        with no_grad():
-            for t in (self.weight, self.bias, self.running_mean, self.running_var):
-                if t is not None:
-                    t.data = empty(n, dtype=t.dtype)
+        self._materialize({n: (input.shape[1],) for n in self._lazy_tensors})
         self.reset_parameters()
-        self.__class__ = self.cls_to_become
-
-    def forward(self, input):
-        self.initialize_parameters(input)           # from here on, type(self) is the non-lazy class
-        return type(self).forward(self, input)
 
 
 class LazyBatchNorm1d(_LazyNormBase, BatchNorm1d):
@@ -349,7 +334,8 @@ class LazyBatchNorm3d(_LazyNormBase, BatchNorm3d):
 class _LazyInstanceNormBase(_LazyNormBase):
     def __init__(self, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None, dtype=None, *,
                  bias=True):
-        _InstanceNorm.__init__(self, 0, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
+        # _InstanceNorm's own __init__ has other defaults; the lazy ones are torch's (affine and stats on)
+        LazyModuleMixin.__init__(self, 0, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
 
 
 class LazyInstanceNorm1d(_LazyInstanceNormBase, InstanceNorm1d):
