@@ -637,3 +637,28 @@ def test_lazy_modules_load_state_dict_and_hooks(dg):
         return seen, keys, before, repr(lazy), same, shapes
     ours, theirs = scenario(dg), scenario(torch)
     assert _same_repr(str(ours), str(theirs)), f"\n{ours}\n{theirs}"
+
+
+def test_multi_head_attention_forward_static_kv_as_torch(dg):
+    """F.multi_head_attention_forward with static_k / static_v (precomputed per-head keys and values) and
+    separate projection weights, against torch."""
+    rng = np.random.default_rng(5)
+    e, h, tl, sl, n = 6, 3, 2, 4, 2
+    arrays = dict(q=rng.normal(size=(tl, n, e)), k=rng.normal(size=(sl, n, e)), v=rng.normal(size=(sl, n, e)),
+                  wq=rng.normal(size=(e, e)), wk=rng.normal(size=(e, e)), wv=rng.normal(size=(e, e)),
+                  b=rng.normal(size=(3 * e,)), wo=rng.normal(size=(e, e)), bo=rng.normal(size=(e,)),
+                  sk=rng.normal(size=(n * h, sl, e // h)), sv=rng.normal(size=(n * h, sl, e // h)),
+                  mask=rng.normal(size=(tl, sl)))
+
+    def run(lib):
+        t = {k: lib.tensor(a, requires_grad=k not in ("mask",)) for k, a in arrays.items()}
+        out, w = lib.nn.functional.multi_head_attention_forward(
+            t["q"], t["k"], t["v"], e, h, None, t["b"], None, None, False, 0.0, t["wo"], t["bo"], training=False,
+            attn_mask=t["mask"], use_separate_proj_weight=True, q_proj_weight=t["wq"], k_proj_weight=t["wk"],
+            v_proj_weight=t["wv"], static_k=t["sk"], static_v=t["sv"], average_attn_weights=False)
+        (out.sum() + (w * w).sum()).backward()
+        return [_np(out), _np(w)] + [_np(t[k].grad) if t[k].grad is not None else None for k in sorted(t)]
+    for a, b in zip(run(dg), run(torch)):
+        assert (a is None) == (b is None)
+        if a is not None:
+            np.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL)
