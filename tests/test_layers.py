@@ -315,6 +315,13 @@ def test_layer_matches_torch(dg, row):
     ours = row.make(lib.nn).double()
     assert list(ours.state_dict()) == list(theirs.state_dict())
     assert _same_repr(repr(ours), repr(theirs)), f"\n{ours}\n{theirs}"
+    for (name, a), (_, b) in zip(theirs.named_modules(), ours.named_modules()):   # public attributes as torch's
+        for key, value in vars(a).items():
+            if not key.startswith("_"):
+                assert key in vars(b), f"{row}: {name or 'module'}.{key} is missing"
+                # (use_nested_tensor: dyngrad has no nested tensors, so it is always False)
+                if isinstance(value, (bool, int, float, str, tuple, list, type(None))) and key != "use_nested_tensor":
+                    assert vars(b)[key] == value, f"{row}: {name or 'module'}.{key}"
     ours.load_state_dict({k: v.numpy() for k, v in theirs.state_dict().items()})
     ours.train(row.train)
     theirs.train(row.train)
