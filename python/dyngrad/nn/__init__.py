@@ -13,6 +13,37 @@ from .norm import LayerNorm, BatchNorm1d
 from .dropout import Dropout
 from .activation import ReLU, Sigmoid, Tanh, LeakyReLU, GELU, Softplus, SiLU, Softmax, LogSoftmax
 from .loss import CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss
+# ----- layers over nn.functional's activations, losses, norms, dropouts, distances and attention (issue 14) -----
+from .activation import (Threshold, Hardtanh, ReLU6, SELU, Mish, Hardsigmoid, Hardswish, ELU, CELU, GLU, Hardshrink,
+                         Softshrink, Tanhshrink, LogSigmoid, Softsign, Softmin, Softmax2d, PReLU, RReLU,
+                         MultiheadAttention)
+from .loss import (BCELoss, SmoothL1Loss, HuberLoss, KLDivLoss, PoissonNLLLoss, GaussianNLLLoss, SoftMarginLoss,
+                   MultiLabelSoftMarginLoss, MultiLabelMarginLoss, MultiMarginLoss, MarginRankingLoss,
+                   HingeEmbeddingLoss, CosineEmbeddingLoss, TripletMarginLoss, TripletMarginWithDistanceLoss, CTCLoss,
+                   NLLLoss2d)
+from .norm import (BatchNorm2d, BatchNorm3d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, GroupNorm, RMSNorm,
+                   LocalResponseNorm, LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyInstanceNorm1d,
+                   LazyInstanceNorm2d, LazyInstanceNorm3d, SyncBatchNorm)
+from .dropout import Dropout1d, Dropout2d, Dropout3d, AlphaDropout, FeatureAlphaDropout
+from .linear import Bilinear, LazyLinear
+from .distance import CosineSimilarity, PairwiseDistance
+from .adaptive import AdaptiveLogSoftmaxWithLoss
+from .transformer import (Transformer, TransformerEncoder, TransformerDecoder, TransformerEncoderLayer,
+                          TransformerDecoderLayer)
+_LAYERS = [
+    "Threshold", "Hardtanh", "ReLU6", "SELU", "Mish", "Hardsigmoid", "Hardswish", "ELU", "CELU", "GLU",
+    "Hardshrink", "Softshrink", "Tanhshrink", "LogSigmoid", "Softsign", "Softmin", "Softmax2d", "PReLU", "RReLU",
+    "MultiheadAttention", "BCELoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "PoissonNLLLoss", "GaussianNLLLoss",
+    "SoftMarginLoss", "MultiLabelSoftMarginLoss", "MultiLabelMarginLoss", "MultiMarginLoss", "MarginRankingLoss",
+    "HingeEmbeddingLoss", "CosineEmbeddingLoss", "TripletMarginLoss", "TripletMarginWithDistanceLoss", "CTCLoss",
+    "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "GroupNorm", "RMSNorm",
+    "LocalResponseNorm", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyInstanceNorm1d",
+    "LazyInstanceNorm2d", "LazyInstanceNorm3d", "NLLLoss2d", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
+    "FeatureAlphaDropout", "Bilinear", "LazyLinear", "CosineSimilarity", "PairwiseDistance",
+    "AdaptiveLogSoftmaxWithLoss", "Transformer", "TransformerEncoder", "TransformerDecoder",
+    "TransformerEncoderLayer", "TransformerDecoderLayer", "SyncBatchNorm",
+]
+# ----- end of issue 14 layers ------------------------------------------------------------------------------------
 from . import functional, init, utils, parallel
 
 __all__ = [
@@ -24,3 +55,4 @@ __all__ = [
     "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss", "functional", "init", "utils",
     "parallel",
 ]
+__all__ += _LAYERS
