@@ -34,6 +34,29 @@ Tensor checked_hook_result(const py::function& fn, py::handle r, const Tensor& g
   return t;
 }
 
+// Note [Saved tensor hooks] in node.h: what `pack(tensor)` returned, and the `unpack` to call on it.
+struct PyPackedSaved final : PackedSaved {
+  py::object value, unpack_fn;
+  PyPackedSaved(py::object v, py::object u) : value(std::move(v)), unpack_fn(std::move(u)) {}
+  ~PyPackedSaved() override {
+    if (!Py_IsInitialized()) {  // interpreter gone: leak rather than touch Python
+      value.release();
+      unpack_fn.release();
+      return;
+    }
+    py::gil_scoped_acquire gil;
+    value = py::object();
+    unpack_fn = py::object();
+  }
+  Tensor unpack() const override {
+    py::gil_scoped_acquire gil;
+    py::object r = unpack_fn(value);
+    DG_CHECK(is_tensor(r), TypeError, "saved_tensors_hooks: the unpack hook must return a Tensor, got ", type_name(r),
+             ".");
+    return r.cast<Tensor>();
+  }
+};
+
 }  // namespace
 
 Tensor PyGradHook::operator()(const Tensor& g) const { return checked_hook_result(fn, fn(g), g); }
@@ -360,6 +383,20 @@ void bind_autograd(py::module_& m) {
              py::str(py::type::handle_of(fn).attr("__name__")).cast<std::string>(), ".");
     queue_callback([fn = std::move(fn)] { fn(); });
   }, arg("callback"));
+
+  // Note [Saved tensor hooks]: pack/unpack for every tensor a node saves on this thread from now on; None, None
+  // turns them off. The stack of nested saved_tensors_hooks contexts is kept in Python (autograd/graph.py).
+  m.def("_set_saved_tensors_hooks", [](py::object pack, py::object unpack) {
+    if (pack.is_none()) {
+      set_pack_hook(nullptr);
+      return;
+    }
+    set_pack_hook(std::make_shared<PackHook>([pack, unpack](const Tensor& t) -> std::shared_ptr<PackedSaved> {
+      py::gil_scoped_acquire gil;
+      py::object v = pack(t);
+      return std::make_shared<PyPackedSaved>(std::move(v), unpack);
+    }));
+  }, arg("pack"), arg("unpack"));
 
   // ---- custom Functions ----
   // Makes `outputs` the outputs of a PyFunctionNode whose inputs are the tensors among `args`.

@@ -5,6 +5,7 @@ gradient of that input goes: `(node, input_nr)` of the op that produced the inpu
 sink if it is a leaf requiring grad, or None if the input needs no gradient.
 """
 import itertools
+import threading
 import types
 import weakref
 
@@ -190,6 +191,38 @@ class SavedTensor:
         return out
 
 
+# Note [Saved tensor hooks] (csrc/dyngrad/node.h): the (pack, unpack) of this thread, set by saved_tensors_hooks.
+_pack_hooks = threading.local()
+
+
+def _set_saved_tensors_hooks(pack, unpack):
+    _pack_hooks.value = (pack, unpack) if pack is not None else None
+
+
+class PackedSavedTensor:
+    """What the pack hook returned for a saved tensor; unpacking calls the unpack hook (no version check, as in
+    the C++ engine). An output is packed as a history-free alias and gets its node back as grad_fn when unpacked."""
+
+    __slots__ = ("value", "unpack_fn", "output_nr")
+
+    def __init__(self, t, is_output, pack, unpack):
+        self.output_nr = t.output_nr if is_output else None
+        if is_output:
+            t = make_tensor(t._data, t._storage)
+        self.value = pack(t)
+        self.unpack_fn = unpack
+
+    def unpack(self, node):
+        out = self.unpack_fn(self.value)
+        if not isinstance(out, Tensor):
+            raise TypeError(f"saved_tensors_hooks: the unpack hook must return a Tensor, got {type(out).__name__}.")
+        if self.output_nr is not None:
+            out = make_tensor(out._data, out._storage)
+            out.grad_fn = node
+            out.output_nr = self.output_nr
+        return out
+
+
 class OpNode(Node):
     """The node of one primitive op: its derivative lives in derivatives.py as `<op>_backward(grad, s)`, where
     `s` holds the op's saved fields by name (`fields`, its row of ops.PRIMITIVES: see Note [Named saved state] in
@@ -236,7 +269,11 @@ class OpNode(Node):
     def save(self, name, t, is_output=False):
         if self.saved is None:
             self.saved = {}
-        self.saved[name] = SavedTensor(t, is_output) if t is not None else None
+        if t is None:
+            self.saved[name] = None
+            return
+        hooks = getattr(_pack_hooks, "value", None)
+        self.saved[name] = SavedTensor(t, is_output) if hooks is None else PackedSavedTensor(t, is_output, *hooks)
 
     def release_saved(self):
         if self.saved is not None:
