@@ -10,6 +10,7 @@ import types
 import weakref
 
 from . import debug, errors
+from .grad_mode import is_grad_enabled
 from .tensor import Tensor, make_tensor, _HookList
 
 _sequence_nr = itertools.count()   # creation order of nodes, as Node::sequence_nr in C++
@@ -100,7 +101,7 @@ class Node:
         from .tensor import HELPERS as _HELPERS
         out = []
         for s in self._saved_list():
-            if s is None:
+            if s is None or isinstance(s, PackedSavedTensor):   # Note [Saved tensor hooks]: the hook's to hold
                 continue
             arr = s.tensor._data if s.tensor is not None else s.data
             out.append((_HELPERS["Size"](arr.shape), from_numpy_dtype(arr.dtype), int(arr.size * arr.itemsize)))
@@ -201,14 +202,21 @@ def _set_saved_tensors_hooks(pack, unpack):
 
 class PackedSavedTensor:
     """What the pack hook returned for a saved tensor; unpacking calls the unpack hook (no version check, as in
-    the C++ engine). An output is packed as a history-free alias and gets its node back as grad_fn when unpacked."""
+    the C++ engine). An output is packed as a history-free alias and gets its node back as grad_fn when unpacked;
+    any other saved tensor gets its history back when grad mode is on (a leaf is returned itself), as in
+    autograd_bind.cpp's PyPackedSaved."""
 
-    __slots__ = ("value", "unpack_fn", "output_nr")
+    __slots__ = ("value", "unpack_fn", "output_nr", "grad_fn", "leaf")
 
     def __init__(self, t, is_output, pack, unpack):
         self.output_nr = t.output_nr if is_output else None
+        self.grad_fn = self.leaf = None
         if is_output:
             t = make_tensor(t._data, t._storage)
+        elif t.grad_fn is not None:
+            self.grad_fn = (t.grad_fn, t.output_nr)
+        elif t._requires_grad:
+            self.leaf = t
         self.value = pack(t)
         self.unpack_fn = unpack
 
@@ -220,6 +228,12 @@ class PackedSavedTensor:
             out = make_tensor(out._data, out._storage)
             out.grad_fn = node
             out.output_nr = self.output_nr
+        elif is_grad_enabled():
+            if self.leaf is not None:
+                return self.leaf
+            if self.grad_fn is not None:
+                out = make_tensor(out._data, out._storage)
+                out.grad_fn, out.output_nr = self.grad_fn
         return out
 
 
