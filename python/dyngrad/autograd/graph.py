@@ -237,7 +237,9 @@ class saved_tensors_hooks:
     when the node is recorded). Nested contexts: the innermost one wins. A packed tensor is not checked for
     in-place modification (the hooks may have copied it), and the hooks are not called for nodes created on
     other threads. An op's own output is handed to `pack_hook` as a history-free alias (so the hook cannot form a
-    reference cycle through it); it gets its grad_fn back when unpacked.
+    reference cycle through it); it gets its grad_fn back when unpacked. With grad mode on (create_graph), a
+    built-in node's unpacked tensor gets the saved tensor's history back, as in torch, so double backward works;
+    a custom Function's `ctx.saved_tensors` are returned as the unpack hook gives them (no history).
 
         with dg.autograd.graph.saved_tensors_hooks(lambda t: t.numpy().copy(), lambda a: dg.from_numpy(a)):
             y = (x * x).sum()

@@ -184,8 +184,8 @@ class EventList(list):
         out = []
         if header is not None:
             out.append(str(header))
-        out += [rule, fmt(headers), rule] + [fmt(r) for r in body] + [rule,
-                                                                      f"Self CPU time total: {_format_time(self.self_cpu_time_total)}"]
+        out += [rule, fmt(headers), rule] + [fmt(r) for r in body]
+        out += [rule, f"Self CPU time total: {_format_time(self.self_cpu_time_total)}"]
         return "\n".join(out) + "\n"
 
     def __str__(self):
