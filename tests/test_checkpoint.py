@@ -174,3 +174,34 @@ def test_checkpoint_detects_a_different_rerun(dg):
     out = c.checkpoint(unstable, x)
     with pytest.raises(c.CheckpointError, match="same ops"):
         out.sum().backward()
+
+
+def test_checkpoint_nested_and_with_custom_functions(dg):
+    ck = ckpt(dg).checkpoint
+
+    class Cube(dg.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.save_for_backward(a)
+            return a ** 3
+
+        @staticmethod
+        def backward(ctx, g):
+            (a,) = ctx.saved_tensors
+            return 3 * a * a * g
+
+    w = dg.tensor([0.5, 1.5], requires_grad=True)
+    x = dg.tensor([1.0, 2.0], requires_grad=True)
+
+    def inner(a):
+        return Cube.apply(a * w).tanh()
+
+    def outer(a):
+        return ck(inner, a.sin()).cos() * w
+
+    ck(outer, x).sum().backward()
+    got = (w.grad.numpy().copy(), x.grad.numpy().copy())
+    w.grad = x.grad = None
+    outer(x).sum().backward()
+    np.testing.assert_allclose(got[0], w.grad.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(got[1], x.grad.numpy(), rtol=1e-6)
