@@ -205,3 +205,17 @@ def test_checkpoint_nested_and_with_custom_functions(dg):
     outer(x).sum().backward()
     np.testing.assert_allclose(got[0], w.grad.numpy(), rtol=1e-6)
     np.testing.assert_allclose(got[1], x.grad.numpy(), rtol=1e-6)
+
+
+def test_double_backward_through_checkpoint(dg):
+    ck = ckpt(dg).checkpoint
+    x = dg.tensor([0.3, 1.2, -0.7], dtype=dg.float64, requires_grad=True)
+
+    def f(a):
+        return (a.exp() * a.sin()).sum()
+
+    (g,) = dg.autograd.grad(ck(f, x), x, create_graph=True)
+    (gg,) = dg.autograd.grad(g.sum(), x)
+    xs = x.detach().numpy()
+    np.testing.assert_allclose(g.detach().numpy(), np.exp(xs) * (np.sin(xs) + np.cos(xs)), rtol=1e-12)
+    np.testing.assert_allclose(gg.numpy(), 2 * np.exp(xs) * np.cos(xs), rtol=1e-12)

@@ -8,6 +8,8 @@ node saves by its position in the order of saving, and drops the tensor. The fir
 them, the block is run again, on detached copies of its inputs with the RNG state of the first run restored, under
 a hook that keeps each saved tensor in a list; since the ops run in the same order, position k of the rerun is the
 tensor that position k stood for. A define-by-run engine makes this natural: the rerun is just another call.
+With create_graph, the core gives each unpacked tensor the original's history back, so double backward through a
+checkpointed block is right too.
 
 use_reentrant=True: the block is one custom Function whose forward runs it without recording, and whose backward
 reruns it with recording and backpropagates through the rerun. Gradients reach the parameters the block uses by
