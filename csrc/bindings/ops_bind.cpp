@@ -206,6 +206,8 @@ void bind_ops(py::module_& m) {
   }, arg("n"));
   m.def("manual_seed", [](uint64_t seed) { manual_seed(seed); }, arg("seed"));
   m.def("initial_seed", &initial_seed);
+  m.def("_get_rng_state", [] { auto s = rng_state(); return py::make_tuple(s[0], s[1], s[2], s[3], s[4]); });
+  m.def("_set_rng_state", [](const std::array<uint64_t, 5>& s) { set_rng_state(s); }, arg("state"));
 }
 
 }  // namespace dyngrad
