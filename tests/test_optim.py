@@ -269,7 +269,13 @@ def test_lbfgs_float32_and_state(dg):
     sd = opt.state_dict()
     tp = torch.nn.Parameter(torch.ones(2))
     topt = torch.optim.LBFGS([tp], line_search_fn="strong_wolfe")
-    topt.step(lambda: (topt.zero_grad(), ((tp - 3.0) ** 2).sum().backward())[0] or ((tp - 3.0) ** 2).sum())
+
+    def torch_closure():
+        topt.zero_grad()
+        loss = ((tp - 3.0) ** 2).sum()
+        loss.backward()
+        return loss
+    topt.step(torch_closure)
     assert set(sd["state"][0]) <= set(topt.state_dict()["state"][0]) | {"al"}
     assert set(sd["param_groups"][0]) == set(topt.state_dict()["param_groups"][0])
     with pytest.raises(ValueError, match="per-parameter options"):

@@ -26,8 +26,16 @@ def _is_namedtuple(x):
     return isinstance(x, tuple) and hasattr(x, "_fields")
 
 
+_SHARED_DTYPES = (np.float32, np.float64, np.int64, np.bool_)
+
+
 def _numpy_to_tensor(a):
-    return from_numpy(np.ascontiguousarray(a))
+    """Shares the array's memory where the engine has its dtype; other dtypes (int32, uint8, float16, ...) are
+    converted to the nearest engine dtype (dyngrad has float32, float64, int64 and bool)."""
+    a = np.ascontiguousarray(a)
+    if a.dtype.type in _SHARED_DTYPES and a.dtype.isnative:
+        return from_numpy(a)
+    return tensor(a)
 
 
 def default_collate(batch):
