@@ -348,25 +348,29 @@ def test_state_dict_round_trip_across_engines(cpp, ref, tmp_path, name, kwargs):
         np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-12, atol=1e-14)
 
 
-def test_load_torch_state_dict(dg):
-    """A torch optimizer's state_dict (torch tensors, 'step' as a tensor) loads and the run continues as torch's."""
+@pytest.mark.parametrize("name,kwargs", [("Adam", dict(lr=0.05, amsgrad=True)), ("NAdam", dict(lr=0.05)),
+                                         ("ASGD", dict(lr=0.05, t0=1)), ("Rprop", dict())])
+def test_load_torch_state_dict(dg, name, kwargs):
+    """A torch optimizer's state_dict (torch tensors, 'step' and scalars as 0-d tensors) loads, and the run continues
+    as torch's."""
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(1)
     init, grads = rng.standard_normal(4), [rng.standard_normal(4) for _ in range(5)]
     tp = torch.nn.Parameter(torch.tensor(init))
-    topt = torch.optim.Adam([tp], lr=0.05, amsgrad=True)
+    topt = getattr(torch.optim, name)([tp], **kwargs)
     for g in grads[:2]:
         tp.grad = torch.tensor(g)
         topt.step()
     p = dg.nn.Parameter(dg.tensor(tp.detach().numpy().copy()))
-    opt = dg.optim.Adam([p], lr=0.05, amsgrad=True)
+    opt = getattr(dg.optim, name)([p], **kwargs)
     opt.load_state_dict(topt.state_dict())
-    assert opt.state[p]["step"] == 2 and isinstance(opt.state[p]["exp_avg"], dg.Tensor)
+    assert opt.state[p]["step"] == 2
+    assert all(isinstance(v, (dg.Tensor, int, float)) for v in opt.state[p].values())
     for g in grads[2:]:
         tp.grad, p.grad = torch.tensor(g), dg.tensor(g)
         topt.step()
         opt.step()
-    np.testing.assert_allclose(p.detach().numpy(), tp.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(p.detach().numpy(), tp.detach().numpy(), rtol=1e-6)
 
 
 # ----- hooks, named parameters, flags ---------------------------------------------------------------------------

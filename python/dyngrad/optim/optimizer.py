@@ -280,6 +280,10 @@ class Optimizer:
         return "\n".join(lines) + "\n)"
 
 
+# per-parameter state that dyngrad keeps as a Python number: NAdam's mu_product, ASGD's eta and mu
+_SCALAR_STATE = ("mu_product", "eta", "mu")
+
+
 def _split_named(group):
     """torch accepts named parameters, [(name, tensor), ...]: the names go to group['param_names']."""
     params = group["params"]
@@ -298,6 +302,8 @@ def _restore(value, param, key):
     if key == "step":
         number = value.item() if hasattr(value, "item") else value
         return int(number) if float(number).is_integer() else float(number)
+    if key in _SCALAR_STATE:           # kept as Python numbers here, as 0-d tensors by torch
+        return float(value.item() if hasattr(value, "item") else value)
     if isinstance(value, (list, tuple)):
         return type(value)(_restore(v, param, None) for v in value)
     if isinstance(value, Tensor):
