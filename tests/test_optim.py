@@ -408,6 +408,25 @@ def test_step_hooks(dg):
     assert seen == [1]
 
 
+def test_state_dict_hooks(dg):
+    p = dg.nn.Parameter(dg.ones(2))
+    opt = dg.optim.SGD([p], lr=0.1, momentum=0.9)
+    calls = []
+    opt.register_state_dict_pre_hook(lambda o: calls.append("pre"))
+    opt.register_state_dict_post_hook(lambda o, sd: {**sd, "extra": 1})
+    opt.register_state_dict_pre_hook(lambda o: calls.append("first"), prepend=True)
+    sd = opt.state_dict()
+    assert calls == ["first", "pre"] and sd["extra"] == 1
+    opt.register_load_state_dict_pre_hook(lambda o, sd: {k: v for k, v in sd.items() if k != "extra"})
+    handle = opt.register_load_state_dict_post_hook(lambda o: calls.append("loaded"))
+    sd["param_groups"][0]["lr"] = 0.5
+    opt.load_state_dict(sd)
+    assert calls[-1] == "loaded" and opt.param_groups[0]["lr"] == 0.5
+    handle.remove()
+    opt.load_state_dict(sd)
+    assert calls.count("loaded") == 1
+
+
 def test_named_parameters_and_flags(dg):
     torch = pytest.importorskip("torch")
     model = dg.nn.Linear(2, 1)

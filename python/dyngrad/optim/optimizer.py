@@ -172,7 +172,7 @@ class Optimizer:
     def __getstate__(self):
         return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
 
-    def __setstate__(self, state):
+    def __setstate__(self, state):      # hooks are not pickled (as torch's)
         self.__dict__.update(state)
         self._optimizer_step_pre_hooks = HookDict()
         self._optimizer_step_post_hooks = HookDict()
@@ -227,7 +227,49 @@ class Optimizer:
         raise NotImplementedError
 
     # ----- state dicts (torch's layout: parameters are numbered across groups in order) ---------------------
+    def _hook_dict(self, name):
+        hooks = self.__dict__.get(name)
+        if hooks is None:
+            hooks = self.__dict__[name] = HookDict()
+        return hooks
+
+    def _register(self, name, hook, prepend):
+        hooks = self._hook_dict(name)
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_state_dict_pre_hook(self, hook, prepend=False):
+        """hook(optimizer) -> None, run before state_dict() builds the dict."""
+        return self._register("_optimizer_state_dict_pre_hooks", hook, prepend)
+
+    def register_state_dict_post_hook(self, hook, prepend=False):
+        """hook(optimizer, state_dict) -> None or a replacement state_dict, run on state_dict()'s result."""
+        return self._register("_optimizer_state_dict_post_hooks", hook, prepend)
+
+    def register_load_state_dict_pre_hook(self, hook, prepend=False):
+        """hook(optimizer, state_dict) -> None or a replacement state_dict, run before load_state_dict() loads it."""
+        return self._register("_optimizer_load_state_dict_pre_hooks", hook, prepend)
+
+    def register_load_state_dict_post_hook(self, hook, prepend=False):
+        """hook(optimizer) -> None, run after load_state_dict()."""
+        return self._register("_optimizer_load_state_dict_post_hooks", hook, prepend)
+
     def state_dict(self):
+        """{'state': {index: {buffer name: value}}, 'param_groups': [{hyperparameters..., 'params': [indices]}]}, the
+        parameters numbered in group order, as torch's (values are the live buffers, not copies)."""
+        for hook in list(self._hook_dict("_optimizer_state_dict_pre_hooks").values()):
+            hook(self)
+        result = self._build_state_dict()
+        for hook in list(self._hook_dict("_optimizer_state_dict_post_hooks").values()):
+            replaced = hook(self, result)
+            if replaced is not None:
+                result = replaced
+        return result
+
+    def _build_state_dict(self):
         index = {}
         groups = []
         for group in self.param_groups:
@@ -246,7 +288,16 @@ class Optimizer:
 
     def load_state_dict(self, state_dict):
         """Restore hyperparameters and buffers saved by state_dict() (tensors are copied, cast to each
-        parameter's dtype)."""
+        parameter's dtype). Takes our state dicts from either engine and torch's."""
+        for hook in list(self._hook_dict("_optimizer_load_state_dict_pre_hooks").values()):
+            replaced = hook(self, state_dict)
+            if replaced is not None:
+                state_dict = replaced
+        self._load(state_dict)
+        for hook in list(self._hook_dict("_optimizer_load_state_dict_post_hooks").values()):
+            hook(self)
+
+    def _load(self, state_dict):
         groups = state_dict["param_groups"]
         if len(groups) != len(self.param_groups):
             raise ValueError(f"{type(self).__name__}.load_state_dict: loaded state dict has {len(groups)} parameter "
