@@ -216,7 +216,8 @@ def test_dataloader_options(dg):
     assert len(data.DataLoader(Stream(), batch_size=3)) == 3
     bad = [dict(num_workers=-1), dict(timeout=-1), dict(prefetch_factor=2), dict(persistent_workers=True),
            dict(batch_sampler=[[0]], batch_size=2), dict(batch_sampler=[[0]], drop_last=True),
-           dict(batch_size=None, drop_last=True), dict(sampler=[0], shuffle=True)]
+           dict(batch_size=None, drop_last=True), dict(sampler=[0], shuffle=True),
+           dict(num_workers=1, multiprocessing_context="bogus"), dict(num_workers=1, multiprocessing_context=3)]
     for kwargs in bad:
         with pytest.raises(Exception) as theirs:
             torch_data.DataLoader(ds, **kwargs)

@@ -85,6 +85,15 @@ class DataLoader:
         self.num_workers, self.prefetch_factor = int(num_workers), prefetch_factor
         self.pin_memory, self.pin_memory_device = pin_memory, pin_memory_device
         self.timeout, self.worker_init_fn = timeout, worker_init_fn
+        if isinstance(multiprocessing_context, str):
+            methods = multiprocessing.get_all_start_methods()
+            if multiprocessing_context not in methods:
+                raise ValueError(f"DataLoader: multiprocessing_context option should specify a valid start method in "
+                                 f"{methods!r}, but got multiprocessing_context={multiprocessing_context!r}")
+            multiprocessing_context = multiprocessing.get_context(multiprocessing_context)
+        elif multiprocessing_context is not None and not hasattr(multiprocessing_context, "Process"):
+            raise TypeError(f"DataLoader: multiprocessing_context option should be a valid context object or a "
+                            f"string specifying the start method, but got {multiprocessing_context!r}")
         self.multiprocessing_context = multiprocessing_context
         self.persistent_workers, self.in_order = persistent_workers, in_order
         self._iterable = isinstance(dataset, IterableDataset)
@@ -207,11 +216,7 @@ class _MultiProcessIter(_BaseIter):
         super().__init__(loader)
         self._num_workers, self._prefetch_factor = loader.num_workers, loader.prefetch_factor
         self._timeout, self._persistent = loader.timeout, loader.persistent_workers
-        context = loader.multiprocessing_context
-        if context is None:
-            context = multiprocessing.get_context()
-        elif isinstance(context, str):
-            context = multiprocessing.get_context(context)
+        context = loader.multiprocessing_context or multiprocessing.get_context()
         base_seed = loader._worker_base_seed()
         self._data_queue = context.Queue()
         self._index_queues, self._workers = [], []
