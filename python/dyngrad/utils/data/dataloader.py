@@ -18,7 +18,6 @@ import numbers
 import os
 import pickle
 import queue
-import threading
 
 import numpy as np
 
@@ -184,7 +183,6 @@ class _BaseIter:
         self._drop_last, self._index_sampler = loader.drop_last, loader._index_sampler
         self._sampler_iter = iter(self._index_sampler)
         self._num_yielded = 0
-        self._length = None
 
     def __iter__(self):
         return self
