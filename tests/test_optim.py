@@ -408,6 +408,35 @@ def test_step_hooks(dg):
     assert seen == [1]
 
 
+def test_custom_optimizer_written_as_for_torch(dg):
+    """A user's optimizer in torch's style: its own step() over param_groups, lazy state via self.state[p]."""
+    class SignSGD(dg.optim.Optimizer):
+        def __init__(self, params, lr=0.1):
+            super().__init__(params, dict(lr=lr))
+
+        @dg.no_grad()
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    state = self.state[p]
+                    if len(state) == 0:
+                        state["step"] = 0
+                    state["step"] += 1
+                    p.add_(p.grad.sign(), alpha=-group["lr"])
+            return None
+
+    p = dg.nn.Parameter(dg.tensor([1.0, -1.0]))
+    opt = SignSGD([p], lr=0.25)
+    seen = []
+    opt.register_step_post_hook(lambda o, a, k: seen.append(o.state[p]["step"]))
+    for _ in range(2):
+        p.grad = dg.tensor([3.0, -0.5])
+        opt.step()
+    assert p.tolist() == [0.5, -0.5] and seen == [1, 2] and opt.state_dict()["state"][0]["step"] == 2
+
+
 def test_state_dict_hooks(dg):
     p = dg.nn.Parameter(dg.ones(2))
     opt = dg.optim.SGD([p], lr=0.1, momentum=0.9)

@@ -8,7 +8,7 @@ Both follow torch's single-tensor update rules line by line.
 """
 import functools
 import importlib
-from collections import OrderedDict
+from collections import OrderedDict, defaultdict
 
 import numpy as np
 
@@ -110,7 +110,9 @@ class Optimizer:
 
     def __init__(self, params, defaults):
         self.defaults = dict(defaults)
-        self.state = {}                 # parameter -> dict of its buffers (momentum, exp_avg, step, ...)
+        # parameter -> dict of its buffers (momentum, exp_avg, step, ...); a defaultdict as torch's, so that a
+        # torch-style custom optimizer's `state = self.state[p]; if not state: ...` works
+        self.state = defaultdict(dict)
         self.param_groups = []
         self._optimizer_step_pre_hooks = HookDict()
         self._optimizer_step_post_hooks = HookDict()
@@ -312,7 +314,7 @@ class Optimizer:
             if "param_names" in saved and "param_names" in own and list(saved["param_names"]) != own["param_names"]:
                 raise ValueError(f"{type(self).__name__}.load_state_dict: the param_names of a loaded group "
                                  f"{list(saved['param_names'])} differ from the optimizer's {own['param_names']}")
-        self.state = {}
+        self.state = defaultdict(dict)
         for saved, own in zip(groups, self.param_groups):
             for i, p in zip(saved["params"], own["params"]):
                 if int(i) in saved_state:
