@@ -183,6 +183,10 @@ def test_datasets(dg):
     assert isinstance(chain, data.ChainDataset) and list(chain) == [1, 2, 3] and len(chain) == 3
     stacked = data.StackDataset(x=a, y=a)
     assert stacked[1]["x"][0].item() == 1 and len(stacked) == 3
+    class Typed(data.Dataset[int]):                     # torch's generic spelling
+        def __getitem__(self, i):
+            return i
+    assert isinstance(Typed(), data.Dataset) and data.Sampler[int] is data.Sampler
     sub = data.Subset(b, [3, 0])
     assert [sub[i][0].item() for i in range(2)] == [13, 10] and len(sub) == 2
     for n, fractions in [(10, [0.5, 0.5]), (11, [0.3, 0.3, 0.4]), (7, [0.1, 0.9]), (5, [1 / 3] * 3)]:

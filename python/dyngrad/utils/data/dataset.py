@@ -18,6 +18,9 @@ class Dataset:
     def __getitem__(self, index):
         raise NotImplementedError(f"{type(self).__name__} must implement __getitem__")
 
+    def __class_getitem__(cls, item):       # Dataset[int] in annotations and base classes, as torch's Generic
+        return cls
+
     def __add__(self, other):
         return ConcatDataset([self, other])
 

@@ -40,6 +40,9 @@ class Sampler:
     def __init__(self, data_source=None):
         pass
 
+    def __class_getitem__(cls, item):       # Sampler[int] in annotations and base classes, as torch's Generic
+        return cls
+
     def __iter__(self):
         raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
 
