@@ -164,7 +164,9 @@ void bind_ops(py::module_& m) {
                      int64_t dw) { return unfold(x, kh, kw, sh, sw, ph, pw, dh, dw); },
         arg("x"), arg("kh"), arg("kw"), arg("sh"), arg("sw"), arg("ph"), arg("pw"), arg("dh") = 1, arg("dw") = 1);
   m.def("fold", [](T cols, const Shape& input_shape, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
-                   int64_t pw, int64_t dh, int64_t dw) { return fold(cols, input_shape, kh, kw, sh, sw, ph, pw, dh, dw); },
+                   int64_t pw, int64_t dh, int64_t dw) {
+    return fold(cols, input_shape, kh, kw, sh, sw, ph, pw, dh, dw);
+  },
         arg("cols"), arg("input_shape"), arg("kh"), arg("kw"), arg("sh"), arg("sw"), arg("ph"), arg("pw"),
         arg("dh") = 1, arg("dw") = 1);
   m.def("conv2d", [](T x, T w, std::optional<Tensor> bias, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
