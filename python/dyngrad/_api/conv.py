@@ -13,14 +13,17 @@ for free. Here, above the core:
         H_out = (H - 1)*stride - 2*padding + dilation*(k - 1) + output_padding + 1;
   - padding='same' pads dilation*(k - 1) in total, the extra one (when odd) on the right as torch does: the core
     pads symmetrically, so we pad by the larger side and drop the first output row/column.
-A profile of the digits CNN (bench in the conv branch's report) showed the grouped/dilated core within noise of
-the old one for groups=1, dilation=1, so there is one conv2d in the core, not two.
+Dilation lives in the core's im2col/col2im (for dilation 1 it is one more multiply in an index) and groups in the
+core's conv2d (one batched product, no split + cat), so there is one conv2d in the core for every configuration.
+The CNN layers' call of conv2d skips the general argument handling here (Note [conv2d's common call]).
 """
 import numpy as np
 
 from .. import _C
 from .args import optional_tensor, shape_str, tensor_arg, to_int, type_name
-from .node_names import shows_as
+from .node_names import rename, shows_as
+
+Tensor = _C.Tensor
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -129,10 +132,35 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _conv("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
 
 
-@shows_as("Convolution")
+def _int_pair(v):
+    """(a, b) for an int or a tuple of two ints, else None."""
+    if type(v) is int:
+        return v, v
+    if type(v) is tuple and len(v) == 2 and type(v[0]) is int and type(v[1]) is int:
+        return v
+    return None
+
+
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-d cross-correlation: input (N, C, H, W) or (C, H, W), weight (O, C/groups, kh, kw)."""
-    return _conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
+    # Note [conv2d's common call]: the argument handling of _conv costs tens of microseconds of Python per call,
+    # more than the core's whole conv2d of a small image. The CNN layers' call (batched, int stride and padding,
+    # no dilation or groups) therefore goes straight to the core, which checks the same things (float input, 4-D
+    # weight, channels, bias shape, window geometry) with the same exception types; only the dtypes' agreement
+    # and the signs are checked here. Everything else takes the general path.
+    s, p = _int_pair(stride), _int_pair(padding)
+    if (s is not None and p is not None and (dilation == 1 or dilation == (1, 1)) and groups == 1
+            and isinstance(input, Tensor) and isinstance(weight, Tensor) and input.ndim == 4
+            and s[0] > 0 and s[1] > 0 and p[0] >= 0 and p[1] >= 0 and (s[0] | s[1] | p[0] | p[1]) < 1 << 63
+            and weight.dtype is input.dtype
+            and (bias is None or isinstance(bias, Tensor) and bias.dtype is input.dtype)):
+        out = _C.conv2d(input, weight, bias, s[0], s[1], p[0], p[1])
+        node = out.grad_fn
+        if node is not None:
+            node._display_name = "ConvolutionBackward"
+        return out
+    return rename(_conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups), "ConvolutionBackward",
+                  (input, weight, bias))
 
 
 def _transpose_out_size(op, in_sizes, stride, padding, output_padding, dilation, kernel):
