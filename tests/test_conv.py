@@ -149,6 +149,20 @@ def test_top_level_names_and_node_name(dg):
     assert dg.nn.functional.unfold(x, 2).grad_fn.name() == "Im2ColBackward"
 
 
+@pytest.mark.parametrize("fn,xs,ws,kwargs", [
+    ("conv2d", (2, 3, 5, 5), (4, 3, 2, 2), dict(padding=1)),
+    ("conv2d", (2, 4, 5, 5), (4, 2, 3, 3), dict(groups=2, padding="same")),
+    ("conv_transpose1d", (2, 3, 4), (3, 2, 3), dict(stride=2)),
+])
+def test_integer_inputs(dg, fn, xs, ws, kwargs):
+    """torch convolves int64 tensors on the CPU; so do we (in float64, exact at these sizes)."""
+    x, w = RNG.integers(-50, 50, xs), RNG.integers(-50, 50, ws)
+    out = getattr(dg.nn.functional, fn)(dg.tensor(x), dg.tensor(w), **kwargs)
+    ref = getattr(TF, fn)(torch.tensor(x), torch.tensor(w), **kwargs)
+    assert out.dtype == dg.int64
+    np.testing.assert_array_equal(out.numpy(), ref.numpy())
+
+
 def test_empty_batch(dg):
     for fn, xs, ws in [("conv2d", (0, 2, 4, 4), (3, 2, 2, 2)), ("conv_transpose2d", (0, 2, 3, 3), (2, 3, 2, 2))]:
         out = getattr(dg.nn.functional, fn)(dg.zeros(*xs), dg.zeros(*ws))
@@ -202,13 +216,15 @@ def test_errors_as_torch(dg, name, fn, xs, ws, kwargs):
 
 @pytest.mark.parametrize("call", [
     lambda F, t: F.unfold(t(2, 3, 3, 3), 5),                     # kernel larger than the input
+    lambda F, t: F.unfold(t(5, 5), 2),                           # 2-D input (torch: IndexError)
+    lambda F, t: F.unfold(t(1, 1, 1, 5, 5), 2),
     lambda F, t: F.unfold(t(2, 3, 5, 5), (2, 2, 2)),             # kernel_size of 3 numbers
     lambda F, t: F.unfold(t(2, 3, 5, 5), 2, stride=0),
     lambda F, t: F.fold(t(2, 35, 25), (5, 5), 3, padding=1),     # 35 rows not divisible by 3*3
     lambda F, t: F.fold(t(2, 36, 24), (5, 5), 3, padding=1),     # 24 blocks where 25 are made
     lambda F, t: F.fold(t(2, 36, 24, 1), (5, 5), 3, padding=1),  # 4-D input
     lambda F, t: F.fold(t(2, 36, 25), (5, 5), 3, padding=-1),
-], ids=["unfold_big", "unfold_ksize", "unfold_stride", "fold_rows", "fold_blocks", "fold_4d", "fold_padding"])
+], ids=["unfold_big", "unfold_2d", "unfold_5d", "unfold_ksize", "unfold_stride", "fold_rows", "fold_blocks", "fold_4d", "fold_padding"])
 def test_window_errors_as_torch(dg, call):
     with pytest.raises(Exception) as expected:
         call(TF, lambda *s: torch.tensor(rnd(*s)))

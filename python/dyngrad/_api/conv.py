@@ -43,13 +43,19 @@ def _ntuple(v, n, op, name):
     raise TypeError(f"{op}: expected an int or a tuple of {n} ints as {name}, got {type_name(v)}.")
 
 
-def _check_float_operands(op, x, w, b):
-    if not x.dtype.is_floating_point:
-        raise RuntimeError(f"{op}: expected a floating-point input, got {x.dtype}.")
-    if w.dtype != x.dtype:
+def _operands(op, x, w, b):
+    """(x, w, b, dtype to convert the result to or None). Integer convolutions (torch has them on the CPU) are
+    computed in float64, exact while every partial sum stays below 2**53, and converted back."""
+    if w.dtype is not x.dtype:
         raise RuntimeError(f"{op}: input ({x.dtype}) and weight ({w.dtype}) must have the same dtype.")
-    if b is not None and b.dtype != x.dtype:
+    if b is not None and b.dtype is not x.dtype:
         raise RuntimeError(f"{op}: input ({x.dtype}) and bias ({b.dtype}) must have the same dtype.")
+    if x.dtype.is_floating_point:
+        return x, w, b, None
+    if x.dtype is _C.bool:
+        raise RuntimeError(f"{op}: expected a floating-point or integer input, got {x.dtype}.")
+    f = _C.float64
+    return _C.to_dtype(x, f), _C.to_dtype(w, f), None if b is None else _C.to_dtype(b, f), x.dtype
 
 
 def _batched(op, x, nd):
@@ -104,7 +110,7 @@ def _conv(op, nd, input, weight, bias, stride, padding, dilation, groups):
     else:
         pad = _ntuple(padding, nd, op, "padding")
         _check_positive(op, "padding", pad, allow_zero=True)
-    _check_float_operands(op, x, w, b)
+    x, w, b, int_dtype = _operands(op, x, w, b)
     o, c = w.shape[0], x.shape[1]
     if o < groups or o % groups:
         raise RuntimeError(f"{op}: the weight's {o} output channels (weight {shape_str(w.shape)}) are not divisible "
@@ -123,6 +129,8 @@ def _conv(op, nd, input, weight, bias, stride, padding, dilation, groups):
     for d, k in enumerate(drop):
         if k:
             out = _C.slice(out, 2 + d, k, out.shape[2 + d], 1)
+    if int_dtype is not None:
+        out = _C.to_dtype(out, int_dtype)
     return _C.squeeze(out, (0,)) if unbatched else out
 
 
@@ -152,8 +160,8 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     if (s is not None and p is not None and (dilation == 1 or dilation == (1, 1)) and groups == 1
             and isinstance(input, Tensor) and isinstance(weight, Tensor) and input.ndim == 4
             and s[0] > 0 and s[1] > 0 and p[0] >= 0 and p[1] >= 0 and (s[0] | s[1] | p[0] | p[1]) < 1 << 63
-            and weight.dtype is input.dtype
-            and (bias is None or isinstance(bias, Tensor) and bias.dtype is input.dtype)):
+            and (dt := input.dtype).is_floating_point and weight.dtype is dt
+            and (bias is None or isinstance(bias, Tensor) and bias.dtype is dt)):
         out = _C.conv2d(input, weight, bias, s[0], s[1], p[0], p[1])
         node = out.grad_fn
         if node is not None:
@@ -197,7 +205,7 @@ def _conv_transpose(op, nd, input, weight, bias, stride, padding, output_padding
     if any(q >= s and q >= d for q, s, d in zip(out_pad, stride, dilation)):
         raise RuntimeError(f"{op}: output padding must be smaller than either stride or dilation, got "
                            f"output_padding={out_pad}, stride={stride}, dilation={dilation}.")
-    _check_float_operands(op, x, w, b)
+    x, w, b, int_dtype = _operands(op, x, w, b)
     cin, og = w.shape[0], w.shape[1]
     if cin < groups or cin % groups:
         raise RuntimeError(f"{op}: the weight's {cin} input channels (weight {shape_str(w.shape)}) are not divisible "
@@ -243,6 +251,8 @@ def _conv_transpose(op, nd, input, weight, bias, stride, padding, output_padding
         out = _C.add(out, _C.reshape(b, (cout, 1, 1)))
     if nd == 1:
         out = _C.squeeze(out, (2,))
+    if int_dtype is not None:
+        out = _C.to_dtype(out, int_dtype)
     return _C.squeeze(out, (0,)) if unbatched else out
 
 
@@ -277,7 +287,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """im2col: (N, C, H, W) -> (N, C*kh*kw, L) (or (C, H, W) -> (C*kh*kw, L)), every sliding block as a column."""
     x = tensor_arg(input, "unfold")
     if x.ndim not in (3, 4):
-        raise RuntimeError(f"unfold: expected a 3-D (unbatched) or 4-D (batched) input, got shape "
+        raise (IndexError if x.ndim < 3 else RuntimeError)(f"unfold: expected a 3-D (unbatched) or 4-D (batched) input, got shape "
                            f"{shape_str(x.shape)}.")
     (kh, kw), (dh, dw), (ph, pw), (sh, sw) = _window_args("unfold", kernel_size, dilation, padding, stride)
     if not x.dtype.is_floating_point:
