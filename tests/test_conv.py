@@ -232,6 +232,20 @@ def test_window_errors_as_torch(dg, call):
         call(dg.nn.functional, lambda *s: dg.tensor(rnd(*s)))
 
 
+@pytest.mark.parametrize("call", [
+    lambda F, x, w: F.conv_transpose2d(x, w, stride=2 ** 62),
+    lambda F, x, w: F.conv_transpose2d(x, w, dilation=2 ** 62),
+    lambda F, x, w: F.conv_transpose2d(x, w, padding=2 ** 70),
+    lambda F, x, w: F.conv2d(x, w.transpose(0, 1), dilation=2 ** 62),
+    lambda F, x, w: F.conv2d(x, w.transpose(0, 1), padding=2 ** 62),
+    lambda F, x, w: F.unfold(x, 2, dilation=2 ** 63 - 1),
+], ids=["ct_stride", "ct_dilation", "ct_padding", "c_dilation", "c_padding", "unfold_dilation"])
+def test_sizes_beyond_int64_raise(dg, call):
+    """Sizes that overflow int64 raise an error naming the op (Note [Window geometry]), never crash."""
+    with pytest.raises((RuntimeError, ValueError), match="^(conv_transpose2d|conv2d|unfold): "):
+        call(dg.nn.functional, dg.zeros(1, 2, 2, 2), dg.zeros(2, 1, 2, 2))
+
+
 def test_fold_core_refuses_mismatched_columns(dg):
     """The core's fold trusts nothing: columns that do not match the output are refused, not read past."""
     with pytest.raises(RuntimeError, match="fold: "):

@@ -26,6 +26,7 @@ from .node_names import rename, shows_as
 Tensor = _C.Tensor
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+_INT64_MAX = 2 ** 63 - 1
 
 
 def _ntuple(v, n, op, name):
@@ -225,6 +226,10 @@ def _conv_transpose(op, nd, input, weight, bias, stride, padding, output_padding
     n, (h, wd) = x.shape[0], x.shape[2:]
     kh, kw = kernel
     out_hw = _transpose_out_size(op, (h, wd), stride, pad, out_pad, dilation, kernel)
+    full_hw = tuple((i - 1) * s + d * (k - 1) + 1 for i, s, d, k in zip((h, wd), stride, dilation, kernel))
+    if max(n, 1) * max(cout, 1) * max(out_hw[0], full_hw[0]) * max(out_hw[1], full_hw[1]) > _INT64_MAX:
+        raise RuntimeError(f"{op}: the output of shape {shape_str((n, cout) + out_hw)} (stride {stride}, dilation "
+                           f"{dilation}) would have more elements than fit in 64 bits.")
     # cols[n, (g, o, i, j), l] = sum_c w[g*Cg + c, o, i, j] * x[n, g*Cg + c, l]: W^T @ x per group
     cg = cin // groups
     wt = _C.transpose(_C.reshape(w, (groups, cg, og * kh * kw)), 1, 2)          # (G, Og*kh*kw, Cg)
@@ -237,7 +242,6 @@ def _conv_transpose(op, nd, input, weight, bias, stride, padding, output_padding
     else:
         # output_padding >= stride (allowed when < dilation): fold into the full, unpadded output, where the windows
         # match the input's positions again, then crop the padding and extend by zeros where nothing lands
-        full_hw = tuple((i - 1) * s + d * (k - 1) + 1 for i, s, d, k in zip((h, wd), stride, dilation, kernel))
         out = _C.fold(cols, (n, cout) + full_hw, kh, kw, stride[0], stride[1], 0, 0, dilation[0], dilation[1])
         for d in range(2):
             start, size = pad[d], out_hw[d]
