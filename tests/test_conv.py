@@ -122,6 +122,7 @@ def test_gradcheck(dg, fn, xs, ws, bias, kwargs):
 
 @pytest.mark.parametrize("fn,xs,ws,kwargs", [
     ("conv2d", (1, 2, 3, 3), (2, 1, 2, 2), dict(groups=2, padding=1)),
+    ("conv2d", (1, 2, 3, 3), (2, 2, 2, 2), dict(padding=1, stride=(2, 1))),   # Note [conv2d's common call]
     ("conv_transpose2d", (1, 1, 2, 2), (1, 2, 2, 2), dict(stride=2)),
 ])
 def test_gradgradcheck(dg, fn, xs, ws, kwargs):
@@ -274,6 +275,8 @@ MODULES = [
 def test_module_against_torch(dg, cls, args, kwargs, xs):
     md, mt = getattr(dg.nn, cls)(*args, **kwargs), getattr(torch.nn, cls)(*args, **kwargs)
     assert repr(md) == repr(mt)
+    if hasattr(mt, "_reversed_padding_repeated_twice"):
+        assert list(md._reversed_padding_repeated_twice) == list(mt._reversed_padding_repeated_twice)
     sd_t = mt.state_dict()
     assert {k: tuple(v.shape) for k, v in md.state_dict().items()} == {k: tuple(v.shape) for k, v in sd_t.items()}
     md.load_state_dict({k: dg.tensor(v.numpy()) for k, v in sd_t.items()})

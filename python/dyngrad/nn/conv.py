@@ -54,6 +54,8 @@ class _ConvNd(Module):
                                        for d, k in zip(dilation, kernel_size)]
         else:
             self._padding_sides = [(p, p) for p in padding]
+        # torch's attribute (F.pad's order: the last dim first), which some user code reads
+        self._reversed_padding_repeated_twice = [v for side in reversed(self._padding_sides) for v in side]
         if transposed:
             shape = (in_channels, out_channels // groups) + tuple(kernel_size)
         else:
