@@ -164,6 +164,17 @@ def test_integer_inputs(dg, fn, xs, ws, kwargs):
     np.testing.assert_array_equal(out.numpy(), ref.numpy())
 
 
+def test_non_contiguous_inputs(dg):
+    x, w = rnd(2, 4, 6, 5), rnd(4, 4, 2, 3)
+    xd, wd = dg.tensor(x).transpose(2, 3), dg.tensor(w)[:, :, :, ::2]     # (2, 4, 5, 6) and (4, 4, 2, 2)
+    xt, wt = torch.tensor(x).transpose(2, 3), torch.tensor(w)[:, :, :, ::2]
+    cases = [("conv2d", (wd, wt), dict(padding=1)), ("conv2d", (wd[:, :2], wt[:, :2]), dict(dilation=2, groups=2)),
+             ("conv_transpose2d", (wd.transpose(0, 1), wt.transpose(0, 1)), dict(stride=2))]
+    for fn, (a, b), kwargs in cases:
+        np.testing.assert_allclose(getattr(dg.nn.functional, fn)(xd, a, **kwargs).numpy(),
+                                   getattr(TF, fn)(xt, b, **kwargs).numpy(), rtol=1e-10, atol=1e-10)
+
+
 def test_empty_batch(dg):
     for fn, xs, ws in [("conv2d", (0, 2, 4, 4), (3, 2, 2, 2)), ("conv_transpose2d", (0, 2, 3, 3), (2, 3, 2, 2))]:
         out = getattr(dg.nn.functional, fn)(dg.zeros(*xs), dg.zeros(*ws))
