@@ -99,18 +99,6 @@ def one_hot(tensor, num_classes=-1):
     return _C.copy_from_numpy((idx[..., None] == np.arange(n)).astype(np.int64), False)
 
 
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    x = tensor_arg(input, "conv2d")
-    w = tensor_arg(weight, "conv2d", "weight")
-    b = optional_tensor(bias, "conv2d", "bias")
-    sh, sw = pair(stride, "conv2d", "stride")
-    ph, pw = pair(padding, "conv2d", "padding")
-    dh, dw = pair(dilation, "conv2d", "dilation")
-    if dh != 1 or dw != 1 or to_int(groups, "conv2d", "groups") != 1:
-        raise NotImplementedError("conv2d: dilation and groups other than 1 are not supported yet.")
-    return _C.conv2d(x, w, b, sh, sw, ph, pw)
-
-
 def _pool(is_max):
     op = "max_pool2d" if is_max else "avg_pool2d"
 
