@@ -63,7 +63,12 @@ def _get_activation_fn(activation):
     raise RuntimeError(f"activation should be relu/gelu, not {activation}")
 
 
-def _get_clones(module, n):
+def _get_clones(module, n, owner="TransformerEncoder", what="encoder_layer"):
+    # checked before copying: a tensor or a huge count would otherwise deep-copy for ever
+    if not isinstance(module, Module):
+        raise TypeError(f"{owner}: {what} must be an nn.Module (the layer to repeat), got {type(module).__name__}.")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise TypeError(f"{owner}: num_layers must be a non-negative int, got {n!r}.")
     return ModuleList([copy.deepcopy(module) for _ in range(n)])
 
 
@@ -195,7 +200,7 @@ class TransformerDecoder(Module):
 
     def __init__(self, decoder_layer, num_layers, norm=None):
         super().__init__()
-        self.layers = _get_clones(decoder_layer, num_layers)
+        self.layers = _get_clones(decoder_layer, num_layers, "TransformerDecoder", "decoder_layer")
         self.num_layers, self.norm = num_layers, norm
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
