@@ -436,6 +436,7 @@ one_hot           nn_ops.one_hot                      fn,F            -         
 conv2d            nn_ops.conv2d                       fn,F            -            -   conv2d
 max_pool2d        nn_ops.max_pool2d                   fn,F            -            -   max_pool2d
 avg_pool2d        nn_ops.avg_pool2d                   fn,F            -            -   avg_pool2d
+pad               padding.pad                         F               -            -   slice,cat,index_select
 # ----- activations (also nn.functional; the F.NAME_ rows are torch's in-place forms) ------------------------
 softmax           activation.softmax_fn               fn,method,out   -            -   prim
 softmax           activation.softmax                  F               -            -   prim

@@ -13,6 +13,9 @@ from .norm import LayerNorm, BatchNorm1d
 from .dropout import Dropout
 from .activation import ReLU, Sigmoid, Tanh, LeakyReLU, GELU, Softplus, SiLU, Softmax, LogSoftmax
 from .loss import CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss
+from .padding import (ZeroPad1d, ZeroPad2d, ZeroPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d,
+                      ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d,
+                      CircularPad1d, CircularPad2d, CircularPad3d)
 from . import functional, init, utils, parallel
 
 __all__ = [
@@ -23,4 +26,7 @@ __all__ = [
     "ReLU", "Sigmoid", "Tanh", "LeakyReLU", "GELU", "Softplus", "SiLU", "Softmax", "LogSoftmax",
     "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss", "functional", "init", "utils",
     "parallel",
+    "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d",
+    "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d",
+    "CircularPad1d", "CircularPad2d", "CircularPad3d",
 ]
