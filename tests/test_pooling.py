@@ -140,3 +140,219 @@ PAD_MODULES = [
 def test_pad_modules(dg, name, args, shape):
     out = compare(dg, lambda m, x: getattr(m.nn, name)(*args)(x), [rand(*shape)])
     assert out and repr(getattr(dg.nn, name)(*args)) == repr(getattr(torch.nn, name)(*args))
+
+
+# ----- max and average pooling ---------------------------------------------------------------------------------
+
+POOL_CASES = [      # (name, shape, call)
+    ("max2d", (2, 3, 6, 5), lambda F, x: F.max_pool2d(x, 2)),
+    ("max2d_pad_stride", (1, 2, 7, 6), lambda F, x: F.max_pool2d(x, 3, 2, 1)),
+    ("max2d_ceil", (1, 2, 7, 6), lambda F, x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True, return_indices=True)),
+    ("max2d_ceil_drop", (1, 1, 4, 4), lambda F, x: F.max_pool2d(x, 2, 2, 1, ceil_mode=True)),   # last window dropped
+    ("max2d_dilation", (1, 2, 7, 8), lambda F, x: F.max_pool2d(x, (3, 2), (2, 1), (1, 1), dilation=(2, 3),
+                                                                return_indices=True)),
+    ("max2d_unbatched", (3, 5, 6), lambda F, x: F.max_pool2d(x, 2, 1, return_indices=True)),
+    ("max2d_rect", (2, 1, 5, 7), lambda F, x: F.max_pool2d(x, (2, 3), stride=[1, 2])),
+    ("max2d_with_indices", (1, 2, 5, 5), lambda F, x: F.max_pool2d_with_indices(x, 3, 1, 1)),
+    ("max2d_strided_input", (2, 3, 5, 6), lambda F, x: F.max_pool2d(x.transpose(2, 3), 2, return_indices=True)),
+    ("max1d", (2, 3, 9), lambda F, x: F.max_pool1d(x, 3)),
+    ("max1d_all", (2, 3, 9), lambda F, x: F.max_pool1d(x, 3, 2, 1, 2, True, True)),
+    ("max1d_unbatched", (3, 8), lambda F, x: F.max_pool1d(x, 2, 1, 1, return_indices=True)),
+    ("max1d_with_indices", (1, 2, 8), lambda F, x: F.max_pool1d_with_indices(x, (3,), ceil_mode=True)),
+    ("avg2d", (2, 3, 6, 5), lambda F, x: F.avg_pool2d(x, 2)),
+    ("avg2d_pad", (1, 2, 7, 6), lambda F, x: F.avg_pool2d(x, 3, 2, 1)),
+    ("avg2d_no_pad_count", (1, 2, 7, 6), lambda F, x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False)),
+    ("avg2d_ceil", (1, 2, 7, 6), lambda F, x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True)),
+    ("avg2d_ceil_no_count", (1, 2, 6, 7), lambda F, x: F.avg_pool2d(x, (2, 3), 2, (1, 1), True, False)),
+    ("avg2d_divisor", (1, 2, 6, 5), lambda F, x: F.avg_pool2d(x, 3, 2, 1, divisor_override=5)),
+    ("avg2d_unbatched", (3, 5, 6), lambda F, x: F.avg_pool2d(x, 2, 1, ceil_mode=True)),
+    ("avg1d", (2, 3, 9), lambda F, x: F.avg_pool1d(x, 3)),
+    ("avg1d_all", (2, 3, 9), lambda F, x: F.avg_pool1d(x, 4, 3, 2, True, False)),
+    ("avg1d_unbatched", (3, 8), lambda F, x: F.avg_pool1d(x, 3, 2, 1, ceil_mode=True)),
+    ("adaptive_avg2d", (2, 3, 7, 6), lambda F, x: F.adaptive_avg_pool2d(x, (3, 4))),
+    ("adaptive_avg2d_global", (2, 3, 7, 6), lambda F, x: F.adaptive_avg_pool2d(x, 1)),
+    ("adaptive_avg2d_none", (2, 3, 7, 6), lambda F, x: F.adaptive_avg_pool2d(x, (None, 4))),
+    ("adaptive_avg2d_bigger", (1, 2, 3, 4), lambda F, x: F.adaptive_avg_pool2d(x, 5)),
+    ("adaptive_avg2d_tiles", (2, 3, 6, 4), lambda F, x: F.adaptive_avg_pool2d(x, (3, 2))),
+    ("adaptive_avg1d", (2, 3, 7), lambda F, x: F.adaptive_avg_pool1d(x, 3)),
+    ("adaptive_avg1d_unbatched", (3, 7), lambda F, x: F.adaptive_avg_pool1d(x, (5,))),
+    ("adaptive_max2d", (2, 3, 7, 6), lambda F, x: F.adaptive_max_pool2d(x, (3, 4), return_indices=True)),
+    ("adaptive_max2d_tiles", (2, 3, 6, 4), lambda F, x: F.adaptive_max_pool2d(x, (3, 2))),
+    ("adaptive_max2d_unbatched", (3, 5, 5), lambda F, x: F.adaptive_max_pool2d(x, (2, None), True)),
+    ("adaptive_max1d", (2, 3, 7), lambda F, x: F.adaptive_max_pool1d(x, 3, return_indices=True)),
+    ("adaptive_max1d_indices", (3, 7), lambda F, x: F.adaptive_max_pool1d_with_indices(x, 4)),
+    ("adaptive_max2d_indices", (1, 3, 5, 7), lambda F, x: F.adaptive_max_pool2d_with_indices(x, 3)),
+    ("lp2d", (1, 2, 6, 5), lambda F, x: F.lp_pool2d(x, 2, 2)),
+    ("lp2d_ceil", (1, 2, 7, 6), lambda F, x: F.lp_pool2d(x, 3.0, (3, 2), 2, ceil_mode=True)),
+    ("lp2d_inf", (1, 2, 6, 6), lambda F, x: F.lp_pool2d(x, float("inf"), 2)),
+    ("lp1d", (2, 3, 9), lambda F, x: F.lp_pool1d(x, 2, 3, 2)),
+    ("lp1d_unbatched", (3, 8), lambda F, x: F.lp_pool1d(x, 1.5, 2, ceil_mode=True)),
+]
+
+
+@pytest.mark.parametrize("name, shape, call", POOL_CASES, ids=[c[0] for c in POOL_CASES])
+def test_pool(dg, name, shape, call):
+    a = rand(*shape)
+    if name.startswith("lp") and "inf" not in name:
+        a = np.abs(a) + 0.1                 # x^p of a negative number with p not an integer is NaN
+    compare(dg, lambda m, x: call(F(m), x), [a])
+
+
+@pytest.mark.parametrize("name, shape, call", [c for c in POOL_CASES if c[0] in (
+    "max2d_ceil", "max2d_dilation", "max1d_all", "avg2d_ceil_no_count", "avg2d_divisor", "avg1d_all",
+    "adaptive_avg2d", "adaptive_max2d", "adaptive_max1d", "lp2d_ceil", "max2d_pad_stride", "avg2d_pad")])
+def test_pool_gradcheck(dg, name, shape, call):
+    a = rand(*shape)
+    if name.startswith("lp"):
+        a = np.abs(a) + 0.5
+    gradcheck(dg, lambda m, x: call(F(m), x), a)
+
+
+def test_pool_ties_nans_and_infs(dg):
+    """The first maximum wins (and takes the gradient); a NaN wins over numbers (the last NaN of the window);
+    a window of -inf next to padding answers a position inside the input."""
+    a = np.array([[[[1.0, 1.0, 0.0], [1.0, 1.0, 2.0], [0.0, 3.0, 3.0]]]], dtype=np.float32)
+    compare(dg, lambda m, x: F(m).max_pool2d(x, 2, 1, return_indices=True), [a])
+    compare(dg, lambda m, x: F(m).adaptive_max_pool2d(x, 2, return_indices=True), [a])
+    nan = a.copy()
+    nan[0, 0, 0, 1] = nan[0, 0, 1, 0] = np.nan
+    compare(dg, lambda m, x: F(m).max_pool2d(x, 2, 1, return_indices=True), [nan], grad=False)
+    inf = np.full((1, 1, 3, 3), -np.inf, dtype=np.float32)
+    compare(dg, lambda m, x: F(m).max_pool2d(x, 3, 2, 1, return_indices=True), [inf], grad=False)
+
+
+def test_pool_integers(dg):
+    a = np.arange(30).reshape(1, 1, 5, 6) * 7 % 11 - 5
+    compare(dg, lambda m, x: F(m).max_pool2d(x, 2, 1, 1, return_indices=True), [a], grad=False)
+    compare(dg, lambda m, x: F(m).avg_pool2d(x, 3, 1, 1), [a], grad=False)     # C division: truncates to zero
+    compare(dg, lambda m, x: F(m).avg_pool1d(x[0], 2, ceil_mode=True), [a], grad=False)
+
+
+def test_pool_empty_batch(dg):
+    for call in (lambda F, x: F.max_pool2d(x, 2), lambda F, x: F.avg_pool2d(x, 2, ceil_mode=True),
+                 lambda F, x: F.adaptive_max_pool2d(x, 3, True), lambda F, x: F.adaptive_avg_pool2d(x, 0)):
+        compare(dg, lambda m, x: call(F(m), x), [np.zeros((0, 2, 4, 4), dtype=np.float32)], grad=False)
+
+
+POOL_ERRORS = [     # (call, shape, exception type): torch raises the same type
+    (lambda F, x: F.max_pool2d(x, 2, padding=2), (1, 2, 5, 5), RuntimeError),         # padding > kernel / 2
+    (lambda F, x: F.avg_pool2d(x, 2, padding=2), (1, 2, 5, 5), RuntimeError),
+    (lambda F, x: F.max_pool1d(x, 2, padding=2), (1, 2, 5), RuntimeError),
+    (lambda F, x: F.max_pool2d(x, 0), (1, 2, 5, 5), RuntimeError),
+    (lambda F, x: F.max_pool2d(x, 2, stride=0), (1, 2, 5, 5), RuntimeError),
+    (lambda F, x: F.max_pool2d(x, 2, dilation=0), (1, 2, 5, 5), RuntimeError),
+    (lambda F, x: F.max_pool2d(x, 2, padding=-1), (1, 2, 5, 5), RuntimeError),
+    (lambda F, x: F.max_pool2d(x, 6), (1, 2, 5, 5), RuntimeError),                   # no window fits
+    (lambda F, x: F.avg_pool2d(x, 6), (1, 2, 5, 5), RuntimeError),
+    (lambda F, x: F.max_pool2d(x, 2), (5, 5), RuntimeError),                         # 2-D input
+    (lambda F, x: F.max_pool2d(x, 2), (1, 1, 1, 5, 5), RuntimeError),
+    (lambda F, x: F.max_pool1d(x, 2), (5,), RuntimeError),
+    (lambda F, x: F.avg_pool1d(x, 2), (1, 2, 2, 5), RuntimeError),
+    (lambda F, x: F.max_pool2d(x, (2, 2, 2)), (1, 2, 5, 5), RuntimeError),
+    (lambda F, x: F.avg_pool1d(x, (2, 3)), (1, 2, 5), RuntimeError),
+    (lambda F, x: F.max_pool2d(x, 2.0), (1, 2, 5, 5), TypeError),
+    (lambda F, x: F.max_pool2d(x, 2), (1, 0, 4, 4), RuntimeError),                   # empty channels
+    (lambda F, x: F.avg_pool2d(x, 2, divisor_override=0), (1, 2, 5, 5), RuntimeError),
+    (lambda F, x: F.max_pool2d(x.bool(), 2), (1, 2, 4, 4), NotImplementedError),
+    (lambda F, x: F.adaptive_avg_pool2d(x, -1), (1, 2, 5, 5), RuntimeError),
+    (lambda F, x: F.adaptive_avg_pool2d(x, (1, 2, 3)), (1, 2, 5, 5), RuntimeError),
+    (lambda F, x: F.adaptive_max_pool2d(x, 2), (5, 5), RuntimeError),
+    (lambda F, x: F.adaptive_max_pool1d(x, 2), (5,), RuntimeError),
+    (lambda F, x: F.adaptive_avg_pool2d(x.long(), 2), (1, 1, 4, 4), NotImplementedError),
+    (lambda F, x: F.adaptive_avg_pool2d(x, 2), (1, 2, 0, 4), RuntimeError),
+]
+
+
+@pytest.mark.parametrize("call, shape, error", POOL_ERRORS)
+def test_pool_errors(dg, call, shape, error):
+    for m in (torch, dg):
+        with pytest.raises(error):
+            call(F(m), m.ones(*shape))
+
+
+# ----- max_unpool ----------------------------------------------------------------------------------------------
+
+UNPOOL_CASES = [     # (shape, call, whether the pool windows are disjoint: then gradcheck through pool and unpool)
+    ((1, 2, 4, 4), lambda F, x: F.max_unpool2d(*F.max_pool2d(x, 2, return_indices=True), 2), True),
+    ((1, 2, 5, 5), lambda F, x: F.max_unpool2d(*F.max_pool2d(x, 2, return_indices=True), 2, output_size=(5, 5)),
+     True),
+    ((1, 2, 5, 5), lambda F, x: F.max_unpool2d(*F.max_pool2d(x, 3, 2, 1, return_indices=True), 3, 2, 1,
+                                               output_size=(1, 2, 5, 5)), False),
+    ((2, 5, 4), lambda F, x: F.max_unpool2d(*F.max_pool2d(x, 2, 1, return_indices=True), 2, 1), False),
+    ((2, 3, 8), lambda F, x: F.max_unpool1d(*F.max_pool1d(x, 2, return_indices=True), 2), True),
+    ((3, 7), lambda F, x: F.max_unpool1d(*F.max_pool1d(x, 3, 2, 1, return_indices=True), 3, 2, 1,
+                                         output_size=[7]), False),
+]
+
+
+@pytest.mark.parametrize("shape, call, disjoint", UNPOOL_CASES)
+def test_max_unpool(dg, shape, call, disjoint):
+    compare(dg, lambda m, x: call(F(m), x), [rand(*shape)])
+    if disjoint:    # (overlapping windows write one element twice: pool-then-unpool is not smooth there)
+        gradcheck(dg, lambda m, x: call(F(m), x), rand(*shape))
+
+
+UNPOOL_ERRORS = [
+    (lambda F, o, i: F.max_unpool2d(o, i, 2, output_size=(7, 7)), ValueError),     # not within stride of 4
+    (lambda F, o, i: F.max_unpool2d(o, i, 2, output_size=(2, 4, 4)), ValueError),  # 3 sizes
+    (lambda F, o, i: F.max_unpool2d(o, i + 100, 2), RuntimeError),                 # index outside the plane
+    (lambda F, o, i: F.max_unpool2d(o, i.float(), 2), RuntimeError),
+    (lambda F, o, i: F.max_unpool2d(o, i[:, :1], 2), RuntimeError),                # indices of another shape
+]
+
+
+@pytest.mark.parametrize("call, error", UNPOOL_ERRORS)
+def test_max_unpool_errors(dg, call, error):
+    for m in (torch, dg):
+        out, idx = F(m).max_pool2d(m.ones(1, 2, 4, 4), 2, return_indices=True)
+        with pytest.raises(error):
+            call(F(m), out, idx)
+
+
+# ----- pooling layers ------------------------------------------------------------------------------------------
+
+POOL_MODULES = [    # (name, args, kwargs, input shape)
+    ("MaxPool1d", (3,), {}, (2, 3, 8)),
+    ("MaxPool1d", (3, 2, 1, 2, True, True), {}, (3, 9)),
+    ("MaxPool2d", (2,), {}, (2, 3, 6, 6)),
+    ("MaxPool2d", (3,), {"stride": 2, "padding": 1}, (3, 6, 7)),                  # unbatched (issue 14)
+    ("MaxPool2d", ((3, 2),), {"stride": 1, "padding": 1, "dilation": 2, "return_indices": True,
+                              "ceil_mode": True}, (1, 2, 6, 7)),
+    ("AvgPool1d", (3,), {"stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False}, (2, 3, 8)),
+    ("AvgPool2d", (3, 2, 1, True, False, 2), {}, (1, 2, 7, 6)),
+    ("AvgPool2d", (2,), {}, (2, 6, 6)),
+    ("AdaptiveAvgPool1d", (3,), {}, (2, 3, 8)),
+    ("AdaptiveAvgPool2d", ((3, None),), {}, (2, 3, 7, 5)),
+    ("AdaptiveMaxPool1d", (3, True), {}, (3, 8)),
+    ("AdaptiveMaxPool2d", (2,), {}, (1, 2, 5, 7)),
+    ("LPPool1d", (2, 3), {}, (2, 3, 9)),
+    ("LPPool2d", (2, 3, 2, True), {}, (1, 2, 8, 7)),
+]
+
+
+@pytest.mark.parametrize("name, args, kwargs, shape", POOL_MODULES)
+def test_pool_modules(dg, name, args, kwargs, shape):
+    a = np.abs(rand(*shape)) + 0.1
+    compare(dg, lambda m, x: getattr(m.nn, name)(*args, **kwargs)(x), [a])
+    assert repr(getattr(dg.nn, name)(*args, **kwargs)) == repr(getattr(torch.nn, name)(*args, **kwargs))
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_unpool_modules(dg, n):
+    shape = (2, 3, 8) if n == 1 else (1, 2, 6, 6)
+    pool, unpool = f"MaxPool{n}d", f"MaxUnpool{n}d"
+
+    def run(m, x):
+        out, idx = getattr(m.nn, pool)(2, return_indices=True)(x)
+        return getattr(m.nn, unpool)(2)(out, idx, output_size=x.shape)
+    compare(dg, run, [rand(*shape)])
+    assert repr(getattr(dg.nn, unpool)(2, 1, 1)) == repr(getattr(torch.nn, unpool)(2, 1, 1))
+
+
+def test_pool_node_names(dg):
+    x = dg.ones(1, 2, 4, 4, requires_grad=True)
+    assert F(dg).max_pool2d(x, 2).grad_fn.name() == "MaxPool2DWithIndicesBackward"
+    assert F(dg).max_pool2d(x, 2, ceil_mode=True, dilation=2).grad_fn.name() == "MaxPool2DWithIndicesBackward"
+    assert F(dg).avg_pool2d(x, 2).grad_fn.name() == "AvgPool2DBackward"
+    assert F(dg).adaptive_avg_pool2d(x, 3).grad_fn.name() == "AdaptiveAvgPool2DBackward"
+    assert F(dg).adaptive_max_pool2d(x, 3).grad_fn.name() == "AdaptiveMaxPool2DBackward"

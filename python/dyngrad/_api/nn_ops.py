@@ -110,19 +110,3 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         raise NotImplementedError("conv2d: dilation and groups other than 1 are not supported yet.")
     return _C.conv2d(x, w, b, sh, sw, ph, pw)
 
-
-def _pool(is_max):
-    op = "max_pool2d" if is_max else "avg_pool2d"
-
-    def pool(input, kernel_size, stride=None, padding=0):
-        x = tensor_arg(input, op)
-        kh, kw = pair(kernel_size, op, "kernel_size")
-        sh, sw = (kh, kw) if stride is None else pair(stride, op, "stride")
-        ph, pw = pair(padding, op, "padding")
-        return (_C.max_pool2d if is_max else _C.avg_pool2d)(x, kh, kw, sh, sw, ph, pw)
-    pool.__name__ = pool.__qualname__ = op
-    pool.__doc__ = f"{'Max' if is_max else 'Average'} over kernel_size windows of (N, C, H, W) input."
-    return pool
-
-
-max_pool2d, avg_pool2d = _pool(True), _pool(False)

@@ -434,8 +434,23 @@ bilinear          nn_ops.bilinear                     fn,F            -         
 embedding         nn_ops.embedding                    fn,F            -            -   index_select
 one_hot           nn_ops.one_hot                      fn,F            -            -   -
 conv2d            nn_ops.conv2d                       fn,F            -            -   conv2d
-max_pool2d        nn_ops.max_pool2d                   fn,F            -            -   max_pool2d
-avg_pool2d        nn_ops.avg_pool2d                   fn,F            -            -   avg_pool2d
+# ----- pooling, padding, resampling (also nn.functional) ----------------------------------------------------
+max_pool1d        pooling.max_pool1d                  fn,F            -            -   max_pool2d,index_select,gather
+max_pool2d        pooling.max_pool2d                  fn,F            -            -   max_pool2d,index_select,gather
+max_pool1d_with_indices pooling.max_pool1d_with_indices fn,F          -            -   index_select,gather
+max_pool2d_with_indices pooling.max_pool2d_with_indices F             -            -   index_select,gather
+avg_pool1d        pooling.avg_pool1d                  fn,F            -            -   avg_pool2d,index_select,sum
+avg_pool2d        pooling.avg_pool2d                  fn,F            -            -   avg_pool2d,index_select,sum
+adaptive_avg_pool1d pooling.adaptive_avg_pool1d       fn,F            -            -   avg_pool2d,index_select,sum
+adaptive_avg_pool2d pooling.adaptive_avg_pool2d       F               -            -   avg_pool2d,index_select,sum
+adaptive_max_pool1d pooling.adaptive_max_pool1d       F               -            -   max_pool2d,index_select,gather
+adaptive_max_pool2d pooling.adaptive_max_pool2d       F               -            -   max_pool2d,index_select,gather
+adaptive_max_pool1d_with_indices pooling.adaptive_max_pool1d_with_indices F - -        index_select,gather
+adaptive_max_pool2d_with_indices pooling.adaptive_max_pool2d_with_indices F - -        index_select,gather
+lp_pool1d         pooling.lp_pool1d                   F               -            -   avg_pool2d,pow_scalar
+lp_pool2d         pooling.lp_pool2d                   F               -            -   avg_pool2d,pow_scalar
+max_unpool1d      pooling.max_unpool1d                F               -            -   put
+max_unpool2d      pooling.max_unpool2d                F               -            -   put
 pad               padding.pad                         F               -            -   slice,cat,index_select
 # ----- activations (also nn.functional; the F.NAME_ rows are torch's in-place forms) ------------------------
 softmax           activation.softmax_fn               fn,method,out   -            -   prim

@@ -13,6 +13,8 @@ from .norm import LayerNorm, BatchNorm1d
 from .dropout import Dropout
 from .activation import ReLU, Sigmoid, Tanh, LeakyReLU, GELU, Softplus, SiLU, Softmax, LogSoftmax
 from .loss import CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss
+from .pooling import (MaxPool1d, AvgPool1d, AdaptiveAvgPool1d, AdaptiveAvgPool2d,
+                      AdaptiveMaxPool1d, AdaptiveMaxPool2d, MaxUnpool1d, MaxUnpool2d, LPPool1d, LPPool2d)
 from .padding import (ZeroPad1d, ZeroPad2d, ZeroPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d,
                       ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d,
                       CircularPad1d, CircularPad2d, CircularPad3d)
@@ -26,6 +28,8 @@ __all__ = [
     "ReLU", "Sigmoid", "Tanh", "LeakyReLU", "GELU", "Softplus", "SiLU", "Softmax", "LogSoftmax",
     "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss", "functional", "init", "utils",
     "parallel",
+    "MaxPool1d", "AvgPool1d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
+    "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "MaxUnpool1d", "MaxUnpool2d", "LPPool1d", "LPPool2d",
     "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d",
     "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d",
     "CircularPad1d", "CircularPad2d", "CircularPad3d",
