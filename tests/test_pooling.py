@@ -356,3 +356,112 @@ def test_pool_node_names(dg):
     assert F(dg).avg_pool2d(x, 2).grad_fn.name() == "AvgPool2DBackward"
     assert F(dg).adaptive_avg_pool2d(x, 3).grad_fn.name() == "AdaptiveAvgPool2DBackward"
     assert F(dg).adaptive_max_pool2d(x, 3).grad_fn.name() == "AdaptiveMaxPool2DBackward"
+
+
+# ----- interpolate -----------------------------------------------------------------------------------------------
+
+INTERP_SIZES = [dict(scale_factor=2), dict(scale_factor=1.7), dict(scale_factor=0.6), dict(size=11), dict(size=1),
+                dict(scale_factor=1.7, recompute_scale_factor=True), dict(scale_factor=2.5)]
+INTERP_CASES = [(shape, mode, kw) for mode in ("nearest", "nearest-exact") for shape in ((2, 3, 7), (1, 2, 5, 7))
+                for kw in INTERP_SIZES]
+INTERP_CASES += [(shape, mode, dict(kw, align_corners=ac))
+                 for mode, shape in (("linear", (2, 3, 7)), ("bilinear", (1, 2, 5, 7)), ("bicubic", (1, 2, 5, 7)))
+                 for ac in (False, True) for kw in INTERP_SIZES]
+INTERP_CASES += [((1, 2, 3, 4, 5), "trilinear", dict(scale_factor=(1.5, 2, 0.7), align_corners=False)),
+                 ((1, 2, 3, 4, 5), "trilinear", dict(size=(2, 5, 4), align_corners=True)),
+                 ((1, 2, 3, 4, 5), "nearest", dict(scale_factor=(2, 1.5, 0.5))),
+                 ((1, 2, 5, 7), "bilinear", dict(size=(3, 10))),
+                 ((1, 2, 5, 7), "area", dict(size=(3, 4))), ((2, 3, 8), "area", dict(scale_factor=0.5))]
+
+
+@pytest.mark.parametrize("shape, mode, kw", INTERP_CASES)
+def test_interpolate(dg, shape, mode, kw):
+    compare(dg, lambda m, x: F(m).interpolate(x, mode=mode, **kw), [rand(*shape)], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape, mode, kw", [c for c in INTERP_CASES if c[1] in ("linear", "bilinear", "bicubic")
+                                             and c[2].get("scale_factor") in (1.7, 0.6)]
+                         + [((1, 1, 2, 3, 3), "trilinear", dict(scale_factor=1.5))])
+def test_interpolate_gradcheck(dg, shape, mode, kw):
+    gradcheck(dg, lambda m, x: F(m).interpolate(x, mode=mode, **kw), rand(*shape))
+
+
+def test_interpolate_float64_and_names(dg):
+    compare(dg, lambda m, x: F(m).interpolate(x, scale_factor=1.3, mode="bicubic"), [rand(1, 1, 4, 5).astype(float)],
+            rtol=1e-12, atol=1e-12)
+    x = dg.ones(1, 1, 4, 4, requires_grad=True)
+    assert F(dg).interpolate(x, scale_factor=2).grad_fn.name() == "UpsampleNearest2DBackward"
+    assert F(dg).interpolate(x, scale_factor=2, mode="bilinear").grad_fn.name() == "UpsampleBilinear2DBackward"
+    assert F(dg).interpolate(x[0], size=3, mode="linear").grad_fn.name() == "UpsampleLinear1DBackward"
+
+
+def test_upsample_deprecated(dg):
+    for name, kw in (("upsample", dict(scale_factor=2, mode="bilinear")), ("upsample_nearest", dict(size=(6, 5))),
+                     ("upsample_bilinear", dict(scale_factor=1.5))):
+        with pytest.warns(UserWarning):
+            compare(dg, lambda m, x: getattr(F(m), name)(x, **kw), [rand(1, 2, 3, 4)])
+
+
+INTERP_ERRORS = [
+    (dict(size=0), RuntimeError), (dict(scale_factor=0.1), RuntimeError), (dict(scale_factor=-2), RuntimeError),
+    (dict(size=(2.0, 3)), TypeError), (dict(size=2, scale_factor=2), ValueError), (dict(), ValueError),
+    (dict(size=2, align_corners=True), ValueError), (dict(size=2, mode="foo"), NotImplementedError),
+    (dict(size=2, mode="linear"), NotImplementedError), (dict(size=2, recompute_scale_factor=True), ValueError),
+    (dict(size=(2, 3, 4)), ValueError), (dict(scale_factor=2, mode="bicubic", antialias=True, shape=(1, 2, 5)),
+                                         ValueError),
+    (dict(size=2, shape=(2, 5)), NotImplementedError), (dict(size=2, mode="bilinear", shape=(2, 4, 5)),
+                                                         NotImplementedError),
+]
+
+
+@pytest.mark.parametrize("kw, error", INTERP_ERRORS)
+def test_interpolate_errors(dg, kw, error):
+    kw = dict(kw)
+    shape = kw.pop("shape", (1, 2, 5, 4))
+    for m in (torch, dg):
+        with pytest.raises(error):
+            F(m).interpolate(m.ones(*shape), **kw)
+
+
+UPSAMPLE_MODULES = [
+    ("Upsample", (), dict(scale_factor=2), (1, 2, 3, 4)),
+    ("Upsample", (), dict(size=(3, 7), mode="bilinear", align_corners=True), (1, 2, 3, 4)),
+    ("Upsample", (), dict(scale_factor=(1.5, 2.0), mode="bicubic"), (1, 2, 3, 4)),
+    ("Upsample", (5,), dict(mode="linear"), (2, 3, 4)),
+    ("UpsamplingNearest2d", (), dict(scale_factor=2), (1, 2, 3, 4)),
+    ("UpsamplingBilinear2d", ((4, 6),), {}, (1, 2, 3, 4)),
+    ("PixelShuffle", (2,), {}, (2, 8, 3, 4)), ("PixelShuffle", (3,), {}, (9, 2, 2)),
+    ("PixelShuffle", (2,), {}, (1, 2, 4, 2, 3)),
+    ("PixelUnshuffle", (2,), {}, (2, 2, 4, 6)), ("PixelUnshuffle", (3,), {}, (1, 6, 3)),
+    ("ChannelShuffle", (3,), {}, (2, 6, 2, 2)), ("ChannelShuffle", (2,), {}, (2, 4, 3)),
+    ("ChannelShuffle", (2,), {}, (1, 6, 1, 2, 3)),
+]
+
+
+@pytest.mark.parametrize("name, args, kwargs, shape", UPSAMPLE_MODULES)
+def test_resample_modules(dg, name, args, kwargs, shape):
+    compare(dg, lambda m, x: getattr(m.nn, name)(*args, **kwargs)(x), [rand(*shape)], rtol=1e-5, atol=1e-5)
+    assert repr(getattr(dg.nn, name)(*args, **kwargs)) == repr(getattr(torch.nn, name)(*args, **kwargs))
+
+
+def test_shuffles_gradcheck_and_inverse(dg):
+    gradcheck(dg, lambda m, x: F(m).pixel_shuffle(x, 2), rand(1, 8, 2, 3))
+    gradcheck(dg, lambda m, x: F(m).channel_shuffle(x, 2), rand(1, 4, 3))
+    x = dg.tensor(rand(2, 3, 4, 6))
+    assert (F(dg).pixel_shuffle(F(dg).pixel_unshuffle(x, 2), 2) == x).all()
+    assert dg.pixel_shuffle(F(dg).pixel_unshuffle(x, 2), 2).shape == x.shape
+
+
+SHUFFLE_ERRORS = [
+    (lambda F, x: F.pixel_shuffle(x, 2), (8, 3)), (lambda F, x: F.pixel_shuffle(x, 2), (2, 6, 3, 3)),
+    (lambda F, x: F.pixel_shuffle(x, 0), (2, 8, 3, 3)), (lambda F, x: F.pixel_unshuffle(x, 2), (2, 6, 3, 3)),
+    (lambda F, x: F.pixel_unshuffle(x, 0), (2, 6, 4, 4)), (lambda F, x: F.channel_shuffle(x, 3), (2, 6)),
+    (lambda F, x: F.channel_shuffle(x, 4), (2, 6, 3, 3)), (lambda F, x: F.channel_shuffle(x, 0), (2, 6, 3, 3)),
+]
+
+
+@pytest.mark.parametrize("call, shape", SHUFFLE_ERRORS)
+def test_shuffle_errors(dg, call, shape):
+    for m in (torch, dg):
+        with pytest.raises(RuntimeError):
+            call(F(m), m.ones(*shape))

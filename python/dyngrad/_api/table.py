@@ -452,6 +452,13 @@ lp_pool2d         pooling.lp_pool2d                   F               -         
 max_unpool1d      pooling.max_unpool1d                F               -            -   put
 max_unpool2d      pooling.max_unpool2d                F               -            -   put
 pad               padding.pad                         F               -            -   slice,cat,index_select
+interpolate       resample.interpolate                F               -            -   index_select,mul,add
+upsample          resample.upsample                   F               -            -   index_select,mul,add
+upsample_nearest  resample.upsample_nearest           F               -            -   index_select
+upsample_bilinear resample.upsample_bilinear          F               -            -   index_select,mul,add
+pixel_shuffle     resample.pixel_shuffle              fn,F            -            -   reshape,permute
+pixel_unshuffle   resample.pixel_unshuffle            fn,F            -            -   reshape,permute
+channel_shuffle   resample.channel_shuffle            fn,F            -            -   reshape,permute
 # ----- activations (also nn.functional; the F.NAME_ rows are torch's in-place forms) ------------------------
 softmax           activation.softmax_fn               fn,method,out   -            -   prim
 softmax           activation.softmax                  F               -            -   prim

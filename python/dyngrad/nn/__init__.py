@@ -18,6 +18,8 @@ from .pooling import (MaxPool1d, AvgPool1d, AdaptiveAvgPool1d, AdaptiveAvgPool2d
 from .padding import (ZeroPad1d, ZeroPad2d, ZeroPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d,
                       ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d,
                       CircularPad1d, CircularPad2d, CircularPad3d)
+from .upsampling import Upsample, UpsamplingNearest2d, UpsamplingBilinear2d
+from .pixelshuffle import PixelShuffle, PixelUnshuffle, ChannelShuffle
 from . import functional, init, utils, parallel
 
 __all__ = [
@@ -32,5 +34,6 @@ __all__ = [
     "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "MaxUnpool1d", "MaxUnpool2d", "LPPool1d", "LPPool2d",
     "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d",
     "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d",
-    "CircularPad1d", "CircularPad2d", "CircularPad3d",
+    "CircularPad1d", "CircularPad2d", "CircularPad3d", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d",
+    "PixelShuffle", "PixelUnshuffle", "ChannelShuffle",
 ]
