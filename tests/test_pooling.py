@@ -465,3 +465,114 @@ def test_shuffle_errors(dg, call, shape):
     for m in (torch, dg):
         with pytest.raises(RuntimeError):
             call(F(m), m.ones(*shape))
+
+
+# ----- embedding_bag ---------------------------------------------------------------------------------------------
+
+IDX = np.array([1, 2, 4, 5, 4, 3, 2, 0])
+BAG_CASES = [   # (indices, offsets, kwargs)
+    (IDX, np.array([0, 3, 3, 6]), {}),                                             # an empty bag
+    (IDX, np.array([0, 3, 3, 6]), dict(mode="sum")),
+    (IDX, np.array([0, 3, 3, 6]), dict(mode="max")),
+    (IDX, np.array([0, 2, 8]), dict(mode="max", include_last_offset=True)),
+    (IDX, np.array([0, 3, 8]), dict(mode="sum", include_last_offset=True)),
+    (IDX, np.array([0, 8]), dict(mode="mean")),                                    # the last bag is empty
+    (IDX, np.array([0, 4]), dict(mode="mean", padding_idx=4)),
+    (IDX, np.array([0, 4]), dict(mode="max", padding_idx=-2)),
+    (IDX.reshape(2, 4), None, dict(mode="sum", padding_idx=2)),
+    (IDX.reshape(4, 2), None, dict(mode="max")),
+    (np.array([[1, 1], [2, 1]]), None, dict(mode="mean", padding_idx=1)),          # a bag of padding only
+]
+
+
+@pytest.mark.parametrize("indices, offsets, kwargs", BAG_CASES)
+def test_embedding_bag(dg, indices, offsets, kwargs):
+    w = rand(6, 3)
+    w[3, 1] = w[5, 1] = 9.0                                                        # a tie in max mode
+    arrays = [w, indices] + ([] if offsets is None else [offsets])
+    compare(dg, lambda m, w, i, o=None: F(m).embedding_bag(i, w, o, **kwargs), arrays)
+    if kwargs.get("mode") != "max":
+        gradcheck(dg, lambda m, w: F(m).embedding_bag(dg_or_torch(m, indices), w, dg_or_torch(m, offsets),
+                                                      **kwargs), w)
+
+
+def test_embedding_bag_tail_outside_the_bags(dg):
+    """With include_last_offset, indices after offsets[-1] are in no bag (values only: torch's gradient of the
+    weight reads outside its buffer there)."""
+    compare(dg, lambda m, w, i, o: F(m).embedding_bag(i, w, o, mode="sum", include_last_offset=True),
+            [rand(6, 3), IDX, np.array([0, 3, 5])], grad=False)
+
+
+def dg_or_torch(m, a):
+    return None if a is None else m.tensor(a)
+
+
+def test_embedding_bag_per_sample_weights(dg):
+    psw = rand(8, seed=3)
+    compare(dg, lambda m, w, p, i, o: F(m).embedding_bag(i, w, o, mode="sum", per_sample_weights=p),
+            [rand(6, 3), psw, IDX, np.array([0, 3, 3])])
+    compare(dg, lambda m, w, p, i: F(m).embedding_bag(i, w, mode="sum", per_sample_weights=p, padding_idx=4),
+            [rand(6, 3), psw.reshape(2, 4), IDX.reshape(2, 4)])
+    gradcheck(dg, lambda m, w, p: F(m).embedding_bag(m.tensor(IDX), w, m.tensor([0, 5]), mode="sum",
+                                                     per_sample_weights=p), rand(6, 3), psw)
+
+
+def test_embedding_bag_max_norm(dg):
+    for m in (torch, dg):
+        w = m.tensor(rand(6, 3) * 2)
+        before = w.clone()
+        out = F(m).embedding_bag(m.tensor(IDX[:4]), w, m.tensor([0, 2]), max_norm=1.0, mode="sum")
+        if m is torch:
+            expected_w, expected_out = w.numpy(), out.numpy()
+        else:
+            np.testing.assert_allclose(w.numpy(), expected_w, rtol=1e-6)          # rows 1, 2, 4, 5 renormed
+            np.testing.assert_allclose(out.numpy(), expected_out, rtol=1e-6)
+            assert (w[0] == before[0]).all() and (w[3] == before[3]).all()
+
+
+BAG_ERRORS = [
+    (lambda m, w: F(m).embedding_bag(m.tensor([0, 1, 2]), w, m.tensor([1, 2])), RuntimeError),
+    (lambda m, w: F(m).embedding_bag(m.tensor([0, 1, 2]), w, m.tensor([0, 4])), RuntimeError),
+    (lambda m, w: F(m).embedding_bag(m.tensor([0, 7]), w, m.tensor([0])), RuntimeError),
+    (lambda m, w: F(m).embedding_bag(m.tensor([0, -1]), w, m.tensor([0])), RuntimeError),
+    (lambda m, w: F(m).embedding_bag(m.tensor([[1, 5]]), w, padding_idx=7), RuntimeError),
+    (lambda m, w: F(m).embedding_bag(m.tensor([0, 1]), w, m.tensor([0]), mode="mean",
+                                     per_sample_weights=w[0, :2]), NotImplementedError),
+    (lambda m, w: F(m).embedding_bag(m.tensor([0, 1]), w, m.tensor([0]), mode="sum",
+                                     per_sample_weights=w[0]), ValueError),
+    (lambda m, w: F(m).embedding_bag(m.tensor([[[0]]]), w), ValueError),
+    (lambda m, w: F(m).embedding_bag(m.tensor([[0, 1]]), w, m.tensor([0])), ValueError),
+    (lambda m, w: F(m).embedding_bag(m.tensor([[0, 1]]), w, mode="min"), ValueError),
+    (lambda m, w: F(m).embedding_bag(m.tensor([0, 1]), w), ValueError),
+    (lambda m, w: F(m).embedding_bag(m.tensor([0, 1]), w[None], m.tensor([0])), ValueError),
+    (lambda m, w: F(m).embedding_bag(m.tensor([0, 1]), w, m.tensor([[0]])), ValueError),
+    (lambda m, w: F(m).embedding_bag(m.tensor([[0, 1]]), w, mode="max", scale_grad_by_freq=True), ValueError),
+]
+
+
+@pytest.mark.parametrize("call, error", BAG_ERRORS)
+def test_embedding_bag_errors(dg, call, error):
+    for m in (torch, dg):
+        with pytest.raises(error):
+            call(m, m.ones(6, 3))
+
+
+def test_embedding_bag_module(dg):
+    w = rand(6, 3)
+    for kwargs in (dict(), dict(mode="max", padding_idx=1), dict(mode="sum", include_last_offset=True)):
+        grads = []
+        for m in (torch, dg):
+            bag = m.nn.EmbeddingBag.from_pretrained(m.tensor(w), freeze=False, **kwargs)
+            out = bag(m.tensor(IDX), m.tensor([0, 3, 8]))
+            (out * m.tensor(np.arange(out.numel()).reshape(out.shape) % 5 - 2.0)).sum().backward()
+            grads.append((out.detach().numpy(), bag.weight.grad.numpy()))
+        for a, b in zip(*grads):
+            np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+        assert repr(dg.nn.EmbeddingBag(6, 3, **kwargs)) == repr(torch.nn.EmbeddingBag(6, 3, **kwargs))
+    bag = dg.nn.EmbeddingBag(5, 4, padding_idx=-1, max_norm=1.0, norm_type=1.0)
+    assert bag.padding_idx == 4 and bag.weight[4].tolist() == [0.0] * 4 and bag.weight.requires_grad
+    assert repr(bag) == repr(torch.nn.EmbeddingBag(5, 4, padding_idx=-1, max_norm=1.0, norm_type=1.0))
+    frozen = dg.nn.EmbeddingBag.from_pretrained(dg.tensor(w))
+    assert not frozen.weight.requires_grad and frozen(dg.tensor([[0, 1]])).shape == (1, 3)
+    node = dg.nn.EmbeddingBag(3, 2)(dg.tensor([[0, 1]])).grad_fn
+    assert node.name() == "EmbeddingBagBackward"

@@ -459,6 +459,7 @@ upsample_bilinear resample.upsample_bilinear          F               -         
 pixel_shuffle     resample.pixel_shuffle              fn,F            -            -   reshape,permute
 pixel_unshuffle   resample.pixel_unshuffle            fn,F            -            -   reshape,permute
 channel_shuffle   resample.channel_shuffle            fn,F            -            -   reshape,permute
+embedding_bag     embedding_bag.embedding_bag         F               -            -   index_select,index_add,gather
 # ----- activations (also nn.functional; the F.NAME_ rows are torch's in-place forms) ------------------------
 softmax           activation.softmax_fn               fn,method,out   -            -   prim
 softmax           activation.softmax                  F               -            -   prim

@@ -20,6 +20,7 @@ from .padding import (ZeroPad1d, ZeroPad2d, ZeroPad3d, ConstantPad1d, ConstantPa
                       CircularPad1d, CircularPad2d, CircularPad3d)
 from .upsampling import Upsample, UpsamplingNearest2d, UpsamplingBilinear2d
 from .pixelshuffle import PixelShuffle, PixelUnshuffle, ChannelShuffle
+from .embedding_bag import EmbeddingBag
 from . import functional, init, utils, parallel
 
 __all__ = [
@@ -35,5 +36,5 @@ __all__ = [
     "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d",
     "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d",
     "CircularPad1d", "CircularPad2d", "CircularPad3d", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d",
-    "PixelShuffle", "PixelUnshuffle", "ChannelShuffle",
+    "PixelShuffle", "PixelUnshuffle", "ChannelShuffle", "EmbeddingBag",
 ]
