@@ -390,6 +390,15 @@ def test_interpolate_gradcheck(dg, shape, mode, kw):
     gradcheck(dg, lambda m, x: F(m).interpolate(x, mode=mode, **kw), rand(*shape))
 
 
+@pytest.mark.parametrize("mode, kw", [("bilinear", dict(scale_factor=0.3)), ("bilinear", dict(size=(4, 6))),
+                                      ("bicubic", dict(scale_factor=(0.7, 1.6), align_corners=True)),
+                                      ("bicubic", dict(size=(3, 5)))])
+def test_interpolate_antialias(dg, mode, kw):
+    compare(dg, lambda m, x: F(m).interpolate(x, mode=mode, antialias=True, **kw), [rand(1, 2, 9, 11)],
+            rtol=1e-5, atol=1e-5)
+    gradcheck(dg, lambda m, x: F(m).interpolate(x, mode=mode, antialias=True, **kw), rand(1, 1, 7, 8))
+
+
 def test_interpolate_float64_and_names(dg):
     compare(dg, lambda m, x: F(m).interpolate(x, scale_factor=1.3, mode="bicubic"), [rand(1, 1, 4, 5).astype(float)],
             rtol=1e-12, atol=1e-12)
@@ -397,6 +406,8 @@ def test_interpolate_float64_and_names(dg):
     assert F(dg).interpolate(x, scale_factor=2).grad_fn.name() == "UpsampleNearest2DBackward"
     assert F(dg).interpolate(x, scale_factor=2, mode="bilinear").grad_fn.name() == "UpsampleBilinear2DBackward"
     assert F(dg).interpolate(x[0], size=3, mode="linear").grad_fn.name() == "UpsampleLinear1DBackward"
+    assert F(dg).interpolate(x, size=3, mode="bicubic", antialias=True).grad_fn.name() == \
+        "UpsampleBicubic2DAaBackward"
 
 
 def test_upsample_deprecated(dg):

@@ -1,5 +1,5 @@
 """Resampling with torch.nn.functional's signatures: interpolate (nearest, nearest-exact, linear, bilinear,
-trilinear, bicubic, area) and the deprecated upsample, upsample_nearest and upsample_bilinear; pixel_shuffle,
+trilinear, bicubic, area; antialias for bilinear and bicubic) and the deprecated upsample, upsample_nearest and upsample_bilinear; pixel_shuffle,
 pixel_unshuffle and channel_shuffle.
 
 Every interpolation mode is separable: it resamples one spatial dim at a time, each output position reading a
@@ -88,6 +88,40 @@ def _cubic_taps(size, out, scale_factor, align_corners, ft):
     return taps, [w.astype(ft) for w in weights]
 
 
+def _aa_filter(x, cubic, ft):
+    """The antialiasing filters: the triangle (bilinear) or Keys' cubic with A = -0.5 (bicubic)."""
+    x = np.abs(x)
+    if not cubic:
+        return np.where(x < 1, ft(1) - x, ft(0)).astype(ft)
+    a = ft(-0.5)
+    near = ((a + ft(2)) * x - (a + ft(3))) * x * x + ft(1)
+    far = ((a * x - ft(5) * a) * x + ft(8) * a) * x - ft(4) * a
+    return np.where(x < 1, near, np.where(x < 2, far, ft(0))).astype(ft)
+
+
+def _antialias_taps(size, out, scale_factor, align_corners, cubic, ft):
+    """Note [Antialiasing]: when shrinking by `scale` > 1, the filter is stretched by scale so that every input
+    position contributes (torch's PIL-like kernels): output j reads the input positions within `support` of its
+    centre scale * (j + 0.5), weighted by filter((i - centre + 0.5) / scale) normalised to sum 1."""
+    scale = _scale(size, out, scale_factor, align_corners, ft)
+    interp = 4 if cubic else 2
+    support = ft(interp * 0.5) * scale if scale >= 1 else ft(interp * 0.5)
+    invscale = ft(1) / scale if scale >= 1 else ft(1)
+    width = int(math.ceil(support)) * 2 + 1
+    centre = scale * (np.arange(out) + 0.5).astype(ft)
+    lo = np.maximum((centre - support + ft(0.5)).astype(np.int64), 0)
+    hi = np.minimum((centre + support + ft(0.5)).astype(np.int64), size)
+    count = np.clip(hi - lo, 0, width)
+    k = np.arange(width)
+    taps = lo[:, None] + k
+    w = _aa_filter((taps - centre[:, None] + ft(0.5)).astype(ft) * invscale, cubic, ft)
+    w = np.where(k < count[:, None], w, ft(0))
+    total = w.sum(1, keepdims=True)
+    w = np.where(total != 0, w / np.where(total != 0, total, ft(1)), w).astype(ft)
+    taps = np.minimum(taps, size - 1)           # unused taps (weight 0) read a valid position
+    return [taps[:, i] for i in range(width)], [w[:, i] for i in range(width)]
+
+
 def _resample_dim(x, d, taps, weights):
     """sum_k weights[k] * x.index_select(d, taps[k]), the weights broadcast along dim d."""
     out = None
@@ -158,10 +192,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         raise NotImplementedError(f"interpolate: expected a 3-D, 4-D or 5-D input and a mode among {', '.join(MODES)}; "
                                   f"got a {x.ndim}-D input and mode={mode!r}.")
     outs, scales = _sizes(x, n, size, scale_factor, recompute_scale_factor, mode)
-    if antialias:
-        if mode not in ("bilinear", "bicubic") or x.ndim != 4:
-            raise ValueError("interpolate: antialias is for the bilinear and bicubic modes of a 4-D input.")
-        raise NotImplementedError("interpolate: antialias=True is not supported yet.")
+    if antialias and (mode not in ("bilinear", "bicubic") or x.ndim != 4):
+        raise ValueError("interpolate: antialias is for the bilinear and bicubic modes of a 4-D input.")
     if mode in _LINEAR_DIMS and _LINEAR_DIMS[mode] != n:
         raise NotImplementedError(f"interpolate: mode={mode!r} needs a {_LINEAR_DIMS[mode] + 2}-D input, got "
                                   f"{x.ndim}-D.")
@@ -179,7 +211,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     for k in range(n):          # the last dim first, as torch's separable kernels (rounding only)
         d = x.ndim - 1 - k
         size_d, out_d, sf = x.shape[d], outs[n - 1 - k], scales[n - 1 - k]
-        if mode in ("nearest", "nearest-exact"):
+        if antialias:
+            taps, weights = _antialias_taps(size_d, out_d, sf, align_corners, mode == "bicubic", ft)
+        elif mode in ("nearest", "nearest-exact"):
             taps, weights = [_nearest_index(size_d, out_d, sf, mode == "nearest-exact")], [None]
         elif mode == "bicubic":
             taps, weights = _cubic_taps(size_d, out_d, sf, align_corners, ft)
@@ -190,7 +224,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         out = _C.clone(x)
     name = {"nearest": "UpsampleNearest", "nearest-exact": "UpsampleNearestExact", "linear": "UpsampleLinear",
             "bilinear": "UpsampleBilinear", "trilinear": "UpsampleTrilinear", "bicubic": "UpsampleBicubic"}[mode]
-    return rename(out, f"{name}{n}DBackward", (x,))
+    return rename(out, f"{name}{n}D{'Aa' if antialias else ''}Backward", (x,))
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
