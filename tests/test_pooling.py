@@ -511,6 +511,12 @@ def test_embedding_bag(dg, indices, offsets, kwargs):
                                                       **kwargs), w)
 
 
+def test_embedding_bag_max_gradcheck(dg):
+    w = rand(6, 3, seed=5)            # distinct values: the maximum of each column is unique
+    gradcheck(dg, lambda m, w: F(m).embedding_bag(m.tensor(IDX), w, m.tensor([0, 3, 3]), mode="max",
+                                                  padding_idx=2), w)
+
+
 def test_embedding_bag_tail_outside_the_bags(dg):
     """With include_last_offset, indices after offsets[-1] are in no bag (values only: torch's gradient of the
     weight reads outside its buffer there)."""
