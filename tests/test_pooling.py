@@ -597,3 +597,49 @@ def test_embedding_bag_module(dg):
     assert not frozen.weight.requires_grad and frozen(dg.tensor([[0, 1]])).shape == (1, 3)
     node = dg.nn.EmbeddingBag(3, 2)(dg.tensor([[0, 1]])).grad_fn
     assert node.name() == "EmbeddingBagBackward"
+
+
+# ----- 3-D pooling -----------------------------------------------------------------------------------------------
+
+POOL3D_CASES = [
+    ("max3d", (1, 2, 4, 5, 6), lambda F, x: F.max_pool3d(x, 2)),
+    ("max3d_all", (1, 2, 5, 5, 6), lambda F, x: F.max_pool3d(x, (3, 2, 2), (2, 1, 2), (1, 0, 1), (1, 2, 1), True,
+                                                             True)),
+    ("max3d_unbatched", (2, 4, 4, 5), lambda F, x: F.max_pool3d_with_indices(x, 2, 1)),
+    ("avg3d", (1, 2, 4, 5, 6), lambda F, x: F.avg_pool3d(x, 2)),
+    ("avg3d_all", (1, 2, 5, 5, 6), lambda F, x: F.avg_pool3d(x, 3, 2, 1, True, False)),
+    ("avg3d_divisor", (2, 5, 4, 6), lambda F, x: F.avg_pool3d(x, 2, 2, 1, divisor_override=3)),
+    ("adaptive_avg3d", (1, 2, 5, 4, 7), lambda F, x: F.adaptive_avg_pool3d(x, (2, None, 3))),
+    ("adaptive_avg3d_global", (1, 2, 5, 4, 7), lambda F, x: F.adaptive_avg_pool3d(x, 1)),
+    ("adaptive_max3d", (2, 5, 4, 7), lambda F, x: F.adaptive_max_pool3d(x, (3, 2, 4), True)),
+    ("adaptive_max3d_indices", (1, 1, 4, 4, 4), lambda F, x: F.adaptive_max_pool3d_with_indices(x, 2)),
+    ("lp3d", (1, 2, 4, 4, 5), lambda F, x: F.lp_pool3d(x, 2, 2)),
+    ("unpool3d", (1, 2, 4, 4, 6), lambda F, x: F.max_unpool3d(*F.max_pool3d(x, 2, return_indices=True), 2)),
+    ("area3d", (1, 2, 4, 5, 6), lambda F, x: F.interpolate(x, size=(3, 2, 4), mode="area")),
+]
+
+
+@pytest.mark.parametrize("name, shape, call", POOL3D_CASES, ids=[c[0] for c in POOL3D_CASES])
+def test_pool3d(dg, name, shape, call):
+    a = np.abs(rand(*shape)) + 0.1 if name.startswith("lp") else rand(*shape)
+    compare(dg, lambda m, x: call(F(m), x), [a])
+    if name in ("max3d_all", "avg3d_all", "adaptive_max3d", "unpool3d"):
+        gradcheck(dg, lambda m, x: call(F(m), x), rand(*((1,) + shape[-3:])))
+
+
+@pytest.mark.parametrize("name, args", [("MaxPool3d", (2, 1, 1)), ("AvgPool3d", (3, 2, 1, True)),
+                                        ("AdaptiveAvgPool3d", ((2, 3, None),)), ("AdaptiveMaxPool3d", (2,)),
+                                        ("LPPool3d", (2, 2))])
+def test_pool3d_modules(dg, name, args):
+    compare(dg, lambda m, x: getattr(m.nn, name)(*args)(x), [np.abs(rand(1, 2, 4, 5, 6)) + 0.1])
+    assert repr(getattr(dg.nn, name)(*args)) == repr(getattr(torch.nn, name)(*args))
+    assert repr(dg.nn.MaxUnpool3d(2)) == repr(torch.nn.MaxUnpool3d(2))
+
+
+def test_pool3d_names(dg):
+    x = dg.ones(1, 1, 4, 4, 4, requires_grad=True)
+    assert F(dg).max_pool3d(x, 2).grad_fn.name() == "MaxPool3DWithIndicesBackward"
+    assert F(dg).avg_pool3d(x, 2).grad_fn.name() == "AvgPool3DBackward"
+    assert F(dg).adaptive_max_pool3d(x, 3).grad_fn.name() == "AdaptiveMaxPool3DBackward"
+    with pytest.raises(RuntimeError):
+        F(dg).max_pool3d(dg.ones(4, 4, 4), 2)                  # 3-D input

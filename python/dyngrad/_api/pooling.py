@@ -1,6 +1,6 @@
-"""Pooling with torch.nn.functional's signatures: max_pool1d/2d (dilation, ceil_mode, return_indices),
-avg_pool1d/2d (ceil_mode, count_include_pad, divisor_override), adaptive_avg/max_pool1d/2d, lp_pool1d/2d and
-max_unpool1d/2d, for batched and unbatched inputs.
+"""Pooling with torch.nn.functional's signatures: max_pool1d/2d/3d (dilation, ceil_mode, return_indices),
+avg_pool1d/2d/3d (ceil_mode, count_include_pad, divisor_override), adaptive_avg/max_pool1d/2d/3d,
+lp_pool1d/2d/3d and max_unpool1d/2d/3d, for batched and unbatched inputs.
 
 The common cases (max and average pooling without dilation or indices, whose ceil_mode changes nothing) run the
 core's fused max_pool2d / avg_pool2d (a 1-D pool is a 2-D pool of height 1). Everything else is one gather of
@@ -16,7 +16,7 @@ from .indexing import _extreme
 from .node_names import rename
 
 # Note [Pooling as a gather]
-# Every pooling op reads, for each output position o of a channel's plane (the last 1 or 2 dims, P elements),
+# Every pooling op reads, for each output position o of a channel's plane (the last 1 to 3 dims, P elements),
 # a window of K plane positions: pos[o, j] (row-major over the window's dims, the order torch visits them in). A
 # position outside the input (padding, or the unused tail of a short adaptive window) is the sentinel P, which
 # reads one extra column of `fill` appended to the (M, P) view of the input (M = every leading dim):
@@ -29,6 +29,11 @@ from .node_names import rename
 
 
 # ----- arguments -------------------------------------------------------------------------------------------------
+
+def _node(n, name):
+    """torch's node name for a pool of n dims (a 1-D pool is a squeezed 2-D one there)."""
+    return "SqueezeBackward" if n == 1 else f"{name}{n}D" + ("WithIndices" if name == "MaxPool" else "") + "Backward"
+
 
 def _ints(o, n, op, name):
     """An int or a sequence of 1 or n ints (kernel_size, stride, padding, dilation), as n ints."""
@@ -202,13 +207,12 @@ def _unceiled(x, n, k, s, p, d, outs):
 def _max_pool(x, n, kernel_size, stride, padding, dilation, ceil_mode, return_indices, op):
     x = tensor_arg(x, op)
     k, s, p, d, outs = _geometry(x, n, kernel_size, stride, padding, dilation, ceil_mode, op)
-    if (not return_indices and x.dtype.is_floating_point and all(v == 1 for v in d)
+    if (n < 3 and not return_indices and x.dtype.is_floating_point and all(v == 1 for v in d)
             and _unceiled(x, n, k, s, p, d, outs)):
-        out = _fast(x, n, k, s, p, outs, _C.max_pool2d)
-        return rename(out, "SqueezeBackward" if n == 1 else "MaxPool2DWithIndicesBackward", (x,))
+        return rename(_fast(x, n, k, s, p, outs, _C.max_pool2d), _node(n, "MaxPool"), (x,))
     positions, first = _sliding(tuple(x.shape[-n:]), k, s, p, d, outs)
     values, indices = _max_windows(x, n, positions, first, outs)
-    rename(values, "SqueezeBackward" if n == 1 else "MaxPool2DWithIndicesBackward", (x,))
+    rename(values, _node(n, "MaxPool"), (x,))
     return (values, indices) if return_indices else values
 
 
@@ -236,6 +240,18 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     return _max_pool(input, 2, kernel_size, stride, padding, dilation, ceil_mode, return_indices, "max_pool2d")
 
 
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """Max over sliding windows of the last 3 dims of (N, C, D, H, W) or (C, D, H, W); with return_indices also
+    the flat position (d * H * W + h * W + w) of each maximum."""
+    return _max_pool(input, 3, kernel_size, stride, padding, dilation, ceil_mode, return_indices, "max_pool3d")
+
+
+def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                            return_indices=False):
+    """(values, indices) of max_pool3d."""
+    return _max_pool(input, 3, kernel_size, stride, padding, dilation, ceil_mode, True, "max_pool3d")
+
+
 def _avg_divisor(spatial, k, s, p, outs, count_include_pad, divisor_override):
     """torch's divisor per output position: the override, or the window's size clipped to the padded input
     (count_include_pad) or to the input."""
@@ -257,8 +273,8 @@ def _avg_pool(x, n, kernel_size, stride, padding, ceil_mode, count_include_pad, 
         divisor_override = to_int(divisor_override, op, "divisor_override")
         if divisor_override == 0:
             raise RuntimeError(f"{op}: divisor_override must not be zero.")
-    name = "SqueezeBackward" if n == 1 else "AvgPool2DBackward"
-    if (x.dtype.is_floating_point and divisor_override is None and (count_include_pad or not any(p))
+    name = _node(n, "AvgPool")
+    if (n < 3 and x.dtype.is_floating_point and divisor_override is None and (count_include_pad or not any(p))
             and _unceiled(x, n, k, s, p, d, outs)):
         return rename(_fast(x, n, k, s, p, outs, _C.avg_pool2d), name, (x,))
     spatial = tuple(x.shape[-n:])
@@ -278,6 +294,13 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     count_include_pad=False; divisor_override replaces the window size as the divisor."""
     return _avg_pool(input, 2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
                      "avg_pool2d")
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """Mean over sliding windows of the last 3 dims of (N, C, D, H, W) or (C, D, H, W)."""
+    return _avg_pool(input, 3, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
+                     "avg_pool3d")
 
 
 # ----- adaptive pooling ------------------------------------------------------------------------------------------
@@ -302,7 +325,7 @@ def _adaptive_pool(x, n, output_size, is_max, return_indices, op):
     _check_input(x, n, op, adaptive=True)
     outs = _adaptive_size(output_size, x, n, op)
     spatial = tuple(x.shape[-n:])
-    name = "SqueezeBackward" if n == 1 else ("AdaptiveMaxPool2DBackward" if is_max else "AdaptiveAvgPool2DBackward")
+    name = _node(n, "AdaptiveMaxPool" if is_max else "AdaptiveAvgPool")
     out_shape = tuple(x.shape[:-n]) + outs
     if 0 in outs:
         empty = _C.full(out_shape, 0, x.dtype)
@@ -311,10 +334,10 @@ def _adaptive_pool(x, n, output_size, is_max, return_indices, op):
         # equal windows that tile the input: an ordinary pool with kernel = stride = size / out
         k = tuple(size // o for size, o in zip(spatial, outs))
         if not is_max and all(o == 1 for o in outs):
-            out = _C.mean(x, tuple(range(x.ndim - n, x.ndim)), True)
-        else:
+            return rename(_C.mean(x, tuple(range(x.ndim - n, x.ndim)), True), name, (x,))
+        if n < 3:
             out = _fast(x, n, k, k, (0,) * n, outs, _C.max_pool2d if is_max else _C.avg_pool2d)
-        return rename(out, name, (x,))
+            return rename(out, name, (x,))
     positions, first = _adaptive(spatial, outs)
     if is_max:
         values, indices = _max_windows(x, n, positions, first, outs)
@@ -352,6 +375,20 @@ def adaptive_max_pool2d_with_indices(input, output_size, return_indices=False):
     return _adaptive_pool(input, 2, output_size, True, True, "adaptive_max_pool2d")
 
 
+def adaptive_avg_pool3d(input, output_size):
+    """Mean over (od, oh, ow) windows that cover the last 3 dims; None in output_size keeps that size."""
+    return _adaptive_pool(input, 3, output_size, False, False, "adaptive_avg_pool3d")
+
+
+def adaptive_max_pool3d(input, output_size, return_indices=False):
+    """Max over (od, oh, ow) windows that cover the last 3 dims, with the flat indices of the maxima if asked."""
+    return _adaptive_pool(input, 3, output_size, True, return_indices, "adaptive_max_pool3d")
+
+
+def adaptive_max_pool3d_with_indices(input, output_size, return_indices=False):
+    return _adaptive_pool(input, 3, output_size, True, True, "adaptive_max_pool3d")
+
+
 # ----- power-average pooling -------------------------------------------------------------------------------------
 
 def _lp_pool(x, n, norm_type, kernel_size, stride, ceil_mode, op):
@@ -359,7 +396,7 @@ def _lp_pool(x, n, norm_type, kernel_size, stride, ceil_mode, op):
     that an all-zero window has a zero gradient) to the power 1/p; p = +-inf is a max pool of |x| (of -|x|)."""
     x = tensor_arg(x, op)
     k = _ints(kernel_size, n, op, "kernel_size")
-    pool = max_pool1d if n == 1 else max_pool2d
+    pool = (max_pool1d, max_pool2d, max_pool3d)[n - 1]
     p = norm_type.item() if isinstance(norm_type, _C.Tensor) else norm_type
     if not isinstance(p, (int, float)) or isinstance(p, bool):
         raise TypeError(f"{op}: expected a number as norm_type, got {type_name(norm_type)}.")
@@ -367,7 +404,7 @@ def _lp_pool(x, n, norm_type, kernel_size, stride, ceil_mode, op):
         return pool(_C.abs(x), kernel_size, stride, 0, 1, ceil_mode)
     if p == -math.inf:
         return _C.neg(pool(_C.neg(_C.abs(x)), kernel_size, stride, 0, 1, ceil_mode))
-    avg = avg_pool1d if n == 1 else avg_pool2d
+    avg = (avg_pool1d, avg_pool2d, avg_pool3d)[n - 1]
     out = avg(_C.pow_scalar(x, float(p)), kernel_size, stride, 0, ceil_mode)
     out = _C.mul(_C.mul(_C.sign(out), _C.relu(_C.abs(out))), _C.scalar_operand(math.prod(k), out))
     return _C.pow_scalar(out, 1.0 / p)
@@ -381,6 +418,11 @@ def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
 def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     """Power-average pooling over the last 2 dims: (sum of x^p over each window)^(1/p)."""
     return _lp_pool(input, 2, norm_type, kernel_size, stride, ceil_mode, "lp_pool2d")
+
+
+def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """Power-average pooling over the last 3 dims: (sum of x^p over each window)^(1/p)."""
+    return _lp_pool(input, 3, norm_type, kernel_size, stride, ceil_mode, "lp_pool3d")
 
 
 # ----- max unpooling ---------------------------------------------------------------------------------------------
@@ -436,7 +478,7 @@ def _max_unpool(x, indices, n, kernel_size, stride, padding, output_size, op):
     positions = where + np.arange(m, dtype=np.int64)[:, None] * plane
     out = _C.put(_C.full((m, plane), 0, x.dtype), _C.copy_from_numpy(positions, False), _C.reshape(x, (m, -1)))
     out = _C.reshape(out, lead + sizes)
-    return rename(out, "SqueezeBackward" if n == 1 else "MaxUnpool2DBackward", (x,))
+    return rename(out, _node(n, "MaxUnpool"), (x,))
 
 
 def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
@@ -447,3 +489,8 @@ def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_siz
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """Places each value of (N, C, H, W) or (C, H, W) at its max_pool2d index in a zero output."""
     return _max_unpool(input, indices, 2, kernel_size, stride, padding, output_size, "max_unpool2d")
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """Places each value of (N, C, D, H, W) or (C, D, H, W) at its max_pool3d index in a zero output."""
+    return _max_unpool(input, indices, 3, kernel_size, stride, padding, output_size, "max_unpool3d")

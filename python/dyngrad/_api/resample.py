@@ -200,10 +200,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode == "bicubic" and n != 2:
         raise NotImplementedError(f"interpolate: mode='bicubic' needs a 4-D input, got {x.ndim}-D.")
     if mode == "area":
-        if n == 3:
-            raise NotImplementedError("interpolate: mode='area' of a 5-D input is not supported yet.")
-        from .pooling import adaptive_avg_pool1d, adaptive_avg_pool2d
-        return (adaptive_avg_pool1d if n == 1 else adaptive_avg_pool2d)(x, outs)
+        from .pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
+        return (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[n - 1](x, outs)
     if not x.dtype.is_floating_point:
         raise NotImplementedError(f"interpolate: not implemented for {x.dtype.name} tensors.")
     ft = _compute_type(x)

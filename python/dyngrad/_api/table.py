@@ -451,6 +451,14 @@ lp_pool1d         pooling.lp_pool1d                   F               -         
 lp_pool2d         pooling.lp_pool2d                   F               -            -   avg_pool2d,pow_scalar
 max_unpool1d      pooling.max_unpool1d                F               -            -   put
 max_unpool2d      pooling.max_unpool2d                F               -            -   put
+max_pool3d        pooling.max_pool3d                  fn,F            -            -   index_select,gather
+max_pool3d_with_indices pooling.max_pool3d_with_indices F             -            -   index_select,gather
+avg_pool3d        pooling.avg_pool3d                  F               -            -   index_select,sum
+adaptive_avg_pool3d pooling.adaptive_avg_pool3d       F               -            -   index_select,sum
+adaptive_max_pool3d pooling.adaptive_max_pool3d       F               -            -   index_select,gather
+adaptive_max_pool3d_with_indices pooling.adaptive_max_pool3d_with_indices F - -        index_select,gather
+lp_pool3d         pooling.lp_pool3d                   F               -            -   index_select,pow_scalar
+max_unpool3d      pooling.max_unpool3d                F               -            -   put
 pad               padding.pad                         F               -            -   slice,cat,index_select
 interpolate       resample.interpolate                F               -            -   index_select,mul,add
 upsample          resample.upsample                   F               -            -   index_select,mul,add

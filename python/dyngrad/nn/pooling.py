@@ -1,5 +1,5 @@
 """Pooling layers over nn.functional's pools (python/dyngrad/_api/pooling.py): MaxPool, AvgPool, AdaptiveAvgPool,
-AdaptiveMaxPool, MaxUnpool and LPPool in 1 and 2 dims. Attributes and extra_repr are torch's."""
+AdaptiveMaxPool, MaxUnpool and LPPool in 1, 2 and 3 dims. Attributes and extra_repr are torch's."""
 from . import functional as F
 from .module import Module
 
@@ -37,6 +37,14 @@ class MaxPool2d(_MaxPoolNd):
                             ceil_mode=self.ceil_mode, return_indices=self.return_indices)
 
 
+class MaxPool3d(_MaxPoolNd):
+    """Max over sliding windows of the last 3 dims of (N, C, D, H, W) or (C, D, H, W)."""
+
+    def forward(self, input):
+        return F.max_pool3d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+
 class AvgPool1d(Module):
     """Mean over sliding windows of the last dim of (N, C, L) or (C, L)."""
 
@@ -57,6 +65,7 @@ class AvgPool1d(Module):
 
 class AvgPool2d(Module):
     """Mean over sliding windows of the last 2 dims of (N, C, H, W) or (C, H, W)."""
+    _functional = "avg_pool2d"
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                  divisor_override=None):
@@ -67,11 +76,16 @@ class AvgPool2d(Module):
         self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
 
     def forward(self, input):
-        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad, self.divisor_override)
+        return getattr(F, self._functional)(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                                            self.count_include_pad, self.divisor_override)
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AvgPool3d(AvgPool2d):
+    """Mean over sliding windows of the last 3 dims of (N, C, D, H, W) or (C, D, H, W)."""
+    _functional = "avg_pool3d"
 
 
 class _AdaptivePoolNd(Module):
@@ -97,6 +111,13 @@ class AdaptiveAvgPool2d(_AdaptivePoolNd):
         return F.adaptive_avg_pool2d(input, self.output_size)
 
 
+class AdaptiveAvgPool3d(_AdaptivePoolNd):
+    """Mean over output_size windows covering the last 3 dims (None keeps a dim's size)."""
+
+    def forward(self, input):
+        return F.adaptive_avg_pool3d(input, self.output_size)
+
+
 class _AdaptiveMaxPoolNd(_AdaptivePoolNd):
     def __init__(self, output_size, return_indices=False):
         super().__init__(output_size)
@@ -115,6 +136,13 @@ class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
 
     def forward(self, input):
         return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
+    """Max over output_size windows covering the last 3 dims (None keeps a dim's size)."""
+
+    def forward(self, input):
+        return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
 
 
 class _MaxUnpoolNd(Module):
@@ -146,6 +174,14 @@ class MaxUnpool2d(_MaxUnpoolNd):
         return F.max_unpool2d(input, indices, self.kernel_size, self.stride, self.padding, output_size)
 
 
+class MaxUnpool3d(_MaxUnpoolNd):
+    """The partial inverse of MaxPool3d: each value placed at its index, zeros elsewhere."""
+    dims = 3
+
+    def forward(self, input, indices, output_size=None):
+        return F.max_unpool3d(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+
 class _LPPoolNd(Module):
     def __init__(self, norm_type, kernel_size, stride=None, ceil_mode=False):
         super().__init__()
@@ -168,3 +204,10 @@ class LPPool2d(_LPPoolNd):
 
     def forward(self, input):
         return F.lp_pool2d(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
+
+
+class LPPool3d(_LPPoolNd):
+    """Power-average pooling over the last 3 dims: (sum of x^p over each window)^(1/p)."""
+
+    def forward(self, input):
+        return F.lp_pool3d(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
