@@ -643,3 +643,13 @@ def test_pool3d_names(dg):
     assert F(dg).adaptive_max_pool3d(x, 3).grad_fn.name() == "AdaptiveMaxPool3DBackward"
     with pytest.raises(RuntimeError):
         F(dg).max_pool3d(dg.ones(4, 4, 4), 2)                  # 3-D input
+
+
+@pytest.mark.parametrize("call", [
+    lambda F, x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True), lambda F, x: F.avg_pool2d(x, 3, 2, 1, False, False),
+    lambda F, x: F.interpolate(x, scale_factor=1.5, mode="bicubic"), lambda F, x: F.pad(x, (1, 2, 2, 1), "reflect"),
+    lambda F, x: F.adaptive_max_pool2d(x, 3)])
+def test_second_order(dg, call):
+    """The composites record differentiable backwards: create_graph=True gives correct second derivatives."""
+    x = dg.tensor(rand(1, 1, 5, 5).astype(np.float64), requires_grad=True)
+    assert dg.autograd.gradgradcheck(lambda t: call(F(dg), t), (x,), eps=1e-6, atol=1e-5)
