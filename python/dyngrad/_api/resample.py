@@ -1,6 +1,6 @@
 """Resampling with torch.nn.functional's signatures: interpolate (nearest, nearest-exact, linear, bilinear,
-trilinear, bicubic, area; antialias for bilinear and bicubic) and the deprecated upsample, upsample_nearest and upsample_bilinear; pixel_shuffle,
-pixel_unshuffle and channel_shuffle.
+trilinear, bicubic, area; antialias for bilinear and bicubic) and the deprecated upsample, upsample_nearest and
+upsample_bilinear; pixel_shuffle, pixel_unshuffle and channel_shuffle.
 
 Every interpolation mode is separable: it resamples one spatial dim at a time, each output position reading a
 few input positions along that dim (index_select) and summing them with fixed weights (Note [Interpolation
