@@ -106,15 +106,21 @@ def show_graphs(args, name, outputs, labels, params=None):
     if args.smoke:
         return
     sources = [dg.viz.to_dot(y, params=params) for y in outputs] + [difference.to_dot()]
+    no_svg = None                           # why no SVG could be drawn: said once, not once per graph
     for suffix, source in zip(("input0", "input1", "diff"), sources):
         path = os.path.join(args.plot_dir, f"{name}_{suffix}.dot")
         with open(path, "w") as f:
             f.write(source)
-        try:
-            dg.viz.render(source, path=path[:-4] + ".svg")
-            print(f"graph saved to {path} and {path[:-4]}.svg")
-        except RuntimeError as e:
-            print(f"graph saved to {path} (no SVG: {e})")
+        if no_svg is None:
+            try:
+                dg.viz.render(source, path=path[:-4] + ".svg")
+                print(f"graph saved to {path} and {path[:-4]}.svg")
+                continue
+            except RuntimeError as e:
+                no_svg = str(e)
+        print(f"graph saved to {path}")
+    if no_svg:
+        print(f"(no SVG: {no_svg})")
     try:
         from tensorboardX import SummaryWriter
     except ImportError:

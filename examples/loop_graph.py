@@ -32,8 +32,9 @@ def main():
         a = dg.tensor(a0, dtype=dg.float64, requires_grad=True)
         lr = dg.tensor(lr0, dtype=dg.float64, requires_grad=True)
         x, n = iterate(dg, a, lr)
+        nodes = len(dg.viz.GraphRecorder().record(x))      # counted before backward() frees the graph
         x.backward()
-        print(f"a = {a0}: {n} iterations (a graph of about {4 * n} nodes), x = {x.item():.6f} "
+        print(f"a = {a0}: {n} iterations (a graph of {nodes} nodes), x = {x.item():.6f} "
               f"(cube root {a0 ** (1 / 3):.6f})")
 
         def x_of_a(v):

@@ -162,8 +162,17 @@ ERRORS = [
      r"^index 3 is out of range for dimension 0 of size 3\.$"),
     ("index_select_range", lambda dg: m34(dg).index_select(0, dg.tensor([0, 3])), IndexError,
      r"^index_select: index 3 is out of range for dimension 0 of size 3\.$"),
-    ("gather_range", lambda dg: m34(dg).gather(1, dg.tensor([[4]])), IndexError,
+    ("gather_range", lambda dg: m34(dg).gather(1, dg.tensor([[4]])), RuntimeError,       # torch's type
      r"^gather: index 4 is out of range for dimension 1 of size 4\.$"),
+    ("gather_negative", lambda dg: m34(dg).gather(1, dg.tensor([[-1]])), RuntimeError,
+     r"^gather: index -1 is out of range for dimension 1 of size 4\.$"),
+    ("scatter_add_range", lambda dg: dg.zeros(3).scatter_add(0, dg.tensor([5]), dg.ones(1)), RuntimeError,
+     r"^scatter_add: index 5 is out of bounds for dimension 0 with size 3\.$"),
+    ("data_int_on_requires_grad", lambda dg: setattr(leaf(dg, [1.0, 2.0]), "data", dg.tensor([1, 2])),
+     RuntimeError, r"^data: .*requires grad.*floating.*int64"),
+    ("int_to_negative_power", lambda dg: dg.tensor([2]) ** -1, RuntimeError, r"integers to negative integer powers"),
+    ("uint64_too_large", lambda dg: dg.tensor(np.array([2 ** 63 + 5], dtype=np.uint64)), OverflowError,
+     r"^tensor: .*uint64.*int64"),
     ("embedding_range", lambda dg: dg.embedding(dg.tensor([0, 6]), dg.zeros(6, 2)), IndexError,
      r"^embedding: index 6 is out of range for dimension 0 of size 6\.$"),
     ("index_float_tensor", lambda dg: m34(dg)[dg.tensor([0.0, 1.0])], IndexError,
@@ -211,7 +220,24 @@ ERRORS = [
      r"^WrongArity\.backward returned 1 gradient, but forward had 2 inputs\.$"),
     ("requires_grad_nonleaf", lambda dg: setattr(leaf(dg, [1.0]) * 2, "requires_grad", False), RuntimeError,
      r"leaf"),
+    # a Tensor.__new__ whose __init__ never ran: the same TypeError on both engines (issue 11)
+    ("uninitialised_tensor", lambda dg: dg.Tensor.__new__(dg.Tensor).shape, TypeError, r"never initialised"),
+    ("uninitialised_operand", lambda dg: dg.ones(2) + dg.Tensor.__new__(dg.Tensor), TypeError,
+     r"never initialised"),
 ]
+
+
+def test_reading_grad_of_a_non_leaf_warns_as_torch(dg):
+    """torch warns (UserWarning) when .grad of a non-leaf that does not retain its grad is read (issue 11)."""
+    import warnings
+    y = leaf(dg, [1.0, 2.0]) * 2
+    with pytest.warns(UserWarning, match=r"non-leaf tensor .*retain_grad\(\)"):
+        assert y.grad is None
+    y.retain_grad()
+    x = leaf(dg, [1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert y.grad is None and x.grad is None          # retained non-leaf, and a leaf: no warning
 
 
 def _under_no_grad(dg, f):

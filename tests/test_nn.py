@@ -263,8 +263,10 @@ def test_batchnorm1d(dg):
         theirs.eval()
         x = rand64(dg, *shape, seed=9)
         np.testing.assert_allclose(np_of(ours(x)), theirs(torch.tensor(np_of(x))).detach().numpy(), rtol=1e-9)
-    with pytest.raises(ValueError, match="BatchNorm1d: expected input of shape"):
+    with pytest.raises(RuntimeError, match="BatchNorm1d: expected input with 3 channels"):   # torch: RuntimeError
         dg.nn.BatchNorm1d(3)(dg.ones(2, 4))
+    with pytest.raises(ValueError, match=r"BatchNorm1d: expected 2D or 3D input \(got 4D input\)"):
+        dg.nn.BatchNorm1d(3)(dg.ones(2, 3, 1, 1))
 
 
 @pytest.mark.parametrize("kind", ["RNN", "LSTM", "GRU"])

@@ -143,6 +143,9 @@ def test_old_weight_norm_as_torch(dg):
 
 @pytest.mark.parametrize("make", [lambda nn: nn.Linear(4, 3), lambda nn: nn.Conv2d(2, 3, 2)])
 def test_spectral_norm_as_torch(dg, make):
+    # a fixed start: with a small gap between the top two singular values of a random weight, 17 power iterations
+    # leave sigma further than the 1e-3 checked below (seen for about 1 seed in 20)
+    dg.manual_seed(0)
     ours = make(dg.nn).double()
     theirs = make(torch.nn).double()
     theirs.load_state_dict({k: torch.tensor(np_of(v)) for k, v in ours.state_dict().items()})

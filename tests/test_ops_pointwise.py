@@ -459,6 +459,15 @@ EXACT = [
     ("positive_identity", lambda m, x: m.positive(x) * 1, [[-1.0, 2.0]], [-1.0, 2.0], [[1.0, 1.0]]),
     ("rsub_alpha", lambda m, a, b: m.rsub(a, b, alpha=3), [[0.0, 1.0], [1.0, 2.0]], [1.0, -1.0],
      [[-3.0, -3.0], [1.0, 1.0]]),
+    # torch's NaN-gradient conventions (issue 11): relu passes a NaN's grad, abs gives it none, maximum/minimum
+    # give both sides the whole grad where either is NaN
+    ("relu_nan", lambda m, x: m.relu(x), [[nan, -1.0, 0.0, 2.0]], [nan, 0.0, 0.0, 2.0], [[1.0, 0.0, 0.0, 1.0]]),
+    ("abs_nan", lambda m, x: m.abs(x), [[nan, -2.0, 0.0, 3.0]], [nan, 2.0, 0.0, 3.0], [[0.0, -1.0, 0.0, 1.0]]),
+    ("sign_nan_zeros", lambda m, x: m.sign(x) + x, [[nan, -0.0, 0.0, -3.0]], [nan, 0.0, 0.0, -4.0], [[1.0] * 4]),
+    ("maximum_nan_ties", lambda m, a, b: m.maximum(a, b), [[1.0, nan, 2.0, 5.0], [nan, 0.0, 2.0, 1.0]],
+     [nan, nan, 2.0, 5.0], [[1.0, 1.0, 0.5, 1.0], [1.0, 1.0, 0.5, 0.0]]),
+    ("minimum_nan_ties", lambda m, a, b: m.minimum(a, b), [[1.0, nan, 2.0, 5.0], [nan, 0.0, 2.0, 1.0]],
+     [nan, nan, 2.0, 1.0], [[1.0, 1.0, 0.5, 0.0], [1.0, 1.0, 0.5, 1.0]]),
 ]
 
 

@@ -19,6 +19,11 @@ namespace {
 
 using TensorClass = py::class_<TensorImpl, Tensor>;
 
+// Same text in python/dyngrad/reference/tensor.py.
+constexpr const char* kNonLeafGradWarning =
+    "grad: reading .grad of a non-leaf tensor (one with a grad_fn): backward() does not fill it in. Call "
+    ".retain_grad() on it before backward() to keep its gradient, or read .grad of the leaf tensors.";
+
 // ---- numpy ----
 const char* numpy_dtype_name(DType d) {
   switch (d) {
@@ -157,7 +162,13 @@ void bind_tensor(py::module_& m) {
                               err_int_requires_grad(dtype_name(t->dtype)));
                      t->requires_grad = value;
                    });
-  cls.def_property("grad", [](const Tensor& t) { return t->grad; },
+  cls.def_property("grad", [](const Tensor& t) {
+                     // torch warns here: backward() never fills in a non-leaf's .grad unless retain_grad() asked
+                     if (!t->grad && t->grad_fn && !t->retains_grad &&
+                         PyErr_WarnEx(PyExc_UserWarning, kNonLeafGradWarning, 1) < 0)
+                       throw py::error_already_set();
+                     return t->grad;
+                   },
                    [](const Tensor& t, std::optional<Tensor> g) {
                      if (g) {
                        DG_CHECK((*g)->shape == t->shape, RuntimeError, "assigned grad has shape ",
@@ -170,6 +181,10 @@ void bind_tensor(py::module_& m) {
                    });
   cls.def_property("data", [](const Tensor& t) { return alias(t); },
                    [](const Tensor& t, const Tensor& src) {
+                     // as torch: a tensor that requires grad keeps a floating dtype (its .grad could not exist)
+                     DG_CHECK(!(t->requires_grad || t->grad_fn) || is_floating(src->dtype), RuntimeError,
+                              "data: a tensor that requires grad can only be given floating-point data, got ",
+                              dtype_name(src->dtype), ".");
                      t->storage = src->storage;
                      t->offset = src->offset;
                      t->shape = src->shape;

@@ -82,22 +82,28 @@ static Grads pow_scalar_backward(const Tensor& grad, const OpNode&, const SavesP
   return {mul(grad, d)};
 }
 
-// out = max(a, b)  ->  the larger input gets grad; ties split it evenly (torch)
+// out = max(a, b)  ->  da = grad where a > b, grad / 2 where a == b, 0 where a < b; db the mirror image. Written
+// as torch writes it (grad masked where the input lost), so a NaN on either side, which compares false both ways,
+// gives both inputs the whole grad, as torch does.
 static Grads maximum_backward(const Tensor& grad, const OpNode& n, const SavesAB& s) {
   const Tensor &a = s.a, &b = s.b;
-  Tensor wa = add(to_dtype(compare(CompareOp::Gt, a, b), grad->dtype),
-                  mul(to_dtype(compare(CompareOp::Eq, a, b), grad->dtype), num(0.5, grad)));
-  return {n.needs_input_grad(0) ? mul(grad, wa) : nullptr,
-          n.needs_input_grad(1) ? mul(grad, sub(num(1, wa), wa)) : nullptr};
+  Tensor half_tie = mul(to_dtype(compare(CompareOp::Eq, a, b), grad->dtype), num(0.5, grad));
+  Tensor one = num(1, grad);
+  return {n.needs_input_grad(0) ? mul(grad, sub(sub(one, to_dtype(compare(CompareOp::Lt, a, b), grad->dtype)), half_tie))
+                                : nullptr,
+          n.needs_input_grad(1) ? mul(grad, sub(sub(one, to_dtype(compare(CompareOp::Gt, a, b), grad->dtype)), half_tie))
+                                : nullptr};
 }
 
-// out = min(a, b)  ->  the smaller input gets grad; ties split it evenly
+// out = min(a, b)  ->  the mirror image of maximum (NaN: both inputs get the whole grad)
 static Grads minimum_backward(const Tensor& grad, const OpNode& n, const SavesAB& s) {
   const Tensor &a = s.a, &b = s.b;
-  Tensor wa = add(to_dtype(compare(CompareOp::Lt, a, b), grad->dtype),
-                  mul(to_dtype(compare(CompareOp::Eq, a, b), grad->dtype), num(0.5, grad)));
-  return {n.needs_input_grad(0) ? mul(grad, wa) : nullptr,
-          n.needs_input_grad(1) ? mul(grad, sub(num(1, wa), wa)) : nullptr};
+  Tensor half_tie = mul(to_dtype(compare(CompareOp::Eq, a, b), grad->dtype), num(0.5, grad));
+  Tensor one = num(1, grad);
+  return {n.needs_input_grad(0) ? mul(grad, sub(sub(one, to_dtype(compare(CompareOp::Gt, a, b), grad->dtype)), half_tie))
+                                : nullptr,
+          n.needs_input_grad(1) ? mul(grad, sub(sub(one, to_dtype(compare(CompareOp::Lt, a, b), grad->dtype)), half_tie))
+                                : nullptr};
 }
 
 // out = cond ? a : b  ->  da = cond ? grad : 0, db = cond ? 0 : grad
@@ -135,7 +141,7 @@ static Grads rsqrt_backward(const Tensor& grad, const OpNode&, const SavesOut& s
   return {mul(grad, mul(pow_scalar(s.out, 3), num(-0.5, grad)))};
 }
 
-// out = |a|  ->  da = grad * sign(a)
+// out = |a|  ->  da = grad * sign(a) (sign(NaN) = 0: no gradient through a NaN, as torch)
 static Grads abs_backward(const Tensor& grad, const OpNode&, const SavesA& s) { return {mul(grad, sign(s.a))}; }
 
 // out = sin(a)  ->  da = grad * cos(a)
@@ -159,7 +165,7 @@ static Grads sigmoid_backward(const Tensor& grad, const OpNode&, const SavesOut&
   return {mul(grad, mul(out, sub(num(1, out), out)))};
 }
 
-// out = max(a, 0)  ->  da = grad * (out > 0)
+// out = max(a, 0)  ->  da = grad * !(out <= 0) (a NaN passes its grad through, as torch's threshold_backward)
 static Grads relu_backward(const Tensor& grad, const OpNode&, const SavesOut& s) {
   return {mul(grad, unary_kernel(UnaryKind::ReluMask, s.out, grad->dtype))};
 }

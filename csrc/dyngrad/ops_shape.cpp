@@ -474,7 +474,8 @@ static void for_each_gather_position(const Tensor& index, const Shape& shape, in
   const int64_t size = nd ? shape[d] : 1;
   for (int64_t i = 0; i < index->numel; ++i) {
     int64_t j = idx[i];
-    DG_CHECK(j >= 0 && j < size, IndexError, op, ": index ", j, " is out of range for dimension ", d, " of size ",
+    // RuntimeError for gather/scatter, as torch (index_select's IndexError is its own check above)
+    DG_CHECK(j >= 0 && j < size, RuntimeError, op, ": index ", j, " is out of range for dimension ", d, " of size ",
              size, ".");
     int64_t flat = 0;
     for (int64_t k = 0; k < nd; ++k) flat += (k == d ? j : pos[k]) * strides[k];

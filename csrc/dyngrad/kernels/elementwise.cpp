@@ -169,7 +169,7 @@ static void unary_float(UnaryKind k, const Tensor& out, const Tensor& a, T p0, T
     case UnaryKind::Softplus: unary_loop<T, T>(out, a, [p0, p1](T x) { return k_softplus(x, p0, p1); }); break;
     case UnaryKind::Erf: unary_loop<T, T>(out, a, [](T x) { return std::erf(x); }); break;
     case UnaryKind::Sign:
-      unary_loop<T, T>(out, a, [](T x) { return x > T(0) ? T(1) : (x < T(0) ? T(-1) : x); });
+      unary_loop<T, T>(out, a, [](T x) { return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0)); });  // NaN, -0: 0
       break;
     case UnaryKind::PowScalar:
       if (p0 == T(2)) unary_loop<T, T>(out, a, [](T x) { return x * x; });
@@ -181,7 +181,7 @@ static void unary_float(UnaryKind k, const Tensor& out, const Tensor& a, T p0, T
     case UnaryKind::TanhGradFromOut: unary_loop<T, T>(out, a, [](T y) { return T(1) - y * y; }); break;
     case UnaryKind::SigmoidGradFromOut: unary_loop<T, T>(out, a, [](T y) { return y * (T(1) - y); }); break;
     case UnaryKind::GeluGrad: unary_loop<T, T>(out, a, [](T x) { return k_gelu_grad(x); }); break;
-    case UnaryKind::ReluMask: unary_loop<T, T>(out, a, [](T x) { return x > T(0) ? T(1) : T(0); }); break;
+    case UnaryKind::ReluMask: unary_loop<T, T>(out, a, [](T x) { return x <= T(0) ? T(0) : T(1); }); break;
     case UnaryKind::IsNan: unary_loop<T, bool>(out, a, [](T x) { return x != x; }); break;
     case UnaryKind::IsFinite: unary_loop<T, bool>(out, a, [](T x) { return std::isfinite(x); }); break;
     case UnaryKind::Not: unary_loop<T, bool>(out, a, [](T x) { return x == T(0); }); break;

@@ -17,7 +17,7 @@ enum class UnaryKind {
   TanhGradFromOut,     // 1 - y*y
   SigmoidGradFromOut,  // y * (1 - y)
   GeluGrad,            // Phi(x) + x phi(x)
-  ReluMask,            // x > 0 ? 1 : 0
+  ReluMask,            // x <= 0 ? 0 : 1 (NaN: 1)
 };
 // out = f(a) elementwise, computed in out_dtype (a is converted first when its dtype differs).
 Tensor unary_kernel(UnaryKind k, const Tensor& a, DType out_dtype, double p0 = 0, double p1 = 0);

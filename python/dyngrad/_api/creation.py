@@ -47,13 +47,31 @@ def _as_array(data, op, dtype=None):
     if kind not in "biuf":
         raise TypeError(f"{op}: could not convert data of type {type_name(data)} (numpy dtype {arr.dtype}) to a "
                         "tensor; expected numbers, bools, nested lists of them or a numpy array.")
+    arr = _canonical_bools(arr)
     if dtype is not None:
         return arr.astype(numpy_dtype(dtype))
     if kind == "f":
         keeps = isinstance(data, (np.ndarray, np.generic)) and arr.dtype == np.float64
         return arr if keeps else arr.astype(numpy_dtype(get_default_dtype()))
     if kind in "iu":
+        _check_fits_int64(arr, op)
         return arr.astype(np.int64)
+    return arr
+
+
+def _check_fits_int64(arr, op):
+    # dyngrad has no uint64 dtype: a value above 2**63-1 would wrap silently in the int64 it becomes
+    if arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.size and arr.max() > np.iinfo(np.int64).max:
+        raise OverflowError(f"{op}: a uint64 value ({arr.max()}) does not fit int64, the widest integer dtype "
+                            "dyngrad has.")
+
+
+def _canonical_bools(arr):
+    """A numpy bool array may hold bytes other than 0 and 1 (a uint8 array viewed as bool): kernels that read the
+    byte (sum, casts) would count 2 or 255 as such, where numpy and torch see True. Such an array becomes a copy
+    holding 0/1 (a well-formed one is returned as it is)."""
+    if arr.dtype == np.bool_ and arr.size and arr.view(np.uint8).max() > 1:
+        return arr.view(np.uint8) != 0
     return arr
 
 
@@ -84,6 +102,8 @@ def from_numpy(ndarray):
     """A tensor sharing the array's memory (no copy)."""
     if not isinstance(ndarray, np.ndarray):
         raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type_name(ndarray)}.")
+    if ndarray.dtype == np.bool_:
+        ndarray = _canonical_bools(ndarray)       # bytes other than 0/1: a copy (memory not shared), see there
     return _C.from_numpy(ndarray)
 
 

@@ -9,10 +9,10 @@ import numpy as np
 from .. import _C
 from ..autograd.function import Function
 from . import special_numpy as sn
-from .args import (Tensor, broadcast_shapes, number, numpy_dtype, operand_or_throw, operands, tensor_arg, to_int,
-                   type_name)
-
+from .args import (Tensor, broadcast_shapes, get_default_dtype, number, numpy_dtype, operand_or_throw, operands,
+                   tensor_arg, to_int, type_name)
 from .node_names import rename, shows_as
+
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 
 
@@ -508,10 +508,22 @@ def lerp(input, end, weight):
     return _C.sub(end, _C.mul(diff, _C.scalar_operand(float(1 - w), diff)))
 
 
+def pow_number(a, exponent, op="pow"):
+    """a ** a Python number, with torch's dtype rule: an int exponent keeps the tensor's dtype, a float exponent
+    makes an integer or bool tensor the default float dtype; integers to negative int powers are refused."""
+    if not a.dtype.is_floating_point:
+        if isinstance(exponent, float):
+            a = _C.to_dtype(a, get_default_dtype())
+        elif exponent < 0:
+            raise RuntimeError(f"{op}: integers to negative integer powers are not allowed (a {a.dtype.name} "
+                               f"tensor to the power {exponent}); convert the tensor to a floating dtype first.")
+    return _C.pow_scalar(a, float(exponent))
+
+
 def pow(input, exponent):
-    """input ** exponent; a number exponent keeps the tensor's dtype."""
+    """input ** exponent (number exponents: pow_number's dtype rule)."""
     if isinstance(input, Tensor) and isinstance(exponent, (int, float)) and not isinstance(exponent, bool):
-        return _C.pow_scalar(input, float(exponent))
+        return pow_number(input, exponent)
     return _C.pow(*operands(input, exponent, "pow"))
 
 
@@ -787,12 +799,7 @@ def frac(input):
 
 def sign(input):
     """-1, 0 or 1 (0 for NaN and -0.0, as torch); zero gradient."""
-    a = tensor_arg(input, "sign")
-    s = _C.sign(a)
-    if not a.dtype.is_floating_point:
-        return s
-    zero = _C.logical_or(_C.isnan(a), _C.compare("eq", a, _C.scalar_operand(0.0, a)))
-    return _C.where(zero, _C.scalar_operand(0.0, a), s)
+    return _C.sign(tensor_arg(input, "sign"))
 
 
 def signbit(input):

@@ -302,7 +302,7 @@ def _reflected(kernel):
 
 def __pow__(self, other):
     if isinstance(other, (int, float)) and not isinstance(other, bool):
-        return _C.pow_scalar(self, float(other))
+        return pointwise.pow_number(self, other, "__pow__")
     o = operand(other, self)
     return NotImplemented if o is None else _C.pow(self, o)
 

@@ -68,6 +68,8 @@ def main(argv=None):
         bar.close()
 
     print(report.table(results, list(modules), info))
+    if "pytorch" in missing:
+        print("hint: PyTorch is not installed, so there is no PyTorch column (pip install torch==2.13.0 adds it)")
     if args.json:
         report.write_json(args.json, results, info)
         print(f"\nresults: {args.json}")
@@ -76,7 +78,7 @@ def main(argv=None):
         if report.write_png(png, results, info):
             print(f"chart:   {png}")
         else:
-            print("chart:   not drawn (matplotlib is not installed)")
+            print("chart:   not drawn (matplotlib is not installed: pip install 'dyngrad[bench]')")
 
     failed = [f"{r['name']} ({name})" for r in results for name, rec in r["runs"].items()
               if "error" in rec or rec.get("check_ok") is False]

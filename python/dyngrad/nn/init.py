@@ -1,5 +1,6 @@
 """nn.init: in-place initialisers (run under no_grad, like torch's), with torch's gains and fan computations."""
 import math
+import warnings
 
 from .. import no_grad, rand, randn
 
@@ -76,11 +77,17 @@ def xavier_normal_(tensor, gain=1.0):
 
 
 def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu"):
+    if 0 in tuple(tensor.shape):          # torch: a no-op, with a warning (fan_in may be 0)
+        warnings.warn("Initializing zero-element tensors is a no-op", UserWarning, stacklevel=2)
+        return tensor
     std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
     bound = math.sqrt(3.0) * std
     return uniform_(tensor, -bound, bound)
 
 
 def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu"):
+    if 0 in tuple(tensor.shape):          # torch: a no-op, with a warning (fan_in may be 0)
+        warnings.warn("Initializing zero-element tensors is a no-op", UserWarning, stacklevel=2)
+        return tensor
     std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
     return normal_(tensor, 0.0, std)

@@ -4,6 +4,7 @@ import math
 from .. import empty
 from .._api.args import check_device
 from . import functional as F, init
+from .lazy import LazyModuleMixin
 from .module import Module
 from .parameter import Parameter
 
@@ -126,3 +127,57 @@ class Embedding(Module):
         rows, cols = embeddings.shape
         return cls(rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse, _weight=embeddings,
                    _freeze=freeze)
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """MultiheadAttention's out_proj: a Linear under torch's class name (its repr shows that name)."""
+
+
+class Bilinear(Module):
+    """y_o = x1^T weight[o] x2 + bias[o]: weight (out_features, in1_features, in2_features), bias (out_features,);
+    both initialised from U(-1/sqrt(in1_features), 1/sqrt(in1_features)), as torch."""
+
+    def __init__(self, in1_features, in2_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        check_device(device, "Bilinear")
+        self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
+        self.weight = Parameter(empty(out_features, in1_features, in2_features, dtype=dtype))
+        if bias:
+            self.bias = Parameter(empty(out_features, dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1 / math.sqrt(self.weight.shape[1]) if self.weight.shape[1] > 0 else 0
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1, input2):
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
+
+
+class LazyLinear(LazyModuleMixin, Linear):
+    """A Linear whose in_features is read from the last dim of its first input (nn/lazy.py); it becomes a Linear
+    then, as torch's."""
+    cls_to_become = Linear
+    _lazy_tensors = ("weight",)
+    _size_attr, _size_dim = "in_features", 1
+
+    def __init__(self, out_features, bias=True, device=None, dtype=None):
+        super().__init__(0, out_features, bias, device, dtype)
+
+    def reset_parameters(self):
+        if not self.has_uninitialized_params():
+            super().reset_parameters()
+
+    def initialize_parameters(self, input):
+        if input.dim() < 1:
+            raise RuntimeError("LazyLinear: expected an input with at least 1 dimension, got a 0-d tensor.")
+        self._materialize({"weight": (self.out_features, input.shape[-1])})
+        self.reset_parameters()

@@ -1,9 +1,191 @@
-"""LayerNorm and BatchNorm1d."""
+"""Normalisation layers: BatchNorm1d/2d/3d, InstanceNorm1d/2d/3d, LayerNorm, GroupNorm, RMSNorm and
+LocalResponseNorm, over nn.functional's ops, with torch's parameters, buffers (running_mean, running_var,
+num_batches_tracked) and reprs."""
+import numbers
+import warnings
+
 from .. import empty, zeros, ones, tensor, int64, no_grad
 from .._api.args import check_device
 from . import functional as F, init
+from .lazy import LazyModuleMixin
 from .module import Module
 from .parameter import Parameter
+
+
+class _NormBase(Module):
+    """What BatchNorm and InstanceNorm share: per-channel weight (ones) and bias (zeros) when affine, and the
+    running statistics when track_running_stats (running_mean zeros, running_var ones, num_batches_tracked 0)."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
+                 dtype=None, *, bias=True):
+        super().__init__()
+        check_device(device, type(self).__name__)
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        if affine:
+            self.weight = Parameter(empty(num_features, dtype=dtype))
+            if bias:
+                self.bias = Parameter(empty(num_features, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", zeros(num_features, dtype=dtype))
+            self.register_buffer("running_var", ones(num_features, dtype=dtype))
+            self.register_buffer("num_batches_tracked", tensor(0, dtype=int64))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+        self.reset_parameters()
+
+    def reset_running_stats(self):
+        if self.track_running_stats:
+            with no_grad():
+                self.running_mean.zero_()
+                self.running_var.fill_(1.0)
+                self.num_batches_tracked.zero_()
+
+    def reset_parameters(self):
+        self.reset_running_stats()
+        if self.affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def _check_input_dim(self, input):
+        dims = self._input_dims
+        if input.dim() not in dims:
+            shapes = " or ".join(f"{d}D" for d in dims)
+            raise ValueError(f"{type(self).__name__}: expected {shapes} input (got {input.dim()}D input)")
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
+
+
+class _BatchNorm(_NormBase):
+    """Training: normalise with the batch statistics and update the running ones (momentum=None: their cumulative
+    average, factor 1 / num_batches_tracked); eval: normalise with the running ones (or with the batch's when
+    there are none)."""
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        if input.shape[1] != self.num_features:
+            raise RuntimeError(f"{type(self).__name__}: expected input with {self.num_features} channels (dim 1), "
+                               f"got shape {tuple(input.shape)}")
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            with no_grad():
+                self.num_batches_tracked.add_(1)
+            factor = 1.0 / int(self.num_batches_tracked) if self.momentum is None else self.momentum
+        use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
+        keep = not self.training or self.track_running_stats
+        return F.batch_norm(input, self.running_mean if keep else None, self.running_var if keep else None,
+                            self.weight, self.bias, use_batch_stats, factor, self.eps)
+
+
+class BatchNorm1d(_BatchNorm):
+    """Per feature (dim 1) of (N, C) or (N, C, L) input."""
+    _input_dims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Per channel (dim 1) of (N, C, H, W) input."""
+    _input_dims = (4,)
+
+
+class BatchNorm3d(_BatchNorm):
+    """Per channel (dim 1) of (N, C, D, H, W) input."""
+    _input_dims = (5,)
+
+
+class SyncBatchNorm(_BatchNorm):
+    """BatchNorm over any (N, C, ...) input whose statistics torch synchronises across the processes of a
+    distributed group while training. torch does that only on GPUs (on the CPU it raises once a process group is
+    initialised), and so does dyngrad: without a process group it is BatchNorm; with one, training raises."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
+                 process_group=None, device=None, dtype=None, *, bias=True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
+        self.process_group = process_group
+
+    def _check_input_dim(self, input):
+        if input.dim() < 2:
+            raise ValueError(f"SyncBatchNorm: expected at least 2D input (got {input.dim()}D input)")
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        if input.shape[1] == 0:
+            raise ValueError("SyncBatchNorm number of input channels should be non-zero")
+        if self.training:
+            from ..distributed import is_initialized
+            if is_initialized():
+                raise ValueError("SyncBatchNorm: synchronising batch statistics across processes needs a GPU in "
+                                 "torch and is not available in dyngrad, which runs on the CPU; use BatchNorm (each "
+                                 "process normalises with its own batch) or eval mode.")
+        return super().forward(input)
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module, process_group=None):
+        """module with every BatchNorm*d in it replaced by a SyncBatchNorm sharing its parameters and buffers."""
+        out = module
+        if isinstance(module, _BatchNorm):
+            out = cls(module.num_features, module.eps, module.momentum, module.affine, module.track_running_stats,
+                      process_group, bias=module.bias is not None)
+            if module.affine:
+                out.weight, out.bias = module.weight, module.bias
+            out.running_mean, out.running_var = module.running_mean, module.running_var
+            out.num_batches_tracked = module.num_batches_tracked
+            out.training = module.training
+        for name, child in module.named_children():
+            out.add_module(name, cls.convert_sync_batchnorm(child, process_group))
+        return out
+
+
+class _InstanceNorm(_NormBase):
+    """Each channel of each sample over its spatial dims; unbatched input (one dim fewer) is a batch of one."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None,
+                 dtype=None, *, bias=True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        no_batch = self._input_dims[0]
+        feature_dim = input.dim() - no_batch
+        if input.shape[feature_dim] != self.num_features:
+            if self.affine:
+                raise ValueError(f"{type(self).__name__}: expected input's size at dim={feature_dim} to match "
+                                 f"num_features ({self.num_features}), but got: {input.shape[feature_dim]}.")
+            warnings.warn(f"{type(self).__name__}: input's size at dim={feature_dim} does not match num_features. "
+                          "You can silence this warning by not passing in num_features, which is not used because "
+                          "affine=False", UserWarning, stacklevel=2)
+        x = input.unsqueeze(0) if input.dim() == no_batch else input
+        out = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                              self.training or not self.track_running_stats,
+                              self.momentum if self.momentum is not None else 0.0, self.eps)
+        return out.squeeze(0) if input.dim() == no_batch else out
+
+
+class InstanceNorm1d(_InstanceNorm):
+    _input_dims = (2, 3)
+
+
+class InstanceNorm2d(_InstanceNorm):
+    _input_dims = (3, 4)
+
+
+class InstanceNorm3d(_InstanceNorm):
+    _input_dims = (4, 5)
+
+
+def _shape_tuple(normalized_shape):
+    if isinstance(normalized_shape, numbers.Integral):
+        return (int(normalized_shape),)
+    return tuple(int(s) for s in normalized_shape)
 
 
 class LayerNorm(Module):
@@ -12,7 +194,7 @@ class LayerNorm(Module):
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None, dtype=None):
         super().__init__()
         check_device(device, "LayerNorm")
-        self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.normalized_shape = _shape_tuple(normalized_shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
         if elementwise_affine:
             self.weight = Parameter(empty(self.normalized_shape, dtype=dtype))
@@ -39,73 +221,130 @@ class LayerNorm(Module):
                 f"bias={self.bias is not None}")
 
 
-class BatchNorm1d(Module):
-    """Normalises each feature (dim 1) of (N, C) or (N, C, L) input over the batch (and length) dims.
+class GroupNorm(Module):
+    """Normalises each of num_groups groups of channels of each sample, then a per-channel affine map."""
 
-    Training uses the batch statistics and updates running_mean / running_var (with the unbiased variance, as torch
-    does); eval uses the running statistics.
-    """
-
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
-                 dtype=None, *, bias=True):
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None, *, bias=True):
         super().__init__()
-        check_device(device, "BatchNorm1d")
-        self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.affine, self.track_running_stats = affine, track_running_stats
+        check_device(device, "GroupNorm")
+        if num_channels % num_groups != 0:
+            raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups "
+                             f"({num_groups})")
+        self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
         if affine:
-            self.weight = Parameter(ones(num_features, dtype=dtype))
+            self.weight = Parameter(empty(num_channels, dtype=dtype))
             if bias:
-                self.bias = Parameter(zeros(num_features, dtype=dtype))
+                self.bias = Parameter(empty(num_channels, dtype=dtype))
             else:
                 self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
-        if track_running_stats:
-            self.register_buffer("running_mean", zeros(num_features, dtype=dtype))
-            self.register_buffer("running_var", ones(num_features, dtype=dtype))
-            self.register_buffer("num_batches_tracked", tensor(0, dtype=int64))
-        else:
-            self.register_buffer("running_mean", None)
-            self.register_buffer("running_var", None)
-            self.register_buffer("num_batches_tracked", None)
+        self.reset_parameters()
 
-    def reset_running_stats(self):
-        if self.track_running_stats:
-            with no_grad():
-                self.running_mean.zero_()
-                self.running_var.fill_(1.0)
-                self.num_batches_tracked.zero_()
-
-    def forward(self, x):
-        if x.dim() not in (2, 3) or x.shape[1] != self.num_features:
-            raise ValueError(f"BatchNorm1d: expected input of shape (N, {self.num_features}) or "
-                             f"(N, {self.num_features}, L), got {tuple(x.shape)}")
-        dims = (0,) if x.dim() == 2 else (0, 2)
-        shape = (1, -1) if x.dim() == 2 else (1, -1, 1)
-        use_batch_stats = self.training or not self.track_running_stats
-        if use_batch_stats:
-            count = x.numel() // self.num_features
-            if count <= 1:
-                raise ValueError(f"BatchNorm1d: expected more than 1 value per channel when training, "
-                                 f"got input of shape {tuple(x.shape)}")
-            mean = x.mean(dim=dims)
-            var = x.var(dim=dims, correction=0)
-            if self.training and self.track_running_stats:
-                with no_grad():
-                    self.num_batches_tracked.add_(1)
-                    m = self.momentum if self.momentum is not None else 1.0 / int(self.num_batches_tracked)
-                    self.running_mean.mul_(1 - m).add_(mean.detach() * m)
-                    self.running_var.mul_(1 - m).add_(var.detach() * (m * count / (count - 1)))
-        else:
-            mean, var = self.running_mean, self.running_var
-        out = (x - mean.reshape(shape)) * (var.reshape(shape) + self.eps).rsqrt()
+    def reset_parameters(self):
         if self.weight is not None:
-            out = out * self.weight.reshape(shape)
+            init.ones_(self.weight)
         if self.bias is not None:
-            out = out + self.bias.reshape(shape)
-        return out
+            init.zeros_(self.bias)
+
+    def forward(self, input):
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")
+
+
+class RMSNorm(Module):
+    """x / sqrt(mean(x^2) + eps) over the last len(normalized_shape) dims, times weight (ones); eps=None is the
+    machine epsilon of the input's dtype."""
+
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None):
+        super().__init__()
+        check_device(device, "RMSNorm")
+        self.normalized_shape = _shape_tuple(normalized_shape)
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(empty(self.normalized_shape, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        if self.weight is not None:
+            init.ones_(self.weight)
+
+    def forward(self, x):
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class LocalResponseNorm(Module):
+    """x / (k + alpha / size * sum of x^2 over `size` neighbouring channels)^beta."""
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input):
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self):
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+# ----- lazy variants: num_features read from dim 1 of the first input --------------------------------------------
+
+class _LazyNormBase(LazyModuleMixin):
+    """num_features read from dim 1 of the first input (nn/lazy.py)."""
+    _lazy_tensors = ("weight", "bias", "running_mean", "running_var")
+    _size_attr = "num_features"
+
+    def __init__(self, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None, dtype=None, *,
+                 bias=True):
+        super().__init__(0, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
+
+    def reset_parameters(self):
+        if not self.has_uninitialized_params():
+            super().reset_parameters()
+
+    def initialize_parameters(self, input):
+        if input.dim() < 2:
+            raise ValueError(f"{type(self).__name__}: expected at least 2D input to infer num_features (dim 1), got "
+                             f"{input.dim()}D input")
+        self._materialize({n: (input.shape[1],) for n in self._lazy_tensors})
+        self.reset_parameters()
+
+
+class LazyBatchNorm1d(_LazyNormBase, BatchNorm1d):
+    cls_to_become = BatchNorm1d
+
+
+class LazyBatchNorm2d(_LazyNormBase, BatchNorm2d):
+    cls_to_become = BatchNorm2d
+
+
+class LazyBatchNorm3d(_LazyNormBase, BatchNorm3d):
+    cls_to_become = BatchNorm3d
+
+
+class _LazyInstanceNormBase(_LazyNormBase):
+    def __init__(self, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None, dtype=None, *,
+                 bias=True):
+        # _InstanceNorm's own __init__ has other defaults; the lazy ones are torch's (affine and stats on)
+        LazyModuleMixin.__init__(self, 0, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
+
+
+class LazyInstanceNorm1d(_LazyInstanceNormBase, InstanceNorm1d):
+    cls_to_become = InstanceNorm1d
+
+
+class LazyInstanceNorm2d(_LazyInstanceNormBase, InstanceNorm2d):
+    cls_to_become = InstanceNorm2d
+
+
+class LazyInstanceNorm3d(_LazyInstanceNormBase, InstanceNorm3d):
+    cls_to_become = InstanceNorm3d

@@ -99,20 +99,25 @@ def pow_scalar_backward(grad, s):
     return (mul(grad, d),)
 
 
-# out = max(a, b)  ->  the larger input gets grad; ties split it evenly (torch)
+# out = max(a, b)  ->  da = grad where a > b, grad / 2 where a == b, 0 where a < b; db the mirror image (torch's
+# masked form: a NaN on either side gives both inputs the whole grad)
 def maximum_backward(grad, s):
     a, b = s.a, s.b
-    wa = add(to_dtype(compare("gt", a, b), grad.dtype), mul(to_dtype(compare("eq", a, b), grad.dtype), num(0.5, grad)))
-    return (mul(grad, wa) if s.needs_input_grad[0] else None,
-            mul(grad, sub(num(1, wa), wa)) if s.needs_input_grad[1] else None)
+    half_tie = mul(to_dtype(compare("eq", a, b), grad.dtype), num(0.5, grad))
+    return (mul(grad, sub(sub(num(1, grad), to_dtype(compare("lt", a, b), grad.dtype)), half_tie))
+            if s.needs_input_grad[0] else None,
+            mul(grad, sub(sub(num(1, grad), to_dtype(compare("gt", a, b), grad.dtype)), half_tie))
+            if s.needs_input_grad[1] else None)
 
 
-# out = min(a, b)  ->  the smaller input gets grad; ties split it evenly
+# out = min(a, b)  ->  the mirror image of maximum (NaN: both inputs get the whole grad)
 def minimum_backward(grad, s):
     a, b = s.a, s.b
-    wa = add(to_dtype(compare("lt", a, b), grad.dtype), mul(to_dtype(compare("eq", a, b), grad.dtype), num(0.5, grad)))
-    return (mul(grad, wa) if s.needs_input_grad[0] else None,
-            mul(grad, sub(num(1, wa), wa)) if s.needs_input_grad[1] else None)
+    half_tie = mul(to_dtype(compare("eq", a, b), grad.dtype), num(0.5, grad))
+    return (mul(grad, sub(sub(num(1, grad), to_dtype(compare("gt", a, b), grad.dtype)), half_tie))
+            if s.needs_input_grad[0] else None,
+            mul(grad, sub(sub(num(1, grad), to_dtype(compare("lt", a, b), grad.dtype)), half_tie))
+            if s.needs_input_grad[1] else None)
 
 
 # out = cond ? a : b  ->  da = cond ? grad : 0, db = cond ? 0 : grad
@@ -155,7 +160,7 @@ def rsqrt_backward(grad, s):
     return (mul(grad, mul(pow_scalar(s.out, 3), num(-0.5, grad))),)
 
 
-# out = |a|  ->  da = grad * sign(a)
+# out = |a|  ->  da = grad * sign(a) (sign(NaN) = 0: no gradient through a NaN, as torch)
 def abs_backward(grad, s):
     return (mul(grad, sign(s.a)),)
 
@@ -182,9 +187,9 @@ def sigmoid_backward(grad, s):
     return (mul(grad, mul(out, sub(num(1, out), out))),)
 
 
-# out = max(a, 0)  ->  da = grad * (out > 0)
+# out = max(a, 0)  ->  da = grad * !(out <= 0) (a NaN passes its grad through, as torch's threshold_backward)
 def relu_backward(grad, s):
-    return (mul(grad, to_dtype(compare("gt", s.out, num(0, s.out)), grad.dtype)),)
+    return (mul(grad, sub(num(1, grad), to_dtype(compare("le", s.out, num(0, s.out)), grad.dtype))),)
 
 
 # out = sign(a)  ->  da = 0 (piecewise constant)

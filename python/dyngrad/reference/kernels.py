@@ -44,7 +44,11 @@ def sigmoid(a):
     e = np.exp(-np.abs(a))
     return np.where(a >= 0, 1 / (1 + e), e / (1 + e)).astype(a.dtype)
 relu = (lambda a: np.maximum(a, 0))
-sign = (lambda a: np.sign(a))
+def sign(a):
+    """-1, 0 or 1; 0 for NaN and for -0.0 (as torch, and the C++ kernel)."""
+    if a.dtype.kind != "f":
+        return np.sign(a)
+    return (a > 0).astype(a.dtype) - (a < 0).astype(a.dtype)
 _erf_scalar = np.frompyfunc(math.erf, 1, 1)
 erf = quiet(lambda a: np.asarray(_erf_scalar(a)).astype(a.dtype) if a.size else a.copy())  # 0-d: frompyfunc gives a float
 leaky_relu = (lambda a, slope: np.where(a > 0, a, a * a.dtype.type(slope)))

@@ -323,11 +323,12 @@ def _checked_index(index, op):
     return index._data
 
 
-def _check_bounds(idx, size, dim, op):
-    """Indices in [0, size), as torch (see check_bounds in csrc/dyngrad/ops_shape.cpp: negatives no longer wrap)."""
+def _check_bounds(idx, size, dim, op, error=IndexError):
+    """Indices in [0, size), as torch (see check_bounds in csrc/dyngrad/ops_shape.cpp: negatives no longer wrap);
+    torch raises IndexError for index_select/index_add and RuntimeError for gather/scatter."""
     bad = idx[(idx < 0) | (idx >= size)]
     if bad.size:
-        raise IndexError(f"{op}: index {int(bad.reshape(-1)[0])} is out of range for dimension {dim} of size {size}.")
+        raise error(f"{op}: index {int(bad.reshape(-1)[0])} is out of range for dimension {dim} of size {size}.")
 
 
 # out = a.index_select(dim, index)
@@ -392,7 +393,7 @@ def gather(a, dim, index):
     d = wrap_dim(dim, a.ndim, "gather")
     _check_gather_shapes(a, d, index, "gather")
     size = a.shape[d] if a.ndim else 1
-    _check_bounds(idx, size, d, "gather")
+    _check_bounds(idx, size, d, "gather", RuntimeError)
     out = make_tensor(a._data[_gather_key(idx, d, size)].copy() if a.ndim else a._data.copy())
     if any_requires_grad(a):
         node = record("gather", out, (a,))
@@ -405,7 +406,7 @@ def gather(a, dim, index):
 def scatter_add(src, dim, index, out_shape):
     idx = _checked_index(index, "scatter_add")
     size = out_shape[dim] if out_shape else 1
-    _check_bounds(idx, size, dim, "scatter_add")
+    _check_bounds(idx, size, dim, "scatter_add", RuntimeError)
     out = np.zeros(out_shape, dtype=src._data.dtype)
     if out_shape:
         np.add.at(out, _gather_key(idx, dim, size), src._data[tuple(np.s_[:n] for n in idx.shape)])

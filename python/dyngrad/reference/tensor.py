@@ -67,6 +67,12 @@ def make_tensor(arr, storage=None, base=None):
     return t
 
 
+# Same text in csrc/bindings/tensor_bind.cpp.
+NON_LEAF_GRAD_WARNING = ("grad: reading .grad of a non-leaf tensor (one with a grad_fn): backward() does not fill it "
+                         "in. Call .retain_grad() on it before backward() to keep its gradient, or read .grad of the "
+                         "leaf tensors.")
+
+
 class Tensor:
     """The core of the reference Tensor: one numpy array and the autograd fields. The torch-facing methods
     (operators, ops as methods, repr, conversions, in-place variants) are attached by the shared layer
@@ -94,6 +100,14 @@ class Tensor:
             raise TypeError(f"Tensor: expected a Tensor, got {type(src).__name__}.")
         self._data = src._data
         self._storage = src._storage
+
+    def __getattr__(self, name):
+        # reached only when normal lookup fails: a tensor made by Tensor.__new__ whose __init__ never ran has no
+        # memory (the C++ engine's binding says the same, csrc/bindings/common.h)
+        if name in ("_data", "_storage"):
+            raise TypeError("this Tensor was never initialised (Tensor.__new__ without Tensor.__init__); make "
+                            "tensors with dyngrad.tensor(...), dyngrad.empty(...) or Tensor(...).")
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     # ----- shape and type -------------------------------------------------------------------------------
     @property
@@ -166,6 +180,8 @@ class Tensor:
 
     @property
     def grad(self):
+        if self._grad is None and self.grad_fn is not None and not self._retains_grad:
+            warnings.warn(NON_LEAF_GRAD_WARNING, UserWarning, stacklevel=2)       # as torch
         return self._grad
 
     @grad.setter
@@ -239,6 +255,9 @@ class Tensor:
     def data(self, value):
         if not isinstance(value, Tensor):
             raise TypeError(f"data: expected a Tensor, got {type(value).__name__}.")
+        if self.requires_grad and not value.dtype.is_floating_point:    # as torch (and the C++ engine)
+            raise RuntimeError(f"data: a tensor that requires grad can only be given floating-point data, got "
+                               f"{value.dtype.name}.")
         self._data = value._data
         self._storage = value._storage
 
