@@ -653,3 +653,13 @@ def test_second_order(dg, call):
     """The composites record differentiable backwards: create_graph=True gives correct second derivatives."""
     x = dg.tensor(rand(1, 1, 5, 5).astype(np.float64), requires_grad=True)
     assert dg.autograd.gradgradcheck(lambda t: call(F(dg), t), (x,), eps=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("call", [
+    lambda F, x: F.interpolate(x, size=2 ** 63 - 1), lambda F, x: F.adaptive_avg_pool2d(x, 2 ** 62),
+    lambda F, x: F.pad(x, (2 ** 62, 2 ** 62)), lambda F, x: F.avg_pool2d(x, 2 ** 62, padding=2 ** 61),
+    lambda F, x: F.max_unpool2d(x, x.long(), 2 ** 62)])
+def test_sizes_beyond_int64_raise(dg, call):
+    """numpy makes an empty range of 2**63 - 1 elements: such sizes must raise, never give an empty answer."""
+    with pytest.raises(RuntimeError, match="more elements than fit in 64 bits"):
+        call(F(dg), dg.zeros(1, 2, 5, 5))

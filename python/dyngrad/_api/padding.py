@@ -3,10 +3,12 @@
 Every mode is an index map along each padded dim (Note [Padding as an index map]); the gradients are those of
 the core ops the map is read with (slice and cat for constant padding, index_select for the others).
 """
+import math
+
 import numpy as np
 
 from .. import _C
-from .args import shape_str, tensor_arg, to_int, type_name
+from .args import INT64_MAX, shape_str, tensor_arg, to_int, type_name
 from .node_names import rename
 
 MODES = ("constant", "reflect", "replicate", "circular")
@@ -122,6 +124,11 @@ def pad(input, pad, mode="constant", value=None):
     if mode not in MODES:
         raise NotImplementedError(f"pad: unrecognised padding mode {mode!r} (expected one of {', '.join(MODES)}).")
     pads = [(p[2 * k], p[2 * k + 1]) for k in range(len(p) // 2)]
+    out_shape = list(x.shape)
+    for k, (left, right) in enumerate(pads):
+        out_shape[x.ndim - 1 - k] += left + right
+    if math.prod(max(v, 0) for v in out_shape) > INT64_MAX:
+        raise RuntimeError(f"pad: the padded shape {shape_str(out_shape)} has more elements than fit in 64 bits.")
     if mode == "constant":
         v = 0 if value is None else value
         if not isinstance(v, (bool, int, float, np.generic)):

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from .. import _C
-from .args import shape_str, tensor_arg, to_int, type_name
+from .args import INT64_MAX, shape_str, tensor_arg, to_int, type_name
 from .indexing import _extreme
 from .node_names import rename
 
@@ -70,6 +70,12 @@ def _check_input(x, n, op, adaptive=False):
         raise NotImplementedError(f"{op}: not implemented for {x.dtype.name} tensors.")
 
 
+def check_elements(count, what, op):
+    """numpy silently makes empty ranges beyond int64 (np.arange(2**63 - 1) is empty): refuse them first."""
+    if count > INT64_MAX:
+        raise RuntimeError(f"{op}: {what} would have {count} elements, more elements than fit in 64 bits.")
+
+
 def _output_size(size, k, s, p, d, ceil_mode):
     """torch's pooling output size; with ceil_mode the last window must start inside the input or the left
     padding."""
@@ -101,6 +107,7 @@ def _geometry(x, n, kernel, stride, padding, dilation, ceil_mode, op):
     if any(o < 1 for o in outs):
         raise RuntimeError(f"{op}: the output size {outs} is too small: kernel {k}, stride {s}, padding {p} and "
                            f"dilation {d} on an input of shape {shape_str(x.shape)} leave no window.")
+    check_elements(math.prod(x.shape[:-n]) * math.prod(outs) * math.prod(k), "the pooling windows", op)
     return k, s, p, d, outs
 
 
@@ -317,6 +324,7 @@ def _adaptive_size(output_size, x, n, op):
         sizes = (to_int(output_size, op, "output_size", TypeError),) * n
     if any(v < 0 for v in sizes):
         raise RuntimeError(f"{op}: output_size must be non-negative, got {sizes}.")
+    check_elements(math.prod(x.shape) * math.prod(sizes), "the pooling windows", op)
     return sizes
 
 
@@ -446,6 +454,7 @@ def _unpool_size(x, n, k, s, p, output_size, op):
                                  "(exclusive).")
     if any(v < 0 for v in sizes):
         raise RuntimeError(f"{op}: the output size {sizes} must be non-negative.")
+    check_elements(math.prod(x.shape[:-n]) * math.prod(sizes), "the output", op)
     return sizes
 
 

@@ -174,6 +174,8 @@ def _sizes(x, n, size, scale_factor, recompute_scale_factor, mode):
     if any(v <= 0 for v in spatial + outs):
         raise RuntimeError(f"interpolate: input and output sizes should be greater than 0, got input "
                            f"{spatial} and output {outs}.")
+    from .pooling import check_elements
+    check_elements(math.prod(x.shape[:2]) * math.prod(outs), "the output", "interpolate")
     return outs, scales
 
 
