@@ -74,3 +74,259 @@ def test_subset_and_random_split(dg):
     assert [len(s) for s in data.random_split(ds, [0.5, 0.5])] == [5, 5]
     with pytest.raises(ValueError, match="does not equal the length"):
         data.random_split(ds, [3, 3])
+
+
+# ----- collation as torch's ----------------------------------------------------------------------------------------
+Point = __import__("collections").namedtuple("Point", ["x", "y"])
+
+
+def _samples(lib):
+    return [{"t": lib.tensor([float(i), 2.0 * i]), "a": np.arange(3, dtype=np.int64) + i, "s": np.float32(i / 2),
+             "f": i / 3, "i": i, "b": i % 2 == 0, "name": f"s{i}",
+             "nest": (np.full((2, 2), i, dtype=np.float64), [i, i + 1]), "p": Point(i, float(i))}
+            for i in range(3)]
+
+
+def _same_structure(ours, theirs):
+    """ours (dyngrad) and theirs (torch) have the same containers, tensor dtypes and values."""
+    if hasattr(theirs, "numpy") and not isinstance(theirs, np.ndarray):
+        assert str(ours.dtype).split(".")[-1] == str(theirs.dtype).split(".")[-1]
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    elif isinstance(theirs, dict):
+        assert type(ours) is type(theirs) and list(ours) == list(theirs)
+        for k in theirs:
+            _same_structure(ours[k], theirs[k])
+    elif isinstance(theirs, (list, tuple)):
+        assert type(ours) is type(theirs) and len(ours) == len(theirs), (type(ours), type(theirs))
+        for a, b in zip(ours, theirs):
+            _same_structure(a, b)
+    else:
+        assert ours == theirs and type(ours) is type(theirs)
+
+
+def test_default_collate_and_convert_match_torch(dg):
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import default_collate, default_convert
+    _same_structure(dg.utils.data.default_collate(_samples(dg)), default_collate(_samples(torch)))
+    for sample in _samples(dg)[:1] + [(np.ones(2), 3.0), [np.int64(4), "x"], np.zeros((2, 1), dtype=np.float32)]:
+        theirs_sample = _samples(torch)[0] if isinstance(sample, dict) else sample
+        _same_structure(dg.utils.data.default_convert(sample), default_convert(theirs_sample))
+    with pytest.raises(RuntimeError, match="equal size"):
+        dg.utils.data.default_collate([[1, 2], [3]])
+    with pytest.raises(TypeError, match="default_collate"):
+        dg.utils.data.default_collate([np.array(["a"]), np.array(["b"])])
+    # dtypes the engines lack become the nearest one they have (torch would keep int32 / uint8)
+    assert dg.utils.data.default_collate([np.arange(2, dtype=np.int32)] * 2).dtype == dg.int64
+    assert dg.utils.data.default_collate([np.uint8(3), np.uint8(4)]).tolist() == [3, 4]
+
+
+# ----- samplers and datasets -------------------------------------------------------------------------------------
+def test_samplers(dg):
+    data = dg.utils.data
+    ds = list(range(7))
+    assert list(data.SequentialSampler(ds)) == list(range(7))
+    order = list(data.RandomSampler(ds, generator=np.random.default_rng(3)))
+    assert sorted(order) == list(range(7)) and order == list(data.RandomSampler(ds, generator=np.random.default_rng(3)))
+    long = list(data.RandomSampler(ds, num_samples=16))
+    assert len(long) == 16 and sorted(long[:7]) == list(range(7)) and sorted(long[7:14]) == list(range(7))
+    drawn = list(data.RandomSampler(ds, replacement=True, num_samples=50))
+    assert len(drawn) == 50 and set(drawn) <= set(range(7)) and len(set(drawn)) < 50
+    dg.manual_seed(5)
+    first = list(data.RandomSampler(ds))
+    dg.manual_seed(5)
+    assert list(data.RandomSampler(ds)) == first             # the engine's seed decides the order
+    assert sorted(data.SubsetRandomSampler([10, 20, 30])) == [10, 20, 30]
+    weighted = list(data.WeightedRandomSampler([0.0, 1.0, 3.0], 200))
+    assert set(weighted) == {1, 2} and weighted.count(2) > weighted.count(1)
+    unique = list(data.WeightedRandomSampler(dg.tensor([0.0, 1.0, 3.0, 2.0]), 4, replacement=False))
+    assert sorted(unique) == [0, 1, 2, 3] and unique[-1] == 0            # zero weight: drawn only when it must
+    batches = data.BatchSampler(data.SequentialSampler(ds), 3, drop_last=False)
+    assert list(batches) == [[0, 1, 2], [3, 4, 5], [6]] and len(batches) == 3
+    assert len(data.BatchSampler(ds, 3, True)) == 2
+
+
+def test_sampler_errors_match_torch(dg):
+    torch_data = pytest.importorskip("torch.utils.data")
+    data = dg.utils.data
+    cases = [("RandomSampler", ([1], ), dict(replacement=1)), ("RandomSampler", ([1],), dict(num_samples=0)),
+             ("BatchSampler", ([1], 0, False), {}), ("BatchSampler", ([1], 2, 1), {}),
+             ("WeightedRandomSampler", ([[1.0]], 1), {}), ("WeightedRandomSampler", ([1.0], -1), {})]
+    for name, args, kwargs in cases:
+        with pytest.raises(Exception) as theirs:
+            getattr(torch_data, name)(*args, **kwargs)
+        with pytest.raises(theirs.type):
+            getattr(data, name)(*args, **kwargs)
+
+
+def test_datasets(dg):
+    torch_data = pytest.importorskip("torch.utils.data")
+    data = dg.utils.data
+    a, b = data.TensorDataset(dg.arange(3)), data.TensorDataset(dg.arange(10, 14))
+    both = a + b
+    assert isinstance(both, data.ConcatDataset) and len(both) == 7 and both.cumulative_sizes == [3, 7]
+    assert [both[i][0].item() for i in range(7)] == [0, 1, 2, 10, 11, 12, 13] and both[-1][0].item() == 13
+    with pytest.raises(ValueError, match="exceed dataset length"):
+        both[-8]
+    with pytest.raises(AssertionError):
+        data.ConcatDataset([])
+
+    class Stream(data.IterableDataset):
+        def __init__(self, values):
+            self.values = values
+
+        def __iter__(self):
+            return iter(self.values)
+
+        def __len__(self):
+            return len(self.values)
+    chain = Stream([1, 2]) + Stream([3])
+    assert isinstance(chain, data.ChainDataset) and list(chain) == [1, 2, 3] and len(chain) == 3
+    stacked = data.StackDataset(x=a, y=a)
+    assert stacked[1]["x"][0].item() == 1 and len(stacked) == 3
+    class Typed(data.Dataset[int]):                     # torch's generic spelling
+        def __getitem__(self, i):
+            return i
+    assert isinstance(Typed(), data.Dataset) and data.Sampler[int] is data.Sampler
+    sub = data.Subset(b, [3, 0])
+    assert [sub[i][0].item() for i in range(2)] == [13, 10] and len(sub) == 2
+    for n, fractions in [(10, [0.5, 0.5]), (11, [0.3, 0.3, 0.4]), (7, [0.1, 0.9]), (5, [1 / 3] * 3)]:
+        ours = [len(s) for s in data.random_split(list(range(n)), fractions, seed=0)]
+        theirs = [len(s) for s in torch_data.random_split(list(range(n)), fractions)]
+        assert ours == theirs, (n, fractions)
+    parts = data.random_split(list(range(10)), [4, 6], generator=np.random.default_rng(1))
+    again = data.random_split(list(range(10)), [4, 6], generator=np.random.default_rng(1))
+    assert [list(p) for p in parts] == [list(p) for p in again]
+    assert sorted(list(parts[0]) + list(parts[1])) == list(range(10))
+
+
+def test_dataloader_options(dg):
+    torch_data = pytest.importorskip("torch.utils.data")
+    data = dg.utils.data
+    ds = [(np.float32(i), i) for i in range(5)]
+    unbatched = list(data.DataLoader(ds, batch_size=None))
+    assert len(unbatched) == 5 and isinstance(unbatched[0], list) and unbatched[0][0].dtype == dg.float32
+    by_batch_sampler = list(data.DataLoader(ds, batch_sampler=[[4, 0], [2]]))
+    assert [b[1].tolist() for b in by_batch_sampler] == [[4, 0], [2]]
+    assert [b[1].tolist() for b in data.DataLoader(ds, batch_size=2, sampler=[3, 1, 4])] == [[3, 1], [4]]
+
+    class Stream(data.IterableDataset):
+        def __iter__(self):
+            return iter(range(7))
+
+        def __len__(self):
+            return 7
+    loader = data.DataLoader(Stream(), batch_size=3, drop_last=True)
+    assert [b.tolist() for b in loader] == [[0, 1, 2], [3, 4, 5]] and len(loader) == 2
+    assert len(data.DataLoader(Stream(), batch_size=3)) == 3
+    bad = [dict(num_workers=-1), dict(timeout=-1), dict(prefetch_factor=2), dict(persistent_workers=True),
+           dict(batch_sampler=[[0]], batch_size=2), dict(batch_sampler=[[0]], drop_last=True),
+           dict(batch_size=None, drop_last=True), dict(sampler=[0], shuffle=True),
+           dict(num_workers=1, multiprocessing_context="bogus"), dict(num_workers=1, multiprocessing_context=3)]
+    for kwargs in bad:
+        with pytest.raises(Exception) as theirs:
+            torch_data.DataLoader(ds, **kwargs)
+        with pytest.raises(theirs.type):
+            data.DataLoader(ds, **kwargs)
+    for kwargs in (dict(shuffle=True), dict(sampler=[0]), dict(batch_sampler=[[0]])):
+        with pytest.raises(ValueError, match="IterableDataset"):
+            data.DataLoader(Stream(), **kwargs)
+    assert data.get_worker_info() is None
+
+
+# ----- worker processes (few tests: each starts processes) -------------------------------------------------------
+class Records:
+    """A map-style dataset of mixed samples (module level: picklable for any start method)."""
+
+    def __init__(self, dg, n=11):
+        self.dg, self.n = dg, n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i >= self.n:
+            raise IndexError(i)
+        return {"t": self.dg.tensor([float(i), i * 0.5]), "a": np.arange(2) * i, "name": f"r{i}", "i": i}
+
+    def __reduce__(self):                          # the engine module travels by name
+        return (_records, (self.dg.__name__, self.n))
+
+
+def _records(engine, n):
+    return Records(importlib.import_module(engine), n)
+
+
+def _flatten(batches):
+    return [(b["t"].tolist(), b["a"].tolist(), b["name"], b["i"].tolist()) for b in batches]
+
+
+def test_workers_give_the_batches_of_the_main_process(dg):
+    data = dg.utils.data
+    ds = Records(dg)
+    expected = _flatten(data.DataLoader(ds, batch_size=3))
+    assert _flatten(data.DataLoader(ds, batch_size=3, num_workers=2, prefetch_factor=1)) == expected
+    # persistent workers, shuffled with a seeded generator: the same epochs as without workers
+    loader = data.DataLoader(ds, batch_size=4, shuffle=True, num_workers=2, persistent_workers=True,
+                             generator=np.random.default_rng(7), pin_memory=True)
+    plain = data.DataLoader(ds, batch_size=4, shuffle=True, generator=np.random.default_rng(7))
+    plain_epochs = [_flatten(plain) for _ in range(3)]
+    first = _flatten(loader)
+    workers = list(loader._iterator._workers)
+    assert first == plain_epochs[0]
+    it = iter(loader)                              # an epoch abandoned after one batch ...
+    assert _flatten([next(it)]) == plain_epochs[1][:1]
+    assert _flatten(loader) == plain_epochs[2]     # ... leaks nothing into the next one
+    assert loader._iterator._workers == workers and all(w.is_alive() for w in workers)
+
+
+def test_iterable_dataset_sharding_and_worker_info(dg):
+    torch = pytest.importorskip("torch")
+    results = []
+    for lib in (dg, torch):
+        data = lib.utils.data
+
+        class Shards(data.IterableDataset):
+            def __iter__(self):
+                info = data.get_worker_info()
+                return iter(range(info.id, 11, info.num_workers))
+
+        loader = data.DataLoader(Shards(), batch_size=2, num_workers=2, worker_init_fn=_check_worker_info)
+        results.append([b.tolist() for b in loader])
+    assert results[0] == results[1] == [[0, 2], [1, 3], [4, 6], [5, 7], [8, 10], [9]]
+
+
+def _check_worker_info(worker_id):
+    import sys
+    for name in ("dyngrad.utils.data", "dyngrad.reference.utils.data", "torch.utils.data"):
+        module = sys.modules.get(name)
+        info = module.get_worker_info() if module is not None else None
+        if info is not None:
+            assert info.id == worker_id and info.num_workers == 2 and isinstance(info.seed, int)
+            return
+    raise AssertionError("get_worker_info() returned None in a worker")
+
+
+class Failing:
+    def __init__(self, sleep=0.0):
+        self.sleep = sleep
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        if self.sleep:
+            import time
+            time.sleep(self.sleep)
+        if i == 2:
+            raise KeyError(f"no sample {i}")
+        return i
+
+
+def test_worker_errors_and_timeout(dg):
+    data = dg.utils.data
+    loader = data.DataLoader(Failing(), batch_size=1, num_workers=2)
+    with pytest.raises(KeyError, match="Caught KeyError in DataLoader worker process 0") as info:
+        list(loader)
+    assert "no sample 2" in str(info.value)
+    with pytest.raises(RuntimeError, match="DataLoader timed out after 0.2 seconds"):
+        list(data.DataLoader(Failing(sleep=1.0), batch_size=1, num_workers=1, timeout=0.2))

@@ -34,6 +34,44 @@ Tensor checked_hook_result(const py::function& fn, py::handle r, const Tensor& g
   return t;
 }
 
+// Note [Saved tensor hooks] in node.h: what `pack(tensor)` returned, and the `unpack` to call on it. As torch's
+// SavedVariable, the unpacked tensor gets the saved tensor's history back when grad mode is on (create_graph), so
+// a double backward through hooked tensors is right: a non-leaf's grad_fn and output_nr are kept (not its data),
+// and a leaf that requires grad is kept itself (the user holds it anyway) and returned in its place.
+struct PyPackedSaved final : PackedSaved {
+  py::object value, unpack_fn;
+  std::shared_ptr<Node> grad_fn;
+  uint32_t output_nr = 0;
+  Tensor leaf;
+  PyPackedSaved(py::object v, py::object u) : value(std::move(v)), unpack_fn(std::move(u)) {}
+  ~PyPackedSaved() override {
+    if (!Py_IsInitialized()) {  // interpreter gone: leak rather than touch Python
+      value.release();
+      unpack_fn.release();
+      return;
+    }
+    py::gil_scoped_acquire gil;
+    value = py::object();
+    unpack_fn = py::object();
+  }
+  Tensor unpack() const override {
+    py::gil_scoped_acquire gil;
+    py::object r = unpack_fn(value);
+    DG_CHECK(is_tensor(r), TypeError, "saved_tensors_hooks: the unpack hook must return a Tensor, got ", type_name(r),
+             ".");
+    Tensor t = r.cast<Tensor>();
+    if (!GradMode::is_enabled()) return t;
+    if (leaf) return leaf;
+    if (grad_fn) {
+      t = alias(t);
+      t->requires_grad = true;
+      t->grad_fn = grad_fn;
+      t->output_nr = output_nr;
+    }
+    return t;
+  }
+};
+
 }  // namespace
 
 Tensor PyGradHook::operator()(const Tensor& g) const { return checked_hook_result(fn, fn(g), g); }
@@ -360,6 +398,27 @@ void bind_autograd(py::module_& m) {
              py::str(py::type::handle_of(fn).attr("__name__")).cast<std::string>(), ".");
     queue_callback([fn = std::move(fn)] { fn(); });
   }, arg("callback"));
+
+  // Note [Saved tensor hooks]: pack/unpack for every tensor a node saves on this thread from now on; None, None
+  // turns them off. The stack of nested saved_tensors_hooks contexts is kept in Python (autograd/graph.py).
+  m.def("_set_saved_tensors_hooks", [](py::object pack, py::object unpack) {
+    if (pack.is_none()) {
+      set_pack_hook(nullptr);
+      return;
+    }
+    set_pack_hook(std::make_shared<PackHook>([pack, unpack](const Tensor& t) -> std::shared_ptr<PackedSaved> {
+      py::gil_scoped_acquire gil;
+      py::object v = pack(t);
+      auto packed = std::make_shared<PyPackedSaved>(std::move(v), unpack);
+      if (t->grad_fn) {
+        packed->grad_fn = t->grad_fn;
+        packed->output_nr = t->output_nr;
+      } else if (t->requires_grad) {
+        packed->leaf = t;
+      }
+      return packed;
+    }));
+  }, arg("pack"), arg("unpack"));
 
   // ---- custom Functions ----
   // Makes `outputs` the outputs of a PyFunctionNode whose inputs are the tensors among `args`.

@@ -159,15 +159,21 @@ void bind_ops(py::module_& m) {
   m.def("cross_entropy", [](T logits, T target, int64_t reduction, int64_t ignore_index, double label_smoothing) {
     return cross_entropy(logits, target, reduction, ignore_index, label_smoothing);
   }, arg("logits"), arg("target"), arg("reduction"), arg("ignore_index"), arg("label_smoothing"));
-  m.def("unfold", [](T x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
-    return unfold(x, kh, kw, sh, sw, ph, pw);
-  }, arg("x"), arg("kh"), arg("kw"), arg("sh"), arg("sw"), arg("ph"), arg("pw"));
+  // dilation and groups default to 1 so that callers of the 6-number window keep working
+  m.def("unfold", [](T x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh,
+                     int64_t dw) { return unfold(x, kh, kw, sh, sw, ph, pw, dh, dw); },
+        arg("x"), arg("kh"), arg("kw"), arg("sh"), arg("sw"), arg("ph"), arg("pw"), arg("dh") = 1, arg("dw") = 1);
   m.def("fold", [](T cols, const Shape& input_shape, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
-                   int64_t pw) { return fold(cols, input_shape, kh, kw, sh, sw, ph, pw); },
-        arg("cols"), arg("input_shape"), arg("kh"), arg("kw"), arg("sh"), arg("sw"), arg("ph"), arg("pw"));
-  m.def("conv2d", [](T x, T w, std::optional<Tensor> bias, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
-    return conv2d(x, w, bias ? &*bias : nullptr, sh, sw, ph, pw);
-  }, arg("x"), arg("w"), arg("bias").none(true), arg("sh"), arg("sw"), arg("ph"), arg("pw"));
+                   int64_t pw, int64_t dh, int64_t dw) {
+    return fold(cols, input_shape, kh, kw, sh, sw, ph, pw, dh, dw);
+  },
+        arg("cols"), arg("input_shape"), arg("kh"), arg("kw"), arg("sh"), arg("sw"), arg("ph"), arg("pw"),
+        arg("dh") = 1, arg("dw") = 1);
+  m.def("conv2d", [](T x, T w, std::optional<Tensor> bias, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+                     int64_t dh, int64_t dw, int64_t groups) {
+    return conv2d(x, w, bias ? &*bias : nullptr, sh, sw, ph, pw, dh, dw, groups);
+  }, arg("x"), arg("w"), arg("bias").none(true), arg("sh"), arg("sw"), arg("ph"), arg("pw"), arg("dh") = 1,
+     arg("dw") = 1, arg("groups") = 1);
   m.def("max_pool2d", [](T x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
     return max_pool2d(x, kh, kw, sh, sw, ph, pw);
   }, arg("x"), arg("kh"), arg("kw"), arg("sh"), arg("sw"), arg("ph"), arg("pw"));
@@ -206,6 +212,8 @@ void bind_ops(py::module_& m) {
   }, arg("n"));
   m.def("manual_seed", [](uint64_t seed) { manual_seed(seed); }, arg("seed"));
   m.def("initial_seed", &initial_seed);
+  m.def("_get_rng_state", [] { auto s = rng_state(); return py::make_tuple(s[0], s[1], s[2], s[3], s[4]); });
+  m.def("_set_rng_state", [](const std::array<uint64_t, 5>& s) { set_rng_state(s); }, arg("state"));
 }
 
 }  // namespace dyngrad

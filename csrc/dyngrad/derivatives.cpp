@@ -377,13 +377,13 @@ static Grads cross_entropy_backward(const Tensor& grad, const OpNode&, const Sav
 // out = im2col(x)  ->  dx = col2im(grad)
 static Grads unfold_backward(const Tensor& grad, const OpNode& n, const SavesWindow& s) {
   const Dims& w = s.window;
-  return {fold(grad, in_shape(n), w[0], w[1], w[2], w[3], w[4], w[5])};
+  return {fold(grad, in_shape(n), w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7])};
 }
 
 // out = col2im(cols)  ->  dcols = im2col(grad)
 static Grads fold_backward(const Tensor& grad, const OpNode&, const SavesWindow& s) {
   const Dims& w = s.window;
-  return {unfold(grad, w[0], w[1], w[2], w[3], w[4], w[5])};
+  return {unfold(grad, w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7])};
 }
 
 // ---- the table ----

@@ -51,14 +51,32 @@ void GradMode::set_enabled(bool enabled) { tl_grad_enabled = enabled; }
 bool grad_enabled() { return tl_grad_enabled; }
 
 // ---- saved tensors (Note [Saved tensor versions], Note [Saving an output]) ----
+static thread_local std::shared_ptr<PackHook> tl_pack_hook;
+void set_pack_hook(std::shared_ptr<PackHook> hook) { tl_pack_hook = std::move(hook); }
+const std::shared_ptr<PackHook>& pack_hook() { return tl_pack_hook; }
+
 void SavedTensor::save(const Tensor& t, bool is_output_of_node) {
   was_saved = true;
   is_output = is_output_of_node;
   saved_version = t->version();
+  if (tl_pack_hook) {  // Note [Saved tensor hooks]; copy the hook: it may reset itself while running
+    std::shared_ptr<PackHook> hook = tl_pack_hook;
+    packed = (*hook)(is_output_of_node ? alias(t) : t);  // an output's alias: no cycle through the hook
+    return;
+  }
   data = is_output_of_node ? alias(t) : t;
 }
 
 Tensor SavedTensor::unpack(Node& owner) const {
+  if (packed) {
+    Tensor t = packed->unpack();
+    if (is_output && GradMode::is_enabled()) {
+      t = alias(t);
+      t->requires_grad = true;
+      t->grad_fn = owner.shared_from_this();
+    }
+    return t;
+  }
   if (!data) {
     if (was_saved) throw RuntimeError(err_backward_twice(owner.name()) + created_at(owner));
     return nullptr;

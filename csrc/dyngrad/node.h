@@ -16,6 +16,12 @@
 // it was given (torch's "hook has changed the type of value"): the engine would otherwise hand a leaf an int64 or
 // float64 .grad, or a formula a gradient of the wrong shape. Checked where the hook is called (bindings).
 //
+// Note [Saved tensor hooks]: while torch.autograd.graph.saved_tensors_hooks(pack, unpack) is active on a thread,
+// every SavedTensor::save on that thread hands the tensor to the pack hook and keeps only what it returned (a
+// PackedSaved); unpack() calls the unpack hook to get the tensor back. The hooks are Python callables, so the
+// interface lives here and the implementation in the bindings (autograd_bind.cpp). A packed tensor is not version
+// checked (the hooks may have copied it anywhere, as in torch) and is invisible to the cycle collector.
+//
 // Note [Iterative graph destruction]: a chain of a million nodes must not be destroyed by a million nested
 // destructors. Dying nodes hand their edges and saved tensors' histories to a thread-local queue that the
 // outermost destructor drains in a loop (a saved tensor's destructor queues its grad_fn, so a node's saved fields,
@@ -23,6 +29,7 @@
 #pragma once
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -60,8 +67,19 @@ struct InputMeta {
   DType dtype;
 };
 
+// What a pack hook returned (Note [Saved tensor hooks]); unpack() calls the unpack hook on it.
+struct PackedSaved {
+  virtual ~PackedSaved() = default;
+  virtual Tensor unpack() const = 0;
+};
+using PackHook = std::function<std::shared_ptr<PackedSaved>(const Tensor&)>;
+// The pack hook of this thread (null: none). Set by saved_tensors_hooks in Python.
+void set_pack_hook(std::shared_ptr<PackHook> hook);
+const std::shared_ptr<PackHook>& pack_hook();
+
 struct SavedTensor {
-  Tensor data;  // null when nothing saved (or released)
+  Tensor data;  // null when nothing saved (or released) or when packed
+  std::shared_ptr<PackedSaved> packed;  // Note [Saved tensor hooks]
   uint64_t saved_version = 0;
   bool is_output = false;
   bool was_saved = false;
@@ -70,7 +88,10 @@ struct SavedTensor {
   // Checks the version (Note [Saved tensor versions]) and the release (Note [Releasing the graph]); null if
   // nothing was saved.
   Tensor unpack(Node& owner) const;
-  void release() { data.reset(); }
+  void release() {
+    data.reset();
+    packed.reset();
+  }
 };
 
 // One field of what a node saved, by name (Note [Named saved state] in saved.h): a tensor, or a value (None for
@@ -170,6 +191,12 @@ void collect_next_edges(Node& node, const std::vector<const Tensor*>& inputs);
 // Makes `out` the output_nr-th output of node.
 void set_history(const Tensor& out, std::shared_ptr<Node> node, uint32_t output_nr = 0);
 
+// Note [Saved tensor hooks]: while torch.autograd.graph.saved_tensors_hooks(pack, unpack) is active on a thread,
+// every SavedTensor::save on that thread hands the tensor to the pack hook and keeps only what it returned (a
+// PackedSaved); unpack() calls the unpack hook to get the tensor back. The hooks are Python callables, so the
+// interface lives here and the implementation in the bindings (autograd_bind.cpp). A packed tensor is not version
+// checked (the hooks may have copied it anywhere, as in torch) and is invisible to the cycle collector.
+//
 // Note [Iterative graph destruction]
 void release_node_iteratively(std::shared_ptr<Node>&& node);
 

@@ -124,10 +124,13 @@ Tensor log_softmax(const Tensor& a, int64_t dim);
 // reduction: 0 none, 1 mean, 2 sum. Targets: int64 class indices, ignore_index is skipped.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t reduction, int64_t ignore_index,
                      double label_smoothing);
-Tensor unfold(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw);
+// unfold = im2col, fold = col2im (its adjoint), with dilation (dh, dw); conv2d = grouped weight @ unfold(x).
+Tensor unfold(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+              int64_t dh = 1, int64_t dw = 1);
 Tensor fold(const Tensor& cols, const Shape& input_shape, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
-            int64_t ph, int64_t pw);
-Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t sh, int64_t sw, int64_t ph, int64_t pw);
+            int64_t ph, int64_t pw, int64_t dh = 1, int64_t dw = 1);
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+              int64_t dh = 1, int64_t dw = 1, int64_t groups = 1);
 Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw);
 Tensor avg_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw);
 

@@ -97,70 +97,107 @@ static void check_image(const Tensor& x, const char* op) {
   check_float(x, op);
 }
 
-// Note [Window geometry]: kernel, stride and padding come from the user, so the sizes they imply are computed with
-// overflow-checked arithmetic before anything is allocated: a padding of 2**61 once overflowed int64 into a small
-// output that im2col then wrote far past (SIGSEGV). The output is (H + 2*ph - kh) / sh + 1 rows (likewise columns);
-// the unfolded input that conv2d and pooling work on has N * C*kh*kw * OH*OW elements.
-static void check_window(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
-                         const char* op) {
-  DG_CHECK(kh > 0 && kw > 0 && sh > 0 && sw > 0 && ph >= 0 && pw >= 0, RuntimeError, op,
-           ": kernel size and stride must be positive and padding non-negative, got kernel (", kh, ", ", kw,
-           "), stride (", sh, ", ", sw, "), padding (", ph, ", ", pw, ").");
+// Note [Window geometry]: kernel, stride, padding and dilation come from the user, so the sizes they imply are
+// computed with overflow-checked arithmetic before anything is allocated: a padding of 2**61 once overflowed int64
+// into a small output that im2col then wrote far past (SIGSEGV). A dilated kernel spans ekh = dh*(kh-1) + 1 rows;
+// the output is (H + 2*ph - ekh) / sh + 1 rows (likewise columns); the unfolded input that conv2d and pooling work
+// on has N * C*kh*kw * OH*OW elements.
+static void check_window(const Shape& xs, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+                         const char* op, int64_t dh = 1, int64_t dw = 1) {
+  DG_CHECK(kh > 0 && kw > 0 && sh > 0 && sw > 0 && ph >= 0 && pw >= 0 && dh > 0 && dw > 0, RuntimeError, op,
+           ": kernel size, stride and dilation must be positive and padding non-negative, got kernel (", kh, ", ",
+           kw, "), stride (", sh, ", ", sw, "), padding (", ph, ", ", pw, "), dilation (", dh, ", ", dw, ").");
   auto padded = [&](int64_t size, int64_t pad) {
     int64_t twice = 0, out = 0;
     DG_CHECK(!__builtin_mul_overflow(pad, 2, &twice) && !__builtin_add_overflow(size, twice, &out), RuntimeError,
-             op, ": padding (", ph, ", ", pw, ") is too large: the padded input of shape ", shape_str(x->shape),
+             op, ": padding (", ph, ", ", pw, ") is too large: the padded input of shape ", shape_str(xs),
              " would have more rows or columns than fit in 64 bits.");
     return out;
   };
-  const int64_t Hp = padded(x->shape[2], ph), Wp = padded(x->shape[3], pw);
-  DG_CHECK(Hp >= kh && Wp >= kw, RuntimeError, op, ": kernel (", kh, ", ", kw,
-           ") is larger than the padded input of shape ", shape_str(x->shape), " with padding (", ph, ", ", pw, ").");
-  const int64_t OH = (Hp - kh) / sh + 1, OW = (Wp - kw) / sw + 1;
+  auto span = [&](int64_t k, int64_t d) {
+    int64_t out = 0;
+    DG_CHECK(!__builtin_mul_overflow(d, k - 1, &out) && !__builtin_add_overflow(out, 1, &out), RuntimeError, op,
+             ": dilation (", dh, ", ", dw, ") with kernel (", kh, ", ", kw, ") spans more than fits in 64 bits.");
+    return out;
+  };
+  const int64_t Hp = padded(xs[2], ph), Wp = padded(xs[3], pw), ekh = span(kh, dh), ekw = span(kw, dw);
+  DG_CHECK(Hp >= ekh && Wp >= ekw, RuntimeError, op, ": kernel (", kh, ", ", kw, ") with dilation (", dh, ", ", dw,
+           ") is larger than the padded input of shape ", shape_str(xs), " with padding (", ph, ", ", pw, ").");
+  const int64_t OH = (Hp - ekh) / sh + 1, OW = (Wp - ekw) / sw + 1;
   int64_t rows = 0, positions = 0, numel = 0;  // C*kh*kw, OH*OW, and N times both (each a size in its own right)
-  bool fits = !__builtin_mul_overflow(x->shape[1], kh, &rows) && !__builtin_mul_overflow(rows, kw, &rows) &&
-              !__builtin_mul_overflow(OH, OW, &positions) && !__builtin_mul_overflow(x->shape[0], rows, &numel) &&
+  bool fits = !__builtin_mul_overflow(xs[1], kh, &rows) && !__builtin_mul_overflow(rows, kw, &rows) &&
+              !__builtin_mul_overflow(OH, OW, &positions) && !__builtin_mul_overflow(xs[0], rows, &numel) &&
               !__builtin_mul_overflow(numel, positions, &numel);
   DG_CHECK(fits, RuntimeError, op, ": kernel (", kh, ", ", kw, "), stride (", sh, ", ", sw, ") and padding (", ph,
-           ", ", pw, ") on an input of shape ", shape_str(x->shape), " give ", OH, " x ", OW,
+           ", ", pw, ") on an input of shape ", shape_str(xs), " give ", OH, " x ", OW,
            " windows: the unfolded input (N * C*kh*kw * OH*OW elements) would have more elements than fit in 64 bits.");
 }
 
+static void check_window(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+                         const char* op, int64_t dh = 1, int64_t dw = 1) {
+  check_window(x->shape, kh, kw, sh, sw, ph, pw, op, dh, dw);
+}
+
+static int64_t window_out(int64_t size, int64_t k, int64_t s, int64_t p, int64_t d) {
+  return (size + 2 * p - d * (k - 1) - 1) / s + 1;
+}
+
 // out = im2col(x)
-Tensor unfold(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
+Tensor unfold(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh,
+              int64_t dw) {
   check_image(x, "unfold");
-  check_window(x, kh, kw, sh, sw, ph, pw, "unfold");
-  Tensor out = im2col_kernel(x, kh, kw, sh, sw, ph, pw);
-  if (any_requires_grad({&x})) record<OpKind::unfold>(out, {&x}).saved.window = {kh, kw, sh, sw, ph, pw};
+  check_window(x, kh, kw, sh, sw, ph, pw, "unfold", dh, dw);
+  Tensor out = im2col_kernel(x, kh, kw, sh, sw, ph, pw, dh, dw);
+  if (any_requires_grad({&x})) record<OpKind::unfold>(out, {&x}).saved.window = {kh, kw, sh, sw, ph, pw, dh, dw};
   return out;
 }
 
-// out = col2im(cols) (sums overlapping windows)
+// out = col2im(cols) (sums overlapping windows). cols must be exactly what unfold makes of an input of
+// input_shape: the kernel trusts its shape.
 Tensor fold(const Tensor& cols, const Shape& input_shape, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
-            int64_t pw) {
-  Tensor out = col2im_kernel(cols, input_shape, kh, kw, sh, sw, ph, pw);
-  if (any_requires_grad({&cols})) record<OpKind::fold>(out, {&cols}).saved.window = {kh, kw, sh, sw, ph, pw};
+            int64_t pw, int64_t dh, int64_t dw) {
+  DG_CHECK(input_shape.size() == 4 && input_shape[0] >= 0 && input_shape[1] >= 0 && input_shape[2] >= 0 &&
+           input_shape[3] >= 0, RuntimeError, "fold: expected a 4-D output shape (N, C, H, W), got ",
+           shape_str(input_shape), ".");
+  check_float(cols, "fold");
+  check_window(input_shape, kh, kw, sh, sw, ph, pw, "fold", dh, dw);
+  const int64_t L = window_out(input_shape[2], kh, sh, ph, dh) * window_out(input_shape[3], kw, sw, pw, dw);
+  DG_CHECK(cols->ndim() == 3 && cols->shape[0] == input_shape[0] && cols->shape[1] == input_shape[1] * kh * kw &&
+           cols->shape[2] == L, RuntimeError, "fold: expected columns of shape (", input_shape[0], ", ",
+           input_shape[1] * kh * kw, ", ", L, ") for an output of shape ", shape_str(input_shape), ", got ",
+           shape_str(cols->shape), ".");
+  Tensor out = col2im_kernel(cols, input_shape, kh, kw, sh, sw, ph, pw, dh, dw);
+  if (any_requires_grad({&cols}))
+    record<OpKind::fold>(out, {&cols}).saved.window = {kh, kw, sh, sw, ph, pw, dh, dw};
   return out;
 }
 
-// conv2d = weight (O, C*kh*kw) @ im2col(x) (N, C*kh*kw, L), reshaped to (N, O, OH, OW)
-Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
+// conv2d = weight (O, C/G*kh*kw) @ im2col(x) (N, C*kh*kw, L), reshaped to (N, O, OH, OW). With G groups the
+// columns split into G blocks of C/G*kh*kw rows (unfold orders rows by channel first) and the weight into G blocks
+// of O/G filters: one batched product (G, O/G, K) @ (N, G, K, L) -> (N, G, O/G, L), which is (N, O, L).
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+              int64_t dh, int64_t dw, int64_t groups) {
   check_image(x, "conv2d");
   DG_CHECK(w->ndim() == 4, RuntimeError, "conv2d: expected a 4-D weight (O, C, kh, kw), got shape ",
            shape_str(w->shape), ".");
-  DG_CHECK(w->shape[1] == x->shape[1], RuntimeError, "conv2d: input has ", x->shape[1],
-           " channels but the weight expects ", w->shape[1], " (input ", shape_str(x->shape), ", weight ",
-           shape_str(w->shape), ").");
+  DG_CHECK(groups > 0, RuntimeError, "conv2d: groups must be positive, got ", groups, ".");
+  DG_CHECK(w->shape[0] % groups == 0, RuntimeError, "conv2d: the weight's ", w->shape[0],
+           " output channels are not divisible by groups=", groups, ".");
+  DG_CHECK(w->shape[1] * groups == x->shape[1], RuntimeError, "conv2d: input has ", x->shape[1],
+           " channels but the weight expects ", w->shape[1] * groups, " (input ", shape_str(x->shape), ", weight ",
+           shape_str(w->shape), ", groups=", groups, ").");
   const int64_t N = x->shape[0], O = w->shape[0], kh = w->shape[2], kw = w->shape[3];
-  check_window(x, kh, kw, sh, sw, ph, pw, "conv2d");
-  const int64_t OH = (x->shape[2] + 2 * ph - kh) / sh + 1, OW = (x->shape[3] + 2 * pw - kw) / sw + 1;
-  Tensor cols = unfold(x, kh, kw, sh, sw, ph, pw);
-  Tensor out = matmul(reshape(w, {O, -1}), cols);  // (N, O, L)
-  if (bias) {
+  check_window(x, kh, kw, sh, sw, ph, pw, "conv2d", dh, dw);
+  if (bias)
     DG_CHECK((*bias)->ndim() == 1 && (*bias)->shape[0] == O, RuntimeError, "conv2d: bias must have shape (", O,
              ",), got ", shape_str((*bias)->shape), ".");
-    out = add(out, reshape(*bias, {O, 1}));
-  }
+  const int64_t OH = window_out(x->shape[2], kh, sh, ph, dh), OW = window_out(x->shape[3], kw, sw, pw, dw);
+  Tensor cols = unfold(x, kh, kw, sh, sw, ph, pw, dh, dw);
+  const int64_t K = w->shape[1] * kh * kw;  // rows of one group's columns (sizes, not -1: N or O may be 0)
+  Tensor out = groups == 1 ? matmul(reshape(w, {O, K}), cols)  // (N, O, L)
+                           : reshape(matmul(reshape(w, {groups, O / groups, K}),
+                                            reshape(cols, {N, groups, K, OH * OW})), {N, O, OH * OW});
+  if (bias) out = add(out, reshape(*bias, {O, 1}));
   return reshape(out, {N, O, OH, OW});
 }
 

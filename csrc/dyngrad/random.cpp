@@ -55,6 +55,15 @@ void fill_with(const Tensor& t, F&& f) {
 
 void manual_seed(uint64_t seed) { gen().reseed(seed); }
 uint64_t initial_seed() { return gen().seed; }
+std::array<uint64_t, 5> rng_state() {
+  const Xoshiro& g = gen();
+  return {g.s[0], g.s[1], g.s[2], g.s[3], g.seed};
+}
+void set_rng_state(const std::array<uint64_t, 5>& state) {
+  Xoshiro& g = gen();
+  for (int i = 0; i < 4; ++i) g.s[i] = state[i];
+  g.seed = state[4];
+}
 
 void uniform_(const Tensor& t, double lo, double hi) {
   check_writable(t, "uniform_");

@@ -112,7 +112,7 @@ DG_SAVED(SavesSoftmax, (SavedTensor, out), (int64_t, dim));               // sof
 // reduction: 0 none, 1 mean, 2 sum; count: the rows not ignored (mean divides by it)
 DG_SAVED(SavesCrossEntropy, (SavedTensor, logits), (SavedTensor, target), (int64_t, reduction),
          (int64_t, ignore_index), (int64_t, count), (double, label_smoothing));
-DG_SAVED(SavesWindow, (Dims, window));  // unfold, fold: (kh, kw, sh, sw, ph, pw)
+DG_SAVED(SavesWindow, (Dims, window));  // unfold, fold: (kh, kw, sh, sw, ph, pw, dh, dw)
 
 // ---- the node ----
 

@@ -1,18 +1,20 @@
 // conv.cpp: im2col and its adjoint col2im, which turn conv2d and pooling into matrix products and reductions.
-//   cols[n, (c, i, j), (oh, ow)] = x[n, c, oh*sh - ph + i, ow*sw - pw + j]   (0 outside the image)
+//   cols[n, (c, i, j), (oh, ow)] = x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]   (0 outside the image)
+// with dilation (dh, dw) spacing the kernel's taps; OH = (H + 2*ph - dh*(kh-1) - 1) / sh + 1 (likewise OW).
 #include "loop.h"
 
 namespace dyngrad {
 
 namespace {
 struct Window {
-  int64_t N, C, H, W, kh, kw, sh, sw, ph, pw, OH, OW;
+  int64_t N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW;
 };
 
-Window make_window(const Shape& s, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
-  Window w{s[0], s[1], s[2], s[3], kh, kw, sh, sw, ph, pw, 0, 0};
-  w.OH = (w.H + 2 * ph - kh) / sh + 1;
-  w.OW = (w.W + 2 * pw - kw) / sw + 1;
+Window make_window(const Shape& s, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+                   int64_t dh, int64_t dw) {
+  Window w{s[0], s[1], s[2], s[3], kh, kw, sh, sw, ph, pw, dh, dw, 0, 0};
+  w.OH = (w.H + 2 * ph - dh * (kh - 1) - 1) / sh + 1;
+  w.OW = (w.W + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
   return w;
 }
 
@@ -25,9 +27,9 @@ void im2col_typed(const Window& g, const T* src, T* dst, bool parallel) {
     const T* img = src + (n * g.C + c) * g.H * g.W;
     T* o = dst + r * g.OH * g.OW;
     for (int64_t oh = 0; oh < g.OH; ++oh) {
-      int64_t h = oh * g.sh - g.ph + i;
+      int64_t h = oh * g.sh - g.ph + i * g.dh;
       for (int64_t ow = 0; ow < g.OW; ++ow) {
-        int64_t w = ow * g.sw - g.pw + j;
+        int64_t w = ow * g.sw - g.pw + j * g.dw;
         o[oh * g.OW + ow] = (h >= 0 && h < g.H && w >= 0 && w < g.W) ? img[h * g.W + w] : T(0);
       }
     }
@@ -45,10 +47,10 @@ void col2im_typed(const Window& g, const T* src, T* dst, bool parallel) {
       for (int64_t j = 0; j < g.kw; ++j) {
         const T* col = src + ((nc * g.kh + i) * g.kw + j) * g.OH * g.OW;
         for (int64_t oh = 0; oh < g.OH; ++oh) {
-          int64_t h = oh * g.sh - g.ph + i;
+          int64_t h = oh * g.sh - g.ph + i * g.dh;
           if (h < 0 || h >= g.H) continue;
           for (int64_t ow = 0; ow < g.OW; ++ow) {
-            int64_t w = ow * g.sw - g.pw + j;
+            int64_t w = ow * g.sw - g.pw + j * g.dw;
             if (w >= 0 && w < g.W) img[h * g.W + w] += col[oh * g.OW + ow];
           }
         }
@@ -58,9 +60,10 @@ void col2im_typed(const Window& g, const T* src, T* dst, bool parallel) {
 }
 }  // namespace
 
-Tensor im2col_kernel(const Tensor& x_in, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
+Tensor im2col_kernel(const Tensor& x_in, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+                     int64_t dh, int64_t dw) {
   Tensor x = contiguous_data(x_in);
-  Window g = make_window(x->shape, kh, kw, sh, sw, ph, pw);
+  Window g = make_window(x->shape, kh, kw, sh, sw, ph, pw, dh, dw);
   Tensor cols = empty({g.N, g.C * kh * kw, g.OH * g.OW}, x->dtype);
   bool parallel = cols->numel >= kParallelGrain;
   DG_DISPATCH_FLOAT(x->dtype, T, im2col_typed<T>(g, x->data<T>(), cols->data<T>(), parallel));
@@ -68,9 +71,9 @@ Tensor im2col_kernel(const Tensor& x_in, int64_t kh, int64_t kw, int64_t sh, int
 }
 
 Tensor col2im_kernel(const Tensor& cols_in, const Shape& input_shape, int64_t kh, int64_t kw, int64_t sh,
-                     int64_t sw, int64_t ph, int64_t pw) {
+                     int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw) {
   Tensor cols = contiguous_data(cols_in);
-  Window g = make_window(input_shape, kh, kw, sh, sw, ph, pw);
+  Window g = make_window(input_shape, kh, kw, sh, sw, ph, pw, dh, dw);
   Tensor x = zeros(input_shape, cols->dtype);
   bool parallel = cols->numel >= kParallelGrain;
   DG_DISPATCH_FLOAT(cols->dtype, T, col2im_typed<T>(g, cols->data<T>(), x->data<T>(), parallel));

@@ -46,10 +46,11 @@ Tensor matmul_kernel(const Tensor& a, const Tensor& b);
 void set_blas_functions(uintptr_t sgemm, uintptr_t dgemm, uintptr_t set_num_threads);
 bool blas_loaded();
 
-// im2col / col2im for (N, C, H, W) inputs.
-Tensor im2col_kernel(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw);
+// im2col / col2im for (N, C, H, W) inputs, with dilation (dh, dw).
+Tensor im2col_kernel(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+                     int64_t dh = 1, int64_t dw = 1);
 Tensor col2im_kernel(const Tensor& cols, const Shape& input_shape, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
-                     int64_t ph, int64_t pw);
+                     int64_t ph, int64_t pw, int64_t dh = 1, int64_t dw = 1);
 
 // Strided iteration over up to 4 operands of one broadcast shape: the shared engine of elementwise kernels.
 // fn(char* ptrs[N], const int64_t byte_strides[N], int64_t n) is called for each innermost row.

@@ -5,7 +5,7 @@ import importlib
 
 _ROOT = __name__.rpartition("._api.")[0]
 SUBPACKAGES = ("nn", "optim", "utils", "viz", "bench", "distributed", "special", "linalg", "cuda", "backends",
-               "functional")
+               "functional", "profiler")
 
 
 def __getattr__(name):

@@ -4,7 +4,7 @@ normalisation, dropout, distances and attention have their own modules beside th
 import numpy as np
 
 from .. import _C
-from .args import optional_tensor, pair, shape_str, tensor_arg, to_int
+from .args import optional_tensor, shape_str, tensor_arg, to_int
 
 
 from .node_names import rename, shows_as
@@ -97,16 +97,3 @@ def one_hot(tensor, num_classes=-1):
     if bad.size:
         raise RuntimeError(f"one_hot: class index {int(bad.reshape(-1)[0])} is out of range for {n} classes.")
     return _C.copy_from_numpy((idx[..., None] == np.arange(n)).astype(np.int64), False)
-
-
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    x = tensor_arg(input, "conv2d")
-    w = tensor_arg(weight, "conv2d", "weight")
-    b = optional_tensor(bias, "conv2d", "bias")
-    sh, sw = pair(stride, "conv2d", "stride")
-    ph, pw = pair(padding, "conv2d", "padding")
-    dh, dw = pair(dilation, "conv2d", "dilation")
-    if dh != 1 or dw != 1 or to_int(groups, "conv2d", "groups") != 1:
-        raise NotImplementedError("conv2d: dilation and groups other than 1 are not supported yet.")
-    return _C.conv2d(x, w, b, sh, sw, ph, pw)
-

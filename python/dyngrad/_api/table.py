@@ -433,7 +433,13 @@ linear            nn_ops.linear                       fn,F            -         
 bilinear          nn_ops.bilinear                     fn,F            -            -   matmul,mul,sum
 embedding         nn_ops.embedding                    fn,F            -            -   index_select
 one_hot           nn_ops.one_hot                      fn,F            -            -   -
-conv2d            nn_ops.conv2d                       fn,F            -            -   conv2d
+# ----- convolutions (also nn.functional; _api/conv.py) ---------------------------------------------------------
+conv1d            conv.conv1d                         fn,F            -            -   conv2d,unsqueeze,squeeze
+conv2d            conv.conv2d                         fn,F            -            -   conv2d
+conv_transpose1d  conv.conv_transpose1d               fn,F            -            -   matmul,fold,add
+conv_transpose2d  conv.conv_transpose2d               fn,F            -            -   matmul,fold,add
+unfold            conv.unfold                         F               -            -   unfold
+fold              conv.fold                           F               -            -   fold
 # ----- pooling, padding, resampling (also nn.functional) ----------------------------------------------------
 max_pool1d        pooling.max_pool1d                  fn,F            -            -   max_pool2d,index_select,gather
 max_pool2d        pooling.max_pool2d                  fn,F            -            -   max_pool2d,index_select,gather

@@ -72,3 +72,4 @@ def _queue_callback(callback):
 from .gradcheck import gradcheck, gradgradcheck  # noqa: E402,F401
 from .anomaly import detect_anomaly, set_detect_anomaly, is_anomaly_enabled, set_record_call_sites, is_recording_call_sites  # noqa: E402,F401,E501
 from .graph import graph_stats, set_graph_growth_warning, GraphGrowthWarning  # noqa: E402,F401
+from . import functional, graph, profiler  # noqa: E402,F401

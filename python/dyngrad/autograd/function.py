@@ -4,6 +4,7 @@ import functools
 
 from .. import _C
 from .grad_mode import no_grad
+from .graph import _current_hooks
 
 _ERR_BACKWARD_TWICE = (
     "backward() reached {node}, whose saved tensors were already freed by an earlier backward(). Pass "
@@ -22,6 +23,7 @@ class FunctionCtx:
     def __init__(self, name="Function"):
         self._name = name
         self._saved = None
+        self._packed = None  # Note [Saved tensor hooks]: [(packed value, unpack hook) or None, ...]
         self._released = False
         self.needs_input_grad = ()
         self._non_differentiable = ()
@@ -40,6 +42,8 @@ class FunctionCtx:
     def saved_tensors(self):
         if self._released:
             raise RuntimeError(_ERR_BACKWARD_TWICE.format(node=self._name) + self._created_at())
+        if self._packed is not None:
+            return tuple(self._unpack_all())
         out = []
         for t, version in self._saved or []:
             if t is not None and t._version != version:
@@ -48,6 +52,25 @@ class FunctionCtx:
                                                               saved=version) + self._created_at())
             out.append(t)
         return tuple(out)
+
+    def _pack(self, pack, unpack):
+        """Hand the saved tensors to an active saved_tensors_hooks' pack hook and keep only what it returns."""
+        if not self._saved:
+            return
+        self._packed = [None if t is None else (pack(t), unpack) for t, _ in self._saved]
+        self._saved = None
+
+    def _unpack_all(self):
+        for i, entry in enumerate(self._packed):
+            if entry is None:
+                yield None
+                continue
+            value, unpack = entry
+            t = unpack(value)
+            if not isinstance(t, _C.Tensor):
+                raise TypeError(f"saved_tensors_hooks: the unpack hook must return a Tensor, got "
+                                f"{type(t).__name__} (saved tensor {i} of {self._name}).")
+            yield t
 
     def _created_at(self):
         site = self._call_site
@@ -67,6 +90,7 @@ class FunctionCtx:
         """Called by the engine when the node's saved state is freed (Note [Releasing the graph])."""
         self._released = True
         self._saved = None
+        self._packed = None
 
 
 class Function:
@@ -104,6 +128,9 @@ class Function:
             fresh.append(o)
         node = _C._record_function(ctx, cls.backward, name, list(args), fresh, non_diff)
         ctx._call_site = node.call_site
+        hooks = _current_hooks()
+        if hooks is not None:
+            ctx._pack(*hooks)
         return fresh[0] if single else tuple(fresh)
 
 

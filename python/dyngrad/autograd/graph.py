@@ -5,8 +5,10 @@ name(), next_functions, input_metadata, saved_tensors_info(), call_site and .var
     stats = dg.autograd.graph_stats(loss)   # {'nodes': 7, 'saved_bytes': 96, 'depth': 5, 'leaves': 2}
 """
 import collections
+import threading
 import warnings
 
+from .. import _C
 from . import _engine_debug as _engine
 
 LEAF = "AccumulateGrad"
@@ -204,3 +206,100 @@ def set_graph_growth_warning(enabled=True, steps=5):
     else:
         _engine.set_backward_observer(None)
         _engine.set_track_nodes(False)
+
+
+# ----- saved tensor hooks -------------------------------------------------------------------------------------
+# Note [Saved tensor hooks] (csrc/dyngrad/node.h). The stack of active contexts is per thread, as torch's; only
+# the innermost pair applies. The engine's core is told the top of the stack; custom Functions read it here.
+_hooks_state = threading.local()
+
+
+def _hook_stack():
+    stack = getattr(_hooks_state, "stack", None)
+    if stack is None:
+        stack = _hooks_state.stack = []
+    return stack
+
+
+def _current_hooks():
+    """The innermost active (pack, unpack), or None."""
+    stack = getattr(_hooks_state, "stack", None)
+    return stack[-1] if stack else None
+
+
+class saved_tensors_hooks:
+    """Context manager: every tensor saved for backward while it is active goes through `pack_hook(tensor)`,
+    and the node keeps only what that returns; in backward, `unpack_hook(packed)` must give the tensor back (same
+    shape and dtype and values, or the gradients will be wrong).
+
+    Applies to the tensors saved by every node created inside the block: built-in ops (both engines' cores call
+    the hooks when a node saves, Note [Saved tensor hooks]) and custom Functions (`ctx.save_for_backward`, packed
+    when the node is recorded). Nested contexts: the innermost one wins. A packed tensor is not checked for
+    in-place modification (the hooks may have copied it), and the hooks are not called for nodes created on
+    other threads. An op's own output is handed to `pack_hook` as a history-free alias (so the hook cannot form a
+    reference cycle through it); it gets its grad_fn back when unpacked. With grad mode on (create_graph), a
+    built-in node's unpacked tensor gets the saved tensor's history back, as in torch, so double backward works;
+    a custom Function's `ctx.saved_tensors` are returned as the unpack hook gives them (no history).
+
+        with dg.autograd.graph.saved_tensors_hooks(lambda t: t.numpy().copy(), lambda a: dg.from_numpy(a)):
+            y = (x * x).sum()
+    """
+
+    def __init__(self, pack_hook, unpack_hook):
+        if not callable(pack_hook) or not callable(unpack_hook):
+            raise TypeError("saved_tensors_hooks: pack_hook and unpack_hook must be callables, got "
+                            f"{type(pack_hook).__name__} and {type(unpack_hook).__name__}.")
+        self.pack_hook = pack_hook
+        self.unpack_hook = unpack_hook
+
+    def __enter__(self):
+        disabled = getattr(_hooks_state, "disabled", None)
+        if disabled:
+            raise RuntimeError(disabled)
+        stack = _hook_stack()
+        stack.append((self.pack_hook, self.unpack_hook))
+        _C._set_saved_tensors_hooks(self.pack_hook, self.unpack_hook)
+        return self
+
+    def __exit__(self, *exc):
+        stack = _hook_stack()
+        stack.pop()
+        top = stack[-1] if stack else (None, None)
+        _C._set_saved_tensors_hooks(*top)
+        return False
+
+
+class save_on_cpu(saved_tensors_hooks):
+    """torch's context manager that moves saved tensors to (pinned) CPU memory and back in backward. dyngrad's
+    tensors are always on the CPU, so this packs each saved tensor as a copy of its data (values unchanged), which
+    frees nothing on a CPU-only engine but keeps programs written for torch running. pin_memory is accepted."""
+
+    def __init__(self, pin_memory=False, device_type="cuda"):
+        if not isinstance(pin_memory, bool):
+            raise TypeError(f"save_on_cpu: pin_memory must be a bool, got {type(pin_memory).__name__}.")
+        self.pin_memory = pin_memory
+        self.device_type = device_type
+
+        def pack(t):
+            return t.detach().clone()
+
+        def unpack(t):
+            return t
+
+        super().__init__(pack, unpack)
+
+
+class disable_saved_tensors_hooks:
+    """Context manager: inside it, entering saved_tensors_hooks raises RuntimeError with `error_message`."""
+
+    def __init__(self, error_message):
+        self.error_message = str(error_message)
+
+    def __enter__(self):
+        self._previous = getattr(_hooks_state, "disabled", None)
+        _hooks_state.disabled = self.error_message
+        return self
+
+    def __exit__(self, *exc):
+        _hooks_state.disabled = self._previous
+        return False

@@ -8,6 +8,7 @@ from .parameter import Parameter, Buffer
 from .module import Module, Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict
 from .linear import Identity, Linear, Flatten, Unflatten, Embedding
 from .conv import Conv2d, MaxPool2d, AvgPool2d
+from .conv import Conv1d, ConvTranspose1d, ConvTranspose2d, Fold, Unfold
 from .rnn import RNNCellBase, RNNCell, LSTMCell, GRUCell, RNNBase, RNN, LSTM, GRU
 from .norm import LayerNorm, BatchNorm1d
 from .dropout import Dropout
@@ -74,6 +75,7 @@ __all__ = [
     "ReLU", "Sigmoid", "Tanh", "LeakyReLU", "GELU", "Softplus", "SiLU", "Softmax", "LogSoftmax",
     "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss", "functional", "init", "utils",
     "parallel",
+    "Conv1d", "ConvTranspose1d", "ConvTranspose2d", "Fold", "Unfold",
 ]
 __all__ += _LAYERS
 __all__ += _POOLING

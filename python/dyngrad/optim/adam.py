@@ -2,7 +2,7 @@
 import math
 
 from .. import zeros_like, maximum
-from .optimizer import Optimizer, fused_kernel
+from .optimizer import Optimizer, fused_kernel, torch_flags
 
 
 class Adam(Optimizer):
@@ -12,10 +12,9 @@ class Adam(Optimizer):
         p = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)   (amsgrad: v -> running max of v)
     """
 
-    decoupled_weight_decay = False
-
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False,
-                 maximize=False):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
+                 foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
+                 decoupled_weight_decay=False):
         if lr < 0.0:
             raise ValueError(f"{type(self).__name__}: invalid learning rate: {lr}")
         if eps < 0.0:
@@ -24,7 +23,10 @@ class Adam(Optimizer):
             if not 0.0 <= beta < 1.0:
                 raise ValueError(f"{type(self).__name__}: invalid beta parameter at index {i}: {beta}")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      amsgrad=amsgrad, maximize=maximize))
+                                      amsgrad=amsgrad, maximize=maximize,
+                                      **torch_flags(type(self).__name__, foreach=foreach, capturable=capturable,
+                                                    differentiable=differentiable, fused=fused),
+                                      decoupled_weight_decay=bool(decoupled_weight_decay)))
 
     def _init_state(self, p, group):
         state = {"step": 0, "exp_avg": zeros_like(p), "exp_avg_sq": zeros_like(p)}
@@ -35,19 +37,20 @@ class Adam(Optimizer):
     def _update_group(self, group, params, grads, states):
         lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
         weight_decay, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
+        decoupled = group.get("decoupled_weight_decay", False)
         for s in states:
             s["step"] += 1
         kernel = fused_kernel("adam")
         if kernel is not None:
             kernel(params, grads, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
                    [s["max_exp_avg_sq"] for s in states] if amsgrad else [], [s["step"] for s in states],
-                   lr, beta1, beta2, eps, weight_decay, self.decoupled_weight_decay, amsgrad, maximize)
+                   lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad, maximize)
             return
         for p, g, s in zip(params, grads, states):
             if maximize:
                 g = -g
             if weight_decay != 0:
-                if self.decoupled_weight_decay:
+                if decoupled:
                     p.mul_(1 - lr * weight_decay)
                 else:
                     g = g.add(p, alpha=weight_decay)
@@ -68,8 +71,8 @@ class Adam(Optimizer):
 class AdamW(Adam):
     """Adam with decoupled weight decay: p = p * (1 - lr * weight_decay) before the Adam step (default 0.01)."""
 
-    decoupled_weight_decay = True
-
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False,
-                 maximize=False):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize)
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
+                 maximize=False, foreach=None, capturable=False, differentiable=False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
+                         capturable=capturable, differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)

@@ -1,6 +1,6 @@
 """RMSprop (optionally centred, with momentum), torch's update rule."""
 from .. import zeros_like
-from .optimizer import Optimizer, fused_kernel
+from .optimizer import Optimizer, fused_kernel, torch_flags
 
 
 class RMSprop(Optimizer):
@@ -11,13 +11,15 @@ class RMSprop(Optimizer):
     """
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False,
-                 maximize=False):
+                 capturable=False, foreach=None, maximize=False, differentiable=False):
         if lr < 0.0:
             raise ValueError(f"RMSprop: invalid learning rate: {lr}")
         if not 0.0 <= alpha:
             raise ValueError(f"RMSprop: invalid alpha value: {alpha}")
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum,
-                                      centered=centered, maximize=maximize))
+                                      centered=centered, maximize=maximize,
+                                      **torch_flags("RMSprop", capturable=capturable, foreach=foreach,
+                                                    differentiable=differentiable)))
 
     def _init_state(self, p, group):
         state = {"step": 0, "square_avg": zeros_like(p)}

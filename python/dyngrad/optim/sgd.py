@@ -1,6 +1,6 @@
 """SGD with momentum, dampening, Nesterov momentum and weight decay (torch's update rule)."""
 from .. import zeros_like
-from .optimizer import Optimizer, required, fused_kernel
+from .optimizer import Optimizer, required, fused_kernel, torch_flags
 
 
 class SGD(Optimizer):
@@ -11,17 +11,20 @@ class SGD(Optimizer):
         p = p - lr * g
     """
 
-    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
-                 maximize=False):
+    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, *,
+                 maximize=False, foreach=None, differentiable=False, fused=None):
         if lr is not required and lr < 0.0:
             raise ValueError(f"SGD: invalid learning rate: {lr}")
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("SGD: Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                                      nesterov=nesterov, maximize=maximize))
+                                      nesterov=nesterov, maximize=maximize,
+                                      **torch_flags("SGD", foreach=foreach, differentiable=differentiable,
+                                                    fused=fused)))
 
     def _init_state(self, p, group):
-        return {"momentum_buffer": None}
+        # torch keeps no state for a parameter of a group without momentum
+        return {"momentum_buffer": None} if group["momentum"] != 0 else None
 
     def _update_group(self, group, params, grads, states):
         lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]

@@ -7,7 +7,7 @@ once above this surface, in python/dyngrad/_api/, and serves both engines; see "
 """
 from .dtypes import DType as dtype, float32, float64, int64, bool_ as bool  # noqa: F401
 from .tensor import Tensor, empty, full, from_numpy, copy_from_numpy  # noqa: F401
-from .node import Node  # noqa: F401
+from .node import Node, _set_saved_tensors_hooks  # noqa: F401
 from .grad_mode import is_grad_enabled, _set_enabled as _set_grad_enabled  # noqa: F401
 from .ops import OP_NAMES as _OP_NAMES, SAVED_FIELDS as _SAVED_FIELDS
 from .ops_math import (  # noqa: F401
@@ -23,6 +23,7 @@ from .ops_shape import (  # noqa: F401
 )
 from .ops_nn import softmax, log_softmax, cross_entropy, unfold, fold, conv2d, max_pool2d, avg_pool2d  # noqa: F401
 from .random import rand, randn, randint, bernoulli_mask, randperm, manual_seed, initial_seed  # noqa: F401
+from .random import get_rng_state as _get_rng_state, set_rng_state as _set_rng_state  # noqa: F401
 from .engine import run_backward as _run_backward, queue_callback as _queue_callback  # noqa: F401
 from .function_node import record_function as _record_function  # noqa: F401
 from .debug import (  # noqa: F401

@@ -96,25 +96,27 @@ matmul = np.matmul
 
 
 # ----- convolution and pooling (kernels/conv.cpp) -----------------------------------------------------------
-def im2col(x, kernel, stride, padding, pad_value=0.0):
-    """(N, C, H, W) -> (N, C*kh*kw, OH*OW): every receptive field as one column (rows ordered c, i, j)."""
-    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
+def im2col(x, kernel, stride, padding, pad_value=0.0, dilation=(1, 1)):
+    """(N, C, H, W) -> (N, C*kh*kw, OH*OW): every receptive field as one column (rows ordered c, i, j); tap (i, j)
+    of a window reads x[oh*sh - ph + i*dh, ow*sw - pw + j*dw]."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     n, c = x.shape[:2]
     if ph or pw:
         x = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=pad_value)
-    windows = sliding_window_view(x, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw]   # (N, C, OH, OW, kh, kw)
+    ekh, ekw = dh * (kh - 1) + 1, dw * (kw - 1) + 1            # the span of a dilated kernel
+    windows = sliding_window_view(x, (ekh, ekw), axis=(2, 3))[:, :, ::sh, ::sw, ::dh, ::dw]  # (N,C,OH,OW,kh,kw)
     oh, ow = windows.shape[2:4]
     return windows.transpose(0, 1, 4, 5, 2, 3).reshape(n, c * kh * kw, oh * ow)
 
 
-def col2im(cols, input_size, kernel, stride, padding):
+def col2im(cols, input_size, kernel, stride, padding, dilation=(1, 1)):
     """The adjoint of im2col: add every column back onto the (N, C, H, W) positions it was read from."""
-    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     n, c, h, w = input_size
-    oh, ow = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
+    oh, ow = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
     cols = cols.reshape(n, c, kh, kw, oh, ow)
     out = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=cols.dtype)
     for i in range(kh):
         for j in range(kw):
-            out[:, :, i:i + sh * oh:sh, j:j + sw * ow:sw] += cols[:, :, i, j]
+            out[:, :, i * dh:i * dh + sh * oh:sh, j * dw:j * dw + sw * ow:sw] += cols[:, :, i, j]
     return out[:, :, ph:ph + h, pw:pw + w]

@@ -5,10 +5,12 @@ gradient of that input goes: `(node, input_nr)` of the op that produced the inpu
 sink if it is a leaf requiring grad, or None if the input needs no gradient.
 """
 import itertools
+import threading
 import types
 import weakref
 
 from . import debug, errors
+from .grad_mode import is_grad_enabled
 from .tensor import Tensor, make_tensor, _HookList
 
 _sequence_nr = itertools.count()   # creation order of nodes, as Node::sequence_nr in C++
@@ -99,7 +101,7 @@ class Node:
         from .tensor import HELPERS as _HELPERS
         out = []
         for s in self._saved_list():
-            if s is None:
+            if s is None or isinstance(s, PackedSavedTensor):   # Note [Saved tensor hooks]: the hook's to hold
                 continue
             arr = s.tensor._data if s.tensor is not None else s.data
             out.append((_HELPERS["Size"](arr.shape), from_numpy_dtype(arr.dtype), int(arr.size * arr.itemsize)))
@@ -190,6 +192,51 @@ class SavedTensor:
         return out
 
 
+# Note [Saved tensor hooks] (csrc/dyngrad/node.h): the (pack, unpack) of this thread, set by saved_tensors_hooks.
+_pack_hooks = threading.local()
+
+
+def _set_saved_tensors_hooks(pack, unpack):
+    _pack_hooks.value = (pack, unpack) if pack is not None else None
+
+
+class PackedSavedTensor:
+    """What the pack hook returned for a saved tensor; unpacking calls the unpack hook (no version check, as in
+    the C++ engine). An output is packed as a history-free alias and gets its node back as grad_fn when unpacked;
+    any other saved tensor gets its history back when grad mode is on (a leaf is returned itself), as in
+    autograd_bind.cpp's PyPackedSaved."""
+
+    __slots__ = ("value", "unpack_fn", "output_nr", "grad_fn", "leaf")
+
+    def __init__(self, t, is_output, pack, unpack):
+        self.output_nr = t.output_nr if is_output else None
+        self.grad_fn = self.leaf = None
+        if is_output:
+            t = make_tensor(t._data, t._storage)
+        elif t.grad_fn is not None:
+            self.grad_fn = (t.grad_fn, t.output_nr)
+        elif t._requires_grad:
+            self.leaf = t
+        self.value = pack(t)
+        self.unpack_fn = unpack
+
+    def unpack(self, node):
+        out = self.unpack_fn(self.value)
+        if not isinstance(out, Tensor):
+            raise TypeError(f"saved_tensors_hooks: the unpack hook must return a Tensor, got {type(out).__name__}.")
+        if self.output_nr is not None:
+            out = make_tensor(out._data, out._storage)
+            out.grad_fn = node
+            out.output_nr = self.output_nr
+        elif is_grad_enabled():
+            if self.leaf is not None:
+                return self.leaf
+            if self.grad_fn is not None:
+                out = make_tensor(out._data, out._storage)
+                out.grad_fn, out.output_nr = self.grad_fn
+        return out
+
+
 class OpNode(Node):
     """The node of one primitive op: its derivative lives in derivatives.py as `<op>_backward(grad, s)`, where
     `s` holds the op's saved fields by name (`fields`, its row of ops.PRIMITIVES: see Note [Named saved state] in
@@ -236,7 +283,11 @@ class OpNode(Node):
     def save(self, name, t, is_output=False):
         if self.saved is None:
             self.saved = {}
-        self.saved[name] = SavedTensor(t, is_output) if t is not None else None
+        if t is None:
+            self.saved[name] = None
+            return
+        hooks = getattr(_pack_hooks, "value", None)
+        self.saved[name] = SavedTensor(t, is_output) if hooks is None else PackedSavedTensor(t, is_output, *hooks)
 
     def release_saved(self):
         if self.saved is not None:

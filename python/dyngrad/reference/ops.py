@@ -36,7 +36,7 @@ SavesIndex = ("index", "dim")
 SavesPositions = ("positions",)
 SavesSoftmax = ("out", "dim")
 SavesCrossEntropy = ("logits", "target", "reduction", "ignore_index", "count", "label_smoothing")
-SavesWindow = ("window",)                 # (kh, kw, sh, sw, ph, pw)
+SavesWindow = ("window",)                 # (kh, kw, sh, sw, ph, pw, dh, dw)
 
 #             name             DisplayName (the node shows as DisplayNameBackward), what its node saves
 PRIMITIVES = (

@@ -89,66 +89,98 @@ def _check_image(x, op):
 INT64_MAX = 2 ** 63 - 1
 
 
-def _check_window(x, kh, kw, sh, sw, ph, pw, op):
-    """See Note [Window geometry] in csrc/dyngrad/ops_nn.cpp: the sizes implied by kernel, stride and padding must
-    fit in int64 (Python's ints do not overflow; C++'s did, so both engines refuse the same geometry)."""
-    if not (kh > 0 and kw > 0 and sh > 0 and sw > 0 and ph >= 0 and pw >= 0):
-        raise RuntimeError(f"{op}: kernel size and stride must be positive and padding non-negative, got kernel "
-                           f"({kh}, {kw}), stride ({sh}, {sw}), padding ({ph}, {pw}).")
-    hp, wp = x.shape[2] + 2 * ph, x.shape[3] + 2 * pw
+def _check_window(x, kh, kw, sh, sw, ph, pw, op, dh=1, dw=1, shape=None):
+    """See Note [Window geometry] in csrc/dyngrad/ops_nn.cpp: the sizes implied by kernel, stride, padding and
+    dilation must fit in int64 (Python's ints do not overflow; C++'s did, so both engines refuse the same
+    geometry). `shape` is the image's shape when x is not the image (fold)."""
+    xs = tuple(x.shape) if shape is None else tuple(shape)
+    if not (kh > 0 and kw > 0 and sh > 0 and sw > 0 and ph >= 0 and pw >= 0 and dh > 0 and dw > 0):
+        raise RuntimeError(f"{op}: kernel size, stride and dilation must be positive and padding non-negative, got "
+                           f"kernel ({kh}, {kw}), stride ({sh}, {sw}), padding ({ph}, {pw}), dilation ({dh}, {dw}).")
+    hp, wp = xs[2] + 2 * ph, xs[3] + 2 * pw
     if max(2 * ph, 2 * pw, hp, wp) > INT64_MAX:
-        raise RuntimeError(f"{op}: padding ({ph}, {pw}) is too large: the padded input of shape {shape_str(x.shape)} "
+        raise RuntimeError(f"{op}: padding ({ph}, {pw}) is too large: the padded input of shape {shape_str(xs)} "
                            "would have more rows or columns than fit in 64 bits.")
-    if hp < kh or wp < kw:
-        raise RuntimeError(f"{op}: kernel ({kh}, {kw}) is larger than the padded input of shape {shape_str(x.shape)} "
-                           f"with padding ({ph}, {pw}).")
-    oh, ow = (hp - kh) // sh + 1, (wp - kw) // sw + 1
-    rows, positions = x.shape[1] * kh * kw, oh * ow
-    if max(rows, positions, x.shape[0] * rows * positions) > INT64_MAX:
+    ekh, ekw = dh * (kh - 1) + 1, dw * (kw - 1) + 1
+    if max(ekh, ekw) > INT64_MAX:
+        raise RuntimeError(f"{op}: dilation ({dh}, {dw}) with kernel ({kh}, {kw}) spans more than fits in 64 bits.")
+    if hp < ekh or wp < ekw:
+        raise RuntimeError(f"{op}: kernel ({kh}, {kw}) with dilation ({dh}, {dw}) is larger than the padded input of "
+                           f"shape {shape_str(xs)} with padding ({ph}, {pw}).")
+    oh, ow = (hp - ekh) // sh + 1, (wp - ekw) // sw + 1
+    rows, positions = xs[1] * kh * kw, oh * ow
+    if max(rows, positions, xs[0] * rows * positions) > INT64_MAX:
         raise RuntimeError(f"{op}: kernel ({kh}, {kw}), stride ({sh}, {sw}) and padding ({ph}, {pw}) on an input of "
-                           f"shape {shape_str(x.shape)} give {oh} x {ow} windows: the unfolded input "
+                           f"shape {shape_str(xs)} give {oh} x {ow} windows: the unfolded input "
                            "(N * C*kh*kw * OH*OW elements) would have more elements than fit in 64 bits.")
-    check_allocation((x.shape[0], rows, positions), x._data.dtype)
-    return (x.shape[0], rows, positions)
+    if shape is None:
+        check_allocation((xs[0], rows, positions), x._data.dtype)
+    return (xs[0], rows, positions)
+
+
+def _window_out(size, k, s, p, d):
+    return (size + 2 * p - d * (k - 1) - 1) // s + 1
 
 
 # out = im2col(x)
-def unfold(x, kh, kw, sh, sw, ph, pw):
+def unfold(x, kh, kw, sh, sw, ph, pw, dh=1, dw=1):
     _check_image(x, "unfold")
-    shape = _check_window(x, kh, kw, sh, sw, ph, pw, "unfold")
+    shape = _check_window(x, kh, kw, sh, sw, ph, pw, "unfold", dh, dw)
     try:
-        out = make_tensor(kernels.im2col(x._data, (kh, kw), (sh, sw), (ph, pw)))
+        out = make_tensor(kernels.im2col(x._data, (kh, kw), (sh, sw), (ph, pw), dilation=(dh, dw)))
     except MemoryError:             # (numpy pads the input first: say what C++ would have allocated)
         raise cannot_allocate(shape, x._data.dtype) from None
     if any_requires_grad(x):
-        record("unfold", out, (x,)).args = {"window": (kh, kw, sh, sw, ph, pw)}
+        record("unfold", out, (x,)).args = {"window": (kh, kw, sh, sw, ph, pw, dh, dw)}
     return out
 
 
-# out = col2im(cols) (sums overlapping windows)
-def fold(cols, input_shape, kh, kw, sh, sw, ph, pw):
-    out = make_tensor(kernels.col2im(cols._data, tuple(input_shape), (kh, kw), (sh, sw), (ph, pw)))
+# out = col2im(cols) (sums overlapping windows). cols must be exactly what unfold makes of an input of
+# input_shape: the kernel trusts its shape.
+def fold(cols, input_shape, kh, kw, sh, sw, ph, pw, dh=1, dw=1):
+    input_shape = tuple(int(v) for v in input_shape)
+    if len(input_shape) != 4 or min(input_shape) < 0:
+        raise RuntimeError(f"fold: expected a 4-D output shape (N, C, H, W), got {shape_str(input_shape)}.")
+    check_float(cols, "fold")
+    _check_window(cols, kh, kw, sh, sw, ph, pw, "fold", dh, dw, shape=input_shape)
+    n, c, h, w = input_shape
+    expected = (n, c * kh * kw, _window_out(h, kh, sh, ph, dh) * _window_out(w, kw, sw, pw, dw))
+    if tuple(cols.shape) != expected:
+        raise RuntimeError(f"fold: expected columns of shape {shape_str(expected)} for an output of shape "
+                           f"{shape_str(input_shape)}, got {shape_str(cols.shape)}.")
+    out = make_tensor(kernels.col2im(cols._data, input_shape, (kh, kw), (sh, sw), (ph, pw), (dh, dw)))
     if any_requires_grad(cols):
-        record("fold", out, (cols,)).args = {"window": (kh, kw, sh, sw, ph, pw)}
+        record("fold", out, (cols,)).args = {"window": (kh, kw, sh, sw, ph, pw, dh, dw)}
     return out
 
 
-# conv2d = weight (O, C*kh*kw) @ im2col(x) (N, C*kh*kw, L), reshaped to (N, O, OH, OW)
-def conv2d(x, w, bias, sh, sw, ph, pw):
+# conv2d = weight (O, C/G*kh*kw) @ im2col(x) (N, C*kh*kw, L), reshaped to (N, O, OH, OW). With G groups the
+# columns split into G blocks of C/G*kh*kw rows (unfold orders rows by channel first) and the weight into G blocks
+# of O/G filters: one batched product (G, O/G, K) @ (N, G, K, L) -> (N, G, O/G, L), which is (N, O, L).
+def conv2d(x, w, bias, sh, sw, ph, pw, dh=1, dw=1, groups=1):
     _check_image(x, "conv2d")
     if w.ndim != 4:
         raise RuntimeError(f"conv2d: expected a 4-D weight (O, C, kh, kw), got shape {shape_str(w.shape)}.")
-    if w.shape[1] != x.shape[1]:
-        raise RuntimeError(f"conv2d: input has {x.shape[1]} channels but the weight expects {w.shape[1]} (input "
-                           f"{shape_str(x.shape)}, weight {shape_str(w.shape)}).")
+    if groups <= 0:
+        raise RuntimeError(f"conv2d: groups must be positive, got {groups}.")
+    if w.shape[0] % groups:
+        raise RuntimeError(f"conv2d: the weight's {w.shape[0]} output channels are not divisible by groups={groups}.")
+    if w.shape[1] * groups != x.shape[1]:
+        raise RuntimeError(f"conv2d: input has {x.shape[1]} channels but the weight expects {w.shape[1] * groups} "
+                           f"(input {shape_str(x.shape)}, weight {shape_str(w.shape)}, groups={groups}).")
     n, o, kh, kw = x.shape[0], w.shape[0], w.shape[2], w.shape[3]
-    _check_window(x, kh, kw, sh, sw, ph, pw, "conv2d")
-    oh, ow = (x.shape[2] + 2 * ph - kh) // sh + 1, (x.shape[3] + 2 * pw - kw) // sw + 1
-    cols = unfold(x, kh, kw, sh, sw, ph, pw)
-    out = matmul(reshape(w, (o, -1)), cols)                  # (N, O, L)
+    _check_window(x, kh, kw, sh, sw, ph, pw, "conv2d", dh, dw)
+    if bias is not None and (bias.ndim != 1 or bias.shape[0] != o):
+        raise RuntimeError(f"conv2d: bias must have shape ({o},), got {shape_str(bias.shape)}.")
+    oh, ow = _window_out(x.shape[2], kh, sh, ph, dh), _window_out(x.shape[3], kw, sw, pw, dw)
+    cols = unfold(x, kh, kw, sh, sw, ph, pw, dh, dw)
+    k = w.shape[1] * kh * kw            # rows of one group's columns (sizes, not -1: N or O may be 0)
+    if groups == 1:
+        out = matmul(reshape(w, (o, k)), cols)                  # (N, O, L)
+    else:
+        out = reshape(matmul(reshape(w, (groups, o // groups, k)), reshape(cols, (n, groups, k, oh * ow))),
+                      (n, o, oh * ow))
     if bias is not None:
-        if bias.ndim != 1 or bias.shape[0] != o:
-            raise RuntimeError(f"conv2d: bias must have shape ({o},), got {shape_str(bias.shape)}.")
         out = add(out, reshape(bias, (o, 1)))
     return reshape(out, (n, o, oh, ow))
 

@@ -21,6 +21,20 @@ def initial_seed():
     return _state["seed"]
 
 
+def get_rng_state():
+    """The generator's whole state (a copy), for utils.checkpoint's preserve_rng_state."""
+    import copy
+    return (_state["seed"], copy.deepcopy(_state["generator"].bit_generator.state))
+
+
+def set_rng_state(state):
+    seed, bits = state
+    _state["seed"] = seed
+    generator = np.random.Generator(np.random.PCG64())
+    generator.bit_generator.state = bits
+    _state["generator"] = generator
+
+
 def generator():
     return _state["generator"]
 
