@@ -4,7 +4,7 @@ normalisation, dropout, distances and attention have their own modules beside th
 import numpy as np
 
 from .. import _C
-from .args import optional_tensor, pair, shape_str, tensor_arg, to_int
+from .args import optional_tensor, shape_str, tensor_arg, to_int
 
 
 from .node_names import rename, shows_as
@@ -97,20 +97,3 @@ def one_hot(tensor, num_classes=-1):
     if bad.size:
         raise RuntimeError(f"one_hot: class index {int(bad.reshape(-1)[0])} is out of range for {n} classes.")
     return _C.copy_from_numpy((idx[..., None] == np.arange(n)).astype(np.int64), False)
-
-
-def _pool(is_max):
-    op = "max_pool2d" if is_max else "avg_pool2d"
-
-    def pool(input, kernel_size, stride=None, padding=0):
-        x = tensor_arg(input, op)
-        kh, kw = pair(kernel_size, op, "kernel_size")
-        sh, sw = (kh, kw) if stride is None else pair(stride, op, "stride")
-        ph, pw = pair(padding, op, "padding")
-        return (_C.max_pool2d if is_max else _C.avg_pool2d)(x, kh, kw, sh, sw, ph, pw)
-    pool.__name__ = pool.__qualname__ = op
-    pool.__doc__ = f"{'Max' if is_max else 'Average'} over kernel_size windows of (N, C, H, W) input."
-    return pool
-
-
-max_pool2d, avg_pool2d = _pool(True), _pool(False)

@@ -433,8 +433,6 @@ linear            nn_ops.linear                       fn,F            -         
 bilinear          nn_ops.bilinear                     fn,F            -            -   matmul,mul,sum
 embedding         nn_ops.embedding                    fn,F            -            -   index_select
 one_hot           nn_ops.one_hot                      fn,F            -            -   -
-max_pool2d        nn_ops.max_pool2d                   fn,F            -            -   max_pool2d
-avg_pool2d        nn_ops.avg_pool2d                   fn,F            -            -   avg_pool2d
 # ----- convolutions (also nn.functional; _api/conv.py) ---------------------------------------------------------
 conv1d            conv.conv1d                         fn,F            -            -   conv2d,unsqueeze,squeeze
 conv2d            conv.conv2d                         fn,F            -            -   conv2d
@@ -442,6 +440,40 @@ conv_transpose1d  conv.conv_transpose1d               fn,F            -         
 conv_transpose2d  conv.conv_transpose2d               fn,F            -            -   matmul,fold,add
 unfold            conv.unfold                         F               -            -   unfold
 fold              conv.fold                           F               -            -   fold
+# ----- pooling, padding, resampling (also nn.functional) ----------------------------------------------------
+max_pool1d        pooling.max_pool1d                  fn,F            -            -   max_pool2d,index_select,gather
+max_pool2d        pooling.max_pool2d                  fn,F            -            -   max_pool2d,index_select,gather
+max_pool1d_with_indices pooling.max_pool1d_with_indices fn,F          -            -   index_select,gather
+max_pool2d_with_indices pooling.max_pool2d_with_indices F             -            -   index_select,gather
+avg_pool1d        pooling.avg_pool1d                  fn,F            -            -   avg_pool2d,index_select,sum
+avg_pool2d        pooling.avg_pool2d                  fn,F            -            -   avg_pool2d,index_select,sum
+adaptive_avg_pool1d pooling.adaptive_avg_pool1d       fn,F            -            -   avg_pool2d,index_select,sum
+adaptive_avg_pool2d pooling.adaptive_avg_pool2d       F               -            -   avg_pool2d,index_select,sum
+adaptive_max_pool1d pooling.adaptive_max_pool1d       F               -            -   max_pool2d,index_select,gather
+adaptive_max_pool2d pooling.adaptive_max_pool2d       F               -            -   max_pool2d,index_select,gather
+adaptive_max_pool1d_with_indices pooling.adaptive_max_pool1d_with_indices F - -        index_select,gather
+adaptive_max_pool2d_with_indices pooling.adaptive_max_pool2d_with_indices F - -        index_select,gather
+lp_pool1d         pooling.lp_pool1d                   F               -            -   avg_pool2d,pow_scalar
+lp_pool2d         pooling.lp_pool2d                   F               -            -   avg_pool2d,pow_scalar
+max_unpool1d      pooling.max_unpool1d                F               -            -   put
+max_unpool2d      pooling.max_unpool2d                F               -            -   put
+max_pool3d        pooling.max_pool3d                  fn,F            -            -   index_select,gather
+max_pool3d_with_indices pooling.max_pool3d_with_indices F             -            -   index_select,gather
+avg_pool3d        pooling.avg_pool3d                  F               -            -   index_select,sum
+adaptive_avg_pool3d pooling.adaptive_avg_pool3d       F               -            -   index_select,sum
+adaptive_max_pool3d pooling.adaptive_max_pool3d       F               -            -   index_select,gather
+adaptive_max_pool3d_with_indices pooling.adaptive_max_pool3d_with_indices F - -        index_select,gather
+lp_pool3d         pooling.lp_pool3d                   F               -            -   index_select,pow_scalar
+max_unpool3d      pooling.max_unpool3d                F               -            -   put
+pad               padding.pad                         F               -            -   slice,cat,index_select
+interpolate       resample.interpolate                F               -            -   index_select,mul,add
+upsample          resample.upsample                   F               -            -   index_select,mul,add
+upsample_nearest  resample.upsample_nearest           F               -            -   index_select
+upsample_bilinear resample.upsample_bilinear          F               -            -   index_select,mul,add
+pixel_shuffle     resample.pixel_shuffle              fn,F            -            -   reshape,permute
+pixel_unshuffle   resample.pixel_unshuffle            fn,F            -            -   reshape,permute
+channel_shuffle   resample.channel_shuffle            fn,F            -            -   reshape,permute
+embedding_bag     embedding_bag.embedding_bag         F               -            -   index_select,index_add,gather
 # ----- activations (also nn.functional; the F.NAME_ rows are torch's in-place forms) ------------------------
 softmax           activation.softmax_fn               fn,method,out   -            -   prim
 softmax           activation.softmax                  F               -            -   prim

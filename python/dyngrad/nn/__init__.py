@@ -45,6 +45,26 @@ _LAYERS = [
     "TransformerEncoderLayer", "TransformerDecoderLayer", "SyncBatchNorm",
 ]
 # ----- end of issue 14 layers ------------------------------------------------------------------------------------
+# ----- pooling, padding, upsampling, shuffles, EmbeddingBag (issues 10 and 14) --------------------------------
+from .pooling import (MaxPool1d, AvgPool1d, AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d,
+                      AdaptiveMaxPool2d, MaxUnpool1d, MaxUnpool2d, LPPool1d, LPPool2d, MaxPool3d, AvgPool3d,
+                      AdaptiveAvgPool3d, AdaptiveMaxPool3d, MaxUnpool3d, LPPool3d)
+from .padding import (ZeroPad1d, ZeroPad2d, ZeroPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d,
+                      ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d,
+                      CircularPad1d, CircularPad2d, CircularPad3d)
+from .upsampling import Upsample, UpsamplingNearest2d, UpsamplingBilinear2d
+from .pixelshuffle import PixelShuffle, PixelUnshuffle, ChannelShuffle
+from .embedding_bag import EmbeddingBag
+_POOLING = [
+    "MaxPool1d", "AvgPool1d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
+    "MaxUnpool1d", "MaxUnpool2d", "LPPool1d", "LPPool2d", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d",
+    "AdaptiveMaxPool3d", "MaxUnpool3d", "LPPool3d",
+    "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d",
+    "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d",
+    "CircularPad1d", "CircularPad2d", "CircularPad3d", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d",
+    "PixelShuffle", "PixelUnshuffle", "ChannelShuffle", "EmbeddingBag",
+]
+# ----- end of pooling layers -------------------------------------------------------------------------------------
 from . import functional, init, utils, parallel
 
 __all__ = [
@@ -58,3 +78,4 @@ __all__ = [
     "Conv1d", "ConvTranspose1d", "ConvTranspose2d", "Fold", "Unfold",
 ]
 __all__ += _LAYERS
+__all__ += _POOLING

@@ -8,6 +8,7 @@ from .._api.conv import _PADDING_MODES, _pad_nonzero
 from . import functional as F, init
 from .module import Module
 from .parameter import Parameter
+from .pooling import MaxPool2d, AvgPool2d  # noqa: F401  (moved to nn/pooling.py; nn/__init__ imports them here)
 
 
 def _ntuple(v, n):
@@ -208,40 +209,3 @@ class Fold(Module):
     def extra_repr(self):
         return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, dilation={self.dilation}, "
                 f"padding={self.padding}, stride={self.stride}")
-
-
-class MaxPool2d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
-        super().__init__()
-        if dilation != 1 or return_indices or ceil_mode:
-            raise NotImplementedError("MaxPool2d: dilation, return_indices and ceil_mode are not supported yet.")
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding, self.dilation = padding, dilation
-        self.return_indices, self.ceil_mode = return_indices, ceil_mode
-
-    def forward(self, input):
-        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding)
-
-    def extra_repr(self):
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
-
-
-class AvgPool2d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-                 divisor_override=None):
-        super().__init__()
-        if ceil_mode or not count_include_pad or divisor_override is not None:
-            raise NotImplementedError("AvgPool2d: ceil_mode, count_include_pad=False and divisor_override are not "
-                                      "supported yet.")
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding, self.ceil_mode = padding, ceil_mode
-        self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
-
-    def forward(self, input):
-        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding)
-
-    def extra_repr(self):
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
