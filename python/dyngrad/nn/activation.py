@@ -316,7 +316,8 @@ class MultiheadAttention(Module):
         self.num_heads, self.dropout, self.batch_first = num_heads, dropout, batch_first
         self.head_dim = embed_dim // num_heads
         if self.head_dim * num_heads != embed_dim:
-            raise AssertionError("embed_dim must be divisible by num_heads")
+            raise AssertionError(f"MultiheadAttention: embed_dim must be divisible by num_heads, got embed_dim={embed_dim} "
+                                 f"and num_heads={num_heads}.")
         if not self._qkv_same_embed_dim:
             self.q_proj_weight = Parameter(empty(embed_dim, embed_dim, dtype=dtype))
             self.k_proj_weight = Parameter(empty(embed_dim, self.kdim, dtype=dtype))

@@ -20,7 +20,7 @@ class EmbeddingBag(Module):
         self.max_norm, self.norm_type, self.scale_grad_by_freq = max_norm, norm_type, scale_grad_by_freq
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
-                raise AssertionError("padding_idx must be within num_embeddings")
+                raise AssertionError("EmbeddingBag: padding_idx must be within num_embeddings")
             padding_idx %= num_embeddings
         self.padding_idx = padding_idx
         if _weight is None:
@@ -28,7 +28,7 @@ class EmbeddingBag(Module):
             self.reset_parameters()
         else:
             if tuple(_weight.shape) != (num_embeddings, embedding_dim):
-                raise AssertionError("Shape of weight does not match num_embeddings and embedding_dim")
+                raise AssertionError("EmbeddingBag: shape of weight does not match num_embeddings and embedding_dim")
             self.weight = Parameter(_weight)
         self.mode, self.sparse, self.include_last_offset = mode, sparse, include_last_offset
 
@@ -61,7 +61,7 @@ class EmbeddingBag(Module):
                         mode="mean", sparse=False, include_last_offset=False, padding_idx=None):
         """An EmbeddingBag whose weight is `embeddings` (2-D), frozen unless freeze=False."""
         if embeddings.dim() != 2:
-            raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
+            raise AssertionError("EmbeddingBag.from_pretrained: embeddings parameter is expected to be 2-dimensional")
         rows, cols = embeddings.shape
         bag = cls(rows, cols, max_norm=max_norm, norm_type=norm_type, scale_grad_by_freq=scale_grad_by_freq,
                   mode=mode, sparse=sparse, _weight=embeddings, include_last_offset=include_last_offset,

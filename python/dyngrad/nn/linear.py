@@ -82,7 +82,7 @@ class Embedding(Module):
         check_device(device, "Embedding")
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
-                raise AssertionError("Padding_idx must be within num_embeddings")
+                raise AssertionError("Embedding: padding_idx must be within num_embeddings")
             padding_idx %= num_embeddings
         self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, padding_idx
         self.max_norm, self.norm_type = max_norm, norm_type
@@ -92,7 +92,7 @@ class Embedding(Module):
             self.reset_parameters()
         else:
             if tuple(_weight.shape) != (num_embeddings, embedding_dim):
-                raise AssertionError("Shape of weight does not match num_embeddings and embedding_dim")
+                raise AssertionError("Embedding: shape of weight does not match num_embeddings and embedding_dim")
             self.weight = Parameter(_weight, requires_grad=not _freeze)
 
     def reset_parameters(self):
@@ -123,7 +123,7 @@ class Embedding(Module):
                         scale_grad_by_freq=False, sparse=False):
         """An Embedding whose weight is `embeddings` (2-D), frozen unless freeze=False."""
         if embeddings.dim() != 2:
-            raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
+            raise AssertionError("Embedding.from_pretrained: embeddings parameter is expected to be 2-dimensional")
         rows, cols = embeddings.shape
         return cls(rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse, _weight=embeddings,
                    _freeze=freeze)
