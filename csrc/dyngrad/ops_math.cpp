@@ -29,7 +29,10 @@ std::vector<int64_t> normalize_dims(const Dims& dims, int64_t ndim, const char* 
 
 Tensor scalar_like(const Tensor& t, double v, bool is_integral) {
   DType dt = t->dtype;
-  if (!is_integral && !is_floating(dt)) dt = DType::Float32;
+  if (!is_integral && !is_floating(dt)) dt = default_float_dtype();
+  // a float next to a float16/bfloat16 tensor with dims stays float32: result_type keeps the tensor's dtype and the
+  // kernel computes in float32 (Note [Half types]), so the number is not rounded to 16 bits first (as torch)
+  else if (!is_integral && is_half(dt) && t->ndim() > 0) dt = DType::Float32;
   else if (is_integral && dt == DType::Bool && !(v == 0 || v == 1)) dt = DType::Int64;
   else if (is_integral && dt == DType::Bool) dt = DType::Int64;
   return scalar_tensor(v, dt);

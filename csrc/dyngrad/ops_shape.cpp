@@ -384,7 +384,9 @@ std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim) {
 // ---------------- indexing ----------------
 
 static Tensor checked_index(const Tensor& index, const char* op) {
-  DG_CHECK(index->dtype == DType::Int64, IndexError, op, ": indices must be an int64 tensor, got ",
+  // torch takes int32 indices too; they are widened here, once, so that the loops below read int64 only
+  if (index->dtype == DType::Int32) return contiguous_copy(index, DType::Int64);
+  DG_CHECK(index->dtype == DType::Int64, IndexError, op, ": indices must be an int64 or int32 tensor, got ",
            dtype_name(index->dtype), ".");
   return contiguous_data(index);
 }
@@ -444,7 +446,7 @@ Tensor index_add(const Tensor& src_in, int64_t d, const Tensor& index_in, const 
   int64_t outer = 1, inner = 1;
   for (int64_t k = 0; k < d; ++k) outer *= out_shape[k];
   for (int64_t k = d + 1; k < (int64_t)out_shape.size(); ++k) inner *= out_shape[k];
-  DG_DISPATCH_ALL(src->dtype, T, {
+  DG_DISPATCH_INTEGERS(src->dtype, T, {
     const T* s = src->data<T>();
     T* o = out->data<T>();
     for (int64_t q = 0; q < outer; ++q)
@@ -519,7 +521,7 @@ Tensor scatter_add(const Tensor& src_in, int64_t d, const Tensor& index_in, cons
   Tensor index = checked_index(index_in, "scatter_add");
   Tensor src = contiguous_data(src_in);
   Tensor out = zeros(out_shape, src->dtype);
-  DG_DISPATCH_ALL(src->dtype, T, {
+  DG_DISPATCH_INTEGERS(src->dtype, T, {
     const T* s = src->data<T>();
     T* o = out->data<T>();
     for_each_gather_position(index, out_shape, d, "scatter_add", [&](int64_t i, int64_t flat) { o[flat] += s[i]; });
@@ -573,7 +575,7 @@ Tensor put_add(const Tensor& v_in, const Tensor& positions_in, const Shape& out_
   check_positions(positions, out->numel, "put_add");
   Tensor v = contiguous_data(v_in);
   const int64_t* p = positions->data<int64_t>();
-  DG_DISPATCH_ALL(v->dtype, T, {
+  DG_DISPATCH_INTEGERS(v->dtype, T, {
     const T* s = v->data<T>();
     T* o = out->data<T>();
     for (int64_t i = 0; i < positions->numel; ++i) o[p[i]] += s[i];
