@@ -238,6 +238,27 @@ def test_half_arithmetic_in_float32(dg, name):
     check(x + dg.tensor([1.0]), t + torch.tensor([1.0]))
 
 
+@pytest.mark.parametrize("name", ["int8", "uint8", "int32", "float16", "bfloat16"])
+def test_matmul_softmax_computed_wide(dg, name):
+    """matmul (int8 wraps, halves accumulate in float32) and softmax of the half types, as torch."""
+    vals = [[100, 3], [7, -2]] if name != "uint8" else [[100, 3], [7, 200]]
+    if name in HALVES:
+        vals = [[1.5, -0.3], [2.7, 0.01]]
+    x, t = dgt(dg, vals, name), tt(vals, name)
+    check(x @ x, t @ t)
+    check(dg.matmul(x[0], x), torch.matmul(t[0], t))
+    if name in HALVES:
+        check(dg.softmax(x, 1), torch.softmax(t, 1))
+        check(dg.log_softmax(x, 0), torch.log_softmax(t, 0))
+        check(dg.stack([x, x]), torch.stack([t, t]))
+        y = dgt(dg, vals, name).requires_grad_()
+        (y.softmax(1) * dgt(dg, [[1.0, 2.0], [3.0, 4.0]], name)).sum().backward()
+        u = tt(vals, name).requires_grad_()
+        (u.softmax(1) * tt([[1.0, 2.0], [3.0, 4.0]], name)).sum().backward()
+        assert y.grad.dtype is y.dtype
+        np.testing.assert_allclose(y.grad.float().tolist(), u.grad.float().tolist(), atol=2e-2)
+
+
 def test_half_specials(dg):
     vals = [65504.0, 65520.0, 1e-8, 6e-8, float("inf"), float("nan"), -0.0, 3.4e38]
     for name in HALVES:

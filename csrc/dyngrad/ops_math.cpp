@@ -440,6 +440,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   DG_CHECK(ka == kb, RuntimeError, "matmul: inner dimensions do not match: ", shape_str(a->shape), " @ ",
            shape_str(b->shape), " (", ka, " != ", kb, ").");
   DType dt = result_type(a, b);
+  if (is_half(dt) || is_narrow_int(dt))  // Note [Half types], Note [Narrow integers]: computed wide, converted back
+    return to_dtype(matmul(to_dtype(a, widen(dt)), to_dtype(b, widen(dt))), dt);
   Tensor ac = a->dtype == dt ? a : to_dtype(a, dt);
   Tensor bc = b->dtype == dt ? b : to_dtype(b, dt);
   Tensor out = matmul_kernel(ac, bc);

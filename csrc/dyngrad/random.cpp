@@ -115,7 +115,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype) {
     return (int64_t)((uint64_t)low + r % range);
   };
   DG_CHECK(t->is_contiguous(), RuntimeError, "random fill: expected a contiguous tensor.");
-  DG_DISPATCH_INTEGERS(dtype, T, {
+  DG_DISPATCH_STORAGE(dtype, T, {
     T* p = t->data<T>();
     for (int64_t i = 0; i < t->numel; ++i) p[i] = static_cast<T>(draw());
   });

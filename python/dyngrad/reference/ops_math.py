@@ -473,6 +473,9 @@ def matmul(a, b):
         raise RuntimeError(errors.ERR_MATMUL.format(a=shape_str(a.shape), b=shape_str(b.shape), k1=ka, k2=kb))
     broadcast_shapes(a.shape[:-2], b.shape[:-2], "matmul")
     dtype = result_type(a, b)
+    if dtype.itemsize < 4 or dtype is _dt.int32:    # half types and narrow integers: computed wide (as C++)
+        wide = _dt.float32 if dtype.is_floating_point else _dt.int64
+        return to_dtype(matmul(to_dtype(a, wide), to_dtype(b, wide)), dtype)
     ac = a if a.dtype is dtype else to_dtype(a, dtype)
     bc = b if b.dtype is dtype else to_dtype(b, dtype)
     out = make_tensor(kernels.matmul(ac._data, bc._data))

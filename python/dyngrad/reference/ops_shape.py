@@ -259,7 +259,7 @@ def cat(tensors, dim):
                                    f"{shape_str(t.shape)}, expected {shape_str(ref.shape)} apart from that dim.")
         parts.append(dtype.cast(t._data))
         sizes.append(t.shape[d])
-    out = make_tensor(np.concatenate(parts, axis=d))
+    out = make_tensor(dtype.cast(np.concatenate(parts, axis=d)))     # cast: keeps bfloat16's tag
     if any_requires_grad(*tensors):
         record("cat", out, tuple(tensors)).args = {"dim": d, "sizes": tuple(sizes)}
     return out
