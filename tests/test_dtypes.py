@@ -251,12 +251,34 @@ def test_matmul_softmax_computed_wide(dg, name):
         check(dg.softmax(x, 1), torch.softmax(t, 1))
         check(dg.log_softmax(x, 0), torch.log_softmax(t, 0))
         check(dg.stack([x, x]), torch.stack([t, t]))
+        i, ti = dg.tensor([0, 0, 2]), torch.tensor([0, 0, 2])
+        src, tsrc = dgt(dg, [1.0, 2.0, 3.5], name), tt([1.0, 2.0, 3.5], name)
+        check(dg.zeros(3, dtype=x.dtype).index_add(0, i, src), torch.zeros(3, dtype=t.dtype).index_add(0, ti, tsrc))
+        check(dg.zeros(3, dtype=x.dtype).scatter_add(0, i, src), torch.zeros(3, dtype=t.dtype).scatter_add(0, ti, tsrc))
         y = dgt(dg, vals, name).requires_grad_()
         (y.softmax(1) * dgt(dg, [[1.0, 2.0], [3.0, 4.0]], name)).sum().backward()
         u = tt(vals, name).requires_grad_()
         (u.softmax(1) * tt([[1.0, 2.0], [3.0, 4.0]], name)).sum().backward()
         assert y.grad.dtype is y.dtype
         np.testing.assert_allclose(y.grad.float().tolist(), u.grad.float().tolist(), atol=2e-2)
+
+
+@pytest.mark.parametrize("name", HALVES)
+def test_half_random(dg, name):
+    """rand of a half type stays in [0, 1) on the dtype's grid; randn and dropout give the dtype."""
+    dg.manual_seed(0)
+    d = getattr(dg, name)
+    u = dg.rand(4000, dtype=d)
+    assert u.dtype is d
+    vals = np.asarray(u.float().tolist())
+    assert vals.min() >= 0 and vals.max() < 1 and 0.45 < vals.mean() < 0.55
+    grid = 2048 if name == "float16" else 256
+    np.testing.assert_array_equal(vals * grid, np.floor(vals * grid))
+    n = dg.randn(4000, dtype=d)
+    assert n.dtype is d and abs(float(n.float().mean())) < 0.1 and 0.9 < float(n.float().std()) < 1.1
+    x = dg.ones(1000, dtype=d)
+    y = dg.nn.functional.dropout(x, 0.5, training=True)
+    assert y.dtype is d and set(np.unique(y.float().tolist())) <= {0.0, 2.0}
 
 
 def test_half_specials(dg):

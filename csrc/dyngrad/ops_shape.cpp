@@ -436,6 +436,8 @@ Tensor index_select(const Tensor& a_in, int64_t dim, const Tensor& index_in) {
 
 // out = zeros(out_shape); out.index_select(dim, index) += src
 Tensor index_add(const Tensor& src_in, int64_t d, const Tensor& index_in, const Shape& out_shape) {
+  if (is_half(src_in->dtype))  // Note [Half types]: accumulated in float32 (differentiably), rounded once
+    return to_dtype(index_add(to_dtype(src_in, DType::Float32), d, index_in, out_shape), src_in->dtype);
   Tensor index = checked_index(index_in, "index_add");
   Tensor src = contiguous_data(src_in);
   Tensor out = zeros(out_shape, src->dtype);
@@ -518,6 +520,8 @@ Tensor gather(const Tensor& a_in, int64_t dim, const Tensor& index_in) {
 
 // out = zeros(out_shape); out[i][index[i][j]] += src[i][j]
 Tensor scatter_add(const Tensor& src_in, int64_t d, const Tensor& index_in, const Shape& out_shape) {
+  if (is_half(src_in->dtype))  // Note [Half types]
+    return to_dtype(scatter_add(to_dtype(src_in, DType::Float32), d, index_in, out_shape), src_in->dtype);
   Tensor index = checked_index(index_in, "scatter_add");
   Tensor src = contiguous_data(src_in);
   Tensor out = zeros(out_shape, src->dtype);
@@ -570,6 +574,8 @@ Tensor put(const Tensor& a, const Tensor& positions_in, const Tensor& v_in) {
 
 // out = zeros(out_shape) with out.flatten()[positions] += v
 Tensor put_add(const Tensor& v_in, const Tensor& positions_in, const Shape& out_shape) {
+  if (is_half(v_in->dtype))  // Note [Half types]
+    return to_dtype(put_add(to_dtype(v_in, DType::Float32), positions_in, out_shape), v_in->dtype);
   Tensor positions = checked_index(positions_in, "put_add");
   Tensor out = zeros(out_shape, v_in->dtype);
   check_positions(positions, out->numel, "put_add");
