@@ -8,7 +8,7 @@
 
 namespace dyngrad {
 
-// The first four keep their old values (saved files and the Python side index by them).
+// The first four keep their old values, so that code comparing or storing them is unaffected.
 enum class DType : uint8_t {
   Bool = 0, Int64 = 1, Float32 = 2, Float64 = 3, UInt8 = 4, Int8 = 5, Int16 = 6, Int32 = 7, Float16 = 8, BFloat16 = 9
 };
