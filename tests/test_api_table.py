@@ -158,7 +158,7 @@ def _bad_argument_lists(dg):
 
 
 SKIP_BEHAVIOUR = {"seed", "manual_seed", "initial_seed", "get_num_threads", "rand", "randn", "randint", "randperm", "rand_like", "randn_like",
-                  "normal", "bernoulli", "dropout", "empty", "empty_like", "set_num_threads", "Tensor",
+                  "normal", "bernoulli", "dropout", "empty", "empty_like", "set_num_threads", "set_default_dtype", "Tensor",
                   "FloatTensor", "DoubleTensor", "LongTensor", "BoolTensor"}
 
 

@@ -45,6 +45,7 @@ struct DTypeObject {
 py::object dtype_object(DType d);
 // dyngrad dtypes, numpy dtypes, and float/int/bool (float means float64, as in torch).
 DType parse_dtype(py::handle o);
+std::optional<DType> dtype_from_name(const std::string& name);
 std::optional<DType> parse_optional_dtype(py::handle o);
 
 // A Python bool/int/float as the operand of an op whose other operand is `like` (null: the number alone).

@@ -13,10 +13,16 @@
 
 namespace dyngrad {
 
-// ---- dtypes: four singleton objects, never freed (they outlive every tensor) ----
-static py::object* g_dtypes[4] = {nullptr, nullptr, nullptr, nullptr};
+// ---- dtypes: one singleton object each, never freed (they outlive every tensor) ----
+static py::object* g_dtypes[kNumDTypes] = {};
 
 py::object dtype_object(DType d) { return *g_dtypes[(int)d]; }
+
+std::optional<DType> dtype_from_name(const std::string& name) {
+  for (int i = 0; i < kNumDTypes; ++i)
+    if (name == dtype_name((DType)i)) return (DType)i;
+  return std::nullopt;
+}
 
 DType parse_dtype(py::handle o) {
   if (py::isinstance<DTypeObject>(o)) return o.cast<DTypeObject&>().dtype;
@@ -28,15 +34,13 @@ DType parse_dtype(py::handle o) {
   try {
     dt = np.attr("dtype")(o);
   } catch (py::error_already_set&) {
-    throw TypeError(str_cat("expected a dtype (dyngrad.float32, float64, int64 or bool), got ",
+    throw TypeError(str_cat("expected a dtype (dyngrad.float32, int64, ...), got ",
                             py::str(py::repr(o)).cast<std::string>(), "."));
   }
   std::string name = py::str(dt.attr("name"));
-  if (name == "float32") return DType::Float32;
-  if (name == "float64") return DType::Float64;
-  if (name == "int64") return DType::Int64;
-  if (name == "bool") return DType::Bool;
-  throw TypeError(str_cat("dtype ", name, " is not supported: dyngrad has float32, float64, int64 and bool."));
+  if (auto found = dtype_from_name(name)) return *found;
+  throw TypeError(str_cat("dtype ", name, " is not supported: dyngrad has bool, uint8, int8, int16, int32, int64, "
+                          "float16, bfloat16, float32 and float64."));
 }
 
 std::optional<DType> parse_optional_dtype(py::handle o) {
@@ -49,16 +53,28 @@ void bind_dtypes(py::module_& m) {
       .def("__repr__", [](const DTypeObject& d) { return std::string("dyngrad.") + dtype_name(d.dtype); })
       .def_property_readonly("is_floating_point", [](const DTypeObject& d) { return is_floating(d.dtype); })
       .def_property_readonly("itemsize", [](const DTypeObject& d) { return dtype_size(d.dtype); })
+      .def_property_readonly("is_signed", [](const DTypeObject& d) {
+        return d.dtype != DType::Bool && d.dtype != DType::UInt8;
+      })
+      .def_property_readonly("is_complex", [](const DTypeObject&) { return false; })
       .def_property_readonly("name", [](const DTypeObject& d) { return std::string(dtype_name(d.dtype)); })
       .def("__reduce__", [](const DTypeObject& d) {
         return py::make_tuple(py::module_::import("dyngrad").attr("_dtype_from_name"),
                               py::make_tuple(std::string(dtype_name(d.dtype))));
       });
-  const DType all[] = {DType::Bool, DType::Int64, DType::Float32, DType::Float64};
-  for (DType d : all) {
-    g_dtypes[(int)d] = new py::object(py::cast(DTypeObject{d}));
-    m.attr(dtype_name(d)) = *g_dtypes[(int)d];
+  for (int i = 0; i < kNumDTypes; ++i) {
+    DType d = (DType)i;
+    g_dtypes[i] = new py::object(py::cast(DTypeObject{d}));
+    m.attr(dtype_name(d)) = *g_dtypes[i];
   }
+  // torch.set_default_dtype: the dtype of Python floats and of integer inputs to float ops
+  m.def("_get_default_dtype", [] { return dtype_object(default_float_dtype()); });
+  m.def("_set_default_dtype", [](py::handle o) {
+    DType d = parse_dtype(o);
+    DG_CHECK(is_floating(d), TypeError, "set_default_dtype: only floating-point dtypes can be the default, got ",
+             dtype_name(d), ".");
+    default_float_dtype_ref() = d;
+  }, py::arg("dtype"));
 }
 
 // ---- Python helpers ----
@@ -100,7 +116,7 @@ Tensor scalar_operand(py::handle o, const Tensor* like) {
   if (PyFloat_Check(o.ptr())) {
     double v = PyFloat_AS_DOUBLE(o.ptr());
     if (like) return scalar_like(*like, v, false);
-    return scalar_tensor(v, DType::Float32);
+    return scalar_tensor(v, default_float_dtype());
   }
   throw TypeError(str_cat("expected a Python number (bool, int or float), got ",
                           py::str(py::type::handle_of(o).attr("__name__")).cast<std::string>(), "."));

@@ -25,14 +25,10 @@ constexpr const char* kNonLeafGradWarning =
     ".retain_grad() on it before backward() to keep its gradient, or read .grad of the leaf tensors.";
 
 // ---- numpy ----
+// numpy has every dtype but bfloat16 under the same name; bfloat16 tensors have no numpy view (torch: TypeError).
 const char* numpy_dtype_name(DType d) {
-  switch (d) {
-    case DType::Bool: return "bool";
-    case DType::Int64: return "int64";
-    case DType::Float32: return "float32";
-    case DType::Float64: return "float64";
-  }
-  return "?";
+  DG_CHECK(d != DType::BFloat16, TypeError, "numpy: bfloat16 has no numpy dtype; convert with .float() first.");
+  return dtype_name(d);
 }
 
 py::array numpy_view(const Tensor& t) {
@@ -51,15 +47,12 @@ py::array numpy_view(const Tensor& t) {
 // `warn`: from_numpy shares a read-only array with torch's warning; a copy (dyngrad.tensor) needs none.
 Tensor from_numpy(py::array arr, bool warn = true) {
   std::string kind = py::str(arr.dtype().attr("name"));
-  DType dt;
-  if (kind == "float32") dt = DType::Float32;
-  else if (kind == "float64") dt = DType::Float64;
-  else if (kind == "int64") dt = DType::Int64;
-  else if (kind == "bool") dt = DType::Bool;
-  else
+  std::optional<DType> found = dtype_from_name(kind);
+  if (!found || *found == DType::BFloat16)
     throw TypeError(str_cat("from_numpy: arrays of dtype ", kind,
-                            " are not supported; dyngrad has float32, float64, int64 and bool (use dyngrad.tensor to "
-                            "convert)."));
+                            " are not supported; dyngrad has float64, float32, float16, int64, int32, int16, int8, "
+                            "uint8 and bool (use dyngrad.tensor to convert)."));
+  const DType dt = *found;
   const int64_t item = (int64_t)dtype_size(dt);
   bool strides_ok = true;
   for (py::ssize_t i = 0; i < arr.ndim(); ++i)
@@ -199,7 +192,7 @@ void bind_tensor(py::module_& m) {
              " elements cannot be converted to a Python number (shape ", shape_str(t->shape),
              "); expected exactly one element.");
     if (t->dtype == DType::Bool) return py::bool_(item_double(t) != 0);
-    if (t->dtype == DType::Int64) return py::int_(item_int(t));
+    if (is_integral(t->dtype)) return py::int_(item_int(t));
     return py::float_(item_double(t));
   });
   cls.def("_numpy_view", [](const Tensor& t) { return numpy_view(t); },

@@ -29,7 +29,10 @@ std::vector<int64_t> normalize_dims(const Dims& dims, int64_t ndim, const char* 
 
 Tensor scalar_like(const Tensor& t, double v, bool is_integral) {
   DType dt = t->dtype;
-  if (!is_integral && !is_floating(dt)) dt = DType::Float32;
+  if (!is_integral && !is_floating(dt)) dt = default_float_dtype();
+  // a float next to a float16/bfloat16 tensor with dims stays float32: result_type keeps the tensor's dtype and the
+  // kernel computes in float32 (Note [Half types]), so the number is not rounded to 16 bits first (as torch)
+  else if (!is_integral && is_half(dt) && t->ndim() > 0) dt = DType::Float32;
   else if (is_integral && dt == DType::Bool && !(v == 0 || v == 1)) dt = DType::Int64;
   else if (is_integral && dt == DType::Bool) dt = DType::Int64;
   return scalar_tensor(v, dt);
@@ -437,6 +440,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   DG_CHECK(ka == kb, RuntimeError, "matmul: inner dimensions do not match: ", shape_str(a->shape), " @ ",
            shape_str(b->shape), " (", ka, " != ", kb, ").");
   DType dt = result_type(a, b);
+  if (is_half(dt) || is_narrow_int(dt))  // Note [Half types], Note [Narrow integers]: computed wide, converted back
+    return to_dtype(matmul(to_dtype(a, widen(dt)), to_dtype(b, widen(dt))), dt);
   Tensor ac = a->dtype == dt ? a : to_dtype(a, dt);
   Tensor bc = b->dtype == dt ? b : to_dtype(b, dt);
   Tensor out = matmul_kernel(ac, bc);

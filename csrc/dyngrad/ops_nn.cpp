@@ -10,6 +10,8 @@ namespace dyngrad {
 
 // out = exp(a) / sum(exp(a), dim)
 Tensor softmax(const Tensor& a_in, int64_t dim) {
+  if (is_half(a_in->dtype))  // Note [Half types]: computed in float32 (differentiably), rounded back
+    return to_dtype(softmax(to_dtype(a_in, DType::Float32), dim), a_in->dtype);
   Tensor a = is_floating(a_in->dtype) ? a_in : to_dtype(a_in, DType::Float32);
   int64_t d = a->ndim() ? wrap_dim(dim, a->ndim(), "softmax") : (wrap_dim(dim, 0, "softmax"), 0);
   Tensor out = a->ndim() ? softmax_kernel(a, d, false) : full({}, 1.0, a->dtype);
@@ -23,6 +25,8 @@ Tensor softmax(const Tensor& a_in, int64_t dim) {
 
 // out = a - logsumexp(a, dim)
 Tensor log_softmax(const Tensor& a_in, int64_t dim) {
+  if (is_half(a_in->dtype))  // Note [Half types]
+    return to_dtype(log_softmax(to_dtype(a_in, DType::Float32), dim), a_in->dtype);
   Tensor a = is_floating(a_in->dtype) ? a_in : to_dtype(a_in, DType::Float32);
   int64_t d = a->ndim() ? wrap_dim(dim, a->ndim(), "log_softmax") : (wrap_dim(dim, 0, "log_softmax"), 0);
   Tensor out = a->ndim() ? softmax_kernel(a, d, true) : zeros({}, a->dtype);

@@ -384,7 +384,9 @@ std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim) {
 // ---------------- indexing ----------------
 
 static Tensor checked_index(const Tensor& index, const char* op) {
-  DG_CHECK(index->dtype == DType::Int64, IndexError, op, ": indices must be an int64 tensor, got ",
+  // torch takes int32 indices too; they are widened here, once, so that the loops below read int64 only
+  if (index->dtype == DType::Int32) return contiguous_copy(index, DType::Int64);
+  DG_CHECK(index->dtype == DType::Int64, IndexError, op, ": indices must be an int64 or int32 tensor, got ",
            dtype_name(index->dtype), ".");
   return contiguous_data(index);
 }
@@ -434,6 +436,8 @@ Tensor index_select(const Tensor& a_in, int64_t dim, const Tensor& index_in) {
 
 // out = zeros(out_shape); out.index_select(dim, index) += src
 Tensor index_add(const Tensor& src_in, int64_t d, const Tensor& index_in, const Shape& out_shape) {
+  if (is_half(src_in->dtype))  // Note [Half types]: accumulated in float32 (differentiably), rounded once
+    return to_dtype(index_add(to_dtype(src_in, DType::Float32), d, index_in, out_shape), src_in->dtype);
   Tensor index = checked_index(index_in, "index_add");
   Tensor src = contiguous_data(src_in);
   Tensor out = zeros(out_shape, src->dtype);
@@ -444,7 +448,7 @@ Tensor index_add(const Tensor& src_in, int64_t d, const Tensor& index_in, const 
   int64_t outer = 1, inner = 1;
   for (int64_t k = 0; k < d; ++k) outer *= out_shape[k];
   for (int64_t k = d + 1; k < (int64_t)out_shape.size(); ++k) inner *= out_shape[k];
-  DG_DISPATCH_ALL(src->dtype, T, {
+  DG_DISPATCH_INTEGERS(src->dtype, T, {
     const T* s = src->data<T>();
     T* o = out->data<T>();
     for (int64_t q = 0; q < outer; ++q)
@@ -517,10 +521,12 @@ Tensor gather(const Tensor& a_in, int64_t dim, const Tensor& index_in) {
 
 // out = zeros(out_shape); out[i][index[i][j]] += src[i][j]
 Tensor scatter_add(const Tensor& src_in, int64_t d, const Tensor& index_in, const Shape& out_shape) {
+  if (is_half(src_in->dtype))  // Note [Half types]
+    return to_dtype(scatter_add(to_dtype(src_in, DType::Float32), d, index_in, out_shape), src_in->dtype);
   Tensor index = checked_index(index_in, "scatter_add");
   Tensor src = contiguous_data(src_in);
   Tensor out = zeros(out_shape, src->dtype);
-  DG_DISPATCH_ALL(src->dtype, T, {
+  DG_DISPATCH_INTEGERS(src->dtype, T, {
     const T* s = src->data<T>();
     T* o = out->data<T>();
     for_each_gather_position(index, out_shape, d, "scatter_add", [&](int64_t i, int64_t flat) { o[flat] += s[i]; });
@@ -569,12 +575,14 @@ Tensor put(const Tensor& a, const Tensor& positions_in, const Tensor& v_in) {
 
 // out = zeros(out_shape) with out.flatten()[positions] += v
 Tensor put_add(const Tensor& v_in, const Tensor& positions_in, const Shape& out_shape) {
+  if (is_half(v_in->dtype))  // Note [Half types]
+    return to_dtype(put_add(to_dtype(v_in, DType::Float32), positions_in, out_shape), v_in->dtype);
   Tensor positions = checked_index(positions_in, "put_add");
   Tensor out = zeros(out_shape, v_in->dtype);
   check_positions(positions, out->numel, "put_add");
   Tensor v = contiguous_data(v_in);
   const int64_t* p = positions->data<int64_t>();
-  DG_DISPATCH_ALL(v->dtype, T, {
+  DG_DISPATCH_INTEGERS(v->dtype, T, {
     const T* s = v->data<T>();
     T* o = out->data<T>();
     for (int64_t i = 0; i < positions->numel; ++i) o[p[i]] += s[i];

@@ -93,6 +93,15 @@ void normal_(const Tensor& t, double mean, double std) {
 }
 
 Tensor rand(const Shape& shape, DType dtype) {
+  if (is_half(dtype)) {
+    // Note [Half types]: drawn in float32 and cut down to the dtype's grid k / 2**digits (11 for float16, 8 for
+    // bfloat16, as torch draws), which the conversion keeps exactly: rounding could give 1.0, outside U[0, 1)
+    Tensor t = rand(shape, DType::Float32);
+    const float scale = dtype == DType::Float16 ? 2048.0f : 256.0f;
+    float* p = t->data<float>();
+    for (int64_t i = 0; i < t->numel; ++i) p[i] = std::floor(p[i] * scale) / scale;
+    return contiguous_copy(t, dtype);
+  }
   Tensor t = empty(shape, dtype);
   uniform_(t, 0, 1);
   if (dtype == DType::Float32) {  // rounding up to 1.0f must not happen: U[0, 1)
@@ -104,6 +113,7 @@ Tensor rand(const Shape& shape, DType dtype) {
 }
 
 Tensor randn(const Shape& shape, DType dtype) {
+  if (is_half(dtype)) return contiguous_copy(randn(shape, DType::Float32), dtype);  // Note [Half types]
   Tensor t = empty(shape, dtype);
   normal_(t, 0, 1);
   return t;
@@ -124,7 +134,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype) {
     return (int64_t)((uint64_t)low + r % range);
   };
   DG_CHECK(t->is_contiguous(), RuntimeError, "random fill: expected a contiguous tensor.");
-  DG_DISPATCH_ALL(dtype, T, {
+  DG_DISPATCH_STORAGE(dtype, T, {
     T* p = t->data<T>();
     for (int64_t i = 0; i < t->numel; ++i) p[i] = static_cast<T>(draw());
   });
@@ -132,6 +142,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype) {
 }
 
 Tensor bernoulli_mask(const Shape& shape, double keep_prob, DType dtype) {
+  if (is_half(dtype)) return contiguous_copy(bernoulli_mask(shape, keep_prob, DType::Float32), dtype);
   Tensor t = empty(shape, dtype);
   Xoshiro& g = gen();
   fill_with(t, [&] { return g.uniform() < keep_prob ? 1.0 : 0.0; });

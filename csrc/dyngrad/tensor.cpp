@@ -16,6 +16,10 @@ namespace dyngrad {
   throw TypeError(str_cat("expected a floating-point tensor (float32 or float64), got ", dtype_name(d), "."));
 }
 
+[[noreturn]] void throw_dtype_unsupported(DType d) {
+  throw TypeError(str_cat("this operation is not implemented for ", dtype_name(d), " tensors; convert with .float()."));
+}
+
 std::string shape_str(const std::vector<int64_t>& shape) {
   std::ostringstream os;
   os << "(";
@@ -148,7 +152,7 @@ Tensor zeros(const Shape& shape, DType dtype) {
 Tensor full(const Shape& shape, double value, DType dtype) {
   Tensor t = empty(shape, dtype);
   int64_t n = t->numel;
-  DG_DISPATCH_ALL(dtype, T, {
+  DG_DISPATCH_STORAGE(dtype, T, {
     T v = static_cast<T>(value);
     T* p = t->data<T>();
     for (int64_t i = 0; i < n; ++i) p[i] = v;
@@ -161,7 +165,7 @@ Tensor scalar_tensor(double value, DType dtype) { return full(Shape{}, value, dt
 Tensor full_int(const Shape& shape, int64_t value, DType dtype) {
   Tensor t = empty(shape, dtype);
   int64_t n = t->numel;
-  DG_DISPATCH_ALL(dtype, T, {
+  DG_DISPATCH_STORAGE(dtype, T, {
     T v = static_cast<T>(value);
     T* p = t->data<T>();
     for (int64_t i = 0; i < n; ++i) p[i] = v;
@@ -180,7 +184,7 @@ Tensor arange_int(int64_t start, int64_t end, int64_t step, DType dtype) {
   DG_CHECK(count <= INT64_MAX, RuntimeError, "arange: the range (start=", start, ", end=", end, ", step=", step,
            ") has more elements than fit in 64 bits.");
   Tensor t = empty({(int64_t)count}, dtype);
-  DG_DISPATCH_ALL(dtype, T, {
+  DG_DISPATCH_STORAGE(dtype, T, {
     T* p = t->data<T>();
     for (int64_t i = 0; i < t->numel; ++i) p[i] = static_cast<T>((int64_t)(start + (__int128)i * step));
   });
@@ -203,7 +207,7 @@ Tensor arange_float(double start, double end, double step, DType dtype) {
              "arange: the values from ", start, " to ", last, " do not fit in int64.");
   }
   Tensor t = empty({n}, dtype);
-  DG_DISPATCH_ALL(dtype, T, {
+  DG_DISPATCH_STORAGE(dtype, T, {
     T* p = t->data<T>();
     for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + (double)i * step);
   });
@@ -248,7 +252,7 @@ double item_double(const Tensor& t) {
   DG_CHECK(t->numel == 1, RuntimeError, "item(): a tensor with ", t->numel,
            " elements cannot be converted to a Python number (shape ", shape_str(t->shape), ").");
   double v = 0;
-  DG_DISPATCH_ALL(t->dtype, T, v = static_cast<double>(*t->data<T>()));
+  DG_DISPATCH_STORAGE(t->dtype, T, v = static_cast<double>(*t->data<T>()));
   return v;
 }
 
@@ -256,7 +260,7 @@ int64_t item_int(const Tensor& t) {
   DG_CHECK(t->numel == 1, RuntimeError, "item(): a tensor with ", t->numel,
            " elements cannot be converted to a Python number (shape ", shape_str(t->shape), ").");
   int64_t v = 0;
-  DG_DISPATCH_ALL(t->dtype, T, v = static_cast<int64_t>(*t->data<T>()));
+  DG_DISPATCH_STORAGE(t->dtype, T, v = static_cast<int64_t>(*t->data<T>()));
   return v;
 }
 

@@ -204,6 +204,13 @@ static void unary_integral(UnaryKind k, const Tensor& out, const Tensor& a) {
 
 Tensor unary_kernel(UnaryKind k, const Tensor& a_in, DType out_dtype, double p0, double p1) {
   bool bool_out = k == UnaryKind::Not || k == UnaryKind::IsNan || k == UnaryKind::IsFinite;
+  const DType in = a_in->dtype;
+  if (is_half(in) || (!bool_out && is_half(out_dtype)) || (is_narrow_int(in) && (bool_out || in == out_dtype))) {
+    // Note [Half types] and Note [Narrow integers]: computed in float32 / int64, converted back
+    const DType wide = is_half(in) ? DType::Float32 : (is_narrow_int(in) ? DType::Int64 : in);
+    Tensor r = unary_kernel(k, contiguous_copy(a_in, wide), bool_out ? DType::Bool : widen(out_dtype), p0, p1);
+    return bool_out || r->dtype == out_dtype ? r : contiguous_copy(r, out_dtype);
+  }
   DType compute = bool_out ? a_in->dtype : out_dtype;
   Tensor a = a_in->dtype == compute ? a_in : contiguous_copy(a_in, compute);
   Tensor out = empty(a->shape, bool_out ? DType::Bool : compute);
@@ -213,6 +220,7 @@ Tensor unary_kernel(UnaryKind k, const Tensor& a_in, DType out_dtype, double p0,
     case DType::Float64: unary_float<double>(k, out, a, p0, p1); break;
     case DType::Int64: unary_integral<int64_t>(k, out, a); break;
     case DType::Bool: unary_integral<bool>(k, out, a); break;
+    default: throw_dtype_unsupported(compute);
   }
   return out;
 }
@@ -300,6 +308,10 @@ static void binary_typed(BinaryKind k, const Tensor& out, const Tensor& a, const
 static bool is_bool_result(BinaryKind k) { return k >= BinaryKind::Eq; }
 
 Tensor binary_kernel(BinaryKind k, const Tensor& a_in, const Tensor& b_in, DType compute, const char* op) {
+  if (is_half(compute) || is_narrow_int(compute)) {  // Note [Half types] and Note [Narrow integers]
+    Tensor r = binary_kernel(k, a_in, b_in, widen(compute), op);
+    return is_bool_result(k) ? r : contiguous_copy(r, compute);
+  }
   Shape shape = a_in->shape == b_in->shape ? a_in->shape : broadcast_shapes(a_in->shape, b_in->shape, op);
   Tensor a = a_in->dtype == compute ? a_in : contiguous_copy(a_in, compute);
   Tensor b = b_in->dtype == compute ? b_in : contiguous_copy(b_in, compute);
@@ -324,7 +336,7 @@ Tensor where_kernel(const Tensor& cond, const Tensor& a, const Tensor& b, const 
   Tensor out = empty(shape, a->dtype);
   if (out->numel == 0) return out;
   StridedLoop loop({out.get(), cond.get(), a.get(), b.get()});
-  DG_DISPATCH_ALL(a->dtype, T, {
+  DG_DISPATCH_STORAGE(a->dtype, T, {
     loop.run([&](char** p, const int64_t* s, int64_t m) {
       for (int64_t i = 0; i < m; ++i)
         *(T*)(p[0] + i * s[0]) = *(const bool*)(p[1] + i * s[1]) ? *(const T*)(p[2] + i * s[2])
@@ -348,6 +360,8 @@ static T clamp_bound(double v) {
 }
 
 Tensor clamp_kernel(const Tensor& a, double lo, double hi) {
+  if (is_half(a->dtype) || is_narrow_int(a->dtype))  // the bounds are clamped to int64, so the result fits back
+    return contiguous_copy(clamp_kernel(contiguous_copy(a, widen(a->dtype)), lo, hi), a->dtype);
   Tensor out = empty(a->shape, a->dtype);
   if (out->numel == 0) return out;
   const bool nan_bound = std::isnan(lo) || std::isnan(hi);

@@ -58,6 +58,14 @@ void for_rows(int64_t outer, int64_t inner, F&& f) {
 }  // namespace
 
 Tensor reduce_kernel(ReduceKind k, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  if (is_half(a->dtype) || is_narrow_int(a->dtype)) {  // Note [Half types], Note [Narrow integers]
+    // reduced in float32 / int64; max, min (and a half type's sum) convert back, sums of integers stay int64
+    const DType wide = widen(a->dtype);
+    Tensor r = reduce_kernel(k, contiguous_copy(a, wide), dims, keepdim);
+    const bool back = k == ReduceKind::Max || k == ReduceKind::Min ||
+                      (is_half(a->dtype) && (k == ReduceKind::Sum || k == ReduceKind::LogSumExp));
+    return back ? contiguous_copy(r, a->dtype) : r;
+  }
   const int64_t nd = a->ndim();
   std::vector<bool> reduced(nd, false);
   for (int64_t d : dims) reduced[d] = true;

@@ -207,7 +207,7 @@ def broadcast_shapes(a, b, op):
 
 # ----- dtypes and devices ----------------------------------------------------------------------------------------
 
-DTYPE_NAMES = ("bool", "int64", "float32", "float64")
+DTYPE_NAMES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64")
 
 
 def dtype_arg(o, op="dtype"):
@@ -224,9 +224,9 @@ def dtype_arg(o, op="dtype"):
     try:
         name = np.dtype(o).name
     except TypeError:
-        raise TypeError(f"{op}: expected a dtype (dyngrad.float32, float64, int64 or bool), got {o!r}.") from None
+        raise TypeError(f"{op}: expected a dtype (dyngrad.float32, int64, ...), got {o!r}.") from None
     if name not in DTYPE_NAMES:
-        raise TypeError(f"{op}: dtype {name} is not supported: dyngrad has float32, float64, int64 and bool.")
+        raise TypeError(f"{op}: dtype {name} is not supported: dyngrad has {', '.join(DTYPE_NAMES)}.")
     return getattr(_C, name)
 
 
@@ -235,11 +235,20 @@ def optional_dtype(o, op="dtype"):
 
 
 def numpy_dtype(dtype):
-    return np.dtype(dtype.name)
+    """The numpy dtype holding `dtype`'s values: its own, or float32 for bfloat16 (numpy has none; the values are
+    rounded when the tensor is made, see creation.from_array)."""
+    return np.dtype(np.float32 if dtype.name == "bfloat16" else dtype.name)
+
+
+def host_array(t):
+    """A numpy view of t's values for reading them on the host: bfloat16 (no numpy dtype) is widened to float32."""
+    if t.dtype.name == "bfloat16":
+        t = _C.to_dtype(t, _C.float32)
+    return t._numpy_view()
 
 
 def get_default_dtype():
-    return _C.float32
+    return _C._get_default_dtype()
 
 
 def check_device(device, op):

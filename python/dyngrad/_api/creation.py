@@ -5,8 +5,8 @@ import os
 import numpy as np
 
 from .. import _C
-from .args import (Tensor, check_device, dtype_arg, finish, get_default_dtype, number, numpy_dtype, sizes_arg,
-                   tensor_arg, to_int, type_name)
+from .args import (DTYPE_NAMES, Tensor, check_device, dtype_arg, finish, get_default_dtype, host_array, number, numpy_dtype,
+                   sizes_arg, tensor_arg, to_int, type_name)
 
 
 def _dtype_or(dtype, default, op):
@@ -28,7 +28,7 @@ def _flatten(data):
 def _nested_values(data):
     """Nested lists of tensors (or numbers) as nested lists of numbers."""
     if isinstance(data, Tensor):
-        return data.detach()._numpy_view().tolist()
+        return host_array(data.detach()).tolist()
     if not isinstance(data, (list, tuple)):
         return data
     return [_nested_values(x) for x in data]
@@ -36,7 +36,7 @@ def _nested_values(data):
 
 def _as_array(data, op, dtype=None):
     """data as a numpy array of `dtype`, or of the dtype torch.tensor would infer: Python floats become the default
-    float dtype, numpy float arrays and scalars keep float64, ints become int64, bools stay bool."""
+    float dtype, numpy arrays and scalars of a dyngrad dtype keep it, other ints become int64, bools stay bool."""
     if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flatten(data)):
         data = _nested_values(data)
     try:
@@ -51,9 +51,12 @@ def _as_array(data, op, dtype=None):
     if dtype is not None:
         return arr.astype(numpy_dtype(dtype))
     if kind == "f":
-        keeps = isinstance(data, (np.ndarray, np.generic)) and arr.dtype == np.float64
+        keeps = isinstance(data, (np.ndarray, np.generic))       # numpy floats keep their width (float16 too)
         return arr if keeps else arr.astype(numpy_dtype(get_default_dtype()))
     if kind in "iu":
+        keeps = isinstance(data, (np.ndarray, np.generic)) and arr.dtype.name in ("uint8", "int8", "int16", "int32")
+        if keeps:
+            return arr
         _check_fits_int64(arr, op)
         return arr.astype(np.int64)
     return arr
@@ -75,16 +78,23 @@ def _canonical_bools(arr):
     return arr
 
 
+def from_array(arr, dtype, requires_grad=False):
+    """A new tensor of `dtype` holding a copy of the numpy array (of numpy_dtype(dtype)); bfloat16, which numpy
+    lacks, arrives as float32 and is rounded here."""
+    t = _C.copy_from_numpy(np.asarray(arr), False)
+    if dtype is not None and t.dtype is not dtype:
+        t = _C.to_dtype(t, dtype)
+    return finish(t, bool(requires_grad))
+
+
 def tensor(data, dtype=None, device=None, requires_grad=False):
     """A new tensor holding a copy of `data` (nested lists, numbers, numpy arrays or tensors)."""
     check_device(device, "tensor")
     dt = None if dtype is None else dtype_arg(dtype, "tensor")
     if isinstance(data, Tensor):
-        arr = data.detach()._numpy_view()
-        arr = arr if dt is None else arr.astype(numpy_dtype(dt))
-    else:
-        arr = _as_array(data, "tensor", dt)
-    return _C.copy_from_numpy(np.asarray(arr), bool(requires_grad))
+        src = data.detach()
+        return from_array(host_array(src), src.dtype if dt is None else dt, requires_grad)
+    return from_array(_as_array(data, "tensor", dt), dt, requires_grad)
 
 
 def as_tensor(data, dtype=None, device=None):
@@ -92,7 +102,7 @@ def as_tensor(data, dtype=None, device=None):
     check_device(device, "as_tensor")
     if isinstance(data, Tensor):
         return data if dtype is None else data.to(dtype)
-    if isinstance(data, np.ndarray) and data.dtype.name in ("float32", "float64", "int64", "bool") and (
+    if isinstance(data, np.ndarray) and data.dtype.name in DTYPE_NAMES and (
             dtype is None or dtype_arg(dtype, "as_tensor").name == data.dtype.name):
         return from_numpy(data)
     return tensor(data, dtype=dtype)
@@ -197,12 +207,12 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
         raise RuntimeError(f"arange: the range (start={start}, end={end}, step={step}) has more elements than fit in "
                            "64 bits.")
     dt = _dtype_or(dtype, get_default_dtype() if is_float else _C.int64, "arange")
-    out = _C.empty((max(int(count), 0),), dt)           # the core refuses a size it cannot allocate
+    out = _C.empty((max(int(count), 0),), _host_dtype(dt))  # the core refuses a size it cannot allocate
     if is_float:
         out._numpy_view()[...] = start + np.arange(out.numel(), dtype=np.float64) * step
     else:
         out._numpy_view()[...] = start + np.arange(out.numel(), dtype=np.int64) * step
-    return finish(out, requires_grad)
+    return finish(_as_dtype(out, dt), requires_grad)
 
 
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
@@ -213,9 +223,9 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
         raise RuntimeError(f"linspace: number of steps must be non-negative, got {steps}.")
     start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
     dt = _dtype_or(dtype, get_default_dtype(), "linspace")
-    out = _C.empty((steps,), dt)                        # the core refuses a size it cannot allocate
+    out = _C.empty((steps,), _host_dtype(dt))           # the core refuses a size it cannot allocate
     out._numpy_view()[...] = np.linspace(start, end, steps)
-    return finish(out, requires_grad)
+    return finish(_as_dtype(out, dt), requires_grad)
 
 
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
@@ -226,9 +236,18 @@ def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
     if n < 0 or m < 0:
         raise RuntimeError(f"eye: sizes must be non-negative, got {n} and {m}.")
     dt = _dtype_or(dtype, get_default_dtype(), "eye")
-    out = _C.full((n, m), 0, dt)                        # the core refuses a size it cannot allocate
+    out = _C.full((n, m), 0, _host_dtype(dt))           # the core refuses a size it cannot allocate
     np.fill_diagonal(out._numpy_view(), 1)
-    return finish(out, requires_grad)
+    return finish(_as_dtype(out, dt), requires_grad)
+
+
+def _host_dtype(dt):
+    """The dtype a factory fills through numpy: dt, or float32 for bfloat16 (converted after by _as_dtype)."""
+    return _C.float32 if dt.name == "bfloat16" else dt
+
+
+def _as_dtype(t, dt):
+    return t if t.dtype is dt else _C.to_dtype(t, dt)
 
 
 # ----- random ----------------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 elements, sci notation when the magnitudes call for it, dtype shown when it is not the default."""
 import numpy as np
 
-from .args import get_default_dtype, shape_str
+from .args import get_default_dtype, host_array, shape_str
 
 _EDGE_ITEMS = 3
 _SUMMARIZE_ABOVE = 1000
@@ -95,7 +95,7 @@ def _format_array(arr, fmt, indent, summarize):
 def format_tensor(t, prefix="tensor("):
     if t.ndim > 64:      # numpy, which formats the values, stops at 64 dims
         return f"{prefix}<{t.ndim}-d tensor of shape {shape_str(t.shape)} and dtype dyngrad.{t.dtype.name}>)"
-    arr = t._numpy_view()
+    arr = host_array(t)
     summarize = arr.size > _SUMMARIZE_ABOVE
     suffixes = []
     if arr.size == 0:

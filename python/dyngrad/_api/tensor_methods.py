@@ -7,7 +7,8 @@ import numpy as np
 
 from .. import _C
 from . import pointwise
-from .args import Size, Tensor, dtype_arg, check_device, number, operand, operand_or_throw, shape_str, type_name
+from .args import (Size, Tensor, dtype_arg, check_device, host_array, number, operand, operand_or_throw, shape_str,
+                   type_name)
 from .device import device as device_type
 from .node_names import rename
 from .printing import format_tensor
@@ -83,7 +84,7 @@ def __format__(self, spec):
 
 
 def tolist(self):
-    return self._numpy_view().tolist()
+    return host_array(self).tolist()
 
 
 def numpy(self, *, force=False):
@@ -154,18 +155,29 @@ def __contains__(self, element):
 
 
 def __reduce_ex__(self, protocol):
+    if self.dtype.name == "bfloat16":     # numpy has no bfloat16: pickled as float32 values (exact), with the name
+        return (_rebuild, (np.array(host_array(self)), self.requires_grad, "bfloat16"))
     return (_rebuild, (np.array(self._numpy_view()), self.requires_grad))
 
 
-def _rebuild(array, requires_grad):
+def _rebuild(array, requires_grad, dtype_name=None):
     from .. import _C as engine
-    return engine.copy_from_numpy(np.ascontiguousarray(array), requires_grad)
+    t = engine.copy_from_numpy(np.ascontiguousarray(array), False)
+    if dtype_name is not None:
+        t = engine.to_dtype(t, getattr(engine, dtype_name))
+    if requires_grad:
+        t.requires_grad = True
+    return t
 
 
 def __deepcopy__(self, memo):
     if not self.is_leaf:
         raise RuntimeError("deepcopy: only leaf tensors (created by the user) support the deepcopy protocol.")
-    out = _C.copy_from_numpy(np.array(self._numpy_view()), self.requires_grad)
+    if self.dtype.name == "bfloat16":    # no numpy dtype to go through
+        out = _C.clone(self.detach())
+        out.requires_grad = self.requires_grad
+    else:
+        out = _C.copy_from_numpy(np.array(self._numpy_view()), self.requires_grad)
     if self.grad is not None:
         out.grad = _C.clone(self.grad.detach())
     memo[id(self)] = out
@@ -212,7 +224,9 @@ def to(self, *args, **kwargs):
     return rename(_C.to_dtype(self, dt), "ToCopyBackward", (self,))
 
 
-_TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "int64": "LongTensor", "bool": "BoolTensor"}
+_TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "int64": "LongTensor", "bool": "BoolTensor",
+               "int32": "IntTensor", "int16": "ShortTensor", "int8": "CharTensor", "uint8": "ByteTensor",
+               "float16": "HalfTensor", "bfloat16": "BFloat16Tensor"}
 
 
 def type_method(self, dtype=None, non_blocking=False):
@@ -242,6 +256,12 @@ to_float32 = _to_named("float32")
 to_float64 = _to_named("float64")
 to_int64 = _to_named("int64")
 to_bool = _to_named("bool")
+to_int32 = _to_named("int32")
+to_int16 = _to_named("int16")
+to_int8 = _to_named("int8")
+to_uint8 = _to_named("uint8")
+to_float16 = _to_named("float16")
+to_bfloat16 = _to_named("bfloat16")
 
 
 def type_as(self, other):
@@ -498,3 +518,9 @@ FloatTensor = _legacy_type("FloatTensor", "float32")
 DoubleTensor = _legacy_type("DoubleTensor", "float64")
 LongTensor = _legacy_type("LongTensor", "int64")
 BoolTensor = _legacy_type("BoolTensor", "bool")
+IntTensor = _legacy_type("IntTensor", "int32")
+ShortTensor = _legacy_type("ShortTensor", "int16")
+CharTensor = _legacy_type("CharTensor", "int8")
+ByteTensor = _legacy_type("ByteTensor", "uint8")
+HalfTensor = _legacy_type("HalfTensor", "float16")
+BFloat16Tensor = _legacy_type("BFloat16Tensor", "bfloat16")

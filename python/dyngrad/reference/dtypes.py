@@ -3,16 +3,33 @@ import numpy as np
 
 
 class DType:
-    """One of dyngrad's four element types; `str(float32) == "dyngrad.float32"`."""
+    """One of dyngrad's element types; `str(float32) == "dyngrad.float32"`."""
 
-    __slots__ = ("name", "np", "is_floating_point", "category", "itemsize")
+    __slots__ = ("name", "np", "is_floating_point", "category", "itemsize", "is_signed", "is_complex")
 
-    def __init__(self, name, np_type, category):
+    def __init__(self, name, np_type, category, itemsize=None):
         self.name = name
         self.np = np.dtype(np_type)
         self.category = category                      # bool 0 < int 1 < float 2 (promotion order)
         self.is_floating_point = category == 2
-        self.itemsize = self.np.itemsize
+        self.itemsize = itemsize or self.np.itemsize
+        self.is_signed = name not in ("bool", "uint8")
+        self.is_complex = False
+
+    def cast(self, arr):
+        """arr (an array or a number) converted to this dtype: integers wrap (a Python int through int64), floats
+        out of an integer's range give what x86 gives (as the C++ casts), bfloat16 rounds (Note [Reference
+        bfloat16])."""
+        arr = np.asarray(arr)
+        if self is bfloat16:
+            return _round_bfloat16(arr)
+        if arr.dtype == self.np and arr.dtype.metadata is None:
+            return arr
+        with np.errstate(invalid="ignore", over="ignore"):
+            if self.category == 1 and arr.dtype.kind == "f" and self is not int64:
+                # narrower integers go through int32 (INT32_MIN out of range), as csrc/dyngrad/kernels/copy.cpp
+                arr = np.where((arr >= -2.0 ** 31) & (arr < 2.0 ** 31), arr, -2.0 ** 31).astype(np.int32)
+            return arr.astype(self.np)
 
     def __repr__(self):
         return "dyngrad." + self.name
@@ -23,15 +40,40 @@ class DType:
         return (_by_name, (self.name,))
 
 
+# Note [Reference bfloat16]: numpy has no bfloat16. The reference engine keeps bfloat16 values in float32 arrays
+# whose numpy dtype carries the metadata {"dyngrad": "bfloat16"} (numpy keeps it through views, copies and ufuncs);
+# every value is rounded to bfloat16 (to nearest, ties to even) when a tensor of that dtype is made, as the C++
+# engine computes half types in float32 and rounds back.
+_BF16_NP = np.dtype(np.float32, metadata={"dyngrad": "bfloat16"})
+
 bool_ = DType("bool", np.bool_, 0)
 int64 = DType("int64", np.int64, 1)
 float32 = DType("float32", np.float32, 2)
 float64 = DType("float64", np.float64, 2)
-ALL_DTYPES = (bool_, int64, float32, float64)
-_BY_NUMPY = {d.np: d for d in (bool_, int64, float32, float64)}
+uint8 = DType("uint8", np.uint8, 1)
+int8 = DType("int8", np.int8, 1)
+int16 = DType("int16", np.int16, 1)
+int32 = DType("int32", np.int32, 1)
+float16 = DType("float16", np.float16, 2)
+bfloat16 = DType("bfloat16", _BF16_NP, 2, itemsize=2)
+ALL_DTYPES = (bool_, int64, float32, float64, uint8, int8, int16, int32, float16, bfloat16)
+_BY_NUMPY = {d.np: d for d in ALL_DTYPES if d is not bfloat16}
 NUMPY_DTYPES = tuple(_BY_NUMPY)
-_RANK = {bool_: 0, int64: 1, float32: 2, float64: 3}     # bool < int64 < float32 < float64
+# torch's lattice: bool < {uint8, int8} < int16 < int32 < int64 < {float16, bfloat16} < float32 < float64
+_RANK = {bool_: 0, uint8: 1, int8: 1, int16: 2, int32: 3, int64: 4, float16: 5, bfloat16: 5, float32: 6, float64: 7}
 _default_dtype = [float32]
+
+
+def _round_bfloat16(arr):
+    """float values rounded to the nearest bfloat16 (ties to even), as a float32 array of the bfloat16 numpy dtype."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        f = np.array(arr, dtype=np.float32, copy=True)
+    u = f.view(np.uint32)
+    nan = np.isnan(f)
+    u += np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))
+    u &= np.uint32(0xFFFF0000)
+    f[nan] = np.nan
+    return f.view(_BF16_NP)
 
 
 def _by_name(name):
@@ -50,7 +92,10 @@ def set_default_dtype(dtype):
 
 
 def from_numpy_dtype(np_dtype, op="tensor"):
-    """The dyngrad dtype holding values of a numpy dtype; float16 widens to float32, other ints to int64."""
+    """The dyngrad dtype holding values of a numpy dtype; other floats widen to float32, other ints to int64."""
+    np_dtype = np.dtype(np_dtype)
+    if np_dtype.metadata is not None and np_dtype.metadata.get("dyngrad") == "bfloat16":
+        return bfloat16
     found = _BY_NUMPY.get(np_dtype)
     if found is not None:
         return found
@@ -76,18 +121,26 @@ def to_dtype(dtype, op="dtype"):
         return int64
     if dtype is bool:
         return bool_
-    if isinstance(dtype, str) and dtype in ("float32", "float64", "int64", "bool", "float", "double", "long"):
-        return {"float": float32, "double": float64, "long": int64}.get(dtype) or _by_name(dtype)
+    if isinstance(dtype, str) and dtype in ("float", "double", "long", "int", "short", "half"):
+        return {"float": float32, "double": float64, "long": int64, "int": int32, "short": int16,
+                "half": float16}[dtype]
+    if isinstance(dtype, str) and dtype in {d.name for d in ALL_DTYPES}:
+        return _by_name(dtype)
     try:
         np_dtype = np.dtype(dtype)
     except TypeError:
-        raise TypeError(f"{op}: {dtype!r} is not a dtype; expected dyngrad.float32, float64, int64 or bool.") from None
+        raise TypeError(f"{op}: {dtype!r} is not a dtype; expected dyngrad.float32, int64, ...") from None
     return from_numpy_dtype(np_dtype, op)
 
 
 def promote(a, b):
-    """The wider of two dtypes in the order bool < int64 < float32 < float64."""
-    return a if _RANK[a] >= _RANK[b] else b
+    """The smaller dtype holding both, on torch's lattice (uint8 + int8 -> int16, float16 + bfloat16 -> float32)."""
+    if a is b:
+        return a
+    ra, rb = _RANK[a], _RANK[b]
+    if ra == rb:
+        return int16 if ra == 1 else float32
+    return a if ra > rb else b
 
 
 def scalar_dtype(value):

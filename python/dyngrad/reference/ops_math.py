@@ -14,7 +14,7 @@ from .tensor import make_tensor, broadcast_shapes, wrap_dim, scalar_tensor
 
 
 def _cast(arr, dtype):
-    return arr if arr.dtype == dtype.np else arr.astype(dtype.np)
+    return dtype.cast(arr)
 
 
 def _fresh(arr):
@@ -28,14 +28,21 @@ def _binary(kernel, a, b, dtype, op):
     x, y = a._data, b._data
     if x.shape != y.shape:
         broadcast_shapes(x.shape, y.shape, op)
-    return make_tensor(_fresh(_cast(kernel(_cast(x, dtype), _cast(y, dtype)), dtype)))
+    compute = _wide(dtype)
+    return make_tensor(_fresh(_cast(kernel(_cast(x, compute), _cast(y, compute)), dtype)))
+
+
+def _wide(dtype):
+    """float16/bfloat16 compute in float32 (the inputs are not rounded to 16 bits first), as C++ (Note [Half
+    types] in csrc/dyngrad/dtype.h)."""
+    return _dt.float32 if dtype.is_floating_point and dtype.itemsize == 2 else dtype
 
 
 def result_type(a, b):
     """torch's promotion of two operands: a 0-d tensor (a Python number has become one) widens a tensor with
     dims only when it is of a higher category (bool < int < float): float32 tensor * float64 0-d is float32."""
-    if a._data.dtype == b._data.dtype:
-        return _dt.from_numpy_dtype(a._data.dtype)
+    if a.dtype is b.dtype:
+        return a.dtype
     if (a.ndim == 0) == (b.ndim == 0):
         return _dt.promote(a.dtype, b.dtype)
     dims, zero_d = (a, b) if a.ndim else (b, a)
@@ -43,14 +50,16 @@ def result_type(a, b):
 
 
 def to_floating(dtype):
-    return dtype if dtype.is_floating_point else _dt.float32
+    return dtype if dtype.is_floating_point else _dt.get_default_dtype()
 
 
 def scalar_like(t, v, is_integral):
     """A Python number as a 0-d tensor of the dtype the result will have: it never widens a float tensor."""
     dtype = t.dtype
     if not is_integral and not dtype.is_floating_point:
-        dtype = _dt.float32
+        dtype = _dt.get_default_dtype()
+    elif not is_integral and dtype.is_floating_point and dtype.itemsize == 2 and t.ndim > 0:
+        dtype = _dt.float32          # not rounded to 16 bits before the float32 computation (as ops_math.cpp)
     elif is_integral and dtype is _dt.bool_:
         dtype = _dt.int64
     return scalar_tensor(v, dtype)
@@ -67,7 +76,7 @@ def scalar_operand(value, like):
             raise RuntimeError("an integer operand does not fit in int64.")
         return scalar_like(like, value, True) if like is not None else scalar_tensor(value, _dt.int64)
     if isinstance(value, float):
-        return scalar_like(like, value, False) if like is not None else scalar_tensor(value, _dt.float32)
+        return scalar_like(like, value, False) if like is not None else scalar_tensor(value, _dt.get_default_dtype())
     raise TypeError(f"expected a Python number (bool, int or float), got {type(value).__name__}.")
 
 
@@ -181,7 +190,7 @@ def where(cond, a, b):
         cond = compare("ne", cond, scalar_tensor(0, cond.dtype))
     dtype = result_type(a, b)
     broadcast_shapes(broadcast_shapes(cond.shape, a.shape, "where"), b.shape, "where")
-    out = make_tensor(_fresh(kernels.where(cond._data, _cast(a._data, dtype), _cast(b._data, dtype))))
+    out = make_tensor(_fresh(_cast(kernels.where(cond._data, _cast(a._data, dtype), _cast(b._data, dtype)), dtype)))
     if any_requires_grad(a, b):
         node = record("where", out, (None, a, b))
         node.save("cond", cond)
@@ -217,9 +226,14 @@ def add_scalar(a, s):
 # ===== unary ===================================================================================================
 
 def _unary_op(op, kernel, a, save, **args):
-    """A float op of one input: float32 for integer inputs; saves the input ("input") or the output ("output")."""
-    arr = a._data if a._data.dtype.kind == "f" else a._data.astype(np.float32)
-    out = make_tensor(_fresh(kernel(arr)))
+    """A float op of one input: the default float dtype for integer inputs; saves the input ("input") or the output
+    ("output")."""
+    dtype = a.dtype if a.dtype.is_floating_point else _dt.get_default_dtype()
+    arr = a._data if a.dtype is dtype else dtype.cast(a._data)
+    res = kernel(arr)
+    if dtype is _dt.bfloat16:                 # Note [Reference bfloat16]: computed in float32, rounded back
+        res = dtype.cast(res)
+    out = make_tensor(_fresh(res))
     if any_requires_grad(a):
         node = record(op, out, (a,))
         if save == "input":
@@ -284,7 +298,7 @@ def compare(op, a, b):
     x, y = a._data, b._data
     if x.shape != y.shape:
         broadcast_shapes(x.shape, y.shape, op)
-    return make_tensor(kernels.compare[op](_cast(x, dtype), _cast(y, dtype)))
+    return make_tensor(kernels.compare[op](_cast(x, _wide(dtype)), _cast(y, _wide(dtype))))
 
 
 def _logical(kernel, a, b, op):
@@ -316,7 +330,10 @@ def sum(a, dims, keepdim, dtype=None):
     dims = normalize_dims(dims, a.ndim, "sum")
     src = to_dtype(a, dtype) if dtype is not None and dtype is not a.dtype else a
     arr = src._data if src._data.dtype.kind == "f" else src._data.astype(np.int64)   # ints sum in int64
-    out = make_tensor(np.asarray(kernels.sum(arr, dims, keepdim), dtype=arr.dtype))
+    if src.dtype.itemsize == 2 and src.dtype.is_floating_point:   # half types accumulate in float32, as C++
+        out = make_tensor(np.array(src.dtype.cast(kernels.sum(arr.astype(np.float32), dims, keepdim))))
+    else:
+        out = make_tensor(np.asarray(kernels.sum(arr, dims, keepdim), dtype=arr.dtype))
     if any_requires_grad(src):
         _record_reduction("sum", out, src, dims, keepdim)
     return out
@@ -456,6 +473,9 @@ def matmul(a, b):
         raise RuntimeError(errors.ERR_MATMUL.format(a=shape_str(a.shape), b=shape_str(b.shape), k1=ka, k2=kb))
     broadcast_shapes(a.shape[:-2], b.shape[:-2], "matmul")
     dtype = result_type(a, b)
+    if dtype.itemsize < 4 or dtype is _dt.int32:    # half types and narrow integers: computed wide (as C++)
+        wide = _dt.float32 if dtype.is_floating_point else _dt.int64
+        return to_dtype(matmul(to_dtype(a, wide), to_dtype(b, wide)), dtype)
     ac = a if a.dtype is dtype else to_dtype(a, dtype)
     bc = b if b.dtype is dtype else to_dtype(b, dtype)
     out = make_tensor(kernels.matmul(ac._data, bc._data))

@@ -12,6 +12,8 @@ from .tensor import make_tensor, wrap_dim, scalar_tensor, check_allocation, cann
 
 # out = exp(a) / sum(exp(a), dim)
 def softmax(a, dim):
+    if a.dtype.is_floating_point and a.dtype.itemsize == 2:    # computed in float32, rounded back (as ops_nn.cpp)
+        return to_dtype(softmax(to_dtype(a, _dt.float32), dim), a.dtype)
     if not a.dtype.is_floating_point:
         a = to_dtype(a, _dt.float32)
     d = wrap_dim(dim, a.ndim, "softmax")
@@ -25,6 +27,8 @@ def softmax(a, dim):
 
 # out = a - logsumexp(a, dim)
 def log_softmax(a, dim):
+    if a.dtype.is_floating_point and a.dtype.itemsize == 2:    # computed in float32, rounded back (as ops_nn.cpp)
+        return to_dtype(log_softmax(to_dtype(a, _dt.float32), dim), a.dtype)
     if not a.dtype.is_floating_point:
         a = to_dtype(a, _dt.float32)
     d = wrap_dim(dim, a.ndim, "log_softmax")

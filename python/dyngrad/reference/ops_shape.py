@@ -25,7 +25,7 @@ def _view_of(arr, a):
 def to_dtype(a, dtype):
     if a.dtype is dtype:
         return a
-    out = make_tensor(a._data.astype(dtype.np, order="C"))
+    out = make_tensor(np.array(dtype.cast(a._data), order="C"))
     if dtype.is_floating_point and any_requires_grad(a):
         record("to_dtype", out, (a,))
     return out
@@ -257,9 +257,9 @@ def cat(tensors, dim):
             if k != d and t.shape[k] != ref.shape[k]:
                 raise RuntimeError(f"cat: sizes of tensors must match except in dim {d}: tensor {i} has shape "
                                    f"{shape_str(t.shape)}, expected {shape_str(ref.shape)} apart from that dim.")
-        parts.append(t._data.astype(dtype.np, copy=False))
+        parts.append(dtype.cast(t._data))
         sizes.append(t.shape[d])
-    out = make_tensor(np.concatenate(parts, axis=d))
+    out = make_tensor(dtype.cast(np.concatenate(parts, axis=d)))     # cast: keeps bfloat16's tag
     if any_requires_grad(*tensors):
         record("cat", out, tuple(tensors)).args = {"dim": d, "sizes": tuple(sizes)}
     return out
@@ -318,8 +318,10 @@ def chunk(a, chunks, dim):
 # ===== indexing ================================================================================================
 
 def _checked_index(index, op):
+    if index.dtype is _dt.int32:                     # torch takes int32 indices too (widened, as in C++)
+        return index._data.astype(np.int64)
     if index.dtype is not _dt.int64:
-        raise IndexError(f"{op}: indices must be an int64 tensor, got {index.dtype.name}.")
+        raise IndexError(f"{op}: indices must be an int64 or int32 tensor, got {index.dtype.name}.")
     return index._data
 
 

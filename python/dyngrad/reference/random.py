@@ -41,11 +41,16 @@ def generator():
 
 def rand(shape, dtype):                 # U[0, 1)
     check_allocation(tuple(shape), dtype.np)
+    if dtype.is_floating_point and dtype.itemsize == 2:     # on the dtype's grid k / 2**digits, as random.cpp
+        scale = np.float32(2048.0 if dtype.name == "float16" else 256.0)
+        return make_tensor(dtype.cast(np.floor(generator().random(tuple(shape), dtype=np.float32) * scale) / scale))
     return make_tensor(generator().random(tuple(shape), dtype=dtype.np))
 
 
 def randn(shape, dtype):                # N(0, 1)
     check_allocation(tuple(shape), dtype.np)
+    if dtype.is_floating_point and dtype.itemsize == 2:     # drawn in float32, rounded (as random.cpp)
+        return make_tensor(dtype.cast(generator().standard_normal(tuple(shape), dtype=np.float32)))
     return make_tensor(generator().standard_normal(tuple(shape), dtype=dtype.np))
 
 
@@ -58,7 +63,7 @@ def randint(low, high, shape, dtype):   # [low, high)
 
 def bernoulli_mask(shape, p, dtype):    # 1 with probability p, else 0
     check_allocation(tuple(shape), dtype.np)
-    return make_tensor((generator().random(tuple(shape)) < p).astype(dtype.np))
+    return make_tensor(dtype.cast(generator().random(tuple(shape)) < p))
 
 
 def randperm(n):

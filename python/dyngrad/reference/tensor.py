@@ -280,6 +280,8 @@ class Tensor:
 
     def _numpy_view(self):
         """A numpy array over this tensor's memory (no copy, no requires_grad check)."""
+        if self._data.dtype.metadata is not None:      # Note [Reference bfloat16]: as C++ (and torch), refuse
+            raise TypeError("numpy: bfloat16 has no numpy dtype; convert with .float() first.")
         return self._data
 
 
@@ -352,7 +354,7 @@ def cannot_allocate(shape, np_dtype):
 
 def scalar_tensor(value, dtype):
     """A 0-d tensor of `dtype` (no autograd)."""
-    return make_tensor(np.array(value, dtype=dtype.np))
+    return make_tensor(np.array(dtype.cast(value)))
 
 
 def empty(shape, dtype):
@@ -363,7 +365,7 @@ def empty(shape, dtype):
 
 def full(shape, value, dtype):
     check_allocation(tuple(shape), dtype.np)
-    return make_tensor(np.full(shape, value, dtype.np))
+    return make_tensor(np.full(shape, dtype.cast(value), dtype.np))
 
 
 def from_numpy(ndarray):
@@ -371,8 +373,8 @@ def from_numpy(ndarray):
     if not isinstance(ndarray, np.ndarray):
         raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(ndarray).__name__}.")
     if ndarray.dtype not in _dt.NUMPY_DTYPES:
-        raise TypeError(f"from_numpy: arrays of dtype {ndarray.dtype} are not supported; dyngrad has float32, "
-                        "float64, int64 and bool (use dyngrad.tensor to convert).")
+        raise TypeError(f"from_numpy: arrays of dtype {ndarray.dtype} are not supported; dyngrad has float64, "
+                        "float32, float16, int64, int32, int16, int8, uint8 and bool (use dyngrad.tensor to convert).")
     if not ndarray.flags.writeable:   # Note [Writable tensors] in csrc/dyngrad/tensor.h: shared, never written
         warnings.warn("from_numpy: the given numpy array is not writable; the tensor shares its memory read-only, so "
                       "in-place operations on it will raise. Copy the array (dyngrad.tensor(array)) to get a "
