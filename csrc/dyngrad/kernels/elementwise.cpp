@@ -318,6 +318,15 @@ Tensor binary_kernel(BinaryKind k, const Tensor& a_in, const Tensor& b_in, DType
   return out;
 }
 
+// dst += src in place (same shape and floating dtype; dst may be a strided window of a buffer). Elementwise
+// k_add as binary_kernel's Add, so the bits equal those of add(dst, src).
+void add_into_kernel(const Tensor& dst, const Tensor& src) {
+  DG_CHECK(dst->shape == src->shape && dst->dtype == src->dtype && is_floating(dst->dtype), RuntimeError,
+           "add_into: expected tensors of one shape and floating dtype.");
+  if (dst->numel == 0) return;
+  DG_DISPATCH_FLOAT(dst->dtype, T, binary_loop<T, T>(dst, dst, src, [](T x, T y) { return k_add(x, y); }));
+}
+
 // ---- where, clamp ----
 Tensor where_kernel(const Tensor& cond, const Tensor& a, const Tensor& b, const char* op) {
   Shape shape = broadcast_shapes(broadcast_shapes(cond->shape, a->shape, op), b->shape, op);
