@@ -248,7 +248,10 @@ static void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f
   }
   StridedLoop loop({out.get(), a.get(), b.get()});
   loop.run([&](char** p, const int64_t* s, int64_t m) {
-    if (s[0] == sizeof(R) && s[1] == sizeof(T) && s[2] == 0) {
+    if (s[0] == sizeof(R) && s[1] == sizeof(T) && s[2] == sizeof(T)) {  // rows of windows: vectorises
+      R* o = (R*)p[0]; const T* x = (const T*)p[1]; const T* y = (const T*)p[2];
+      for (int64_t i = 0; i < m; ++i) o[i] = f(x[i], y[i]);
+    } else if (s[0] == sizeof(R) && s[1] == sizeof(T) && s[2] == 0) {
       R* o = (R*)p[0]; const T* x = (const T*)p[1]; const T yv = *(const T*)p[2];
       for (int64_t i = 0; i < m; ++i) o[i] = f(x[i], yv);
     } else if (s[0] == sizeof(R) && s[1] == 0 && s[2] == sizeof(T)) {
