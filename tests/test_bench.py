@@ -96,3 +96,22 @@ def test_values_flattens_tensors_numbers_and_missing_grads():
     import dyngrad as dg
     v = workloads._values(dg.tensor([[1.0, 2.0]]), 3.0, np.array([4.0]), None)
     assert v[:4].tolist() == [1.0, 2.0, 3.0, 4.0] and np.isnan(v[4])
+
+
+def test_kernel_workloads_run_at_their_thread_count_and_restore_it():
+    import dyngrad
+    names = [w.name for w in workloads.select(["kernels"])]
+    assert names == [f"{n}-{t}t" for n in ("cnn-train", "lstm-train", "transformer-train", "wide-mlp-train")
+                     for t in (1, 2)]
+    before = dyngrad.get_num_threads()
+    seen = []
+
+    def build(dg, size):
+        return workloads.Case(lambda: seen.append(dg.get_num_threads()), 1, lambda: np.zeros(1))
+
+    for threads in (1, 2):
+        fake = workloads.Workload("fake", "fake", "us/op", "", build, {"check": {}, "quick": {}}, threads=threads)
+        result = runner.run_workload(fake, {"dyngrad": dyngrad}, runner.MODES["quick"], progress_bar(0, False))
+        assert result["threads"] == threads and set(seen) == {threads}
+        assert dyngrad.get_num_threads() == before
+        seen.clear()

@@ -741,3 +741,58 @@ def test_views_share_memory(dg):
         base.add_(1)
         assert view.sum().item() == before + view.numel(), view.shape
     assert not np.shares_memory(base.reshape(12).numpy(), base.T.reshape(12).numpy())
+
+
+# ---- Note [Slice gradients in place] and Note [Gradient accumulation] (buffers the engine owns) ----
+
+def _pieces_loss(dg, x, weights):
+    a, b, c = x.chunk(3, dim=0)                       # disjoint row slices
+    d = x[1:5:2]                                      # strided, overlapping a and b
+    e = x[:, 1:4]                                     # a slice of the other dim
+    return (a * weights[0]).sum() + (b * b).sum() + (c * weights[1]).sum() + (d * 5).sum() + (e * 7).sum() \
+        + (x * x).sum()
+
+
+def _pieces_grad(x, w):
+    g = 2 * x.copy()
+    g[0:2] += w[0]
+    g[2:4] += 2 * x[2:4]
+    g[4:6] += w[1]
+    g[1:5:2] += 5
+    g[:, 1:4] += 7
+    return g
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gradients_of_many_slices_of_one_value(dg, dtype):
+    rng = np.random.default_rng(7)
+    x0, w = rng.standard_normal((6, 5)).astype(dtype), rng.standard_normal((2, 2, 5)).astype(dtype)
+    x = dg.tensor(x0, requires_grad=True)
+    weights = [dg.tensor(w[0]), dg.tensor(w[1])]
+    seen = []
+    x.register_hook(lambda g: seen.append(g.detach().numpy().copy()))
+    _pieces_loss(dg, x, weights).backward()
+    want = _pieces_grad(x0, w)
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(seen[0], want, rtol=1e-6, atol=1e-6)
+    # a non-leaf cut into pieces, with retain_grad, and create_graph (which takes the formulas' path): same numbers
+    x.grad = None
+    h = x * 1
+    h.retain_grad()
+    (gx,) = dg.autograd.grad(_pieces_loss(dg, h, weights), [x], create_graph=True)
+    np.testing.assert_allclose(gx.detach().numpy(), want, rtol=1e-6, atol=1e-6)
+    h.grad = None   # (autograd.grad fills retained grads too, as torch's)
+    _pieces_loss(dg, h, weights).backward()
+    np.testing.assert_allclose(h.grad.numpy(), want, rtol=1e-6, atol=1e-6)
+
+
+def test_accumulation_never_writes_into_a_gradient_someone_holds(dg):
+    """v + 0 hands v's gradient on as is: v.grad (retained) and x's pending sum are one tensor; adding the other
+    consumers' gradients into it in place would change v.grad."""
+    x = dg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    v = x + 0
+    v.retain_grad()
+    loss = v.sum() + (x * 3).sum() + x[0:2].sum() * 5
+    loss.backward()
+    assert v.grad.tolist() == [1.0, 1.0, 1.0]
+    assert x.grad.tolist() == [9.0, 9.0, 4.0]

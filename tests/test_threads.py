@@ -194,3 +194,24 @@ def test_grad_mode_stays_per_thread_under_load(dg):
         return True
     results, errors = run_threads(run, THREADS)
     assert not any(errors) and all(results), errors
+
+
+# ---- dg.set_num_threads / dg.get_num_threads (torch's top-level names) ----
+
+def test_set_num_threads_is_top_level_and_results_do_not_depend_on_it(dg):
+    """torch.set_num_threads's contract: top level, round-trips, RuntimeError for n < 1 and for non-ints; the
+    kernels and BLAS panels it controls give the same bits at 1 and 2 threads (Note [Deterministic matmul])."""
+    before = dg.get_num_threads()
+    try:
+        for bad in (0, -2, 1.5, True):
+            with pytest.raises(RuntimeError, match="set_num_threads expects"):
+                dg.set_num_threads(bad)
+        outs = []
+        for n in (1, 2):
+            dg.set_num_threads(n)
+            assert dg.get_num_threads() == n
+            outs.append(workload(dg, *inputs_for(0), steps=1))
+        for k, (one, two) in enumerate(zip(*outs)):
+            assert np.array_equal(one, two), f"result {k} differs between 1 and 2 threads"
+    finally:
+        dg.set_num_threads(before)

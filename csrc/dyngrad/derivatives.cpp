@@ -237,9 +237,21 @@ static Grads logsumexp_backward(const Tensor& grad, const OpNode& n, const Saves
 // ---- linear algebra ----
 
 // out = a @ b  ->  da = grad @ b^T, db = a^T @ grad  (batch dims summed by the engine)
+// Note [Gradient in the operand's layout]: when an operand is a transposed view (x @ w.T in nn.Linear, q @ k^T),
+// its gradient is computed transposed, db = (grad^T @ a)^T, so that it comes out in the operand's own layout:
+// the permute backward then hands w a contiguous gradient. Computed as a^T @ grad it would reach w as a
+// transposed view, and every accumulation into w's gradient (once per time step in an RNN) would walk memory
+// column by column. Both products go to BLAS with transpose flags, no copies.
+static bool transposed_layout(const Tensor& t, const Tensor& grad) {
+  if (!t) return false;  // (not saved: the other operand needs no gradient)
+  const int64_t nd = t->ndim();
+  return nd == grad->ndim() && nd >= 2 && t->strides[nd - 2] == 1 && t->strides[nd - 1] != 1 && t->shape[nd - 2] > 1;
+}
 static Grads matmul_backward(const Tensor& grad, const OpNode& n, const SavesAB& s) {
-  return {n.needs_input_grad(0) ? matmul(grad, mT(s.b)) : nullptr,
-          n.needs_input_grad(1) ? matmul(mT(s.a), grad) : nullptr};
+  Tensor da, db;
+  if (n.needs_input_grad(0)) da = transposed_layout(s.a, grad) ? mT(matmul(s.b, mT(grad))) : matmul(grad, mT(s.b));
+  if (n.needs_input_grad(1)) db = transposed_layout(s.b, grad) ? mT(matmul(mT(grad), s.a)) : matmul(mT(s.a), grad);
+  return {da, db};
 }
 
 // ---- conversion and movement ----

@@ -256,7 +256,10 @@ static void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f
   }
   StridedLoop loop({out.get(), a.get(), b.get()});
   loop.run([&](char** p, const int64_t* s, int64_t m) {
-    if (s[0] == sizeof(R) && s[1] == sizeof(T) && s[2] == 0) {
+    if (s[0] == sizeof(R) && s[1] == sizeof(T) && s[2] == sizeof(T)) {  // rows of windows: vectorises
+      R* o = (R*)p[0]; const T* x = (const T*)p[1]; const T* y = (const T*)p[2];
+      for (int64_t i = 0; i < m; ++i) o[i] = f(x[i], y[i]);
+    } else if (s[0] == sizeof(R) && s[1] == sizeof(T) && s[2] == 0) {
       R* o = (R*)p[0]; const T* x = (const T*)p[1]; const T yv = *(const T*)p[2];
       for (int64_t i = 0; i < m; ++i) o[i] = f(x[i], yv);
     } else if (s[0] == sizeof(R) && s[1] == 0 && s[2] == sizeof(T)) {
@@ -328,6 +331,15 @@ Tensor binary_kernel(BinaryKind k, const Tensor& a_in, const Tensor& b_in, DType
   }
   DG_DISPATCH_ALL(compute, T, binary_typed<T>(k, out, a, b));
   return out;
+}
+
+// dst += src in place (same shape and floating dtype; dst may be a strided window of a buffer). Elementwise
+// k_add as binary_kernel's Add, so the bits equal those of add(dst, src).
+void add_into_kernel(const Tensor& dst, const Tensor& src) {
+  DG_CHECK(dst->shape == src->shape && dst->dtype == src->dtype && is_floating(dst->dtype), RuntimeError,
+           "add_into: expected tensors of one shape and floating dtype.");
+  if (dst->numel == 0) return;
+  DG_DISPATCH_FLOAT(dst->dtype, T, binary_loop<T, T>(dst, dst, src, [](T x, T y) { return k_add(x, y); }));
 }
 
 // ---- where, clamp ----

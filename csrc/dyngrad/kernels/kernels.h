@@ -25,6 +25,8 @@ Tensor unary_kernel(UnaryKind k, const Tensor& a, DType out_dtype, double p0 = 0
 enum class BinaryKind { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge, And, Or, Xor };
 // out = a (op) b with broadcasting; inputs are converted to compute_dtype; comparisons give bool.
 Tensor binary_kernel(BinaryKind k, const Tensor& a, const Tensor& b, DType compute_dtype, const char* op);
+// dst += src in place (same shape, same floating dtype); dst may be a strided view. For the engine's own buffers.
+void add_into_kernel(const Tensor& dst, const Tensor& src);
 // out = cond ? a : b (cond bool; a, b already of the result dtype), broadcast.
 Tensor where_kernel(const Tensor& cond, const Tensor& a, const Tensor& b, const char* op);
 // out = clamp(a, lo, hi); NaN bounds mean no bound.

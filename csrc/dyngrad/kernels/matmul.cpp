@@ -1,6 +1,8 @@
 // matmul.cpp: batched matrix products through the BLAS that scipy-openblas32 ships (its sgemm/dgemm are loaded
 // by python/dyngrad/_cpp_blas.py and handed over as function pointers, so the build needs no BLAS at all).
 #include <cstring>
+#include <exception>
+#include <vector>
 
 #include "gil.h"
 #include "kernels.h"
@@ -150,13 +152,14 @@ Tensor matmul_kernel(const Tensor& a_in, const Tensor& b_in) {
     return st;
   };
   Shape sa = batch_strides(a), sb = batch_strides(b);
-  GilRelease no_gil(n * m * k >= 1 << 18);
-  Shape idx(bd, 0);
-  for (int64_t i = 0; i < nbatch; ++i) {
-    int64_t oa = 0, ob = 0;
-    for (int64_t d = 0; d < bd; ++d) {
-      oa += idx[d] * sa[d];
-      ob += idx[d] * sb[d];
+  GilRelease no_gil(n * m * k >= 1 << 18 || (nbatch > 1 && n * m * k * nbatch >= kBlasThreadWork));
+  auto one_batch = [&](int64_t i) {
+    int64_t oa = 0, ob = 0, rem = i;
+    for (int64_t d = bd - 1; d >= 0; --d) {
+      const int64_t j = rem % batch[d];
+      rem /= batch[d];
+      oa += j * sa[d];
+      ob += j * sb[d];
     }
     DG_DISPATCH_ALL(a->dtype, T, {
       if constexpr (std::is_same_v<T, bool>) {
@@ -166,10 +169,28 @@ Tensor matmul_kernel(const Tensor& a_in, const Tensor& b_in) {
                 b->strides[nb - 2], b->strides[nb - 1], out->data<T>() + i * n * m);
       }
     });
-    for (int64_t d = bd - 1; d >= 0; --d) {
-      if (++idx[d] < batch[d]) break;
-      idx[d] = 0;
-    }
+  };
+  // Note [Parallel batches]: a batch of products too small to split (attention's per-head 64x32 @ 32x64) is
+  // split by batch instead, one batch per task. Each product is still one gemm whose panels depend only on the
+  // shape (Note [Deterministic matmul]; nested, they run on the task's thread), so the bits do not depend on
+  // the thread count. Same work threshold as a single product's split.
+  const int threads = num_threads();
+  if (nbatch > 1 && threads > 1 && n * m * k * nbatch >= kBlasThreadWork && a->dtype != DType::Bool) {
+    const int tasks = (int)std::min<int64_t>(nbatch, threads);
+    const int64_t per = (nbatch + tasks - 1) / tasks;
+    set_blas_threads_for(0);  // here, not racing in the tasks
+    std::vector<std::exception_ptr> errors(tasks);
+    run_parallel(tasks, [&](int t) {
+      try {
+        for (int64_t i = t * per; i < std::min(nbatch, (t + 1) * per); ++i) one_batch(i);
+      } catch (...) {
+        errors[t] = std::current_exception();
+      }
+    });
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
+  } else {
+    for (int64_t i = 0; i < nbatch; ++i) one_batch(i);
   }
   return out;
 }

@@ -5,6 +5,7 @@ from another process on this shared machine hits every engine alike. Between two
 pools (OpenBLAS, OpenMP, PyTorch's) keep spinning for a while after a call, and one engine's spinning workers must not
 take the cores from the next engine's calls. Each engine's figure is the median of its calls.
 """
+import contextlib
 import gc
 import statistics
 import time
@@ -185,10 +186,27 @@ def measure(workload, modules, mode, checked, bar, reference_limit):
     return records
 
 
+@contextlib.contextmanager
+def engine_threads(modules, threads):
+    """Every engine (torch included) at `threads` threads for the duration; None leaves them as they are."""
+    if threads is None:
+        yield
+        return
+    before = {name: dg.get_num_threads() for name, dg in modules.items()}
+    try:
+        for dg in modules.values():
+            dg.set_num_threads(threads)
+        yield
+    finally:
+        for name, dg in modules.items():
+            dg.set_num_threads(before[name])
+
+
 def run_workload(workload, modules, mode, bar, reference_limit=20.0):
     start = time.perf_counter()
-    checked = check(workload, modules, bar)
-    records = measure(workload, modules, mode, checked, bar, reference_limit)
+    with engine_threads(modules, workload.threads):
+        checked = check(workload, modules, bar)
+        records = measure(workload, modules, mode, checked, bar, reference_limit)
     for name, record in records.items():
         if "agrees" in checked[name]:
             record["check_ok"], record["check"] = checked[name]["agrees"], checked[name]["diff"]
@@ -196,7 +214,7 @@ def run_workload(workload, modules, mode, bar, reference_limit=20.0):
     ratios = {name: record["per_unit_s"] / base for name, record in records.items()
               if base and name != "dyngrad" and "per_unit_s" in record}
     return {"name": workload.name, "group": workload.group, "unit": workload.unit, "about": workload.about,
-            "size": workload.sizes[mode.name], "runs": records, "ratios_vs_dyngrad": ratios,
+            "size": workload.sizes[mode.name], "threads": workload.threads, "runs": records, "ratios_vs_dyngrad": ratios,
             "wall_s": time.perf_counter() - start}
 
 

@@ -5,7 +5,8 @@ A workload's `build(dg, size)` makes its seeded data with numpy (identical for e
 tensors and returns a `Case`: `run()` does one timed call, `units` says how much work one call is (ops, steps,
 sequences, flops, bytes...), and `result()` returns the numbers that must agree between engines after a call.
 Only names that torch also has are used (`tensor`, `tanh`, `no_grad`, `add_(..., alpha=)`, `@`, slicing), and the
-models are raw tensors with a hand-written SGD step, so nothing here depends on dyngrad.nn or dyngrad.optim.
+models are raw tensors with a hand-written SGD step, so nothing here depends on dyngrad.optim; the kernel-bound
+training steps (section 9) use `nn.functional` and `nn.LSTM`, as their users would.
 """
 from collections import namedtuple
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ class Workload:
     rtol: float = 1e-4
     atol: float = 1e-5
     notes: list = field(default_factory=list)
+    threads: Optional[int] = None  # every engine runs the workload at this many threads (None: as the process is)
 
 
 SEED = 0
@@ -459,6 +461,154 @@ def _build_deep_chain(dg, size):
     return Case(run, 1, result)
 
 
+# --- 9. kernel-bound training steps (issue 12): CNN, LSTM, transformer block, wide MLP; at 1 and 2 threads ---------
+# Forward + backward + SGD step in float32; `units` = steps. The models are what users write with nn.functional
+# (weights as (out, in) for F.linear, so x @ w.T runs as in nn.Linear) and nn.LSTM.
+
+def _linear_params(dg, rng, fan_in, fan_out):
+    return [_param(dg, _uniform_init(rng, fan_in, (fan_out, fan_in))), _param(dg, _uniform_init(rng, fan_in, (fan_out,)))]
+
+
+def _train_case(dg, params, batches, loss_fn, size):
+    """run() = size["steps"] SGD steps over `batches` (cycled); result() = the losses and the final parameters."""
+    state = {"next": 0, "losses": []}
+
+    def run():
+        state["losses"] = []
+        for _ in range(size["steps"]):
+            batch = batches[state["next"] % len(batches)]
+            state["next"] += 1
+            loss = loss_fn(*batch)
+            loss.backward()
+            _sgd_step(dg, params, size["lr"])
+            state["losses"].append(loss.detach())
+
+    def result():
+        return _values(*state["losses"], *params)
+
+    return Case(run, size["steps"], result)
+
+
+def _class_batches(dg, rng, shape, batches=2, classes=10):
+    return [(_const(dg, rng.normal(0, 1, shape)), _const(dg, rng.integers(0, classes, shape[0]), np.int64))
+            for _ in range(batches)]
+
+
+def cnn_train(dg, size):
+    """LeNet-5: conv 1->6 5x5 pad 2, relu, maxpool 2, conv 6->16 5x5, relu, maxpool 2, 400-120-84-10."""
+    F = dg.nn.functional
+    rng = _rng(9)
+    c1 = [_param(dg, _uniform_init(rng, 25, (6, 1, 5, 5))), _param(dg, _uniform_init(rng, 25, (6,)))]
+    c2 = [_param(dg, _uniform_init(rng, 150, (16, 6, 5, 5))), _param(dg, _uniform_init(rng, 150, (16,)))]
+    fc = _linear_params(dg, rng, 400, 120) + _linear_params(dg, rng, 120, 84) + _linear_params(dg, rng, 84, 10)
+    params = c1 + c2 + fc
+    batches = _class_batches(dg, rng, (size["batch"], 1, 28, 28))
+    cross_entropy = _cross_entropy(dg)
+
+    def loss_fn(x, y):
+        h = F.max_pool2d(F.relu(F.conv2d(x, *c1, padding=2)), 2)
+        h = F.max_pool2d(F.relu(F.conv2d(h, *c2)), 2)
+        h = h.reshape(h.shape[0], 400)
+        h = F.relu(F.linear(h, *fc[0:2]))
+        h = F.relu(F.linear(h, *fc[2:4]))
+        return cross_entropy(F.linear(h, *fc[4:6]), y)
+
+    return _train_case(dg, params, batches, loss_fn, size)
+
+
+def lstm_train(dg, size):
+    """nn.LSTM(64, hidden, batch_first=True) over `seq` steps, a linear head on the last output, cross entropy."""
+    rng = _rng(10)
+    hidden = size["hidden"]
+    lstm = dg.nn.LSTM(64, hidden, batch_first=True)
+    with dg.no_grad():
+        for _, p in sorted(lstm.named_parameters()):   # seeded, identical weights in every engine
+            p.copy_(_const(dg, _uniform_init(rng, hidden, tuple(p.shape))))
+    head = _linear_params(dg, rng, hidden, 10)
+    params = [p for _, p in sorted(lstm.named_parameters())] + head
+    batches = _class_batches(dg, rng, (size["batch"], size["seq"], 64))
+    cross_entropy = _cross_entropy(dg)
+
+    def loss_fn(x, y):
+        out, _ = lstm(x)
+        return cross_entropy(dg.nn.functional.linear(out[:, -1], *head), y)
+
+    return _train_case(dg, params, batches, loss_fn, size)
+
+
+def transformer_train(dg, size):
+    """One pre-norm transformer block (d 128, 4 heads, MLP 512, GELU) from matmul/softmax/layer_norm/gelu; loss =
+    mean squared distance of the block's output to a fixed target."""
+    F = dg.nn.functional
+    rng = _rng(11)
+    d, heads, seq, batch = 128, 4, size["seq"], size["batch"]
+    ln1 = [_param(dg, 1 + 0.1 * rng.normal(size=d)), _param(dg, 0.1 * rng.normal(size=d))]
+    ln2 = [_param(dg, 1 + 0.1 * rng.normal(size=d)), _param(dg, 0.1 * rng.normal(size=d))]
+    w_qkv, b_qkv = _param(dg, _uniform_init(rng, d, (d, 3 * d))), _param(dg, _uniform_init(rng, d, (3 * d,)))
+    w_o, b_o = _param(dg, _uniform_init(rng, d, (d, d))), _param(dg, _uniform_init(rng, d, (d,)))
+    w_1, b_1 = _param(dg, _uniform_init(rng, d, (d, 4 * d))), _param(dg, _uniform_init(rng, d, (4 * d,)))
+    w_2, b_2 = _param(dg, _uniform_init(rng, 4 * d, (4 * d, d))), _param(dg, _uniform_init(rng, 4 * d, (d,)))
+    params = ln1 + ln2 + [w_qkv, b_qkv, w_o, b_o, w_1, b_1, w_2, b_2]
+    batches = [(_const(dg, rng.normal(0, 1, (batch, seq, d))), _const(dg, rng.normal(0, 1, (batch, seq, d))))
+               for _ in range(2)]
+
+    def split_heads(t):
+        return t.reshape(batch, seq, heads, d // heads).transpose(1, 2)
+
+    def loss_fn(x, target):
+        q, k, v = (split_heads(t) for t in (F.layer_norm(x, (d,), *ln1) @ w_qkv + b_qkv).chunk(3, dim=-1))
+        att = F.softmax(q @ k.transpose(-2, -1) * (1.0 / np.sqrt(d // heads)), dim=-1)
+        x = x + (att @ v).transpose(1, 2).reshape(batch, seq, d) @ w_o + b_o
+        x = x + F.gelu(F.layer_norm(x, (d,), *ln2) @ w_1 + b_1) @ w_2 + b_2
+        return ((x - target) ** 2).mean()
+
+    return _train_case(dg, params, batches, loss_fn, size)
+
+
+def wide_mlp_train(dg, size):
+    """MLP 784-1024-1024-10, ReLU, cross entropy."""
+    F = dg.nn.functional
+    rng = _rng(12)
+    widths = (784, size["width"], size["width"], 10)
+    params = [p for fan_in, fan_out in zip(widths, widths[1:]) for p in _linear_params(dg, rng, fan_in, fan_out)]
+    batches = _class_batches(dg, rng, (size["batch"], 784))
+    cross_entropy = _cross_entropy(dg)
+
+    def loss_fn(x, y):
+        h = F.relu(F.linear(x, *params[0:2]))
+        h = F.relu(F.linear(h, *params[2:4]))
+        return cross_entropy(F.linear(h, *params[4:6]), y)
+
+    return _train_case(dg, params, batches, loss_fn, size)
+
+
+def _kernel_workloads():
+    """Each of the four at 1 and at 2 threads (every engine, torch included, set to that many)."""
+    specs = [
+        ("cnn-train", "LeNet-5-style CNN, batch 64 of 1x28x28, fwd + bwd + SGD", cnn_train,
+         _sizes({"batch": 8, "steps": 1, "lr": 0.05}, {"batch": 64, "steps": 5, "lr": 0.05},
+                {"batch": 64, "steps": 20, "lr": 0.05}, check={"batch": 2, "steps": 2, "lr": 0.05})),
+        ("lstm-train", "nn.LSTM(64, 128, batch_first=True), batch 32, 50 steps, linear head, fwd + bwd + SGD",
+         lstm_train, _sizes({"batch": 4, "seq": 5, "hidden": 128, "steps": 1, "lr": 0.05},
+                            {"batch": 32, "seq": 50, "hidden": 128, "steps": 2, "lr": 0.05},
+                            {"batch": 32, "seq": 50, "hidden": 128, "steps": 10, "lr": 0.05},
+                            check={"batch": 2, "seq": 4, "hidden": 16, "steps": 2, "lr": 0.05})),
+        ("transformer-train", "pre-norm transformer block, d 128, 4 heads, seq 64, batch 16, fwd + bwd + SGD",
+         transformer_train, _sizes({"batch": 2, "seq": 16, "steps": 1, "lr": 0.05},
+                                   {"batch": 16, "seq": 64, "steps": 2, "lr": 0.05},
+                                   {"batch": 16, "seq": 64, "steps": 10, "lr": 0.05},
+                                   check={"batch": 1, "seq": 8, "steps": 2, "lr": 0.05})),
+        ("wide-mlp-train", "MLP 784-1024-1024-10, batch 512, ReLU, cross entropy, fwd + bwd + SGD", wide_mlp_train,
+         _sizes({"batch": 16, "width": 1024, "steps": 1, "lr": 0.05}, {"batch": 512, "width": 1024, "steps": 1,
+                                                                      "lr": 0.05},
+                {"batch": 512, "width": 1024, "steps": 5, "lr": 0.05},
+                check={"batch": 4, "width": 64, "steps": 2, "lr": 0.05})),
+    ]
+    return [Workload(f"{name}-{t}t", name, "ms/step", f"{about}, {t} thread{'s' if t > 1 else ''}", build, sizes,
+                     rtol=1e-3, atol=1e-4, threads=t)
+            for name, about, build, sizes in specs for t in (1, 2)]
+
+
 # --- the list ------------------------------------------------------------------------------------------------------
 
 def _sizes(quick, default, full, check=None):
@@ -514,18 +664,21 @@ WORKLOADS = [
     Workload("deep-chain", "deep-chain", "s",
              "a chain of sequential ops on a 1-element tensor, backward, and freeing the graph",
              _build_deep_chain, _sizes({"ops": 3000}, {"ops": 100_000}, {"ops": 1_000_000})),
+    *_kernel_workloads(),
 ]
+KERNELS = "kernels"   # `--only kernels`: the four kernel-bound training steps at both thread counts
 
 
 def select(only=None):
     """The workloads named (or whose group is named) in `only`, in the list's order; all when `only` is empty."""
     if not only:
         return list(WORKLOADS)
-    known = {w.name for w in WORKLOADS} | {w.group for w in WORKLOADS}
+    known = {w.name for w in WORKLOADS} | {w.group for w in WORKLOADS} | {KERNELS}
     unknown = [name for name in only if name not in known]
     if unknown:
         raise ValueError(f"unknown workload {', '.join(unknown)}; choose from: {', '.join(sorted(known))}")
-    return [w for w in WORKLOADS if w.name in only or w.group in only]
+    return [w for w in WORKLOADS
+            if w.name in only or w.group in only or (KERNELS in only and w.threads is not None)]
 
 
 def digits_source():

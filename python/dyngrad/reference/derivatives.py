@@ -264,9 +264,25 @@ def logsumexp_backward(grad, s):
 # ===== linear algebra ==========================================================================================
 
 # out = a @ b  ->  da = grad @ b^T, db = a^T @ grad  (batch dims summed by the engine)
+# Note [Gradient in the operand's layout] (csrc/dyngrad/derivatives.cpp): a transposed-view operand gets its
+# gradient computed transposed, (grad^T @ a)^T, so that it comes out in the operand's own layout.
+def _transposed_layout(t, grad):
+    if t is None:
+        return False
+    nd = t.ndim
+    if nd != grad.ndim or nd < 2:
+        return False
+    strides = t.stride()
+    return strides[nd - 2] == 1 and strides[nd - 1] != 1 and t.shape[nd - 2] > 1
+
+
 def matmul_backward(grad, s):
-    return (matmul(grad, mT(s.b)) if s.needs_input_grad[0] else None,
-            matmul(mT(s.a), grad) if s.needs_input_grad[1] else None)
+    da = db = None
+    if s.needs_input_grad[0]:
+        da = mT(matmul(s.b, mT(grad))) if _transposed_layout(s.a, grad) else matmul(grad, mT(s.b))
+    if s.needs_input_grad[1]:
+        db = mT(matmul(mT(grad), s.a)) if _transposed_layout(s.b, grad) else matmul(mT(s.a), grad)
+    return da, db
 
 
 # ===== conversion and movement =================================================================================
