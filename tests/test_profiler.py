@@ -102,3 +102,13 @@ def test_torch_profiler_alias(dg):
     assert {"ones", "sum", "ProfilerStep#1", "ProfilerStep#2"} <= keys
     with pytest.raises(RuntimeError, match="CPU only"):
         prof_pkg.profile(activities=[prof_pkg.ProfilerActivity.CUDA])
+
+
+def test_options_it_cannot_honour_are_refused(dg):
+    """A schedule, memory, stacks, FLOPs or module hierarchy would be silently missing from the table: refused."""
+    prof_pkg = importlib.import_module(dg.__name__ + ".profiler")
+    sched = prof_pkg.schedule(wait=1, warmup=1, active=2)
+    for kwargs in ({"schedule": sched}, {"profile_memory": True}, {"with_stack": True}, {"with_flops": True},
+                   {"with_modules": True}):
+        with pytest.raises(NotImplementedError, match=f"profile: {next(iter(kwargs))} is not supported"):
+            prof_pkg.profile(**kwargs)

@@ -1,6 +1,7 @@
 """dyngrad.profiler: torch.profiler's entry points over dyngrad.autograd.profiler (same recorder, same tables and
 Chrome traces; Note [Profiling by wrapping the API] in autograd/profiler.py). CPU only: ProfilerActivity.CUDA is
-refused; schedule/on_trace_ready are honoured in their simplest form (on_trace_ready is called once at exit)."""
+refused. on_trace_ready is called once, at exit; the options that need what dyngrad does not record (a schedule,
+memory, stacks, FLOPs, module hierarchy) are refused with NotImplementedError rather than ignored."""
 import enum
 
 from .autograd.profiler import record_function, EventList  # noqa: F401
@@ -17,8 +18,8 @@ class ProfilerActivity(enum.Enum):
 
 
 def schedule(*, wait, warmup, active, repeat=0, skip_first=0):
-    """Accepted for compatibility: dyngrad's profile records every step of the block (the schedule is not
-    applied); returns a callable as torch's does."""
+    """torch.profiler.schedule's arguments, checked; the callable it returns is refused by profile() (dyngrad's
+    profile records every step of its block), so code that builds a schedule fails where it is used."""
     for name, v in (("wait", wait), ("warmup", warmup), ("active", active), ("repeat", repeat),
                     ("skip_first", skip_first)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
@@ -37,7 +38,12 @@ class profile(_autograd_profiler.profile):
         for a in activities or ():
             if a is not ProfilerActivity.CPU:
                 raise RuntimeError(f"profile: dyngrad runs on the CPU only; activity {a} cannot be profiled.")
-        super().__init__(record_shapes=record_shapes, use_cuda=bool(use_cuda))
+        _autograd_profiler.refuse_unrecorded(schedule=schedule is not None,
+                                             execution_trace_observer=execution_trace_observer is not None)
+        super().__init__(record_shapes=record_shapes, use_cuda=bool(use_cuda), profile_memory=profile_memory,
+                         with_stack=with_stack, with_flops=with_flops, with_modules=with_modules,
+                         experimental_config=experimental_config, acc_events=acc_events,
+                         custom_trace_id_callback=custom_trace_id_callback)
         self.on_trace_ready = on_trace_ready
         self.step_num = 0
         self._step_range = None

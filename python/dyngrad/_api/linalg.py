@@ -819,9 +819,8 @@ def _raise_not_pd(op, info):
 
 
 def _info_tensor(info):
-    """torch returns LAPACK's info as int32; int64 until dyngrad has int32."""
-    dtype = getattr(_C, "int32", _C.int64)
-    return _C.from_numpy(np.array(info, dtype=numpy_dtype(dtype)))
+    """LAPACK's info, as int32 (torch's dtype for it)."""
+    return _C.from_numpy(np.array(info, dtype=np.int32))
 
 
 def _lapack_solve_triangular(a, b, upper, unitriangular):

@@ -402,12 +402,21 @@ def _timed_backward(run_backward):
     return wrapper
 
 
+def refuse_unrecorded(**asked):
+    """Raises for the first profiling option asked for (true) that this profiler cannot honour."""
+    for name, on in asked.items():
+        if on:
+            raise NotImplementedError(f"profile: {name} is not supported by dyngrad's profiler (it records every "
+                                      "op of the block, with times and, with record_shapes=True, shapes).")
+
+
 class profile:
     """Records the ops run inside it (on this thread) with their CPU times (torch.autograd.profiler.profile).
 
     enabled=False records nothing. record_shapes=True adds each call's input shapes. use_cuda / use_device are
-    accepted and must not ask for a GPU; with_flops, profile_memory, with_stack, with_modules, use_kineto and
-    use_cpu are accepted for compatibility and change nothing. After the block: events(), key_averages(),
+    accepted and must not ask for a GPU; use_kineto and use_cpu are accepted (they choose torch's backend);
+    with_flops, profile_memory, with_stack, with_modules and the experimental options ask for what this profiler
+    does not record and are refused (NotImplementedError), not ignored. After the block: events(), key_averages(),
     table(), export_chrome_trace(path), self_cpu_time_total. See Note [Profiling by wrapping the API]."""
 
     def __init__(self, enabled=True, *, use_cuda=False, use_device=None, record_shapes=False, with_flops=False,
@@ -416,6 +425,10 @@ class profile:
         if use_cuda or (use_device is not None and str(use_device) not in ("cpu",)):
             raise RuntimeError("profile: dyngrad runs on the CPU only; use_cuda/use_device cannot be used "
                                f"(got use_cuda={use_cuda!r}, use_device={use_device!r}).")
+        refuse_unrecorded(profile_memory=profile_memory, with_stack=with_stack, with_flops=with_flops,
+                          with_modules=with_modules, acc_events=acc_events,
+                          experimental_config=experimental_config is not None,
+                          custom_trace_id_callback=custom_trace_id_callback is not None)
         self.enabled = bool(enabled)
         self.record_shapes = bool(record_shapes)
         self._recorder = None

@@ -269,25 +269,22 @@ class Module:
                 raise AttributeError("`" + item + "` is not an nn.Module")
         return mod
 
-    def get_parameter(self, target):
-        module_path, _, param_name = target.rpartition(".")
+    def _get_member(self, target, is_kind, kind):
+        """get_parameter / get_buffer: the attribute at the dotted path, if it is of the asked kind."""
+        module_path, _, name = target.rpartition(".")
         mod = self.get_submodule(module_path)
-        if not hasattr(mod, param_name):
-            raise AttributeError(mod._get_name() + " has no attribute `" + param_name + "`")
-        param = getattr(mod, param_name)
-        if not isinstance(param, Parameter):
-            raise AttributeError("`" + param_name + "` is not an nn.Parameter")
-        return param
+        if not hasattr(mod, name):
+            raise AttributeError(mod._get_name() + " has no attribute `" + name + "`")
+        value = getattr(mod, name)
+        if not is_kind(mod, name, value):
+            raise AttributeError("`" + name + "` is not " + kind)
+        return value
+
+    def get_parameter(self, target):
+        return self._get_member(target, lambda mod, name, value: isinstance(value, Parameter), "an nn.Parameter")
 
     def get_buffer(self, target):
-        module_path, _, buffer_name = target.rpartition(".")
-        mod = self.get_submodule(module_path)
-        if not hasattr(mod, buffer_name):
-            raise AttributeError(mod._get_name() + " has no attribute `" + buffer_name + "`")
-        buffer = getattr(mod, buffer_name)
-        if buffer_name not in mod._buffers:
-            raise AttributeError("`" + buffer_name + "` is not a buffer")
-        return buffer
+        return self._get_member(target, lambda mod, name, value: name in mod._buffers, "a buffer")
 
     # ----- traversal --------------------------------------------------------------------------------------------
     def named_modules(self, memo=None, prefix="", remove_duplicate=True):
