@@ -764,20 +764,26 @@ def _first_zero_pivot(a):
     return 0
 
 
-def _lapack_inv(a):
-    """(inverses, info) of a stack of matrices; a singular matrix gets NaNs and its getrf info (> 0)."""
+def _per_matrix(factor, a, info_of_failure):
+    """(factor of each matrix, LAPACK-style info) of a stack: the whole stack in one numpy call when every matrix
+    succeeds; otherwise matrix by matrix, a failing one getting NaNs and info_of_failure(matrix) (> 0)."""
     info = np.zeros(a.shape[:-2], dtype=np.int64)
     try:
-        return np.linalg.inv(a), info
+        return factor(a), info
     except np.linalg.LinAlgError:
         pass
     out = np.full(a.shape, np.nan, dtype=a.dtype)
     for idx in np.ndindex(*a.shape[:-2]):
         try:
-            out[idx] = np.linalg.inv(a[idx])
+            out[idx] = factor(a[idx])
         except np.linalg.LinAlgError:
-            info[idx] = _first_zero_pivot(a[idx]) or a.shape[-1]
+            info[idx] = info_of_failure(a[idx])
     return out, info
+
+
+def _lapack_inv(a):
+    """(inverses, info) of a stack of matrices; a singular matrix gets NaNs and its getrf info (> 0)."""
+    return _per_matrix(np.linalg.inv, a, lambda m: _first_zero_pivot(m) or m.shape[-1])
 
 
 def _raise_singular(op, info):
@@ -788,26 +794,20 @@ def _raise_singular(op, info):
                           "inverse.")
 
 
+def _first_non_pd_minor(m):
+    """The order of the first leading minor of m that is not positive-definite (LAPACK potrf's info)."""
+    for k in range(1, m.shape[-1] + 1):
+        try:
+            np.linalg.cholesky(m[:k, :k])
+        except np.linalg.LinAlgError:
+            return k
+    return m.shape[-1]
+
+
 def _lapack_cholesky(a):
     """(lower Cholesky factors, info) of a stack of matrices, reading their lower triangles; a matrix that is not
     positive-definite gets NaNs and the order of its first leading minor that is not (LAPACK potrf's info)."""
-    info = np.zeros(a.shape[:-2], dtype=np.int64)
-    try:
-        return np.linalg.cholesky(a), info
-    except np.linalg.LinAlgError:
-        pass
-    out = np.full(a.shape, np.nan, dtype=a.dtype)
-    for idx in np.ndindex(*a.shape[:-2]):
-        try:
-            out[idx] = np.linalg.cholesky(a[idx])
-        except np.linalg.LinAlgError:
-            for k in range(1, a.shape[-1] + 1):
-                try:
-                    np.linalg.cholesky(a[idx][:k, :k])
-                except np.linalg.LinAlgError:
-                    info[idx] = k
-                    break
-    return out, info
+    return _per_matrix(np.linalg.cholesky, a, _first_non_pd_minor)
 
 
 def _raise_not_pd(op, info):

@@ -735,6 +735,15 @@ class Sequential(Module):
         return input
 
 
+def _list_key(idx, n):
+    """ModuleList/ParameterList: the registration name ("0", "1", ...) of position idx of n (negative counts from
+    the end), as torch's _get_abs_string_index."""
+    idx = operator.index(idx)
+    if not -n <= idx < n:
+        raise IndexError(f"index {idx} is out of range")
+    return str(idx + n if idx < 0 else idx)
+
+
 class ModuleList(Module):
     """A list of modules whose parameters are registered (a plain Python list would hide them)."""
 
@@ -744,12 +753,7 @@ class ModuleList(Module):
             self += modules
 
     def _get_abs_string_index(self, idx):
-        idx = operator.index(idx)
-        if not -len(self) <= idx < len(self):
-            raise IndexError(f"index {idx} is out of range")
-        if idx < 0:
-            idx += len(self)
-        return str(idx)
+        return _list_key(idx, len(self))
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):
@@ -914,12 +918,7 @@ class ParameterList(Module):
             self += values
 
     def _get_abs_string_index(self, idx):
-        idx = operator.index(idx)
-        if not -len(self) <= idx < len(self):
-            raise IndexError(f"index {idx} is out of range")
-        if idx < 0:
-            idx += len(self)
-        return str(idx)
+        return _list_key(idx, len(self))
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):
