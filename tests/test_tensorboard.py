@@ -97,7 +97,7 @@ def test_missing_tensorboardx_gives_a_hint(tmp_path):
     import sys
     code = ("import sys; sys.modules['tensorboardX'] = None\n"
             "try:\n    import dyngrad.utils.tensorboard\nexcept ImportError as e:\n    print(e)\n")
+    from helpers import subprocess_env
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env={**__import__("os").environ, "PYTHONPATH": str(__import__("pathlib").Path(
-                             __file__).resolve().parent.parent / "python")})
+                         env=subprocess_env())
     assert "pip install tensorboardX" in out.stdout, out.stderr
