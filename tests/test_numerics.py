@@ -219,3 +219,33 @@ def test_torch_agrees(name, fn, values, expected):
     fn(T(), *leaves).sum().backward()
     for t, want in zip(leaves, expected):
         np.testing.assert_array_equal(t.grad.numpy(), np.asarray(want), err_msg=name)
+
+
+def test_special_values_raise_no_numpy_warnings(dg):
+    """torch computes inf - inf, 0 * inf, sin(inf), 1/0 and the reductions of empty tensors silently; numpy warns.
+    Every public function of one or two tensor arguments, forward and backward, on inf/nan/0 operands and on
+    empty tensors: no numpy RuntimeWarning may reach the user (Note [numpy's floating-point warnings])."""
+    import warnings
+    x = dg.tensor([math.inf, -math.inf, math.nan, 0.0, 1.0, -1.0], requires_grad=True)
+    y = dg.tensor([math.inf, math.inf, 1.0, 0.0, math.inf, 0.0])
+    empty = dg.zeros(0, 3, requires_grad=True)
+    tried, warned = 0, []
+    for name in sorted(n for n in dir(dg) if not n.startswith("_")):
+        fn = getattr(dg, name)
+        if not callable(fn) or isinstance(fn, type) or name in ("meshgrid", "manual_seed", "seed", "load"):
+            continue
+        for args in ((x,), (x, y), (empty,)):
+            with warnings.catch_warnings():
+                warnings.filterwarnings("error", message=".*(encountered in|empty slice)", category=RuntimeWarning,
+                                        append=True)  # after the engine's own filters, as a user sees it
+                try:
+                    out = fn(*args)
+                    if isinstance(out, dg.Tensor) and out.requires_grad and out.dtype.is_floating_point:
+                        out.sum().backward()
+                    tried += 1
+                except RuntimeWarning as e:
+                    warned.append(f"{name}{tuple(tuple(a.shape) for a in args)}: {e}")
+                except Exception:
+                    pass  # an op that refuses these arguments is checked elsewhere
+    assert not warned, "numpy warned in:\n" + "\n".join(warned)
+    assert tried > 200

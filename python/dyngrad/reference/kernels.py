@@ -1,8 +1,9 @@
 """Reference engine: array kernels, numpy one-liners. Mirrors csrc/dyngrad/kernels/*.cpp.
 
 Kernels take and return numpy arrays and know nothing about autograd. torch returns nan/inf for log(-1) or 1/0
-silently, so numpy's floating-point warnings are switched off (`quiet`) in the kernels where nan/inf are
-common (division, log, sqrt, pow, exp, reductions); the cheapest elementwise kernels skip that per-call cost.
+silently, so numpy's floating-point warnings are switched off: by `quiet` in the kernels that call numpy functions
+written in Python (np.sum, np.mean, ...), by a warnings filter for the kernels that call ufuncs directly (add, mul,
+sin, ...), which saves `quiet`'s per-call cost (Note [numpy's floating-point warnings] in __init__.py).
 """
 import math
 
@@ -60,7 +61,12 @@ compare = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equa
 
 # ----- reductions (kernels/reduce.cpp) ----------------------------------------------------------------------
 sum = quiet(lambda a, dims, keepdim: np.sum(a, axis=dims, keepdims=keepdim))
-mean = quiet(lambda a, dims, keepdim: np.mean(a, axis=dims, keepdims=keepdim))
+@quiet
+def mean(a, dims, keepdim):
+    """np.mean, but an empty slice gives nan without numpy's "Mean of empty slice" warning (torch is silent)."""
+    if a.size:
+        return np.mean(a, axis=dims, keepdims=keepdim)
+    return np.full_like(np.sum(a, axis=dims, keepdims=keepdim), np.nan)
 amax = quiet(lambda a, dims, keepdim: np.max(a, axis=dims, keepdims=keepdim))
 amin = quiet(lambda a, dims, keepdim: np.min(a, axis=dims, keepdims=keepdim))
 

@@ -456,6 +456,9 @@ def matmul(a, b):
                            f"{shape_str(b.shape)}.")
     if a.dtype is _dt.bool_ or b.dtype is _dt.bool_:
         raise TypeError("matmul: not supported for bool tensors.")
+    if a.dtype is not b.dtype:  # torch never promotes in a matrix product
+        raise RuntimeError(f"matmul: expected both operands to have the same dtype, got {a.dtype.name} @ "
+                           f"{b.dtype.name}; convert one with .to(dtype).")
     if a.ndim == 1 or b.ndim == 1:
         ka, kb = a.shape[-1], b.shape[0 if b.ndim == 1 else -2]
         if ka != kb:
