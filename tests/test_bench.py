@@ -115,3 +115,27 @@ def test_kernel_workloads_run_at_their_thread_count_and_restore_it():
         assert result["threads"] == threads and set(seen) == {threads}
         assert dyngrad.get_num_threads() == before
         seen.clear()
+
+
+def test_ratios_from_a_single_timed_call_are_marked(tmp_path):
+    """issue 11: --quick cells timed by one call gave wild ratios (1273x, then 4.9x) drawn as if measured."""
+    import time
+    import dyngrad
+    import dyngrad.reference
+    from dyngrad.bench import report
+
+    def build(dg, size):
+        slow = dg is dyngrad.reference
+        return workloads.Case(lambda: time.sleep(0.06 if slow else 0.0), 1, lambda: np.zeros(1))
+
+    fake = workloads.Workload("fake", "fake", "us/op", "", build, {"check": {}, "quick": {}})
+    modules = {"dyngrad": dyngrad, "reference": dyngrad.reference}
+    result = runner.run_workload(fake, modules, runner.MODES["quick"], progress_bar(0, False))
+    assert len(result["runs"]["reference"]["seconds"]) == 1 and len(result["runs"]["dyngrad"]["seconds"]) > 1
+    assert result["single_call_ratios"] == ["reference"]
+    info = {"mode": "quick", "date": "d", "cpu": "c", "cores": 2, "python": "3", "numpy": "2"}
+    row = [line for line in report.table([result], ["dyngrad", "reference"], info).splitlines()
+           if line.startswith("fake")][0]
+    assert row.split()[-1].endswith("x*"), row
+    if report.write_png(str(tmp_path / "chart.png"), [result], info):
+        assert (tmp_path / "chart.png").stat().st_size > 0

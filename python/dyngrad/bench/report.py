@@ -64,7 +64,7 @@ def table(results, engines, info):
         cells = [result["name"], result["unit"], *[_cell(result, c, notes) for c in columns]]
         for c in others:
             ratio = result["ratios_vs_dyngrad"].get(c)
-            cells.append(_ratio(ratio) if ratio else "-")
+            cells.append((_ratio(ratio) + ("*" if c in result.get("single_call_ratios", ()) else "")) if ratio else "-")
         rows.append(cells)
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
 
@@ -75,7 +75,8 @@ def table(results, engines, info):
     out.append("Values are medians per unit (us/op, ms/step, ...; GFLOPS and GB/s are throughputs). Ratios are "
                "time per unit of that engine / dyngrad's: > 1 means dyngrad is faster.")
     out.append("numpy: the same work written by hand with numpy arrays (no autograd). "
-               "* = a single timed call (slow engine, reduced repeats).")
+               "* = a single timed call (slow engine, reduced repeats, or --quick); a ratio marked * rests on one and is not "
+               "a measurement.")
     out += [_per_call(r, columns) for r in results if r["unit"] in _THROUGHPUT]
     if info.get("digits"):
         out.append(f"mlp-train data: {info['digits']}.")
@@ -130,15 +131,23 @@ def write_png(path, results, info):
     for k, other in enumerate(others):
         ys = [i + k * height for i in range(len(names))]
         values = [r["ratios_vs_dyngrad"].get(other, 1.0) for r in results]
-        # bars grow from 1 (parity): rightwards where dyngrad is faster, leftwards where it is slower
+        single = [other in r.get("single_call_ratios", ()) for r in results]
+        # bars grow from 1 (parity): rightwards where dyngrad is faster, leftwards where it is slower; a ratio from a
+        # single timed call is drawn hollow and labelled with a *, so that it does not read as a measurement
         bars = ax.barh(ys, [v - 1.0 for v in values], left=1.0, height=height, label=f"{other} time / dyngrad time")
-        ax.bar_label(bars, labels=[_ratio(r["ratios_vs_dyngrad"][other]) if other in r["ratios_vs_dyngrad"] else ""
-                                   for r in results], fontsize=7, padding=2)
+        for bar, one in zip(bars, single):
+            if one:
+                bar.set_fill(False)
+                bar.set_hatch("//")
+        ax.bar_label(bars, labels=[_ratio(r["ratios_vs_dyngrad"][other]) + ("*" if one else "")
+                                   if other in r["ratios_vs_dyngrad"] else "" for r, one in zip(results, single)],
+                     fontsize=7, padding=2)
     ax.set_yticks([i + height * (len(others) - 1) / 2 for i in range(len(names))], names)
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.axvline(1.0, color="black", linewidth=0.8)
-    ax.set_xlabel("ratio (> 1: dyngrad is faster)")
+    ax.set_xlabel("ratio (> 1: dyngrad is faster)" + ("; hollow bars, *: a single timed call, not a measurement"
+                                                        if any(r.get("single_call_ratios") for r in results) else ""))
     ax.set_title(f"dyngrad bench ({info['mode']}), {info['date'][:10]}, {info['cpu']}", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()

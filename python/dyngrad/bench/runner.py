@@ -213,9 +213,12 @@ def run_workload(workload, modules, mode, bar, reference_limit=20.0):
     base = records.get("dyngrad", {}).get("per_unit_s")
     ratios = {name: record["per_unit_s"] / base for name, record in records.items()
               if base and name != "dyngrad" and "per_unit_s" in record}
+    # a ratio resting on one timed call on either side is an anecdote (warm-up, a page fault, another process):
+    # the table and the chart mark it rather than show it as a measurement
+    single = [name for name in ratios if len(records[name]["seconds"]) == 1 or len(records["dyngrad"]["seconds"]) == 1]
     return {"name": workload.name, "group": workload.group, "unit": workload.unit, "about": workload.about,
             "size": workload.sizes[mode.name], "threads": workload.threads, "runs": records, "ratios_vs_dyngrad": ratios,
-            "wall_s": time.perf_counter() - start}
+            "single_call_ratios": single, "wall_s": time.perf_counter() - start}
 
 
 def progress_steps(workloads, modules):
