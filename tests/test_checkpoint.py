@@ -1,5 +1,6 @@
 """dyngrad.utils.checkpoint (both modes) and dyngrad.autograd.graph.saved_tensors_hooks / save_on_cpu, on both
 engines: same gradients as without checkpointing; the hooks see the tensors every node saves."""
+import functools
 import importlib
 
 import numpy as np
@@ -145,7 +146,7 @@ def test_checkpoint_recomputes_and_keeps_nothing(dg):
         return ((a @ w).tanh() @ w).sigmoid() * scale
 
     x = dg.tensor(XN)                  # only the parameter needs grad: fine without reentrancy
-    out = c.checkpoint(block, x, scale=2.0)
+    out = c.checkpoint(block, x, scale=2.0, use_reentrant=False)
     assert len(calls) == 1
     assert dg.autograd.graph_stats(out)["saved_bytes"] == 0
     out.sum().backward()
@@ -155,11 +156,25 @@ def test_checkpoint_recomputes_and_keeps_nothing(dg):
     block(x, scale=2.0).sum().backward()
     np.testing.assert_allclose(got, w.grad.numpy(), rtol=1e-5)
     with dg.no_grad():                   # nothing recorded, nothing to recompute
-        c.checkpoint(block, x)
+        c.checkpoint(block, x, use_reentrant=False)
     with pytest.raises(ValueError, match="keyword arguments"):
         c.checkpoint(block, x, scale=2.0, use_reentrant=True)
     with pytest.raises(ValueError, match="determinism_check"):
-        c.checkpoint(block, x, determinism_check="sometimes")
+        c.checkpoint(block, x, determinism_check="sometimes", use_reentrant=False)
+
+
+def test_checkpoint_without_use_reentrant_warns_and_is_reentrant_as_torch(dg):
+    """torch 2.13: use_reentrant not given -> a warning, then the reentrant mode, whose rules differ: keyword
+    arguments are refused and parameters get no gradient when no input requires grad."""
+    c = ckpt(dg)
+    w = dg.tensor([2.0], requires_grad=True)
+    with pytest.warns(UserWarning, match="use_reentrant"):
+        with pytest.raises(ValueError, match="keyword arguments"):
+            c.checkpoint(lambda a, scale: a * w * scale, dg.tensor([1.0]), scale=2.0)
+    with pytest.warns(UserWarning, match="use_reentrant"):
+        out = c.checkpoint(lambda a: a * w, dg.tensor([1.0], requires_grad=True))
+    out.sum().backward()
+    assert w.grad.tolist() == [1.0]
 
 
 def test_checkpoint_detects_a_different_rerun(dg):
@@ -171,13 +186,13 @@ def test_checkpoint_detects_a_different_rerun(dg):
         state["n"] += 1
         return a.exp() if state["n"] == 1 else a.exp().sin().cos()
 
-    out = c.checkpoint(unstable, x)
+    out = c.checkpoint(unstable, x, use_reentrant=False)
     with pytest.raises(c.CheckpointError, match="same ops"):
         out.sum().backward()
 
 
 def test_checkpoint_nested_and_with_custom_functions(dg):
-    ck = ckpt(dg).checkpoint
+    ck = functools.partial(ckpt(dg).checkpoint, use_reentrant=False)
 
     class Cube(dg.autograd.Function):
         @staticmethod
@@ -208,7 +223,7 @@ def test_checkpoint_nested_and_with_custom_functions(dg):
 
 
 def test_double_backward_through_checkpoint(dg):
-    ck = ckpt(dg).checkpoint
+    ck = functools.partial(ckpt(dg).checkpoint, use_reentrant=False)
     x = dg.tensor([0.3, 1.2, -0.7], dtype=dg.float64, requires_grad=True)
 
     def f(a):

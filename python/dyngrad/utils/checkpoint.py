@@ -1,7 +1,7 @@
 """dyngrad.utils.checkpoint, for both engines: trade compute for memory by recomputing a block's activations in
 backward instead of keeping them (torch.utils.checkpoint).
 
-Note [Checkpointing by saved-tensor hooks] (use_reentrant=False, the default): the block runs once normally, so
+Note [Checkpointing by saved-tensor hooks] (use_reentrant=False, the recommended mode): the block runs once normally, so
 its graph is recorded as usual and gradients flow to every tensor it used (inputs and parameters alike), but
 inside it a saved_tensors_hooks pair (Note [Saved tensor hooks], csrc/dyngrad/node.h) replaces each tensor a
 node saves by its position in the order of saving, and drops the tensor. The first time backward unpacks one of
@@ -140,9 +140,9 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=noop_context_fn, 
     """function(*args, **kwargs), keeping none of the tensors its ops save for backward: they are recomputed by
     running `function` again during backward. Same values and gradients as calling it directly.
 
-    use_reentrant: False (the default, None means False) records the graph normally and recomputes only the saved
-    tensors (Note [Checkpointing by saved-tensor hooks]); True uses a custom Function (torch's older mode: at least
-    one input must require grad; keyword arguments are not allowed). preserve_rng_state: the rerun sees the
+    use_reentrant: False (recommended) records the graph normally and recomputes only the saved tensors (Note
+    [Checkpointing by saved-tensor hooks]); True uses a custom Function (torch's older mode: at least one input
+    must require grad; keyword arguments are not allowed). Not given, it warns and means True, as in torch 2.13. preserve_rng_state: the rerun sees the
     random numbers of the first run (dropout masks agree). context_fn: returns two context managers, the first
     entered around the first run and the second around the recomputation. determinism_check: 'default' checks
     that the rerun saves as many tensors as the first run; 'none' skips the check. debug and early_stop are
@@ -151,6 +151,11 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=noop_context_fn, 
         raise TypeError(f"checkpoint: function must be callable, got {type(function).__name__}.")
     if determinism_check not in ("default", "none"):
         raise ValueError(f"checkpoint: determinism_check must be 'default' or 'none', got {determinism_check!r}.")
+    if use_reentrant is None:
+        warnings.warn("checkpoint: pass use_reentrant explicitly; without it the older reentrant mode (True) is "
+                      "used, as in torch. use_reentrant=False is recommended: gradients reach the parameters even "
+                      "when no input requires grad, and keyword arguments are allowed.", UserWarning, stacklevel=2)
+        use_reentrant = True
     if use_reentrant:
         if kwargs:
             raise ValueError("checkpoint: keyword arguments are only supported with use_reentrant=False, got "
