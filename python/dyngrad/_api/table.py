@@ -58,6 +58,24 @@ inference_mode    autograd.grad_mode.inference_mode   fn              -         
 is_grad_enabled   autograd.grad_mode.is_grad_enabled  fn              -            -   is_grad_enabled
 get_num_threads   settings.get_num_threads            fn              -            -   get_num_threads
 set_num_threads   settings.set_num_threads            fn              -            -   set_num_threads
+get_num_interop_threads settings.get_num_interop_threads fn           -            -   -
+set_num_interop_threads settings.set_num_interop_threads fn           -            -   -
+use_deterministic_algorithms settings.use_deterministic_algorithms fn  -            -   -
+are_deterministic_algorithms_enabled settings.are_deterministic_algorithms_enabled fn - - -
+is_deterministic_algorithms_warn_only_enabled settings.is_deterministic_algorithms_warn_only_enabled fn - - -
+set_deterministic_debug_mode settings.set_deterministic_debug_mode fn  -            -   -
+get_deterministic_debug_mode settings.get_deterministic_debug_mode fn  -            -   -
+set_float32_matmul_precision settings.set_float32_matmul_precision fn  -            -   -
+get_float32_matmul_precision settings.get_float32_matmul_precision fn  -            -   -
+set_warn_always   settings.set_warn_always            fn              -            -   -
+is_warn_always_enabled settings.is_warn_always_enabled fn             -            -   -
+typename          settings.typename                   fn              -            -   -
+set_default_tensor_type settings.set_default_tensor_type fn           -            -   -
+set_printoptions  printing.set_printoptions           fn              -            -   -
+is_inference_mode_enabled autograd.grad_mode.is_inference_mode_enabled fn - - -
+is_anomaly_enabled autograd.anomaly.is_anomaly_enabled fn             -            -   -
+set_anomaly_enabled autograd.anomaly.set_anomaly_enabled fn           -            -   -
+is_anomaly_check_nan_enabled autograd.anomaly.is_anomaly_check_nan_enabled fn - - -
 # ----- creation ---------------------------------------------------------------------------------------------
 tensor            creation.tensor                     fn              -            -   copy_from_numpy
 as_tensor         creation.as_tensor                  fn              -            -   from_numpy
