@@ -360,6 +360,44 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
                            dilation)
 
 
+@shows_as("ConvTbc")
+def conv_tbc(input, weight, bias, pad=0):
+    """A 1-d convolution of a (time, batch, channels) sequence: input (T, B, C_in), weight (K, C_in, C_out), bias
+    (C_out,), output (T + 2 pad - K + 1, B, C_out); a negative pad crops the sequence. conv1d of the permuted
+    operands (no copy until the core's conv2d)."""
+    op = "conv_tbc"
+    x = tensor_arg(input, op)
+    w = tensor_arg(weight, op, "weight")
+    b = tensor_arg(bias, op, "bias")
+    if isinstance(pad, bool) or not isinstance(pad, (int, np.integer)):
+        raise TypeError(f"{op}: expected an int as pad, got {type_name(pad)}.")
+    pad = int(pad)
+    if x.ndim != 3:
+        raise RuntimeError(f"{op}: expected a 3-D input (time, batch, in_channels), got shape {shape_str(x.shape)}.")
+    if w.ndim != 3:
+        raise RuntimeError(f"{op}: expected a 3-D weight (kernel_width, in_channels, out_channels), got shape "
+                           f"{shape_str(w.shape)}.")
+    if b.ndim != 1:
+        raise RuntimeError(f"{op}: expected a 1-D bias, got shape {shape_str(b.shape)}.")
+    if x.shape[2] != w.shape[1]:
+        raise RuntimeError(f"{op}: the input's {x.shape[2]} channels (input {shape_str(x.shape)}) do not match the "
+                           f"weight's in_channels {w.shape[1]} (weight {shape_str(w.shape)}).")
+    if b.shape[0] != w.shape[2]:
+        raise RuntimeError(f"{op}: the bias's {b.shape[0]} entries do not match the weight's out_channels "
+                           f"{w.shape[2]}.")
+    t, k = x.shape[0], w.shape[0]
+    length = t + 2 * pad - k + 1
+    if length < 0:
+        raise RuntimeError(f"{op}: the output length {t} + 2*{pad} - {k} + 1 = {length} is negative.")
+    if pad < 0:                         # a negative padding crops both ends of the sequence
+        x = _C.slice(x, 0, -pad, max(t + pad, -pad), 1)
+        pad = 0
+    if length == 0:
+        return _C.add(_C.full((0, x.shape[1], w.shape[2]), 0, x.dtype), _C.sum(x, (), False))
+    out = _conv(op, 1, _C.permute(x, (1, 2, 0)), _C.permute(w, (2, 1, 0)), b, 1, pad, 1, 1)
+    return _C.permute(out, (2, 0, 1))
+
+
 def _window_args(op, kernel_size, dilation, padding, stride):
     k = _ntuple(kernel_size, 2, op, "kernel_size")
     d = _ntuple(dilation, 2, op, "dilation")
