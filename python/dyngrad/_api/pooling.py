@@ -569,6 +569,8 @@ def _fractional_max_pool(x, n, kernel_size, output_size, output_ratio, return_in
         raise RuntimeError(f"{op}: _random_samples ({samples.dtype}) must have the input's dtype ({x.dtype}).")
     if not x.dtype.is_floating_point:
         raise NotImplementedError(f"{op}: not implemented for {x.dtype.name} tensors.")
+    if samples.requires_grad and _C.is_grad_enabled():
+        raise RuntimeError(f"{op}: _random_samples has no gradient; it must not require grad.")
     if samples.ndim != 3 or samples.shape[0] < batch or samples.shape[1] != channels or samples.shape[2] != n:
         raise RuntimeError(f"{op}: expected _random_samples of shape (N >= {batch}, {channels}, {n}) for an input of "
                            f"shape {shape_str(x.shape)}, got {shape_str(samples.shape)}.")

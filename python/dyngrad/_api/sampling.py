@@ -94,6 +94,12 @@ def _pad_coordinates(c, size, padding_mode, align, ft):
     return c, np.ones_like(c)
 
 
+def _finite_coordinates(c, size, ft):
+    """A non-finite coordinate (torch's result is undefined there: it casts inf or NaN to an integer) samples
+    nothing: it is moved two pixels before the input, so that every tap is outside and the zero padding is read."""
+    return np.where(np.isfinite(c), c, ft(-2)).astype(ft)
+
+
 def _coordinate_tensor(g_t, g_np, c_np, slope):
     """c_np in the forward, with derivative `slope` with respect to the grid component g_t (the Note)."""
     dtype = g_t.dtype
@@ -175,6 +181,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         gt = _C.reshape(_C.select(g, -1, i), (batch, length))
         c, scale = _unnormalize(gi, size, align, ft)
         if mode == "bicubic":
+            c = _finite_coordinates(c, size, ft)
             base = np.floor(c)
             ct = _coordinate_tensor(gt, gi, c, np.full_like(c, scale))
             frac = _C.sub(ct, _const(base.astype(ft), x.dtype))
@@ -186,6 +193,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
             weights.append(_cubic_weights(frac))
             continue
         c, slope = _pad_coordinates(c, size, padding_mode, align, ft)
+        c = _finite_coordinates(c, size, ft)
         if mode == "nearest":
             taps.append([np.rint(c)])
             weights.append([None])
@@ -208,7 +216,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         for axis, j in enumerate(combo):
             p = taps[axis][j]
             valid &= (p >= 0) & (p < spatial[axis])
-            pos += np.where(np.isfinite(p), p, 0).astype(np.int64) * strides[axis]
+            pos += p.astype(np.int64) * strides[axis]
             wj = weights[axis][j]
             if wj is not None:
                 w = wj if w is None else _C.mul(w, wj)
