@@ -490,3 +490,18 @@ CONV_TBC_ERRORS = [
 @pytest.mark.parametrize("case", range(len(CONV_TBC_ERRORS)))
 def test_conv_tbc_errors(dg, case):
     same_error(dg, CONV_TBC_ERRORS[case])
+
+
+def test_second_order(dg):
+    # every new op is a composite of differentiable core ops, so gradients of gradients come for free
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((1, 2, 3, 3, 3)), rng.standard_normal((2, 1, 2, 2, 2))
+    cases = [
+        (lambda a, b: F(dg).conv3d(a, b, padding=1, groups=2, stride=(2, 1, 1)), (x, w)),
+        (lambda a, b: F(dg).conv_transpose3d(a, b, stride=2, groups=2), (x, w)),
+        (lambda a, b: F(dg).grid_sample(a, b, align_corners=False),
+         (rng.standard_normal((1, 1, 3, 3)), rng.uniform(-1, 1, (1, 2, 2, 2)))),
+    ]
+    for fn, arrays in cases:
+        inputs = tuple(dg.tensor(a, requires_grad=True) for a in arrays)
+        assert dg.autograd.gradgradcheck(fn, inputs)
