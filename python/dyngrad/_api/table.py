@@ -507,6 +507,19 @@ pixel_shuffle     resample.pixel_shuffle              fn,F            -         
 pixel_unshuffle   resample.pixel_unshuffle            fn,F            -            -   reshape,permute
 channel_shuffle   resample.channel_shuffle            fn,F            -            -   reshape,permute
 embedding_bag     embedding_bag.embedding_bag         F               -            -   index_select,index_add,gather
+# ----- vision ops (issues 10 and 14): 3-d convolutions, sampling grids, fractional pooling ------------------
+conv3d            conv.conv3d                         fn,F            -            -   index_select,conv2d
+conv_transpose3d  conv.conv_transpose3d               fn,F            -            -   matmul,fold,index_add
+affine_grid       sampling.affine_grid                F               -            -   matmul
+grid_sample       sampling.grid_sample                F               -            -   gather,mul,add
+gumbel_softmax    sampling.gumbel_softmax             F               -            -   rand,softmax
+fractional_max_pool2d pooling.fractional_max_pool2d   F               -            -   gather
+fractional_max_pool3d pooling.fractional_max_pool3d   F               -            -   gather
+fractional_max_pool2d_with_indices pooling.fractional_max_pool2d_with_indices F - -        gather
+fractional_max_pool3d_with_indices pooling.fractional_max_pool3d_with_indices F - -        gather
+native_channel_shuffle resample.native_channel_shuffle fn,F           -            -   reshape,permute
+conv_tbc          conv.conv_tbc                       fn,F            -            -   conv2d,permute
+# ----- end of vision ops -----------------------------------------------------------------------------------
 # ----- activations (also nn.functional; the F.NAME_ rows are torch's in-place forms) ------------------------
 softmax           activation.softmax_fn               fn,method,out   -            -   prim
 softmax           activation.softmax                  F               -            -   prim
