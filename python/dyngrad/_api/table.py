@@ -337,6 +337,28 @@ vector_norm       linalg.vector_norm                  linalg,out      -         
 matrix_norm       linalg.matrix_norm                  linalg,out      -            -   abs,sum,amax,vector_norm,svdvals
 norm              linalg.linalg_norm                  linalg,out      -            -   vector_norm,matrix_norm
 cond              linalg.cond                         linalg,out      -            -   svdvals,matrix_norm,div
+# ----- more torch.linalg (_api/linalg_more.py): eig, the LU and LDL families, matrix_exp, ... -----------------
+eig               linalg_more.eig                     linalg,out      -            -   matmul,mul,div
+eigvals           linalg_more.eigvals                 linalg,out      -            -   matmul,mul,div
+lu                linalg_more.lu                      linalg,out      -            -   matmul,mul,cat
+lu_factor         linalg_more.lu_factor               linalg,out      -            -   matmul,mul,cat
+lu_factor_ex      linalg_more.lu_factor_ex            linalg,out      -            -   matmul,mul,cat
+lu_solve          linalg_more.lu_solve                linalg,out      -            -   matmul,mul,expand
+solve_ex          linalg_more.solve_ex                linalg,out      -            -   matmul,mul,expand
+matrix_exp        linalg_more.matrix_exp              linalg          -            -   cat,slice
+householder_product linalg_more.householder_product   linalg,out      -            -   matmul,mul,sub,select
+ldl_factor        linalg_more.ldl_factor              linalg,out      -            -   -
+ldl_factor_ex     linalg_more.ldl_factor_ex           linalg,out      -            -   -
+ldl_solve         linalg_more.ldl_solve               linalg,out      -            -   -
+tensorinv         linalg_more.tensorinv               linalg,out      -            -   reshape,matmul
+tensorsolve       linalg_more.tensorsolve             linalg,out      -            -   permute,reshape,matmul
+vander            linalg_more.vander                  linalg          -            -   mul,stack
+lu                linalg_more.torch_lu                fn,method       -            -   matmul,mul,cat
+lu_unpack         linalg_more.lu_unpack               fn,out          -            -   mul,add
+lu_solve          linalg_more.torch_lu_solve          fn,method,out   -            -   matmul,mul,expand
+matrix_exp        linalg_more.matrix_exp              fn,method       -            -   cat,slice
+vander            linalg_more.torch_vander            fn              -            -   mul,stack,index_select
+orgqr             linalg_more.orgqr                   fn,method,out   -            -   matmul,mul,sub,select
 # ----- shape ------------------------------------------------------------------------------------------------
 reshape           shape.reshape                       fn              -            -   prim
 reshape           shape.reshape_method                method          -            -   prim
