@@ -830,12 +830,14 @@ def tensorsolve(A, B, dims=None):
 
 
 def _powers(x, N, op):
-    """[x^0, x^1, ..., x^(N-1)] stacked on a new last dim, by repeated products (differentiable, exact for ints)."""
-    one = _C.add(_C.mul(x, _C.scalar_operand(0, x)), _C.scalar_operand(1, x))
-    cols = [one]
-    for _ in range(1, N):
-        cols.append(_C.mul(cols[-1], x))
-    return _C.stack(cols, -1) if cols else None
+    """[x^0, x^1, ..., x^(N-1)] on a new last dim: ones, then the running product of N - 1 copies of x (as torch;
+    exact for integers, and cumprod's gradient is exact at zeros)."""
+    from .scan import cumprod
+    one = _C.unsqueeze(_C.add(_C.mul(x, _C.scalar_operand(0, x)), _C.scalar_operand(1, x)), -1)
+    if N == 1:
+        return one
+    copies = _C.expand(_C.unsqueeze(x, -1), tuple(x.shape) + (N - 1,))
+    return _C.cat([one, cumprod(copies, -1)], -1)
 
 
 def vander(x, *, N=None):

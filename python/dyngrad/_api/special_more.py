@@ -429,9 +429,10 @@ def gammaincc_kernel(a, x):
 # them); at the ends of the interval the closed values; for |y| < 1 and n past a small threshold the trigonometric
 # forms (y = cos theta: T_n = cos n theta, U_n = sin (n+1) theta / sin theta, V_n = cos (n+1/2) theta / cos
 # theta/2, W_n = sin (n+1/2) theta / sin theta/2). The recurrence runs on every element at once, for at most
-# 100,000 steps: an element that needs more and is still finite raises (torch would loop n times).
+# 10,000 steps (ending early once every unfinished value is NaN, which the recurrence keeps): an element that needs
+# more and is still finite raises (torch would loop n times).
 
-_MAX_STEPS = 100000
+_MAX_STEPS = 10000
 
 
 def _degree(n):
@@ -452,6 +453,8 @@ def _recurrence(op, x, n, first, step):
     for j in range(1, steps):
         active = n > j
         if not active.any():
+            break
+        if j % 64 == 0 and np.isnan(q[active]).all():      # NaN stays NaN: the rest changes nothing
             break
         r = step(j, x, p, q)
         p, q = np.where(active, q, p), np.where(active, r, q)

@@ -379,12 +379,12 @@ ldl_factor_ex     linalg_more.ldl_factor_ex           linalg,out      -         
 ldl_solve         linalg_more.ldl_solve               linalg,out      -            -   -
 tensorinv         linalg_more.tensorinv               linalg,out      -            -   reshape,matmul
 tensorsolve       linalg_more.tensorsolve             linalg,out      -            -   permute,reshape,matmul
-vander            linalg_more.vander                  linalg          -            -   mul,stack
+vander            linalg_more.vander                  linalg          -            -   expand,cumprod,cat
 lu                linalg_more.torch_lu                fn,method       -            -   matmul,mul,cat
 lu_unpack         linalg_more.lu_unpack               fn,out          -            -   mul,add
 lu_solve          linalg_more.torch_lu_solve          fn,method,out   -            -   matmul,mul,expand
 matrix_exp        linalg_more.matrix_exp              fn,method       -            -   cat,slice
-vander            linalg_more.torch_vander            fn              -            -   mul,stack,index_select
+vander            linalg_more.torch_vander            fn              -            -   expand,cumprod,cat,index_select
 orgqr             linalg_more.orgqr                   fn,method,out   -            -   matmul,mul,sub,select
 # ----- shape ------------------------------------------------------------------------------------------------
 reshape           shape.reshape                       fn              -            -   prim
