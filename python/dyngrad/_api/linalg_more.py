@@ -59,6 +59,8 @@ def _geev(op, a):
         return np.concatenate([w[..., None, :], v], axis=-2)         # one array, as _per_matrix wants
     if a.size == 0:
         return np.zeros(a.shape[:-1], a.dtype), np.zeros(a.shape, a.dtype)
+    if not np.isfinite(a).all():
+        raise RuntimeError(f"{op}: the input should not contain infs or NaNs.")
     wv, info = _per_matrix(factor, a, lambda m: 1)
     if np.any(info):
         k, where = _where_batch(info)
@@ -155,7 +157,7 @@ def _getrf(a):
     """(LU packed as LAPACK stores it, 1-based pivots as int32, info) of a stack of m x n matrices."""
     a = np.array(a, dtype=np.float64 if a.dtype == np.float64 else a.dtype, copy=True)
     batch, (m, n) = a.shape[:-2], a.shape[-2:]
-    lu = a.reshape((-1, m, n))
+    lu = a.reshape((int(np.prod(batch, dtype=np.int64)), m, n))
     k_max = min(m, n)
     piv = np.zeros((lu.shape[0], k_max), dtype=np.int32)
     info = np.zeros(lu.shape[0], dtype=np.int64)
@@ -181,7 +183,8 @@ def _getrf(a):
 def _permutation(piv, m):
     """P (as an index array perm with P[perm[i], i] = 1) from LAPACK's row interchanges: A = P L U."""
     perm = np.broadcast_to(np.arange(m), piv.shape[:-1] + (m,)).copy()
-    flat, p = perm.reshape(-1, m), piv.reshape(-1, piv.shape[-1]).astype(np.int64) - 1
+    count = int(np.prod(piv.shape[:-1], dtype=np.int64))
+    flat, p = perm.reshape(count, m), piv.reshape(count, piv.shape[-1]).astype(np.int64) - 1
     idx = np.arange(flat.shape[0])
     for i in range(p.shape[-1]):
         a, b = flat[idx, i].copy(), flat[idx, p[:, i]].copy()
@@ -650,7 +653,7 @@ def _sytf2(a):
 
 def _ldl_numpy(a):
     batch, n = a.shape[:-2], a.shape[-1]
-    flat = a.reshape((-1, n, n))
+    flat = a.reshape((int(np.prod(batch, dtype=np.int64)), n, n))
     ld = np.zeros_like(flat)
     piv = np.zeros((flat.shape[0], n), dtype=np.int32)
     info = np.zeros(flat.shape[0], dtype=np.int64)

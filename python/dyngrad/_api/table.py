@@ -234,33 +234,6 @@ zeta              special.zeta                        special,out     -         
 softmax           special.softmax                     special         -            -   softmax
 log_softmax       special.log_softmax                 special         -            -   log_softmax
 logsumexp         special.logsumexp                   special,out     -            -   logsumexp
-# ----- torch.special: Bessel, Airy, incomplete gamma, orthogonal polynomials (_api/special_more.py) ----------
-bessel_j0         special_more.bessel_j0              special,out     -            -   numpy
-bessel_j1         special_more.bessel_j1              special,out     -            -   numpy
-bessel_y0         special_more.bessel_y0              special,out     -            -   numpy
-bessel_y1         special_more.bessel_y1              special,out     -            -   numpy
-modified_bessel_i0 special_more.modified_bessel_i0 special,out - - numpy
-modified_bessel_i1 special_more.modified_bessel_i1 special,out - - numpy
-modified_bessel_k0 special_more.modified_bessel_k0 special,out - - numpy
-modified_bessel_k1 special_more.modified_bessel_k1 special,out - - numpy
-scaled_modified_bessel_k0 special_more.scaled_modified_bessel_k0 special,out - - numpy
-scaled_modified_bessel_k1 special_more.scaled_modified_bessel_k1 special,out - - numpy
-spherical_bessel_j0 special_more.spherical_bessel_j0 special,out - - numpy
-airy_ai           special_more.airy_ai                special,out     -            -   numpy
-gammainc          special_more.gammainc               special,out     -            -   numpy,exp,log,lgamma
-gammaincc         special_more.gammaincc              special,out     -            -   numpy,exp,log,lgamma
-chebyshev_polynomial_t special_more.chebyshev_polynomial_t special,out - - numpy
-chebyshev_polynomial_u special_more.chebyshev_polynomial_u special,out - - numpy
-chebyshev_polynomial_v special_more.chebyshev_polynomial_v special,out - - numpy
-chebyshev_polynomial_w special_more.chebyshev_polynomial_w special,out - - numpy
-shifted_chebyshev_polynomial_t special_more.shifted_chebyshev_polynomial_t special,out - - numpy
-shifted_chebyshev_polynomial_u special_more.shifted_chebyshev_polynomial_u special,out - - numpy
-shifted_chebyshev_polynomial_v special_more.shifted_chebyshev_polynomial_v special,out - - numpy
-shifted_chebyshev_polynomial_w special_more.shifted_chebyshev_polynomial_w special,out - - numpy
-hermite_polynomial_h special_more.hermite_polynomial_h special,out - - numpy
-hermite_polynomial_he special_more.hermite_polynomial_he special,out - - numpy
-laguerre_polynomial_l special_more.laguerre_polynomial_l special,out - - numpy
-legendre_polynomial_p special_more.legendre_polynomial_p special,out - - numpy
 # ----- reductions -------------------------------------------------------------------------------------------
 sum               reduction.sum                       fn,method,out   -            hot prim
 nansum            reduction.nansum                    fn,method,out   -            -   isnan,where,sum
@@ -386,6 +359,33 @@ lu_solve          linalg_more.torch_lu_solve          fn,method,out   -         
 matrix_exp        linalg_more.matrix_exp              fn,method       -            -   cat,slice
 vander            linalg_more.torch_vander            fn              -            -   expand,cumprod,cat,index_select
 orgqr             linalg_more.orgqr                   fn,method,out   -            -   matmul,mul,sub,select
+# ----- torch.special: Bessel, Airy, incomplete gamma, orthogonal polynomials (_api/special_more.py) ----------
+bessel_j0         special_more.bessel_j0              special,out     -            -   numpy
+bessel_j1         special_more.bessel_j1              special,out     -            -   numpy
+bessel_y0         special_more.bessel_y0              special,out     -            -   numpy
+bessel_y1         special_more.bessel_y1              special,out     -            -   numpy
+modified_bessel_i0 special_more.modified_bessel_i0 special,out - - numpy
+modified_bessel_i1 special_more.modified_bessel_i1 special,out - - numpy
+modified_bessel_k0 special_more.modified_bessel_k0 special,out - - numpy
+modified_bessel_k1 special_more.modified_bessel_k1 special,out - - numpy
+scaled_modified_bessel_k0 special_more.scaled_modified_bessel_k0 special,out - - numpy
+scaled_modified_bessel_k1 special_more.scaled_modified_bessel_k1 special,out - - numpy
+spherical_bessel_j0 special_more.spherical_bessel_j0 special,out - - numpy
+airy_ai           special_more.airy_ai                special,out     -            -   numpy
+gammainc          special_more.gammainc               special,out     -            -   numpy,exp,log,lgamma
+gammaincc         special_more.gammaincc              special,out     -            -   numpy,exp,log,lgamma
+chebyshev_polynomial_t special_more.chebyshev_polynomial_t special,out - - numpy
+chebyshev_polynomial_u special_more.chebyshev_polynomial_u special,out - - numpy
+chebyshev_polynomial_v special_more.chebyshev_polynomial_v special,out - - numpy
+chebyshev_polynomial_w special_more.chebyshev_polynomial_w special,out - - numpy
+shifted_chebyshev_polynomial_t special_more.shifted_chebyshev_polynomial_t special,out - - numpy
+shifted_chebyshev_polynomial_u special_more.shifted_chebyshev_polynomial_u special,out - - numpy
+shifted_chebyshev_polynomial_v special_more.shifted_chebyshev_polynomial_v special,out - - numpy
+shifted_chebyshev_polynomial_w special_more.shifted_chebyshev_polynomial_w special,out - - numpy
+hermite_polynomial_h special_more.hermite_polynomial_h special,out - - numpy
+hermite_polynomial_he special_more.hermite_polynomial_he special,out - - numpy
+laguerre_polynomial_l special_more.laguerre_polynomial_l special,out - - numpy
+legendre_polynomial_p special_more.legendre_polynomial_p special,out - - numpy
 # ----- shape ------------------------------------------------------------------------------------------------
 reshape           shape.reshape                       fn              -            -   prim
 reshape           shape.reshape_method                method          -            -   prim
