@@ -295,3 +295,27 @@ def test_out_and_shapes(dg):
     assert dg.lu_unpack(*dg.linalg.lu_factor(A), unpack_pivots=False).P.numel() == 0
     with pytest.warns(UserWarning, match="deprecated"):
         dg.lu(A)
+
+
+EMPTY = [
+    ("lu_0x0", lambda m: tuple(m.linalg.lu(m.zeros(0, 0)))),
+    ("lu_no_rows", lambda m: tuple(m.linalg.lu(m.zeros(2, 0, 3)))),
+    ("lu_factor_no_columns", lambda m: tuple(m.linalg.lu_factor(m.zeros(3, 0)))),
+    ("lu_factor_ex_0x0", lambda m: tuple(m.linalg.lu_factor_ex(m.zeros(0, 0)))),
+    ("ldl_0x0", lambda m: tuple(m.linalg.ldl_factor(m.zeros(0, 0)))),
+    ("householder_no_columns", lambda m: m.linalg.householder_product(m.zeros(3, 0), m.zeros(0))),
+    ("householder_no_tau", lambda m: m.linalg.householder_product(m.zeros(3, 2), m.zeros(0))),
+    ("matrix_exp_batch_0x0", lambda m: m.linalg.matrix_exp(m.zeros(2, 0, 0))),
+    ("solve_ex_batch", lambda m: tuple(m.linalg.solve_ex(m.eye(3) + m.zeros(2, 3, 3), m.ones(3)))),
+    ("lu_solve_broadcast", lambda m: m.linalg.lu_solve(*m.linalg.lu_factor(m.eye(3)), m.ones(2, 3, 1))),
+]
+
+
+@pytest.mark.parametrize("name,call", EMPTY, ids=[e[0] for e in EMPTY])
+def test_empty_and_broadcast_shapes_as_torch(dg, name, call):
+    mine, theirs = call(dg), call(torch)
+    mine, theirs = (mine if isinstance(mine, tuple) else (mine,)), (theirs if isinstance(theirs, tuple) else (theirs,))
+    assert [tuple(t.shape) for t in mine] == [tuple(t.shape) for t in theirs]
+    assert [str(t.dtype).split(".")[-1] for t in mine] == [str(t.dtype).split(".")[-1] for t in theirs]
+    for a, b in zip(mine, theirs):
+        np.testing.assert_allclose(a.numpy(), b.numpy())

@@ -95,6 +95,17 @@ def test_polynomials_match_torch(dg, name):
     assert not getattr(dg.special, name)(dg.tensor([0.3], requires_grad=True), 2).requires_grad
 
 
+@pytest.mark.parametrize("name", POLYNOMIALS)
+def test_polynomials_float32_overflow_as_torch(dg, name):
+    """float32 runs the recurrence in float32, so values overflow (to inf, then NaN) where torch's do."""
+    x = np.array([-3e19, -2, -1, -0.5, 0, 0.3, 1, 1.5, 3, 1e10, 1e20, np.inf, np.nan], dtype=np.float32)[:, None]
+    n = np.array([-1, 0, 1, 2, 3, 4, 5, 7, 9, 12, 30, 100], dtype=np.float32)[None, :]
+    mine = getattr(dg.special, name)(dg.tensor(x), dg.tensor(n))
+    assert mine.dtype == dg.float32
+    theirs = getattr(torch.special, name)(torch.tensor(x), torch.tensor(n)).numpy()
+    _compare(mine.numpy(), theirs, 1e-4, 1e-5, (x, n))
+
+
 def test_polynomial_degree_past_the_step_limit(dg):
     """A degree that would need more than 100,000 recurrence steps raises rather than looping (torch loops n times);
     where the trigonometric form applies, any degree is fine."""

@@ -468,15 +468,17 @@ def _recurrence(op, x, n, first, step):
 def _polynomial(op, x, n, first, step, special):
     """The shared frame: broadcast; `special(x, n)` gives (mask, values) of the elements its cases decide; the rest
     by the recurrence (n == 0: 1, n == 1: first(x)); n < 0 gives 0."""
-    x, n = np.broadcast_arrays(np.asarray(x, dtype=np.float64), _degree(n))
+    x = np.asarray(x)
+    x = x if x.dtype in (np.float32, np.float64) else x.astype(np.float64)
+    x, n = np.broadcast_arrays(x, _degree(n))
     x, n = x.copy(), n.copy()
     with np.errstate(all="ignore"):
         decided, values = special(x, n)
-        out = np.where(decided, values, 1.0)
+        out = np.where(decided, values, 1.0).astype(x.dtype)
         need = ~decided & (n >= 1)
         if need.any():
             out[need] = _recurrence(op, x[need], n[need], first, step)
-        return np.where(n < 0, 0.0, out)
+        return np.where(n < 0, 0.0, out).astype(x.dtype)
 
 
 def _chebyshev(kind, shifted):
@@ -578,8 +580,10 @@ airy_ai = _unary("airy_ai", airy_ai)
 def _binary(op, kernel):
     def fn(input, n):
         x, m = pw._float_pair(input, n, op, (True, True))
+        # the recurrence runs in the dtype (float32 for float32 and narrower), so that it overflows where torch's does
+        compute = _C.float64 if x.dtype.name == "float64" else _C.float32
         with np.errstate(all="ignore"):
-            return _constant(kernel(pw._values(x, _C.float64), pw._values(m, _C.float64), op), x.dtype)
+            return _constant(kernel(pw._values(x, compute), pw._values(m, _C.float64), op), x.dtype)
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = (f"torch.special.{op}(input, n): the polynomial of degree n (truncated to an integer; 0 for n < 0) "
                   "at input (Note [Orthogonal polynomials]; not differentiable, as torch).")
