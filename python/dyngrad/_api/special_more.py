@@ -350,12 +350,30 @@ def airy_ai(x):
 # Note [Incomplete gamma]: P(a, x) = gamma(a, x) / Gamma(a), Q = 1 - P. For x < a + 1 the series
 # P = x^a e^-x / Gamma(a + 1) sum_n x^n / ((a+1)...(a+n)) (positive terms); otherwise Legendre's continued fraction
 # Q = x^a e^-x / Gamma(a) * 1 / (x + 1 - a - 1 (1 - a) / (x + 3 - a - 2 (2 - a) / (x + 5 - a - ...))), evaluated by
-# the modified Lentz method. Each converges in O(sqrt(a)) terms where x ~ a; past 20,000 terms (a above ~5e6 near
+# the modified Lentz method. For a < 1 in the series' range (x < 2), Q comes from gamma(a, x) = sum_k (-1)^k
+# x^(a+k) / (k! (a+k)) directly, Q = -expm1(a ln x - lgamma(a+1)) - x^a / Gamma(a+1) a sum_k>=1 (-1)^k x^k /
+# (k! (a+k)), which keeps Q's digits where P is near 1. Each converges in O(sqrt(a)) terms where x ~ a; past 20,000 terms (a above ~5e6 near
 # x = a) the result is NaN rather than an unconverged value. torch's special values: NaN for a < 0, x < 0, and at
 # a = x = 0 and at a = x = inf; P = 1 for a = 0 < x and at x = inf; P = 0 at x = 0 and at a = inf (NaN a and x
 # included, in that order).
 
 _MAX_TERMS = 20000
+
+
+_ZETA_K = [float(sn.zeta(float(k), 1.0)) for k in range(2, 40)]        # zeta(2), zeta(3), ...
+
+
+def _lgamma1p(a):
+    """lgamma(1 + a) without rounding 1 + a: for a < 0.2 the series -gamma a + sum_k>=2 (-1)^k zeta(k) a^k / k."""
+    out = sn.lgamma(a + 1.0)
+    small = np.abs(a) < 0.2
+    if small.any():
+        v = a[small]
+        total = np.zeros_like(v)
+        for k in range(len(_ZETA_K) + 1, 1, -1):           # Horner in a, from the highest power down
+            total = (total + (1.0 if k % 2 == 0 else -1.0) * _ZETA_K[k - 2] / k) * v
+        out[small] = (total - _EULER) * v
+    return out
 
 
 def _gamma_pq(a, x):
@@ -380,6 +398,15 @@ def _gamma_pq(a, x):
             log_prefactor = av * np.log(xv) - xv - sn.lgamma(av + 1.0)
             pv = np.where(done, np.exp(log_prefactor) * total, np.nan)
             p[series], q[series] = pv, 1.0 - pv
+        small = series & (a < 1)        # x < 2 here; Q is small where P is near 1: Note [Incomplete gamma]
+        if small.any():
+            av, xv = a[small], x[small]
+            term, total = np.ones_like(av), np.zeros_like(av)
+            for k in range(1, 45):
+                term = term * -xv / k
+                total = total + term / (av + k)
+            log_head = av * np.log(xv) - _lgamma1p(av)
+            q[small] = -np.expm1(log_head) - np.exp(log_head) * av * total
         frac = ok & ~(x < a + 1)
         if frac.any():
             av, xv = a[frac], x[frac]
