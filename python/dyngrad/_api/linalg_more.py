@@ -19,8 +19,8 @@ import numpy as np
 
 from .. import _C
 from ..autograd.function import Function
-from .args import Tensor, shape_str, tensor_arg, to_int, type_name
-from .linalg import (LinAlgError, LinalgInv, LinalgSolveTriangular, _const, _deprecated, _eye, _float_input,
+from .args import broadcast_shapes, shape_str, tensor_arg, to_int, type_name, wrap_dim
+from .linalg import (LinAlgError, LinalgSolve, LinalgSolveTriangular, _const, _deprecated, _eye, _float_input,
                      _from_np, _info_tensor, _matrices, _named, _np, _per_matrix, _recording, _same_float_dtype,
                      _solve_operands, _tri, _where_batch, inv, solve)
 
@@ -114,24 +114,7 @@ class LinalgEig(Function):
             d = _C.mul(_C.unsqueeze(gL, -1), _eye(n, A))
             inner = d if inner is None else _C.add(inner, d)
         # V^-T inner V^T: solve V^T X = inner V^T
-        return LinalgSolveVia.apply(_C.mT(V), _mm(inner, _C.mT(V))), None
-
-
-class LinalgSolveVia(Function):
-    """X = A^-1 B for the eig backward (square, same batch), with its own backward so that create_graph works."""
-
-    @staticmethod
-    def forward(ctx, A, B):
-        X = _from_np(np.linalg.solve(_np(A), _np(B)), A.dtype)
-        ctx.save_for_backward(A, X.detach())
-        return X
-
-    # X = A^-1 B  ->  gB = A^-T g,  gA = -gB X^T
-    @staticmethod
-    def backward(ctx, g):
-        A, X = ctx.saved_tensors
-        gB = LinalgSolveVia.apply(_C.mT(A), g)
-        return _C.neg(_mm(gB, _C.mT(X))), gB
+        return LinalgSolve.apply(_C.mT(V), _mm(inner, _C.mT(V))), None
 
 
 def eig(A):
@@ -424,7 +407,6 @@ def _lu_solve_left(L, U, P, B, adjoint):
 
 
 def _broadcast_batch(A, B):
-    from .args import broadcast_shapes
     return tuple(broadcast_shapes(A.shape[:-2], B.shape[:-2], "linalg.lu_solve"))
 
 
@@ -816,7 +798,6 @@ def tensorsolve(A, B, dims=None):
     op = "linalg.tensorsolve"
     A, B = tensor_arg(A, op, "A"), tensor_arg(B, op, "B")
     if dims is not None:
-        from .args import wrap_dim
         dims = [dims] if isinstance(dims, int) else list(dims)
         moved = [wrap_dim(to_int(d, op, "dims"), A.ndim, op) for d in dims]
         keep = [d for d in range(A.ndim) if d not in moved]

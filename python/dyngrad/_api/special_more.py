@@ -16,7 +16,7 @@ from .. import _C
 from ..autograd.function import Function
 from . import pointwise as pw
 from . import special_numpy as sn
-from .args import Tensor, numpy_dtype, tensor_arg, type_name
+from .args import Tensor, broadcast_shapes, numpy_dtype, tensor_arg, type_name
 
 _EULER = 0.57721566490153286061
 _TWO_OVER_PI = 2.0 / math.pi
@@ -674,7 +674,6 @@ def _igamma(op, input, other, upper):
         if not isinstance(value, Tensor):
             raise TypeError(f"{op}: expected a Tensor as {name}, got {type_name(value)}.")
     a, x = pw._float_pair(input, other, op, (False, False), integers=False)
-    from .args import broadcast_shapes
     shape = tuple(broadcast_shapes(a.shape, x.shape, op))
     if tuple(a.shape) != shape:
         a = _C.expand(a, shape)
