@@ -91,6 +91,14 @@ CASES = [
     ("householder_product", lambda m, A, tau: m.linalg.householder_product(A, tau), [normal(2, 5, 3), normal(2, 2)],
      (0, 1)),
     ("orgqr", lambda m, A, tau: m.orgqr(A, tau), [normal(4, 4), normal(4)], (0, 1)),
+    ("ormqr", lambda m, A, tau, C: m.ormqr(A, tau, C), [normal(2, 5, 3), normal(2, 3), normal(2, 5, 2)], (0, 1, 2)),
+    ("ormqr_transpose", lambda m, A, tau, C: m.ormqr(A, tau, C, transpose=True), [normal(4, 2), normal(2),
+                                                                                   normal(4, 3)], (0, 1, 2)),
+    ("ormqr_wider_other", lambda m, A, tau, C: m.ormqr(A, tau, C), [normal(5, 3), normal(3), normal(5, 4)], (0, 1, 2)),
+    ("ormqr_right", lambda m, A, tau, C: A.ormqr(tau, C, left=False),
+     [normal(4, 3), normal(3), normal(2, 4)], (0, 1, 2)),
+    ("ormqr_right_transpose", lambda m, A, tau, C: m.ormqr(A, tau, C, False, True), [normal(4, 4), normal(4),
+                                                                                     normal(3, 4)], (0, 1, 2)),
     ("eig", lambda m, A: tuple(m.linalg.eig(A)), [real_spectrum(3, 3)], (0,)),
     ("eig_batch", lambda m, A: tuple(m.linalg.eig(A)), [real_spectrum(2, 4, 4)], (0,)),
     ("eigvals", lambda m, A: m.linalg.eigvals(A), [real_spectrum(2, 3, 3, seed=7)], (0,)),
@@ -227,6 +235,18 @@ def test_ldl_singular_and_no_derivative(dg):
         X.sum().backward()
 
 
+def test_geqrf_matches_torch_and_has_no_derivative(dg):
+    A = normal(2, 5, 3)
+    mine, theirs = dg.geqrf(dg.tensor(A)), torch.geqrf(torch.tensor(A))
+    np.testing.assert_allclose(mine.a.numpy(), theirs.a.numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(mine.tau.numpy(), theirs.tau.numpy(), rtol=1e-12, atol=1e-12)
+    Q = dg.linalg.householder_product(mine.a, mine.tau)          # geqrf feeds orgqr: Q R = A
+    R = np.triu(mine.a.numpy()[..., :3, :])
+    np.testing.assert_allclose(Q.numpy() @ R, A, atol=1e-12)
+    with pytest.raises(NotImplementedError, match="derivative"):
+        dg.geqrf(dg.tensor(A, requires_grad=True)).a.sum().backward()
+
+
 def test_eig_with_complex_eigenvalues_raises(dg):
     """Note [No complex dtype in eig]: torch returns complex tensors; dyngrad has none, and says so."""
     rotation = dg.tensor([[0.0, -1.0], [1.0, 0.0]])
@@ -264,6 +284,9 @@ ERRORS = [
     ("torch_vander_2d", lambda m: m.vander(m.zeros(2, 2))),
     ("torch_vander_negative", lambda m: m.vander(m.zeros(2), N=-1)),
     ("eig_int", lambda m: m.linalg.eig(m.tensor([[1, 2], [3, 4]]))),
+    ("eig_nan", lambda m: m.linalg.eig(m.full((2, 2), float("nan")))),
+    ("geqrf_1d", lambda m: m.geqrf(m.ones(3))),
+    ("ormqr_shapes", lambda m: m.ormqr(m.ones(4, 2), m.ones(2), m.ones(3, 3))),
     ("lu_solve_not_tensor", lambda m: m.linalg.lu_solve(*m.linalg.lu_factor(m.eye(2)), [[1.0], [1.0]])),
 ]
 

@@ -551,16 +551,84 @@ def householder_product(A, tau):
     m, n, k = A.shape[-2], A.shape[-1], tau.shape[-1]
     Q = _const(np.broadcast_to(np.eye(m, n), tuple(A.shape[:-2]) + (m, n)), A)
     for i in range(k - 1, -1, -1):           # Q = H_i Q, from the last reflector to the first
-        below = _const((np.arange(m) > i).astype(np.float64), A)
-        v = _C.add(_C.mul(_C.select(A, -1, i), below), _const((np.arange(m) == i).astype(np.float64), A))
-        v = _C.unsqueeze(v, -1)                                               # (*, m, 1)
-        t = _C.unsqueeze(_C.unsqueeze(_C.select(tau, -1, i), -1), -1)        # (*, 1, 1)
+        v, t = _reflector(A, tau, i)         # (*, m, 1), (*, 1, 1)
         Q = _C.sub(Q, _C.mul(t, _mm(v, _mm(_C.mT(v), Q))))
     return Q
 
 
 def orgqr(input, tau):
     return householder_product(input, tau)
+
+
+def _reflector(A, tau, i):
+    """(v_i as a column (*, m, 1), tau_i as (*, 1, 1)) of geqrf's representation (A, tau)."""
+    m = A.shape[-2]
+    below = _const((np.arange(m) > i).astype(np.float64), A)
+    v = _C.add(_C.mul(_C.select(A, -1, i), below), _const((np.arange(m) == i).astype(np.float64), A))
+    return _C.unsqueeze(v, -1), _C.unsqueeze(_C.unsqueeze(_C.select(tau, -1, i), -1), -1)
+
+
+def ormqr(input, tau, other, left=True, transpose=False):
+    """op(Q) C (C op(Q) if not left), Q = H_1 ... H_k given by geqrf's (input, tau), op = transpose or not; each
+    H_i = I - tau_i v_i v_i^T is applied in turn (a composite: differentiable in all three)."""
+    op = "ormqr"
+    A, tau, C = tensor_arg(input, op, "input"), tensor_arg(tau, op, "tau"), tensor_arg(other, op, "other")
+    left, transpose = _bool_arg(left, op, "left"), _bool_arg(transpose, op, "transpose")
+    for t, name in ((A, "input"), (tau, "tau"), (C, "other")):
+        _float_input(op, t, name)
+    if A.ndim < 2 or C.ndim < 2:
+        raise RuntimeError(f"{op}: input and other must have at least 2 dimensions, got {shape_str(A.shape)} and "
+                           f"{shape_str(C.shape)}.")
+    if tau.ndim != A.ndim - 1 or C.ndim != A.ndim:
+        raise RuntimeError(f"{op}: expected tau with one dimension less than input and other with as many, got "
+                           f"{shape_str(tau.shape)}, {shape_str(A.shape)} and {shape_str(C.shape)}.")
+    mn = C.shape[-2] if left else C.shape[-1]
+    if A.shape[-2] != mn:
+        raise RuntimeError(f"{op}: input.shape[-2] must equal other.shape[{-2 if left else -1}] = {mn}, got "
+                           f"{A.shape[-2]}.")
+    if tau.shape[-1] != min(mn, A.shape[-1]):
+        raise RuntimeError(f"{op}: tau.shape[-1] must equal min(other.shape[{-2 if left else -1}], input.shape[-1]) "
+                           f"= {min(mn, A.shape[-1])}, got {tau.shape[-1]}.")
+    if tuple(tau.shape[:-1]) != tuple(A.shape[:-2]) or tuple(C.shape[:-2]) != tuple(A.shape[:-2]):
+        raise RuntimeError(f"{op}: expected the same batch dimensions, got input {shape_str(A.shape)}, tau "
+                           f"{shape_str(tau.shape)} and other {shape_str(C.shape)}.")
+    if A.dtype is not tau.dtype or A.dtype is not C.dtype:
+        raise RuntimeError(f"{op}: expected input, tau and other of the same dtype, got {A.dtype.name}, "
+                           f"{tau.dtype.name} and {C.dtype.name}.")
+    k = tau.shape[-1]
+    # Q C = H_1 (H_2 (... H_k C)), Q^T C = H_k ... H_1 C; C Q = C H_1 ... H_k, C Q^T = C H_k ... H_1
+    order = range(k - 1, -1, -1) if left != transpose else range(k)
+    out = C
+    for i in order:
+        v, t = _reflector(A, tau, i)
+        if left:
+            out = _C.sub(out, _C.mul(t, _mm(v, _mm(_C.mT(v), out))))
+        else:
+            out = _C.sub(out, _C.mul(t, _mm(_mm(out, v), _C.mT(v))))
+    return out
+
+
+return_geqrf = _named("geqrf", ["a", "tau"])
+
+
+def geqrf(input):
+    """LAPACK geqrf's (a, tau): R on and above a's diagonal, the Householder vectors below it (numpy.linalg.qr's
+    'raw' mode); not differentiable, as torch."""
+    op = "geqrf"
+    A = tensor_arg(input, op)
+    if A.ndim < 2:
+        raise RuntimeError(f"{op}: input must have at least 2 dimensions, got shape {shape_str(A.shape)}.")
+    _float_input(op, A, "input")
+    a = _np(A)
+    m, n = a.shape[-2:]
+    if a.size == 0:
+        h, tau = np.zeros(a.shape, a.dtype), np.zeros(a.shape[:-2] + (min(m, n),), a.dtype)
+    else:
+        h, tau = np.linalg.qr(a, mode="raw")
+        h = np.swapaxes(h, -1, -2)
+    name = "geqrf"
+    return return_geqrf(_without_derivative(name, h, A.dtype, A, error=NotImplementedError),
+                        _without_derivative(name, tau, A.dtype, A, error=NotImplementedError))
 
 
 # ===== LDL (Bunch-Kaufman) ========================================================================================
@@ -650,19 +718,19 @@ class _NoDerivative(Function):
     node linked to the inputs, whose backward raises as torch's does."""
 
     @staticmethod
-    def forward(ctx, name, array, dtype, *inputs):
-        ctx.name = name
+    def forward(ctx, name, error, array, dtype, *inputs):
+        ctx.name, ctx.error = name, error
         return _from_np(array, dtype)
 
     @staticmethod
     def backward(ctx, *grads):
-        raise RuntimeError(f"the derivative for {ctx.name} is not implemented (as in torch).")
+        raise ctx.error(f"the derivative for {ctx.name} is not implemented (as in torch).")
 
 
-def _without_derivative(name, array, dtype, *inputs):
-    """A tensor holding `array`: with a node whose backward raises when an input requires grad."""
+def _without_derivative(name, array, dtype, *inputs, error=RuntimeError):
+    """A tensor holding `array`: with a node whose backward raises `error` when an input requires grad."""
     if _C.is_grad_enabled() and any(t.requires_grad for t in inputs):
-        return _NoDerivative.apply(name, array, dtype, *inputs)
+        return _NoDerivative.apply(name, error, array, dtype, *inputs)
     return _from_np(array, dtype)
 
 

@@ -359,6 +359,8 @@ lu_solve          linalg_more.torch_lu_solve          fn,method,out   -         
 matrix_exp        linalg_more.matrix_exp              fn,method       -            -   cat,slice
 vander            linalg_more.torch_vander            fn              -            -   expand,cumprod,cat,index_select
 orgqr             linalg_more.orgqr                   fn,method,out   -            -   matmul,mul,sub,select
+ormqr             linalg_more.ormqr                   fn,method,out   -            -   matmul,mul,sub,select
+geqrf             linalg_more.geqrf                   fn,method,out   -            -   -
 # ----- torch.special: Bessel, Airy, incomplete gamma, orthogonal polynomials (_api/special_more.py) ----------
 bessel_j0         special_more.bessel_j0              special,out     -            -   numpy
 bessel_j1         special_more.bessel_j1              special,out     -            -   numpy
