@@ -152,6 +152,19 @@ def test_incomplete_gamma_gradients(dg, name):
         getattr(torch.special, name)(torch.tensor(a, requires_grad=True), torch.tensor(x)).sum().backward()
 
 
+def test_igamma_aliases(dg):
+    """torch.igamma/igammac (and the methods, in place too) are gammainc/gammaincc."""
+    a, x = np.array([0.5, 2.0, 7.0]), np.array([0.3, 2.5, 4.0])
+    np.testing.assert_allclose(dg.igamma(dg.tensor(a), dg.tensor(x)).numpy(),
+                               torch.igamma(torch.tensor(a), torch.tensor(x)).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(dg.tensor(a).igammac(dg.tensor(x)).numpy(),
+                               torch.tensor(a).igammac(torch.tensor(x)).numpy(), rtol=1e-12)
+    t = dg.tensor(a)
+    assert t.igamma_(dg.tensor(x)) is t
+    np.testing.assert_allclose(t.numpy(), torch.special.gammainc(torch.tensor(a), torch.tensor(x)).numpy(),
+                               rtol=1e-12)
+
+
 def test_incomplete_gamma_digits(dg):
     """Against mpmath: tiny a (where Q is tiny and 1 - P would lose it), a ~ x, large a."""
     mpmath = pytest.importorskip("mpmath")

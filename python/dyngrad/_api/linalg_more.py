@@ -22,7 +22,8 @@ from ..autograd.function import Function
 from .args import broadcast_shapes, shape_str, tensor_arg, to_int, type_name, wrap_dim
 from .linalg import (LinAlgError, LinalgSolve, LinalgSolveTriangular, _const, _deprecated, _eye, _float_input,
                      _from_np, _info_tensor, _matrices, _named, _np, _per_matrix, _recording, _same_float_dtype,
-                     _solve_operands, _tri, _where_batch, inv, solve)
+                     _lapack_solve_triangular, _solve_operands, _tri, _where_batch, inv, solve,
+                     solve_triangular)
 
 return_linalg_eig = _named("linalg_eig", ["eigenvalues", "eigenvectors"])
 return_linalg_lu = _named("linalg_lu", ["P", "L", "U"])
@@ -923,3 +924,91 @@ def torch_vander(x, N=None, increasing=False):
     if not _bool_arg(increasing, op, "increasing"):
         out = _C.index_select(out, -1, _C.from_numpy(np.arange(N - 1, -1, -1, dtype=np.int64)))
     return out
+
+
+# ===== torch's Cholesky and triangular solvers (composites over linalg.solve_triangular) =========================
+
+return_triangular_solve = _named("triangular_solve", ["solution", "cloned_coefficient"])
+
+
+def _at_least_2d(op, t, name):
+    t = tensor_arg(t, op, name)
+    if t.ndim < 2:
+        raise RuntimeError(f"{op}: {name} must have at least 2 dimensions, got shape {shape_str(t.shape)}.")
+    return t
+
+
+class CholeskySolve(Function):
+    """X = A^-1 B with A = L L^T (U^T U if upper), reading only L's lower (U's upper) triangle: LAPACK potrs."""
+
+    @staticmethod
+    def forward(ctx, B, L, upper):
+        l, b = _np(L), _np(B)
+        if upper:                                  # A = U^T U: U^T Y = B, then U X = Y
+            y = _lapack_solve_triangular(np.swapaxes(l, -1, -2).copy(), b, False, False)
+            x = _lapack_solve_triangular(l.copy(), y, True, False)
+        else:                                      # A = L L^T: L Y = B, then L^T X = Y
+            y = _lapack_solve_triangular(l.copy(), b, False, False)
+            x = _lapack_solve_triangular(np.swapaxes(l, -1, -2).copy(), y, True, False)
+        X = _from_np(x, B.dtype)
+        ctx.upper = upper
+        ctx.save_for_backward(B, L, X.detach())
+        return X
+
+    # X = A^-1 B, A = L L^T: gB = A^-1 g (A is symmetric), gA = -gB X^T, and dA = dL L^T + L dL^T gives
+    # gL = (gA + gA^T) L = -(gB X^T + X gB^T) L; for A = U^T U, gU = -U (gB X^T + X gB^T). As torch, this is the
+    # gradient of the formula in the whole of L (the forward reads one triangle).
+    @staticmethod
+    def backward(ctx, g):
+        B, L, X = ctx.saved_tensors
+        gB = CholeskySolve.apply(g, L, ctx.upper)
+        if not ctx.needs_input_grad[1]:
+            return gB, None, None
+        if _recording(B, L):
+            X = CholeskySolve.apply(B, L, ctx.upper)
+        common = _mm(gB, _C.mT(X))
+        common = _C.add(common, _C.mT(common))
+        gL = _C.neg(_mm(L, common) if ctx.upper else _mm(common, L))
+        return gB, gL, None
+
+
+def cholesky_solve(input, input2, upper=False):
+    """X with A X = input, A = L L^T given by its Cholesky factor input2 = L (or A = U^T U, input2 = U, if upper)."""
+    op = "cholesky_solve"
+    B, L = _at_least_2d(op, input, "input"), _at_least_2d(op, input2, "input2")
+    _float_input(op, B, "input")
+    _float_input(op, L, "input2")
+    if L.shape[-1] != L.shape[-2]:
+        raise RuntimeError(f"{op}: input2 must be a batch of square matrices, got shape {shape_str(L.shape)}.")
+    if B.shape[-2] != L.shape[-1]:
+        raise RuntimeError(f"{op}: incompatible shapes of input {shape_str(B.shape)} and input2 "
+                           f"{shape_str(L.shape)}.")
+    if B.dtype is not L.dtype:
+        raise RuntimeError(f"{op}: expected input and input2 of the same dtype, got {B.dtype.name} and "
+                           f"{L.dtype.name}.")
+    batch = tuple(broadcast_shapes(B.shape[:-2], L.shape[:-2], op))
+    return CholeskySolve.apply(_expand_batch(B, batch), _expand_batch(L, batch), _bool_arg(upper, op, "upper"))
+
+
+def cholesky_inverse(input, upper=False):
+    """(L L^T)^-1 from the Cholesky factor L = input ((U^T U)^-1 if upper)."""
+    op = "cholesky_inverse"
+    L = _at_least_2d(op, input, "input")
+    if L.shape[-1] != L.shape[-2]:
+        raise RuntimeError(f"{op}: input must be a batch of square matrices, got shape {shape_str(L.shape)}.")
+    return cholesky_solve(_const(np.broadcast_to(np.eye(L.shape[-1]), tuple(L.shape)), L), L, upper)
+
+
+def triangular_solve(input, A, upper=True, transpose=False, unitriangular=False):
+    """torch.triangular_solve (deprecated by torch): (X, A's copy) with A X = input (A^T X = input if transpose),
+    reading A's upper (or lower) triangle."""
+    op = "triangular_solve"
+    b, A = _at_least_2d(op, input, "input"), _at_least_2d(op, A, "A")
+    _deprecated("torch.triangular_solve is deprecated in favour of linalg.solve_triangular, which takes its arguments "
+                "in the other order and returns no copy of A: X = triangular_solve(B, A).solution is "
+                "linalg.solve_triangular(A, B, upper=True).")
+    upper, transpose = _bool_arg(upper, op, "upper"), _bool_arg(transpose, op, "transpose")
+    unitriangular = _bool_arg(unitriangular, op, "unitriangular")
+    M = _C.mT(A) if transpose else A
+    X = solve_triangular(M, b, upper=upper != transpose, unitriangular=unitriangular)
+    return return_triangular_solve(X, _C.mul(A, _C.scalar_operand(1, A)))

@@ -361,6 +361,11 @@ vander            linalg_more.torch_vander            fn              -         
 orgqr             linalg_more.orgqr                   fn,method,out   -            -   matmul,mul,sub,select
 ormqr             linalg_more.ormqr                   fn,method,out   -            -   matmul,mul,sub,select
 geqrf             linalg_more.geqrf                   fn,method,out   -            -   -
+cholesky_solve    linalg_more.cholesky_solve          fn,method,out   -            -   matmul,expand
+cholesky_inverse  linalg_more.cholesky_inverse        fn,method,out   -            -   matmul,expand
+triangular_solve  linalg_more.triangular_solve        fn,method,out   -            -   matmul,expand,mul
+igamma            special_more.gammainc               fn,method,out   igamma_      -   numpy,exp,log,lgamma
+igammac           special_more.gammaincc              fn,method,out   igammac_     -   numpy,exp,log,lgamma
 # ----- torch.special: Bessel, Airy, incomplete gamma, orthogonal polynomials (_api/special_more.py) ----------
 bessel_j0         special_more.bessel_j0              special,out     -            -   numpy
 bessel_j1         special_more.bessel_j1              special,out     -            -   numpy
