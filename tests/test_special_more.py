@@ -152,6 +152,25 @@ def test_incomplete_gamma_gradients(dg, name):
         getattr(torch.special, name)(torch.tensor(a, requires_grad=True), torch.tensor(x)).sum().backward()
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_as_torch(dg, dtype):
+    """torch has no CPU kernel of the Bessel, Airy and polynomial functions in half precision (NotImplementedError),
+    and computes gammainc/gammaincc in it."""
+    x = dg.tensor([0.5, 1.0, 3.0], dtype=getattr(dg, dtype))
+    tx = torch.tensor([0.5, 1.0, 3.0], dtype=getattr(torch, dtype))
+    for name in ("bessel_j0", "airy_ai", "modified_bessel_k1"):
+        for m, v in ((dg, x), (torch, tx)):
+            with pytest.raises(NotImplementedError):
+                getattr(m.special, name)(v)
+    for m, v in ((dg, x), (torch, tx)):
+        with pytest.raises(NotImplementedError):
+            m.special.legendre_polynomial_p(v, 2)
+    for name in ("gammainc", "gammaincc"):
+        mine, theirs = getattr(dg.special, name)(x, x), getattr(torch.special, name)(tx, tx)
+        assert mine.dtype == getattr(dg, dtype)
+        np.testing.assert_allclose(mine.float().numpy(), theirs.float().numpy(), rtol=1e-2)
+
+
 def test_igamma_aliases(dg):
     """torch.igamma/igammac (and the methods, in place too) are gammainc/gammaincc."""
     a, x = np.array([0.5, 2.0, 7.0]), np.array([0.3, 2.5, 4.0])

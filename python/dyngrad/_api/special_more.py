@@ -576,15 +576,32 @@ def _legendre(x, n, op):
 # ===== the public functions =======================================================================================
 
 def _constant(values, dtype):
-    """A tensor without history holding `values` in `dtype` (torch does not differentiate these ops)."""
-    return _C.from_numpy(np.ascontiguousarray(np.asarray(values), dtype=numpy_dtype(dtype)))
+    """A tensor without history holding `values` in `dtype` (torch does not differentiate these ops); bfloat16,
+    which numpy lacks, by way of float32."""
+    out = _C.from_numpy(np.ascontiguousarray(np.asarray(values), dtype=numpy_dtype(dtype)))
+    return out if out.dtype is dtype else _C.to_dtype(out, dtype)
+
+
+def _host(t):
+    """t's values as a float64 numpy array (bfloat16 and float16 by way of float32)."""
+    if t.dtype.name in ("bfloat16", "float16"):
+        t = _C.to_dtype(t, _C.float32)
+    return pw._values(t, _C.float64)
+
+
+def _no_half(op, t):
+    """torch has no CPU kernel of these for float16 and bfloat16."""
+    if t.dtype.name in ("float16", "bfloat16"):
+        raise NotImplementedError(f"{op}: not implemented for {t.dtype.name} on the CPU (as torch); convert to "
+                                  "float32 first.")
 
 
 def _unary(op, kernel):
     def fn(input):
         a = pw._float(tensor_arg(input, op))
+        _no_half(op, a)
         with np.errstate(all="ignore"):
-            return _constant(kernel(pw._values(a, _C.float64)), a.dtype)
+            return _constant(kernel(_host(a)), a.dtype)
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = f"torch.special.{op}(input), elementwise (float32 for integer inputs; not differentiable, as torch)."
     return fn
@@ -607,6 +624,7 @@ airy_ai = _unary("airy_ai", airy_ai)
 def _binary(op, kernel):
     def fn(input, n):
         x, m = pw._float_pair(input, n, op, (True, True))
+        _no_half(op, x)
         # the recurrence runs in the dtype (float32 for float32 and narrower), so that it overflows where torch's does
         compute = _C.float64 if x.dtype.name == "float64" else _C.float32
         with np.errstate(all="ignore"):
@@ -638,7 +656,7 @@ class Igamma(Function):
     def forward(ctx, a, x, upper):
         kernel = gammaincc_kernel if upper else gammainc_kernel
         with np.errstate(all="ignore"):
-            out = _constant(kernel(pw._values(a, _C.float64), pw._values(x, _C.float64)), a.dtype)
+            out = _constant(kernel(_host(a), _host(x)), a.dtype)
         ctx.upper = upper
         ctx.save_for_backward(a, x)
         return out
