@@ -376,3 +376,32 @@ def test_empty_and_broadcast_shapes_as_torch(dg, name, call):
     assert [str(t.dtype).split(".")[-1] for t in mine] == [str(t.dtype).split(".")[-1] for t in theirs]
     for a, b in zip(mine, theirs):
         np.testing.assert_allclose(a.numpy(), b.numpy())
+
+
+HALF_CALLS = [
+    ("lu", lambda m, A: m.linalg.lu(A)), ("lu_factor", lambda m, A: m.linalg.lu_factor(A)),
+    ("eig", lambda m, A: m.linalg.eig(A)), ("householder_product", lambda m, A: m.linalg.householder_product(A, A[0])),
+    ("ldl_factor", lambda m, A: m.linalg.ldl_factor(A)), ("solve_ex", lambda m, A: m.linalg.solve_ex(A, A)),
+    ("geqrf", lambda m, A: m.geqrf(A)), ("ormqr", lambda m, A: m.ormqr(A, A[0], A)),
+    ("cholesky_solve", lambda m, A: m.cholesky_solve(A, A)), ("cholesky_inverse", lambda m, A: m.cholesky_inverse(A)),
+    ("triangular_solve", quiet(lambda m, A: m.triangular_solve(A, A))),
+    ("lu_solve", lambda m, A: m.linalg.lu_solve(A, m.tensor([1, 2, 3], dtype=m.int32), A)),
+    ("vander", lambda m, A: m.linalg.vander(A[0])),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_as_torch(dg, dtype):
+    """torch has no CPU kernel of these in half precision (NotImplementedError; vander: RuntimeError); matrix_exp
+    computes (here through float32; torch 2.13's own float16 result overflows to inf, so the reference is float64)."""
+    for name, call in HALF_CALLS:
+        with pytest.raises(Exception) as theirs:
+            call(torch, torch.eye(3, dtype=getattr(torch, dtype)) + 0.1)
+        with pytest.raises(type(theirs.value).__mro__[1] if type(theirs.value).__module__ != "builtins"
+                           else type(theirs.value)):
+            call(dg, dg.eye(3, dtype=getattr(dg, dtype)) + 0.1)
+    a = normal(3, 3) * 0.5
+    mine = dg.linalg.matrix_exp(dg.tensor(a, dtype=getattr(dg, dtype)))
+    assert mine.dtype == getattr(dg, dtype)
+    theirs = torch.linalg.matrix_exp(torch.tensor(a)).numpy()
+    np.testing.assert_allclose(mine.float().numpy(), theirs, rtol=2e-2, atol=2e-2)

@@ -44,6 +44,14 @@ def _zeros_like(t):
     return _C.mul(t, _C.scalar_operand(0.0, t))
 
 
+def _no_half(op, *tensors):
+    """torch has no CPU kernel of these factorisations and solvers for float16 and bfloat16."""
+    for t in tensors:
+        if t.dtype.name in ("float16", "bfloat16"):
+            raise NotImplementedError(f"{op}: not implemented for {t.dtype.name} on the CPU (as torch); convert to "
+                                      "float32 first.")
+
+
 def _bool_arg(value, op, name):
     if not isinstance(value, (bool, int, np.bool_)) or isinstance(value, float):
         raise TypeError(f"{op}: expected a bool as {name}, got {type_name(value)}.")
@@ -121,12 +129,14 @@ class LinalgEig(Function):
 def eig(A):
     """(eigenvalues, eigenvectors) of square matrices whose eigenvalues are real (Note [No complex dtype in eig])."""
     A = _matrices("linalg.eig", A)
+    _no_half("linalg.eig", A)
     return return_linalg_eig(*LinalgEig.apply(A, "linalg.eig"))
 
 
 def eigvals(A):
     """The eigenvalues of square matrices, when they are real (Note [No complex dtype in eig])."""
     A = _matrices("linalg.eigvals", A)
+    _no_half("linalg.eigvals", A)
     return LinalgEig.apply(A, "linalg.eigvals")[0]
 
 
@@ -260,6 +270,7 @@ def _lu_input(op, A):
     if A.ndim < 2:
         raise RuntimeError(f"{op}: A must have at least 2 dimensions, got shape {shape_str(A.shape)}.")
     _float_input(op, A, "A", not_implemented=True)
+    _no_half(op, A)
     return A
 
 
@@ -384,6 +395,7 @@ def _lu_solve(op, LU, pivots, B, left, adjoint):
     if B.ndim < 2:
         raise RuntimeError(f"{op}: B must have at least 2 dimensions, got shape {shape_str(B.shape)}.")
     _same_float_dtype(op, LU, B)
+    _no_half(op, LU)
     p = _pivots(op, LU, pivots)
     n = LU.shape[-1]
     if (B.shape[-2] if left else B.shape[-1]) != n:
@@ -438,6 +450,7 @@ def solve_ex(A, B, *, left=True, check_errors=False):
     op = "linalg.solve_ex"
     left, check_errors = _bool_arg(left, op, "left"), _bool_arg(check_errors, op, "check_errors")
     A0, Bm, vector = _solve_operands(op, A, B, left)
+    _no_half(op, A0)
     _, _, info = _getrf(_np(A0))
     if np.any(info):
         if check_errors:
@@ -520,6 +533,8 @@ def matrix_exp(A):
     if not A.dtype.is_floating_point:
         raise RuntimeError(f"linalg.matrix_exp: expected a floating-point tensor as A, got {A.dtype.name}.")
     A = _matrices("linalg.matrix_exp", A)
+    if A.dtype.name in ("float16", "bfloat16"):        # computed in float32 and rounded, as numpy has no bfloat16
+        return _C.to_dtype(MatrixExp.apply(_C.to_dtype(A, _C.float32)), A.dtype)
     return MatrixExp.apply(A)
 
 
@@ -547,6 +562,7 @@ def householder_product(A, tau):
                            f"those of A, {shape_str(A.shape[:-2])}.")
     _float_input(op, A, "A")
     _float_input(op, tau, "tau")
+    _no_half(op, A)
     if A.dtype is not tau.dtype:
         raise RuntimeError(f"{op}: expected A and tau of the same dtype, got {A.dtype.name} and {tau.dtype.name}.")
     m, n, k = A.shape[-2], A.shape[-1], tau.shape[-1]
@@ -577,6 +593,7 @@ def ormqr(input, tau, other, left=True, transpose=False):
     left, transpose = _bool_arg(left, op, "left"), _bool_arg(transpose, op, "transpose")
     for t, name in ((A, "input"), (tau, "tau"), (C, "other")):
         _float_input(op, t, name)
+    _no_half(op, A, C)
     if A.ndim < 2 or C.ndim < 2:
         raise RuntimeError(f"{op}: input and other must have at least 2 dimensions, got {shape_str(A.shape)} and "
                            f"{shape_str(C.shape)}.")
@@ -620,6 +637,7 @@ def geqrf(input):
     if A.ndim < 2:
         raise RuntimeError(f"{op}: input must have at least 2 dimensions, got shape {shape_str(A.shape)}.")
     _float_input(op, A, "input")
+    _no_half(op, A)
     a = _np(A)
     m, n = a.shape[-2:]
     if a.size == 0:
@@ -738,6 +756,7 @@ def _without_derivative(name, array, dtype, *inputs, error=RuntimeError):
 def _ldl_input(op, A, hermitian):
     A = _matrices(op, A, not_implemented=False)
     _bool_arg(hermitian, op, "hermitian")
+    _no_half(op, A)
     return A
 
 
@@ -814,6 +833,7 @@ def ldl_solve(LD, pivots, B, *, hermitian=False):
     if B.ndim < 2:
         raise RuntimeError(f"{op}: B must have at least 2 dimensions, got shape {shape_str(B.shape)}.")
     _same_float_dtype(op, LD, B)
+    _no_half(op, LD)
     pivots = tensor_arg(pivots, op, "pivots")
     n = LD.shape[-1]
     if pivots.dtype.name != "int32" or tuple(pivots.shape) != tuple(LD.shape[:-1]):
@@ -897,8 +917,8 @@ def vander(x, *, N=None):
     """linalg.vander: x[..., None] ** [0, 1, ..., N-1] (N defaults to x.shape[-1]; increasing powers)."""
     op = "linalg.vander"
     x = tensor_arg(x, op, "x")
-    if x.dtype.name == "bool":
-        raise RuntimeError(f"{op}: supports floating-point and integer tensors, got bool.")
+    if x.dtype.name in ("bool", "float16", "bfloat16"):
+        raise RuntimeError(f"{op}: supports float32, float64 and integer tensors, got {x.dtype.name}.")
     if N is None:
         N = x.shape[-1] if x.ndim else 0
     N = to_int(N, op, "N")
@@ -986,6 +1006,7 @@ def cholesky_solve(input, input2, upper=False):
     if B.dtype is not L.dtype:
         raise RuntimeError(f"{op}: expected input and input2 of the same dtype, got {B.dtype.name} and "
                            f"{L.dtype.name}.")
+    _no_half(op, L)
     batch = tuple(broadcast_shapes(B.shape[:-2], L.shape[:-2], op))
     return CholeskySolve.apply(_expand_batch(B, batch), _expand_batch(L, batch), _bool_arg(upper, op, "upper"))
 
@@ -994,6 +1015,8 @@ def cholesky_inverse(input, upper=False):
     """(L L^T)^-1 from the Cholesky factor L = input ((U^T U)^-1 if upper)."""
     op = "cholesky_inverse"
     L = _at_least_2d(op, input, "input")
+    _float_input(op, L, "input")
+    _no_half(op, L)
     if L.shape[-1] != L.shape[-2]:
         raise RuntimeError(f"{op}: input must be a batch of square matrices, got shape {shape_str(L.shape)}.")
     return cholesky_solve(_const(np.broadcast_to(np.eye(L.shape[-1]), tuple(L.shape)), L), L, upper)
@@ -1008,6 +1031,7 @@ def triangular_solve(input, A, upper=True, transpose=False, unitriangular=False)
                 "in the other order and returns no copy of A: X = triangular_solve(B, A).solution is "
                 "linalg.solve_triangular(A, B, upper=True).")
     upper, transpose = _bool_arg(upper, op, "upper"), _bool_arg(transpose, op, "transpose")
+    _no_half(op, A, b)
     unitriangular = _bool_arg(unitriangular, op, "unitriangular")
     M = _C.mT(A) if transpose else A
     X = solve_triangular(M, b, upper=upper != transpose, unitriangular=unitriangular)
