@@ -343,6 +343,8 @@ def test_out_and_shapes(dg):
     np.testing.assert_allclose(LU.numpy(), torch.linalg.lu_factor(torch.tensor(wc(3, 3))).LU.numpy())
     assert tuple(dg.vander(dg.tensor([1.0, 2.0, 3.0]), N=0).shape) == (3, 0)
     assert dg.vander(dg.tensor([True, False])).dtype == dg.int64
+    v = dg.vander(dg.tensor([1.0, 2.0, 3.0], dtype=dg.bfloat16))
+    assert v.dtype == dg.bfloat16 and v.float().tolist() == [[1, 1, 1], [4, 2, 1], [9, 3, 1]]
     assert dg.linalg.vander(dg.tensor([1, 2, 3]), N=4).dtype == dg.int64
     np.testing.assert_array_equal(dg.linalg.vander(dg.tensor([1, 2, 3]), N=4).numpy(),
                                   torch.linalg.vander(torch.tensor([1, 2, 3]), N=4).numpy())

@@ -938,6 +938,8 @@ def torch_vander(x, N=None, increasing=False):
     N = x.shape[0] if N is None else to_int(N, op, "N")
     if N < 0:
         raise RuntimeError(f"{op}: N must be non-negative, got {N}.")
+    if x.dtype.name == "bfloat16":            # numpy has no bfloat16: the products in float32, rounded once
+        return _C.to_dtype(torch_vander(_C.to_dtype(x, _C.float32), N, increasing), x.dtype)
     if N == 0:
         return _C.from_numpy(np.zeros((x.shape[0], 0), dtype=_np(x).dtype))
     out = _powers(x, N, op)
