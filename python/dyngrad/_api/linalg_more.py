@@ -1,10 +1,13 @@
 """More of torch.linalg (and the top-level names torch has for them): eig/eigvals, the LU family (lu, lu_factor,
-lu_factor_ex, lu_solve, lu_unpack, torch.lu, torch.lu_solve), solve_ex, matrix_exp, householder_product (orgqr),
-the LDL family (ldl_factor, ldl_factor_ex, ldl_solve), tensorinv, tensorsolve and vander.
+lu_factor_ex, lu_solve, lu_unpack, torch.lu, torch.lu_solve), solve_ex, matrix_exp, householder_product (orgqr)
+with geqrf and ormqr, the LDL family (ldl_factor, ldl_factor_ex, ldl_solve), tensorinv, tensorsolve, vander
+(linalg's and torch's), and torch's cholesky_solve, cholesky_inverse and triangular_solve.
 
 Written as linalg.py's factorisations are: a forward in numpy inside a custom Function whose backward is written
 with dyngrad ops (Note [Outputs in linalg backwards] in linalg.py), or a composite of existing differentiable ops
-(lu_solve, lu_unpack, householder_product, tensorinv, tensorsolve, vander), which then differentiates itself.
+(lu_solve, lu_unpack, householder_product, ormqr, tensorinv, tensorsolve, vander, triangular_solve), which then
+differentiates itself. geqrf and the LDL family have no derivative, as torch: their results carry a node whose
+backward raises torch's error.
 
 Note [No complex dtype in eig]: a real matrix can have complex eigenvalues, and torch.linalg.eig/eigvals always
 return complex tensors. dyngrad has no complex dtype. We return the real eigenvalues and eigenvectors (in A's real
@@ -21,7 +24,7 @@ from .. import _C
 from ..autograd.function import Function
 from .args import broadcast_shapes, shape_str, tensor_arg, to_int, type_name, wrap_dim
 from .linalg import (LinAlgError, LinalgSolve, LinalgSolveTriangular, _const, _deprecated, _eye, _float_input,
-                     _from_np, _info_tensor, _matrices, _named, _np, _per_matrix, _recording, _same_float_dtype,
+                     _from_np, _info_tensor, _matrices, _named, _np, _recording, _same_float_dtype,
                      _lapack_solve_triangular, _solve_operands, _tri, _where_batch, inv, solve,
                      solve_triangular)
 
@@ -63,18 +66,14 @@ def _bool_arg(value, op, name):
 def _geev(op, a):
     """(eigenvalues, eigenvectors) of a stack of real matrices through LAPACK geev (numpy.linalg.eig); raises the
     error of Note [No complex dtype in eig] when one is complex."""
-    def factor(m):
-        w, v = np.linalg.eig(m)
-        return np.concatenate([w[..., None, :], v], axis=-2)         # one array, as _per_matrix wants
     if a.size == 0:
         return np.zeros(a.shape[:-1], a.dtype), np.zeros(a.shape, a.dtype)
     if not np.isfinite(a).all():
         raise RuntimeError(f"{op}: the input should not contain infs or NaNs.")
-    wv, info = _per_matrix(factor, a, lambda m: 1)
-    if np.any(info):
-        k, where = _where_batch(info)
-        raise LinAlgError(f"{op}: {where}the eigenvalue algorithm failed to converge.")
-    w, v = wv[..., 0, :], wv[..., 1:, :]
+    try:
+        w, v = np.linalg.eig(a)
+    except np.linalg.LinAlgError:
+        raise LinAlgError(f"{op}: the eigenvalue algorithm (LAPACK geev) failed to converge.") from None
     if np.iscomplexobj(w) and np.any(w.imag != 0):
         flat = w.reshape(-1)
         z = flat[np.flatnonzero(flat.imag != 0)[0]]
