@@ -87,6 +87,7 @@ def test_matmul_precision_interop_threads_warn_always(dg):
     assert before >= 1
     dg.set_num_interop_threads(2)
     assert dg.get_num_interop_threads() == 2
+    dg.set_num_interop_threads(before)
     with pytest.raises(RuntimeError, match="positive"):
         dg.set_num_interop_threads(0)
     with pytest.raises(TypeError):

@@ -18,8 +18,10 @@ def set_num_threads(n):
 
 def get_num_interop_threads():
     """Threads for running independent ops side by side: dyngrad runs ops one after another on the calling
-    thread, so this reports the value last set (default: the kernel threads), as a knob torch scripts set."""
-    return _interop_threads if _interop_threads is not None else _C.get_num_threads()
+    thread, so this reports the value last set (default: the number of CPUs, as torch), as a knob torch scripts
+    set."""
+    import os
+    return _interop_threads if _interop_threads is not None else (os.cpu_count() or 1)
 
 
 _interop_threads = None
