@@ -109,9 +109,15 @@ class Function:
         name = cls.__name__ + "Backward"
         ctx = FunctionCtx(name)
         ctx.needs_input_grad = tuple(isinstance(a, _C.Tensor) and a.requires_grad for a in args)
-        recording = _C.is_grad_enabled() and any(ctx.needs_input_grad)
-        with no_grad():
+        grad_enabled = _C.is_grad_enabled()
+        recording = grad_enabled and any(ctx.needs_input_grad)
+        # forward runs without recording (no_grad's effect, without building its context object: this is the
+        # hot path of every numpy-computed op)
+        _C._set_grad_enabled(False)
+        try:
             result = cls.forward(ctx, *args, **kwargs)
+        finally:
+            _C._set_grad_enabled(grad_enabled)
         if not recording:
             return result
         single = not isinstance(result, tuple)
