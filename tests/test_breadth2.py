@@ -1,0 +1,251 @@
+"""Issue 10, second sweep: torch names an ordinary training script meets (isin, logspace, asarray, diff, cov, gcd,
+frexp, renorm, the torch.X_ function forms, histogram, gradient, windows, index_reduce, put, the *_copy views, ...),
+table-driven against torch on both engines, with gradcheck in float64 where torch has a backward."""
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+RNG = np.random.default_rng(7)
+X34 = RNG.standard_normal((3, 4))
+X4 = RNG.standard_normal(4)
+I6 = np.array([12, -18, 7, 0, 5, 9])
+J6 = np.array([8, 6, 0, 0, -15, 3])
+
+
+def _flat(o):
+    """Outputs as nested python values for comparing torch's and dyngrad's."""
+    if isinstance(o, (tuple, list)):
+        return tuple(_flat(x) for x in o)
+    if hasattr(o, "detach") and hasattr(o, "shape"):
+        dt = str(o.dtype).rpartition(".")[2]
+        return ("tensor", dt, tuple(o.shape), np.asarray(o.detach().numpy(), dtype=np.float64))
+    return o
+
+
+def assert_same(got, want, rtol=1e-5, atol=1e-6, what=""):
+    g, w = _flat(got), _flat(want)
+    if isinstance(w, tuple) and w and w[0] == "tensor":
+        assert isinstance(g, tuple) and g[0] == "tensor", f"{what}: got {g!r}, expected a tensor"
+        assert g[1] == w[1], f"{what}: dtype {g[1]} != torch's {w[1]}"
+        assert g[2] == w[2], f"{what}: shape {g[2]} != torch's {w[2]}"
+        np.testing.assert_allclose(g[3], w[3], rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
+    elif isinstance(w, tuple):
+        assert isinstance(g, tuple) and len(g) == len(w), f"{what}: {g!r} vs {w!r}"
+        for x, y in zip(got, want):
+            assert_same(x, y, rtol, atol, what)
+    else:
+        assert g == w, f"{what}: {g!r} != torch's {w!r}"
+
+
+def _run(m, fn):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(m)
+
+
+# (id, fn(m) -> outputs): the same call on torch and on each engine
+VALUE_CASES = [
+    ("isin", lambda m: m.isin(m.tensor([1, 2, 3, 4]), m.tensor([1.5, 2.0, 4.0]))),
+    ("isin_invert", lambda m: m.isin(m.tensor([[1, 2], [3, 4]]), m.tensor([2, 3]), invert=True)),
+    ("isin_scalar_elements", lambda m: m.isin(2, m.tensor([1, 2]))),
+    ("isin_scalar_test", lambda m: m.isin(m.tensor([1.0, 2.0]), 2.0)),
+    ("isin_unique", lambda m: m.isin(m.tensor([1, 5, 3]), m.tensor([3, 4]), assume_unique=True)),
+    ("logspace", lambda m: m.logspace(0, 2, 5)),
+    ("logspace_base", lambda m: m.logspace(-1, 3, 4, base=2, dtype=m.float64)),
+    ("logspace_int", lambda m: m.logspace(0, 2, 3, dtype=m.int64)),
+    ("range", lambda m: m.range(1, 4)),
+    ("range_step", lambda m: m.range(0, 1, 0.25, dtype=m.float64)),
+    ("range_int", lambda m: m.range(-2, 6, 3, dtype=m.int64)),
+    ("scalar_tensor", lambda m: m.scalar_tensor(3)),
+    ("scalar_tensor_dtype", lambda m: m.scalar_tensor(2.5, dtype=m.float64)),
+    ("asarray_list", lambda m: m.asarray([[1, 2], [3, 4]])),
+    ("asarray_float", lambda m: m.asarray([1.5, 2.0])),
+    ("asarray_number", lambda m: m.asarray(3.5)),
+    ("asarray_numpy", lambda m: m.asarray(X34)),
+    ("asarray_dtype", lambda m: m.asarray(X34, dtype=m.float32)),
+    ("asarray_buffer", lambda m: m.asarray(bytearray(b"\x01\x02\x03\x04"), dtype=m.int16)),
+    ("frombuffer", lambda m: m.frombuffer(bytearray(b"\x01\x02\x03\x04\x05\x06"), dtype=m.int16, offset=2)),
+    ("frombuffer_count", lambda m: m.frombuffer(bytearray(range(8)), dtype=m.uint8, count=3, offset=1)),
+    ("empty_strided", lambda m: (m.empty_strided((2, 3), (1, 2)).stride(), m.empty_strided((2, 3), (1, 2)).shape)),
+    ("concatenate", lambda m: m.concatenate([m.tensor(X34), m.tensor(X34)], axis=1)),
+    ("concatenate_dim", lambda m: m.concatenate([m.tensor(X34), m.tensor(X34)], dim=0)),
+    ("unravel_index", lambda m: m.unravel_index(m.tensor([4, 1, -1, 5]), (3, 2))),
+    ("unravel_index_0d", lambda m: m.unravel_index(m.tensor(7), (2, 2, 2))),
+    ("unravel_index_int", lambda m: m.unravel_index(m.tensor(3), 4)),
+    ("diff", lambda m: m.diff(m.tensor(X34))),
+    ("diff_n2_dim0", lambda m: m.diff(m.tensor(X34), n=2, dim=0)),
+    ("diff_bool", lambda m: m.diff(m.tensor([True, False, False, True]))),
+    ("diff_int_prepend", lambda m: m.diff(m.tensor([1, 3, 6]), prepend=m.tensor([1.5]), append=m.tensor([2.0]))),
+    ("diff_big_n", lambda m: m.diff(m.tensor([1, 3, 6]), n=5)),
+    ("cov", lambda m: m.cov(m.tensor(X34))),
+    ("cov_int", lambda m: m.cov(m.tensor([[1, 2, 3], [2, 5, 4]]))),
+    ("cov_1d", lambda m: m.cov(m.tensor(X4), correction=0)),
+    ("cov_weights", lambda m: m.cov(m.tensor(X34), fweights=m.tensor([1, 2, 1, 3]),
+                                    aweights=m.tensor([0.5, 1.0, 2.0, 1.0]))),
+    ("cov_dof", lambda m: m.cov(m.tensor([1.0]))),
+    ("corrcoef", lambda m: m.corrcoef(m.tensor(X34))),
+    ("corrcoef_1d", lambda m: m.corrcoef(m.tensor(X4))),
+    ("dist", lambda m: m.dist(m.tensor(X34), m.tensor(X4))),
+    ("dist_p", lambda m: [m.dist(m.tensor(X34), m.tensor(X4), p) for p in (0, 1, 3, float("inf"))]),
+    ("renorm", lambda m: m.renorm(m.tensor(X34), 2, 0, 1.0)),
+    ("renorm_p1_dim1", lambda m: m.tensor(X34).renorm(1, 1, 0.5)),
+    ("gcd", lambda m: m.gcd(m.tensor(I6), m.tensor(J6))),
+    ("lcm", lambda m: m.lcm(m.tensor(I6), m.tensor(J6))),
+    ("gcd_bool", lambda m: m.gcd(m.tensor([4, 6]), m.tensor([True, False]))),
+    ("gcd_method", lambda m: m.tensor(I6).gcd(m.tensor(4))),
+    ("ldexp", lambda m: m.ldexp(m.tensor([1, 2, 3]), m.tensor([1, 2, -1]))),
+    ("ldexp_f64", lambda m: m.ldexp(m.tensor(X4), m.tensor([1, 0, 2, 3]))),
+    ("frexp", lambda m: tuple(m.frexp(m.tensor([1.0, 2.5, 0.0, -3.0, 1e-3])))),
+    ("frexp_names", lambda m: (lambda r: (r.mantissa, r.exponent))(m.tensor(X4).frexp())),
+    ("nextafter", lambda m: m.nextafter(m.tensor([1.0, 2.0]), m.tensor([2.0, 1.0])) - m.tensor([1.0, 2.0])),
+    ("nextafter_f64", lambda m: m.nextafter(m.tensor(X4), m.tensor(0.0, dtype=m.float64)) - m.tensor(X4)),
+    ("split_with_sizes", lambda m: m.split_with_sizes(m.tensor(X34), [1, 3], dim=1)),
+    ("split_with_sizes_method", lambda m: m.tensor(X34).split_with_sizes([2, 0, 1])),
+    ("unsafe_chunk", lambda m: m.unsafe_chunk(m.tensor(X34), 2, 1)),
+    ("unsafe_split", lambda m: m.unsafe_split(m.tensor(X34), 2)),
+    ("unsafe_split_method", lambda m: m.tensor(X34).unsafe_split(3, 1)),
+    ("is_nonzero", lambda m: (m.is_nonzero(m.tensor([0.0])), m.is_nonzero(m.tensor(3)), m.tensor([[True]]).is_nonzero())),
+    ("is_same_size", lambda m: (m.is_same_size(m.tensor(X34), m.tensor(X34)), m.tensor(X4).is_same_size(m.tensor(X34)))),
+    ("is_signed", lambda m: tuple(m.is_signed(m.tensor([1], dtype=d)) for d in
+                                  (m.uint8, m.int8, m.int64, m.bool, m.float32, m.float16))),
+    ("is_complex", lambda m: (m.is_complex(m.tensor(X4)), m.tensor([1]).is_complex())),
+    ("fill_", lambda m: m.fill_(m.tensor(X34), 2.5)),
+    ("zero_", lambda m: m.zero_(m.tensor(X34))),
+    ("fill_diagonal_", lambda m: m.zeros(3, 4).fill_diagonal_(5)),
+    ("fill_diagonal_tall_wrap", lambda m: m.zeros(7, 3).fill_diagonal_(1, wrap=True)),
+    ("fill_diagonal_tall", lambda m: m.zeros(7, 3, dtype=m.int64).fill_diagonal_(2)),
+    ("fill_diagonal_3d", lambda m: m.zeros(2, 2, 2).fill_diagonal_(-1.5)),
+    ("sum_to_size", lambda m: m.tensor(X34).sum_to_size(1, 4)),
+    ("sum_to_size_lead", lambda m: m.tensor(X34).sum_to_size((4,))),
+    ("sum_to_size_same", lambda m: m.tensor(X34).sum_to_size(3, 4)),
+    ("nbytes_itemsize", lambda m: (m.tensor(X34).nbytes, m.tensor(X34).itemsize, m.tensor([1], dtype=m.int16).nbytes)),
+    ("new_empty", lambda m: m.tensor(X34).new().shape),
+    ("new_sizes", lambda m: (m.tensor(X34).new(2, 3).shape, m.tensor([1]).new(m.Size([2])).dtype == m.int64)),
+    ("new_data", lambda m: m.tensor([1.0], dtype=m.float64).new([1, 2, 3])),
+    ("bernoulli_method", lambda m: (m.zeros(3).bernoulli(), m.ones(2, 2).bernoulli(), m.ones(3).bernoulli(0.0))),
+]
+
+
+@pytest.mark.parametrize("name,fn", VALUE_CASES, ids=[c[0] for c in VALUE_CASES])
+def test_values_match_torch(dg, name, fn):
+    assert_same(_run(dg, fn), _run(torch, fn), what=name)
+
+
+# (id, fn(m, *inputs), float64 input arrays): gradients against torch, and gradcheck
+GRAD_CASES = [
+    ("diff", lambda m, x: m.diff(x, n=2, dim=1), [X34]),
+    ("diff_prepend", lambda m, x, p: m.diff(x, prepend=p), [X34, X34[:, :1]]),
+    ("cov", lambda m, x: m.cov(x), [X34]),
+    ("cov_aweights", lambda m, x, w: m.cov(x, aweights=w), [X34, np.abs(X4) + 0.5]),
+    ("corrcoef", lambda m, x: m.corrcoef(x), [X34]),
+    ("dist", lambda m, x, y: m.dist(x, y, 3), [X34, X4]),
+    ("renorm", lambda m, x: m.renorm(x, 2, 1, 1.0), [X34]),
+    ("ldexp", lambda m, x: m.ldexp(x, m.tensor([1, 0, 2, 3])), [X34]),   # torch: zero gradient for a negative one
+    ("frexp", lambda m, x: m.frexp(x)[0], [X34]),
+    ("nextafter", lambda m, x: m.nextafter(x, m.zeros(4, dtype=m.float64)), [X34]),
+    ("sum_to_size", lambda m, x: x.sum_to_size(3, 1), [X34]),
+]
+
+
+@pytest.mark.parametrize("name,fn,arrays", GRAD_CASES, ids=[c[0] for c in GRAD_CASES])
+def test_gradients_match_torch(dg, name, fn, arrays):
+    def grads(m):
+        xs = [m.tensor(a, dtype=m.float64, requires_grad=True) for a in arrays]
+        out = fn(m, *xs)
+        weight = m.tensor(np.linspace(0.5, 1.5, max(out.numel(), 1)).reshape(tuple(out.shape)))
+        (out * weight).sum().backward()
+        return [x.grad for x in xs]
+    for g, w in zip(_run(dg, grads), _run(torch, grads)):
+        assert_same(g, w, rtol=1e-6, atol=1e-9, what=name)
+    xs = [dg.tensor(a, dtype=dg.float64, requires_grad=True) for a in arrays]
+    assert dg.autograd.gradcheck(lambda *t: fn(dg, *t), xs)
+
+
+# (id, fn(m)): the same exception type as torch
+ERROR_CASES = [
+    ("isin_numbers", lambda m: m.isin(1, 2)),
+    ("range_no_end", lambda m: m.range(4)),
+    ("asarray_alias_dtype", lambda m: m.asarray(m.tensor([1.0]), dtype=m.float64, copy=False)),
+    ("asarray_alias_numpy", lambda m: m.asarray(X4, dtype=m.float32, copy=False)),
+    ("frombuffer_odd", lambda m: m.frombuffer(bytearray(b"\x01\x02\x03"), dtype=m.int16)),
+    ("frombuffer_offset", lambda m: m.frombuffer(bytearray(4), dtype=m.int16, offset=5)),
+    ("frombuffer_count", lambda m: m.frombuffer(bytearray(4), dtype=m.int16, count=3)),
+    ("frombuffer_empty", lambda m: m.frombuffer(bytearray(), dtype=m.int16)),
+    ("unravel_float", lambda m: m.unravel_index(m.tensor([1.0]), (3, 2))),
+    ("unravel_negative_shape", lambda m: m.unravel_index(m.tensor(3), (-1,))),
+    ("diff_0d", lambda m: m.diff(m.tensor(1.0))),
+    ("diff_negative_n", lambda m: m.diff(m.tensor([1.0, 2.0]), n=-1)),
+    ("cov_3d", lambda m: m.cov(m.zeros(2, 2, 2))),
+    ("dist_int", lambda m: m.dist(m.tensor([1, 2]), m.tensor([1, 3]))),
+    ("renorm_1d", lambda m: m.renorm(m.tensor([1.0, 2.0]), 2, 0, 3)),
+    ("renorm_p", lambda m: m.renorm(m.tensor(X34), -1, 0, 3)),
+    ("renorm_maxnorm", lambda m: m.renorm(m.tensor(X34), 2, 0, -3)),
+    ("gcd_float", lambda m: m.gcd(m.tensor([1.0]), m.tensor([2.0]))),
+    ("gcd_number", lambda m: m.gcd(m.tensor([4]), 2)),
+    ("ldexp_number", lambda m: m.ldexp(m.tensor([1.0]), 3)),
+    ("frexp_int", lambda m: m.frexp(m.tensor([1, 2]))),
+    ("nextafter_int", lambda m: m.nextafter(m.tensor([1]), m.tensor([2]))),
+    ("split_with_sizes_sum", lambda m: m.split_with_sizes(m.arange(5), [2, 2])),
+    ("split_with_sizes_negative", lambda m: m.split_with_sizes(m.arange(5), [2, -1, 4])),
+    ("is_nonzero_empty", lambda m: m.is_nonzero(m.tensor([]))),
+    ("is_nonzero_many", lambda m: m.is_nonzero(m.tensor([1, 2]))),
+    ("fill_diagonal_1d", lambda m: m.zeros(3).fill_diagonal_(1)),
+    ("fill_diagonal_ragged", lambda m: m.zeros(2, 3, 2).fill_diagonal_(1)),
+    ("sum_to_size_bad", lambda m: m.tensor(X34).sum_to_size(2, 4)),
+]
+
+
+@pytest.mark.parametrize("name,fn", ERROR_CASES, ids=[c[0] for c in ERROR_CASES])
+def test_errors_match_torch(dg, name, fn):
+    with pytest.raises(Exception) as want:
+        _run(torch, fn)
+    with pytest.raises(Exception) as got:
+        _run(dg, fn)
+    assert want.type.__name__ == got.type.__name__ or issubclass(got.type, want.type), \
+        f"{name}: {got.type.__name__}({got.value}) where torch raises {want.type.__name__}({want.value})"
+
+
+def test_range_warns_and_includes_end(dg):
+    with pytest.warns(UserWarning, match="deprecated"):
+        r = dg.range(0, 3)
+    assert r.tolist() == [0.0, 1.0, 2.0, 3.0] and r.dtype == dg.float32
+
+
+def test_asarray_shares_memory(dg):
+    a = np.arange(4.0)
+    t = dg.asarray(a)
+    a[0] = 9.0
+    assert t[0].item() == 9.0
+    c = dg.asarray(a, copy=True)
+    a[1] = 7.0
+    assert c[1].item() == 1.0
+    x = dg.tensor([1.0, 2.0], requires_grad=True)
+    assert dg.asarray(x) is x
+    assert dg.asarray(x, copy=True).grad_fn is not None
+    assert not dg.asarray(x, requires_grad=False).requires_grad
+
+
+def test_frombuffer_shares_memory(dg):
+    buf = bytearray(b"\x01\x00\x02\x00")
+    t = dg.frombuffer(buf, dtype=dg.int16)
+    buf[0] = 5
+    assert t.tolist() == [5, 2]
+    t[1] = 3
+    assert buf[2] == 3
+    with pytest.warns(UserWarning, match="not writable"):
+        r = dg.frombuffer(b"\x01\x02", dtype=dg.uint8)
+    assert r.tolist() == [1, 2]
+
+
+def test_inplace_forms_write_through(dg):
+    x = dg.tensor([[4, 6], [9, 12]])
+    assert x.gcd_(dg.tensor([6, 8])) is x and x.tolist() == [[2, 2], [3, 4]]
+    y = dg.tensor(X34)
+    y.renorm_(2, 0, 0.5)
+    np.testing.assert_allclose(y.numpy(), torch.tensor(X34).renorm(2, 0, 0.5).numpy(), rtol=1e-6)
+    z = dg.tensor([1.0, 2.0])
+    z.ldexp_(dg.tensor([1, 2]))
+    assert z.tolist() == [2.0, 8.0]
