@@ -249,3 +249,50 @@ def test_inplace_forms_write_through(dg):
     z = dg.tensor([1.0, 2.0])
     z.ldexp_(dg.tensor([1, 2]))
     assert z.tolist() == [2.0, 8.0]
+
+
+# ----- group 2: torch.X_ function forms, every one the table lists --------------------------------------------
+
+U34 = RNG.uniform(0.1, 0.9, (3, 4))
+INPLACE_ARGS = {   # name: fn(m) -> (input, args); the rest take a float input in (0.1, 0.9) and no argument
+    "acosh_": lambda m: (m.tensor(U34 + 1.0), ()), "arccosh_": lambda m: (m.tensor(U34 + 1.0), ()),
+    "addmv_": lambda m: (m.tensor(X4[:3].copy()), (m.tensor(X34), m.tensor(X4))),
+    "as_strided_": lambda m: (m.tensor(X34), ((2, 2), (1, 2))),
+    "clamp_": lambda m: (m.tensor(X34), (-0.5, 0.5)), "clip_": lambda m: (m.tensor(X34), (None, 0.2)),
+    "clamp_max_": lambda m: (m.tensor(X34), (0.1,)), "clamp_min_": lambda m: (m.tensor(X34), (0.1,)),
+    "gcd_": lambda m: (m.tensor(I6), (m.tensor(J6),)), "lcm_": lambda m: (m.tensor(I6), (m.tensor(J6),)),
+    "index_put_": lambda m: (m.tensor(X34), ((m.tensor([0, 2]), m.tensor([1, 3])), m.tensor([5.0, 6.0], dtype=m.float64), True)),
+    "ldexp_": lambda m: (m.tensor(X34), (m.tensor([1, 2, 0, 1]),)),
+    "xlogy_": lambda m: (m.tensor(U34), (m.tensor(X4 ** 2),)),
+    "logit_": lambda m: (m.tensor(U34), (0.2,)),
+    "nan_to_num_": lambda m: (m.tensor([float("nan"), float("inf"), 1.0]), (0.0, 9.0)),
+    "round_": lambda m: (m.tensor(X34 * 10), ()),
+}
+
+
+def _inplace_names():
+    from dyngrad._api.table import INPLACE_FUNCTIONS
+    return INPLACE_FUNCTIONS
+
+
+@pytest.mark.parametrize("name", _inplace_names())
+def test_inplace_function_forms_match_torch(dg, name):
+    make = INPLACE_ARGS.get(name, lambda m: (m.tensor(U34), ()))
+
+    def call(m):
+        x, args = make(m)
+        out = getattr(m, name)(x, *args)
+        return out is x, out
+    got, want = _run(dg, call), _run(torch, call)
+    assert got[0] and want[0]
+    assert_same(got[1], want[1], what=name)
+
+
+def test_inplace_function_forms_check_input(dg):
+    with pytest.raises(TypeError, match="abs_"):
+        dg.abs_([1.0])
+    import inspect
+    assert list(inspect.signature(dg.clamp_).parameters) == ["input", "min", "max"]
+    leaf = dg.tensor([1.0], requires_grad=True)
+    with pytest.raises(RuntimeError):
+        dg.exp_(leaf)

@@ -778,6 +778,16 @@ __ilshift__       tensor_methods.INPLACE_OPERATORS    op              -         
 __irshift__       tensor_methods.INPLACE_OPERATORS    op              -            -   bitwise_right_shift
 """
 
+# ----- torch.X_: the function forms of the in-place Tensor methods (torch.abs_(x) is x.abs_()), one row each, made
+# by rows() from this list (impl inplace_functions.FUNCTIONS, kind fn, uses the method)
+INPLACE_FUNCTIONS = """
+abs_ acos_ acosh_ addmv_ arccos_ arccosh_ arcsin_ arcsinh_ arctan_ arctanh_ as_strided_ asin_ asinh_ atan_ atanh_
+ceil_ clamp_ clamp_max_ clamp_min_ clip_ cos_ cosh_ deg2rad_ detach_ erf_ erfc_ exp2_ exp_ expm1_ fix_ floor_ frac_
+gcd_ i0_ index_put_ lcm_ ldexp_ log10_ log1p_ log2_ log_ logit_ nan_to_num_ neg_ negative_ rad2deg_ reciprocal_
+round_ rsqrt_ sigmoid_ sin_ sinc_ sinh_ sqrt_ square_ tan_ tanh_ trunc_ xlogy_
+""".split()
+
+
 KINDS = ("fn", "method", "prop", "op", "F", "special", "linalg", "out")
 
 
@@ -808,6 +818,7 @@ def rows():
         if len(cells) != 6:
             raise ValueError(f"api table: expected 6 columns, got {len(cells)} in: {line}")
         out.append(Row(*cells))
+    out += [Row(name, "inplace_functions.FUNCTIONS", "fn", "-", "-", "Tensor." + name) for name in INPLACE_FUNCTIONS]
     seen = {}
     for row in out:     # one row per (name, kind): a second one would silently replace the first
         for kind in row.kinds:
