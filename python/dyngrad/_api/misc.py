@@ -34,9 +34,9 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
         raise TypeError(f"isin: expected a Tensor as elements or test_elements, got {type_name(elements)} and "
                         f"{type_name(test_elements)}.")
     a, b = _pair(elements, test_elements, "isin", numbers=(True, True))
+    if a.dtype is _C.bool or b.dtype is _C.bool:
+        raise RuntimeError("isin: bool tensors are not supported (as in torch); compare as integers instead.")
     dtype = _C.result_type(a, b)
-    if dtype is _C.bool:
-        dtype = _C.uint8             # numpy compares bools as numbers the same way
     va, vb = host_array(_cast(a.detach(), dtype)), host_array(_cast(b.detach(), dtype))
     found = np.isin(va, vb.reshape(-1), assume_unique=bool(assume_unique), invert=bool(invert))
     return _from_numpy(np.asarray(found, dtype=np.bool_).reshape(va.shape), _C.bool)
@@ -109,6 +109,8 @@ def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None, r
 def _is_buffer(obj):
     if isinstance(obj, (bytes, bytearray, memoryview)):
         return True
+    if isinstance(obj, (np.ndarray, np.generic)):     # numpy scalars export a buffer too, but are numbers
+        return False
     try:
         memoryview(obj)
     except TypeError:
@@ -142,6 +144,9 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None):
             if requires_grad:
                 out.requires_grad_(True)
         return out
+    if hasattr(obj, "__dlpack__") and not isinstance(obj, np.ndarray):     # another library's tensor
+        from .numeric import from_dlpack
+        return asarray(from_dlpack(obj), dtype=dt, copy=copy, requires_grad=requires_grad)
     if isinstance(obj, np.ndarray) or _is_buffer(obj):
         if isinstance(obj, np.ndarray):
             arr = obj

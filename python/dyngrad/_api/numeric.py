@@ -35,9 +35,9 @@ def _range_pairs(range, d, op):
     pairs = list(zip(values[::2], values[1::2]))
     for lo, hi in pairs:
         if not (math.isfinite(lo) and math.isfinite(hi)):
-            raise ValueError(f"{op}: range [{lo:g}, {hi:g}] is not finite.")
+            raise RuntimeError(f"{op}: range [{lo:g}, {hi:g}] is not finite.")
         if lo > hi:
-            raise ValueError(f"{op}: min ({lo:g}) must not exceed max ({hi:g}) in range.")
+            raise RuntimeError(f"{op}: min ({lo:g}) must not exceed max ({hi:g}) in range.")
     return pairs
 
 
@@ -348,13 +348,24 @@ _INDEX_REDUCTIONS = ("prod", "mean", "amax", "amin")
 def index_reduce(input, dim, index, source, reduce, *, include_self=True):
     """input where row index[i] along dim becomes the reduction (prod, mean, amax, amin) of the source rows i
     sent to it, and of its own value when include_self: scatter_reduce with index spread over source's shape."""
-    from .indexing import _index_1d, scatter_reduce
+    from .indexing import scatter_reduce
     op = "index_reduce"
     a, s = tensor_arg(input, op), tensor_arg(source, op, "source")
     if reduce not in _INDEX_REDUCTIONS:
         raise RuntimeError(f"{op}: expected reduce to be one of prod, mean, amax or amin, got {reduce!r}.")
     d = wrap_dim(to_int(dim, op, "dim"), a.ndim, op)
-    idx = _index_1d(index, op, IndexError, IndexError)
+    idx = tensor_arg(index, op, "index")
+    if idx.dtype.name not in ("int32", "int64"):
+        raise RuntimeError(f"{op}: expected an int32 or int64 tensor as index, got {idx.dtype.name}.")
+    if idx.ndim > 1:
+        raise IndexError(f"{op}: index must be 0-d or 1-D, got shape {shape_str(idx.shape)}.")
+    size = a.shape[d] if a.ndim else 1
+    positions = host_array(idx.detach()).astype(np.int64).reshape(-1)
+    if positions.size and (positions.min() < 0 or positions.max() >= size):     # no wrapping of negatives (torch)
+        bad = int(positions.min()) if positions.min() < 0 else int(positions.max())
+        raise IndexError(f"{op}: index {bad} is out of range for dimension {d} of size {size} (expected "
+                         f"0..{size - 1}).")
+    idx = _from_numpy(positions, _C.int64)
     if s.ndim != a.ndim and not (a.ndim <= 1 and s.ndim <= 1):
         raise RuntimeError(f"{op}: source has {s.ndim} dimensions, input has {a.ndim}; they must be equal.")
     ssize = s.shape[d] if s.ndim else 1
