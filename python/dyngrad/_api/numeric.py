@@ -41,11 +41,13 @@ def _range_pairs(range, d, op):
     return pairs
 
 
-def _uniform_edges(column, bins, pair, dtype):
-    """torch's edges for an int bin count: over range, else the data's min and max, widened by 0.5 either side
-    when they are equal (and [0, 1] for no data)."""
+def _uniform_edges(column, bins, pair, dtype, op, k):
+    """torch's edges for an int bin count: over range, else the data's min and max (which must be finite),
+    widened by 0.5 either side when they are equal (and [0, 1] for no data)."""
     if pair is None:
-        lo, hi = (float(column.min()), float(column.max())) if column.size else (0.0, 1.0)
+        lo, hi = (float(np.min(column)), float(np.max(column))) if column.size else (0.0, 1.0)
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise RuntimeError(f"{op}: dimension {k}'s range [{lo:g}, {hi:g}] is not finite; pass range=.")
     else:
         lo, hi = pair
     if lo == hi:
@@ -92,14 +94,16 @@ def _histogramdd(a, bins, range, weight, density, op, one_dim):
                 raise RuntimeError(f"{op}: expected the bin edges to have the input's dtype ({a.dtype.name}), got "
                                    f"{b.dtype.name}.")
             e = host_array(b.detach()).astype(dtype)
-            if np.any(np.diff(e) < 0):
+            with np.errstate(all="ignore"):
+                decreasing = np.any(e[1:] < e[:-1])
+            if decreasing:
                 raise RuntimeError(f"{op}: expected the bin edges to be increasing.")
             edges.append(e)
         else:
             n = to_int(b, op, "bins")
             if n <= 0:
                 raise RuntimeError(f"{op}: expected the number of bins to be positive, got {n}.")
-            edges.append(_uniform_edges(points[:, k], n, None if pairs is None else pairs[k], dtype))
+            edges.append(_uniform_edges(points[:, k], n, None if pairs is None else pairs[k], dtype, op, k))
     with np.errstate(all="ignore"):
         hist, _ = np.histogramdd(points.astype(np.float64), bins=[e.astype(np.float64) for e in edges], weights=w,
                                  density=bool(density))
