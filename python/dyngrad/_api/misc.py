@@ -674,3 +674,105 @@ def bernoulli_method(self, p=None, *, generator=None):
     if p is None:
         return bernoulli(self, generator=generator)
     return bernoulli(self, p, generator=generator)
+
+
+# ----- more names of torch's namespace: comparison aliases, detach, fill, angle, imag, nonzero_static, ... -------
+
+def _comparison_alias(name, target):
+    def fn(input, other):
+        from . import pointwise
+        return getattr(pointwise, target)(input, other)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"{name}: torch's other name of {target}."
+    return fn
+
+
+greater = _comparison_alias("greater", "gt")
+greater_equal = _comparison_alias("greater_equal", "ge")
+less = _comparison_alias("less", "lt")
+less_equal = _comparison_alias("less_equal", "le")
+not_equal = _comparison_alias("not_equal", "ne")
+
+
+def detach(input):
+    """input.detach(): the same memory, cut from the graph."""
+    return tensor_arg(input, "detach").detach()
+
+
+def fill(input, value):
+    """A new tensor of input's shape and dtype filled with value (torch.fill, out of place)."""
+    a = tensor_arg(input, "fill")
+    if isinstance(value, Tensor):
+        if value.ndim != 0:
+            raise RuntimeError(f"fill: only supports a 0-dimensional value tensor, got {value.ndim} dimensions.")
+        return _C.expand(_C.reshape(_cast(value, a.dtype), (1,) * a.ndim), tuple(a.shape)) if a.ndim else \
+            _C.clone(_cast(value, a.dtype))
+    v = number(value, "fill", "value")
+    return _C.full(tuple(a.shape), v if isinstance(v, int) and not isinstance(v, bool) else float(v), a.dtype)
+
+
+def _angle_kernel(x):
+    return np.where(np.isnan(x), x, np.where(x < 0, np.pi, 0.0)).astype(x.dtype)
+
+
+_Angle = _numpy_function("Angle", _angle_kernel, None)
+
+
+def angle(input):
+    """The argument of each element as a complex number: pi for negative reals, 0 otherwise (nan stays nan);
+    float for integer inputs; zero gradient, as torch."""
+    from .pointwise import _float
+    return _Angle.apply(_float(tensor_arg(input, "angle")))
+
+
+def imag(input):
+    tensor_arg(input, "imag")
+    raise RuntimeError("imag: not implemented for tensors with non-complex dtypes (dyngrad has no complex dtypes).")
+
+
+def get_device(input):
+    """-1: the tensor lives on the CPU (torch's answer for CPU tensors)."""
+    return tensor_arg(input, "get_device").get_device()
+
+
+def unsafe_split_with_sizes(input, split_sizes, dim=0):
+    """split_with_sizes (the unsafe_ variant only skips view tracking)."""
+    return split_with_sizes(input, split_sizes, dim)
+
+
+def nonzero_static(input, *, size, fill_value=-1):
+    """nonzero(input) padded with rows of fill_value (or cut) to exactly `size` rows: an output shape known before
+    the values are."""
+    a = tensor_arg(input, "nonzero_static")
+    size = to_int(size, "nonzero_static", "size")
+    if size < 0:
+        raise RuntimeError(f"nonzero_static: size must be non-negative, got {size}.")
+    fill_value = to_int(fill_value, "nonzero_static", "fill_value")
+    found = np.argwhere(host_array(a.detach()))
+    out = np.full((size, a.ndim), fill_value, dtype=np.int64)
+    out[:min(size, len(found))] = found[:size]
+    return _from_numpy(out, _C.int64)
+
+
+def as_strided_scatter(input, src, size, stride, storage_offset=None):
+    """input with the elements that input.as_strided(size, stride, storage_offset) reads (of input laid out
+    contiguously) replaced by src."""
+    from .shape import _int_seq, _scatter_part
+    a = tensor_arg(input, "as_strided_scatter")
+    shape, strides = _int_seq(size, "as_strided_scatter", "size"), _int_seq(stride, "as_strided_scatter", "stride")
+    offset = 0 if storage_offset is None else to_int(storage_offset, "as_strided_scatter", "storage_offset")
+    if len(shape) != len(strides):
+        raise RuntimeError(f"as_strided_scatter: size {shape_str(shape)} and stride {shape_str(strides)} must have "
+                           "the same length.")
+    if any(s < 0 for s in shape) or any(s < 0 for s in strides) or offset < 0:
+        raise RuntimeError("as_strided_scatter: size, stride and storage_offset must be non-negative.")
+    last = offset + sum((n - 1) * s for n, s in zip(shape, strides)) if 0 not in shape else offset
+    if 0 not in shape and last >= a.numel():
+        raise RuntimeError(f"as_strided_scatter: size {shape_str(shape)}, stride {shape_str(strides)} and offset "
+                           f"{offset} reach element {last}, outside a tensor of {a.numel()} elements.")
+    grid = np.arange(max(a.numel(), 1), dtype=np.int64)
+    positions = np.lib.stride_tricks.as_strided(grid[offset:] if offset < grid.size else grid[:0], shape,
+                                                [s * 8 for s in strides]) if 0 not in shape else \
+        np.zeros(shape, dtype=np.int64)
+    return _scatter_part(a, tensor_arg(src, "as_strided_scatter", "src"), np.array(positions),
+                         "as_strided_scatter")

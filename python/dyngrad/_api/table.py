@@ -644,6 +644,19 @@ nbytes            misc.nbytes                         prop            -         
 itemsize          misc.itemsize                       prop            -            -   -
 new               misc.new                            method          -            -   empty,copy_from_numpy
 bernoulli         misc.bernoulli_method               method          -            -   rand,compare
+greater           misc.greater                        fn,method,out   greater_     -   compare
+greater_equal     misc.greater_equal                  fn,method,out   greater_equal_ - compare
+less              misc.less                           fn,method,out   less_        -   compare
+less_equal        misc.less_equal                     fn,method,out   less_equal_  -   compare
+not_equal         misc.not_equal                      fn,method,out   not_equal_   -   compare
+detach            misc.detach                         fn              -            -   -
+fill              misc.fill                           fn              -            -   full,expand
+angle             misc.angle                          fn,method,out   -            -   numpy
+imag              misc.imag                           fn              -            -   -
+get_device        misc.get_device                     fn              -            -   -
+unsafe_split_with_sizes misc.unsafe_split_with_sizes  fn,method       -            -   split
+nonzero_static    misc.nonzero_static                 fn,method       -            -   -
+as_strided_scatter misc.as_strided_scatter            fn,method       -            -   put
 # ----- issue 10: histograms, numerical calculus, windows, index_reduce, put, real-tensor identities, *_copy views,
 # ----- apply_/map_, DLPack (numeric.py) ---------------------------------------------------------------------------
 histogram         numeric.histogram                   fn,method,out   -            -   -
@@ -835,7 +848,7 @@ INPLACE_FUNCTIONS = """
 abs_ acos_ acosh_ addmv_ arccos_ arccosh_ arcsin_ arcsinh_ arctan_ arctanh_ as_strided_ asin_ asinh_ atan_ atanh_
 ceil_ clamp_ clamp_max_ clamp_min_ clip_ cos_ cosh_ deg2rad_ detach_ erf_ erfc_ exp2_ exp_ expm1_ fix_ floor_ frac_
 gcd_ i0_ index_put_ lcm_ ldexp_ log10_ log1p_ log2_ log_ logit_ nan_to_num_ neg_ negative_ rad2deg_ reciprocal_
-round_ rsqrt_ sigmoid_ sin_ sinc_ sinh_ sqrt_ square_ tan_ tanh_ trunc_ xlogy_
+round_ rsqrt_ sigmoid_ sin_ sinc_ sinh_ sqrt_ square_ tan_ tanh_ trunc_ xlogy_ conj_physical_
 """.split()
 
 
