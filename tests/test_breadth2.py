@@ -539,3 +539,18 @@ ERROR_CASES_4 = [
 @pytest.mark.parametrize("name,fn", ERROR_CASES_4, ids=[c[0] for c in ERROR_CASES_4])
 def test_errors_match_torch_4(dg, name, fn):
     test_errors_match_torch(dg, name, fn)
+
+
+def test_tensor_queries_match_torch(dg):
+    def queries(m):
+        x = m.ones(2, 3)
+        flags = tuple(getattr(x, n) for n in ("is_sparse", "is_sparse_csr", "is_quantized", "is_nested", "is_mkldnn",
+                                              "is_mps", "is_xpu", "is_xla", "is_ipu", "is_vulkan", "is_maia",
+                                              "is_mtia"))
+        return (flags, x.is_pinned(), x.is_inference(), m.is_inference(x), x.to_dense() is x,
+                x.to_dense(m.float64).dtype == m.float64, x.t().dim_order(), m.ones(2, 3, 4).permute(1, 2, 0).dim_order(),
+                x.const_data_ptr() == x.data_ptr(), x.new_empty_strided((2, 2), (1, 2)).stride(),
+                x.new_empty_strided((2, 2), (2, 1)).dtype == m.float32)
+    assert _run(dg, queries) == _run(torch, queries)
+    with pytest.raises(RuntimeError):
+        dg.ones(2).pin_memory()

@@ -776,3 +776,51 @@ def as_strided_scatter(input, src, size, stride, storage_offset=None):
         np.zeros(shape, dtype=np.int64)
     return _scatter_part(a, tensor_arg(src, "as_strided_scatter", "src"), np.array(positions),
                          "as_strided_scatter")
+
+
+# ----- Tensor queries a script asks of any tensor (dyngrad's are dense, CPU, unquantized, never pinned) ---------
+
+def _false(self):
+    return False
+
+
+is_sparse = is_sparse_csr = is_quantized = is_nested = is_mkldnn = _false
+is_mps = is_xpu = is_xla = is_ipu = is_vulkan = is_maia = is_mtia = _false
+
+
+def is_pinned(self, device=None):
+    """False: dyngrad has no page-locked host memory (there is no accelerator to copy to)."""
+    return False
+
+
+def pin_memory(self, device=None):
+    raise RuntimeError("pin_memory: cannot access an accelerator device when none is available (dyngrad runs on the "
+                       "CPU; pinned memory only speeds up copies to one).")
+
+
+def is_inference(input):
+    """False: dyngrad's inference_mode turns recording off but makes ordinary tensors (no inference tensors)."""
+    tensor_arg(input, "is_inference")
+    return False
+
+
+def to_dense(self, dtype=None, *, masked_grad=None):
+    """The tensor itself (it is dense already), or a copy in dtype."""
+    return self if dtype is None else self.to(dtype_arg(dtype, "to_dense"))
+
+
+def dim_order(self, *, ambiguity_check=False):
+    """The dims from the outermost to the innermost in memory (by decreasing stride; ties keep dim order)."""
+    strides = self.stride()
+    return tuple(sorted(builtins.range(self.ndim), key=lambda d: -strides[d]))
+
+
+def const_data_ptr(self):
+    return self.data_ptr()
+
+
+def new_empty_strided(self, size, stride, *, dtype=None, layout=None, device=None, requires_grad=False,
+                      pin_memory=False):
+    """empty_strided with self's dtype (unless dtype= says otherwise)."""
+    return empty_strided(size, stride, dtype=self.dtype if dtype is None else dtype, device=device,
+                         requires_grad=requires_grad)

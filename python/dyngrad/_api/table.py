@@ -657,6 +657,25 @@ get_device        misc.get_device                     fn              -         
 unsafe_split_with_sizes misc.unsafe_split_with_sizes  fn,method       -            -   split
 nonzero_static    misc.nonzero_static                 fn,method       -            -   -
 as_strided_scatter misc.as_strided_scatter            fn,method       -            -   put
+is_sparse         misc.is_sparse                      prop            -            -   -
+is_sparse_csr     misc.is_sparse_csr                  prop            -            -   -
+is_quantized      misc.is_quantized                   prop            -            -   -
+is_nested         misc.is_nested                      prop            -            -   -
+is_mkldnn         misc.is_mkldnn                      prop            -            -   -
+is_mps            misc.is_mps                         prop            -            -   -
+is_xpu            misc.is_xpu                         prop            -            -   -
+is_xla            misc.is_xla                         prop            -            -   -
+is_ipu            misc.is_ipu                         prop            -            -   -
+is_vulkan         misc.is_vulkan                      prop            -            -   -
+is_maia           misc.is_maia                        prop            -            -   -
+is_mtia           misc.is_mtia                        prop            -            -   -
+is_pinned         misc.is_pinned                      method          -            -   -
+pin_memory        misc.pin_memory                     method          -            -   -
+is_inference      misc.is_inference                   fn,method       -            -   -
+to_dense          misc.to_dense                       method          -            -   to_dtype
+dim_order         misc.dim_order                      method          -            -   -
+const_data_ptr    misc.const_data_ptr                 method          -            -   -
+new_empty_strided misc.new_empty_strided              method          -            -   full,from_numpy
 # ----- issue 10: histograms, numerical calculus, windows, index_reduce, put, real-tensor identities, *_copy views,
 # ----- apply_/map_, DLPack (numeric.py) ---------------------------------------------------------------------------
 histogram         numeric.histogram                   fn,method,out   -            -   -
