@@ -210,6 +210,17 @@ def test_errors_match_torch(dg, name, fn):
         f"{name}: {got.type.__name__}({got.value}) where torch raises {want.type.__name__}({want.value})"
 
 
+def test_nextafter_gradient_is_torchs_where_input_equals_other(dg):
+    """torch passes no gradient where input == other (the result is then other): its convention, at a point
+    where numerical differentiation disagrees, so no gradcheck here."""
+    def grads(m):
+        x = m.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        y = m.tensor([1.0, 5.0, 0.0], requires_grad=True)
+        m.nextafter(x, y).backward(m.tensor([10.0, 20.0, 30.0]))
+        return x.grad, y.grad
+    assert_same(grads(dg), grads(torch))
+
+
 def test_range_warns_and_includes_end(dg):
     with pytest.warns(UserWarning, match="deprecated"):
         r = dg.range(0, 3)

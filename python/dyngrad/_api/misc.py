@@ -489,30 +489,28 @@ def frexp(input):
 
 
 def _nextafter_derivative(g, out, x, y):
-    return g, _C.full(tuple(y.shape), 0, y.dtype) if y.requires_grad else None
+    # torch's convention: the gradient passes to input where input != other (0 where they are equal, the result
+    # then being other), none to other
+    moved = _C.compare("ne", x.detach(), y.detach())
+    return _C.where(moved, g, _C.scalar_operand(0.0, g)), (_C.full(tuple(y.shape), 0, y.dtype) if y.requires_grad
+                                                           else None)
 
 
-_Nextafter = _numpy_function("Nextafter", np.nextafter, None)
+_Nextafter = _numpy_function("Nextafter", np.nextafter, _nextafter_derivative)
 
 
 def nextafter(input, other):
     """The next representable value after input towards other, in their promoted float dtype. Floats only; its
-    gradient passes to input unchanged (torch's convention), none to other."""
+    gradient passes to input where input != other (torch's convention), none to other."""
+    from .args import broadcast_shapes
     a, b = tensor_arg(input, "nextafter"), tensor_arg(other, "nextafter", "other")
     dtype = _C.result_type(a, b)
     if not dtype.is_floating_point:
         raise NotImplementedError(f"nextafter: expected floating-point tensors, got {a.dtype.name} and "
                                   f"{b.dtype.name}.")
-    from .args import broadcast_shapes
     shape = broadcast_shapes(a.shape, b.shape, "nextafter")
-    a, b = _cast(a, dtype), _cast(b, dtype)
-    values = _from_numpy(np.nextafter(_values(a), _values(b)), dtype)
-    if not (a.requires_grad and _C.is_grad_enabled()):
-        return values
-    # value = a + (nextafter(a, b) - a) with the difference held constant: the gradient of a passes through
-    # (broadcast to the result's shape), none reaches b
-    step = _C.sub(values, _C.expand(a.detach(), shape))
-    return _C.add(_C.expand(a, shape), step)
+    # both at the result's shape first: the Function's gradient then has input's shape after expand's backward
+    return _Nextafter.apply(_C.expand(_cast(a, dtype), shape), _C.expand(_cast(b, dtype), shape))
 
 
 # ----- splits under other names ----------------------------------------------------------------------------------
