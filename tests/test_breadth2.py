@@ -381,6 +381,7 @@ VALUE_CASES_3 = [
     ("apply_", lambda m: m.tensor([[1.0, -2.0], [3.5, 0.0]]).apply_(lambda v: v * v + 1)),
     ("apply_int", lambda m: m.tensor([1, 2]).apply_(lambda v: v * 2.7)),
     ("map_", lambda m: m.tensor(X34).map_(m.tensor(X4), lambda a, b: max(a, b))),
+    ("map2_", lambda m: m.tensor([1.0, 2.0]).map2_(m.tensor([3.0, 4.0]), m.tensor(5.0), lambda a, b, c: a + b * c)),
 ]
 
 

@@ -584,19 +584,33 @@ def apply_(self, callable):
     return _elementwise_rewrite(self, "apply_", _to_dtype_values(out, dt))
 
 
+def _broadcast_operand(self, tensor, op, name):
+    from .args import broadcast_shapes
+    other = tensor_arg(tensor, op, name)
+    shape = broadcast_shapes(tuple(self.shape), tuple(other.shape), op)
+    if shape != tuple(self.shape):
+        raise RuntimeError(f"{op}: {name} of shape {shape_str(other.shape)} cannot be broadcast to self's shape "
+                           f"{shape_str(self.shape)}.")
+    return np.broadcast_to(host_array(other.detach()), tuple(self.shape))
+
+
 def map_(self, tensor, callable):
     """Replaces each element x by callable(x, y), y the element of `tensor` (broadcast to self's shape), in place."""
-    other = tensor_arg(tensor, "map_", "tensor")
-    from .args import broadcast_shapes
-    shape = broadcast_shapes(tuple(self.shape), tuple(other.shape), "map_")
-    if shape != tuple(self.shape):
-        raise RuntimeError(f"map_: tensor of shape {shape_str(other.shape)} cannot be broadcast to self's shape "
-                           f"{shape_str(self.shape)}.")
+    ys = _broadcast_operand(self, tensor, "map_", "tensor")
     arr, dt = _python_values(self)
-    ys = np.broadcast_to(host_array(other.detach()), arr.shape)
     out = np.array([callable(x, y) for x, y in zip(arr.reshape(-1).tolist(), ys.reshape(-1).tolist())],
                    dtype=object).reshape(arr.shape)
     return _elementwise_rewrite(self, "map_", _to_dtype_values(out, dt))
+
+
+def map2_(self, x, y, callable):
+    """Replaces each element s by callable(s, a, b), a and b the elements of x and y (broadcast), in place."""
+    xs, ys = _broadcast_operand(self, x, "map2_", "x"), _broadcast_operand(self, y, "map2_", "y")
+    arr, dt = _python_values(self)
+    out = np.array([callable(s, a, b) for s, a, b in zip(arr.reshape(-1).tolist(), xs.reshape(-1).tolist(),
+                                                          ys.reshape(-1).tolist())],
+                   dtype=object).reshape(arr.shape)
+    return _elementwise_rewrite(self, "map2_", _to_dtype_values(out, dt))
 
 
 def _to_dtype_values(out, dt):

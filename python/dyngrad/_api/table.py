@@ -723,6 +723,7 @@ narrow_copy       numeric.COPY_FORMS                  fn,out          -         
 narrow_copy       numeric.narrow_copy_method          method          -            -   slice,clone
 apply_            numeric.apply_                      method          -            -   assign_inplace
 map_              numeric.map_                        method          -            -   assign_inplace
+map2_             numeric.map2_                       method          -            -   assign_inplace
 from_dlpack       numeric.from_dlpack                 fn              -            -   from_numpy
 to_dlpack         numeric.to_dlpack                   fn              -            -   -
 __dlpack__        numeric.__dlpack__                  op              -            -   -
