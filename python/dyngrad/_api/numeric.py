@@ -298,13 +298,15 @@ def vander(x, N=None, increasing=False):
 
 def _window(op, values):
     def window(window_length, periodic=True, *, dtype=None, layout=None, device=None, requires_grad=False):
-        return _make_window(op, window_length, periodic, dtype, device, requires_grad, values)
+        return _make_window(op, window_length, periodic, dtype, device, requires_grad, values, layout)
     window.__name__ = window.__qualname__ = op
     return window
 
 
-def _make_window(op, window_length, periodic, dtype, device, requires_grad, values, **params):
+def _make_window(op, window_length, periodic, dtype, device, requires_grad, values, layout=None):
+    from .misc import _check_options
     check_device(device, op)
+    _check_options(op, layout)
     n = to_int(window_length, op, "window_length")
     if n < 0:
         raise RuntimeError(f"{op}: requires a non-negative window_length, got {n}.")
@@ -314,7 +316,7 @@ def _make_window(op, window_length, periodic, dtype, device, requires_grad, valu
     if n <= 1:
         return finish(_C.full((n,), 1.0, dt), requires_grad)
     m = n + 1 if periodic else n              # a periodic window is the symmetric one of n + 1, less its end
-    w = values(np.arange(m, dtype=np.float64), m, **params)[:n]
+    w = values(np.arange(m, dtype=np.float64), m)[:n]
     return finish(_from_numpy(w, dt), requires_grad)
 
 
@@ -332,7 +334,7 @@ def hamming_window(window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype
     """alpha - beta cos(2 pi k / (N - 1))."""
     alpha, beta = float(number(alpha, "hamming_window", "alpha")), float(number(beta, "hamming_window", "beta"))
     return _make_window("hamming_window", window_length, periodic, dtype, device, requires_grad,
-                        lambda k, m: alpha - beta * np.cos(2 * math.pi * k / (m - 1)))
+                        lambda k, m: alpha - beta * np.cos(2 * math.pi * k / (m - 1)), layout)
 
 
 def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout=None, device=None,
@@ -341,7 +343,7 @@ def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout
     beta = float(number(beta, "kaiser_window", "beta"))
     return _make_window("kaiser_window", window_length, periodic, dtype, device, requires_grad,
                         lambda k, m: np.i0(beta * np.sqrt(np.clip(1 - ((k - (m - 1) / 2) / ((m - 1) / 2)) ** 2, 0,
-                                                                  None))) / np.i0(beta))
+                                                                  None))) / np.i0(beta), layout)
 
 
 # ----- index_reduce and put -----------------------------------------------------------------------------------------
