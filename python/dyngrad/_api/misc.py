@@ -151,9 +151,7 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None):
         elif copy:
             out = obj.clone()
         if requires_grad is not None and bool(requires_grad) != out.requires_grad:
-            out = out.detach()              # an alias of the same memory, without (or given) a history
-            if requires_grad:
-                out.requires_grad_(True)
+            out.requires_grad_(bool(requires_grad))     # on the tensor itself, as torch (a leaf; else it raises)
         return out
     if hasattr(obj, "__dlpack__") and not isinstance(obj, np.ndarray):     # another library's tensor
         from .numeric import from_dlpack
