@@ -109,8 +109,10 @@ VALUE_CASES = [
     ("unsafe_chunk", lambda m: m.unsafe_chunk(m.tensor(X34), 2, 1)),
     ("unsafe_split", lambda m: m.unsafe_split(m.tensor(X34), 2)),
     ("unsafe_split_method", lambda m: m.tensor(X34).unsafe_split(3, 1)),
-    ("is_nonzero", lambda m: (m.is_nonzero(m.tensor([0.0])), m.is_nonzero(m.tensor(3)), m.tensor([[True]]).is_nonzero())),
-    ("is_same_size", lambda m: (m.is_same_size(m.tensor(X34), m.tensor(X34)), m.tensor(X4).is_same_size(m.tensor(X34)))),
+    ("is_nonzero", lambda m: (m.is_nonzero(m.tensor([0.0])), m.is_nonzero(m.tensor(3)),
+                              m.tensor([[True]]).is_nonzero())),
+    ("is_same_size", lambda m: (m.is_same_size(m.tensor(X34), m.tensor(X34)),
+                                m.tensor(X4).is_same_size(m.tensor(X34)))),
     ("is_signed", lambda m: tuple(m.is_signed(m.tensor([1], dtype=d)) for d in
                                   (m.uint8, m.int8, m.int64, m.bool, m.float32, m.float16))),
     ("is_complex", lambda m: (m.is_complex(m.tensor(X4)), m.tensor([1]).is_complex())),
@@ -276,7 +278,8 @@ INPLACE_ARGS = {   # name: fn(m) -> (input, args); the rest take a float input i
     "clamp_": lambda m: (m.tensor(X34), (-0.5, 0.5)), "clip_": lambda m: (m.tensor(X34), (None, 0.2)),
     "clamp_max_": lambda m: (m.tensor(X34), (0.1,)), "clamp_min_": lambda m: (m.tensor(X34), (0.1,)),
     "gcd_": lambda m: (m.tensor(I6), (m.tensor(J6),)), "lcm_": lambda m: (m.tensor(I6), (m.tensor(J6),)),
-    "index_put_": lambda m: (m.tensor(X34), ((m.tensor([0, 2]), m.tensor([1, 3])), m.tensor([5.0, 6.0], dtype=m.float64), True)),
+    "index_put_": lambda m: (m.tensor(X34), ((m.tensor([0, 2]), m.tensor([1, 3])),
+                                             m.tensor([5.0, 6.0], dtype=m.float64), True)),
     "ldexp_": lambda m: (m.tensor(X34), (m.tensor([1, 2, 0, 1]),)),
     "xlogy_": lambda m: (m.tensor(U34), (m.tensor(X4 ** 2),)),
     "logit_": lambda m: (m.tensor(U34), (0.2,)),
@@ -329,8 +332,8 @@ VALUE_CASES_3 = [
     ("histogramdd", lambda m: tuple(m.histogramdd(m.tensor(P52), bins=[3, 2]))),
     ("histogramdd_range_weight", lambda m: tuple(m.histogramdd(m.tensor(P52), bins=2, range=[-1.0, 1.0, -2.0, 2.0],
                                                                weight=m.tensor(np.arange(5.0)), density=True))),
-    ("histogramdd_edges", lambda m: tuple(m.histogramdd(m.tensor(P52), bins=[m.tensor([-2.0, 0.0, 2.0], dtype=m.float64),
-                                                                              m.tensor([-1.0, 1.0], dtype=m.float64)]))),
+    ("histogramdd_edges", lambda m: tuple(m.histogramdd(m.tensor(P52), bins=[
+        m.tensor([-2.0, 0.0, 2.0], dtype=m.float64), m.tensor([-1.0, 1.0], dtype=m.float64)]))),
     ("cumulative_trapezoid", lambda m: m.cumulative_trapezoid(m.tensor(X34))),
     ("cumulative_trapezoid_int", lambda m: m.cumulative_trapezoid(m.tensor([1, 2, 3]))),
     ("cumulative_trapezoid_x", lambda m: m.cumulative_trapezoid(m.tensor(X34), m.tensor([0.0, 1.0, 3.0, 3.5]))),
@@ -562,7 +565,8 @@ def test_tensor_queries_match_torch(dg):
                                               "is_mps", "is_xpu", "is_xla", "is_ipu", "is_vulkan", "is_maia",
                                               "is_mtia"))
         return (flags, x.is_pinned(), x.is_inference(), m.is_inference(x), x.to_dense() is x,
-                x.to_dense(m.float64).dtype == m.float64, x.t().dim_order(), m.ones(2, 3, 4).permute(1, 2, 0).dim_order(),
+                x.to_dense(m.float64).dtype == m.float64, x.t().dim_order(),
+                m.ones(2, 3, 4).permute(1, 2, 0).dim_order(),
                 x.const_data_ptr() == x.data_ptr(), x.new_empty_strided((2, 2), (1, 2)).stride(),
                 x.new_empty_strided((2, 2), (2, 1)).dtype == m.float32)
     assert _run(dg, queries) == _run(torch, queries)

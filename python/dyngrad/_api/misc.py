@@ -303,7 +303,8 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
         if not isinstance(extra, Tensor):
             extra = _C.scalar_operand(number(extra, "diff", name), a)
         if extra.ndim == 0:           # a number stands for a slice of size 1 along dim
-            extra = _C.expand(_C.reshape(extra, (1,) * a.ndim), tuple(1 if i == d else s for i, s in enumerate(a.shape)))
+            extra = _C.expand(_C.reshape(extra, (1,) * a.ndim),
+                              tuple(1 if i == d else s for i, s in enumerate(a.shape)))
         if extra.ndim != a.ndim:
             raise RuntimeError(f"diff: expected {name} to have {a.ndim} dimensions as input, got {extra.ndim}.")
         parts.append(extra)
@@ -467,10 +468,6 @@ def ldexp(input, other):
     return _C.mul(a, _C.pow(_C.full((), 2.0, b.dtype), b))
 
 
-def _frexp_values(x):
-    return np.frexp(x)
-
-
 class Frexp(_NumpyFunction):
     """The mantissa of frexp; d mantissa / dx = 2**-exponent (the exponent is piecewise constant)."""
 
@@ -564,8 +561,8 @@ def is_nonzero(input):
     a = tensor_arg(input, "is_nonzero")
     n = a.numel()
     if n != 1:
-        raise RuntimeError(f"is_nonzero: Boolean value of Tensor with {'no values' if n == 0 else 'more than one value'}"
-                           " is ambiguous.")
+        what = "no values" if n == 0 else "more than one value"
+        raise RuntimeError(f"is_nonzero: Boolean value of Tensor with {what} is ambiguous.")
     return bool(host_array(a.detach()).reshape(-1)[0] != 0)
 
 
