@@ -572,3 +572,45 @@ def test_tensor_queries_match_torch(dg):
     assert _run(dg, queries) == _run(torch, queries)
     with pytest.raises(RuntimeError):
         dg.ones(2).pin_memory()
+
+
+# ----- vmap (Note [vmap as a loop]) ------------------------------------------------------------------------------
+
+B33 = RNG.standard_normal((3, 3))
+VMAP_CASES = [
+    ("dot", lambda m: m.vmap(m.dot)(m.tensor(X34[:2, :3]), m.tensor(B33[:2]))),
+    ("in_dims_out_dims", lambda m: m.vmap(lambda x, y: (x * y, x.sum()), in_dims=(1, None), out_dims=(0, 0))(
+        m.tensor(X34[:2]), m.tensor(X34[:2, 0]))),
+    ("dict_input", lambda m: m.vmap(lambda d: d["a"] * 2)({"a": m.tensor(X34)})),
+    ("negative_in_dim", lambda m: m.vmap(lambda x: x.sum(), in_dims=-1)(m.tensor(X34))),
+    ("out_dims_1", lambda m: m.vmap(lambda x: x, out_dims=1)(m.tensor(X34))),
+    ("nested", lambda m: m.vmap(m.vmap(lambda a, b: a * b))(m.tensor(X34[:2, :3]), m.tensor(B33[:2]))),
+    ("mv", lambda m: m.vmap(m.mv, in_dims=(None, 0))(m.tensor(B33), m.tensor(X34[:, :3]))),
+    ("kwargs", lambda m: m.vmap(lambda x, scale=1.0: x * scale)(m.tensor(X34), scale=3.0)),
+]
+
+
+@pytest.mark.parametrize("name,fn", VMAP_CASES, ids=[c[0] for c in VMAP_CASES])
+def test_vmap_matches_torch(dg, name, fn):
+    assert_same(_run(dg, fn), _run(torch, fn), what=name)
+
+
+VMAP_ERRORS = [
+    ("size_mismatch", lambda m: m.vmap(m.dot)(m.ones(2, 3), m.ones(3, 3))),
+    ("nothing_mapped", lambda m: m.vmap(m.dot, in_dims=(None, None))(m.ones(3), m.ones(3))),
+    ("returns_number", lambda m: m.vmap(lambda x: 3)(m.ones(3))),
+    ("in_dim_range", lambda m: m.vmap(lambda x: x, in_dims=2)(m.ones(3))),
+    ("in_dims_structure", lambda m: m.vmap(lambda x: x, in_dims=(0, 0))(m.ones(3))),
+    ("randomness", lambda m: m.vmap(lambda x: x, randomness="bad")(m.ones(3))),
+    ("zero_d", lambda m: m.vmap(lambda x: x)(m.ones(()))),
+]
+
+
+@pytest.mark.parametrize("name,fn", VMAP_ERRORS, ids=[c[0] for c in VMAP_ERRORS])
+def test_vmap_errors_match_torch(dg, name, fn):
+    test_errors_match_torch(dg, name, fn)
+
+
+def test_vmap_gradients(dg):
+    test_gradients_match_torch(dg, "vmap", lambda m, a, b: m.vmap(lambda x, y: (x * y).sum().sin())(a, b),
+                               [X34, X34[::-1].copy()])

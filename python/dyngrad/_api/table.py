@@ -676,6 +676,7 @@ to_dense          misc.to_dense                       method          -         
 dim_order         misc.dim_order                      method          -            -   -
 const_data_ptr    misc.const_data_ptr                 method          -            -   -
 new_empty_strided misc.new_empty_strided              method          -            -   full,from_numpy
+vmap              misc.vmap                           fn              -            -   select,stack
 # ----- issue 10: histograms, numerical calculus, windows, index_reduce, put, real-tensor identities, *_copy views,
 # ----- apply_/map_, DLPack (numeric.py) ---------------------------------------------------------------------------
 histogram         numeric.histogram                   fn,method,out   -            -   -
