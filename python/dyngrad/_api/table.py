@@ -677,6 +677,126 @@ pairwise_distance distance.pairwise_distance          fn,F            -         
 pdist             distance.pdist                      fn,F            -            -   index_select,sum,sqrt
 scaled_dot_product_attention attention.scaled_dot_product_attention F -           -   matmul,softmax,where
 multi_head_attention_forward attention.multi_head_attention_forward F -           -   matmul,softmax,linear
+# ----- issue 10, the names a training script meets (misc.py) -----------------------------------------------------
+isin              misc.isin                           fn              -            -   -
+logspace          misc.logspace                       fn,out          -            -   empty
+range             misc.range                          fn,out          -            -   empty
+scalar_tensor     misc.scalar_tensor                  fn              -            -   full
+asarray           misc.asarray                        fn              -            -   from_numpy,copy_from_numpy
+frombuffer        misc.frombuffer                     fn              -            -   from_numpy
+empty_strided     misc.empty_strided                  fn              -            -   full,from_numpy
+concatenate       misc.concatenate                    fn,out          -            -   cat
+unravel_index     misc.unravel_index                  fn              -            -   -
+diff              misc.diff                           fn,method       -            -   slice,sub,cat
+cov               misc.cov                            fn,method       -            -   mean,sub,mul,matmul,div
+corrcoef          misc.corrcoef                       fn,method       -            -   cov,sqrt,div,clamp
+dist              misc.dist                           fn,method       -            -   sub,vector_norm
+renorm            misc.renorm                         fn,method,out   renorm_      -   vector_norm,div,where,mul
+gcd               misc.gcd                            fn,method,out   gcd_         -   -
+lcm               misc.lcm                            fn,method,out   lcm_         -   -
+ldexp             misc.ldexp                          fn,method,out   ldexp_       -   pow,mul
+frexp             misc.frexp                          fn,method       -            -   numpy
+nextafter         misc.nextafter                      fn,method,out   nextafter_   -   sub,add
+split_with_sizes  misc.split_with_sizes               fn,method       -            -   split
+unsafe_chunk      misc.unsafe_chunk                   fn,method       -            -   chunk
+unsafe_split      misc.unsafe_split                   fn              -            -   split
+unsafe_split      misc.unsafe_split_method            method          -            -   split
+is_nonzero        misc.is_nonzero                     fn,method       -            -   -
+is_same_size      misc.is_same_size                   fn,method       -            -   -
+is_signed         misc.is_signed                      fn,method       -            -   -
+is_complex        misc.is_complex                     fn,method       -            -   -
+fill_             misc.fill_                          fn              -            -   fill_
+zero_             misc.zero_                          fn              -            -   zero_
+fill_diagonal_    misc.fill_diagonal_                 method          -            -   put,assign_inplace
+sum_to_size       misc.sum_to_size                    method          -            -   sum,reshape
+nbytes            misc.nbytes                         prop            -            -   -
+itemsize          misc.itemsize                       prop            -            -   -
+new               misc.new                            method          -            -   empty,copy_from_numpy
+bernoulli         misc.bernoulli_method               method          -            -   rand,compare
+greater           misc.greater                        fn,method,out   greater_     -   compare
+greater_equal     misc.greater_equal                  fn,method,out   greater_equal_ - compare
+less              misc.less                           fn,method,out   less_        -   compare
+less_equal        misc.less_equal                     fn,method,out   less_equal_  -   compare
+not_equal         misc.not_equal                      fn,method,out   not_equal_   -   compare
+detach            misc.detach                         fn              -            -   -
+fill              misc.fill                           fn              -            -   full,expand
+angle             misc.angle                          fn,method,out   -            -   numpy
+imag              misc.imag                           fn              -            -   -
+get_device        misc.get_device                     fn              -            -   -
+unsafe_split_with_sizes misc.unsafe_split_with_sizes  fn,method       -            -   split
+nonzero_static    misc.nonzero_static                 fn,method       -            -   -
+as_strided_scatter misc.as_strided_scatter            fn,method       -            -   put
+is_sparse         misc.is_sparse                      prop            -            -   -
+is_sparse_csr     misc.is_sparse_csr                  prop            -            -   -
+is_quantized      misc.is_quantized                   prop            -            -   -
+is_nested         misc.is_nested                      prop            -            -   -
+is_mkldnn         misc.is_mkldnn                      prop            -            -   -
+is_mps            misc.is_mps                         prop            -            -   -
+is_xpu            misc.is_xpu                         prop            -            -   -
+is_xla            misc.is_xla                         prop            -            -   -
+is_ipu            misc.is_ipu                         prop            -            -   -
+is_vulkan         misc.is_vulkan                      prop            -            -   -
+is_maia           misc.is_maia                        prop            -            -   -
+is_mtia           misc.is_mtia                        prop            -            -   -
+is_pinned         misc.is_pinned                      method          -            -   -
+pin_memory        misc.pin_memory                     method          -            -   -
+is_inference      misc.is_inference                   fn,method       -            -   -
+to_dense          misc.to_dense                       method          -            -   to_dtype
+dim_order         misc.dim_order                      method          -            -   -
+const_data_ptr    misc.const_data_ptr                 method          -            -   -
+new_empty_strided misc.new_empty_strided              method          -            -   full,from_numpy
+vmap              misc.vmap                           fn              -            -   select,stack
+# ----- issue 10: histograms, numerical calculus, windows, index_reduce, put, real-tensor identities, *_copy views,
+# ----- apply_/map_, DLPack (numeric.py) ---------------------------------------------------------------------------
+histogram         numeric.histogram                   fn,method,out   -            -   -
+histogramdd       numeric.histogramdd                 fn              -            -   -
+cumulative_trapezoid numeric.cumulative_trapezoid     fn              -            -   slice,add,mul,cumsum
+gradient          numeric.gradient                    fn              -            -   index_select,mul,add
+hann_window       numeric.hann_window                 fn              -            -   copy_from_numpy
+hamming_window    numeric.hamming_window              fn              -            -   copy_from_numpy
+blackman_window   numeric.blackman_window             fn              -            -   copy_from_numpy
+bartlett_window   numeric.bartlett_window             fn              -            -   copy_from_numpy
+kaiser_window     numeric.kaiser_window               fn              -            -   copy_from_numpy
+index_reduce      numeric.index_reduce                fn,method,out   index_reduce_ -  scatter_reduce
+put               numeric.put                         fn,method       put_         -   put,put_add
+is_conj           numeric.is_conj                     fn,method       -            -   -
+is_neg            numeric.is_neg                      fn,method       -            -   -
+resolve_conj      numeric.resolve_conj                fn,method       -            -   -
+resolve_neg       numeric.resolve_neg                 fn,method       -            -   -
+conj              numeric.conj                        fn,method       -            -   -
+conj_physical     numeric.conj_physical               fn,method,out   -            -   -
+conj_physical_    numeric.conj_physical_              method          -            -   -
+adjoint           numeric.adjoint                     fn,method       -            -   mT
+real              numeric.real                        fn,prop         -            -   -
+imag              numeric.imag                        prop            -            -   -
+H                 numeric.H                           prop            -            -   mT
+mH                numeric.mH                          prop            -            -   mT
+as_strided_copy   numeric.COPY_FORMS                  fn,out          -            -   take,clone
+diagonal_copy     numeric.COPY_FORMS                  fn,out          -            -   view,clone
+expand_copy       numeric.COPY_FORMS                  fn,out          -            -   expand,clone
+permute_copy      numeric.COPY_FORMS                  fn,out          -            -   permute,clone
+select_copy       numeric.COPY_FORMS                  fn,out          -            -   select,clone
+slice_copy        numeric.COPY_FORMS                  fn,out          -            -   slice,clone
+squeeze_copy      numeric.COPY_FORMS                  fn,out          -            -   reshape,clone
+t_copy            numeric.COPY_FORMS                  fn,out          -            -   permute,clone
+transpose_copy    numeric.COPY_FORMS                  fn,out          -            -   permute,clone
+unbind_copy       numeric.COPY_FORMS                  fn              -            -   select,clone
+unfold_copy       numeric.COPY_FORMS                  fn,out          -            -   unfold,clone
+unsqueeze_copy    numeric.COPY_FORMS                  fn,out          -            -   reshape,clone
+view_copy         numeric.COPY_FORMS                  fn,out          -            -   view,clone
+split_copy        numeric.COPY_FORMS                  fn              -            -   split,clone
+split_with_sizes_copy numeric.COPY_FORMS              fn              -            -   split,clone
+detach_copy       numeric.COPY_FORMS                  fn,out          -            -   clone
+alias_copy        numeric.COPY_FORMS                  fn,out          -            -   clone
+narrow_copy       numeric.COPY_FORMS                  fn,out          -            -   slice,clone
+narrow_copy       numeric.narrow_copy_method          method          -            -   slice,clone
+apply_            numeric.apply_                      method          -            -   assign_inplace
+map_              numeric.map_                        method          -            -   assign_inplace
+map2_             numeric.map2_                       method          -            -   assign_inplace
+from_dlpack       numeric.from_dlpack                 fn              -            -   from_numpy
+to_dlpack         numeric.to_dlpack                   fn              -            -   -
+__dlpack__        numeric.__dlpack__                  op              -            -   -
+__dlpack_device__ numeric.__dlpack_device__           op              -            -   -
 # ----- Tensor: the core (each engine's _C.Tensor) -----------------------------------------------------------
 shape             core                                prop            -            -   -
 dtype             core                                prop            -            -   -
@@ -811,6 +931,16 @@ __ilshift__       tensor_methods.INPLACE_OPERATORS    op              -         
 __irshift__       tensor_methods.INPLACE_OPERATORS    op              -            -   bitwise_right_shift
 """
 
+# ----- torch.X_: the function forms of the in-place Tensor methods (torch.abs_(x) is x.abs_()), one row each, made
+# by rows() from this list (impl inplace_functions.FUNCTIONS, kind fn, uses the method)
+INPLACE_FUNCTIONS = """
+abs_ acos_ acosh_ addmv_ arccos_ arccosh_ arcsin_ arcsinh_ arctan_ arctanh_ as_strided_ asin_ asinh_ atan_ atanh_
+ceil_ clamp_ clamp_max_ clamp_min_ clip_ cos_ cosh_ deg2rad_ detach_ erf_ erfc_ exp2_ exp_ expm1_ fix_ floor_ frac_
+gcd_ i0_ index_put_ lcm_ ldexp_ log10_ log1p_ log2_ log_ logit_ nan_to_num_ neg_ negative_ rad2deg_ reciprocal_
+round_ rsqrt_ sigmoid_ sin_ sinc_ sinh_ sqrt_ square_ tan_ tanh_ trunc_ xlogy_ conj_physical_
+""".split()
+
+
 KINDS = ("fn", "method", "prop", "op", "F", "special", "linalg", "out")
 
 
@@ -841,6 +971,7 @@ def rows():
         if len(cells) != 6:
             raise ValueError(f"api table: expected 6 columns, got {len(cells)} in: {line}")
         out.append(Row(*cells))
+    out += [Row(name, "inplace_functions.FUNCTIONS", "fn", "-", "-", "Tensor." + name) for name in INPLACE_FUNCTIONS]
     seen = {}
     for row in out:     # one row per (name, kind): a second one would silently replace the first
         for kind in row.kinds:
