@@ -80,10 +80,23 @@ randn             creation.randn                      fn,out          -         
 randint           creation.randint                    fn,out          -            -   randint
 randperm          creation.randperm                   fn,out          -            -   randperm
 normal            creation.normal                     fn,out          -            -   randn,mul,add
-bernoulli         creation.bernoulli                  fn,out          -            -   rand,compare
-manual_seed       creation.manual_seed                fn              -            -   manual_seed
-initial_seed      creation.initial_seed               fn              -            -   initial_seed
-seed              creation.seed                       fn              -            -   manual_seed
+bernoulli         creation.bernoulli                  fn,out,method   -            -   rand,compare
+manual_seed       generator.manual_seed               fn              -            -   manual_seed
+initial_seed      generator.initial_seed              fn              -            -   initial_seed
+seed              generator.seed                      fn              -            -   manual_seed
+# ----- generators and random sampling (_api/generator.py: Note [Generators as swapped core states]) ----------
+Generator         generator.Generator                 fn              -            -   _get_rng_state,_set_rng_state
+default_generator generator.default_generator         fn              -            -   _get_rng_state,_set_rng_state
+get_rng_state     generator.get_rng_state             fn              -            -   _get_rng_state
+set_rng_state     generator.set_rng_state             fn              -            -   _set_rng_state
+randint_like      creation.randint_like               fn              -            -   randint
+multinomial       sampling.multinomial                fn,out,method   -            -   rand
+poisson           sampling.poisson                    fn              -            -   randint
+random_           sampling.random_                    method          -            -   randint
+exponential_      sampling.exponential_               method          -            -   rand
+geometric_        sampling.geometric_                 method          -            -   rand
+cauchy_           sampling.cauchy_                    method          -            -   rand
+log_normal_       sampling.log_normal_                method          -            -   randn
 is_tensor         creation.is_tensor                  fn              -            -   -
 numel             creation.numel                      fn              -            -   -
 is_floating_point creation.is_floating_point          fn              -            -   -

@@ -484,17 +484,23 @@ def _random_fill(op, make):
 
 
 def _uniform(self, a=0.0, b=1.0, *, generator=None):
-    from .creation import _generator
-    _generator(generator, "uniform_")
-    u = _C.rand(tuple(self.shape), self.dtype)
-    return _C.add(_C.mul(u, _C.scalar_operand(float(b) - float(a), u)), _C.scalar_operand(float(a), u))
+    from .generator import drawing
+    lo, hi = float(number(a, "uniform_", "from")), float(number(b, "uniform_", "to"))
+    if lo > hi:
+        raise RuntimeError(f"uniform_: expected a [from, to) range with from <= to, but got from={lo:g} > to={hi:g}.")
+    with drawing(generator, "uniform_"):
+        u = _C.rand(tuple(self.shape), self.dtype)
+    return _C.add(_C.mul(u, _C.scalar_operand(hi - lo, u)), _C.scalar_operand(lo, u))
 
 
 def _normal(self, mean=0.0, std=1.0, *, generator=None):
-    from .creation import _generator
-    _generator(generator, "normal_")
-    n = _C.randn(tuple(self.shape), self.dtype)
-    return _C.add(_C.mul(n, _C.scalar_operand(float(std), n)), _C.scalar_operand(float(mean), n))
+    from .generator import drawing
+    mean, std = float(number(mean, "normal_", "mean")), float(number(std, "normal_", "std"))
+    if not std >= 0:
+        raise RuntimeError(f"normal_: expected std >= 0.0, but found std={std:g}.")
+    with drawing(generator, "normal_"):
+        n = _C.randn(tuple(self.shape), self.dtype)
+    return _C.add(_C.mul(n, _C.scalar_operand(std, n)), _C.scalar_operand(mean, n))
 
 
 uniform_ = _random_fill("uniform_", _uniform)
@@ -503,12 +509,21 @@ normal_ = _random_fill("normal_", _normal)
 
 def bernoulli_(self, p=0.5, *, generator=None):
     """Each element becomes 1 with probability p (a number, or a tensor of probabilities broadcast to self)."""
-    from .creation import _generator
-    _generator(generator, "bernoulli_")
+    from .generator import drawing
     float_dtype = self.dtype if self.dtype.is_floating_point else _C.float32
-    probs = _C.to_dtype(p.detach(), float_dtype) if isinstance(p, Tensor) else _C.scalar_operand(
-        float(number(p, "bernoulli_", "p")), _C.full((), 0.0, float_dtype))
-    sample = _C.compare("lt", _C.rand(tuple(self.shape), float_dtype), probs)
+    if isinstance(p, Tensor):
+        probs = _C.to_dtype(p.detach(), float_dtype)
+        values = host_array(probs)
+        if values.size and not ((values >= 0) & (values <= 1)).all():
+            raise RuntimeError("bernoulli_: expected every probability p to be in [0, 1].")
+    else:
+        value = float(number(p, "bernoulli_", "p"))
+        if not 0 <= value <= 1:
+            raise RuntimeError(f"bernoulli_: expected p to be in [0, 1], but got p={value:g}.")
+        probs = _C.scalar_operand(value, _C.full((), 0.0, float_dtype))
+    with drawing(generator, "bernoulli_"):
+        u = _C.rand(tuple(self.shape), float_dtype)
+    sample = _C.compare("lt", u, probs)
     before = _C.inplace_input(self, "bernoulli_", False)
     _C.assign_inplace(self, _overwrite(before, sample, "bernoulli_"), "bernoulli_")
     return self
