@@ -134,6 +134,9 @@ def test_state_errors(dg):
             g.set_state(m.zeros(len(g.get_state())))              # float, not uint8
         with pytest.raises(RuntimeError):
             g.set_state(m.zeros(3, dtype=m.uint8))
+        if m is dg:                                    # a state of the right size that is no generator's
+            with pytest.raises(RuntimeError):
+                g.set_state(m.zeros(len(g.get_state()), dtype=m.uint8))
         for bad in (1.5, True, "a"):
             with pytest.raises(RuntimeError):
                 g.manual_seed(bad)

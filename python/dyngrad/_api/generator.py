@@ -140,7 +140,11 @@ class Generator:
             raise RuntimeError(f"set_state: expected a state of {STATE_BYTES} bytes (this engine's generator), but "
                                f"got {new_state.numel()} bytes")
         data = np.ascontiguousarray(new_state.detach()._numpy_view()).reshape(-1).tobytes()
+        if _XOSHIRO and not any(data[:32]):       # xoshiro256** from all-zero words draws only zeros
+            raise RuntimeError("set_state: invalid generator state: the four xoshiro256** words are all zero")
         state = _unpack(data)
+        if not _XOSHIRO and not state[1]["state"]["inc"] & 1:     # PCG64's increment is always odd
+            raise RuntimeError("set_state: invalid generator state: PCG64's increment must be odd")
         if self._state is None:
             _C._set_rng_state(state)
         else:
@@ -155,9 +159,6 @@ class Generator:
 
     def __reduce__(self):      # pickle / deepcopy: a Generator with the same state (torch pickles its generators)
         return (_rebuild, (type(self), _pack(self._current())))
-
-    def __repr__(self):
-        return f"<{type(self).__module__}.Generator object at {id(self):#x}>"
 
 
 def _rebuild(cls, data):
