@@ -223,8 +223,13 @@ def test_poisson_statistics(dg):
         x = _np(dg.poisson(dg.full((N,), lam, dtype=dg.float64), generator=g))
         assert x.min() >= 0 and (x == np.round(x)).all()
         assert abs(x.mean() - lam) < 0.05 * max(lam, 1) and abs(x.var() - lam) < 0.1 * max(lam, 1)
-    y = dg.poisson(dg.tensor([[1.0, 2.0]], requires_grad=True))
-    assert y.dtype is dg.float32 and tuple(y.shape) == (1, 2) and not y.requires_grad
+    rate = dg.tensor([[1.0, 2.0]], requires_grad=True)
+    y = dg.poisson(rate)
+    assert y.dtype is dg.float32 and tuple(y.shape) == (1, 2)
+    (y * 3).sum().backward()                      # torch: PoissonBackward, a zero gradient
+    assert y.grad_fn.name() == "PoissonBackward" and rate.grad.tolist() == [[0.0, 0.0]]
+    with dg.no_grad():
+        assert not dg.poisson(rate).requires_grad
 
 
 def test_multinomial_statistics(dg):
@@ -331,6 +336,22 @@ def test_results_as_torch(dg):
     leaf = dg.zeros(3, requires_grad=True)
     with pytest.raises(RuntimeError):              # an in-place op on a leaf that requires grad, as torch
         leaf.exponential_()
+
+
+FILLS = [("uniform_", ()), ("normal_", ()), ("bernoulli_", ()), ("random_", (5,)), ("exponential_", ()),
+         ("geometric_", (0.5,)), ("cauchy_", ()), ("log_normal_", ())]
+
+
+@pytest.mark.parametrize("fill,args", FILLS, ids=[f[0] for f in FILLS])
+def test_fill_over_history_has_zero_gradient(dg, fill, args):
+    """A random fill over a value with history replaces it: the gradient to the old value is zero (torch records
+    UniformBackward0 & co.), not the history's."""
+    leaf = dg.ones(3, requires_grad=True)
+    x = leaf * 2
+    assert getattr(x, fill)(*args) is x
+    (x * 3).sum().backward()
+    assert leaf.grad.tolist() == [0.0, 0.0, 0.0]
+    assert x.grad_fn.name() == "".join(p.capitalize() for p in fill.strip("_").split("_")) + "Backward"
 
 
 # ----- utils.data with a Generator --------------------------------------------------------------------------------

@@ -5,8 +5,8 @@ generator= (Note [Generators as swapped core states] in generator.py).
 Each is built on the core's draws: U[0, 1) in float64 (53 random bits) or exact integers, transformed in numpy by
 the inverse of the distribution's CDF (exponential, geometric, cauchy), or by a comparison with the CDF
 (multinomial). Poisson has no closed-form inverse: its draws come from numpy's Poisson sampler on a PCG64 seeded
-by two integers from the core's stream, so the core's state (the generator's seed) still fixes them. None of these
-records a gradient (torch's are zero or undefined).
+by two integers from the core's stream, so the core's state (the generator's seed) still fixes them. Gradients are
+zero, as torch's: a fill over a value with history records e.g. ExponentialBackward, poisson PoissonBackward.
 """
 import numpy as np
 
@@ -33,9 +33,11 @@ def _to_tensor(values, dtype):
 
 
 def _write(self, values, op):
-    """Overwrites self (an in-place op, refused on a leaf that requires grad in grad mode, as torch)."""
-    _C.inplace_input(self, op, False)
-    _C.assign_inplace(self, _to_tensor(values, self.dtype), op)
+    """Overwrites self (an in-place op, refused on a leaf that requires grad in grad mode, as torch; over a value
+    with history the gradient becomes zero, as torch records it)."""
+    from .tensor_methods import overwrite
+    before = _C.inplace_input(self, op, False)
+    _C.assign_inplace(self, overwrite(before, _to_tensor(values, self.dtype), op), op)
     return self
 
 
@@ -114,9 +116,10 @@ def random_(self, *args, generator=None, **kwargs):
                                f"([{lo_limit}, {hi_limit}]).")
     elif not (-2 ** 63 <= low and high <= 2 ** 63):
         raise RuntimeError(f"{op}: the range [{low}, {high}) is outside int64's.")
+    from .tensor_methods import overwrite
     t = random_integers(tuple(self.shape), _C.int64, low, high, generator, op)
-    _C.inplace_input(self, op, False)
-    _C.assign_inplace(self, t if self.dtype is _C.int64 else _C.to_dtype(t, self.dtype), op)
+    before = _C.inplace_input(self, op, False)
+    _C.assign_inplace(self, overwrite(before, t if self.dtype is _C.int64 else _C.to_dtype(t, self.dtype), op), op)
     return self
 
 
@@ -227,7 +230,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
 
 
 def poisson(input, generator=None):
-    """Poisson(rate) samples, one per element of input (the rates, >= 0), in input's dtype; no gradient."""
+    """Poisson(rate) samples, one per element of input (the rates, >= 0), in input's dtype; zero gradient."""
     op = "poisson"
     tensor_arg(input, op)
     if not input.dtype.is_floating_point:
@@ -241,4 +244,10 @@ def poisson(input, generator=None):
     with drawing(generator, op):
         seed = _C.randint(0, 2 ** 62, (2,), _C.int64)
     rng = np.random.Generator(np.random.PCG64([int(s) for s in np.array(seed._numpy_view())]))
-    return _to_tensor(rng.poisson(rates).astype(np.float64), input.dtype)
+    sample = _to_tensor(rng.poisson(rates).astype(np.float64), input.dtype)
+    if not (input.requires_grad and _C.is_grad_enabled()):
+        return sample
+    # torch records PoissonBackward, whose gradient is zero: the sample, with input as a zero-gradient parent
+    from .node_names import rename
+    written = _C.where(_C.full(tuple(input.shape), True, _C.bool), sample, input)
+    return rename(written, "PoissonBackward", (input,))

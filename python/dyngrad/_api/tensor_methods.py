@@ -395,12 +395,13 @@ OPERATORS = {
 
 # ----- in-place ops ----------------------------------------------------------------------------------------------
 
-# in-place ops whose result has no gradient and which torch records with a zero gradient (EqBackward); torch's
-# logical_and_ & co. leave the old history on the new value, and so do we
-_ZERO_GRAD_INPLACE = {"eq_", "ne_", "lt_", "le_", "gt_", "ge_", "bernoulli_"}
+# in-place ops whose result has no gradient and which torch records with a zero gradient (EqBackward, and the
+# random fills: UniformBackward, ...); torch's logical_and_ & co. leave the old history on the new value, and so do we
+_ZERO_GRAD_INPLACE = {"eq_", "ne_", "lt_", "le_", "gt_", "ge_", "bernoulli_", "uniform_", "normal_", "random_",
+                      "exponential_", "geometric_", "cauchy_", "log_normal_"}
 
 
-def _overwrite(before, result, op):
+def overwrite(before, result, op):
     """What an in-place op writes: its result, which replaces the old value. A comparison written over a value
     with history cuts the gradient to zero, as torch records it (`EqBackward`)."""
     if op not in _ZERO_GRAD_INPLACE or result.requires_grad or not before.requires_grad or \
@@ -416,7 +417,7 @@ def inplace_variant(fn, op):
         other_requires_grad = any(isinstance(a, Tensor) and a.requires_grad for a in args) or any(
             isinstance(a, Tensor) and a.requires_grad for a in kwargs.values())
         before = _C.inplace_input(self, op, other_requires_grad)
-        _C.assign_inplace(self, _overwrite(before, fn(before, *args, **kwargs), op), op)
+        _C.assign_inplace(self, overwrite(before, fn(before, *args, **kwargs), op), op)
         return self
     method.__name__ = method.__qualname__ = op
     method.__doc__ = f"In-place {op[:-1]}: the result is written into this tensor."
@@ -477,7 +478,7 @@ def _random_fill(op, make):
         if not self.dtype.is_floating_point:
             raise RuntimeError(f"{op}: expected a floating-point tensor, got {self.dtype.name}.")
         before = _C.inplace_input(self, op, False)
-        _C.assign_inplace(self, make(before, *args, **kwargs), op)
+        _C.assign_inplace(self, overwrite(before, make(before, *args, **kwargs), op), op)
         return self
     method.__name__ = method.__qualname__ = op
     return method
@@ -525,7 +526,7 @@ def bernoulli_(self, p=0.5, *, generator=None):
         u = _C.rand(tuple(self.shape), float_dtype)
     sample = _C.compare("lt", u, probs)
     before = _C.inplace_input(self, "bernoulli_", False)
-    _C.assign_inplace(self, _overwrite(before, sample, "bernoulli_"), "bernoulli_")
+    _C.assign_inplace(self, overwrite(before, sample, "bernoulli_"), "bernoulli_")
     return self
 
 
