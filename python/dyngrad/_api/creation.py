@@ -331,15 +331,26 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
     return finish(t if dtype is None else _C.to_dtype(t, dtype_arg(dtype, "randperm")), requires_grad)
 
 
-def normal(mean, std, size=None, *, generator=None, dtype=None, device=None,
+def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
            requires_grad=False):
-    """Samples of N(mean, std**2): numbers with a size, or tensors of means and/or stds (broadcast)."""
+    """Samples of N(mean, std**2): numbers with a size, or tensors of means and/or stds (broadcast); std defaults to
+    1 with a tensor of means, as torch.normal(mean)."""
     check_device(device, "normal")
+    if isinstance(std, Tensor):
+        values = host_array(std.detach())
+        if values.size and not (values >= 0).all():
+            raise RuntimeError("normal: expected every element of std to be >= 0.0.")
+    elif not float(number(std, "normal", "std")) >= 0:
+        raise RuntimeError(f"normal: expected std >= 0.0, but found std={float(std):g}.")
     if isinstance(mean, Tensor) or isinstance(std, Tensor):
         like = mean if isinstance(mean, Tensor) else std
         from .pointwise import add, mul
-        shape = np.broadcast_shapes(tuple(mean.shape) if isinstance(mean, Tensor) else (),
-                                    tuple(std.shape) if isinstance(std, Tensor) else ())
+        a = tuple(mean.shape) if isinstance(mean, Tensor) else ()
+        b = tuple(std.shape) if isinstance(std, Tensor) else ()
+        try:
+            shape = np.broadcast_shapes(a, b)
+        except ValueError:
+            raise RuntimeError(f"normal: the shapes of mean {a} and std {b} cannot be broadcast together.") from None
         with drawing(generator, "normal"):
             noise = _C.randn(shape, _float_dtype(like.dtype, "normal"))
         with _no_grad():

@@ -178,28 +178,46 @@ def generator_arg(generator, op):
     return generator
 
 
-class drawing:
-    """`with drawing(generator, op):` the core draws from `generator` (None: the global generator) inside the block
-    (Note [Generators as swapped core states])."""
+class _Swap:
+    """Installs a Generator's state in the core for the block, then takes the advanced state back and reinstalls
+    the global one (Note [Generators as swapped core states])."""
     __slots__ = ("generator", "saved")
 
-    def __init__(self, generator, op):
-        g = generator_arg(generator, op)
-        self.generator = None if g is None or g._state is None else g
+    def __init__(self, generator):
+        self.generator = generator
 
     def __enter__(self):
-        g = self.generator
-        if g is not None:
-            self.saved = _C._get_rng_state()
-            _C._set_rng_state(g._state)
+        self.saved = _C._get_rng_state()
+        _C._set_rng_state(self.generator._state)
         return self
 
     def __exit__(self, *exc):
-        g = self.generator
-        if g is not None:
-            g._state = _C._get_rng_state()
-            _C._set_rng_state(self.saved)
+        self.generator._state = _C._get_rng_state()
+        _C._set_rng_state(self.saved)
         return False
+
+
+class _Global:
+    """The global generator: nothing to swap."""
+    __slots__ = ()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_GLOBAL = _Global()
+
+
+def drawing(generator, op):
+    """`with drawing(generator, op):` the core draws from `generator` inside the block (None or default_generator:
+    the global generator, at no cost); anything but a Generator of this engine is a TypeError naming the op."""
+    if generator is None:
+        return _GLOBAL
+    g = generator_arg(generator, op)
+    return _GLOBAL if g._state is None else _Swap(g)
 
 
 # ----- torch.manual_seed and friends: the global generator ---------------------------------------------------
