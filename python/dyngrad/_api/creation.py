@@ -316,7 +316,7 @@ def randint_like(input, low=0, high=None, *, generator=None, dtype=None, layout=
             raise TypeError("randint_like: expected randint_like(input, high) or randint_like(input, low, high).")
         low, high = 0, low
     dt = _dtype_or(dtype, input.dtype, "randint_like")
-    from .sampling import random_integers
+    from .random_ops import random_integers
     out = random_integers(tuple(input.shape), dt, to_int(low, "randint_like", "low"),
                           to_int(high, "randint_like", "high"), generator, "randint_like")
     return finish(out, requires_grad)
