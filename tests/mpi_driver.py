@@ -247,6 +247,67 @@ def ddp_equivalence():
     dist.destroy_process_group()
 
 
+# ---- SyncBatchNorm: the statistics of the whole batch across ranks ----
+
+def syncbn():
+    """Uneven shards (5 and 3 rows on 2 ranks): outputs, input gradients, running statistics and (summed over
+    ranks) parameter gradients equal those of one BatchNorm on the whole batch; then a DDP model converted with
+    convert_sync_batchnorm trains like one process on the whole batch."""
+    dist.init_process_group(backend="mpi")
+    r, n = dist.get_rank(), dist.get_world_size()
+    rng = np.random.default_rng(7)
+    sizes = [5 if k == 0 else 3 for k in range(n)]
+    starts = np.cumsum([0] + sizes)
+    x_all = (rng.standard_normal((starts[-1], 3, 4)) * 3 + 1).astype(np.float64)
+    w_all = rng.standard_normal(x_all.shape)
+    for momentum in (0.1, None):
+        full = nn.BatchNorm1d(3, momentum=momentum).double()
+        sync = nn.SyncBatchNorm(3, momentum=momentum).double()
+        for m in (full, sync):
+            with dg.no_grad():
+                m.weight.copy_(dg.tensor([0.5, 1.5, -2.0], dtype=dg.float64))
+                m.bias.copy_(dg.tensor([0.1, 0.2, 0.3], dtype=dg.float64))
+        xf = dg.tensor(x_all, requires_grad=True)
+        out_full = full(xf)
+        (out_full * dg.tensor(w_all)).sum().backward()
+        mine = slice(starts[r], starts[r + 1])
+        xs = dg.tensor(x_all[mine], requires_grad=True)
+        out = sync(xs)
+        (out * dg.tensor(w_all[mine])).sum().backward()
+        what = f"momentum={momentum}"
+        close(out.detach().numpy(), out_full.detach().numpy()[mine], f"{what}: output", rtol=1e-12)
+        close(xs.grad.numpy(), xf.grad.numpy()[mine], f"{what}: input gradient", rtol=1e-9, atol=1e-12)
+        for name in ("weight", "bias"):
+            g = getattr(sync, name).grad.clone()
+            dist.all_reduce(g)
+            close(g.numpy(), getattr(full, name).grad.numpy(), f"{what}: {name} gradient summed over ranks",
+                  rtol=1e-9, atol=1e-12)
+        close(sync.running_mean.numpy(), full.running_mean.numpy(), f"{what}: running_mean", rtol=1e-12)
+        close(sync.running_var.numpy(), full.running_var.numpy(), f"{what}: running_var", rtol=1e-12)
+        check(int(sync.num_batches_tracked) == 1, "num_batches_tracked")
+        full.eval()
+        sync.eval()
+        close(sync(xs).detach().numpy(), full(xf).detach().numpy()[mine], f"{what}: eval output", rtol=1e-12)
+    # DDP + convert_sync_batchnorm: one SGD step equals one process on the whole batch (equal shards, mean loss)
+    dg.manual_seed(5)
+    plain = nn.Sequential(nn.Linear(6, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 3))
+    single = nn.Sequential(nn.Linear(6, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 3))
+    single.load_state_dict(plain.state_dict())
+    ddp = nn.parallel.DistributedDataParallel(nn.SyncBatchNorm.convert_sync_batchnorm(plain))
+    opt, opt_single = dg.optim.SGD(ddp.parameters(), lr=0.5), dg.optim.SGD(single.parameters(), lr=0.5)
+    for step in range(3):
+        x, y = make_data(50 + step, 4 * n)
+        opt.zero_grad()
+        opt_single.zero_grad()
+        nn.CrossEntropyLoss()(ddp(dg.tensor(x[4 * r:4 * r + 4])), dg.tensor(y[4 * r:4 * r + 4])).backward()
+        nn.CrossEntropyLoss()(single(dg.tensor(x)), dg.tensor(y)).backward()
+        opt.step()
+        opt_single.step()
+    for (name, p), q in zip(ddp.module.state_dict().items(), single.state_dict().values()):
+        close(p.numpy(), q.numpy(), f"DDP + SyncBatchNorm after 3 steps: {name}", rtol=1e-4, atol=1e-5)
+    dist.destroy_process_group()
+
+
 # ---- failures end the job instead of hanging it ----
 
 def timeout():
@@ -271,7 +332,7 @@ def rank_raises():
         nn.CrossEntropyLoss()(model(dg.tensor(x)), dg.tensor(y)).backward()
 
 
-SCENARIOS = {"collectives": collectives, "ddp": ddp_equivalence, "timeout": timeout, "rank_raises": rank_raises}
+SCENARIOS = {"collectives": collectives, "ddp": ddp_equivalence, "syncbn": syncbn, "timeout": timeout, "rank_raises": rank_raises}
 
 if __name__ == "__main__":
     SCENARIOS[SCENARIO]()

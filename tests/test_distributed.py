@@ -165,3 +165,12 @@ def test_distributed_sampler_matches_torch_unshuffled(dg, n, replicas, drop_last
         theirs = torch_data.DistributedSampler(list(range(n)), num_replicas=replicas, rank=rank, shuffle=False,
                                                drop_last=drop_last)
         assert list(ours) == list(theirs) and len(ours) == len(theirs)
+
+
+@pytest.mark.parametrize("engine", ["cpp", "reference"])
+def test_sync_batch_norm_uses_the_whole_batch(engine):
+    """SyncBatchNorm on uneven shards equals one BatchNorm on the whole batch (outputs, gradients, running
+    statistics), and DDP over convert_sync_batchnorm trains like one process (tests/mpi_driver.py: syncbn)."""
+    result, _ = mpirun("syncbn", engine)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count(" ok") == 2

@@ -425,9 +425,6 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
            shape_str(a->shape), " @ ", shape_str(b->shape), ".");
   DG_CHECK(a->dtype != DType::Bool && b->dtype != DType::Bool, TypeError,
            "matmul: not supported for bool tensors.");
-  // torch never promotes in a matrix product: float64 @ float32 is a mistake to report, not to hide.
-  DG_CHECK(a->dtype == b->dtype, RuntimeError, "matmul: expected both operands to have the same dtype, got ",
-           dtype_name(a->dtype), " @ ", dtype_name(b->dtype), "; convert one with .to(dtype).");
   if (a->ndim() == 1 || b->ndim() == 1) {
     const int64_t ka = a->shape[a->ndim() - 1], kb = b->shape[b->ndim() == 1 ? 0 : b->ndim() - 2];
     DG_CHECK(ka == kb, RuntimeError, "matmul: inner dimensions do not match: ", shape_str(a->shape), " @ ",
@@ -442,6 +439,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   int64_t ka = a->shape[a->ndim() - 1], kb = b->shape[b->ndim() - 2];
   DG_CHECK(ka == kb, RuntimeError, "matmul: inner dimensions do not match: ", shape_str(a->shape), " @ ",
            shape_str(b->shape), " (", ka, " != ", kb, ").");
+  // torch never promotes in a matrix product: float64 @ float32 is a mistake to report, not to hide (checked
+  // after the shapes, as torch does).
+  DG_CHECK(a->dtype == b->dtype, RuntimeError, "matmul: expected both operands to have the same dtype, got ",
+           dtype_name(a->dtype), " @ ", dtype_name(b->dtype), "; convert one with .to(dtype).");
   DType dt = result_type(a, b);
   if (is_half(dt) || is_narrow_int(dt))  // Note [Half types], Note [Narrow integers]: computed wide, converted back
     return to_dtype(matmul(to_dtype(a, widen(dt)), to_dtype(b, widen(dt))), dt);

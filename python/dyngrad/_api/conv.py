@@ -1,4 +1,4 @@
-"""Convolutions with torch.nn.functional's signatures: conv1d, conv2d, conv_transpose1d, conv_transpose2d, unfold
+"""Convolutions with torch.nn.functional's signatures: conv1d/2d/3d, conv_transpose1d/2d/3d, unfold
 (im2col) and fold (col2im). Written once over the core's conv2d, unfold and fold (csrc/dyngrad/ops_nn.cpp,
 reference/ops_nn.py), whose backwards are each other (Note [Convolutions as im2col]).
 
@@ -17,6 +17,8 @@ Dilation lives in the core's im2col/col2im (for dilation 1 it is one more multip
 core's conv2d (one batched product, no split + cat), so there is one conv2d in the core for every configuration.
 The CNN layers' call of conv2d skips the general argument handling here (Note [conv2d's common call]).
 """
+import math
+
 import numpy as np
 
 from .. import _C
@@ -125,14 +127,55 @@ def _conv(op, nd, input, weight, bias, stride, padding, dilation, groups):
     if nd == 1:
         out = _C.conv2d(_C.unsqueeze(x, 2), _C.unsqueeze(w, 2), b, 1, stride[0], 0, pad[0], 1, dilation[0], groups)
         out = _C.squeeze(out, (2,))
-    else:
+    elif nd == 2:
         out = _C.conv2d(x, w, b, stride[0], stride[1], pad[0], pad[1], dilation[0], dilation[1], groups)
+    else:
+        out = _conv3d_core(op, x, w, b, stride, pad, dilation, groups)
     for d, k in enumerate(drop):
         if k:
             out = _C.slice(out, 2 + d, k, out.shape[2 + d], 1)
     if int_dtype is not None:
         out = _C.to_dtype(out, int_dtype)
     return _C.squeeze(out, (0,)) if unbatched else out
+
+
+def _depth_taps(op, depth, k, s, p, d):
+    """(out depth, positions (Do, K) into the depth dim, the sentinel `depth` where a tap reads the padding)."""
+    out = (depth + 2 * p - d * (k - 1) - 1) // s + 1
+    if out <= 0:
+        raise RuntimeError(f"{op}: the input's depth {depth} with padding {p} is smaller than the dilated kernel "
+                           f"depth {d * (k - 1) + 1}: the output would be empty.")
+    i = (np.arange(out, dtype=np.int64) * s - p)[:, None] + np.arange(k, dtype=np.int64) * d
+    return out, np.where((i >= 0) & (i < depth), i, depth)
+
+
+def _conv3d_core(op, x, w, b, stride, pad, dilation, groups):
+    """Note [conv3d as depth taps]: a 3-d convolution is a 2-d one whose channels are (kernel depth tap, channel)
+    pairs. For output depth z and tap t the input plane z*s - p + t*d is read (one index_select of the depth dim,
+    the padding planes reading an appended zero plane), the taps are moved next to the channels within each group
+    (N*Do, G*KD*Cg, H, W), and the weight (O, Cg, KD, kh, kw) becomes (O, KD*Cg, kh, kw): the core's grouped conv2d
+    then sums over taps and channels at once, with stride, padding and dilation in H and W. This is im2col along
+    depth only, so the extra memory is KD times the input (not KD*kh*kw), and the core's conv2d (BLAS, its own
+    fused backward) does the rest; every piece is differentiable (index_select's gradient is index_add), so no new
+    C++ primitive is needed."""
+    n, c, depth, h, wd = x.shape
+    o, cg, kd = w.shape[0], w.shape[1], w.shape[2]
+    do, taps = _depth_taps(op, depth, kd, stride[0], pad[0], dilation[0])
+    if (taps == depth).any():
+        x = _C.cat([x, _C.full((n, c, 1, h, wd), 0, x.dtype)], 2)
+    cols = _C.index_select(x, 2, _C.copy_from_numpy(np.ascontiguousarray(taps.reshape(-1)), False))
+    cols = _C.reshape(cols, (n, groups, cg, do, kd, h, wd))
+    cols = _C.reshape(_C.permute(cols, (0, 3, 1, 4, 2, 5, 6)), (n * do, groups * kd * cg, h, wd))
+    w2 = _C.reshape(_C.permute(w, (0, 2, 1, 3, 4)), (o, kd * cg) + tuple(w.shape[3:]))
+    out = _C.conv2d(cols, w2, b, stride[1], stride[2], pad[1], pad[2], dilation[1], dilation[2], groups)
+    out = _C.reshape(out, (n, do) + tuple(out.shape[1:]))
+    return _C.permute(out, (0, 2, 1, 3, 4))
+
+
+@shows_as("Convolution")
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """3-d cross-correlation: input (N, C, D, H, W) or (C, D, H, W), weight (O, C/groups, kd, kh, kw)."""
+    return _conv("conv3d", 3, input, weight, bias, stride, padding, dilation, groups)
 
 
 @shows_as("Convolution")
@@ -223,13 +266,30 @@ def _conv_transpose(op, nd, input, weight, bias, stride, padding, output_padding
         x, w = _C.unsqueeze(x, 2), _C.unsqueeze(w, 2)
         stride, pad, out_pad, dilation, kernel = ((1,) + stride, (0,) + pad, (0,) + out_pad, (1,) + dilation,
                                                   (1,) + kernel)
-    n, (h, wd) = x.shape[0], x.shape[2:]
-    kh, kw = kernel
-    out_hw = _transpose_out_size(op, (h, wd), stride, pad, out_pad, dilation, kernel)
-    full_hw = tuple((i - 1) * s + d * (k - 1) + 1 for i, s, d, k in zip((h, wd), stride, dilation, kernel))
-    if max(n, 1) * max(cout, 1) * max(out_hw[0], full_hw[0]) * max(out_hw[1], full_hw[1]) > _INT64_MAX:
-        raise RuntimeError(f"{op}: the output of shape {shape_str((n, cout) + out_hw)} (stride {stride}, dilation "
-                           f"{dilation}) would have more elements than fit in 64 bits.")
+    out_sizes = _transpose_out_size(op, tuple(x.shape[2:]), stride, pad, out_pad, dilation, kernel)
+    full = tuple((i - 1) * s + d * (k - 1) + 1 for i, s, d, k in zip(x.shape[2:], stride, dilation, kernel))
+    if max(x.shape[0], 1) * max(cout, 1) * math.prod(max(a, f) for a, f in zip(out_sizes, full)) > _INT64_MAX:
+        raise RuntimeError(f"{op}: the output of shape {shape_str((x.shape[0], cout) + out_sizes)} (stride {stride}, "
+                           f"dilation {dilation}) would have more elements than fit in 64 bits.")
+    if len(kernel) == 3:
+        out = _conv_transpose3d_core(x, w, groups, stride, pad, out_pad, dilation, out_sizes)
+    else:
+        out = _conv_transpose2d_core(x, w, groups, stride, pad, out_pad, dilation, out_sizes)
+    if b is not None:
+        out = _C.add(out, _C.reshape(b, (cout,) + (1,) * len(kernel)))
+    if nd == 1:
+        out = _C.squeeze(out, (2,))
+    if int_dtype is not None:
+        out = _C.to_dtype(out, int_dtype)
+    return _C.squeeze(out, (0,)) if unbatched else out
+
+
+def _conv_transpose2d_core(x, w, groups, stride, pad, out_pad, dilation, out_hw):
+    """conv_transpose2d of checked operands, without bias: (N, C_in, H, W) -> (N, C_out, *out_hw)."""
+    n, cin, h, wd = x.shape
+    og, kh, kw = w.shape[1], w.shape[2], w.shape[3]
+    cout = og * groups
+    full_hw = tuple((i - 1) * s + d * (k - 1) + 1 for i, s, d, k in zip((h, wd), stride, dilation, (kh, kw)))
     # cols[n, (g, o, i, j), l] = sum_c w[g*Cg + c, o, i, j] * x[n, g*Cg + c, l]: W^T @ x per group
     cg = cin // groups
     wt = _C.transpose(_C.reshape(w, (groups, cg, og * kh * kw)), 1, 2)          # (G, Og*kh*kw, Cg)
@@ -237,27 +297,43 @@ def _conv_transpose(op, nd, input, weight, bias, stride, padding, output_padding
     cols = _C.reshape(cols, (n, cout * kh * kw, h * wd))
     if all(q < s for q, s in zip(out_pad, stride)):
         # fold's windows over the output are exactly the input's positions (see the Note's formula)
-        out = _C.fold(cols, (n, cout) + out_hw, kh, kw, stride[0], stride[1], pad[0], pad[1], dilation[0],
-                      dilation[1])
-    else:
-        # output_padding >= stride (allowed when < dilation): fold into the full, unpadded output, where the windows
-        # match the input's positions again, then crop the padding and extend by zeros where nothing lands
-        out = _C.fold(cols, (n, cout) + full_hw, kh, kw, stride[0], stride[1], 0, 0, dilation[0], dilation[1])
-        for d in range(2):
-            start, size = pad[d], out_hw[d]
-            keep = min(size, full_hw[d] - start)
-            out = _C.slice(out, 2 + d, start, start + keep, 1)
-            if keep < size:
-                shape = list(out.shape)
-                shape[2 + d] = size - keep
-                out = _C.cat([out, _C.full(tuple(shape), 0.0, out.dtype)], 2 + d)
-    if b is not None:
-        out = _C.add(out, _C.reshape(b, (cout, 1, 1)))
-    if nd == 1:
-        out = _C.squeeze(out, (2,))
-    if int_dtype is not None:
-        out = _C.to_dtype(out, int_dtype)
-    return _C.squeeze(out, (0,)) if unbatched else out
+        return _C.fold(cols, (n, cout) + out_hw, kh, kw, stride[0], stride[1], pad[0], pad[1], dilation[0],
+                       dilation[1])
+    # output_padding >= stride (allowed when < dilation): fold into the full, unpadded output, where the windows
+    # match the input's positions again, then crop the padding and extend by zeros where nothing lands
+    out = _C.fold(cols, (n, cout) + full_hw, kh, kw, stride[0], stride[1], 0, 0, dilation[0], dilation[1])
+    for d in range(2):
+        start, size = pad[d], out_hw[d]
+        keep = min(size, full_hw[d] - start)
+        out = _C.slice(out, 2 + d, start, start + keep, 1)
+        if keep < size:
+            shape = list(out.shape)
+            shape[2 + d] = size - keep
+            out = _C.cat([out, _C.full(tuple(shape), 0.0, out.dtype)], 2 + d)
+    return out
+
+
+def _conv_transpose3d_core(x, w, groups, stride, pad, out_pad, dilation, out_sizes):
+    """conv_transpose3d of checked operands, without bias, as the adjoint of Note [conv3d as depth taps]: each
+    input plane z goes through a 2-d transposed convolution whose output channels are (channel, depth tap) pairs
+    (the weight (C_in, Og, KD, kh, kw) read as (C_in, Og*KD, kh, kw)), and tap t of plane z is added into output
+    plane z*s - p + t*d (one index_add over the depth dim; taps landing outside [0, D_out) go to a dropped extra
+    plane, which is how padding crops and output_padding extends)."""
+    n, cin, depth, h, wd = x.shape
+    og, kd = w.shape[1], w.shape[2]
+    cout = og * groups
+    do = out_sizes[0]
+    planes = _C.reshape(_C.permute(x, (0, 2, 1, 3, 4)), (n * depth, cin, h, wd))
+    w2 = _C.reshape(w, (cin, og * kd) + tuple(w.shape[3:]))
+    y = _conv_transpose2d_core(planes, w2, groups, stride[1:], pad[1:], out_pad[1:], dilation[1:], out_sizes[1:])
+    ho, wo = out_sizes[1:]
+    y = _C.permute(_C.reshape(y, (n, depth, groups, og, kd, ho, wo)), (0, 1, 4, 2, 3, 5, 6))
+    y = _C.reshape(y, (n, depth * kd, cout, ho, wo))
+    z = (np.arange(depth, dtype=np.int64) * stride[0] - pad[0])[:, None] + np.arange(kd, dtype=np.int64) * dilation[0]
+    z = np.where((z >= 0) & (z < do), z, do).reshape(-1)
+    out = _C.index_add(y, 1, _C.copy_from_numpy(np.ascontiguousarray(z), False), (n, do + 1, cout, ho, wo))
+    out = _C.slice(out, 1, 0, do, 1)
+    return _C.permute(out, (0, 2, 1, 3, 4))
 
 
 @shows_as("Convolution")
@@ -274,6 +350,52 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     (C_in, C_out/groups, kh, kw)."""
     return _conv_transpose("conv_transpose2d", 2, input, weight, bias, stride, padding, output_padding, groups,
                            dilation)
+
+
+@shows_as("Convolution")
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """The adjoint of conv3d with respect to its input: input (N, C_in, D, H, W) or (C_in, D, H, W), weight
+    (C_in, C_out/groups, kd, kh, kw)."""
+    return _conv_transpose("conv_transpose3d", 3, input, weight, bias, stride, padding, output_padding, groups,
+                           dilation)
+
+
+@shows_as("ConvTbc")
+def conv_tbc(input, weight, bias, pad=0):
+    """A 1-d convolution of a (time, batch, channels) sequence: input (T, B, C_in), weight (K, C_in, C_out), bias
+    (C_out,), output (T + 2 pad - K + 1, B, C_out); a negative pad crops the sequence. conv1d of the permuted
+    operands (no copy until the core's conv2d)."""
+    op = "conv_tbc"
+    x = tensor_arg(input, op)
+    w = tensor_arg(weight, op, "weight")
+    b = tensor_arg(bias, op, "bias")
+    if isinstance(pad, bool) or not isinstance(pad, (int, np.integer)):
+        raise TypeError(f"{op}: expected an int as pad, got {type_name(pad)}.")
+    pad = int(pad)
+    if x.ndim != 3:
+        raise RuntimeError(f"{op}: expected a 3-D input (time, batch, in_channels), got shape {shape_str(x.shape)}.")
+    if w.ndim != 3:
+        raise RuntimeError(f"{op}: expected a 3-D weight (kernel_width, in_channels, out_channels), got shape "
+                           f"{shape_str(w.shape)}.")
+    if b.ndim != 1:
+        raise RuntimeError(f"{op}: expected a 1-D bias, got shape {shape_str(b.shape)}.")
+    if x.shape[2] != w.shape[1]:
+        raise RuntimeError(f"{op}: the input's {x.shape[2]} channels (input {shape_str(x.shape)}) do not match the "
+                           f"weight's in_channels {w.shape[1]} (weight {shape_str(w.shape)}).")
+    if b.shape[0] != w.shape[2]:
+        raise RuntimeError(f"{op}: the bias's {b.shape[0]} entries do not match the weight's out_channels "
+                           f"{w.shape[2]}.")
+    t, k = x.shape[0], w.shape[0]
+    length = t + 2 * pad - k + 1
+    if length < 0:
+        raise RuntimeError(f"{op}: the output length {t} + 2*{pad} - {k} + 1 = {length} is negative.")
+    if pad < 0:                         # a negative padding crops both ends of the sequence
+        x = _C.slice(x, 0, -pad, max(t + pad, -pad), 1)
+        pad = 0
+    if length == 0:
+        return _C.add(_C.full((0, x.shape[1], w.shape[2]), 0, x.dtype), _C.sum(x, (), False))
+    out = _conv(op, 1, _C.permute(x, (1, 2, 0)), _C.permute(w, (2, 1, 0)), b, 1, pad, 1, 1)
+    return _C.permute(out, (2, 0, 1))
 
 
 def _window_args(op, kernel_size, dilation, padding, stride):

@@ -503,3 +503,134 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
 def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """Places each value of (N, C, D, H, W) or (C, D, H, W) at its max_pool3d index in a zero output."""
     return _max_unpool(input, indices, 3, kernel_size, stride, padding, output_size, "max_unpool3d")
+
+
+# ----- fractional max pooling ------------------------------------------------------------------------------------
+# Note [Fractional windows]: fractional max pooling (Graham, 2014) takes the max over k-wide windows whose starts
+# are pseudo-random increasing integers, one sequence per (sample, channel) plane and dim, drawn from a number u
+# in [0, 1) (torch's _random_samples, (N, C, n)): with alpha = (L - k) / (O - 1) in the input's compute type,
+#     start[i] = int((i + u) * alpha) - int(u * alpha)   (i < O - 1),   start[O - 1] = L - k,
+# so the windows cover [0, L) with steps of floor(alpha) or ceil(alpha). The windows differ per plane, so the
+# window values are read per plane in numpy for the argmax (torch's winner: the first maximum, or the last NaN) and
+# the values are one gather of the input at the winners, whose gradient goes to that one element as torch's.
+
+def _fractional_starts(u, size, out, k, ft):
+    """(M, out) window starts for the samples u (M,) of one dim (the Note's formula)."""
+    starts = np.empty((u.shape[0], out), dtype=np.int64)
+    if out > 1:
+        alpha = ft(size - k) / ft(out - 1)
+        i = np.arange(out - 1).astype(ft)
+        starts[:, :-1] = ((i[None, :] + u[:, None]) * alpha).astype(np.int64) - (u * alpha).astype(np.int64)[:, None]
+    if out > 0:
+        starts[:, -1] = size - k
+    return starts
+
+
+def _output_ratio(output_ratio, n, op):
+    if isinstance(output_ratio, (tuple, list)):
+        if len(output_ratio) > n or len(output_ratio) == 0:
+            raise ValueError(f"{op}: output_ratio must be a number or a tuple of {n} numbers, got {output_ratio}.")
+        ratio = tuple(output_ratio) * (n if len(output_ratio) == 1 else 1)
+        if len(ratio) != n:
+            raise ValueError(f"{op}: output_ratio must be a number or a tuple of {n} numbers, got {output_ratio}.")
+    else:
+        ratio = (output_ratio,) * n
+    for r in ratio:
+        if isinstance(r, bool) or not isinstance(r, (int, float, np.integer, np.floating)):
+            raise TypeError(f"{op}: expected numbers in output_ratio, got {type_name(r)}.")
+    return ratio
+
+
+def _fractional_max_pool(x, n, kernel_size, output_size, output_ratio, return_indices, samples, op):
+    x = tensor_arg(x, op)
+    if output_size is None and output_ratio is None:
+        raise ValueError(f"{op}: either output_size or output_ratio must be given.")
+    if x.ndim not in (n + 1, n + 2):
+        raise RuntimeError(f"{op}: expected a {n + 1}-D (unbatched) or {n + 2}-D (batched) input, got shape "
+                           f"{shape_str(x.shape)}.")
+    spatial = tuple(x.shape[-n:])
+    if output_size is None:
+        ratio = _output_ratio(output_ratio, n, op)
+        output_size = tuple(int(size * r) for size, r in zip(spatial, ratio))
+    batch, channels = (x.shape[0] if x.ndim == n + 2 else 1), x.shape[-n - 1]
+    if samples is None:
+        if not x.dtype.is_floating_point:
+            raise NotImplementedError(f"{op}: not implemented for {x.dtype.name} tensors.")
+        samples = _C.rand((batch, channels, n), x.dtype)
+    samples = tensor_arg(samples, op, "_random_samples")
+    k = _ints(kernel_size, n, op, "kernel_size")
+    outs = _ints(output_size, n, op, "output_size")
+    if any(v <= 0 for v in k):
+        raise RuntimeError(f"{op}: kernel_size must be greater than zero, got {k}.")
+    if any(v < 0 for v in outs):
+        raise RuntimeError(f"{op}: output_size must be non-negative, got {outs}.")
+    _check_input(x, n, op)
+    if samples.dtype is not x.dtype:
+        raise RuntimeError(f"{op}: _random_samples ({samples.dtype}) must have the input's dtype ({x.dtype}).")
+    if not x.dtype.is_floating_point:
+        raise NotImplementedError(f"{op}: not implemented for {x.dtype.name} tensors.")
+    if samples.requires_grad and _C.is_grad_enabled():
+        raise RuntimeError(f"{op}: _random_samples has no gradient; it must not require grad.")
+    if samples.ndim != 3 or samples.shape[0] < batch or samples.shape[1] != channels or samples.shape[2] != n:
+        raise RuntimeError(f"{op}: expected _random_samples of shape (N >= {batch}, {channels}, {n}) for an input of "
+                           f"shape {shape_str(x.shape)}, got {shape_str(samples.shape)}.")
+    for d in range(n):
+        if outs[d] + k[d] - 1 > spatial[d]:
+            raise RuntimeError(f"{op}: kernel_size {k[d]} is too large for output size {outs[d]} in dimension "
+                               f"{x.ndim - n + d} of size {spatial[d]} (output_size + kernel_size - 1 must be at "
+                               "most the input size).")
+    ft = np.float64 if x.dtype is _C.float64 else np.float32
+    m = batch * channels
+    u = np.asarray(samples.detach()._numpy_view(), dtype=ft)[:batch].reshape(m, n)
+    # which sample drives which dim: torch's kernels read (W, H) for 2-d planes and (T, H, W) for 3-d ones
+    sample_of = (1, 0) if n == 2 else (0, 1, 2)
+    pos = np.zeros((m, 1, 1), dtype=np.int64)
+    for d in range(n):
+        starts = _fractional_starts(u[:, sample_of[d]], spatial[d], outs[d], k[d], ft)
+        i = starts[:, :, None] + np.arange(k[d], dtype=np.int64)                 # (M, o_d, k_d)
+        o_sofar, k_sofar = pos.shape[1], pos.shape[2]
+        pos = (pos[:, :, None, :, None] * spatial[d] + i[:, None, :, None, :]).reshape(
+            m, o_sofar * outs[d], k_sofar * k[d])
+    plane = math.prod(spatial)
+    flat = _C.reshape(x, (m, plane))
+    values_np = np.asarray(x.detach()._numpy_view()).reshape(m, plane)
+    win = np.take_along_axis(values_np, pos.reshape(m, -1), 1).reshape(pos.shape)
+    arg = np.argmax(win, -1) if win.size else np.zeros(win.shape[:2], dtype=np.int64)
+    nan = np.isnan(win)
+    if nan.any():               # torch: a NaN wins, and a later NaN replaces an earlier one
+        arg = np.where(nan.any(-1), win.shape[-1] - 1 - np.argmax(nan[..., ::-1], -1), arg)
+    idx = np.take_along_axis(pos, arg[..., None], 2)[..., 0]                       # (M, O)
+    out_shape = tuple(x.shape[:-n]) + outs
+    index = _C.copy_from_numpy(np.ascontiguousarray(idx, dtype=np.int64), False)
+    values = rename(_C.reshape(_C.gather(flat, 1, index), out_shape), f"FractionalMaxPool{n}DBackward", (x,))
+    return (values, _C.reshape(index, out_shape)) if return_indices else values
+
+
+def fractional_max_pool2d_with_indices(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                                       _random_samples=None):
+    """(values, indices) of fractional_max_pool2d."""
+    return _fractional_max_pool(input, 2, kernel_size, output_size, output_ratio, True, _random_samples,
+                                "fractional_max_pool2d")
+
+
+def fractional_max_pool2d(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                          _random_samples=None):
+    """Max over kernel_size windows at pseudo-random increasing positions of the last 2 dims of (N, C, H, W) or
+    (C, H, W), to output_size or output_ratio times the input size (Note [Fractional windows])."""
+    return _fractional_max_pool(input, 2, kernel_size, output_size, output_ratio, return_indices, _random_samples,
+                                "fractional_max_pool2d")
+
+
+def fractional_max_pool3d_with_indices(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                                       _random_samples=None):
+    """(values, indices) of fractional_max_pool3d."""
+    return _fractional_max_pool(input, 3, kernel_size, output_size, output_ratio, True, _random_samples,
+                                "fractional_max_pool3d")
+
+
+def fractional_max_pool3d(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                          _random_samples=None):
+    """Fractional max pooling over the last 3 dims of (N, C, D, H, W) or (C, D, H, W) (Note [Fractional
+    windows])."""
+    return _fractional_max_pool(input, 3, kernel_size, output_size, output_ratio, return_indices, _random_samples,
+                                "fractional_max_pool3d")

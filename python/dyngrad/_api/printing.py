@@ -1,21 +1,54 @@
 """repr and str of tensors in torch's style: `tensor([1., 2.], requires_grad=True)`, summarised with ... above 1000
-elements, sci notation when the magnitudes call for it, dtype shown when it is not the default."""
+elements, sci notation when the magnitudes call for it, dtype shown when it is not the default; set_printoptions
+changes these as torch's does (per engine: each engine's copy of this module keeps its own options)."""
+import math
+import numbers
+
 import numpy as np
 
 from .args import get_default_dtype, host_array, shape_str
 
-_EDGE_ITEMS = 3
-_SUMMARIZE_ABOVE = 1000
-_LINE_WIDTH = 80
+_PROFILES = {"default": dict(precision=4, threshold=1000, edgeitems=3, linewidth=80),
+             "short": dict(precision=2, threshold=1000, edgeitems=2, linewidth=80),
+             "full": dict(precision=4, threshold=math.inf, edgeitems=3, linewidth=80)}
+_options = dict(_PROFILES["default"], sci_mode=None)
+
+
+def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None, sci_mode=None):
+    """How tensors print: digits after the point, the element count above which a tensor is summarised with
+    ..., the items kept at each edge when summarised, the line width, a profile ('default', 'short', 'full')
+    applied first, and sci_mode (True/False forces scientific notation on/off; None: chosen from the values)."""
+    if profile is not None:
+        if profile not in _PROFILES:
+            raise ValueError(f"set_printoptions: profile must be 'default', 'short' or 'full', got {profile!r}")
+        _options.update(_PROFILES[profile])
+    for name, value in (("precision", precision), ("threshold", threshold), ("edgeitems", edgeitems),
+                        ("linewidth", linewidth)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or value < 0 or (
+                name != "threshold" and not isinstance(value, numbers.Integral)):
+            raise TypeError(f"set_printoptions: {name} must be a non-negative "
+                            f"{'number' if name == 'threshold' else 'int'}, got {value!r}")
+        _options[name] = value
+    if sci_mode is not None and not isinstance(sci_mode, bool):
+        raise TypeError(f"set_printoptions: sci_mode must be True, False or None, got {sci_mode!r}")
+    _options["sci_mode"] = sci_mode
+
+
+def get_printoptions():
+    """The current print options as a dict (torch keeps them in torch._tensor_str.PRINT_OPTS)."""
+    return dict(_options)
 
 
 def _edge_values(arr, summarize):
     """The values that will be printed (the corners only, when the tensor is summarised)."""
     if not summarize or arr.ndim == 0:
         return arr.reshape(-1)
+    edge = _options["edgeitems"]
     for axis in range(arr.ndim):
-        if arr.shape[axis] > 2 * _EDGE_ITEMS:
-            keep = list(range(_EDGE_ITEMS)) + list(range(arr.shape[axis] - _EDGE_ITEMS, arr.shape[axis]))
+        if arr.shape[axis] > 2 * edge:
+            keep = list(range(edge)) + list(range(arr.shape[axis] - edge, arr.shape[axis]))
             arr = np.take(arr, keep, axis=axis)
     return arr.reshape(-1)
 
@@ -36,7 +69,10 @@ def _make_formatter(arr, summarize):
     sci_mode = False
     if nonzero.size:
         big, small = nonzero.max(), nonzero.min()
-        sci_mode = big > 1e8 or (not int_mode and (big / small > 1000.0 or small < 1e-4))
+        sci_mode = big > 1e8 or big / small > 1000.0 or (not int_mode and small < 1e-4)
+    if _options["sci_mode"] is not None:
+        sci_mode = _options["sci_mode"]
+    digits = _options["precision"]
 
     def fmt(v):
         v = float(v)
@@ -45,10 +81,10 @@ def _make_formatter(arr, summarize):
         if np.isinf(v):
             return "inf" if v > 0 else "-inf"
         if sci_mode:
-            return f"{v:.4e}"
+            return f"{v:.{digits}e}"
         if int_mode:
             return f"{v:.0f}."
-        return f"{v:.4f}"
+        return f"{v:.{digits}f}"
 
     width = max((len(fmt(v)) for v in values), default=1)
     return lambda v: fmt(v).rjust(width)
@@ -67,13 +103,15 @@ def _format_array(arr, fmt, indent, summarize):
         if shown is None:
             n = sub.shape[0]
             shown = list(range(n))
-            if summarize and n > 2 * _EDGE_ITEMS:
-                shown = list(range(_EDGE_ITEMS)) + [None] + list(range(n - _EDGE_ITEMS, n))
+            edge = _options["edgeitems"]
+            if summarize and n > 2 * edge:
+                shown = list(range(edge)) + [None] + list(range(n - edge, n))
             frame[2] = shown
             if sub.ndim == 1:
-                items = [fmt(sub[i]) if i is not None else "..." for i in shown]
-                item_width = max((len(s) for s in items), default=1) + 2
-                per_line = max(1, (_LINE_WIDTH - ind - 1) // item_width)
+                # torch writes the gap of a summarised row as " ..." and leaves it out of the width per item
+                items = [fmt(sub[i]) if i is not None else " ..." for i in shown]
+                item_width = max((len(s) for s, i in zip(items, shown) if i is not None), default=1) + 2
+                per_line = max(1, (_options["linewidth"] - ind - 1) // item_width)
                 lines = [", ".join(items[k:k + per_line]) for k in range(0, len(items), per_line)]
                 sink.append("[" + (",\n" + " " * (ind + 1)).join(lines) + "]")
                 stack.pop()
@@ -96,7 +134,7 @@ def format_tensor(t, prefix="tensor("):
     if t.ndim > 64:      # numpy, which formats the values, stops at 64 dims
         return f"{prefix}<{t.ndim}-d tensor of shape {shape_str(t.shape)} and dtype dyngrad.{t.dtype.name}>)"
     arr = host_array(t)
-    summarize = arr.size > _SUMMARIZE_ABOVE
+    summarize = arr.size > _options["threshold"]
     suffixes = []
     if arr.size == 0:
         body = "[]"

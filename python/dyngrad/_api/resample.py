@@ -1,6 +1,6 @@
 """Resampling with torch.nn.functional's signatures: interpolate (nearest, nearest-exact, linear, bilinear,
 trilinear, bicubic, area; antialias for bilinear and bicubic) and the deprecated upsample, upsample_nearest and
-upsample_bilinear; pixel_shuffle, pixel_unshuffle and channel_shuffle.
+upsample_bilinear; pixel_shuffle, pixel_unshuffle, channel_shuffle and native_channel_shuffle.
 
 Every interpolation mode is separable: it resamples one spatial dim at a time, each output position reading a
 few input positions along that dim (index_select) and summing them with fixed weights (Note [Interpolation
@@ -289,16 +289,26 @@ def pixel_unshuffle(input, downscale_factor):
 def channel_shuffle(input, groups):
     """(N, C, *) with the channels of `groups` groups interleaved: channel g * (C / groups) + i moves to
     i * groups + g."""
-    x = tensor_arg(input, "channel_shuffle")
-    g = to_int(groups, "channel_shuffle", "groups")
+    return _channel_shuffle(input, groups, "channel_shuffle")
+
+
+def native_channel_shuffle(input, groups):
+    """torch's non-decomposed channel_shuffle: the same permutation (torch gives it no backward; here it has
+    channel_shuffle's, a permutation of the gradient)."""
+    return _channel_shuffle(input, groups, "native_channel_shuffle")
+
+
+def _channel_shuffle(input, groups, op):
+    x = tensor_arg(input, op)
+    g = to_int(groups, op, "groups")
     if x.ndim < 3:
-        raise RuntimeError(f"channel_shuffle: expected an input of more than 2 dimensions, got "
+        raise RuntimeError(f"{op}: expected an input of more than 2 dimensions, got "
                            f"{shape_str(x.shape)}.")
     if g <= 0:
-        raise RuntimeError(f"channel_shuffle: groups must be positive, got {g}.")
+        raise RuntimeError(f"{op}: groups must be positive, got {g}.")
     n, c, *rest = x.shape
     if c % g:
-        raise RuntimeError(f"channel_shuffle: the number of channels ({c}) must be divisible by groups ({g}).")
+        raise RuntimeError(f"{op}: the number of channels ({c}) must be divisible by groups ({g}).")
     y = _C.reshape(x, (n, g, c // g) + tuple(rest))
     y = _C.permute(y, (0, 2, 1) + tuple(range(3, y.ndim)))
     return rename(_C.reshape(y, tuple(x.shape)), "ChannelShuffleBackward", (x,))

@@ -58,6 +58,24 @@ inference_mode    autograd.grad_mode.inference_mode   fn              -         
 is_grad_enabled   autograd.grad_mode.is_grad_enabled  fn              -            -   is_grad_enabled
 get_num_threads   settings.get_num_threads            fn              -            -   get_num_threads
 set_num_threads   settings.set_num_threads            fn              -            -   set_num_threads
+get_num_interop_threads settings.get_num_interop_threads fn           -            -   -
+set_num_interop_threads settings.set_num_interop_threads fn           -            -   -
+use_deterministic_algorithms settings.use_deterministic_algorithms fn  -            -   -
+are_deterministic_algorithms_enabled settings.are_deterministic_algorithms_enabled fn - - -
+is_deterministic_algorithms_warn_only_enabled settings.is_deterministic_algorithms_warn_only_enabled fn - - -
+set_deterministic_debug_mode settings.set_deterministic_debug_mode fn  -            -   -
+get_deterministic_debug_mode settings.get_deterministic_debug_mode fn  -            -   -
+set_float32_matmul_precision settings.set_float32_matmul_precision fn  -            -   -
+get_float32_matmul_precision settings.get_float32_matmul_precision fn  -            -   -
+set_warn_always   settings.set_warn_always            fn              -            -   -
+is_warn_always_enabled settings.is_warn_always_enabled fn             -            -   -
+typename          settings.typename                   fn              -            -   -
+set_default_tensor_type settings.set_default_tensor_type fn           -            -   -
+set_printoptions  printing.set_printoptions           fn              -            -   -
+is_inference_mode_enabled autograd.grad_mode.is_inference_mode_enabled fn - - -
+is_anomaly_enabled autograd.anomaly.is_anomaly_enabled fn             -            -   -
+set_anomaly_enabled autograd.anomaly.set_anomaly_enabled fn           -            -   -
+is_anomaly_check_nan_enabled autograd.anomaly.is_anomaly_check_nan_enabled fn - - -
 # ----- creation ---------------------------------------------------------------------------------------------
 tensor            creation.tensor                     fn              -            -   copy_from_numpy
 as_tensor         creation.as_tensor                  fn              -            -   from_numpy
@@ -502,6 +520,19 @@ pixel_shuffle     resample.pixel_shuffle              fn,F            -         
 pixel_unshuffle   resample.pixel_unshuffle            fn,F            -            -   reshape,permute
 channel_shuffle   resample.channel_shuffle            fn,F            -            -   reshape,permute
 embedding_bag     embedding_bag.embedding_bag         F               -            -   index_select,index_add,gather
+# ----- vision ops (issues 10 and 14): 3-d convolutions, sampling grids, fractional pooling ------------------
+conv3d            conv.conv3d                         fn,F            -            -   index_select,conv2d
+conv_transpose3d  conv.conv_transpose3d               fn,F            -            -   matmul,fold,index_add
+affine_grid       sampling.affine_grid                F               -            -   matmul
+grid_sample       sampling.grid_sample                F               -            -   gather,mul,add
+gumbel_softmax    sampling.gumbel_softmax             F               -            -   rand,softmax
+fractional_max_pool2d pooling.fractional_max_pool2d   F               -            -   gather
+fractional_max_pool3d pooling.fractional_max_pool3d   F               -            -   gather
+fractional_max_pool2d_with_indices pooling.fractional_max_pool2d_with_indices F - -        gather
+fractional_max_pool3d_with_indices pooling.fractional_max_pool3d_with_indices F - -        gather
+native_channel_shuffle resample.native_channel_shuffle fn,F           -            -   reshape,permute
+conv_tbc          conv.conv_tbc                       fn,F            -            -   conv2d,permute
+# ----- end of vision ops -----------------------------------------------------------------------------------
 # ----- activations (also nn.functional; the F.NAME_ rows are torch's in-place forms) ------------------------
 softmax           activation.softmax_fn               fn,method,out   -            -   prim
 softmax           activation.softmax                  F               -            -   prim

@@ -17,6 +17,24 @@ def is_anomaly_enabled():
     return _engine.is_anomaly_enabled()
 
 
+def _check_nan_supported(check_nan, op):
+    # the core's anomaly mode always checks gradients for NaN/Inf; pretending to skip the check would be a lie
+    if not check_nan:
+        raise NotImplementedError(f"{op}: check_nan=False is not supported: dyngrad's anomaly mode always checks "
+                                  "gradients for NaN/Inf.")
+
+
+def set_anomaly_enabled(enabled, check_nan=True):
+    """torch.set_anomaly_enabled: anomaly mode on or off now (detect_anomaly() is the scoped form)."""
+    _check_nan_supported(check_nan, "set_anomaly_enabled")
+    _engine.set_anomaly_enabled(bool(enabled))
+
+
+def is_anomaly_check_nan_enabled():
+    """Always True: dyngrad's anomaly mode always checks gradients for NaN/Inf (torch's default)."""
+    return True
+
+
 def set_record_call_sites(mode):
     """Record (True, the default) or not the Python line that creates each graph node."""
     _engine.set_record_call_sites(bool(mode))
@@ -34,7 +52,8 @@ class detect_anomaly:
     line that created it and that stack. Slow; for debugging only.
     """
 
-    def __init__(self):
+    def __init__(self, check_nan=True):
+        _check_nan_supported(check_nan, "detect_anomaly")
         self._previous = None
 
     def __enter__(self):
@@ -58,7 +77,8 @@ class set_detect_anomaly:
     """`set_detect_anomaly(True)` switches anomaly mode on now; used as a context manager, it restores the
     previous mode on exit (as torch.autograd.set_detect_anomaly)."""
 
-    def __init__(self, mode):
+    def __init__(self, mode, check_nan=True):
+        _check_nan_supported(check_nan, "set_detect_anomaly")
         self._previous = _engine.is_anomaly_enabled()
         _engine.set_anomaly_enabled(bool(mode))
 

@@ -2,6 +2,7 @@
 decorators (of functions and generators). Thread-local: the flag lives in each engine's core (_C)."""
 import functools
 import inspect
+import threading
 
 from .. import _C
 
@@ -84,9 +85,25 @@ class enable_grad(_GradModeContext):
         return True
 
 
+_inference = threading.local()   # .enabled: inside inference_mode(True) on this thread (torch's flag is thread-local)
+
+
+def is_inference_mode_enabled():
+    return getattr(_inference, "enabled", False)
+
+
 class inference_mode(_GradModeContext):
     """no_grad under torch's name for inference: this engine has no cheaper mode. inference_mode(False) leaves
-    the grad mode as it is."""
+    the grad mode as it is. is_inference_mode_enabled() tells whether one is active on this thread."""
+
+    def __enter__(self):
+        self._previous_inference = is_inference_mode_enabled()
+        _inference.enabled = self.mode
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        _inference.enabled = self._previous_inference
+        return super().__exit__(*exc)
 
     def __new__(cls, mode=True):
         self = super().__new__(cls)

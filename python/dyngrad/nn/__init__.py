@@ -65,6 +65,15 @@ _POOLING = [
     "PixelShuffle", "PixelUnshuffle", "ChannelShuffle", "EmbeddingBag",
 ]
 # ----- end of pooling layers -------------------------------------------------------------------------------------
+# ----- 3-d and lazy convolutions, fractional max pooling (issues 10 and 14: vision ops) ---------------------------
+from .conv import (Conv3d, ConvTranspose3d, LazyConv1d, LazyConv2d, LazyConv3d, LazyConvTranspose1d,
+                   LazyConvTranspose2d, LazyConvTranspose3d)
+from .pooling import FractionalMaxPool2d, FractionalMaxPool3d
+_VISION = [
+    "Conv3d", "ConvTranspose3d", "LazyConv1d", "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d",
+    "LazyConvTranspose2d", "LazyConvTranspose3d", "FractionalMaxPool2d", "FractionalMaxPool3d",
+]
+# ----- end of vision layers --------------------------------------------------------------------------------------
 from . import functional, init, utils, parallel
 
 __all__ = [
@@ -79,3 +88,4 @@ __all__ = [
 ]
 __all__ += _LAYERS
 __all__ += _POOLING
+__all__ += _VISION

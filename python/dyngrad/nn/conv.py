@@ -1,4 +1,4 @@
-"""The convolution layers (Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d, Fold, Unfold) with torch's
+"""The convolution layers (Conv1d/2d/3d, ConvTranspose1d/2d/3d, their Lazy variants, Fold, Unfold) with torch's
 arguments, parameter shapes, initialisation, state_dict names and repr, and the 2-D pooling layers."""
 import math
 
@@ -6,6 +6,7 @@ from .. import empty
 from .._api.args import check_device
 from .._api.conv import _PADDING_MODES, _pad_nonzero
 from . import functional as F, init
+from .lazy import LazyModuleMixin
 from .module import Module
 from .parameter import Parameter
 from .pooling import MaxPool2d, AvgPool2d  # noqa: F401  (moved to nn/pooling.py; nn/__init__ imports them here)
@@ -126,6 +127,11 @@ class Conv2d(_Conv):
     _n, _functional = 2, "conv2d"
 
 
+class Conv3d(_Conv):
+    """3-d cross-correlation over (N, C_in, D, H, W) or (C_in, D, H, W); weight (C_out, C_in // groups, kd, kh, kw)."""
+    _n, _functional = 3, "conv3d"
+
+
 class _ConvTransposeNd(_ConvNd):
     _functional = None
 
@@ -178,6 +184,92 @@ class ConvTranspose1d(_ConvTransposeNd):
 class ConvTranspose2d(_ConvTransposeNd):
     """The adjoint of Conv2d: input (N, C_in, H, W) or (C_in, H, W), weight (C_in, C_out // groups, kh, kw)."""
     _n, _functional = 2, "conv_transpose2d"
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """The adjoint of Conv3d: input (N, C_in, D, H, W) or (C_in, D, H, W), weight (C_in, C_out // groups, kd, kh,
+    kw)."""
+    _n, _functional = 3, "conv_transpose3d"
+
+
+# ----- lazy variants: in_channels read from the channel dim of the first input ------------------------------------
+
+class _LazyConvMixin(LazyModuleMixin):
+    """in_channels is 0 and the weight empty until the first input (nn/lazy.py); the bias's shape does not depend
+    on in_channels, so it exists from the start (torch's lazy bias is also materialised as (out_channels,))."""
+    _lazy_tensors = ("weight",)
+    _size_attr = "in_channels"
+
+    def reset_parameters(self):
+        if not self.has_uninitialized_params():
+            super().reset_parameters()
+
+    def _materialize(self, shapes):
+        super()._materialize(shapes)
+        if "weight" in shapes and not self.transposed:     # weight (C_out, C_in // groups, *k)
+            self.in_channels = shapes["weight"][1] * self.groups
+
+    def initialize_parameters(self, input):
+        n = self._n
+        if input.dim() not in (n + 1, n + 2):
+            raise RuntimeError(f"Expected {n + 1}D (unbatched) or {n + 2}D (batched) input to {type(self).__name__}, "
+                               f"but got input of size: {list(input.shape)}")
+        cin = input.shape[1] if input.dim() == n + 2 else input.shape[0]
+        if cin % self.groups:
+            raise RuntimeError(f"{type(self).__name__}: the input has {cin} channels, which is not divisible by "
+                               f"groups={self.groups}.")
+        k = tuple(self.kernel_size)
+        if self.transposed:
+            shape = (cin, self.out_channels // self.groups) + k
+        else:
+            shape = (self.out_channels, cin // self.groups) + k
+        self._materialize({"weight": shape})
+        self.in_channels = cin
+        self.reset_parameters()
+
+
+class _LazyConv(_LazyConvMixin):
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+                 padding_mode="zeros", device=None, dtype=None):
+        super().__init__(0, out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode, device,
+                         dtype)
+
+
+class _LazyConvTranspose(_LazyConvMixin):
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1, bias=True,
+                 dilation=1, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(0, out_channels, kernel_size, stride, padding, output_padding, groups, bias, dilation,
+                         padding_mode, device, dtype)
+
+
+class LazyConv1d(_LazyConv, Conv1d):
+    """A Conv1d whose in_channels is read from its first input; it becomes a Conv1d then, as torch's."""
+    cls_to_become = Conv1d
+
+
+class LazyConv2d(_LazyConv, Conv2d):
+    """A Conv2d whose in_channels is read from its first input; it becomes a Conv2d then, as torch's."""
+    cls_to_become = Conv2d
+
+
+class LazyConv3d(_LazyConv, Conv3d):
+    """A Conv3d whose in_channels is read from its first input; it becomes a Conv3d then, as torch's."""
+    cls_to_become = Conv3d
+
+
+class LazyConvTranspose1d(_LazyConvTranspose, ConvTranspose1d):
+    """A ConvTranspose1d whose in_channels is read from its first input."""
+    cls_to_become = ConvTranspose1d
+
+
+class LazyConvTranspose2d(_LazyConvTranspose, ConvTranspose2d):
+    """A ConvTranspose2d whose in_channels is read from its first input."""
+    cls_to_become = ConvTranspose2d
+
+
+class LazyConvTranspose3d(_LazyConvTranspose, ConvTranspose3d):
+    """A ConvTranspose3d whose in_channels is read from its first input."""
+    cls_to_become = ConvTranspose3d
 
 
 class Unfold(Module):

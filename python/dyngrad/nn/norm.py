@@ -80,15 +80,22 @@ class _BatchNorm(_NormBase):
         if input.shape[1] != self.num_features:
             raise RuntimeError(f"{type(self).__name__}: expected input with {self.num_features} channels (dim 1), "
                                f"got shape {tuple(input.shape)}")
+        factor = self._running_factor()
+        use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
+        keep = not self.training or self.track_running_stats
+        return F.batch_norm(input, self.running_mean if keep else None, self.running_var if keep else None,
+                            self.weight, self.bias, use_batch_stats, factor, self.eps)
+
+
+    def _running_factor(self):
+        """The weight of this batch in the running statistics; counts the batch in num_batches_tracked when
+        training (momentum=None: the cumulative average, 1 / num_batches_tracked)."""
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             with no_grad():
                 self.num_batches_tracked.add_(1)
             factor = 1.0 / int(self.num_batches_tracked) if self.momentum is None else self.momentum
-        use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
-        keep = not self.training or self.track_running_stats
-        return F.batch_norm(input, self.running_mean if keep else None, self.running_var if keep else None,
-                            self.weight, self.bias, use_batch_stats, factor, self.eps)
+        return factor
 
 
 class BatchNorm1d(_BatchNorm):
@@ -107,9 +114,16 @@ class BatchNorm3d(_BatchNorm):
 
 
 class SyncBatchNorm(_BatchNorm):
-    """BatchNorm over any (N, C, ...) input whose statistics torch synchronises across the processes of a
-    distributed group while training. torch does that only on GPUs (on the CPU it raises once a process group is
-    initialised), and so does dyngrad: without a process group it is BatchNorm; with one, training raises."""
+    """BatchNorm over any (N, C, ...) input whose training statistics are those of the whole batch across the
+    processes of a distributed group (dyngrad.distributed over MPI; torch does this on GPUs only).
+
+    Note [SyncBatchNorm as a composite]: the batch mean and variance are per-channel sums all-reduced across the
+    ranks with the differentiable all_reduce of distributed.nn.functional, mean first, then the squared deviations
+    from it (two passes: stable where E[x^2] - E[x]^2 cancels). The rest is ordinary ops, so backward needs no
+    formula of its own: the all_reduce nodes sum the gradients flowing into the statistics across the ranks, which
+    makes each rank's input gradient that of the global batch (and DDP's averaging then gives the parameters the
+    gradient of one process on the whole batch). Every rank must therefore run forward and backward through the
+    same SyncBatchNorm layers in the same order. Without a process group, or with one rank, it is BatchNorm."""
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
                  process_group=None, device=None, dtype=None, *, bias=True):
@@ -125,12 +139,38 @@ class SyncBatchNorm(_BatchNorm):
         if input.shape[1] == 0:
             raise ValueError("SyncBatchNorm number of input channels should be non-zero")
         if self.training:
-            from ..distributed import is_initialized
-            if is_initialized():
-                raise ValueError("SyncBatchNorm: synchronising batch statistics across processes needs a GPU in "
-                                 "torch and is not available in dyngrad, which runs on the CPU; use BatchNorm (each "
-                                 "process normalises with its own batch) or eval mode.")
+            from .. import distributed as dist
+            if dist.is_initialized() and dist.get_world_size(self.process_group) > 1:
+                return self._synchronised(input, dist)
         return super().forward(input)
+
+    def _synchronised(self, input, dist):
+        from ..distributed.nn.functional import all_reduce
+        if input.shape[1] != self.num_features:
+            raise RuntimeError(f"SyncBatchNorm: expected input with {self.num_features} channels (dim 1), got "
+                               f"shape {tuple(input.shape)}")
+        dims = [0] + list(range(2, input.dim()))
+        count = tensor([input.numel() // input.shape[1]], dtype=int64)
+        dist.all_reduce(count, group=self.process_group)          # ranks may hold batches of different sizes
+        n = int(count)
+        if n <= 1:
+            raise ValueError(f"SyncBatchNorm: expected more than 1 value per channel when training, got input "
+                             f"size {tuple(input.shape)} on each rank ({n} value(s) per channel in all)")
+        view = [1, input.shape[1]] + [1] * (input.dim() - 2)
+        mean = all_reduce(input.sum(dims), group=self.process_group) / n
+        centred = input - mean.reshape(view)
+        var = all_reduce((centred * centred).sum(dims), group=self.process_group) / n
+        factor = self._running_factor()
+        if self.track_running_stats and self.running_mean is not None:
+            with no_grad():
+                self.running_mean.mul_(1 - factor).add_(mean.detach() * factor)
+                self.running_var.mul_(1 - factor).add_(var.detach() * (factor * n / (n - 1)))
+        out = centred * (var + self.eps).rsqrt().reshape(view)
+        if self.weight is not None:
+            out = out * self.weight.reshape(view)
+        if self.bias is not None:
+            out = out + self.bias.reshape(view)
+        return out
 
     @classmethod
     def convert_sync_batchnorm(cls, module, process_group=None):

@@ -1,5 +1,6 @@
 """Pooling layers over nn.functional's pools (python/dyngrad/_api/pooling.py): MaxPool, AvgPool, AdaptiveAvgPool,
-AdaptiveMaxPool, MaxUnpool and LPPool in 1, 2 and 3 dims. Attributes and extra_repr are torch's."""
+AdaptiveMaxPool, MaxUnpool and LPPool in 1, 2 and 3 dims, FractionalMaxPool in 2 and 3. Attributes and extra_repr
+are torch's."""
 from . import functional as F
 from .module import Module
 
@@ -211,3 +212,40 @@ class LPPool3d(_LPPoolNd):
 
     def forward(self, input):
         return F.lp_pool3d(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
+
+
+class _FractionalMaxPoolNd(Module):
+    """torch's FractionalMaxPool2d/3d: a fixed _random_samples (a buffer, None by default: new samples on every
+    call) and either output_size or output_ratio in (0, 1)."""
+    _n = 2
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                 _random_samples=None):
+        super().__init__()
+        n, name = self._n, type(self).__name__
+        self.kernel_size = _tuple(kernel_size, n)
+        self.return_indices = return_indices
+        self.register_buffer("_random_samples", _random_samples)
+        self.output_size = _tuple(output_size, n) if output_size is not None else None
+        self.output_ratio = _tuple(output_ratio, n) if output_ratio is not None else None
+        if output_size is None and output_ratio is None:
+            raise ValueError(f"{name} requires either an output_size or an output_ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError(f"{name}: only one of output_size and output_ratio may be given")
+        if self.output_ratio is not None and not all(0 < r < 1 for r in self.output_ratio):
+            raise ValueError(f"{name}: output_ratio must be between 0 and 1 (got {output_ratio})")
+
+    def forward(self, input):
+        pool = F.fractional_max_pool2d if self._n == 2 else F.fractional_max_pool3d
+        return pool(input, self.kernel_size, self.output_size, self.output_ratio, self.return_indices,
+                    _random_samples=self._random_samples)
+
+
+class FractionalMaxPool2d(_FractionalMaxPoolNd):
+    """Fractional max pooling over the last 2 dims of (N, C, H, W) or (C, H, W)."""
+    _n = 2
+
+
+class FractionalMaxPool3d(_FractionalMaxPoolNd):
+    """Fractional max pooling over the last 3 dims of (N, C, D, H, W) or (C, D, H, W)."""
+    _n = 3

@@ -456,9 +456,6 @@ def matmul(a, b):
                            f"{shape_str(b.shape)}.")
     if a.dtype is _dt.bool_ or b.dtype is _dt.bool_:
         raise TypeError("matmul: not supported for bool tensors.")
-    if a.dtype is not b.dtype:  # torch never promotes in a matrix product
-        raise RuntimeError(f"matmul: expected both operands to have the same dtype, got {a.dtype.name} @ "
-                           f"{b.dtype.name}; convert one with .to(dtype).")
     if a.ndim == 1 or b.ndim == 1:
         ka, kb = a.shape[-1], b.shape[0 if b.ndim == 1 else -2]
         if ka != kb:
@@ -475,6 +472,9 @@ def matmul(a, b):
     if ka != kb:
         raise RuntimeError(errors.ERR_MATMUL.format(a=shape_str(a.shape), b=shape_str(b.shape), k1=ka, k2=kb))
     broadcast_shapes(a.shape[:-2], b.shape[:-2], "matmul")
+    if a.dtype is not b.dtype:  # torch never promotes in a matrix product (after the shapes)
+        raise RuntimeError(f"matmul: expected both operands to have the same dtype, got {a.dtype.name} @ "
+                           f"{b.dtype.name}; convert one with .to(dtype).")
     dtype = result_type(a, b)
     if dtype.itemsize < 4 or dtype is _dt.int32:    # half types and narrow integers: computed wide (as C++)
         wide = _dt.float32 if dtype.is_floating_point else _dt.int64

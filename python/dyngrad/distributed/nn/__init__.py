@@ -1,0 +1,2 @@
+"""dyngrad.distributed.nn: collectives that autograd can differentiate through (torch.distributed.nn)."""
+from . import functional  # noqa: F401
