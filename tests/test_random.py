@@ -46,6 +46,12 @@ DRAWS = [
     ("log_normal_", lambda dg, g: dg.empty(6).log_normal_(generator=g)),
     ("rrelu", lambda dg, g: dg.rrelu(dg.full((6,), -1.0), training=True, generator=g)),
     ("rrelu_", lambda dg, g: dg.rrelu_(dg.full((6,), -1.0), training=True, generator=g)),
+    ("init.uniform_", lambda dg, g: dg.nn.init.uniform_(dg.empty(2, 3), -1, 1, generator=g)),
+    ("init.normal_", lambda dg, g: dg.nn.init.normal_(dg.empty(2, 3), generator=g)),
+    ("init.xavier_uniform_", lambda dg, g: dg.nn.init.xavier_uniform_(dg.empty(2, 3), generator=g)),
+    ("init.xavier_normal_", lambda dg, g: dg.nn.init.xavier_normal_(dg.empty(2, 3), generator=g)),
+    ("init.kaiming_uniform_", lambda dg, g: dg.nn.init.kaiming_uniform_(dg.empty(2, 3), generator=g)),
+    ("init.kaiming_normal_", lambda dg, g: dg.nn.init.kaiming_normal_(dg.empty(2, 3), generator=g)),
 ]
 
 
