@@ -446,3 +446,32 @@ def test_generator_draws_leave_the_global_stream(dg):
     dg.empty(10).random_(generator=dg.Generator())
     np.testing.assert_array_equal(first, a[0])
     np.testing.assert_array_equal(_np(dg.rand(3)), a[1])
+
+
+class _DrawsInWorkers:
+    """A dataset that draws from the engine's global generator: in a worker, seeded from the loader's base seed."""
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def __len__(self):
+        return 6
+
+    def __getitem__(self, i):
+        import importlib
+        dg = importlib.import_module(self.engine)
+        return float(i) + dg.rand(()).item()
+
+
+def test_dataloader_workers_seeded_from_the_generator(dg):
+    """Worker base seeds come from the loader's Generator: the same seed, the same draws inside the workers."""
+    data = dg.utils.data
+
+    def run(seed):
+        loader = data.DataLoader(_DrawsInWorkers(dg.__name__), batch_size=2, shuffle=True, num_workers=2,
+                                 generator=dg.Generator().manual_seed(seed))
+        return [b.tolist() for b in loader]
+
+    a = run(5)
+    assert a == run(5) and a != run(6)
+    assert sorted(int(x) for b in a for x in b) == list(range(6))
