@@ -64,11 +64,11 @@ def _seed_of(state):
 def _seed_arg(seed):
     """torch's rule: an int (anything with __index__ but a bool) in [-2**63, 2**64); negatives wrap to uint64."""
     if isinstance(seed, (bool, float)) or isinstance(seed, Tensor) and seed.dtype.is_floating_point:
-        raise RuntimeError(f"manual_seed expected a long, but got {type_name(seed)}")
+        raise RuntimeError(f"manual_seed: expected an int as seed, got {type_name(seed)}.")
     try:
         value = operator.index(seed)
     except TypeError:
-        raise RuntimeError(f"manual_seed expected a long, but got {type_name(seed)}") from None
+        raise RuntimeError(f"manual_seed: expected an int as seed, got {type_name(seed)}.") from None
     if not -2 ** 63 <= value <= _MASK64:
         raise ValueError(f"manual_seed: seed {value} is out of range: expected an int in [-2**63, 2**64 - 1].")
     return value & _MASK64
@@ -225,7 +225,7 @@ def drawing(generator, op):
 def manual_seed(seed):
     """Seeds this engine's global generator and returns it (default_generator); reproducible run to run within an
     engine, not the same numbers as the other engine or torch."""
-    return default_generator.manual_seed(int(seed) if isinstance(seed, (float, str)) else seed)
+    return default_generator.manual_seed(int(seed))       # torch's int(seed): 2.7, "3" and True are accepted
 
 
 def initial_seed():
