@@ -34,6 +34,7 @@ DRAWS = [
     ("multinomial", lambda dg, g: dg.multinomial(dg.tensor([1.0, 2.0, 0.0, 4.0]), 3, generator=g)),
     ("multinomial_2d", lambda dg, g: dg.tensor([[1.0, 1.0], [3.0, 1.0]]).multinomial(5, True, generator=g)),
     ("poisson", lambda dg, g: dg.poisson(dg.tensor([0.5, 4.0, 60.0]), g)),
+    ("binomial", lambda dg, g: dg.binomial(dg.tensor([3.0, 10.0, 100.0]), dg.tensor([0.5]), generator=g)),
     ("uniform_", lambda dg, g: dg.empty(6).uniform_(-2, 3, generator=g)),
     ("normal_", lambda dg, g: dg.empty(6).normal_(1, 2, generator=g)),
     ("bernoulli_", lambda dg, g: dg.empty(6).bernoulli_(0.4, generator=g)),
@@ -239,6 +240,16 @@ def test_poisson_statistics(dg):
         assert not dg.poisson(rate).requires_grad
 
 
+def test_binomial_statistics(dg):
+    g = dg.Generator().manual_seed(4)
+    for n, p in ((0.0, 0.3), (1.0, 0.3), (10.0, 0.5), (400.0, 0.05), (7.0, 0.0), (7.0, 1.0)):
+        x = _np(dg.binomial(dg.full((N,), n, dtype=dg.float64), dg.full((N,), p, dtype=dg.float64), generator=g))
+        assert x.min() >= 0 and x.max() <= n and (x == np.round(x)).all()
+        assert abs(x.mean() - n * p) < 0.05 * max(n * p, 1) and abs(x.var() - n * p * (1 - p)) < 0.1 * max(n * p, 1)
+    y = dg.binomial(dg.tensor([[2.0], [5.0]]), dg.tensor([0.5, 0.25, 1.0]))      # broadcast
+    assert tuple(y.shape) == (2, 3) and y.dtype is dg.float32
+
+
 def test_multinomial_statistics(dg):
     g = dg.Generator().manual_seed(5)
     w = np.array([1.0, 0.0, 3.0, 6.0])
@@ -308,6 +319,9 @@ ERRORS = [
     lambda m: m.multinomial(m.tensor([1.0, 2.0]), 1.0),
     lambda m: m.multinomial(m.ones(0), 1),
     lambda m: m.randint_like(m.ones(3), 5, 2),
+    lambda m: m.binomial(m.tensor([10, 5]), m.tensor([0.5, 0.1])),
+    lambda m: m.binomial(m.tensor([10.0, 5.0]), m.tensor([0.5, 0.1], dtype=m.float64)),
+    lambda m: m.binomial(m.tensor([10.0, 5.0]), m.tensor([0.5, 0.1, 0.2])),
     lambda m: m.randint_like(m.ones(3)),
     lambda m: m.randperm(4, generator="g"),
 ]
@@ -323,6 +337,15 @@ def test_error_types_match_torch(dg, k):
         call(dg)
     assert isinstance(got.value, expected.type), \
         f"torch raised {expected.type.__name__}, dyngrad {type(got.value).__name__}: {got.value}"
+
+
+def test_binomial_refuses_what_torch_lets_through(dg):
+    """torch.binomial returns garbage (a negative count: 0; prob 1.5: count) or hangs (a nan count); dyngrad
+    refuses these arguments."""
+    for count, prob in (([-1.0], [0.5]), ([2.5], [0.5]), ([float("nan")], [0.5]), ([3.0], [1.5]),
+                        ([3.0], [float("nan")])):
+        with pytest.raises(RuntimeError):
+            dg.binomial(dg.tensor(count), dg.tensor(prob))
 
 
 def test_results_as_torch(dg):

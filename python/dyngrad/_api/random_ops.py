@@ -1,12 +1,13 @@
-"""Random sampling beyond the core's uniform, normal and integer draws: multinomial, poisson and the in-place
-fills random_, exponential_, geometric_, cauchy_, log_normal_, with torch's signatures, argument checks and
-generator= (Note [Generators as swapped core states] in generator.py).
+"""Random sampling beyond the core's uniform, normal and integer draws: multinomial, poisson, binomial and the
+in-place fills random_, exponential_, geometric_, cauchy_, log_normal_, with torch's signatures, argument checks
+and generator= (Note [Generators as swapped core states] in generator.py).
 
 Each is built on the core's draws: U[0, 1) in float64 (53 random bits) or exact integers, transformed in numpy by
 the inverse of the distribution's CDF (exponential, geometric, cauchy), or by a comparison with the CDF
-(multinomial). Poisson has no closed-form inverse: its draws come from numpy's Poisson sampler on a PCG64 seeded
-by two integers from the core's stream, so the core's state (the generator's seed) still fixes them. Gradients are
-zero, as torch's: a fill over a value with history records e.g. ExponentialBackward, poisson PoissonBackward.
+(multinomial). Poisson and binomial have no closed-form inverse: their draws come from numpy's samplers on a PCG64
+seeded by two integers from the core's stream, so the core's state (the generator's seed) still fixes them.
+Gradients are zero, as torch's: a fill over a value with history records e.g. ExponentialBackward, poisson
+PoissonBackward; binomial records none (torch's has no formula).
 """
 import numpy as np
 
@@ -241,13 +242,44 @@ def poisson(input, generator=None):
         raise RuntimeError(f"{op}: invalid Poisson rate, expected every rate to be non-negative (and not nan).")
     if (rates > 1e18).any():
         raise RuntimeError(f"{op}: a rate above 1e18 is not supported, got {rates.max():g}.")
-    with drawing(generator, op):
-        seed = _C.randint(0, 2 ** 62, (2,), _C.int64)
-    rng = np.random.Generator(np.random.PCG64([int(s) for s in np.array(seed._numpy_view())]))
-    sample = _to_tensor(rng.poisson(rates).astype(np.float64), input.dtype)
+    sample = _to_tensor(_numpy_rng(generator, op).poisson(rates).astype(np.float64), input.dtype)
     if not (input.requires_grad and _C.is_grad_enabled()):
         return sample
     # torch records PoissonBackward, whose gradient is zero: the sample, with input as a zero-gradient parent
     from .node_names import rename
     written = _C.where(_C.full(tuple(input.shape), True, _C.bool), sample, input)
     return rename(written, "PoissonBackward", (input,))
+
+
+def _numpy_rng(generator, op):
+    """A numpy Generator seeded by two integers drawn from `generator` (None: the global one): for the samplers
+    with no closed-form inverse (poisson, binomial), whose draws the core's state still fixes."""
+    with drawing(generator, op):
+        seed = _C.randint(0, 2 ** 62, (2,), _C.int64)
+    return np.random.Generator(np.random.PCG64([int(s) for s in np.array(seed._numpy_view())]))
+
+
+def binomial(count, prob, generator=None):
+    """Binomial(count, prob) samples, elementwise (count and prob broadcast together): the number of successes in
+    `count` trials of probability `prob`; in count's dtype, no gradient. torch checks little here (a negative count
+    gives 0, a nan one hangs); dyngrad refuses counts that are not whole numbers >= 0 and probs outside [0, 1]."""
+    op = "binomial"
+    tensor_arg(count, op, "count")
+    tensor_arg(prob, op, "prob")
+    if not count.dtype.is_floating_point:
+        raise ValueError(f"{op}: only floating-point dtypes are supported for count, got {count.dtype.name}.")
+    if prob.dtype is not count.dtype:
+        raise RuntimeError(f"{op}: expected prob of count's dtype {count.dtype.name}, got {prob.dtype.name}.")
+    n = np.array(_C.to_dtype(count.detach(), _C.float64)._numpy_view(), dtype=np.float64)
+    p = np.array(_C.to_dtype(prob.detach(), _C.float64)._numpy_view(), dtype=np.float64)
+    try:
+        n, p = np.broadcast_arrays(n, p)
+    except ValueError:
+        raise RuntimeError(f"{op}: the shapes of count {tuple(count.shape)} and prob {tuple(prob.shape)} cannot be "
+                           f"broadcast together.") from None
+    if n.size and not ((n >= 0) & (n == np.floor(n)) & (n < 2 ** 62)).all():
+        raise RuntimeError(f"{op}: expected every count to be a whole number >= 0 (and below 2**62).")
+    if p.size and not ((p >= 0) & (p <= 1)).all():
+        raise RuntimeError(f"{op}: expected every prob to be in [0, 1].")
+    rng = _numpy_rng(generator, op)
+    return _to_tensor(rng.binomial(n.astype(np.int64), p).astype(np.float64), count.dtype)

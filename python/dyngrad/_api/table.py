@@ -110,6 +110,7 @@ set_rng_state     generator.set_rng_state             fn              -         
 randint_like      creation.randint_like               fn              -            -   randint
 multinomial       random_ops.multinomial              fn,out,method   -            -   rand
 poisson           random_ops.poisson                  fn              -            -   randint
+binomial          random_ops.binomial                 fn              -            -   randint
 random_           random_ops.random_                  method          -            -   randint
 exponential_      random_ops.exponential_             method          -            -   rand
 geometric_        random_ops.geometric_               method          -            -   rand
