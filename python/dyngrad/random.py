@@ -5,8 +5,8 @@ gives torch.random's names for the global one.
 """
 import contextlib
 
-from ._api.generator import (default_generator, get_rng_state, initial_seed, manual_seed, seed,  # noqa: F401
-                             set_rng_state)
+from ._api.generator import default_generator  # noqa: F401  (torch.random.default_generator)
+from ._api.generator import get_rng_state, initial_seed, manual_seed, seed, set_rng_state  # noqa: F401
 
 __all__ = ["set_rng_state", "get_rng_state", "manual_seed", "seed", "initial_seed", "fork_rng",
            "thread_safe_generator"]

@@ -316,10 +316,11 @@ def randint_like(input, low=0, high=None, *, generator=None, dtype=None, layout=
             raise TypeError("randint_like: expected randint_like(input, high) or randint_like(input, low, high).")
         low, high = 0, low
     dt = _dtype_or(dtype, input.dtype, "randint_like")
-    from .random_ops import random_integers
-    out = random_integers(tuple(input.shape), dt, to_int(low, "randint_like", "low"),
-                          to_int(high, "randint_like", "high"), generator, "randint_like")
-    return finish(out, requires_grad)
+    from .random_ops import check_integer_bounds, random_integers
+    low, high = to_int(low, "randint_like", "low"), to_int(high, "randint_like", "high")
+    if low < high:
+        check_integer_bounds(dt, low, high, "randint_like")
+    return finish(random_integers(tuple(input.shape), dt, low, high, generator, "randint_like"), requires_grad)
 
 
 def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):

@@ -58,6 +58,17 @@ def _continuous(self, op, distribution):
 
 # ----- integers -------------------------------------------------------------------------------------------------
 
+def check_integer_bounds(dtype, low, high, op):
+    """[low, high) must lie in an integer dtype's range (a draw outside it would wrap around)."""
+    if dtype.is_floating_point or dtype.name not in _INT_RANGE:
+        return
+    lo_limit, hi_limit = _INT_RANGE[dtype.name]
+    if not lo_limit <= low <= hi_limit:
+        raise RuntimeError(f"{op}: from={low} is out of bounds for {dtype.name} ([{lo_limit}, {hi_limit}]).")
+    if not lo_limit <= high - 1 <= hi_limit:
+        raise RuntimeError(f"{op}: to - 1 = {high - 1} is out of bounds for {dtype.name} ([{lo_limit}, {hi_limit}]).")
+
+
 def random_integers(shape, dtype, low, high, generator, op):
     """Integers uniform on [low, high) (low >= -2**63, high <= 2**63: the whole int64 range is reachable, which the
     core's randint, with int64 bounds, cannot give in one call) as a tensor of `dtype`."""
@@ -90,11 +101,9 @@ def random_(self, *args, generator=None, **kwargs):
         given[k] = v
     name = self.dtype.name
     if name in _FLOAT_DIGITS:
-        top = 2 ** _FLOAT_DIGITS[name]          # inclusive: [0, 2**digits]
-        lo_limit, hi_limit = -top, top
+        top = 2 ** _FLOAT_DIGITS[name]          # the largest value drawn without bounds (inclusive)
     elif name in _INT_RANGE:
-        lo_limit, hi_limit = _INT_RANGE[name]
-        top = hi_limit
+        top = _INT_RANGE[name][1]
     else:
         raise RuntimeError(f"{op}: not implemented for {self.dtype.name} tensors.")
     if not given:                               # random_()
@@ -109,12 +118,7 @@ def random_(self, *args, generator=None, **kwargs):
     if not low < high:
         raise RuntimeError(f"{op}: expected 'from' to be less than 'to', but got from={low} >= to={high}.")
     if not self.dtype.is_floating_point:
-        if not lo_limit <= low <= hi_limit:
-            raise RuntimeError(f"{op}: from={low} is out of bounds for {self.dtype.name} "
-                               f"([{lo_limit}, {hi_limit}]).")
-        if not lo_limit <= high - 1 <= hi_limit:
-            raise RuntimeError(f"{op}: to - 1 = {high - 1} is out of bounds for {self.dtype.name} "
-                               f"([{lo_limit}, {hi_limit}]).")
+        check_integer_bounds(self.dtype, low, high, op)
     elif not (-2 ** 63 <= low and high <= 2 ** 63):
         raise RuntimeError(f"{op}: the range [{low}, {high}) is outside int64's.")
     from .tensor_methods import overwrite
