@@ -159,7 +159,8 @@ def _bad_argument_lists(dg):
 
 SKIP_BEHAVIOUR = {"seed", "manual_seed", "initial_seed", "get_num_threads", "rand", "randn", "randint", "randperm", "rand_like", "randn_like",
                   "normal", "bernoulli", "dropout", "empty", "empty_like", "set_num_threads", "set_default_dtype", "Tensor",
-                  "FloatTensor", "DoubleTensor", "LongTensor", "BoolTensor"}
+                  "FloatTensor", "DoubleTensor", "LongTensor", "BoolTensor",
+                  "get_rng_state", "set_rng_state", "randint_like", "multinomial", "poisson", "binomial"}
 
 
 def _engine_words(message):

@@ -344,15 +344,13 @@ def threshold_fn(input, threshold, value):
 
 @torch_name("rrelu")
 def rrelu_fn(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
-    if generator is not None:
-        raise NotImplementedError("rrelu: generator= is not supported; dyngrad has one generator per engine "
-                                  "(dyngrad.manual_seed).")
-    return rrelu(input, lower, upper, training)
+    from .generator import drawing
+    with drawing(generator, "rrelu"):
+        return rrelu(input, lower, upper, training)
 
 
 @torch_name("rrelu_")
 def rrelu_fn_inplace(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
-    if generator is not None:
-        raise NotImplementedError("rrelu_: generator= is not supported; dyngrad has one generator per engine "
-                                  "(dyngrad.manual_seed).")
-    return rrelu(input, lower, upper, training, inplace=True)
+    from .generator import drawing
+    with drawing(generator, "rrelu_"):
+        return rrelu(input, lower, upper, training, inplace=True)

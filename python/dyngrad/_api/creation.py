@@ -1,10 +1,10 @@
 """Tensor factories and random numbers, with torch's signatures: tensor, zeros, arange, rand, ... Each engine's
 core makes the memory (_C.empty, _C.full, _C.copy_from_numpy) and owns the generator (_C.rand, _C.manual_seed)."""
-import os
 
 import numpy as np
 
 from .. import _C
+from .generator import drawing
 from .args import (DTYPE_NAMES, Tensor, check_device, dtype_arg, finish, get_default_dtype, host_array, number, numpy_dtype,
                    sizes_arg, tensor_arg, to_int, type_name)
 
@@ -165,8 +165,23 @@ def _like(op, make):
 zeros_like = _like("zeros_like", lambda shape, dt: _C.full(shape, 0, dt))
 ones_like = _like("ones_like", lambda shape, dt: _C.full(shape, 1, dt))
 empty_like = _like("empty_like", _C.empty)
-rand_like = _like("rand_like", lambda shape, dt: _C.rand(shape, _float_dtype(dt, "rand_like")))
-randn_like = _like("randn_like", lambda shape, dt: _C.randn(shape, _float_dtype(dt, "randn_like")))
+
+
+def _random_like(op, draw):
+    def factory(input, *, generator=None, dtype=None, layout=None, device=None, requires_grad=False,
+                memory_format=None):
+        tensor_arg(input, op)
+        check_device(device, op)
+        dt = _float_dtype(_dtype_or(dtype, input.dtype, op), op)
+        with drawing(generator, op):
+            return finish(draw(tuple(input.shape), dt), requires_grad)
+    factory.__name__ = factory.__qualname__ = op
+    factory.__doc__ = f"{op[:-5]}() with the shape (and by default the dtype) of `input`."
+    return factory
+
+
+rand_like = _random_like("rand_like", _C.rand)
+randn_like = _random_like("randn_like", _C.randn)
 
 
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False):
@@ -258,66 +273,95 @@ def _float_dtype(dtype, op):
     return dtype
 
 
-def _generator(generator, op):
-    if generator is not None:
-        raise NotImplementedError(f"{op}: generator= is not supported; seed the engine with manual_seed().")
-
-
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
     """Uniform samples from [0, 1)."""
-    _generator(generator, "rand")
     check_device(device, "rand")
     dt = _float_dtype(_dtype_or(dtype, get_default_dtype(), "rand"), "rand")
-    return finish(_C.rand(sizes_arg(size, "rand"), dt), requires_grad)
+    shape = sizes_arg(size, "rand")
+    with drawing(generator, "rand"):
+        return finish(_C.rand(shape, dt), requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
     """Samples from the standard normal distribution."""
-    _generator(generator, "randn")
     check_device(device, "randn")
     dt = _float_dtype(_dtype_or(dtype, get_default_dtype(), "randn"), "randn")
-    return finish(_C.randn(sizes_arg(size, "randn"), dt), requires_grad)
+    shape = sizes_arg(size, "randn")
+    with drawing(generator, "randn"):
+        return finish(_C.randn(shape, dt), requires_grad)
 
 
 def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None,
             requires_grad=False):
     """randint(high, size) or randint(low, high, size): integers from [low, high)."""
-    _generator(generator, "randint")
     check_device(device, "randint")
     if size is None and isinstance(high, (tuple, list)):
         low, high, size = 0, low, high
     if high is None or size is None:
         raise TypeError("randint: expected randint(high, size) or randint(low, high, size).")
     low, high = to_int(low, "randint", "low"), to_int(high, "randint", "high")
-    t = _C.randint(low, high, sizes_arg((size,), "randint"), _dtype_or(dtype, _C.int64, "randint"))
-    return finish(t, requires_grad)
+    shape, dt = sizes_arg((size,), "randint"), _dtype_or(dtype, _C.int64, "randint")
+    with drawing(generator, "randint"):
+        return finish(_C.randint(low, high, shape, dt), requires_grad)
+
+
+def randint_like(input, low=0, high=None, *, generator=None, dtype=None, layout=None, device=None,
+                 requires_grad=False, memory_format=None):
+    """randint_like(input, high) or randint_like(input, low, high): integers from [low, high) with input's shape,
+    in input's dtype unless dtype= says otherwise (floats hold the integers)."""
+    tensor_arg(input, "randint_like")
+    check_device(device, "randint_like")
+    if high is None:
+        if low == 0 and not isinstance(low, Tensor):
+            raise TypeError("randint_like: expected randint_like(input, high) or randint_like(input, low, high).")
+        low, high = 0, low
+    dt = _dtype_or(dtype, input.dtype, "randint_like")
+    from .random_ops import check_integer_bounds, random_integers
+    low, high = to_int(low, "randint_like", "low"), to_int(high, "randint_like", "high")
+    if low < high:
+        check_integer_bounds(dt, low, high, "randint_like")
+    return finish(random_integers(tuple(input.shape), dt, low, high, generator, "randint_like"), requires_grad)
 
 
 def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
     """A random permutation of 0..n-1."""
-    _generator(generator, "randperm")
     check_device(device, "randperm")
-    t = _C.randperm(to_int(n, "randperm", "n"))
+    n = to_int(n, "randperm", "n")
+    with drawing(generator, "randperm"):
+        t = _C.randperm(n)
     return finish(t if dtype is None else _C.to_dtype(t, dtype_arg(dtype, "randperm")), requires_grad)
 
 
-def normal(mean, std, size=None, *, generator=None, dtype=None, device=None,
+def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
            requires_grad=False):
-    """Samples of N(mean, std**2): numbers with a size, or tensors of means and/or stds (broadcast)."""
-    _generator(generator, "normal")
+    """Samples of N(mean, std**2): numbers with a size, or tensors of means and/or stds (broadcast); std defaults to
+    1 with a tensor of means, as torch.normal(mean)."""
     check_device(device, "normal")
+    if isinstance(std, Tensor):
+        values = host_array(std.detach())
+        if values.size and not (values >= 0).all():
+            raise RuntimeError("normal: expected every element of std to be >= 0.0.")
+    elif not float(number(std, "normal", "std")) >= 0:
+        raise RuntimeError(f"normal: expected std >= 0.0, but found std={float(std):g}.")
     if isinstance(mean, Tensor) or isinstance(std, Tensor):
         like = mean if isinstance(mean, Tensor) else std
         from .pointwise import add, mul
-        shape = np.broadcast_shapes(tuple(mean.shape) if isinstance(mean, Tensor) else (),
-                                    tuple(std.shape) if isinstance(std, Tensor) else ())
-        noise = _C.randn(shape, _float_dtype(like.dtype, "normal"))
+        a = tuple(mean.shape) if isinstance(mean, Tensor) else ()
+        b = tuple(std.shape) if isinstance(std, Tensor) else ()
+        try:
+            shape = np.broadcast_shapes(a, b)
+        except ValueError:
+            raise RuntimeError(f"normal: the shapes of mean {a} and std {b} cannot be broadcast together.") from None
+        with drawing(generator, "normal"):
+            noise = _C.randn(shape, _float_dtype(like.dtype, "normal"))
         with _no_grad():
             return add(mul(noise, std), mean)
     if size is None:
         raise TypeError("normal: with number mean and std, size is required.")
     dt = _float_dtype(_dtype_or(dtype, get_default_dtype(), "normal"), "normal")
-    t = _C.randn(sizes_arg((size,), "normal"), dt)
+    shape = sizes_arg((size,), "normal")
+    with drawing(generator, "normal"):
+        t = _C.randn(shape, dt)
     return finish(_C.add(_C.mul(t, _C.scalar_operand(float(std), t)), _C.scalar_operand(float(mean), t)),
                   requires_grad)
 
@@ -329,30 +373,18 @@ def _no_grad():
 
 def bernoulli(input, p=None, *, generator=None):
     """1 with probability input (elementwise), else 0; no gradient."""
-    _generator(generator, "bernoulli")
     tensor_arg(input, "bernoulli")
     probs = input.detach()
     if p is not None:
         probs = _C.full(input.shape, float(p), input.dtype if input.dtype.is_floating_point else _C.float32)
     if not probs.dtype.is_floating_point:
         probs = _C.to_dtype(probs, _C.float32)
-    return _C.to_dtype(_C.compare("lt", _C.rand(probs.shape, probs.dtype), probs), probs.dtype)
-
-
-def manual_seed(seed):
-    """Seeds this engine's generator (reproducible run to run; not the same numbers as the other engine)."""
-    _C.manual_seed(to_int(seed, "manual_seed", "seed") % 2 ** 64)
-
-
-def initial_seed():
-    return _C.initial_seed()
-
-
-def seed():
-    """Seeds the generator from the operating system's entropy and returns the seed (torch.seed)."""
-    s = int.from_bytes(os.urandom(8), "little") % (2 ** 63)
-    _C.manual_seed(s)
-    return s
+    values = host_array(probs)
+    if values.size and not ((values >= 0) & (values <= 1)).all():
+        raise RuntimeError("bernoulli: expected every probability to be in [0, 1].")
+    with drawing(generator, "bernoulli"):
+        u = _C.rand(probs.shape, probs.dtype)
+    return _C.to_dtype(_C.compare("lt", u, probs), probs.dtype)
 
 
 # ----- Tensor.new_*: a new tensor with this tensor's dtype (unless dtype= says otherwise) -------------------------

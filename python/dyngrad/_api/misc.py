@@ -673,14 +673,6 @@ def new(self, *args, **kwargs):
                     f"{', '.join(type_name(a) for a in args)}.")
 
 
-def bernoulli_method(self, p=None, *, generator=None):
-    """Tensor.bernoulli: draws 0/1 with probability self (or p), as dyngrad.bernoulli."""
-    from .creation import bernoulli
-    if p is None:
-        return bernoulli(self, generator=generator)
-    return bernoulli(self, p, generator=generator)
-
-
 # ----- more names of torch's namespace: comparison aliases, detach, fill, angle, imag, nonzero_static, ... -------
 
 def _comparison_alias(name, target):

@@ -98,10 +98,24 @@ randn             creation.randn                      fn,out          -         
 randint           creation.randint                    fn,out          -            -   randint
 randperm          creation.randperm                   fn,out          -            -   randperm
 normal            creation.normal                     fn,out          -            -   randn,mul,add
-bernoulli         creation.bernoulli                  fn,out          -            -   rand,compare
-manual_seed       creation.manual_seed                fn              -            -   manual_seed
-initial_seed      creation.initial_seed               fn              -            -   initial_seed
-seed              creation.seed                       fn              -            -   manual_seed
+bernoulli         creation.bernoulli                  fn,out,method   -            -   rand,compare
+manual_seed       generator.manual_seed               fn              -            -   manual_seed
+initial_seed      generator.initial_seed              fn              -            -   initial_seed
+seed              generator.seed                      fn              -            -   manual_seed
+# ----- generators and random sampling (_api/generator.py: Note [Generators as swapped core states]) ----------
+Generator         generator.Generator                 fn              -            -   _get_rng_state,_set_rng_state
+default_generator generator.default_generator         fn              -            -   _get_rng_state,_set_rng_state
+get_rng_state     generator.get_rng_state             fn              -            -   _get_rng_state
+set_rng_state     generator.set_rng_state             fn              -            -   _set_rng_state
+randint_like      creation.randint_like               fn              -            -   randint
+multinomial       random_ops.multinomial              fn,out,method   -            -   rand
+poisson           random_ops.poisson                  fn              -            -   randint
+binomial          random_ops.binomial                 fn              -            -   randint
+random_           random_ops.random_                  method          -            -   randint
+exponential_      random_ops.exponential_             method          -            -   rand
+geometric_        random_ops.geometric_               method          -            -   rand
+cauchy_           random_ops.cauchy_                  method          -            -   rand
+log_normal_       random_ops.log_normal_              method          -            -   randn
 is_tensor         creation.is_tensor                  fn              -            -   -
 numel             creation.numel                      fn              -            -   -
 is_floating_point creation.is_floating_point          fn              -            -   -
@@ -712,7 +726,6 @@ sum_to_size       misc.sum_to_size                    method          -         
 nbytes            misc.nbytes                         prop            -            -   -
 itemsize          misc.itemsize                       prop            -            -   -
 new               misc.new                            method          -            -   empty,copy_from_numpy
-bernoulli         misc.bernoulli_method               method          -            -   rand,compare
 greater           misc.greater                        fn,method,out   greater_     -   compare
 greater_equal     misc.greater_equal                  fn,method,out   greater_equal_ - compare
 less              misc.less                           fn,method,out   less_        -   compare

@@ -395,12 +395,13 @@ OPERATORS = {
 
 # ----- in-place ops ----------------------------------------------------------------------------------------------
 
-# in-place ops whose result has no gradient and which torch records with a zero gradient (EqBackward); torch's
-# logical_and_ & co. leave the old history on the new value, and so do we
-_ZERO_GRAD_INPLACE = {"eq_", "ne_", "lt_", "le_", "gt_", "ge_", "bernoulli_"}
+# in-place ops whose result has no gradient and which torch records with a zero gradient (EqBackward, and the
+# random fills: UniformBackward, ...); torch's logical_and_ & co. leave the old history on the new value, and so do we
+_ZERO_GRAD_INPLACE = {"eq_", "ne_", "lt_", "le_", "gt_", "ge_", "bernoulli_", "uniform_", "normal_", "random_",
+                      "exponential_", "geometric_", "cauchy_", "log_normal_"}
 
 
-def _overwrite(before, result, op):
+def overwrite(before, result, op):
     """What an in-place op writes: its result, which replaces the old value. A comparison written over a value
     with history cuts the gradient to zero, as torch records it (`EqBackward`)."""
     if op not in _ZERO_GRAD_INPLACE or result.requires_grad or not before.requires_grad or \
@@ -416,7 +417,7 @@ def inplace_variant(fn, op):
         other_requires_grad = any(isinstance(a, Tensor) and a.requires_grad for a in args) or any(
             isinstance(a, Tensor) and a.requires_grad for a in kwargs.values())
         before = _C.inplace_input(self, op, other_requires_grad)
-        _C.assign_inplace(self, _overwrite(before, fn(before, *args, **kwargs), op), op)
+        _C.assign_inplace(self, overwrite(before, fn(before, *args, **kwargs), op), op)
         return self
     method.__name__ = method.__qualname__ = op
     method.__doc__ = f"In-place {op[:-1]}: the result is written into this tensor."
@@ -477,24 +478,30 @@ def _random_fill(op, make):
         if not self.dtype.is_floating_point:
             raise RuntimeError(f"{op}: expected a floating-point tensor, got {self.dtype.name}.")
         before = _C.inplace_input(self, op, False)
-        _C.assign_inplace(self, make(before, *args, **kwargs), op)
+        _C.assign_inplace(self, overwrite(before, make(before, *args, **kwargs), op), op)
         return self
     method.__name__ = method.__qualname__ = op
     return method
 
 
 def _uniform(self, a=0.0, b=1.0, *, generator=None):
-    from .creation import _generator
-    _generator(generator, "uniform_")
-    u = _C.rand(tuple(self.shape), self.dtype)
-    return _C.add(_C.mul(u, _C.scalar_operand(float(b) - float(a), u)), _C.scalar_operand(float(a), u))
+    from .generator import drawing
+    lo, hi = float(number(a, "uniform_", "from")), float(number(b, "uniform_", "to"))
+    if lo > hi:
+        raise RuntimeError(f"uniform_: expected a [from, to) range with from <= to, but got from={lo:g} > to={hi:g}.")
+    with drawing(generator, "uniform_"):
+        u = _C.rand(tuple(self.shape), self.dtype)
+    return _C.add(_C.mul(u, _C.scalar_operand(hi - lo, u)), _C.scalar_operand(lo, u))
 
 
 def _normal(self, mean=0.0, std=1.0, *, generator=None):
-    from .creation import _generator
-    _generator(generator, "normal_")
-    n = _C.randn(tuple(self.shape), self.dtype)
-    return _C.add(_C.mul(n, _C.scalar_operand(float(std), n)), _C.scalar_operand(float(mean), n))
+    from .generator import drawing
+    mean, std = float(number(mean, "normal_", "mean")), float(number(std, "normal_", "std"))
+    if not std >= 0:
+        raise RuntimeError(f"normal_: expected std >= 0.0, but found std={std:g}.")
+    with drawing(generator, "normal_"):
+        n = _C.randn(tuple(self.shape), self.dtype)
+    return _C.add(_C.mul(n, _C.scalar_operand(std, n)), _C.scalar_operand(mean, n))
 
 
 uniform_ = _random_fill("uniform_", _uniform)
@@ -503,14 +510,23 @@ normal_ = _random_fill("normal_", _normal)
 
 def bernoulli_(self, p=0.5, *, generator=None):
     """Each element becomes 1 with probability p (a number, or a tensor of probabilities broadcast to self)."""
-    from .creation import _generator
-    _generator(generator, "bernoulli_")
+    from .generator import drawing
     float_dtype = self.dtype if self.dtype.is_floating_point else _C.float32
-    probs = _C.to_dtype(p.detach(), float_dtype) if isinstance(p, Tensor) else _C.scalar_operand(
-        float(number(p, "bernoulli_", "p")), _C.full((), 0.0, float_dtype))
-    sample = _C.compare("lt", _C.rand(tuple(self.shape), float_dtype), probs)
+    if isinstance(p, Tensor):
+        probs = _C.to_dtype(p.detach(), float_dtype)
+        values = host_array(probs)
+        if values.size and not ((values >= 0) & (values <= 1)).all():
+            raise RuntimeError("bernoulli_: expected every probability p to be in [0, 1].")
+    else:
+        value = float(number(p, "bernoulli_", "p"))
+        if not 0 <= value <= 1:
+            raise RuntimeError(f"bernoulli_: expected p to be in [0, 1], but got p={value:g}.")
+        probs = _C.scalar_operand(value, _C.full((), 0.0, float_dtype))
+    with drawing(generator, "bernoulli_"):
+        u = _C.rand(tuple(self.shape), float_dtype)
+    sample = _C.compare("lt", u, probs)
     before = _C.inplace_input(self, "bernoulli_", False)
-    _C.assign_inplace(self, _overwrite(before, sample, "bernoulli_"), "bernoulli_")
+    _C.assign_inplace(self, overwrite(before, sample, "bernoulli_"), "bernoulli_")
     return self
 
 

@@ -41,14 +41,14 @@ def _fan(tensor, mode):
     return fan_in if mode == "fan_in" else fan_out
 
 
-def uniform_(tensor, a=0.0, b=1.0):
+def uniform_(tensor, a=0.0, b=1.0, generator=None):
     with no_grad():
-        return tensor.copy_(rand(tuple(tensor.shape), dtype=tensor.dtype) * (b - a) + a)
+        return tensor.copy_(rand(tuple(tensor.shape), dtype=tensor.dtype, generator=generator) * (b - a) + a)
 
 
-def normal_(tensor, mean=0.0, std=1.0):
+def normal_(tensor, mean=0.0, std=1.0, generator=None):
     with no_grad():
-        return tensor.copy_(randn(tuple(tensor.shape), dtype=tensor.dtype) * std + mean)
+        return tensor.copy_(randn(tuple(tensor.shape), dtype=tensor.dtype, generator=generator) * std + mean)
 
 
 def constant_(tensor, val):
@@ -65,29 +65,29 @@ def ones_(tensor):
     return constant_(tensor, 1.0)
 
 
-def xavier_uniform_(tensor, gain=1.0):
+def xavier_uniform_(tensor, gain=1.0, generator=None):
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
-    return uniform_(tensor, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
 
 
-def xavier_normal_(tensor, gain=1.0):
+def xavier_normal_(tensor, gain=1.0, generator=None):
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
-    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)))
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)), generator)
 
 
-def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu"):
+def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     if 0 in tuple(tensor.shape):          # torch: a no-op, with a warning (fan_in may be 0)
         warnings.warn("Initializing zero-element tensors is a no-op", UserWarning, stacklevel=2)
         return tensor
     std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
     bound = math.sqrt(3.0) * std
-    return uniform_(tensor, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
 
 
-def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu"):
+def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     if 0 in tuple(tensor.shape):          # torch: a no-op, with a warning (fan_in may be 0)
         warnings.warn("Initializing zero-element tensors is a no-op", UserWarning, stacklevel=2)
         return tensor
     std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
-    return normal_(tensor, 0.0, std)
+    return normal_(tensor, 0.0, std, generator)

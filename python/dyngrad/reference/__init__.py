@@ -7,9 +7,9 @@
 
 Its core is `_C.py`, the twin of the C++ extension dyngrad._C; the files behind it mirror csrc/dyngrad/ one to
 one (tensor.py, node.py, engine.py, ops.py = ops.def, ops_math.py / ops_shape.py / ops_nn.py, derivatives.py,
-kernels.py, random.py, debug.py, ...). The public API is the shared layer python/dyngrad/_api/, installed over this
-core exactly as over the C++ one. The shared packages (_api, autograd, nn, optim, utils, viz) are found through
-this package's __path__, so their `from .. import _C` gives this engine's core (see "Shared code" in
+kernels.py, rng.py = random.cpp, debug.py, ...). The public API is the shared layer python/dyngrad/_api/, installed
+over this core exactly as over the C++ one. The shared packages (_api, autograd, nn, optim, utils, viz) are found
+through this package's __path__, so their `from .. import _C` gives this engine's core (see "Shared code" in
 docs/design.md).
 """
 import os as _os

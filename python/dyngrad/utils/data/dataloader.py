@@ -23,7 +23,7 @@ import numpy as np
 
 from .collate import default_collate, default_convert
 from .dataset import IterableDataset
-from .sampler import SequentialSampler, RandomSampler, BatchSampler, _global_seed
+from .sampler import SequentialSampler, RandomSampler, BatchSampler, _generator_arg, _global_seed
 from .worker import (ExceptionWrapper, _IterableDatasetStopIteration, _ResumeIteration, make_fetcher,
                      worker_loop)
 
@@ -52,9 +52,10 @@ class _InfiniteConstantSampler:
 class DataLoader:
     """Iterate over a dataset in batches (torch's arguments; see Note [DataLoader workers] for num_workers > 0).
 
-    generator: a numpy Generator for shuffling and worker seeds (dyngrad has no torch.Generator); `seed=` is a
-    dyngrad shorthand for generator=np.random.default_rng(seed). Without either, shuffling draws from the engine's
-    global generator (dyngrad.manual_seed). pin_memory and pin_memory_device are accepted and do nothing (CPU only).
+    generator: a dyngrad Generator (as torch's) or a numpy Generator, for shuffling and the workers' base seed;
+    `seed=` is a dyngrad shorthand for generator=np.random.default_rng(seed). Without either, both draw from the
+    engine's global generator (dyngrad.manual_seed). pin_memory and pin_memory_device are accepted and do nothing
+    (CPU only).
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None, num_workers=0,
@@ -79,6 +80,7 @@ class DataLoader:
             raise ValueError("DataLoader: give generator or seed, not both")
         if seed is not None:
             generator = np.random.default_rng(seed)
+        generator = _generator_arg(generator, "DataLoader")
 
         self.dataset = dataset
         self.num_workers, self.prefetch_factor = int(num_workers), prefetch_factor
@@ -168,8 +170,12 @@ class DataLoader:
         return _MultiProcessIter(self)
 
     def _worker_base_seed(self):
-        """The seed of this epoch's workers: from the loader's generator when it has one (without disturbing the
-        shuffling stream: a child seed of the generator's seed sequence), else from the engine's generator."""
+        """The seed of this epoch's workers: from the loader's generator when it has one (a dyngrad Generator: one
+        draw from it, as torch; a numpy one: a child seed of its seed sequence, which leaves its stream alone), else
+        from the engine's generator."""
+        if self.generator is not None and not isinstance(self.generator, np.random.Generator):
+            from ... import empty, int64
+            return int(empty((), dtype=int64).random_(0, 2 ** 62, generator=self.generator).item())
         if self.generator is not None:
             child = self.generator.bit_generator.seed_seq.spawn(1)[0]
             return int(child.generate_state(1, np.uint64)[0] >> np.uint64(2))

@@ -7,8 +7,8 @@ import warnings
 
 import numpy as np
 
-from ... import tensor, int64
-from .sampler import _numpy_generator
+from ... import default_generator, int64, tensor
+from .sampler import _generator_arg, _randperm
 
 
 class Dataset:
@@ -152,10 +152,11 @@ class Subset(Dataset):
         return len(self.indices)
 
 
-def random_split(dataset, lengths, generator=None, *, seed=None):
+def random_split(dataset, lengths, generator=default_generator, *, seed=None):
     """Split into non-overlapping Subsets of the given lengths, or of fractions summing to 1 (floor(n * f) each,
-    the remainder handed out one by one from the first). The permutation comes from `generator` (a numpy
-    Generator), else from `seed`, else from the engine's global generator (so manual_seed() fixes it)."""
+    the remainder handed out one by one from the first). The permutation is randperm's with `generator` (a dyngrad
+    Generator; by default the engine's global one, so manual_seed() fixes it), or numpy's with a numpy Generator or
+    with `seed=` (a dyngrad shorthand for numpy.random.default_rng(seed))."""
     n = len(dataset)
     lengths = list(lengths)
     if math.isclose(sum(lengths), 1) and sum(lengths) <= 1:
@@ -178,7 +179,12 @@ def random_split(dataset, lengths, generator=None, *, seed=None):
     if sum(lengths) != n:
         raise ValueError(f"random_split: sum of input lengths ({sum(lengths)}) does not equal the length of the "
                          f"input dataset ({n})")
-    perm = _numpy_generator(generator, seed).permutation(n).tolist()
+    generator = _generator_arg(generator, "random_split")
+    if seed is not None:
+        if generator is not None and generator is not default_generator:
+            raise ValueError("random_split: give generator or seed, not both")
+        generator = np.random.default_rng(seed)
+    perm = _randperm(n, generator)
     out, start = [], 0
     for length in lengths:
         out.append(Subset(dataset, perm[start:start + length]))

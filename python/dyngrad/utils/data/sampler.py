@@ -1,8 +1,11 @@
 """Samplers (torch.utils.data.sampler): the order in which a DataLoader reads a map-style dataset.
 
-Randomness: `generator` is a numpy Generator (dyngrad has no torch.Generator); without one, each iteration seeds a
-fresh numpy generator from the engine's global generator, so dyngrad.manual_seed(s) makes shuffling reproducible,
-as torch.manual_seed does for torch. The orders themselves are numpy's, not torch's.
+Randomness: `generator` is a dyngrad Generator, as in torch (dyngrad.Generator().manual_seed(s): the orders come
+from randperm/randint/multinomial with generator=, so the same seed gives the same order on the same engine), or
+a numpy Generator (dyngrad's older form, still accepted: the orders are numpy's). Without one, RandomSampler seeds a
+fresh Generator from the engine's global generator at each iteration, as torch does, and the other samplers draw
+from the global generator, so dyngrad.manual_seed(s) makes shuffling reproducible. The numbers are the engine's,
+not torch's.
 """
 import numbers
 
@@ -15,13 +18,21 @@ def _global_seed():
     return int(randint(0, 2 ** 62, (1,)).item())
 
 
-def _numpy_generator(generator, seed=None):
-    if generator is not None:
-        if not isinstance(generator, np.random.Generator):
-            raise TypeError(f"generator must be a numpy.random.Generator (np.random.default_rng(seed)), got "
-                            f"{type(generator).__name__}")
+def _generator_arg(generator, owner):
+    """None, a dyngrad Generator of this engine or a numpy Generator; anything else is a TypeError."""
+    from ... import Generator
+    if generator is None or isinstance(generator, (Generator, np.random.Generator)):
         return generator
-    return np.random.default_rng(_global_seed() if seed is None else seed)
+    raise TypeError(f"{owner}: generator must be a dyngrad.Generator (or a numpy.random.Generator), got "
+                    f"{type(generator).__name__}")
+
+
+def _randperm(n, generator):
+    """0..n-1 in a random order, as a list: from a numpy Generator, a dyngrad Generator, or the global one (None)."""
+    if isinstance(generator, np.random.Generator):
+        return generator.permutation(n).tolist()
+    from ... import randperm
+    return randperm(n, generator=generator).tolist()
 
 
 def _check_bool(owner, name, value):
@@ -66,8 +77,8 @@ class RandomSampler(Sampler):
 
     def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
         _check_bool("RandomSampler", "replacement", replacement)
-        self.data_source, self.replacement, self._num_samples, self.generator = (data_source, replacement,
-                                                                                 num_samples, generator)
+        self.data_source, self.replacement, self._num_samples, self.generator = (
+            data_source, replacement, num_samples, _generator_arg(generator, "RandomSampler"))
         _check_positive_int("RandomSampler", "num_samples", self.num_samples)
 
     @property
@@ -76,13 +87,20 @@ class RandomSampler(Sampler):
 
     def __iter__(self):
         n = len(self.data_source)
-        rng = _numpy_generator(self.generator)
+        generator = self.generator
+        if generator is None:           # torch: a fresh generator seeded from the global one, every iteration
+            from ... import Generator
+            generator = Generator().manual_seed(_global_seed())
         if self.replacement:
-            yield from rng.integers(0, n, size=self.num_samples).tolist()
+            if isinstance(generator, np.random.Generator):
+                yield from generator.integers(0, n, size=self.num_samples).tolist()
+            else:
+                from ... import randint
+                yield from randint(0, n, (self.num_samples,), generator=generator).tolist()
             return
         for _ in range(self.num_samples // n):
-            yield from rng.permutation(n).tolist()
-        yield from rng.permutation(n)[:self.num_samples % n].tolist()
+            yield from _randperm(n, generator)
+        yield from _randperm(n, generator)[:self.num_samples % n]
 
     def __len__(self):
         return self.num_samples
@@ -92,10 +110,10 @@ class SubsetRandomSampler(Sampler):
     """The given indices in a random order."""
 
     def __init__(self, indices, generator=None):
-        self.indices, self.generator = indices, generator
+        self.indices, self.generator = indices, _generator_arg(generator, "SubsetRandomSampler")
 
     def __iter__(self):
-        for i in _numpy_generator(self.generator).permutation(len(self.indices)).tolist():
+        for i in _randperm(len(self.indices), self.generator):
             yield self.indices[i]
 
     def __len__(self):
@@ -121,10 +139,15 @@ class WeightedRandomSampler(Sampler):
         from ... import tensor, float64
         self.weights = tensor(w, dtype=float64)
         self._w = w
-        self.num_samples, self.replacement, self.generator = num_samples, replacement, generator
+        self.num_samples, self.replacement = num_samples, replacement
+        self.generator = _generator_arg(generator, "WeightedRandomSampler")
 
     def __iter__(self):
-        rng = _numpy_generator(self.generator)
+        rng = self.generator
+        if not isinstance(rng, np.random.Generator):        # a dyngrad Generator or the global one, as torch
+            from ... import multinomial
+            yield from multinomial(self.weights, self.num_samples, self.replacement, generator=rng).tolist()
+            return
         if self.replacement:
             yield from rng.choice(len(self._w), size=self.num_samples, p=self._w / self._w.sum()).tolist()
             return

@@ -1,4 +1,5 @@
-"""Reference engine: the random number generator and the random tensors. Mirrors csrc/dyngrad/random.cpp.
+"""Reference engine: the random number generator and the random tensors. Mirrors csrc/dyngrad/random.cpp (named rng.py
+so that dyngrad.reference.random is the shared torch.random module, python/dyngrad/random.py).
 
 Each engine has its own generator: runs are reproducible within one engine (same seed, same numbers), not equal
 between engines (docs/design.md).
