@@ -597,7 +597,7 @@ def zero_(input):
 def fill_diagonal_(self, fill_value, wrap=False):
     """Writes fill_value on the main diagonal (in place). Every dim must have the same length beyond 2-D; a tall
     matrix's diagonal restarts after every (columns + 1) rows when wrap=True, as numpy's fill_diagonal."""
-    from .tensor_methods import _overwrite
+    from .tensor_methods import overwrite
     if self.ndim < 2:
         raise RuntimeError(f"fill_diagonal_: dimensions must be larger than 1, got {self.ndim}.")
     if self.ndim > 2 and len(set(self.shape)) != 1:
@@ -616,7 +616,7 @@ def fill_diagonal_(self, fill_value, wrap=False):
     before = _C.inplace_input(self, "fill_diagonal_", False)
     index = _from_numpy(flat, _C.int64)
     result = _C.put(before, index, _C.scalar_operand(value, before))
-    _C.assign_inplace(self, _overwrite(before, result, "fill_diagonal_"), "fill_diagonal_")
+    _C.assign_inplace(self, overwrite(before, result, "fill_diagonal_"), "fill_diagonal_")
     return self
 
 

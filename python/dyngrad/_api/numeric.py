@@ -538,13 +538,13 @@ def narrow_copy_method(self, dim, start, length):
 # ----- Python callables over the elements (CPU, slow, as torch's) ---------------------------------------------------
 
 def _elementwise_rewrite(self, op, values):
-    from .tensor_methods import _overwrite
+    from .tensor_methods import overwrite
     if self.requires_grad:
         raise RuntimeError(f"{op}: cannot be called on a tensor that requires grad; use x.detach().{op}(...) "
                            "instead.")
     before = _C.inplace_input(self, op, False)
     result = _from_numpy(values, self.dtype)
-    _C.assign_inplace(self, _overwrite(before, result, op), op)
+    _C.assign_inplace(self, overwrite(before, result, op), op)
     return self
 
 
