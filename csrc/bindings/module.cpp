@@ -1,6 +1,8 @@
 // module.cpp: dyngrad._C, the C++ engine's narrow surface (Note [Fast paths] in fast_paths.cpp says what sits on
 // top of it). Exception translation, dtypes, the number rule; the rest is in the bind_* files.
 #include <pybind11/numpy.h>
+#include <algorithm>
+#include <thread>
 
 #include "common.h"
 #include "dyngrad/check.h"
@@ -142,10 +144,18 @@ PYBIND11_MODULE(_C, m) {
   }, py::arg("helpers"));
   // Note [Daemon threads at exit] (kernels/gil.h): the thread that will run the interpreter's finalization
   main_thread_ident() = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
-  m.def("_set_blas", &set_blas_functions, "hand over cblas_sgemm/cblas_dgemm function pointers");
+  m.def("_set_blas", &set_blas_functions, "hand over cblas_sgemm/cblas_dgemm function pointers", py::arg("sgemm"),
+        py::arg("dgemm"), py::arg("set_num_threads"), py::arg("get_num_threads"), py::arg("ilp64"));
   m.def("_blas_loaded", &blas_loaded);
+  m.def("_set_blas_threads", &set_blas_threads, py::arg("n"), "the BLAS's thread count outside dyngrad's calls");
+  m.def("_blas_threads", &blas_threads, "the BLAS's thread count outside dyngrad's calls (-1: no control)");
   m.def("get_num_threads", &num_threads, "threads used by large kernels");
-  m.def("set_num_threads", &set_num_threads, py::arg("n"), "threads used by large kernels (1: none)");
+  // Like torch.set_num_threads, it also sets the BLAS's threads: those of numpy's own OpenBLAS (Note [One BLAS]),
+  // at most one per core (an OpenBLAS that fails to start a thread hangs instead of failing).
+  m.def("set_num_threads", [](int n) {
+    set_num_threads(n);
+    set_blas_threads(std::min(num_threads(), (int)std::max(1u, std::thread::hardware_concurrency())));
+  }, py::arg("n"), "threads used by large kernels and by the BLAS (1: none)");
   m.def("_cached_buffer_bytes", &pool::cached_buffer_bytes, "bytes of freed large buffers kept for reuse");
   m.def("_empty_cache", &pool::empty_buffer_cache, "return the cached large buffers to the system");
   m.def("_live_node_count", &live_node_count, "debug counter: graph nodes alive now");
