@@ -1,7 +1,8 @@
 """Do dyngrad's and numpy's matrix products slow each other down in one process? (issue 11, Note [One BLAS] in
 python/dyngrad/_cpp_blas.py)
 
-For each BLAS configuration, one child process measures, at 1 and 2 threads, float32 products of 128 x 128 and
+For each BLAS configuration, one child process measures, at 1 and 2 threads (and at 2 dyngrad threads with a
+single-threaded BLAS), float32 products of 128 x 128 and
 512 x 512 matrices:
   numpy alone, dyngrad alone, numpy right after a dyngrad product, dyngrad right after a numpy product
 and prints the interleaved/alone ratios of the median and of the 90th percentile (the tail, where fighting thread
@@ -11,8 +12,8 @@ pools show). Configurations (DYNGRAD_BLAS):
 
     python bench/blas_interop.py [--configs numpy,scipy-openblas32] [--repeats 1.0] [--json out.json]
 
-"threads" is dg.set_num_threads(n) plus numpy's OpenBLAS set to n (which dg.set_num_threads already does when
-the library is shared). Timings depend on the machine and its load: the header prints nproc and the load average,
+"thr" is dg.set_num_threads(n), "blas" the thread count of numpy's OpenBLAS (dg.set_num_threads sets it to n when
+the library is shared; the bench sets it either way). Timings depend on the machine and its load: the header prints nproc and the load average,
 and the two configurations run one after the other in the same invocation so they see similar load. The tests
 never time anything (tests/test_blas_interop.py checks the configuration itself).
 """
@@ -27,7 +28,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIZES = (128, 512)
-THREADS = (1, 2)
+# (dyngrad's kernel threads, BLAS threads): dg.set_num_threads(n) gives (n, n); (2, 1) then sets the BLAS back to
+# one thread, so that no BLAS worker ever runs (numpy's products single-threaded, dyngrad's split by its own pool)
+THREADS = ((1, 1), (2, 2), (2, 1))
 
 
 def _openblas_libraries():
@@ -86,10 +89,10 @@ def child(repeats_scale):
     blas = getattr(sys.modules.get("dyngrad._cpp_blas"), "info", None)
     rng = np.random.default_rng(0)
     rows = []
-    for threads in THREADS:
+    for threads, blas_threads in THREADS:
         dg.set_num_threads(threads)
         if set_np_threads is not None:
-            set_np_threads(threads)
+            set_np_threads(blas_threads)
         for n in SIZES:
             a = rng.standard_normal((n, n), dtype=np.float32)
             b = rng.standard_normal((n, n), dtype=np.float32)
@@ -98,7 +101,7 @@ def child(repeats_scale):
             dg_mm = (lambda: da @ db)
             repeats = max(5, int((300 if n <= 128 else 40) * repeats_scale))
             _times(np_mm, 5), _times(dg_mm, 5)  # warm-up: pools started, buffers allocated
-            row = {"threads": threads, "n": n, "repeats": repeats,
+            row = {"threads": threads, "blas_threads": blas_threads, "n": n, "repeats": repeats,
                    "numpy": _summary(_times(np_mm, repeats)),
                    "dyngrad": _summary(_times(dg_mm, repeats)),
                    "numpy_after_dyngrad": _summary(_times(np_mm, repeats, before=dg_mm)),
@@ -120,16 +123,18 @@ def report(config, result):
           f"({', '.join(os.path.basename(p) for p in libs)}), {result['os_threads']} OS threads at the end")
     if result["blas"]:
         print(f"   dyngrad's BLAS: {result['blas'].get('source')} {result['blas'].get('path')}")
-    print("   thr     n | numpy ms    dyngrad ms  | numpy after dyngrad      | dyngrad after numpy")
-    print("             | med   p90   med   p90    | med   p90   ratio med/p90| med   p90   ratio med/p90")
+    print("   thr blas    n | numpy ms      dyngrad ms    | numpy after dyngrad          | dyngrad after numpy")
+    print("                 | med    p90    med    p90    | med    p90    ratio med  p90 | med    p90    ratio med  p90")
     for r in result["rows"]:
         cells = [r["numpy"]["median_ms"], r["numpy"]["p90_ms"], r["dyngrad"]["median_ms"], r["dyngrad"]["p90_ms"]]
         nd, dn = r["numpy_after_dyngrad"], r["dyngrad_after_numpy"]
-        print(f"   {r['threads']:3d} {r['n']:5d} | " + " ".join(f"{c:5.2f}" for c in cells) +
-              f"  | {nd['median_ms']:5.2f} {nd['p90_ms']:5.2f} {_ratio(r, 'numpy_after_dyngrad', 'numpy', 'median_ms'):5.2f}"
-              f" {_ratio(r, 'numpy_after_dyngrad', 'numpy', 'p90_ms'):5.2f}"
-              f" | {dn['median_ms']:5.2f} {dn['p90_ms']:5.2f} {_ratio(r, 'dyngrad_after_numpy', 'dyngrad', 'median_ms'):5.2f}"
-              f" {_ratio(r, 'dyngrad_after_numpy', 'dyngrad', 'p90_ms'):5.2f}")
+        print(f"   {r['threads']:3d} {r['blas_threads']:4d} {r['n']:4d} | " + " ".join(f"{c:6.2f}" for c in cells) +
+              f" | {nd['median_ms']:6.2f} {nd['p90_ms']:6.2f}"
+              f" {_ratio(r, 'numpy_after_dyngrad', 'numpy', 'median_ms'):9.2f}"
+              f" {_ratio(r, 'numpy_after_dyngrad', 'numpy', 'p90_ms'):4.2f}"
+              f" | {dn['median_ms']:6.2f} {dn['p90_ms']:6.2f}"
+              f" {_ratio(r, 'dyngrad_after_numpy', 'dyngrad', 'median_ms'):9.2f}"
+              f" {_ratio(r, 'dyngrad_after_numpy', 'dyngrad', 'p90_ms'):4.2f}")
 
 
 def main(argv=None):

@@ -194,3 +194,20 @@ print('ok')
     assert out.stdout.strip().endswith("ok")
     out = _run("import dyngrad", DYNGRAD_BLAS="mkl")
     assert "DYNGRAD_BLAS='mkl' is not one of" in out.stderr
+
+
+@needs_numpy_openblas
+def test_openblas_num_threads_caps_the_shared_pool():
+    """OPENBLAS_NUM_THREADS=1: the BLAS keeps no workers (numpy's products single-threaded) while dyngrad's kernels
+    use the threads dg.set_num_threads gives them: the configuration in which neither slows the other down on a
+    busy machine (docs/pitfalls.md)."""
+    out = _run("""
+import dyngrad as dg
+from dyngrad import _cpp_blas
+get = _cpp_blas._find_numpy_blas()[0].get_threads
+assert get() == 1
+dg.set_num_threads(2)
+x = dg.randn(300, 300); x @ x
+print(dg.get_num_threads(), get(), dg._C._blas_threads())
+""", OPENBLAS_NUM_THREADS="1")
+    assert out.stdout.split() == ["2", "1", "1"]
