@@ -1,5 +1,5 @@
 """Do dyngrad's and numpy's matrix products slow each other down in one process? (issue 11, Note [One BLAS] in
-python/dyngrad/_cpp_blas.py)
+csrc/dyngrad/kernels/matmul.cpp)
 
 For each BLAS configuration, one child process measures, at 1 and 2 threads (and at 2 dyngrad threads with a
 single-threaded BLAS), float32 products of 128 x 128 and

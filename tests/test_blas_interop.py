@@ -1,4 +1,5 @@
-"""One BLAS in the process (issue 11, Note [One BLAS] in python/dyngrad/_cpp_blas.py and kernels/matmul.cpp).
+"""One BLAS in the process (issue 11: Note [One BLAS] in csrc/dyngrad/kernels/matmul.cpp,
+python/dyngrad/_cpp_blas.py).
 
 dyngrad's matrix products use numpy's own OpenBLAS, so dyngrad and numpy share one pool of BLAS threads instead of
 two fighting ones. These tests check that configuration and its invariants, never a timing (bench/blas_interop.py

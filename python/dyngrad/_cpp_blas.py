@@ -1,12 +1,14 @@
 """Finds the BLAS for the C++ core's matrix products and hands its sgemm/dgemm to csrc/dyngrad/kernels/matmul.cpp.
 
-Note [One BLAS]: the first choice is numpy's own OpenBLAS, the copy the loaded numpy already mapped (numpy >= 2
+The first choice is numpy's own OpenBLAS, the copy the loaded numpy already mapped (numpy >= 2
 wheels ship scipy-openblas64: 64-bit integers, symbols `scipy_cblas_sgemm64_`; numpy 1.2x wheels: `cblas_sgemm64_`).
-One library means one pool of BLAS threads in the process. With a second copy (dyngrad used to load
-scipy-openblas32 next to numpy's), each copy kept its own busy-waiting workers and the two fought for the cores
-(issue 11). dyngrad's calls run that library on one thread (Note [Deterministic matmul]) without changing what
-numpy's calls use (Note [One BLAS] in matmul.cpp); dg.set_num_threads sets the pool's size, as
-torch.set_num_threads governs PyTorch's BLAS.
+One library means one pool of BLAS threads in the process, sized by one setting (dg.set_num_threads, as
+torch.set_num_threads governs PyTorch's BLAS); dyngrad used to load scipy-openblas32 next to numpy's copy, a second
+library with its own threads, memory and thread setting. dyngrad's calls run the shared library on one thread
+(Note [Deterministic matmul]) without changing what numpy's calls use (Note [One BLAS] in
+csrc/dyngrad/kernels/matmul.cpp). What one pool cannot remove is OpenBLAS's own busy-waiting between its threads,
+which stalls on a loaded machine: bench/blas_interop.py measures it, docs/pitfalls.md section 8 gives the
+configuration (OPENBLAS_NUM_THREADS=1) in which numpy and dyngrad never slow each other down.
 
 When numpy's BLAS is not an OpenBLAS that can be shared (Accelerate, MKL, an OpenMP build, a distribution's
 generic libblas), dyngrad falls back to scipy-openblas32 (`pip install dyngrad[openblas32]`; a dependency on

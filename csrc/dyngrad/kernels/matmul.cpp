@@ -29,14 +29,15 @@ get_threads_t g_blas_get_threads = nullptr;
 // Products of at least this many multiply-adds are split into row panels (Note [Deterministic matmul]).
 constexpr int64_t kBlasThreadWork = int64_t(1) << 22;
 
-// Note [One BLAS]: the library is numpy's own OpenBLAS, so the process has one BLAS thread pool, not two that
-// fight for the cores (issue 11: two pools of busy-waiting workers made a 128x128 numpy matmul take 39-77 ms right
-// after a dyngrad one). Its thread count is process-wide, but dyngrad's calls must run on one BLAS thread (Note
-// [Deterministic matmul]) while numpy's use the count the user chose (dg.set_num_threads, OPENBLAS_NUM_THREADS).
-// So a matmul lowers the count to 1 while it runs and then puts back what it found; matmuls overlapping in several
-// Python threads share one lowering (a count of users). A numpy product running meanwhile in another Python thread
-// is single-threaded for that while: same result, only slower. dg.set_num_threads during a matmul changes the
-// count to put back.
+// Note [One BLAS]: the library is numpy's own OpenBLAS, so the process has one BLAS and one pool of BLAS threads
+// (before issue 11 dyngrad loaded a second copy, with its own threads and thread setting). Its thread count is
+// process-wide, but dyngrad's calls must run on one BLAS thread (Note [Deterministic matmul]) while numpy's use the
+// count the user chose (dg.set_num_threads, OPENBLAS_NUM_THREADS). So a matmul lowers the count to 1 while it runs
+// and then puts back what it found; matmuls overlapping in several Python threads share one lowering (a count of
+// users). A numpy product running meanwhile in another Python thread is single-threaded for that while: same
+// result, only slower. dg.set_num_threads during a matmul changes the count to put back. OpenBLAS's workers
+// busy-wait between and within calls, which stalls when the cores are shared: with OPENBLAS_NUM_THREADS=1 no BLAS
+// worker runs and only dyngrad's sleeping pool splits work (docs/pitfalls.md, bench/blas_interop.py).
 std::mutex g_blas_mutex;
 int g_blas_users = 0;
 int g_blas_outside = -1;  // the count numpy's calls use, put back when the last dyngrad matmul ends
