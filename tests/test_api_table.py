@@ -21,6 +21,8 @@ CPP_ONLY = {
     "_adam_step": "fused optimiser step", "_adagrad_step": "fused optimiser step",
     "_rmsprop_step": "fused optimiser step",
     "_set_blas": "hands OpenBLAS to the C++ kernels", "_blas_loaded": "whether it did",
+    "_set_blas_threads": "the shared BLAS pool's size outside dyngrad's calls (Note [One BLAS])",
+    "_blas_threads": "the shared BLAS pool's size outside dyngrad's calls",
     "_cached_buffer_bytes": "the C++ buffer cache", "_empty_cache": "the C++ buffer cache",
     "_live_node_count": "C++ leak counters", "_live_storage_count": "C++ leak counters",
     "_collect_cycles": "Note [Cycles through C++]", "_cycle_suspects_noted": "Note [Cycles through C++]",

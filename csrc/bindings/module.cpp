@@ -1,6 +1,9 @@
 // module.cpp: dyngrad._C, the C++ engine's narrow surface (Note [Fast paths] in fast_paths.cpp says what sits on
 // top of it). Exception translation, dtypes, the number rule; the rest is in the bind_* files.
 #include <pybind11/numpy.h>
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
 
 #include "common.h"
 #include "dyngrad/check.h"
@@ -142,10 +145,25 @@ PYBIND11_MODULE(_C, m) {
   }, py::arg("helpers"));
   // Note [Daemon threads at exit] (kernels/gil.h): the thread that will run the interpreter's finalization
   main_thread_ident() = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
-  m.def("_set_blas", &set_blas_functions, "hand over cblas_sgemm/cblas_dgemm function pointers");
+  m.def("_set_blas", &set_blas_functions, "hand over cblas_sgemm/cblas_dgemm function pointers", py::arg("sgemm"),
+        py::arg("dgemm"), py::arg("set_num_threads"), py::arg("get_num_threads"), py::arg("ilp64"));
   m.def("_blas_loaded", &blas_loaded);
+  m.def("_set_blas_threads", &set_blas_threads, py::arg("n"), "the BLAS's thread count outside dyngrad's calls");
+  m.def("_blas_threads", &blas_threads, "the BLAS's thread count outside dyngrad's calls (-1: no control)");
   m.def("get_num_threads", &num_threads, "threads used by large kernels");
-  m.def("set_num_threads", &set_num_threads, py::arg("n"), "threads used by large kernels (1: none)");
+  // Like torch.set_num_threads, it also sets the BLAS's threads: those of numpy's own OpenBLAS (Note [One BLAS]),
+  // at most one per core (an OpenBLAS that fails to start a thread hangs instead of failing) and at most
+  // OPENBLAS_NUM_THREADS when that is set: OPENBLAS_NUM_THREADS=1 keeps the BLAS free of busy-waiting workers
+  // while dyngrad's kernels still use n threads (docs/pitfalls.md, "numpy and dyngrad on a busy machine").
+  m.def("set_num_threads", [](int n) {
+    set_num_threads(n);
+    int blas = std::min(num_threads(), (int)std::max(1u, std::thread::hardware_concurrency()));
+    if (const char* env = std::getenv("OPENBLAS_NUM_THREADS")) {
+      const int cap = std::atoi(env);
+      if (cap > 0) blas = std::min(blas, cap);
+    }
+    set_blas_threads(blas);
+  }, py::arg("n"), "threads used by large kernels and by the BLAS (1: none)");
   m.def("_cached_buffer_bytes", &pool::cached_buffer_bytes, "bytes of freed large buffers kept for reuse");
   m.def("_empty_cache", &pool::empty_buffer_cache, "return the cached large buffers to the system");
   m.def("_live_node_count", &live_node_count, "debug counter: graph nodes alive now");

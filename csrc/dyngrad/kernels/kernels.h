@@ -44,9 +44,15 @@ Tensor softmax_kernel(const Tensor& a, int64_t dim, bool log);
 // Batched matrix product of a (..., n, k) and b (..., k, m) with batch broadcasting (both at least 2-D, same
 // dtype). Uses the loaded BLAS for float32/float64.
 Tensor matmul_kernel(const Tensor& a, const Tensor& b);
-// BLAS entry points (cblas_sgemm, cblas_dgemm, openblas_set_num_threads), loaded by python/dyngrad/_cpp_blas.py.
-void set_blas_functions(uintptr_t sgemm, uintptr_t dgemm, uintptr_t set_num_threads);
+// BLAS entry points, found by python/dyngrad/_cpp_blas.py: cblas_sgemm, cblas_dgemm (64-bit integer arguments
+// when ilp64) and openblas_set_num_threads / openblas_get_num_threads of the same library (0 when absent).
+void set_blas_functions(uintptr_t sgemm, uintptr_t dgemm, uintptr_t set_num_threads, uintptr_t get_num_threads,
+                        bool ilp64);
 bool blas_loaded();
+// The thread count of the BLAS outside dyngrad's own calls (numpy's products, when the library is numpy's: Note
+// [One BLAS] in matmul.cpp). dg.set_num_threads sets it; -1 when the library gives no thread control.
+void set_blas_threads(int n);
+int blas_threads();
 
 // im2col / col2im for (N, C, H, W) inputs, with dilation (dh, dw).
 Tensor im2col_kernel(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,

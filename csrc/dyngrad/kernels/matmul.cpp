@@ -1,7 +1,9 @@
-// matmul.cpp: batched matrix products through the BLAS that scipy-openblas32 ships (its sgemm/dgemm are loaded
-// by python/dyngrad/_cpp_blas.py and handed over as function pointers, so the build needs no BLAS at all).
+// matmul.cpp: batched matrix products through numpy's own OpenBLAS (or, where numpy's BLAS is not one we can use,
+// the one scipy-openblas32 ships): python/dyngrad/_cpp_blas.py finds the library and hands its sgemm/dgemm over
+// as function pointers, so the build needs no BLAS at all.
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <vector>
 
 #include "gil.h"
@@ -11,27 +13,72 @@
 namespace dyngrad {
 
 namespace {
-// cblas_?gemm(order, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) with 32-bit ints
+// cblas_?gemm(order, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc): the enums are C ints; the
+// sizes are 32-bit ints (LP64 builds, scipy-openblas32) or 64-bit (ILP64 builds such as numpy's scipy_*64_).
 enum { CblasRowMajor = 101, CblasNoTrans = 111, CblasTrans = 112 };
-using sgemm_t = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);
-using dgemm_t = void (*)(int, int, int, int, int, int, double, const double*, int, const double*, int, double,
-                         double*, int);
+template <typename T, typename I>
+using gemm_t = void (*)(int, int, int, I, I, I, T, const T*, I, const T*, I, T, T*, I);
 using set_threads_t = void (*)(int);
-sgemm_t g_sgemm = nullptr;
-dgemm_t g_dgemm = nullptr;
+using get_threads_t = int (*)();
+void* g_sgemm = nullptr;
+void* g_dgemm = nullptr;
+bool g_ilp64 = false;
 set_threads_t g_blas_set_threads = nullptr;
-int g_blas_threads = -1;
+get_threads_t g_blas_get_threads = nullptr;
 
-// Products below this many multiply-adds run as one BLAS call on one thread: splitting them gains little on an
-// idle machine and stalls on a busy one. Larger ones are split into row panels (Note [Deterministic matmul]).
+// Products of at least this many multiply-adds are split into row panels (Note [Deterministic matmul]).
 constexpr int64_t kBlasThreadWork = int64_t(1) << 22;
-void set_blas_threads_for(int64_t work) {
-  if (!g_blas_set_threads) return;
-  int want = work >= kBlasThreadWork ? num_threads() : 1;
-  if (want != g_blas_threads) {
-    g_blas_set_threads(want);
-    g_blas_threads = want;
+
+// Note [One BLAS]: the library is numpy's own OpenBLAS, so the process has one BLAS and one pool of BLAS threads
+// (before issue 11 dyngrad loaded a second copy, with its own threads and thread setting). Its thread count is
+// process-wide, but dyngrad's calls must run on one BLAS thread (Note [Deterministic matmul]) while numpy's use the
+// count the user chose (dg.set_num_threads, OPENBLAS_NUM_THREADS). So a matmul lowers the count to 1 while it runs
+// and then puts back what it found; matmuls overlapping in several Python threads share one lowering (a count of
+// users). A numpy product running meanwhile in another Python thread is single-threaded for that while: same
+// result, only slower. dg.set_num_threads during a matmul changes the count to put back. OpenBLAS's workers
+// busy-wait between and within calls, which stalls when the cores are shared: with OPENBLAS_NUM_THREADS=1 no BLAS
+// worker runs and only dyngrad's sleeping pool splits work (docs/pitfalls.md, bench/blas_interop.py).
+std::mutex g_blas_mutex;
+int g_blas_users = 0;
+int g_blas_outside = -1;  // the count numpy's calls use, put back when the last dyngrad matmul ends
+
+class BlasOneThread {
+ public:
+  explicit BlasOneThread(bool needed) : active_(needed && g_blas_set_threads != nullptr) {
+    if (!active_) return;
+    std::lock_guard<std::mutex> lock(g_blas_mutex);
+    if (g_blas_users++ == 0) {
+      g_blas_outside = g_blas_get_threads ? g_blas_get_threads() : -1;
+      if (g_blas_outside != 1) g_blas_set_threads(1);
+    }
   }
+  ~BlasOneThread() {
+    if (!active_) return;
+    std::lock_guard<std::mutex> lock(g_blas_mutex);
+    if (--g_blas_users == 0 && g_blas_outside > 1) g_blas_set_threads(g_blas_outside);
+  }
+  BlasOneThread(const BlasOneThread&) = delete;
+  BlasOneThread& operator=(const BlasOneThread&) = delete;
+
+ private:
+  bool active_;
+};
+
+template <typename T, typename I>
+void call_gemm(void* f, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+               int64_t ldb, T* c, int64_t ldc) {
+  reinterpret_cast<gemm_t<T, I>>(f)(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                                    (I)m, (I)n, (I)k, T(1), a, (I)lda, b, (I)ldb, T(0), c, (I)ldc);
+}
+
+template <typename T>
+void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
+               T* c, int64_t ldc) {
+  void* f = std::is_same_v<T, float> ? g_sgemm : g_dgemm;
+  if (g_ilp64)
+    call_gemm<T, int64_t>(f, ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
+  else
+    call_gemm<T, int32_t>(f, ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
 }
 
 // How a 2-D slice (rows x cols, element strides rs, cs) can be handed to BLAS without a copy.
@@ -89,26 +136,22 @@ void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs,
     // Tiny products: the BLAS call overhead (and its threads) cost more than the arithmetic.
     bool tiny = n * m * k <= 32768;
     MatrixView va = blas_view(n, k, ars, acs), vb = blas_view(k, m, brs, bcs);
-    bool fits = va.ok && vb.ok && n < INT32_MAX && m < INT32_MAX && k < INT32_MAX && va.ld < INT32_MAX &&
-                vb.ld < INT32_MAX;
+    // 32-bit BLAS: every size and leading dimension must fit its ints (else the loop below does the product)
+    const int64_t lim = g_ilp64 ? INT64_MAX : INT32_MAX;
+    bool fits = va.ok && vb.ok && n < lim && m < lim && k < lim && va.ld < lim && vb.ld < lim;
     const bool have_blas = std::is_same_v<T, float> ? g_sgemm != nullptr : g_dgemm != nullptr;
     if (!tiny && fits && have_blas) {
       // Note [Deterministic matmul]: OpenBLAS's results change with its thread count (its kernels split the work
-      // differently), so BLAS runs on one thread, and large products are split into row panels whose number
-      // depends only on the shape; each panel is one BLAS call, on whichever of our threads is free.
-      set_blas_threads_for(0);
+      // differently), so BLAS runs on one thread (matmul_kernel holds a BlasOneThread, Note [One BLAS]), and
+      // large products are split into row panels whose number depends only on the shape; each panel is one BLAS
+      // call, on whichever of our threads is free.
       const int64_t panels = n * m * k >= kBlasThreadWork ? std::min<int64_t>(8, (n + 63) / 64) : 1;
       const int64_t rows = (n + panels - 1) / panels;
       run_parallel((int)panels, [&](int p) {
         const int64_t r0 = p * rows, r1 = std::min(n, r0 + rows);
         if (r1 <= r0) return;
         const T* ap = a + r0 * (va.trans ? 1 : va.ld);  // row r0 of a, stored row- or column-major
-        if constexpr (std::is_same_v<T, float>)
-          g_sgemm(CblasRowMajor, va.trans ? CblasTrans : CblasNoTrans, vb.trans ? CblasTrans : CblasNoTrans,
-                  (int)(r1 - r0), (int)m, (int)k, 1.0f, ap, (int)va.ld, b, (int)vb.ld, 0.0f, c + r0 * m, (int)m);
-        else
-          g_dgemm(CblasRowMajor, va.trans ? CblasTrans : CblasNoTrans, vb.trans ? CblasTrans : CblasNoTrans,
-                  (int)(r1 - r0), (int)m, (int)k, 1.0, ap, (int)va.ld, b, (int)vb.ld, 0.0, c + r0 * m, (int)m);
+        blas_gemm<T>(va.trans, vb.trans, r1 - r0, m, k, ap, va.ld, b, vb.ld, c + r0 * m, m);
       });
       return;
     }
@@ -117,13 +160,31 @@ void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs,
 }
 }  // namespace
 
-void set_blas_functions(uintptr_t sgemm, uintptr_t dgemm, uintptr_t set_num_threads) {
-  g_sgemm = reinterpret_cast<sgemm_t>(sgemm);
-  g_dgemm = reinterpret_cast<dgemm_t>(dgemm);
+void set_blas_functions(uintptr_t sgemm, uintptr_t dgemm, uintptr_t set_num_threads, uintptr_t get_num_threads,
+                        bool ilp64) {
+  std::lock_guard<std::mutex> lock(g_blas_mutex);
+  g_sgemm = reinterpret_cast<void*>(sgemm);
+  g_dgemm = reinterpret_cast<void*>(dgemm);
+  g_ilp64 = ilp64;
   g_blas_set_threads = reinterpret_cast<set_threads_t>(set_num_threads);
-  g_blas_threads = -1;
+  g_blas_get_threads = reinterpret_cast<get_threads_t>(get_num_threads);
 }
 bool blas_loaded() { return g_sgemm != nullptr; }
+
+void set_blas_threads(int n) {
+  std::lock_guard<std::mutex> lock(g_blas_mutex);
+  if (!g_blas_set_threads || n < 1) return;
+  if (g_blas_users > 0)
+    g_blas_outside = n;  // a matmul is running on one BLAS thread: n is put back when it ends
+  else
+    g_blas_set_threads(n);
+}
+
+int blas_threads() {
+  std::lock_guard<std::mutex> lock(g_blas_mutex);
+  if (!g_blas_get_threads) return -1;
+  return g_blas_users > 0 ? g_blas_outside : g_blas_get_threads();
+}
 
 Tensor matmul_kernel(const Tensor& a_in, const Tensor& b_in) {
   // Matrices whose memory layout BLAS cannot take (broadcast or strided views) are copied first.
@@ -153,6 +214,8 @@ Tensor matmul_kernel(const Tensor& a_in, const Tensor& b_in) {
   };
   Shape sa = batch_strides(a), sb = batch_strides(b);
   GilRelease no_gil(n * m * k >= 1 << 18 || (nbatch > 1 && n * m * k * nbatch >= kBlasThreadWork));
+  // Note [One BLAS]: one BLAS thread for all of this product's calls (tiny ones never reach the BLAS)
+  BlasOneThread one_blas_thread((a->dtype == DType::Float32 || a->dtype == DType::Float64) && n * m * k > 32768);
   auto one_batch = [&](int64_t i) {
     int64_t oa = 0, ob = 0, rem = i;
     for (int64_t d = bd - 1; d >= 0; --d) {
@@ -178,7 +241,6 @@ Tensor matmul_kernel(const Tensor& a_in, const Tensor& b_in) {
   if (nbatch > 1 && threads > 1 && n * m * k * nbatch >= kBlasThreadWork && a->dtype != DType::Bool) {
     const int tasks = (int)std::min<int64_t>(nbatch, threads);
     const int64_t per = (nbatch + tasks - 1) / tasks;
-    set_blas_threads_for(0);  // here, not racing in the tasks
     std::vector<std::exception_ptr> errors(tasks);
     run_parallel(tasks, [&](int t) {
       try {
