@@ -590,6 +590,8 @@ pairwise_distance distance.pairwise_distance          fn,F            -         
 pdist             distance.pdist                      fn,F            -            -   index_select,sum,sqrt
 scaled_dot_product_attention attention.scaled_dot_product_attention F -           -   matmul,softmax,where
 multi_head_attention_forward attention.multi_head_attention_forward F -           -   matmul,softmax,linear
+# ----- compile (eager by design: returns its argument; Note [compile is the identity], _api/compiling.py) ------
+compile           compiling.compile                   fn              -            -   -
 # ----- Tensor: the core (each engine's _C.Tensor) -----------------------------------------------------------
 shape             core                                prop            -            -   -
 dtype             core                                prop            -            -   -
