@@ -3,10 +3,10 @@ Dirichlet. Formulas are the textbook ones; torch's parameter names, defaults, co
 import math
 from numbers import Number
 
-from .. import Size, full, lgamma, digamma, xlogy, stack
+from .. import Size, full, lgamma, digamma, xlogy, stack, where
 from ..nn import functional as F
 from . import constraints
-from ._sampling import standard_gamma
+from ._sampling import gammainc, standard_gamma
 from .distribution import Distribution
 from .utils import _standard_normal, _uniform, broadcast_all
 
@@ -295,6 +295,11 @@ class Gamma(Distribution):
         return (xlogy(self.concentration, self.rate) + xlogy(self.concentration - 1, value)
                 - self.rate * value - lgamma(self.concentration))
 
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return gammainc(self.concentration, self.rate * value)
+
     def entropy(self):
         return (self.concentration - self.rate.log() + lgamma(self.concentration)
                 + (1.0 - self.concentration) * digamma(self.concentration))
@@ -362,7 +367,7 @@ class Dirichlet(Distribution):
         mask = (self.concentration < 1).all(-1)
         if bool(mask.any()):
             vertex = F.one_hot(self.concentration.argmax(-1), self.concentration.shape[-1]).to(mode.dtype)
-            mode = mask.unsqueeze(-1).where(vertex, mode)
+            mode = where(mask.unsqueeze(-1), vertex, mode)
         return mode
 
     @property

@@ -2,7 +2,7 @@
 Binomial. torch's parameter names (probs or logits, exactly one), constraints, shapes and formulas."""
 from numbers import Number
 
-from .. import Size, arange, full, int64, lgamma, no_grad, xlogy
+from .. import Size, arange, full, int64, lgamma, no_grad, where, xlogy
 from ..nn import functional as F
 from . import constraints
 from ._sampling import binomial, poisson
@@ -57,7 +57,7 @@ class Bernoulli(Distribution):
     @property
     def mode(self):
         mode = (self.probs >= 0.5).to(self.probs.dtype)
-        return (self.probs == 0.5).where(full((), float("nan"), dtype=mode.dtype), mode)
+        return where(self.probs == 0.5, full((), float("nan"), dtype=mode.dtype), mode)
 
     @property
     def variance(self):

@@ -112,7 +112,7 @@ class MultivariateNormal(Distribution):
     @lazy_property
     def precision_matrix(self):
         L_inv = linalg.solve_triangular(self._unbroadcasted_scale_tril,
-                                        eye(self._event_shape[0], dtype=self.loc.dtype).expand(
+                                        eye(self._event_shape[0], dtype=self._unbroadcasted_scale_tril.dtype).expand(
                                             self._unbroadcasted_scale_tril.shape), upper=False)
         return (L_inv.mT @ L_inv).expand(tuple(self._batch_shape) + tuple(self._event_shape) * 2)
 
