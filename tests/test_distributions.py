@@ -49,10 +49,21 @@ CASES = {
         [A([0.0, 0.5]), A([1.0, 0.3])], A([0.3, 0.8])),
     "TransformedTanh": (lambda D, a, b: D.TransformedDistribution(D.Normal(a, b), D.transforms.TanhTransform()),
                         [A([0.0, 0.5]), A([1.0, 0.3])], A([0.3, -0.8])),
+    "Cauchy": (lambda D, a, b: D.Cauchy(a, b), [A([0.0, 1.0]), A([1.0, 0.5])], A([0.3, -2.0])),
+    "StudentT": (lambda D, k, a, b: D.StudentT(k, a, b), [A([0.8, 1.5, 6.0]), A([0.0, 1.0, -1.0]),
+                                                          A([1.0, 2.0, 0.5])], A([0.3, -2.0, 0.0])),
+    "Geometric": (lambda D, p: D.Geometric(p), [A([0.3, 0.9])], A([2.0, 0.0])),
+    "Multinomial": (lambda D, p: D.Multinomial(4, p), [A([[0.2, 0.3, 0.5], [0.6, 0.2, 0.2]])],
+                    A([[1.0, 0.0, 3.0], [2.0, 2.0, 0.0]])),
+    "HalfNormal": (lambda D, s: D.HalfNormal(s), [A([1.0, 0.5])], A([0.3, 2.0])),
+    "Gumbel": (lambda D, a, b: D.Gumbel(a, b), [A([0.0, 1.0]), A([1.0, 0.5])], A([0.3, -2.0])),
+    "MixtureSameFamily": (lambda D, w, m, s: D.MixtureSameFamily(D.Categorical(w), D.Normal(m, s)),
+                          [A([[0.2, 0.8], [0.5, 0.5]]), A([[-1.0, 2.0], [0.0, 0.5]]), A([[1.0, 0.5], [2.0, 1.0]])],
+                          A([0.3, -2.0])),
 }
 DISCRETE_VALUES = {"Categorical", "CategoricalLogits"}
 # the parameters that are probabilities or matrices (not perturbed freely by gradcheck)
-NO_GRADCHECK = {"Categorical", "OneHotCategorical", "Dirichlet"}
+NO_GRADCHECK = {"Categorical", "OneHotCategorical", "Dirichlet", "Multinomial", "MixtureSameFamily"}
 
 
 def _t(mod, x, name=None):
@@ -100,7 +111,9 @@ def test_statistics_as_torch(dg, name):
         if expected is None:
             continue
         assert tuple(got.shape) == tuple(expected.shape), (attr, got.shape, expected.shape)
-        np.testing.assert_allclose(_np(got), _np(expected), rtol=1e-9, atol=1e-12, equal_nan=True,
+        # torch computes Multinomial's entropy with lgamma of a float32 total_count
+        rtol = 1e-7 if name == "Multinomial" else 1e-9
+        np.testing.assert_allclose(_np(got), _np(expected), rtol=rtol, atol=1e-12, equal_nan=True,
                                    err_msg=f"{name}.{attr}")
     ours, _ = _build(dg, name)
     theirs, _ = _build(torch, name)
@@ -152,13 +165,17 @@ def test_log_prob_gradients(dg, name):
 def test_log_prob_gradients_simplex_parameters(dg):
     """Categorical/Dirichlet: gradients through log_prob match torch's (probs live on the simplex, so the check
     compares with torch's autograd rather than with finite differences)."""
-    for name in ["Categorical", "OneHotCategorical", "Dirichlet"]:
+    for name in ["Categorical", "OneHotCategorical", "Dirichlet", "Multinomial", "MixtureSameFamily"]:
         grads = []
         for mod in (dg, torch):
             dist, params = _build(mod, name, requires_grad=True)
-            (dist.log_prob(_t(mod, CASES[name][2], name)).sum() + dist.entropy().sum()).backward()
-            grads.append(_np(params[0].grad))
-        np.testing.assert_allclose(grads[0], grads[1], rtol=1e-7, atol=1e-12, err_msg=name)
+            loss = dist.log_prob(_t(mod, CASES[name][2], name)).sum()
+            if name != "MixtureSameFamily":
+                loss = loss + dist.entropy().sum()
+            loss.backward()
+            grads.append([_np(p.grad) for p in params])
+        for ours, theirs in zip(*grads):
+            np.testing.assert_allclose(ours, theirs, rtol=1e-7, atol=1e-12, err_msg=name)
 
 
 KL_PAIRS = [
@@ -243,6 +260,15 @@ SAMPLED = {
                            [0.5, -1.0, 2.0], list(np.diag(COV))),
     "LogNormal": (lambda D, t: D.LogNormal(t([0.0]), t([0.5])), [math.exp(0.125)],
                   [(math.exp(0.25) - 1) * math.exp(0.25)]),
+    "StudentT": (lambda D, t: D.StudentT(t([6.0]), t([1.0]), t([2.0])), [1.0], [6.0]),
+    "Cauchy": (lambda D, t: D.Cauchy(t([0.0]), t([1.0])), None, None),
+    "Geometric": (lambda D, t: D.Geometric(t([0.3, 0.9])), [7 / 3, 1 / 9], [70 / 9, 10 / 81]),
+    "Multinomial": (lambda D, t: D.Multinomial(5, t([0.2, 0.3, 0.5])), [1.0, 1.5, 2.5], [0.8, 1.05, 1.25]),
+    "HalfNormal": (lambda D, t: D.HalfNormal(t([2.0])), [2 * math.sqrt(2 / math.pi)], [4 * (1 - 2 / math.pi)]),
+    "Gumbel": (lambda D, t: D.Gumbel(t([1.0]), t([2.0])), [1.0 + 2 * 0.5772156649], [4 * math.pi ** 2 / 6]),
+    "MixtureSameFamily": (lambda D, t: D.MixtureSameFamily(D.Categorical(t([0.3, 0.7])), D.Normal(t([-2.0, 1.0]),
+                                                                                               t([0.5, 1.0]))),
+                          [0.3 * -2 + 0.7], [0.3 * 0.25 + 0.7 + 0.3 * 0.7 * 9]),
 }
 
 
@@ -257,6 +283,9 @@ def test_sample_statistics(dg, name):
     dg.manual_seed(1234)
     assert np.array_equal(_np(dist.sample((n,))), _np(x))        # reproducible under manual_seed
     values = _np(x).reshape(n, -1)
+    if mean is None:        # Cauchy: no moments; its quartiles are loc -+ scale
+        np.testing.assert_allclose(np.percentile(values, [25, 75]), [-1.0, 1.0], atol=0.15)
+        return
     if name == "Categorical":
         assert set(np.unique(values)) <= {0.0, 2.0, 3.0}         # a zero-probability category is never drawn
     m, v = values.mean(0), values.var(0)

@@ -6,7 +6,7 @@
 """
 from .. import bool as bool_, full, isclose, linalg
 
-__all__ = ["Constraint", "boolean", "cat", "corr_cholesky", "dependent", "dependent_property", "greater_than",
+__all__ = ["Constraint", "MixtureSameFamilyConstraint", "boolean", "cat", "corr_cholesky", "dependent", "dependent_property", "greater_than",
            "greater_than_eq", "independent", "integer_interval", "interval", "half_open_interval", "is_dependent",
            "less_than", "lower_cholesky", "lower_triangular", "multinomial", "nonnegative", "nonnegative_integer",
            "one_hot", "positive", "positive_semidefinite", "positive_definite", "positive_integer", "real",
@@ -374,6 +374,36 @@ class _Stack(Constraint):
     def check(self, value):
         from .. import stack as stack_
         return stack_([c.check(value.select(self.dim, i)) for i, c in enumerate(self.cseq)], self.dim)
+
+
+class MixtureSameFamilyConstraint(Constraint):
+    """MixtureSameFamily's support: the component's constraint, checked with the component dimension put back
+    (a value is valid where it is valid for every component)."""
+
+    def __init__(self, base_constraint):
+        if not isinstance(base_constraint, Constraint):
+            raise TypeError(f"MixtureSameFamilyConstraint: base_constraint must be a Constraint, got "
+                            f"{type(base_constraint).__name__}.")
+        self.base_constraint = base_constraint
+        super().__init__()
+
+    @property
+    def is_discrete(self):
+        return self.base_constraint.is_discrete
+
+    @property
+    def event_dim(self):
+        return self.base_constraint.event_dim
+
+    def check(self, value):
+        if value.dim() < self.event_dim:
+            raise ValueError(f"Expected value.dim() >= {self.event_dim} but got {value.dim()}")
+        result = self.base_constraint.check(value.unsqueeze(-1 - self.event_dim))
+        keep = value.dim() - self.event_dim
+        return result.reshape(tuple(result.shape[:keep]) + (-1,)).all(-1)
+
+    def __repr__(self):
+        return f"{self.__class__.__name__}({self.base_constraint!r})"
 
 
 dependent = _Dependent()

@@ -1,5 +1,5 @@
-"""Univariate continuous distributions: Normal, Uniform, Exponential, Laplace, Gamma, Beta (through Dirichlet),
-Dirichlet. Formulas are the textbook ones; torch's parameter names, defaults, constraints and shapes."""
+"""Continuous distributions: Normal, Uniform, Exponential, Laplace, Gamma, Chi2, Beta (through Dirichlet),
+Dirichlet, Cauchy, StudentT. Formulas are the textbook ones; torch's parameter names, defaults, constraints and shapes."""
 import math
 from numbers import Number
 
@@ -10,7 +10,7 @@ from ._sampling import gammainc, standard_gamma
 from .distribution import Distribution
 from .utils import _standard_normal, _uniform, broadcast_all
 
-__all__ = ["Normal", "Uniform", "Exponential", "Laplace", "Gamma", "Chi2", "Beta", "Dirichlet"]
+__all__ = ["Normal", "Uniform", "Exponential", "Laplace", "Gamma", "Chi2", "Beta", "Dirichlet", "Cauchy", "StudentT"]
 
 _LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
 
@@ -440,3 +440,106 @@ class Beta(Distribution):
     @property
     def concentration0(self):
         return self._dirichlet.concentration[..., 1]
+
+
+class Cauchy(Distribution):
+    """The Cauchy (Lorentz) distribution; mean undefined (nan), variance infinite; rsample is loc + scale
+    tan(pi (u - 1/2))."""
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        self.loc, self.scale = broadcast_all(loc, scale)
+        numbers = isinstance(loc, Number) and isinstance(scale, Number)
+        super().__init__(_batch(numbers, self.loc), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        return _expanded(self, Cauchy, batch_shape, _instance, ("loc", "scale"))
+
+    @property
+    def mean(self):
+        return full(self._extended_shape(), float("nan"), dtype=self.loc.dtype)
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @property
+    def variance(self):
+        return full(self._extended_shape(), float("inf"), dtype=self.loc.dtype)
+
+    def rsample(self, sample_shape=Size()):
+        shape = self._extended_shape(sample_shape)
+        eps = (math.pi * (_uniform(shape, self.loc.dtype) - 0.5)).tan()
+        return self.loc + eps * self.scale
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return -math.log(math.pi) - self.scale.log() - (((value - self.loc) / self.scale) ** 2).log1p()
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return ((value - self.loc) / self.scale).atan() / math.pi + 0.5
+
+    def icdf(self, value):
+        return (math.pi * (value - 0.5)).tan() * self.scale + self.loc
+
+    def entropy(self):
+        return math.log(4 * math.pi) + self.scale.log()
+
+
+class StudentT(Distribution):
+    """Student's t distribution with df degrees of freedom, location loc and scale scale; rsample is
+    loc + scale X / sqrt(Z / df) with X ~ N(0, 1), Z ~ Chi2(df) (reparameterised through both)."""
+    arg_constraints = {"df": constraints.positive, "loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, df, loc=0.0, scale=1.0, validate_args=None):
+        self.df, self.loc, self.scale = broadcast_all(df, loc, scale)
+        self._chi2 = Chi2(self.df)
+        super().__init__(self.df.shape, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = _expanded(self, StudentT, batch_shape, _instance, ("df", "loc", "scale"))
+        new._chi2 = self._chi2.expand(Size(tuple(batch_shape)))
+        return new
+
+    @property
+    def mean(self):
+        return where(self.df <= 1, full((), float("nan"), dtype=self.loc.dtype), self.loc)
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @property
+    def variance(self):
+        df = self.df
+        finite = self.scale.pow(2) * df / (df - 2).clamp(min=1e-300)
+        inf = full((), float("inf"), dtype=df.dtype)
+        nan_ = full((), float("nan"), dtype=df.dtype)
+        return where(df > 2, finite, where(df > 1, inf, nan_))
+
+    def rsample(self, sample_shape=Size()):
+        shape = self._extended_shape(sample_shape)
+        X = _standard_normal(shape, self.df.dtype)
+        Z = self._chi2.rsample(sample_shape)
+        Y = X * (Z / self.df).rsqrt()
+        return self.loc + self.scale * Y
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        y = (value - self.loc) / self.scale
+        Z = (self.scale.log() + 0.5 * self.df.log() + 0.5 * math.log(math.pi) + lgamma(0.5 * self.df)
+             - lgamma(0.5 * (self.df + 1.0)))
+        return -0.5 * (self.df + 1.0) * (y ** 2 / self.df).log1p() - Z
+
+    def entropy(self):
+        lbeta = lgamma(0.5 * self.df) + math.lgamma(0.5) - lgamma(0.5 * (self.df + 1))
+        return (self.scale.log() + 0.5 * (self.df + 1) * (digamma(0.5 * (self.df + 1)) - digamma(0.5 * self.df))
+                + 0.5 * self.df.log() + lbeta)

@@ -1,5 +1,5 @@
 """Discrete distributions: Bernoulli, Categorical, OneHotCategorical (and its straight-through variant), Poisson,
-Binomial. torch's parameter names (probs or logits, exactly one), constraints, shapes and formulas."""
+Binomial, Geometric, Multinomial. torch's parameter names (probs or logits, exactly one), constraints, shapes and formulas."""
 from numbers import Number
 
 from .. import Size, arange, full, int64, lgamma, no_grad, where, xlogy
@@ -10,7 +10,7 @@ from .distribution import Distribution
 from .utils import _uniform, broadcast_all, clamp_probs, lazy_property, logits_to_probs, probs_to_logits
 
 __all__ = ["Bernoulli", "Categorical", "OneHotCategorical", "OneHotCategoricalStraightThrough", "Poisson",
-           "Binomial"]
+           "Binomial", "Geometric", "Multinomial"]
 
 
 def _one_of(probs, logits):
@@ -423,3 +423,155 @@ class Binomial(Distribution):
         if expand:
             values = values.expand((-1,) + tuple(self._batch_shape))
         return values
+
+
+class Geometric(Distribution):
+    """The number of failures before the first success in Bernoulli(probs) trials; sampled by inversion,
+    floor(log(u) / log(1 - probs))."""
+    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+    support = constraints.nonnegative_integer
+
+    def __init__(self, probs=None, logits=None, validate_args=None):
+        _one_of(probs, logits)
+        if probs is not None:
+            (self.probs,) = broadcast_all(probs)
+        else:
+            (self.logits,) = broadcast_all(logits)
+        probs_or_logits = probs if probs is not None else logits
+        batch_shape = Size() if isinstance(probs_or_logits, Number) else (
+            self.probs if probs is not None else self.logits).shape
+        super().__init__(batch_shape, validate_args=validate_args)
+        if self._validate_args and probs is not None:
+            # probs == 0 never succeeds: not a distribution
+            if not bool((self.probs > 0).all()):
+                raise ValueError(f"Expected parameter probs ({type(self.probs).__name__} of shape "
+                                 f"{tuple(self.probs.shape)}) of distribution {self!r} to be positive but found "
+                                 f"invalid values:\n{self.probs}")
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Geometric, _instance)
+        batch_shape = Size(tuple(batch_shape))
+        if "probs" in self.__dict__:
+            new.probs = self.probs.expand(batch_shape)
+        if "logits" in self.__dict__:
+            new.logits = self.logits.expand(batch_shape)
+        Distribution.__init__(new, batch_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @property
+    def mean(self):
+        return 1.0 / self.probs - 1.0
+
+    @property
+    def mode(self):
+        return self.probs * 0
+
+    @property
+    def variance(self):
+        return (1.0 / self.probs - 1.0) / self.probs
+
+    @lazy_property
+    def logits(self):
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self):
+        return logits_to_probs(self.logits, is_binary=True)
+
+    def sample(self, sample_shape=Size()):
+        from .. import finfo
+        shape = self._extended_shape(sample_shape)
+        with no_grad():
+            tiny = finfo(self.probs.dtype).tiny
+            u = _uniform(shape, self.probs.dtype).clamp(min=tiny)
+            return (u.log() / (-self.probs.detach()).log1p()).floor()
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        value, probs = broadcast_all(value, self.probs)
+        # probs == 1 and value == 0: log(1 - 1) * 0 would be nan; the probability is 1
+        probs = where((probs == 1) & (value == 0), full((), 0.0, dtype=probs.dtype), probs)
+        return value * (-probs).log1p() + self.probs.log()
+
+    def entropy(self):
+        return F.binary_cross_entropy_with_logits(self.logits, self.probs, reduction="none") / self.probs
+
+
+class Multinomial(Distribution):
+    """Counts of total_count draws from a Categorical(probs or logits): event_shape (K,). sample draws the
+    categories and counts them."""
+    arg_constraints = {"probs": constraints.simplex, "logits": constraints.independent(constraints.real, 1)}
+
+    def __init__(self, total_count=1, probs=None, logits=None, validate_args=None):
+        if not isinstance(total_count, int):
+            raise NotImplementedError("inhomogeneous total_count is not supported")
+        self.total_count = total_count
+        self._categorical = Categorical(probs=probs, logits=logits)
+        self._binomial = Binomial(total_count=total_count, probs=self.probs)
+        batch_shape = self._categorical.batch_shape
+        event_shape = self._categorical.param_shape[-1:]
+        super().__init__(batch_shape, event_shape, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Multinomial, _instance)
+        batch_shape = Size(tuple(batch_shape))
+        new.total_count = self.total_count
+        new._categorical = self._categorical.expand(batch_shape)
+        new._binomial = Binomial(total_count=self.total_count, probs=new._categorical.probs, validate_args=False)
+        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @constraints.dependent_property(is_discrete=True, event_dim=1)
+    def support(self):
+        return constraints.multinomial(self.total_count)
+
+    @property
+    def mean(self):
+        return self.probs * self.total_count
+
+    @property
+    def variance(self):
+        return self.total_count * self.probs * (1 - self.probs)
+
+    @property
+    def logits(self):
+        return self._categorical.logits
+
+    @property
+    def probs(self):
+        return self._categorical.probs
+
+    @property
+    def param_shape(self):
+        return self._categorical.param_shape
+
+    def sample(self, sample_shape=Size()):
+        sample_shape = Size(tuple(sample_shape))
+        with no_grad():
+            samples = self._categorical.sample(Size((self.total_count,) + tuple(sample_shape)))
+            counts = F.one_hot(samples, self._categorical._num_events).sum(0)
+            return counts.to(self.probs.dtype)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        logits, value = broadcast_all(self.logits, value)
+        # a category of probability 0 drawn 0 times contributes 0 (not 0 * -inf)
+        logits = where((value == 0) & (logits == float("-inf")), full((), 0.0, dtype=logits.dtype), logits)
+        log_factorial_n = lgamma(value.sum(-1) + 1)
+        log_factorial_xs = lgamma(value + 1).sum(-1)
+        log_powers = (logits * value).sum(-1)
+        return log_factorial_n - log_factorial_xs + log_powers
+
+    def entropy(self):
+        from .. import tensor
+        n = tensor(float(self.total_count), dtype=self.probs.dtype)
+        cat_entropy = self._categorical.entropy()
+        term1 = n * cat_entropy - lgamma(n + 1)
+        support = self._binomial.enumerate_support(expand=False)[1:]
+        binomial_probs = self._binomial.log_prob(support).exp()
+        weights = lgamma(support + 1)
+        return term1 + (binomial_probs * weights).sum((0, -1))

@@ -1,13 +1,17 @@
-"""TransformedDistribution (a base distribution pushed through transforms) and LogNormal (exp of a Normal)."""
-from .. import Size
+"""TransformedDistribution (a base distribution pushed through transforms) and the distributions torch builds on
+it: LogNormal (exp of a Normal), HalfNormal (|Normal|), Gumbel (an affine map of -log(-log U))."""
+import math
+from numbers import Number
+
+from .. import Size, full, full_like, where
 from . import constraints
-from .continuous import Normal
+from .continuous import Normal, Uniform
 from .distribution import Distribution
 from .multivariate import Independent
-from .transforms import ComposeTransform, ExpTransform, Transform
-from .utils import _sum_rightmost
+from .transforms import AbsTransform, AffineTransform, ComposeTransform, ExpTransform, Transform
+from .utils import _sum_rightmost, euler_constant
 
-__all__ = ["TransformedDistribution", "LogNormal"]
+__all__ = ["TransformedDistribution", "LogNormal", "HalfNormal", "Gumbel"]
 
 
 class TransformedDistribution(Distribution):
@@ -163,3 +167,102 @@ class LogNormal(TransformedDistribution):
 
     def entropy(self):
         return self.base_dist.entropy() + self.loc
+
+
+class HalfNormal(TransformedDistribution):
+    """|X| for X ~ Normal(0, scale)."""
+    arg_constraints = {"scale": constraints.positive}
+    support = constraints.nonnegative
+    has_rsample = True
+
+    def __init__(self, scale, validate_args=None):
+        base_dist = Normal(0, scale, validate_args=False)
+        super().__init__(base_dist, AbsTransform(), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(HalfNormal, _instance)
+        return super().expand(batch_shape, _instance=new)
+
+    @property
+    def scale(self):
+        return self.base_dist.scale
+
+    @property
+    def mean(self):
+        return self.scale * math.sqrt(2 / math.pi)
+
+    @property
+    def mode(self):
+        return self.scale * 0
+
+    @property
+    def variance(self):
+        return self.scale.pow(2) * (1 - 2 / math.pi)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        log_prob = self.base_dist.log_prob(value) + math.log(2)
+        return where(value >= 0, log_prob, full((), float("-inf"), dtype=log_prob.dtype))
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return 2 * self.base_dist.cdf(value) - 1
+
+    def icdf(self, prob):
+        return self.base_dist.icdf((prob + 1) / 2)
+
+    def entropy(self):
+        return self.base_dist.entropy() - math.log(2)
+
+
+class Gumbel(TransformedDistribution):
+    """The Gumbel (type-I extreme value) distribution: loc - scale log(-log U) for U uniform."""
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+
+    def __init__(self, loc, scale, validate_args=None):
+        from .. import finfo
+        from .utils import broadcast_all
+        self.loc, self.scale = broadcast_all(loc, scale)
+        info = finfo(self.loc.dtype)
+        if isinstance(loc, Number) and isinstance(scale, Number):
+            base_dist = Uniform(info.tiny, 1 - info.eps, validate_args=validate_args)
+        else:
+            base_dist = Uniform(full_like(self.loc, info.tiny), full_like(self.loc, 1 - info.eps),
+                                validate_args=validate_args)
+        transforms = [ExpTransform().inv, AffineTransform(loc=0, scale=-full_like(self.scale, 1.0)),
+                      ExpTransform().inv, AffineTransform(loc=self.loc, scale=-self.scale)]
+        super().__init__(base_dist, transforms, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Gumbel, _instance)
+        new.loc = self.loc.expand(batch_shape)
+        new.scale = self.scale.expand(batch_shape)
+        return super().expand(batch_shape, _instance=new)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        y = (self.loc - value) / self.scale
+        return (y - y.exp()) - self.scale.log()
+
+    @property
+    def mean(self):
+        return self.loc + self.scale * euler_constant
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @property
+    def stddev(self):
+        return (math.pi / math.sqrt(6)) * self.scale
+
+    @property
+    def variance(self):
+        return self.stddev.pow(2)
+
+    def entropy(self):
+        return self.scale.log() + (1 + euler_constant)
