@@ -6,11 +6,11 @@ from functools import total_ordering
 
 from .. import lgamma, digamma, linalg, where, full_like
 from ..nn import functional as F
-from .continuous import Beta, Dirichlet, Exponential, Gamma, Laplace, Normal, Uniform
-from .discrete import Bernoulli, Binomial, Categorical, OneHotCategorical, Poisson
+from .continuous import Beta, Cauchy, Dirichlet, Exponential, Gamma, Laplace, Normal, Uniform
+from .discrete import Bernoulli, Binomial, Categorical, Geometric, OneHotCategorical, Poisson
 from .distribution import Distribution
 from .multivariate import Independent, MultivariateNormal, _batch_mahalanobis
-from .transformed import TransformedDistribution
+from .transformed import Gumbel, HalfNormal, TransformedDistribution
 from .utils import _sum_rightmost, euler_constant
 
 __all__ = ["kl_divergence", "register_kl"]
@@ -243,3 +243,135 @@ def _kl_independent_independent(p, q):
     result = kl_divergence(p.base_dist, q.base_dist)
     return _sum_rightmost(result, p.reinterpreted_batch_ndims)
 
+
+
+# ----- more pairs: same family, and across families where one has a closed form ----------------------------------
+
+@register_kl(Cauchy, Cauchy)
+def _kl_cauchy_cauchy(p, q):
+    # log(((s_p + s_q)^2 + (m_p - m_q)^2) / (4 s_p s_q))  (Chyzak and Nielsen, 2019)
+    return ((p.scale + q.scale).pow(2) + (p.loc - q.loc).pow(2)).log() - (4 * p.scale * q.scale).log()
+
+
+@register_kl(Geometric, Geometric)
+def _kl_geometric_geometric(p, q):
+    # E_p[log p] - E_p[k log(1 - q) + log q], with E_p[k] = 1/p - 1
+    return -p.entropy() - (-q.probs).log1p() / p.probs - q.logits
+
+
+@register_kl(Gumbel, Gumbel)
+def _kl_gumbel_gumbel(p, q):
+    ratio = p.scale / q.scale
+    q_loc = q.loc / q.scale
+    p_loc = p.loc / q.scale
+    t1 = -ratio.log() - q_loc + p_loc
+    t2 = ratio * euler_constant
+    t3 = (q_loc + lgamma(1 + ratio) - p_loc).exp()
+    return t1 + t2 + t3 - (1 + euler_constant)
+
+
+@register_kl(HalfNormal, HalfNormal)
+def _kl_halfnormal_halfnormal(p, q):
+    return _kl_normal_normal(p.base_dist, q.base_dist)
+
+
+@register_kl(Normal, Laplace)
+def _kl_normal_laplace(p, q):
+    # E_p|x - m_q| for x ~ N(m_p, s_p^2): s_p sqrt(2/pi) exp(-d^2 / (2 s_p^2)) + d erf(d / (sqrt(2) s_p))
+    loc_diff = p.loc - q.loc
+    scale_ratio = p.scale / q.scale
+    z = loc_diff / p.scale
+    abs_moment = math.sqrt(2 / math.pi) * p.scale * (-0.5 * z.pow(2)).exp() + loc_diff * (math.sqrt(0.5) * z).erf()
+    return -scale_ratio.log() + abs_moment / q.scale - 0.5 * (1 + math.log(0.5 * math.pi))
+
+
+@register_kl(Gamma, Exponential)
+def _kl_gamma_exponential(p, q):
+    return -p.entropy() - q.rate.log() + q.rate * p.concentration / p.rate
+
+
+def _normal_cross_entropy(q, first_moment, second_moment):
+    """-E_p[log q(x)] for q Normal, from p's first two moments."""
+    var = q.scale.pow(2)
+    return 0.5 * (2 * math.pi * var).log() + (0.5 * second_moment - q.loc * first_moment + 0.5 * q.loc.pow(2)) / var
+
+
+@register_kl(Exponential, Normal)
+def _kl_exponential_normal(p, q):
+    return -p.entropy() + _normal_cross_entropy(q, p.rate.reciprocal(), 2 * p.rate.pow(-2))
+
+
+@register_kl(Gamma, Normal)
+def _kl_gamma_normal(p, q):
+    second = (p.concentration.pow(2) + p.concentration) / p.rate.pow(2)
+    return -p.entropy() + _normal_cross_entropy(q, p.concentration / p.rate, second)
+
+
+@register_kl(Laplace, Normal)
+def _kl_laplace_normal(p, q):
+    return -p.entropy() + _normal_cross_entropy(q, p.loc, p.loc.pow(2) + 2 * p.scale.pow(2))
+
+
+@register_kl(Beta, Normal)
+def _kl_beta_normal(p, q):
+    mean = p.concentration1 / (p.concentration1 + p.concentration0)
+    var = mean * (1 - mean) / (p.concentration1 + p.concentration0 + 1)
+    return -p.entropy() + _normal_cross_entropy(q, mean, var + mean.pow(2))
+
+
+@register_kl(Gumbel, Normal)
+def _kl_gumbel_normal(p, q):
+    mean = p.loc + p.scale * euler_constant
+    var = (math.pi * p.scale).pow(2) / 6
+    return -p.entropy() + _normal_cross_entropy(q, mean, var + mean.pow(2))
+
+
+@register_kl(Normal, Gumbel)
+def _kl_normal_gumbel(p, q):
+    # -E_p[log q(x)] = log s_q + E[(x - m_q)/s_q] + E[exp(-(x - m_q)/s_q)] (a lognormal moment)
+    mean_ratio = p.loc / q.scale
+    var_ratio = (p.scale / q.scale).pow(2)
+    loc_ratio = q.loc / q.scale
+    t3 = (-mean_ratio + 0.5 * var_ratio + loc_ratio).exp()
+    return -0.5 * var_ratio.log() + mean_ratio - loc_ratio + t3 - 0.5 * (1 + math.log(2 * math.pi))
+
+
+def _x_log_x(t):
+    return t * t.log()
+
+
+@register_kl(Uniform, Exponential)
+def _kl_uniform_exponential(p, q):
+    result = q.rate * (p.high + p.low) / 2 - ((p.high - p.low) * q.rate).log()
+    return _infinite_where(p.low < 0, result)
+
+
+@register_kl(Uniform, Gamma)
+def _kl_uniform_gamma(p, q):
+    width = p.high - p.low
+    # E_p[log x] = (h log h - l log l - (h - l)) / (h - l)
+    mean_log = (_x_log_x(p.high) - _x_log_x(p.low) - width) / width
+    result = (-width.log() + lgamma(q.concentration) - q.concentration * q.rate.log()
+              + (1 - q.concentration) * mean_log + q.rate * (p.high + p.low) / 2)
+    return _infinite_where(p.low < 0, result)
+
+
+def _infinite_like(t):
+    return full_like(t, math.inf)
+
+
+def _kl_infinite(param):
+    def kl(p, q):
+        return _infinite_like(getattr(p, param))
+    return kl
+
+
+# the support of p is not inside the support of q
+for _p, _q, _param in [(Normal, Beta, "loc"), (Normal, Exponential, "loc"), (Normal, Gamma, "loc"),
+                       (Normal, Uniform, "loc"), (Laplace, Beta, "loc"), (Laplace, Exponential, "loc"),
+                       (Laplace, Gamma, "loc"), (Laplace, Uniform, "loc"), (Gumbel, Beta, "loc"),
+                       (Gumbel, Exponential, "loc"), (Gumbel, Gamma, "loc"), (Gumbel, Uniform, "loc"),
+                       (Exponential, Beta, "rate"), (Exponential, Uniform, "rate"), (Gamma, Beta, "concentration"),
+                       (Gamma, Uniform, "concentration"), (Poisson, Bernoulli, "rate"),
+                       (Poisson, Binomial, "rate")]:
+    register_kl(_p, _q)(_kl_infinite(_param))
