@@ -391,6 +391,7 @@ VALIDATION = [
 @pytest.mark.parametrize("index", range(len(VALIDATION)))
 def test_validation_errors_as_torch(dg, index):
     make, error, pattern = VALIDATION[index]
+    torch.distributions.Distribution.set_default_validate_args(True)    # torch._dynamo, once imported, turns it off
     for mod in (torch, dg):
         def t(x, mod=mod):
             return mod.tensor(np.asarray(x, dtype=np.float64))

@@ -7,6 +7,15 @@ torch = pytest.importorskip("torch")
 
 F32, F64 = np.float32, np.float64
 
+
+@pytest.fixture(autouse=True)
+def _keep_torch_distribution_validation():
+    """Importing torch._dynamo (torch.compile, torch.compiler.list_backends) switches torch.distributions' argument
+    validation off for the whole process; other tests compare with torch's default (on)."""
+    saved = torch.distributions.Distribution._validate_args
+    yield
+    torch.distributions.Distribution.set_default_validate_args(saved)
+
 # (actual, expected, keywords): numpy data handed to both torch and dyngrad as tensors
 TENSOR_CASES = [
     (F32([1, 2, 3]), F32([1, 2.1, 3]), {}),
