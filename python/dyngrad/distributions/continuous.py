@@ -8,6 +8,7 @@ from ..nn import functional as F
 from . import constraints
 from ._sampling import gammainc, standard_gamma
 from .distribution import Distribution
+from .exp_family import ExponentialFamily
 from .utils import _standard_normal, _uniform, broadcast_all
 
 __all__ = ["Normal", "Uniform", "Exponential", "Laplace", "Gamma", "Chi2", "Beta", "Dirichlet", "Cauchy", "StudentT"]
@@ -30,7 +31,7 @@ def _expanded(self, cls, batch_shape, _instance, names):
     return new
 
 
-class Normal(Distribution):
+class Normal(ExponentialFamily):
     """The normal distribution N(loc, scale^2); rsample is loc + scale * eps with eps ~ N(0, 1)."""
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
@@ -145,7 +146,7 @@ class Uniform(Distribution):
         return (self.high - self.low).log()
 
 
-class Exponential(Distribution):
+class Exponential(ExponentialFamily):
     """The exponential distribution with the given rate; rsample is -log(1 - u) / rate."""
     arg_constraints = {"rate": constraints.positive}
     support = constraints.nonnegative
@@ -256,7 +257,7 @@ def _finfo_eps(t):
     return finfo(t.dtype).eps
 
 
-class Gamma(Distribution):
+class Gamma(ExponentialFamily):
     """The gamma distribution with shape concentration and rate rate (mean concentration / rate). rsample draws
     by Marsaglia-Tsang and differentiates by implicit reparameterisation (Note [Implicit Gamma gradient])."""
     arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
@@ -322,7 +323,7 @@ class Chi2(Gamma):
         return self.concentration * 2
 
 
-class Dirichlet(Distribution):
+class Dirichlet(ExponentialFamily):
     """The Dirichlet distribution over the simplex; concentration's last dimension is the event. rsample
     normalises independent Gamma(concentration) draws, each differentiable by implicit reparameterisation."""
     arg_constraints = {"concentration": constraints.independent(constraints.positive, 1)}
@@ -382,7 +383,7 @@ class Dirichlet(Distribution):
                 - ((self.concentration - 1.0) * digamma(self.concentration)).sum(-1))
 
 
-class Beta(Distribution):
+class Beta(ExponentialFamily):
     """The beta distribution on [0, 1] with concentrations concentration1 (alpha) and concentration0 (beta),
     built on a two-category Dirichlet as torch's."""
     arg_constraints = {"concentration1": constraints.positive, "concentration0": constraints.positive}

@@ -7,6 +7,7 @@ from ..nn import functional as F
 from . import constraints
 from ._sampling import binomial, poisson
 from .distribution import Distribution
+from .exp_family import ExponentialFamily
 from .utils import _uniform, broadcast_all, clamp_probs, lazy_property, logits_to_probs, probs_to_logits
 
 __all__ = ["Bernoulli", "Categorical", "OneHotCategorical", "OneHotCategoricalStraightThrough", "Poisson",
@@ -18,7 +19,7 @@ def _one_of(probs, logits):
         raise ValueError("Either `probs` or `logits` must be specified, but not both.")
 
 
-class Bernoulli(Distribution):
+class Bernoulli(ExponentialFamily):
     """1 with probability probs (or sigmoid(logits)), else 0."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.boolean
@@ -283,7 +284,7 @@ class OneHotCategoricalStraightThrough(OneHotCategorical):
         return samples + (probs - probs.detach())
 
 
-class Poisson(Distribution):
+class Poisson(ExponentialFamily):
     """The Poisson distribution with the given rate; sampled by inversion for rate < 10 and by Hormann's PTRS
     above (python/dyngrad/distributions/_sampling.py)."""
     arg_constraints = {"rate": constraints.nonnegative}

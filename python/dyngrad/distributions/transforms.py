@@ -9,7 +9,8 @@ from . import constraints
 from .utils import _sum_rightmost
 
 __all__ = ["Transform", "ComposeTransform", "ExpTransform", "AffineTransform", "SigmoidTransform",
-           "TanhTransform", "PowerTransform", "SoftplusTransform", "AbsTransform", "identity_transform"]
+           "TanhTransform", "PowerTransform", "SoftplusTransform", "AbsTransform", "IndependentTransform",
+           "SoftmaxTransform", "StickBreakingTransform", "LowerCholeskyTransform", "identity_transform"]
 
 
 class Transform:
@@ -501,3 +502,148 @@ class AffineTransform(Transform):
 
     def __repr__(self):
         return "AffineTransform()"
+
+
+class IndependentTransform(Transform):
+    """base_transform with reinterpreted_batch_ndims more dimensions in each event: the log-det-Jacobian is summed
+    over them."""
+
+    def __init__(self, base_transform, reinterpreted_batch_ndims, cache_size=0):
+        super().__init__(cache_size=cache_size)
+        self.base_transform = base_transform.with_cache(cache_size)
+        self.reinterpreted_batch_ndims = reinterpreted_batch_ndims
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return IndependentTransform(self.base_transform, self.reinterpreted_batch_ndims, cache_size=cache_size)
+
+    @property
+    def domain(self):
+        return constraints.independent(self.base_transform.domain, self.reinterpreted_batch_ndims)
+
+    @property
+    def codomain(self):
+        return constraints.independent(self.base_transform.codomain, self.reinterpreted_batch_ndims)
+
+    @property
+    def bijective(self):
+        return self.base_transform.bijective
+
+    @property
+    def sign(self):
+        return self.base_transform.sign
+
+    def _call(self, x):
+        if x.dim() < self.domain.event_dim:
+            raise ValueError("IndependentTransform: too few dimensions on input")
+        return self.base_transform(x)
+
+    def _inverse(self, y):
+        if y.dim() < self.codomain.event_dim:
+            raise ValueError("IndependentTransform: too few dimensions on input")
+        return self.base_transform.inv(y)
+
+    def log_abs_det_jacobian(self, x, y):
+        return _sum_rightmost(self.base_transform.log_abs_det_jacobian(x, y), self.reinterpreted_batch_ndims)
+
+    def forward_shape(self, shape):
+        return self.base_transform.forward_shape(shape)
+
+    def inverse_shape(self, shape):
+        return self.base_transform.inverse_shape(shape)
+
+    def __repr__(self):
+        return f"{self.__class__.__name__}({self.base_transform!r}, {self.reinterpreted_batch_ndims})"
+
+
+class SoftmaxTransform(Transform):
+    """Unconstrained vectors to the simplex by exp and normalisation (not bijective: no log-det-Jacobian); the
+    inverse is log."""
+    domain = constraints.real_vector
+    codomain = constraints.simplex
+
+    def __eq__(self, other):
+        return isinstance(other, SoftmaxTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        probs = (x - x.max(-1, keepdim=True)[0]).exp()
+        return probs / probs.sum(-1, keepdim=True)
+
+    def _inverse(self, y):
+        return y.log()
+
+    def forward_shape(self, shape):
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        return shape
+
+    def inverse_shape(self, shape):
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        return shape
+
+
+def _stick_offset(n, like):
+    from .. import arange
+    # log of (n, n - 1, ..., 1): centres the sigmoid so that x = 0 maps to the simplex's centre
+    return arange(n, 0, -1, dtype=like.dtype).log()
+
+
+class StickBreakingTransform(Transform):
+    """R^(K-1) to the K-simplex by stick breaking: z_i = sigmoid(x_i - log(K - 1 - i)) is the fraction of the
+    remaining stick taken by coordinate i. Bijective, with a log-det-Jacobian."""
+    domain = constraints.real_vector
+    codomain = constraints.simplex
+    bijective = True
+
+    def __eq__(self, other):
+        return isinstance(other, StickBreakingTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        from .. import cat, ones
+        z = (x - _stick_offset(x.shape[-1], x)).sigmoid()
+        z_cumprod = (1 - z).cumprod(-1)
+        one = ones(tuple(x.shape[:-1]) + (1,), dtype=x.dtype)
+        return cat([z, one], -1) * cat([one, z_cumprod], -1)
+
+    def _inverse(self, y):
+        y_crop = y[..., :-1]
+        sf = (1 - y_crop.cumsum(-1)).clamp(min=finfo(y.dtype).tiny)
+        return y_crop.log() - sf.log() + _stick_offset(y_crop.shape[-1], y)
+
+    def log_abs_det_jacobian(self, x, y):
+        x = x - _stick_offset(x.shape[-1], x)
+        return (-x + F.logsigmoid(x) + y[..., :-1].log()).sum(-1)
+
+    def forward_shape(self, shape):
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        return tuple(shape[:-1]) + (shape[-1] + 1,)
+
+    def inverse_shape(self, shape):
+        if len(shape) < 1:
+            raise ValueError("Too few dimensions on input")
+        return tuple(shape[:-1]) + (shape[-1] - 1,)
+
+
+class LowerCholeskyTransform(Transform):
+    """Unconstrained square matrices to lower-triangular ones with a positive diagonal: the strict lower part is
+    kept and the diagonal exponentiated."""
+    domain = constraints.independent(constraints.real, 2)
+    codomain = constraints.lower_cholesky
+
+    def __eq__(self, other):
+        return isinstance(other, LowerCholeskyTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        return x.tril(-1) + x.diagonal(dim1=-2, dim2=-1).exp().diag_embed()
+
+    def _inverse(self, y):
+        return y.tril(-1) + y.diagonal(dim1=-2, dim2=-1).log().diag_embed()
