@@ -60,10 +60,14 @@ CASES = {
     "MixtureSameFamily": (lambda D, w, m, s: D.MixtureSameFamily(D.Categorical(w), D.Normal(m, s)),
                           [A([[0.2, 0.8], [0.5, 0.5]]), A([[-1.0, 2.0], [0.0, 0.5]]), A([[1.0, 0.5], [2.0, 1.0]])],
                           A([0.3, -2.0])),
+    "RelaxedBernoulli": (lambda D, t, l: D.RelaxedBernoulli(t, logits=l), [A(0.7), A([0.3, -1.0])], A([0.4, 0.9])),
+    "RelaxedOneHotCategorical": (lambda D, t, p: D.RelaxedOneHotCategorical(t, p), [A(0.5), A([0.2, 0.3, 0.5])],
+                                 A([0.1, 0.2, 0.7])),
 }
 DISCRETE_VALUES = {"Categorical", "CategoricalLogits"}
 # the parameters that are probabilities or matrices (not perturbed freely by gradcheck)
-NO_GRADCHECK = {"Categorical", "OneHotCategorical", "Dirichlet", "Multinomial", "MixtureSameFamily"}
+NO_GRADCHECK = {"Categorical", "OneHotCategorical", "Dirichlet", "Multinomial", "MixtureSameFamily",
+                "RelaxedOneHotCategorical"}
 
 
 def _t(mod, x, name=None):
@@ -165,12 +169,13 @@ def test_log_prob_gradients(dg, name):
 def test_log_prob_gradients_simplex_parameters(dg):
     """Categorical/Dirichlet: gradients through log_prob match torch's (probs live on the simplex, so the check
     compares with torch's autograd rather than with finite differences)."""
-    for name in ["Categorical", "OneHotCategorical", "Dirichlet", "Multinomial", "MixtureSameFamily"]:
+    for name in ["Categorical", "OneHotCategorical", "Dirichlet", "Multinomial", "MixtureSameFamily",
+                 "RelaxedOneHotCategorical"]:
         grads = []
         for mod in (dg, torch):
             dist, params = _build(mod, name, requires_grad=True)
             loss = dist.log_prob(_t(mod, CASES[name][2], name)).sum()
-            if name != "MixtureSameFamily":
+            if name not in ("MixtureSameFamily", "RelaxedOneHotCategorical"):
                 loss = loss + dist.entropy().sum()
             loss.backward()
             grads.append([_np(p.grad) for p in params])
@@ -455,6 +460,37 @@ def test_transforms(dg):
         np.testing.assert_allclose(_np(t.inv(y)), _np(x), rtol=1e-9)
         np.testing.assert_allclose(_np(t.log_abs_det_jacobian(x, y)), _np(tt.log_abs_det_jacobian(xt, tt(xt))),
                                    rtol=1e-9, atol=1e-12)
+    v = dg.tensor([[0.3, -1.2, 2.0], [0.0, 0.5, -0.5]], dtype=dg.float64)
+    vt = torch.tensor(_np(v))
+    for make in [lambda M: M.StickBreakingTransform(), lambda M: M.SoftmaxTransform(),
+                 lambda M: M.IndependentTransform(M.ExpTransform(), 1)]:
+        t, tt = make(T), make(torch.distributions.transforms)
+        np.testing.assert_allclose(_np(t(v)), _np(tt(vt)), rtol=1e-12)
+        if t.bijective:
+            np.testing.assert_allclose(_np(t.inv(t(v))), _np(v), rtol=1e-9, atol=1e-12)
+            np.testing.assert_allclose(_np(t.log_abs_det_jacobian(v, t(v))),
+                                       _np(tt.log_abs_det_jacobian(vt, tt(vt))), rtol=1e-9)
+    m = dg.tensor([[0.5, 9.0], [-1.0, 0.2]], dtype=dg.float64)
+    np.testing.assert_allclose(_np(T.LowerCholeskyTransform()(m)),
+                               _np(torch.distributions.transforms.LowerCholeskyTransform()(torch.tensor(_np(m)))))
+    # the registries: the same transform kinds as torch's, and their outputs satisfy the constraint
+    C = dg.distributions.constraints
+    for name, args in [("real", ()), ("positive", ()), ("unit_interval", ()), ("simplex", ()), ("real_vector", ()),
+                       ("greater_than", (2.0,)), ("less_than", (1.0,)), ("interval", (-1.0, 3.0)),
+                       ("lower_cholesky", ())]:
+        ours = getattr(C, name)(*args) if args else getattr(C, name)
+        theirs = getattr(torch.distributions.constraints, name)
+        theirs = theirs(*args) if args else theirs
+        for registry in ("biject_to", "transform_to"):
+            if registry == "biject_to" and name == "lower_cholesky":
+                continue
+            t = getattr(dg.distributions, registry)(ours)
+            tt = getattr(torch.distributions, registry)(theirs)
+            assert type(t).__name__ == type(tt).__name__
+            x = v[:, :2] if name == "lower_cholesky" else v
+            assert bool(ours.check(t(x)).all())
+    with pytest.raises(NotImplementedError):
+        dg.distributions.biject_to(C.lower_cholesky)
     p = T.PowerTransform(dg.tensor(2.0, dtype=dg.float64))
     xp = dg.tensor([0.5, 3.0], dtype=dg.float64)
     np.testing.assert_allclose(_np(p.inv(p(xp))), _np(xp), rtol=1e-12)

@@ -15,13 +15,15 @@ from .exp_family import ExponentialFamily
 from .kl import kl_divergence, register_kl
 from .multivariate import Independent, MultivariateNormal
 from .mixture_same_family import MixtureSameFamily
+from .relaxed import ExpRelaxedCategorical, LogitRelaxedBernoulli, RelaxedBernoulli, RelaxedOneHotCategorical
 from .transformed import Gumbel, HalfNormal, LogNormal, TransformedDistribution
 from .transforms import (AbsTransform, AffineTransform, ComposeTransform, ExpTransform, IndependentTransform,
                          LowerCholeskyTransform, PowerTransform, SigmoidTransform, SoftmaxTransform,
                          SoftplusTransform, StickBreakingTransform, TanhTransform, Transform, identity_transform)
 
 __all__ = ["AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2",
-           "ComposeTransform", "Dirichlet", "Distribution", "ExpTransform", "Exponential", "ExponentialFamily",
+           "ComposeTransform", "Dirichlet", "ExpRelaxedCategorical", "LogitRelaxedBernoulli", "RelaxedBernoulli",
+           "RelaxedOneHotCategorical", "Distribution", "ExpTransform", "Exponential", "ExponentialFamily",
            "Gamma", "Geometric", "Gumbel", "HalfNormal", "Independent", "IndependentTransform", "Laplace",
            "LogNormal", "LowerCholeskyTransform", "MixtureSameFamily", "Multinomial", "MultivariateNormal", "Normal",
            "OneHotCategorical", "OneHotCategoricalStraightThrough", "Poisson", "PowerTransform", "SigmoidTransform",

@@ -1,5 +1,6 @@
 """Continuous distributions: Normal, Uniform, Exponential, Laplace, Gamma, Chi2, Beta (through Dirichlet),
-Dirichlet, Cauchy, StudentT. Formulas are the textbook ones; torch's parameter names, defaults, constraints and shapes."""
+Dirichlet, Cauchy, StudentT. Formulas are the textbook ones; torch's parameter names, defaults, constraints and
+shapes."""
 import math
 from numbers import Number
 

@@ -1,5 +1,6 @@
 """Discrete distributions: Bernoulli, Categorical, OneHotCategorical (and its straight-through variant), Poisson,
-Binomial, Geometric, Multinomial. torch's parameter names (probs or logits, exactly one), constraints, shapes and formulas."""
+Binomial, Geometric, Multinomial. torch's parameter names (probs or logits, exactly one), constraints, shapes and
+formulas."""
 from numbers import Number
 
 from .. import Size, arange, full, int64, lgamma, no_grad, where, xlogy
