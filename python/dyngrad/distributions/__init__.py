@@ -16,17 +16,17 @@ from .kl import kl_divergence, register_kl
 from .multivariate import Independent, MultivariateNormal
 from .mixture_same_family import MixtureSameFamily
 from .relaxed import ExpRelaxedCategorical, LogitRelaxedBernoulli, RelaxedBernoulli, RelaxedOneHotCategorical
-from .transformed import Gumbel, HalfNormal, LogNormal, TransformedDistribution
+from .transformed import Gumbel, HalfNormal, LogNormal, Pareto, TransformedDistribution, Weibull
 from .transforms import (AbsTransform, AffineTransform, ComposeTransform, ExpTransform, IndependentTransform,
                          LowerCholeskyTransform, PowerTransform, SigmoidTransform, SoftmaxTransform,
                          SoftplusTransform, StickBreakingTransform, TanhTransform, Transform, identity_transform)
 
 __all__ = ["AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2",
-           "ComposeTransform", "Dirichlet", "ExpRelaxedCategorical", "LogitRelaxedBernoulli", "RelaxedBernoulli",
-           "RelaxedOneHotCategorical", "Distribution", "ExpTransform", "Exponential", "ExponentialFamily",
-           "Gamma", "Geometric", "Gumbel", "HalfNormal", "Independent", "IndependentTransform", "Laplace",
-           "LogNormal", "LowerCholeskyTransform", "MixtureSameFamily", "Multinomial", "MultivariateNormal", "Normal",
-           "OneHotCategorical", "OneHotCategoricalStraightThrough", "Poisson", "PowerTransform", "SigmoidTransform",
+           "ComposeTransform", "Dirichlet", "Distribution", "ExpRelaxedCategorical", "ExpTransform", "Exponential",
+           "ExponentialFamily", "Gamma", "Geometric", "Gumbel", "HalfNormal", "Independent", "IndependentTransform",
+           "Laplace", "LogNormal", "LogitRelaxedBernoulli", "LowerCholeskyTransform", "MixtureSameFamily",
+           "Multinomial", "MultivariateNormal", "Normal", "OneHotCategorical", "OneHotCategoricalStraightThrough",
+           "Pareto", "Poisson", "PowerTransform", "RelaxedBernoulli", "RelaxedOneHotCategorical", "SigmoidTransform",
            "SoftmaxTransform", "SoftplusTransform", "StickBreakingTransform", "StudentT", "TanhTransform",
-           "Transform", "TransformedDistribution", "Uniform", "biject_to", "constraints", "identity_transform",
-           "kl_divergence", "register_kl", "transform_to", "transforms"]
+           "Transform", "TransformedDistribution", "Uniform", "Weibull", "biject_to", "constraints",
+           "identity_transform", "kl_divergence", "register_kl", "transform_to", "transforms"]

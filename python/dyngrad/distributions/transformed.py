@@ -1,9 +1,10 @@
 """TransformedDistribution (a base distribution pushed through transforms) and the distributions torch builds on
-it: LogNormal (exp of a Normal), HalfNormal (|Normal|), Gumbel (an affine map of -log(-log U))."""
+it: LogNormal (exp of a Normal), HalfNormal (|Normal|), Gumbel (an affine map of -log(-log U)), Pareto and
+Weibull (maps of an Exponential)."""
 import math
 from numbers import Number
 
-from .. import Size, full, full_like, where
+from .. import Size, full, full_like, lgamma, where
 from . import constraints
 from .continuous import Normal, Uniform
 from .distribution import Distribution
@@ -11,7 +12,7 @@ from .multivariate import Independent
 from .transforms import AbsTransform, AffineTransform, ComposeTransform, ExpTransform, Transform
 from .utils import _sum_rightmost, euler_constant
 
-__all__ = ["TransformedDistribution", "LogNormal", "HalfNormal", "Gumbel"]
+__all__ = ["TransformedDistribution", "LogNormal", "HalfNormal", "Gumbel", "Pareto", "Weibull"]
 
 
 class TransformedDistribution(Distribution):
@@ -266,3 +267,89 @@ class Gumbel(TransformedDistribution):
 
     def entropy(self):
         return self.scale.log() + (1 + euler_constant)
+
+
+class Pareto(TransformedDistribution):
+    """The Pareto (type I) distribution: scale exp(E) for E ~ Exponential(alpha)."""
+    arg_constraints = {"alpha": constraints.positive, "scale": constraints.positive}
+
+    def __init__(self, scale, alpha, validate_args=None):
+        from .continuous import Exponential
+        from .utils import broadcast_all
+        self.scale, self.alpha = broadcast_all(scale, alpha)
+        base_dist = Exponential(self.alpha, validate_args=validate_args)
+        transforms = [ExpTransform(), AffineTransform(loc=0, scale=self.scale)]
+        super().__init__(base_dist, transforms, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Pareto, _instance)
+        new.scale = self.scale.expand(batch_shape)
+        new.alpha = self.alpha.expand(batch_shape)
+        return super().expand(batch_shape, _instance=new)
+
+    @property
+    def mean(self):
+        a = self.alpha.clamp(min=1)          # infinite for alpha <= 1
+        return a * self.scale / (a - 1)
+
+    @property
+    def mode(self):
+        return self.scale
+
+    @property
+    def variance(self):
+        a = self.alpha.clamp(min=2)          # infinite for alpha <= 2
+        return self.scale.pow(2) * a / ((a - 1).pow(2) * (a - 2))
+
+    @constraints.dependent_property(is_discrete=False, event_dim=0)
+    def support(self):
+        return constraints.greater_than_eq(self.scale)
+
+    def entropy(self):
+        return (self.scale / self.alpha).log() + (1 + self.alpha.reciprocal())
+
+
+class Weibull(TransformedDistribution):
+    """The Weibull distribution: scale E^(1/concentration) for E ~ Exponential(1)."""
+    arg_constraints = {"scale": constraints.positive, "concentration": constraints.positive}
+    support = constraints.positive
+
+    def __init__(self, scale, concentration, validate_args=None):
+        from .continuous import Exponential
+        from .transforms import PowerTransform
+        from .utils import broadcast_all
+        self.scale, self.concentration = broadcast_all(scale, concentration)
+        self.concentration_reciprocal = self.concentration.reciprocal()
+        base_dist = Exponential(full_like(self.scale, 1.0), validate_args=validate_args)
+        transforms = [PowerTransform(exponent=self.concentration_reciprocal),
+                      AffineTransform(loc=0, scale=self.scale)]
+        super().__init__(base_dist, transforms, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        from .transforms import PowerTransform
+        new = self._get_checked_instance(Weibull, _instance)
+        new.scale = self.scale.expand(batch_shape)
+        new.concentration = self.concentration.expand(batch_shape)
+        new.concentration_reciprocal = new.concentration.reciprocal()
+        base_dist = self.base_dist.expand(batch_shape)
+        transforms = [PowerTransform(exponent=new.concentration_reciprocal), AffineTransform(loc=0, scale=new.scale)]
+        TransformedDistribution.__init__(new, base_dist, transforms, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @property
+    def mean(self):
+        return self.scale * lgamma(1 + self.concentration_reciprocal).exp()
+
+    @property
+    def mode(self):
+        return self.scale * ((self.concentration - 1) / self.concentration) ** self.concentration_reciprocal
+
+    @property
+    def variance(self):
+        return self.scale.pow(2) * (lgamma(1 + 2 * self.concentration_reciprocal).exp()
+                                    - lgamma(1 + self.concentration_reciprocal).mul(2).exp())
+
+    def entropy(self):
+        return (euler_constant * (1 - self.concentration_reciprocal)
+                + (self.scale * self.concentration_reciprocal).log() + 1)
