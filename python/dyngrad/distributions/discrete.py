@@ -1,6 +1,6 @@
 """Discrete distributions: Bernoulli, Categorical, OneHotCategorical (and its straight-through variant), Poisson,
-Binomial, Geometric, Multinomial. torch's parameter names (probs or logits, exactly one), constraints, shapes and
-formulas."""
+Binomial, Geometric, Multinomial, NegativeBinomial. torch's parameter names (probs or logits, exactly one),
+constraints, shapes and formulas."""
 from numbers import Number
 
 from .. import Size, arange, full, int64, lgamma, no_grad, where, xlogy
@@ -12,7 +12,7 @@ from .exp_family import ExponentialFamily
 from .utils import _uniform, broadcast_all, clamp_probs, lazy_property, logits_to_probs, probs_to_logits
 
 __all__ = ["Bernoulli", "Categorical", "OneHotCategorical", "OneHotCategoricalStraightThrough", "Poisson",
-           "Binomial", "Geometric", "Multinomial"]
+           "Binomial", "Geometric", "Multinomial", "NegativeBinomial"]
 
 
 def _one_of(probs, logits):
@@ -577,3 +577,77 @@ class Multinomial(Distribution):
         binomial_probs = self._binomial.log_prob(support).exp()
         weights = lgamma(support + 1)
         return term1 + (binomial_probs * weights).sum((0, -1))
+
+
+class NegativeBinomial(Distribution):
+    """The number of successes (probability probs each) before total_count failures; sampled as a Gamma-Poisson
+    mixture: Poisson(rate) with rate ~ Gamma(total_count, exp(-logits))."""
+    arg_constraints = {"total_count": constraints.greater_than_eq(0),
+                       "probs": constraints.half_open_interval(0.0, 1.0), "logits": constraints.real}
+    support = constraints.nonnegative_integer
+
+    def __init__(self, total_count, probs=None, logits=None, validate_args=None):
+        _one_of(probs, logits)
+        if probs is not None:
+            self.total_count, self.probs = broadcast_all(total_count, probs)
+            self.total_count = self.total_count.type_as(self.probs)
+        else:
+            self.total_count, self.logits = broadcast_all(total_count, logits)
+            self.total_count = self.total_count.type_as(self.logits)
+        self._param = self.probs if probs is not None else self.logits
+        super().__init__(self._param.shape, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(NegativeBinomial, _instance)
+        batch_shape = Size(tuple(batch_shape))
+        new.total_count = self.total_count.expand(batch_shape)
+        if "probs" in self.__dict__:
+            new.probs = self.probs.expand(batch_shape)
+            new._param = new.probs
+        if "logits" in self.__dict__:
+            new.logits = self.logits.expand(batch_shape)
+            new._param = new.logits
+        Distribution.__init__(new, batch_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @property
+    def mean(self):
+        return self.total_count * self.logits.exp()
+
+    @property
+    def mode(self):
+        return ((self.total_count - 1) * self.logits.exp()).floor().clamp(min=0.0)
+
+    @property
+    def variance(self):
+        return self.mean / (-self.logits).sigmoid()
+
+    @lazy_property
+    def logits(self):
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self):
+        return logits_to_probs(self.logits, is_binary=True)
+
+    @property
+    def param_shape(self):
+        return self._param.shape
+
+    def sample(self, sample_shape=Size()):
+        from ._sampling import standard_gamma
+        shape = self._extended_shape(sample_shape)
+        with no_grad():
+            rate = standard_gamma(self.total_count.detach().expand(shape)) / (-self.logits.detach()).exp()
+            return poisson(rate)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        log_unnormalized_prob = self.total_count * F.logsigmoid(-self.logits) + value * F.logsigmoid(self.logits)
+        log_normalization = -lgamma(self.total_count + value) + lgamma(1.0 + value) + lgamma(self.total_count)
+        # total_count + value == 0: the probability of 0 successes when no failure is needed is 1
+        log_normalization = where(self.total_count + value == 0, full((), 0.0, dtype=log_normalization.dtype),
+                                  log_normalization)
+        return log_unnormalized_prob - log_normalization

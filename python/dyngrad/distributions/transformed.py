@@ -1,6 +1,6 @@
 """TransformedDistribution (a base distribution pushed through transforms) and the distributions torch builds on
 it: LogNormal (exp of a Normal), HalfNormal (|Normal|), Gumbel (an affine map of -log(-log U)), Pareto and
-Weibull (maps of an Exponential)."""
+Weibull (maps of an Exponential), HalfCauchy, InverseGamma, LogisticNormal."""
 import math
 from numbers import Number
 
@@ -12,7 +12,8 @@ from .multivariate import Independent
 from .transforms import AbsTransform, AffineTransform, ComposeTransform, ExpTransform, Transform
 from .utils import _sum_rightmost, euler_constant
 
-__all__ = ["TransformedDistribution", "LogNormal", "HalfNormal", "Gumbel", "Pareto", "Weibull"]
+__all__ = ["TransformedDistribution", "LogNormal", "HalfNormal", "Gumbel", "Pareto", "Weibull", "HalfCauchy",
+           "InverseGamma", "LogisticNormal"]
 
 
 class TransformedDistribution(Distribution):
@@ -353,3 +354,124 @@ class Weibull(TransformedDistribution):
     def entropy(self):
         return (euler_constant * (1 - self.concentration_reciprocal)
                 + (self.scale * self.concentration_reciprocal).log() + 1)
+
+
+class HalfCauchy(TransformedDistribution):
+    """|X| for X ~ Cauchy(0, scale)."""
+    arg_constraints = {"scale": constraints.positive}
+    support = constraints.nonnegative
+    has_rsample = True
+
+    def __init__(self, scale, validate_args=None):
+        from .continuous import Cauchy
+        base_dist = Cauchy(0, scale, validate_args=False)
+        super().__init__(base_dist, AbsTransform(), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(HalfCauchy, _instance)
+        return super().expand(batch_shape, _instance=new)
+
+    @property
+    def scale(self):
+        return self.base_dist.scale
+
+    @property
+    def mean(self):
+        return full(self._extended_shape(), math.inf, dtype=self.scale.dtype)
+
+    @property
+    def mode(self):
+        return self.scale * 0
+
+    @property
+    def variance(self):
+        return self.base_dist.variance
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        log_prob = self.base_dist.log_prob(value) + math.log(2)
+        return where(value >= 0, log_prob, full((), float("-inf"), dtype=log_prob.dtype))
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return 2 * self.base_dist.cdf(value) - 1
+
+    def icdf(self, prob):
+        return self.base_dist.icdf((prob + 1) / 2)
+
+    def entropy(self):
+        return self.base_dist.entropy() - math.log(2)
+
+
+class InverseGamma(TransformedDistribution):
+    """1 / X for X ~ Gamma(concentration, rate)."""
+    arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
+    support = constraints.positive
+    has_rsample = True
+
+    def __init__(self, concentration, rate, validate_args=None):
+        from .continuous import Gamma
+        from .transforms import PowerTransform
+        base_dist = Gamma(concentration, rate, validate_args=validate_args)
+        neg_one = full((), -1.0, dtype=base_dist.rate.dtype)
+        super().__init__(base_dist, PowerTransform(neg_one), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(InverseGamma, _instance)
+        return super().expand(batch_shape, _instance=new)
+
+    @property
+    def concentration(self):
+        return self.base_dist.concentration
+
+    @property
+    def rate(self):
+        return self.base_dist.rate
+
+    @property
+    def mean(self):
+        result = self.rate / (self.concentration - 1)
+        return where(self.concentration > 1, result, full((), math.inf, dtype=result.dtype))
+
+    @property
+    def mode(self):
+        return self.rate / (self.concentration + 1)
+
+    @property
+    def variance(self):
+        result = self.rate.square() / ((self.concentration - 1).square() * (self.concentration - 2))
+        return where(self.concentration > 2, result, full((), math.inf, dtype=result.dtype))
+
+    def entropy(self):
+        from .. import digamma
+        return (self.concentration + self.rate.log() + lgamma(self.concentration)
+                - (1 + self.concentration) * digamma(self.concentration))
+
+
+class LogisticNormal(TransformedDistribution):
+    """The logistic-normal distribution on the simplex: stick breaking of a diagonal Normal(loc, scale) vector
+    (K - 1 numbers make a point of the K-simplex)."""
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.simplex
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        from .transforms import StickBreakingTransform
+        base_dist = Normal(loc, scale, validate_args=validate_args)
+        if not base_dist.batch_shape:
+            base_dist = base_dist.expand([1])
+        super().__init__(base_dist, StickBreakingTransform(), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(LogisticNormal, _instance)
+        return super().expand(batch_shape, _instance=new)
+
+    @property
+    def loc(self):
+        return self.base_dist.base_dist.loc
+
+    @property
+    def scale(self):
+        return self.base_dist.base_dist.scale
