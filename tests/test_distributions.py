@@ -66,6 +66,8 @@ CASES = {
     "InverseGamma": (lambda D, a, b: D.InverseGamma(a, b), [A([0.7, 3.0]), A([1.0, 2.5])], A([0.4, 2.0])),
     "LogisticNormal": (lambda D, a, b: D.LogisticNormal(a, b), [A([0.0, 1.0]), A([1.0, 0.5])], A([0.2, 0.5, 0.3])),
     "NegativeBinomial": (lambda D, n, p: D.NegativeBinomial(n, p), [A([3.0, 0.5]), A([0.4, 0.7])], A([2.0, 0.0])),
+    "ContinuousBernoulli": (lambda D, p: D.ContinuousBernoulli(p), [A([0.2, 0.4995, 0.9])], A([0.3, 0.5, 0.95])),
+    "ContinuousBernoulliLogits": (lambda D, l: D.ContinuousBernoulli(logits=l), [A([-1.0, 2.5])], A([0.3, 0.95])),
     "RelaxedBernoulli": (lambda D, t, l: D.RelaxedBernoulli(t, logits=l), [A(0.7), A([0.3, -1.0])], A([0.4, 0.9])),
     "RelaxedOneHotCategorical": (lambda D, t, p: D.RelaxedOneHotCategorical(t, p), [A(0.5), A([0.2, 0.3, 0.5])],
                                  A([0.1, 0.2, 0.7])),
@@ -134,7 +136,8 @@ def test_statistics_as_torch(dg, name):
         ", dtype=torch.float64", "")
 
 
-@pytest.mark.parametrize("name", ["Normal", "Uniform", "Exponential", "Laplace", "LogNormal", "TransformedTanh"])
+@pytest.mark.parametrize("name", ["Normal", "Uniform", "Exponential", "Laplace", "LogNormal", "TransformedTanh",
+                                  "Cauchy", "HalfNormal", "ContinuousBernoulli"])
 def test_icdf_as_torch(dg, name):
     for q in (A([0.1]), A([0.75])):
         got, expected = _both(dg, name, "icdf", q)
