@@ -68,6 +68,9 @@ CASES = {
     "NegativeBinomial": (lambda D, n, p: D.NegativeBinomial(n, p), [A([3.0, 0.5]), A([0.4, 0.7])], A([2.0, 0.0])),
     "ContinuousBernoulli": (lambda D, p: D.ContinuousBernoulli(p), [A([0.2, 0.4995, 0.9])], A([0.3, 0.5, 0.95])),
     "ContinuousBernoulliLogits": (lambda D, l: D.ContinuousBernoulli(logits=l), [A([-1.0, 2.5])], A([0.3, 0.95])),
+    "LowRankMultivariateNormal": (lambda D, m, W, d: D.LowRankMultivariateNormal(m, W, d),
+                                  [A([[0.5, -1.0, 2.0], [0.0, 0.0, 0.0]]), A([[1.0], [0.5], [-0.3]]),
+                                   A([0.5, 1.0, 2.0])], A([1.0, -2.0, 2.5])),
     "RelaxedBernoulli": (lambda D, t, l: D.RelaxedBernoulli(t, logits=l), [A(0.7), A([0.3, -1.0])], A([0.4, 0.9])),
     "RelaxedOneHotCategorical": (lambda D, t, p: D.RelaxedOneHotCategorical(t, p), [A(0.5), A([0.2, 0.3, 0.5])],
                                  A([0.1, 0.2, 0.7])),
@@ -289,6 +292,8 @@ SAMPLED = {
                  [3.0, 9.0, 80.0, 190.0], [2.1, 0.9, 48.0, 9.5]),
     "MultivariateNormal": (lambda D, t: D.MultivariateNormal(t([0.5, -1.0, 2.0]), scale_tril=t(LOWER)),
                            [0.5, -1.0, 2.0], list(np.diag(COV))),
+    "LowRankMultivariateNormal": (lambda D, t: D.LowRankMultivariateNormal(t([0.5, -1.0]), t([[1.0], [2.0]]),
+                                                                           t([0.5, 1.0])), [0.5, -1.0], [1.5, 5.0]),
     "LogNormal": (lambda D, t: D.LogNormal(t([0.0]), t([0.5])), [math.exp(0.125)],
                   [(math.exp(0.25) - 1) * math.exp(0.25)]),
     "StudentT": (lambda D, t: D.StudentT(t([6.0]), t([1.0]), t([2.0])), [1.0], [6.0]),
@@ -333,7 +338,7 @@ def test_sample_statistics(dg, name):
 
 
 @pytest.mark.parametrize("name", ["Normal", "Uniform", "Exponential", "Laplace", "Gamma", "Beta", "Dirichlet",
-                                  "MultivariateNormal", "LogNormal"])
+                                  "MultivariateNormal", "LogNormal", "LowRankMultivariateNormal", "StudentT"])
 def test_rsample_is_differentiable(dg, name):
     make = SAMPLED[name][0]
     leaves = []
@@ -449,6 +454,12 @@ def test_shapes_expand_enumerate_and_repr(dg):
     assert tuple(mvn.batch_shape) == (2,) and tuple(mvn.event_shape) == (3,)
     np.testing.assert_allclose(_np(mvn.covariance_matrix[0]), COV, rtol=1e-6)
     np.testing.assert_allclose(_np(mvn.precision_matrix[1]), np.linalg.inv(COV), rtol=1e-5)
+    W, d = np.array([[1.0], [0.5], [-0.3]]), np.array([0.5, 1.0, 2.0])
+    low = D.LowRankMultivariateNormal(dg.zeros(2, 3, dtype=dg.float64), dg.tensor(W), dg.tensor(d))
+    theirs = torch.distributions.LowRankMultivariateNormal(torch.zeros(2, 3, dtype=torch.float64), torch.tensor(W),
+                                                           torch.tensor(d))
+    for attr in ("covariance_matrix", "precision_matrix", "scale_tril", "variance"):
+        np.testing.assert_allclose(_np(getattr(low, attr)), _np(getattr(theirs, attr)), rtol=1e-9, atol=1e-12)
     assert tuple(mvn.expand((4, 2)).rsample((3,)).shape) == (3, 4, 2, 3)
     ind = D.Independent(D.Normal(dg.zeros(2, 3), dg.ones(2, 3)), 1)
     assert tuple(ind.batch_shape) == (2,) and tuple(ind.event_shape) == (3,)

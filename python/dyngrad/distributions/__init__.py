@@ -15,6 +15,7 @@ from .distribution import Distribution
 from .exp_family import ExponentialFamily
 from .kl import kl_divergence, register_kl
 from .multivariate import Independent, MultivariateNormal
+from .lowrank_multivariate_normal import LowRankMultivariateNormal
 from .mixture_same_family import MixtureSameFamily
 from .relaxed import ExpRelaxedCategorical, LogitRelaxedBernoulli, RelaxedBernoulli, RelaxedOneHotCategorical
 from .transformed import (Gumbel, HalfCauchy, HalfNormal, InverseGamma, LogNormal, LogisticNormal, Pareto,
@@ -27,10 +28,10 @@ __all__ = ["AbsTransform", "AffineTransform", "Bernoulli", "Beta", "Binomial", "
            "ComposeTransform", "ContinuousBernoulli", "Dirichlet", "Distribution", "ExpRelaxedCategorical",
            "ExpTransform", "Exponential", "ExponentialFamily", "Gamma", "Geometric", "Gumbel", "HalfCauchy",
            "HalfNormal", "Independent", "IndependentTransform", "InverseGamma", "Laplace", "LogNormal",
-           "LogisticNormal", "LogitRelaxedBernoulli", "LowerCholeskyTransform", "MixtureSameFamily", "Multinomial",
-           "MultivariateNormal", "NegativeBinomial", "Normal", "OneHotCategorical",
-           "OneHotCategoricalStraightThrough", "Pareto", "Poisson", "PowerTransform", "RelaxedBernoulli",
-           "RelaxedOneHotCategorical", "SigmoidTransform", "SoftmaxTransform", "SoftplusTransform",
-           "StickBreakingTransform", "StudentT", "TanhTransform", "Transform", "TransformedDistribution", "Uniform",
-           "Weibull", "biject_to", "constraints", "identity_transform", "kl_divergence", "register_kl",
-           "transform_to", "transforms"]
+           "LogisticNormal", "LogitRelaxedBernoulli", "LowRankMultivariateNormal", "LowerCholeskyTransform",
+           "MixtureSameFamily", "Multinomial", "MultivariateNormal", "NegativeBinomial", "Normal",
+           "OneHotCategorical", "OneHotCategoricalStraightThrough", "Pareto", "Poisson", "PowerTransform",
+           "RelaxedBernoulli", "RelaxedOneHotCategorical", "SigmoidTransform", "SoftmaxTransform",
+           "SoftplusTransform", "StickBreakingTransform", "StudentT", "TanhTransform", "Transform",
+           "TransformedDistribution", "Uniform", "Weibull", "biject_to", "constraints", "identity_transform",
+           "kl_divergence", "register_kl", "transform_to", "transforms"]
