@@ -71,6 +71,8 @@ CASES = {
     "LowRankMultivariateNormal": (lambda D, m, W, d: D.LowRankMultivariateNormal(m, W, d),
                                   [A([[0.5, -1.0, 2.0], [0.0, 0.0, 0.0]]), A([[1.0], [0.5], [-0.3]]),
                                    A([0.5, 1.0, 2.0])], A([1.0, -2.0, 2.5])),
+    "FisherSnedecor": (lambda D, a, b: D.FisherSnedecor(a, b), [A([1.5, 5.0, 3.0]), A([3.0, 10.0, 4.5])],
+                       A([0.4, 2.0, 1.0])),
     "RelaxedBernoulli": (lambda D, t, l: D.RelaxedBernoulli(t, logits=l), [A(0.7), A([0.3, -1.0])], A([0.4, 0.9])),
     "RelaxedOneHotCategorical": (lambda D, t, p: D.RelaxedOneHotCategorical(t, p), [A(0.5), A([0.2, 0.3, 0.5])],
                                  A([0.1, 0.2, 0.7])),
@@ -298,6 +300,7 @@ SAMPLED = {
                   [(math.exp(0.25) - 1) * math.exp(0.25)]),
     "StudentT": (lambda D, t: D.StudentT(t([6.0]), t([1.0]), t([2.0])), [1.0], [6.0]),
     "Pareto": (lambda D, t: D.Pareto(t([1.0]), t([5.0])), [1.25], [5 / 48]),
+    "FisherSnedecor": (lambda D, t: D.FisherSnedecor(t([6.0]), t([12.0])), [1.2], [2 * 144 * 16 / (6 * 100 * 8)]),
     "InverseGamma": (lambda D, t: D.InverseGamma(t([6.0]), t([2.0])), [0.4], [0.04]),
     "NegativeBinomial": (lambda D, t: D.NegativeBinomial(t([3.0, 20.0]), t([0.4, 0.7])), [2.0, 140 / 3],
                          [10 / 3, 1400 / 9]),
@@ -496,6 +499,12 @@ def test_transforms(dg):
             np.testing.assert_allclose(_np(t.inv(t(v))), _np(v), rtol=1e-9, atol=1e-12)
             np.testing.assert_allclose(_np(t.log_abs_det_jacobian(v, t(v))),
                                        _np(tt.log_abs_det_jacobian(vt, tt(vt))), rtol=1e-9)
+    r = T.ReshapeTransform((2, 3), (3, 2))
+    assert tuple(r(v).shape) == (3, 2) and np.array_equal(_np(r.inv(r(v))), _np(v))
+    assert tuple(r.log_abs_det_jacobian(v, r(v)).shape) == () and tuple(r.forward_shape((4, 2, 3))) == (4, 3, 2)
+    cdf = T.CumulativeDistributionTransform(dg.distributions.Normal(0.0, 1.0))
+    z = dg.tensor([-1.0, 0.5])
+    np.testing.assert_allclose(_np(cdf.inv(cdf(z))), _np(z), rtol=1e-5)
     m = dg.tensor([[0.5, 9.0], [-1.0, 0.2]], dtype=dg.float64)
     np.testing.assert_allclose(_np(T.LowerCholeskyTransform()(m)),
                                _np(torch.distributions.transforms.LowerCholeskyTransform()(torch.tensor(_np(m)))))

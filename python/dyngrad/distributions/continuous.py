@@ -1,6 +1,6 @@
 """Continuous distributions: Normal, Uniform, Exponential, Laplace, Gamma, Chi2, Beta (through Dirichlet),
-Dirichlet, Cauchy, StudentT. Formulas are the textbook ones; torch's parameter names, defaults, constraints and
-shapes."""
+Dirichlet, Cauchy, StudentT, FisherSnedecor. Formulas are the textbook ones; torch's parameter names, defaults,
+constraints and shapes."""
 import math
 from numbers import Number
 
@@ -12,7 +12,8 @@ from .distribution import Distribution
 from .exp_family import ExponentialFamily
 from .utils import _standard_normal, _uniform, broadcast_all
 
-__all__ = ["Normal", "Uniform", "Exponential", "Laplace", "Gamma", "Chi2", "Beta", "Dirichlet", "Cauchy", "StudentT"]
+__all__ = ["Normal", "Uniform", "Exponential", "Laplace", "Gamma", "Chi2", "Beta", "Dirichlet", "Cauchy", "StudentT",
+           "FisherSnedecor"]
 
 _LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
 
@@ -545,3 +546,62 @@ class StudentT(Distribution):
         lbeta = lgamma(0.5 * self.df) + math.lgamma(0.5) - lgamma(0.5 * (self.df + 1))
         return (self.scale.log() + 0.5 * (self.df + 1) * (digamma(0.5 * (self.df + 1)) - digamma(0.5 * self.df))
                 + 0.5 * self.df.log() + lbeta)
+
+
+class FisherSnedecor(Distribution):
+    """The F distribution with df1 and df2 degrees of freedom: (X1 / df1) / (X2 / df2) for chi-squared X1, X2,
+    drawn as the ratio of Gamma(df / 2, df) variables (reparameterised through both)."""
+    arg_constraints = {"df1": constraints.positive, "df2": constraints.positive}
+    support = constraints.positive
+    has_rsample = True
+
+    def __init__(self, df1, df2, validate_args=None):
+        self.df1, self.df2 = broadcast_all(df1, df2)
+        self._gamma1 = Gamma(self.df1 * 0.5, self.df1)
+        self._gamma2 = Gamma(self.df2 * 0.5, self.df2)
+        numbers = isinstance(df1, Number) and isinstance(df2, Number)
+        super().__init__(_batch(numbers, self.df1), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = _expanded(self, FisherSnedecor, batch_shape, _instance, ("df1", "df2"))
+        new._gamma1 = self._gamma1.expand(Size(tuple(batch_shape)))
+        new._gamma2 = self._gamma2.expand(Size(tuple(batch_shape)))
+        return new
+
+    @property
+    def mean(self):
+        nan_ = full((), float("nan"), dtype=self.df2.dtype)
+        return where(self.df2 > 2, self.df2 / (self.df2 - 2).clamp(min=1e-300), nan_)
+
+    @property
+    def mode(self):
+        nan_ = full((), float("nan"), dtype=self.df1.dtype)
+        mode = (self.df1 - 2) / self.df1 * self.df2 / (self.df2 + 2)
+        return where(self.df1 > 2, mode, nan_)
+
+    @property
+    def variance(self):
+        nan_ = full((), float("nan"), dtype=self.df2.dtype)
+        df2 = self.df2
+        var = (2 * df2.pow(2) * (self.df1 + df2 - 2)
+               / (self.df1 * (df2 - 2).pow(2) * where(df2 > 4, df2 - 4, full((), 1.0, dtype=df2.dtype))))
+        return where(df2 > 4, var, nan_)
+
+    def rsample(self, sample_shape=Size(())):
+        from .. import finfo
+        shape = self._extended_shape(sample_shape)
+        X1 = self._gamma1.rsample(sample_shape).reshape(tuple(shape))
+        X2 = self._gamma2.rsample(sample_shape).reshape(tuple(shape))
+        tiny = finfo(X2.dtype).tiny
+        return (X1 / X2.clamp(min=tiny)).clamp(min=tiny)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        ct1 = self.df1 * 0.5
+        ct2 = self.df2 * 0.5
+        ct3 = self.df1 / self.df2
+        t1 = lgamma(ct1 + ct2) - lgamma(ct1) - lgamma(ct2)
+        t2 = ct1 * ct3.log() + (ct1 - 1) * value.log()
+        t3 = (ct1 + ct2) * (ct3 * value).log1p()
+        return t1 + t2 - t3

@@ -10,7 +10,8 @@ from .utils import _sum_rightmost
 
 __all__ = ["Transform", "ComposeTransform", "ExpTransform", "AffineTransform", "SigmoidTransform",
            "TanhTransform", "PowerTransform", "SoftplusTransform", "AbsTransform", "IndependentTransform",
-           "SoftmaxTransform", "StickBreakingTransform", "LowerCholeskyTransform", "identity_transform"]
+           "SoftmaxTransform", "StickBreakingTransform", "LowerCholeskyTransform", "ReshapeTransform",
+           "CumulativeDistributionTransform", "identity_transform"]
 
 
 class Transform:
@@ -647,3 +648,86 @@ class LowerCholeskyTransform(Transform):
 
     def _inverse(self, y):
         return y.tril(-1) + y.diagonal(dim1=-2, dim2=-1).log().diag_embed()
+
+
+class ReshapeTransform(Transform):
+    """Reshapes the rightmost dimensions from in_shape to out_shape (a bijection with log-det-Jacobian 0)."""
+    bijective = True
+
+    def __init__(self, in_shape, out_shape, cache_size=0):
+        import math as _math
+        self.in_shape = tuple(in_shape)
+        self.out_shape = tuple(out_shape)
+        if _math.prod(self.in_shape) != _math.prod(self.out_shape):
+            raise ValueError("in_shape, out_shape have different numbers of elements")
+        super().__init__(cache_size=cache_size)
+
+    @property
+    def domain(self):
+        return constraints.independent(constraints.real, len(self.in_shape))
+
+    @property
+    def codomain(self):
+        return constraints.independent(constraints.real, len(self.out_shape))
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return ReshapeTransform(self.in_shape, self.out_shape, cache_size=cache_size)
+
+    def _call(self, x):
+        batch_shape = tuple(x.shape[:x.dim() - len(self.in_shape)])
+        return x.reshape(batch_shape + self.out_shape)
+
+    def _inverse(self, y):
+        batch_shape = tuple(y.shape[:y.dim() - len(self.out_shape)])
+        return y.reshape(batch_shape + self.in_shape)
+
+    def log_abs_det_jacobian(self, x, y):
+        from .. import zeros
+        batch_shape = tuple(x.shape[:x.dim() - len(self.in_shape)])
+        return zeros(batch_shape, dtype=x.dtype)
+
+    def forward_shape(self, shape):
+        if len(shape) < len(self.in_shape):
+            raise ValueError("Too few dimensions on input")
+        cut = len(shape) - len(self.in_shape)
+        if tuple(shape[cut:]) != self.in_shape:
+            raise ValueError(f"Shape mismatch: expected {tuple(shape[cut:])} but got {self.in_shape}")
+        return tuple(shape[:cut]) + self.out_shape
+
+    def inverse_shape(self, shape):
+        if len(shape) < len(self.out_shape):
+            raise ValueError("Too few dimensions on input")
+        cut = len(shape) - len(self.out_shape)
+        if tuple(shape[cut:]) != self.out_shape:
+            raise ValueError(f"Shape mismatch: expected {tuple(shape[cut:])} but got {self.out_shape}")
+        return tuple(shape[:cut]) + self.in_shape
+
+
+class CumulativeDistributionTransform(Transform):
+    """x -> distribution.cdf(x): onto [0, 1], with log-det-Jacobian log_prob(x) (the probability integral
+    transform)."""
+    bijective = True
+    codomain = constraints.unit_interval
+    sign = +1
+
+    def __init__(self, distribution, cache_size=0):
+        super().__init__(cache_size=cache_size)
+        self.distribution = distribution
+
+    @property
+    def domain(self):
+        return self.distribution.support
+
+    def _call(self, x):
+        return self.distribution.cdf(x)
+
+    def _inverse(self, y):
+        return self.distribution.icdf(y)
+
+    def log_abs_det_jacobian(self, x, y):
+        return self.distribution.log_prob(x)
+
+    def with_cache(self, cache_size=1):
+        return CumulativeDistributionTransform(self.distribution, cache_size=cache_size)
