@@ -232,6 +232,9 @@ KL_PAIRS = [
     ("UniformExponential", lambda D, t: D.Uniform(t([0.5, -1.0]), t([2.0, 1.0])), lambda D, t: D.Exponential(t([1.0, 0.2]))),
     ("UniformGamma", lambda D, t: D.Uniform(t([0.5, 1.0]), t([2.0, 3.0])), lambda D, t: D.Gamma(t([1.0, 2.0]), t([2.0, 0.5]))),
     ("NormalBeta", lambda D, t: D.Normal(t([0.0, 1.0]), t([1.0, 2.0])), lambda D, t: D.Beta(t([0.5, 2.0]), t([1.5, 3.0]))),
+    ("LowRank", lambda D, t: D.LowRankMultivariateNormal(t([0.0, 1.0, 0.0]), t([[1.0], [0.5], [-0.3]]), t([0.5, 1.0, 2.0])),
+     lambda D, t: D.LowRankMultivariateNormal(t([[1.0, 0.0, 0.5]]), t([[0.2, 1.0], [0.0, 0.5], [1.0, 0.1]]),
+                                              t([1.0, 0.3, 0.7]))),
     ("PoissonBinomial", lambda D, t: D.Poisson(t([1.0, 2.0])), lambda D, t: D.Binomial(t([3.0, 3.0]), t([0.5, 0.5]))),
 ]
 

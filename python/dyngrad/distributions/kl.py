@@ -9,6 +9,8 @@ from ..nn import functional as F
 from .continuous import Beta, Cauchy, Dirichlet, Exponential, Gamma, Laplace, Normal, Uniform
 from .discrete import Bernoulli, Binomial, Categorical, Geometric, OneHotCategorical, Poisson
 from .distribution import Distribution
+from .lowrank_multivariate_normal import (LowRankMultivariateNormal, _batch_lowrank_logdet,
+                                          _batch_lowrank_mahalanobis)
 from .multivariate import Independent, MultivariateNormal, _batch_mahalanobis
 from .transformed import Gumbel, HalfNormal, TransformedDistribution
 from .utils import _sum_rightmost, euler_constant
@@ -375,3 +377,21 @@ for _p, _q, _param in [(Normal, Beta, "loc"), (Normal, Exponential, "loc"), (Nor
                        (Gamma, Uniform, "concentration"), (Poisson, Bernoulli, "rate"),
                        (Poisson, Binomial, "rate")]:
     register_kl(_p, _q)(_kl_infinite(_param))
+
+
+@register_kl(LowRankMultivariateNormal, LowRankMultivariateNormal)
+def _kl_lowrank_lowrank(p, q):
+    # KL = 1/2 (log det S_q - log det S_p + tr(S_q^-1 S_p) + (m_q - m_p)^T S_q^-1 (m_q - m_p) - n), with
+    # S_q^-1 = D_q^-1 - A^T A, A = L^-1 W_q^T D_q^-1 (Woodbury, L the capacitance's Cholesky factor), so
+    # tr(S_q^-1 S_p) = tr(D_p / D_q) + ||D_q^-1/2 W_p||^2 - ||A D_p^1/2||^2 - ||A W_p||^2
+    if p.event_shape != q.event_shape:
+        raise ValueError("KL-divergence between two Low Rank Multivariate Normals with different event shapes "
+                         "cannot be computed")
+    pW, pD = p._unbroadcasted_cov_factor, p._unbroadcasted_cov_diag
+    qW, qD = q._unbroadcasted_cov_factor, q._unbroadcasted_cov_diag
+    term1 = _batch_lowrank_logdet(qW, qD, q._capacitance_tril) - _batch_lowrank_logdet(pW, pD, p._capacitance_tril)
+    term3 = _batch_lowrank_mahalanobis(qW, qD, q.loc - p.loc, q._capacitance_tril)
+    A = linalg.solve_triangular(q._capacitance_tril, qW.mT / qD.unsqueeze(-2), upper=False)
+    term2 = ((pD / qD).sum(-1) + (pW * qD.rsqrt().unsqueeze(-1)).pow(2).sum((-2, -1))
+             - (A * pD.sqrt().unsqueeze(-2)).pow(2).sum((-2, -1)) - (A @ pW).pow(2).sum((-2, -1)))
+    return 0.5 * (term1 + term2 + term3 - p.event_shape[0])
