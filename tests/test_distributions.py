@@ -476,6 +476,12 @@ def test_shapes_expand_enumerate_and_repr(dg):
     assert repr(ind.support) == "IndependentConstraint(Real(), 1)"
     with pytest.warns(FutureWarning):
         assert tuple(n.sample_n(2).shape) == (2, 3)
+    ours_utils = dg.distributions.utils
+    m = np.arange(9.0).reshape(3, 3)
+    for diag in (0, -1):
+        vec = ours_utils.tril_matrix_to_vec(dg.tensor(m), diag)
+        assert vec.tolist() == torch.distributions.utils.tril_matrix_to_vec(torch.tensor(m), diag).tolist()
+        assert np.array_equal(_np(ours_utils.vec_to_tril_matrix(vec, diag)), np.tril(m, diag))
     st = D.OneHotCategoricalStraightThrough(dg.tensor([0.2, 0.8], requires_grad=True))
     sample = st.rsample((3,))
     assert tuple(sample.shape) == (3, 2) and sample.requires_grad

@@ -4,11 +4,9 @@ BTRS), and the implicit reparameterisation gradient of Gamma samples.
 Every uniform and normal draw comes from the engine's generator (dg.rand / dg.randn in float64), so samples are
 reproducible under dg.manual_seed; the arithmetic of the accept/reject tests runs in numpy on those draws.
 """
-import math
-
 import numpy as np
 
-from .. import Tensor, from_numpy, no_grad, rand, randn, finfo
+from .. import from_numpy, no_grad, rand, randn, finfo
 from .._api.special_numpy import digamma as _np_digamma, lgamma as _np_lgamma
 from ..autograd import Function
 

@@ -9,7 +9,7 @@ from . import constraints
 from ._sampling import binomial, poisson
 from .distribution import Distribution
 from .exp_family import ExponentialFamily
-from .utils import _uniform, broadcast_all, clamp_probs, lazy_property, logits_to_probs, probs_to_logits
+from .utils import _uniform, broadcast_all, lazy_property, logits_to_probs, probs_to_logits
 
 __all__ = ["Bernoulli", "Categorical", "OneHotCategorical", "OneHotCategoricalStraightThrough", "Poisson",
            "Binomial", "Geometric", "Multinomial", "NegativeBinomial"]

@@ -1,8 +1,7 @@
 """Helpers shared by the distributions (torch.distributions.utils' names)."""
-import math
 from numbers import Number
 
-from .. import Size, Tensor, broadcast_tensors, finfo, get_default_dtype, no_grad, rand, randn, tensor
+from .. import Tensor, broadcast_tensors, finfo, get_default_dtype, no_grad, rand, randn, tensor
 from ..nn import functional as F
 
 __all__ = ["broadcast_all", "clamp_probs", "lazy_property", "logits_to_probs", "probs_to_logits",
@@ -118,9 +117,3 @@ def vec_to_tril_matrix(vec, diag=0):
     mat[..., mask] = vec
     return mat
 
-
-def _size(shape):
-    return Size(tuple(int(s) for s in shape))
-
-
-_LOG_SQRT_2PI = math.log(math.sqrt(2 * math.pi))
