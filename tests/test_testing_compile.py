@@ -125,6 +125,8 @@ def test_make_tensor_options(dg):
 def test_compile_returns_its_argument(dg):
     model = dg.nn.Linear(3, 2)
     assert dg.compile(model) is model
+    assert model._orig_mod is model and "_orig_mod" not in dict(model.named_modules()) \
+        and list(model.state_dict()) == ["weight", "bias"]
     assert dg.compiler.compile(model, mode="max-autotune", fullgraph=True) is model
 
     def f(x):

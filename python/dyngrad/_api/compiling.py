@@ -52,7 +52,8 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend=None, mode=Non
 
     dyngrad runs eagerly by design (define-by-run: each op executes as its line runs), so there is nothing to
     compile: the result is the very object passed in, and it runs exactly as before, at the same speed. Used as
-    `@compile` or `@compile(mode=...)` it decorates unchanged. `mode` and `backend` are checked against torch's names
+    `@compile` or `@compile(mode=...)` it decorates unchanged. A module also answers `._orig_mod` (itself), as
+    torch's compiled module does. `mode` and `backend` are checked against torch's names
     (RuntimeError for an unknown mode, dyngrad.compiler.InvalidBackend, a RuntimeError, for an unknown backend), so
     a script that torch rejects is rejected here too. See Note [compile is the identity].
     """
@@ -65,7 +66,16 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend=None, mode=Non
         return decorate
     if not callable(model):
         raise TypeError(f"compile: expected a callable (a function or an nn.Module), got {type(model).__name__}.")
+    if _is_module(model) and "_orig_mod" not in vars(model):
+        # torch's compiled module keeps the original as ._orig_mod, and scripts save model._orig_mod.state_dict():
+        # here the module is its own original (a plain attribute, not a registered submodule)
+        object.__setattr__(model, "_orig_mod", model)
     return model
+
+
+def _is_module(obj):
+    from ..nn.module import Module      # here: nn/module.py imports this file
+    return isinstance(obj, Module)
 
 
 def is_compiling():
