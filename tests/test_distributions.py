@@ -74,6 +74,7 @@ CASES = {
     "FisherSnedecor": (lambda D, a, b: D.FisherSnedecor(a, b), [A([1.5, 5.0, 3.0]), A([3.0, 10.0, 4.5])],
                        A([0.4, 2.0, 1.0])),
     "VonMises": (lambda D, a, k: D.VonMises(a, k), [A([0.0, 1.0, -2.0]), A([0.5, 4.0, 50.0])], A([0.3, 1.5, 3.0])),
+    "Kumaraswamy": (lambda D, a, b: D.Kumaraswamy(a, b), [A([2.0, 3.0, 0.5]), A([2.0, 1.5, 2.0])], A([0.3, 0.9, 0.5])),
     "RelaxedBernoulli": (lambda D, t, l: D.RelaxedBernoulli(t, logits=l), [A(0.7), A([0.3, -1.0])], A([0.4, 0.9])),
     "RelaxedOneHotCategorical": (lambda D, t, p: D.RelaxedOneHotCategorical(t, p), [A(0.5), A([0.2, 0.3, 0.5])],
                                  A([0.1, 0.2, 0.7])),
@@ -128,6 +129,9 @@ def test_statistics_as_torch(dg, name):
         got, expected = _both(dg, name, attr, *args)
         if expected is None:
             continue
+        if name == "Kumaraswamy" and attr == "mode":      # torch 2.13's is nan for every b > 1 (a bug)
+            a, b = CASES[name][1]
+            expected = np.where((a >= 1) & (b >= 1), ((a - 1) / (a * b - 1)) ** (1 / a), np.nan)
         assert tuple(got.shape) == tuple(expected.shape), (attr, got.shape, expected.shape)
         # torch computes Multinomial's entropy with lgamma of a float32 total_count, and VonMises' log I0 with a
         # polynomial approximation of relative error up to ~1e-4 (ours agrees with scipy's i0e/i1e to 1e-15)
@@ -305,6 +309,8 @@ SAMPLED = {
                   [(math.exp(0.25) - 1) * math.exp(0.25)]),
     "StudentT": (lambda D, t: D.StudentT(t([6.0]), t([1.0]), t([2.0])), [1.0], [6.0]),
     "Pareto": (lambda D, t: D.Pareto(t([1.0]), t([5.0])), [1.25], [5 / 48]),
+    "Kumaraswamy": (lambda D, t: D.Kumaraswamy(t([2.0]), t([3.0])), [3 * math.gamma(1.5) * 2 / math.gamma(4.5)],
+                    [3 * math.gamma(2) * 2 / math.gamma(5) - (3 * math.gamma(1.5) * 2 / math.gamma(4.5)) ** 2]),
     # concentration 4 around 1 (no wrapping to speak of): moments from numerical integration of the density
     "VonMises": (lambda D, t: D.VonMises(t([1.0, 0.0]), t([4.0, 1e-7])), [1.0, 0.0], [0.29823, math.pi ** 2 / 3]),
     "FisherSnedecor": (lambda D, t: D.FisherSnedecor(t([6.0]), t([12.0])), [1.2], [2 * 144 * 16 / (6 * 100 * 8)]),
