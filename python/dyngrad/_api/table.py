@@ -810,6 +810,8 @@ from_dlpack       numeric.from_dlpack                 fn              -         
 to_dlpack         numeric.to_dlpack                   fn              -            -   -
 __dlpack__        numeric.__dlpack__                  op              -            -   -
 __dlpack_device__ numeric.__dlpack_device__           op              -            -   -
+# ----- compile (eager by design: returns its argument; Note [compile is the identity], _api/compiling.py) ------
+compile           compiling.compile                   fn              -            -   -
 # ----- Tensor: the core (each engine's _C.Tensor) -----------------------------------------------------------
 shape             core                                prop            -            -   -
 dtype             core                                prop            -            -   -

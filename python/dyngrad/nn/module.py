@@ -13,6 +13,7 @@ import warnings
 from collections import OrderedDict, abc, namedtuple
 
 from .. import Tensor, no_grad
+from .._api.compiling import _module_compile
 from .hooks import BackwardHook, HookDict, RemovableHandle
 from .parameter import Parameter, Buffer
 
@@ -82,6 +83,11 @@ class Module:
         if not (self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or self._backward_pre_hooks):
             return self.forward(*args, **kwargs)
         return self._call_with_hooks(args, kwargs)
+
+    def compile(self, *args, **kwargs):
+        """torch's Module.compile: checks dyngrad.compile's arguments; the module keeps running eagerly, as dyngrad
+        always does (Note [compile is the identity] in _api/compiling.py). Returns None."""
+        _module_compile(self, *args, **kwargs)
 
     def _call_with_hooks(self, args, kwargs):
         """torch's Module._call_impl: forward pre-hooks, the backward hooks' input side, forward, forward hooks,

@@ -1,0 +1,4 @@
+"""torch.distributions.gamma's name (defined in continuous.py)."""
+from .continuous import Gamma
+
+__all__ = ["Gamma"]
