@@ -41,9 +41,10 @@ import numpy as np
 from hook_programs import random_program, run_program
 
 # AssertionError: torch's own type for some constructor checks (Hardtanh, MultiheadAttention, Embedding's
-# padding_idx); dyngrad raises it there too, with a message naming the module
+# padding_idx); dyngrad raises it there too, with a message naming the module. BufferError: the DLPack protocol's
+# type for a tensor that cannot be exported (__dlpack__, to_dlpack).
 CLEAR = (TypeError, ValueError, RuntimeError, IndexError, MemoryError, NotImplementedError, OverflowError,
-         OSError, ZeroDivisionError, AssertionError)
+         OSError, ZeroDivisionError, AssertionError, BufferError)
 WATCHDOG_SECONDS = 20
 HOOK_PROGRAMS = 6000
 

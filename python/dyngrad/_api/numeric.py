@@ -619,7 +619,10 @@ def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None
         kwargs["max_version"] = max_version
     if copy is not None:
         kwargs["copy"] = copy
-    return self._numpy_view().__dlpack__(**kwargs)
+    try:
+        return self._numpy_view().__dlpack__(**kwargs)
+    except BufferError as exc:     # e.g. read-only memory for a consumer older than DLPack 1.0: name the op
+        raise BufferError(f"__dlpack__: cannot export this tensor: {exc}") from None
 
 
 def __dlpack_device__(self):

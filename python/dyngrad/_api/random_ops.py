@@ -246,7 +246,7 @@ def poisson(input, generator=None):
         raise RuntimeError(f"{op}: invalid Poisson rate, expected every rate to be non-negative (and not nan).")
     if (rates > 1e18).any():
         raise RuntimeError(f"{op}: a rate above 1e18 is not supported, got {rates.max():g}.")
-    sample = _to_tensor(_numpy_rng(generator, op).poisson(rates).astype(np.float64), input.dtype)
+    sample = _to_tensor(np.asarray(_numpy_rng(generator, op).poisson(rates), dtype=np.float64), input.dtype)
     if not (input.requires_grad and _C.is_grad_enabled()):
         return sample
     # torch records PoissonBackward, whose gradient is zero: the sample, with input as a zero-gradient parent
