@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 
 from .. import _C
-from .args import (Size, Tensor, broadcast_shapes as broadcast_pair, check_device, dims_arg, dtype_arg, number,
+from .args import (Size, Tensor, broadcast_shapes as broadcast_pair, check_device, dims_arg, dtype_arg, is_half, number,
                    numpy_dtype, shape_arg, shape_args, shape_str, tensor_arg, tensor_list, to_int, type_name, wrap_dim)
 
 
@@ -824,6 +824,9 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
             raise RuntimeError(f"cdist: {name} must have at least 2 dimensions, got shape {shape_str(t.shape)}.")
         if not t.dtype.is_floating_point:
             raise RuntimeError(f"cdist: expects floating-point inputs, {name} is {t.dtype.name}.")
+        if is_half(t.dtype):
+            raise NotImplementedError(f"cdist: {name} is {t.dtype.name}, which is not supported (as in torch); "
+                                      "convert it with .float() first.")
     if a.shape[-1] != b.shape[-1]:
         raise RuntimeError(f"cdist: x1 and x2 must have the same number of columns, got {a.shape[-1]} and "
                            f"{b.shape[-1]}.")
