@@ -469,6 +469,24 @@ def flip(input, dims):
     return _take(a, _grid(a.shape)[tuple(slice(None, None, -1) if d in dims else slice(None) for d in range(a.ndim))])
 
 
+def _varargs_ints(args, keyword, op, name):
+    """A method's ints as varargs (x.flip(0, 1)), one sequence (x.flip((0, 1))) or the keyword (x.flip(dims=(0,))), as
+    torch's Tensor methods take them (its functions take a sequence only); the keyword takes a sequence."""
+    if keyword is not None:
+        if args:
+            raise TypeError(f"{op}: {name} given both as arguments and as a keyword.")
+        return _int_seq(keyword, op, name)
+    if not args:
+        raise TypeError(f"{op}: missing the required argument {name}.")
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        return _int_seq(args[0], op, name)
+    return tuple(to_int(v, op, name) for v in args)
+
+
+def flip_method(self, *args, dims=None):
+    return flip(self, _varargs_ints(args, dims, "flip", "dims"))
+
+
 def fliplr(input):
     a = tensor_arg(input, "fliplr")
     if a.ndim < 2:
@@ -538,6 +556,10 @@ def tile(input, dims):
     a = tensor_arg(input, "tile")
     reps = _int_seq(dims, "tile", "dims")
     return _tiled(a, (1,) * (a.ndim - len(reps)) + reps, "tile")
+
+
+def tile_method(self, *args, dims=None):
+    return tile(self, _varargs_ints(args, dims, "tile", "dims"))
 
 
 def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
