@@ -301,7 +301,8 @@ def touch(dg, result):
     items = result if isinstance(result, (tuple, list)) else [result]
     for r in items[:8]:
         if isinstance(r, dg.Tensor) and 0 < r.numel() <= 10 ** 6:
-            np.asarray(r.detach()).sum()
+            v = r.detach()
+            np.asarray(v.float() if v.dtype is dg.bfloat16 else v).sum()    # (numpy has no bfloat16)
             repr(r)
 
 
