@@ -193,6 +193,8 @@ def _write(op, m, d, v):
         "where": lambda: m.where(mask, m.zeros(3, dtype=d), v),
         "clamp": lambda: m.zeros(3, dtype=d).clamp(min=v),
         "tensor": lambda: m.tensor([v, 1], dtype=d),
+        "add_alpha": lambda: m.add(m.zeros(3, dtype=d), m.ones(3, dtype=d), alpha=v),
+        "sub_alpha": lambda: m.sub(m.zeros(3, dtype=d), m.ones(3, dtype=d), alpha=v),
         # arithmetic wraps, as torch (not refused)
         "add": lambda: m.zeros(3, dtype=d) + v,
         "mul_": lambda: m.ones(3, dtype=d).mul_(v),
@@ -201,13 +203,15 @@ def _write(op, m, d, v):
 
 
 WRITES = ["setitem", "setitem_slice", "setitem_mask", "setitem_index", "fill_", "masked_fill", "masked_fill_", "full",
-          "full_like", "new_full", "index_fill", "scatter", "where", "clamp", "tensor", "add", "mul_"]
+          "full_like", "new_full", "index_fill", "scatter", "where", "clamp", "tensor", "add_alpha", "sub_alpha", "add",
+          "mul_"]
 # where dyngrad is knowingly not torch, with the reason
 WRITE_EXCEPTIONS = {
     **{(op, v): "torch reads these as uint64 numbers; the cores take int64 ones (RuntimeError)"
-       for op in ("where", "add", "mul_") for v in (2 ** 63,)},
+       for op in ("where", "add", "mul_", "add_alpha", "sub_alpha") for v in (2 ** 63,)},
     **{(op, v): "an int below int64's range is refused by the core's number conversion (RuntimeError), torch's "
-                "Python binding raises OverflowError" for op in ("add", "mul_", "clamp") for v in (-2 ** 63 - 1,)},
+                "Python binding raises OverflowError"
+       for op in ("add", "mul_", "clamp", "add_alpha", "sub_alpha") for v in (-2 ** 63 - 1,)},
     ("tensor", -2 ** 63 - 1): "numpy holds the list as objects: refused as not numbers (TypeError)",
     ("clamp", 2 ** 63): "clamp(min=2**63) on a float tensor: the core's number conversion",
     ("clamp", 2 ** 63 - 1): "the core's clamp takes its bounds as doubles (2**63 - 1 becomes 2**63)",

@@ -375,14 +375,22 @@ Heaviside = _numpy_function("Heaviside", lambda x, v: np.where(x == 0, v, x > 0)
 
 # ----- arithmetic ------------------------------------------------------------------------------------------------
 
-def _scaled(b, alpha, op, integral=False):
-    """alpha * b (b itself when alpha is absent or the int 1); a float alpha is refused for integer inputs."""
+def _scaled(b, alpha, op, integral=False, dtype=None, negated=False):
+    """alpha * b (b itself when alpha is absent or the int 1); a float alpha is refused for integer inputs, a bool
+    one for non-bool results, and alpha must fit the result's `dtype` (torch converts it: int8 alpha=300 raises;
+    a subtraction converts -alpha, `negated`)."""
     if alpha is None or (type(alpha) is int and alpha == 1):
         return b
     alpha = number(alpha, op, "alpha")
     if integral and isinstance(alpha, float):
         raise RuntimeError(f"{op}: for integer input tensors, alpha must not be a floating-point number, got "
                            f"{alpha}.")
+    if dtype is not None:
+        if isinstance(alpha, bool) and dtype is not _C.bool:
+            raise RuntimeError(f"{op}: a bool alpha is only supported for bool results, got {dtype.name}.")
+        checked_write(-alpha if negated and not isinstance(alpha, bool) else alpha, dtype, op)
+        if dtype is _C.bool:
+            alpha = bool(alpha)                 # converted to the bool result's dtype, as torch (b stays bool)
     return _C.mul(b, _C.scalar_operand(alpha, b))
 
 
@@ -393,7 +401,7 @@ def _integral(*tensors):
 def add(input, other, *, alpha=1):
     """input + alpha * other."""
     a, b = operands(input, other, "add")
-    return _C.add(a, _scaled(b, alpha, "add", _integral(a, b)))
+    return _C.add(a, _scaled(b, alpha, "add", _integral(a, b), _C.result_type(a, b)))
 
 
 def refuse_bool_subtraction(a, b):
@@ -412,7 +420,7 @@ def sub(input, other, *, alpha=1):
     """input - alpha * other."""
     refuse_bool_subtraction(input, other)
     a, b = operands(input, other, "sub")
-    return _C.sub(a, _scaled(b, alpha, "sub", _integral(a, b)))
+    return _C.sub(a, _scaled(b, alpha, "sub", _integral(a, b), _C.result_type(a, b), negated=True))
 
 
 def rsub(input, other, *, alpha=1):
@@ -420,7 +428,7 @@ def rsub(input, other, *, alpha=1):
     a = tensor_arg(input, "rsub")
     refuse_bool_subtraction(other, a)
     b = operand_or_throw(other, a, "rsub")
-    return _C.sub(b, _scaled(a, alpha, "rsub", _integral(a, b)))
+    return _C.sub(b, _scaled(a, alpha, "rsub", _integral(a, b), _C.result_type(a, b), negated=True))
 
 
 def mul(input, other):
