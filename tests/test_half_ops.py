@@ -66,6 +66,7 @@ CALLS = {
     "kl_div": lambda m, x, y, u, n: m.nn.functional.kl_div(x, y.abs(), reduction="batchmean"),
     "bce_with_logits": lambda m, x, y, u, n: m.nn.functional.binary_cross_entropy_with_logits(x, u.abs()),
     "mse_loss": lambda m, x, y, u, n: m.nn.functional.mse_loss(x, y),
+    "binary_cross_entropy": lambda m, x, y, u, n: m.nn.functional.binary_cross_entropy(u.abs(), (u * 0.5).abs()),
     "group_norm": lambda m, x, y, u, n: m.nn.functional.group_norm(x, 2),
     "margin_ranking_loss": lambda m, x, y, u, n: m.nn.functional.margin_ranking_loss(x, y, u.sign()),
 }
@@ -73,7 +74,7 @@ CALLS = {
 NOT_EXACT = {"tan", "sinh", "cosh", "asinh", "acosh", "atanh", "expm1", "exp2", "erfc", "erfinv", "lgamma",
              "digamma", "sinc", "i0", "logit", "log2", "log10", "hypot", "atan2", "logaddexp", "logaddexp2", "xlogy",
              "mvlgamma", "var", "std", "var_mean", "std_mean", "logcumsumexp", "kl_div", "bce_with_logits",
-             "group_norm", "cumprod", "mean_dim", "asin", "acos", "atan", "log1p"}
+             "group_norm", "cumprod", "mean_dim", "asin", "acos", "atan", "log1p", "binary_cross_entropy"}
 
 
 def _eps(dtype):

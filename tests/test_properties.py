@@ -714,9 +714,10 @@ HALF_OPS = {
     "median": lambda m, x, k: m.median(x, pick_dim(x, k)).values, "max": lambda m, x, k: m.max(x),
     "unique": lambda m, x, k: m.unique(x, return_counts=True), "mean": lambda m, x, k: m.mean(x, pick_dim(x, k)),
     "var": lambda m, x, k: m.var(x, pick_dim(x, k)), "histc": lambda m, x, k: m.histc(x, 4 + k % 7, -2, 2),
-    "nonzero": lambda m, x, k: m.nonzero(x), "mode": lambda m, x, k: m.mode(x, pick_dim(x, k)).values,
+    "nonzero": lambda m, x, k: m.nonzero(x), "mode": lambda m, x, k: m.mode(m.nan_to_num(x), pick_dim(x, k)).values,
 }
-# (values only where torch's choice among equal elements is unspecified: sort, topk, median and mode indices)
+# (values only where torch's choice among equal elements is unspecified: sort, topk, median and mode indices; mode
+# without NaN, where torch's answer is arbitrary in every dtype)
 HALF_EXACT = {"floor", "frac", "copysign", "nan_to_num", "isclose", "cumsum", "cummax", "sort", "topk", "median",
               "max", "unique", "histc", "nonzero", "mode", "fmod", "remainder", "floor_divide", "round"}
 half_values = st.one_of(st.floats(-4, 4, width=32), st.sampled_from(
