@@ -27,6 +27,8 @@ CALLS = {
     **{name: (lambda f: lambda m, x, y, u, n: getattr(m, f)(x, y))(name) for name in """floor_divide remainder fmod
         copysign hypot atan2 logaddexp logaddexp2 heaviside isclose allclose equal""".split()},
     "xlogy": lambda m, x, y, u, n: m.xlogy(x, y.abs()),
+    "angle": lambda m, x, y, u, n: m.angle(x), "frexp": lambda m, x, y, u, n: m.frexp(x),
+    "igamma": lambda m, x, y, u, n: m.igamma(x.abs(), y.abs()), "igammac": lambda m, x, y, u, n: m.igammac(x.abs(), 2),
     "round_decimals": lambda m, x, y, u, n: m.round(x * 3.7, decimals=1),
     "div_floor": lambda m, x, y, u, n: m.div(x, y, rounding_mode="floor"),
     "mod_number": lambda m, x, y, u, n: x % 0.7,
@@ -74,7 +76,12 @@ CALLS = {
 NOT_EXACT = {"tan", "sinh", "cosh", "asinh", "acosh", "atanh", "expm1", "exp2", "erfc", "erfinv", "lgamma",
              "digamma", "sinc", "i0", "logit", "log2", "log10", "hypot", "atan2", "logaddexp", "logaddexp2", "xlogy",
              "mvlgamma", "var", "std", "var_mean", "std_mean", "logcumsumexp", "kl_div", "bce_with_logits",
-             "group_norm", "cumprod", "mean_dim", "asin", "acos", "atan", "log1p", "binary_cross_entropy"}
+             "group_norm", "cumprod", "mean_dim", "asin", "acos", "atan", "log1p", "binary_cross_entropy", "igamma",
+             "igammac"}
+
+
+# ops merged from another branch at the same time as this file (issue 10's breadth work): swept once they exist
+LATER = {"angle", "frexp", "igamma", "igammac"}
 
 
 def _eps(dtype):
@@ -126,6 +133,8 @@ def _check(got, want, what, dtype, exact):
 @pytest.mark.parametrize("dtype", HALVES)
 @pytest.mark.parametrize("name", sorted(CALLS))
 def test_half_ops_like_torch(dg, name, dtype):
+    if name in LATER and not hasattr(dg, name):
+        pytest.skip(f"{name} is not in this tree yet")
     call = CALLS[name]
     _check(_outcome(dg, call, dtype), _outcome(torch, call, dtype), f"{name}({dtype})", dtype,
            name not in NOT_EXACT)
