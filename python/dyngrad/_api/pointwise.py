@@ -10,7 +10,8 @@ from .. import _C
 from ..autograd.function import Function
 from . import special_numpy as sn
 from .args import (Tensor, broadcast_shapes, check_int_range, checked_write, compute_dtype, get_default_dtype,
-                   host_result, host_values, number, operand_or_throw, operands, tensor_arg, to_int, type_name)
+                   host_result, host_values, is_half, number, operand_or_throw, operands, round_to, tensor_arg, to_int,
+                   type_name)
 from .dtype_info import finfo
 from .node_names import rename, shows_as
 
@@ -969,8 +970,12 @@ def _isclose_values(a, b, rtol, atol, equal_nan):
             x, y = x.astype(np.float64), y.astype(np.float64)
             if equal_nan:
                 close = close | (np.isnan(x) & np.isnan(y))
-            error = np.abs(x - y)
-            close = close | (np.isfinite(error) & (error <= atol + rtol * np.abs(y)))
+            if is_half(a.dtype):     # torch's arithmetic in the half type: each step rounded to it
+                r = lambda v: round_to(v, a.dtype)  # noqa: E731
+                error, allowed = np.abs(r(x - y)), r(atol + np.abs(r(rtol * y)))
+            else:
+                error, allowed = np.abs(x - y), atol + rtol * np.abs(y)
+            close = close | (np.isfinite(error) & (error <= allowed))
     return close
 
 
