@@ -21,6 +21,9 @@ Then size calls (issue 11): every window op (conv2d, max_pool2d, avg_pool2d) on 
 negative or odd int as padding, stride or kernel size, and every creation function and view with it as a size
 (linspace, randperm, arange, eye, randint, full, zeros, expand, reshape); the C++ engine also gets each as its
 thread count (set_num_threads, then a parallel kernel).
+Then write calls (issue 10): numbers that do not fit the dtype (int8 300, uint8 -256, float16 70000, 2**64, NaN into
+an int) through every write (fill_, full, masked_fill, setitem, index_fill, where, clamp, tensor); every method also
+runs on a float16 and a bfloat16 receiver.
 After those come HOOK_PROGRAMS random hook programs (tests/hook_programs.py, issue 11): hooks on leaves and
 non-leaves and node pre-hooks that register and remove hooks (their own handle too), retain_grad, collect
 garbage, return gradients of the wrong dtype or shape, or call backward while backward runs.
@@ -169,6 +172,9 @@ def calls(dg):
         "int64 (3, 4) 10**12", "bool (3, 4)", "empty (0, 3)", "0-d 2.0", "nan (3, 4)", "transposed (4, 3).T",
         "expanded (1,)->(3, 4)", "requires_grad (3, 4)", "5-d (1, 2, 1, 2, 1)", "read-only numpy (3, 4)",
         "mmap read-only (3, 4)")]
+    # the 16-bit floats as receivers too: every method on a float16 and a bfloat16 tensor (issue 10)
+    receivers += [("float16 (3, 4)", lambda: dg.ones(3, 4, dtype=dg.float16) * 0.5),
+                  ("bfloat16 (3, 4)", lambda: dg.ones(3, 4, dtype=dg.bfloat16) * 0.5)]
     for name, get in targets(dg):
         patterns = [((), {})]
         patterns += [((h,), {}) for h in hostile]
@@ -194,6 +200,7 @@ def calls(dg):
                         return getattr(make(), method)(*[f() for _, f in args])
                     yield desc, thunk
     yield from size_calls(dg)
+    yield from write_calls(dg)
     for seed in range(HOOK_PROGRAMS):
         def thunk(seed=seed):
             prog = random_program(random.Random(seed), hostile=True)
@@ -256,12 +263,47 @@ def size_calls(dg):
             yield name.replace("{h}", hdesc), lambda fn=fn, h=h: fn(h)
 
 
+WRITTEN = [("300", 300), ("-256", -256), ("70000", 70000), ("2**31", 2 ** 31), ("2**63", 2 ** 63), ("2**64", 2 ** 64),
+           ("-2**63-1", -2 ** 63 - 1), ("nan", float("nan")), ("-inf", float("-inf")), ("1e300", 1e300),
+           ("65520.0", 65520.0), ("-0.5", -0.5), ("np.int64(300)", np.int64(300))]
+
+
+def write_calls(dg):
+    """Numbers that do not fit the dtype they are written into (issue 10: int8 300 wrapped silently), through every
+    write: each must be written or refused with a clear error, never crash."""
+    mask = lambda: dg.tensor([True, False, True])  # noqa: E731
+
+    def setitem(t, idx, v):
+        t[idx] = v
+        return t
+    writes = {
+        "zeros(3, {d}).fill_({v})": lambda d, v: dg.zeros(3, dtype=d).fill_(v),
+        "full((3,), {v}, dtype={d})": lambda d, v: dg.full((3,), v, dtype=d),
+        "zeros(3, {d}).masked_fill(mask, {v})": lambda d, v: dg.zeros(3, dtype=d).masked_fill(mask(), v),
+        "zeros(3, {d})[0] = {v}": lambda d, v: setitem(dg.zeros(3, dtype=d), 0, v),
+        "zeros(3, {d})[mask] = {v}": lambda d, v: setitem(dg.zeros(3, dtype=d), mask(), v),
+        "zeros(3, {d})[[0, 2]] = {v}": lambda d, v: setitem(dg.zeros(3, dtype=d), [0, 2], v),
+        "zeros(3, {d}).index_fill(0, [0], {v})":
+            lambda d, v: dg.zeros(3, dtype=d).index_fill(0, dg.tensor([0]), v),
+        "where(mask, zeros(3, {d}), {v})": lambda d, v: dg.where(mask(), dg.zeros(3, dtype=d), v),
+        "zeros(3, {d}).clamp({v})": lambda d, v: dg.zeros(3, dtype=d).clamp(v),
+        "tensor([{v}], dtype={d})": lambda d, v: dg.tensor([v], dtype=d),
+        "zeros(3, {d}) - {v}": lambda d, v: dg.zeros(3, dtype=d) - v,
+    }
+    for name, fn in writes.items():
+        for dname in ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32"):
+            for vdesc, v in WRITTEN:
+                yield name.replace("{d}", dname).replace("{v}", vdesc), \
+                    lambda fn=fn, d=getattr(dg, dname), v=v: fn(d, v)
+
+
 def touch(dg, result):
     """Reads every element of a returned tensor (a tensor over freed or too-small memory shows up here)."""
     items = result if isinstance(result, (tuple, list)) else [result]
     for r in items[:8]:
         if isinstance(r, dg.Tensor) and 0 < r.numel() <= 10 ** 6:
-            np.asarray(r.detach()).sum()
+            v = r.detach()
+            np.asarray(v.float() if v.dtype is dg.bfloat16 else v).sum()    # (numpy has no bfloat16)
             repr(r)
 
 

@@ -591,26 +591,18 @@ NOT_LIKE_TORCH = {
     **{("special.i1", d): "i1(+-inf) is +-inf (torch: nan)" for d in DTYPES[2:]},
     **{(n, d): "core: logsumexp of [inf, nan] is inf (torch: nan), its gradient 0 (torch: nan)"
        for n in ("special.logsumexp", "special.softmax") for d in DTYPES[2:]},
-    **{(n, "bool"): "core: softmax/logsumexp accept bool and int64 tensors (torch: NotImplementedError)"
-       for n in ("special.softmax", "special.logsumexp")},
-    ("special.softmax", "int64"): "core: softmax accepts int64 tensors (torch: NotImplementedError)",
     ("absolute", "bool"): "core: abs of a bool tensor is allowed (torch: NotImplementedError)",
     ("absolute", "float64"): "core: the gradient of abs at NaN is NaN (torch: 0)",
-    ("negative", "bool"): "core: neg of a bool tensor raises TypeError (torch: RuntimeError)",
-    ("rsub_number", "bool"): "core: subtraction with a bool tensor is allowed (torch: RuntimeError)",
     ("polygamma1", "int64"): "polygamma(1, x) is +inf at the poles x = 0, -1, -2, ... (torch: about 1e16 at the "
                              "negative ones, from rounding in sin(pi x))",
     ("special.round", "int64"): "special.round is torch.round, which returns integer tensors as they are (torch's "
                                 "special.round raises NotImplementedError for them)",
 }
-CORE_SUB = "core: subtraction with a bool operand is allowed, or TypeError for two bools (torch: RuntimeError)"
 
 
 def _not_like_torch(name, kinds):
     if (name, kinds) in NOT_LIKE_TORCH:
         return NOT_LIKE_TORCH[(name, kinds)]
-    if name in ("sub_alpha", "subtract", "rsub") and any(k in ("bool", "py_bool") for k in kinds):
-        return CORE_SUB
     if name in ("iand", "bitwise_or_") and kinds[1] in ("float32", "float64", "py_float"):
         return ("in-place bitwise op with a float operand: torch reports the impossible cast (RuntimeError) before "
                 "the missing float kernel (NotImplementedError)")

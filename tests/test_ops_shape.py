@@ -1198,3 +1198,19 @@ def test_table_covers_the_issue():
         index_nested_list""".split()
     missing = [n for n in required if n not in OPS_BY_NAME] + [n for n in calls if n not in CALLS_BY_NAME]
     assert not missing, missing
+
+
+def test_flip_and_tile_methods_take_varargs(dg):
+    """Tensor.flip(1) and Tensor.tile(2, 1) as torch's methods take them (found by the half-type sweep of issue
+    10); torch.flip/torch.tile take one sequence, and the keyword a sequence too."""
+    torch = pytest.importorskip("torch")
+    x, t = dg.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]), torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    calls = [lambda a: a.flip(1), lambda a: a.flip(0, -1), lambda a: a.flip((0, 1)), lambda a: a.flip(dims=[1]),
+             lambda a: a.tile(2), lambda a: a.tile(2, 1), lambda a: a.tile((2, 2)), lambda a: a.tile(dims=(2,))]
+    for call in calls:
+        assert call(x).tolist() == call(t).tolist()
+    for bad in (lambda a: a.flip(), lambda a: a.flip(dims=1)):
+        with pytest.raises(TypeError):
+            bad(t)
+        with pytest.raises(TypeError):
+            bad(x)

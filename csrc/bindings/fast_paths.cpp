@@ -80,6 +80,16 @@ using UnaryOp = Tensor (*)(const Tensor&);
 using BinaryOp = Tensor (*)(const Tensor&, const Tensor&);
 using ReduceOp = Tensor (*)(const Tensor&, const Dims&, bool);
 
+// A Python number the fast path of Op takes: sub leaves a Python bool to the shared layer, which refuses it as torch
+// does (the core cannot: the number arrives as a tensor of the other operand's dtype).
+template <BinaryOp Op>
+bool fast_number(PyObject* o) {
+  if constexpr (Op == &sub) {
+    if (PyBool_Check(o)) return false;
+  }
+  return is_number(o);
+}
+
 // A Python number as the operand of an op whose other operand is `like` (the core rule, module.cpp).
 Tensor number_operand(PyObject* o, const Tensor& like) { return scalar_operand(py::handle(o), &like); }
 
@@ -113,9 +123,9 @@ PyObject* binary_slot(PyObject* a, PyObject* b) {
   const Tensor* tb = tensor_of(b);
   DG_PY_TRY
   if (ta && tb) return to_python(Op(*ta, *tb));
-  if (Numbers && ta && is_number(b)) return to_python(Op(*ta, number_operand(b, *ta)));
+  if (Numbers && ta && fast_number<Op>(b)) return to_python(Op(*ta, number_operand(b, *ta)));
   if constexpr (Reflected != nullptr)
-    if (tb && is_number(a)) return to_python(Reflected(*tb, number_operand(a, *tb)));
+    if (tb && fast_number<Op>(a)) return to_python(Reflected(*tb, number_operand(a, *tb)));
   DG_PY_CATCH
   if (ta) return PyObject_CallFunctionObjArgs(g_fallback[Slot], a, b, nullptr);
   if (tb) return PyObject_CallFunctionObjArgs(g_fallback[Slot + 1], b, a, nullptr);
@@ -227,7 +237,7 @@ PyObject* binary_function(PyObject* fallback, PyObject* const* args, Py_ssize_t 
   if (PyVectorcall_NARGS(nargsf) == 2 && !kwnames) {
     const Tensor* ta = tensor_of(args[0]);
     const Tensor* tb = tensor_of(args[1]);
-    if (ta && (tb || (Numbers && is_number(args[1])))) {
+    if (ta && (tb || (Numbers && fast_number<Op>(args[1])))) {
       DG_PY_TRY
       return to_python(tb ? Op(*ta, *tb) : Op(*ta, number_operand(args[1], *ta)));
       DG_PY_CATCH
@@ -333,7 +343,7 @@ PyObject* binary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf
   if (PyVectorcall_NARGS(nargsf) == 1 && !kwnames) {
     const Tensor* ta = tensor_of(self);
     const Tensor* tb = tensor_of(args[0]);
-    if (ta && (tb || (Numbers && is_number(args[0])))) {
+    if (ta && (tb || (Numbers && fast_number<Op>(args[0])))) {
       DG_PY_TRY
       return to_python(tb ? Op(*ta, *tb) : Op(*ta, number_operand(args[0], *ta)));
       DG_PY_CATCH

@@ -67,8 +67,13 @@ Tensor add(const Tensor& a, const Tensor& b) {
 
 // out = a - b
 Tensor sub(const Tensor& a, const Tensor& b) {
-  DG_CHECK(!(a->dtype == DType::Bool && b->dtype == DType::Bool), TypeError,
-           "sub: subtracting two bool tensors is not supported; use logical_xor or convert with .long().");
+  // torch refuses a bool operand on either side (a Python bool is refused by the shared layer, before it becomes a
+  // tensor of the other operand's dtype)
+  DG_CHECK(!(a->dtype == DType::Bool && b->dtype == DType::Bool), RuntimeError,
+           "sub: subtracting two bool tensors (the `-` operator) is not supported; use `^` or logical_xor() instead.");
+  DG_CHECK(a->dtype != DType::Bool && b->dtype != DType::Bool, RuntimeError,
+           "sub: subtracting with a bool tensor (the `-` operator) is not supported; to invert a mask, use `~` or "
+           "logical_not() instead.");
   Tensor out = binary_kernel(BinaryKind::Sub, a, b, result_type(a, b), "sub");
   if (any_requires_grad({&a, &b})) record<OpKind::sub>(out, {&a, &b});
   return out;
@@ -97,7 +102,9 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor neg(const Tensor& a) {
-  DG_CHECK(a->dtype != DType::Bool, TypeError, "neg: negation of a bool tensor is not supported; use logical_not.");
+  DG_CHECK(a->dtype != DType::Bool, RuntimeError,
+           "neg: negation of a bool tensor (the `-` operator) is not supported; to invert a mask, use `~` or "
+           "logical_not().");
   Tensor out = unary_kernel(UnaryKind::Neg, a, a->dtype);
   if (any_requires_grad({&a})) record<OpKind::neg>(out, {&a});
   return out;
@@ -305,7 +312,9 @@ Tensor mean(const Tensor& a, const Dims& dims_in, bool keepdim) {
   DG_CHECK(is_floating(a->dtype), RuntimeError, "mean: expected a floating-point tensor, got ",
            dtype_name(a->dtype), "; convert with .float() first.");
   auto dims = normalize_dims(dims_in, a->ndim(), "mean");
-  Tensor out = reduce_kernel(ReduceKind::Sum, a, dims, keepdim);
+  // Note [Half types]: a half type's mean is its float32 sum divided in float32, rounded once (as torch)
+  const bool half = is_half(a->dtype);
+  Tensor out = reduce_kernel(ReduceKind::Sum, half ? contiguous_copy(a, DType::Float32) : a, dims, keepdim);
   int64_t count = 1;
   for (int64_t d : dims) count *= a->shape[d];
   DG_DISPATCH_FLOAT(out->dtype, T, {
@@ -313,6 +322,7 @@ Tensor mean(const Tensor& a, const Dims& dims_in, bool keepdim) {
     T inv = count ? T(1) / T(count) : std::numeric_limits<T>::quiet_NaN();
     for (int64_t i = 0; i < out->numel; ++i) p[i] = count ? p[i] * inv : inv;
   });
+  if (half) out = contiguous_copy(out, a->dtype);
   if (any_requires_grad({&a})) record_reduction<OpKind::mean>(out, a, dims, keepdim);
   return out;
 }
@@ -320,6 +330,8 @@ Tensor mean(const Tensor& a, const Dims& dims_in, bool keepdim) {
 // var = sum((a - mean)^2) / (n - correction): composite
 Tensor var(const Tensor& a, const Dims& dims_in, double correction, bool keepdim) {
   check_float(a, "var");
+  if (is_half(a->dtype))  // computed in float32 and rounded once (Note [Half types]), as torch
+    return to_dtype(var(to_dtype(a, DType::Float32), dims_in, correction, keepdim), a->dtype);
   auto dims = normalize_dims(dims_in, a->ndim(), "var");
   int64_t count = 1;
   for (int64_t d : dims) count *= a->shape[d];

@@ -378,6 +378,10 @@ void add_into_kernel(const Tensor& dst, const Tensor& src) {
   DG_CHECK(dst->shape == src->shape && dst->dtype == src->dtype && is_floating(dst->dtype), RuntimeError,
            "add_into: expected tensors of one shape and floating dtype.");
   if (dst->numel == 0) return;
+  if (is_half(dst->dtype)) {  // Note [Half types]: add's float32 sum rounded once, written back (add's bits)
+    copy_into(dst, binary_kernel(BinaryKind::Add, dst, src, dst->dtype, "add"));
+    return;
+  }
   DG_DISPATCH_FLOAT(dst->dtype, T, binary_loop<T, T>(dst, dst, src, [](T x, T y) { return k_add(x, y); }));
 }
 

@@ -254,7 +254,12 @@ def _softmax_dim(dim, a, op, stacklevel):
 
 
 def _as_dtype(a, dtype, op):
+    """softmax's input in `dtype` if given; else it must be floating point: torch has no integer or bool kernel
+    (NotImplementedError), dtype=float32 being the way to take one."""
     dt = optional_dtype(dtype, op)
+    if dt is None and not a.dtype.is_floating_point:
+        raise NotImplementedError(f"{op}: {a.dtype.name} input is not supported (as in torch); pass "
+                                  "dtype=dyngrad.float32 or convert it with .float().")
     return _C.to_dtype(a, dt) if dt is not None and dt is not a.dtype else a
 
 

@@ -2,6 +2,7 @@
 reduction names. Each helper raises the error the user should see, naming the op and the argument.
 """
 import collections
+import math
 import numbers
 
 import numpy as np
@@ -245,6 +246,100 @@ def host_array(t):
     if t.dtype.name == "bfloat16":
         t = _C.to_dtype(t, _C.float32)
     return t._numpy_view()
+
+
+# Note [Half types on the host]: ops with a numpy forward (pointwise's _NumpyFunction, scans, sorts, unique, ...)
+# see float16 and bfloat16 values as float32: numpy has no bfloat16, and its float16 loops round every step (a
+# float16 cumsum accumulates in float16). torch's CPU kernels compute both in float32 and round once, to nearest
+# even; host_values() widens the input and host_result() rounds a result back to the op's dtype, for every such op.
+
+def is_half(dtype):
+    return dtype.name in ("float16", "bfloat16")
+
+
+def compute_dtype(dtype):
+    """The numpy dtype a numpy forward computes `dtype` in: its own, float32 for the half types."""
+    return np.dtype(np.float32) if is_half(dtype) else numpy_dtype(dtype)
+
+
+def host_values(t):
+    """t's values as a numpy array to compute with: a view of t's memory (do not write to it), or a float32 copy for
+    float16 and bfloat16 (Note [Half types on the host])."""
+    t = t.detach()
+    if is_half(t.dtype):
+        t = _C.to_dtype(t, _C.float32)
+    return t._numpy_view()
+
+
+def host_result(values, dtype=None):
+    """A new tensor holding a numpy result (copied unless it is a contiguous, writable array of its own),
+    converted to `dtype` when given: a float32 result of a half-type op is rounded to it here."""
+    arr = np.asarray(values)
+    if dtype is not None:
+        arr = arr.astype(compute_dtype(dtype), copy=False)
+    if not (arr.flags.c_contiguous and arr.flags.owndata and arr.flags.writeable):
+        arr = np.array(arr, order="C")
+    t = _C.from_numpy(arr)
+    return t if dtype is None or t.dtype is dtype else _C.to_dtype(t, dtype)
+
+
+def round_to(values, dtype):
+    """numpy values rounded to `dtype`, in its compute dtype (float32 for the half types): what a C++ expression of
+    torch's in that dtype holds after each operation (c10::Half and c10::BFloat16 round every result)."""
+    return host_values(host_result(values, dtype))
+
+
+# Note [Numbers written into tensors]: a Python number written into a tensor (full, fill_, masked_fill, index_fill,
+# setitem, ...) must fit the tensor's dtype, as torch's checked conversion demands: int8 300, uint8 -256, int64
+# 2**63, an int tensor's inf or NaN, float16 70000 raise RuntimeError ("value cannot be converted ... without
+# overflow"). torch's exceptions to the rule are kept: uint8 takes -1..-255 (two's complement: -1 writes 255), a float
+# tensor takes inf and NaN, and bool takes anything. Arithmetic with a number wraps instead (int8 + 300), as torch.
+_INT_RANGES = {"uint8": (0, 2 ** 8 - 1), "int8": (-2 ** 7, 2 ** 7 - 1), "int16": (-2 ** 15, 2 ** 15 - 1),
+               "int32": (-2 ** 31, 2 ** 31 - 1), "int64": (-2 ** 63, 2 ** 63 - 1)}
+_FLOAT_MAX = {"float16": 65504.0, "bfloat16": float.fromhex("0x1.fe00000000000p+127"),
+              "float32": float(np.finfo(np.float32).max), "float64": math.inf}
+
+
+def check_int_range(value, op):
+    """A Python int must fit torch's numbers, int64 or uint64: OverflowError otherwise."""
+    if isinstance(value, int) and not isinstance(value, bool) and not -2 ** 63 <= value < 2 ** 64:
+        raise OverflowError(f"{op}: the integer {value} does not fit in 64 bits.")
+
+
+def checked_write(value, dtype, op, *, int64_numbers=False, halves=True):
+    """`value` (a Python or numpy number) if it can be written into a tensor of `dtype`; raises where torch does
+    (Note [Numbers written into tensors]). int64_numbers=True is torch's __setitem__ and torch.tensor, which read an
+    int as int64 (a larger one is a ValueError); halves=False lets the 16-bit floats take any value, rounding to
+    inf (torch's __setitem__ and where)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    if int64_numbers and isinstance(value, int) and not -2 ** 63 <= value < 2 ** 63:
+        raise ValueError(f"{op}: the integer {value} does not fit in int64.")
+    check_int_range(value, op)
+    name = dtype.name
+    if name == "bool" or (not halves and name in ("float16", "bfloat16")):
+        return _as_int64_number(value, dtype)
+    if name in _INT_RANGES:
+        lo, hi = _INT_RANGES[name]
+        if isinstance(value, int):
+            fits = (-hi <= value <= hi) if name == "uint8" else lo <= value <= hi
+        else:                                         # compared as doubles, as torch (NaN fits nowhere)
+            fits = float(lo) <= value <= float(hi)
+    else:
+        fits = not math.isfinite(value) or abs(value) <= _FLOAT_MAX[name]
+    if not fits:
+        raise RuntimeError(f"{op}: value {value!r} cannot be converted to {name} without overflow.")
+    return _as_int64_number(value, dtype)
+
+
+def _as_int64_number(value, dtype):
+    """An int in [2**63, 2**64) (torch's uint64 number), which fits only bool and float tensors, as the number the
+    cores take: True or a float."""
+    if isinstance(value, int) and value >= 2 ** 63:
+        return True if dtype.name == "bool" else float(value)
+    return value
 
 
 def get_default_dtype():

@@ -5,8 +5,8 @@ import numpy as np
 
 from .. import _C
 from .generator import drawing
-from .args import (DTYPE_NAMES, Tensor, check_device, dtype_arg, finish, get_default_dtype, host_array, number, numpy_dtype,
-                   sizes_arg, tensor_arg, to_int, type_name)
+from .args import (DTYPE_NAMES, Tensor, check_device, checked_write, dtype_arg, finish, get_default_dtype, host_array,
+                   number, numpy_dtype, sizes_arg, tensor_arg, to_int, type_name)
 
 
 def _dtype_or(dtype, default, op):
@@ -49,6 +49,9 @@ def _as_array(data, op, dtype=None):
                         "tensor; expected numbers, bools, nested lists of them or a numpy array.")
     arr = _canonical_bools(arr)
     if dtype is not None:
+        if arr.size and not dtype.is_floating_point and not isinstance(data, (np.ndarray, np.generic)):
+            for v in (arr.min(), arr.max()):       # Python numbers must fit an integer dtype (numpy arrays wrap)
+                checked_write(v.item(), dtype, op, int64_numbers=True)
         return arr.astype(numpy_dtype(dtype))
     if kind == "f":
         keeps = isinstance(data, (np.ndarray, np.generic))       # numpy floats keep their width (float16 too)
@@ -149,7 +152,8 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
     check_device(device, "full")
     fill_value = number(fill_value, "full", "fill_value")
     shape = sizes_arg((size,), "full")
-    return finish(_C.full(shape, fill_value, _dtype_or(dtype, _default_dtype_of(fill_value), "full")), requires_grad)
+    dt = _dtype_or(dtype, _default_dtype_of(fill_value), "full")
+    return finish(_C.full(shape, checked_write(fill_value, dt, "full"), dt), requires_grad)
 
 
 def _like(op, make):
@@ -188,7 +192,8 @@ def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False
     tensor_arg(input, "full_like")
     check_device(device, "full_like")
     fill_value = number(fill_value, "full_like", "fill_value")
-    return finish(_C.full(input.shape, fill_value, _dtype_or(dtype, input.dtype, "full_like")), requires_grad)
+    dt = _dtype_or(dtype, input.dtype, "full_like")
+    return finish(_C.full(input.shape, checked_write(fill_value, dt, "full_like"), dt), requires_grad)
 
 
 # ----- ranges ----------------------------------------------------------------------------------------------------
@@ -413,7 +418,8 @@ def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=F
     if not isinstance(size, (tuple, list)):
         raise TypeError(f"new_full: expected a tuple of ints as size, got {type_name(size)}.")
     fill_value = number(fill_value, "new_full", "fill_value")
-    return finish(_C.full(sizes_arg((size,), "new_full"), fill_value, _dtype_or(dtype, self.dtype, "new_full")),
+    dt = _dtype_or(dtype, self.dtype, "new_full")
+    return finish(_C.full(sizes_arg((size,), "new_full"), checked_write(fill_value, dt, "new_full"), dt),
                   requires_grad)
 
 

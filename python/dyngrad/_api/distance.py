@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from .. import _C
-from .args import broadcast_shapes, number, shape_str, tensor_arg, to_int, wrap_dim
+from .args import broadcast_shapes, is_half, number, shape_str, tensor_arg, to_int, wrap_dim
 
 
 def _k(value, like):
@@ -73,6 +73,9 @@ def pdist(input, p=2):
         raise RuntimeError(f"pdist: expected a 2-D input, got shape {shape_str(x.shape)}.")
     if not x.dtype.is_floating_point:
         raise RuntimeError(f"pdist: expected a floating-point input, got {x.dtype.name}.")
+    if is_half(x.dtype):
+        raise NotImplementedError(f"pdist: {x.dtype.name} input is not supported (as in torch); convert it with "
+                                  ".float() first.")
     p = float(number(p, "pdist", "p"))
     if p < 0:
         raise RuntimeError(f"pdist: p must be non-negative, got {p}.")

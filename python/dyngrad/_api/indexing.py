@@ -16,8 +16,8 @@ import warnings
 import numpy as np
 
 from .. import _C
-from .args import (Tensor, broadcast_shapes, dtype_arg, number, operand_or_throw, shape_str, tensor_arg, to_int,
-                   type_name, wrap_dim)
+from .args import (Tensor, broadcast_shapes, checked_write, dtype_arg, host_values, number, operand_or_throw, shape_str,
+                   tensor_arg, to_int, type_name, wrap_dim)
 from .node_names import shows_as
 
 
@@ -140,9 +140,20 @@ def getitem(self, idx):
     return _C.take(self, index_positions(tuple(self.shape), idx))
 
 
+def _written_value(value, like, op, **checks):
+    """The value written by setitem or masked_fill as a tensor: a number is checked (Note [Numbers written into
+    tensors]) and made in like's dtype directly (through the float32 an operand would be, int32 16777217 would
+    round); tensors, lists and arrays as operands."""
+    if isinstance(value, (bool, int, float, np.generic)) and not isinstance(value, Tensor):
+        number_ = checked_write(value, like.dtype, op, **checks)
+        if isinstance(number_, (bool, int, float)):
+            return _C.full((), number_, like.dtype)
+    return operand_or_throw(value, like, op, "value")
+
+
 def setitem(self, idx, value):
     """self[idx] = value: an in-place write, recorded when grad is involved (Note [In-place writes into views])."""
-    v = operand_or_throw(value, self, "__setitem__", "value")
+    v = _written_value(value, self, "__setitem__", int64_numbers=True, halves=False)
     idx = _sequence_index(idx)
     base = self._base
     recording = _C.is_grad_enabled() and (self.requires_grad or v.requires_grad or
@@ -189,9 +200,11 @@ def masked_fill(input, mask, value):
     """input with value (a number or a 0-d tensor) where mask is True; input broadcasts with mask."""
     a = tensor_arg(input, "masked_fill")
     m = _bool_mask(mask, "masked_fill")
-    v = operand_or_throw(value, a, "masked_fill", "value")
+    v = _written_value(value, a, "masked_fill")
     if v.ndim != 0:
         raise RuntimeError(f"masked_fill: value must be a number or a 0-d tensor, got shape {shape_str(v.shape)}.")
+    if isinstance(value, Tensor):
+        checked_write(v.item(), a.dtype, "masked_fill")                # a 0-d tensor's value is checked too (torch)
     shape = broadcast_shapes(a.shape, m.shape, "masked_fill")
     return _C.masked_fill(a if shape == tuple(a.shape) else _C.expand(a, shape), m, v)
 
@@ -309,7 +322,8 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     if tensor_src:
         values = _C.take(src, _positions(source))
     else:
-        values = _C.full(target.shape, number(src if value is None else value, "scatter", "value"), a.dtype)
+        values = _C.full(target.shape, checked_write(number(src if value is None else value, "scatter", "value"),
+                                                     a.dtype, "scatter"), a.dtype)
     if reduce is None:
         return _C.put(a, _positions(target), values)
     if reduce not in ("add", "multiply"):
@@ -456,9 +470,10 @@ def index_fill(input, dim, index, value):
         if value.ndim != 0:
             raise RuntimeError(f"index_fill: value must be a number or a 0-d tensor, got shape "
                                f"{shape_str(value.shape)}.")
+        checked_write(value.item(), a.dtype, "index_fill")              # (a tensor's value too, as torch)
         v = value if value.dtype is a.dtype else _C.to_dtype(value, a.dtype)
     else:
-        v = _C.full((), number(value, "index_fill", "value"), a.dtype)
+        v = _C.full((), checked_write(number(value, "index_fill", "value"), a.dtype, "index_fill"), a.dtype)
     size = a.shape[d] if a.ndim else 1
     i = _index_values(idx, size, d, "index_fill", wrap=True, error=IndexError).reshape(-1)
     return _C.put(a, _positions(_along(tuple(a.shape), d, i)), v)
@@ -553,7 +568,7 @@ def masked_scatter(input, mask, source):
 
 def nonzero(input, *, as_tuple=False):
     """The indices of the nonzero elements: an (n, ndim) int64 tensor, or a tuple of ndim 1-D tensors."""
-    arr = tensor_arg(input, "nonzero").detach()._numpy_view()
+    arr = host_values(tensor_arg(input, "nonzero"))
     if as_tuple:
         found = np.nonzero(arr.reshape(1) if arr.ndim == 0 else arr)
         return tuple(_positions(c) for c in found)
@@ -571,7 +586,7 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     to keep it sorted: before equal values ('left'), or after them (right=True or side='right')."""
     seq = tensor_arg(sorted_sequence, "searchsorted", "sorted_sequence")
     scalar = not isinstance(input, Tensor)
-    values = np.asarray(number(input, "searchsorted", "input")) if scalar else input.detach()._numpy_view()
+    values = np.asarray(number(input, "searchsorted", "input")) if scalar else host_values(input)
     if seq.ndim == 0:
         raise RuntimeError("searchsorted: sorted_sequence must have at least one dimension, got a 0-d tensor.")
     if side not in (None, "left", "right"):
@@ -579,7 +594,7 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     if side == "left" and right:
         raise RuntimeError("searchsorted: side='left' and right=True contradict each other.")
     where = "right" if right or side == "right" else "left"
-    boundaries = seq.detach()._numpy_view()
+    boundaries = host_values(seq)
     if sorter is not None:
         order = tensor_arg(sorter, "searchsorted", "sorter")
         if order.dtype is not _C.int64 or tuple(order.shape) != tuple(seq.shape):

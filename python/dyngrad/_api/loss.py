@@ -13,8 +13,8 @@ import numpy as np
 from .. import _C
 from ..autograd.function import Function
 from .activation import log_sigmoid
-from .args import (Tensor, number, optional_tensor, reduce_loss, reduction_code, shape_str, tensor_arg, to_int,
-                   torch_name)
+from .args import (Tensor, host_result, host_values, number, optional_tensor, reduce_loss, reduction_code, shape_str,
+                   tensor_arg, to_int, torch_name)
 
 from .node_names import shows_as
 _REDUCTION_NAMES = {0: "none", 1: "mean", 2: "sum"}
@@ -219,15 +219,15 @@ class BinaryCrossEntropy(Function):
 
     @staticmethod
     def forward(ctx, input, target, *weight):
-        x, y = input._numpy_view(), target._numpy_view()
+        x, y = host_values(input), host_values(target)        # (float32 for the half types)
         with np.errstate(divide="ignore", invalid="ignore"):
             log_x = np.maximum(np.log(x), -100.0)
             log_1mx = np.maximum(np.log1p(-x), -100.0)
         losses = (y - 1) * log_1mx - y * log_x
         if weight:
-            losses = losses * weight[0]._numpy_view()
+            losses = losses * host_values(weight[0])
         ctx.save_for_backward(input, target, *weight)
-        return _C.copy_from_numpy(np.ascontiguousarray(losses, dtype=x.dtype), False)
+        return host_result(losses, input.dtype)
 
     @staticmethod
     def backward(ctx, grad):
@@ -253,7 +253,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
                          f"{shape_str(x.shape)} (torch does not broadcast them).")
     if not x.dtype.is_floating_point:
         raise RuntimeError(f"binary_cross_entropy: expected a floating-point input, got {x.dtype.name}.")
-    values = x.detach()._numpy_view()
+    values = host_values(x)
     if not ((values >= 0) & (values <= 1)).all():
         raise RuntimeError("binary_cross_entropy: all elements of input should be between 0 and 1.")
     if y.dtype is not x.dtype:

@@ -9,8 +9,10 @@ import numpy as np
 from .. import _C
 from ..autograd.function import Function
 from . import special_numpy as sn
-from .args import (Tensor, broadcast_shapes, get_default_dtype, number, numpy_dtype, operand_or_throw, operands,
-                   tensor_arg, to_int, type_name)
+from .args import (Tensor, broadcast_shapes, check_int_range, checked_write, compute_dtype, get_default_dtype,
+                   host_result, host_values, is_half, number, operand_or_throw, operands, round_to, tensor_arg, to_int,
+                   type_name)
+from .dtype_info import finfo
 from .node_names import rename, shows_as
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
@@ -65,17 +67,15 @@ def _result_type(*tensors):
 
 
 def _values(a, dtype=None):
-    """a's values as a numpy array (a view), optionally converted to `dtype`."""
-    v = a.detach()._numpy_view()
-    return v if dtype is None else v.astype(numpy_dtype(dtype), copy=False)
+    """a's values as a numpy array to compute with (float32 for the half types, Note [Half types on the host]),
+    optionally converted to the compute dtype of `dtype`."""
+    v = host_values(a)
+    return v if dtype is None else v.astype(compute_dtype(dtype), copy=False)
 
 
 def _from_numpy(values, dtype):
-    """A new tensor holding `values` converted to the dyngrad dtype `dtype`."""
-    arr = np.asarray(values, dtype=numpy_dtype(dtype))
-    if not arr.flags.c_contiguous or not arr.flags.writeable:
-        arr = arr.copy()
-    return _C.from_numpy(arr)
+    """A new tensor holding `values` converted (rounded, for the half types) to the dyngrad dtype `dtype`."""
+    return host_result(values, dtype)
 
 
 def _zeros(like):
@@ -237,7 +237,7 @@ I0e = _numpy_function("I0e", lambda x: sn.bessel_i(0, x, True),
 
 def _tiny(x):
     """|x| <= the dtype's epsilon (or NaN), where torch sets the derivatives of i1 and i1e to their limit 1/2."""
-    return _C.logical_not(_C.compare("gt", _C.abs(x), _C.scalar_operand(float(np.finfo(numpy_dtype(x.dtype)).eps), x)))
+    return _C.logical_not(_C.compare("gt", _C.abs(x), _C.scalar_operand(finfo(x.dtype).eps, x)))
 
 
 def _i1_derivative(g, out, x):
@@ -376,14 +376,22 @@ Heaviside = _numpy_function("Heaviside", lambda x, v: np.where(x == 0, v, x > 0)
 
 # ----- arithmetic ------------------------------------------------------------------------------------------------
 
-def _scaled(b, alpha, op, integral=False):
-    """alpha * b (b itself when alpha is absent or the int 1); a float alpha is refused for integer inputs."""
+def _scaled(b, alpha, op, integral=False, dtype=None, negated=False):
+    """alpha * b (b itself when alpha is absent or the int 1); a float alpha is refused for integer inputs, a bool
+    one for non-bool results, and alpha must fit the result's `dtype` (torch converts it: int8 alpha=300 raises;
+    a subtraction converts -alpha, `negated`)."""
     if alpha is None or (type(alpha) is int and alpha == 1):
         return b
     alpha = number(alpha, op, "alpha")
     if integral and isinstance(alpha, float):
         raise RuntimeError(f"{op}: for integer input tensors, alpha must not be a floating-point number, got "
                            f"{alpha}.")
+    if dtype is not None:
+        if isinstance(alpha, bool) and dtype is not _C.bool:
+            raise RuntimeError(f"{op}: a bool alpha is only supported for bool results, got {dtype.name}.")
+        checked_write(-alpha if negated and not isinstance(alpha, bool) else alpha, dtype, op)
+        if dtype is _C.bool:
+            alpha = bool(alpha)                 # converted to the bool result's dtype, as torch (b stays bool)
     return _C.mul(b, _C.scalar_operand(alpha, b))
 
 
@@ -394,20 +402,34 @@ def _integral(*tensors):
 def add(input, other, *, alpha=1):
     """input + alpha * other."""
     a, b = operands(input, other, "add")
-    return _C.add(a, _scaled(b, alpha, "add", _integral(a, b)))
+    return _C.add(a, _scaled(b, alpha, "add", _integral(a, b), _C.result_type(a, b)))
+
+
+def refuse_bool_subtraction(a, b):
+    """torch refuses a subtraction with a bool operand, a tensor or a Python bool. The core refuses bool tensors, but
+    a number reaches it as a tensor of the other operand's dtype: a Python bool is made a bool tensor here, so that
+    the core raises its error (a numpy bool is a number 0 or 1 to torch). Used by sub, rsub and the operators - and
+    -=."""
+    a = _C.scalar_operand(a, None) if isinstance(a, bool) else a
+    b = _C.scalar_operand(b, None) if isinstance(b, bool) else b
+    if any(isinstance(t, Tensor) and t.dtype is _C.bool for t in (a, b)):     # (before alpha scales it to int64)
+        like = a if isinstance(a, Tensor) else b
+        _C.sub(*(t if isinstance(t, Tensor) else operand_or_throw(t, like, "sub") for t in (a, b)))
 
 
 def sub(input, other, *, alpha=1):
     """input - alpha * other."""
+    refuse_bool_subtraction(input, other)
     a, b = operands(input, other, "sub")
-    return _C.sub(a, _scaled(b, alpha, "sub", _integral(a, b)))
+    return _C.sub(a, _scaled(b, alpha, "sub", _integral(a, b), _C.result_type(a, b), negated=True))
 
 
 def rsub(input, other, *, alpha=1):
     """other - alpha * input."""
     a = tensor_arg(input, "rsub")
+    refuse_bool_subtraction(other, a)
     b = operand_or_throw(other, a, "rsub")
-    return _C.sub(b, _scaled(a, alpha, "rsub", _integral(a, b)))
+    return _C.sub(b, _scaled(a, alpha, "rsub", _integral(a, b), _C.result_type(a, b), negated=True))
 
 
 def mul(input, other):
@@ -607,13 +629,17 @@ def where(condition, input=None, other=None):
         return nonzero(tensor_arg(condition, "where", "condition"), as_tuple=True)
     if input is None or other is None:
         raise TypeError("where: expected where(condition) or where(condition, input, other).")
+    check_int_range(input, "where")
+    check_int_range(other, "where")
     a, b = operands(input, other, "where")
+    if isinstance(input, Tensor) != isinstance(other, Tensor):    # a number branch must fit the result's dtype
+        checked_write(other if isinstance(input, Tensor) else input, _C.result_type(a, b), "where", halves=False)
     return _C.where(tensor_arg(condition, "where", "condition"), a, b)
 
 
 def where_method(self, condition, other):
     """self.where(condition, other): self where condition, else other."""
-    return _C.where(tensor_arg(condition, "where", "condition"), self, operand_or_throw(other, self, "where"))
+    return where(condition, self, other)
 
 
 def _clamp_tensors(a, lo, hi):
@@ -667,6 +693,10 @@ def clamp(input, min=None, max=None):
         a = _C.to_dtype(a, _C.float32)        # an integer tensor clamped to float bounds is float32, as torch
     elif a.dtype is _C.bool and any(not isinstance(v, bool) for v in bounds):
         a = _C.to_dtype(a, _C.int64)
+    # the bounds are converted to a's dtype, as torch: they must fit it (uint8 takes -1 as 255)
+    lo, hi = (None if v is None else checked_write(v, a.dtype, "clamp") for v in (lo, hi))
+    if a.dtype is _C.uint8:
+        lo, hi = (v % 256 if isinstance(v, int) else v for v in (lo, hi))
     if any(isinstance(v, float) and math.isnan(v) for v in bounds):
         return _C.add(_C.mul(a, _C.scalar_operand(0.0, a)), _C.scalar_operand(math.nan, a))   # NaN, zero gradient
     return _C.clamp(a, None if lo is None else float(lo), None if hi is None else float(hi))
@@ -686,7 +716,7 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
     a = tensor_arg(input, "nan_to_num")
     if not a.dtype.is_floating_point:
         return _C.clone(a)
-    info = np.finfo(numpy_dtype(a.dtype))
+    info = finfo(a.dtype)           # (bfloat16's own limits: numpy has none)
     values = [float(info.max) if posinf is None else number(posinf, "nan_to_num", "posinf"),
               float(info.min) if neginf is None else number(neginf, "nan_to_num", "neginf")]
     out = _C.where(_C.isnan(a), _C.scalar_operand(float(number(nan, "nan_to_num", "nan")), a), a)
@@ -940,8 +970,12 @@ def _isclose_values(a, b, rtol, atol, equal_nan):
             x, y = x.astype(np.float64), y.astype(np.float64)
             if equal_nan:
                 close = close | (np.isnan(x) & np.isnan(y))
-            error = np.abs(x - y)
-            close = close | (np.isfinite(error) & (error <= atol + rtol * np.abs(y)))
+            if is_half(a.dtype):     # torch's arithmetic in the half type: each step rounded to it
+                r = lambda v: round_to(v, a.dtype)  # noqa: E731
+                error, allowed = np.abs(r(x - y)), r(atol + np.abs(r(rtol * y)))
+            else:
+                error, allowed = np.abs(x - y), atol + rtol * np.abs(y)
+            close = close | (np.isfinite(error) & (error <= allowed))
     return close
 
 

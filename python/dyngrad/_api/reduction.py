@@ -11,8 +11,8 @@ import numpy as np
 
 from .. import _C
 from ..autograd.function import Function
-from .args import (Tensor, dtype_arg, number, optional_dtype, return_max, return_min, shape_str, tensor_arg, to_int,
-                   wrap_dim)
+from .args import (Tensor, dtype_arg, host_result, host_values, number, optional_dtype, return_max, return_min,
+                   shape_str, tensor_arg, to_int, wrap_dim)
 
 from .node_names import rename, shows_as
 return_aminmax = collections.namedtuple("aminmax", ["min", "max"])
@@ -245,17 +245,16 @@ class SharedSelection(Function):
 
     @classmethod
     def forward(cls, ctx, a):
-        ctx.value = np.asarray(cls.pick(a.detach()._numpy_view().reshape(-1)))
+        ctx.value = np.asarray(cls.pick(host_values(a).reshape(-1)))
         ctx.save_for_backward(a)
-        return array_tensor(ctx.value)
+        return host_result(ctx.value, a.dtype)
 
     @staticmethod
     def backward(ctx, grad):
         a, = ctx.saved_tensors
-        arr = a.detach()._numpy_view()
+        arr = host_values(a)
         mask = np.isnan(arr) if np.isnan(ctx.value) else arr == ctx.value
-        share = (mask / builtins.max(int(mask.sum()), 1)).astype(arr.dtype)
-        return _C.mul(grad, array_tensor(share))
+        return _C.mul(grad, host_result(mask / builtins.max(int(mask.sum()), 1), a.dtype))
 
 
 class Max(SharedSelection):

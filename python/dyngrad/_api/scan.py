@@ -11,7 +11,8 @@ import numpy as np
 
 from .. import _C
 from ..autograd.function import Function
-from .args import dtype_arg, tensor_arg, to_int, wrap_dim
+from .args import dtype_arg, host_result, host_values, tensor_arg, to_int, wrap_dim
+from .dtype_info import finfo
 from .reduction import array_tensor
 
 return_cummax = collections.namedtuple("cummax", ["values", "indices"])
@@ -22,17 +23,18 @@ def _dim(a, dim, op):
     return wrap_dim(to_int(dim, op, "dim"), a.ndim, op)
 
 
-def _numpy(t):
-    return t.detach()._numpy_view()
+_numpy = host_values      # float32 values for the half types (Note [Half types on the host])
 
 
-def _accumulate(ufunc, arr, d):
-    """ufunc.accumulate along d, in float64 for float32 input (torch's CPU scans accumulate in double)."""
+def _scan(ufunc, a, d):
+    """ufunc.accumulate of a along d as a tensor of a's dtype: float32 accumulates in float64, the half types in
+    float32 (torch's CPU scans accumulate in its acc_type: double for float, float for half and bfloat16)."""
+    arr = _numpy(a)
     if arr.ndim == 0:
-        return arr.copy()
-    if arr.dtype == np.float32:
-        return ufunc.accumulate(arr.astype(np.float64), axis=d).astype(np.float32)
-    return ufunc.accumulate(arr, axis=d)
+        return host_result(arr.copy(), a.dtype)
+    if a.dtype is _C.float32:
+        return host_result(ufunc.accumulate(arr.astype(np.float64), axis=d), a.dtype)
+    return host_result(ufunc.accumulate(arr, axis=d), a.dtype)
 
 
 def flip(t, d):
@@ -69,7 +71,7 @@ class Cumsum(Function):
     @staticmethod
     def forward(ctx, a, d):
         ctx.d = d
-        return array_tensor(_accumulate(np.add, _numpy(a), d))
+        return _scan(np.add, a, d)
 
     @staticmethod
     def backward(ctx, grad):
@@ -92,7 +94,7 @@ class Cumprod(Function):
     def forward(ctx, a, d):
         ctx.d = d
         ctx.save_for_backward(a)
-        return array_tensor(_accumulate(np.multiply, _numpy(a), d))
+        return _scan(np.multiply, a, d)
 
     @staticmethod
     def backward(ctx, grad):
@@ -168,7 +170,7 @@ class Logcumsumexp(Function):
     def forward(ctx, a, d):
         ctx.d = d
         ctx.save_for_backward(a)
-        return array_tensor(_accumulate(np.logaddexp, _numpy(a), d))
+        return _scan(np.logaddexp, a, d)
 
     @staticmethod
     def backward(ctx, grad):
@@ -179,7 +181,7 @@ class Logcumsumexp(Function):
         if a.ndim == 0:
             return grad, None
         out = Logcumsumexp.apply(a, d)
-        lowest = _C.scalar_operand(float(np.finfo(_numpy(a).dtype).min), a)
+        lowest = _C.scalar_operand(finfo(a.dtype).min, a)
         zero = _C.scalar_operand(0, grad)
         # log|grad|, guarded at grad = 0 (masked below) so that its own derivative there is 0, not nan
         log_abs = _C.log(_C.abs(_C.where(_C.compare("eq", grad, zero), _C.scalar_operand(1, grad), grad)))

@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 
 from .. import _C
-from .args import (Size, Tensor, broadcast_shapes as broadcast_pair, check_device, dims_arg, dtype_arg, number,
+from .args import (Size, Tensor, broadcast_shapes as broadcast_pair, check_device, dims_arg, dtype_arg, is_half, number,
                    numpy_dtype, shape_arg, shape_args, shape_str, tensor_arg, tensor_list, to_int, type_name, wrap_dim)
 
 
@@ -469,6 +469,24 @@ def flip(input, dims):
     return _take(a, _grid(a.shape)[tuple(slice(None, None, -1) if d in dims else slice(None) for d in range(a.ndim))])
 
 
+def _varargs_ints(args, keyword, op, name):
+    """A method's ints as varargs (x.flip(0, 1)), one sequence (x.flip((0, 1))) or the keyword (x.flip(dims=(0,))), as
+    torch's Tensor methods take them (its functions take a sequence only); the keyword takes a sequence."""
+    if keyword is not None:
+        if args:
+            raise TypeError(f"{op}: {name} given both as arguments and as a keyword.")
+        return _int_seq(keyword, op, name)
+    if not args:
+        raise TypeError(f"{op}: missing the required argument {name}.")
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        return _int_seq(args[0], op, name)
+    return tuple(to_int(v, op, name) for v in args)
+
+
+def flip_method(self, *args, dims=None):
+    return flip(self, _varargs_ints(args, dims, "flip", "dims"))
+
+
 def fliplr(input):
     a = tensor_arg(input, "fliplr")
     if a.ndim < 2:
@@ -538,6 +556,10 @@ def tile(input, dims):
     a = tensor_arg(input, "tile")
     reps = _int_seq(dims, "tile", "dims")
     return _tiled(a, (1,) * (a.ndim - len(reps)) + reps, "tile")
+
+
+def tile_method(self, *args, dims=None):
+    return tile(self, _varargs_ints(args, dims, "tile", "dims"))
 
 
 def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
@@ -824,6 +846,9 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
             raise RuntimeError(f"cdist: {name} must have at least 2 dimensions, got shape {shape_str(t.shape)}.")
         if not t.dtype.is_floating_point:
             raise RuntimeError(f"cdist: expects floating-point inputs, {name} is {t.dtype.name}.")
+        if is_half(t.dtype):
+            raise NotImplementedError(f"cdist: {name} is {t.dtype.name}, which is not supported (as in torch); "
+                                      "convert it with .float() first.")
     if a.shape[-1] != b.shape[-1]:
         raise RuntimeError(f"cdist: x1 and x2 must have the same number of columns, got {a.shape[-1]} and "
                            f"{b.shape[-1]}.")

@@ -17,7 +17,8 @@ import collections
 import numpy as np
 
 from .. import _C
-from .args import Tensor, number, shape_str, tensor_arg, to_int, type_name, wrap_dim
+from .args import (Tensor, host_result, host_values, is_half, number, round_to, shape_str, tensor_arg, to_int,
+                   type_name, wrap_dim)
 from .reduction import SharedSelection, array_tensor, check_nonempty
 
 return_sort = collections.namedtuple("sort", ["values", "indices"])
@@ -28,8 +29,7 @@ return_nanmedian = collections.namedtuple("nanmedian", ["values", "indices"])
 return_mode = collections.namedtuple("mode", ["values", "indices"])
 
 
-def _numpy(t):
-    return t.detach()._numpy_view()
+_numpy = host_values      # float32 values for the half types (Note [Half types on the host])
 
 
 def _rows(a, dim, op):
@@ -218,7 +218,7 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
     if not isinstance(q, (Tensor, bool, int, float)) and not (isinstance(q, np.generic) and q.dtype.kind in "biuf"):
         raise TypeError(f"{op}: expected a number or a Tensor as q, got {type_name(q)}.")
     d = None if dim is None else to_int(dim, op, "dim")
-    if not a.dtype.is_floating_point:
+    if a.dtype is not _C.float32 and a.dtype is not _C.float64:
         raise RuntimeError(f"{op}: expected a float32 or float64 input, got {a.dtype.name}.")
     np_dtype = _numpy(a).dtype
     if isinstance(q, Tensor):
@@ -303,8 +303,8 @@ def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
 
 # ----- unique ----------------------------------------------------------------------------------------------------
 
-def _unique_result(values, inverse, counts, return_inverse, return_counts):
-    out = [array_tensor(values)]
+def _unique_result(values, dtype, inverse, counts, return_inverse, return_counts):
+    out = [host_result(values, dtype)]
     if return_inverse:
         out.append(array_tensor(inverse.astype(np.int64)))
     if return_counts:
@@ -333,11 +333,11 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
         flat = arr.reshape(-1)
         values, inverse, counts = np.unique(flat, return_inverse=True, return_counts=True,
                                             **({"equal_nan": False} if flat.dtype.kind == "f" else {}))
-        return _unique_result(values, inverse.reshape(arr.shape), counts, return_inverse, return_counts)
+        return _unique_result(values, a.dtype, inverse.reshape(arr.shape), counts, return_inverse, return_counts)
     d = _unique_dim(a, dim, "unique")
     rows = np.moveaxis(arr, d, 0).reshape(arr.shape[d], arr.size // builtins.max(arr.shape[d], 1))
     if rows.shape[0] == 0:
-        return _unique_result(arr, np.zeros(0), np.zeros(0), return_inverse, return_counts)
+        return _unique_result(arr, a.dtype, np.zeros(0), np.zeros(0), return_inverse, return_counts)
     order = np.lexsort(rows.T[::-1])                              # slices in lexicographic order
     ordered = rows[order]
     starts = np.ones(len(order), dtype=bool)
@@ -347,7 +347,7 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     inverse[order] = group
     counts = np.diff(np.append(np.nonzero(starts)[0], len(order)))
     values = np.take(arr, order[starts], axis=d)
-    return _unique_result(values, inverse, counts, return_inverse, return_counts)
+    return _unique_result(values, a.dtype, inverse, counts, return_inverse, return_counts)
 
 
 def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
@@ -368,7 +368,7 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
     inverse = (np.cumsum(starts) - 1).reshape(inverse_shape)
     counts = np.diff(np.append(np.nonzero(starts)[0], n))
     values = arr.reshape(-1)[starts] if d is None else np.take(arr, np.nonzero(starts)[0], axis=d)
-    return _unique_result(values, inverse, counts, return_inverse, return_counts)
+    return _unique_result(values, a.dtype, inverse, counts, return_inverse, return_counts)
 
 
 # ----- histograms ------------------------------------------------------------------------------------------------
@@ -393,13 +393,15 @@ def histc(input, bins=100, min=0, max=0):
         raise RuntimeError(f"histc: range of [{lo}, {hi}] is not finite.")
     if not lo < hi:
         raise RuntimeError(f"histc: max must be larger than min, got min {lo} and max {hi}.")
-    # torch's arithmetic, in the input's dtype: bin = trunc((x - lo) * bins / (hi - lo)), the last bin closed
+    # torch's arithmetic, in the input's dtype: bin = trunc((x - lo) * bins / (hi - lo)), the last bin closed (each
+    # step rounded for the half types, whose values arr holds as float32)
     t = arr.dtype.type
-    left, right = t(lo), t(hi)
+    rounded = (lambda v: round_to(v, a.dtype)) if is_half(a.dtype) else (lambda v: v)
+    left, right = rounded(t(lo)), rounded(t(hi))
     inside = arr[(arr >= left) & (arr <= right)]
-    position = ((inside - left) * t(bins) / (right - left)).astype(np.int64)
+    position = rounded(rounded(rounded(inside - left) * rounded(t(bins))) / rounded(right - left)).astype(np.int64)
     position[position == bins] = bins - 1
-    return array_tensor(np.bincount(position, minlength=bins).astype(arr.dtype))
+    return host_result(np.bincount(position, minlength=bins), a.dtype)
 
 
 def bincount(input, weights=None, minlength=0):

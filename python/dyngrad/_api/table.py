@@ -475,13 +475,15 @@ meshgrid          shape.meshgrid                      fn              -         
 cartesian_prod    shape.cartesian_prod                fn              -            -   expand,stack
 combinations      shape.combinations                  fn              -            -   take
 block_diag        shape.block_diag                    fn              -            -   cat
-flip              shape.flip                          fn,method       -            -   take
+flip              shape.flip                          fn              -            -   take
+flip              shape.flip_method                   method          -            -   take
 fliplr            shape.fliplr                        fn,method       -            -   take
 flipud            shape.flipud                        fn,method       -            -   take
 roll              shape.roll                          fn,method       -            -   take
 rot90             shape.rot90                         fn,method       -            -   take
 repeat            shape.repeat                        method          -            -   take
-tile              shape.tile                          fn,method       -            -   take
+tile              shape.tile                          fn              -            -   take
+tile              shape.tile_method                   method          -            -   take
 repeat_interleave shape.repeat_interleave             fn,method       -            -   index_select
 unfold            shape.unfold                        method          -            -   slice,view,take
 as_strided        shape.as_strided                    fn,method       -            -   take

@@ -7,8 +7,8 @@ import numpy as np
 
 from .. import _C
 from . import pointwise
-from .args import (Size, Tensor, dtype_arg, check_device, host_array, number, operand, operand_or_throw, shape_str,
-                   type_name)
+from .args import (Size, Tensor, dtype_arg, check_device, checked_write, host_array, number, operand, operand_or_throw,
+                   shape_str, type_name)
 from .device import device as device_type
 from .node_names import rename
 from .printing import format_tensor
@@ -371,9 +371,18 @@ def _rdiv(number, t):
     return _C.mul(reciprocal, number)
 
 
+def _subtraction(kernel, reflected=False):
+    """- and its reflection: a bool operand is refused as torch does (pointwise.refuse_bool_subtraction)."""
+    def op(self, other):
+        pointwise.refuse_bool_subtraction(*((other, self) if reflected else (self, other)))
+        o = operand(other, self)
+        return NotImplemented if o is None else kernel(o, self) if reflected else kernel(self, o)
+    return op
+
+
 OPERATORS = {
     "__add__": _forward(_C.add), "__radd__": _forward(_C.add),
-    "__sub__": _forward(_C.sub), "__rsub__": _reflected(_rsub),
+    "__sub__": _subtraction(_C.sub), "__rsub__": _subtraction(_rsub, reflected=True),
     "__mul__": _forward(_C.mul), "__rmul__": _forward(_C.mul),
     "__truediv__": _forward(_C.div), "__rtruediv__": _reflected(_rdiv),
     "__matmul__": _tensors_only(_C.matmul), "__rmatmul__": _tensors_only(_C.matmul, reflected=True),
@@ -432,6 +441,8 @@ def inplace_variant(fn, op):
 
 def _inplace_operator(kernel, op):
     def method(self, other):
+        if op == "sub_":
+            pointwise.refuse_bool_subtraction(self, other)
         o = operand(other, self)
         if o is None:
             return NotImplemented
@@ -462,6 +473,8 @@ def zero_(self):
 def fill_(self, value):
     from .args import number
     v = number(value, "fill_", "value")
+    if not isinstance(value, Tensor):            # (a 0-d tensor's value is converted as a copy: it wraps, as torch)
+        v = checked_write(v, self.dtype, "fill_")
     _C.fill_(self, v if isinstance(v, int) and not isinstance(v, bool) else float(v))   # ints stay exact
     return self
 

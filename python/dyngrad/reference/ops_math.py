@@ -92,9 +92,14 @@ def add(a, b):
 
 # out = a - b
 def sub(a, b):
+    # torch refuses a bool operand on either side (a Python bool is refused by the shared layer, before it becomes
+    # a tensor of the other operand's dtype)
     if a.dtype is _dt.bool_ and b.dtype is _dt.bool_:
-        raise TypeError("sub: subtracting two bool tensors is not supported; use logical_xor or convert with "
-                        ".long().")
+        raise RuntimeError("sub: subtracting two bool tensors (the `-` operator) is not supported; use `^` or "
+                           "logical_xor() instead.")
+    if a.dtype is _dt.bool_ or b.dtype is _dt.bool_:
+        raise RuntimeError("sub: subtracting with a bool tensor (the `-` operator) is not supported; to invert a "
+                           "mask, use `~` or logical_not() instead.")
     out = _binary(kernels.sub, a, b, result_type(a, b), "sub")
     if any_requires_grad(a, b):
         record("sub", out, (a, b))
@@ -126,7 +131,8 @@ def div(a, b):
 
 def neg(a):
     if a.dtype is _dt.bool_:
-        raise TypeError("neg: negation of a bool tensor is not supported; use logical_not.")
+        raise RuntimeError("neg: negation of a bool tensor (the `-` operator) is not supported; to invert a mask, use "
+                           "`~` or logical_not().")
     out = make_tensor(_fresh(kernels.neg(a._data)))
     if any_requires_grad(a):
         record("neg", out, (a,))
@@ -344,7 +350,10 @@ def mean(a, dims, keepdim):
         raise RuntimeError(f"mean: expected a floating-point tensor, got {a.dtype.name}; convert with .float() "
                            "first.")
     dims = normalize_dims(dims, a.ndim, "mean")
-    out = make_tensor(np.asarray(kernels.mean(a._data, dims, keepdim), dtype=a._data.dtype))
+    if a.dtype.itemsize == 2:      # half types: the float32 mean rounded once (Note [Half types] in dtype.h, as C++)
+        out = make_tensor(np.array(a.dtype.cast(kernels.mean(a._data.astype(np.float32), dims, keepdim))))
+    else:
+        out = make_tensor(np.asarray(kernels.mean(a._data, dims, keepdim), dtype=a._data.dtype))
     if any_requires_grad(a):
         _record_reduction("mean", out, a, dims, keepdim)
     return out
@@ -353,6 +362,8 @@ def mean(a, dims, keepdim):
 # var = sum((a - mean)^2) / (n - correction): composite
 def var(a, dims, correction, keepdim):
     check_float(a, "var")
+    if a.dtype.itemsize == 2:      # half types: computed in float32 and rounded once (as C++ and torch)
+        return to_dtype(var(to_dtype(a, _dt.float32), dims, correction, keepdim), a.dtype)
     dims = normalize_dims(dims, a.ndim, "var")
     count = _count(a.shape, dims)
     centered = sub(a, mean(a, dims, True))

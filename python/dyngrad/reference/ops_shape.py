@@ -445,7 +445,7 @@ def put(a, positions, v):
     _check_positions(pos, a.numel(), "put")
     values = np.broadcast_to(expand(v.detach(), positions.shape)._data, pos.shape)
     out = a._data.copy()                          # a fresh contiguous copy, so reshape(-1) is a view
-    out.reshape(-1)[pos] = values.astype(a._data.dtype, copy=False)
+    out.reshape(-1)[pos] = values if v.dtype is a.dtype else a.dtype.cast(values)
     out = make_tensor(out)
     if any_requires_grad(a, v):
         record("put", out, (a, v)).save("positions", positions)
@@ -561,8 +561,9 @@ def check_writable(t, op):
 def _write(self, result, op):
     """The plain in-place write (write_into in C++): check, copy (broadcast, cast), bump the version."""
     check_writable(self, op)
-    if self._data.size:
-        np.copyto(self._data, result._data, casting="unsafe")
+    if self._data.size:   # (converted as to_dtype converts: bfloat16 rounds, floats into integers as C++ casts)
+        values = result._data if result.dtype is self.dtype else self.dtype.cast(result._data)
+        np.copyto(self._data, values, casting="unsafe")
     self._storage.version += 1
 
 
