@@ -43,10 +43,14 @@ def public_names(rows):
 
 
 def load(paths):
-    names = {}
+    """The recordings merged: {name: {engine: entry}}, plus "" -> {"outcomes": ..., "files": [...]}."""
+    names, run = {}, {"outcomes": {}, "files": set()}
     for path in paths:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
+        for k, v in data.get("outcomes", {}).items():
+            run["outcomes"][k] = run["outcomes"].get(k, 0) + v
+        run["files"] |= set(data.get("files", ()))
         for name, engines in data["names"].items():
             for engine, entry in engines.items():
                 mine = names.setdefault(name, {}).setdefault(engine, {"tests": 0, "fwd": {}, "bwd": {}})
@@ -56,6 +60,7 @@ def load(paths):
                 for side in ("fwd", "bwd"):
                     for how, test in entry[side].items():
                         mine[side].setdefault(how, test)
+    names[""] = run
     return names
 
 
@@ -119,6 +124,10 @@ def render(names):
         lines.append(f"| `{shown}` | {kind} | {cells[0]} | {cells[1]} | {fwd} | {bwd} |")
 
     traced_n = count["total"] - count["untraced"]
+    run = names.get("", {"outcomes": {}, "files": ()})
+    files = sorted(os.path.basename(f) for f in run["files"])
+    missing = sorted(set(f for f in os.listdir(os.path.join(HERE, "..", "tests")) if f.startswith("test_")
+                         and f.endswith(".py")) - set(files))
     head = [
         "# Test coverage of the public API",
         "",
@@ -155,6 +164,11 @@ def render(names):
         "- *(cpp only)* / *(reference only)*: the check was seen on that engine only.",
         "",
         "## Summary",
+        "",
+        f"Recorded from {run['outcomes'].get('passed', 0)} passing tests ({run['outcomes'].get('not passed', 0)} "
+        f"more were skipped or failed under the recording and give no evidence) of {len(files)} test files"
+        + ". Test files not in the recording: " + (", ".join(f"`{f}`" for f in missing) or "none")
+        + " (a test that runs dyngrad in a child process cannot be traced in any case).",
         "",
         f"- {count['total']} public names; {traced_n} traced ({count['untraced']} classes and values are not).",
         f"- exercised on both engines: {count['both']}; on one engine only: {count['one']}; never: "

@@ -106,6 +106,8 @@ class Recorder:
         self.reads = []             # (filename, lineno, tag) of tensor reads since the last passing assert
         self.names = {}             # name -> engine -> {"tests": n, "example", "fwd": {how: test}, "bwd": {...}}
         self.installed = False
+        self.outcomes = {"passed": 0, "not passed": 0}     # tests run under the recording (call phase)
+        self.files = set()
 
     # ----- tags: where a value came from ------------------------------------------------------------------------
     def tag(self, obj, tag):
@@ -363,11 +365,14 @@ class Recorder:
     def pytest_runtest_call(self, item):
         self.test = {"calls": set(), "graph": set(), "fwd": {}, "bwd": {}}
         self.reads = []
+        self.files.add(item.nodeid.split("::")[0])
         try:
             result = yield
         except BaseException:
+            self.outcomes["not passed"] += 1
             self._forget()
             raise
+        self.outcomes["passed"] += 1
         self._commit(item.nodeid)
         return result
 
@@ -408,7 +413,8 @@ class Recorder:
         if not self.installed:
             return
         with open(self.path, "w", encoding="utf-8") as f:
-            json.dump({"format": 1, "names": self.names}, f, indent=0, sort_keys=True)
+            json.dump({"format": 1, "names": self.names, "outcomes": self.outcomes, "files": sorted(self.files)}, f,
+                      indent=0, sort_keys=True)
 
 
 def _is_tensor(o):
