@@ -17,6 +17,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 ENGINES = ("cpp", "reference")
 ORACLES = ("torch", "numpy", "exact values", "values")          # forward checks against an independent answer
+ORDER = ORACLES + ("other engine", "finite differences", "gradcheck", "gradgradcheck", "vs torch", "exact values",
+                  "vs values", "vs other engine")
 PLACE = {"fn": "dyngrad.{}", "F": "nn.functional.{}", "special": "special.{}", "linalg": "linalg.{}",
          "method": "Tensor.{}()", "inplace": "Tensor.{}()", "prop": "Tensor.{}", "op": "Tensor.{}"}
 
@@ -44,13 +46,16 @@ def public_names(rows):
 
 def load(paths):
     """The recordings merged: {name: {engine: entry}}, plus "" -> {"outcomes": ..., "files": [...]}."""
-    names, run = {}, {"outcomes": {}, "files": set()}
+    names, run = {}, {"outcomes": {}, "files": set(), "ran": {}, "collected": {}}
     for path in paths:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
         for k, v in data.get("outcomes", {}).items():
             run["outcomes"][k] = run["outcomes"].get(k, 0) + v
         run["files"] |= set(data.get("files", ()))
+        for key in ("ran", "collected"):      # a --collect-only recording gives the collected counts alone
+            for where, n in data.get(key, {}).items():
+                run[key][where] = max(run[key].get(where, 0), n)
         for name, engines in data["names"].items():
             for engine, entry in engines.items():
                 mine = names.setdefault(name, {}).setdefault(engine, {"tests": 0, "fwd": {}, "bwd": {}})
@@ -64,12 +69,13 @@ def load(paths):
     return names
 
 
-def traced(m, name, kind, attr):
-    """False for classes and values (dtypes): the recording wraps calls only."""
-    if kind != "fn":
-        return True
-    obj = getattr(m, attr)
-    return callable(obj) and not isinstance(obj, type)
+def untraced(m, kind, attr):
+    """'class' or 'value' for the names the recording cannot see (it wraps calls), else None."""
+    if kind in ("method", "op", "prop", "inplace"):
+        return None
+    space = {"fn": m, "F": m.nn.functional, "special": m.special, "linalg": m.linalg}[kind]
+    obj = getattr(space, attr)
+    return "class" if isinstance(obj, type) else None if callable(obj) else "value"
 
 
 def _hows(entries, side, keep=None):
@@ -80,8 +86,7 @@ def _hows(entries, side, keep=None):
             if keep is None or how in keep:
                 hows.setdefault(how, []).append(engine)
     out = []
-    for how in sorted(hows, key=lambda h: (ORACLES + ("other engine",)).index(h) if h in ORACLES + ("other engine",)
-                      else 10):
+    for how in sorted(hows, key=lambda h: (ORDER.index(h) if h in ORDER else len(ORDER), h)):
         where = hows[how]
         out.append(how if len(where) == len(ENGINES) else f"{how} ({where[0]} only)")
     return ", ".join(out)
@@ -96,9 +101,10 @@ def render(names):
              "bwd_any": 0, "diff": 0}
     for name, kind, attr in table:
         shown = PLACE[kind].format(attr)
-        if not traced(dyngrad, name, kind, attr):
+        what = untraced(dyngrad, kind, attr)
+        if what:
             count["untraced"] += 1
-            lines.append(f"| `{shown}` | {kind} | not traced | not traced | | |")
+            lines.append(f"| `{shown}` | {what} | not traced | not traced | | |")
             continue
         e = names.get(name, {})
         ran = [eng for eng in ENGINES if e.get(eng, {}).get("tests")]
@@ -126,6 +132,10 @@ def render(names):
     traced_n = count["total"] - count["untraced"]
     run = names.get("", {"outcomes": {}, "files": ()})
     files = sorted(os.path.basename(f) for f in run["files"])
+    cut = sorted((os.path.basename(f), n, run["collected"][f]) for f, n in run.get("ran", {}).items()
+                 if n < run.get("collected", {}).get(f, 0))
+    partial = (" Recorded in part (the run was cut short): " + ", ".join(f"`{f}` ({n} of {m} tests)" for f, n, m in cut)
+               + ".") if cut else ""
     missing = sorted(set(f for f in os.listdir(os.path.join(HERE, "..", "tests")) if f.startswith("test_")
                          and f.endswith(".py")) - set(files))
     head = [
@@ -152,8 +162,12 @@ def render(names):
         "  two engines were compared with each other only; it is shown but does not count as a forward check.",
         "  Inside `check_op`/`check_torch`/`check_exact`, every name the checked `fn` calls counts (they",
         "  compose its result). Elsewhere a value is attributed to the name that produced it (through",
-        "  `.numpy()`, `.detach()`, `.tolist()`...); a value that passes through unrecorded numpy code loses its",
-        "  origin, so a check can be missed (the page under-reports) but not invented.",
+        "  `.numpy()`, `.detach()`, `.tolist()`...). Limits: a dyngrad value that went through numpy code (a",
+        "  copy, arithmetic) loses its origin: compared, it is missed; as the expected side it counts as *values*",
+        "  (independent), which is wrong only when a test compares an engine's result with a numpy copy of that",
+        "  same engine's result. A plain assert credits every dyngrad value read in it (against *torch* if it",
+        "  also reads a torch tensor, else *values*), so `assert a.tolist() == b.tolist()` credits both sides",
+        "  even when b is the same engine's own result.",
         "- **backward checked by**: *finite differences* (`check_op`, float64), *gradcheck* / *gradgradcheck*",
         "  (`dyngrad.autograd`, `check_gradgrad`), *vs torch* / *vs values* / *exact values* (a gradient compared).",
         "  Limit: inside a check helper only the names the checked `fn` calls count; a gradient compared",
@@ -168,7 +182,7 @@ def render(names):
         f"Recorded from {run['outcomes'].get('passed', 0)} passing tests ({run['outcomes'].get('not passed', 0)} "
         f"more were skipped or failed under the recording and give no evidence) of {len(files)} test files"
         + ". Test files not in the recording: " + (", ".join(f"`{f}`" for f in missing) or "none")
-        + " (a test that runs dyngrad in a child process cannot be traced in any case).",
+        + " (a test that runs dyngrad in a child process cannot be traced in any case)." + partial,
         "",
         f"- {count['total']} public names; {traced_n} traced ({count['untraced']} classes and values are not).",
         f"- exercised on both engines: {count['both']}; on one engine only: {count['one']}; never: "

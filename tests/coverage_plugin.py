@@ -108,6 +108,7 @@ class Recorder:
         self.installed = False
         self.outcomes = {"passed": 0, "not passed": 0}     # tests run under the recording (call phase)
         self.files = set()
+        self.ran, self.collected = {}, {}         # test file -> tests run under the recording / collected
 
     # ----- tags: where a value came from ------------------------------------------------------------------------
     def tag(self, obj, tag):
@@ -365,7 +366,9 @@ class Recorder:
     def pytest_runtest_call(self, item):
         self.test = {"calls": set(), "graph": set(), "fwd": {}, "bwd": {}}
         self.reads = []
-        self.files.add(item.nodeid.split("::")[0])
+        where = item.nodeid.split("::")[0]
+        self.files.add(where)
+        self.ran[where] = self.ran.get(where, 0) + 1
         try:
             result = yield
         except BaseException:
@@ -374,7 +377,14 @@ class Recorder:
             raise
         self.outcomes["passed"] += 1
         self._commit(item.nodeid)
+        if self.outcomes["passed"] % 500 == 0:
+            self._write()
         return result
+
+    def pytest_collection_finish(self, session):
+        for item in session.items:
+            where = item.nodeid.split("::")[0]
+            self.collected[where] = self.collected.get(where, 0) + 1
 
     def pytest_assertion_pass(self, item, lineno, orig, expl):
         if self.test is None:
@@ -410,11 +420,15 @@ class Recorder:
                     entry[side].setdefault(how, nodeid)
 
     def pytest_sessionfinish(self, session):
-        if not self.installed:
-            return
-        with open(self.path, "w", encoding="utf-8") as f:
-            json.dump({"format": 1, "names": self.names, "outcomes": self.outcomes, "files": sorted(self.files)}, f,
-                      indent=0, sort_keys=True)
+        if self.installed:      # also after --collect-only: the collected counts tell a cut run's missing part
+            self._write()
+
+    def _write(self):
+        """Also every 500 passing tests, so that a run cut short still leaves its evidence so far."""
+        with open(self.path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump({"format": 1, "names": self.names, "outcomes": self.outcomes, "files": sorted(self.files),
+                       "ran": self.ran, "collected": self.collected}, f, indent=0, sort_keys=True)
+        os.replace(self.path + ".tmp", self.path)
 
 
 def _is_tensor(o):
