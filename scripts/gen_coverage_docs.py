@@ -136,6 +136,11 @@ def render(names):
                  if n < run.get("collected", {}).get(f, 0))
     partial = (" Recorded in part (the run was cut short): " + ", ".join(f"`{f}` ({n} of {m} tests)" for f, n, m in cut)
                + ".") if cut else ""
+    ran = sum(run["outcomes"].values())
+    collected = sum(n for f, n in run.get("collected", {}).items() if f in run["files"])
+    if not run.get("ran") and ran < collected:      # a recording without per-file counts, cut short
+        partial = (f" The recording was cut short: {ran} of the {collected} tests collected from these files ran, "
+                   "so some of them were covered in part.")
     missing = sorted(set(f for f in os.listdir(os.path.join(HERE, "..", "tests")) if f.startswith("test_")
                          and f.endswith(".py")) - set(files))
     head = [

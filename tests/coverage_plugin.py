@@ -366,9 +366,7 @@ class Recorder:
     def pytest_runtest_call(self, item):
         self.test = {"calls": set(), "graph": set(), "fwd": {}, "bwd": {}}
         self.reads = []
-        where = item.nodeid.split("::")[0]
-        self.files.add(where)
-        self.ran[where] = self.ran.get(where, 0) + 1
+        self.files.add(item.nodeid.split("::")[0])
         try:
             result = yield
         except BaseException:
@@ -380,6 +378,11 @@ class Recorder:
         if self.outcomes["passed"] % 500 == 0:
             self._write()
         return result
+
+    def pytest_runtest_logreport(self, report):
+        if report.when == "setup":          # every test has one, also those skipped before their call
+            where = report.nodeid.split("::")[0]
+            self.ran[where] = self.ran.get(where, 0) + 1
 
     def pytest_collection_finish(self, session):
         for item in session.items:

@@ -86,6 +86,7 @@ def recorded(tmp_path_factory):
     with open(out, encoding="utf-8") as f:
         data = json.load(f)
     assert data["outcomes"] == {"passed": 7, "not passed": 1} and data["files"] == ["test_known.py"]
+    assert data["ran"] == data["collected"] == {"test_known.py": 8}
     return data["names"]
 
 
