@@ -19,6 +19,7 @@ ENGINES = ("cpp", "reference")
 ORACLES = ("torch", "numpy", "exact values", "values")          # forward checks against an independent answer
 ORDER = ORACLES + ("other engine", "finite differences", "gradcheck", "gradgradcheck", "vs torch", "exact values",
                   "vs values", "vs other engine")
+UNTRACED = {"Tensor.__init__"}     # not wrapped: a wrapper would change pybind11 construction (the C++ engine)
 PLACE = {"fn": "dyngrad.{}", "F": "nn.functional.{}", "special": "special.{}", "linalg": "linalg.{}",
          "method": "Tensor.{}()", "inplace": "Tensor.{}()", "prop": "Tensor.{}", "op": "Tensor.{}"}
 
@@ -70,9 +71,9 @@ def load(paths):
 
 
 def untraced(m, kind, attr):
-    """'class' or 'value' for the names the recording cannot see (it wraps calls), else None."""
+    """'class', 'value' or 'constructor' for the names the recording cannot see (it wraps calls), else None."""
     if kind in ("method", "op", "prop", "inplace"):
-        return None
+        return "constructor" if "Tensor." + attr in UNTRACED else None
     space = {"fn": m, "F": m.nn.functional, "special": m.special, "linalg": m.linalg}[kind]
     obj = getattr(space, attr)
     return "class" if isinstance(obj, type) else None if callable(obj) else "value"
@@ -159,7 +160,7 @@ def render(names):
         "- **C++ engine / reference engine**: the number of passing tests that called the name on that engine",
         "  directly: from the test, a check helper's `fn`, or library code the test drives (a module, an",
         "  optimizer); a call a public composite makes inside itself does not count. Classes and values (dtypes,",
-        "  `no_grad`, `finfo`, the legacy `FloatTensor` constructors) are not traced.",
+        "  `no_grad`, `finfo`, the legacy `FloatTensor` constructors) and `Tensor.__init__` are not traced.",
         "- **forward checked against**: the result of the name was found equal (close) to an independent answer:",
         "  *torch* (`helpers.check_torch`, or compared with a torch tensor), *numpy* (`helpers.check_op`'s numpy",
         "  oracle), *exact values* (`helpers.check_exact`), *values* (compared with a numpy array or literal in",

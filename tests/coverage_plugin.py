@@ -45,7 +45,6 @@ TRANSPARENT = {"Tensor.detach", "Tensor.detach_", "Tensor.numpy", "Tensor.cpu", 
                "Tensor.requires_grad_", "Tensor.clone", "clone", "Tensor.type_as", "Tensor.type"}
 READS = {"Tensor.tolist", "Tensor.item", "Tensor.numpy", "Tensor.__bool__", "Tensor.__float__", "Tensor.__int__",
          "Tensor.__index__", "Tensor.__array__", "Tensor.__iter__", "Tensor.__complex__"}
-SKIP = {"Tensor.__init__"}       # wrapping a pybind11 __init__ changes construction; not a checked computation
 
 
 def _generator():
@@ -210,7 +209,7 @@ class Recorder:
             m = importlib.import_module(modname)
             spaces = {"fn": m, "F": m.nn.functional, "special": m.special, "linalg": m.linalg}
             for name, kind, attr in gen.public_names(rows()):
-                if name in SKIP:
+                if name in gen.UNTRACED:
                     continue
                 owner = m.Tensor if name.startswith("Tensor.") else spaces[kind]
                 obj = owner.__dict__.get(attr) if owner is m.Tensor else getattr(owner, attr, None)
