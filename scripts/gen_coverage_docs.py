@@ -4,9 +4,10 @@ suite (tests/coverage_plugin.py, Note [Coverage evidence]); nothing on the page 
 
     DYNGRAD_COVERAGE=/tmp/coverage.json PYTHONPYCACHEPREFIX=/tmp/dyngrad-coverage-pyc PYTHONPATH=python \\
         python -m pytest -q -p no:warnings -o enable_assertion_pass_hook=true tests/
-    PYTHONPATH=python python scripts/gen_coverage_docs.py /tmp/coverage.json [more.json ...]
+    PYTHONPATH=python python scripts/gen_coverage_docs.py [--note TEXT] /tmp/coverage.json [more.json ...]
 
-Several recordings (the suite run in parts) are merged. Names added to the table after the recording appear as
+Several recordings (the suite run in parts) are merged; --note says on the page how they were made when that was
+not the one command above. Names added to the table after the recording appear as
 not exercised until the next recording.
 """
 import json
@@ -93,7 +94,7 @@ def _hows(entries, side, keep=None):
     return ", ".join(out)
 
 
-def render(names):
+def render(names, note=""):
     import dyngrad
     from dyngrad._api.table import rows
     table = list(public_names(rows()))
@@ -188,7 +189,8 @@ def render(names):
         f"Recorded from {run['outcomes'].get('passed', 0)} passing tests ({run['outcomes'].get('not passed', 0)} "
         f"more were skipped or failed under the recording and give no evidence) of {len(files)} test files"
         + ". Test files not in the recording: " + (", ".join(f"`{f}`" for f in missing) or "none")
-        + " (a test that runs dyngrad in a child process cannot be traced in any case)." + partial,
+        + " (a test that runs dyngrad in a child process cannot be traced in any case)." + partial
+        + (f" How this recording was made: {note}" if note else ""),
         "",
         f"- {count['total']} public names; {traced_n} traced ({count['untraced']} classes and values are not).",
         f"- exercised on both engines: {count['both']}; on one engine only: {count['one']}; never: "
@@ -211,9 +213,13 @@ def render(names):
 
 if __name__ == "__main__":
     sys.path.insert(0, os.path.join(HERE, "..", "python"))
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    note = ""
+    if args[:1] == ["--note"] and len(args) > 1:      # how the recording was made, if not the one command
+        note, args = args[1], args[2:]
+    if not args:
         sys.exit(__doc__)
-    text, count, never, fwd, bwd = render(load(sys.argv[1:]))
+    text, count, never, fwd, bwd = render(load(args), note)
     path = os.path.join(HERE, "..", "docs", "coverage.md")
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
