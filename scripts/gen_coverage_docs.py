@@ -192,7 +192,8 @@ def render(names, note=""):
         + " (a test that runs dyngrad in a child process cannot be traced in any case)." + partial
         + (f" How this recording was made: {note}" if note else ""),
         "",
-        f"- {count['total']} public names; {traced_n} traced ({count['untraced']} classes and values are not).",
+        f"- {count['total']} public names; {traced_n} traced (the {count['untraced']} classes, values and "
+        "`Tensor.__init__` are not).",
         f"- exercised on both engines: {count['both']}; on one engine only: {count['one']}; never: "
         f"{len(unexercised)}.",
         f"- forward checked against an independent answer: {count['fwd_any']} ({count['fwd_both']} on both "
