@@ -55,9 +55,9 @@ def load(paths):
         for k, v in data.get("outcomes", {}).items():
             run["outcomes"][k] = run["outcomes"].get(k, 0) + v
         run["files"] |= set(data.get("files", ()))
-        for key in ("ran", "collected"):      # a --collect-only recording gives the collected counts alone
+        for key in ("ran", "collected"):      # recordings of disjoint parts of the suite add up
             for where, n in data.get(key, {}).items():
-                run[key][where] = max(run[key].get(where, 0), n)
+                run[key][where] = run[key].get(where, 0) + n
         for name, engines in data["names"].items():
             for engine, entry in engines.items():
                 mine = names.setdefault(name, {}).setdefault(engine, {"tests": 0, "fwd": {}, "bwd": {}})
@@ -134,8 +134,8 @@ def render(names, note=""):
     traced_n = count["total"] - count["untraced"]
     run = names.get("", {"outcomes": {}, "files": ()})
     files = sorted(os.path.basename(f) for f in run["files"])
-    cut = sorted((os.path.basename(f), n, run["collected"][f]) for f, n in run.get("ran", {}).items()
-                 if n < run.get("collected", {}).get(f, 0))
+    cut = sorted((os.path.basename(f), run["ran"].get(f, 0), m) for f, m in run["collected"].items()
+                 if run["ran"].get(f, 0) < m)
     partial = (" Recorded in part (the run was cut short): " + ", ".join(f"`{f}` ({n} of {m} tests)" for f, n, m in cut)
                + ".") if cut else ""
     ran = sum(run["outcomes"].values())
