@@ -44,3 +44,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_configure(config):
+    """DYNGRAD_COVERAGE=FILE: record which public names each test checks, for docs/coverage.md (opt-in: slower;
+    the command is in tests/coverage_plugin.py)."""
+    path = os.environ.get("DYNGRAD_COVERAGE")
+    if path:
+        import coverage_plugin
+        config.pluginmanager.register(coverage_plugin.Recorder(os.path.abspath(path)), "dyngrad_coverage")
