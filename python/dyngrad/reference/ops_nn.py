@@ -243,14 +243,14 @@ def rnn_layer(gi, h0, c0, w_hh, b_hh, mode, reverse):
                            f"{shape_str(gi.shape)} and {shape_str(h0.shape)}.")
     (L, N, GH), H, G = gi.shape, h0.shape[1], RNN_GATES[mode]
     lstm = mode == 2
+    if (c0 is not None) != lstm:
+        raise RuntimeError(f"{op}: c0 is given exactly for an LSTM (mode 2).")
     shapes = [(gi, (L, N, G * H)), (h0, (N, H)), (w_hh, (G * H, H))] + ([(c0, (N, H))] if lstm else []) + \
         ([(b_hh, (G * H,))] if b_hh is not None else [])
     for t, want in shapes:
         if tuple(t.shape) != want or t.dtype is not gi.dtype:
             raise RuntimeError(f"{op}: expected a {gi.dtype.name} tensor of shape {shape_str(want)}, got "
                                f"{t.dtype.name} {shape_str(t.shape)}.")
-    if (c0 is not None) != lstm:
-        raise RuntimeError(f"{op}: c0 is given exactly for an LSTM (mode 2).")
     if gi.dtype not in (_dt.float32, _dt.float64):
         raise TypeError(f"{op}: expected float32 or float64 tensors, got {gi.dtype.name}.")
     x, w = gi._data, w_hh._data
