@@ -75,6 +75,32 @@ def np_cross_entropy(x, t, reduction="mean", ignore_index=-100, label_smoothing=
     return losses.sum() / keep.sum()
 
 
+def np_rnn_layer(mode, reverse):
+    """rnn_layer's oracle: mode 0 tanh, 1 relu, 2 LSTM (inputs gi, h0, c0, w[, b]), 3 GRU; out (S, L, N, H)."""
+    def fn(gi, h0, *rest):
+        c, (w, *b) = (rest[0], rest[1:]) if mode == 2 else (None, rest)
+        b = b[0] if b else np.zeros(w.shape[0])
+        L, H = gi.shape[0], h0.shape[1]
+        sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+        h, out = h0, np.zeros((2 if mode == 2 else 1,) + gi.shape[:2] + (H,))
+        for t in (range(L - 1, -1, -1) if reverse else range(L)):
+            gh = h @ w.T + b
+            a = gi[t] + gh
+            if mode == 2:
+                c = sig(a[:, H:2 * H]) * c + sig(a[:, :H]) * np.tanh(a[:, 2 * H:3 * H])
+                h = sig(a[:, 3 * H:]) * np.tanh(c)
+                out[1, t] = c
+            elif mode == 3:
+                r, z = sig(a[:, :H]), sig(a[:, H:2 * H])
+                n = np.tanh(gi[t][:, 2 * H:] + r * gh[:, 2 * H:])
+                h = (1 - z) * n + z * h
+            else:
+                h = np.tanh(a) if mode == 0 else np.maximum(a, 0)
+            out[0, t] = h
+        return out
+    return fn
+
+
 def np_bce_logits(x, y, w=None, reduction="mean"):
     loss = np.maximum(x, 0) - x * y + np.log1p(np.exp(-np.abs(x)))
     if w is not None:
@@ -494,6 +520,20 @@ OPS = [
        [[(3, 4), (4,), (4,)]], gradgrad=True, graph=False),
     Op("layer_norm_2d", lambda m, x: F(m).layer_norm(x, (3, 4)), lambda x: np_layer_norm(x, 2),
        [[(2, 3, 4)]], graph=False),
+    # the core's whole-sequence recurrent layer (Note [Whole-sequence RNN layer]); nn.RNN/LSTM/GRU: test_rnn.py
+    Op("rnn_layer_lstm", lambda m, gi, h0, c0, w, b: m._C.rnn_layer(gi, h0, c0, w, b, 2, False),
+       np_rnn_layer(2, False), [[(3, 2, 12), (2, 3), (2, 3), (12, 3), (12,)]], gradgrad=True, graph=False),
+    Op("rnn_layer_lstm_reverse_nobias", lambda m, gi, h0, c0, w: m._C.rnn_layer(gi, h0, c0, w, None, 2, True),
+       np_rnn_layer(2, True), [[(4, 1, 8), (1, 2), (1, 2), (8, 2)]], graph=False),
+    Op("rnn_layer_gru", lambda m, gi, h0, w, b: m._C.rnn_layer(gi, h0, None, w, b, 3, False),
+       np_rnn_layer(3, False), [[(3, 2, 9), (2, 3), (9, 3), (9,)]], gradgrad=True, graph=False),
+    Op("rnn_layer_gru_reverse", lambda m, gi, h0, w, b: m._C.rnn_layer(gi, h0, None, w, b, 3, True),
+       np_rnn_layer(3, True), [[(2, 3, 6), (3, 2), (6, 2), (6,)]], graph=False),
+    Op("rnn_layer_tanh", lambda m, gi, h0, w, b: m._C.rnn_layer(gi, h0, None, w, b, 0, False),
+       np_rnn_layer(0, False), [[(3, 2, 3), (2, 3), (3, 3), (3,)]], gradgrad=True, graph=False),
+    Op("rnn_layer_relu_reverse", lambda m, gi, h0, w, b: m._C.rnn_layer(gi, h0, None, w, b, 1, True),
+       np_rnn_layer(1, True), [[Float((3, 2, 3), 0.2, 1.0), pos(2, 3), Float((3, 3), 0.0, 0.5), pos(3)]],
+       graph=False),
 ]
 
 

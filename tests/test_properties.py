@@ -155,6 +155,20 @@ def cross_entropy(m, x, k):
     return m.cross_entropy(logits, index_tensor(m, target), reduction=reduction)
 
 
+def rnn_layer(m, x, k):
+    """The core's whole-sequence RNN layer (mode k % 4: tanh, relu, LSTM, GRU; reversed when k & 4) on gates that
+    depend on x through tanh(x.sum()), whatever x's shape; fixed weights and states."""
+    mode, hidden = k % 4, 2
+    gates = (1, 1, 4, 3)[mode] * hidden
+    rng = np.random.default_rng(k)
+    gi = m.tanh(x.sum()) * m.tensor(rng.standard_normal((3, 2, gates))) + m.tensor(rng.standard_normal((3, 2, gates)))
+    h0 = m.tensor(rng.standard_normal((2, hidden)))
+    c0 = m.tensor(rng.standard_normal((2, hidden))) if mode == 2 else None
+    w = m.tensor(rng.standard_normal((gates, hidden)) * 0.5)
+    b = m.tensor(rng.standard_normal(gates)) if k & 8 else None
+    return m._C.rnn_layer(gi, h0, c0, w, b, mode, bool(k & 4))
+
+
 def setitem_scalar(m, x, k):
     y = x.clone()
     y[pick_slice(x, k)] = 0.5
@@ -263,6 +277,7 @@ OPS = {
     "log_softmax": unary(lambda m, x, k: m.log_softmax(x, pick_dim(x, k))),
     "cross_entropy": unary(cross_entropy),
     "layer_norm": unary(lambda m, x, k: m.layer_norm(x, tuple(x.shape[-1:]))),
+    "rnn_layer": unary(rnn_layer),
     # movement: views and copies
     "transpose": unary(lambda m, x, k: x.transpose(pick_dim(x, k), pick_dim(x, k >> 2))),
     "permute": unary(lambda m, x, k: x.permute(*permutation(x.ndim, k))),

@@ -156,6 +156,10 @@ void bind_ops(py::module_& m) {
   // ---- neural-net primitives and composites ----
   m.def("softmax", [](T a, int64_t dim) { return softmax(a, dim); }, arg("a"), arg("dim"));
   m.def("log_softmax", [](T a, int64_t dim) { return log_softmax(a, dim); }, arg("a"), arg("dim"));
+  m.def("rnn_layer", [](T gi, T h0, std::optional<Tensor> c0, T w_hh, std::optional<Tensor> b_hh, int64_t mode,
+                        bool reverse) {
+    return rnn_layer(gi, h0, c0 ? *c0 : Tensor(), w_hh, b_hh ? *b_hh : Tensor(), mode, reverse);
+  }, arg("gi"), arg("h0"), arg("c0"), arg("w_hh"), arg("b_hh"), arg("mode"), arg("reverse"));
   m.def("cross_entropy", [](T logits, T target, int64_t reduction, int64_t ignore_index, double label_smoothing) {
     return cross_entropy(logits, target, reduction, ignore_index, label_smoothing);
   }, arg("logits"), arg("target"), arg("reduction"), arg("ignore_index"), arg("label_smoothing"));

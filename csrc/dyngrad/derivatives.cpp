@@ -398,6 +398,85 @@ static Grads fold_backward(const Tensor& grad, const OpNode&, const SavesWindow&
   return {unfold(grad, w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7])};
 }
 
+// out = rnn_layer(gi, h0, c0, W, b, mode, reverse) (Note [Whole-sequence RNN layer] in ops_nn.cpp): the recurrence
+// runs backwards over the steps k = L-1 .. 0 (step k reads h_prev = h0 at k = 0, else the state of step k-1),
+// carrying dh (and dc) to the step before. With gh = h_prev W^T + b, a = gi_t + gh the gate pre-activations,
+// dh = grad of out[0, t] + what step k+1 sent back:
+//   RNN:  h = tanh(a) -> da = dh (1 - h^2);  relu -> da = dh where h > 0, else 0
+//   LSTM: c = s(f) c_prev + s(i) tanh(g), h = s(o) tanh(c); dc = grad of out[1, t] + carried + dh s(o) (1 - tanh(c)^2)
+//         da_i = dc tanh(g) s(i) (1 - s(i)), da_f = dc c_prev s(f) (1 - s(f)), da_g = dc s(i) (1 - tanh(g)^2),
+//         da_o = dh tanh(c) s(o) (1 - s(o)); dc_prev = dc s(f)
+//   GRU:  r = s(gi_r + gh_r), z = s(gi_z + gh_z), n = tanh(gi_n + r gh_n), h = n + z (h_prev - n):
+//         da_n = dh (1 - z) (1 - n^2), da_z = dh (h_prev - n) z (1 - z), da_r = da_n gh_n r (1 - r);
+//         dgi = (da_r, da_z, da_n), dgh = (da_r, da_z, r da_n), and h_prev also gets dh z directly
+//   (RNN, LSTM: dgi = dgh = da.)  dh_prev = dgh W (+ dh z);  dW = sum_k dgh_k^T h_prev_k;  db = sum_k sum_rows dgh_k;
+//   dgi = dgi_t for every t; dh0, dc0 = what step 0 sends back.
+// Not recording (the usual case): kernels/rnn.cpp runs exactly this with the activations the forward kept (ws),
+// each step's cell derivative in one pass, dW as one product. Recording (create_graph): the same in
+// differentiable ops, recomputing the activations from the saved inputs and output.
+static Grads rnn_layer_backward(const Tensor& grad, const OpNode& n, const SavesRnnLayer& s) {
+  const bool need[5] = {n.needs_input_grad(0), n.needs_input_grad(1), n.needs_input_grad(2), n.needs_input_grad(3),
+                        n.needs_input_grad(4)};
+  const int64_t mode = s.mode;
+  if (!GradMode::is_enabled()) {
+    RnnLayerGrads r = rnn_layer_backward_kernel(contiguous_data(grad), contiguous_data(s.h0),
+                                                s.c0 ? contiguous_data(s.c0) : nullptr, contiguous_data(s.w_hh),
+                                                (bool)s.b_hh, s.out, s.ws, mode, s.reverse, need);
+    return {r.dgi, r.dh0, r.dc0, r.dw, r.db};
+  }
+  const Tensor &gi = s.gi, &h0 = s.h0, &w = s.w_hh, &b = s.b_hh, &out = s.out;
+  const int64_t L = gi->shape[0], N = h0->shape[0], H = h0->shape[1];
+  auto time = [&](int64_t k) { return s.reverse ? L - 1 - k : k; };
+  auto gate = [&](const Tensor& a, int64_t j) { return slice(a, 1, j * H, (j + 1) * H, 1); };
+  const Tensor hs = select(out, 0, 0), grad_h = select(grad, 0, 0), one = num(1, gi);
+  Tensor dh, dc;
+  std::vector<Tensor> dgi(L), dgh(L), h_prev(L);
+  for (int64_t k = L - 1; k >= 0; --k) {
+    const int64_t t = time(k);
+    const Tensor hp = k == 0 ? h0 : select(hs, 0, time(k - 1));
+    Tensor gh = matmul(hp, mT(w));
+    if (b) gh = add(gh, b);
+    const Tensor x = select(gi, 0, t);
+    dh = dh ? add(select(grad_h, 0, t), dh) : select(grad_h, 0, t);
+    if (mode == 2) {
+      const Tensor a = add(x, gh);
+      const Tensor si = sigmoid(gate(a, 0)), sf = sigmoid(gate(a, 1)), tg = tanh(gate(a, 2)), so = sigmoid(gate(a, 3));
+      const Tensor cs = select(out, 0, 1);
+      const Tensor cp = k == 0 ? s.c0 : select(cs, 0, time(k - 1));
+      const Tensor tc = tanh(select(cs, 0, t));
+      Tensor dct = add(select(select(grad, 0, 1), 0, t), mul(mul(dh, so), sub(one, mul(tc, tc))));
+      if (dc) dct = add(dct, dc);
+      Tensor da = cat({mul(mul(dct, tg), mul(si, sub(one, si))), mul(mul(dct, cp), mul(sf, sub(one, sf))),
+                       mul(mul(dct, si), sub(one, mul(tg, tg))), mul(mul(dh, tc), mul(so, sub(one, so)))},
+                      1);
+      dc = mul(dct, sf);
+      dgi[t] = dgh[k] = da;
+      dh = matmul(da, w);
+    } else if (mode == 3) {
+      const Tensor r = sigmoid(add(gate(x, 0), gate(gh, 0))), z = sigmoid(add(gate(x, 1), gate(gh, 1)));
+      const Tensor ghn = gate(gh, 2);
+      const Tensor nn = tanh(add(gate(x, 2), mul(r, ghn)));
+      const Tensor dan = mul(mul(dh, sub(one, z)), sub(one, mul(nn, nn)));
+      const Tensor daz = mul(mul(dh, sub(hp, nn)), mul(z, sub(one, z)));
+      const Tensor dar = mul(mul(dan, ghn), mul(r, sub(one, r)));
+      dgi[t] = cat({dar, daz, dan}, 1);
+      dgh[k] = cat({dar, daz, mul(dan, r)}, 1);
+      dh = add(matmul(dgh[k], w), mul(dh, z));
+    } else {
+      const Tensor h = select(hs, 0, t);
+      const Tensor da = mode == 0 ? mul(dh, sub(one, mul(h, h)))
+                                  : where(compare(CompareOp::Le, h, num(0, h)), num(0, dh), dh);
+      dgi[t] = dgh[k] = da;
+      dh = matmul(da, w);
+    }
+    h_prev[k] = hp;
+  }
+  Tensor all_dgh = need[3] || need[4] ? reshape(stack(dgh, 0), {L * N, w->shape[0]}) : nullptr;
+  Tensor dw = need[3] ? matmul(mT(all_dgh), reshape(stack(h_prev, 0), {L * N, H})) : nullptr;
+  Tensor db = b && need[4] ? sum(all_dgh, {0}, false) : nullptr;
+  return {need[0] ? stack(dgi, 0) : nullptr, need[1] ? dh : nullptr, need[2] ? dc : nullptr, dw, db};
+}
+
 // ---- the table ----
 // One entry per ops.def line: unpack the node's saved struct (the one its line names) and call the op's formula.
 // A formula that is missing, or whose `s` is not that struct, does not compile.

@@ -241,4 +241,53 @@ Tensor avg_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t s
   return pooled_shape(mean(win, {2}, false), x, kh, kw, sh, sw, ph, pw);
 }
 
+// Note [Whole-sequence RNN layer]: nn.RNN/LSTM/GRU record one layer (one direction) of a uniform batch as ONE
+// node instead of ~15 per time step. The input projection gi = x W_ih^T + b_ih of every step is one matmul before
+// it (in the shared layer); the node runs the recurrence: per step one product h_prev W_hh^T (BLAS) and one fused
+// pass for the gate nonlinearities and the state update (kernels/rnn.cpp). Its backward runs the recurrence in
+// reverse with each cell's derivative fused into one pass and one product dgh_t W_hh per step, and gets dW_hh as
+// ONE product over all steps (dgh^T h_prev, L*N rows, big enough for both cores) and db_hh as one column sum.
+// The forward keeps the gate activations (ws) for that. With create_graph the formula is written in
+// differentiable ops instead (the same maths, derivatives.cpp), so double backward works as through the loop.
+// The step-by-step loop of nn/rnn.py still serves what this node does not: LSTM projections, packed or ragged
+// batches, half types.
+Tensor rnn_layer(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor& w_hh, const Tensor& b_hh,
+                 int64_t mode, bool reverse) {
+  const char* op = "rnn_layer";
+  DG_CHECK(mode >= 0 && mode <= 3, ValueError, op, ": mode must be 0 (tanh), 1 (relu), 2 (LSTM) or 3 (GRU), got ",
+           mode, ".");
+  DG_CHECK(gi && h0 && w_hh && gi->ndim() == 3 && h0->ndim() == 2, RuntimeError, op,
+           ": expected gi of shape (L, N, G*H) and h0 of shape (N, H), got ", shape_str(gi->shape), " and ",
+           shape_str(h0->shape), ".");
+  const int64_t L = gi->shape[0], N = gi->shape[1], H = h0->shape[1], G = mode == 2 ? 4 : mode == 3 ? 3 : 1;
+  const bool lstm = mode == 2;
+  DG_CHECK((bool)c0 == lstm, RuntimeError, op, ": c0 is given exactly for an LSTM (mode 2).");
+  std::vector<std::pair<const Tensor*, Shape>> shapes = {{&gi, {L, N, G * H}}, {&h0, {N, H}}, {&w_hh, {G * H, H}}};
+  if (lstm) shapes.push_back({&c0, {N, H}});
+  if (b_hh) shapes.push_back({&b_hh, {G * H}});
+  for (auto& [t, want] : shapes)
+    DG_CHECK((*t)->shape == want && (*t)->dtype == gi->dtype, RuntimeError, op, ": expected a ", dtype_name(gi->dtype),
+             " tensor of shape ", shape_str(want), ", got ", dtype_name((*t)->dtype), " ", shape_str((*t)->shape),
+             ".");
+  DG_CHECK(gi->dtype == DType::Float32 || gi->dtype == DType::Float64, TypeError, op,
+           ": expected float32 or float64 tensors, got ", dtype_name(gi->dtype), ".");
+  Tensor out = empty({lstm ? 2 : 1, L, N, H}, gi->dtype);
+  Tensor ws = mode >= 2 ? empty({L, N, (lstm ? 5 : 4) * H}, gi->dtype) : nullptr;
+  rnn_layer_forward_kernel(contiguous_data(gi), contiguous_data(h0), c0 ? contiguous_data(c0) : nullptr,
+                           contiguous_data(w_hh), b_hh ? contiguous_data(b_hh) : nullptr, mode, reverse, out, ws);
+  if (any_requires_grad({&gi, &h0, &c0, &w_hh, &b_hh})) {
+    auto& node = record<OpKind::rnn_layer>(out, {&gi, &h0, &c0, &w_hh, &b_hh});
+    node.saved.gi.save(gi, false);
+    node.saved.h0.save(h0, false);
+    if (c0) node.saved.c0.save(c0, false);
+    node.saved.w_hh.save(w_hh, false);
+    if (b_hh) node.saved.b_hh.save(b_hh, false);
+    node.saved.out.save(out, true);
+    if (ws) node.saved.ws.save(ws, false);
+    node.saved.mode = mode;
+    node.saved.reverse = reverse;
+  }
+  return out;
+}
+
 }  // namespace dyngrad

@@ -37,7 +37,7 @@ inline Tensor unpack_field(const SavedTensor& s, Node& owner) { return s.unpack(
 template <class T>
 const T& unpack_field(const T& value, Node&) { return value; }
 
-// DG_SAVED_EACH(M, (T1, f1), (T2, f2), ...) is M(T1, f1) M(T2, f2) ...: up to 8 fields.
+// DG_SAVED_EACH(M, (T1, f1), (T2, f2), ...) is M(T1, f1) M(T2, f2) ...: up to 9 fields.
 #define DG_SAVED_EXPAND(x) x
 #define DG_SAVED_APPLY(M, field) DG_SAVED_EXPAND(M field)
 #define DG_SAVED_EACH_1(M, f) DG_SAVED_APPLY(M, f)
@@ -48,10 +48,12 @@ const T& unpack_field(const T& value, Node&) { return value; }
 #define DG_SAVED_EACH_6(M, f, ...) DG_SAVED_APPLY(M, f) DG_SAVED_EXPAND(DG_SAVED_EACH_5(M, __VA_ARGS__))
 #define DG_SAVED_EACH_7(M, f, ...) DG_SAVED_APPLY(M, f) DG_SAVED_EXPAND(DG_SAVED_EACH_6(M, __VA_ARGS__))
 #define DG_SAVED_EACH_8(M, f, ...) DG_SAVED_APPLY(M, f) DG_SAVED_EXPAND(DG_SAVED_EACH_7(M, __VA_ARGS__))
-#define DG_SAVED_PICK(_1, _2, _3, _4, _5, _6, _7, _8, N, ...) N
+#define DG_SAVED_EACH_9(M, f, ...) DG_SAVED_APPLY(M, f) DG_SAVED_EXPAND(DG_SAVED_EACH_8(M, __VA_ARGS__))
+#define DG_SAVED_PICK(_1, _2, _3, _4, _5, _6, _7, _8, _9, N, ...) N
 #define DG_SAVED_EACH(M, ...)                                                                                     \
-  DG_SAVED_EXPAND(DG_SAVED_PICK(__VA_ARGS__, DG_SAVED_EACH_8, DG_SAVED_EACH_7, DG_SAVED_EACH_6, DG_SAVED_EACH_5, \
-                                DG_SAVED_EACH_4, DG_SAVED_EACH_3, DG_SAVED_EACH_2, DG_SAVED_EACH_1)(M, __VA_ARGS__))
+  DG_SAVED_EXPAND(DG_SAVED_PICK(__VA_ARGS__, DG_SAVED_EACH_9, DG_SAVED_EACH_8, DG_SAVED_EACH_7, DG_SAVED_EACH_6, \
+                                DG_SAVED_EACH_5, DG_SAVED_EACH_4, DG_SAVED_EACH_3, DG_SAVED_EACH_2,              \
+                                DG_SAVED_EACH_1)(M, __VA_ARGS__))
 
 #define DG_SAVED_VIEW_FIELD(T, f) saved_view_t<T> f;
 #define DG_SAVED_STORED_FIELD(T, f) T f{};
@@ -113,6 +115,9 @@ DG_SAVED(SavesSoftmax, (SavedTensor, out), (int64_t, dim));               // sof
 DG_SAVED(SavesCrossEntropy, (SavedTensor, logits), (SavedTensor, target), (int64_t, reduction),
          (int64_t, ignore_index), (int64_t, count), (double, label_smoothing));
 DG_SAVED(SavesWindow, (Dims, window));  // unfold, fold: (kh, kw, sh, sw, ph, pw, dh, dw)
+// rnn_layer: its inputs, its output, the gate activations ws (none for RNN), the cell kind and the direction
+DG_SAVED(SavesRnnLayer, (SavedTensor, gi), (SavedTensor, h0), (SavedTensor, c0), (SavedTensor, w_hh),
+         (SavedTensor, b_hh), (SavedTensor, out), (SavedTensor, ws), (int64_t, mode), (bool, reverse));
 
 // ---- the node ----
 

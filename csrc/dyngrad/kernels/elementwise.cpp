@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <cstring>
 
+#include "fast_math.h"
 #include "loop.h"
 
 namespace dyngrad {
@@ -52,85 +53,7 @@ StridedLoop::StridedLoop(const std::vector<const TensorImpl*>& operands) {
   for (int i = 0; i < nops; ++i) strides[i] = std::move(cst[i]);
 }
 
-// ---- float32 math that vectorises (Cephes-style polynomials; ~1 ulp) ----
-static inline float fast_expf(float x) {
-  const float hi = 88.3762626647949f, lo = -87.3365447504019f;
-  float xc = x > hi ? hi : (x < lo ? lo : x);
-  float n = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to nearest
-  float r = xc - n * 0.693359375f - n * -2.12194440e-4f;
-  float p = 1.9875691500E-4f;
-  p = p * r + 1.3981999507E-3f;
-  p = p * r + 8.3334519073E-3f;
-  p = p * r + 4.1665795894E-2f;
-  p = p * r + 1.6666665459E-1f;
-  p = p * r + 5.0000001201E-1f;
-  p = p * r * r + r + 1.0f;
-  int32_t bits = ((int32_t)n + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, 4);
-  float y = p * scale;
-  y = x > hi ? INFINITY : y;
-  y = x < lo ? 0.0f : y;
-  return x != x ? x : y;
-}
-
-static inline float fast_tanhf(float x) {
-  float ax = x < 0 ? -x : x;
-  // small |x|: odd polynomial (no cancellation); large: 1 - 2/(exp(2|x|)+1)
-  float z = x * x;
-  float small = ((((-5.70498872745E-3f * z + 2.06390887954E-2f) * z - 5.37397155531E-2f) * z +
-                  1.33314422036E-1f) * z - 3.33332819422E-1f) * z * x + x;
-  float e = fast_expf(2.0f * ax);
-  float big = 1.0f - 2.0f / (e + 1.0f);
-  big = x < 0 ? -big : big;
-  float y = ax < 0.625f ? small : big;
-  return x != x ? x : y;
-}
-
-static inline float fast_sigmoidf(float x) { return 1.0f / (1.0f + fast_expf(-x)); }
-
-// erf in float32, branch-free so that GELU's loops vectorise (std::erf does not; GELU forward and backward were a
-// sixth of the transformer bench step). The coefficients are our own least-squares fits on Chebyshev nodes, made
-// in float64 and rounded to float32; measured error <= 3 ulp over [-5, 5] (tests/test_numerics.py checks 4).
-//   |x| <= 1:     erf(x) = x P(x^2), P of degree 6 (relative fit error 1.2e-9)
-//   1 < |x| < 4:  erf(x) = 1 - exp(-x^2) R(1/|x|), R of degree 8 fitting erfc(x) exp(x^2) (7.9e-8); x^2 is split
-//                 exactly (x^2 = s + e, by fma) so that exp's argument carries no rounding: exp(-s) (1 - e)
-//   |x| >= 4:     +-1 (erf(3.92) already rounds to 1 in float32)
-static inline float fast_erff(float x) {
-  float ax = std::fabs(x);
-  float z = x * x;
-  float p = 7.847259257687256e-05f;
-  p = p * z - 0.0008008189033716917f;
-  p = p * z + 0.005188099108636379f;
-  p = p * z - 0.026853691786527634f;
-  p = p * z + 0.1128358244895935f;
-  p = p * z - 0.3761262595653534f;
-  p = p * z + 1.1283791065216064f;
-  float small = x * p;
-  float u = 1.0f / (ax > 1.0f ? ax : 1.0f);
-  float r = -0.010075770318508148f;
-  r = r * u + 0.03165554255247116f;
-  r = r * u + 0.01721281185746193f;
-  r = r * u - 0.23427069187164307f;
-  r = r * u + 0.491550475358963f;
-  r = r * u - 0.4692513644695282f;
-  r = r * u + 0.041355110704898834f;
-  r = r * u + 0.5591439008712769f;
-  r = r * u + 0.0002635270939208567f;
-  float e = std::fma(ax, ax, -z);
-  float big = 1.0f - fast_expf(-z) * (1.0f - e) * r;
-  big = ax >= 4.0f ? 1.0f : big;
-  big = x < 0 ? -big : big;
-  float y = ax <= 1.0f ? small : big;
-  return x != x ? x : y;
-}
-
-template <typename T> inline T k_exp(T x) { return std::exp(x); }
-template <> inline float k_exp<float>(float x) { return fast_expf(x); }
-template <typename T> inline T k_tanh(T x) { return std::tanh(x); }
-template <> inline float k_tanh<float>(float x) { return fast_tanhf(x); }
-template <typename T> inline T k_sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
-template <> inline float k_sigmoid<float>(float x) { return fast_sigmoidf(x); }
+// ---- float32 math that vectorises: fast_math.h ----
 
 template <typename T>
 inline T k_softplus(T x, T beta, T threshold) {
@@ -141,16 +64,19 @@ inline T k_softplus(T x, T beta, T threshold) {
   return (m + std::log1p(std::exp(-std::abs(bx)))) / beta;
 }
 
-template <typename T> inline T k_erf(T x) { return std::erf(x); }
-template <> inline float k_erf<float>(float x) { return fast_erff(x); }
-
 template <typename T>
 inline T k_gelu(T x) { return T(0.5) * x * (T(1) + k_erf(x * T(0.70710678118654752440))); }
+template <>
+inline float k_gelu<float>(float x) { return x * fast_normal_cdff(x); }  // vectorises (std::erf does not)
 template <typename T>
 inline T k_gelu_grad(T x) {
   T cdf = T(0.5) * (T(1) + k_erf(x * T(0.70710678118654752440)));
   T pdf = k_exp(T(-0.5) * x * x) * T(0.39894228040143267794);
   return cdf + x * pdf;
+}
+template <>
+inline float k_gelu_grad<float>(float x) {
+  return fast_normal_cdff(x) + x * (fast_expf(-0.5f * x * x) * 0.39894228040143267794f);
 }
 
 // ---- unary ----

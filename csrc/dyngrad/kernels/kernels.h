@@ -60,6 +60,19 @@ Tensor im2col_kernel(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_
 Tensor col2im_kernel(const Tensor& cols, const Shape& input_shape, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
                      int64_t ph, int64_t pw, int64_t dh = 1, int64_t dw = 1);
 
+// rnn_layer's loops (rnn.cpp; Note [Whole-sequence RNN layer] in ops_nn.cpp), over contiguous tensors: gi (L, N, G*H),
+// h0 and c0 (N, H; c0 null unless LSTM), w (G*H, H), b (G*H) or null; mode 0 tanh, 1 relu, 2 LSTM, 3 GRU. The
+// forward fills out (S, L, N, H) and ws (the gate activations; null for RNN). The backward takes the contiguous
+// gradient of out and computes the gradients that need[i] asks for (db only with a bias).
+void rnn_layer_forward_kernel(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor& w, const Tensor& b,
+                              int64_t mode, bool reverse, const Tensor& out, const Tensor& ws);
+struct RnnLayerGrads {
+  Tensor dgi, dh0, dc0, dw, db;
+};
+RnnLayerGrads rnn_layer_backward_kernel(const Tensor& grad, const Tensor& h0, const Tensor& c0, const Tensor& w,
+                                        bool has_bias, const Tensor& out, const Tensor& ws, int64_t mode,
+                                        bool reverse, const bool need[5]);
+
 // Strided iteration over up to 4 operands of one broadcast shape: the shared engine of elementwise kernels.
 // fn(char* ptrs[N], const int64_t byte_strides[N], int64_t n) is called for each innermost row.
 struct StridedLoop {

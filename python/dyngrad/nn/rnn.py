@@ -19,7 +19,7 @@ import warnings
 
 import numpy as np
 
-from .. import empty, zeros, tensor, cat, stack, int64, sigmoid, tanh, relu, Tensor
+from .. import _C, empty, zeros, tensor, cat, stack, int64, float32, float64, sigmoid, tanh, relu, Tensor
 from .._api.args import check_device
 from . import functional as F, init
 from .module import Module
@@ -61,6 +61,23 @@ def gru_step(gi, h, w_hh, b_hh, w_hr=None):
 _STEPS = {"RNN_TANH": rnn_tanh_step, "RNN_RELU": rnn_relu_step, "LSTM": lstm_step, "GRU": gru_step}
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 _NAMES = {"RNN_TANH": "RNN", "RNN_RELU": "RNN", "LSTM": "LSTM", "GRU": "GRU"}
+_MODES = {"RNN_TANH": 0, "RNN_RELU": 1, "LSTM": 2, "GRU": 3}   # the core's rnn_layer
+
+
+def _whole_layer(mode, gi, state, w_hh, b_hh, w_hr, reverse):
+    """The steps above for every time step of one (layer, direction) as ONE node of the core (Note [Whole-sequence
+    RNN layer] in csrc/dyngrad/ops_nn.cpp): its backward runs the recurrence in one loop and the weight gradient
+    as one product. Returns (hidden states (L, N, H), final state), or None where it does not apply (LSTM with a
+    projection, half types, mixed dtypes, empty sequences or batches), which the step-by-step loop handles."""
+    h0, c0 = state if isinstance(state, tuple) else (state, None)
+    tensors = [gi, h0, w_hh] + [t for t in (c0, b_hh) if t is not None]
+    if w_hr is not None or gi.dtype not in (float32, float64) or any(t.dtype != gi.dtype for t in tensors) \
+            or gi.shape[0] == 0 or gi.shape[1] == 0:
+        return None
+    y = _C.rnn_layer(gi, h0, c0, w_hh, b_hh, _MODES[mode], bool(reverse))
+    last = 0 if reverse else gi.shape[0] - 1
+    hs = y[0]
+    return hs, ((hs[last], y[1][last]) if mode == "LSTM" else hs[last])
 
 
 def _map(fn, state):
@@ -377,6 +394,11 @@ class RNNBase(Module):
                 w_ih, b_ih, w_hh, b_hh, w_hr = self._weights(layer, suffix)
                 gi = F.linear(x, w_ih, b_ih)                     # all time steps in one matmul
                 state = states[layer * self.num_directions + d]
+                whole = _whole_layer(self.mode, gi, state, w_hh, b_hh, w_hr, suffix)
+                if whole is not None:
+                    outs.append(whole[0])
+                    finals.append(whole[1])
+                    continue
                 steps = range(x.shape[0] - 1, -1, -1) if suffix else range(x.shape[0])
                 hs = []
                 for t in steps:

@@ -14,10 +14,10 @@ import numpy as np
 
 from .dtypes import from_numpy_dtype
 from .tensor import make_tensor, scalar_tensor
-from .ops_math import (add, sub, mul, div, neg, pow, pow_scalar, where, exp, log, cos, sin, sigmoid, erf, sign,
-                       compare, logical_and, sum, sum_to, matmul)
+from .ops_math import (add, sub, mul, div, neg, pow, pow_scalar, where, exp, log, cos, sin, sigmoid, tanh, erf,
+                       sign, compare, logical_and, sum, sum_to, matmul)
 from .ops_shape import (to_dtype, reshape, permute, expand, slice, slice_scatter, index_select, index_add, gather,
-                        scatter_add, take, put, put_add, mT)
+                        scatter_add, take, put, put_add, mT, select, cat, stack)
 from .ops_nn import softmax, unfold, fold
 
 
@@ -420,3 +420,73 @@ def unfold_backward(grad, s):
 def fold_backward(grad, s):
     return (unfold(grad, *s.window),)
 
+
+
+# out = rnn_layer(gi, h0, c0, W, b, mode, reverse) (Note [Whole-sequence RNN layer] in csrc/dyngrad/ops_nn.cpp): the
+# recurrence runs backwards over the steps k = L-1 .. 0 (step k reads h_prev = h0 at k = 0, else the state of step
+# k-1), carrying dh (and dc) to the step before. With gh = h_prev W^T + b, a = gi_t + gh the gate pre-activations,
+# dh = grad of out[0, t] + what step k+1 sent back:
+#   RNN:  h = tanh(a) -> da = dh (1 - h^2);  relu -> da = dh where h > 0, else 0
+#   LSTM: c = s(f) c_prev + s(i) tanh(g), h = s(o) tanh(c); dc = grad of out[1, t] + carried + dh s(o) (1 - tanh(c)^2)
+#         da_i = dc tanh(g) s(i) (1 - s(i)), da_f = dc c_prev s(f) (1 - s(f)), da_g = dc s(i) (1 - tanh(g)^2),
+#         da_o = dh tanh(c) s(o) (1 - s(o)); dc_prev = dc s(f)
+#   GRU:  r = s(gi_r + gh_r), z = s(gi_z + gh_z), n = tanh(gi_n + r gh_n), h = n + z (h_prev - n):
+#         da_n = dh (1 - z) (1 - n^2), da_z = dh (h_prev - n) z (1 - z), da_r = da_n gh_n r (1 - r);
+#         dgi = (da_r, da_z, da_n), dgh = (da_r, da_z, r da_n), and h_prev also gets dh z directly
+#   (RNN, LSTM: dgi = dgh = da.)  dh_prev = dgh W (+ dh z);  dW = sum_k dgh_k^T h_prev_k;  db = sum_k sum_rows dgh_k;
+#   dgi = dgi_t for every t; dh0, dc0 = what step 0 sends back.
+def rnn_layer_backward(grad, s):
+    mode, gi, h0, w, b, out = s.mode, s.gi, s.h0, s.w_hh, s.b_hh, s.out
+    L, N, H = gi.shape[0], h0.shape[0], h0.shape[1]
+    times = list(range(L - 1, -1, -1)) if s.reverse else list(range(L))
+    hs, grad_h = select(out, 0, 0), select(grad, 0, 0)
+    one = num(1, gi)
+
+    def gate(a, j):
+        return slice(a, 1, j * H, (j + 1) * H, 1)
+
+    dh = dc = None
+    dgi, dgh, h_prev = [None] * L, [None] * L, [None] * L
+    for k in range(L - 1, -1, -1):
+        t = times[k]
+        hp = h0 if k == 0 else select(hs, 0, times[k - 1])
+        gh = matmul(hp, mT(w))
+        if b is not None:
+            gh = add(gh, b)
+        x = select(gi, 0, t)
+        dh = select(grad_h, 0, t) if dh is None else add(select(grad_h, 0, t), dh)
+        if mode == 2:
+            a = add(x, gh)
+            si, sf, tg, so = sigmoid(gate(a, 0)), sigmoid(gate(a, 1)), tanh(gate(a, 2)), sigmoid(gate(a, 3))
+            cs = select(out, 0, 1)
+            cp = s.c0 if k == 0 else select(cs, 0, times[k - 1])
+            tc = tanh(select(cs, 0, t))
+            dct = add(select(select(grad, 0, 1), 0, t), mul(mul(dh, so), sub(one, mul(tc, tc))))
+            if dc is not None:
+                dct = add(dct, dc)
+            da = cat([mul(mul(dct, tg), mul(si, sub(one, si))), mul(mul(dct, cp), mul(sf, sub(one, sf))),
+                      mul(mul(dct, si), sub(one, mul(tg, tg))), mul(mul(dh, tc), mul(so, sub(one, so)))], 1)
+            dc = mul(dct, sf)
+            dgi[t] = dgh[k] = da
+            dh = matmul(da, w)
+        elif mode == 3:
+            r, z = sigmoid(add(gate(x, 0), gate(gh, 0))), sigmoid(add(gate(x, 1), gate(gh, 1)))
+            ghn = gate(gh, 2)
+            n = tanh(add(gate(x, 2), mul(r, ghn)))
+            dan = mul(mul(dh, sub(one, z)), sub(one, mul(n, n)))
+            daz = mul(mul(dh, sub(hp, n)), mul(z, sub(one, z)))
+            dar = mul(mul(dan, ghn), mul(r, sub(one, r)))
+            dgi[t] = cat([dar, daz, dan], 1)
+            dgh[k] = cat([dar, daz, mul(dan, r)], 1)
+            dh = add(matmul(dgh[k], w), mul(dh, z))
+        else:
+            h = select(hs, 0, t)
+            da = mul(dh, sub(one, mul(h, h))) if mode == 0 else where(compare("le", h, num(0, h)), num(0, dh), dh)
+            dgi[t] = dgh[k] = da
+            dh = matmul(da, w)
+        h_prev[k] = hp
+    need = s.needs_input_grad
+    all_dgh = reshape(stack(dgh, 0), (L * N, w.shape[0])) if need[3] or need[4] else None
+    dw = matmul(mT(all_dgh), reshape(stack(h_prev, 0), (L * N, H))) if need[3] else None
+    db = sum(all_dgh, (0,), False) if b is not None and need[4] else None
+    return (stack(dgi, 0) if need[0] else None, dh if need[1] else None, dc if need[2] else None, dw, db)

@@ -37,6 +37,8 @@ SavesPositions = ("positions",)
 SavesSoftmax = ("out", "dim")
 SavesCrossEntropy = ("logits", "target", "reduction", "ignore_index", "count", "label_smoothing")
 SavesWindow = ("window",)                 # (kh, kw, sh, sw, ph, pw, dh, dw)
+# rnn_layer: its inputs, its output, the gate activations ws (None for RNN) and the cell kind and direction
+SavesRnnLayer = ("gi", "h0", "c0", "w_hh", "b_hh", "out", "ws", "mode", "reverse")
 
 #             name             DisplayName (the node shows as DisplayNameBackward), what its node saves
 PRIMITIVES = (
@@ -99,6 +101,7 @@ PRIMITIVES = (
     ("cross_entropy",   "CrossEntropy", SavesCrossEntropy),   # fused log_softmax + nll with class indices
     ("unfold",          "Im2Col",       SavesWindow),         # im2col: (N,C,H,W) -> (N, C*kh*kw, L)
     ("fold",            "Col2Im",       SavesWindow),         # col2im, unfold's adjoint
+    ("rnn_layer",       "RnnLayer",     SavesRnnLayer),       # an RNN/LSTM/GRU layer over a whole sequence
 )
 OP_NAMES = tuple(name for name, _, _ in PRIMITIVES)
 DISPLAY_NAMES = {name: display for name, display, _ in PRIMITIVES}

@@ -224,3 +224,68 @@ def avg_pool2d(x, kh, kw, sh, sw, ph, pw):
 
 from .ops_math import add, matmul, mean, argmax, compare, where  # noqa: E402
 from .ops_shape import to_dtype, reshape, squeeze, gather  # noqa: E402
+
+
+# Note [Whole-sequence RNN layer] (csrc/dyngrad/ops_nn.cpp): one node for a layer's whole recurrence, given the
+# input projection gi = x @ W_ih^T + b_ih of every step, (L, N, G*H). mode 0 tanh / 1 relu RNN, 2 LSTM, 3 GRU;
+# reverse runs t = L-1 .. 0. out is (S, L, N, H): out[0] the hidden state after each time step, out[1] (LSTM) the
+# cell state. ws keeps the gate activations the C++ backward reuses: LSTM (L, N, 5H) sigma(i), sigma(f), tanh(g),
+# sigma(o), tanh(c'); GRU (L, N, 4H) r, z, n and the hidden part of n's pre-activation h @ W_hn^T + b_hn.
+RNN_GATES = (1, 1, 4, 3)
+
+
+def rnn_layer(gi, h0, c0, w_hh, b_hh, mode, reverse):
+    op = "rnn_layer"
+    if mode not in (0, 1, 2, 3):
+        raise ValueError(f"{op}: mode must be 0 (tanh), 1 (relu), 2 (LSTM) or 3 (GRU), got {mode}.")
+    if gi.ndim != 3 or h0.ndim != 2:
+        raise RuntimeError(f"{op}: expected gi of shape (L, N, G*H) and h0 of shape (N, H), got "
+                           f"{shape_str(gi.shape)} and {shape_str(h0.shape)}.")
+    (L, N, GH), H, G = gi.shape, h0.shape[1], RNN_GATES[mode]
+    lstm = mode == 2
+    if (c0 is not None) != lstm:
+        raise RuntimeError(f"{op}: c0 is given exactly for an LSTM (mode 2).")
+    shapes = [(gi, (L, N, G * H)), (h0, (N, H)), (w_hh, (G * H, H))] + ([(c0, (N, H))] if lstm else []) + \
+        ([(b_hh, (G * H,))] if b_hh is not None else [])
+    for t, want in shapes:
+        if tuple(t.shape) != want or t.dtype is not gi.dtype:
+            raise RuntimeError(f"{op}: expected a {gi.dtype.name} tensor of shape {shape_str(want)}, got "
+                               f"{t.dtype.name} {shape_str(t.shape)}.")
+    if gi.dtype not in (_dt.float32, _dt.float64):
+        raise TypeError(f"{op}: expected float32 or float64 tensors, got {gi.dtype.name}.")
+    x, w = gi._data, w_hh._data
+    b = b_hh._data if b_hh is not None else np.zeros(G * H, dtype=x.dtype)
+    h = h0._data
+    c = c0._data if lstm else None
+    out = np.empty((2 if lstm else 1, L, N, H), dtype=x.dtype)
+    ws = np.empty((L, N, {2: 5, 3: 4}[mode] * H), dtype=x.dtype) if mode >= 2 else None
+    for t in (range(L - 1, -1, -1) if reverse else range(L)):
+        gh = h @ w.T + b
+        if mode == 2:     # c' = s(f) c + s(i) tanh(g), h' = s(o) tanh(c')
+            a = x[t] + gh
+            si, sf, so = (kernels.sigmoid(a[:, k * H:(k + 1) * H]) for k in (0, 1, 3))
+            tg = np.tanh(a[:, 2 * H:3 * H])
+            c = sf * c + si * tg
+            tc = np.tanh(c)
+            h = so * tc
+            out[1, t] = c
+            ws[t] = np.concatenate([si, sf, tg, so, tc], axis=1)
+        elif mode == 3:   # r, z = s(.), n = tanh(gi_n + r gh_n), h' = (1 - z) n + z h
+            r = kernels.sigmoid(x[t, :, :H] + gh[:, :H])
+            z = kernels.sigmoid(x[t, :, H:2 * H] + gh[:, H:2 * H])
+            n = np.tanh(x[t, :, 2 * H:] + r * gh[:, 2 * H:])
+            h = n + z * (h - n)
+            ws[t] = np.concatenate([r, z, n, gh[:, 2 * H:]], axis=1)
+        else:
+            a = x[t] + gh
+            h = np.tanh(a) if mode == 0 else kernels.relu(a)
+        out[0, t] = h
+    result = make_tensor(out)
+    if any_requires_grad(gi, h0, c0, w_hh, b_hh):
+        node = record("rnn_layer", result, (gi, h0, c0, w_hh, b_hh))
+        for name, t in (("gi", gi), ("h0", h0), ("c0", c0), ("w_hh", w_hh), ("b_hh", b_hh)):
+            node.save(name, t)
+        node.save("out", result, is_output=True)
+        node.save("ws", make_tensor(ws) if ws is not None else None)
+        node.args = {"mode": mode, "reverse": bool(reverse)}
+    return result

@@ -1,0 +1,130 @@
+// fast_math.h: float32 exp/tanh/sigmoid that vectorise (std::expf does not), for elementwise.cpp and the fused
+// recurrent cells of rnn.cpp; k_exp/k_tanh/k_sigmoid pick them for float and the std functions for double.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace dyngrad {
+
+// ---- float32 math that vectorises (Cephes-style polynomials; ~1 ulp) ----
+inline float fast_expf(float x) {
+  const float hi = 88.3762626647949f, lo = -87.3365447504019f;
+  float xc = x > hi ? hi : (x < lo ? lo : x);
+  float n = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to nearest
+  float r = xc - n * 0.693359375f - n * -2.12194440e-4f;
+  float p = 1.9875691500E-4f;
+  p = p * r + 1.3981999507E-3f;
+  p = p * r + 8.3334519073E-3f;
+  p = p * r + 4.1665795894E-2f;
+  p = p * r + 1.6666665459E-1f;
+  p = p * r + 5.0000001201E-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t bits = ((int32_t)n + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, 4);
+  float y = p * scale;
+  y = x > hi ? INFINITY : y;
+  y = x < lo ? 0.0f : y;
+  return x != x ? x : y;
+}
+
+inline float fast_tanhf(float x) {
+  float ax = x < 0 ? -x : x;
+  // small |x|: odd polynomial (no cancellation); large: 1 - 2/(exp(2|x|)+1)
+  float z = x * x;
+  float small = ((((-5.70498872745E-3f * z + 2.06390887954E-2f) * z - 5.37397155531E-2f) * z +
+                  1.33314422036E-1f) * z - 3.33332819422E-1f) * z * x + x;
+  float e = fast_expf(2.0f * ax);
+  float big = 1.0f - 2.0f / (e + 1.0f);
+  big = x < 0 ? -big : big;
+  float y = ax < 0.625f ? small : big;
+  return x != x ? x : y;
+}
+
+inline float fast_sigmoidf(float x) { return 1.0f / (1.0f + fast_expf(-x)); }
+
+// Phi(x) = (1 + erf(x / sqrt 2)) / 2, the standard normal CDF, for GELU: with a = |x| / sqrt 2,
+//   a <= 1: erf(a) = a P(a^2), P of degree 5 (relative error < 5e-8);
+//   a > 1:  erfc(a) = exp(-a^2) Q(1/a) / a, Q of degree 9 (relative error < 1e-8), Phi = 1 - erfc/2 or erfc/2,
+// least-squares fits on Chebyshev nodes. Phi of a negative x comes from erfc itself, so GELU's far left tail
+// keeps its digits instead of cancelling in 1 + erf; beyond a = 9 the tail is 0 as in float32 erf (gelu(-inf) is
+// NaN, as torch's). Branch-free, so loops over it vectorise.
+inline float fast_normal_cdff(float x) {
+  const float ax = x < 0 ? -x : x;
+  float a = ax * 0.70710678118654752440f;
+  a = a < 9.0f ? a : 9.0f;
+  const float u = a * a;
+  float p = -5.6541088810e-04f;
+  p = p * u + 4.9232808834e-03f;
+  p = p * u - 2.6716390702e-02f;
+  p = p * u + 1.1280364758e-01f;
+  p = p * u - 3.7612349866e-01f;
+  p = p * u + 1.1283791274e+00f;
+  const float e = a * p;  // erf(a) for a <= 1
+  const float t = 1.0f / (a > 1.0f ? a : 1.0f);
+  float q = -4.8654094317e-02f;
+  q = q * t + 3.2854523028e-01f;
+  q = q * t - 9.8286574944e-01f;
+  q = q * t + 1.6931459894e+00f;
+  q = q * t - 1.7935452691e+00f;
+  q = q * t + 1.0799783632e+00f;
+  q = q * t - 1.5107162363e-01f;
+  q = q * t - 2.6043419750e-01f;
+  q = q * t - 1.7669018010e-03f;
+  q = q * t + 5.6425182593e-01f;
+  float ec = fast_expf(-u) * q * t;  // erfc(a) for a > 1
+  ec = a < 9.0f ? ec : 0.0f;
+  const bool small = a <= 1.0f;
+  const float upper = small ? 0.5f + 0.5f * e : 1.0f - 0.5f * ec;  // Phi(|x|)
+  const float lower = small ? 0.5f - 0.5f * e : 0.5f * ec;         // Phi(-|x|)
+  const float y = x < 0 ? lower : upper;
+  return x != x ? x : y;
+}
+
+// erf in float32 for the erf op, branch-free so that its loops vectorise (std::erf does not; GELU uses
+// fast_normal_cdff above, which keeps the far left tail). The coefficients are our own least-squares fits on Chebyshev nodes, made
+// in float64 and rounded to float32; measured error <= 3 ulp over [-5, 5] (tests/test_numerics.py checks 4).
+//   |x| <= 1:     erf(x) = x P(x^2), P of degree 6 (relative fit error 1.2e-9)
+//   1 < |x| < 4:  erf(x) = 1 - exp(-x^2) R(1/|x|), R of degree 8 fitting erfc(x) exp(x^2) (7.9e-8); x^2 is split
+//                 exactly (x^2 = s + e, by fma) so that exp's argument carries no rounding: exp(-s) (1 - e)
+//   |x| >= 4:     +-1 (erf(3.92) already rounds to 1 in float32)
+inline float fast_erff(float x) {
+  float ax = std::fabs(x);
+  float z = x * x;
+  float p = 7.847259257687256e-05f;
+  p = p * z - 0.0008008189033716917f;
+  p = p * z + 0.005188099108636379f;
+  p = p * z - 0.026853691786527634f;
+  p = p * z + 0.1128358244895935f;
+  p = p * z - 0.3761262595653534f;
+  p = p * z + 1.1283791065216064f;
+  float small = x * p;
+  float u = 1.0f / (ax > 1.0f ? ax : 1.0f);
+  float r = -0.010075770318508148f;
+  r = r * u + 0.03165554255247116f;
+  r = r * u + 0.01721281185746193f;
+  r = r * u - 0.23427069187164307f;
+  r = r * u + 0.491550475358963f;
+  r = r * u - 0.4692513644695282f;
+  r = r * u + 0.041355110704898834f;
+  r = r * u + 0.5591439008712769f;
+  r = r * u + 0.0002635270939208567f;
+  float e = std::fma(ax, ax, -z);
+  float big = 1.0f - fast_expf(-z) * (1.0f - e) * r;
+  big = ax >= 4.0f ? 1.0f : big;
+  big = x < 0 ? -big : big;
+  float y = ax <= 1.0f ? small : big;
+  return x != x ? x : y;
+}
+
+template <typename T> inline T k_exp(T x) { return std::exp(x); }
+template <> inline float k_exp<float>(float x) { return fast_expf(x); }
+template <typename T> inline T k_tanh(T x) { return std::tanh(x); }
+template <> inline float k_tanh<float>(float x) { return fast_tanhf(x); }
+template <typename T> inline T k_sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
+template <> inline float k_sigmoid<float>(float x) { return fast_sigmoidf(x); }
+template <typename T> inline T k_erf(T x) { return std::erf(x); }
+template <> inline float k_erf<float>(float x) { return fast_erff(x); }
+
+}  // namespace dyngrad

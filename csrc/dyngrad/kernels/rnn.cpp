@@ -1,0 +1,197 @@
+// rnn.cpp: the loops of rnn_layer (Note [Whole-sequence RNN layer] in ops_nn.cpp): the forward recurrence, and the
+// backward recurrence with each cell's derivative fused into one pass. No autograd here.
+#include <vector>
+
+#include "fast_math.h"
+#include "kernels.h"
+
+// The inner loops read and write up to a dozen rows of distinct buffers (gates, states, activations): more than
+// GCC will check for overlap at run time, so without this it leaves them scalar (5x the instructions).
+#define DG_NO_ALIAS _Pragma("GCC ivdep")
+
+namespace dyngrad {
+
+namespace {
+// rows x cols at element `offset` of contiguous t's storage, rows `ld` apart (a view, no autograd)
+Tensor matrix_view(const Tensor& t, int64_t offset, int64_t rows, int64_t cols, int64_t ld) {
+  return make_view(t, {rows, cols}, {ld, 1}, t->offset + offset);
+}
+// the transpose of a contiguous (r, c) matrix, as a view
+Tensor transposed_view(const Tensor& t, int64_t offset, int64_t r, int64_t c) {
+  return make_view(t, {c, r}, {1, c}, t->offset + offset);
+}
+
+template <typename T>
+std::vector<T> bias_or_zeros(const Tensor& b, int64_t n) {
+  std::vector<T> v(n, T(0));
+  if (b) std::copy(b->data<T>(), b->data<T>() + n, v.begin());
+  return v;
+}
+
+template <typename T>
+void forward(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor& w, const Tensor& b, int64_t mode,
+             bool reverse, const Tensor& out, const Tensor& ws) {
+  const int64_t L = gi->shape[0], N = gi->shape[1], H = h0->shape[1], GH = gi->shape[2];
+  const std::vector<T> bias = bias_or_zeros<T>(b, GH);
+  const T* bb = bias.data();
+  const Tensor wt = transposed_view(w, 0, GH, H);
+  const T* h_prev = h0->data<T>();
+  Tensor h_prev_t = h0;
+  const T* c_prev = c0 ? c0->data<T>() : nullptr;
+  for (int64_t k = 0; k < L; ++k) {
+    const int64_t t = reverse ? L - 1 - k : k;
+    const Tensor gh_t = matmul_kernel(h_prev_t, wt);  // (N, G*H): h_prev W^T
+    const T* gh = gh_t->data<T>();
+    const T* x = gi->data<T>() + t * N * GH;
+    T* h = out->data<T>() + t * N * H;
+    for (int64_t n = 0; n < N; ++n) {
+      const T *xn = x + n * GH, *gn = gh + n * GH, *hp = h_prev + n * H;
+      T* hn = h + n * H;
+      if (mode == 2) {  // c' = s(f) c + s(i) tanh(g), h' = s(o) tanh(c')
+        const T* cp = c_prev + n * H;
+        T* cn = out->data<T>() + (L + t) * N * H + n * H;
+        T* a = ws->data<T>() + (t * N + n) * 5 * H;
+        DG_NO_ALIAS
+        for (int64_t j = 0; j < H; ++j) {
+          const T si = k_sigmoid(xn[j] + gn[j] + bb[j]);
+          const T sf = k_sigmoid(xn[H + j] + gn[H + j] + bb[H + j]);
+          const T tg = k_tanh(xn[2 * H + j] + gn[2 * H + j] + bb[2 * H + j]);
+          const T so = k_sigmoid(xn[3 * H + j] + gn[3 * H + j] + bb[3 * H + j]);
+          const T c = sf * cp[j] + si * tg;
+          const T tc = k_tanh(c);
+          cn[j] = c;
+          hn[j] = so * tc;
+          a[j] = si, a[H + j] = sf, a[2 * H + j] = tg, a[3 * H + j] = so, a[4 * H + j] = tc;
+        }
+      } else if (mode == 3) {  // r, z = s(.), n = tanh(gi_n + r gh_n), h' = n + z (h - n)
+        T* a = ws->data<T>() + (t * N + n) * 4 * H;
+        DG_NO_ALIAS
+        for (int64_t j = 0; j < H; ++j) {
+          const T r = k_sigmoid(xn[j] + gn[j] + bb[j]);
+          const T z = k_sigmoid(xn[H + j] + gn[H + j] + bb[H + j]);
+          const T ghn = gn[2 * H + j] + bb[2 * H + j];
+          const T nn = k_tanh(xn[2 * H + j] + r * ghn);
+          hn[j] = nn + z * (hp[j] - nn);
+          a[j] = r, a[H + j] = z, a[2 * H + j] = nn, a[3 * H + j] = ghn;
+        }
+      } else if (mode == 0) {
+        DG_NO_ALIAS
+        for (int64_t j = 0; j < H; ++j) hn[j] = k_tanh(xn[j] + gn[j] + bb[j]);
+      } else {
+        DG_NO_ALIAS
+        for (int64_t j = 0; j < H; ++j) {
+          const T a = xn[j] + gn[j] + bb[j];
+          hn[j] = a < T(0) ? T(0) : a;  // NaN passes, as relu
+        }
+      }
+    }
+    if (mode == 2) c_prev = out->data<T>() + (L + t) * N * H;
+    h_prev = h;
+    h_prev_t = matrix_view(out, t * N * H, N, H, H);
+  }
+}
+
+template <typename T>
+RnnLayerGrads backward(const Tensor& grad, const Tensor& h0, const Tensor& c0, const Tensor& w, bool has_bias,
+                       const Tensor& out, const Tensor& ws, int64_t mode, bool reverse, const bool need[5]) {
+  const int64_t L = out->shape[1], N = out->shape[2], H = out->shape[3], GH = w->shape[0];
+  const DType dt = out->dtype;
+  RnnLayerGrads r;
+  Tensor dgi = empty({L, N, GH}, dt);
+  Tensor dgh = mode == 3 ? empty({L, N, GH}, dt) : dgi;  // GRU: the hidden side differs in the n gate
+  Tensor dh_carry = zeros({N, H}, dt), dc_carry = mode == 2 ? zeros({N, H}, dt) : nullptr;
+  std::vector<T> direct(mode == 3 ? N * H : 0);  // GRU: dh z, h_prev's own share
+  auto time = [&](int64_t k) { return reverse ? L - 1 - k : k; };
+  const T* g = grad->data<T>();
+  const T* o = out->data<T>();
+  for (int64_t k = L - 1; k >= 0; --k) {
+    const int64_t t = time(k);
+    const T* hp_all = k == 0 ? h0->data<T>() : o + time(k - 1) * N * H;
+    const T* dhc = dh_carry->data<T>();
+    for (int64_t n = 0; n < N; ++n) {
+      const T* gh_ = g + (t * N + n) * H;  // grad of h_t
+      const T* dcn = dhc + n * H;
+      T* di = dgi->data<T>() + (t * N + n) * GH;
+      if (mode == 2) {
+        const T* gc = g + ((L + t) * N + n) * H;  // grad of c_t
+        const T* cp = k == 0 ? c0->data<T>() + n * H : o + ((L + time(k - 1)) * N + n) * H;
+        const T* a = ws->data<T>() + (t * N + n) * 5 * H;
+        T* dcc = dc_carry->data<T>() + n * H;
+        DG_NO_ALIAS
+        for (int64_t j = 0; j < H; ++j) {
+          const T si = a[j], sf = a[H + j], tg = a[2 * H + j], so = a[3 * H + j], tc = a[4 * H + j];
+          const T dh = gh_[j] + dcn[j];
+          const T dc = gc[j] + dcc[j] + dh * so * (T(1) - tc * tc);
+          di[j] = dc * tg * (si * (T(1) - si));
+          di[H + j] = dc * cp[j] * (sf * (T(1) - sf));
+          di[2 * H + j] = dc * si * (T(1) - tg * tg);
+          di[3 * H + j] = dh * tc * (so * (T(1) - so));
+          dcc[j] = dc * sf;
+        }
+      } else if (mode == 3) {
+        const T* hp = hp_all + n * H;
+        const T* a = ws->data<T>() + (t * N + n) * 4 * H;
+        T* dg = dgh->data<T>() + (t * N + n) * GH;
+        T* dd = direct.data() + n * H;
+        DG_NO_ALIAS
+        for (int64_t j = 0; j < H; ++j) {
+          const T rr = a[j], z = a[H + j], nn = a[2 * H + j], ghn = a[3 * H + j];
+          const T dh = gh_[j] + dcn[j];
+          const T dan = dh * (T(1) - z) * (T(1) - nn * nn);
+          const T daz = dh * (hp[j] - nn) * (z * (T(1) - z));
+          const T dar = dan * ghn * (rr * (T(1) - rr));
+          di[j] = dg[j] = dar;
+          di[H + j] = dg[H + j] = daz;
+          di[2 * H + j] = dan;
+          dg[2 * H + j] = dan * rr;
+          dd[j] = dh * z;
+        }
+      } else {
+        const T* h = o + (t * N + n) * H;
+        DG_NO_ALIAS
+        for (int64_t j = 0; j < H; ++j) {
+          const T dh = gh_[j] + dcn[j];
+          di[j] = mode == 0 ? dh * (T(1) - h[j] * h[j]) : (h[j] <= T(0) ? T(0) : dh);
+        }
+      }
+    }
+    if (k == 0 && !need[1]) break;
+    // dh_prev = dgh_t W (+ dh z for GRU)
+    dh_carry = matmul_kernel(matrix_view(dgh, t * N * GH, N, GH, GH), w);
+    if (mode == 3) {
+      T* d = dh_carry->data<T>();
+      for (int64_t i = 0; i < N * H; ++i) d[i] += direct[i];
+    }
+  }
+  if (need[0]) r.dgi = dgi;
+  if (need[1]) r.dh0 = dh_carry;
+  if (need[2] && mode == 2) r.dc0 = dc_carry;
+  if (need[3]) {
+    // dW = sum over steps of dgh_t^T h_prev: the steps after the first as one product over (L-1) N rows, whose
+    // h_prev are out[0]'s rows shifted by one step, plus the first step's with h0.
+    const int64_t first = time(0), M = (L - 1) * N;
+    r.dw = matmul_kernel(transposed_view(dgh, first * N * GH, N, GH), h0);
+    if (M > 0) {
+      const int64_t g_off = reverse ? 0 : N * GH, h_off = reverse ? N * H : 0;
+      add_into_kernel(r.dw, matmul_kernel(transposed_view(dgh, g_off, M, GH), matrix_view(out, h_off, M, H, H)));
+    }
+  }
+  if (need[4] && has_bias) r.db = reduce_kernel(ReduceKind::Sum, matrix_view(dgh, 0, L * N, GH, GH), {0}, false);
+  return r;
+}
+}  // namespace
+
+void rnn_layer_forward_kernel(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor& w, const Tensor& b,
+                              int64_t mode, bool reverse, const Tensor& out, const Tensor& ws) {
+  DG_DISPATCH_FLOAT(gi->dtype, T, forward<T>(gi, h0, c0, w, b, mode, reverse, out, ws));
+}
+
+RnnLayerGrads rnn_layer_backward_kernel(const Tensor& grad, const Tensor& h0, const Tensor& c0, const Tensor& w,
+                                        bool has_bias, const Tensor& out, const Tensor& ws, int64_t mode,
+                                        bool reverse, const bool need[5]) {
+  RnnLayerGrads r;
+  DG_DISPATCH_FLOAT(out->dtype, T, r = backward<T>(grad, h0, c0, w, has_bias, out, ws, mode, reverse, need));
+  return r;
+}
+
+}  // namespace dyngrad
