@@ -333,13 +333,11 @@ def _clamp_by_zero(x):
     return (x.clamp(min=0) + x - x.clamp(max=0)) / 2
 
 
-class Binomial(Distribution):
-    """The number of successes in total_count independent trials of probability probs (or sigmoid(logits))."""
-    arg_constraints = {"total_count": constraints.nonnegative_integer, "probs": constraints.unit_interval,
-                       "logits": constraints.real}
-    has_enumerate_support = True
+class _CountAndParam(Distribution):
+    """What Binomial and NegativeBinomial share: total_count broadcast with probs or logits (exactly one), in the
+    parameter's dtype, and expanded together."""
 
-    def __init__(self, total_count=1, probs=None, logits=None, validate_args=None):
+    def _init_count_and_param(self, total_count, probs, logits, validate_args):
         _one_of(probs, logits)
         if probs is not None:
             self.total_count, self.probs = broadcast_all(total_count, probs)
@@ -348,10 +346,9 @@ class Binomial(Distribution):
             self.total_count, self.logits = broadcast_all(total_count, logits)
             self.total_count = self.total_count.type_as(self.logits)
         self._param = self.probs if probs is not None else self.logits
-        super().__init__(self._param.shape, validate_args=validate_args)
+        Distribution.__init__(self, self._param.shape, validate_args=validate_args)
 
-    def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Binomial, _instance)
+    def _expand_count_and_param(self, new, batch_shape):
         batch_shape = Size(tuple(batch_shape))
         new.total_count = self.total_count.expand(batch_shape)
         if "probs" in self.__dict__:
@@ -363,6 +360,19 @@ class Binomial(Distribution):
         Distribution.__init__(new, batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
+
+
+class Binomial(_CountAndParam):
+    """The number of successes in total_count independent trials of probability probs (or sigmoid(logits))."""
+    arg_constraints = {"total_count": constraints.nonnegative_integer, "probs": constraints.unit_interval,
+                       "logits": constraints.real}
+    has_enumerate_support = True
+
+    def __init__(self, total_count=1, probs=None, logits=None, validate_args=None):
+        self._init_count_and_param(total_count, probs, logits, validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        return self._expand_count_and_param(self._get_checked_instance(Binomial, _instance), batch_shape)
 
     @constraints.dependent_property(is_discrete=True, event_dim=0)
     def support(self):
@@ -579,7 +589,7 @@ class Multinomial(Distribution):
         return term1 + (binomial_probs * weights).sum((0, -1))
 
 
-class NegativeBinomial(Distribution):
+class NegativeBinomial(_CountAndParam):
     """The number of successes (probability probs each) before total_count failures; sampled as a Gamma-Poisson
     mixture: Poisson(rate) with rate ~ Gamma(total_count, exp(-logits))."""
     arg_constraints = {"total_count": constraints.greater_than_eq(0),
@@ -587,29 +597,10 @@ class NegativeBinomial(Distribution):
     support = constraints.nonnegative_integer
 
     def __init__(self, total_count, probs=None, logits=None, validate_args=None):
-        _one_of(probs, logits)
-        if probs is not None:
-            self.total_count, self.probs = broadcast_all(total_count, probs)
-            self.total_count = self.total_count.type_as(self.probs)
-        else:
-            self.total_count, self.logits = broadcast_all(total_count, logits)
-            self.total_count = self.total_count.type_as(self.logits)
-        self._param = self.probs if probs is not None else self.logits
-        super().__init__(self._param.shape, validate_args=validate_args)
+        self._init_count_and_param(total_count, probs, logits, validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(NegativeBinomial, _instance)
-        batch_shape = Size(tuple(batch_shape))
-        new.total_count = self.total_count.expand(batch_shape)
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
-            new._param = new.logits
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_count_and_param(self._get_checked_instance(NegativeBinomial, _instance), batch_shape)
 
     @property
     def mean(self):
