@@ -694,7 +694,10 @@ PROMOTION = [
 def test_promotion(dg, a, b, want):
     ta = dg.tensor(np.asarray(a[1], dtype=a[0]))
     tb = dg.tensor(np.asarray(b[1], dtype=b[0])) if isinstance(b, tuple) else b
-    for r in (ta + tb, tb + ta, ta * tb, ta - tb):
+    results = [ta + tb, tb + ta, ta * tb]
+    if a[0] != "bool":            # torch refuses subtraction with a bool operand (tests/test_ops_pointwise.py)
+        results.append(ta - tb)
+    for r in results:
         assert dtype_name(r) == want, (a, b, dtype_name(r))
 
 

@@ -520,20 +520,21 @@ OPS = [
        [[(3, 4), (4,), (4,)]], gradgrad=True, graph=False),
     Op("layer_norm_2d", lambda m, x: F(m).layer_norm(x, (3, 4)), lambda x: np_layer_norm(x, 2),
        [[(2, 3, 4)]], graph=False),
-    # the core's whole-sequence recurrent layer (Note [Whole-sequence RNN layer]); nn.RNN/LSTM/GRU: test_rnn.py
+    # the core's whole-sequence recurrent layer (Note [Whole-sequence RNN layer]); torch has no such function:
+    # nn.RNN/LSTM/GRU, which use it, are compared with torch's in test_rnn.py
     Op("rnn_layer_lstm", lambda m, gi, h0, c0, w, b: m._C.rnn_layer(gi, h0, c0, w, b, 2, False),
-       np_rnn_layer(2, False), [[(3, 2, 12), (2, 3), (2, 3), (12, 3), (12,)]], gradgrad=True, graph=False),
+       np_rnn_layer(2, False), [[(3, 2, 12), (2, 3), (2, 3), (12, 3), (12,)]], gradgrad=True, graph=False, torch=False),
     Op("rnn_layer_lstm_reverse_nobias", lambda m, gi, h0, c0, w: m._C.rnn_layer(gi, h0, c0, w, None, 2, True),
-       np_rnn_layer(2, True), [[(4, 1, 8), (1, 2), (1, 2), (8, 2)]], graph=False),
+       np_rnn_layer(2, True), [[(4, 1, 8), (1, 2), (1, 2), (8, 2)]], graph=False, torch=False),
     Op("rnn_layer_gru", lambda m, gi, h0, w, b: m._C.rnn_layer(gi, h0, None, w, b, 3, False),
-       np_rnn_layer(3, False), [[(3, 2, 9), (2, 3), (9, 3), (9,)]], gradgrad=True, graph=False),
+       np_rnn_layer(3, False), [[(3, 2, 9), (2, 3), (9, 3), (9,)]], gradgrad=True, graph=False, torch=False),
     Op("rnn_layer_gru_reverse", lambda m, gi, h0, w, b: m._C.rnn_layer(gi, h0, None, w, b, 3, True),
-       np_rnn_layer(3, True), [[(2, 3, 6), (3, 2), (6, 2), (6,)]], graph=False),
+       np_rnn_layer(3, True), [[(2, 3, 6), (3, 2), (6, 2), (6,)]], graph=False, torch=False),
     Op("rnn_layer_tanh", lambda m, gi, h0, w, b: m._C.rnn_layer(gi, h0, None, w, b, 0, False),
-       np_rnn_layer(0, False), [[(3, 2, 3), (2, 3), (3, 3), (3,)]], gradgrad=True, graph=False),
+       np_rnn_layer(0, False), [[(3, 2, 3), (2, 3), (3, 3), (3,)]], gradgrad=True, graph=False, torch=False),
     Op("rnn_layer_relu_reverse", lambda m, gi, h0, w, b: m._C.rnn_layer(gi, h0, None, w, b, 1, True),
        np_rnn_layer(1, True), [[Float((3, 2, 3), 0.2, 1.0), pos(2, 3), Float((3, 3), 0.0, 0.5), pos(3)]],
-       graph=False),
+       graph=False, torch=False),
 ]
 
 
