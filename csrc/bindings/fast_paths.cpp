@@ -84,7 +84,9 @@ using ReduceOp = Tensor (*)(const Tensor&, const Dims&, bool);
 // does (the core cannot: the number arrives as a tensor of the other operand's dtype).
 template <BinaryOp Op>
 bool fast_number(PyObject* o) {
-  if constexpr (Op == &sub) {
+  // a plain if: a comparison of function addresses is not a constant expression in every compiler mode (the
+  // sanitizer build refuses `if constexpr` here); the optimiser folds it all the same
+  if (Op == &sub) {
     if (PyBool_Check(o)) return false;
   }
   return is_number(o);
