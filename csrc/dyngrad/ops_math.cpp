@@ -455,16 +455,14 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   // after the shapes, as torch does).
   DG_CHECK(a->dtype == b->dtype, RuntimeError, "matmul: expected both operands to have the same dtype, got ",
            dtype_name(a->dtype), " @ ", dtype_name(b->dtype), "; convert one with .to(dtype).");
-  DType dt = result_type(a, b);
+  const DType dt = a->dtype;  // = b->dtype: no promotion, no conversion
   if (is_half(dt) || is_narrow_int(dt))  // Note [Half types], Note [Narrow integers]: computed wide, converted back
     return to_dtype(matmul(to_dtype(a, widen(dt)), to_dtype(b, widen(dt))), dt);
-  Tensor ac = a->dtype == dt ? a : to_dtype(a, dt);
-  Tensor bc = b->dtype == dt ? b : to_dtype(b, dt);
-  Tensor out = matmul_kernel(ac, bc);
-  if (any_requires_grad({&ac, &bc})) {
-    auto& node = record<OpKind::matmul>(out, {&ac, &bc});
-    if (node.needs_input_grad(1)) node.saved.a.save(ac, false);
-    if (node.needs_input_grad(0)) node.saved.b.save(bc, false);
+  Tensor out = matmul_kernel(a, b);
+  if (any_requires_grad({&a, &b})) {
+    auto& node = record<OpKind::matmul>(out, {&a, &b});
+    if (node.needs_input_grad(1)) node.saved.a.save(a, false);
+    if (node.needs_input_grad(0)) node.saved.b.save(b, false);
   }
   return out;
 }

@@ -20,7 +20,48 @@ def _one_of(probs, logits):
         raise ValueError("Either `probs` or `logits` must be specified, but not both.")
 
 
-class Bernoulli(ExponentialFamily):
+class _BinaryParameter:
+    """Mixin of the distributions with one success probability per element, given as probs or as logits (exactly
+    one): each is computed from the other on first use (torch's lazy pair)."""
+
+    @lazy_property
+    def logits(self):
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self):
+        return logits_to_probs(self.logits, is_binary=True)
+
+
+def _set_probs_or_logits(self, probs, logits):
+    """Sets self.probs or self.logits (exactly one is given) as a tensor and self._param to it; returns the batch
+    shape: () for a Python number, else the parameter's shape."""
+    _one_of(probs, logits)
+    given = probs if probs is not None else logits
+    (param,) = broadcast_all(given)
+    if probs is not None:
+        self.probs = param
+    else:
+        self.logits = param
+    self._param = param
+    return Size() if isinstance(given, Number) else param.shape
+
+
+def _expand_probs_or_logits(self, new, batch_shape):
+    """The end of expand(): new gets self's probs and logits (those computed so far) expanded to batch_shape, and
+    _param where self has one (the last of them, as each class's own expand set it)."""
+    batch_shape = Size(tuple(batch_shape))
+    for name in ("probs", "logits"):
+        if name in self.__dict__:
+            setattr(new, name, getattr(self, name).expand(batch_shape))
+            if "_param" in self.__dict__:
+                new._param = getattr(new, name)
+    Distribution.__init__(new, batch_shape, validate_args=False)
+    new._validate_args = self._validate_args
+    return new
+
+
+class Bernoulli(_BinaryParameter, ExponentialFamily):
     """1 with probability probs (or sigmoid(logits)), else 0."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.boolean
@@ -28,29 +69,10 @@ class Bernoulli(ExponentialFamily):
     _mean_carrier_measure = 0
 
     def __init__(self, probs=None, logits=None, validate_args=None):
-        _one_of(probs, logits)
-        if probs is not None:
-            is_scalar = isinstance(probs, Number)
-            (self.probs,) = broadcast_all(probs)
-        else:
-            is_scalar = isinstance(logits, Number)
-            (self.logits,) = broadcast_all(logits)
-        self._param = self.probs if probs is not None else self.logits
-        batch_shape = Size() if is_scalar else self._param.shape
-        super().__init__(batch_shape, validate_args=validate_args)
+        super().__init__(_set_probs_or_logits(self, probs, logits), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Bernoulli, _instance)
-        batch_shape = Size(tuple(batch_shape))
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
-            new._param = new.logits
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return _expand_probs_or_logits(self, self._get_checked_instance(Bernoulli, _instance), batch_shape)
 
     @property
     def mean(self):
@@ -64,14 +86,6 @@ class Bernoulli(ExponentialFamily):
     @property
     def variance(self):
         return self.probs * (1 - self.probs)
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
 
     @property
     def param_shape(self):
@@ -333,7 +347,7 @@ def _clamp_by_zero(x):
     return (x.clamp(min=0) + x - x.clamp(max=0)) / 2
 
 
-class _CountAndParam(Distribution):
+class _CountAndParam(_BinaryParameter, Distribution):
     """What Binomial and NegativeBinomial share: total_count broadcast with probs or logits (exactly one), in the
     parameter's dtype, and expanded together."""
 
@@ -349,17 +363,8 @@ class _CountAndParam(Distribution):
         Distribution.__init__(self, self._param.shape, validate_args=validate_args)
 
     def _expand_count_and_param(self, new, batch_shape):
-        batch_shape = Size(tuple(batch_shape))
-        new.total_count = self.total_count.expand(batch_shape)
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
-            new._param = new.logits
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        new.total_count = self.total_count.expand(Size(tuple(batch_shape)))
+        return _expand_probs_or_logits(self, new, batch_shape)
 
 
 class Binomial(_CountAndParam):
@@ -389,14 +394,6 @@ class Binomial(_CountAndParam):
     @property
     def variance(self):
         return self.total_count * self.probs * (1 - self.probs)
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
 
     @property
     def param_shape(self):
@@ -437,7 +434,7 @@ class Binomial(_CountAndParam):
         return values
 
 
-class Geometric(Distribution):
+class Geometric(_BinaryParameter, Distribution):
     """The number of failures before the first success in Bernoulli(probs) trials; sampled by inversion,
     floor(log(u) / log(1 - probs))."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
@@ -461,15 +458,7 @@ class Geometric(Distribution):
                                  f"invalid values:\n{self.probs}")
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Geometric, _instance)
-        batch_shape = Size(tuple(batch_shape))
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return _expand_probs_or_logits(self, self._get_checked_instance(Geometric, _instance), batch_shape)
 
     @property
     def mean(self):
@@ -482,14 +471,6 @@ class Geometric(Distribution):
     @property
     def variance(self):
         return (1.0 / self.probs - 1.0) / self.probs
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
 
     def sample(self, sample_shape=Size()):
         from .. import finfo
@@ -613,14 +594,6 @@ class NegativeBinomial(_CountAndParam):
     @property
     def variance(self):
         return self.mean / (-self.logits).sigmoid()
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
 
     @property
     def param_shape(self):

@@ -6,11 +6,11 @@ from numbers import Number
 from .. import Size, full_like, lgamma, tensor
 from ..nn import functional as F
 from . import constraints
-from .discrete import Categorical
+from .discrete import Categorical, _BinaryParameter, _expand_probs_or_logits, _set_probs_or_logits
 from .distribution import Distribution
 from .transformed import TransformedDistribution
 from .transforms import ExpTransform, SigmoidTransform
-from .utils import _uniform, broadcast_all, clamp_probs, lazy_property, logits_to_probs, probs_to_logits
+from .utils import _uniform, broadcast_all, clamp_probs
 
 __all__ = ["LogitRelaxedBernoulli", "RelaxedBernoulli", "ExpRelaxedCategorical", "RelaxedOneHotCategorical"]
 
@@ -22,46 +22,19 @@ def _as_tensor(temperature, like):
     return temperature
 
 
-class LogitRelaxedBernoulli(Distribution):
+class LogitRelaxedBernoulli(_BinaryParameter, Distribution):
     """The logit of a RelaxedBernoulli: (logit(u) + logits) / temperature for u uniform."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.real
 
     def __init__(self, temperature, probs=None, logits=None, validate_args=None):
         self.temperature = temperature
-        if (probs is None) == (logits is None):
-            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
-        if probs is not None:
-            is_scalar = isinstance(probs, Number)
-            (self.probs,) = broadcast_all(probs)
-        else:
-            is_scalar = isinstance(logits, Number)
-            (self.logits,) = broadcast_all(logits)
-        self._param = self.probs if probs is not None else self.logits
-        batch_shape = Size() if is_scalar else self._param.shape
-        super().__init__(batch_shape, validate_args=validate_args)
+        super().__init__(_set_probs_or_logits(self, probs, logits), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(LogitRelaxedBernoulli, _instance)
-        batch_shape = Size(tuple(batch_shape))
         new.temperature = self.temperature
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
-            new._param = new.logits
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
+        return _expand_probs_or_logits(self, new, batch_shape)
 
     @property
     def param_shape(self):

@@ -6,6 +6,7 @@ import warnings
 
 from .. import empty, zeros, ones, tensor, int64, no_grad
 from .._api.args import check_device
+from .._api.normalization import _update_running
 from . import functional as F, init
 from .lazy import LazyModuleMixin
 from .module import Module
@@ -161,10 +162,9 @@ class SyncBatchNorm(_BatchNorm):
         centred = input - mean.reshape(view)
         var = all_reduce((centred * centred).sum(dims), group=self.process_group) / n
         factor = self._running_factor()
-        if self.track_running_stats and self.running_mean is not None:
-            with no_grad():
-                self.running_mean.mul_(1 - factor).add_(mean.detach() * factor)
-                self.running_var.mul_(1 - factor).add_(var.detach() * (factor * n / (n - 1)))
+        if self.track_running_stats and self.running_mean is not None:   # as F.batch_norm updates them
+            _update_running(self.running_mean, mean, factor)
+            _update_running(self.running_var, var.detach() * (n / (n - 1)), factor)
         out = centred * (var + self.eps).rsqrt().reshape(view)
         if self.weight is not None:
             out = out * self.weight.reshape(view)

@@ -486,19 +486,17 @@ def matmul(a, b):
     if a.dtype is not b.dtype:  # torch never promotes in a matrix product (after the shapes)
         raise RuntimeError(f"matmul: expected both operands to have the same dtype, got {a.dtype.name} @ "
                            f"{b.dtype.name}; convert one with .to(dtype).")
-    dtype = result_type(a, b)
+    dtype = a.dtype                                  # = b.dtype: no promotion, no conversion
     if dtype.itemsize < 4 or dtype is _dt.int32:    # half types and narrow integers: computed wide (as C++)
         wide = _dt.float32 if dtype.is_floating_point else _dt.int64
         return to_dtype(matmul(to_dtype(a, wide), to_dtype(b, wide)), dtype)
-    ac = a if a.dtype is dtype else to_dtype(a, dtype)
-    bc = b if b.dtype is dtype else to_dtype(b, dtype)
-    out = make_tensor(kernels.matmul(ac._data, bc._data))
-    if any_requires_grad(ac, bc):
-        node = record("matmul", out, (ac, bc))
+    out = make_tensor(kernels.matmul(a._data, b._data))
+    if any_requires_grad(a, b):
+        node = record("matmul", out, (a, b))
         if needs_input_grad(node, 1):
-            node.save("a", ac)
+            node.save("a", a)
         if needs_input_grad(node, 0):
-            node.save("b", bc)
+            node.save("b", b)
     return out
 
 
