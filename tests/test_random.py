@@ -500,3 +500,14 @@ def test_dataloader_workers_seeded_from_the_generator(dg):
     a = run(5)
     assert a == run(5) and a != run(6)
     assert sorted(int(x) for b in a for x in b) == list(range(6))
+
+
+def test_random_like_factories_refuse_other_layouts(dg):
+    """layout= was accepted and ignored by rand_like/randn_like/randint_like; like every factory it is refused
+    unless it is the strided default (None)."""
+    x = dg.ones(2, 3)
+    for fn in (lambda: dg.rand_like(x, layout="sparse"), lambda: dg.randn_like(x, layout="sparse"),
+               lambda: dg.randint_like(x, 5, layout="sparse")):
+        with pytest.raises(RuntimeError, match="strided layout"):
+            fn()
+    assert tuple(dg.rand_like(x, layout=None).shape) == (2, 3)

@@ -346,6 +346,14 @@ def get_default_dtype():
     return _C._get_default_dtype()
 
 
+def check_factory_options(op, layout=None, pin_memory=None):
+    """torch's factory options dyngrad has one value of: the strided layout (None) and unpinned memory."""
+    if layout is not None:
+        raise RuntimeError(f"{op}: only the strided layout is supported (pass layout=None).")
+    if pin_memory:
+        raise RuntimeError(f"{op}: pin_memory=True needs an accelerator; dyngrad runs on the CPU.")
+
+
 def check_device(device, op):
     """dyngrad runs on the CPU: "cpu", "cpu:0", a dyngrad.device of the CPU (or None) are accepted, anything else
     is refused, naming the device (_api/device.py)."""

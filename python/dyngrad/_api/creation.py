@@ -5,8 +5,8 @@ import numpy as np
 
 from .. import _C
 from .generator import drawing
-from .args import (DTYPE_NAMES, Tensor, check_device, checked_write, dtype_arg, finish, get_default_dtype, host_array,
-                   number, numpy_dtype, sizes_arg, tensor_arg, to_int, type_name)
+from .args import (DTYPE_NAMES, Tensor, check_device, check_factory_options, checked_write, dtype_arg, finish,
+                   get_default_dtype, host_array, number, numpy_dtype, sizes_arg, tensor_arg, to_int, type_name)
 
 
 def _dtype_or(dtype, default, op):
@@ -176,6 +176,7 @@ def _random_like(op, draw):
                 memory_format=None):
         tensor_arg(input, op)
         check_device(device, op)
+        check_factory_options(op, layout)
         dt = _float_dtype(_dtype_or(dtype, input.dtype, op), op)
         with drawing(generator, op):
             return finish(draw(tuple(input.shape), dt), requires_grad)
@@ -316,6 +317,7 @@ def randint_like(input, low=0, high=None, *, generator=None, dtype=None, layout=
     in input's dtype unless dtype= says otherwise (floats hold the integers)."""
     tensor_arg(input, "randint_like")
     check_device(device, "randint_like")
+    check_factory_options("randint_like", layout)
     if high is None:
         if low == 0 and not isinstance(low, Tensor):
             raise TypeError("randint_like: expected randint_like(input, high) or randint_like(input, low, high).")

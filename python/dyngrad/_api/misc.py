@@ -12,20 +12,12 @@ import warnings
 import numpy as np
 
 from .. import _C
-from .args import (DTYPE_NAMES, Tensor, check_device, dtype_arg, finish, get_default_dtype, host_array, number,
-                   optional_dtype, shape_str, tensor_arg, tensor_list, to_int, type_name, wrap_dim)
+from .args import (DTYPE_NAMES, Tensor, check_device, check_factory_options, dtype_arg, finish, get_default_dtype,
+                   host_array, number, optional_dtype, shape_str, tensor_arg, tensor_list, to_int, type_name, wrap_dim)
 from .node_names import shows_as
 from .pointwise import _NumpyFunction, _cast, _from_numpy, _numpy_function, _pair, _values
 
 return_frexp = collections.namedtuple("frexp", ["mantissa", "exponent"])
-
-
-def _check_options(op, layout=None, pin_memory=None):
-    """torch's factory options dyngrad has one value of: the strided layout (None) and unpinned memory."""
-    if layout is not None:
-        raise RuntimeError(f"{op}: only the strided layout is supported (pass layout=None).")
-    if pin_memory:
-        raise RuntimeError(f"{op}: pin_memory=True needs an accelerator; dyngrad runs on the CPU.")
 
 
 def _no_grad():
@@ -73,7 +65,7 @@ def _range_number(v, op, name):
 def logspace(start, end, steps, base=10.0, *, dtype=None, layout=None, device=None, requires_grad=False):
     """`steps` values base**t for t evenly spaced from start to end, inclusive."""
     check_device(device, "logspace")
-    _check_options("logspace", layout)
+    check_factory_options("logspace", layout)
     start, end = (_range_number(v, "logspace", n) for v, n in ((start, "start"), (end, "end")))
     base = float(number(base, "logspace", "base"))
     steps = to_int(steps, "logspace", "steps")
@@ -93,7 +85,7 @@ def range(start=0, end=None, step=1, *, dtype=None, layout=None, device=None, re
                   "inconsistent with Python's range builtin. Instead, use dyngrad.arange, which produces values in "
                   "[start, end).", UserWarning, stacklevel=3)
     check_device(device, "range")
-    _check_options("range", layout)
+    check_factory_options("range", layout)
     start, end, step = (float(_range_number(v, "range", n)) for v, n in ((start, "start"), (end, "end"),
                                                                         (step, "step")))
     if not all(math.isfinite(v) for v in (start, end, step)):
@@ -111,7 +103,7 @@ def range(start=0, end=None, step=1, *, dtype=None, layout=None, device=None, re
 def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None, requires_grad=False):
     """A 0-d tensor holding the number s, in the default float dtype unless dtype= says otherwise."""
     check_device(device, "scalar_tensor")
-    _check_options("scalar_tensor", layout, pin_memory)
+    check_factory_options("scalar_tensor", layout, pin_memory)
     v = number(s, "scalar_tensor", "s")
     dt = get_default_dtype() if dtype is None else dtype_arg(dtype, "scalar_tensor")
     return finish(_C.full((), float(v) if dt.is_floating_point else v, dt), requires_grad)
@@ -231,7 +223,7 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None, require
     (torch leaves them undefined)."""
     from .shape import _int_seq
     check_device(device, "empty_strided")
-    _check_options("empty_strided", layout, pin_memory)
+    check_factory_options("empty_strided", layout, pin_memory)
     shape, strides = _int_seq(size, "empty_strided", "size"), _int_seq(stride, "empty_strided", "stride")
     if len(shape) != len(strides):
         raise RuntimeError(f"empty_strided: size {shape_str(shape)} and stride {shape_str(strides)} must have the "

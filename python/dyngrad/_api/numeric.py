@@ -279,9 +279,9 @@ def _window(op, values):
 
 
 def _make_window(op, window_length, periodic, dtype, device, requires_grad, values, layout=None):
-    from .misc import _check_options
+    from .args import check_factory_options
     check_device(device, op)
-    _check_options(op, layout)
+    check_factory_options(op, layout)
     n = to_int(window_length, op, "window_length")
     if n < 0:
         raise RuntimeError(f"{op}: requires a non-negative window_length, got {n}.")
