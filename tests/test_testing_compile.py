@@ -169,3 +169,12 @@ def test_compile_signature_is_torchs(dg):
     ours, theirs = inspect.signature(dg.compile), inspect.signature(torch.compile)
     assert list(ours.parameters) == list(theirs.parameters)
     assert [p.default for p in ours.parameters.values()] == [p.default for p in theirs.parameters.values()]
+
+
+def test_assert_close_allow_subclasses_false_refuses_different_tensor_types(dg):
+    """allow_subclasses=False was accepted and ignored; torch refuses a Parameter compared with a Tensor."""
+    p, t = dg.nn.Parameter(dg.ones(2)), dg.ones(2)
+    dg.testing.assert_close(p, t)
+    dg.testing.assert_close(t, dg.ones(2), allow_subclasses=False)
+    with pytest.raises(TypeError, match="No comparison pair"):
+        dg.testing.assert_close(p, t, allow_subclasses=False)

@@ -149,10 +149,11 @@ _NUMBER = (bool, int, float)
 
 def _walk(actual, expected, options):
     if _is_tensor(actual) or _is_tensor(expected):
-        if not (_is_tensor(actual) and _is_tensor(expected)):
+        if not (_is_tensor(actual) and _is_tensor(expected)) or (
+                not options["allow_subclasses"] and type(actual) is not type(expected)):
             raise TypeError(f"No comparison pair was able to handle inputs of type {type(actual)} and "
                             f"{type(expected)}.")
-        return _compare_tensors(actual, expected, **options)
+        return _compare_tensors(actual, expected, **{k: v for k, v in options.items() if k != "allow_subclasses"})
     if isinstance(actual, _NUMBER) and isinstance(expected, _NUMBER):
         return _compare_numbers(actual, expected, options["rtol"], options["atol"], options["equal_nan"],
                                 options["check_dtype"])
@@ -197,11 +198,13 @@ def assert_close(actual, expected, *, allow_subclasses=True, rtol=None, atol=Non
     equal_nan). rtol/atol default per dtype as torch (float32: 1.3e-6/1e-5, float64: 1e-7/1e-7, float16:
     1e-3/1e-5, bfloat16: 1.6e-2/1e-5, integers and bool: exact); give both or neither (ValueError). Sequences and
     mappings are compared item by item. msg: a string that replaces the report, or a callable given the report.
+    allow_subclasses=False refuses (TypeError, as torch) a pair of different tensor types, e.g. a Parameter and a
+    Tensor. check_layout has nothing to check: every dyngrad tensor is strided.
     """
     if rtol is not None or atol is not None:
         _tolerances((), rtol, atol)
     options = dict(rtol=rtol, atol=atol, equal_nan=equal_nan, check_device=check_device, check_dtype=check_dtype,
-                   check_stride=check_stride)
+                   check_stride=check_stride, allow_subclasses=allow_subclasses)
     try:
         _walk(actual, expected, options)
     except _Mismatch as failure:
