@@ -25,6 +25,8 @@ __path__.append(_os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))))
 # fires: it drops numpy's floating-point RuntimeWarnings raised from the reference core's own files. A numpy
 # function written in Python (np.sum, np.mean) warns from numpy's frames, so those kernels keep `quiet`. Shared
 # code (nn, _api, ...) is not covered: it runs on the C++ engine too and silences its numpy calls with np.errstate.
+# A filter installed inside a `warnings.catch_warnings()` block (an import of this package inside one) is dropped
+# with the block: pytest's per-test warning capture is such a block, hence the fresh interpreter of the test.
 _CORE_MODULES = sorted(f[:-3] for f in _os.listdir(_os.path.dirname(_os.path.abspath(__file__))) if f.endswith(".py"))
 _warnings.filterwarnings("ignore", message=r".* encountered in ", category=RuntimeWarning,
                          module=r"dyngrad\.reference\.(%s)\Z" % "|".join(_CORE_MODULES))
