@@ -614,3 +614,17 @@ def test_vmap_errors_match_torch(dg, name, fn):
 def test_vmap_gradients(dg):
     test_gradients_match_torch(dg, "vmap", lambda m, a, b: m.vmap(lambda x, y: (x * y).sum().sin())(a, b),
                                [X34, X34[::-1].copy()])
+
+
+@pytest.mark.parametrize("alias,canonical", [("greater_", "GtBackward"), ("greater_equal_", "GeBackward"),
+                                             ("less_", "LtBackward"), ("less_equal_", "LeBackward"),
+                                             ("not_equal_", "NeBackward")])
+def test_in_place_comparison_aliases_cut_the_gradient_as_torch(dg, alias, canonical):
+    """x.greater_(0) over a value with history gave the old gradient (2) instead of torch's zero: an alias's
+    in-place method now records as its canonical op's (GtBackward)."""
+    a = dg.tensor([1.0, -1.0], requires_grad=True)
+    x = a * 2
+    getattr(x, alias)(0)
+    assert x.grad_fn.name() == canonical
+    x.sum().backward()
+    assert a.grad.tolist() == [0.0, 0.0]

@@ -66,6 +66,7 @@ def install(namespace):
     fallbacks = {}
     implementations = {}                  # the row's own function behind each fallback
     hot_names = set(_C._fast_path_names())
+    canonical_inplace = {}                         # id(impl) -> the in-place name of its first row
     for row in table.rows():
         obj = _resolve(row)
         function = with_out(obj, row.name) if "out" in row.kinds else obj   # torch's out= on the function
@@ -98,7 +99,10 @@ def install(namespace):
                 fallbacks[key] = function if kind in ("fn", "F") else obj
                 implementations[key] = obj
         if row.inplace:
-            method = inplace_variant(obj, row.inplace)
+            # an alias's in-place method records as the first one of the same implementation (greater_ as gt_:
+            # GtBackward, a zero gradient), while its errors name the alias
+            records_as = canonical_inplace.setdefault(id(obj), row.inplace)
+            method = inplace_variant(obj, row.inplace, records_as)
             setattr(Tensor, row.inplace, method)
             if row.hot and "Tensor." + row.inplace in hot_names:
                 fallbacks["Tensor." + row.inplace] = method

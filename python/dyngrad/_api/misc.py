@@ -667,22 +667,6 @@ def new(self, *args, **kwargs):
 
 # ----- more names of torch's namespace: comparison aliases, detach, fill, angle, imag, nonzero_static, ... -------
 
-def _comparison_alias(name, target):
-    def fn(input, other):
-        from . import pointwise
-        return getattr(pointwise, target)(input, other)
-    fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"{name}: torch's other name of {target}."
-    return fn
-
-
-greater = _comparison_alias("greater", "gt")
-greater_equal = _comparison_alias("greater_equal", "ge")
-less = _comparison_alias("less", "lt")
-less_equal = _comparison_alias("less_equal", "le")
-not_equal = _comparison_alias("not_equal", "ne")
-
-
 def detach(input):
     """input.detach(): the same memory, cut from the graph."""
     return tensor_arg(input, "detach").detach()

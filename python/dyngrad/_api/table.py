@@ -728,11 +728,11 @@ sum_to_size       misc.sum_to_size                    method          -         
 nbytes            misc.nbytes                         prop            -            -   -
 itemsize          misc.itemsize                       prop            -            -   -
 new               misc.new                            method          -            -   empty,copy_from_numpy
-greater           misc.greater                        fn,method,out   greater_     -   compare
-greater_equal     misc.greater_equal                  fn,method,out   greater_equal_ - compare
-less              misc.less                           fn,method,out   less_        -   compare
-less_equal        misc.less_equal                     fn,method,out   less_equal_  -   compare
-not_equal         misc.not_equal                      fn,method,out   not_equal_   -   compare
+greater           pointwise.gt                        fn,method,out   greater_     -   compare
+greater_equal     pointwise.ge                        fn,method,out   greater_equal_ - compare
+less              pointwise.lt                        fn,method,out   less_        -   compare
+less_equal        pointwise.le                        fn,method,out   less_equal_  -   compare
+not_equal         pointwise.ne                        fn,method,out   not_equal_   -   compare
 detach            misc.detach                         fn              -            -   -
 fill              misc.fill                           fn              -            -   full,expand
 angle             misc.angle                          fn,method,out   -            -   numpy

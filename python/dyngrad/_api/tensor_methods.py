@@ -420,13 +420,16 @@ def overwrite(before, result, op):
     return rename(written, "".join(p[:1].upper() + p[1:] for p in op.strip("_").split("_")) + "Backward", (before,))
 
 
-def inplace_variant(fn, op):
-    """`x.op_(*args)` from the function `fn(x, *args)`: in-place, as torch's `op_` methods."""
+def inplace_variant(fn, op, records_as=None):
+    """`x.op_(*args)` from the function `fn(x, *args)`: in-place, as torch's `op_` methods. records_as: the
+    in-place name whose graph record it makes (an alias's, e.g. greater_ records as gt_), default op."""
+    records_as = records_as or op
+
     def method(self, *args, **kwargs):
         other_requires_grad = any(isinstance(a, Tensor) and a.requires_grad for a in args) or any(
             isinstance(a, Tensor) and a.requires_grad for a in kwargs.values())
         before = _C.inplace_input(self, op, other_requires_grad)
-        _C.assign_inplace(self, overwrite(before, fn(before, *args, **kwargs), op), op)
+        _C.assign_inplace(self, overwrite(before, fn(before, *args, **kwargs), records_as), op)
         return self
     method.__name__ = method.__qualname__ = op
     method.__doc__ = f"In-place {op[:-1]}: the result is written into this tensor."
