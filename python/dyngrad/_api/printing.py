@@ -36,11 +36,6 @@ def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=N
     _options["sci_mode"] = sci_mode
 
 
-def get_printoptions():
-    """The current print options as a dict (torch keeps them in torch._tensor_str.PRINT_OPTS)."""
-    return dict(_options)
-
-
 def _edge_values(arr, summarize):
     """The values that will be printed (the corners only, when the tensor is summarised)."""
     if not summarize or arr.ndim == 0:
