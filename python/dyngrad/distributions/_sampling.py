@@ -28,7 +28,8 @@ def _f64():
 
 def _to_tensor(array, like):
     """A numpy result as a tensor of like's dtype (a fresh copy)."""
-    return from_numpy(np.ascontiguousarray(array)).to(like.dtype).clone()
+    t = from_numpy(np.ascontiguousarray(array))
+    return t.to(like.dtype) if t.dtype != like.dtype else t.clone()   # one copy either way
 
 
 def _host(t):
