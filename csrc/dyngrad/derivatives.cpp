@@ -241,16 +241,13 @@ static Grads logsumexp_backward(const Tensor& grad, const OpNode& n, const Saves
 // its gradient is computed transposed, db = (grad^T @ a)^T, so that it comes out in the operand's own layout:
 // the permute backward then hands w a contiguous gradient. Computed as a^T @ grad it would reach w as a
 // transposed view, and every accumulation into w's gradient (once per time step in an RNN) would walk memory
-// column by column. Both products go to BLAS with transpose flags, no copies.
-static bool transposed_layout(const Tensor& t, const Tensor& grad) {
-  if (!t) return false;  // (not saved: the other operand needs no gradient)
-  const int64_t nd = t->ndim();
-  return nd == grad->ndim() && nd >= 2 && t->strides[nd - 2] == 1 && t->strides[nd - 1] != 1 && t->shape[nd - 2] > 1;
-}
-static Grads matmul_backward(const Tensor& grad, const OpNode& n, const SavesAB& s) {
+// column by column; a leaf's first gradient would be copied to make it contiguous. Both products go to BLAS with
+// transpose flags, no copies. The forward records the layouts (a_transposed, b_transposed), since an operand is
+// saved only when the other one needs a gradient: in a first layer x @ w.T, x needs none and w.T is not saved.
+static Grads matmul_backward(const Tensor& grad, const OpNode& n, const SavesMatmul& s) {
   Tensor da, db;
-  if (n.needs_input_grad(0)) da = transposed_layout(s.a, grad) ? mT(matmul(s.b, mT(grad))) : matmul(grad, mT(s.b));
-  if (n.needs_input_grad(1)) db = transposed_layout(s.b, grad) ? mT(matmul(mT(grad), s.a)) : matmul(mT(s.a), grad);
+  if (n.needs_input_grad(0)) da = s.a_transposed ? mT(matmul(s.b, mT(grad))) : matmul(grad, mT(s.b));
+  if (n.needs_input_grad(1)) db = s.b_transposed ? mT(matmul(mT(grad), s.a)) : matmul(mT(s.a), grad);
   return {da, db};
 }
 

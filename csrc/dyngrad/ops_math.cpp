@@ -463,6 +463,13 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     auto& node = record<OpKind::matmul>(out, {&a, &b});
     if (node.needs_input_grad(1)) node.saved.a.save(a, false);
     if (node.needs_input_grad(0)) node.saved.b.save(b, false);
+    // Note [Gradient in the operand's layout] (derivatives.cpp): a (..., n, k) view of a (..., k, n) matrix
+    auto transposed = [&](const Tensor& t) {
+      const int64_t nd = t->ndim();
+      return nd == out->ndim() && t->strides[nd - 2] == 1 && t->strides[nd - 1] != 1 && t->shape[nd - 2] > 1;
+    };
+    node.saved.a_transposed = transposed(a);
+    node.saved.b_transposed = transposed(b);
   }
   return out;
 }

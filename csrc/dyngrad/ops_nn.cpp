@@ -205,12 +205,16 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t sh, 
   return reshape(out, {N, O, OH, OW});
 }
 
+static void check_pool_padding(int64_t kh, int64_t kw, int64_t ph, int64_t pw, const char* op) {
+  DG_CHECK(ph <= kh / 2 && pw <= kw / 2, RuntimeError, op, ": padding should be at most half of the kernel size, got ",
+           "padding (", ph, ", ", pw, ") for kernel (", kh, ", ", kw, ").");
+}
+
 static Tensor pool_windows(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
                            const char* op) {
   check_image(x, op);
   check_window(x, kh, kw, sh, sw, ph, pw, op);
-  DG_CHECK(ph <= kh / 2 && pw <= kw / 2, RuntimeError, op, ": padding should be at most half of the kernel size, got ",
-           "padding (", ph, ", ", pw, ") for kernel (", kh, ", ", kw, ").");
+  check_pool_padding(kh, kw, ph, pw, op);
   const int64_t N = x->shape[0], C = x->shape[1];
   Tensor cols = unfold(x, kh, kw, sh, sw, ph, pw);  // (N, C*kh*kw, L)
   return reshape(cols, {N, C, kh * kw, -1});
@@ -222,17 +226,13 @@ static Tensor pooled_shape(const Tensor& r, const Tensor& x, int64_t kh, int64_t
   return reshape(r, {x->shape[0], x->shape[1], OH, OW});
 }
 
+// Note [Max pooling by positions] (kernels/conv.cpp): the maximum's flat position in x, then take; the gradient
+// is take's (the first maximum of each window takes all of it, as in torch).
 Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
-  Tensor win = pool_windows(x, kh, kw, sh, sw, ph, pw, "max_pool2d");
-  if (ph || pw) {  // padded positions must never win: fill them with -inf through a padded mask
-    Tensor ones = full(x->shape, 1.0, x->dtype);
-    Tensor mask = pool_windows(ones, kh, kw, sh, sw, ph, pw, "max_pool2d");
-    win = where(compare(CompareOp::Eq, mask, scalar_tensor(0, x->dtype)),
-                scalar_tensor(-std::numeric_limits<double>::infinity(), x->dtype), win);
-  }
-  // the first maximum of each window takes the whole gradient, as in torch (amax would share it among ties)
-  Tensor first = squeeze(gather(win, 2, argmax(win, 2, true)), Dims{2});
-  return pooled_shape(first, x, kh, kw, sh, sw, ph, pw);
+  check_image(x, "max_pool2d");
+  check_window(x, kh, kw, sh, sw, ph, pw, "max_pool2d");
+  check_pool_padding(kh, kw, ph, pw, "max_pool2d");
+  return take(x, max_pool2d_positions_kernel(x, kh, kw, sh, sw, ph, pw));
 }
 
 // avg_pool2d counts padded zeros in the average (torch's count_include_pad=True default)

@@ -553,8 +553,18 @@ Tensor take(const Tensor& a_in, const Tensor& positions_in) {
   check_positions(positions, a->numel, "take");
   Tensor out = empty(positions->shape, a->dtype);
   const int64_t* p = positions->data<int64_t>();
-  const size_t item = a->itemsize();
-  for (int64_t i = 0; i < positions->numel; ++i) std::memcpy(out->raw() + i * item, a->raw() + p[i] * item, item);
+  auto gather_items = [&](auto item) {  // typed by item size, so the copy is one load and store
+    using I = decltype(item);
+    const I* src = reinterpret_cast<const I*>(a->raw());
+    I* dst = reinterpret_cast<I*>(out->raw());
+    for (int64_t i = 0; i < positions->numel; ++i) dst[i] = src[p[i]];
+  };
+  switch (a->itemsize()) {
+    case 1: gather_items(uint8_t{}); break;
+    case 2: gather_items(uint16_t{}); break;
+    case 4: gather_items(uint32_t{}); break;
+    default: gather_items(uint64_t{}); break;
+  }
   if (any_requires_grad({&a_in})) record<OpKind::take>(out, {&a_in}).saved.positions.save(positions, false);
   return out;
 }

@@ -90,8 +90,11 @@ struct SavesNothing {
     SavesNothing unpack(Node&) const { return {}; }
   };
 };
-// mul, div, maximum, minimum, matmul. mul, div and matmul save an input only when the other input needs grad.
+// mul, div, maximum, minimum. mul and div save an input only when the other input needs grad.
 DG_SAVED(SavesAB, (SavedTensor, a), (SavedTensor, b));
+// matmul: as SavesAB, plus whether each operand is a transposed view (Note [Gradient in the operand's layout]),
+// known even when that operand itself is not saved (as torch's mm saves its operands' strides)
+DG_SAVED(SavesMatmul, (SavedTensor, a), (SavedTensor, b), (bool, a_transposed), (bool, b_transposed));
 // pow: out only when the exponent needs grad
 DG_SAVED(SavesABOut, (SavedTensor, a), (SavedTensor, b), (SavedTensor, out));
 DG_SAVED(SavesPowScalar, (SavedTensor, a), (double, exponent));

@@ -59,6 +59,10 @@ Tensor im2col_kernel(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_
                      int64_t dh = 1, int64_t dw = 1);
 Tensor col2im_kernel(const Tensor& cols, const Shape& input_shape, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
                      int64_t ph, int64_t pw, int64_t dh = 1, int64_t dw = 1);
+// The flat position in x (N, C, H, W) of each (kh, kw) window's maximum, (N, C, OH, OW) int64; padded taps never
+// win (Note [Max pooling by positions]).
+Tensor max_pool2d_positions_kernel(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
+                                   int64_t pw);
 
 // rnn_layer's loops (rnn.cpp; Note [Whole-sequence RNN layer] in ops_nn.cpp), over contiguous tensors: gi (L, N, G*H),
 // h0 and c0 (N, H; c0 null unless LSTM), w (G*H, H), b (G*H) or null; mode 0 tanh, 1 relu, 2 LSTM, 3 GRU. The

@@ -265,23 +265,14 @@ def logsumexp_backward(grad, s):
 
 # out = a @ b  ->  da = grad @ b^T, db = a^T @ grad  (batch dims summed by the engine)
 # Note [Gradient in the operand's layout] (csrc/dyngrad/derivatives.cpp): a transposed-view operand gets its
-# gradient computed transposed, (grad^T @ a)^T, so that it comes out in the operand's own layout.
-def _transposed_layout(t, grad):
-    if t is None:
-        return False
-    nd = t.ndim
-    if nd != grad.ndim or nd < 2:
-        return False
-    strides = t.stride()
-    return strides[nd - 2] == 1 and strides[nd - 1] != 1 and t.shape[nd - 2] > 1
-
-
+# gradient computed transposed, (grad^T @ a)^T, so that it comes out in the operand's own layout. The forward
+# records the layouts, since an operand is saved only when the other one needs a gradient.
 def matmul_backward(grad, s):
     da = db = None
     if s.needs_input_grad[0]:
-        da = mT(matmul(s.b, mT(grad))) if _transposed_layout(s.a, grad) else matmul(grad, mT(s.b))
+        da = mT(matmul(s.b, mT(grad))) if s.a_transposed else matmul(grad, mT(s.b))
     if s.needs_input_grad[1]:
-        db = mT(matmul(mT(grad), s.a)) if _transposed_layout(s.b, grad) else matmul(mT(s.a), grad)
+        db = mT(matmul(mT(grad), s.a)) if s.b_transposed else matmul(mT(s.a), grad)
     return da, db
 
 

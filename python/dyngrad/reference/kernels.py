@@ -115,6 +115,31 @@ def im2col(x, kernel, stride, padding, pad_value=0.0, dilation=(1, 1)):
     return windows.transpose(0, 1, 4, 5, 2, 3).reshape(n, c * kh * kw, oh * ow)
 
 
+def max_pool2d_positions(x, kernel, stride, padding):
+    """The flat position in x (N, C, H, W) of each window's maximum, (N, C, OH, OW) int64, as the C++ kernel
+    (Note [Max pooling by positions] in csrc/dyngrad/kernels/conv.cpp): padded taps never win, the first maximum
+    wins, and a NaN wins over everything before it (so the last NaN of a window)."""
+    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
+    n, c, h, w = x.shape
+    windows = sliding_window_view(np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=-np.inf),
+                                  (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw]
+    oh, ow = windows.shape[2:4]
+    windows = windows.reshape(n, c, oh, ow, kh * kw)
+    tap = np.argmax(windows, axis=-1)                          # first maximum (first NaN, if any)
+    nan = np.isnan(windows)
+    last_nan = kh * kw - 1 - np.argmax(nan[..., ::-1], axis=-1)
+    tap = np.where(nan.any(axis=-1), last_nan, tap)
+    h0 = (np.arange(oh) * sh - ph)[:, None]
+    w0 = (np.arange(ow) * sw - pw)[None, :]
+    row, col = h0 + tap // kw, w0 + tap % kw
+    # a window of -inf only: its first real tap (argmax may have picked a padded one)
+    padded = (row < 0) | (row >= h) | (col < 0) | (col >= w)
+    row = np.where(padded, np.maximum(h0, 0), row)
+    col = np.where(padded, np.maximum(w0, 0), col)
+    plane = (np.arange(n)[:, None] * c + np.arange(c)[None, :]) * (h * w)
+    return (plane[:, :, None, None] + row * w + col).astype(np.int64)
+
+
 def col2im(cols, input_size, kernel, stride, padding, dilation=(1, 1)):
     """The adjoint of im2col: add every column back onto the (N, C, H, W) positions it was read from."""
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation

@@ -18,7 +18,8 @@ from .tensor import wrap_dim
 # The saved-field structs of csrc/dyngrad/saved.h, in the same order. An input's shape and dtype are not saved
 # fields: every node has them (s.input_meta, as Node::input_meta in C++).
 SavesNothing = ()
-SavesAB = ("a", "b")                      # mul, div, matmul save an input only when the other one needs grad
+SavesAB = ("a", "b")                      # mul, div save an input only when the other one needs grad
+SavesMatmul = ("a", "b", "a_transposed", "b_transposed")  # as SavesAB, plus each operand's layout
 SavesABOut = ("a", "b", "out")            # pow: out only when the exponent needs grad
 SavesPowScalar = ("a", "exponent")
 SavesCond = ("cond",)
@@ -77,7 +78,7 @@ PRIMITIVES = (
     ("amin",            "Amin",         SavesReductionAOut),
     ("logsumexp",       "Logsumexp",    SavesReductionAOut),
     # linear algebra
-    ("matmul",          "Matmul",       SavesAB),             # both inputs at least 2-D; 1-D cases reshaped around it
+    ("matmul",          "Matmul",       SavesMatmul),         # both inputs at least 2-D; 1-D cases reshaped around it
     # conversion and movement
     ("to_dtype",        "ToCopy",       SavesNothing),
     ("clone",           "Clone",        SavesNothing),

@@ -497,6 +497,12 @@ def matmul(a, b):
             node.save("a", a)
         if needs_input_grad(node, 0):
             node.save("b", b)
+        # Note [Gradient in the operand's layout] (csrc/dyngrad/derivatives.cpp): a (..., n, k) view of a
+        # (..., k, n) matrix
+        def transposed(t):
+            st = t.stride()
+            return t.ndim == out.ndim and st[-2] == 1 and st[-1] != 1 and t.shape[-2] > 1
+        node.args = {"a_transposed": transposed(a), "b_transposed": transposed(b)}
     return out
 
 

@@ -7,7 +7,7 @@ from . import dtypes as _dt
 from . import kernels
 from .errors import shape_str
 from .ops import record, any_requires_grad, check_float
-from .tensor import make_tensor, wrap_dim, scalar_tensor, check_allocation, cannot_allocate
+from .tensor import make_tensor, wrap_dim, check_allocation, cannot_allocate
 
 
 # out = exp(a) / sum(exp(a), dim)
@@ -189,13 +189,17 @@ def conv2d(x, w, bias, sh, sw, ph, pw, dh=1, dw=1, groups=1):
     return reshape(out, (n, o, oh, ow))
 
 
+def _check_pool_padding(kh, kw, ph, pw, op):
+    if ph > kh // 2 or pw > kw // 2:
+        raise RuntimeError(f"{op}: padding should be at most half of the kernel size, got padding ({ph}, {pw}) for "
+                           f"kernel ({kh}, {kw}).")
+
+
 def _pool_windows(x, kh, kw, sh, sw, ph, pw, op):
     """(N, C, kh*kw, L): every pooling window of every channel as a column."""
     _check_image(x, op)
     _check_window(x, kh, kw, sh, sw, ph, pw, op)
-    if ph > kh // 2 or pw > kw // 2:
-        raise RuntimeError(f"{op}: padding should be at most half of the kernel size, got padding ({ph}, {pw}) for "
-                           f"kernel ({kh}, {kw}).")
+    _check_pool_padding(kh, kw, ph, pw, op)
     cols = unfold(x, kh, kw, sh, sw, ph, pw)               # (N, C*kh*kw, L)
     return reshape(cols, (x.shape[0], x.shape[1], kh * kw, -1))
 
@@ -205,15 +209,13 @@ def _pooled_shape(r, x, kh, kw, sh, sw, ph, pw):
     return reshape(r, (x.shape[0], x.shape[1], oh, ow))
 
 
+# Note [Max pooling by positions] (csrc/dyngrad/kernels/conv.cpp): the maximum's flat position in x, then take;
+# the gradient is take's (the first maximum of each window takes all of it, as in torch).
 def max_pool2d(x, kh, kw, sh, sw, ph, pw):
-    win = _pool_windows(x, kh, kw, sh, sw, ph, pw, "max_pool2d")
-    if ph or pw:            # padded positions must never win: fill them with -inf through a padded mask
-        ones = make_tensor(np.ones(x.shape, dtype=x._data.dtype))
-        mask = _pool_windows(ones, kh, kw, sh, sw, ph, pw, "max_pool2d")
-        win = where(compare("eq", mask, scalar_tensor(0, x.dtype)), scalar_tensor(-np.inf, x.dtype), win)
-    # the first maximum of each window takes the whole gradient, as in torch (amax would share it among ties)
-    first = squeeze(gather(win, 2, argmax(win, 2, True)), (2,))
-    return _pooled_shape(first, x, kh, kw, sh, sw, ph, pw)
+    _check_image(x, "max_pool2d")
+    _check_window(x, kh, kw, sh, sw, ph, pw, "max_pool2d")
+    _check_pool_padding(kh, kw, ph, pw, "max_pool2d")
+    return take(x, make_tensor(kernels.max_pool2d_positions(x._data, (kh, kw), (sh, sw), (ph, pw))))
 
 
 # avg_pool2d counts padded zeros in the average (torch's count_include_pad=True default)
@@ -222,8 +224,8 @@ def avg_pool2d(x, kh, kw, sh, sw, ph, pw):
     return _pooled_shape(mean(win, (2,), False), x, kh, kw, sh, sw, ph, pw)
 
 
-from .ops_math import add, matmul, mean, argmax, compare, where  # noqa: E402
-from .ops_shape import to_dtype, reshape, squeeze, gather  # noqa: E402
+from .ops_math import add, matmul, mean  # noqa: E402
+from .ops_shape import to_dtype, reshape, take  # noqa: E402
 
 
 # Note [Whole-sequence RNN layer] (csrc/dyngrad/ops_nn.cpp): one node for a layer's whole recurrence, given the
