@@ -128,6 +128,23 @@ def deep_chain(dg, x, n):
 DEPTH = {"dyngrad": 10 ** 6, "dyngrad.reference": 2 * 10 ** 4}
 
 
+@pytest.mark.parametrize("input_needs_grad", [False, True])
+def test_weight_gradient_in_the_weights_layout(dg, input_needs_grad):
+    # Note [Gradient in the operand's layout]: x @ w.T gives w a gradient with w's own strides (no copy), also in a
+    # first layer, where x needs no gradient and w.T is not saved
+    rng = np.random.default_rng(0)
+    x = dg.tensor(rng.normal(size=(5, 3)), requires_grad=input_needs_grad)
+    w = leaf(dg, rng.normal(size=(4, 3)))
+    g = rng.normal(size=(5, 4))
+    arriving = []
+    w.register_hook(lambda grad: arriving.append(grad.stride()))   # before accumulation (which would copy)
+    (x @ w.T).backward(dg.tensor(g))
+    assert arriving == [w.stride()] == [(3, 1)]
+    np.testing.assert_allclose(w.grad.numpy(), g.T @ x.detach().numpy(), rtol=1e-12)
+    if input_needs_grad:
+        np.testing.assert_allclose(x.grad.numpy(), g @ w.detach().numpy(), rtol=1e-12)
+
+
 def test_deep_chain_backward_and_free(dg):
     x = leaf(dg, [1.5])
     y = deep_chain(dg, x, DEPTH[dg.__name__])
