@@ -150,23 +150,31 @@ static Grads sin_backward(const Tensor& grad, const OpNode&, const SavesA& s) { 
 // out = cos(a)  ->  da = -grad * sin(a)
 static Grads cos_backward(const Tensor& grad, const OpNode&, const SavesA& s) { return {neg(mul(grad, sin(s.a)))}; }
 
+// grad * f(x) for a derivative helper f, when not recording: one pass over both where they allow it
+static Tensor grad_times(UnaryKind k, const Tensor& grad, const Tensor& x) {
+  if (unary_grad_fusable(grad, x)) return unary_grad_kernel(k, grad, x);
+  return mul(grad, unary_kernel(k, x, x->dtype));
+}
+
 // out = tanh(a)  ->  da = grad * (1 - out^2)
 static Grads tanh_backward(const Tensor& grad, const OpNode&, const SavesOut& s) {
   const Tensor& out = s.out;
   if (!GradMode::is_enabled())  // not recording: one fused kernel instead of three
-    return {mul(grad, unary_kernel(UnaryKind::TanhGradFromOut, out, out->dtype))};
+    return {grad_times(UnaryKind::TanhGradFromOut, grad, out)};
   return {mul(grad, sub(num(1, out), mul(out, out)))};
 }
 
 // out = sigmoid(a)  ->  da = grad * out * (1 - out)
 static Grads sigmoid_backward(const Tensor& grad, const OpNode&, const SavesOut& s) {
   const Tensor& out = s.out;
-  if (!GradMode::is_enabled()) return {mul(grad, unary_kernel(UnaryKind::SigmoidGradFromOut, out, out->dtype))};
+  if (!GradMode::is_enabled()) return {grad_times(UnaryKind::SigmoidGradFromOut, grad, out)};
   return {mul(grad, mul(out, sub(num(1, out), out)))};
 }
 
 // out = max(a, 0)  ->  da = grad * !(out <= 0) (a NaN passes its grad through, as torch's threshold_backward)
 static Grads relu_backward(const Tensor& grad, const OpNode&, const SavesOut& s) {
+  if (!GradMode::is_enabled() && unary_grad_fusable(grad, s.out))  // not recording: one pass
+    return {unary_grad_kernel(UnaryKind::ReluMask, grad, s.out)};
   return {mul(grad, unary_kernel(UnaryKind::ReluMask, s.out, grad->dtype))};
 }
 
@@ -182,7 +190,7 @@ static Grads leaky_relu_backward(const Tensor& grad, const OpNode&, const SavesL
 // out = a * Phi(a)  ->  da = grad * (Phi(a) + a * phi(a))
 static Grads gelu_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
   const Tensor& a = s.a;
-  if (!GradMode::is_enabled()) return {mul(grad, unary_kernel(UnaryKind::GeluGrad, a, a->dtype))};
+  if (!GradMode::is_enabled()) return {grad_times(UnaryKind::GeluGrad, grad, a)};
   Tensor cdf = mul(add(erf(mul(a, num(M_SQRT1_2, a))), num(1, a)), num(0.5, a));
   Tensor pdf = mul(exp(mul(mul(a, a), num(-0.5, a))), num(0.3989422804014327, a));
   return {mul(grad, add(cdf, mul(a, pdf)))};
@@ -342,9 +350,16 @@ static Grads put_add_backward(const Tensor& grad, const OpNode&, const SavesPosi
 
 // ---- neural-net primitives ----
 
+// Without create_graph the softmax formulas below run as one fused kernel (kernels/reduce.cpp), the same maths.
+static bool fused_softmax_backward(const Tensor& grad, const Tensor& out) {
+  return !GradMode::is_enabled() && out->ndim() > 0 && grad->shape == out->shape && grad->dtype == out->dtype &&
+         (out->dtype == DType::Float32 || out->dtype == DType::Float64);
+}
+
 // out = softmax(a, dim)  ->  da = out * (grad - sum(grad * out, dim))
 static Grads softmax_backward(const Tensor& grad, const OpNode&, const SavesSoftmax& s) {
   const Tensor& out = s.out;
+  if (fused_softmax_backward(grad, out)) return {softmax_backward_kernel(grad, out, s.dim, false)};
   Dims dims = out->ndim() ? Dims{s.dim} : Dims{};
   return {mul(out, sub(grad, sum(mul(grad, out), dims, true)))};
 }
@@ -352,6 +367,7 @@ static Grads softmax_backward(const Tensor& grad, const OpNode&, const SavesSoft
 // out = log_softmax(a, dim)  ->  da = grad - exp(out) * sum(grad, dim)
 static Grads log_softmax_backward(const Tensor& grad, const OpNode&, const SavesSoftmax& s) {
   const Tensor& out = s.out;
+  if (fused_softmax_backward(grad, out)) return {softmax_backward_kernel(grad, out, s.dim, true)};
   Dims dims = out->ndim() ? Dims{s.dim} : Dims{};
   return {sub(grad, mul(exp(out), sum(grad, dims, true)))};
 }

@@ -75,9 +75,7 @@ inline T k_gelu_grad(T x) {
   return cdf + x * pdf;
 }
 template <>
-inline float k_gelu_grad<float>(float x) {
-  return fast_normal_cdff(x) + x * (fast_expf(-0.5f * x * x) * 0.39894228040143267794f);
-}
+inline float k_gelu_grad<float>(float x) { return fast_gelu_gradf(x); }
 
 // ---- unary ----
 // int64 arithmetic wraps on overflow, as torch's does; done in uint64 because signed overflow is undefined.
@@ -187,6 +185,41 @@ Tensor unary_kernel(UnaryKind k, const Tensor& a_in, DType out_dtype, double p0,
     case DType::Bool: unary_integral<bool>(k, out, a); break;
     default: throw_dtype_unsupported(compute);
   }
+  return out;
+}
+
+// grad * f'(x) in one pass over contiguous operands of one shape and dtype (the derivative helpers' kinds)
+template <typename T>
+static void unary_grad_float(UnaryKind k, const Tensor& out, const Tensor& g, const Tensor& a) {
+  const T* gp = g->data<T>();
+  const T* x = a->data<T>();
+  T* y = out->data<T>();
+  auto loop = [&](auto f) {
+    parallel_for(out->numel, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) y[i] = gp[i] * f(x[i]);
+    });
+  };
+  switch (k) {
+    case UnaryKind::TanhGradFromOut: loop([](T v) { return T(1) - v * v; }); break;
+    case UnaryKind::SigmoidGradFromOut: loop([](T v) { return v * (T(1) - v); }); break;
+    case UnaryKind::GeluGrad: loop([](T v) { return k_gelu_grad(v); }); break;
+    case UnaryKind::ReluMask: loop([](T v) { return v <= T(0) ? T(0) : T(1); }); break;
+    default: throw std::logic_error("unary_grad_kernel: not a derivative kind");
+  }
+}
+
+bool unary_grad_fusable(const Tensor& grad, const Tensor& a) {
+  const DType dt = a->dtype;
+  return grad->dtype == dt && grad->shape == a->shape && grad->is_contiguous() && a->is_contiguous() &&
+         (dt == DType::Float32 || dt == DType::Float64);
+}
+
+Tensor unary_grad_kernel(UnaryKind k, const Tensor& grad, const Tensor& a) {
+  const DType dt = a->dtype;
+  Tensor out = empty(a->shape, dt);
+  if (out->numel == 0) return out;
+  if (dt == DType::Float32) unary_grad_float<float>(k, out, grad, a);
+  else unary_grad_float<double>(k, out, grad, a);
   return out;
 }
 

@@ -50,7 +50,8 @@ inline float fast_sigmoidf(float x) { return 1.0f / (1.0f + fast_expf(-x)); }
 // least-squares fits on Chebyshev nodes. Phi of a negative x comes from erfc itself, so GELU's far left tail
 // keeps its digits instead of cancelling in 1 + erf; beyond a = 9 the tail is 0 as in float32 erf (gelu(-inf) is
 // NaN, as torch's). Branch-free, so loops over it vectorise.
-inline float fast_normal_cdff(float x) {
+// Also gives exp(-x^2 / 2) (the normal density times sqrt(2 pi)) through *density, which erfc needs anyway.
+inline float fast_normal_cdff(float x, float* density = nullptr) {
   const float ax = x < 0 ? -x : x;
   float a = ax * 0.70710678118654752440f;
   a = a < 9.0f ? a : 9.0f;
@@ -73,13 +74,22 @@ inline float fast_normal_cdff(float x) {
   q = q * t - 2.6043419750e-01f;
   q = q * t - 1.7669018010e-03f;
   q = q * t + 5.6425182593e-01f;
-  float ec = fast_expf(-u) * q * t;  // erfc(a) for a > 1
+  const float ex = fast_expf(-u);
+  if (density) *density = ex;  // (a = |x| / sqrt 2 clamped at 9: exp(-81) is 0 in float32 either way)
+  float ec = ex * q * t;  // erfc(a) for a > 1
   ec = a < 9.0f ? ec : 0.0f;
   const bool small = a <= 1.0f;
   const float upper = small ? 0.5f + 0.5f * e : 1.0f - 0.5f * ec;  // Phi(|x|)
   const float lower = small ? 0.5f - 0.5f * e : 0.5f * ec;         // Phi(-|x|)
   const float y = x < 0 ? lower : upper;
   return x != x ? x : y;
+}
+
+// GELU's derivative Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi): one exp for both terms
+inline float fast_gelu_gradf(float x) {
+  float ex;
+  const float cdf = fast_normal_cdff(x, &ex);
+  return cdf + x * (ex * 0.39894228040143267794f);
 }
 
 // erf in float32 for the erf op, branch-free so that its loops vectorise (std::erf does not; GELU uses

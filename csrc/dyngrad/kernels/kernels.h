@@ -21,6 +21,10 @@ enum class UnaryKind {
 };
 // out = f(a) elementwise, computed in out_dtype (a is converted first when its dtype differs).
 Tensor unary_kernel(UnaryKind k, const Tensor& a, DType out_dtype, double p0 = 0, double p1 = 0);
+// out = grad * f(a) for a derivative helper f (TanhGradFromOut ... ReluMask) in one pass, for grad and a
+// contiguous, of one shape and of one dtype, float32 or float64 (unary_grad_fusable).
+bool unary_grad_fusable(const Tensor& grad, const Tensor& a);
+Tensor unary_grad_kernel(UnaryKind k, const Tensor& grad, const Tensor& a);
 
 enum class BinaryKind { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge, And, Or, Xor };
 // out = a (op) b with broadcasting; inputs are converted to compute_dtype; comparisons give bool.
@@ -38,8 +42,10 @@ enum class ReduceKind { Sum, Max, Min, ArgMax, ArgMin, LogSumExp };
 // int64; else a's dtype. keepdim keeps reduced dims as size 1.
 Tensor reduce_kernel(ReduceKind k, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim);
 
-// softmax / log_softmax over dim.
+// softmax / log_softmax over dim (Note [Softmax in float32] in reduce.cpp), and their backward given the output:
+// the gradient with respect to the input, out and grad of one shape and floating dtype.
 Tensor softmax_kernel(const Tensor& a, int64_t dim, bool log);
+Tensor softmax_backward_kernel(const Tensor& grad, const Tensor& out, int64_t dim, bool log);
 
 // Batched matrix product of a (..., n, k) and b (..., k, m) with batch broadcasting (both at least 2-D, same
 // dtype). Uses the loaded BLAS for float32/float64.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "fast_math.h"
 #include "loop.h"
 
 namespace dyngrad {
@@ -193,47 +194,10 @@ Tensor reduce_kernel(ReduceKind k, const Tensor& a, const std::vector<int64_t>& 
   return out;
 }
 
-Tensor softmax_kernel(const Tensor& a, int64_t dim, bool log) {
-  // move `dim` last, make contiguous, normalise each row, then write back in a's layout order
-  int64_t outer, inner;
-  Tensor x = reduced_last(a, {dim}, outer, inner);
-  Tensor y = empty(x->shape, a->dtype);
-  if (y->numel > 0) {
-    DG_DISPATCH_FLOAT(a->dtype, T, {
-      const T* src = x->data<T>();
-      T* dst = y->data<T>();
-      for_rows(outer, inner, [&](int64_t r) {
-        const T* row = src + r * inner;
-        T* o = dst + r * inner;
-        T m = -std::numeric_limits<T>::infinity();
-        for (int64_t i = 0; i < inner; ++i) m = row[i] > m ? row[i] : m;
-        if (std::isinf(m) && m < 0) m = 0;  // a row of -inf: avoid inf - inf
-        double s = 0;
-        if (!log) {
-          // each exp once: kept rounded to T in the output row, then scaled by 1/s there (the same bits as
-          // computing the exp a second time: (T)exp(d) * inv)
-          for (int64_t i = 0; i < inner; ++i) {
-            const double e = std::exp((double)(row[i] - m));
-            s += e;
-            o[i] = (T)e;
-          }
-          const T inv = (T)(1.0 / s);
-          for (int64_t i = 0; i < inner; ++i) o[i] *= inv;
-          return;
-        }
-        for (int64_t i = 0; i < inner; ++i) s += std::exp((double)(row[i] - m));
-        if (log) {
-          // (x - m) - log(s), not x - (m + log(s)): m + log(s) would round to m's precision (0.001 at 1e4)
-          T log_s = (T)std::log(s);
-          for (int64_t i = 0; i < inner; ++i) o[i] = (row[i] - m) - log_s;
-        } else {
-          T inv = (T)(1.0 / s);
-          for (int64_t i = 0; i < inner; ++i) o[i] = (T)std::exp((double)(row[i] - m)) * inv;
-        }
-      });
-    });
-  }
-  // y has shape (kept..., dim); put dim back where it was
+namespace {
+// y has shape (a's dims without dim..., dim), contiguous: the same values in a's dim order (a copy unless dim is
+// already last)
+Tensor dim_put_back(const Tensor& y, const Tensor& a, int64_t dim) {
   const int64_t nd = a->ndim();
   if (nd == 0 || dim == nd - 1) return nd == 0 ? make_view(y, a->shape, {}, 0) : y;
   Shape shape(nd), strides(nd);
@@ -247,6 +211,80 @@ Tensor softmax_kernel(const Tensor& a, int64_t dim, bool log) {
   shape[dim] = a->shape[dim];
   strides[dim] = ystr[nd - 1];
   return contiguous_copy(make_view(y, shape, strides, 0), a->dtype);
+}
+
+template <typename T>
+T row_max(const T* x, int64_t n) {
+  T m = -std::numeric_limits<T>::infinity();
+  T lane[8] = {m, m, m, m, m, m, m, m};  // eight running maxima: vectorises
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  for (int j = 0; j < 8; ++j) m = lane[j] > m ? lane[j] : m;
+  return m;
+}
+
+// Note [Softmax in float32]: a float32 row is exponentiated with fast_expf (~1 ulp, vectorised) into the output
+// row, summed in double, then scaled (or, for log_softmax, turned into (x - m) - log(s)). float64 rows use
+// std::exp. Either way the maximum is subtracted first, so no exp overflows.
+template <typename T>
+void softmax_row(const T* row, T* o, int64_t n, bool log) {
+  T m = row_max(row, n);
+  if (std::isinf(m) && m < 0) m = 0;  // a row of -inf: avoid inf - inf
+  for (int64_t i = 0; i < n; ++i) o[i] = k_exp<T>(row[i] - m);
+  const double s = row_sum<T, double>(o, n);
+  if (log) {
+    // (x - m) - log(s), not x - (m + log(s)): m + log(s) would round to m's precision (0.001 at 1e4)
+    const T log_s = (T)std::log(s);
+    for (int64_t i = 0; i < n; ++i) o[i] = (row[i] - m) - log_s;
+  } else {
+    const T inv = (T)(1.0 / s);
+    for (int64_t i = 0; i < n; ++i) o[i] *= inv;
+  }
+}
+}  // namespace
+
+Tensor softmax_kernel(const Tensor& a, int64_t dim, bool log) {
+  // move `dim` last, make contiguous, normalise each row, then write back in a's layout order
+  int64_t outer, inner;
+  Tensor x = reduced_last(a, {dim}, outer, inner);
+  Tensor y = empty(x->shape, a->dtype);
+  if (y->numel > 0) {
+    DG_DISPATCH_FLOAT(a->dtype, T, {
+      const T* src = x->data<T>();
+      T* dst = y->data<T>();
+      for_rows(outer, inner, [&](int64_t r) { softmax_row<T>(src + r * inner, dst + r * inner, inner, log); });
+    });
+  }
+  return dim_put_back(y, a, dim);
+}
+
+// softmax: da = out * (grad - sum(grad * out)); log_softmax: da = grad - exp(out) * sum(grad), along dim, in one
+// pass per row (the formulas of derivatives.cpp, fused; the sums in double)
+Tensor softmax_backward_kernel(const Tensor& grad, const Tensor& out, int64_t dim, bool log) {
+  int64_t outer, inner;
+  Tensor g = reduced_last(grad, {dim}, outer, inner);
+  Tensor y = reduced_last(out, {dim}, outer, inner);
+  Tensor da = empty(y->shape, out->dtype);
+  if (da->numel > 0) {
+    DG_DISPATCH_FLOAT(out->dtype, T, {
+      for_rows(outer, inner, [&](int64_t r) {
+        const T* gr = g->data<T>() + r * inner;
+        const T* yr = y->data<T>() + r * inner;
+        T* d = da->data<T>() + r * inner;
+        if (log) {
+          const T s = (T)row_sum<T, double>(gr, inner);
+          for (int64_t i = 0; i < inner; ++i) d[i] = gr[i] - k_exp<T>(yr[i]) * s;
+        } else {
+          for (int64_t i = 0; i < inner; ++i) d[i] = gr[i] * yr[i];
+          const T s = (T)row_sum<T, double>(d, inner);
+          for (int64_t i = 0; i < inner; ++i) d[i] = yr[i] * (gr[i] - s);
+        }
+      });
+    });
+  }
+  return dim_put_back(da, out, dim);
 }
 
 }  // namespace dyngrad
