@@ -1062,3 +1062,28 @@ def test_dropout_fn_forms_are_torchs(dg):
                 assert (out is x) == (name.endswith("_") or not train)
                 outs.append(to_numpy(out))
             assert_close(outs[0], outs[1], 0, 0, f"{name}({p}, {train})")
+
+
+@pytest.mark.parametrize("affine", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("shape, k", [((3, 5), 1), ((2, 3, 4), 2), ((2, 1, 6), 1)])
+def test_layer_norm_fused_backward_is_the_formula(dg, affine, shape, k):
+    # Note [Fused layer_norm]: one node; its backward without create_graph (one kernel in C++) gives the same
+    # gradients as the differentiable formula create_graph uses, and that formula is twice differentiable
+    rng = np.random.default_rng(len(shape) + k)
+    x = dg.tensor(rng.normal(size=shape) * 3 + 1, requires_grad=True)
+    ns = shape[len(shape) - k:]
+    w = dg.tensor(rng.normal(size=ns), requires_grad=True) if affine[0] else None
+    b = dg.tensor(rng.normal(size=ns), requires_grad=True) if affine[1] else None
+    inputs = [t for t in (x, w, b) if t is not None]
+    g = dg.tensor(rng.normal(size=shape))
+    y = F(dg).layer_norm(x, ns, w, b, eps=1e-3)
+    assert y.grad_fn.name() == "NativeLayerNormBackward"
+    fused = dg.autograd.grad(y, inputs, g)
+    formula = dg.autograd.grad(F(dg).layer_norm(x, ns, w, b, eps=1e-3), inputs, g, create_graph=True)
+    for u, v in zip(fused, formula):
+        np.testing.assert_allclose(u.numpy(), v.detach().numpy(), rtol=1e-10, atol=1e-12)
+    def fn(x, *affine_inputs):
+        rest = iter(affine_inputs)
+        return F(dg).layer_norm(x, ns, next(rest) if affine[0] else None, next(rest) if affine[1] else None, eps=1e-3)
+    assert dg.autograd.gradcheck(fn, inputs)
+    assert dg.autograd.gradgradcheck(fn, inputs)

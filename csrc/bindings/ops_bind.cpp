@@ -160,6 +160,9 @@ void bind_ops(py::module_& m) {
                         bool reverse) {
     return rnn_layer(gi, h0, c0 ? *c0 : Tensor(), w_hh, b_hh ? *b_hh : Tensor(), mode, reverse);
   }, arg("gi"), arg("h0"), arg("c0"), arg("w_hh"), arg("b_hh"), arg("mode"), arg("reverse"));
+  m.def("layer_norm", [](T x, std::optional<Tensor> weight, std::optional<Tensor> bias, int64_t ndims, double eps) {
+    return layer_norm(x, weight ? *weight : Tensor(), bias ? *bias : Tensor(), ndims, eps);
+  }, arg("x"), arg("weight"), arg("bias"), arg("ndims"), arg("eps"));
   m.def("cross_entropy", [](T logits, T target, int64_t reduction, int64_t ignore_index, double label_smoothing) {
     return cross_entropy(logits, target, reduction, ignore_index, label_smoothing);
   }, arg("logits"), arg("target"), arg("reduction"), arg("ignore_index"), arg("label_smoothing"));

@@ -411,6 +411,33 @@ static Grads fold_backward(const Tensor& grad, const OpNode&, const SavesWindow&
   return {unfold(grad, w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7])};
 }
 
+// out = xhat * weight + bias over the last ndims dims, xhat = (a - mean) * rstd, rstd = 1 / sqrt(var + eps)
+// (biased var); with g = grad * weight (grad without a weight), per row of D elements:
+//   da = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dweight = sum(grad * xhat),  dbias = sum(grad)
+// the sums over the leading dims (the engine's unbroadcast in the differentiable form). Note [Fused layer_norm]
+static Grads layer_norm_backward(const Tensor& grad, const OpNode& n, const SavesLayerNorm& s) {
+  const Tensor& a = s.a;
+  const Tensor& w = s.weight;
+  const bool need_b = n.needs_input_grad(2);
+  const Shape norm_shape(a->shape.end() - s.ndims, a->shape.end());
+  if (!GradMode::is_enabled() && grad->dtype == a->dtype && grad->shape == a->shape) {
+    Tensor da = n.needs_input_grad(0) ? empty(a->shape, a->dtype) : nullptr;
+    Tensor dw = w && n.needs_input_grad(1) ? empty(norm_shape, a->dtype) : nullptr;
+    Tensor db = need_b ? empty(norm_shape, a->dtype) : nullptr;
+    layer_norm_backward_kernel(contiguous_data(grad), contiguous_data(a), w ? contiguous_data(w) : w,
+                               shape_numel(norm_shape), s.eps, da, dw, db);
+    return {da, dw, db};
+  }
+  Dims dims;
+  for (int64_t d = a->ndim() - s.ndims; d < a->ndim(); ++d) dims.push_back(d);
+  Tensor xc = sub(a, mean(a, dims, true));
+  Tensor rstd = rsqrt(add(mean(mul(xc, xc), dims, true), num(s.eps, a)));
+  Tensor xhat = mul(xc, rstd);
+  Tensor g = w ? mul(grad, w) : grad;
+  Tensor da = mul(rstd, sub(sub(g, mean(g, dims, true)), mul(xhat, mean(mul(g, xhat), dims, true))));
+  return {da, w ? mul(grad, xhat) : nullptr, need_b ? grad : nullptr};
+}
+
 // out = rnn_layer(gi, h0, c0, W, b, mode, reverse) (Note [Whole-sequence RNN layer] in ops_nn.cpp): the recurrence
 // runs backwards over the steps k = L-1 .. 0 (step k reads h_prev = h0 at k = 0, else the state of step k-1),
 // carrying dh (and dc) to the step before. With gh = h_prev W^T + b, a = gi_t + gh the gate pre-activations,

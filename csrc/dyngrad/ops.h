@@ -134,6 +134,9 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t sh, 
 // One RNN (mode 0 tanh, 1 relu), LSTM (2) or GRU (3) layer over a whole sequence, from the input projection gi
 // (L, N, G*H); c0 and b_hh may be null (c0 is given exactly for an LSTM). Returns (S, L, N, H): the hidden state
 // after each step, and for an LSTM (S = 2) the cell state. Note [Whole-sequence RNN layer] in ops_nn.cpp.
+// (x - mean) / sqrt(var + eps) * weight + bias over x's last `ndims` dims (Note [Fused layer_norm]); weight and
+// bias are null or of exactly those dims' shape.
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t ndims, double eps);
 Tensor rnn_layer(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor& w_hh, const Tensor& b_hh,
                  int64_t mode, bool reverse);
 Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw);

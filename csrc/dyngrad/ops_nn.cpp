@@ -241,6 +241,43 @@ Tensor avg_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t s
   return pooled_shape(mean(win, {2}, false), x, kh, kw, sh, sw, ph, pw);
 }
 
+// Note [Fused layer_norm]: layer_norm is one node (torch's NativeLayerNorm) whose forward reads each row twice
+// (mean, then the centred variance) and writes it once, instead of a chain of nine elementwise ops and reductions
+// with nine nodes. Its backward recomputes each row's mean and 1/std from the saved input rather than saving
+// them, and without create_graph runs as one kernel that also sums the weight's and bias's gradients over the
+// rows (kernels/reduce.cpp); with create_graph the same formula in differentiable ops (derivatives.cpp).
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t ndims, double eps) {
+  const char* op = "layer_norm";
+  check_float(x, op);
+  DG_CHECK(ndims >= 1 && ndims <= x->ndim(), RuntimeError, op, ": cannot normalise the last ", ndims,
+           " dims of an input of shape ", shape_str(x->shape), ".");
+  const Shape norm_shape(x->shape.end() - ndims, x->shape.end());
+  for (const Tensor* t : {&weight, &bias})
+    if (*t) {
+      DG_CHECK((*t)->shape == norm_shape, RuntimeError, op, ": expected ", t == &weight ? "weight" : "bias",
+               " of shape ", shape_str(norm_shape), ", got ", shape_str((*t)->shape), ".");
+      DG_CHECK((*t)->dtype == x->dtype, RuntimeError, op, ": expected ", t == &weight ? "weight" : "bias",
+               " of the input's dtype ", dtype_name(x->dtype), ", got ", dtype_name((*t)->dtype), ".");
+    }
+  if (is_half(x->dtype)) {  // Note [Half types]: computed in float32 (differentiably), rounded back
+    auto wide = [](const Tensor& t) { return t ? to_dtype(t, DType::Float32) : t; };
+    return to_dtype(layer_norm(wide(x), wide(weight), wide(bias), ndims, eps), x->dtype);
+  }
+  const int64_t D = shape_numel(norm_shape);
+  Tensor out = empty(x->shape, x->dtype);
+  if (D > 0)
+    layer_norm_kernel(contiguous_data(x), weight ? contiguous_data(weight) : weight,
+                      bias ? contiguous_data(bias) : bias, D, eps, out);
+  if (any_requires_grad({&x, &weight, &bias})) {
+    auto& node = record<OpKind::layer_norm>(out, {&x, &weight, &bias});
+    node.saved.a.save(x, false);
+    if (weight) node.saved.weight.save(weight, false);
+    node.saved.ndims = ndims;
+    node.saved.eps = eps;
+  }
+  return out;
+}
+
 // Note [Whole-sequence RNN layer]: nn.RNN/LSTM/GRU record one layer (one direction) of a uniform batch as ONE
 // node instead of ~15 per time step. The input projection gi = x W_ih^T + b_ih of every step is one matmul before
 // it (in the shared layer); the node runs the recurrence: per step one product h_prev W_hh^T (BLAS) and one fused

@@ -119,6 +119,8 @@ DG_SAVED(SavesCrossEntropy, (SavedTensor, logits), (SavedTensor, target), (int64
          (int64_t, ignore_index), (int64_t, count), (double, label_smoothing));
 DG_SAVED(SavesWindow, (Dims, window));  // unfold, fold: (kh, kw, sh, sw, ph, pw, dh, dw)
 // rnn_layer: its inputs, its output, the gate activations ws (none for RNN), the cell kind and the direction
+// layer_norm: the input, the weight (when given), how many trailing dims are normalised, and eps
+DG_SAVED(SavesLayerNorm, (SavedTensor, a), (SavedTensor, weight), (int64_t, ndims), (double, eps));
 DG_SAVED(SavesRnnLayer, (SavedTensor, gi), (SavedTensor, h0), (SavedTensor, c0), (SavedTensor, w_hh),
          (SavedTensor, b_hh), (SavedTensor, out), (SavedTensor, ws), (int64_t, mode), (bool, reverse));
 

@@ -70,6 +70,13 @@ Tensor col2im_kernel(const Tensor& cols, const Shape& input_shape, int64_t kh, i
 Tensor max_pool2d_positions_kernel(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
                                    int64_t pw);
 
+// layer_norm over rows of length D (x contiguous, (rows, D)); weight and bias null or of D elements. The backward
+// computes dx and, where asked (non-null outputs), dweight = sum over rows of grad * xhat and dbias = sum of grad.
+void layer_norm_kernel(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t D, double eps,
+                       const Tensor& out);
+void layer_norm_backward_kernel(const Tensor& grad, const Tensor& x, const Tensor& weight, int64_t D, double eps,
+                                const Tensor& dx, const Tensor& dweight, const Tensor& dbias);
+
 // rnn_layer's loops (rnn.cpp; Note [Whole-sequence RNN layer] in ops_nn.cpp), over contiguous tensors: gi (L, N, G*H),
 // h0 and c0 (N, H; c0 null unless LSTM), w (G*H, H), b (G*H) or null; mode 0 tanh, 1 relu, 2 LSTM, 3 GRU. The
 // forward fills out (S, L, N, H) and ws (the gate activations; null for RNN). The backward takes the contiguous

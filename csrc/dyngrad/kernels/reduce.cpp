@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "fast_math.h"
 #include "loop.h"
@@ -285,6 +287,116 @@ Tensor softmax_backward_kernel(const Tensor& grad, const Tensor& out, int64_t di
     });
   }
   return dim_put_back(da, out, dim);
+}
+
+// ---- layer_norm (Note [Fused layer_norm] in ops_nn.cpp) ----
+namespace {
+// A row's mean and 1 / sqrt(biased variance + eps), both in double, the variance from the centred values (two
+// passes over the row, as mean((x - mean)^2) in the composite form).
+template <typename T>
+std::pair<double, double> row_moments(const T* x, int64_t D, double eps) {
+  const double mu = row_sum<T, double>(x, D) / (double)D;
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= D; i += 8)
+    for (int j = 0; j < 8; ++j) {
+      const double d = (double)x[i + j] - mu;
+      acc[j] += d * d;
+    }
+  double ss = 0;
+  for (; i < D; ++i) ss += ((double)x[i] - mu) * ((double)x[i] - mu);
+  for (int j = 0; j < 8; ++j) ss += acc[j];
+  return {mu, 1.0 / std::sqrt(ss / (double)D + eps)};
+}
+
+template <typename T>
+void layer_norm_typed(const T* x, const T* w, const T* b, int64_t rows, int64_t D, double eps, T* y) {
+  for_rows(rows, D, [&](int64_t r) {
+    const T* xr = x + r * D;
+    T* yr = y + r * D;
+    const auto [mu, rstd] = row_moments(xr, D, eps);
+    const T m = (T)mu, s = (T)rstd;
+    if (w && b)
+      for (int64_t i = 0; i < D; ++i) yr[i] = (xr[i] - m) * s * w[i] + b[i];
+    else if (w)
+      for (int64_t i = 0; i < D; ++i) yr[i] = (xr[i] - m) * s * w[i];
+    else if (b)
+      for (int64_t i = 0; i < D; ++i) yr[i] = (xr[i] - m) * s + b[i];
+    else
+      for (int64_t i = 0; i < D; ++i) yr[i] = (xr[i] - m) * s;
+  });
+}
+
+// dx per row; dweight and dbias as sums over rows, first per block of rows (the blocks fixed by the shape, so the
+// bits do not depend on the thread count), then the blocks' partial sums in order.
+template <typename T>
+void layer_norm_backward_typed(const T* g, const T* x, const T* w, int64_t rows, int64_t D, double eps, T* dx,
+                               T* dw, T* db) {
+  const int64_t block = std::max<int64_t>(32, (rows + 63) / 64), nblocks = (rows + block - 1) / block;
+  std::vector<double> part_w(dw ? nblocks * D : 0), part_b(db ? nblocks * D : 0);
+  parallel_for(nblocks, [&](int64_t lo, int64_t hi) {
+    std::vector<T> gw(D);
+    for (int64_t k = lo; k < hi; ++k) {
+      double* pw = dw ? part_w.data() + k * D : nullptr;
+      double* pb = db ? part_b.data() + k * D : nullptr;
+      for (int64_t r = k * block; r < std::min(rows, (k + 1) * block); ++r) {
+        const T* xr = x + r * D;
+        const T* gr = g + r * D;
+        const auto [mu, rstd] = row_moments(xr, D, eps);
+        const T m = (T)mu, s = (T)rstd;
+        if (pw)
+          for (int64_t i = 0; i < D; ++i) pw[i] += (double)(gr[i] * ((xr[i] - m) * s));
+        if (pb)
+          for (int64_t i = 0; i < D; ++i) pb[i] += (double)gr[i];
+        if (!dx) continue;
+        for (int64_t i = 0; i < D; ++i) gw[i] = w ? gr[i] * w[i] : gr[i];
+        const double mean_g = row_sum<T, double>(gw.data(), D) / (double)D;
+        double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, sgx = 0;
+        int64_t i = 0;
+        for (; i + 8 <= D; i += 8)
+          for (int j = 0; j < 8; ++j) acc[j] += (double)(gw[i + j] * ((xr[i + j] - m) * s));
+        for (; i < D; ++i) sgx += (double)(gw[i] * ((xr[i] - m) * s));
+        for (int j = 0; j < 8; ++j) sgx += acc[j];
+        const T mg = (T)mean_g, mgx = (T)(sgx / (double)D);
+        T* dr = dx + r * D;
+        for (int64_t i2 = 0; i2 < D; ++i2) dr[i2] = s * (gw[i2] - mg - ((xr[i2] - m) * s) * mgx);
+      }
+    }
+  }, std::max<int64_t>(2, kParallelGrain / std::max<int64_t>(block * D, 1)));
+  for (int64_t i = 0; i < D; ++i) {
+    double sw = 0, sb = 0;
+    for (int64_t k = 0; k < nblocks; ++k) {
+      if (dw) sw += part_w[k * D + i];
+      if (db) sb += part_b[k * D + i];
+    }
+    if (dw) dw[i] = (T)sw;
+    if (db) db[i] = (T)sb;
+  }
+}
+}  // namespace
+
+void layer_norm_kernel(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t D, double eps,
+                       const Tensor& out) {
+  if (out->numel == 0) return;
+  const int64_t rows = x->numel / D;
+  DG_DISPATCH_FLOAT(x->dtype, T, layer_norm_typed<T>(x->data<T>(), weight ? weight->data<T>() : nullptr,
+                                                     bias ? bias->data<T>() : nullptr, rows, D, eps,
+                                                     out->data<T>()));
+}
+
+void layer_norm_backward_kernel(const Tensor& grad, const Tensor& x, const Tensor& weight, int64_t D, double eps,
+                                const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
+  const int64_t rows = D > 0 ? x->numel / D : 0;
+  DG_DISPATCH_FLOAT(x->dtype, T, {
+    if (rows == 0) {  // sums over no rows
+      if (dweight) std::fill(dweight->data<T>(), dweight->data<T>() + dweight->numel, T(0));
+      if (dbias) std::fill(dbias->data<T>(), dbias->data<T>() + dbias->numel, T(0));
+      return;
+    }
+    layer_norm_backward_typed<T>(grad->data<T>(), x->data<T>(), weight ? weight->data<T>() : nullptr, rows, D, eps,
+                                 dx ? dx->data<T>() : nullptr, dweight ? dweight->data<T>() : nullptr,
+                                 dbias ? dbias->data<T>() : nullptr);
+  });
 }
 
 }  // namespace dyngrad

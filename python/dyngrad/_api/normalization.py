@@ -199,10 +199,13 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     ns, dims = _normalized_dims(x, normalized_shape, "layer_norm")
     _check_affine_shape(w, ns, "layer_norm", "weight")
     _check_affine_shape(b, ns, "layer_norm", "bias")
-    mu = _C.mean(x, dims, True)
+    eps = float(number(eps, "layer_norm", "eps"))
+    if x.dtype.is_floating_point and all(t is None or t.dtype == x.dtype for t in (w, b)):
+        return _C.layer_norm(x, w, b, len(dims), eps)   # Note [Fused layer_norm]: one node
+    mu = _C.mean(x, dims, True)                          # mixed dtypes: composed, promoting as the ops do
     centered = _C.sub(x, mu)
     v = _C.mean(_C.mul(centered, centered), dims, True)
-    y = _C.mul(centered, _C.rsqrt(_C.add(v, _k(float(number(eps, "layer_norm", "eps")), v))))
+    y = _C.mul(centered, _C.rsqrt(_C.add(v, _k(eps, v))))
     if w is not None:
         y = _C.mul(y, w)
     if b is not None:

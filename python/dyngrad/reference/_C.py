@@ -24,7 +24,7 @@ from .ops_shape import (  # noqa: F401
     put, put_add, masked_fill, inplace_input, assign_inplace, copy_, fill_, zero_,
 )
 from .ops_nn import softmax, log_softmax, cross_entropy, unfold, fold, conv2d, max_pool2d, avg_pool2d  # noqa: F401
-from .ops_nn import rnn_layer  # noqa: F401
+from .ops_nn import rnn_layer, layer_norm  # noqa: F401
 from .rng import rand, randn, randint, bernoulli_mask, randperm, manual_seed, initial_seed  # noqa: F401
 from .rng import get_rng_state as _get_rng_state, set_rng_state as _set_rng_state  # noqa: F401
 from .engine import run_backward as _run_backward, queue_callback as _queue_callback  # noqa: F401

@@ -15,7 +15,7 @@ import numpy as np
 from .dtypes import from_numpy_dtype
 from .tensor import make_tensor, scalar_tensor
 from .ops_math import (add, sub, mul, div, neg, pow, pow_scalar, where, exp, log, cos, sin, sigmoid, tanh, erf,
-                       sign, compare, logical_and, sum, sum_to, matmul)
+                       sign, compare, logical_and, sum, sum_to, matmul, mean, rsqrt)
 from .ops_shape import (to_dtype, reshape, permute, expand, slice, slice_scatter, index_select, index_add, gather,
                         scatter_add, take, put, put_add, mT, select, cat, stack)
 from .ops_nn import softmax, unfold, fold
@@ -481,3 +481,18 @@ def rnn_layer_backward(grad, s):
     dw = matmul(mT(all_dgh), reshape(stack(h_prev, 0), (L * N, H))) if need[3] else None
     db = sum(all_dgh, (0,), False) if b is not None and need[4] else None
     return (stack(dgi, 0) if need[0] else None, dh if need[1] else None, dc if need[2] else None, dw, db)
+
+
+# out = xhat * weight + bias over the last ndims dims, xhat = (a - mean) * rstd, rstd = 1 / sqrt(var + eps)
+# (biased var); with g = grad * weight (grad without a weight), per row:
+#   da = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dweight = sum(grad * xhat),  dbias = sum(grad)
+# the sums over the leading dims left to the unbroadcast (Note [Fused layer_norm] in csrc/dyngrad/ops_nn.cpp).
+def layer_norm_backward(grad, s):
+    a, w = s.a, s.weight
+    dims = tuple(range(a.ndim - s.ndims, a.ndim))
+    xc = sub(a, mean(a, dims, True))
+    rstd = rsqrt(add(mean(mul(xc, xc), dims, True), num(s.eps, a)))
+    xhat = mul(xc, rstd)
+    g = mul(grad, w) if w is not None else grad
+    da = mul(rstd, sub(sub(g, mean(g, dims, True)), mul(xhat, mean(mul(g, xhat), dims, True))))
+    return (da, mul(grad, xhat) if w is not None else None, grad if s.needs_input_grad[2] else None)

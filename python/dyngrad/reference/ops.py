@@ -40,6 +40,7 @@ SavesCrossEntropy = ("logits", "target", "reduction", "ignore_index", "count", "
 SavesWindow = ("window",)                 # (kh, kw, sh, sw, ph, pw, dh, dw)
 # rnn_layer: its inputs, its output, the gate activations ws (None for RNN) and the cell kind and direction
 SavesRnnLayer = ("gi", "h0", "c0", "w_hh", "b_hh", "out", "ws", "mode", "reverse")
+SavesLayerNorm = ("a", "weight", "ndims", "eps")   # layer_norm: input, weight (None without), normalised dims
 
 #             name             DisplayName (the node shows as DisplayNameBackward), what its node saves
 PRIMITIVES = (
@@ -103,6 +104,7 @@ PRIMITIVES = (
     ("unfold",          "Im2Col",       SavesWindow),         # im2col: (N,C,H,W) -> (N, C*kh*kw, L)
     ("fold",            "Col2Im",       SavesWindow),         # col2im, unfold's adjoint
     ("rnn_layer",       "RnnLayer",     SavesRnnLayer),       # an RNN/LSTM/GRU layer over a whole sequence
+    ("layer_norm",      "NativeLayerNorm", SavesLayerNorm),   # over the last `ndims` dims, weight and bias optional
 )
 OP_NAMES = tuple(name for name, _, _ in PRIMITIVES)
 DISPLAY_NAMES = {name: display for name, display, _ in PRIMITIVES}

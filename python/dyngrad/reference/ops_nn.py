@@ -228,6 +228,43 @@ from .ops_math import add, matmul, mean  # noqa: E402
 from .ops_shape import to_dtype, reshape, take  # noqa: E402
 
 
+# Note [Fused layer_norm] (csrc/dyngrad/ops_nn.cpp): one node; mean and 1/std per row from the input (in float64),
+# recomputed by the backward from the saved input.
+def layer_norm(x, weight, bias, ndims, eps):
+    op = "layer_norm"
+    check_float(x, op)
+    if not 1 <= ndims <= x.ndim:
+        raise RuntimeError(f"{op}: cannot normalise the last {ndims} dims of an input of shape {shape_str(x.shape)}.")
+    norm_shape = tuple(x.shape[x.ndim - ndims:])
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None:
+            if tuple(t.shape) != norm_shape:
+                raise RuntimeError(f"{op}: expected {name} of shape {shape_str(norm_shape)}, got "
+                                   f"{shape_str(t.shape)}.")
+            if t.dtype is not x.dtype:
+                raise RuntimeError(f"{op}: expected {name} of the input's dtype {x.dtype.name}, got {t.dtype.name}.")
+    if x._data.dtype.itemsize < 4:   # half types: computed in float32 (differentiably), rounded back, as C++
+        def wide(t):
+            return to_dtype(t, _dt.float32) if t is not None else None
+        return to_dtype(layer_norm(wide(x), wide(weight), wide(bias), ndims, eps), x.dtype)
+    a = x._data
+    axes = tuple(range(a.ndim - ndims, a.ndim))
+    mu = a.mean(axis=axes, keepdims=True, dtype=np.float64)
+    rstd = 1.0 / np.sqrt(((a - mu) ** 2).mean(axis=axes, keepdims=True) + eps)
+    y = (a - mu.astype(a.dtype)) * rstd.astype(a.dtype)
+    if weight is not None:
+        y = y * weight._data
+    if bias is not None:
+        y = y + bias._data
+    out = make_tensor(np.ascontiguousarray(y, dtype=a.dtype))
+    if any_requires_grad(x, weight, bias):
+        node = record("layer_norm", out, (x, weight, bias))
+        node.save("a", x)
+        node.save("weight", weight)
+        node.args = {"ndims": ndims, "eps": eps}
+    return out
+
+
 # Note [Whole-sequence RNN layer] (csrc/dyngrad/ops_nn.cpp): one node for a layer's whole recurrence, given the
 # input projection gi = x @ W_ih^T + b_ih of every step, (L, N, G*H). mode 0 tanh / 1 relu RNN, 2 LSTM, 3 GRU;
 # reverse runs t = L-1 .. 0. out is (S, L, N, H): out[0] the hidden state after each time step, out[1] (LSTM) the
