@@ -329,3 +329,37 @@ def test_pack_errors_as_torch(dg, name, call):
         except Exception as exc:  # noqa: BLE001
             outs.append((type(exc).__name__, str(exc)))
     assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize("kind,hidden", [("LSTM", 128), ("GRU", 128), ("RNN", 176)])
+def test_batch_rows_in_blocks_match_torch_at_any_thread_count(dg, kind, hidden):
+    # Note [RNN rows in parallel]: a batch of 40 is run as 3 blocks of rows (one per thread); outputs, final states
+    # and every gradient match torch, and the bits are the same on 1 and 2 threads
+    ours, theirs = pair(dg, kind, 5, hidden)
+    rng = np.random.default_rng(3)
+    xv = rng.standard_normal((3, 40, 5))
+    hv = [rng.standard_normal((1, 40, hidden)) for _ in range(2 if kind == "LSTM" else 1)]
+    th = [torch.tensor(v, requires_grad=True) for v in hv]
+    tx = torch.tensor(xv, requires_grad=True)
+    tout, ts = theirs(tx, tuple(th) if kind == "LSTM" else th[0])
+    weights = rng.standard_normal(tuple(tout.shape))
+    ((tout * torch.tensor(weights)).sum() + sum(t.sum() for t in states(ts))).backward()
+    runs = []
+    before = dg.get_num_threads()
+    try:
+        for threads in (1, 2):
+            dg.set_num_threads(threads)
+            x = dg.tensor(xv, requires_grad=True)
+            h = [dg.tensor(v, requires_grad=True) for v in hv]
+            ours.zero_grad()
+            out, s = ours(x, tuple(h) if kind == "LSTM" else h[0])
+            ((out * dg.tensor(weights)).sum() + sum(t.sum() for t in states(s))).backward()
+            got = [out, *states(s), x.grad, *(t.grad for t in h), *(p.grad for p in ours.parameters())]
+            want = [tout, *states(ts), tx.grad, *(t.grad for t in th), *(p.grad for p in theirs.parameters())]
+            for i, (a, b) in enumerate(zip(got, want)):
+                close(a, b, f"value {i}")
+            runs.append([np_of(a) for a in got])
+    finally:
+        dg.set_num_threads(before)
+    for a, b in zip(*runs):
+        np.testing.assert_array_equal(a, b)

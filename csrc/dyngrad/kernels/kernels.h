@@ -59,6 +59,20 @@ bool blas_loaded();
 // [One BLAS] in matmul.cpp). dg.set_num_threads sets it; -1 when the library gives no thread control.
 void set_blas_threads(int n);
 int blas_threads();
+// While one lives, the BLAS runs on one thread (dyngrad's products split work over its own threads: Note [One BLAS]
+// in matmul.cpp); nested ones share the lowering. Each matmul_kernel holds one; a loop of many small products (an
+// RNN's steps) holds one around the loop, so that the BLAS's thread count is set twice, not twice per step
+// (openblas_set_num_threads costs tens of microseconds when it raises the count).
+class BlasOneThread {
+ public:
+  explicit BlasOneThread(bool needed = true);
+  ~BlasOneThread();
+  BlasOneThread(const BlasOneThread&) = delete;
+  BlasOneThread& operator=(const BlasOneThread&) = delete;
+
+ private:
+  bool active_;
+};
 
 // im2col / col2im for (N, C, H, W) inputs, with dilation (dh, dw).
 Tensor im2col_kernel(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,

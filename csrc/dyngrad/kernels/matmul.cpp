@@ -28,6 +28,8 @@ get_threads_t g_blas_get_threads = nullptr;
 
 // Products of at least this many multiply-adds are split into row panels (Note [Deterministic matmul]).
 constexpr int64_t kBlasThreadWork = int64_t(1) << 22;
+// Short products (fewer than 128 rows) of at least this many are split into column panels.
+constexpr int64_t kBlasColumnWork = int64_t(1) << 20;
 
 // Note [One BLAS]: the library is numpy's own OpenBLAS, so the process has one BLAS and one pool of BLAS threads
 // (before issue 11 dyngrad loaded a second copy, with its own threads and thread setting). Its thread count is
@@ -42,28 +44,24 @@ std::mutex g_blas_mutex;
 int g_blas_users = 0;
 int g_blas_outside = -1;  // the count numpy's calls use, put back when the last dyngrad matmul ends
 
-class BlasOneThread {
- public:
-  explicit BlasOneThread(bool needed) : active_(needed && g_blas_set_threads != nullptr) {
-    if (!active_) return;
-    std::lock_guard<std::mutex> lock(g_blas_mutex);
-    if (g_blas_users++ == 0) {
-      g_blas_outside = g_blas_get_threads ? g_blas_get_threads() : -1;
-      if (g_blas_outside != 1) g_blas_set_threads(1);
-    }
-  }
-  ~BlasOneThread() {
-    if (!active_) return;
-    std::lock_guard<std::mutex> lock(g_blas_mutex);
-    if (--g_blas_users == 0 && g_blas_outside > 1) g_blas_set_threads(g_blas_outside);
-  }
-  BlasOneThread(const BlasOneThread&) = delete;
-  BlasOneThread& operator=(const BlasOneThread&) = delete;
+}  // namespace
 
- private:
-  bool active_;
-};
+BlasOneThread::BlasOneThread(bool needed) : active_(needed && g_blas_set_threads != nullptr) {
+  if (!active_) return;
+  std::lock_guard<std::mutex> lock(g_blas_mutex);
+  if (g_blas_users++ == 0) {
+    g_blas_outside = g_blas_get_threads ? g_blas_get_threads() : -1;
+    if (g_blas_outside != 1) g_blas_set_threads(1);
+  }
+}
 
+BlasOneThread::~BlasOneThread() {
+  if (!active_) return;
+  std::lock_guard<std::mutex> lock(g_blas_mutex);
+  if (--g_blas_users == 0 && g_blas_outside > 1) g_blas_set_threads(g_blas_outside);
+}
+
+namespace {
 template <typename T, typename I>
 void call_gemm(void* f, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
                int64_t ldb, T* c, int64_t ldc) {
@@ -145,6 +143,18 @@ void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs,
       // differently), so BLAS runs on one thread (matmul_kernel holds a BlasOneThread, Note [One BLAS]), and
       // large products are split into row panels whose number depends only on the shape; each panel is one BLAS
       // call, on whichever of our threads is free.
+      // A short, wide product (an RNN step's 32 x 128 @ 128 x 512) has too few rows for row panels: it is split
+      // into column panels instead, from a smaller size, since its steps run one after another.
+      if (n < 128 && m >= 128 && n * m * k >= kBlasColumnWork) {
+        const int64_t panels = std::min<int64_t>(8, m / 64), cols = (m + panels - 1) / panels;
+        run_parallel((int)panels, [&](int p) {
+          const int64_t c0 = p * cols, c1 = std::min(m, c0 + cols);
+          if (c1 <= c0) return;
+          const T* bp = b + c0 * (vb.trans ? vb.ld : 1);  // column c0 of b, stored row- or column-major
+          blas_gemm<T>(va.trans, vb.trans, n, c1 - c0, k, a, va.ld, bp, vb.ld, c + c0, m);
+        });
+        return;
+      }
       const int64_t panels = n * m * k >= kBlasThreadWork ? std::min<int64_t>(8, (n + 63) / 64) : 1;
       const int64_t rows = (n + panels - 1) / panels;
       run_parallel((int)panels, [&](int p) {

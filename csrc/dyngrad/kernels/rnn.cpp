@@ -1,9 +1,12 @@
 // rnn.cpp: the loops of rnn_layer (Note [Whole-sequence RNN layer] in ops_nn.cpp): the forward recurrence, and the
 // backward recurrence with each cell's derivative fused into one pass. No autograd here.
+#include <exception>
 #include <vector>
 
 #include "fast_math.h"
+#include "gil.h"
 #include "kernels.h"
+#include "thread_pool.h"
 
 // The inner loops read and write up to a dozen rows of distinct buffers (gates, states, activations): more than
 // GCC will check for overlap at run time, so without this it leaves them scalar (5x the instructions).
@@ -28,23 +31,44 @@ std::vector<T> bias_or_zeros(const Tensor& b, int64_t n) {
   return v;
 }
 
+// Note [RNN rows in parallel]: each batch row's recurrence depends on that row alone (row n of h_t W^T needs row n
+// of h_t only), so the rows are cut into blocks of kRowBlock, fixed by the shape, and each block runs the whole
+// sequence on one thread: one parallel region per layer, not two per step. The blocks' products are the same
+// whatever the thread count, so the bits are too.
+constexpr int64_t kRowBlock = 16;
+template <typename F>
+void for_row_blocks(int64_t N, int64_t work, const F& f) {
+  const int64_t blocks = N >= 2 * kRowBlock && work >= (int64_t(1) << 20) ? (N + kRowBlock - 1) / kRowBlock : 1;
+  const int64_t rows = (N + blocks - 1) / blocks;
+  std::vector<std::exception_ptr> errors(blocks);
+  run_parallel((int)blocks, [&](int i) {
+    try {
+      f(i * rows, std::min(N, (i + 1) * rows));
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  });
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
 template <typename T>
 void forward(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor& w, const Tensor& b, int64_t mode,
-             bool reverse, const Tensor& out, const Tensor& ws) {
+             bool reverse, const Tensor& out, const Tensor& ws, int64_t n0, int64_t n1) {
   const int64_t L = gi->shape[0], N = gi->shape[1], H = h0->shape[1], GH = gi->shape[2];
   const std::vector<T> bias = bias_or_zeros<T>(b, GH);
   const T* bb = bias.data();
   const Tensor wt = transposed_view(w, 0, GH, H);
   const T* h_prev = h0->data<T>();
-  Tensor h_prev_t = h0;
+  Tensor h_prev_t = matrix_view(h0, n0 * H, n1 - n0, H, H);
   const T* c_prev = c0 ? c0->data<T>() : nullptr;
   for (int64_t k = 0; k < L; ++k) {
     const int64_t t = reverse ? L - 1 - k : k;
-    const Tensor gh_t = matmul_kernel(h_prev_t, wt);  // (N, G*H): h_prev W^T
-    const T* gh = gh_t->data<T>();
+    const Tensor gh_t = matmul_kernel(h_prev_t, wt);  // (n1 - n0, G*H): h_prev W^T for this block's rows
+    const T* gh = gh_t->data<T>() - n0 * GH;          // (indexed by the row's number in the batch)
     const T* x = gi->data<T>() + t * N * GH;
     T* h = out->data<T>() + t * N * H;
-    for (int64_t n = 0; n < N; ++n) {
+    for (int64_t n = n0; n < n1; ++n) {
       const T *xn = x + n * GH, *gn = gh + n * GH, *hp = h_prev + n * H;
       T* hn = h + n * H;
       if (mode == 2) {  // c' = s(f) c + s(i) tanh(g), h' = s(o) tanh(c')
@@ -87,19 +111,18 @@ void forward(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor&
     }
     if (mode == 2) c_prev = out->data<T>() + (L + t) * N * H;
     h_prev = h;
-    h_prev_t = matrix_view(out, t * N * H, N, H, H);
+    h_prev_t = matrix_view(out, (t * N + n0) * H, n1 - n0, H, H);
   }
 }
 
+// The backward recurrence for batch rows [n0, n1) (Note [RNN rows in parallel]): fills those rows of dgi, dgh,
+// dc_carry and dh0.
 template <typename T>
-RnnLayerGrads backward(const Tensor& grad, const Tensor& h0, const Tensor& c0, const Tensor& w, bool has_bias,
-                       const Tensor& out, const Tensor& ws, int64_t mode, bool reverse, const bool need[5]) {
+void backward_rows(const Tensor& grad, const Tensor& h0, const Tensor& c0, const Tensor& w, const Tensor& out,
+                   const Tensor& ws, int64_t mode, bool reverse, const bool need[5], const Tensor& dgi,
+                   const Tensor& dgh, const Tensor& dc_carry, const Tensor& dh0, int64_t n0, int64_t n1) {
   const int64_t L = out->shape[1], N = out->shape[2], H = out->shape[3], GH = w->shape[0];
-  const DType dt = out->dtype;
-  RnnLayerGrads r;
-  Tensor dgi = empty({L, N, GH}, dt);
-  Tensor dgh = mode == 3 ? empty({L, N, GH}, dt) : dgi;  // GRU: the hidden side differs in the n gate
-  Tensor dh_carry = zeros({N, H}, dt), dc_carry = mode == 2 ? zeros({N, H}, dt) : nullptr;
+  Tensor dh_carry = zeros({n1 - n0, H}, out->dtype);
   std::vector<T> direct(mode == 3 ? N * H : 0);  // GRU: dh z, h_prev's own share
   auto time = [&](int64_t k) { return reverse ? L - 1 - k : k; };
   const T* g = grad->data<T>();
@@ -107,8 +130,8 @@ RnnLayerGrads backward(const Tensor& grad, const Tensor& h0, const Tensor& c0, c
   for (int64_t k = L - 1; k >= 0; --k) {
     const int64_t t = time(k);
     const T* hp_all = k == 0 ? h0->data<T>() : o + time(k - 1) * N * H;
-    const T* dhc = dh_carry->data<T>();
-    for (int64_t n = 0; n < N; ++n) {
+    const T* dhc = dh_carry->data<T>() - n0 * H;  // (indexed by the row's number in the batch)
+    for (int64_t n = n0; n < n1; ++n) {
       const T* gh_ = g + (t * N + n) * H;  // grad of h_t
       const T* dcn = dhc + n * H;
       T* di = dgi->data<T>() + (t * N + n) * GH;
@@ -157,14 +180,31 @@ RnnLayerGrads backward(const Tensor& grad, const Tensor& h0, const Tensor& c0, c
     }
     if (k == 0 && !need[1]) break;
     // dh_prev = dgh_t W (+ dh z for GRU)
-    dh_carry = matmul_kernel(matrix_view(dgh, t * N * GH, N, GH, GH), w);
+    dh_carry = matmul_kernel(matrix_view(dgh, (t * N + n0) * GH, n1 - n0, GH, GH), w);
     if (mode == 3) {
       T* d = dh_carry->data<T>();
-      for (int64_t i = 0; i < N * H; ++i) d[i] += direct[i];
+      for (int64_t i = 0; i < (n1 - n0) * H; ++i) d[i] += direct[n0 * H + i];
     }
   }
+  if (need[1]) std::copy(dh_carry->data<T>(), dh_carry->data<T>() + (n1 - n0) * H, dh0->data<T>() + n0 * H);
+}
+
+template <typename T>
+RnnLayerGrads backward(const Tensor& grad, const Tensor& h0, const Tensor& c0, const Tensor& w, bool has_bias,
+                       const Tensor& out, const Tensor& ws, int64_t mode, bool reverse, const bool need[5]) {
+  const int64_t L = out->shape[1], N = out->shape[2], H = out->shape[3], GH = w->shape[0];
+  const DType dt = out->dtype;
+  RnnLayerGrads r;
+  Tensor dgi = empty({L, N, GH}, dt);
+  Tensor dgh = mode == 3 ? empty({L, N, GH}, dt) : dgi;  // GRU: the hidden side differs in the n gate
+  Tensor dc_carry = mode == 2 ? zeros({N, H}, dt) : nullptr;
+  Tensor dh0 = need[1] ? empty({N, H}, dt) : nullptr;
+  for_row_blocks(N, N * H * GH, [&](int64_t n0, int64_t n1) {
+    backward_rows<T>(grad, h0, c0, w, out, ws, mode, reverse, need, dgi, dgh, dc_carry, dh0, n0, n1);
+  });
+  auto time = [&](int64_t k) { return reverse ? L - 1 - k : k; };
   if (need[0]) r.dgi = dgi;
-  if (need[1]) r.dh0 = dh_carry;
+  if (need[1]) r.dh0 = dh0;
   if (need[2] && mode == 2) r.dc0 = dc_carry;
   if (need[3]) {
     // dW = sum over steps of dgh_t^T h_prev: the steps after the first as one product over (L-1) N rows, whose
@@ -183,13 +223,20 @@ RnnLayerGrads backward(const Tensor& grad, const Tensor& h0, const Tensor& c0, c
 
 void rnn_layer_forward_kernel(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor& w, const Tensor& b,
                               int64_t mode, bool reverse, const Tensor& out, const Tensor& ws) {
-  DG_DISPATCH_FLOAT(gi->dtype, T, forward<T>(gi, h0, c0, w, b, mode, reverse, out, ws));
+  BlasOneThread one_blas_thread;  // once for all the steps' products
+  GilRelease no_gil(true);
+  const int64_t N = gi->shape[1];
+  DG_DISPATCH_FLOAT(gi->dtype, T, for_row_blocks(N, N * h0->shape[1] * gi->shape[2], [&](int64_t n0, int64_t n1) {
+    forward<T>(gi, h0, c0, w, b, mode, reverse, out, ws, n0, n1);
+  }));
 }
 
 RnnLayerGrads rnn_layer_backward_kernel(const Tensor& grad, const Tensor& h0, const Tensor& c0, const Tensor& w,
                                         bool has_bias, const Tensor& out, const Tensor& ws, int64_t mode,
                                         bool reverse, const bool need[5]) {
   RnnLayerGrads r;
+  BlasOneThread one_blas_thread;  // once for all the steps' products
+  GilRelease no_gil(true);
   DG_DISPATCH_FLOAT(out->dtype, T, r = backward<T>(grad, h0, c0, w, has_bias, out, ws, mode, reverse, need));
   return r;
 }
