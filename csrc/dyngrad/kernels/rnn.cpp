@@ -32,9 +32,11 @@ std::vector<T> bias_or_zeros(const Tensor& b, int64_t n) {
 }
 
 // Note [RNN rows in parallel]: each batch row's recurrence depends on that row alone (row n of h_t W^T needs row n
-// of h_t only), so the rows are cut into blocks of kRowBlock, fixed by the shape, and each block runs the whole
-// sequence on one thread: one parallel region per layer, not two per step. The blocks' products are the same
-// whatever the thread count, so the bits are too.
+// of h_t only), so a batch of N >= 32 rows is cut into ceil(N / kRowBlock) blocks, fixed by the shape, and each
+// block runs the whole sequence on one thread: one parallel region per layer, not two per step. The blocks are the
+// same whatever the thread count, so the bits are too (a product's bits depend on its row count, so blocks chosen
+// by the thread count would not be). On one thread the smaller products cost ~5% of an LSTM training step
+// (2026-12-01); on two the step is ~20% faster.
 constexpr int64_t kRowBlock = 16;
 template <typename F>
 void for_row_blocks(int64_t N, int64_t work, const F& f) {
