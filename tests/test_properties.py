@@ -704,7 +704,7 @@ def test_table_covers_the_primitives(cpp):
     display = {name: "".join(part.capitalize() for part in name.split("_")) + "Backward"
                for name in cpp._C.op_names()}
     display.update(to_dtype="ToCopyBackward", unfold="Im2ColBackward", fold="Col2ImBackward",
-                   pow_scalar="PowBackward")
+                   pow_scalar="PowBackward", layer_norm="NativeLayerNormBackward")
     # adjoints appear only in backward graphs (create_graph); unfold/fold belong to conv2d, out of this table
     elsewhere = {"slice_scatter", "index_add", "scatter_add", "put_add", "unfold", "fold", "to_dtype"}
     missing = sorted(op for op, name in display.items() if name not in seen and op not in elsewhere)

@@ -10,6 +10,12 @@
 
 namespace dyngrad {
 
+int64_t kParallelGrain = 32768;  // (kernels.h)
+// exp, tanh, sigmoid, GELU, erf cost several adds per element, so their split pays from a quarter of the size.
+// bench/parallel_grain.py, 2026-12-01, 2 cores, two runs: add and mul from 16-32k elements, sum over rows from 32k,
+// exp from 4-16k, tanh and GELU from 2-8k.
+static int64_t costly_grain() { return std::max<int64_t>(1, kParallelGrain / 4); }
+
 // ---- the strided loop: coalesce dims, broadcast inputs to the output shape ----
 StridedLoop::StridedLoop(const std::vector<const TensorImpl*>& operands) {
   nops = (int)operands.size();
@@ -98,13 +104,13 @@ inline int64_t k_int_pow(int64_t x, int64_t y) {
 }
 
 template <typename T, typename R, typename F>
-static void unary_loop(const Tensor& out, const Tensor& a, F f) {
+static void unary_loop(const Tensor& out, const Tensor& a, F f, int64_t grain = kParallelGrain) {
   if (a->is_contiguous()) {
     const T* x = a->data<T>();
     R* y = out->data<R>();
     parallel_for(out->numel, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) y[i] = f(x[i]);
-    });
+    }, grain);
     return;
   }
   StridedLoop loop({out.get(), a.get()});
@@ -117,20 +123,20 @@ template <typename T>
 static void unary_float(UnaryKind k, const Tensor& out, const Tensor& a, T p0, T p1) {
   switch (k) {
     case UnaryKind::Neg: unary_loop<T, T>(out, a, [](T x) { return -x; }); break;
-    case UnaryKind::Exp: unary_loop<T, T>(out, a, [](T x) { return k_exp(x); }); break;
+    case UnaryKind::Exp: unary_loop<T, T>(out, a, [](T x) { return k_exp(x); }, costly_grain()); break;
     case UnaryKind::Log: unary_loop<T, T>(out, a, [](T x) { return std::log(x); }); break;
     case UnaryKind::Sqrt: unary_loop<T, T>(out, a, [](T x) { return std::sqrt(x); }); break;
     case UnaryKind::Rsqrt: unary_loop<T, T>(out, a, [](T x) { return T(1) / std::sqrt(x); }); break;
     case UnaryKind::Abs: unary_loop<T, T>(out, a, [](T x) { return std::abs(x); }); break;
     case UnaryKind::Sin: unary_loop<T, T>(out, a, [](T x) { return std::sin(x); }); break;
     case UnaryKind::Cos: unary_loop<T, T>(out, a, [](T x) { return std::cos(x); }); break;
-    case UnaryKind::Tanh: unary_loop<T, T>(out, a, [](T x) { return k_tanh(x); }); break;
-    case UnaryKind::Sigmoid: unary_loop<T, T>(out, a, [](T x) { return k_sigmoid(x); }); break;
+    case UnaryKind::Tanh: unary_loop<T, T>(out, a, [](T x) { return k_tanh(x); }, costly_grain()); break;
+    case UnaryKind::Sigmoid: unary_loop<T, T>(out, a, [](T x) { return k_sigmoid(x); }, costly_grain()); break;
     case UnaryKind::Relu: unary_loop<T, T>(out, a, [](T x) { return x > T(0) ? x : (x != x ? x : T(0)); }); break;
     case UnaryKind::LeakyRelu: unary_loop<T, T>(out, a, [p0](T x) { return x > T(0) ? x : x * p0; }); break;
-    case UnaryKind::Gelu: unary_loop<T, T>(out, a, [](T x) { return k_gelu(x); }); break;
+    case UnaryKind::Gelu: unary_loop<T, T>(out, a, [](T x) { return k_gelu(x); }, costly_grain()); break;
     case UnaryKind::Softplus: unary_loop<T, T>(out, a, [p0, p1](T x) { return k_softplus(x, p0, p1); }); break;
-    case UnaryKind::Erf: unary_loop<T, T>(out, a, [](T x) { return k_erf(x); }); break;
+    case UnaryKind::Erf: unary_loop<T, T>(out, a, [](T x) { return k_erf(x); }, costly_grain()); break;
     case UnaryKind::Sign:
       unary_loop<T, T>(out, a, [](T x) { return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0)); });  // NaN, -0: 0
       break;
@@ -143,7 +149,7 @@ static void unary_float(UnaryKind k, const Tensor& out, const Tensor& a, T p0, T
       break;
     case UnaryKind::TanhGradFromOut: unary_loop<T, T>(out, a, [](T y) { return T(1) - y * y; }); break;
     case UnaryKind::SigmoidGradFromOut: unary_loop<T, T>(out, a, [](T y) { return y * (T(1) - y); }); break;
-    case UnaryKind::GeluGrad: unary_loop<T, T>(out, a, [](T x) { return k_gelu_grad(x); }); break;
+    case UnaryKind::GeluGrad: unary_loop<T, T>(out, a, [](T x) { return k_gelu_grad(x); }, costly_grain()); break;
     case UnaryKind::ReluMask: unary_loop<T, T>(out, a, [](T x) { return x <= T(0) ? T(0) : T(1); }); break;
     case UnaryKind::IsNan: unary_loop<T, bool>(out, a, [](T x) { return x != x; }); break;
     case UnaryKind::IsFinite: unary_loop<T, bool>(out, a, [](T x) { return std::isfinite(x); }); break;

@@ -8,7 +8,10 @@
 
 namespace dyngrad {
 
-constexpr int64_t kParallelGrain = 65536;  // below this, waking the workers costs more than it saves
+// Below this many elements (32768; a quarter of it for exp-like ops), splitting a kernel across threads costs more
+// than it saves: bench/parallel_grain.py measures the crossover. A variable only so that the bench can move it
+// (_C._set_parallel_grain).
+extern int64_t kParallelGrain;
 
 enum class UnaryKind {
   Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sin, Cos, Tanh, Sigmoid, Relu, LeakyRelu, Gelu, Softplus, Erf, Sign,
