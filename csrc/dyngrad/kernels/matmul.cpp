@@ -141,12 +141,13 @@ void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs,
     if (!tiny && fits && have_blas) {
       // Note [Deterministic matmul]: OpenBLAS's results change with its thread count (its kernels split the work
       // differently), so BLAS runs on one thread (matmul_kernel holds a BlasOneThread, Note [One BLAS]), and
-      // large products are split into row panels whose number depends only on the shape; each panel is one BLAS
-      // call, on whichever of our threads is free.
+      // large products are split into row panels whose number depends only on the shape (and the machine's core
+      // count); each panel is one BLAS call, on whichever of our threads is free.
       // A short, wide product (an RNN step's 32 x 128 @ 128 x 512) has too few rows for row panels: it is split
       // into column panels instead, from a smaller size, since its steps run one after another.
       if (n < 128 && m >= 128 && n * m * k >= kBlasColumnWork) {
-        const int64_t panels = std::min<int64_t>(8, m / 64), cols = (m + panels - 1) / panels;
+        const int64_t panels = std::min<int64_t>(std::min(8, std::max(2, machine_cores())), m / 64);
+        const int64_t cols = (m + panels - 1) / panels;
         run_parallel((int)panels, [&](int p) {
           const int64_t c0 = p * cols, c1 = std::min(m, c0 + cols);
           if (c1 <= c0) return;
@@ -155,7 +156,11 @@ void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs,
         });
         return;
       }
-      const int64_t panels = n * m * k >= kBlasThreadWork ? std::min<int64_t>(8, (n + 63) / 64) : 1;
+      // At most one panel per core of the machine (not per thread: the bits must not change with
+      // set_num_threads), and at most 8: each panel's BLAS call packs all of b again, which cost a large product
+      // 3-19% on one thread with 8 panels, 0.5-7% with 2 (2 cores, 2026-12-01).
+      const int64_t max_panels = std::min(8, std::max(2, machine_cores()));
+      const int64_t panels = n * m * k >= kBlasThreadWork ? std::min<int64_t>(max_panels, (n + 63) / 64) : 1;
       const int64_t rows = (n + panels - 1) / panels;
       run_parallel((int)panels, [&](int p) {
         const int64_t r0 = p * rows, r1 = std::min(n, r0 + rows);

@@ -193,6 +193,15 @@ std::shared_ptr<Pool> pool() {
 
 }  // namespace
 
+int machine_cores() {
+  static const int cores = [] {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+    return std::max(1, (int)std::thread::hardware_concurrency());
+  }();
+  return cores;
+}
+
 int num_threads() {
   if (g_threads == 0) g_threads = default_threads();
   return g_threads;

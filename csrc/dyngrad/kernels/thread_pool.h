@@ -15,6 +15,9 @@ namespace dyngrad {
 // (another Python thread is using it, or this is a worker), everything runs on the calling thread instead.
 void run_parallel(int ntasks, const std::function<void(int)>& task);
 int num_threads();
+// The cores this process may run on (its CPU affinity at first call), whatever num_threads() is set to: for work
+// splits that must not depend on the thread count (Note [Deterministic matmul]).
+int machine_cores();
 // 1 turns parallel kernels off; RuntimeError for n < 1 (as torch); more than 1024 are capped. When the system refuses
 // to start some of the threads (a process or memory limit), the pool runs with those it got and num_threads() says
 // how many that is (a failed start used to abort the process).
