@@ -145,6 +145,24 @@ def test_weight_gradient_in_the_weights_layout(dg, input_needs_grad):
         np.testing.assert_allclose(x.grad.numpy(), g @ w.detach().numpy(), rtol=1e-12)
 
 
+def test_batched_input_times_matrix_is_one_product(dg):
+    # Note [Folded batch]: (b, n, k) @ (k, m) is recorded as one (b*n, k) @ (k, m) product between two reshapes,
+    # as torch computes it; values and gradients as the per-batch products
+    rng = np.random.default_rng(1)
+    x = leaf(dg, rng.normal(size=(2, 3, 4, 5)))
+    w = leaf(dg, rng.normal(size=(5, 6)))
+    y = x @ w
+    assert tuple(y.shape) == (2, 3, 4, 6)
+    product = y.grad_fn.next_functions[0][0]
+    assert product.name() == "MatmulBackward"
+    g = rng.normal(size=(2, 3, 4, 6))
+    y.backward(dg.tensor(g))
+    xv, wv = x.detach().numpy(), w.detach().numpy()
+    np.testing.assert_allclose(y.detach().numpy(), xv @ wv, rtol=1e-12)
+    np.testing.assert_allclose(w.grad.numpy(), np.einsum("abik,abim->km", xv, g), rtol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), g @ wv.T, rtol=1e-12)
+
+
 def test_deep_chain_backward_and_free(dg):
     x = leaf(dg, [1.5])
     y = deep_chain(dg, x, DEPTH[dg.__name__])

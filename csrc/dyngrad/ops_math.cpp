@@ -458,6 +458,15 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const DType dt = a->dtype;  // = b->dtype: no promotion, no conversion
   if (is_half(dt) || is_narrow_int(dt))  // Note [Half types], Note [Narrow integers]: computed wide, converted back
     return to_dtype(matmul(to_dtype(a, widen(dt)), to_dtype(b, widen(dt))), dt);
+  if (a->ndim() > 2 && b->ndim() == 2) {
+    // Note [Folded batch]: (..., n, k) @ (k, m) is one (... * n, k) @ (k, m) product, as torch computes it: one
+    // BLAS call instead of one per batch, and in backward the weight's gradient is one product too, where per
+    // batch it was a product per batch and then a sum over the batch (a transformer block's x @ W).
+    Shape rows_shape(a->shape.begin(), a->shape.end() - 1);
+    Tensor out = matmul(reshape(a, {shape_numel(rows_shape), ka}), b);
+    rows_shape.push_back(b->shape[1]);
+    return reshape(out, rows_shape);
+  }
   Tensor out = matmul_kernel(a, b);
   if (any_requires_grad({&a, &b})) {
     auto& node = record<OpKind::matmul>(out, {&a, &b});

@@ -4,6 +4,8 @@ node. Mirrors csrc/dyngrad/ops_math.cpp, function for function.
 Every function here takes tensors (the shared layer turns Python numbers into 0-d tensors first). What each node saves
 is chosen here, next to the forward; the formulas using it are in derivatives.py.
 """
+import math
+
 import numpy as np
 
 from . import dtypes as _dt
@@ -490,6 +492,9 @@ def matmul(a, b):
     if dtype.itemsize < 4 or dtype is _dt.int32:    # half types and narrow integers: computed wide (as C++)
         wide = _dt.float32 if dtype.is_floating_point else _dt.int64
         return to_dtype(matmul(to_dtype(a, wide), to_dtype(b, wide)), dtype)
+    if a.ndim > 2 and b.ndim == 2:   # Note [Folded batch] (csrc/dyngrad/ops_math.cpp): one 2-D product
+        rows = tuple(a.shape[:-1])
+        return reshape(matmul(reshape(a, (math.prod(rows), ka)), b), rows + (b.shape[1],))
     out = make_tensor(kernels.matmul(a._data, b._data))
     if any_requires_grad(a, b):
         node = record("matmul", out, (a, b))
