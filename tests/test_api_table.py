@@ -26,6 +26,8 @@ CPP_ONLY = {
     "_cached_buffer_bytes": "the C++ buffer cache", "_empty_cache": "the C++ buffer cache",
     "_live_node_count": "C++ leak counters", "_live_storage_count": "C++ leak counters",
     "_collect_cycles": "Note [Cycles through C++]", "_cycle_suspects_noted": "Note [Cycles through C++]",
+    "_set_parallel_grain": "the C++ kernels' thread threshold, for bench/parallel_grain.py",
+    "_parallel_grain": "the C++ kernels' thread threshold",
 }
 
 
