@@ -7,6 +7,7 @@ reproducible under dg.manual_seed; the arithmetic of the accept/reject tests run
 import numpy as np
 
 from .. import from_numpy, no_grad, rand, randn, finfo
+from .._api.special_more import gammainc_kernel
 from .._api.special_numpy import digamma as _np_digamma, lgamma as _np_lgamma
 from ..autograd import Function
 
@@ -113,50 +114,6 @@ def _standard_gamma_grad_numpy(alpha, x):
     return grad.reshape(shape)
 
 
-def _gammainc_numpy(a, x):
-    """The regularised lower incomplete gamma function P(a, x) (flat float64 arrays, a > 0): its power series
-    where x < a + 1, else 1 - Q with Q by the continued fraction (modified Lentz), both to double precision."""
-    out = np.zeros_like(x)
-    prefactor = np.exp(np.where(x > 0, a * np.log(np.where(x > 0, x, 1.0)) - x - _np_lgamma(a), -np.inf))
-    series = (x > 0) & (x < a + 1)
-    if series.any():
-        aa, xx = a[series], x[series]
-        term = 1.0 / aa
-        total = term.copy()
-        n = aa.copy()
-        for _ in range(100000):
-            n += 1.0
-            term *= xx / n
-            total += term
-            if np.all(np.abs(term) < np.abs(total) * 1e-17):
-                break
-        out[series] = total * prefactor[series]
-    fraction = x >= a + 1
-    if fraction.any():
-        aa, xx = a[fraction], x[fraction]
-        tiny = 1e-300
-        b = xx + 1.0 - aa
-        c = np.full_like(xx, 1.0 / tiny)
-        d = 1.0 / b
-        h = d.copy()
-        for i in range(1, 100000):
-            an = -i * (i - aa)
-            b = b + 2.0
-            d = an * d + b
-            d = np.where(np.abs(d) < tiny, tiny, d)
-            c = b + an / c
-            c = np.where(np.abs(c) < tiny, tiny, c)
-            d = 1.0 / d
-            delta = d * c
-            h *= delta
-            if np.all(np.abs(delta - 1.0) < 1e-16):
-                break
-        with np.errstate(invalid="ignore"):
-            out[fraction] = 1.0 - prefactor[fraction] * h
-    out[np.isposinf(x)] = 1.0
-    return out
-
-
 class _GammaInc(Function):
     """P(a, x) with its gradients: dP/dx is the Gamma(a) density, dP/da the series of Note [Implicit Gamma
     gradient]."""
@@ -167,7 +124,7 @@ class _GammaInc(Function):
         an, xn = (np.broadcast_to(_host(t), shape).reshape(-1).copy() for t in (a, x))
         ctx.save_for_backward(a, x)
         like = a if a.dtype.is_floating_point else x
-        return _to_tensor(_gammainc_numpy(an, np.maximum(xn, 0.0)).reshape(shape), like)
+        return _to_tensor(gammainc_kernel(an, np.maximum(xn, 0.0)).reshape(shape), like)
 
     @staticmethod
     def backward(ctx, grad):
