@@ -83,6 +83,11 @@ inline T k_gelu_grad(T x) {
 template <>
 inline float k_gelu_grad<float>(float x) { return fast_gelu_gradf(x); }
 
+// the derivative helpers' f, for unary_kernel's and unary_grad_kernel's loops alike
+template <typename T> inline T k_tanh_grad_from_out(T y) { return T(1) - y * y; }
+template <typename T> inline T k_sigmoid_grad_from_out(T y) { return y * (T(1) - y); }
+template <typename T> inline T k_relu_mask(T x) { return x <= T(0) ? T(0) : T(1); }
+
 // ---- unary ----
 // int64 arithmetic wraps on overflow, as torch's does; done in uint64 because signed overflow is undefined.
 template <typename T> inline T k_add(T x, T y) { return (T)(x + y); }
@@ -147,10 +152,10 @@ static void unary_float(UnaryKind k, const Tensor& out, const Tensor& a, T p0, T
       else if (p0 == T(-1)) unary_loop<T, T>(out, a, [](T x) { return T(1) / x; });
       else unary_loop<T, T>(out, a, [p0](T x) { return std::pow(x, p0); });
       break;
-    case UnaryKind::TanhGradFromOut: unary_loop<T, T>(out, a, [](T y) { return T(1) - y * y; }); break;
-    case UnaryKind::SigmoidGradFromOut: unary_loop<T, T>(out, a, [](T y) { return y * (T(1) - y); }); break;
+    case UnaryKind::TanhGradFromOut: unary_loop<T, T>(out, a, [](T v) { return k_tanh_grad_from_out(v); }); break;
+    case UnaryKind::SigmoidGradFromOut: unary_loop<T, T>(out, a, [](T v) { return k_sigmoid_grad_from_out(v); }); break;
     case UnaryKind::GeluGrad: unary_loop<T, T>(out, a, [](T x) { return k_gelu_grad(x); }, costly_grain()); break;
-    case UnaryKind::ReluMask: unary_loop<T, T>(out, a, [](T x) { return x <= T(0) ? T(0) : T(1); }); break;
+    case UnaryKind::ReluMask: unary_loop<T, T>(out, a, [](T v) { return k_relu_mask(v); }); break;
     case UnaryKind::IsNan: unary_loop<T, bool>(out, a, [](T x) { return x != x; }); break;
     case UnaryKind::IsFinite: unary_loop<T, bool>(out, a, [](T x) { return std::isfinite(x); }); break;
     case UnaryKind::Not: unary_loop<T, bool>(out, a, [](T x) { return x == T(0); }); break;
@@ -206,10 +211,10 @@ static void unary_grad_float(UnaryKind k, const Tensor& out, const Tensor& g, co
     });
   };
   switch (k) {
-    case UnaryKind::TanhGradFromOut: loop([](T v) { return T(1) - v * v; }); break;
-    case UnaryKind::SigmoidGradFromOut: loop([](T v) { return v * (T(1) - v); }); break;
+    case UnaryKind::TanhGradFromOut: loop([](T v) { return k_tanh_grad_from_out(v); }); break;
+    case UnaryKind::SigmoidGradFromOut: loop([](T v) { return k_sigmoid_grad_from_out(v); }); break;
     case UnaryKind::GeluGrad: loop([](T v) { return k_gelu_grad(v); }); break;
-    case UnaryKind::ReluMask: loop([](T v) { return v <= T(0) ? T(0) : T(1); }); break;
+    case UnaryKind::ReluMask: loop([](T v) { return k_relu_mask(v); }); break;
     default: throw std::logic_error("unary_grad_kernel: not a derivative kind");
   }
 }

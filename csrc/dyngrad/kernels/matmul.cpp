@@ -2,7 +2,6 @@
 // the one scipy-openblas32 ships): python/dyngrad/_cpp_blas.py finds the library and hands its sgemm/dgemm over
 // as function pointers, so the build needs no BLAS at all.
 #include <cstring>
-#include <exception>
 #include <mutex>
 #include <vector>
 
@@ -143,30 +142,25 @@ void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs,
       // differently), so BLAS runs on one thread (matmul_kernel holds a BlasOneThread, Note [One BLAS]), and
       // large products are split into row panels whose number depends only on the shape (and the machine's core
       // count); each panel is one BLAS call, on whichever of our threads is free.
-      // A short, wide product (an RNN step's 32 x 128 @ 128 x 512) has too few rows for row panels: it is split
-      // into column panels instead, from a smaller size, since its steps run one after another.
-      if (n < 128 && m >= 128 && n * m * k >= kBlasColumnWork) {
-        const int64_t panels = std::min<int64_t>(std::min(8, std::max(2, machine_cores())), m / 64);
-        const int64_t cols = (m + panels - 1) / panels;
-        run_parallel((int)panels, [&](int p) {
-          const int64_t c0 = p * cols, c1 = std::min(m, c0 + cols);
-          if (c1 <= c0) return;
-          const T* bp = b + c0 * (vb.trans ? vb.ld : 1);  // column c0 of b, stored row- or column-major
-          blas_gemm<T>(va.trans, vb.trans, n, c1 - c0, k, a, va.ld, bp, vb.ld, c + c0, m);
-        });
-        return;
-      }
       // At most one panel per core of the machine (not per thread: the bits must not change with
-      // set_num_threads), and at most 8: each panel's BLAS call packs all of b again, which cost a large product
-      // 3-19% on one thread with 8 panels, 0.5-7% with 2 (2 cores, 2026-12-01).
+      // set_num_threads), and at most 8: each panel's BLAS call packs the other operand again, which cost a large
+      // product 3-19% on one thread with 8 panels, 0.5-7% with 2 (2 cores, 2026-12-01). A short, wide product (an
+      // RNN step's 32 x 128 @ 128 x 512) has too few rows for row panels: it is split into column panels instead,
+      // from a smaller size, since its steps run one after another.
       const int64_t max_panels = std::min(8, std::max(2, machine_cores()));
-      const int64_t panels = n * m * k >= kBlasThreadWork ? std::min<int64_t>(max_panels, (n + 63) / 64) : 1;
-      const int64_t rows = (n + panels - 1) / panels;
+      const bool by_columns = n < 128 && m >= 128 && n * m * k >= kBlasColumnWork;
+      const int64_t extent = by_columns ? m : n;
+      const int64_t panels = by_columns ? std::min<int64_t>(max_panels, m / 64)
+                             : n * m * k >= kBlasThreadWork ? std::min<int64_t>(max_panels, (n + 63) / 64) : 1;
+      const int64_t width = (extent + panels - 1) / panels;
       run_parallel((int)panels, [&](int p) {
-        const int64_t r0 = p * rows, r1 = std::min(n, r0 + rows);
-        if (r1 <= r0) return;
-        const T* ap = a + r0 * (va.trans ? 1 : va.ld);  // row r0 of a, stored row- or column-major
-        blas_gemm<T>(va.trans, vb.trans, r1 - r0, m, k, ap, va.ld, b, vb.ld, c + r0 * m, m);
+        const int64_t lo = p * width, hi = std::min(extent, lo + width);
+        if (hi <= lo) return;
+        if (by_columns)  // columns lo..hi of b (stored row- or column-major) and of c
+          blas_gemm<T>(va.trans, vb.trans, n, hi - lo, k, a, va.ld, b + lo * (vb.trans ? vb.ld : 1), vb.ld, c + lo, m);
+        else  // rows lo..hi of a (stored row- or column-major) and of c
+          blas_gemm<T>(va.trans, vb.trans, hi - lo, m, k, a + lo * (va.trans ? 1 : va.ld), va.ld, b, vb.ld, c + lo * m,
+                       m);
       });
       return;
     }
@@ -256,16 +250,9 @@ Tensor matmul_kernel(const Tensor& a_in, const Tensor& b_in) {
   if (nbatch > 1 && threads > 1 && n * m * k * nbatch >= kBlasThreadWork && a->dtype != DType::Bool) {
     const int tasks = (int)std::min<int64_t>(nbatch, threads);
     const int64_t per = (nbatch + tasks - 1) / tasks;
-    std::vector<std::exception_ptr> errors(tasks);
     run_parallel(tasks, [&](int t) {
-      try {
-        for (int64_t i = t * per; i < std::min(nbatch, (t + 1) * per); ++i) one_batch(i);
-      } catch (...) {
-        errors[t] = std::current_exception();
-      }
+      for (int64_t i = t * per; i < std::min(nbatch, (t + 1) * per); ++i) one_batch(i);
     });
-    for (auto& e : errors)
-      if (e) std::rethrow_exception(e);
   } else {
     for (int64_t i = 0; i < nbatch; ++i) one_batch(i);
   }

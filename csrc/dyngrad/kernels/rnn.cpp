@@ -1,6 +1,5 @@
 // rnn.cpp: the loops of rnn_layer (Note [Whole-sequence RNN layer] in ops_nn.cpp): the forward recurrence, and the
 // backward recurrence with each cell's derivative fused into one pass. No autograd here.
-#include <exception>
 #include <vector>
 
 #include "fast_math.h"
@@ -42,16 +41,7 @@ template <typename F>
 void for_row_blocks(int64_t N, int64_t work, const F& f) {
   const int64_t blocks = N >= 2 * kRowBlock && work >= (int64_t(1) << 20) ? (N + kRowBlock - 1) / kRowBlock : 1;
   const int64_t rows = (N + blocks - 1) / blocks;
-  std::vector<std::exception_ptr> errors(blocks);
-  run_parallel((int)blocks, [&](int i) {
-    try {
-      f(i * rows, std::min(N, (i + 1) * rows));
-    } catch (...) {
-      errors[i] = std::current_exception();
-    }
-  });
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  run_parallel((int)blocks, [&](int i) { f(i * rows, std::min(N, (i + 1) * rows)); });
 }
 
 template <typename T>

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <exception>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -229,9 +230,22 @@ void run_parallel(int ntasks, const std::function<void(int)>& task) {
     for (int i = 0; i < ntasks; ++i) task(i);
     return;
   }
+  // a task that throws must not end a worker thread (std::terminate): the first exception is kept and rethrown
+  // here, on the caller, once every task has finished
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  const std::function<void(int)> guarded = [&](int i) {
+    try {
+      task(i);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+  };
   tl_in_parallel = true;
-  p->run(ntasks, task);
+  p->run(ntasks, guarded);
   tl_in_parallel = false;
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace dyngrad

@@ -12,7 +12,8 @@
 namespace dyngrad {
 
 // Runs task(i) for i in [0, ntasks) on up to num_threads() threads, the caller running task 0. If the pool is busy
-// (another Python thread is using it, or this is a worker), everything runs on the calling thread instead.
+// (another Python thread is using it, or this is a worker), everything runs on the calling thread instead. A task's
+// exception reaches the caller (the first one, after the other tasks have finished).
 void run_parallel(int ntasks, const std::function<void(int)>& task);
 int num_threads();
 // The cores this process may run on (its CPU affinity at first call), whatever num_threads() is set to: for work
