@@ -19,6 +19,7 @@ array (used as is; differentiated if it is floating point).
 """
 import math
 import os
+import warnings
 import zlib
 
 import numpy as np
@@ -111,6 +112,22 @@ class Const:
 
     def __repr__(self):
         return f"Const({self.spec!r})"
+
+
+def quiet(fn):
+    """fn with torch's (and dyngrad's matching) UserWarnings silenced: the deprecation notices of old spellings
+    (qr, cholesky, chain_matmul, cross, lu, triangular_solve), which the tests call on purpose."""
+    def call(*args):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            return fn(*args)
+    return call
+
+
+def builtin_base(exc_type):
+    """The first built-in class of an exception type (torch's _LinAlgError -> RuntimeError): what dyngrad's error
+    must be an instance of."""
+    return next(t for t in exc_type.__mro__ if t.__module__ == "builtins")
 
 
 def as_spec(spec, low=None, high=None, away_from=()):

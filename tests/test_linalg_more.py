@@ -8,6 +8,8 @@ import warnings
 import numpy as np
 import pytest
 
+from helpers import builtin_base, quiet
+
 torch = pytest.importorskip("torch")
 
 
@@ -60,14 +62,6 @@ def as_real(t):
         assert torch.all(t.imag == 0)
         return t.real
     return t
-
-
-def quiet(fn):
-    def call(*args):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            return fn(*args)
-    return call
 
 
 # (id, fn(m, *tensors) -> tensor or tuple, input arrays, differentiable input positions)
@@ -290,10 +284,6 @@ def test_eig_with_complex_eigenvalues_raises(dg):
     np.testing.assert_allclose(np.sort(w.numpy()), [1.5, 3.0, 4.5], rtol=1e-5)
 
 
-def _builtin_base(exc_type):
-    return next(t for t in exc_type.__mro__ if t.__module__ == "builtins")
-
-
 ERRORS = [
     ("lu_factor_singular", lambda m: m.linalg.lu_factor(m.tensor(SINGULAR))),
     ("lu_factor_ex_check", lambda m: m.linalg.lu_factor_ex(m.tensor(SINGULAR), check_errors=True)),
@@ -331,7 +321,7 @@ def test_errors_have_torchs_types(dg, name, call):
         call(torch)
     with pytest.raises(Exception) as mine:
         call(dg)
-    assert isinstance(mine.value, _builtin_base(type(theirs.value))), (type(mine.value), type(theirs.value))
+    assert isinstance(mine.value, builtin_base(type(theirs.value))), (type(mine.value), type(theirs.value))
     assert str(mine.value)
 
 

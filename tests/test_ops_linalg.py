@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 import pytest
 
-from helpers import Const, Float, Ints, check_exact, check_gradgrad, check_op, check_torch, draw_inputs, \
+from helpers import Const, Float, Ints, check_exact, check_gradgrad, check_op, check_torch, draw_inputs, quiet, \
     differentiable, as_spec, seed_of
 
 
@@ -46,15 +46,6 @@ class WellConditioned:
 
 
 WC = WellConditioned
-
-
-def quiet(fn):
-    """fn with the deprecation warnings of torch's old spellings (qr, cholesky, chain_matmul, cross) silenced."""
-    def call(*args):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            return fn(*args)
-    return call
 
 
 # ---- building well-conditioned inputs inside fn (the same lambdas run on torch) ----
