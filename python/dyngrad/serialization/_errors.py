@@ -1,0 +1,12 @@
+"""The one error type of a file the loaders refuse as malformed (Note [Loading untrusted files] in __init__.py)."""
+import pickle
+
+
+class InvalidCheckpointError(RuntimeError, pickle.UnpicklingError):
+    """The file is not a valid checkpoint: truncated, corrupt, not a format dyngrad reads, a size claim the file
+    cannot back, an unsupported dtype, a malformed pickle or header... The message names the problem. It is a
+    RuntimeError and a pickle.UnpicklingError, the types torch.load raises for a file it refuses."""
+
+
+def bad(message, op="load"):
+    return InvalidCheckpointError(f"{op}: {message}")
