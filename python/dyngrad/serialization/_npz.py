@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import from_numpy, no_grad
 from ._errors import bad
+from ._zip import READ_ERRORS
 
 META = "__dyngrad__"
 VERSION = 1
@@ -98,7 +99,7 @@ def read_array(archive, key, mapped):
     try:
         with archive.open(name) as fp:
             shape, fortran, dtype, header_bytes = _read_npy_header(fp, key, member.size)
-    except (OSError, EOFError, ValueError) as e:
+    except READ_ERRORS as e:
         raise bad(f"entry '{key}' could not be read ({type(e).__name__}: {e}): the file is truncated or "
                   "corrupt.") from None
     count = _count(shape, dtype, key, member.size - header_bytes)

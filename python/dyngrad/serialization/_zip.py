@@ -4,12 +4,15 @@ and a writer of stored members aligned for memory mapping."""
 import os
 import struct
 import zipfile
+import zlib
 
 import numpy as np
 
 from ._errors import bad
 
-CHUNK = 4 << 20                 # bytes read (or decompressed) at a time into a member's array
+CHUNK = 1 << 20                 # bytes read (or decompressed) at a time into a member's array
+# what zipfile raises for a corrupt member as it reads it
+READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError)
 DEFLATE_MAX_RATIO = 1032        # deflate cannot expand data more than 1032:1 (RFC 1951's longest match per bit)
 _LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")     # zip's local file header: 30 bytes, then name and extra
 
@@ -149,7 +152,7 @@ class ZipReader:
                     flat[pos:pos + len(chunk)] = np.frombuffer(chunk, dtype=np.uint8)
                     pos += len(chunk)
                 fp.read(1)      # reaches the end of the member: zipfile checks its CRC there
-        except (zipfile.BadZipFile, EOFError, OSError, ValueError, NotImplementedError) as e:
+        except READ_ERRORS as e:
             raise bad(f"{self.what}: member '{name}' could not be read ({type(e).__name__}: {e}): the file is "
                       "truncated or corrupt.") from None
         return out
