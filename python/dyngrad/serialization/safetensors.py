@@ -22,6 +22,8 @@ from ._storage import BY_NAME, BY_SAFETENSORS, MAX_DIMS
 from ._writer import _file_values
 
 MAX_HEADER = 100_000_000
+# the order of the safetensors package's Dtype enum (files list tensors by it, descending)
+_RANK = {"BOOL": 0, "U8": 1, "I8": 2, "I16": 3, "F16": 5, "BF16": 6, "I32": 7, "F32": 9, "F64": 11, "I64": 12}
 _UNSUPPORTED = {"U16": "uint16", "U32": "uint32", "U64": "uint64", "F8_E4M3": "float8_e4m3fn",
                 "F8_E5M2": "float8_e5m2", "C64": "complex64", "C128": "complex128", "F8_E8M0": "float8_e8m0fnu",
                 "F4": "float4_e2m1fn_x2", "F6_E2M3": "float6", "F6_E3M2": "float6"}
@@ -50,8 +52,8 @@ def _header_bytes(tensors, metadata, op):
                 raise RuntimeError(f"{op}: tensors {a!r} and {b!r} share memory; safetensors stores each tensor "
                                    "on its own, so loading would give two unrelated tensors. Save one of them, or "
                                    "clone() the other (as the safetensors package asks).")
-    # as the safetensors package: the largest elements first (aligned), then by name
-    order = sorted(tensors, key=lambda k: (-BY_NAME[tensors[k].dtype.name].itemsize, k))
+    # as the safetensors package: by its dtype order, largest first (so data stays aligned), then by name
+    order = sorted(tensors, key=lambda k: (-_RANK[BY_NAME[tensors[k].dtype.name].safetensors], k))
     header, offset = {}, 0
     if metadata:
         header["__metadata__"] = dict(metadata)
