@@ -10,3 +10,13 @@ class InvalidCheckpointError(RuntimeError, pickle.UnpicklingError):
 
 def bad(message, op="load"):
     return InvalidCheckpointError(f"{op}: {message}")
+
+
+def describe(obj):
+    """A short, safe description of a value read from a file, for a message (the repr of a file's nested or huge
+    value could itself fail or recurse without bound)."""
+    if obj is None or isinstance(obj, (bool, float)) or isinstance(obj, int) and abs(obj) < 10 ** 30:
+        return repr(obj)
+    if isinstance(obj, (str, bytes)):
+        return repr(obj[:60]) + ("..." if len(obj) > 60 else "")
+    return f"a {type(obj).__name__}"

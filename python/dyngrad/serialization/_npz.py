@@ -15,7 +15,7 @@ import struct
 import numpy as np
 
 from .. import from_numpy, no_grad
-from ._errors import bad
+from ._errors import bad, describe
 from ._zip import READ_ERRORS
 
 META = "__dyngrad__"
@@ -136,12 +136,12 @@ def read_npz(archive, restore, mapped):
         raise bad("the metadata is not a dyngrad header ({\"format\": \"dyngrad\", \"version\": 1, "
                   "\"root\": ...}).")
     if meta.get("version") != VERSION:
-        raise bad(f"unsupported file format version {meta.get('version')!r} (this dyngrad reads version "
+        raise bad(f"unsupported file format version {describe(meta.get('version'))} (this dyngrad reads version "
                   f"{VERSION}).")
 
     def field(node, name, types, where):
         if name not in node:
-            raise bad(f"malformed metadata at {where}: a {node.get('t')!r} node has no {name!r}.")
+            raise bad(f"malformed metadata at {where}: a {describe(node.get('t'))} node has no {name!r}.")
         value = node[name]
         if not isinstance(value, types):
             raise bad(f"malformed metadata at {where}: {name!r} is a {type(value).__name__}.")
@@ -188,6 +188,6 @@ def read_npz(archive, restore, mapped):
             if v is not None and not isinstance(v, (bool, int, float, str)):
                 raise bad(f"malformed metadata at {where}: a value must be a number, string, bool or null.")
             return v
-        raise bad(f"malformed metadata at {where}: unknown node type {kind!r}.")
+        raise bad(f"malformed metadata at {where}: unknown node type {describe(kind)}.")
 
     return decode(meta["root"], "<root>", 0)

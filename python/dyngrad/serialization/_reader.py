@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import Tensor, Size, device, from_numpy, no_grad, empty, bfloat16, tensor
 from . import _unpickler
-from ._errors import bad
+from ._errors import bad, describe
 from ._storage import (BY_NAME, BY_STORAGE, MISSING_DTYPES, MISSING_STORAGES, MAX_DIMS, MAX_NUMEL, apply_plan,
                        view_plan)
 
@@ -139,13 +139,13 @@ class TorchReader:
     # ----- storages
     def persistent_load(self, pid):
         if not isinstance(pid, tuple) or len(pid) != 5:
-            raise bad(f"a persistent id of the pickle is {type(pid).__name__} {pid!r:.60}, not a storage's "
+            raise bad(f"a persistent id of the pickle is {describe(pid)}, not a storage's "
                       "('storage', type, key, location, numel).")
         kind, storage_type, key, location, numel = pid
         kind, key, location = (v.decode("ascii") if isinstance(v, bytes) else v for v in (kind, key, location))
         if kind != "storage" or not isinstance(storage_type, StorageType) or not isinstance(key, str) \
                 or not isinstance(location, str):
-            raise bad(f"a persistent id of the pickle is {pid!r:.80}, not a storage's.")
+            raise bad(f"a persistent id of the pickle is ({', '.join(map(describe, pid))}), not a storage's.")
         numel = _int(numel, "storage size")
         if numel < 0:
             raise bad(f"storage '{key}' claims {numel} elements.")
@@ -229,7 +229,7 @@ class TorchReader:
                           metadata=None):
         t = self._tensor(storage, storage_offset, size, stride)
         if metadata:
-            raise bad(f"a tensor carries the flags {metadata!r:.60} (torch's conjugate or negative bits), which "
+            raise bad(f"a tensor carries the flags {describe(metadata)} (torch's conjugate or negative bits), which "
                       "dyngrad tensors do not have.")
         if not isinstance(requires_grad, bool):
             raise bad(f"a tensor's requires_grad is a {type(requires_grad).__name__}.")
@@ -246,7 +246,7 @@ class TorchReader:
     def rebuild_parameter(self, data, requires_grad, backward_hooks):
         from ..nn import Parameter
         if not isinstance(data, Tensor) or not isinstance(requires_grad, bool):
-            raise bad(f"a Parameter is rebuilt from {type(data).__name__} and {requires_grad!r:.20}.")
+            raise bad(f"a Parameter is rebuilt from {type(data).__name__} and {describe(requires_grad)}.")
         if requires_grad and not data.dtype.is_floating_point:
             raise bad(f"a {data.dtype} Parameter is marked requires_grad; only floating-point tensors can be.")
         return Parameter(data, requires_grad)
@@ -259,7 +259,7 @@ class TorchReader:
 
     def rebuild_from_type_v2(self, func, new_type, args, state):
         if not any(func is f for f in self.rebuilders.values()):
-            raise bad(f"_rebuild_from_type_v2 calls {func!r:.60}, not one of torch's tensor rebuilders.")
+            raise bad(f"_rebuild_from_type_v2 calls {describe(func)}, not one of torch's tensor rebuilders.")
         if not isinstance(args, tuple):
             raise bad("_rebuild_from_type_v2 with arguments that are not a tuple.")
         out = func(*args)
@@ -322,7 +322,7 @@ def set_state(t, state):
 def _encode(text, encoding="utf-8"):
     """_codecs.encode as protocol-2 pickles call it for bytes: (str, 'latin1')."""
     if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
-        raise bad(f"_codecs.encode is called with ({type(text).__name__}, {encoding!r:.20}), not how a pickle "
+        raise bad(f"_codecs.encode is called with ({describe(text)}, {describe(encoding)}), not how a pickle "
                   "writes bytes.")
     return text.encode("latin-1")
 

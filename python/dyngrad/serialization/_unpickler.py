@@ -19,7 +19,7 @@ its own loop over the opcodes (RestrictedUnpickler), and:
 import pickle
 import struct
 import sys
-from ._errors import bad
+from ._errors import bad, describe
 
 _user_allowed = []      # entries: an object, or (object, "module.qualname") as add_safe_globals was given
 
@@ -269,13 +269,30 @@ class RestrictedUnpickler:
     def call(self, func, args, kwargs=None, opcode="REDUCE"):
         if not self.rules.may_call(func):
             raise pickle.UnpicklingError(f"load: weights_only=True refused the checkpoint: {opcode} calls "
-                                         f"{func!r}, which is not an allowed global.")
+                                         f"{describe(func)}, which is not an allowed global.")
         if not isinstance(args, tuple):
             raise self._malformed(f"{opcode} with arguments of type {type(args).__name__}")
-        return func(*args, **(kwargs or {}))
+        if id(func) in self.rules.allowed_ids:
+            return func(*args, **(kwargs or {}))          # the user's: its errors are its own
+        try:
+            return func(*args, **(kwargs or {}))
+        except _DATA_ERRORS as e:                       # a default callable given arguments of the wrong kind
+            raise self._malformed(f"{opcode} at byte {self.pos - 1}: {type(e).__name__}: {e}") from None
 
 
 _STOP = object()
+# what Python raises when a file's values do not fit an operation (an unhashable dict key, a wrong argument)
+_DATA_ERRORS = (TypeError, ValueError, AttributeError, OverflowError, KeyError, IndexError)
+
+
+def _data(handler):
+    """An opcode whose work may fail on the file's values (hashing keys): such a failure means a malformed file."""
+    def run(u):
+        try:
+            return handler(u)
+        except _DATA_ERRORS as e:
+            raise u._malformed(f"{type(e).__name__} at byte {u.pos - 1}: {e}") from None
+    return run
 
 
 def _op(table, code):
@@ -316,7 +333,7 @@ _OPS[P.PROTO[0]] = lambda u: u.take(1)[0] <= 5 or u._bad_proto()
 _OPS[P.FRAME[0]] = lambda u: u.take(8)
 _OPS[P.LIST[0]] = lambda u: u.stack.append(u.pop_mark())
 _OPS[P.TUPLE[0]] = lambda u: u.stack.append(tuple(u.pop_mark()))
-_OPS[P.FROZENSET[0]] = lambda u: u.stack.append(frozenset(u.pop_mark()))
+_OPS[P.FROZENSET[0]] = _data(lambda u: u.stack.append(frozenset(u.pop_mark())))
 
 
 def _bad_proto(u):
@@ -448,6 +465,7 @@ def _appends(u):
 
 
 @_op(_OPS, P.SETITEM)
+@_data
 def _setitem(u):
     value, key = u.pop(), u.pop()
     target = u.top()
@@ -456,6 +474,7 @@ def _setitem(u):
 
 
 @_op(_OPS, P.SETITEMS)
+@_data
 def _setitems(u):
     items = u.pop_mark()
     target = u.top()
@@ -467,6 +486,7 @@ def _setitems(u):
 
 
 @_op(_OPS, P.DICT)
+@_data
 def _dict(u):
     items = u.pop_mark()
     if len(items) % 2:
@@ -475,6 +495,7 @@ def _dict(u):
 
 
 @_op(_OPS, P.ADDITEMS)
+@_data
 def _additems(u):
     items = u.pop_mark()
     target = u.top()
@@ -527,7 +548,7 @@ def _newobj_ex(u):
 def _new(u, cls, args, kwargs, opcode):
     if not isinstance(cls, type) or not u.rules.may_call(cls):
         raise pickle.UnpicklingError(f"load: weights_only=True refused the checkpoint: {opcode} creates a "
-                                     f"{getattr(cls, '__name__', cls)!r}, which is not an allowed class.")
+                                     f"{getattr(cls, '__qualname__', None) or describe(cls)}, which is not an allowed class.")
     if not isinstance(args, tuple):
         raise u._malformed(f"{opcode} with arguments of type {type(args).__name__}")
     return cls.__new__(cls, *args, **kwargs)
@@ -572,7 +593,7 @@ def set_attributes(obj, state, what):
     for key, value in state.items():
         if (not isinstance(key, str) or key.startswith("__") or hasattr(type(obj), key)
                 or key in getattr(obj, "__dict__", {})):
-            raise bad(f"the checkpoint sets the attribute {key!r} on {what}, which would replace part of it; "
+            raise bad(f"the checkpoint sets the attribute {describe(key)} on {what}, which would replace part of it; "
                       "refused.")
         setattr(obj, key, value)
 

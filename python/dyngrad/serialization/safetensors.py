@@ -16,7 +16,7 @@ import struct
 import numpy as np
 
 from .. import Tensor
-from ._errors import bad
+from ._errors import bad, describe
 from ._reader import tensor_from_file_array
 from ._storage import BY_NAME, BY_SAFETENSORS, MAX_DIMS
 from ._writer import _file_values
@@ -146,7 +146,7 @@ class _Header:
         shape, offsets = info["shape"], info["data_offsets"]
         if (len(shape) > MAX_DIMS or len(offsets) != 2
                 or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in shape + offsets)):
-            raise bad(f"tensor '{name}' has a malformed shape or data_offsets ({shape!r:.60}, {offsets!r:.60}).", op)
+            raise bad(f"tensor '{name}' has a malformed shape or data_offsets ({describe(shape)}, {describe(offsets)}).", op)
         begin, end = offsets
         if end - begin != math.prod(shape) * fd.itemsize:
             raise bad(f"tensor '{name}' of shape {tuple(shape)} and dtype {code} needs "
