@@ -41,6 +41,19 @@ def make(lib, name, shape=(3, 4)):
     return lib.tensor(sample_np(name, shape)).to(getattr(lib, name))
 
 
+def train_alike(dg, model, opt, twin, topt, x, steps=3):
+    """A few steps of the dyngrad model and its torch twin on the same data; their parameters stay together."""
+    for _ in range(steps):
+        opt.zero_grad()
+        topt.zero_grad()
+        model(dg.tensor(x)).pow(2).sum().backward()
+        twin(torch.tensor(x)).pow(2).sum().backward()
+        opt.step()
+        topt.step()
+    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
+        np.testing.assert_allclose(host(p), q.detach().numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
+
+
 def test_torch_reads_dyngrad_checkpoints(dg, tmp_path):
     model = dg.nn.Sequential(dg.nn.Linear(3, 4), dg.nn.LayerNorm(4), dg.nn.Linear(4, 2))
     opt = dg.optim.AdamW(model.parameters(), lr=0.01)
@@ -73,15 +86,7 @@ def test_torch_reads_dyngrad_checkpoints(dg, tmp_path):
     x = np.random.default_rng(0).standard_normal((6, 3)).astype(np.float32)
     np.testing.assert_allclose(twin(torch.tensor(x)).detach().numpy(), model(dg.tensor(x)).detach().numpy(),
                                rtol=1e-5, atol=1e-6)
-    for _ in range(3):                              # training continues alike from the loaded optimizer state
-        opt.zero_grad()
-        topt.zero_grad()
-        model(dg.tensor(x)).pow(2).sum().backward()
-        twin(torch.tensor(x)).pow(2).sum().backward()
-        opt.step()
-        topt.step()
-    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
-        np.testing.assert_allclose(host(p), q.detach().numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
+    train_alike(dg, model, opt, twin, topt, x)       # training continues alike from the loaded state
     assert torch.load(path, mmap=True)["dtypes"]["int16"].tolist() == make(dg, "int16").tolist()
 
 
@@ -123,15 +128,7 @@ def test_dyngrad_reads_torch_checkpoints(dg, tmp_path):
     opt = dg.optim.Adam(model.parameters(), lr=0.5)
     opt.load_state_dict(ckpt["optim"])
     x = np.random.default_rng(1).standard_normal((6, 3)).astype(np.float32)
-    for _ in range(3):
-        opt.zero_grad()
-        topt.zero_grad()
-        model(dg.tensor(x)).pow(2).sum().backward()
-        twin(torch.tensor(x)).pow(2).sum().backward()
-        opt.step()
-        topt.step()
-    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
-        np.testing.assert_allclose(host(p), q.detach().numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
+    train_alike(dg, model, opt, twin, topt, x)
 
 
 class TorchNet(torch.nn.Module):

@@ -343,34 +343,18 @@ def _bad_proto(u):
 RestrictedUnpickler._bad_proto = _bad_proto
 
 
-@_op(_OPS, P.INT)
-def _int(u):
-    text = u.line()
-    if text in (b"00", b"01"):
-        u.stack.append(text == b"01")
-        return
-    try:
-        u.stack.append(int(text))
-    except ValueError:
-        raise u._malformed(f"INT {text[:40]!r}") from None
-
-
-@_op(_OPS, P.LONG)
-def _long(u):
-    text = u.line().rstrip(b"L")
-    try:
-        u.stack.append(int(text))
-    except ValueError:
-        raise u._malformed(f"LONG {text[:40]!r}") from None
-
-
-@_op(_OPS, P.FLOAT)
-def _float(u):
+def _text_number(u, kind, convert):
     text = u.line()
     try:
-        u.stack.append(float(text))
+        u.stack.append(convert(text))
     except ValueError:
-        raise u._malformed(f"FLOAT {text[:40]!r}") from None
+        raise u._malformed(f"{kind} {text[:40]!r}") from None
+
+
+# protocol 0's INT also spells booleans (I01, I00); LONG ends with an L
+_OPS[P.INT[0]] = lambda u: _text_number(u, "INT", lambda t: t == b"01" if t in (b"00", b"01") else int(t))
+_OPS[P.LONG[0]] = lambda u: _text_number(u, "LONG", lambda t: int(t.rstrip(b"L")))
+_OPS[P.FLOAT[0]] = lambda u: _text_number(u, "FLOAT", float)
 
 
 def _text(u, raw):
