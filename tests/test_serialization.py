@@ -383,7 +383,14 @@ def test_map_location(dg):
     buf = io.BytesIO()
     dg.save(obj, buf)
     data = buf.getvalue()
-    for loc in (None, "cpu", dg.device("cpu"), {"cuda:0": "cpu"}, lambda s, where: None, lambda s, where: s):
+    class OtherDevice:                          # a device object of another library
+        type, index = "cpu", None
+
+        def __str__(self):
+            return "cpu"
+
+    for loc in (None, "cpu", dg.device("cpu"), OtherDevice(), {"cuda:0": "cpu"}, lambda s, where: None,
+                lambda s, where: s):
         np.testing.assert_array_equal(dg.load(io.BytesIO(data), map_location=loc)["w"].numpy(), obj["w"].numpy())
     seen = []
     back = dg.load(io.BytesIO(data), map_location=lambda s, where: seen.append((where, s.shape)) or s * 2)

@@ -40,9 +40,14 @@ from .safetensors import save_file as save_safetensors, load_file as load_safete
 
 __all__ = ["save", "load", "InvalidCheckpointError", "add_safe_globals", "clear_safe_globals", "get_safe_globals",
            "safe_globals", "get_unsafe_globals_in_checkpoint", "safetensors", "save_safetensors",
-           "load_safetensors"]
+           "load_safetensors", "SourceChangeWarning", "DEFAULT_PROTOCOL"]
 
 DEFAULT_PROTOCOL = 2            # torch.save's
+
+
+class SourceChangeWarning(Warning):
+    """torch's warning that a module's source changed since it was saved; dyngrad never issues it (whole modules
+    are pickled by reference to their classes), but scripts filter it by name."""
 # the start of torch's legacy format: a pickle of its magic number 0x1950A86A20F9469CFC6C
 _TORCH_LEGACY_HEAD = b"\x80\x02\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little")
 

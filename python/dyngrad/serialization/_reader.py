@@ -71,8 +71,8 @@ def check_map_location(map_location):
             _cpu_only(target, f"map_location maps '{location}' to" if location in map_location else
                       "the checkpoint holds tensors saved on")
             return base
-    elif isinstance(map_location, (str, device)):
-        _cpu_only(map_location, "map_location names")
+    elif isinstance(map_location, (str, device)) or hasattr(map_location, "type") and not callable(map_location):
+        _cpu_only(map_location, "map_location names")          # (a device object of another library too)
 
         def restore(base, location):
             return base
