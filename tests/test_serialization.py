@@ -5,6 +5,7 @@ allocate (Note [Loading untrusted files], Note [weights_only]). tests/test_seria
 against torch itself."""
 import importlib
 import io
+import json
 import math
 import os
 import pickle
@@ -671,7 +672,6 @@ def test_safetensors_refuses_malformed_headers(dg, tmp_path):
         text = json.dumps(header).encode()
         return struct.pack("<Q", len(text)) + text + data
 
-    import json
     cases = {
         "too short": good[:5], "header past end": struct.pack("<Q", 10 ** 12) + b"{}",
         "not json": struct.pack("<Q", 4) + b"{abc", "not an object": with_header([1]),

@@ -3,7 +3,6 @@ torch.load reads what dyngrad.save writes, with torch's default weights_only=Tru
 torch.save writes: every dtype, shared storages, optimizer states continuing to train alike, nested containers,
 whole modules, mmap, safetensors."""
 import importlib
-import io
 import math
 import pickle
 import warnings

@@ -219,7 +219,9 @@ class TorchReader:
         self.copy_budget -= cost
         positions = np.full(size, offset, dtype=np.int64)
         for k, (n, s) in enumerate(zip(size, stride)):
-            positions = positions + (np.arange(n, dtype=np.int64) * s).reshape((1,) * k + (n,) + (1,) * (len(size) - k - 1))
+            axis = [1] * len(size)
+            axis[k] = n
+            positions = positions + (np.arange(n, dtype=np.int64) * s).reshape(axis)
         return storage.base[tensor(positions.reshape(-1))].reshape(size)
 
     def rebuild_tensor(self, storage, storage_offset, size, stride):

@@ -532,7 +532,8 @@ def _newobj_ex(u):
 def _new(u, cls, args, kwargs, opcode):
     if not isinstance(cls, type) or not u.rules.may_call(cls):
         raise pickle.UnpicklingError(f"load: weights_only=True refused the checkpoint: {opcode} creates a "
-                                     f"{getattr(cls, '__qualname__', None) or describe(cls)}, which is not an allowed class.")
+                                     f"{getattr(cls, '__qualname__', None) or describe(cls)}, which is not an "
+                                     "allowed class.")
     if not isinstance(args, tuple):
         raise u._malformed(f"{opcode} with arguments of type {type(args).__name__}")
     return cls.__new__(cls, *args, **kwargs)

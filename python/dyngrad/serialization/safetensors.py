@@ -146,7 +146,8 @@ class _Header:
         shape, offsets = info["shape"], info["data_offsets"]
         if (len(shape) > MAX_DIMS or len(offsets) != 2
                 or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in shape + offsets)):
-            raise bad(f"tensor '{name}' has a malformed shape or data_offsets ({describe(shape)}, {describe(offsets)}).", op)
+            raise bad(f"tensor '{name}' has a malformed shape or data_offsets ({describe(shape)}, "
+                      f"{describe(offsets)}).", op)
         begin, end = offsets
         if end - begin != math.prod(shape) * fd.itemsize:
             raise bad(f"tensor '{name}' of shape {tuple(shape)} and dtype {code} needs "
