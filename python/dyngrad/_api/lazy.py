@@ -6,6 +6,7 @@ import importlib
 _ROOT = __name__.rpartition("._api.")[0]
 SUBPACKAGES = ("nn", "optim", "utils", "viz", "bench", "distributed", "special", "linalg", "cuda", "backends",
                "functional", "profiler", "random", "distributions", "testing", "compiler")
+SUBPACKAGES += ("onnx", "amp", "cpu")     # issue 24: torch.onnx, torch.amp, torch.cpu
 
 
 def __getattr__(name):
