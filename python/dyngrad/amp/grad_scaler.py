@@ -274,3 +274,20 @@ class GradScaler:
 
     def _found_inf_per_device(self, optimizer):
         return self._per_optimizer_states[id(optimizer)]["found_inf_per_device"]
+
+
+def device_scaler(device):
+    """torch.cuda.amp.GradScaler / torch.cpu.amp.GradScaler: GradScaler(device, ...) with torch's FutureWarning."""
+
+    class DeviceGradScaler(GradScaler):
+        def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
+                     enabled=True):
+            warnings.warn(f"`torch.{device}.amp.GradScaler(args...)` is deprecated. Please use "
+                          f"`torch.amp.GradScaler('{device}', args...)` instead.", FutureWarning, stacklevel=2)
+            super().__init__(device, init_scale=init_scale, growth_factor=growth_factor,
+                             backoff_factor=backoff_factor, growth_interval=growth_interval, enabled=enabled)
+
+    DeviceGradScaler.__name__ = DeviceGradScaler.__qualname__ = "GradScaler"
+    DeviceGradScaler.__module__ = f"{__name__.rpartition('.amp.')[0]}.{device}.amp"   # where pickle finds it
+    DeviceGradScaler.__doc__ = f'torch.{device}.amp.GradScaler: torch.amp.GradScaler("{device}", ...).'
+    return DeviceGradScaler

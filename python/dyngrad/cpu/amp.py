@@ -21,11 +21,4 @@ class autocast(_autocast_mode.autocast):
         super().__init__("cpu", enabled=enabled, dtype=dtype, cache_enabled=cache_enabled)
 
 
-class GradScaler(_grad_scaler.GradScaler):
-    """torch.cpu.amp.GradScaler: torch.amp.GradScaler("cpu", ...)."""
-
-    def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
-                 enabled=True):
-        _deprecated("GradScaler", "torch.amp.GradScaler('cpu', args...)")
-        super().__init__("cpu", init_scale=init_scale, growth_factor=growth_factor, backoff_factor=backoff_factor,
-                         growth_interval=growth_interval, enabled=enabled)
+GradScaler = _grad_scaler.device_scaler("cpu")

@@ -20,14 +20,7 @@ def _deprecated(old, new):
                   stacklevel=3)
 
 
-class GradScaler(_grad_scaler.GradScaler):
-    """torch.cuda.amp.GradScaler: torch.amp.GradScaler("cuda", ...), which disables itself here."""
-
-    def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
-                 enabled=True):
-        _deprecated("GradScaler", "torch.amp.GradScaler('cuda', args...)")
-        super().__init__("cuda", init_scale=init_scale, growth_factor=growth_factor, backoff_factor=backoff_factor,
-                         growth_interval=growth_interval, enabled=enabled)
+GradScaler = _grad_scaler.device_scaler("cuda")
 
 
 class autocast(_autocast_mode.autocast):
