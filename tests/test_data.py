@@ -158,6 +158,43 @@ def test_sampler_errors_match_torch(dg):
             getattr(data, name)(*args, **kwargs)
 
 
+
+def test_random_sampler_with_replacement_is_lazy(dg):
+    """An endless DataLoader's sampler (issue 24): 10**10 indices are drawn 32 at a time, as torch draws them, so the
+    first batches come at once and the stream under a Generator is that of randint 32 at a time."""
+    data = dg.utils.data
+    ds = list(range(7))
+    sampler = data.RandomSampler(ds, replacement=True, num_samples=int(1e10), generator=dg.Generator().manual_seed(3))
+    assert len(sampler) == 10 ** 10
+    loader = data.DataLoader(ds, batch_size=5, sampler=sampler)
+    assert len(loader) == 2 * 10 ** 9
+    first = [b.tolist() for b, _ in zip(loader, range(20))]
+    g = dg.Generator().manual_seed(3)
+    expected = [i for _ in range(4) for i in dg.randint(0, 7, (32,), generator=g).tolist()][:100]
+    assert sum(first, []) == expected
+    # the tail: num_samples % 32 indices from one last draw
+    g = dg.Generator().manual_seed(4)
+    expected = dg.randint(0, 7, (32,), generator=g).tolist() + dg.randint(0, 7, (3,), generator=g).tolist()
+    assert list(data.RandomSampler(ds, True, 35, generator=dg.Generator().manual_seed(4))) == expected
+    numpy_drawn = list(data.RandomSampler(ds, True, 40, generator=np.random.default_rng(1)))
+    rng = np.random.default_rng(1)
+    assert numpy_drawn == rng.integers(0, 7, 32).tolist() + rng.integers(0, 7, 8).tolist()
+    # torch's own stream has the same shape: 32 at a time
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import RandomSampler
+    theirs = list(RandomSampler(ds, True, 40, generator=torch.Generator().manual_seed(2)))
+    g = torch.Generator().manual_seed(2)
+    assert theirs == torch.randint(7, (32,), generator=g).tolist() + torch.randint(7, (8,), generator=g).tolist()
+
+
+def test_weighted_sampler_errors_match_torch(dg):
+    torch_data = pytest.importorskip("torch.utils.data")
+    for args, kwargs in [(([1.0], 1), dict(replacement=1)), (([1.0], True), {}), (([1.0], 1.5), {})]:
+        with pytest.raises(Exception) as theirs:
+            torch_data.WeightedRandomSampler(*args, **kwargs)
+        with pytest.raises(theirs.type, match="WeightedRandomSampler"):
+            dg.utils.data.WeightedRandomSampler(*args, **kwargs)
+
 def test_datasets(dg):
     torch_data = pytest.importorskip("torch.utils.data")
     data = dg.utils.data

@@ -88,5 +88,6 @@ void bind_cycles(py::module_& m);  // cycles_bind.cpp: the collector of Note [Cy
 // fast_paths.cpp (Note [Fast paths]): the hot entries of the shared API table, with their Python fallbacks.
 std::vector<std::string> fast_path_names();
 py::dict install_fast_paths(py::dict fallbacks, py::dict docs);
+void set_autocast_active(bool active);  // Note [Fast paths under autocast]
 
 }  // namespace dyngrad

@@ -12,6 +12,7 @@
 // every Tensor object is an ordinary pybind11 instance.
 #include <cxxabi.h>
 
+#include <atomic>
 #include <string>
 #include <unordered_map>
 
@@ -92,6 +93,18 @@ bool fast_number(PyObject* o) {
   return is_number(o);
 }
 
+// Note [Fast paths under autocast]: torch's autocast changes the dtype matmul, linear and cross_entropy compute in;
+// python/dyngrad/_api/autocast.py applies its policies around their Python definitions, reading the calling thread's
+// autocast state. While some thread has autocast enabled (the flag is process-wide), the fast paths of these three
+// call their fallback, so the policy applies; another thread's plain matmul meanwhile takes the equal, slower path.
+std::atomic<bool> g_autocast_active{false};
+
+template <BinaryOp Op>
+bool autocast_defers() {
+  if (Op == &matmul) return g_autocast_active.load(std::memory_order_relaxed);  // a plain if (see fast_number)
+  return false;
+}
+
 // A Python number as the operand of an op whose other operand is `like` (the core rule, module.cpp).
 Tensor number_operand(PyObject* o, const Tensor& like) { return scalar_operand(py::handle(o), &like); }
 
@@ -123,11 +136,12 @@ template <BinaryOp Op, size_t Slot, bool Numbers = true, ReflectedOp Reflected =
 PyObject* binary_slot(PyObject* a, PyObject* b) {
   const Tensor* ta = tensor_of(a);
   const Tensor* tb = tensor_of(b);
+  const bool fast = !autocast_defers<Op>();
   DG_PY_TRY
-  if (ta && tb) return to_python(Op(*ta, *tb));
-  if (Numbers && ta && fast_number<Op>(b)) return to_python(Op(*ta, number_operand(b, *ta)));
+  if (fast && ta && tb) return to_python(Op(*ta, *tb));
+  if (fast && Numbers && ta && fast_number<Op>(b)) return to_python(Op(*ta, number_operand(b, *ta)));
   if constexpr (Reflected != nullptr)
-    if (tb && fast_number<Op>(a)) return to_python(Reflected(*tb, number_operand(a, *tb)));
+    if (fast && tb && fast_number<Op>(a)) return to_python(Reflected(*tb, number_operand(a, *tb)));
   DG_PY_CATCH
   if (ta) return PyObject_CallFunctionObjArgs(g_fallback[Slot], a, b, nullptr);
   if (tb) return PyObject_CallFunctionObjArgs(g_fallback[Slot + 1], b, a, nullptr);
@@ -236,7 +250,7 @@ PyObject* unary_function(PyObject* fallback, PyObject* const* args, Py_ssize_t n
 // Numbers: whether the op takes a Python number as its second operand (add does, matmul does not).
 template <BinaryOp Op, bool Numbers>
 PyObject* binary_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  if (PyVectorcall_NARGS(nargsf) == 2 && !kwnames) {
+  if (PyVectorcall_NARGS(nargsf) == 2 && !kwnames && !autocast_defers<Op>()) {
     const Tensor* ta = tensor_of(args[0]);
     const Tensor* tb = tensor_of(args[1]);
     if (ta && (tb || (Numbers && fast_number<Op>(args[1])))) {
@@ -296,7 +310,7 @@ Tensor mean_op(const Tensor& a, const Dims& dims, bool keepdim) { return mean(a,
 // linear(x, w) or linear(x, w, b) with a 2-D weight: x @ w.mT + b, as the shared composite computes it.
 PyObject* linear_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (!kwnames && (nargs == 2 || nargs == 3)) {
+  if (!kwnames && (nargs == 2 || nargs == 3) && !g_autocast_active.load(std::memory_order_relaxed)) {
     const Tensor* x = tensor_of(args[0]);
     const Tensor* w = tensor_of(args[1]);
     const Tensor* b = nargs == 3 ? tensor_of(args[2]) : nullptr;
@@ -316,7 +330,7 @@ PyObject* linear_function(PyObject* fallback, PyObject* const* args, Py_ssize_t 
 
 // cross_entropy(logits (N, C), int64 targets (N,)) with the defaults: the fused primitive, mean reduction.
 PyObject* cross_entropy_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  if (PyVectorcall_NARGS(nargsf) == 2 && !kwnames) {
+  if (PyVectorcall_NARGS(nargsf) == 2 && !kwnames && !g_autocast_active.load(std::memory_order_relaxed)) {
     const Tensor* x = tensor_of(args[0]);
     const Tensor* y = tensor_of(args[1]);
     if (x && y && (*x)->ndim() == 2 && (*y)->ndim() == 1 && (*y)->dtype == DType::Int64) {
@@ -342,7 +356,7 @@ PyObject* unary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf,
 
 template <BinaryOp Op, bool Numbers, size_t Slot>
 PyObject* binary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  if (PyVectorcall_NARGS(nargsf) == 1 && !kwnames) {
+  if (PyVectorcall_NARGS(nargsf) == 1 && !kwnames && !autocast_defers<Op>()) {
     const Tensor* ta = tensor_of(self);
     const Tensor* tb = tensor_of(args[0]);
     if (ta && (tb || (Numbers && fast_number<Op>(args[0])))) {
@@ -446,6 +460,8 @@ std::string doc_of(const py::dict& docs, const std::string& key, py::handle fn) 
 }
 
 }  // namespace
+
+void set_autocast_active(bool active) { g_autocast_active.store(active, std::memory_order_relaxed); }
 
 // The names _install_fast_paths can speed up: functions, methods ("Tensor.NAME") and operator slots.
 std::vector<std::string> fast_path_names() {

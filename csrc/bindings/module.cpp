@@ -178,6 +178,8 @@ PYBIND11_MODULE(_C, m) {
   }, py::arg("value"), py::arg("like").none(true));
   m.def("_fast_path_names", &fast_path_names, "what _install_fast_paths can speed up (Note [Fast paths])");
   m.def("_install_fast_paths", &install_fast_paths, py::arg("fallbacks"), py::arg("docs"));
+  m.def("_set_autocast_active", &set_autocast_active, py::arg("active"),
+        "while true, matmul, linear and cross_entropy take their Python path (Note [Fast paths under autocast])");
   m.def("op_names", [] {
     std::vector<std::string> names;
     for (int i = 0; i < (int)OpKind::COUNT; ++i) names.push_back(op_name((OpKind)i));

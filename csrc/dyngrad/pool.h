@@ -16,9 +16,10 @@ namespace pool {
 void* allocate(size_t bytes);
 void deallocate(void* p, size_t bytes) noexcept;
 
-// Tensor data. Small buffers come from malloc. Buffers from 64 KiB up are kept, when freed, in a capped cache for
-// the next op of the same size (a training step reallocates the same sizes every iteration, and a fresh buffer
-// costs a page fault per 4 KiB); from 1 MiB up they are also 2 MiB-aligned and marked for huge pages.
+// Tensor data. Small buffers come from malloc. Buffers from 64 KiB up are kept, when freed, in a cache for the next
+// op of the same size (a training step reallocates the same sizes every iteration, and a fresh buffer costs a page
+// fault per 4 KiB), bounded by the peak working set (Note [Bounded buffer cache] in pool.cpp); from 1 MiB up they
+// are also 2 MiB-aligned and marked for huge pages.
 void* allocate_buffer(size_t bytes);
 void free_buffer(void* p, size_t bytes) noexcept;
 size_t cached_buffer_bytes();

@@ -12,6 +12,7 @@ import inspect
 
 from .. import _C
 from . import table
+from .autocast import with_policy
 from .args import RemovableHandle, Size
 from .node_names import saved_attribute
 from .out import with_out
@@ -68,7 +69,8 @@ def install(namespace):
     hot_names = set(_C._fast_path_names())
     canonical_inplace = {}                         # id(impl) -> the in-place name of its first row
     for row in table.rows():
-        obj = _resolve(row)
+        own = _resolve(row)
+        obj = with_policy(row.name, own)      # torch's autocast policy, if the row has one (Note [Autocast wrappers])
         function = with_out(obj, row.name) if "out" in row.kinds else obj   # torch's out= on the function
         for kind in row.kinds:
             if kind == "out":
@@ -101,8 +103,8 @@ def install(namespace):
         if row.inplace:
             # an alias's in-place method records as the first one of the same implementation (greater_ as gt_:
             # GtBackward, a zero gradient), while its errors name the alias
-            records_as = canonical_inplace.setdefault(id(obj), row.inplace)
-            method = inplace_variant(obj, row.inplace, records_as)
+            records_as = canonical_inplace.setdefault(id(own), row.inplace)
+            method = inplace_variant(own, row.inplace, records_as)
             setattr(Tensor, row.inplace, method)
             if row.hot and "Tensor." + row.inplace in hot_names:
                 fallbacks["Tensor." + row.inplace] = method

@@ -5,7 +5,8 @@ import importlib
 
 _ROOT = __name__.rpartition("._api.")[0]
 SUBPACKAGES = ("nn", "optim", "utils", "viz", "bench", "distributed", "special", "linalg", "cuda", "backends",
-               "functional", "profiler", "random", "distributions", "testing", "compiler", "serialization")
+               "functional", "profiler", "random", "distributions", "testing", "compiler", "serialization", "onnx",
+               "amp", "cpu")
 
 
 def __getattr__(name):

@@ -898,6 +898,23 @@ copy_             tensor_methods.copy_                method          -         
 uniform_          tensor_methods.uniform_             method          -            -   rand
 normal_           tensor_methods.normal_              method          -            -   randn
 bernoulli_        tensor_methods.bernoulli_           method          -            -   rand,compare
+# ----- autocast: torch.autocast and its thread-local state (Note [Autocast] in _api/autocast.py) -------------
+autocast          autocast.autocast                   fn              -            -   -
+is_autocast_enabled autocast.is_autocast_enabled      fn              -            -   -
+set_autocast_enabled autocast.set_autocast_enabled    fn              -            -   -
+get_autocast_dtype autocast.get_autocast_dtype        fn              -            -   -
+set_autocast_dtype autocast.set_autocast_dtype        fn              -            -   -
+is_autocast_cpu_enabled autocast.is_autocast_cpu_enabled fn           -            -   -
+set_autocast_cpu_enabled autocast.set_autocast_cpu_enabled fn         -            -   -
+get_autocast_cpu_dtype autocast.get_autocast_cpu_dtype fn             -            -   -
+set_autocast_cpu_dtype autocast.set_autocast_cpu_dtype fn             -            -   -
+get_autocast_gpu_dtype autocast.get_autocast_gpu_dtype fn             -            -   -
+set_autocast_gpu_dtype autocast.set_autocast_gpu_dtype fn             -            -   -
+is_autocast_cache_enabled autocast.is_autocast_cache_enabled fn       -            -   -
+set_autocast_cache_enabled autocast.set_autocast_cache_enabled fn     -            -   -
+clear_autocast_cache autocast.clear_autocast_cache    fn              -            -   -
+autocast_increment_nesting autocast.autocast_increment_nesting fn     -            -   -
+autocast_decrement_nesting autocast.autocast_decrement_nesting fn     -            -   -
 # ----- Tensor: operators ------------------------------------------------------------------------------------
 __add__           tensor_methods.OPERATORS            op              -            hot add
 __radd__          tensor_methods.OPERATORS            op              -            hot add

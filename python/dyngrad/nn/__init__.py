@@ -75,6 +75,7 @@ _VISION = [
 ]
 # ----- end of vision layers --------------------------------------------------------------------------------------
 from . import functional, init, utils, parallel
+from .parallel import DataParallel  # noqa: E402,F401  torch.nn.DataParallel (issue 24)
 
 __all__ = [
     "Parameter", "Buffer", "Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",

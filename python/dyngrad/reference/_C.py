@@ -73,3 +73,7 @@ def _fast_path_names():
 
 def _install_fast_paths(fallbacks, docs):
     return {}
+
+
+def _set_autocast_active(active):
+    """Nothing to switch: every call already runs its Python definition (Note [Fast paths under autocast])."""

@@ -7,9 +7,13 @@ fresh Generator from the engine's global generator at each iteration, as torch d
 from the global generator, so dyngrad.manual_seed(s) makes shuffling reproducible. The numbers are the engine's,
 not torch's.
 """
+import itertools
 import numbers
 
 import numpy as np
+
+# how many indices RandomSampler(replacement=True) draws at a time (torch's 32: the same stream under a Generator)
+_DRAW_CHUNK = 32
 
 
 def _global_seed():
@@ -35,9 +39,18 @@ def _randperm(n, generator):
     return randperm(n, generator=generator).tolist()
 
 
-def _check_bool(owner, name, value):
+def _randint(n, size, generator):
+    """`size` indices drawn uniformly from 0..n-1, as a list: from a numpy Generator, a dyngrad Generator or the
+    global one (None)."""
+    if isinstance(generator, np.random.Generator):
+        return generator.integers(0, n, size=size).tolist()
+    from ... import randint
+    return randint(0, n, (size,), generator=generator).tolist()
+
+
+def _check_bool(owner, name, value, error=TypeError):
     if not isinstance(value, bool):
-        raise TypeError(f"{owner}: {name} should be a boolean value, but got {name}={value!r}")
+        raise error(f"{owner}: {name} should be a boolean value, but got {name}={value!r}")
 
 
 def _check_positive_int(owner, name, value, error=ValueError):
@@ -92,11 +105,11 @@ class RandomSampler(Sampler):
             from ... import Generator
             generator = Generator().manual_seed(_global_seed())
         if self.replacement:
-            if isinstance(generator, np.random.Generator):
-                yield from generator.integers(0, n, size=self.num_samples).tolist()
-            else:
-                from ... import randint
-                yield from randint(0, n, (self.num_samples,), generator=generator).tolist()
+            # Lazily, _DRAW_CHUNK at a time, as torch: RandomSampler(ds, replacement=True, num_samples=10**10) is
+            # the idiom of an endless DataLoader, whose indices would not fit in memory all at once.
+            full, rest = divmod(self.num_samples, _DRAW_CHUNK)
+            for size in itertools.chain(itertools.repeat(_DRAW_CHUNK, full), (rest,)):
+                yield from _randint(n, size, generator)
             return
         for _ in range(self.num_samples // n):
             yield from _randperm(n, generator)
@@ -126,7 +139,7 @@ class WeightedRandomSampler(Sampler):
 
     def __init__(self, weights, num_samples, replacement=True, generator=None):
         _check_positive_int("WeightedRandomSampler", "num_samples", num_samples)
-        _check_bool("WeightedRandomSampler", "replacement", replacement)
+        _check_bool("WeightedRandomSampler", "replacement", replacement, ValueError)   # torch's type
         w = np.asarray(weights.tolist() if hasattr(weights, "tolist") else weights, dtype=np.float64)
         if w.ndim != 1:
             raise ValueError(f"WeightedRandomSampler: weights should be a 1d sequence but given weights have shape "

@@ -1,7 +1,8 @@
 """dyngrad.cuda: torch.cuda's queries, answered honestly: there is no GPU. Queries that tutorials make before
 choosing a device (is_available, device_count, ...) answer as torch does without CUDA; seeding is a no-op, as in
 torch; anything that needs a GPU raises at once, naming CUDA."""
-from ._api.device import cuda_error
+from .._api.device import cuda_error
+from . import amp  # noqa: F401  torch.cuda.amp (GradScaler, autocast: they disable themselves)
 
 
 def is_available():
