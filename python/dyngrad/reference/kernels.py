@@ -121,16 +121,23 @@ def max_pool2d_positions(x, kernel, stride, padding):
     wins, and a NaN wins over everything before it (so the last NaN of a window)."""
     (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
     n, c, h, w = x.shape
-    windows = sliding_window_view(np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=-np.inf),
-                                  (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw]
-    oh, ow = windows.shape[2:4]
+    oh, ow = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
+    # only the kernel rows [i0, i1) and columns [j0, j1) that some window puts inside the image: the others are
+    # padding in every window (a kernel may be far larger than the image, as in the C++ kernel)
+    i0, i1 = max(0, ph - (oh - 1) * sh), min(kh, h + ph)
+    j0, j1 = max(0, pw - (ow - 1) * sw), min(kw, w + pw)
+    top, left = ph - i0, pw - j0
+    bottom, right = max(0, (oh - 1) * sh - top + i1 - i0 - h), max(0, (ow - 1) * sw - left + j1 - j0 - w)
+    padded = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=-np.inf)
+    kh, kw = i1 - i0, j1 - j0
+    windows = sliding_window_view(padded, (kh, kw), axis=(2, 3))[:, :, :(oh - 1) * sh + 1:sh, :(ow - 1) * sw + 1:sw]
     windows = windows.reshape(n, c, oh, ow, kh * kw)
     tap = np.argmax(windows, axis=-1)                          # first maximum (first NaN, if any)
     nan = np.isnan(windows)
     last_nan = kh * kw - 1 - np.argmax(nan[..., ::-1], axis=-1)
     tap = np.where(nan.any(axis=-1), last_nan, tap)
-    h0 = (np.arange(oh) * sh - ph)[:, None]
-    w0 = (np.arange(ow) * sw - pw)[None, :]
+    h0 = (np.arange(oh) * sh - top)[:, None]
+    w0 = (np.arange(ow) * sw - left)[None, :]
     row, col = h0 + tap // kw, w0 + tap % kw
     # a window of -inf only: its first real tap (argmax may have picked a padded one)
     padded = (row < 0) | (row >= h) | (col < 0) | (col >= w)
