@@ -268,6 +268,50 @@ def test_mmap_read_only_write_is_an_error_not_a_crash(dg, tmp_path):
     assert np.load(path).tolist() == [0.0, 1.0, 2.0, 3.0]
 
 
+def test_dlpack_export_of_read_only_memory_is_a_copy(dg, tmp_path):
+    """Issue 23: torch.from_dlpack ignores DLPack's read-only flag, so it wrote into a read-only array through a
+    dyngrad tensor, and segfaulted on a read-only memory map. A read-only tensor is exported as a copy unless the
+    consumer asks for none (Note [Read-only DLPack exports]); dyngrad's own from_dlpack stays zero-copy and the
+    result refuses writes; numpy with copy=False gets the memory, flagged read-only."""
+    path = tmp_path / "x.npy"
+    np.save(path, np.arange(4.0))
+    proc = run_isolated(dg, f"""
+        import warnings
+        import numpy as np
+        warnings.simplefilter("ignore")
+        sources = [np.load({str(path)!r}, mmap_mode="r"), np.arange(4.0)]
+        sources[1].flags.writeable = False
+        for arr in sources:
+            t = dg.from_numpy(arr)
+            try:
+                import torch
+            except ImportError:
+                torch = None
+            if torch is not None:
+                u = torch.from_dlpack(t)
+                u.add_(1)                           # a private copy: the array is unchanged
+                assert u.tolist() == [1.0, 2.0, 3.0, 4.0]
+            c = np.from_dlpack(t)                   # numpy's default: a writable copy too
+            c += 1
+            v = np.from_dlpack(t, copy=False)       # asked for no copy: the memory, read-only
+            assert np.shares_memory(v, arr) and not v.flags.writeable
+            w = dg.from_dlpack(t)                   # dyngrad: zero-copy, honours the flag
+            assert np.shares_memory(w.numpy(), arr)
+            try:
+                w.add_(1)
+            except RuntimeError as e:
+                assert "read-only" in str(e), e
+            else:
+                raise SystemExit("no error")
+            with_capsule = dg.from_dlpack(t.__dlpack__(max_version=(1, 0), copy=False))
+            assert np.shares_memory(with_capsule.numpy(), arr)
+            assert arr.tolist() == [0.0, 1.0, 2.0, 3.0], arr
+        print("ok")
+    """)
+    assert_clean(proc, "ok")
+    assert np.load(path).tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
 def test_read_only_grad_and_parameters(dg):
     """A .grad over read-only memory accumulates out of place; an optimiser refuses a read-only parameter."""
     arr = np.zeros(3, dtype=np.float32)
