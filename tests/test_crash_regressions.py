@@ -466,6 +466,66 @@ def test_exit_while_a_daemon_thread_runs_a_kernel(dg, threads):
         assert_clean(proc, "bye")
 
 
+def test_exit_while_daemon_threads_are_inside_a_matmul(cpp):
+    """Issue 23: exiting while daemon threads were inside a 3000x3000 matmul segfaulted (8 of 12 exits on an Intel
+    machine): OpenBLAS's destructor unmapped the buffers its kernels were using (Note [BLAS calls at exit]). numpy
+    alone hangs there and torch aborts; we exit cleanly. The crash needs the exit to meet a running kernel, so the
+    exit is repeated (about 1 in 10 exits crashed here, on a loaded 2-core machine)."""
+    for attempt in range(8):
+        proc = run_isolated(cpp, f"""
+            import threading, time
+            A = dg.ones(3000, 3000)                     # globals: finalization lets go of them meanwhile
+            B = dg.ones(1500, 1500, dtype=dg.float64)
+            started = threading.Barrier(3)
+            def work(x):
+                started.wait()
+                while True:
+                    x @ x
+            for x in (A, B):
+                threading.Thread(target=work, args=(x,), daemon=True).start()
+            started.wait()
+            time.sleep({0.01 * attempt})
+            print("bye")
+        """, env={"DYNGRAD_NUM_THREADS": "2"})
+        assert_clean(proc, "bye")
+
+
+def test_fork_while_other_threads_run_kernels(cpp):
+    """Issue 23: os.fork() while another thread was inside a matmul left the child's first matmul hanging for ever
+    (1-7 of 100 forks): the fork copied a mutex that thread held (Note [Forks while kernels run]). Each child runs a
+    matmul and a parallel kernel under a watchdog; the BLAS thread count the parent's matmuls lowered is back."""
+    proc = run_isolated(cpp, """
+        import os, signal, threading, time
+        from dyngrad import _cpp_blas
+        blas = _cpp_blas._open(_cpp_blas.info["path"]) if _cpp_blas.info["path"] else None
+        stop = threading.Event()
+        def work(n):
+            a, b = dg.ones(n, n), dg.ones(10 ** 6)
+            while not stop.is_set():
+                a @ a
+                (b * 2).sum()
+        for n in (600, 100):
+            threading.Thread(target=work, args=(n,), daemon=True).start()
+        time.sleep(0.1)
+        outside = dg._C._blas_threads()            # what numpy's products use
+        hung = failed = 0
+        for i in range(150):
+            pid = os.fork()
+            if pid == 0:
+                signal.alarm(20)                         # a hang ends the child with SIGALRM
+                ok = (dg.ones(300, 300) @ dg.ones(300, 300)).sum().item() == 300 ** 3
+                ok = ok and (dg.ones(10 ** 6) * 2).sum().item() == 2e6
+                ok = ok and (blas is None or blas.get_threads() == outside)   # not left at the matmuls' 1
+                os._exit(0 if ok else 3)
+            _, status = os.waitpid(pid, 0)
+            hung += os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGALRM
+            failed += status != 0
+        stop.set()
+        print(hung, failed)
+    """, timeout=600, env={"DYNGRAD_NUM_THREADS": "2"})
+    assert_clean(proc, "0 0")
+
+
 # ---- 6. silent wrong answers ----
 
 def test_std_of_one_element_or_none_is_nan(dg):
