@@ -28,6 +28,15 @@ mul = (lambda a, b: np.multiply(a, b))
 div = quiet(lambda a, b: np.true_divide(a, b))
 neg = (lambda a: np.negative(a) if a.dtype != np.bool_ else ~a)
 pow = quiet(lambda a, b: np.power(a, b))
+
+
+def int_pow(a, b):
+    """Integer a ** b as elementwise.cpp's k_int_pow: wrapping, and for b < 0 torch's 1, +-1 for a = -1, else 0."""
+    a, b = np.broadcast_arrays(a, b)
+    out = np.power(a, np.where(b < 0, 0, b).astype(b.dtype))
+    odd = (b % 2) != 0
+    negative = np.where(a == 1, 1, np.where(a == -1, np.where(odd, -1, 1), 0)).astype(out.dtype)
+    return np.where(b < 0, negative, out)
 maximum = (lambda a, b: np.maximum(a, b))
 minimum = (lambda a, b: np.minimum(a, b))
 where = (lambda cond, a, b: np.where(cond, a, b))
@@ -92,8 +101,9 @@ def log_softmax(a, dim):
     # (a - peak) - log(sum), as reduce.cpp: a - logsumexp(a) would round to logsumexp's precision (5e-4 at 1e4)
     if a.size == 0:
         return a.copy()
+    # as reduce.cpp: only a row of -inf shifts by 0; a +inf peak makes inf - inf = NaN of every entry (torch's NaN)
     peak = np.max(a, axis=dim, keepdims=True)
-    shifted = a - np.where(np.isfinite(peak), peak, 0)
+    shifted = a - np.where(np.isneginf(peak), 0, peak)
     return shifted - np.log(np.sum(np.exp(shifted), axis=dim, keepdims=True))
 
 
