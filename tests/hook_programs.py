@@ -25,14 +25,18 @@ Hostile actions (only with hostile=True: crash hunting in the driver, never comp
     ("detach", i)  t_i.detach_() while its node runs
     ("drop", i)    forget the program's reference to t_i
 The program runs `passes` backward passes (retain_graph=True but the last), so hooks added during one pass
-run in the next.
+run in the next. With pack="ops" the chain is built inside saved_tensors_hooks whose pack hook itself runs ops
+that save (issue 23: they fired the pack hook again, RecursionError; torch runs pack hooks with grad mode off).
 """
+import contextlib
 import gc
+import importlib
 import random
 from collections import namedtuple
 
 Hook = namedtuple("Hook", "kind target actions scale")
-Program = namedtuple("Program", "chain hooks initial passes")
+Program = namedtuple("Program", "chain hooks initial passes pack", defaults=(None,))
+PACK_KINDS = (None, "ops")
 
 CHAIN_OPS = ("mul2", "mul3", "neg", "addx", "square", "sin")
 BAD_KINDS = ("double", "long", "bool", "shape", "int", "tuple_len", "not_tuple")
@@ -81,7 +85,13 @@ def random_program(rng, hostile=False, max_chain=4, max_hooks=6):
                 actions.append(("retain", rng.randint(0, n)))
         hooks.append(Hook(kind, target, tuple(actions), rng.choice((1.0, 1.0, 2.0, -1.0))))
     initial = tuple(sorted(rng.sample(range(nhooks), rng.randint(1, nhooks))))
-    return Program(chain, tuple(hooks), initial, rng.randint(1, 3))
+    return Program(chain, tuple(hooks), initial, rng.randint(1, 3), rng.choice(PACK_KINDS))
+
+
+def pack_running_ops(t):
+    """A pack hook that runs ops that save (each would record a node and pack again if grad mode were on)."""
+    (t * t).sin().sum() + t.exp().mean()
+    return t
 
 
 def run_program(m, prog, hostile=False, reraise=False):
@@ -92,8 +102,12 @@ def run_program(m, prog, hostile=False, reraise=False):
     log, handles = [], {k: [] for k in range(len(prog.hooks))}
     x = m.tensor([0.5, -1.25, 2.0], dtype=m.float64, requires_grad=True)
     ts = [x]
-    for op in prog.chain:
-        ts.append(apply_op(op, ts[-1], x))
+    if prog.pack == "ops":
+        hooks = importlib.import_module(m.__name__ + ".autograd.graph").saved_tensors_hooks(pack_running_ops,
+                                                                                              lambda t: t)
+    with hooks if prog.pack == "ops" else contextlib.nullcontext():
+        for op in prog.chain:
+            ts.append(apply_op(op, ts[-1], x))
     loss = ts[-1].sum()
     current = [0]
 

@@ -20,7 +20,8 @@ swapping the machine to death.
 Then size calls (issue 11): every window op (conv2d, max_pool2d, avg_pool2d) on a real 4-D image with each huge,
 negative or odd int as padding, stride or kernel size, and every creation function and view with it as a size
 (linspace, randperm, arange, eye, randint, full, zeros, expand, reshape); the C++ engine also gets each as its
-thread count (set_num_threads, then a parallel kernel).
+thread count (set_num_threads, then a parallel kernel). Then every pooling op with a kernel larger than its input
+(issue 23), with its backward.
 Then write calls (issue 10): numbers that do not fit the dtype (int8 300, uint8 -256, float16 70000, 2**64, NaN into
 an int) through every write (fill_, full, masked_fill, setitem, index_fill, where, clamp, tensor); every method also
 runs on a float16 and a bfloat16 receiver.
@@ -261,6 +262,41 @@ def size_calls(dg):
     for name, fn in sized.items():
         for hdesc, h in HUGE:
             yield name.replace("{h}", hdesc), lambda fn=fn, h=h: fn(h)
+    yield from pool_calls(dg)
+
+
+def pool_calls(dg):
+    """Every pooling op with a kernel (or an adaptive output) larger than its input (issue 23: max_pool2d read the
+    next channel, or far outside its input, when the kernel was larger), with padding, stride, dilation and
+    ceil_mode, then a backward; the values are checked against the engines and torch in tests/test_pool_sweep.py."""
+    F = dg.nn.functional
+
+    def image(n, size):
+        return dg.arange(2 * 2 * size ** n, dtype=dg.float32).reshape((2, 2) + (size,) * n).requires_grad_()
+
+    def run(make):
+        out = make()
+        (out[0] if isinstance(out, tuple) else out).sum().backward()
+        return out
+    for n in (1, 2, 3):
+        for size, k in ((1, 2), (1, 3), (2, 5), (3, 2 ** 20)):
+            for pad, stride, dil, ceil in ((0, 1, 1, False), (k // 2, 2, 1, True), (k // 2, 1, 2, False),
+                                           (k // 2, None, 1, True)):
+                geometry = f"{n}d on {size}s, kernel {k}, padding {pad}, stride {stride}, dilation {dil}, ceil {ceil}"
+                maxp, avgp, lpp = (getattr(F, f"{kind}_pool{n}d") for kind in ("max", "avg", "lp"))
+                yield f"max_pool {geometry}", lambda m=maxp, a=(n, size, k, pad, stride, dil, ceil): run(
+                    lambda: m(image(*a[:2]), a[2], a[4], a[3], a[5], a[6], return_indices=True))
+                yield f"avg_pool {geometry}", lambda m=avgp, a=(n, size, k, pad, stride, ceil): run(
+                    lambda: m(image(*a[:2]), a[2], a[4], a[3], a[5], False))
+                yield f"lp_pool {geometry}", lambda m=lpp, a=(n, size, k, stride, ceil): run(
+                    lambda: m(image(*a[:2]), 2, a[2], a[3], a[4]))
+            for kind in ("max", "avg"):
+                yield f"adaptive_{kind}_pool{n}d({size}s, {2 * k + 1})", lambda f=getattr(
+                    F, f"adaptive_{kind}_pool{n}d"), a=(n, size, 2 * min(k, 9) + 1): run(lambda: f(image(*a[:2]), a[2]))
+        if n > 1:
+            for k, out in ((3, 1), (2, 2), (2 ** 20, 1)):
+                yield f"fractional_max_pool{n}d(2s, {k}, output {out})", lambda f=getattr(
+                    F, f"fractional_max_pool{n}d"), a=(n, k, out): run(lambda: f(image(a[0], 2), a[1], output_size=a[2]))
 
 
 WRITTEN = [("300", 300), ("-256", -256), ("70000", 70000), ("2**31", 2 ** 31), ("2**63", 2 ** 63), ("2**64", 2 ** 64),

@@ -62,10 +62,7 @@ def test_hooks_see_every_saved_tensor_and_values_are_unchanged(dg):
     np.testing.assert_allclose(w.grad.numpy(), expected[1], rtol=1e-6)
 
 
-def test_hooks_nesting_custom_functions_and_errors(dg):
-    g = graph(dg)
-    calls = []
-
+def _square(dg):
     class Square(dg.autograd.Function):
         @staticmethod
         def forward(ctx, a):
@@ -76,7 +73,13 @@ def test_hooks_nesting_custom_functions_and_errors(dg):
         def backward(ctx, grad):
             (a,) = ctx.saved_tensors
             return 2 * a * grad
+    return Square
 
+
+def test_hooks_nesting_custom_functions_and_errors(dg):
+    g = graph(dg)
+    calls = []
+    Square = _square(dg)
     x = dg.tensor([1.0, 2.0, 3.0], requires_grad=True)
     with g.saved_tensors_hooks(lambda t: calls.append("outer") or t, lambda t: t):
         with g.saved_tensors_hooks(lambda t: calls.append("inner") or t * 1, lambda t: calls.append("un") or t):
@@ -99,6 +102,64 @@ def test_hooks_nesting_custom_functions_and_errors(dg):
     # after the blocks, saving is back to normal
     y = (x * x).sum()
     assert dg.autograd.graph_stats(y)["saved_bytes"] > 0
+
+
+# ops that save, run by a pack hook that itself runs ops that save (issue 23: the hook fired again inside itself,
+# RecursionError, until the pack hook ran with grad mode off as torch's does)
+HOOKED_OPS = {
+    "mul": lambda m, x, w: (x * w).sum(),
+    "exp_tanh": lambda m, x, w: (x.exp().tanh() * w).sum(),
+    "matmul": lambda m, x, w: (x @ w.T).sum(),
+    "log_softmax": lambda m, x, w: m.nn.functional.log_softmax(x * w, 1).sum(),
+    "sigmoid_pow": lambda m, x, w: (x.sigmoid() ** w).sum(),
+    "linear": lambda m, x, w: m.nn.functional.linear(x, w).relu().sum(),
+}
+
+
+def _hooked(m, op, hook_ops):
+    """(pack count, grad mode inside each pack, the gradients) of HOOKED_OPS[op] under a pack hook running ops."""
+    g = importlib.import_module(m.__name__ + ".autograd.graph")
+    x = m.tensor(XN, requires_grad=True)
+    w = m.tensor(XN[::-1].copy(), requires_grad=True)
+    modes = []
+
+    def pack(t):
+        modes.append(m.is_grad_enabled())
+        if hook_ops:
+            (t * t).sin().sum() + t.exp().mean()       # each saves: they must not pack again
+        return t.detach().clone()
+
+    with g.saved_tensors_hooks(pack, lambda t: t):
+        HOOKED_OPS[op](m, x, w).backward()
+    return len(modes), modes, x.grad.numpy().copy(), w.grad.numpy().copy()
+
+
+@pytest.mark.parametrize("op", sorted(HOOKED_OPS))
+def test_ops_inside_a_pack_hook_pack_nothing(dg, op):
+    count, modes, gx, gw = _hooked(dg, op, True)
+    assert count > 0 and not any(modes)                  # grad mode is off inside the hook, as torch
+    assert _hooked(dg, op, False)[0] == count            # the hook's own ops added no packs
+    x, w = dg.tensor(XN, requires_grad=True), dg.tensor(XN[::-1].copy(), requires_grad=True)
+    HOOKED_OPS[op](dg, x, w).backward()
+    np.testing.assert_allclose(gx, x.grad.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(gw, w.grad.numpy(), rtol=1e-6)
+    torch = pytest.importorskip("torch")
+    assert count == _hooked(torch, op, True)[0]          # as many packs as torch
+
+
+def test_pack_hook_of_a_custom_function_runs_without_grad(dg):
+    g = graph(dg)
+    modes = []
+
+    def pack(t):
+        modes.append(dg.is_grad_enabled())
+        return (t * t).sqrt()                            # |t|: runs an op that saves, packs nothing more
+
+    x = dg.tensor([1.0, 2.0], requires_grad=True)
+    with g.saved_tensors_hooks(pack, lambda t: t):
+        _square(dg).apply(x).sum().backward()
+    assert modes == [False]
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0])
 
 
 def test_save_on_cpu_and_double_backward_through_hooks(dg):

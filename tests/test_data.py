@@ -367,3 +367,42 @@ def test_worker_errors_and_timeout(dg):
     assert "no sample 2" in str(info.value)
     with pytest.raises(RuntimeError, match="DataLoader timed out after 0.2 seconds"):
         list(data.DataLoader(Failing(sleep=1.0), batch_size=1, num_workers=1, timeout=0.2))
+
+
+def test_timeout_raises_without_waiting_for_stuck_workers(dg):
+    """Issue 23: timeout=2 raised after 7 s (one worker; 12 s with two): the shutdown then waited 5 s for each
+    worker, which was stuck in the dataset. The bound below is the timeout plus a margin for starting and stopping
+    processes on a loaded machine, far below the 5 s per worker it took."""
+    import time
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match="DataLoader timed out after 1 seconds"):
+        next(iter(dg.utils.data.DataLoader(Failing(sleep=60.0), batch_size=1, num_workers=2, timeout=1)))
+    assert time.monotonic() - start < 1 + 4
+
+
+class GradSamples:
+    """Samples that require grad: leaves (`leaf`), or with autograd history (`history`)."""
+
+    def __init__(self, engine, kind):
+        self.engine, self.kind = engine, kind
+
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, i):
+        t = importlib.import_module(self.engine).ones(2, requires_grad=True)
+        return t * 2 if self.kind == "history" else t
+
+
+@pytest.mark.parametrize("kind, batch_size, refused", [("leaf", None, False), ("leaf", 2, True),
+                                                      ("history", None, True), ("history", 2, True)])
+def test_workers_refuse_tensors_with_autograd_history(dg, kind, batch_size, refused):
+    """Issue 23: a worker's tensor with autograd history arrived as a leaf that requires grad, its gradient stopping
+    silently; torch refuses it (a leaf that requires grad crosses; a batch stacked from such leaves has history)."""
+    loader = dg.utils.data.DataLoader(GradSamples(dg.__name__, kind), batch_size=batch_size, num_workers=1)
+    if refused:
+        with pytest.raises(RuntimeError, match="autograd history cannot cross from a worker process"):
+            next(iter(loader))
+    else:
+        batch = next(iter(loader))
+        assert batch.requires_grad and batch.grad_fn is None and batch.tolist() == [1.0, 1.0]

@@ -193,6 +193,28 @@ def test_anomaly_mode_catches_inf_from_a_primitive(dg):
             loss.backward()
 
 
+# ops whose gradient for an input that needs none is not finite here, while the one that flows is (issue 23):
+# anomaly mode checks only gradients that flow on, as torch (binary_cross_entropy's target at p = 0 or 1)
+UNNEEDED_NONFINITE = {
+    "binary_cross_entropy": (lambda m, p, y: m.nn.functional.binary_cross_entropy(p, y), [0.0, 0.5, 1.0],
+                             [0.0, 1.0, 1.0], [0.0, -2 / 3, 0.0]),
+    "xlogy": (lambda m, x, y: m.xlogy(x, y).sum(), [0.0, 2.0], [0.0, 3.0], [0.0, np.log(3.0)]),  # y's: 0 / 0
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNNEEDED_NONFINITE))
+def test_anomaly_mode_ignores_gradients_nobody_needs(dg, name):
+    f, a, b, want = UNNEEDED_NONFINITE[name]
+    x, y = dg.tensor(a, dtype=dg.float64, requires_grad=True), dg.tensor(b, dtype=dg.float64)
+    with dg.autograd.detect_anomaly():
+        f(dg, x, y).backward()
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-12)
+    y.requires_grad_()                      # now that gradient flows: anomaly mode stops the backward
+    with dg.autograd.detect_anomaly():
+        with pytest.raises(RuntimeError, match="anomaly detection: .* returned a gradient containing"):
+            f(dg, x, y).backward()
+
+
 def test_anomaly_switches(dg):
     set_mode = dg.autograd.set_detect_anomaly(True)              # takes effect at once, as torch's
     assert dg.autograd.is_anomaly_enabled()

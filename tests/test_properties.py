@@ -39,7 +39,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from hook_programs import CHAIN_OPS, Hook, Program, run_program
+from hook_programs import CHAIN_OPS, PACK_KINDS, Hook, Program, run_program
 
 LONG = os.environ.get("DYNGRAD_LONG", "") not in ("", "0")
 # no "explain" phase: re-running a failing program hundreds of times to annotate it costs minutes
@@ -572,7 +572,7 @@ def hook_programs(draw):
                        tuple(draw(st.lists(action, max_size=3))), draw(st.sampled_from((1.0, 2.0, -1.0))))
                   for _ in range(nhooks))
     initial = tuple(sorted(draw(st.sets(st.integers(0, nhooks - 1), min_size=1))))
-    return Program(chain, hooks, initial, draw(st.integers(1, 3)))
+    return Program(chain, hooks, initial, draw(st.integers(1, 3)), draw(st.sampled_from(PACK_KINDS)))
 
 
 def check_hook_program(cpp, ref, prog):
@@ -612,6 +612,8 @@ HOOK_REGRESSIONS = [
     Program(("mul2", "addx"), (Hook("tensor", 2, (("retain", 2), ("retain", 1)), 1.0),), (0,), 2),
     # a hook on x's AccumulateGrad (a node pre-hook) registered by the leaf's own tensor hook
     Program(("square",), (Hook("tensor", 0, (("add", 1),), 2.0), Hook("node", 0, (), -1.0)), (0,), 2),
+    # built under a pack hook that runs ops that save (issue 23: RecursionError before)
+    Program(("square", "sin", "addx"), (Hook("tensor", 1, (("retain", 2),), 2.0),), (0,), 2, "ops"),
 ]
 
 

@@ -28,7 +28,7 @@ UNARY = [
 
 def _compare(mine, theirs, rtol, atol, args):
     bad = ~np.isclose(mine, theirs, rtol=rtol, atol=atol, equal_nan=True)
-    assert not bad.any(), [(tuple(np.broadcast_to(a, theirs.shape)[bad][:3]) for a in args),
+    assert not bad.any(), [tuple(np.broadcast_to(a, theirs.shape)[bad][:3] for a in args),
                            mine[bad][:3], theirs[bad][:3]]
 
 
@@ -99,13 +99,19 @@ def test_polynomials_match_torch(dg, name):
 
 @pytest.mark.parametrize("name", POLYNOMIALS)
 def test_polynomials_float32_overflow_as_torch(dg, name):
-    """float32 runs the recurrence in float32, so values overflow (to inf, then NaN) where torch's do."""
+    """float32 runs the recurrence in float32, so values overflow (to inf, then NaN) where torch's do.
+
+    The tolerance grows with the degree: n recurrence steps each round at 2**-24 of terms of size up to about
+    max(1, |P_n(x)|), so a float32 result is only known to about n * 2**-23 of that, and torch's vectorised kernel
+    rounds differently from ours (and differently on different CPUs: V_100(0.3) is -0.0110555 with torch here,
+    -0.0110685 with ours, -0.0110580 exactly)."""
     x = np.array([-3e19, -2, -1, -0.5, 0, 0.3, 1, 1.5, 3, 1e10, 1e20, np.inf, np.nan], dtype=np.float32)[:, None]
     n = np.array([-1, 0, 1, 2, 3, 4, 5, 7, 9, 12, 30, 100], dtype=np.float32)[None, :]
     mine = getattr(dg.special, name)(dg.tensor(x), dg.tensor(n))
     assert mine.dtype == dg.float32
     theirs = getattr(torch.special, name)(torch.tensor(x), torch.tensor(n)).numpy()
-    _compare(mine.numpy(), theirs, 1e-4, 1e-5, (x, n))
+    rounding = 4 * np.maximum(np.abs(n), 1) * 2.0 ** -23
+    _compare(mine.numpy(), theirs, np.maximum(1e-4, rounding), np.maximum(1e-5, rounding), (x, n))
 
 
 def test_polynomial_degree_past_the_step_limit(dg):

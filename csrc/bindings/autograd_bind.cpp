@@ -1,6 +1,7 @@
 // autograd_bind.cpp: backward / grad, grad mode, hooks, graph introspection, and the node of a custom
 // Python autograd.Function (the engine calls back into Python for it).
 #include "common.h"
+#include "dyngrad/kernels/gil.h"
 #include "dyngrad/cycles.h"
 #include "dyngrad/engine.h"
 #include "dyngrad/errors.h"
@@ -45,7 +46,7 @@ struct PyPackedSaved final : PackedSaved {
   Tensor leaf;
   PyPackedSaved(py::object v, py::object u) : value(std::move(v)), unpack_fn(std::move(u)) {}
   ~PyPackedSaved() override {
-    if (!Py_IsInitialized()) {  // interpreter gone: leak rather than touch Python
+    if (!may_take_gil()) {  // interpreter gone or going (kernels/gil.h): leak rather than touch Python
       value.release();
       unpack_fn.release();
       return;

@@ -10,6 +10,7 @@
 #include "dyngrad/engine.h"
 #include "dyngrad/errors.h"
 #include "dyngrad/grad_mode.h"
+#include "dyngrad/kernels/gil.h"
 #include "dyngrad/node.h"
 #include "dyngrad/random.h"
 
@@ -94,6 +95,7 @@ Tensor from_numpy(py::array arr, bool warn = true) {
   }
   py::object keep = arr;
   storage->owner = std::shared_ptr<void>(keep.release().ptr(), [](void* p) {
+    if (!may_take_gil()) return;  // leaked at exit (kernels/gil.h)
     py::gil_scoped_acquire gil;
     Py_DECREF(static_cast<PyObject*>(p));
   });

@@ -267,7 +267,12 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
       // Note [Slice gradients in place]
       bool done = any_grad && !skip && !options.create_graph && !g_anomaly_mode && slice_grad_in_place(node, grads);
       if (any_grad && !skip && !done) outputs = node->apply(grads);
-      if (g_anomaly_mode) check_gradients_finite(*node, outputs);  // Note [Anomaly mode]
+      if (g_anomaly_mode) {  // Note [Anomaly mode]: only the gradients that flow on, as torch and the reference
+        std::vector<Tensor> flowing(outputs.size());  // engine (BCE's gradient for its target at p = 0 is inf)
+        for (size_t i = 0; i < outputs.size() && i < node->next_edges.size(); ++i)
+          if (node->next_edges[i].fn) flowing[i] = outputs[i];
+        check_gradients_finite(*node, flowing);
+      }
       if (!options.retain_graph) node->release_saved();
 
       for (size_t i = 0; i < node->next_edges.size(); ++i) {

@@ -61,6 +61,7 @@ void SavedTensor::save(const Tensor& t, bool is_output_of_node) {
   saved_version = t->version();
   if (tl_pack_hook) {  // Note [Saved tensor hooks]; copy the hook: it may reset itself while running
     std::shared_ptr<PackHook> hook = tl_pack_hook;
+    GradModeGuard no_grad(false);  // as torch: the ops a pack hook runs record nothing, so they pack nothing
     packed = (*hook)(is_output_of_node ? alias(t) : t);  // an output's alias: no cycle through the hook
     return;
   }

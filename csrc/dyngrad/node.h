@@ -20,7 +20,10 @@
 // every SavedTensor::save on that thread hands the tensor to the pack hook and keeps only what it returned (a
 // PackedSaved); unpack() calls the unpack hook to get the tensor back. The hooks are Python callables, so the
 // interface lives here and the implementation in the bindings (autograd_bind.cpp). A packed tensor is not version
-// checked (the hooks may have copied it anywhere, as in torch) and is invisible to the cycle collector.
+// checked (the hooks may have copied it anywhere, as in torch) and is invisible to the cycle collector. The pack
+// hook runs with grad mode off, as torch's: the ops it runs record no node, so they save (and pack) nothing; before,
+// a hook using an op that saves packed again inside itself (RecursionError). A hook that turns grad mode back on
+// recurses, as in torch.
 //
 // Note [Iterative graph destruction]: a chain of a million nodes must not be destroyed by a million nested
 // destructors. Dying nodes hand their edges and saved tensors' histories to a thread-local queue that the
@@ -195,7 +198,10 @@ void set_history(const Tensor& out, std::shared_ptr<Node> node, uint32_t output_
 // every SavedTensor::save on that thread hands the tensor to the pack hook and keeps only what it returned (a
 // PackedSaved); unpack() calls the unpack hook to get the tensor back. The hooks are Python callables, so the
 // interface lives here and the implementation in the bindings (autograd_bind.cpp). A packed tensor is not version
-// checked (the hooks may have copied it anywhere, as in torch) and is invisible to the cycle collector.
+// checked (the hooks may have copied it anywhere, as in torch) and is invisible to the cycle collector. The pack
+// hook runs with grad mode off, as torch's: the ops it runs record no node, so they save (and pack) nothing; before,
+// a hook using an op that saves packed again inside itself (RecursionError). A hook that turns grad mode back on
+// recurses, as in torch.
 //
 // Note [Iterative graph destruction]
 void release_node_iteratively(std::shared_ptr<Node>&& node);

@@ -237,6 +237,8 @@ Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t s
 
 // avg_pool2d counts padded zeros in the average (torch's count_include_pad=True default)
 Tensor avg_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
+  if (is_half(x->dtype))  // summed in float32 and rounded once (Note [Half types]), as torch
+    return to_dtype(avg_pool2d(to_dtype(x, DType::Float32), kh, kw, sh, sw, ph, pw), x->dtype);
   Tensor win = pool_windows(x, kh, kw, sh, sw, ph, pw, "avg_pool2d");
   return pooled_shape(mean(win, {2}, false), x, kh, kw, sh, sw, ph, pw);
 }

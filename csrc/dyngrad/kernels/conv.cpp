@@ -4,6 +4,7 @@
 // with dilation (dh, dw) spacing the kernel's taps; OH = (H + 2*ph - dh*(kh-1) - 1) / sh + 1 (likewise OW).
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -91,37 +92,43 @@ void col2im_typed(const Window& g, const T* src, T* dst, bool parallel) {
 // window's maximum: the forward reads x once (no unfolded copy), and the gradient is take's adjoint, a scatter of
 // the pooled gradient into zeros of x's shape (no window-sized tensors either way). As torch's CPU kernel: padded
 // taps never win, the running maximum starts at -inf on the window's first real tap, and a NaN wins over
-// everything after it (`v > best || isnan(v)`), so a window with a NaN gives NaN.
-template <typename T>
+// everything after it (`v > best || isnan(v)`), so a window with a NaN gives NaN. A kernel may be far larger than
+// the input (ResNet's 3x3 stem pool on a 1x1 map, or 2**20 with padding 2**19 on 4x4): only the taps that can land
+// inside the image are visited (the row and column ranges below), and the range of windows each tap reaches is
+// inside()'s, whose floor division keeps a tap right of the image from reaching any window (a truncating one once
+// let it read the next channel's first element). The padding check (at most half the kernel) gives every window
+// at least one real tap. float16 / bfloat16 compare as float32, which is exact (Note [Half types]).
+template <typename T, typename Tap>
 void max_pool_positions_typed(const Window& g, const T* src, int64_t* dst, bool parallel) {
+  using Compute = std::conditional_t<is_half_type_v<T>, float, T>;
+  // the kernel columns j that some window's tap w = ow*sw - pw + j can put inside [0, W)
+  const int64_t j_lo = std::max<int64_t>(0, g.pw - (g.OW - 1) * g.sw), j_hi = std::min(g.kw, g.W + g.pw);
+  const int64_t jn = j_hi - j_lo;
   parallel_for(g.N * g.C, [&](int64_t lo, int64_t hi) {
-  // per output row: the running maximum and its tap of every window, updated one tap at a time across the row
-  // (a loop over ow with selects, which vectorises; per window, a branch on random data mispredicts)
-  std::vector<T> best(g.OW);
-  std::vector<int32_t> tap(g.OW);
+  // per output row: the running maximum and its tap of every window, updated one tap at a time across the row (a
+  // loop over ow with selects, which vectorises; per window, a branch on random data mispredicts). A tap is
+  // numbered (h - h_first) * jn + (j - j_lo) over the rows and columns visited, a constant in the inner loop.
+  std::vector<Compute> best(g.OW);
+  std::vector<Tap> tap(g.OW);
   for (int64_t nc = lo; nc < hi; ++nc) {
     const int64_t base = nc * g.H * g.W;
     const T* img = src + base;
     int64_t* o = dst + nc * g.OH * g.OW;
     for (int64_t oh = 0; oh < g.OH; ++oh) {
-      const int64_t h0 = oh * g.sh - g.ph;
-      std::fill(best.begin(), best.end(), -std::numeric_limits<T>::infinity());
-      std::fill(tap.begin(), tap.end(), -1);
-      for (int64_t i = 0; i < g.kh; ++i) {
-        const int64_t h = h0 + i;
-        if (h < 0 || h >= g.H) continue;
+      const int64_t h_first = std::max<int64_t>(0, oh * g.sh - g.ph), h_end = std::min(g.H, oh * g.sh - g.ph + g.kh);
+      std::fill(best.begin(), best.end(), -std::numeric_limits<Compute>::infinity());
+      std::fill(tap.begin(), tap.end(), Tap(-1));
+      for (int64_t h = h_first; h < h_end; ++h) {
         const T* row = img + h * g.W;
-        for (int64_t j = 0; j < g.kw; ++j) {
-          const int32_t t = (int32_t)(i * g.kw + j);
-          // the windows whose tap (i, j) is inside the image: w = ow*sw - pw + j in [0, W)
-          const int64_t first = std::max<int64_t>(0, (g.pw - j + g.sw - 1) / g.sw);
-          const int64_t last = std::min<int64_t>(g.OW, (g.W - 1 + g.pw - j) / g.sw + 1);
-          const T* x = row - g.pw + j;
-          T* b = best.data();
-          int32_t* k = tap.data();
+        for (int64_t j = j_lo; j < j_hi; ++j) {
+          const Tap t = (Tap)((h - h_first) * jn + (j - j_lo));
+          const auto [first, last] = inside(g, j);
+          const T* x = row + (j - g.pw);  // tap j of window ow reads x[ow * sw], inside the row for ow in [first, last)
+          Compute* b = best.data();
+          Tap* k = tap.data();
           const int64_t sw = g.sw;
           for (int64_t ow = first; ow < last; ++ow) {
-            const T v = x[ow * sw];
+            const Compute v = (Compute)x[ow * sw];
             const bool wins = (v > b[ow]) | (v != v) | (k[ow] < 0);  // a NaN wins; so does a window's first tap
             b[ow] = wins ? v : b[ow];
             k[ow] = wins ? t : k[ow];
@@ -129,12 +136,21 @@ void max_pool_positions_typed(const Window& g, const T* src, int64_t* dst, bool 
         }
       }
       for (int64_t ow = 0; ow < g.OW; ++ow) {
-        const int64_t i = tap[ow] / g.kw, j = tap[ow] % g.kw;
-        o[oh * g.OW + ow] = base + (h0 + i) * g.W + (ow * g.sw - g.pw + j);
+        const int64_t i = tap[ow] / jn, j = tap[ow] % jn + j_lo;
+        o[oh * g.OW + ow] = base + (h_first + i) * g.W + (ow * g.sw - g.pw + j);
       }
     }
   }
   }, parallel ? 2 : INT64_MAX);
+}
+
+template <typename T>
+void max_pool_positions_typed(const Window& g, const T* src, int64_t* dst, bool parallel) {
+  // int32 taps vectorise with float32 values; a window of more than 2**31 visited taps needs int64
+  if (std::min(g.kh, g.H) * std::min(g.kw, g.W + g.pw) < (int64_t(1) << 31))
+    max_pool_positions_typed<T, int32_t>(g, src, dst, parallel);
+  else
+    max_pool_positions_typed<T, int64_t>(g, src, dst, parallel);
 }
 }  // namespace
 
@@ -144,7 +160,12 @@ Tensor max_pool2d_positions_kernel(const Tensor& x_in, int64_t kh, int64_t kw, i
   Window g = make_window(x->shape, kh, kw, sh, sw, ph, pw, 1, 1);
   Tensor positions = empty({g.N, g.C, g.OH, g.OW}, DType::Int64);
   bool parallel = x->numel >= kParallelGrain;
-  DG_DISPATCH_FLOAT(x->dtype, T, max_pool_positions_typed<T>(g, x->data<T>(), positions->data<int64_t>(), parallel));
+  if (x->dtype == DType::Float16)
+    max_pool_positions_typed<Half>(g, x->data<Half>(), positions->data<int64_t>(), parallel);
+  else if (x->dtype == DType::BFloat16)
+    max_pool_positions_typed<BFloat16>(g, x->data<BFloat16>(), positions->data<int64_t>(), parallel);
+  else
+    DG_DISPATCH_FLOAT(x->dtype, T, max_pool_positions_typed<T>(g, x->data<T>(), positions->data<int64_t>(), parallel));
   return positions;
 }
 

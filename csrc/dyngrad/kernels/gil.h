@@ -31,6 +31,12 @@ inline bool must_not_return_to_python() {
   return finalizing && PyThread_get_thread_ident() != main_thread_ident();
 }
 
+// A deleter that drops a Python reference (a numpy array's owner, a saved-tensor hook's packed value) may run on
+// a kernel or daemon thread; once finalization has begun such a thread must not take the GIL (CPython would end it
+// by an unwind that cannot cross the deleter: std::terminate), so it leaks the reference instead (Note [Daemon
+// threads at exit]).
+inline bool may_take_gil() { return Py_IsInitialized() && !must_not_return_to_python(); }
+
 struct GilRelease {
   PyThreadState* state = nullptr;
   explicit GilRelease(bool worth_it) {

@@ -1,8 +1,15 @@
 // matmul.cpp: batched matrix products through numpy's own OpenBLAS (or, where numpy's BLAS is not one we can use,
 // the one scipy-openblas32 ships): python/dyngrad/_cpp_blas.py finds the library and hands its sgemm/dgemm over
 // as function pointers, so the build needs no BLAS at all.
+#include <pthread.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "gil.h"
@@ -61,9 +68,54 @@ BlasOneThread::~BlasOneThread() {
 }
 
 namespace {
+// Note [BLAS calls at exit]: when the process exits while a daemon thread is inside a matmul, that thread (and
+// our pool's workers running its panels) keep computing while exit() runs the libraries' destructors, and
+// OpenBLAS's (gotoblas_quit) unmaps the buffers its kernels are using: SIGSEGV in sgemm_kernel (8 of 12 exits on
+// an Intel machine; Note [Daemon threads at exit] keeps such threads from returning to Python, not from
+// computing). So every BLAS call is counted, and an exit handler (registered after OpenBLAS was loaded, so it
+// runs before OpenBLAS's destructor) stops new calls and waits for the ones in flight, each one panel of a
+// product; a thread that would start a call after that parks for good (the process is ending), except the
+// exiting thread itself, which may run kernels from later exit handlers.
+std::atomic<int> g_gemms_in_flight{0};
+std::atomic<bool> g_exiting{false};
+pthread_t g_exit_thread;
+
+struct CountedBlasCall {
+  CountedBlasCall() {
+    for (;;) {
+      g_gemms_in_flight.fetch_add(1);  // seq_cst with the exit handler's store and load (a Dekker pair)
+      if (!g_exiting.load() || pthread_equal(pthread_self(), g_exit_thread)) return;
+      g_gemms_in_flight.fetch_sub(1);
+      for (;;) pause();
+    }
+  }
+  ~CountedBlasCall() { g_gemms_in_flight.fetch_sub(1); }
+};
+
+void finish_blas_calls_at_exit() {
+  g_exit_thread = pthread_self();
+  g_exiting.store(true);
+  while (g_gemms_in_flight.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+// Note [Forks while kernels run] (thread_pool.cpp): a fork while another thread held g_blas_mutex (a matmul
+// starting or ending) left it locked forever in the child, whose first matmul then hung (1-7 of 100 forks). The
+// fork takes the mutex first, so the state it copies is whole; the child, which has none of the parent's other
+// threads, has no matmul running: it forgets their count and puts back the BLAS thread count they lowered.
+void blas_before_fork() { g_blas_mutex.lock(); }
+void blas_after_fork_in_parent() { g_blas_mutex.unlock(); }
+void blas_after_fork_in_child() {
+  if (g_blas_users > 0) {
+    g_blas_users = 0;
+    if (g_blas_outside > 1 && g_blas_set_threads) g_blas_set_threads(g_blas_outside);
+  }
+  g_blas_mutex.unlock();  // taken by this thread before the fork, so the child's copy is this thread's
+}
+
 template <typename T, typename I>
 void call_gemm(void* f, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
                int64_t ldb, T* c, int64_t ldc) {
+  CountedBlasCall counted;  // Note [BLAS calls at exit]
   reinterpret_cast<gemm_t<T, I>>(f)(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                                     (I)m, (I)n, (I)k, T(1), a, (I)lda, b, (I)ldb, T(0), c, (I)ldc);
 }
@@ -171,6 +223,12 @@ void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs,
 
 void set_blas_functions(uintptr_t sgemm, uintptr_t dgemm, uintptr_t set_num_threads, uintptr_t get_num_threads,
                         bool ilp64) {
+  static const bool registered = [] {  // once, now that the BLAS is loaded (Notes [BLAS calls at exit], [Forks ...])
+    std::atexit(finish_blas_calls_at_exit);
+    pthread_atfork(blas_before_fork, blas_after_fork_in_parent, blas_after_fork_in_child);
+    return true;
+  }();
+  (void)registered;
   std::lock_guard<std::mutex> lock(g_blas_mutex);
   g_sgemm = reinterpret_cast<void*>(sgemm);
   g_dgemm = reinterpret_cast<void*>(dgemm);

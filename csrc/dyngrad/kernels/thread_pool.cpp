@@ -171,8 +171,13 @@ std::shared_ptr<Pool>* g_pool = new std::shared_ptr<Pool>();
 std::mutex g_pool_init;
 thread_local bool tl_in_parallel = false;
 
+// Note [Forks while kernels run]: os.fork() copies one thread, the caller, and every lock as it was; a lock another
+// thread held stays held in the child for ever. So each piece of state shared by threads resets in the child:
+// the pool (its workers are not there: the old one must not be joined; it leaks, a new one is made on first use,
+// and the pool's init mutex is made afresh), and the BLAS thread state, whose mutex the fork takes first and whose
+// count of running matmuls the child forgets (matmul.cpp). tests/test_crash_regressions.py forks while kernels
+// run on other threads.
 void forget_pool_after_fork() {
-  // the child has none of the parent's threads: the old pool must not be joined; it leaks, a new one is made
   g_pool = new std::shared_ptr<Pool>();
   new (&g_pool_init) std::mutex();
 }

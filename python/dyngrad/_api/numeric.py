@@ -600,13 +600,18 @@ def _to_dtype_values(out, dt):
 
 
 # ----- DLPack (through numpy's DLPack support: zero-copy both ways) ------------------------------------------------
+# Note [Read-only DLPack exports]: DLPack 1.0 can flag a tensor read-only, but a consumer may ignore the flag (torch
+# 2.13 does: torch.from_dlpack of a read-only array writes into it, and into a read-only memory map it segfaults).
+# So a read-only tensor is exported as a private copy unless the consumer asks for no copy (copy=False: then it gets
+# the memory, flagged read-only); dyngrad's own from_dlpack asks for no copy first, honours the flag (the tensor
+# refuses in-place writes, Note [Writable tensors]) and so stays zero-copy.
 
 _KDLCPU = 1
 
 
 def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
     """A DLPack capsule of this tensor's memory (numpy's exporter over the tensor's own buffer: no copy; a
-    read-only tensor is exported read-only where the consumer understands DLPack 1.0, and refused otherwise)."""
+    read-only tensor is copied unless copy=False, Note [Read-only DLPack exports])."""
     if self.requires_grad:
         raise BufferError("__dlpack__: cannot export a tensor that requires grad; use tensor.detach().")
     if self.dtype.name == "bfloat16":
@@ -614,13 +619,16 @@ def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None
                           "bfloat16).")
     if dl_device is not None and tuple(dl_device) != (_KDLCPU, 0):
         raise BufferError(f"__dlpack__: dyngrad tensors live on the CPU; cannot export to device {dl_device}.")
+    view = self._numpy_view()
+    if copy is None and not view.flags.writeable:
+        copy = True
     kwargs = {"stream": stream}
     if max_version is not None:
         kwargs["max_version"] = max_version
     if copy is not None:
         kwargs["copy"] = copy
     try:
-        return self._numpy_view().__dlpack__(**kwargs)
+        return view.__dlpack__(**kwargs)
     except BufferError as exc:     # e.g. read-only memory for a consumer older than DLPack 1.0: name the op
         raise BufferError(f"__dlpack__: cannot export this tensor: {exc}") from None
 
@@ -654,7 +662,13 @@ def from_dlpack(ext_tensor, *, device=None, copy=None):
         raise TypeError(f"from_dlpack: expected an object with __dlpack__ or a DLPack capsule, got "
                         f"{type_name(ext_tensor)}.")
     try:
-        arr = np.from_dlpack(source, copy=copy) if copy is not None else np.from_dlpack(source)
+        if copy is None:        # zero-copy if the producer can (Note [Read-only DLPack exports]), else its choice
+            try:
+                arr = np.from_dlpack(source, copy=False)
+            except (BufferError, TypeError, ValueError):
+                arr = np.from_dlpack(source)
+        else:
+            arr = np.from_dlpack(source, copy=copy)
     except (BufferError, TypeError, ValueError) as exc:
         raise RuntimeError(f"from_dlpack: cannot import this tensor ({exc}).") from None
     if arr.dtype.name not in ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"):

@@ -25,7 +25,9 @@ from .node_names import rename
 # lowest value) takes each window's argmax j* (torch's winner: the first maximum, or the last NaN), the plane
 # position pos[o, j*] is the returned index, and the value is gathered at that index, so that the gradient goes
 # to that one element as in torch. A window whose maximum is -inf could pick a padding sentinel; torch then
-# answers the window's first position inside the input, and so do we.
+# answers the window's first position inside the input, and so do we. A dilated window can hold no position of the
+# input at all (taps at -1 and 1 of a size-1 dim): its maximum is the fill (-inf), its index -1 and no gradient
+# flows from it (torch returns an index outside the input there, and its backward writes through it).
 
 
 # ----- arguments -------------------------------------------------------------------------------------------------
@@ -123,15 +125,27 @@ def _combine(dims):
     return pos, valid
 
 
+def _reach(size, k, s, p, d, o):
+    """A range of kernel taps [lo, hi) holding every tap that some window puts inside [0, size) (tap j of window w
+    reads w*s - p + j*d), of at most (size + (o-1)*s) / d + 1 taps. The other taps read padding in every window,
+    which never wins a max nor adds to a sum, so the windows leave them out and a kernel far larger than the input
+    costs no more than the input (2**20 with padding 2**19 on 4x4). If no tap can reach the input (a dilated
+    kernel stepping over a size-1 dim), one tap is kept: every window is empty."""
+    lo = max(0, -(((o - 1) * s - p) // d))                # ceil((p - (o-1)*s) / d): the last window reaches 0
+    hi = min(k, (size - 1 + p) // d + 1)                  # the first window still inside below size
+    return (lo, hi) if lo < hi else (min(lo, k - 1), min(lo, k - 1) + 1)
+
+
 def _sliding(spatial, k, s, p, d, outs):
     """(positions (O, K) with the sentinel P outside the input, first position inside the input per window)."""
     dims = []
     for size, kk, ss, pp, dd, o in zip(spatial, k, s, p, d, outs):
-        i = (np.arange(o, dtype=np.int64) * ss - pp)[:, None] + np.arange(kk, dtype=np.int64) * dd
+        lo, hi = _reach(size, kk, ss, pp, dd, o)
+        i = (np.arange(o, dtype=np.int64) * ss - pp)[:, None] + np.arange(lo, hi, dtype=np.int64) * dd
         dims.append((i, (i >= 0) & (i < size), size))
     pos, valid = _combine(dims)
     plane = math.prod(spatial)
-    first = pos[np.arange(pos.shape[0]), np.argmax(valid, 1)]
+    first = np.where(valid.any(1), pos[np.arange(pos.shape[0]), np.argmax(valid, 1)], plane)
     return np.where(valid, pos, plane), first
 
 
@@ -161,22 +175,27 @@ def _windows(x, n, positions, fill):
 def _max_windows(x, n, positions, first, outs):
     """(values, indices) of max pooling over the windows, both of shape lead + outs."""
     padded, win = _windows(x, n, positions, _extreme(x.dtype, False))
-    w = win.detach()._numpy_view()
+    w = (_C.to_dtype(win.detach(), _C.float32) if x.dtype is _C.bfloat16 else win.detach())._numpy_view()
     arg = np.argmax(w, -1)
     if x.dtype.is_floating_point:       # torch: a NaN wins, and a later NaN replaces an earlier one
         nan = np.isnan(w)
         if nan.any():
             arg = np.where(nan.any(-1), w.shape[-1] - 1 - np.argmax(nan[..., ::-1], -1), arg)
     idx = positions[np.arange(positions.shape[0]), arg]                 # (M, O)
-    idx = np.where(idx == math.prod(x.shape[-n:]), first, idx)          # an all -inf window (see the Note)
+    plane = math.prod(x.shape[-n:])
+    idx = np.where(idx == plane, first, idx)                            # an all -inf window (see the Note)
     out_shape = tuple(x.shape[:-n]) + tuple(outs)
     index = _C.copy_from_numpy(np.ascontiguousarray(idx, dtype=np.int64), False)
     values = _C.reshape(_C.gather(padded, 1, index), out_shape)
+    if (idx == plane).any():                                            # a window with no input position
+        index = _C.copy_from_numpy(np.ascontiguousarray(np.where(idx == plane, -1, idx)), False)
     return values, _C.reshape(index, out_shape)
 
 
 def _sum_divided(x, n, positions, divisor, outs):
     """Each window's sum divided by divisor (O,): float division, or C's truncating one for int64 (torch)."""
+    if x.dtype in (_C.float16, _C.bfloat16):       # in float32, rounded once, as torch
+        return _C.to_dtype(_sum_divided(_C.to_dtype(x, _C.float32), n, positions, divisor, outs), x.dtype)
     _, win = _windows(x, n, positions, 0)
     total = _C.sum(win, (2,), False)
     out_shape = tuple(x.shape[:-n]) + tuple(outs)
@@ -280,9 +299,12 @@ def _avg_pool(x, n, kernel_size, stride, padding, ceil_mode, count_include_pad, 
         divisor_override = to_int(divisor_override, op, "divisor_override")
         if divisor_override == 0:
             raise RuntimeError(f"{op}: divisor_override must not be zero.")
+    if n == 3 and any(size < kk for size, kk in zip(x.shape[-n:], k)):      # torch's avg_pool3d check
+        raise RuntimeError(f"{op}: the input's spatial size {tuple(x.shape[-n:])} is smaller than the kernel size {k} "
+                           "(avg_pool3d needs every input dim, without padding, to be at least the kernel's).")
     name = _node(n, "AvgPool")
     if (n < 3 and x.dtype.is_floating_point and divisor_override is None and (count_include_pad or not any(p))
-            and _unceiled(x, n, k, s, p, d, outs)):
+            and _unceiled(x, n, k, s, p, d, outs) and all(kk <= size for kk, size in zip(k, x.shape[-n:]))):
         return rename(_fast(x, n, k, s, p, outs, _C.avg_pool2d), name, (x,))
     spatial = tuple(x.shape[-n:])
     positions, _ = _sliding(spatial, k, s, p, d, outs)
@@ -575,10 +597,10 @@ def _fractional_max_pool(x, n, kernel_size, output_size, output_ratio, return_in
         raise RuntimeError(f"{op}: expected _random_samples of shape (N >= {batch}, {channels}, {n}) for an input of "
                            f"shape {shape_str(x.shape)}, got {shape_str(samples.shape)}.")
     for d in range(n):
-        if outs[d] + k[d] - 1 > spatial[d]:
+        if outs[d] + k[d] - 1 > spatial[d] - (n == 3):                  # torch's 3-d check is strict
             raise RuntimeError(f"{op}: kernel_size {k[d]} is too large for output size {outs[d]} in dimension "
-                               f"{x.ndim - n + d} of size {spatial[d]} (output_size + kernel_size - 1 must be at "
-                               "most the input size).")
+                               f"{x.ndim - n + d} of size {spatial[d]} (output_size + kernel_size - 1 must be "
+                               f"{'below' if n == 3 else 'at most'} the input size).")
     ft = np.float64 if x.dtype is _C.float64 else np.float32
     m = batch * channels
     u = np.asarray(samples.detach()._numpy_view(), dtype=ft)[:batch].reshape(m, n)

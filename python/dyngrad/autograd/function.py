@@ -57,7 +57,8 @@ class FunctionCtx:
         """Hand the saved tensors to an active saved_tensors_hooks' pack hook and keep only what it returns."""
         if not self._saved:
             return
-        self._packed = [None if t is None else (pack(t), unpack) for t, _ in self._saved]
+        with no_grad():               # as the cores (Note [Saved tensor hooks]): the hook's ops pack nothing
+            self._packed = [None if t is None else (pack(t), unpack) for t, _ in self._saved]
         self._saved = None
 
     def _unpack_all(self):

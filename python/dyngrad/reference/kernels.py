@@ -28,6 +28,15 @@ mul = (lambda a, b: np.multiply(a, b))
 div = quiet(lambda a, b: np.true_divide(a, b))
 neg = (lambda a: np.negative(a) if a.dtype != np.bool_ else ~a)
 pow = quiet(lambda a, b: np.power(a, b))
+
+
+def int_pow(a, b):
+    """Integer a ** b as elementwise.cpp's k_int_pow: wrapping, and for b < 0 torch's 1, +-1 for a = -1, else 0."""
+    a, b = np.broadcast_arrays(a, b)
+    out = np.power(a, np.where(b < 0, 0, b).astype(b.dtype))
+    odd = (b % 2) != 0
+    negative = np.where(a == 1, 1, np.where(a == -1, np.where(odd, -1, 1), 0)).astype(out.dtype)
+    return np.where(b < 0, negative, out)
 maximum = (lambda a, b: np.maximum(a, b))
 minimum = (lambda a, b: np.minimum(a, b))
 where = (lambda cond, a, b: np.where(cond, a, b))
@@ -92,8 +101,9 @@ def log_softmax(a, dim):
     # (a - peak) - log(sum), as reduce.cpp: a - logsumexp(a) would round to logsumexp's precision (5e-4 at 1e4)
     if a.size == 0:
         return a.copy()
+    # as reduce.cpp: only a row of -inf shifts by 0; a +inf peak makes inf - inf = NaN of every entry (torch's NaN)
     peak = np.max(a, axis=dim, keepdims=True)
-    shifted = a - np.where(np.isfinite(peak), peak, 0)
+    shifted = a - np.where(np.isneginf(peak), 0, peak)
     return shifted - np.log(np.sum(np.exp(shifted), axis=dim, keepdims=True))
 
 
@@ -121,16 +131,23 @@ def max_pool2d_positions(x, kernel, stride, padding):
     wins, and a NaN wins over everything before it (so the last NaN of a window)."""
     (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
     n, c, h, w = x.shape
-    windows = sliding_window_view(np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=-np.inf),
-                                  (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw]
-    oh, ow = windows.shape[2:4]
+    oh, ow = (h + 2 * ph - kh) // sh + 1, (w + 2 * pw - kw) // sw + 1
+    # only the kernel rows [i0, i1) and columns [j0, j1) that some window puts inside the image: the others are
+    # padding in every window (a kernel may be far larger than the image, as in the C++ kernel)
+    i0, i1 = max(0, ph - (oh - 1) * sh), min(kh, h + ph)
+    j0, j1 = max(0, pw - (ow - 1) * sw), min(kw, w + pw)
+    top, left = ph - i0, pw - j0
+    bottom, right = max(0, (oh - 1) * sh - top + i1 - i0 - h), max(0, (ow - 1) * sw - left + j1 - j0 - w)
+    padded = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=-np.inf)
+    kh, kw = i1 - i0, j1 - j0
+    windows = sliding_window_view(padded, (kh, kw), axis=(2, 3))[:, :, :(oh - 1) * sh + 1:sh, :(ow - 1) * sw + 1:sw]
     windows = windows.reshape(n, c, oh, ow, kh * kw)
     tap = np.argmax(windows, axis=-1)                          # first maximum (first NaN, if any)
     nan = np.isnan(windows)
     last_nan = kh * kw - 1 - np.argmax(nan[..., ::-1], axis=-1)
     tap = np.where(nan.any(axis=-1), last_nan, tap)
-    h0 = (np.arange(oh) * sh - ph)[:, None]
-    w0 = (np.arange(ow) * sw - pw)[None, :]
+    h0 = (np.arange(oh) * sh - top)[:, None]
+    w0 = (np.arange(ow) * sw - left)[None, :]
     row, col = h0 + tap // kw, w0 + tap % kw
     # a window of -inf only: its first real tap (argmax may have picked a padded one)
     padded = (row < 0) | (row >= h) | (col < 0) | (col >= w)

@@ -10,7 +10,7 @@ import types
 import weakref
 
 from . import debug, errors
-from .grad_mode import is_grad_enabled
+from .grad_mode import GradModeGuard, is_grad_enabled
 from .tensor import Tensor, make_tensor, _HookList
 
 _sequence_nr = itertools.count()   # creation order of nodes, as Node::sequence_nr in C++
@@ -217,7 +217,8 @@ class PackedSavedTensor:
             self.grad_fn = (t.grad_fn, t.output_nr)
         elif t._requires_grad:
             self.leaf = t
-        self.value = pack(t)
+        with GradModeGuard(False):    # as node.cpp: the hook's own ops record (and so pack) nothing
+            self.value = pack(t)
         self.unpack_fn = unpack
 
     def unpack(self, node):

@@ -146,9 +146,7 @@ def pow(a, b):
     dtype = result_type(a, b)
     if dtype is _dt.bool_:
         raise TypeError("pow: not supported for bool tensors; convert with .long() or .float() first.")
-    if not dtype.is_floating_point and np.any(b._data < 0):
-        raise RuntimeError("pow: integers to negative integer powers are not allowed; use a float tensor.")
-    out = _binary(kernels.pow, a, b, dtype, "pow")
+    out = _binary(kernels.pow if dtype.is_floating_point else kernels.int_pow, a, b, dtype, "pow")
     if any_requires_grad(a, b):
         node = record("pow", out, (a, b))
         node.save("a", a)
@@ -238,7 +236,11 @@ def _unary_op(op, kernel, a, save, **args):
     ("output")."""
     dtype = a.dtype if a.dtype.is_floating_point else _dt.get_default_dtype()
     arr = a._data if a.dtype is dtype else dtype.cast(a._data)
-    res = kernel(arr)
+    if dtype is _dt.float16:                  # in float32, rounded once (as C++ and torch; numpy's float16
+        with np.errstate(over="ignore"):      # kernels round every step); beyond 65504 is inf, as torch
+            res = kernel(arr.astype(np.float32)).astype(np.float16)
+    else:
+        res = kernel(arr)
     if dtype is _dt.bfloat16:                 # Note [Reference bfloat16]: computed in float32, rounded back
         res = dtype.cast(res)
     out = make_tensor(_fresh(res))

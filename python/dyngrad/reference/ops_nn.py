@@ -243,7 +243,7 @@ def layer_norm(x, weight, bias, ndims, eps):
                                    f"{shape_str(t.shape)}.")
             if t.dtype is not x.dtype:
                 raise RuntimeError(f"{op}: expected {name} of the input's dtype {x.dtype.name}, got {t.dtype.name}.")
-    if x._data.dtype.itemsize < 4:   # half types: computed in float32 (differentiably), rounded back, as C++
+    if x.dtype.itemsize < 4:   # half types (bfloat16 too, a float32 array here): in float32, rounded back, as C++
         def wide(t):
             return to_dtype(t, _dt.float32) if t is not None else None
         return to_dtype(layer_norm(wide(x), wide(weight), wide(bias), ndims, eps), x.dtype)

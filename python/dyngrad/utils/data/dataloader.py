@@ -18,6 +18,7 @@ import numbers
 import os
 import pickle
 import queue
+import time
 
 import numpy as np
 
@@ -224,7 +225,7 @@ class _MultiProcessIter(_BaseIter):
         base_seed = loader._worker_base_seed()
         self._data_queue = context.Queue()
         self._index_queues, self._workers = [], []
-        self._shutdown = False
+        self._shutdown = self._stuck = False
         for worker_id in range(self._num_workers):
             index_queue = context.Queue()
             index_queue.cancel_join_thread()
@@ -283,6 +284,7 @@ class _MultiProcessIter(_BaseIter):
             try:
                 idx, payload = self._data_queue.get(timeout=self._timeout)
             except queue.Empty:
+                self._stuck = True     # the workers are busy in the dataset: stop them at once, do not wait
                 raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds") from None
         else:
             while True:
@@ -350,8 +352,11 @@ class _MultiProcessIter(_BaseIter):
                 q.put(None)
             except (OSError, ValueError):
                 pass
+        # one deadline for all the workers (a join of 5 s each made timeout=2 raise after 7 s with one worker,
+        # 12 s with two); none after a timeout, whose workers are stuck in the dataset
+        deadline = time.monotonic() + (0.0 if self._stuck else _JOIN_SECONDS)
         for w in self._workers:
-            w.join(timeout=_JOIN_SECONDS)
+            w.join(timeout=max(0.0, deadline - time.monotonic()))
             if w.is_alive():
                 w.terminate()
                 w.join()

@@ -1,5 +1,6 @@
 """DataLoader worker processes: the loop each worker runs, get_worker_info(), and errors carried back to the main
 process. See Note [DataLoader workers] in dataloader.py."""
+import io
 import os
 import pickle
 import queue
@@ -125,11 +126,28 @@ def seed_worker(seed):
     manual_seed(seed)
 
 
+class _BatchPickler(pickle.Pickler):
+    """Refuses a tensor with autograd history: the history cannot cross into the main process, where the tensor
+    would arrive as a leaf and its gradient stop silently (torch refuses too; a leaf that requires grad crosses,
+    as in torch). A batch collated from such leaves is stacked, so it has history and is refused, as torch's."""
+
+    def reducer_override(self, obj):
+        from ... import Tensor
+        if isinstance(obj, Tensor) and obj.requires_grad and obj.grad_fn is not None:
+            raise RuntimeError(f"DataLoader: a worker returned a tensor of shape {tuple(obj.shape)} that requires "
+                               f"grad and has a grad_fn ({obj.grad_fn.name()}): autograd history cannot cross from a "
+                               "worker process to the main one. Return tensors that do not require grad (detach() "
+                               "them, or build them under no_grad()) and set requires_grad in the main process.")
+        return NotImplemented
+
+
 def _dumps(data, worker_id):
     """Pickle a batch here, in the worker, so that a batch that cannot be pickled becomes an error the main process
     raises (pickling in the queue's feeder thread would drop it silently and leave the main process waiting)."""
     try:
-        return pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
+        buffer = io.BytesIO()
+        _BatchPickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(data)
+        return buffer.getvalue()
     except Exception:
         wrapped = ExceptionWrapper(sys.exc_info(), f"in DataLoader worker process {worker_id} (sending a batch "
                                    "to the main process)")
