@@ -76,7 +76,7 @@ def operand(o, like):
     if isinstance(o, np.generic) and o.dtype.kind in "biuf":
         return _C.scalar_operand(o.item(), like)
     if isinstance(o, (np.ndarray, list)):
-        from .creation import tensor
+        from .ops.creation import tensor
         return tensor(o)
     return None
 

@@ -126,7 +126,7 @@ class Generator:
 
     def get_state(self):
         """The whole state as a uint8 tensor (engine-specific: see the module docstring)."""
-        from .creation import from_numpy
+        from .ops.creation import from_numpy
         return from_numpy(np.frombuffer(_pack(self._current()), dtype=np.uint8).copy())
 
     def set_state(self, new_state):

@@ -7,7 +7,7 @@ Only relative imports of the engine root: in `dyngrad.autograd.gradcheck` they g
 import numpy as np
 
 from .. import _C
-from .._api.creation import tensor
+from .._api.ops.creation import tensor
 
 Tensor, float64 = _C.Tensor, _C.float64
 from . import grad, no_grad

@@ -7,8 +7,8 @@ reproducible under dg.manual_seed; the arithmetic of the accept/reject tests run
 import numpy as np
 
 from .. import from_numpy, no_grad, rand, randn, finfo
-from .._api.special_more import gammainc_kernel
-from .._api.special_numpy import digamma as _np_digamma, lgamma as _np_lgamma
+from .._api.ops.special_more import gammainc_kernel
+from .._api.host.special import digamma as _np_digamma, lgamma as _np_lgamma
 from ..autograd import Function
 
 

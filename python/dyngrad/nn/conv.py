@@ -4,7 +4,7 @@ import math
 
 from .. import empty
 from .._api.args import check_device
-from .._api.conv import _PADDING_MODES, _pad_nonzero
+from .._api.ops.conv import _PADDING_MODES, _pad_nonzero
 from . import functional as F, init
 from .lazy import LazyModuleMixin
 from .module import Module

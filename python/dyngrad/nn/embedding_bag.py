@@ -1,5 +1,5 @@
 """EmbeddingBag: sums, means or maxima of bags of embeddings, over nn.functional.embedding_bag
-(python/dyngrad/_api/embedding_bag.py)."""
+(python/dyngrad/_api/ops/embedding.py)."""
 from .. import empty
 from .._api.args import check_device
 from ..autograd.grad_mode import no_grad

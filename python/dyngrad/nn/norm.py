@@ -6,7 +6,7 @@ import warnings
 
 from .. import empty, zeros, ones, tensor, int64, no_grad
 from .._api.args import check_device
-from .._api.normalization import _update_running
+from .._api.ops.normalization import _update_running
 from . import functional as F, init
 from .lazy import LazyModuleMixin
 from .module import Module

@@ -1,5 +1,5 @@
 """Padding layers: ZeroPad, ConstantPad, ReflectionPad, ReplicationPad and CircularPad in 1, 2 and 3 dims, over
-nn.functional.pad (python/dyngrad/_api/padding.py)."""
+nn.functional.pad (python/dyngrad/_api/ops/padding.py)."""
 from . import functional as F
 from .module import Module
 

@@ -1,4 +1,4 @@
-"""PixelShuffle, PixelUnshuffle and ChannelShuffle over nn.functional (python/dyngrad/_api/resample.py)."""
+"""PixelShuffle, PixelUnshuffle and ChannelShuffle over nn.functional (python/dyngrad/_api/ops/resampling.py)."""
 from . import functional as F
 from .module import Module
 

@@ -1,4 +1,4 @@
-"""Upsampling layers over nn.functional.interpolate (python/dyngrad/_api/resample.py)."""
+"""Upsampling layers over nn.functional.interpolate (python/dyngrad/_api/ops/resampling.py)."""
 from . import functional as F
 from .module import Module
 

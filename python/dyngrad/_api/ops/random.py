@@ -11,9 +11,9 @@ PoissonBackward; binomial records none (torch's has no formula).
 """
 import numpy as np
 
-from .. import _C
-from .args import Tensor, tensor_arg, to_int, type_name
-from .generator import drawing
+from ... import _C
+from ..args import Tensor, tensor_arg, to_int, type_name
+from ..generator import drawing
 
 _INT_RANGE = {"uint8": (0, 2 ** 8 - 1), "int8": (-2 ** 7, 2 ** 7 - 1), "int16": (-2 ** 15, 2 ** 15 - 1),
               "int32": (-2 ** 31, 2 ** 31 - 1), "int64": (-2 ** 63, 2 ** 63 - 1), "bool": (0, 1)}
@@ -36,7 +36,7 @@ def _to_tensor(values, dtype):
 def _write(self, values, op):
     """Overwrites self (an in-place op, refused on a leaf that requires grad in grad mode, as torch; over a value
     with history the gradient becomes zero, as torch records it)."""
-    from .tensor_methods import overwrite
+    from .tensor import overwrite
     before = _C.inplace_input(self, op, False)
     _C.assign_inplace(self, overwrite(before, _to_tensor(values, self.dtype), op), op)
     return self
@@ -121,7 +121,7 @@ def random_(self, *args, generator=None, **kwargs):
         check_integer_bounds(self.dtype, low, high, op)
     elif not (-2 ** 63 <= low and high <= 2 ** 63):
         raise RuntimeError(f"{op}: the range [{low}, {high}) is outside int64's.")
-    from .tensor_methods import overwrite
+    from .tensor import overwrite
     t = random_integers(tuple(self.shape), _C.int64, low, high, generator, op)
     before = _C.inplace_input(self, op, False)
     _C.assign_inplace(self, overwrite(before, t if self.dtype is _C.int64 else _C.to_dtype(t, self.dtype), op), op)
@@ -250,7 +250,7 @@ def poisson(input, generator=None):
     if not (input.requires_grad and _C.is_grad_enabled()):
         return sample
     # torch records PoissonBackward, whose gradient is zero: the sample, with input as a zero-gradient parent
-    from .node_names import rename
+    from ..node_names import rename
     written = _C.where(_C.full(tuple(input.shape), True, _C.bool), sample, input)
     return rename(written, "PoissonBackward", (input,))
 

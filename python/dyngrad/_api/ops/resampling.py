@@ -12,9 +12,9 @@ import warnings
 
 import numpy as np
 
-from .. import _C
-from .args import shape_str, tensor_arg, to_int, type_name
-from .node_names import rename
+from ... import _C
+from ..args import shape_str, tensor_arg, to_int, type_name
+from ..node_names import rename
 
 MODES = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "area", "nearest-exact")
 _LINEAR_DIMS = {"linear": 1, "bilinear": 2, "trilinear": 3}

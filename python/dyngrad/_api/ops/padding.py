@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 
-from .. import _C
-from .args import INT64_MAX, shape_str, tensor_arg, to_int, type_name
-from .node_names import rename
+from ... import _C
+from ..args import INT64_MAX, shape_str, tensor_arg, to_int, type_name
+from ..node_names import rename
 
 MODES = ("constant", "reflect", "replicate", "circular")
 

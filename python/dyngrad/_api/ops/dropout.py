@@ -7,8 +7,8 @@ outside training, with p == 0 or on an empty input, the input itself is returned
 import math
 import warnings
 
-from .. import _C
-from .args import number, tensor_arg, torch_name
+from ... import _C
+from ..args import number, tensor_arg, torch_name
 
 # the SELU saturation value -scale * alpha (activation.SELU_SCALE * activation.SELU_ALPHA), as torch
 _ALPHA = 1.7580993408473766

@@ -16,8 +16,8 @@ import collections
 
 import numpy as np
 
-from .. import _C
-from .args import (Tensor, host_result, host_values, is_half, number, round_to, shape_str, tensor_arg, to_int,
+from ... import _C
+from ..args import (Tensor, host_result, host_values, is_half, number, round_to, shape_str, tensor_arg, to_int,
                    type_name, wrap_dim)
 from .reduction import SharedSelection, array_tensor, check_nonempty
 

@@ -20,9 +20,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from .. import _C
-from ..autograd.function import Function
-from .args import broadcast_shapes, shape_str, tensor_arg, to_int, type_name, wrap_dim
+from ... import _C
+from ...autograd.function import Function
+from ..args import broadcast_shapes, shape_str, tensor_arg, to_int, type_name, wrap_dim
 from .linalg import (LinAlgError, LinalgSolve, LinalgSolveTriangular, _const, _deprecated, _eye, _float_input,
                      _from_np, _info_tensor, _matrices, _named, _np, _recording, _same_float_dtype,
                      _lapack_solve_triangular, _solve_operands, _tri, _where_batch, inv, solve,

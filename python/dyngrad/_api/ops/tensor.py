@@ -5,13 +5,13 @@ import inspect
 
 import numpy as np
 
-from .. import _C
+from ... import _C
 from . import pointwise
-from .args import (Size, Tensor, dtype_arg, check_device, checked_write, host_array, number, operand, operand_or_throw,
+from ..args import (Size, Tensor, dtype_arg, check_device, checked_write, host_array, number, operand, operand_or_throw,
                    shape_str, type_name)
-from .device import device as device_type
-from .node_names import rename
-from .printing import format_tensor
+from ..device import device as device_type
+from ..node_names import rename
+from ..printing import format_tensor
 
 
 # ----- construction ----------------------------------------------------------------------------------------------
@@ -161,7 +161,7 @@ def __reduce_ex__(self, protocol):
 
 
 def _rebuild(array, requires_grad, dtype_name=None):
-    from .. import _C as engine
+    from ... import _C as engine
     t = engine.copy_from_numpy(np.ascontiguousarray(array), False)
     if dtype_name is not None:
         t = engine.to_dtype(t, getattr(engine, dtype_name))
@@ -265,7 +265,7 @@ to_bfloat16 = _to_named("bfloat16")
 
 
 def type_as(self, other):
-    from .args import tensor_arg
+    from ..args import tensor_arg
     return to(self, tensor_arg(other, "type_as", "other").dtype)
 
 
@@ -300,7 +300,7 @@ def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=
         retain = create_graph if retain_graph is None else bool(retain_graph)
         _C._run_backward((self,), (gradient,), None, retain, bool(create_graph), True, False)
         return
-    from ..autograd import backward as run
+    from ...autograd import backward as run
     run(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
 
 
@@ -474,7 +474,7 @@ def zero_(self):
 
 
 def fill_(self, value):
-    from .args import number
+    from ..args import number
     v = number(value, "fill_", "value")
     if not isinstance(value, Tensor):            # (a 0-d tensor's value is converted as a copy: it wraps, as torch)
         v = checked_write(v, self.dtype, "fill_")
@@ -501,7 +501,7 @@ def _random_fill(op, make):
 
 
 def _uniform(self, a=0.0, b=1.0, *, generator=None):
-    from .generator import drawing
+    from ..generator import drawing
     lo, hi = float(number(a, "uniform_", "from")), float(number(b, "uniform_", "to"))
     if lo > hi:
         raise RuntimeError(f"uniform_: expected a [from, to) range with from <= to, but got from={lo:g} > to={hi:g}.")
@@ -511,7 +511,7 @@ def _uniform(self, a=0.0, b=1.0, *, generator=None):
 
 
 def _normal(self, mean=0.0, std=1.0, *, generator=None):
-    from .generator import drawing
+    from ..generator import drawing
     mean, std = float(number(mean, "normal_", "mean")), float(number(std, "normal_", "std"))
     if not std >= 0:
         raise RuntimeError(f"normal_: expected std >= 0.0, but found std={std:g}.")
@@ -526,7 +526,7 @@ normal_ = _random_fill("normal_", _normal)
 
 def bernoulli_(self, p=0.5, *, generator=None):
     """Each element becomes 1 with probability p (a number, or a tensor of probabilities broadcast to self)."""
-    from .generator import drawing
+    from ..generator import drawing
     float_dtype = self.dtype if self.dtype.is_floating_point else _C.float32
     if isinstance(p, Tensor):
         probs = _C.to_dtype(p.detach(), float_dtype)

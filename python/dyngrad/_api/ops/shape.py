@@ -13,12 +13,12 @@ import warnings
 
 import numpy as np
 
-from .. import _C
-from .args import (Size, Tensor, broadcast_shapes as broadcast_pair, check_device, dims_arg, dtype_arg, is_half, number,
+from ... import _C
+from ..args import (Size, Tensor, broadcast_shapes as broadcast_pair, check_device, dims_arg, dtype_arg, is_half, number,
                    numpy_dtype, shape_arg, shape_args, shape_str, tensor_arg, tensor_list, to_int, type_name, wrap_dim)
 
 
-from .node_names import shows_as
+from ..node_names import shows_as
 # ----- positions (non-differentiable index arithmetic, done with numpy) ------------------------------------------
 
 def _grid(shape):
@@ -888,7 +888,7 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
 
 
 def _no_grad():
-    from ..autograd.grad_mode import no_grad
+    from ...autograd.grad_mode import no_grad
     return no_grad()
 
 
@@ -995,7 +995,7 @@ def reshape_method(self, *shape):
 def view(self, *shape):
     """A view with a new shape (never a copy); view(dtype) reinterprets the elements' type."""
     if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)) and not hasattr(shape[0], "__index__"):
-        from .args import dtype_arg
+        from ..args import dtype_arg
         return _C.to_dtype(self, dtype_arg(shape[0], "view"))
     return _C.view(self, shape_args(shape, "view", "shape"))
 

@@ -3,9 +3,9 @@ core makes the memory (_C.empty, _C.full, _C.copy_from_numpy) and owns the gener
 
 import numpy as np
 
-from .. import _C
-from .generator import drawing
-from .args import (DTYPE_NAMES, Tensor, check_device, check_factory_options, checked_write, dtype_arg, finish,
+from ... import _C
+from ..generator import drawing
+from ..args import (DTYPE_NAMES, Tensor, check_device, check_factory_options, checked_write, dtype_arg, finish,
                    get_default_dtype, host_array, number, numpy_dtype, sizes_arg, tensor_arg, to_int, type_name)
 
 
@@ -323,7 +323,7 @@ def randint_like(input, low=0, high=None, *, generator=None, dtype=None, layout=
             raise TypeError("randint_like: expected randint_like(input, high) or randint_like(input, low, high).")
         low, high = 0, low
     dt = _dtype_or(dtype, input.dtype, "randint_like")
-    from .random_ops import check_integer_bounds, random_integers
+    from .random import check_integer_bounds, random_integers
     low, high = to_int(low, "randint_like", "low"), to_int(high, "randint_like", "high")
     if low < high:
         check_integer_bounds(dt, low, high, "randint_like")
@@ -374,7 +374,7 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
 
 
 def _no_grad():
-    from ..autograd.grad_mode import no_grad
+    from ...autograd.grad_mode import no_grad
     return no_grad()
 
 

@@ -15,10 +15,10 @@ import warnings
 
 import numpy as np
 
-from .. import _C
-from .args import (Tensor, broadcast_shapes, checked_write, dtype_arg, host_values, number, operand_or_throw, shape_str,
+from ... import _C
+from ..args import (Tensor, broadcast_shapes, checked_write, dtype_arg, host_values, number, operand_or_throw, shape_str,
                    tensor_arg, to_int, type_name, wrap_dim)
-from .node_names import shows_as
+from ..node_names import shows_as
 
 
 def _is_basic_item(o):
@@ -159,7 +159,7 @@ def setitem(self, idx, value):
     recording = _C.is_grad_enabled() and (self.requires_grad or v.requires_grad or
                                           (base is not None and base.requires_grad))
     if not recording and is_basic_index(idx):      # nothing to record: write into the window of self only
-        from ..autograd.grad_mode import no_grad
+        from ...autograd.grad_mode import no_grad
         with no_grad():
             window = basic_index(self, idx)
         if broadcast_shapes(window.shape, v.shape, "__setitem__") != tuple(window.shape):

@@ -10,13 +10,13 @@ import warnings
 
 import numpy as np
 
-from .. import _C
-from ..autograd.function import Function
+from ... import _C
+from ...autograd.function import Function
 from .activation import log_sigmoid
-from .args import (Tensor, host_result, host_values, number, optional_tensor, reduce_loss, reduction_code, shape_str,
+from ..args import (Tensor, host_result, host_values, number, optional_tensor, reduce_loss, reduction_code, shape_str,
                    tensor_arg, to_int, torch_name)
 
-from .node_names import shows_as
+from ..node_names import shows_as
 _REDUCTION_NAMES = {0: "none", 1: "mean", 2: "sum"}
 
 
@@ -65,7 +65,7 @@ def _broadcast_pair(x, y, op):
     """x and y expanded to their common shape (the core reports shapes that cannot be broadcast)."""
     if tuple(x.shape) == tuple(y.shape):
         return x, y
-    from .args import broadcast_shapes
+    from ..args import broadcast_shapes
     shape = broadcast_shapes(x.shape, y.shape, op)
     return _C.expand(x, shape), _C.expand(y, shape)
 
@@ -260,7 +260,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         y = _C.to_dtype(y, x.dtype)
     args = (x, y)
     if w is not None:
-        from .args import broadcast_shapes
+        from ..args import broadcast_shapes
         shape = broadcast_shapes(y.shape, w.shape, "binary_cross_entropy")
         if shape != tuple(x.shape):
             raise RuntimeError(f"binary_cross_entropy: weight of shape {shape_str(w.shape)} does not broadcast to the "

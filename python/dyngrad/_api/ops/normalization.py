@@ -7,10 +7,10 @@ biased variance.
 """
 import numpy as np
 
-from .. import _C
-from ..autograd.grad_mode import no_grad
-from .args import number, optional_tensor, shape_arg, shape_str, tensor_arg, to_int, torch_name
-from .node_names import shows_as
+from ... import _C
+from ...autograd.grad_mode import no_grad
+from ..args import number, optional_tensor, shape_arg, shape_str, tensor_arg, to_int, torch_name
+from ..node_names import shows_as
 from .distance import vector_norm
 
 
@@ -262,7 +262,7 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     result = _C.div(a, _C.clamp(norm, float(number(eps, "normalize", "eps")), None))
     if out is None:
         return result
-    from .out import write_out
+    from ..out import write_out
     return write_out(result, out, "normalize")
 
 

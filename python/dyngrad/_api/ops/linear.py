@@ -3,11 +3,11 @@ convolution, pooling. Composites are written here once, over the core's primitiv
 normalisation, dropout, distances and attention have their own modules beside this one."""
 import numpy as np
 
-from .. import _C
-from .args import optional_tensor, shape_str, tensor_arg, to_int
+from ... import _C
+from ..args import optional_tensor, shape_str, tensor_arg, to_int
 
 
-from .node_names import rename, shows_as
+from ..node_names import rename, shows_as
 # ----- layers as functions ---------------------------------------------------------------------------------------
 
 def linear(input, weight, bias=None):

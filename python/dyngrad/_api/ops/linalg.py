@@ -16,11 +16,11 @@ import warnings
 
 import numpy as np
 
-from .. import _C
-from ..autograd.function import Function
-from .args import (Tensor, broadcast_shapes, dtype_arg, number, numpy_dtype, shape_str, tensor_arg, tensor_list,
+from ... import _C
+from ...autograd.function import Function
+from ..args import (Tensor, broadcast_shapes, dtype_arg, number, numpy_dtype, shape_str, tensor_arg, tensor_list,
                    to_int, type_name, wrap_dim)
-from .node_names import shows_as
+from ..node_names import shows_as
 
 
 class LinAlgError(RuntimeError):

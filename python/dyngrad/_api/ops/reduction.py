@@ -9,12 +9,12 @@ import warnings
 
 import numpy as np
 
-from .. import _C
-from ..autograd.function import Function
-from .args import (Tensor, dtype_arg, host_result, host_values, number, optional_dtype, return_max, return_min,
+from ... import _C
+from ...autograd.function import Function
+from ..args import (Tensor, dtype_arg, host_result, host_values, number, optional_dtype, return_max, return_min,
                    shape_str, tensor_arg, to_int, wrap_dim)
 
-from .node_names import rename, shows_as
+from ..node_names import rename, shows_as
 return_aminmax = collections.namedtuple("aminmax", ["min", "max"])
 
 
@@ -459,7 +459,7 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     result = _norm(input, p, dim, keepdim, dtype)
     if out is None:
         return result
-    from .out import write_out
+    from ..out import write_out
     return write_out(result, out, "norm")
 
 

@@ -3,9 +3,9 @@ shared with the top level (erfinv, digamma, logit, ...) are the pointwise.py fun
 Functions behind these are in pointwise.py too (Note [numpy forwards])."""
 import math
 
-from .. import _C
+from ... import _C
 from . import pointwise as pw
-from .args import tensor_arg
+from ..args import tensor_arg
 from .activation import log_softmax_fn as _log_softmax, softmax_fn as _softmax
 from .reduction import logsumexp as _logsumexp
 

@@ -11,17 +11,17 @@ import warnings
 
 import numpy as np
 
-from .. import _C
-from .args import (DTYPE_NAMES, Tensor, check_device, check_factory_options, dtype_arg, finish, get_default_dtype,
+from ... import _C
+from ..args import (DTYPE_NAMES, Tensor, check_device, check_factory_options, dtype_arg, finish, get_default_dtype,
                    host_array, number, optional_dtype, shape_str, tensor_arg, tensor_list, to_int, type_name, wrap_dim)
-from .node_names import shows_as
+from ..node_names import shows_as
 from .pointwise import _NumpyFunction, _cast, _from_numpy, _numpy_function, _pair, _values
 
 return_frexp = collections.namedtuple("frexp", ["mantissa", "exponent"])
 
 
 def _no_grad():
-    from ..autograd.grad_mode import no_grad
+    from ...autograd.grad_mode import no_grad
     return no_grad()
 
 
@@ -501,7 +501,7 @@ _Nextafter = _numpy_function("Nextafter", np.nextafter, _nextafter_derivative)
 def nextafter(input, other):
     """The next representable value after input towards other, in their promoted float dtype. Floats only; its
     gradient passes to input where input != other (torch's convention), none to other."""
-    from .args import broadcast_shapes
+    from ..args import broadcast_shapes
     a, b = tensor_arg(input, "nextafter"), tensor_arg(other, "nextafter", "other")
     dtype = _C.result_type(a, b)
     if not dtype.is_floating_point:
@@ -575,12 +575,12 @@ def is_complex(input):
 
 
 def fill_(input, value):
-    from .tensor_methods import fill_ as method
+    from .tensor import fill_ as method
     return method(tensor_arg(input, "fill_"), value)
 
 
 def zero_(input):
-    from .tensor_methods import zero_ as method
+    from .tensor import zero_ as method
     return method(tensor_arg(input, "zero_"))
 
 
@@ -589,7 +589,7 @@ def zero_(input):
 def fill_diagonal_(self, fill_value, wrap=False):
     """Writes fill_value on the main diagonal (in place). Every dim must have the same length beyond 2-D; a tall
     matrix's diagonal restarts after every (columns + 1) rows when wrap=True, as numpy's fill_diagonal."""
-    from .tensor_methods import overwrite
+    from .tensor import overwrite
     if self.ndim < 2:
         raise RuntimeError(f"fill_diagonal_: dimensions must be larger than 1, got {self.ndim}.")
     if self.ndim > 2 and len(set(self.shape)) != 1:
@@ -614,7 +614,7 @@ def fill_diagonal_(self, fill_value, wrap=False):
 
 def sum_to_size(self, *size):
     """The sum of self down to `size`, a shape self can be expanded from (as the gradient of an expand)."""
-    from .args import shape_args
+    from ..args import shape_args
     shape = shape_args(size, "sum_to_size")
     ok = len(shape) <= self.ndim and all(
         s == t or s == 1 for s, t in zip(shape, tuple(self.shape)[self.ndim - len(shape):]))
@@ -642,7 +642,7 @@ def new(self, *args, **kwargs):
     """torch's legacy constructor: x.new() is an empty tensor of x's dtype, x.new(2, 3) or x.new(Size) an
     uninitialised one of that size, x.new(data) a copy of data (a sequence) in x's dtype, x.new(tensor) that
     tensor (of the same dtype)."""
-    from .args import Size
+    from ..args import Size
     from .creation import tensor
     if kwargs.get("device") is not None:
         check_device(kwargs.pop("device"), "new")
@@ -657,7 +657,7 @@ def new(self, *args, **kwargs):
         return args[0].detach()
     if all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args) or (
             len(args) == 1 and isinstance(args[0], Size)):
-        from .args import sizes_arg
+        from ..args import sizes_arg
         return _C.empty(sizes_arg(args, "new"), self.dtype)
     if len(args) == 1 and isinstance(args[0], (list, tuple, np.ndarray)):
         return tensor(args[0], dtype=self.dtype)

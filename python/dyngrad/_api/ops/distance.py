@@ -4,8 +4,8 @@ import math
 
 import numpy as np
 
-from .. import _C
-from .args import broadcast_shapes, is_half, number, shape_str, tensor_arg, to_int, wrap_dim
+from ... import _C
+from ..args import broadcast_shapes, is_half, number, shape_str, tensor_arg, to_int, wrap_dim
 
 
 def _k(value, like):

@@ -9,10 +9,10 @@ import collections
 
 import numpy as np
 
-from .. import _C
-from ..autograd.function import Function
-from .args import dtype_arg, host_result, host_values, tensor_arg, to_int, wrap_dim
-from .dtype_info import finfo
+from ... import _C
+from ...autograd.function import Function
+from ..args import dtype_arg, host_result, host_values, tensor_arg, to_int, wrap_dim
+from ..dtype_info import finfo
 from .reduction import array_tensor
 
 return_cummax = collections.namedtuple("cummax", ["values", "indices"])

@@ -5,10 +5,10 @@ import warnings
 
 import numpy as np
 
-from .. import _C
-from .args import number, optional_tensor, shape_str, tensor_arg, to_int
+from ... import _C
+from ..args import number, optional_tensor, shape_str, tensor_arg, to_int
 from .dropout import dropout
-from .nn_ops import linear
+from .linear import linear
 
 
 def _k(value, like):

@@ -8,10 +8,10 @@ import math
 
 import numpy as np
 
-from .. import _C
-from .args import (Tensor, check_device, dtype_arg, finish, get_default_dtype, host_array, number, shape_str,
+from ... import _C
+from ..args import (Tensor, check_device, dtype_arg, finish, get_default_dtype, host_array, number, shape_str,
                    tensor_arg, to_int, type_name, wrap_dim)
-from .node_names import shows_as
+from ..node_names import shows_as
 from .pointwise import _cast, _from_numpy
 
 return_histogram = collections.namedtuple("histogram", ["hist", "bin_edges"])
@@ -279,7 +279,7 @@ def _window(op, values):
 
 
 def _make_window(op, window_length, periodic, dtype, device, requires_grad, values, layout=None):
-    from .args import check_factory_options
+    from ..args import check_factory_options
     check_device(device, op)
     check_factory_options(op, layout)
     n = to_int(window_length, op, "window_length")
@@ -538,7 +538,7 @@ def narrow_copy_method(self, dim, start, length):
 # ----- Python callables over the elements (CPU, slow, as torch's) ---------------------------------------------------
 
 def _elementwise_rewrite(self, op, values):
-    from .tensor_methods import overwrite
+    from .tensor import overwrite
     if self.requires_grad:
         raise RuntimeError(f"{op}: cannot be called on a tensor that requires grad; use x.detach().{op}(...) "
                            "instead.")
@@ -562,7 +562,7 @@ def apply_(self, callable):
 
 
 def _broadcast_operand(self, tensor, op, name):
-    from .args import broadcast_shapes
+    from ..args import broadcast_shapes
     other = tensor_arg(tensor, op, name)
     shape = broadcast_shapes(tuple(self.shape), tuple(other.shape), op)
     if shape != tuple(self.shape):

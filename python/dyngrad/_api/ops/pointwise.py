@@ -6,14 +6,14 @@ import math
 
 import numpy as np
 
-from .. import _C
-from ..autograd.function import Function
-from . import special_numpy as sn
-from .args import (Tensor, broadcast_shapes, check_int_range, checked_write, compute_dtype, get_default_dtype,
+from ... import _C
+from ...autograd.function import Function
+from ..host import special as sn
+from ..args import (Tensor, broadcast_shapes, check_int_range, checked_write, compute_dtype, get_default_dtype,
                    host_result, host_values, is_half, number, operand_or_throw, operands, round_to, tensor_arg, to_int,
                    type_name)
-from .dtype_info import finfo
-from .node_names import rename, shows_as
+from ..dtype_info import finfo
+from ..node_names import rename, shows_as
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 

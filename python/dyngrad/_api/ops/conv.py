@@ -21,9 +21,9 @@ import math
 
 import numpy as np
 
-from .. import _C
-from .args import optional_tensor, shape_str, tensor_arg, to_int, type_name
-from .node_names import rename, shows_as
+from ... import _C
+from ..args import optional_tensor, shape_str, tensor_arg, to_int, type_name
+from ..node_names import rename, shows_as
 
 Tensor = _C.Tensor
 

@@ -12,11 +12,11 @@ import math
 
 import numpy as np
 
-from .. import _C
-from ..autograd.function import Function
+from ... import _C
+from ...autograd.function import Function
 from . import pointwise as pw
-from . import special_numpy as sn
-from .args import Tensor, broadcast_shapes, numpy_dtype, tensor_arg, type_name
+from ..host import special as sn
+from ..args import Tensor, broadcast_shapes, numpy_dtype, tensor_arg, type_name
 
 _EULER = 0.57721566490153286061
 _TWO_OVER_PI = 2.0 / math.pi
