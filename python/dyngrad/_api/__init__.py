@@ -15,7 +15,7 @@ from . import table
 from .args import RemovableHandle, Size
 from .node_names import saved_attribute
 from .out import with_out
-from .ops.tensor import inplace_variant
+from .inplace import inplace_variant
 
 # nn.functional's, torch.special's and linalg's names, filled by install() (python/dyngrad/nn/functional.py,
 # python/dyngrad/special/__init__.py and python/dyngrad/linalg.py publish them)

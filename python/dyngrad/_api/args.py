@@ -4,6 +4,9 @@ reduction names. Each helper raises the error the user should see, naming the op
 import collections
 import math
 import numbers
+import os
+import sys
+import warnings
 
 import numpy as np
 
@@ -414,3 +417,14 @@ def torch_name(name):
         fn.__name__ = fn.__qualname__ = name
         return fn
     return rename
+
+
+# ----- warnings at the user's line ---------------------------------------------------------------------------------
+
+def warn_deprecated(message):
+    """A UserWarning attributed to the caller's line: the first frame outside this shared layer, _api/ and its
+    folders (the out= wrapper and the methods add frames of their own)."""
+    here, frame, level = os.path.dirname(os.path.abspath(__file__)) + os.sep, sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, UserWarning, stacklevel=level + 1)

@@ -88,26 +88,39 @@ zeros_like        ops.creation.zeros_like             fn              -         
 ones_like         ops.creation.ones_like              fn              -            -   full
 empty_like        ops.creation.empty_like             fn              -            -   empty
 full_like         ops.creation.full_like              fn              -            -   full
-rand_like         ops.creation.rand_like              fn              -            -   rand
-randn_like        ops.creation.randn_like             fn              -            -   randn
+rand_like         ops.random.rand_like                fn              -            -   rand
+randn_like        ops.random.randn_like               fn              -            -   randn
 arange            ops.creation.arange                 fn,out          -            -   copy_from_numpy
 linspace          ops.creation.linspace               fn,out          -            -   copy_from_numpy
 eye               ops.creation.eye                    fn,out          -            -   copy_from_numpy
-rand              ops.creation.rand                   fn,out          -            -   rand
-randn             ops.creation.randn                  fn,out          -            -   randn
-randint           ops.creation.randint                fn,out          -            -   randint
-randperm          ops.creation.randperm               fn,out          -            -   randperm
-normal            ops.creation.normal                 fn,out          -            -   randn,mul,add
-bernoulli         ops.creation.bernoulli              fn,out,method   -            -   rand,compare
+rand              ops.random.rand                     fn,out          -            -   rand
+randn             ops.random.randn                    fn,out          -            -   randn
+randint           ops.random.randint                  fn,out          -            -   randint
+randperm          ops.random.randperm                 fn,out          -            -   randperm
+normal            ops.random.normal                   fn,out          -            -   randn,mul,add
+bernoulli         ops.random.bernoulli                fn,out,method   -            -   rand,compare
 manual_seed       generator.manual_seed               fn              -            -   manual_seed
 initial_seed      generator.initial_seed              fn              -            -   initial_seed
 seed              generator.seed                      fn              -            -   manual_seed
+logspace          ops.creation.logspace               fn,out          -            -   empty
+range             ops.creation.range                  fn,out          -            -   empty
+scalar_tensor     ops.creation.scalar_tensor          fn              -            -   full
+asarray           ops.creation.asarray                fn              -            -   from_numpy,copy_from_numpy
+frombuffer        ops.creation.frombuffer             fn              -            -   from_numpy
+empty_strided     ops.creation.empty_strided          fn              -            -   full,from_numpy
+fill              ops.creation.fill                   fn              -            -   full,expand
+new_empty_strided ops.creation.new_empty_strided      method          -            -   full,from_numpy
+hann_window       ops.creation.hann_window            fn              -            -   copy_from_numpy
+hamming_window    ops.creation.hamming_window         fn              -            -   copy_from_numpy
+blackman_window   ops.creation.blackman_window        fn              -            -   copy_from_numpy
+bartlett_window   ops.creation.bartlett_window        fn              -            -   copy_from_numpy
+kaiser_window     ops.creation.kaiser_window          fn              -            -   copy_from_numpy
 # ----- generators and random sampling (_api/generator.py: Note [Generators as swapped core states]) ----------
 Generator         generator.Generator                 fn              -            -   _get_rng_state,_set_rng_state
 default_generator generator.default_generator         fn              -            -   _get_rng_state,_set_rng_state
 get_rng_state     generator.get_rng_state             fn              -            -   _get_rng_state
 set_rng_state     generator.set_rng_state             fn              -            -   _set_rng_state
-randint_like      ops.creation.randint_like           fn              -            -   randint
+randint_like      ops.random.randint_like             fn              -            -   randint
 multinomial       ops.random.multinomial              fn,out,method   -            -   rand
 poisson           ops.random.poisson                  fn              -            -   randint
 binomial          ops.random.binomial                 fn              -            -   randint
@@ -167,6 +180,11 @@ logaddexp         ops.pointwise.logaddexp             fn,method,out   -         
 logaddexp2        ops.pointwise.logaddexp2            fn,method,out   -            -   numpy
 xlogy             ops.pointwise.xlogy                 fn,method,out,special xlogy_ -   numpy
 heaviside         ops.pointwise.heaviside             fn,method,out   heaviside_   -   numpy
+gcd               ops.pointwise.gcd                   fn,method,out   gcd_         -   -
+lcm               ops.pointwise.lcm                   fn,method,out   lcm_         -   -
+ldexp             ops.pointwise.ldexp                 fn,method,out   ldexp_       -   pow,mul
+frexp             ops.pointwise.frexp                 fn,method       -            -   numpy
+nextafter         ops.pointwise.nextafter             fn,method,out   nextafter_   -   sub,add
 # ----- unary ------------------------------------------------------------------------------------------------
 exp               ops.pointwise.exp                   fn,method,out   exp_         hot prim
 exp2              ops.pointwise.exp2                  fn,method,out,special exp2_  -   numpy
@@ -241,6 +259,11 @@ isreal            ops.pointwise.isreal                fn,method       -         
 isclose           ops.pointwise.isclose               fn,method       -            -   -
 allclose          ops.pointwise.allclose              fn,method       -            -   -
 equal             ops.pointwise.equal                 fn,method       -            -   -
+greater           ops.pointwise.gt                    fn,method,out   greater_     -   compare
+greater_equal     ops.pointwise.ge                    fn,method,out   greater_equal_ - compare
+less              ops.pointwise.lt                    fn,method,out   less_        -   compare
+less_equal        ops.pointwise.le                    fn,method,out   less_equal_  -   compare
+not_equal         ops.pointwise.ne                    fn,method,out   not_equal_   -   compare
 # ----- logic and bits ---------------------------------------------------------------------------------------
 logical_and       ops.pointwise.logical_and           fn,method,out   logical_and_ -   logical_and
 logical_or        ops.pointwise.logical_or            fn,method,out   logical_or_  -   logical_or
@@ -289,6 +312,7 @@ all               ops.reduction.all                   fn,method,out   -         
 count_nonzero     ops.reduction.count_nonzero         fn,method       -            -   compare,sum
 norm              ops.reduction.norm                  fn              -            -   abs,sum,sqrt,pow_scalar,amax,amin,where
 norm              ops.reduction.norm_method           method          -            -   abs,sum,sqrt,pow_scalar,amax,amin,where
+sum_to_size       ops.reduction.sum_to_size           method          -            -   sum,reshape
 # ----- scans ------------------------------------------------------------------------------------------------
 cumsum            ops.scan.cumsum                     fn,method,out   cumsum_      -   index_select
 cumprod           ops.scan.cumprod                    fn,method,out   cumprod_     -   index_select,where,div,mul
@@ -308,29 +332,28 @@ quantile          ops.sorting.quantile                fn,method,out   -         
 nanquantile       ops.sorting.nanquantile             fn,method,out   -            -   gather,sub,mul,where
 unique            ops.sorting.unique                  fn,method       -            -   -
 unique_consecutive ops.sorting.unique_consecutive     fn,method       -            -   -
-histc             ops.sorting.histc                   fn,method,out   -            -   -
-bincount          ops.sorting.bincount                fn,method       -            -   -
+isin              ops.sorting.isin                    fn              -            -   -
 # ----- linear algebra: products ------------------------------------------------------------------------------
-matmul            ops.linalg.matmul                   fn,method,out   -            hot prim
-mm                ops.linalg.mm                       fn,method,out   -            -   matmul
-bmm               ops.linalg.bmm                      fn,method,out   -            -   matmul
-mv                ops.linalg.mv                       fn,method,out   -            -   matmul
-dot               ops.linalg.dot                      fn,method,out   -            -   matmul
-vdot              ops.linalg.vdot                     fn,method,out   -            -   matmul
-inner             ops.linalg.inner                    fn,method,out   -            -   permute,reshape,matmul,sum
-outer             ops.linalg.outer                    fn,method,out   -            -   unsqueeze,mul
-ger               ops.linalg.outer                    fn,method,out   -            -   unsqueeze,mul
-addmm             ops.linalg.addmm                    fn,method,out   addmm_       -   matmul,mul,add
-addmv             ops.linalg.addmv                    fn,method,out   addmv_       -   matmul,mul,add
-addbmm            ops.linalg.addbmm                   fn,method,out   addbmm_      -   permute,reshape,matmul,mul,add
-baddbmm           ops.linalg.baddbmm                  fn,method,out   baddbmm_     -   matmul,mul,add
-addr              ops.linalg.addr                     fn,method,out   addr_        -   unsqueeze,mul,add
-einsum            ops.linalg.einsum                   fn              -            -   permute,reshape,expand,matmul,mul,sum,slice
-tensordot         ops.linalg.tensordot                fn,out          -            -   permute,reshape,matmul,sum
-kron              ops.linalg.kron                     fn,method,out   -            -   reshape,mul
-cross             ops.linalg.cross                    fn,method,out   -            -   expand,index_select,mul,sub
-trace             ops.linalg.trace                    fn,method       -            -   reshape,slice,sum
-chain_matmul      ops.linalg.chain_matmul             fn,out          -            -   matmul
+matmul            ops.products.matmul                 fn,method,out   -            hot prim
+mm                ops.products.mm                     fn,method,out   -            -   matmul
+bmm               ops.products.bmm                    fn,method,out   -            -   matmul
+mv                ops.products.mv                     fn,method,out   -            -   matmul
+dot               ops.products.dot                    fn,method,out   -            -   matmul
+vdot              ops.products.vdot                   fn,method,out   -            -   matmul
+inner             ops.products.inner                  fn,method,out   -            -   permute,reshape,matmul,sum
+outer             ops.products.outer                  fn,method,out   -            -   unsqueeze,mul
+ger               ops.products.outer                  fn,method,out   -            -   unsqueeze,mul
+addmm             ops.products.addmm                  fn,method,out   addmm_       -   matmul,mul,add
+addmv             ops.products.addmv                  fn,method,out   addmv_       -   matmul,mul,add
+addbmm            ops.products.addbmm                 fn,method,out   addbmm_      -   permute,reshape,matmul,mul,add
+baddbmm           ops.products.baddbmm                fn,method,out   baddbmm_     -   matmul,mul,add
+addr              ops.products.addr                   fn,method,out   addr_        -   unsqueeze,mul,add
+einsum            ops.products.einsum                 fn              -            -   permute,reshape,expand,matmul,mul,sum,slice
+tensordot         ops.products.tensordot              fn,out          -            -   permute,reshape,matmul,sum
+kron              ops.products.kron                   fn,method,out   -            -   reshape,mul
+cross             ops.products.cross                  fn,method,out   -            -   expand,index_select,mul,sub
+trace             ops.products.trace                  fn,method       -            -   reshape,slice,sum
+chain_matmul      ops.products.chain_matmul           fn,out          -            -   matmul
 # ----- linear algebra: factorisations (numpy.linalg forwards, custom Functions) ------------------------------
 inverse           ops.linalg.inverse                  fn,method,out   -            -   matmul
 det               ops.linalg.det                      fn,method       -            -   matmul,mul
@@ -343,11 +366,11 @@ svd               ops.linalg.svd                      fn,method,out   -         
 matrix_power      ops.linalg.matrix_power             fn,method,out   -            -   matmul
 # ----- torch.linalg (kind linalg: dyngrad.linalg.NAME) ------------------------------------------------------
 LinAlgError       ops.linalg.LinAlgError              linalg          -            -   -
-matmul            ops.linalg.matmul                   linalg,out      -            -   matmul
-diagonal          ops.linalg.linalg_diagonal          linalg          -            -   permute,reshape,slice
-multi_dot         ops.linalg.multi_dot                linalg,out      -            -   matmul
-cross             ops.linalg.linalg_cross             linalg,out      -            -   expand,index_select,mul,sub
-vecdot            ops.linalg.vecdot                   linalg,out      -            -   mul,sum
+matmul            ops.products.matmul                 linalg,out      -            -   matmul
+diagonal          ops.products.linalg_diagonal        linalg          -            -   permute,reshape,slice
+multi_dot         ops.products.multi_dot              linalg,out      -            -   matmul
+cross             ops.products.linalg_cross           linalg,out      -            -   expand,index_select,mul,sub
+vecdot            ops.products.vecdot                 linalg,out      -            -   mul,sum
 inv               ops.linalg.inv                      linalg,out      -            -   matmul
 inv_ex            ops.linalg.inv_ex                   linalg,out      -            -   matmul
 det               ops.linalg.linalg_det               linalg,out      -            -   matmul,mul
@@ -369,62 +392,62 @@ vector_norm       ops.linalg.vector_norm              linalg,out      -         
 matrix_norm       ops.linalg.matrix_norm              linalg,out      -            -   abs,sum,amax,vector_norm,svdvals
 norm              ops.linalg.linalg_norm              linalg,out      -            -   vector_norm,matrix_norm
 cond              ops.linalg.cond                     linalg,out      -            -   svdvals,matrix_norm,div
-# ----- more torch.linalg (_api/linalg_more.py): eig, the LU and LDL families, matrix_exp, ... -----------------
-eig               ops.linalg_more.eig                 linalg,out      -            -   matmul,mul,div
-eigvals           ops.linalg_more.eigvals             linalg,out      -            -   matmul,mul,div
-lu                ops.linalg_more.lu                  linalg,out      -            -   matmul,mul,cat
-lu_factor         ops.linalg_more.lu_factor           linalg,out      -            -   matmul,mul,cat
-lu_factor_ex      ops.linalg_more.lu_factor_ex        linalg,out      -            -   matmul,mul,cat
-lu_solve          ops.linalg_more.lu_solve            linalg,out      -            -   matmul,mul,expand
-solve_ex          ops.linalg_more.solve_ex            linalg,out      -            -   matmul,mul,expand
-matrix_exp        ops.linalg_more.matrix_exp          linalg          -            -   cat,slice
-householder_product ops.linalg_more.householder_product   linalg,out      -            -   matmul,mul,sub,select
-ldl_factor        ops.linalg_more.ldl_factor          linalg,out      -            -   -
-ldl_factor_ex     ops.linalg_more.ldl_factor_ex       linalg,out      -            -   -
-ldl_solve         ops.linalg_more.ldl_solve           linalg,out      -            -   -
-tensorinv         ops.linalg_more.tensorinv           linalg,out      -            -   reshape,matmul
-tensorsolve       ops.linalg_more.tensorsolve         linalg,out      -            -   permute,reshape,matmul
-vander            ops.linalg_more.vander              linalg          -            -   expand,cumprod,cat
-lu                ops.linalg_more.torch_lu            fn,method       -            -   matmul,mul,cat
-lu_unpack         ops.linalg_more.lu_unpack           fn,out          -            -   mul,add
-lu_solve          ops.linalg_more.torch_lu_solve      fn,method,out   -            -   matmul,mul,expand
-matrix_exp        ops.linalg_more.matrix_exp          fn,method       -            -   cat,slice
-vander            ops.linalg_more.torch_vander        fn              -            -   expand,cumprod,cat,index_select
-orgqr             ops.linalg_more.orgqr               fn,method,out   -            -   matmul,mul,sub,select
-ormqr             ops.linalg_more.ormqr               fn,method,out   -            -   matmul,mul,sub,select
-geqrf             ops.linalg_more.geqrf               fn,method,out   -            -   -
-cholesky_solve    ops.linalg_more.cholesky_solve      fn,method,out   -            -   matmul,expand
-cholesky_inverse  ops.linalg_more.cholesky_inverse    fn,method,out   -            -   matmul,expand
-triangular_solve  ops.linalg_more.triangular_solve    fn,method,out   -            -   matmul,expand,mul
-igamma            ops.special_more.gammainc           fn,method,out   igamma_      -   numpy,exp,log,lgamma
-igammac           ops.special_more.gammaincc          fn,method,out   igammac_     -   numpy,exp,log,lgamma
-# ----- torch.special: Bessel, Airy, incomplete gamma, orthogonal polynomials (_api/special_more.py) ----------
-bessel_j0         ops.special_more.bessel_j0          special,out     -            -   numpy
-bessel_j1         ops.special_more.bessel_j1          special,out     -            -   numpy
-bessel_y0         ops.special_more.bessel_y0          special,out     -            -   numpy
-bessel_y1         ops.special_more.bessel_y1          special,out     -            -   numpy
-modified_bessel_i0 ops.special_more.modified_bessel_i0 special,out - - numpy
-modified_bessel_i1 ops.special_more.modified_bessel_i1 special,out - - numpy
-modified_bessel_k0 ops.special_more.modified_bessel_k0 special,out - - numpy
-modified_bessel_k1 ops.special_more.modified_bessel_k1 special,out - - numpy
-scaled_modified_bessel_k0 ops.special_more.scaled_modified_bessel_k0 special,out - - numpy
-scaled_modified_bessel_k1 ops.special_more.scaled_modified_bessel_k1 special,out - - numpy
-spherical_bessel_j0 ops.special_more.spherical_bessel_j0 special,out - - numpy
-airy_ai           ops.special_more.airy_ai            special,out     -            -   numpy
-gammainc          ops.special_more.gammainc           special,out     -            -   numpy,exp,log,lgamma
-gammaincc         ops.special_more.gammaincc          special,out     -            -   numpy,exp,log,lgamma
-chebyshev_polynomial_t ops.special_more.chebyshev_polynomial_t special,out - - numpy
-chebyshev_polynomial_u ops.special_more.chebyshev_polynomial_u special,out - - numpy
-chebyshev_polynomial_v ops.special_more.chebyshev_polynomial_v special,out - - numpy
-chebyshev_polynomial_w ops.special_more.chebyshev_polynomial_w special,out - - numpy
-shifted_chebyshev_polynomial_t ops.special_more.shifted_chebyshev_polynomial_t special,out - - numpy
-shifted_chebyshev_polynomial_u ops.special_more.shifted_chebyshev_polynomial_u special,out - - numpy
-shifted_chebyshev_polynomial_v ops.special_more.shifted_chebyshev_polynomial_v special,out - - numpy
-shifted_chebyshev_polynomial_w ops.special_more.shifted_chebyshev_polynomial_w special,out - - numpy
-hermite_polynomial_h ops.special_more.hermite_polynomial_h special,out - - numpy
-hermite_polynomial_he ops.special_more.hermite_polynomial_he special,out - - numpy
-laguerre_polynomial_l ops.special_more.laguerre_polynomial_l special,out - - numpy
-legendre_polynomial_p ops.special_more.legendre_polynomial_p special,out - - numpy
+# ----- torch.linalg: eig, the LU and LDL families, matrix_exp, ... (and torch's top-level names for them) -----
+eig               ops.linalg.eig                      linalg,out      -            -   matmul,mul,div
+eigvals           ops.linalg.eigvals                  linalg,out      -            -   matmul,mul,div
+lu                ops.linalg.lu                       linalg,out      -            -   matmul,mul,cat
+lu_factor         ops.linalg.lu_factor                linalg,out      -            -   matmul,mul,cat
+lu_factor_ex      ops.linalg.lu_factor_ex             linalg,out      -            -   matmul,mul,cat
+lu_solve          ops.linalg.lu_solve                 linalg,out      -            -   matmul,mul,expand
+solve_ex          ops.linalg.solve_ex                 linalg,out      -            -   matmul,mul,expand
+matrix_exp        ops.linalg.matrix_exp               linalg          -            -   cat,slice
+householder_product ops.linalg.householder_product        linalg,out      -            -   matmul,mul,sub,select
+ldl_factor        ops.linalg.ldl_factor               linalg,out      -            -   -
+ldl_factor_ex     ops.linalg.ldl_factor_ex            linalg,out      -            -   -
+ldl_solve         ops.linalg.ldl_solve                linalg,out      -            -   -
+tensorinv         ops.linalg.tensorinv                linalg,out      -            -   reshape,matmul
+tensorsolve       ops.linalg.tensorsolve              linalg,out      -            -   permute,reshape,matmul
+vander            ops.linalg.vander                   linalg          -            -   expand,cumprod,cat
+lu                ops.linalg.torch_lu                 fn,method       -            -   matmul,mul,cat
+lu_unpack         ops.linalg.lu_unpack                fn,out          -            -   mul,add
+lu_solve          ops.linalg.torch_lu_solve           fn,method,out   -            -   matmul,mul,expand
+matrix_exp        ops.linalg.matrix_exp               fn,method       -            -   cat,slice
+vander            ops.linalg.torch_vander             fn              -            -   expand,cumprod,cat,index_select
+orgqr             ops.linalg.orgqr                    fn,method,out   -            -   matmul,mul,sub,select
+ormqr             ops.linalg.ormqr                    fn,method,out   -            -   matmul,mul,sub,select
+geqrf             ops.linalg.geqrf                    fn,method,out   -            -   -
+cholesky_solve    ops.linalg.cholesky_solve           fn,method,out   -            -   matmul,expand
+cholesky_inverse  ops.linalg.cholesky_inverse         fn,method,out   -            -   matmul,expand
+triangular_solve  ops.linalg.triangular_solve         fn,method,out   -            -   matmul,expand,mul
+igamma            ops.special.gammainc                fn,method,out   igamma_      -   numpy,exp,log,lgamma
+igammac           ops.special.gammaincc               fn,method,out   igammac_     -   numpy,exp,log,lgamma
+# ----- torch.special: Bessel, Airy, incomplete gamma, orthogonal polynomials (kernels in host/special.py) -----
+bessel_j0         ops.special.bessel_j0               special,out     -            -   numpy
+bessel_j1         ops.special.bessel_j1               special,out     -            -   numpy
+bessel_y0         ops.special.bessel_y0               special,out     -            -   numpy
+bessel_y1         ops.special.bessel_y1               special,out     -            -   numpy
+modified_bessel_i0 ops.special.modified_bessel_i0      special,out - - numpy
+modified_bessel_i1 ops.special.modified_bessel_i1      special,out - - numpy
+modified_bessel_k0 ops.special.modified_bessel_k0      special,out - - numpy
+modified_bessel_k1 ops.special.modified_bessel_k1      special,out - - numpy
+scaled_modified_bessel_k0 ops.special.scaled_modified_bessel_k0      special,out - - numpy
+scaled_modified_bessel_k1 ops.special.scaled_modified_bessel_k1      special,out - - numpy
+spherical_bessel_j0 ops.special.spherical_bessel_j0      special,out - - numpy
+airy_ai           ops.special.airy_ai                 special,out     -            -   numpy
+gammainc          ops.special.gammainc                special,out     -            -   numpy,exp,log,lgamma
+gammaincc         ops.special.gammaincc               special,out     -            -   numpy,exp,log,lgamma
+chebyshev_polynomial_t ops.special.chebyshev_polynomial_t      special,out - - numpy
+chebyshev_polynomial_u ops.special.chebyshev_polynomial_u      special,out - - numpy
+chebyshev_polynomial_v ops.special.chebyshev_polynomial_v      special,out - - numpy
+chebyshev_polynomial_w ops.special.chebyshev_polynomial_w      special,out - - numpy
+shifted_chebyshev_polynomial_t ops.special.shifted_chebyshev_polynomial_t      special,out - - numpy
+shifted_chebyshev_polynomial_u ops.special.shifted_chebyshev_polynomial_u      special,out - - numpy
+shifted_chebyshev_polynomial_v ops.special.shifted_chebyshev_polynomial_v      special,out - - numpy
+shifted_chebyshev_polynomial_w ops.special.shifted_chebyshev_polynomial_w      special,out - - numpy
+hermite_polynomial_h ops.special.hermite_polynomial_h      special,out - - numpy
+hermite_polynomial_he ops.special.hermite_polynomial_he      special,out - - numpy
+laguerre_polynomial_l ops.special.laguerre_polynomial_l      special,out - - numpy
+legendre_polynomial_p ops.special.legendre_polynomial_p      special,out - - numpy
 # ----- shape ------------------------------------------------------------------------------------------------
 reshape           ops.shape.reshape                   fn              -            -   prim
 reshape           ops.shape.reshape_method            method          -            -   prim
@@ -498,9 +521,6 @@ diagflat          ops.shape.diagflat                  fn,method       -         
 select_scatter    ops.shape.select_scatter            fn,method       -            -   put
 slice_scatter     ops.shape.slice_scatter             fn,method       -            -   put
 diagonal_scatter  ops.shape.diagonal_scatter          fn,method       -            -   put
-cdist             ops.shape.cdist                     fn              -            -   sub,abs,sum,pow_scalar,amax
-trapezoid         ops.shape.trapezoid                 fn              -            -   slice,add,mul,sum
-trapz             ops.shape.trapezoid                 fn              -            -   slice,add,mul,sum
 unsqueeze_        ops.shape.unsqueeze_                method          -            -   reshape,assign_inplace
 squeeze_          ops.shape.squeeze_                  method          -            -   reshape,assign_inplace
 t_                ops.shape.t_                        method          -            -   permute,assign_inplace
@@ -512,6 +532,33 @@ clone             ops.shape.clone                     fn,method       -         
 contiguous        ops.shape.contiguous                method          -            -   clone
 T                 ops.shape.T                         prop            -            -   permute
 mT                ops.shape.mT                        prop            -            -   permute
+concatenate       ops.shape.concatenate               fn,out          -            -   cat
+split_with_sizes  ops.shape.split_with_sizes          fn,method       -            -   split
+unsafe_chunk      ops.shape.unsafe_chunk              fn,method       -            -   chunk
+unsafe_split      ops.shape.unsafe_split              fn              -            -   split
+unsafe_split      ops.shape.unsafe_split_method       method          -            -   split
+fill_diagonal_    ops.shape.fill_diagonal_            method          -            -   put,assign_inplace
+unsafe_split_with_sizes ops.shape.unsafe_split_with_sizes fn,method       -            -   split
+as_strided_scatter ops.shape.as_strided_scatter       fn,method       -            -   put
+as_strided_copy   ops.shape.COPY_FORMS                fn,out          -            -   take,clone
+diagonal_copy     ops.shape.COPY_FORMS                fn,out          -            -   view,clone
+expand_copy       ops.shape.COPY_FORMS                fn,out          -            -   expand,clone
+permute_copy      ops.shape.COPY_FORMS                fn,out          -            -   permute,clone
+select_copy       ops.shape.COPY_FORMS                fn,out          -            -   select,clone
+slice_copy        ops.shape.COPY_FORMS                fn,out          -            -   slice,clone
+squeeze_copy      ops.shape.COPY_FORMS                fn,out          -            -   reshape,clone
+t_copy            ops.shape.COPY_FORMS                fn,out          -            -   permute,clone
+transpose_copy    ops.shape.COPY_FORMS                fn,out          -            -   permute,clone
+unbind_copy       ops.shape.COPY_FORMS                fn              -            -   select,clone
+unfold_copy       ops.shape.COPY_FORMS                fn,out          -            -   unfold,clone
+unsqueeze_copy    ops.shape.COPY_FORMS                fn,out          -            -   reshape,clone
+view_copy         ops.shape.COPY_FORMS                fn,out          -            -   view,clone
+split_copy        ops.shape.COPY_FORMS                fn              -            -   split,clone
+split_with_sizes_copy ops.shape.COPY_FORMS            fn              -            -   split,clone
+detach_copy       ops.shape.COPY_FORMS                fn,out          -            -   clone
+alias_copy        ops.shape.COPY_FORMS                fn,out          -            -   clone
+narrow_copy       ops.shape.COPY_FORMS                fn,out          -            -   slice,clone
+narrow_copy       ops.shape.narrow_copy_method        method          -            -   slice,clone
 # ----- indexing ---------------------------------------------------------------------------------------------
 __getitem__       ops.indexing.getitem                op              -            hot slice,take
 __setitem__       ops.indexing.setitem                op              -            -   put,copy_
@@ -533,11 +580,15 @@ searchsorted      ops.indexing.searchsorted           fn,out          -         
 bucketize         ops.indexing.bucketize              fn,out          -            -   -
 take              ops.indexing.take                   fn,method,out   -            -   prim
 masked_fill       ops.indexing.masked_fill            fn,method       masked_fill_ -   masked_fill,expand
+unravel_index     ops.indexing.unravel_index          fn              -            -   -
+nonzero_static    ops.indexing.nonzero_static         fn,method       -            -   -
+index_reduce      ops.indexing.index_reduce           fn,method,out   index_reduce_ -  scatter_reduce
+put               ops.indexing.put                    fn,method       put_         -   put,put_add
 # ----- neural-net layers (also nn.functional) ---------------------------------------------------------------
 linear            ops.linear.linear                   fn,F            -            hot matmul,add
 bilinear          ops.linear.bilinear                 fn,F            -            -   matmul,mul,sum
-embedding         ops.linear.embedding                fn,F            -            -   index_select
-one_hot           ops.linear.one_hot                  fn,F            -            -   -
+embedding         ops.embedding.embedding             fn,F            -            -   index_select
+one_hot           ops.embedding.one_hot               fn,F            -            -   -
 # ----- convolutions (also nn.functional; _api/ops/conv.py) ---------------------------------------------------------
 conv1d            ops.conv.conv1d                     fn,F            -            -   conv2d,unsqueeze,squeeze
 conv2d            ops.conv.conv2d                     fn,F            -            -   conv2d
@@ -579,7 +630,7 @@ pixel_shuffle     ops.resampling.pixel_shuffle        fn,F            -         
 pixel_unshuffle   ops.resampling.pixel_unshuffle      fn,F            -            -   reshape,permute
 channel_shuffle   ops.resampling.channel_shuffle      fn,F            -            -   reshape,permute
 embedding_bag     ops.embedding.embedding_bag         F               -            -   index_select,index_add,gather
-# ----- vision ops (issues 10 and 14): 3-d convolutions, sampling grids, fractional pooling ------------------
+# ----- 3-d convolutions, sampling grids, fractional pooling (also nn.functional) -----------------------------
 conv3d            ops.conv.conv3d                     fn,F            -            -   index_select,conv2d
 conv_transpose3d  ops.conv.conv_transpose3d           fn,F            -            -   matmul,fold,index_add
 affine_grid       ops.sampling.affine_grid            F               -            -   matmul
@@ -591,7 +642,6 @@ fractional_max_pool2d_with_indices ops.pooling.fractional_max_pool2d_with_indice
 fractional_max_pool3d_with_indices ops.pooling.fractional_max_pool3d_with_indices F - -        gather
 native_channel_shuffle ops.resampling.native_channel_shuffle fn,F           -            -   reshape,permute
 conv_tbc          ops.conv.conv_tbc                   fn,F            -            -   conv2d,permute
-# ----- end of vision ops -----------------------------------------------------------------------------------
 # ----- activations (also nn.functional; the F.NAME_ rows are torch's in-place forms) ------------------------
 softmax           ops.activation.softmax_fn           fn,method,out   -            -   prim
 softmax           ops.activation.softmax              F               -            -   prim
@@ -687,131 +737,70 @@ layer_norm        ops.normalization.layer_norm        F               -         
 rms_norm          ops.normalization.rms_norm          fn,F            -            -   mean,mul,rsqrt
 local_response_norm ops.normalization.local_response_norm F               -            -   cat,slice,pow_scalar,div
 normalize         ops.normalization.normalize         F               -            -   sum,pow_scalar,div
+renorm            ops.normalization.renorm            fn,method,out   renorm_      -   vector_norm,div,where,mul
 # ----- distances and attention --------------------------------------------------------------------------------
 cosine_similarity ops.distance.cosine_similarity      fn,F            -            -   sum,sqrt,div
 pairwise_distance ops.distance.pairwise_distance      fn,F            -            -   sum,sqrt
 pdist             ops.distance.pdist                  fn,F            -            -   index_select,sum,sqrt
 scaled_dot_product_attention ops.attention.scaled_dot_product_attention F -           -   matmul,softmax,where
 multi_head_attention_forward ops.attention.multi_head_attention_forward F -           -   matmul,softmax,linear
-# ----- issue 10, the names a training script meets (misc.py) -----------------------------------------------------
-isin              ops.misc.isin                       fn              -            -   -
-logspace          ops.misc.logspace                   fn,out          -            -   empty
-range             ops.misc.range                      fn,out          -            -   empty
-scalar_tensor     ops.misc.scalar_tensor              fn              -            -   full
-asarray           ops.misc.asarray                    fn              -            -   from_numpy,copy_from_numpy
-frombuffer        ops.misc.frombuffer                 fn              -            -   from_numpy
-empty_strided     ops.misc.empty_strided              fn              -            -   full,from_numpy
-concatenate       ops.misc.concatenate                fn,out          -            -   cat
-unravel_index     ops.misc.unravel_index              fn              -            -   -
-diff              ops.misc.diff                       fn,method       -            -   slice,sub,cat
-cov               ops.misc.cov                        fn,method       -            -   mean,sub,mul,matmul,div
-corrcoef          ops.misc.corrcoef                   fn,method       -            -   cov,sqrt,div,clamp
-dist              ops.misc.dist                       fn,method       -            -   sub,vector_norm
-renorm            ops.misc.renorm                     fn,method,out   renorm_      -   vector_norm,div,where,mul
-gcd               ops.misc.gcd                        fn,method,out   gcd_         -   -
-lcm               ops.misc.lcm                        fn,method,out   lcm_         -   -
-ldexp             ops.misc.ldexp                      fn,method,out   ldexp_       -   pow,mul
-frexp             ops.misc.frexp                      fn,method       -            -   numpy
-nextafter         ops.misc.nextafter                  fn,method,out   nextafter_   -   sub,add
-split_with_sizes  ops.misc.split_with_sizes           fn,method       -            -   split
-unsafe_chunk      ops.misc.unsafe_chunk               fn,method       -            -   chunk
-unsafe_split      ops.misc.unsafe_split               fn              -            -   split
-unsafe_split      ops.misc.unsafe_split_method        method          -            -   split
-is_nonzero        ops.misc.is_nonzero                 fn,method       -            -   -
-is_same_size      ops.misc.is_same_size               fn,method       -            -   -
-is_signed         ops.misc.is_signed                  fn,method       -            -   -
-is_complex        ops.misc.is_complex                 fn,method       -            -   -
-fill_             ops.misc.fill_                      fn              -            -   fill_
-zero_             ops.misc.zero_                      fn              -            -   zero_
-fill_diagonal_    ops.misc.fill_diagonal_             method          -            -   put,assign_inplace
-sum_to_size       ops.misc.sum_to_size                method          -            -   sum,reshape
-nbytes            ops.misc.nbytes                     prop            -            -   -
-itemsize          ops.misc.itemsize                   prop            -            -   -
-new               ops.misc.new                        method          -            -   empty,copy_from_numpy
-greater           ops.pointwise.gt                    fn,method,out   greater_     -   compare
-greater_equal     ops.pointwise.ge                    fn,method,out   greater_equal_ - compare
-less              ops.pointwise.lt                    fn,method,out   less_        -   compare
-less_equal        ops.pointwise.le                    fn,method,out   less_equal_  -   compare
-not_equal         ops.pointwise.ne                    fn,method,out   not_equal_   -   compare
-detach            ops.misc.detach                     fn              -            -   -
-fill              ops.misc.fill                       fn              -            -   full,expand
-angle             ops.misc.angle                      fn,method,out   -            -   numpy
-imag              ops.misc.imag                       fn              -            -   -
-get_device        ops.misc.get_device                 fn              -            -   -
-unsafe_split_with_sizes ops.misc.unsafe_split_with_sizes  fn,method       -            -   split
-nonzero_static    ops.misc.nonzero_static             fn,method       -            -   -
-as_strided_scatter ops.misc.as_strided_scatter        fn,method       -            -   put
-is_sparse         ops.misc.is_sparse                  prop            -            -   -
-is_sparse_csr     ops.misc.is_sparse_csr              prop            -            -   -
-is_quantized      ops.misc.is_quantized               prop            -            -   -
-is_nested         ops.misc.is_nested                  prop            -            -   -
-is_mkldnn         ops.misc.is_mkldnn                  prop            -            -   -
-is_mps            ops.misc.is_mps                     prop            -            -   -
-is_xpu            ops.misc.is_xpu                     prop            -            -   -
-is_xla            ops.misc.is_xla                     prop            -            -   -
-is_ipu            ops.misc.is_ipu                     prop            -            -   -
-is_vulkan         ops.misc.is_vulkan                  prop            -            -   -
-is_maia           ops.misc.is_maia                    prop            -            -   -
-is_mtia           ops.misc.is_mtia                    prop            -            -   -
-is_pinned         ops.misc.is_pinned                  method          -            -   -
-pin_memory        ops.misc.pin_memory                 method          -            -   -
-is_inference      ops.misc.is_inference               fn,method       -            -   -
-to_dense          ops.misc.to_dense                   method          -            -   to_dtype
-dim_order         ops.misc.dim_order                  method          -            -   -
-const_data_ptr    ops.misc.const_data_ptr             method          -            -   -
-new_empty_strided ops.misc.new_empty_strided          method          -            -   full,from_numpy
-vmap              ops.misc.vmap                       fn              -            -   select,stack
-# ----- issue 10: histograms, numerical calculus, windows, index_reduce, put, real-tensor identities, *_copy views,
-# ----- apply_/map_, DLPack (numeric.py) ---------------------------------------------------------------------------
-histogram         ops.numeric.histogram               fn,method,out   -            -   -
-histogramdd       ops.numeric.histogramdd             fn              -            -   -
-cumulative_trapezoid ops.numeric.cumulative_trapezoid fn              -            -   slice,add,mul,cumsum
-gradient          ops.numeric.gradient                fn              -            -   index_select,mul,add
-hann_window       ops.numeric.hann_window             fn              -            -   copy_from_numpy
-hamming_window    ops.numeric.hamming_window          fn              -            -   copy_from_numpy
-blackman_window   ops.numeric.blackman_window         fn              -            -   copy_from_numpy
-bartlett_window   ops.numeric.bartlett_window         fn              -            -   copy_from_numpy
-kaiser_window     ops.numeric.kaiser_window           fn              -            -   copy_from_numpy
-index_reduce      ops.numeric.index_reduce            fn,method,out   index_reduce_ -  scatter_reduce
-put               ops.numeric.put                     fn,method       put_         -   put,put_add
-is_conj           ops.numeric.is_conj                 fn,method       -            -   -
-is_neg            ops.numeric.is_neg                  fn,method       -            -   -
-resolve_conj      ops.numeric.resolve_conj            fn,method       -            -   -
-resolve_neg       ops.numeric.resolve_neg             fn,method       -            -   -
-conj              ops.numeric.conj                    fn,method       -            -   -
-conj_physical     ops.numeric.conj_physical           fn,method,out   -            -   -
-conj_physical_    ops.numeric.conj_physical_          method          -            -   -
-adjoint           ops.numeric.adjoint                 fn,method       -            -   mT
-real              ops.numeric.real                    fn,prop         -            -   -
-imag              ops.numeric.imag                    prop            -            -   -
-H                 ops.numeric.H                       prop            -            -   mT
-mH                ops.numeric.mH                      prop            -            -   mT
-as_strided_copy   ops.numeric.COPY_FORMS              fn,out          -            -   take,clone
-diagonal_copy     ops.numeric.COPY_FORMS              fn,out          -            -   view,clone
-expand_copy       ops.numeric.COPY_FORMS              fn,out          -            -   expand,clone
-permute_copy      ops.numeric.COPY_FORMS              fn,out          -            -   permute,clone
-select_copy       ops.numeric.COPY_FORMS              fn,out          -            -   select,clone
-slice_copy        ops.numeric.COPY_FORMS              fn,out          -            -   slice,clone
-squeeze_copy      ops.numeric.COPY_FORMS              fn,out          -            -   reshape,clone
-t_copy            ops.numeric.COPY_FORMS              fn,out          -            -   permute,clone
-transpose_copy    ops.numeric.COPY_FORMS              fn,out          -            -   permute,clone
-unbind_copy       ops.numeric.COPY_FORMS              fn              -            -   select,clone
-unfold_copy       ops.numeric.COPY_FORMS              fn,out          -            -   unfold,clone
-unsqueeze_copy    ops.numeric.COPY_FORMS              fn,out          -            -   reshape,clone
-view_copy         ops.numeric.COPY_FORMS              fn,out          -            -   view,clone
-split_copy        ops.numeric.COPY_FORMS              fn              -            -   split,clone
-split_with_sizes_copy ops.numeric.COPY_FORMS          fn              -            -   split,clone
-detach_copy       ops.numeric.COPY_FORMS              fn,out          -            -   clone
-alias_copy        ops.numeric.COPY_FORMS              fn,out          -            -   clone
-narrow_copy       ops.numeric.COPY_FORMS              fn,out          -            -   slice,clone
-narrow_copy       ops.numeric.narrow_copy_method      method          -            -   slice,clone
-apply_            ops.numeric.apply_                  method          -            -   assign_inplace
-map_              ops.numeric.map_                    method          -            -   assign_inplace
-map2_             ops.numeric.map2_                   method          -            -   assign_inplace
-from_dlpack       ops.numeric.from_dlpack             fn              -            -   from_numpy
-to_dlpack         ops.numeric.to_dlpack               fn              -            -   -
-__dlpack__        ops.numeric.__dlpack__              op              -            -   -
-__dlpack_device__ ops.numeric.__dlpack_device__       op              -            -   -
+dist              ops.distance.dist                   fn,method       -            -   sub,vector_norm
+cdist             ops.distance.cdist                  fn              -            -   sub,abs,sum,pow_scalar,amax
+# ----- statistics, differences and integrals ------------------------------------------------------------------
+histc             ops.statistics.histc                fn,method,out   -            -   -
+bincount          ops.statistics.bincount             fn,method       -            -   -
+diff              ops.calculus.diff                   fn,method       -            -   slice,sub,cat
+cov               ops.statistics.cov                  fn,method       -            -   mean,sub,mul,matmul,div
+corrcoef          ops.statistics.corrcoef             fn,method       -            -   cov,sqrt,div,clamp
+histogram         ops.statistics.histogram            fn,method,out   -            -   -
+histogramdd       ops.statistics.histogramdd          fn              -            -   -
+cumulative_trapezoid ops.calculus.cumulative_trapezoid fn              -            -   slice,add,mul,cumsum
+gradient          ops.calculus.gradient               fn              -            -   index_select,mul,add
+trapezoid         ops.calculus.trapezoid              fn              -            -   slice,add,mul,sum
+trapz             ops.calculus.trapezoid              fn              -            -   slice,add,mul,sum
+# ----- complex-number helpers on real tensors (dyngrad has no complex dtypes) ---------------------------------
+is_complex        ops.complex.is_complex              fn,method       -            -   -
+angle             ops.complex.angle                   fn,method,out   -            -   numpy
+imag              ops.complex.imag                    fn              -            -   -
+is_conj           ops.complex.is_conj                 fn,method       -            -   -
+is_neg            ops.complex.is_neg                  fn,method       -            -   -
+resolve_conj      ops.complex.resolve_conj            fn,method       -            -   -
+resolve_neg       ops.complex.resolve_neg             fn,method       -            -   -
+conj              ops.complex.conj                    fn,method       -            -   -
+conj_physical     ops.complex.conj_physical           fn,method,out   -            -   -
+conj_physical_    ops.complex.conj_physical_          method          -            -   -
+adjoint           ops.complex.adjoint                 fn,method       -            -   mT
+real              ops.complex.real                    fn,prop         -            -   -
+imag              ops.complex.imag                    prop            -            -   -
+H                 ops.complex.H                       prop            -            -   mT
+mH                ops.complex.mH                      prop            -            -   mT
+# ----- about a tensor: predicates and the queries a script asks of any tensor ---------------------------------
+is_nonzero        ops.tensor.is_nonzero               fn,method       -            -   -
+is_same_size      ops.tensor.is_same_size             fn,method       -            -   -
+is_signed         ops.tensor.is_signed                fn,method       -            -   -
+nbytes            ops.tensor.nbytes                   prop            -            -   -
+itemsize          ops.tensor.itemsize                 prop            -            -   -
+get_device        device.get_device                   fn              -            -   -
+is_sparse         ops.tensor.is_sparse                prop            -            -   -
+is_sparse_csr     ops.tensor.is_sparse_csr            prop            -            -   -
+is_quantized      ops.tensor.is_quantized             prop            -            -   -
+is_nested         ops.tensor.is_nested                prop            -            -   -
+is_mkldnn         ops.tensor.is_mkldnn                prop            -            -   -
+is_mps            ops.tensor.is_mps                   prop            -            -   -
+is_xpu            ops.tensor.is_xpu                   prop            -            -   -
+is_xla            ops.tensor.is_xla                   prop            -            -   -
+is_ipu            ops.tensor.is_ipu                   prop            -            -   -
+is_vulkan         ops.tensor.is_vulkan                prop            -            -   -
+is_maia           ops.tensor.is_maia                  prop            -            -   -
+is_mtia           ops.tensor.is_mtia                  prop            -            -   -
+is_pinned         ops.tensor.is_pinned                method          -            -   -
+pin_memory        ops.tensor.pin_memory               method          -            -   -
+is_inference      ops.tensor.is_inference             fn,method       -            -   -
+to_dense          ops.tensor.to_dense                 method          -            -   to_dtype
+dim_order         ops.tensor.dim_order                method          -            -   -
+const_data_ptr    ops.tensor.const_data_ptr           method          -            -   -
+# ----- function transforms ------------------------------------------------------------------------------------
+vmap              ops.vmap.vmap                       fn              -            -   select,stack
 # ----- compile (eager by design: returns its argument; Note [compile is the identity], _api/compiling.py) ------
 compile           compiling.compile                   fn              -            -   -
 # ----- Tensor: the core (each engine's _C.Tensor) -----------------------------------------------------------
@@ -895,9 +884,18 @@ backward          ops.tensor.backward                 method          -         
 zero_             ops.tensor.zero_                    method          -            -   zero_
 fill_             ops.tensor.fill_                    method          -            -   fill_
 copy_             ops.tensor.copy_                    method          -            -   copy_
-uniform_          ops.tensor.uniform_                 method          -            -   rand
-normal_           ops.tensor.normal_                  method          -            -   randn
-bernoulli_        ops.tensor.bernoulli_               method          -            -   rand,compare
+uniform_          ops.random.uniform_                 method          -            -   rand
+normal_           ops.random.normal_                  method          -            -   randn
+bernoulli_        ops.random.bernoulli_               method          -            -   rand,compare
+new               ops.tensor.new                      method          -            -   empty,copy_from_numpy
+detach            ops.tensor.detach                   fn              -            -   -
+apply_            ops.tensor.apply_                   method          -            -   assign_inplace
+map_              ops.tensor.map_                     method          -            -   assign_inplace
+map2_             ops.tensor.map2_                    method          -            -   assign_inplace
+from_dlpack       ops.tensor.from_dlpack              fn              -            -   from_numpy
+to_dlpack         ops.tensor.to_dlpack                fn              -            -   -
+__dlpack__        ops.tensor.__dlpack__               op              -            -   -
+__dlpack_device__ ops.tensor.__dlpack_device__        op              -            -   -
 # ----- Tensor: operators ------------------------------------------------------------------------------------
 __add__           ops.tensor.OPERATORS                op              -            hot add
 __radd__          ops.tensor.OPERATORS                op              -            hot add
@@ -949,12 +947,12 @@ __irshift__       ops.tensor.INPLACE_OPERATORS        op              -         
 """
 
 # ----- torch.X_: the function forms of the in-place Tensor methods (torch.abs_(x) is x.abs_()), one row each, made
-# by rows() from this list (impl inplace_functions.FUNCTIONS, kind fn, uses the method)
+# by rows() from this list (impl inplace.FUNCTIONS, kind fn, uses the method)
 INPLACE_FUNCTIONS = """
 abs_ acos_ acosh_ addmv_ arccos_ arccosh_ arcsin_ arcsinh_ arctan_ arctanh_ as_strided_ asin_ asinh_ atan_ atanh_
 ceil_ clamp_ clamp_max_ clamp_min_ clip_ cos_ cosh_ deg2rad_ detach_ erf_ erfc_ exp2_ exp_ expm1_ fix_ floor_ frac_
 gcd_ i0_ index_put_ lcm_ ldexp_ log10_ log1p_ log2_ log_ logit_ nan_to_num_ neg_ negative_ rad2deg_ reciprocal_
-round_ rsqrt_ sigmoid_ sin_ sinc_ sinh_ sqrt_ square_ tan_ tanh_ trunc_ xlogy_ conj_physical_
+round_ rsqrt_ sigmoid_ sin_ sinc_ sinh_ sqrt_ square_ tan_ tanh_ trunc_ xlogy_ conj_physical_ fill_ zero_
 """.split()
 
 
@@ -988,7 +986,7 @@ def rows():
         if len(cells) != 6:
             raise ValueError(f"api table: expected 6 columns, got {len(cells)} in: {line}")
         out.append(Row(*cells))
-    out += [Row(name, "inplace_functions.FUNCTIONS", "fn", "-", "-", "Tensor." + name) for name in INPLACE_FUNCTIONS]
+    out += [Row(name, "inplace.FUNCTIONS", "fn", "-", "-", "Tensor." + name) for name in INPLACE_FUNCTIONS]
     seen = {}
     for row in out:     # one row per (name, kind): a second one would silently replace the first
         for kind in row.kinds:

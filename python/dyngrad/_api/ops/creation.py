@@ -7,6 +7,12 @@ from ... import _C
 from ..generator import drawing
 from ..args import (DTYPE_NAMES, Tensor, check_device, check_factory_options, checked_write, dtype_arg, finish,
                    get_default_dtype, host_array, number, numpy_dtype, sizes_arg, tensor_arg, to_int, type_name)
+import builtins
+import math
+import warnings
+from ..args import optional_dtype, shape_str
+from ..node_names import shows_as
+from ..args import host_result
 
 
 def _dtype_or(dtype, default, op):
@@ -171,24 +177,6 @@ ones_like = _like("ones_like", lambda shape, dt: _C.full(shape, 1, dt))
 empty_like = _like("empty_like", _C.empty)
 
 
-def _random_like(op, draw):
-    def factory(input, *, generator=None, dtype=None, layout=None, device=None, requires_grad=False,
-                memory_format=None):
-        tensor_arg(input, op)
-        check_device(device, op)
-        check_factory_options(op, layout)
-        dt = _float_dtype(_dtype_or(dtype, input.dtype, op), op)
-        with drawing(generator, op):
-            return finish(draw(tuple(input.shape), dt), requires_grad)
-    factory.__name__ = factory.__qualname__ = op
-    factory.__doc__ = f"{op[:-5]}() with the shape (and by default the dtype) of `input`."
-    return factory
-
-
-rand_like = _random_like("rand_like", _C.rand)
-randn_like = _random_like("randn_like", _C.randn)
-
-
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False):
     tensor_arg(input, "full_like")
     check_device(device, "full_like")
@@ -273,126 +261,6 @@ def _as_dtype(t, dt):
 
 # ----- random ----------------------------------------------------------------------------------------------------
 
-def _float_dtype(dtype, op):
-    if not dtype.is_floating_point:
-        raise RuntimeError(f"{op}: expected a floating-point dtype, got {dtype.name}.")
-    return dtype
-
-
-def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
-    """Uniform samples from [0, 1)."""
-    check_device(device, "rand")
-    dt = _float_dtype(_dtype_or(dtype, get_default_dtype(), "rand"), "rand")
-    shape = sizes_arg(size, "rand")
-    with drawing(generator, "rand"):
-        return finish(_C.rand(shape, dt), requires_grad)
-
-
-def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
-    """Samples from the standard normal distribution."""
-    check_device(device, "randn")
-    dt = _float_dtype(_dtype_or(dtype, get_default_dtype(), "randn"), "randn")
-    shape = sizes_arg(size, "randn")
-    with drawing(generator, "randn"):
-        return finish(_C.randn(shape, dt), requires_grad)
-
-
-def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None,
-            requires_grad=False):
-    """randint(high, size) or randint(low, high, size): integers from [low, high)."""
-    check_device(device, "randint")
-    if size is None and isinstance(high, (tuple, list)):
-        low, high, size = 0, low, high
-    if high is None or size is None:
-        raise TypeError("randint: expected randint(high, size) or randint(low, high, size).")
-    low, high = to_int(low, "randint", "low"), to_int(high, "randint", "high")
-    shape, dt = sizes_arg((size,), "randint"), _dtype_or(dtype, _C.int64, "randint")
-    with drawing(generator, "randint"):
-        return finish(_C.randint(low, high, shape, dt), requires_grad)
-
-
-def randint_like(input, low=0, high=None, *, generator=None, dtype=None, layout=None, device=None,
-                 requires_grad=False, memory_format=None):
-    """randint_like(input, high) or randint_like(input, low, high): integers from [low, high) with input's shape,
-    in input's dtype unless dtype= says otherwise (floats hold the integers)."""
-    tensor_arg(input, "randint_like")
-    check_device(device, "randint_like")
-    check_factory_options("randint_like", layout)
-    if high is None:
-        if low == 0 and not isinstance(low, Tensor):
-            raise TypeError("randint_like: expected randint_like(input, high) or randint_like(input, low, high).")
-        low, high = 0, low
-    dt = _dtype_or(dtype, input.dtype, "randint_like")
-    from .random import check_integer_bounds, random_integers
-    low, high = to_int(low, "randint_like", "low"), to_int(high, "randint_like", "high")
-    if low < high:
-        check_integer_bounds(dt, low, high, "randint_like")
-    return finish(random_integers(tuple(input.shape), dt, low, high, generator, "randint_like"), requires_grad)
-
-
-def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
-    """A random permutation of 0..n-1."""
-    check_device(device, "randperm")
-    n = to_int(n, "randperm", "n")
-    with drawing(generator, "randperm"):
-        t = _C.randperm(n)
-    return finish(t if dtype is None else _C.to_dtype(t, dtype_arg(dtype, "randperm")), requires_grad)
-
-
-def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
-           requires_grad=False):
-    """Samples of N(mean, std**2): numbers with a size, or tensors of means and/or stds (broadcast); std defaults to
-    1 with a tensor of means, as torch.normal(mean)."""
-    check_device(device, "normal")
-    if isinstance(std, Tensor):
-        values = host_array(std.detach())
-        if values.size and not (values >= 0).all():
-            raise RuntimeError("normal: expected every element of std to be >= 0.0.")
-    elif not float(number(std, "normal", "std")) >= 0:
-        raise RuntimeError(f"normal: expected std >= 0.0, but found std={float(std):g}.")
-    if isinstance(mean, Tensor) or isinstance(std, Tensor):
-        like = mean if isinstance(mean, Tensor) else std
-        from .pointwise import add, mul
-        a = tuple(mean.shape) if isinstance(mean, Tensor) else ()
-        b = tuple(std.shape) if isinstance(std, Tensor) else ()
-        try:
-            shape = np.broadcast_shapes(a, b)
-        except ValueError:
-            raise RuntimeError(f"normal: the shapes of mean {a} and std {b} cannot be broadcast together.") from None
-        with drawing(generator, "normal"):
-            noise = _C.randn(shape, _float_dtype(like.dtype, "normal"))
-        with _no_grad():
-            return add(mul(noise, std), mean)
-    if size is None:
-        raise TypeError("normal: with number mean and std, size is required.")
-    dt = _float_dtype(_dtype_or(dtype, get_default_dtype(), "normal"), "normal")
-    shape = sizes_arg((size,), "normal")
-    with drawing(generator, "normal"):
-        t = _C.randn(shape, dt)
-    return finish(_C.add(_C.mul(t, _C.scalar_operand(float(std), t)), _C.scalar_operand(float(mean), t)),
-                  requires_grad)
-
-
-def _no_grad():
-    from ...autograd.grad_mode import no_grad
-    return no_grad()
-
-
-def bernoulli(input, p=None, *, generator=None):
-    """1 with probability input (elementwise), else 0; no gradient."""
-    tensor_arg(input, "bernoulli")
-    probs = input.detach()
-    if p is not None:
-        probs = _C.full(input.shape, float(p), input.dtype if input.dtype.is_floating_point else _C.float32)
-    if not probs.dtype.is_floating_point:
-        probs = _C.to_dtype(probs, _C.float32)
-    values = host_array(probs)
-    if values.size and not ((values >= 0) & (values <= 1)).all():
-        raise RuntimeError("bernoulli: expected every probability to be in [0, 1].")
-    with drawing(generator, "bernoulli"):
-        u = _C.rand(probs.shape, probs.dtype)
-    return _C.to_dtype(_C.compare("lt", u, probs), probs.dtype)
-
 
 # ----- Tensor.new_*: a new tensor with this tensor's dtype (unless dtype= says otherwise) -------------------------
 
@@ -448,3 +316,277 @@ def numel(input):
 def is_floating_point(input):
     return tensor_arg(input, "is_floating_point").dtype.is_floating_point
 
+
+# ----- more factories: logspace, range, scalar_tensor, asarray, frombuffer, empty_strided, fill --------------------
+
+def _host_values(n, dt, values):
+    """A new 1-D tensor of dtype dt holding `values` (float64 numbers; cast as torch casts a float to dt)."""
+    from .creation import _as_dtype, _host_dtype
+    out = _C.empty((n,), _host_dtype(dt))           # the core refuses a size it cannot allocate
+    if n:
+        view = out._numpy_view()
+        with np.errstate(all="ignore"):
+            view[...] = values(view.size) if view.dtype.kind == "f" else np.trunc(values(view.size))
+    return _as_dtype(out, dt)
+
+
+def _range_number(v, op, name):
+    v = v.item() if isinstance(v, Tensor) else v
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{op}: expected a number as {name}, got {type_name(v)}.")
+    return v
+
+
+def logspace(start, end, steps, base=10.0, *, dtype=None, layout=None, device=None, requires_grad=False):
+    """`steps` values base**t for t evenly spaced from start to end, inclusive."""
+    check_device(device, "logspace")
+    check_factory_options("logspace", layout)
+    start, end = (_range_number(v, "logspace", n) for v, n in ((start, "start"), (end, "end")))
+    base = float(number(base, "logspace", "base"))
+    steps = to_int(steps, "logspace", "steps")
+    if steps < 0:
+        raise RuntimeError(f"logspace: number of steps must be non-negative, got {steps}.")
+    dt = get_default_dtype() if dtype is None else dtype_arg(dtype, "logspace")
+    return finish(_host_values(steps, dt, lambda n: np.power(base, np.linspace(float(start), float(end), n))),
+                  requires_grad)
+
+
+def range(start=0, end=None, step=1, *, dtype=None, layout=None, device=None, requires_grad=False):
+    """Deprecated in torch: values from start to end INCLUSIVE by step, in the default float dtype (arange is the
+    one to use; this warns as torch does)."""
+    if end is None:
+        raise TypeError('range: missing the required argument "end".')
+    warnings.warn("dyngrad.range is deprecated and will be removed in a future release because its behavior is "
+                  "inconsistent with Python's range builtin. Instead, use dyngrad.arange, which produces values in "
+                  "[start, end).", UserWarning, stacklevel=3)
+    check_device(device, "range")
+    check_factory_options("range", layout)
+    start, end, step = (float(_range_number(v, "range", n)) for v, n in ((start, "start"), (end, "end"),
+                                                                        (step, "step")))
+    if not all(math.isfinite(v) for v in (start, end, step)):
+        raise RuntimeError(f"range: unsupported range: {start:g} -> {end:g} by {step:g} (all must be finite).")
+    if step == 0:
+        raise RuntimeError("range: step must be nonzero.")
+    if (end - start) * step < 0:
+        raise RuntimeError(f"range: upper bound and step are inconsistent (start={start:g}, end={end:g}, "
+                           f"step={step:g}).")
+    count = int(math.floor((end - start) / step)) + 1
+    dt = get_default_dtype() if dtype is None else dtype_arg(dtype, "range")
+    return finish(_host_values(count, dt, lambda n: start + np.arange(n, dtype=np.float64) * step), requires_grad)
+
+
+def scalar_tensor(s, *, dtype=None, layout=None, device=None, pin_memory=None, requires_grad=False):
+    """A 0-d tensor holding the number s, in the default float dtype unless dtype= says otherwise."""
+    check_device(device, "scalar_tensor")
+    check_factory_options("scalar_tensor", layout, pin_memory)
+    v = number(s, "scalar_tensor", "s")
+    dt = get_default_dtype() if dtype is None else dtype_arg(dtype, "scalar_tensor")
+    return finish(_C.full((), float(v) if dt.is_floating_point else v, dt), requires_grad)
+
+
+def _is_buffer(obj):
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return True
+    if isinstance(obj, (np.ndarray, np.generic)):     # numpy scalars export a buffer too, but are numbers
+        return False
+    try:
+        memoryview(obj)
+    except TypeError:
+        return False
+    return not isinstance(obj, np.ndarray)
+
+
+def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None):
+    """obj as a tensor, sharing memory where it can (a tensor, a numpy array, a buffer) unless copy=True;
+    copy=False refuses to copy (ValueError), as torch. A tensor keeps its requires_grad unless requires_grad= is
+    given; buffers are read as raw bytes of `dtype` (the default float dtype if none is given)."""
+    from .creation import from_numpy, tensor
+    check_device(device, "asarray")
+    dt = optional_dtype(dtype, "asarray")
+    if copy is not None and not isinstance(copy, (bool, np.bool_)):
+        raise TypeError(f"asarray: expected a bool or None as copy, got {type_name(copy)}.")
+
+    def refuse(have):
+        raise ValueError(f"asarray: copy=False, but a {have} cannot be aliased as {dt.name}; a copy is needed.")
+
+    if isinstance(obj, Tensor):
+        out = obj
+        if dt is not None and dt is not obj.dtype:
+            if copy is False:
+                refuse(f"tensor of {obj.dtype.name}")
+            out = obj.to(dt)
+        elif copy:
+            out = obj.clone()
+        if requires_grad is not None and bool(requires_grad) != out.requires_grad:
+            out.requires_grad_(bool(requires_grad))     # on the tensor itself, as torch (a leaf; else it raises)
+        return out
+    if hasattr(obj, "__dlpack__") and not isinstance(obj, np.ndarray):     # another library's tensor
+        from .tensor import from_dlpack
+        return asarray(from_dlpack(obj), dtype=dt, copy=copy, requires_grad=requires_grad)
+    if isinstance(obj, np.ndarray) or _is_buffer(obj):
+        if isinstance(obj, np.ndarray):
+            arr = obj
+        else:
+            element = dt or get_default_dtype()
+            arr = _frombuffer_array(obj, element, -1, 0, "asarray")
+        if arr.dtype.name not in DTYPE_NAMES:
+            out = tensor(arr, dtype=dt)
+        elif dt is not None and dt.name != arr.dtype.name:
+            if copy is False:
+                refuse(f"numpy array of {arr.dtype.name}")
+            out = tensor(arr, dtype=dt)
+        elif copy:
+            out = tensor(arr, dtype=dt)
+        else:
+            out = from_numpy(arr)
+        return finish(out, bool(requires_grad))
+    if copy is False:
+        raise ValueError(f"asarray: copy=False, but a {type_name(obj)} has no memory to share; a copy is needed.")
+    return tensor(obj, dtype=dt, requires_grad=bool(requires_grad))
+
+
+def _frombuffer_array(buffer, dt, count, offset, op):
+    """The numpy array over `buffer`'s bytes (offset on, count elements or all of them) that frombuffer shares."""
+    try:
+        view = memoryview(buffer)
+    except TypeError:
+        raise TypeError(f"{op}: expected an object supporting the buffer protocol, got {type_name(buffer)}.") from None
+    nbytes = view.nbytes
+    itemsize = np.dtype(dt.name if dt.name != "bfloat16" else "float16").itemsize
+    if dt.name == "bfloat16":
+        raise TypeError(f"{op}: bfloat16 has no numpy dtype to read a buffer as; read float32 and convert.")
+    if nbytes == 0 or count == 0:
+        raise ValueError(f"{op}: both the buffer length ({nbytes}) and count ({count}) must be nonzero.")
+    if not 0 <= offset < nbytes:
+        raise ValueError(f"{op}: offset ({offset} bytes) must be non-negative and less than the buffer length "
+                         f"({nbytes} bytes).")
+    if count < 0:
+        if (nbytes - offset) % itemsize:
+            raise ValueError(f"{op}: the buffer length ({nbytes} bytes) after offset ({offset} bytes) must be a "
+                             f"multiple of the element size ({itemsize}).")
+        count = (nbytes - offset) // itemsize
+    elif offset + count * itemsize > nbytes:
+        raise ValueError(f"{op}: the requested length ({count} * {itemsize} bytes) after offset ({offset} bytes) "
+                         f"exceeds the buffer length ({nbytes} bytes).")
+    flat = view.cast("B") if view.ndim != 1 or view.format != "B" else view
+    return np.frombuffer(flat, dtype=dt.name, count=count, offset=offset)
+
+
+def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
+    """A 1-D tensor sharing the memory of a Python buffer (bytearray, memoryview, array.array, ...): count
+    elements of dtype from byte `offset` on (-1: all the rest). A read-only buffer warns, as torch: writing to the
+    tensor would be undefined."""
+    dt = dtype_arg(dtype, "frombuffer")
+    count, offset = to_int(count, "frombuffer", "count"), to_int(offset, "frombuffer", "offset")
+    arr = _frombuffer_array(buffer, dt, count, offset, "frombuffer")
+    if not arr.flags.writeable:
+        warnings.warn("frombuffer: the given buffer is not writable; the tensor shares its memory read-only, so "
+                      "in-place operations on it will raise. Pass a bytearray (or clone() the tensor) to write.",
+                      UserWarning, stacklevel=2)
+    return finish(_share(arr), requires_grad)
+
+
+def _share(arr):
+    """The tensor over arr's memory (a read-only array gives a read-only tensor; the caller has warned)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return _C.from_numpy(arr)
+
+
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
+    """A new tensor of `size` with the given strides (in elements) over fresh memory. Its values are zeros here
+    (torch leaves them undefined)."""
+    from .shape import _int_seq
+    check_device(device, "empty_strided")
+    check_factory_options("empty_strided", layout, pin_memory)
+    shape, strides = _int_seq(size, "empty_strided", "size"), _int_seq(stride, "empty_strided", "stride")
+    if len(shape) != len(strides):
+        raise RuntimeError(f"empty_strided: size {shape_str(shape)} and stride {shape_str(strides)} must have the "
+                           "same length.")
+    if any(s < 0 for s in shape):
+        raise RuntimeError(f"empty_strided: negative dimension in size {shape_str(shape)}; sizes must be >= 0.")
+    if any(s < 0 for s in strides):
+        raise RuntimeError(f"empty_strided: strides must be non-negative, got {shape_str(strides)}.")
+    dt = get_default_dtype() if dtype is None else dtype_arg(dtype, "empty_strided")
+    storage = 0 if 0 in shape else 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+    base = _C.full((storage,), 0, dt)
+    if dt.name == "bfloat16":            # no numpy dtype to stride over: a contiguous tensor of that size
+        return finish(_C.full(shape, 0, dt), requires_grad)
+    arr = np.lib.stride_tricks.as_strided(base._numpy_view(), shape, [s * base.element_size() for s in strides])
+    return finish(_C.from_numpy(arr), requires_grad)
+
+
+def fill(input, value):
+    """A new tensor of input's shape and dtype filled with value (torch.fill, out of place)."""
+    a = tensor_arg(input, "fill")
+    if isinstance(value, Tensor):
+        if value.ndim != 0:
+            raise RuntimeError(f"fill: only supports a 0-dimensional value tensor, got {value.ndim} dimensions.")
+        return _C.expand(_C.reshape(_as_dtype(value, a.dtype), (1,) * a.ndim), tuple(a.shape)) if a.ndim else \
+            _C.clone(_as_dtype(value, a.dtype))
+    v = number(value, "fill", "value")
+    return _C.full(tuple(a.shape), v if isinstance(v, int) and not isinstance(v, bool) else float(v), a.dtype)
+
+
+def new_empty_strided(self, size, stride, *, dtype=None, layout=None, device=None, requires_grad=False,
+                      pin_memory=False):
+    """empty_strided with self's dtype (unless dtype= says otherwise)."""
+    return empty_strided(size, stride, dtype=self.dtype if dtype is None else dtype, layout=layout, device=device,
+                         requires_grad=requires_grad, pin_memory=pin_memory)
+
+
+# ----- windows -----------------------------------------------------------------------------------------------------
+
+@shows_as("Vander")
+def _window(op, values):
+    def window(window_length, periodic=True, *, dtype=None, layout=None, device=None, requires_grad=False):
+        return _make_window(op, window_length, periodic, dtype, device, requires_grad, values, layout)
+    window.__name__ = window.__qualname__ = op
+    return window
+
+
+def _make_window(op, window_length, periodic, dtype, device, requires_grad, values, layout=None):
+    from ..args import check_factory_options
+    check_device(device, op)
+    check_factory_options(op, layout)
+    n = to_int(window_length, op, "window_length")
+    if n < 0:
+        raise RuntimeError(f"{op}: requires a non-negative window_length, got {n}.")
+    dt = get_default_dtype() if dtype is None else dtype_arg(dtype, op)
+    if not dt.is_floating_point:
+        raise RuntimeError(f"{op}: expects a floating-point dtype, got {dt.name}.")
+    if n <= 1:
+        return finish(_C.full((n,), 1.0, dt), requires_grad)
+    m = n + 1 if periodic else n              # a periodic window is the symmetric one of n + 1, less its end
+    w = values(np.arange(m, dtype=np.float64), m)[:n]
+    return finish(host_result(w, dt), requires_grad)
+
+
+def _cosine_sum(*a):
+    return lambda k, m: builtins.sum(c * np.cos(2 * math.pi * j * k / (m - 1)) * (-1) ** j for j, c in enumerate(a))
+
+
+hann_window = _window("hann_window", _cosine_sum(0.5, 0.5))
+
+
+blackman_window = _window("blackman_window", _cosine_sum(0.42, 0.5, 0.08))
+
+
+bartlett_window = _window("bartlett_window", lambda k, m: 1 - np.abs(2 * k / (m - 1) - 1))
+
+
+def hamming_window(window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype=None, layout=None, device=None,
+                   requires_grad=False):
+    """alpha - beta cos(2 pi k / (N - 1))."""
+    alpha, beta = float(number(alpha, "hamming_window", "alpha")), float(number(beta, "hamming_window", "beta"))
+    return _make_window("hamming_window", window_length, periodic, dtype, device, requires_grad,
+                        lambda k, m: alpha - beta * np.cos(2 * math.pi * k / (m - 1)), layout)
+
+
+def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout=None, device=None,
+                  requires_grad=False):
+    """I0(beta sqrt(1 - ((k - M/2) / (M/2))**2)) / I0(beta), M = N - 1."""
+    beta = float(number(beta, "kaiser_window", "beta"))
+    return _make_window("kaiser_window", window_length, periodic, dtype, device, requires_grad,
+                        lambda k, m: np.i0(beta * np.sqrt(np.clip(1 - ((k - (m - 1) / 2) / ((m - 1) / 2)) ** 2, 0,
+                                                                  None))) / np.i0(beta), layout)

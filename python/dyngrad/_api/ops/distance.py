@@ -6,6 +6,9 @@ import numpy as np
 
 from ... import _C
 from ..args import broadcast_shapes, is_half, number, shape_str, tensor_arg, to_int, wrap_dim
+from .pointwise import _cast
+from ..args import broadcast_shapes as broadcast_pair
+from .shape import _no_grad, _zeros
 
 
 def _k(value, like):
@@ -84,3 +87,76 @@ def pdist(input, p=2):
     rows_i = _C.index_select(x, 0, _C.copy_from_numpy(i.astype(np.int64), False))
     rows_j = _C.index_select(x, 0, _C.copy_from_numpy(j.astype(np.int64), False))
     return vector_norm(_C.sub(rows_i, rows_j), p, (1,), False)
+
+
+def dist(input, other, p=2):
+    """The p-norm of input - other (broadcast), as a 0-d tensor."""
+    from .linalg import vector_norm
+    a, b = tensor_arg(input, "dist"), tensor_arg(other, "dist", "other")
+    dtype = _C.result_type(a, b)
+    if not dtype.is_floating_point:
+        raise RuntimeError(f"dist: expected floating-point tensors, got {a.dtype.name} and {b.dtype.name}.")
+    p = float(number(p, "dist", "p"))
+    return vector_norm(_C.sub(_cast(a, dtype), _cast(b, dtype)), p)
+
+
+_CDIST_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")
+
+
+def _root(s, exponent):
+    """s ** exponent with a zero gradient where s == 0 (torch's cdist backward: no gradient at zero distance)."""
+    zero = _C.compare("eq", s, _zeros((), s.dtype))
+    return _C.where(zero, _zeros((), s.dtype), _C.pow_scalar(_C.where(zero, _C.full((), 1, s.dtype), s), exponent))
+
+
+def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
+    """The p-norm distance between each row of x1 (..., P, M) and each row of x2 (..., R, M): (..., P, R).
+
+    compute_mode only chooses torch's kernel (a matmul for large Euclidean problems); the distances here are always
+    computed directly from the differences, so it is checked and otherwise ignored."""
+    a, b = tensor_arg(x1, "cdist", "x1"), tensor_arg(x2, "cdist", "x2")
+    p = float(number(p, "cdist", "p"))
+    for t, name in ((a, "x1"), (b, "x2")):
+        if t.ndim < 2:
+            raise RuntimeError(f"cdist: {name} must have at least 2 dimensions, got shape {shape_str(t.shape)}.")
+        if not t.dtype.is_floating_point:
+            raise RuntimeError(f"cdist: expects floating-point inputs, {name} is {t.dtype.name}.")
+        if is_half(t.dtype):
+            raise NotImplementedError(f"cdist: {name} is {t.dtype.name}, which is not supported (as in torch); "
+                                      "convert it with .float() first.")
+    if a.shape[-1] != b.shape[-1]:
+        raise RuntimeError(f"cdist: x1 and x2 must have the same number of columns, got {a.shape[-1]} and "
+                           f"{b.shape[-1]}.")
+    if a.dtype is not b.dtype:
+        raise RuntimeError(f"cdist: x1 and x2 must have the same dtype, got {a.dtype.name} and {b.dtype.name}.")
+    if p < 0:
+        raise RuntimeError(f"cdist: p must be non-negative, got {p}.")
+    if compute_mode not in _CDIST_MODES:
+        raise ValueError(f"cdist: {compute_mode!r} is not a valid value for compute_mode (expected one of "
+                         f"{', '.join(_CDIST_MODES)}).")
+    batch = broadcast_pair(tuple(a.shape[:-2]), tuple(b.shape[:-2]), "cdist")
+    a = _C.expand(a, batch + tuple(a.shape[-2:]))
+    b = _C.expand(b, batch + tuple(b.shape[-2:]))
+    diff = _C.sub(_C.unsqueeze(a, -2), _C.unsqueeze(b, -3))          # (..., P, R, M)
+    zero = _zeros((), diff.dtype)
+    if p == 0:      # the count of differing coordinates; its gradient is zero, as torch's
+        count = _C.to_dtype(_C.compare("ne", diff, zero), diff.dtype)
+        return _C.add(_C.sum(count, (-1,), False, None), _C.sum(_C.mul(diff, zero), (-1,), False, None))
+    if p == 1:
+        return _C.sum(_C.abs(diff), (-1,), False, None)
+    if p == 2:
+        return _root(_C.sum(_C.mul(diff, diff), (-1,), False, None), 0.5)
+    size = _C.abs(diff)
+    if math.isinf(p):
+        # torch gives every coordinate that attains the maximum the full gradient (not a share, as amax does):
+        # dist + sum(ties * (|d| - |d|.detach())) has dist's value and that gradient
+        # (infinite sizes are left out of the second term, whose value would be inf - inf)
+        with _no_grad():
+            top = _C.amax(size, (-1,), True)
+            ties = _C.to_dtype(_C.compare("eq", size, top), size.dtype)
+        finite = _C.where(_C.isfinite(size), size, zero)
+        moved = _C.sum(_C.mul(ties, _C.sub(finite, finite.detach())), (-1,), False, None)
+        return _C.add(_C.squeeze(top, (-1,)), moved)
+    flat = _C.compare("eq", size, zero)      # |d| ** p with no gradient at d == 0 (p < 1 would give inf * 0)
+    powered = _C.where(flat, zero, _C.pow_scalar(_C.where(flat, _C.full((), 1, size.dtype), size), p))
+    return _root(_C.sum(powered, (-1,), False, None), 1.0 / p)

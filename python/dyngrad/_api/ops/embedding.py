@@ -1,6 +1,7 @@
-"""nn.functional.embedding_bag: sums, means or maxima of bags of embedding rows, without materialising the
-(bags, bag length, dim) tensor of an embedding followed by a reduction, with torch's rules for offsets,
-per_sample_weights, padding_idx and include_last_offset.
+"""nn.functional's embedding functions: embedding (rows of a weight matrix looked up by index, with max_norm,
+padding_idx and scale_grad_by_freq), one_hot, and embedding_bag: sums, means or maxima of bags of embedding rows,
+without materialising the (bags, bag length, dim) tensor of an embedding followed by a reduction, with torch's
+rules for offsets, per_sample_weights, padding_idx and include_last_offset.
 
 sum and mean add the looked-up rows into their bags with index_add (the gradient of each row is its bag's
 gradient, times its per-sample weight); max reads each bag's rows through a (bags, longest bag) table of row
@@ -11,8 +12,54 @@ import numpy as np
 from ... import _C
 from ..args import shape_str, tensor_arg, to_int, type_name
 from ..node_names import rename
+from ..node_names import shows_as
 
 MODES = ("sum", "mean", "max")
+
+
+@shows_as("Embedding")
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              sparse=False):
+    """weight[input]: rows of weight for int64 indices of any shape; the padding row gets no gradient."""
+    idx = tensor_arg(input, "embedding")
+    w = tensor_arg(weight, "embedding", "weight")
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not supported yet.")
+    if w.ndim != 2:
+        raise RuntimeError(f"embedding: weight must be 2-D (num_embeddings, dim), got {shape_str(w.shape)}.")
+    if idx.dtype is not _C.int64:
+        raise IndexError(f"embedding: indices must be int64, got {idx.dtype.name}.")
+    values = idx._numpy_view()
+    bad = values[(values < 0) | (values >= w.shape[0])]
+    if bad.size:
+        raise IndexError(f"embedding: index {int(bad.reshape(-1)[0])} is out of range for dimension 0 of size "
+                         f"{w.shape[0]}.")
+    rows = _C.index_select(w, 0, _C.reshape(idx, (idx.numel(),)))
+    if padding_idx is not None:          # the padding row gets no gradient
+        p = to_int(padding_idx, "embedding", "padding_idx")
+        if not -w.shape[0] <= p < w.shape[0]:
+            raise AssertionError(f"embedding: padding_idx {p} must be within num_embeddings ({w.shape[0]}).")
+        p = p % w.shape[0]
+        keep = _C.compare("ne", _C.reshape(idx, (idx.numel(), 1)), _C.scalar_operand(p, idx))
+        rows = _C.where(keep, rows, rows.detach())
+    return _C.reshape(rows, tuple(idx.shape) + (w.shape[1],))
+
+
+def one_hot(tensor, num_classes=-1):
+    """int64 (..., num_classes) with a 1 at each index (num_classes=-1: one more than the largest index)."""
+    t = tensor_arg(tensor, "one_hot", "tensor")
+    if t.dtype is not _C.int64:
+        raise RuntimeError(f"one_hot: expected an int64 tensor of class indices, got {t.dtype.name}.")
+    idx = t._numpy_view()
+    n = to_int(num_classes, "one_hot", "num_classes")
+    if n < 0:
+        if idx.size == 0:
+            raise RuntimeError("one_hot: cannot infer num_classes from an empty tensor.")
+        n = int(idx.max()) + 1
+    bad = idx[(idx < 0) | (idx >= n)]
+    if bad.size:
+        raise RuntimeError(f"one_hot: class index {int(bad.reshape(-1)[0])} is out of range for {n} classes.")
+    return _C.copy_from_numpy((idx[..., None] == np.arange(n)).astype(np.int64), False)
 
 
 def _renorm(weight, idx, max_norm, norm_type):

@@ -19,6 +19,9 @@ from ... import _C
 from ..args import (Tensor, broadcast_shapes, checked_write, dtype_arg, host_values, number, operand_or_throw, shape_str,
                    tensor_arg, to_int, type_name, wrap_dim)
 from ..node_names import shows_as
+import builtins
+from ..args import host_array
+from .pointwise import _from_numpy
 
 
 def _is_basic_item(o):
@@ -622,3 +625,117 @@ def bucketize(input, boundaries, *, out_int32=False, right=False):
     if b.ndim != 1:
         raise RuntimeError(f"bucketize: boundaries must be 1-D, got shape {shape_str(b.shape)}.")
     return searchsorted(b, input, out_int32=out_int32, right=right)
+
+
+# ----- unravel_index, nonzero_static -------------------------------------------------------------------------------
+
+def unravel_index(indices, shape):
+    """The coordinates of flat (row-major) `indices` in a tensor of `shape`: a tuple of int64 tensors of indices'
+    shape, one per dim. Negative indices count from the end; an index outside the tensor raises."""
+    a = tensor_arg(indices, "unravel_index", "indices")
+    if a.dtype.is_floating_point or a.dtype is _C.bool:
+        raise TypeError(f"unravel_index: expected 'indices' of an integer dtype, got {a.dtype.name}.")
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)):
+        raise TypeError(f"unravel_index: expected an int or a sequence of ints as shape, got {type_name(shape)}.")
+    dims = tuple(to_int(s, "unravel_index", "shape", TypeError) for s in shape)
+    if any(s < 0 for s in dims):
+        raise ValueError(f"unravel_index: 'shape' cannot have negative values, got {shape_str(dims)}.")
+    total = math.prod(dims)
+    v = host_array(a.detach()).astype(np.int64)
+    if v.size and (v.min() < -total or v.max() >= total):
+        bad = int(v.min()) if v.min() < -total else int(v.max())
+        raise RuntimeError(f"unravel_index: index {bad} is out of bounds for shape {shape_str(dims)} "
+                           f"({total} elements).")
+    v = np.where(v < 0, v + total, v)
+    out = []
+    for s in reversed(dims):
+        out.append(v % s if s else v)
+        v = v // s if s else v
+    return tuple(_from_numpy(c, _C.int64) for c in reversed(out))
+
+
+def nonzero_static(input, *, size, fill_value=-1):
+    """nonzero(input) padded with rows of fill_value (or cut) to exactly `size` rows: an output shape known before
+    the values are."""
+    a = tensor_arg(input, "nonzero_static")
+    size = to_int(size, "nonzero_static", "size")
+    if size < 0:
+        raise RuntimeError(f"nonzero_static: size must be non-negative, got {size}.")
+    fill_value = to_int(fill_value, "nonzero_static", "fill_value")
+    found = np.argwhere(host_array(a.detach()))
+    out = np.full((size, a.ndim), fill_value, dtype=np.int64)
+    out[:min(size, len(found))] = found[:size]
+    return _from_numpy(out, _C.int64)
+
+
+# ----- index_reduce and put ----------------------------------------------------------------------------------------
+
+_INDEX_REDUCTIONS = ("prod", "mean", "amax", "amin")
+
+
+def index_reduce(input, dim, index, source, reduce, *, include_self=True):
+    """input where row index[i] along dim becomes the reduction (prod, mean, amax, amin) of the source rows i
+    sent to it, and of its own value when include_self: scatter_reduce with index spread over source's shape."""
+    from .indexing import scatter_reduce
+    op = "index_reduce"
+    a, s = tensor_arg(input, op), tensor_arg(source, op, "source")
+    if reduce not in _INDEX_REDUCTIONS:
+        raise RuntimeError(f"{op}: expected reduce to be one of prod, mean, amax or amin, got {reduce!r}.")
+    d = wrap_dim(to_int(dim, op, "dim"), a.ndim, op)
+    idx = tensor_arg(index, op, "index")
+    if idx.dtype.name not in ("int32", "int64"):
+        raise RuntimeError(f"{op}: expected an int32 or int64 tensor as index, got {idx.dtype.name}.")
+    if idx.ndim > 1:
+        raise IndexError(f"{op}: index must be 0-d or 1-D, got shape {shape_str(idx.shape)}.")
+    size = a.shape[d] if a.ndim else 1
+    positions = host_array(idx.detach()).astype(np.int64).reshape(-1)
+    if positions.size and (positions.min() < 0 or positions.max() >= size):     # no wrapping of negatives (torch)
+        bad = int(positions.min()) if positions.min() < 0 else int(positions.max())
+        raise IndexError(f"{op}: index {bad} is out of range for dimension {d} of size {size} (expected "
+                         f"0..{size - 1}).")
+    idx = _from_numpy(positions, _C.int64)
+    if s.ndim != a.ndim and not (a.ndim <= 1 and s.ndim <= 1):
+        raise RuntimeError(f"{op}: source has {s.ndim} dimensions, input has {a.ndim}; they must be equal.")
+    ssize = s.shape[d] if s.ndim else 1
+    if idx.numel() != ssize:
+        raise RuntimeError(f"{op}: index has {idx.numel()} elements, source has {ssize} along dim {d}.")
+    for k in builtins.range(s.ndim):
+        if k != d and s.shape[k] != a.shape[k]:
+            raise RuntimeError(f"{op}: source shape {shape_str(s.shape)} must match input shape "
+                               f"{shape_str(a.shape)} except along dim {d}.")
+    if a.ndim == 0:
+        spread = _C.reshape(idx, ())
+    else:
+        view = tuple(-1 if k == d else 1 for k in builtins.range(s.ndim))
+        spread = _C.contiguous(_C.expand(_C.reshape(idx, view), tuple(s.shape)))
+    return scatter_reduce(a, d, spread, s, reduce, include_self=include_self)
+
+
+def put(input, index, source, accumulate=False):
+    """input, seen as 1-D, with input[index] = source (or += when accumulate): index and source have the same
+    number of elements; negative indices count from the end."""
+    op = "put"
+    a, s = tensor_arg(input, op), tensor_arg(source, op, "source")
+    i = tensor_arg(index, op, "index")
+    if i.dtype is not _C.int64:
+        raise RuntimeError(f"{op}: expected index to be int64, got {i.dtype.name}.")
+    if s.dtype is not a.dtype:
+        raise RuntimeError(f"{op}: expected source to have the input's dtype ({a.dtype.name}), got {s.dtype.name}.")
+    if i.numel() != s.numel():
+        raise IndexError(f"{op}: expected source and index to have the same number of elements, got "
+                         f"{s.numel()} and {i.numel()}.")
+    n = a.numel()
+    flat = host_array(i.detach()).reshape(-1)
+    if flat.size and (flat.min() < -n or flat.max() >= n):
+        bad = int(flat.min()) if flat.min() < -n else int(flat.max())
+        raise IndexError(f"{op}: index {bad} is out of range for a tensor of {n} elements.")
+    positions = _from_numpy(np.where(flat < 0, flat + n, flat), _C.int64)
+    values = _C.reshape(s, (-1,))
+    flat_a = _C.reshape(a, (-1,))
+    if accumulate:          # a + (the values summed into a zero tensor at their positions: duplicates add up)
+        out = _C.add(flat_a, _C.put_add(values, positions, (n,)))
+    else:
+        out = _C.put(flat_a, positions, values)
+    return _C.reshape(out, tuple(a.shape))

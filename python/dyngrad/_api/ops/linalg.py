@@ -1,12 +1,22 @@
-"""Linear algebra with torch's signatures: the matrix products (matmul, mm, bmm, mv, dot, inner, outer, addmm and
-friends, einsum, tensordot, kron, cross, trace, multi_dot), torch.linalg's factorisations and solvers (inv, det,
-slogdet, solve, solve_triangular, cholesky, qr, eigh, svd, pinv, lstsq, ...) and the vector and matrix norms.
+"""torch.linalg's factorisations, solvers and matrix functions with torch's signatures (and the top-level names
+torch has for them): inv, det, slogdet, solve, solve_triangular, cholesky, qr, eigh, svd, pinv, lstsq, eig/eigvals,
+the LU family (lu, lu_factor, lu_solve, lu_unpack), solve_ex, matrix_exp, matrix_power, householder_product with
+geqrf and ormqr, the LDL family, tensorinv, tensorsolve, vander, cholesky_solve, cholesky_inverse and
+triangular_solve; and the vector and matrix norms. The products are in products.py.
 
-Products and norms are composites of core ops (matmul, mul, sum, permute, reshape, slice), so both engines
-differentiate them to any order. A factorisation has no core op: its forward runs LAPACK through numpy.linalg
-(numpy's wheels bundle OpenBLAS from the same scipy-openblas family on PyPI that dyngrad's BLAS comes from) inside a
-custom autograd.Function whose backward is the matrix-calculus formula written with dyngrad ops, so that gradients
-of gradients work too (Note [Outputs in linalg backwards]).
+A factorisation has no core op: its forward runs LAPACK through numpy.linalg (numpy's wheels bundle OpenBLAS from
+the same scipy-openblas family on PyPI that dyngrad's BLAS comes from), or the numpy code of host/linalg.py for what
+numpy.linalg lacks (LU, LDL, the matrix exponential), inside a custom autograd.Function whose backward is the
+matrix-calculus formula written with dyngrad ops, so that gradients of gradients work too (Note [Outputs in linalg
+backwards]). The rest are composites of differentiable ops (lu_solve, lu_unpack, householder_product, ormqr,
+tensorinv, tensorsolve, vander, triangular_solve, the norms), which then differentiate themselves. geqrf and the
+LDL family have no derivative, as torch: their results carry a node whose backward raises torch's error.
+
+Note [No complex dtype in eig]: a real matrix can have complex eigenvalues, and torch.linalg.eig/eigvals always
+return complex tensors. dyngrad has no complex dtype. We return the real eigenvalues and eigenvectors (in A's real
+dtype: the values equal torch's, whose imaginary parts are then exactly zero, as LAPACK geev returns them) when
+every eigenvalue of every matrix is real, and raise NotImplementedError naming the missing complex support when
+one is not. Imaginary parts are never dropped.
 """
 import collections
 import math
@@ -20,7 +30,10 @@ from ... import _C
 from ...autograd.function import Function
 from ..args import (Tensor, broadcast_shapes, dtype_arg, number, numpy_dtype, shape_str, tensor_arg, tensor_list,
                    to_int, type_name, wrap_dim)
+from ..args import warn_deprecated
+from ..host import linalg as hl
 from ..node_names import shows_as
+from .products import _float_input, _scaled
 
 
 class LinAlgError(RuntimeError):
@@ -28,7 +41,7 @@ class LinAlgError(RuntimeError):
     not positive-definite), as torch.linalg.LinAlgError."""
 
 
-LinAlgError.__module__ = __name__.replace("._api.linalg", ".linalg")     # where users reach it: dyngrad.linalg
+LinAlgError.__module__ = __name__.replace("._api.ops.linalg", ".linalg")     # where users reach it: dyngrad.linalg
 
 
 # torch.return_types of this family: named pairs that unpack like tuples
@@ -46,18 +59,6 @@ return_linalg_lstsq = _named("linalg_lstsq", ["solution", "residuals", "rank", "
 
 
 # ===== helpers ==================================================================================================
-
-def _deprecated(message):
-    """A UserWarning attributed to the caller's line: the first frame outside this shared layer (the out= wrapper
-    and the methods add frames of their own)."""
-    here, frame, level = os.path.dirname(os.path.abspath(__file__)), sys._getframe(1), 1
-    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == here:
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, UserWarning, stacklevel=level + 1)
-
-
-def _scaled(x, v):
-    return _C.mul(x, _C.scalar_operand(v, x))
 
 
 def _const(array, like):
@@ -77,26 +78,6 @@ def _np(t):
 
 def _eye(n, like):
     return _const(np.eye(n), like)
-
-
-def _index(values):
-    return _C.from_numpy(np.array(values, dtype=np.int64))
-
-
-def _check_matmul_dtypes(op, *tensors):
-    """The products multiply tensors of one dtype (torch refuses mixed ones, and has no bool kernel)."""
-    first = tensors[0].dtype
-    for t in tensors[1:]:
-        if t.dtype is not first:
-            raise RuntimeError(f"{op}: expected tensors of the same dtype, got {first.name} and {t.dtype.name}.")
-    if first.name == "bool":
-        raise NotImplementedError(f"{op}: not implemented for bool tensors.")
-
-
-def _float_input(op, t, name="A", not_implemented=False):
-    if not t.dtype.is_floating_point:
-        error = NotImplementedError if not_implemented else RuntimeError
-        raise error(f"{op}: expected a floating-point tensor as {name}, got {t.dtype.name}.")
 
 
 def _matrices(op, A, name="A", square=True, not_implemented=False):
@@ -145,601 +126,13 @@ def _tri(x, lower, k=0):
     return _C.mul(x, _const(mask, x))
 
 
-# ===== products (composites of the core's matmul, mul, sum, permute, reshape) ==================================
 
-def matmul(input, other):
-    return _C.matmul(tensor_arg(input, "matmul"), tensor_arg(other, "matmul", "other"))
-
-
-@shows_as("Mm")
-def mm(input, mat2):
-    a, b = tensor_arg(input, "mm"), tensor_arg(mat2, "mm", "mat2")
-    if a.ndim != 2 or b.ndim != 2:
-        raise RuntimeError(f"mm: expected 2-D tensors, got {shape_str(a.shape)} and {shape_str(b.shape)}.")
-    _check_matmul_dtypes("mm", a, b)
-    return _C.matmul(a, b)
-
-
-@shows_as("Bmm")
-def bmm(input, mat2):
-    a, b = tensor_arg(input, "bmm"), tensor_arg(mat2, "bmm", "mat2")
-    if a.ndim != 3 or b.ndim != 3 or a.shape[0] != b.shape[0]:
-        raise RuntimeError(f"bmm: expected 3-D tensors with the same batch size, got {shape_str(a.shape)} and "
-                           f"{shape_str(b.shape)}.")
-    _check_matmul_dtypes("bmm", a, b)
-    return _C.matmul(a, b)
-
-
-def mv(input, vec):
-    a, v = tensor_arg(input, "mv"), tensor_arg(vec, "mv", "vec")
-    if a.ndim != 2 or v.ndim != 1:
-        raise RuntimeError(f"mv: expected a 2-D matrix and a 1-D vector, got {shape_str(a.shape)} and "
-                           f"{shape_str(v.shape)}.")
-    _check_matmul_dtypes("mv", a, v)
-    return _C.matmul(a, v)
-
-
-def _dot(op, input, other, name):
-    a, b = tensor_arg(input, op), tensor_arg(other, op, name)
-    if a.ndim != 1 or b.ndim != 1:
-        raise RuntimeError(f"{op}: expected 1-D tensors, got {a.ndim}-D and {b.ndim}-D.")
-    if a.shape[0] != b.shape[0]:
-        raise RuntimeError(f"{op}: expected vectors of the same length, got {a.shape[0]} and {b.shape[0]}.")
-    _check_matmul_dtypes(op, a, b)
-    return _C.matmul(a, b)
-
-
-def dot(input, tensor):
-    return _dot("dot", input, tensor, "tensor")
-
-
-def vdot(input, other):
-    """dot with the first vector conjugated: the same as dot for real tensors."""
-    return _dot("vdot", input, other, "other")
-
-
-def inner(input, other):
-    """Sum over the last dims of input and other (a product with a 0-d operand)."""
-    a, b = tensor_arg(input, "inner"), tensor_arg(other, "inner", "other")
-    if a.ndim == 0 or b.ndim == 0:
-        return _C.mul(a, b)
-    _check_matmul_dtypes("inner", a, b)
-    if a.shape[-1] != b.shape[-1]:
-        raise RuntimeError(f"inner: the last dimensions must match, got shapes {shape_str(a.shape)} and "
-                           f"{shape_str(b.shape)}.")
-    la, lb = list(range(a.ndim)), list(range(a.ndim, a.ndim + b.ndim))
-    lb[-1] = la[-1]
-    return _contract(a, la, b, lb, set(la[:-1]) | set(lb[:-1]))[0]
-
-
-def outer(input, vec2):
-    a, b = tensor_arg(input, "outer"), tensor_arg(vec2, "outer", "vec2")
-    if a.ndim != 1 or b.ndim != 1:
-        raise RuntimeError(f"outer: expected 1-D tensors, got {shape_str(a.shape)} and {shape_str(b.shape)}.")
-    return _C.mul(_C.unsqueeze(a, 1), _C.unsqueeze(b, 0))
-
-
-def _coefficient(value, dtype, op, name, truncate):
-    """beta/alpha as a number of the result's kind: an integer result takes an int (torch truncates a float for the
-    matmul family and refuses one for addr)."""
-    v = number(value, op, name)
-    if not dtype.is_floating_point and isinstance(v, float):
-        if not truncate:
-            raise RuntimeError(f"{op}: for integer tensors, {name} must not be a floating-point number, got {v}.")
-        v = int(v)
-    return v
-
-
-def _add_product(op, input, product, beta, alpha, truncate=True):
-    """beta * input + alpha * product, input broadcast to the product's shape (never the other way round)."""
-    shape = tuple(product.shape)
-    if input.ndim > len(shape) or any(s != 1 and s != t for s, t in zip(input.shape[::-1], shape[::-1])):
-        raise RuntimeError(f"{op}: input of shape {shape_str(input.shape)} cannot be broadcast to the result's "
-                           f"shape {shape_str(shape)}.")
-    b = _coefficient(beta, product.dtype, op, "beta", truncate)
-    a = _coefficient(alpha, product.dtype, op, "alpha", truncate)
-    scaled = product if a == 1 else _scaled(product, a)
-    if b == 0:                                # input is ignored: its NaNs and infs do not propagate
-        return scaled if scaled is not product else _C.clone(product)
-    return _C.add(input if b == 1 else _scaled(input, b), scaled)
-
-
-def addmm(input, mat1, mat2, *, beta=1, alpha=1):
-    """beta * input + alpha * (mat1 @ mat2)."""
-    i = tensor_arg(input, "addmm")
-    a, b = tensor_arg(mat1, "addmm", "mat1"), tensor_arg(mat2, "addmm", "mat2")
-    if a.ndim != 2 or b.ndim != 2:
-        raise RuntimeError(f"addmm: expected 2-D matrices, got {shape_str(a.shape)} and {shape_str(b.shape)}.")
-    _check_matmul_dtypes("addmm", i, a, b)
-    return _add_product("addmm", i, _C.matmul(a, b), beta, alpha)
-
-
-def addmv(input, mat, vec, *, beta=1, alpha=1):
-    """beta * input + alpha * (mat @ vec)."""
-    i = tensor_arg(input, "addmv")
-    a, v = tensor_arg(mat, "addmv", "mat"), tensor_arg(vec, "addmv", "vec")
-    if a.ndim != 2 or v.ndim != 1:
-        raise RuntimeError(f"addmv: expected a 2-D matrix and a 1-D vector, got {shape_str(a.shape)} and "
-                           f"{shape_str(v.shape)}.")
-    _check_matmul_dtypes("addmv", i, a, v)
-    return _add_product("addmv", i, _C.matmul(a, v), beta, alpha)
-
-
-def _batches(op, b1, b2):
-    if b1.ndim != 3 or b2.ndim != 3 or b1.shape[0] != b2.shape[0]:
-        raise RuntimeError(f"{op}: expected 3-D tensors with the same batch size, got {shape_str(b1.shape)} and "
-                           f"{shape_str(b2.shape)}.")
-
-
-def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
-    """beta * input + alpha * sum_i batch1[i] @ batch2[i]: one matmul of (n, B*m) by (B*m, p)."""
-    i = tensor_arg(input, "addbmm")
-    b1, b2 = tensor_arg(batch1, "addbmm", "batch1"), tensor_arg(batch2, "addbmm", "batch2")
-    _batches("addbmm", b1, b2)
-    _check_matmul_dtypes("addbmm", i, b1, b2)
-    (nb, n, m), p = b1.shape, b2.shape[2]
-    if b2.shape[1] != m:
-        raise RuntimeError(f"addbmm: batch1 and batch2 shapes cannot be multiplied ({shape_str(b1.shape)} and "
-                           f"{shape_str(b2.shape)}).")
-    rows = _C.reshape(_C.permute(b1, (1, 0, 2)), (n, nb * m))
-    return _add_product("addbmm", i, _C.matmul(rows, _C.reshape(b2, (nb * m, p))), beta, alpha)
-
-
-def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
-    """beta * input + alpha * (batch1 @ batch2), batch by batch."""
-    i = tensor_arg(input, "baddbmm")
-    b1, b2 = tensor_arg(batch1, "baddbmm", "batch1"), tensor_arg(batch2, "baddbmm", "batch2")
-    _batches("baddbmm", b1, b2)
-    _check_matmul_dtypes("baddbmm", i, b1, b2)
-    return _add_product("baddbmm", i, _C.matmul(b1, b2), beta, alpha)
-
-
-def addr(input, vec1, vec2, *, beta=1, alpha=1):
-    """beta * input + alpha * outer(vec1, vec2)."""
-    i = tensor_arg(input, "addr")
-    v1, v2 = tensor_arg(vec1, "addr", "vec1"), tensor_arg(vec2, "addr", "vec2")
-    if v1.ndim != 1 or v2.ndim != 1:
-        raise RuntimeError(f"addr: expected 1-D vectors, got {shape_str(v1.shape)} and {shape_str(v2.shape)}.")
-    product = outer(v1, v2)
-    if i.dtype is not product.dtype:
-        product = _C.to_dtype(product, _C.result_type(i, product))
-    return _add_product("addr", i, product, beta, alpha, truncate=False)
-
-
-def kron(input, other):
-    """The Kronecker product: out[i*q + k, ...] = input[i, ...] * other[k, ...] in every dim."""
-    a, b = tensor_arg(input, "kron"), tensor_arg(other, "kron", "other")
-    nd = max(a.ndim, b.ndim)
-    sa, sb = (1,) * (nd - a.ndim) + tuple(a.shape), (1,) * (nd - b.ndim) + tuple(b.shape)
-    a2 = _C.reshape(a, tuple(x for s in sa for x in (s, 1)))
-    b2 = _C.reshape(b, tuple(x for s in sb for x in (1, s)))
-    return _C.reshape(_C.mul(a2, b2), tuple(x * y for x, y in zip(sa, sb)))
-
-
-def _cross(op, a, b, dim):
-    if a.ndim != b.ndim:
-        raise RuntimeError(f"{op}: inputs must have the same number of dimensions, got {shape_str(a.shape)} and "
-                           f"{shape_str(b.shape)}.")
-    if a.dtype is not b.dtype:
-        raise RuntimeError(f"{op}: expected input and other of the same dtype, got {a.dtype.name} and "
-                           f"{b.dtype.name}.")
-    shape = broadcast_shapes(a.shape, b.shape, op)
-    if dim is None:                        # torch.cross's deprecated default: the first dim of size 3
-        sizes = [d for d, s in enumerate(shape) if s == 3]
-        if not sizes:
-            raise RuntimeError(f"{op}: no dimension of size 3 in the inputs' shape {shape_str(shape)}.")
-        d = sizes[0]
-        _deprecated("cross: calling cross without dim is deprecated; pass dim explicitly (the default is the first "
-                    "dimension of size 3, while linalg.cross defaults to dim=-1).")
-    else:
-        d = wrap_dim(to_int(dim, op, "dim"), len(shape), op)
-    if a.shape[d] != 3 or b.shape[d] != 3:
-        raise RuntimeError(f"{op}: the inputs' dimension {dim if dim is not None else d} must have length 3, got "
-                           f"{a.shape[d]} and {b.shape[d]}.")
-    a, b = _C.expand(a, shape), _C.expand(b, shape)
-    # (a x b)_i = a_{i+1} b_{i+2} - a_{i+2} b_{i+1}, indices mod 3
-    i1, i2 = _index([1, 2, 0]), _index([2, 0, 1])
-    return _C.sub(_C.mul(_C.index_select(a, d, i1), _C.index_select(b, d, i2)),
-                  _C.mul(_C.index_select(a, d, i2), _C.index_select(b, d, i1)))
-
-
-def cross(input, other, dim=None):
-    return _cross("cross", tensor_arg(input, "cross"), tensor_arg(other, "cross", "other"), dim)
-
-
-def linalg_cross(input, other, *, dim=-1):
-    op = "linalg.cross"
-    return _cross(op, tensor_arg(input, op), tensor_arg(other, op, "other"), dim)
-
-
-def _diagonal(a, offset, d1, d2):
-    """The diagonal of dims d1, d2 (wrapped, distinct) as a new last dim: flatten the two dims and take every
-    (n+1)-th element (a slice, so the gradient is the core's)."""
-    m, n = a.shape[d1], a.shape[d2]
-    rest = [d for d in range(a.ndim) if d not in (d1, d2)]
-    t = _C.permute(a, tuple(rest) + (d1, d2))
-    flat = _C.reshape(t, tuple(a.shape[d] for d in rest) + (m * n,))
-    if offset >= 0:
-        count, start = max(0, min(m, n - offset)), offset
-    else:
-        count, start = max(0, min(m + offset, n)), -offset * n
-    if count == 0:
-        return _C.slice(flat, -1, 0, 0, 1)
-    return _C.slice(flat, -1, start, start + (count - 1) * (n + 1) + 1, n + 1)
-
-
-def linalg_diagonal(A, *, offset=0, dim1=-2, dim2=-1):
-    """The diagonals of A's matrices along dim1, dim2, as a last dim (torch.diagonal with matrix defaults)."""
-    op = "linalg.diagonal"
-    A = tensor_arg(A, op)
-    d1 = wrap_dim(to_int(dim1, op, "dim1"), A.ndim, op)
-    d2 = wrap_dim(to_int(dim2, op, "dim2"), A.ndim, op)
-    if d1 == d2 or A.ndim < 2:
-        raise RuntimeError(f"{op}: dim1 and dim2 must be two different dims, got {dim1} and {dim2}.")
-    return _diagonal(A, to_int(offset, op, "offset"), d1, d2)
-
-
-def trace(input):
-    """The sum of the main diagonal of a matrix."""
-    a = tensor_arg(input, "trace")
-    if a.ndim != 2:
-        raise RuntimeError(f"trace: expected a matrix, got a tensor with {a.ndim} dimensions.")
-    if a.dtype.name == "bool":
-        raise NotImplementedError("trace: not implemented for bool tensors.")
-    return _C.sum(_diagonal(a, 0, 0, 1), (0,), False, None)
-
-
-# ----- contraction of labelled operands (einsum, tensordot, inner) ---------------------------------------------
-
-def _contract(a, la, b, lb, keep):
-    """Contracts two operands whose dims carry the labels la, lb (lists of ints): labels in both are multiplied
-    along; those not in `keep` are summed. The result's labels are [in both, kept] + [a's own] + [b's own], each
-    group in its operand's order. One batched matmul of (batch, M, K) by (batch, K, N), or a product when K = 1.
-    Labels of size 1 on one side broadcast against the other."""
-    own_a = [l for l in la if l not in lb and l not in keep]
-    if own_a:                                # summed before the product: fewer multiplications
-        a = _C.sum(a, tuple(la.index(l) for l in own_a), False, None)
-        la = [l for l in la if l not in own_a]
-    own_b = [l for l in lb if l not in la and l not in keep]
-    if own_b:
-        b = _C.sum(b, tuple(lb.index(l) for l in own_b), False, None)
-        lb = [l for l in lb if l not in own_b]
-    batch = [l for l in la if l in lb and l in keep]
-    summed = [l for l in la if l in lb and l not in keep]
-    only_a = [l for l in la if l not in lb]
-    only_b = [l for l in lb if l not in la]
-    size = {}
-    for t, labels in ((a, la), (b, lb)):
-        for d, l in enumerate(labels):
-            size[l] = t.shape[d] if size.get(l, 1) == 1 else size[l]
-    a = _C.permute(a, tuple(la.index(l) for l in batch + only_a + summed))
-    b = _C.permute(b, tuple(lb.index(l) for l in batch + summed + only_b))
-    shared = tuple(size[l] for l in batch)
-    a = _C.expand(a, shared + tuple(a.shape[len(batch):len(batch) + len(only_a)]) + tuple(size[l] for l in summed))
-    b = _C.expand(b, shared + tuple(size[l] for l in summed) + tuple(b.shape[len(batch) + len(summed):]))
-    nb = math.prod(shared)
-    m = math.prod(a.shape[len(batch):len(batch) + len(only_a)])
-    n = math.prod(b.shape[len(batch) + len(summed):])
-    k = math.prod(size[l] for l in summed)
-    a3 = _C.reshape(a, (nb, m, k))
-    b3 = _C.reshape(b, (nb, k, n))
-    out = _C.mul(a3, b3) if k == 1 else _C.matmul(a3, b3)
-    shape = shared + tuple(a.shape[len(batch):len(batch) + len(only_a)]) + tuple(b.shape[len(batch) + len(summed):])
-    return _C.reshape(out, shape), batch + only_a + only_b
-
-
-_ELLIPSIS = 52          # label of the first ellipsis dim; letters are 0..51 ('A'..'Z', 'a'..'z')
-
-
-def _letter(ch, equation, pos):
-    if "A" <= ch <= "Z":
-        return ord(ch) - ord("A")
-    if "a" <= ch <= "z":
-        return 26 + ord(ch) - ord("a")
-    raise RuntimeError(f"einsum(): invalid subscript {ch!r} at index {pos} of the equation {equation!r}; "
-                       "subscripts must be letters a-z or A-Z.")
-
-
-def _label_name(label):
-    if label >= _ELLIPSIS:
-        return "..."
-    return chr(ord("A") + label) if label < 26 else chr(ord("a") + label - 26)
-
-
-def _parse_term(term, start, equation, what):
-    """A term's labels, with None where its ellipsis stands."""
-    labels, i = [], 0
-    while i < len(term):
-        ch = term[i]
-        if ch == ".":
-            if term[i:i + 3] != "...":
-                raise RuntimeError(f"einsum(): found '.' for {what} that is not part of an ellipsis in "
-                                   f"{equation!r}.")
-            if None in labels:
-                raise RuntimeError(f"einsum(): found more than one ellipsis for {what} in {equation!r}.")
-            labels.append(None)
-            i += 3
-            continue
-        labels.append(_letter(ch, equation, start + i))
-        i += 1
-    return labels
-
-
-def _sublist_equation(args):
-    """einsum(op0, sublist0, op1, sublist1, ..., [sublist_out]) as an equation and its operands."""
-    def term(sub):
-        if not isinstance(sub, (list, tuple)):
-            raise TypeError(f"einsum(): expected a list of subscripts after each operand, got {type_name(sub)}.")
-        out = ""
-        for s in sub:
-            if s is Ellipsis:
-                out += "..."
-                continue
-            s = to_int(s, "einsum", "a subscript")
-            if not 0 <= s < 52:
-                raise ValueError(f"einsum(): subscripts in the sublist format must be in [0, 52), got {s}.")
-            out += _label_name(s)
-        return out
-    operands, terms = [], []
-    for i in range(0, len(args) - 1, 2):
-        operands.append(args[i])
-        terms.append(term(args[i + 1]))
-    equation = ",".join(terms)
-    if len(args) % 2 == 1:
-        equation += "->" + term(args[-1])
-    return equation, operands
-
-
-def einsum(*args):
-    """torch.einsum: 'ij,jk->ik' style equations (implicit output, ellipsis, repeated subscripts for diagonals,
-    broadcasting of size-1 dims) and the sublist format. Operands are contracted pairwise, each time the pair whose
-    result is smallest (Note [einsum's contraction order])."""
-    if len(args) < 2:
-        raise ValueError("einsum(): must specify the equation string and at least one operand, or at least one "
-                         "operand and its subscripts list.")
-    if isinstance(args[0], str):
-        equation, operands = args[0], list(args[1:])
-        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
-            operands = list(operands[0])
-    elif isinstance(args[0], Tensor):
-        equation, operands = _sublist_equation(args)
-    else:
-        raise TypeError(f"einsum(): expected an equation string as the first argument, got {type_name(args[0])}.")
-    operands = tensor_list(operands, "einsum", "operands")
-    eq = equation.replace(" ", "")
-    lhs, arrow, rhs = eq.partition("->")
-    terms = lhs.split(",")
-    if len(terms) > len(operands):
-        raise RuntimeError(f"einsum(): the equation {equation!r} names {len(terms)} operands but {len(operands)} "
-                           "were given.")
-    if len(terms) < len(operands):
-        raise RuntimeError(f"einsum(): {len(operands)} operands were given but the equation {equation!r} names "
-                           f"only {len(terms)}.")
-    dtype = operands[0].dtype
-    for t in operands[1:]:
-        if t.dtype is not dtype:
-            raise RuntimeError(f"einsum(): expected operands of the same dtype, got {dtype.name} and "
-                               f"{t.dtype.name}.")
-    if dtype.name == "bool" and len(operands) > 1:
-        raise NotImplementedError("einsum(): not implemented for bool tensors.")
-    # labels per operand; the ellipsis dims of all operands broadcast together, aligned on the right
-    parsed, pos = [], 0
-    for k, term in enumerate(terms):
-        parsed.append(_parse_term(term, pos, equation, f"operand {k}"))
-        pos += len(term) + 1
-    n_ell = 0
-    for k, (labels, t) in enumerate(zip(parsed, operands)):
-        named = len([l for l in labels if l is not None])
-        if None in labels:
-            if t.ndim < named:
-                raise RuntimeError(f"einsum(): operand {k} has {t.ndim} dimensions, fewer than the {named} "
-                                   f"subscripts of its term {terms[k]!r}.")
-            n_ell = max(n_ell, t.ndim - named)
-        elif t.ndim != named:
-            raise RuntimeError(f"einsum(): the term {terms[k]!r} has {named} subscripts but operand {k} has "
-                               f"{t.ndim} dimensions (and no ellipsis).")
-    ops = []
-    for k, (labels, t) in enumerate(zip(parsed, operands)):
-        full = []
-        for l in labels:
-            if l is None:
-                e = t.ndim - (len(labels) - 1)
-                full += [_ELLIPSIS + n_ell - e + j for j in range(e)]
-            else:
-                full.append(l)
-        ops.append((t, full))
-    counts = collections.Counter(l for _, labels in ops for l in labels)
-    if arrow:
-        out_labels = []
-        for l in _parse_term(rhs, len(lhs) + 2, equation, "the output"):
-            new = list(range(_ELLIPSIS, _ELLIPSIS + n_ell)) if l is None else [l]
-            for x in new:
-                if x in out_labels:
-                    raise RuntimeError(f"einsum(): output subscript {_label_name(x)} appears more than once in "
-                                       f"{equation!r}.")
-                if x not in counts and x < _ELLIPSIS:
-                    raise RuntimeError(f"einsum(): output subscript {_label_name(x)} does not appear in any input "
-                                       f"term of {equation!r}.")
-            out_labels += new
-    else:
-        out_labels = list(range(_ELLIPSIS, _ELLIPSIS + n_ell)) + sorted(
-            l for l, c in counts.items() if c == 1 and l < _ELLIPSIS)
-    # sizes: a label's sizes must agree, or be 1 (broadcast); a repeated label within a term takes a diagonal
-    size = {}
-    for k, (t, labels) in enumerate(ops):
-        for d, l in enumerate(labels):
-            s = t.shape[d]
-            first = labels.index(l)
-            if first != d and t.shape[first] != s:
-                raise RuntimeError(f"einsum(): subscript {_label_name(l)} is repeated for operand {k} but the sizes "
-                                   f"do not match, {t.shape[first]} != {s}.")
-            if size.get(l, 1) != 1 and s != 1 and size[l] != s:
-                raise RuntimeError(f"einsum(): subscript {_label_name(l)} has size {s} for operand {k}, which does "
-                                   f"not broadcast with the size {size[l]} seen before.")
-            size[l] = s if size.get(l, 1) == 1 else size[l]
-    ops = [_take_diagonals(t, labels) for t, labels in ops]
-    keep_out = set(out_labels)
-    while len(ops) > 1:
-        best = None
-        for i in range(len(ops)):
-            for j in range(i + 1, len(ops)):
-                needed = keep_out.union(*(set(ops[x][1]) for x in range(len(ops)) if x not in (i, j)))
-                result = [l for l in dict.fromkeys(ops[i][1] + ops[j][1]) if l in needed]
-                cost = math.prod(size[l] for l in result)
-                if best is None or cost < best[0]:
-                    best = (cost, i, j, needed)
-        _, i, j, needed = best
-        merged = _contract(ops[i][0], ops[i][1], ops[j][0], ops[j][1], needed)
-        ops = [op for x, op in enumerate(ops) if x not in (i, j)] + [merged]
-    t, labels = ops[0]
-    extra = [d for d, l in enumerate(labels) if l not in keep_out]
-    if extra:
-        t = _C.sum(t, tuple(extra), False, None)
-        labels = [l for l in labels if l in keep_out]
-    t = _C.permute(t, tuple(labels.index(l) for l in out_labels))
-    shape = tuple(size.get(l, 1) for l in out_labels)
-    return _C.expand(t, shape) if tuple(t.shape) != shape else t
-
-
-def _take_diagonals(t, labels):
-    """Replaces each label repeated within one operand by its diagonal (as a last dim)."""
-    labels = list(labels)
-    while len(set(labels)) != len(labels):
-        l = next(x for x in labels if labels.count(x) > 1)
-        d1 = labels.index(l)
-        d2 = labels.index(l, d1 + 1)
-        t = _diagonal(t, 0, d1, d2)
-        labels = [x for k, x in enumerate(labels) if k not in (d1, d2)] + [l]
-    return t, labels
 
 # Note [einsum's contraction order]: einsum contracts two operands at a time (a batched matmul after a permute and
 # a reshape), choosing each time the pair whose result has the fewest elements (the first such pair on ties), and
 # sums a label out as soon as neither another operand nor the output needs it. This greedy rule is opt_einsum's
 # cheap default; it finds the good order of chains (ab,bc,cd->ad with a small a contracts from the small end) without
 # the exponential search of an optimal order.
-
-
-def tensordot(a, b, dims=2):
-    """Sums the products of a's last `dims` dims with b's first (dims an int), or of the listed dims of each (a pair
-    of lists). The result's dims are a's remaining dims, then b's."""
-    op = "tensordot"
-    a, b = tensor_arg(a, op, "a"), tensor_arg(b, op, "b")
-    if isinstance(dims, Tensor):
-        dims = dims.item() if dims.ndim == 0 else dims.tolist()
-    if isinstance(dims, (int, np.integer)) and not isinstance(dims, bool):
-        dims = int(dims)
-        if dims < 0:
-            raise RuntimeError(f"{op}: dims must be >= 0, got {dims}.")
-        if dims > a.ndim or dims > b.ndim:
-            raise RuntimeError(f"{op}: dims={dims} is more than the dimensions of a {shape_str(a.shape)} or of b "
-                               f"{shape_str(b.shape)}.")
-        da, db = list(range(a.ndim - dims, a.ndim)), list(range(dims))
-    elif isinstance(dims, (list, tuple)) and len(dims) == 2:
-        da, db = dims
-        for x in (da, db):
-            if not isinstance(x, (list, tuple)):
-                raise TypeError(f"{op}: expected dims as an int or a pair of lists of ints, got a pair holding "
-                                f"{type_name(x)}.")
-        da = [wrap_dim(to_int(d, op, "dims"), a.ndim, op) for d in da]
-        db = [wrap_dim(to_int(d, op, "dims"), b.ndim, op) for d in db]
-    else:
-        raise TypeError(f"{op}: expected dims as an int or a pair of lists of ints, got {type_name(dims)}.")
-    if len(da) != len(db):
-        raise RuntimeError(f"{op}: both lists of dims must have the same length, got {len(da)} and {len(db)}.")
-    if len(set(da)) != len(da) or len(set(db)) != len(db):
-        raise RuntimeError(f"{op}: a dim appears more than once in dims {da}, {db}.")
-    for x, y in zip(da, db):
-        if a.shape[x] != b.shape[y]:
-            raise RuntimeError(f"{op}: contracted dimensions must match, but a has size {a.shape[x]} in dim {x} and "
-                               f"b has size {b.shape[y]} in dim {y}.")
-    _check_matmul_dtypes(op, a, b)
-    la = list(range(a.ndim))
-    lb = [a.ndim + d for d in range(b.ndim)]
-    for x, y in zip(da, db):
-        lb[y] = la[x]
-    keep = {l for l in la if l not in lb} | {l for l in lb if l not in la}
-    return _contract(a, la, b, lb, keep)[0]
-
-
-def _chain_order(shapes):
-    """The cheapest parenthesisation of a chain of matrices (classic dynamic programming on the flop count):
-    split[i][j] is where the product of matrices i..j splits."""
-    n = len(shapes)
-    dims = [shapes[0][0]] + [s[1] for s in shapes]
-    cost = [[0] * n for _ in range(n)]
-    split = [[0] * n for _ in range(n)]
-    for length in range(1, n):
-        for i in range(n - length):
-            j = i + length
-            cost[i][j] = None
-            for k in range(i, j):
-                c = cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1]
-                if cost[i][j] is None or c < cost[i][j]:
-                    cost[i][j], split[i][j] = c, k
-    return split
-
-
-def _chain_product(mats, split, i, j):
-    if i == j:
-        return mats[i]
-    k = split[i][j]
-    return _C.matmul(_chain_product(mats, split, i, k), _chain_product(mats, split, k + 1, j))
-
-
-def multi_dot(tensors):
-    """The product of a chain of matrices in the cheapest order; the first and the last may be vectors."""
-    op = "linalg.multi_dot"
-    ts = tensor_list(tensors, op)
-    if len(ts) < 2:
-        raise RuntimeError(f"{op}: expected at least 2 tensors, got {len(ts)}.")
-    for i, t in enumerate(ts):
-        end = i in (0, len(ts) - 1)
-        if t.ndim != 2 and not (end and t.ndim == 1):
-            which = "the first tensor" if i == 0 else "the last tensor" if i == len(ts) - 1 else f"tensor {i}"
-            raise RuntimeError(f"{op}: {which} must be {'1-D or 2-D' if end else '2-D'}, got {t.ndim}-D.")
-        if t.dtype is not ts[0].dtype:
-            raise RuntimeError(f"{op}: all tensors must have the same dtype, but tensor 0 is {ts[0].dtype.name} and "
-                               f"tensor {i} is {t.dtype.name}.")
-    if ts[0].dtype.name == "bool":
-        raise NotImplementedError(f"{op}: not implemented for bool tensors.")
-    row, col = ts[0].ndim == 1, ts[-1].ndim == 1
-    mats = list(ts)
-    if row:
-        mats[0] = _C.unsqueeze(mats[0], 0)
-    if col:
-        mats[-1] = _C.unsqueeze(mats[-1], 1)
-    for i in range(len(mats) - 1):
-        if mats[i].shape[1] != mats[i + 1].shape[0]:
-            raise RuntimeError(f"{op}: tensors {i} and {i + 1} with shapes {shape_str(ts[i].shape)} and "
-                               f"{shape_str(ts[i + 1].shape)} cannot be multiplied.")
-    out = _chain_product(mats, _chain_order([tuple(m.shape) for m in mats]), 0, len(mats) - 1)
-    squeeze = ((0,) if row else ()) + ((1,) if col else ())
-    return _C.squeeze(out, squeeze) if squeeze else out
-
-
-def chain_matmul(*matrices):
-    """Deprecated by torch in favour of linalg.multi_dot, which it calls."""
-    if not matrices:
-        raise RuntimeError("chain_matmul(): expected one or more matrices.")
-    for i, m in enumerate(matrices):
-        if not isinstance(m, Tensor):
-            raise TypeError(f"chain_matmul(): expected tensors, got {type_name(m)} at position {i}.")
-        if m.ndim != 2:
-            raise RuntimeError(f"chain_matmul(): expected 2-D matrices, got {m.ndim} dimensions at position {i}.")
-    _deprecated("chain_matmul is deprecated and will be removed; use linalg.multi_dot instead (it takes a list).")
-    return _C.clone(matrices[0]) if len(matrices) == 1 else multi_dot(list(matrices))
-
-
-def vecdot(x, y, *, dim=-1):
-    """sum(x * y, dim) with broadcasting (x conjugated for complex tensors)."""
-    op = "linalg.vecdot"
-    x, y = tensor_arg(x, op, "x"), tensor_arg(y, op, "y")
-    _float_input(op, x, "x")
-    if x.dtype is not y.dtype:
-        raise RuntimeError(f"{op}: expected x and y of the same dtype, got {x.dtype.name} and {y.dtype.name}.")
-    shape = broadcast_shapes(x.shape, y.shape, op)
-    d = wrap_dim(to_int(dim, op, "dim"), len(shape), op)
-    return _C.sum(_C.mul(x, y), (d,), False, None)
 
 
 # ===== factorisations: numpy.linalg forwards, dyngrad backwards ==================================================
@@ -1332,7 +725,7 @@ def cholesky_ex(A, *, upper=False, check_errors=False):
 def cholesky(input, upper=False):
     """Deprecated by torch in favour of linalg.cholesky."""
     A = _matrices("linalg.cholesky", input, "input")
-    _deprecated("cholesky is deprecated in favour of linalg.cholesky; L = cholesky(A, upper) is "
+    warn_deprecated("cholesky is deprecated in favour of linalg.cholesky; L = cholesky(A, upper) is "
                 "linalg.cholesky(A, upper=upper).")
     return _cholesky("linalg.cholesky", A, bool(upper))
 
@@ -1350,7 +743,7 @@ def linalg_qr(A, mode="reduced"):
 def qr(input, some=True):
     """Deprecated by torch in favour of linalg.qr: some=True is mode 'reduced', False 'complete'."""
     A = _matrices("linalg.qr", input, "input", square=False)
-    _deprecated("qr is deprecated in favour of linalg.qr; Q, R = qr(A, some) is linalg.qr(A, 'reduced' if some "
+    warn_deprecated("qr is deprecated in favour of linalg.qr; Q, R = qr(A, some) is linalg.qr(A, 'reduced' if some "
                 "else 'complete').")
     return return_qr(*LinalgQr.apply(A, "reduced" if some else "complete"))
 
@@ -1697,3 +1090,812 @@ def cond(A, p=None):
         r = _C.mul(matrix_norm(A, p), matrix_norm(X, p))
         return _C.where(singular, _C.scalar_operand(math.inf, r), r)
     return _C.mul(matrix_norm(A, p), matrix_norm(LinalgInv.apply(A), p))
+
+
+return_linalg_eig = _named("linalg_eig", ["eigenvalues", "eigenvectors"])
+return_linalg_lu = _named("linalg_lu", ["P", "L", "U"])
+return_linalg_lu_factor = _named("linalg_lu_factor", ["LU", "pivots"])
+return_linalg_lu_factor_ex = _named("linalg_lu_factor_ex", ["LU", "pivots", "info"])
+return_lu_unpack = _named("lu_unpack", ["P", "L", "U"])
+return_lu_with_info = _named("_lu_with_info", ["LU", "pivots", "info"])
+return_linalg_solve_ex = _named("linalg_solve_ex", ["result", "info"])
+return_linalg_ldl_factor = _named("linalg_ldl_factor", ["LD", "pivots"])
+return_linalg_ldl_factor_ex = _named("linalg_ldl_factor_ex", ["LD", "pivots", "info"])
+
+
+def _mm(a, b):
+    return _C.matmul(a, b)
+
+
+def _zeros_like(t):
+    return _C.mul(t, _C.scalar_operand(0.0, t))
+
+
+def _no_half(op, *tensors):
+    """torch has no CPU kernel of these factorisations and solvers for float16 and bfloat16."""
+    for t in tensors:
+        if t.dtype.name in ("float16", "bfloat16"):
+            raise NotImplementedError(f"{op}: not implemented for {t.dtype.name} on the CPU (as torch); convert to "
+                                      "float32 first.")
+
+
+def _bool_arg(value, op, name):
+    if not isinstance(value, (bool, int, np.bool_)) or isinstance(value, float):
+        raise TypeError(f"{op}: expected a bool as {name}, got {type_name(value)}.")
+    return bool(value)
+
+
+# ===== eig, eigvals ===============================================================================================
+
+def _geev(op, a):
+    """(eigenvalues, eigenvectors) of a stack of real matrices through LAPACK geev (numpy.linalg.eig); raises the
+    error of Note [No complex dtype in eig] when one is complex."""
+    if a.size == 0:
+        return np.zeros(a.shape[:-1], a.dtype), np.zeros(a.shape, a.dtype)
+    if not np.isfinite(a).all():
+        raise RuntimeError(f"{op}: the input should not contain infs or NaNs.")
+    try:
+        w, v = np.linalg.eig(a)
+    except np.linalg.LinAlgError:
+        raise LinAlgError(f"{op}: the eigenvalue algorithm (LAPACK geev) failed to converge.") from None
+    if np.iscomplexobj(w) and np.any(w.imag != 0):
+        flat = w.reshape(-1)
+        z = flat[np.flatnonzero(flat.imag != 0)[0]]
+        raise NotImplementedError(
+            f"{op}: the input has complex eigenvalues (e.g. {z.real:.6g}{z.imag:+.6g}j), and dyngrad has no complex "
+            "dtype to return them in (torch returns complex64/complex128 here). Only matrices whose eigenvalues are "
+            "all real are supported; linalg.eigh handles symmetric matrices.")
+    return np.real(w).astype(a.dtype), np.real(v).astype(a.dtype)
+
+
+class LinalgEig(Function):
+    """linalg.eig of a matrix with real eigenvalues: LAPACK geev (eigenvectors of unit norm, as torch's)."""
+
+    @staticmethod
+    def forward(ctx, A, op):
+        w, v = _geev(op, _np(A))
+        L, V = _from_np(w, A.dtype), _from_np(v, A.dtype)
+        ctx.op = op
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(A, L.detach(), V.detach())
+        return L, V
+
+    # A V = V diag(L), with unit-norm columns of V. Differentiating: dA V + A dV = dV diag(L) + V diag(dL); with
+    # C = V^-1 dV, V^-1 dA V = diag(dL) + C diag(L) - diag(L) C, so dL = diag(V^-1 dA V) and, off the diagonal,
+    # C_ij = (V^-1 dA V)_ij / (L_j - L_i). The normalisation |v_j| = 1 fixes the diagonal: v_j^T dv_j = 0, i.e.
+    # C_jj = -sum_{i != j} (V^T V)_ji C_ij. Transposing the whole map gives
+    #   gA = V^-T (diag(gL) + E o (V^T gV - V^T V diag(diag(V^T gV)))) V^T,  E_ij = 1 / (L_j - L_i), E_ii = 0
+    # (the real case of torch's formula; equal eigenvalues give infinities, as torch's).
+    @staticmethod
+    def backward(ctx, gL, gV):
+        A, L, V = ctx.saved_tensors
+        if gL is None and gV is None:
+            return None, None
+        if _recording(A):
+            L, V = LinalgEig.apply(A, ctx.op)
+        n = A.shape[-1]
+        inner = None
+        if gV is not None:
+            VtgV = _mm(_C.mT(V), gV)
+            diag_part = _C.mul(VtgV, _eye(n, VtgV))
+            term = _C.sub(VtgV, _mm(_mm(_C.mT(V), V), diag_part))
+            gaps = _C.sub(_C.unsqueeze(L, -2), _C.unsqueeze(L, -1))
+            off = _const(1.0 - np.eye(n), A)
+            inner = _C.mul(_C.div(term, _C.add(gaps, _eye(n, A))), off)
+        if gL is not None:
+            d = _C.mul(_C.unsqueeze(gL, -1), _eye(n, A))
+            inner = d if inner is None else _C.add(inner, d)
+        # V^-T inner V^T: solve V^T X = inner V^T
+        return LinalgSolve.apply(_C.mT(V), _mm(inner, _C.mT(V))), None
+
+
+def eig(A):
+    """(eigenvalues, eigenvectors) of square matrices whose eigenvalues are real (Note [No complex dtype in eig])."""
+    A = _matrices("linalg.eig", A)
+    _no_half("linalg.eig", A)
+    return return_linalg_eig(*LinalgEig.apply(A, "linalg.eig"))
+
+
+def eigvals(A):
+    """The eigenvalues of square matrices, when they are real (Note [No complex dtype in eig])."""
+    A = _matrices("linalg.eigvals", A)
+    _no_half("linalg.eigvals", A)
+    return LinalgEig.apply(A, "linalg.eigvals")[0]
+
+
+# ===== LU =========================================================================================================
+
+
+def _unit_lower(lu, k):
+    """L of a packed LU: the strictly lower part of its first k columns, with ones on the diagonal."""
+    m = lu.shape[-2]
+    return _C.add(_tri(_C.slice(lu, -1, 0, k, 1), True, -1), _const(np.eye(m, k), lu))
+
+
+def _upper(lu, k):
+    return _tri(_C.slice(lu, -2, 0, k, 1), False)
+
+
+class LinalgLu(Function):
+    """(L, U) of A = P L U from _getrf's factorisation (computed by the caller, passed in as numpy arrays)."""
+
+    @staticmethod
+    def forward(ctx, A, lu, piv):
+        m, n = A.shape[-2], A.shape[-1]
+        k = min(m, n)
+        L = np.tril(lu[..., :, :k], -1) + np.eye(m, k, dtype=lu.dtype)
+        U = np.triu(lu[..., :k, :])
+        ctx.piv = piv
+        ctx.set_materialize_grads(False)
+        Lt, Ut = _from_np(L, A.dtype), _from_np(U, A.dtype)
+        ctx.save_for_backward(A, Lt.detach(), Ut.detach())
+        return Lt, Ut
+
+    # Note [LU backward]. Square A = P L U (L unit lower, U upper): P^T dA = dL U + L dU, so
+    # X = L^-1 P^T dA U^-1 = L^-1 dL + dU U^-1, the first strictly lower and the second upper: dL = L tril_-1(X),
+    # dU = triu(X) U. Transposing, gA = P L^-T M U^-T with M = tril_-1(L^T gL) + triu(gU U^T).
+    # Wide (m < n): U = [U1 U2], A = P L [U1 U2]; A1 = P L U1 is the square case and U2 = L^-1 P^T A2, so
+    # gA2 = P L^-T gU2 and U2 adds -L^-T gU2 U2^T to gL: M = tril_-1(L^T gL - gU2 U2^T) + triu(gU1 U1^T).
+    # Tall (m > n): P^T A = [L1; L2] U; [rows 1..n] = L1 U is the square case and L2 = B2 U^-1, so
+    # gB2 = gL2 U^-T and L2 adds -L2^T gL2 U^-T to gU: M = tril_-1(L1^T gL1) + triu(gU U^T - L2^T gL2).
+    @staticmethod
+    def backward(ctx, gL, gU, *_):
+        A, L, U = ctx.saved_tensors
+        if gL is None and gU is None:
+            return None, None, None
+        m, n = A.shape[-2], A.shape[-1]
+        k = min(m, n)
+        if _recording(A):
+            lu, piv, _ = hl.getrf(_np(A))
+            L, U = LinalgLu.apply(A, lu, piv)
+        gL = _zeros_like(L) if gL is None else gL
+        gU = _zeros_like(U) if gU is None else gU
+        L1, gL1 = _C.slice(L, -2, 0, k, 1), _C.slice(gL, -2, 0, k, 1)
+        U1, gU1 = _C.slice(U, -1, 0, k, 1), _C.slice(gU, -1, 0, k, 1)
+        lower = _mm(_C.mT(L1), gL1)
+        upper = _mm(gU1, _C.mT(U1))
+        if m < n:
+            U2, gU2 = _C.slice(U, -1, k, n, 1), _C.slice(gU, -1, k, n, 1)
+            lower = _C.sub(lower, _mm(gU2, _C.mT(U2)))
+        if m > n:
+            L2, gL2 = _C.slice(L, -2, k, m, 1), _C.slice(gL, -2, k, m, 1)
+            upper = _C.sub(upper, _mm(_C.mT(L2), gL2))
+        M = _C.add(_tri(lower, True, -1), _tri(upper, False))
+        # gB1 = L1^-T M U1^-T: two triangular solves (L1^T is unit upper; M U1^-T = (U1^-1 M^T)^T)
+        Y = _C.mT(LinalgSolveTriangular.apply(U1, _C.mT(M), True, False))
+        gB = LinalgSolveTriangular.apply(_C.mT(L1), Y, True, True)
+        if m < n:
+            gB = _C.cat([gB, LinalgSolveTriangular.apply(_C.mT(L1), gU2, True, True)], -1)
+        if m > n:
+            gB2 = _C.mT(LinalgSolveTriangular.apply(U1, _C.mT(gL2), True, False))
+            gB = _C.cat([gB, gB2], -2)
+        P = _const(hl.permutation_matrix(ctx.piv, m, np.float64), A)
+        return _mm(P, gB), None, None
+
+
+def _check_pivot(op, pivot):
+    if not _bool_arg(pivot, op, "pivot"):
+        raise RuntimeError(f"{op}: LU without pivoting is not implemented on the CPU.")
+
+
+def _lu_input(op, A):
+    A = tensor_arg(A, op, "A")
+    if A.ndim < 2:
+        raise RuntimeError(f"{op}: A must have at least 2 dimensions, got shape {shape_str(A.shape)}.")
+    _float_input(op, A, "A", not_implemented=True)
+    _no_half(op, A)
+    return A
+
+
+def _lu_parts(A):
+    """(L, U, pivots as int32, info) of A, L and U differentiable."""
+    lu, piv, info = hl.getrf(_np(A))
+    L, U = LinalgLu.apply(A, lu, piv)
+    return L, U, _C.from_numpy(np.ascontiguousarray(piv)), info
+
+
+def _pack(L, U):
+    """LAPACK's packed LU (m x n) from L (m x k) and U (k x n), differentiably."""
+    m, n, k = L.shape[-2], U.shape[-1], L.shape[-1]
+    low = _tri(L, True, -1)
+    if n > k:
+        low = _C.cat([low, _const(np.zeros(L.shape[:-1] + (n - k,)), L)], -1)
+    up = U
+    if m > k:
+        up = _C.cat([U, _const(np.zeros(U.shape[:-2] + (m - k, n)), U)], -2)
+    return _C.add(low, up)
+
+
+def lu(A, *, pivot=True):
+    """(P, L, U) with A = P L U: P a permutation, L unit lower triangular (m x k), U upper (k x n), k = min(m, n)."""
+    op = "linalg.lu"
+    A = _lu_input(op, A)
+    _check_pivot(op, pivot)
+    L, U, piv, _ = _lu_parts(A)
+    P = _from_np(hl.permutation_matrix(_np(piv), A.shape[-2], np.float64), A.dtype)
+    return return_linalg_lu(P, L, U)
+
+
+def _raise_zero_pivot(op, info):
+    if np.any(info):
+        k, where = _where_batch(info)
+        j = int(np.asarray(info).reshape(-1)[k])
+        raise RuntimeError(f"{op}: {where}U[{j},{j}] is zero, so lu_solve with this factorization would divide by "
+                           "zero. linalg.lu_factor_ex (with check_errors=False) or linalg.lu factor such matrices "
+                           "without raising.")
+
+
+def lu_factor_ex(A, *, pivot=True, check_errors=False):
+    """(LU, pivots, info): LAPACK getrf's packed factorisation; info > 0 marks a zero pivot U[info, info]."""
+    op = "linalg.lu_factor_ex"
+    A = _lu_input(op, A)
+    _check_pivot(op, pivot)
+    L, U, piv, info = _lu_parts(A)
+    if _bool_arg(check_errors, op, "check_errors"):
+        _raise_zero_pivot(op, info)
+    return return_linalg_lu_factor_ex(_pack(L, U), piv, _info_tensor(info))
+
+
+def lu_factor(A, *, pivot=True):
+    """(LU, pivots) of linalg.lu_factor_ex; a zero pivot raises."""
+    op = "linalg.lu_factor"
+    A = _lu_input(op, A)
+    _check_pivot(op, pivot)
+    L, U, piv, info = _lu_parts(A)
+    _raise_zero_pivot(op, info)
+    return return_linalg_lu_factor(_pack(L, U), piv)
+
+
+def torch_lu(A, pivot=True, get_infos=False):
+    """torch.lu (deprecated by torch): (LU, pivots), or (LU, pivots, info) with get_infos; never raises on a
+    singular matrix."""
+    op = "lu"
+    A = _lu_input(op, A)
+    warn_deprecated("torch.lu is deprecated in favour of linalg.lu_factor and linalg.lu_factor_ex: LU, pivots = "
+                "lu(A, pivot) is linalg.lu_factor(A, pivot=pivot), and lu(A, pivot, get_infos=True) is "
+                "linalg.lu_factor_ex(A, pivot=pivot).")
+    _check_pivot(op, pivot)
+    L, U, piv, info = _lu_parts(A)
+    if _bool_arg(get_infos, op, "get_infos"):
+        return return_lu_with_info(_pack(L, U), piv, _info_tensor(info))
+    return _pack(L, U), piv
+
+
+def _pivots(op, LU, pivots, name="pivots"):
+    """pivots checked against LU: int32, shape LU's batch + (min(m, n),), values in 1..m."""
+    pivots = tensor_arg(pivots, op, name)
+    if pivots.dtype.name != "int32":
+        raise RuntimeError(f"{op}: {name} must be an int32 tensor (as linalg.lu_factor returns it), got "
+                           f"{pivots.dtype.name}.")
+    m, n = LU.shape[-2], LU.shape[-1]
+    if tuple(pivots.shape) != tuple(LU.shape[:-2]) + (min(m, n),):
+        raise RuntimeError(f"{op}: {name} must have shape {shape_str(tuple(LU.shape[:-2]) + (min(m, n),))} for LU "
+                           f"of shape {shape_str(LU.shape)}, got {shape_str(pivots.shape)}.")
+    p = _np(pivots)
+    if p.size and (p.min() < 1 or p.max() > m):
+        raise RuntimeError(f"{op}: {name} must be between 1 and LU.size(-2) = {m} inclusive (did they come from "
+                           "linalg.lu_factor?).")
+    return p
+
+
+def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
+    """(P, L, U) from linalg.lu_factor's (LU, pivots); L and U are empty unless unpack_data, P unless
+    unpack_pivots. L and U are differentiable in LU_data."""
+    op = "lu_unpack"
+    LU = tensor_arg(LU_data, op, "LU_data")
+    if LU.ndim < 2:
+        raise RuntimeError(f"{op}: LU_data must have at least 2 dimensions, got shape {shape_str(LU.shape)}.")
+    _float_input(op, LU, "LU_data", not_implemented=True)
+    unpack_data = _bool_arg(unpack_data, op, "unpack_data")
+    unpack_pivots = _bool_arg(unpack_pivots, op, "unpack_pivots")
+    p = _pivots(op, LU, LU_pivots, "LU_pivots")
+    m, n = LU.shape[-2], LU.shape[-1]
+    k = min(m, n)
+    empty = _from_np(np.zeros(0), LU.dtype)
+    P = _from_np(hl.permutation_matrix(p, m, np.float64), LU.dtype) if unpack_pivots else empty
+    if not unpack_data:
+        return return_lu_unpack(P, empty, _from_np(np.zeros(0), LU.dtype))
+    return return_lu_unpack(P, _unit_lower(LU, k), _upper(LU, k))
+
+
+def _lu_solve(op, LU, pivots, B, left, adjoint):
+    LU = tensor_arg(LU, op, "LU")
+    B = tensor_arg(B, op, "B")
+    _float_input(op, LU, "LU")
+    _float_input(op, B, "B")
+    if LU.ndim < 2 or LU.shape[-1] != LU.shape[-2]:
+        raise RuntimeError(f"{op}: LU must be a batch of square matrices, got shape {shape_str(LU.shape)}.")
+    if B.ndim < 2:
+        raise RuntimeError(f"{op}: B must have at least 2 dimensions, got shape {shape_str(B.shape)}.")
+    _same_float_dtype(op, LU, B)
+    _no_half(op, LU)
+    p = _pivots(op, LU, pivots)
+    n = LU.shape[-1]
+    if (B.shape[-2] if left else B.shape[-1]) != n:
+        raise RuntimeError(f"{op}: incompatible shapes of LU ({shape_str(LU.shape)}) and B ({shape_str(B.shape)}) "
+                           f"for {'A X = B' if left else 'X A = B'}.")
+    L, U = _unit_lower(LU, n), _upper(LU, n)
+    P = _const(hl.permutation_matrix(p, n, np.float64), LU)
+    if not left:                          # X A = B  <=>  A^T X^T = B^T (and X A^T = B <=> A X^T = B^T)
+        return _C.mT(_lu_solve_left(L, U, P, _C.mT(B), not adjoint))
+    return _lu_solve_left(L, U, P, B, adjoint)
+
+
+def _lu_solve_left(L, U, P, B, adjoint):
+    """A X = B with A = P L U, or A^T X = B if adjoint, by triangular solves (differentiable in L, U and B)."""
+    batch = _broadcast_batch(L, B)
+    L, U, P, B = (_expand_batch(t, batch) for t in (L, U, P, B))
+    if not adjoint:                      # X = U^-1 L^-1 P^T B
+        Y = LinalgSolveTriangular.apply(L, _mm(_C.mT(P), B), False, True)
+        return LinalgSolveTriangular.apply(U, Y, True, False)
+    Y = LinalgSolveTriangular.apply(_C.mT(U), B, False, False)          # X = P L^-T U^-T B
+    return _mm(P, LinalgSolveTriangular.apply(_C.mT(L), Y, True, True))
+
+
+def _broadcast_batch(A, B):
+    return tuple(broadcast_shapes(A.shape[:-2], B.shape[:-2], "linalg.lu_solve"))
+
+
+def _expand_batch(t, batch):
+    shape = tuple(batch) + tuple(t.shape[-2:])
+    return t if tuple(t.shape) == shape else _C.expand(t, shape)
+
+
+def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
+    """X with A X = B (X A = B if not left; A^T instead of A if adjoint), A given by linalg.lu_factor's (LU,
+    pivots). A zero pivot gives infs and NaNs, not an error."""
+    op = "linalg.lu_solve"
+    return _lu_solve(op, LU, pivots, B, _bool_arg(left, op, "left"), _bool_arg(adjoint, op, "adjoint"))
+
+
+def torch_lu_solve(b, LU_data, LU_pivots):
+    """torch.lu_solve (deprecated by torch): linalg.lu_solve with the arguments in another order."""
+    op = "lu_solve"
+    b = tensor_arg(b, op, "b")
+    warn_deprecated("torch.lu_solve is deprecated in favour of linalg.lu_solve, which takes its arguments in another "
+                "order: X = lu_solve(B, LU, pivots) is linalg.lu_solve(LU, pivots, B).")
+    return _lu_solve(op, LU_data, LU_pivots, b, True, False)
+
+
+def solve_ex(A, B, *, left=True, check_errors=False):
+    """(result, info) of linalg.solve; info > 0 marks a singular matrix (its result is then that of the LU solve:
+    infs and NaNs) instead of raising, unless check_errors."""
+    op = "linalg.solve_ex"
+    left, check_errors = _bool_arg(left, op, "left"), _bool_arg(check_errors, op, "check_errors")
+    A0, Bm, vector = _solve_operands(op, A, B, left)
+    _no_half(op, A0)
+    _, _, info = hl.getrf(_np(A0))
+    if np.any(info):
+        if check_errors:
+            raise LinAlgError(f"{op}: {_where_batch(info)[1]}the solver failed because the input matrix is "
+                              "singular.")
+        L, U, piv, _ = _lu_parts(A0)
+        P = _const(hl.permutation_matrix(_np(piv), A0.shape[-1], np.float64), A0)
+        X = _lu_solve_left(L, U, P, Bm, False) if left else _C.mT(_lu_solve_left(L, U, P, _C.mT(Bm), True))
+        X = _C.squeeze(X, (-1,)) if vector else X
+    else:
+        X = solve(A, B, left=left)
+    return return_linalg_solve_ex(X, _info_tensor(info))
+
+
+# ===== matrix_exp =================================================================================================
+
+
+class MatrixExp(Function):
+    """linalg.matrix_exp: Note [matrix_exp] in host/linalg.py."""
+
+    @staticmethod
+    def forward(ctx, A):
+        ctx.save_for_backward(A)
+        return _from_np(hl.expm(_np(A)), A.dtype)
+
+    # The Frechet derivative of exp at A in the direction E is the upper-right block of exp([[A, E], [0, A]]); its
+    # adjoint is the derivative at A^T: gA = upper-right block of exp([[A^T, g], [0, A^T]]) (as torch's).
+    @staticmethod
+    def backward(ctx, g):
+        (A,) = ctx.saved_tensors
+        n = A.shape[-1]
+        At = _C.mT(A)
+        top = _C.cat([At, g], -1)
+        bottom = _C.cat([_zeros_like(At), At], -1)
+        big = MatrixExp.apply(_C.cat([top, bottom], -2))
+        return _C.slice(_C.slice(big, -2, 0, n, 1), -1, n, 2 * n, 1)
+
+
+def matrix_exp(A):
+    """The matrix exponential sum_k A^k / k! of square matrices."""
+    A = tensor_arg(A, "linalg.matrix_exp", "A")
+    if not A.dtype.is_floating_point:
+        raise RuntimeError(f"linalg.matrix_exp: expected a floating-point tensor as A, got {A.dtype.name}.")
+    A = _matrices("linalg.matrix_exp", A)
+    if A.dtype.name in ("float16", "bfloat16"):        # computed in float32 and rounded, as numpy has no bfloat16
+        return _C.to_dtype(MatrixExp.apply(_C.to_dtype(A, _C.float32)), A.dtype)
+    return MatrixExp.apply(A)
+
+
+# ===== householder_product (orgqr) ================================================================================
+
+def householder_product(A, tau):
+    """The first n columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^T, v_i = (0, ..., 0, 1, A[i+1:, i]) (LAPACK
+    orgqr: Q from geqrf's output). A composite, so differentiable in A and tau."""
+    op = "linalg.householder_product"
+    A = tensor_arg(A, op, "A")
+    tau = tensor_arg(tau, op, "tau")
+    if A.ndim < 2:
+        raise RuntimeError(f"{op}: A must have at least 2 dimensions, got shape {shape_str(A.shape)}.")
+    if A.shape[-2] < A.shape[-1]:
+        raise RuntimeError(f"{op}: A.shape[-2] must be greater than or equal to A.shape[-1], got "
+                           f"{shape_str(A.shape)}.")
+    if tau.ndim != A.ndim - 1:
+        raise RuntimeError(f"{op}: expected tau to have one dimension less than A, got tau of shape "
+                           f"{shape_str(tau.shape)} and A of shape {shape_str(A.shape)}.")
+    if tau.shape[-1] > A.shape[-1]:
+        raise RuntimeError(f"{op}: A.shape[-1] must be greater than or equal to tau.shape[-1], got "
+                           f"{shape_str(A.shape)} and {shape_str(tau.shape)}.")
+    if tuple(tau.shape[:-1]) != tuple(A.shape[:-2]):
+        raise RuntimeError(f"{op}: expected the batch dimensions of tau, {shape_str(tau.shape[:-1])}, to equal "
+                           f"those of A, {shape_str(A.shape[:-2])}.")
+    _float_input(op, A, "A")
+    _float_input(op, tau, "tau")
+    _no_half(op, A)
+    if A.dtype is not tau.dtype:
+        raise RuntimeError(f"{op}: expected A and tau of the same dtype, got {A.dtype.name} and {tau.dtype.name}.")
+    m, n, k = A.shape[-2], A.shape[-1], tau.shape[-1]
+    Q = _const(np.broadcast_to(np.eye(m, n), tuple(A.shape[:-2]) + (m, n)), A)
+    for i in range(k - 1, -1, -1):           # Q = H_i Q, from the last reflector to the first
+        v, t = _reflector(A, tau, i)         # (*, m, 1), (*, 1, 1)
+        Q = _C.sub(Q, _C.mul(t, _mm(v, _mm(_C.mT(v), Q))))
+    return Q
+
+
+def orgqr(input, tau):
+    return householder_product(input, tau)
+
+
+def _reflector(A, tau, i):
+    """(v_i as a column (*, m, 1), tau_i as (*, 1, 1)) of geqrf's representation (A, tau)."""
+    m = A.shape[-2]
+    below = _const((np.arange(m) > i).astype(np.float64), A)
+    v = _C.add(_C.mul(_C.select(A, -1, i), below), _const((np.arange(m) == i).astype(np.float64), A))
+    return _C.unsqueeze(v, -1), _C.unsqueeze(_C.unsqueeze(_C.select(tau, -1, i), -1), -1)
+
+
+def ormqr(input, tau, other, left=True, transpose=False):
+    """op(Q) C (C op(Q) if not left), Q = H_1 ... H_k given by geqrf's (input, tau), op = transpose or not; each
+    H_i = I - tau_i v_i v_i^T is applied in turn (a composite: differentiable in all three)."""
+    op = "ormqr"
+    A, tau, C = tensor_arg(input, op, "input"), tensor_arg(tau, op, "tau"), tensor_arg(other, op, "other")
+    left, transpose = _bool_arg(left, op, "left"), _bool_arg(transpose, op, "transpose")
+    for t, name in ((A, "input"), (tau, "tau"), (C, "other")):
+        _float_input(op, t, name)
+    _no_half(op, A, C)
+    if A.ndim < 2 or C.ndim < 2:
+        raise RuntimeError(f"{op}: input and other must have at least 2 dimensions, got {shape_str(A.shape)} and "
+                           f"{shape_str(C.shape)}.")
+    if tau.ndim != A.ndim - 1 or C.ndim != A.ndim:
+        raise RuntimeError(f"{op}: expected tau with one dimension less than input and other with as many, got "
+                           f"{shape_str(tau.shape)}, {shape_str(A.shape)} and {shape_str(C.shape)}.")
+    mn = C.shape[-2] if left else C.shape[-1]
+    if A.shape[-2] != mn:
+        raise RuntimeError(f"{op}: input.shape[-2] must equal other.shape[{-2 if left else -1}] = {mn}, got "
+                           f"{A.shape[-2]}.")
+    if tau.shape[-1] != min(mn, A.shape[-1]):
+        raise RuntimeError(f"{op}: tau.shape[-1] must equal min(other.shape[{-2 if left else -1}], input.shape[-1]) "
+                           f"= {min(mn, A.shape[-1])}, got {tau.shape[-1]}.")
+    if tuple(tau.shape[:-1]) != tuple(A.shape[:-2]) or tuple(C.shape[:-2]) != tuple(A.shape[:-2]):
+        raise RuntimeError(f"{op}: expected the same batch dimensions, got input {shape_str(A.shape)}, tau "
+                           f"{shape_str(tau.shape)} and other {shape_str(C.shape)}.")
+    if A.dtype is not tau.dtype or A.dtype is not C.dtype:
+        raise RuntimeError(f"{op}: expected input, tau and other of the same dtype, got {A.dtype.name}, "
+                           f"{tau.dtype.name} and {C.dtype.name}.")
+    k = tau.shape[-1]
+    # Q C = H_1 (H_2 (... H_k C)), Q^T C = H_k ... H_1 C; C Q = C H_1 ... H_k, C Q^T = C H_k ... H_1
+    order = range(k - 1, -1, -1) if left != transpose else range(k)
+    out = C
+    for i in order:
+        v, t = _reflector(A, tau, i)
+        if left:
+            out = _C.sub(out, _C.mul(t, _mm(v, _mm(_C.mT(v), out))))
+        else:
+            out = _C.sub(out, _C.mul(t, _mm(_mm(out, v), _C.mT(v))))
+    return out
+
+
+return_geqrf = _named("geqrf", ["a", "tau"])
+
+
+def geqrf(input):
+    """LAPACK geqrf's (a, tau): R on and above a's diagonal, the Householder vectors below it (numpy.linalg.qr's
+    'raw' mode); not differentiable, as torch."""
+    op = "geqrf"
+    A = tensor_arg(input, op)
+    if A.ndim < 2:
+        raise RuntimeError(f"{op}: input must have at least 2 dimensions, got shape {shape_str(A.shape)}.")
+    _float_input(op, A, "input")
+    _no_half(op, A)
+    a = _np(A)
+    m, n = a.shape[-2:]
+    if a.size == 0:
+        h, tau = np.zeros(a.shape, a.dtype), np.zeros(a.shape[:-2] + (min(m, n),), a.dtype)
+    else:
+        h, tau = np.linalg.qr(a, mode="raw")
+        h = np.swapaxes(h, -1, -2)
+    name = "geqrf"
+    return return_geqrf(_without_derivative(name, h, A.dtype, A, error=NotImplementedError),
+                        _without_derivative(name, tau, A.dtype, A, error=NotImplementedError))
+
+
+# ===== LDL (Bunch-Kaufman) ========================================================================================
+
+
+class _NoDerivative(Function):
+    """An op that torch does not differentiate: its output is made inside forward from a numpy array, so that it has a
+    node linked to the inputs, whose backward raises as torch's does."""
+
+    @staticmethod
+    def forward(ctx, name, error, array, dtype, *inputs):
+        ctx.name, ctx.error = name, error
+        return _from_np(array, dtype)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise ctx.error(f"the derivative for {ctx.name} is not implemented (as in torch).")
+
+
+def _without_derivative(name, array, dtype, *inputs, error=RuntimeError):
+    """A tensor holding `array`: with a node whose backward raises `error` when an input requires grad."""
+    if _C.is_grad_enabled() and any(t.requires_grad for t in inputs):
+        return _NoDerivative.apply(name, error, array, dtype, *inputs)
+    return _from_np(array, dtype)
+
+
+def _ldl_input(op, A, hermitian):
+    A = _matrices(op, A, not_implemented=False)
+    _bool_arg(hermitian, op, "hermitian")
+    _no_half(op, A)
+    return A
+
+
+def ldl_factor_ex(A, *, hermitian=False, check_errors=False):
+    """(LD, pivots, info) of LAPACK sytrf (Note [LDL in numpy] in host/linalg.py); info > 0 marks a zero 1x1 block D[info, info]."""
+    op = "linalg.ldl_factor_ex"
+    A = _ldl_input(op, A, hermitian)
+    ld, piv, info = hl.ldl(_np(A))
+    if _bool_arg(check_errors, op, "check_errors"):
+        _raise_singular_d(op, info)
+    LD = _without_derivative("linalg.ldl_factor_ex", ld, A.dtype, A)
+    return return_linalg_ldl_factor_ex(LD, _C.from_numpy(np.ascontiguousarray(piv)), _info_tensor(info))
+
+
+def _raise_singular_d(op, info):
+    if np.any(info):
+        k, where = _where_batch(info)
+        j = int(np.asarray(info).reshape(-1)[k])
+        raise LinAlgError(f"{op}: {where}the factorization found D[{j},{j}] exactly zero: the matrix is singular.")
+
+
+def ldl_factor(A, *, hermitian=False):
+    """(LD, pivots) of linalg.ldl_factor_ex; a singular matrix raises LinAlgError."""
+    op = "linalg.ldl_factor"
+    A = _ldl_input(op, A, hermitian)
+    ld, piv, info = hl.ldl(_np(A))
+    _raise_singular_d(op, info)
+    LD = _without_derivative("linalg.ldl_factor_ex", ld, A.dtype, A)
+    return return_linalg_ldl_factor(LD, _C.from_numpy(np.ascontiguousarray(piv)))
+
+
+def ldl_solve(LD, pivots, B, *, hermitian=False):
+    """X with A X = B, A given by linalg.ldl_factor's (LD, pivots)."""
+    op = "linalg.ldl_solve"
+    LD = _matrices(op, LD, "LD")
+    B = tensor_arg(B, op, "B")
+    _float_input(op, B, "B")
+    _bool_arg(hermitian, op, "hermitian")
+    if B.ndim < 2:
+        raise RuntimeError(f"{op}: B must have at least 2 dimensions, got shape {shape_str(B.shape)}.")
+    _same_float_dtype(op, LD, B)
+    _no_half(op, LD)
+    pivots = tensor_arg(pivots, op, "pivots")
+    n = LD.shape[-1]
+    if pivots.dtype.name != "int32" or tuple(pivots.shape) != tuple(LD.shape[:-1]):
+        raise RuntimeError(f"{op}: pivots must be an int32 tensor of shape {shape_str(LD.shape[:-1])}, got "
+                           f"{pivots.dtype.name} of shape {shape_str(pivots.shape)}.")
+    if B.shape[-2] != n:
+        raise RuntimeError(f"{op}: incompatible shapes of LD ({shape_str(LD.shape)}) and B ({shape_str(B.shape)}).")
+    p = _np(pivots)
+    if p.size and (np.abs(p).min() < 1 or np.abs(p).max() > n):
+        raise RuntimeError(f"{op}: pivots must be between 1 and {n} in absolute value (did they come from "
+                           "linalg.ldl_factor?).")
+    batch = _broadcast_batch(LD, B)
+    ld = np.broadcast_to(_np(LD), tuple(batch) + (n, n)).reshape(-1, n, n)
+    pv = np.broadcast_to(p, tuple(batch) + (n,)).reshape(-1, n)
+    b = np.broadcast_to(_np(B), tuple(batch) + tuple(B.shape[-2:])).reshape((-1,) + tuple(B.shape[-2:]))
+    out = np.empty(b.shape, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        for i in range(b.shape[0]):
+            out[i] = hl.sytrs(ld[i].astype(np.float64), pv[i], b[i].astype(np.float64))
+    return _without_derivative("linalg.ldl_solve", out.reshape(tuple(batch) + tuple(B.shape[-2:])), B.dtype, LD, B)
+
+
+# ===== tensorinv, tensorsolve, vander (composites) ================================================================
+
+def _prod(shape):
+    out = 1
+    for s in shape:
+        out *= int(s)
+    return out
+
+
+def tensorinv(A, ind=2):
+    """The inverse of A seen as a linear map from its dims ind: to its dims :ind: shape A.shape[ind:] +
+    A.shape[:ind]."""
+    op = "linalg.tensorinv"
+    A = tensor_arg(A, op, "A")
+    ind = to_int(ind, op, "ind")
+    if ind <= 0:
+        raise RuntimeError(f"{op}: expected a strictly positive integer for ind, got {ind}.")
+    rows, cols = _prod(A.shape[:ind]), _prod(A.shape[ind:])
+    if rows != cols:
+        raise RuntimeError(f"{op}: expected prod(A.shape[ind:]) == prod(A.shape[:ind]), got {cols} != {rows} for "
+                           f"A of shape {shape_str(A.shape)} and ind={ind}.")
+    X = inv(_C.reshape(A, (rows, cols)))
+    return _C.reshape(X, tuple(A.shape[ind:]) + tuple(A.shape[:ind]))
+
+
+def tensorsolve(A, B, dims=None):
+    """X with tensordot(A, X, X.ndim) = B: X has shape A.shape[B.ndim:] (after moving A's dims `dims` to the
+    end)."""
+    op = "linalg.tensorsolve"
+    A, B = tensor_arg(A, op, "A"), tensor_arg(B, op, "B")
+    if dims is not None:
+        dims = [dims] if isinstance(dims, int) else list(dims)
+        moved = [wrap_dim(to_int(d, op, "dims"), A.ndim, op) for d in dims]
+        keep = [d for d in range(A.ndim) if d not in moved]
+        A = _C.permute(A, tuple(keep + moved))
+    rest = tuple(A.shape[B.ndim:])
+    rows, cols = _prod(A.shape[:B.ndim]), _prod(rest)
+    if rows != cols or B.ndim > A.ndim:
+        raise RuntimeError(f"{op}: expected prod(A.shape[B.ndim:]) == prod(A.shape[:B.ndim]), got {cols} != {rows} "
+                           f"for A of shape {shape_str(A.shape)} and B of shape {shape_str(B.shape)}.")
+    if _prod(B.shape) != rows:
+        raise RuntimeError(f"{op}: B of shape {shape_str(B.shape)} has {_prod(B.shape)} elements, expected {rows}.")
+    X = solve(_C.reshape(A, (rows, cols)), _C.reshape(B, (rows,)))
+    return _C.reshape(X, rest)
+
+
+def _powers(x, N, op):
+    """[x^0, x^1, ..., x^(N-1)] on a new last dim: ones, then the running product of N - 1 copies of x (as torch;
+    exact for integers, and cumprod's gradient is exact at zeros)."""
+    from .scan import cumprod
+    one = _C.unsqueeze(_C.add(_C.mul(x, _C.scalar_operand(0, x)), _C.scalar_operand(1, x)), -1)
+    if N == 1:
+        return one
+    copies = _C.expand(_C.unsqueeze(x, -1), tuple(x.shape) + (N - 1,))
+    return _C.cat([one, cumprod(copies, -1)], -1)
+
+
+def vander(x, *, N=None):
+    """linalg.vander: x[..., None] ** [0, 1, ..., N-1] (N defaults to x.shape[-1]; increasing powers)."""
+    op = "linalg.vander"
+    x = tensor_arg(x, op, "x")
+    if x.dtype.name in ("bool", "float16", "bfloat16"):
+        raise RuntimeError(f"{op}: supports float32, float64 and integer tensors, got {x.dtype.name}.")
+    if N is None:
+        N = x.shape[-1] if x.ndim else 0
+    N = to_int(N, op, "N")
+    if N <= 1:
+        raise RuntimeError(f"{op}: N must be greater than 1, got {N}.")
+    return _powers(x, N, op)
+
+
+def torch_vander(x, N=None, increasing=False):
+    """torch.vander: the powers x^(N-1), ..., x^0 of a 1-D x (increasing: x^0 first); bool x counts as int64."""
+    op = "vander"
+    x = tensor_arg(x, op, "x")
+    if x.ndim != 1:
+        raise RuntimeError(f"{op}: x must be a one-dimensional tensor, got shape {shape_str(x.shape)}.")
+    if x.dtype.name == "bool" or not x.dtype.is_floating_point and x.dtype.name != "int64":
+        x = _C.to_dtype(x, _C.int64)
+    N = x.shape[0] if N is None else to_int(N, op, "N")
+    if N < 0:
+        raise RuntimeError(f"{op}: N must be non-negative, got {N}.")
+    if x.dtype.name == "bfloat16":            # numpy has no bfloat16: the products in float32, rounded once
+        return _C.to_dtype(torch_vander(_C.to_dtype(x, _C.float32), N, increasing), x.dtype)
+    if N == 0:
+        return _C.from_numpy(np.zeros((x.shape[0], 0), dtype=_np(x).dtype))
+    out = _powers(x, N, op)
+    if not _bool_arg(increasing, op, "increasing"):
+        out = _C.index_select(out, -1, _C.from_numpy(np.arange(N - 1, -1, -1, dtype=np.int64)))
+    return out
+
+
+# ===== torch's Cholesky and triangular solvers (composites over linalg.solve_triangular) =========================
+
+return_triangular_solve = _named("triangular_solve", ["solution", "cloned_coefficient"])
+
+
+def _at_least_2d(op, t, name):
+    t = tensor_arg(t, op, name)
+    if t.ndim < 2:
+        raise RuntimeError(f"{op}: {name} must have at least 2 dimensions, got shape {shape_str(t.shape)}.")
+    return t
+
+
+class CholeskySolve(Function):
+    """X = A^-1 B with A = L L^T (U^T U if upper), reading only L's lower (U's upper) triangle: LAPACK potrs."""
+
+    @staticmethod
+    def forward(ctx, B, L, upper):
+        l, b = _np(L), _np(B)
+        if upper:                                  # A = U^T U: U^T Y = B, then U X = Y
+            y = _lapack_solve_triangular(np.swapaxes(l, -1, -2).copy(), b, False, False)
+            x = _lapack_solve_triangular(l.copy(), y, True, False)
+        else:                                      # A = L L^T: L Y = B, then L^T X = Y
+            y = _lapack_solve_triangular(l.copy(), b, False, False)
+            x = _lapack_solve_triangular(np.swapaxes(l, -1, -2).copy(), y, True, False)
+        X = _from_np(x, B.dtype)
+        ctx.upper = upper
+        ctx.save_for_backward(B, L, X.detach())
+        return X
+
+    # X = A^-1 B, A = L L^T: gB = A^-1 g (A is symmetric), gA = -gB X^T, and dA = dL L^T + L dL^T gives
+    # gL = (gA + gA^T) L = -(gB X^T + X gB^T) L; for A = U^T U, gU = -U (gB X^T + X gB^T). As torch, this is the
+    # gradient of the formula in the whole of L (the forward reads one triangle).
+    @staticmethod
+    def backward(ctx, g):
+        B, L, X = ctx.saved_tensors
+        gB = CholeskySolve.apply(g, L, ctx.upper)
+        if not ctx.needs_input_grad[1]:
+            return gB, None, None
+        if _recording(B, L):
+            X = CholeskySolve.apply(B, L, ctx.upper)
+        common = _mm(gB, _C.mT(X))
+        common = _C.add(common, _C.mT(common))
+        gL = _C.neg(_mm(L, common) if ctx.upper else _mm(common, L))
+        return gB, gL, None
+
+
+def cholesky_solve(input, input2, upper=False):
+    """X with A X = input, A = L L^T given by its Cholesky factor input2 = L (or A = U^T U, input2 = U, if upper)."""
+    op = "cholesky_solve"
+    B, L = _at_least_2d(op, input, "input"), _at_least_2d(op, input2, "input2")
+    _float_input(op, B, "input")
+    _float_input(op, L, "input2")
+    if L.shape[-1] != L.shape[-2]:
+        raise RuntimeError(f"{op}: input2 must be a batch of square matrices, got shape {shape_str(L.shape)}.")
+    if B.shape[-2] != L.shape[-1]:
+        raise RuntimeError(f"{op}: incompatible shapes of input {shape_str(B.shape)} and input2 "
+                           f"{shape_str(L.shape)}.")
+    if B.dtype is not L.dtype:
+        raise RuntimeError(f"{op}: expected input and input2 of the same dtype, got {B.dtype.name} and "
+                           f"{L.dtype.name}.")
+    _no_half(op, L)
+    batch = tuple(broadcast_shapes(B.shape[:-2], L.shape[:-2], op))
+    return CholeskySolve.apply(_expand_batch(B, batch), _expand_batch(L, batch), _bool_arg(upper, op, "upper"))
+
+
+def cholesky_inverse(input, upper=False):
+    """(L L^T)^-1 from the Cholesky factor L = input ((U^T U)^-1 if upper)."""
+    op = "cholesky_inverse"
+    L = _at_least_2d(op, input, "input")
+    _float_input(op, L, "input")
+    _no_half(op, L)
+    if L.shape[-1] != L.shape[-2]:
+        raise RuntimeError(f"{op}: input must be a batch of square matrices, got shape {shape_str(L.shape)}.")
+    return cholesky_solve(_const(np.broadcast_to(np.eye(L.shape[-1]), tuple(L.shape)), L), L, upper)
+
+
+def triangular_solve(input, A, upper=True, transpose=False, unitriangular=False):
+    """torch.triangular_solve (deprecated by torch): (X, A's copy) with A X = input (A^T X = input if transpose),
+    reading A's upper (or lower) triangle."""
+    op = "triangular_solve"
+    b, A = _at_least_2d(op, input, "input"), _at_least_2d(op, A, "A")
+    warn_deprecated("torch.triangular_solve is deprecated in favour of linalg.solve_triangular, which takes its arguments "
+                "in the other order and returns no copy of A: X = triangular_solve(B, A).solution is "
+                "linalg.solve_triangular(A, B, upper=True).")
+    upper, transpose = _bool_arg(upper, op, "upper"), _bool_arg(transpose, op, "transpose")
+    _no_half(op, A, b)
+    unitriangular = _bool_arg(unitriangular, op, "unitriangular")
+    M = _C.mT(A) if transpose else A
+    X = solve_triangular(M, b, upper=upper != transpose, unitriangular=unitriangular)
+    return return_triangular_solve(X, _C.mul(A, _C.scalar_operand(1, A)))

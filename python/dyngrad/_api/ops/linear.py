@@ -1,14 +1,10 @@
-"""Neural-net layers as functions, with torch.nn.functional's signatures: linear, bilinear, embedding, one_hot,
-convolution, pooling. Composites are written here once, over the core's primitives. Activations, losses,
-normalisation, dropout, distances and attention have their own modules beside this one."""
+"""nn.functional's linear layers: linear and bilinear, composites of the core's matmul (the C++ engine's fast path
+serves linear), written with torch's signatures and shape rules."""
 import numpy as np
 
 from ... import _C
 from ..args import optional_tensor, shape_str, tensor_arg, to_int
-
-
 from ..node_names import rename, shows_as
-# ----- layers as functions ---------------------------------------------------------------------------------------
 
 def linear(input, weight, bias=None):
     """input @ weight.T + bias."""
@@ -52,48 +48,3 @@ def bilinear(input1, input2, weight, bias=None):
     left = _C.reshape(left, tuple(x1.shape[:-1]) + (out, in2))
     y = _C.sum(_C.mul(left, _C.unsqueeze(x2, -2)), (x1.ndim,), False)
     return _C.add(y, b) if b is not None else y
-
-
-@shows_as("Embedding")
-def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
-              sparse=False):
-    """weight[input]: rows of weight for int64 indices of any shape; the padding row gets no gradient."""
-    idx = tensor_arg(input, "embedding")
-    w = tensor_arg(weight, "embedding", "weight")
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not supported yet.")
-    if w.ndim != 2:
-        raise RuntimeError(f"embedding: weight must be 2-D (num_embeddings, dim), got {shape_str(w.shape)}.")
-    if idx.dtype is not _C.int64:
-        raise IndexError(f"embedding: indices must be int64, got {idx.dtype.name}.")
-    values = idx._numpy_view()
-    bad = values[(values < 0) | (values >= w.shape[0])]
-    if bad.size:
-        raise IndexError(f"embedding: index {int(bad.reshape(-1)[0])} is out of range for dimension 0 of size "
-                         f"{w.shape[0]}.")
-    rows = _C.index_select(w, 0, _C.reshape(idx, (idx.numel(),)))
-    if padding_idx is not None:          # the padding row gets no gradient
-        p = to_int(padding_idx, "embedding", "padding_idx")
-        if not -w.shape[0] <= p < w.shape[0]:
-            raise AssertionError(f"embedding: padding_idx {p} must be within num_embeddings ({w.shape[0]}).")
-        p = p % w.shape[0]
-        keep = _C.compare("ne", _C.reshape(idx, (idx.numel(), 1)), _C.scalar_operand(p, idx))
-        rows = _C.where(keep, rows, rows.detach())
-    return _C.reshape(rows, tuple(idx.shape) + (w.shape[1],))
-
-
-def one_hot(tensor, num_classes=-1):
-    """int64 (..., num_classes) with a 1 at each index (num_classes=-1: one more than the largest index)."""
-    t = tensor_arg(tensor, "one_hot", "tensor")
-    if t.dtype is not _C.int64:
-        raise RuntimeError(f"one_hot: expected an int64 tensor of class indices, got {t.dtype.name}.")
-    idx = t._numpy_view()
-    n = to_int(num_classes, "one_hot", "num_classes")
-    if n < 0:
-        if idx.size == 0:
-            raise RuntimeError("one_hot: cannot infer num_classes from an empty tensor.")
-        n = int(idx.max()) + 1
-    bad = idx[(idx < 0) | (idx >= n)]
-    if bad.size:
-        raise RuntimeError(f"one_hot: class index {int(bad.reshape(-1)[0])} is out of range for {n} classes.")
-    return _C.copy_from_numpy((idx[..., None] == np.arange(n)).astype(np.int64), False)

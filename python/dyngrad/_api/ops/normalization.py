@@ -12,6 +12,8 @@ from ...autograd.grad_mode import no_grad
 from ..args import number, optional_tensor, shape_arg, shape_str, tensor_arg, to_int, torch_name
 from ..node_names import shows_as
 from .distance import vector_norm
+import builtins
+from ..args import wrap_dim
 
 
 def _k(value, like):
@@ -287,3 +289,26 @@ def group_norm_fn(input, num_groups, weight=None, bias=None, eps=1e-05, cudnn_en
 @torch_name("layer_norm")
 def layer_norm_fn(input, normalized_shape, weight=None, bias=None, eps=1e-05, cudnn_enable=True):
     return layer_norm(input, normalized_shape, weight, bias, eps)
+
+
+def renorm(input, p, dim, maxnorm):
+    """Each slice of input along dim whose p-norm (over the slice) exceeds maxnorm is scaled to norm maxnorm:
+    factor = maxnorm / (norm + 1e-7) where norm > maxnorm, else 1 (torch's epsilon)."""
+    from .linalg import vector_norm
+    a = tensor_arg(input, "renorm")
+    p, maxnorm = float(number(p, "renorm", "p")), float(number(maxnorm, "renorm", "maxnorm"))
+    if p <= 0:
+        raise RuntimeError(f"renorm: p must be positive (non-positive norms are not supported), got {p:g}.")
+    if maxnorm < 0:
+        raise RuntimeError(f"renorm: expected maxnorm to be >= 0, got {maxnorm:g}.")
+    if a.ndim < 2:
+        raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {a.ndim}.")
+    if not a.dtype.is_floating_point:
+        raise RuntimeError(f"renorm: expected a floating-point tensor, got {a.dtype.name}.")
+    d = wrap_dim(to_int(dim, "renorm", "dim"), a.ndim, "renorm")
+    others = tuple(i for i in builtins.range(a.ndim) if i != d)
+    norms = vector_norm(a, p, others, True)
+    limit = _C.scalar_operand(maxnorm, norms)
+    scale = _C.div(limit, _C.add(norms, _C.scalar_operand(1e-7, norms)))
+    factor = _C.where(_C.compare("gt", norms, limit), scale, _C.scalar_operand(1.0, norms))
+    return _C.mul(a, factor)

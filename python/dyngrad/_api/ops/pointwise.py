@@ -14,6 +14,7 @@ from ..args import (Tensor, broadcast_shapes, check_int_range, checked_write, co
                    type_name)
 from ..dtype_info import finfo
 from ..node_names import rename, shows_as
+import collections
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 
@@ -92,7 +93,7 @@ def _where(cond, a, b, like=None):
 # ----- Note [numpy forwards] -------------------------------------------------------------------------------------
 # The core has no kernel for these ops (tan, asin, lgamma, erfinv, remainder, ...), and a composite of core ops
 # would lose accuracy (log(1 + x) for log1p, exp(x) - 1 for expm1) or torch's conventions at special points. Each is
-# a custom Function: its forward computes the values with numpy (special_numpy.py has what numpy lacks) and its
+# a custom Function: its forward computes the values with numpy (host/special.py has what numpy lacks) and its
 # backward is written with dyngrad ops, so gradients of gradients work. A backward that needs the op's own output
 # recomputes it through the Function when it is recording a graph (create_graph=True), so that the output is a
 # differentiable function of the input; otherwise it reads the saved output. They are candidates for C++ kernels.
@@ -1068,3 +1069,91 @@ def _shift(op, kernel):
 
 bitwise_left_shift = _shift("bitwise_left_shift", _shift_left)
 bitwise_right_shift = _shift("bitwise_right_shift", _shift_right)
+
+
+# ----- integer and floating-point bit helpers ----------------------------------------------------------------------
+
+return_frexp = collections.namedtuple("frexp", ["mantissa", "exponent"])
+
+
+def _integer_pair(input, other, op):
+    a, b = tensor_arg(input, op), tensor_arg(other, op, "other")
+    dtype = _C.result_type(a, b)
+    if dtype.is_floating_point:
+        raise NotImplementedError(f"{op}: expected integer tensors, got {a.dtype.name} and {b.dtype.name}.")
+    if dtype is _C.bool:
+        raise NotImplementedError(f"{op}: expected integer tensors, got bool.")
+    return _cast(a, dtype), _cast(b, dtype), dtype
+
+
+def gcd(input, other):
+    """The greatest common divisor of each pair of elements (non-negative; gcd(0, 0) = 0). Integers only."""
+    a, b, dtype = _integer_pair(input, other, "gcd")
+    return _from_numpy(np.gcd(_values(a), _values(b)), dtype)
+
+
+def lcm(input, other):
+    """The least common multiple of each pair of elements (non-negative). Integers only."""
+    a, b, dtype = _integer_pair(input, other, "lcm")
+    with np.errstate(all="ignore"):
+        return _from_numpy(np.abs(np.lcm(_values(a), _values(b))), dtype)
+
+
+def ldexp(input, other):
+    """input * 2**other, in input and other's promoted float dtype (float for integer inputs)."""
+    from .pointwise import _float_pair
+    a, b = _float_pair(tensor_arg(input, "ldexp"), tensor_arg(other, "ldexp", "other"), "ldexp",
+                       numbers=(False, False))
+    return _C.mul(a, _C.pow(_C.full((), 2.0, b.dtype), b))
+
+
+class Frexp(_NumpyFunction):
+    """The mantissa of frexp; d mantissa / dx = 2**-exponent (the exponent is piecewise constant)."""
+
+    @classmethod
+    def forward(cls, ctx, x):
+        mantissa, exponent = np.frexp(_values(x))
+        ctx.scale = np.ldexp(np.ones_like(mantissa), -exponent)
+        ctx.dtype = x.dtype
+        return _from_numpy(mantissa, x.dtype)
+
+    @classmethod
+    def backward(cls, ctx, grad):
+        return _C.mul(grad, _from_numpy(ctx.scale, ctx.dtype))
+
+
+def frexp(input):
+    """(mantissa, exponent) with input = mantissa * 2**exponent and 0.5 <= |mantissa| < 1 (0 for 0): mantissa of
+    input's dtype, exponent int32. Floating-point inputs only."""
+    a = tensor_arg(input, "frexp")
+    if not a.dtype.is_floating_point:
+        raise RuntimeError(f"frexp: only supports floating-point dtypes, got {a.dtype.name}.")
+    work = a if a.dtype.name in ("float32", "float64", "float16") else _C.to_dtype(a, _C.float32)
+    mantissa = Frexp.apply(work)
+    exponent = _from_numpy(np.frexp(_values(work))[1], _C.int32)
+    return return_frexp(_cast(mantissa, a.dtype), exponent)
+
+
+def _nextafter_derivative(g, out, x, y):
+    # torch's convention: the gradient passes to input where input != other (0 where they are equal, the result
+    # then being other), none to other
+    moved = _C.compare("ne", x.detach(), y.detach())
+    return _C.where(moved, g, _C.scalar_operand(0.0, g)), (_C.full(tuple(y.shape), 0, y.dtype) if y.requires_grad
+                                                           else None)
+
+
+_Nextafter = _numpy_function("Nextafter", np.nextafter, _nextafter_derivative)
+
+
+def nextafter(input, other):
+    """The next representable value after input towards other, in their promoted float dtype. Floats only; its
+    gradient passes to input where input != other (torch's convention), none to other."""
+    from ..args import broadcast_shapes
+    a, b = tensor_arg(input, "nextafter"), tensor_arg(other, "nextafter", "other")
+    dtype = _C.result_type(a, b)
+    if not dtype.is_floating_point:
+        raise NotImplementedError(f"nextafter: expected floating-point tensors, got {a.dtype.name} and "
+                                  f"{b.dtype.name}.")
+    shape = broadcast_shapes(a.shape, b.shape, "nextafter")
+    # both at the result's shape first: the Function's gradient then has input's shape after expand's backward
+    return _Nextafter.apply(_C.expand(_cast(a, dtype), shape), _C.expand(_cast(b, dtype), shape))

@@ -14,6 +14,9 @@ import numpy as np
 from ... import _C
 from ..args import Tensor, tensor_arg, to_int, type_name
 from ..generator import drawing
+from ..args import check_factory_options, dtype_arg, finish, get_default_dtype, host_array, number, sizes_arg, check_device
+from ..inplace import overwrite
+from .creation import _dtype_or
 
 _INT_RANGE = {"uint8": (0, 2 ** 8 - 1), "int8": (-2 ** 7, 2 ** 7 - 1), "int16": (-2 ** 15, 2 ** 15 - 1),
               "int32": (-2 ** 31, 2 ** 31 - 1), "int64": (-2 ** 63, 2 ** 63 - 1), "bool": (0, 1)}
@@ -36,7 +39,7 @@ def _to_tensor(values, dtype):
 def _write(self, values, op):
     """Overwrites self (an in-place op, refused on a leaf that requires grad in grad mode, as torch; over a value
     with history the gradient becomes zero, as torch records it)."""
-    from .tensor import overwrite
+    from ..inplace import overwrite
     before = _C.inplace_input(self, op, False)
     _C.assign_inplace(self, overwrite(before, _to_tensor(values, self.dtype), op), op)
     return self
@@ -121,7 +124,7 @@ def random_(self, *args, generator=None, **kwargs):
         check_integer_bounds(self.dtype, low, high, op)
     elif not (-2 ** 63 <= low and high <= 2 ** 63):
         raise RuntimeError(f"{op}: the range [{low}, {high}) is outside int64's.")
-    from .tensor import overwrite
+    from ..inplace import overwrite
     t = random_integers(tuple(self.shape), _C.int64, low, high, generator, op)
     before = _C.inplace_input(self, op, False)
     _C.assign_inplace(self, overwrite(before, t if self.dtype is _C.int64 else _C.to_dtype(t, self.dtype), op), op)
@@ -287,3 +290,209 @@ def binomial(count, prob, generator=None):
         raise RuntimeError(f"{op}: expected every prob to be in [0, 1].")
     rng = _numpy_rng(generator, op)
     return _to_tensor(rng.binomial(n.astype(np.int64), p).astype(np.float64), count.dtype)
+
+
+# ----- factories: rand, randn, randint, randperm, normal, bernoulli and their _like forms --------------------------
+
+def _random_like(op, draw):
+    def factory(input, *, generator=None, dtype=None, layout=None, device=None, requires_grad=False,
+                memory_format=None):
+        tensor_arg(input, op)
+        check_device(device, op)
+        check_factory_options(op, layout)
+        dt = _float_dtype(_dtype_or(dtype, input.dtype, op), op)
+        with drawing(generator, op):
+            return finish(draw(tuple(input.shape), dt), requires_grad)
+    factory.__name__ = factory.__qualname__ = op
+    factory.__doc__ = f"{op[:-5]}() with the shape (and by default the dtype) of `input`."
+    return factory
+
+
+rand_like = _random_like("rand_like", _C.rand)
+
+
+randn_like = _random_like("randn_like", _C.randn)
+
+
+def _float_dtype(dtype, op):
+    if not dtype.is_floating_point:
+        raise RuntimeError(f"{op}: expected a floating-point dtype, got {dtype.name}.")
+    return dtype
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    """Uniform samples from [0, 1)."""
+    check_device(device, "rand")
+    dt = _float_dtype(_dtype_or(dtype, get_default_dtype(), "rand"), "rand")
+    shape = sizes_arg(size, "rand")
+    with drawing(generator, "rand"):
+        return finish(_C.rand(shape, dt), requires_grad)
+
+
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    """Samples from the standard normal distribution."""
+    check_device(device, "randn")
+    dt = _float_dtype(_dtype_or(dtype, get_default_dtype(), "randn"), "randn")
+    shape = sizes_arg(size, "randn")
+    with drawing(generator, "randn"):
+        return finish(_C.randn(shape, dt), requires_grad)
+
+
+def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None,
+            requires_grad=False):
+    """randint(high, size) or randint(low, high, size): integers from [low, high)."""
+    check_device(device, "randint")
+    if size is None and isinstance(high, (tuple, list)):
+        low, high, size = 0, low, high
+    if high is None or size is None:
+        raise TypeError("randint: expected randint(high, size) or randint(low, high, size).")
+    low, high = to_int(low, "randint", "low"), to_int(high, "randint", "high")
+    shape, dt = sizes_arg((size,), "randint"), _dtype_or(dtype, _C.int64, "randint")
+    with drawing(generator, "randint"):
+        return finish(_C.randint(low, high, shape, dt), requires_grad)
+
+
+def randint_like(input, low=0, high=None, *, generator=None, dtype=None, layout=None, device=None,
+                 requires_grad=False, memory_format=None):
+    """randint_like(input, high) or randint_like(input, low, high): integers from [low, high) with input's shape,
+    in input's dtype unless dtype= says otherwise (floats hold the integers)."""
+    tensor_arg(input, "randint_like")
+    check_device(device, "randint_like")
+    check_factory_options("randint_like", layout)
+    if high is None:
+        if low == 0 and not isinstance(low, Tensor):
+            raise TypeError("randint_like: expected randint_like(input, high) or randint_like(input, low, high).")
+        low, high = 0, low
+    dt = _dtype_or(dtype, input.dtype, "randint_like")
+    from .random import check_integer_bounds, random_integers
+    low, high = to_int(low, "randint_like", "low"), to_int(high, "randint_like", "high")
+    if low < high:
+        check_integer_bounds(dt, low, high, "randint_like")
+    return finish(random_integers(tuple(input.shape), dt, low, high, generator, "randint_like"), requires_grad)
+
+
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
+    """A random permutation of 0..n-1."""
+    check_device(device, "randperm")
+    n = to_int(n, "randperm", "n")
+    with drawing(generator, "randperm"):
+        t = _C.randperm(n)
+    return finish(t if dtype is None else _C.to_dtype(t, dtype_arg(dtype, "randperm")), requires_grad)
+
+
+def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
+           requires_grad=False):
+    """Samples of N(mean, std**2): numbers with a size, or tensors of means and/or stds (broadcast); std defaults to
+    1 with a tensor of means, as torch.normal(mean)."""
+    check_device(device, "normal")
+    if isinstance(std, Tensor):
+        values = host_array(std.detach())
+        if values.size and not (values >= 0).all():
+            raise RuntimeError("normal: expected every element of std to be >= 0.0.")
+    elif not float(number(std, "normal", "std")) >= 0:
+        raise RuntimeError(f"normal: expected std >= 0.0, but found std={float(std):g}.")
+    if isinstance(mean, Tensor) or isinstance(std, Tensor):
+        like = mean if isinstance(mean, Tensor) else std
+        from .pointwise import add, mul
+        a = tuple(mean.shape) if isinstance(mean, Tensor) else ()
+        b = tuple(std.shape) if isinstance(std, Tensor) else ()
+        try:
+            shape = np.broadcast_shapes(a, b)
+        except ValueError:
+            raise RuntimeError(f"normal: the shapes of mean {a} and std {b} cannot be broadcast together.") from None
+        with drawing(generator, "normal"):
+            noise = _C.randn(shape, _float_dtype(like.dtype, "normal"))
+        with _no_grad():
+            return add(mul(noise, std), mean)
+    if size is None:
+        raise TypeError("normal: with number mean and std, size is required.")
+    dt = _float_dtype(_dtype_or(dtype, get_default_dtype(), "normal"), "normal")
+    shape = sizes_arg((size,), "normal")
+    with drawing(generator, "normal"):
+        t = _C.randn(shape, dt)
+    return finish(_C.add(_C.mul(t, _C.scalar_operand(float(std), t)), _C.scalar_operand(float(mean), t)),
+                  requires_grad)
+
+
+def _no_grad():
+    from ...autograd.grad_mode import no_grad
+    return no_grad()
+
+
+def bernoulli(input, p=None, *, generator=None):
+    """1 with probability input (elementwise), else 0; no gradient."""
+    tensor_arg(input, "bernoulli")
+    probs = input.detach()
+    if p is not None:
+        probs = _C.full(input.shape, float(p), input.dtype if input.dtype.is_floating_point else _C.float32)
+    if not probs.dtype.is_floating_point:
+        probs = _C.to_dtype(probs, _C.float32)
+    values = host_array(probs)
+    if values.size and not ((values >= 0) & (values <= 1)).all():
+        raise RuntimeError("bernoulli: expected every probability to be in [0, 1].")
+    with drawing(generator, "bernoulli"):
+        u = _C.rand(probs.shape, probs.dtype)
+    return _C.to_dtype(_C.compare("lt", u, probs), probs.dtype)
+
+
+# ----- in-place fills: uniform_, normal_, bernoulli_ ---------------------------------------------------------------
+
+def _random_fill(op, make):
+    """uniform_/normal_: the new values are written as an in-place op (refused on a leaf that requires grad in
+    grad mode, as torch; nn.init runs them under no_grad)."""
+    def method(self, *args, **kwargs):
+        if not self.dtype.is_floating_point:
+            raise RuntimeError(f"{op}: expected a floating-point tensor, got {self.dtype.name}.")
+        before = _C.inplace_input(self, op, False)
+        _C.assign_inplace(self, overwrite(before, make(before, *args, **kwargs), op), op)
+        return self
+    method.__name__ = method.__qualname__ = op
+    return method
+
+
+def _uniform_values(self, a=0.0, b=1.0, *, generator=None):
+    from ..generator import drawing
+    lo, hi = float(number(a, "uniform_", "from")), float(number(b, "uniform_", "to"))
+    if lo > hi:
+        raise RuntimeError(f"uniform_: expected a [from, to) range with from <= to, but got from={lo:g} > to={hi:g}.")
+    with drawing(generator, "uniform_"):
+        u = _C.rand(tuple(self.shape), self.dtype)
+    return _C.add(_C.mul(u, _C.scalar_operand(hi - lo, u)), _C.scalar_operand(lo, u))
+
+
+def _normal_values(self, mean=0.0, std=1.0, *, generator=None):
+    from ..generator import drawing
+    mean, std = float(number(mean, "normal_", "mean")), float(number(std, "normal_", "std"))
+    if not std >= 0:
+        raise RuntimeError(f"normal_: expected std >= 0.0, but found std={std:g}.")
+    with drawing(generator, "normal_"):
+        n = _C.randn(tuple(self.shape), self.dtype)
+    return _C.add(_C.mul(n, _C.scalar_operand(std, n)), _C.scalar_operand(mean, n))
+
+
+uniform_ = _random_fill("uniform_", _uniform_values)
+
+
+normal_ = _random_fill("normal_", _normal_values)
+
+
+def bernoulli_(self, p=0.5, *, generator=None):
+    """Each element becomes 1 with probability p (a number, or a tensor of probabilities broadcast to self)."""
+    from ..generator import drawing
+    float_dtype = self.dtype if self.dtype.is_floating_point else _C.float32
+    if isinstance(p, Tensor):
+        probs = _C.to_dtype(p.detach(), float_dtype)
+        values = host_array(probs)
+        if values.size and not ((values >= 0) & (values <= 1)).all():
+            raise RuntimeError("bernoulli_: expected every probability p to be in [0, 1].")
+    else:
+        value = float(number(p, "bernoulli_", "p"))
+        if not 0 <= value <= 1:
+            raise RuntimeError(f"bernoulli_: expected p to be in [0, 1], but got p={value:g}.")
+        probs = _C.scalar_operand(value, _C.full((), 0.0, float_dtype))
+    with drawing(generator, "bernoulli_"):
+        u = _C.rand(tuple(self.shape), float_dtype)
+    sample = _C.compare("lt", u, probs)
+    before = _C.inplace_input(self, "bernoulli_", False)
+    _C.assign_inplace(self, overwrite(before, sample, "bernoulli_"), "bernoulli_")
+    return self

@@ -502,3 +502,21 @@ class NuclearNormGrad(Function):
     def backward(ctx, grad):
         raise RuntimeError("norm(p='nuc'): second derivatives are not implemented (they need the derivative of the "
                            "singular vectors).")
+
+
+def sum_to_size(self, *size):
+    """The sum of self down to `size`, a shape self can be expanded from (as the gradient of an expand)."""
+    from ..args import shape_args
+    shape = shape_args(size, "sum_to_size")
+    ok = len(shape) <= self.ndim and builtins.all(
+        s == t or s == 1 for s, t in zip(shape, tuple(self.shape)[self.ndim - len(shape):]))
+    if not ok:
+        raise RuntimeError(f"sum_to_size: size {shape_str(shape)} is not expandable to size "
+                           f"{shape_str(self.shape)}.")
+    lead = self.ndim - len(shape)
+    dims = tuple(builtins.range(lead)) + tuple(lead + i for i, s in enumerate(shape)
+                                                if s == 1 and self.shape[lead + i] != 1)
+    if not dims:
+        return self
+    out = _C.sum(self, dims, True, None)
+    return _C.reshape(out, shape)

@@ -19,6 +19,8 @@ from ..args import (Size, Tensor, broadcast_shapes as broadcast_pair, check_devi
 
 
 from ..node_names import shows_as
+import builtins
+from .pointwise import _from_numpy
 # ----- positions (non-differentiable index arithmetic, done with numpy) ------------------------------------------
 
 def _grid(shape):
@@ -825,111 +827,10 @@ def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
 
 # ----- distances and integrals ------------------------------------------------------------------------------------
 
-_CDIST_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")
-
-
-def _root(s, exponent):
-    """s ** exponent with a zero gradient where s == 0 (torch's cdist backward: no gradient at zero distance)."""
-    zero = _C.compare("eq", s, _zeros((), s.dtype))
-    return _C.where(zero, _zeros((), s.dtype), _C.pow_scalar(_C.where(zero, _C.full((), 1, s.dtype), s), exponent))
-
-
-def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
-    """The p-norm distance between each row of x1 (..., P, M) and each row of x2 (..., R, M): (..., P, R).
-
-    compute_mode only chooses torch's kernel (a matmul for large Euclidean problems); the distances here are always
-    computed directly from the differences, so it is checked and otherwise ignored."""
-    a, b = tensor_arg(x1, "cdist", "x1"), tensor_arg(x2, "cdist", "x2")
-    p = float(number(p, "cdist", "p"))
-    for t, name in ((a, "x1"), (b, "x2")):
-        if t.ndim < 2:
-            raise RuntimeError(f"cdist: {name} must have at least 2 dimensions, got shape {shape_str(t.shape)}.")
-        if not t.dtype.is_floating_point:
-            raise RuntimeError(f"cdist: expects floating-point inputs, {name} is {t.dtype.name}.")
-        if is_half(t.dtype):
-            raise NotImplementedError(f"cdist: {name} is {t.dtype.name}, which is not supported (as in torch); "
-                                      "convert it with .float() first.")
-    if a.shape[-1] != b.shape[-1]:
-        raise RuntimeError(f"cdist: x1 and x2 must have the same number of columns, got {a.shape[-1]} and "
-                           f"{b.shape[-1]}.")
-    if a.dtype is not b.dtype:
-        raise RuntimeError(f"cdist: x1 and x2 must have the same dtype, got {a.dtype.name} and {b.dtype.name}.")
-    if p < 0:
-        raise RuntimeError(f"cdist: p must be non-negative, got {p}.")
-    if compute_mode not in _CDIST_MODES:
-        raise ValueError(f"cdist: {compute_mode!r} is not a valid value for compute_mode (expected one of "
-                         f"{', '.join(_CDIST_MODES)}).")
-    batch = broadcast_pair(tuple(a.shape[:-2]), tuple(b.shape[:-2]), "cdist")
-    a = _C.expand(a, batch + tuple(a.shape[-2:]))
-    b = _C.expand(b, batch + tuple(b.shape[-2:]))
-    diff = _C.sub(_C.unsqueeze(a, -2), _C.unsqueeze(b, -3))          # (..., P, R, M)
-    zero = _zeros((), diff.dtype)
-    if p == 0:      # the count of differing coordinates; its gradient is zero, as torch's
-        count = _C.to_dtype(_C.compare("ne", diff, zero), diff.dtype)
-        return _C.add(_C.sum(count, (-1,), False, None), _C.sum(_C.mul(diff, zero), (-1,), False, None))
-    if p == 1:
-        return _C.sum(_C.abs(diff), (-1,), False, None)
-    if p == 2:
-        return _root(_C.sum(_C.mul(diff, diff), (-1,), False, None), 0.5)
-    size = _C.abs(diff)
-    if math.isinf(p):
-        # torch gives every coordinate that attains the maximum the full gradient (not a share, as amax does):
-        # dist + sum(ties * (|d| - |d|.detach())) has dist's value and that gradient
-        # (infinite sizes are left out of the second term, whose value would be inf - inf)
-        with _no_grad():
-            top = _C.amax(size, (-1,), True)
-            ties = _C.to_dtype(_C.compare("eq", size, top), size.dtype)
-        finite = _C.where(_C.isfinite(size), size, zero)
-        moved = _C.sum(_C.mul(ties, _C.sub(finite, finite.detach())), (-1,), False, None)
-        return _C.add(_C.squeeze(top, (-1,)), moved)
-    flat = _C.compare("eq", size, zero)      # |d| ** p with no gradient at d == 0 (p < 1 would give inf * 0)
-    powered = _C.where(flat, zero, _C.pow_scalar(_C.where(flat, _C.full((), 1, size.dtype), size), p))
-    return _root(_C.sum(powered, (-1,), False, None), 1.0 / p)
-
 
 def _no_grad():
     from ...autograd.grad_mode import no_grad
     return no_grad()
-
-
-def trapezoid(y, x=None, *, dx=None, dim=-1):
-    """The trapezoidal rule along dim: spacing dx (default 1), or the sample points x (1-D along dim, or
-    broadcasting with y)."""
-    y = tensor_arg(y, "trapezoid", "y")
-    if x is not None and dx is not None:
-        raise TypeError("trapezoid: pass either x or dx, not both.")
-    if x is not None and not isinstance(x, Tensor):
-        raise TypeError(f"trapezoid: expected a Tensor as x, got {type_name(x)} (a number is the spacing dx=).")
-    if y.ndim == 0:
-        raise IndexError(f"trapezoid: dim {dim} is out of range for a 0-d tensor.")
-    d = wrap_dim(to_int(dim, "trapezoid", "dim"), y.ndim, "trapezoid")
-    if not y.dtype.is_floating_point:
-        y = _C.to_dtype(y, _C.float32)
-    n = y.shape[d]
-    if n == 0:        # as torch: zeros, not connected to y
-        return _zeros(tuple(y.shape[:d]) + tuple(y.shape[d + 1:]), y.dtype)
-    sums = _C.add(_C.slice(y, d, 0, max(n - 1, 0), 1), _C.slice(y, d, 1, n, 1))
-    if x is None:
-        step = 1.0 if dx is None else number(dx, "trapezoid", "dx")
-        return _C.mul(_C.sum(sums, (d,), False, None), _C.scalar_operand(step / 2, sums))
-    if x.ndim == 1:
-        if x.shape[0] != n:
-            raise RuntimeError(f"trapezoid: there must be one x value for each sample point: x has {x.shape[0]}, y has "
-                               f"{n} along dim {d}.")
-        x = _C.reshape(x, (n,) + (1,) * (y.ndim - d - 1))
-        xd = 0
-    else:
-        xd = d - y.ndim
-        if -xd > x.ndim:
-            raise RuntimeError(f"trapezoid: x of shape {shape_str(x.shape)} has no dim {d} to match y's.")
-    m = x.shape[xd]
-    widths = _C.sub(_C.slice(x, xd, 1, m, 1), _C.slice(x, xd, 0, max(m - 1, 0), 1))
-    products = _C.mul(widths, sums)
-    if products.ndim != y.ndim or products.shape[d] != sums.shape[d]:
-        raise RuntimeError(f"trapezoid: x of shape {shape_str(x.shape)} does not match y of shape "
-                           f"{shape_str(y.shape)} along dim {d}.")
-    total = _C.sum(products, (d,), False, None)
-    return _C.div(total, _C.scalar_operand(2, total))
 
 
 # ----- in-place view methods (t_, unsqueeze_, ...) -----------------------------------------------------------------
@@ -1036,3 +937,184 @@ def contiguous(self):
 
 def clone(input):
     return _C.clone(tensor_arg(input, "clone"))
+
+
+# ----- concatenate, the split aliases, as_strided_scatter ----------------------------------------------------------
+
+def concatenate(tensors, axis=0, *, dim=None):
+    """cat under numpy's name: torch takes axis= (and dim=)."""
+    return _C.cat(tensor_list(tensors, "concatenate"), to_int(axis if dim is None else dim, "concatenate", "axis"))
+
+
+@shows_as("SplitWithSizes")
+def split_with_sizes(input, split_sizes, dim=0):
+    """Pieces of the listed sizes along dim; the sizes must be non-negative and add up to the dim's size."""
+    from .shape import _int_seq
+    a = tensor_arg(input, "split_with_sizes")
+    sizes = _int_seq(split_sizes, "split_with_sizes", "split_sizes")
+    d = wrap_dim(to_int(dim, "split_with_sizes", "dim"), a.ndim, "split_with_sizes")
+    if any(s < 0 for s in sizes):
+        raise RuntimeError(f"split_with_sizes: expects split_sizes to have only non-negative entries, got "
+                           f"{list(sizes)}.")
+    if sum(sizes) != a.shape[d]:
+        raise RuntimeError(f"split_with_sizes: expects split_sizes to sum exactly to {a.shape[d]} (the size of "
+                           f"dimension {d}), got {list(sizes)}.")
+    return tuple(_C.split(a, sizes, d))
+
+
+def unsafe_chunk(input, chunks, dim=0):
+    """chunk (torch's unsafe_ variant only skips view tracking, which dyngrad's pieces do not need)."""
+    from .shape import chunk
+    return chunk(input, chunks, dim)
+
+
+def unsafe_split(tensor, split_size_or_sections, dim=0):
+    """split (torch's unsafe_ variant only skips view tracking)."""
+    from .shape import split
+    return split(tensor, split_size_or_sections, dim)
+
+
+def unsafe_split_method(self, split_size, dim=0):
+    return unsafe_split(self, split_size, dim)
+
+
+def fill_diagonal_(self, fill_value, wrap=False):
+    """Writes fill_value on the main diagonal (in place). Every dim must have the same length beyond 2-D; a tall
+    matrix's diagonal restarts after every (columns + 1) rows when wrap=True, as numpy's fill_diagonal."""
+    from ..inplace import overwrite
+    if self.ndim < 2:
+        raise RuntimeError(f"fill_diagonal_: dimensions must be larger than 1, got {self.ndim}.")
+    if self.ndim > 2 and len(set(self.shape)) != 1:
+        raise RuntimeError(f"fill_diagonal_: all dimensions of input must be of equal length, got "
+                           f"{shape_str(self.shape)}.")
+    value = number(fill_value, "fill_diagonal_", "fill_value")
+    positions = np.arange(math.prod(self.shape), dtype=np.int64).reshape(self.shape)
+    if self.ndim == 2:
+        rows, cols = self.shape
+        step = cols + 1
+        limit = rows * cols if wrap else min(rows, cols) * cols
+        flat = np.arange(0, limit, step, dtype=np.int64)
+    else:
+        n = self.shape[0]
+        flat = np.array([positions[(i,) * self.ndim] for i in builtins.range(n)], dtype=np.int64)
+    before = _C.inplace_input(self, "fill_diagonal_", False)
+    index = _from_numpy(flat, _C.int64)
+    result = _C.put(before, index, _C.scalar_operand(value, before))
+    _C.assign_inplace(self, overwrite(before, result, "fill_diagonal_"), "fill_diagonal_")
+    return self
+
+
+def unsafe_split_with_sizes(input, split_sizes, dim=0):
+    """split_with_sizes (the unsafe_ variant only skips view tracking)."""
+    return split_with_sizes(input, split_sizes, dim)
+
+
+def as_strided_scatter(input, src, size, stride, storage_offset=None):
+    """input with the elements that input.as_strided(size, stride, storage_offset) reads (of input laid out
+    contiguously) replaced by src."""
+    from .shape import _int_seq, _scatter_part
+    a = tensor_arg(input, "as_strided_scatter")
+    shape, strides = _int_seq(size, "as_strided_scatter", "size"), _int_seq(stride, "as_strided_scatter", "stride")
+    offset = 0 if storage_offset is None else to_int(storage_offset, "as_strided_scatter", "storage_offset")
+    if len(shape) != len(strides):
+        raise RuntimeError(f"as_strided_scatter: size {shape_str(shape)} and stride {shape_str(strides)} must have "
+                           "the same length.")
+    if any(s < 0 for s in shape) or any(s < 0 for s in strides) or offset < 0:
+        raise RuntimeError("as_strided_scatter: size, stride and storage_offset must be non-negative.")
+    last = offset + sum((n - 1) * s for n, s in zip(shape, strides)) if 0 not in shape else offset
+    if 0 not in shape and last >= a.numel():
+        raise RuntimeError(f"as_strided_scatter: size {shape_str(shape)}, stride {shape_str(strides)} and offset "
+                           f"{offset} reach element {last}, outside a tensor of {a.numel()} elements.")
+    grid = np.arange(max(a.numel(), 1), dtype=np.int64)
+    positions = np.lib.stride_tricks.as_strided(grid[offset:] if offset < grid.size else grid[:0], shape,
+                                                [s * 8 for s in strides]) if 0 not in shape else \
+        np.zeros(shape, dtype=np.int64)
+    return _scatter_part(a, tensor_arg(src, "as_strided_scatter", "src"), np.array(positions),
+                         "as_strided_scatter")
+
+
+# ----- the *_copy forms of the view ops ----------------------------------------------------------------------------
+
+def _slice(input, dim=0, start=None, end=None, step=1):
+    a = tensor_arg(input, "slice_copy")
+    d = wrap_dim(to_int(dim, "slice_copy", "dim"), a.ndim, "slice_copy")
+    step = to_int(step, "slice_copy", "step")
+    if step <= 0:
+        raise RuntimeError(f"slice_copy: step must be positive, got {step}.")
+    begin, stop, _ = builtins.slice(start, end).indices(a.shape[d])
+    return _C.slice(a, d, begin, max(begin, stop), step)
+
+
+def _copy_form(name, view, signature=None):
+    """torch.NAME: the view op `view` whose results are new tensors (clones, with the view's gradient) rather
+    than views of input."""
+    import inspect
+
+    def fn(*args, **kwargs):
+        out = view(*args, **kwargs)
+        if isinstance(out, tuple):
+            return tuple(_C.clone(t) for t in out)
+        return _C.clone(out)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"{name[:-5]}, returning a new tensor (a copy) instead of a view."
+    try:
+        params = list((signature or inspect.signature(view)).parameters.values())
+        if params and params[0].name == "self":
+            params[0] = params[0].replace(name="input")
+        fn.__signature__ = inspect.Signature(params)
+    except (TypeError, ValueError):
+        pass
+    return fn
+
+
+def _copy_forms():
+    import inspect
+    from . import shape
+
+    P = inspect.Parameter
+
+    def sig(*names):
+        return inspect.Signature([P(n, P.POSITIONAL_OR_KEYWORD) if "=" not in n else
+                                  P(n.split("=")[0], P.POSITIONAL_OR_KEYWORD, default=eval(n.split("=")[1]))
+                                  for n in names])
+    forms = {
+        "as_strided_copy": (shape.as_strided, None),
+        "diagonal_copy": (shape.diagonal, None),
+        "expand_copy": (lambda input, size, *, implicit=False: shape.expand(tensor_arg(input, "expand_copy"),
+                                                                             *_sizes(size)),
+                        None),
+        "permute_copy": (shape.permute, None),
+        "select_copy": (shape.select, None),
+        "slice_copy": (_slice, None),
+        "squeeze_copy": (shape.squeeze, None),
+        "t_copy": (shape.t, None),
+        "transpose_copy": (shape.transpose, None),
+        "unbind_copy": (shape.unbind, None),
+        "unfold_copy": (lambda input, dimension, size, step: shape.unfold(tensor_arg(input, "unfold_copy"),
+                                                                          dimension, size, step),
+                        sig("input", "dimension", "size", "step")),
+        "unsqueeze_copy": (shape.unsqueeze, None),
+        "view_copy": (lambda input, size: shape.view(tensor_arg(input, "view_copy"), size), sig("input", "size")),
+        "split_copy": (shape.split, sig("input", "split_size", "dim=0")),
+        "split_with_sizes_copy": (split_with_sizes, None),
+        "detach_copy": (lambda input: tensor_arg(input, "detach_copy").detach(), sig("input")),
+        "alias_copy": (lambda input: tensor_arg(input, "alias_copy"), sig("input")),
+        "narrow_copy": (shape.narrow, None),
+    }
+    out = {}
+    for name, (view, signature) in forms.items():
+        if signature is None and view.__name__ == "<lambda>":
+            signature = inspect.signature(view)
+        out[name] = _copy_form(name, view, signature)
+    return out
+
+
+def _sizes(size):
+    return tuple(size) if isinstance(size, (tuple, list)) else (size,)
+
+
+COPY_FORMS = _copy_forms()
+
+
+def narrow_copy_method(self, dim, start, length):
+    return COPY_FORMS["narrow_copy"](self, dim, start, length)

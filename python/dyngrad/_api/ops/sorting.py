@@ -20,6 +20,9 @@ from ... import _C
 from ..args import (Tensor, host_result, host_values, is_half, number, round_to, shape_str, tensor_arg, to_int,
                    type_name, wrap_dim)
 from .reduction import SharedSelection, array_tensor, check_nonempty
+from ..args import host_array
+from .pointwise import _from_numpy, _pair
+from .pointwise import _cast
 
 return_sort = collections.namedtuple("sort", ["values", "indices"])
 return_topk = collections.namedtuple("topk", ["values", "indices"])
@@ -373,57 +376,19 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
 
 # ----- histograms ------------------------------------------------------------------------------------------------
 
-def histc(input, bins=100, min=0, max=0):
-    """Counts of the elements in `bins` equal-width bins over [min, max] (the data's range when min == max);
-    elements outside are ignored. No gradient."""
-    a = tensor_arg(input, "histc")
-    if not a.dtype.is_floating_point:
-        raise NotImplementedError(f"histc: {a.dtype.name} input is not supported (as in torch); convert it with "
-                                  ".float() first.")
-    bins = to_int(bins, "histc", "bins")
-    if bins <= 0:
-        raise RuntimeError(f"histc: bins must be > 0, got {bins}.")
-    arr = _numpy(a).reshape(-1)
-    lo, hi = float(number(min, "histc", "min")), float(number(max, "histc", "max"))
-    if lo == hi and arr.size:
-        lo, hi = float(arr.min()), float(arr.max())               # NaN if the data has one
-    if lo == hi:
-        lo, hi = lo - 1, hi + 1
-    if not (np.isfinite(lo) and np.isfinite(hi)):
-        raise RuntimeError(f"histc: range of [{lo}, {hi}] is not finite.")
-    if not lo < hi:
-        raise RuntimeError(f"histc: max must be larger than min, got min {lo} and max {hi}.")
-    # torch's arithmetic, in the input's dtype: bin = trunc((x - lo) * bins / (hi - lo)), the last bin closed (each
-    # step rounded for the half types, whose values arr holds as float32)
-    t = arr.dtype.type
-    rounded = (lambda v: round_to(v, a.dtype)) if is_half(a.dtype) else (lambda v: v)
-    left, right = rounded(t(lo)), rounded(t(hi))
-    inside = arr[(arr >= left) & (arr <= right)]
-    position = rounded(rounded(rounded(inside - left) * rounded(t(bins))) / rounded(right - left)).astype(np.int64)
-    position[position == bins] = bins - 1
-    return host_result(np.bincount(position, minlength=bins), a.dtype)
 
+# ----- set membership ----------------------------------------------------------------------------------------------
 
-def bincount(input, weights=None, minlength=0):
-    """Counts of each non-negative int in a 1-D int64 input (summed weights if given), at least minlength bins.
-    No gradient."""
-    a = tensor_arg(input, "bincount")
-    if a.dtype is not _C.int64:
-        raise NotImplementedError(f"bincount: {a.dtype.name} input is not supported; expected int64.")
-    minlength = to_int(minlength, "bincount", "minlength")
-    if minlength < 0:
-        raise RuntimeError(f"bincount: minlength must be >= 0, got {minlength}.")
-    arr = _numpy(a)
-    if a.ndim != 1 or (arr.size and arr.min() < 0):
-        raise RuntimeError(f"bincount: expected a 1-D tensor of non-negative ints, got shape {shape_str(a.shape)}"
-                           + (f" with minimum {arr.min()}" if arr.size and a.ndim == 1 else "") + ".")
-    if weights is None:
-        return array_tensor(np.bincount(arr, minlength=minlength).astype(np.int64))
-    w = tensor_arg(weights, "bincount", "weights")
-    if w.ndim != 1 or w.shape[0] != arr.shape[0]:
-        raise RuntimeError(f"bincount: weights must be 1-D with the input's length {arr.shape[0]}, got shape "
-                           f"{shape_str(w.shape)}.")
-    out_dtype = np.float32 if w.dtype is _C.float32 else np.float64
-    counts = np.bincount(arr, weights=_numpy(w).astype(np.float64), minlength=minlength)
-    return array_tensor(counts.astype(out_dtype))
-
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    """Whether each element of `elements` occurs in `test_elements` (either may be a number, not both); values are
+    compared in the two operands' promoted dtype, as torch. No gradient."""
+    if not isinstance(elements, Tensor) and not isinstance(test_elements, Tensor):
+        raise TypeError(f"isin: expected a Tensor as elements or test_elements, got {type_name(elements)} and "
+                        f"{type_name(test_elements)}.")
+    a, b = _pair(elements, test_elements, "isin", numbers=(True, True))
+    if a.dtype is _C.bool or b.dtype is _C.bool:
+        raise RuntimeError("isin: bool tensors are not supported (as in torch); compare as integers instead.")
+    dtype = _C.result_type(a, b)
+    va, vb = host_array(_cast(a.detach(), dtype)), host_array(_cast(b.detach(), dtype))
+    found = np.isin(va, vb.reshape(-1), assume_unique=bool(assume_unique), invert=bool(invert))
+    return _from_numpy(np.asarray(found, dtype=np.bool_).reshape(va.shape), _C.bool)

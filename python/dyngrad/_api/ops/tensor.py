@@ -12,6 +12,11 @@ from ..args import (Size, Tensor, dtype_arg, check_device, checked_write, host_a
 from ..device import device as device_type
 from ..node_names import rename
 from ..printing import format_tensor
+import builtins
+import math
+from ..args import tensor_arg
+from .pointwise import _from_numpy
+from ..inplace import overwrite
 
 
 # ----- construction ----------------------------------------------------------------------------------------------
@@ -404,43 +409,6 @@ OPERATORS = {
 
 # ----- in-place ops ----------------------------------------------------------------------------------------------
 
-# in-place ops whose result has no gradient and which torch records with a zero gradient (EqBackward, and the
-# random fills: UniformBackward, ...); torch's logical_and_ & co. leave the old history on the new value, and so do we
-_ZERO_GRAD_INPLACE = {"eq_", "ne_", "lt_", "le_", "gt_", "ge_", "bernoulli_", "uniform_", "normal_", "random_",
-                      "exponential_", "geometric_", "cauchy_", "log_normal_"}
-
-
-def overwrite(before, result, op):
-    """What an in-place op writes: its result, which replaces the old value. A comparison written over a value
-    with history cuts the gradient to zero, as torch records it (`EqBackward`)."""
-    if op not in _ZERO_GRAD_INPLACE or result.requires_grad or not before.requires_grad or \
-            not _C.is_grad_enabled():
-        return result
-    written = _C.where(_C.full(tuple(before.shape), True, _C.bool), _C.to_dtype(result, before.dtype), before)
-    return rename(written, "".join(p[:1].upper() + p[1:] for p in op.strip("_").split("_")) + "Backward", (before,))
-
-
-def inplace_variant(fn, op, records_as=None):
-    """`x.op_(*args)` from the function `fn(x, *args)`: in-place, as torch's `op_` methods. records_as: the
-    in-place name whose graph record it makes (an alias's, e.g. greater_ records as gt_), default op."""
-    records_as = records_as or op
-
-    def method(self, *args, **kwargs):
-        other_requires_grad = any(isinstance(a, Tensor) and a.requires_grad for a in args) or any(
-            isinstance(a, Tensor) and a.requires_grad for a in kwargs.values())
-        before = _C.inplace_input(self, op, other_requires_grad)
-        _C.assign_inplace(self, overwrite(before, fn(before, *args, **kwargs), records_as), op)
-        return self
-    method.__name__ = method.__qualname__ = op
-    method.__doc__ = f"In-place {op[:-1]}: the result is written into this tensor."
-    try:                                  # fn's signature, its first parameter as self
-        params = list(inspect.signature(fn).parameters.values())
-        params[0] = params[0].replace(name="self")
-        method.__signature__ = inspect.Signature(params)
-    except (TypeError, ValueError, IndexError):
-        pass
-    return method
-
 
 def _inplace_operator(kernel, op):
     def method(self, other):
@@ -487,65 +455,6 @@ def copy_(self, src, non_blocking=False):
     return self
 
 
-def _random_fill(op, make):
-    """uniform_/normal_: the new values are written as an in-place op (refused on a leaf that requires grad in
-    grad mode, as torch; nn.init runs them under no_grad)."""
-    def method(self, *args, **kwargs):
-        if not self.dtype.is_floating_point:
-            raise RuntimeError(f"{op}: expected a floating-point tensor, got {self.dtype.name}.")
-        before = _C.inplace_input(self, op, False)
-        _C.assign_inplace(self, overwrite(before, make(before, *args, **kwargs), op), op)
-        return self
-    method.__name__ = method.__qualname__ = op
-    return method
-
-
-def _uniform(self, a=0.0, b=1.0, *, generator=None):
-    from ..generator import drawing
-    lo, hi = float(number(a, "uniform_", "from")), float(number(b, "uniform_", "to"))
-    if lo > hi:
-        raise RuntimeError(f"uniform_: expected a [from, to) range with from <= to, but got from={lo:g} > to={hi:g}.")
-    with drawing(generator, "uniform_"):
-        u = _C.rand(tuple(self.shape), self.dtype)
-    return _C.add(_C.mul(u, _C.scalar_operand(hi - lo, u)), _C.scalar_operand(lo, u))
-
-
-def _normal(self, mean=0.0, std=1.0, *, generator=None):
-    from ..generator import drawing
-    mean, std = float(number(mean, "normal_", "mean")), float(number(std, "normal_", "std"))
-    if not std >= 0:
-        raise RuntimeError(f"normal_: expected std >= 0.0, but found std={std:g}.")
-    with drawing(generator, "normal_"):
-        n = _C.randn(tuple(self.shape), self.dtype)
-    return _C.add(_C.mul(n, _C.scalar_operand(std, n)), _C.scalar_operand(mean, n))
-
-
-uniform_ = _random_fill("uniform_", _uniform)
-normal_ = _random_fill("normal_", _normal)
-
-
-def bernoulli_(self, p=0.5, *, generator=None):
-    """Each element becomes 1 with probability p (a number, or a tensor of probabilities broadcast to self)."""
-    from ..generator import drawing
-    float_dtype = self.dtype if self.dtype.is_floating_point else _C.float32
-    if isinstance(p, Tensor):
-        probs = _C.to_dtype(p.detach(), float_dtype)
-        values = host_array(probs)
-        if values.size and not ((values >= 0) & (values <= 1)).all():
-            raise RuntimeError("bernoulli_: expected every probability p to be in [0, 1].")
-    else:
-        value = float(number(p, "bernoulli_", "p"))
-        if not 0 <= value <= 1:
-            raise RuntimeError(f"bernoulli_: expected p to be in [0, 1], but got p={value:g}.")
-        probs = _C.scalar_operand(value, _C.full((), 0.0, float_dtype))
-    with drawing(generator, "bernoulli_"):
-        u = _C.rand(tuple(self.shape), float_dtype)
-    sample = _C.compare("lt", u, probs)
-    before = _C.inplace_input(self, "bernoulli_", False)
-    _C.assign_inplace(self, overwrite(before, sample, "bernoulli_"), "bernoulli_")
-    return self
-
-
 FloatTensor = _legacy_type("FloatTensor", "float32")
 DoubleTensor = _legacy_type("DoubleTensor", "float64")
 LongTensor = _legacy_type("LongTensor", "int64")
@@ -556,3 +465,238 @@ CharTensor = _legacy_type("CharTensor", "int8")
 ByteTensor = _legacy_type("ByteTensor", "uint8")
 HalfTensor = _legacy_type("HalfTensor", "float16")
 BFloat16Tensor = _legacy_type("BFloat16Tensor", "bfloat16")
+
+
+# ----- about a tensor: predicates and the queries a script asks of any tensor --------------------------------------
+
+def is_nonzero(input):
+    """Whether the one element of input is nonzero (an empty or larger tensor is ambiguous: RuntimeError)."""
+    a = tensor_arg(input, "is_nonzero")
+    n = a.numel()
+    if n != 1:
+        what = "no values" if n == 0 else "more than one value"
+        raise RuntimeError(f"is_nonzero: Boolean value of Tensor with {what} is ambiguous.")
+    return bool(host_array(a.detach()).reshape(-1)[0] != 0)
+
+
+def is_same_size(input, other):
+    a, b = tensor_arg(input, "is_same_size"), tensor_arg(other, "is_same_size", "other")
+    return tuple(a.shape) == tuple(b.shape)
+
+
+def is_signed(input):
+    """Whether input's dtype holds negative values (every dtype but bool and uint8)."""
+    return tensor_arg(input, "is_signed").dtype.name not in ("bool", "uint8")
+
+
+def nbytes(self):
+    return self.numel() * self.element_size()
+
+
+def itemsize(self):
+    return self.element_size()
+
+
+def new(self, *args, **kwargs):
+    """torch's legacy constructor: x.new() is an empty tensor of x's dtype, x.new(2, 3) or x.new(Size) an
+    uninitialised one of that size, x.new(data) a copy of data (a sequence) in x's dtype, x.new(tensor) that
+    tensor (of the same dtype)."""
+    from ..args import Size
+    from .creation import tensor
+    if kwargs.get("device") is not None:
+        check_device(kwargs.pop("device"), "new")
+    kwargs.pop("device", None)
+    if kwargs:
+        raise TypeError(f"new: unexpected keyword argument {next(iter(kwargs))!r}.")
+    if not args:
+        return _C.empty((0,), self.dtype)
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        if args[0].dtype is not self.dtype:
+            raise TypeError(f"new: expected a tensor of {self.dtype.name}, got {args[0].dtype.name}.")
+        return args[0].detach()
+    if all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args) or (
+            len(args) == 1 and isinstance(args[0], Size)):
+        from ..args import sizes_arg
+        return _C.empty(sizes_arg(args, "new"), self.dtype)
+    if len(args) == 1 and isinstance(args[0], (list, tuple, np.ndarray)):
+        return tensor(args[0], dtype=self.dtype)
+    raise TypeError(f"new: expected sizes, a sequence of data or a tensor, got "
+                    f"{', '.join(type_name(a) for a in args)}.")
+
+
+def detach(input):
+    """input.detach(): the same memory, cut from the graph."""
+    return tensor_arg(input, "detach").detach()
+
+
+def _false(self):
+    return False
+
+
+is_sparse = is_sparse_csr = is_quantized = is_nested = is_mkldnn = _false
+is_mps = is_xpu = is_xla = is_ipu = is_vulkan = is_maia = is_mtia = _false
+
+
+def is_pinned(self, device=None):
+    """False: dyngrad has no page-locked host memory (there is no accelerator to copy to)."""
+    return False
+
+
+def pin_memory(self, device=None):
+    raise RuntimeError("pin_memory: cannot access an accelerator device when none is available (dyngrad runs on the "
+                       "CPU; pinned memory only speeds up copies to one).")
+
+
+def is_inference(input):
+    """False: dyngrad's inference_mode turns recording off but makes ordinary tensors (no inference tensors)."""
+    tensor_arg(input, "is_inference")
+    return False
+
+
+def to_dense(self, dtype=None, *, masked_grad=None):
+    """The tensor itself (it is dense already), or a copy in dtype."""
+    return self if dtype is None else self.to(dtype_arg(dtype, "to_dense"))
+
+
+def dim_order(self, *, ambiguity_check=False):
+    """The dims from the outermost to the innermost in memory (by decreasing stride; ties keep dim order)."""
+    strides = self.stride()
+    return tuple(sorted(builtins.range(self.ndim), key=lambda d: -strides[d]))
+
+
+def const_data_ptr(self):
+    return self.data_ptr()
+
+
+# ----- Python callables over the elements (CPU, slow, as torch's) --------------------------------------------------
+
+def _elementwise_rewrite(self, op, values):
+    from ..inplace import overwrite
+    if self.requires_grad:
+        raise RuntimeError(f"{op}: cannot be called on a tensor that requires grad; use x.detach().{op}(...) "
+                           "instead.")
+    before = _C.inplace_input(self, op, False)
+    result = _from_numpy(values, self.dtype)
+    _C.assign_inplace(self, overwrite(before, result, op), op)
+    return self
+
+
+def _python_values(self):
+    arr = host_array(self.detach())
+    return arr, arr.dtype
+
+
+def apply_(self, callable):
+    """Replaces each element x by callable(x) (a Python number in, a number out), in place. Slow: one Python
+    call per element, as torch's (CPU tensors only there)."""
+    arr, dt = _python_values(self)
+    out = np.array([callable(v) for v in arr.reshape(-1).tolist()], dtype=object).reshape(arr.shape)
+    return _elementwise_rewrite(self, "apply_", _to_dtype_values(out, dt))
+
+
+def _broadcast_operand(self, tensor, op, name):
+    from ..args import broadcast_shapes
+    other = tensor_arg(tensor, op, name)
+    shape = broadcast_shapes(tuple(self.shape), tuple(other.shape), op)
+    if shape != tuple(self.shape):
+        raise RuntimeError(f"{op}: {name} of shape {shape_str(other.shape)} cannot be broadcast to self's shape "
+                           f"{shape_str(self.shape)}.")
+    return np.broadcast_to(host_array(other.detach()), tuple(self.shape))
+
+
+def map_(self, tensor, callable):
+    """Replaces each element x by callable(x, y), y the element of `tensor` (broadcast to self's shape), in place."""
+    ys = _broadcast_operand(self, tensor, "map_", "tensor")
+    arr, dt = _python_values(self)
+    out = np.array([callable(x, y) for x, y in zip(arr.reshape(-1).tolist(), ys.reshape(-1).tolist())],
+                   dtype=object).reshape(arr.shape)
+    return _elementwise_rewrite(self, "map_", _to_dtype_values(out, dt))
+
+
+def map2_(self, x, y, callable):
+    """Replaces each element s by callable(s, a, b), a and b the elements of x and y (broadcast), in place."""
+    xs, ys = _broadcast_operand(self, x, "map2_", "x"), _broadcast_operand(self, y, "map2_", "y")
+    arr, dt = _python_values(self)
+    out = np.array([callable(s, a, b) for s, a, b in zip(arr.reshape(-1).tolist(), xs.reshape(-1).tolist(),
+                                                          ys.reshape(-1).tolist())],
+                   dtype=object).reshape(arr.shape)
+    return _elementwise_rewrite(self, "map2_", _to_dtype_values(out, dt))
+
+
+def _to_dtype_values(out, dt):
+    """Python results stored as the tensor's dtype: floats truncate toward zero into integers, as torch casts."""
+    if dt.kind in "iu":
+        return np.array([math.trunc(v) for v in out.reshape(-1)], dtype=dt).reshape(out.shape)
+    if dt.kind == "b":
+        return np.array([bool(v) for v in out.reshape(-1)], dtype=dt).reshape(out.shape)
+    return out.astype(dt)
+
+
+# ----- DLPack (through numpy's DLPack support: zero-copy both ways) ------------------------------------------------
+
+_KDLCPU = 1
+
+
+def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+    """A DLPack capsule of this tensor's memory (numpy's exporter over the tensor's own buffer: no copy; a
+    read-only tensor is exported read-only where the consumer understands DLPack 1.0, and refused otherwise)."""
+    if self.requires_grad:
+        raise BufferError("__dlpack__: cannot export a tensor that requires grad; use tensor.detach().")
+    if self.dtype.name == "bfloat16":
+        raise BufferError("__dlpack__: bfloat16 tensors cannot be exported (numpy, which exports them, has no "
+                          "bfloat16).")
+    if dl_device is not None and tuple(dl_device) != (_KDLCPU, 0):
+        raise BufferError(f"__dlpack__: dyngrad tensors live on the CPU; cannot export to device {dl_device}.")
+    kwargs = {"stream": stream}
+    if max_version is not None:
+        kwargs["max_version"] = max_version
+    if copy is not None:
+        kwargs["copy"] = copy
+    try:
+        return self._numpy_view().__dlpack__(**kwargs)
+    except BufferError as exc:     # e.g. read-only memory for a consumer older than DLPack 1.0: name the op
+        raise BufferError(f"__dlpack__: cannot export this tensor: {exc}") from None
+
+
+def __dlpack_device__(self):
+    return (_KDLCPU, 0)
+
+
+class _Capsule:
+    """A bare DLPack capsule (to_dlpack's, or another library's) as the object numpy's from_dlpack reads."""
+
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return (_KDLCPU, 0)
+
+
+def from_dlpack(ext_tensor, *, device=None, copy=None):
+    """A tensor sharing the memory of another library's tensor (anything with __dlpack__, or a DLPack capsule):
+    no copy unless copy=True; a read-only producer gives a read-only tensor."""
+    import warnings
+    check_device(device, "from_dlpack")
+    source = ext_tensor
+    if type(ext_tensor).__name__ == "PyCapsule":
+        source = _Capsule(ext_tensor)
+    elif not hasattr(ext_tensor, "__dlpack__"):
+        raise TypeError(f"from_dlpack: expected an object with __dlpack__ or a DLPack capsule, got "
+                        f"{type_name(ext_tensor)}.")
+    try:
+        arr = np.from_dlpack(source, copy=copy) if copy is not None else np.from_dlpack(source)
+    except (BufferError, TypeError, ValueError) as exc:
+        raise RuntimeError(f"from_dlpack: cannot import this tensor ({exc}).") from None
+    if arr.dtype.name not in ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"):
+        raise RuntimeError(f"from_dlpack: dtype {arr.dtype} is not supported by dyngrad.")
+    with warnings.catch_warnings():     # a read-only producer: a read-only tensor, by design here
+        warnings.simplefilter("ignore", UserWarning)
+        return _C.from_numpy(arr)
+
+
+def to_dlpack(tensor):
+    """A DLPack capsule of the tensor's memory (legacy form of tensor.__dlpack__())."""
+    return __dlpack__(tensor_arg(tensor, "to_dlpack", "tensor"))

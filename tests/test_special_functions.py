@@ -1,9 +1,9 @@
 """torch.special's Bessel, Airy and incomplete gamma functions and orthogonal polynomials
-(python/dyngrad/_api/special_more.py), on both engines: values against torch 2.13 on grids with the edge values (0,
--0, negative, tiny, large, +-inf, NaN), dtypes, what is and is not differentiable (as torch), gradcheck of
-gammainc/gammaincc in x, and the Bessel/Airy values against mpmath where it is installed (torch's own CPU kernels
-for J0, J1, Y0, Y1 and Ai are off by up to ~3e-6 in places, so the torch comparison of those uses that tolerance
-and mpmath checks the digits).
+(python/dyngrad/_api/ops/special.py, kernels in _api/host/special.py), on both engines: values against torch 2.13
+on grids with the edge values (0, -0, negative, tiny, large, +-inf, NaN), dtypes, what is and is not
+differentiable (as torch), gradcheck of gammainc/gammaincc in x, and the Bessel/Airy values against mpmath where it
+is installed (torch's own CPU kernels for J0, J1, Y0, Y1 and Ai are off by up to ~3e-6 in places, so the torch
+comparison of those uses that tolerance and mpmath checks the digits).
 """
 import numpy as np
 import pytest

@@ -1,7 +1,8 @@
-"""More of torch.linalg (python/dyngrad/_api/linalg_more.py): eig/eigvals, the LU family, solve_ex, matrix_exp,
-householder_product/orgqr, the LDL family, tensorinv, tensorsolve, vander. One table of cases, each run on both
-engines: the forward against torch 2.13, the gradients against torch's and by gradcheck in float64. Then the
-integer outputs (pivots, info), the errors (torch's exception types), out= and the missing complex dtype.
+"""torch.linalg's eig, LU and LDL families and the rest of the factorisations and solvers beyond test_ops_linalg
+(python/dyngrad/_api/ops/linalg.py, the numpy code in _api/host/linalg.py): eig/eigvals, the LU family, solve_ex,
+matrix_exp, householder_product/orgqr, the LDL family, tensorinv, tensorsolve, vander. One table of cases, each run
+on both engines: the forward against torch 2.13, the gradients against torch's and by gradcheck in float64. Then
+the integer outputs (pivots, info), the errors (torch's exception types), out= and the missing complex dtype.
 """
 import warnings
 

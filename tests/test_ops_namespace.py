@@ -1,6 +1,8 @@
-"""Issue 10, second sweep: torch names an ordinary training script meets (isin, logspace, asarray, diff, cov, gcd,
-frexp, renorm, the torch.X_ function forms, histogram, gradient, windows, index_reduce, put, the *_copy views, ...),
-table-driven against torch on both engines, with gradcheck in float64 where torch has a backward."""
+"""The rest of torch's namespace a training script meets, beyond the core op tables of test_ops*.py (isin,
+logspace, asarray, diff, cov, gcd, frexp, renorm, the torch.X_ function forms, histogram, gradient, windows,
+index_reduce, put, the *_copy views, the complex identities, tensor queries, vmap, DLPack, ...): one table of
+values, one of gradients and one of errors, against torch on both engines, with gradcheck in float64 where torch
+has a backward."""
 import warnings
 
 import numpy as np
@@ -133,11 +135,6 @@ VALUE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,fn", VALUE_CASES, ids=[c[0] for c in VALUE_CASES])
-def test_values_match_torch(dg, name, fn):
-    assert_same(_run(dg, fn), _run(torch, fn), what=name)
-
-
 # (id, fn(m, *inputs), float64 input arrays): gradients against torch, and gradcheck
 GRAD_CASES = [
     ("diff", lambda m, x: m.diff(x, n=2, dim=1), [X34]),
@@ -152,20 +149,6 @@ GRAD_CASES = [
     ("nextafter", lambda m, x: m.nextafter(x, m.zeros(4, dtype=m.float64)), [X34]),
     ("sum_to_size", lambda m, x: x.sum_to_size(3, 1), [X34]),
 ]
-
-
-@pytest.mark.parametrize("name,fn,arrays", GRAD_CASES, ids=[c[0] for c in GRAD_CASES])
-def test_gradients_match_torch(dg, name, fn, arrays):
-    def grads(m):
-        xs = [m.tensor(a, dtype=m.float64, requires_grad=True) for a in arrays]
-        out = fn(m, *xs)
-        weight = m.tensor(np.linspace(0.5, 1.5, max(out.numel(), 1)).reshape(tuple(out.shape)))
-        (out * weight).sum().backward()
-        return [x.grad for x in xs]
-    for g, w in zip(_run(dg, grads), _run(torch, grads)):
-        assert_same(g, w, rtol=1e-6, atol=1e-9, what=name)
-    xs = [dg.tensor(a, dtype=dg.float64, requires_grad=True) for a in arrays]
-    assert dg.autograd.gradcheck(lambda *t: fn(dg, *t), xs)
 
 
 # (id, fn(m)): the same exception type as torch
@@ -200,16 +183,6 @@ ERROR_CASES = [
     ("fill_diagonal_ragged", lambda m: m.zeros(2, 3, 2).fill_diagonal_(1)),
     ("sum_to_size_bad", lambda m: m.tensor(X34).sum_to_size(2, 4)),
 ]
-
-
-@pytest.mark.parametrize("name,fn", ERROR_CASES, ids=[c[0] for c in ERROR_CASES])
-def test_errors_match_torch(dg, name, fn):
-    with pytest.raises(Exception) as want:
-        _run(torch, fn)
-    with pytest.raises(Exception) as got:
-        _run(dg, fn)
-    assert want.type.__name__ == got.type.__name__ or issubclass(got.type, want.type), \
-        f"{name}: {got.type.__name__}({got.value}) where torch raises {want.type.__name__}({want.value})"
 
 
 def test_nextafter_gradient_is_torchs_where_input_equals_other(dg):
@@ -268,7 +241,7 @@ def test_inplace_forms_write_through(dg):
     assert z.tolist() == [2.0, 8.0]
 
 
-# ----- group 2: torch.X_ function forms, every one the table lists --------------------------------------------
+# ----- torch.X_ function forms, every one the table lists --------------------------------------------
 
 U34 = RNG.uniform(0.1, 0.9, (3, 4))
 INPLACE_ARGS = {   # name: fn(m) -> (input, args); the rest take a float input in (0.1, 0.9) and no argument
@@ -285,6 +258,7 @@ INPLACE_ARGS = {   # name: fn(m) -> (input, args); the rest take a float input i
     "logit_": lambda m: (m.tensor(U34), (0.2,)),
     "nan_to_num_": lambda m: (m.tensor([float("nan"), float("inf"), 1.0]), (0.0, 9.0)),
     "round_": lambda m: (m.tensor(X34 * 10), ()),
+    "fill_": lambda m: (m.tensor(X34), (0.25,)),
 }
 
 
@@ -316,13 +290,13 @@ def test_inplace_function_forms_check_input(dg):
         dg.exp_(leaf)
 
 
-# ----- group 3 -------------------------------------------------------------------------------------------------
+# ----- histograms, calculus, windows, index_reduce, put, complex identities, *_copy views, apply_/map_ -------
 
 H20 = RNG.standard_normal(20)
 P52 = RNG.standard_normal((5, 2))
 SRC = RNG.standard_normal((4, 2))
 
-VALUE_CASES_3 = [
+VALUE_CASES += [
     ("histogram", lambda m: m.histogram(m.tensor(H20), 4)),
     ("histogram_range_density", lambda m: m.histogram(m.tensor(H20), 5, range=(-1.0, 1.0), density=True)),
     ("histogram_edges_weight", lambda m: m.histogram(m.tensor(H20, dtype=m.float64), m.tensor([-3.0, -0.5, 0.0, 2.0],
@@ -390,12 +364,8 @@ VALUE_CASES_3 = [
 ]
 
 
-@pytest.mark.parametrize("name,fn", VALUE_CASES_3, ids=[c[0] for c in VALUE_CASES_3])
-def test_values_match_torch_3(dg, name, fn):
-    assert_same(_run(dg, fn), _run(torch, fn), what=name)
 
-
-GRAD_CASES_3 = [
+GRAD_CASES += [
     ("cumulative_trapezoid", lambda m, y: m.cumulative_trapezoid(y), [X34]),
     ("cumulative_trapezoid_x", lambda m, y, x: m.cumulative_trapezoid(y, x), [X34, np.array([0.0, 1.0, 3.0, 3.5])]),
     ("gradient", lambda m, x: m.stack(m.gradient(x, spacing=[2.0, 0.5], edge_order=2)), [X34]),
@@ -413,12 +383,8 @@ GRAD_CASES_3 = [
 ]
 
 
-@pytest.mark.parametrize("name,fn,arrays", GRAD_CASES_3, ids=[c[0] for c in GRAD_CASES_3])
-def test_gradients_match_torch_3(dg, name, fn, arrays):
-    test_gradients_match_torch(dg, name, fn, arrays)
 
-
-ERROR_CASES_3 = [
+ERROR_CASES += [
     ("histogram_int", lambda m: m.histogram(m.tensor([1, 2]), 2)),
     ("gradient_short", lambda m: m.gradient(m.tensor([1.0, 2.0]), edge_order=2)),
     ("gradient_order", lambda m: m.gradient(m.tensor([1.0, 2.0, 3.0]), edge_order=3)),
@@ -439,10 +405,6 @@ ERROR_CASES_3 = [
     ("dlpack_requires_grad", lambda m: m.tensor([1.0], requires_grad=True).__dlpack__()),
 ]
 
-
-@pytest.mark.parametrize("name,fn", ERROR_CASES_3, ids=[c[0] for c in ERROR_CASES_3])
-def test_errors_match_torch_3(dg, name, fn):
-    test_errors_match_torch(dg, name, fn)
 
 
 def test_vander_gradcheck(dg):
@@ -490,7 +452,7 @@ def test_dlpack_read_only_is_respected(dg):
 
 # ----- more of torch's namespace: comparison aliases, detach, fill, angle, nonzero_static, as_strided_scatter ----
 
-VALUE_CASES_4 = [
+VALUE_CASES += [
     ("comparison_aliases", lambda m: (m.greater(m.tensor(X34), 0), m.tensor(X34).less_equal(m.tensor(X4)),
                                       m.not_equal(m.tensor([1, 2]), 2), m.greater_equal(m.tensor(X4), m.tensor(X4)),
                                       m.less(m.tensor(X4), 0.5))),
@@ -512,12 +474,8 @@ VALUE_CASES_4 = [
 ]
 
 
-@pytest.mark.parametrize("name,fn", VALUE_CASES_4, ids=[c[0] for c in VALUE_CASES_4])
-def test_values_match_torch_4(dg, name, fn):
-    assert_same(_run(dg, fn), _run(torch, fn), what=name)
 
-
-GRAD_CASES_4 = [
+GRAD_CASES += [
     ("angle", lambda m, x: m.angle(x) + x, [X34]),
 ]
 
@@ -541,21 +499,13 @@ def test_as_strided_scatter_gradients(dg):
     assert dg.autograd.gradcheck(lambda a, s: dg.as_strided_scatter(a, s, (2, 2), (1, 4)), xs)
 
 
-@pytest.mark.parametrize("name,fn,arrays", GRAD_CASES_4, ids=[c[0] for c in GRAD_CASES_4])
-def test_gradients_match_torch_4(dg, name, fn, arrays):
-    test_gradients_match_torch(dg, name, fn, arrays)
 
-
-ERROR_CASES_4 = [
-    ("imag", lambda m: m.imag(m.ones(2))),
+ERROR_CASES += [
+    ("imag_function", lambda m: m.imag(m.ones(2))),
     ("fill_tensor_value", lambda m: m.fill(m.ones(2), m.ones(2))),
     ("as_strided_scatter_outside", lambda m: m.as_strided_scatter(m.zeros(3, 3), m.ones(2, 2), (2, 2), (5, 5))),
 ]
 
-
-@pytest.mark.parametrize("name,fn", ERROR_CASES_4, ids=[c[0] for c in ERROR_CASES_4])
-def test_errors_match_torch_4(dg, name, fn):
-    test_errors_match_torch(dg, name, fn)
 
 
 def test_tensor_queries_match_torch(dg):
@@ -628,3 +578,34 @@ def test_in_place_comparison_aliases_cut_the_gradient_as_torch(dg, alias, canoni
     assert x.grad_fn.name() == canonical
     x.sum().backward()
     assert a.grad.tolist() == [0.0, 0.0]
+
+
+# ----- the tests over the tables ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,fn", VALUE_CASES, ids=[c[0] for c in VALUE_CASES])
+def test_values_match_torch(dg, name, fn):
+    assert_same(_run(dg, fn), _run(torch, fn), what=name)
+
+
+@pytest.mark.parametrize("name,fn,arrays", GRAD_CASES, ids=[c[0] for c in GRAD_CASES])
+def test_gradients_match_torch(dg, name, fn, arrays):
+    def grads(m):
+        xs = [m.tensor(a, dtype=m.float64, requires_grad=True) for a in arrays]
+        out = fn(m, *xs)
+        weight = m.tensor(np.linspace(0.5, 1.5, max(out.numel(), 1)).reshape(tuple(out.shape)))
+        (out * weight).sum().backward()
+        return [x.grad for x in xs]
+    for g, w in zip(_run(dg, grads), _run(torch, grads)):
+        assert_same(g, w, rtol=1e-6, atol=1e-9, what=name)
+    xs = [dg.tensor(a, dtype=dg.float64, requires_grad=True) for a in arrays]
+    assert dg.autograd.gradcheck(lambda *t: fn(dg, *t), xs)
+
+
+@pytest.mark.parametrize("name,fn", ERROR_CASES, ids=[c[0] for c in ERROR_CASES])
+def test_errors_match_torch(dg, name, fn):
+    with pytest.raises(Exception) as want:
+        _run(torch, fn)
+    with pytest.raises(Exception) as got:
+        _run(dg, fn)
+    assert want.type.__name__ == got.type.__name__ or issubclass(got.type, want.type), \
+        f"{name}: {got.type.__name__}({got.value}) where torch raises {want.type.__name__}({want.value})"
