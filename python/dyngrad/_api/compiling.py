@@ -74,7 +74,7 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend=None, mode=Non
 
 
 def _is_module(obj):
-    from ..nn.module import Module      # here: nn/module.py imports this file
+    from ..nn.modules.module import Module      # here: nn/modules/module.py imports this file
     return isinstance(obj, Module)
 
 

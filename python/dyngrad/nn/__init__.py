@@ -5,31 +5,31 @@ engine: every `from .. import X` below resolves to the engine root that loaded i
 docs/design.md).
 """
 from .parameter import Parameter, Buffer
-from .module import Module, Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict
-from .linear import Identity, Linear, Flatten, Unflatten, Embedding
-from .conv import Conv2d, MaxPool2d, AvgPool2d
-from .conv import Conv1d, ConvTranspose1d, ConvTranspose2d, Fold, Unfold
-from .rnn import RNNCellBase, RNNCell, LSTMCell, GRUCell, RNNBase, RNN, LSTM, GRU
-from .norm import LayerNorm, BatchNorm1d
-from .dropout import Dropout
-from .activation import ReLU, Sigmoid, Tanh, LeakyReLU, GELU, Softplus, SiLU, Softmax, LogSoftmax
-from .loss import CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss
+from .modules.module import Module, Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict
+from .modules.linear import Identity, Linear, Flatten, Unflatten, Embedding
+from .modules.conv import Conv2d, MaxPool2d, AvgPool2d
+from .modules.conv import Conv1d, ConvTranspose1d, ConvTranspose2d, Fold, Unfold
+from .modules.rnn import RNNCellBase, RNNCell, LSTMCell, GRUCell, RNNBase, RNN, LSTM, GRU
+from .modules.batchnorm import LayerNorm, BatchNorm1d
+from .modules.dropout import Dropout
+from .modules.activation import ReLU, Sigmoid, Tanh, LeakyReLU, GELU, Softplus, SiLU, Softmax, LogSoftmax
+from .modules.loss import CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss
 # ----- layers over nn.functional's activations, losses, norms, dropouts, distances and attention (issue 14) -----
-from .activation import (Threshold, Hardtanh, ReLU6, SELU, Mish, Hardsigmoid, Hardswish, ELU, CELU, GLU, Hardshrink,
+from .modules.activation import (Threshold, Hardtanh, ReLU6, SELU, Mish, Hardsigmoid, Hardswish, ELU, CELU, GLU, Hardshrink,
                          Softshrink, Tanhshrink, LogSigmoid, Softsign, Softmin, Softmax2d, PReLU, RReLU,
                          MultiheadAttention)
-from .loss import (BCELoss, SmoothL1Loss, HuberLoss, KLDivLoss, PoissonNLLLoss, GaussianNLLLoss, SoftMarginLoss,
+from .modules.loss import (BCELoss, SmoothL1Loss, HuberLoss, KLDivLoss, PoissonNLLLoss, GaussianNLLLoss, SoftMarginLoss,
                    MultiLabelSoftMarginLoss, MultiLabelMarginLoss, MultiMarginLoss, MarginRankingLoss,
                    HingeEmbeddingLoss, CosineEmbeddingLoss, TripletMarginLoss, TripletMarginWithDistanceLoss, CTCLoss,
                    NLLLoss2d)
-from .norm import (BatchNorm2d, BatchNorm3d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, GroupNorm, RMSNorm,
+from .modules.batchnorm import (BatchNorm2d, BatchNorm3d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, GroupNorm, RMSNorm,
                    LocalResponseNorm, LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyInstanceNorm1d,
                    LazyInstanceNorm2d, LazyInstanceNorm3d, SyncBatchNorm)
-from .dropout import Dropout1d, Dropout2d, Dropout3d, AlphaDropout, FeatureAlphaDropout
-from .linear import Bilinear, LazyLinear
-from .distance import CosineSimilarity, PairwiseDistance
-from .adaptive import AdaptiveLogSoftmaxWithLoss
-from .transformer import (Transformer, TransformerEncoder, TransformerDecoder, TransformerEncoderLayer,
+from .modules.dropout import Dropout1d, Dropout2d, Dropout3d, AlphaDropout, FeatureAlphaDropout
+from .modules.linear import Bilinear, LazyLinear
+from .modules.distance import CosineSimilarity, PairwiseDistance
+from .modules.adaptive import AdaptiveLogSoftmaxWithLoss
+from .modules.transformer import (Transformer, TransformerEncoder, TransformerDecoder, TransformerEncoderLayer,
                           TransformerDecoderLayer)
 _LAYERS = [
     "Threshold", "Hardtanh", "ReLU6", "SELU", "Mish", "Hardsigmoid", "Hardswish", "ELU", "CELU", "GLU",
@@ -46,15 +46,15 @@ _LAYERS = [
 ]
 # ----- end of issue 14 layers ------------------------------------------------------------------------------------
 # ----- pooling, padding, upsampling, shuffles, EmbeddingBag (issues 10 and 14) --------------------------------
-from .pooling import (MaxPool1d, AvgPool1d, AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d,
+from .modules.pooling import (MaxPool1d, AvgPool1d, AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d,
                       AdaptiveMaxPool2d, MaxUnpool1d, MaxUnpool2d, LPPool1d, LPPool2d, MaxPool3d, AvgPool3d,
                       AdaptiveAvgPool3d, AdaptiveMaxPool3d, MaxUnpool3d, LPPool3d)
-from .padding import (ZeroPad1d, ZeroPad2d, ZeroPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d,
+from .modules.padding import (ZeroPad1d, ZeroPad2d, ZeroPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d,
                       ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d,
                       CircularPad1d, CircularPad2d, CircularPad3d)
-from .upsampling import Upsample, UpsamplingNearest2d, UpsamplingBilinear2d
-from .pixelshuffle import PixelShuffle, PixelUnshuffle, ChannelShuffle
-from .embedding_bag import EmbeddingBag
+from .modules.upsampling import Upsample, UpsamplingNearest2d, UpsamplingBilinear2d
+from .modules.pixelshuffle import PixelShuffle, PixelUnshuffle, ChannelShuffle
+from .modules.sparse import EmbeddingBag
 _POOLING = [
     "MaxPool1d", "AvgPool1d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
     "MaxUnpool1d", "MaxUnpool2d", "LPPool1d", "LPPool2d", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d",
@@ -66,9 +66,9 @@ _POOLING = [
 ]
 # ----- end of pooling layers -------------------------------------------------------------------------------------
 # ----- 3-d and lazy convolutions, fractional max pooling (issues 10 and 14: vision ops) ---------------------------
-from .conv import (Conv3d, ConvTranspose3d, LazyConv1d, LazyConv2d, LazyConv3d, LazyConvTranspose1d,
+from .modules.conv import (Conv3d, ConvTranspose3d, LazyConv1d, LazyConv2d, LazyConv3d, LazyConvTranspose1d,
                    LazyConvTranspose2d, LazyConvTranspose3d)
-from .pooling import FractionalMaxPool2d, FractionalMaxPool3d
+from .modules.pooling import FractionalMaxPool2d, FractionalMaxPool3d
 _VISION = [
     "Conv3d", "ConvTranspose3d", "LazyConv1d", "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d",
     "LazyConvTranspose2d", "LazyConvTranspose3d", "FractionalMaxPool2d", "FractionalMaxPool3d",

@@ -1,6 +1,6 @@
 """Dropout layers: zero elements (Dropout), whole channels (Dropout1d/2d/3d) or set them to SELU's saturation value
 keeping mean and variance (AlphaDropout, FeatureAlphaDropout), while training; identity in eval."""
-from . import functional as F
+from .. import functional as F
 from .module import Module
 
 

@@ -1,6 +1,6 @@
 """Padding layers: ZeroPad, ConstantPad, ReflectionPad, ReplicationPad and CircularPad in 1, 2 and 3 dims, over
 nn.functional.pad (python/dyngrad/_api/ops/padding.py)."""
-from . import functional as F
+from .. import functional as F
 from .module import Module
 
 

@@ -1,7 +1,7 @@
 """Pooling layers over nn.functional's pools (python/dyngrad/_api/ops/pooling.py): MaxPool, AvgPool, AdaptiveAvgPool,
 AdaptiveMaxPool, MaxUnpool and LPPool in 1, 2 and 3 dims, FractionalMaxPool in 2 and 3. Attributes and extra_repr
 are torch's."""
-from . import functional as F
+from .. import functional as F
 from .module import Module
 
 

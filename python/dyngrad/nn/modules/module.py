@@ -12,10 +12,10 @@ import operator
 import warnings
 from collections import OrderedDict, abc, namedtuple
 
-from .. import Tensor, no_grad
-from .._api.compiling import _module_compile
-from .hooks import BackwardHook, HookDict, RemovableHandle
-from .parameter import Parameter, Buffer
+from ... import Tensor, no_grad
+from ..._api.compiling import _module_compile
+from ..hooks import BackwardHook, HookDict, RemovableHandle
+from ..parameter import Parameter, Buffer
 
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -42,7 +42,7 @@ def _addindent(s, num_spaces):
 
 
 def _float_dtype_arg(dtype, op):
-    from .. import _api
+    from ... import _api
     dt = _api.args.dtype_arg(dtype, op)
     if not dt.is_floating_point:
         raise TypeError(f"nn.Module.{op} only accepts floating point dtypes, but got desired dtype={dt}")
@@ -402,7 +402,7 @@ class Module:
     def to(self, *args, **kwargs):
         """to(device), to(dtype), to(tensor), to(device, dtype): floating-point parameters and buffers take the
         dtype (a device other than the CPU raises, naming it)."""
-        from .. import _api
+        from ... import _api
         device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
         kwargs.pop("non_blocking", None)
         kwargs.pop("memory_format", None)
@@ -436,7 +436,7 @@ class Module:
         return self
 
     def cuda(self, device=None):
-        from .. import _api
+        from ... import _api
         raise _api.device.cuda_error(f"{self._get_name()}.cuda()")
 
     # ----- state dicts ------------------------------------------------------------------------------------------
@@ -612,7 +612,7 @@ class Module:
 def _as_engine_tensor(value, like):
     """A tensor of like's engine and dtype from a tensor, numpy array or anything with __array__ (load_state_dict
     accepts torch's tensors and numpy arrays)."""
-    from .. import tensor
+    from ... import tensor
     if isinstance(value, Tensor):
         return value if value.dtype == like.dtype else value.to(like.dtype)
     import numpy as np

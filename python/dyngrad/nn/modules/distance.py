@@ -1,5 +1,5 @@
 """CosineSimilarity and PairwiseDistance as modules (torch shows no options in their reprs)."""
-from . import functional as F
+from .. import functional as F
 from .module import Module
 
 

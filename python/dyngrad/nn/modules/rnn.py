@@ -19,12 +19,12 @@ import warnings
 
 import numpy as np
 
-from .. import _C, empty, zeros, tensor, cat, stack, int64, float32, float64, sigmoid, tanh, relu, Tensor
-from .._api.args import check_device
-from . import functional as F, init
+from ... import _C, empty, zeros, tensor, cat, stack, int64, float32, float64, sigmoid, tanh, relu, Tensor
+from ..._api.args import check_device
+from .. import functional as F, init
 from .module import Module
-from .parameter import Parameter
-from .utils.rnn import PackedSequence
+from ..parameter import Parameter
+from ..utils.rnn import PackedSequence
 
 
 # ----- one time step, given the precomputed input projection gi = x @ W_ih.T + b_ih ---------------------------

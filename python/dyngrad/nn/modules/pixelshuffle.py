@@ -1,5 +1,5 @@
 """PixelShuffle, PixelUnshuffle and ChannelShuffle over nn.functional (python/dyngrad/_api/ops/resampling.py)."""
-from . import functional as F
+from .. import functional as F
 from .module import Module
 
 

@@ -8,9 +8,9 @@ log p_head(cluster) + log p_tail(c | cluster) otherwise.
 """
 from collections import namedtuple
 
-from .. import where, zeros, cat
-from .._api.args import check_device
-from . import functional as F
+from ... import where, zeros, cat
+from ..._api.args import check_device
+from .. import functional as F
 from .linear import Linear
 from .module import Module, ModuleList, Sequential
 

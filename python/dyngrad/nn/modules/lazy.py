@@ -6,7 +6,7 @@ placeholders (`_lazy_tensors` names them). A forward pre-hook registered at cons
 hook the user adds) gives them their shapes in place, keeping the same Parameter objects (an optimiser built before
 the first call sees them), initialises them, removes itself, and turns the module into its non-lazy class
 (`cls_to_become`). load_state_dict before the first call takes the shapes from the checkpoint instead."""
-from .. import empty, no_grad
+from ... import empty, no_grad
 
 
 class LazyModuleMixin:

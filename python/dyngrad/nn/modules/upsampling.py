@@ -1,5 +1,5 @@
 """Upsampling layers over nn.functional.interpolate (python/dyngrad/_api/ops/resampling.py)."""
-from . import functional as F
+from .. import functional as F
 from .module import Module
 
 

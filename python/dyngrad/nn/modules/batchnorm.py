@@ -4,13 +4,13 @@ num_batches_tracked) and reprs."""
 import numbers
 import warnings
 
-from .. import empty, zeros, ones, tensor, int64, no_grad
-from .._api.args import check_device
-from .._api.ops.normalization import _update_running
-from . import functional as F, init
+from ... import empty, zeros, ones, tensor, int64, no_grad
+from ..._api.args import check_device
+from ..._api.ops.normalization import _update_running
+from .. import functional as F, init
 from .lazy import LazyModuleMixin
 from .module import Module
-from .parameter import Parameter
+from ..parameter import Parameter
 
 
 def _affine_parameters(module, shape, affine, bias, dtype):
@@ -140,13 +140,13 @@ class SyncBatchNorm(_BatchNorm):
         if input.shape[1] == 0:
             raise ValueError("SyncBatchNorm number of input channels should be non-zero")
         if self.training:
-            from .. import distributed as dist
+            from ... import distributed as dist
             if dist.is_initialized() and dist.get_world_size(self.process_group) > 1:
                 return self._synchronised(input, dist)
         return super().forward(input)
 
     def _synchronised(self, input, dist):
-        from ..distributed.nn.functional import all_reduce
+        from ...distributed.nn.functional import all_reduce
         if input.shape[1] != self.num_features:
             raise RuntimeError(f"SyncBatchNorm: expected input with {self.num_features} channels (dim 1), got "
                                f"shape {tuple(input.shape)}")
@@ -321,7 +321,7 @@ class LocalResponseNorm(Module):
 # ----- lazy variants: num_features read from dim 1 of the first input --------------------------------------------
 
 class _LazyNormBase(LazyModuleMixin):
-    """num_features read from dim 1 of the first input (nn/lazy.py)."""
+    """num_features read from dim 1 of the first input (nn/modules/lazy.py)."""
     _lazy_tensors = ("weight", "bias", "running_mean", "running_var")
     _size_attr = "num_features"
 

@@ -10,14 +10,14 @@ import math
 
 import numpy as np
 
-from .. import full, get_default_dtype
-from .._api.args import check_device
-from . import functional as F, init
+from ... import full, get_default_dtype
+from ..._api.args import check_device
+from .. import functional as F, init
 from .activation import MultiheadAttention, ReLU, GELU
 from .dropout import Dropout
 from .linear import Linear
 from .module import Module, ModuleList
-from .norm import LayerNorm
+from .batchnorm import LayerNorm
 
 
 def _generate_square_subsequent_mask(sz, device=None, dtype=None):

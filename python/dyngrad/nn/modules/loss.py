@@ -1,8 +1,8 @@
 """Losses as modules over nn.functional's losses, with torch's constructor arguments (the deprecated size_average
 and reduce flags are mapped to a reduction, with torch's warning); class weights (and pos_weight) are buffers, so
 they are in state_dict() as in torch."""
-from .._api.ops.loss import legacy_reduction
-from . import functional as F
+from ..._api.ops.loss import legacy_reduction
+from .. import functional as F
 from .distance import PairwiseDistance
 from .module import Module
 

@@ -1,12 +1,12 @@
 """Identity, Linear, Flatten, Unflatten and Embedding."""
 import math
 
-from .. import empty
-from .._api.args import check_device
-from . import functional as F, init
+from ... import empty
+from ..._api.args import check_device
+from .. import functional as F, init
 from .lazy import LazyModuleMixin
 from .module import Module
-from .parameter import Parameter
+from ..parameter import Parameter
 
 
 class Identity(Module):
@@ -163,7 +163,7 @@ class Bilinear(Module):
 
 
 class LazyLinear(LazyModuleMixin, Linear):
-    """A Linear whose in_features is read from the last dim of its first input (nn/lazy.py); it becomes a Linear
+    """A Linear whose in_features is read from the last dim of its first input (nn/modules/lazy.py); it becomes a Linear
     then, as torch's."""
     cls_to_become = Linear
     _lazy_tensors = ("weight",)

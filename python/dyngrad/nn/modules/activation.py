@@ -2,12 +2,12 @@
 MultiheadAttention (which torch also keeps in nn.modules.activation)."""
 import warnings
 
-from .. import empty
-from .._api.args import check_device
-from . import functional as F, init as nn_init
+from ... import empty
+from ..._api.args import check_device
+from .. import functional as F, init as nn_init
 from .linear import NonDynamicallyQuantizableLinear
 from .module import Module
-from .parameter import Parameter
+from ..parameter import Parameter
 
 
 class ReLU(Module):

@@ -2,13 +2,13 @@
 arguments, parameter shapes, initialisation, state_dict names and repr, and the 2-D pooling layers."""
 import math
 
-from .. import empty
-from .._api.args import check_device
-from .._api.ops.conv import _PADDING_MODES, _pad_nonzero
-from . import functional as F, init
+from ... import empty
+from ..._api.args import check_device
+from ..._api.ops.conv import _PADDING_MODES, _pad_nonzero
+from .. import functional as F, init
 from .lazy import LazyModuleMixin
 from .module import Module
-from .parameter import Parameter
+from ..parameter import Parameter
 from .pooling import MaxPool2d, AvgPool2d  # noqa: F401  (moved to nn/pooling.py; nn/__init__ imports them here)
 
 
@@ -195,7 +195,7 @@ class ConvTranspose3d(_ConvTransposeNd):
 # ----- lazy variants: in_channels read from the channel dim of the first input ------------------------------------
 
 class _LazyConvMixin(LazyModuleMixin):
-    """in_channels is 0 and the weight empty until the first input (nn/lazy.py); the bias's shape does not depend
+    """in_channels is 0 and the weight empty until the first input (nn/modules/lazy.py); the bias's shape does not depend
     on in_channels, so it exists from the start (torch's lazy bias is also materialised as (out_channels,))."""
     _lazy_tensors = ("weight",)
     _size_attr = "in_channels"
