@@ -9,6 +9,11 @@ from .linear import NonDynamicallyQuantizableLinear
 from .module import Module
 from ..parameter import Parameter
 
+__all__ = ["ReLU", "Sigmoid", "Tanh", "LeakyReLU", "GELU", "Softplus", "SiLU", "Softmax", "LogSoftmax", "Threshold",
+           "Hardtanh", "ReLU6", "SELU", "Mish", "Hardsigmoid", "Hardswish", "ELU", "CELU", "GLU", "Hardshrink",
+           "Softshrink", "Tanhshrink", "LogSigmoid", "Softsign", "Softmin", "Softmax2d", "PReLU", "RReLU",
+           "MultiheadAttention"]
+
 
 class ReLU(Module):
     def __init__(self, inplace=False):

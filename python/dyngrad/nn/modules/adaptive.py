@@ -12,7 +12,10 @@ from ... import where, zeros, cat
 from ..._api.args import check_device
 from .. import functional as F
 from .linear import Linear
-from .module import Module, ModuleList, Sequential
+from .container import ModuleList, Sequential
+from .module import Module
+
+__all__ = ["AdaptiveLogSoftmaxWithLoss"]
 
 _ASMoutput = namedtuple("_ASMoutput", ["output", "loss"])
 

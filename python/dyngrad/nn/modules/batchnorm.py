@@ -1,8 +1,6 @@
-"""Normalisation layers: BatchNorm1d/2d/3d, InstanceNorm1d/2d/3d, LayerNorm, GroupNorm, RMSNorm and
-LocalResponseNorm, over nn.functional's ops, with torch's parameters, buffers (running_mean, running_var,
-num_batches_tracked) and reprs."""
-import numbers
-import warnings
+"""BatchNorm1d/2d/3d, SyncBatchNorm and the lazy BatchNorms, over nn.functional's ops, with torch's
+parameters, buffers (running_mean, running_var, num_batches_tracked) and reprs; _NormBase and the affine parameters
+are shared with instancenorm.py and normalization.py, as torch's."""
 
 from ... import empty, zeros, ones, tensor, int64, no_grad
 from ..._api.args import check_device
@@ -11,6 +9,9 @@ from .. import functional as F, init
 from .lazy import LazyModuleMixin
 from .module import Module
 from ..parameter import Parameter
+
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "LazyBatchNorm1d", "LazyBatchNorm2d",
+           "LazyBatchNorm3d"]
 
 
 def _affine_parameters(module, shape, affine, bias, dtype):
@@ -189,135 +190,6 @@ class SyncBatchNorm(_BatchNorm):
         return out
 
 
-class _InstanceNorm(_NormBase):
-    """Each channel of each sample over its spatial dims; unbatched input (one dim fewer) is a batch of one."""
-
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, device=None,
-                 dtype=None, *, bias=True):
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
-
-    def forward(self, input):
-        self._check_input_dim(input)
-        no_batch = self._input_dims[0]
-        feature_dim = input.dim() - no_batch
-        if input.shape[feature_dim] != self.num_features:
-            if self.affine:
-                raise ValueError(f"{type(self).__name__}: expected input's size at dim={feature_dim} to match "
-                                 f"num_features ({self.num_features}), but got: {input.shape[feature_dim]}.")
-            warnings.warn(f"{type(self).__name__}: input's size at dim={feature_dim} does not match num_features. "
-                          "You can silence this warning by not passing in num_features, which is not used because "
-                          "affine=False", UserWarning, stacklevel=2)
-        x = input.unsqueeze(0) if input.dim() == no_batch else input
-        out = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
-                              self.training or not self.track_running_stats,
-                              self.momentum if self.momentum is not None else 0.0, self.eps)
-        return out.squeeze(0) if input.dim() == no_batch else out
-
-
-class InstanceNorm1d(_InstanceNorm):
-    _input_dims = (2, 3)
-
-
-class InstanceNorm2d(_InstanceNorm):
-    _input_dims = (3, 4)
-
-
-class InstanceNorm3d(_InstanceNorm):
-    _input_dims = (4, 5)
-
-
-def _shape_tuple(normalized_shape):
-    if isinstance(normalized_shape, numbers.Integral):
-        return (int(normalized_shape),)
-    return tuple(int(s) for s in normalized_shape)
-
-
-class LayerNorm(Module):
-    """Normalises over the last len(normalized_shape) dims, then scales by weight and shifts by bias."""
-
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, device=None, dtype=None):
-        super().__init__()
-        check_device(device, "LayerNorm")
-        self.normalized_shape = _shape_tuple(normalized_shape)
-        self.eps, self.elementwise_affine = eps, elementwise_affine
-        _affine_parameters(self, self.normalized_shape, elementwise_affine, bias, dtype)
-        self.reset_parameters()
-
-    def reset_parameters(self):
-        _reset_affine(self)
-
-    def forward(self, x):
-        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
-
-    def extra_repr(self):
-        return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
-                f"bias={self.bias is not None}")
-
-
-class GroupNorm(Module):
-    """Normalises each of num_groups groups of channels of each sample, then a per-channel affine map."""
-
-    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None, *, bias=True):
-        super().__init__()
-        check_device(device, "GroupNorm")
-        if num_channels % num_groups != 0:
-            raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups "
-                             f"({num_groups})")
-        self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
-        _affine_parameters(self, num_channels, affine, bias, dtype)
-        self.reset_parameters()
-
-    def reset_parameters(self):
-        _reset_affine(self)
-
-    def forward(self, input):
-        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
-
-    def extra_repr(self):
-        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
-                f"bias={self.bias is not None}")
-
-
-class RMSNorm(Module):
-    """x / sqrt(mean(x^2) + eps) over the last len(normalized_shape) dims, times weight (ones); eps=None is the
-    machine epsilon of the input's dtype."""
-
-    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None, dtype=None):
-        super().__init__()
-        check_device(device, "RMSNorm")
-        self.normalized_shape = _shape_tuple(normalized_shape)
-        self.eps, self.elementwise_affine = eps, elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(empty(self.normalized_shape, dtype=dtype))
-        else:
-            self.register_parameter("weight", None)
-        self.reset_parameters()
-
-    def reset_parameters(self):
-        if self.weight is not None:
-            init.ones_(self.weight)
-
-    def forward(self, x):
-        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
-
-    def extra_repr(self):
-        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
-
-
-class LocalResponseNorm(Module):
-    """x / (k + alpha / size * sum of x^2 over `size` neighbouring channels)^beta."""
-
-    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
-        super().__init__()
-        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
-
-    def forward(self, input):
-        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
-
-    def extra_repr(self):
-        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
-
-
 # ----- lazy variants: num_features read from dim 1 of the first input --------------------------------------------
 
 class _LazyNormBase(LazyModuleMixin):
@@ -351,22 +223,3 @@ class LazyBatchNorm2d(_LazyNormBase, BatchNorm2d):
 
 class LazyBatchNorm3d(_LazyNormBase, BatchNorm3d):
     cls_to_become = BatchNorm3d
-
-
-class _LazyInstanceNormBase(_LazyNormBase):
-    def __init__(self, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None, dtype=None, *,
-                 bias=True):
-        # _InstanceNorm's own __init__ has other defaults; the lazy ones are torch's (affine and stats on)
-        LazyModuleMixin.__init__(self, 0, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
-
-
-class LazyInstanceNorm1d(_LazyInstanceNormBase, InstanceNorm1d):
-    cls_to_become = InstanceNorm1d
-
-
-class LazyInstanceNorm2d(_LazyInstanceNormBase, InstanceNorm2d):
-    cls_to_become = InstanceNorm2d
-
-
-class LazyInstanceNorm3d(_LazyInstanceNormBase, InstanceNorm3d):
-    cls_to_become = InstanceNorm3d

@@ -1,5 +1,5 @@
-"""The convolution layers (Conv1d/2d/3d, ConvTranspose1d/2d/3d, their Lazy variants, Fold, Unfold) with torch's
-arguments, parameter shapes, initialisation, state_dict names and repr, and the 2-D pooling layers."""
+"""The convolution layers (Conv1d/2d/3d, ConvTranspose1d/2d/3d and their Lazy variants) with torch's
+arguments, parameter shapes, initialisation, state_dict names and repr."""
 import math
 
 from ... import empty
@@ -9,7 +9,9 @@ from .. import functional as F, init
 from .lazy import LazyModuleMixin
 from .module import Module
 from ..parameter import Parameter
-from .pooling import MaxPool2d, AvgPool2d  # noqa: F401  (moved to nn/pooling.py; nn/__init__ imports them here)
+
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "LazyConv1d",
+           "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d"]
 
 
 def _ntuple(v, n):
@@ -270,34 +272,3 @@ class LazyConvTranspose2d(_LazyConvTranspose, ConvTranspose2d):
 class LazyConvTranspose3d(_LazyConvTranspose, ConvTranspose3d):
     """A ConvTranspose3d whose in_channels is read from its first input."""
     cls_to_become = ConvTranspose3d
-
-
-class Unfold(Module):
-    """im2col as a module: F.unfold with the arguments given here."""
-
-    def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
-        super().__init__()
-        self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
-
-    def forward(self, input):
-        return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
-
-    def extra_repr(self):
-        return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, padding={self.padding}, "
-                f"stride={self.stride}")
-
-
-class Fold(Module):
-    """col2im as a module: F.fold with the arguments given here."""
-
-    def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
-        super().__init__()
-        self.output_size, self.kernel_size = output_size, kernel_size
-        self.dilation, self.padding, self.stride = dilation, padding, stride
-
-    def forward(self, input):
-        return F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding, self.stride)
-
-    def extra_repr(self):
-        return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, dilation={self.dilation}, "
-                f"padding={self.padding}, stride={self.stride}")

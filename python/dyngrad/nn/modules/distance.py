@@ -2,6 +2,8 @@
 from .. import functional as F
 from .module import Module
 
+__all__ = ["CosineSimilarity", "PairwiseDistance"]
+
 
 class CosineSimilarity(Module):
     def __init__(self, dim=1, eps=1e-8):

@@ -3,6 +3,8 @@ keeping mean and variance (AlphaDropout, FeatureAlphaDropout), while training; i
 from .. import functional as F
 from .module import Module
 
+__all__ = ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"]
+
 
 class _DropoutNd(Module):
     _fn = "dropout"

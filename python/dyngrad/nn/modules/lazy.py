@@ -8,6 +8,8 @@ the first call sees them), initialises them, removes itself, and turns the modul
 (`cls_to_become`). load_state_dict before the first call takes the shapes from the checkpoint instead."""
 from ... import empty, no_grad
 
+__all__ = ["LazyModuleMixin"]
+
 
 class LazyModuleMixin:
     cls_to_become = None

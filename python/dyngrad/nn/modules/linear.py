@@ -1,4 +1,4 @@
-"""Identity, Linear, Flatten, Unflatten and Embedding."""
+"""Identity, Linear, Bilinear and LazyLinear, and NonDynamicallyQuantizableLinear (a Linear, as torch's)."""
 import math
 
 from ... import empty
@@ -7,6 +7,8 @@ from .. import functional as F, init
 from .lazy import LazyModuleMixin
 from .module import Module
 from ..parameter import Parameter
+
+__all__ = ["Identity", "Linear", "Bilinear", "LazyLinear"]     # as torch: NonDynamicallyQuantizableLinear only here
 
 
 class Identity(Module):
@@ -45,88 +47,6 @@ class Linear(Module):
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
-
-
-class Flatten(Module):
-    def __init__(self, start_dim=1, end_dim=-1):
-        super().__init__()
-        self.start_dim, self.end_dim = start_dim, end_dim
-
-    def forward(self, x):
-        return x.flatten(self.start_dim, self.end_dim)
-
-    def extra_repr(self):
-        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
-
-
-class Unflatten(Module):
-    def __init__(self, dim, unflattened_size):
-        super().__init__()
-        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
-
-    def forward(self, x):
-        dim = self.dim % x.dim()
-        shape = tuple(x.shape)
-        return x.reshape(shape[:dim] + self.unflattened_size + shape[dim + 1:])
-
-    def extra_repr(self):
-        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
-
-
-class Embedding(Module):
-    """A lookup table: row i of weight (num_embeddings, embedding_dim) is the vector of index i."""
-
-    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
-                 scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None, dtype=None):
-        super().__init__()
-        check_device(device, "Embedding")
-        if padding_idx is not None:
-            if not -num_embeddings <= padding_idx < num_embeddings:
-                raise AssertionError("Embedding: padding_idx must be within num_embeddings")
-            padding_idx %= num_embeddings
-        self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, padding_idx
-        self.max_norm, self.norm_type = max_norm, norm_type
-        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
-        if _weight is None:
-            self.weight = Parameter(empty(num_embeddings, embedding_dim, dtype=dtype), requires_grad=not _freeze)
-            self.reset_parameters()
-        else:
-            if tuple(_weight.shape) != (num_embeddings, embedding_dim):
-                raise AssertionError("Embedding: shape of weight does not match num_embeddings and embedding_dim")
-            self.weight = Parameter(_weight, requires_grad=not _freeze)
-
-    def reset_parameters(self):
-        init.normal_(self.weight)
-        if self.padding_idx is not None:
-            init.zeros_(self.weight[self.padding_idx])
-
-    def forward(self, input):
-        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
-                           self.scale_grad_by_freq, self.sparse)
-
-    def extra_repr(self):
-        s = f"{self.num_embeddings}, {self.embedding_dim}"
-        if self.padding_idx is not None:
-            s += f", padding_idx={self.padding_idx}"
-        if self.max_norm is not None:
-            s += f", max_norm={self.max_norm}"
-        if self.norm_type != 2:
-            s += f", norm_type={self.norm_type}"
-        if self.scale_grad_by_freq is not False:
-            s += f", scale_grad_by_freq={self.scale_grad_by_freq}"
-        if self.sparse is not False:
-            s += ", sparse=True"
-        return s
-
-    @classmethod
-    def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None, norm_type=2.0,
-                        scale_grad_by_freq=False, sparse=False):
-        """An Embedding whose weight is `embeddings` (2-D), frozen unless freeze=False."""
-        if embeddings.dim() != 2:
-            raise AssertionError("Embedding.from_pretrained: embeddings parameter is expected to be 2-dimensional")
-        rows, cols = embeddings.shape
-        return cls(rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse, _weight=embeddings,
-                   _freeze=freeze)
 
 
 class NonDynamicallyQuantizableLinear(Linear):

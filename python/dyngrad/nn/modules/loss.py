@@ -6,6 +6,12 @@ from .. import functional as F
 from .distance import PairwiseDistance
 from .module import Module
 
+__all__ = ["L1Loss", "MSELoss", "NLLLoss", "CrossEntropyLoss", "BCELoss", "BCEWithLogitsLoss", "SmoothL1Loss",
+           "HuberLoss", "KLDivLoss", "PoissonNLLLoss", "GaussianNLLLoss", "SoftMarginLoss",
+           "MultiLabelSoftMarginLoss", "MultiLabelMarginLoss", "MultiMarginLoss", "MarginRankingLoss",
+           "HingeEmbeddingLoss", "CosineEmbeddingLoss", "TripletMarginLoss", "TripletMarginWithDistanceLoss",
+           "CTCLoss", "NLLLoss2d"]
+
 
 class _Loss(Module):
     def __init__(self, size_average=None, reduce=None, reduction="mean"):

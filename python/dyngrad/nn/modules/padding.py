@@ -3,6 +3,10 @@ nn.functional.pad (python/dyngrad/_api/ops/padding.py)."""
 from .. import functional as F
 from .module import Module
 
+__all__ = ["ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d",
+           "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d",
+           "ReplicationPad3d", "CircularPad1d", "CircularPad2d", "CircularPad3d"]
+
 
 def _padding(padding, dims):
     """An int pads every side; a tuple is (last_left, last_right, ...) as F.pad reads it."""

@@ -1,6 +1,8 @@
-"""PixelShuffle, PixelUnshuffle and ChannelShuffle over nn.functional (python/dyngrad/_api/ops/resampling.py)."""
+"""PixelShuffle and PixelUnshuffle over nn.functional (python/dyngrad/_api/ops/resampling.py)."""
 from .. import functional as F
 from .module import Module
+
+__all__ = ["PixelShuffle", "PixelUnshuffle"]
 
 
 class PixelShuffle(Module):
@@ -29,17 +31,3 @@ class PixelUnshuffle(Module):
 
     def extra_repr(self):
         return f"downscale_factor={self.downscale_factor}"
-
-
-class ChannelShuffle(Module):
-    """Interleaves the channels of `groups` groups of (N, C, *) input."""
-
-    def __init__(self, groups):
-        super().__init__()
-        self.groups = groups
-
-    def forward(self, input):
-        return F.channel_shuffle(input, self.groups)
-
-    def extra_repr(self):
-        return f"groups={self.groups}"

@@ -26,6 +26,8 @@ from .module import Module
 from ..parameter import Parameter
 from ..utils.rnn import PackedSequence
 
+__all__ = ["RNNCellBase", "RNNCell", "LSTMCell", "GRUCell", "RNNBase", "RNN", "LSTM", "GRU"]
+
 
 # ----- one time step, given the precomputed input projection gi = x @ W_ih.T + b_ih ---------------------------
 # h' = tanh(gi + h @ W_hh.T + b_hh)   (or relu)

@@ -16,8 +16,12 @@ from .. import functional as F, init
 from .activation import MultiheadAttention, ReLU, GELU
 from .dropout import Dropout
 from .linear import Linear
-from .module import Module, ModuleList
-from .batchnorm import LayerNorm
+from .container import ModuleList
+from .module import Module
+from .normalization import LayerNorm
+
+__all__ = ["TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder", "TransformerDecoder",
+           "Transformer"]
 
 
 def _generate_square_subsequent_mask(sz, device=None, dtype=None):

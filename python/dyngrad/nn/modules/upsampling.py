@@ -2,6 +2,8 @@
 from .. import functional as F
 from .module import Module
 
+__all__ = ["Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d"]
+
 
 class Upsample(Module):
     """Resizes (N, C, *spatial) input to `size` or by `scale_factor` with interpolate's modes."""
