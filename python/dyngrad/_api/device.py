@@ -167,3 +167,11 @@ def get_device(input):
 
 def cuda(self, device=None, non_blocking=False, memory_format=None):
     raise cuda_error("Tensor.cuda()")
+
+
+def check_device(device, op):
+    """dyngrad runs on the CPU: "cpu", "cpu:0", a dyngrad.device of the CPU (or None) are accepted, anything else
+    is refused, naming the device."""
+    if device is None or device == "cpu":
+        return
+    device_arg(device, op)

@@ -29,6 +29,8 @@ import numpy as np
 
 from .. import _C
 from .args import Tensor, type_name
+from .bridge import share
+from .device import check_device, device
 
 DEFAULT_SEED = 67280421310721       # a new torch.Generator's initial_seed()
 _MASK64 = 2 ** 64 - 1
@@ -94,13 +96,11 @@ class Generator:
     `generator=` to a random op (Note [Generators as swapped core states])."""
 
     def __init__(self, device="cpu"):
-        from .args import check_device
         check_device(device, "Generator")
         self._state = _seeded_state(DEFAULT_SEED)     # None: the engine's global generator (default_generator)
 
     @property
     def device(self):
-        from .device import device
         return device("cpu")
 
     def _current(self):
@@ -126,8 +126,7 @@ class Generator:
 
     def get_state(self):
         """The whole state as a uint8 tensor (engine-specific: see the module docstring)."""
-        from .ops.creation import from_numpy
-        return from_numpy(np.frombuffer(_pack(self._current()), dtype=np.uint8).copy())
+        return share(np.frombuffer(_pack(self._current()), dtype=np.uint8).copy())
 
     def set_state(self, new_state):
         """Restores a state get_state() returned (of this engine); returns this generator."""

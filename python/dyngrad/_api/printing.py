@@ -6,7 +6,8 @@ import numbers
 
 import numpy as np
 
-from .args import get_default_dtype, host_array, shape_str
+from .args import get_default_dtype, shape_str
+from .bridge import host_array
 
 _PROFILES = {"default": dict(precision=4, threshold=1000, edgeitems=3, linewidth=80),
              "short": dict(precision=2, threshold=1000, edgeitems=2, linewidth=80),

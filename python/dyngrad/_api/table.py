@@ -165,8 +165,8 @@ maximum           ops.pointwise.maximum               fn,method,out   -         
 minimum           ops.pointwise.minimum               fn,method,out   -            -   prim
 fmax              ops.pointwise.fmax                  fn,method,out   -            -   compare,isnan,where
 fmin              ops.pointwise.fmin                  fn,method,out   -            -   compare,isnan,where
-where             ops.pointwise.where                 fn,out          -            -   prim
-where             ops.pointwise.where_method          method          -            -   prim
+where             ops.indexing.where                  fn,out          -            -   prim
+where             ops.indexing.where_method           method          -            -   prim
 clamp             ops.pointwise.clamp                 fn,method,out   clamp_       -   prim,maximum,minimum,where
 clip              ops.pointwise.clamp                 fn,method,out   clip_        -   clamp
 clamp_min         ops.pointwise.clamp_min             fn,method,out   clamp_min_   -   clamp
@@ -892,10 +892,10 @@ detach            ops.tensor.detach                   fn              -         
 apply_            ops.tensor.apply_                   method          -            -   assign_inplace
 map_              ops.tensor.map_                     method          -            -   assign_inplace
 map2_             ops.tensor.map2_                    method          -            -   assign_inplace
-from_dlpack       ops.tensor.from_dlpack              fn              -            -   from_numpy
-to_dlpack         ops.tensor.to_dlpack                fn              -            -   -
-__dlpack__        ops.tensor.__dlpack__               op              -            -   -
-__dlpack_device__ ops.tensor.__dlpack_device__        op              -            -   -
+from_dlpack       ops.dlpack.from_dlpack              fn              -            -   from_numpy
+to_dlpack         ops.dlpack.to_dlpack                fn              -            -   -
+__dlpack__        ops.dlpack.__dlpack__               op              -            -   -
+__dlpack_device__ ops.dlpack.__dlpack_device__        op              -            -   -
 # ----- Tensor: operators ------------------------------------------------------------------------------------
 __add__           ops.tensor.OPERATORS                op              -            hot add
 __radd__          ops.tensor.OPERATORS                op              -            hot add

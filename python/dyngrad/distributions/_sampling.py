@@ -6,7 +6,7 @@ reproducible under dg.manual_seed; the arithmetic of the accept/reject tests run
 """
 import numpy as np
 
-from .. import from_numpy, no_grad, rand, randn, finfo
+from .. import finfo, float64, from_numpy, no_grad, rand, randn
 from .._api.host.special import digamma as _np_digamma, gammainc as _np_gammainc, lgamma as _np_lgamma
 from ..autograd import Function
 
@@ -22,7 +22,6 @@ def _normals(n):
 
 
 def _f64():
-    from .. import float64
     return float64
 
 

@@ -13,8 +13,7 @@ import warnings
 
 from ... import _C
 from ..args import number, optional_dtype, shape_str, tensor_arg, to_int, torch_name, wrap_dim
-
-
+from ..generator import drawing
 from ..node_names import shows_as
 def _k(value, like):
     """A Python number next to tensor `like` (it keeps like's dtype)."""
@@ -349,13 +348,11 @@ def threshold_fn(input, threshold, value):
 
 @torch_name("rrelu")
 def rrelu_fn(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
-    from ..generator import drawing
     with drawing(generator, "rrelu"):
         return rrelu(input, lower, upper, training)
 
 
 @torch_name("rrelu_")
 def rrelu_fn_inplace(input, lower=1.0 / 8, upper=1.0 / 3, training=False, generator=None):
-    from ..generator import drawing
     with drawing(generator, "rrelu_"):
         return rrelu(input, lower, upper, training, inplace=True)

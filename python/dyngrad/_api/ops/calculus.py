@@ -1,12 +1,14 @@
 """Differences and integrals of samples along a dim, with torch's signatures: diff, gradient (numerical
 derivatives with edge_order and spacing), trapezoid and cumulative_trapezoid."""
 import builtins
+
 import numpy as np
+
 from ... import _C
-from ..args import Tensor, get_default_dtype, host_array, number, shape_str, tensor_arg, to_int, wrap_dim
-from .pointwise import _from_numpy
-from .pointwise import _cast
-from ..args import type_name
+from ..args import Tensor, get_default_dtype, number, shape_str, tensor_arg, to_int, type_name, wrap_dim
+from ..bridge import host_array
+from .pointwise import _cast, _from_numpy
+from .scan import cumsum
 from .shape import _zeros
 
 
@@ -59,7 +61,6 @@ def _along(a, d, start, stop):
 def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
     """The running trapezoidal integral of y along dim: out[i] = sum_{k<=i} (y[k] + y[k+1]) / 2 * (x[k+1] - x[k])
     (spacing dx, or 1, when x is not given); one element shorter than y along dim."""
-    from .scan import cumsum
     a = tensor_arg(y, "cumulative_trapezoid", "y")
     if x is not None and dx is not None:
         raise TypeError("cumulative_trapezoid: pass x or dx, not both.")

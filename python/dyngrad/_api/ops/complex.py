@@ -2,10 +2,11 @@
 conj_physical, resolve_conj, resolve_neg, real, adjoint, H and mH return the input (or its transpose), is_conj,
 is_neg and is_complex are False, imag raises as torch does for a real tensor, and angle is 0 or pi."""
 import numpy as np
+
 from ... import _C
 from ..args import tensor_arg
 from ..node_names import shows_as
-from .pointwise import _numpy_function
+from .pointwise import _float, _numpy_function
 
 
 def is_complex(input):
@@ -24,7 +25,6 @@ _Angle = _numpy_function("Angle", _angle_kernel, None)
 def angle(input):
     """The argument of each element as a complex number: pi for negative reals, 0 otherwise (nan stays nan);
     float for integer inputs; zero gradient, as torch."""
-    from .pointwise import _float
     return _Angle.apply(_float(tensor_arg(input, "angle")))
 
 

@@ -1,18 +1,20 @@
 """Tensor factories and random numbers, with torch's signatures: tensor, zeros, arange, rand, ... Each engine's
 core makes the memory (_C.empty, _C.full, _C.copy_from_numpy) and owns the generator (_C.rand, _C.manual_seed)."""
 
-import numpy as np
-
-from ... import _C
-from ..generator import drawing
-from ..args import (DTYPE_NAMES, Tensor, check_device, check_factory_options, checked_write, dtype_arg, finish,
-                   get_default_dtype, host_array, number, numpy_dtype, sizes_arg, tensor_arg, to_int, type_name)
 import builtins
 import math
 import warnings
-from ..args import optional_dtype, shape_str
+
+import numpy as np
+
+from ... import _C
+from ..args import (DTYPE_NAMES, Tensor, array_from_data, check_factory_options, checked_write, dtype_arg, finish,
+                    get_default_dtype, number, optional_dtype, shape_str, sizes_arg, tensor_arg, to_int, type_name)
+from ..bridge import canonical_bools, from_array, host_array, host_result
+from ..device import check_device
 from ..node_names import shows_as
-from ..args import host_result
+from .dlpack import from_dlpack
+from .shape import _int_seq
 
 
 def _dtype_or(dtype, default, op):
@@ -20,80 +22,6 @@ def _dtype_or(dtype, default, op):
 
 
 # ----- from data -------------------------------------------------------------------------------------------------
-
-def _flatten(data):
-    stack = [data]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, (list, tuple)):
-            stack.extend(x)
-        else:
-            yield x
-
-
-def _nested_values(data):
-    """Nested lists of tensors (or numbers) as nested lists of numbers."""
-    if isinstance(data, Tensor):
-        return host_array(data.detach()).tolist()
-    if not isinstance(data, (list, tuple)):
-        return data
-    return [_nested_values(x) for x in data]
-
-
-def _as_array(data, op, dtype=None):
-    """data as a numpy array of `dtype`, or of the dtype torch.tensor would infer: Python floats become the default
-    float dtype, numpy arrays and scalars of a dyngrad dtype keep it, other ints become int64, bools stay bool."""
-    if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flatten(data)):
-        data = _nested_values(data)
-    try:
-        arr = np.array(data)
-    except (ValueError, TypeError) as exc:
-        raise TypeError(f"{op}: could not convert data of type {type_name(data)} to a tensor ({exc}).") from None
-    kind = arr.dtype.kind
-    if kind not in "biuf":
-        raise TypeError(f"{op}: could not convert data of type {type_name(data)} (numpy dtype {arr.dtype}) to a "
-                        "tensor; expected numbers, bools, nested lists of them or a numpy array.")
-    arr = _canonical_bools(arr)
-    if dtype is not None:
-        if arr.size and not dtype.is_floating_point and not isinstance(data, (np.ndarray, np.generic)):
-            for v in (arr.min(), arr.max()):       # Python numbers must fit an integer dtype (numpy arrays wrap)
-                checked_write(v.item(), dtype, op, int64_numbers=True)
-        return arr.astype(numpy_dtype(dtype))
-    if kind == "f":
-        keeps = isinstance(data, (np.ndarray, np.generic))       # numpy floats keep their width (float16 too)
-        return arr if keeps else arr.astype(numpy_dtype(get_default_dtype()))
-    if kind in "iu":
-        keeps = isinstance(data, (np.ndarray, np.generic)) and arr.dtype.name in ("uint8", "int8", "int16", "int32")
-        if keeps:
-            return arr
-        _check_fits_int64(arr, op)
-        return arr.astype(np.int64)
-    return arr
-
-
-def _check_fits_int64(arr, op):
-    # dyngrad has no uint64 dtype: a value above 2**63-1 would wrap silently in the int64 it becomes
-    if arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.size and arr.max() > np.iinfo(np.int64).max:
-        raise OverflowError(f"{op}: a uint64 value ({arr.max()}) does not fit int64, the widest integer dtype "
-                            "dyngrad has.")
-
-
-def _canonical_bools(arr):
-    """A numpy bool array may hold bytes other than 0 and 1 (a uint8 array viewed as bool): kernels that read the
-    byte (sum, casts) would count 2 or 255 as such, where numpy and torch see True. Such an array becomes a copy
-    holding 0/1 (a well-formed one is returned as it is)."""
-    if arr.dtype == np.bool_ and arr.size and arr.view(np.uint8).max() > 1:
-        return arr.view(np.uint8) != 0
-    return arr
-
-
-def from_array(arr, dtype, requires_grad=False):
-    """A new tensor of `dtype` holding a copy of the numpy array (of numpy_dtype(dtype)); bfloat16, which numpy
-    lacks, arrives as float32 and is rounded here."""
-    t = _C.copy_from_numpy(np.asarray(arr), False)
-    if dtype is not None and t.dtype is not dtype:
-        t = _C.to_dtype(t, dtype)
-    return finish(t, bool(requires_grad))
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False):
@@ -103,7 +31,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     if isinstance(data, Tensor):
         src = data.detach()
         return from_array(host_array(src), src.dtype if dt is None else dt, requires_grad)
-    return from_array(_as_array(data, "tensor", dt), dt, requires_grad)
+    return from_array(array_from_data(data, "tensor", dt), dt, requires_grad)
 
 
 def as_tensor(data, dtype=None, device=None):
@@ -122,7 +50,7 @@ def from_numpy(ndarray):
     if not isinstance(ndarray, np.ndarray):
         raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type_name(ndarray)}.")
     if ndarray.dtype == np.bool_:
-        ndarray = _canonical_bools(ndarray)       # bytes other than 0/1: a copy (memory not shared), see there
+        ndarray = canonical_bools(ndarray)       # bytes other than 0/1: a copy (memory not shared), see there
     return _C.from_numpy(ndarray)
 
 
@@ -321,7 +249,6 @@ def is_floating_point(input):
 
 def _host_values(n, dt, values):
     """A new 1-D tensor of dtype dt holding `values` (float64 numbers; cast as torch casts a float to dt)."""
-    from .creation import _as_dtype, _host_dtype
     out = _C.empty((n,), _host_dtype(dt))           # the core refuses a size it cannot allocate
     if n:
         view = out._numpy_view()
@@ -400,7 +327,6 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None):
     """obj as a tensor, sharing memory where it can (a tensor, a numpy array, a buffer) unless copy=True;
     copy=False refuses to copy (ValueError), as torch. A tensor keeps its requires_grad unless requires_grad= is
     given; buffers are read as raw bytes of `dtype` (the default float dtype if none is given)."""
-    from .creation import from_numpy, tensor
     check_device(device, "asarray")
     dt = optional_dtype(dtype, "asarray")
     if copy is not None and not isinstance(copy, (bool, np.bool_)):
@@ -421,7 +347,6 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None):
             out.requires_grad_(bool(requires_grad))     # on the tensor itself, as torch (a leaf; else it raises)
         return out
     if hasattr(obj, "__dlpack__") and not isinstance(obj, np.ndarray):     # another library's tensor
-        from .tensor import from_dlpack
         return asarray(from_dlpack(obj), dtype=dt, copy=copy, requires_grad=requires_grad)
     if isinstance(obj, np.ndarray) or _is_buffer(obj):
         if isinstance(obj, np.ndarray):
@@ -496,7 +421,6 @@ def _share(arr):
 def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
     """A new tensor of `size` with the given strides (in elements) over fresh memory. Its values are zeros here
     (torch leaves them undefined)."""
-    from .shape import _int_seq
     check_device(device, "empty_strided")
     check_factory_options("empty_strided", layout, pin_memory)
     shape, strides = _int_seq(size, "empty_strided", "size"), _int_seq(stride, "empty_strided", "stride")
@@ -546,7 +470,6 @@ def _window(op, values):
 
 
 def _make_window(op, window_length, periodic, dtype, device, requires_grad, values, layout=None):
-    from ..args import check_factory_options
     check_device(device, op)
     check_factory_options(op, layout)
     n = to_int(window_length, op, "window_length")

@@ -5,9 +5,10 @@ import math
 import numpy as np
 
 from ... import _C
-from ..args import broadcast_shapes, is_half, number, shape_str, tensor_arg, to_int, wrap_dim
+from ..args import broadcast_shapes, broadcast_shapes as broadcast_pair, number, shape_str, tensor_arg, to_int, wrap_dim
+from ..bridge import is_half
+from .linalg import vector_norm as linalg_vector_norm
 from .pointwise import _cast
-from ..args import broadcast_shapes as broadcast_pair
 from .shape import _no_grad, _zeros
 
 
@@ -91,13 +92,12 @@ def pdist(input, p=2):
 
 def dist(input, other, p=2):
     """The p-norm of input - other (broadcast), as a 0-d tensor."""
-    from .linalg import vector_norm
     a, b = tensor_arg(input, "dist"), tensor_arg(other, "dist", "other")
     dtype = _C.result_type(a, b)
     if not dtype.is_floating_point:
         raise RuntimeError(f"dist: expected floating-point tensors, got {a.dtype.name} and {b.dtype.name}.")
     p = float(number(p, "dist", "p"))
-    return vector_norm(_C.sub(_cast(a, dtype), _cast(b, dtype)), p)
+    return linalg_vector_norm(_C.sub(_cast(a, dtype), _cast(b, dtype)), p)
 
 
 _CDIST_MODES = ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")

@@ -10,9 +10,9 @@ positions and keeps, per column, the first maximum (which alone gets the gradien
 import numpy as np
 
 from ... import _C
+from ...autograd.grad_mode import no_grad
 from ..args import shape_str, tensor_arg, to_int, type_name
-from ..node_names import rename
-from ..node_names import shows_as
+from ..node_names import rename, shows_as
 
 MODES = ("sum", "mean", "max")
 
@@ -65,7 +65,6 @@ def one_hot(tensor, num_classes=-1):
 def _renorm(weight, idx, max_norm, norm_type):
     """torch's max_norm: rows of weight used by idx whose norm exceeds max_norm are scaled in place (without
     recording a gradient) to max_norm / (norm + 1e-7) of themselves."""
-    from ...autograd.grad_mode import no_grad
     rows = np.unique(idx)
     if rows.size == 0:
         return

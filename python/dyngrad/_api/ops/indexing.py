@@ -9,6 +9,7 @@ likewise compute positions with numpy (checking the index values as torch does) 
 take, put, put_add, gather, index_add and scatter_add, which carry the gradients. On the C++ engine, t[basic] is
 answered by fast_paths.cpp with the same core calls.
 """
+import builtins
 import math
 import re
 import warnings
@@ -16,11 +17,11 @@ import warnings
 import numpy as np
 
 from ... import _C
-from ..args import (Tensor, broadcast_shapes, checked_write, dtype_arg, host_values, number, operand_or_throw, shape_str,
-                   tensor_arg, to_int, type_name, wrap_dim)
+from ...autograd.grad_mode import no_grad
+from ..args import (Tensor, broadcast_shapes, check_int_range, checked_write, dtype_arg, number, operand_or_throw,
+                    operands, shape_str, tensor_arg, to_int, type_name, wrap_dim)
+from ..bridge import host_array, host_values
 from ..node_names import shows_as
-import builtins
-from ..args import host_array
 from .pointwise import _from_numpy
 
 
@@ -162,7 +163,6 @@ def setitem(self, idx, value):
     recording = _C.is_grad_enabled() and (self.requires_grad or v.requires_grad or
                                           (base is not None and base.requires_grad))
     if not recording and is_basic_index(idx):      # nothing to record: write into the window of self only
-        from ...autograd.grad_mode import no_grad
         with no_grad():
             window = basic_index(self, idx)
         if broadcast_shapes(window.shape, v.shape, "__setitem__") != tuple(window.shape):
@@ -678,7 +678,6 @@ _INDEX_REDUCTIONS = ("prod", "mean", "amax", "amin")
 def index_reduce(input, dim, index, source, reduce, *, include_self=True):
     """input where row index[i] along dim becomes the reduction (prod, mean, amax, amin) of the source rows i
     sent to it, and of its own value when include_self: scatter_reduce with index spread over source's shape."""
-    from .indexing import scatter_reduce
     op = "index_reduce"
     a, s = tensor_arg(input, op), tensor_arg(source, op, "source")
     if reduce not in _INDEX_REDUCTIONS:
@@ -739,3 +738,25 @@ def put(input, index, source, accumulate=False):
     else:
         out = _C.put(flat_a, positions, values)
     return _C.reshape(out, tuple(a.shape))
+
+
+# ----- where (a selection: torch lists it with the indexing ops) ---------------------------------------------------
+
+def where(condition, input=None, other=None):
+    """input where condition, else other (either may be a number); where(condition) alone is
+    nonzero(condition, as_tuple=True)."""
+    if input is None and other is None:
+        return nonzero(tensor_arg(condition, "where", "condition"), as_tuple=True)
+    if input is None or other is None:
+        raise TypeError("where: expected where(condition) or where(condition, input, other).")
+    check_int_range(input, "where")
+    check_int_range(other, "where")
+    a, b = operands(input, other, "where")
+    if isinstance(input, Tensor) != isinstance(other, Tensor):    # a number branch must fit the result's dtype
+        checked_write(other if isinstance(input, Tensor) else input, _C.result_type(a, b), "where", halves=False)
+    return _C.where(tensor_arg(condition, "where", "condition"), a, b)
+
+
+def where_method(self, condition, other):
+    """self.where(condition, other): self where condition, else other."""
+    return where(condition, self, other)

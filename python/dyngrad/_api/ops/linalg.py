@@ -20,20 +20,17 @@ one is not. Imaginary parts are never dropped.
 """
 import collections
 import math
-import os
-import sys
-import warnings
 
 import numpy as np
 
 from ... import _C
 from ...autograd.function import Function
-from ..args import (Tensor, broadcast_shapes, dtype_arg, number, numpy_dtype, shape_str, tensor_arg, tensor_list,
-                   to_int, type_name, wrap_dim)
-from ..args import warn_deprecated
+from ..args import (Tensor, broadcast_shapes, dtype_arg, number, shape_str, tensor_arg, to_int, type_name,
+                    warn_deprecated, wrap_dim)
+from ..bridge import numpy_dtype
 from ..host import linalg as hl
-from ..node_names import shows_as
 from .products import _float_input, _scaled
+from .scan import cumprod
 
 
 class LinAlgError(RuntimeError):
@@ -1766,7 +1763,6 @@ def tensorsolve(A, B, dims=None):
 def _powers(x, N, op):
     """[x^0, x^1, ..., x^(N-1)] on a new last dim: ones, then the running product of N - 1 copies of x (as torch;
     exact for integers, and cumprod's gradient is exact at zeros)."""
-    from .scan import cumprod
     one = _C.unsqueeze(_C.add(_C.mul(x, _C.scalar_operand(0, x)), _C.scalar_operand(1, x)), -1)
     if N == 1:
         return one

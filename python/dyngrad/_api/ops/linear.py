@@ -1,10 +1,9 @@
 """nn.functional's linear layers: linear and bilinear, composites of the core's matmul (the C++ engine's fast path
 serves linear), written with torch's signatures and shape rules."""
-import numpy as np
 
 from ... import _C
-from ..args import optional_tensor, shape_str, tensor_arg, to_int
-from ..node_names import rename, shows_as
+from ..args import optional_tensor, shape_str, tensor_arg
+from ..node_names import rename
 
 def linear(input, weight, bias=None):
     """input @ weight.T + bias."""

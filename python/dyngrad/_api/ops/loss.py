@@ -12,11 +12,12 @@ import numpy as np
 
 from ... import _C
 from ...autograd.function import Function
-from .activation import log_sigmoid
-from ..args import (Tensor, host_result, host_values, number, optional_tensor, reduce_loss, reduction_code, shape_str,
-                   tensor_arg, to_int, torch_name)
-
+from ..args import (Tensor, broadcast_shapes, number, optional_tensor, reduce_loss, reduction_code, shape_str,
+                    tensor_arg, to_int, torch_name)
+from ..bridge import host_result, host_values
 from ..node_names import shows_as
+from .activation import log_sigmoid
+from .distance import pairwise_distance
 _REDUCTION_NAMES = {0: "none", 1: "mean", 2: "sum"}
 
 
@@ -65,7 +66,6 @@ def _broadcast_pair(x, y, op):
     """x and y expanded to their common shape (the core reports shapes that cannot be broadcast)."""
     if tuple(x.shape) == tuple(y.shape):
         return x, y
-    from ..args import broadcast_shapes
     shape = broadcast_shapes(x.shape, y.shape, op)
     return _C.expand(x, shape), _C.expand(y, shape)
 
@@ -260,7 +260,6 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         y = _C.to_dtype(y, x.dtype)
     args = (x, y)
     if w is not None:
-        from ..args import broadcast_shapes
         shape = broadcast_shapes(y.shape, w.shape, "binary_cross_entropy")
         if shape != tuple(x.shape):
             raise RuntimeError(f"binary_cross_entropy: weight of shape {shape_str(w.shape)} does not broadcast to the "
@@ -643,7 +642,6 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
                         reduce=None, reduction="mean"):
     """max(0, margin + d(a, p) - d(a, n)) with the pairwise p-norm distance d (swap: d(a, n) replaced by
     d(p, n) where that is smaller)."""
-    from .distance import pairwise_distance
     a = tensor_arg(anchor, "triplet_margin_loss", "anchor")
     pos = tensor_arg(positive, "triplet_margin_loss", "positive")
     neg = tensor_arg(negative, "triplet_margin_loss", "negative")
@@ -662,7 +660,6 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
 def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin=1.0, swap=False,
                                       reduction="mean"):
     """triplet_margin_loss with any distance function (default: pairwise_distance)."""
-    from .distance import pairwise_distance
     op = "triplet_margin_with_distance_loss"
     code = reduction_code(reduction, op)
     margin = float(number(margin, op, "margin"))

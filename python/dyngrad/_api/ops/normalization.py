@@ -5,15 +5,17 @@ The running statistics of batch_norm and instance_norm are buffers: they are upd
 with the batch mean and the unbiased batch variance (torch's convention), while the output is normalised with the
 biased variance.
 """
+import builtins
+
 import numpy as np
 
 from ... import _C
 from ...autograd.grad_mode import no_grad
-from ..args import number, optional_tensor, shape_arg, shape_str, tensor_arg, to_int, torch_name
+from ..args import number, optional_tensor, shape_arg, shape_str, tensor_arg, to_int, torch_name, wrap_dim
 from ..node_names import shows_as
+from ..out import write_out
 from .distance import vector_norm
-import builtins
-from ..args import wrap_dim
+from .linalg import vector_norm as linalg_vector_norm
 
 
 def _k(value, like):
@@ -264,7 +266,6 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     result = _C.div(a, _C.clamp(norm, float(number(eps, "normalize", "eps")), None))
     if out is None:
         return result
-    from ..out import write_out
     return write_out(result, out, "normalize")
 
 
@@ -294,7 +295,6 @@ def layer_norm_fn(input, normalized_shape, weight=None, bias=None, eps=1e-05, cu
 def renorm(input, p, dim, maxnorm):
     """Each slice of input along dim whose p-norm (over the slice) exceeds maxnorm is scaled to norm maxnorm:
     factor = maxnorm / (norm + 1e-7) where norm > maxnorm, else 1 (torch's epsilon)."""
-    from .linalg import vector_norm
     a = tensor_arg(input, "renorm")
     p, maxnorm = float(number(p, "renorm", "p")), float(number(maxnorm, "renorm", "maxnorm"))
     if p <= 0:
@@ -307,7 +307,7 @@ def renorm(input, p, dim, maxnorm):
         raise RuntimeError(f"renorm: expected a floating-point tensor, got {a.dtype.name}.")
     d = wrap_dim(to_int(dim, "renorm", "dim"), a.ndim, "renorm")
     others = tuple(i for i in builtins.range(a.ndim) if i != d)
-    norms = vector_norm(a, p, others, True)
+    norms = linalg_vector_norm(a, p, others, True)
     limit = _C.scalar_operand(maxnorm, norms)
     scale = _C.div(limit, _C.add(norms, _C.scalar_operand(1e-7, norms)))
     factor = _C.where(_C.compare("gt", norms, limit), scale, _C.scalar_operand(1.0, norms))

@@ -2,19 +2,19 @@
 special functions, comparisons, logic and bitwise ops. Most are one or two core calls (_C.<op>), where the core does
 the dtype promotion, broadcasting and checks; the rest are custom Functions with numpy forwards (Note [numpy
 forwards])."""
+import collections
 import math
 
 import numpy as np
 
 from ... import _C
 from ...autograd.function import Function
-from ..host import special as sn
-from ..args import (Tensor, broadcast_shapes, check_int_range, checked_write, compute_dtype, get_default_dtype,
-                   host_result, host_values, is_half, number, operand_or_throw, operands, round_to, tensor_arg, to_int,
-                   type_name)
+from ..args import (Tensor, broadcast_shapes, checked_write, get_default_dtype, number, operand_or_throw, operands,
+                    tensor_arg, to_int, type_name)
+from ..bridge import compute_dtype, host_result, host_values, is_half, round_to
 from ..dtype_info import finfo
+from ..host import special as sn
 from ..node_names import rename, shows_as
-import collections
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 
@@ -622,27 +622,6 @@ fmax = _nan_aware_extremum("fmax", "ge")
 fmin = _nan_aware_extremum("fmin", "le")
 
 
-def where(condition, input=None, other=None):
-    """input where condition, else other (either may be a number); where(condition) alone is
-    nonzero(condition, as_tuple=True)."""
-    if input is None and other is None:
-        from .indexing import nonzero
-        return nonzero(tensor_arg(condition, "where", "condition"), as_tuple=True)
-    if input is None or other is None:
-        raise TypeError("where: expected where(condition) or where(condition, input, other).")
-    check_int_range(input, "where")
-    check_int_range(other, "where")
-    a, b = operands(input, other, "where")
-    if isinstance(input, Tensor) != isinstance(other, Tensor):    # a number branch must fit the result's dtype
-        checked_write(other if isinstance(input, Tensor) else input, _C.result_type(a, b), "where", halves=False)
-    return _C.where(tensor_arg(condition, "where", "condition"), a, b)
-
-
-def where_method(self, condition, other):
-    """self.where(condition, other): self where condition, else other."""
-    return where(condition, self, other)
-
-
 def _clamp_tensors(a, lo, hi):
     """torch's clamp with tensor bounds: min(max(a, lo), hi), NaN from any of them; the gradient goes to a where
     lo <= a <= hi, to lo where a < lo < hi, to hi where a > hi or hi < lo (torch's rule)."""
@@ -1101,7 +1080,6 @@ def lcm(input, other):
 
 def ldexp(input, other):
     """input * 2**other, in input and other's promoted float dtype (float for integer inputs)."""
-    from .pointwise import _float_pair
     a, b = _float_pair(tensor_arg(input, "ldexp"), tensor_arg(other, "ldexp", "other"), "ldexp",
                        numbers=(False, False))
     return _C.mul(a, _C.pow(_C.full((), 2.0, b.dtype), b))
@@ -1148,7 +1126,6 @@ _Nextafter = _numpy_function("Nextafter", np.nextafter, _nextafter_derivative)
 def nextafter(input, other):
     """The next representable value after input towards other, in their promoted float dtype. Floats only; its
     gradient passes to input where input != other (torch's convention), none to other."""
-    from ..args import broadcast_shapes
     a, b = tensor_arg(input, "nextafter"), tensor_arg(other, "nextafter", "other")
     dtype = _C.result_type(a, b)
     if not dtype.is_floating_point:

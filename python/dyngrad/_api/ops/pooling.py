@@ -12,8 +12,8 @@ import numpy as np
 
 from ... import _C
 from ..args import INT64_MAX, shape_str, tensor_arg, to_int, type_name
-from .indexing import _extreme
 from ..node_names import rename
+from .indexing import _extreme
 
 # Note [Pooling as a gather]
 # Every pooling op reads, for each output position o of a channel's plane (the last 1 to 3 dims, P elements),

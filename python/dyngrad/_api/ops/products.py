@@ -3,11 +3,13 @@ einsum, tensordot, kron, cross, trace, chain_matmul and multi_dot. Composites of
 permute, reshape and slice, so both engines differentiate them to any order."""
 import collections
 import math
+
 import numpy as np
+
 from ... import _C
-from ..args import Tensor, number, shape_str, tensor_arg, tensor_list, to_int, type_name, warn_deprecated, wrap_dim
+from ..args import (Tensor, broadcast_shapes, number, shape_str, tensor_arg, tensor_list, to_int, type_name,
+                    warn_deprecated, wrap_dim)
 from ..node_names import shows_as
-from ..args import broadcast_shapes
 
 
 def _scaled(x, v):

@@ -12,11 +12,16 @@ PoissonBackward; binomial records none (torch's has no formula).
 import numpy as np
 
 from ... import _C
-from ..args import Tensor, tensor_arg, to_int, type_name
+from ...autograd.grad_mode import no_grad
+from ..args import (Tensor, check_factory_options, dtype_arg, finish, get_default_dtype, number, sizes_arg, tensor_arg,
+                    to_int, type_name)
+from ..bridge import host_array
+from ..device import check_device
 from ..generator import drawing
-from ..args import check_factory_options, dtype_arg, finish, get_default_dtype, host_array, number, sizes_arg, check_device
 from ..inplace import overwrite
+from ..node_names import rename
 from .creation import _dtype_or
+from .pointwise import add, mul
 
 _INT_RANGE = {"uint8": (0, 2 ** 8 - 1), "int8": (-2 ** 7, 2 ** 7 - 1), "int16": (-2 ** 15, 2 ** 15 - 1),
               "int32": (-2 ** 31, 2 ** 31 - 1), "int64": (-2 ** 63, 2 ** 63 - 1), "bool": (0, 1)}
@@ -39,7 +44,6 @@ def _to_tensor(values, dtype):
 def _write(self, values, op):
     """Overwrites self (an in-place op, refused on a leaf that requires grad in grad mode, as torch; over a value
     with history the gradient becomes zero, as torch records it)."""
-    from ..inplace import overwrite
     before = _C.inplace_input(self, op, False)
     _C.assign_inplace(self, overwrite(before, _to_tensor(values, self.dtype), op), op)
     return self
@@ -124,7 +128,6 @@ def random_(self, *args, generator=None, **kwargs):
         check_integer_bounds(self.dtype, low, high, op)
     elif not (-2 ** 63 <= low and high <= 2 ** 63):
         raise RuntimeError(f"{op}: the range [{low}, {high}) is outside int64's.")
-    from ..inplace import overwrite
     t = random_integers(tuple(self.shape), _C.int64, low, high, generator, op)
     before = _C.inplace_input(self, op, False)
     _C.assign_inplace(self, overwrite(before, t if self.dtype is _C.int64 else _C.to_dtype(t, self.dtype), op), op)
@@ -253,7 +256,6 @@ def poisson(input, generator=None):
     if not (input.requires_grad and _C.is_grad_enabled()):
         return sample
     # torch records PoissonBackward, whose gradient is zero: the sample, with input as a zero-gradient parent
-    from ..node_names import rename
     written = _C.where(_C.full(tuple(input.shape), True, _C.bool), sample, input)
     return rename(written, "PoissonBackward", (input,))
 
@@ -364,7 +366,6 @@ def randint_like(input, low=0, high=None, *, generator=None, dtype=None, layout=
             raise TypeError("randint_like: expected randint_like(input, high) or randint_like(input, low, high).")
         low, high = 0, low
     dt = _dtype_or(dtype, input.dtype, "randint_like")
-    from .random import check_integer_bounds, random_integers
     low, high = to_int(low, "randint_like", "low"), to_int(high, "randint_like", "high")
     if low < high:
         check_integer_bounds(dt, low, high, "randint_like")
@@ -393,7 +394,6 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
         raise RuntimeError(f"normal: expected std >= 0.0, but found std={float(std):g}.")
     if isinstance(mean, Tensor) or isinstance(std, Tensor):
         like = mean if isinstance(mean, Tensor) else std
-        from .pointwise import add, mul
         a = tuple(mean.shape) if isinstance(mean, Tensor) else ()
         b = tuple(std.shape) if isinstance(std, Tensor) else ()
         try:
@@ -415,7 +415,6 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
 
 
 def _no_grad():
-    from ...autograd.grad_mode import no_grad
     return no_grad()
 
 
@@ -451,7 +450,6 @@ def _random_fill(op, make):
 
 
 def _uniform_values(self, a=0.0, b=1.0, *, generator=None):
-    from ..generator import drawing
     lo, hi = float(number(a, "uniform_", "from")), float(number(b, "uniform_", "to"))
     if lo > hi:
         raise RuntimeError(f"uniform_: expected a [from, to) range with from <= to, but got from={lo:g} > to={hi:g}.")
@@ -461,7 +459,6 @@ def _uniform_values(self, a=0.0, b=1.0, *, generator=None):
 
 
 def _normal_values(self, mean=0.0, std=1.0, *, generator=None):
-    from ..generator import drawing
     mean, std = float(number(mean, "normal_", "mean")), float(number(std, "normal_", "std"))
     if not std >= 0:
         raise RuntimeError(f"normal_: expected std >= 0.0, but found std={std:g}.")
@@ -478,7 +475,6 @@ normal_ = _random_fill("normal_", _normal_values)
 
 def bernoulli_(self, p=0.5, *, generator=None):
     """Each element becomes 1 with probability p (a number, or a tensor of probabilities broadcast to self)."""
-    from ..generator import drawing
     float_dtype = self.dtype if self.dtype.is_floating_point else _C.float32
     if isinstance(p, Tensor):
         probs = _C.to_dtype(p.detach(), float_dtype)

@@ -11,10 +11,11 @@ import numpy as np
 
 from ... import _C
 from ...autograd.function import Function
-from ..args import (Tensor, dtype_arg, host_result, host_values, number, optional_dtype, return_max, return_min,
-                   shape_str, tensor_arg, to_int, wrap_dim)
-
+from ..args import (Tensor, dtype_arg, number, optional_dtype, return_max, return_min, shape_args, shape_str,
+                    tensor_arg, to_int, wrap_dim)
+from ..bridge import host_result, host_values
 from ..node_names import rename, shows_as
+from ..out import write_out
 return_aminmax = collections.namedtuple("aminmax", ["min", "max"])
 
 
@@ -459,7 +460,6 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     result = _norm(input, p, dim, keepdim, dtype)
     if out is None:
         return result
-    from ..out import write_out
     return write_out(result, out, "norm")
 
 
@@ -506,7 +506,6 @@ class NuclearNormGrad(Function):
 
 def sum_to_size(self, *size):
     """The sum of self down to `size`, a shape self can be expanded from (as the gradient of an expand)."""
-    from ..args import shape_args
     shape = shape_args(size, "sum_to_size")
     ok = len(shape) <= self.ndim and builtins.all(
         s == t or s == 1 for s, t in zip(shape, tuple(self.shape)[self.ndim - len(shape):]))

@@ -15,6 +15,7 @@ import numpy as np
 from ... import _C
 from ..args import shape_str, tensor_arg, to_int, type_name
 from ..node_names import rename
+from .pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, check_elements
 
 MODES = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "area", "nearest-exact")
 _LINEAR_DIMS = {"linear": 1, "bilinear": 2, "trilinear": 3}
@@ -174,7 +175,6 @@ def _sizes(x, n, size, scale_factor, recompute_scale_factor, mode):
     if any(v <= 0 for v in spatial + outs):
         raise RuntimeError(f"interpolate: input and output sizes should be greater than 0, got input "
                            f"{spatial} and output {outs}.")
-    from .pooling import check_elements
     check_elements(math.prod(x.shape[:2]) * math.prod(outs), "the output", "interpolate")
     return outs, scales
 
@@ -202,7 +202,6 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode == "bicubic" and n != 2:
         raise NotImplementedError(f"interpolate: mode='bicubic' needs a 4-D input, got {x.ndim}-D.")
     if mode == "area":
-        from .pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
         return (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[n - 1](x, outs)
     if not x.dtype.is_floating_point:
         raise NotImplementedError(f"interpolate: not implemented for {x.dtype.name} tensors.")

@@ -22,8 +22,9 @@ import warnings
 import numpy as np
 
 from ... import _C
-from ..args import number, shape_str, tensor_arg, to_int, type_name
+from ..args import number, shape_str, tensor_arg, to_int, type_name, wrap_dim
 from ..node_names import rename
+from .activation import softmax
 
 _MODES = ("bilinear", "nearest", "bicubic")
 _PADDING_MODES = ("zeros", "border", "reflection")
@@ -294,8 +295,6 @@ def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
         raise TypeError(f"{op}: expected an int as dim, got {type_name(dim)}.")
     if not x.dtype.is_floating_point:
         raise RuntimeError(f"{op}: expected floating-point logits, got {x.dtype}.")
-    from .activation import softmax
-    from ..args import wrap_dim
     d = wrap_dim(int(dim), x.ndim, op)
     # Gumbel(0, 1) = -log(E) with E ~ Exp(1) = -log(1 - U), U ~ U[0, 1) (E clamped away from 0 as torch's
     # exponential sampler never returns 0)

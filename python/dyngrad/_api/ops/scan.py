@@ -11,7 +11,8 @@ import numpy as np
 
 from ... import _C
 from ...autograd.function import Function
-from ..args import dtype_arg, host_result, host_values, tensor_arg, to_int, wrap_dim
+from ..args import dtype_arg, tensor_arg, to_int, wrap_dim
+from ..bridge import host_result, host_values
 from ..dtype_info import finfo
 from .reduction import array_tensor
 

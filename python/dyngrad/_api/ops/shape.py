@@ -7,6 +7,7 @@ repeat, tile, the diagonals of a matrix whose two dims cannot be merged) read th
 numpy computes from the shape; ops that write some elements (diag_embed, *_scatter) put them: both are
 differentiable core ops, so every op here has its gradient, and its gradient's gradient, from the core.
 """
+import builtins
 import itertools
 import math
 import warnings
@@ -14,12 +15,13 @@ import warnings
 import numpy as np
 
 from ... import _C
-from ..args import (Size, Tensor, broadcast_shapes as broadcast_pair, check_device, dims_arg, dtype_arg, is_half, number,
-                   numpy_dtype, shape_arg, shape_args, shape_str, tensor_arg, tensor_list, to_int, type_name, wrap_dim)
-
-
+from ...autograd.grad_mode import no_grad
+from ..args import (Size, Tensor, broadcast_shapes as broadcast_pair, dims_arg, dtype_arg, number, shape_arg,
+                    shape_args, shape_str, tensor_arg, tensor_list, to_int, type_name, wrap_dim)
+from ..bridge import numpy_dtype
+from ..device import check_device
+from ..inplace import overwrite
 from ..node_names import shows_as
-import builtins
 from .pointwise import _from_numpy
 # ----- positions (non-differentiable index arithmetic, done with numpy) ------------------------------------------
 
@@ -829,7 +831,6 @@ def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
 
 
 def _no_grad():
-    from ...autograd.grad_mode import no_grad
     return no_grad()
 
 
@@ -896,7 +897,6 @@ def reshape_method(self, *shape):
 def view(self, *shape):
     """A view with a new shape (never a copy); view(dtype) reinterprets the elements' type."""
     if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)) and not hasattr(shape[0], "__index__"):
-        from ..args import dtype_arg
         return _C.to_dtype(self, dtype_arg(shape[0], "view"))
     return _C.view(self, shape_args(shape, "view", "shape"))
 
@@ -949,7 +949,6 @@ def concatenate(tensors, axis=0, *, dim=None):
 @shows_as("SplitWithSizes")
 def split_with_sizes(input, split_sizes, dim=0):
     """Pieces of the listed sizes along dim; the sizes must be non-negative and add up to the dim's size."""
-    from .shape import _int_seq
     a = tensor_arg(input, "split_with_sizes")
     sizes = _int_seq(split_sizes, "split_with_sizes", "split_sizes")
     d = wrap_dim(to_int(dim, "split_with_sizes", "dim"), a.ndim, "split_with_sizes")
@@ -964,13 +963,11 @@ def split_with_sizes(input, split_sizes, dim=0):
 
 def unsafe_chunk(input, chunks, dim=0):
     """chunk (torch's unsafe_ variant only skips view tracking, which dyngrad's pieces do not need)."""
-    from .shape import chunk
     return chunk(input, chunks, dim)
 
 
 def unsafe_split(tensor, split_size_or_sections, dim=0):
     """split (torch's unsafe_ variant only skips view tracking)."""
-    from .shape import split
     return split(tensor, split_size_or_sections, dim)
 
 
@@ -981,7 +978,6 @@ def unsafe_split_method(self, split_size, dim=0):
 def fill_diagonal_(self, fill_value, wrap=False):
     """Writes fill_value on the main diagonal (in place). Every dim must have the same length beyond 2-D; a tall
     matrix's diagonal restarts after every (columns + 1) rows when wrap=True, as numpy's fill_diagonal."""
-    from ..inplace import overwrite
     if self.ndim < 2:
         raise RuntimeError(f"fill_diagonal_: dimensions must be larger than 1, got {self.ndim}.")
     if self.ndim > 2 and len(set(self.shape)) != 1:
@@ -1012,7 +1008,6 @@ def unsafe_split_with_sizes(input, split_sizes, dim=0):
 def as_strided_scatter(input, src, size, stride, storage_offset=None):
     """input with the elements that input.as_strided(size, stride, storage_offset) reads (of input laid out
     contiguously) replaced by src."""
-    from .shape import _int_seq, _scatter_part
     a = tensor_arg(input, "as_strided_scatter")
     shape, strides = _int_seq(size, "as_strided_scatter", "size"), _int_seq(stride, "as_strided_scatter", "stride")
     offset = 0 if storage_offset is None else to_int(storage_offset, "as_strided_scatter", "storage_offset")
@@ -1069,8 +1064,6 @@ def _copy_form(name, view, signature=None):
 
 def _copy_forms():
     import inspect
-    from . import shape
-
     P = inspect.Parameter
 
     def sig(*names):
@@ -1078,34 +1071,34 @@ def _copy_forms():
                                   P(n.split("=")[0], P.POSITIONAL_OR_KEYWORD, default=eval(n.split("=")[1]))
                                   for n in names])
     forms = {
-        "as_strided_copy": (shape.as_strided, None),
-        "diagonal_copy": (shape.diagonal, None),
-        "expand_copy": (lambda input, size, *, implicit=False: shape.expand(tensor_arg(input, "expand_copy"),
+        "as_strided_copy": (as_strided, None),
+        "diagonal_copy": (diagonal, None),
+        "expand_copy": (lambda input, size, *, implicit=False: expand(tensor_arg(input, "expand_copy"),
                                                                              *_sizes(size)),
                         None),
-        "permute_copy": (shape.permute, None),
-        "select_copy": (shape.select, None),
+        "permute_copy": (permute, None),
+        "select_copy": (select, None),
         "slice_copy": (_slice, None),
-        "squeeze_copy": (shape.squeeze, None),
-        "t_copy": (shape.t, None),
-        "transpose_copy": (shape.transpose, None),
-        "unbind_copy": (shape.unbind, None),
-        "unfold_copy": (lambda input, dimension, size, step: shape.unfold(tensor_arg(input, "unfold_copy"),
+        "squeeze_copy": (squeeze, None),
+        "t_copy": (t, None),
+        "transpose_copy": (transpose, None),
+        "unbind_copy": (unbind, None),
+        "unfold_copy": (lambda input, dimension, size, step: unfold(tensor_arg(input, "unfold_copy"),
                                                                           dimension, size, step),
                         sig("input", "dimension", "size", "step")),
-        "unsqueeze_copy": (shape.unsqueeze, None),
-        "view_copy": (lambda input, size: shape.view(tensor_arg(input, "view_copy"), size), sig("input", "size")),
-        "split_copy": (shape.split, sig("input", "split_size", "dim=0")),
+        "unsqueeze_copy": (unsqueeze, None),
+        "view_copy": (lambda input, size: view(tensor_arg(input, "view_copy"), size), sig("input", "size")),
+        "split_copy": (split, sig("input", "split_size", "dim=0")),
         "split_with_sizes_copy": (split_with_sizes, None),
         "detach_copy": (lambda input: tensor_arg(input, "detach_copy").detach(), sig("input")),
         "alias_copy": (lambda input: tensor_arg(input, "alias_copy"), sig("input")),
-        "narrow_copy": (shape.narrow, None),
+        "narrow_copy": (narrow, None),
     }
     out = {}
-    for name, (view, signature) in forms.items():
-        if signature is None and view.__name__ == "<lambda>":
-            signature = inspect.signature(view)
-        out[name] = _copy_form(name, view, signature)
+    for name, (view_fn, signature) in forms.items():
+        if signature is None and view_fn.__name__ == "<lambda>":
+            signature = inspect.signature(view_fn)
+        out[name] = _copy_form(name, view_fn, signature)
     return out
 
 

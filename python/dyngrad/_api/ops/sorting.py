@@ -17,12 +17,10 @@ import collections
 import numpy as np
 
 from ... import _C
-from ..args import (Tensor, host_result, host_values, is_half, number, round_to, shape_str, tensor_arg, to_int,
-                   type_name, wrap_dim)
+from ..args import Tensor, number, shape_str, tensor_arg, to_int, type_name, wrap_dim
+from ..bridge import host_array, host_result, host_values
+from .pointwise import _cast, _from_numpy, _pair
 from .reduction import SharedSelection, array_tensor, check_nonempty
-from ..args import host_array
-from .pointwise import _from_numpy, _pair
-from .pointwise import _cast
 
 return_sort = collections.namedtuple("sort", ["values", "indices"])
 return_topk = collections.namedtuple("topk", ["values", "indices"])

@@ -16,9 +16,10 @@ import numpy as np
 
 from ... import _C
 from ...autograd.function import Function
-from . import pointwise as pw
-from ..args import Tensor, broadcast_shapes, numpy_dtype, tensor_arg, type_name
+from ..args import Tensor, broadcast_shapes, tensor_arg, type_name
+from ..bridge import numpy_dtype
 from ..host import special as hs
+from . import pointwise as pw
 from .activation import log_softmax_fn as _log_softmax, softmax_fn as _softmax
 from .reduction import logsumexp as _logsumexp
 

@@ -2,15 +2,16 @@
 histogram, histogramdd and bincount (counting: no gradient, as torch)."""
 import collections
 import math
-import numpy as np
 import warnings
+
+import numpy as np
+
 from ... import _C
-from ..args import Tensor, get_default_dtype, host_array, number, shape_str, tensor_arg, to_int, type_name
+from ..args import Tensor, get_default_dtype, number, shape_str, tensor_arg, to_int, type_name
+from ..bridge import host_array, host_result, host_values, is_half, round_to
 from ..node_names import shows_as
-from .pointwise import _from_numpy
-from ..args import host_result, is_half, round_to
+from .pointwise import _from_numpy, clamp
 from .reduction import array_tensor
-from ..args import host_values
 
 
 def _check_weights(w, name, x, integral):
@@ -79,7 +80,6 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
 def corrcoef(input):
     """Pearson correlation coefficients of the variables in input's rows: cov / (std_i std_j), clipped to
     [-1, 1] as torch (rounding can step past it)."""
-    from .pointwise import clamp
     a = tensor_arg(input, "corrcoef")
     if a.ndim > 2:
         raise RuntimeError(f"corrcoef: expected input to have two or fewer dimensions, got {a.ndim}.")

@@ -1,22 +1,23 @@
 """The Tensor methods that are not ops: construction in torch's legacy forms, Python and numpy conversions,
 dtype conversions, operators, in-place variants, autograd conveniences. Attached to each engine's Tensor by
 install() (python/dyngrad/_api/__init__.py) as the table lists them."""
-import inspect
+import builtins
+import math
 
 import numpy as np
 
 from ... import _C
-from . import pointwise
-from ..args import (Size, Tensor, dtype_arg, check_device, checked_write, host_array, number, operand, operand_or_throw,
-                   shape_str, type_name)
-from ..device import device as device_type
+from ...autograd.engine import backward as autograd_backward
+from ..args import (Size, Tensor, broadcast_shapes, checked_write, dtype_arg, number, operand, operand_or_throw,
+                    shape_str, sizes_arg, tensor_arg, type_name)
+from ..bridge import host_array
+from ..device import check_device, device as device_type
+from ..inplace import overwrite
 from ..node_names import rename
 from ..printing import format_tensor
-import builtins
-import math
-from ..args import tensor_arg
+from . import pointwise
+from .creation import empty, tensor
 from .pointwise import _from_numpy
-from ..inplace import overwrite
 
 
 # ----- construction ----------------------------------------------------------------------------------------------
@@ -27,7 +28,6 @@ _core_init = Tensor.__init__
 def __init__(self, *args, dtype=None, device=None, requires_grad=False):
     """torch.Tensor's constructor: Tensor(data) copies data as float32, Tensor(2, 3) and Tensor(Size([2, 3])) are
     uninitialised, Tensor(t) shares t's memory without its history (as nn.Parameter uses it)."""
-    from .creation import empty, tensor
     check_device(device, "Tensor")
     if not args:
         src = empty(0, dtype=dtype)
@@ -166,10 +166,9 @@ def __reduce_ex__(self, protocol):
 
 
 def _rebuild(array, requires_grad, dtype_name=None):
-    from ... import _C as engine
-    t = engine.copy_from_numpy(np.ascontiguousarray(array), False)
+    t = _C.copy_from_numpy(np.ascontiguousarray(array), False)
     if dtype_name is not None:
-        t = engine.to_dtype(t, getattr(engine, dtype_name))
+        t = _C.to_dtype(t, getattr(_C, dtype_name))
     if requires_grad:
         t.requires_grad = True
     return t
@@ -270,7 +269,6 @@ to_bfloat16 = _to_named("bfloat16")
 
 
 def type_as(self, other):
-    from ..args import tensor_arg
     return to(self, tensor_arg(other, "type_as", "other").dtype)
 
 
@@ -305,8 +303,7 @@ def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=
         retain = create_graph if retain_graph is None else bool(retain_graph)
         _C._run_backward((self,), (gradient,), None, retain, bool(create_graph), True, False)
         return
-    from ...autograd import backward as run
-    run(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
+    autograd_backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
 
 
 # ----- operators -------------------------------------------------------------------------------------------------
@@ -442,7 +439,6 @@ def zero_(self):
 
 
 def fill_(self, value):
-    from ..args import number
     v = number(value, "fill_", "value")
     if not isinstance(value, Tensor):            # (a 0-d tensor's value is converted as a copy: it wraps, as torch)
         v = checked_write(v, self.dtype, "fill_")
@@ -501,8 +497,6 @@ def new(self, *args, **kwargs):
     """torch's legacy constructor: x.new() is an empty tensor of x's dtype, x.new(2, 3) or x.new(Size) an
     uninitialised one of that size, x.new(data) a copy of data (a sequence) in x's dtype, x.new(tensor) that
     tensor (of the same dtype)."""
-    from ..args import Size
-    from .creation import tensor
     if kwargs.get("device") is not None:
         check_device(kwargs.pop("device"), "new")
     kwargs.pop("device", None)
@@ -516,7 +510,6 @@ def new(self, *args, **kwargs):
         return args[0].detach()
     if all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args) or (
             len(args) == 1 and isinstance(args[0], Size)):
-        from ..args import sizes_arg
         return _C.empty(sizes_arg(args, "new"), self.dtype)
     if len(args) == 1 and isinstance(args[0], (list, tuple, np.ndarray)):
         return tensor(args[0], dtype=self.dtype)
@@ -571,7 +564,6 @@ def const_data_ptr(self):
 # ----- Python callables over the elements (CPU, slow, as torch's) --------------------------------------------------
 
 def _elementwise_rewrite(self, op, values):
-    from ..inplace import overwrite
     if self.requires_grad:
         raise RuntimeError(f"{op}: cannot be called on a tensor that requires grad; use x.detach().{op}(...) "
                            "instead.")
@@ -595,7 +587,6 @@ def apply_(self, callable):
 
 
 def _broadcast_operand(self, tensor, op, name):
-    from ..args import broadcast_shapes
     other = tensor_arg(tensor, op, name)
     shape = broadcast_shapes(tuple(self.shape), tuple(other.shape), op)
     if shape != tuple(self.shape):
@@ -630,73 +621,3 @@ def _to_dtype_values(out, dt):
     if dt.kind == "b":
         return np.array([bool(v) for v in out.reshape(-1)], dtype=dt).reshape(out.shape)
     return out.astype(dt)
-
-
-# ----- DLPack (through numpy's DLPack support: zero-copy both ways) ------------------------------------------------
-
-_KDLCPU = 1
-
-
-def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-    """A DLPack capsule of this tensor's memory (numpy's exporter over the tensor's own buffer: no copy; a
-    read-only tensor is exported read-only where the consumer understands DLPack 1.0, and refused otherwise)."""
-    if self.requires_grad:
-        raise BufferError("__dlpack__: cannot export a tensor that requires grad; use tensor.detach().")
-    if self.dtype.name == "bfloat16":
-        raise BufferError("__dlpack__: bfloat16 tensors cannot be exported (numpy, which exports them, has no "
-                          "bfloat16).")
-    if dl_device is not None and tuple(dl_device) != (_KDLCPU, 0):
-        raise BufferError(f"__dlpack__: dyngrad tensors live on the CPU; cannot export to device {dl_device}.")
-    kwargs = {"stream": stream}
-    if max_version is not None:
-        kwargs["max_version"] = max_version
-    if copy is not None:
-        kwargs["copy"] = copy
-    try:
-        return self._numpy_view().__dlpack__(**kwargs)
-    except BufferError as exc:     # e.g. read-only memory for a consumer older than DLPack 1.0: name the op
-        raise BufferError(f"__dlpack__: cannot export this tensor: {exc}") from None
-
-
-def __dlpack_device__(self):
-    return (_KDLCPU, 0)
-
-
-class _Capsule:
-    """A bare DLPack capsule (to_dlpack's, or another library's) as the object numpy's from_dlpack reads."""
-
-    def __init__(self, capsule):
-        self.capsule = capsule
-
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        return self.capsule
-
-    def __dlpack_device__(self):
-        return (_KDLCPU, 0)
-
-
-def from_dlpack(ext_tensor, *, device=None, copy=None):
-    """A tensor sharing the memory of another library's tensor (anything with __dlpack__, or a DLPack capsule):
-    no copy unless copy=True; a read-only producer gives a read-only tensor."""
-    import warnings
-    check_device(device, "from_dlpack")
-    source = ext_tensor
-    if type(ext_tensor).__name__ == "PyCapsule":
-        source = _Capsule(ext_tensor)
-    elif not hasattr(ext_tensor, "__dlpack__"):
-        raise TypeError(f"from_dlpack: expected an object with __dlpack__ or a DLPack capsule, got "
-                        f"{type_name(ext_tensor)}.")
-    try:
-        arr = np.from_dlpack(source, copy=copy) if copy is not None else np.from_dlpack(source)
-    except (BufferError, TypeError, ValueError) as exc:
-        raise RuntimeError(f"from_dlpack: cannot import this tensor ({exc}).") from None
-    if arr.dtype.name not in ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"):
-        raise RuntimeError(f"from_dlpack: dtype {arr.dtype} is not supported by dyngrad.")
-    with warnings.catch_warnings():     # a read-only producer: a read-only tensor, by design here
-        warnings.simplefilter("ignore", UserWarning)
-        return _C.from_numpy(arr)
-
-
-def to_dlpack(tensor):
-    """A DLPack capsule of the tensor's memory (legacy form of tensor.__dlpack__())."""
-    return __dlpack__(tensor_arg(tensor, "to_dlpack", "tensor"))

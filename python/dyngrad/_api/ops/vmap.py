@@ -1,5 +1,6 @@
 """torch.vmap (torch.func.vmap): a function mapped over a dimension of its inputs (Note [vmap as a loop])."""
 import builtins
+
 from ... import _C
 from ..args import Tensor, to_int, type_name
 

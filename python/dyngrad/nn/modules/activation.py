@@ -3,11 +3,11 @@ MultiheadAttention (which torch also keeps in nn.modules.activation)."""
 import warnings
 
 from ... import empty
-from ..._api.args import check_device
+from ..._api.device import check_device
 from .. import functional as F, init as nn_init
+from ..parameter import Parameter
 from .linear import NonDynamicallyQuantizableLinear
 from .module import Module
-from ..parameter import Parameter
 
 __all__ = ["ReLU", "Sigmoid", "Tanh", "LeakyReLU", "GELU", "Softplus", "SiLU", "Softmax", "LogSoftmax", "Threshold",
            "Hardtanh", "ReLU6", "SELU", "Mish", "Hardsigmoid", "Hardswish", "ELU", "CELU", "GLU", "Hardshrink",

@@ -8,11 +8,11 @@ log p_head(cluster) + log p_tail(c | cluster) otherwise.
 """
 from collections import namedtuple
 
-from ... import where, zeros, cat
-from ..._api.args import check_device
+from ... import cat, where, zeros
+from ..._api.device import check_device
 from .. import functional as F
-from .linear import Linear
 from .container import ModuleList, Sequential
+from .linear import Linear
 from .module import Module
 
 __all__ = ["AdaptiveLogSoftmaxWithLoss"]

@@ -2,13 +2,14 @@
 parameters, buffers (running_mean, running_var, num_batches_tracked) and reprs; _NormBase and the affine parameters
 are shared with instancenorm.py and normalization.py, as torch's."""
 
-from ... import empty, zeros, ones, tensor, int64, no_grad
-from ..._api.args import check_device
+from ... import distributed as dist, empty, int64, no_grad, ones, tensor, zeros
+from ..._api.device import check_device
 from ..._api.ops.normalization import _update_running
+from ...distributed.nn.functional import all_reduce
 from .. import functional as F, init
+from ..parameter import Parameter
 from .lazy import LazyModuleMixin
 from .module import Module
-from ..parameter import Parameter
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "LazyBatchNorm1d", "LazyBatchNorm2d",
            "LazyBatchNorm3d"]
@@ -141,13 +142,11 @@ class SyncBatchNorm(_BatchNorm):
         if input.shape[1] == 0:
             raise ValueError("SyncBatchNorm number of input channels should be non-zero")
         if self.training:
-            from ... import distributed as dist
             if dist.is_initialized() and dist.get_world_size(self.process_group) > 1:
                 return self._synchronised(input, dist)
         return super().forward(input)
 
     def _synchronised(self, input, dist):
-        from ...distributed.nn.functional import all_reduce
         if input.shape[1] != self.num_features:
             raise RuntimeError(f"SyncBatchNorm: expected input with {self.num_features} channels (dim 1), got "
                                f"shape {tuple(input.shape)}")

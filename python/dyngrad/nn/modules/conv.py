@@ -3,12 +3,12 @@ arguments, parameter shapes, initialisation, state_dict names and repr."""
 import math
 
 from ... import empty
-from ..._api.args import check_device
+from ..._api.device import check_device
 from ..._api.ops.conv import _PADDING_MODES, _pad_nonzero
 from .. import functional as F, init
+from ..parameter import Parameter
 from .lazy import LazyModuleMixin
 from .module import Module
-from ..parameter import Parameter
 
 __all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "LazyConv1d",
            "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d"]

@@ -2,11 +2,11 @@
 import math
 
 from ... import empty
-from ..._api.args import check_device
+from ..._api.device import check_device
 from .. import functional as F, init
+from ..parameter import Parameter
 from .lazy import LazyModuleMixin
 from .module import Module
-from ..parameter import Parameter
 
 __all__ = ["Identity", "Linear", "Bilinear", "LazyLinear"]     # as torch: NonDynamicallyQuantizableLinear only here
 

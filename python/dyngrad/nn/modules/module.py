@@ -11,10 +11,14 @@ import itertools
 import warnings
 from collections import OrderedDict, abc, namedtuple
 
-from ... import Tensor, no_grad
+import numpy as np
+
+from ... import Tensor, no_grad, tensor
+from ..._api.args import dtype_arg
 from ..._api.compiling import _module_compile
+from ..._api.device import check_device, cuda_error, device as device_type
 from ..hooks import BackwardHook, HookDict, RemovableHandle
-from ..parameter import Parameter, Buffer
+from ..parameter import Buffer, Parameter
 
 __all__ = ["Module"]
 
@@ -43,8 +47,7 @@ def _addindent(s, num_spaces):
 
 
 def _float_dtype_arg(dtype, op):
-    from ... import _api
-    dt = _api.args.dtype_arg(dtype, op)
+    dt = dtype_arg(dtype, op)
     if not dt.is_floating_point:
         raise TypeError(f"nn.Module.{op} only accepts floating point dtypes, but got desired dtype={dt}")
     return dt
@@ -56,6 +59,7 @@ class Module:
     training: bool
     _version = 1
     call_super_init = False
+    _compile_keeps_original = True      # dyngrad.compile(module) sets module._orig_mod (_api/compiling.py)
 
     def __init__(self, *args, **kwargs):
         if args or kwargs:
@@ -403,7 +407,6 @@ class Module:
     def to(self, *args, **kwargs):
         """to(device), to(dtype), to(tensor), to(device, dtype): floating-point parameters and buffers take the
         dtype (a device other than the CPU raises, naming it)."""
-        from ... import _api
         device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
         kwargs.pop("non_blocking", None)
         kwargs.pop("memory_format", None)
@@ -412,13 +415,13 @@ class Module:
         for arg in args:
             if isinstance(arg, Tensor):
                 dtype = arg.dtype
-            elif isinstance(arg, (str, _api.device.device)) or (isinstance(arg, int) and not isinstance(arg, bool)):
+            elif isinstance(arg, (str, device_type)) or (isinstance(arg, int) and not isinstance(arg, bool)):
                 device = arg
             elif isinstance(arg, bool):
                 continue                     # non_blocking
             elif arg is not None:
                 dtype = arg
-        _api.args.check_device(device, "Module.to")
+        check_device(device, "Module.to")
         if dtype is None:
             return self
         dt = _float_dtype_arg(dtype, "to")
@@ -437,8 +440,7 @@ class Module:
         return self
 
     def cuda(self, device=None):
-        from ... import _api
-        raise _api.device.cuda_error(f"{self._get_name()}.cuda()")
+        raise cuda_error(f"{self._get_name()}.cuda()")
 
     # ----- state dicts ------------------------------------------------------------------------------------------
     def _save_to_state_dict(self, destination, prefix, keep_vars):
@@ -613,10 +615,8 @@ class Module:
 def _as_engine_tensor(value, like):
     """A tensor of like's engine and dtype from a tensor, numpy array or anything with __array__ (load_state_dict
     accepts torch's tensors and numpy arrays)."""
-    from ... import tensor
     if isinstance(value, Tensor):
         return value if value.dtype == like.dtype else value.to(like.dtype)
-    import numpy as np
     return tensor(np.asarray(value), dtype=like.dtype)
 
 

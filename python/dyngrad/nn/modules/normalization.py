@@ -2,7 +2,7 @@
 import numbers
 
 from ... import empty
-from ..._api.args import check_device
+from ..._api.device import check_device
 from .. import functional as F, init
 from ..parameter import Parameter
 from .batchnorm import _affine_parameters, _reset_affine

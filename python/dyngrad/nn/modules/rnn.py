@@ -19,12 +19,12 @@ import warnings
 
 import numpy as np
 
-from ... import _C, empty, zeros, tensor, cat, stack, int64, float32, float64, sigmoid, tanh, relu, Tensor
-from ..._api.args import check_device
+from ... import Tensor, _C, cat, empty, float32, float64, int64, relu, sigmoid, stack, tanh, tensor, zeros
+from ..._api.device import check_device
 from .. import functional as F, init
-from .module import Module
 from ..parameter import Parameter
 from ..utils.rnn import PackedSequence
+from .module import Module
 
 __all__ = ["RNNCellBase", "RNNCell", "LSTMCell", "GRUCell", "RNNBase", "RNN", "LSTM", "GRU"]
 

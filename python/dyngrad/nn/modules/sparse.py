@@ -1,11 +1,11 @@
 """Embedding and EmbeddingBag (sums, means or maxima of bags of embeddings), over nn.functional.embedding and
 embedding_bag (python/dyngrad/_api/ops/embedding.py)."""
 from ... import empty
-from ..._api.args import check_device
+from ..._api.device import check_device
 from ...autograd.grad_mode import no_grad
 from .. import functional as F, init
-from .module import Module
 from ..parameter import Parameter
+from .module import Module
 
 __all__ = ["Embedding", "EmbeddingBag"]
 

@@ -11,12 +11,12 @@ import math
 import numpy as np
 
 from ... import full, get_default_dtype
-from ..._api.args import check_device
+from ..._api.device import check_device
 from .. import functional as F, init
-from .activation import MultiheadAttention, ReLU, GELU
+from .activation import GELU, MultiheadAttention, ReLU
+from .container import ModuleList
 from .dropout import Dropout
 from .linear import Linear
-from .container import ModuleList
 from .module import Module
 from .normalization import LayerNorm
 
