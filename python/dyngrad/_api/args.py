@@ -11,7 +11,8 @@ import warnings
 import numpy as np
 
 from .. import _C
-from .bridge import canonical_bools, from_array, host_array, numpy_dtype
+from . import bridge
+from .bridge import canonical_bools, numpy_dtype
 
 Tensor = _C.Tensor
 
@@ -80,7 +81,7 @@ def operand(o, like):
     if isinstance(o, np.generic) and o.dtype.kind in "biuf":
         return _C.scalar_operand(o.item(), like)
     if isinstance(o, (np.ndarray, list)):
-        return from_array(array_from_data(o, "tensor"), None)        # as torch.tensor(o)
+        return bridge.from_array(array_from_data(o, "tensor"), None)        # as torch.tensor(o)
     return None
 
 
@@ -382,7 +383,7 @@ def _flatten(data):
 def nested_values(data):
     """Nested lists of tensors (or numbers) as nested lists of numbers."""
     if isinstance(data, Tensor):
-        return host_array(data.detach()).tolist()
+        return bridge.host_array(data.detach()).tolist()
     if not isinstance(data, (list, tuple)):
         return data
     return [nested_values(x) for x in data]

@@ -16,7 +16,10 @@ Columns:
   inplace   the in-place method generated from impl (`x.NAME_(...)`: run impl, write the result into x), or -
   hot       hot: on the C++ engine a hand-written fast path stands in front of impl for the common call
             (Note [Fast paths]); - otherwise
-  uses      the core ops it is built from (documentation; `prim` = the primitive of ops.def of the same name)
+  uses      the core ops it is built from (`prim` = the primitive of ops.def of the same name), and `numpy` when
+            a call of it crosses the numpy bridge (Note [The numpy bridge] in _api/bridge.py: host numerics,
+            index arithmetic, checks that read values, conversions); tests/test_numpy_bridge.py keeps `numpy`
+            true both ways by calling every row
 """
 
 TABLE = """
@@ -77,9 +80,9 @@ is_anomaly_enabled autograd.anomaly.is_anomaly_enabled fn             -         
 set_anomaly_enabled autograd.anomaly.set_anomaly_enabled fn           -            -   -
 is_anomaly_check_nan_enabled autograd.anomaly.is_anomaly_check_nan_enabled fn - - -
 # ----- creation ---------------------------------------------------------------------------------------------
-tensor            ops.creation.tensor                 fn              -            -   copy_from_numpy
+tensor            ops.creation.tensor                 fn              -            -   copy_from_numpy,numpy
 as_tensor         ops.creation.as_tensor              fn              -            -   from_numpy
-from_numpy        ops.creation.from_numpy             fn              -            -   from_numpy
+from_numpy        ops.creation.from_numpy             fn              -            -   from_numpy,numpy
 zeros             ops.creation.zeros                  fn,out          -            -   full
 ones              ops.creation.ones                   fn,out          -            -   full
 empty             ops.creation.empty                  fn,out          -            -   empty
@@ -90,45 +93,45 @@ empty_like        ops.creation.empty_like             fn              -         
 full_like         ops.creation.full_like              fn              -            -   full
 rand_like         ops.random.rand_like                fn              -            -   rand
 randn_like        ops.random.randn_like               fn              -            -   randn
-arange            ops.creation.arange                 fn,out          -            -   copy_from_numpy
-linspace          ops.creation.linspace               fn,out          -            -   copy_from_numpy
-eye               ops.creation.eye                    fn,out          -            -   copy_from_numpy
+arange            ops.creation.arange                 fn,out          -            -   copy_from_numpy,numpy
+linspace          ops.creation.linspace               fn,out          -            -   copy_from_numpy,numpy
+eye               ops.creation.eye                    fn,out          -            -   copy_from_numpy,numpy
 rand              ops.random.rand                     fn,out          -            -   rand
 randn             ops.random.randn                    fn,out          -            -   randn
 randint           ops.random.randint                  fn,out          -            -   randint
 randperm          ops.random.randperm                 fn,out          -            -   randperm
 normal            ops.random.normal                   fn,out          -            -   randn,mul,add
-bernoulli         ops.random.bernoulli                fn,out,method   -            -   rand,compare
+bernoulli         ops.random.bernoulli                fn,out,method   -            -   rand,compare,numpy
 manual_seed       generator.manual_seed               fn              -            -   manual_seed
 initial_seed      generator.initial_seed              fn              -            -   initial_seed
 seed              generator.seed                      fn              -            -   manual_seed
-logspace          ops.creation.logspace               fn,out          -            -   empty
-range             ops.creation.range                  fn,out          -            -   empty
+logspace          ops.creation.logspace               fn,out          -            -   empty,numpy
+range             ops.creation.range                  fn,out          -            -   empty,numpy
 scalar_tensor     ops.creation.scalar_tensor          fn              -            -   full
 asarray           ops.creation.asarray                fn              -            -   from_numpy,copy_from_numpy
-frombuffer        ops.creation.frombuffer             fn              -            -   from_numpy
-empty_strided     ops.creation.empty_strided          fn              -            -   full,from_numpy
+frombuffer        ops.creation.frombuffer             fn              -            -   from_numpy,numpy
+empty_strided     ops.creation.empty_strided          fn              -            -   full,from_numpy,numpy
 fill              ops.creation.fill                   fn              -            -   full,expand
-new_empty_strided ops.creation.new_empty_strided      method          -            -   full,from_numpy
-hann_window       ops.creation.hann_window            fn              -            -   copy_from_numpy
-hamming_window    ops.creation.hamming_window         fn              -            -   copy_from_numpy
-blackman_window   ops.creation.blackman_window        fn              -            -   copy_from_numpy
-bartlett_window   ops.creation.bartlett_window        fn              -            -   copy_from_numpy
-kaiser_window     ops.creation.kaiser_window          fn              -            -   copy_from_numpy
+new_empty_strided ops.creation.new_empty_strided      method          -            -   full,from_numpy,numpy
+hann_window       ops.creation.hann_window            fn              -            -   copy_from_numpy,numpy
+hamming_window    ops.creation.hamming_window         fn              -            -   copy_from_numpy,numpy
+blackman_window   ops.creation.blackman_window        fn              -            -   copy_from_numpy,numpy
+bartlett_window   ops.creation.bartlett_window        fn              -            -   copy_from_numpy,numpy
+kaiser_window     ops.creation.kaiser_window          fn              -            -   copy_from_numpy,numpy
 # ----- generators and random sampling (_api/generator.py: Note [Generators as swapped core states]) ----------
 Generator         generator.Generator                 fn              -            -   _get_rng_state,_set_rng_state
 default_generator generator.default_generator         fn              -            -   _get_rng_state,_set_rng_state
-get_rng_state     generator.get_rng_state             fn              -            -   _get_rng_state
-set_rng_state     generator.set_rng_state             fn              -            -   _set_rng_state
+get_rng_state     generator.get_rng_state             fn              -            -   _get_rng_state,numpy
+set_rng_state     generator.set_rng_state             fn              -            -   _set_rng_state,numpy
 randint_like      ops.random.randint_like             fn              -            -   randint
-multinomial       ops.random.multinomial              fn,out,method   -            -   rand
-poisson           ops.random.poisson                  fn              -            -   randint
-binomial          ops.random.binomial                 fn              -            -   randint
+multinomial       ops.random.multinomial              fn,out,method   -            -   rand,numpy
+poisson           ops.random.poisson                  fn              -            -   randint,numpy
+binomial          ops.random.binomial                 fn              -            -   randint,numpy
 random_           ops.random.random_                  method          -            -   randint
-exponential_      ops.random.exponential_             method          -            -   rand
-geometric_        ops.random.geometric_               method          -            -   rand
-cauchy_           ops.random.cauchy_                  method          -            -   rand
-log_normal_       ops.random.log_normal_              method          -            -   randn
+exponential_      ops.random.exponential_             method          -            -   rand,numpy
+geometric_        ops.random.geometric_               method          -            -   rand,numpy
+cauchy_           ops.random.cauchy_                  method          -            -   rand,numpy
+log_normal_       ops.random.log_normal_              method          -            -   randn,numpy
 is_tensor         ops.creation.is_tensor              fn              -            -   -
 numel             ops.creation.numel                  fn              -            -   -
 is_floating_point ops.creation.is_floating_point      fn              -            -   -
@@ -136,8 +139,8 @@ new_zeros         ops.creation.new_zeros              method          -         
 new_ones          ops.creation.new_ones               method          -            -   full
 new_empty         ops.creation.new_empty              method          -            -   empty
 new_full          ops.creation.new_full               method          -            -   full
-new_tensor        ops.creation.new_tensor             method          -            -   copy_from_numpy
-# ----- arithmetic (numpy = a custom Function with a numpy forward, Note [numpy forwards] in pointwise.py) --------
+new_tensor        ops.creation.new_tensor             method          -            -   copy_from_numpy,numpy
+# ----- arithmetic (uses `numpy`: the call crosses the numpy bridge, Note [The numpy bridge] in bridge.py) -------
 add               ops.pointwise.add                   fn,method,out   add_         hot prim,mul
 sub               ops.pointwise.sub                   fn,method,out   sub_         hot prim,mul
 subtract          ops.pointwise.sub                   fn,method,out   subtract_    -   sub,mul
@@ -154,8 +157,8 @@ addcmul           ops.pointwise.addcmul               fn,method,out   addcmul_  
 addcdiv           ops.pointwise.addcdiv               fn,method,out   addcdiv_     -   mul,div,add
 lerp              ops.pointwise.lerp                  fn,method,out   lerp_        -   sub,mul,add,where
 pow               ops.pointwise.pow                   fn,method,out   pow_         -   prim,pow_scalar
-float_power       ops.pointwise.float_power           fn,method,out   -            -   to_dtype,pow,pow_scalar
-float_power_      ops.pointwise.float_power_          method          -            -   to_dtype,pow,pow_scalar
+float_power       ops.pointwise.float_power           fn,method,out   -            -   to_dtype,pow,pow_scalar,numpy
+float_power_      ops.pointwise.float_power_          method          -            -   to_dtype,pow,pow_scalar,numpy
 neg               ops.pointwise.neg                   fn,method,out   neg_         hot prim
 negative          ops.pointwise.neg                   fn,method,out   negative_    -   neg
 positive          ops.pointwise.positive              fn,method       -            -   -
@@ -165,7 +168,7 @@ maximum           ops.pointwise.maximum               fn,method,out   -         
 minimum           ops.pointwise.minimum               fn,method,out   -            -   prim
 fmax              ops.pointwise.fmax                  fn,method,out   -            -   compare,isnan,where
 fmin              ops.pointwise.fmin                  fn,method,out   -            -   compare,isnan,where
-where             ops.indexing.where                  fn,out          -            -   prim
+where             ops.indexing.where                  fn,out          -            -   prim,numpy
 where             ops.indexing.where_method           method          -            -   prim
 clamp             ops.pointwise.clamp                 fn,method,out   clamp_       -   prim,maximum,minimum,where
 clip              ops.pointwise.clamp                 fn,method,out   clip_        -   clamp
@@ -180,11 +183,11 @@ logaddexp         ops.pointwise.logaddexp             fn,method,out   -         
 logaddexp2        ops.pointwise.logaddexp2            fn,method,out   -            -   numpy
 xlogy             ops.pointwise.xlogy                 fn,method,out,special xlogy_ -   numpy
 heaviside         ops.pointwise.heaviside             fn,method,out   heaviside_   -   numpy
-gcd               ops.pointwise.gcd                   fn,method,out   gcd_         -   -
-lcm               ops.pointwise.lcm                   fn,method,out   lcm_         -   -
+gcd               ops.pointwise.gcd                   fn,method,out   gcd_         -   numpy
+lcm               ops.pointwise.lcm                   fn,method,out   lcm_         -   numpy
 ldexp             ops.pointwise.ldexp                 fn,method,out   ldexp_       -   pow,mul
 frexp             ops.pointwise.frexp                 fn,method       -            -   numpy
-nextafter         ops.pointwise.nextafter             fn,method,out   nextafter_   -   sub,add
+nextafter         ops.pointwise.nextafter             fn,method,out   nextafter_   -   sub,add,numpy
 # ----- unary ------------------------------------------------------------------------------------------------
 exp               ops.pointwise.exp                   fn,method,out   exp_         hot prim
 exp2              ops.pointwise.exp2                  fn,method,out,special exp2_  -   numpy
@@ -223,7 +226,7 @@ logit             ops.pointwise.logit                 fn,method,out,special logi
 relu              ops.pointwise.relu                  fn,method       relu_        hot prim
 sign              ops.pointwise.sign                  fn,method,out   sign_        -   prim,isnan,where
 sgn               ops.pointwise.sign                  fn,method,out   sgn_         -   sign
-signbit           ops.pointwise.signbit               fn,method,out   -            -   -
+signbit           ops.pointwise.signbit               fn,method,out   -            -   numpy
 floor             ops.pointwise.floor                 fn,method,out   floor_       -   numpy
 ceil              ops.pointwise.ceil                  fn,method,out   ceil_        -   numpy
 round             ops.pointwise.round                 fn,method,out,special round_ -   numpy
@@ -256,9 +259,9 @@ isinf             ops.pointwise.isinf                 fn,method       -         
 isposinf          ops.pointwise.isposinf              fn,method,out   -            -   compare
 isneginf          ops.pointwise.isneginf              fn,method,out   -            -   compare
 isreal            ops.pointwise.isreal                fn,method       -            -   full
-isclose           ops.pointwise.isclose               fn,method       -            -   -
-allclose          ops.pointwise.allclose              fn,method       -            -   -
-equal             ops.pointwise.equal                 fn,method       -            -   -
+isclose           ops.pointwise.isclose               fn,method       -            -   numpy
+allclose          ops.pointwise.allclose              fn,method       -            -   numpy
+equal             ops.pointwise.equal                 fn,method       -            -   numpy
 greater           ops.pointwise.gt                    fn,method,out   greater_     -   compare
 greater_equal     ops.pointwise.ge                    fn,method,out   greater_equal_ - compare
 less              ops.pointwise.lt                    fn,method,out   less_        -   compare
@@ -269,12 +272,12 @@ logical_and       ops.pointwise.logical_and           fn,method,out   logical_an
 logical_or        ops.pointwise.logical_or            fn,method,out   logical_or_  -   logical_or
 logical_xor       ops.pointwise.logical_xor           fn,method,out   logical_xor_ -   logical_xor
 logical_not       ops.pointwise.logical_not           fn,method,out   logical_not_ -   logical_not
-bitwise_and       ops.pointwise.bitwise_and           fn,method,out   bitwise_and_ -   -
-bitwise_or        ops.pointwise.bitwise_or            fn,method,out   bitwise_or_  -   -
-bitwise_xor       ops.pointwise.bitwise_xor           fn,method,out   bitwise_xor_ -   -
-bitwise_not       ops.pointwise.bitwise_not           fn,method,out   bitwise_not_ -   -
-bitwise_left_shift ops.pointwise.bitwise_left_shift   fn,method,out   bitwise_left_shift_ - -
-bitwise_right_shift ops.pointwise.bitwise_right_shift fn,method,out   bitwise_right_shift_ - -
+bitwise_and       ops.pointwise.bitwise_and           fn,method,out   bitwise_and_ -   numpy
+bitwise_or        ops.pointwise.bitwise_or            fn,method,out   bitwise_or_  -   numpy
+bitwise_xor       ops.pointwise.bitwise_xor           fn,method,out   bitwise_xor_ -   numpy
+bitwise_not       ops.pointwise.bitwise_not           fn,method,out   bitwise_not_ -   numpy
+bitwise_left_shift ops.pointwise.bitwise_left_shift   fn,method,out   bitwise_left_shift_ - numpy
+bitwise_right_shift ops.pointwise.bitwise_right_shift fn,method,out   bitwise_right_shift_ - numpy
 # ----- torch.special: the names it alone has (the shared ones carry `special` in their rows above) ----------
 erfcx             ops.special.erfcx                   special,out     -            -   numpy
 log_ndtr          ops.special.log_ndtr                special,out     -            -   numpy
@@ -299,8 +302,8 @@ std               ops.reduction.std                   fn,method,out   -         
 var_mean          ops.reduction.var_mean              fn              -            -   var,mean
 std_mean          ops.reduction.std_mean              fn              -            -   std,mean
 prod              ops.reduction.prod                  fn,method,out   -            -   slice,mul,cat
-max               ops.reduction.max                   fn,method,out   -            -   amax,argmax,gather,maximum
-min               ops.reduction.min                   fn,method,out   -            -   amin,argmin,gather,minimum
+max               ops.reduction.max                   fn,method,out   -            -   amax,argmax,gather,maximum,numpy
+min               ops.reduction.min                   fn,method,out   -            -   amin,argmin,gather,minimum,numpy
 amax              ops.reduction.amax                  fn,method,out   -            -   prim
 amin              ops.reduction.amin                  fn,method,out   -            -   prim
 aminmax           ops.reduction.aminmax               fn,method,out   -            -   amin,amax
@@ -314,25 +317,25 @@ norm              ops.reduction.norm                  fn              -         
 norm              ops.reduction.norm_method           method          -            -   abs,sum,sqrt,pow_scalar,amax,amin,where
 sum_to_size       ops.reduction.sum_to_size           method          -            -   sum,reshape
 # ----- scans ------------------------------------------------------------------------------------------------
-cumsum            ops.scan.cumsum                     fn,method,out   cumsum_      -   index_select
-cumprod           ops.scan.cumprod                    fn,method,out   cumprod_     -   index_select,where,div,mul
-cummax            ops.scan.cummax                     fn,method,out   -            -   gather
-cummin            ops.scan.cummin                     fn,method,out   -            -   gather
-logcumsumexp      ops.scan.logcumsumexp               fn,method,out   -            -   index_select,where,log,exp
+cumsum            ops.scan.cumsum                     fn,method,out   cumsum_      -   index_select,numpy
+cumprod           ops.scan.cumprod                    fn,method,out   cumprod_     -   index_select,where,div,mul,numpy
+cummax            ops.scan.cummax                     fn,method,out   -            -   gather,numpy
+cummin            ops.scan.cummin                     fn,method,out   -            -   gather,numpy
+logcumsumexp      ops.scan.logcumsumexp               fn,method,out   -            -   index_select,where,log,exp,numpy
 # ----- sorting and order statistics -------------------------------------------------------------------------
-sort              ops.sorting.sort                    fn,method,out   -            -   gather
-argsort           ops.sorting.argsort                 fn,method,out   -            -   -
-msort             ops.sorting.msort                   fn,method,out   -            -   gather
-topk              ops.sorting.topk                    fn,method,out   -            -   gather
-kthvalue          ops.sorting.kthvalue                fn,method,out   -            -   gather
-median            ops.sorting.median                  fn,method,out   -            -   gather,mul
-nanmedian         ops.sorting.nanmedian               fn,method,out   -            -   gather,mul
-mode              ops.sorting.mode                    fn,method,out   -            -   gather
-quantile          ops.sorting.quantile                fn,method,out   -            -   gather,sub,mul,where
-nanquantile       ops.sorting.nanquantile             fn,method,out   -            -   gather,sub,mul,where
-unique            ops.sorting.unique                  fn,method       -            -   -
-unique_consecutive ops.sorting.unique_consecutive     fn,method       -            -   -
-isin              ops.sorting.isin                    fn              -            -   -
+sort              ops.sorting.sort                    fn,method,out   -            -   gather,numpy
+argsort           ops.sorting.argsort                 fn,method,out   -            -   numpy
+msort             ops.sorting.msort                   fn,method,out   -            -   gather,numpy
+topk              ops.sorting.topk                    fn,method,out   -            -   gather,numpy
+kthvalue          ops.sorting.kthvalue                fn,method,out   -            -   gather,numpy
+median            ops.sorting.median                  fn,method,out   -            -   gather,mul,numpy
+nanmedian         ops.sorting.nanmedian               fn,method,out   -            -   gather,mul,numpy
+mode              ops.sorting.mode                    fn,method,out   -            -   gather,numpy
+quantile          ops.sorting.quantile                fn,method,out   -            -   gather,sub,mul,where,numpy
+nanquantile       ops.sorting.nanquantile             fn,method,out   -            -   gather,sub,mul,where,numpy
+unique            ops.sorting.unique                  fn,method       -            -   numpy
+unique_consecutive ops.sorting.unique_consecutive     fn,method       -            -   numpy
+isin              ops.sorting.isin                    fn              -            -   numpy
 # ----- linear algebra: products ------------------------------------------------------------------------------
 matmul            ops.products.matmul                 fn,method,out   -            hot prim
 mm                ops.products.mm                     fn,method,out   -            -   matmul
@@ -351,74 +354,74 @@ addr              ops.products.addr                   fn,method,out   addr_     
 einsum            ops.products.einsum                 fn              -            -   permute,reshape,expand,matmul,mul,sum,slice
 tensordot         ops.products.tensordot              fn,out          -            -   permute,reshape,matmul,sum
 kron              ops.products.kron                   fn,method,out   -            -   reshape,mul
-cross             ops.products.cross                  fn,method,out   -            -   expand,index_select,mul,sub
+cross             ops.products.cross                  fn,method,out   -            -   expand,index_select,mul,sub,numpy
 trace             ops.products.trace                  fn,method       -            -   reshape,slice,sum
 chain_matmul      ops.products.chain_matmul           fn,out          -            -   matmul
 # ----- linear algebra: factorisations (numpy.linalg forwards, custom Functions) ------------------------------
-inverse           ops.linalg.inverse                  fn,method,out   -            -   matmul
-det               ops.linalg.det                      fn,method       -            -   matmul,mul
-logdet            ops.linalg.logdet                   fn,method       -            -   matmul,where
-slogdet           ops.linalg.slogdet                  fn,method       -            -   matmul,mul
-pinverse          ops.linalg.pinverse                 fn,method       -            -   matmul
-cholesky          ops.linalg.cholesky                 fn,method,out   -            -   matmul,mul
-qr                ops.linalg.qr                       fn,method,out   -            -   matmul,mul,cat
-svd               ops.linalg.svd                      fn,method,out   -            -   matmul,mul,div
+inverse           ops.linalg.inverse                  fn,method,out   -            -   matmul,numpy
+det               ops.linalg.det                      fn,method       -            -   matmul,mul,numpy
+logdet            ops.linalg.logdet                   fn,method       -            -   matmul,where,numpy
+slogdet           ops.linalg.slogdet                  fn,method       -            -   matmul,mul,numpy
+pinverse          ops.linalg.pinverse                 fn,method       -            -   matmul,numpy
+cholesky          ops.linalg.cholesky                 fn,method,out   -            -   matmul,mul,numpy
+qr                ops.linalg.qr                       fn,method,out   -            -   matmul,mul,cat,numpy
+svd               ops.linalg.svd                      fn,method,out   -            -   matmul,mul,div,numpy
 matrix_power      ops.linalg.matrix_power             fn,method,out   -            -   matmul
 # ----- torch.linalg (kind linalg: dyngrad.linalg.NAME) ------------------------------------------------------
 LinAlgError       ops.linalg.LinAlgError              linalg          -            -   -
 matmul            ops.products.matmul                 linalg,out      -            -   matmul
 diagonal          ops.products.linalg_diagonal        linalg          -            -   permute,reshape,slice
 multi_dot         ops.products.multi_dot              linalg,out      -            -   matmul
-cross             ops.products.linalg_cross           linalg,out      -            -   expand,index_select,mul,sub
+cross             ops.products.linalg_cross           linalg,out      -            -   expand,index_select,mul,sub,numpy
 vecdot            ops.products.vecdot                 linalg,out      -            -   mul,sum
-inv               ops.linalg.inv                      linalg,out      -            -   matmul
-inv_ex            ops.linalg.inv_ex                   linalg,out      -            -   matmul
-det               ops.linalg.linalg_det               linalg,out      -            -   matmul,mul
-slogdet           ops.linalg.linalg_slogdet           linalg,out      -            -   matmul,mul
-solve             ops.linalg.solve                    linalg,out      -            -   expand,matmul
-solve_triangular  ops.linalg.solve_triangular         linalg,out      -            -   expand,matmul,mul
-cholesky          ops.linalg.linalg_cholesky          linalg,out      -            -   matmul,mul
-cholesky_ex       ops.linalg.cholesky_ex              linalg,out      -            -   matmul,mul
-qr                ops.linalg.linalg_qr                linalg,out      -            -   matmul,mul,cat
-eigh              ops.linalg.eigh                     linalg,out      -            -   matmul,mul,div
-eigvalsh          ops.linalg.eigvalsh                 linalg,out      -            -   matmul,mul
-svd               ops.linalg.linalg_svd               linalg,out      -            -   matmul,mul,div
-svdvals           ops.linalg.svdvals                  linalg,out      -            -   matmul,mul
-pinv              ops.linalg.pinv                     linalg,out      -            -   matmul
-lstsq             ops.linalg.lstsq                    linalg          -            -   matmul,mul,sum
+inv               ops.linalg.inv                      linalg,out      -            -   matmul,numpy
+inv_ex            ops.linalg.inv_ex                   linalg,out      -            -   matmul,numpy
+det               ops.linalg.linalg_det               linalg,out      -            -   matmul,mul,numpy
+slogdet           ops.linalg.linalg_slogdet           linalg,out      -            -   matmul,mul,numpy
+solve             ops.linalg.solve                    linalg,out      -            -   expand,matmul,numpy
+solve_triangular  ops.linalg.solve_triangular         linalg,out      -            -   expand,matmul,mul,numpy
+cholesky          ops.linalg.linalg_cholesky          linalg,out      -            -   matmul,mul,numpy
+cholesky_ex       ops.linalg.cholesky_ex              linalg,out      -            -   matmul,mul,numpy
+qr                ops.linalg.linalg_qr                linalg,out      -            -   matmul,mul,cat,numpy
+eigh              ops.linalg.eigh                     linalg,out      -            -   matmul,mul,div,numpy
+eigvalsh          ops.linalg.eigvalsh                 linalg,out      -            -   matmul,mul,numpy
+svd               ops.linalg.linalg_svd               linalg,out      -            -   matmul,mul,div,numpy
+svdvals           ops.linalg.svdvals                  linalg,out      -            -   matmul,mul,numpy
+pinv              ops.linalg.pinv                     linalg,out      -            -   matmul,numpy
+lstsq             ops.linalg.lstsq                    linalg          -            -   matmul,mul,sum,numpy
 matrix_power      ops.linalg.linalg_matrix_power      linalg,out      -            -   matmul
-matrix_rank       ops.linalg.matrix_rank              linalg,out      -            -   -
+matrix_rank       ops.linalg.matrix_rank              linalg,out      -            -   numpy
 vector_norm       ops.linalg.vector_norm              linalg,out      -            -   abs,mul,sum,sqrt,pow_scalar,amax,where
 matrix_norm       ops.linalg.matrix_norm              linalg,out      -            -   abs,sum,amax,vector_norm,svdvals
 norm              ops.linalg.linalg_norm              linalg,out      -            -   vector_norm,matrix_norm
-cond              ops.linalg.cond                     linalg,out      -            -   svdvals,matrix_norm,div
+cond              ops.linalg.cond                     linalg,out      -            -   svdvals,matrix_norm,div,numpy
 # ----- torch.linalg: eig, the LU and LDL families, matrix_exp, ... (and torch's top-level names for them) -----
-eig               ops.linalg.eig                      linalg,out      -            -   matmul,mul,div
-eigvals           ops.linalg.eigvals                  linalg,out      -            -   matmul,mul,div
-lu                ops.linalg.lu                       linalg,out      -            -   matmul,mul,cat
-lu_factor         ops.linalg.lu_factor                linalg,out      -            -   matmul,mul,cat
-lu_factor_ex      ops.linalg.lu_factor_ex             linalg,out      -            -   matmul,mul,cat
-lu_solve          ops.linalg.lu_solve                 linalg,out      -            -   matmul,mul,expand
-solve_ex          ops.linalg.solve_ex                 linalg,out      -            -   matmul,mul,expand
-matrix_exp        ops.linalg.matrix_exp               linalg          -            -   cat,slice
-householder_product ops.linalg.householder_product        linalg,out      -            -   matmul,mul,sub,select
-ldl_factor        ops.linalg.ldl_factor               linalg,out      -            -   -
-ldl_factor_ex     ops.linalg.ldl_factor_ex            linalg,out      -            -   -
-ldl_solve         ops.linalg.ldl_solve                linalg,out      -            -   -
-tensorinv         ops.linalg.tensorinv                linalg,out      -            -   reshape,matmul
-tensorsolve       ops.linalg.tensorsolve              linalg,out      -            -   permute,reshape,matmul
-vander            ops.linalg.vander                   linalg          -            -   expand,cumprod,cat
-lu                ops.linalg.torch_lu                 fn,method       -            -   matmul,mul,cat
-lu_unpack         ops.linalg.lu_unpack                fn,out          -            -   mul,add
-lu_solve          ops.linalg.torch_lu_solve           fn,method,out   -            -   matmul,mul,expand
-matrix_exp        ops.linalg.matrix_exp               fn,method       -            -   cat,slice
-vander            ops.linalg.torch_vander             fn              -            -   expand,cumprod,cat,index_select
-orgqr             ops.linalg.orgqr                    fn,method,out   -            -   matmul,mul,sub,select
-ormqr             ops.linalg.ormqr                    fn,method,out   -            -   matmul,mul,sub,select
-geqrf             ops.linalg.geqrf                    fn,method,out   -            -   -
-cholesky_solve    ops.linalg.cholesky_solve           fn,method,out   -            -   matmul,expand
-cholesky_inverse  ops.linalg.cholesky_inverse         fn,method,out   -            -   matmul,expand
-triangular_solve  ops.linalg.triangular_solve         fn,method,out   -            -   matmul,expand,mul
+eig               ops.linalg.eig                      linalg,out      -            -   matmul,mul,div,numpy
+eigvals           ops.linalg.eigvals                  linalg,out      -            -   matmul,mul,div,numpy
+lu                ops.linalg.lu                       linalg,out      -            -   matmul,mul,cat,numpy
+lu_factor         ops.linalg.lu_factor                linalg,out      -            -   matmul,mul,cat,numpy
+lu_factor_ex      ops.linalg.lu_factor_ex             linalg,out      -            -   matmul,mul,cat,numpy
+lu_solve          ops.linalg.lu_solve                 linalg,out      -            -   matmul,mul,expand,numpy
+solve_ex          ops.linalg.solve_ex                 linalg,out      -            -   matmul,mul,expand,numpy
+matrix_exp        ops.linalg.matrix_exp               linalg          -            -   cat,slice,numpy
+householder_product ops.linalg.householder_product        linalg,out      -            -   matmul,mul,sub,select,numpy
+ldl_factor        ops.linalg.ldl_factor               linalg,out      -            -   numpy
+ldl_factor_ex     ops.linalg.ldl_factor_ex            linalg,out      -            -   numpy
+ldl_solve         ops.linalg.ldl_solve                linalg,out      -            -   numpy
+tensorinv         ops.linalg.tensorinv                linalg,out      -            -   reshape,matmul,numpy
+tensorsolve       ops.linalg.tensorsolve              linalg,out      -            -   permute,reshape,matmul,numpy
+vander            ops.linalg.vander                   linalg          -            -   expand,cumprod,cat,numpy
+lu                ops.linalg.torch_lu                 fn,method       -            -   matmul,mul,cat,numpy
+lu_unpack         ops.linalg.lu_unpack                fn,out          -            -   mul,add,numpy
+lu_solve          ops.linalg.torch_lu_solve           fn,method,out   -            -   matmul,mul,expand,numpy
+matrix_exp        ops.linalg.matrix_exp               fn,method       -            -   cat,slice,numpy
+vander            ops.linalg.torch_vander             fn              -            -   expand,cumprod,cat,index_select,numpy
+orgqr             ops.linalg.orgqr                    fn,method,out   -            -   matmul,mul,sub,select,numpy
+ormqr             ops.linalg.ormqr                    fn,method,out   -            -   matmul,mul,sub,select,numpy
+geqrf             ops.linalg.geqrf                    fn,method,out   -            -   numpy
+cholesky_solve    ops.linalg.cholesky_solve           fn,method,out   -            -   matmul,expand,numpy
+cholesky_inverse  ops.linalg.cholesky_inverse         fn,method,out   -            -   matmul,expand,numpy
+triangular_solve  ops.linalg.triangular_solve         fn,method,out   -            -   matmul,expand,mul,numpy
 igamma            ops.special.gammainc                fn,method,out   igamma_      -   numpy,exp,log,lgamma
 igammac           ops.special.gammaincc               fn,method,out   igammac_     -   numpy,exp,log,lgamma
 # ----- torch.special: Bessel, Airy, incomplete gamma, orthogonal polynomials (kernels in host/special.py) -----
@@ -496,38 +499,38 @@ dstack            ops.shape.dstack                    fn,out          -         
 column_stack      ops.shape.column_stack              fn,out          -            -   cat
 meshgrid          ops.shape.meshgrid                  fn              -            -   expand
 cartesian_prod    ops.shape.cartesian_prod            fn              -            -   expand,stack
-combinations      ops.shape.combinations              fn              -            -   take
+combinations      ops.shape.combinations              fn              -            -   take,numpy
 block_diag        ops.shape.block_diag                fn              -            -   cat
-flip              ops.shape.flip                      fn              -            -   take
-flip              ops.shape.flip_method               method          -            -   take
-fliplr            ops.shape.fliplr                    fn,method       -            -   take
-flipud            ops.shape.flipud                    fn,method       -            -   take
-roll              ops.shape.roll                      fn,method       -            -   take
-rot90             ops.shape.rot90                     fn,method       -            -   take
-repeat            ops.shape.repeat                    method          -            -   take
-tile              ops.shape.tile                      fn              -            -   take
-tile              ops.shape.tile_method               method          -            -   take
-repeat_interleave ops.shape.repeat_interleave         fn,method       -            -   index_select
-unfold            ops.shape.unfold                    method          -            -   slice,view,take
-as_strided        ops.shape.as_strided                fn,method       -            -   take
-tril              ops.shape.tril                      fn,method,out   tril_        -   where
-triu              ops.shape.triu                      fn,method,out   triu_        -   where
-tril_indices      ops.shape.tril_indices              fn              -            -   copy_from_numpy
-triu_indices      ops.shape.triu_indices              fn              -            -   copy_from_numpy
+flip              ops.shape.flip                      fn              -            -   take,numpy
+flip              ops.shape.flip_method               method          -            -   take,numpy
+fliplr            ops.shape.fliplr                    fn,method       -            -   take,numpy
+flipud            ops.shape.flipud                    fn,method       -            -   take,numpy
+roll              ops.shape.roll                      fn,method       -            -   take,numpy
+rot90             ops.shape.rot90                     fn,method       -            -   take,numpy
+repeat            ops.shape.repeat                    method          -            -   take,numpy
+tile              ops.shape.tile                      fn              -            -   take,numpy
+tile              ops.shape.tile_method               method          -            -   take,numpy
+repeat_interleave ops.shape.repeat_interleave         fn,method       -            -   index_select,numpy
+unfold            ops.shape.unfold                    method          -            -   slice,view,take,numpy
+as_strided        ops.shape.as_strided                fn,method       -            -   take,numpy
+tril              ops.shape.tril                      fn,method,out   tril_        -   where,numpy
+triu              ops.shape.triu                      fn,method,out   triu_        -   where,numpy
+tril_indices      ops.shape.tril_indices              fn              -            -   copy_from_numpy,numpy
+triu_indices      ops.shape.triu_indices              fn              -            -   copy_from_numpy,numpy
 diagonal          ops.shape.diagonal                  fn,method       -            -   view,slice,take
-diag              ops.shape.diag                      fn,method,out   -            -   put,take
-diag_embed        ops.shape.diag_embed                fn,method       -            -   put
-diagflat          ops.shape.diagflat                  fn,method       -            -   put
-select_scatter    ops.shape.select_scatter            fn,method       -            -   put
-slice_scatter     ops.shape.slice_scatter             fn,method       -            -   put
-diagonal_scatter  ops.shape.diagonal_scatter          fn,method       -            -   put
+diag              ops.shape.diag                      fn,method,out   -            -   put,take,numpy
+diag_embed        ops.shape.diag_embed                fn,method       -            -   put,numpy
+diagflat          ops.shape.diagflat                  fn,method       -            -   put,numpy
+select_scatter    ops.shape.select_scatter            fn,method       -            -   put,numpy
+slice_scatter     ops.shape.slice_scatter             fn,method       -            -   put,numpy
+diagonal_scatter  ops.shape.diagonal_scatter          fn,method       -            -   put,numpy
 unsqueeze_        ops.shape.unsqueeze_                method          -            -   reshape,assign_inplace
 squeeze_          ops.shape.squeeze_                  method          -            -   reshape,assign_inplace
 t_                ops.shape.t_                        method          -            -   permute,assign_inplace
 transpose_        ops.shape.transpose_                method          -            -   permute,assign_inplace
 swapdims_         ops.shape.swapdims_                 method          -            -   permute,assign_inplace
 swapaxes_         ops.shape.swapaxes_                 method          -            -   permute,assign_inplace
-as_strided_       ops.shape.as_strided_               method          -            -   take,assign_inplace
+as_strided_       ops.shape.as_strided_               method          -            -   take,assign_inplace,numpy
 clone             ops.shape.clone                     fn,method       -            -   prim
 contiguous        ops.shape.contiguous                method          -            -   clone
 T                 ops.shape.T                         prop            -            -   permute
@@ -537,10 +540,10 @@ split_with_sizes  ops.shape.split_with_sizes          fn,method       -         
 unsafe_chunk      ops.shape.unsafe_chunk              fn,method       -            -   chunk
 unsafe_split      ops.shape.unsafe_split              fn              -            -   split
 unsafe_split      ops.shape.unsafe_split_method       method          -            -   split
-fill_diagonal_    ops.shape.fill_diagonal_            method          -            -   put,assign_inplace
+fill_diagonal_    ops.shape.fill_diagonal_            method          -            -   put,assign_inplace,numpy
 unsafe_split_with_sizes ops.shape.unsafe_split_with_sizes fn,method       -            -   split
-as_strided_scatter ops.shape.as_strided_scatter       fn,method       -            -   put
-as_strided_copy   ops.shape.COPY_FORMS                fn,out          -            -   take,clone
+as_strided_scatter ops.shape.as_strided_scatter       fn,method       -            -   put,numpy
+as_strided_copy   ops.shape.COPY_FORMS                fn,out          -            -   take,clone,numpy
 diagonal_copy     ops.shape.COPY_FORMS                fn,out          -            -   view,clone
 expand_copy       ops.shape.COPY_FORMS                fn,out          -            -   expand,clone
 permute_copy      ops.shape.COPY_FORMS                fn,out          -            -   permute,clone
@@ -550,7 +553,7 @@ squeeze_copy      ops.shape.COPY_FORMS                fn,out          -         
 t_copy            ops.shape.COPY_FORMS                fn,out          -            -   permute,clone
 transpose_copy    ops.shape.COPY_FORMS                fn,out          -            -   permute,clone
 unbind_copy       ops.shape.COPY_FORMS                fn              -            -   select,clone
-unfold_copy       ops.shape.COPY_FORMS                fn,out          -            -   unfold,clone
+unfold_copy       ops.shape.COPY_FORMS                fn,out          -            -   unfold,clone,numpy
 unsqueeze_copy    ops.shape.COPY_FORMS                fn,out          -            -   reshape,clone
 view_copy         ops.shape.COPY_FORMS                fn,out          -            -   view,clone
 split_copy        ops.shape.COPY_FORMS                fn              -            -   split,clone
@@ -564,31 +567,31 @@ __getitem__       ops.indexing.getitem                op              -         
 __setitem__       ops.indexing.setitem                op              -            -   put,copy_
 gather            ops.indexing.gather                 fn,method,out   -            -   prim
 index_select      ops.indexing.index_select           fn,method,out   -            -   prim
-take_along_dim    ops.indexing.take_along_dim         fn,method,out   -            -   gather,take
-scatter           ops.indexing.scatter                fn,method,out   scatter_     -   put,take
-scatter_add       ops.indexing.scatter_add            fn,method,out   scatter_add_ -   add,prim
-scatter_reduce    ops.indexing.scatter_reduce         fn,method,out   scatter_reduce_ -   take,cat,sum,amax,put
-index_put         ops.indexing.index_put              fn,method       index_put_   -   put,put_add
-index_fill        ops.indexing.index_fill             fn,method       index_fill_  -   put
-index_copy        ops.indexing.index_copy             fn,method,out   index_copy_  -   put
-index_add         ops.indexing.index_add              fn,method,out   index_add_   -   index_add,add
-masked_select     ops.indexing.masked_select          fn,method,out   -            -   take
-masked_scatter    ops.indexing.masked_scatter         fn,method       masked_scatter_ -   put,take
-nonzero           ops.indexing.nonzero                fn,method,out   -            -   -
-argwhere          ops.indexing.argwhere               fn,method       -            -   -
-searchsorted      ops.indexing.searchsorted           fn,out          -            -   -
-bucketize         ops.indexing.bucketize              fn,out          -            -   -
+take_along_dim    ops.indexing.take_along_dim         fn,method,out   -            -   gather,take,numpy
+scatter           ops.indexing.scatter                fn,method,out   scatter_     -   put,take,numpy
+scatter_add       ops.indexing.scatter_add            fn,method,out   scatter_add_ -   add,prim,numpy
+scatter_reduce    ops.indexing.scatter_reduce         fn,method,out   scatter_reduce_ -   take,cat,sum,amax,put,numpy
+index_put         ops.indexing.index_put              fn,method       index_put_   -   put,put_add,numpy
+index_fill        ops.indexing.index_fill             fn,method       index_fill_  -   put,numpy
+index_copy        ops.indexing.index_copy             fn,method,out   index_copy_  -   put,numpy
+index_add         ops.indexing.index_add              fn,method,out   index_add_   -   index_add,add,numpy
+masked_select     ops.indexing.masked_select          fn,method,out   -            -   take,numpy
+masked_scatter    ops.indexing.masked_scatter         fn,method       masked_scatter_ -   put,take,numpy
+nonzero           ops.indexing.nonzero                fn,method,out   -            -   numpy
+argwhere          ops.indexing.argwhere               fn,method       -            -   numpy
+searchsorted      ops.indexing.searchsorted           fn,out          -            -   numpy
+bucketize         ops.indexing.bucketize              fn,out          -            -   numpy
 take              ops.indexing.take                   fn,method,out   -            -   prim
 masked_fill       ops.indexing.masked_fill            fn,method       masked_fill_ -   masked_fill,expand
-unravel_index     ops.indexing.unravel_index          fn              -            -   -
-nonzero_static    ops.indexing.nonzero_static         fn,method       -            -   -
-index_reduce      ops.indexing.index_reduce           fn,method,out   index_reduce_ -  scatter_reduce
-put               ops.indexing.put                    fn,method       put_         -   put,put_add
+unravel_index     ops.indexing.unravel_index          fn              -            -   numpy
+nonzero_static    ops.indexing.nonzero_static         fn,method       -            -   numpy
+index_reduce      ops.indexing.index_reduce           fn,method,out   index_reduce_ -  scatter_reduce,numpy
+put               ops.indexing.put                    fn,method       put_         -   put,put_add,numpy
 # ----- neural-net layers (also nn.functional) ---------------------------------------------------------------
 linear            ops.linear.linear                   fn,F            -            hot matmul,add
 bilinear          ops.linear.bilinear                 fn,F            -            -   matmul,mul,sum
-embedding         ops.embedding.embedding             fn,F            -            -   index_select
-one_hot           ops.embedding.one_hot               fn,F            -            -   -
+embedding         ops.embedding.embedding             fn,F            -            -   index_select,numpy
+one_hot           ops.embedding.one_hot               fn,F            -            -   numpy
 # ----- convolutions (also nn.functional; _api/ops/conv.py) ---------------------------------------------------------
 conv1d            ops.conv.conv1d                     fn,F            -            -   conv2d,unsqueeze,squeeze
 conv2d            ops.conv.conv2d                     fn,F            -            -   conv2d
@@ -599,47 +602,47 @@ fold              ops.conv.fold                       F               -         
 # ----- pooling, padding, resampling (also nn.functional) ----------------------------------------------------
 max_pool1d        ops.pooling.max_pool1d              fn,F            -            -   max_pool2d,index_select,gather
 max_pool2d        ops.pooling.max_pool2d              fn,F            -            -   max_pool2d,index_select,gather
-max_pool1d_with_indices ops.pooling.max_pool1d_with_indices fn,F          -            -   index_select,gather
-max_pool2d_with_indices ops.pooling.max_pool2d_with_indices F             -            -   index_select,gather
+max_pool1d_with_indices ops.pooling.max_pool1d_with_indices fn,F          -            -   index_select,gather,numpy
+max_pool2d_with_indices ops.pooling.max_pool2d_with_indices F             -            -   index_select,gather,numpy
 avg_pool1d        ops.pooling.avg_pool1d              fn,F            -            -   avg_pool2d,index_select,sum
 avg_pool2d        ops.pooling.avg_pool2d              fn,F            -            -   avg_pool2d,index_select,sum
 adaptive_avg_pool1d ops.pooling.adaptive_avg_pool1d   fn,F            -            -   avg_pool2d,index_select,sum
-adaptive_avg_pool2d ops.pooling.adaptive_avg_pool2d   F               -            -   avg_pool2d,index_select,sum
+adaptive_avg_pool2d ops.pooling.adaptive_avg_pool2d   F               -            -   avg_pool2d,index_select,sum,numpy
 adaptive_max_pool1d ops.pooling.adaptive_max_pool1d   F               -            -   max_pool2d,index_select,gather
-adaptive_max_pool2d ops.pooling.adaptive_max_pool2d   F               -            -   max_pool2d,index_select,gather
-adaptive_max_pool1d_with_indices ops.pooling.adaptive_max_pool1d_with_indices F - -        index_select,gather
-adaptive_max_pool2d_with_indices ops.pooling.adaptive_max_pool2d_with_indices F - -        index_select,gather
+adaptive_max_pool2d ops.pooling.adaptive_max_pool2d   F               -            -   max_pool2d,index_select,gather,numpy
+adaptive_max_pool1d_with_indices ops.pooling.adaptive_max_pool1d_with_indices F - -        index_select,gather,numpy
+adaptive_max_pool2d_with_indices ops.pooling.adaptive_max_pool2d_with_indices F - -        index_select,gather,numpy
 lp_pool1d         ops.pooling.lp_pool1d               F               -            -   avg_pool2d,pow_scalar
 lp_pool2d         ops.pooling.lp_pool2d               F               -            -   avg_pool2d,pow_scalar
-max_unpool1d      ops.pooling.max_unpool1d            F               -            -   put
-max_unpool2d      ops.pooling.max_unpool2d            F               -            -   put
-max_pool3d        ops.pooling.max_pool3d              fn,F            -            -   index_select,gather
-max_pool3d_with_indices ops.pooling.max_pool3d_with_indices F             -            -   index_select,gather
-avg_pool3d        ops.pooling.avg_pool3d              F               -            -   index_select,sum
-adaptive_avg_pool3d ops.pooling.adaptive_avg_pool3d   F               -            -   index_select,sum
-adaptive_max_pool3d ops.pooling.adaptive_max_pool3d   F               -            -   index_select,gather
-adaptive_max_pool3d_with_indices ops.pooling.adaptive_max_pool3d_with_indices F - -        index_select,gather
-lp_pool3d         ops.pooling.lp_pool3d               F               -            -   index_select,pow_scalar
-max_unpool3d      ops.pooling.max_unpool3d            F               -            -   put
-pad               ops.padding.pad                     F               -            -   slice,cat,index_select
-interpolate       ops.resampling.interpolate          F               -            -   index_select,mul,add
-upsample          ops.resampling.upsample             F               -            -   index_select,mul,add
-upsample_nearest  ops.resampling.upsample_nearest     F               -            -   index_select
-upsample_bilinear ops.resampling.upsample_bilinear    F               -            -   index_select,mul,add
+max_unpool1d      ops.pooling.max_unpool1d            F               -            -   put,numpy
+max_unpool2d      ops.pooling.max_unpool2d            F               -            -   put,numpy
+max_pool3d        ops.pooling.max_pool3d              fn,F            -            -   index_select,gather,numpy
+max_pool3d_with_indices ops.pooling.max_pool3d_with_indices F             -            -   index_select,gather,numpy
+avg_pool3d        ops.pooling.avg_pool3d              F               -            -   index_select,sum,numpy
+adaptive_avg_pool3d ops.pooling.adaptive_avg_pool3d   F               -            -   index_select,sum,numpy
+adaptive_max_pool3d ops.pooling.adaptive_max_pool3d   F               -            -   index_select,gather,numpy
+adaptive_max_pool3d_with_indices ops.pooling.adaptive_max_pool3d_with_indices F - -        index_select,gather,numpy
+lp_pool3d         ops.pooling.lp_pool3d               F               -            -   index_select,pow_scalar,numpy
+max_unpool3d      ops.pooling.max_unpool3d            F               -            -   put,numpy
+pad               ops.padding.pad                     F               -            -   slice,cat,index_select,numpy
+interpolate       ops.resampling.interpolate          F               -            -   index_select,mul,add,numpy
+upsample          ops.resampling.upsample             F               -            -   index_select,mul,add,numpy
+upsample_nearest  ops.resampling.upsample_nearest     F               -            -   index_select,numpy
+upsample_bilinear ops.resampling.upsample_bilinear    F               -            -   index_select,mul,add,numpy
 pixel_shuffle     ops.resampling.pixel_shuffle        fn,F            -            -   reshape,permute
 pixel_unshuffle   ops.resampling.pixel_unshuffle      fn,F            -            -   reshape,permute
 channel_shuffle   ops.resampling.channel_shuffle      fn,F            -            -   reshape,permute
-embedding_bag     ops.embedding.embedding_bag         F               -            -   index_select,index_add,gather
+embedding_bag     ops.embedding.embedding_bag         F               -            -   index_select,index_add,gather,numpy
 # ----- 3-d convolutions, sampling grids, fractional pooling (also nn.functional) -----------------------------
-conv3d            ops.conv.conv3d                     fn,F            -            -   index_select,conv2d
-conv_transpose3d  ops.conv.conv_transpose3d           fn,F            -            -   matmul,fold,index_add
-affine_grid       ops.sampling.affine_grid            F               -            -   matmul
-grid_sample       ops.sampling.grid_sample            F               -            -   gather,mul,add
-gumbel_softmax    ops.sampling.gumbel_softmax         F               -            -   rand,softmax
-fractional_max_pool2d ops.pooling.fractional_max_pool2d   F               -            -   gather
-fractional_max_pool3d ops.pooling.fractional_max_pool3d   F               -            -   gather
-fractional_max_pool2d_with_indices ops.pooling.fractional_max_pool2d_with_indices F - -        gather
-fractional_max_pool3d_with_indices ops.pooling.fractional_max_pool3d_with_indices F - -        gather
+conv3d            ops.conv.conv3d                     fn,F            -            -   index_select,conv2d,numpy
+conv_transpose3d  ops.conv.conv_transpose3d           fn,F            -            -   matmul,fold,index_add,numpy
+affine_grid       ops.sampling.affine_grid            F               -            -   matmul,numpy
+grid_sample       ops.sampling.grid_sample            F               -            -   gather,mul,add,numpy
+gumbel_softmax    ops.sampling.gumbel_softmax         F               -            -   rand,softmax,numpy
+fractional_max_pool2d ops.pooling.fractional_max_pool2d   F               -            -   gather,numpy
+fractional_max_pool3d ops.pooling.fractional_max_pool3d   F               -            -   gather,numpy
+fractional_max_pool2d_with_indices ops.pooling.fractional_max_pool2d_with_indices F - -        gather,numpy
+fractional_max_pool3d_with_indices ops.pooling.fractional_max_pool3d_with_indices F - -        gather,numpy
 native_channel_shuffle ops.resampling.native_channel_shuffle fn,F           -            -   reshape,permute
 conv_tbc          ops.conv.conv_tbc                   fn,F            -            -   conv2d,permute
 # ----- activations (also nn.functional; the F.NAME_ rows are torch's in-place forms) ------------------------
@@ -697,12 +700,12 @@ feature_alpha_dropout ops.dropout.feature_alpha_dropout   F               -     
 feature_alpha_dropout_ ops.dropout.feature_alpha_dropout_ fn              -            -   bernoulli_mask,assign_inplace
 # ----- losses -------------------------------------------------------------------------------------------------
 cross_entropy     ops.loss.cross_entropy              fn,F            -            hot prim,log_softmax,gather
-nll_loss          ops.loss.nll_loss                   fn,F            -            -   gather,where
+nll_loss          ops.loss.nll_loss                   fn,F            -            -   gather,where,numpy
 mse_loss          ops.loss.mse_loss                   fn,F            -            -   sub,mul,mean
 l1_loss           ops.loss.l1_loss                    F               -            -   sub,abs,mean
 smooth_l1_loss    ops.loss.smooth_l1_loss             F               -            -   sub,abs,where
 huber_loss        ops.loss.huber_loss                 F               -            -   sub,abs,where
-binary_cross_entropy ops.loss.binary_cross_entropy    F               -            -   _record_function,log
+binary_cross_entropy ops.loss.binary_cross_entropy    F               -            -   _record_function,log,numpy
 binary_cross_entropy_with_logits ops.loss.binary_cross_entropy_with_logits_fn fn -         -   softplus,mul
 binary_cross_entropy_with_logits ops.loss.binary_cross_entropy_with_logits F  -            -   softplus,mul
 kl_div            ops.loss.kl_div_fn                  fn              -            -   exp,log,where
@@ -712,8 +715,8 @@ poisson_nll_loss  ops.loss.poisson_nll_loss           F               -         
 gaussian_nll_loss ops.loss.gaussian_nll_loss          F               -            -   log,div,clamp
 soft_margin_loss  ops.loss.soft_margin_loss           F               -            -   softplus
 multilabel_soft_margin_loss ops.loss.multilabel_soft_margin_loss F        -            -   softplus,sum
-multilabel_margin_loss ops.loss.multilabel_margin_loss    F               -            -   relu,mul,sum
-multi_margin_loss ops.loss.multi_margin_loss          F               -            -   gather,relu,where
+multilabel_margin_loss ops.loss.multilabel_margin_loss    F               -            -   relu,mul,sum,numpy
+multi_margin_loss ops.loss.multi_margin_loss          F               -            -   gather,relu,where,numpy
 margin_ranking_loss ops.loss.margin_ranking_loss_fn   fn              -            -   clamp
 margin_ranking_loss ops.loss.margin_ranking_loss      F               -            -   clamp
 hinge_embedding_loss ops.loss.hinge_embedding_loss_fn fn              -            -   clamp,where
@@ -723,8 +726,8 @@ cosine_embedding_loss ops.loss.cosine_embedding_loss  F               -         
 triplet_margin_loss ops.loss.triplet_margin_loss_fn   fn              -            -   sum,sqrt,clamp
 triplet_margin_loss ops.loss.triplet_margin_loss      F               -            -   sum,sqrt,clamp
 triplet_margin_with_distance_loss ops.loss.triplet_margin_with_distance_loss F -          -   clamp,minimum
-ctc_loss          ops.loss.ctc_loss_fn                fn              -            -   _record_function
-ctc_loss          ops.loss.ctc_loss                   F               -            -   _record_function
+ctc_loss          ops.loss.ctc_loss_fn                fn              -            -   _record_function,numpy
+ctc_loss          ops.loss.ctc_loss                   F               -            -   _record_function,numpy
 # ----- normalisation ------------------------------------------------------------------------------------------
 batch_norm        ops.normalization.batch_norm_fn     fn              -            -   mean,var,rsqrt,copy_
 batch_norm        ops.normalization.batch_norm        F               -            -   mean,var,rsqrt,copy_
@@ -741,21 +744,21 @@ renorm            ops.normalization.renorm            fn,method,out   renorm_   
 # ----- distances and attention --------------------------------------------------------------------------------
 cosine_similarity ops.distance.cosine_similarity      fn,F            -            -   sum,sqrt,div
 pairwise_distance ops.distance.pairwise_distance      fn,F            -            -   sum,sqrt
-pdist             ops.distance.pdist                  fn,F            -            -   index_select,sum,sqrt
+pdist             ops.distance.pdist                  fn,F            -            -   index_select,sum,sqrt,numpy
 scaled_dot_product_attention ops.attention.scaled_dot_product_attention F -           -   matmul,softmax,where
 multi_head_attention_forward ops.attention.multi_head_attention_forward F -           -   matmul,softmax,linear
 dist              ops.distance.dist                   fn,method       -            -   sub,vector_norm
 cdist             ops.distance.cdist                  fn              -            -   sub,abs,sum,pow_scalar,amax
 # ----- statistics, differences and integrals ------------------------------------------------------------------
-histc             ops.statistics.histc                fn,method,out   -            -   -
-bincount          ops.statistics.bincount             fn,method       -            -   -
+histc             ops.statistics.histc                fn,method,out   -            -   numpy
+bincount          ops.statistics.bincount             fn,method       -            -   numpy
 diff              ops.calculus.diff                   fn,method       -            -   slice,sub,cat
 cov               ops.statistics.cov                  fn,method       -            -   mean,sub,mul,matmul,div
-corrcoef          ops.statistics.corrcoef             fn,method       -            -   cov,sqrt,div,clamp
-histogram         ops.statistics.histogram            fn,method,out   -            -   -
-histogramdd       ops.statistics.histogramdd          fn              -            -   -
-cumulative_trapezoid ops.calculus.cumulative_trapezoid fn              -            -   slice,add,mul,cumsum
-gradient          ops.calculus.gradient               fn              -            -   index_select,mul,add
+corrcoef          ops.statistics.corrcoef             fn,method       -            -   cov,sqrt,div,clamp,numpy
+histogram         ops.statistics.histogram            fn,method,out   -            -   numpy
+histogramdd       ops.statistics.histogramdd          fn              -            -   numpy
+cumulative_trapezoid ops.calculus.cumulative_trapezoid fn              -            -   slice,add,mul,cumsum,numpy
+gradient          ops.calculus.gradient               fn              -            -   index_select,mul,add,numpy
 trapezoid         ops.calculus.trapezoid              fn              -            -   slice,add,mul,sum
 trapz             ops.calculus.trapezoid              fn              -            -   slice,add,mul,sum
 # ----- complex-number helpers on real tensors (dyngrad has no complex dtypes) ---------------------------------
@@ -775,7 +778,7 @@ imag              ops.complex.imag                    prop            -         
 H                 ops.complex.H                       prop            -            -   mT
 mH                ops.complex.mH                      prop            -            -   mT
 # ----- about a tensor: predicates and the queries a script asks of any tensor ---------------------------------
-is_nonzero        ops.tensor.is_nonzero               fn,method       -            -   -
+is_nonzero        ops.tensor.is_nonzero               fn,method       -            -   numpy
 is_same_size      ops.tensor.is_same_size             fn,method       -            -   -
 is_signed         ops.tensor.is_signed                fn,method       -            -   -
 nbytes            ops.tensor.nbytes                   prop            -            -   -
@@ -840,8 +843,8 @@ CharTensor        ops.tensor.CharTensor               fn              -         
 ByteTensor        ops.tensor.ByteTensor               fn              -            -   to_dtype
 HalfTensor        ops.tensor.HalfTensor               fn              -            -   to_dtype
 BFloat16Tensor    ops.tensor.BFloat16Tensor           fn              -            -   to_dtype
-__repr__          ops.tensor.__repr__                 op              -            -   -
-__str__           ops.tensor.__repr__                 op              -            -   -
+__repr__          ops.tensor.__repr__                 op              -            -   numpy
+__str__           ops.tensor.__repr__                 op              -            -   numpy
 __format__        ops.tensor.__format__               op              -            -   -
 __len__           ops.tensor.__len__                  op              -            -   -
 __iter__          ops.tensor.__iter__                 op              -            -   select
@@ -851,11 +854,11 @@ __int__           ops.tensor.__int__                  op              -         
 __complex__       ops.tensor.__complex__              op              -            -   -
 __index__         ops.tensor.__index__                op              -            -   -
 __contains__      ops.tensor.__contains__             op              -            -   compare,sum
-__array__         ops.tensor.__array__                op              -            -   -
-__reduce_ex__     ops.tensor.__reduce_ex__            op              -            -   copy_from_numpy
-__deepcopy__      ops.tensor.__deepcopy__             op              -            -   copy_from_numpy
-tolist            ops.tensor.tolist                   method          -            -   -
-numpy             ops.tensor.numpy                    method          -            -   -
+__array__         ops.tensor.__array__                op              -            -   numpy
+__reduce_ex__     ops.tensor.__reduce_ex__            op              -            -   copy_from_numpy,numpy
+__deepcopy__      ops.tensor.__deepcopy__             op              -            -   copy_from_numpy,numpy
+tolist            ops.tensor.tolist                   method          -            -   numpy
+numpy             ops.tensor.numpy                    method          -            -   numpy
 to                ops.tensor.to                       method          -            -   to_dtype
 type              ops.tensor.type_method              method          -            -   to_dtype
 type_as           ops.tensor.type_as                  method          -            -   to_dtype
@@ -889,12 +892,12 @@ normal_           ops.random.normal_                  method          -         
 bernoulli_        ops.random.bernoulli_               method          -            -   rand,compare
 new               ops.tensor.new                      method          -            -   empty,copy_from_numpy
 detach            ops.tensor.detach                   fn              -            -   -
-apply_            ops.tensor.apply_                   method          -            -   assign_inplace
-map_              ops.tensor.map_                     method          -            -   assign_inplace
-map2_             ops.tensor.map2_                    method          -            -   assign_inplace
-from_dlpack       ops.dlpack.from_dlpack              fn              -            -   from_numpy
-to_dlpack         ops.dlpack.to_dlpack                fn              -            -   -
-__dlpack__        ops.dlpack.__dlpack__               op              -            -   -
+apply_            ops.tensor.apply_                   method          -            -   assign_inplace,numpy
+map_              ops.tensor.map_                     method          -            -   assign_inplace,numpy
+map2_             ops.tensor.map2_                    method          -            -   assign_inplace,numpy
+from_dlpack       ops.dlpack.from_dlpack              fn              -            -   from_numpy,numpy
+to_dlpack         ops.dlpack.to_dlpack                fn              -            -   numpy
+__dlpack__        ops.dlpack.__dlpack__               op              -            -   numpy
 __dlpack_device__ ops.dlpack.__dlpack_device__        op              -            -   -
 # ----- Tensor: operators ------------------------------------------------------------------------------------
 __add__           ops.tensor.OPERATORS                op              -            hot add
@@ -912,21 +915,21 @@ __rpow__          ops.tensor.OPERATORS                op              -         
 __neg__           ops.tensor.OPERATORS                op              -            -   neg
 __pos__           ops.tensor.OPERATORS                op              -            -   -
 __abs__           ops.tensor.OPERATORS                op              -            -   abs
-__invert__        ops.tensor.OPERATORS                op              -            -   bitwise_not
-__and__           ops.tensor.OPERATORS                op              -            -   bitwise_and
-__rand__          ops.tensor.OPERATORS                op              -            -   bitwise_and
-__or__            ops.tensor.OPERATORS                op              -            -   bitwise_or
-__ror__           ops.tensor.OPERATORS                op              -            -   bitwise_or
-__xor__           ops.tensor.OPERATORS                op              -            -   bitwise_xor
-__rxor__          ops.tensor.OPERATORS                op              -            -   bitwise_xor
-__lshift__        ops.tensor.OPERATORS                op              -            -   bitwise_left_shift
-__rlshift__       ops.tensor.OPERATORS                op              -            -   bitwise_left_shift
-__rshift__        ops.tensor.OPERATORS                op              -            -   bitwise_right_shift
-__rrshift__       ops.tensor.OPERATORS                op              -            -   bitwise_right_shift
-__mod__           ops.tensor.OPERATORS                op              -            -   remainder
-__rmod__          ops.tensor.OPERATORS                op              -            -   remainder
-__floordiv__      ops.tensor.OPERATORS                op              -            -   floor_divide
-__rfloordiv__     ops.tensor.OPERATORS                op              -            -   floor_divide
+__invert__        ops.tensor.OPERATORS                op              -            -   bitwise_not,numpy
+__and__           ops.tensor.OPERATORS                op              -            -   bitwise_and,numpy
+__rand__          ops.tensor.OPERATORS                op              -            -   bitwise_and,numpy
+__or__            ops.tensor.OPERATORS                op              -            -   bitwise_or,numpy
+__ror__           ops.tensor.OPERATORS                op              -            -   bitwise_or,numpy
+__xor__           ops.tensor.OPERATORS                op              -            -   bitwise_xor,numpy
+__rxor__          ops.tensor.OPERATORS                op              -            -   bitwise_xor,numpy
+__lshift__        ops.tensor.OPERATORS                op              -            -   bitwise_left_shift,numpy
+__rlshift__       ops.tensor.OPERATORS                op              -            -   bitwise_left_shift,numpy
+__rshift__        ops.tensor.OPERATORS                op              -            -   bitwise_right_shift,numpy
+__rrshift__       ops.tensor.OPERATORS                op              -            -   bitwise_right_shift,numpy
+__mod__           ops.tensor.OPERATORS                op              -            -   remainder,numpy
+__rmod__          ops.tensor.OPERATORS                op              -            -   remainder,numpy
+__floordiv__      ops.tensor.OPERATORS                op              -            -   floor_divide,numpy
+__rfloordiv__     ops.tensor.OPERATORS                op              -            -   floor_divide,numpy
 __eq__            ops.tensor.OPERATORS                op              -            -   compare
 __ne__            ops.tensor.OPERATORS                op              -            -   compare
 __lt__            ops.tensor.OPERATORS                op              -            -   compare
@@ -937,13 +940,13 @@ __iadd__          ops.tensor.INPLACE_OPERATORS        op              -         
 __isub__          ops.tensor.INPLACE_OPERATORS        op              -            -   sub
 __imul__          ops.tensor.INPLACE_OPERATORS        op              -            -   mul
 __itruediv__      ops.tensor.INPLACE_OPERATORS        op              -            -   div
-__imod__          ops.tensor.INPLACE_OPERATORS        op              -            -   remainder
-__ifloordiv__     ops.tensor.INPLACE_OPERATORS        op              -            -   floor_divide
-__iand__          ops.tensor.INPLACE_OPERATORS        op              -            -   bitwise_and
-__ior__           ops.tensor.INPLACE_OPERATORS        op              -            -   bitwise_or
-__ixor__          ops.tensor.INPLACE_OPERATORS        op              -            -   bitwise_xor
-__ilshift__       ops.tensor.INPLACE_OPERATORS        op              -            -   bitwise_left_shift
-__irshift__       ops.tensor.INPLACE_OPERATORS        op              -            -   bitwise_right_shift
+__imod__          ops.tensor.INPLACE_OPERATORS        op              -            -   remainder,numpy
+__ifloordiv__     ops.tensor.INPLACE_OPERATORS        op              -            -   floor_divide,numpy
+__iand__          ops.tensor.INPLACE_OPERATORS        op              -            -   bitwise_and,numpy
+__ior__           ops.tensor.INPLACE_OPERATORS        op              -            -   bitwise_or,numpy
+__ixor__          ops.tensor.INPLACE_OPERATORS        op              -            -   bitwise_xor,numpy
+__ilshift__       ops.tensor.INPLACE_OPERATORS        op              -            -   bitwise_left_shift,numpy
+__irshift__       ops.tensor.INPLACE_OPERATORS        op              -            -   bitwise_right_shift,numpy
 """
 
 # ----- torch.X_: the function forms of the in-place Tensor methods (torch.abs_(x) is x.abs_()), one row each, made
@@ -986,7 +989,12 @@ def rows():
         if len(cells) != 6:
             raise ValueError(f"api table: expected 6 columns, got {len(cells)} in: {line}")
         out.append(Row(*cells))
-    out += [Row(name, "inplace.FUNCTIONS", "fn", "-", "-", "Tensor." + name) for name in INPLACE_FUNCTIONS]
+    # torch.X_ runs Tensor.X_: it reaches the numpy bridge when that method does (its row, or the row it is the
+    # in-place variant of, says so)
+    bridged = {r.inplace for r in out if r.inplace and "numpy" in r.uses} | {
+        r.name for r in out if "method" in r.kinds and "numpy" in r.uses}
+    out += [Row(name, "inplace.FUNCTIONS", "fn", "-", "-", f"Tensor.{name}" + (",numpy" if name in bridged else ""))
+            for name in INPLACE_FUNCTIONS]
     seen = {}
     for row in out:     # one row per (name, kind): a second one would silently replace the first
         for kind in row.kinds:

@@ -865,3 +865,23 @@ def legendre(x, n, op):
         even = np.fmod(n, 2) == 0
         return np.abs(x) == 1, np.where((x == 1) | even, 1.0, -1.0)
     return _polynomial(op, x, n, lambda x: x, lambda j, x, p, q: ((2 * j + 1) * x * q - j * p) / (j + 1), special)
+
+
+# ----- nextafter on the half types' grids ---------------------------------------------------------------------------
+
+def nextafter(x, y, dtype_name):
+    """The next value after x towards y on the grid of `dtype_name` (x and y hold its values, the half types as
+    float32): numpy's own for float16 and the wider floats; for bfloat16 (the upper half of a float32) one step of
+    2**16 in the float32 bit pattern, from 0 the smallest subnormal (2**-133) with the direction's sign."""
+    if dtype_name == "float16":
+        return np.nextafter(x.astype(np.float16), y.astype(np.float16)).astype(np.float32)
+    if dtype_name != "bfloat16":
+        return np.nextafter(x, y)
+    x, y = np.broadcast_arrays(np.asarray(x, np.float32), np.asarray(y, np.float32))
+    bits = x.view(np.uint32).astype(np.int64)
+    away = (y > x) == (x > 0)                       # towards larger magnitude
+    stepped = (bits + np.where(away, 1, -1) * 2 ** 16).astype(np.uint32).view(np.float32)
+    tiny = np.where(y > x, np.float32(2.0 ** -133), np.float32(-2.0 ** -133))
+    out = np.where(x == 0, tiny, stepped)
+    out = np.where(x == y, y, out)
+    return np.where(np.isnan(x) | np.isnan(y), np.float32(np.nan), out).astype(np.float32)

@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 
 from ... import _C
+from .. import bridge
 from ..args import number, optional_tensor, shape_str, tensor_arg, to_int
 from .dropout import dropout
 from .linear import linear
@@ -33,7 +34,7 @@ def _safe_softmax(scores):
 def _repeat_heads(t, repeats):
     """t with each head (dim -3) repeated `repeats` times in place (repeat_interleave)."""
     index = np.repeat(np.arange(t.shape[-3]), repeats).astype(np.int64)
-    return _C.index_select(t, t.ndim - 3, _C.copy_from_numpy(index, False))
+    return _C.index_select(t, t.ndim - 3, bridge.copy(index, False))
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
@@ -67,7 +68,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     scores = _C.matmul(_C.mul(q, _k(root, q)), _C.mT(_C.mul(k, _k(root, k))))
     n_q, n_k = q.shape[-2], k.shape[-2]
     if is_causal:
-        keep = _C.copy_from_numpy(np.tril(np.ones((n_q, n_k), dtype=bool)), False)
+        keep = bridge.copy(np.tril(np.ones((n_q, n_k), dtype=bool)), False)
         scores = _C.add(scores, _as_additive_mask(keep, scores.dtype))
     elif mask is not None:
         scores = _C.add(scores, _as_additive_mask(mask, scores.dtype))

@@ -5,9 +5,9 @@ import builtins
 import numpy as np
 
 from ... import _C
+from .. import bridge
 from ..args import Tensor, get_default_dtype, number, shape_str, tensor_arg, to_int, type_name, wrap_dim
-from ..bridge import host_array
-from .pointwise import _cast, _from_numpy
+from .pointwise import _cast
 from .scan import cumsum
 from .shape import _zeros
 
@@ -166,15 +166,15 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
     x = _float_of(a)
     out = []
     for k, step in zip(dims, steps):
-        coords = step if not isinstance(step, Tensor) else host_array(step.detach())
+        coords = step if not isinstance(step, Tensor) else bridge.host_array(step.detach())
         idx, coef = _stencil(x.shape[k], coords, edge_order)
         view = tuple(x.shape[k] if i == k else 1 for i in builtins.range(x.ndim))
         total = None
         for j in builtins.range(3):
             if not coef[j].any():
                 continue
-            picked = _C.index_select(x, k, _from_numpy(idx[j], _C.int64))
-            term = _C.mul(picked, _from_numpy(coef[j].reshape(view), x.dtype))
+            picked = _C.index_select(x, k, bridge.host_result(idx[j], _C.int64))
+            term = _C.mul(picked, bridge.host_result(coef[j].reshape(view), x.dtype))
             total = term if total is None else _C.add(total, term)
         out.append(total if total is not None else _C.mul(x, _C.scalar_operand(0.0, x)))
     return tuple(out)

@@ -1,5 +1,5 @@
 """Tensor factories and random numbers, with torch's signatures: tensor, zeros, arange, rand, ... Each engine's
-core makes the memory (_C.empty, _C.full, _C.copy_from_numpy) and owns the generator (_C.rand, _C.manual_seed)."""
+core makes the memory (_C.empty, _C.full; numpy data arrives through the bridge) and owns the generator (_C.rand, _C.manual_seed)."""
 
 import builtins
 import math
@@ -8,9 +8,10 @@ import warnings
 import numpy as np
 
 from ... import _C
+from .. import bridge
 from ..args import (DTYPE_NAMES, Tensor, array_from_data, check_factory_options, checked_write, dtype_arg, finish,
                     get_default_dtype, number, optional_dtype, shape_str, sizes_arg, tensor_arg, to_int, type_name)
-from ..bridge import canonical_bools, from_array, host_array, host_result
+from ..bridge import canonical_bools
 from ..device import check_device
 from ..node_names import shows_as
 from .dlpack import from_dlpack
@@ -30,8 +31,8 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
     dt = None if dtype is None else dtype_arg(dtype, "tensor")
     if isinstance(data, Tensor):
         src = data.detach()
-        return from_array(host_array(src), src.dtype if dt is None else dt, requires_grad)
-    return from_array(array_from_data(data, "tensor", dt), dt, requires_grad)
+        return bridge.from_array(bridge.host_array(src), src.dtype if dt is None else dt, requires_grad)
+    return bridge.from_array(array_from_data(data, "tensor", dt), dt, requires_grad)
 
 
 def as_tensor(data, dtype=None, device=None):
@@ -51,7 +52,7 @@ def from_numpy(ndarray):
         raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type_name(ndarray)}.")
     if ndarray.dtype == np.bool_:
         ndarray = canonical_bools(ndarray)       # bytes other than 0/1: a copy (memory not shared), see there
-    return _C.from_numpy(ndarray)
+    return bridge.share(ndarray)
 
 
 # ----- filled ----------------------------------------------------------------------------------------------------
@@ -146,9 +147,9 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     dt = _dtype_or(dtype, get_default_dtype() if is_float else _C.int64, "arange")
     out = _C.empty((max(int(count), 0),), _host_dtype(dt))  # the core refuses a size it cannot allocate
     if is_float:
-        out._numpy_view()[...] = start + np.arange(out.numel(), dtype=np.float64) * step
+        bridge.view(out)[...] = start + np.arange(out.numel(), dtype=np.float64) * step
     else:
-        out._numpy_view()[...] = start + np.arange(out.numel(), dtype=np.int64) * step
+        bridge.view(out)[...] = start + np.arange(out.numel(), dtype=np.int64) * step
     return finish(_as_dtype(out, dt), requires_grad)
 
 
@@ -161,7 +162,7 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False)
     start, end = (v.item() if isinstance(v, Tensor) else v for v in (start, end))
     dt = _dtype_or(dtype, get_default_dtype(), "linspace")
     out = _C.empty((steps,), _host_dtype(dt))           # the core refuses a size it cannot allocate
-    out._numpy_view()[...] = np.linspace(start, end, steps)
+    bridge.view(out)[...] = np.linspace(start, end, steps)
     return finish(_as_dtype(out, dt), requires_grad)
 
 
@@ -174,7 +175,7 @@ def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
         raise RuntimeError(f"eye: sizes must be non-negative, got {n} and {m}.")
     dt = _dtype_or(dtype, get_default_dtype(), "eye")
     out = _C.full((n, m), 0, _host_dtype(dt))           # the core refuses a size it cannot allocate
-    np.fill_diagonal(out._numpy_view(), 1)
+    np.fill_diagonal(bridge.view(out), 1)
     return finish(_as_dtype(out, dt), requires_grad)
 
 
@@ -251,7 +252,7 @@ def _host_values(n, dt, values):
     """A new 1-D tensor of dtype dt holding `values` (float64 numbers; cast as torch casts a float to dt)."""
     out = _C.empty((n,), _host_dtype(dt))           # the core refuses a size it cannot allocate
     if n:
-        view = out._numpy_view()
+        view = bridge.view(out)
         with np.errstate(all="ignore"):
             view[...] = values(view.size) if view.dtype.kind == "f" else np.trunc(values(view.size))
     return _as_dtype(out, dt)
@@ -415,7 +416,7 @@ def _share(arr):
     """The tensor over arr's memory (a read-only array gives a read-only tensor; the caller has warned)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        return _C.from_numpy(arr)
+        return bridge.share(arr)
 
 
 def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
@@ -436,8 +437,8 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None, require
     base = _C.full((storage,), 0, dt)
     if dt.name == "bfloat16":            # no numpy dtype to stride over: a contiguous tensor of that size
         return finish(_C.full(shape, 0, dt), requires_grad)
-    arr = np.lib.stride_tricks.as_strided(base._numpy_view(), shape, [s * base.element_size() for s in strides])
-    return finish(_C.from_numpy(arr), requires_grad)
+    arr = np.lib.stride_tricks.as_strided(bridge.view(base), shape, [s * base.element_size() for s in strides])
+    return finish(bridge.share(arr), requires_grad)
 
 
 def fill(input, value):
@@ -482,7 +483,7 @@ def _make_window(op, window_length, periodic, dtype, device, requires_grad, valu
         return finish(_C.full((n,), 1.0, dt), requires_grad)
     m = n + 1 if periodic else n              # a periodic window is the symmetric one of n + 1, less its end
     w = values(np.arange(m, dtype=np.float64), m)[:n]
-    return finish(host_result(w, dt), requires_grad)
+    return finish(bridge.host_result(w, dt), requires_grad)
 
 
 def _cosine_sum(*a):

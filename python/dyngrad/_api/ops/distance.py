@@ -5,6 +5,7 @@ import math
 import numpy as np
 
 from ... import _C
+from .. import bridge
 from ..args import broadcast_shapes, broadcast_shapes as broadcast_pair, number, shape_str, tensor_arg, to_int, wrap_dim
 from ..bridge import is_half
 from .linalg import vector_norm as linalg_vector_norm
@@ -85,8 +86,8 @@ def pdist(input, p=2):
         raise RuntimeError(f"pdist: p must be non-negative, got {p}.")
     n = x.shape[0]
     i, j = np.triu_indices(n, 1)
-    rows_i = _C.index_select(x, 0, _C.copy_from_numpy(i.astype(np.int64), False))
-    rows_j = _C.index_select(x, 0, _C.copy_from_numpy(j.astype(np.int64), False))
+    rows_i = _C.index_select(x, 0, bridge.copy(i.astype(np.int64), False))
+    rows_j = _C.index_select(x, 0, bridge.copy(j.astype(np.int64), False))
     return vector_norm(_C.sub(rows_i, rows_j), p, (1,), False)
 
 

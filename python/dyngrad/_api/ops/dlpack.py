@@ -2,7 +2,7 @@
 numpy's DLPack support (zero-copy both ways: a tensor's own buffer is exported, another library's is shared)."""
 import numpy as np
 
-from ... import _C
+from .. import bridge
 from ..args import tensor_arg, type_name
 from ..device import check_device
 
@@ -26,7 +26,7 @@ def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None
     if copy is not None:
         kwargs["copy"] = copy
     try:
-        return self._numpy_view().__dlpack__(**kwargs)
+        return bridge.view(self).__dlpack__(**kwargs)
     except BufferError as exc:     # e.g. read-only memory for a consumer older than DLPack 1.0: name the op
         raise BufferError(f"__dlpack__: cannot export this tensor: {exc}") from None
 
@@ -67,7 +67,7 @@ def from_dlpack(ext_tensor, *, device=None, copy=None):
         raise RuntimeError(f"from_dlpack: dtype {arr.dtype} is not supported by dyngrad.")
     with warnings.catch_warnings():     # a read-only producer: a read-only tensor, by design here
         warnings.simplefilter("ignore", UserWarning)
-        return _C.from_numpy(arr)
+        return bridge.share(arr)
 
 
 def to_dlpack(tensor):

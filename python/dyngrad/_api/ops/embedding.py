@@ -11,6 +11,7 @@ import numpy as np
 
 from ... import _C
 from ...autograd.grad_mode import no_grad
+from .. import bridge
 from ..args import shape_str, tensor_arg, to_int, type_name
 from ..node_names import rename, shows_as
 
@@ -29,7 +30,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
         raise RuntimeError(f"embedding: weight must be 2-D (num_embeddings, dim), got {shape_str(w.shape)}.")
     if idx.dtype is not _C.int64:
         raise IndexError(f"embedding: indices must be int64, got {idx.dtype.name}.")
-    values = idx._numpy_view()
+    values = bridge.view(idx)
     bad = values[(values < 0) | (values >= w.shape[0])]
     if bad.size:
         raise IndexError(f"embedding: index {int(bad.reshape(-1)[0])} is out of range for dimension 0 of size "
@@ -50,7 +51,7 @@ def one_hot(tensor, num_classes=-1):
     t = tensor_arg(tensor, "one_hot", "tensor")
     if t.dtype is not _C.int64:
         raise RuntimeError(f"one_hot: expected an int64 tensor of class indices, got {t.dtype.name}.")
-    idx = t._numpy_view()
+    idx = bridge.view(t)
     n = to_int(num_classes, "one_hot", "num_classes")
     if n < 0:
         if idx.size == 0:
@@ -59,7 +60,7 @@ def one_hot(tensor, num_classes=-1):
     bad = idx[(idx < 0) | (idx >= n)]
     if bad.size:
         raise RuntimeError(f"one_hot: class index {int(bad.reshape(-1)[0])} is out of range for {n} classes.")
-    return _C.copy_from_numpy((idx[..., None] == np.arange(n)).astype(np.int64), False)
+    return bridge.copy((idx[..., None] == np.arange(n)).astype(np.int64), False)
 
 
 def _renorm(weight, idx, max_norm, norm_type):
@@ -69,7 +70,7 @@ def _renorm(weight, idx, max_norm, norm_type):
     if rows.size == 0:
         return
     w = weight.detach()
-    values = np.asarray(w._numpy_view())[rows].astype(np.float64)
+    values = np.asarray(bridge.view(w))[rows].astype(np.float64)
     p = float(norm_type)
     norms = np.linalg.norm(values, ord=p, axis=1) if p != 0 else (values != 0).sum(1).astype(np.float64)
     big = norms > max_norm
@@ -77,9 +78,9 @@ def _renorm(weight, idx, max_norm, norm_type):
         return
     scale = np.where(big, max_norm / (norms + 1e-7), 1.0)
     with no_grad():
-        positions = _C.copy_from_numpy(rows[big].astype(np.int64), False)
+        positions = bridge.copy(rows[big].astype(np.int64), False)
         current = _C.index_select(w, 0, positions)
-        factor = _C.copy_from_numpy(scale[big].reshape(-1, 1).astype(np.dtype(w.dtype.name)), False)
+        factor = bridge.copy(scale[big].reshape(-1, 1).astype(np.dtype(w.dtype.name)), False)
         w[positions] = _C.mul(current, factor)
 
 
@@ -141,7 +142,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     if idx.dtype is not _C.int64 or (offsets is not None and offsets.dtype is not _C.int64):
         raise RuntimeError(f"{op}: input and offsets must be int64 tensors, got {idx.dtype.name}"
                            f"{'' if offsets is None else ' and ' + offsets.dtype.name}.")
-    values = np.asarray(idx._numpy_view(), dtype=np.int64).reshape(-1)
+    values = np.asarray(bridge.view(idx), dtype=np.int64).reshape(-1)
     num = w.shape[0]
     bad = np.flatnonzero((values < 0) | (values >= num))
     if bad.size:
@@ -164,7 +165,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
                                f"{num - 1}, got {padding_idx}.")
         padding_idx %= num
     if offset_values is None:
-        offset_values = offsets._numpy_view()
+        offset_values = bridge.view(offsets)
     first, end = _bags(values.size, offset_values, include_last_offset, op)
     bags, dim = first.size, w.shape[1]
     # the bag of each index (-1: after the last bag, or a padding index: left out)
@@ -174,17 +175,17 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     if padding_idx is not None:
         bag_of[values == padding_idx] = -1
     kept = np.flatnonzero(bag_of >= 0)
-    rows = _C.index_select(w, 0, _C.copy_from_numpy(values[kept], False))           # (K, dim)
+    rows = _C.index_select(w, 0, bridge.copy(values[kept], False))           # (K, dim)
     if mode == "max":
         out = _bag_max(rows, bag_of[kept], bags, dim, w.dtype)
     else:
         if psw is not None:
-            weights = _C.take(psw, _C.copy_from_numpy(kept, False))
+            weights = _C.take(psw, bridge.copy(kept, False))
             rows = _C.mul(rows, _C.unsqueeze(weights, 1))
-        out = _C.index_add(rows, 0, _C.copy_from_numpy(bag_of[kept], False), (bags, dim))
+        out = _C.index_add(rows, 0, bridge.copy(bag_of[kept], False), (bags, dim))
         if mode == "mean":
             counts = np.maximum(np.bincount(bag_of[kept], minlength=bags), 1).astype(np.dtype(w.dtype.name))
-            out = _C.div(out, _C.copy_from_numpy(counts.reshape(-1, 1), False))
+            out = _C.div(out, bridge.copy(counts.reshape(-1, 1), False))
     return rename(out, "EmbeddingBagBackward", (w,) if psw is None else (w, psw))
 
 
@@ -202,8 +203,8 @@ def _bag_max(rows, bag_of, bags, dim, dtype):
     table[bag_of[order], slot] = order
     table[counts == 0, 0] = k + 1
     ext = _C.cat([rows, _C.full((1, dim), -np.inf, dtype), _C.full((1, dim), 0, dtype)], 0)
-    members = _C.reshape(_C.index_select(ext, 0, _C.copy_from_numpy(table.reshape(-1), False)),
+    members = _C.reshape(_C.index_select(ext, 0, bridge.copy(table.reshape(-1), False)),
                          (bags, longest, dim))
-    arg = np.argmax(members.detach()._numpy_view(), axis=1)                       # (bags, dim): first maximum
-    picked = _C.gather(members, 1, _C.copy_from_numpy(arg.reshape(bags, 1, dim).astype(np.int64), False))
+    arg = np.argmax(bridge.view(members.detach()), axis=1)                       # (bags, dim): first maximum
+    picked = _C.gather(members, 1, bridge.copy(arg.reshape(bags, 1, dim).astype(np.int64), False))
     return _C.reshape(picked, (bags, dim))

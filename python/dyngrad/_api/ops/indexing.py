@@ -18,11 +18,10 @@ import numpy as np
 
 from ... import _C
 from ...autograd.grad_mode import no_grad
+from .. import bridge
 from ..args import (Tensor, broadcast_shapes, check_int_range, checked_write, dtype_arg, number, operand_or_throw,
                     operands, shape_str, tensor_arg, to_int, type_name, wrap_dim)
-from ..bridge import host_array, host_values
 from ..node_names import shows_as
-from .pointwise import _from_numpy
 
 
 def _is_basic_item(o):
@@ -77,7 +76,7 @@ def basic_index(self, idx):
 def _as_index_array(item):
     """An index item as numpy understands it (tensors become arrays)."""
     if isinstance(item, Tensor):
-        return item._numpy_view()
+        return bridge.view(item)
     if isinstance(item, list):
         if item and any(isinstance(i, Tensor) for i in item):
             return np.asarray([_as_index_array(i) for i in item])
@@ -119,7 +118,7 @@ def index_positions(shape, idx):
             i, d, n = found.groups()
             raise IndexError(f"index {i} is out of range for dimension {d} of size {n}.") from None
         raise IndexError(f"index out of range for a tensor of shape {shape_str(shape)}: {exc}") from None
-    return _C.copy_from_numpy(np.asarray(positions, dtype=np.int64), False)
+    return bridge.copy(np.asarray(positions, dtype=np.int64), False)
 
 
 def _sequence_index(idx):
@@ -241,7 +240,7 @@ def take_along_dim(input, indices, dim=None):
 def _index_values(index, size, dim, op, *, wrap=False, error=RuntimeError):
     """The index's values as a numpy array, checked against a dim of `size` (negative ones counted from the end
     when `wrap`, else refused, as torch's scatter/gather/index_add refuse them)."""
-    idx = index._numpy_view()
+    idx = bridge.view(index)
     low = -size if wrap else 0
     bad = (idx < low) | (idx >= size)
     if bad.any():
@@ -399,9 +398,9 @@ def _grouped_reduce(a, target, values, reduce, include_self):
         if reduce == "mean":
             sizes = counts + first
             if a.dtype.is_floating_point:
-                out = _C.div(out, _C.copy_from_numpy(sizes.astype(np.dtype(a.dtype.name)), False))
+                out = _C.div(out, bridge.copy(sizes.astype(np.dtype(a.dtype.name)), False))
             else:        # integers: floor division, as torch (no gradient to keep)
-                out = _C.copy_from_numpy(np.floor_divide(out._numpy_view(), sizes).astype(out._numpy_view().dtype),
+                out = bridge.copy(np.floor_divide(bridge.view(out), sizes).astype(bridge.view(out).dtype),
                                          False)
     elif reduce == "prod":
         out = rows
@@ -428,7 +427,7 @@ def _extreme(dtype, largest):
 
 
 def _positions(arr):
-    return _C.copy_from_numpy(np.asarray(arr, dtype=np.int64, order="C"), False)
+    return bridge.copy(np.asarray(arr, dtype=np.int64, order="C"), False)
 
 
 # ----- index_put, index_fill, index_copy, index_add ----------------------------------------------------------------
@@ -545,7 +544,7 @@ def _bool_mask(mask, op):
 def _mask_positions(a, m, op):
     """a expanded to the broadcast shape of a and m, and the flat positions of m's True elements in it."""
     shape = broadcast_shapes(a.shape, m.shape, op)
-    return _C.expand(a, shape), np.flatnonzero(np.broadcast_to(m._numpy_view(), shape))
+    return _C.expand(a, shape), np.flatnonzero(np.broadcast_to(bridge.view(m), shape))
 
 
 def masked_select(input, mask):
@@ -571,7 +570,7 @@ def masked_scatter(input, mask, source):
 
 def nonzero(input, *, as_tuple=False):
     """The indices of the nonzero elements: an (n, ndim) int64 tensor, or a tuple of ndim 1-D tensors."""
-    arr = host_values(tensor_arg(input, "nonzero"))
+    arr = bridge.host_values(tensor_arg(input, "nonzero"))
     if as_tuple:
         found = np.nonzero(arr.reshape(1) if arr.ndim == 0 else arr)
         return tuple(_positions(c) for c in found)
@@ -589,7 +588,7 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     to keep it sorted: before equal values ('left'), or after them (right=True or side='right')."""
     seq = tensor_arg(sorted_sequence, "searchsorted", "sorted_sequence")
     scalar = not isinstance(input, Tensor)
-    values = np.asarray(number(input, "searchsorted", "input")) if scalar else host_values(input)
+    values = np.asarray(number(input, "searchsorted", "input")) if scalar else bridge.host_values(input)
     if seq.ndim == 0:
         raise RuntimeError("searchsorted: sorted_sequence must have at least one dimension, got a 0-d tensor.")
     if side not in (None, "left", "right"):
@@ -597,13 +596,13 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     if side == "left" and right:
         raise RuntimeError("searchsorted: side='left' and right=True contradict each other.")
     where = "right" if right or side == "right" else "left"
-    boundaries = host_values(seq)
+    boundaries = bridge.host_values(seq)
     if sorter is not None:
         order = tensor_arg(sorter, "searchsorted", "sorter")
         if order.dtype is not _C.int64 or tuple(order.shape) != tuple(seq.shape):
             raise RuntimeError(f"searchsorted: sorter must be an int64 tensor of the shape of sorted_sequence "
                                f"{shape_str(seq.shape)}, got {order.dtype.name} {shape_str(order.shape)}.")
-        boundaries = np.take_along_axis(boundaries, order._numpy_view(), -1)
+        boundaries = np.take_along_axis(boundaries, bridge.view(order), -1)
     if seq.ndim == 1:
         found = np.searchsorted(boundaries, values, side=where)
     else:
@@ -615,7 +614,7 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
         found = np.stack([np.searchsorted(b, v, side=where) for b, v in zip(rows_b, rows_v)]).reshape(values.shape) \
             if rows_b.shape[0] else np.zeros(values.shape, dtype=np.int64)
     dtype = dtype_arg(np.int32, "searchsorted") if out_int32 else _C.int64
-    return _C.copy_from_numpy(np.asarray(found).astype(np.dtype(dtype.name)), False)
+    return bridge.copy(np.asarray(found).astype(np.dtype(dtype.name)), False)
 
 
 def bucketize(input, boundaries, *, out_int32=False, right=False):
@@ -643,7 +642,7 @@ def unravel_index(indices, shape):
     if any(s < 0 for s in dims):
         raise ValueError(f"unravel_index: 'shape' cannot have negative values, got {shape_str(dims)}.")
     total = math.prod(dims)
-    v = host_array(a.detach()).astype(np.int64)
+    v = bridge.host_array(a.detach()).astype(np.int64)
     if v.size and (v.min() < -total or v.max() >= total):
         bad = int(v.min()) if v.min() < -total else int(v.max())
         raise RuntimeError(f"unravel_index: index {bad} is out of bounds for shape {shape_str(dims)} "
@@ -653,7 +652,7 @@ def unravel_index(indices, shape):
     for s in reversed(dims):
         out.append(v % s if s else v)
         v = v // s if s else v
-    return tuple(_from_numpy(c, _C.int64) for c in reversed(out))
+    return tuple(bridge.host_result(c, _C.int64) for c in reversed(out))
 
 
 def nonzero_static(input, *, size, fill_value=-1):
@@ -664,10 +663,10 @@ def nonzero_static(input, *, size, fill_value=-1):
     if size < 0:
         raise RuntimeError(f"nonzero_static: size must be non-negative, got {size}.")
     fill_value = to_int(fill_value, "nonzero_static", "fill_value")
-    found = np.argwhere(host_array(a.detach()))
+    found = np.argwhere(bridge.host_array(a.detach()))
     out = np.full((size, a.ndim), fill_value, dtype=np.int64)
     out[:min(size, len(found))] = found[:size]
-    return _from_numpy(out, _C.int64)
+    return bridge.host_result(out, _C.int64)
 
 
 # ----- index_reduce and put ----------------------------------------------------------------------------------------
@@ -689,12 +688,12 @@ def index_reduce(input, dim, index, source, reduce, *, include_self=True):
     if idx.ndim > 1:
         raise IndexError(f"{op}: index must be 0-d or 1-D, got shape {shape_str(idx.shape)}.")
     size = a.shape[d] if a.ndim else 1
-    positions = host_array(idx.detach()).astype(np.int64).reshape(-1)
+    positions = bridge.host_array(idx.detach()).astype(np.int64).reshape(-1)
     if positions.size and (positions.min() < 0 or positions.max() >= size):     # no wrapping of negatives (torch)
         bad = int(positions.min()) if positions.min() < 0 else int(positions.max())
         raise IndexError(f"{op}: index {bad} is out of range for dimension {d} of size {size} (expected "
                          f"0..{size - 1}).")
-    idx = _from_numpy(positions, _C.int64)
+    idx = bridge.host_result(positions, _C.int64)
     if s.ndim != a.ndim and not (a.ndim <= 1 and s.ndim <= 1):
         raise RuntimeError(f"{op}: source has {s.ndim} dimensions, input has {a.ndim}; they must be equal.")
     ssize = s.shape[d] if s.ndim else 1
@@ -726,11 +725,11 @@ def put(input, index, source, accumulate=False):
         raise IndexError(f"{op}: expected source and index to have the same number of elements, got "
                          f"{s.numel()} and {i.numel()}.")
     n = a.numel()
-    flat = host_array(i.detach()).reshape(-1)
+    flat = bridge.host_array(i.detach()).reshape(-1)
     if flat.size and (flat.min() < -n or flat.max() >= n):
         bad = int(flat.min()) if flat.min() < -n else int(flat.max())
         raise IndexError(f"{op}: index {bad} is out of range for a tensor of {n} elements.")
-    positions = _from_numpy(np.where(flat < 0, flat + n, flat), _C.int64)
+    positions = bridge.host_result(np.where(flat < 0, flat + n, flat), _C.int64)
     values = _C.reshape(s, (-1,))
     flat_a = _C.reshape(a, (-1,))
     if accumulate:          # a + (the values summed into a zero tensor at their positions: duplicates add up)

@@ -25,6 +25,7 @@ import numpy as np
 
 from ... import _C
 from ...autograd.function import Function
+from .. import bridge
 from ..args import (Tensor, broadcast_shapes, dtype_arg, number, shape_str, tensor_arg, to_int, type_name,
                     warn_deprecated, wrap_dim)
 from ..bridge import numpy_dtype
@@ -60,17 +61,17 @@ return_linalg_lstsq = _named("linalg_lstsq", ["solution", "residuals", "rank", "
 
 def _const(array, like):
     """A constant tensor (no history) from a numpy array, in like's dtype."""
-    return _C.from_numpy(np.array(array, dtype=numpy_dtype(like.dtype), order="C"))
+    return bridge.share(np.array(array, dtype=numpy_dtype(like.dtype), order="C"))
 
 
 def _from_np(array, dtype):
     """A new tensor holding a copy of `array` in `dtype` (a forward's result)."""
-    return _C.from_numpy(np.array(array, dtype=numpy_dtype(dtype), order="C"))
+    return bridge.share(np.array(array, dtype=numpy_dtype(dtype), order="C"))
 
 
 def _np(t):
     """A numpy view of t's values."""
-    return t.detach()._numpy_view()
+    return bridge.view(t.detach())
 
 
 def _eye(n, like):
@@ -210,7 +211,7 @@ def _raise_not_pd(op, info):
 
 def _info_tensor(info):
     """LAPACK's info, as int32 (torch's dtype for it)."""
-    return _C.from_numpy(np.array(info, dtype=np.int32))
+    return bridge.share(np.array(info, dtype=np.int32))
 
 
 def _lapack_solve_triangular(a, b, upper, unitriangular):
@@ -264,7 +265,7 @@ def _adjugate_t(A):
     n = S.shape[-1]
     others = None
     for j in range(n):          # c_i = prod_{j != i} s_j, without dividing by a zero s_i
-        factor = _C.where(_C.from_numpy(np.arange(n) == j), _C.scalar_operand(1.0, S),
+        factor = _C.where(bridge.share(np.arange(n) == j), _C.scalar_operand(1.0, S),
                           _C.unsqueeze(_C.select(S, -1, j), -1))
         others = factor if others is None else _C.mul(others, factor)
     if others is None:
@@ -852,7 +853,7 @@ def matrix_rank(A, tol=None, *, atol=None, rtol=None, hermitian=False):
     a = _np(A)
     s = np.abs(np.linalg.eigvalsh(a)) if hermitian else np.linalg.svd(a, compute_uv=False)
     cut = np.maximum(atol, rtol * np.max(s, axis=-1, initial=0.0))[..., None]
-    return _C.from_numpy(np.array(np.sum(s > cut, axis=-1), dtype=np.int64))
+    return bridge.share(np.array(np.sum(s > cut, axis=-1), dtype=np.int64))
 
 
 _LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
@@ -886,7 +887,7 @@ def lstsq(A, B, rcond=None, *, driver=None):
     if driver != "gelsy" and m > n and np.all(ranks == n):
         r = _C.sub(_C.matmul(A, X), Bm)
         residuals = _C.sum(_C.mul(r, r), (-2,), False, None)      # (..., k), k = 1 for a vector B (as torch)
-    rank = _C.from_numpy(np.array(ranks, dtype=np.int64)) if driver != "gels" else _C.full((0,), 0, _C.int64)
+    rank = bridge.share(np.array(ranks, dtype=np.int64)) if driver != "gels" else _C.full((0,), 0, _C.int64)
     sv = _from_np(s, A.dtype) if driver in ("gelsd", "gelss") else empty
     return return_linalg_lstsq(_C.squeeze(X, (-1,)) if vector else X, residuals, rank, sv)
 
@@ -1082,7 +1083,7 @@ def cond(A, p=None):
         return _C.div(big, small) if p != -2 else _C.div(small, big)
     _, info = _lapack_inv(_np(A))
     if np.any(info):
-        singular = _C.from_numpy(np.array(info > 0, dtype=bool))
+        singular = bridge.share(np.array(info > 0, dtype=bool))
         X = _from_np(np.nan_to_num(_lapack_inv(_np(A))[0]), A.dtype)
         r = _C.mul(matrix_norm(A, p), matrix_norm(X, p))
         return _C.where(singular, _C.scalar_operand(math.inf, r), r)
@@ -1288,7 +1289,7 @@ def _lu_parts(A):
     """(L, U, pivots as int32, info) of A, L and U differentiable."""
     lu, piv, info = hl.getrf(_np(A))
     L, U = LinalgLu.apply(A, lu, piv)
-    return L, U, _C.from_numpy(np.ascontiguousarray(piv)), info
+    return L, U, bridge.share(np.ascontiguousarray(piv)), info
 
 
 def _pack(L, U):
@@ -1661,7 +1662,7 @@ def ldl_factor_ex(A, *, hermitian=False, check_errors=False):
     if _bool_arg(check_errors, op, "check_errors"):
         _raise_singular_d(op, info)
     LD = _without_derivative("linalg.ldl_factor_ex", ld, A.dtype, A)
-    return return_linalg_ldl_factor_ex(LD, _C.from_numpy(np.ascontiguousarray(piv)), _info_tensor(info))
+    return return_linalg_ldl_factor_ex(LD, bridge.share(np.ascontiguousarray(piv)), _info_tensor(info))
 
 
 def _raise_singular_d(op, info):
@@ -1678,7 +1679,7 @@ def ldl_factor(A, *, hermitian=False):
     ld, piv, info = hl.ldl(_np(A))
     _raise_singular_d(op, info)
     LD = _without_derivative("linalg.ldl_factor_ex", ld, A.dtype, A)
-    return return_linalg_ldl_factor(LD, _C.from_numpy(np.ascontiguousarray(piv)))
+    return return_linalg_ldl_factor(LD, bridge.share(np.ascontiguousarray(piv)))
 
 
 def ldl_solve(LD, pivots, B, *, hermitian=False):
@@ -1798,10 +1799,10 @@ def torch_vander(x, N=None, increasing=False):
     if x.dtype.name == "bfloat16":            # numpy has no bfloat16: the products in float32, rounded once
         return _C.to_dtype(torch_vander(_C.to_dtype(x, _C.float32), N, increasing), x.dtype)
     if N == 0:
-        return _C.from_numpy(np.zeros((x.shape[0], 0), dtype=_np(x).dtype))
+        return bridge.share(np.zeros((x.shape[0], 0), dtype=_np(x).dtype))
     out = _powers(x, N, op)
     if not _bool_arg(increasing, op, "increasing"):
-        out = _C.index_select(out, -1, _C.from_numpy(np.arange(N - 1, -1, -1, dtype=np.int64)))
+        out = _C.index_select(out, -1, bridge.share(np.arange(N - 1, -1, -1, dtype=np.int64)))
     return out
 
 

@@ -12,9 +12,9 @@ import numpy as np
 
 from ... import _C
 from ...autograd.function import Function
+from .. import bridge
 from ..args import (Tensor, broadcast_shapes, number, optional_tensor, reduce_loss, reduction_code, shape_str,
                     tensor_arg, to_int, torch_name)
-from ..bridge import host_result, host_values
 from ..node_names import shows_as
 from .activation import log_sigmoid
 from .distance import pairwise_distance
@@ -219,15 +219,15 @@ class BinaryCrossEntropy(Function):
 
     @staticmethod
     def forward(ctx, input, target, *weight):
-        x, y = host_values(input), host_values(target)        # (float32 for the half types)
+        x, y = bridge.host_values(input), bridge.host_values(target)        # (float32 for the half types)
         with np.errstate(divide="ignore", invalid="ignore"):
             log_x = np.maximum(np.log(x), -100.0)
             log_1mx = np.maximum(np.log1p(-x), -100.0)
         losses = (y - 1) * log_1mx - y * log_x
         if weight:
-            losses = losses * host_values(weight[0])
+            losses = losses * bridge.host_values(weight[0])
         ctx.save_for_backward(input, target, *weight)
-        return host_result(losses, input.dtype)
+        return bridge.host_result(losses, input.dtype)
 
     @staticmethod
     def backward(ctx, grad):
@@ -253,7 +253,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
                          f"{shape_str(x.shape)} (torch does not broadcast them).")
     if not x.dtype.is_floating_point:
         raise RuntimeError(f"binary_cross_entropy: expected a floating-point input, got {x.dtype.name}.")
-    values = host_values(x)
+    values = bridge.host_values(x)
     if not ((values >= 0) & (values <= 1)).all():
         raise RuntimeError("binary_cross_entropy: all elements of input should be between 0 and 1.")
     if y.dtype is not x.dtype:
@@ -337,7 +337,7 @@ def _class_targets(x, y, ignore_index, op):
         batch_differs = (x.ndim > 1 and (y.ndim == 0 or y.shape[0] != x.shape[0])) or (x.ndim == 1 and y.ndim == 1)
         raise (ValueError if batch_differs else RuntimeError)(message)
     c = x.shape[1 if x.ndim > 1 else 0]
-    t = y._numpy_view()
+    t = bridge.view(y)
     bad = t[(t != ignore_index) & ((t < 0) | (t >= c))]
     if bad.size:
         raise IndexError(f"{op}: target {int(bad.reshape(-1)[0])} is out of range for {c} classes.")
@@ -501,18 +501,18 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         raise RuntimeError(f"multi_margin_loss: weight must hold {c} class weights, got shape {shape_str(w.shape)}.")
     if y.dtype is not _C.int64:
         raise RuntimeError(f"multi_margin_loss: expected int64 class indices as target, got {y.dtype.name}.")
-    t = y._numpy_view().reshape(-1)
+    t = bridge.view(y).reshape(-1)
     if ((t < 0) | (t >= c)).any():
         raise RuntimeError(f"multi_margin_loss: target {int(t[(t < 0) | (t >= c)][0])} is out of range for {c} "
                            "classes.")
     rows = _C.reshape(x, (n, c))
-    idx = _C.copy_from_numpy(t.reshape(n, 1).astype(np.int64), False)
+    idx = bridge.copy(t.reshape(n, 1).astype(np.int64), False)
     picked = _C.gather(rows, 1, idx)                                      # x[y], (n, 1)
     # relu's gradient at 0 is 0, as torch's `if (z > 0)`
     z = _C.relu(_C.add(_C.sub(rows, picked), _k(float(margin), rows)))
     if p == 2:
         z = _C.mul(z, z)
-    others = _C.copy_from_numpy(np.arange(c)[None, :] != t[:, None], False)
+    others = bridge.copy(np.arange(c)[None, :] != t[:, None], False)
     z = _C.where(others, z, _k(0.0, z))
     if w is not None:
         z = _C.mul(z, _C.reshape(_C.index_select(_C.to_dtype(w, x.dtype), 0, _C.reshape(idx, (n,))), (n, 1)))
@@ -537,7 +537,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
                            f"{shape_str(x.shape)}.")
     if y.dtype is not _C.int64:
         raise RuntimeError(f"multilabel_margin_loss: expected int64 class indices as target, got {y.dtype.name}.")
-    t = y._numpy_view().reshape(n, c)
+    t = bridge.view(y).reshape(n, c)
     if ((t < -1) | (t >= c)).any():
         raise RuntimeError(f"multilabel_margin_loss: target values must be in [-1, {c}), got "
                            f"{int(t[(t < -1) | (t >= c)][0])}.")
@@ -550,7 +550,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     # pairs[n, j, i] = relu(1 - x[j] + x[i]) weighted by counts[j] for non-target i
     pairs = _C.relu(_C.add(_C.sub(_C.unsqueeze(rows, 1), _C.unsqueeze(rows, 2)), _k(1.0, rows)))
     factor = counts[:, :, None] * (counts == 0)[:, None, :]
-    z = _C.mul(pairs, _C.copy_from_numpy(factor.astype(np.dtype(x.dtype.name)), False))
+    z = _C.mul(pairs, bridge.copy(factor.astype(np.dtype(x.dtype.name)), False))
     losses = _C.div(_C.sum(z, (1, 2), False), _k(float(c), z))
     if x.ndim < 2:
         losses = _C.reshape(losses, ())
@@ -681,7 +681,7 @@ def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_fu
 
 def _lengths(lengths, op, name):
     if isinstance(lengths, Tensor):
-        values = lengths._numpy_view()
+        values = bridge.view(lengths)
         if values.dtype.kind not in "iu":
             raise RuntimeError(f"{op}: {name} must hold integers, got {lengths.dtype.name}.")
         return np.asarray(values, dtype=np.int64).reshape(-1)
@@ -748,7 +748,7 @@ class CtcLoss(Function):
 
     @staticmethod
     def forward(ctx, log_probs, targets, input_lengths, target_lengths, blank, zero_infinity):
-        lp = np.asarray(log_probs._numpy_view(), dtype=np.float64)
+        lp = np.asarray(bridge.view(log_probs), dtype=np.float64)
         big_t, n, _ = lp.shape
         losses = np.zeros(n)
         grad = np.zeros_like(lp)
@@ -760,9 +760,9 @@ class CtcLoss(Function):
             losses[b] = nll
             grad[:tb, b] = g
         dtype = np.dtype(log_probs.dtype.name)
-        ctx.grad = _C.copy_from_numpy(grad.astype(dtype), False)
+        ctx.grad = bridge.copy(grad.astype(dtype), False)
         ctx.save_for_backward(log_probs)
-        return _C.copy_from_numpy(losses.astype(dtype), False)
+        return bridge.copy(losses.astype(dtype), False)
 
     @staticmethod
     def backward(ctx, grad):
@@ -816,7 +816,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
         raise RuntimeError(f"{op}: input_lengths must be in [0, {big_t}] (the length of log_probs), got {bad}.")
     if (tg_lens < 0).any():
         raise RuntimeError(f"{op}: target_lengths must be non-negative, got {int(tg_lens[tg_lens < 0][0])}.")
-    values = np.asarray(tg._numpy_view()).astype(np.int64)
+    values = np.asarray(bridge.view(tg)).astype(np.int64)
     if tg.ndim == 2:
         if tg.shape[0] != n:
             raise RuntimeError(f"{op}: padded targets must have {n} rows, got shape {shape_str(tg.shape)}.")
@@ -839,7 +839,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
                                f"[0, {c}).")
     losses = CtcLoss.apply(lp, rows, in_lens, tg_lens, blank, bool(zero_infinity))
     if code == 1:
-        divisor = _C.copy_from_numpy(np.maximum(tg_lens, 1).astype(np.dtype(losses.dtype.name)), False)
+        divisor = bridge.copy(np.maximum(tg_lens, 1).astype(np.dtype(losses.dtype.name)), False)
         return _C.mean(_C.div(losses, divisor), (), False)
     if code == 2:
         return _C.sum(losses, (), False)

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from ... import _C
+from .. import bridge
 from ..args import INT64_MAX, shape_str, tensor_arg, to_int, type_name
 from ..node_names import rename
 
@@ -144,7 +145,7 @@ def pad(input, pad, mode="constant", value=None):
         d = x.ndim - 1 - k
         if left or right:
             idx = source_index(x.shape[d], left, right, mode)
-            out = _C.index_select(out, d, _C.copy_from_numpy(idx, False))
+            out = _C.index_select(out, d, bridge.copy(idx, False))
     if out is x:
         return _C.clone(x)
     if mode == "circular":

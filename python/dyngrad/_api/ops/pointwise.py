@@ -9,9 +9,10 @@ import numpy as np
 
 from ... import _C
 from ...autograd.function import Function
+from .. import bridge
 from ..args import (Tensor, broadcast_shapes, checked_write, get_default_dtype, number, operand_or_throw, operands,
                     tensor_arg, to_int, type_name)
-from ..bridge import compute_dtype, host_result, host_values, is_half, round_to
+from ..bridge import is_half
 from ..dtype_info import finfo
 from ..host import special as sn
 from ..node_names import rename, shows_as
@@ -67,18 +68,6 @@ def _result_type(*tensors):
     return dtype
 
 
-def _values(a, dtype=None):
-    """a's values as a numpy array to compute with (float32 for the half types, Note [Half types on the host]),
-    optionally converted to the compute dtype of `dtype`."""
-    v = host_values(a)
-    return v if dtype is None else v.astype(compute_dtype(dtype), copy=False)
-
-
-def _from_numpy(values, dtype):
-    """A new tensor holding `values` converted (rounded, for the half types) to the dyngrad dtype `dtype`."""
-    return host_result(values, dtype)
-
-
 def _zeros(like):
     return _C.full(tuple(like.shape), 0, like.dtype)
 
@@ -111,10 +100,10 @@ class _NumpyFunction(Function):
 
     @classmethod
     def forward(cls, ctx, *args):
-        values = [_values(a) if isinstance(a, Tensor) else a for a in args]
+        values = [bridge.host_values(a) if isinstance(a, Tensor) else a for a in args]
         dtype = next(a.dtype for a in args if isinstance(a, Tensor))
         with np.errstate(all="ignore"):
-            out = _from_numpy(cls.kernel(*values), dtype)
+            out = bridge.host_result(cls.kernel(*values), dtype)
         if any(ctx.needs_input_grad):
             ctx.constants = [_NOT_A_TENSOR if isinstance(a, Tensor) else a for a in args]
             ctx.save_for_backward(*[a for a in args if isinstance(a, Tensor)], out.detach() if cls.uses_out else None)
@@ -334,7 +323,7 @@ Round = _numpy_function("Round", _round_kernel)
 
 
 def _check_divisor(b, op):
-    if not b.dtype.is_floating_point and (_values(b) == 0).any():
+    if not b.dtype.is_floating_point and (bridge.host_values(b) == 0).any():
         raise RuntimeError(f"{op}: integer division by zero (ZeroDivisionError).")
 
 
@@ -364,7 +353,7 @@ FloorDivide = _numpy_function("FloorDivide", _floor_divide_kernel, _not_differen
 def _quotient(kernel, a, b):
     """kernel(a, b) on the values, as a constant tensor (the quotients in remainder's and fmod's gradients)."""
     with np.errstate(all="ignore"):
-        return _from_numpy(kernel(_values(a), _values(b)), a.dtype)
+        return bridge.host_result(kernel(bridge.host_values(a), bridge.host_values(b)), a.dtype)
 
 
 # d remainder(a, b) = da - floor(a / b) db; d fmod(a, b) = da - trunc(a / b) db
@@ -815,7 +804,7 @@ def sign(input):
 def signbit(input):
     """Whether the sign bit is set (True for -0.0 and negative NaN)."""
     a = tensor_arg(input, "signbit")
-    return _from_numpy(np.signbit(_values(a)), _C.bool)
+    return bridge.host_result(np.signbit(bridge.host_values(a)), _C.bool)
 
 
 def copysign(input, other):
@@ -881,7 +870,7 @@ def mvlgamma(input, p):
     if p < 1:
         raise RuntimeError(f"mvlgamma: p must be >= 1, got {p}.")
     a = _float(a)
-    shifts = _from_numpy(np.arange(0.0, -p / 2, -0.5), a.dtype)       # 0, -1/2, -1, ... (a +0, not -0)
+    shifts = bridge.host_result(np.arange(0.0, -p / 2, -0.5), a.dtype)       # 0, -1/2, -1, ... (a +0, not -0)
     terms = Lgamma.apply(_C.add(_C.unsqueeze(a, -1), shifts))
     return _C.add(_C.sum(terms, (-1,), False, None), _C.scalar_operand(p * (p - 1) / 4 * math.log(math.pi), a))
 
@@ -943,7 +932,7 @@ def _close_pair(input, other, rtol, atol, op):
 
 
 def _isclose_values(a, b, rtol, atol, equal_nan):
-    x, y = _values(a), _values(b)
+    x, y = bridge.host_values(a), bridge.host_values(b)
     with np.errstate(all="ignore"):
         close = x == y
         if a.dtype is not _C.bool:
@@ -951,7 +940,7 @@ def _isclose_values(a, b, rtol, atol, equal_nan):
             if equal_nan:
                 close = close | (np.isnan(x) & np.isnan(y))
             if is_half(a.dtype):     # torch's arithmetic in the half type: each step rounded to it
-                r = lambda v: round_to(v, a.dtype)  # noqa: E731
+                r = lambda v: bridge.round_to(v, a.dtype)  # noqa: E731
                 error, allowed = np.abs(r(x - y)), r(atol + np.abs(r(rtol * y)))
             else:
                 error, allowed = np.abs(x - y), atol + rtol * np.abs(y)
@@ -963,7 +952,7 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """|input - other| <= atol + rtol * |other| elementwise (equal infinities are close; NaN only with
     equal_nan)."""
     a, b, rtol, atol = _close_pair(input, other, rtol, atol, "isclose")
-    return _from_numpy(_isclose_values(a, b, rtol, atol, bool(equal_nan)), _C.bool)
+    return bridge.host_result(_isclose_values(a, b, rtol, atol, bool(equal_nan)), _C.bool)
 
 
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
@@ -976,7 +965,7 @@ def equal(input, other):
     """Whether the two tensors have the same shape and the same values (a Python bool; NaN is never equal)."""
     a = tensor_arg(input, "equal")
     b = tensor_arg(other, "equal", "other")
-    return tuple(a.shape) == tuple(b.shape) and bool(np.all(_values(a) == _values(b)))
+    return tuple(a.shape) == tuple(b.shape) and bool(np.all(bridge.host_values(a) == bridge.host_values(b)))
 
 
 # ----- logic and bits ----------------------------------------------------------------------------------------------
@@ -1000,13 +989,13 @@ def _integer_operands(input, other, op, bools=True):
     dtype = _C.result_type(a, b)
     if dtype.is_floating_point or (dtype is _C.bool and not bools):
         raise NotImplementedError(f"{op}: expected integer{' or bool' if bools else ''} tensors, got {dtype.name}.")
-    return _values(a, dtype), _values(b, dtype), dtype
+    return bridge.host_values(a, dtype), bridge.host_values(b, dtype), dtype
 
 
 def _bitwise(op, kernel):
     def fn(input, other):
         x, y, dtype = _integer_operands(input, other, op)
-        return _from_numpy(kernel(x, y), dtype)
+        return bridge.host_result(kernel(x, y), dtype)
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = f"{op}(input, other) of integer or bool tensors (numbers allowed on either side)."
     return fn
@@ -1022,7 +1011,7 @@ def bitwise_not(input):
     a = tensor_arg(input, "bitwise_not")
     if a.dtype.is_floating_point:
         raise NotImplementedError(f"bitwise_not: expected an integer or bool tensor, got {a.dtype.name}.")
-    return _from_numpy(np.invert(_values(a)), a.dtype)
+    return bridge.host_result(np.invert(bridge.host_values(a)), a.dtype)
 
 
 def _shift_left(x, s):
@@ -1040,7 +1029,7 @@ def _shift_right(x, s):
 def _shift(op, kernel):
     def fn(input, other):
         x, y, dtype = _integer_operands(input, other, op, bools=False)
-        return _from_numpy(kernel(x, y), dtype)
+        return bridge.host_result(kernel(x, y), dtype)
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = f"{op}(input, other) of integer tensors (numbers allowed on either side)."
     return fn
@@ -1068,14 +1057,14 @@ def _integer_pair(input, other, op):
 def gcd(input, other):
     """The greatest common divisor of each pair of elements (non-negative; gcd(0, 0) = 0). Integers only."""
     a, b, dtype = _integer_pair(input, other, "gcd")
-    return _from_numpy(np.gcd(_values(a), _values(b)), dtype)
+    return bridge.host_result(np.gcd(bridge.host_values(a), bridge.host_values(b)), dtype)
 
 
 def lcm(input, other):
     """The least common multiple of each pair of elements (non-negative). Integers only."""
     a, b, dtype = _integer_pair(input, other, "lcm")
     with np.errstate(all="ignore"):
-        return _from_numpy(np.abs(np.lcm(_values(a), _values(b))), dtype)
+        return bridge.host_result(np.abs(np.lcm(bridge.host_values(a), bridge.host_values(b))), dtype)
 
 
 def ldexp(input, other):
@@ -1090,14 +1079,14 @@ class Frexp(_NumpyFunction):
 
     @classmethod
     def forward(cls, ctx, x):
-        mantissa, exponent = np.frexp(_values(x))
+        mantissa, exponent = np.frexp(bridge.host_values(x))
         ctx.scale = np.ldexp(np.ones_like(mantissa), -exponent)
         ctx.dtype = x.dtype
-        return _from_numpy(mantissa, x.dtype)
+        return bridge.host_result(mantissa, x.dtype)
 
     @classmethod
     def backward(cls, ctx, grad):
-        return _C.mul(grad, _from_numpy(ctx.scale, ctx.dtype))
+        return _C.mul(grad, bridge.host_result(ctx.scale, ctx.dtype))
 
 
 def frexp(input):
@@ -1108,19 +1097,21 @@ def frexp(input):
         raise RuntimeError(f"frexp: only supports floating-point dtypes, got {a.dtype.name}.")
     work = a if a.dtype.name in ("float32", "float64", "float16") else _C.to_dtype(a, _C.float32)
     mantissa = Frexp.apply(work)
-    exponent = _from_numpy(np.frexp(_values(work))[1], _C.int32)
+    exponent = bridge.host_result(np.frexp(bridge.host_values(work))[1], _C.int32)
     return return_frexp(_cast(mantissa, a.dtype), exponent)
 
 
-def _nextafter_derivative(g, out, x, y):
+def _nextafter_derivative(g, out, x, y, dtype_name):
     # torch's convention: the gradient passes to input where input != other (0 where they are equal, the result
     # then being other), none to other
     moved = _C.compare("ne", x.detach(), y.detach())
     return _C.where(moved, g, _C.scalar_operand(0.0, g)), (_C.full(tuple(y.shape), 0, y.dtype) if y.requires_grad
-                                                           else None)
+                                                           else None), None
 
 
-_Nextafter = _numpy_function("Nextafter", np.nextafter, _nextafter_derivative)
+# on the grid of the result's dtype: a half type's values arrive as float32 (Note [Half types on the host]), whose
+# next value would round back to the input
+_Nextafter = _numpy_function("Nextafter", sn.nextafter, _nextafter_derivative)
 
 
 def nextafter(input, other):
@@ -1133,4 +1124,4 @@ def nextafter(input, other):
                                   f"{b.dtype.name}.")
     shape = broadcast_shapes(a.shape, b.shape, "nextafter")
     # both at the result's shape first: the Function's gradient then has input's shape after expand's backward
-    return _Nextafter.apply(_C.expand(_cast(a, dtype), shape), _C.expand(_cast(b, dtype), shape))
+    return _Nextafter.apply(_C.expand(_cast(a, dtype), shape), _C.expand(_cast(b, dtype), shape), dtype.name)

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from ... import _C
+from .. import bridge
 from ..args import INT64_MAX, shape_str, tensor_arg, to_int, type_name
 from ..node_names import rename
 from .indexing import _extreme
@@ -153,7 +154,7 @@ def _windows(x, n, positions, fill):
     m, plane = math.prod(lead), math.prod(x.shape[-n:])
     flat = _C.reshape(x, (m, plane))
     padded = _C.cat([flat, _C.full((m, 1), fill, x.dtype)], 1)
-    index = _C.copy_from_numpy(np.ascontiguousarray(positions.reshape(-1)), False)
+    index = bridge.copy(np.ascontiguousarray(positions.reshape(-1)), False)
     win = _C.reshape(_C.index_select(padded, 1, index), (m,) + positions.shape)
     return padded, win
 
@@ -161,7 +162,7 @@ def _windows(x, n, positions, fill):
 def _max_windows(x, n, positions, first, outs):
     """(values, indices) of max pooling over the windows, both of shape lead + outs."""
     padded, win = _windows(x, n, positions, _extreme(x.dtype, False))
-    w = win.detach()._numpy_view()
+    w = bridge.view(win.detach())
     arg = np.argmax(w, -1)
     if x.dtype.is_floating_point:       # torch: a NaN wins, and a later NaN replaces an earlier one
         nan = np.isnan(w)
@@ -170,7 +171,7 @@ def _max_windows(x, n, positions, first, outs):
     idx = positions[np.arange(positions.shape[0]), arg]                 # (M, O)
     idx = np.where(idx == math.prod(x.shape[-n:]), first, idx)          # an all -inf window (see the Note)
     out_shape = tuple(x.shape[:-n]) + tuple(outs)
-    index = _C.copy_from_numpy(np.ascontiguousarray(idx, dtype=np.int64), False)
+    index = bridge.copy(np.ascontiguousarray(idx, dtype=np.int64), False)
     values = _C.reshape(_C.gather(padded, 1, index), out_shape)
     return values, _C.reshape(index, out_shape)
 
@@ -181,11 +182,11 @@ def _sum_divided(x, n, positions, divisor, outs):
     total = _C.sum(win, (2,), False)
     out_shape = tuple(x.shape[:-n]) + tuple(outs)
     if x.dtype.is_floating_point:
-        div = _C.copy_from_numpy(divisor.astype(np.dtype(x.dtype.name)), False)
+        div = bridge.copy(divisor.astype(np.dtype(x.dtype.name)), False)
         return _C.reshape(_C.div(total, div), out_shape)
-    t = total._numpy_view()
+    t = bridge.view(total)
     q = np.abs(t) // divisor.astype(np.int64) * np.sign(t)
-    return _C.copy_from_numpy(np.ascontiguousarray(q.reshape(out_shape)), False)
+    return bridge.copy(np.ascontiguousarray(q.reshape(out_shape)), False)
 
 
 def _as_2d(x, n):
@@ -479,13 +480,13 @@ def _max_unpool(x, indices, n, kernel_size, stride, padding, output_size, op):
     sizes = _unpool_size(x, n, k, s, p, output_size, op)
     lead = tuple(x.shape[:-n])
     m, plane = math.prod(lead), math.prod(sizes)
-    where = np.asarray(idx._numpy_view(), dtype=np.int64).reshape(m, -1)
+    where = np.asarray(bridge.view(idx), dtype=np.int64).reshape(m, -1)
     bad = where[(where < 0) | (where >= plane)]
     if bad.size:
         raise RuntimeError(f"{op}: index {int(bad[0])} is out of range for an output plane of size "
                            f"{' x '.join(map(str, sizes))}.")
     positions = where + np.arange(m, dtype=np.int64)[:, None] * plane
-    out = _C.put(_C.full((m, plane), 0, x.dtype), _C.copy_from_numpy(positions, False), _C.reshape(x, (m, -1)))
+    out = _C.put(_C.full((m, plane), 0, x.dtype), bridge.copy(positions, False), _C.reshape(x, (m, -1)))
     out = _C.reshape(out, lead + sizes)
     return rename(out, _node(n, "MaxUnpool"), (x,))
 
@@ -581,7 +582,7 @@ def _fractional_max_pool(x, n, kernel_size, output_size, output_ratio, return_in
                                "most the input size).")
     ft = np.float64 if x.dtype is _C.float64 else np.float32
     m = batch * channels
-    u = np.asarray(samples.detach()._numpy_view(), dtype=ft)[:batch].reshape(m, n)
+    u = np.asarray(bridge.view(samples.detach()), dtype=ft)[:batch].reshape(m, n)
     # which sample drives which dim: torch's kernels read (W, H) for 2-d planes and (T, H, W) for 3-d ones
     sample_of = (1, 0) if n == 2 else (0, 1, 2)
     pos = np.zeros((m, 1, 1), dtype=np.int64)
@@ -593,7 +594,7 @@ def _fractional_max_pool(x, n, kernel_size, output_size, output_ratio, return_in
             m, o_sofar * outs[d], k_sofar * k[d])
     plane = math.prod(spatial)
     flat = _C.reshape(x, (m, plane))
-    values_np = np.asarray(x.detach()._numpy_view()).reshape(m, plane)
+    values_np = np.asarray(bridge.view(x.detach())).reshape(m, plane)
     win = np.take_along_axis(values_np, pos.reshape(m, -1), 1).reshape(pos.shape)
     arg = np.argmax(win, -1) if win.size else np.zeros(win.shape[:2], dtype=np.int64)
     nan = np.isnan(win)
@@ -601,7 +602,7 @@ def _fractional_max_pool(x, n, kernel_size, output_size, output_ratio, return_in
         arg = np.where(nan.any(-1), win.shape[-1] - 1 - np.argmax(nan[..., ::-1], -1), arg)
     idx = np.take_along_axis(pos, arg[..., None], 2)[..., 0]                       # (M, O)
     out_shape = tuple(x.shape[:-n]) + outs
-    index = _C.copy_from_numpy(np.ascontiguousarray(idx, dtype=np.int64), False)
+    index = bridge.copy(np.ascontiguousarray(idx, dtype=np.int64), False)
     values = rename(_C.reshape(_C.gather(flat, 1, index), out_shape), f"FractionalMaxPool{n}DBackward", (x,))
     return (values, _C.reshape(index, out_shape)) if return_indices else values
 

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ... import _C
+from .. import bridge
 from ..args import (Tensor, broadcast_shapes, number, shape_str, tensor_arg, tensor_list, to_int, type_name,
                     warn_deprecated, wrap_dim)
 from ..node_names import shows_as
@@ -17,7 +18,7 @@ def _scaled(x, v):
 
 
 def _index(values):
-    return _C.from_numpy(np.array(values, dtype=np.int64))
+    return bridge.share(np.array(values, dtype=np.int64))
 
 
 def _check_matmul_dtypes(op, *tensors):

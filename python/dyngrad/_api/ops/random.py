@@ -13,9 +13,9 @@ import numpy as np
 
 from ... import _C
 from ...autograd.grad_mode import no_grad
+from .. import bridge
 from ..args import (Tensor, check_factory_options, dtype_arg, finish, get_default_dtype, number, sizes_arg, tensor_arg,
                     to_int, type_name)
-from ..bridge import host_array
 from ..device import check_device
 from ..generator import drawing
 from ..inplace import overwrite
@@ -33,11 +33,11 @@ def _uniform(shape, generator, op):
     """U[0, 1) in float64, as a numpy array, from `generator` (None: the global one)."""
     with drawing(generator, op):
         u = _C.rand(tuple(shape), _C.float64)
-    return np.array(u._numpy_view(), dtype=np.float64)
+    return np.array(bridge.view(u), dtype=np.float64)
 
 
 def _to_tensor(values, dtype):
-    t = _C.from_numpy(np.ascontiguousarray(values))
+    t = bridge.share(np.ascontiguousarray(values))
     return t if t.dtype is dtype else _C.to_dtype(t, dtype)
 
 
@@ -88,9 +88,9 @@ def random_integers(shape, dtype, low, high, generator, op):
         elif low > -2 ** 63:                     # [low, 2**63): one step down, drawn, then one up
             t = _C.add(_C.randint(low - 1, high - 1, shape, _C.int64), _C.full((), 1, _C.int64))
         else:                                    # every int64: 64 random bits from two 32-bit halves
-            hi = np.array(_C.randint(0, 2 ** 32, shape, _C.int64)._numpy_view()).astype(np.uint64)
-            lo = np.array(_C.randint(0, 2 ** 32, shape, _C.int64)._numpy_view()).astype(np.uint64)
-            t = _C.from_numpy(((hi << np.uint64(32)) | lo).view(np.int64))
+            hi = np.array(bridge.view(_C.randint(0, 2 ** 32, shape, _C.int64))).astype(np.uint64)
+            lo = np.array(bridge.view(_C.randint(0, 2 ** 32, shape, _C.int64))).astype(np.uint64)
+            t = bridge.share(((hi << np.uint64(32)) | lo).view(np.int64))
     return t if t.dtype is dtype else _C.to_dtype(t, dtype)
 
 
@@ -186,7 +186,7 @@ def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
         raise RuntimeError(f"{op}: expected std > 0.0, but found std={std:g}.")
     with drawing(generator, op):
         n = _C.randn(tuple(self.shape), _C.float64)
-    return _write(self, np.exp(mean + std * np.array(n._numpy_view())), op)
+    return _write(self, np.exp(mean + std * np.array(bridge.view(n))), op)
 
 
 # ----- multinomial, poisson --------------------------------------------------------------------------------------
@@ -218,7 +218,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     if not replacement and num_samples > n:
         raise RuntimeError(f"{op}: cannot sample n_sample > prob_dist.size(-1) samples without replacement "
                            f"({num_samples} > {n}).")
-    w = np.array(_C.to_dtype(input.detach(), _C.float64)._numpy_view(), dtype=np.float64).reshape(-1, n)
+    w = np.array(bridge.view(_C.to_dtype(input.detach(), _C.float64)), dtype=np.float64).reshape(-1, n)
     rows = w.shape[0]
     if w.size and (not np.isfinite(w).all() or (w < 0).any()):
         raise RuntimeError(f"{op}: probability tensor contains either `inf`, `nan` or element < 0.")
@@ -237,7 +237,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
             keys = e / w                          # a zero weight: inf, drawn after every non-zero one
         out = np.argsort(keys, axis=1, kind="stable")[:, :num_samples]
     out = out.astype(np.int64).reshape((num_samples,) if input.ndim == 1 else (rows, num_samples))
-    return _C.from_numpy(np.ascontiguousarray(out))
+    return bridge.share(np.ascontiguousarray(out))
 
 
 def poisson(input, generator=None):
@@ -247,7 +247,7 @@ def poisson(input, generator=None):
     if not input.dtype.is_floating_point:
         raise NotImplementedError(f"{op}: not implemented for {input.dtype.name} tensors; expected "
                                   f"floating-point rates.")
-    rates = np.array(_C.to_dtype(input.detach(), _C.float64)._numpy_view(), dtype=np.float64)
+    rates = np.array(bridge.view(_C.to_dtype(input.detach(), _C.float64)), dtype=np.float64)
     if not (rates >= 0).all():                   # also refuses nan
         raise RuntimeError(f"{op}: invalid Poisson rate, expected every rate to be non-negative (and not nan).")
     if (rates > 1e18).any():
@@ -265,7 +265,7 @@ def _numpy_rng(generator, op):
     with no closed-form inverse (poisson, binomial), whose draws the core's state still fixes."""
     with drawing(generator, op):
         seed = _C.randint(0, 2 ** 62, (2,), _C.int64)
-    return np.random.Generator(np.random.PCG64([int(s) for s in np.array(seed._numpy_view())]))
+    return np.random.Generator(np.random.PCG64([int(s) for s in np.array(bridge.view(seed))]))
 
 
 def binomial(count, prob, generator=None):
@@ -279,8 +279,8 @@ def binomial(count, prob, generator=None):
         raise ValueError(f"{op}: only floating-point dtypes are supported for count, got {count.dtype.name}.")
     if prob.dtype is not count.dtype:
         raise RuntimeError(f"{op}: expected prob of count's dtype {count.dtype.name}, got {prob.dtype.name}.")
-    n = np.array(_C.to_dtype(count.detach(), _C.float64)._numpy_view(), dtype=np.float64)
-    p = np.array(_C.to_dtype(prob.detach(), _C.float64)._numpy_view(), dtype=np.float64)
+    n = np.array(bridge.view(_C.to_dtype(count.detach(), _C.float64)), dtype=np.float64)
+    p = np.array(bridge.view(_C.to_dtype(prob.detach(), _C.float64)), dtype=np.float64)
     try:
         n, p = np.broadcast_arrays(n, p)
     except ValueError:
@@ -387,7 +387,7 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
     1 with a tensor of means, as torch.normal(mean)."""
     check_device(device, "normal")
     if isinstance(std, Tensor):
-        values = host_array(std.detach())
+        values = bridge.host_array(std.detach())
         if values.size and not (values >= 0).all():
             raise RuntimeError("normal: expected every element of std to be >= 0.0.")
     elif not float(number(std, "normal", "std")) >= 0:
@@ -426,7 +426,7 @@ def bernoulli(input, p=None, *, generator=None):
         probs = _C.full(input.shape, float(p), input.dtype if input.dtype.is_floating_point else _C.float32)
     if not probs.dtype.is_floating_point:
         probs = _C.to_dtype(probs, _C.float32)
-    values = host_array(probs)
+    values = bridge.host_array(probs)
     if values.size and not ((values >= 0) & (values <= 1)).all():
         raise RuntimeError("bernoulli: expected every probability to be in [0, 1].")
     with drawing(generator, "bernoulli"):
@@ -478,7 +478,7 @@ def bernoulli_(self, p=0.5, *, generator=None):
     float_dtype = self.dtype if self.dtype.is_floating_point else _C.float32
     if isinstance(p, Tensor):
         probs = _C.to_dtype(p.detach(), float_dtype)
-        values = host_array(probs)
+        values = bridge.host_array(probs)
         if values.size and not ((values >= 0) & (values <= 1)).all():
             raise RuntimeError("bernoulli_: expected every probability p to be in [0, 1].")
     else:

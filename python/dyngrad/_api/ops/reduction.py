@@ -11,9 +11,9 @@ import numpy as np
 
 from ... import _C
 from ...autograd.function import Function
+from .. import bridge
 from ..args import (Tensor, dtype_arg, number, optional_dtype, return_max, return_min, shape_args, shape_str,
                     tensor_arg, to_int, wrap_dim)
-from ..bridge import host_result, host_values
 from ..node_names import rename, shows_as
 from ..out import write_out
 return_aminmax = collections.namedtuple("aminmax", ["min", "max"])
@@ -24,7 +24,7 @@ def array_tensor(arr):
     arr = np.asarray(arr)
     if not (arr.flags.c_contiguous and arr.flags.owndata):
         arr = np.array(arr, order="C")
-    return _C.from_numpy(arr)
+    return bridge.share(arr)
 
 
 # ----- dims ------------------------------------------------------------------------------------------------------
@@ -246,16 +246,16 @@ class SharedSelection(Function):
 
     @classmethod
     def forward(cls, ctx, a):
-        ctx.value = np.asarray(cls.pick(host_values(a).reshape(-1)))
+        ctx.value = np.asarray(cls.pick(bridge.host_values(a).reshape(-1)))
         ctx.save_for_backward(a)
-        return host_result(ctx.value, a.dtype)
+        return bridge.host_result(ctx.value, a.dtype)
 
     @staticmethod
     def backward(ctx, grad):
         a, = ctx.saved_tensors
-        arr = host_values(a)
+        arr = bridge.host_values(a)
         mask = np.isnan(arr) if np.isnan(ctx.value) else arr == ctx.value
-        return _C.mul(grad, host_result(mask / builtins.max(int(mask.sum()), 1), a.dtype))
+        return _C.mul(grad, bridge.host_result(mask / builtins.max(int(mask.sum()), 1), a.dtype))
 
 
 class Max(SharedSelection):
@@ -475,7 +475,7 @@ class NuclearNorm(Function):
 
     @staticmethod
     def forward(ctx, a, d0, d1):
-        m = np.moveaxis(a._numpy_view(), (d0, d1), (-2, -1))
+        m = np.moveaxis(bridge.view(a), (d0, d1), (-2, -1))
         u, s, vh = np.linalg.svd(m, full_matrices=False)
         ctx.uvh = np.moveaxis(u @ vh, (-2, -1), (d0, d1))
         ctx.dims = (d0, d1)

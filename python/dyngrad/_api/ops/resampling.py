@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 
 from ... import _C
+from .. import bridge
 from ..args import shape_str, tensor_arg, to_int, type_name
 from ..node_names import rename
 from .pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, check_elements
@@ -128,9 +129,9 @@ def _resample_dim(x, d, taps, weights):
     out = None
     trailing = (1,) * (x.ndim - 1 - d)
     for idx, w in zip(taps, weights):
-        part = _C.index_select(x, d, _C.copy_from_numpy(np.ascontiguousarray(idx, dtype=np.int64), False))
+        part = _C.index_select(x, d, bridge.copy(np.ascontiguousarray(idx, dtype=np.int64), False))
         if w is not None:
-            wt = _C.copy_from_numpy(np.ascontiguousarray(w.reshape((-1,) + trailing)), False)
+            wt = bridge.copy(np.ascontiguousarray(w.reshape((-1,) + trailing)), False)
             part = _C.mul(part, _C.to_dtype(wt, x.dtype) if wt.dtype is not x.dtype else wt)
         out = part if out is None else _C.add(out, part)
     return out

@@ -22,6 +22,7 @@ import warnings
 import numpy as np
 
 from ... import _C
+from .. import bridge
 from ..args import number, shape_str, tensor_arg, to_int, type_name, wrap_dim
 from ..node_names import rename
 from .activation import softmax
@@ -42,7 +43,7 @@ def _align(align_corners, op):
 
 
 def _const(a, dtype):
-    t = _C.copy_from_numpy(np.ascontiguousarray(a), False)
+    t = bridge.copy(np.ascontiguousarray(a), False)
     return t if t.dtype is dtype else _C.to_dtype(t, dtype)
 
 
@@ -171,7 +172,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     spatial, outs = tuple(x.shape[2:]), tuple(g.shape[1:-1])
     plane, length = math.prod(spatial), math.prod(outs)
     ft = _compute_type(x)
-    g_np = np.asarray(g.detach()._numpy_view(), dtype=ft).reshape(batch, length, n)
+    g_np = np.asarray(bridge.view(g.detach()), dtype=ft).reshape(batch, length, n)
     # per spatial dim (the grid's component i addresses dim n - 1 - i): the tap positions and weights
     taps, weights = [], []
     zero_term = None
@@ -298,13 +299,13 @@ def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
     d = wrap_dim(int(dim), x.ndim, op)
     # Gumbel(0, 1) = -log(E) with E ~ Exp(1) = -log(1 - U), U ~ U[0, 1) (E clamped away from 0 as torch's
     # exponential sampler never returns 0)
-    u = np.asarray(_C.rand(tuple(x.shape), _C.float64)._numpy_view())
+    u = np.asarray(bridge.view(_C.rand(tuple(x.shape), _C.float64)))
     e = np.maximum(-np.log1p(-u), np.finfo(np.float64).tiny)
     gumbels = _const(-np.log(e), x.dtype)
     y = softmax(_C.div(_C.add(x, gumbels), _C.scalar_operand(tau, x)), d)
     if not hard:
         return y
-    soft = y.detach()._numpy_view()
+    soft = bridge.view(y.detach())
     one_hot = np.zeros(soft.shape, dtype=soft.dtype)
     if soft.size:
         np.put_along_axis(one_hot, np.expand_dims(np.argmax(soft, d), d), 1, d)

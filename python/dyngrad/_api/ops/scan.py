@@ -11,8 +11,8 @@ import numpy as np
 
 from ... import _C
 from ...autograd.function import Function
+from .. import bridge
 from ..args import dtype_arg, tensor_arg, to_int, wrap_dim
-from ..bridge import host_result, host_values
 from ..dtype_info import finfo
 from .reduction import array_tensor
 
@@ -24,18 +24,17 @@ def _dim(a, dim, op):
     return wrap_dim(to_int(dim, op, "dim"), a.ndim, op)
 
 
-_numpy = host_values      # float32 values for the half types (Note [Half types on the host])
 
 
 def _scan(ufunc, a, d):
     """ufunc.accumulate of a along d as a tensor of a's dtype: float32 accumulates in float64, the half types in
     float32 (torch's CPU scans accumulate in its acc_type: double for float, float for half and bfloat16)."""
-    arr = _numpy(a)
+    arr = bridge.host_values(a)
     if arr.ndim == 0:
-        return host_result(arr.copy(), a.dtype)
+        return bridge.host_result(arr.copy(), a.dtype)
     if a.dtype is _C.float32:
-        return host_result(ufunc.accumulate(arr.astype(np.float64), axis=d), a.dtype)
-    return host_result(ufunc.accumulate(arr, axis=d), a.dtype)
+        return bridge.host_result(ufunc.accumulate(arr.astype(np.float64), axis=d), a.dtype)
+    return bridge.host_result(ufunc.accumulate(arr, axis=d), a.dtype)
 
 
 def flip(t, d):
@@ -107,7 +106,7 @@ class Cumprod(Function):
         d = ctx.d
         if a.ndim == 0:
             return grad, None
-        arr = _numpy(a)
+        arr = bridge.host_values(a)
         is_zero = arr == 0
         if is_zero.any() and _C.is_grad_enabled():
             # create_graph: the masked formula's own derivative is not cumprod's second derivative at zeros (it
@@ -212,7 +211,7 @@ def _running_extremum(input, dim, is_max):
     op = "cummax" if is_max else "cummin"
     a = tensor_arg(input, op)
     d = _dim(a, dim, op)
-    arr = _numpy(a)
+    arr = bridge.host_values(a)
     if a.ndim == 0:
         indices = np.zeros((), dtype=np.int64)
     else:

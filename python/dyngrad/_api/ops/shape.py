@@ -16,13 +16,13 @@ import numpy as np
 
 from ... import _C
 from ...autograd.grad_mode import no_grad
+from .. import bridge
 from ..args import (Size, Tensor, broadcast_shapes as broadcast_pair, dims_arg, dtype_arg, number, shape_arg,
                     shape_args, shape_str, tensor_arg, tensor_list, to_int, type_name, wrap_dim)
 from ..bridge import numpy_dtype
 from ..device import check_device
 from ..inplace import overwrite
 from ..node_names import shows_as
-from .pointwise import _from_numpy
 # ----- positions (non-differentiable index arithmetic, done with numpy) ------------------------------------------
 
 def _grid(shape):
@@ -31,7 +31,7 @@ def _grid(shape):
 
 
 def _index(positions):
-    return _C.copy_from_numpy(np.asarray(positions, dtype=np.int64, order="C"), False)
+    return bridge.copy(np.asarray(positions, dtype=np.int64, order="C"), False)
 
 
 def _take(a, positions):
@@ -278,7 +278,7 @@ def tensor_split(input, indices_or_sections, dim=0):
         if spec.ndim > 1:
             raise RuntimeError(f"tensor_split: a tensor of indices or sections must be 0-d or 1-D, got shape "
                                f"{shape_str(spec.shape)}.")
-        spec = spec.item() if spec.ndim == 0 else spec._numpy_view().tolist()
+        spec = spec.item() if spec.ndim == 0 else bridge.view(spec).tolist()
     n = a.shape[d]
     if isinstance(spec, (tuple, list)):
         bounds = [0] + [to_int(i, "tensor_split", "indices") for i in spec] + [n]
@@ -574,7 +574,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
         if counts.ndim != 1:
             raise RuntimeError(f"repeat_interleave: repeats must be a 1-D tensor, got shape "
                                f"{shape_str(counts.shape)}.")
-        return _C.copy_from_numpy(_repeat_positions(counts, counts.shape[0], output_size), False)
+        return bridge.copy(_repeat_positions(counts, counts.shape[0], output_size), False)
     a = tensor_arg(input, "repeat_interleave")
     if dim is None:
         a, d = _C.reshape(a, (-1,)), 0
@@ -592,7 +592,7 @@ def _repeat_positions(repeats, n, output_size):
         if repeats.dtype is not _C.int64:
             raise NotImplementedError(f"repeat_interleave: repeats must be an integer tensor, got "
                                       f"{repeats.dtype.name}.")
-        counts = repeats._numpy_view().reshape(-1)
+        counts = bridge.view(repeats).reshape(-1)
         if counts.size != 1 and counts.size != n:
             raise RuntimeError(f"repeat_interleave: repeats must have one count per element along dim ({n}), got "
                                f"{counts.size}.")
@@ -670,7 +670,7 @@ def _triangle(input, diagonal, op, lower):
     k = to_int(diagonal, op, "diagonal")
     n, m = a.shape[-2:]
     keep = np.tri(n, m, k, dtype=bool) if lower else ~np.tri(n, m, k - 1, dtype=bool)
-    return _C.where(_C.copy_from_numpy(keep, False), a, _zeros((), a.dtype))
+    return _C.where(bridge.copy(keep, False), a, _zeros((), a.dtype))
 
 
 def tril(input, diagonal=0):
@@ -695,7 +695,7 @@ def _triangle_indices(row, col, offset, dtype, device, layout, op, lower):
     if dt.is_floating_point or dt is _C.bool:
         raise NotImplementedError(f"{op}: dtype must be an integer type, got {dt.name}.")
     keep = np.tri(row, col, offset, dtype=bool) if lower else ~np.tri(row, col, offset - 1, dtype=bool)
-    return _C.copy_from_numpy(np.stack(np.nonzero(keep)).reshape(2, -1).astype(numpy_dtype(dt)), False)
+    return bridge.copy(np.stack(np.nonzero(keep)).reshape(2, -1).astype(numpy_dtype(dt)), False)
 
 
 def tril_indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
@@ -994,7 +994,7 @@ def fill_diagonal_(self, fill_value, wrap=False):
         n = self.shape[0]
         flat = np.array([positions[(i,) * self.ndim] for i in builtins.range(n)], dtype=np.int64)
     before = _C.inplace_input(self, "fill_diagonal_", False)
-    index = _from_numpy(flat, _C.int64)
+    index = bridge.host_result(flat, _C.int64)
     result = _C.put(before, index, _C.scalar_operand(value, before))
     _C.assign_inplace(self, overwrite(before, result, "fill_diagonal_"), "fill_diagonal_")
     return self

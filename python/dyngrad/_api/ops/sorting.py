@@ -17,9 +17,9 @@ import collections
 import numpy as np
 
 from ... import _C
+from .. import bridge
 from ..args import Tensor, number, shape_str, tensor_arg, to_int, type_name, wrap_dim
-from ..bridge import host_array, host_result, host_values
-from .pointwise import _cast, _from_numpy, _pair
+from .pointwise import _cast, _pair
 from .reduction import SharedSelection, array_tensor, check_nonempty
 
 return_sort = collections.namedtuple("sort", ["values", "indices"])
@@ -30,13 +30,12 @@ return_nanmedian = collections.namedtuple("nanmedian", ["values", "indices"])
 return_mode = collections.namedtuple("mode", ["values", "indices"])
 
 
-_numpy = host_values      # float32 values for the half types (Note [Half types on the host])
 
 
 def _rows(a, dim, op):
     """(numpy array of a, at least 1-D, the wrapped dim): a 0-d tensor is one row of one element."""
     d = wrap_dim(to_int(dim, op, "dim"), a.ndim, op)
-    arr = _numpy(a)
+    arr = bridge.host_values(a)
     return (arr.reshape(1) if a.ndim == 0 else arr), d
 
 
@@ -221,13 +220,13 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
     d = None if dim is None else to_int(dim, op, "dim")
     if a.dtype is not _C.float32 and a.dtype is not _C.float64:
         raise RuntimeError(f"{op}: expected a float32 or float64 input, got {a.dtype.name}.")
-    np_dtype = _numpy(a).dtype
+    np_dtype = bridge.host_values(a).dtype
     if isinstance(q, Tensor):
         if q.dtype is not a.dtype:
             raise RuntimeError(f"{op}: q must have the input's dtype ({a.dtype.name}), got {q.dtype.name}.")
         if q.ndim > 1:
             raise RuntimeError(f"{op}: q must be a number or a 0-d or 1-D tensor, got shape {shape_str(q.shape)}.")
-        qs = np.array(_numpy(q), dtype=np_dtype)
+        qs = np.array(bridge.host_values(q), dtype=np_dtype)
         if not ((qs >= 0) & (qs <= 1)).all():
             raise RuntimeError(f"{op}: q values must be in the range [0, 1], got {qs.tolist()}.")
     else:
@@ -253,7 +252,7 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
                 out_shape[d] = 1
             else:
                 del out_shape[d]
-    arr = _numpy(x)
+    arr = bridge.host_values(x)
     n = arr.shape[-1]
     order = stable_order(arr, -1)
     sorted_x = _C.gather(x, x.ndim - 1, array_tensor(order.astype(np.int64)))
@@ -305,7 +304,7 @@ def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
 # ----- unique ----------------------------------------------------------------------------------------------------
 
 def _unique_result(values, dtype, inverse, counts, return_inverse, return_counts):
-    out = [host_result(values, dtype)]
+    out = [bridge.host_result(values, dtype)]
     if return_inverse:
         out.append(array_tensor(inverse.astype(np.int64)))
     if return_counts:
@@ -329,7 +328,7 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     """The distinct values (or slices along dim), sorted; with the inverse indices and/or the counts. NaNs are
     all distinct, as in torch. No gradient."""
     a = tensor_arg(input, "unique")
-    arr = _numpy(a)
+    arr = bridge.host_values(a)
     if dim is None:
         flat = arr.reshape(-1)
         values, inverse, counts = np.unique(flat, return_inverse=True, return_counts=True,
@@ -355,7 +354,7 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
     """Each run of equal consecutive values (or slices along dim) kept once; with the inverse indices and/or the
     run lengths. No gradient."""
     a = tensor_arg(input, "unique_consecutive")
-    arr = _numpy(a)
+    arr = bridge.host_values(a)
     if dim is None:
         rows, d, inverse_shape = arr.reshape(-1, 1), None, arr.shape
     else:
@@ -387,6 +386,6 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
     if a.dtype is _C.bool or b.dtype is _C.bool:
         raise RuntimeError("isin: bool tensors are not supported (as in torch); compare as integers instead.")
     dtype = _C.result_type(a, b)
-    va, vb = host_array(_cast(a.detach(), dtype)), host_array(_cast(b.detach(), dtype))
+    va, vb = bridge.host_array(_cast(a.detach(), dtype)), bridge.host_array(_cast(b.detach(), dtype))
     found = np.isin(va, vb.reshape(-1), assume_unique=bool(assume_unique), invert=bool(invert))
-    return _from_numpy(np.asarray(found, dtype=np.bool_).reshape(va.shape), _C.bool)
+    return bridge.host_result(np.asarray(found, dtype=np.bool_).reshape(va.shape), _C.bool)

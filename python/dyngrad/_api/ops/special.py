@@ -16,6 +16,7 @@ import numpy as np
 
 from ... import _C
 from ...autograd.function import Function
+from .. import bridge
 from ..args import Tensor, broadcast_shapes, tensor_arg, type_name
 from ..bridge import numpy_dtype
 from ..host import special as hs
@@ -65,13 +66,13 @@ def logsumexp(input, dim, keepdim=False):
 def _constant(values, dtype):
     """A tensor without history holding `values` in `dtype` (torch does not differentiate these ops); bfloat16,
     which numpy lacks, by way of float32."""
-    out = _C.from_numpy(np.ascontiguousarray(np.asarray(values), dtype=numpy_dtype(dtype)))
+    out = bridge.share(np.ascontiguousarray(np.asarray(values), dtype=numpy_dtype(dtype)))
     return out if out.dtype is dtype else _C.to_dtype(out, dtype)
 
 
 def _host(t):
     """t's values as a float64 numpy array (the half types by way of float32: host_values does that)."""
-    return pw._values(t, _C.float64)
+    return bridge.host_values(t, _C.float64)
 
 
 def _no_half(op, t):
@@ -113,7 +114,7 @@ def _binary(op, kernel):
         # the recurrence runs in the dtype (float32 for float32 and narrower), so that it overflows where torch's does
         compute = _C.float64 if x.dtype.name == "float64" else _C.float32
         with np.errstate(all="ignore"):
-            return _constant(kernel(pw._values(x, compute), pw._values(m, _C.float64), op), x.dtype)
+            return _constant(kernel(bridge.host_values(x, compute), bridge.host_values(m, _C.float64), op), x.dtype)
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = (f"torch.special.{op}(input, n): the polynomial of degree n (truncated to an integer; 0 for n < 0) "
                   "at input (Note [Orthogonal polynomials]; not differentiable, as torch).")

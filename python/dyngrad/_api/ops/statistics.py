@@ -7,10 +7,11 @@ import warnings
 import numpy as np
 
 from ... import _C
+from .. import bridge
 from ..args import Tensor, get_default_dtype, number, shape_str, tensor_arg, to_int, type_name
-from ..bridge import host_array, host_result, host_values, is_half, round_to
+from ..bridge import is_half
 from ..node_names import shows_as
-from .pointwise import _from_numpy, clamp
+from .pointwise import clamp
 from .reduction import array_tensor
 
 
@@ -26,7 +27,7 @@ def _check_weights(w, name, x, integral):
         raise RuntimeError(f"cov: expected {name} to have an integral dtype, got {w.dtype.name}.")
     if not integral and not w.dtype.is_floating_point:
         raise RuntimeError(f"cov: expected {name} to have a floating-point dtype, got {w.dtype.name}.")
-    values = host_array(w.detach())
+    values = bridge.host_array(w.detach())
     if values.size and values.min() < 0:
         raise RuntimeError(f"cov: {name} cannot be negative.")
     return _C.reshape(w, (n,))
@@ -86,7 +87,7 @@ def corrcoef(input):
     c = cov(a)
     if c.ndim == 0:
         return _C.div(c, c)
-    d = _C.sqrt(_C.take(c, _from_numpy(np.arange(c.shape[0]) * (c.shape[0] + 1), _C.int64)))
+    d = _C.sqrt(_C.take(c, bridge.host_result(np.arange(c.shape[0]) * (c.shape[0] + 1), _C.int64)))
     c = _C.div(_C.div(c, _C.reshape(d, (-1, 1))), _C.reshape(d, (1, -1)))
     return clamp(c, -1, 1)
 
@@ -135,7 +136,7 @@ def _uniform_edges(column, bins, pair, dtype, op, k):
 def _histogramdd(a, bins, range, weight, density, op, one_dim):
     _float_input(a, op)
     dtype = np.dtype(a.dtype.name if a.dtype.name != "bfloat16" else "float32")
-    values = host_array(a.detach()).astype(dtype, copy=False)
+    values = bridge.host_array(a.detach()).astype(dtype, copy=False)
     if one_dim:
         points = values.reshape(-1, 1)
     else:
@@ -152,7 +153,7 @@ def _histogramdd(a, bins, range, weight, density, op, one_dim):
         if wt.dtype is not a.dtype:
             raise RuntimeError(f"{op}: expected weight to have the input's dtype ({a.dtype.name}), got "
                                f"{wt.dtype.name}.")
-        w = host_array(wt.detach()).astype(dtype, copy=False).reshape(-1)
+        w = bridge.host_array(wt.detach()).astype(dtype, copy=False).reshape(-1)
     pairs = _range_pairs(range, d, op)
     if isinstance(bins, Tensor):
         bins = [bins]
@@ -170,7 +171,7 @@ def _histogramdd(a, bins, range, weight, density, op, one_dim):
             if b.dtype is not a.dtype:
                 raise RuntimeError(f"{op}: expected the bin edges to have the input's dtype ({a.dtype.name}), got "
                                    f"{b.dtype.name}.")
-            e = host_array(b.detach()).astype(dtype)
+            e = bridge.host_array(b.detach()).astype(dtype)
             with np.errstate(all="ignore"):
                 decreasing = np.any(e[1:] < e[:-1])
             if decreasing:
@@ -184,8 +185,8 @@ def _histogramdd(a, bins, range, weight, density, op, one_dim):
     with np.errstate(all="ignore"):
         hist, _ = np.histogramdd(points.astype(np.float64), bins=[e.astype(np.float64) for e in edges], weights=w,
                                  density=bool(density))
-    out_hist = _from_numpy(hist.astype(dtype), a.dtype)
-    out_edges = tuple(_from_numpy(e, a.dtype) for e in edges)
+    out_hist = bridge.host_result(hist.astype(dtype), a.dtype)
+    out_edges = tuple(bridge.host_result(e, a.dtype) for e in edges)
     return out_hist, out_edges
 
 
@@ -222,7 +223,7 @@ def histc(input, bins=100, min=0, max=0):
     bins = to_int(bins, "histc", "bins")
     if bins <= 0:
         raise RuntimeError(f"histc: bins must be > 0, got {bins}.")
-    arr = host_values(a).reshape(-1)
+    arr = bridge.host_values(a).reshape(-1)
     lo, hi = float(number(min, "histc", "min")), float(number(max, "histc", "max"))
     if lo == hi and arr.size:
         lo, hi = float(arr.min()), float(arr.max())               # NaN if the data has one
@@ -235,12 +236,12 @@ def histc(input, bins=100, min=0, max=0):
     # torch's arithmetic, in the input's dtype: bin = trunc((x - lo) * bins / (hi - lo)), the last bin closed (each
     # step rounded for the half types, whose values arr holds as float32)
     t = arr.dtype.type
-    rounded = (lambda v: round_to(v, a.dtype)) if is_half(a.dtype) else (lambda v: v)
+    rounded = (lambda v: bridge.round_to(v, a.dtype)) if is_half(a.dtype) else (lambda v: v)
     left, right = rounded(t(lo)), rounded(t(hi))
     inside = arr[(arr >= left) & (arr <= right)]
     position = rounded(rounded(rounded(inside - left) * rounded(t(bins))) / rounded(right - left)).astype(np.int64)
     position[position == bins] = bins - 1
-    return host_result(np.bincount(position, minlength=bins), a.dtype)
+    return bridge.host_result(np.bincount(position, minlength=bins), a.dtype)
 
 
 def bincount(input, weights=None, minlength=0):
@@ -252,7 +253,7 @@ def bincount(input, weights=None, minlength=0):
     minlength = to_int(minlength, "bincount", "minlength")
     if minlength < 0:
         raise RuntimeError(f"bincount: minlength must be >= 0, got {minlength}.")
-    arr = host_values(a)
+    arr = bridge.host_values(a)
     if a.ndim != 1 or (arr.size and arr.min() < 0):
         raise RuntimeError(f"bincount: expected a 1-D tensor of non-negative ints, got shape {shape_str(a.shape)}"
                            + (f" with minimum {arr.min()}" if arr.size and a.ndim == 1 else "") + ".")
@@ -263,5 +264,5 @@ def bincount(input, weights=None, minlength=0):
         raise RuntimeError(f"bincount: weights must be 1-D with the input's length {arr.shape[0]}, got shape "
                            f"{shape_str(w.shape)}.")
     out_dtype = np.float32 if w.dtype is _C.float32 else np.float64
-    counts = np.bincount(arr, weights=host_values(w).astype(np.float64), minlength=minlength)
+    counts = np.bincount(arr, weights=bridge.host_values(w).astype(np.float64), minlength=minlength)
     return array_tensor(counts.astype(out_dtype))

@@ -8,16 +8,15 @@ import numpy as np
 
 from ... import _C
 from ...autograd.engine import backward as autograd_backward
+from .. import bridge
 from ..args import (Size, Tensor, broadcast_shapes, checked_write, dtype_arg, number, operand, operand_or_throw,
                     shape_str, sizes_arg, tensor_arg, type_name)
-from ..bridge import host_array
 from ..device import check_device, device as device_type
 from ..inplace import overwrite
 from ..node_names import rename
 from ..printing import format_tensor
 from . import pointwise
 from .creation import empty, tensor
-from .pointwise import _from_numpy
 
 
 # ----- construction ----------------------------------------------------------------------------------------------
@@ -89,7 +88,7 @@ def __format__(self, spec):
 
 
 def tolist(self):
-    return host_array(self).tolist()
+    return bridge.host_array(self).tolist()
 
 
 def numpy(self, *, force=False):
@@ -97,7 +96,7 @@ def numpy(self, *, force=False):
     if self.requires_grad and not force:
         raise RuntimeError("numpy: can't call numpy() on a tensor that requires grad; use tensor.detach().numpy() "
                            "instead.")
-    return self._numpy_view()
+    return bridge.view(self)
 
 
 def __array__(self, dtype=None, copy=None):
@@ -161,12 +160,12 @@ def __contains__(self, element):
 
 def __reduce_ex__(self, protocol):
     if self.dtype.name == "bfloat16":     # numpy has no bfloat16: pickled as float32 values (exact), with the name
-        return (_rebuild, (np.array(host_array(self)), self.requires_grad, "bfloat16"))
-    return (_rebuild, (np.array(self._numpy_view()), self.requires_grad))
+        return (_rebuild, (np.array(bridge.host_array(self)), self.requires_grad, "bfloat16"))
+    return (_rebuild, (np.array(bridge.view(self)), self.requires_grad))
 
 
 def _rebuild(array, requires_grad, dtype_name=None):
-    t = _C.copy_from_numpy(np.ascontiguousarray(array), False)
+    t = bridge.copy(np.ascontiguousarray(array), False)
     if dtype_name is not None:
         t = _C.to_dtype(t, getattr(_C, dtype_name))
     if requires_grad:
@@ -181,7 +180,7 @@ def __deepcopy__(self, memo):
         out = _C.clone(self.detach())
         out.requires_grad = self.requires_grad
     else:
-        out = _C.copy_from_numpy(np.array(self._numpy_view()), self.requires_grad)
+        out = bridge.copy(np.array(bridge.view(self)), self.requires_grad)
     if self.grad is not None:
         out.grad = _C.clone(self.grad.detach())
     memo[id(self)] = out
@@ -472,7 +471,7 @@ def is_nonzero(input):
     if n != 1:
         what = "no values" if n == 0 else "more than one value"
         raise RuntimeError(f"is_nonzero: Boolean value of Tensor with {what} is ambiguous.")
-    return bool(host_array(a.detach()).reshape(-1)[0] != 0)
+    return bool(bridge.host_array(a.detach()).reshape(-1)[0] != 0)
 
 
 def is_same_size(input, other):
@@ -568,13 +567,13 @@ def _elementwise_rewrite(self, op, values):
         raise RuntimeError(f"{op}: cannot be called on a tensor that requires grad; use x.detach().{op}(...) "
                            "instead.")
     before = _C.inplace_input(self, op, False)
-    result = _from_numpy(values, self.dtype)
+    result = bridge.host_result(values, self.dtype)
     _C.assign_inplace(self, overwrite(before, result, op), op)
     return self
 
 
 def _python_values(self):
-    arr = host_array(self.detach())
+    arr = bridge.host_array(self.detach())
     return arr, arr.dtype
 
 
@@ -592,7 +591,7 @@ def _broadcast_operand(self, tensor, op, name):
     if shape != tuple(self.shape):
         raise RuntimeError(f"{op}: {name} of shape {shape_str(other.shape)} cannot be broadcast to self's shape "
                            f"{shape_str(self.shape)}.")
-    return np.broadcast_to(host_array(other.detach()), tuple(self.shape))
+    return np.broadcast_to(bridge.host_array(other.detach()), tuple(self.shape))
 
 
 def map_(self, tensor, callable):
