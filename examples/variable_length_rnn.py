@@ -5,7 +5,7 @@
 Task (synthetic, seeded): a sequence of 4 to 24 tokens from {0, 1, 2, 3}; the label is 1 if token 1 occurs more
 often than token 2. The model embeds the tokens, runs an LSTM and classifies from the final hidden state. The
 LSTM receives a plain Python list of sequences: the graph is built per time step for the sequences still running
-(see Note [Variable-length sequences] in python/dyngrad/nn/rnn.py), so there is no padding and no mask.
+(see Note [Variable-length sequences] in python/dyngrad/nn/modules/rnn.py), so there is no padding and no mask.
 """
 import time
 

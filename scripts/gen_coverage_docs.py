@@ -46,6 +46,19 @@ def public_names(rows):
                 yield name, kind, attr
 
 
+def numpy_names(rows):
+    """The qualified names whose row says `numpy` in its uses: their calls cross the numpy bridge (Note [The numpy
+    bridge] in python/dyngrad/_api/bridge.py; tests/test_numpy_bridge.py keeps the column true). A row's in-place
+    method crosses when the row does."""
+    out = set()
+    for row in rows:
+        if "numpy" not in row.uses:
+            continue
+        single = type(row)(row.name, row.impl, ",".join(row.kinds), row.inplace or "-", "-", "-")
+        out |= {name for name, _, _ in public_names([single])}
+    return out
+
+
 def load(paths):
     """The recordings merged: {name: {engine: entry}}, plus "" -> {"outcomes": ..., "files": [...]}."""
     names, run = {}, {"outcomes": {}, "files": set(), "ran": {}, "collected": {}}
@@ -98,6 +111,7 @@ def render(names, note=""):
     import dyngrad
     from dyngrad._api.table import rows
     table = list(public_names(rows()))
+    host = numpy_names(rows())
     lines, gaps_fwd, gaps_bwd, unexercised = [], [], [], []
     count = {"total": len(table), "untraced": 0, "both": 0, "one": 0, "fwd_both": 0, "fwd_any": 0, "bwd_both": 0,
              "bwd_any": 0, "diff": 0}
@@ -106,7 +120,7 @@ def render(names, note=""):
         what = untraced(dyngrad, kind, attr)
         if what:
             count["untraced"] += 1
-            lines.append(f"| `{shown}` | {what} | not traced | not traced | | |")
+            lines.append(f"| `{shown}` | {what} | {'yes' if name in host else ''} | not traced | not traced | | |")
             continue
         e = names.get(name, {})
         ran = [eng for eng in ENGINES if e.get(eng, {}).get("tests")]
@@ -129,7 +143,8 @@ def render(names, note=""):
         cells = [f"{e[eng]['tests']} tests" if eng in ran else "-" for eng in ENGINES]
         fwd = _hows(e, "fwd")
         bwd = _hows(e, "bwd") or ("**none**" if differentiable else "")
-        lines.append(f"| `{shown}` | {kind} | {cells[0]} | {cells[1]} | {fwd} | {bwd} |")
+        lines.append(f"| `{shown}` | {kind} | {'yes' if name in host else ''} | {cells[0]} | {cells[1]} | {fwd} | "
+                     f"{bwd} |")
 
     traced_n = count["total"] - count["untraced"]
     run = names.get("", {"outcomes": {}, "files": ()})
@@ -158,6 +173,10 @@ def render(names, note=""):
         "One row per public name of `python/dyngrad/_api/table.py` (a method, its in-place form and the function",
         "of the same name are separate rows). Only tests that passed count. How each column is determined:",
         "",
+        "- **numpy**: *yes* when a call of the name crosses the numpy bridge (`python/dyngrad/_api/bridge.py`,",
+        "  Note [The numpy bridge]): it computes on the host with numpy (an op without a core kernel, index",
+        "  arithmetic, a check that reads values, a conversion). From the table's `uses` column, which",
+        "  `tests/test_numpy_bridge.py` keeps true by calling every row; these are the names a C++ kernel would serve.",
         "- **C++ engine / reference engine**: the number of passing tests that called the name on that engine",
         "  directly: from the test, a check helper's `fn`, or library code the test drives (a module, an",
         "  optimizer); a call a public composite makes inside itself does not count. Classes and values (dtypes,",
@@ -194,6 +213,7 @@ def render(names, note=""):
         "",
         f"- {count['total']} public names; {traced_n} traced (the {count['untraced']} classes, values and "
         "`Tensor.__init__` are not).",
+        f"- crossing the numpy bridge: {sum(1 for name, _, _ in table if name in host)} names.",
         f"- exercised on both engines: {count['both']}; on one engine only: {count['one']}; never: "
         f"{len(unexercised)}.",
         f"- forward checked against an independent answer: {count['fwd_any']} ({count['fwd_both']} on both "
@@ -201,8 +221,8 @@ def render(names, note=""):
         f"- seen differentiable: {count['diff']}; backward checked: {count['bwd_any']} names "
         f"({count['bwd_both']} on both engines); differentiable without a backward check: {len(gaps_bwd)}.",
         "",
-        "| name | kind | C++ engine | reference engine | forward checked against | backward checked by |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| name | kind | numpy | C++ engine | reference engine | forward checked against | backward checked by |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     tail = ["", "## Gaps", "",
             f"Never exercised by a passing test ({len(unexercised)}): "

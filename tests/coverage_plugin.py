@@ -63,7 +63,7 @@ class _State(threading.local):
 TLS = _State()
 
 # Note [Wrapper frames]: the wrapper is compiled as a file of dyngrad/_api/, so that code looking for the user's
-# frame (call sites of graph nodes, the deprecation warnings of _api/linalg.py) skips it as it skips the API layer.
+# frame (call sites of graph nodes, the deprecation warnings of _api/ops/linalg.py) skips it as it skips the API layer.
 _WRAPPER_SOURCE = """
 def make(fn, rec, engine, name, TLS):
     def wrapper(*args, **kwargs):

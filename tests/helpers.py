@@ -114,6 +114,27 @@ class Const:
         return f"Const({self.spec!r})"
 
 
+_BRIDGE_REPORT = {}
+
+
+def bridge_report(engine="dyngrad"):
+    """tests/bridge_driver.py's report (which table rows crossed the numpy bridge, through which of its functions),
+    run once per test session in a child process: {row index: entry}, row indices those of table.rows()."""
+    if engine not in _BRIDGE_REPORT:
+        import json
+        import subprocess
+        import sys
+        import tempfile
+        driver = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bridge_driver.py")
+        with tempfile.TemporaryDirectory() as folder:
+            report = os.path.join(folder, "bridge.json")
+            subprocess.run([sys.executable, driver, "--engine", engine, "--report", report], env=subprocess_env(),
+                           check=True, timeout=900, capture_output=True)
+            with open(report, encoding="utf-8") as f:
+                _BRIDGE_REPORT[engine] = {int(k): v for k, v in json.load(f).items()}
+    return _BRIDGE_REPORT[engine]
+
+
 def quiet(fn):
     """fn with torch's (and dyngrad's matching) UserWarnings silenced: the deprecation notices of old spellings
     (qr, cholesky, chain_matmul, cross, lu, triangular_solve), which the tests call on purpose."""

@@ -124,7 +124,8 @@ def test_page_lists_every_table_name_and_the_gaps(recorded, tmp_path):
     text, count, never, no_fwd, no_bwd = gen.render(gen.load([str(path)]))
     from dyngrad._api.table import rows
     assert count["total"] == len(list(gen.public_names(rows())))
-    assert "| `dyngrad.exp` | fn | 1 tests | - | numpy (cpp only) | finite differences (cpp only) |" in text
-    assert "| `dyngrad.sin` | fn | - | 1 tests | torch (reference only) |  |" in text
+    assert "| `dyngrad.exp` | fn |  | 1 tests | - | numpy (cpp only) | finite differences (cpp only) |" in text
+    assert "| `dyngrad.sin` | fn |  | - | 1 tests | torch (reference only) |  |" in text
+    assert "| `dyngrad.tan` | fn | yes | - | - |  |  |" in text           # tan crosses the numpy bridge
     assert "`dyngrad.cos`" in no_fwd and "`dyngrad.log` (the engines agree)" in no_fwd
     assert "dyngrad.tan" in never

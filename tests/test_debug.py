@@ -54,7 +54,7 @@ def test_nodes_record_their_call_site(dg):
 
 
 def test_call_site_skips_dyngrad_frames(dg):
-    """A layer's nodes point at the user's line that called the layer, not at nn/linear.py."""
+    """A layer's nodes point at the user's line that called the layer, not at nn/modules/linear.py."""
     lin = dg.nn.Linear(3, 2)
     out = lin(dg.randn(4, 3))  # <site:linear>
     for node in (out.grad_fn, out.grad_fn.next_functions[0][0]):

@@ -579,7 +579,7 @@ def test_gradcheck_float64(dg, name, make, shapes):
 def test_transformer_inference_float32_as_torch(dg):
     """Eval mode without autograd in float32, where torch takes its fused fast path (nested tensors): the same
     numbers at every real position. At padded positions torch's encoder outputs zeros; ours the layers' values
-    (documented in nn/transformer.py)."""
+    (documented in nn/modules/transformer.py)."""
     torch.manual_seed(0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -491,3 +491,53 @@ def test_shared_classes_are_per_engine():
     assert issubclass(dyngrad.reference.nn.Parameter, dyngrad.reference.Tensor)
     assert issubclass(dyngrad.nn.Parameter, dyngrad.Tensor)
     assert isinstance(dyngrad.reference.nn.Linear(1, 1).weight, dyngrad.reference.Tensor)
+
+
+def _torch_layout():
+    """(file, class name) of every public class of torch.nn.modules.<file> (its private files aside): those the
+    file defines or lists in its __all__, not the ones it merely imports for its own use."""
+    import inspect
+    import pkgutil
+    torch_modules = pytest.importorskip("torch.nn.modules")
+    for info in pkgutil.iter_modules(torch_modules.__path__):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"torch.nn.modules.{info.name}")
+        exported = set(getattr(module, "__all__", ()))
+        for name, obj in vars(module).items():
+            if inspect.isclass(obj) and not name.startswith("_") and (
+                    obj.__module__ == module.__name__ or name in exported):
+                yield info.name, name
+
+
+def test_modules_paths_are_torchs(dg):
+    """A class dyngrad has at nn.<Class> is also at nn.modules.<file>.<Class> wherever torch has it at
+    torch.nn.modules.<file>.<Class> (scripts write torch.nn.modules.rnn.LSTM, .linear.Linear, .sparse.Embedding)."""
+    layout = list(_torch_layout())
+    missing, checked = [], 0
+    for file, name in layout:
+        if not hasattr(dg.nn, name):
+            continue
+        checked += 1
+        try:
+            module = importlib.import_module(f"{dg.__name__}.nn.modules.{file}")
+        except ImportError:
+            missing.append(f"nn.modules.{file} (for {name})")
+            continue
+        if getattr(module, name, None) is not getattr(dg.nn, name):
+            missing.append(f"nn.modules.{file}.{name}")
+    assert checked > 150
+    assert not missing, f"not where torch has them: {missing}"
+
+
+def test_layers_are_defined_once(dg):
+    """Each layer class is defined in one file of nn/modules/ and reached from there under every name: nn.X,
+    nn.modules.X and nn.modules.<file>.X are one class (NonDynamicallyQuantizableLinear: a Linear, as torch's)."""
+    for name in dg.nn.modules.__all__:
+        cls = getattr(dg.nn.modules, name)
+        assert cls is getattr(dg.nn, name)
+        assert cls.__module__.startswith(f"{dg.__name__}.nn.modules."), (name, cls.__module__)
+        assert getattr(importlib.import_module(cls.__module__), name) is cls
+    quantizable = dg.nn.modules.linear.NonDynamicallyQuantizableLinear
+    assert issubclass(quantizable, dg.nn.Linear) and not hasattr(dg.nn, "NonDynamicallyQuantizableLinear")
+    assert dg.nn.modules.lazy.LazyModuleMixin is type(dg.nn.LazyLinear(3)).__mro__[1]

@@ -1,4 +1,4 @@
-"""Linear algebra (python/dyngrad/_api/linalg.py), driven by ONE table as tests/test_ops.py: forward vs numpy,
+"""Linear algebra (python/dyngrad/_api/ops/linalg.py), driven by ONE table as tests/test_ops.py: forward vs numpy,
 gradients vs float64 central differences, float32, non-contiguous inputs, both engines, and the same rows against
 torch 2.13 where installed. Then second derivatives, exact values (kinks, singular matrices), errors (types as
 torch's, singular inputs raising dyngrad.linalg.LinAlgError), out=, the dyngrad.linalg namespace.

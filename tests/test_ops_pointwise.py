@@ -911,7 +911,7 @@ def test_operators_are_bitwise_on_integers_and_logical_on_bools(dg):
 
 SPECIAL_NAMES = """expit logit erf erfc erfinv erfcx log_ndtr ndtr ndtri xlogy xlog1py entr gammaln digamma psi polygamma
     multigammaln log1p expm1 exp2 sinc round logsumexp softmax log_softmax i0 i0e i1 i1e zeta""".split()
-# the Bessel, Airy, incomplete gamma and polynomial functions (tests/test_special_more.py tests their values)
+# the Bessel, Airy, incomplete gamma and polynomial functions (tests/test_special_functions.py tests their values)
 SPECIAL_NAMES += """bessel_j0 bessel_j1 bessel_y0 bessel_y1 modified_bessel_i0 modified_bessel_i1 modified_bessel_k0
     modified_bessel_k1 scaled_modified_bessel_k0 scaled_modified_bessel_k1 spherical_bessel_j0 airy_ai gammainc
     gammaincc chebyshev_polynomial_t chebyshev_polynomial_u chebyshev_polynomial_v chebyshev_polynomial_w

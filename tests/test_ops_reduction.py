@@ -770,7 +770,7 @@ def test_tensor_norm_signature(dg):
 @needs_torch
 def test_topk_kthvalue_ties(dg):
     """With ties, topk and kthvalue return torch's values; their indices point at equal values, the first ones in
-    the input (torch's quickselect leaves the choice unspecified: the module docstring of _api/sorting.py)."""
+    the input (torch's quickselect leaves the choice unspecified: the module docstring of _api/ops/sorting.py)."""
     a = SMALL
     for call, dim in ((lambda m, x: x.topk(5), 1), (lambda m, x: x.topk(4, 0, largest=False), 0),
                       (lambda m, x: x.kthvalue(6, 1, True), 1), (lambda m, x: x.kthvalue(2, 0, True), 0)):

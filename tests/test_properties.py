@@ -716,7 +716,7 @@ def test_table_covers_the_primitives(cpp):
 # ---- half types and numbers written into tensors (issue 10) ----
 # Random values (NaN, infinities, values beyond float16's range, ties of the 16-bit grid) through the ops that compute
 # on the host, in float16 and bfloat16: the C++ engine, the reference and torch must give the same dtype and, to one
-# step of the half type, the same values (Note [Half types on the host] in python/dyngrad/_api/args.py).
+# step of the half type, the same values (Note [Half types on the host] in python/dyngrad/_api/bridge.py).
 
 HALF_OPS = {
     "tan": lambda m, x, k: m.tan(x), "log1p": lambda m, x, k: m.log1p(x), "floor": lambda m, x, k: x.floor(),

@@ -254,7 +254,7 @@ def test_whole_module_and_optimizer(dg, tmp_path):
         dg.load(path)
     root = dg.__name__
     unsafe = s.get_unsafe_globals_in_checkpoint(path)
-    assert unsafe == ["test_serialization.Net", f"{root}.nn.linear.Linear", f"{root}.optim.sgd.SGD",
+    assert unsafe == ["test_serialization.Net", f"{root}.nn.modules.linear.Linear", f"{root}.optim.sgd.SGD",
                       "collections.defaultdict", "builtins.dict"]
     x = dg.randn(5, 3)
     back = dg.load(path, weights_only=False)
@@ -268,7 +268,7 @@ def test_whole_module_and_optimizer(dg, tmp_path):
         alone = dg.load(path)
     assert s.get_safe_globals() == []
     np.testing.assert_array_equal(alone(x).detach().numpy(), net(x).detach().numpy())
-    s.add_safe_globals([Net, (dg.nn.Linear, f"{root}.nn.linear.Linear")])
+    s.add_safe_globals([Net, (dg.nn.Linear, f"{root}.nn.modules.linear.Linear")])
     try:
         assert type(dg.load(path)) is Net
     finally:

@@ -1,5 +1,5 @@
 """dyngrad.linalg (torch.linalg): the rows of kind `linalg` of the shared API table (python/dyngrad/_api/table.py),
-written in python/dyngrad/_api/linalg.py for both engines; LinAlgError is the error of singular and
+written in python/dyngrad/_api/ops/linalg.py for both engines; LinAlgError is the error of singular and
 non-positive-definite inputs."""
 from . import _api
 

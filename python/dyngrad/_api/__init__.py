@@ -14,9 +14,9 @@ from .. import _C
 from . import table
 from .autocast import with_policy
 from .args import RemovableHandle, Size
+from .inplace import inplace_variant
 from .node_names import saved_attribute
 from .out import with_out
-from .tensor_methods import inplace_variant
 
 # nn.functional's, torch.special's and linalg's names, filled by install() (python/dyngrad/nn/functional.py,
 # python/dyngrad/special/__init__.py and python/dyngrad/linalg.py publish them)

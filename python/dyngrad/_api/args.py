@@ -4,10 +4,15 @@ reduction names. Each helper raises the error the user should see, naming the op
 import collections
 import math
 import numbers
+import os
+import sys
+import warnings
 
 import numpy as np
 
 from .. import _C
+from . import bridge
+from .bridge import canonical_bools, numpy_dtype
 
 Tensor = _C.Tensor
 
@@ -76,8 +81,7 @@ def operand(o, like):
     if isinstance(o, np.generic) and o.dtype.kind in "biuf":
         return _C.scalar_operand(o.item(), like)
     if isinstance(o, (np.ndarray, list)):
-        from .creation import tensor
-        return tensor(o)
+        return bridge.from_array(array_from_data(o, "tensor"), None)        # as torch.tensor(o)
     return None
 
 
@@ -235,60 +239,6 @@ def optional_dtype(o, op="dtype"):
     return None if o is None else dtype_arg(o, op)
 
 
-def numpy_dtype(dtype):
-    """The numpy dtype holding `dtype`'s values: its own, or float32 for bfloat16 (numpy has none; the values are
-    rounded when the tensor is made, see creation.from_array)."""
-    return np.dtype(np.float32 if dtype.name == "bfloat16" else dtype.name)
-
-
-def host_array(t):
-    """A numpy view of t's values for reading them on the host: bfloat16 (no numpy dtype) is widened to float32."""
-    if t.dtype.name == "bfloat16":
-        t = _C.to_dtype(t, _C.float32)
-    return t._numpy_view()
-
-
-# Note [Half types on the host]: ops with a numpy forward (pointwise's _NumpyFunction, scans, sorts, unique, ...)
-# see float16 and bfloat16 values as float32: numpy has no bfloat16, and its float16 loops round every step (a
-# float16 cumsum accumulates in float16). torch's CPU kernels compute both in float32 and round once, to nearest
-# even; host_values() widens the input and host_result() rounds a result back to the op's dtype, for every such op.
-
-def is_half(dtype):
-    return dtype.name in ("float16", "bfloat16")
-
-
-def compute_dtype(dtype):
-    """The numpy dtype a numpy forward computes `dtype` in: its own, float32 for the half types."""
-    return np.dtype(np.float32) if is_half(dtype) else numpy_dtype(dtype)
-
-
-def host_values(t):
-    """t's values as a numpy array to compute with: a view of t's memory (do not write to it), or a float32 copy for
-    float16 and bfloat16 (Note [Half types on the host])."""
-    t = t.detach()
-    if is_half(t.dtype):
-        t = _C.to_dtype(t, _C.float32)
-    return t._numpy_view()
-
-
-def host_result(values, dtype=None):
-    """A new tensor holding a numpy result (copied unless it is a contiguous, writable array of its own),
-    converted to `dtype` when given: a float32 result of a half-type op is rounded to it here."""
-    arr = np.asarray(values)
-    if dtype is not None:
-        arr = arr.astype(compute_dtype(dtype), copy=False)
-    if not (arr.flags.c_contiguous and arr.flags.owndata and arr.flags.writeable):
-        arr = np.array(arr, order="C")
-    t = _C.from_numpy(arr)
-    return t if dtype is None or t.dtype is dtype else _C.to_dtype(t, dtype)
-
-
-def round_to(values, dtype):
-    """numpy values rounded to `dtype`, in its compute dtype (float32 for the half types): what a C++ expression of
-    torch's in that dtype holds after each operation (c10::Half and c10::BFloat16 round every result)."""
-    return host_values(host_result(values, dtype))
-
-
 # Note [Numbers written into tensors]: a Python number written into a tensor (full, fill_, masked_fill, index_fill,
 # setitem, ...) must fit the tensor's dtype, as torch's checked conversion demands: int8 300, uint8 -256, int64
 # 2**63, an int tensor's inf or NaN, float16 70000 raise RuntimeError ("value cannot be converted ... without
@@ -354,15 +304,6 @@ def check_factory_options(op, layout=None, pin_memory=None):
         raise RuntimeError(f"{op}: pin_memory=True needs an accelerator; dyngrad runs on the CPU.")
 
 
-def check_device(device, op):
-    """dyngrad runs on the CPU: "cpu", "cpu:0", a dyngrad.device of the CPU (or None) are accepted, anything else
-    is refused, naming the device (_api/device.py)."""
-    if device is None or device == "cpu":
-        return
-    from .device import device_arg
-    device_arg(device, op)
-
-
 def finish(t, requires_grad):
     """requires_grad=True on a new tensor (refused for integer dtypes by the core)."""
     if requires_grad:
@@ -414,3 +355,73 @@ def torch_name(name):
         fn.__name__ = fn.__qualname__ = name
         return fn
     return rename
+
+
+# ----- warnings at the user's line ---------------------------------------------------------------------------------
+
+def warn_deprecated(message):
+    """A UserWarning attributed to the caller's line: the first frame outside this shared layer, _api/ and its
+    folders (the out= wrapper and the methods add frames of their own)."""
+    here, frame, level = os.path.dirname(os.path.abspath(__file__)) + os.sep, sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, UserWarning, stacklevel=level + 1)
+
+
+# ----- Python data as a numpy array (torch.tensor's dtype inference) -----------------------------------------------
+
+def _flatten(data):
+    stack = [data]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (list, tuple)):
+            stack.extend(x)
+        else:
+            yield x
+
+
+def nested_values(data):
+    """Nested lists of tensors (or numbers) as nested lists of numbers."""
+    if isinstance(data, Tensor):
+        return bridge.host_array(data.detach()).tolist()
+    if not isinstance(data, (list, tuple)):
+        return data
+    return [nested_values(x) for x in data]
+
+
+def array_from_data(data, op, dtype=None):
+    """data as a numpy array of `dtype`, or of the dtype torch.tensor would infer: Python floats become the default
+    float dtype, numpy arrays and scalars of a dyngrad dtype keep it, other ints become int64, bools stay bool."""
+    if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flatten(data)):
+        data = nested_values(data)
+    try:
+        arr = np.array(data)
+    except (ValueError, TypeError) as exc:
+        raise TypeError(f"{op}: could not convert data of type {type_name(data)} to a tensor ({exc}).") from None
+    kind = arr.dtype.kind
+    if kind not in "biuf":
+        raise TypeError(f"{op}: could not convert data of type {type_name(data)} (numpy dtype {arr.dtype}) to a "
+                        "tensor; expected numbers, bools, nested lists of them or a numpy array.")
+    arr = canonical_bools(arr)
+    if dtype is not None:
+        if arr.size and not dtype.is_floating_point and not isinstance(data, (np.ndarray, np.generic)):
+            for v in (arr.min(), arr.max()):       # Python numbers must fit an integer dtype (numpy arrays wrap)
+                checked_write(v.item(), dtype, op, int64_numbers=True)
+        return arr.astype(numpy_dtype(dtype))
+    if kind == "f":
+        keeps = isinstance(data, (np.ndarray, np.generic))       # numpy floats keep their width (float16 too)
+        return arr if keeps else arr.astype(numpy_dtype(get_default_dtype()))
+    if kind in "iu":
+        keeps = isinstance(data, (np.ndarray, np.generic)) and arr.dtype.name in ("uint8", "int8", "int16", "int32")
+        if keeps:
+            return arr
+        _check_fits_int64(arr, op)
+        return arr.astype(np.int64)
+    return arr
+
+
+def _check_fits_int64(arr, op):
+    # dyngrad has no uint64 dtype: a value above 2**63-1 would wrap silently in the int64 it becomes
+    if arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.size and arr.max() > np.iinfo(np.int64).max:
+        raise OverflowError(f"{op}: a uint64 value ({arr.max()}) does not fit int64, the widest integer dtype "
+                            "dyngrad has.")

@@ -3,7 +3,7 @@
 other than the CPU (a factory's device=, .to(), .cuda(), a default device) fails at once, naming the device."""
 import re
 
-from .args import type_name
+from .args import tensor_arg, type_name
 
 # torch's device types, in the order its error message lists them
 DEVICE_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve", "fpga", "maia",
@@ -159,10 +159,19 @@ def is_meta(self):
     return False
 
 
-def get_device(self):
-    """-1: the tensor is on the CPU (torch's answer for CPU tensors)."""
+def get_device(input):
+    """-1: the tensor is on the CPU (torch's answer for CPU tensors); torch.get_device and Tensor.get_device."""
+    tensor_arg(input, "get_device")
     return -1
 
 
 def cuda(self, device=None, non_blocking=False, memory_format=None):
     raise cuda_error("Tensor.cuda()")
+
+
+def check_device(device, op):
+    """dyngrad runs on the CPU: "cpu", "cpu:0", a dyngrad.device of the CPU (or None) are accepted, anything else
+    is refused, naming the device."""
+    if device is None or device == "cpu":
+        return
+    device_arg(device, op)

@@ -28,7 +28,9 @@ import os
 import numpy as np
 
 from .. import _C
+from . import bridge
 from .args import Tensor, type_name
+from .device import check_device, device
 
 DEFAULT_SEED = 67280421310721       # a new torch.Generator's initial_seed()
 _MASK64 = 2 ** 64 - 1
@@ -94,13 +96,11 @@ class Generator:
     `generator=` to a random op (Note [Generators as swapped core states])."""
 
     def __init__(self, device="cpu"):
-        from .args import check_device
         check_device(device, "Generator")
         self._state = _seeded_state(DEFAULT_SEED)     # None: the engine's global generator (default_generator)
 
     @property
     def device(self):
-        from .device import device
         return device("cpu")
 
     def _current(self):
@@ -126,8 +126,7 @@ class Generator:
 
     def get_state(self):
         """The whole state as a uint8 tensor (engine-specific: see the module docstring)."""
-        from .creation import from_numpy
-        return from_numpy(np.frombuffer(_pack(self._current()), dtype=np.uint8).copy())
+        return bridge.share(np.frombuffer(_pack(self._current()), dtype=np.uint8).copy())
 
     def set_state(self, new_state):
         """Restores a state get_state() returned (of this engine); returns this generator."""
@@ -139,7 +138,7 @@ class Generator:
         if new_state.numel() != STATE_BYTES:
             raise RuntimeError(f"set_state: expected a state of {STATE_BYTES} bytes (this engine's generator), but "
                                f"got {new_state.numel()} bytes")
-        data = np.ascontiguousarray(new_state.detach()._numpy_view()).reshape(-1).tobytes()
+        data = np.ascontiguousarray(bridge.view(new_state.detach())).reshape(-1).tobytes()
         if _XOSHIRO and not any(data[:32]):       # xoshiro256** from all-zero words draws only zeros
             raise RuntimeError("set_state: invalid generator state: the four xoshiro256** words are all zero")
         state = _unpack(data)

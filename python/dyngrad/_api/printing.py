@@ -6,7 +6,8 @@ import numbers
 
 import numpy as np
 
-from .args import get_default_dtype, host_array, shape_str
+from . import bridge
+from .args import get_default_dtype, shape_str
 
 _PROFILES = {"default": dict(precision=4, threshold=1000, edgeitems=3, linewidth=80),
              "short": dict(precision=2, threshold=1000, edgeitems=2, linewidth=80),
@@ -128,7 +129,7 @@ def _format_array(arr, fmt, indent, summarize):
 def format_tensor(t, prefix="tensor("):
     if t.ndim > 64:      # numpy, which formats the values, stops at 64 dims
         return f"{prefix}<{t.ndim}-d tensor of shape {shape_str(t.shape)} and dtype dyngrad.{t.dtype.name}>)"
-    arr = host_array(t)
+    arr = bridge.host_array(t)
     summarize = arr.size > _options["threshold"]
     suffixes = []
     if arr.size == 0:

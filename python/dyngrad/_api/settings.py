@@ -1,5 +1,8 @@
 """Process-wide settings: the number of threads the engine's kernels (and its BLAS) use."""
+import warnings
+
 from .. import _C
+from .dtype_info import set_default_dtype
 
 
 def get_num_threads():
@@ -125,8 +128,7 @@ def is_warn_always_enabled():
 
 def typename(obj):
     """The type of obj as a string: 'dyngrad.FloatTensor' for tensors (Tensor.type()), else module.QualName."""
-    from .. import Tensor
-    if isinstance(obj, Tensor):
+    if isinstance(obj, _C.Tensor):
         return obj.type()
     module = type(obj).__module__
     name = type(obj).__qualname__
@@ -135,8 +137,6 @@ def typename(obj):
 
 def set_default_tensor_type(t):
     """Deprecated in torch: sets the default dtype from a tensor type (dyngrad.DoubleTensor or its name)."""
-    import warnings
-    from .dtype_info import set_default_dtype
     warnings.warn("set_default_tensor_type() is deprecated as of PyTorch 2.1; use set_default_dtype() instead.",
                   UserWarning, stacklevel=2)
     name = t if isinstance(t, str) else getattr(t, "__name__", None)

@@ -13,8 +13,13 @@ that require grad), then grad(g, u, grad_outputs=v). The same trick gives H v fo
 gradient). It needs the backward formulas of f to be differentiable, which every built-in op's are.
 """
 from .. import _C
-from . import grad as _autograd_grad
+from .engine import grad as _autograd_grad
 from .grad_mode import enable_grad
+
+
+# the core's factories: this module loads with autograd, below the API (Note [Layers of autograd] in __init__.py)
+def _full_like(t, value):
+    return _C.full(tuple(t.shape), value, t.dtype)
 
 
 # ----- argument handling --------------------------------------------------------------------------------------
@@ -76,8 +81,7 @@ def _default_v(outputs, fn_name, what):
         if o.numel() != 1:
             raise RuntimeError(f"autograd.functional.{fn_name}: v can be omitted only when the {what} has a single "
                                f"element, but it has shape {tuple(o.shape)}; pass v.")
-    from .. import ones_like
-    return tuple(ones_like(o) for o in outputs)
+    return tuple(_full_like(o, 1) for o in outputs)
 
 
 def _grad(outputs, inputs, grad_outputs, create_graph, retain_graph=None):
@@ -91,14 +95,13 @@ def _grad(outputs, inputs, grad_outputs, create_graph, retain_graph=None):
 
 
 def _fill_unused(grads, refs, strict, fn_name, stage):
-    from .. import zeros_like
     out = []
     for i, (g, r) in enumerate(zip(grads, refs)):
         if g is None:
             if strict:
                 raise RuntimeError(f"autograd.functional.{fn_name}: the {stage} is independent of input {i}, which "
                                    "is not allowed in strict mode.")
-            g = zeros_like(r)
+            g = _full_like(r, 0)
         out.append(g)
     return out
 
@@ -132,8 +135,7 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
 
 def _double_vjp(outputs, inputs, vs, create_graph, strict, fn_name):
     """J v by Note [Double vjp]: J is d outputs / d inputs; vs has the structure of inputs."""
-    from .. import zeros_like
-    dummies = tuple(zeros_like(o).requires_grad_(True) for o in outputs)
+    dummies = tuple(_full_like(o, 0).requires_grad_(True) for o in outputs)
     grad_inputs = _grad(outputs, inputs, dummies, create_graph=True)
     # inputs that no output depends on contribute nothing to J v
     pairs = [(g, v) for g, v in zip(grad_inputs, vs) if g is not None and g.requires_grad]
@@ -196,8 +198,7 @@ def _hessian_product(func, inputs, v, create_graph, strict, fn_name):
     inputs = _prepare_inputs(inputs, create_graph)
     out = _scalar_output(func, inputs, in_tuple, fn_name)
     _check_requires_grad((out,), strict, fn_name, "output")
-    from .. import ones_like
-    grads = _grad((out,), inputs, (ones_like(out),), create_graph=True)
+    grads = _grad((out,), inputs, (_full_like(out, 1),), create_graph=True)
     grads = _fill_unused(grads, inputs, strict, fn_name, "output of the user-provided function")
     if fn_name == "vhp":
         result = _grad(grads, inputs, vs, create_graph=create_graph)
@@ -227,7 +228,6 @@ def _jacobian_rows(outputs, inputs, create_graph, strict, fn_name):
     """jac[i][j] of shape outputs[i].shape + inputs[j].shape, one backward pass per output element (reverse
     mode). vectorize=True and strategy='forward-mode' give the same numbers through this same loop: the engine has
     no batched gradients, so there is nothing to vectorize over."""
-    from .. import zeros, zeros_like, stack
     jac = []
     for i, out in enumerate(outputs):
         rows = [[] for _ in inputs]
@@ -238,7 +238,7 @@ def _jacobian_rows(outputs, inputs, create_graph, strict, fn_name):
                                "independent of the inputs, which is not allowed in strict mode.")
         for k in range(flat_n):
             if reaches:
-                onehot = zeros(flat_n, dtype=out.dtype)
+                onehot = _C.full((flat_n,), 0, out.dtype)
                 onehot[k] = 1
                 grads = _autograd_grad((out,), inputs, (onehot.reshape(out.shape),), retain_graph=True,
                                        create_graph=create_graph, allow_unused=True)
@@ -249,15 +249,15 @@ def _jacobian_rows(outputs, inputs, create_graph, strict, fn_name):
                     if strict:
                         raise RuntimeError(f"autograd.functional.{fn_name}: output {i} is independent of input "
                                            f"{j}, which is not allowed in strict mode.")
-                    g = zeros_like(inp)
+                    g = _full_like(inp, 0)
                 rows[j].append(g)
         row = []
         for j, inp in enumerate(inputs):
             shape = tuple(out.shape) + tuple(inp.shape)
             if rows[j]:
-                block = stack(rows[j]).reshape(shape)
+                block = _C.stack(rows[j], 0).reshape(shape)
             else:
-                block = zeros(shape, dtype=inp.dtype)
+                block = _C.full(shape, 0, inp.dtype)
             row.append(block if create_graph else block.detach())
         jac.append(tuple(row))
     return jac
@@ -289,8 +289,7 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, out
     if strict and not out.requires_grad:
         raise RuntimeError("autograd.functional.hessian: the output does not require grad, so it is independent "
                            "of the inputs, which is not allowed in strict mode.")
-    from .. import ones_like
-    grads = _grad((out,), inputs, (ones_like(out),), create_graph=True)
+    grads = _grad((out,), inputs, (_full_like(out, 1),), create_graph=True)
     grads = _fill_unused(grads, inputs, strict, "hessian", "output of the user-provided function")
     jac = _jacobian_rows(grads, inputs, create_graph, strict, "hessian")
     return _restore(in_tuple, [_restore(in_tuple, row) for row in jac])

@@ -7,10 +7,10 @@ Only relative imports of the engine root: in `dyngrad.autograd.gradcheck` they g
 import numpy as np
 
 from .. import _C
-from .._api.creation import tensor
 
 Tensor, float64 = _C.Tensor, _C.float64
-from . import grad, no_grad
+from .engine import grad
+from .grad_mode import no_grad
 
 
 class GradcheckError(RuntimeError):
@@ -68,7 +68,7 @@ def _analytical_jacobians(fn, inputs, wrt, out_idx):
         for r in range(out.numel()):
             onehot = np.zeros(out.numel())
             onehot[r] = 1.0
-            grad_output = tensor(onehot.reshape(tuple(out.shape)), dtype=out.dtype)
+            grad_output = out.new_tensor(onehot.reshape(tuple(out.shape)))
             grads = grad(out, diff_inputs, grad_outputs=grad_output, retain_graph=True, allow_unused=True)
             for k, g in zip(wrt, grads):
                 if g is not None:
@@ -112,8 +112,8 @@ def gradgradcheck(fn, inputs, grad_outputs=None, eps=1e-6, atol=1e-5, rtol=1e-3,
     out_idx = [o for o in _float_outputs(outputs) if outputs[o].requires_grad]
     if grad_outputs is None:
         rng = np.random.default_rng(0)
-        grad_outputs = tuple(tensor(rng.standard_normal(tuple(outputs[o].shape)), dtype=float64,
-                                    requires_grad=True) for o in out_idx)
+        grad_outputs = tuple(outputs[o].new_tensor(rng.standard_normal(tuple(outputs[o].shape)), dtype=float64,
+                                                 requires_grad=True) for o in out_idx)
     else:
         grad_outputs = _as_tuple(grad_outputs)
     n = len(inputs)

@@ -21,10 +21,13 @@ import collections
 import functools
 import json
 import os
+import sys
 import threading
 import time
 
 from .. import _C
+from .._api import table
+from .graph import walk
 
 __all__ = ["profile", "record_function", "EventList", "FunctionEvent", "FunctionEventAvg"]
 
@@ -305,10 +308,7 @@ def _op_name(name):
 
 def _targets():
     """(namespace, attribute, shown name) of every op the profile wraps (Note [Profiling by wrapping the API])."""
-    import sys
-    from .. import _api
-    from .._api import table
-    root = sys.modules[_api.__name__.rpartition(".")[0]]
+    root = sys.modules[__name__.rpartition(".autograd.")[0]]
     functional = sys.modules.get(root.__name__ + ".nn.functional")
     out = []
     for row in table.rows():
@@ -367,7 +367,6 @@ class _Patch:
 def _timed_backward(run_backward):
     """The engine's backward entry, timed as a whole ('autograd::backward'), with a pre-hook on each node of the
     graph to time the nodes (Note [Profiling by wrapping the API])."""
-    from .graph import walk
 
     def wrapper(roots, grads, inputs, *rest):
         recs = _recorders()

@@ -17,8 +17,8 @@ from .exp_family import ExponentialFamily
 from .kl import kl_divergence, register_kl
 from .kumaraswamy import Kumaraswamy
 from .lowrank_multivariate_normal import LowRankMultivariateNormal
-from .multivariate import Independent, MultivariateNormal
 from .mixture_same_family import MixtureSameFamily
+from .multivariate import Independent, MultivariateNormal
 from .relaxed import ExpRelaxedCategorical, LogitRelaxedBernoulli, RelaxedBernoulli, RelaxedOneHotCategorical
 from .transformed import (Gumbel, HalfCauchy, HalfNormal, InverseGamma, LogNormal, LogisticNormal, Pareto,
                           TransformedDistribution, Weibull)

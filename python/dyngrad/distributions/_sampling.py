@@ -6,9 +6,8 @@ reproducible under dg.manual_seed; the arithmetic of the accept/reject tests run
 """
 import numpy as np
 
-from .. import from_numpy, no_grad, rand, randn, finfo
-from .._api.special_more import gammainc_kernel
-from .._api.special_numpy import digamma as _np_digamma, lgamma as _np_lgamma
+from .. import finfo, float64, from_numpy, no_grad, rand, randn
+from .._api.host.special import digamma as _np_digamma, gammainc as _np_gammainc, lgamma as _np_lgamma
 from ..autograd import Function
 
 
@@ -23,7 +22,6 @@ def _normals(n):
 
 
 def _f64():
-    from .. import float64
     return float64
 
 
@@ -124,7 +122,7 @@ class _GammaInc(Function):
         an, xn = (np.broadcast_to(_host(t), shape).reshape(-1).copy() for t in (a, x))
         ctx.save_for_backward(a, x)
         like = a if a.dtype.is_floating_point else x
-        return _to_tensor(gammainc_kernel(an, np.maximum(xn, 0.0)).reshape(shape), like)
+        return _to_tensor(_np_gammainc(an, np.maximum(xn, 0.0)).reshape(shape), like)
 
     @staticmethod
     def backward(ctx, grad):

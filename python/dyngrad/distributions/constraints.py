@@ -4,7 +4,7 @@
 (an event of event_dim dimensions) is in the set. Distributions use them to validate their parameters
 (`arg_constraints`) and the values given to log_prob/cdf (`support`); transforms name their domain and codomain.
 """
-from .. import bool as bool_, full, isclose, linalg
+from .. import bool as bool_, cat as cat_, full, isclose, linalg, stack as stack_
 
 __all__ = ["Constraint", "MixtureSameFamilyConstraint", "boolean", "cat", "corr_cholesky", "dependent",
            "dependent_property", "greater_than", "greater_than_eq", "independent", "integer_interval", "interval",
@@ -347,7 +347,6 @@ class _Cat(Constraint):
         return max(c.event_dim for c in self.cseq)
 
     def check(self, value):
-        from .. import cat as cat_
         checks, start = [], 0
         for constraint, length in zip(self.cseq, self.lengths):
             checks.append(constraint.check(value.narrow(self.dim, start, length)))
@@ -372,7 +371,6 @@ class _Stack(Constraint):
         return dim + 1 if self.dim + dim < 0 else dim
 
     def check(self, value):
-        from .. import stack as stack_
         return stack_([c.check(value.select(self.dim, i)) for i, c in enumerate(self.cseq)], self.dim)
 
 

@@ -4,7 +4,7 @@ constraints and shapes."""
 import math
 from numbers import Number
 
-from .. import Size, full, lgamma, digamma, xlogy, stack, where
+from .. import Size, digamma, finfo, full, get_default_dtype, lgamma, stack, tensor, where, xlogy
 from ..nn import functional as F
 from . import constraints
 from ._sampling import gammainc, standard_gamma
@@ -255,7 +255,6 @@ class Laplace(Distribution):
 
 
 def _finfo_eps(t):
-    from .. import finfo
     return finfo(t.dtype).eps
 
 
@@ -394,7 +393,6 @@ class Beta(ExponentialFamily):
 
     def __init__(self, concentration1, concentration0, validate_args=None):
         if isinstance(concentration1, Number) and isinstance(concentration0, Number):
-            from .. import tensor, get_default_dtype
             concentration1_concentration0 = tensor([float(concentration1), float(concentration0)],
                                                    dtype=get_default_dtype())
         else:
@@ -588,7 +586,6 @@ class FisherSnedecor(Distribution):
         return where(df2 > 4, var, nan_)
 
     def rsample(self, sample_shape=Size(())):
-        from .. import finfo
         shape = self._extended_shape(sample_shape)
         X1 = self._gamma1.rsample(sample_shape).reshape(tuple(shape))
         X2 = self._gamma2.rsample(sample_shape).reshape(tuple(shape))

@@ -4,11 +4,11 @@ so inside lims they are replaced by their Taylor expansions around 1/2."""
 import math
 from numbers import Number
 
-from .. import Size, ones_like, where, zeros_like
+from .. import Size, no_grad, ones_like, where, zeros_like
 from ..nn import functional as F
 from . import constraints
-from .exp_family import ExponentialFamily
 from .discrete import _expand_probs_or_logits, _one_of
+from .exp_family import ExponentialFamily
 from .utils import _uniform, broadcast_all, clamp_probs, lazy_property, logits_to_probs, probs_to_logits
 
 __all__ = ["ContinuousBernoulli"]
@@ -93,7 +93,6 @@ class ContinuousBernoulli(ExponentialFamily):
         return self._param.shape
 
     def sample(self, sample_shape=Size()):
-        from .. import no_grad
         with no_grad():
             return self.rsample(sample_shape)
 

@@ -3,10 +3,10 @@ Binomial, Geometric, Multinomial, NegativeBinomial. torch's parameter names (pro
 constraints, shapes and formulas."""
 from numbers import Number
 
-from .. import Size, arange, full, int64, lgamma, no_grad, where, xlogy
+from .. import Size, arange, broadcast_tensors, eye, finfo, full, int64, lgamma, no_grad, tensor, where, xlogy
 from ..nn import functional as F
 from . import constraints
-from ._sampling import binomial, poisson
+from ._sampling import binomial, poisson, standard_gamma
 from .distribution import Distribution
 from .exp_family import ExponentialFamily
 from .utils import _uniform, broadcast_all, lazy_property, logits_to_probs, probs_to_logits
@@ -193,13 +193,11 @@ class Categorical(Distribution):
         if self._validate_args:
             self._validate_sample(value)
         value = value.long().unsqueeze(-1)
-        from .. import broadcast_tensors
         value, log_pmf = broadcast_tensors(value, self.logits)
         value = value[..., :1]
         return log_pmf.gather(-1, value).squeeze(-1)
 
     def entropy(self):
-        from .. import finfo
         min_real = finfo(self.logits.dtype).min
         logits = self.logits.clamp(min=min_real)
         return -(logits * self.probs).sum(-1)
@@ -276,7 +274,6 @@ class OneHotCategorical(Distribution):
         return self._categorical.entropy()
 
     def enumerate_support(self, expand=True):
-        from .. import eye
         n = self.event_shape[0]
         values = eye(n, dtype=self._param.dtype)
         values = values.view((n,) + (1,) * len(self.batch_shape) + (n,))
@@ -473,7 +470,6 @@ class Geometric(_BinaryParameter, Distribution):
         return (1.0 / self.probs - 1.0) / self.probs
 
     def sample(self, sample_shape=Size()):
-        from .. import finfo
         shape = self._extended_shape(sample_shape)
         with no_grad():
             tiny = finfo(self.probs.dtype).tiny
@@ -560,7 +556,6 @@ class Multinomial(Distribution):
         return log_factorial_n - log_factorial_xs + log_powers
 
     def entropy(self):
-        from .. import tensor
         n = tensor(float(self.total_count), dtype=self.probs.dtype)
         cat_entropy = self._categorical.entropy()
         term1 = n * cat_entropy - lgamma(n + 1)
@@ -600,7 +595,6 @@ class NegativeBinomial(_CountAndParam):
         return self._param.shape
 
     def sample(self, sample_shape=Size()):
-        from ._sampling import standard_gamma
         shape = self._extended_shape(sample_shape)
         with no_grad():
             rate = standard_gamma(self.total_count.detach().expand(shape)) / (-self.logits.detach()).exp()

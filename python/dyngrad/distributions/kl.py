@@ -4,13 +4,12 @@ import math
 import warnings
 from functools import total_ordering
 
-from .. import lgamma, digamma, linalg, where, full_like
+from .. import broadcast_shapes, digamma, full_like, lgamma, linalg, where
 from ..nn import functional as F
 from .continuous import Beta, Cauchy, Dirichlet, Exponential, Gamma, Laplace, Normal, Uniform
 from .discrete import Bernoulli, Binomial, Categorical, Geometric, OneHotCategorical, Poisson
 from .distribution import Distribution
-from .lowrank_multivariate_normal import (LowRankMultivariateNormal, _batch_lowrank_logdet,
-                                          _batch_lowrank_mahalanobis)
+from .lowrank_multivariate_normal import LowRankMultivariateNormal, _batch_lowrank_logdet, _batch_lowrank_mahalanobis
 from .multivariate import Independent, MultivariateNormal, _batch_mahalanobis
 from .transformed import Gumbel, HalfNormal, TransformedDistribution
 from .utils import _sum_rightmost, euler_constant
@@ -182,7 +181,6 @@ def _kl_multivariatenormal_multivariatenormal(p, q):
                          "computed")
     half_term1 = (q._unbroadcasted_scale_tril.diagonal(dim1=-2, dim2=-1).log().sum(-1)
                   - p._unbroadcasted_scale_tril.diagonal(dim1=-2, dim2=-1).log().sum(-1))
-    from .. import broadcast_shapes
     combined_batch_shape = broadcast_shapes(tuple(q._unbroadcasted_scale_tril.shape[:-2]),
                                             tuple(p._unbroadcasted_scale_tril.shape[:-2]))
     n = p.event_shape[0]

@@ -1,6 +1,6 @@
 """MixtureSameFamily: a mixture whose components are the batch of one distribution (a Gaussian mixture is a
 Categorical over K weights and a Normal of batch shape (..., K))."""
-from .. import Size, gather, logsumexp
+from .. import Size, gather, logsumexp, no_grad
 from ..nn import functional as F
 from . import constraints
 from .discrete import Categorical
@@ -103,7 +103,6 @@ class MixtureSameFamily(Distribution):
         return logsumexp(log_prob_x + log_mix_prob, -1)
 
     def sample(self, sample_shape=Size()):
-        from .. import no_grad
         sample_shape = Size(tuple(sample_shape))
         with no_grad():
             sample_len = len(sample_shape)

@@ -4,13 +4,14 @@ Weibull (maps of an Exponential), HalfCauchy, InverseGamma, LogisticNormal."""
 import math
 from numbers import Number
 
-from .. import Size, full, full_like, lgamma, where
+from .. import Size, digamma, finfo, full, full_like, lgamma, no_grad, where
 from . import constraints
-from .continuous import Normal, Uniform
+from .continuous import Cauchy, Exponential, Gamma, Normal, Uniform
 from .distribution import Distribution
 from .multivariate import Independent
-from .transforms import AbsTransform, AffineTransform, ComposeTransform, ExpTransform, Transform
-from .utils import _sum_rightmost, euler_constant
+from .transforms import (AbsTransform, AffineTransform, ComposeTransform, ExpTransform, PowerTransform,
+                         StickBreakingTransform, Transform)
+from .utils import _sum_rightmost, broadcast_all, euler_constant
 
 __all__ = ["TransformedDistribution", "LogNormal", "HalfNormal", "Gumbel", "Pareto", "Weibull", "HalfCauchy",
            "InverseGamma", "LogisticNormal"]
@@ -77,7 +78,6 @@ class TransformedDistribution(Distribution):
         return self.base_dist.has_rsample
 
     def sample(self, sample_shape=Size()):
-        from .. import no_grad
         with no_grad():
             x = self.base_dist.sample(sample_shape)
             for transform in self.transforms:
@@ -225,8 +225,6 @@ class Gumbel(TransformedDistribution):
     support = constraints.real
 
     def __init__(self, loc, scale, validate_args=None):
-        from .. import finfo
-        from .utils import broadcast_all
         self.loc, self.scale = broadcast_all(loc, scale)
         info = finfo(self.loc.dtype)
         if isinstance(loc, Number) and isinstance(scale, Number):
@@ -275,8 +273,6 @@ class Pareto(TransformedDistribution):
     arg_constraints = {"alpha": constraints.positive, "scale": constraints.positive}
 
     def __init__(self, scale, alpha, validate_args=None):
-        from .continuous import Exponential
-        from .utils import broadcast_all
         self.scale, self.alpha = broadcast_all(scale, alpha)
         base_dist = Exponential(self.alpha, validate_args=validate_args)
         transforms = [ExpTransform(), AffineTransform(loc=0, scale=self.scale)]
@@ -316,9 +312,6 @@ class Weibull(TransformedDistribution):
     support = constraints.positive
 
     def __init__(self, scale, concentration, validate_args=None):
-        from .continuous import Exponential
-        from .transforms import PowerTransform
-        from .utils import broadcast_all
         self.scale, self.concentration = broadcast_all(scale, concentration)
         self.concentration_reciprocal = self.concentration.reciprocal()
         base_dist = Exponential(full_like(self.scale, 1.0), validate_args=validate_args)
@@ -327,7 +320,6 @@ class Weibull(TransformedDistribution):
         super().__init__(base_dist, transforms, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        from .transforms import PowerTransform
         new = self._get_checked_instance(Weibull, _instance)
         new.scale = self.scale.expand(batch_shape)
         new.concentration = self.concentration.expand(batch_shape)
@@ -363,7 +355,6 @@ class HalfCauchy(TransformedDistribution):
     has_rsample = True
 
     def __init__(self, scale, validate_args=None):
-        from .continuous import Cauchy
         base_dist = Cauchy(0, scale, validate_args=False)
         super().__init__(base_dist, AbsTransform(), validate_args=validate_args)
 
@@ -412,8 +403,6 @@ class InverseGamma(TransformedDistribution):
     has_rsample = True
 
     def __init__(self, concentration, rate, validate_args=None):
-        from .continuous import Gamma
-        from .transforms import PowerTransform
         base_dist = Gamma(concentration, rate, validate_args=validate_args)
         neg_one = full((), -1.0, dtype=base_dist.rate.dtype)
         super().__init__(base_dist, PowerTransform(neg_one), validate_args=validate_args)
@@ -445,7 +434,6 @@ class InverseGamma(TransformedDistribution):
         return where(self.concentration > 2, result, full((), math.inf, dtype=result.dtype))
 
     def entropy(self):
-        from .. import digamma
         return (self.concentration + self.rate.log() + lgamma(self.concentration)
                 - (1 + self.concentration) * digamma(self.concentration))
 
@@ -458,7 +446,6 @@ class LogisticNormal(TransformedDistribution):
     has_rsample = True
 
     def __init__(self, loc, scale, validate_args=None):
-        from .transforms import StickBreakingTransform
         base_dist = Normal(loc, scale, validate_args=validate_args)
         if not base_dist.batch_shape:
             base_dist = base_dist.expand([1])

@@ -3,10 +3,10 @@ building blocks of TransformedDistribution: y = t(x), x = t.inv(y), t.log_abs_de
 import math
 from numbers import Number
 
-from .. import Tensor, finfo, full_like
+from .. import Tensor, arange, broadcast_shapes, cat, finfo, full_like, ones, zeros
 from ..nn import functional as F
 from . import constraints
-from .utils import _sum_rightmost
+from .utils import _sum_rightmost, broadcast_all
 
 __all__ = ["Transform", "ComposeTransform", "ExpTransform", "AffineTransform", "SigmoidTransform",
            "TanhTransform", "PowerTransform", "SoftplusTransform", "AbsTransform", "IndependentTransform",
@@ -325,7 +325,6 @@ class PowerTransform(Transform):
 
 
 def _broadcast(*values):
-    from .utils import broadcast_all
     return broadcast_all(*values)
 
 
@@ -494,7 +493,6 @@ class AffineTransform(Transform):
         return result.expand(shape)
 
     def forward_shape(self, shape):
-        from .. import broadcast_shapes
         return broadcast_shapes(tuple(shape), tuple(getattr(self.loc, "shape", ())),
                                 tuple(getattr(self.scale, "shape", ())))
 
@@ -588,7 +586,6 @@ class SoftmaxTransform(Transform):
 
 
 def _stick_offset(n, like):
-    from .. import arange
     # log of (n, n - 1, ..., 1): centres the sigmoid so that x = 0 maps to the simplex's centre
     return arange(n, 0, -1, dtype=like.dtype).log()
 
@@ -606,7 +603,6 @@ class StickBreakingTransform(Transform):
     __hash__ = object.__hash__
 
     def _call(self, x):
-        from .. import cat, ones
         z = (x - _stick_offset(x.shape[-1], x)).sigmoid()
         z_cumprod = (1 - z).cumprod(-1)
         one = ones(tuple(x.shape[:-1]) + (1,), dtype=x.dtype)
@@ -684,7 +680,6 @@ class ReshapeTransform(Transform):
         return y.reshape(batch_shape + self.in_shape)
 
     def log_abs_det_jacobian(self, x, y):
-        from .. import zeros
         batch_shape = tuple(x.shape[:x.dim() - len(self.in_shape)])
         return zeros(batch_shape, dtype=x.dtype)
 

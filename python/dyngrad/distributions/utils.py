@@ -1,7 +1,8 @@
 """Helpers shared by the distributions (torch.distributions.utils' names)."""
 from numbers import Number
 
-from .. import Tensor, broadcast_tensors, finfo, get_default_dtype, no_grad, rand, randn, tensor
+from .. import Tensor, broadcast_tensors, finfo, get_default_dtype, no_grad, ones, rand, randn, tensor, zeros
+from ..autograd.grad_mode import enable_grad
 from ..nn import functional as F
 
 __all__ = ["broadcast_all", "clamp_probs", "lazy_property", "logits_to_probs", "probs_to_logits",
@@ -84,7 +85,6 @@ class _grad_like_parameters:
     no_grad would lose its graph for later calls, so grad mode is switched on for it as torch does)."""
 
     def __enter__(self):
-        from ..autograd.grad_mode import enable_grad
         self._mode = enable_grad()
         self._mode.__enter__()
 
@@ -94,7 +94,6 @@ class _grad_like_parameters:
 
 def tril_matrix_to_vec(mat, diag=0):
     """The lower-triangular part (below diagonal diag) of the last two dims of mat, as a vector."""
-    from .. import ones
     n = mat.shape[-1]
     if not (-n <= diag < n):
         raise ValueError(f"diag ({diag}) provided is outside [{-n}, {n - 1}].")
@@ -104,7 +103,6 @@ def tril_matrix_to_vec(mat, diag=0):
 
 def vec_to_tril_matrix(vec, diag=0):
     """The inverse of tril_matrix_to_vec."""
-    from .. import ones, zeros
     length, n = vec.shape[-1], 0
     count = lambda k: sum(max(0, min(k, row + diag + 1)) for row in range(k))   # entries of tril(diag) in k x k
     while count(n) < length:

@@ -2,91 +2,13 @@
 
 `import dyngrad.nn` runs this package over the C++ engine and `import dyngrad.reference.nn` over the reference
 engine: every `from .. import X` below resolves to the engine root that loaded it (see "Shared code" in
-docs/design.md).
+docs/design.md). The layers live in nn/modules/, one file per family under torch's file names; each file's
+__all__ lists its classes once, and they are re-exported here.
 """
 from .parameter import Parameter, Buffer
-from .module import Module, Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict
-from .linear import Identity, Linear, Flatten, Unflatten, Embedding
-from .conv import Conv2d, MaxPool2d, AvgPool2d
-from .conv import Conv1d, ConvTranspose1d, ConvTranspose2d, Fold, Unfold
-from .rnn import RNNCellBase, RNNCell, LSTMCell, GRUCell, RNNBase, RNN, LSTM, GRU
-from .norm import LayerNorm, BatchNorm1d
-from .dropout import Dropout
-from .activation import ReLU, Sigmoid, Tanh, LeakyReLU, GELU, Softplus, SiLU, Softmax, LogSoftmax
-from .loss import CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss
-# ----- layers over nn.functional's activations, losses, norms, dropouts, distances and attention (issue 14) -----
-from .activation import (Threshold, Hardtanh, ReLU6, SELU, Mish, Hardsigmoid, Hardswish, ELU, CELU, GLU, Hardshrink,
-                         Softshrink, Tanhshrink, LogSigmoid, Softsign, Softmin, Softmax2d, PReLU, RReLU,
-                         MultiheadAttention)
-from .loss import (BCELoss, SmoothL1Loss, HuberLoss, KLDivLoss, PoissonNLLLoss, GaussianNLLLoss, SoftMarginLoss,
-                   MultiLabelSoftMarginLoss, MultiLabelMarginLoss, MultiMarginLoss, MarginRankingLoss,
-                   HingeEmbeddingLoss, CosineEmbeddingLoss, TripletMarginLoss, TripletMarginWithDistanceLoss, CTCLoss,
-                   NLLLoss2d)
-from .norm import (BatchNorm2d, BatchNorm3d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, GroupNorm, RMSNorm,
-                   LocalResponseNorm, LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyInstanceNorm1d,
-                   LazyInstanceNorm2d, LazyInstanceNorm3d, SyncBatchNorm)
-from .dropout import Dropout1d, Dropout2d, Dropout3d, AlphaDropout, FeatureAlphaDropout
-from .linear import Bilinear, LazyLinear
-from .distance import CosineSimilarity, PairwiseDistance
-from .adaptive import AdaptiveLogSoftmaxWithLoss
-from .transformer import (Transformer, TransformerEncoder, TransformerDecoder, TransformerEncoderLayer,
-                          TransformerDecoderLayer)
-_LAYERS = [
-    "Threshold", "Hardtanh", "ReLU6", "SELU", "Mish", "Hardsigmoid", "Hardswish", "ELU", "CELU", "GLU",
-    "Hardshrink", "Softshrink", "Tanhshrink", "LogSigmoid", "Softsign", "Softmin", "Softmax2d", "PReLU", "RReLU",
-    "MultiheadAttention", "BCELoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "PoissonNLLLoss", "GaussianNLLLoss",
-    "SoftMarginLoss", "MultiLabelSoftMarginLoss", "MultiLabelMarginLoss", "MultiMarginLoss", "MarginRankingLoss",
-    "HingeEmbeddingLoss", "CosineEmbeddingLoss", "TripletMarginLoss", "TripletMarginWithDistanceLoss", "CTCLoss",
-    "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "GroupNorm", "RMSNorm",
-    "LocalResponseNorm", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyInstanceNorm1d",
-    "LazyInstanceNorm2d", "LazyInstanceNorm3d", "NLLLoss2d", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
-    "FeatureAlphaDropout", "Bilinear", "LazyLinear", "CosineSimilarity", "PairwiseDistance",
-    "AdaptiveLogSoftmaxWithLoss", "Transformer", "TransformerEncoder", "TransformerDecoder",
-    "TransformerEncoderLayer", "TransformerDecoderLayer", "SyncBatchNorm",
-]
-# ----- end of issue 14 layers ------------------------------------------------------------------------------------
-# ----- pooling, padding, upsampling, shuffles, EmbeddingBag (issues 10 and 14) --------------------------------
-from .pooling import (MaxPool1d, AvgPool1d, AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d,
-                      AdaptiveMaxPool2d, MaxUnpool1d, MaxUnpool2d, LPPool1d, LPPool2d, MaxPool3d, AvgPool3d,
-                      AdaptiveAvgPool3d, AdaptiveMaxPool3d, MaxUnpool3d, LPPool3d)
-from .padding import (ZeroPad1d, ZeroPad2d, ZeroPad3d, ConstantPad1d, ConstantPad2d, ConstantPad3d, ReflectionPad1d,
-                      ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d,
-                      CircularPad1d, CircularPad2d, CircularPad3d)
-from .upsampling import Upsample, UpsamplingNearest2d, UpsamplingBilinear2d
-from .pixelshuffle import PixelShuffle, PixelUnshuffle, ChannelShuffle
-from .embedding_bag import EmbeddingBag
-_POOLING = [
-    "MaxPool1d", "AvgPool1d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
-    "MaxUnpool1d", "MaxUnpool2d", "LPPool1d", "LPPool2d", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d",
-    "AdaptiveMaxPool3d", "MaxUnpool3d", "LPPool3d",
-    "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d",
-    "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d",
-    "CircularPad1d", "CircularPad2d", "CircularPad3d", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d",
-    "PixelShuffle", "PixelUnshuffle", "ChannelShuffle", "EmbeddingBag",
-]
-# ----- end of pooling layers -------------------------------------------------------------------------------------
-# ----- 3-d and lazy convolutions, fractional max pooling (issues 10 and 14: vision ops) ---------------------------
-from .conv import (Conv3d, ConvTranspose3d, LazyConv1d, LazyConv2d, LazyConv3d, LazyConvTranspose1d,
-                   LazyConvTranspose2d, LazyConvTranspose3d)
-from .pooling import FractionalMaxPool2d, FractionalMaxPool3d
-_VISION = [
-    "Conv3d", "ConvTranspose3d", "LazyConv1d", "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d",
-    "LazyConvTranspose2d", "LazyConvTranspose3d", "FractionalMaxPool2d", "FractionalMaxPool3d",
-]
-# ----- end of vision layers --------------------------------------------------------------------------------------
+from .modules import *  # noqa: F401,F403
+from .modules import __all__ as _layers
 from . import functional, init, utils, parallel
-from .parallel import DataParallel  # noqa: E402,F401  torch.nn.DataParallel (issue 24)
+from .parallel import DataParallel  # noqa: F401  torch.nn.DataParallel, as torch exports it
 
-__all__ = [
-    "Parameter", "Buffer", "Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
-    "Identity", "Linear", "Flatten", "Unflatten", "Embedding", "Conv2d", "MaxPool2d", "AvgPool2d",
-    "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell", "RNNBase", "RNN", "LSTM", "GRU", "LayerNorm", "BatchNorm1d",
-    "Dropout",
-    "ReLU", "Sigmoid", "Tanh", "LeakyReLU", "GELU", "Softplus", "SiLU", "Softmax", "LogSoftmax",
-    "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss", "functional", "init", "utils",
-    "parallel",
-    "Conv1d", "ConvTranspose1d", "ConvTranspose2d", "Fold", "Unfold",
-]
-__all__ += _LAYERS
-__all__ += _POOLING
-__all__ += _VISION
+__all__ = ["Parameter", "Buffer", *_layers, "functional", "init", "utils", "parallel"]

@@ -1,5 +1,6 @@
 """Parameter: a leaf Tensor that a Module registers as one of its learnable weights."""
 from .. import Tensor
+from .. import empty
 
 
 class Parameter(Tensor):
@@ -10,7 +11,6 @@ class Parameter(Tensor):
 
     def __init__(self, data=None, requires_grad=True):
         if data is None:
-            from .. import empty
             data = empty(0)
         if not isinstance(data, Tensor):
             raise TypeError(f"Parameter: data must be a Tensor, got {type(data).__name__}.")

@@ -11,6 +11,8 @@ from collections import Counter, OrderedDict
 import numpy as np
 
 from .. import Tensor, Size, device, from_numpy, no_grad, empty, bfloat16, tensor
+from ..nn import Parameter
+from ..nn.hooks import HookDict
 from . import _unpickler
 from ._errors import bad, describe
 from ._storage import (BY_NAME, BY_STORAGE, MISSING_DTYPES, MISSING_STORAGES, MAX_DIMS, MAX_NUMEL, apply_plan,
@@ -246,7 +248,6 @@ class TorchReader:
         raise bad(f"the checkpoint holds a tensor of dtype {dtype}, which dyngrad does not have.")
 
     def rebuild_parameter(self, data, requires_grad, backward_hooks):
-        from ..nn import Parameter
         if not isinstance(data, Tensor) or not isinstance(requires_grad, bool):
             raise bad(f"a Parameter is rebuilt from {type(data).__name__} and {describe(requires_grad)}.")
         if requires_grad and not data.dtype.is_floating_point:
@@ -265,7 +266,6 @@ class TorchReader:
         if not isinstance(args, tuple):
             raise bad("_rebuild_from_type_v2 with arguments that are not a tuple.")
         out = func(*args)
-        from ..nn import Parameter
         if new_type is Parameter and not isinstance(out, Parameter):
             out = Parameter(out, out.requires_grad)
         elif new_type is not Tensor and type(out) is not new_type:
@@ -379,12 +379,10 @@ def _dict_class(kind):
 
 
 def _hook_dict_class():
-    from ..nn.hooks import HookDict
     return HookDict
 
 
 def _defaults():
-    from ..nn import Parameter
     hook_dict = _hook_dict_class()
     root = importlib.import_module(_ROOT)
     defaults = {

@@ -17,6 +17,8 @@ from collections import OrderedDict
 import numpy as np
 
 from .. import Tensor, Size, device, float32
+from .._api import bridge
+from ..nn import Parameter
 from ._storage import BY_NAME, storage_end
 from ._zip import ZipWriter
 
@@ -48,7 +50,6 @@ _ENGINE_FIELDS = frozenset(vars(Tensor)) | {"_data", "_storage"}
 
 
 def _parameter_class():
-    from ..nn import Parameter
     return Parameter
 
 
@@ -180,9 +181,9 @@ def _file_values(t, fd):
     """A numpy view (or, for bfloat16, the 16-bit patterns) of t's elements in the file's dtype."""
     t = t.detach()
     if fd.name == "bfloat16":
-        values = t.to(float32)._numpy_view()
+        values = bridge.view(t.to(float32))
         return (values.view(np.uint32) >> np.uint32(16)).astype(fd.file_np)
-    values = t._numpy_view()
+    values = bridge.view(t)
     if values.dtype.itemsize == fd.itemsize and values.dtype.kind != fd.file_np.kind:
         return values.view(fd.file_np)       # bool as its bytes
     return values.astype(fd.file_np, copy=False)

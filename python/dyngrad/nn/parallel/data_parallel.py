@@ -4,7 +4,7 @@ dyngrad has one device, the CPU, which is what torch does when it finds no GPU: 
 `.module` (so state_dict keys gain the `module.` prefix, and a checkpoint saved from a wrapped torch model loads into
 a wrapped dyngrad one) and forward() calls it with the inputs unchanged; device_ids and output_device are ignored.
 """
-from ..module import Module
+from ..modules.module import Module
 from ...autograd.profiler import record_function
 
 

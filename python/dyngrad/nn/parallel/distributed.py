@@ -33,7 +33,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from ..module import Module
+from ..modules.module import Module
 from ... import Tensor, from_numpy, is_grad_enabled, no_grad
 from ... import autograd
 from ... import distributed as dist

@@ -3,7 +3,7 @@
 state_dict() keys are torch's (`parametrizations.weight.original0` / `original1`; `original`, `0._u`, `0._v`)."""
 from ... import Tensor, no_grad, randn
 from .. import functional as F
-from ..module import Module
+from ..modules.module import Module
 from . import parametrize
 
 

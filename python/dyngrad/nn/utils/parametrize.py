@@ -6,7 +6,7 @@ parametrized tensor; state_dict() keys are torch's (`parametrizations.weight.ori
 from contextlib import contextmanager
 
 from ... import Tensor, no_grad
-from ..module import ModuleDict, ModuleList
+from ..modules.container import ModuleDict, ModuleList
 from ..parameter import Parameter
 
 _cache_enabled = 0

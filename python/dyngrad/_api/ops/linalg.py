@@ -1,0 +1,1898 @@
+"""torch.linalg's factorisations, solvers and matrix functions with torch's signatures (and the top-level names
+torch has for them): inv, det, slogdet, solve, solve_triangular, cholesky, qr, eigh, svd, pinv, lstsq, eig/eigvals,
+the LU family (lu, lu_factor, lu_solve, lu_unpack), solve_ex, matrix_exp, matrix_power, householder_product with
+geqrf and ormqr, the LDL family, tensorinv, tensorsolve, vander, cholesky_solve, cholesky_inverse and
+triangular_solve; and the vector and matrix norms. The products are in products.py.
+
+A factorisation has no core op: its forward runs LAPACK through numpy.linalg (numpy's wheels bundle OpenBLAS from
+the same scipy-openblas family on PyPI that dyngrad's BLAS comes from), or the numpy code of host/linalg.py for what
+numpy.linalg lacks (LU, LDL, the matrix exponential), inside a custom autograd.Function whose backward is the
+matrix-calculus formula written with dyngrad ops, so that gradients of gradients work too (Note [Outputs in linalg
+backwards]). The rest are composites of differentiable ops (lu_solve, lu_unpack, householder_product, ormqr,
+tensorinv, tensorsolve, vander, triangular_solve, the norms), which then differentiate themselves. geqrf and the
+LDL family have no derivative, as torch: their results carry a node whose backward raises torch's error.
+
+Note [No complex dtype in eig]: a real matrix can have complex eigenvalues, and torch.linalg.eig/eigvals always
+return complex tensors. dyngrad has no complex dtype. We return the real eigenvalues and eigenvectors (in A's real
+dtype: the values equal torch's, whose imaginary parts are then exactly zero, as LAPACK geev returns them) when
+every eigenvalue of every matrix is real, and raise NotImplementedError naming the missing complex support when
+one is not. Imaginary parts are never dropped.
+"""
+import collections
+import math
+
+import numpy as np
+
+from ... import _C
+from ...autograd.function import Function
+from .. import bridge
+from ..args import (Tensor, broadcast_shapes, dtype_arg, number, shape_str, tensor_arg, to_int, type_name,
+                    warn_deprecated, wrap_dim)
+from ..bridge import numpy_dtype
+from ..host import linalg as hl
+from .products import _float_input, _scaled
+from .scan import cumprod
+
+
+class LinAlgError(RuntimeError):
+    """Raised by the linalg functions when the data make the problem unsolvable (a singular matrix, a matrix that is
+    not positive-definite), as torch.linalg.LinAlgError."""
+
+
+LinAlgError.__module__ = __name__.replace("._api.ops.linalg", ".linalg")     # where users reach it: dyngrad.linalg
+
+
+# torch.return_types of this family: named pairs that unpack like tuples
+_named = collections.namedtuple
+return_slogdet = _named("slogdet", ["sign", "logabsdet"])
+return_linalg_slogdet = _named("linalg_slogdet", ["sign", "logabsdet"])
+return_qr = _named("qr", ["Q", "R"])
+return_linalg_qr = _named("linalg_qr", ["Q", "R"])
+return_linalg_eigh = _named("linalg_eigh", ["eigenvalues", "eigenvectors"])
+return_svd = _named("svd", ["U", "S", "V"])
+return_linalg_svd = _named("linalg_svd", ["U", "S", "Vh"])
+return_linalg_inv_ex = _named("linalg_inv_ex", ["inverse", "info"])
+return_linalg_cholesky_ex = _named("linalg_cholesky_ex", ["L", "info"])
+return_linalg_lstsq = _named("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])
+
+
+# ===== helpers ==================================================================================================
+
+
+def _const(array, like):
+    """A constant tensor (no history) from a numpy array, in like's dtype."""
+    return bridge.share(np.array(array, dtype=numpy_dtype(like.dtype), order="C"))
+
+
+def _from_np(array, dtype):
+    """A new tensor holding a copy of `array` in `dtype` (a forward's result)."""
+    return bridge.share(np.array(array, dtype=numpy_dtype(dtype), order="C"))
+
+
+def _np(t):
+    """A numpy view of t's values."""
+    return bridge.view(t.detach())
+
+
+def _eye(n, like):
+    return _const(np.eye(n), like)
+
+
+def _matrices(op, A, name="A", square=True, not_implemented=False):
+    """A as a (batch of) float matrices: torch's checks in torch's order (dtype, dimensions, squareness)."""
+    A = tensor_arg(A, op, name)
+    _float_input(op, A, name, not_implemented)
+    if A.ndim < 2:
+        raise RuntimeError(f"{op}: {name} must have at least 2 dimensions, got shape {shape_str(A.shape)}.")
+    if square and A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(f"{op}: {name} must be a batch of square matrices, got {A.shape[-2]} by {A.shape[-1]} "
+                           "matrices.")
+    return A
+
+
+def _same_float_dtype(op, A, B):
+    if A.dtype is not B.dtype:
+        raise RuntimeError(f"{op}: expected A and B of the same dtype, got {A.dtype.name} and {B.dtype.name}.")
+
+
+def _recording(*tensors):
+    """Whether a backward formula is being recorded (create_graph=True) with respect to one of `tensors`."""
+    return _C.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def _where_batch(info):
+    """The '(batch element k) ' prefix of an error about matrix k of a batch (flat index), as torch's messages."""
+    flat = np.asarray(info).reshape(-1)
+    k = int(np.flatnonzero(flat)[0])
+    return k, (f"(batch element {k}) " if np.ndim(info) > 0 else "")
+
+
+def _diag(x):
+    """The diagonal of a (batch of) square matrices (differentiable)."""
+    return _C.sum(_C.mul(x, _eye(x.shape[-1], x)), (-1,), False)
+
+
+def _diag_embed(v):
+    """Square matrices with v on their diagonal (differentiable)."""
+    return _C.mul(_C.unsqueeze(v, -1), _eye(v.shape[-1], v))
+
+
+def _tri(x, lower, k=0):
+    """tril(x, k) (lower) or triu(x, k) of the last two dims, as a product with a constant mask."""
+    m, n = x.shape[-2], x.shape[-1]
+    mask = np.tril(np.ones((m, n)), k) if lower else np.triu(np.ones((m, n)), k)
+    return _C.mul(x, _const(mask, x))
+
+
+
+
+# Note [einsum's contraction order]: einsum contracts two operands at a time (a batched matmul after a permute and
+# a reshape), choosing each time the pair whose result has the fewest elements (the first such pair on ties), and
+# sums a label out as soon as neither another operand nor the output needs it. This greedy rule is opt_einsum's
+# cheap default; it finds the good order of chains (ab,bc,cd->ad with a small a contracts from the small end) without
+# the exponential search of an optimal order.
+
+
+# ===== factorisations: numpy.linalg forwards, dyngrad backwards ==================================================
+#
+# Note [Outputs in linalg backwards]: the formulas below need the forward's outputs (A^-1, Q and R, U, S and V...).
+# A Function saves them detached: saving the returned tensors themselves would close a reference cycle (ctx ->
+# output -> its node -> ctx). When the backward is itself recorded (create_graph=True) and an input requires grad,
+# it recomputes them through the Function, so that second derivatives see how they depend on the input.
+# Conventions: `g` is dL/d(out); real matrices, so conjugate transposes are transposes (mT).
+
+def _first_zero_pivot(a):
+    """LAPACK getrf's info for one matrix: the 1-based index of the first exactly-zero pivot of its LU factorisation
+    with partial pivoting, 0 if there is none."""
+    u = np.array(a, dtype=np.float64)
+    n = u.shape[-1]
+    for k in range(n):
+        p = k + int(np.argmax(np.abs(u[k:, k])))
+        if u[p, k] == 0:
+            return k + 1
+        u[[k, p]] = u[[p, k]]
+        u[k + 1:, k:] -= np.outer(u[k + 1:, k] / u[k, k], u[k, k:])
+    return 0
+
+
+def _per_matrix(factor, a, info_of_failure):
+    """(factor of each matrix, LAPACK-style info) of a stack: the whole stack in one numpy call when every matrix
+    succeeds; otherwise matrix by matrix, a failing one getting NaNs and info_of_failure(matrix) (> 0)."""
+    info = np.zeros(a.shape[:-2], dtype=np.int64)
+    try:
+        return factor(a), info
+    except np.linalg.LinAlgError:
+        pass
+    out = np.full(a.shape, np.nan, dtype=a.dtype)
+    for idx in np.ndindex(*a.shape[:-2]):
+        try:
+            out[idx] = factor(a[idx])
+        except np.linalg.LinAlgError:
+            info[idx] = info_of_failure(a[idx])
+    return out, info
+
+
+def _lapack_inv(a):
+    """(inverses, info) of a stack of matrices; a singular matrix gets NaNs and its getrf info (> 0)."""
+    return _per_matrix(np.linalg.inv, a, lambda m: _first_zero_pivot(m) or m.shape[-1])
+
+
+def _raise_singular(op, info):
+    if np.any(info):
+        k, where = _where_batch(info)
+        raise LinAlgError(f"{op}: {where}the input matrix is singular: the diagonal element "
+                          f"{int(np.asarray(info).reshape(-1)[k])} of its LU factorization is zero, so it has no "
+                          "inverse.")
+
+
+def _first_non_pd_minor(m):
+    """The order of the first leading minor of m that is not positive-definite (LAPACK potrf's info)."""
+    for k in range(1, m.shape[-1] + 1):
+        try:
+            np.linalg.cholesky(m[:k, :k])
+        except np.linalg.LinAlgError:
+            return k
+    return m.shape[-1]
+
+
+def _lapack_cholesky(a):
+    """(lower Cholesky factors, info) of a stack of matrices, reading their lower triangles; a matrix that is not
+    positive-definite gets NaNs and the order of its first leading minor that is not (LAPACK potrf's info)."""
+    return _per_matrix(np.linalg.cholesky, a, _first_non_pd_minor)
+
+
+def _raise_not_pd(op, info):
+    if np.any(info):
+        k, where = _where_batch(info)
+        raise LinAlgError(f"{op}: {where}the factorization could not be completed because the input is not "
+                          f"positive-definite (its leading minor of order {int(np.asarray(info).reshape(-1)[k])} is "
+                          "not positive-definite).")
+
+
+def _info_tensor(info):
+    """LAPACK's info, as int32 (torch's dtype for it)."""
+    return bridge.share(np.array(info, dtype=np.int32))
+
+
+def _lapack_solve_triangular(a, b, upper, unitriangular):
+    """A^-1 B reading only A's upper or lower triangle (and not its diagonal if unitriangular), as LAPACK's trsm:
+    a zero on the diagonal gives infs and NaNs, not an error. A lower system is flipped into an upper one, on which
+    numpy's LU solve pivots nowhere and is exactly back substitution."""
+    n = a.shape[-1]
+    t = np.triu(a) if upper else np.tril(a)
+    idx = np.arange(n)
+    if unitriangular:
+        t[..., idx, idx] = 1
+    if not upper:
+        t, b = t[..., ::-1, ::-1], b[..., ::-1, :]
+    if np.all(t[..., idx, idx] != 0):
+        x = np.linalg.solve(t, b)
+    else:
+        x = np.zeros(np.broadcast_shapes(t.shape[:-2], b.shape[:-2]) + b.shape[-2:], dtype=b.dtype)
+        with np.errstate(all="ignore"):
+            for i in range(n - 1, -1, -1):
+                rest = np.einsum("...j,...jk->...k", t[..., i, i + 1:], x[..., i + 1:, :])
+                x[..., i, :] = (b[..., i, :] - rest) / t[..., i, i, None]
+    return x[..., ::-1, :] if not upper else x
+
+
+class LinalgInv(Function):
+    """linalg.inv: LAPACK getrf/getri (no core op factorises a matrix)."""
+
+    @staticmethod
+    def forward(ctx, A):
+        out, info = _lapack_inv(_np(A))
+        _raise_singular("linalg.inv", info)
+        X = _from_np(out, A.dtype)
+        ctx.save_for_backward(A, X.detach())
+        return X
+
+    # X = A^-1  ->  gA = -X^T g X^T
+    @staticmethod
+    def backward(ctx, g):
+        A, X = ctx.saved_tensors
+        if _recording(A):
+            X = LinalgInv.apply(A)
+        Xt = _C.mT(X)
+        return _C.neg(_C.matmul(_C.matmul(Xt, g), Xt))
+
+
+def _adjugate_t(A):
+    """adj(A)^T, the gradient of det at any matrix, singular ones included: with A = U S V^T,
+    adj(A)^T = det(U) det(V) U diag(prod_{j != i} s_j) V^T (differentiable through the SVD)."""
+    U, S, Vh = LinalgSvd.apply(A, False)
+    sign = np.linalg.det(_np(U)) * np.linalg.det(_np(Vh))
+    n = S.shape[-1]
+    others = None
+    for j in range(n):          # c_i = prod_{j != i} s_j, without dividing by a zero s_i
+        factor = _C.where(bridge.share(np.arange(n) == j), _C.scalar_operand(1.0, S),
+                          _C.unsqueeze(_C.select(S, -1, j), -1))
+        others = factor if others is None else _C.mul(others, factor)
+    if others is None:
+        others = _C.mul(S, _C.scalar_operand(0.0, S))
+    adj = _C.matmul(_C.mul(U, _C.unsqueeze(others, -2)), Vh)
+    return _C.mul(adj, _const(sign[..., None, None], A))
+
+
+class LinalgDet(Function):
+    """linalg.det: LAPACK getrf through numpy.linalg.det."""
+
+    @staticmethod
+    def forward(ctx, A):
+        d = _from_np(np.linalg.det(_np(A)), A.dtype)
+        ctx.save_for_backward(A, d.detach())
+        return d
+
+    # d = det(A)  ->  gA = g d A^-T (= g adj(A)^T, which also holds where A is singular)
+    @staticmethod
+    def backward(ctx, g):
+        A, d = ctx.saved_tensors
+        g2 = _C.unsqueeze(_C.unsqueeze(g, -1), -1)
+        if A.shape[-1] == 0:
+            return _C.mul(A, _C.scalar_operand(0.0, A))
+        if np.any(_np(d) == 0):
+            return _C.mul(g2, _adjugate_t(A))
+        if _recording(A):
+            d = LinalgDet.apply(A)
+        X = LinalgInv.apply(A) if _recording(A) else _from_np(np.linalg.inv(_np(A)), A.dtype)
+        return _C.mul(_C.mul(g2, _C.unsqueeze(_C.unsqueeze(d, -1), -1)), _C.mT(X))
+
+
+class LinalgSlogdet(Function):
+    """linalg.slogdet: LAPACK getrf through numpy.linalg.slogdet; the sign is not differentiable."""
+
+    @staticmethod
+    def forward(ctx, A):
+        sign, logabs = np.linalg.slogdet(_np(A))
+        s, l = _from_np(sign, A.dtype), _from_np(logabs, A.dtype)
+        ctx.mark_non_differentiable(s)
+        ctx.save_for_backward(A, l.detach())
+        return s, l
+
+    # logabsdet = log|det A|  ->  gA = g A^-T; at a singular matrix adj(A)^T / det(A), infinite as torch's
+    @staticmethod
+    def backward(ctx, g_sign, g):
+        A, logabs = ctx.saved_tensors
+        g2 = _C.unsqueeze(_C.unsqueeze(g, -1), -1)
+        if np.any(np.isneginf(_np(logabs))):
+            with np.errstate(all="ignore"):
+                a = _np(A)
+                adj = _np(_adjugate_t(A.detach()))
+                inv_t = adj / np.linalg.det(a)[..., None, None]
+            return _C.mul(g2, _const(inv_t, A))
+        X = LinalgInv.apply(A) if _recording(A) else _from_np(np.linalg.inv(_np(A)), A.dtype)
+        return _C.mul(g2, _C.mT(X))
+
+
+class LinalgSolve(Function):
+    """linalg.solve for A X = B, B a batch of matrices with A's batch shape: LAPACK gesv."""
+
+    @staticmethod
+    def forward(ctx, A, B):
+        try:
+            out = np.linalg.solve(_np(A), _np(B))
+        except np.linalg.LinAlgError:
+            raise LinAlgError("linalg.solve: the solver failed because the input matrix is singular.") from None
+        X = _from_np(out, A.dtype)
+        ctx.save_for_backward(A, B, X.detach())
+        return X
+
+    # X = A^-1 B  ->  gB = A^-T g,  gA = -gB X^T
+    @staticmethod
+    def backward(ctx, g):
+        A, B, X = ctx.saved_tensors
+        gB = LinalgSolve.apply(_C.mT(A), g)
+        if not ctx.needs_input_grad[0]:
+            return None, gB
+        if _recording(A, B):
+            X = LinalgSolve.apply(A, B)
+        return _C.neg(_C.matmul(gB, _C.mT(X))), gB
+
+
+class LinalgSolveTriangular(Function):
+    """linalg.solve_triangular for A X = B (left): LAPACK trsm semantics (only A's triangle is read)."""
+
+    @staticmethod
+    def forward(ctx, A, B, upper, unitriangular):
+        X = _from_np(_lapack_solve_triangular(_np(A), _np(B), upper, unitriangular), A.dtype)
+        ctx.upper, ctx.unitriangular = upper, unitriangular
+        ctx.save_for_backward(A, B, X.detach())
+        return X
+
+    # X = A^-1 B  ->  gB = A^-T g,  gA = -gB X^T restricted to the triangle the forward read
+    @staticmethod
+    def backward(ctx, g):
+        A, B, X = ctx.saved_tensors
+        gB = LinalgSolveTriangular.apply(_C.mT(A), g, not ctx.upper, ctx.unitriangular)
+        if not ctx.needs_input_grad[0]:
+            return None, gB, None, None
+        if _recording(A, B):
+            X = LinalgSolveTriangular.apply(A, B, ctx.upper, ctx.unitriangular)
+        k = 1 if ctx.upper else -1
+        gA = _tri(_C.neg(_C.matmul(gB, _C.mT(X))), not ctx.upper, k if ctx.unitriangular else 0)
+        return gA, gB, None, None
+
+
+def _solve_tri(A, B, upper):
+    return LinalgSolveTriangular.apply(A, B, upper, False)
+
+
+class LinalgCholesky(Function):
+    """linalg.cholesky, lower factor, reading A's lower triangle: LAPACK potrf."""
+
+    @staticmethod
+    def forward(ctx, A, op):
+        out, info = _lapack_cholesky(_np(A))
+        _raise_not_pd(op, info)
+        L = _from_np(out, A.dtype)
+        ctx.save_for_backward(A, L.detach())
+        return L
+
+    # A = L L^T  ->  gA = sym(L^-T Phi(L^T gL) L^-1), Phi = the lower triangle with its diagonal halved,
+    # sym(X) = (X + X^T) / 2
+    @staticmethod
+    def backward(ctx, g):
+        A, L = ctx.saved_tensors
+        if _recording(A):
+            L = LinalgCholesky.apply(A, "linalg.cholesky")
+        P = _C.matmul(_C.mT(L), g)
+        P = _C.sub(_tri(P, True), _scaled(_diag_embed(_diag(P)), 0.5))
+        Lt = _C.mT(L)
+        Y = _solve_tri(Lt, P, True)                          # L^-T P
+        gA = _C.mT(_solve_tri(Lt, _C.mT(Y), True))           # (L^-T Y^T)^T = Y L^-1
+        return _scaled(_C.add(gA, _C.mT(gA)), 0.5), None
+
+
+def _copyltu(M):
+    """The symmetric matrix whose lower triangle is M's."""
+    low = _tri(M, True, -1)
+    return _C.add(_C.add(low, _C.mT(low)), _diag_embed(_diag(M)))
+
+
+def _qr_backward_tall(gQ, gR, Q, R):
+    """A = QR with m >= n (reduced): gA = (gQ + Q copyltu(M)) R^-T, M = R gR^T - gQ^T Q."""
+    M = _C.sub(_C.matmul(R, _C.mT(gR)), _C.matmul(_C.mT(gQ), Q))
+    B = _C.add(gQ, _C.matmul(Q, _copyltu(M)))
+    return _C.mT(_solve_tri(R, _C.mT(B), True))               # B R^-T = (R^-1 B^T)^T
+
+
+class LinalgQr(Function):
+    """linalg.qr: LAPACK geqrf/orgqr through numpy.linalg.qr."""
+
+    @staticmethod
+    def forward(ctx, A, mode):
+        a = _np(A)
+        if mode == "r":
+            Q, R = _from_np(np.zeros(0), A.dtype), _from_np(np.linalg.qr(a, mode="r"), A.dtype)
+        else:
+            q, r = np.linalg.qr(a, mode=mode)
+            Q, R = _from_np(q, A.dtype), _from_np(r, A.dtype)
+        ctx.mode = mode
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(A, Q.detach(), R.detach())
+        return Q, R
+
+    # m >= n: _qr_backward_tall. m < n: A = [X | Y], X = Q U, Y = Q V (R = [U | V]): gY = Q gV and X's gradient is
+    # the square case with gQ + Y gV^T
+    @staticmethod
+    def backward(ctx, gQ, gR):
+        A, Q, R = ctx.saved_tensors
+        m, n = A.shape[-2], A.shape[-1]
+        if ctx.mode == "r":
+            raise RuntimeError("linalg.qr: the derivative depends on Q, which is not computed when mode='r'; use "
+                               "mode='reduced' to differentiate through linalg.qr.")
+        if ctx.mode == "complete" and m > n:
+            raise RuntimeError("linalg.qr: the QR decomposition is not differentiable when mode='complete' and A has "
+                               "more rows than columns.")
+        if _recording(A):
+            Q, R = LinalgQr.apply(A, ctx.mode)
+        if gQ is None:
+            gQ = _C.mul(Q, _C.scalar_operand(0.0, Q))
+        if gR is None:
+            gR = _C.mul(R, _C.scalar_operand(0.0, R))
+        if m >= n:
+            return _qr_backward_tall(gQ, gR, Q, R), None
+        Y = _C.slice(A, -1, m, n, 1)
+        U, gU = _C.slice(R, -1, 0, m, 1), _C.slice(gR, -1, 0, m, 1)
+        gV = _C.slice(gR, -1, m, n, 1)
+        gX = _qr_backward_tall(_C.add(gQ, _C.matmul(Y, _C.mT(gV))), gU, Q, U)
+        return _C.cat([gX, _C.matmul(Q, gV)], -1), None
+
+
+def _inverse_gaps(values):
+    """F_ij = 1 / (v_j - v_i) off the diagonal, 0 on it (v_i equal to v_j off the diagonal gives inf, as torch)."""
+    n = values.shape[-1]
+    eye = _eye(n, values)
+    gaps = _C.sub(_C.unsqueeze(values, -2), _C.unsqueeze(values, -1))
+    return _C.mul(_C.div(_C.scalar_operand(1.0, values), _C.add(gaps, eye)), _C.sub(_C.scalar_operand(1.0, eye), eye))
+
+
+class LinalgEigh(Function):
+    """linalg.eigh: LAPACK syevd through numpy.linalg.eigh, reading the UPLO triangle."""
+
+    @staticmethod
+    def forward(ctx, A, UPLO):
+        w, v = np.linalg.eigh(_np(A), UPLO=UPLO)
+        L, V = _from_np(w, A.dtype), _from_np(v, A.dtype)
+        ctx.UPLO = UPLO
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(A, L.detach(), V.detach())
+        return L, V
+
+    # A = V diag(L) V^T  ->  gA = V (diag(gL) + F o skew(V^T gV)) V^T, F_ij = 1 / (L_j - L_i) off the diagonal,
+    # skew(X) = (X - X^T) / 2: only V^T dV's skew part moves V, which keeps gA symmetric (as torch's)
+    @staticmethod
+    def backward(ctx, gL, gV):
+        A, L, V = ctx.saved_tensors
+        if _recording(A):
+            L, V = LinalgEigh.apply(A, ctx.UPLO)
+        inner = None if gL is None else _diag_embed(gL)
+        if gV is not None:
+            VtgV = _C.matmul(_C.mT(V), gV)
+            term = _C.mul(_scaled(_C.sub(VtgV, _C.mT(VtgV)), 0.5), _inverse_gaps(L))
+            inner = term if inner is None else _C.add(inner, term)
+        if inner is None:
+            return None, None
+        return _C.matmul(_C.matmul(V, inner), _C.mT(V)), None
+
+
+class LinalgSvd(Function):
+    """linalg.svd: LAPACK gesdd through numpy.linalg.svd."""
+
+    @staticmethod
+    def forward(ctx, A, full_matrices):
+        u, s, vh = np.linalg.svd(_np(A), full_matrices=full_matrices)
+        U, S, Vh = _from_np(u, A.dtype), _from_np(s, A.dtype), _from_np(vh, A.dtype)
+        ctx.full_matrices = full_matrices
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(A, U.detach(), S.detach(), Vh.detach())
+        return U, S, Vh
+
+    # A = U S V^T (k = min(m, n) singular values):
+    #   gA = U [J S + diag(gS) + S K] V^T + (I - U U^T) gU S^-1 V^T + U S^-1 gV^T (I - V V^T),
+    #   J = F o (U^T gU - gU^T U),  K = F o (V^T gV - gV^T V),  F_ij = 1 / (s_j^2 - s_i^2) off the diagonal.
+    # With full_matrices, only the first k columns of U and rows of V^T count (the rest are not determined by A).
+    @staticmethod
+    def backward(ctx, gU, gS, gVh):
+        A, U, S, Vh = ctx.saved_tensors
+        if _recording(A):
+            U, S, Vh = LinalgSvd.apply(A, ctx.full_matrices)
+        m, n = A.shape[-2], A.shape[-1]
+        k = S.shape[-1]
+        if ctx.full_matrices:
+            U, Vh = _C.slice(U, -1, 0, k, 1), _C.slice(Vh, -2, 0, k, 1)
+            gU = None if gU is None else _C.slice(gU, -1, 0, k, 1)
+            gVh = None if gVh is None else _C.slice(gVh, -2, 0, k, 1)
+        if gU is None and gVh is None:
+            if gS is None:
+                return None, None
+            return _C.matmul(_C.mul(U, _C.unsqueeze(gS, -2)), Vh), None
+        V = _C.mT(Vh)
+        gV = None if gVh is None else _C.mT(gVh)
+        F = _inverse_gaps(_C.mul(S, S))
+        inner = None if gS is None else _diag_embed(gS)
+        s_row, s_col = _C.unsqueeze(S, -2), _C.unsqueeze(S, -1)
+        inv_s = _C.div(_C.scalar_operand(1.0, S), S)
+        extra = None
+        if gU is not None:
+            UtgU = _C.matmul(_C.mT(U), gU)
+            J = _C.mul(F, _C.sub(UtgU, _C.mT(UtgU)))
+            term = _C.mul(J, s_row)
+            inner = term if inner is None else _C.add(inner, term)
+            if m > k:
+                extra = _C.matmul(_C.mul(_C.sub(gU, _C.matmul(U, UtgU)), _C.unsqueeze(inv_s, -2)), Vh)
+        if gV is not None:
+            VtgV = _C.matmul(Vh, gV)
+            K = _C.mul(F, _C.sub(VtgV, _C.mT(VtgV)))
+            term = _C.mul(s_col, K)
+            inner = term if inner is None else _C.add(inner, term)
+            if n > k:
+                gVt = _C.mT(gV)
+                side = _C.matmul(_C.mul(U, _C.unsqueeze(inv_s, -2)), _C.sub(gVt, _C.matmul(_C.matmul(gVt, V), Vh)))
+                extra = side if extra is None else _C.add(extra, side)
+        gA = _C.matmul(_C.matmul(U, inner), Vh)
+        return (gA if extra is None else _C.add(gA, extra)), None
+
+
+def _pinv_numpy(a, atol, rtol, hermitian):
+    """The pseudo-inverse of a stack of matrices: singular values (|eigenvalues| if hermitian) at most
+    max(atol, rtol * largest) count as zero."""
+    if hermitian:
+        w, v = np.linalg.eigh(a)
+        s = np.abs(w)
+    else:
+        u, s, vh = np.linalg.svd(a, full_matrices=False)
+    big = np.max(s, axis=-1, initial=0.0)
+    cut = np.maximum(atol, rtol * big)[..., None]
+    with np.errstate(divide="ignore"):
+        if hermitian:
+            inv = np.where(s > cut, 1 / np.where(s > cut, w, 1), 0)
+            return np.matmul(v * inv[..., None, :], np.swapaxes(v, -1, -2))
+        inv = np.where(s > cut, 1 / np.where(s > cut, s, 1), 0)
+        return np.matmul(np.swapaxes(vh, -1, -2) * inv[..., None, :], np.swapaxes(u, -1, -2))
+
+
+class LinalgPinv(Function):
+    """linalg.pinv: LAPACK gesdd (or syevd if hermitian) through numpy.linalg."""
+
+    @staticmethod
+    def forward(ctx, A, atol, rtol, hermitian):
+        P = _from_np(_pinv_numpy(_np(A), atol, rtol, hermitian), A.dtype)
+        ctx.params = (atol, rtol, hermitian)
+        ctx.save_for_backward(A, P.detach())
+        return P
+
+    # P = A^+ (locally constant rank)  ->  gA = -P^T g P^T + (I - A P) g^T P P^T + P^T P g^T (I - P A)
+    @staticmethod
+    def backward(ctx, g):
+        A, P = ctx.saved_tensors
+        if _recording(A):
+            P = LinalgPinv.apply(A, *ctx.params)
+        Pt, gt = _C.mT(P), _C.mT(g)
+        t1 = _C.neg(_C.matmul(_C.matmul(Pt, g), Pt))
+        X = _C.matmul(_C.matmul(gt, P), Pt)
+        t2 = _C.sub(X, _C.matmul(A, _C.matmul(P, X)))
+        Z = _C.matmul(_C.matmul(Pt, P), gt)
+        t3 = _C.sub(Z, _C.matmul(_C.matmul(Z, P), A))
+        return _C.add(_C.add(t1, t2), t3), None, None, None
+
+
+# ===== torch.linalg's functions over the factorisations ===========================================================
+
+def inv(A):
+    return LinalgInv.apply(_matrices("linalg.inv", A))
+
+
+def inv_ex(A, *, check_errors=False):
+    """(inverse, info): info > 0 marks a singular matrix (its inverse is then NaN) instead of raising, unless
+    check_errors."""
+    A = _matrices("linalg.inv_ex", A)
+    _, info = _lapack_inv(_np(A))
+    if np.any(info):
+        if check_errors:
+            _raise_singular("linalg.inv_ex", info)
+        out, _ = _lapack_inv(_np(A))
+        return return_linalg_inv_ex(_from_np(out, A.dtype), _info_tensor(info))
+    return return_linalg_inv_ex(LinalgInv.apply(A), _info_tensor(info))
+
+
+def inverse(input):
+    return LinalgInv.apply(_matrices("linalg.inv", input, "input"))
+
+
+def linalg_det(A):
+    return LinalgDet.apply(_matrices("linalg.det", A))
+
+
+def det(input):
+    return LinalgDet.apply(_matrices("linalg.det", input, "input"))
+
+
+def linalg_slogdet(A):
+    """(sign, log|det|) of A's matrices."""
+    return return_linalg_slogdet(*LinalgSlogdet.apply(_matrices("linalg.slogdet", A)))
+
+
+def slogdet(input):
+    return return_slogdet(*LinalgSlogdet.apply(_matrices("linalg.slogdet", input, "input")))
+
+
+def logdet(input):
+    """log(det(input)): NaN where the determinant is negative, -inf where it is zero."""
+    sign, logabs = LinalgSlogdet.apply(_matrices("logdet", input, "input"))
+    nan = _C.scalar_operand(float("nan"), logabs)
+    return _C.where(_C.compare("lt", sign, _C.scalar_operand(0.0, sign)), nan, logabs)
+
+
+def _solve_operands(op, A, B, left, vectors=True):
+    """A, B broadcast over their batch dims, B as a batch of matrices; whether B was a (batch of) vector(s): with
+    `vectors`, B is one if it is 1-D, or if its shape is A's without the last dim."""
+    A = _matrices(op, A)
+    B = tensor_arg(B, op, "B")
+    _float_input(op, B, "B")
+    _same_float_dtype(op, A, B)
+    vector = vectors and (B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1])))
+    Bm = _C.unsqueeze(B, -1) if vector else B
+    if Bm.ndim < 2:
+        raise RuntimeError(f"{op}: B must have at least 1 dimension, got shape {shape_str(B.shape)}.")
+    n = A.shape[-1]
+    if (Bm.shape[-2] if left else Bm.shape[-1]) != n:
+        raise RuntimeError(f"{op}: incompatible shapes of A and B for the equation {'AX = B' if left else 'XA = B'} "
+                           f"({A.shape[-2]}x{n} and {Bm.shape[-2]}x{Bm.shape[-1]}).")
+    batch = broadcast_shapes(A.shape[:-2], Bm.shape[:-2], op)
+    A = _C.expand(A, tuple(batch) + tuple(A.shape[-2:])) if tuple(A.shape[:-2]) != tuple(batch) else A
+    if tuple(Bm.shape[:-2]) != tuple(batch):
+        Bm = _C.expand(Bm, tuple(batch) + tuple(Bm.shape[-2:]))
+    return A, Bm, vector
+
+
+def solve(A, B, *, left=True):
+    """X with A X = B (XA = B if not left), A's matrices square and invertible."""
+    op = "linalg.solve"
+    A, Bm, vector = _solve_operands(op, A, B, left)
+    if left:
+        X = LinalgSolve.apply(A, Bm)
+    else:                                     # X A = B  <=>  A^T X^T = B^T
+        X = _C.mT(LinalgSolve.apply(_C.mT(A), _C.mT(Bm)))
+    return _C.squeeze(X, (-1,)) if vector else X
+
+
+def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
+    """X with A X = B (XA = B if not left), reading only A's upper or lower triangle; a zero on its diagonal gives
+    infs and NaNs, not an error (LAPACK trsm)."""
+    op = "linalg.solve_triangular"
+    A = _matrices(op, A)
+    B = tensor_arg(B, op, "B")
+    _float_input(op, B, "B")
+    if B.ndim < 2:
+        raise RuntimeError(f"{op}: B must have at least 2 dimensions, got shape {shape_str(B.shape)}.")
+    _same_float_dtype(op, A, B)
+    A, B, _ = _solve_operands(op, A, B, left, vectors=False)
+    upper, unitriangular = bool(upper), bool(unitriangular)
+    if left:
+        return LinalgSolveTriangular.apply(A, B, upper, unitriangular)
+    return _C.mT(LinalgSolveTriangular.apply(_C.mT(A), _C.mT(B), not upper, unitriangular))
+
+
+def _cholesky(op, A, upper):
+    if upper:          # U = L^T, computed from A^T's lower triangle: A's upper one, as LAPACK potrf('U')
+        return _C.mT(LinalgCholesky.apply(_C.mT(A), op))
+    return LinalgCholesky.apply(A, op)
+
+
+def linalg_cholesky(A, *, upper=False):
+    """L with A = L L^T (lower), or U = L^T with A = U^T U if upper; A symmetric positive-definite."""
+    return _cholesky("linalg.cholesky", _matrices("linalg.cholesky", A), bool(upper))
+
+
+def cholesky_ex(A, *, upper=False, check_errors=False):
+    """(L, info): info > 0 marks a matrix that is not positive-definite (its factor is then NaN) instead of
+    raising, unless check_errors."""
+    op = "linalg.cholesky_ex"
+    A = _matrices(op, A)
+    source = _np(A) if not upper else np.swapaxes(_np(A), -1, -2)
+    out, info = _lapack_cholesky(source)
+    if np.any(info):
+        if check_errors:
+            _raise_not_pd(op, info)
+        out = _from_np(out, A.dtype)
+        return return_linalg_cholesky_ex(_C.mT(out) if upper else out, _info_tensor(info))
+    return return_linalg_cholesky_ex(_cholesky(op, A, bool(upper)), _info_tensor(info))
+
+
+def cholesky(input, upper=False):
+    """Deprecated by torch in favour of linalg.cholesky."""
+    A = _matrices("linalg.cholesky", input, "input")
+    warn_deprecated("cholesky is deprecated in favour of linalg.cholesky; L = cholesky(A, upper) is "
+                "linalg.cholesky(A, upper=upper).")
+    return _cholesky("linalg.cholesky", A, bool(upper))
+
+
+def linalg_qr(A, mode="reduced"):
+    """(Q, R) with A = Q R; mode 'reduced' (k = min(m, n) columns of Q), 'complete' (Q square) or 'r' (R only, Q
+    empty)."""
+    op = "linalg.qr"
+    A = _matrices(op, A, square=False)
+    if mode not in ("reduced", "complete", "r"):
+        raise RuntimeError(f"{op}: unrecognised mode {mode!r}; expected 'reduced' (the default), 'r' or 'complete'.")
+    return return_linalg_qr(*LinalgQr.apply(A, mode))
+
+
+def qr(input, some=True):
+    """Deprecated by torch in favour of linalg.qr: some=True is mode 'reduced', False 'complete'."""
+    A = _matrices("linalg.qr", input, "input", square=False)
+    warn_deprecated("qr is deprecated in favour of linalg.qr; Q, R = qr(A, some) is linalg.qr(A, 'reduced' if some "
+                "else 'complete').")
+    return return_qr(*LinalgQr.apply(A, "reduced" if some else "complete"))
+
+
+def _uplo(UPLO):
+    if UPLO not in ("L", "U"):
+        raise RuntimeError(f"linalg.eigh: expected UPLO to be 'L' or 'U', got {UPLO!r}.")
+    return UPLO
+
+
+def eigh(A, UPLO="L"):
+    """(eigenvalues in ascending order, eigenvectors as columns) of symmetric matrices, reading the UPLO
+    triangle."""
+    A = _matrices("linalg.eigh", A, not_implemented=True)
+    return return_linalg_eigh(*LinalgEigh.apply(A, _uplo(UPLO)))
+
+
+def eigvalsh(A, UPLO="L"):
+    """The eigenvalues of symmetric matrices, ascending (their gradient needs the eigenvectors)."""
+    A = _matrices("linalg.eigh", A, not_implemented=True)
+    UPLO = _uplo(UPLO)
+    if _recording(A):
+        return LinalgEigh.apply(A, UPLO)[0]
+    return _from_np(np.linalg.eigvalsh(_np(A), UPLO=UPLO), A.dtype)
+
+
+def _driver(driver, op):
+    if driver is not None:
+        raise RuntimeError(f"{op}: driver= is only supported on CUDA (cuSOLVER); dyngrad runs on the CPU, so pass "
+                           "driver=None.")
+
+
+def linalg_svd(A, full_matrices=True, *, driver=None):
+    """(U, S, Vh) with A = U diag(S) Vh, S descending; full_matrices gives square U and Vh."""
+    op = "linalg.svd"
+    A = _matrices(op, A, square=False)
+    _driver(driver, op)
+    return return_linalg_svd(*LinalgSvd.apply(A, bool(full_matrices)))
+
+
+def _svdvals(A):
+    if _recording(A):
+        return LinalgSvd.apply(A, False)[1]
+    return _from_np(np.linalg.svd(_np(A), compute_uv=False), A.dtype)
+
+
+def svdvals(A, *, driver=None):
+    """The singular values of A's matrices, descending."""
+    op = "linalg.svd"
+    A = _matrices(op, A, square=False)
+    _driver(driver, op)
+    return _svdvals(A)
+
+
+def svd(input, some=True, compute_uv=True):
+    """torch.svd: (U, S, V) with input = U diag(S) V^T (V, not V^T); some=False gives square U and V. Without
+    compute_uv, U and V are zeros of shapes (m, m) and (n, n)."""
+    A = _matrices("linalg.svd", input, "input", square=False)
+    if not compute_uv:
+        S = _svdvals(A)
+        batch, (m, n) = tuple(A.shape[:-2]), tuple(A.shape[-2:])
+        return return_svd(_C.full(batch + (m, m), 0.0, A.dtype), S, _C.full(batch + (n, n), 0.0, A.dtype))
+    U, S, Vh = LinalgSvd.apply(A, not some)
+    return return_svd(U, S, _C.mT(Vh))
+
+
+def _tolerance(value, op, name):
+    """atol/rtol: a number, or a tensor broadcast over the batch."""
+    if value is None:
+        return None
+    if isinstance(value, Tensor):
+        return np.array(_np(value), dtype=np.float64)
+    return float(number(value, op, name))
+
+
+def _tolerances(A, atol, rtol, op):
+    """torch's rule: without rtol, rtol is eps * max(m, n) unless atol is given (and positive), then 0."""
+    atol, rtol = _tolerance(atol, op, "atol"), _tolerance(rtol, op, "rtol")
+    if rtol is None:
+        eps = np.finfo(numpy_dtype(A.dtype)).eps
+        rtol = eps * max(A.shape[-2], A.shape[-1]) if atol is None or np.all(np.asarray(atol) <= 0) else 0.0
+    return (0.0 if atol is None else atol), rtol
+
+
+def pinv(A, *, atol=None, rtol=None, hermitian=False):
+    """The Moore-Penrose pseudo-inverse; singular values at most max(atol, rtol * largest) count as zero."""
+    op = "linalg.pinv"
+    A = _matrices(op, A, square=bool(hermitian))
+    atol, rtol = _tolerances(A, atol, rtol, op)
+    return LinalgPinv.apply(A, atol, rtol, bool(hermitian))
+
+
+def pinverse(input, rcond=1e-15):
+    """torch.pinverse: pinv with rtol=rcond."""
+    A = _matrices("linalg.pinv", input, "input", square=False)
+    return LinalgPinv.apply(A, 0.0, float(number(rcond, "pinverse", "rcond")), False)
+
+
+def matrix_rank(A, tol=None, *, atol=None, rtol=None, hermitian=False):
+    """The number of singular values (|eigenvalues| if hermitian) above max(atol, rtol * largest); torch's older
+    overload matrix_rank(A, tol) is atol=tol with rtol=0."""
+    op = "linalg.matrix_rank"
+    A = _matrices(op, A, square=bool(hermitian))
+    if tol is not None:
+        if atol is not None or rtol is not None:
+            raise RuntimeError(f"{op}: pass either tol or atol/rtol, not both.")
+        atol, rtol = tol, 0.0
+    atol, rtol = _tolerances(A, atol, rtol, op)
+    a = _np(A)
+    s = np.abs(np.linalg.eigvalsh(a)) if hermitian else np.linalg.svd(a, compute_uv=False)
+    cut = np.maximum(atol, rtol * np.max(s, axis=-1, initial=0.0))[..., None]
+    return bridge.share(np.array(np.sum(s > cut, axis=-1), dtype=np.int64))
+
+
+_LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
+def lstsq(A, B, rcond=None, *, driver=None):
+    """The least-squares (minimum-norm) solution X of A X = B, with the residuals (squared, for tall full-rank A
+    with drivers other than the default gelsy), ranks (not for gels) and singular values (gelsd, gelss) that
+    LAPACK's driver would return; empty tensors where the driver computes none. X is pinv(A) B, differentiable."""
+    op = "linalg.lstsq"
+    A = _matrices(op, A, square=False)
+    B = tensor_arg(B, op, "B")
+    _float_input(op, B, "B")
+    _same_float_dtype(op, A, B)
+    if driver is not None and driver not in _LSTSQ_DRIVERS:
+        raise RuntimeError(f"{op}: driver must be one of {', '.join(_LSTSQ_DRIVERS)}, got {driver!r}.")
+    driver = driver or "gelsy"
+    vector = B.ndim == A.ndim - 1
+    Bm = _C.unsqueeze(B, -1) if vector else B
+    if Bm.ndim < 2 or Bm.shape[-2] != A.shape[-2]:
+        raise RuntimeError(f"{op}: A and B must have the same number of rows, got shapes {shape_str(A.shape)} and "
+                           f"{shape_str(B.shape)}.")
+    m, n = A.shape[-2], A.shape[-1]
+    cut = float(np.finfo(numpy_dtype(A.dtype)).eps * max(m, n)) if rcond is None else float(
+        number(rcond, op, "rcond"))
+    X = _C.matmul(LinalgPinv.apply(A, 0.0, max(cut, 0.0), False), Bm)
+    s = np.linalg.svd(_np(A), compute_uv=False)
+    ranks = np.sum(s > cut * np.max(s, axis=-1, initial=0.0)[..., None], axis=-1)
+    empty = _C.full((0,), 0.0, A.dtype)
+    residuals = empty
+    if driver != "gelsy" and m > n and np.all(ranks == n):
+        r = _C.sub(_C.matmul(A, X), Bm)
+        residuals = _C.sum(_C.mul(r, r), (-2,), False, None)      # (..., k), k = 1 for a vector B (as torch)
+    rank = bridge.share(np.array(ranks, dtype=np.int64)) if driver != "gels" else _C.full((0,), 0, _C.int64)
+    sv = _from_np(s, A.dtype) if driver in ("gelsd", "gelss") else empty
+    return return_linalg_lstsq(_C.squeeze(X, (-1,)) if vector else X, residuals, rank, sv)
+
+
+def _matrix_power(op, A, n):
+    n = to_int(n, op, "n")
+    A = tensor_arg(A, op, "A")
+    if A.ndim < 2:
+        raise RuntimeError(f"{op}: A must have at least 2 dimensions, got shape {shape_str(A.shape)}.")
+    if A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(f"{op}: A must be a batch of square matrices, got {A.shape[-2]} by {A.shape[-1]} "
+                           "matrices.")
+    if n == 0:
+        eye = _const(np.broadcast_to(np.eye(A.shape[-1]), tuple(A.shape)), A)
+        return _C.where(_C.full((), True, _C.bool), eye, A) if A.requires_grad else eye
+    if n < 0:
+        A, n = LinalgInv.apply(_matrices("linalg.inv", A)), -n
+    if n == 1:
+        return _C.clone(A)
+    result, square = None, A                 # binary powering: A^n from the squares A, A^2, A^4, ...
+    while n:
+        if n & 1:
+            result = square if result is None else _C.matmul(result, square)
+        n >>= 1
+        if n:
+            square = _C.matmul(square, square)
+    return result
+
+
+def linalg_matrix_power(A, n):
+    return _matrix_power("linalg.matrix_power", A, n)
+
+
+def matrix_power(input, n):
+    return _matrix_power("linalg.matrix_power", input, n)
+
+
+# ===== norms (composites) =========================================================================================
+
+def _ord_number(ord, op):
+    if isinstance(ord, bool) or not isinstance(ord, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{op}: expected a number as ord, got {type_name(ord)}.")
+    return float(ord)
+
+
+def _norm_dtype(x, dtype, op):
+    """x cast to dtype (a float dtype at least as wide as x's, as torch allows)."""
+    if dtype is None:
+        return x
+    dt = dtype_arg(dtype, op)
+    if not dt.is_floating_point or np.dtype(numpy_dtype(dt)).itemsize < np.dtype(numpy_dtype(x.dtype)).itemsize:
+        raise RuntimeError(f"{op}: the input's dtype {x.dtype.name} cannot be converted to dtype {dt.name} without "
+                           "narrowing.")
+    return x if dt is x.dtype else _C.to_dtype(x, dt)
+
+
+def _safe_power(s, e):
+    """s ** e for s >= 0, with a zero gradient at s = 0 (where the true one is infinite), as torch's norms."""
+    positive = _C.compare("gt", s, _C.scalar_operand(0.0, s))
+    safe = _C.where(positive, s, _C.scalar_operand(1.0, s))
+    root = _C.sqrt(safe) if e == 0.5 else _C.pow_scalar(safe, e)
+    return _C.where(positive, root, _C.scalar_operand(0.0, s))
+
+
+def _extreme(x, dims, keepdim, largest, op):
+    """amax/amin over dims. Over an empty dim the largest is 0 (the norms of empty matrices are 0) and the smallest
+    does not exist (IndexError, as torch's)."""
+    if any(x.shape[d] == 0 for d in dims):
+        if not largest:
+            raise IndexError(f"{op}: cannot take the smallest value over an empty dimension (shape "
+                             f"{shape_str(x.shape)}).")
+        shape = [1 if d in dims else s for d, s in enumerate(x.shape)] if keepdim else [
+            s for d, s in enumerate(x.shape) if d not in dims]
+        return _C.full(tuple(shape), 0.0, x.dtype)
+    return _C.amax(x, dims, keepdim) if largest else _C.amin(x, dims, keepdim)
+
+
+def _zero_gradient(value, x, dims, keepdim):
+    """value, recorded as a function of x with a zero gradient (torch's ord=0 norm is part of the graph)."""
+    if not x.requires_grad:
+        return value
+    return _C.where(_C.full((), True, _C.bool), value, _C.sum(x, dims, keepdim, None))
+
+
+def _vector_norm(x, p, dims, keepdim, op):
+    """(sum |x|^p)^(1/p) over dims; p = 0 counts nonzeros, +-inf take the largest/smallest |x|."""
+    count = math.prod(x.shape[d] for d in dims) if x.ndim else 1
+    if (math.isinf(p) or p < 0) and count == 0:
+        raise RuntimeError(f"{op}: cannot compute the {p:g} norm of an empty tensor: the reduction has no identity.")
+    ax = _C.abs(x)
+    if p == 0:
+        nonzero = _C.compare("ne", x, _C.scalar_operand(0.0, x))
+        return _zero_gradient(_C.to_dtype(_C.sum(nonzero, dims, keepdim, None), x.dtype), x, dims, keepdim)
+    if math.isinf(p):
+        return _C.amax(ax, dims, keepdim) if p > 0 else _C.amin(ax, dims, keepdim)
+    if p == 1:
+        return _C.sum(ax, dims, keepdim, None)
+    if p == 2:
+        return _safe_power(_C.sum(_C.mul(x, x), dims, keepdim, None), 0.5)
+    if p > 0:
+        powered = _safe_power(ax, p)        # |x|^p, with a zero gradient where x = 0
+        return _safe_power(_C.sum(powered, dims, keepdim, None), 1 / p)
+    return _C.pow_scalar(_C.sum(_C.pow_scalar(ax, p), dims, keepdim, None), 1 / p)
+
+
+def _reduce_dims(dim, ndim, op):
+    """None or () -> every dim; an int or a sequence of ints, wrapped."""
+    if dim is None or (isinstance(dim, (tuple, list)) and not dim):
+        return tuple(range(ndim))
+    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+    out = tuple(wrap_dim(to_int(d, op, "dim"), ndim, op) for d in dims)
+    if len(set(out)) != len(out):
+        raise RuntimeError(f"{op}: dim {tuple(dims)} names a dimension more than once.")
+    return out
+
+
+def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
+    """The vector p-norm of x over dim (every dim by default)."""
+    op = "linalg.vector_norm"
+    x = tensor_arg(x, op, "x")
+    _float_input(op, x, "x")
+    p = _ord_number(ord, op)
+    x = _norm_dtype(x, dtype, op)
+    return _vector_norm(x, p, _reduce_dims(dim, x.ndim, op), bool(keepdim), op)
+
+
+_MATRIX_ORDS = ("fro", "nuc", 1.0, -1.0, 2.0, -2.0, math.inf, -math.inf)
+
+
+def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
+    """The matrix norm of the matrices in dims `dim`: 'fro', 'nuc' (sum of singular values), +-2 (largest/smallest
+    singular value), +-1 (largest/smallest column sum of |A|), +-inf (largest/smallest row sum)."""
+    op = "linalg.matrix_norm"
+    A = _matrices(op, A, square=False)
+    if not isinstance(dim, (tuple, list)) or len(dim) != 2:
+        raise RuntimeError(f"{op}: dim must be a 2-tuple, got {dim!r}.")
+    d0, d1 = (wrap_dim(to_int(d, op, "dim"), A.ndim, op) for d in dim)
+    if d0 == d1:
+        raise RuntimeError(f"{op}: the two dims must be different, got {tuple(dim)}.")
+    key = ord if isinstance(ord, str) else (_ord_number(ord, op) if not isinstance(ord, bool) else None)
+    if key not in _MATRIX_ORDS:
+        raise RuntimeError(f"{op}: order {ord} is not supported; expected 'fro', 'nuc', 1, -1, 2, -2, inf or -inf.")
+    A = _norm_dtype(A, dtype, op)
+    keepdim = bool(keepdim)
+    if key == "fro":
+        return _vector_norm(A, 2.0, (d0, d1), keepdim, op)
+    if key in ("nuc", 2.0, -2.0):
+        rest = [d for d in range(A.ndim) if d not in (d0, d1)]
+        s = _svdvals(_C.permute(A, tuple(rest) + (d0, d1)))
+        r = _C.sum(s, (-1,), False, None) if key == "nuc" else _extreme(s, (s.ndim - 1,), False, key > 0, op)
+        if keepdim:
+            for d in sorted((d0, d1)):
+                r = _C.unsqueeze(r, d)
+        return r
+    rows, cols = (d0, d1) if abs(key) == 1 else (d1, d0)    # 1: sum over rows, extreme over columns
+    sums = _C.sum(_C.abs(A), (rows,), True, None)
+    r = _extreme(sums, (cols,), True, key > 0, op)
+    return r if keepdim else _C.squeeze(r, tuple(sorted((d0, d1))))
+
+
+def linalg_norm(input, ord=None, dim=None, keepdim=False, *, dtype=None):
+    """A vector norm (dim an int or a 1-tuple, or ord=None over everything) or a matrix norm (dim a 2-tuple, or a
+    2-D input with ord given)."""
+    op = "linalg.norm"
+    A = tensor_arg(input, op)
+    if dim is not None:
+        dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+        if len(dims) == 1 and not isinstance(ord, str):
+            return vector_norm(A, 2 if ord is None else ord, dims, keepdim, dtype=dtype)
+        if len(dims) in (1, 2):
+            return matrix_norm(A, "fro" if ord is None else ord, dim if len(dims) == 2 else dims[0], keepdim,
+                               dtype=dtype)
+        raise RuntimeError(f"{op}: dim must have 1 or 2 elements, got {list(dims)}.")
+    if ord is None:
+        return vector_norm(A, 2, None, keepdim, dtype=dtype)
+    if isinstance(ord, str) or A.ndim == 2:
+        return matrix_norm(A, ord, (-2, -1), keepdim, dtype=dtype)
+    if A.ndim != 1:
+        raise RuntimeError(f"{op}: with ord given and no dim, the input must be 1-D or 2-D, got {A.ndim}-D.")
+    return vector_norm(A, ord, None, keepdim, dtype=dtype)
+
+
+def cond(A, p=None):
+    """The condition number in the p-norm: largest over smallest singular value for p None or 2 (smallest over
+    largest for -2), else matrix_norm(A, p) * matrix_norm(A^-1, p) (inf for a singular matrix)."""
+    op = "linalg.cond"
+    A = _matrices(op, A, square=p not in (None, 2, -2))
+    if p in (None, 2, -2):
+        s = _svdvals(A)
+        if s.shape[-1] == 0:
+            return _C.full(tuple(s.shape[:-1]), 0.0, A.dtype)
+        big, small = _C.select(s, -1, 0), _C.select(s, -1, s.shape[-1] - 1)
+        return _C.div(big, small) if p != -2 else _C.div(small, big)
+    _, info = _lapack_inv(_np(A))
+    if np.any(info):
+        singular = bridge.share(np.array(info > 0, dtype=bool))
+        X = _from_np(np.nan_to_num(_lapack_inv(_np(A))[0]), A.dtype)
+        r = _C.mul(matrix_norm(A, p), matrix_norm(X, p))
+        return _C.where(singular, _C.scalar_operand(math.inf, r), r)
+    return _C.mul(matrix_norm(A, p), matrix_norm(LinalgInv.apply(A), p))
+
+
+return_linalg_eig = _named("linalg_eig", ["eigenvalues", "eigenvectors"])
+return_linalg_lu = _named("linalg_lu", ["P", "L", "U"])
+return_linalg_lu_factor = _named("linalg_lu_factor", ["LU", "pivots"])
+return_linalg_lu_factor_ex = _named("linalg_lu_factor_ex", ["LU", "pivots", "info"])
+return_lu_unpack = _named("lu_unpack", ["P", "L", "U"])
+return_lu_with_info = _named("_lu_with_info", ["LU", "pivots", "info"])
+return_linalg_solve_ex = _named("linalg_solve_ex", ["result", "info"])
+return_linalg_ldl_factor = _named("linalg_ldl_factor", ["LD", "pivots"])
+return_linalg_ldl_factor_ex = _named("linalg_ldl_factor_ex", ["LD", "pivots", "info"])
+
+
+def _mm(a, b):
+    return _C.matmul(a, b)
+
+
+def _zeros_like(t):
+    return _C.mul(t, _C.scalar_operand(0.0, t))
+
+
+def _no_half(op, *tensors):
+    """torch has no CPU kernel of these factorisations and solvers for float16 and bfloat16."""
+    for t in tensors:
+        if t.dtype.name in ("float16", "bfloat16"):
+            raise NotImplementedError(f"{op}: not implemented for {t.dtype.name} on the CPU (as torch); convert to "
+                                      "float32 first.")
+
+
+def _bool_arg(value, op, name):
+    if not isinstance(value, (bool, int, np.bool_)) or isinstance(value, float):
+        raise TypeError(f"{op}: expected a bool as {name}, got {type_name(value)}.")
+    return bool(value)
+
+
+# ===== eig, eigvals ===============================================================================================
+
+def _geev(op, a):
+    """(eigenvalues, eigenvectors) of a stack of real matrices through LAPACK geev (numpy.linalg.eig); raises the
+    error of Note [No complex dtype in eig] when one is complex."""
+    if a.size == 0:
+        return np.zeros(a.shape[:-1], a.dtype), np.zeros(a.shape, a.dtype)
+    if not np.isfinite(a).all():
+        raise RuntimeError(f"{op}: the input should not contain infs or NaNs.")
+    try:
+        w, v = np.linalg.eig(a)
+    except np.linalg.LinAlgError:
+        raise LinAlgError(f"{op}: the eigenvalue algorithm (LAPACK geev) failed to converge.") from None
+    if np.iscomplexobj(w) and np.any(w.imag != 0):
+        flat = w.reshape(-1)
+        z = flat[np.flatnonzero(flat.imag != 0)[0]]
+        raise NotImplementedError(
+            f"{op}: the input has complex eigenvalues (e.g. {z.real:.6g}{z.imag:+.6g}j), and dyngrad has no complex "
+            "dtype to return them in (torch returns complex64/complex128 here). Only matrices whose eigenvalues are "
+            "all real are supported; linalg.eigh handles symmetric matrices.")
+    return np.real(w).astype(a.dtype), np.real(v).astype(a.dtype)
+
+
+class LinalgEig(Function):
+    """linalg.eig of a matrix with real eigenvalues: LAPACK geev (eigenvectors of unit norm, as torch's)."""
+
+    @staticmethod
+    def forward(ctx, A, op):
+        w, v = _geev(op, _np(A))
+        L, V = _from_np(w, A.dtype), _from_np(v, A.dtype)
+        ctx.op = op
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(A, L.detach(), V.detach())
+        return L, V
+
+    # A V = V diag(L), with unit-norm columns of V. Differentiating: dA V + A dV = dV diag(L) + V diag(dL); with
+    # C = V^-1 dV, V^-1 dA V = diag(dL) + C diag(L) - diag(L) C, so dL = diag(V^-1 dA V) and, off the diagonal,
+    # C_ij = (V^-1 dA V)_ij / (L_j - L_i). The normalisation |v_j| = 1 fixes the diagonal: v_j^T dv_j = 0, i.e.
+    # C_jj = -sum_{i != j} (V^T V)_ji C_ij. Transposing the whole map gives
+    #   gA = V^-T (diag(gL) + E o (V^T gV - V^T V diag(diag(V^T gV)))) V^T,  E_ij = 1 / (L_j - L_i), E_ii = 0
+    # (the real case of torch's formula; equal eigenvalues give infinities, as torch's).
+    @staticmethod
+    def backward(ctx, gL, gV):
+        A, L, V = ctx.saved_tensors
+        if gL is None and gV is None:
+            return None, None
+        if _recording(A):
+            L, V = LinalgEig.apply(A, ctx.op)
+        n = A.shape[-1]
+        inner = None
+        if gV is not None:
+            VtgV = _mm(_C.mT(V), gV)
+            diag_part = _C.mul(VtgV, _eye(n, VtgV))
+            term = _C.sub(VtgV, _mm(_mm(_C.mT(V), V), diag_part))
+            gaps = _C.sub(_C.unsqueeze(L, -2), _C.unsqueeze(L, -1))
+            off = _const(1.0 - np.eye(n), A)
+            inner = _C.mul(_C.div(term, _C.add(gaps, _eye(n, A))), off)
+        if gL is not None:
+            d = _C.mul(_C.unsqueeze(gL, -1), _eye(n, A))
+            inner = d if inner is None else _C.add(inner, d)
+        # V^-T inner V^T: solve V^T X = inner V^T
+        return LinalgSolve.apply(_C.mT(V), _mm(inner, _C.mT(V))), None
+
+
+def eig(A):
+    """(eigenvalues, eigenvectors) of square matrices whose eigenvalues are real (Note [No complex dtype in eig])."""
+    A = _matrices("linalg.eig", A)
+    _no_half("linalg.eig", A)
+    return return_linalg_eig(*LinalgEig.apply(A, "linalg.eig"))
+
+
+def eigvals(A):
+    """The eigenvalues of square matrices, when they are real (Note [No complex dtype in eig])."""
+    A = _matrices("linalg.eigvals", A)
+    _no_half("linalg.eigvals", A)
+    return LinalgEig.apply(A, "linalg.eigvals")[0]
+
+
+# ===== LU =========================================================================================================
+
+
+def _unit_lower(lu, k):
+    """L of a packed LU: the strictly lower part of its first k columns, with ones on the diagonal."""
+    m = lu.shape[-2]
+    return _C.add(_tri(_C.slice(lu, -1, 0, k, 1), True, -1), _const(np.eye(m, k), lu))
+
+
+def _upper(lu, k):
+    return _tri(_C.slice(lu, -2, 0, k, 1), False)
+
+
+class LinalgLu(Function):
+    """(L, U) of A = P L U from _getrf's factorisation (computed by the caller, passed in as numpy arrays)."""
+
+    @staticmethod
+    def forward(ctx, A, lu, piv):
+        m, n = A.shape[-2], A.shape[-1]
+        k = min(m, n)
+        L = np.tril(lu[..., :, :k], -1) + np.eye(m, k, dtype=lu.dtype)
+        U = np.triu(lu[..., :k, :])
+        ctx.piv = piv
+        ctx.set_materialize_grads(False)
+        Lt, Ut = _from_np(L, A.dtype), _from_np(U, A.dtype)
+        ctx.save_for_backward(A, Lt.detach(), Ut.detach())
+        return Lt, Ut
+
+    # Note [LU backward]. Square A = P L U (L unit lower, U upper): P^T dA = dL U + L dU, so
+    # X = L^-1 P^T dA U^-1 = L^-1 dL + dU U^-1, the first strictly lower and the second upper: dL = L tril_-1(X),
+    # dU = triu(X) U. Transposing, gA = P L^-T M U^-T with M = tril_-1(L^T gL) + triu(gU U^T).
+    # Wide (m < n): U = [U1 U2], A = P L [U1 U2]; A1 = P L U1 is the square case and U2 = L^-1 P^T A2, so
+    # gA2 = P L^-T gU2 and U2 adds -L^-T gU2 U2^T to gL: M = tril_-1(L^T gL - gU2 U2^T) + triu(gU1 U1^T).
+    # Tall (m > n): P^T A = [L1; L2] U; [rows 1..n] = L1 U is the square case and L2 = B2 U^-1, so
+    # gB2 = gL2 U^-T and L2 adds -L2^T gL2 U^-T to gU: M = tril_-1(L1^T gL1) + triu(gU U^T - L2^T gL2).
+    @staticmethod
+    def backward(ctx, gL, gU, *_):
+        A, L, U = ctx.saved_tensors
+        if gL is None and gU is None:
+            return None, None, None
+        m, n = A.shape[-2], A.shape[-1]
+        k = min(m, n)
+        if _recording(A):
+            lu, piv, _ = hl.getrf(_np(A))
+            L, U = LinalgLu.apply(A, lu, piv)
+        gL = _zeros_like(L) if gL is None else gL
+        gU = _zeros_like(U) if gU is None else gU
+        L1, gL1 = _C.slice(L, -2, 0, k, 1), _C.slice(gL, -2, 0, k, 1)
+        U1, gU1 = _C.slice(U, -1, 0, k, 1), _C.slice(gU, -1, 0, k, 1)
+        lower = _mm(_C.mT(L1), gL1)
+        upper = _mm(gU1, _C.mT(U1))
+        if m < n:
+            U2, gU2 = _C.slice(U, -1, k, n, 1), _C.slice(gU, -1, k, n, 1)
+            lower = _C.sub(lower, _mm(gU2, _C.mT(U2)))
+        if m > n:
+            L2, gL2 = _C.slice(L, -2, k, m, 1), _C.slice(gL, -2, k, m, 1)
+            upper = _C.sub(upper, _mm(_C.mT(L2), gL2))
+        M = _C.add(_tri(lower, True, -1), _tri(upper, False))
+        # gB1 = L1^-T M U1^-T: two triangular solves (L1^T is unit upper; M U1^-T = (U1^-1 M^T)^T)
+        Y = _C.mT(LinalgSolveTriangular.apply(U1, _C.mT(M), True, False))
+        gB = LinalgSolveTriangular.apply(_C.mT(L1), Y, True, True)
+        if m < n:
+            gB = _C.cat([gB, LinalgSolveTriangular.apply(_C.mT(L1), gU2, True, True)], -1)
+        if m > n:
+            gB2 = _C.mT(LinalgSolveTriangular.apply(U1, _C.mT(gL2), True, False))
+            gB = _C.cat([gB, gB2], -2)
+        P = _const(hl.permutation_matrix(ctx.piv, m, np.float64), A)
+        return _mm(P, gB), None, None
+
+
+def _check_pivot(op, pivot):
+    if not _bool_arg(pivot, op, "pivot"):
+        raise RuntimeError(f"{op}: LU without pivoting is not implemented on the CPU.")
+
+
+def _lu_input(op, A):
+    A = tensor_arg(A, op, "A")
+    if A.ndim < 2:
+        raise RuntimeError(f"{op}: A must have at least 2 dimensions, got shape {shape_str(A.shape)}.")
+    _float_input(op, A, "A", not_implemented=True)
+    _no_half(op, A)
+    return A
+
+
+def _lu_parts(A):
+    """(L, U, pivots as int32, info) of A, L and U differentiable."""
+    lu, piv, info = hl.getrf(_np(A))
+    L, U = LinalgLu.apply(A, lu, piv)
+    return L, U, bridge.share(np.ascontiguousarray(piv)), info
+
+
+def _pack(L, U):
+    """LAPACK's packed LU (m x n) from L (m x k) and U (k x n), differentiably."""
+    m, n, k = L.shape[-2], U.shape[-1], L.shape[-1]
+    low = _tri(L, True, -1)
+    if n > k:
+        low = _C.cat([low, _const(np.zeros(L.shape[:-1] + (n - k,)), L)], -1)
+    up = U
+    if m > k:
+        up = _C.cat([U, _const(np.zeros(U.shape[:-2] + (m - k, n)), U)], -2)
+    return _C.add(low, up)
+
+
+def lu(A, *, pivot=True):
+    """(P, L, U) with A = P L U: P a permutation, L unit lower triangular (m x k), U upper (k x n), k = min(m, n)."""
+    op = "linalg.lu"
+    A = _lu_input(op, A)
+    _check_pivot(op, pivot)
+    L, U, piv, _ = _lu_parts(A)
+    P = _from_np(hl.permutation_matrix(_np(piv), A.shape[-2], np.float64), A.dtype)
+    return return_linalg_lu(P, L, U)
+
+
+def _raise_zero_pivot(op, info):
+    if np.any(info):
+        k, where = _where_batch(info)
+        j = int(np.asarray(info).reshape(-1)[k])
+        raise RuntimeError(f"{op}: {where}U[{j},{j}] is zero, so lu_solve with this factorization would divide by "
+                           "zero. linalg.lu_factor_ex (with check_errors=False) or linalg.lu factor such matrices "
+                           "without raising.")
+
+
+def lu_factor_ex(A, *, pivot=True, check_errors=False):
+    """(LU, pivots, info): LAPACK getrf's packed factorisation; info > 0 marks a zero pivot U[info, info]."""
+    op = "linalg.lu_factor_ex"
+    A = _lu_input(op, A)
+    _check_pivot(op, pivot)
+    L, U, piv, info = _lu_parts(A)
+    if _bool_arg(check_errors, op, "check_errors"):
+        _raise_zero_pivot(op, info)
+    return return_linalg_lu_factor_ex(_pack(L, U), piv, _info_tensor(info))
+
+
+def lu_factor(A, *, pivot=True):
+    """(LU, pivots) of linalg.lu_factor_ex; a zero pivot raises."""
+    op = "linalg.lu_factor"
+    A = _lu_input(op, A)
+    _check_pivot(op, pivot)
+    L, U, piv, info = _lu_parts(A)
+    _raise_zero_pivot(op, info)
+    return return_linalg_lu_factor(_pack(L, U), piv)
+
+
+def torch_lu(A, pivot=True, get_infos=False):
+    """torch.lu (deprecated by torch): (LU, pivots), or (LU, pivots, info) with get_infos; never raises on a
+    singular matrix."""
+    op = "lu"
+    A = _lu_input(op, A)
+    warn_deprecated("torch.lu is deprecated in favour of linalg.lu_factor and linalg.lu_factor_ex: LU, pivots = "
+                "lu(A, pivot) is linalg.lu_factor(A, pivot=pivot), and lu(A, pivot, get_infos=True) is "
+                "linalg.lu_factor_ex(A, pivot=pivot).")
+    _check_pivot(op, pivot)
+    L, U, piv, info = _lu_parts(A)
+    if _bool_arg(get_infos, op, "get_infos"):
+        return return_lu_with_info(_pack(L, U), piv, _info_tensor(info))
+    return _pack(L, U), piv
+
+
+def _pivots(op, LU, pivots, name="pivots"):
+    """pivots checked against LU: int32, shape LU's batch + (min(m, n),), values in 1..m."""
+    pivots = tensor_arg(pivots, op, name)
+    if pivots.dtype.name != "int32":
+        raise RuntimeError(f"{op}: {name} must be an int32 tensor (as linalg.lu_factor returns it), got "
+                           f"{pivots.dtype.name}.")
+    m, n = LU.shape[-2], LU.shape[-1]
+    if tuple(pivots.shape) != tuple(LU.shape[:-2]) + (min(m, n),):
+        raise RuntimeError(f"{op}: {name} must have shape {shape_str(tuple(LU.shape[:-2]) + (min(m, n),))} for LU "
+                           f"of shape {shape_str(LU.shape)}, got {shape_str(pivots.shape)}.")
+    p = _np(pivots)
+    if p.size and (p.min() < 1 or p.max() > m):
+        raise RuntimeError(f"{op}: {name} must be between 1 and LU.size(-2) = {m} inclusive (did they come from "
+                           "linalg.lu_factor?).")
+    return p
+
+
+def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
+    """(P, L, U) from linalg.lu_factor's (LU, pivots); L and U are empty unless unpack_data, P unless
+    unpack_pivots. L and U are differentiable in LU_data."""
+    op = "lu_unpack"
+    LU = tensor_arg(LU_data, op, "LU_data")
+    if LU.ndim < 2:
+        raise RuntimeError(f"{op}: LU_data must have at least 2 dimensions, got shape {shape_str(LU.shape)}.")
+    _float_input(op, LU, "LU_data", not_implemented=True)
+    unpack_data = _bool_arg(unpack_data, op, "unpack_data")
+    unpack_pivots = _bool_arg(unpack_pivots, op, "unpack_pivots")
+    p = _pivots(op, LU, LU_pivots, "LU_pivots")
+    m, n = LU.shape[-2], LU.shape[-1]
+    k = min(m, n)
+    empty = _from_np(np.zeros(0), LU.dtype)
+    P = _from_np(hl.permutation_matrix(p, m, np.float64), LU.dtype) if unpack_pivots else empty
+    if not unpack_data:
+        return return_lu_unpack(P, empty, _from_np(np.zeros(0), LU.dtype))
+    return return_lu_unpack(P, _unit_lower(LU, k), _upper(LU, k))
+
+
+def _lu_solve(op, LU, pivots, B, left, adjoint):
+    LU = tensor_arg(LU, op, "LU")
+    B = tensor_arg(B, op, "B")
+    _float_input(op, LU, "LU")
+    _float_input(op, B, "B")
+    if LU.ndim < 2 or LU.shape[-1] != LU.shape[-2]:
+        raise RuntimeError(f"{op}: LU must be a batch of square matrices, got shape {shape_str(LU.shape)}.")
+    if B.ndim < 2:
+        raise RuntimeError(f"{op}: B must have at least 2 dimensions, got shape {shape_str(B.shape)}.")
+    _same_float_dtype(op, LU, B)
+    _no_half(op, LU)
+    p = _pivots(op, LU, pivots)
+    n = LU.shape[-1]
+    if (B.shape[-2] if left else B.shape[-1]) != n:
+        raise RuntimeError(f"{op}: incompatible shapes of LU ({shape_str(LU.shape)}) and B ({shape_str(B.shape)}) "
+                           f"for {'A X = B' if left else 'X A = B'}.")
+    L, U = _unit_lower(LU, n), _upper(LU, n)
+    P = _const(hl.permutation_matrix(p, n, np.float64), LU)
+    if not left:                          # X A = B  <=>  A^T X^T = B^T (and X A^T = B <=> A X^T = B^T)
+        return _C.mT(_lu_solve_left(L, U, P, _C.mT(B), not adjoint))
+    return _lu_solve_left(L, U, P, B, adjoint)
+
+
+def _lu_solve_left(L, U, P, B, adjoint):
+    """A X = B with A = P L U, or A^T X = B if adjoint, by triangular solves (differentiable in L, U and B)."""
+    batch = _broadcast_batch(L, B)
+    L, U, P, B = (_expand_batch(t, batch) for t in (L, U, P, B))
+    if not adjoint:                      # X = U^-1 L^-1 P^T B
+        Y = LinalgSolveTriangular.apply(L, _mm(_C.mT(P), B), False, True)
+        return LinalgSolveTriangular.apply(U, Y, True, False)
+    Y = LinalgSolveTriangular.apply(_C.mT(U), B, False, False)          # X = P L^-T U^-T B
+    return _mm(P, LinalgSolveTriangular.apply(_C.mT(L), Y, True, True))
+
+
+def _broadcast_batch(A, B):
+    return tuple(broadcast_shapes(A.shape[:-2], B.shape[:-2], "linalg.lu_solve"))
+
+
+def _expand_batch(t, batch):
+    shape = tuple(batch) + tuple(t.shape[-2:])
+    return t if tuple(t.shape) == shape else _C.expand(t, shape)
+
+
+def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
+    """X with A X = B (X A = B if not left; A^T instead of A if adjoint), A given by linalg.lu_factor's (LU,
+    pivots). A zero pivot gives infs and NaNs, not an error."""
+    op = "linalg.lu_solve"
+    return _lu_solve(op, LU, pivots, B, _bool_arg(left, op, "left"), _bool_arg(adjoint, op, "adjoint"))
+
+
+def torch_lu_solve(b, LU_data, LU_pivots):
+    """torch.lu_solve (deprecated by torch): linalg.lu_solve with the arguments in another order."""
+    op = "lu_solve"
+    b = tensor_arg(b, op, "b")
+    warn_deprecated("torch.lu_solve is deprecated in favour of linalg.lu_solve, which takes its arguments in another "
+                "order: X = lu_solve(B, LU, pivots) is linalg.lu_solve(LU, pivots, B).")
+    return _lu_solve(op, LU_data, LU_pivots, b, True, False)
+
+
+def solve_ex(A, B, *, left=True, check_errors=False):
+    """(result, info) of linalg.solve; info > 0 marks a singular matrix (its result is then that of the LU solve:
+    infs and NaNs) instead of raising, unless check_errors."""
+    op = "linalg.solve_ex"
+    left, check_errors = _bool_arg(left, op, "left"), _bool_arg(check_errors, op, "check_errors")
+    A0, Bm, vector = _solve_operands(op, A, B, left)
+    _no_half(op, A0)
+    _, _, info = hl.getrf(_np(A0))
+    if np.any(info):
+        if check_errors:
+            raise LinAlgError(f"{op}: {_where_batch(info)[1]}the solver failed because the input matrix is "
+                              "singular.")
+        L, U, piv, _ = _lu_parts(A0)
+        P = _const(hl.permutation_matrix(_np(piv), A0.shape[-1], np.float64), A0)
+        X = _lu_solve_left(L, U, P, Bm, False) if left else _C.mT(_lu_solve_left(L, U, P, _C.mT(Bm), True))
+        X = _C.squeeze(X, (-1,)) if vector else X
+    else:
+        X = solve(A, B, left=left)
+    return return_linalg_solve_ex(X, _info_tensor(info))
+
+
+# ===== matrix_exp =================================================================================================
+
+
+class MatrixExp(Function):
+    """linalg.matrix_exp: Note [matrix_exp] in host/linalg.py."""
+
+    @staticmethod
+    def forward(ctx, A):
+        ctx.save_for_backward(A)
+        return _from_np(hl.expm(_np(A)), A.dtype)
+
+    # The Frechet derivative of exp at A in the direction E is the upper-right block of exp([[A, E], [0, A]]); its
+    # adjoint is the derivative at A^T: gA = upper-right block of exp([[A^T, g], [0, A^T]]) (as torch's).
+    @staticmethod
+    def backward(ctx, g):
+        (A,) = ctx.saved_tensors
+        n = A.shape[-1]
+        At = _C.mT(A)
+        top = _C.cat([At, g], -1)
+        bottom = _C.cat([_zeros_like(At), At], -1)
+        big = MatrixExp.apply(_C.cat([top, bottom], -2))
+        return _C.slice(_C.slice(big, -2, 0, n, 1), -1, n, 2 * n, 1)
+
+
+def matrix_exp(A):
+    """The matrix exponential sum_k A^k / k! of square matrices."""
+    A = tensor_arg(A, "linalg.matrix_exp", "A")
+    if not A.dtype.is_floating_point:
+        raise RuntimeError(f"linalg.matrix_exp: expected a floating-point tensor as A, got {A.dtype.name}.")
+    A = _matrices("linalg.matrix_exp", A)
+    if A.dtype.name in ("float16", "bfloat16"):        # computed in float32 and rounded, as numpy has no bfloat16
+        return _C.to_dtype(MatrixExp.apply(_C.to_dtype(A, _C.float32)), A.dtype)
+    return MatrixExp.apply(A)
+
+
+# ===== householder_product (orgqr) ================================================================================
+
+def householder_product(A, tau):
+    """The first n columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^T, v_i = (0, ..., 0, 1, A[i+1:, i]) (LAPACK
+    orgqr: Q from geqrf's output). A composite, so differentiable in A and tau."""
+    op = "linalg.householder_product"
+    A = tensor_arg(A, op, "A")
+    tau = tensor_arg(tau, op, "tau")
+    if A.ndim < 2:
+        raise RuntimeError(f"{op}: A must have at least 2 dimensions, got shape {shape_str(A.shape)}.")
+    if A.shape[-2] < A.shape[-1]:
+        raise RuntimeError(f"{op}: A.shape[-2] must be greater than or equal to A.shape[-1], got "
+                           f"{shape_str(A.shape)}.")
+    if tau.ndim != A.ndim - 1:
+        raise RuntimeError(f"{op}: expected tau to have one dimension less than A, got tau of shape "
+                           f"{shape_str(tau.shape)} and A of shape {shape_str(A.shape)}.")
+    if tau.shape[-1] > A.shape[-1]:
+        raise RuntimeError(f"{op}: A.shape[-1] must be greater than or equal to tau.shape[-1], got "
+                           f"{shape_str(A.shape)} and {shape_str(tau.shape)}.")
+    if tuple(tau.shape[:-1]) != tuple(A.shape[:-2]):
+        raise RuntimeError(f"{op}: expected the batch dimensions of tau, {shape_str(tau.shape[:-1])}, to equal "
+                           f"those of A, {shape_str(A.shape[:-2])}.")
+    _float_input(op, A, "A")
+    _float_input(op, tau, "tau")
+    _no_half(op, A)
+    if A.dtype is not tau.dtype:
+        raise RuntimeError(f"{op}: expected A and tau of the same dtype, got {A.dtype.name} and {tau.dtype.name}.")
+    m, n, k = A.shape[-2], A.shape[-1], tau.shape[-1]
+    Q = _const(np.broadcast_to(np.eye(m, n), tuple(A.shape[:-2]) + (m, n)), A)
+    for i in range(k - 1, -1, -1):           # Q = H_i Q, from the last reflector to the first
+        v, t = _reflector(A, tau, i)         # (*, m, 1), (*, 1, 1)
+        Q = _C.sub(Q, _C.mul(t, _mm(v, _mm(_C.mT(v), Q))))
+    return Q
+
+
+def orgqr(input, tau):
+    return householder_product(input, tau)
+
+
+def _reflector(A, tau, i):
+    """(v_i as a column (*, m, 1), tau_i as (*, 1, 1)) of geqrf's representation (A, tau)."""
+    m = A.shape[-2]
+    below = _const((np.arange(m) > i).astype(np.float64), A)
+    v = _C.add(_C.mul(_C.select(A, -1, i), below), _const((np.arange(m) == i).astype(np.float64), A))
+    return _C.unsqueeze(v, -1), _C.unsqueeze(_C.unsqueeze(_C.select(tau, -1, i), -1), -1)
+
+
+def ormqr(input, tau, other, left=True, transpose=False):
+    """op(Q) C (C op(Q) if not left), Q = H_1 ... H_k given by geqrf's (input, tau), op = transpose or not; each
+    H_i = I - tau_i v_i v_i^T is applied in turn (a composite: differentiable in all three)."""
+    op = "ormqr"
+    A, tau, C = tensor_arg(input, op, "input"), tensor_arg(tau, op, "tau"), tensor_arg(other, op, "other")
+    left, transpose = _bool_arg(left, op, "left"), _bool_arg(transpose, op, "transpose")
+    for t, name in ((A, "input"), (tau, "tau"), (C, "other")):
+        _float_input(op, t, name)
+    _no_half(op, A, C)
+    if A.ndim < 2 or C.ndim < 2:
+        raise RuntimeError(f"{op}: input and other must have at least 2 dimensions, got {shape_str(A.shape)} and "
+                           f"{shape_str(C.shape)}.")
+    if tau.ndim != A.ndim - 1 or C.ndim != A.ndim:
+        raise RuntimeError(f"{op}: expected tau with one dimension less than input and other with as many, got "
+                           f"{shape_str(tau.shape)}, {shape_str(A.shape)} and {shape_str(C.shape)}.")
+    mn = C.shape[-2] if left else C.shape[-1]
+    if A.shape[-2] != mn:
+        raise RuntimeError(f"{op}: input.shape[-2] must equal other.shape[{-2 if left else -1}] = {mn}, got "
+                           f"{A.shape[-2]}.")
+    if tau.shape[-1] != min(mn, A.shape[-1]):
+        raise RuntimeError(f"{op}: tau.shape[-1] must equal min(other.shape[{-2 if left else -1}], input.shape[-1]) "
+                           f"= {min(mn, A.shape[-1])}, got {tau.shape[-1]}.")
+    if tuple(tau.shape[:-1]) != tuple(A.shape[:-2]) or tuple(C.shape[:-2]) != tuple(A.shape[:-2]):
+        raise RuntimeError(f"{op}: expected the same batch dimensions, got input {shape_str(A.shape)}, tau "
+                           f"{shape_str(tau.shape)} and other {shape_str(C.shape)}.")
+    if A.dtype is not tau.dtype or A.dtype is not C.dtype:
+        raise RuntimeError(f"{op}: expected input, tau and other of the same dtype, got {A.dtype.name}, "
+                           f"{tau.dtype.name} and {C.dtype.name}.")
+    k = tau.shape[-1]
+    # Q C = H_1 (H_2 (... H_k C)), Q^T C = H_k ... H_1 C; C Q = C H_1 ... H_k, C Q^T = C H_k ... H_1
+    order = range(k - 1, -1, -1) if left != transpose else range(k)
+    out = C
+    for i in order:
+        v, t = _reflector(A, tau, i)
+        if left:
+            out = _C.sub(out, _C.mul(t, _mm(v, _mm(_C.mT(v), out))))
+        else:
+            out = _C.sub(out, _C.mul(t, _mm(_mm(out, v), _C.mT(v))))
+    return out
+
+
+return_geqrf = _named("geqrf", ["a", "tau"])
+
+
+def geqrf(input):
+    """LAPACK geqrf's (a, tau): R on and above a's diagonal, the Householder vectors below it (numpy.linalg.qr's
+    'raw' mode); not differentiable, as torch."""
+    op = "geqrf"
+    A = tensor_arg(input, op)
+    if A.ndim < 2:
+        raise RuntimeError(f"{op}: input must have at least 2 dimensions, got shape {shape_str(A.shape)}.")
+    _float_input(op, A, "input")
+    _no_half(op, A)
+    a = _np(A)
+    m, n = a.shape[-2:]
+    if a.size == 0:
+        h, tau = np.zeros(a.shape, a.dtype), np.zeros(a.shape[:-2] + (min(m, n),), a.dtype)
+    else:
+        h, tau = np.linalg.qr(a, mode="raw")
+        h = np.swapaxes(h, -1, -2)
+    name = "geqrf"
+    return return_geqrf(_without_derivative(name, h, A.dtype, A, error=NotImplementedError),
+                        _without_derivative(name, tau, A.dtype, A, error=NotImplementedError))
+
+
+# ===== LDL (Bunch-Kaufman) ========================================================================================
+
+
+class _NoDerivative(Function):
+    """An op that torch does not differentiate: its output is made inside forward from a numpy array, so that it has a
+    node linked to the inputs, whose backward raises as torch's does."""
+
+    @staticmethod
+    def forward(ctx, name, error, array, dtype, *inputs):
+        ctx.name, ctx.error = name, error
+        return _from_np(array, dtype)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise ctx.error(f"the derivative for {ctx.name} is not implemented (as in torch).")
+
+
+def _without_derivative(name, array, dtype, *inputs, error=RuntimeError):
+    """A tensor holding `array`: with a node whose backward raises `error` when an input requires grad."""
+    if _C.is_grad_enabled() and any(t.requires_grad for t in inputs):
+        return _NoDerivative.apply(name, error, array, dtype, *inputs)
+    return _from_np(array, dtype)
+
+
+def _ldl_input(op, A, hermitian):
+    A = _matrices(op, A, not_implemented=False)
+    _bool_arg(hermitian, op, "hermitian")
+    _no_half(op, A)
+    return A
+
+
+def ldl_factor_ex(A, *, hermitian=False, check_errors=False):
+    """(LD, pivots, info) of LAPACK sytrf (Note [LDL in numpy] in host/linalg.py); info > 0 marks a zero 1x1 block D[info, info]."""
+    op = "linalg.ldl_factor_ex"
+    A = _ldl_input(op, A, hermitian)
+    ld, piv, info = hl.ldl(_np(A))
+    if _bool_arg(check_errors, op, "check_errors"):
+        _raise_singular_d(op, info)
+    LD = _without_derivative("linalg.ldl_factor_ex", ld, A.dtype, A)
+    return return_linalg_ldl_factor_ex(LD, bridge.share(np.ascontiguousarray(piv)), _info_tensor(info))
+
+
+def _raise_singular_d(op, info):
+    if np.any(info):
+        k, where = _where_batch(info)
+        j = int(np.asarray(info).reshape(-1)[k])
+        raise LinAlgError(f"{op}: {where}the factorization found D[{j},{j}] exactly zero: the matrix is singular.")
+
+
+def ldl_factor(A, *, hermitian=False):
+    """(LD, pivots) of linalg.ldl_factor_ex; a singular matrix raises LinAlgError."""
+    op = "linalg.ldl_factor"
+    A = _ldl_input(op, A, hermitian)
+    ld, piv, info = hl.ldl(_np(A))
+    _raise_singular_d(op, info)
+    LD = _without_derivative("linalg.ldl_factor_ex", ld, A.dtype, A)
+    return return_linalg_ldl_factor(LD, bridge.share(np.ascontiguousarray(piv)))
+
+
+def ldl_solve(LD, pivots, B, *, hermitian=False):
+    """X with A X = B, A given by linalg.ldl_factor's (LD, pivots)."""
+    op = "linalg.ldl_solve"
+    LD = _matrices(op, LD, "LD")
+    B = tensor_arg(B, op, "B")
+    _float_input(op, B, "B")
+    _bool_arg(hermitian, op, "hermitian")
+    if B.ndim < 2:
+        raise RuntimeError(f"{op}: B must have at least 2 dimensions, got shape {shape_str(B.shape)}.")
+    _same_float_dtype(op, LD, B)
+    _no_half(op, LD)
+    pivots = tensor_arg(pivots, op, "pivots")
+    n = LD.shape[-1]
+    if pivots.dtype.name != "int32" or tuple(pivots.shape) != tuple(LD.shape[:-1]):
+        raise RuntimeError(f"{op}: pivots must be an int32 tensor of shape {shape_str(LD.shape[:-1])}, got "
+                           f"{pivots.dtype.name} of shape {shape_str(pivots.shape)}.")
+    if B.shape[-2] != n:
+        raise RuntimeError(f"{op}: incompatible shapes of LD ({shape_str(LD.shape)}) and B ({shape_str(B.shape)}).")
+    p = _np(pivots)
+    if p.size and (np.abs(p).min() < 1 or np.abs(p).max() > n):
+        raise RuntimeError(f"{op}: pivots must be between 1 and {n} in absolute value (did they come from "
+                           "linalg.ldl_factor?).")
+    batch = _broadcast_batch(LD, B)
+    ld = np.broadcast_to(_np(LD), tuple(batch) + (n, n)).reshape(-1, n, n)
+    pv = np.broadcast_to(p, tuple(batch) + (n,)).reshape(-1, n)
+    b = np.broadcast_to(_np(B), tuple(batch) + tuple(B.shape[-2:])).reshape((-1,) + tuple(B.shape[-2:]))
+    out = np.empty(b.shape, dtype=np.float64)
+    with np.errstate(all="ignore"):
+        for i in range(b.shape[0]):
+            out[i] = hl.sytrs(ld[i].astype(np.float64), pv[i], b[i].astype(np.float64))
+    return _without_derivative("linalg.ldl_solve", out.reshape(tuple(batch) + tuple(B.shape[-2:])), B.dtype, LD, B)
+
+
+# ===== tensorinv, tensorsolve, vander (composites) ================================================================
+
+def _prod(shape):
+    out = 1
+    for s in shape:
+        out *= int(s)
+    return out
+
+
+def tensorinv(A, ind=2):
+    """The inverse of A seen as a linear map from its dims ind: to its dims :ind: shape A.shape[ind:] +
+    A.shape[:ind]."""
+    op = "linalg.tensorinv"
+    A = tensor_arg(A, op, "A")
+    ind = to_int(ind, op, "ind")
+    if ind <= 0:
+        raise RuntimeError(f"{op}: expected a strictly positive integer for ind, got {ind}.")
+    rows, cols = _prod(A.shape[:ind]), _prod(A.shape[ind:])
+    if rows != cols:
+        raise RuntimeError(f"{op}: expected prod(A.shape[ind:]) == prod(A.shape[:ind]), got {cols} != {rows} for "
+                           f"A of shape {shape_str(A.shape)} and ind={ind}.")
+    X = inv(_C.reshape(A, (rows, cols)))
+    return _C.reshape(X, tuple(A.shape[ind:]) + tuple(A.shape[:ind]))
+
+
+def tensorsolve(A, B, dims=None):
+    """X with tensordot(A, X, X.ndim) = B: X has shape A.shape[B.ndim:] (after moving A's dims `dims` to the
+    end)."""
+    op = "linalg.tensorsolve"
+    A, B = tensor_arg(A, op, "A"), tensor_arg(B, op, "B")
+    if dims is not None:
+        dims = [dims] if isinstance(dims, int) else list(dims)
+        moved = [wrap_dim(to_int(d, op, "dims"), A.ndim, op) for d in dims]
+        keep = [d for d in range(A.ndim) if d not in moved]
+        A = _C.permute(A, tuple(keep + moved))
+    rest = tuple(A.shape[B.ndim:])
+    rows, cols = _prod(A.shape[:B.ndim]), _prod(rest)
+    if rows != cols or B.ndim > A.ndim:
+        raise RuntimeError(f"{op}: expected prod(A.shape[B.ndim:]) == prod(A.shape[:B.ndim]), got {cols} != {rows} "
+                           f"for A of shape {shape_str(A.shape)} and B of shape {shape_str(B.shape)}.")
+    if _prod(B.shape) != rows:
+        raise RuntimeError(f"{op}: B of shape {shape_str(B.shape)} has {_prod(B.shape)} elements, expected {rows}.")
+    X = solve(_C.reshape(A, (rows, cols)), _C.reshape(B, (rows,)))
+    return _C.reshape(X, rest)
+
+
+def _powers(x, N, op):
+    """[x^0, x^1, ..., x^(N-1)] on a new last dim: ones, then the running product of N - 1 copies of x (as torch;
+    exact for integers, and cumprod's gradient is exact at zeros)."""
+    one = _C.unsqueeze(_C.add(_C.mul(x, _C.scalar_operand(0, x)), _C.scalar_operand(1, x)), -1)
+    if N == 1:
+        return one
+    copies = _C.expand(_C.unsqueeze(x, -1), tuple(x.shape) + (N - 1,))
+    return _C.cat([one, cumprod(copies, -1)], -1)
+
+
+def vander(x, *, N=None):
+    """linalg.vander: x[..., None] ** [0, 1, ..., N-1] (N defaults to x.shape[-1]; increasing powers)."""
+    op = "linalg.vander"
+    x = tensor_arg(x, op, "x")
+    if x.dtype.name in ("bool", "float16", "bfloat16"):
+        raise RuntimeError(f"{op}: supports float32, float64 and integer tensors, got {x.dtype.name}.")
+    if N is None:
+        N = x.shape[-1] if x.ndim else 0
+    N = to_int(N, op, "N")
+    if N <= 1:
+        raise RuntimeError(f"{op}: N must be greater than 1, got {N}.")
+    return _powers(x, N, op)
+
+
+def torch_vander(x, N=None, increasing=False):
+    """torch.vander: the powers x^(N-1), ..., x^0 of a 1-D x (increasing: x^0 first); bool x counts as int64."""
+    op = "vander"
+    x = tensor_arg(x, op, "x")
+    if x.ndim != 1:
+        raise RuntimeError(f"{op}: x must be a one-dimensional tensor, got shape {shape_str(x.shape)}.")
+    if x.dtype.name == "bool" or not x.dtype.is_floating_point and x.dtype.name != "int64":
+        x = _C.to_dtype(x, _C.int64)
+    N = x.shape[0] if N is None else to_int(N, op, "N")
+    if N < 0:
+        raise RuntimeError(f"{op}: N must be non-negative, got {N}.")
+    if x.dtype.name == "bfloat16":            # numpy has no bfloat16: the products in float32, rounded once
+        return _C.to_dtype(torch_vander(_C.to_dtype(x, _C.float32), N, increasing), x.dtype)
+    if N == 0:
+        return bridge.share(np.zeros((x.shape[0], 0), dtype=_np(x).dtype))
+    out = _powers(x, N, op)
+    if not _bool_arg(increasing, op, "increasing"):
+        out = _C.index_select(out, -1, bridge.share(np.arange(N - 1, -1, -1, dtype=np.int64)))
+    return out
+
+
+# ===== torch's Cholesky and triangular solvers (composites over linalg.solve_triangular) =========================
+
+return_triangular_solve = _named("triangular_solve", ["solution", "cloned_coefficient"])
+
+
+def _at_least_2d(op, t, name):
+    t = tensor_arg(t, op, name)
+    if t.ndim < 2:
+        raise RuntimeError(f"{op}: {name} must have at least 2 dimensions, got shape {shape_str(t.shape)}.")
+    return t
+
+
+class CholeskySolve(Function):
+    """X = A^-1 B with A = L L^T (U^T U if upper), reading only L's lower (U's upper) triangle: LAPACK potrs."""
+
+    @staticmethod
+    def forward(ctx, B, L, upper):
+        l, b = _np(L), _np(B)
+        if upper:                                  # A = U^T U: U^T Y = B, then U X = Y
+            y = _lapack_solve_triangular(np.swapaxes(l, -1, -2).copy(), b, False, False)
+            x = _lapack_solve_triangular(l.copy(), y, True, False)
+        else:                                      # A = L L^T: L Y = B, then L^T X = Y
+            y = _lapack_solve_triangular(l.copy(), b, False, False)
+            x = _lapack_solve_triangular(np.swapaxes(l, -1, -2).copy(), y, True, False)
+        X = _from_np(x, B.dtype)
+        ctx.upper = upper
+        ctx.save_for_backward(B, L, X.detach())
+        return X
+
+    # X = A^-1 B, A = L L^T: gB = A^-1 g (A is symmetric), gA = -gB X^T, and dA = dL L^T + L dL^T gives
+    # gL = (gA + gA^T) L = -(gB X^T + X gB^T) L; for A = U^T U, gU = -U (gB X^T + X gB^T). As torch, this is the
+    # gradient of the formula in the whole of L (the forward reads one triangle).
+    @staticmethod
+    def backward(ctx, g):
+        B, L, X = ctx.saved_tensors
+        gB = CholeskySolve.apply(g, L, ctx.upper)
+        if not ctx.needs_input_grad[1]:
+            return gB, None, None
+        if _recording(B, L):
+            X = CholeskySolve.apply(B, L, ctx.upper)
+        common = _mm(gB, _C.mT(X))
+        common = _C.add(common, _C.mT(common))
+        gL = _C.neg(_mm(L, common) if ctx.upper else _mm(common, L))
+        return gB, gL, None
+
+
+def cholesky_solve(input, input2, upper=False):
+    """X with A X = input, A = L L^T given by its Cholesky factor input2 = L (or A = U^T U, input2 = U, if upper)."""
+    op = "cholesky_solve"
+    B, L = _at_least_2d(op, input, "input"), _at_least_2d(op, input2, "input2")
+    _float_input(op, B, "input")
+    _float_input(op, L, "input2")
+    if L.shape[-1] != L.shape[-2]:
+        raise RuntimeError(f"{op}: input2 must be a batch of square matrices, got shape {shape_str(L.shape)}.")
+    if B.shape[-2] != L.shape[-1]:
+        raise RuntimeError(f"{op}: incompatible shapes of input {shape_str(B.shape)} and input2 "
+                           f"{shape_str(L.shape)}.")
+    if B.dtype is not L.dtype:
+        raise RuntimeError(f"{op}: expected input and input2 of the same dtype, got {B.dtype.name} and "
+                           f"{L.dtype.name}.")
+    _no_half(op, L)
+    batch = tuple(broadcast_shapes(B.shape[:-2], L.shape[:-2], op))
+    return CholeskySolve.apply(_expand_batch(B, batch), _expand_batch(L, batch), _bool_arg(upper, op, "upper"))
+
+
+def cholesky_inverse(input, upper=False):
+    """(L L^T)^-1 from the Cholesky factor L = input ((U^T U)^-1 if upper)."""
+    op = "cholesky_inverse"
+    L = _at_least_2d(op, input, "input")
+    _float_input(op, L, "input")
+    _no_half(op, L)
+    if L.shape[-1] != L.shape[-2]:
+        raise RuntimeError(f"{op}: input must be a batch of square matrices, got shape {shape_str(L.shape)}.")
+    return cholesky_solve(_const(np.broadcast_to(np.eye(L.shape[-1]), tuple(L.shape)), L), L, upper)
+
+
+def triangular_solve(input, A, upper=True, transpose=False, unitriangular=False):
+    """torch.triangular_solve (deprecated by torch): (X, A's copy) with A X = input (A^T X = input if transpose),
+    reading A's upper (or lower) triangle."""
+    op = "triangular_solve"
+    b, A = _at_least_2d(op, input, "input"), _at_least_2d(op, A, "A")
+    warn_deprecated("torch.triangular_solve is deprecated in favour of linalg.solve_triangular, which takes its arguments "
+                "in the other order and returns no copy of A: X = triangular_solve(B, A).solution is "
+                "linalg.solve_triangular(A, B, upper=True).")
+    upper, transpose = _bool_arg(upper, op, "upper"), _bool_arg(transpose, op, "transpose")
+    _no_half(op, A, b)
+    unitriangular = _bool_arg(unitriangular, op, "unitriangular")
+    M = _C.mT(A) if transpose else A
+    X = solve_triangular(M, b, upper=upper != transpose, unitriangular=unitriangular)
+    return return_triangular_solve(X, _C.mul(A, _C.scalar_operand(1, A)))
