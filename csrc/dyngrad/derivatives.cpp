@@ -527,9 +527,8 @@ static Grads unpack_and_run(const Tensor& grad, OpNode& node) {
 }
 using Formula = Grads (*)(const Tensor&, OpNode&);
 static const Formula kFormulas[] = {
-#define DG_OP(name, display, saves) &unpack_and_run<saves, &name##_backward>,
+#define DG_OP(name, display, saves, signature, hot) &unpack_and_run<saves, &name##_backward>,
 #include "ops.def"
-#undef DG_OP
 };
 static_assert(sizeof(kFormulas) / sizeof(kFormulas[0]) == (size_t)OpKind::COUNT,
               "every op in ops.def needs a formula here");

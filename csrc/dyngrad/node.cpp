@@ -14,14 +14,12 @@ namespace dyngrad {
 
 // ---- op names, generated from ops.def ----
 static const char* kOpNames[] = {
-#define DG_OP(name, display, saves) #name,
+#define DG_OP(name, display, saves, signature, hot) #name,
 #include "ops.def"
-#undef DG_OP
 };
 static const char* kOpDisplayNames[] = {
-#define DG_OP(name, display, saves) #display,
+#define DG_OP(name, display, saves, signature, hot) #display,
 #include "ops.def"
-#undef DG_OP
 };
 const char* op_name(OpKind k) { return kOpNames[(int)k]; }
 const char* op_display_name(OpKind k) { return kOpDisplayNames[(int)k]; }
@@ -36,9 +34,8 @@ static std::vector<const char*> saved_field_names() {
 std::vector<const char*> op_saved_fields(OpKind k) {
   using Names = std::vector<const char*> (*)();
   static const Names kNames[] = {
-#define DG_OP(name, display, saves) &saved_field_names<saves>,
+#define DG_OP(name, display, saves, signature, hot) &saved_field_names<saves>,
 #include "ops.def"
-#undef DG_OP
   };
   return kNames[(int)k]();
 }

@@ -42,9 +42,8 @@
 namespace dyngrad {
 
 enum class OpKind : uint16_t {
-#define DG_OP(name, display, saves) name,
+#define DG_OP(name, display, saves, signature, hot) name,
 #include "ops.def"
-#undef DG_OP
   COUNT
 };
 const char* op_name(OpKind k);          // "mul"

@@ -118,9 +118,9 @@ DG_SAVED(SavesSoftmax, (SavedTensor, out), (int64_t, dim));               // sof
 DG_SAVED(SavesCrossEntropy, (SavedTensor, logits), (SavedTensor, target), (int64_t, reduction),
          (int64_t, ignore_index), (int64_t, count), (double, label_smoothing));
 DG_SAVED(SavesWindow, (Dims, window));  // unfold, fold: (kh, kw, sh, sw, ph, pw, dh, dw)
-// rnn_layer: its inputs, its output, the gate activations ws (none for RNN), the cell kind and the direction
 // layer_norm: the input, the weight (when given), how many trailing dims are normalised, and eps
 DG_SAVED(SavesLayerNorm, (SavedTensor, a), (SavedTensor, weight), (int64_t, ndims), (double, eps));
+// rnn_layer: its inputs, its output, the gate activations ws (none for RNN), the cell kind and the direction
 DG_SAVED(SavesRnnLayer, (SavedTensor, gi), (SavedTensor, h0), (SavedTensor, c0), (SavedTensor, w_hh),
          (SavedTensor, b_hh), (SavedTensor, out), (SavedTensor, ws), (int64_t, mode), (bool, reverse));
 
@@ -172,13 +172,12 @@ struct SavedOpNode final : OpNode {
 // OpKind -> the saved struct its ops.def line names, and the node type that holds it.
 template <OpKind K>
 struct OpSaves;
-#define DG_OP(name, display, saves) \
-  template <>                       \
-  struct OpSaves<OpKind::name> {    \
-    using type = saves;             \
+#define DG_OP(name, display, saves, signature, hot) \
+  template <>                                       \
+  struct OpSaves<OpKind::name> {                    \
+    using type = saves;                             \
   };
 #include "ops.def"
-#undef DG_OP
 template <OpKind K>
 using OpNodeOf = SavedOpNode<typename OpSaves<K>::type>;
 

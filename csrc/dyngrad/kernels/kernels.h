@@ -14,8 +14,11 @@ namespace dyngrad {
 extern int64_t kParallelGrain;
 
 enum class UnaryKind {
-  Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sin, Cos, Tanh, Sigmoid, Relu, LeakyRelu, Gelu, Softplus, Erf, Sign,
-  PowScalar, Not, IsNan, IsFinite,
+  // the kernels of ops.def's DG_KERNEL_OP lines (their forwards are generated: ops_common.h)
+#define DG_KERNEL_OP(name, display, saves, signature, hot, kernel) kernel,
+#include "../ops.def"
+  // the kernels of hand-written forwards
+  Neg, LeakyRelu, Softplus, PowScalar, Not, IsNan, IsFinite,
   // derivative helpers, fused for speed: out = f'(x) from x (or from out)
   TanhGradFromOut,     // 1 - y*y
   SigmoidGradFromOut,  // y * (1 - y)

@@ -14,8 +14,8 @@ import numpy as np
 
 from .dtypes import from_numpy_dtype
 from .tensor import make_tensor, scalar_tensor
-from .ops_math import (add, sub, mul, div, neg, pow, pow_scalar, where, exp, log, cos, sin, sigmoid, tanh, erf,
-                       sign, compare, logical_and, sum, sum_to, matmul, mean, rsqrt)
+from .ops_math import add, sub, mul, div, neg, pow, pow_scalar, where, compare, logical_and, sum, sum_to, matmul, mean
+from .primitives import exp, log, cos, sin, sigmoid, tanh, erf, sign, rsqrt
 from .ops_shape import (to_dtype, reshape, permute, expand, slice, slice_scatter, index_select, index_add, gather,
                         scatter_add, take, put, put_add, mT, select, cat, stack)
 from .ops_nn import softmax, unfold, fold

@@ -46,7 +46,9 @@ def sigmoid(a):
     return np.where(a >= 0, 1 / (1 + e), e / (1 + e)).astype(a.dtype)
 relu = (lambda a: np.maximum(a, 0))
 def sign(a):
-    """-1, 0 or 1; 0 for NaN and for -0.0 (as torch, and the C++ kernel)."""
+    """-1, 0 or 1; 0 for NaN and for -0.0 (as torch, and the C++ kernel); a bool tensor is its own sign."""
+    if a.dtype == np.bool_:
+        return a.copy()
     if a.dtype.kind != "f":
         return np.sign(a)
     return (a > 0).astype(a.dtype) - (a < 0).astype(a.dtype)
