@@ -108,14 +108,24 @@ def render():
         value = "(" + ", ".join(f'"{f}"' for f in fields) + ("," if len(fields) == 1 else "") + ")"
         line = f"{name} = {value}"
         if comment:
-            line = line.ljust(60) + "  # " + comment
+            if len(line.ljust(60)) + len(comment) + 4 <= 116:
+                line = line.ljust(60) + "  # " + comment
+            else:
+                out.append(f"# {comment}")
         out.append(line)
     out += ["", "# ---- ops.def: name, display name (the node shows as DisplayBackward), saves, signature, hot, kernel ----",
             "PRIMITIVES = ("]
-    rows = [(f'("{op.name}",', f'"{op.display}",', f"{op.saves},", f'"{op.signature}",', f'"{op.hot}",',
-             (f'"{op.kernel}"),' if op.kernel else "None),")) for op in ops]
-    for op, line in zip(ops, _columns(rows)):
-        out.append("    " + line + (f"  # {op.comment}" if op.comment else ""))
+    for family in dict.fromkeys(op.family for op in ops):   # each family's columns aligned, as in ops.def
+        members = [op for op in ops if op.family == family]
+        rows = [(f'("{op.name}",', f'"{op.display}",', f"{op.saves},", f'"{op.signature}",', f'"{op.hot}",',
+                 (f'"{op.kernel}"),' if op.kernel else "None),")) for op in members]
+        out.append(f"    # family {family}")
+        for op, line in zip(members, _columns(rows)):
+            if op.comment and len(line) + len(op.comment) + 8 > 116:
+                out.append(f"    # {op.name}: {op.comment}")
+            elif op.comment:
+                line += f"  # {op.comment}"
+            out.append("    " + line)
     out += [
         ")",
         "OP_NAMES = tuple(row[0] for row in PRIMITIVES)",

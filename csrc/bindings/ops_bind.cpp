@@ -163,6 +163,26 @@ void bind_ops(py::module_& m) {
   m.def("cross_entropy", [](T logits, T target, int64_t reduction, int64_t ignore_index, double label_smoothing) {
     return cross_entropy(logits, target, reduction, ignore_index, label_smoothing);
   }, arg("logits"), arg("target"), arg("reduction"), arg("ignore_index"), arg("label_smoothing"));
+  // the fused derivatives (Note [Fused derivatives as primitives] in derivatives.cpp)
+  m.def("softmax_backward", [](T grad, T out, int64_t dim) { return softmax_backward(grad, out, dim); },
+        arg("grad"), arg("out"), arg("dim"));
+  m.def("log_softmax_backward", [](T grad, T out, int64_t dim) { return log_softmax_backward(grad, out, dim); },
+        arg("grad"), arg("out"), arg("dim"));
+  m.def("cross_entropy_backward", [](T grad, T logits, T target, int64_t reduction, int64_t ignore_index,
+                                     double label_smoothing) {
+    return cross_entropy_backward(grad, logits, target, reduction, ignore_index, label_smoothing);
+  }, arg("grad"), arg("logits"), arg("target"), arg("reduction"), arg("ignore_index"), arg("label_smoothing"));
+  m.def("layer_norm_backward", [](T grad, T a, std::optional<Tensor> weight, int64_t ndims, double eps,
+                                  const std::array<bool, 3>& output_mask) {
+    return as_tuple(layer_norm_backward(grad, a, weight ? *weight : Tensor(), ndims, eps, output_mask));
+  }, arg("grad"), arg("a"), arg("weight"), arg("ndims"), arg("eps"), arg("output_mask"));
+  m.def("rnn_layer_backward", [](T grad, T gi, T h0, std::optional<Tensor> c0, T w_hh, std::optional<Tensor> b_hh,
+                                 T out, std::optional<Tensor> ws, int64_t mode, bool reverse,
+                                 const std::array<bool, 5>& output_mask) {
+    return as_tuple(rnn_layer_backward(grad, gi, h0, c0 ? *c0 : Tensor(), w_hh, b_hh ? *b_hh : Tensor(), out,
+                                       ws ? *ws : Tensor(), mode, reverse, output_mask));
+  }, arg("grad"), arg("gi"), arg("h0"), arg("c0"), arg("w_hh"), arg("b_hh"), arg("out"), arg("ws"), arg("mode"),
+     arg("reverse"), arg("output_mask"));
   // dilation and groups default to 1 so that callers of the 6-number window keep working
   m.def("unfold", [](T x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh,
                      int64_t dw) { return unfold(x, kh, kw, sh, sw, ph, pw, dh, dw); },

@@ -6,7 +6,8 @@
 
 namespace dyngrad {
 
-// Gradients for each input of `node` given dL/d(out); null where an input needs none.
-std::vector<Tensor> run_derivative(OpNode& node, const Tensor& grad);
+// Gradients for each input of `node` given dL/d(out) for each of its outputs (null where none arrived); null where
+// an input needs none.
+std::vector<Tensor> run_derivative(OpNode& node, std::vector<Tensor>& grads);
 
 }  // namespace dyngrad

@@ -2,6 +2,7 @@
 #include "engine.h"
 
 #include <unordered_map>
+#include <unordered_set>
 
 #include "cycles.h"
 #include "errors.h"
@@ -291,6 +292,86 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
   }
   final_callbacks.run();  // Note [Final callbacks]
   return captured;
+}
+
+std::vector<Tensor> vjp(const std::vector<Tensor>& outputs, const std::vector<Tensor>& cotangents,
+                        const std::vector<Tensor>& inputs, uint64_t first_node) {
+  std::vector<Tensor> captured(inputs.size());
+  std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>> boundary;  // node -> (output_nr, input)
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i] && inputs[i]->requires_grad) {
+      Edge e = gradient_edge(inputs[i]);
+      boundary[e.fn.get()].push_back({e.input_nr, i});
+    }
+  auto capture = [&](Node* node, uint32_t nr, const Tensor& g) {
+    bool found = false;
+    for (auto& [output_nr, i] : boundary[node])
+      if (output_nr == nr) {
+        captured[i] = captured[i] ? add(captured[i], g) : g;
+        found = true;
+      }
+    if (!found) throw std::logic_error("vjp: the graph reaches an input's node through an edge of no input");
+  };
+  auto check_fresh = [&](Node* node) {
+    if (node->sequence_nr < first_node)
+      throw std::logic_error(str_cat("vjp: the graph reaches ", node->name(), ", which it did not record"));
+  };
+  // 1. count the gradients each node between the outputs and the inputs will receive
+  std::unordered_map<Node*, int64_t> deps;
+  std::unordered_map<Node*, std::vector<Tensor>> pending;
+  std::vector<Node*> stack;
+  std::vector<std::pair<Edge, Tensor>> roots;
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    if (!outputs[j] || !outputs[j]->requires_grad || j >= cotangents.size() || !cotangents[j]) continue;
+    Edge e = gradient_edge(outputs[j]);
+    roots.push_back({e, cotangents[j]});
+    if (boundary.count(e.fn.get())) continue;  // an output that is an input
+    check_fresh(e.fn.get());
+    if (deps.emplace(e.fn.get(), 0).second) stack.push_back(e.fn.get());
+  }
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const Edge& next : node->next_edges) {
+      if (!next.fn || boundary.count(next.fn.get())) continue;
+      check_fresh(next.fn.get());
+      auto [it, fresh] = deps.emplace(next.fn.get(), 0);
+      if (fresh) stack.push_back(next.fn.get());
+      it->second += 1;
+    }
+  }
+  // 2. run each node once its gradients have arrived (in grad mode as the caller's: it records when that records)
+  auto deliver = [&](Node* node, uint32_t nr, Tensor g) {
+    if (boundary.count(node)) return capture(node, nr, g);
+    std::vector<Tensor>& slots = pending[node];
+    if (slots.size() < node->num_outputs()) slots.resize(node->num_outputs());
+    slots[nr] = slots[nr] ? add(slots[nr], g) : std::move(g);
+  };
+  for (auto& [e, g] : roots) deliver(e.fn.get(), e.input_nr, g);
+  std::vector<Node*> ready;
+  for (auto& [node, count] : deps)
+    if (count == 0) ready.push_back(node);
+  const bool recording = GradMode::is_enabled();
+  while (!ready.empty()) {
+    Node* node = ready.back();
+    ready.pop_back();
+    std::vector<Tensor> grads = std::move(pending[node]);
+    grads.resize(node->num_outputs());
+    bool any_grad = false;
+    for (auto& g : grads) any_grad = any_grad || g != nullptr;
+    std::vector<Tensor> results;
+    if (any_grad) results = node->apply(grads);
+    if (g_anomaly_mode) check_gradients_finite(*node, results);  // Note [Anomaly mode]
+    if (!recording) node->release_saved();  // recording: the result's graph may differentiate through these nodes
+    for (size_t i = 0; i < node->next_edges.size(); ++i) {
+      const Edge& next = node->next_edges[i];
+      if (!next.fn) continue;
+      if (i < results.size() && results[i])
+        deliver(next.fn.get(), next.input_nr, validate_gradient(std::move(results[i]), node->input_meta[i], *node, i));
+      if (!boundary.count(next.fn.get()) && --deps[next.fn.get()] == 0) ready.push_back(next.fn.get());
+    }
+  }
+  return captured;  // (each in its input's shape and dtype: validate_gradient made it so on the way)
 }
 
 }  // namespace dyngrad

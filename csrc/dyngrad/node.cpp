@@ -94,6 +94,7 @@ Tensor SavedTensor::unpack(Node& owner) const {
 static std::atomic<uint64_t> g_next_sequence_nr{0};
 static std::atomic<int64_t> g_live_nodes{0};
 int64_t live_node_count() { return g_live_nodes.load(); }
+uint64_t next_sequence_nr() { return g_next_sequence_nr.load(std::memory_order_relaxed); }
 
 Node::Node() : sequence_nr(g_next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {
   g_live_nodes.fetch_add(1, std::memory_order_relaxed);
@@ -135,7 +136,7 @@ std::vector<Tensor> OpNode::apply(std::vector<Tensor>& grads) {
   // Only a node that saved tensors needs them back: SumBackward and friends run again, as in torch, so the error
   // names the node whose saved tensors were actually freed.
   if (released && !saved_tensors().empty()) throw RuntimeError(err_backward_twice(name()) + created_at(*this));
-  return run_derivative(*this, grads[0]);
+  return run_derivative(*this, grads);
 }
 
 // ---- leaves ----

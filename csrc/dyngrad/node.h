@@ -157,8 +157,10 @@ struct Node : std::enable_shared_from_this<Node> {
 // is in the derived SavedOpNode<S> of saved.h, S being the struct of named fields its ops.def line names.
 struct OpNode : Node {
   const OpKind kind;
+  uint32_t outputs = 1;  // layer_norm_backward and rnn_layer_backward have several (record_outputs, ops_common.h)
 
   std::string name() const override;
+  uint32_t num_outputs() const override { return outputs; }
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override;
 
  protected:
@@ -201,5 +203,7 @@ void release_node_iteratively(std::shared_ptr<Node>&& node);
 
 // Debug counters (issue: leaks): live nodes and live storages.
 int64_t live_node_count();
+// The sequence_nr the next node will get: every node made after this call has one at least as large.
+uint64_t next_sequence_nr();
 
 }  // namespace dyngrad

@@ -3,6 +3,7 @@
 // Primitives (ops.def) have a derivative in derivatives.cpp; composites are built from primitives here and need
 // none. Python binds these functions directly (bindings/ops_bind.cpp).
 #pragma once
+#include <array>
 #include <optional>
 #include <vector>
 
@@ -132,6 +133,22 @@ Tensor rnn_layer(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Ten
                  int64_t mode, bool reverse);
 Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw);
 Tensor avg_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw);
+
+// ---- the fused derivatives of nn primitives (Note [Fused derivatives as primitives] in derivatives.cpp) ----
+// softmax's and log_softmax's, given their output
+Tensor softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim);
+Tensor log_softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim);
+// cross_entropy's with respect to its logits; grad has the loss's shape
+Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target, int64_t reduction,
+                              int64_t ignore_index, double label_smoothing);
+// layer_norm's: {da, dweight, dbias}, each null where output_mask is false (dweight also without a weight)
+std::vector<Tensor> layer_norm_backward(const Tensor& grad, const Tensor& a, const Tensor& weight, int64_t ndims,
+                                        double eps, const std::array<bool, 3>& output_mask);
+// rnn_layer's: {dgi, dh0, dc0, dw_hh, db_hh}, from its output `out` and the gate activations `ws` its forward kept
+// (null for a plain RNN); each null where output_mask is false or the input is absent
+std::vector<Tensor> rnn_layer_backward(const Tensor& grad, const Tensor& gi, const Tensor& h0, const Tensor& c0,
+                                       const Tensor& w_hh, const Tensor& b_hh, const Tensor& out, const Tensor& ws,
+                                       int64_t mode, bool reverse, const std::array<bool, 5>& output_mask);
 
 // ---- creation helpers used by ops ----
 Tensor ones_like_shape(const Shape& shape, DType dtype);

@@ -208,10 +208,15 @@ Tensor add_scalar(const Tensor& a, double s) { return add(a, scalar_like(a, s, f
   Tensor name(const Tensor& a) { return unary_op<OpKind::name>(UnaryKind::kernel, a, a->dtype); }
 #define DG_FORWARD_unary_float(name, kernel) \
   Tensor name(const Tensor& a) { return unary_op<OpKind::name>(UnaryKind::kernel, a, to_floating(a->dtype)); }
+#define DG_FORWARD_unary_backward(name, kernel)                                   \
+  Tensor name(const Tensor& grad, const Tensor& x) {                              \
+    return unary_backward_op<OpKind::name>(UnaryKind::kernel, grad, x, #name);    \
+  }
 #define DG_KERNEL_OP(name, display, saves, signature, hot, kernel) DG_FORWARD_##signature(name, kernel)
 #include "ops.def"
 #undef DG_FORWARD_unary
 #undef DG_FORWARD_unary_float
+#undef DG_FORWARD_unary_backward
 
 Tensor leaky_relu(const Tensor& a, double slope) {
   Tensor out = unary_kernel(UnaryKind::LeakyRelu, a, to_floating(a->dtype), slope);

@@ -19,12 +19,10 @@ enum class UnaryKind {
 #include "../ops.def"
   // the kernels of hand-written forwards
   Neg, LeakyRelu, Softplus, PowScalar, Not, IsNan, IsFinite,
-  // derivative helpers, fused for speed: out = f'(x) from x (or from out)
-  TanhGradFromOut,     // 1 - y*y
-  SigmoidGradFromOut,  // y * (1 - y)
-  GeluGrad,            // Phi(x) + x phi(x)
-  ReluMask,            // x <= 0 ? 0 : 1 (NaN: 1)
 };
+// Of the kernels above, those of a unary op's derivative f' (the `unary_backward` signature of ops.def):
+// TanhGradFromOut 1 - y*y, SigmoidGradFromOut y (1 - y), GeluGrad Phi(x) + x phi(x), ReluMask x <= 0 ? 0 : 1
+// (NaN: 1). unary_kernel computes f'(x); unary_grad_kernel grad * f'(x) in one pass.
 // out = f(a) elementwise, computed in out_dtype (a is converted first when its dtype differs).
 Tensor unary_kernel(UnaryKind k, const Tensor& a, DType out_dtype, double p0 = 0, double p1 = 0);
 // out = grad * f(a) for a derivative helper f (TanhGradFromOut ... ReluMask) in one pass, for grad and a
@@ -97,8 +95,13 @@ void layer_norm_kernel(const Tensor& x, const Tensor& weight, const Tensor& bias
 void layer_norm_backward_kernel(const Tensor& grad, const Tensor& x, const Tensor& weight, int64_t D, double eps,
                                 const Tensor& dx, const Tensor& dweight, const Tensor& dbias);
 
+// The cell of an rnn_layer (ops.h): its `mode` argument.
+enum RnnMode : int64_t { kRnnTanh = 0, kRnnRelu = 1, kLstm = 2, kGru = 3 };
+// How many gate blocks of H its gi and w_hh have.
+inline int64_t rnn_gates(int64_t mode) { return mode == kLstm ? 4 : mode == kGru ? 3 : 1; }
+
 // rnn_layer's loops (rnn.cpp; Note [Whole-sequence RNN layer] in ops_nn.cpp), over contiguous tensors: gi (L, N, G*H),
-// h0 and c0 (N, H; c0 null unless LSTM), w (G*H, H), b (G*H) or null; mode 0 tanh, 1 relu, 2 LSTM, 3 GRU. The
+// h0 and c0 (N, H; c0 null unless LSTM), w (G*H, H), b (G*H) or null; mode an RnnMode. The
 // forward fills out (S, L, N, H) and ws (the gate activations; null for RNN). The backward takes the contiguous
 // gradient of out and computes the gradients that need[i] asks for (db only with a bias).
 void rnn_layer_forward_kernel(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor& w, const Tensor& b,
@@ -109,6 +112,23 @@ struct RnnLayerGrads {
 RnnLayerGrads rnn_layer_backward_kernel(const Tensor& grad, const Tensor& h0, const Tensor& c0, const Tensor& w,
                                         bool has_bias, const Tensor& out, const Tensor& ws, int64_t mode,
                                         bool reverse, const bool need[5]);
+
+// cross_entropy's loops (loss.cpp), over logits (N, C) and int64 targets (N,) already checked to be in [0, C) or
+// ignore_index. The forward gives each row's loss -(1-ls) logp[i, t_i] - ls/C sum_c logp[i, c] (0 for an ignored
+// row) from logp = log_softmax(logits) and counts the rows kept. The backward gives
+// (softmax(logits) - q) * keep * scale per row: q the label-smoothed one-hot target, keep 0 for an ignored row,
+// scale grad[i] (reduction 0, grad of N elements), grad / kept rows (1, mean) or grad (2, sum).
+Tensor cross_entropy_kernel(const Tensor& logp, const Tensor& target, int64_t ignore_index, double label_smoothing,
+                            int64_t& kept);
+Tensor cross_entropy_backward_kernel(const Tensor& grad, const Tensor& logits, const Tensor& target, int64_t reduction,
+                                     int64_t ignore_index, double label_smoothing);
+// The target as the formulas use it: q (N, C) and keep (N, 1) in `dtype`, and the number of rows kept.
+struct CrossEntropyTarget {
+  Tensor q, keep;
+  int64_t kept;
+};
+CrossEntropyTarget cross_entropy_target_kernel(const Tensor& target, int64_t C, int64_t ignore_index,
+                                               double label_smoothing, DType dtype);
 
 // Strided iteration over up to 4 operands of one broadcast shape: the shared engine of elementwise kernels.
 // fn(char* ptrs[N], const int64_t byte_strides[N], int64_t n) is called for each innermost row.

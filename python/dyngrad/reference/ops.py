@@ -17,7 +17,7 @@ import numpy as np
 from . import dtypes as _dt
 from .grad_mode import _state as _grad_state
 from .node import OpNode
-from .tensor import make_tensor, wrap_dim
+from .tensor import broadcast_shapes, make_tensor, wrap_dim
 
 _rows = {}   # op name -> (display name, saved fields, derivatives.<op>_backward), looked up once
 
@@ -40,6 +40,19 @@ def record(op, out, inputs):
     node = OpNode(display, formula, inputs, fields)
     out.grad_fn = node
     out.output_nr = 0
+    return node
+
+
+def record_outputs(op, outs, inputs):
+    """record() for an op of several outputs: its node is the grad_fn of each output not None, output_nr its
+    position (ops_common.h's record_outputs)."""
+    display, fields, formula = _row(op)
+    node = OpNode(display, formula, inputs, fields)
+    node.num_outputs = len(outs)
+    for nr, out in enumerate(outs):
+        if out is not None:
+            out.grad_fn = node
+            out.output_nr = nr
     return node
 
 
@@ -95,6 +108,28 @@ def unary_float_forward(op, kernel):
     return forward
 
 
+def unary_backward_forward(op, kernel):
+    """`unary_backward`: out = grad * kernel(x), a unary op's derivative; saves x, and grad when x needs a gradient
+    and the row names it (ops_common.h's unary_backward_op)."""
+    def forward(grad, x):
+        dtype = _dt.promote(grad.dtype, x.dtype)
+        if not dtype.is_floating_point:
+            dtype = _dt.get_default_dtype()
+        compute = _dt.float32 if dtype.itemsize == 2 else dtype        # half types: in float32, rounded once
+        if grad.shape != x.shape:
+            broadcast_shapes(grad.shape, x.shape, op)
+        g, a = compute.cast(grad._data), compute.cast(x._data)
+        out = make_tensor(fresh(dtype.cast(g * kernel(a))))
+        if any_requires_grad(grad, x):
+            node = record(op, out, (grad, x))
+            node.save("x", x)
+            if "grad" in node.fields and needs_input_grad(node, 1):
+                node.save("grad", grad)
+        return out
+    forward.__name__ = forward.__qualname__ = op
+    return forward
+
+
 def any_requires_grad(*tensors):
     """Record only in grad mode, and only if an input requires grad."""
     if not _grad_state.enabled:
@@ -128,4 +163,3 @@ def normalize_dims(dims, ndim, op):
             continue                    # reducing a 0-d tensor over dim 0/-1 is the identity
         out.append(w)
     return tuple(sorted(out))
-

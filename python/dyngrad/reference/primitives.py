@@ -6,7 +6,7 @@ family. reference/_C.py exports them all. After editing ops.def or saved.h, run 
 (tests/test_gen_ops.py fails while this file is stale).
 """
 from . import kernels
-from .ops import unary_float_forward, unary_forward
+from .ops import unary_backward_forward, unary_float_forward, unary_forward
 
 # ---- saved.h: the fields each struct names, in order (Note [Named saved state]) ----
 SavesNothing = ()
@@ -28,67 +28,91 @@ SavesCat = ("dim", "sizes")                                   # sizes: each inpu
 SavesIndex = ("index", "dim")                                 # index_select, index_add, gather...
 SavesPositions = ("positions",)                               # take, put, put_add: flat positions
 SavesSoftmax = ("out", "dim")                                 # softmax, log_softmax
-SavesCrossEntropy = ("logits", "target", "reduction", "ignore_index", "count", "label_smoothing")
+SavesCrossEntropy = ("logits", "target", "reduction", "ignore_index", "label_smoothing")
 SavesWindow = ("window",)                                     # unfold, fold: (kh, kw, sh, sw, ph, pw, dh, dw)
 SavesLayerNorm = ("a", "weight", "ndims", "eps")
 SavesRnnLayer = ("gi", "h0", "c0", "w_hh", "b_hh", "out", "ws", "mode", "reverse")
+SavesGradX = ("grad", "x")
+# threshold_backward: its gradient with respect to x is zero
+SavesX = ("x",)
+SavesSoftmaxBackward = ("grad", "out", "dim")                 # and log_softmax's
+SavesCrossEntropyBackward = ("grad", "logits", "target", "reduction", "ignore_index", "label_smoothing")
+SavesLayerNormBackward = ("grad", "a", "weight", "ndims", "eps")
+SavesRnnLayerBackward = ("grad", "gi", "h0", "c0", "w_hh", "b_hh", "out", "mode", "reverse")
 
 # ---- ops.def: name, display name (the node shows as DisplayBackward), saves, signature, hot, kernel ----
 PRIMITIVES = (
-    ("add",           "Add",             SavesNothing,       "binary",         "hot",  None),
-    ("sub",           "Sub",             SavesNothing,       "binary",         "hot",  None),
-    ("mul",           "Mul",             SavesAB,            "binary",         "hot",  None),
-    ("div",           "Div",             SavesAB,            "binary",         "hot",  None),
-    ("neg",           "Neg",             SavesNothing,       "unary",          "hot",  None),  # refuses bool
-    ("pow",           "Pow",             SavesABOut,         "binary",         "cold", None),  # tensor ** tensor
-    ("pow_scalar",    "Pow",             SavesPowScalar,     "custom",         "cold", None),  # tensor ** number
-    ("maximum",       "Maximum",         SavesAB,            "binary_tensors", "cold", None),
-    ("minimum",       "Minimum",         SavesAB,            "binary_tensors", "cold", None),
-    ("where",         "Where",           SavesCond,          "custom",         "cold", None),  # cond: no gradient
-    ("clamp",         "Clamp",           SavesClamp,         "custom",         "cold", None),
-    ("exp",           "Exp",             SavesOut,           "unary_float",    "hot",  "Exp"),
-    ("log",           "Log",             SavesA,             "unary_float",    "hot",  "Log"),
-    ("sqrt",          "Sqrt",            SavesOut,           "unary_float",    "hot",  "Sqrt"),
-    ("rsqrt",         "Rsqrt",           SavesOut,           "unary_float",    "hot",  "Rsqrt"),
-    ("abs",           "Abs",             SavesA,             "unary",          "hot",  "Abs"),
-    ("sin",           "Sin",             SavesA,             "unary_float",    "hot",  "Sin"),
-    ("cos",           "Cos",             SavesA,             "unary_float",    "hot",  "Cos"),
-    ("tanh",          "Tanh",            SavesOut,           "unary_float",    "hot",  "Tanh"),
-    ("sigmoid",       "Sigmoid",         SavesOut,           "unary_float",    "hot",  "Sigmoid"),
-    ("relu",          "Relu",            SavesOut,           "unary",          "hot",  "Relu"),
-    ("sign",          "Sign",            SavesNothing,       "unary",          "cold", "Sign"),  # zero gradient
-    ("leaky_relu",    "LeakyRelu",       SavesLeakyRelu,     "custom",         "cold", None),
-    ("gelu",          "Gelu",            SavesA,             "unary_float",    "cold", "Gelu"),
-    ("softplus",      "Softplus",        SavesSoftplus,      "custom",         "cold", None),
-    ("erf",           "Erf",             SavesA,             "unary_float",    "hot",  "Erf"),
-    ("sum",           "Sum",             SavesReduction,     "custom",         "hot",  None),  # dtype=
-    ("mean",          "Mean",            SavesReduction,     "reduction",      "hot",  None),
-    ("amax",          "Amax",            SavesReductionAOut, "reduction",      "cold", None),
-    ("amin",          "Amin",            SavesReductionAOut, "reduction",      "cold", None),
-    ("logsumexp",     "Logsumexp",       SavesReductionAOut, "reduction",      "cold", None),
-    ("matmul",        "Matmul",          SavesMatmul,        "binary_tensors", "hot",  None),  # 1-D: reshaped around it
-    ("to_dtype",      "ToCopy",          SavesNothing,       "custom",         "cold", None),
-    ("clone",         "Clone",           SavesNothing,       "unary",          "cold", None),
-    ("reshape",       "Reshape",         SavesNothing,       "custom",         "cold", None),  # a view if strides allow
-    ("permute",       "Permute",         SavesPermute,       "custom",         "cold", None),  # view
-    ("expand",        "Expand",          SavesNothing,       "custom",         "cold", None),  # view
-    ("slice",         "Slice",           SavesSlice,         "custom",         "cold", None),  # view
-    ("slice_scatter", "SliceScatter",    SavesSlice,         "custom",         "cold", None),  # slice's adjoint
-    ("cat",           "Cat",             SavesCat,           "custom",         "cold", None),
-    ("index_select",  "IndexSelect",     SavesIndex,         "custom",         "cold", None),
-    ("index_add",     "IndexAdd",        SavesIndex,         "custom",         "cold", None),  # index_select's adjoint
-    ("gather",        "Gather",          SavesIndex,         "custom",         "cold", None),
-    ("scatter_add",   "ScatterAdd",      SavesIndex,         "custom",         "cold", None),  # gather's adjoint
-    ("take",          "Take",            SavesPositions,     "custom",         "cold", None),  # flat positions
-    ("put",           "Put",             SavesPositions,     "custom",         "cold", None),  # a.flat[pos] = v
-    ("put_add",       "PutAdd",          SavesPositions,     "custom",         "cold", None),  # take's adjoint
-    ("softmax",       "Softmax",         SavesSoftmax,       "custom",         "cold", None),
-    ("log_softmax",   "LogSoftmax",      SavesSoftmax,       "custom",         "cold", None),
-    ("cross_entropy", "CrossEntropy",    SavesCrossEntropy,  "custom",         "hot",  None),  # class indices
-    ("unfold",        "Im2Col",          SavesWindow,        "custom",         "cold", None),  # (N,C,H,W) -> (N,C*kh*kw,L)
-    ("fold",          "Col2Im",          SavesWindow,        "custom",         "cold", None),  # unfold's adjoint
-    ("rnn_layer",     "RnnLayer",        SavesRnnLayer,      "custom",         "cold", None),  # a whole sequence
-    ("layer_norm",    "NativeLayerNorm", SavesLayerNorm,     "custom",         "cold", None),  # last `ndims` dims
+    # family math
+    ("add",                "Add",               SavesNothing,       "binary",         "hot",  None),
+    ("sub",                "Sub",               SavesNothing,       "binary",         "hot",  None),
+    ("mul",                "Mul",               SavesAB,            "binary",         "hot",  None),
+    ("div",                "Div",               SavesAB,            "binary",         "hot",  None),
+    ("neg",                "Neg",               SavesNothing,       "unary",          "hot",  None),  # refuses bool
+    # pow: tensor ** tensor
+    ("pow",                "Pow",               SavesABOut,         "binary",         "cold", None),
+    # pow_scalar: tensor ** number
+    ("pow_scalar",         "Pow",               SavesPowScalar,     "custom",         "cold", None),
+    ("maximum",            "Maximum",           SavesAB,            "binary_tensors", "cold", None),
+    ("minimum",            "Minimum",           SavesAB,            "binary_tensors", "cold", None),
+    # where: cond: no gradient
+    ("where",              "Where",             SavesCond,          "custom",         "cold", None),
+    ("clamp",              "Clamp",             SavesClamp,         "custom",         "cold", None),
+    ("exp",                "Exp",               SavesOut,           "unary_float",    "hot",  "Exp"),
+    ("log",                "Log",               SavesA,             "unary_float",    "hot",  "Log"),
+    ("sqrt",               "Sqrt",              SavesOut,           "unary_float",    "hot",  "Sqrt"),
+    ("rsqrt",              "Rsqrt",             SavesOut,           "unary_float",    "hot",  "Rsqrt"),
+    ("abs",                "Abs",               SavesA,             "unary",          "hot",  "Abs"),
+    ("sin",                "Sin",               SavesA,             "unary_float",    "hot",  "Sin"),
+    ("cos",                "Cos",               SavesA,             "unary_float",    "hot",  "Cos"),
+    ("tanh",               "Tanh",              SavesOut,           "unary_float",    "hot",  "Tanh"),
+    ("tanh_backward",      "TanhBackward",      SavesGradX,         "unary_backward", "cold", "TanhGradFromOut"),
+    ("sigmoid",            "Sigmoid",           SavesOut,           "unary_float",    "hot",  "Sigmoid"),
+    ("sigmoid_backward",   "SigmoidBackward",   SavesGradX,         "unary_backward", "cold", "SigmoidGradFromOut"),
+    ("relu",               "Relu",              SavesOut,           "unary",          "hot",  "Relu"),
+    ("threshold_backward", "ThresholdBackward", SavesX,             "unary_backward", "cold", "ReluMask"),  # relu's
+    # sign: zero gradient
+    ("sign",               "Sign",              SavesNothing,       "unary",          "cold", "Sign"),
+    ("leaky_relu",         "LeakyRelu",         SavesLeakyRelu,     "custom",         "cold", None),
+    ("gelu",               "Gelu",              SavesA,             "unary_float",    "cold", "Gelu"),
+    ("gelu_backward",      "GeluBackward",      SavesGradX,         "unary_backward", "cold", "GeluGrad"),
+    ("softplus",           "Softplus",          SavesSoftplus,      "custom",         "cold", None),
+    ("erf",                "Erf",               SavesA,             "unary_float",    "hot",  "Erf"),
+    ("sum",                "Sum",               SavesReduction,     "custom",         "hot",  None),  # dtype=
+    ("mean",               "Mean",              SavesReduction,     "reduction",      "hot",  None),
+    ("amax",               "Amax",              SavesReductionAOut, "reduction",      "cold", None),
+    ("amin",               "Amin",              SavesReductionAOut, "reduction",      "cold", None),
+    ("logsumexp",          "Logsumexp",         SavesReductionAOut, "reduction",      "cold", None),
+    # matmul: 1-D: reshaped
+    ("matmul",             "Matmul",            SavesMatmul,        "binary_tensors", "hot",  None),
+    # family shape
+    ("to_dtype",      "ToCopy",       SavesNothing,   "custom", "cold", None),
+    ("clone",         "Clone",        SavesNothing,   "unary",  "cold", None),
+    ("reshape",       "Reshape",      SavesNothing,   "custom", "cold", None),  # a view if strides allow
+    ("permute",       "Permute",      SavesPermute,   "custom", "cold", None),  # view
+    ("expand",        "Expand",       SavesNothing,   "custom", "cold", None),  # view
+    ("slice",         "Slice",        SavesSlice,     "custom", "cold", None),  # view
+    ("slice_scatter", "SliceScatter", SavesSlice,     "custom", "cold", None),  # slice's adjoint
+    ("cat",           "Cat",          SavesCat,       "custom", "cold", None),
+    ("index_select",  "IndexSelect",  SavesIndex,     "custom", "cold", None),
+    ("index_add",     "IndexAdd",     SavesIndex,     "custom", "cold", None),  # index_select's adjoint
+    ("gather",        "Gather",       SavesIndex,     "custom", "cold", None),
+    ("scatter_add",   "ScatterAdd",   SavesIndex,     "custom", "cold", None),  # gather's adjoint
+    ("take",          "Take",         SavesPositions, "custom", "cold", None),  # flat positions
+    ("put",           "Put",          SavesPositions, "custom", "cold", None),  # a.flat[pos] = v
+    ("put_add",       "PutAdd",       SavesPositions, "custom", "cold", None),  # take's adjoint
+    # family nn
+    ("softmax",                "Softmax",                 SavesSoftmax,              "custom", "cold", None),
+    ("softmax_backward",       "SoftmaxBackward",         SavesSoftmaxBackward,      "custom", "cold", None),
+    ("log_softmax",            "LogSoftmax",              SavesSoftmax,              "custom", "cold", None),
+    ("log_softmax_backward",   "LogSoftmaxBackward",      SavesSoftmaxBackward,      "custom", "cold", None),
+    ("cross_entropy",          "CrossEntropy",            SavesCrossEntropy,         "custom", "hot",  None),
+    ("cross_entropy_backward", "CrossEntropyBackward",    SavesCrossEntropyBackward, "custom", "cold", None),
+    ("unfold",                 "Im2Col",                  SavesWindow,               "custom", "cold", None),
+    ("fold",                   "Col2Im",                  SavesWindow,               "custom", "cold", None),
+    ("rnn_layer",              "RnnLayer",                SavesRnnLayer,             "custom", "cold", None),
+    ("rnn_layer_backward",     "RnnLayerBackward",        SavesRnnLayerBackward,     "custom", "cold", None),
+    ("layer_norm",             "NativeLayerNorm",         SavesLayerNorm,            "custom", "cold", None),
+    ("layer_norm_backward",    "NativeLayerNormBackward", SavesLayerNormBackward,    "custom", "cold", None),
 )
 OP_NAMES = tuple(row[0] for row in PRIMITIVES)
 DISPLAY_NAMES = {row[0]: row[1] for row in PRIMITIVES}
@@ -103,10 +127,14 @@ abs = unary_forward("abs", kernels.abs)
 sin = unary_float_forward("sin", kernels.sin)
 cos = unary_float_forward("cos", kernels.cos)
 tanh = unary_float_forward("tanh", kernels.tanh)
+tanh_backward = unary_backward_forward("tanh_backward", kernels.tanh_grad_from_out)
 sigmoid = unary_float_forward("sigmoid", kernels.sigmoid)
+sigmoid_backward = unary_backward_forward("sigmoid_backward", kernels.sigmoid_grad_from_out)
 relu = unary_forward("relu", kernels.relu)
+threshold_backward = unary_backward_forward("threshold_backward", kernels.relu_mask)
 sign = unary_forward("sign", kernels.sign)
 gelu = unary_float_forward("gelu", kernels.gelu)
+gelu_backward = unary_backward_forward("gelu_backward", kernels.gelu_grad)
 erf = unary_float_forward("erf", kernels.erf)
 
 # ---- the other primitives, from the module of their family (ops_<family>.py) ----
@@ -119,13 +147,16 @@ from .ops_shape import (  # noqa: E402  (after the forwards above: op modules im
     scatter_add, take, put, put_add,
 )
 from .ops_nn import (  # noqa: E402  (after the forwards above: op modules import them)
-    softmax, log_softmax, cross_entropy, unfold, fold, rnn_layer, layer_norm,
+    softmax, softmax_backward, log_softmax, log_softmax_backward, cross_entropy, cross_entropy_backward, unfold,
+    fold, rnn_layer, rnn_layer_backward, layer_norm, layer_norm_backward,
 )
 
 __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "pow_scalar", "maximum", "minimum", "where", "clamp", "exp", "log",
-    "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "sigmoid", "relu", "sign", "leaky_relu", "gelu", "softplus",
-    "erf", "sum", "mean", "amax", "amin", "logsumexp", "matmul", "to_dtype", "clone", "reshape", "permute",
-    "expand", "slice", "slice_scatter", "cat", "index_select", "index_add", "gather", "scatter_add", "take", "put",
-    "put_add", "softmax", "log_softmax", "cross_entropy", "unfold", "fold", "rnn_layer", "layer_norm",
+    "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "tanh_backward", "sigmoid", "sigmoid_backward", "relu",
+    "threshold_backward", "sign", "leaky_relu", "gelu", "gelu_backward", "softplus", "erf", "sum", "mean", "amax",
+    "amin", "logsumexp", "matmul", "to_dtype", "clone", "reshape", "permute", "expand", "slice", "slice_scatter",
+    "cat", "index_select", "index_add", "gather", "scatter_add", "take", "put", "put_add", "softmax",
+    "softmax_backward", "log_softmax", "log_softmax_backward", "cross_entropy", "cross_entropy_backward", "unfold",
+    "fold", "rnn_layer", "rnn_layer_backward", "layer_norm", "layer_norm_backward",
 ]
