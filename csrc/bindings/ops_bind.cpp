@@ -136,7 +136,7 @@ void bind_ops(py::module_& m) {
   m.def("masked_fill", [](T a, T mask, T value) { return masked_fill(a, mask, value); }, arg("a"), arg("mask"),
         arg("value"));
 
-  // ---- in-place (Note [In-place writes into views] in ops_shape.cpp) ----
+  // ---- in-place (Note [In-place writes into views] in inplace.cpp) ----
   m.def("inplace_input", [](T self, const std::string& op, bool other_requires_grad) {
     return inplace_input(self, op.c_str(), other_requires_grad);
   }, arg("self"), arg("op"), arg("other_requires_grad"));

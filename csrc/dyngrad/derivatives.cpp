@@ -342,6 +342,36 @@ static Grads slice_backward(const Tensor& grad, const OpNode& n, const SavesSlic
   return {slice_scatter(grad, in_shape(n), s.dim, s.start, s.step)};
 }
 
+// Note [Slice gradients in place]: the gradient of out = a[..., start::step, ...] is zeros of a's shape with the
+// incoming gradient in the slice (slice_scatter). A value cut into pieces (chunk, split, x[:, t] per time step)
+// would get one zero-filled full-size tensor per piece, then a full-size add per piece: O(pieces * size) work
+// for O(size) data. When no graph is built (Note [Gradients written in place]), slice instead writes (or adds)
+// each piece's gradient into the window of its input's pending buffer, made once per backward (zeros, or a private
+// copy of what was pending). Same numbers: x + 0 == x and each window element gets the same k_add as the
+// full-size sum. False (the formula above runs as usual) when this does not apply.
+static bool slice_backward_in_place(Grads& grads, OpNode& n, const SavesSlice& s) {
+  if (grads.size() != 1 || !grads[0] || n.next_edges.size() != 1) return false;
+  const Edge& next = n.next_edges[0];
+  const InputMeta& meta = n.input_meta[0];
+  const Tensor& g = grads[0];
+  if (!next.fn || g->dtype != meta.dtype || !is_floating(g->dtype) || g->ndim() != (int64_t)meta.shape.size())
+    return false;
+  Shape window_shape = meta.shape;
+  window_shape[s.dim] = g->shape[s.dim];
+  if (window_shape != g->shape) return false;
+  Tensor& cur = next.fn->pending_slot(next.input_nr);
+  if (cur && (cur->shape != meta.shape || cur->dtype != meta.dtype)) return false;
+  const bool fresh = !cur;
+  if (fresh) cur = zeros(meta.shape, meta.dtype);
+  else if (!owned_buffer(cur)) cur = contiguous_copy(cur, cur->dtype);
+  Shape strides = cur->strides;
+  strides[s.dim] *= s.step;
+  Tensor window = make_view(cur, window_shape, strides, s.start * cur->strides[s.dim]);
+  if (fresh) copy_into(window, g);
+  else add_into_kernel(window, g);
+  return true;
+}
+
 // out = zeros with g written into a slice  ->  dg = grad[start::step] along dim
 static Grads slice_scatter_backward(const Tensor& grad, const OpNode& n, const SavesSlice& s) {
   int64_t length = in_shape(n)[s.dim];
@@ -612,6 +642,27 @@ static_assert(sizeof(kFormulas) / sizeof(kFormulas[0]) == (size_t)OpKind::COUNT,
 
 std::vector<Tensor> run_derivative(OpNode& node, std::vector<Tensor>& grads) {
   return kFormulas[(int)node.kind](grads, node);
+}
+
+// The in-place variants of formulas (Note [Gradients written in place]): none, but where specialised below. A
+// column of its own, indexed by OpKind like the formulas (as a forward-derivative column would be).
+using InPlaceFormula = bool (*)(Grads&, OpNode&);
+template <class S, bool (*formula)(Grads&, OpNode&, const S&)>
+static bool unpack_and_write(Grads& grads, OpNode& node) {
+  return formula(grads, node, static_cast<const SavedOpNode<S>&>(node).saved.unpack(node));
+}
+template <OpKind K>
+constexpr InPlaceFormula kInPlaceOf = nullptr;
+template <>
+constexpr InPlaceFormula kInPlaceOf<OpKind::slice> = &unpack_and_write<SavesSlice, &slice_backward_in_place>;
+static const InPlaceFormula kInPlaceFormulas[] = {
+#define DG_OP(name, display, saves, signature, hot) kInPlaceOf<OpKind::name>,
+#include "ops.def"
+};
+
+bool run_derivative_in_place(OpNode& node, std::vector<Tensor>& grads) {
+  const InPlaceFormula formula = kInPlaceFormulas[(int)node.kind];
+  return formula && formula(grads, node);
 }
 
 }  // namespace dyngrad

@@ -9,7 +9,6 @@
 #include "grad_mode.h"
 #include "kernels/kernels.h"
 #include "ops.h"
-#include "saved.h"
 
 namespace dyngrad {
 
@@ -52,12 +51,6 @@ struct GraphTask {
 // element as add(), so the same bits, without a new allocation per consumer (an LSTM's gates have 4 consumers
 // per step, an input sliced per time step has one per step). The reference engine has no such path: its sums
 // are the same numbers.
-bool owned_buffer(const Tensor& t) {
-  return t.use_count() == 1 && t->storage.use_count() == 1 && !t->grad_fn && !t->requires_grad && t->offset == 0 &&
-         is_floating(t->dtype) && t->is_contiguous() && !t->storage->read_only &&
-         (size_t)t->numel * t->itemsize() == t->storage->nbytes;
-}
-
 void accumulate_into(Node* node, uint32_t slot, Tensor g) {
   Tensor& cur = node->pending_slot(slot);
   if (!cur) {
@@ -67,39 +60,6 @@ void accumulate_into(Node* node, uint32_t slot, Tensor g) {
   } else {
     cur = add(cur, g);
   }
-}
-
-// Note [Slice gradients in place]: the gradient of out = a[..., start::step, ...] is zeros of a's shape with the
-// incoming gradient in the slice (slice_scatter). A value cut into pieces (chunk, split, x[:, t] per time step)
-// would get one zero-filled full-size tensor per piece, then a full-size add per piece: O(pieces * size) work
-// for O(size) data. Without create_graph, the engine instead writes (or adds) each piece's gradient into the
-// window of the consumer's pending buffer, made once per backward (zeros, or a private copy of what was
-// pending). Same numbers: x + 0 == x and each window element gets the same k_add as the full-size sum.
-// Returns false (the node's formula runs as usual) when the path does not apply.
-bool slice_grad_in_place(Node* node, std::vector<Tensor>& grads) {
-  auto* op = dynamic_cast<OpNode*>(node);
-  if (!op || op->kind != OpKind::slice || grads.size() != 1 || !grads[0] || node->next_edges.size() != 1) return false;
-  const Edge& next = node->next_edges[0];
-  const InputMeta& meta = node->input_meta[0];
-  const Tensor& g = grads[0];
-  if (!next.fn || g->dtype != meta.dtype || !is_floating(g->dtype) || g->ndim() != (int64_t)meta.shape.size())
-    return false;
-  const auto& saved = static_cast<const SavedOpNode<SavesSlice>*>(op)->saved;
-  const int64_t dim = saved.dim, start = saved.start, step = saved.step;
-  Shape window_shape = meta.shape;
-  window_shape[dim] = g->shape[dim];
-  if (window_shape != g->shape) return false;
-  Tensor& cur = next.fn->pending_slot(next.input_nr);
-  if (cur && (cur->shape != meta.shape || cur->dtype != meta.dtype)) return false;
-  bool fresh = !cur;
-  if (fresh) cur = zeros(meta.shape, meta.dtype);
-  else if (!owned_buffer(cur)) cur = contiguous_copy(cur, cur->dtype);
-  Shape strides = cur->strides;
-  strides[dim] *= step;
-  Tensor window = make_view(cur, window_shape, strides, start * cur->strides[dim]);
-  if (fresh) copy_into(window, g);
-  else add_into_kernel(window, g);
-  return true;
 }
 
 // Note [Unbroadcast]: make the gradient match the input it is for.
@@ -172,6 +132,12 @@ struct FinalCallbacksScope {
 };
 
 }  // namespace
+
+bool owned_buffer(const Tensor& t) {
+  return t.use_count() == 1 && t->storage.use_count() == 1 && !t->grad_fn && !t->requires_grad && t->offset == 0 &&
+         is_floating(t->dtype) && t->is_contiguous() && !t->storage->read_only &&
+         (size_t)t->numel * t->itemsize() == t->storage->nbytes;
+}
 
 void queue_callback(std::function<void()> fn) {
   if (!tl_final_callbacks)
@@ -265,8 +231,8 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
       for (auto& g : grads) any_grad = any_grad || (g != nullptr);
       bool skip = !options.accumulate && dynamic_cast<AccumulateGrad*>(node) != nullptr;
       std::vector<Tensor> outputs;
-      // Note [Slice gradients in place]
-      bool done = any_grad && !skip && !options.create_graph && !g_anomaly_mode && slice_grad_in_place(node, grads);
+      // Note [Gradients written in place] (node.h): no graph of this backward is built, so a node may
+      bool done = any_grad && !skip && !options.create_graph && !g_anomaly_mode && node->apply_in_place(grads);
       if (any_grad && !skip && !done) outputs = node->apply(grads);
       if (g_anomaly_mode) check_gradients_finite(*node, outputs);  // Note [Anomaly mode]
       if (!options.retain_graph) node->release_saved();

@@ -37,6 +37,10 @@ struct BackwardOptions {
   bool allow_unused = false;
 };
 
+// Note [Gradient accumulation] (engine.cpp): whether nobody but the pending slot holding t can see its buffer, so
+// that a gradient may be added into it in place (the engine's sums, and Note [Gradients written in place]).
+bool owned_buffer(const Tensor& t);
+
 // Returns one gradient per entry of `inputs` (null where unused), empty when inputs is empty.
 // Note [Final callbacks]. RuntimeError when no backward is running on this thread.
 void queue_callback(std::function<void()> fn);

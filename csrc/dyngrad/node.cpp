@@ -139,6 +139,8 @@ std::vector<Tensor> OpNode::apply(std::vector<Tensor>& grads) {
   return run_derivative(*this, grads);
 }
 
+bool OpNode::apply_in_place(std::vector<Tensor>& grads) { return run_derivative_in_place(*this, grads); }
+
 // ---- leaves ----
 AccumulateGrad::AccumulateGrad(Tensor v) : variable(std::move(v)) {
   input_meta.push_back({variable->shape, variable->dtype});

@@ -90,7 +90,7 @@ std::vector<Tensor> split(const Tensor& a, const Dims& sizes, int64_t dim);
 std::vector<Tensor> split_size(const Tensor& a, int64_t size, int64_t dim);
 std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim);
 
-// ---- indexing (ops_shape.cpp) ----
+// ---- indexing (ops_index.cpp) ----
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);
 Tensor index_add(const Tensor& src, int64_t dim, const Tensor& index, const Shape& out_shape);
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index);
@@ -100,7 +100,7 @@ Tensor put(const Tensor& a, const Tensor& positions, const Tensor& v);
 Tensor put_add(const Tensor& v, const Tensor& positions, const Shape& out_shape);
 Tensor masked_fill(const Tensor& a, const Tensor& mask, const Tensor& value);
 
-// ---- in-place (ops_shape.cpp): bump the version; record history as torch does (grad_fn moves to the new node) ----
+// ---- in-place (inplace.cpp): bump the version; record history as torch does (grad_fn moves to the new node) ----
 // Computes `result` out of place and writes it into `self`; `op` names the in-place op in errors.
 void assign_inplace(const Tensor& self, const Tensor& result, const char* op);
 void copy_(const Tensor& self, const Tensor& src);

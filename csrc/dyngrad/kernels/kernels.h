@@ -1,17 +1,20 @@
 // kernels.h: raw loops over tensors, no autograd. Ops (ops_*.cpp) check arguments, then call these.
-// Large kernels release the GIL and use every core (thread_pool.h) above kParallelGrain elements.
+// Large kernels release the GIL and use every core (thread_pool.h) above parallel_grain() elements.
 #pragma once
 #include <array>
+#include <atomic>
 #include <cstdint>
 
 #include "../tensor.h"
 
 namespace dyngrad {
 
-// Below this many elements (32768; a quarter of it for exp-like ops), splitting a kernel across threads costs more
-// than it saves: bench/parallel_grain.py measures the crossover. A variable only so that the bench can move it
-// (_C._set_parallel_grain).
-extern int64_t kParallelGrain;
+// Below this many elements (32768 by default; a quarter of it for exp-like ops), splitting a kernel across threads
+// costs more than it saves: bench/parallel_grain.py measures the crossover. A setting, not a constant, only so that
+// the bench can move it (_C._set_parallel_grain); atomic, as kernels on other threads read it meanwhile.
+extern std::atomic<int64_t> g_parallel_grain;
+inline int64_t parallel_grain() { return g_parallel_grain.load(std::memory_order_relaxed); }
+inline void set_parallel_grain(int64_t n) { g_parallel_grain.store(n, std::memory_order_relaxed); }
 
 enum class UnaryKind {
   // the kernels of ops.def's DG_KERNEL_OP lines (their forwards are generated: ops_common.h)
@@ -50,6 +53,21 @@ Tensor reduce_kernel(ReduceKind k, const Tensor& a, const std::vector<int64_t>& 
 // the gradient with respect to the input, out and grad of one shape and floating dtype.
 Tensor softmax_kernel(const Tensor& a, int64_t dim, bool log);
 Tensor softmax_backward_kernel(const Tensor& grad, const Tensor& out, int64_t dim, bool log);
+
+// The indexing loops (index.cpp), over contiguous operands and int64 indices the op checked to be in range.
+// index_select: out[.., i, ..] = a[.., index[i], ..] along d; index_add: zeros(out_shape) with src's rows added at
+// index along d (its adjoint). gather: out[i][j] = a[i][index[i][j]] (d = 1); scatter_add: zeros(out_shape) with
+// out[i][index[i][j]] += src[i][j] (its adjoint). take: a.flat[positions]; put: out.flat[positions] = v (out is
+// written in place, v of positions' shape); put_add: zeros(out_shape) with v added at flat positions.
+Tensor index_select_kernel(const Tensor& a, int64_t d, const Tensor& index);
+Tensor index_add_kernel(const Tensor& src, int64_t d, const Tensor& index, const Shape& out_shape);
+Tensor gather_kernel(const Tensor& a, int64_t d, const Tensor& index);
+Tensor scatter_add_kernel(const Tensor& src, int64_t d, const Tensor& index, const Shape& out_shape);
+Tensor take_kernel(const Tensor& a, const Tensor& positions);
+void put_kernel(const Tensor& out, const Tensor& positions, const Tensor& v);
+Tensor put_add_kernel(const Tensor& v, const Tensor& positions, const Shape& out_shape);
+// The flat position in `base` (contiguous) of each element of `view`, a view of it: the view's index map.
+Tensor view_positions_kernel(const Tensor& view, const Tensor& base);
 
 // Batched matrix product of a (..., n, k) and b (..., k, m) with batch broadcasting (both at least 2-D, same
 // dtype). Uses the loaded BLAS for float32/float64.

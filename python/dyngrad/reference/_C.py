@@ -19,8 +19,9 @@ from .ops_math import (  # noqa: F401
 )
 from .ops_shape import (  # noqa: F401
     contiguous, view, transpose, mT, squeeze, unsqueeze, flatten, select, stack, split, split_size, chunk,
-    masked_fill, inplace_input, assign_inplace, copy_, fill_, zero_,
 )
+from .ops_index import masked_fill  # noqa: F401
+from .inplace import inplace_input, assign_inplace, copy_, fill_, zero_  # noqa: F401
 from .ops_nn import conv2d, max_pool2d, avg_pool2d  # noqa: F401
 from .rng import rand, randn, randint, bernoulli_mask, randperm, manual_seed, initial_seed  # noqa: F401
 from .rng import get_rng_state as _get_rng_state, set_rng_state as _set_rng_state  # noqa: F401

@@ -9,16 +9,14 @@ Formulas ignore broadcasting: the engine sums each gradient to its input's shape
 written in differentiable ops, so with create_graph=True the backward pass is itself recorded and can be
 differentiated again.
 """
-import math
-
 import numpy as np
 
 from .dtypes import from_numpy_dtype
 from .tensor import make_tensor, scalar_tensor
 from .ops_math import add, sub, mul, div, neg, pow, pow_scalar, where, compare, logical_and, sum, sum_to, matmul, mean
-from .primitives import exp, log, cos, sin, sigmoid, tanh, erf, sign, rsqrt
-from .ops_shape import (to_dtype, reshape, permute, expand, slice, slice_scatter, index_select, index_add, gather,
-                        scatter_add, take, put, put_add, mT, select, cat, stack)
+from .primitives import exp, log, cos, sin, sigmoid, tanh, sign, rsqrt
+from .ops_shape import to_dtype, reshape, permute, expand, slice, slice_scatter, mT, select, cat, stack
+from .ops_index import index_select, index_add, gather, scatter_add, take, put, put_add
 from .ops_nn import softmax, unfold, fold, cross_entropy_target, LSTM, GRU, RNN_TANH
 from .engine import vjp
 from .grad_mode import GradModeGuard

@@ -398,7 +398,7 @@ class AccumulateGrad(Node):
             v._grad = v._grad + g
         else:
             with GradModeGuard(False):
-                from .ops_shape import has_internal_overlap
+                from .inplace import has_internal_overlap
                 if v._grad._data.flags.writeable and v._grad._data.shape == g._data.shape and \
                         not has_internal_overlap(v._grad._data):
                     v._grad._data += g._data

@@ -312,7 +312,8 @@ def avg_pool2d(x, kh, kw, sh, sw, ph, pw):
 
 
 from .ops_math import add, matmul, mean  # noqa: E402
-from .ops_shape import to_dtype, reshape, take  # noqa: E402
+from .ops_shape import to_dtype, reshape  # noqa: E402
+from .ops_index import take  # noqa: E402
 
 
 # Note [Fused layer_norm] (csrc/dyngrad/ops_nn.cpp): one node; mean and 1/std per row from the input (in float64),
@@ -368,7 +369,7 @@ def _check_rnn_inputs(op, gi, h0, c0, w_hh, b_hh, mode):
         raise RuntimeError(f"{op}: expected gi of shape (L, N, G*H) and h0 of shape (N, H), got "
                            f"{shape_str(gi.shape) if gi is not None else 'None'} and "
                            f"{shape_str(h0.shape) if h0 is not None else 'None'}.")
-    (L, N, GH), H, G = gi.shape, h0.shape[1], RNN_GATES[mode]
+    (L, N, _), H, G = gi.shape, h0.shape[1], RNN_GATES[mode]
     lstm = mode == LSTM
     if (c0 is not None) != lstm:
         raise RuntimeError(f"{op}: c0 is given exactly for an LSTM (mode 2).")
@@ -384,7 +385,7 @@ def _check_rnn_inputs(op, gi, h0, c0, w_hh, b_hh, mode):
 
 def rnn_layer(gi, h0, c0, w_hh, b_hh, mode, reverse):
     _check_rnn_inputs("rnn_layer", gi, h0, c0, w_hh, b_hh, mode)
-    (L, N, GH), H, G = gi.shape, h0.shape[1], RNN_GATES[mode]
+    (L, N, _), H, G = gi.shape, h0.shape[1], RNN_GATES[mode]
     lstm = mode == LSTM
     x, w = gi._data, w_hh._data
     b = b_hh._data if b_hh is not None else np.zeros(G * H, dtype=x.dtype)

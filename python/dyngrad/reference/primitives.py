@@ -85,21 +85,22 @@ PRIMITIVES = (
     # matmul: 1-D: reshaped
     ("matmul",             "Matmul",            SavesMatmul,        "binary_tensors", "hot",  None),
     # family shape
-    ("to_dtype",      "ToCopy",       SavesNothing,   "custom", "cold", None),
-    ("clone",         "Clone",        SavesNothing,   "unary",  "cold", None),
-    ("reshape",       "Reshape",      SavesNothing,   "custom", "cold", None),  # a view if strides allow
-    ("permute",       "Permute",      SavesPermute,   "custom", "cold", None),  # view
-    ("expand",        "Expand",       SavesNothing,   "custom", "cold", None),  # view
-    ("slice",         "Slice",        SavesSlice,     "custom", "cold", None),  # view
-    ("slice_scatter", "SliceScatter", SavesSlice,     "custom", "cold", None),  # slice's adjoint
-    ("cat",           "Cat",          SavesCat,       "custom", "cold", None),
-    ("index_select",  "IndexSelect",  SavesIndex,     "custom", "cold", None),
-    ("index_add",     "IndexAdd",     SavesIndex,     "custom", "cold", None),  # index_select's adjoint
-    ("gather",        "Gather",       SavesIndex,     "custom", "cold", None),
-    ("scatter_add",   "ScatterAdd",   SavesIndex,     "custom", "cold", None),  # gather's adjoint
-    ("take",          "Take",         SavesPositions, "custom", "cold", None),  # flat positions
-    ("put",           "Put",          SavesPositions, "custom", "cold", None),  # a.flat[pos] = v
-    ("put_add",       "PutAdd",       SavesPositions, "custom", "cold", None),  # take's adjoint
+    ("to_dtype",      "ToCopy",       SavesNothing, "custom", "cold", None),
+    ("clone",         "Clone",        SavesNothing, "unary",  "cold", None),
+    ("reshape",       "Reshape",      SavesNothing, "custom", "cold", None),  # a view if strides allow
+    ("permute",       "Permute",      SavesPermute, "custom", "cold", None),  # view
+    ("expand",        "Expand",       SavesNothing, "custom", "cold", None),  # view
+    ("slice",         "Slice",        SavesSlice,   "custom", "cold", None),  # view
+    ("slice_scatter", "SliceScatter", SavesSlice,   "custom", "cold", None),  # slice's adjoint
+    ("cat",           "Cat",          SavesCat,     "custom", "cold", None),
+    # family index
+    ("index_select", "IndexSelect", SavesIndex,     "custom", "cold", None),
+    ("index_add",    "IndexAdd",    SavesIndex,     "custom", "cold", None),  # index_select's adjoint
+    ("gather",       "Gather",      SavesIndex,     "custom", "cold", None),
+    ("scatter_add",  "ScatterAdd",  SavesIndex,     "custom", "cold", None),  # gather's adjoint
+    ("take",         "Take",        SavesPositions, "custom", "cold", None),  # flat positions
+    ("put",          "Put",         SavesPositions, "custom", "cold", None),  # a.flat[pos] = v
+    ("put_add",      "PutAdd",      SavesPositions, "custom", "cold", None),  # take's adjoint
     # family nn
     ("softmax",                "Softmax",                 SavesSoftmax,              "custom", "cold", None),
     ("softmax_backward",       "SoftmaxBackward",         SavesSoftmaxBackward,      "custom", "cold", None),
@@ -143,8 +144,10 @@ from .ops_math import (  # noqa: E402  (after the forwards above: op modules imp
     amin, logsumexp, matmul,
 )
 from .ops_shape import (  # noqa: E402  (after the forwards above: op modules import them)
-    to_dtype, clone, reshape, permute, expand, slice, slice_scatter, cat, index_select, index_add, gather,
-    scatter_add, take, put, put_add,
+    to_dtype, clone, reshape, permute, expand, slice, slice_scatter, cat,
+)
+from .ops_index import (  # noqa: E402  (after the forwards above: op modules import them)
+    index_select, index_add, gather, scatter_add, take, put, put_add,
 )
 from .ops_nn import (  # noqa: E402  (after the forwards above: op modules import them)
     softmax, softmax_backward, log_softmax, log_softmax_backward, cross_entropy, cross_entropy_backward, unfold,
