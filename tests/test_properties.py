@@ -313,6 +313,11 @@ OPS = {
     "inplace_view": binary(inplace_view),
     "inplace_expand": binary(inplace_expand),
 }
+# Every unary kernel op of ops.def (exp, erf, ...) is in the programs without an entry of its own, as the public
+# function of its name on sigmoid(x), in (0, 1): a new one needs no row here (docs/design.md, "How to add an op").
+from dyngrad.reference.primitives import PRIMITIVES  # noqa: E402  (ops.def's table, generated)
+OPS.update({row[0]: unary(lambda m, x, k, name=row[0]: getattr(m, name)(m.sigmoid(x)))
+            for row in PRIMITIVES if row[3] in ("unary", "unary_float") and row[5] and row[0] not in OPS})
 OP_NAMES = sorted(OPS, key=lambda name: (OPS[name][0], name))  # unary first: hypothesis shrinks towards them
 
 
