@@ -38,6 +38,17 @@ Tensor log_softmax(const Tensor& a_in, int64_t dim) {
   return out;
 }
 
+// What cross_entropy and cross_entropy_backward save alike.
+template <class Stored>
+static void save_cross_entropy(Stored& s, const Tensor& logits, const Tensor& target, int64_t reduction,
+                               int64_t ignore_index, double label_smoothing) {
+  s.logits.save(logits, false);
+  s.target.save(target, false);
+  s.reduction = reduction;
+  s.ignore_index = ignore_index;
+  s.label_smoothing = label_smoothing;
+}
+
 // loss_i = -(1-ls) * logp[i, t_i] - ls/C * sum_c logp[i, c], skipping t_i == ignore_index; reduced by mean
 // (over the non-ignored rows), sum, or none.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t reduction, int64_t ignore_index,
@@ -70,14 +81,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t reducti
       DG_DISPATCH_FLOAT(out->dtype, T, *out->data<T>() /= (T)count);
     }
   }
-  if (any_requires_grad({&logits})) {
-    auto& node = record<OpKind::cross_entropy>(out, {&logits, nullptr});
-    node.saved.logits.save(logits, false);
-    node.saved.target.save(t, false);
-    node.saved.reduction = reduction;
-    node.saved.ignore_index = ignore_index;
-    node.saved.label_smoothing = label_smoothing;
-  }
+  if (any_requires_grad({&logits}))
+    save_cross_entropy(record<OpKind::cross_entropy>(out, {&logits, nullptr}).saved, logits, t, reduction,
+                       ignore_index, label_smoothing);
   return out;
 }
 
@@ -115,11 +121,7 @@ Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Te
   if (any_requires_grad({&grad, &logits})) {
     auto& node = record<OpKind::cross_entropy_backward>(dx, {&grad, &logits, nullptr});
     if (node.needs_input_grad(1)) node.saved.grad.save(grad, false);
-    node.saved.logits.save(logits, false);
-    node.saved.target.save(t, false);
-    node.saved.reduction = reduction;
-    node.saved.ignore_index = ignore_index;
-    node.saved.label_smoothing = label_smoothing;
+    save_cross_entropy(node.saved, logits, t, reduction, ignore_index, label_smoothing);
   }
   return dx;
 }

@@ -25,6 +25,15 @@ def _check_bounds(idx, size, dim, op, error=IndexError):
         raise error(f"{op}: index {int(bad.reshape(-1)[0])} is out of range for dimension {dim} of size {size}.")
 
 
+def _record_index(op, out, input, index, dim):
+    """What index_select, index_add, gather and scatter_add record: the index and the dim (ops_index.cpp's
+    record_index)."""
+    if any_requires_grad(input):
+        node = record(op, out, (input,))
+        node.save("index", index)
+        node.args = {"dim": dim}
+
+
 # out = a.index_select(dim, index)
 def index_select(a, dim, index):
     if index.ndim > 1:
@@ -38,10 +47,7 @@ def index_select(a, dim, index):
     _check_bounds(idx, size, d, "index_select")
     flat = idx.reshape(-1) % max(size, 1)
     out = make_tensor(np.take(a._data, flat, axis=d) if a.ndim else a._data.copy())
-    if any_requires_grad(a):
-        node = record("index_select", out, (a,))
-        node.save("index", index)
-        node.args = {"dim": d}
+    _record_index("index_select", out, a, index, d)
     return out
 
 
@@ -65,10 +71,7 @@ def index_add(src, dim, index, out_shape):
     else:
         out += src._data
     out = make_tensor(out)
-    if any_requires_grad(src):
-        node = record("index_add", out, (src,))
-        node.save("index", index)
-        node.args = {"dim": dim}
+    _record_index("index_add", out, src, index, dim)
     return out
 
 
@@ -98,10 +101,7 @@ def gather(a, dim, index):
     size = a.shape[d] if a.ndim else 1
     _check_bounds(idx, size, d, "gather", RuntimeError)
     out = make_tensor(a._data[_gather_key(idx, d, size)].copy() if a.ndim else a._data.copy())
-    if any_requires_grad(a):
-        node = record("gather", out, (a,))
-        node.save("index", index)
-        node.args = {"dim": d}
+    _record_index("gather", out, a, index, d)
     return out
 
 
@@ -126,10 +126,7 @@ def scatter_add(src, dim, index, out_shape):
     else:
         out += src._data
     out = make_tensor(out)
-    if any_requires_grad(src):
-        node = record("scatter_add", out, (src,))
-        node.save("index", index)
-        node.args = {"dim": dim}
+    _record_index("scatter_add", out, src, index, dim)
     return out
 
 
