@@ -1,7 +1,9 @@
 """The graph semantics both engines share: accumulation, deep graphs, retain/create_graph, hooks, custom Functions,
 in-place recording, grad modes and threads, numpy interop, repr and dtype promotion (docs/design.md)."""
 import gc
+import os
 import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -172,15 +174,31 @@ def test_deep_chain_backward_and_free(dg):
     gc.collect()
 
 
+def graph_watch(dg, first):
+    """A function telling whether a graph is still alive: in C++, how many nodes more than before it existed are
+    alive (the leak counter), in the reference, whether the node of `first` (the graph's first op) is."""
+    if hasattr(dg._C, "_live_node_count"):
+        gc.collect()
+        before = dg._C._live_node_count() - 2       # (first's node and its leaf's AccumulateGrad exist already)
+        return lambda: dg._C._live_node_count() - before
+    node = weakref.ref(first.grad_fn)
+    return lambda: int(node() is not None)
+
+
 def test_deep_chain_freed_without_backward(dg):
-    x = leaf(dg, [1.0])
-    y = deep_chain(dg, x, DEPTH[dg.__name__])
-    del y                                 # the whole unreleased graph goes at once, from the head
-    x2 = leaf(dg, [1.0])
-    y2 = deep_chain(dg, x2, DEPTH[dg.__name__] // 10)
-    del x2                                # the leaf first (the graph still holds it), then the head
-    del y2
-    gc.collect()
+    """An unreleased graph is freed with its last tensor, however deep (Note [Iterative graph destruction]: no
+    recursion), from the head, or with the leaf dropped first (the graph still holds it)."""
+    for depth, leaf_first in ((DEPTH[dg.__name__], False), (DEPTH[dg.__name__] // 10, True)):
+        x = leaf(dg, [1.0])
+        y = x * 1.0
+        alive = graph_watch(dg, y)
+        y = deep_chain(dg, y, depth)
+        assert alive() >= (depth if hasattr(dg._C, "_live_node_count") else 1)
+        if leaf_first:
+            del x
+        del y                                 # the whole graph goes at once, from the head
+        gc.collect()
+        assert alive() == 0
 
 
 @pytest.mark.slow
@@ -834,3 +852,14 @@ def test_accumulation_never_writes_into_a_gradient_someone_holds(dg):
     loss.backward()
     assert v.grad.tolist() == [1.0, 1.0, 1.0]
     assert x.grad.tolist() == [9.0, 9.0, 4.0]
+
+
+def test_the_engine_names_no_op():
+    """Both engines' backward loops are generic: what an op's node does in backward is the node's own business
+    (Node::apply, and Node::apply_in_place for Note [Gradients written in place]), never a special case of an OpKind."""
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    with open(os.path.join(root, "csrc", "dyngrad", "engine.cpp"), encoding="utf-8") as f:
+        assert "OpKind" not in f.read()
+    with open(os.path.join(root, "python", "dyngrad", "reference", "engine.py"), encoding="utf-8") as f:
+        text = f.read()
+    assert ".op ==" not in text and "primitives" not in text

@@ -39,36 +39,22 @@ __iadd__ __isub__ __imul__ __itruediv__ __getitem__ __setitem__ __eq__ __ne__ __
 """.split()
 
 
-def op_names_of_reference(ref):
-    return ref._C.op_names()
-
-
 def public_names(module):
     return {n for n in dir(module) if not n.startswith("_") and not isinstance(getattr(module, n), types.ModuleType)}
 
 
-def test_primitive_op_sets_match(cpp, ref):
-    """ops.def and the reference's OP_NAMES list the same primitives (STYLE.md 9.7)."""
-    names = op_names_of_reference(ref)
-    if names is None:
-        pytest.skip("dyngrad.reference does not expose OP_NAMES")
-    c, r = set(cpp._C.op_names()), set(names)
-    assert c == r, f"only in csrc/dyngrad/ops.def: {sorted(c - r)}; only in the reference OP_NAMES: {sorted(r - c)}"
-
-
-def test_primitive_op_order_matches(cpp, ref):
-    names = op_names_of_reference(ref)
-    if names is None or set(names) != set(cpp._C.op_names()):
-        pytest.skip("the op sets differ (test_primitive_op_sets_match reports how)")
-    assert list(cpp._C.op_names()) == list(names)
+def test_primitive_ops_match(cpp, ref):
+    """ops.def and the reference's table (primitives.py, generated from it) list the same primitives, in the same
+    order (docs/design.md, "How to add an op")."""
+    c, r = list(cpp._C.op_names()), list(ref._C.op_names())
+    assert set(c) == set(r), f"only in csrc/dyngrad/ops.def: {sorted(set(c) - set(r))}; only in the reference: " \
+                             f"{sorted(set(r) - set(c))}"
+    assert c == r
 
 
 def test_reference_has_a_derivative_per_primitive(ref):
-    names = op_names_of_reference(ref)
-    if names is None:
-        pytest.skip("dyngrad.reference does not expose OP_NAMES")
     derivatives = importlib.import_module("dyngrad.reference.derivatives")
-    missing = [n for n in names if not hasattr(derivatives, f"{n}_backward")]
+    missing = [n for n in ref._C.op_names() if not hasattr(derivatives, f"{n}_backward")]
     assert not missing, f"reference/derivatives.py has no <op>_backward for {missing}"
 
 
@@ -221,5 +207,5 @@ def test_saved_fields_agree_for_every_op_row(cpp, ref):
                     if extra:
                         problems.append(f"{op.name}: the reference {r.name()} saves undeclared {sorted(extra)}")
     assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems)
-    missing = {d for _, d, _ in importlib.import_module("dyngrad.reference.ops").PRIMITIVES} - seen_ops
+    missing = {row[1] for row in importlib.import_module("dyngrad.reference.primitives").PRIMITIVES} - seen_ops
     assert not missing, f"no op row reaches these nodes, so their saved fields went unchecked: {sorted(missing)}"

@@ -13,8 +13,8 @@
 #include <cxxabi.h>
 
 #include <atomic>
+#include <set>
 #include <string>
-#include <unordered_map>
 
 #include "common.h"
 #include "dyngrad/node.h"
@@ -55,10 +55,17 @@ PyObject* to_python(Tensor&& t) { return py::cast(std::move(t)).release().ptr();
     return nullptr;                          \
   }
 
-// The fallbacks of methods and slots, by slot number (a builtin method's `self` is the tensor, so the fallback
-// cannot travel as the builtin's self as it does for module functions).
-constexpr size_t kMaxSlots = 64;
-PyObject* g_fallback[kMaxSlots];
+// Note [Fallbacks of methods]: a builtin method's `self` is the tensor, so its Python fallback cannot travel as the
+// builtin's self as a module function's does. Each method and operator slot is a template instance of its own, and
+// finds its fallback in a variable of that instance (fallback_of<its own address>): no table of slot numbers, so no
+// number can name another method's fallback. install_fast_paths sets them.
+using Fast = PyObject* (*)(PyObject*, PyObject* const*, Py_ssize_t, PyObject*);
+template <Fast Method>
+inline PyObject* fallback_of = nullptr;
+template <binaryfunc Slot>
+inline PyObject* forward_fallback_of = nullptr;  // the shared layer's __add__, for a + b with a a tensor
+template <binaryfunc Slot>
+inline PyObject* reflected_fallback_of = nullptr;  // its __radd__, for a + b with b a tensor
 
 // Calls fallback(self, *args, **kwnames): a method's slow path.
 PyObject* call_method_fallback(PyObject* fallback, PyObject* self, PyObject* const* args, Py_ssize_t nargsf,
@@ -131,8 +138,7 @@ Tensor reflected_div(const Tensor& t, const Tensor& number) {
   return mul(reciprocal, number);
 }
 
-// slot (forward, reflected) fallbacks: the shared layer's __add__ and __radd__
-template <BinaryOp Op, size_t Slot, bool Numbers = true, ReflectedOp Reflected = nullptr>
+template <BinaryOp Op, bool Numbers = true, ReflectedOp Reflected = nullptr>
 PyObject* binary_slot(PyObject* a, PyObject* b) {
   const Tensor* ta = tensor_of(a);
   const Tensor* tb = tensor_of(b);
@@ -143,8 +149,9 @@ PyObject* binary_slot(PyObject* a, PyObject* b) {
   if constexpr (Reflected != nullptr)
     if (fast && tb && fast_number<Op>(a)) return to_python(Reflected(*tb, number_operand(a, *tb)));
   DG_PY_CATCH
-  if (ta) return PyObject_CallFunctionObjArgs(g_fallback[Slot], a, b, nullptr);
-  if (tb) return PyObject_CallFunctionObjArgs(g_fallback[Slot + 1], b, a, nullptr);
+  constexpr binaryfunc self = &binary_slot<Op, Numbers, Reflected>;
+  if (ta) return PyObject_CallFunctionObjArgs(forward_fallback_of<self>, a, b, nullptr);
+  if (tb) return PyObject_CallFunctionObjArgs(reflected_fallback_of<self>, b, a, nullptr);
   Py_RETURN_NOTIMPLEMENTED;
 }
 
@@ -212,7 +219,6 @@ Tensor basic_index(const Tensor& self, PyObject* idx) {
   return r;
 }
 
-template <size_t Slot>
 PyObject* getitem_slot(PyObject* self, PyObject* idx) {
   const Tensor* t = tensor_of(self);
   if (t && is_basic_index(idx)) {
@@ -220,7 +226,7 @@ PyObject* getitem_slot(PyObject* self, PyObject* idx) {
     return to_python(basic_index(*t, idx));
     DG_PY_CATCH
   }
-  return PyObject_CallFunctionObjArgs(g_fallback[Slot], self, idx, nullptr);
+  return PyObject_CallFunctionObjArgs(forward_fallback_of<&getitem_slot>, self, idx, nullptr);
 }
 
 // Tensor.__getitem__(idx), Tensor.__add__(other), ... as written in the type's dict: the slot itself. A Python
@@ -305,7 +311,6 @@ PyObject* reduce_function(PyObject* fallback, PyObject* const* args, Py_ssize_t 
 }
 
 Tensor sum_op(const Tensor& a, const Dims& dims, bool keepdim) { return sum(a, dims, keepdim); }
-Tensor mean_op(const Tensor& a, const Dims& dims, bool keepdim) { return mean(a, dims, keepdim); }
 
 // linear(x, w) or linear(x, w, b) with a 2-D weight: x @ w.mT + b, as the shared composite computes it.
 PyObject* linear_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
@@ -342,8 +347,8 @@ PyObject* cross_entropy_function(PyObject* fallback, PyObject* const* args, Py_s
   return PyObject_Vectorcall(fallback, args, nargsf, kwnames);
 }
 
-// ---- methods: `self` is the tensor; the fallback is g_fallback[Slot] ----
-template <UnaryOp Op, size_t Slot>
+// ---- methods: `self` is the tensor (Note [Fallbacks of methods]) ----
+template <UnaryOp Op>
 PyObject* unary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
   if (PyVectorcall_NARGS(nargsf) == 0 && !kwnames)
     if (const Tensor* t = tensor_of(self)) {
@@ -351,10 +356,10 @@ PyObject* unary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf,
       return to_python(Op(*t));
       DG_PY_CATCH
     }
-  return call_method_fallback(g_fallback[Slot], self, args, nargsf, kwnames);
+  return call_method_fallback(fallback_of<&unary_method<Op>>, self, args, nargsf, kwnames);
 }
 
-template <BinaryOp Op, bool Numbers, size_t Slot>
+template <BinaryOp Op, bool Numbers>
 PyObject* binary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
   if (PyVectorcall_NARGS(nargsf) == 1 && !kwnames && !autocast_defers<Op>()) {
     const Tensor* ta = tensor_of(self);
@@ -365,10 +370,10 @@ PyObject* binary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf
       DG_PY_CATCH
     }
   }
-  return call_method_fallback(g_fallback[Slot], self, args, nargsf, kwnames);
+  return call_method_fallback(fallback_of<&binary_method<Op, Numbers>>, self, args, nargsf, kwnames);
 }
 
-template <ReduceOp Op, size_t Slot>
+template <ReduceOp Op>
 PyObject* reduce_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
   if (const Tensor* t = tensor_of(self)) {
     Dims dims;
@@ -379,12 +384,11 @@ PyObject* reduce_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf
       DG_PY_CATCH
     }
   }
-  return call_method_fallback(g_fallback[Slot], self, args, nargsf, kwnames);
+  return call_method_fallback(fallback_of<&reduce_method<Op>>, self, args, nargsf, kwnames);
 }
 
 // self.add_(other) or self.add_(other, alpha=number): the optimiser's step. The same core calls as the shared
 // in-place method: inplace_input, add, assign_inplace.
-template <size_t Slot>
 PyObject* add_inplace_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
@@ -402,54 +406,86 @@ PyObject* add_inplace_method(PyObject* self, PyObject* const* args, Py_ssize_t n
     return self;
     DG_PY_CATCH
   }
-  return call_method_fallback(g_fallback[Slot], self, args, nargsf, kwnames);
+  return call_method_fallback(fallback_of<&add_inplace_method>, self, args, nargsf, kwnames);
 }
 
-using Fast = PyObject* (*)(PyObject*, PyObject* const*, Py_ssize_t, PyObject*);
 struct Entry {
   const char* name;
-  Fast function;  // dg.NAME(...), or null
-  Fast method;    // tensor.NAME(...), or null
+  Fast function;              // dg.NAME(...), or null
+  Fast method;                // tensor.NAME(...), or null
+  PyObject** method_fallback;  // fallback_of<method> (Note [Fallbacks of methods])
 };
 
-template <UnaryOp Op, size_t Slot>
-constexpr Entry unary(const char* name) { return {name, &unary_function<Op>, &unary_method<Op, Slot>}; }
-template <BinaryOp Op, size_t Slot, bool Numbers = true>
-constexpr Entry binary(const char* name) {
-  return {name, &binary_function<Op, Numbers>, &binary_method<Op, Numbers, Slot>};
+template <UnaryOp Op>
+constexpr Entry unary_entry(const char* name) {
+  return {name, &unary_function<Op>, &unary_method<Op>, &fallback_of<&unary_method<Op>>};
 }
-template <ReduceOp Op, size_t Slot>
-constexpr Entry reduction(const char* name) { return {name, &reduce_function<Op>, &reduce_method<Op, Slot>}; }
+template <BinaryOp Op, bool Numbers>
+constexpr Entry binary_entry(const char* name) {
+  return {name, &binary_function<Op, Numbers>, &binary_method<Op, Numbers>,
+          &fallback_of<&binary_method<Op, Numbers>>};
+}
+template <ReduceOp Op>
+constexpr Entry reduction_entry(const char* name) {
+  return {name, &reduce_function<Op>, &reduce_method<Op>, &fallback_of<&reduce_method<Op>>};
+}
 
-// Slots 0..19: methods (one each); 40..: type slots (forward, reflected pairs).
+// The hot primitives of ops.def whose signature is custom: their entries, written here.
+constexpr Entry fast_entry_sum() { return reduction_entry<&sum_op>("sum"); }
+constexpr Entry fast_entry_cross_entropy() { return {"cross_entropy", &cross_entropy_function, nullptr, nullptr}; }
+
 const Entry kEntries[] = {
-    unary<&exp, 0>("exp"),         unary<&log, 1>("log"),       unary<&tanh, 2>("tanh"),
-    unary<&sigmoid, 3>("sigmoid"), unary<&relu, 4>("relu"),     unary<&sqrt, 5>("sqrt"),
-    unary<&abs, 6>("abs"),         unary<&sin, 7>("sin"),       unary<&cos, 8>("cos"),
-    unary<&neg, 9>("neg"),         unary<&rsqrt, 10>("rsqrt"),  unary<&erf, 11>("erf"),
-    binary<&add, 12>("add"),       binary<&sub, 13>("sub"),     binary<&mul, 14>("mul"),
-    binary<&div, 15>("div"),       binary<&matmul, 16, false>("matmul"),
-    reduction<&sum_op, 17>("sum"), reduction<&mean_op, 18>("mean"),
-    {"add_", nullptr, &add_inplace_method<19>},
-    {"linear", &linear_function, nullptr},
-    {"cross_entropy", &cross_entropy_function, nullptr},
+// every hot primitive of ops.def, made from its signature (a custom one by its fast_entry_<name>() above)
+#define DG_FAST_ENTRY_unary(name) unary_entry<&name>(#name),
+#define DG_FAST_ENTRY_unary_float(name) unary_entry<&name>(#name),
+#define DG_FAST_ENTRY_binary(name) binary_entry<&name, true>(#name),
+#define DG_FAST_ENTRY_binary_tensors(name) binary_entry<&name, false>(#name),
+#define DG_FAST_ENTRY_reduction(name) reduction_entry<&name>(#name),
+#define DG_FAST_ENTRY_custom(name) fast_entry_##name(),
+#define DG_FAST_hot(signature, name) DG_FAST_ENTRY_##signature(name)
+#define DG_FAST_cold(signature, name)
+#define DG_OP(name, display, saves, signature, hot) DG_FAST_##hot(signature, name)
+#include "dyngrad/ops.def"
+#undef DG_FAST_ENTRY_unary
+#undef DG_FAST_ENTRY_unary_float
+#undef DG_FAST_ENTRY_binary
+#undef DG_FAST_ENTRY_binary_tensors
+#undef DG_FAST_ENTRY_reduction
+#undef DG_FAST_ENTRY_custom
+#undef DG_FAST_hot
+#undef DG_FAST_cold
+    // and the hot rows of the shared layer that are not primitives
+    {"add_", nullptr, &add_inplace_method, &fallback_of<&add_inplace_method>},
+    {"linear", &linear_function, nullptr, nullptr},
 };
-constexpr size_t kMethodSlots = 20;
+constexpr size_t kEntryCount = sizeof(kEntries) / sizeof(kEntries[0]);
 
+// The operator slots: the shared layer's dunders (forward and reflected) behind each.
 struct SlotEntry {
   const char* forward;
-  const char* reflected;
-  size_t slot;
+  const char* reflected;  // or null
+  PyObject** forward_fallback;
+  PyObject** reflected_fallback;
 };
-const SlotEntry kSlots[] = {{"__add__", "__radd__", 40}, {"__sub__", "__rsub__", 42}, {"__mul__", "__rmul__", 44},
-                            {"__truediv__", "__rtruediv__", 46}, {"__matmul__", "__rmatmul__", 48},
-                            {"__getitem__", nullptr, 50}};
-static_assert(kMethodSlots <= 40 && 51 < kMaxSlots);
+constexpr binaryfunc kAddSlot = &binary_slot<&add, true, &reflected_add>;
+constexpr binaryfunc kSubSlot = &binary_slot<&sub, true, &reflected_sub>;
+constexpr binaryfunc kMulSlot = &binary_slot<&mul, true, &reflected_mul>;
+constexpr binaryfunc kDivSlot = &binary_slot<&div, true, &reflected_div>;
+constexpr binaryfunc kMatmulSlot = &binary_slot<&matmul, false>;
+template <binaryfunc Slot>
+constexpr SlotEntry slot_entry(const char* forward, const char* reflected) {
+  return {forward, reflected, &forward_fallback_of<Slot>, &reflected_fallback_of<Slot>};
+}
+const SlotEntry kSlots[] = {slot_entry<kAddSlot>("__add__", "__radd__"), slot_entry<kSubSlot>("__sub__", "__rsub__"),
+                            slot_entry<kMulSlot>("__mul__", "__rmul__"),
+                            slot_entry<kDivSlot>("__truediv__", "__rtruediv__"),
+                            slot_entry<kMatmulSlot>("__matmul__", "__rmatmul__"),
+                            slot_entry<&getitem_slot>("__getitem__", nullptr)};
 
 // PyMethodDef must outlive the functions made from it: static storage.
-PyMethodDef g_function_defs[kMaxSlots];
-PyMethodDef g_method_defs[kMaxSlots];
-std::string g_docs[kMaxSlots], g_method_docs[kMaxSlots];
+PyMethodDef g_function_defs[kEntryCount];
+PyMethodDef g_method_defs[kEntryCount];
+std::string g_docs[kEntryCount], g_method_docs[kEntryCount];
 
 // docs[key]: the fallback's docstring headed by its signature in CPython's `name(...)\n--\n\n` form, so that
 // inspect.signature and help() of the builtin show the signature of the Python definition.
@@ -488,6 +524,7 @@ py::dict install_fast_paths(py::dict fallbacks, py::dict docs) {
   };
   py::dict functions;
   py::dict type_dict = py::reinterpret_borrow<py::dict>(g_tensor_type->tp_dict);
+  std::set<PyObject**> assigned;
   size_t i = 0;
   for (const Entry& e : kEntries) {
     if (e.function) {
@@ -502,9 +539,11 @@ py::dict install_fast_paths(py::dict fallbacks, py::dict docs) {
     }
     if (e.method) {
       py::object slow = fallback(std::string("Tensor.") + e.name);
-      // the method's slot number is baked into its template; entries list methods in slot order
-      g_fallback[i] = slow.release().ptr();
-      g_method_docs[i] = doc_of(docs, std::string("Tensor.") + e.name, py::handle(g_fallback[i]));
+      if (!assigned.insert(e.method_fallback).second)  // two entries with one method instance: one would be lost
+        throw RuntimeError(str_cat("_install_fast_paths: the method of '", e.name, "' shares its fallback."));
+      Py_XDECREF(*e.method_fallback);
+      *e.method_fallback = slow.release().ptr();
+      g_method_docs[i] = doc_of(docs, std::string("Tensor.") + e.name, py::handle(*e.method_fallback));
       g_method_defs[i] = {e.name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(e.method)),
                           METH_FASTCALL | METH_KEYWORDS, g_method_docs[i].c_str()};
       PyObject* descr = PyDescr_NewMethod(g_tensor_type, &g_method_defs[i]);
@@ -514,35 +553,34 @@ py::dict install_fast_paths(py::dict fallbacks, py::dict docs) {
     ++i;
   }
   for (const SlotEntry& s : kSlots) {
-    g_fallback[s.slot] = fallback(std::string("Tensor.") + s.forward).release().ptr();
-    if (s.reflected) g_fallback[s.slot + 1] = fallback(std::string("Tensor.") + s.reflected).release().ptr();
+    Py_XDECREF(*s.forward_fallback);
+    *s.forward_fallback = fallback(std::string("Tensor.") + s.forward).release().ptr();
+    if (s.reflected) {
+      Py_XDECREF(*s.reflected_fallback);
+      *s.reflected_fallback = fallback(std::string("Tensor.") + s.reflected).release().ptr();
+    }
   }
   // The Python dunders stay in the type's dict (explicit calls, subclasses); the C slots replace what CPython
   // derived from them. Subclasses made later (nn.Parameter) inherit these slots.
-  constexpr auto add_slot = &binary_slot<&add, 40, true, &reflected_add>;
-  constexpr auto sub_slot = &binary_slot<&sub, 42, true, &reflected_sub>;
-  constexpr auto mul_slot = &binary_slot<&mul, 44, true, &reflected_mul>;
-  constexpr auto div_slot = &binary_slot<&div, 46, true, &reflected_div>;
-  constexpr auto matmul_slot = &binary_slot<&matmul, 48, false>;
   PyNumberMethods* number = g_tensor_type->tp_as_number;
-  number->nb_add = add_slot;
-  number->nb_subtract = sub_slot;
-  number->nb_multiply = mul_slot;
-  number->nb_true_divide = div_slot;
-  number->nb_matrix_multiply = matmul_slot;
-  g_tensor_type->tp_as_mapping->mp_subscript = &getitem_slot<50>;
+  number->nb_add = kAddSlot;
+  number->nb_subtract = kSubSlot;
+  number->nb_multiply = kMulSlot;
+  number->nb_true_divide = kDivSlot;
+  number->nb_matrix_multiply = kMatmulSlot;
+  g_tensor_type->tp_as_mapping->mp_subscript = &getitem_slot;
   static PyMethodDef slot_defs[] = {
-      {"__add__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<add_slot>)),
+      {"__add__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<kAddSlot>)),
        METH_FASTCALL | METH_KEYWORDS, "self + other"},
-      {"__sub__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<sub_slot>)),
+      {"__sub__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<kSubSlot>)),
        METH_FASTCALL | METH_KEYWORDS, "self - other"},
-      {"__mul__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<mul_slot>)),
+      {"__mul__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<kMulSlot>)),
        METH_FASTCALL | METH_KEYWORDS, "self * other"},
-      {"__truediv__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<div_slot>)),
+      {"__truediv__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<kDivSlot>)),
        METH_FASTCALL | METH_KEYWORDS, "self / other"},
-      {"__matmul__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<matmul_slot>)),
+      {"__matmul__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<kMatmulSlot>)),
        METH_FASTCALL | METH_KEYWORDS, "self @ other"},
-      {"__getitem__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<&getitem_slot<50>>)),
+      {"__getitem__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&slot_method<&getitem_slot>)),
        METH_FASTCALL | METH_KEYWORDS, "self[index]: a view for ints, slices, None and Ellipsis"},
   };
   for (PyMethodDef& def : slot_defs) {  // written into the dict directly: setattr would re-derive the slots

@@ -153,9 +153,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("get_num_threads", &num_threads, "threads used by large kernels");
   m.def("_set_parallel_grain", [](int64_t n) {
     DG_CHECK(n >= 1, RuntimeError, "_set_parallel_grain: expected a positive element count, got ", n, ".");
-    kParallelGrain = n;
+    set_parallel_grain(n);
   }, py::arg("n"), "for bench/parallel_grain.py: the element count from which kernels use every thread");
-  m.def("_parallel_grain", [] { return kParallelGrain; });
+  m.def("_parallel_grain", [] { return parallel_grain(); });
   // Like torch.set_num_threads, it also sets the BLAS's threads: those of numpy's own OpenBLAS (Note [One BLAS]),
   // at most one per core (an OpenBLAS that fails to start a thread hangs instead of failing) and at most
   // OPENBLAS_NUM_THREADS when that is set: OPENBLAS_NUM_THREADS=1 keeps the BLAS free of busy-waiting workers

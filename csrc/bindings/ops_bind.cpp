@@ -27,16 +27,29 @@ void bind_ops(py::module_& m) {
   auto none = py::none();
   using T = const Tensor&;
 
-  // ---- arithmetic ----
-  m.def("add", [](T a, T b) { return add(a, b); }, arg("a"), arg("b"));
-  m.def("sub", [](T a, T b) { return sub(a, b); }, arg("a"), arg("b"));
-  m.def("mul", [](T a, T b) { return mul(a, b); }, arg("a"), arg("b"));
-  m.def("div", [](T a, T b) { return div(a, b); }, arg("a"), arg("b"));
-  m.def("neg", [](T a) { return neg(a); }, arg("a"));
-  m.def("pow", [](T a, T b) { return pow(a, b); }, arg("a"), arg("b"));
+  // ---- the primitives whose signature ops.def names, bound from it (parameter names as reference/_C.py) ----
+#define DG_BIND_unary(name) m.def(#name, [](T a) { return name(a); }, arg("a"));
+#define DG_BIND_unary_float(name) DG_BIND_unary(name)
+#define DG_BIND_unary_backward(name) \
+  m.def(#name, [](T grad, T x) { return name(grad, x); }, arg("grad"), arg("x"));
+#define DG_BIND_binary(name) m.def(#name, [](T a, T b) { return name(a, b); }, arg("a"), arg("b"));
+#define DG_BIND_binary_tensors(name) DG_BIND_binary(name)
+#define DG_BIND_reduction(name)                                                                    \
+  m.def(#name, [](T a, const Dims& dims, bool keepdim) { return name(a, dims, keepdim); }, arg("a"), \
+        arg("dims"), arg("keepdim"));
+#define DG_BIND_custom(name)
+#define DG_OP(name, display, saves, signature, hot) DG_BIND_##signature(name)
+#include "dyngrad/ops.def"
+#undef DG_BIND_unary
+#undef DG_BIND_unary_float
+#undef DG_BIND_unary_backward
+#undef DG_BIND_binary
+#undef DG_BIND_binary_tensors
+#undef DG_BIND_reduction
+#undef DG_BIND_custom
+
+  // ---- the custom-signature primitives and the composites, by family: arithmetic ----
   m.def("pow_scalar", [](T a, double p) { return pow_scalar(a, p); }, arg("a"), arg("p"));
-  m.def("maximum", [](T a, T b) { return maximum(a, b); }, arg("a"), arg("b"));
-  m.def("minimum", [](T a, T b) { return minimum(a, b); }, arg("a"), arg("b"));
   m.def("where", [](T cond, T a, T b) { return where(cond, a, b); }, arg("cond"), arg("a"), arg("b"));
   m.def("clamp", [](T a, std::optional<double> lo, std::optional<double> hi) { return clamp(a, lo, hi); },
         arg("a"), arg("lo").none(true), arg("hi").none(true));
@@ -45,10 +58,6 @@ void bind_ops(py::module_& m) {
   m.def("result_type", [](T a, T b) { return dtype_object(result_type(a, b)); }, arg("a"), arg("b"));
 
   // ---- unary ----
-#define DG_UNARY(name) m.def(#name, [](T a) { return name(a); }, arg("a"));
-  DG_UNARY(exp) DG_UNARY(log) DG_UNARY(sqrt) DG_UNARY(rsqrt) DG_UNARY(abs) DG_UNARY(sin) DG_UNARY(cos)
-  DG_UNARY(tanh) DG_UNARY(sigmoid) DG_UNARY(relu) DG_UNARY(sign) DG_UNARY(erf) DG_UNARY(gelu)
-#undef DG_UNARY
   m.def("leaky_relu", [](T a, double slope) { return leaky_relu(a, slope); }, arg("a"), arg("slope"));
   m.def("softplus", [](T a, double beta, double threshold) { return softplus(a, beta, threshold); }, arg("a"),
         arg("beta"), arg("threshold"));
@@ -67,29 +76,17 @@ void bind_ops(py::module_& m) {
   m.def("sum", [](T a, const Dims& dims, bool keepdim, py::handle dtype) {
     return sum(a, dims, keepdim, parse_optional_dtype(dtype));
   }, arg("a"), arg("dims"), arg("keepdim"), arg("dtype") = none);
-  m.def("mean", [](T a, const Dims& dims, bool keepdim) { return mean(a, dims, keepdim); }, arg("a"), arg("dims"),
-        arg("keepdim"));
   m.def("var", [](T a, const Dims& dims, double correction, bool keepdim) { return var(a, dims, correction, keepdim); },
         arg("a"), arg("dims"), arg("correction"), arg("keepdim"));
   m.def("std", [](T a, const Dims& dims, double correction, bool keepdim) { return std_(a, dims, correction, keepdim); },
         arg("a"), arg("dims"), arg("correction"), arg("keepdim"));
-  m.def("amax", [](T a, const Dims& dims, bool keepdim) { return amax(a, dims, keepdim); }, arg("a"), arg("dims"),
-        arg("keepdim"));
-  m.def("amin", [](T a, const Dims& dims, bool keepdim) { return amin(a, dims, keepdim); }, arg("a"), arg("dims"),
-        arg("keepdim"));
   m.def("argmax", [](T a, std::optional<int64_t> dim, bool keepdim) { return argmax(a, dim, keepdim); }, arg("a"),
         arg("dim").none(true), arg("keepdim"));
   m.def("argmin", [](T a, std::optional<int64_t> dim, bool keepdim) { return argmin(a, dim, keepdim); }, arg("a"),
         arg("dim").none(true), arg("keepdim"));
-  m.def("logsumexp", [](T a, const Dims& dims, bool keepdim) { return logsumexp(a, dims, keepdim); }, arg("a"),
-        arg("dims"), arg("keepdim"));
-
-  // ---- linear algebra ----
-  m.def("matmul", [](T a, T b) { return matmul(a, b); }, arg("a"), arg("b"));
 
   // ---- conversion and movement ----
   m.def("to_dtype", [](T a, py::handle dtype) { return to_dtype(a, parse_dtype(dtype)); }, arg("a"), arg("dtype"));
-  m.def("clone", [](T a) { return clone(a); }, arg("a"));
   m.def("contiguous", [](T a) { return contiguous(a); }, arg("a"));
   m.def("reshape", [](T a, const Shape& shape) { return reshape(a, shape); }, arg("a"), arg("shape"));
   m.def("view", [](T a, const Shape& shape) { return view(a, shape); }, arg("a"), arg("shape"));
@@ -139,7 +136,7 @@ void bind_ops(py::module_& m) {
   m.def("masked_fill", [](T a, T mask, T value) { return masked_fill(a, mask, value); }, arg("a"), arg("mask"),
         arg("value"));
 
-  // ---- in-place (Note [In-place writes into views] in ops_shape.cpp) ----
+  // ---- in-place (Note [In-place writes into views] in inplace.cpp) ----
   m.def("inplace_input", [](T self, const std::string& op, bool other_requires_grad) {
     return inplace_input(self, op.c_str(), other_requires_grad);
   }, arg("self"), arg("op"), arg("other_requires_grad"));
@@ -166,6 +163,26 @@ void bind_ops(py::module_& m) {
   m.def("cross_entropy", [](T logits, T target, int64_t reduction, int64_t ignore_index, double label_smoothing) {
     return cross_entropy(logits, target, reduction, ignore_index, label_smoothing);
   }, arg("logits"), arg("target"), arg("reduction"), arg("ignore_index"), arg("label_smoothing"));
+  // the fused derivatives (Note [Fused derivatives as primitives] in derivatives.cpp)
+  m.def("softmax_backward", [](T grad, T out, int64_t dim) { return softmax_backward(grad, out, dim); },
+        arg("grad"), arg("out"), arg("dim"));
+  m.def("log_softmax_backward", [](T grad, T out, int64_t dim) { return log_softmax_backward(grad, out, dim); },
+        arg("grad"), arg("out"), arg("dim"));
+  m.def("cross_entropy_backward", [](T grad, T logits, T target, int64_t reduction, int64_t ignore_index,
+                                     double label_smoothing) {
+    return cross_entropy_backward(grad, logits, target, reduction, ignore_index, label_smoothing);
+  }, arg("grad"), arg("logits"), arg("target"), arg("reduction"), arg("ignore_index"), arg("label_smoothing"));
+  m.def("layer_norm_backward", [](T grad, T a, std::optional<Tensor> weight, int64_t ndims, double eps,
+                                  const std::array<bool, 3>& output_mask) {
+    return as_tuple(layer_norm_backward(grad, a, weight ? *weight : Tensor(), ndims, eps, output_mask));
+  }, arg("grad"), arg("a"), arg("weight"), arg("ndims"), arg("eps"), arg("output_mask"));
+  m.def("rnn_layer_backward", [](T grad, T gi, T h0, std::optional<Tensor> c0, T w_hh, std::optional<Tensor> b_hh,
+                                 T out, std::optional<Tensor> ws, int64_t mode, bool reverse,
+                                 const std::array<bool, 5>& output_mask) {
+    return as_tuple(rnn_layer_backward(grad, gi, h0, c0 ? *c0 : Tensor(), w_hh, b_hh ? *b_hh : Tensor(), out,
+                                       ws ? *ws : Tensor(), mode, reverse, output_mask));
+  }, arg("grad"), arg("gi"), arg("h0"), arg("c0"), arg("w_hh"), arg("b_hh"), arg("out"), arg("ws"), arg("mode"),
+     arg("reverse"), arg("output_mask"));
   // dilation and groups default to 1 so that callers of the 6-number window keep working
   m.def("unfold", [](T x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh,
                      int64_t dw) { return unfold(x, kh, kw, sh, sw, ph, pw, dh, dw); },

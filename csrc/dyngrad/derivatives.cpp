@@ -1,15 +1,33 @@
 // derivatives.cpp: EVERY backward formula, one function per primitive op, in ops.def order.
 // Mirrored by python/dyngrad/reference/derivatives.py.
-// Conventions: `grad` is dL/d(out); `s` is what the forward saved, by the names of the struct the op's ops.def line
-// names (saved.h): s.a, s.out, s.dims, s.keepdim... with tensors already unpacked (Note [Named saved state]);
-// `n` is the node: n.needs_input_grad(i), and in_shape(n, i) / n.input_meta[i] the shape/dtype of input i.
+// Conventions: `grad` is dL/d(out) (`grads`, one per output, null where none arrived, for an op of several
+// outputs); `s` is what the forward saved, by the names of the struct the op's ops.def line names (saved.h): s.a,
+// s.out, s.dims, s.keepdim... with tensors already unpacked (Note [Named saved state]); `n` is the node:
+// n.needs_input_grad(i), and in_shape(n, i) / n.input_meta[i] the shape/dtype of input i.
 // Formulas ignore broadcasting: the engine sums each gradient to its input's shape (Note [Unbroadcast] in
 // engine.h). They are written in differentiable ops, so with create_graph=True the backward pass is itself
 // recorded and can be differentiated again.
+//
+// Note [Fused derivatives as primitives]: a derivative worth a fused kernel is a primitive of its own, as in
+// PyTorch's derivatives.yaml: tanh's formula is tanh_backward(grad, out), whose forward is one pass over both
+// tensors and whose own formula below is written in differentiable ops, so that create_graph differentiates it
+// again. So there is one path per derivative: the formula never asks whether the backward is being recorded, and
+// a recorded backward runs the same kernels as an unrecorded one. The fused derivatives are tanh_, sigmoid_,
+// gelu_ and threshold_backward (relu's), softmax_ and log_softmax_backward, cross_entropy_backward,
+// layer_norm_backward and rnn_layer_backward.
+//
+// Note [Derivatives of fused backwards]: the derivatives of layer_norm_backward and rnn_layer_backward would take a
+// page each in closed form. Instead each has a differentiable definition (the backward written in ops, the same
+// maths as its kernel: *_backward_definition below), and its formula is the vector-Jacobian product of that
+// definition (definition_vjp): the definition is recorded from stand-ins of the node's inputs, and engine.h's vjp()
+// runs just that graph. A stand-in of an input with history is an identity view of it (a ReshapeBackward node), so
+// when the formula itself records (create_graph), the result reaches the inputs' histories and can be
+// differentiated once more; distinct stand-ins keep two inputs apart even when they are one tensor.
 #include <cmath>
 #include <limits>
 
 #include "derivatives.h"
+#include "engine.h"
 #include "grad_mode.h"
 #include "kernels/kernels.h"
 #include "ops.h"
@@ -33,6 +51,30 @@ static Tensor unreduce(const Tensor& g, const OpNode& n, const S& s) {
     r = reshape(g, kept);
   }
   return expand(r, shape);
+}
+
+// Note [Derivatives of fused backwards]: the VJP of definition(inputs) given one cotangent per output.
+template <class Definition>
+static Grads definition_vjp(const OpNode& n, const Grads& inputs, const Grads& cotangents, Definition definition) {
+  const uint64_t first_node = next_sequence_nr();
+  Grads xs(inputs.size()), outputs;
+  {
+    GradModeGuard recording(true);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i]) continue;
+      if (n.needs_input_grad(i) && inputs[i]->requires_grad) {
+        xs[i] = reshape(inputs[i], inputs[i]->shape);  // a stand-in with a node of its own
+      } else {
+        xs[i] = alias(inputs[i]);  // no history: a leaf of the definition's graph, if it needs a gradient
+        xs[i]->requires_grad = n.needs_input_grad(i);
+      }
+    }
+    outputs = definition(xs);
+  }
+  Grads grads = vjp(outputs, cotangents, xs, first_node);
+  for (size_t i = 0; i < grads.size(); ++i)
+    if (!n.needs_input_grad(i)) grads[i] = nullptr;
+  return grads;
 }
 
 // ---- arithmetic ----
@@ -150,32 +192,36 @@ static Grads sin_backward(const Tensor& grad, const OpNode&, const SavesA& s) { 
 // out = cos(a)  ->  da = -grad * sin(a)
 static Grads cos_backward(const Tensor& grad, const OpNode&, const SavesA& s) { return {neg(mul(grad, sin(s.a)))}; }
 
-// grad * f(x) for a derivative helper f, when not recording: one pass over both where they allow it
-static Tensor grad_times(UnaryKind k, const Tensor& grad, const Tensor& x) {
-  if (unary_grad_fusable(grad, x)) return unary_grad_kernel(k, grad, x);
-  return mul(grad, unary_kernel(k, x, x->dtype));
-}
-
 // out = tanh(a)  ->  da = grad * (1 - out^2)
-static Grads tanh_backward(const Tensor& grad, const OpNode&, const SavesOut& s) {
-  const Tensor& out = s.out;
-  if (!GradMode::is_enabled())  // not recording: one fused kernel instead of three
-    return {grad_times(UnaryKind::TanhGradFromOut, grad, out)};
-  return {mul(grad, sub(num(1, out), mul(out, out)))};
+static Grads tanh_backward(const Tensor& grad, const OpNode&, const SavesOut& s) { return {tanh_backward(grad, s.out)}; }
+
+// out = grad * (1 - x^2)  ->  dgrad = tanh_backward(g, x), dx = -2 g grad x
+static Grads tanh_backward_backward(const Tensor& g, const OpNode& n, const SavesGradX& s) {
+  return {n.needs_input_grad(0) ? tanh_backward(g, s.x) : nullptr,
+          n.needs_input_grad(1) ? mul(mul(g, s.grad), mul(s.x, num(-2, s.x))) : nullptr};
 }
 
 // out = sigmoid(a)  ->  da = grad * out * (1 - out)
 static Grads sigmoid_backward(const Tensor& grad, const OpNode&, const SavesOut& s) {
-  const Tensor& out = s.out;
-  if (!GradMode::is_enabled()) return {grad_times(UnaryKind::SigmoidGradFromOut, grad, out)};
-  return {mul(grad, mul(out, sub(num(1, out), out)))};
+  return {sigmoid_backward(grad, s.out)};
+}
+
+// out = grad * x * (1 - x)  ->  dgrad = sigmoid_backward(g, x), dx = g grad (1 - 2x)
+static Grads sigmoid_backward_backward(const Tensor& g, const OpNode& n, const SavesGradX& s) {
+  const Tensor& x = s.x;
+  return {n.needs_input_grad(0) ? sigmoid_backward(g, x) : nullptr,
+          n.needs_input_grad(1) ? mul(mul(g, s.grad), sub(num(1, x), mul(x, num(2, x)))) : nullptr};
 }
 
 // out = max(a, 0)  ->  da = grad * !(out <= 0) (a NaN passes its grad through, as torch's threshold_backward)
 static Grads relu_backward(const Tensor& grad, const OpNode&, const SavesOut& s) {
-  if (!GradMode::is_enabled() && unary_grad_fusable(grad, s.out))  // not recording: one pass
-    return {unary_grad_kernel(UnaryKind::ReluMask, grad, s.out)};
-  return {mul(grad, unary_kernel(UnaryKind::ReluMask, s.out, grad->dtype))};
+  return {threshold_backward(grad, s.out)};
+}
+
+// out = grad * !(x <= 0)  ->  dgrad = threshold_backward(g, x); dx = 0 almost everywhere (zeros, as torch)
+static Grads threshold_backward_backward(const Tensor& g, const OpNode& n, const SavesX& s) {
+  return {n.needs_input_grad(0) ? threshold_backward(g, s.x) : nullptr,
+          n.needs_input_grad(1) ? zeros(in_shape(n, 1), in_dtype(n, 1)) : nullptr};
 }
 
 // out = sign(a)  ->  da = 0 (piecewise constant)
@@ -188,12 +234,17 @@ static Grads leaky_relu_backward(const Tensor& grad, const OpNode&, const SavesL
 }
 
 // out = a * Phi(a)  ->  da = grad * (Phi(a) + a * phi(a))
-static Grads gelu_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
-  const Tensor& a = s.a;
-  if (!GradMode::is_enabled()) return {grad_times(UnaryKind::GeluGrad, grad, a)};
-  Tensor cdf = mul(add(erf(mul(a, num(M_SQRT1_2, a))), num(1, a)), num(0.5, a));
-  Tensor pdf = mul(exp(mul(mul(a, a), num(-0.5, a))), num(0.3989422804014327, a));
-  return {mul(grad, add(cdf, mul(a, pdf)))};
+static Grads gelu_backward(const Tensor& grad, const OpNode&, const SavesA& s) { return {gelu_backward(grad, s.a)}; }
+
+// out = grad * (Phi(x) + x phi(x))  ->  dgrad = gelu_backward(g, x), dx = g grad phi(x) (2 - x^2)
+static Grads gelu_backward_backward(const Tensor& g, const OpNode& n, const SavesGradX& s) {
+  const Tensor& x = s.x;
+  Tensor dx;
+  if (n.needs_input_grad(1)) {
+    Tensor pdf = mul(exp(mul(mul(x, x), num(-0.5, x))), num(0.3989422804014327, x));
+    dx = mul(mul(g, s.grad), mul(pdf, sub(num(2, x), mul(x, x))));
+  }
+  return {n.needs_input_grad(0) ? gelu_backward(g, x) : nullptr, dx};
 }
 
 // out = log(1 + exp(beta a)) / beta (linear above threshold)  ->  da = grad * sigmoid(beta a) (1 above threshold)
@@ -291,6 +342,36 @@ static Grads slice_backward(const Tensor& grad, const OpNode& n, const SavesSlic
   return {slice_scatter(grad, in_shape(n), s.dim, s.start, s.step)};
 }
 
+// Note [Slice gradients in place]: the gradient of out = a[..., start::step, ...] is zeros of a's shape with the
+// incoming gradient in the slice (slice_scatter). A value cut into pieces (chunk, split, x[:, t] per time step)
+// would get one zero-filled full-size tensor per piece, then a full-size add per piece: O(pieces * size) work
+// for O(size) data. When no graph is built (Note [Gradients written in place]), slice instead writes (or adds)
+// each piece's gradient into the window of its input's pending buffer, made once per backward (zeros, or a private
+// copy of what was pending). Same numbers: x + 0 == x and each window element gets the same k_add as the
+// full-size sum. False (the formula above runs as usual) when this does not apply.
+static bool slice_backward_in_place(Grads& grads, OpNode& n, const SavesSlice& s) {
+  if (grads.size() != 1 || !grads[0] || n.next_edges.size() != 1) return false;
+  const Edge& next = n.next_edges[0];
+  const InputMeta& meta = n.input_meta[0];
+  const Tensor& g = grads[0];
+  if (!next.fn || g->dtype != meta.dtype || !is_floating(g->dtype) || g->ndim() != (int64_t)meta.shape.size())
+    return false;
+  Shape window_shape = meta.shape;
+  window_shape[s.dim] = g->shape[s.dim];
+  if (window_shape != g->shape) return false;
+  Tensor& cur = next.fn->pending_slot(next.input_nr);
+  if (cur && (cur->shape != meta.shape || cur->dtype != meta.dtype)) return false;
+  const bool fresh = !cur;
+  if (fresh) cur = zeros(meta.shape, meta.dtype);
+  else if (!owned_buffer(cur)) cur = contiguous_copy(cur, cur->dtype);
+  Shape strides = cur->strides;
+  strides[s.dim] *= s.step;
+  Tensor window = make_view(cur, window_shape, strides, s.start * cur->strides[s.dim]);
+  if (fresh) copy_into(window, g);
+  else add_into_kernel(window, g);
+  return true;
+}
+
 // out = zeros with g written into a slice  ->  dg = grad[start::step] along dim
 static Grads slice_scatter_backward(const Tensor& grad, const OpNode& n, const SavesSlice& s) {
   int64_t length = in_shape(n)[s.dim];
@@ -350,53 +431,66 @@ static Grads put_add_backward(const Tensor& grad, const OpNode&, const SavesPosi
 
 // ---- neural-net primitives ----
 
-// Without create_graph the softmax formulas below run as one fused kernel (kernels/reduce.cpp), the same maths.
-static bool fused_softmax_backward(const Tensor& grad, const Tensor& out) {
-  return !GradMode::is_enabled() && out->ndim() > 0 && grad->shape == out->shape && grad->dtype == out->dtype &&
-         (out->dtype == DType::Float32 || out->dtype == DType::Float64);
-}
-
 // out = softmax(a, dim)  ->  da = out * (grad - sum(grad * out, dim))
 static Grads softmax_backward(const Tensor& grad, const OpNode&, const SavesSoftmax& s) {
-  const Tensor& out = s.out;
-  if (fused_softmax_backward(grad, out)) return {softmax_backward_kernel(grad, out, s.dim, false)};
-  Dims dims = out->ndim() ? Dims{s.dim} : Dims{};
-  return {mul(out, sub(grad, sum(mul(grad, out), dims, true)))};
+  return {softmax_backward(grad, s.out, s.dim)};
+}
+
+// out = y * (grad - sum(grad * y))  ->  dgrad = softmax_backward(g, y), dy = g (grad - sum(grad y)) - grad sum(g y)
+static Grads softmax_backward_backward(const Tensor& g, const OpNode& n, const SavesSoftmaxBackward& s) {
+  const Tensor &y = s.out, &grad = s.grad;
+  const Dims dims = y->ndim() ? Dims{s.dim} : Dims{};
+  Tensor dy;
+  if (n.needs_input_grad(1))
+    dy = sub(mul(g, sub(grad, sum(mul(grad, y), dims, true))), mul(grad, sum(mul(g, y), dims, true)));
+  return {n.needs_input_grad(0) ? softmax_backward(g, y, s.dim) : nullptr, dy};
 }
 
 // out = log_softmax(a, dim)  ->  da = grad - exp(out) * sum(grad, dim)
 static Grads log_softmax_backward(const Tensor& grad, const OpNode&, const SavesSoftmax& s) {
-  const Tensor& out = s.out;
-  if (fused_softmax_backward(grad, out)) return {softmax_backward_kernel(grad, out, s.dim, true)};
-  Dims dims = out->ndim() ? Dims{s.dim} : Dims{};
-  return {sub(grad, mul(exp(out), sum(grad, dims, true)))};
+  return {log_softmax_backward(grad, s.out, s.dim)};
+}
+
+// out = grad - exp(y) sum(grad)  ->  dgrad = g - sum(g exp(y)), dy = -g exp(y) sum(grad)
+static Grads log_softmax_backward_backward(const Tensor& g, const OpNode& n, const SavesSoftmaxBackward& s) {
+  const Tensor& y = s.out;
+  const Dims dims = y->ndim() ? Dims{s.dim} : Dims{};
+  Tensor e = exp(y);
+  return {n.needs_input_grad(0) ? sub(g, sum(mul(g, e), dims, true)) : nullptr,
+          n.needs_input_grad(1) ? neg(mul(mul(g, e), sum(s.grad, dims, true))) : nullptr};
 }
 
 // out = reduce(-sum_c q[i,c] log_softmax(x)[i,c])  ->  dx = (softmax(x) - q) * grad (per row; / count for mean)
 // where q is the (label-smoothed) one-hot target and ignored rows get 0.
 static Grads cross_entropy_backward(const Tensor& grad, const OpNode&, const SavesCrossEntropy& s) {
+  return {cross_entropy_backward(grad, s.logits, s.target, s.reduction, s.ignore_index, s.label_smoothing), nullptr};
+}
+
+// out = ((p - q) * keep) * scale, p = softmax(x) by rows, scale = grad (none: per row), grad / kept (mean), grad (sum)
+//   ->  dgrad = sum over each row (none) or everything of g (p - q) keep, / kept for a mean;
+//       dx = softmax_backward(g keep scale, p)
+static Grads cross_entropy_backward_backward(const Tensor& g, const OpNode& n, const SavesCrossEntropyBackward& s) {
   const Tensor& logits = s.logits;
-  const double ls = s.label_smoothing;
   const bool batched = logits->ndim() == 2;
   const int64_t N = batched ? logits->shape[0] : 1, C = logits->shape[batched ? 1 : 0];
-  Tensor q = zeros({N, C}, logits->dtype), keep = zeros({N, 1}, logits->dtype);
-  const int64_t* t = s.target->data<int64_t>();
-  DG_DISPATCH_FLOAT(logits->dtype, T, {
-    T* qp = q->data<T>();
-    T* kp = keep->data<T>();
-    for (int64_t i = 0; i < N; ++i) {
-      if (t[i] == s.ignore_index) continue;
-      kp[i] = 1;
-      for (int64_t c = 0; c < C; ++c) qp[i * C + c] = (T)(ls / C);
-      qp[i * C + t[i]] += (T)(1 - ls);
-    }
-  });
-  Tensor x = batched ? logits : reshape(logits, {1, C});
-  Tensor g = grad;
-  if (s.reduction == 1) g = div(grad, num((double)std::max<int64_t>(s.count, 1), grad));
-  g = s.reduction == 0 ? reshape(g, {N, 1}) : g;  // mean/sum: a 0-d grad broadcasts over every row
-  Tensor dx = mul(mul(sub(softmax(x, 1), q), keep), g);
-  return {batched ? dx : reshape(dx, {C}), nullptr};
+  const CrossEntropyTarget target =
+      cross_entropy_target_kernel(s.target, C, s.ignore_index, s.label_smoothing, logits->dtype);
+  const Tensor p = softmax(batched ? logits : reshape(logits, {1, C}), 1);
+  const Tensor g2 = batched ? g : reshape(g, {1, C});
+  const double kept = (double)std::max<int64_t>(target.kept, 1);
+  Tensor dgrad, dx;
+  if (n.needs_input_grad(0)) {
+    Tensor r = mul(mul(sub(p, target.q), target.keep), g2);
+    if (s.reduction == 0) dgrad = reshape(sum(r, {1}, false), in_shape(n, 0));
+    else dgrad = s.reduction == 1 ? div(sum(r, {}, false), num(kept, r)) : sum(r, {}, false);
+  }
+  if (n.needs_input_grad(1)) {
+    const Tensor& grad = s.grad;
+    Tensor scale = s.reduction == 0 ? reshape(grad, {N, 1}) : s.reduction == 1 ? div(grad, num(kept, grad)) : grad;
+    dx = softmax_backward(mul(mul(g2, target.keep), scale), p, 1);
+    if (!batched) dx = reshape(dx, {C});
+  }
+  return {dgrad, dx, nullptr};
 }
 
 // out = im2col(x)  ->  dx = col2im(grad)
@@ -411,31 +505,34 @@ static Grads fold_backward(const Tensor& grad, const OpNode&, const SavesWindow&
   return {unfold(grad, w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7])};
 }
 
-// out = xhat * weight + bias over the last ndims dims, xhat = (a - mean) * rstd, rstd = 1 / sqrt(var + eps)
-// (biased var); with g = grad * weight (grad without a weight), per row of D elements:
-//   da = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dweight = sum(grad * xhat),  dbias = sum(grad)
-// the sums over the leading dims (the engine's unbroadcast in the differentiable form). Note [Fused layer_norm]
+// out = xhat * weight + bias over the last ndims dims  ->  layer_norm_backward (Note [Fused layer_norm])
 static Grads layer_norm_backward(const Tensor& grad, const OpNode& n, const SavesLayerNorm& s) {
-  const Tensor& a = s.a;
-  const Tensor& w = s.weight;
-  const bool need_b = n.needs_input_grad(2);
-  const Shape norm_shape(a->shape.end() - s.ndims, a->shape.end());
-  if (!GradMode::is_enabled() && grad->dtype == a->dtype && grad->shape == a->shape) {
-    Tensor da = n.needs_input_grad(0) ? empty(a->shape, a->dtype) : nullptr;
-    Tensor dw = w && n.needs_input_grad(1) ? empty(norm_shape, a->dtype) : nullptr;
-    Tensor db = need_b ? empty(norm_shape, a->dtype) : nullptr;
-    layer_norm_backward_kernel(contiguous_data(grad), contiguous_data(a), w ? contiguous_data(w) : w,
-                               shape_numel(norm_shape), s.eps, da, dw, db);
-    return {da, dw, db};
-  }
-  Dims dims;
-  for (int64_t d = a->ndim() - s.ndims; d < a->ndim(); ++d) dims.push_back(d);
+  return layer_norm_backward(grad, s.a, s.weight, s.ndims, s.eps,
+                             {n.needs_input_grad(0), n.needs_input_grad(1), n.needs_input_grad(2)});
+}
+
+// layer_norm_backward's differentiable definition: xhat = (a - mean) * rstd, rstd = 1 / sqrt(var + eps) (biased
+// var); with g = grad * weight (grad without a weight), per row of the last ndims dims:
+//   da = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dweight = sum(grad * xhat),  dbias = sum(grad)
+// the sums over the leading dims.
+static Grads layer_norm_backward_definition(const Tensor& grad, const Tensor& a, const Tensor& w, int64_t ndims,
+                                            double eps) {
+  Dims dims, leading;
+  for (int64_t d = 0; d < a->ndim(); ++d) (d < a->ndim() - ndims ? leading : dims).push_back(d);
+  auto over_rows = [&](const Tensor& t) { return leading.empty() ? t : sum(t, leading, false); };
   Tensor xc = sub(a, mean(a, dims, true));
-  Tensor rstd = rsqrt(add(mean(mul(xc, xc), dims, true), num(s.eps, a)));
+  Tensor rstd = rsqrt(add(mean(mul(xc, xc), dims, true), num(eps, a)));
   Tensor xhat = mul(xc, rstd);
   Tensor g = w ? mul(grad, w) : grad;
   Tensor da = mul(rstd, sub(sub(g, mean(g, dims, true)), mul(xhat, mean(mul(g, xhat), dims, true))));
-  return {da, w ? mul(grad, xhat) : nullptr, need_b ? grad : nullptr};
+  return {da, w ? over_rows(mul(grad, xhat)) : nullptr, over_rows(grad)};
+}
+
+// out = (da, dweight, dbias)  ->  the VJP of the definition (Note [Derivatives of fused backwards])
+static Grads layer_norm_backward_backward(const Grads& grads, const OpNode& n, const SavesLayerNormBackward& s) {
+  return definition_vjp(n, {s.grad, s.a, s.weight}, grads, [&](const Grads& x) {
+    return layer_norm_backward_definition(x[0], x[1], x[2], s.ndims, s.eps);
+  });
 }
 
 // out = rnn_layer(gi, h0, c0, W, b, mode, reverse) (Note [Whole-sequence RNN layer] in ops_nn.cpp): the recurrence
@@ -451,22 +548,20 @@ static Grads layer_norm_backward(const Tensor& grad, const OpNode& n, const Save
 //         dgi = (da_r, da_z, da_n), dgh = (da_r, da_z, r da_n), and h_prev also gets dh z directly
 //   (RNN, LSTM: dgi = dgh = da.)  dh_prev = dgh W (+ dh z);  dW = sum_k dgh_k^T h_prev_k;  db = sum_k sum_rows dgh_k;
 //   dgi = dgi_t for every t; dh0, dc0 = what step 0 sends back.
-// Not recording (the usual case): kernels/rnn.cpp runs exactly this with the activations the forward kept (ws),
-// each step's cell derivative in one pass, dW as one product. Recording (create_graph): the same in
-// differentiable ops, recomputing the activations from the saved inputs and output.
+// rnn_layer_backward runs this in kernels/rnn.cpp, with the activations the forward kept (ws), each step's cell
+// derivative in one pass, dW as one product; rnn_layer_backward_definition, below, in differentiable ops,
+// recomputing the activations from the saved inputs and output.
 static Grads rnn_layer_backward(const Tensor& grad, const OpNode& n, const SavesRnnLayer& s) {
-  const bool need[5] = {n.needs_input_grad(0), n.needs_input_grad(1), n.needs_input_grad(2), n.needs_input_grad(3),
-                        n.needs_input_grad(4)};
-  const int64_t mode = s.mode;
-  if (!GradMode::is_enabled()) {
-    RnnLayerGrads r = rnn_layer_backward_kernel(contiguous_data(grad), contiguous_data(s.h0),
-                                                s.c0 ? contiguous_data(s.c0) : nullptr, contiguous_data(s.w_hh),
-                                                (bool)s.b_hh, s.out, s.ws, mode, s.reverse, need);
-    return {r.dgi, r.dh0, r.dc0, r.dw, r.db};
-  }
-  const Tensor &gi = s.gi, &h0 = s.h0, &w = s.w_hh, &b = s.b_hh, &out = s.out;
+  return rnn_layer_backward(grad, s.gi, s.h0, s.c0, s.w_hh, s.b_hh, s.out, s.ws, s.mode, s.reverse,
+                            {n.needs_input_grad(0), n.needs_input_grad(1), n.needs_input_grad(2),
+                             n.needs_input_grad(3), n.needs_input_grad(4)});
+}
+
+static Grads rnn_layer_backward_definition(const Tensor& grad, const Tensor& gi, const Tensor& h0, const Tensor& c0,
+                                           const Tensor& w, const Tensor& b, const Tensor& out, int64_t mode,
+                                           bool reverse) {
   const int64_t L = gi->shape[0], N = h0->shape[0], H = h0->shape[1];
-  auto time = [&](int64_t k) { return s.reverse ? L - 1 - k : k; };
+  auto time = [&](int64_t k) { return reverse ? L - 1 - k : k; };
   auto gate = [&](const Tensor& a, int64_t j) { return slice(a, 1, j * H, (j + 1) * H, 1); };
   const Tensor hs = select(out, 0, 0), grad_h = select(grad, 0, 0), one = num(1, gi);
   Tensor dh, dc;
@@ -478,11 +573,11 @@ static Grads rnn_layer_backward(const Tensor& grad, const OpNode& n, const Saves
     if (b) gh = add(gh, b);
     const Tensor x = select(gi, 0, t);
     dh = dh ? add(select(grad_h, 0, t), dh) : select(grad_h, 0, t);
-    if (mode == 2) {
+    if (mode == kLstm) {
       const Tensor a = add(x, gh);
       const Tensor si = sigmoid(gate(a, 0)), sf = sigmoid(gate(a, 1)), tg = tanh(gate(a, 2)), so = sigmoid(gate(a, 3));
       const Tensor cs = select(out, 0, 1);
-      const Tensor cp = k == 0 ? s.c0 : select(cs, 0, time(k - 1));
+      const Tensor cp = k == 0 ? c0 : select(cs, 0, time(k - 1));
       const Tensor tc = tanh(select(cs, 0, t));
       Tensor dct = add(select(select(grad, 0, 1), 0, t), mul(mul(dh, so), sub(one, mul(tc, tc))));
       if (dc) dct = add(dct, dc);
@@ -492,7 +587,7 @@ static Grads rnn_layer_backward(const Tensor& grad, const OpNode& n, const Saves
       dc = mul(dct, sf);
       dgi[t] = dgh[k] = da;
       dh = matmul(da, w);
-    } else if (mode == 3) {
+    } else if (mode == kGru) {
       const Tensor r = sigmoid(add(gate(x, 0), gate(gh, 0))), z = sigmoid(add(gate(x, 1), gate(gh, 1)));
       const Tensor ghn = gate(gh, 2);
       const Tensor nn = tanh(add(gate(x, 2), mul(r, ghn)));
@@ -504,36 +599,70 @@ static Grads rnn_layer_backward(const Tensor& grad, const OpNode& n, const Saves
       dh = add(matmul(dgh[k], w), mul(dh, z));
     } else {
       const Tensor h = select(hs, 0, t);
-      const Tensor da = mode == 0 ? mul(dh, sub(one, mul(h, h)))
-                                  : where(compare(CompareOp::Le, h, num(0, h)), num(0, dh), dh);
+      const Tensor da = mode == kRnnTanh ? mul(dh, sub(one, mul(h, h)))
+                                         : where(compare(CompareOp::Le, h, num(0, h)), num(0, dh), dh);
       dgi[t] = dgh[k] = da;
       dh = matmul(da, w);
     }
     h_prev[k] = hp;
   }
-  Tensor all_dgh = need[3] || need[4] ? reshape(stack(dgh, 0), {L * N, w->shape[0]}) : nullptr;
-  Tensor dw = need[3] ? matmul(mT(all_dgh), reshape(stack(h_prev, 0), {L * N, H})) : nullptr;
-  Tensor db = b && need[4] ? sum(all_dgh, {0}, false) : nullptr;
-  return {need[0] ? stack(dgi, 0) : nullptr, need[1] ? dh : nullptr, need[2] ? dc : nullptr, dw, db};
+  Tensor all_dgh = reshape(stack(dgh, 0), {L * N, w->shape[0]});
+  Tensor dw = matmul(mT(all_dgh), reshape(stack(h_prev, 0), {L * N, H}));
+  Tensor db = b ? sum(all_dgh, {0}, false) : nullptr;
+  return {stack(dgi, 0), dh, c0 ? dc : nullptr, dw, db};
+}
+
+// out = (dgi, dh0, dc0, dw_hh, db_hh)  ->  the VJP of the definition (Note [Derivatives of fused backwards])
+static Grads rnn_layer_backward_backward(const Grads& grads, const OpNode& n, const SavesRnnLayerBackward& s) {
+  return definition_vjp(n, {s.grad, s.gi, s.h0, s.c0, s.w_hh, s.b_hh, s.out, nullptr}, grads, [&](const Grads& x) {
+    return rnn_layer_backward_definition(x[0], x[1], x[2], x[3], x[4], x[5], x[6], s.mode, s.reverse);
+  });
 }
 
 // ---- the table ----
-// One entry per ops.def line: unpack the node's saved struct (the one its line names) and call the op's formula.
-// A formula that is missing, or whose `s` is not that struct, does not compile.
+// One entry per ops.def line: unpack the node's saved struct (the one its line names) and call the op's formula,
+// with the gradient of its output (or, for an op of several outputs, all of them). A formula that is missing, or
+// whose `s` is not that struct, does not compile.
 template <class S, Grads (*formula)(const Tensor&, const OpNode&, const S&)>
-static Grads unpack_and_run(const Tensor& grad, OpNode& node) {
+static Grads unpack_and_run(Grads& grads, OpNode& node) {
   // make_op_node<K>() built the node with the struct of K's ops.def line, which is S here
-  return formula(grad, node, static_cast<const SavedOpNode<S>&>(node).saved.unpack(node));
+  return formula(grads[0], node, static_cast<const SavedOpNode<S>&>(node).saved.unpack(node));
 }
-using Formula = Grads (*)(const Tensor&, OpNode&);
+template <class S, Grads (*formula)(const Grads&, const OpNode&, const S&)>
+static Grads unpack_and_run(Grads& grads, OpNode& node) {
+  return formula(grads, node, static_cast<const SavedOpNode<S>&>(node).saved.unpack(node));
+}
+using Formula = Grads (*)(Grads&, OpNode&);
 static const Formula kFormulas[] = {
-#define DG_OP(name, display, saves) &unpack_and_run<saves, &name##_backward>,
+#define DG_OP(name, display, saves, signature, hot) &unpack_and_run<saves, &name##_backward>,
 #include "ops.def"
-#undef DG_OP
 };
 static_assert(sizeof(kFormulas) / sizeof(kFormulas[0]) == (size_t)OpKind::COUNT,
               "every op in ops.def needs a formula here");
 
-std::vector<Tensor> run_derivative(OpNode& node, const Tensor& grad) { return kFormulas[(int)node.kind](grad, node); }
+std::vector<Tensor> run_derivative(OpNode& node, std::vector<Tensor>& grads) {
+  return kFormulas[(int)node.kind](grads, node);
+}
+
+// The in-place variants of formulas (Note [Gradients written in place]): none, but where specialised below. A
+// column of its own, indexed by OpKind like the formulas (as a forward-derivative column would be).
+using InPlaceFormula = bool (*)(Grads&, OpNode&);
+template <class S, bool (*formula)(Grads&, OpNode&, const S&)>
+static bool unpack_and_write(Grads& grads, OpNode& node) {
+  return formula(grads, node, static_cast<const SavedOpNode<S>&>(node).saved.unpack(node));
+}
+template <OpKind K>
+constexpr InPlaceFormula kInPlaceOf = nullptr;
+template <>
+constexpr InPlaceFormula kInPlaceOf<OpKind::slice> = &unpack_and_write<SavesSlice, &slice_backward_in_place>;
+static const InPlaceFormula kInPlaceFormulas[] = {
+#define DG_OP(name, display, saves, signature, hot) kInPlaceOf<OpKind::name>,
+#include "ops.def"
+};
+
+bool run_derivative_in_place(OpNode& node, std::vector<Tensor>& grads) {
+  const InPlaceFormula formula = kInPlaceFormulas[(int)node.kind];
+  return formula && formula(grads, node);
+}
 
 }  // namespace dyngrad

@@ -6,7 +6,12 @@
 
 namespace dyngrad {
 
-// Gradients for each input of `node` given dL/d(out); null where an input needs none.
-std::vector<Tensor> run_derivative(OpNode& node, const Tensor& grad);
+// Gradients for each input of `node` given dL/d(out) for each of its outputs (null where none arrived); null where
+// an input needs none.
+std::vector<Tensor> run_derivative(OpNode& node, std::vector<Tensor>& grads);
+
+// Note [Gradients written in place] (node.h): the op's in-place variant of its formula, if it has one that applies
+// here; true if it wrote the gradient.
+bool run_derivative_in_place(OpNode& node, std::vector<Tensor>& grads);
 
 }  // namespace dyngrad

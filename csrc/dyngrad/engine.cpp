@@ -2,13 +2,13 @@
 #include "engine.h"
 
 #include <unordered_map>
+#include <unordered_set>
 
 #include "cycles.h"
 #include "errors.h"
 #include "grad_mode.h"
 #include "kernels/kernels.h"
 #include "ops.h"
-#include "saved.h"
 
 namespace dyngrad {
 
@@ -51,12 +51,6 @@ struct GraphTask {
 // element as add(), so the same bits, without a new allocation per consumer (an LSTM's gates have 4 consumers
 // per step, an input sliced per time step has one per step). The reference engine has no such path: its sums
 // are the same numbers.
-bool owned_buffer(const Tensor& t) {
-  return t.use_count() == 1 && t->storage.use_count() == 1 && !t->grad_fn && !t->requires_grad && t->offset == 0 &&
-         is_floating(t->dtype) && t->is_contiguous() && !t->storage->read_only &&
-         (size_t)t->numel * t->itemsize() == t->storage->nbytes;
-}
-
 void accumulate_into(Node* node, uint32_t slot, Tensor g) {
   Tensor& cur = node->pending_slot(slot);
   if (!cur) {
@@ -66,39 +60,6 @@ void accumulate_into(Node* node, uint32_t slot, Tensor g) {
   } else {
     cur = add(cur, g);
   }
-}
-
-// Note [Slice gradients in place]: the gradient of out = a[..., start::step, ...] is zeros of a's shape with the
-// incoming gradient in the slice (slice_scatter). A value cut into pieces (chunk, split, x[:, t] per time step)
-// would get one zero-filled full-size tensor per piece, then a full-size add per piece: O(pieces * size) work
-// for O(size) data. Without create_graph, the engine instead writes (or adds) each piece's gradient into the
-// window of the consumer's pending buffer, made once per backward (zeros, or a private copy of what was
-// pending). Same numbers: x + 0 == x and each window element gets the same k_add as the full-size sum.
-// Returns false (the node's formula runs as usual) when the path does not apply.
-bool slice_grad_in_place(Node* node, std::vector<Tensor>& grads) {
-  auto* op = dynamic_cast<OpNode*>(node);
-  if (!op || op->kind != OpKind::slice || grads.size() != 1 || !grads[0] || node->next_edges.size() != 1) return false;
-  const Edge& next = node->next_edges[0];
-  const InputMeta& meta = node->input_meta[0];
-  const Tensor& g = grads[0];
-  if (!next.fn || g->dtype != meta.dtype || !is_floating(g->dtype) || g->ndim() != (int64_t)meta.shape.size())
-    return false;
-  const auto& saved = static_cast<const SavedOpNode<SavesSlice>*>(op)->saved;
-  const int64_t dim = saved.dim, start = saved.start, step = saved.step;
-  Shape window_shape = meta.shape;
-  window_shape[dim] = g->shape[dim];
-  if (window_shape != g->shape) return false;
-  Tensor& cur = next.fn->pending_slot(next.input_nr);
-  if (cur && (cur->shape != meta.shape || cur->dtype != meta.dtype)) return false;
-  bool fresh = !cur;
-  if (fresh) cur = zeros(meta.shape, meta.dtype);
-  else if (!owned_buffer(cur)) cur = contiguous_copy(cur, cur->dtype);
-  Shape strides = cur->strides;
-  strides[dim] *= step;
-  Tensor window = make_view(cur, window_shape, strides, start * cur->strides[dim]);
-  if (fresh) copy_into(window, g);
-  else add_into_kernel(window, g);
-  return true;
 }
 
 // Note [Unbroadcast]: make the gradient match the input it is for.
@@ -171,6 +132,12 @@ struct FinalCallbacksScope {
 };
 
 }  // namespace
+
+bool owned_buffer(const Tensor& t) {
+  return t.use_count() == 1 && t->storage.use_count() == 1 && !t->grad_fn && !t->requires_grad && t->offset == 0 &&
+         is_floating(t->dtype) && t->is_contiguous() && !t->storage->read_only &&
+         (size_t)t->numel * t->itemsize() == t->storage->nbytes;
+}
 
 void queue_callback(std::function<void()> fn) {
   if (!tl_final_callbacks)
@@ -264,8 +231,8 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
       for (auto& g : grads) any_grad = any_grad || (g != nullptr);
       bool skip = !options.accumulate && dynamic_cast<AccumulateGrad*>(node) != nullptr;
       std::vector<Tensor> outputs;
-      // Note [Slice gradients in place]
-      bool done = any_grad && !skip && !options.create_graph && !g_anomaly_mode && slice_grad_in_place(node, grads);
+      // Note [Gradients written in place] (node.h): no graph of this backward is built, so a node may
+      bool done = any_grad && !skip && !options.create_graph && !g_anomaly_mode && node->apply_in_place(grads);
       if (any_grad && !skip && !done) outputs = node->apply(grads);
       if (g_anomaly_mode) {  // Note [Anomaly mode]: only the gradients that flow on, as torch and the reference
         std::vector<Tensor> flowing(outputs.size());  // engine (BCE's gradient for its target at p = 0 is inf)
@@ -296,6 +263,86 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
   }
   final_callbacks.run();  // Note [Final callbacks]
   return captured;
+}
+
+std::vector<Tensor> vjp(const std::vector<Tensor>& outputs, const std::vector<Tensor>& cotangents,
+                        const std::vector<Tensor>& inputs, uint64_t first_node) {
+  std::vector<Tensor> captured(inputs.size());
+  std::unordered_map<Node*, std::vector<std::pair<uint32_t, size_t>>> boundary;  // node -> (output_nr, input)
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i] && inputs[i]->requires_grad) {
+      Edge e = gradient_edge(inputs[i]);
+      boundary[e.fn.get()].push_back({e.input_nr, i});
+    }
+  auto capture = [&](Node* node, uint32_t nr, const Tensor& g) {
+    bool found = false;
+    for (auto& [output_nr, i] : boundary[node])
+      if (output_nr == nr) {
+        captured[i] = captured[i] ? add(captured[i], g) : g;
+        found = true;
+      }
+    if (!found) throw std::logic_error("vjp: the graph reaches an input's node through an edge of no input");
+  };
+  auto check_fresh = [&](Node* node) {
+    if (node->sequence_nr < first_node)
+      throw std::logic_error(str_cat("vjp: the graph reaches ", node->name(), ", which it did not record"));
+  };
+  // 1. count the gradients each node between the outputs and the inputs will receive
+  std::unordered_map<Node*, int64_t> deps;
+  std::unordered_map<Node*, std::vector<Tensor>> pending;
+  std::vector<Node*> stack;
+  std::vector<std::pair<Edge, Tensor>> roots;
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    if (!outputs[j] || !outputs[j]->requires_grad || j >= cotangents.size() || !cotangents[j]) continue;
+    Edge e = gradient_edge(outputs[j]);
+    roots.push_back({e, cotangents[j]});
+    if (boundary.count(e.fn.get())) continue;  // an output that is an input
+    check_fresh(e.fn.get());
+    if (deps.emplace(e.fn.get(), 0).second) stack.push_back(e.fn.get());
+  }
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const Edge& next : node->next_edges) {
+      if (!next.fn || boundary.count(next.fn.get())) continue;
+      check_fresh(next.fn.get());
+      auto [it, fresh] = deps.emplace(next.fn.get(), 0);
+      if (fresh) stack.push_back(next.fn.get());
+      it->second += 1;
+    }
+  }
+  // 2. run each node once its gradients have arrived (in grad mode as the caller's: it records when that records)
+  auto deliver = [&](Node* node, uint32_t nr, Tensor g) {
+    if (boundary.count(node)) return capture(node, nr, g);
+    std::vector<Tensor>& slots = pending[node];
+    if (slots.size() < node->num_outputs()) slots.resize(node->num_outputs());
+    slots[nr] = slots[nr] ? add(slots[nr], g) : std::move(g);
+  };
+  for (auto& [e, g] : roots) deliver(e.fn.get(), e.input_nr, g);
+  std::vector<Node*> ready;
+  for (auto& [node, count] : deps)
+    if (count == 0) ready.push_back(node);
+  const bool recording = GradMode::is_enabled();
+  while (!ready.empty()) {
+    Node* node = ready.back();
+    ready.pop_back();
+    std::vector<Tensor> grads = std::move(pending[node]);
+    grads.resize(node->num_outputs());
+    bool any_grad = false;
+    for (auto& g : grads) any_grad = any_grad || g != nullptr;
+    std::vector<Tensor> results;
+    if (any_grad) results = node->apply(grads);
+    if (g_anomaly_mode) check_gradients_finite(*node, results);  // Note [Anomaly mode]
+    if (!recording) node->release_saved();  // recording: the result's graph may differentiate through these nodes
+    for (size_t i = 0; i < node->next_edges.size(); ++i) {
+      const Edge& next = node->next_edges[i];
+      if (!next.fn) continue;
+      if (i < results.size() && results[i])
+        deliver(next.fn.get(), next.input_nr, validate_gradient(std::move(results[i]), node->input_meta[i], *node, i));
+      if (!boundary.count(next.fn.get()) && --deps[next.fn.get()] == 0) ready.push_back(next.fn.get());
+    }
+  }
+  return captured;  // (each in its input's shape and dtype: validate_gradient made it so on the way)
 }
 
 }  // namespace dyngrad

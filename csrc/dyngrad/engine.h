@@ -37,11 +37,24 @@ struct BackwardOptions {
   bool allow_unused = false;
 };
 
+// Note [Gradient accumulation] (engine.cpp): whether nobody but the pending slot holding t can see its buffer, so
+// that a gradient may be added into it in place (the engine's sums, and Note [Gradients written in place]).
+bool owned_buffer(const Tensor& t);
+
 // Returns one gradient per entry of `inputs` (null where unused), empty when inputs is empty.
 // Note [Final callbacks]. RuntimeError when no backward is running on this thread.
 void queue_callback(std::function<void()> fn);
 
 std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& root_grads,
                                  const std::vector<Tensor>& inputs, const BackwardOptions& options);
+
+// The vector-Jacobian product of a graph a formula has just recorded: the gradients of `inputs` (null where unused
+// or not requiring grad) given `cotangents` for `outputs` (null: none), running only the nodes between them, which
+// must all have been made since next_sequence_nr() was `first_node` (a formula's graph, which no backward has
+// claimed). The nodes behind the inputs never run: their gradients are read off at the inputs' edges. With grad mode
+// on it records, so the result is differentiable again, through the inputs' own histories. No hooks, no
+// callbacks. Note [Derivatives of fused backwards] in derivatives.cpp.
+std::vector<Tensor> vjp(const std::vector<Tensor>& outputs, const std::vector<Tensor>& cotangents,
+                        const std::vector<Tensor>& inputs, uint64_t first_node);
 
 }  // namespace dyngrad

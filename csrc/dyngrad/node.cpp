@@ -14,14 +14,12 @@ namespace dyngrad {
 
 // ---- op names, generated from ops.def ----
 static const char* kOpNames[] = {
-#define DG_OP(name, display, saves) #name,
+#define DG_OP(name, display, saves, signature, hot) #name,
 #include "ops.def"
-#undef DG_OP
 };
 static const char* kOpDisplayNames[] = {
-#define DG_OP(name, display, saves) #display,
+#define DG_OP(name, display, saves, signature, hot) #display,
 #include "ops.def"
-#undef DG_OP
 };
 const char* op_name(OpKind k) { return kOpNames[(int)k]; }
 const char* op_display_name(OpKind k) { return kOpDisplayNames[(int)k]; }
@@ -36,9 +34,8 @@ static std::vector<const char*> saved_field_names() {
 std::vector<const char*> op_saved_fields(OpKind k) {
   using Names = std::vector<const char*> (*)();
   static const Names kNames[] = {
-#define DG_OP(name, display, saves) &saved_field_names<saves>,
+#define DG_OP(name, display, saves, signature, hot) &saved_field_names<saves>,
 #include "ops.def"
-#undef DG_OP
   };
   return kNames[(int)k]();
 }
@@ -98,6 +95,7 @@ Tensor SavedTensor::unpack(Node& owner) const {
 static std::atomic<uint64_t> g_next_sequence_nr{0};
 static std::atomic<int64_t> g_live_nodes{0};
 int64_t live_node_count() { return g_live_nodes.load(); }
+uint64_t next_sequence_nr() { return g_next_sequence_nr.load(std::memory_order_relaxed); }
 
 Node::Node() : sequence_nr(g_next_sequence_nr.fetch_add(1, std::memory_order_relaxed)) {
   g_live_nodes.fetch_add(1, std::memory_order_relaxed);
@@ -139,8 +137,10 @@ std::vector<Tensor> OpNode::apply(std::vector<Tensor>& grads) {
   // Only a node that saved tensors needs them back: SumBackward and friends run again, as in torch, so the error
   // names the node whose saved tensors were actually freed.
   if (released && !saved_tensors().empty()) throw RuntimeError(err_backward_twice(name()) + created_at(*this));
-  return run_derivative(*this, grads[0]);
+  return run_derivative(*this, grads);
 }
+
+bool OpNode::apply_in_place(std::vector<Tensor>& grads) { return run_derivative_in_place(*this, grads); }
 
 // ---- leaves ----
 AccumulateGrad::AccumulateGrad(Tensor v) : variable(std::move(v)) {

@@ -45,9 +45,8 @@
 namespace dyngrad {
 
 enum class OpKind : uint16_t {
-#define DG_OP(name, display, saves) name,
+#define DG_OP(name, display, saves, signature, hot) name,
 #include "ops.def"
-#undef DG_OP
   COUNT
 };
 const char* op_name(OpKind k);          // "mul"
@@ -146,6 +145,11 @@ struct Node : std::enable_shared_from_this<Node> {
   // grads: one per output (may be null for an output that received none). Returns one gradient per input
   // (null where the input needs none).
   virtual std::vector<Tensor> apply(std::vector<Tensor>& grads) = 0;
+  // Note [Gradients written in place]: a node may offer to write the gradient of its input into the pending
+  // buffer of the node it flows to, instead of returning it (the same numbers, without a full-size temporary).
+  // True if it did; the engine then hands nothing on. Asked only when the backward builds no graph (no
+  // create_graph, no anomaly mode). Only a slice offers (derivatives.cpp, Note [Slice gradients in place]).
+  virtual bool apply_in_place(std::vector<Tensor>& grads) { return false; }
   virtual void release_saved() { released = true; }
   // The tensors the forward saved (their data is null once released), and every saved field by name.
   virtual std::vector<const SavedTensor*> saved_tensors() const { return {}; }
@@ -161,9 +165,12 @@ struct Node : std::enable_shared_from_this<Node> {
 // is in the derived SavedOpNode<S> of saved.h, S being the struct of named fields its ops.def line names.
 struct OpNode : Node {
   const OpKind kind;
+  uint32_t outputs = 1;  // layer_norm_backward and rnn_layer_backward have several (record_outputs, ops_common.h)
 
   std::string name() const override;
+  uint32_t num_outputs() const override { return outputs; }
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override;
+  bool apply_in_place(std::vector<Tensor>& grads) override;
 
  protected:
   explicit OpNode(OpKind k) : kind(k) { note_node_created(*this); }
@@ -194,19 +201,12 @@ void collect_next_edges(Node& node, const std::vector<const Tensor*>& inputs);
 // Makes `out` the output_nr-th output of node.
 void set_history(const Tensor& out, std::shared_ptr<Node> node, uint32_t output_nr = 0);
 
-// Note [Saved tensor hooks]: while torch.autograd.graph.saved_tensors_hooks(pack, unpack) is active on a thread,
-// every SavedTensor::save on that thread hands the tensor to the pack hook and keeps only what it returned (a
-// PackedSaved); unpack() calls the unpack hook to get the tensor back. The hooks are Python callables, so the
-// interface lives here and the implementation in the bindings (autograd_bind.cpp). A packed tensor is not version
-// checked (the hooks may have copied it anywhere, as in torch) and is invisible to the cycle collector. The pack
-// hook runs with grad mode off, as torch's: the ops it runs record no node, so they save (and pack) nothing; before,
-// a hook using an op that saves packed again inside itself (RecursionError). A hook that turns grad mode back on
-// recurses, as in torch.
-//
 // Note [Iterative graph destruction]
 void release_node_iteratively(std::shared_ptr<Node>&& node);
 
 // Debug counters (issue: leaks): live nodes and live storages.
 int64_t live_node_count();
+// The sequence_nr the next node will get: every node made after this call has one at least as large.
+uint64_t next_sequence_nr();
 
 }  // namespace dyngrad

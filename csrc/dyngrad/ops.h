@@ -3,6 +3,7 @@
 // Primitives (ops.def) have a derivative in derivatives.cpp; composites are built from primitives here and need
 // none. Python binds these functions directly (bindings/ops_bind.cpp).
 #pragma once
+#include <array>
 #include <optional>
 #include <vector>
 
@@ -10,16 +11,28 @@
 
 namespace dyngrad {
 
+// ---- the primitives whose signature ops.def names (unary, binary, reduction...), declared from it ----
+#define DG_DECLARE_unary(name) Tensor name(const Tensor& a);
+#define DG_DECLARE_unary_float(name) Tensor name(const Tensor& a);
+#define DG_DECLARE_unary_backward(name) Tensor name(const Tensor& grad, const Tensor& x);
+#define DG_DECLARE_binary(name) Tensor name(const Tensor& a, const Tensor& b);
+#define DG_DECLARE_binary_tensors(name) Tensor name(const Tensor& a, const Tensor& b);
+#define DG_DECLARE_reduction(name) Tensor name(const Tensor& a, const Dims& dims, bool keepdim);  // dims empty: all
+#define DG_DECLARE_custom(name)
+#define DG_OP(name, display, saves, signature, hot) DG_DECLARE_##signature(name)
+#include "ops.def"
+#undef DG_DECLARE_unary
+#undef DG_DECLARE_unary_float
+#undef DG_DECLARE_unary_backward
+#undef DG_DECLARE_binary
+#undef DG_DECLARE_binary_tensors
+#undef DG_DECLARE_reduction
+#undef DG_DECLARE_custom
+
+// ---- the custom-signature primitives and the composites, by family ----
+
 // ---- arithmetic (ops_math.cpp) ----
-Tensor add(const Tensor& a, const Tensor& b);
-Tensor sub(const Tensor& a, const Tensor& b);
-Tensor mul(const Tensor& a, const Tensor& b);
-Tensor div(const Tensor& a, const Tensor& b);
-Tensor neg(const Tensor& a);
-Tensor pow(const Tensor& a, const Tensor& b);
 Tensor pow_scalar(const Tensor& a, double p);
-Tensor maximum(const Tensor& a, const Tensor& b);
-Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi);
 // Scalar forms: the scalar becomes a 0-d tensor of the dtype the result will have (a Python number never
@@ -32,22 +45,9 @@ DType result_type(const Tensor& a, const Tensor& b);
 Tensor mul_scalar(const Tensor& a, double s);
 Tensor add_scalar(const Tensor& a, double s);
 
-// ---- unary ----
-Tensor exp(const Tensor& a);
-Tensor log(const Tensor& a);
-Tensor sqrt(const Tensor& a);
-Tensor rsqrt(const Tensor& a);
-Tensor abs(const Tensor& a);
-Tensor sin(const Tensor& a);
-Tensor cos(const Tensor& a);
-Tensor tanh(const Tensor& a);
-Tensor sigmoid(const Tensor& a);
-Tensor relu(const Tensor& a);
+// ---- unary (ops_math.cpp) ----
 Tensor leaky_relu(const Tensor& a, double negative_slope);
-Tensor gelu(const Tensor& a);
 Tensor softplus(const Tensor& a, double beta, double threshold);
-Tensor erf(const Tensor& a);
-Tensor sign(const Tensor& a);  // zero gradient
 
 // ---- comparisons and logic (no grad; bool results) ----
 enum class CompareOp { Eq, Ne, Lt, Le, Gt, Ge };
@@ -62,23 +62,15 @@ Tensor isfinite(const Tensor& a);
 // ---- reductions (ops_math.cpp) ----
 // dims empty = all dims.
 Tensor sum(const Tensor& a, const Dims& dims, bool keepdim, std::optional<DType> dtype = std::nullopt);
-Tensor mean(const Tensor& a, const Dims& dims, bool keepdim);
 Tensor var(const Tensor& a, const Dims& dims, double correction, bool keepdim);
 Tensor std_(const Tensor& a, const Dims& dims, double correction, bool keepdim);
-Tensor amax(const Tensor& a, const Dims& dims, bool keepdim);
-Tensor amin(const Tensor& a, const Dims& dims, bool keepdim);
 Tensor argmax(const Tensor& a, std::optional<int64_t> dim, bool keepdim);
 Tensor argmin(const Tensor& a, std::optional<int64_t> dim, bool keepdim);
-Tensor logsumexp(const Tensor& a, const Dims& dims, bool keepdim);
 // Sums `t` down to `shape` (undoing broadcasting): the engine's Note [Unbroadcast].
 Tensor sum_to(const Tensor& t, const Shape& shape);
 
-// ---- linear algebra ----
-Tensor matmul(const Tensor& a, const Tensor& b);
-
 // ---- conversion and movement (ops_shape.cpp) ----
 Tensor to_dtype(const Tensor& a, DType dtype);
-Tensor clone(const Tensor& a);
 Tensor contiguous(const Tensor& a);
 Tensor reshape(const Tensor& a, const Shape& shape);  // one -1 allowed
 Tensor view(const Tensor& a, const Shape& shape);     // like reshape, but never copies
@@ -98,7 +90,7 @@ std::vector<Tensor> split(const Tensor& a, const Dims& sizes, int64_t dim);
 std::vector<Tensor> split_size(const Tensor& a, int64_t size, int64_t dim);
 std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t dim);
 
-// ---- indexing (ops_shape.cpp) ----
+// ---- indexing (ops_index.cpp) ----
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);
 Tensor index_add(const Tensor& src, int64_t dim, const Tensor& index, const Shape& out_shape);
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index);
@@ -108,7 +100,7 @@ Tensor put(const Tensor& a, const Tensor& positions, const Tensor& v);
 Tensor put_add(const Tensor& v, const Tensor& positions, const Shape& out_shape);
 Tensor masked_fill(const Tensor& a, const Tensor& mask, const Tensor& value);
 
-// ---- in-place (ops_shape.cpp): bump the version; record history as torch does (grad_fn moves to the new node) ----
+// ---- in-place (inplace.cpp): bump the version; record history as torch does (grad_fn moves to the new node) ----
 // Computes `result` out of place and writes it into `self`; `op` names the in-place op in errors.
 void assign_inplace(const Tensor& self, const Tensor& result, const char* op);
 void copy_(const Tensor& self, const Tensor& src);
@@ -131,16 +123,32 @@ Tensor fold(const Tensor& cols, const Shape& input_shape, int64_t kh, int64_t kw
             int64_t ph, int64_t pw, int64_t dh = 1, int64_t dw = 1);
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
               int64_t dh = 1, int64_t dw = 1, int64_t groups = 1);
-// One RNN (mode 0 tanh, 1 relu), LSTM (2) or GRU (3) layer over a whole sequence, from the input projection gi
-// (L, N, G*H); c0 and b_hh may be null (c0 is given exactly for an LSTM). Returns (S, L, N, H): the hidden state
-// after each step, and for an LSTM (S = 2) the cell state. Note [Whole-sequence RNN layer] in ops_nn.cpp.
 // (x - mean) / sqrt(var + eps) * weight + bias over x's last `ndims` dims (Note [Fused layer_norm]); weight and
 // bias are null or of exactly those dims' shape.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t ndims, double eps);
+// One RNN (mode 0 tanh, 1 relu), LSTM (2) or GRU (3) layer over a whole sequence, from the input projection gi
+// (L, N, G*H); c0 and b_hh may be null (c0 is given exactly for an LSTM). Returns (S, L, N, H): the hidden state
+// after each step, and for an LSTM (S = 2) the cell state. Note [Whole-sequence RNN layer] in ops_nn.cpp.
 Tensor rnn_layer(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor& w_hh, const Tensor& b_hh,
                  int64_t mode, bool reverse);
 Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw);
 Tensor avg_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw);
+
+// ---- the fused derivatives of nn primitives (Note [Fused derivatives as primitives] in derivatives.cpp) ----
+// softmax's and log_softmax's, given their output
+Tensor softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim);
+Tensor log_softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim);
+// cross_entropy's with respect to its logits; grad has the loss's shape
+Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target, int64_t reduction,
+                              int64_t ignore_index, double label_smoothing);
+// layer_norm's: {da, dweight, dbias}, each null where output_mask is false (dweight also without a weight)
+std::vector<Tensor> layer_norm_backward(const Tensor& grad, const Tensor& a, const Tensor& weight, int64_t ndims,
+                                        double eps, const std::array<bool, 3>& output_mask);
+// rnn_layer's: {dgi, dh0, dc0, dw_hh, db_hh}, from its output `out` and the gate activations `ws` its forward kept
+// (null for a plain RNN); each null where output_mask is false or the input is absent
+std::vector<Tensor> rnn_layer_backward(const Tensor& grad, const Tensor& gi, const Tensor& h0, const Tensor& c0,
+                                       const Tensor& w_hh, const Tensor& b_hh, const Tensor& out, const Tensor& ws,
+                                       int64_t mode, bool reverse, const std::array<bool, 5>& output_mask);
 
 // ---- creation helpers used by ops ----
 Tensor ones_like_shape(const Shape& shape, DType dtype);

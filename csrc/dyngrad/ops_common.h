@@ -22,6 +22,62 @@ OpNodeOf<K>& record(const Tensor& out, const std::vector<const Tensor*>& inputs)
   return ref;
 }
 
+// ---- the forwards of ops.def's DG_KERNEL_OP lines (generated in ops_math.cpp) ----
+// What a one-input op saves, by the struct its ops.def line names.
+inline void save_unary(SavesNothing::Stored&, const Tensor&, const Tensor&) {}
+inline void save_unary(SavesA::Stored& s, const Tensor& a, const Tensor&) { s.a.save(a, false); }
+inline void save_unary(SavesOut::Stored& s, const Tensor&, const Tensor& out) { s.out.save(out, true); }
+
+// out = kernel(a) in out_dtype (a's dtype for `unary`, float32 for the integers of `unary_float`)
+template <OpKind K>
+Tensor unary_op(UnaryKind kernel, const Tensor& a, DType out_dtype) {
+  Tensor out = unary_kernel(kernel, a, out_dtype);
+  if (any_requires_grad({&a})) save_unary(record<K>(out, {&a}).saved, a, out);
+  return out;
+}
+
+// out = grad * f'(x) for the derivative helper `kernel` (a unary op's fused derivative): one pass where the
+// operands allow it, else the product of the two kernels (broadcast, promoted). Saves x, and grad when x needs a
+// gradient (SavesGradX) or only x (SavesX).
+inline void save_unary_backward(SavesGradX::Stored& s, OpNode& node, const Tensor& grad, const Tensor& x) {
+  s.x.save(x, false);
+  if (node.needs_input_grad(1)) s.grad.save(grad, false);
+}
+inline void save_unary_backward(SavesX::Stored& s, OpNode&, const Tensor&, const Tensor& x) { s.x.save(x, false); }
+
+template <OpKind K>
+Tensor unary_backward_op(UnaryKind kernel, const Tensor& grad, const Tensor& x, const char* op) {
+  Tensor out = unary_grad_fusable(grad, x)
+                   ? unary_grad_kernel(kernel, grad, x)
+                   : binary_kernel(BinaryKind::Mul, grad, unary_kernel(kernel, x, to_floating(x->dtype)),
+                                   to_floating(result_type(grad, x)), op);
+  if (any_requires_grad({&grad, &x})) {
+    auto& node = record<K>(out, {&grad, &x});
+    save_unary_backward(node.saved, node, grad, x);
+  }
+  return out;
+}
+
+// Records the node of op K as the grad_fn of each non-null output (output_nr = its position): the primitives with
+// several outputs (layer_norm_backward, rnn_layer_backward).
+template <OpKind K>
+OpNodeOf<K>& record_outputs(const std::vector<Tensor>& outs, const std::vector<const Tensor*>& inputs) {
+  std::shared_ptr<OpNodeOf<K>> node = make_op_node<K>();
+  OpNodeOf<K>& ref = *node;
+  collect_next_edges(ref, inputs);
+  ref.outputs = (uint32_t)outs.size();
+  for (size_t i = 0; i < outs.size(); ++i)
+    if (outs[i]) set_history(outs[i], node, (uint32_t)i);
+  return ref;
+}
+
+// f() with grad mode off: a primitive's forward computed with differentiable ops records nothing of its own.
+template <class F>
+auto unrecorded(F&& f) {
+  GradModeGuard off(false);
+  return f();
+}
+
 inline void check_float(const Tensor& a, const char* op) {
   DG_CHECK(is_floating(a->dtype), TypeError, op, ": expected a floating-point tensor, got ", dtype_name(a->dtype),
            ".");

@@ -203,28 +203,20 @@ Tensor add_scalar(const Tensor& a, double s) { return add(a, scalar_like(a, s, f
 
 // ---------------- unary ----------------
 
-// What a float op of one input saves, by the struct its ops.def line names.
-static void save_unary(SavesA::Stored& s, const Tensor& a, const Tensor&) { s.a.save(a, false); }
-static void save_unary(SavesOut::Stored& s, const Tensor&, const Tensor& out) { s.out.save(out, true); }
-
-// A float op of one input (float32 for integer inputs) that saves its input `a` or its output `out`.
-template <OpKind K>
-static Tensor unary_op(UnaryKind uk, const Tensor& a) {
-  Tensor out = unary_kernel(uk, a, to_floating(a->dtype));
-  if (any_requires_grad({&a})) save_unary(record<K>(out, {&a}).saved, a, out);
-  return out;
-}
-
-Tensor exp(const Tensor& a) { return unary_op<OpKind::exp>(UnaryKind::Exp, a); }
-Tensor log(const Tensor& a) { return unary_op<OpKind::log>(UnaryKind::Log, a); }
-Tensor sqrt(const Tensor& a) { return unary_op<OpKind::sqrt>(UnaryKind::Sqrt, a); }
-Tensor rsqrt(const Tensor& a) { return unary_op<OpKind::rsqrt>(UnaryKind::Rsqrt, a); }
-Tensor sin(const Tensor& a) { return unary_op<OpKind::sin>(UnaryKind::Sin, a); }
-Tensor cos(const Tensor& a) { return unary_op<OpKind::cos>(UnaryKind::Cos, a); }
-Tensor tanh(const Tensor& a) { return unary_op<OpKind::tanh>(UnaryKind::Tanh, a); }
-Tensor sigmoid(const Tensor& a) { return unary_op<OpKind::sigmoid>(UnaryKind::Sigmoid, a); }
-Tensor gelu(const Tensor& a) { return unary_op<OpKind::gelu>(UnaryKind::Gelu, a); }
-Tensor erf(const Tensor& a) { return unary_op<OpKind::erf>(UnaryKind::Erf, a); }
+// The forwards of ops.def's DG_KERNEL_OP lines: run the kernel, record the node, save what the line names.
+#define DG_FORWARD_unary(name, kernel) \
+  Tensor name(const Tensor& a) { return unary_op<OpKind::name>(UnaryKind::kernel, a, a->dtype); }
+#define DG_FORWARD_unary_float(name, kernel) \
+  Tensor name(const Tensor& a) { return unary_op<OpKind::name>(UnaryKind::kernel, a, to_floating(a->dtype)); }
+#define DG_FORWARD_unary_backward(name, kernel)                                   \
+  Tensor name(const Tensor& grad, const Tensor& x) {                              \
+    return unary_backward_op<OpKind::name>(UnaryKind::kernel, grad, x, #name);    \
+  }
+#define DG_KERNEL_OP(name, display, saves, signature, hot, kernel) DG_FORWARD_##signature(name, kernel)
+#include "ops.def"
+#undef DG_FORWARD_unary
+#undef DG_FORWARD_unary_float
+#undef DG_FORWARD_unary_backward
 
 Tensor leaky_relu(const Tensor& a, double slope) {
   Tensor out = unary_kernel(UnaryKind::LeakyRelu, a, to_floating(a->dtype), slope);
@@ -244,27 +236,6 @@ Tensor softplus(const Tensor& a, double beta, double threshold) {
     node.saved.beta = beta;
     node.saved.threshold = threshold;
   }
-  return out;
-}
-
-// abs and relu keep integer dtypes, as torch does.
-Tensor abs(const Tensor& a) {
-  Tensor out = unary_kernel(UnaryKind::Abs, a, a->dtype);
-  if (any_requires_grad({&a})) record<OpKind::abs>(out, {&a}).saved.a.save(a, false);
-  return out;
-}
-
-// relu saves its output instead of its input: same information, and the input can then be freed.
-Tensor relu(const Tensor& a) {
-  Tensor out = unary_kernel(UnaryKind::Relu, a, a->dtype);
-  if (any_requires_grad({&a})) record<OpKind::relu>(out, {&a}).saved.out.save(out, true);
-  return out;
-}
-
-// recorded (with a zero gradient) so that, as in torch, sign of a tensor requiring grad also requires grad
-Tensor sign(const Tensor& a) {
-  Tensor out = unary_kernel(UnaryKind::Sign, a, a->dtype);
-  if (any_requires_grad({&a})) record<OpKind::sign>(out, {&a});
   return out;
 }
 

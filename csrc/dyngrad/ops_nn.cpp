@@ -38,6 +38,17 @@ Tensor log_softmax(const Tensor& a_in, int64_t dim) {
   return out;
 }
 
+// What cross_entropy and cross_entropy_backward save alike.
+template <class Stored>
+static void save_cross_entropy(Stored& s, const Tensor& logits, const Tensor& target, int64_t reduction,
+                               int64_t ignore_index, double label_smoothing) {
+  s.logits.save(logits, false);
+  s.target.save(target, false);
+  s.reduction = reduction;
+  s.ignore_index = ignore_index;
+  s.label_smoothing = label_smoothing;
+}
+
 // loss_i = -(1-ls) * logp[i, t_i] - ls/C * sum_c logp[i, c], skipping t_i == ignore_index; reduced by mean
 // (over the non-ignored rows), sum, or none.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t reduction, int64_t ignore_index,
@@ -54,27 +65,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t reducti
            shape_str(logits->shape), " (expected ", batched ? shape_str(Shape{N}) : std::string("()"), ").");
   DG_CHECK(reduction >= 0 && reduction <= 2, ValueError, "cross_entropy: unknown reduction.");
   Tensor t = contiguous_data(target);
-  Tensor logp = softmax_kernel(batched ? logits : reshape(alias(logits), {1, C}), 1, true);
-  Tensor losses = empty({N}, logits->dtype);
-  int64_t count = 0;
   const int64_t* tp = t->data<int64_t>();
-  DG_DISPATCH_FLOAT(logits->dtype, T, {
-    const T* lp = logp->data<T>();
-    T* l = losses->data<T>();
-    for (int64_t i = 0; i < N; ++i) {
-      int64_t c = tp[i];
-      if (c == ignore_index) { l[i] = 0; continue; }
-      DG_CHECK(c >= 0 && c < C, IndexError, "cross_entropy: target ", c, " is out of range for ", C, " classes.");
-      double v = -(1.0 - label_smoothing) * (double)lp[i * C + c];
-      if (label_smoothing > 0) {
-        double s = 0;
-        for (int64_t k = 0; k < C; ++k) s += lp[i * C + k];
-        v -= label_smoothing / C * s;
-      }
-      l[i] = (T)v;
-      ++count;
-    }
-  });
+  for (int64_t i = 0; i < N; ++i)
+    DG_CHECK(tp[i] == ignore_index || (tp[i] >= 0 && tp[i] < C), IndexError, "cross_entropy: target ", tp[i],
+             " is out of range for ", C, " classes.");
+  Tensor logp = softmax_kernel(batched ? logits : reshape(alias(logits), {1, C}), 1, true);
+  int64_t count = 0;
+  Tensor losses = cross_entropy_kernel(logp, t, ignore_index, label_smoothing, count);
   Tensor out;
   if (reduction == 0) {
     out = batched ? losses : reshape(losses, {});
@@ -84,16 +81,84 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t reducti
       DG_DISPATCH_FLOAT(out->dtype, T, *out->data<T>() /= (T)count);
     }
   }
-  if (any_requires_grad({&logits})) {
-    auto& node = record<OpKind::cross_entropy>(out, {&logits, nullptr});
-    node.saved.logits.save(logits, false);
-    node.saved.target.save(t, false);
-    node.saved.reduction = reduction;
-    node.saved.ignore_index = ignore_index;
-    node.saved.count = count;
-    node.saved.label_smoothing = label_smoothing;
-  }
+  if (any_requires_grad({&logits}))
+    save_cross_entropy(record<OpKind::cross_entropy>(out, {&logits, nullptr}).saved, logits, t, reduction,
+                       ignore_index, label_smoothing);
   return out;
+}
+
+// The gradient of cross_entropy with respect to its logits (Note [Fused derivatives as primitives] in
+// derivatives.cpp): ((softmax(logits) - q) * keep) * scale per row, one pass (kernels/loss.cpp).
+Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Tensor& target, int64_t reduction,
+                              int64_t ignore_index, double label_smoothing) {
+  const char* op = "cross_entropy_backward";
+  check_float(logits, op);
+  DG_CHECK(logits->ndim() == 1 || logits->ndim() == 2, RuntimeError, op,
+           ": expected logits of shape (C,) or (N, C), got ", shape_str(logits->shape), ".");
+  DG_CHECK(reduction >= 0 && reduction <= 2, ValueError, op, ": unknown reduction ", reduction, ".");
+  const bool batched = logits->ndim() == 2;
+  const int64_t N = batched ? logits->shape[0] : 1, C = logits->shape[batched ? 1 : 0];
+  DG_CHECK(target->dtype == DType::Int64 && target->ndim() == (batched ? 1 : 0) && target->numel == N,
+           RuntimeError, op, ": expected int64 targets of shape ", batched ? shape_str(Shape{N}) : std::string("()"),
+           ", got ", dtype_name(target->dtype), " ", shape_str(target->shape), ".");
+  const Shape grad_shape = reduction == 0 ? target->shape : Shape{};
+  DG_CHECK(grad->shape == grad_shape && is_floating(grad->dtype), RuntimeError, op,
+           ": expected a floating-point gradient of shape ", shape_str(grad_shape), ", got ", dtype_name(grad->dtype),
+           " ", shape_str(grad->shape), ".");
+  const DType dt = promote(grad->dtype, logits->dtype);
+  DG_CHECK(dt == DType::Float32 || dt == DType::Float64, TypeError, op, ": expected float32 or float64 tensors, got ",
+           dtype_name(dt), ".");
+  auto in_dt = [&](const Tensor& t) { return t->dtype == dt ? contiguous_data(t) : contiguous_copy(t, dt); };
+  Tensor t = contiguous_data(target);
+  const int64_t* tp = t->data<int64_t>();
+  for (int64_t i = 0; i < N; ++i)
+    DG_CHECK(tp[i] == ignore_index || (tp[i] >= 0 && tp[i] < C), IndexError, op, ": target ", tp[i],
+             " is out of range for ", C, " classes.");
+  Tensor x = in_dt(logits);
+  Tensor dx = cross_entropy_backward_kernel(in_dt(grad), batched ? x : reshape(x, {1, C}), t, reduction, ignore_index,
+                                            label_smoothing);
+  if (!batched) dx = reshape(dx, {C});
+  if (any_requires_grad({&grad, &logits})) {
+    auto& node = record<OpKind::cross_entropy_backward>(dx, {&grad, &logits, nullptr});
+    if (node.needs_input_grad(1)) node.saved.grad.save(grad, false);
+    save_cross_entropy(node.saved, logits, t, reduction, ignore_index, label_smoothing);
+  }
+  return dx;
+}
+
+// The gradients of softmax and log_softmax given their output (Note [Fused derivatives as primitives] in
+// derivatives.cpp), one pass over each row (kernels/reduce.cpp).
+template <OpKind K>
+static Tensor softmax_backward_op(const Tensor& grad, const Tensor& out, int64_t dim, bool log, const char* op) {
+  const DType dt = promote(grad->dtype, out->dtype);  // (a float64 gradient of a float32 output: in float64)
+  DG_CHECK(grad->shape == out->shape && is_floating(dt), RuntimeError, op,
+           ": expected a gradient and an output of one shape and a floating dtype, got ", dtype_name(grad->dtype),
+           " ", shape_str(grad->shape), " and ", dtype_name(out->dtype), " ", shape_str(out->shape), ".");
+  const int64_t d = out->ndim() ? wrap_dim(dim, out->ndim(), op) : (wrap_dim(dim, 0, op), 0);
+  const bool half = is_half(dt);  // Note [Half types]: computed in float32, rounded once
+  const DType compute = half ? DType::Float32 : dt;
+  auto wide = [&](const Tensor& t) { return t->dtype == compute ? t : contiguous_copy(t, compute); };
+  Tensor r;
+  if (out->ndim() == 0) {
+    r = softmax_backward_kernel(reshape(alias(wide(grad)), {1}), reshape(alias(wide(out)), {1}), 0, log);
+    r = reshape(r, {});
+  } else {
+    r = softmax_backward_kernel(wide(grad), wide(out), d, log);
+  }
+  if (half) r = contiguous_copy(r, dt);
+  if (any_requires_grad({&grad, &out})) {
+    auto& node = record<K>(r, {&grad, &out});
+    if (node.needs_input_grad(1)) node.saved.grad.save(grad, false);
+    node.saved.out.save(out, false);
+    node.saved.dim = d;
+  }
+  return r;
+}
+Tensor softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim) {
+  return softmax_backward_op<OpKind::softmax_backward>(grad, out, dim, false, "softmax_backward");
+}
+Tensor log_softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim) {
+  return softmax_backward_op<OpKind::log_softmax_backward>(grad, out, dim, true, "log_softmax_backward");
 }
 
 static void check_image(const Tensor& x, const char* op) {
@@ -246,8 +311,8 @@ Tensor avg_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t s
 // Note [Fused layer_norm]: layer_norm is one node (torch's NativeLayerNorm) whose forward reads each row twice
 // (mean, then the centred variance) and writes it once, instead of a chain of nine elementwise ops and reductions
 // with nine nodes. Its backward recomputes each row's mean and 1/std from the saved input rather than saving
-// them, and without create_graph runs as one kernel that also sums the weight's and bias's gradients over the
-// rows (kernels/reduce.cpp); with create_graph the same formula in differentiable ops (derivatives.cpp).
+// them, as one kernel that also sums the weight's and bias's gradients over the rows (layer_norm_backward, below;
+// kernels/reduce.cpp).
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t ndims, double eps) {
   const char* op = "layer_norm";
   check_float(x, op);
@@ -280,26 +345,64 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, int
   return out;
 }
 
+// The gradients of layer_norm (da, dweight, dbias; null where output_mask says no), one pass over the rows
+// (kernels/reduce.cpp). Its own derivative: Note [Fused derivatives as primitives] in derivatives.cpp.
+std::vector<Tensor> layer_norm_backward(const Tensor& grad, const Tensor& a_in, const Tensor& weight_in, int64_t ndims,
+                                        double eps, const std::array<bool, 3>& output_mask) {
+  const char* op = "layer_norm_backward";
+  check_float(a_in, op);
+  DG_CHECK(ndims >= 1 && ndims <= a_in->ndim(), RuntimeError, op, ": cannot normalise the last ", ndims,
+           " dims of an input of shape ", shape_str(a_in->shape), ".");
+  const Shape norm_shape(a_in->shape.end() - ndims, a_in->shape.end());
+  DG_CHECK(grad->shape == a_in->shape && is_floating(grad->dtype), RuntimeError, op,
+           ": expected a floating-point gradient of the input's shape ", shape_str(a_in->shape), ", got ",
+           dtype_name(grad->dtype), " ", shape_str(grad->shape), ".");
+  DG_CHECK(!weight_in || (weight_in->shape == norm_shape && weight_in->dtype == a_in->dtype), RuntimeError, op,
+           ": expected a ", dtype_name(a_in->dtype), " weight of shape ", shape_str(norm_shape), ".");
+  // in one dtype: the promoted one (a float64 gradient of a float32 output), float32 for the half types
+  DType dt = promote(grad->dtype, a_in->dtype);
+  const DType result_dt = dt;
+  if (is_half(dt)) dt = DType::Float32;
+  auto in_dt = [&](const Tensor& t) { return !t ? t : t->dtype == dt ? contiguous_data(t) : contiguous_copy(t, dt); };
+  const Tensor g = in_dt(grad), a = in_dt(a_in), w = in_dt(weight_in);
+  Tensor da = output_mask[0] ? empty(a->shape, dt) : nullptr;
+  Tensor dw = weight_in && output_mask[1] ? empty(norm_shape, dt) : nullptr;
+  Tensor db = output_mask[2] ? empty(norm_shape, dt) : nullptr;
+  layer_norm_backward_kernel(g, a, w, shape_numel(norm_shape), eps, da, dw, db);
+  std::vector<Tensor> outs{da, dw, db};
+  for (Tensor& t : outs)
+    if (t && t->dtype != result_dt) t = contiguous_copy(t, result_dt);
+  if (any_requires_grad({&grad, &a_in, &weight_in})) {
+    auto& node = record_outputs<OpKind::layer_norm_backward>(outs, {&grad, &a_in, &weight_in});
+    node.saved.grad.save(grad, false);
+    node.saved.a.save(a_in, false);
+    if (weight_in) node.saved.weight.save(weight_in, false);
+    node.saved.ndims = ndims;
+    node.saved.eps = eps;
+  }
+  return outs;
+}
+
 // Note [Whole-sequence RNN layer]: nn.RNN/LSTM/GRU record one layer (one direction) of a uniform batch as ONE
 // node instead of ~15 per time step. The input projection gi = x W_ih^T + b_ih of every step is one matmul before
 // it (in the shared layer); the node runs the recurrence: per step one product h_prev W_hh^T (BLAS) and one fused
 // pass for the gate nonlinearities and the state update (kernels/rnn.cpp). Its backward runs the recurrence in
 // reverse with each cell's derivative fused into one pass and one product dgh_t W_hh per step, and gets dW_hh as
 // ONE product over all steps (dgh^T h_prev, L*N rows, big enough for both cores) and db_hh as one column sum.
-// The forward keeps the gate activations (ws) for that. With create_graph the formula is written in
-// differentiable ops instead (the same maths, derivatives.cpp), so double backward works as through the loop.
+// The forward keeps the gate activations (ws) for that. That backward is the primitive rnn_layer_backward, whose
+// own derivative is the VJP of the same recurrence in differentiable ops (Note [Derivatives of fused backwards]
+// in derivatives.cpp), so double backward works as through the loop.
 // The step-by-step loop of nn/rnn.py still serves what this node does not: LSTM projections, packed or ragged
 // batches, half types.
-Tensor rnn_layer(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor& w_hh, const Tensor& b_hh,
-                 int64_t mode, bool reverse) {
-  const char* op = "rnn_layer";
-  DG_CHECK(mode >= 0 && mode <= 3, ValueError, op, ": mode must be 0 (tanh), 1 (relu), 2 (LSTM) or 3 (GRU), got ",
-           mode, ".");
+static void check_rnn_inputs(const char* op, const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor& w_hh,
+                             const Tensor& b_hh, int64_t mode) {
+  DG_CHECK(mode == kRnnTanh || mode == kRnnRelu || mode == kLstm || mode == kGru, ValueError, op,
+           ": mode must be 0 (tanh), 1 (relu), 2 (LSTM) or 3 (GRU), got ", mode, ".");
   DG_CHECK(gi && h0 && w_hh && gi->ndim() == 3 && h0->ndim() == 2, RuntimeError, op,
-           ": expected gi of shape (L, N, G*H) and h0 of shape (N, H), got ", shape_str(gi->shape), " and ",
-           shape_str(h0->shape), ".");
-  const int64_t L = gi->shape[0], N = gi->shape[1], H = h0->shape[1], G = mode == 2 ? 4 : mode == 3 ? 3 : 1;
-  const bool lstm = mode == 2;
+           ": expected gi of shape (L, N, G*H) and h0 of shape (N, H), got ", gi ? shape_str(gi->shape) : "None",
+           " and ", h0 ? shape_str(h0->shape) : "None", ".");
+  const int64_t L = gi->shape[0], N = gi->shape[1], H = h0->shape[1], G = rnn_gates(mode);
+  const bool lstm = mode == kLstm;
   DG_CHECK((bool)c0 == lstm, RuntimeError, op, ": c0 is given exactly for an LSTM (mode 2).");
   std::vector<std::pair<const Tensor*, Shape>> shapes = {{&gi, {L, N, G * H}}, {&h0, {N, H}}, {&w_hh, {G * H, H}}};
   if (lstm) shapes.push_back({&c0, {N, H}});
@@ -310,8 +413,15 @@ Tensor rnn_layer(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Ten
              ".");
   DG_CHECK(gi->dtype == DType::Float32 || gi->dtype == DType::Float64, TypeError, op,
            ": expected float32 or float64 tensors, got ", dtype_name(gi->dtype), ".");
+}
+
+Tensor rnn_layer(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor& w_hh, const Tensor& b_hh,
+                 int64_t mode, bool reverse) {
+  check_rnn_inputs("rnn_layer", gi, h0, c0, w_hh, b_hh, mode);
+  const int64_t L = gi->shape[0], N = gi->shape[1], H = h0->shape[1];
+  const bool lstm = mode == kLstm;
   Tensor out = empty({lstm ? 2 : 1, L, N, H}, gi->dtype);
-  Tensor ws = mode >= 2 ? empty({L, N, (lstm ? 5 : 4) * H}, gi->dtype) : nullptr;
+  Tensor ws = mode == kLstm || mode == kGru ? empty({L, N, (lstm ? 5 : 4) * H}, gi->dtype) : nullptr;
   rnn_layer_forward_kernel(contiguous_data(gi), contiguous_data(h0), c0 ? contiguous_data(c0) : nullptr,
                            contiguous_data(w_hh), b_hh ? contiguous_data(b_hh) : nullptr, mode, reverse, out, ws);
   if (any_requires_grad({&gi, &h0, &c0, &w_hh, &b_hh})) {
@@ -327,6 +437,50 @@ Tensor rnn_layer(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Ten
     node.saved.reverse = reverse;
   }
   return out;
+}
+
+// The gradients of rnn_layer (Note [Whole-sequence RNN layer]): the recurrence in reverse, each cell's derivative
+// in one pass, from the gate activations ws its forward kept (kernels/rnn.cpp). Null where output_mask says no.
+// Its own derivative: Note [Fused derivatives as primitives] in derivatives.cpp.
+std::vector<Tensor> rnn_layer_backward(const Tensor& grad, const Tensor& gi, const Tensor& h0, const Tensor& c0,
+                                       const Tensor& w_hh, const Tensor& b_hh, const Tensor& out, const Tensor& ws,
+                                       int64_t mode, bool reverse, const std::array<bool, 5>& output_mask) {
+  const char* op = "rnn_layer_backward";
+  check_rnn_inputs(op, gi, h0, c0, w_hh, b_hh, mode);
+  const int64_t L = gi->shape[0], N = gi->shape[1], H = h0->shape[1];
+  const Shape out_shape{mode == kLstm ? 2 : 1, L, N, H};
+  DG_CHECK(out && out->shape == out_shape && out->dtype == gi->dtype, RuntimeError, op, ": expected rnn_layer's ",
+           dtype_name(gi->dtype), " output of shape ", shape_str(out_shape), ".");
+  DG_CHECK(grad && grad->shape == out_shape && is_floating(grad->dtype), RuntimeError, op,
+           ": expected a floating-point gradient of shape ", shape_str(out_shape), ", got ",
+           grad ? shape_str(grad->shape) : "None", ".");
+  const bool gated = mode == kLstm || mode == kGru;
+  const Shape ws_shape{L, N, (mode == kLstm ? 5 : 4) * H};
+  DG_CHECK(gated ? (ws && ws->shape == ws_shape && ws->dtype == gi->dtype) : !ws, RuntimeError, op,
+           gated ? ": expected the gate activations of rnn_layer's forward, of shape " + shape_str(ws_shape) + "."
+                 : std::string(": a plain RNN keeps no gate activations (ws is None)."));
+  const bool need[5] = {output_mask[0], output_mask[1], output_mask[2] && (bool)c0, output_mask[3],
+                        output_mask[4] && (bool)b_hh};
+  Tensor g = grad->dtype == gi->dtype ? contiguous_data(grad) : contiguous_copy(grad, gi->dtype);
+  RnnLayerGrads r = rnn_layer_backward_kernel(g, contiguous_data(h0), c0 ? contiguous_data(c0) : nullptr,
+                                              contiguous_data(w_hh), (bool)b_hh, contiguous_data(out),
+                                              ws ? contiguous_data(ws) : nullptr, mode, reverse, need);
+  std::vector<Tensor> outs{need[0] ? r.dgi : nullptr, need[1] ? r.dh0 : nullptr, need[2] ? r.dc0 : nullptr,
+                           need[3] ? r.dw : nullptr, need[4] ? r.db : nullptr};
+  if (any_requires_grad({&grad, &gi, &h0, &c0, &w_hh, &b_hh, &out})) {
+    auto& node = record_outputs<OpKind::rnn_layer_backward>(outs, {&grad, &gi, &h0, &c0, &w_hh, &b_hh, &out, nullptr});
+    auto& saved = node.saved;
+    saved.grad.save(grad, false);
+    saved.gi.save(gi, false);
+    saved.h0.save(h0, false);
+    if (c0) saved.c0.save(c0, false);
+    saved.w_hh.save(w_hh, false);
+    if (b_hh) saved.b_hh.save(b_hh, false);
+    saved.out.save(out, false);
+    saved.mode = mode;
+    saved.reverse = reverse;
+  }
+  return outs;
 }
 
 }  // namespace dyngrad

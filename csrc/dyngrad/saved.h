@@ -114,15 +114,27 @@ DG_SAVED(SavesCat, (int64_t, dim), (Dims, sizes));                        // siz
 DG_SAVED(SavesIndex, (SavedTensor, index), (int64_t, dim));               // index_select, index_add, gather...
 DG_SAVED(SavesPositions, (SavedTensor, positions));                       // take, put, put_add: flat positions
 DG_SAVED(SavesSoftmax, (SavedTensor, out), (int64_t, dim));               // softmax, log_softmax
-// reduction: 0 none, 1 mean, 2 sum; count: the rows not ignored (mean divides by it)
+// reduction: 0 none, 1 mean (over the rows not ignored), 2 sum
 DG_SAVED(SavesCrossEntropy, (SavedTensor, logits), (SavedTensor, target), (int64_t, reduction),
-         (int64_t, ignore_index), (int64_t, count), (double, label_smoothing));
+         (int64_t, ignore_index), (double, label_smoothing));
 DG_SAVED(SavesWindow, (Dims, window));  // unfold, fold: (kh, kw, sh, sw, ph, pw, dh, dw)
-// rnn_layer: its inputs, its output, the gate activations ws (none for RNN), the cell kind and the direction
 // layer_norm: the input, the weight (when given), how many trailing dims are normalised, and eps
 DG_SAVED(SavesLayerNorm, (SavedTensor, a), (SavedTensor, weight), (int64_t, ndims), (double, eps));
+// rnn_layer: its inputs, its output, the gate activations ws (none for RNN), the cell kind and the direction
 DG_SAVED(SavesRnnLayer, (SavedTensor, gi), (SavedTensor, h0), (SavedTensor, c0), (SavedTensor, w_hh),
          (SavedTensor, b_hh), (SavedTensor, out), (SavedTensor, ws), (int64_t, mode), (bool, reverse));
+
+// the fused derivatives of ops.def (Note [Fused derivatives as primitives] in derivatives.cpp): what their own
+// formulas read. tanh_backward, sigmoid_backward, gelu_backward: grad (when x needs a gradient) and x
+DG_SAVED(SavesGradX, (SavedTensor, grad), (SavedTensor, x));
+DG_SAVED(SavesX, (SavedTensor, x));  // threshold_backward: its gradient with respect to x is zero
+DG_SAVED(SavesSoftmaxBackward, (SavedTensor, grad), (SavedTensor, out), (int64_t, dim));  // and log_softmax's
+DG_SAVED(SavesCrossEntropyBackward, (SavedTensor, grad), (SavedTensor, logits), (SavedTensor, target),
+         (int64_t, reduction), (int64_t, ignore_index), (double, label_smoothing));
+DG_SAVED(SavesLayerNormBackward, (SavedTensor, grad), (SavedTensor, a), (SavedTensor, weight), (int64_t, ndims),
+         (double, eps));
+DG_SAVED(SavesRnnLayerBackward, (SavedTensor, grad), (SavedTensor, gi), (SavedTensor, h0), (SavedTensor, c0),
+         (SavedTensor, w_hh), (SavedTensor, b_hh), (SavedTensor, out), (int64_t, mode), (bool, reverse));
 
 // ---- the node ----
 
@@ -172,13 +184,12 @@ struct SavedOpNode final : OpNode {
 // OpKind -> the saved struct its ops.def line names, and the node type that holds it.
 template <OpKind K>
 struct OpSaves;
-#define DG_OP(name, display, saves) \
-  template <>                       \
-  struct OpSaves<OpKind::name> {    \
-    using type = saves;             \
+#define DG_OP(name, display, saves, signature, hot) \
+  template <>                                       \
+  struct OpSaves<OpKind::name> {                    \
+    using type = saves;                             \
   };
 #include "ops.def"
-#undef DG_OP
 template <OpKind K>
 using OpNodeOf = SavedOpNode<typename OpSaves<K>::type>;
 

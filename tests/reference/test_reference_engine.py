@@ -648,5 +648,5 @@ def test_op_names_have_derivatives_in_the_same_order():
     import inspect
     names = [name[:-len("_backward")] for name, fn in vars(dg.derivatives).items()
              if name.endswith("_backward") and inspect.isfunction(fn)]
-    assert names == list(dg.ops.OP_NAMES)
-    assert len(set(dg.ops.OP_NAMES)) == len(dg.ops.OP_NAMES)
+    assert names == list(dg.primitives.OP_NAMES)
+    assert len(set(dg.primitives.OP_NAMES)) == len(dg.primitives.OP_NAMES)

@@ -159,7 +159,7 @@ Tensor max_pool2d_positions_kernel(const Tensor& x_in, int64_t kh, int64_t kw, i
   Tensor x = contiguous_data(x_in);
   Window g = make_window(x->shape, kh, kw, sh, sw, ph, pw, 1, 1);
   Tensor positions = empty({g.N, g.C, g.OH, g.OW}, DType::Int64);
-  bool parallel = x->numel >= kParallelGrain;
+  bool parallel = x->numel >= parallel_grain();
   if (x->dtype == DType::Float16)
     max_pool_positions_typed<Half>(g, x->data<Half>(), positions->data<int64_t>(), parallel);
   else if (x->dtype == DType::BFloat16)
@@ -174,7 +174,7 @@ Tensor im2col_kernel(const Tensor& x_in, int64_t kh, int64_t kw, int64_t sh, int
   Tensor x = contiguous_data(x_in);
   Window g = make_window(x->shape, kh, kw, sh, sw, ph, pw, dh, dw);
   Tensor cols = empty({g.N, g.C * kh * kw, g.OH * g.OW}, x->dtype);
-  bool parallel = cols->numel >= kParallelGrain;
+  bool parallel = cols->numel >= parallel_grain();
   DG_DISPATCH_FLOAT(x->dtype, T, im2col_typed<T>(g, x->data<T>(), cols->data<T>(), parallel));
   return cols;
 }
@@ -184,7 +184,7 @@ Tensor col2im_kernel(const Tensor& cols_in, const Shape& input_shape, int64_t kh
   Tensor cols = contiguous_data(cols_in);
   Window g = make_window(input_shape, kh, kw, sh, sw, ph, pw, dh, dw);
   Tensor x = zeros(input_shape, cols->dtype);
-  bool parallel = cols->numel >= kParallelGrain;
+  bool parallel = cols->numel >= parallel_grain();
   DG_DISPATCH_FLOAT(cols->dtype, T, col2im_typed<T>(g, cols->data<T>(), x->data<T>(), parallel));
   return x;
 }

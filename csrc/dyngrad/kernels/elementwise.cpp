@@ -10,11 +10,11 @@
 
 namespace dyngrad {
 
-int64_t kParallelGrain = 32768;  // (kernels.h)
+std::atomic<int64_t> g_parallel_grain{32768};  // (kernels.h)
 // exp, tanh, sigmoid, GELU, erf cost several adds per element, so their split pays from a quarter of the size.
 // bench/parallel_grain.py, 2026-12-01, 2 cores, two runs: add and mul from 16-32k elements, sum over rows from 32k,
 // exp from 4-16k, tanh and GELU from 2-8k.
-static int64_t costly_grain() { return std::max<int64_t>(1, kParallelGrain / 4); }
+static int64_t costly_grain() { return std::max<int64_t>(1, parallel_grain() / 4); }
 
 // ---- the strided loop: coalesce dims, broadcast inputs to the output shape ----
 StridedLoop::StridedLoop(const std::vector<const TensorImpl*>& operands) {
@@ -109,7 +109,7 @@ inline int64_t k_int_pow(int64_t x, int64_t y) {
 }
 
 template <typename T, typename R, typename F>
-static void unary_loop(const Tensor& out, const Tensor& a, F f, int64_t grain = kParallelGrain) {
+static void unary_loop(const Tensor& out, const Tensor& a, F f, int64_t grain = parallel_grain()) {
   if (a->is_contiguous()) {
     const T* x = a->data<T>();
     R* y = out->data<R>();

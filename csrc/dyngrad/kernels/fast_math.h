@@ -1,5 +1,6 @@
-// fast_math.h: float32 exp/tanh/sigmoid that vectorise (std::expf does not), for elementwise.cpp and the fused
-// recurrent cells of rnn.cpp; k_exp/k_tanh/k_sigmoid pick them for float and the std functions for double.
+// fast_math.h: float32 exp, tanh, sigmoid, the normal CDF (GELU and its derivative) and erf that vectorise (the
+// std functions do not), for elementwise.cpp and the fused recurrent cells of rnn.cpp; k_exp, k_tanh, k_sigmoid and
+// k_erf pick them for float and the std functions for double.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -93,8 +94,8 @@ inline float fast_gelu_gradf(float x) {
 }
 
 // erf in float32 for the erf op, branch-free so that its loops vectorise (std::erf does not; GELU uses
-// fast_normal_cdff above, which keeps the far left tail). The coefficients are our own least-squares fits on Chebyshev nodes, made
-// in float64 and rounded to float32; measured error <= 3 ulp over [-5, 5] (tests/test_numerics.py checks 4).
+// fast_normal_cdff above, which keeps the far left tail). The coefficients are our own least-squares fits on
+// Chebyshev nodes, made in float64 and rounded to float32; measured error <= 3 ulp over [-5, 5] (tests/test_numerics.py checks 4).
 //   |x| <= 1:     erf(x) = x P(x^2), P of degree 6 (relative fit error 1.2e-9)
 //   1 < |x| < 4:  erf(x) = 1 - exp(-x^2) R(1/|x|), R of degree 8 fitting erfc(x) exp(x^2) (7.9e-8); x^2 is split
 //                 exactly (x^2 = s + e, by fma) so that exp's argument carries no rounding: exp(-s) (1 - e)

@@ -1,27 +1,31 @@
 // kernels.h: raw loops over tensors, no autograd. Ops (ops_*.cpp) check arguments, then call these.
-// Large kernels release the GIL and use every core (thread_pool.h) above kParallelGrain elements.
+// Large kernels release the GIL and use every core (thread_pool.h) above parallel_grain() elements.
 #pragma once
 #include <array>
+#include <atomic>
 #include <cstdint>
 
 #include "../tensor.h"
 
 namespace dyngrad {
 
-// Below this many elements (32768; a quarter of it for exp-like ops), splitting a kernel across threads costs more
-// than it saves: bench/parallel_grain.py measures the crossover. A variable only so that the bench can move it
-// (_C._set_parallel_grain).
-extern int64_t kParallelGrain;
+// Below this many elements (32768 by default; a quarter of it for exp-like ops), splitting a kernel across threads
+// costs more than it saves: bench/parallel_grain.py measures the crossover. A setting, not a constant, only so that
+// the bench can move it (_C._set_parallel_grain); atomic, as kernels on other threads read it meanwhile.
+extern std::atomic<int64_t> g_parallel_grain;
+inline int64_t parallel_grain() { return g_parallel_grain.load(std::memory_order_relaxed); }
+inline void set_parallel_grain(int64_t n) { g_parallel_grain.store(n, std::memory_order_relaxed); }
 
 enum class UnaryKind {
-  Neg, Exp, Log, Sqrt, Rsqrt, Abs, Sin, Cos, Tanh, Sigmoid, Relu, LeakyRelu, Gelu, Softplus, Erf, Sign,
-  PowScalar, Not, IsNan, IsFinite,
-  // derivative helpers, fused for speed: out = f'(x) from x (or from out)
-  TanhGradFromOut,     // 1 - y*y
-  SigmoidGradFromOut,  // y * (1 - y)
-  GeluGrad,            // Phi(x) + x phi(x)
-  ReluMask,            // x <= 0 ? 0 : 1 (NaN: 1)
+  // the kernels of ops.def's DG_KERNEL_OP lines (their forwards are generated: ops_common.h)
+#define DG_KERNEL_OP(name, display, saves, signature, hot, kernel) kernel,
+#include "../ops.def"
+  // the kernels of hand-written forwards
+  Neg, LeakyRelu, Softplus, PowScalar, Not, IsNan, IsFinite,
 };
+// Of the kernels above, those of a unary op's derivative f' (the `unary_backward` signature of ops.def):
+// TanhGradFromOut 1 - y*y, SigmoidGradFromOut y (1 - y), GeluGrad Phi(x) + x phi(x), ReluMask x <= 0 ? 0 : 1
+// (NaN: 1). unary_kernel computes f'(x); unary_grad_kernel grad * f'(x) in one pass.
 // out = f(a) elementwise, computed in out_dtype (a is converted first when its dtype differs).
 Tensor unary_kernel(UnaryKind k, const Tensor& a, DType out_dtype, double p0 = 0, double p1 = 0);
 // out = grad * f(a) for a derivative helper f (TanhGradFromOut ... ReluMask) in one pass, for grad and a
@@ -49,6 +53,21 @@ Tensor reduce_kernel(ReduceKind k, const Tensor& a, const std::vector<int64_t>& 
 // the gradient with respect to the input, out and grad of one shape and floating dtype.
 Tensor softmax_kernel(const Tensor& a, int64_t dim, bool log);
 Tensor softmax_backward_kernel(const Tensor& grad, const Tensor& out, int64_t dim, bool log);
+
+// The indexing loops (index.cpp), over contiguous operands and int64 indices the op checked to be in range.
+// index_select: out[.., i, ..] = a[.., index[i], ..] along d; index_add: zeros(out_shape) with src's rows added at
+// index along d (its adjoint). gather: out[i][j] = a[i][index[i][j]] (d = 1); scatter_add: zeros(out_shape) with
+// out[i][index[i][j]] += src[i][j] (its adjoint). take: a.flat[positions]; put: out.flat[positions] = v (out is
+// written in place, v of positions' shape); put_add: zeros(out_shape) with v added at flat positions.
+Tensor index_select_kernel(const Tensor& a, int64_t d, const Tensor& index);
+Tensor index_add_kernel(const Tensor& src, int64_t d, const Tensor& index, const Shape& out_shape);
+Tensor gather_kernel(const Tensor& a, int64_t d, const Tensor& index);
+Tensor scatter_add_kernel(const Tensor& src, int64_t d, const Tensor& index, const Shape& out_shape);
+Tensor take_kernel(const Tensor& a, const Tensor& positions);
+void put_kernel(const Tensor& out, const Tensor& positions, const Tensor& v);
+Tensor put_add_kernel(const Tensor& v, const Tensor& positions, const Shape& out_shape);
+// The flat position in `base` (contiguous) of each element of `view`, a view of it: the view's index map.
+Tensor view_positions_kernel(const Tensor& view, const Tensor& base);
 
 // Batched matrix product of a (..., n, k) and b (..., k, m) with batch broadcasting (both at least 2-D, same
 // dtype). Uses the loaded BLAS for float32/float64.
@@ -94,8 +113,13 @@ void layer_norm_kernel(const Tensor& x, const Tensor& weight, const Tensor& bias
 void layer_norm_backward_kernel(const Tensor& grad, const Tensor& x, const Tensor& weight, int64_t D, double eps,
                                 const Tensor& dx, const Tensor& dweight, const Tensor& dbias);
 
+// The cell of an rnn_layer (ops.h): its `mode` argument.
+enum RnnMode : int64_t { kRnnTanh = 0, kRnnRelu = 1, kLstm = 2, kGru = 3 };
+// How many gate blocks of H its gi and w_hh have.
+inline int64_t rnn_gates(int64_t mode) { return mode == kLstm ? 4 : mode == kGru ? 3 : 1; }
+
 // rnn_layer's loops (rnn.cpp; Note [Whole-sequence RNN layer] in ops_nn.cpp), over contiguous tensors: gi (L, N, G*H),
-// h0 and c0 (N, H; c0 null unless LSTM), w (G*H, H), b (G*H) or null; mode 0 tanh, 1 relu, 2 LSTM, 3 GRU. The
+// h0 and c0 (N, H; c0 null unless LSTM), w (G*H, H), b (G*H) or null; mode an RnnMode. The
 // forward fills out (S, L, N, H) and ws (the gate activations; null for RNN). The backward takes the contiguous
 // gradient of out and computes the gradients that need[i] asks for (db only with a bias).
 void rnn_layer_forward_kernel(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor& w, const Tensor& b,
@@ -106,6 +130,23 @@ struct RnnLayerGrads {
 RnnLayerGrads rnn_layer_backward_kernel(const Tensor& grad, const Tensor& h0, const Tensor& c0, const Tensor& w,
                                         bool has_bias, const Tensor& out, const Tensor& ws, int64_t mode,
                                         bool reverse, const bool need[5]);
+
+// cross_entropy's loops (loss.cpp), over logits (N, C) and int64 targets (N,) already checked to be in [0, C) or
+// ignore_index. The forward gives each row's loss -(1-ls) logp[i, t_i] - ls/C sum_c logp[i, c] (0 for an ignored
+// row) from logp = log_softmax(logits) and counts the rows kept. The backward gives
+// (softmax(logits) - q) * keep * scale per row: q the label-smoothed one-hot target, keep 0 for an ignored row,
+// scale grad[i] (reduction 0, grad of N elements), grad / kept rows (1, mean) or grad (2, sum).
+Tensor cross_entropy_kernel(const Tensor& logp, const Tensor& target, int64_t ignore_index, double label_smoothing,
+                            int64_t& kept);
+Tensor cross_entropy_backward_kernel(const Tensor& grad, const Tensor& logits, const Tensor& target, int64_t reduction,
+                                     int64_t ignore_index, double label_smoothing);
+// The target as the formulas use it: q (N, C) and keep (N, 1) in `dtype`, and the number of rows kept.
+struct CrossEntropyTarget {
+  Tensor q, keep;
+  int64_t kept;
+};
+CrossEntropyTarget cross_entropy_target_kernel(const Tensor& target, int64_t C, int64_t ignore_index,
+                                               double label_smoothing, DType dtype);
 
 // Strided iteration over up to 4 operands of one broadcast shape: the shared engine of elementwise kernels.
 // fn(char* ptrs[N], const int64_t byte_strides[N], int64_t n) is called for each innermost row.

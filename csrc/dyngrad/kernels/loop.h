@@ -11,7 +11,7 @@ namespace dyngrad {
 // per thread with the GIL released. Each element is computed by exactly one chunk, so results do not depend on
 // the number of threads.
 template <typename F>
-inline void parallel_for(int64_t n, F&& body, int64_t grain = kParallelGrain) {
+inline void parallel_for(int64_t n, F&& body, int64_t grain = parallel_grain()) {
   if (n < grain) {
     if (n > 0) body(int64_t(0), n);
     return;
@@ -72,7 +72,7 @@ void StridedLoop::run(F&& fn, bool parallel_ok) const {
     }
   };
 
-  if (parallel_ok && numel >= kParallelGrain) {
+  if (parallel_ok && numel >= parallel_grain()) {
     if (rows == 1) {  // one long row: split it
       parallel_for(inner, [&](int64_t lo, int64_t hi) {
         char* ptrs[kMax];

@@ -51,8 +51,8 @@ Acc row_sum(const T* x, int64_t n) {
 
 template <typename F>
 void for_rows(int64_t outer, int64_t inner, F&& f) {
-  // grain in rows, so that each thread gets about kParallelGrain elements' worth of work
-  int64_t grain = std::max<int64_t>(2, kParallelGrain / std::max<int64_t>(inner, 1));
+  // grain in rows, so that each thread gets about parallel_grain() elements' worth of work
+  int64_t grain = std::max<int64_t>(2, parallel_grain() / std::max<int64_t>(inner, 1));
   parallel_for(outer, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) f(r);
   }, grain);
@@ -79,7 +79,7 @@ void column_sums(const T* x, int64_t rows, int64_t cols, T* out) {
       }
       for (int64_t c = 0; c < w; ++c) out[c0 + c] = (T)acc[c];
     }
-  }, std::max<int64_t>(16, kParallelGrain / std::max<int64_t>(rows, 1)));
+  }, std::max<int64_t>(16, parallel_grain() / std::max<int64_t>(rows, 1)));
 }
 
 }  // namespace
@@ -362,7 +362,7 @@ void layer_norm_backward_typed(const T* g, const T* x, const T* w, int64_t rows,
         for (int64_t i2 = 0; i2 < D; ++i2) dr[i2] = s * (gw[i2] - mg - ((xr[i2] - m) * s) * mgx);
       }
     }
-  }, std::max<int64_t>(2, kParallelGrain / std::max<int64_t>(block * D, 1)));
+  }, std::max<int64_t>(2, parallel_grain() / std::max<int64_t>(block * D, 1)));
   for (int64_t i = 0; i < D; ++i) {
     double sw = 0, sb = 0;
     for (int64_t k = 0; k < nblocks; ++k) {

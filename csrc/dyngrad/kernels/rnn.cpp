@@ -63,7 +63,7 @@ void forward(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor&
     for (int64_t n = n0; n < n1; ++n) {
       const T *xn = x + n * GH, *gn = gh + n * GH, *hp = h_prev + n * H;
       T* hn = h + n * H;
-      if (mode == 2) {  // c' = s(f) c + s(i) tanh(g), h' = s(o) tanh(c')
+      if (mode == kLstm) {  // c' = s(f) c + s(i) tanh(g), h' = s(o) tanh(c')
         const T* cp = c_prev + n * H;
         T* cn = out->data<T>() + (L + t) * N * H + n * H;
         T* a = ws->data<T>() + (t * N + n) * 5 * H;
@@ -79,7 +79,7 @@ void forward(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor&
           hn[j] = so * tc;
           a[j] = si, a[H + j] = sf, a[2 * H + j] = tg, a[3 * H + j] = so, a[4 * H + j] = tc;
         }
-      } else if (mode == 3) {  // r, z = s(.), n = tanh(gi_n + r gh_n), h' = n + z (h - n)
+      } else if (mode == kGru) {  // r, z = s(.), n = tanh(gi_n + r gh_n), h' = n + z (h - n)
         T* a = ws->data<T>() + (t * N + n) * 4 * H;
         DG_NO_ALIAS
         for (int64_t j = 0; j < H; ++j) {
@@ -90,7 +90,7 @@ void forward(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor&
           hn[j] = nn + z * (hp[j] - nn);
           a[j] = r, a[H + j] = z, a[2 * H + j] = nn, a[3 * H + j] = ghn;
         }
-      } else if (mode == 0) {
+      } else if (mode == kRnnTanh) {
         DG_NO_ALIAS
         for (int64_t j = 0; j < H; ++j) hn[j] = k_tanh(xn[j] + gn[j] + bb[j]);
       } else {
@@ -101,7 +101,7 @@ void forward(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor&
         }
       }
     }
-    if (mode == 2) c_prev = out->data<T>() + (L + t) * N * H;
+    if (mode == kLstm) c_prev = out->data<T>() + (L + t) * N * H;
     h_prev = h;
     h_prev_t = matrix_view(out, (t * N + n0) * H, n1 - n0, H, H);
   }
@@ -115,7 +115,7 @@ void backward_rows(const Tensor& grad, const Tensor& h0, const Tensor& c0, const
                    const Tensor& dgh, const Tensor& dc_carry, const Tensor& dh0, int64_t n0, int64_t n1) {
   const int64_t L = out->shape[1], N = out->shape[2], H = out->shape[3], GH = w->shape[0];
   Tensor dh_carry = zeros({n1 - n0, H}, out->dtype);
-  std::vector<T> direct(mode == 3 ? N * H : 0);  // GRU: dh z, h_prev's own share
+  std::vector<T> direct(mode == kGru ? N * H : 0);  // GRU: dh z, h_prev's own share
   auto time = [&](int64_t k) { return reverse ? L - 1 - k : k; };
   const T* g = grad->data<T>();
   const T* o = out->data<T>();
@@ -127,7 +127,7 @@ void backward_rows(const Tensor& grad, const Tensor& h0, const Tensor& c0, const
       const T* gh_ = g + (t * N + n) * H;  // grad of h_t
       const T* dcn = dhc + n * H;
       T* di = dgi->data<T>() + (t * N + n) * GH;
-      if (mode == 2) {
+      if (mode == kLstm) {
         const T* gc = g + ((L + t) * N + n) * H;  // grad of c_t
         const T* cp = k == 0 ? c0->data<T>() + n * H : o + ((L + time(k - 1)) * N + n) * H;
         const T* a = ws->data<T>() + (t * N + n) * 5 * H;
@@ -143,7 +143,7 @@ void backward_rows(const Tensor& grad, const Tensor& h0, const Tensor& c0, const
           di[3 * H + j] = dh * tc * (so * (T(1) - so));
           dcc[j] = dc * sf;
         }
-      } else if (mode == 3) {
+      } else if (mode == kGru) {
         const T* hp = hp_all + n * H;
         const T* a = ws->data<T>() + (t * N + n) * 4 * H;
         T* dg = dgh->data<T>() + (t * N + n) * GH;
@@ -166,14 +166,14 @@ void backward_rows(const Tensor& grad, const Tensor& h0, const Tensor& c0, const
         DG_NO_ALIAS
         for (int64_t j = 0; j < H; ++j) {
           const T dh = gh_[j] + dcn[j];
-          di[j] = mode == 0 ? dh * (T(1) - h[j] * h[j]) : (h[j] <= T(0) ? T(0) : dh);
+          di[j] = mode == kRnnTanh ? dh * (T(1) - h[j] * h[j]) : (h[j] <= T(0) ? T(0) : dh);
         }
       }
     }
     if (k == 0 && !need[1]) break;
     // dh_prev = dgh_t W (+ dh z for GRU)
     dh_carry = matmul_kernel(matrix_view(dgh, (t * N + n0) * GH, n1 - n0, GH, GH), w);
-    if (mode == 3) {
+    if (mode == kGru) {
       T* d = dh_carry->data<T>();
       for (int64_t i = 0; i < (n1 - n0) * H; ++i) d[i] += direct[n0 * H + i];
     }
@@ -188,8 +188,8 @@ RnnLayerGrads backward(const Tensor& grad, const Tensor& h0, const Tensor& c0, c
   const DType dt = out->dtype;
   RnnLayerGrads r;
   Tensor dgi = empty({L, N, GH}, dt);
-  Tensor dgh = mode == 3 ? empty({L, N, GH}, dt) : dgi;  // GRU: the hidden side differs in the n gate
-  Tensor dc_carry = mode == 2 ? zeros({N, H}, dt) : nullptr;
+  Tensor dgh = mode == kGru ? empty({L, N, GH}, dt) : dgi;  // GRU: the hidden side differs in the n gate
+  Tensor dc_carry = mode == kLstm ? zeros({N, H}, dt) : nullptr;
   Tensor dh0 = need[1] ? empty({N, H}, dt) : nullptr;
   for_row_blocks(N, N * H * GH, [&](int64_t n0, int64_t n1) {
     backward_rows<T>(grad, h0, c0, w, out, ws, mode, reverse, need, dgi, dgh, dc_carry, dh0, n0, n1);
@@ -197,7 +197,7 @@ RnnLayerGrads backward(const Tensor& grad, const Tensor& h0, const Tensor& c0, c
   auto time = [&](int64_t k) { return reverse ? L - 1 - k : k; };
   if (need[0]) r.dgi = dgi;
   if (need[1]) r.dh0 = dh0;
-  if (need[2] && mode == 2) r.dc0 = dc_carry;
+  if (need[2] && mode == kLstm) r.dc0 = dc_carry;
   if (need[3]) {
     // dW = sum over steps of dgh_t^T h_prev: the steps after the first as one product over (L-1) N rows, whose
     // h_prev are out[0]'s rows shifted by one step, plus the first step's with h0.

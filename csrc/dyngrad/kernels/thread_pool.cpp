@@ -165,7 +165,7 @@ struct Pool {
   }
 };
 
-int g_threads = 0;  // 0 = not decided yet
+std::atomic<int> g_threads{0};  // 0 = not decided yet; read without the lock by num_threads()
 // Never destroyed (nor is the pool it holds at exit): workers may outlive static destruction.
 std::shared_ptr<Pool>* g_pool = new std::shared_ptr<Pool>();
 std::mutex g_pool_init;
@@ -209,6 +209,8 @@ int machine_cores() {
 }
 
 int num_threads() {
+  if (int n = g_threads.load()) return n;
+  std::lock_guard<std::mutex> lock(g_pool_init);
   if (g_threads == 0) g_threads = default_threads();
   return g_threads;
 }

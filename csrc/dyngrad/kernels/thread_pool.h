@@ -4,7 +4,7 @@
 // machine but stalls badly when the cores are shared (another process, or torch's and OpenBLAS's pools in the
 // same process): a 100k-element op took 36 ms instead of 0.1. These workers spin for at most 2 ms after a task
 // (yielding the core after the first 50 us), then sleep on a condition variable (Note [Spin, then sleep] in
-// thread_pool.cpp); only kernels big enough (kParallelGrain) use them.
+// thread_pool.cpp); only kernels big enough (parallel_grain(), kernels.h) use them.
 #pragma once
 #include <cstdint>
 #include <functional>

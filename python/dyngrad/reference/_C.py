@@ -11,20 +11,18 @@ from .dtypes import get_default_dtype as _get_default_dtype, set_default_dtype a
 from .tensor import Tensor, empty, full, from_numpy, copy_from_numpy  # noqa: F401
 from .node import Node, _set_saved_tensors_hooks  # noqa: F401
 from .grad_mode import is_grad_enabled, _set_enabled as _set_grad_enabled  # noqa: F401
-from .ops import OP_NAMES as _OP_NAMES, SAVED_FIELDS as _SAVED_FIELDS
+from .primitives import *  # noqa: F401,F403  every primitive of ops.def (generated: scripts/gen_ops.py)
+from .primitives import OP_NAMES as _OP_NAMES, SAVED_FIELDS as _SAVED_FIELDS
 from .ops_math import (  # noqa: F401
-    add, sub, mul, div, neg, pow, pow_scalar, maximum, minimum, where, clamp, scalar_like, scalar_operand,
-    result_type, exp, log, sqrt, rsqrt, abs, sin, cos, tanh, sigmoid, relu, sign, erf, gelu, leaky_relu, softplus,
-    compare, logical_and, logical_or, logical_xor, logical_not, isnan, isfinite,
-    sum, mean, var, std, amax, amin, argmax, argmin, logsumexp, matmul,
+    scalar_like, scalar_operand, result_type, compare, logical_and, logical_or, logical_xor, logical_not, isnan,
+    isfinite, var, std, argmax, argmin,
 )
 from .ops_shape import (  # noqa: F401
-    to_dtype, clone, contiguous, reshape, view, permute, transpose, mT, expand, squeeze, unsqueeze, flatten, slice,
-    slice_scatter, select, cat, stack, split, split_size, chunk, index_select, index_add, gather, scatter_add, take,
-    put, put_add, masked_fill, inplace_input, assign_inplace, copy_, fill_, zero_,
+    contiguous, view, transpose, mT, squeeze, unsqueeze, flatten, select, stack, split, split_size, chunk,
 )
-from .ops_nn import softmax, log_softmax, cross_entropy, unfold, fold, conv2d, max_pool2d, avg_pool2d  # noqa: F401
-from .ops_nn import rnn_layer, layer_norm  # noqa: F401
+from .ops_index import masked_fill  # noqa: F401
+from .inplace import inplace_input, assign_inplace, copy_, fill_, zero_  # noqa: F401
+from .ops_nn import conv2d, max_pool2d, avg_pool2d  # noqa: F401
 from .rng import rand, randn, randint, bernoulli_mask, randperm, manual_seed, initial_seed  # noqa: F401
 from .rng import get_rng_state as _get_rng_state, set_rng_state as _set_rng_state  # noqa: F401
 from .engine import run_backward as _run_backward, queue_callback as _queue_callback  # noqa: F401
@@ -40,12 +38,12 @@ from . import tensor as _tensor
 
 
 def op_names():
-    """The primitive ops of ops.py (csrc/dyngrad/ops.def), in order."""
+    """The primitive ops of primitives.py (csrc/dyngrad/ops.def), in order."""
     return list(_OP_NAMES)
 
 
 def op_saved_fields():
-    """{op: names of the fields its node saves} (ops.py's PRIMITIVES; csrc/dyngrad/saved.h in C++)."""
+    """{op: names of the fields its node saves} (primitives.py; csrc/dyngrad/saved.h in C++)."""
     return {name: tuple(fields) for name, fields in _SAVED_FIELDS.items()}
 
 

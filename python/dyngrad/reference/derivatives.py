@@ -1,24 +1,46 @@
 """Reference engine: EVERY backward formula, one function per primitive op, in the order of ops.OP_NAMES.
 Mirrors csrc/dyngrad/derivatives.cpp: same order, same names, the same ops in each formula.
 
-Conventions: `grad` is dL/d(out); `s` is what the forward saved, by the field names the op's row of
+Conventions: `grad` is dL/d(out) (`grads`, one per output, None where none arrived, for an op of several outputs);
+`s` is what the forward saved, by the field names the op's row of
 ops.PRIMITIVES declares (s.a, s.out, s.dims, s.keepdim, ...: Note [Named saved state] in csrc/dyngrad/saved.h),
 tensors already unpacked; and s.needs_input_grad, and in_shape(s, i) / s.input_meta[i] for input i's shape/dtype.
 Formulas ignore broadcasting: the engine sums each gradient to its input's shape (Note [Unbroadcast]). They are
 written in differentiable ops, so with create_graph=True the backward pass is itself recorded and can be
 differentiated again.
 """
-import math
-
 import numpy as np
 
 from .dtypes import from_numpy_dtype
 from .tensor import make_tensor, scalar_tensor
-from .ops_math import (add, sub, mul, div, neg, pow, pow_scalar, where, exp, log, cos, sin, sigmoid, tanh, erf,
-                       sign, compare, logical_and, sum, sum_to, matmul, mean, rsqrt)
-from .ops_shape import (to_dtype, reshape, permute, expand, slice, slice_scatter, index_select, index_add, gather,
-                        scatter_add, take, put, put_add, mT, select, cat, stack)
-from .ops_nn import softmax, unfold, fold
+from .ops_math import add, sub, mul, div, neg, pow, pow_scalar, where, compare, logical_and, sum, sum_to, matmul, mean
+from .primitives import exp, log, cos, sin, sigmoid, tanh, sign, rsqrt
+from .ops_shape import to_dtype, reshape, permute, expand, slice, slice_scatter, mT, select, cat, stack
+from .ops_index import index_select, index_add, gather, scatter_add, take, put, put_add
+from .ops_nn import softmax, unfold, fold, cross_entropy_target, LSTM, GRU, RNN_TANH
+from .engine import vjp
+from .grad_mode import GradModeGuard
+from .node import next_sequence_nr
+from . import primitives as prim    # the fused derivatives: prim.tanh_backward is a primitive, tanh_backward a formula
+
+
+def definition_vjp(s, inputs, cotangents, definition):
+    """The VJP of definition(inputs) given one cotangent per output: Note [Derivatives of fused backwards] in
+    csrc/dyngrad/derivatives.cpp."""
+    first_node = next_sequence_nr()
+    xs = [None] * len(inputs)
+    with GradModeGuard(True):
+        for i, t in enumerate(inputs):
+            if t is None:
+                continue
+            if s.needs_input_grad[i] and (t.requires_grad or t.grad_fn is not None):
+                xs[i] = reshape(t, t.shape)              # a stand-in with a node of its own
+            else:
+                xs[i] = make_tensor(t._data, t._storage)  # no history: a leaf of the definition's graph
+                xs[i]._requires_grad = s.needs_input_grad[i]
+        outputs = definition(xs)
+    grads = vjp(outputs, cotangents, xs, first_node)
+    return tuple(g if s.needs_input_grad[i] else None for i, g in enumerate(grads))
 
 
 def num(v, like):
@@ -177,19 +199,37 @@ def cos_backward(grad, s):
 
 # out = tanh(a)  ->  da = grad * (1 - out^2)
 def tanh_backward(grad, s):
-    out = s.out
-    return (mul(grad, sub(num(1, out), mul(out, out))),)
+    return (prim.tanh_backward(grad, s.out),)
+
+
+# out = grad * (1 - x^2)  ->  dgrad = tanh_backward(g, x), dx = -2 g grad x
+def tanh_backward_backward(g, s):
+    x = s.x
+    return (prim.tanh_backward(g, x) if s.needs_input_grad[0] else None,
+            mul(mul(g, s.grad), mul(x, num(-2, x))) if s.needs_input_grad[1] else None)
 
 
 # out = sigmoid(a)  ->  da = grad * out * (1 - out)
 def sigmoid_backward(grad, s):
-    out = s.out
-    return (mul(grad, mul(out, sub(num(1, out), out))),)
+    return (prim.sigmoid_backward(grad, s.out),)
+
+
+# out = grad * x * (1 - x)  ->  dgrad = sigmoid_backward(g, x), dx = g grad (1 - 2x)
+def sigmoid_backward_backward(g, s):
+    x = s.x
+    return (prim.sigmoid_backward(g, x) if s.needs_input_grad[0] else None,
+            mul(mul(g, s.grad), sub(num(1, x), mul(x, num(2, x)))) if s.needs_input_grad[1] else None)
 
 
 # out = max(a, 0)  ->  da = grad * !(out <= 0) (a NaN passes its grad through, as torch's threshold_backward)
 def relu_backward(grad, s):
-    return (mul(grad, sub(num(1, grad), to_dtype(compare("le", s.out, num(0, s.out)), grad.dtype))),)
+    return (prim.threshold_backward(grad, s.out),)
+
+
+# out = grad * !(x <= 0)  ->  dgrad = threshold_backward(g, x); dx = 0 almost everywhere (zeros, as torch)
+def threshold_backward_backward(g, s):
+    return (prim.threshold_backward(g, s.x) if s.needs_input_grad[0] else None,
+            make_tensor(np.zeros(in_shape(s, 1), dtype=s.input_meta[1][1])) if s.needs_input_grad[1] else None)
 
 
 # out = sign(a)  ->  da = 0 (piecewise constant)
@@ -205,10 +245,17 @@ def leaky_relu_backward(grad, s):
 
 # out = a * Phi(a)  ->  da = grad * (Phi(a) + a * phi(a))
 def gelu_backward(grad, s):
-    a = s.a
-    cdf = mul(add(erf(mul(a, num(math.sqrt(0.5), a))), num(1, a)), num(0.5, a))
-    pdf = mul(exp(mul(mul(a, a), num(-0.5, a))), num(0.3989422804014327, a))
-    return (mul(grad, add(cdf, mul(a, pdf))),)
+    return (prim.gelu_backward(grad, s.a),)
+
+
+# out = grad * (Phi(x) + x phi(x))  ->  dgrad = gelu_backward(g, x), dx = g grad phi(x) (2 - x^2)
+def gelu_backward_backward(g, s):
+    x = s.x
+    dx = None
+    if s.needs_input_grad[1]:
+        pdf = mul(exp(mul(mul(x, x), num(-0.5, x))), num(0.3989422804014327, x))
+        dx = mul(mul(g, s.grad), mul(pdf, sub(num(2, x), mul(x, x))))
+    return (prim.gelu_backward(g, x) if s.needs_input_grad[0] else None, dx)
 
 
 # out = log(1 + exp(beta a)) / beta (linear above threshold)  ->  da = grad * sigmoid(beta a) (1 above threshold)
@@ -369,37 +416,66 @@ def put_add_backward(grad, s):
 
 # out = softmax(a, dim)  ->  da = out * (grad - sum(grad * out, dim))
 def softmax_backward(grad, s):
-    out = s.out
-    dims = (s.dim,) if out.ndim else ()
-    return (mul(out, sub(grad, sum(mul(grad, out), dims, True))),)
+    return (prim.softmax_backward(grad, s.out, s.dim),)
+
+
+# out = y * (grad - sum(grad * y))  ->  dgrad = softmax_backward(g, y), dy = g (grad - sum(grad y)) - grad sum(g y)
+def softmax_backward_backward(g, s):
+    y, grad = s.out, s.grad
+    dims = (s.dim,) if y.ndim else ()
+    dy = None
+    if s.needs_input_grad[1]:
+        dy = sub(mul(g, sub(grad, sum(mul(grad, y), dims, True))), mul(grad, sum(mul(g, y), dims, True)))
+    return (prim.softmax_backward(g, y, s.dim) if s.needs_input_grad[0] else None, dy)
 
 
 # out = log_softmax(a, dim)  ->  da = grad - exp(out) * sum(grad, dim)
 def log_softmax_backward(grad, s):
-    out = s.out
-    dims = (s.dim,) if out.ndim else ()
-    return (sub(grad, mul(exp(out), sum(grad, dims, True))),)
+    return (prim.log_softmax_backward(grad, s.out, s.dim),)
+
+
+# out = grad - exp(y) sum(grad)  ->  dgrad = g - sum(g exp(y)), dy = -g exp(y) sum(grad)
+def log_softmax_backward_backward(g, s):
+    y = s.out
+    dims = (s.dim,) if y.ndim else ()
+    e = exp(y)
+    return (sub(g, sum(mul(g, e), dims, True)) if s.needs_input_grad[0] else None,
+            neg(mul(mul(g, e), sum(s.grad, dims, True))) if s.needs_input_grad[1] else None)
 
 
 # out = reduce(-sum_c q[i,c] log_softmax(x)[i,c])  ->  dx = (softmax(x) - q) * grad (per row; / count for mean)
 # where q is the (label-smoothed) one-hot target and ignored rows get 0.
 def cross_entropy_backward(grad, s):
-    logits, ls = s.logits, s.label_smoothing
+    return (prim.cross_entropy_backward(grad, s.logits, s.target, s.reduction, s.ignore_index, s.label_smoothing),
+            None)
+
+
+# out = ((p - q) * keep) * scale, p = softmax(x) by rows, scale = grad (none: per row), grad / kept (mean), grad (sum)
+#   ->  dgrad = sum over each row (none) or everything of g (p - q) keep, / kept for a mean;
+#       dx = softmax_backward(g keep scale, p)
+def cross_entropy_backward_backward(g, s):
+    logits = s.logits
     batched = logits.ndim == 2
     n, c = (logits.shape[0] if batched else 1), logits.shape[-1]
-    t = s.target._data.reshape(n)
-    kept = t != s.ignore_index
-    q = np.zeros((n, c), dtype=logits._data.dtype)
-    q[kept] = ls / c
-    q[kept, t[kept]] += 1 - ls
-    q, keep = make_tensor(q), make_tensor(kept.astype(logits._data.dtype).reshape(n, 1))
-    x = logits if batched else reshape(logits, (1, c))
-    g = grad
-    if s.reduction == 1:
-        g = div(grad, num(float(max(s.count, 1)), grad))
-    g = reshape(g, (n, 1)) if s.reduction == 0 else g        # mean/sum: a 0-d grad broadcasts over every row
-    dx = mul(mul(sub(softmax(x, 1), q), keep), g)
-    return (dx if batched else reshape(dx, (c,)), None)
+    q, keep, kept = cross_entropy_target(s.target, n, c, s.ignore_index, s.label_smoothing, logits._data.dtype)
+    q, keep, kept = make_tensor(q), make_tensor(keep), float(max(kept, 1))
+    p = softmax(logits if batched else reshape(logits, (1, c)), 1)
+    g2 = g if batched else reshape(g, (1, c))
+    dgrad = dx = None
+    if s.needs_input_grad[0]:
+        r = mul(mul(sub(p, q), keep), g2)
+        if s.reduction == 0:
+            dgrad = reshape(sum(r, (1,), False), in_shape(s, 0))
+        else:
+            dgrad = div(sum(r, (), False), num(kept, r)) if s.reduction == 1 else sum(r, (), False)
+    if s.needs_input_grad[1]:
+        grad = s.grad
+        scale = reshape(grad, (n, 1)) if s.reduction == 0 else (div(grad, num(kept, grad)) if s.reduction == 1
+                                                                 else grad)
+        dx = prim.softmax_backward(mul(mul(g2, keep), scale), p, 1)
+        if not batched:
+            dx = reshape(dx, (c,))
+    return (dgrad, dx, None)
 
 
 # out = im2col(x)  ->  dx = col2im(grad)
@@ -427,9 +503,16 @@ def fold_backward(grad, s):
 #   (RNN, LSTM: dgi = dgh = da.)  dh_prev = dgh W (+ dh z);  dW = sum_k dgh_k^T h_prev_k;  db = sum_k sum_rows dgh_k;
 #   dgi = dgi_t for every t; dh0, dc0 = what step 0 sends back.
 def rnn_layer_backward(grad, s):
-    mode, gi, h0, w, b, out = s.mode, s.gi, s.h0, s.w_hh, s.b_hh, s.out
+    n = s.needs_input_grad
+    return prim.rnn_layer_backward(grad, s.gi, s.h0, s.c0, s.w_hh, s.b_hh, s.out, s.ws, s.mode, s.reverse,
+                                   (n[0], n[1], n[2], n[3], n[4]))
+
+
+# rnn_layer_backward's differentiable definition: the recurrence above in ops, the activations recomputed from the
+# inputs and the output
+def rnn_layer_backward_definition(grad, gi, h0, c0, w, b, out, mode, reverse):
     L, N, H = gi.shape[0], h0.shape[0], h0.shape[1]
-    times = list(range(L - 1, -1, -1)) if s.reverse else list(range(L))
+    times = list(range(L - 1, -1, -1)) if reverse else list(range(L))
     hs, grad_h = select(out, 0, 0), select(grad, 0, 0)
     one = num(1, gi)
 
@@ -446,11 +529,11 @@ def rnn_layer_backward(grad, s):
             gh = add(gh, b)
         x = select(gi, 0, t)
         dh = select(grad_h, 0, t) if dh is None else add(select(grad_h, 0, t), dh)
-        if mode == 2:
+        if mode == LSTM:
             a = add(x, gh)
             si, sf, tg, so = sigmoid(gate(a, 0)), sigmoid(gate(a, 1)), tanh(gate(a, 2)), sigmoid(gate(a, 3))
             cs = select(out, 0, 1)
-            cp = s.c0 if k == 0 else select(cs, 0, times[k - 1])
+            cp = c0 if k == 0 else select(cs, 0, times[k - 1])
             tc = tanh(select(cs, 0, t))
             dct = add(select(select(grad, 0, 1), 0, t), mul(mul(dh, so), sub(one, mul(tc, tc))))
             if dc is not None:
@@ -460,7 +543,7 @@ def rnn_layer_backward(grad, s):
             dc = mul(dct, sf)
             dgi[t] = dgh[k] = da
             dh = matmul(da, w)
-        elif mode == 3:
+        elif mode == GRU:
             r, z = sigmoid(add(gate(x, 0), gate(gh, 0))), sigmoid(add(gate(x, 1), gate(gh, 1)))
             ghn = gate(gh, 2)
             n = tanh(add(gate(x, 2), mul(r, ghn)))
@@ -472,27 +555,49 @@ def rnn_layer_backward(grad, s):
             dh = add(matmul(dgh[k], w), mul(dh, z))
         else:
             h = select(hs, 0, t)
-            da = mul(dh, sub(one, mul(h, h))) if mode == 0 else where(compare("le", h, num(0, h)), num(0, dh), dh)
+            da = mul(dh, sub(one, mul(h, h))) if mode == RNN_TANH else where(compare("le", h, num(0, h)), num(0, dh),
+                                                                             dh)
             dgi[t] = dgh[k] = da
             dh = matmul(da, w)
         h_prev[k] = hp
-    need = s.needs_input_grad
-    all_dgh = reshape(stack(dgh, 0), (L * N, w.shape[0])) if need[3] or need[4] else None
-    dw = matmul(mT(all_dgh), reshape(stack(h_prev, 0), (L * N, H))) if need[3] else None
-    db = sum(all_dgh, (0,), False) if b is not None and need[4] else None
-    return (stack(dgi, 0) if need[0] else None, dh if need[1] else None, dc if need[2] else None, dw, db)
+    all_dgh = reshape(stack(dgh, 0), (L * N, w.shape[0]))
+    dw = matmul(mT(all_dgh), reshape(stack(h_prev, 0), (L * N, H)))
+    db = sum(all_dgh, (0,), False) if b is not None else None
+    return (stack(dgi, 0), dh, dc if c0 is not None else None, dw, db)
 
 
-# out = xhat * weight + bias over the last ndims dims, xhat = (a - mean) * rstd, rstd = 1 / sqrt(var + eps)
-# (biased var); with g = grad * weight (grad without a weight), per row:
-#   da = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dweight = sum(grad * xhat),  dbias = sum(grad)
-# the sums over the leading dims left to the unbroadcast (Note [Fused layer_norm] in csrc/dyngrad/ops_nn.cpp).
+# out = (dgi, dh0, dc0, dw_hh, db_hh)  ->  the VJP of the definition (Note [Derivatives of fused backwards])
+def rnn_layer_backward_backward(grads, s):
+    return definition_vjp(s, (s.grad, s.gi, s.h0, s.c0, s.w_hh, s.b_hh, s.out, None), grads,
+                          lambda x: rnn_layer_backward_definition(*x[:7], s.mode, s.reverse))
+
+
+# out = xhat * weight + bias over the last ndims dims  ->  layer_norm_backward (Note [Fused layer_norm] in
+# csrc/dyngrad/ops_nn.cpp)
 def layer_norm_backward(grad, s):
-    a, w = s.a, s.weight
-    dims = tuple(range(a.ndim - s.ndims, a.ndim))
+    n = s.needs_input_grad
+    return prim.layer_norm_backward(grad, s.a, s.weight, s.ndims, s.eps, (n[0], n[1], n[2]))
+
+
+# layer_norm_backward's differentiable definition: xhat = (a - mean) * rstd, rstd = 1 / sqrt(var + eps) (biased
+# var); with g = grad * weight (grad without a weight), per row of the last ndims dims:
+#   da = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dweight = sum(grad * xhat),  dbias = sum(grad)
+# the sums over the leading dims.
+def layer_norm_backward_definition(grad, a, w, ndims, eps):
+    dims = tuple(range(a.ndim - ndims, a.ndim))
+    leading = tuple(range(a.ndim - ndims))
+
+    def over_rows(t):
+        return sum(t, leading, False) if leading else t
     xc = sub(a, mean(a, dims, True))
-    rstd = rsqrt(add(mean(mul(xc, xc), dims, True), num(s.eps, a)))
+    rstd = rsqrt(add(mean(mul(xc, xc), dims, True), num(eps, a)))
     xhat = mul(xc, rstd)
     g = mul(grad, w) if w is not None else grad
     da = mul(rstd, sub(sub(g, mean(g, dims, True)), mul(xhat, mean(mul(g, xhat), dims, True))))
-    return (da, mul(grad, xhat) if w is not None else None, grad if s.needs_input_grad[2] else None)
+    return (da, over_rows(mul(grad, xhat)) if w is not None else None, over_rows(grad))
+
+
+# out = (da, dweight, dbias)  ->  the VJP of the definition (Note [Derivatives of fused backwards])
+def layer_norm_backward_backward(grads, s):
+    return definition_vjp(s, (s.grad, s.a, s.weight), grads,
+                          lambda x: layer_norm_backward_definition(x[0], x[1], x[2], s.ndims, s.eps))

@@ -290,3 +290,84 @@ def _run_node_pre_hooks(node, grads):
                                f"{'' if len(grads) == 1 else 's'}.")
         grads = [checked_hook_result(hook, r, g) for r, g in zip(replaced, grads)]
     return grads
+
+
+def vjp(outputs, cotangents, inputs, first_node):
+    """The vector-Jacobian product of a graph a formula has just recorded (engine.h's vjp): the gradients of `inputs`
+    (None where unused or not requiring grad) given `cotangents` for `outputs`, running only the nodes between them,
+    each made since next_sequence_nr() gave `first_node`. The nodes behind the inputs never run; with grad mode on
+    it records, through the inputs' own histories. No hooks, no callbacks. Note [Derivatives of fused backwards] in
+    csrc/dyngrad/derivatives.cpp."""
+    captured = [None] * len(inputs)
+    boundary = {}                              # node -> [(output_nr, input index)]
+    for i, t in enumerate(inputs):
+        edge = gradient_edge(t) if t is not None else None
+        if edge is not None:
+            boundary.setdefault(edge[0], []).append((edge[1], i))
+
+    def check_fresh(node):
+        if node.sequence_nr < first_node:
+            raise AssertionError(f"vjp: the graph reaches {node.name()}, which it did not record")
+
+    # 1. count the gradients each node between the outputs and the inputs will receive
+    deps, stack, roots = {}, [], []
+    for out, g in zip(outputs, cotangents):
+        edge = gradient_edge(out) if out is not None and g is not None else None
+        if edge is None:
+            continue
+        roots.append((edge, g))
+        if edge[0] in boundary:
+            continue                           # an output that is an input
+        check_fresh(edge[0])
+        if edge[0] not in deps:
+            deps[edge[0]] = 0
+            stack.append(edge[0])
+    while stack:
+        node = stack.pop()
+        for edge in node.next_edges:
+            if edge is None or edge[0] in boundary:
+                continue
+            check_fresh(edge[0])
+            if edge[0] not in deps:
+                deps[edge[0]] = 0
+                stack.append(edge[0])
+            deps[edge[0]] += 1
+
+    # 2. run each node once its gradients have arrived (in the caller's grad mode: it records when that records)
+    pending = {}
+
+    def deliver(node, nr, g):
+        if node in boundary:
+            found = False
+            for output_nr, i in boundary[node]:
+                if output_nr == nr:
+                    captured[i] = g if captured[i] is None else captured[i] + g
+                    found = True
+            if not found:
+                raise AssertionError("vjp: the graph reaches an input's node through an edge of no input")
+            return
+        slots = pending.setdefault(node, [None] * node.num_outputs)
+        slots[nr] = g if slots[nr] is None else slots[nr] + g
+
+    for (node, nr), g in roots:
+        deliver(node, nr, g)
+    ready = [node for node, count in deps.items() if count == 0]
+    recording = _grad_state.enabled
+    while ready:
+        node = ready.pop()
+        grads = pending.pop(node, None)
+        results = node.apply(grads) if grads is not None else (None,) * len(node.next_edges)
+        if debug.anomaly_mode:
+            debug.check_gradients_finite(node, results)    # Note [Anomaly mode]
+        if not recording:
+            node.release_saved()           # recording: the result's graph may differentiate through these nodes
+        for edge, g in zip(node.next_edges, results):
+            if edge is None:
+                continue
+            if g is not None:
+                deliver(edge[0], edge[1], g)
+            if edge[0] not in boundary:
+                deps[edge[0]] -= 1
+                if deps[edge[0]] == 0:
+                    ready.append(edge[0])
+    return captured

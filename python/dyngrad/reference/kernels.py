@@ -55,7 +55,9 @@ def sigmoid(a):
     return np.where(a >= 0, 1 / (1 + e), e / (1 + e)).astype(a.dtype)
 relu = (lambda a: np.maximum(a, 0))
 def sign(a):
-    """-1, 0 or 1; 0 for NaN and for -0.0 (as torch, and the C++ kernel)."""
+    """-1, 0 or 1; 0 for NaN and for -0.0 (as torch, and the C++ kernel); a bool tensor is its own sign."""
+    if a.dtype == np.bool_:
+        return a.copy()
     if a.dtype.kind != "f":
         return np.sign(a)
     return (a > 0).astype(a.dtype) - (a < 0).astype(a.dtype)
@@ -65,6 +67,21 @@ leaky_relu = (lambda a, slope: np.where(a > 0, a, a * a.dtype.type(slope)))
 gelu = quiet(lambda a: 0.5 * a * (1 + erf(a / math.sqrt(2.0))))
 softplus = quiet(lambda a, beta, threshold: np.where(a * beta > threshold, a,
                                                      np.logaddexp(0, a * beta) / a.dtype.type(beta)))
+# the derivatives f' of unary ops (kernels/kernels.h's derivative helpers): x's dtype, computed as their formulas
+tanh_grad_from_out = (lambda y: 1 - y * y)                                   # of tanh, from its output
+sigmoid_grad_from_out = (lambda y: y * (1 - y))                              # of sigmoid, from its output
+relu_mask = (lambda x: np.where(x <= 0, 0, 1).astype(x.dtype))               # of relu (NaN: 1, as torch)
+
+
+@quiet
+def gelu_grad(x):
+    """Phi(x) + x phi(x), as derivatives.py wrote it."""
+    t = x.dtype.type
+    cdf = (erf(x * t(math.sqrt(0.5))) + t(1)) * t(0.5)
+    pdf = np.exp(x * x * t(-0.5)) * t(0.3989422804014327)
+    return (cdf + x * pdf).astype(x.dtype)
+
+
 compare = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
            "ge": np.greater_equal}
 

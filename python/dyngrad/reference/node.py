@@ -16,6 +16,12 @@ from .tensor import Tensor, make_tensor, _HookList
 _sequence_nr = itertools.count()   # creation order of nodes, as Node::sequence_nr in C++
 
 
+def next_sequence_nr():
+    """A number above every existing node's sequence_nr and below every later node's (node.h's
+    next_sequence_nr)."""
+    return next(_sequence_nr)
+
+
 def gradient_edge(t):
     """Where the gradient of tensor `t` must be sent: (grad_fn, output_nr), (AccumulateGrad, 0) or None."""
     if t.grad_fn is not None:
@@ -243,7 +249,7 @@ class OpNode(Node):
     `s` holds the op's saved fields by name (`fields`, its row of ops.PRIMITIVES: see Note [Named saved state] in
     csrc/dyngrad/saved.h), with `needs_input_grad` and `input_meta` (each input's numpy shape and dtype)."""
 
-    __slots__ = ("op", "backward_fn", "fields", "saved", "args", "input_meta", "released")
+    __slots__ = ("op", "backward_fn", "fields", "saved", "args", "input_meta", "released", "num_outputs")
 
     def __init__(self, op, backward_fn, inputs, fields=()):
         edges, meta = [], []
@@ -268,6 +274,7 @@ class OpNode(Node):
         self.saved = None
         self.args = None
         self.released = False
+        self.num_outputs = 1       # layer_norm_backward and rnn_layer_backward have several (ops.record_outputs)
         self.sequence_nr = next(_sequence_nr)
         self._display_name = ""
         if debug.active:
@@ -316,9 +323,16 @@ class OpNode(Node):
         return s
 
     def apply(self, grads):
-        grad = grads[0]
-        if grad is None:
-            return (None,) * len(self.next_edges)
+        """The formula gets the gradient of the output, or, for an op of several outputs, all of them (None where
+        none arrived)."""
+        if self.num_outputs == 1:
+            grad = grads[0]
+            if grad is None:
+                return (None,) * len(self.next_edges)
+        else:
+            grad = list(grads) + [None] * (self.num_outputs - len(grads))
+            if all(g is None for g in grad):
+                return (None,) * len(self.next_edges)
         result = self.backward_fn(grad, self.unpack())
         if len(result) != len(self.next_edges):
             raise RuntimeError(f"{self.name()} returned {len(result)} gradients, but the op had "
@@ -385,7 +399,7 @@ class AccumulateGrad(Node):
             v._grad = v._grad + g
         else:
             with GradModeGuard(False):
-                from .ops_shape import has_internal_overlap
+                from .inplace import has_internal_overlap
                 if v._grad._data.flags.writeable and v._grad._data.shape == g._data.shape and \
                         not has_internal_overlap(v._grad._data):
                     v._grad._data += g._data

@@ -1,130 +1,137 @@
-"""Reference engine: THE list of primitive (differentiable) ops, and how an op records its node.
-Mirrors csrc/dyngrad/ops.def (the table) and csrc/dyngrad/ops_common.h (record, check_float, normalize_dims).
+"""Reference engine: how an op records its node, and the forwards of ops.def's kernel ops. Mirrors
+csrc/dyngrad/ops_common.h (record, the unary_op templates, check_float, normalize_dims).
 
-A primitive op is one row of PRIMITIVES, one forward function in ops_math.py / ops_shape.py / ops_nn.py, and one
-formula `<name>_backward` in derivatives.py, in the same order. Everything else (sub with alpha, var, std,
-conv2d, pooling, ...) is composed from primitives in those files or in the shared layer (python/dyngrad/_api/),
-and needs no derivative of its own.
+The table of primitives is primitives.py, generated from csrc/dyngrad/ops.def and saved.h by scripts/gen_ops.py:
+a primitive op is one row there, one forward (written in ops_<family>.py, or made here for a kernel op from the
+kernel of the same name in kernels.py), and one formula `<name>_backward` in derivatives.py. Everything else (sub
+with alpha, var, std, conv2d, pooling, ...) is composed from primitives in those files or in the shared layer
+(python/dyngrad/_api/), and needs no derivative of its own.
 
-The third column names what the op's node saves for its formula, by field name (Note [Named saved state] in
-csrc/dyngrad/saved.h, whose structs the Saves* tuples below mirror): the forward saves a tensor field with
-node.save(name, t) and puts the others in node.args; the formula reads s.<name>. tests/test_parity.py checks that
-both engines declare the same names for every op, and that the forward saves no name its row does not declare.
+Each row names what the op's node saves for its formula, by field name (Note [Named saved state] in
+csrc/dyngrad/saved.h): the forward saves a tensor field with node.save(name, t) and puts the others in node.args;
+the formula reads s.<name>. tests/test_parity.py checks that both engines declare the same names for every op, and
+that the forward saves no name its row does not declare.
 """
+import numpy as np
+
+from . import dtypes as _dt
 from .grad_mode import _state as _grad_state
 from .node import OpNode
-from .tensor import wrap_dim
+from .tensor import broadcast_shapes, make_tensor, wrap_dim
 
-# The saved-field structs of csrc/dyngrad/saved.h, in the same order. An input's shape and dtype are not saved
-# fields: every node has them (s.input_meta, as Node::input_meta in C++).
-SavesNothing = ()
-SavesAB = ("a", "b")                      # mul, div save an input only when the other one needs grad
-SavesMatmul = ("a", "b", "a_transposed", "b_transposed")  # as SavesAB, plus each operand's layout
-SavesABOut = ("a", "b", "out")            # pow: out only when the exponent needs grad
-SavesPowScalar = ("a", "exponent")
-SavesCond = ("cond",)
-SavesClamp = ("a", "lo", "hi")            # lo/hi: None where absent
-SavesOut = ("out",)
-SavesA = ("a",)
-SavesLeakyRelu = ("a", "slope")
-SavesSoftplus = ("a", "beta", "threshold")
-SavesReduction = ("dims", "keepdim")      # dims: sorted, wrapped
-SavesReductionAOut = ("a", "out", "dims", "keepdim")
-SavesPermute = ("dims",)
-SavesSlice = ("dim", "start", "step")
-SavesCat = ("dim", "sizes")               # sizes: each input's length along dim
-SavesIndex = ("index", "dim")
-SavesPositions = ("positions",)
-SavesSoftmax = ("out", "dim")
-SavesCrossEntropy = ("logits", "target", "reduction", "ignore_index", "count", "label_smoothing")
-SavesWindow = ("window",)                 # (kh, kw, sh, sw, ph, pw, dh, dw)
-# rnn_layer: its inputs, its output, the gate activations ws (None for RNN) and the cell kind and direction
-SavesRnnLayer = ("gi", "h0", "c0", "w_hh", "b_hh", "out", "ws", "mode", "reverse")
-SavesLayerNorm = ("a", "weight", "ndims", "eps")   # layer_norm: input, weight (None without), normalised dims
+_rows = {}   # op name -> (display name, saved fields, derivatives.<op>_backward), looked up once
 
-#             name             DisplayName (the node shows as DisplayNameBackward), what its node saves
-PRIMITIVES = (
-    # arithmetic
-    ("add",             "Add",          SavesNothing),
-    ("sub",             "Sub",          SavesNothing),
-    ("mul",             "Mul",          SavesAB),
-    ("div",             "Div",          SavesAB),
-    ("neg",             "Neg",          SavesNothing),
-    ("pow",             "Pow",          SavesABOut),          # tensor ** tensor
-    ("pow_scalar",      "Pow",          SavesPowScalar),      # tensor ** number
-    ("maximum",         "Maximum",      SavesAB),
-    ("minimum",         "Minimum",      SavesAB),
-    ("where",           "Where",        SavesCond),           # where(cond, a, b): cond is not differentiable
-    ("clamp",           "Clamp",        SavesClamp),
-    # unary
-    ("exp",             "Exp",          SavesOut),
-    ("log",             "Log",          SavesA),
-    ("sqrt",            "Sqrt",         SavesOut),
-    ("rsqrt",           "Rsqrt",        SavesOut),
-    ("abs",             "Abs",          SavesA),
-    ("sin",             "Sin",          SavesA),
-    ("cos",             "Cos",          SavesA),
-    ("tanh",            "Tanh",         SavesOut),
-    ("sigmoid",         "Sigmoid",      SavesOut),
-    ("relu",            "Relu",         SavesOut),
-    ("sign",            "Sign",         SavesNothing),        # zero gradient, as torch (the output requires grad)
-    ("leaky_relu",      "LeakyRelu",    SavesLeakyRelu),
-    ("gelu",            "Gelu",         SavesA),
-    ("softplus",        "Softplus",     SavesSoftplus),
-    ("erf",             "Erf",          SavesA),
-    # reductions
-    ("sum",             "Sum",          SavesReduction),
-    ("mean",            "Mean",         SavesReduction),
-    ("amax",            "Amax",         SavesReductionAOut),
-    ("amin",            "Amin",         SavesReductionAOut),
-    ("logsumexp",       "Logsumexp",    SavesReductionAOut),
-    # linear algebra
-    ("matmul",          "Matmul",       SavesMatmul),         # both inputs at least 2-D; 1-D cases reshaped around it
-    # conversion and movement
-    ("to_dtype",        "ToCopy",       SavesNothing),
-    ("clone",           "Clone",        SavesNothing),
-    ("reshape",         "Reshape",      SavesNothing),        # a view when strides allow, else a copy
-    ("permute",         "Permute",      SavesPermute),        # view
-    ("expand",          "Expand",       SavesNothing),        # view
-    ("slice",           "Slice",        SavesSlice),          # view
-    ("slice_scatter",   "SliceScatter", SavesSlice),          # zeros of the input shape, grad written into the slice
-    ("cat",             "Cat",          SavesCat),
-    # indexing
-    ("index_select",    "IndexSelect",  SavesIndex),
-    ("index_add",       "IndexAdd",     SavesIndex),          # zeros(size) + rows at index (index_select's adjoint)
-    ("gather",          "Gather",       SavesIndex),
-    ("scatter_add",     "ScatterAdd",   SavesIndex),          # gather's adjoint
-    ("take",            "Take",         SavesPositions),      # flat positions: advanced indexing
-    ("put",             "Put",          SavesPositions),      # out = a with a.flat[pos] = v: setitem
-    ("put_add",         "PutAdd",       SavesPositions),      # zeros(size) + v at flat positions (take's adjoint)
-    # neural-net primitives
-    ("softmax",         "Softmax",      SavesSoftmax),
-    ("log_softmax",     "LogSoftmax",   SavesSoftmax),
-    ("cross_entropy",   "CrossEntropy", SavesCrossEntropy),   # fused log_softmax + nll with class indices
-    ("unfold",          "Im2Col",       SavesWindow),         # im2col: (N,C,H,W) -> (N, C*kh*kw, L)
-    ("fold",            "Col2Im",       SavesWindow),         # col2im, unfold's adjoint
-    ("rnn_layer",       "RnnLayer",     SavesRnnLayer),       # an RNN/LSTM/GRU layer over a whole sequence
-    ("layer_norm",      "NativeLayerNorm", SavesLayerNorm),   # over the last `ndims` dims, weight and bias optional
-)
-OP_NAMES = tuple(name for name, _, _ in PRIMITIVES)
-DISPLAY_NAMES = {name: display for name, display, _ in PRIMITIVES}
-SAVED_FIELDS = {name: fields for name, _, fields in PRIMITIVES}
 
-_formulas = {}   # op name -> derivatives.<op>_backward, looked up once
+def _row(op):
+    row = _rows.get(op)
+    if row is None:
+        # (primitives.py imports the op modules, which import this one: the table is read on first use)
+        from . import derivatives, primitives
+        row = _rows[op] = (primitives.DISPLAY_NAMES[op], primitives.SAVED_FIELDS[op],
+                           getattr(derivatives, op + "_backward"))
+    return row
 
 
 def record(op, out, inputs):
     """Records an OpNode of `op` as the grad_fn of `out`, with one edge per input (None = not differentiable).
-    The caller then fills the fields that op's row of PRIMITIVES declares: tensors with node.save(name, t), the
-    rest in node.args."""
-    formula = _formulas.get(op)
-    if formula is None:
-        from . import derivatives
-        formula = _formulas[op] = getattr(derivatives, op + "_backward")
-    node = OpNode(DISPLAY_NAMES[op], formula, inputs, SAVED_FIELDS[op])
+    The caller then fills the fields that op's row of primitives.PRIMITIVES declares: tensors with
+    node.save(name, t), the rest in node.args."""
+    display, fields, formula = _row(op)
+    node = OpNode(display, formula, inputs, fields)
     out.grad_fn = node
     out.output_nr = 0
     return node
+
+
+def record_outputs(op, outs, inputs):
+    """record() for an op of several outputs: its node is the grad_fn of each output not None, output_nr its
+    position (ops_common.h's record_outputs)."""
+    display, fields, formula = _row(op)
+    node = OpNode(display, formula, inputs, fields)
+    node.num_outputs = len(outs)
+    for nr, out in enumerate(outs):
+        if out is not None:
+            out.grad_fn = node
+            out.output_nr = nr
+    return node
+
+
+def fresh(arr):
+    """A kernel's result as a new C-contiguous array, as the C++ kernels allocate it (numpy keeps the inputs'
+    memory order, e.g. Fortran order for a transposed input)."""
+    return arr if arr.flags.c_contiguous else np.array(arr, order="C")
+
+
+# ----- the forwards of ops.def's DG_KERNEL_OP lines (primitives.py makes one per line) ---------------------------
+
+def save_unary(node, a, out):
+    """What a one-input op saves, by the fields its row names (ops_common.h's save_unary overloads)."""
+    if "a" in node.fields:
+        node.save("a", a)
+    if "out" in node.fields:
+        node.save("out", out, is_output=True)
+
+
+def unary_forward(op, kernel):
+    """`unary`: out = kernel(a) in a's dtype."""
+    def forward(a):
+        out = make_tensor(fresh(kernel(a._data)))
+        if any_requires_grad(a):
+            save_unary(record(op, out, (a,)), a, out)
+        return out
+    forward.__name__ = forward.__qualname__ = op
+    return forward
+
+
+def unary_float_op(op, kernel, a, **args):
+    """out = kernel(a), integers computed in the default float dtype; saves what op's row names, and `args` (the
+    parameters of leaky_relu and softplus) in node.args."""
+    dtype = a.dtype if a.dtype.is_floating_point else _dt.get_default_dtype()
+    arr = a._data if a.dtype is dtype else dtype.cast(a._data)
+    if dtype is _dt.float16:                  # in float32, rounded once (as C++ and torch; numpy's float16
+        with np.errstate(over="ignore"):      # kernels round every step); beyond 65504 is inf, as torch
+            res = kernel(arr.astype(np.float32)).astype(np.float16)
+    else:
+        res = kernel(arr)
+    if dtype is _dt.bfloat16:                 # Note [Reference bfloat16]: computed in float32, rounded back
+        res = dtype.cast(res)
+    out = make_tensor(fresh(res))
+    if any_requires_grad(a):
+        node = record(op, out, (a,))
+        save_unary(node, a, out)
+        if args:
+            node.args = args
+    return out
+
+
+def unary_float_forward(op, kernel):
+    """`unary_float`: unary_float_op of the kernel."""
+    def forward(a):
+        return unary_float_op(op, kernel, a)
+    forward.__name__ = forward.__qualname__ = op
+    return forward
+
+
+def unary_backward_forward(op, kernel):
+    """`unary_backward`: out = grad * kernel(x), a unary op's derivative; saves x, and grad when x needs a gradient
+    and the row names it (ops_common.h's unary_backward_op)."""
+    def forward(grad, x):
+        dtype = _dt.promote(grad.dtype, x.dtype)
+        if not dtype.is_floating_point:
+            dtype = _dt.get_default_dtype()
+        compute = _dt.float32 if dtype.itemsize == 2 else dtype        # half types: in float32, rounded once
+        if grad.shape != x.shape:
+            broadcast_shapes(grad.shape, x.shape, op)
+        g, a = compute.cast(grad._data), compute.cast(x._data)
+        out = make_tensor(fresh(dtype.cast(g * kernel(a))))
+        if any_requires_grad(grad, x):
+            node = record(op, out, (grad, x))
+            node.save("x", x)
+            if "grad" in node.fields and needs_input_grad(node, 1):
+                node.save("grad", grad)
+        return out
+    forward.__name__ = forward.__qualname__ = op
+    return forward
 
 
 def any_requires_grad(*tensors):
@@ -160,4 +167,3 @@ def normalize_dims(dims, ndim, op):
             continue                    # reducing a 0-d tensor over dim 0/-1 is the identity
         out.append(w)
     return tuple(sorted(out))
-

@@ -11,18 +11,13 @@ import numpy as np
 from . import dtypes as _dt
 from . import errors, kernels
 from .errors import shape_str
-from .ops import record, any_requires_grad, needs_input_grad, check_float, normalize_dims
+from .ops import record, any_requires_grad, needs_input_grad, check_float, normalize_dims, unary_float_op
+from .ops import fresh as _fresh
 from .tensor import make_tensor, broadcast_shapes, wrap_dim, scalar_tensor
 
 
 def _cast(arr, dtype):
     return dtype.cast(arr)
-
-
-def _fresh(arr):
-    """A kernel's result as a new C-contiguous array, as the C++ kernels allocate it (numpy keeps the inputs'
-    memory order, e.g. Fortran order for a transposed input)."""
-    return arr if arr.flags.c_contiguous else np.array(arr, order="C")
 
 
 def _binary(kernel, a, b, dtype, op):
@@ -231,73 +226,15 @@ def add_scalar(a, s):
 
 # ===== unary ===================================================================================================
 
-def _unary_op(op, kernel, a, save, **args):
-    """A float op of one input: the default float dtype for integer inputs; saves the input ("input") or the output
-    ("output")."""
-    dtype = a.dtype if a.dtype.is_floating_point else _dt.get_default_dtype()
-    arr = a._data if a.dtype is dtype else dtype.cast(a._data)
-    if dtype is _dt.float16:                  # in float32, rounded once (as C++ and torch; numpy's float16
-        with np.errstate(over="ignore"):      # kernels round every step); beyond 65504 is inf, as torch
-            res = kernel(arr.astype(np.float32)).astype(np.float16)
-    else:
-        res = kernel(arr)
-    if dtype is _dt.bfloat16:                 # Note [Reference bfloat16]: computed in float32, rounded back
-        res = dtype.cast(res)
-    out = make_tensor(_fresh(res))
-    if any_requires_grad(a):
-        node = record(op, out, (a,))
-        if save == "input":
-            node.save("a", a)
-        elif save == "output":
-            node.save("out", out, is_output=True)
-        if args:
-            node.args = args
-    return out
-
-
-def exp(a): return _unary_op("exp", kernels.exp, a, "output")
-def log(a): return _unary_op("log", kernels.log, a, "input")
-def sqrt(a): return _unary_op("sqrt", kernels.sqrt, a, "output")
-def rsqrt(a): return _unary_op("rsqrt", kernels.rsqrt, a, "output")
-def sin(a): return _unary_op("sin", kernels.sin, a, "input")
-def cos(a): return _unary_op("cos", kernels.cos, a, "input")
-def tanh(a): return _unary_op("tanh", kernels.tanh, a, "output")
-def sigmoid(a): return _unary_op("sigmoid", kernels.sigmoid, a, "output")
-def gelu(a): return _unary_op("gelu", kernels.gelu, a, "input")
-def erf(a): return _unary_op("erf", kernels.erf, a, "input")
-
+# exp, log, tanh, abs, relu, ...: the forwards of ops.def's kernel ops, made in primitives.py (ops.py).
 
 def leaky_relu(a, slope):
-    return _unary_op("leaky_relu", lambda x: kernels.leaky_relu(x, slope), a, "input", slope=slope)
+    return unary_float_op("leaky_relu", lambda x: kernels.leaky_relu(x, slope), a, slope=slope)
 
 
 def softplus(a, beta, threshold):
-    return _unary_op("softplus", lambda x: kernels.softplus(x, beta, threshold), a, "input", beta=beta,
-                     threshold=threshold)
-
-
-# abs and relu keep integer dtypes, as torch does.
-def abs(a):
-    out = make_tensor(_fresh(kernels.abs(a._data)))
-    if any_requires_grad(a):
-        record("abs", out, (a,)).save("a", a)
-    return out
-
-
-# relu saves its output instead of its input: same information, and the input can then be freed.
-def relu(a):
-    out = make_tensor(_fresh(kernels.relu(a._data)))
-    if any_requires_grad(a):
-        record("relu", out, (a,)).save("out", out, is_output=True)
-    return out
-
-
-# recorded (with a zero gradient) so that, as in torch, sign of a tensor requiring grad also requires grad
-def sign(a):
-    out = make_tensor(_fresh(kernels.sign(a._data)) if a.dtype is not _dt.bool_ else _fresh(a._data.copy()))
-    if any_requires_grad(a):
-        record("sign", out, (a,))
-    return out
+    return unary_float_op("softplus", lambda x: kernels.softplus(x, beta, threshold), a, beta=beta,
+                          threshold=threshold)
 
 
 # ===== comparisons and logic (no grad) =========================================================================
@@ -514,3 +451,4 @@ def matmul(a, b):
 
 
 from .ops_shape import to_dtype, reshape, squeeze, unsqueeze  # noqa: E402  (ops_shape uses this module too)
+from .primitives import sqrt  # noqa: E402  (primitives.py imports this module too)

@@ -6,7 +6,8 @@ import numpy as np
 from . import dtypes as _dt
 from . import kernels
 from .errors import shape_str
-from .ops import record, any_requires_grad, check_float
+from .grad_mode import GradModeGuard
+from .ops import record, record_outputs, any_requires_grad, needs_input_grad, check_float, fresh
 from .tensor import make_tensor, wrap_dim, check_allocation, cannot_allocate
 
 
@@ -38,6 +39,40 @@ def log_softmax(a, dim):
         node.save("out", out, is_output=True)
         node.args = {"dim": d}
     return out
+
+
+def _softmax_backward_op(op, grad, out, dim, log):
+    """softmax's and log_softmax's gradients given their output (ops_nn.cpp's softmax_backward_op): in the promoted
+    dtype, float32 for the half types."""
+    dtype = _dt.promote(grad.dtype, out.dtype)
+    if grad.shape != out.shape or not dtype.is_floating_point:
+        raise RuntimeError(f"{op}: expected a gradient and an output of one shape and a floating dtype, got "
+                           f"{grad.dtype.name} {shape_str(grad.shape)} and {out.dtype.name} {shape_str(out.shape)}.")
+    d = wrap_dim(dim, out.ndim, op) if out.ndim else (wrap_dim(dim, 0, op), 0)[1]
+    compute = _dt.float32 if dtype.itemsize == 2 else dtype
+    g, y = compute.cast(grad._data), compute.cast(out._data)
+    axis = (d,) if out.ndim else None
+    with np.errstate(all="ignore"):
+        if log:
+            r = g - np.exp(y) * kernels.sum(g, axis, True)
+        else:
+            r = y * (g - kernels.sum(g * y, axis, True))
+    result = make_tensor(fresh(dtype.cast(r)))
+    if any_requires_grad(grad, out):
+        node = record(op, result, (grad, out))
+        if needs_input_grad(node, 1):
+            node.save("grad", grad)
+        node.save("out", out)
+        node.args = {"dim": d}
+    return result
+
+
+def softmax_backward(grad, out, dim):
+    return _softmax_backward_op("softmax_backward", grad, out, dim, False)
+
+
+def log_softmax_backward(grad, out, dim):
+    return _softmax_backward_op("log_softmax_backward", grad, out, dim, True)
 
 
 # loss_i = -(1-ls) * logp[i, t_i] - ls/C * sum_c logp[i, c], skipping t_i == ignore_index; reduced by mean (over the
@@ -79,8 +114,60 @@ def cross_entropy(logits, target, reduction, ignore_index, label_smoothing):
         node = record("cross_entropy", out, (logits, None))
         node.save("logits", logits)
         node.save("target", target)
-        node.args = {"reduction": reduction, "ignore_index": ignore_index, "count": count,
-                     "label_smoothing": label_smoothing}
+        node.args = {"reduction": reduction, "ignore_index": ignore_index, "label_smoothing": label_smoothing}
+    return out
+
+
+def cross_entropy_target(target, n, c, ignore_index, label_smoothing, np_dtype):
+    """q (n, c): the label-smoothed one-hot target, keep (n, 1): 0 for an ignored row, and the rows kept
+    (kernels/loss.cpp's cross_entropy_target_kernel)."""
+    t = target._data.reshape(n)
+    kept = t != ignore_index
+    q = np.zeros((n, c), dtype=np_dtype)
+    q[kept] = np_dtype.type(label_smoothing / c)
+    q[kept, t[kept]] += np_dtype.type(1 - label_smoothing)
+    return q, kept.astype(np_dtype).reshape(n, 1), int(kept.sum())
+
+
+# cross_entropy's gradient with respect to its logits: ((softmax(logits) - q) * keep) * scale per row, scale = grad
+# (reduction none), grad / kept rows (mean) or grad (sum)
+def cross_entropy_backward(grad, logits, target, reduction, ignore_index, label_smoothing):
+    op = "cross_entropy_backward"
+    check_float(logits, op)
+    if logits.ndim not in (1, 2):
+        raise RuntimeError(f"{op}: expected logits of shape (C,) or (N, C), got {shape_str(logits.shape)}.")
+    if reduction not in (0, 1, 2):
+        raise ValueError(f"{op}: unknown reduction {reduction}.")
+    batched = logits.ndim == 2
+    n, c = (logits.shape[0] if batched else 1), logits.shape[-1]
+    if target.dtype is not _dt.int64 or target.ndim != (1 if batched else 0) or target.numel() != n:
+        raise RuntimeError(f"{op}: expected int64 targets of shape {shape_str((n,)) if batched else '()'}, got "
+                           f"{target.dtype.name} {shape_str(target.shape)}.")
+    grad_shape = tuple(target.shape) if reduction == 0 else ()
+    if tuple(grad.shape) != grad_shape or not grad.dtype.is_floating_point:
+        raise RuntimeError(f"{op}: expected a floating-point gradient of shape {shape_str(grad_shape)}, got "
+                           f"{grad.dtype.name} {shape_str(grad.shape)}.")
+    dtype = _dt.promote(grad.dtype, logits.dtype)
+    if dtype not in (_dt.float32, _dt.float64):
+        raise TypeError(f"{op}: expected float32 or float64 tensors, got {dtype.name}.")
+    t = target._data.reshape(n)
+    bad = t[(t != ignore_index) & ((t < 0) | (t >= c))]
+    if bad.size:
+        raise IndexError(f"{op}: target {int(bad[0])} is out of range for {c} classes.")
+    x = dtype.cast(logits._data).reshape(n, c)
+    q, keep, kept = cross_entropy_target(target, n, c, ignore_index, label_smoothing, x.dtype)
+    g = dtype.cast(grad._data)
+    with np.errstate(all="ignore"):
+        scale = g.reshape(n, 1) if reduction == 0 else (g / x.dtype.type(max(kept, 1)) if reduction == 1 else g)
+        dx = ((kernels.softmax(x, 1) - q) * keep) * scale
+    out = make_tensor(fresh(dx if batched else dx.reshape(c)))
+    if any_requires_grad(grad, logits):
+        node = record(op, out, (grad, logits, None))
+        if needs_input_grad(node, 1):
+            node.save("grad", grad)
+        node.save("logits", logits)
+        node.save("target", target)
+        node.args = {"reduction": reduction, "ignore_index": ignore_index, "label_smoothing": label_smoothing}
     return out
 
 
@@ -225,7 +312,8 @@ def avg_pool2d(x, kh, kw, sh, sw, ph, pw):
 
 
 from .ops_math import add, matmul, mean  # noqa: E402
-from .ops_shape import to_dtype, reshape, take  # noqa: E402
+from .ops_shape import to_dtype, reshape  # noqa: E402
+from .ops_index import take  # noqa: E402
 
 
 # Note [Fused layer_norm] (csrc/dyngrad/ops_nn.cpp): one node; mean and 1/std per row from the input (in float64),
@@ -270,18 +358,19 @@ def layer_norm(x, weight, bias, ndims, eps):
 # reverse runs t = L-1 .. 0. out is (S, L, N, H): out[0] the hidden state after each time step, out[1] (LSTM) the
 # cell state. ws keeps the gate activations the C++ backward reuses: LSTM (L, N, 5H) sigma(i), sigma(f), tanh(g),
 # sigma(o), tanh(c'); GRU (L, N, 4H) r, z, n and the hidden part of n's pre-activation h @ W_hn^T + b_hn.
-RNN_GATES = (1, 1, 4, 3)
+RNN_TANH, RNN_RELU, LSTM, GRU = 0, 1, 2, 3          # rnn_layer's modes (kernels.h's RnnMode)
+RNN_GATES = {RNN_TANH: 1, RNN_RELU: 1, LSTM: 4, GRU: 3}  # gate blocks of H in gi and w_hh
 
 
-def rnn_layer(gi, h0, c0, w_hh, b_hh, mode, reverse):
-    op = "rnn_layer"
-    if mode not in (0, 1, 2, 3):
+def _check_rnn_inputs(op, gi, h0, c0, w_hh, b_hh, mode):
+    if mode not in RNN_GATES:
         raise ValueError(f"{op}: mode must be 0 (tanh), 1 (relu), 2 (LSTM) or 3 (GRU), got {mode}.")
-    if gi.ndim != 3 or h0.ndim != 2:
+    if gi is None or h0 is None or gi.ndim != 3 or h0.ndim != 2:
         raise RuntimeError(f"{op}: expected gi of shape (L, N, G*H) and h0 of shape (N, H), got "
-                           f"{shape_str(gi.shape)} and {shape_str(h0.shape)}.")
-    (L, N, GH), H, G = gi.shape, h0.shape[1], RNN_GATES[mode]
-    lstm = mode == 2
+                           f"{shape_str(gi.shape) if gi is not None else 'None'} and "
+                           f"{shape_str(h0.shape) if h0 is not None else 'None'}.")
+    (L, N, _), H, G = gi.shape, h0.shape[1], RNN_GATES[mode]
+    lstm = mode == LSTM
     if (c0 is not None) != lstm:
         raise RuntimeError(f"{op}: c0 is given exactly for an LSTM (mode 2).")
     shapes = [(gi, (L, N, G * H)), (h0, (N, H)), (w_hh, (G * H, H))] + ([(c0, (N, H))] if lstm else []) + \
@@ -292,15 +381,21 @@ def rnn_layer(gi, h0, c0, w_hh, b_hh, mode, reverse):
                                f"{t.dtype.name} {shape_str(t.shape)}.")
     if gi.dtype not in (_dt.float32, _dt.float64):
         raise TypeError(f"{op}: expected float32 or float64 tensors, got {gi.dtype.name}.")
+
+
+def rnn_layer(gi, h0, c0, w_hh, b_hh, mode, reverse):
+    _check_rnn_inputs("rnn_layer", gi, h0, c0, w_hh, b_hh, mode)
+    (L, N, _), H, G = gi.shape, h0.shape[1], RNN_GATES[mode]
+    lstm = mode == LSTM
     x, w = gi._data, w_hh._data
     b = b_hh._data if b_hh is not None else np.zeros(G * H, dtype=x.dtype)
     h = h0._data
     c = c0._data if lstm else None
     out = np.empty((2 if lstm else 1, L, N, H), dtype=x.dtype)
-    ws = np.empty((L, N, {2: 5, 3: 4}[mode] * H), dtype=x.dtype) if mode >= 2 else None
+    ws = np.empty((L, N, {LSTM: 5, GRU: 4}[mode] * H), dtype=x.dtype) if mode in (LSTM, GRU) else None
     for t in (range(L - 1, -1, -1) if reverse else range(L)):
         gh = h @ w.T + b
-        if mode == 2:     # c' = s(f) c + s(i) tanh(g), h' = s(o) tanh(c')
+        if mode == LSTM:  # c' = s(f) c + s(i) tanh(g), h' = s(o) tanh(c')
             a = x[t] + gh
             si, sf, so = (kernels.sigmoid(a[:, k * H:(k + 1) * H]) for k in (0, 1, 3))
             tg = np.tanh(a[:, 2 * H:3 * H])
@@ -309,7 +404,7 @@ def rnn_layer(gi, h0, c0, w_hh, b_hh, mode, reverse):
             h = so * tc
             out[1, t] = c
             ws[t] = np.concatenate([si, sf, tg, so, tc], axis=1)
-        elif mode == 3:   # r, z = s(.), n = tanh(gi_n + r gh_n), h' = (1 - z) n + z h
+        elif mode == GRU:  # r, z = s(.), n = tanh(gi_n + r gh_n), h' = (1 - z) n + z h
             r = kernels.sigmoid(x[t, :, :H] + gh[:, :H])
             z = kernels.sigmoid(x[t, :, H:2 * H] + gh[:, H:2 * H])
             n = np.tanh(x[t, :, 2 * H:] + r * gh[:, 2 * H:])
@@ -317,7 +412,7 @@ def rnn_layer(gi, h0, c0, w_hh, b_hh, mode, reverse):
             ws[t] = np.concatenate([r, z, n, gh[:, 2 * H:]], axis=1)
         else:
             a = x[t] + gh
-            h = np.tanh(a) if mode == 0 else kernels.relu(a)
+            h = np.tanh(a) if mode == RNN_TANH else kernels.relu(a)
         out[0, t] = h
     result = make_tensor(out)
     if any_requires_grad(gi, h0, c0, w_hh, b_hh):
@@ -328,3 +423,73 @@ def rnn_layer(gi, h0, c0, w_hh, b_hh, mode, reverse):
         node.save("ws", make_tensor(ws) if ws is not None else None)
         node.args = {"mode": mode, "reverse": bool(reverse)}
     return result
+
+
+def _unrecorded_definition(name, *args):
+    """A fused derivative's values from its differentiable definition in derivatives.py (the reference has no fused
+    kernel to mirror), computed without recording."""
+    from . import derivatives            # (derivatives.py imports this module)
+    with GradModeGuard(False):
+        return getattr(derivatives, name)(*args)
+
+
+# layer_norm's gradients (da, dweight, dbias), None where output_mask says no (dweight also without a weight)
+def layer_norm_backward(grad, a, weight, ndims, eps, output_mask):
+    op = "layer_norm_backward"
+    check_float(a, op)
+    if not 1 <= ndims <= a.ndim:
+        raise RuntimeError(f"{op}: cannot normalise the last {ndims} dims of an input of shape {shape_str(a.shape)}.")
+    norm_shape = tuple(a.shape[a.ndim - ndims:])
+    if grad.shape != a.shape or not grad.dtype.is_floating_point:
+        raise RuntimeError(f"{op}: expected a floating-point gradient of the input's shape {shape_str(a.shape)}, got "
+                           f"{grad.dtype.name} {shape_str(grad.shape)}.")
+    if weight is not None and (tuple(weight.shape) != norm_shape or weight.dtype is not a.dtype):
+        raise RuntimeError(f"{op}: expected a {a.dtype.name} weight of shape {shape_str(norm_shape)}.")
+    dtype = _dt.promote(grad.dtype, a.dtype)
+    compute = _dt.float32 if dtype.itemsize == 2 else dtype
+
+    def wide(t):
+        return t if t is None or t.dtype is compute else make_tensor(compute.cast(t._data))
+    values = _unrecorded_definition("layer_norm_backward_definition", wide(grad), wide(a), wide(weight), ndims, eps)
+    outs = [make_tensor(fresh(dtype.cast(v._data))) if v is not None and keep else None
+            for v, keep in zip(values, output_mask)]
+    if any_requires_grad(grad, a, weight):
+        node = record_outputs(op, outs, (grad, a, weight))
+        node.save("grad", grad)
+        node.save("a", a)
+        node.save("weight", weight)
+        node.args = {"ndims": ndims, "eps": eps}
+    return tuple(outs)
+
+
+# rnn_layer's gradients (dgi, dh0, dc0, dw_hh, db_hh), None where output_mask says no or the input is absent; ws,
+# the gate activations the C++ kernel reads, is checked but not needed here
+def rnn_layer_backward(grad, gi, h0, c0, w_hh, b_hh, out, ws, mode, reverse, output_mask):
+    op = "rnn_layer_backward"
+    _check_rnn_inputs(op, gi, h0, c0, w_hh, b_hh, mode)
+    (L, N, _), H = gi.shape, h0.shape[1]
+    out_shape = (2 if mode == LSTM else 1, L, N, H)
+    if out is None or tuple(out.shape) != out_shape or out.dtype is not gi.dtype:
+        raise RuntimeError(f"{op}: expected rnn_layer's {gi.dtype.name} output of shape {shape_str(out_shape)}.")
+    if grad is None or tuple(grad.shape) != out_shape or not grad.dtype.is_floating_point:
+        raise RuntimeError(f"{op}: expected a floating-point gradient of shape {shape_str(out_shape)}, got "
+                           f"{shape_str(grad.shape) if grad is not None else 'None'}.")
+    gated = mode in (LSTM, GRU)
+    ws_shape = (L, N, (5 if mode == LSTM else 4) * H)
+    if gated and (ws is None or tuple(ws.shape) != ws_shape or ws.dtype is not gi.dtype):
+        raise RuntimeError(f"{op}: expected the gate activations of rnn_layer's forward, of shape "
+                           f"{shape_str(ws_shape)}.")
+    if not gated and ws is not None:
+        raise RuntimeError(f"{op}: a plain RNN keeps no gate activations (ws is None).")
+    if grad.dtype is not gi.dtype:
+        grad = make_tensor(gi.dtype.cast(grad._data))
+    values = _unrecorded_definition("rnn_layer_backward_definition", grad, gi, h0, c0, w_hh, b_hh, out, mode,
+                                    bool(reverse))
+    outs = [v if v is not None and keep else None for v, keep in zip(values, output_mask)]
+    if any_requires_grad(grad, gi, h0, c0, w_hh, b_hh, out):
+        node = record_outputs(op, outs, (grad, gi, h0, c0, w_hh, b_hh, out, None))
+        for name, t in (("grad", grad), ("gi", gi), ("h0", h0), ("c0", c0), ("w_hh", w_hh), ("b_hh", b_hh),
+                        ("out", out)):
+            node.save(name, t)
+        node.args = {"mode": mode, "reverse": bool(reverse)}
+    return tuple(outs)
