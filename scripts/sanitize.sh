@@ -8,11 +8,19 @@
 #   bash scripts/sanitize.sh tests/test_ops.py    # any pytest arguments instead
 #   SANITIZE_BUILD_DIR=/tmp/asan PYTHON=python3.11 bash scripts/sanitize.sh   # elsewhere, another interpreter
 set -euo pipefail
+case "${1:-}" in
+  -h|--help)   # the header above is the usage; print it and change nothing
+    echo "usage: bash scripts/sanitize.sh [-h] [pytest arguments ...]"; echo
+    sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+    echo "Options: -h, --help  print this and exit (any other arguments go to pytest)."
+    exit 0 ;;
+esac
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python}
 build_dir=${SANITIZE_BUILD_DIR:-build/sanitize}
 mkdir -p "$build_dir" && build_dir=$(cd "$build_dir" && pwd)
 
+echo "sanitize.sh: building the sanitized _C in $build_dir (a full C++ build: minutes on 2 cores)"
 # (the option adds -O1 -g1 -fno-omit-frame-pointer); -march=native off so the reports do not depend on the machine.
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSKBUILD_PROJECT_NAME=dyngrad \
   -DDYNGRAD_SANITIZE=ON -DDYNGRAD_NATIVE=OFF \
@@ -44,6 +52,7 @@ if [ "$#" -eq 0 ]; then
     tests/test_leaks.py tests/test_threads.py tests/test_numerics.py -k "not reference" -q
 fi
 status=0
+echo "sanitize.sh: running pytest $* under ASan + UBSan (reports in $reports)"
 PYTHONPATH="$stage" "$python" -m pytest -p no:cacheprovider "$@" || status=$?
 unset LD_PRELOAD
 
