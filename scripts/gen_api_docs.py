@@ -4,6 +4,7 @@ this table. tests/test_api_table.py checks that the page is current:
 
     PYTHONPATH=python python scripts/gen_api_docs.py
 """
+import argparse
 import os
 import sys
 
@@ -49,9 +50,28 @@ def render():
     return "\n".join(lines)
 
 
-if __name__ == "__main__":
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description="Write docs/api.md from the API table (python/dyngrad/_api/table.py). Imports dyngrad from "
+                    "python/ of this checkout, so the extension must be built (scripts/dev_build.sh).")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit with status 1 if docs/api.md differs from what would be written")
+    args = parser.parse_args(argv)
     sys.path.insert(0, os.path.join(HERE, "..", "python"))
-    path = os.path.join(HERE, "..", "docs", "api.md")
+    path = os.path.normpath(os.path.join(HERE, "..", "docs", "api.md"))
+    text = render()                      # before opening the page: a failing import must not empty it
+    with open(path, encoding="utf-8") as f:
+        current = f.read()
+    if args.check:
+        if current != text:
+            print(f"{path} is stale: run `PYTHONPATH=python python scripts/gen_api_docs.py`")
+            return 1
+        return 0
     with open(path, "w", encoding="utf-8") as f:
-        f.write(render())
-    print(f"wrote {os.path.normpath(path)}")
+        f.write(text)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

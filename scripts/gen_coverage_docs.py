@@ -10,6 +10,7 @@ Several recordings (the suite run in parts) are merged; --note says on the page 
 not the one command above. Names added to the table after the recording appear as
 not exercised until the next recording.
 """
+import argparse
 import json
 import os
 import sys
@@ -232,18 +233,29 @@ def render(names, note=""):
     return "\n".join(head + lines + tail), count, unexercised, gaps_fwd, gaps_bwd
 
 
-if __name__ == "__main__":
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description="Write docs/coverage.md from recordings of the test suite (tests/coverage_plugin.py).",
+        epilog="Record with: DYNGRAD_COVERAGE=/tmp/coverage.json PYTHONPATH=python python -m pytest -q "
+               "-p no:warnings -o enable_assertion_pass_hook=true tests/")
+    parser.add_argument("recordings", nargs="+", metavar="RECORDING.json",
+                        help="the JSON files the suite wrote; several (the suite run in parts) are merged")
+    parser.add_argument("--note", default="",
+                        help="how the recordings were made, said on the page, when not by the one command above")
+    args = parser.parse_args(argv)
     sys.path.insert(0, os.path.join(HERE, "..", "python"))
-    args = sys.argv[1:]
-    note = ""
-    if args[:1] == ["--note"] and len(args) > 1:      # how the recording was made, if not the one command
-        note, args = args[1], args[2:]
-    if not args:
-        sys.exit(__doc__)
-    text, count, never, fwd, bwd = render(load(args), note)
+    missing = [name for name in args.recordings if not os.path.exists(name)]
+    if missing:
+        parser.error(f"no such recording: {', '.join(missing)} (--help says how to record one)")
+    text, count, never, fwd, bwd = render(load(args.recordings), args.note)
     path = os.path.join(HERE, "..", "docs", "coverage.md")
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
     print(f"wrote {os.path.normpath(path)}: {count['total']} names, {count['fwd_any']} forward checked, "
           f"{count['bwd_any']} backward checked; gaps: {len(never)} never exercised, {len(fwd)} no forward check, "
           f"{len(bwd)} differentiable without a backward check")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

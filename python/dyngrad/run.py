@@ -24,8 +24,16 @@ import types
 # the engine this module belongs to: "dyngrad" (python -m dyngrad.run) or "dyngrad.reference"
 _ENGINE = __spec__.name.rpartition(".")[0] if __spec__ is not None else __name__.rpartition(".")[0]
 
-USAGE = """usage: python -m dyngrad.run [-m module | script.py] [args...]
-Runs a PyTorch script (or module) unchanged, with `torch` and every torch.* module resolving to dyngrad."""
+USAGE = """usage: python -m dyngrad.run [-h] (script.py | -m module) [args ...]
+
+Runs a PyTorch script (or module) unchanged, with `torch` and every torch.* module resolving to dyngrad
+(`import torch.nn` gives dyngrad.nn). The console script `dyngrad-run` is the same command.
+
+  python -m dyngrad.run train.py --epochs 3       # the script's own arguments follow it
+  python -m dyngrad.run -m my_package.train       # a module, as `python -m`
+
+options:
+  -h, --help  print this and exit"""
 
 
 # Note [The torch alias]: sys.modules["torch"] is the engine's root module, and a finder first on sys.meta_path

@@ -32,8 +32,13 @@ def parse_args(argv):
 
 
 def _list():
-    for w in workloads.WORKLOADS:
-        print(f"{w.name:<18} {w.group:<18} {w.unit:<9} {w.about}")
+    """The workloads as a table whose columns are as wide as their longest entry (names grow: a fixed width
+    misaligned the rows of transformer-train-1t)."""
+    rows = [("workload", "group", "unit", "what it measures")]
+    rows += [(w.name, w.group, w.unit, w.about) for w in workloads.WORKLOADS]
+    widths = [max(len(row[column]) for row in rows) for column in range(3)]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[3])
 
 
 def main(argv=None):
