@@ -25,6 +25,13 @@ constexpr const char* kNonLeafGradWarning =
     "grad: reading .grad of a non-leaf tensor (one with a grad_fn): backward() does not fill it in. Call "
     ".retain_grad() on it before backward() to keep its gradient, or read .grad of the leaf tensors.";
 
+// A UserWarning at the user's line: python/dyngrad/_user_frame.py walks past dyngrad's Python frames (the shared
+// layer's wrappers sit between the user and these bindings), Note [Warnings at the user's line]. Throws if the
+// warning was turned into an error (-W error).
+void warn_at_user_line(const char* message) {
+  py::module_::import("dyngrad._user_frame").attr("warn")(message, py::handle(PyExc_UserWarning));
+}
+
 // ---- numpy ----
 // numpy has every dtype but bfloat16 under the same name; bfloat16 tensors have no numpy view (torch: TypeError).
 const char* numpy_dtype_name(DType d) {
@@ -87,11 +94,10 @@ Tensor from_numpy(py::array arr, bool warn = true) {
   storage->data = const_cast<void*>(arr.data());
   if (!arr.writeable()) {  // Note [Writable tensors]: shared, as torch does (with its warning), but never written
     storage->read_only = true;
-    if (warn && PyErr_WarnEx(PyExc_UserWarning,
-                     "from_numpy: the given numpy array is not writable; the tensor shares its memory read-only, so "
-                     "in-place operations on it will raise. Copy the array (dyngrad.tensor(array)) to get a "
-                     "writable tensor.", 1) < 0)
-      throw py::error_already_set();
+    if (warn)
+      warn_at_user_line(
+          "from_numpy: the given numpy array is not writable; the tensor shares its memory read-only, so in-place "
+          "operations on it will raise. Copy the array (dyngrad.tensor(array)) to get a writable tensor.");
   }
   py::object keep = arr;
   storage->owner = std::shared_ptr<void>(keep.release().ptr(), [](void* p) {
@@ -180,9 +186,7 @@ void bind_tensor(py::module_& m) {
                    });
   cls.def_property("grad", [](const Tensor& t) {
                      // torch warns here: backward() never fills in a non-leaf's .grad unless retain_grad() asked
-                     if (!t->grad && t->grad_fn && !t->retains_grad &&
-                         PyErr_WarnEx(PyExc_UserWarning, kNonLeafGradWarning, 1) < 0)
-                       throw py::error_already_set();
+                     if (!t->grad && t->grad_fn && !t->retains_grad) warn_at_user_line(kNonLeafGradWarning);
                      return t->grad;
                    },
                    [](const Tensor& t, std::optional<Tensor> g) {

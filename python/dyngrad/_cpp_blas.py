@@ -20,7 +20,8 @@ Loading at run time (instead of linking at build time) keeps the build free of a
 import ctypes
 import glob
 import os
-import warnings
+
+from ._user_frame import warn
 
 # What load_blas chose: source ("numpy", "scipy-openblas32" or None), path, ilp64, config (openblas_get_config),
 # shares_numpy_pool (whether numpy's products use the same library and threads), reason (why nothing was loaded).
@@ -120,8 +121,7 @@ def load_blas(core):
     """Hands the chosen BLAS to the C++ core; returns whether one was loaded (`info` says which)."""
     choice = os.environ.get("DYNGRAD_BLAS", "").strip().lower() or "auto"
     if choice not in _CHOICES + ("auto",):
-        warnings.warn(f"DYNGRAD_BLAS={choice!r} is not one of {', '.join(_CHOICES)}; choosing automatically",
-                      stacklevel=3)
+        warn(f"DYNGRAD_BLAS={choice!r} is not one of {', '.join(_CHOICES)}; choosing automatically")
         choice = "auto"
     blas, reasons = None, []
     if choice in ("auto", "numpy"):
@@ -136,8 +136,8 @@ def load_blas(core):
         info.update(source=None, path=None, ilp64=None, config=None, shares_numpy_pool=False,
                     reason="DYNGRAD_BLAS=none" if choice == "none" else "; ".join(reasons))
         if choice == "auto":
-            warnings.warn("dyngrad found no BLAS it can use (" + info["reason"] + "): matrix products use its own "
-                          "slow loop. `pip install dyngrad[openblas32]` gives it one.", stacklevel=3)
+            warn("dyngrad found no BLAS it can use (" + info["reason"] + "): matrix products use its own "
+                 "slow loop. `pip install dyngrad[openblas32]` gives it one.")
         return False
     address = (lambda f: ctypes.cast(f, ctypes.c_void_p).value)
     core._set_blas(address(blas.sgemm), address(blas.dgemm), address(blas.set_threads), address(blas.get_threads),

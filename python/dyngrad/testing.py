@@ -8,11 +8,11 @@ torch reports (bfloat16, which numpy lacks, is compared in float32).
 """
 import collections.abc
 import math
-import warnings
 
 import numpy as np
 
 from . import Tensor, empty, randint, finfo, iinfo, bfloat16, float32
+from ._user_frame import warn
 
 __all__ = ["assert_close", "make_tensor", "assert_allclose"]
 
@@ -220,8 +220,8 @@ def assert_close(actual, expected, *, allow_subclasses=True, rtol=None, atol=Non
 
 def assert_allclose(actual, expected, rtol=None, atol=None, equal_nan=True, msg=""):
     """torch.testing.assert_allclose (deprecated in torch: use assert_close); compares without the dtype check."""
-    warnings.warn("dyngrad.testing.assert_allclose() is deprecated; use dyngrad.testing.assert_close() instead.",
-                  FutureWarning, stacklevel=2)
+    warn("dyngrad.testing.assert_allclose() is deprecated; use dyngrad.testing.assert_close() instead.",
+         FutureWarning)
     assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=equal_nan, check_device=True, check_dtype=False,
                  check_stride=False, msg=msg or None)
 
@@ -232,8 +232,8 @@ def _low_high(low, high, dtype, lowest, highest_exclusive, default_low, default_
     if any(isinstance(v, float) and math.isnan(v) for v in (low, high)):
         raise ValueError(f"make_tensor: low and high cannot be NaN, but got low={low} and high={high}.")
     if low == high and dtype.is_floating_point:
-        warnings.warn("make_tensor: low == high for a floating-point dtype is deprecated (torch 2.1); use full().",
-                      FutureWarning, stacklevel=3)
+        warn("make_tensor: low == high for a floating-point dtype is deprecated (torch 2.1); use full().",
+             FutureWarning)
     elif low >= high:
         raise ValueError(f"make_tensor: low must be less than high, but got {low} >= {high}.")
     elif high < lowest or low >= highest_exclusive:

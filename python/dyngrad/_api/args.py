@@ -4,14 +4,12 @@ reduction names. Each helper raises the error the user should see, naming the op
 import collections
 import math
 import numbers
-import os
-import sys
-import warnings
 
 import numpy as np
 
 from .. import _C
 from . import bridge
+from .._user_frame import warn
 from .bridge import canonical_bools, numpy_dtype
 
 Tensor = _C.Tensor
@@ -360,12 +358,8 @@ def torch_name(name):
 # ----- warnings at the user's line ---------------------------------------------------------------------------------
 
 def warn_deprecated(message):
-    """A UserWarning attributed to the caller's line: the first frame outside this shared layer, _api/ and its
-    folders (the out= wrapper and the methods add frames of their own)."""
-    here, frame, level = os.path.dirname(os.path.abspath(__file__)) + os.sep, sys._getframe(1), 1
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, UserWarning, stacklevel=level + 1)
+    """A UserWarning attributed to the caller's line (Note [Warnings at the user's line] in _user_frame.py)."""
+    warn(message, UserWarning)
 
 
 # ----- Python data as a numpy array (torch.tensor's dtype inference) -----------------------------------------------

@@ -23,9 +23,9 @@ linear and cross_entropy then call their Python definitions too (Note [Fast path
 """
 import functools
 import threading
-import warnings
 
 from .. import _C
+from .._user_frame import warn
 
 DEVICE_TYPES = ("cpu", "cuda")
 
@@ -139,7 +139,7 @@ def set_autocast_dtype(device_type, dtype):
 
 
 def _deprecated(old, new):
-    warnings.warn(f"torch.{old} is deprecated. Please use torch.{new} instead.", DeprecationWarning, stacklevel=3)
+    warn(f"torch.{old} is deprecated. Please use torch.{new} instead.", DeprecationWarning)
 
 
 def is_autocast_cpu_enabled():
@@ -206,12 +206,11 @@ class autocast:
         self.fast_dtype = get_autocast_dtype(self.device) if dtype is None else dtype
         self._cache_enabled = is_autocast_cache_enabled() if cache_enabled is None else cache_enabled
         if enabled and self.device == "cuda":
-            warnings.warn("CUDA is not available or torch_xla is imported. Disabling autocast.", stacklevel=2)
+            warn("CUDA is not available or torch_xla is imported. Disabling autocast.")
             enabled = False
         elif enabled and self.fast_dtype not in (_C.bfloat16, _C.float16):
-            warnings.warn("In CPU autocast, but the target dtype is not supported. Disabling autocast.\n"
-                          f"CPU Autocast only supports dtypes of {_C.bfloat16}, {_C.float16} currently.",
-                          stacklevel=2)
+            warn("In CPU autocast, but the target dtype is not supported. Disabling autocast.\n"
+                 f"CPU Autocast only supports dtypes of {_C.bfloat16}, {_C.float16} currently.")
             enabled = False
         self._enabled = bool(enabled)
         self._cache_enabled = bool(self._cache_enabled)

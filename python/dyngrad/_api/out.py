@@ -2,9 +2,9 @@
 warning when it held elements), which is also returned. Rows of the table with the kind `out` get it."""
 import functools
 import inspect
-import warnings
 
 from .. import _C
+from .._user_frame import warn
 from .args import shape_str, type_name
 
 
@@ -27,10 +27,10 @@ def write_out(result, out, op):
                            f"{out.dtype.name}.")
     if tuple(out.shape) != tuple(result.shape):
         if out.numel() != 0:
-            warnings.warn(f"{op}: an output with one or more elements was resized since it had shape "
-                          f"{shape_str(out.shape)}, which does not match the required output shape "
-                          f"{shape_str(result.shape)}. Resize it to zero elements (out.resize_(0)) to silence this "
-                          "warning.", UserWarning, stacklevel=3)
+            warn(f"{op}: an output with one or more elements was resized since it had shape "
+                 f"{shape_str(out.shape)}, which does not match the required output shape "
+                 f"{shape_str(result.shape)}. Resize it to zero elements (out.resize_(0)) to silence this "
+                 "warning.", UserWarning)
         out.data = result if result.dtype is out.dtype else _C.to_dtype(result, out.dtype)
         return out
     _C.copy_(out, result)

@@ -1,7 +1,7 @@
 """Process-wide settings: the number of threads the engine's kernels (and its BLAS) use."""
-import warnings
 
 from .. import _C
+from .._user_frame import warn
 from .dtype_info import set_default_dtype
 
 
@@ -102,8 +102,8 @@ def set_float32_matmul_precision(precision):
     nothing, as in torch."""
     import warnings
     if precision not in ("highest", "high", "medium"):
-        warnings.warn(f"{precision} is not one of 'highest', 'high', or 'medium'; the set_float32_matmul_precision "
-                      "call has no effect.", UserWarning, stacklevel=2)
+        warn(f"{precision} is not one of 'highest', 'high', or 'medium'; the set_float32_matmul_precision "
+             "call has no effect.", UserWarning)
         return
     _matmul_precision[0] = precision
 
@@ -137,8 +137,8 @@ def typename(obj):
 
 def set_default_tensor_type(t):
     """Deprecated in torch: sets the default dtype from a tensor type (dyngrad.DoubleTensor or its name)."""
-    warnings.warn("set_default_tensor_type() is deprecated as of PyTorch 2.1; use set_default_dtype() instead.",
-                  UserWarning, stacklevel=2)
+    warn("set_default_tensor_type() is deprecated as of PyTorch 2.1; use set_default_dtype() instead.",
+         UserWarning)
     name = t if isinstance(t, str) else getattr(t, "__name__", None)
     short = name.rsplit(".", 1)[-1] if isinstance(name, str) else None
     dtypes = {"FloatTensor": _C.float32, "DoubleTensor": _C.float64, "HalfTensor": _C.float16,

@@ -6,11 +6,11 @@ skips optimizer.step() when one was; update() halves the scale after a skipped s
 growth_interval steps in a row without one. GradScaler("cuda") (the default device, and torch.cuda.amp.GradScaler)
 warns and disables itself, as torch does without CUDA: every method then passes through.
 """
-import warnings
 from collections import defaultdict
 from enum import Enum
 
 from .. import Tensor, full, float16, float32, int32, isfinite, no_grad
+from .._user_frame import warn
 
 __all__ = ["OptState", "GradScaler"]
 
@@ -62,8 +62,7 @@ class GradScaler:
         self._device = device
         self._enabled = enabled
         if self._device == "cuda" and enabled:
-            warnings.warn("torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  Disabling.",
-                          stacklevel=2)
+            warn("torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  Disabling.")
             self._enabled = False
         if self._enabled:
             if growth_factor <= 1.0:
@@ -282,8 +281,8 @@ def device_scaler(device):
     class DeviceGradScaler(GradScaler):
         def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
                      enabled=True):
-            warnings.warn(f"`torch.{device}.amp.GradScaler(args...)` is deprecated. Please use "
-                          f"`torch.amp.GradScaler('{device}', args...)` instead.", FutureWarning, stacklevel=2)
+            warn(f"`torch.{device}.amp.GradScaler(args...)` is deprecated. Please use "
+                 f"`torch.amp.GradScaler('{device}', args...)` instead.", FutureWarning)
             super().__init__(device, init_scale=init_scale, growth_factor=growth_factor,
                              backoff_factor=backoff_factor, growth_interval=growth_interval, enabled=enabled)
 

@@ -7,6 +7,7 @@ Only relative imports of the engine root: in `dyngrad.autograd.gradcheck` they g
 import numpy as np
 
 from .. import _C
+from .._user_frame import warn
 
 Tensor, float64 = _C.Tensor, _C.float64
 from .engine import grad
@@ -85,9 +86,8 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, 
         raise ValueError("gradcheck: expected at least one input tensor with requires_grad=True.")
     for k in wrt:
         if inputs[k].dtype is not float64:
-            import warnings
-            warnings.warn(f"gradcheck: input {k} is {inputs[k].dtype}, not float64; finite differences may be "
-                          "too imprecise to compare.", UserWarning, stacklevel=2)
+                        warn(f"gradcheck: input {k} is {inputs[k].dtype}, not float64; finite differences may be "
+                 "too imprecise to compare.", UserWarning)
     out_idx = _float_outputs(_as_tuple(fn(*inputs)))
     numerical = _numerical_jacobians(fn, inputs, wrt, out_idx, eps)
     analytical = _analytical_jacobians(fn, inputs, wrt, out_idx)

@@ -10,6 +10,7 @@ import warnings
 
 from .. import _C
 from . import _engine_debug as _engine
+from .._user_frame import warn
 
 LEAF = "AccumulateGrad"
 
@@ -185,7 +186,7 @@ class _GrowthWatch:
                    f"earlier one's, as `total_loss += loss` does. Accumulate `loss.item()` (or `loss.detach()`) "
                    f"instead, and detach state carried between iterations (`h = h.detach()`).")
         if key is None:
-            warnings.warn(message, GraphGrowthWarning, stacklevel=2)
+            warn(message, GraphGrowthWarning)
         else:
             warnings.warn_explicit(message, GraphGrowthWarning, key[0], key[1])
 

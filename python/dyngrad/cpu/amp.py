@@ -1,6 +1,6 @@
 """torch.cpu.amp: deprecated aliases of torch.amp.autocast("cpu") and torch.amp.GradScaler("cpu"), which work."""
-import warnings
 
+from .._user_frame import warn
 from ..amp import autocast_mode as _autocast_mode
 from ..amp import grad_scaler as _grad_scaler
 from .. import bfloat16 as _bfloat16
@@ -9,8 +9,7 @@ __all__ = ["autocast", "GradScaler"]
 
 
 def _deprecated(old, new):
-    warnings.warn(f"`torch.cpu.amp.{old}(args...)` is deprecated. Please use `{new}` instead.", FutureWarning,
-                  stacklevel=3)
+    warn(f"`torch.cpu.amp.{old}(args...)` is deprecated. Please use `{new}` instead.", FutureWarning)
 
 
 class autocast(_autocast_mode.autocast):

@@ -2,8 +2,8 @@
 torch's warning (dyngrad has no GPU), so a script's `torch.cuda.amp.GradScaler(enabled=...)` and
 `torch.cuda.amp.autocast()` run, as full-precision passthroughs, exactly as under a CPU-only PyTorch."""
 import functools
-import warnings
 
+from .._user_frame import warn
 from ..amp import autocast_mode as _autocast_mode
 from ..amp import grad_scaler as _grad_scaler
 
@@ -16,8 +16,7 @@ def amp_definitely_not_available():
 
 
 def _deprecated(old, new):
-    warnings.warn(f"`torch.cuda.amp.{old}(args...)` is deprecated. Please use `{new}` instead.", FutureWarning,
-                  stacklevel=3)
+    warn(f"`torch.cuda.amp.{old}(args...)` is deprecated. Please use `{new}` instead.", FutureWarning)
 
 
 GradScaler = _grad_scaler.device_scaler("cuda")

@@ -10,11 +10,11 @@ import enum
 import os
 import sys
 import time
-import warnings
 
 import numpy as np
 
 from .. import Tensor
+from .._user_frame import warn
 
 _DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)   # torch's default_pg_timeout
 
@@ -131,9 +131,9 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     MPI = _mpi()
     comm = MPI.COMM_WORLD.Dup()    # our own communicator: the user's own mpi4py messages cannot interleave
     if (world_size != -1 and world_size != comm.Get_size()) or (rank != -1 and rank != comm.Get_rank()):
-        warnings.warn(f"init_process_group: for backend='mpi', world_size ({world_size}) and rank ({rank}) are "
-                      f"ignored since they are assigned by the MPI runtime (world size {comm.Get_size()}, rank "
-                      f"{comm.Get_rank()}).", UserWarning, stacklevel=2)
+        warn(f"init_process_group: for backend='mpi', world_size ({world_size}) and rank ({rank}) are "
+             f"ignored since they are assigned by the MPI runtime (world size {comm.Get_size()}, rank "
+             f"{comm.Get_rank()}).", UserWarning)
     _state.group = ProcessGroup(comm, timeout.total_seconds())
     if comm.Get_size() > 1 and os.environ.get("DYNGRAD_MPI_ABORT_ON_ERROR", "1") != "0":
         _state.previous_excepthook = sys.excepthook

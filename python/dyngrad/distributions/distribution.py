@@ -9,10 +9,10 @@ Validation (on by default, as torch's __debug__ default): the constructor checks
 arg_constraints and log_prob/cdf/icdf check their value's shape and support, raising ValueError with the
 offending values; validate_args=False or Distribution.set_default_validate_args(False) turns it off.
 """
-import warnings
 
 from .. import Size, Tensor, no_grad
 from . import constraints
+from .._user_frame import warn
 from .utils import lazy_property
 
 __all__ = ["Distribution"]
@@ -44,9 +44,9 @@ class Distribution:
                 arg_constraints = self.arg_constraints
             except NotImplementedError:
                 arg_constraints = {}
-                warnings.warn(f"{self.__class__} does not define `arg_constraints`. Please set `arg_constraints = "
-                              "{}` or initialize the distribution with `validate_args=False` to turn off "
-                              "validation.", stacklevel=2)
+                warn(f"{self.__class__} does not define `arg_constraints`. Please set `arg_constraints = "
+                     "{}` or initialize the distribution with `validate_args=False` to turn off "
+                     "validation.")
             for param, constraint in arg_constraints.items():
                 if constraints.is_dependent(constraint):
                     continue                           # depends on other parameters: cannot be checked alone
@@ -110,8 +110,7 @@ class Distribution:
 
     def sample_n(self, n):
         """Deprecated: sample((n,))."""
-        warnings.warn("`sample_n(n)` will be deprecated. Use `sample((n,))` instead.", FutureWarning,
-                      stacklevel=2)
+        warn("`sample_n(n)` will be deprecated. Use `sample((n,))` instead.", FutureWarning)
         return self.sample(Size((n,)))
 
     def log_prob(self, value):
@@ -157,9 +156,8 @@ class Distribution:
         try:
             support = self.support
         except NotImplementedError:
-            warnings.warn(f"{self.__class__} does not define `support` to enable sample validation. Please "
-                          "initialize the distribution with `validate_args=False` to turn off validation.",
-                          stacklevel=2)
+            warn(f"{self.__class__} does not define `support` to enable sample validation. Please "
+                 "initialize the distribution with `validate_args=False` to turn off validation.")
             return
         if not _all_true(support.check(value)):
             raise ValueError(f"Expected value argument ({type(value).__name__} of shape {tuple(value.shape)}) to be "

@@ -1,10 +1,10 @@
 """kl_divergence(p, q) and register_kl: closed-form KL(p || q) for pairs of distribution types, dispatched on the
 most specific registered pair (as torch's: a pair registered for subclasses wins over one for their bases)."""
 import math
-import warnings
 from functools import total_ordering
 
 from .. import broadcast_shapes, digamma, full_like, lgamma, linalg, where
+from .._user_frame import warn
 from ..nn import functional as F
 from .continuous import Beta, Cauchy, Dirichlet, Exponential, Gamma, Laplace, Normal, Uniform
 from .discrete import Bernoulli, Binomial, Categorical, Geometric, OneHotCategorical, Poisson
@@ -66,8 +66,8 @@ def _dispatch_kl(type_p, type_q):
     left_fun = _KL_REGISTRY[left_p, left_q]
     right_fun = _KL_REGISTRY[right_p, right_q]
     if left_fun is not right_fun:
-        warnings.warn(f"Ambiguous kl_divergence({type_p.__name__}, {type_q.__name__}). Please register_kl("
-                      f"{left_p.__name__}, {right_q.__name__})", RuntimeWarning, stacklevel=2)
+        warn(f"Ambiguous kl_divergence({type_p.__name__}, {type_q.__name__}). Please register_kl("
+             f"{left_p.__name__}, {right_q.__name__})", RuntimeWarning)
     return left_fun
 
 

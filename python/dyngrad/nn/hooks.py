@@ -5,11 +5,11 @@ its forward runs. As in torch, the inputs and the outputs of the call each pass 
 BackwardHookFunction (its node shows as BackwardHookFunctionBackward): the outputs' node receives grad_output first
 (and runs the backward pre-hooks), the inputs' node then receives grad_input and runs the hooks.
 """
-import warnings
 import weakref
 from collections import OrderedDict
 
 from .. import Tensor, is_grad_enabled
+from .._user_frame import warn
 from ..autograd.function import Function
 
 
@@ -116,8 +116,8 @@ class BackwardHook:
         local = self.grad_outputs
         if self.input_index is None:          # no input requires grad: the hooks run now, with grad_input None
             if self.hooks:
-                warnings.warn("Full backward hook is firing when gradients are computed with respect to module "
-                              "outputs since no inputs require gradients.", UserWarning, stacklevel=2)
+                warn("Full backward hook is firing when gradients are computed with respect to module "
+                     "outputs since no inputs require gradients.", UserWarning)
             grad_inputs = (None,) * self.n_inputs
             for hook in self.hooks:
                 res = hook(self.module, grad_inputs, self.grad_outputs)

@@ -1,8 +1,8 @@
 """nn.init: in-place initialisers (run under no_grad, like torch's), with torch's gains and fan computations."""
 import math
-import warnings
 
 from .. import no_grad, rand, randn
+from .._user_frame import warn
 
 
 def calculate_gain(nonlinearity, param=None):
@@ -78,7 +78,7 @@ def xavier_normal_(tensor, gain=1.0, generator=None):
 
 def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     if 0 in tuple(tensor.shape):          # torch: a no-op, with a warning (fan_in may be 0)
-        warnings.warn("Initializing zero-element tensors is a no-op", UserWarning, stacklevel=2)
+        warn("Initializing zero-element tensors is a no-op", UserWarning)
         return tensor
     std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
     bound = math.sqrt(3.0) * std
@@ -87,7 +87,7 @@ def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gene
 
 def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
     if 0 in tuple(tensor.shape):          # torch: a no-op, with a warning (fan_in may be 0)
-        warnings.warn("Initializing zero-element tensors is a no-op", UserWarning, stacklevel=2)
+        warn("Initializing zero-element tensors is a no-op", UserWarning)
         return tensor
     std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
     return normal_(tensor, 0.0, std, generator)

@@ -9,12 +9,12 @@ The recursion rounds differently from the closed form, and we follow torch's rec
 """
 import math
 import types
-import warnings
 import weakref
 from bisect import bisect_right
 from collections import Counter
 from functools import partial, wraps
 
+from .._user_frame import warn
 from .optimizer import Optimizer
 
 EPOCH_DEPRECATION_WARNING = (
@@ -83,16 +83,16 @@ class LRScheduler:
     def step(self, epoch=None):
         if self._step_count == 1 and not self._is_initial:
             if not getattr(self.optimizer.step, "_wrapped_by_lr_sched", False):
-                warnings.warn("Seems like `optimizer.step()` has been overridden after learning rate scheduler "
-                              "initialization. Please, make sure to call `optimizer.step()` before "
-                              "`lr_scheduler.step()`.", UserWarning, stacklevel=2)
+                warn("Seems like `optimizer.step()` has been overridden after learning rate scheduler "
+                     "initialization. Please, make sure to call `optimizer.step()` before "
+                     "`lr_scheduler.step()`.", UserWarning)
             elif not getattr(self.optimizer, "_opt_called", False):
-                warnings.warn("Detected call of `lr_scheduler.step()` before `optimizer.step()`. You should call them "
-                              "in the opposite order: `optimizer.step()` before `lr_scheduler.step()`; otherwise the "
-                              "first value of the learning rate schedule is skipped.", UserWarning, stacklevel=2)
+                warn("Detected call of `lr_scheduler.step()` before `optimizer.step()`. You should call them "
+                     "in the opposite order: `optimizer.step()` before `lr_scheduler.step()`; otherwise the "
+                     "first value of the learning rate schedule is skipped.", UserWarning)
         self._step_count += 1
         if epoch is not None:
-            warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
+            warn(EPOCH_DEPRECATION_WARNING, UserWarning)
         self._update_lr(epoch)
 
     def _update_lr(self, epoch=None):
@@ -123,8 +123,8 @@ _LRScheduler = LRScheduler
 
 def _warn_outside_step(scheduler):
     if not getattr(scheduler, "_get_lr_called_within_step", False):
-        warnings.warn("To get the last learning rate computed by the scheduler, please use `get_last_lr()`.",
-                      UserWarning, stacklevel=3)
+        warn("To get the last learning rate computed by the scheduler, please use `get_last_lr()`.",
+             UserWarning)
 
 
 def _track_optimizer_step(optimizer):
@@ -719,7 +719,7 @@ class ReduceLROnPlateau(LRScheduler):
         if epoch is None:
             epoch = self.last_epoch + 1
         else:
-            warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
+            warn(EPOCH_DEPRECATION_WARNING, UserWarning)
         self.last_epoch = epoch
         if self._is_better(current, self.best):
             self.best, self.num_bad_epochs = current, 0

@@ -6,13 +6,13 @@ memory and share the `Storage` object, which holds the version counter that ever
 (see Note [Saved tensor versions] in csrc/dyngrad/node.h). The autograd fields are those of TensorImpl:
 requires_grad (leaves only), grad, grad_fn + output_nr (non-leaves), retains_grad and hooks.
 """
-import warnings
 import weakref
 
 import numpy as np
 
 from . import dtypes as _dt
 from . import errors
+from ._user_frame import warn
 from .grad_mode import is_grad_enabled
 
 
@@ -181,7 +181,7 @@ class Tensor:
     @property
     def grad(self):
         if self._grad is None and self.grad_fn is not None and not self._retains_grad:
-            warnings.warn(NON_LEAF_GRAD_WARNING, UserWarning, stacklevel=2)       # as torch
+            warn(NON_LEAF_GRAD_WARNING, UserWarning)       # as torch
         return self._grad
 
     @grad.setter
@@ -376,9 +376,9 @@ def from_numpy(ndarray):
         raise TypeError(f"from_numpy: arrays of dtype {ndarray.dtype} are not supported; dyngrad has float64, "
                         "float32, float16, int64, int32, int16, int8, uint8 and bool (use dyngrad.tensor to convert).")
     if not ndarray.flags.writeable:   # Note [Writable tensors] in csrc/dyngrad/tensor.h: shared, never written
-        warnings.warn("from_numpy: the given numpy array is not writable; the tensor shares its memory read-only, so "
-                      "in-place operations on it will raise. Copy the array (dyngrad.tensor(array)) to get a "
-                      "writable tensor.", UserWarning, stacklevel=3)
+        warn("from_numpy: the given numpy array is not writable; the tensor shares its memory read-only, so "
+             "in-place operations on it will raise. Copy the array (dyngrad.tensor(array)) to get a "
+             "writable tensor.", UserWarning)
     return make_tensor(ndarray)
 
 

@@ -5,12 +5,12 @@ import importlib
 import io
 import math
 import pickle
-import warnings
 from collections import Counter, OrderedDict
 
 import numpy as np
 
 from .. import Tensor, Size, device, from_numpy, no_grad, empty, bfloat16, tensor
+from .._user_frame import warn
 from ..nn import Parameter
 from ..nn.hooks import HookDict
 from . import _unpickler
@@ -315,8 +315,8 @@ def set_state(t, state):
         try:
             _unpickler.set_attributes(t, part, f"a {type(t).__name__}")
         except AttributeError:
-            warnings.warn(f"load: the checkpoint's tensor carries the attributes {sorted(map(str, part))}, which a "
-                          f"dyngrad {type(t).__name__} cannot hold; they were dropped.", UserWarning, stacklevel=2)
+            warn(f"load: the checkpoint's tensor carries the attributes {sorted(map(str, part))}, which a "
+                 f"dyngrad {type(t).__name__} cannot hold; they were dropped.", UserWarning)
     return t
 
 

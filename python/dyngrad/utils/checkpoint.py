@@ -17,9 +17,9 @@ accumulation into .grad (so autograd.grad cannot ask for them), and at least one
 reentrant rules.
 """
 import contextlib
-import warnings
 
 from .. import _C, Tensor
+from .._user_frame import warn
 from ..autograd import Function, backward as _backward
 from ..autograd.graph import saved_tensors_hooks
 from ..autograd.grad_mode import enable_grad, no_grad
@@ -152,9 +152,9 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=noop_context_fn, 
     if determinism_check not in ("default", "none"):
         raise ValueError(f"checkpoint: determinism_check must be 'default' or 'none', got {determinism_check!r}.")
     if use_reentrant is None:
-        warnings.warn("checkpoint: pass use_reentrant explicitly; without it the older reentrant mode (True) is "
-                      "used, as in torch. use_reentrant=False is recommended: gradients reach the parameters even "
-                      "when no input requires grad, and keyword arguments are allowed.", UserWarning, stacklevel=2)
+        warn("checkpoint: pass use_reentrant explicitly; without it the older reentrant mode (True) is "
+             "used, as in torch. use_reentrant=False is recommended: gradients reach the parameters even "
+             "when no input requires grad, and keyword arguments are allowed.", UserWarning)
         use_reentrant = True
     if use_reentrant:
         if kwargs:
@@ -163,8 +163,8 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=noop_context_fn, 
         if context_fn is not noop_context_fn:
             raise ValueError("checkpoint: context_fn is only supported with use_reentrant=False.")
         if _C.is_grad_enabled() and not any(isinstance(a, Tensor) and a.requires_grad for a in args):
-            warnings.warn("checkpoint: none of the inputs has requires_grad=True; with use_reentrant=True the "
-                          "gradients of the checkpointed block will be None.", UserWarning, stacklevel=2)
+            warn("checkpoint: none of the inputs has requires_grad=True; with use_reentrant=True the "
+                 "gradients of the checkpointed block will be None.", UserWarning)
         return _ReentrantCheckpoint.apply(function, bool(preserve_rng_state), *args)
     forward_context, recompute_context = context_fn()
     if not _C.is_grad_enabled():

@@ -9,9 +9,9 @@ inputs, so that the branch `where` drops never turns a zero gradient into 0 * in
 input is returned, and the node of the write is recorded on input's history.
 """
 import math
-import warnings
 
 from ... import _C
+from ..._user_frame import warn
 from ..args import number, optional_dtype, shape_str, tensor_arg, to_int, torch_name, wrap_dim
 from ..generator import drawing
 from ..node_names import shows_as
@@ -246,8 +246,7 @@ def glu(input, dim=-1):
 
 def _softmax_dim(dim, a, op, stacklevel):
     if dim is None:                      # torch's legacy implicit dim
-        warnings.warn(f"{op}: implicit dimension choice is deprecated; pass dim=X.", UserWarning,
-                      stacklevel=stacklevel)
+        warn(f"{op}: implicit dimension choice is deprecated; pass dim=X.", UserWarning)
         return 0 if a.ndim in (0, 1, 3) else 1
     return to_int(dim, op, "dim")
 

@@ -1,12 +1,12 @@
 """Attention with torch.nn.functional's signatures: scaled_dot_product_attention (torch's math path, composite) and
 multi_head_attention_forward, the function behind nn.MultiheadAttention."""
 import math
-import warnings
 
 import numpy as np
 
 from ... import _C
 from .. import bridge
+from ..._user_frame import warn
 from ..args import number, optional_tensor, shape_str, tensor_arg, to_int
 from .dropout import dropout
 from .linear import linear
@@ -123,8 +123,8 @@ def _float_mask(mask, name, other, other_name, dtype, check_other=True):
         raise AssertionError(f"multi_head_attention_forward: only bool and floating-point {name} are supported, got "
                              f"{mask.dtype.name}.")
     if check_other and other is not None and other.dtype is not mask.dtype:
-        warnings.warn(f"multi_head_attention_forward: mismatched {name} and {other_name} types are deprecated; use "
-                      "the same type for both.", UserWarning, stacklevel=3)
+        warn(f"multi_head_attention_forward: mismatched {name} and {other_name} types are deprecated; use "
+             "the same type for both.", UserWarning)
     if mask.dtype is _C.bool:
         return _C.where(mask, _C.full((), -math.inf, dtype), _C.full((), 0.0, dtype))
     return mask

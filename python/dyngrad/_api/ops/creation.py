@@ -9,6 +9,7 @@ import numpy as np
 
 from ... import _C
 from .. import bridge
+from ..._user_frame import warn
 from ..args import (DTYPE_NAMES, Tensor, array_from_data, check_factory_options, checked_write, dtype_arg, finish,
                     get_default_dtype, number, optional_dtype, shape_str, sizes_arg, tensor_arg, to_int, type_name)
 from ..bridge import canonical_bools
@@ -227,8 +228,8 @@ def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
     tensor: data.detach().clone() says the same more plainly)."""
     if isinstance(data, Tensor):
         import warnings
-        warnings.warn("new_tensor: to copy construct from a tensor, use t.detach().clone() (as torch recommends) "
-                      "rather than new_tensor(t).", UserWarning, stacklevel=2)
+        warn("new_tensor: to copy construct from a tensor, use t.detach().clone() (as torch recommends) "
+             "rather than new_tensor(t).", UserWarning)
     return tensor(data, dtype=_dtype_or(dtype, self.dtype, "new_tensor"), device=device, requires_grad=requires_grad)
 
 
@@ -284,9 +285,9 @@ def range(start=0, end=None, step=1, *, dtype=None, layout=None, device=None, re
     one to use; this warns as torch does)."""
     if end is None:
         raise TypeError('range: missing the required argument "end".')
-    warnings.warn("dyngrad.range is deprecated and will be removed in a future release because its behavior is "
-                  "inconsistent with Python's range builtin. Instead, use dyngrad.arange, which produces values in "
-                  "[start, end).", UserWarning, stacklevel=3)
+    warn("dyngrad.range is deprecated and will be removed in a future release because its behavior is "
+         "inconsistent with Python's range builtin. Instead, use dyngrad.arange, which produces values in "
+         "[start, end).", UserWarning)
     check_device(device, "range")
     check_factory_options("range", layout)
     start, end, step = (float(_range_number(v, "range", n)) for v, n in ((start, "start"), (end, "end"),
@@ -406,9 +407,9 @@ def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
     count, offset = to_int(count, "frombuffer", "count"), to_int(offset, "frombuffer", "offset")
     arr = _frombuffer_array(buffer, dt, count, offset, "frombuffer")
     if not arr.flags.writeable:
-        warnings.warn("frombuffer: the given buffer is not writable; the tensor shares its memory read-only, so "
-                      "in-place operations on it will raise. Pass a bytearray (or clone() the tensor) to write.",
-                      UserWarning, stacklevel=2)
+        warn("frombuffer: the given buffer is not writable; the tensor shares its memory read-only, so "
+             "in-place operations on it will raise. Pass a bytearray (or clone() the tensor) to write.",
+             UserWarning)
     return finish(_share(arr), requires_grad)
 
 

@@ -5,9 +5,9 @@ Each is the input times a random mask (with alpha dropout, plus a shift), drawn 
 outside training, with p == 0 or on an empty input, the input itself is returned, as torch does.
 """
 import math
-import warnings
 
 from ... import _C
+from ..._user_frame import warn
 from ..args import number, tensor_arg, torch_name
 
 # the SELU saturation value -scale * alpha (activation.SELU_SCALE * activation.SELU_ALPHA), as torch
@@ -99,13 +99,13 @@ def dropout2d(input, p=0.5, training=True, inplace=False):
     p = _probability(p, "dropout2d")
     a = tensor_arg(input, "dropout2d")
     if a.ndim not in (3, 4):
-        warnings.warn(f"dropout2d: received a {a.ndim}-D input; dropout2d is meant for 3-D or 4-D inputs (channels "
-                      "with 2 spatial dims), other shapes are deprecated in torch: use dropout instead.",
-                      UserWarning, stacklevel=2)
+        warn(f"dropout2d: received a {a.ndim}-D input; dropout2d is meant for 3-D or 4-D inputs (channels "
+             "with 2 spatial dims), other shapes are deprecated in torch: use dropout instead.",
+             UserWarning)
     if a.ndim == 3:
-        warnings.warn("dropout2d: a 3-D input is read as (N, C, L) and whole channels of dim 1 are dropped (torch's "
-                      "behaviour, which torch plans to change to (C, H, W)); use dropout1d for that intent.",
-                      UserWarning, stacklevel=2)
+        warn("dropout2d: a 3-D input is read as (N, C, L) and whole channels of dim 1 are dropped (torch's "
+             "behaviour, which torch plans to change to (C, H, W)); use dropout1d for that intent.",
+             UserWarning)
     return _drop(a, p, training, inplace, "dropout2d", _feature_shape("dropout2d"))
 
 
@@ -114,9 +114,9 @@ def dropout3d(input, p=0.5, training=True, inplace=False):
     p = _probability(p, "dropout3d")
     a = tensor_arg(input, "dropout3d")
     if a.ndim not in (4, 5):
-        warnings.warn(f"dropout3d: received a {a.ndim}-D input; dropout3d is meant for 4-D or 5-D inputs (channels "
-                      "with 3 spatial dims), other shapes are deprecated in torch: use dropout instead.",
-                      UserWarning, stacklevel=2)
+        warn(f"dropout3d: received a {a.ndim}-D input; dropout3d is meant for 4-D or 5-D inputs (channels "
+             "with 3 spatial dims), other shapes are deprecated in torch: use dropout instead.",
+             UserWarning)
     # anything but 5-D is read as unbatched, as torch
     shape = _feature_shape("dropout3d") if a.ndim == 5 else _unbatched_feature_shape
     return _drop(a, p, training, inplace, "dropout3d", shape, unbatched=a.ndim != 5)

@@ -12,11 +12,11 @@ answered by fast_paths.cpp with the same core calls.
 import builtins
 import math
 import re
-import warnings
 
 import numpy as np
 
 from ... import _C
+from ..._user_frame import warn
 from ...autograd.grad_mode import no_grad
 from .. import bridge
 from ..args import (Tensor, broadcast_shapes, check_int_range, checked_write, dtype_arg, number, operand_or_throw,
@@ -130,8 +130,8 @@ def _sequence_index(idx):
         return idx
     for item in idx:
         if item is None or item is Ellipsis or isinstance(item, (Tensor, slice, list, tuple, np.ndarray, str, range)):
-            warnings.warn("Using a non-tuple sequence for multidimensional indexing is deprecated (as in torch); use "
-                          "x[tuple(seq)] instead of x[seq].", UserWarning, stacklevel=3)
+            warn("Using a non-tuple sequence for multidimensional indexing is deprecated (as in torch); use "
+                 "x[tuple(seq)] instead of x[seq].", UserWarning)
             return tuple(idx)
     return idx
 
@@ -331,8 +331,8 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None):
     if reduce not in ("add", "multiply"):
         raise RuntimeError(f"scatter: reduce must be 'add' or 'multiply', got {reduce!r}.")
     if tensor_src:
-        warnings.warn("scatter: the reduce argument with a Tensor src is deprecated (as in torch); use "
-                      "scatter_reduce instead.", UserWarning, stacklevel=2)
+        warn("scatter: the reduce argument with a Tensor src is deprecated (as in torch); use "
+             "scatter_reduce instead.", UserWarning)
     return _grouped_reduce(a, target, values, "sum" if reduce == "add" else "prod", True)
 
 

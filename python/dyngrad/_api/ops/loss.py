@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 
 from ... import _C
+from ..._user_frame import warn
 from ...autograd.function import Function
 from .. import bridge
 from ..args import (Tensor, broadcast_shapes, number, optional_tensor, reduce_loss, reduction_code, shape_str,
@@ -33,8 +34,7 @@ def legacy_reduction(size_average, reduce, op):
     size_average = True if size_average is None else bool(size_average)
     reduce = True if reduce is None else bool(reduce)
     name = "mean" if size_average and reduce else ("sum" if reduce else "none")
-    warnings.warn(f"{op}: size_average and reduce are deprecated, use reduction='{name}' instead.", UserWarning,
-                  stacklevel=4)
+    warn(f"{op}: size_average and reduce are deprecated, use reduction='{name}' instead.", UserWarning)
     return name
 
 
@@ -57,9 +57,9 @@ def _aten_reduction(reduction, op):
 
 def _warn_broadcast(x, y, op):
     if tuple(x.shape) != tuple(y.shape):
-        warnings.warn(f"{op}: using a target size {shape_str(y.shape)} that is different to the input size "
-                      f"{shape_str(x.shape)}; they will be broadcast, which is likely not what you want. Please "
-                      "ensure they have the same size.", UserWarning, stacklevel=3)
+        warn(f"{op}: using a target size {shape_str(y.shape)} that is different to the input size "
+             f"{shape_str(x.shape)}; they will be broadcast, which is likely not what you want. Please "
+             "ensure they have the same size.", UserWarning)
 
 
 def _broadcast_pair(x, y, op):
@@ -298,9 +298,9 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     if size_average is not None or reduce is not None:
         reduction = legacy_reduction(size_average, reduce, "kl_div")
     elif reduction == "mean":
-        warnings.warn("kl_div: reduction='mean' divides the total loss by both the batch size and the support size; "
-                      "'batchmean' divides by the batch size only, which is the KL divergence, and 'mean' will "
-                      "behave as 'batchmean' in a future torch release.", UserWarning, stacklevel=2)
+        warn("kl_div: reduction='mean' divides the total loss by both the batch size and the support size; "
+             "'batchmean' divides by the batch size only, which is the KL divergence, and 'mean' will "
+             "behave as 'batchmean' in a future torch release.", UserWarning)
     batchmean = reduction == "batchmean"
     code = 2 if batchmean else reduction_code(reduction, "kl_div")
     if log_target:

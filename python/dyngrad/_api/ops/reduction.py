@@ -5,11 +5,11 @@ Scans live in scan.py, order statistics (sort, median, quantile, ...) in sorting
 import builtins
 import collections
 import math
-import warnings
 
 import numpy as np
 
 from ... import _C
+from ..._user_frame import warn
 from ...autograd.function import Function
 from .. import bridge
 from ..args import (Tensor, dtype_arg, number, optional_dtype, return_max, return_min, shape_args, shape_str,
@@ -142,8 +142,8 @@ def _variance_args(input, dim, unbiased, keepdim, correction, op):
                            "for floating-point dtypes only).")
     dims, corr = reduce_dims(dim, op), _correction(unbiased, correction, op)
     if reduced_count(a, dims, op) - corr <= 0:
-        warnings.warn(f"{op}(): degrees of freedom is <= 0: the correction ({corr:g}) should be strictly less than "
-                      "the number of elements reduced over; the result is nan or inf.", UserWarning, stacklevel=3)
+        warn(f"{op}(): degrees of freedom is <= 0: the correction ({corr:g}) should be strictly less than "
+             "the number of elements reduced over; the result is nan or inf.", UserWarning)
     return a, dims, corr, bool(keepdim)
 
 

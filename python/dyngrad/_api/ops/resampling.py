@@ -8,12 +8,12 @@ weights]). The gradient is that of index_select (index_add), so it is torch's ad
 """
 import math
 import numbers
-import warnings
 
 import numpy as np
 
 from ... import _C
 from .. import bridge
+from ..._user_frame import warn
 from ..args import shape_str, tensor_arg, to_int, type_name
 from ..node_names import rename
 from .pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, check_elements
@@ -229,21 +229,19 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
     """Deprecated alias of interpolate (torch warns the same)."""
-    warnings.warn("nn.functional.upsample is deprecated. Use nn.functional.interpolate instead.", stacklevel=2)
+    warn("nn.functional.upsample is deprecated. Use nn.functional.interpolate instead.")
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
 def upsample_nearest(input, size=None, scale_factor=None):
     """Deprecated: interpolate(input, size, scale_factor, mode='nearest')."""
-    warnings.warn("nn.functional.upsample_nearest is deprecated. Use nn.functional.interpolate instead.",
-                  stacklevel=2)
+    warn("nn.functional.upsample_nearest is deprecated. Use nn.functional.interpolate instead.")
     return interpolate(input, size, scale_factor, mode="nearest")
 
 
 def upsample_bilinear(input, size=None, scale_factor=None):
     """Deprecated: interpolate(input, size, scale_factor, mode='bilinear', align_corners=True)."""
-    warnings.warn("nn.functional.upsample_bilinear is deprecated. Use nn.functional.interpolate instead.",
-                  stacklevel=2)
+    warn("nn.functional.upsample_bilinear is deprecated. Use nn.functional.interpolate instead.")
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
 

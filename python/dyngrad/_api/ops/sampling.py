@@ -17,12 +17,12 @@ gradient (as torch), made explicit with a zero term so that grid.grad is zeros r
 """
 import math
 import numbers
-import warnings
 
 import numpy as np
 
 from ... import _C
 from .. import bridge
+from ..._user_frame import warn
 from ..args import number, shape_str, tensor_arg, to_int, type_name, wrap_dim
 from ..node_names import rename
 from .activation import softmax
@@ -33,9 +33,8 @@ _PADDING_MODES = ("zeros", "border", "reflection")
 
 def _align(align_corners, op):
     if align_corners is None:
-        warnings.warn(f"{op}: align_corners was not given and defaults to False (torch's default since 1.3.0); "
-                      "pass align_corners=True or False explicitly to silence this warning.", UserWarning,
-                      stacklevel=3)
+        warn(f"{op}: align_corners was not given and defaults to False (torch's default since 1.3.0); "
+             "pass align_corners=True or False explicitly to silence this warning.", UserWarning)
         return False
     if not isinstance(align_corners, (bool, np.bool_)):
         raise TypeError(f"{op}: expected a bool as align_corners, got {type_name(align_corners)}.")
@@ -269,8 +268,8 @@ def affine_grid(theta, size, align_corners=None):
         raise RuntimeError(f"{op}: theta {shape_str(th.shape)} has {th.shape[0]} transforms but size {size} has a "
                            f"batch of {size[0]}.")
     if align and min(size[2:]) == 1:
-        warnings.warn(f"{op}: with align_corners=True a dimension of size 1 is sampled at 0 (torch's behaviour "
-                      "since 1.3.0), not at -1.", UserWarning, stacklevel=2)
+        warn(f"{op}: with align_corners=True a dimension of size 1 is sampled at 0 (torch's behaviour "
+             "since 1.3.0), not at -1.", UserWarning)
     ft = _compute_type(th)
     spatial = size[2:]
     axes = [_steps(spatial[n - 1 - i], align, ft) for i in range(n)]      # x over the last dim, y, z
@@ -290,7 +289,7 @@ def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
     op = "gumbel_softmax"
     x = tensor_arg(logits, op, "logits")
     if eps != 1e-10:
-        warnings.warn(f"{op}: eps is deprecated and has no effect.", UserWarning, stacklevel=2)
+        warn(f"{op}: eps is deprecated and has no effect.", UserWarning)
     tau = number(tau, op, "tau")
     if not isinstance(dim, numbers.Integral) or isinstance(dim, bool):
         raise TypeError(f"{op}: expected an int as dim, got {type_name(dim)}.")

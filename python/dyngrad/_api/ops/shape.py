@@ -10,11 +10,11 @@ differentiable core ops, so every op here has its gradient, and its gradient's g
 import builtins
 import itertools
 import math
-import warnings
 
 import numpy as np
 
 from ... import _C
+from ..._user_frame import warn
 from ...autograd.grad_mode import no_grad
 from .. import bridge
 from ..args import (Size, Tensor, broadcast_shapes as broadcast_pair, dims_arg, dtype_arg, number, shape_arg,
@@ -388,8 +388,8 @@ def meshgrid(*tensors, indexing=None):
     ts = tensors[0] if len(tensors) == 1 and isinstance(tensors[0], (tuple, list)) else list(tensors)
     ts = tensor_list(list(ts), "meshgrid")
     if indexing is None:        # torch warns before looking at the tensors (after checking their types)
-        warnings.warn("meshgrid: in an upcoming release it will be required to pass the indexing argument (as in "
-                      "torch); indexing='ij' is used.", UserWarning, stacklevel=2)
+        warn("meshgrid: in an upcoming release it will be required to pass the indexing argument (as in "
+             "torch); indexing='ij' is used.", UserWarning)
         indexing = "ij"
     if indexing not in ("ij", "xy"):
         raise RuntimeError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}.")

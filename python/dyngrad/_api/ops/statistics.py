@@ -2,12 +2,12 @@
 histogram, histogramdd and bincount (counting: no gradient, as torch)."""
 import collections
 import math
-import warnings
 
 import numpy as np
 
 from ... import _C
 from .. import bridge
+from ..._user_frame import warn
 from ..args import Tensor, get_default_dtype, number, shape_str, tensor_arg, to_int, type_name
 from ..bridge import is_half
 from ..node_names import shows_as
@@ -69,8 +69,8 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
         norm = _C.sub(w_sum, _C.div(_C.mul(_C.scalar_operand(float(correction), w_sum),
                                            _C.sum(_C.mul(w, awx), (), False, None)), w_sum))
     if float(norm.item()) <= 0:
-        warnings.warn("cov: degrees of freedom is <= 0. Correction should be strictly less than the number of "
-                      "observations.", UserWarning, stacklevel=2)
+        warn("cov: degrees of freedom is <= 0. Correction should be strictly less than the number of "
+             "observations.", UserWarning)
         norm = _C.full((), 0.0, x.dtype)
     centred = _C.sub(x, avg)
     weighted = centred if w is None else _C.mul(centred, w)

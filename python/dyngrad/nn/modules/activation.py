@@ -1,10 +1,10 @@
 """Activation functions as modules (for Sequential), with torch's constructor arguments and reprs, and
 MultiheadAttention (which torch also keeps in nn.modules.activation)."""
-import warnings
 
 from ... import empty
 from ..._api.device import check_device
 from .. import functional as F, init as nn_init
+from ..._user_frame import warn
 from ..parameter import Parameter
 from .linear import NonDynamicallyQuantizableLinear
 from .module import Module
@@ -128,12 +128,10 @@ class Hardtanh(Module):
     def __init__(self, min_val=-1.0, max_val=1.0, inplace=False, min_value=None, max_value=None):
         super().__init__()
         if min_value is not None:
-            warnings.warn("keyword argument `min_value` is deprecated and renamed to `min_val`", FutureWarning,
-                          stacklevel=2)
+            warn("keyword argument `min_value` is deprecated and renamed to `min_val`", FutureWarning)
             min_val = min_value
         if max_value is not None:
-            warnings.warn("keyword argument `max_value` is deprecated and renamed to `max_val`", FutureWarning,
-                          stacklevel=2)
+            warn("keyword argument `max_value` is deprecated and renamed to `max_val`", FutureWarning)
             max_val = max_value
         if not max_val > min_val:
             raise AssertionError(f"Hardtanh: max_val ({max_val}) must be greater than min_val ({min_val}).")

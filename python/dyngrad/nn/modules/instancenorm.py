@@ -1,8 +1,8 @@
 """InstanceNorm1d/2d/3d and their lazy forms, as torch.nn.modules.instancenorm: per-sample, per-channel
 statistics (running ones only with track_running_stats=True)."""
-import warnings
 
 from .. import functional as F
+from ..._user_frame import warn
 from .batchnorm import _LazyNormBase, _NormBase
 from .lazy import LazyModuleMixin
 
@@ -26,9 +26,9 @@ class _InstanceNorm(_NormBase):
             if self.affine:
                 raise ValueError(f"{type(self).__name__}: expected input's size at dim={feature_dim} to match "
                                  f"num_features ({self.num_features}), but got: {input.shape[feature_dim]}.")
-            warnings.warn(f"{type(self).__name__}: input's size at dim={feature_dim} does not match num_features. "
-                          "You can silence this warning by not passing in num_features, which is not used because "
-                          "affine=False", UserWarning, stacklevel=2)
+            warn(f"{type(self).__name__}: input's size at dim={feature_dim} does not match num_features. "
+                 "You can silence this warning by not passing in num_features, which is not used because "
+                 "affine=False", UserWarning)
         x = input.unsqueeze(0) if input.dim() == no_batch else input
         out = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
                               self.training or not self.track_running_stats,

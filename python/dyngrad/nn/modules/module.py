@@ -8,7 +8,6 @@ hooks, ...) walks that tree. Since dyngrad is define-by-run, `forward` is ordina
 to call.
 """
 import itertools
-import warnings
 from collections import OrderedDict, abc, namedtuple
 
 import numpy as np
@@ -17,6 +16,7 @@ from ... import Tensor, no_grad, tensor
 from ..._api.args import dtype_arg
 from ..._api.compiling import _module_compile
 from ..._api.device import check_device, cuda_error, device as device_type
+from ..._user_frame import warn
 from ..hooks import BackwardHook, HookDict, RemovableHandle
 from ..parameter import Buffer, Parameter
 
@@ -134,13 +134,13 @@ class Module:
                         else:
                             hook(self, args, None)
                     except Exception as e:  # noqa: BLE001  as torch: warn and re-raise the original error
-                        warnings.warn(f"forward hook with ``always_call=True`` raised an exception that was "
-                                      f"silenced as another error was raised in forward: {e}", stacklevel=2)
+                        warn(f"forward hook with ``always_call=True`` raised an exception that was "
+                             f"silenced as another error was raised in forward: {e}")
             raise
         if backward_hook is not None:
             if not isinstance(result, (Tensor, tuple)):
-                warnings.warn("For backward hooks to be called, module output should be a Tensor or a tuple of "
-                              f"Tensors but received {type(result)}", stacklevel=2)
+                warn("For backward hooks to be called, module output should be a Tensor or a tuple of "
+                     f"Tensors but received {type(result)}")
             else:
                 result = backward_hook.setup_output_hook(result)
         return result

@@ -15,13 +15,13 @@ index_select. When a sequence ends, its state is set aside as its final state. T
 of every row of every sequence is one matmul before the loop; each step adds only h @ W_hh.T.
 """
 import math
-import warnings
 
 import numpy as np
 
 from ... import Tensor, _C, cat, empty, float32, float64, int64, relu, sigmoid, stack, tanh, tensor, zeros
 from ..._api.device import check_device
 from .. import functional as F, init
+from ..._user_frame import warn
 from ..parameter import Parameter
 from ..utils.rnn import PackedSequence
 from .module import Module
@@ -219,9 +219,8 @@ class RNNBase(Module):
             raise ValueError("dropout should be a number in range [0, 1] representing the probability of an "
                              "element being zeroed")
         if dropout > 0 and num_layers == 1:
-            warnings.warn("dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
-                          f"expects num_layers greater than 1, but got dropout={dropout} and num_layers={num_layers}",
-                          stacklevel=3)
+            warn("dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
+                 f"expects num_layers greater than 1, but got dropout={dropout} and num_layers={num_layers}")
         if not isinstance(hidden_size, int) or isinstance(hidden_size, bool):
             raise TypeError(f"hidden_size should be of type int, got: {type(hidden_size).__name__}")
         if hidden_size <= 0:

@@ -3,9 +3,9 @@ gradients are always multiplied by min(max_norm / (total + 1e-6), 1) (so a non-f
 unless error_if_nonfinite=True)."""
 import math
 import types
-import warnings
 
 from ... import Tensor, no_grad, tensor, stack
+from ..._user_frame import warn
 
 
 def _vector_norm(t, norm_type):
@@ -60,7 +60,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     is_generator = isinstance(parameters, types.GeneratorType)
     parameters = _tensors(parameters)
     if is_generator and not parameters:
-        warnings.warn("`parameters` is an empty generator, no gradient clipping will occur.", stacklevel=2)
+        warn("`parameters` is an empty generator, no gradient clipping will occur.")
     grads = [p.grad for p in parameters if p.grad is not None]
     total = get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
     clip_grads_with_norm_(parameters, max_norm, total, foreach)

@@ -1,7 +1,7 @@
 """The old torch.nn.utils.weight_norm (deprecated in torch for parametrizations.weight_norm): parameters
 <name>_g and <name>_v, and <name> recomputed by a forward pre-hook before each call."""
-import warnings
 
+from ..._user_frame import warn
 from .parametrizations import _norm_except_dim, _weight_norm
 from ..parameter import Parameter
 
@@ -40,8 +40,8 @@ class WeightNorm:
 
 def weight_norm(module, name="weight", dim=0):
     """Deprecated (as in torch): use nn.utils.parametrizations.weight_norm."""
-    warnings.warn("`torch.nn.utils.weight_norm` is deprecated in favor of "
-                  "`torch.nn.utils.parametrizations.weight_norm`.", FutureWarning, stacklevel=2)
+    warn("`torch.nn.utils.weight_norm` is deprecated in favor of "
+         "`torch.nn.utils.parametrizations.weight_norm`.", FutureWarning)
     WeightNorm.apply(module, name, dim)
     return module
 

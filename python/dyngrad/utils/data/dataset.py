@@ -3,11 +3,11 @@ ConcatDataset, ChainDataset, Subset, and random_split."""
 import bisect
 import math
 import numbers
-import warnings
 
 import numpy as np
 
 from ... import default_generator, int64, tensor
+from ..._user_frame import warn
 from .sampler import _generator_arg, _randperm
 
 
@@ -169,8 +169,8 @@ def random_split(dataset, lengths, generator=default_generator, *, seed=None):
             counts[i % len(counts)] += 1
         for i, count in enumerate(counts):
             if count == 0:
-                warnings.warn(f"random_split: length of split at index {i} is 0. This might result in an empty "
-                              "dataset.", UserWarning, stacklevel=2)
+                warn(f"random_split: length of split at index {i} is 0. This might result in an empty "
+                     "dataset.", UserWarning)
         lengths = counts
     for length in lengths:
         if isinstance(length, bool) or not isinstance(length, numbers.Integral) or length < 0:
