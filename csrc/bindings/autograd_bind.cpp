@@ -189,7 +189,9 @@ void bind_autograd(py::module_& m) {
   auto cls = py::reinterpret_borrow<py::class_<TensorImpl, Tensor>>(py::type::of<TensorImpl>());
 
   // ---- graph nodes (grad_fn) ----
-  py::class_<Node, std::shared_ptr<Node>>(m, "Node")
+  py::class_<Node, std::shared_ptr<Node>> node_class(m, "Node");
+  name_as_public(node_class, "dyngrad.autograd.graph", "Node");  // published there, as torch.autograd.graph.Node
+  node_class
       .def("name", &Node::name)
       // Note [Display names] (node.h): "" until the shared layer names the node after a composite op
       .def_property("_display_name", [](const Node& n) { return n.display_name; },
@@ -350,7 +352,11 @@ void bind_autograd(py::module_& m) {
      arg("allow_unused"));
 
   // ---- hooks ----
-  cls.def("register_hook", [](const Tensor& self, py::function fn) {
+  cls.def("register_hook", [](const Tensor& self, py::object hook) {
+    // checked here, not by pybind11's py::function caster, whose error lists C++ signatures
+    DG_CHECK(PyCallable_Check(hook.ptr()), TypeError, "register_hook: expected a callable as hook, got ",
+             py::str(py::type::handle_of(hook).attr("__name__")).cast<std::string>(), ".");
+    auto fn = py::reinterpret_borrow<py::function>(hook);
     DG_CHECK(self->requires_grad, RuntimeError,
              "cannot register a hook on a tensor that doesn't require gradient.");
     int64_t id = g_next_hook_id++;

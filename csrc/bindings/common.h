@@ -52,6 +52,15 @@ std::optional<DType> parse_optional_dtype(py::handle o);
 Tensor scalar_operand(py::handle o, const Tensor* like);
 bool is_tensor(py::handle o);
 
+// Note [Public type names]: a class made by py::class_(m, "Tensor") is "dyngrad._C.Tensor" everywhere a user
+// reads it: CPython's own errors ("unsupported operand type(s) for +: 'dyngrad._C.Tensor' and 'str'") print the
+// type's tp_name, repr(type) and nn.Module's errors its __module__, and pybind11 writes __module__.__qualname__
+// into the signatures of every function defined after the class. Called right after the class is made (before its
+// methods), this gives the name users reach it by, as the reference engine's Python classes and torch have:
+// tp_name `name` ("Tensor") and __module__ `module` ("dyngrad", where `dyngrad.Tensor` is this class, so pickle
+// finds it there too).
+void name_as_public(py::handle cls, const char* module, const char* name);
+
 // Python helpers the shared layer registers at import (python/dyngrad/_api/__init__.py: Size, RemovableHandle).
 py::object py_helper(const char* name);
 py::object make_size(const Shape& shape);

@@ -51,8 +51,15 @@ std::optional<DType> parse_optional_dtype(py::handle o) {
   return parse_dtype(o);
 }
 
+void name_as_public(py::handle cls, const char* module, const char* name) {
+  cls.attr("__module__") = module;
+  reinterpret_cast<PyTypeObject*>(cls.ptr())->tp_name = name;  // a literal: lives as long as the type
+}
+
 void bind_dtypes(py::module_& m) {
-  py::class_<DTypeObject>(m, "dtype")
+  py::class_<DTypeObject> dtype_class(m, "dtype");
+  name_as_public(dtype_class, "dyngrad", "dtype");
+  dtype_class
       .def("__repr__", [](const DTypeObject& d) { return std::string("dyngrad.") + dtype_name(d.dtype); })
       .def_property_readonly("is_floating_point", [](const DTypeObject& d) { return is_floating(d.dtype); })
       .def_property_readonly("itemsize", [](const DTypeObject& d) { return dtype_size(d.dtype); })

@@ -137,6 +137,7 @@ void bind_tensor(py::module_& m) {
   // No buffer protocol: numpy would read memory through it without asking, where torch (and __array__ here) refuses
   // a tensor that requires grad.
   TensorClass cls(m, "Tensor");
+  name_as_public(cls, "dyngrad", "Tensor");  // Note [Public type names]
   cls.def(py::init([](const Tensor& src) { return alias(src); }), arg("src"),
           "A new tensor object sharing src's memory, without history (the shared layer's __init__ builds on it).");
 

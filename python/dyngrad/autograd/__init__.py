@@ -1,5 +1,6 @@
 """dyngrad.autograd, for both engines: backward, grad, Function, grad modes, gradcheck, anomaly mode, graph stats.
-The engine's core does the work (_C._run_backward, _C._record_function); this package gives torch's signatures."""
+The engine's core runs the backward pass and records custom Functions; this package gives torch's signatures.
+(help() shows this text to users: it names no internal module.)"""
 import importlib
 
 from .grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode  # noqa: F401

@@ -4,6 +4,8 @@ Only relative imports of the engine root: in `dyngrad.autograd.gradcheck` they g
 `dyngrad.reference.autograd.gradcheck` the reference engine. Analytic gradients (vector-Jacobian products from
 `grad`) are compared with float64 central differences, as torch.autograd.gradcheck does.
 """
+from collections.abc import Iterator
+
 import numpy as np
 
 from .. import _C
@@ -21,9 +23,18 @@ class GradcheckError(RuntimeError):
 def _as_tuple(x):
     if isinstance(x, Tensor):
         return (x,)
-    if isinstance(x, (list, tuple)):
-        return tuple(x)
+    if isinstance(x, (list, tuple)) or isinstance(x, Iterator):
+        return tuple(x)       # a generator of inputs too: taken as its items, not as one opaque input
     return (x,)
+
+
+def _describe(inputs):
+    """The inputs as a message shows them: a tensor by dtype, shape and requires_grad, anything else by repr."""
+    def one(x):
+        if isinstance(x, Tensor):
+            return f"Tensor({x.dtype}, shape {tuple(x.shape)}, requires_grad={x.requires_grad})"
+        return repr(x) if len(repr(x)) <= 60 else type(x).__name__
+    return "(" + ", ".join(one(x) for x in inputs) + ")"
 
 
 def _differentiable(inputs):
@@ -83,21 +94,26 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, 
     inputs = _as_tuple(inputs)
     wrt = _differentiable(inputs)
     if not wrt:
-        raise ValueError("gradcheck: expected at least one input tensor with requires_grad=True.")
+        raise ValueError("gradcheck: expected at least one input tensor with requires_grad=True; got inputs "
+                         f"{_describe(inputs)}.")
     for k in wrt:
         if inputs[k].dtype is not float64:
-                        warn(f"gradcheck: input {k} is {inputs[k].dtype}, not float64; finite differences may be "
-                 "too imprecise to compare.", UserWarning)
+            warn(f"gradcheck: input {k} is {inputs[k].dtype}, not float64; finite differences may be too "
+                 "imprecise to compare.", UserWarning)
     out_idx = _float_outputs(_as_tuple(fn(*inputs)))
     numerical = _numerical_jacobians(fn, inputs, wrt, out_idx, eps)
     analytical = _analytical_jacobians(fn, inputs, wrt, out_idx)
     for (o, k), num in numerical.items():
         ana = analytical[(o, k)]
         if not np.allclose(ana, num, rtol=rtol, atol=atol):
+            # printed as torch.autograd.gradcheck prints them: a row per input element, a column per output
+            # element (the transpose of the (output, input) Jacobians computed above)
+            num, ana = num.T, ana.T
             worst = np.unravel_index(np.argmax(np.abs(ana - num)), ana.shape) if ana.size else ()
-            message = (f"gradcheck: Jacobian mismatch for output {o} with respect to input {k} (worst element "
-                       f"{tuple(int(i) for i in worst)}: analytical {ana[worst] if ana.size else None}, "
-                       f"numerical {num[worst] if num.size else None}),\nnumerical:\n{num}\nanalytical:\n{ana}")
+            message = (f"gradcheck: Jacobian mismatch for output {o} with respect to input {k},\n"
+                       f"numerical:\n{num}\nanalytical:\n{ana}\n(rows: elements of input {k}, columns: elements "
+                       f"of output {o}; worst at {tuple(int(i) for i in worst)}: analytical "
+                       f"{ana[worst] if ana.size else None}, numerical {num[worst] if num.size else None})")
             if raise_exception:
                 raise GradcheckError(message)
             return False

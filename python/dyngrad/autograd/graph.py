@@ -13,6 +13,9 @@ from . import _engine_debug as _engine
 from .._user_frame import warn
 
 LEAF = "AccumulateGrad"
+# The class of every grad_fn, as torch.autograd.graph.Node (isinstance(y.grad_fn, Node)); the C++ engine names it
+# here in its messages (Note [Public type names] in csrc/bindings/common.h).
+Node = _C.Node
 
 
 class Graph:

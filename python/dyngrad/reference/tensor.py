@@ -76,7 +76,7 @@ NON_LEAF_GRAD_WARNING = ("grad: reading .grad of a non-leaf tensor (one with a g
 class Tensor:
     """The core of the reference Tensor: one numpy array and the autograd fields. The torch-facing methods
     (operators, ops as methods, repr, conversions, in-place variants) are attached by the shared layer
-    (python/dyngrad/_api/), as on the C++ engine's Tensor."""
+    (written once for both engines), as on the C++ engine's Tensor."""
 
     # Autograd fields default to "a leaf that does not require grad" at class level, so that creating a tensor
     # only sets what differs (instances keep them in their __dict__ once set).
@@ -216,6 +216,8 @@ class Tensor:
 
     def register_hook(self, hook):
         """Call hook(grad) when this tensor's gradient is computed; a non-None return replaces the gradient."""
+        if not callable(hook):
+            raise TypeError(f"register_hook: expected a callable as hook, got {type(hook).__name__}.")
         if not self.requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient.")
         if self.grad_fn is not None:

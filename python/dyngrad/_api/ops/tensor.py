@@ -196,7 +196,7 @@ def _is_device(o):
 def to(self, *args, **kwargs):
     """torch's three forms: to(dtype, non_blocking=False, copy=False), to(device=None, dtype=None,
     non_blocking=False, copy=False) and to(other, non_blocking=False, copy=False) (other's dtype and device).
-    A device other than the CPU raises, naming it (_api/device.py)."""
+    A device other than the CPU raises, naming it."""
     dtype, device = kwargs.pop("dtype", None), kwargs.pop("device", None)
     copy = kwargs.pop("copy", False)
     kwargs.pop("non_blocking", None)
