@@ -33,7 +33,7 @@ def parse_dot(src):
     assert lines[0].startswith("digraph ") and lines[0].endswith("{") and lines[-1] == "}"
     nodes, edges = {}, []
     for line in lines[1:-1]:
-        if line.strip().startswith(("graph ", "node ", "edge ")):
+        if line.strip().startswith(("graph ", "node ", "edge ", "subgraph cluster_")):   # clusters: parse_clusters
             continue
         m = EDGE.match(line)
         if m:
