@@ -156,13 +156,15 @@ def test_state_errors(dg):
             m.Generator("meta")
 
 
-def test_states_belong_to_one_engine(cpp, ref):
-    """A state of one engine is refused by the other (their formats differ) and each engine's generator is its
-    own: a reference Generator is not a generator of the C++ engine."""
-    with pytest.raises(RuntimeError):
-        cpp.Generator().set_state(cpp.tensor(ref.Generator().get_state().tolist(), dtype=cpp.uint8))
-    with pytest.raises(RuntimeError):
-        ref.Generator().set_state(ref.tensor(cpp.Generator().get_state().tolist(), dtype=ref.uint8))
+def test_states_move_between_engines(cpp, ref):
+    """Both engines run one algorithm (Note [One random stream for both engines]): a state taken on one engine
+    continues the same stream on the other. Each engine's Generator objects are still its own: a reference
+    Generator is not a generator of the C++ engine."""
+    source = ref.Generator().manual_seed(11)
+    ref.rand(5, generator=source)
+    target = cpp.Generator().set_state(cpp.tensor(source.get_state().tolist(), dtype=cpp.uint8))
+    assert np.array_equal(cpp.rand(7, generator=target, dtype=cpp.float64).numpy(),
+                          ref.rand(7, generator=source, dtype=ref.float64).numpy())
     with pytest.raises(TypeError):
         cpp.rand(2, generator=ref.Generator())
 

@@ -1,4 +1,6 @@
-// random.cpp: xoshiro256** seeded by splitmix64; doubles from the top 53 bits; normals by Box-Muller.
+// random.cpp: xoshiro256** seeded by splitmix64; doubles from the top 53 bits; normals by Box-Muller. The reference
+// engine runs the same generator and transforms, so both draw the same numbers (Note [One random stream for both
+// engines] in python/dyngrad/reference/rng.py): keep the two in step.
 #include "random.h"
 
 #include <cmath>
@@ -36,7 +38,7 @@ struct Xoshiro {
 Xoshiro& gen() {
   static Xoshiro g = [] {
     Xoshiro x;
-    x.reseed(0x5eed);
+    x.reseed(67280421310721ULL);  // torch's default seed; the reference engine's too (reference/rng.py)
     return x;
   }();
   return g;

@@ -2,8 +2,8 @@
 set_rng_state, and the `generator=` argument of every random op (`drawing(generator, op)`).
 
 Note [Generators as swapped core states]
-Each engine's core has ONE generator (xoshiro256** in csrc/dyngrad/random.cpp; numpy's PCG64 in
-reference/rng.py) whose whole state is readable and settable: `_C._get_rng_state()` / `_C._set_rng_state()`.
+Each engine's core has ONE generator (xoshiro256**: csrc/dyngrad/random.cpp, and the same algorithm in
+reference/rng.py, Note [One random stream for both engines]) whose whole state is readable and settable: `_C._get_rng_state()` / `_C._set_rng_state()`.
 A Generator keeps its own copy of such a state. A draw with generator=g installs g's state in the core, draws
 from the core as usual, copies the advanced state back into g and reinstalls the global state it found. So:
   - g's numbers are exactly those the core gives from g's state: Generator().manual_seed(s) draws what
@@ -16,11 +16,9 @@ globally, from one thread at a time (torch's generators take a lock; ours are as
 `default_generator` is the core's generator itself: its methods read and write the core's state directly, so
 default_generator.manual_seed(s) is manual_seed(s).
 
-State format (get_state(): a uint8 tensor, engine-specific, as torch's differ between devices):
-  - C++ engine: 40 bytes, five little-endian uint64: the four words of xoshiro256**, then the seed;
-  - reference engine: 56 bytes, little-endian: the seed (8), PCG64's 128-bit state (16) and increment (16),
-    has_uint32 (8), uinteger (8).
-set_state() refuses (RuntimeError) a state of another size, e.g. one taken from the other engine.
+State format (get_state(): a uint8 tensor, the same on both engines): 40 bytes, five little-endian uint64, the
+four words of xoshiro256** and then the seed. A state taken on one engine continues the same stream on the other.
+set_state() refuses (RuntimeError) a state of another size, or four zero words (a generator stuck at zero).
 """
 import operator
 import os
@@ -34,33 +32,20 @@ from .device import check_device, device
 
 DEFAULT_SEED = 67280421310721       # a new torch.Generator's initial_seed()
 _MASK64 = 2 ** 64 - 1
-# which core this is, from the shape of its state (Note [Generators as swapped core states])
-_XOSHIRO = not isinstance(_C._get_rng_state()[1], dict)
-STATE_BYTES = 40 if _XOSHIRO else 56
+STATE_BYTES = 40
 
 
 def _pack(state):
     """The core's state as bytes (the format of the module docstring)."""
-    if _XOSHIRO:
-        return np.array([int(w) for w in state], dtype="<u8").tobytes()
-    seed, bits = state
-    words = [seed & _MASK64, bits["state"]["state"] & _MASK64, bits["state"]["state"] >> 64,
-             bits["state"]["inc"] & _MASK64, bits["state"]["inc"] >> 64, int(bits["has_uint32"]),
-             int(bits["uinteger"])]
-    return np.array(words, dtype="<u8").tobytes()
+    return np.array([int(w) for w in state], dtype="<u8").tobytes()
 
 
 def _unpack(data):
-    words = [int(w) for w in np.frombuffer(data, dtype="<u8")]
-    if _XOSHIRO:
-        return tuple(words)
-    seed, s_lo, s_hi, i_lo, i_hi, has_uint32, uinteger = words
-    return (seed, {"bit_generator": "PCG64", "state": {"state": s_lo | (s_hi << 64), "inc": i_lo | (i_hi << 64)},
-                   "has_uint32": has_uint32, "uinteger": uinteger})
+    return tuple(int(w) for w in np.frombuffer(data, dtype="<u8"))
 
 
 def _seed_of(state):
-    return int(state[4] if _XOSHIRO else state[0])
+    return int(state[4])
 
 
 def _seed_arg(seed):
@@ -125,25 +110,23 @@ class Generator:
         return _seed_of(self._current())
 
     def get_state(self):
-        """The whole state as a uint8 tensor (engine-specific: see the module docstring)."""
+        """The whole state as a uint8 tensor (the same format on both engines: see the module docstring)."""
         return bridge.share(np.frombuffer(_pack(self._current()), dtype=np.uint8).copy())
 
     def set_state(self, new_state):
-        """Restores a state get_state() returned (of this engine); returns this generator."""
+        """Restores a state get_state() returned (on either engine); returns this generator."""
         if not isinstance(new_state, Tensor):
             raise TypeError(f"set_state: expected a uint8 tensor (a ByteTensor), but got {type_name(new_state)}")
         if new_state.dtype is not _C.uint8:
             raise TypeError(f"set_state: the RNG state must be a uint8 tensor (a ByteTensor), got "
                             f"{new_state.dtype.name}")
         if new_state.numel() != STATE_BYTES:
-            raise RuntimeError(f"set_state: expected a state of {STATE_BYTES} bytes (this engine's generator), but "
+            raise RuntimeError(f"set_state: expected a state of {STATE_BYTES} bytes (xoshiro256**'s words and seed), but "
                                f"got {new_state.numel()} bytes")
         data = np.ascontiguousarray(bridge.view(new_state.detach())).reshape(-1).tobytes()
-        if _XOSHIRO and not any(data[:32]):       # xoshiro256** from all-zero words draws only zeros
+        if not any(data[:32]):       # xoshiro256** from all-zero words draws only zeros
             raise RuntimeError("set_state: invalid generator state: the four xoshiro256** words are all zero")
         state = _unpack(data)
-        if not _XOSHIRO and not state[1]["state"]["inc"] & 1:     # PCG64's increment is always odd
-            raise RuntimeError("set_state: invalid generator state: PCG64's increment must be odd")
         if self._state is None:
             _C._set_rng_state(state)
         else:

@@ -1,21 +1,69 @@
 """Reference engine: the random number generator and the random tensors. Mirrors csrc/dyngrad/random.cpp (named rng.py
 so that dyngrad.reference.random is the shared torch.random module, python/dyngrad/random.py).
 
-Each engine has its own generator: runs are reproducible within one engine (same seed, same numbers), not equal
-between engines (docs/design.md).
+Note [One random stream for both engines]
+Both engines run the same generator, xoshiro256** seeded by splitmix64 (torch's default seed until manual_seed),
+and turn its 64-bit words into numbers the same way, element by element in the same order: doubles from the top
+53 bits, float32 by rounding them, integers by rejection, Bernoulli masks by comparing, normals by Box-Muller. So
+a script that seeds (dyngrad.manual_seed) and makes the same calls draws the same random numbers on either engine:
+uniforms, integers, masks and permutations bit for bit, normals to the last bit of log/cos (numpy's against the C
+library's), and "same script, same answers" holds with random numbers too, to the engines' usual float
+tolerance (tests/test_random_stream.py). The cost is here: the words come from a Python loop, ~2 us a number
+(0.2 s for 10**5; C++: ~1 ns), so a reference run initialising a 784 x 1024 layer spends ~2 s in it.
 """
+import math
+
 import numpy as np
 
+from . import dtypes as _dt
 from .tensor import check_allocation, make_tensor
 
-DEFAULT_SEED = 67280421310721        # each process starts from the same seed, as torch does
-_state = {"seed": DEFAULT_SEED, "generator": np.random.Generator(np.random.PCG64(DEFAULT_SEED))}
+_MASK = (1 << 64) - 1
+DEFAULT_SEED = 67280421310721        # each process starts from the same seed, as torch does (and random.cpp)
+
+
+def _splitmix64_words(seed):
+    words, z = [], seed & _MASK
+    for _ in range(4):
+        z = (z + 0x9E3779B97F4A7C15) & _MASK
+        x = z
+        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+        words.append(x ^ (x >> 31))
+    return words
+
+
+_state = {"words": _splitmix64_words(DEFAULT_SEED), "seed": DEFAULT_SEED}
+
+
+def _next_words(n):
+    """The next n outputs of xoshiro256** (random.cpp's Xoshiro::next), as a list of Python ints."""
+    s0, s1, s2, s3 = _state["words"]
+    out = [0] * n
+    mask = _MASK
+    for i in range(n):
+        x = (s1 * 5) & mask
+        out[i] = ((((x << 7) | (x >> 57)) & mask) * 9) & mask
+        t = (s1 << 17) & mask
+        s2 ^= s0
+        s3 ^= s1
+        s1 ^= s2
+        s0 ^= s3
+        s2 ^= t
+        s3 = ((s3 << 45) | (s3 >> 19)) & mask
+    _state["words"] = [s0, s1, s2, s3]
+    return out
+
+
+def _uniforms(n):
+    """n doubles in [0, 1): the top 53 bits of each word, as Xoshiro::uniform."""
+    return (np.array(_next_words(n), dtype=np.uint64) >> np.uint64(11)).astype(np.float64) * (1.0 / 9007199254740992.0)
 
 
 def manual_seed(seed):
     """Reseed this engine's generator."""
-    _state["seed"] = int(seed)
-    _state["generator"] = np.random.Generator(np.random.PCG64(int(seed)))
+    _state["words"] = _splitmix64_words(int(seed))
+    _state["seed"] = int(seed) & _MASK
 
 
 def initial_seed():
@@ -23,52 +71,96 @@ def initial_seed():
 
 
 def get_rng_state():
-    """The generator's whole state (a copy), for utils.checkpoint's preserve_rng_state."""
-    import copy
-    return (_state["seed"], copy.deepcopy(_state["generator"].bit_generator.state))
+    """The generator's whole state, the four xoshiro256** words then the seed (the C++ engine's _get_rng_state)."""
+    return tuple(_state["words"]) + (_state["seed"],)
 
 
 def set_rng_state(state):
-    seed, bits = state
-    _state["seed"] = seed
-    generator = np.random.Generator(np.random.PCG64())
-    generator.bit_generator.state = bits
-    _state["generator"] = generator
+    *words, seed = (int(w) for w in state)
+    _state["words"], _state["seed"] = words, seed
 
 
-def generator():
-    return _state["generator"]
+def _is_half(dtype):
+    return dtype.is_floating_point and dtype.itemsize == 2
+
+
+def _count(shape):
+    return int(np.prod(tuple(shape), dtype=np.int64))
 
 
 def rand(shape, dtype):                 # U[0, 1)
-    check_allocation(tuple(shape), dtype.np)
-    if dtype.is_floating_point and dtype.itemsize == 2:     # on the dtype's grid k / 2**digits, as random.cpp
+    shape = tuple(shape)
+    check_allocation(shape, dtype.np)
+    if _is_half(dtype):
+        # Note [Half types] of random.cpp: drawn in float32 and cut down to the dtype's grid k / 2**digits
         scale = np.float32(2048.0 if dtype.name == "float16" else 256.0)
-        return make_tensor(dtype.cast(np.floor(generator().random(tuple(shape), dtype=np.float32) * scale) / scale))
-    return make_tensor(generator().random(tuple(shape), dtype=dtype.np))
+        drawn = _rand_float32(shape)
+        return make_tensor(dtype.cast(np.floor(drawn * scale) / scale))
+    if dtype is _dt.float32:
+        return make_tensor(_rand_float32(shape))
+    return make_tensor(dtype.cast(_uniforms(_count(shape)).reshape(shape)))
+
+
+def _rand_float32(shape):
+    values = _uniforms(_count(shape)).astype(np.float32).reshape(shape)
+    values[values >= np.float32(1.0)] = np.float32(0.99999994)      # rounding up to 1.0f: U[0, 1) (random.cpp)
+    return values
+
+
+def _normals(n):
+    """n draws of N(0, 1), as random.cpp's normal_: Box-Muller on pairs of uniforms, r cos(th) then r sin(th) of
+    each pair (a last odd draw's sine is dropped). numpy's log/sqrt/cos/sin may differ from the C library's
+    random.cpp calls in the last bit, so normals agree between the engines to rounding (uniforms and integers
+    exactly)."""
+    u = _uniforms(2 * ((n + 1) // 2)).reshape(-1, 2)
+    u1 = np.maximum(u[:, 0], 1e-300)
+    r, th = np.sqrt(-2.0 * np.log(u1)), 6.283185307179586 * u[:, 1]
+    return np.stack([r * np.cos(th), r * np.sin(th)], axis=1).reshape(-1)[:n]
 
 
 def randn(shape, dtype):                # N(0, 1)
-    check_allocation(tuple(shape), dtype.np)
-    if dtype.is_floating_point and dtype.itemsize == 2:     # drawn in float32, rounded (as random.cpp)
-        return make_tensor(dtype.cast(generator().standard_normal(tuple(shape), dtype=np.float32)))
-    return make_tensor(generator().standard_normal(tuple(shape), dtype=dtype.np))
+    shape = tuple(shape)
+    check_allocation(shape, dtype.np)
+    values = _normals(_count(shape)).reshape(shape)
+    if _is_half(dtype):                 # drawn in float32, rounded (as random.cpp)
+        return make_tensor(dtype.cast(values.astype(np.float32)))
+    return make_tensor(dtype.cast(values))
+
+
+def _integers(low, high, n):
+    """n integers in [low, high) by rejection (random.cpp's randint): no modulo bias, exact in int64."""
+    span = (high - low) & _MASK
+    limit = _MASK - _MASK % span
+    out = []
+    for _ in range(n):
+        w = _next_words(1)[0]
+        while w >= limit:
+            w = _next_words(1)[0]
+        value = (low + w % span) & _MASK
+        out.append(value - (1 << 64) if value >> 63 else value)
+    return out
 
 
 def randint(low, high, shape, dtype):   # [low, high)
     if not high > low:
         raise RuntimeError(f"randint: expected low < high, got low={low} and high={high}.")
-    check_allocation(tuple(shape), dtype.np)
-    return make_tensor(generator().integers(low, high, tuple(shape), dtype=np.int64).astype(dtype.np))
+    shape = tuple(shape)
+    check_allocation(shape, dtype.np)
+    return make_tensor(dtype.cast(np.array(_integers(low, high, _count(shape)), dtype=np.int64).reshape(shape)))
 
 
 def bernoulli_mask(shape, p, dtype):    # 1 with probability p, else 0
-    check_allocation(tuple(shape), dtype.np)
-    return make_tensor(dtype.cast(generator().random(tuple(shape)) < p))
+    shape = tuple(shape)
+    check_allocation(shape, dtype.np)
+    return make_tensor(dtype.cast(_uniforms(_count(shape)).reshape(shape) < p))
 
 
 def randperm(n):
     if n < 0:
         raise RuntimeError(f"randperm: n must be non-negative, got {n}.")
     check_allocation((n,), np.int64)
-    return make_tensor(generator().permutation(n).astype(np.int64))
+    perm = list(range(n))
+    for i in range(n - 1, 0, -1):       # Fisher-Yates, one randint(0, i + 1) a step (random.cpp's randperm)
+        j = _integers(0, i + 1, 1)[0]
+        perm[i], perm[j] = perm[j], perm[i]
+    return make_tensor(np.array(perm, dtype=np.int64))
