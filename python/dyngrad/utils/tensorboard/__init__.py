@@ -18,11 +18,13 @@ except ImportError:
     raise ImportError("dyngrad.utils.tensorboard needs tensorboardX, which is not installed: pip install "
                       "tensorboardX (or pip install 'dyngrad[viz]').") from None
 
+import contextlib
+
 import numpy as np
 
 from ... import _C
 from ...autograd.grad_mode import enable_grad
-from ...viz.tensorboard import add_graph as _viz_add_graph
+from ...viz.tensorboard import add_graph as _viz_add_graph, module_scopes as _module_scopes
 
 __all__ = ["SummaryWriter"]
 
@@ -113,9 +115,10 @@ class SummaryWriter:
     # ----- the graph -----
     def add_graph(self, model, input_to_model=None, verbose=False, use_strict_trace=True, global_step=None):
         """Runs model(input_to_model) (a tuple is spread as positional arguments) with grad recording on, and
-        writes the graph that this call built, its leaves named after the model's parameters (a Module) and its
-        nodes grouped by the Python function that created them. verbose and use_strict_trace are accepted for
-        compatibility (there is no tracing)."""
+        writes the graph that this call built, its leaves named after the model's parameters and its nodes
+        grouped by module as PyTorch's are ("Net/Linear[fc1]", Note [Module scopes] in viz/tensorboard.py; by the
+        Python function that created them when model is a plain function). verbose and use_strict_trace are
+        accepted for compatibility (there is no tracing)."""
         if not callable(model):
             raise TypeError(f"SummaryWriter.add_graph: model must be callable (a Module or a function), got "
                             f"{type(model).__name__}.")
@@ -125,7 +128,8 @@ class SummaryWriter:
             args = tuple(input_to_model)
         else:
             args = (input_to_model,)
-        with enable_grad():
+        scopes = _module_scopes(model) if hasattr(model, "named_modules") else contextlib.nullcontext()
+        with enable_grad(), scopes:
             output = model(*args)
         outputs = [output] if isinstance(output, _C.Tensor) else (
             list(output.values()) if isinstance(output, dict) else list(output)
@@ -137,7 +141,8 @@ class SummaryWriter:
             raise RuntimeError("SummaryWriter.add_graph: the model's output has no recorded graph: nothing it "
                                "used requires grad (no parameters, and the input does not require grad).")
         params = model if hasattr(model, "named_parameters") else None
-        return _viz_add_graph(self._writer, *outputs, params=params, step=global_step)
+        return _viz_add_graph(self._writer, *outputs, params=params, step=global_step,
+                              scopes=scopes if params is not None else None)
 
     # ----- lifetime -----
     def flush(self):
