@@ -139,3 +139,38 @@ def test_ratios_from_a_single_timed_call_are_marked(tmp_path):
     assert row.split()[-1].endswith("x*"), row
     if report.write_png(str(tmp_path / "chart.png"), [result], info):
         assert (tmp_path / "chart.png").stat().st_size > 0
+
+
+def test_chart_colours_are_fixed_per_engine():
+    """issue 25: orange was numpy in one run and PyTorch in the next, and hollow single-call bars lost their colour.
+    Each engine has one colour in every chart; a hollow bar keeps it as its outline (and hatch)."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.colors import to_rgba
+    from dyngrad.bench import report
+    info = {"mode": "quick", "date": "2026-01-01", "cpu": "c"}
+
+    def bar_colours(results):
+        fig = report.chart(results, info)
+        ax = fig.axes[0]
+        legend = {text.get_text().split()[0]: handle for text, handle in
+                  zip(ax.get_legend().get_texts(), ax.get_legend().legend_handles)}
+        colours = {}
+        for container in ax.containers:
+            engine = container.get_label().split()[0]
+            for bar in container.patches:
+                colours.setdefault(engine, set()).add((bar.get_fill(), bar.get_facecolor() if bar.get_fill()
+                                                       else bar.get_edgecolor()))
+        assert set(legend) == set(colours)
+        return colours
+
+    only_numpy = [{"name": "gemm", "ratios_vs_dyngrad": {"numpy": 1.5}}]
+    everything = [{"name": "gemm", "ratios_vs_dyngrad": {"reference": 40.0, "pytorch": 0.8, "numpy": 1.5},
+                   "single_call_ratios": ["reference"]},
+                  {"name": "mlp", "ratios_vs_dyngrad": {"reference": 20.0, "pytorch": 1.2}}]
+    first, second = bar_colours(only_numpy), bar_colours(everything)
+    assert first["numpy"] == second["numpy"] == {(True, to_rgba(report.CHART_COLOURS["numpy"]))}
+    assert second["pytorch"] == {(True, to_rgba(report.CHART_COLOURS["pytorch"]))}
+    # the reference's single-call gemm bar is hollow, outlined in the reference's colour; its mlp bar is filled
+    assert second["reference"] == {(False, to_rgba(report.CHART_COLOURS["reference"])),
+                                   (True, to_rgba(report.CHART_COLOURS["reference"]))}
+    assert len({report.CHART_COLOURS[e] for e in ("reference", "pytorch", "numpy")}) == 3

@@ -6,6 +6,9 @@ from .engines import NUMPY
 
 COLUMNS = ("dyngrad", "reference", "pytorch", NUMPY)
 SHORT = {"reference": "ref", "pytorch": "torch", NUMPY: "numpy"}
+# One colour per engine, the same in every chart (matplotlib's colour cycle gave orange to numpy in a run without
+# PyTorch and to PyTorch in the next); a hollow single-call bar keeps its engine's colour as outline and hatch.
+CHART_COLOURS = {"dyngrad": "#555555", "reference": "#2ca02c", "pytorch": "#ee4c2c", NUMPY: "#4d77cf"}
 
 # how a seconds-per-unit figure is shown in each unit; throughputs are inverted (units are flops or bytes)
 _SCALE = {"us/op": 1e6, "us/graph": 1e6, "ms/step": 1e3, "ms/seq": 1e3, "ms/tree": 1e3, "s": 1.0}
@@ -118,15 +121,27 @@ def _plain(obj):
 
 def write_png(path, results, info):
     """A bar chart of the ratios (log scale). Returns False when matplotlib is not installed."""
+    fig = chart(results, info)
+    if fig is None:
+        return False
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=110)
+    fig.clear()
+    return True
+
+
+def chart(results, info):
+    """The matplotlib Figure of write_png (None without matplotlib)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        from matplotlib.figure import Figure
     except ImportError:
-        return False
+        return None
     names = [r["name"] for r in results]
     others = [c for c in COLUMNS[1:] if any(c in r["ratios_vs_dyngrad"] for r in results)]
-    fig, ax = plt.subplots(figsize=(9, 0.45 * len(names) * max(len(others), 1) + 1.6))
+    fig = Figure(figsize=(9, 0.45 * len(names) * max(len(others), 1) + 1.6))     # no pyplot: no global state
+    ax = fig.add_subplot()
     height = 0.8 / max(len(others), 1)
     for k, other in enumerate(others):
         ys = [i + k * height for i in range(len(names))]
@@ -134,10 +149,12 @@ def write_png(path, results, info):
         single = [other in r.get("single_call_ratios", ()) for r in results]
         # bars grow from 1 (parity): rightwards where dyngrad is faster, leftwards where it is slower; a ratio from a
         # single timed call is drawn hollow and labelled with a *, so that it does not read as a measurement
-        bars = ax.barh(ys, [v - 1.0 for v in values], left=1.0, height=height, label=f"{other} time / dyngrad time")
+        colour = CHART_COLOURS[other]
+        bars = ax.barh(ys, [v - 1.0 for v in values], left=1.0, height=height, color=colour, edgecolor=colour,
+                       label=f"{other} time / dyngrad time")
         for bar, one in zip(bars, single):
             if one:
-                bar.set_fill(False)
+                bar.set_fill(False)          # outline and hatch are drawn in the edge colour: the engine's
                 bar.set_hatch("//")
         ax.bar_label(bars, labels=[_ratio(r["ratios_vs_dyngrad"][other]) + ("*" if one else "")
                                    if other in r["ratios_vs_dyngrad"] else "" for r, one in zip(results, single)],
@@ -145,13 +162,10 @@ def write_png(path, results, info):
     ax.set_yticks([i + height * (len(others) - 1) / 2 for i in range(len(names))], names)
     ax.invert_yaxis()
     ax.set_xscale("log")
-    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.axvline(1.0, color=CHART_COLOURS["dyngrad"], linewidth=0.8)
     ax.set_xlabel("ratio (> 1: dyngrad is faster)" + ("; hollow bars, *: a single timed call, not a measurement"
                                                         if any(r.get("single_call_ratios") for r in results) else ""))
     ax.set_title(f"dyngrad bench ({info['mode']}), {info['date'][:10]}, {info['cpu']}", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    return fig
