@@ -92,10 +92,11 @@ def save_plot(args, filename, draw):
     print(f"plot saved to {path}")
 
 
-def show_graphs(args, name, outputs, labels, params=None):
+def show_graphs(args, name, outputs, labels, params=None, collapse_chains=None):
     """Print the structure of the graphs that two inputs built and their diff. Unless --smoke, also write each
     graph and the diff as DOT (and SVG when Graphviz is installed) and into a TensorBoard log (when tensorboardX
-    is installed), all under --plot-dir."""
+    is installed), all under --plot-dir. collapse_chains=k: a loop of more than k passes is drawn as its first and
+    last pass around a summary node (each pass is a cluster either way)."""
     dg = args.dg
     recorder = dg.viz.GraphRecorder(params=params)
     signatures = [recorder.record(y) for y in outputs]
@@ -105,7 +106,9 @@ def show_graphs(args, name, outputs, labels, params=None):
     print("  " + str(difference).replace("\n", "\n  "))
     if args.smoke:
         return
-    sources = [dg.viz.to_dot(y, params=params) for y in outputs] + [difference.to_dot()]
+    os.makedirs(args.plot_dir, exist_ok=True)        # --plot-dir need not exist yet
+    sources = [dg.viz.to_dot(y, params=params, collapse_chains=collapse_chains) for y in outputs] + [
+        difference.to_dot()]
     no_svg = None                           # why no SVG could be drawn: said once, not once per graph
     for suffix, source in zip(("input0", "input1", "diff"), sources):
         path = os.path.join(args.plot_dir, f"{name}_{suffix}.dot")
