@@ -55,28 +55,55 @@ def runnable(blocks, engine, have_torch):
             if mark != "skip" and not (mark == "cpp" and engine != "cpp") and not (mark == "torch" and not have_torch)]
 
 
-def run_page(page, engine, have_torch):
-    """The stdout of each runnable block of the page, run in one subprocess on the engine."""
-    codes = []
-    for code, _ in runnable(page_blocks(page), engine, have_torch):
-        if engine == "reference":
-            code = re.sub(r"^(\s*)import dyngrad as (\w+)", r"\1import dyngrad.reference as \2", code, flags=re.M)
-        codes.append(code)
-    driver = (
-        "import json, sys\n"
-        f"blocks = json.loads({json.dumps(json.dumps(codes))})\n"
-        "namespace = {'__name__': '__main__'}\n"
-        "for i, code in enumerate(blocks):\n"
-        "    exec(compile(code, f'guide_block_{i}.py', 'exec'), namespace)\n"
-        f"    print({MARK!r}, flush=True)\n")
-    result = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, timeout=300,
+def _engine_code(code, engine):
+    if engine == "reference":
+        code = re.sub(r"^(\s*)import dyngrad as (\w+)", r"\1import dyngrad.reference as \2", code, flags=re.M)
+    return code
+
+
+# One interpreter per engine runs every page, each page in a fresh namespace (an interpreter per page would cost
+# seconds each). After each block the driver prints MARK; a block that raises prints ERROR and its traceback
+# instead of its output, and the page's later blocks are not run (their chunks are empty).
+DRIVER = """
+import json, sys, traceback
+for page, codes in json.load(sys.stdin).items():
+    namespace, failed = {"__name__": "__main__"}, False
+    for i, code in enumerate(codes):
+        if not failed:
+            try:
+                exec(compile(code, f"guide_block_{i}.py", "exec"), namespace)
+            except BaseException:
+                failed = True
+                print(ERROR + traceback.format_exc())
+        print(MARK, flush=True)
+"""
+ERROR = "\x00--guide-block-error--\x00"
+
+
+def run_pages(engine, have_torch, pages=None):
+    """{page: [stdout of each runnable block]} of every page (or of `pages`) run on the engine; the output of a
+    block that raised is ERROR + its traceback."""
+    codes = {page: [_engine_code(code, engine) for code, _ in runnable(page_blocks(page), engine, have_torch)]
+             for page in pages or PAGES}
+    result = subprocess.run([sys.executable, "-c", f"MARK, ERROR = {MARK!r}, {ERROR!r}" + DRIVER],
+                            input=json.dumps(codes), capture_output=True, text=True, timeout=600,
                             env=subprocess_env(), cwd=GUIDE)
-    outputs = result.stdout.split(MARK + "\n")
-    if result.returncode != 0:
-        done = len(outputs) - 1
-        raise AssertionError(f"{page} on {engine}: block {done + 1} of {len(codes)} failed:\n{codes[done]}\n"
-                             f"{result.stderr[-3000:]}")
-    return outputs[:-1]
+    assert result.returncode == 0, result.stderr
+    chunks = result.stdout.split(MARK + "\n")
+    outputs = {}
+    for page, page_codes in codes.items():
+        outputs[page], chunks = chunks[:len(page_codes)], chunks[len(page_codes):]
+    return outputs
+
+
+_OUTPUTS = {}
+
+
+def page_outputs(page, engine, have_torch):
+    """The outputs of one page's blocks, from one run of every page per engine."""
+    if engine not in _OUTPUTS:
+        _OUTPUTS[engine] = run_pages(engine, have_torch)
+    return _OUTPUTS[engine][page]
 
 
 def _have_torch():
@@ -101,8 +128,9 @@ def test_page_runs_and_prints_what_it_shows(page, engine):
     blocks = runnable(page_blocks(page), engine, have_torch)
     if not blocks:
         pytest.skip(f"{page} has no block for the {engine} engine here")
-    outputs = run_page(page, engine, have_torch)
+    outputs = page_outputs(page, engine, have_torch)
     for (code, expected), actual in zip(blocks, outputs):
+        assert not actual.startswith(ERROR), f"{page} on {engine}: the block\n{code}\nraised:\n{actual[len(ERROR):]}"
         if expected is not None:
             actual = "\n".join(line.rstrip() for line in actual.rstrip("\n").split("\n"))
             assert actual == expected.rstrip("\n"), \
@@ -137,7 +165,7 @@ def test_the_figures_are_current(tmp_path):
 
 
 if __name__ == "__main__":
-    path, engine = sys.argv[1], "reference" if "--engine" in sys.argv and sys.argv[-1] == "reference" else "cpp"
-    for (code, _), out in zip(runnable(page_blocks(os.path.basename(path)), engine, _have_torch()),
-                              run_page(os.path.basename(path), engine, _have_torch())):
+    page, engine = os.path.basename(sys.argv[1]), "reference" if sys.argv[-1] == "reference" else "cpp"
+    for (code, _), out in zip(runnable(page_blocks(page), engine, _have_torch()),
+                              run_pages(engine, _have_torch(), [page])[page]):
         print(code + "----- prints:\n" + out)
