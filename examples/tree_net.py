@@ -5,13 +5,15 @@
 Task (synthetic, seeded): random arithmetic trees such as ((3 - 1) + (4 - (2 + 0))) over the digits 0..4 with
 + and -, of depth 1 to 4; predict the sign of the value (negative, zero or positive). A leaf's vector is an
 embedding of its digit; an inner node's vector is tanh(W_op [left; right] + b_op), one weight per operator
-(a TreeRNN); a linear head classifies the root vector. Each tree gives a graph shaped like the tree itself.
+(a TreeRNN); a linear head classifies the root vector. Each tree gives a graph shaped like the tree itself: after
+training, the graphs of two test trees and their diff are printed (and written as DOT/SVG and a TensorBoard log
+under --plot-dir).
 """
 import time
 
 import numpy as np
 
-from _common import parse_args, progress, set_postfix, save_plot, log
+from _common import parse_args, progress, set_postfix, save_plot, log, show_graphs
 
 
 def random_tree(rng, depth):
@@ -95,6 +97,10 @@ def main():
         for tree in test_x[:3]:
             probs = nn.functional.softmax(model([tree]), dim=1)[0].tolist()
             print(f"  {show(tree)} = {value(tree)}: P(neg, zero, pos) = {[round(p, 3) for p in probs]}")
+    # the graph is the tree: two trees of different shapes record two different graphs
+    shallow, deep = min(test_x, key=lambda t: len(show(t))), max(test_x, key=lambda t: len(show(t)))
+    outputs = [nn.functional.cross_entropy(model([t]), dg.tensor([int(np.sign(value(t))) + 1])) for t in (shallow, deep)]
+    show_graphs(args, "tree_net", outputs, [show(shallow), show(deep)], params=model)
     save_plot(args, "tree_net.png", lambda plt: (
         plt.plot(range(1, epochs + 1), accs, marker="o"), plt.xlabel("epoch"), plt.ylabel("test accuracy"),
         plt.title("TreeRNN on expression signs")))
