@@ -99,7 +99,8 @@ def main():
             print(f"  {show(tree)} = {value(tree)}: P(neg, zero, pos) = {[round(p, 3) for p in probs]}")
     # the graph is the tree: two trees of different shapes record two different graphs
     shallow, deep = min(test_x, key=lambda t: len(show(t))), max(test_x, key=lambda t: len(show(t)))
-    outputs = [nn.functional.cross_entropy(model([t]), dg.tensor([int(np.sign(value(t))) + 1])) for t in (shallow, deep)]
+    outputs = [nn.functional.cross_entropy(model([t]), dg.tensor([int(np.sign(value(t))) + 1]))
+               for t in (shallow, deep)]
     show_graphs(args, "tree_net", outputs, [show(shallow), show(deep)], params=model)
     save_plot(args, "tree_net.png", lambda plt: (
         plt.plot(range(1, epochs + 1), accs, marker="o"), plt.xlabel("epoch"), plt.ylabel("test accuracy"),

@@ -119,10 +119,10 @@ def render():
              "From `python/dyngrad/_api/table.py`, the one table both engines publish: the names of `dyngrad`,",
              "`Tensor`, `nn.functional`, `special` and `linalg`. *fast path*: on the C++ engine a hand-written entry",
              "point handles the common call (Note [Fast paths] in `csrc/bindings/fast_paths.cpp`). *built from*: the",
-             "core ops it calls (`prim` = the primitive of `ops.def` of the same name; `core` = the engine core itself),",
-             "and `numpy` when a call crosses the numpy bridge (Note [The numpy bridge] in",
-             "`python/dyngrad/_api/bridge.py`, kept true by `tests/test_numpy_bridge.py`). *defined in*: the file under",
-             "`python/dyngrad/`.",
+             "core ops it calls (`prim` = the primitive of `ops.def` of the same name; `core` = the engine core",
+             "itself), and `numpy` when a call crosses the numpy bridge (Note [The numpy bridge] in",
+             "`python/dyngrad/_api/bridge.py`, kept true by `tests/test_numpy_bridge.py`). *defined in*: the file",
+             "under `python/dyngrad/`.",
              "", "| name | where | engine | in-place | fast path | defined in | built from |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     in_table = set()

@@ -388,3 +388,21 @@ def test_same_signatures_on_both_engines(cpp, ref):
                 differ.append(f"{where}: dyngrad {sa}, reference {sb}")
     assert checked > 200
     assert not differ, "signatures differ:\n" + "\n".join(differ)
+
+
+def test_api_page_walks_every_package():
+    """docs/api.md lists the names of nn, optim, autograd, utils and distributions, not only the table's, with the
+    engine column computed from both engines."""
+    import importlib.util
+    import os
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    spec = importlib.util.spec_from_file_location("gen_api_docs", os.path.join(root, "scripts", "gen_api_docs.py"))
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    cpp_names, ref_names = gen._public_names("dyngrad"), gen._public_names("dyngrad.reference")
+    for path in ("nn.Linear", "nn.init.kaiming_uniform_", "optim.Adam", "optim.lr_scheduler.StepLR", "autograd.grad",
+                 "autograd.Function", "utils.data.DataLoader", "distributions.Normal", "viz.to_dot"):
+        assert path in cpp_names and path in ref_names, path
+    assert gen._engine_text((True, False)) == "C++ only" and gen._engine_text((False, True)) == "reference only"
+    page = gen.render()
+    assert "| `Linear` | class | both |" in page and "### `dyngrad.optim`" in page
