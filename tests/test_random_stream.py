@@ -113,3 +113,13 @@ def test_same_script_same_losses():
     ours, theirs = _run("dyngrad", 5), _run("dyngrad.reference", 5)
     assert ours[:2] == theirs[:2]
     np.testing.assert_allclose([float(v) for v in ours[2:]], [float(v) for v in theirs[2:]], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("n", [4096, 70001, 2 ** 17])
+def test_long_draws_in_lanes_are_the_same_stream(cpp, ref, n):
+    """Long runs of words are drawn in lanes on the reference engine (Note [Xoshiro in lanes]): still the same
+    stream as the C++ engine's sequential one, and the generator ends where the sequential one would."""
+    ours, theirs = _both(cpp, ref, lambda m: m.cat([m.rand(n, dtype=m.float64), m.rand(3, dtype=m.float64)]), n)
+    assert np.array_equal(ours, theirs)
+    ours, theirs = _both(cpp, ref, lambda m: m.randperm(5000), n)
+    assert np.array_equal(ours, theirs)
