@@ -217,7 +217,8 @@ def softshrink(input, lambd=0.5):
     lam = float(number(lambd, "softshrink", "lambd"))
     if lam < 0:
         raise RuntimeError(f"softshrink: lambd must be non-negative, got {lam}.")
-    below = _C.where(_C.compare("lt", a, _k(-lam, a)), _C.add(a, _k(lam, a)), _k(0.0, a))
+    # 0 inside [-lambd, lambd] as a * 0, so that NaN stays NaN (torch) with a zero gradient
+    below = _C.where(_C.compare("lt", a, _k(-lam, a)), _C.add(a, _k(lam, a)), _C.mul(a, _k(0.0, a)))
     return _C.where(_C.compare("gt", a, _k(lam, a)), _C.sub(a, _k(lam, a)), below)
 
 
