@@ -262,7 +262,13 @@ Tensor compare(CompareOp op, const Tensor& a, const Tensor& b) {
   static const BinaryKind kinds[] = {BinaryKind::Eq, BinaryKind::Ne, BinaryKind::Lt,
                                      BinaryKind::Le, BinaryKind::Gt, BinaryKind::Ge};
   static const char* names[] = {"eq", "ne", "lt", "le", "gt", "ge"};
-  return binary_kernel(kinds[(int)op], a, b, result_type(a, b), names[(int)op]);
+  const DType dt = result_type(a, b);
+  // torch compares in the promoted dtype: a Python int that does not fit a narrow integer tensor's dtype (an int64
+  // 0-d operand, Note [Integers that do not fit the tensor's dtype]) wraps there first (uint8 [0] == 256 is True)
+  if (is_narrow_int(dt) && (a->dtype != dt || b->dtype != dt))
+    return binary_kernel(kinds[(int)op], a->dtype != dt ? to_dtype(a, dt) : a, b->dtype != dt ? to_dtype(b, dt) : b,
+                         dt, names[(int)op]);
+  return binary_kernel(kinds[(int)op], a, b, dt, names[(int)op]);
 }
 Tensor logical_and(const Tensor& a, const Tensor& b) {
   return binary_kernel(BinaryKind::And, a, b, result_type(a, b), "logical_and");

@@ -253,6 +253,8 @@ def compare(op, a, b):
     x, y = a._data, b._data
     if x.shape != y.shape:
         broadcast_shapes(x.shape, y.shape, op)
+    if dtype.category == 1 and dtype.itemsize < 8:    # an unfitting Python int wraps into the dtype first, as torch
+        x, y = _cast(x, dtype), _cast(y, dtype)        # (Note [Integers that do not fit the tensor's dtype])
     return make_tensor(kernels.compare[op](_cast(x, _wide(dtype)), _cast(y, _wide(dtype))))
 
 
