@@ -110,6 +110,30 @@ def collectives():
     outs = [dg.zeros(3, dtype=dg.bool) for _ in range(n)]
     dist.all_gather(outs, dg.tensor(flags[r].tolist()))
     check(all((outs[k].numpy() == flags[k]).all() for k in range(n)), "bool all_gather")
+    # other dtypes travel staged (Note [Collectives of other dtypes]): half types as float32, narrow ints as int64
+    for dtype in (dg.bfloat16, dg.float16, dg.int32, dg.int8, dg.uint8):
+        t = dg.tensor([1.5 * (r + 1), 2.0] if dtype.is_floating_point else [r + 1, 2], dtype=dtype)
+        dist.all_reduce(t)
+        want = [1.5 * n * (n + 1) / 2, 2.0 * n] if dtype.is_floating_point else [n * (n + 1) // 2, 2 * n]
+        check(t.dtype == dtype, f"all_reduce keeps {dtype}")
+        close(t.float().numpy(), want, f"all_reduce {dtype}")
+        t = dg.tensor([r + 0.5, -1.0], dtype=dtype) if dtype.is_floating_point else dg.tensor([r, 3], dtype=dtype)
+        dist.broadcast(t, src=n - 1)
+        close(t.float().numpy(), [n - 0.5, -1.0] if dtype.is_floating_point else [n - 1, 3], f"broadcast {dtype}")
+    t = dg.tensor([100, 100], dtype=dg.int8)
+    dist.all_reduce(t)                          # wraps in int8, as torch's sum in the dtype
+    check(t.tolist() == [((100 * n + 128) % 256) - 128] * 2, f"int8 all_reduce wraps: {t.tolist()}")
+    # mismatched tensors between ranks raise on every rank, naming each rank's shape and dtype (issue 23)
+    expect_error(RuntimeError, "all_reduce: the tensors differ between ranks",
+                 lambda: dist.all_reduce(dg.zeros(4 + 2 * r)))
+    expect_error(RuntimeError, "rank 1 has shape (6,) float32", lambda: dist.all_reduce(dg.zeros(4 + 2 * r)))
+    expect_error(RuntimeError, "all_reduce: the tensors differ between ranks",
+                 lambda: dist.all_reduce(dg.zeros(4, dtype=dg.float64 if r else dg.float32)))
+    expect_error(RuntimeError, "broadcast: the tensors differ between ranks",
+                 lambda: dist.broadcast(dg.zeros(3 + r), src=0))
+    t = dg.ones(3)
+    dist.all_reduce(t)                          # the group still works after the refusals
+    close(t.numpy(), [n] * 3, "all_reduce after a refused mismatch")
     # a tensor that requires grad: communicated without autograd
     w = dg.ones(3, requires_grad=True)
     dist.all_reduce(w)
@@ -224,11 +248,14 @@ def ddp_equivalence():
             model, single = train_pair(static_model, find_unused, cap)
             for (name, p), q in zip(model.named_parameters(), single.parameters()):
                 close(p.detach().numpy(), q.detach().numpy(), f"static find_unused={find_unused} cap={cap}: {name}")
-            model, single = train_pair(Dynamic, find_unused, cap, dynamic=True)
-            for (name, p), q in zip(model.named_parameters(), single.parameters()):
-                close(p.detach().numpy(), q.detach().numpy(), f"dynamic find_unused={find_unused} cap={cap}: {name}")
-            check(model.never.weight.grad is None, "a parameter unused on every rank keeps grad None")
-    model, single = train_pair(Gate, False, 25, dynamic=True)     # rank 1: no parameter in the graph at all
+        model, single = train_pair(Dynamic, True, cap, dynamic=True)
+        for (name, p), q in zip(model.named_parameters(), single.parameters()):
+            close(p.detach().numpy(), q.detach().numpy(), f"dynamic cap={cap}: {name}")
+        check(model.never.weight.grad is None, "a parameter unused on every rank keeps grad None")
+    # find_unused_parameters=False: the step after one where a parameter got no gradient raises, as torch's
+    # (`never` is unused on every rank, so every rank raises)
+    expect_error(RuntimeError, "'never.weight'", lambda: train_pair(Dynamic, False, 25, dynamic=True))
+    model, single = train_pair(Gate, True, 25, dynamic=True)      # rank 1: no parameter in the graph at all
     close(model.lin.weight.detach().numpy(), single.lin.weight.detach().numpy(), "Gate")
     model, single = train_pair(static_model, False, 0.0005, accumulate=3, bucket_view=True)  # no_sync, views
     for (name, p), q in zip(model.named_parameters(), single.parameters()):

@@ -277,7 +277,7 @@ def test_cycles_freed_by_backward_when_gc_does_not_run(cpp):
             peak = max(peak, cpp._C._live_node_count() - nodes)
     finally:
         gc.enable()
-    per_cycle = 8
+    per_cycle = 10   # (8 before the ZeroDerivative nodes of constant gradients: Note [Constant gradients under create_graph])
     assert peak < 1100 * per_cycle, f"{peak} nodes alive at the peak: cycles were not collected"
 
 

@@ -221,6 +221,116 @@ def test_torch_agrees(name, fn, values, expected):
         np.testing.assert_array_equal(t.grad.numpy(), np.asarray(want), err_msg=name)
 
 
+# ---- second derivatives at kinks (issue 23): d/dx of the create_graph gradient, at and beside every kink ----
+# torch's numbers, written out (test_torch_agrees_on_second_derivatives re-derives them). Every gradient must
+# require grad under create_graph, the piecewise-linear ops' too (their second derivative is then 0, not an error).
+
+def second_derivatives(m, fn, *values):
+    leaves = [m.tensor(np.asarray(v, dtype=np.float64), requires_grad=True) for v in values]
+    firsts = m.autograd.grad(fn(m, *leaves).sum(), leaves, create_graph=True)
+    assert all(g.requires_grad for g in firsts), "a create_graph gradient does not require grad"
+    seconds = m.autograd.grad(sum(g.sum() for g in firsts), leaves, allow_unused=True)
+    return [np.zeros(np.shape(v)) if h is None else np.asarray(h.detach().numpy(), dtype=np.float64)
+            for h, v in zip(seconds, values)]
+
+
+def _nn(name):
+    return lambda m: getattr(m.nn.functional, name)
+
+
+SECOND_AT_KINKS = [
+    # name, fn, inputs, torch's second derivatives
+    ("huber_loss at 0 and delta", lambda m, x: _nn("huber_loss")(m)(x, x.detach() * 0, reduction="none"),
+     [[-1.0, 0.0, 1.0, 2.0]], [[0.0, 1.0, 0.0, 0.0]]),
+    ("huber_loss delta 2", lambda m, x: _nn("huber_loss")(m)(x, x.detach() * 0, reduction="none", delta=2.0),
+     [[-2.0, 0.0, 1.0, 3.0]], [[0.0, 1.0, 1.0, 0.0]]),
+    ("smooth_l1_loss at 0 and beta", lambda m, x: _nn("smooth_l1_loss")(m)(x, x.detach() * 0, reduction="none"),
+     [[-1.0, 0.0, 1.0, 2.0]], [[0.0, 1.0, 0.0, 0.0]]),
+    ("smooth_l1_loss beta 0.5 mean", lambda m, x: _nn("smooth_l1_loss")(m)(x, x.detach() * 0, beta=0.5),
+     [[-0.5, 0.0, 0.25, 2.0]], [[0.0, 0.5, 0.5, 0.0]]),
+    ("relu", lambda m, x: _nn("relu")(m)(x), [[-1.0, 0.0, 1.0]], [[0.0, 0.0, 0.0]]),
+    ("relu squared", lambda m, x: _nn("relu")(m)(x) ** 2, [[-1.0, 0.0, 1.0]], [[0.0, 0.0, 2.0]]),
+    ("relu6", lambda m, x: _nn("relu6")(m)(x), [[-1.0, 0.0, 3.0, 6.0, 7.0]], [[0.0] * 5]),
+    ("hardtanh", lambda m, x: _nn("hardtanh")(m)(x), [[-2.0, -1.0, 0.0, 1.0, 2.0]], [[0.0] * 5]),
+    ("leaky_relu", lambda m, x: _nn("leaky_relu")(m)(x, 0.1), [[-1.0, 0.0, 1.0]], [[0.0] * 3]),
+    ("threshold", lambda m, x: _nn("threshold")(m)(x, 0.5, -2.0), [[0.0, 0.5, 1.0]], [[0.0] * 3]),
+    ("hardshrink", lambda m, x: _nn("hardshrink")(m)(x), [[-1.0, -0.5, 0.0, 0.5, 1.0]], [[0.0] * 5]),
+    ("softshrink", lambda m, x: _nn("softshrink")(m)(x), [[-1.0, -0.5, 0.0, 0.5, 1.0]], [[0.0] * 5]),
+    ("abs times x", lambda m, x: x.abs() * x, [[-1.0, 0.0, 1.0]], [[-2.0, 0.0, 2.0]]),
+    ("clamp times x", lambda m, x: x.clamp(-1.0, 1.0) * x, [[-2.0, -1.0, 0.0, 1.0, 2.0]],
+     [[0.0, 2.0, 2.0, 2.0, 0.0]]),
+    ("l1_loss times x", lambda m, x: _nn("l1_loss")(m)(x, x.detach() * 0, reduction="none") * x,
+     [[-1.0, 0.0, 1.0]], [[-2.0, 0.0, 2.0]]),
+    ("elu at 0", lambda m, x: _nn("elu")(m)(x), [[-1.0, 0.0, 1.0]], [[math.exp(-1.0), 0.0, 0.0]]),
+    ("celu at 0", lambda m, x: _nn("celu")(m)(x, 2.0), [[-1.0, 0.0, 1.0]], [[math.exp(-0.5) / 2, 0.0, 0.0]]),
+    ("max_pool2d squared", lambda m, x: _nn("max_pool2d")(m)(x, 2) ** 2, [[[[[1.0, 2.0], [3.0, -1.0]]]]],
+     [[[[[0.0, 0.0], [2.0, 0.0]]]]]),
+    ("max_pool2d kernel > input", lambda m, x: _nn("max_pool2d")(m)(x, 3, 2, 1), [[[[[1.0, 2.0], [3.0, -1.0]]]]],
+     [[[[[0.0, 0.0], [0.0, 0.0]]]]]),
+    ("avg_pool2d squared", lambda m, x: _nn("avg_pool2d")(m)(x, 2) ** 2, [[[[[1.0, 2.0], [3.0, -1.0]]]]],
+     [[[[[0.5, 0.5], [0.5, 0.5]]]]]),
+    ("adaptive_max_pool1d squared", lambda m, x: _nn("adaptive_max_pool1d")(m)(x, 1) ** 2, [[[[1.0, 2.0, 0.5]]]],
+     [[[[0.0, 2.0, 0.0]]]]),
+    ("reflect pad", lambda m, x: _nn("pad")(m)(x, (1, 1), mode="reflect"), [[[[1.0, 2.0, 3.0]]]], [[[[0.0] * 3]]]),
+    ("replicate pad", lambda m, x: _nn("pad")(m)(x, (1, 1), mode="replicate"), [[[[1.0, 2.0, 3.0]]]],
+     [[[[0.0] * 3]]]),
+    ("conv1d with a constant weight", lambda m, x: _nn("conv1d")(m)(x, m.ones(1, 1, 2, dtype=m.float64)),
+     [[[[1.0, -2.0, 3.0]]]], [[[[0.0] * 3]]]),
+]
+
+
+@pytest.mark.parametrize("name, fn, values, expected", SECOND_AT_KINKS, ids=[k[0] for k in SECOND_AT_KINKS])
+def test_second_derivatives_at_kinks_follow_torch(dg, name, fn, values, expected):
+    for got, want in zip(second_derivatives(dg, fn, *values), expected):
+        np.testing.assert_allclose(got, np.asarray(want), rtol=1e-12, atol=0, err_msg=name)
+
+
+@pytest.mark.parametrize("name, fn, values, expected", SECOND_AT_KINKS, ids=[k[0] for k in SECOND_AT_KINKS])
+def test_torch_agrees_on_second_derivatives(name, fn, values, expected):
+    torch = pytest.importorskip("torch")
+    for got, want in zip(second_derivatives(torch, fn, *values), expected):
+        np.testing.assert_allclose(got, np.asarray(want), rtol=1e-12, atol=0, err_msg=name)
+
+
+# ---- NaN and inf through the elementwise activations and their gradients (issue 23), against torch ----
+
+NONFINITE = [math.nan, math.inf, -math.inf, 0.0, -1.0, 2.0, 0.5]
+ACTIVATIONS = ["relu", "relu6", "hardtanh", "leaky_relu", "elu", "selu", "celu", "gelu", "silu", "mish",
+               "softplus", "softsign", "sigmoid", "tanh", "hardsigmoid", "hardswish", "logsigmoid", "softshrink",
+               "hardshrink", "tanhshrink"]
+
+
+UNARY = ["abs", "acos", "acosh", "asin", "asinh", "atan", "atanh", "ceil", "cos", "cosh", "deg2rad", "digamma", "erf",
+         "erfc", "erfinv", "exp", "exp2", "expm1", "floor", "frac", "lgamma", "log", "log10", "log1p", "log2", "logit",
+         "neg", "rad2deg", "reciprocal", "round", "rsqrt", "sign", "sin", "sinc", "sinh", "sqrt", "square", "tan",
+         "trunc", "nan_to_num", "i0", "positive"]
+# positions of NONFINITE where torch's own answer depends on its kernel: float32 gelu(inf) is inf for one element
+# and NaN (inf * 0 in its vectorised erf) for six
+UNSPECIFIED = {("gelu", "value"): [1],
+               # where torch's kernels give an artefact and dyngrad the mathematics: digamma's gradient at the pole -1
+               # (torch: 1.3e15 in float32), i0(+-inf) (torch: NaN from its Chebyshev series; i0 grows to inf)
+               ("digamma", "gradient"): [4], ("i0", "value"): [1, 2], ("i0", "gradient"): [1, 2]}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", ACTIVATIONS + UNARY)
+def test_nonfinite_values_and_gradients_follow_torch(dg, name, dtype):
+    """softshrink(NaN) is NaN, float32 GELU's gradient at +-inf is NaN (inf * 0), ... as torch's."""
+    torch = pytest.importorskip("torch")
+    outs = {}
+    for m in (dg, torch):
+        x = m.tensor(NONFINITE, dtype=getattr(m, dtype), requires_grad=True)
+        fn = getattr(m.nn.functional, name, None) if name in ACTIVATIONS else getattr(m, name)
+        y = fn(x)
+        y.backward(m.ones_like(y))
+        grad = np.zeros(len(NONFINITE)) if x.grad is None else np.asarray(x.grad.numpy(), dtype=np.float64)
+        outs[m] = (np.asarray(y.detach().numpy(), dtype=np.float64), grad)
+    for got, want, what in zip(outs[dg], outs[torch], ("value", "gradient")):
+        got, want = np.delete(got, UNSPECIFIED.get((name, what), [])), np.delete(want, UNSPECIFIED.get((name, what), []))
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"{name} {what}: NaN positions")
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"{name} {what}")
+
+
 _SPECIAL_VALUES_SWEEP = r"""
 import math, sys, warnings, importlib
 dg = importlib.import_module(sys.argv[1])

@@ -453,6 +453,9 @@ def check_program(cpp, ref, leaves, steps, seed):
         if a.grad is not None:
             assert_close(numpy_of(a.grad), numpy_of(b.grad), RTOL, ATOL, f"{what}: C++ vs reference")
 
+    if seed % 4 == 0:              # a quarter of the programs (CI's time budget) also run twice differentiated
+        check_double_backward(cpp, ref, arrays, leaves, trace, weights, seed)
+
     # leaf gradients vs central differences
     for k, (array, (_, layout)) in enumerate(zip(arrays, leaves)):
         grad = params["cpp"][k].grad
@@ -479,6 +482,45 @@ def check_program(cpp, ref, leaves, steps, seed):
             assert on_kink and lo - FD_RTOL * scale <= analytic[j] <= hi + FD_RTOL * scale, (
                 f"gradient of leaf {k} at {j}: {analytic[j]!r}, central differences {numeric!r} "
                 f"(one-sided {left!r}, {right!r})")
+
+
+def check_double_backward(cpp, ref, arrays, leaves, trace, weights, seed):
+    """create_graph double backward (issue 23): the program's gradient with create_graph=True, then the gradient of
+    <gradient, v> (a Hessian-vector product) for every leaf. Every gradient must require grad with create_graph
+    (the piecewise-linear ops' too, whose second derivative is 0), and the engines must agree, or raise alike."""
+    rng = np.random.default_rng(seed + 2)
+    vs = [rng.standard_normal(a.shape) for a in arrays]
+    outcome = {}
+    for name, m in (("cpp", cpp), ("ref", ref)):
+        made = [make_leaf(m, a, layout) for a, (_, layout) in zip(arrays, leaves)]
+        pool = [view for _, view in made]
+        for op, ia, ib, k in trace:
+            pool.append(OPS[op][1](m, pool[ia], pool[ib], k))
+        params = [leaf for leaf, _ in made]
+        try:
+            grads = m.autograd.grad(loss_of(m, pool[len(arrays):], weights), params, create_graph=True,
+                                    allow_unused=True)
+            used = [(g, m.tensor(v)) for g, v in zip(grads, vs) if g is not None]
+            assert all(g.requires_grad for g, _ in used), f"{name}: a create_graph gradient does not require grad"
+            if not used:
+                outcome[name] = None
+                continue
+            total = sum((g * v).sum() for g, v in used)
+            second = m.autograd.grad(total, params, allow_unused=True)
+            outcome[name] = [None if h is None else numpy_of(h) for h in second]
+        except (RuntimeError, ValueError, IndexError, TypeError, NotImplementedError) as exc:
+            outcome[name] = exc
+    a, b = outcome["cpp"], outcome["ref"]
+    if isinstance(a, Exception) or isinstance(b, Exception):
+        assert type(a) is type(b), f"double backward: C++ {a!r}, reference {b!r}"
+        return
+    if a is None or b is None:
+        assert a is b, "double backward: a gradient in one engine only"
+        return
+    for i, (x, y) in enumerate(zip(a, b)):
+        assert (x is None) == (y is None), f"second derivative of leaf {i}: None in one engine only"
+        if x is not None:
+            assert_close(x, y, 1e-7, 1e-9, f"second derivative of leaf {i}: C++ vs reference")
 
 
 def assert_close(got, expected, rtol, atol, what):

@@ -62,3 +62,46 @@ def test_error_types_are_torchs(case):
         assert isinstance(err, exc), f"{name}: torch raises {type(err).__name__}, the shared test expects {exc}"
     else:
         pytest.fail(f"{name}: torch does not raise")
+
+
+# ---- integer tensors next to Python numbers that do not fit their dtype (issue 23) ----
+# torch keeps such a number an int64 "wrapped number": a float result (div, copysign, xlogy, atan2...) uses its true
+# value, an integer one (add, mul...) wraps it into the tensor's dtype. Every integer dtype x out-of-range (and
+# in-range) number x op, both sides, against torch; an error must be torch's too.
+
+import numpy as np  # noqa: E402
+
+INT_DTYPES = ["uint8", "int8", "int16", "int32", "int64", "bool"]
+SCALARS = [256, 1000, -2, -129, 40000, 2 ** 31, 2 ** 40, 3, 2.5, -1e10]
+SCALAR_OPS = {
+    "div": lambda m, t, s: t / s, "rdiv": lambda m, t, s: s / t, "true_divide": lambda m, t, s: m.true_divide(t, s),
+    "copysign": lambda m, t, s: m.copysign(t, s), "xlogy": lambda m, t, s: m.xlogy(t, s),
+    "atan2": lambda m, t, s: m.atan2(t, s), "add": lambda m, t, s: t + s, "sub": lambda m, t, s: t - s,
+    "mul": lambda m, t, s: t * s, "radd": lambda m, t, s: s + t, "eq": lambda m, t, s: t == s,
+    "lt": lambda m, t, s: t < s, "maximum": lambda m, t, s: m.clamp(t, min=s), "pow": lambda m, t, s: t ** s,
+    "floor_divide": lambda m, t, s: t // s, "remainder": lambda m, t, s: t % s, "where": lambda m, t, s:
+    m.where(t > 1, t, s), "hypot": lambda m, t, s: m.hypot(t.float(), m.tensor(float(s))),
+}
+VALUES = [7, 100, 0, 1]
+
+
+def _outcome(m, op, dtype, scalar):
+    t = m.tensor(VALUES if dtype != "bool" else [True, False, True, True], dtype=getattr(m, dtype))
+    try:
+        out = SCALAR_OPS[op](m, t, scalar)
+    except (RuntimeError, TypeError, ValueError, ZeroDivisionError, OverflowError) as exc:
+        return "error", type(exc).__name__
+    return str(out.dtype).split(".")[-1], np.asarray(out.numpy(), dtype=np.float64)
+
+
+@pytest.mark.parametrize("op", sorted(SCALAR_OPS))
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+def test_integer_tensor_and_unfitting_number_as_torch(dg, dtype, op):
+    for scalar in SCALARS:
+        got, want = _outcome(dg, op, dtype, scalar), _outcome(torch, op, dtype, scalar)
+        where = f"{dtype} tensor {op} {scalar!r}"
+        if want[0] == "error":
+            assert got[0] == "error", f"{where}: torch raises {want[1]}, dyngrad gives {got}"
+            continue
+        assert got[0] == want[0], f"{where}: dtype {got[0]} (torch {want[0]}), {got[1]}"
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-6, atol=0, equal_nan=True, err_msg=where)

@@ -384,7 +384,10 @@ static Grads cat_backward(const Tensor& grad, const OpNode& n, const SavesCat& s
   int64_t offset = 0;
   for (size_t i = 0; i < s.sizes.size(); ++i) {
     int64_t length = s.sizes[i];
-    grads.push_back(n.needs_input_grad(i) && length > 0 ? slice(grad, s.dim, offset, offset + length, 1) : nullptr);
+    // an empty input (one torch skips, too) gets an empty zero gradient of its shape, as torch's: `.grad` is set
+    if (!n.needs_input_grad(i)) grads.push_back(nullptr);
+    else if (length > 0) grads.push_back(slice(grad, s.dim, offset, offset + length, 1));
+    else grads.push_back(zeros(in_shape(n, i), in_dtype(n, i)));
     offset += length;
   }
   return grads;

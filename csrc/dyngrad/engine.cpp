@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "cycles.h"
+#include "debug.h"
 #include "errors.h"
 #include "grad_mode.h"
 #include "kernels/kernels.h"
@@ -74,6 +75,33 @@ Tensor validate_gradient(Tensor g, const InputMeta& meta, const Node& node, size
   }
   if (g->dtype != meta.dtype && is_floating(meta.dtype)) g = to_dtype(g, meta.dtype);
   return g;
+}
+
+// Note [Constant gradients under create_graph]: a primitive's formula is written with differentiable ops, so with
+// create_graph its gradient is in the new graph whenever it depends on something that requires grad. It can come
+// out constant: a piecewise-linear op's mask (relu6, hardtanh, leaky_relu, threshold, the shrinks, pools, reflect
+// and replicate pads, a conv with a constant weight) times an incoming gradient that is itself constant. torch's
+// backward functions take the forward input as an argument, so there the gradient still requires grad and a
+// second grad gives zeros; here the second grad would raise "does not require grad". Such a gradient is therefore
+// given a grad_fn whose derivative for the input it flows to is zero (ZeroDerivative, one edge). Only for ops.def
+// primitives: a custom Function's backward may be computed on the host, where a constant gradient does not mean
+// a zero second derivative (that must stay an error, not a silent 0). Where torch's own formula is constant too
+// (x * 3, sum) the second grad gives the true zeros instead of torch's error.
+struct ZeroDerivative final : Node {
+  std::string of;
+  ZeroDerivative(const Edge& edge, const InputMeta& meta, std::string made_by) : of(std::move(made_by)) {
+    next_edges.push_back(edge);
+    input_meta.push_back(meta);
+    note_node_created(*this);
+  }
+  std::string name() const override { return of + "Backward"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&) override { return {zeros(input_meta[0].shape, input_meta[0].dtype)}; }
+};
+
+Tensor with_zero_derivative(const Tensor& g, const Edge& edge, const InputMeta& meta, const Node& made_by) {
+  Tensor linked = alias(g);
+  set_history(linked, std::make_shared<ZeroDerivative>(edge, meta, made_by.name()));
+  return linked;
 }
 
 // Note [Hooks that change hooks]: the tensor hooks of the node's outputs, then retain_grad. Every list is copied
@@ -247,6 +275,8 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
         if (!next.fn) continue;
         if (i < outputs.size() && outputs[i]) {
           Tensor g = validate_gradient(std::move(outputs[i]), node->input_meta[i], *node, i);
+          if (options.create_graph && !g->requires_grad && dynamic_cast<OpNode*>(node))
+            g = with_zero_derivative(g, next, node->input_meta[i], *node);  // Note [Constant gradients under ...]
           accumulate_into(next.fn.get(), next.input_nr, std::move(g));
         }
         if (--next.fn->deps == 0) ready.push_back(next.fn.get());

@@ -38,8 +38,25 @@ Tensor scalar_like(const Tensor& t, double v, bool is_integral) {
   return scalar_tensor(v, dt);
 }
 
+// Note [Integers that do not fit the tensor's dtype]: torch keeps a Python int next to a tensor as an int64
+// "wrapped number", which promotion ranks below the tensor; it is converted to the dtype of the computation only
+// there. So `uint8 [7, 200] / 256` divides by 256.0 (0.027, 0.78) while `uint8 + 256` wraps to uint8. A value that
+// does not fit a narrow integer tensor's dtype stays an int64 0-d operand here, which result_type() (dims outrank
+// 0-d of the same category) ranks exactly as torch: the result dtype is unchanged, and a float computation (div,
+// copysign, xlogy, atan2) converts 256 itself rather than its wrapped 0. (A 0-d tensor still wraps: two 0-d ints
+// promote by size.)
+static bool fits_in(int64_t v, DType d) {
+  switch (d) {
+    case DType::UInt8: return v >= 0 && v <= 255;
+    case DType::Int8: return v >= -128 && v <= 127;
+    case DType::Int16: return v >= -32768 && v <= 32767;
+    case DType::Int32: return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
+    default: return true;
+  }
+}
 Tensor scalar_like_int(const Tensor& t, int64_t v) {
-  return scalar_tensor_int(v, t->dtype == DType::Bool ? DType::Int64 : t->dtype);
+  if (t->dtype == DType::Bool || (t->ndim() > 0 && !fits_in(v, t->dtype))) return scalar_tensor_int(v, DType::Int64);
+  return scalar_tensor_int(v, t->dtype);
 }
 
 // torch's rule: tensors with dims outrank 0-d tensors (and so Python numbers, which arrive as 0-d tensors); a 0-d
@@ -245,7 +262,13 @@ Tensor compare(CompareOp op, const Tensor& a, const Tensor& b) {
   static const BinaryKind kinds[] = {BinaryKind::Eq, BinaryKind::Ne, BinaryKind::Lt,
                                      BinaryKind::Le, BinaryKind::Gt, BinaryKind::Ge};
   static const char* names[] = {"eq", "ne", "lt", "le", "gt", "ge"};
-  return binary_kernel(kinds[(int)op], a, b, result_type(a, b), names[(int)op]);
+  const DType dt = result_type(a, b);
+  // torch compares in the promoted dtype: a Python int that does not fit a narrow integer tensor's dtype (an int64
+  // 0-d operand, Note [Integers that do not fit the tensor's dtype]) wraps there first (uint8 [0] == 256 is True)
+  if (is_narrow_int(dt) && (a->dtype != dt || b->dtype != dt))
+    return binary_kernel(kinds[(int)op], a->dtype != dt ? to_dtype(a, dt) : a, b->dtype != dt ? to_dtype(b, dt) : b,
+                         dt, names[(int)op]);
+  return binary_kernel(kinds[(int)op], a, b, dt, names[(int)op]);
 }
 Tensor logical_and(const Tensor& a, const Tensor& b) {
   return binary_kernel(BinaryKind::And, a, b, result_type(a, b), "logical_and");
@@ -275,6 +298,8 @@ Tensor sum(const Tensor& a, const Dims& dims_in, bool keepdim, std::optional<DTy
   auto dims = normalize_dims(dims_in, a->ndim(), "sum");
   Tensor src = dtype && *dtype != a->dtype ? to_dtype(a, *dtype) : a;
   Tensor out = reduce_kernel(ReduceKind::Sum, src, dims, keepdim);
+  // integers accumulate in int64; an explicit narrow dtype= is the result's dtype (wrapping as torch's sum in it)
+  if (dtype && out->dtype != *dtype && !is_floating(*dtype)) out = to_dtype(out, *dtype);
   if (any_requires_grad({&src})) record_reduction<OpKind::sum>(out, src, dims, keepdim);
   return out;
 }

@@ -76,7 +76,10 @@ inline float fast_normal_cdff(float x, float* density = nullptr) {
   q = q * t - 1.7669018010e-03f;
   q = q * t + 5.6425182593e-01f;
   const float ex = fast_expf(-u);
-  if (density) *density = ex;  // (a = |x| / sqrt 2 clamped at 9: exp(-81) is 0 in float32 either way)
+  // a = |x| / sqrt 2 is clamped at 9, where exp(-81) = 6.6e-36 is still a normal float32: past the clamp the
+  // density is 0 (true value < 7e-36), so that GELU's gradient x phi(x) is 0 for large finite x and NaN at +-inf
+  // (inf * 0), as torch's
+  if (density) *density = a < 9.0f ? ex : 0.0f;
   float ec = ex * q * t;  // erfc(a) for a > 1
   ec = a < 9.0f ? ec : 0.0f;
   const bool small = a <= 1.0f;

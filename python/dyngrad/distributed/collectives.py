@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from .. import Tensor
+from .. import Tensor, float32, int64, no_grad
 from .._user_frame import warn
 
 _DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)   # torch's default_pg_timeout
@@ -249,6 +249,50 @@ _MPI_TYPE_NAMES = {np.dtype(np.float32): "FLOAT", np.dtype(np.float64): "DOUBLE"
                    np.dtype(np.bool_): "C_BOOL"}
 
 
+# Note [Collectives of other dtypes]: MPI works on the dtypes above; a half type travels as float32 (exact for
+# broadcast and gathers; a reduction is computed in float32 and rounded once into the dtype) and a narrow integer
+# as int64 (its sums and products wrap back into the dtype as torch's do in it), through a staging copy.
+_STAGED_AS = {"float16": float32, "bfloat16": float32, "uint8": int64, "int8": int64, "int16": int64,
+              "int32": int64}
+_DTYPE_CODES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
+_META_DIMS = 8
+
+
+def _staged(t):
+    """(the tensor MPI works on, a function copying its result back into t, or None): t itself for MPI's dtypes."""
+    wide = _STAGED_AS.get(t.dtype.name)
+    if wide is None:
+        return t, None
+    with no_grad():
+        stage = t.detach().to(wide).contiguous()
+
+    def back():
+        with no_grad():
+            t.detach().copy_(stage)
+    return stage, back
+
+
+def _same_on_every_rank(fn, grp, t):
+    """Every rank's tensor must have the same shape and dtype: a cheap exchange of (dtype, rank, shape) first, so
+    that a mismatch raises on every rank (MPI itself would combine garbage, or fail on one rank only)."""
+    shape = tuple(t.shape)
+    meta = np.full(3 + _META_DIMS, -1, dtype=np.int64)
+    meta[0], meta[1], meta[2] = _DTYPE_CODES.index(t.dtype.name), len(shape), int(np.prod(shape, dtype=np.int64))
+    meta[3:3 + min(len(shape), _META_DIMS)] = shape[:_META_DIMS]
+    everyone = np.empty((grp.size(), meta.size), dtype=np.int64)
+    MPI = _mpi()
+    _wait([grp.comm.Iallgather([meta, MPI.INT64_T], [everyone, MPI.INT64_T])], fn, grp)
+    if (everyone == everyone[0]).all():
+        return
+
+    def describe(row):
+        dims = tuple(int(d) for d in row[3:3 + min(int(row[1]), _META_DIMS)])
+        return f"shape {dims if row[1] <= _META_DIMS else f'({row[2]} elements)'} {_DTYPE_CODES[int(row[0])]}"
+    ranks = ", ".join(f"rank {k} has {describe(row)}" for k, row in enumerate(everyone))
+    raise RuntimeError(f"{fn}: the tensors differ between ranks ({ranks}); every rank must pass a tensor of the "
+                       "same shape and dtype.")
+
+
 def _check_tensor(fn, arg, t):
     if not isinstance(t, Tensor):
         raise TypeError(f"{fn}: expected a dyngrad Tensor for argument '{arg}', got {type(t).__name__}.")
@@ -329,8 +373,16 @@ def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
     grp = _group("broadcast", group)
     _check_async("broadcast", async_op)
     src = _check_src("broadcast", "src", src if src is not None else group_src, grp)
-    arr, back = _contiguous(_array("broadcast", "tensor", tensor))
-    finish = (lambda: np.copyto(back, arr)) if back is not None else None
+    _check_tensor("broadcast", "tensor", tensor)
+    _same_on_every_rank("broadcast", grp, tensor)
+    staged, cast_back = _staged(tensor)
+    arr, back = _contiguous(_array("broadcast", "tensor", staged))
+
+    def finish():
+        if back is not None:
+            np.copyto(back, arr)
+        if cast_back is not None:
+            cast_back()
     return _run([grp.comm.Ibcast(_message(arr), root=src)], "broadcast", grp, async_op, finish, [tensor])
 
 
@@ -339,8 +391,11 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     bool tensors: SUM/MAX/BOR are logical or, PRODUCT/MIN/BAND logical and. AVG of integers rounds toward zero."""
     grp = _group("all_reduce", group)
     _check_async("all_reduce", async_op)
-    arr, back = _contiguous(_array("all_reduce", "tensor", tensor))
+    _check_tensor("all_reduce", "tensor", tensor)
+    staged, cast_back = _staged(tensor)
+    arr, back = _contiguous(_array("all_reduce", "tensor", staged))
     mpi_op = _mpi_op("all_reduce", op, arr.dtype)
+    _same_on_every_rank("all_reduce", grp, tensor)
     request = grp.comm.Iallreduce(_mpi().IN_PLACE, _message(arr), op=mpi_op)
 
     def finish():
@@ -348,6 +403,8 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
             _average_in_place(arr, grp.size())
         if back is not None:
             np.copyto(back, arr)
+        if cast_back is not None:
+            cast_back()
     return _run([request], "all_reduce", grp, async_op, finish, [tensor])
 
 

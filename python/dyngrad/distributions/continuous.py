@@ -365,10 +365,12 @@ class Dirichlet(ExponentialFamily):
     def mode(self):
         concentration_m1 = (self.concentration - 1).clamp(min=0.0)
         mode = concentration_m1 / concentration_m1.sum(-1, True)
-        # all concentrations below 1: the density is largest at a vertex, the one of the largest concentration
+        # all concentrations below 1: the density is unbounded at every vertex, so each is a mode; torch returns
+        # the first (its argmax of the 0/0 row), and so Beta(0.1, 0.2).mode is 1
         mask = (self.concentration < 1).all(-1)
         if bool(mask.any()):
-            vertex = F.one_hot(self.concentration.argmax(-1), self.concentration.shape[-1]).to(mode.dtype)
+            first = self.concentration.new_zeros(self.concentration.shape[:-1]).long()
+            vertex = F.one_hot(first, self.concentration.shape[-1]).to(mode.dtype)
             mode = where(mask.unsqueeze(-1), vertex, mode)
         return mode
 

@@ -6,12 +6,13 @@ from functools import total_ordering
 from .. import broadcast_shapes, digamma, full_like, lgamma, linalg, where
 from .._user_frame import warn
 from ..nn import functional as F
+from .continuous_bernoulli import ContinuousBernoulli
 from .continuous import Beta, Cauchy, Dirichlet, Exponential, Gamma, Laplace, Normal, Uniform
 from .discrete import Bernoulli, Binomial, Categorical, Geometric, OneHotCategorical, Poisson
 from .distribution import Distribution
 from .lowrank_multivariate_normal import LowRankMultivariateNormal, _batch_lowrank_logdet, _batch_lowrank_mahalanobis
 from .multivariate import Independent, MultivariateNormal, _batch_mahalanobis
-from .transformed import Gumbel, HalfNormal, TransformedDistribution
+from .transformed import Gumbel, HalfNormal, Pareto, TransformedDistribution
 from .utils import _sum_rightmost, euler_constant
 
 __all__ = ["kl_divergence", "register_kl"]
@@ -100,6 +101,25 @@ def _kl_bernoulli_bernoulli(p, q):
     t2 = (1 - p.probs) * (F.softplus(q.logits) - F.softplus(p.logits))
     t2 = _zero_where(p.probs == 1, _infinite_where(q.probs == 1, t2))
     return t1 + t2
+
+
+@register_kl(ContinuousBernoulli, ContinuousBernoulli)
+def _kl_continuousbernoulli_continuousbernoulli(p, q):
+    # log p(x) = log C(lambda) + x log lambda + (1 - x) log(1 - lambda) is linear in x: the expectation under p
+    # needs only p's mean
+    m = p.mean
+    t1 = m * (p.probs.log() - q.probs.log())
+    t2 = (1 - m) * ((-p.probs).log1p() - (-q.probs).log1p())
+    return t1 + t2 + p._cont_bern_log_norm() - q._cont_bern_log_norm()
+
+
+@register_kl(Pareto, Pareto)
+def _kl_pareto_pareto(p, q):
+    # E_p[log x] = log s_p + 1 / a_p gives log(a_p / a_q) + a_q log(s_p / s_q) + a_q / a_p - 1; infinite where p's
+    # support [s_p, inf) starts below q's
+    alpha_ratio = q.alpha / p.alpha
+    kl = q.alpha * (p.scale / q.scale).log() - alpha_ratio.log() + alpha_ratio - 1
+    return _infinite_where(p.scale < q.scale, kl)
 
 
 @register_kl(Beta, Beta)

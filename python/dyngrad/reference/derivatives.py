@@ -368,7 +368,12 @@ def slice_scatter_backward(grad, s):
 def cat_backward(grad, s):
     grads, offset = [], 0
     for i, length in enumerate(s.sizes):
-        grads.append(slice(grad, s.dim, offset, offset + length, 1) if s.needs_input_grad[i] and length > 0 else None)
+        if not s.needs_input_grad[i]:
+            grads.append(None)
+        elif length > 0:
+            grads.append(slice(grad, s.dim, offset, offset + length, 1))
+        else:     # an empty input: an empty zero gradient of its shape (as C++ and torch: `.grad` is set)
+            grads.append(make_tensor(np.zeros(in_shape(s, i), dtype=s.input_meta[i][1])))
         offset += length
     return tuple(grads)
 

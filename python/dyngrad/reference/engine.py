@@ -12,7 +12,7 @@ import threading
 
 from . import debug, errors
 from .grad_mode import _state as _grad_state
-from .node import AccumulateGrad, GraphRoot, gradient_edge
+from .node import AccumulateGrad, GraphRoot, OpNode, ZeroDerivative, gradient_edge
 import numpy as np
 
 from .tensor import Tensor, make_tensor
@@ -195,12 +195,14 @@ def _run_claimed(task, graph_root, captures, retain_graph, create_graph, inputs,
                             input_grads = tuple(replaced)
             if not retain_graph:
                 node.release_saved()   # enables the "backward twice" error; Note [Releasing the graph]
-            for edge, g in zip(node.next_edges, input_grads):
+            for i, (edge, g) in enumerate(zip(node.next_edges, input_grads)):
                 if edge is None:
                     continue
                 nxt, nr = edge
                 if needed is not None and nxt not in needed:
                     continue
+                if create_graph and g is not None and not g.requires_grad and isinstance(node, OpNode):
+                    g = _zero_derivative(g, edge, node.input_meta[i], node.name())
                 if g is not None:
                     slots = pending.get(nxt)
                     if slots is None:
@@ -245,6 +247,15 @@ def checked_hook_result(hook, replaced, g):
         raise RuntimeError(f"hook {_hook_name(hook)} changed the dtype of the gradient from {g.dtype.name} to "
                            f"{replaced.dtype.name}; a hook must return a gradient of the same shape and dtype, or None.")
     return replaced
+
+
+def _zero_derivative(g, edge, meta, of):
+    """g as a tensor of the backward's graph whose derivative for the input `edge` leads to is zero (Note [Constant
+    gradients under create_graph] in csrc/dyngrad/engine.cpp)."""
+    linked = g.detach()
+    linked.grad_fn = ZeroDerivative(edge, meta, of)
+    linked.output_nr = 0
+    return linked
 
 
 def _run_tensor_pre_hooks(node, grads, create_graph):

@@ -9,6 +9,8 @@ import threading
 import types
 import weakref
 
+import numpy as np
+
 from . import debug, errors
 from .grad_mode import GradModeGuard, is_grad_enabled
 from .tensor import Tensor, make_tensor, _HookList
@@ -420,6 +422,26 @@ def run_post_accumulate_hooks(variable):
         result = hook(variable)
         if result is not None:
             raise RuntimeError(f"a post-accumulate-grad hook must return None, got {type(result).__name__}.")
+
+
+class ZeroDerivative(Node):
+    """Note [Constant gradients under create_graph] (csrc/dyngrad/engine.cpp): the grad_fn of a primitive's
+    gradient that came out constant (a piecewise-linear op's mask times a constant incoming gradient); its one edge
+    is the input the gradient is for, which gets zeros."""
+
+    __slots__ = ("input_meta", "_of")
+
+    def __init__(self, edge, meta, of):
+        super().__init__((edge,))
+        self.input_meta = (meta,)
+        self._of = of
+
+    def name(self):
+        return self._of + "Backward"
+
+    def apply(self, grads):
+        shape, dtype = self.input_meta[0]
+        return (make_tensor(np.zeros(shape, dtype=dtype)),)
 
 
 class GraphRoot(Node):

@@ -57,9 +57,17 @@ def scalar_like(t, v, is_integral):
         dtype = _dt.get_default_dtype()
     elif not is_integral and dtype.is_floating_point and dtype.itemsize == 2 and t.ndim > 0:
         dtype = _dt.float32          # not rounded to 16 bits before the float32 computation (as ops_math.cpp)
-    elif is_integral and dtype is _dt.bool_:
-        dtype = _dt.int64
+    elif is_integral and (dtype is _dt.bool_ or (t.ndim > 0 and not _fits(v, dtype))):
+        dtype = _dt.int64        # Note [Integers that do not fit the tensor's dtype] in ops_math.cpp
     return scalar_tensor(v, dtype)
+
+
+def _fits(v, dtype):
+    """Whether the Python int v is representable in the integer dtype (always true for other dtypes)."""
+    if dtype.is_floating_point or dtype is _dt.bool_:
+        return True
+    info = np.iinfo(dtype.np)
+    return info.min <= v <= info.max
 
 
 def scalar_operand(value, like):
@@ -245,6 +253,8 @@ def compare(op, a, b):
     x, y = a._data, b._data
     if x.shape != y.shape:
         broadcast_shapes(x.shape, y.shape, op)
+    if dtype.category == 1 and dtype.itemsize < 8:    # an unfitting Python int wraps into the dtype first, as torch
+        x, y = _cast(x, dtype), _cast(y, dtype)        # (Note [Integers that do not fit the tensor's dtype])
     return make_tensor(kernels.compare[op](_cast(x, _wide(dtype)), _cast(y, _wide(dtype))))
 
 
@@ -281,6 +291,8 @@ def sum(a, dims, keepdim, dtype=None):
         out = make_tensor(np.array(src.dtype.cast(kernels.sum(arr.astype(np.float32), dims, keepdim))))
     else:
         out = make_tensor(np.asarray(kernels.sum(arr, dims, keepdim), dtype=arr.dtype))
+    if dtype is not None and out.dtype is not dtype and not dtype.is_floating_point:
+        out = to_dtype(out, dtype)       # an explicit narrow integer dtype= is the result's (wrapping, as torch)
     if any_requires_grad(src):
         _record_reduction("sum", out, src, dims, keepdim)
     return out

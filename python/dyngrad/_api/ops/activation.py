@@ -44,8 +44,10 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
 
 
 def _hardtanh(a, lo, hi):
-    # the gradient is 1 strictly inside (lo, hi) and 0 from the bounds on, as torch's hardtanh_backward
-    inside = _C.logical_and(_C.compare("gt", a, _k(lo, a)), _C.compare("lt", a, _k(hi, a)))
+    # the gradient is 1 strictly inside (lo, hi) and 0 from the bounds on, as torch's hardtanh_backward; a NaN
+    # (outside neither bound) passes its gradient, as torch's
+    outside = _C.logical_or(_C.compare("le", a, _k(lo, a)), _C.compare("ge", a, _k(hi, a)))
+    inside = _C.logical_not(outside)
     return _C.where(inside, a, _C.clamp(a.detach(), lo, hi))
 
 
@@ -64,12 +66,20 @@ def relu6(input, inplace=False):
 
 def _elu(a, alpha, scale, input_scale):
     # scale * x for x > 0, else scale * alpha * (exp(input_scale * x) - 1); exp sees min(x, 0) so that large
-    # positive x cannot overflow in the branch where() drops
-    neg = _C.clamp(a, None, 0.0)
+    # positive x cannot overflow in the branch where() drops. At x = 0 torch's first derivative is the negative
+    # branch's (scale alpha input_scale) but its second derivative is 0 (elu_backward's own derivative masks x < 0
+    # strictly): exp's argument is constant from 0 up, and a term that is 0 below 0 and x from 0 up carries the
+    # first derivative there
+    negative_x = _C.compare("lt", a, _k(0.0, a))
+    clamped = _C.clamp(a, None, 0.0)
+    neg = _C.where(negative_x, clamped, clamped.detach())
     ex = _C.exp(_C.mul(neg, _k(input_scale, neg)) if input_scale != 1.0 else neg)
     negative = _C.mul(_C.sub(ex, _k(1.0, ex)), _k(scale * alpha, ex))
+    from_zero = _C.where(negative_x, _k(0.0, a), a)
+    negative = _C.add(negative, _C.mul(from_zero, _k(scale * alpha * input_scale, a)))
     positive = _C.mul(a, _k(scale, a)) if scale != 1.0 else a
-    return _C.where(_C.compare("gt", a, _k(0.0, a)), positive, negative)
+    # (x <= 0 picks the negative branch, so a NaN takes the positive branch's gradient, as torch's elu_backward)
+    return _C.where(_C.compare("le", a, _k(0.0, a)), negative, positive)
 
 
 def elu(input, alpha=1.0, inplace=False):
@@ -193,9 +203,14 @@ def hardswish(input, inplace=False):
     """x * min(max(x + 3, 0), 6) / 6: 0 up to -3, x from 3 on, the quadratic between (torch's gradient: 0 at -3,
     1 at 3)."""
     def compute(a):
-        middle = _C.div(_C.mul(a, _C.add(a, _k(3.0, a))), _k(6.0, a))
+        # the quadratic sees only (-3, 3) (elsewhere 0), so that +-inf cannot make NaN gradients in the branch
+        # where() drops; a NaN takes the upper branch's gradient 1, as torch's hardswish_backward
+        within = _C.logical_and(_C.compare("gt", a, _k(-3.0, a)), _C.compare("lt", a, _k(3.0, a)))
+        am = _C.where(within, a, _k(0.0, a))
+        middle = _C.div(_C.mul(am, _C.add(am, _k(3.0, am))), _k(6.0, am))
         upper = _C.where(_C.compare("lt", a, _k(3.0, a)), middle, a)
-        return _C.where(_C.compare("le", a, _k(-3.0, a)), _k(0.0, a), upper)
+        # 0 up to -3 as a * 0, so that -inf gives NaN as torch's x * relu6(x + 3) / 6
+        return _C.where(_C.compare("le", a, _k(-3.0, a)), _C.mul(a, _k(0.0, a)), upper)
     return _activation(input, inplace, "hardswish", compute)
 
 
@@ -217,8 +232,10 @@ def softshrink(input, lambd=0.5):
     lam = float(number(lambd, "softshrink", "lambd"))
     if lam < 0:
         raise RuntimeError(f"softshrink: lambd must be non-negative, got {lam}.")
-    below = _C.where(_C.compare("lt", a, _k(-lam, a)), _C.add(a, _k(lam, a)), _k(0.0, a))
-    return _C.where(_C.compare("gt", a, _k(lam, a)), _C.sub(a, _k(lam, a)), below)
+    # 0 inside [-lambd, lambd]; a NaN is outside, where it stays NaN with gradient 1 (torch's softshrink_backward)
+    inside = _C.logical_and(_C.compare("ge", a, _k(-lam, a)), _C.compare("le", a, _k(lam, a)))
+    shrunk = _C.where(_C.compare("gt", a, _k(lam, a)), _C.sub(a, _k(lam, a)), _C.add(a, _k(lam, a)))
+    return _C.where(inside, _k(0.0, a), shrunk)
 
 
 def hardshrink(input, lambd=0.5):

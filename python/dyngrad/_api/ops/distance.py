@@ -20,6 +20,9 @@ def _k(value, like):
 def vector_norm(x, p, dims, keepdim):
     """The p-norm over dims, with torch's subgradients: 0 at a zero vector (p > 0), ties of the inf-norm share the
     gradient evenly, the 0-"norm" (the count of nonzeros) has none."""
+    if x.dtype in (_C.float16, _C.bfloat16) and p not in (0, math.inf, -math.inf):
+        # powers and sums of a half type in float32, the norm rounded once (as torch; float16 300^2 overflows)
+        return _C.to_dtype(vector_norm(_C.to_dtype(x, _C.float32), p, dims, keepdim), x.dtype)
     if p == 2:
         s = _C.sum(_C.mul(x, x), dims, keepdim)
         return _safe_root(s, 0.5)

@@ -185,11 +185,20 @@ def _raise_singular(op, info):
                           "inverse.")
 
 
+def _numpy_cholesky(a):
+    """np.linalg.cholesky, failing as LAPACK potrf where a pivot is NaN: numpy returns partly finite factors of a
+    matrix with a NaN in its lower triangle, where potrf (and torch) report it as not positive-definite."""
+    L = np.linalg.cholesky(a)
+    if np.isnan(np.diagonal(L, axis1=-2, axis2=-1)).any():
+        raise np.linalg.LinAlgError("a NaN pivot")
+    return L
+
+
 def _first_non_pd_minor(m):
     """The order of the first leading minor of m that is not positive-definite (LAPACK potrf's info)."""
     for k in range(1, m.shape[-1] + 1):
         try:
-            np.linalg.cholesky(m[:k, :k])
+            _numpy_cholesky(m[:k, :k])
         except np.linalg.LinAlgError:
             return k
     return m.shape[-1]
@@ -198,7 +207,7 @@ def _first_non_pd_minor(m):
 def _lapack_cholesky(a):
     """(lower Cholesky factors, info) of a stack of matrices, reading their lower triangles; a matrix that is not
     positive-definite gets NaNs and the order of its first leading minor that is not (LAPACK potrf's info)."""
-    return _per_matrix(np.linalg.cholesky, a, _first_non_pd_minor)
+    return _per_matrix(_numpy_cholesky, a, _first_non_pd_minor)
 
 
 def _raise_not_pd(op, info):
@@ -977,6 +986,10 @@ def _vector_norm(x, p, dims, keepdim, op):
     count = math.prod(x.shape[d] for d in dims) if x.ndim else 1
     if (math.isinf(p) or p < 0) and count == 0:
         raise RuntimeError(f"{op}: cannot compute the {p:g} norm of an empty tensor: the reduction has no identity.")
+    if x.dtype in (_C.float16, _C.bfloat16) and p != 0 and not math.isinf(p):
+        # a half type's powers are taken and summed in float32 and the norm rounded once, as torch's: in float16
+        # 300^2 already overflows, so |[300, 400]| would be inf (and F.normalize zeros)
+        return _C.to_dtype(_vector_norm(_C.to_dtype(x, _C.float32), p, dims, keepdim, op), x.dtype)
     ax = _C.abs(x)
     if p == 0:
         nonzero = _C.compare("ne", x, _C.scalar_operand(0.0, x))

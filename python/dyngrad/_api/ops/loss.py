@@ -113,9 +113,13 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
     return reduce_loss(losses, code)
 
 
-def _piecewise_quadratic(d, beta, linear_scale):
-    """0.5 d^2 / beta where |d| < beta, else linear_scale * (|d| - 0.5 beta), for the absolute error d."""
-    quadratic = _C.mul(_C.mul(d, d), _k(0.5 / beta, d))
+def _piecewise_quadratic(r, beta, linear_scale):
+    """0.5 r^2 / beta where |r| < beta, else linear_scale * (|r| - 0.5 beta), for the residual r.
+
+    The square is of r itself, not of |r|: through abs the second derivative at r = 0 would be sign(0)^2 = 0,
+    where torch's (and the mathematics') is 1 / beta."""
+    d = _C.abs(r)
+    quadratic = _C.mul(_C.mul(r, r), _k(0.5 / beta, r))
     linear = _C.sub(d, _k(0.5 * beta, d))
     if linear_scale != 1.0:
         linear = _C.mul(linear, _k(linear_scale, d))
@@ -133,8 +137,8 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     if beta < 0:
         raise RuntimeError(f"smooth_l1_loss: beta must be non-negative, got {beta}.")
     x, y = _broadcast_pair(x, y, "smooth_l1_loss")
-    d = _C.abs(_C.sub(x, y))
-    return reduce_loss(d if beta == 0 else _piecewise_quadratic(d, beta, 1.0), code)
+    r = _C.sub(x, y)
+    return reduce_loss(_C.abs(r) if beta == 0 else _piecewise_quadratic(r, beta, 1.0), code)
 
 
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
@@ -147,8 +151,10 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     if delta <= 0:
         raise RuntimeError(f"huber_loss: delta must be positive, got {delta}.")
     x, y = _broadcast_pair(x, y, "huber_loss")
-    d = _C.abs(_C.sub(x, y))
-    quadratic = _C.mul(_C.mul(d, d), _k(0.5, d))
+    # (0.5 r^2 / delta where |r| < delta, else |r| - 0.5 delta) times delta; rounded as torch's 0.5 r^2
+    r = _C.sub(x, y)
+    d = _C.abs(r)
+    quadratic = _C.mul(_C.mul(r, r), _k(0.5, r))
     linear = _C.mul(_C.sub(d, _k(0.5 * delta, d)), _k(delta, d))
     losses = _C.where(_C.compare("lt", d, _k(delta, d)), quadratic, linear)
     if weight is not None:

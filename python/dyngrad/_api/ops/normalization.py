@@ -11,6 +11,7 @@ import numpy as np
 
 from ... import _C
 from ...autograd.grad_mode import no_grad
+from ..dtype_info import finfo
 from ..args import number, optional_tensor, shape_arg, shape_str, tensor_arg, to_int, torch_name, wrap_dim
 from ..node_names import shows_as
 from ..out import write_out
@@ -225,9 +226,13 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     ns, dims = _normalized_dims(x, normalized_shape, "rms_norm")
     _check_affine_shape(w, ns, "rms_norm", "weight")
     if eps is None:
-        eps = float(np.finfo(np.dtype(x.dtype.name if x.dtype.is_floating_point else "float32")).eps)
-    ms = _C.mean(_C.mul(x, x), dims, True)
-    y = _C.mul(x, _C.rsqrt(_C.add(ms, _k(float(number(eps, "rms_norm", "eps")), ms))))
+        eps = float(finfo(x.dtype if x.dtype.is_floating_point else _C.float32).eps)
+    half = x.dtype in (_C.float16, _C.bfloat16)
+    xs = _C.to_dtype(x, _C.float32) if half else x       # a half type squares in float32 (300^2 overflows float16)
+    ms = _C.mean(_C.mul(xs, xs), dims, True)
+    y = _C.mul(xs, _C.rsqrt(_C.add(ms, _k(float(number(eps, "rms_norm", "eps")), ms))))
+    if half:
+        y = _C.to_dtype(y, x.dtype)
     return _C.mul(y, w) if w is not None else y
 
 

@@ -529,7 +529,16 @@ def pow_number(a, exponent, op="pow"):
         elif exponent < 0:
             raise RuntimeError(f"{op}: integers to negative integer powers are not allowed (a {a.dtype.name} "
                                f"tensor to the power {exponent}); convert the tensor to a floating dtype first.")
+        elif a.dtype is not _C.bool and not _int_fits(exponent, a.dtype):
+            # torch converts the exponent to the tensor's dtype and refuses one that does not fit
+            raise RuntimeError(f"{op}: the exponent {exponent} cannot be converted to {a.dtype.name} (the dtype of "
+                               f"the integer tensor) without overflow.")
     return _C.pow_scalar(a, float(exponent))
+
+
+def _int_fits(value, dtype):
+    info = np.iinfo(np.dtype(dtype.name))
+    return info.min <= value <= info.max
 
 
 def pow(input, exponent):

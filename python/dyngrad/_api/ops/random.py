@@ -350,6 +350,8 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=N
         raise TypeError("randint: expected randint(high, size) or randint(low, high, size).")
     low, high = to_int(low, "randint", "low"), to_int(high, "randint", "high")
     shape, dt = sizes_arg((size,), "randint"), _dtype_or(dtype, _C.int64, "randint")
+    if low < high:                            # (the core refuses low >= high) a draw must not wrap, as torch
+        check_integer_bounds(dt, low, high, "randint")
     with drawing(generator, "randint"):
         return finish(_C.randint(low, high, shape, dt), requires_grad)
 

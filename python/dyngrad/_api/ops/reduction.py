@@ -91,7 +91,7 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None):
     a = _cast(tensor_arg(input, "nansum"), dtype, "nansum")
     if a.dtype.is_floating_point:
         a = _C.where(_C.isnan(a), _C.scalar_operand(0, a), a)
-    return _C.sum(a, reduce_dims(dim, "nansum"), bool(keepdim), None)
+    return _C.sum(a, reduce_dims(dim, "nansum"), bool(keepdim), a.dtype if dtype is not None else None)
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None):
@@ -381,6 +381,9 @@ def vector_norm(a, p, dims, keepdim, op="norm"):
     """(sum |a|^p)^(1/p) over dims for a floating `a`, with torch's subgradient 0 wherever the formula divides by
     zero (an all-zero slice, or a zero element when p < 1); p = inf/-inf/0 are max/min/count of |a|."""
     keep = bool(keepdim)
+    if a.dtype in (_C.float16, _C.bfloat16) and p != 0 and not math.isinf(p):
+        # a half type's powers and sum in float32, the norm rounded once (as torch): float16 300^2 overflows
+        return _C.to_dtype(vector_norm(_C.to_dtype(a, _C.float32), p, dims, keepdim, op), a.dtype)
     if math.isinf(p):
         if dims:
             for d in dims:

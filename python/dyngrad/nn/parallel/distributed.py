@@ -22,7 +22,8 @@ current .grad or zeros (the final reduction above), so no rank can hang whatever
 rank" flag per parameter, summed with the last bucket (the flags ride at its end), tells which parameters got a
 gradient on some rank; the .grad of a parameter used on no rank is left untouched (None stays None, as on one
 process).
-find_unused_parameters=True additionally walks the autograd graph from the outputs after forward, as torch does,
+With find_unused_parameters=False (the default) that is an error, as torch's: the next forward raises, naming the
+parameters that got no gradient on this rank. find_unused_parameters=True additionally walks the autograd graph from the outputs after forward, as torch does,
 and marks the parameters it does not reach as ready at once, so that their buckets start during backward instead of
 after it; it costs one graph walk per step, worth it only when some parameters really go unused.
 """
@@ -80,6 +81,7 @@ class _Reducer:
         # statistics of the last step, for bench/distributed_scaling.py: seconds spent waiting for the all-reduces
         # after backward (communication not hidden behind it), in the whole final reduction, and in the hooks
         self.last_wait_seconds = self.last_finalize_seconds = self.last_hook_seconds = 0.0
+        self.unused_last_step = []     # names of the parameters that got no gradient on this rank (torch's check)
 
     def _assign_buckets(self, cap):
         buckets, open_by_dtype, where = [], {}, [None] * len(self.params)
@@ -194,6 +196,7 @@ class _Reducer:
                  "backward)", self.group)
         self.last_wait_seconds = time.perf_counter() - waited
         used_anywhere = self.buckets[-1].flat[-len(self.params):] > 0
+        self.unused_last_step = [self.names[i] for i in range(len(self.params)) if not self.used[i]]
         self.in_flight = False
         self.expect_hooks = False
         self.used[:] = False
@@ -345,6 +348,15 @@ class DistributedDataParallel(Module):
                 dist.broadcast(t, src=0)
 
     def forward(self, *inputs, **kwargs):
+        if not self.find_unused_parameters and self.reducer.unused_last_step:
+            # as torch's reducer: with find_unused_parameters=False every parameter must get a gradient in every
+            # step; the last step's reduction still completed (Note [Unused parameters]), the next one refuses
+            names, self.reducer.unused_last_step = self.reducer.unused_last_step, []
+            raise RuntimeError(
+                "DistributedDataParallel: expected to have finished reduction in the prior iteration before starting "
+                "a new one: on this rank the parameters " + ", ".join(f"'{n}'" for n in names) + " received no "
+                "gradient in the last backward (not used in producing the loss). Pass find_unused_parameters=True "
+                "to DistributedDataParallel, or make sure every forward output takes part in the loss.")
         if self.require_forward_param_sync and self.broadcast_buffers:
             buffers = [b for _, b in self.module.named_buffers()]
             if buffers and self.process_group.size() > 1:
