@@ -75,3 +75,7 @@ def _install_fast_paths(fallbacks, docs):
 
 def _set_autocast_active(active):
     """Nothing to switch: every call already runs its Python definition (Note [Fast paths under autocast])."""
+
+
+def _set_capturing(active):
+    """Nothing to switch: every call already reaches a _C function (Note [Fast paths while capturing])."""
