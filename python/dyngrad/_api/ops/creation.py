@@ -9,7 +9,7 @@ import numpy as np
 
 from ... import _C
 from .. import bridge
-from ..args import (DTYPE_NAMES, Tensor, array_from_data, check_factory_options, checked_write, dtype_arg, finish,
+from ..args import (core, DTYPE_NAMES, Tensor, array_from_data, check_factory_options, checked_write, dtype_arg, finish,
                     get_default_dtype, number, optional_dtype, shape_str, sizes_arg, tensor_arg, to_int, type_name)
 from ..bridge import canonical_bools
 from ..device import check_device
@@ -103,7 +103,7 @@ def _like(op, make):
 
 zeros_like = _like("zeros_like", lambda shape, dt: _C.full(shape, 0, dt))
 ones_like = _like("ones_like", lambda shape, dt: _C.full(shape, 1, dt))
-empty_like = _like("empty_like", _C.empty)
+empty_like = _like("empty_like", core("empty"))
 
 
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False):

@@ -10,7 +10,7 @@ import numpy as np
 from ... import _C
 from ...autograd.function import Function
 from .. import bridge
-from ..args import (Tensor, broadcast_shapes, checked_write, get_default_dtype, number, operand_or_throw, operands,
+from ..args import (core, Tensor, broadcast_shapes, checked_write, get_default_dtype, number, operand_or_throw, operands,
                     tensor_arg, to_int, type_name)
 from ..bridge import is_half
 from ..dtype_info import finfo
@@ -697,7 +697,7 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
 # ----- unary -----------------------------------------------------------------------------------------------------
 
 def _unary(op):
-    kernel = getattr(_C, op)
+    kernel = core(op)
 
     def fn(input):
         return kernel(tensor_arg(input, op))
@@ -971,7 +971,7 @@ def equal(input, other):
 # ----- logic and bits ----------------------------------------------------------------------------------------------
 
 def _logical(op):
-    kernel = getattr(_C, op)
+    kernel = core(op)
 
     def fn(input, other):
         return kernel(tensor_arg(input, op), tensor_arg(other, op, "other"))

@@ -1,0 +1,482 @@
+"""The capture engine of dyngrad.compile (issue 20): records the calls a Python program makes of its engine's narrow
+surface (_C) and replays them without the program's Python.
+
+Note [Capture at the narrow surface]
+Every op a program runs reaches the engine through a function of `_C` (the C++ extension or reference/_C.py, the
+same names in both), or through a handful of core Tensor members (item, _numpy_view, grad, requires_grad, data,
+detach, hooks). While a program is recorded those names are swapped, on the module and on the Tensor class, for
+wrappers that note each call as a step: the function, its arguments with every tensor replaced by the slot of the
+value it came from (an argument, an earlier step's output, or an *external*: a parameter, buffer or closed-over
+tensor, held by reference and read again at every replay, never copied), and its result. The C++ fast paths defer
+to their Python definitions meanwhile (Note [Fast paths while capturing] in csrc/bindings/fast_paths.cpp), so no op
+slips past. Nothing is per op: a primitive added to ops.def is a new `_C` function and is captured as it is.
+A backward is one step (`_run_backward`); it re-runs the engine's backward on the replayed graph. Random ops are
+steps, so each replay draws fresh numbers in eager order; in-place updates are steps on the same tensors.
+
+Note [Values that flow into Python are guards]
+A step whose result is not a tensor (item(), bool(t) and int(t) through item(), a numpy view read by host code, a
+grad-mode query, `p.grad is None`) is a value the recorded Python may have branched on. The replay recomputes it
+and compares it with the recorded value (bitwise for arrays). A difference is a guard miss at that step: the steps
+before it have run, with their side effects, exactly as eager Python would have run them, so the engine re-runs
+the Python function with those steps *served* from the replay (checked call by call, not executed again) and
+records or executes the rest (Note [Catching up after a miss]). Variants sharing a prefix form a tree: a miss first
+looks for a variant recorded from the same prefix that expects the new value.
+
+Note [Entry guards]
+Before a replay, the call must look like the recorded one in everything the engine cannot see as a step: the
+arguments' structure, non-tensor values (by ==) and aliasing, each tensor's type, shape, strides, dtype and
+requires_grad, grad mode, the default dtype, and for every module and optimiser reachable from the arguments, the
+bound method's self, the function's closure or the globals it names: the training flags and the identity of every
+parameter and buffer, an optimiser's hyperparameters and its state's keys and Python numbers. Shapes read in Python
+need no guard of their own: they follow from the guarded input shapes.
+"""
+import os
+import sys
+import threading
+
+import numpy as np
+
+from .. import _C
+
+MAX_VARIANTS = 8  # per program, as torch's recompile_limit; then eager with one warning
+
+# _C names that are machinery, not program steps
+_NOT_STEPS = frozenset({"_install_fast_paths", "_register_helpers", "_fast_path_names", "_set_capturing",
+                        "op_names", "op_saved_fields", "_live_node_count", "_live_storage_count"})
+# results that are state to hand back, not values to compare (a generator's state, swapped around a draw)
+_STATE_RESULTS = frozenset({"_get_rng_state"})
+_TENSOR_METHODS = ("item", "_numpy_view", "detach", "detach_", "retain_grad", "register_hook",
+                   "register_post_accumulate_grad_hook")
+_TENSOR_PROPERTIES = ("grad", "requires_grad", "data")
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+_lock = threading.RLock()
+_active = [None]          # the Recorder of the thread that records, if any
+_local = threading.local()
+
+
+def is_capturing():
+    """True while this thread records a program (torch.compiler.is_compiling's meaning here)."""
+    return getattr(_local, "depth", 0) > 0
+
+
+class GuardMiss(Exception):
+    def __init__(self, reason, line, step=None):
+        super().__init__(reason)
+        self.reason, self.line, self.step = reason, line, step
+
+
+def user_line():
+    """'file:line' of the innermost frame outside the dyngrad package: the user's line that read a value."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not os.path.abspath(path).startswith(_PACKAGE_DIR):
+            return f"{os.path.basename(path)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "<dyngrad>"
+
+
+# ---- templates: a call's arguments and result with tensors as slots ----
+class Slot:
+    __slots__ = ("i",)
+
+    def __init__(self, i):
+        self.i = i
+
+    def __eq__(self, other):
+        return type(other) is Slot and other.i == self.i
+
+    __hash__ = None
+
+
+class ArrayConstant:
+    """A numpy array passed to the core (from_numpy may share it): replayed as a fresh copy of the recorded one."""
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = np.array(array, copy=True)
+
+    def __eq__(self, other):
+        return (type(other) is ArrayConstant and other.array.dtype == self.array.dtype
+                and other.array.shape == self.array.shape and other.array.tobytes() == self.array.tobytes())
+
+    __hash__ = None
+
+
+class Seq:
+    __slots__ = ("kind", "items")
+
+    def __init__(self, kind, items):
+        self.kind, self.items = kind, items
+
+    def __eq__(self, other):
+        return type(other) is Seq and other.kind is self.kind and other.items == self.items
+
+    __hash__ = None
+
+
+def decode(template, slots):
+    t = type(template)
+    if t is Slot:
+        return slots[template.i]
+    if t is Seq:
+        items = [decode(x, slots) for x in template.items]
+        if template.kind is dict:
+            return dict(items)
+        return template.kind(items)
+    if t is ArrayConstant:
+        return template.array.copy()
+    return template
+
+
+def _has_slot(template):
+    t = type(template)
+    return t in (Slot, ArrayConstant) or (t is Seq and any(_has_slot(x) for x in template.items))
+
+
+def _values_equal(a, b):
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return a == b or (a != a and b != b)
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(_values_equal(x, y) for x, y in zip(a, b))
+    try:
+        return bool(a == b)
+    except Exception:
+        return a is b
+
+
+# result templates: ("t", slot) a tensor, ("a", slot, copy) an array compared bitwise, ("v", value) a value
+# compared, ("s", slot) state handed on, ("none",), ("seq", kind, [templates])
+def match_result(template, result, slots):
+    """Stores result's tensors in their slots; False where a value differs from the recording."""
+    kind = template[0]
+    if kind == "t":
+        if not isinstance(result, _C.Tensor):
+            return False
+        slots[template[1]] = result
+        return True
+    if kind == "none":
+        return result is None
+    if kind == "v":
+        return _values_equal(result, template[1])
+    if kind == "a":
+        recorded = template[2]
+        if not (isinstance(result, np.ndarray) and result.dtype == recorded.dtype and result.shape == recorded.shape
+                and result.tobytes() == recorded.tobytes()):
+            return False
+        slots[template[1]] = result
+        return True
+    if kind == "s":
+        slots[template[1]] = result
+        return True
+    if not isinstance(result, template[1]) or len(result) != len(template[2]):
+        return False
+    return all(match_result(t, r, slots) for t, r in zip(template[2], result))
+
+
+class Step:
+    __slots__ = ("fn", "name", "args", "kwargs", "result", "line", "plain")
+
+    def __init__(self, fn, name, args, kwargs, result, line):
+        self.fn, self.name, self.args, self.kwargs, self.result, self.line = fn, name, args, kwargs, result, line
+        self.plain = not _has_slot(args) and not _has_slot(kwargs)
+
+    def run(self, slots):
+        if self.plain:
+            return self.fn(*self.args.items, **decode(self.kwargs, slots))
+        return self.fn(*decode(self.args, slots), **decode(self.kwargs, slots))
+
+    def same_call(self, fn, args, kwargs):
+        return fn is self.fn and args == self.args and kwargs == self.kwargs
+
+
+class Variant:
+    """One recorded program: its steps, the externals it reads by reference, where its outputs come from."""
+
+    def __init__(self, n_args):
+        self.n_args = n_args
+        self.steps = []
+        self.externals = {}       # slot -> the tensor (or array) read by reference at every replay
+        self.n_slots = n_args
+        self.output = None
+        self.replays = 0
+
+    def fresh_slots(self, arg_tensors):
+        slots = [None] * self.n_slots
+        slots[:len(arg_tensors)] = arg_tensors
+        for i, t in self.externals.items():
+            slots[i] = t
+        return slots
+
+
+# ---- the recorder: swaps the surface for wrappers while one thread records ----
+class Recorder:
+    """Records (or serves, then records) the steps of one call of a program."""
+
+    def __init__(self, variant, serve=None, serve_results=None, record_rest=True):
+        self.variant = variant
+        self.thread = threading.get_ident()
+        self.depth = 0
+        self.slot_of = {}             # id(object) -> slot
+        self.keep = []                # every object given a slot stays alive while recording (ids stay unique)
+        self.serve = serve or []      # steps to serve from a replay before recording (Note [Catching up after a miss])
+        self.serve_results = serve_results or []
+        self.served = 0
+        self.record_rest = record_rest
+
+    def bind_args(self, tensors):
+        for i, t in enumerate(tensors):
+            self.slot_of.setdefault(id(t), i)
+            self.keep.append(t)
+
+    def new_slot(self, obj):
+        i = self.variant.n_slots
+        self.variant.n_slots += 1
+        self.slot_of[id(obj)] = i
+        self.keep.append(obj)
+        return i
+
+    def encode(self, obj):
+        if isinstance(obj, _C.Tensor) or isinstance(obj, np.ndarray):
+            i = self.slot_of.get(id(obj))
+            if i is None:
+                if isinstance(obj, np.ndarray):
+                    return ArrayConstant(obj)
+                i = self.new_slot(obj)
+                self.variant.externals[i] = obj
+            return Slot(i)
+        t = type(obj)
+        if t is tuple or t is list:
+            return Seq(t, [self.encode(x) for x in obj])
+        if t is dict:
+            return Seq(dict, [Seq(tuple, [k, self.encode(v)]) for k, v in obj.items()])
+        return obj
+
+    def bind_result(self, name, result):
+        if isinstance(result, _C.Tensor):
+            return ("t", self.new_slot(result))
+        if result is None:
+            return ("none",)
+        if name in _STATE_RESULTS:
+            return ("s", self.new_slot(result))
+        if isinstance(result, np.ndarray):
+            return ("a", self.new_slot(result), np.array(result, copy=True))
+        if type(result) in (tuple, list):
+            return ("seq", type(result), [self.bind_result(name, r) for r in result])
+        return ("v", result)
+
+    def call(self, fn, name, args, kwargs):
+        if self.served < len(self.serve):
+            return self.serve_next(fn, name, args, kwargs)
+        if not self.record_rest:
+            return fn(*args, **kwargs)
+        a, k = self.encode(tuple(args)), self.encode(kwargs)
+        self.depth += 1
+        try:
+            result = fn(*args, **kwargs)
+        finally:
+            self.depth -= 1
+        template = self.bind_result(name, result)
+        line = user_line() if template[0] in ("v", "a", "seq") else None
+        self.variant.steps.append(Step(fn, name, a, k, template, line))
+        return result
+
+    def serve_next(self, fn, name, args, kwargs):
+        """Note [Catching up after a miss]: the Python function, run again, must issue the steps the replay ran."""
+        step = self.serve[self.served]
+        a, k = self.encode(tuple(args)), self.encode(kwargs)
+        if not step.same_call(fn, a, k):
+            raise RuntimeError(
+                f"compile: re-running the program after a guard miss, its Python issued {name} where the recording "
+                f"has {step.name} (step {self.served}, {step.line or user_line()}): it depends on state the guards "
+                f"cannot see (Python state that changed between calls). Its earlier steps have run; run it eagerly "
+                f"(compile(..., disable=True)) or make that state an argument.")
+        result = self.serve_results[self.served]
+        self.served += 1
+        self._register_served(step.result, result)
+        if self.record_rest:
+            new = step
+            if self.served == len(self.serve):   # the step that missed: the new value becomes its guard
+                line = step.line or user_line()
+                new = Step(step.fn, step.name, step.args, step.kwargs, self._rebind(step.result, result), line)
+            self.variant.steps.append(new)
+        return result
+
+    def _register_served(self, template, result):
+        kind = template[0]
+        if kind in ("t", "a", "s"):
+            self.slot_of[id(result)] = template[1]
+            self.keep.append(result)
+        elif kind == "seq" and type(result) in (tuple, list):
+            for t, r in zip(template[2], result):
+                self._register_served(t, r)
+
+    def _rebind(self, template, result):
+        kind = template[0]
+        if kind == "v":
+            return ("v", result)
+        if kind == "a":
+            return ("a", template[1], np.array(result, copy=True)) if isinstance(result, np.ndarray) else \
+                self.bind_result(None, result)
+        if kind == "seq" and type(result) is template[1] and len(result) == len(template[2]):
+            return ("seq", template[1], [self._rebind(t, r) for t, r in zip(template[2], result)])
+        if kind == "t" and isinstance(result, _C.Tensor):
+            return template
+        return self.bind_result(None, result)
+
+
+def _function_wrapper(fn, name):
+    def captured(*args, **kwargs):
+        rec = _active[0]
+        if rec is None or rec.depth or rec.thread != threading.get_ident():
+            return fn(*args, **kwargs)
+        return rec.call(fn, name, args, kwargs)
+    captured.__name__ = getattr(fn, "__name__", name)
+    captured.__wrapped__ = fn
+    return captured
+
+
+def _surface():
+    """(module or class, name, original) of everything a program's steps go through."""
+    names = []
+    for name in dir(_C):
+        if name in _NOT_STEPS or name.startswith("__"):
+            continue
+        obj = getattr(_C, name)
+        if isinstance(obj, type) or not callable(obj):
+            continue
+        names.append((_C, name, obj))
+    return names
+
+
+class _Swap:
+    """Puts the wrappers in place for one recording and takes them out again (Note [Capture at the narrow
+    surface])."""
+
+    def __init__(self, recorder):
+        self.recorder = recorder
+        self.saved = []
+
+    def __enter__(self):
+        _lock.acquire()
+        try:
+            for owner, name, fn in _surface():
+                self.saved.append((owner, name, owner.__dict__[name] if isinstance(owner, type) else fn))
+                setattr(owner, name, _function_wrapper(fn, name))
+            Tensor = _C.Tensor
+            for name in _TENSOR_METHODS:
+                raw = _class_attr(Tensor, name)
+                if raw is None:
+                    continue
+                self.saved.append((Tensor, name, raw))
+                setattr(Tensor, name, _function_wrapper(getattr(Tensor, name), name))
+            for name in _TENSOR_PROPERTIES:
+                raw = _class_attr(Tensor, name)
+                if raw is None:
+                    continue
+                self.saved.append((Tensor, name, raw))
+                setattr(Tensor, name, _property_wrapper(raw, name))
+            _active[0] = self.recorder
+            _local.depth = getattr(_local, "depth", 0) + 1
+            _C._set_capturing(True)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        _C._set_capturing(False)
+        _active[0] = None
+        _local.depth = max(0, getattr(_local, "depth", 0) - 1)
+        for owner, name, raw in reversed(self.saved):
+            setattr(owner, name, raw)
+        self.saved.clear()
+        _lock.release()
+        return False
+
+
+def _class_attr(cls, name):
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return None
+
+
+def _property_wrapper(prop, name):
+    def get(self):
+        return getter(self)
+
+    def set_(self, value):
+        setter(self, value)
+
+    getter = _function_wrapper(lambda t: prop.__get__(t, type(t)), name)
+    setter = _function_wrapper(lambda t, v: prop.__set__(t, v), name + ".set")
+    return property(get, set_ if prop.fset is not None else None)
+
+
+def record(variant, fn, args, kwargs, arg_tensors, serve=None, serve_results=None, record_rest=True):
+    """Runs fn(*args, **kwargs) eagerly while recording its steps into `variant`; returns fn's result."""
+    recorder = Recorder(variant, serve, serve_results, record_rest)
+    recorder.bind_args(arg_tensors)
+    for i, t in variant.externals.items():
+        recorder.slot_of[id(t)] = i
+    with _Swap(recorder):
+        result = fn(*args, **kwargs)
+        if record_rest:
+            variant.output = recorder.encode(result)
+    recorder.keep.clear()
+    return result
+
+
+def replay(variants, first, arg_tensors):
+    """Runs `first`'s steps on the call's argument tensors, moving to a sibling variant on a value miss (the tree
+    of Note [Values that flow into Python are guards]). Returns (variant, slots) when a whole program ran, or raises
+    Miss with what a catch-up needs."""
+    variant = first
+    slots = variant.fresh_slots(arg_tensors)
+    results = []
+    i = 0
+    steps = variant.steps
+    while i < len(steps):
+        step = steps[i]
+        result = step.run(slots)
+        if not match_result(step.result, result, slots):
+            sibling = _sibling(variants, variant, i, result)
+            if sibling is None:
+                results.append(result)
+                raise Miss(variant, i, results, step)
+            slots = _extend(slots, sibling)
+            match_result(sibling.steps[i].result, result, slots)
+            variant, steps = sibling, sibling.steps
+        results.append(result)
+        i += 1
+    variant.replays += 1
+    return variant, decode(variant.output, slots)
+
+
+def _extend(slots, variant):
+    if len(slots) < variant.n_slots:
+        slots = slots + [None] * (variant.n_slots - len(slots))
+    for i, t in variant.externals.items():
+        if slots[i] is None:
+            slots[i] = t
+    return slots
+
+
+def _sibling(variants, variant, i, result):
+    for other in variants:
+        if other is variant or len(other.steps) <= i:
+            continue
+        if (i == 0 or other.steps[i - 1] is variant.steps[i - 1]) and other.steps[i].fn is variant.steps[i].fn:
+            if match_result(other.steps[i].result, result, [None] * other.n_slots):
+                return other
+    return None
+
+
+class Miss(Exception):
+    def __init__(self, variant, index, results, step):
+        super().__init__(step.name)
+        self.variant, self.index, self.results, self.step = variant, index, results, step
