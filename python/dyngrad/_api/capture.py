@@ -37,6 +37,7 @@ import threading
 import numpy as np
 
 from .. import _C
+from . import bridge
 
 MAX_VARIANTS = 8  # per program, as torch's recompile_limit; then eager with one warning
 
@@ -118,6 +119,8 @@ class Seq:
 
 def decode(template, slots):
     t = type(template)
+    if t is dict:
+        return {k: decode(v, slots) for k, v in template.items()}
     if t is Slot:
         return slots[template.i]
     if t is Seq:
@@ -186,7 +189,7 @@ class Step:
 
     def run(self, slots):
         if self.plain:
-            return self.fn(*self.args.items, **decode(self.kwargs, slots))
+            return self.fn(*self.args, **self.kwargs)
         return self.fn(*decode(self.args, slots), **decode(self.kwargs, slots))
 
     def same_call(self, fn, args, kwargs):
@@ -250,9 +253,11 @@ class Recorder:
             return Slot(i)
         t = type(obj)
         if t is tuple or t is list:
-            return Seq(t, [self.encode(x) for x in obj])
+            items = [self.encode(x) for x in obj]
+            return Seq(t, items) if any(_has_slot(x) for x in items) else (obj if t is tuple else list(obj))
         if t is dict:
-            return Seq(dict, [Seq(tuple, [k, self.encode(v)]) for k, v in obj.items()])
+            items = [Seq(tuple, [k, self.encode(v)]) for k, v in obj.items()]
+            return Seq(dict, items) if any(_has_slot(x) for x in items) else dict(obj)
         return obj
 
     def bind_result(self, name, result):
@@ -280,7 +285,7 @@ class Recorder:
         finally:
             self.depth -= 1
         template = self.bind_result(name, result)
-        line = user_line() if template[0] in ("v", "a", "seq") else None
+        line = user_line() if template[0] != "t" or name in _TENSOR_PROPERTIES else None
         self.variant.steps.append(Step(fn, name, a, k, template, line))
         return result
 
@@ -366,6 +371,8 @@ class _Swap:
             for owner, name, fn in _surface():
                 self.saved.append((owner, name, owner.__dict__[name] if isinstance(owner, type) else fn))
                 setattr(owner, name, _function_wrapper(fn, name))
+            self.saved.append((bridge, "validate", bridge.validate))
+            bridge.validate = _function_wrapper(bridge.validate, "validate")
             Tensor = _C.Tensor
             for name in _TENSOR_METHODS:
                 raw = _class_attr(Tensor, name)
@@ -405,7 +412,14 @@ def _class_attr(cls, name):
     return None
 
 
+_property_wrappers = {}   # id(property) -> (property, its wrapper): one accessor per property, so steps compare
+
+
 def _property_wrapper(prop, name):
+    cached = _property_wrappers.get(id(prop))
+    if cached is not None and cached[0] is prop:
+        return cached[1]
+
     def get(self):
         return getter(self)
 
@@ -414,7 +428,9 @@ def _property_wrapper(prop, name):
 
     getter = _function_wrapper(lambda t: prop.__get__(t, type(t)), name)
     setter = _function_wrapper(lambda t, v: prop.__set__(t, v), name + ".set")
-    return property(get, set_ if prop.fset is not None else None)
+    wrapper = property(get, set_ if prop.fset is not None else None)
+    _property_wrappers[id(prop)] = (prop, wrapper)
+    return wrapper
 
 
 def record(variant, fn, args, kwargs, arg_tensors, serve=None, serve_results=None, record_rest=True):
@@ -474,6 +490,20 @@ def _sibling(variants, variant, i, result):
             if match_result(other.steps[i].result, result, [None] * other.n_slots):
                 return other
     return None
+
+
+def describe_result(template):
+    """What a recording expected from a step, for a guard miss's reason."""
+    kind = template[0]
+    if kind == "none":
+        return "None"
+    if kind == "t":
+        return "a tensor"
+    if kind == "a":
+        return f"other values (an array of shape {template[2].shape})"
+    if kind == "v":
+        return repr(template[1])
+    return "another result"
 
 
 class Miss(Exception):

@@ -163,9 +163,10 @@ class Program:
         try:
             variant, result = capture.replay(group, group[0], tensors)
         except capture.Miss as miss:
-            recorded = miss.step.result[1] if miss.step.result[0] == "v" else "the recorded value"
-            self.miss(f"{miss.step.name} returned {_short(miss.results[-1])} where the recording has "
-                      f"{_short(recorded)}", miss.step.line or "<unknown line>")
+            got = miss.results[-1]
+            got = "a tensor" if isinstance(got, _C.Tensor) else _short(got)
+            self.miss(f"{miss.step.name} returned {got} where the recording has "
+                      f"{_short(capture.describe_result(miss.step.result))}", miss.step.line or "<unknown line>")
             return self.catch_up(key, group, miss, args, kwargs, tensors)
         if group[0] is not variant:
             group.remove(variant)
