@@ -339,3 +339,35 @@ def test_default_mode_runs_eagerly(dg):
         return x * 2
     assert dg.compile(f) is f and dg.compile(f, mode="max-autotune") is f
     assert dg.compile(f, fullgraph=True, disable=True) is f
+
+
+def test_check_mode_raises_where_python_state_diverges(dg):
+    """mode="check" runs eagerly, checking each op against the recording: an unguarded Python counter that changes
+    the program is reported at the op and line where it diverged, which static replay would have missed."""
+    counter = [0]
+
+    def f(x):
+        counter[0] += 1
+        y = x * 2
+        if counter[0] % 2 == 0:         # Python state, invisible to the guards
+            y = y + 1
+        return y
+    checked = dg.compile(f, mode="check")
+    assert checked(t(dg, [1.0])).item() == 2.0
+    with pytest.raises(RuntimeError, match=r"diverged from its recording at step 2: its Python issued scalar_operand "
+                                           r"at test_compile.py:\d+"):
+        checked(t(dg, [1.0]))
+    quiet = dg.compile(f, mode="reduce-overhead")
+    counter[0] = 0
+    assert [quiet(t(dg, [1.0])).item() for _ in range(3)] == [2.0, 2.0, 2.0]    # the contract: recorded Python only
+
+
+def test_check_mode_follows_guards_like_static_replay(dg):
+    def f(x):
+        return x * 2 if x.sum() > 0 else x - 1
+    checked = dg.compile(f, options={"check": True})
+    for v in (1.0, 2.0, -1.0, 3.0, -2.0):
+        x = t(dg, [v])
+        assert_same(checked(x), f(x))
+    stats = checked.compile_stats
+    assert stats.variants == 2 and stats.replays == 3 and len(stats.guard_misses) == 1

@@ -181,19 +181,41 @@ def match_result(template, result, slots):
 
 
 class Step:
-    __slots__ = ("fn", "name", "args", "kwargs", "result", "line", "plain")
+    __slots__ = ("fn", "name", "args", "kwargs", "result", "line", "run", "out")
 
     def __init__(self, fn, name, args, kwargs, result, line):
         self.fn, self.name, self.args, self.kwargs, self.result, self.line = fn, name, args, kwargs, result, line
-        self.plain = not _has_slot(args) and not _has_slot(kwargs)
-
-    def run(self, slots):
-        if self.plain:
-            return self.fn(*self.args, **self.kwargs)
-        return self.fn(*decode(self.args, slots), **decode(self.kwargs, slots))
+        self.run = _runner(fn, args, kwargs)
+        self.out = result[1] if result[0] == "t" else -1    # the slot of a plain tensor result
 
     def same_call(self, fn, args, kwargs):
         return fn is self.fn and args == self.args and kwargs == self.kwargs
+
+
+def _runner(fn, args, kwargs):
+    """run(slots): the step's call with its arguments read from the slots, specialised for the common shapes of a
+    call (one or two tensors, tensors and constants) so that a replay spends its time in the core."""
+    items = args.items if type(args) is Seq else list(args)
+    simple = not kwargs and all(type(a) is not Seq and type(a) is not ArrayConstant for a in items)
+    if not simple:
+        if not _has_slot(args) and not _has_slot(kwargs):
+            return lambda slots: fn(*args, **kwargs)
+        return lambda slots: fn(*decode(args, slots), **decode(kwargs, slots))
+    args = tuple(items)
+    kinds = [type(a) is Slot for a in args]
+    if all(kinds):
+        index = [a.i for a in args]
+        if len(index) == 1:
+            i0, = index
+            return lambda slots: fn(slots[i0])
+        if len(index) == 2:
+            i0, i1 = index
+            return lambda slots: fn(slots[i0], slots[i1])
+        return lambda slots: fn(*[slots[i] for i in index])
+    if not any(kinds):
+        return lambda slots: fn(*args)
+    pairs = [(a.i, None) if k else (-1, a) for a, k in zip(args, kinds)]
+    return lambda slots: fn(*[slots[i] if i >= 0 else c for i, c in pairs])
 
 
 class Variant:
@@ -229,6 +251,10 @@ class Recorder:
         self.serve_results = serve_results or []
         self.served = 0
         self.record_rest = record_rest
+        self.checking = None          # (Note [Checking a recording]) the variant the calls are checked against
+        self.group = ()
+        self.checked = 0
+        self.missed = None            # (step, result) where a checked call saw a new value: recording from there
 
     def bind_args(self, tensors):
         for i, t in enumerate(tensors):
@@ -274,6 +300,8 @@ class Recorder:
         return ("v", result)
 
     def call(self, fn, name, args, kwargs):
+        if self.checking is not None:
+            return self.check_next(fn, name, args, kwargs)
         if self.served < len(self.serve):
             return self.serve_next(fn, name, args, kwargs)
         if not self.record_rest:
@@ -308,6 +336,39 @@ class Recorder:
                 line = step.line or user_line()
                 new = Step(step.fn, step.name, step.args, step.kwargs, self._rebind(step.result, result), line)
             self.variant.steps.append(new)
+        return result
+
+    def check_next(self, fn, name, args, kwargs):
+        """Note [Checking a recording]: the call Python issues must be the recording's next step; it runs as in eager
+        mode. A new value is a guard miss (the rest is recorded as a variant); another call is a divergence."""
+        variant = self.checking
+        a, k = self.encode(tuple(args)), self.encode(kwargs)
+        if self.checked >= len(variant.steps) or not variant.steps[self.checked].same_call(fn, a, k):
+            recorded = variant.steps[self.checked] if self.checked < len(variant.steps) else None
+            raise Divergence(self.checked, name, user_line(), recorded)
+        step = variant.steps[self.checked]
+        self.depth += 1
+        try:
+            result = fn(*args, **kwargs)
+        finally:
+            self.depth -= 1
+        if not match_result(step.result, result, _Scratch()):
+            sibling = _sibling(self.group, variant, self.checked, result)
+            if sibling is None:                 # a guard miss: record a new variant from here
+                self.missed = (step, result)
+                self.variant.n_slots = max(v.n_slots for v in self.group)
+                for v in self.group:
+                    self.variant.externals.update(v.externals)
+                self.variant.steps = variant.steps[:self.checked] + [
+                    Step(step.fn, step.name, step.args, step.kwargs, self._rebind(step.result, result),
+                         step.line or user_line())]
+                self.checking = None
+                self._register_served(self.variant.steps[-1].result, result)
+                return result
+            self.checking = variant = sibling
+            step = variant.steps[self.checked]
+        self._register_served(step.result, result)
+        self.checked += 1
         return result
 
     def _register_served(self, template, result):
@@ -447,6 +508,64 @@ def record(variant, fn, args, kwargs, arg_tensors, serve=None, serve_results=Non
     return result
 
 
+def check(group, fn, args, kwargs, arg_tensors):
+    """Note [Checking a recording]: runs fn eagerly, checking each call against the variants of `group` (the
+    recordings of this entry guard). Returns (result, variant): the variant it followed to its end, or a new one
+    recorded from a guard miss (its `missed` attribute says where). Raises Divergence where Python issued a call
+    the recording does not have although every guard so far held: static replay would have run the wrong
+    program."""
+    new = Variant(len(arg_tensors))
+    recorder = Recorder(new)
+    recorder.checking, recorder.group = group[0], group
+    recorder.bind_args(arg_tensors)
+    for v in group:
+        for i, t in v.externals.items():
+            recorder.slot_of[id(t)] = i
+    with _Swap(recorder):
+        result = fn(*args, **kwargs)
+        if recorder.checking is not None:
+            followed = recorder.checking
+            if recorder.checked != len(followed.steps):
+                raise Divergence(recorder.checked, "the return", user_line(), followed.steps[recorder.checked])
+            output = recorder.encode(result)
+            if not _same_output(output, followed.output):
+                raise Divergence(recorder.checked, "the return", user_line(), None,
+                                 "the program returned other values or tensors than the recording")
+            recorder.keep.clear()
+            return result, followed
+        new.output = recorder.encode(result)
+        new.missed = recorder.missed
+    recorder.keep.clear()
+    return result, new
+
+
+def _same_output(a, b):
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+class _Scratch:
+    """Slots that forget what is stored in them (a result's match, when only the comparison matters)."""
+
+    def __setitem__(self, i, value):
+        pass
+
+
+class Divergence(RuntimeError):
+    def __init__(self, index, name, line, recorded, detail=None):
+        what = (f"the recording has {recorded.name} there (recorded at {recorded.line or 'an op without a line'})"
+                if recorded is not None else "the recording had ended")
+        super().__init__(
+            f"compile(mode='check'): the program diverged from its recording at step {index}: its Python issued "
+            f"{name} at {line}, where {detail or what}, although every guard before held. Static replay would "
+            f"have run the recorded program instead: the program depends on state the guards cannot see (a "
+            f"Python value that changed between calls, a tensor rebound outside the arguments). Make that state "
+            f"an argument, or do not compile this function in a static mode.")
+        self.index, self.name, self.line, self.recorded = index, name, line, recorded
+
+
 def replay(variants, first, arg_tensors):
     """Runs `first`'s steps on the call's argument tensors, moving to a sibling variant on a value miss (the tree
     of Note [Values that flow into Python are guards]). Returns (variant, slots) when a whole program ran, or raises
@@ -456,9 +575,15 @@ def replay(variants, first, arg_tensors):
     results = []
     i = 0
     steps = variant.steps
+    Tensor = _C.Tensor
     while i < len(steps):
         step = steps[i]
         result = step.run(slots)
+        if step.out >= 0 and isinstance(result, Tensor):
+            slots[step.out] = result
+            results.append(result)
+            i += 1
+            continue
         if not match_result(step.result, result, slots):
             sibling = _sibling(variants, variant, i, result)
             if sibling is None:

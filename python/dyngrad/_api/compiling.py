@@ -16,6 +16,7 @@ under torch's API (docs/compile.md):
 `compiler.is_compiling()` is True while this thread records a program; `compiler.reset()` drops every recording.
 """
 import inspect
+import os
 import threading
 import warnings
 import weakref
@@ -40,7 +41,7 @@ class InvalidBackend(RuntimeError):
 def _check_compile_args(fullgraph, dynamic, backend, mode, options, disable):
     if mode is not None and options is not None:
         raise RuntimeError("compile: pass mode= or options=, not both.")
-    if mode is not None and mode not in _MODES:
+    if mode is not None and mode not in _MODES and mode != "check":
         raise RuntimeError(f"compile: unrecognized mode={mode!r}; expected one of {', '.join(_MODES)}.")
     if backend is None:
         backend = _default_backend[0]
@@ -82,11 +83,12 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend=None, mode=Non
         return decorate
     if not callable(model):
         raise TypeError(f"compile: expected a callable (a function or an nn.Module), got {type(model).__name__}.")
-    static = not disable and (mode == "reduce-overhead" or fullgraph)
+    check = mode == "check" or (options or {}).get("check") is True or os.environ.get("DYNGRAD_COMPILE_CHECK") == "1"
+    static = not disable and (mode == "reduce-overhead" or fullgraph or check)
     if _is_module(model):
         if static:
             return CompiledModule(model, Program(model._call_impl, name or type(model).__name__, recompile_limit,
-                                                 owner=model))
+                                                 owner=model, check=check))
         if "_orig_mod" not in vars(model):
             # torch's compiled module keeps the original as ._orig_mod, and scripts save
             # model._orig_mod.state_dict(): here the module is its own original (a plain attribute, not a submodule)
@@ -94,7 +96,7 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend=None, mode=Non
         return model
     if static:
         return CompiledFunction(model, Program(model, name or getattr(model, "__name__", "program"),
-                                               recompile_limit))
+                                               recompile_limit, check=check))
     return model
 
 
@@ -130,8 +132,9 @@ class ProgramStats:
 class Program:
     """One compiled program's variants, grouped by entry key (Note [Entry guards] in _api/capture.py)."""
 
-    def __init__(self, fn, name, recompile_limit=None, owner=None):
+    def __init__(self, fn, name, recompile_limit=None, owner=None, check=False):
         self.fn = fn
+        self.check = check
         self.owner = owner
         self.limit = recompile_limit or capture.MAX_VARIANTS
         self.groups = {}          # entry key -> [Variant], the most recently run first
@@ -160,6 +163,8 @@ class Program:
                 self.miss(reason, capture.user_line())
             return self.record_new(key, [], args, kwargs, tensors)
         self.last_key = key
+        if self.check:
+            return self.checked_call(key, group, args, kwargs, tensors)
         try:
             variant, result = capture.replay(group, group[0], tensors)
         except capture.Miss as miss:
@@ -172,6 +177,23 @@ class Program:
             group.remove(variant)
             group.insert(0, variant)
         stats.replays += 1
+        return result
+
+    def checked_call(self, key, group, args, kwargs, tensors):
+        """mode="check": eager execution checked op by op against the recordings (Note [Checking a recording] in
+        _api/capture.py); a divergence raises, a guard miss records a variant as static replay would."""
+        result, variant = capture.check(group, self.fn, args, kwargs, tensors)
+        if variant in group:
+            group.remove(variant)
+            group.insert(0, variant)
+            self.stats.replays += 1
+        else:
+            step, value = variant.missed
+            self.miss(f"{step.name} returned {_short(value)} where the recording has "
+                      f"{_short(capture.describe_result(step.result))}", step.line or "<unknown line>")
+            if not self.full():
+                group.insert(0, variant)
+                self.stats.recordings += 1
         return result
 
     def miss(self, reason, line):
