@@ -541,6 +541,11 @@ def lstm_train(dg, size):
 def transformer_train(dg, size):
     """One pre-norm transformer block (d 128, 4 heads, MLP 512, GELU) from matmul/softmax/layer_norm/gelu; loss =
     mean squared distance of the block's output to a fixed target."""
+    return _train_case(dg, *_transformer_block(dg, size), size)
+
+
+def _transformer_block(dg, size):
+    """transformer_train's (params, batches, loss_fn)."""
     F = dg.nn.functional
     rng = _rng(11)
     d, heads, seq, batch = 128, 4, size["seq"], size["batch"]
@@ -564,7 +569,7 @@ def transformer_train(dg, size):
         x = x + F.gelu(F.layer_norm(x, (d,), *ln2) @ w_1 + b_1) @ w_2 + b_2
         return ((x - target) ** 2).mean()
 
-    return _train_case(dg, params, batches, loss_fn, size)
+    return params, batches, loss_fn
 
 
 def wide_mlp_train(dg, size):
@@ -688,19 +693,7 @@ def _small_mlp_case(dg, size, static):
 
 
 def _transformer_step_case(dg, size, static):
-    case_params = {}
-    original = _train_case
-
-    def capture_case(dg_, params, batches, loss_fn, size_):
-        case_params.update(params=params, batches=batches, loss_fn=loss_fn)
-        return original(dg_, params, batches, loss_fn, size_)
-
-    globals()["_train_case"] = capture_case
-    try:
-        transformer_train(dg, size)
-    finally:
-        globals()["_train_case"] = original
-    return _step_case(dg, case_params["params"], case_params["batches"], case_params["loss_fn"], size, static)
+    return _step_case(dg, *_transformer_block(dg, size), size, static)
 
 
 def _static_workloads():
