@@ -371,3 +371,50 @@ def test_check_mode_follows_guards_like_static_replay(dg):
         assert_same(checked(x), f(x))
     stats = checked.compile_stats
     assert stats.variants == 2 and stats.replays == 3 and len(stats.guard_misses) == 1
+
+
+def test_custom_functions_and_hooks_run_eagerly_with_one_warning(dg):
+    """Note [Steps that stay eager]: a custom Function's ctx or a hook cannot be replayed; the program runs eagerly,
+    correctly, and says so once."""
+    class Square(dg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return 2 * g * x
+    seen = []
+
+    def f(x):
+        y = Square.apply(x)
+        y.register_hook(lambda g: seen.append(g.shape))
+        z = (y * 3).sum()
+        z.backward()
+        return z
+    compiled = static(dg, f)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            x = t(dg, [1., 2.], requires_grad=True)
+            assert compiled(x).item() == 15.0 and x.grad.tolist() == [6.0, 12.0]
+    assert len(seen) == 3
+    assert sum("runs eagerly" in str(w.message) for w in caught) == 1
+    assert compiled.compile_stats.eager_calls == 2 and compiled.compile_stats.replays == 0
+
+
+def test_anomaly_mode_inside_a_compiled_step(dg):
+    def f(x):
+        with dg.autograd.detect_anomaly():
+            y = (x * 2).sum()
+            y.backward()
+        return y
+    compiled = static(dg, f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")         # detect_anomaly warns that it is slow
+        for _ in range(3):
+            x = t(dg, [1., 2.], requires_grad=True)
+            assert compiled(x).item() == 6.0 and x.grad.tolist() == [2.0, 2.0]
+    assert compiled.compile_stats.replays == 2

@@ -117,6 +117,30 @@ class Seq:
     __hash__ = None
 
 
+# Note [Steps that stay eager]: a step that hands the engine a Python object other than data (a custom Function's
+# ctx and backward, a hook, saved-tensor hooks, a callback) cannot be repeated: the object was made by the recorded
+# call (a ctx holds that call's saved tensors) or runs Python the replay would skip. A variant with such a step is
+# never replayed; its entry guard runs the program eagerly, with one warning.
+_PLAIN = (int, float, bool, str, bytes, type(None), Slot, ArrayConstant, np.dtype, np.generic)
+
+
+def _tail(args):
+    """bridge.validate's arguments after its check, a module-level function of the shared layer (repeatable)."""
+    items = args.items if type(args) is Seq else list(args)
+    return items[1:]
+
+
+def _plain(template):
+    t = type(template)
+    if t is Seq:
+        return all(_plain(x) for x in template.items)
+    if t in (tuple, list):
+        return all(_plain(x) for x in template)
+    if t is dict:
+        return all(_plain(v) for v in template.values())
+    return isinstance(template, _PLAIN) or isinstance(template, _C.dtype)
+
+
 def decode(template, slots):
     t = type(template)
     if t is dict:
@@ -228,6 +252,7 @@ class Variant:
         self.n_slots = n_args
         self.output = None
         self.replays = 0
+        self.eager_reason = None  # (op, line) of a step static replay cannot repeat (Note [Steps that stay eager])
 
     def fresh_slots(self, arg_tensors):
         slots = [None] * self.n_slots
@@ -307,6 +332,8 @@ class Recorder:
         if not self.record_rest:
             return fn(*args, **kwargs)
         a, k = self.encode(tuple(args)), self.encode(kwargs)
+        if self.variant.eager_reason is None and not (_plain(a if name != "validate" else _tail(a)) and _plain(k)):
+            self.variant.eager_reason = (name, user_line())
         self.depth += 1
         try:
             result = fn(*args, **kwargs)

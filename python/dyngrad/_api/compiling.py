@@ -140,6 +140,7 @@ class Program:
         self.groups = {}          # entry key -> [Variant], the most recently run first
         self.stats = ProgramStats(name)
         self.warned = False
+        self.warned_eager = False
         self.last_key = None
         _programs.add(self)
 
@@ -163,6 +164,9 @@ class Program:
                 self.miss(reason, capture.user_line())
             return self.record_new(key, [], args, kwargs, tensors)
         self.last_key = key
+        if group[0].eager_reason is not None:
+            stats.eager_calls += 1
+            return self.run_eagerly(args, kwargs)
         if self.check:
             return self.checked_call(key, group, args, kwargs, tensors)
         try:
@@ -219,7 +223,20 @@ class Program:
         self.groups.setdefault(key, []).insert(0, variant)
         self.last_key = key
         self.stats.recordings += 1
+        self.warn_eager(variant)
         return result
+
+    def warn_eager(self, variant):
+        """Note [Steps that stay eager] (_api/capture.py): such a variant runs eagerly, said once per program."""
+        if variant.eager_reason is None:
+            return
+        variant.steps, variant.externals = [], {}      # nothing of it is replayed: keep nothing alive
+        if not self.warned_eager:
+            self.warned_eager = True
+            op, line = variant.eager_reason
+            warnings.warn(f"compile: {self.stats.name} runs eagerly for these arguments: its call of {op} at {line} "
+                          f"hands the engine a Python object (a custom autograd.Function, a hook, saved-tensor "
+                          f"hooks), which static replay cannot repeat.", RuntimeWarning, stacklevel=4)
 
     def catch_up(self, key, group, miss, args, kwargs, tensors):
         """Note [Catching up after a miss] (_api/capture.py): the replayed steps are served to the program's Python
@@ -235,6 +252,7 @@ class Program:
         result = capture.record(variant, self.fn, args, kwargs, tensors, serve=served, serve_results=miss.results)
         group.insert(0, variant)
         self.stats.recordings += 1
+        self.warn_eager(variant)
         return result
 
     def run_eagerly(self, args, kwargs):
