@@ -22,6 +22,24 @@ the Python function with those steps *served* from the replay (checked call by c
 records or executes the rest (Note [Catching up after a miss]). Variants sharing a prefix form a tree: a miss first
 looks for a variant recorded from the same prefix that expects the new value.
 
+Note [Catching up after a miss]
+A replay that misses at step k has run steps 0..k-1 (and k itself) with their side effects: in-place updates,
+random draws, a backward. Running the Python function again from the start would repeat them. Instead the Python
+runs again with the recorder *serving* those steps: each call it issues is compared with the replayed step (the same
+function, the same constants, tensors from the same slots) and answered with the replay's result, without
+executing it. From step k+1 on the calls execute and are recorded, and the new variant is the old variant's prefix
+(the same Step objects, so the prefix tree can be walked by identity) plus the new steps. If the re-run Python
+issues another call within the served prefix, it depended on state no guard sees; that is an error naming the step
+and line, since the steps have already run.
+
+Note [Checking a recording]
+mode="check" runs the program eagerly on every call, with the recorder comparing each call Python issues against
+the next step of the recording, walking the prefix tree at value differences as a replay does. A new value is a
+guard miss (the rest of the call is recorded as a variant, as static replay would); a different call, or a
+different number of calls, while every guard held, is a divergence: static replay would have run the recorded
+program where Python would run another, and the error names the step, the op and the user's line. This is also
+the matching verified replay needs (each op checked against the plan as Python issues it).
+
 Note [Entry guards]
 Before a replay, the call must look like the recorded one in everything the engine cannot see as a step: the
 arguments' structure, non-tensor values (by ==) and aliasing, each tensor's type, shape, strides, dtype and
