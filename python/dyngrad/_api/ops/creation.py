@@ -9,8 +9,9 @@ import numpy as np
 
 from ... import _C
 from .. import bridge
-from ..args import (core, DTYPE_NAMES, Tensor, array_from_data, check_factory_options, checked_write, dtype_arg, finish,
-                    get_default_dtype, number, optional_dtype, shape_str, sizes_arg, tensor_arg, to_int, type_name)
+from ..args import (DTYPE_NAMES, Tensor, array_from_data, check_factory_options, checked_write, core, dtype_arg,
+                    finish, get_default_dtype, number, optional_dtype, shape_str, sizes_arg, tensor_arg, to_int,
+                    type_name)
 from ..bridge import canonical_bools
 from ..device import check_device
 from ..node_names import shows_as

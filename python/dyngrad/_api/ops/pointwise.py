@@ -10,8 +10,8 @@ import numpy as np
 from ... import _C
 from ...autograd.function import Function
 from .. import bridge
-from ..args import (core, Tensor, broadcast_shapes, checked_write, get_default_dtype, number, operand_or_throw, operands,
-                    tensor_arg, to_int, type_name)
+from ..args import (Tensor, broadcast_shapes, checked_write, core, get_default_dtype, number, operand_or_throw,
+                    operands, tensor_arg, to_int, type_name)
 from ..bridge import is_half
 from ..dtype_info import finfo
 from ..host import special as sn
