@@ -202,4 +202,5 @@ PYBIND11_MODULE(_C, m) {
   bind_autograd(m);
   bind_optim(m);
   bind_cycles(m);
+  bind_capture(m);
 }

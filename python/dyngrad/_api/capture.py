@@ -223,15 +223,25 @@ def match_result(template, result, slots):
 
 
 class Step:
-    __slots__ = ("fn", "name", "args", "kwargs", "result", "line", "run", "out")
+    __slots__ = ("fn", "name", "args", "kwargs", "result", "line", "run", "out", "native")
 
     def __init__(self, fn, name, args, kwargs, result, line):
         self.fn, self.name, self.args, self.kwargs, self.result, self.line = fn, name, args, kwargs, result, line
         self.run = _runner(fn, args, kwargs)
         self.out = result[1] if result[0] == "t" else -1    # the slot of a plain tensor result
+        self.native = _native_spec(args, kwargs)             # (slots, constants) for the C++ loop, or None
 
     def same_call(self, fn, args, kwargs):
         return fn is self.fn and args == self.args and kwargs == self.kwargs
+
+
+def _native_spec(args, kwargs):
+    """The arguments as the C++ loop takes them (Note [Replaying steps in C++] in csrc/bindings/capture_bind.cpp):
+    positional slots and constants only."""
+    items = args.items if type(args) is Seq else list(args)
+    if kwargs or len(items) > 16 or any(type(a) in (Seq, ArrayConstant) for a in items):
+        return None
+    return [a.i if type(a) is Slot else -1 for a in items], [None if type(a) is Slot else a for a in items]
 
 
 def _runner(fn, args, kwargs):
@@ -271,6 +281,22 @@ class Variant:
         self.output = None
         self.replays = 0
         self.eager_reason = None  # (op, line) of a step static replay cannot repeat (Note [Steps that stay eager])
+
+    def native(self):
+        """The C++ replay loop over this variant's steps (those whose call Python must build are handed back), or
+        None when most steps need Python anyway."""
+        program = self.__dict__.get("_native", False)
+        if program is False:
+            program = None
+            if sum(step.native is not None for step in self.steps) * 2 > len(self.steps):
+                program = _C._ReplayProgram(_C.Tensor)
+                for step in self.steps:
+                    if step.native is None:
+                        program.add(None, [], [], -2)        # Python builds and runs this one
+                    else:
+                        program.add(step.fn, step.native[0], step.native[1], step.out)
+            self._native = program
+        return program
 
     def fresh_slots(self, arg_tensors):
         slots = [None] * self.n_slots
@@ -613,34 +639,64 @@ class Divergence(RuntimeError):
 
 def replay(variants, first, arg_tensors):
     """Runs `first`'s steps on the call's argument tensors, moving to a sibling variant on a value miss (the tree
-    of Note [Values that flow into Python are guards]). Returns (variant, slots) when a whole program ran, or raises
-    Miss with what a catch-up needs."""
+    of Note [Values that flow into Python are guards]). Returns (variant, output) when a whole program ran, or
+    raises Miss with what a catch-up needs. The steps run in the C++ loop where every step allows it (Note
+    [Replaying steps in C++]), else here."""
     variant = first
     slots = variant.fresh_slots(arg_tensors)
-    results = []
     i = 0
-    steps = variant.steps
     Tensor = _C.Tensor
-    while i < len(steps):
+    while True:
+        steps = variant.steps
+        program = variant.native()
+        if program is not None:
+            stop = program.run(slots, i)
+            if stop is None:
+                break
+            if len(stop) == 1:               # a step Python runs itself
+                i = stop[0]
+                result = steps[i].run(slots)
+                if steps[i].out >= 0 and isinstance(result, Tensor):
+                    slots[steps[i].out] = result
+                    i += 1
+                    continue
+            else:
+                i, result = stop
+        else:
+            if i >= len(steps):
+                break
+            result = steps[i].run(slots)
+            if steps[i].out >= 0 and isinstance(result, Tensor):
+                slots[steps[i].out] = result
+                i += 1
+                continue
         step = steps[i]
-        result = step.run(slots)
-        if step.out >= 0 and isinstance(result, Tensor):
-            slots[step.out] = result
-            results.append(result)
-            i += 1
-            continue
         if not match_result(step.result, result, slots):
             sibling = _sibling(variants, variant, i, result)
             if sibling is None:
-                results.append(result)
-                raise Miss(variant, i, results, step)
+                raise Miss(variant, i, _served_results(steps[:i], slots) + [result], step)
             slots = _extend(slots, sibling)
             match_result(sibling.steps[i].result, result, slots)
-            variant, steps = sibling, sibling.steps
-        results.append(result)
+            variant = sibling
         i += 1
     variant.replays += 1
     return variant, decode(variant.output, slots)
+
+
+def _served_results(steps, slots):
+    """The results the steps returned in this replay, read back from the slots (Note [Catching up after a miss])."""
+    return [_result_of(step.result, slots) for step in steps]
+
+
+def _result_of(template, slots):
+    kind = template[0]
+    if kind in ("t", "a", "s"):
+        return slots[template[1]]
+    if kind == "none":
+        return None
+    if kind == "v":
+        return template[1]
+    return template[1](_result_of(t, slots) for t in template[2])
 
 
 def _extend(slots, variant):
