@@ -244,6 +244,20 @@ def _native_spec(args, kwargs):
     return [a.i if type(a) is Slot else -1 for a in items], [None if type(a) is Slot else a for a in items]
 
 
+def _slots_in(template):
+    """The slots a template reads."""
+    t = type(template)
+    if t is Slot:
+        return {template.i}
+    if t is Seq:
+        return set().union(*(_slots_in(x) for x in template.items)) if template.items else set()
+    if t in (tuple, list):
+        return set().union(*(_slots_in(x) for x in template)) if template else set()
+    if t is dict:
+        return set().union(*(_slots_in(x) for x in template.values())) if template else set()
+    return set()
+
+
 def _runner(fn, args, kwargs):
     """run(slots): the step's call with its arguments read from the slots, specialised for the common shapes of a
     call (one or two tensors, tensors and constants) so that a replay spends its time in the core."""
@@ -291,10 +305,15 @@ class Variant:
             if sum(step.native is not None for step in self.steps) * 2 > len(self.steps):
                 program = _C._ReplayProgram(_C.Tensor)
                 for step in self.steps:
-                    if step.native is None:
-                        program.add(None, [], [], -2)        # Python builds and runs this one
+                    if step.native is None:           # Python builds and runs this one, from these slots
+                        reads = sorted(_slots_in(step.args) | _slots_in(step.kwargs))
+                        program.add(None, reads, [None] * len(reads), -2, step.name)
                     else:
-                        program.add(step.fn, step.native[0], step.native[1], step.out)
+                        program.add(step.fn, step.native[0], step.native[1], step.out, step.name)
+                exported = [False] * self.n_slots
+                for i in _slots_in(self.output):
+                    exported[i] = True
+                program.set_exported(exported)
             self._native = program
         return program
 
@@ -672,6 +691,8 @@ def replay(variants, first, arg_tensors):
                 continue
         step = steps[i]
         if not match_result(step.result, result, slots):
+            if program is not None:
+                program.materialize(slots)          # Note [Slots in C++]: Python reads every slot from here on
             sibling = _sibling(variants, variant, i, result)
             if sibling is None:
                 raise Miss(variant, i, _served_results(steps[:i], slots) + [result], step)
