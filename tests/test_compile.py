@@ -418,3 +418,35 @@ def test_anomaly_mode_inside_a_compiled_step(dg):
             x = t(dg, [1., 2.], requires_grad=True)
             assert compiled(x).item() == 6.0 and x.grad.tolist() == [2.0, 2.0]
     assert compiled.compile_stats.replays == 2
+
+
+def test_threads_replaying_one_program_get_eager_results(dg):
+    """Two threads calling one compiled program: a call that finds it replaying elsewhere runs eagerly; every result
+    is the eager one."""
+    import threading
+    w = t(dg, [0.5, -0.5])
+
+    def f(x):
+        y = x
+        for _ in range(30):
+            y = (y * w + 0.1).tanh()
+        return y
+    compiled = static(dg, f)
+    compiled(t(dg, [1., 2.]))
+    errors = []
+
+    def worker(k):
+        try:
+            for i in range(20):
+                x = t(dg, [float(k), float(i)])
+                assert_same(compiled(x), f(x))
+        except Exception as e:      # reported below, with the thread's failure
+            errors.append(e)
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+    stats = compiled.compile_stats
+    assert stats.replays + stats.eager_calls == 60 and stats.variants == 1

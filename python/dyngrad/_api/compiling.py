@@ -141,7 +141,7 @@ class Program:
         self.stats = ProgramStats(name)
         self.warned = False
         self.warned_eager = False
-        self.replaying = False
+        self.replaying = threading.Lock()
         self.last_key = None
         _programs.add(self)
 
@@ -155,9 +155,8 @@ class Program:
     def __call__(self, args, kwargs):
         stats = self.stats
         stats.calls += 1
-        if capture.is_capturing() or getattr(_eager_flag, "on", False) or self.replaying:
-            return self.fn(*args, **kwargs)      # inside a recording it is part of it; inside its own replay (a
-            #                                      hook of its backward) it runs eagerly
+        if capture.is_capturing() or getattr(_eager_flag, "on", False):
+            return self.fn(*args, **kwargs)      # a compiled program called inside a recording is part of it
         key, tensors = entry_key(self, args, kwargs)
         group = self.groups.get(key)
         if group is None:
@@ -171,18 +170,22 @@ class Program:
             return self.run_eagerly(args, kwargs)
         if self.check:
             return self.checked_call(key, group, args, kwargs, tensors)
-        self.replaying = True
+        if not self.replaying.acquire(blocking=False):
+            # replayed already, by another thread or inside its own replay (a hook of its backward): the C++ loop
+            # holds one replay's slots (Note [Slots in C++]), so this call runs eagerly
+            stats.eager_calls += 1
+            return self.run_eagerly(args, kwargs)
         try:
-            variant, result = capture.replay(group, group[0], tensors)
+            try:
+                variant, result = capture.replay(group, group[0], tensors)
+            finally:
+                self.replaying.release()
         except capture.Miss as miss:
-            self.replaying = False
             got = miss.results[-1]
             got = "a tensor" if isinstance(got, _C.Tensor) else _short(got)
             self.miss(f"{miss.step.name} returned {got} where the recording has "
                       f"{_short(capture.describe_result(miss.step.result))}", miss.step.line or "<unknown line>")
             return self.catch_up(key, group, miss, args, kwargs, tensors)
-        finally:
-            self.replaying = False
         if group[0] is not variant:
             group.remove(variant)
             group.insert(0, variant)
