@@ -338,8 +338,8 @@ class CompiledModule:
 def entry_key(program, args, kwargs):
     """(key, argument tensors): what a recording's entry guard compares, and the tensors the replay reads."""
     tensors, seen, parts, states = [], {}, [], []
-    _describe(args, parts, tensors, seen, states, "args")
-    _describe(kwargs, parts, tensors, seen, states, "kwargs")
+    _describe(args, parts, tensors, seen, states, ("args",))
+    _describe(kwargs, parts, tensors, seen, states, ("kwargs",))
     parts.append(("grad mode", _C.is_grad_enabled()))
     parts.append(("default dtype", _C._get_default_dtype()))
     fn = program.fn
@@ -367,11 +367,11 @@ def _describe(obj, parts, tensors, seen, states, where):
     elif type(obj) in (tuple, list):
         parts.append((where, (type(obj), len(obj))))
         for i, x in enumerate(obj):
-            _describe(x, parts, tensors, seen, states, f"{where}[{i}]")
+            _describe(x, parts, tensors, seen, states, (where, i))
     elif type(obj) is dict:
         parts.append((where, ("dict", tuple(obj))))
         for k, v in obj.items():
-            _describe(v, parts, tensors, seen, states, f"{where}[{k!r}]")
+            _describe(v, parts, tensors, seen, states, (where, k))
     elif _is_module(obj) or _is_optimizer(obj):
         states.append(obj)
         parts.append((where, ("object", id(obj))))
@@ -415,12 +415,22 @@ def _reachable(fn, owner):
 
 
 def _module_state(module):
-    out = []
-    for sub in module.modules():
-        d = sub.__dict__
-        out.append((id(sub), sub.training, tuple((k, id(p), p is not None and p.requires_grad)
-                                               for k, p in d["_parameters"].items()),
-                    tuple((k, id(b)) for k, b in d["_buffers"].items())))
+    """Every submodule's identity and training flag, and its parameters' and buffers' names and identities, flat
+    (a walk of the _modules dicts: Module.modules() costs twice as much, and this runs at every call)."""
+    out, stack, seen = [], [module], set()
+    while stack:
+        m = stack.pop()
+        if m is None or id(m) in seen:
+            continue
+        seen.add(id(m))
+        d = m.__dict__
+        out += (id(m), m.training)
+        for k, p in d["_parameters"].items():
+            out += (k, id(p), p is not None and p.requires_grad)
+        for k, b in d["_buffers"].items():
+            out += (k, id(b))
+        out.append(None)
+        stack.extend(d["_modules"].values())
     return tuple(out)
 
 
@@ -433,6 +443,15 @@ def _optimizer_state(opt):
     return groups, state
 
 
+def _label(where):
+    """("args",) -> 'args', (("args",), 1) -> 'args[1]': the path of a guarded item, as written."""
+    if isinstance(where, str):
+        return where
+    if len(where) == 1:
+        return where[0]
+    return f"{_label(where[0])}[{where[1]!r}]"
+
+
 def describe_key_change(old, new):
     if old is None:
         return "first call"
@@ -440,7 +459,7 @@ def describe_key_change(old, new):
         return f"the arguments' structure changed ({len(old)} -> {len(new)} guarded items)"
     for (label, a), (_, b) in zip(old, new):
         if a != b:
-            return f"{label} changed: {_short(a)} -> {_short(b)}"
+            return f"{_label(label)} changed: {_short(a)} -> {_short(b)}"
     return "a guard changed"
 
 
