@@ -122,12 +122,13 @@ def test_make_tensor_options(dg):
         mt(3, dtype=dg.float32)             # device is required, as torch's
 
 
-def test_compile_returns_its_argument(dg):
+def test_compile_returns_its_argument_outside_the_static_modes(dg):
     model = dg.nn.Linear(3, 2)
     assert dg.compile(model) is model
     assert model._orig_mod is model and "_orig_mod" not in dict(model.named_modules()) \
         and list(model.state_dict()) == ["weight", "bias"]
-    assert dg.compiler.compile(model, mode="max-autotune", fullgraph=True) is model
+    assert dg.compiler.compile(model, mode="max-autotune") is model
+    assert dg.compile(model, fullgraph=True)._orig_mod is model          # static replay (tests/test_compile.py)
 
     def f(x):
         return x * 2

@@ -93,10 +93,12 @@ void bind_tensor(py::module_& m);
 void bind_ops(py::module_& m);
 void bind_autograd(py::module_& m);
 void bind_optim(py::module_& m);  // optim_bind.cpp: fused optimiser steps
+void bind_capture(py::module_& m);  // capture_bind.cpp: Note [Replaying steps in C++]
 void bind_cycles(py::module_& m);  // cycles_bind.cpp: the collector of Note [Cycles through C++]
 // fast_paths.cpp (Note [Fast paths]): the hot entries of the shared API table, with their Python fallbacks.
 std::vector<std::string> fast_path_names();
 py::dict install_fast_paths(py::dict fallbacks, py::dict docs);
 void set_autocast_active(bool active);  // Note [Fast paths under autocast]
+void set_capturing(bool active);       // Note [Fast paths while capturing]
 
 }  // namespace dyngrad

@@ -106,6 +106,12 @@ bool fast_number(PyObject* o) {
 // call their fallback, so the policy applies; another thread's plain matmul meanwhile takes the equal, slower path.
 std::atomic<bool> g_autocast_active{false};
 
+// Note [Fast paths while capturing]: while dyngrad.compile records a program (python/dyngrad/_api/capture.py), every
+// op must reach the engine through a _C function, where the recorder sees it; these builtins call the core directly,
+// so while some thread records (the flag is process-wide, as autocast's) every fast path calls its fallback.
+std::atomic<bool> g_capturing{false};
+inline bool fast_on() { return !g_capturing.load(std::memory_order_relaxed); }
+
 template <BinaryOp Op>
 bool autocast_defers() {
   if (Op == &matmul) return g_autocast_active.load(std::memory_order_relaxed);  // a plain if (see fast_number)
@@ -142,7 +148,7 @@ template <BinaryOp Op, bool Numbers = true, ReflectedOp Reflected = nullptr>
 PyObject* binary_slot(PyObject* a, PyObject* b) {
   const Tensor* ta = tensor_of(a);
   const Tensor* tb = tensor_of(b);
-  const bool fast = !autocast_defers<Op>();
+  const bool fast = fast_on() && !autocast_defers<Op>();
   DG_PY_TRY
   if (fast && ta && tb) return to_python(Op(*ta, *tb));
   if (fast && Numbers && ta && fast_number<Op>(b)) return to_python(Op(*ta, number_operand(b, *ta)));
@@ -220,7 +226,7 @@ Tensor basic_index(const Tensor& self, PyObject* idx) {
 }
 
 PyObject* getitem_slot(PyObject* self, PyObject* idx) {
-  const Tensor* t = tensor_of(self);
+  const Tensor* t = fast_on() ? tensor_of(self) : nullptr;
   if (t && is_basic_index(idx)) {
     DG_PY_TRY
     return to_python(basic_index(*t, idx));
@@ -244,7 +250,7 @@ PyObject* slot_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, 
 // ---- functions: `self` of the builtin is the Python function it stands for ----
 template <UnaryOp Op>
 PyObject* unary_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  if (PyVectorcall_NARGS(nargsf) == 1 && !kwnames)
+  if (PyVectorcall_NARGS(nargsf) == 1 && !kwnames && fast_on())
     if (const Tensor* t = tensor_of(args[0])) {
       DG_PY_TRY
       return to_python(Op(*t));
@@ -256,7 +262,7 @@ PyObject* unary_function(PyObject* fallback, PyObject* const* args, Py_ssize_t n
 // Numbers: whether the op takes a Python number as its second operand (add does, matmul does not).
 template <BinaryOp Op, bool Numbers>
 PyObject* binary_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  if (PyVectorcall_NARGS(nargsf) == 2 && !kwnames && !autocast_defers<Op>()) {
+  if (PyVectorcall_NARGS(nargsf) == 2 && !kwnames && fast_on() && !autocast_defers<Op>()) {
     const Tensor* ta = tensor_of(args[0]);
     const Tensor* tb = tensor_of(args[1]);
     if (ta && (tb || (Numbers && fast_number<Op>(args[1])))) {
@@ -297,7 +303,7 @@ bool parse_reduce(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, Di
 template <ReduceOp Op>
 PyObject* reduce_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (nargs >= 1)
+  if (nargs >= 1 && fast_on())
     if (const Tensor* t = tensor_of(args[0])) {
       Dims dims;
       bool keepdim = false;
@@ -315,7 +321,7 @@ Tensor sum_op(const Tensor& a, const Dims& dims, bool keepdim) { return sum(a, d
 // linear(x, w) or linear(x, w, b) with a 2-D weight: x @ w.mT + b, as the shared composite computes it.
 PyObject* linear_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (!kwnames && (nargs == 2 || nargs == 3) && !g_autocast_active.load(std::memory_order_relaxed)) {
+  if (!kwnames && (nargs == 2 || nargs == 3) && fast_on() && !g_autocast_active.load(std::memory_order_relaxed)) {
     const Tensor* x = tensor_of(args[0]);
     const Tensor* w = tensor_of(args[1]);
     const Tensor* b = nargs == 3 ? tensor_of(args[2]) : nullptr;
@@ -335,7 +341,7 @@ PyObject* linear_function(PyObject* fallback, PyObject* const* args, Py_ssize_t 
 
 // cross_entropy(logits (N, C), int64 targets (N,)) with the defaults: the fused primitive, mean reduction.
 PyObject* cross_entropy_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  if (PyVectorcall_NARGS(nargsf) == 2 && !kwnames && !g_autocast_active.load(std::memory_order_relaxed)) {
+  if (PyVectorcall_NARGS(nargsf) == 2 && !kwnames && fast_on() && !g_autocast_active.load(std::memory_order_relaxed)) {
     const Tensor* x = tensor_of(args[0]);
     const Tensor* y = tensor_of(args[1]);
     if (x && y && (*x)->ndim() == 2 && (*y)->ndim() == 1 && (*y)->dtype == DType::Int64) {
@@ -350,7 +356,7 @@ PyObject* cross_entropy_function(PyObject* fallback, PyObject* const* args, Py_s
 // ---- methods: `self` is the tensor (Note [Fallbacks of methods]) ----
 template <UnaryOp Op>
 PyObject* unary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  if (PyVectorcall_NARGS(nargsf) == 0 && !kwnames)
+  if (PyVectorcall_NARGS(nargsf) == 0 && !kwnames && fast_on())
     if (const Tensor* t = tensor_of(self)) {
       DG_PY_TRY
       return to_python(Op(*t));
@@ -361,7 +367,7 @@ PyObject* unary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf,
 
 template <BinaryOp Op, bool Numbers>
 PyObject* binary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  if (PyVectorcall_NARGS(nargsf) == 1 && !kwnames && !autocast_defers<Op>()) {
+  if (PyVectorcall_NARGS(nargsf) == 1 && !kwnames && fast_on() && !autocast_defers<Op>()) {
     const Tensor* ta = tensor_of(self);
     const Tensor* tb = tensor_of(args[0]);
     if (ta && (tb || (Numbers && fast_number<Op>(args[0])))) {
@@ -375,7 +381,7 @@ PyObject* binary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf
 
 template <ReduceOp Op>
 PyObject* reduce_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  if (const Tensor* t = tensor_of(self)) {
+  if (const Tensor* t = fast_on() ? tensor_of(self) : nullptr) {
     Dims dims;
     bool keepdim = false;
     if (parse_reduce(args, PyVectorcall_NARGS(nargsf), kwnames, dims, keepdim)) {
@@ -392,7 +398,7 @@ PyObject* reduce_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf
 PyObject* add_inplace_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-  const Tensor* t = tensor_of(self);
+  const Tensor* t = fast_on() ? tensor_of(self) : nullptr;
   const Tensor* other = nargs == 1 ? tensor_of(args[0]) : nullptr;
   PyObject* alpha = nullptr;
   if (nkw == 1 && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "alpha") == 0)
@@ -498,6 +504,7 @@ std::string doc_of(const py::dict& docs, const std::string& key, py::handle fn) 
 }  // namespace
 
 void set_autocast_active(bool active) { g_autocast_active.store(active, std::memory_order_relaxed); }
+void set_capturing(bool active) { g_capturing.store(active, std::memory_order_relaxed); }
 
 // The names _install_fast_paths can speed up: functions, methods ("Tensor.NAME") and operator slots.
 std::vector<std::string> fast_path_names() {

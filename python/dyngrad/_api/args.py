@@ -35,6 +35,15 @@ return_max = collections.namedtuple("max", ["values", "indices"])
 return_min = collections.namedtuple("min", ["values", "indices"])
 
 
+def core(name):
+    """The core function `_C.<name>`, looked up at each call: a function bound when a module loads would bypass
+    the recorder that dyngrad.compile swaps in (Note [Capture at the narrow surface] in _api/capture.py)."""
+    def call(*args):
+        return getattr(_C, name)(*args)
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
 def type_name(o):
     return type(o).__name__
 

@@ -58,6 +58,13 @@ def canonical_bools(arr):
 
 # ----- tensor values to numpy ------------------------------------------------------------------------------------
 
+def validate(check, *args):
+    """check(*args) with each tensor among args as a numpy view: a check of values that raises or returns None.
+    Note [Checks of values replay as checks]: a program recorded by dyngrad.compile replays the check itself on the
+    new values, where a plain read of the values would be a guard on them (every new batch of targets a miss)."""
+    return check(*[a._numpy_view() if isinstance(a, _C.Tensor) else a for a in args])
+
+
 def view(t):
     """A numpy view of t's memory, in t's dtype (not bfloat16): reads see t, writes change it (the factories fill
     a new tensor this way)."""

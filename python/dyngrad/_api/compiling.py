@@ -1,13 +1,28 @@
 """dyngrad.compile and the dyngrad.compiler namespace (torch.compile / torch.compiler's names).
 
-Note [compile is the identity]
-dyngrad is define-by-run by design: every op runs when its line runs and the graph is recorded as a side effect, so
-there is no tracer, no graph capture and no code generator. `compile` therefore checks its arguments as torch does
-(so a script with a typo in `mode=` fails here as it would under torch) and hands back the very function or module
-it was given; the program computes the same numbers at the same speed as without it. `compiler.is_compiling()` is
-always False, and `compiler.disable` returns its function unchanged.
+Note [Two modes of compile]
+dyngrad is define-by-run: every op runs when its line runs. `compile` offers what a recording of those ops buys,
+under torch's API (docs/compile.md):
+- static replay, `mode="reduce-overhead"` or `fullgraph=True`: the first call of a program (per entry guard, Note
+  [Entry guards] in _api/capture.py) runs eagerly while the capture engine records its steps; later calls replay the
+  steps without running the program's Python, checking every value that flowed into Python (Note [Values that flow
+  into Python are guards]). A miss records a new variant, at most MAX_VARIANTS (8, torch's recompile_limit) per
+  program; then the program runs eagerly, with one warning naming the guard and the line that read it. The contract
+  is jax.jit's: Python that touches neither tensors nor the guarded state runs only while recording.
+- every other mode (the default): the program runs eagerly, so everything behaves as without compile; `compile`
+  then hands back its argument (verified replay, which would check each op against a recording while Python runs,
+  is not built yet). The arguments are checked as torch checks them, so a script with a typo in `mode=` fails here
+  as it would under torch.
+`compiler.is_compiling()` is True while this thread records a program; `compiler.reset()` drops every recording.
 """
 import inspect
+import os
+import threading
+import weakref
+
+from .. import _C
+from . import capture
+from .._user_frame import warn
 
 _MODES = ("default", "lite", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
 # torch's registered backends (torch.compiler.list_backends(exclude_tags=())): all accepted, none changes anything
@@ -26,7 +41,7 @@ class InvalidBackend(RuntimeError):
 def _check_compile_args(fullgraph, dynamic, backend, mode, options, disable):
     if mode is not None and options is not None:
         raise RuntimeError("compile: pass mode= or options=, not both.")
-    if mode is not None and mode not in _MODES:
+    if mode is not None and mode not in _MODES and mode != "check":
         raise RuntimeError(f"compile: unrecognized mode={mode!r}; expected one of {', '.join(_MODES)}.")
     if backend is None:
         backend = _default_backend[0]
@@ -48,16 +63,18 @@ def _check_compile_args(fullgraph, dynamic, backend, mode, options, disable):
 
 def compile(model=None, *, fullgraph=False, dynamic=None, backend=None, mode=None, options=None, name=None,
             disable=False, recompile_limit=None, isolate_recompiles=False, shapes_spec=None):
-    """torch.compile's signature and argument checks; returns `model` itself (a function or an nn.Module).
+    """torch.compile's signature and argument checks (Note [Two modes of compile]).
 
-    dyngrad runs eagerly by design (define-by-run: each op executes as its line runs), so there is nothing to
-    compile: the result is the very object passed in, and it runs exactly as before, at the same speed. Used as
-    `@compile` or `@compile(mode=...)` it decorates unchanged. A module also answers `._orig_mod` (itself), as
-    torch's compiled module does. `mode` and `backend` are checked against torch's names
-    (RuntimeError for an unknown mode, dyngrad.compiler.InvalidBackend, a RuntimeError, for an unknown backend), so
-    a script that torch rejects is rejected here too. See Note [compile is the identity].
+    With `mode="reduce-overhead"` or `fullgraph=True` (and not `disable=True`) a function comes back as a
+    CompiledFunction and a module as a CompiledModule (its `_orig_mod` is the module), both replaying recordings of
+    their calls (static replay). Otherwise the result is `model` itself, run eagerly; a module then answers
+    `._orig_mod` (itself), as torch's compiled module does. Used as `@compile` or `@compile(mode=...)` it
+    decorates. RuntimeError for an unknown mode, dyngrad.compiler.InvalidBackend (a RuntimeError) for an unknown
+    backend, as torch.
     """
     _check_compile_args(fullgraph, dynamic, backend, mode, options, disable)
+    if recompile_limit is not None and (not isinstance(recompile_limit, int) or recompile_limit < 1):
+        raise ValueError(f"compile: recompile_limit must be a positive int, got {recompile_limit!r}.")
     if model is None:
         def decorate(fn):
             return compile(fn, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode, options=options,
@@ -66,11 +83,384 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend=None, mode=Non
         return decorate
     if not callable(model):
         raise TypeError(f"compile: expected a callable (a function or an nn.Module), got {type(model).__name__}.")
-    if _is_module(model) and "_orig_mod" not in vars(model):
-        # torch's compiled module keeps the original as ._orig_mod, and scripts save model._orig_mod.state_dict():
-        # here the module is its own original (a plain attribute, not a registered submodule)
-        object.__setattr__(model, "_orig_mod", model)
+    check = mode == "check" or (options or {}).get("check") is True or os.environ.get("DYNGRAD_COMPILE_CHECK") == "1"
+    static = not disable and (mode == "reduce-overhead" or fullgraph or check)
+    if _is_module(model):
+        if static:
+            return CompiledModule(model, Program(model._call_impl, name or type(model).__name__, recompile_limit,
+                                                 owner=model, check=check))
+        if "_orig_mod" not in vars(model):
+            # torch's compiled module keeps the original as ._orig_mod, and scripts save
+            # model._orig_mod.state_dict(): here the module is its own original (a plain attribute, not a submodule)
+            object.__setattr__(model, "_orig_mod", model)
+        return model
+    if static:
+        return CompiledFunction(model, Program(model, name or getattr(model, "__name__", "program"),
+                                               recompile_limit, check=check))
     return model
+
+
+# ---- static replay (Note [Two modes of compile]) ----
+_programs = weakref.WeakSet()     # every live Program, for compiler.reset() and compiler.programs()
+_eager_flag = threading.local()   # set while a program falls back to eager inside its own call
+
+
+class ProgramStats:
+    """What dyngrad.compiler reports for one compiled program: the figures to read when it does not speed up."""
+
+    def __init__(self, name):
+        self.name = name
+        self.calls = 0
+        self.recordings = 0       # variants recorded (from scratch or after a miss)
+        self.replays = 0          # calls that ran a recording to its end
+        self.eager_calls = 0      # calls that ran eagerly after the variant limit
+        self.guard_misses = []    # (reason, source line)
+
+    @property
+    def variants(self):
+        return self.recordings
+
+    def as_dict(self):
+        return {"name": self.name, "calls": self.calls, "variants": self.variants, "replays": self.replays,
+                "eager_calls": self.eager_calls, "guard_misses": list(self.guard_misses)}
+
+    def __repr__(self):
+        return (f"ProgramStats({self.name!r}: {self.calls} calls, {self.variants} variants, {self.replays} replays, "
+                f"{self.eager_calls} eager, {len(self.guard_misses)} guard misses)")
+
+
+class Program:
+    """One compiled program's variants, grouped by entry key (Note [Entry guards] in _api/capture.py)."""
+
+    def __init__(self, fn, name, recompile_limit=None, owner=None, check=False):
+        self.fn = fn
+        self.check = check
+        self.owner = owner
+        self.limit = recompile_limit or capture.MAX_VARIANTS
+        self.groups = {}          # entry key -> [Variant], the most recently run first
+        self.stats = ProgramStats(name)
+        self.warned = False
+        self.warned_eager = False
+        self.replaying = threading.Lock()
+        self.last_key = None
+        _programs.add(self)
+
+    def reset(self):
+        self.groups.clear()
+        self.last_key = None
+
+    def n_variants(self):
+        return sum(len(v) for v in self.groups.values())
+
+    def __call__(self, args, kwargs):
+        stats = self.stats
+        stats.calls += 1
+        if capture.is_capturing() or getattr(_eager_flag, "on", False):
+            return self.fn(*args, **kwargs)      # a compiled program called inside a recording is part of it
+        key, tensors = entry_key(self, args, kwargs)
+        group = self.groups.get(key)
+        if group is None:
+            reason = describe_key_change(self.last_key, key)
+            if self.last_key is not None:
+                self.miss(reason, capture.user_line())
+            return self.record_new(key, [], args, kwargs, tensors)
+        self.last_key = key
+        if group[0].eager_reason is not None:
+            stats.eager_calls += 1
+            return self.run_eagerly(args, kwargs)
+        if self.check:
+            return self.checked_call(key, group, args, kwargs, tensors)
+        if not self.replaying.acquire(blocking=False):
+            # replayed already, by another thread or inside its own replay (a hook of its backward): the C++ loop
+            # holds one replay's slots (Note [Slots in C++]), so this call runs eagerly
+            stats.eager_calls += 1
+            return self.run_eagerly(args, kwargs)
+        try:
+            try:
+                variant, result = capture.replay(group, group[0], tensors)
+            finally:
+                self.replaying.release()
+        except capture.Miss as miss:
+            got = miss.results[-1]
+            got = "a tensor" if isinstance(got, _C.Tensor) else _short(got)
+            self.miss(f"{miss.step.name} returned {got} where the recording has "
+                      f"{_short(capture.describe_result(miss.step.result))}", miss.step.line or "<unknown line>")
+            return self.catch_up(key, group, miss, args, kwargs, tensors)
+        if group[0] is not variant:
+            group.remove(variant)
+            group.insert(0, variant)
+        stats.replays += 1
+        return result
+
+    def checked_call(self, key, group, args, kwargs, tensors):
+        """mode="check": eager execution checked op by op against the recordings (Note [Checking a recording] in
+        _api/capture.py); a divergence raises, a guard miss records a variant as static replay would."""
+        result, variant = capture.check(group, self.fn, args, kwargs, tensors)
+        if variant in group:
+            group.remove(variant)
+            group.insert(0, variant)
+            self.stats.replays += 1
+        else:
+            step, value = variant.missed
+            self.miss(f"{step.name} returned {_short(value)} where the recording has "
+                      f"{_short(capture.describe_result(step.result))}", step.line or "<unknown line>")
+            if not self.full():
+                group.insert(0, variant)
+                self.stats.recordings += 1
+        return result
+
+    def miss(self, reason, line):
+        self.stats.guard_misses.append((reason, line))
+
+    def full(self):
+        if self.n_variants() < self.limit:
+            return False
+        if not self.warned:
+            self.warned = True
+            reason, line = self.stats.guard_misses[-1] if self.stats.guard_misses else ("", "")
+            warn(f"compile: {self.stats.name} has recorded {self.limit} variants (recompile_limit); it runs "
+                          f"eagerly from now on. Last guard miss: {reason} (at {line}). dyngrad.compiler.programs() "
+                          f"lists every miss.", RuntimeWarning)
+        return True
+
+    def record_new(self, key, group, args, kwargs, tensors):
+        if self.full():
+            self.stats.eager_calls += 1
+            return self.run_eagerly(args, kwargs)
+        variant = capture.Variant(len(tensors))
+        result = capture.record(variant, self.fn, args, kwargs, tensors)
+        self.groups.setdefault(key, []).insert(0, variant)
+        self.last_key = key
+        self.stats.recordings += 1
+        self.warn_eager(variant)
+        return result
+
+    def warn_eager(self, variant):
+        """Note [Steps that stay eager] (_api/capture.py): such a variant runs eagerly, said once per program."""
+        if variant.eager_reason is None:
+            return
+        variant.steps, variant.externals = [], {}      # nothing of it is replayed: keep nothing alive
+        if not self.warned_eager:
+            self.warned_eager = True
+            op, line = variant.eager_reason
+            warn(f"compile: {self.stats.name} runs eagerly for these arguments: its call of {op} at {line} "
+                          f"hands the engine a Python object (a custom autograd.Function, a hook, saved-tensor "
+                          f"hooks), which static replay cannot repeat.", RuntimeWarning)
+
+    def catch_up(self, key, group, miss, args, kwargs, tensors):
+        """Note [Catching up after a miss] (_api/capture.py): the replayed steps are served to the program's Python
+        run again; the rest is recorded as a new variant, or run eagerly once the limit is reached."""
+        served = miss.variant.steps[:miss.index + 1]
+        if self.full():
+            self.stats.eager_calls += 1
+            return capture.record(capture.Variant(len(tensors)), self.fn, args, kwargs, tensors, serve=served,
+                                  serve_results=miss.results, record_rest=False)
+        variant = capture.Variant(len(tensors))
+        variant.n_slots = miss.variant.n_slots
+        variant.externals = dict(miss.variant.externals)
+        result = capture.record(variant, self.fn, args, kwargs, tensors, serve=served, serve_results=miss.results)
+        group.insert(0, variant)
+        self.stats.recordings += 1
+        self.warn_eager(variant)
+        return result
+
+    def run_eagerly(self, args, kwargs):
+        _eager_flag.on = True
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            _eager_flag.on = False
+
+
+def _short(value):
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class CompiledFunction:
+    """What compile(fn, mode="reduce-overhead") returns: calls replay fn's recordings (Note [Two modes of
+    compile]); `_torchdynamo_orig_callable` and `__wrapped__` are fn, as torch's."""
+
+    def __init__(self, fn, program):
+        self._program = program
+        self.__wrapped__ = fn
+        self._torchdynamo_orig_callable = fn
+        self.__name__ = getattr(fn, "__name__", "program")
+        self.__doc__ = getattr(fn, "__doc__", None)
+
+    def __call__(self, *args, **kwargs):
+        return self._program(args, kwargs)
+
+    def __get__(self, obj, objtype=None):   # a compiled method binds its instance, as a function does
+        if obj is None:
+            return self
+        return _BoundCompiled(self, obj)
+
+    @property
+    def compile_stats(self):
+        return self._program.stats
+
+
+class _BoundCompiled:
+    def __init__(self, compiled, obj):
+        self._compiled, self._obj = compiled, obj
+
+    def __call__(self, *args, **kwargs):
+        return self._compiled._program((self._obj,) + args, kwargs)
+
+
+class CompiledModule:
+    """What compile(module, mode="reduce-overhead") returns (torch's OptimizedModule): calling it replays the
+    module's recordings; every other attribute is the module's (`_orig_mod` is the module itself)."""
+
+    def __init__(self, module, program):
+        object.__setattr__(self, "_orig_mod", module)
+        object.__setattr__(self, "_program", program)
+
+    def __call__(self, *args, **kwargs):
+        return self._program(args, kwargs)
+
+    def __getattr__(self, name):
+        return getattr(object.__getattribute__(self, "_orig_mod"), name)
+
+    def __setattr__(self, name, value):
+        setattr(self._orig_mod, name, value)
+
+    def __repr__(self):
+        return f"CompiledModule({self._orig_mod!r})"
+
+    @property
+    def compile_stats(self):
+        return self._program.stats
+
+
+# ---- entry guards (Note [Entry guards] in _api/capture.py) ----
+def entry_key(program, args, kwargs):
+    """(key, argument tensors): what a recording's entry guard compares, and the tensors the replay reads."""
+    tensors, seen, parts, states = [], {}, [], []
+    _describe(args, parts, tensors, seen, states, ("args",))
+    _describe(kwargs, parts, tensors, seen, states, ("kwargs",))
+    parts.append(("grad mode", _C.is_grad_enabled()))
+    parts.append(("default dtype", _C._get_default_dtype()))
+    fn = program.fn
+    for obj in _reachable(fn, program.owner):
+        states.append(obj)
+    done = set()
+    for obj in states:
+        if id(obj) in done:
+            continue
+        done.add(id(obj))
+        if _is_module(obj):
+            parts.append((f"module {type(obj).__name__}", _module_state(obj)))
+        else:
+            parts.append((f"optimizer {type(obj).__name__}", _optimizer_state(obj)))
+    return tuple(parts), tensors
+
+
+def _describe(obj, parts, tensors, seen, states, where):
+    if isinstance(obj, _C.Tensor):
+        first = seen.setdefault(id(obj), len(tensors))
+        if first == len(tensors):
+            tensors.append(obj)
+        parts.append((where, ("tensor", type(obj), tuple(obj.shape), obj.dtype, obj.stride(), obj.requires_grad,
+                              first)))
+    elif type(obj) in (tuple, list):
+        parts.append((where, (type(obj), len(obj))))
+        for i, x in enumerate(obj):
+            _describe(x, parts, tensors, seen, states, (where, i))
+    elif type(obj) is dict:
+        parts.append((where, ("dict", tuple(obj))))
+        for k, v in obj.items():
+            _describe(v, parts, tensors, seen, states, (where, k))
+    elif _is_module(obj) or _is_optimizer(obj):
+        states.append(obj)
+        parts.append((where, ("object", id(obj))))
+    else:
+        try:
+            hash(obj)
+            parts.append((where, ("value", type(obj), obj)))
+        except TypeError:
+            parts.append((where, ("object", type(obj), id(obj))))
+
+
+def _is_optimizer(obj):
+    """An optimiser (torch's duck type: param_groups and state in its __dict__, a step method); a plain dict look-up,
+    as a failing getattr on a tensor costs microseconds."""
+    d = getattr(obj, "__dict__", None)
+    return type(d) is dict and "param_groups" in d and "state" in d and not isinstance(obj, type)
+
+
+def _reachable(fn, owner):
+    """Modules and optimisers the program may read besides its arguments: its module, the self of a bound method,
+    the cells of its closure and the globals its code names (one level, as written in the function)."""
+    found = [owner] if owner is not None else []
+    self_ = getattr(fn, "__self__", None)
+    if self_ is not None and (_is_module(self_) or _is_optimizer(self_)):
+        found.append(self_)
+    code = getattr(fn, "__code__", None)
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            continue
+        if _is_module(value) or _is_optimizer(value):
+            found.append(value)
+    if code is not None:
+        g = getattr(fn, "__globals__", {})
+        for name in code.co_names:
+            value = g.get(name)
+            if value is not None and (_is_module(value) or _is_optimizer(value)):
+                found.append(value)
+    return found
+
+
+def _module_state(module):
+    """Every submodule's identity and training flag, and its parameters' and buffers' names and identities, flat
+    (a walk of the _modules dicts: Module.modules() costs twice as much, and this runs at every call)."""
+    out, stack, seen = [], [module], set()
+    while stack:
+        m = stack.pop()
+        if m is None or id(m) in seen:
+            continue
+        seen.add(id(m))
+        d = m.__dict__
+        out += (id(m), m.training)
+        for k, p in d["_parameters"].items():
+            out += (k, id(p), p is not None and p.requires_grad)
+        for k, b in d["_buffers"].items():
+            out += (k, id(b))
+        out.append(None)
+        stack.extend(d["_modules"].values())
+    return tuple(out)
+
+
+def _optimizer_state(opt):
+    groups = tuple(tuple((k, v) for k, v in g.items() if k != "params" and isinstance(v, (int, float, bool, str,
+                                                                                          type(None), tuple)))
+                   + (("params", tuple(id(p) for p in g["params"])),) for g in opt.param_groups)
+    state = tuple((id(p), tuple((k, v if isinstance(v, (int, float, bool)) else id(v)) for k, v in s.items()))
+                  for p, s in opt.state.items())
+    return groups, state
+
+
+def _label(where):
+    """("args",) -> 'args', (("args",), 1) -> 'args[1]': the path of a guarded item, as written."""
+    if isinstance(where, str):
+        return where
+    if len(where) == 1:
+        return where[0]
+    return f"{_label(where[0])}[{where[1]!r}]"
+
+
+def describe_key_change(old, new):
+    if old is None:
+        return "first call"
+    if len(old) != len(new):
+        return f"the arguments' structure changed ({len(old)} -> {len(new)} guarded items)"
+    for (label, a), (_, b) in zip(old, new):
+        if a != b:
+            return f"{_label(label)} changed: {_short(a)} -> {_short(b)}"
+    return "a guard changed"
 
 
 def _is_module(obj):
@@ -79,8 +469,8 @@ def _is_module(obj):
 
 
 def is_compiling():
-    """False: dyngrad never traces (Note [compile is the identity])."""
-    return False
+    """True while this thread records a program for static replay (Note [Two modes of compile])."""
+    return capture.is_capturing()
 
 
 def is_dynamo_compiling():
@@ -104,7 +494,15 @@ def disable(fn=None, recursive=True, *, reason=None):
 
 
 def reset():
-    """Clears compilation caches: there are none."""
+    """Drops every recorded variant of every compiled program (their statistics stay)."""
+    for program in list(_programs):
+        program.reset()
+
+
+def programs():
+    """The statistics of every live compiled program (static replay): variants, replays, eager calls and guard
+    misses with their reasons and source lines."""
+    return [p.stats for p in list(_programs)]
 
 
 def allow_in_graph(fn):
@@ -159,8 +557,10 @@ class _Stance:
 
 
 def _module_compile(self, *args, **kwargs):
-    """nn.Module.compile(*args, **kwargs): checks the arguments as dyngrad.compile does; the module keeps running
-    eagerly (Note [compile is the identity])."""
+    """nn.Module.compile(*args, **kwargs), torch's: compiles the module in place (its calls replay recordings in the
+    static modes; otherwise it keeps running eagerly: Note [Two modes of compile]). Returns None."""
     params = inspect.signature(compile).bind(self, *args, **kwargs).arguments
     params.pop("model")
-    compile(self, **params)
+    compiled = compile(self, **params)
+    if isinstance(compiled, CompiledModule):
+        object.__setattr__(self, "_compiled_call", compiled._program)

@@ -804,7 +804,7 @@ dim_order         ops.tensor.dim_order                method          -         
 const_data_ptr    ops.tensor.const_data_ptr           method          -            -   -
 # ----- function transforms ------------------------------------------------------------------------------------
 vmap              ops.vmap.vmap                       fn              -            -   select,stack
-# ----- compile (eager by design: returns its argument; Note [compile is the identity], _api/compiling.py) ------
+# ----- compile (static replay or eager: Note [Two modes of compile], _api/compiling.py) ----------------------
 compile           compiling.compile                   fn              -            -   -
 # ----- Tensor: the core (each engine's _C.Tensor) -----------------------------------------------------------
 shape             core                                prop            -            -   -

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Optional
 
+import os
+
 import numpy as np
 
 Case = namedtuple("Case", "run units result")
@@ -539,6 +541,11 @@ def lstm_train(dg, size):
 def transformer_train(dg, size):
     """One pre-norm transformer block (d 128, 4 heads, MLP 512, GELU) from matmul/softmax/layer_norm/gelu; loss =
     mean squared distance of the block's output to a fixed target."""
+    return _train_case(dg, *_transformer_block(dg, size), size)
+
+
+def _transformer_block(dg, size):
+    """transformer_train's (params, batches, loss_fn)."""
     F = dg.nn.functional
     rng = _rng(11)
     d, heads, seq, batch = 128, 4, size["seq"], size["batch"]
@@ -562,7 +569,7 @@ def transformer_train(dg, size):
         x = x + F.gelu(F.layer_norm(x, (d,), *ln2) @ w_1 + b_1) @ w_2 + b_2
         return ((x - target) ** 2).mean()
 
-    return _train_case(dg, params, batches, loss_fn, size)
+    return params, batches, loss_fn
 
 
 def wide_mlp_train(dg, size):
@@ -610,6 +617,107 @@ def _kernel_workloads():
 
 
 # --- the list ------------------------------------------------------------------------------------------------------
+
+# --- 10. dynamic vs static graphs (issue 20): each workload eagerly and under dyngrad.compile's static replay -------
+# The step (forward, backward, SGD) is one function; its `-static` row calls dyngrad.compile(step,
+# mode="reduce-overhead") of it, recorded at the first (warm-up) call and replayed after; the table's two rows of a
+# workload are the comparison (docs/compile.md). PyTorch's column of a -static row is torch eager unless
+# DYNGRAD_BENCH_TORCH_COMPILE=1 (torch.compile needs a C compiler and seconds per graph).
+
+def _compiled(dg, step, static):
+    if not static:
+        return step
+    if dg.__name__ == "torch":
+        return dg.compile(step) if os.environ.get("DYNGRAD_BENCH_TORCH_COMPILE") == "1" else step
+    return dg.compile(step, mode="reduce-overhead")
+
+
+def _chain_step_case(dg, size, static):
+    """size["ops"] one-element ops (tanh(y * a + b), 3 per round) forward + backward in one step."""
+    x0, a0, b0 = _scalar_chain_inputs()
+    x, a, b = _param(dg, x0), _param(dg, a0), _param(dg, b0)
+    rounds = size["ops"] // 3
+    out = {}
+
+    def step(x):
+        x.grad = a.grad = b.grad = None
+        y = x
+        for _ in range(rounds):
+            y = (y * a + b).tanh()
+        y.sum().backward()
+        return y
+
+    step = _compiled(dg, step, static)
+
+    def run():
+        out.pop("y", None)
+        out["y"] = step(x)
+
+    return Case(run, 3 * rounds, lambda: _values(out["y"], x.grad, a.grad, b.grad))
+
+
+def _step_case(dg, params, batches, loss_fn, size, static):
+    """_train_case with the step as one function, compiled for a -static row."""
+    state = {"next": 0, "losses": []}
+
+    def train_step(*batch):
+        loss = loss_fn(*batch)
+        loss.backward()
+        _sgd_step(dg, params, size["lr"])
+        return loss.detach()
+
+    train_step = _compiled(dg, train_step, static)
+
+    def run():
+        state["losses"] = []
+        for _ in range(size["steps"]):
+            batch = batches[state["next"] % len(batches)]
+            state["next"] += 1
+            state["losses"].append(train_step(*batch))
+
+    return Case(run, size["steps"], lambda: _values(*state["losses"], *params))
+
+
+def _small_mlp_case(dg, size, static):
+    """MLP 64-128-10 (ReLU, cross entropy, SGD), batch 32: the issue's MLP step."""
+    F = dg.nn.functional
+    rng = _rng(13)
+    params = _linear_params(dg, rng, 64, 128) + _linear_params(dg, rng, 128, 10)
+    batches = _class_batches(dg, rng, (size["batch"], 64))
+    cross_entropy = _cross_entropy(dg)
+
+    def loss_fn(x, y):
+        return cross_entropy(F.linear(F.relu(F.linear(x, *params[0:2])), *params[2:4]), y)
+
+    return _step_case(dg, params, batches, loss_fn, size, static)
+
+
+def _transformer_step_case(dg, size, static):
+    return _step_case(dg, *_transformer_block(dg, size), size, static)
+
+
+def _static_workloads():
+    specs = [
+        ("op-200", "us/op", "200 one-element ops forward + backward in one step", _chain_step_case,
+         _sizes({"ops": 201}, {"ops": 201}, {"ops": 201})),
+        ("mlp-step-32", "ms/step", "MLP 64-128-10, batch 32, fwd + bwd + SGD", _small_mlp_case,
+         _sizes({"batch": 32, "steps": 2, "lr": 0.05}, {"batch": 32, "steps": 20, "lr": 0.05},
+                {"batch": 32, "steps": 100, "lr": 0.05})),
+        ("transformer-step", "ms/step", "pre-norm transformer block, d 128, seq 64, batch 16, fwd + bwd + SGD",
+         _transformer_step_case,
+         _sizes({"batch": 2, "seq": 16, "steps": 2, "lr": 0.05}, {"batch": 16, "seq": 64, "steps": 3, "lr": 0.05},
+                {"batch": 16, "seq": 64, "steps": 10, "lr": 0.05}, check={"batch": 1, "seq": 8, "steps": 2,
+                                                                          "lr": 0.05})),
+    ]
+    out = []
+    for name, unit, about, build, sizes in specs:
+        for static in (False, True):
+            out.append(Workload(f"{name}-{'static' if static else 'eager'}", "compile", unit,
+                                f"{about}, {'static replay (dyngrad.compile)' if static else 'eager'}",
+                                lambda dg, size, build=build, static=static: build(dg, size, static), sizes,
+                                rtol=1e-3, atol=1e-4))
+    return out
+
 
 def _sizes(quick, default, full, check=None):
     return {"quick": quick, "default": default, "full": full, "check": check or quick}
@@ -665,6 +773,7 @@ WORKLOADS = [
              "a chain of sequential ops on a 1-element tensor, backward, and freeing the graph",
              _build_deep_chain, _sizes({"ops": 3000}, {"ops": 100_000}, {"ops": 1_000_000})),
     *_kernel_workloads(),
+    *_static_workloads(),
 ]
 KERNELS = "kernels"   # `--only kernels`: the four kernel-bound training steps at both thread counts
 

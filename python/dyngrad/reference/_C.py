@@ -75,3 +75,49 @@ def _install_fast_paths(fallbacks, docs):
 
 def _set_autocast_active(active):
     """Nothing to switch: every call already runs its Python definition (Note [Fast paths under autocast])."""
+
+
+def _set_capturing(active):
+    """Nothing to switch: every call already reaches a _C function (Note [Fast paths while capturing])."""
+
+
+class _ReplayProgram:
+    """The twin of csrc/bindings/capture_bind.cpp's loop (Note [Replaying steps in C++]): the steps of a recorded
+    variant run from `start`, tensor results stored in their slots; returns None when all ran, else (index, result)
+    of the first step whose result Python must look at, or (index,) for a step Python runs itself (out == -2).
+    Its slots are the Python list itself (Note [Slots in C++] keeps C++ values only in the extension)."""
+
+    def __init__(self, tensor_type):
+        self.tensor_type = tensor_type
+        self.steps = []
+
+    def add(self, fn, slots, consts, out, name):
+        if len(slots) != len(consts) or len(slots) > 16:
+            raise ValueError(f"_ReplayProgram.add: expected as many slots as constants, at most 16, got {len(slots)} "
+                             f"and {len(consts)}.")
+        self.steps.append((fn, tuple(slots), tuple(consts), out))
+
+    def set_exported(self, exported):
+        pass
+
+    def materialize(self, slots):
+        pass
+
+    def __len__(self):
+        return len(self.steps)
+
+    def run(self, slots, start):
+        n_slots = len(slots)
+        for i in range(start, len(self.steps)):
+            fn, where, consts, out = self.steps[i]
+            for slot in where:
+                if slot >= n_slots:
+                    raise IndexError(f"_ReplayProgram.run: slot {slot} of step {i} is beyond the {n_slots} slots.")
+            if out == -2:
+                return (i,)
+            result = fn(*[slots[s] if s >= 0 else c for s, c in zip(where, consts)])
+            if 0 <= out < n_slots and isinstance(result, self.tensor_type):
+                slots[out] = result
+                continue
+            return i, result
+        return None

@@ -10,8 +10,9 @@ import numpy as np
 from ... import _C
 from .. import bridge
 from ..._user_frame import warn
-from ..args import (DTYPE_NAMES, Tensor, array_from_data, check_factory_options, checked_write, dtype_arg, finish,
-                    get_default_dtype, number, optional_dtype, shape_str, sizes_arg, tensor_arg, to_int, type_name)
+from ..args import (DTYPE_NAMES, Tensor, array_from_data, check_factory_options, checked_write, core, dtype_arg,
+                    finish, get_default_dtype, number, optional_dtype, shape_str, sizes_arg, tensor_arg, to_int,
+                    type_name)
 from ..bridge import canonical_bools
 from ..device import check_device
 from ..node_names import shows_as
@@ -104,7 +105,7 @@ def _like(op, make):
 
 zeros_like = _like("zeros_like", lambda shape, dt: _C.full(shape, 0, dt))
 ones_like = _like("ones_like", lambda shape, dt: _C.full(shape, 1, dt))
-empty_like = _like("empty_like", _C.empty)
+empty_like = _like("empty_like", core("empty"))
 
 
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False):
@@ -227,7 +228,6 @@ def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
     """A copy of data as a new leaf tensor with this tensor's dtype by default (torch warns when data is a
     tensor: data.detach().clone() says the same more plainly)."""
     if isinstance(data, Tensor):
-        import warnings
         warn("new_tensor: to copy construct from a tensor, use t.detach().clone() (as torch recommends) "
              "rather than new_tensor(t).", UserWarning)
     return tensor(data, dtype=_dtype_or(dtype, self.dtype, "new_tensor"), device=device, requires_grad=requires_grad)

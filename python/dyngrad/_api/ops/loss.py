@@ -342,12 +342,14 @@ def _class_targets(x, y, ignore_index, op):
         # a different batch size is torch's ValueError, any other mismatch its RuntimeError
         batch_differs = (x.ndim > 1 and (y.ndim == 0 or y.shape[0] != x.shape[0])) or (x.ndim == 1 and y.ndim == 1)
         raise (ValueError if batch_differs else RuntimeError)(message)
-    c = x.shape[1 if x.ndim > 1 else 0]
-    t = bridge.view(y)
+    bridge.validate(_check_target_range, y, x.shape[1 if x.ndim > 1 else 0], ignore_index, op)
+    return y
+
+
+def _check_target_range(t, c, ignore_index, op):
     bad = t[(t != ignore_index) & ((t < 0) | (t >= c))]
     if bad.size:
         raise IndexError(f"{op}: target {int(bad.reshape(-1)[0])} is out of range for {c} classes.")
-    return y
 
 
 def _check_class_weight(w, c, op):

@@ -10,8 +10,8 @@ import numpy as np
 from ... import _C
 from ...autograd.function import Function
 from .. import bridge
-from ..args import (Tensor, broadcast_shapes, checked_write, get_default_dtype, number, operand_or_throw, operands,
-                    tensor_arg, to_int, type_name)
+from ..args import (Tensor, broadcast_shapes, checked_write, core, get_default_dtype, number, operand_or_throw,
+                    operands, tensor_arg, to_int, type_name)
 from ..bridge import is_half
 from ..dtype_info import finfo
 from ..host import special as sn
@@ -706,7 +706,7 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
 # ----- unary -----------------------------------------------------------------------------------------------------
 
 def _unary(op):
-    kernel = getattr(_C, op)
+    kernel = core(op)
 
     def fn(input):
         return kernel(tensor_arg(input, op))
@@ -980,7 +980,7 @@ def equal(input, other):
 # ----- logic and bits ----------------------------------------------------------------------------------------------
 
 def _logical(op):
-    kernel = getattr(_C, op)
+    kernel = core(op)
 
     def fn(input, other):
         return kernel(tensor_arg(input, op), tensor_arg(other, op, "other"))

@@ -14,8 +14,8 @@ import numpy as np
 from ... import _C
 from ...autograd.grad_mode import no_grad
 from .. import bridge
-from ..args import (Tensor, check_factory_options, dtype_arg, finish, get_default_dtype, number, sizes_arg, tensor_arg,
-                    to_int, type_name)
+from ..args import (Tensor, check_factory_options, core, dtype_arg, finish, get_default_dtype, number, sizes_arg,
+                    tensor_arg, to_int, type_name)
 from ..device import check_device
 from ..generator import drawing
 from ..inplace import overwrite
@@ -310,10 +310,10 @@ def _random_like(op, draw):
     return factory
 
 
-rand_like = _random_like("rand_like", _C.rand)
+rand_like = _random_like("rand_like", core("rand"))
 
 
-randn_like = _random_like("randn_like", _C.randn)
+randn_like = _random_like("randn_like", core("randn"))
 
 
 def _float_dtype(dtype, op):

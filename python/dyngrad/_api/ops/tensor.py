@@ -9,7 +9,7 @@ import numpy as np
 from ... import _C
 from ...autograd.engine import backward as autograd_backward
 from .. import bridge
-from ..args import (Size, Tensor, broadcast_shapes, checked_write, dtype_arg, number, operand, operand_or_throw,
+from ..args import (Size, Tensor, core, broadcast_shapes, checked_write, dtype_arg, number, operand, operand_or_throw,
                     shape_str, sizes_arg, tensor_arg, type_name)
 from ..device import check_device, device as device_type
 from ..inplace import overwrite
@@ -382,12 +382,12 @@ def _subtraction(kernel, reflected=False):
 
 
 OPERATORS = {
-    "__add__": _forward(_C.add), "__radd__": _forward(_C.add),
-    "__sub__": _subtraction(_C.sub), "__rsub__": _subtraction(_rsub, reflected=True),
-    "__mul__": _forward(_C.mul), "__rmul__": _forward(_C.mul),
-    "__truediv__": _forward(_C.div), "__rtruediv__": _reflected(_rdiv),
-    "__matmul__": _tensors_only(_C.matmul), "__rmatmul__": _tensors_only(_C.matmul, reflected=True),
-    "__pow__": __pow__, "__rpow__": _reflected(_C.pow),
+    "__add__": _forward(core("add")), "__radd__": _forward(core("add")),
+    "__sub__": _subtraction(core("sub")), "__rsub__": _subtraction(_rsub, reflected=True),
+    "__mul__": _forward(core("mul")), "__rmul__": _forward(core("mul")),
+    "__truediv__": _forward(core("div")), "__rtruediv__": _reflected(_rdiv),
+    "__matmul__": _tensors_only(core("matmul")), "__rmatmul__": _tensors_only(core("matmul"), reflected=True),
+    "__pow__": __pow__, "__rpow__": _reflected(core("pow")),
     "__neg__": __neg__, "__pos__": __pos__, "__abs__": __abs__, "__invert__": __invert__,
     # & | ^ << >> are bitwise, as in torch (on bool tensors & | ^ are the logical ops)
     "__and__": _forward(pointwise.bitwise_and), "__rand__": _reflected(pointwise.bitwise_and),
@@ -420,8 +420,8 @@ def _inplace_operator(kernel, op):
 
 
 INPLACE_OPERATORS = {
-    "__iadd__": _inplace_operator(_C.add, "add_"), "__isub__": _inplace_operator(_C.sub, "sub_"),
-    "__imul__": _inplace_operator(_C.mul, "mul_"), "__itruediv__": _inplace_operator(_C.div, "div_"),
+    "__iadd__": _inplace_operator(core("add"), "add_"), "__isub__": _inplace_operator(core("sub"), "sub_"),
+    "__imul__": _inplace_operator(core("mul"), "mul_"), "__itruediv__": _inplace_operator(core("div"), "div_"),
     "__imod__": _inplace_operator(pointwise.remainder, "remainder_"),
     "__ifloordiv__": _inplace_operator(pointwise.floor_divide, "floor_divide_"),
     "__iand__": _inplace_operator(pointwise.bitwise_and, "bitwise_and_"),

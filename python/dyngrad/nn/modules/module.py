@@ -85,13 +85,19 @@ class Module:
 
     # ----- calling ----------------------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        compiled = self.__dict__.get("_compiled_call")     # Module.compile(mode="reduce-overhead")
+        if compiled is not None:
+            return compiled(args, kwargs)
+        return self._call_impl(*args, **kwargs)
+
+    def _call_impl(self, *args, **kwargs):
         if not (self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or self._backward_pre_hooks):
             return self.forward(*args, **kwargs)
         return self._call_with_hooks(args, kwargs)
 
     def compile(self, *args, **kwargs):
-        """torch's Module.compile: checks dyngrad.compile's arguments; the module keeps running eagerly, as dyngrad
-        always does (Note [compile is the identity] in _api/compiling.py). Returns None."""
+        """torch's Module.compile: compiles the module in place with dyngrad.compile's arguments (Note [Two modes of
+        compile] in _api/compiling.py). Returns None."""
         _module_compile(self, *args, **kwargs)
 
     def _call_with_hooks(self, args, kwargs):

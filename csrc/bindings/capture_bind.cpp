@@ -1,0 +1,205 @@
+// capture_bind.cpp: the replay loop of dyngrad.compile's static replay (python/dyngrad/_api/capture.py).
+//
+// Note [Replaying steps in C++]: a recorded variant is a list of calls of _C functions whose arguments are slots
+// (earlier results, the call's arguments, externals) or constants. Run from Python, each step costs about 1 us of
+// interpreter work around the call (reading the slots, building the call, storing the result). This loop makes
+// the same calls with CPython's vectorcall from a fixed argument vector and stores each tensor result in its
+// slot, returning to Python only at a step whose result must be compared (a value guard) or is not the tensor the
+// recording expects, or at a step whose call Python must build (a tuple of tensors, keywords). It changes nothing
+// the steps do; the reference engine's twin is reference/_C.py's
+// _ReplayProgram, the same loop in Python.
+//
+// A step of a one- or two-tensor primitive of ops.def (signatures unary, unary_float, unary_backward, binary,
+// binary_tensors) whose arguments are all slots calls the core function itself, as its binding would, without
+// pybind11's dispatcher (about half a microsecond per call): the table comes from ops.def, so a new primitive of
+// those signatures replays this way with no code of its own.
+#include <algorithm>
+#include <string>
+#include <unordered_map>
+
+#include "common.h"
+
+namespace dyngrad {
+
+namespace {
+
+constexpr size_t kMaxStepArgs = 16;
+
+using UnaryCore = Tensor (*)(const Tensor&);
+using BinaryCore = Tensor (*)(const Tensor&, const Tensor&);
+struct CoreCall {
+  UnaryCore unary = nullptr;
+  BinaryCore binary = nullptr;
+};
+
+// _C name -> the core function its binding calls (bindings/ops_bind.cpp's DG_BIND_* for the same signatures)
+const std::unordered_map<std::string, CoreCall>& core_calls() {
+  static const std::unordered_map<std::string, CoreCall> table = [] {
+    std::unordered_map<std::string, CoreCall> t;
+#define DG_CORE_unary(name) t[#name].unary = [](const Tensor& a) { return name(a); };
+#define DG_CORE_unary_float(name) DG_CORE_unary(name)
+#define DG_CORE_unary_backward(name) t[#name].binary = [](const Tensor& g, const Tensor& x) { return name(g, x); };
+#define DG_CORE_binary(name) t[#name].binary = [](const Tensor& a, const Tensor& b) { return name(a, b); };
+#define DG_CORE_binary_tensors(name) DG_CORE_binary(name)
+#define DG_CORE_reduction(name)
+#define DG_CORE_custom(name)
+#define DG_OP(name, display, saves, signature, hot) DG_CORE_##signature(name)
+#include "dyngrad/ops.def"
+#undef DG_CORE_unary
+#undef DG_CORE_unary_float
+#undef DG_CORE_unary_backward
+#undef DG_CORE_binary
+#undef DG_CORE_binary_tensors
+#undef DG_CORE_reduction
+#undef DG_CORE_custom
+    return t;
+  }();
+  return table;
+}
+
+struct ReplayProgram {
+  struct Step {
+    py::object fn;
+    std::vector<int64_t> slots;      // per argument: its slot, or -1 for the constant at the same position; for a
+                                     // step Python runs (out == -2), the slots its call reads
+    std::vector<py::object> consts;  // per argument: the constant (None where the argument is a slot)
+    int64_t out;                     // the slot of a tensor result; -1: hand the result back to Python; -2: a step
+                                     // Python runs itself (its call needs Python to build: nested arguments)
+    CoreCall core;                   // set: call the core directly (every argument a slot holding a tensor)
+  };
+  explicit ReplayProgram(py::handle tensor_type) : tensor_type((PyTypeObject*)tensor_type.ptr()) {}
+  PyTypeObject* tensor_type;
+  std::vector<Step> steps;
+  // Note [Slots in C++]: a core step's result stays a C++ Tensor in `values` (no Python object, nothing for
+  // Python's gc to count) unless `exported` says Python reads its slot (an output, a value guard's input, a step
+  // Python runs); materialize() makes the Python object where one is needed. Cleared when a run ends.
+  std::vector<Tensor> values;
+  std::vector<char> exported;
+  bool running = false;
+
+  void materialize(PyObject* list, int64_t slot) {
+    if (slot < 0 || slot >= (int64_t)values.size() || !values[slot]) return;
+    if (PyList_GET_ITEM(list, slot) != Py_None) return;
+    PyList_SetItem(list, slot, py::cast(values[slot]).release().ptr());
+  }
+  void materialize_all(PyObject* list) {
+    for (int64_t i = 0; i < (int64_t)values.size(); ++i) materialize(list, i);
+  }
+  void finish() {
+    values.clear();
+    running = false;
+  }
+};
+
+bool is_tensor(PyObject* o, PyTypeObject* type) {
+  return Py_TYPE(o) == type || PyType_IsSubtype(Py_TYPE(o), type);
+}
+
+// The Tensor a Python tensor holds (as fast_paths.cpp's tensor_of), or null.
+const Tensor* held_tensor(PyObject* o, PyTypeObject* type) {
+  if (!is_tensor(o, type)) return nullptr;
+  py::detail::value_and_holder vh = reinterpret_cast<py::detail::instance*>(o)->get_value_and_holder();
+  return vh.holder_constructed() ? &vh.holder<Tensor>() : nullptr;
+}
+
+// A slot's tensor: the C++ value of Note [Slots in C++], else the Python object's; null if it holds no tensor.
+const Tensor* slot_tensor(const ReplayProgram& p, PyObject* list, int64_t slot) {
+  if (slot < (int64_t)p.values.size() && p.values[slot]) return &p.values[slot];
+  return held_tensor(PyList_GET_ITEM(list, slot), p.tensor_type);
+}
+
+py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
+  PyObject* list = slots.ptr();
+  const Py_ssize_t n_slots = PyList_GET_SIZE(list);
+  if (start == 0 || !p.running) {  // a new run, or one continued on a sibling's slots (Python holds them all)
+    p.values.assign(n_slots, Tensor());
+    if ((Py_ssize_t)p.exported.size() < n_slots) p.exported.resize(n_slots, 1);
+    p.running = true;
+  }
+  PyObject* argv[kMaxStepArgs];
+  for (size_t i = start; i < p.steps.size(); ++i) {
+    const ReplayProgram::Step& s = p.steps[i];
+    const size_t n = s.slots.size();
+    for (size_t k = 0; k < n; ++k)
+      DG_CHECK(s.slots[k] < n_slots, IndexError, "_ReplayProgram.run: slot ", s.slots[k], " of step ", i,
+               " is beyond the ", n_slots, " slots.");
+    if (s.out == -2) {
+      for (int64_t slot : s.slots) p.materialize(list, slot);
+      return py::make_tuple(i);
+    }
+    if (s.core.unary || s.core.binary) {
+      const Tensor* a = slot_tensor(p, list, s.slots[0]);
+      const Tensor* b = s.core.binary ? slot_tensor(p, list, s.slots[1]) : nullptr;
+      if (a && (s.core.unary || b)) {
+        Tensor r = s.core.unary ? s.core.unary(*a) : s.core.binary(*a, *b);
+        if (p.exported[s.out]) PyList_SetItem(list, s.out, py::cast(r).release().ptr());
+        p.values[s.out] = std::move(r);
+        continue;
+      }
+    }
+    for (size_t k = 0; k < n; ++k) {
+      const int64_t slot = s.slots[k];
+      if (slot >= 0) p.materialize(list, slot);
+      argv[k] = slot >= 0 ? PyList_GET_ITEM(list, slot) : s.consts[k].ptr();
+    }
+    PyObject* result = PyObject_Vectorcall(s.fn.ptr(), argv, n, nullptr);
+    if (!result) throw py::error_already_set();
+    if (s.out >= 0 && s.out < n_slots && is_tensor(result, p.tensor_type)) {
+      PyList_SetItem(list, s.out, result);  // steals the reference, drops the slot's previous value
+      continue;
+    }
+    return py::make_tuple(i, py::reinterpret_steal<py::object>(result));
+  }
+  p.finish();
+  return py::none();
+}
+
+}  // namespace
+
+void bind_capture(py::module_& m) {
+  py::class_<ReplayProgram>(m, "_ReplayProgram")
+      .def(py::init<py::handle>(), py::arg("tensor_type"))
+      // name: the _C function's name, which picks its core call when every argument is a slot
+      .def("add", [](ReplayProgram& p, py::object fn, std::vector<int64_t> slots, std::vector<py::object> consts,
+                     int64_t out, const std::string& name) {
+        DG_CHECK(slots.size() == consts.size() && slots.size() <= kMaxStepArgs, ValueError,
+                 "_ReplayProgram.add: expected as many slots as constants, at most ", kMaxStepArgs, ", got ",
+                 slots.size(), " and ", consts.size(), ".");
+        CoreCall core;
+        auto found = core_calls().find(name);
+        const bool all_slots = std::all_of(slots.begin(), slots.end(), [](int64_t s) { return s >= 0; });
+        if (found != core_calls().end() && out >= 0 && all_slots &&
+            slots.size() == (found->second.unary ? 1u : 2u))
+          core = found->second;
+        p.steps.push_back({std::move(fn), std::move(slots), std::move(consts), out, core});
+      }, py::arg("fn"), py::arg("slots"), py::arg("consts"), py::arg("out"), py::arg("name"))
+      // exported: per slot, whether Python reads it besides the steps (the outputs); the slots the steps outside
+      // the core calls read are exported by the steps themselves (Note [Slots in C++]).
+      .def("set_exported", [](ReplayProgram& p, const std::vector<bool>& flags) {
+        std::vector<char> exported(flags.begin(), flags.end());
+        for (const auto& s : p.steps)
+          if (!(s.core.unary || s.core.binary))
+            for (int64_t slot : s.slots)
+              if (slot >= 0 && slot < (int64_t)exported.size()) exported[slot] = 1;
+        p.exported = std::move(exported);
+      }, py::arg("exported"))
+      .def("__len__", [](const ReplayProgram& p) { return p.steps.size(); })
+      // Runs the steps from `start` on, the slots being a Python list; returns None when every step ran, else
+      // (index, result) of the first step whose result Python must look at, or (index,) for a step Python runs.
+      // A step that raises ends the run.
+      .def("run", [](ReplayProgram& p, py::list slots, size_t start) -> py::object {
+        try {
+          return run_steps(p, slots, start);
+        } catch (...) {
+          p.finish();
+          throw;
+        }
+      }, py::arg("slots"), py::arg("start"))
+      // Every slot a C++ value holds gets its Python object (a miss reads the served results), and the run ends.
+      .def("materialize", [](ReplayProgram& p, py::list slots) {
+        p.materialize_all(slots.ptr());
+        p.finish();
+      }, py::arg("slots"));
+}
+
+}  // namespace dyngrad

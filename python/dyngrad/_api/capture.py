@@ -1,0 +1,762 @@
+"""The capture engine of dyngrad.compile (issue 20): records the calls a Python program makes of its engine's narrow
+surface (_C) and replays them without the program's Python.
+
+Note [Capture at the narrow surface]
+Every op a program runs reaches the engine through a function of `_C` (the C++ extension or reference/_C.py, the
+same names in both), or through a handful of core Tensor members (item, _numpy_view, grad, requires_grad, data,
+detach, hooks). While a program is recorded those names are swapped, on the module and on the Tensor class, for
+wrappers that note each call as a step: the function, its arguments with every tensor replaced by the slot of the
+value it came from (an argument, an earlier step's output, or an *external*: a parameter, buffer or closed-over
+tensor, held by reference and read again at every replay, never copied), and its result. The C++ fast paths defer
+to their Python definitions meanwhile (Note [Fast paths while capturing] in csrc/bindings/fast_paths.cpp), so no op
+slips past. Nothing is per op: a primitive added to ops.def is a new `_C` function and is captured as it is.
+A backward is one step (`_run_backward`); it re-runs the engine's backward on the replayed graph. Random ops are
+steps, so each replay draws fresh numbers in eager order; in-place updates are steps on the same tensors.
+
+Note [Values that flow into Python are guards]
+A step whose result is not a tensor (item(), bool(t) and int(t) through item(), a numpy view read by host code, a
+grad-mode query, `p.grad is None`) is a value the recorded Python may have branched on. The replay recomputes it
+and compares it with the recorded value (bitwise for arrays). A difference is a guard miss at that step: the steps
+before it have run, with their side effects, exactly as eager Python would have run them, so the engine re-runs
+the Python function with those steps *served* from the replay (checked call by call, not executed again) and
+records or executes the rest (Note [Catching up after a miss]). Variants sharing a prefix form a tree: a miss first
+looks for a variant recorded from the same prefix that expects the new value.
+
+Note [Catching up after a miss]
+A replay that misses at step k has run steps 0..k-1 (and k itself) with their side effects: in-place updates,
+random draws, a backward. Running the Python function again from the start would repeat them. Instead the Python
+runs again with the recorder *serving* those steps: each call it issues is compared with the replayed step (the same
+function, the same constants, tensors from the same slots) and answered with the replay's result, without
+executing it. From step k+1 on the calls execute and are recorded, and the new variant is the old variant's prefix
+(the same Step objects, so the prefix tree can be walked by identity) plus the new steps. If the re-run Python
+issues another call within the served prefix, it depended on state no guard sees; that is an error naming the step
+and line, since the steps have already run.
+
+Note [Checking a recording]
+mode="check" runs the program eagerly on every call, with the recorder comparing each call Python issues against
+the next step of the recording, walking the prefix tree at value differences as a replay does. A new value is a
+guard miss (the rest of the call is recorded as a variant, as static replay would); a different call, or a
+different number of calls, while every guard held, is a divergence: static replay would have run the recorded
+program where Python would run another, and the error names the step, the op and the user's line. This is also
+the matching verified replay needs (each op checked against the plan as Python issues it).
+
+Note [Entry guards]
+Before a replay, the call must look like the recorded one in everything the engine cannot see as a step: the
+arguments' structure, non-tensor values (by ==) and aliasing, each tensor's type, shape, strides, dtype and
+requires_grad, grad mode, the default dtype, and for every module and optimiser reachable from the arguments, the
+bound method's self, the function's closure or the globals it names: the training flags and the identity of every
+parameter and buffer, an optimiser's hyperparameters and its state's keys and Python numbers. Shapes read in Python
+need no guard of their own: they follow from the guarded input shapes.
+"""
+import os
+import sys
+import threading
+
+import numpy as np
+
+from .. import _C
+from . import bridge
+
+MAX_VARIANTS = 8  # per program, as torch's recompile_limit; then eager with one warning
+
+# _C names that are machinery, not program steps
+_NOT_STEPS = frozenset({"_install_fast_paths", "_register_helpers", "_fast_path_names", "_set_capturing",
+                        "op_names", "op_saved_fields", "_live_node_count", "_live_storage_count"})
+# results that are state to hand back, not values to compare (a generator's state, swapped around a draw)
+_STATE_RESULTS = frozenset({"_get_rng_state"})
+_TENSOR_METHODS = ("item", "_numpy_view", "detach", "detach_", "retain_grad", "register_hook",
+                   "register_post_accumulate_grad_hook")
+_TENSOR_PROPERTIES = ("grad", "requires_grad", "data")
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+_lock = threading.RLock()
+_active = [None]          # the Recorder of the thread that records, if any
+_local = threading.local()
+
+
+def is_capturing():
+    """True while this thread records a program (torch.compiler.is_compiling's meaning here)."""
+    return getattr(_local, "depth", 0) > 0
+
+
+class GuardMiss(Exception):
+    def __init__(self, reason, line, step=None):
+        super().__init__(reason)
+        self.reason, self.line, self.step = reason, line, step
+
+
+def user_line():
+    """'file:line' of the innermost frame outside the dyngrad package: the user's line that read a value."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not os.path.abspath(path).startswith(_PACKAGE_DIR):
+            return f"{os.path.basename(path)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "<dyngrad>"
+
+
+# ---- templates: a call's arguments and result with tensors as slots ----
+class Slot:
+    __slots__ = ("i",)
+
+    def __init__(self, i):
+        self.i = i
+
+    def __eq__(self, other):
+        return type(other) is Slot and other.i == self.i
+
+    __hash__ = None
+
+
+class ArrayConstant:
+    """A numpy array passed to the core (from_numpy may share it): replayed as a fresh copy of the recorded one."""
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = np.array(array, copy=True)
+
+    def __eq__(self, other):
+        return (type(other) is ArrayConstant and other.array.dtype == self.array.dtype
+                and other.array.shape == self.array.shape and other.array.tobytes() == self.array.tobytes())
+
+    __hash__ = None
+
+
+class Seq:
+    __slots__ = ("kind", "items")
+
+    def __init__(self, kind, items):
+        self.kind, self.items = kind, items
+
+    def __eq__(self, other):
+        return type(other) is Seq and other.kind is self.kind and other.items == self.items
+
+    __hash__ = None
+
+
+# Note [Steps that stay eager]: a step that hands the engine a Python object other than data (a custom Function's
+# ctx and backward, a hook, saved-tensor hooks, a callback) cannot be repeated: the object was made by the recorded
+# call (a ctx holds that call's saved tensors) or runs Python the replay would skip. A variant with such a step is
+# never replayed; its entry guard runs the program eagerly, with one warning.
+_PLAIN = (int, float, bool, str, bytes, type(None), Slot, ArrayConstant, np.dtype, np.generic)
+
+
+def _tail(args):
+    """bridge.validate's arguments after its check, a module-level function of the shared layer (repeatable)."""
+    items = args.items if type(args) is Seq else list(args)
+    return items[1:]
+
+
+def _plain(template):
+    t = type(template)
+    if t is Seq:
+        return all(_plain(x) for x in template.items)
+    if t in (tuple, list):
+        return all(_plain(x) for x in template)
+    if t is dict:
+        return all(_plain(v) for v in template.values())
+    return isinstance(template, _PLAIN) or isinstance(template, _C.dtype)
+
+
+def decode(template, slots):
+    t = type(template)
+    if t is dict:
+        return {k: decode(v, slots) for k, v in template.items()}
+    if t is Slot:
+        return slots[template.i]
+    if t is Seq:
+        items = [decode(x, slots) for x in template.items]
+        if template.kind is dict:
+            return dict(items)
+        return template.kind(items)
+    if t is ArrayConstant:
+        return template.array.copy()
+    return template
+
+
+def _has_slot(template):
+    t = type(template)
+    return t in (Slot, ArrayConstant) or (t is Seq and any(_has_slot(x) for x in template.items))
+
+
+def _values_equal(a, b):
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return a == b or (a != a and b != b)
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(_values_equal(x, y) for x, y in zip(a, b))
+    try:
+        return bool(a == b)
+    except Exception:
+        return a is b
+
+
+# result templates: ("t", slot) a tensor, ("a", slot, copy) an array compared bitwise, ("v", value) a value
+# compared, ("s", slot) state handed on, ("none",), ("seq", kind, [templates])
+def match_result(template, result, slots):
+    """Stores result's tensors in their slots; False where a value differs from the recording."""
+    kind = template[0]
+    if kind == "t":
+        if not isinstance(result, _C.Tensor):
+            return False
+        slots[template[1]] = result
+        return True
+    if kind == "none":
+        return result is None
+    if kind == "v":
+        return _values_equal(result, template[1])
+    if kind == "a":
+        recorded = template[2]
+        if not (isinstance(result, np.ndarray) and result.dtype == recorded.dtype and result.shape == recorded.shape
+                and result.tobytes() == recorded.tobytes()):
+            return False
+        slots[template[1]] = result
+        return True
+    if kind == "s":
+        slots[template[1]] = result
+        return True
+    if not isinstance(result, template[1]) or len(result) != len(template[2]):
+        return False
+    return all(match_result(t, r, slots) for t, r in zip(template[2], result))
+
+
+class Step:
+    __slots__ = ("fn", "name", "args", "kwargs", "result", "line", "run", "out", "native")
+
+    def __init__(self, fn, name, args, kwargs, result, line):
+        self.fn, self.name, self.args, self.kwargs, self.result, self.line = fn, name, args, kwargs, result, line
+        self.run = _runner(fn, args, kwargs)
+        self.out = result[1] if result[0] == "t" else -1    # the slot of a plain tensor result
+        self.native = _native_spec(args, kwargs)             # (slots, constants) for the C++ loop, or None
+
+    def same_call(self, fn, args, kwargs):
+        return fn is self.fn and args == self.args and kwargs == self.kwargs
+
+
+def _native_spec(args, kwargs):
+    """The arguments as the C++ loop takes them (Note [Replaying steps in C++] in csrc/bindings/capture_bind.cpp):
+    positional slots and constants only."""
+    items = args.items if type(args) is Seq else list(args)
+    if kwargs or len(items) > 16 or any(type(a) in (Seq, ArrayConstant) for a in items):
+        return None
+    return [a.i if type(a) is Slot else -1 for a in items], [None if type(a) is Slot else a for a in items]
+
+
+def _slots_in(template):
+    """The slots a template reads."""
+    t = type(template)
+    if t is Slot:
+        return {template.i}
+    if t is Seq:
+        return set().union(*(_slots_in(x) for x in template.items)) if template.items else set()
+    if t in (tuple, list):
+        return set().union(*(_slots_in(x) for x in template)) if template else set()
+    if t is dict:
+        return set().union(*(_slots_in(x) for x in template.values())) if template else set()
+    return set()
+
+
+def _runner(fn, args, kwargs):
+    """run(slots): the step's call with its arguments read from the slots, specialised for the common shapes of a
+    call (one or two tensors, tensors and constants) so that a replay spends its time in the core."""
+    items = args.items if type(args) is Seq else list(args)
+    simple = not kwargs and all(type(a) is not Seq and type(a) is not ArrayConstant for a in items)
+    if not simple:
+        if not _has_slot(args) and not _has_slot(kwargs):
+            return lambda slots: fn(*args, **kwargs)
+        return lambda slots: fn(*decode(args, slots), **decode(kwargs, slots))
+    args = tuple(items)
+    kinds = [type(a) is Slot for a in args]
+    if all(kinds):
+        index = [a.i for a in args]
+        if len(index) == 1:
+            i0, = index
+            return lambda slots: fn(slots[i0])
+        if len(index) == 2:
+            i0, i1 = index
+            return lambda slots: fn(slots[i0], slots[i1])
+        return lambda slots: fn(*[slots[i] for i in index])
+    if not any(kinds):
+        return lambda slots: fn(*args)
+    pairs = [(a.i, None) if k else (-1, a) for a, k in zip(args, kinds)]
+    return lambda slots: fn(*[slots[i] if i >= 0 else c for i, c in pairs])
+
+
+class Variant:
+    """One recorded program: its steps, the externals it reads by reference, where its outputs come from."""
+
+    def __init__(self, n_args):
+        self.n_args = n_args
+        self.steps = []
+        self.externals = {}       # slot -> the tensor (or array) read by reference at every replay
+        self.n_slots = n_args
+        self.output = None
+        self.replays = 0
+        self.eager_reason = None  # (op, line) of a step static replay cannot repeat (Note [Steps that stay eager])
+
+    def native(self):
+        """The C++ replay loop over this variant's steps (those whose call Python must build are handed back), or
+        None when more than one step in 8 would go back to Python anyway."""
+        program = self.__dict__.get("_native", False)
+        if program is False:
+            program = None
+            # each step the loop hands back to Python costs a round trip through pybind11 (~2 us: measured on the
+            # MLP step, 25 of 50 steps handed back, the C++ loop took 198 us where the Python loop took 152)
+            trips = sum(step.native is None or step.out < 0 for step in self.steps)
+            if trips * 8 <= len(self.steps):
+                program = _C._ReplayProgram(_C.Tensor)
+                for step in self.steps:
+                    if step.native is None:           # Python builds and runs this one, from these slots
+                        reads = sorted(_slots_in(step.args) | _slots_in(step.kwargs))
+                        program.add(None, reads, [None] * len(reads), -2, step.name)
+                    else:
+                        program.add(step.fn, step.native[0], step.native[1], step.out, step.name)
+                exported = [False] * self.n_slots
+                for i in _slots_in(self.output):
+                    exported[i] = True
+                program.set_exported(exported)
+            self._native = program
+        return program
+
+    def fresh_slots(self, arg_tensors):
+        slots = [None] * self.n_slots
+        slots[:len(arg_tensors)] = arg_tensors
+        for i, t in self.externals.items():
+            slots[i] = t
+        return slots
+
+
+# ---- the recorder: swaps the surface for wrappers while one thread records ----
+class Recorder:
+    """Records (or serves, then records) the steps of one call of a program."""
+
+    def __init__(self, variant, serve=None, serve_results=None, record_rest=True):
+        self.variant = variant
+        self.thread = threading.get_ident()
+        self.depth = 0
+        self.slot_of = {}             # id(object) -> slot
+        self.keep = []                # every object given a slot stays alive while recording (ids stay unique)
+        self.serve = serve or []      # steps to serve from a replay before recording (Note [Catching up after a miss])
+        self.serve_results = serve_results or []
+        self.served = 0
+        self.record_rest = record_rest
+        self.checking = None          # (Note [Checking a recording]) the variant the calls are checked against
+        self.group = ()
+        self.checked = 0
+        self.missed = None            # (step, result) where a checked call saw a new value: recording from there
+
+    def bind_args(self, tensors):
+        for i, t in enumerate(tensors):
+            self.slot_of.setdefault(id(t), i)
+            self.keep.append(t)
+
+    def new_slot(self, obj):
+        i = self.variant.n_slots
+        self.variant.n_slots += 1
+        self.slot_of[id(obj)] = i
+        self.keep.append(obj)
+        return i
+
+    def encode(self, obj):
+        if isinstance(obj, _C.Tensor) or isinstance(obj, np.ndarray):
+            i = self.slot_of.get(id(obj))
+            if i is None:
+                if isinstance(obj, np.ndarray):
+                    return ArrayConstant(obj)
+                i = self.new_slot(obj)
+                self.variant.externals[i] = obj
+            return Slot(i)
+        t = type(obj)
+        if t is tuple or t is list:
+            items = [self.encode(x) for x in obj]
+            return Seq(t, items) if any(_has_slot(x) for x in items) else (obj if t is tuple else list(obj))
+        if t is dict:
+            items = [Seq(tuple, [k, self.encode(v)]) for k, v in obj.items()]
+            return Seq(dict, items) if any(_has_slot(x) for x in items) else dict(obj)
+        return obj
+
+    def bind_result(self, name, result):
+        if isinstance(result, _C.Tensor):
+            return ("t", self.new_slot(result))
+        if result is None:
+            return ("none",)
+        if name in _STATE_RESULTS:
+            return ("s", self.new_slot(result))
+        if isinstance(result, np.ndarray):
+            return ("a", self.new_slot(result), np.array(result, copy=True))
+        if type(result) in (tuple, list):
+            return ("seq", type(result), [self.bind_result(name, r) for r in result])
+        return ("v", result)
+
+    def call(self, fn, name, args, kwargs):
+        if self.checking is not None:
+            return self.check_next(fn, name, args, kwargs)
+        if self.served < len(self.serve):
+            return self.serve_next(fn, name, args, kwargs)
+        if not self.record_rest:
+            return fn(*args, **kwargs)
+        a, k = self.encode(tuple(args)), self.encode(kwargs)
+        if self.variant.eager_reason is None and not (_plain(a if name != "validate" else _tail(a)) and _plain(k)):
+            self.variant.eager_reason = (name, user_line())
+        self.depth += 1
+        try:
+            result = fn(*args, **kwargs)
+        finally:
+            self.depth -= 1
+        template = self.bind_result(name, result)
+        line = user_line() if template[0] != "t" or name in _TENSOR_PROPERTIES else None
+        self.variant.steps.append(Step(fn, name, a, k, template, line))
+        return result
+
+    def serve_next(self, fn, name, args, kwargs):
+        """Note [Catching up after a miss]: the Python function, run again, must issue the steps the replay ran."""
+        step = self.serve[self.served]
+        a, k = self.encode(tuple(args)), self.encode(kwargs)
+        if not step.same_call(fn, a, k):
+            raise RuntimeError(
+                f"compile: re-running the program after a guard miss, its Python issued {name} where the recording "
+                f"has {step.name} (step {self.served}, {step.line or user_line()}): it depends on state the guards "
+                f"cannot see (Python state that changed between calls). Its earlier steps have run; run it eagerly "
+                f"(compile(..., disable=True)) or make that state an argument.")
+        result = self.serve_results[self.served]
+        self.served += 1
+        self._register_served(step.result, result)
+        if self.record_rest:
+            new = step
+            if self.served == len(self.serve):   # the step that missed: the new value becomes its guard
+                line = step.line or user_line()
+                new = Step(step.fn, step.name, step.args, step.kwargs, self._rebind(step.result, result), line)
+            self.variant.steps.append(new)
+        return result
+
+    def check_next(self, fn, name, args, kwargs):
+        """Note [Checking a recording]: the call Python issues must be the recording's next step; it runs as in eager
+        mode. A new value is a guard miss (the rest is recorded as a variant); another call is a divergence."""
+        variant = self.checking
+        a, k = self.encode(tuple(args)), self.encode(kwargs)
+        if self.checked >= len(variant.steps) or not variant.steps[self.checked].same_call(fn, a, k):
+            recorded = variant.steps[self.checked] if self.checked < len(variant.steps) else None
+            raise Divergence(self.checked, name, user_line(), recorded)
+        step = variant.steps[self.checked]
+        self.depth += 1
+        try:
+            result = fn(*args, **kwargs)
+        finally:
+            self.depth -= 1
+        if not match_result(step.result, result, _Scratch()):
+            sibling = _sibling(self.group, variant, self.checked, result)
+            if sibling is None:                 # a guard miss: record a new variant from here
+                self.missed = (step, result)
+                self.variant.n_slots = max(v.n_slots for v in self.group)
+                for v in self.group:
+                    self.variant.externals.update(v.externals)
+                self.variant.steps = variant.steps[:self.checked] + [
+                    Step(step.fn, step.name, step.args, step.kwargs, self._rebind(step.result, result),
+                         step.line or user_line())]
+                self.checking = None
+                self._register_served(self.variant.steps[-1].result, result)
+                return result
+            self.checking = variant = sibling
+            step = variant.steps[self.checked]
+        self._register_served(step.result, result)
+        self.checked += 1
+        return result
+
+    def _register_served(self, template, result):
+        kind = template[0]
+        if kind in ("t", "a", "s"):
+            self.slot_of[id(result)] = template[1]
+            self.keep.append(result)
+        elif kind == "seq" and type(result) in (tuple, list):
+            for t, r in zip(template[2], result):
+                self._register_served(t, r)
+
+    def _rebind(self, template, result):
+        kind = template[0]
+        if kind == "v":
+            return ("v", result)
+        if kind == "a":
+            return ("a", template[1], np.array(result, copy=True)) if isinstance(result, np.ndarray) else \
+                self.bind_result(None, result)
+        if kind == "seq" and type(result) is template[1] and len(result) == len(template[2]):
+            return ("seq", template[1], [self._rebind(t, r) for t, r in zip(template[2], result)])
+        if kind == "t" and isinstance(result, _C.Tensor):
+            return template
+        return self.bind_result(None, result)
+
+
+def _function_wrapper(fn, name):
+    def captured(*args, **kwargs):
+        rec = _active[0]
+        if rec is None or rec.depth or rec.thread != threading.get_ident():
+            return fn(*args, **kwargs)
+        return rec.call(fn, name, args, kwargs)
+    captured.__name__ = getattr(fn, "__name__", name)
+    captured.__wrapped__ = fn
+    return captured
+
+
+def _surface():
+    """(module or class, name, original) of everything a program's steps go through."""
+    names = []
+    for name in dir(_C):
+        if name in _NOT_STEPS or name.startswith("__"):
+            continue
+        obj = getattr(_C, name)
+        if isinstance(obj, type) or not callable(obj):
+            continue
+        names.append((_C, name, obj))
+    return names
+
+
+class _Swap:
+    """Puts the wrappers in place for one recording and takes them out again (Note [Capture at the narrow
+    surface])."""
+
+    def __init__(self, recorder):
+        self.recorder = recorder
+        self.saved = []
+
+    def __enter__(self):
+        _lock.acquire()
+        try:
+            for owner, name, fn in _surface():
+                self.saved.append((owner, name, owner.__dict__[name] if isinstance(owner, type) else fn))
+                setattr(owner, name, _function_wrapper(fn, name))
+            self.saved.append((bridge, "validate", bridge.validate))
+            bridge.validate = _function_wrapper(bridge.validate, "validate")
+            Tensor = _C.Tensor
+            for name in _TENSOR_METHODS:
+                raw = _class_attr(Tensor, name)
+                if raw is None:
+                    continue
+                self.saved.append((Tensor, name, raw))
+                setattr(Tensor, name, _function_wrapper(getattr(Tensor, name), name))
+            for name in _TENSOR_PROPERTIES:
+                raw = _class_attr(Tensor, name)
+                if raw is None:
+                    continue
+                self.saved.append((Tensor, name, raw))
+                setattr(Tensor, name, _property_wrapper(raw, name))
+            _active[0] = self.recorder
+            _local.depth = getattr(_local, "depth", 0) + 1
+            _C._set_capturing(True)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        _C._set_capturing(False)
+        _active[0] = None
+        _local.depth = max(0, getattr(_local, "depth", 0) - 1)
+        for owner, name, raw in reversed(self.saved):
+            setattr(owner, name, raw)
+        self.saved.clear()
+        _lock.release()
+        return False
+
+
+def _class_attr(cls, name):
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return None
+
+
+_property_wrappers = {}   # id(property) -> (property, its wrapper): one accessor per property, so steps compare
+
+
+def _property_wrapper(prop, name):
+    cached = _property_wrappers.get(id(prop))
+    if cached is not None and cached[0] is prop:
+        return cached[1]
+
+    def get(self):
+        return getter(self)
+
+    def set_(self, value):
+        setter(self, value)
+
+    getter = _function_wrapper(lambda t: prop.__get__(t, type(t)), name)
+    setter = _function_wrapper(lambda t, v: prop.__set__(t, v), name + ".set")
+    wrapper = property(get, set_ if prop.fset is not None else None)
+    _property_wrappers[id(prop)] = (prop, wrapper)
+    return wrapper
+
+
+def record(variant, fn, args, kwargs, arg_tensors, serve=None, serve_results=None, record_rest=True):
+    """Runs fn(*args, **kwargs) eagerly while recording its steps into `variant`; returns fn's result."""
+    recorder = Recorder(variant, serve, serve_results, record_rest)
+    recorder.bind_args(arg_tensors)
+    for i, t in variant.externals.items():
+        recorder.slot_of[id(t)] = i
+    with _Swap(recorder):
+        result = fn(*args, **kwargs)
+        if record_rest:
+            variant.output = recorder.encode(result)
+    recorder.keep.clear()
+    return result
+
+
+def check(group, fn, args, kwargs, arg_tensors):
+    """Note [Checking a recording]: runs fn eagerly, checking each call against the variants of `group` (the
+    recordings of this entry guard). Returns (result, variant): the variant it followed to its end, or a new one
+    recorded from a guard miss (its `missed` attribute says where). Raises Divergence where Python issued a call
+    the recording does not have although every guard so far held: static replay would have run the wrong
+    program."""
+    new = Variant(len(arg_tensors))
+    recorder = Recorder(new)
+    recorder.checking, recorder.group = group[0], group
+    recorder.bind_args(arg_tensors)
+    for v in group:
+        for i, t in v.externals.items():
+            recorder.slot_of[id(t)] = i
+    with _Swap(recorder):
+        result = fn(*args, **kwargs)
+        if recorder.checking is not None:
+            followed = recorder.checking
+            if recorder.checked != len(followed.steps):
+                raise Divergence(recorder.checked, "the return", user_line(), followed.steps[recorder.checked])
+            output = recorder.encode(result)
+            if not _same_output(output, followed.output):
+                raise Divergence(recorder.checked, "the return", user_line(), None,
+                                 "the program returned other values or tensors than the recording")
+            recorder.keep.clear()
+            return result, followed
+        new.output = recorder.encode(result)
+        new.missed = recorder.missed
+    recorder.keep.clear()
+    return result, new
+
+
+def _same_output(a, b):
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+class _Scratch:
+    """Slots that forget what is stored in them (a result's match, when only the comparison matters)."""
+
+    def __setitem__(self, i, value):
+        pass
+
+
+class Divergence(RuntimeError):
+    def __init__(self, index, name, line, recorded, detail=None):
+        what = (f"the recording has {recorded.name} there (recorded at {recorded.line or 'an op without a line'})"
+                if recorded is not None else "the recording had ended")
+        super().__init__(
+            f"compile(mode='check'): the program diverged from its recording at step {index}: its Python issued "
+            f"{name} at {line}, where {detail or what}, although every guard before held. Static replay would "
+            f"have run the recorded program instead: the program depends on state the guards cannot see (a "
+            f"Python value that changed between calls, a tensor rebound outside the arguments). Make that state "
+            f"an argument, or do not compile this function in a static mode.")
+        self.index, self.name, self.line, self.recorded = index, name, line, recorded
+
+
+def replay(variants, first, arg_tensors):
+    """Runs `first`'s steps on the call's argument tensors, moving to a sibling variant on a value miss (the tree
+    of Note [Values that flow into Python are guards]). Returns (variant, output) when a whole program ran, or
+    raises Miss with what a catch-up needs. The steps run in the C++ loop where every step allows it (Note
+    [Replaying steps in C++]), else here."""
+    variant = first
+    slots = variant.fresh_slots(arg_tensors)
+    i = 0
+    Tensor = _C.Tensor
+    while True:
+        steps = variant.steps
+        program = variant.native()
+        if program is not None:
+            stop = program.run(slots, i)
+            if stop is None:
+                break
+            if len(stop) == 1:               # a step Python runs itself
+                i = stop[0]
+                result = steps[i].run(slots)
+                if steps[i].out >= 0 and isinstance(result, Tensor):
+                    slots[steps[i].out] = result
+                    i += 1
+                    continue
+            else:
+                i, result = stop
+        else:
+            if i >= len(steps):
+                break
+            result = steps[i].run(slots)
+            if steps[i].out >= 0 and isinstance(result, Tensor):
+                slots[steps[i].out] = result
+                i += 1
+                continue
+        step = steps[i]
+        if not match_result(step.result, result, slots):
+            if program is not None:
+                program.materialize(slots)          # Note [Slots in C++]: Python reads every slot from here on
+            sibling = _sibling(variants, variant, i, result)
+            if sibling is None:
+                raise Miss(variant, i, _served_results(steps[:i], slots) + [result], step)
+            slots = _extend(slots, sibling)
+            match_result(sibling.steps[i].result, result, slots)
+            variant = sibling
+        i += 1
+    variant.replays += 1
+    return variant, decode(variant.output, slots)
+
+
+def _served_results(steps, slots):
+    """The results the steps returned in this replay, read back from the slots (Note [Catching up after a miss])."""
+    return [_result_of(step.result, slots) for step in steps]
+
+
+def _result_of(template, slots):
+    kind = template[0]
+    if kind in ("t", "a", "s"):
+        return slots[template[1]]
+    if kind == "none":
+        return None
+    if kind == "v":
+        return template[1]
+    return template[1](_result_of(t, slots) for t in template[2])
+
+
+def _extend(slots, variant):
+    if len(slots) < variant.n_slots:
+        slots = slots + [None] * (variant.n_slots - len(slots))
+    for i, t in variant.externals.items():
+        if slots[i] is None:
+            slots[i] = t
+    return slots
+
+
+def _sibling(variants, variant, i, result):
+    for other in variants:
+        if other is variant or len(other.steps) <= i:
+            continue
+        if (i == 0 or other.steps[i - 1] is variant.steps[i - 1]) and other.steps[i].fn is variant.steps[i].fn:
+            if match_result(other.steps[i].result, result, [None] * other.n_slots):
+                return other
+    return None
+
+
+def describe_result(template):
+    """What a recording expected from a step, for a guard miss's reason."""
+    kind = template[0]
+    if kind == "none":
+        return "None"
+    if kind == "t":
+        return "a tensor"
+    if kind == "a":
+        return f"other values (an array of shape {template[2].shape})"
+    if kind == "v":
+        return repr(template[1])
+    return "another result"
+
+
+class Miss(Exception):
+    def __init__(self, variant, index, results, step):
+        super().__init__(step.name)
+        self.variant, self.index, self.results, self.step = variant, index, results, step

@@ -1,0 +1,452 @@
+"""dyngrad.compile's static replay (mode="reduce-overhead" / fullgraph=True, Note [Two modes of compile] in
+python/dyngrad/_api/compiling.py), on both engines: every result is compared with eager mode's (equal), across
+branch flips, loop counts, sequence lengths, trees, dropout, train/eval, grad mode and optimiser loops; guard misses,
+the variant limit, and what a recording keeps alive."""
+import gc
+import warnings
+import weakref
+
+import numpy as np
+import pytest
+
+
+def static(dg, fn, **kwargs):
+    return dg.compile(fn, mode="reduce-overhead", **kwargs)
+
+
+def t(dg, values, requires_grad=False, dtype=np.float32):
+    return dg.tensor(np.asarray(values, dtype=dtype), requires_grad=requires_grad)
+
+
+def assert_same(a, b):
+    """Equal values (bitwise: the replay runs the same kernels in the same order as eager mode)."""
+    a, b = np.asarray(a.detach().numpy()), np.asarray(b.detach().numpy())
+    assert a.shape == b.shape and a.dtype == b.dtype
+    np.testing.assert_array_equal(a, b)
+
+
+def run_both(dg, fn, inputs_list, grads=True):
+    """Calls the compiled fn and fn itself on fresh copies of each input list; compares outputs and gradients."""
+    compiled = static(dg, fn)
+    for values in inputs_list:
+        xs = [t(dg, v, requires_grad=grads) for v in values]
+        ys = [t(dg, v, requires_grad=grads) for v in values]
+        out, expected = compiled(*xs), fn(*ys)
+        assert_same(out, expected)
+        if grads:
+            out.sum().backward()
+            expected.sum().backward()
+            for x, y in zip(xs, ys):
+                assert_same(x.grad, y.grad)
+    return compiled.compile_stats
+
+
+def test_branch_flips(dg):
+    def f(x):
+        y = x.tanh() * 3
+        if y.sum() > 0:            # bool(tensor): a guard
+            return (y * y).sum(0)
+        return (y - 1).exp().sum(0)
+    stats = run_both(dg, f, [[[1., 2.]], [[2., 1.]], [[-3., 1.]], [[-1., -1.]], [[4., 0.]], [[-2., 0.5]]])
+    assert stats.variants == 2 and stats.replays == 4
+    (reason, line), = stats.guard_misses
+    assert "item returned False" in reason and line.startswith("test_compile.py:")
+
+
+def test_loop_counts(dg):
+    def f(x, n):
+        y = x
+        for _ in range(int(n.sum())):    # a count read from a tensor: a guard
+            y = y * 0.5 + 1
+        return y
+    compiled = static(dg, f)
+    for k in (1, 3, 3, 1, 2, 3):
+        x, n = t(dg, [1., 2., 3.]), t(dg, [k], dtype=np.int64)
+        assert_same(compiled(x, n), f(x, n))
+    assert compiled.compile_stats.variants == 3 and compiled.compile_stats.replays == 3
+
+
+def test_python_number_arguments_are_guarded_by_value(dg):
+    def f(x, scale, n):
+        for _ in range(n):
+            x = x * scale
+        return x
+    compiled = static(dg, f)
+    for scale, n in ((2.0, 1), (2.0, 1), (3.0, 1), (2.0, 2), (3.0, 1)):
+        x = t(dg, [1., 2.])
+        assert_same(compiled(x, scale, n), f(x, scale, n))
+    stats = compiled.compile_stats
+    assert stats.variants == 3 and stats.replays == 2
+    assert "scale" in stats.guard_misses[0][0] or "args[1]" in stats.guard_misses[0][0]
+
+
+def test_sequence_lengths(dg):
+    """A recurrent loop over the sequence: each length is a variant (an entry guard on the shape)."""
+    rng = np.random.default_rng(0)
+    w = t(dg, rng.standard_normal((4, 4)) * 0.3, requires_grad=True)
+
+    def f(xs):
+        h = dg.zeros(4)
+        for i in range(xs.shape[0]):
+            h = (xs[i] + h @ w).tanh()
+        return h.sum()
+    compiled = static(dg, f)
+    for n in (3, 5, 3, 5, 2):
+        seq = rng.standard_normal((n, 4)).astype(np.float32)
+        w.grad = None
+        out = compiled(dg.tensor(seq))
+        out.backward()
+        g1 = w.grad.clone()
+        w.grad = None
+        ref = f(dg.tensor(seq))
+        ref.backward()
+        assert_same(out, ref)
+        assert_same(g1, w.grad)
+    assert compiled.compile_stats.variants == 3 and compiled.compile_stats.replays == 2
+
+
+def test_recursion_over_trees(dg):
+    """A tree of nested tuples as the argument: its structure is an entry guard."""
+    w = dg.tensor(np.array([[0.5, -0.25], [0.75, 0.5]], np.float32), requires_grad=True)
+
+    def encode(tree):
+        if isinstance(tree, tuple):
+            left, right = encode(tree[0]), encode(tree[1])
+            return ((left + right) @ w).tanh()
+        return tree
+
+    def f(tree):
+        return encode(tree).sum()
+    compiled = static(dg, f)
+
+    def leaf(i):
+        return dg.tensor(np.array([i, 1.0 - i], np.float32))
+    trees = [lambda: (leaf(1), (leaf(2), leaf(3))), lambda: ((leaf(1), leaf(2)), leaf(3)),
+             lambda: (leaf(1), (leaf(2), leaf(3))), lambda: ((leaf(4), leaf(5)), (leaf(6), leaf(7)))]
+    for make in trees:
+        w.grad = None
+        out = compiled(make())
+        out.backward()
+        g = w.grad.clone()
+        w.grad = None
+        ref = f(make())
+        ref.backward()
+        assert_same(out, ref)
+        assert_same(g, w.grad)
+    assert compiled.compile_stats.variants == 3 and compiled.compile_stats.replays == 1
+
+
+def test_dropout_draws_fresh_numbers_in_eager_order(dg):
+    model = dg.nn.Sequential(dg.nn.Linear(8, 8), dg.nn.Dropout(0.5), dg.nn.ReLU())
+    compiled = dg.compile(model, mode="reduce-overhead")
+    assert compiled._orig_mod is model
+    x = t(dg, np.ones((4, 8)))
+    outs = []
+    for seed in (1, 2, 1):
+        dg.manual_seed(seed)
+        out = compiled(x)
+        dg.manual_seed(seed)
+        assert_same(out, model(x))
+        outs.append(out.detach().numpy().copy())
+    assert not np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], outs[2])
+    assert compiled.compile_stats.variants == 1 and compiled.compile_stats.replays == 2
+
+
+def test_train_eval_and_grad_mode_switch_variants(dg):
+    model = dg.nn.Sequential(dg.nn.Linear(3, 4), dg.nn.Dropout(0.5), dg.nn.Linear(4, 1))
+    compiled = dg.compile(model, mode="reduce-overhead")
+    x = t(dg, [[1., 2., 3.], [0., -1., 2.]])
+    for training, grad in ((True, True), (False, True), (True, True), (False, False), (False, True)):
+        model.train(training)
+        dg.manual_seed(5)
+        with dg.set_grad_enabled(grad):
+            out = compiled(x)
+        dg.manual_seed(5)
+        with dg.set_grad_enabled(grad):
+            ref = model(x)
+        assert_same(out, ref)
+        assert out.requires_grad == grad and out.requires_grad == ref.requires_grad
+    stats = compiled.compile_stats
+    assert stats.variants == 3 and stats.replays == 2
+    assert any("module" in reason and "changed" in reason for reason, _ in stats.guard_misses)
+    assert any("grad mode" in reason for reason, _ in stats.guard_misses)
+
+
+def make_mlp(dg, seed=0):
+    dg.manual_seed(seed)
+    return dg.nn.Sequential(dg.nn.Linear(6, 16), dg.nn.ReLU(), dg.nn.Linear(16, 3))
+
+
+def copy_params(dg, src, dst):
+    with dg.no_grad():
+        for p, q in zip(src.parameters(), dst.parameters()):
+            q.copy_(p)
+
+
+@pytest.mark.parametrize("optimizer", ["SGD", "SGD-momentum", "Adam"])
+def test_training_step_with_optimizer(dg, optimizer):
+    """forward, backward and optimizer.step() in one compiled step: the parameters follow eager mode exactly."""
+    make = {"SGD": lambda ps: dg.optim.SGD(ps, lr=0.1),
+            "SGD-momentum": lambda ps: dg.optim.SGD(ps, lr=0.1, momentum=0.9),
+            "Adam": lambda ps: dg.optim.Adam(ps, lr=0.01)}[optimizer]
+    model_c, model_e = make_mlp(dg), make_mlp(dg)
+    copy_params(dg, model_e, model_c)
+    opt_c, opt_e = make(model_c.parameters()), make(model_e.parameters())
+
+    def step_c(x, y):
+        opt_c.zero_grad()
+        loss = dg.nn.functional.cross_entropy(model_c(x), y)
+        loss.backward()
+        opt_c.step()
+        return loss
+
+    def step_e(x, y):
+        opt_e.zero_grad()
+        loss = dg.nn.functional.cross_entropy(model_e(x), y)
+        loss.backward()
+        opt_e.step()
+        return loss
+    compiled = static(dg, step_c)
+    rng = np.random.default_rng(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)      # Adam's step count is a Python number: a guard
+        for _ in range(12):
+            x = rng.standard_normal((5, 6)).astype(np.float32)
+            y = rng.integers(0, 3, 5)
+            lc = compiled(dg.tensor(x), dg.tensor(y))
+            le = step_e(dg.tensor(x), dg.tensor(y))
+            assert_same(lc, le)
+    for p, q in zip(model_c.parameters(), model_e.parameters()):
+        assert_same(p, q)
+    stats = compiled.compile_stats
+    if optimizer == "SGD":
+        assert stats.variants <= 2 and stats.replays >= 10
+    elif optimizer == "SGD-momentum":       # the first step creates the momentum buffers: a second variant
+        assert stats.variants <= 3 and stats.replays >= 9
+    else:                                   # every call misses on the step count: 8 variants, then eager
+        assert stats.variants == 8 and stats.eager_calls == 4
+
+
+def test_variant_limit_then_eager_with_one_warning(dg):
+    def f(x):
+        return x * int(x.sum())
+    compiled = static(dg, f)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for k in range(12):
+            x = t(dg, [float(k)])
+            assert_same(compiled(x), f(x))
+    messages = [str(w.message) for w in caught if "recompile_limit" in str(w.message)]
+    assert len(messages) == 1 and "test_compile.py:" in messages[0] and "item returned" in messages[0]
+    stats = compiled.compile_stats
+    assert stats.variants == 8 and stats.eager_calls == 4 and len(stats.guard_misses) == 11
+    assert stats in dg.compiler.programs()
+
+
+def test_recompile_limit_argument(dg):
+    compiled = dg.compile(lambda x, n: x * n, fullgraph=True, recompile_limit=2)
+    with pytest.warns(RuntimeWarning, match="recompile_limit"):
+        for n in range(4):
+            assert compiled(t(dg, [1.0]), n).item() == n
+    assert compiled.compile_stats.variants == 2 and compiled.compile_stats.eager_calls == 2
+
+
+def test_externals_are_read_by_reference_and_inplace_updates_replay(dg):
+    """A closed-over tensor is not a frozen constant: writes to it between calls are seen; an in-place update in the
+    program happens at every call, as in eager mode."""
+    w = t(dg, [1., 2.])
+    total = dg.zeros(2)
+
+    def f(x):
+        total.add_(x * w)
+        return total * 1
+    compiled = static(dg, f)
+    for k in range(4):
+        with dg.no_grad():
+            w.mul_(2)
+        out = compiled(t(dg, [1., float(k)]))
+    w2, total2 = t(dg, [1., 2.]), dg.zeros(2)
+    for k in range(4):
+        w2.mul_(2)
+        total2.add_(t(dg, [1., float(k)]) * w2)
+    assert_same(out, total2)
+    assert_same(total, total2)
+    assert compiled.compile_stats.replays == 3
+
+
+def test_python_side_effects_run_only_while_recording(dg):
+    """The contract of static replay (jax.jit's): Python that touches no tensor runs when a variant is recorded."""
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        assert dg.compiler.is_compiling()
+        return x + 1
+    compiled = static(dg, f)
+    for _ in range(3):
+        assert compiled(t(dg, [1.0])).item() == 2.0
+    assert len(calls) == 1 and not dg.compiler.is_compiling()
+
+
+def test_module_compile_in_place(dg):
+    model = dg.nn.Linear(3, 2)
+    assert model.compile(mode="reduce-overhead") is None
+    x = t(dg, [[1., 2., 3.]])
+    expected = model._call_impl(x)
+    for _ in range(3):
+        assert_same(model(x), expected)
+    assert model._compiled_call.stats.replays == 2
+
+
+def test_errors_propagate_as_in_eager_mode(dg):
+    def f(x):
+        return x @ x
+    compiled = static(dg, f)
+    with pytest.raises(RuntimeError, match="matmul"):
+        compiled(t(dg, [[1., 2., 3.]]))
+    assert compiled(t(dg, [[1., 2.], [3., 4.]])).shape == (2, 2)
+
+
+def test_no_leaks_when_variants_are_dropped(dg):
+    w = t(dg, [1., 2.])
+    w_ref = weakref.ref(w)
+
+    def make():
+        held = w
+
+        def f(x):
+            return x * held
+        return f
+    compiled = static(dg, make())
+    x = t(dg, [3., 4.])
+    out = compiled(x)
+    out = compiled(x)
+    out_ref, x_ref = weakref.ref(out), weakref.ref(x)
+    del out, x
+    gc.collect()
+    assert out_ref() is None and x_ref() is None          # a recording keeps no argument or output alive
+    del w
+    gc.collect()
+    assert w_ref() is not None                            # the recording reads the external by reference
+    dg.compiler.reset()
+    del compiled
+    gc.collect()
+    assert w_ref() is None                                # dropping the variants drops it
+
+
+def test_default_mode_runs_eagerly(dg):
+    def f(x):
+        return x * 2
+    assert dg.compile(f) is f and dg.compile(f, mode="max-autotune") is f
+    assert dg.compile(f, fullgraph=True, disable=True) is f
+
+
+def test_check_mode_raises_where_python_state_diverges(dg):
+    """mode="check" runs eagerly, checking each op against the recording: an unguarded Python counter that changes
+    the program is reported at the op and line where it diverged, which static replay would have missed."""
+    counter = [0]
+
+    def f(x):
+        counter[0] += 1
+        y = x * 2
+        if counter[0] % 2 == 0:         # Python state, invisible to the guards
+            y = y + 1
+        return y
+    checked = dg.compile(f, mode="check")
+    assert checked(t(dg, [1.0])).item() == 2.0
+    with pytest.raises(RuntimeError, match=r"diverged from its recording at step 2: its Python issued scalar_operand "
+                                           r"at test_compile.py:\d+"):
+        checked(t(dg, [1.0]))
+    quiet = dg.compile(f, mode="reduce-overhead")
+    counter[0] = 0
+    assert [quiet(t(dg, [1.0])).item() for _ in range(3)] == [2.0, 2.0, 2.0]    # the contract: recorded Python only
+
+
+def test_check_mode_follows_guards_like_static_replay(dg):
+    def f(x):
+        return x * 2 if x.sum() > 0 else x - 1
+    checked = dg.compile(f, options={"check": True})
+    for v in (1.0, 2.0, -1.0, 3.0, -2.0):
+        x = t(dg, [v])
+        assert_same(checked(x), f(x))
+    stats = checked.compile_stats
+    assert stats.variants == 2 and stats.replays == 3 and len(stats.guard_misses) == 1
+
+
+def test_custom_functions_and_hooks_run_eagerly_with_one_warning(dg):
+    """Note [Steps that stay eager]: a custom Function's ctx or a hook cannot be replayed; the program runs eagerly,
+    correctly, and says so once."""
+    class Square(dg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return 2 * g * x
+    seen = []
+
+    def f(x):
+        y = Square.apply(x)
+        y.register_hook(lambda g: seen.append(g.shape))
+        z = (y * 3).sum()
+        z.backward()
+        return z
+    compiled = static(dg, f)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            x = t(dg, [1., 2.], requires_grad=True)
+            assert compiled(x).item() == 15.0 and x.grad.tolist() == [6.0, 12.0]
+    assert len(seen) == 3
+    assert sum("runs eagerly" in str(w.message) for w in caught) == 1
+    assert compiled.compile_stats.eager_calls == 2 and compiled.compile_stats.replays == 0
+
+
+def test_anomaly_mode_inside_a_compiled_step(dg):
+    def f(x):
+        with dg.autograd.detect_anomaly():
+            y = (x * 2).sum()
+            y.backward()
+        return y
+    compiled = static(dg, f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")         # detect_anomaly warns that it is slow
+        for _ in range(3):
+            x = t(dg, [1., 2.], requires_grad=True)
+            assert compiled(x).item() == 6.0 and x.grad.tolist() == [2.0, 2.0]
+    assert compiled.compile_stats.replays == 2
+
+
+def test_threads_replaying_one_program_get_eager_results(dg):
+    """Two threads calling one compiled program: a call that finds it replaying elsewhere runs eagerly; every result
+    is the eager one."""
+    import threading
+    w = t(dg, [0.5, -0.5])
+
+    def f(x):
+        y = x
+        for _ in range(30):
+            y = (y * w + 0.1).tanh()
+        return y
+    compiled = static(dg, f)
+    compiled(t(dg, [1., 2.]))
+    errors = []
+
+    def worker(k):
+        try:
+            for i in range(20):
+                x = t(dg, [float(k), float(i)])
+                assert_same(compiled(x), f(x))
+        except Exception as e:      # reported below, with the thread's failure
+            errors.append(e)
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+    stats = compiled.compile_stats
+    assert stats.replays + stats.eager_calls == 60 and stats.variants == 1
