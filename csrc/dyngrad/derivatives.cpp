@@ -515,7 +515,7 @@ static Grads layer_norm_backward(const Tensor& grad, const OpNode& n, const Save
 // var); with g = grad * weight (grad without a weight), per row of the last ndims dims:
 //   da = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dweight = sum(grad * xhat),  dbias = sum(grad)
 // the sums over the leading dims.
-static Grads layer_norm_backward_definition(const Tensor& grad, const Tensor& a, const Tensor& w, int64_t ndims,
+Grads layer_norm_backward_definition(const Tensor& grad, const Tensor& a, const Tensor& w, int64_t ndims,
                                             double eps) {
   Dims dims, leading;
   for (int64_t d = 0; d < a->ndim(); ++d) (d < a->ndim() - ndims ? leading : dims).push_back(d);
@@ -557,7 +557,7 @@ static Grads rnn_layer_backward(const Tensor& grad, const OpNode& n, const Saves
                              n.needs_input_grad(3), n.needs_input_grad(4)});
 }
 
-static Grads rnn_layer_backward_definition(const Tensor& grad, const Tensor& gi, const Tensor& h0, const Tensor& c0,
+Grads rnn_layer_backward_definition(const Tensor& grad, const Tensor& gi, const Tensor& h0, const Tensor& c0,
                                            const Tensor& w, const Tensor& b, const Tensor& out, int64_t mode,
                                            bool reverse) {
   const int64_t L = gi->shape[0], N = h0->shape[0], H = h0->shape[1];

@@ -11,12 +11,14 @@ namespace dyngrad {
 Tensor to_dtype(const Tensor& a, DType dtype) {
   if (a->dtype == dtype) return a;
   Tensor out = contiguous_copy(a, dtype);
+  if (forward_ad::active()) forward_tangents<OpKind::to_dtype>(out, {&a}, SavesNothing{});
   if (is_floating(dtype) && any_requires_grad({&a})) record<OpKind::to_dtype>(out, {&a});
   return out;
 }
 
 Tensor clone(const Tensor& a) {
   Tensor out = contiguous_copy(a, a->dtype);
+  if (forward_ad::active()) forward_tangents<OpKind::clone>(out, {&a}, SavesNothing{});
   if (any_requires_grad({&a})) record<OpKind::clone>(out, {&a});
   return out;
 }
@@ -94,6 +96,7 @@ static Shape infer_shape(const Shape& requested, int64_t numel, const Shape& old
 
 template <OpKind K>
 static Tensor record_view(const Tensor& out, const Tensor& a) {
+  if (forward_ad::active()) forward_tangents<K>(out, {&a}, SavesNothing{});
   if (any_requires_grad({&a})) {
     record<K>(out, {&a});
     mark_view(out, a);
@@ -103,7 +106,7 @@ static Tensor record_view(const Tensor& out, const Tensor& a) {
 
 Tensor reshape(const Tensor& a, const Shape& requested) {
   Shape shape = infer_shape(requested, a->numel, a->shape, "reshape");
-  if (shape == a->shape) return a->requires_grad ? record_view<OpKind::reshape>(alias(a), a) : alias(a);
+  if (shape == a->shape) return record_view<OpKind::reshape>(alias(a), a);
   Shape strides;
   Tensor out = view_strides(a->shape, a->strides, shape, strides)
                    ? view_of(a, shape, strides, a->offset)
@@ -136,6 +139,7 @@ Tensor permute(const Tensor& a, const Dims& dims) {
     strides[i] = a->strides[d];
   }
   Tensor out = view_of(a, shape, strides, a->offset);
+  if (forward_ad::active()) forward_tangents<OpKind::permute>(out, {&a}, SavesPermute{wrapped});
   if (any_requires_grad({&a})) {
     auto& node = record<OpKind::permute>(out, {&a});
     node.saved.dims = wrapped;
@@ -242,6 +246,7 @@ Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t stop, int64_t 
   shape[d] = len;
   strides[d] = a->strides[d] * step;
   Tensor out = view_of(a, shape, strides, a->offset + start * a->strides[d]);
+  if (forward_ad::active()) forward_tangents<OpKind::slice>(out, {&a}, SavesSlice{d, start, step});
   if (any_requires_grad({&a})) {
     auto& node = record<OpKind::slice>(out, {&a});
     node.saved.dim = d;
@@ -262,6 +267,7 @@ Tensor slice_scatter(const Tensor& grad, const Shape& input_shape, int64_t dim, 
   strides[dim] *= step;
   Tensor window = make_view(out, shape, strides, start * out->strides[dim]);
   copy_into(window, grad);
+  if (forward_ad::active()) forward_tangents<OpKind::slice_scatter>(out, {&grad}, SavesSlice{dim, start, step});
   if (any_requires_grad({&grad})) {
     auto& node = record<OpKind::slice_scatter>(out, {&grad});
     node.saved.dim = dim;
@@ -318,6 +324,11 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
     wshape[d] = len;
     copy_into(make_view(out, wshape, out->strides, offset * out->strides[d]), t);
     offset += len;
+  }
+  if (forward_ad::active()) {
+    std::vector<const Tensor*> inputs;
+    for (auto& t : ts) inputs.push_back(&t);
+    forward_tangents<OpKind::cat>(out, inputs, SavesCat{d, sizes});
   }
   if (any_requires_grad(ts)) {
     std::vector<const Tensor*> inputs;

@@ -170,15 +170,18 @@ class SavedTensor:
     grad_fn is the node itself, so create_graph can differentiate through it.
     """
 
-    __slots__ = ("tensor", "data", "storage", "version", "output_nr")
+    __slots__ = ("tensor", "data", "storage", "version", "output_nr", "tangents")
 
     def __init__(self, t, is_output=False):
         self.version = t._storage.version
+        self.tangents = None
         if is_output:
             self.tensor = None
             self.data = t._data
             self.storage = t._storage
             self.output_nr = t.output_nr
+            # its forward-AD tangents too (node.cpp's alias_with_tangents): forward-over-reverse reads them
+            self.tangents = t.__dict__.get("_tangents")
         else:
             self.tensor = t
             self.data = None
@@ -195,6 +198,8 @@ class SavedTensor:
         out = make_tensor(self.data, self.storage)
         out.grad_fn = node
         out.output_nr = self.output_nr
+        if self.tangents:
+            out._tangents = list(self.tangents)
         return out
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from . import dtypes as _dt
 from .grad_mode import _state as _grad_state
+from . import forward_ad
 from .node import OpNode
 from .tensor import broadcast_shapes, make_tensor, wrap_dim
 
@@ -76,6 +77,7 @@ def unary_forward(op, kernel):
     """`unary`: out = kernel(a) in a's dtype."""
     def forward(a):
         out = make_tensor(fresh(kernel(a._data)))
+        if forward_ad.active(): forward_ad.attach(op, out, (a,), a=a, out=out)
         if any_requires_grad(a):
             save_unary(record(op, out, (a,)), a, out)
         return out
@@ -96,6 +98,7 @@ def unary_float_op(op, kernel, a, **args):
     if dtype is _dt.bfloat16:                 # Note [Reference bfloat16]: computed in float32, rounded back
         res = dtype.cast(res)
     out = make_tensor(fresh(res))
+    if forward_ad.active(): forward_ad.attach(op, out, (a,), a=a, out=out, **args)
     if any_requires_grad(a):
         node = record(op, out, (a,))
         save_unary(node, a, out)
@@ -124,6 +127,7 @@ def unary_backward_forward(op, kernel):
             broadcast_shapes(grad.shape, x.shape, op)
         g, a = compute.cast(grad._data), compute.cast(x._data)
         out = make_tensor(fresh(dtype.cast(g * kernel(a))))
+        if forward_ad.active(): forward_ad.attach(op, out, (grad, x), grad=grad, x=x)
         if any_requires_grad(grad, x):
             node = record(op, out, (grad, x))
             node.save("x", x)

@@ -10,6 +10,7 @@ import numpy as np
 
 from . import dtypes as _dt
 from . import errors, kernels
+from . import forward_ad
 from .errors import shape_str
 from .ops import record, any_requires_grad, needs_input_grad, check_float, normalize_dims, unary_float_op
 from .ops import fresh as _fresh
@@ -82,6 +83,7 @@ def scalar_operand(value, like):
 # out = a + b
 def add(a, b):
     out = _binary(kernels.add, a, b, result_type(a, b), "add")
+    if forward_ad.active(): forward_ad.attach("add", out, (a, b))
     if any_requires_grad(a, b):
         record("add", out, (a, b))
     return out
@@ -98,6 +100,7 @@ def sub(a, b):
         raise RuntimeError("sub: subtracting with a bool tensor (the `-` operator) is not supported; to invert a "
                            "mask, use `~` or logical_not() instead.")
     out = _binary(kernels.sub, a, b, result_type(a, b), "sub")
+    if forward_ad.active(): forward_ad.attach("sub", out, (a, b))
     if any_requires_grad(a, b):
         record("sub", out, (a, b))
     return out
@@ -106,6 +109,7 @@ def sub(a, b):
 # out = a * b; saves b for da and a for db
 def mul(a, b):
     out = _binary(kernels.mul, a, b, result_type(a, b), "mul")
+    if forward_ad.active(): forward_ad.attach("mul", out, (a, b), a=a, b=b)
     if any_requires_grad(a, b):
         node = record("mul", out, (a, b))
         if needs_input_grad(node, 1):
@@ -118,6 +122,7 @@ def mul(a, b):
 # out = a / b (true division: integers divide in float32)
 def div(a, b):
     out = _binary(kernels.div, a, b, to_floating(result_type(a, b)), "div")
+    if forward_ad.active(): forward_ad.attach("div", out, (a, b), a=a, b=b)
     if any_requires_grad(a, b):
         node = record("div", out, (a, b))
         if needs_input_grad(node, 1):
@@ -131,6 +136,7 @@ def neg(a):
         raise RuntimeError("neg: negation of a bool tensor (the `-` operator) is not supported; to invert a mask, use "
                            "`~` or logical_not().")
     out = make_tensor(_fresh(kernels.neg(a._data)))
+    if forward_ad.active(): forward_ad.attach("neg", out, (a,))
     if any_requires_grad(a):
         record("neg", out, (a,))
     return out
@@ -142,6 +148,7 @@ def pow(a, b):
     if dtype is _dt.bool_:
         raise TypeError("pow: not supported for bool tensors; convert with .long() or .float() first.")
     out = _binary(kernels.pow if dtype.is_floating_point else kernels.int_pow, a, b, dtype, "pow")
+    if forward_ad.active(): forward_ad.attach("pow", out, (a, b), a=a, b=b, out=out)
     if any_requires_grad(a, b):
         node = record("pow", out, (a, b))
         node.save("a", a)
@@ -160,6 +167,7 @@ def pow_scalar(a, p):
     else:
         dtype = to_floating(a.dtype)
         out = make_tensor(_cast(kernels.pow(_cast(a._data, dtype), dtype.np.type(p)), dtype))
+    if forward_ad.active(): forward_ad.attach("pow_scalar", out, (a,), a=a, exponent=p)
     if any_requires_grad(a):
         node = record("pow_scalar", out, (a,))
         node.save("a", a)
@@ -169,6 +177,7 @@ def pow_scalar(a, p):
 
 def maximum(a, b):
     out = _binary(kernels.maximum, a, b, result_type(a, b), "maximum")
+    if forward_ad.active(): forward_ad.attach("maximum", out, (a, b), a=a, b=b)
     if any_requires_grad(a, b):
         node = record("maximum", out, (a, b))
         node.save("a", a)
@@ -178,6 +187,7 @@ def maximum(a, b):
 
 def minimum(a, b):
     out = _binary(kernels.minimum, a, b, result_type(a, b), "minimum")
+    if forward_ad.active(): forward_ad.attach("minimum", out, (a, b), a=a, b=b)
     if any_requires_grad(a, b):
         node = record("minimum", out, (a, b))
         node.save("a", a)
@@ -192,6 +202,7 @@ def where(cond, a, b):
     dtype = result_type(a, b)
     broadcast_shapes(broadcast_shapes(cond.shape, a.shape, "where"), b.shape, "where")
     out = make_tensor(_fresh(_cast(kernels.where(cond._data, _cast(a._data, dtype), _cast(b._data, dtype)), dtype)))
+    if forward_ad.active(): forward_ad.attach("where", out, (None, a, b), cond=cond)
     if any_requires_grad(a, b):
         node = record("where", out, (None, a, b))
         node.save("cond", cond)
@@ -207,6 +218,7 @@ def clamp(a, lo, hi):
     if not a.dtype.is_floating_point and any(b is not None and not float(b).is_integer() for b in (lo, hi)):
         a = to_dtype(a, _dt.float32)
     out = make_tensor(_fresh(_cast(kernels.clamp(a._data, lo, hi), a.dtype)))
+    if forward_ad.active(): forward_ad.attach("clamp", out, (a,), a=a, lo=lo, hi=hi)
     if any_requires_grad(a):
         node = record("clamp", out, (a,))
         node.save("a", a)
@@ -281,6 +293,7 @@ def sum(a, dims, keepdim, dtype=None):
         out = make_tensor(np.array(src.dtype.cast(kernels.sum(arr.astype(np.float32), dims, keepdim))))
     else:
         out = make_tensor(np.asarray(kernels.sum(arr, dims, keepdim), dtype=arr.dtype))
+    if forward_ad.active(): forward_ad.attach("sum", out, (src,), dims=dims, keepdim=keepdim)
     if any_requires_grad(src):
         _record_reduction("sum", out, src, dims, keepdim)
     return out
@@ -295,6 +308,7 @@ def mean(a, dims, keepdim):
         out = make_tensor(np.array(a.dtype.cast(kernels.mean(a._data.astype(np.float32), dims, keepdim))))
     else:
         out = make_tensor(np.asarray(kernels.mean(a._data, dims, keepdim), dtype=a._data.dtype))
+    if forward_ad.active(): forward_ad.attach("mean", out, (a,), dims=dims, keepdim=keepdim)
     if any_requires_grad(a):
         _record_reduction("mean", out, a, dims, keepdim)
     return out
@@ -337,6 +351,7 @@ def _extremum(op, kernel, a, dims, keepdim):
             raise RuntimeError(f"{op}: cannot reduce over dimension {d} of size 0 (input shape {shape_str(a.shape)}):"
                                f" an empty tensor has no {'max' if op == 'amax' else 'min'}.")
     out = make_tensor(np.asarray(kernel(a._data, dims, keepdim), dtype=a._data.dtype))
+    if forward_ad.active(): forward_ad.attach(op, out, (a,), a=a, out=out, dims=dims, keepdim=keepdim)
     if any_requires_grad(a):
         node = _record_reduction(op, out, a, dims, keepdim)
         node.save("a", a)
@@ -372,6 +387,7 @@ def logsumexp(a, dims, keepdim):
         a = to_dtype(a, _dt.float32)
     dims = normalize_dims(dims, a.ndim, "logsumexp")
     out = make_tensor(np.asarray(kernels.logsumexp(a._data, dims, keepdim), dtype=a._data.dtype))
+    if forward_ad.active(): forward_ad.attach("logsumexp", out, (a,), a=a, out=out, dims=dims, keepdim=keepdim)
     if any_requires_grad(a):
         node = _record_reduction("logsumexp", out, a, dims, keepdim)
         node.save("a", a)
@@ -435,6 +451,7 @@ def matmul(a, b):
         rows = tuple(a.shape[:-1])
         return reshape(matmul(reshape(a, (math.prod(rows), ka)), b), rows + (b.shape[1],))
     out = make_tensor(kernels.matmul(a._data, b._data))
+    if forward_ad.active(): forward_ad.attach("matmul", out, (a, b), a=a, b=b)
     if any_requires_grad(a, b):
         node = record("matmul", out, (a, b))
         if needs_input_grad(node, 1):
