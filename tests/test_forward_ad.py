@@ -186,3 +186,146 @@ def test_tangent_of_every_primitive(dg, name):
     for a, p, m in zip(jv, plus, minus):
         if a is not None:
             np.testing.assert_allclose(a, (p - m) / (2 * step), rtol=max(rtol, 1e-5), atol=1e-6, err_msg=name)
+
+
+# ----- the user API ---------------------------------------------------------------------------------------------
+
+def _t(dg, values):
+    return dg.tensor(np.asarray(values, dtype=np.float64))
+
+
+def _np(t):
+    return t.detach().numpy()
+
+
+def test_make_dual_unpack_dual(dg):
+    fwAD = dg.autograd.forward_ad
+    x, v = _t(dg, [0.5, -1.0, 2.0]), _t(dg, [1.0, 2.0, -1.0])
+    assert fwAD.unpack_dual(x) == (x, None)          # outside every level: not dual
+    with fwAD.dual_level() as level:
+        d = fwAD.make_dual(x, v)
+        p, t = fwAD.unpack_dual(d)
+        assert isinstance(fwAD.unpack_dual(d), fwAD.UnpackedDualTensor)
+        np.testing.assert_array_equal(_np(p), _np(x))
+        np.testing.assert_array_equal(_np(t), _np(v))
+        assert fwAD.unpack_dual(p).tangent is None    # the primal is not dual
+        y = (d * d).exp().sum()
+        np.testing.assert_allclose(_np(fwAD.unpack_dual(y, level=level).tangent),
+                                   np.sum(np.exp(_np(x) ** 2) * 2 * _np(x) * _np(v)))
+    assert fwAD.unpack_dual(d).tangent is None       # the level is closed
+
+
+def test_forward_ad_ignores_grad_mode(dg):
+    fwAD = dg.autograd.forward_ad
+    with fwAD.dual_level(), dg.no_grad():
+        d = fwAD.make_dual(_t(dg, [1.0, 2.0]), _t(dg, [3.0, 4.0]))
+        np.testing.assert_allclose(_np(fwAD.unpack_dual(d * 2).tangent), [6.0, 8.0])
+
+
+def test_nested_levels_give_second_derivatives(dg):
+    fwAD = dg.autograd.forward_ad
+    x = _t(dg, [0.3, 1.2])
+    with fwAD.dual_level() as outer:
+        x1 = fwAD.make_dual(x, _t(dg, [1.0, 1.0]), level=outer)
+        with fwAD.dual_level() as inner:
+            x2 = fwAD.make_dual(x1, _t(dg, [1.0, 1.0]), level=inner)
+            y = x2.sin() * x2
+            first = fwAD.unpack_dual(y, level=inner).tangent        # d/dx (x sin x) = sin x + x cos x
+        second = fwAD.unpack_dual(first, level=outer).tangent        # 2 cos x - x sin x
+    xv = _np(x)
+    np.testing.assert_allclose(_np(fwAD.unpack_dual(first).primal), np.sin(xv) + xv * np.cos(xv))
+    np.testing.assert_allclose(_np(second), 2 * np.cos(xv) - xv * np.sin(xv))
+
+
+def test_reverse_over_forward_and_forward_over_reverse(dg):
+    fwAD = dg.autograd.forward_ad
+    xv = np.array([0.3, -0.7, 1.1])
+    x = dg.tensor(xv, requires_grad=True)
+    v = _t(dg, [1.0, 0.5, -2.0])
+    with fwAD.dual_level():
+        d = fwAD.make_dual(x, v)
+        y = (d.tanh() * d).sum()
+        jv = fwAD.unpack_dual(y).tangent
+    g, = dg.autograd.grad(jv, x)                     # d/dx <grad f, v> = H v
+    hv = dg.autograd.functional.hvp(lambda z: (z.tanh() * z).sum(), _t(dg, xv), v)[1]
+    np.testing.assert_allclose(_np(g), _np(hv), rtol=1e-10)
+    # analytic: f = sum x tanh x, f'' = 2 sech^2 x - 2 x tanh x sech^2 x (diagonal)
+    s2 = 1 / np.cosh(xv) ** 2
+    np.testing.assert_allclose(_np(hv), (2 * s2 - 2 * xv * np.tanh(xv) * s2) * _np(v), rtol=1e-10)
+
+
+def test_misuse(dg):
+    fwAD = dg.autograd.forward_ad
+    x = _t(dg, [1.0, 2.0])
+    with pytest.raises(RuntimeError, match="make_dual: no dual level is open"):
+        fwAD.make_dual(x, x)
+    with fwAD.dual_level():
+        with pytest.raises(RuntimeError, match=r"make_dual: the tangent's shape \(3,\) differs"):
+            fwAD.make_dual(x, _t(dg, [1.0, 2.0, 3.0]))
+        with pytest.raises(TypeError, match="make_dual: expected a Tensor as the tangent"):
+            fwAD.make_dual(x, [1.0, 2.0])
+        with pytest.raises(ValueError, match="make_dual: expected a floating-point primal"):
+            fwAD.make_dual(dg.tensor([1, 2]), dg.tensor([1, 2]))
+    outer = fwAD.enter_dual_level()
+    inner = fwAD.enter_dual_level()
+    with pytest.raises(RuntimeError, match="not the innermost open level"):
+        fwAD.exit_dual_level(level=outer)
+    fwAD.exit_dual_level(level=inner)
+    fwAD.exit_dual_level()
+    with pytest.raises(RuntimeError, match="no dual level is open"):
+        fwAD.exit_dual_level()
+
+
+def test_custom_function_jvp(dg):
+    fwAD = dg.autograd.forward_ad
+
+    class Cube(dg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_forward(x)
+            ctx.save_for_backward(x)
+            return dg.tensor(np.asarray(x.detach().numpy()) ** 3)     # on the host: no tangent of its own
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return g * 3 * x * x
+
+        @staticmethod
+        def jvp(ctx, t):
+            x, = ctx.saved_tensors
+            return t * 3 * x * x
+
+    class NoJvp(dg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return dg.tensor(np.asarray(x.detach().numpy()) * 2)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    x, v = _t(dg, [1.0, -2.0]), _t(dg, [0.5, 1.0])
+    with fwAD.dual_level():
+        y = Cube.apply(fwAD.make_dual(x, v))
+        np.testing.assert_allclose(_np(fwAD.unpack_dual(y).tangent), [1.5, 12.0])
+        with pytest.raises(NotImplementedError, match="NoJvp: an input is a dual tensor.*defines no jvp"):
+            NoJvp.apply(fwAD.make_dual(x, v))
+
+
+def test_matches_torch_forward_ad(dg):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    xv, wv, v = rng.standard_normal((4, 3)), rng.standard_normal((5, 3)), rng.standard_normal((4, 3))
+
+    def net(F, x, w):
+        return F.log_softmax(F.gelu(F.linear(x, w)), -1).sum(0)
+
+    with dg.autograd.forward_ad.dual_level():
+        ours = dg.autograd.forward_ad.unpack_dual(
+            net(dg.nn.functional, dg.autograd.forward_ad.make_dual(_t(dg, xv), _t(dg, v)), _t(dg, wv))).tangent
+    with torch.autograd.forward_ad.dual_level():
+        theirs = torch.autograd.forward_ad.unpack_dual(
+            net(torch.nn.functional, torch.autograd.forward_ad.make_dual(torch.tensor(xv), torch.tensor(v)),
+                torch.tensor(wv))).tangent
+    np.testing.assert_allclose(_np(ours), theirs.numpy(), rtol=1e-10, atol=1e-12)

@@ -436,6 +436,16 @@ void copy_tangents(const Tensor& to, const Tensor& from) {
   if (from && !from->tangents.empty()) to->tangents = from->tangents;
 }
 
+static std::vector<std::pair<int64_t, Tensor>> detached_tangents(const Tensor& t) {
+  std::vector<std::pair<int64_t, Tensor>> out;
+  for (const auto& [level, tangent] : t->tangents) {
+    Tensor d = alias(tangent);
+    d->tangents = detached_tangents(tangent);
+    out.emplace_back(level, d);
+  }
+  return out;
+}
+
 struct VisibleBelow {
   int64_t prev;
   explicit VisibleBelow(int64_t level) : prev(tl_visible_below) { tl_visible_below = level; }
@@ -474,6 +484,18 @@ void attach(OpKind kind, const Grads& outs, const std::vector<const Tensor*>& in
       bool is_input = false;  // an op that returned its input: the tangent is already there
       for (const Tensor* in : inputs) is_input = is_input || (in && in->get() == outs[j].get());
       if (!is_input) set_tangent(outs[j], level, tangents[j]);
+    }
+  }
+  // The node just recorded may save an output (exp's, tanh's): its saved alias gets the tangents too, detached
+  // (Note [Dual tensors]; the formula ran after the recording so that a tangent computed from `out` is
+  // differentiable through out's own node).
+  for (const Tensor& out : outs) {
+    if (!out || out->tangents.empty() || !out->grad_fn) continue;
+    for (const SavedTensor* saved : out->grad_fn->saved_tensors()) {
+      const Tensor& alias = saved->data;
+      if (saved->is_output && alias && alias->storage == out->storage && alias->offset == out->offset &&
+          alias->shape == out->shape)
+        alias->tangents = detached_tangents(out);
     }
   }
 }

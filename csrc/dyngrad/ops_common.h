@@ -44,8 +44,8 @@ void unary_tangents(const Tensor& out, const Tensor& a, const Tensor& b_or_out, 
 template <OpKind K>
 Tensor unary_op(UnaryKind kernel, const Tensor& a, DType out_dtype) {
   Tensor out = unary_kernel(kernel, a, out_dtype);
-  if (forward_ad::active()) unary_tangents<K>(out, a, out, {&a});
   if (any_requires_grad({&a})) save_unary(record<K>(out, {&a}).saved, a, out);
+  if (forward_ad::active()) unary_tangents<K>(out, a, out, {&a});
   return out;
 }
 
@@ -64,11 +64,11 @@ Tensor unary_backward_op(UnaryKind kernel, const Tensor& grad, const Tensor& x, 
                    ? unary_grad_kernel(kernel, grad, x)
                    : binary_kernel(BinaryKind::Mul, grad, unary_kernel(kernel, x, to_floating(x->dtype)),
                                    to_floating(result_type(grad, x)), op);
-  if (forward_ad::active()) unary_tangents<K>(out, grad, x, {&grad, &x});
   if (any_requires_grad({&grad, &x})) {
     auto& node = record<K>(out, {&grad, &x});
     save_unary_backward(node.saved, node, grad, x);
   }
+  if (forward_ad::active()) unary_tangents<K>(out, grad, x, {&grad, &x});
   return out;
 }
 

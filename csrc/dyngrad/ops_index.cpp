@@ -25,12 +25,12 @@ static void check_bounds(const Tensor& index, int64_t size, int64_t dim, const c
 
 template <OpKind K>
 static void record_index(const Tensor& out, const Tensor& input, const Tensor& index, int64_t d) {
-  if (forward_ad::active()) forward_tangents<K>(out, {&input}, SavesIndex{index, d});
   if (any_requires_grad({&input})) {
     auto& node = record<K>(out, {&input});
     node.saved.index.save(index, false);
     node.saved.dim = d;
   }
+  if (forward_ad::active()) forward_tangents<K>(out, {&input}, SavesIndex{index, d});
 }
 
 // out = a.index_select(dim, index)
@@ -126,8 +126,8 @@ Tensor take(const Tensor& a_in, const Tensor& positions_in) {
   Tensor a = contiguous_data(a_in);
   check_positions(positions, a->numel, "take");
   Tensor out = take_kernel(a, positions);
-  if (forward_ad::active()) forward_tangents<OpKind::take>(out, {&a_in}, SavesPositions{positions});
   if (any_requires_grad({&a_in})) record<OpKind::take>(out, {&a_in}).saved.positions.save(positions, false);
+  if (forward_ad::active()) forward_tangents<OpKind::take>(out, {&a_in}, SavesPositions{positions});
   return out;
 }
 
@@ -139,8 +139,8 @@ Tensor put(const Tensor& a, const Tensor& positions_in, const Tensor& v_in) {
   Tensor v = contiguous_copy(expand(v_in->requires_grad ? alias(v_in) : v_in, positions->shape), dt);
   Tensor out = contiguous_copy(a, dt);
   put_kernel(out, positions, v);
-  if (forward_ad::active()) forward_tangents<OpKind::put>(out, {&a, &v_in}, SavesPositions{positions});
   if (any_requires_grad({&a, &v_in})) record<OpKind::put>(out, {&a, &v_in}).saved.positions.save(positions, false);
+  if (forward_ad::active()) forward_tangents<OpKind::put>(out, {&a, &v_in}, SavesPositions{positions});
   return out;
 }
 
@@ -153,8 +153,8 @@ Tensor put_add(const Tensor& v_in, const Tensor& positions_in, const Shape& out_
            " for positions of shape ", shape_str(positions->shape), "; expected one value per position.");
   check_positions(positions, shape_numel(out_shape), "put_add");
   Tensor out = put_add_kernel(contiguous_data(v_in), positions, out_shape);
-  if (forward_ad::active()) forward_tangents<OpKind::put_add>(out, {&v_in}, SavesPositions{positions});
   if (any_requires_grad({&v_in})) record<OpKind::put_add>(out, {&v_in}).saved.positions.save(positions, false);
+  if (forward_ad::active()) forward_tangents<OpKind::put_add>(out, {&v_in}, SavesPositions{positions});
   return out;
 }
 

@@ -61,8 +61,8 @@ Tensor ones_like_shape(const Shape& shape, DType dtype) { return full(shape, 1.0
 // out = a + b
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryKind::Add, a, b, result_type(a, b), "add");
-  if (forward_ad::active()) forward_tangents<OpKind::add>(out, {&a, &b}, SavesNothing{});
   if (any_requires_grad({&a, &b})) record<OpKind::add>(out, {&a, &b});
+  if (forward_ad::active()) forward_tangents<OpKind::add>(out, {&a, &b}, SavesNothing{});
   return out;
 }
 
@@ -76,32 +76,32 @@ Tensor sub(const Tensor& a, const Tensor& b) {
            "sub: subtracting with a bool tensor (the `-` operator) is not supported; to invert a mask, use `~` or "
            "logical_not() instead.");
   Tensor out = binary_kernel(BinaryKind::Sub, a, b, result_type(a, b), "sub");
-  if (forward_ad::active()) forward_tangents<OpKind::sub>(out, {&a, &b}, SavesNothing{});
   if (any_requires_grad({&a, &b})) record<OpKind::sub>(out, {&a, &b});
+  if (forward_ad::active()) forward_tangents<OpKind::sub>(out, {&a, &b}, SavesNothing{});
   return out;
 }
 
 // out = a * b; saves b for da and a for db
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryKind::Mul, a, b, result_type(a, b), "mul");
-  if (forward_ad::active()) forward_tangents<OpKind::mul>(out, {&a, &b}, SavesAB{a, b});
   if (any_requires_grad({&a, &b})) {
     auto& node = record<OpKind::mul>(out, {&a, &b});
     if (node.needs_input_grad(1)) node.saved.a.save(a, false);
     if (node.needs_input_grad(0)) node.saved.b.save(b, false);
   }
+  if (forward_ad::active()) forward_tangents<OpKind::mul>(out, {&a, &b}, SavesAB{a, b});
   return out;
 }
 
 // out = a / b (true division: integers divide in float32)
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryKind::Div, a, b, to_floating(result_type(a, b)), "div");
-  if (forward_ad::active()) forward_tangents<OpKind::div>(out, {&a, &b}, SavesAB{a, b});
   if (any_requires_grad({&a, &b})) {
     auto& node = record<OpKind::div>(out, {&a, &b});
     if (node.needs_input_grad(1)) node.saved.a.save(a, false);
     node.saved.b.save(b, false);
   }
+  if (forward_ad::active()) forward_tangents<OpKind::div>(out, {&a, &b}, SavesAB{a, b});
   return out;
 }
 
@@ -110,21 +110,21 @@ Tensor neg(const Tensor& a) {
            "neg: negation of a bool tensor (the `-` operator) is not supported; to invert a mask, use `~` or "
            "logical_not().");
   Tensor out = unary_kernel(UnaryKind::Neg, a, a->dtype);
-  if (forward_ad::active()) forward_tangents<OpKind::neg>(out, {&a}, SavesNothing{});
   if (any_requires_grad({&a})) record<OpKind::neg>(out, {&a});
+  if (forward_ad::active()) forward_tangents<OpKind::neg>(out, {&a}, SavesNothing{});
   return out;
 }
 
 // out = a ** b (tensor exponent)
 Tensor pow(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryKind::Pow, a, b, result_type(a, b), "pow");
-  if (forward_ad::active()) forward_tangents<OpKind::pow>(out, {&a, &b}, SavesABOut{a, b, out});
   if (any_requires_grad({&a, &b})) {
     auto& node = record<OpKind::pow>(out, {&a, &b});
     node.saved.a.save(a, false);
     node.saved.b.save(b, false);
     if (node.needs_input_grad(1)) node.saved.out.save(out, true);
   }
+  if (forward_ad::active()) forward_tangents<OpKind::pow>(out, {&a, &b}, SavesABOut{a, b, out});
   return out;
 }
 
@@ -135,34 +135,34 @@ Tensor pow_scalar(const Tensor& a, double p) {
   Tensor out;
   if (integral_result) out = binary_kernel(BinaryKind::Pow, a, scalar_tensor(p, dt), dt, "pow");
   else out = unary_kernel(UnaryKind::PowScalar, a, dt, p);
-  if (forward_ad::active()) forward_tangents<OpKind::pow_scalar>(out, {&a}, SavesPowScalar{a, p});
   if (any_requires_grad({&a})) {
     auto& node = record<OpKind::pow_scalar>(out, {&a});
     node.saved.a.save(a, false);
     node.saved.exponent = p;
   }
+  if (forward_ad::active()) forward_tangents<OpKind::pow_scalar>(out, {&a}, SavesPowScalar{a, p});
   return out;
 }
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryKind::Maximum, a, b, result_type(a, b), "maximum");
-  if (forward_ad::active()) forward_tangents<OpKind::maximum>(out, {&a, &b}, SavesAB{a, b});
   if (any_requires_grad({&a, &b})) {
     auto& node = record<OpKind::maximum>(out, {&a, &b});
     node.saved.a.save(a, false);
     node.saved.b.save(b, false);
   }
+  if (forward_ad::active()) forward_tangents<OpKind::maximum>(out, {&a, &b}, SavesAB{a, b});
   return out;
 }
 
 Tensor minimum(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryKind::Minimum, a, b, result_type(a, b), "minimum");
-  if (forward_ad::active()) forward_tangents<OpKind::minimum>(out, {&a, &b}, SavesAB{a, b});
   if (any_requires_grad({&a, &b})) {
     auto& node = record<OpKind::minimum>(out, {&a, &b});
     node.saved.a.save(a, false);
     node.saved.b.save(b, false);
   }
+  if (forward_ad::active()) forward_tangents<OpKind::minimum>(out, {&a, &b}, SavesAB{a, b});
   return out;
 }
 
@@ -173,11 +173,11 @@ Tensor where(const Tensor& cond_in, const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in->dtype == dt ? a_in : contiguous_copy(a_in, dt);
   Tensor b = b_in->dtype == dt ? b_in : contiguous_copy(b_in, dt);
   Tensor out = where_kernel(cond, a, b, "where");
-  if (forward_ad::active()) forward_tangents<OpKind::where>(out, {nullptr, &a_in, &b_in}, SavesCond{cond});
   if (any_requires_grad({&a_in, &b_in})) {
     auto& node = record<OpKind::where>(out, {nullptr, &a_in, &b_in});
     node.saved.cond.save(cond, false);
   }
+  if (forward_ad::active()) forward_tangents<OpKind::where>(out, {nullptr, &a_in, &b_in}, SavesCond{cond});
   return out;
 }
 
@@ -192,7 +192,6 @@ Tensor clamp(const Tensor& a_in, std::optional<double> lo, std::optional<double>
   auto integral = [](std::optional<double> b) { return !b || (std::isfinite(*b) && *b == std::floor(*b)); };
   Tensor a = is_floating(a_in->dtype) || (integral(lo) && integral(hi)) ? a_in : to_dtype(a_in, DType::Float32);
   Tensor out = clamp_kernel(a, l, h);
-  if (forward_ad::active()) forward_tangents<OpKind::clamp>(out, {&a}, SavesClamp{a, lo, hi});
   if (any_requires_grad({&a})) {
     auto& node = record<OpKind::clamp>(out, {&a});
     node.saved.a.save(a, false);
@@ -206,6 +205,7 @@ Tensor clamp(const Tensor& a_in, std::optional<double> lo, std::optional<double>
       node.saved.hi = hi;
     }
   }
+  if (forward_ad::active()) forward_tangents<OpKind::clamp>(out, {&a}, SavesClamp{a, lo, hi});
   return out;
 }
 
@@ -231,24 +231,24 @@ Tensor add_scalar(const Tensor& a, double s) { return add(a, scalar_like(a, s, f
 
 Tensor leaky_relu(const Tensor& a, double slope) {
   Tensor out = unary_kernel(UnaryKind::LeakyRelu, a, to_floating(a->dtype), slope);
-  if (forward_ad::active()) forward_tangents<OpKind::leaky_relu>(out, {&a}, SavesLeakyRelu{a, slope});
   if (any_requires_grad({&a})) {
     auto& node = record<OpKind::leaky_relu>(out, {&a});
     node.saved.a.save(a, false);
     node.saved.slope = slope;
   }
+  if (forward_ad::active()) forward_tangents<OpKind::leaky_relu>(out, {&a}, SavesLeakyRelu{a, slope});
   return out;
 }
 
 Tensor softplus(const Tensor& a, double beta, double threshold) {
   Tensor out = unary_kernel(UnaryKind::Softplus, a, to_floating(a->dtype), beta, threshold);
-  if (forward_ad::active()) forward_tangents<OpKind::softplus>(out, {&a}, SavesSoftplus{a, beta, threshold});
   if (any_requires_grad({&a})) {
     auto& node = record<OpKind::softplus>(out, {&a});
     node.saved.a.save(a, false);
     node.saved.beta = beta;
     node.saved.threshold = threshold;
   }
+  if (forward_ad::active()) forward_tangents<OpKind::softplus>(out, {&a}, SavesSoftplus{a, beta, threshold});
   return out;
 }
 
@@ -288,8 +288,8 @@ Tensor sum(const Tensor& a, const Dims& dims_in, bool keepdim, std::optional<DTy
   auto dims = normalize_dims(dims_in, a->ndim(), "sum");
   Tensor src = dtype && *dtype != a->dtype ? to_dtype(a, *dtype) : a;
   Tensor out = reduce_kernel(ReduceKind::Sum, src, dims, keepdim);
-  if (forward_ad::active()) forward_tangents<OpKind::sum>(out, {&src}, SavesReduction{dims, keepdim});
   if (any_requires_grad({&src})) record_reduction<OpKind::sum>(out, src, dims, keepdim);
+  if (forward_ad::active()) forward_tangents<OpKind::sum>(out, {&src}, SavesReduction{dims, keepdim});
   return out;
 }
 
@@ -308,8 +308,8 @@ Tensor mean(const Tensor& a, const Dims& dims_in, bool keepdim) {
     for (int64_t i = 0; i < out->numel; ++i) p[i] = count ? p[i] * inv : inv;
   });
   if (half) out = contiguous_copy(out, a->dtype);
-  if (forward_ad::active()) forward_tangents<OpKind::mean>(out, {&a}, SavesReduction{dims, keepdim});
   if (any_requires_grad({&a})) record_reduction<OpKind::mean>(out, a, dims, keepdim);
+  if (forward_ad::active()) forward_tangents<OpKind::mean>(out, {&a}, SavesReduction{dims, keepdim});
   return out;
 }
 
@@ -344,12 +344,12 @@ static Tensor extremum(ReduceKind rk, const Tensor& a, const Dims& dims_in, bool
     DG_CHECK(a->shape[d] != 0, RuntimeError, op, ": cannot reduce over dimension ", d, " of size 0 (input shape ",
              shape_str(a->shape), "): an empty tensor has no ", op == std::string("amax") ? "max" : "min", ".");
   Tensor out = reduce_kernel(rk, a, dims, keepdim);
-  if (forward_ad::active()) forward_tangents<K>(out, {&a}, SavesReductionAOut{a, out, dims, keepdim});
   if (any_requires_grad({&a})) {
     auto& node = record_reduction<K>(out, a, dims, keepdim);
     node.saved.a.save(a, false);
     node.saved.out.save(out, true);
   }
+  if (forward_ad::active()) forward_tangents<K>(out, {&a}, SavesReductionAOut{a, out, dims, keepdim});
   return out;
 }
 Tensor amax(const Tensor& a, const Dims& dims, bool keepdim) {
@@ -387,12 +387,12 @@ Tensor logsumexp(const Tensor& a_in, const Dims& dims_in, bool keepdim) {
   Tensor a = is_floating(a_in->dtype) ? a_in : to_dtype(a_in, DType::Float32);
   auto dims = normalize_dims(dims_in, a->ndim(), "logsumexp");
   Tensor out = reduce_kernel(ReduceKind::LogSumExp, a, dims, keepdim);
-  if (forward_ad::active()) forward_tangents<OpKind::logsumexp>(out, {&a}, SavesReductionAOut{a, out, dims, keepdim});
   if (any_requires_grad({&a})) {
     auto& node = record_reduction<OpKind::logsumexp>(out, a, dims, keepdim);
     node.saved.a.save(a, false);
     node.saved.out.save(out, true);
   }
+  if (forward_ad::active()) forward_tangents<OpKind::logsumexp>(out, {&a}, SavesReductionAOut{a, out, dims, keepdim});
   return out;
 }
 
@@ -456,7 +456,6 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     return reshape(out, rows_shape);
   }
   Tensor out = matmul_kernel(a, b);
-  if (forward_ad::active()) forward_tangents<OpKind::matmul>(out, {&a, &b}, SavesMatmul{a, b, false, false});
   if (any_requires_grad({&a, &b})) {
     auto& node = record<OpKind::matmul>(out, {&a, &b});
     if (node.needs_input_grad(1)) node.saved.a.save(a, false);
@@ -469,6 +468,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     node.saved.a_transposed = transposed(a);
     node.saved.b_transposed = transposed(b);
   }
+  if (forward_ad::active()) forward_tangents<OpKind::matmul>(out, {&a, &b}, SavesMatmul{a, b, false, false});
   return out;
 }
 

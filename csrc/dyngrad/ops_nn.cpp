@@ -15,12 +15,12 @@ Tensor softmax(const Tensor& a_in, int64_t dim) {
   Tensor a = is_floating(a_in->dtype) ? a_in : to_dtype(a_in, DType::Float32);
   int64_t d = a->ndim() ? wrap_dim(dim, a->ndim(), "softmax") : (wrap_dim(dim, 0, "softmax"), 0);
   Tensor out = a->ndim() ? softmax_kernel(a, d, false) : full({}, 1.0, a->dtype);
-  if (forward_ad::active()) forward_tangents<OpKind::softmax>(out, {&a}, SavesSoftmax{out, d});
   if (any_requires_grad({&a})) {
     auto& node = record<OpKind::softmax>(out, {&a});
     node.saved.out.save(out, true);
     node.saved.dim = d;
   }
+  if (forward_ad::active()) forward_tangents<OpKind::softmax>(out, {&a}, SavesSoftmax{out, d});
   return out;
 }
 
@@ -31,12 +31,12 @@ Tensor log_softmax(const Tensor& a_in, int64_t dim) {
   Tensor a = is_floating(a_in->dtype) ? a_in : to_dtype(a_in, DType::Float32);
   int64_t d = a->ndim() ? wrap_dim(dim, a->ndim(), "log_softmax") : (wrap_dim(dim, 0, "log_softmax"), 0);
   Tensor out = a->ndim() ? softmax_kernel(a, d, true) : zeros({}, a->dtype);
-  if (forward_ad::active()) forward_tangents<OpKind::log_softmax>(out, {&a}, SavesSoftmax{out, d});
   if (any_requires_grad({&a})) {
     auto& node = record<OpKind::log_softmax>(out, {&a});
     node.saved.out.save(out, true);
     node.saved.dim = d;
   }
+  if (forward_ad::active()) forward_tangents<OpKind::log_softmax>(out, {&a}, SavesSoftmax{out, d});
   return out;
 }
 
@@ -83,10 +83,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t reducti
       DG_DISPATCH_FLOAT(out->dtype, T, *out->data<T>() /= (T)count);
     }
   }
-  if (forward_ad::active()) forward_tangents<OpKind::cross_entropy>(out, {&logits, nullptr}, SavesCrossEntropy{logits, t, reduction, ignore_index, label_smoothing});
   if (any_requires_grad({&logits}))
     save_cross_entropy(record<OpKind::cross_entropy>(out, {&logits, nullptr}).saved, logits, t, reduction,
                        ignore_index, label_smoothing);
+  if (forward_ad::active()) forward_tangents<OpKind::cross_entropy>(out, {&logits, nullptr}, SavesCrossEntropy{logits, t, reduction, ignore_index, label_smoothing});
   return out;
 }
 
@@ -121,12 +121,12 @@ Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Te
   Tensor dx = cross_entropy_backward_kernel(in_dt(grad), batched ? x : reshape(x, {1, C}), t, reduction, ignore_index,
                                             label_smoothing);
   if (!batched) dx = reshape(dx, {C});
-  if (forward_ad::active()) forward_tangents<OpKind::cross_entropy_backward>(dx, {&grad, &logits, nullptr}, SavesCrossEntropyBackward{grad, logits, t, reduction, ignore_index, label_smoothing});
   if (any_requires_grad({&grad, &logits})) {
     auto& node = record<OpKind::cross_entropy_backward>(dx, {&grad, &logits, nullptr});
     if (node.needs_input_grad(1)) node.saved.grad.save(grad, false);
     save_cross_entropy(node.saved, logits, t, reduction, ignore_index, label_smoothing);
   }
+  if (forward_ad::active()) forward_tangents<OpKind::cross_entropy_backward>(dx, {&grad, &logits, nullptr}, SavesCrossEntropyBackward{grad, logits, t, reduction, ignore_index, label_smoothing});
   return dx;
 }
 
@@ -150,13 +150,13 @@ static Tensor softmax_backward_op(const Tensor& grad, const Tensor& out, int64_t
     r = softmax_backward_kernel(wide(grad), wide(out), d, log);
   }
   if (half) r = contiguous_copy(r, dt);
-  if (forward_ad::active()) forward_tangents<K>(r, {&grad, &out}, SavesSoftmaxBackward{grad, out, d});
   if (any_requires_grad({&grad, &out})) {
     auto& node = record<K>(r, {&grad, &out});
     if (node.needs_input_grad(1)) node.saved.grad.save(grad, false);
     node.saved.out.save(out, false);
     node.saved.dim = d;
   }
+  if (forward_ad::active()) forward_tangents<K>(r, {&grad, &out}, SavesSoftmaxBackward{grad, out, d});
   return r;
 }
 Tensor softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim) {
@@ -222,8 +222,8 @@ Tensor unfold(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, i
   check_image(x, "unfold");
   check_window(x, kh, kw, sh, sw, ph, pw, "unfold", dh, dw);
   Tensor out = im2col_kernel(x, kh, kw, sh, sw, ph, pw, dh, dw);
-  if (forward_ad::active()) forward_tangents<OpKind::unfold>(out, {&x}, SavesWindow{Dims{kh, kw, sh, sw, ph, pw, dh, dw}});
   if (any_requires_grad({&x})) record<OpKind::unfold>(out, {&x}).saved.window = {kh, kw, sh, sw, ph, pw, dh, dw};
+  if (forward_ad::active()) forward_tangents<OpKind::unfold>(out, {&x}, SavesWindow{Dims{kh, kw, sh, sw, ph, pw, dh, dw}});
   return out;
 }
 
@@ -242,9 +242,9 @@ Tensor fold(const Tensor& cols, const Shape& input_shape, int64_t kh, int64_t kw
            input_shape[1] * kh * kw, ", ", L, ") for an output of shape ", shape_str(input_shape), ", got ",
            shape_str(cols->shape), ".");
   Tensor out = col2im_kernel(cols, input_shape, kh, kw, sh, sw, ph, pw, dh, dw);
-  if (forward_ad::active()) forward_tangents<OpKind::fold>(out, {&cols}, SavesWindow{Dims{kh, kw, sh, sw, ph, pw, dh, dw}});
   if (any_requires_grad({&cols}))
     record<OpKind::fold>(out, {&cols}).saved.window = {kh, kw, sh, sw, ph, pw, dh, dw};
+  if (forward_ad::active()) forward_tangents<OpKind::fold>(out, {&cols}, SavesWindow{Dims{kh, kw, sh, sw, ph, pw, dh, dw}});
   return out;
 }
 
@@ -342,7 +342,6 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, int
   if (D > 0)
     layer_norm_kernel(contiguous_data(x), weight ? contiguous_data(weight) : weight,
                       bias ? contiguous_data(bias) : bias, D, eps, out);
-  if (forward_ad::active()) forward_tangents<OpKind::layer_norm>(out, {&x, &weight, &bias}, SavesLayerNorm{x, weight, ndims, eps});
   if (any_requires_grad({&x, &weight, &bias})) {
     auto& node = record<OpKind::layer_norm>(out, {&x, &weight, &bias});
     node.saved.a.save(x, false);
@@ -350,6 +349,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, int
     node.saved.ndims = ndims;
     node.saved.eps = eps;
   }
+  if (forward_ad::active()) forward_tangents<OpKind::layer_norm>(out, {&x, &weight, &bias}, SavesLayerNorm{x, weight, ndims, eps});
   return out;
 }
 
@@ -380,7 +380,6 @@ std::vector<Tensor> layer_norm_backward(const Tensor& grad, const Tensor& a_in, 
   std::vector<Tensor> outs{da, dw, db};
   for (Tensor& t : outs)
     if (t && t->dtype != result_dt) t = contiguous_copy(t, result_dt);
-  if (forward_ad::active()) forward_tangents_outputs<OpKind::layer_norm_backward>(outs, {&grad, &a_in, &weight_in}, SavesLayerNormBackward{grad, a_in, weight_in, ndims, eps});
   if (any_requires_grad({&grad, &a_in, &weight_in})) {
     auto& node = record_outputs<OpKind::layer_norm_backward>(outs, {&grad, &a_in, &weight_in});
     node.saved.grad.save(grad, false);
@@ -389,6 +388,7 @@ std::vector<Tensor> layer_norm_backward(const Tensor& grad, const Tensor& a_in, 
     node.saved.ndims = ndims;
     node.saved.eps = eps;
   }
+  if (forward_ad::active()) forward_tangents_outputs<OpKind::layer_norm_backward>(outs, {&grad, &a_in, &weight_in}, SavesLayerNormBackward{grad, a_in, weight_in, ndims, eps});
   return outs;
 }
 
@@ -433,7 +433,6 @@ Tensor rnn_layer(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Ten
   Tensor ws = mode == kLstm || mode == kGru ? empty({L, N, (lstm ? 5 : 4) * H}, gi->dtype) : nullptr;
   rnn_layer_forward_kernel(contiguous_data(gi), contiguous_data(h0), c0 ? contiguous_data(c0) : nullptr,
                            contiguous_data(w_hh), b_hh ? contiguous_data(b_hh) : nullptr, mode, reverse, out, ws);
-  if (forward_ad::active()) forward_tangents<OpKind::rnn_layer>(out, {&gi, &h0, &c0, &w_hh, &b_hh}, SavesRnnLayer{gi, h0, c0, w_hh, b_hh, out, ws, mode, reverse});
   if (any_requires_grad({&gi, &h0, &c0, &w_hh, &b_hh})) {
     auto& node = record<OpKind::rnn_layer>(out, {&gi, &h0, &c0, &w_hh, &b_hh});
     node.saved.gi.save(gi, false);
@@ -446,6 +445,7 @@ Tensor rnn_layer(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Ten
     node.saved.mode = mode;
     node.saved.reverse = reverse;
   }
+  if (forward_ad::active()) forward_tangents<OpKind::rnn_layer>(out, {&gi, &h0, &c0, &w_hh, &b_hh}, SavesRnnLayer{gi, h0, c0, w_hh, b_hh, out, ws, mode, reverse});
   return out;
 }
 
@@ -477,7 +477,6 @@ std::vector<Tensor> rnn_layer_backward(const Tensor& grad, const Tensor& gi, con
                                               ws ? contiguous_data(ws) : nullptr, mode, reverse, need);
   std::vector<Tensor> outs{need[0] ? r.dgi : nullptr, need[1] ? r.dh0 : nullptr, need[2] ? r.dc0 : nullptr,
                            need[3] ? r.dw : nullptr, need[4] ? r.db : nullptr};
-  if (forward_ad::active()) forward_tangents_outputs<OpKind::rnn_layer_backward>(outs, {&grad, &gi, &h0, &c0, &w_hh, &b_hh, &out, nullptr}, SavesRnnLayerBackward{grad, gi, h0, c0, w_hh, b_hh, out, mode, reverse});
   if (any_requires_grad({&grad, &gi, &h0, &c0, &w_hh, &b_hh, &out})) {
     auto& node = record_outputs<OpKind::rnn_layer_backward>(outs, {&grad, &gi, &h0, &c0, &w_hh, &b_hh, &out, nullptr});
     auto& saved = node.saved;
@@ -491,6 +490,7 @@ std::vector<Tensor> rnn_layer_backward(const Tensor& grad, const Tensor& gi, con
     saved.mode = mode;
     saved.reverse = reverse;
   }
+  if (forward_ad::active()) forward_tangents_outputs<OpKind::rnn_layer_backward>(outs, {&grad, &gi, &h0, &c0, &w_hh, &b_hh, &out, nullptr}, SavesRnnLayerBackward{grad, gi, h0, c0, w_hh, b_hh, out, mode, reverse});
   return outs;
 }
 

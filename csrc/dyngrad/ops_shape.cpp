@@ -11,15 +11,15 @@ namespace dyngrad {
 Tensor to_dtype(const Tensor& a, DType dtype) {
   if (a->dtype == dtype) return a;
   Tensor out = contiguous_copy(a, dtype);
-  if (forward_ad::active()) forward_tangents<OpKind::to_dtype>(out, {&a}, SavesNothing{});
   if (is_floating(dtype) && any_requires_grad({&a})) record<OpKind::to_dtype>(out, {&a});
+  if (forward_ad::active()) forward_tangents<OpKind::to_dtype>(out, {&a}, SavesNothing{});
   return out;
 }
 
 Tensor clone(const Tensor& a) {
   Tensor out = contiguous_copy(a, a->dtype);
-  if (forward_ad::active()) forward_tangents<OpKind::clone>(out, {&a}, SavesNothing{});
   if (any_requires_grad({&a})) record<OpKind::clone>(out, {&a});
+  if (forward_ad::active()) forward_tangents<OpKind::clone>(out, {&a}, SavesNothing{});
   return out;
 }
 
@@ -96,11 +96,11 @@ static Shape infer_shape(const Shape& requested, int64_t numel, const Shape& old
 
 template <OpKind K>
 static Tensor record_view(const Tensor& out, const Tensor& a) {
-  if (forward_ad::active()) forward_tangents<K>(out, {&a}, SavesNothing{});
   if (any_requires_grad({&a})) {
     record<K>(out, {&a});
     mark_view(out, a);
   }
+  if (forward_ad::active()) forward_tangents<K>(out, {&a}, SavesNothing{});
   return out;
 }
 
@@ -139,12 +139,12 @@ Tensor permute(const Tensor& a, const Dims& dims) {
     strides[i] = a->strides[d];
   }
   Tensor out = view_of(a, shape, strides, a->offset);
-  if (forward_ad::active()) forward_tangents<OpKind::permute>(out, {&a}, SavesPermute{wrapped});
   if (any_requires_grad({&a})) {
     auto& node = record<OpKind::permute>(out, {&a});
     node.saved.dims = wrapped;
     mark_view(out, a);
   }
+  if (forward_ad::active()) forward_tangents<OpKind::permute>(out, {&a}, SavesPermute{wrapped});
   return out;
 }
 
@@ -246,7 +246,6 @@ Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t stop, int64_t 
   shape[d] = len;
   strides[d] = a->strides[d] * step;
   Tensor out = view_of(a, shape, strides, a->offset + start * a->strides[d]);
-  if (forward_ad::active()) forward_tangents<OpKind::slice>(out, {&a}, SavesSlice{d, start, step});
   if (any_requires_grad({&a})) {
     auto& node = record<OpKind::slice>(out, {&a});
     node.saved.dim = d;
@@ -254,6 +253,7 @@ Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t stop, int64_t 
     node.saved.step = step;
     mark_view(out, a);
   }
+  if (forward_ad::active()) forward_tangents<OpKind::slice>(out, {&a}, SavesSlice{d, start, step});
   return out;
 }
 
@@ -267,13 +267,13 @@ Tensor slice_scatter(const Tensor& grad, const Shape& input_shape, int64_t dim, 
   strides[dim] *= step;
   Tensor window = make_view(out, shape, strides, start * out->strides[dim]);
   copy_into(window, grad);
-  if (forward_ad::active()) forward_tangents<OpKind::slice_scatter>(out, {&grad}, SavesSlice{dim, start, step});
   if (any_requires_grad({&grad})) {
     auto& node = record<OpKind::slice_scatter>(out, {&grad});
     node.saved.dim = dim;
     node.saved.start = start;
     node.saved.step = step;
   }
+  if (forward_ad::active()) forward_tangents<OpKind::slice_scatter>(out, {&grad}, SavesSlice{dim, start, step});
   return out;
 }
 
@@ -325,17 +325,17 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
     copy_into(make_view(out, wshape, out->strides, offset * out->strides[d]), t);
     offset += len;
   }
-  if (forward_ad::active()) {
-    std::vector<const Tensor*> inputs;
-    for (auto& t : ts) inputs.push_back(&t);
-    forward_tangents<OpKind::cat>(out, inputs, SavesCat{d, sizes});
-  }
   if (any_requires_grad(ts)) {
     std::vector<const Tensor*> inputs;
     for (auto& t : ts) inputs.push_back(&t);
     auto& node = record<OpKind::cat>(out, inputs);
     node.saved.dim = d;
-    node.saved.sizes = std::move(sizes);
+    node.saved.sizes = sizes;
+  }
+  if (forward_ad::active()) {
+    std::vector<const Tensor*> inputs;
+    for (auto& t : ts) inputs.push_back(&t);
+    forward_tangents<OpKind::cat>(out, inputs, SavesCat{d, sizes});
   }
   return out;
 }

@@ -52,11 +52,20 @@ def tangent_of(t, level):
     return None
 
 
+def tangent_list(t):
+    """t's (level, tangent) list, made if missing; changed in place, so that an op's saved output, which shares it,
+    sees the tangents attached after its node was recorded (forward_derivatives.cpp patches the alias instead)."""
+    lst = t.__dict__.get("_tangents")
+    if lst is None:
+        lst = t._tangents = []
+    return lst
+
+
 def set_tangent(t, level, tangent):
-    kept = [(lv, x) for lv, x in t.__dict__.get("_tangents", ()) if lv != level and lv in _levels]
+    lst = tangent_list(t)
+    lst[:] = [(lv, x) for lv, x in lst if lv != level and lv in _levels]
     if tangent is not None:
-        kept.append((level, tangent))
-    t._tangents = kept
+        lst.append((level, tangent))
 
 
 def _fit(tangent, out):

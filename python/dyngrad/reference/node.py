@@ -9,7 +9,7 @@ import threading
 import types
 import weakref
 
-from . import debug, errors
+from . import debug, errors, forward_ad
 from .grad_mode import GradModeGuard, is_grad_enabled
 from .tensor import Tensor, make_tensor, _HookList
 
@@ -181,7 +181,7 @@ class SavedTensor:
             self.storage = t._storage
             self.output_nr = t.output_nr
             # its forward-AD tangents too (node.cpp's alias_with_tangents): forward-over-reverse reads them
-            self.tangents = t.__dict__.get("_tangents")
+            self.tangents = forward_ad.tangent_list(t) if forward_ad.active() else None
         else:
             self.tensor = t
             self.data = None
@@ -199,7 +199,7 @@ class SavedTensor:
         out.grad_fn = node
         out.output_nr = self.output_nr
         if self.tangents:
-            out._tangents = list(self.tangents)
+            out._tangents = list(self.tangents)   # (a copy: set_tangent on the unpacked tensor stays its own)
         return out
 
 

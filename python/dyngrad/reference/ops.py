@@ -77,9 +77,9 @@ def unary_forward(op, kernel):
     """`unary`: out = kernel(a) in a's dtype."""
     def forward(a):
         out = make_tensor(fresh(kernel(a._data)))
-        if forward_ad.active(): forward_ad.attach(op, out, (a,), a=a, out=out)
         if any_requires_grad(a):
             save_unary(record(op, out, (a,)), a, out)
+        if forward_ad.active(): forward_ad.attach(op, out, (a,), a=a, out=out)
         return out
     forward.__name__ = forward.__qualname__ = op
     return forward
@@ -98,12 +98,12 @@ def unary_float_op(op, kernel, a, **args):
     if dtype is _dt.bfloat16:                 # Note [Reference bfloat16]: computed in float32, rounded back
         res = dtype.cast(res)
     out = make_tensor(fresh(res))
-    if forward_ad.active(): forward_ad.attach(op, out, (a,), a=a, out=out, **args)
     if any_requires_grad(a):
         node = record(op, out, (a,))
         save_unary(node, a, out)
         if args:
             node.args = args
+    if forward_ad.active(): forward_ad.attach(op, out, (a,), a=a, out=out, **args)
     return out
 
 
@@ -127,12 +127,12 @@ def unary_backward_forward(op, kernel):
             broadcast_shapes(grad.shape, x.shape, op)
         g, a = compute.cast(grad._data), compute.cast(x._data)
         out = make_tensor(fresh(dtype.cast(g * kernel(a))))
-        if forward_ad.active(): forward_ad.attach(op, out, (grad, x), grad=grad, x=x)
         if any_requires_grad(grad, x):
             node = record(op, out, (grad, x))
             node.save("x", x)
             if "grad" in node.fields and needs_input_grad(node, 1):
                 node.save("grad", grad)
+        if forward_ad.active(): forward_ad.attach(op, out, (grad, x), grad=grad, x=x)
         return out
     forward.__name__ = forward.__qualname__ = op
     return forward

@@ -29,11 +29,11 @@ def _check_bounds(idx, size, dim, op, error=IndexError):
 def _record_index(op, out, input, index, dim):
     """What index_select, index_add, gather and scatter_add record: the index and the dim (ops_index.cpp's
     record_index)."""
-    if forward_ad.active(): forward_ad.attach(op, out, (input,), index=index, dim=dim)
     if any_requires_grad(input):
         node = record(op, out, (input,))
         node.save("index", index)
         node.args = {"dim": dim}
+    if forward_ad.active(): forward_ad.attach(op, out, (input,), index=index, dim=dim)
 
 
 # out = a.index_select(dim, index)
@@ -144,9 +144,9 @@ def take(a, positions):
     pos = _checked_index(positions, "take")
     _check_positions(pos, a.numel(), "take")
     out = make_tensor(a._data.reshape(-1)[pos])
-    if forward_ad.active(): forward_ad.attach("take", out, (a,), positions=positions)
     if any_requires_grad(a):
         record("take", out, (a,)).save("positions", positions)
+    if forward_ad.active(): forward_ad.attach("take", out, (a,), positions=positions)
     return out
 
 
@@ -158,9 +158,9 @@ def put(a, positions, v):
     out = a._data.copy()                          # a fresh contiguous copy, so reshape(-1) is a view
     out.reshape(-1)[pos] = values if v.dtype is a.dtype else a.dtype.cast(values)
     out = make_tensor(out)
-    if forward_ad.active(): forward_ad.attach("put", out, (a, v), positions=positions)
     if any_requires_grad(a, v):
         record("put", out, (a, v)).save("positions", positions)
+    if forward_ad.active(): forward_ad.attach("put", out, (a, v), positions=positions)
     return out
 
 
@@ -174,9 +174,9 @@ def put_add(v, positions, out_shape):
     _check_positions(pos, out.size, "put_add")
     np.add.at(out.reshape(-1), pos, v._data)
     out = make_tensor(out)
-    if forward_ad.active(): forward_ad.attach("put_add", out, (v,), positions=positions)
     if any_requires_grad(v):
         record("put_add", out, (v,)).save("positions", positions)
+    if forward_ad.active(): forward_ad.attach("put_add", out, (v,), positions=positions)
     return out
 
 

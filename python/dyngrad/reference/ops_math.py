@@ -83,9 +83,9 @@ def scalar_operand(value, like):
 # out = a + b
 def add(a, b):
     out = _binary(kernels.add, a, b, result_type(a, b), "add")
-    if forward_ad.active(): forward_ad.attach("add", out, (a, b))
     if any_requires_grad(a, b):
         record("add", out, (a, b))
+    if forward_ad.active(): forward_ad.attach("add", out, (a, b))
     return out
 
 
@@ -100,34 +100,34 @@ def sub(a, b):
         raise RuntimeError("sub: subtracting with a bool tensor (the `-` operator) is not supported; to invert a "
                            "mask, use `~` or logical_not() instead.")
     out = _binary(kernels.sub, a, b, result_type(a, b), "sub")
-    if forward_ad.active(): forward_ad.attach("sub", out, (a, b))
     if any_requires_grad(a, b):
         record("sub", out, (a, b))
+    if forward_ad.active(): forward_ad.attach("sub", out, (a, b))
     return out
 
 
 # out = a * b; saves b for da and a for db
 def mul(a, b):
     out = _binary(kernels.mul, a, b, result_type(a, b), "mul")
-    if forward_ad.active(): forward_ad.attach("mul", out, (a, b), a=a, b=b)
     if any_requires_grad(a, b):
         node = record("mul", out, (a, b))
         if needs_input_grad(node, 1):
             node.save("a", a)
         if needs_input_grad(node, 0):
             node.save("b", b)
+    if forward_ad.active(): forward_ad.attach("mul", out, (a, b), a=a, b=b)
     return out
 
 
 # out = a / b (true division: integers divide in float32)
 def div(a, b):
     out = _binary(kernels.div, a, b, to_floating(result_type(a, b)), "div")
-    if forward_ad.active(): forward_ad.attach("div", out, (a, b), a=a, b=b)
     if any_requires_grad(a, b):
         node = record("div", out, (a, b))
         if needs_input_grad(node, 1):
             node.save("a", a)
         node.save("b", b)
+    if forward_ad.active(): forward_ad.attach("div", out, (a, b), a=a, b=b)
     return out
 
 
@@ -136,9 +136,9 @@ def neg(a):
         raise RuntimeError("neg: negation of a bool tensor (the `-` operator) is not supported; to invert a mask, use "
                            "`~` or logical_not().")
     out = make_tensor(_fresh(kernels.neg(a._data)))
-    if forward_ad.active(): forward_ad.attach("neg", out, (a,))
     if any_requires_grad(a):
         record("neg", out, (a,))
+    if forward_ad.active(): forward_ad.attach("neg", out, (a,))
     return out
 
 
@@ -148,13 +148,13 @@ def pow(a, b):
     if dtype is _dt.bool_:
         raise TypeError("pow: not supported for bool tensors; convert with .long() or .float() first.")
     out = _binary(kernels.pow if dtype.is_floating_point else kernels.int_pow, a, b, dtype, "pow")
-    if forward_ad.active(): forward_ad.attach("pow", out, (a, b), a=a, b=b, out=out)
     if any_requires_grad(a, b):
         node = record("pow", out, (a, b))
         node.save("a", a)
         node.save("b", b)
         if needs_input_grad(node, 1):
             node.save("out", out, is_output=True)
+    if forward_ad.active(): forward_ad.attach("pow", out, (a, b), a=a, b=b, out=out)
     return out
 
 
@@ -167,31 +167,31 @@ def pow_scalar(a, p):
     else:
         dtype = to_floating(a.dtype)
         out = make_tensor(_cast(kernels.pow(_cast(a._data, dtype), dtype.np.type(p)), dtype))
-    if forward_ad.active(): forward_ad.attach("pow_scalar", out, (a,), a=a, exponent=p)
     if any_requires_grad(a):
         node = record("pow_scalar", out, (a,))
         node.save("a", a)
         node.args = {"exponent": p}
+    if forward_ad.active(): forward_ad.attach("pow_scalar", out, (a,), a=a, exponent=p)
     return out
 
 
 def maximum(a, b):
     out = _binary(kernels.maximum, a, b, result_type(a, b), "maximum")
-    if forward_ad.active(): forward_ad.attach("maximum", out, (a, b), a=a, b=b)
     if any_requires_grad(a, b):
         node = record("maximum", out, (a, b))
         node.save("a", a)
         node.save("b", b)
+    if forward_ad.active(): forward_ad.attach("maximum", out, (a, b), a=a, b=b)
     return out
 
 
 def minimum(a, b):
     out = _binary(kernels.minimum, a, b, result_type(a, b), "minimum")
-    if forward_ad.active(): forward_ad.attach("minimum", out, (a, b), a=a, b=b)
     if any_requires_grad(a, b):
         node = record("minimum", out, (a, b))
         node.save("a", a)
         node.save("b", b)
+    if forward_ad.active(): forward_ad.attach("minimum", out, (a, b), a=a, b=b)
     return out
 
 
@@ -202,10 +202,10 @@ def where(cond, a, b):
     dtype = result_type(a, b)
     broadcast_shapes(broadcast_shapes(cond.shape, a.shape, "where"), b.shape, "where")
     out = make_tensor(_fresh(_cast(kernels.where(cond._data, _cast(a._data, dtype), _cast(b._data, dtype)), dtype)))
-    if forward_ad.active(): forward_ad.attach("where", out, (None, a, b), cond=cond)
     if any_requires_grad(a, b):
         node = record("where", out, (None, a, b))
         node.save("cond", cond)
+    if forward_ad.active(): forward_ad.attach("where", out, (None, a, b), cond=cond)
     return out
 
 
@@ -218,13 +218,13 @@ def clamp(a, lo, hi):
     if not a.dtype.is_floating_point and any(b is not None and not float(b).is_integer() for b in (lo, hi)):
         a = to_dtype(a, _dt.float32)
     out = make_tensor(_fresh(_cast(kernels.clamp(a._data, lo, hi), a.dtype)))
-    if forward_ad.active(): forward_ad.attach("clamp", out, (a,), a=a, lo=lo, hi=hi)
     if any_requires_grad(a):
         node = record("clamp", out, (a,))
         node.save("a", a)
         nan_bound = any(b is not None and b != b for b in (lo, hi))
         # a NaN bound: recorded as the empty interval [inf, -inf], so the gradient is 0 everywhere
         node.args = {"lo": np.inf, "hi": -np.inf} if nan_bound else {"lo": lo, "hi": hi}
+    if forward_ad.active(): forward_ad.attach("clamp", out, (a,), a=a, lo=lo, hi=hi)
     return out
 
 
@@ -293,9 +293,9 @@ def sum(a, dims, keepdim, dtype=None):
         out = make_tensor(np.array(src.dtype.cast(kernels.sum(arr.astype(np.float32), dims, keepdim))))
     else:
         out = make_tensor(np.asarray(kernels.sum(arr, dims, keepdim), dtype=arr.dtype))
-    if forward_ad.active(): forward_ad.attach("sum", out, (src,), dims=dims, keepdim=keepdim)
     if any_requires_grad(src):
         _record_reduction("sum", out, src, dims, keepdim)
+    if forward_ad.active(): forward_ad.attach("sum", out, (src,), dims=dims, keepdim=keepdim)
     return out
 
 
@@ -308,9 +308,9 @@ def mean(a, dims, keepdim):
         out = make_tensor(np.array(a.dtype.cast(kernels.mean(a._data.astype(np.float32), dims, keepdim))))
     else:
         out = make_tensor(np.asarray(kernels.mean(a._data, dims, keepdim), dtype=a._data.dtype))
-    if forward_ad.active(): forward_ad.attach("mean", out, (a,), dims=dims, keepdim=keepdim)
     if any_requires_grad(a):
         _record_reduction("mean", out, a, dims, keepdim)
+    if forward_ad.active(): forward_ad.attach("mean", out, (a,), dims=dims, keepdim=keepdim)
     return out
 
 
@@ -351,11 +351,11 @@ def _extremum(op, kernel, a, dims, keepdim):
             raise RuntimeError(f"{op}: cannot reduce over dimension {d} of size 0 (input shape {shape_str(a.shape)}):"
                                f" an empty tensor has no {'max' if op == 'amax' else 'min'}.")
     out = make_tensor(np.asarray(kernel(a._data, dims, keepdim), dtype=a._data.dtype))
-    if forward_ad.active(): forward_ad.attach(op, out, (a,), a=a, out=out, dims=dims, keepdim=keepdim)
     if any_requires_grad(a):
         node = _record_reduction(op, out, a, dims, keepdim)
         node.save("a", a)
         node.save("out", out, is_output=True)
+    if forward_ad.active(): forward_ad.attach(op, out, (a,), a=a, out=out, dims=dims, keepdim=keepdim)
     return out
 
 
@@ -387,11 +387,11 @@ def logsumexp(a, dims, keepdim):
         a = to_dtype(a, _dt.float32)
     dims = normalize_dims(dims, a.ndim, "logsumexp")
     out = make_tensor(np.asarray(kernels.logsumexp(a._data, dims, keepdim), dtype=a._data.dtype))
-    if forward_ad.active(): forward_ad.attach("logsumexp", out, (a,), a=a, out=out, dims=dims, keepdim=keepdim)
     if any_requires_grad(a):
         node = _record_reduction("logsumexp", out, a, dims, keepdim)
         node.save("a", a)
         node.save("out", out, is_output=True)
+    if forward_ad.active(): forward_ad.attach("logsumexp", out, (a,), a=a, out=out, dims=dims, keepdim=keepdim)
     return out
 
 
@@ -451,7 +451,6 @@ def matmul(a, b):
         rows = tuple(a.shape[:-1])
         return reshape(matmul(reshape(a, (math.prod(rows), ka)), b), rows + (b.shape[1],))
     out = make_tensor(kernels.matmul(a._data, b._data))
-    if forward_ad.active(): forward_ad.attach("matmul", out, (a, b), a=a, b=b)
     if any_requires_grad(a, b):
         node = record("matmul", out, (a, b))
         if needs_input_grad(node, 1):
@@ -464,6 +463,7 @@ def matmul(a, b):
             st = t.stride()
             return t.ndim == out.ndim and st[-2] == 1 and st[-1] != 1 and t.shape[-2] > 1
         node.args = {"a_transposed": transposed(a), "b_transposed": transposed(b)}
+    if forward_ad.active(): forward_ad.attach("matmul", out, (a, b), a=a, b=b)
     return out
 
 

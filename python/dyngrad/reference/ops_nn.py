@@ -20,11 +20,11 @@ def softmax(a, dim):
         a = to_dtype(a, _dt.float32)
     d = wrap_dim(dim, a.ndim, "softmax")
     out = make_tensor(kernels.softmax(a._data, d) if a.ndim else np.ones((), dtype=a._data.dtype))
-    if forward_ad.active(): forward_ad.attach("softmax", out, (a,), out=out, dim=d)
     if any_requires_grad(a):
         node = record("softmax", out, (a,))
         node.save("out", out, is_output=True)
         node.args = {"dim": d}
+    if forward_ad.active(): forward_ad.attach("softmax", out, (a,), out=out, dim=d)
     return out
 
 
@@ -36,11 +36,11 @@ def log_softmax(a, dim):
         a = to_dtype(a, _dt.float32)
     d = wrap_dim(dim, a.ndim, "log_softmax")
     out = make_tensor(kernels.log_softmax(a._data, d) if a.ndim else np.zeros((), dtype=a._data.dtype))
-    if forward_ad.active(): forward_ad.attach("log_softmax", out, (a,), out=out, dim=d)
     if any_requires_grad(a):
         node = record("log_softmax", out, (a,))
         node.save("out", out, is_output=True)
         node.args = {"dim": d}
+    if forward_ad.active(): forward_ad.attach("log_softmax", out, (a,), out=out, dim=d)
     return out
 
 
@@ -61,13 +61,13 @@ def _softmax_backward_op(op, grad, out, dim, log):
         else:
             r = y * (g - kernels.sum(g * y, axis, True))
     result = make_tensor(fresh(dtype.cast(r)))
-    if forward_ad.active(): forward_ad.attach(op, result, (grad, out), grad=grad, out=out, dim=d)
     if any_requires_grad(grad, out):
         node = record(op, result, (grad, out))
         if needs_input_grad(node, 1):
             node.save("grad", grad)
         node.save("out", out)
         node.args = {"dim": d}
+    if forward_ad.active(): forward_ad.attach(op, result, (grad, out), grad=grad, out=out, dim=d)
     return result
 
 
@@ -114,12 +114,12 @@ def cross_entropy(logits, target, reduction, ignore_index, label_smoothing):
             with np.errstate(all="ignore"):
                 out = out / out.dtype.type(count)
     out = make_tensor(np.asarray(out, dtype=logp.dtype))
-    if forward_ad.active(): forward_ad.attach("cross_entropy", out, (logits, None), logits=logits, target=target, reduction=reduction, ignore_index=ignore_index, label_smoothing=label_smoothing)
     if any_requires_grad(logits):
         node = record("cross_entropy", out, (logits, None))
         node.save("logits", logits)
         node.save("target", target)
         node.args = {"reduction": reduction, "ignore_index": ignore_index, "label_smoothing": label_smoothing}
+    if forward_ad.active(): forward_ad.attach("cross_entropy", out, (logits, None), logits=logits, target=target, reduction=reduction, ignore_index=ignore_index, label_smoothing=label_smoothing)
     return out
 
 
@@ -166,7 +166,6 @@ def cross_entropy_backward(grad, logits, target, reduction, ignore_index, label_
         scale = g.reshape(n, 1) if reduction == 0 else (g / x.dtype.type(max(kept, 1)) if reduction == 1 else g)
         dx = ((kernels.softmax(x, 1) - q) * keep) * scale
     out = make_tensor(fresh(dx if batched else dx.reshape(c)))
-    if forward_ad.active(): forward_ad.attach(op, out, (grad, logits, None), grad=grad, logits=logits, target=target, reduction=reduction, ignore_index=ignore_index, label_smoothing=label_smoothing)
     if any_requires_grad(grad, logits):
         node = record(op, out, (grad, logits, None))
         if needs_input_grad(node, 1):
@@ -174,6 +173,7 @@ def cross_entropy_backward(grad, logits, target, reduction, ignore_index, label_
         node.save("logits", logits)
         node.save("target", target)
         node.args = {"reduction": reduction, "ignore_index": ignore_index, "label_smoothing": label_smoothing}
+    if forward_ad.active(): forward_ad.attach(op, out, (grad, logits, None), grad=grad, logits=logits, target=target, reduction=reduction, ignore_index=ignore_index, label_smoothing=label_smoothing)
     return out
 
 
@@ -227,9 +227,9 @@ def unfold(x, kh, kw, sh, sw, ph, pw, dh=1, dw=1):
         out = make_tensor(kernels.im2col(x._data, (kh, kw), (sh, sw), (ph, pw), dilation=(dh, dw)))
     except MemoryError:             # (numpy pads the input first: say what C++ would have allocated)
         raise cannot_allocate(shape, x._data.dtype) from None
-    if forward_ad.active(): forward_ad.attach("unfold", out, (x,), window=(kh, kw, sh, sw, ph, pw, dh, dw))
     if any_requires_grad(x):
         record("unfold", out, (x,)).args = {"window": (kh, kw, sh, sw, ph, pw, dh, dw)}
+    if forward_ad.active(): forward_ad.attach("unfold", out, (x,), window=(kh, kw, sh, sw, ph, pw, dh, dw))
     return out
 
 
@@ -247,9 +247,9 @@ def fold(cols, input_shape, kh, kw, sh, sw, ph, pw, dh=1, dw=1):
         raise RuntimeError(f"fold: expected columns of shape {shape_str(expected)} for an output of shape "
                            f"{shape_str(input_shape)}, got {shape_str(cols.shape)}.")
     out = make_tensor(kernels.col2im(cols._data, input_shape, (kh, kw), (sh, sw), (ph, pw), (dh, dw)))
-    if forward_ad.active(): forward_ad.attach("fold", out, (cols,), window=(kh, kw, sh, sw, ph, pw, dh, dw))
     if any_requires_grad(cols):
         record("fold", out, (cols,)).args = {"window": (kh, kw, sh, sw, ph, pw, dh, dw)}
+    if forward_ad.active(): forward_ad.attach("fold", out, (cols,), window=(kh, kw, sh, sw, ph, pw, dh, dw))
     return out
 
 
@@ -353,12 +353,12 @@ def layer_norm(x, weight, bias, ndims, eps):
     if bias is not None:
         y = y + bias._data
     out = make_tensor(np.ascontiguousarray(y, dtype=a.dtype))
-    if forward_ad.active(): forward_ad.attach("layer_norm", out, (x, weight, bias), a=x, weight=weight, ndims=ndims, eps=eps)
     if any_requires_grad(x, weight, bias):
         node = record("layer_norm", out, (x, weight, bias))
         node.save("a", x)
         node.save("weight", weight)
         node.args = {"ndims": ndims, "eps": eps}
+    if forward_ad.active(): forward_ad.attach("layer_norm", out, (x, weight, bias), a=x, weight=weight, ndims=ndims, eps=eps)
     return out
 
 
@@ -424,7 +424,6 @@ def rnn_layer(gi, h0, c0, w_hh, b_hh, mode, reverse):
             h = np.tanh(a) if mode == RNN_TANH else kernels.relu(a)
         out[0, t] = h
     result = make_tensor(out)
-    if forward_ad.active(): forward_ad.attach("rnn_layer", result, (gi, h0, c0, w_hh, b_hh), gi=gi, h0=h0, c0=c0, w_hh=w_hh, b_hh=b_hh, mode=mode, reverse=bool(reverse))
     if any_requires_grad(gi, h0, c0, w_hh, b_hh):
         node = record("rnn_layer", result, (gi, h0, c0, w_hh, b_hh))
         for name, t in (("gi", gi), ("h0", h0), ("c0", c0), ("w_hh", w_hh), ("b_hh", b_hh)):
@@ -432,6 +431,7 @@ def rnn_layer(gi, h0, c0, w_hh, b_hh, mode, reverse):
         node.save("out", result, is_output=True)
         node.save("ws", make_tensor(ws) if ws is not None else None)
         node.args = {"mode": mode, "reverse": bool(reverse)}
+    if forward_ad.active(): forward_ad.attach("rnn_layer", result, (gi, h0, c0, w_hh, b_hh), gi=gi, h0=h0, c0=c0, w_hh=w_hh, b_hh=b_hh, mode=mode, reverse=bool(reverse))
     return result
 
 
@@ -463,13 +463,13 @@ def layer_norm_backward(grad, a, weight, ndims, eps, output_mask):
     values = _unrecorded_definition("layer_norm_backward_definition", wide(grad), wide(a), wide(weight), ndims, eps)
     outs = [make_tensor(fresh(dtype.cast(v._data))) if v is not None and keep else None
             for v, keep in zip(values, output_mask)]
-    if forward_ad.active(): forward_ad.attach(op, outs, (grad, a, weight), grad=grad, a=a, weight=weight, ndims=ndims, eps=eps)
     if any_requires_grad(grad, a, weight):
         node = record_outputs(op, outs, (grad, a, weight))
         node.save("grad", grad)
         node.save("a", a)
         node.save("weight", weight)
         node.args = {"ndims": ndims, "eps": eps}
+    if forward_ad.active(): forward_ad.attach(op, outs, (grad, a, weight), grad=grad, a=a, weight=weight, ndims=ndims, eps=eps)
     return tuple(outs)
 
 
@@ -497,11 +497,11 @@ def rnn_layer_backward(grad, gi, h0, c0, w_hh, b_hh, out, ws, mode, reverse, out
     values = _unrecorded_definition("rnn_layer_backward_definition", grad, gi, h0, c0, w_hh, b_hh, out, mode,
                                     bool(reverse))
     outs = [v if v is not None and keep else None for v, keep in zip(values, output_mask)]
-    if forward_ad.active(): forward_ad.attach(op, outs, (grad, gi, h0, c0, w_hh, b_hh, out, None), grad=grad, gi=gi, h0=h0, c0=c0, w_hh=w_hh, b_hh=b_hh, out=out, mode=mode, reverse=bool(reverse))
     if any_requires_grad(grad, gi, h0, c0, w_hh, b_hh, out):
         node = record_outputs(op, outs, (grad, gi, h0, c0, w_hh, b_hh, out, None))
         for name, t in (("grad", grad), ("gi", gi), ("h0", h0), ("c0", c0), ("w_hh", w_hh), ("b_hh", b_hh),
                         ("out", out)):
             node.save(name, t)
         node.args = {"mode": mode, "reverse": bool(reverse)}
+    if forward_ad.active(): forward_ad.attach(op, outs, (grad, gi, h0, c0, w_hh, b_hh, out, None), grad=grad, gi=gi, h0=h0, c0=c0, w_hh=w_hh, b_hh=b_hh, out=out, mode=mode, reverse=bool(reverse))
     return tuple(outs)

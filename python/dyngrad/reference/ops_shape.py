@@ -26,17 +26,17 @@ def to_dtype(a, dtype):
     if a.dtype is dtype:
         return a
     out = make_tensor(np.array(dtype.cast(a._data), order="C"))
-    if forward_ad.active(): forward_ad.attach("to_dtype", out, (a,))
     if dtype.is_floating_point and any_requires_grad(a):
         record("to_dtype", out, (a,))
+    if forward_ad.active(): forward_ad.attach("to_dtype", out, (a,))
     return out
 
 
 def clone(a):
     out = make_tensor(np.array(a._data, order="C"))
-    if forward_ad.active(): forward_ad.attach("clone", out, (a,))
     if any_requires_grad(a):
         record("clone", out, (a,))
+    if forward_ad.active(): forward_ad.attach("clone", out, (a,))
     return out
 
 
@@ -47,9 +47,9 @@ def contiguous(a):
 # ===== views ===================================================================================================
 
 def _record_view(op, out, a):
-    if forward_ad.active(): forward_ad.attach(op, out, (a,))
     if any_requires_grad(a):
         record(op, out, (a,))
+    if forward_ad.active(): forward_ad.attach(op, out, (a,))
     return out
 
 
@@ -108,9 +108,9 @@ def permute(a, dims):
             raise RuntimeError(f"permute: dim {d} appears more than once in {shape_str(dims)}.")
         wrapped.append(w)
     out = _view_of(np.transpose(a._data, wrapped), a)
-    if forward_ad.active(): forward_ad.attach("permute", out, (a,), dims=tuple(wrapped))
     if any_requires_grad(a):
         record("permute", out, (a,)).args = {"dims": tuple(wrapped)}
+    if forward_ad.active(): forward_ad.attach("permute", out, (a,), dims=tuple(wrapped))
     return out
 
 
@@ -207,9 +207,9 @@ def slice(a, dim, start, stop, step):
     stop = min(max(stop, start), n)
     key = (np.s_[:],) * d + (np.s_[start:stop:step],)
     out = _view_of(a._data[key], a)
-    if forward_ad.active(): forward_ad.attach("slice", out, (a,), dim=d, start=start, step=step)
     if any_requires_grad(a):
         record("slice", out, (a,)).args = {"dim": d, "start": start, "step": step}
+    if forward_ad.active(): forward_ad.attach("slice", out, (a,), dim=d, start=start, step=step)
     return out
 
 
@@ -219,9 +219,9 @@ def slice_scatter(grad, input_shape, dim, start, step):
     length = grad.shape[dim]
     out[(np.s_[:],) * dim + (np.s_[start:start + length * step:step],)] = grad._data
     out = make_tensor(out)
-    if forward_ad.active(): forward_ad.attach("slice_scatter", out, (grad,), dim=dim, start=start, step=step)
     if any_requires_grad(grad):
         record("slice_scatter", out, (grad,)).args = {"dim": dim, "start": start, "step": step}
+    if forward_ad.active(): forward_ad.attach("slice_scatter", out, (grad,), dim=dim, start=start, step=step)
     return out
 
 
@@ -266,9 +266,9 @@ def cat(tensors, dim):
         parts.append(dtype.cast(t._data))
         sizes.append(t.shape[d])
     out = make_tensor(dtype.cast(np.concatenate(parts, axis=d)))     # cast: keeps bfloat16's tag
-    if forward_ad.active(): forward_ad.attach("cat", out, tuple(tensors), dim=d, sizes=tuple(sizes))
     if any_requires_grad(*tensors):
         record("cat", out, tuple(tensors)).args = {"dim": d, "sizes": tuple(sizes)}
+    if forward_ad.active(): forward_ad.attach("cat", out, tuple(tensors), dim=d, sizes=tuple(sizes))
     return out
 
 
