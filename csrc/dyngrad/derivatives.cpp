@@ -351,6 +351,7 @@ static Grads slice_backward(const Tensor& grad, const OpNode& n, const SavesSlic
 // full-size sum. False (the formula above runs as usual) when this does not apply.
 static bool slice_backward_in_place(Grads& grads, OpNode& n, const SavesSlice& s) {
   if (grads.size() != 1 || !grads[0] || n.next_edges.size() != 1) return false;
+  if (!grads[0]->tangents.empty()) return false;  // forward over reverse: the op carries the tangent
   const Edge& next = n.next_edges[0];
   const InputMeta& meta = n.input_meta[0];
   const Tensor& g = grads[0];
@@ -360,7 +361,7 @@ static bool slice_backward_in_place(Grads& grads, OpNode& n, const SavesSlice& s
   window_shape[s.dim] = g->shape[s.dim];
   if (window_shape != g->shape) return false;
   Tensor& cur = next.fn->pending_slot(next.input_nr);
-  if (cur && (cur->shape != meta.shape || cur->dtype != meta.dtype)) return false;
+  if (cur && (cur->shape != meta.shape || cur->dtype != meta.dtype || !cur->tangents.empty())) return false;
   const bool fresh = !cur;
   if (fresh) cur = zeros(meta.shape, meta.dtype);
   else if (!owned_buffer(cur)) cur = contiguous_copy(cur, cur->dtype);
