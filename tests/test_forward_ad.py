@@ -329,3 +329,17 @@ def test_matches_torch_forward_ad(dg):
             net(torch.nn.functional, torch.autograd.forward_ad.make_dual(torch.tensor(xv), torch.tensor(v)),
                 torch.tensor(wv))).tangent
     np.testing.assert_allclose(_np(ours), theirs.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_in_place_ops_carry_tangents(dg):
+    fwAD = dg.autograd.forward_ad
+    with fwAD.dual_level():
+        d = fwAD.make_dual(_t(dg, [1.0, 2.0]), _t(dg, [1.0, -1.0]))
+        y = d * 1.0
+        y.mul_(d)                                   # y = d^2: tangent 2 d v
+        np.testing.assert_allclose(_np(fwAD.unpack_dual(y).tangent), [2.0, -4.0])
+        z = _t(dg, [0.0, 0.0])
+        z.copy_(d)                                  # z takes d's tangent
+        np.testing.assert_allclose(_np(fwAD.unpack_dual(z).tangent), [1.0, -1.0])
+        z.fill_(3.0)                                # a constant: no tangent
+        assert fwAD.unpack_dual(z).tangent is None

@@ -312,6 +312,7 @@ void bind_autograd(py::module_& m) {
   m.def("_enter_dual_level", &forward_ad::enter_level);
   m.def("_exit_dual_level", &forward_ad::exit_level, arg("level"));
   m.def("_current_dual_level", &forward_ad::current_level);
+  m.def("_open_dual_levels", &forward_ad::open_levels);
   m.def("_get_tangent", [](const Tensor& t, int64_t level) -> py::object {
     Tensor tangent = forward_ad::tangent_of(t, level);
     return tangent ? py::cast(tangent) : py::none();

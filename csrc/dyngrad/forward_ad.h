@@ -31,6 +31,9 @@ inline bool active() { return g_open_levels.load(std::memory_order_relaxed) != 0
 int64_t enter_level();           // a new innermost level
 void exit_level(int64_t level);  // RuntimeError unless `level` is the innermost open level
 int64_t current_level();         // the innermost open level, -1 when none
+std::vector<int64_t> open_levels();  // innermost last
+// An in-place write of `value` into self (inplace.cpp): self takes value's tangents (none: a zero tangent).
+void take_tangents(const Tensor& self, const Tensor& value);
 // The tangent of `t` at `level` if that level is open and visible (Note [Nested levels]), else null.
 Tensor tangent_of(const Tensor& t, int64_t level);
 // Sets (tangent non-null) or removes t's tangent at `level`.

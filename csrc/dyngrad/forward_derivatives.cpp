@@ -409,6 +409,7 @@ void exit_level(int64_t level) {
 }
 
 int64_t current_level() { return g_levels.empty() ? -1 : g_levels.back(); }
+std::vector<int64_t> open_levels() { return g_levels; }
 
 static bool is_open(int64_t level) {
   for (int64_t l : g_levels)
@@ -444,6 +445,17 @@ static std::vector<std::pair<int64_t, Tensor>> detached_tangents(const Tensor& t
     out.emplace_back(level, d);
   }
   return out;
+}
+
+void take_tangents(const Tensor& self, const Tensor& value) {
+  if (!active() || (self->tangents.empty() && (!value || value->tangents.empty()))) return;
+  const std::vector<int64_t> levels = g_levels;
+  for (int64_t level : levels) {
+    Tensor t = value && is_floating(self->dtype) ? tangent_of(value, level) : nullptr;
+    if (t && t->shape != self->shape) t = expand(t, self->shape);
+    if (t && t->dtype != self->dtype) t = to_dtype(t, self->dtype);
+    set_tangent(self, level, t);
+  }
 }
 
 struct VisibleBelow {

@@ -165,7 +165,7 @@ _ERR_NO_JVP = ("{name}: an input is a dual tensor (forward-mode AD), but {name} 
 def _open_levels_of(args):
     """The dual levels at which some tensor argument has a tangent, lowest first."""
     levels = []
-    for level in range(_C._current_dual_level() + 1):
+    for level in _C._open_dual_levels():
         if any(isinstance(a, _C.Tensor) and _C._get_tangent(a, level) is not None for a in args):
             levels.append(level)
     return levels

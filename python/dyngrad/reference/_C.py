@@ -39,6 +39,7 @@ from . import forward_ad as _forward_ad
 from . import forward_derivatives as _forward_derivatives  # noqa: F401  (fills forward_ad's table)
 from .forward_ad import (  # noqa: F401
     enter_level as _enter_dual_level, exit_level as _exit_dual_level, current_level as _current_dual_level,
+    open_levels as _open_dual_levels,
 )
 
 

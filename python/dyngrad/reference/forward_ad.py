@@ -39,6 +39,21 @@ def current_level():
     return _levels[-1] if _levels else -1
 
 
+def open_levels():
+    return list(_levels)
+
+
+def take_tangents(self, value):
+    """An in-place write of `value` into self (inplace.py): self takes value's tangents (inplace.cpp's)."""
+    if not _levels or (not self.__dict__.get("_tangents") and (value is None or not value.__dict__.get("_tangents"))):
+        return
+    for level in list(_levels):
+        t = tangent_of(value, level) if value is not None and self._data.dtype.kind == "f" else None
+        if t is not None:
+            t = _fit(t, self)
+        set_tangent(self, level, t)
+
+
 def _below():
     return getattr(_visible, "below", float("inf"))
 
