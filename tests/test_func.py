@@ -199,3 +199,17 @@ def test_against_torch_func(dg):
     ours = dg.func.jacrev(lambda x: dg.tanh(x @ _t(dg, w1)))(_t(dg, xs))
     theirs = tf.jacrev(lambda x: torch.tanh(x @ torch.tensor(w1)))(torch.tensor(xs))
     np.testing.assert_allclose(_np(ours), theirs.numpy(), rtol=1e-10, atol=1e-14)
+
+
+def test_vmap_composes_with_grad_and_jvp(dg):
+    """Per-sample gradients (vmap of grad) and batched jvps against the explicit loops (vmap is still a loop: Note
+    [vmap as a loop]; this checks the composition, not the speed)."""
+    func = dg.func
+    rng = np.random.default_rng(2)
+    w, xs = _t(dg, rng.standard_normal((3, 2))), _t(dg, rng.standard_normal((5, 3)))
+    loss = lambda w, x: (x @ w).tanh().sum()
+    per_sample = func.vmap(func.grad(loss), in_dims=(None, 0))(w, xs)
+    loop = [func.grad(loss)(w, xs[i]) for i in range(5)]
+    np.testing.assert_allclose(_np(per_sample), np.stack([_np(g) for g in loop]), rtol=1e-12)
+    jv = func.vmap(lambda x: func.jvp(lambda z: z.sin(), (x,), (dg.ones_like(x),))[1])(xs)
+    np.testing.assert_allclose(_np(jv), np.cos(_np(xs)), rtol=1e-12)
