@@ -5,6 +5,7 @@
 #include "dyngrad/cycles.h"
 #include "dyngrad/engine.h"
 #include "dyngrad/errors.h"
+#include "dyngrad/forward_ad.h"
 #include "dyngrad/grad_mode.h"
 #include "dyngrad/node.h"
 
@@ -308,6 +309,19 @@ void bind_autograd(py::module_& m) {
     });
     g_backward_observer = [held] { (*held)(); };
   }, arg("fn"));
+
+  // ---- forward AD (Note [Dual tensors] in forward_ad.h): the core of autograd/forward_ad.py ----
+  m.def("_enter_dual_level", &forward_ad::enter_level);
+  m.def("_exit_dual_level", &forward_ad::exit_level, arg("level"));
+  m.def("_current_dual_level", &forward_ad::current_level);
+  m.def("_open_dual_levels", &forward_ad::open_levels);
+  m.def("_get_tangent", [](const Tensor& t, int64_t level) -> py::object {
+    Tensor tangent = forward_ad::tangent_of(t, level);
+    return tangent ? py::cast(tangent) : py::none();
+  }, arg("t"), arg("level"));
+  m.def("_set_tangent", [](const Tensor& t, int64_t level, py::object tangent) {
+    forward_ad::set_tangent(t, level, tangent.is_none() ? nullptr : tangent.cast<Tensor>());
+  }, arg("t"), arg("level"), arg("tangent"));
 
   // ---- grad mode ----
   m.def("is_grad_enabled", &GradMode::is_enabled);

@@ -351,6 +351,7 @@ static Grads slice_backward(const Tensor& grad, const OpNode& n, const SavesSlic
 // full-size sum. False (the formula above runs as usual) when this does not apply.
 static bool slice_backward_in_place(Grads& grads, OpNode& n, const SavesSlice& s) {
   if (grads.size() != 1 || !grads[0] || n.next_edges.size() != 1) return false;
+  if (!grads[0]->tangents.empty()) return false;  // forward over reverse: the op carries the tangent
   const Edge& next = n.next_edges[0];
   const InputMeta& meta = n.input_meta[0];
   const Tensor& g = grads[0];
@@ -360,7 +361,7 @@ static bool slice_backward_in_place(Grads& grads, OpNode& n, const SavesSlice& s
   window_shape[s.dim] = g->shape[s.dim];
   if (window_shape != g->shape) return false;
   Tensor& cur = next.fn->pending_slot(next.input_nr);
-  if (cur && (cur->shape != meta.shape || cur->dtype != meta.dtype)) return false;
+  if (cur && (cur->shape != meta.shape || cur->dtype != meta.dtype || !cur->tangents.empty())) return false;
   const bool fresh = !cur;
   if (fresh) cur = zeros(meta.shape, meta.dtype);
   else if (!owned_buffer(cur)) cur = contiguous_copy(cur, cur->dtype);
@@ -518,7 +519,7 @@ static Grads layer_norm_backward(const Tensor& grad, const OpNode& n, const Save
 // var); with g = grad * weight (grad without a weight), per row of the last ndims dims:
 //   da = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dweight = sum(grad * xhat),  dbias = sum(grad)
 // the sums over the leading dims.
-static Grads layer_norm_backward_definition(const Tensor& grad, const Tensor& a, const Tensor& w, int64_t ndims,
+Grads layer_norm_backward_definition(const Tensor& grad, const Tensor& a, const Tensor& w, int64_t ndims,
                                             double eps) {
   Dims dims, leading;
   for (int64_t d = 0; d < a->ndim(); ++d) (d < a->ndim() - ndims ? leading : dims).push_back(d);
@@ -560,7 +561,7 @@ static Grads rnn_layer_backward(const Tensor& grad, const OpNode& n, const Saves
                              n.needs_input_grad(3), n.needs_input_grad(4)});
 }
 
-static Grads rnn_layer_backward_definition(const Tensor& grad, const Tensor& gi, const Tensor& h0, const Tensor& c0,
+Grads rnn_layer_backward_definition(const Tensor& grad, const Tensor& gi, const Tensor& h0, const Tensor& c0,
                                            const Tensor& w, const Tensor& b, const Tensor& out, int64_t mode,
                                            bool reverse) {
   const int64_t L = gi->shape[0], N = h0->shape[0], H = h0->shape[1];

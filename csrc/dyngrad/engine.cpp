@@ -56,7 +56,8 @@ void accumulate_into(Node* node, uint32_t slot, Tensor g) {
   Tensor& cur = node->pending_slot(slot);
   if (!cur) {
     cur = std::move(g);
-  } else if (!GradMode::is_enabled() && cur->dtype == g->dtype && cur->shape == g->shape && owned_buffer(cur)) {
+  } else if (!GradMode::is_enabled() && cur->dtype == g->dtype && cur->shape == g->shape && owned_buffer(cur) &&
+             cur->tangents.empty() && g->tangents.empty()) {  // forward-AD tangents need the op (forward_ad.h)
     add_into_kernel(cur, g);
   } else {
     cur = add(cur, g);

@@ -20,6 +20,7 @@ Tensor inplace_input(const Tensor& self, const char* op, bool other_requires_gra
   // The out-of-place op reads self's current value, which the write is about to replace; give it a snapshot
   // that carries self's history so that any saved copy stays valid (Note [Saved tensor versions]).
   Tensor before = contiguous_copy(self, self->dtype);
+  before->tangents = self->tangents;  // forward AD: the old value's tangents (Note [Dual tensors])
   before->requires_grad = self->requires_grad;
   before->grad_fn = self->grad_fn;
   before->output_nr = self->output_nr;
@@ -62,6 +63,7 @@ void assign_inplace(const Tensor& self, const Tensor& result, const char* op) {
            dtype_name(result->dtype), " can't be cast to the tensor's type ", dtype_name(self->dtype), ".");
   if (grad_enabled() && self->requires_grad && self->is_leaf()) throw RuntimeError(err_leaf_inplace(op));
   write_into(self, result, op);
+  forward_ad::take_tangents(self, result);
   if (result->requires_grad && grad_enabled() && self->is_view) {
     rebase_view_history(self, result);
     return;
@@ -83,6 +85,7 @@ void copy_(const Tensor& self, const Tensor& src) {
   }
   broadcast_shapes(self->shape, src->shape, "copy_");
   write_into(self, src, "copy_");
+  forward_ad::take_tangents(self, src);
 }
 
 void fill_(const Tensor& self, const Tensor& value_in) {
@@ -98,6 +101,7 @@ void fill_(const Tensor& self, const Tensor& value_in) {
     return;
   }
   write_into(self, value, "fill_");
+  forward_ad::take_tangents(self, value);
 }
 
 void fill_(const Tensor& self, double value) { fill_(self, scalar_tensor(value, self->dtype)); }

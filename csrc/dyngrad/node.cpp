@@ -52,6 +52,15 @@ static thread_local std::shared_ptr<PackHook> tl_pack_hook;
 void set_pack_hook(std::shared_ptr<PackHook> hook) { tl_pack_hook = std::move(hook); }
 const std::shared_ptr<PackHook>& pack_hook() { return tl_pack_hook; }
 
+// A saved output keeps its forward-AD tangents (Note [Dual tensors]): a backward formula reading it then
+// propagates them, which is forward-over-reverse (hvp). The tangents are kept detached: a tangent recorded in
+// grad mode has a history reaching this node (exp's tangent is t * out), which would close a reference cycle.
+static Tensor alias_with_tangents(const Tensor& t) {
+  Tensor a = alias(t);
+  for (const auto& [level, tangent] : t->tangents) a->tangents.emplace_back(level, alias_with_tangents(tangent));
+  return a;
+}
+
 void SavedTensor::save(const Tensor& t, bool is_output_of_node) {
   was_saved = true;
   is_output = is_output_of_node;
@@ -59,17 +68,17 @@ void SavedTensor::save(const Tensor& t, bool is_output_of_node) {
   if (tl_pack_hook) {  // Note [Saved tensor hooks]; copy the hook: it may reset itself while running
     std::shared_ptr<PackHook> hook = tl_pack_hook;
     GradModeGuard no_grad(false);  // as torch: the ops a pack hook runs record nothing, so they pack nothing
-    packed = (*hook)(is_output_of_node ? alias(t) : t);  // an output's alias: no cycle through the hook
+    packed = (*hook)(is_output_of_node ? alias_with_tangents(t) : t);  // an output's alias: no cycle
     return;
   }
-  data = is_output_of_node ? alias(t) : t;
+  data = is_output_of_node ? alias_with_tangents(t) : t;
 }
 
 Tensor SavedTensor::unpack(Node& owner) const {
   if (packed) {
     Tensor t = packed->unpack();
     if (is_output && GradMode::is_enabled()) {
-      t = alias(t);
+      t = alias_with_tangents(t);
       t->requires_grad = true;
       t->grad_fn = owner.shared_from_this();
     }
@@ -83,7 +92,7 @@ Tensor SavedTensor::unpack(Node& owner) const {
     throw RuntimeError(err_saved_modified(shape_str(data->shape), owner.name(), data->version(), saved_version) +
                        created_at(owner));
   if (is_output && GradMode::is_enabled()) {
-    Tensor t = alias(data);
+    Tensor t = alias_with_tangents(data);
     t->requires_grad = true;
     t->grad_fn = owner.shared_from_this();
     return t;

@@ -2,6 +2,7 @@
 #pragma once
 #include <memory>
 
+#include "forward_ad.h"
 #include "grad_mode.h"
 #include "kernels/kernels.h"
 #include "node.h"
@@ -27,12 +28,24 @@ OpNodeOf<K>& record(const Tensor& out, const std::vector<const Tensor*>& inputs)
 inline void save_unary(SavesNothing::Stored&, const Tensor&, const Tensor&) {}
 inline void save_unary(SavesA::Stored& s, const Tensor& a, const Tensor&) { s.a.save(a, false); }
 inline void save_unary(SavesOut::Stored& s, const Tensor&, const Tensor& out) { s.out.save(out, true); }
+// The same struct as its tangent formula reads it (Note [Dual tensors] in forward_ad.h).
+inline SavesNothing unary_fields(SavesNothing*, const Tensor&, const Tensor&) { return {}; }
+inline SavesA unary_fields(SavesA*, const Tensor& a, const Tensor&) { return {a}; }
+inline SavesOut unary_fields(SavesOut*, const Tensor&, const Tensor& out) { return {out}; }
+inline SavesGradX unary_fields(SavesGradX*, const Tensor& grad, const Tensor& x) { return {grad, x}; }
+inline SavesX unary_fields(SavesX*, const Tensor&, const Tensor& x) { return {x}; }
+template <OpKind K>
+void unary_tangents(const Tensor& out, const Tensor& a, const Tensor& b_or_out, std::vector<const Tensor*> inputs) {
+  using S = typename OpSaves<K>::type;
+  forward_tangents<K>(out, inputs, unary_fields((S*)nullptr, a, b_or_out));
+}
 
 // out = kernel(a) in out_dtype (a's dtype for `unary`, float32 for the integers of `unary_float`)
 template <OpKind K>
 Tensor unary_op(UnaryKind kernel, const Tensor& a, DType out_dtype) {
   Tensor out = unary_kernel(kernel, a, out_dtype);
   if (any_requires_grad({&a})) save_unary(record<K>(out, {&a}).saved, a, out);
+  if (forward_ad::active()) unary_tangents<K>(out, a, out, {&a});
   return out;
 }
 
@@ -55,6 +68,7 @@ Tensor unary_backward_op(UnaryKind kernel, const Tensor& grad, const Tensor& x, 
     auto& node = record<K>(out, {&grad, &x});
     save_unary_backward(node.saved, node, grad, x);
   }
+  if (forward_ad::active()) unary_tangents<K>(out, grad, x, {&grad, &x});
   return out;
 }
 

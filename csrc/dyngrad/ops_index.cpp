@@ -30,6 +30,7 @@ static void record_index(const Tensor& out, const Tensor& input, const Tensor& i
     node.saved.index.save(index, false);
     node.saved.dim = d;
   }
+  if (forward_ad::active()) forward_tangents<K>(out, {&input}, SavesIndex{index, d});
 }
 
 // out = a.index_select(dim, index)
@@ -126,6 +127,7 @@ Tensor take(const Tensor& a_in, const Tensor& positions_in) {
   check_positions(positions, a->numel, "take");
   Tensor out = take_kernel(a, positions);
   if (any_requires_grad({&a_in})) record<OpKind::take>(out, {&a_in}).saved.positions.save(positions, false);
+  if (forward_ad::active()) forward_tangents<OpKind::take>(out, {&a_in}, SavesPositions{positions});
   return out;
 }
 
@@ -138,6 +140,7 @@ Tensor put(const Tensor& a, const Tensor& positions_in, const Tensor& v_in) {
   Tensor out = contiguous_copy(a, dt);
   put_kernel(out, positions, v);
   if (any_requires_grad({&a, &v_in})) record<OpKind::put>(out, {&a, &v_in}).saved.positions.save(positions, false);
+  if (forward_ad::active()) forward_tangents<OpKind::put>(out, {&a, &v_in}, SavesPositions{positions});
   return out;
 }
 
@@ -151,6 +154,7 @@ Tensor put_add(const Tensor& v_in, const Tensor& positions_in, const Shape& out_
   check_positions(positions, shape_numel(out_shape), "put_add");
   Tensor out = put_add_kernel(contiguous_data(v_in), positions, out_shape);
   if (any_requires_grad({&v_in})) record<OpKind::put_add>(out, {&v_in}).saved.positions.save(positions, false);
+  if (forward_ad::active()) forward_tangents<OpKind::put_add>(out, {&v_in}, SavesPositions{positions});
   return out;
 }
 

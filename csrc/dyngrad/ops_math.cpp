@@ -79,6 +79,7 @@ Tensor ones_like_shape(const Shape& shape, DType dtype) { return full(shape, 1.0
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryKind::Add, a, b, result_type(a, b), "add");
   if (any_requires_grad({&a, &b})) record<OpKind::add>(out, {&a, &b});
+  if (forward_ad::active()) forward_tangents<OpKind::add>(out, {&a, &b}, SavesNothing{});
   return out;
 }
 
@@ -93,6 +94,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
            "logical_not() instead.");
   Tensor out = binary_kernel(BinaryKind::Sub, a, b, result_type(a, b), "sub");
   if (any_requires_grad({&a, &b})) record<OpKind::sub>(out, {&a, &b});
+  if (forward_ad::active()) forward_tangents<OpKind::sub>(out, {&a, &b}, SavesNothing{});
   return out;
 }
 
@@ -104,6 +106,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
     if (node.needs_input_grad(1)) node.saved.a.save(a, false);
     if (node.needs_input_grad(0)) node.saved.b.save(b, false);
   }
+  if (forward_ad::active()) forward_tangents<OpKind::mul>(out, {&a, &b}, SavesAB{a, b});
   return out;
 }
 
@@ -115,6 +118,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
     if (node.needs_input_grad(1)) node.saved.a.save(a, false);
     node.saved.b.save(b, false);
   }
+  if (forward_ad::active()) forward_tangents<OpKind::div>(out, {&a, &b}, SavesAB{a, b});
   return out;
 }
 
@@ -124,6 +128,7 @@ Tensor neg(const Tensor& a) {
            "logical_not().");
   Tensor out = unary_kernel(UnaryKind::Neg, a, a->dtype);
   if (any_requires_grad({&a})) record<OpKind::neg>(out, {&a});
+  if (forward_ad::active()) forward_tangents<OpKind::neg>(out, {&a}, SavesNothing{});
   return out;
 }
 
@@ -136,6 +141,7 @@ Tensor pow(const Tensor& a, const Tensor& b) {
     node.saved.b.save(b, false);
     if (node.needs_input_grad(1)) node.saved.out.save(out, true);
   }
+  if (forward_ad::active()) forward_tangents<OpKind::pow>(out, {&a, &b}, SavesABOut{a, b, out});
   return out;
 }
 
@@ -151,6 +157,7 @@ Tensor pow_scalar(const Tensor& a, double p) {
     node.saved.a.save(a, false);
     node.saved.exponent = p;
   }
+  if (forward_ad::active()) forward_tangents<OpKind::pow_scalar>(out, {&a}, SavesPowScalar{a, p});
   return out;
 }
 
@@ -161,6 +168,7 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
     node.saved.a.save(a, false);
     node.saved.b.save(b, false);
   }
+  if (forward_ad::active()) forward_tangents<OpKind::maximum>(out, {&a, &b}, SavesAB{a, b});
   return out;
 }
 
@@ -171,6 +179,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
     node.saved.a.save(a, false);
     node.saved.b.save(b, false);
   }
+  if (forward_ad::active()) forward_tangents<OpKind::minimum>(out, {&a, &b}, SavesAB{a, b});
   return out;
 }
 
@@ -185,6 +194,7 @@ Tensor where(const Tensor& cond_in, const Tensor& a_in, const Tensor& b_in) {
     auto& node = record<OpKind::where>(out, {nullptr, &a_in, &b_in});
     node.saved.cond.save(cond, false);
   }
+  if (forward_ad::active()) forward_tangents<OpKind::where>(out, {nullptr, &a_in, &b_in}, SavesCond{cond});
   return out;
 }
 
@@ -212,6 +222,7 @@ Tensor clamp(const Tensor& a_in, std::optional<double> lo, std::optional<double>
       node.saved.hi = hi;
     }
   }
+  if (forward_ad::active()) forward_tangents<OpKind::clamp>(out, {&a}, SavesClamp{a, lo, hi});
   return out;
 }
 
@@ -242,6 +253,7 @@ Tensor leaky_relu(const Tensor& a, double slope) {
     node.saved.a.save(a, false);
     node.saved.slope = slope;
   }
+  if (forward_ad::active()) forward_tangents<OpKind::leaky_relu>(out, {&a}, SavesLeakyRelu{a, slope});
   return out;
 }
 
@@ -253,6 +265,7 @@ Tensor softplus(const Tensor& a, double beta, double threshold) {
     node.saved.beta = beta;
     node.saved.threshold = threshold;
   }
+  if (forward_ad::active()) forward_tangents<OpKind::softplus>(out, {&a}, SavesSoftplus{a, beta, threshold});
   return out;
 }
 
@@ -301,6 +314,7 @@ Tensor sum(const Tensor& a, const Dims& dims_in, bool keepdim, std::optional<DTy
   // integers accumulate in int64; an explicit narrow dtype= is the result's dtype (wrapping as torch's sum in it)
   if (dtype && out->dtype != *dtype && !is_floating(*dtype)) out = to_dtype(out, *dtype);
   if (any_requires_grad({&src})) record_reduction<OpKind::sum>(out, src, dims, keepdim);
+  if (forward_ad::active()) forward_tangents<OpKind::sum>(out, {&src}, SavesReduction{dims, keepdim});
   return out;
 }
 
@@ -320,6 +334,7 @@ Tensor mean(const Tensor& a, const Dims& dims_in, bool keepdim) {
   });
   if (half) out = contiguous_copy(out, a->dtype);
   if (any_requires_grad({&a})) record_reduction<OpKind::mean>(out, a, dims, keepdim);
+  if (forward_ad::active()) forward_tangents<OpKind::mean>(out, {&a}, SavesReduction{dims, keepdim});
   return out;
 }
 
@@ -359,6 +374,7 @@ static Tensor extremum(ReduceKind rk, const Tensor& a, const Dims& dims_in, bool
     node.saved.a.save(a, false);
     node.saved.out.save(out, true);
   }
+  if (forward_ad::active()) forward_tangents<K>(out, {&a}, SavesReductionAOut{a, out, dims, keepdim});
   return out;
 }
 Tensor amax(const Tensor& a, const Dims& dims, bool keepdim) {
@@ -401,6 +417,7 @@ Tensor logsumexp(const Tensor& a_in, const Dims& dims_in, bool keepdim) {
     node.saved.a.save(a, false);
     node.saved.out.save(out, true);
   }
+  if (forward_ad::active()) forward_tangents<OpKind::logsumexp>(out, {&a}, SavesReductionAOut{a, out, dims, keepdim});
   return out;
 }
 
@@ -476,6 +493,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     node.saved.a_transposed = transposed(a);
     node.saved.b_transposed = transposed(b);
   }
+  if (forward_ad::active()) forward_tangents<OpKind::matmul>(out, {&a, &b}, SavesMatmul{a, b, false, false});
   return out;
 }
 

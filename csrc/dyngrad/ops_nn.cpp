@@ -20,6 +20,7 @@ Tensor softmax(const Tensor& a_in, int64_t dim) {
     node.saved.out.save(out, true);
     node.saved.dim = d;
   }
+  if (forward_ad::active()) forward_tangents<OpKind::softmax>(out, {&a}, SavesSoftmax{out, d});
   return out;
 }
 
@@ -35,6 +36,7 @@ Tensor log_softmax(const Tensor& a_in, int64_t dim) {
     node.saved.out.save(out, true);
     node.saved.dim = d;
   }
+  if (forward_ad::active()) forward_tangents<OpKind::log_softmax>(out, {&a}, SavesSoftmax{out, d});
   return out;
 }
 
@@ -84,6 +86,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t reducti
   if (any_requires_grad({&logits}))
     save_cross_entropy(record<OpKind::cross_entropy>(out, {&logits, nullptr}).saved, logits, t, reduction,
                        ignore_index, label_smoothing);
+  if (forward_ad::active()) forward_tangents<OpKind::cross_entropy>(out, {&logits, nullptr}, SavesCrossEntropy{logits, t, reduction, ignore_index, label_smoothing});
   return out;
 }
 
@@ -123,6 +126,7 @@ Tensor cross_entropy_backward(const Tensor& grad, const Tensor& logits, const Te
     if (node.needs_input_grad(1)) node.saved.grad.save(grad, false);
     save_cross_entropy(node.saved, logits, t, reduction, ignore_index, label_smoothing);
   }
+  if (forward_ad::active()) forward_tangents<OpKind::cross_entropy_backward>(dx, {&grad, &logits, nullptr}, SavesCrossEntropyBackward{grad, logits, t, reduction, ignore_index, label_smoothing});
   return dx;
 }
 
@@ -152,6 +156,7 @@ static Tensor softmax_backward_op(const Tensor& grad, const Tensor& out, int64_t
     node.saved.out.save(out, false);
     node.saved.dim = d;
   }
+  if (forward_ad::active()) forward_tangents<K>(r, {&grad, &out}, SavesSoftmaxBackward{grad, out, d});
   return r;
 }
 Tensor softmax_backward(const Tensor& grad, const Tensor& out, int64_t dim) {
@@ -218,6 +223,7 @@ Tensor unfold(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, i
   check_window(x, kh, kw, sh, sw, ph, pw, "unfold", dh, dw);
   Tensor out = im2col_kernel(x, kh, kw, sh, sw, ph, pw, dh, dw);
   if (any_requires_grad({&x})) record<OpKind::unfold>(out, {&x}).saved.window = {kh, kw, sh, sw, ph, pw, dh, dw};
+  if (forward_ad::active()) forward_tangents<OpKind::unfold>(out, {&x}, SavesWindow{Dims{kh, kw, sh, sw, ph, pw, dh, dw}});
   return out;
 }
 
@@ -238,6 +244,7 @@ Tensor fold(const Tensor& cols, const Shape& input_shape, int64_t kh, int64_t kw
   Tensor out = col2im_kernel(cols, input_shape, kh, kw, sh, sw, ph, pw, dh, dw);
   if (any_requires_grad({&cols}))
     record<OpKind::fold>(out, {&cols}).saved.window = {kh, kw, sh, sw, ph, pw, dh, dw};
+  if (forward_ad::active()) forward_tangents<OpKind::fold>(out, {&cols}, SavesWindow{Dims{kh, kw, sh, sw, ph, pw, dh, dw}});
   return out;
 }
 
@@ -342,6 +349,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, int
     node.saved.ndims = ndims;
     node.saved.eps = eps;
   }
+  if (forward_ad::active()) forward_tangents<OpKind::layer_norm>(out, {&x, &weight, &bias}, SavesLayerNorm{x, weight, ndims, eps});
   return out;
 }
 
@@ -380,6 +388,7 @@ std::vector<Tensor> layer_norm_backward(const Tensor& grad, const Tensor& a_in, 
     node.saved.ndims = ndims;
     node.saved.eps = eps;
   }
+  if (forward_ad::active()) forward_tangents_outputs<OpKind::layer_norm_backward>(outs, {&grad, &a_in, &weight_in}, SavesLayerNormBackward{grad, a_in, weight_in, ndims, eps});
   return outs;
 }
 
@@ -436,6 +445,7 @@ Tensor rnn_layer(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Ten
     node.saved.mode = mode;
     node.saved.reverse = reverse;
   }
+  if (forward_ad::active()) forward_tangents<OpKind::rnn_layer>(out, {&gi, &h0, &c0, &w_hh, &b_hh}, SavesRnnLayer{gi, h0, c0, w_hh, b_hh, out, ws, mode, reverse});
   return out;
 }
 
@@ -480,6 +490,7 @@ std::vector<Tensor> rnn_layer_backward(const Tensor& grad, const Tensor& gi, con
     saved.mode = mode;
     saved.reverse = reverse;
   }
+  if (forward_ad::active()) forward_tangents_outputs<OpKind::rnn_layer_backward>(outs, {&grad, &gi, &h0, &c0, &w_hh, &b_hh, &out, nullptr}, SavesRnnLayerBackward{grad, gi, h0, c0, w_hh, b_hh, out, mode, reverse});
   return outs;
 }
 

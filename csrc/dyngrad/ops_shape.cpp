@@ -12,12 +12,14 @@ Tensor to_dtype(const Tensor& a, DType dtype) {
   if (a->dtype == dtype) return a;
   Tensor out = contiguous_copy(a, dtype);
   if (is_floating(dtype) && any_requires_grad({&a})) record<OpKind::to_dtype>(out, {&a});
+  if (forward_ad::active()) forward_tangents<OpKind::to_dtype>(out, {&a}, SavesNothing{});
   return out;
 }
 
 Tensor clone(const Tensor& a) {
   Tensor out = contiguous_copy(a, a->dtype);
   if (any_requires_grad({&a})) record<OpKind::clone>(out, {&a});
+  if (forward_ad::active()) forward_tangents<OpKind::clone>(out, {&a}, SavesNothing{});
   return out;
 }
 
@@ -98,12 +100,13 @@ static Tensor record_view(const Tensor& out, const Tensor& a) {
     record<K>(out, {&a});
     mark_view(out, a);
   }
+  if (forward_ad::active()) forward_tangents<K>(out, {&a}, SavesNothing{});
   return out;
 }
 
 Tensor reshape(const Tensor& a, const Shape& requested) {
   Shape shape = infer_shape(requested, a->numel, a->shape, "reshape");
-  if (shape == a->shape) return a->requires_grad ? record_view<OpKind::reshape>(alias(a), a) : alias(a);
+  if (shape == a->shape) return record_view<OpKind::reshape>(alias(a), a);
   Shape strides;
   Tensor out = view_strides(a->shape, a->strides, shape, strides)
                    ? view_of(a, shape, strides, a->offset)
@@ -141,6 +144,7 @@ Tensor permute(const Tensor& a, const Dims& dims) {
     node.saved.dims = wrapped;
     mark_view(out, a);
   }
+  if (forward_ad::active()) forward_tangents<OpKind::permute>(out, {&a}, SavesPermute{wrapped});
   return out;
 }
 
@@ -249,6 +253,7 @@ Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t stop, int64_t 
     node.saved.step = step;
     mark_view(out, a);
   }
+  if (forward_ad::active()) forward_tangents<OpKind::slice>(out, {&a}, SavesSlice{d, start, step});
   return out;
 }
 
@@ -268,6 +273,7 @@ Tensor slice_scatter(const Tensor& grad, const Shape& input_shape, int64_t dim, 
     node.saved.start = start;
     node.saved.step = step;
   }
+  if (forward_ad::active()) forward_tangents<OpKind::slice_scatter>(out, {&grad}, SavesSlice{dim, start, step});
   return out;
 }
 
@@ -324,7 +330,12 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
     for (auto& t : ts) inputs.push_back(&t);
     auto& node = record<OpKind::cat>(out, inputs);
     node.saved.dim = d;
-    node.saved.sizes = std::move(sizes);
+    node.saved.sizes = sizes;
+  }
+  if (forward_ad::active()) {
+    std::vector<const Tensor*> inputs;
+    for (auto& t : ts) inputs.push_back(&t);
+    forward_tangents<OpKind::cat>(out, inputs, SavesCat{d, sizes});
   }
   return out;
 }

@@ -85,6 +85,8 @@ struct TensorImpl {
   std::weak_ptr<Node> grad_accumulator;  // the leaf's AccumulateGrad, alive while some graph holds it
   std::vector<std::pair<int64_t, GradHook>> hooks;  // leaf hooks (non-leaf hooks live on grad_fn)
   std::vector<std::pair<int64_t, PostAccumulateGradHook>> post_accumulate_hooks;  // leaves only
+  // Forward AD: (level, tangent) for each dual level this tensor is dual at (Note [Dual tensors], forward_ad.h)
+  std::vector<std::pair<int64_t, Tensor>> tangents;
 
   TensorImpl() {}  // user-provided, for the same reason (members have their own initialisers)
   ~TensorImpl();

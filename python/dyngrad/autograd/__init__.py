@@ -9,7 +9,7 @@ from .engine import backward, grad, _queue_callback  # noqa: F401
 from .gradcheck import gradcheck, gradgradcheck  # noqa: F401
 from .anomaly import detect_anomaly, set_detect_anomaly, is_anomaly_enabled, set_record_call_sites, is_recording_call_sites  # noqa: F401,E501
 from .graph import graph_stats, set_graph_growth_warning, GraphGrowthWarning  # noqa: F401
-from . import functional, graph  # noqa: F401
+from . import functional, graph, forward_ad  # noqa: F401
 
 
 # Note [Layers of autograd]: this package is imported by the shared API (_api builds its ops on grad_mode and

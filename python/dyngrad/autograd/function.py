@@ -77,6 +77,10 @@ class FunctionCtx:
         site = self._call_site
         return f" ({self._name} was created at {site[0]}:{site[1]})" if site is not None else ""
 
+    def save_for_forward(self, *tensors):
+        """Tensors for jvp (torch's ctx.save_for_forward): jvp reads them as ctx.saved_tensors."""
+        self._saved_forward = tuple(tensors)
+
     def mark_non_differentiable(self, *tensors):
         self._non_differentiable = tuple(tensors)
 
@@ -105,8 +109,21 @@ class Function:
     def backward(ctx, *grads):
         raise NotImplementedError("a Function subclass must define backward(ctx, ...)")
 
+    @staticmethod
+    def jvp(ctx, *tangents):
+        """The forward-mode derivative: one tangent per input of forward (None for a non-tensor), one returned per
+        output. Defined by subclasses that are used under forward_ad / func.jvp."""
+        raise NotImplementedError
+
     @classmethod
     def apply(cls, *args, **kwargs):
+        result, ctx = cls._apply(*args, **kwargs)
+        if _C._current_dual_level() >= 0:
+            _forward_tangents(cls, ctx, args, result)
+        return result
+
+    @classmethod
+    def _apply(cls, *args, **kwargs):
         name = cls.__name__ + "Backward"
         ctx = FunctionCtx(name)
         ctx.needs_input_grad = tuple(isinstance(a, _C.Tensor) and a.requires_grad for a in args)
@@ -120,7 +137,7 @@ class Function:
         finally:
             _C._set_grad_enabled(grad_enabled)
         if not recording:
-            return result
+            return result, ctx
         single = not isinstance(result, tuple)
         outputs = (result,) if single else tuple(result)
         # An input returned as is becomes a new tensor object (sharing its memory), so the input keeps its own
@@ -138,7 +155,60 @@ class Function:
         hooks = _current_hooks()
         if hooks is not None:
             ctx._pack(*hooks)
-        return fresh[0] if single else tuple(fresh)
+        return (fresh[0] if single else tuple(fresh)), ctx
+
+
+_ERR_NO_JVP = ("{name}: an input is a dual tensor (forward-mode AD), but {name} defines no jvp(ctx, *tangents); "
+               "implement it as a staticmethod returning one tangent per output.")
+
+
+def _open_levels_of(args):
+    """The dual levels at which some tensor argument has a tangent, lowest first."""
+    levels = []
+    for level in _C._open_dual_levels():
+        if any(isinstance(a, _C.Tensor) and _C._get_tangent(a, level) is not None for a in args):
+            levels.append(level)
+    return levels
+
+
+def _forward_tangents(cls, ctx, args, result):
+    """Forward-mode AD through a custom Function: its jvp's tangents replace whatever the ops of its forward
+    computed (a forward computed in numpy has none), level by level."""
+    levels = _open_levels_of(args)
+    if not levels:
+        return
+    single = not isinstance(result, tuple)
+    outputs = (result,) if single else tuple(result)
+    if cls.jvp is Function.jvp:
+        # Without a jvp, a forward written in the engine's ops has already carried the tangents through them; one
+        # computed on the host (numpy) has none, and that is an error, as in torch.
+        for o in outputs:
+            if isinstance(o, _C.Tensor) and o.dtype.is_floating_point and \
+                    not any(_C._get_tangent(o, level) is not None for level in levels):
+                raise NotImplementedError(_ERR_NO_JVP.format(name=cls.__name__))
+        return
+    for level in levels:
+        tangents = []
+        for a in args:
+            if not isinstance(a, _C.Tensor):
+                tangents.append(None)
+                continue
+            t = _C._get_tangent(a, level)
+            tangents.append(t if t is not None else _C.full(tuple(a.shape), 0.0, a.dtype))
+        saved_forward = getattr(ctx, "_saved_forward", None)
+        if saved_forward is not None:   # torch: jvp reads what forward gave save_for_forward as saved_tensors
+            ctx._saved, ctx._packed = [(t, t._version if t is not None else 0) for t in saved_forward], None
+        out_tangents = cls.jvp(ctx, *tangents)
+        out_tangents = (out_tangents,) if not isinstance(out_tangents, tuple) else out_tangents
+        if len(out_tangents) != len(outputs):
+            raise RuntimeError(f"{cls.__name__}.jvp returned {len(out_tangents)} tangents for {len(outputs)} "
+                               "outputs; return one per output (None for none).")
+        for o, t in zip(outputs, out_tangents):
+            if isinstance(o, _C.Tensor) and o.dtype.is_floating_point:
+                if t is not None and tuple(t.shape) != tuple(o.shape):
+                    raise RuntimeError(f"{cls.__name__}.jvp returned a tangent of shape {tuple(t.shape)} for an "
+                                       f"output of shape {tuple(o.shape)}.")
+                _C._set_tangent(o, level, t)
 
 
 class once_differentiable:

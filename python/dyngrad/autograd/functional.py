@@ -2,11 +2,12 @@
 
 Everything here is built on the reverse-mode engine (autograd.grad):
 - vjp is one backward pass; vhp is two (the gradient, then its vjp);
-- jvp and hvp use the double-vjp trick (Note [Double vjp]);
+- jvp is forward mode (autograd.forward_ad: one forward pass carrying tangents), and hvp forward-over-reverse
+  (the gradient computed from dual inputs carries H v as its tangent);
 - jacobian runs one backward pass per output element (reverse mode; vectorize=True gives the same numbers by the
   same loop, since the engine has no batched gradients), and hessian is the jacobian of the gradient.
 
-Note [Double vjp]: for f: R^n -> R^m at x, the vjp g(u) = J^T u is linear in u, so its own vjp with respect to u is
+Note [Double vjp] (used by nothing but kept for the record of why jvp was once two reverse passes): for f: R^n -> R^m at x, the vjp g(u) = J^T u is linear in u, so its own vjp with respect to u is
   d/du <J^T u, v> = J v.
 Hence J v costs two reverse passes: g = grad(f(x), x, grad_outputs=u, create_graph=True) with a dummy u (zeros
 that require grad), then grad(g, u, grad_outputs=v). The same trick gives H v for a scalar function (J of the
@@ -14,6 +15,7 @@ gradient). It needs the backward formulas of f to be differentiable, which every
 """
 from .. import _C
 from .engine import grad as _autograd_grad
+from . import forward_ad
 from .grad_mode import enable_grad
 
 
@@ -150,9 +152,7 @@ def _double_vjp(outputs, inputs, vs, create_graph, strict, fn_name):
 def jvp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(*inputs), J v): the Jacobian-vector product of func at inputs. v has the structure of `inputs`
     (optional when there is a single one-element input); the result has the structure of func's output.
-
-    Computed by the double-vjp trick (two reverse-mode passes, Note [Double vjp] in this module), not by forward
-    mode: dyngrad has no forward-mode AD. The values are those of torch's jvp."""
+    Forward mode: func runs once on dual inputs (autograd.forward_ad) and J v is its outputs' tangent."""
     in_tuple, inputs = _as_tuple(inputs, "inputs", "jvp")
     if v is None:
         vs = _default_v(inputs, "jvp", "input")
@@ -160,10 +160,15 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
         _, vs = _as_tuple(v, "v", "jvp")
         _check_same_shapes(vs, inputs, "v", "inputs", "jvp")
     inputs = _prepare_inputs(inputs, create_graph)
-    out_tuple, outputs, _ = _call(func, inputs, in_tuple, "jvp")
-    _check_requires_grad(outputs, strict, "jvp", "output")
-    result = _double_vjp(outputs, inputs, vs, create_graph, strict, "jvp")
-    return _restore(out_tuple, _finish(outputs, create_graph)), _restore(out_tuple, _finish(result, create_graph))
+    with forward_ad.dual_level():
+        duals = tuple(forward_ad.make_dual(x, _C.to_dtype(t, x.dtype)) for x, t in zip(inputs, vs))
+        out_tuple, outputs, _ = _call(func, duals, in_tuple, "jvp")
+        _check_requires_grad(outputs, strict, "jvp", "output")
+        unpacked = [forward_ad.unpack_dual(o) for o in outputs]
+    primals = [u.primal for u in unpacked]
+    result = _fill_unused([u.tangent for u in unpacked], outputs, strict, "jvp",
+                          "output of the user-provided function")
+    return _restore(out_tuple, _finish(primals, create_graph)), _restore(out_tuple, _finish(result, create_graph))
 
 
 def _scalar_output(func, inputs, in_tuple, fn_name):
@@ -182,9 +187,9 @@ def vhp(func, inputs, v=None, create_graph=False, strict=False):
 
 
 def hvp(func, inputs, v=None, create_graph=False, strict=False):
-    """(func(*inputs), H v): the Hessian-vector product of a scalar function at inputs, by the double-vjp trick
-    (Note [Double vjp]) applied to the gradient, as torch computes it. Equal to vhp for twice-differentiable
-    functions (H is symmetric)."""
+    """(func(*inputs), H v): the Hessian-vector product of a scalar function at inputs, forward over reverse: the
+    gradient of func at dual inputs (tangent v) carries H v as its tangent, one forward and one backward pass.
+    Equal to vhp for twice-differentiable functions (H is symmetric)."""
     return _hessian_product(func, inputs, v, create_graph, strict, "hvp")
 
 
@@ -196,15 +201,23 @@ def _hessian_product(func, inputs, v, create_graph, strict, fn_name):
         _, vs = _as_tuple(v, "v", fn_name)
         _check_same_shapes(vs, inputs, "v", "inputs", fn_name)
     inputs = _prepare_inputs(inputs, create_graph)
-    out = _scalar_output(func, inputs, in_tuple, fn_name)
-    _check_requires_grad((out,), strict, fn_name, "output")
-    grads = _grad((out,), inputs, (_full_like(out, 1),), create_graph=True)
-    grads = _fill_unused(grads, inputs, strict, fn_name, "output of the user-provided function")
     if fn_name == "vhp":
+        out = _scalar_output(func, inputs, in_tuple, fn_name)
+        _check_requires_grad((out,), strict, fn_name, "output")
+        grads = _grad((out,), inputs, (_full_like(out, 1),), create_graph=True)
+        grads = _fill_unused(grads, inputs, strict, fn_name, "output of the user-provided function")
         result = _grad(grads, inputs, vs, create_graph=create_graph)
         result = _fill_unused(result, inputs, strict, fn_name, "gradient of the output")
-    else:
-        result = _double_vjp(grads, inputs, vs, create_graph, strict, fn_name)
+        return out.detach() if not create_graph else out, _restore(in_tuple, _finish(result, create_graph))
+    with forward_ad.dual_level():
+        duals = tuple(forward_ad.make_dual(x, _C.to_dtype(t, x.dtype)) for x, t in zip(inputs, vs))
+        out = _scalar_output(func, duals, in_tuple, fn_name)
+        _check_requires_grad((out,), strict, fn_name, "output")
+        grads = _grad((out,), inputs, (_full_like(out, 1),), create_graph=create_graph)
+        grads = _fill_unused(grads, inputs, strict, fn_name, "output of the user-provided function")
+        result = [forward_ad.unpack_dual(g).tangent for g in grads]
+        out = forward_ad.unpack_dual(out).primal
+    result = _fill_unused(result, inputs, strict, fn_name, "gradient of the output")
     return out.detach() if not create_graph else out, _restore(in_tuple, _finish(result, create_graph))
 
 

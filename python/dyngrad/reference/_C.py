@@ -35,6 +35,21 @@ from .debug import (  # noqa: F401
     set_backward_observer as _set_backward_observer,
 )
 from . import tensor as _tensor
+from . import forward_ad as _forward_ad
+from . import forward_derivatives as _forward_derivatives  # noqa: F401  (fills forward_ad's table)
+from .forward_ad import (  # noqa: F401
+    enter_level as _enter_dual_level, exit_level as _exit_dual_level, current_level as _current_dual_level,
+    open_levels as _open_dual_levels,
+)
+
+
+def _get_tangent(t, level):
+    """t's tangent at `level` (None unless the level is open): csrc/bindings/autograd_bind.cpp."""
+    return _forward_ad.tangent_of(t, level)
+
+
+def _set_tangent(t, level, tangent):
+    _forward_ad.set_tangent(t, level, tangent)
 
 
 def op_names():

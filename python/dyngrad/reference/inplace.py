@@ -2,7 +2,7 @@
 """
 import numpy as np
 
-from . import errors
+from . import errors, forward_ad
 from .errors import shape_str
 from .grad_mode import is_grad_enabled
 from .ops import any_requires_grad
@@ -39,6 +39,8 @@ def inplace_input(self, op, other_requires_grad):
     # The out-of-place op reads self's current value, which the write is about to replace; give it a snapshot
     # that carries self's history so that any saved copy stays valid (Note [Saved tensor versions]).
     before = make_tensor(self._data.copy())
+    if self.__dict__.get("_tangents"):
+        before._tangents = list(self._tangents)   # forward AD: the old value's tangents
     before._requires_grad, before.grad_fn, before.output_nr = self._requires_grad, self.grad_fn, self.output_nr
     return before
 
@@ -111,6 +113,7 @@ def assign_inplace(self, result, op):
     if is_grad_enabled() and _is_leaf_requiring_grad(self):
         raise RuntimeError(errors.ERR_LEAF_INPLACE.format(op=op))
     _write(self, result, op)
+    forward_ad.take_tangents(self, result)
     if result.requires_grad and is_grad_enabled():
         if self._base is not None:
             _rebase_view_history(self, result)
@@ -127,6 +130,7 @@ def copy_(self, src):
         return
     broadcast_shapes(self.shape, src.shape, "copy_")
     _write(self, src, "copy_")
+    forward_ad.take_tangents(self, src)
 
 
 # out = value everywhere; the old value gets a zero gradient (multiplying it by 0 would turn inf into nan)
@@ -137,6 +141,7 @@ def fill_(self, value):
         assign_inplace(self, add(where(_all_true(self.shape), zero, before), v), "fill_")
         return
     _write(self, scalar_tensor(value, self.dtype), "fill_")
+    forward_ad.take_tangents(self, None)
 
 
 def zero_(self):

@@ -11,7 +11,7 @@ import weakref
 
 import numpy as np
 
-from . import debug, errors
+from . import debug, errors, forward_ad
 from .grad_mode import GradModeGuard, is_grad_enabled
 from .tensor import Tensor, make_tensor, _HookList
 
@@ -172,15 +172,18 @@ class SavedTensor:
     grad_fn is the node itself, so create_graph can differentiate through it.
     """
 
-    __slots__ = ("tensor", "data", "storage", "version", "output_nr")
+    __slots__ = ("tensor", "data", "storage", "version", "output_nr", "tangents")
 
     def __init__(self, t, is_output=False):
         self.version = t._storage.version
+        self.tangents = None
         if is_output:
             self.tensor = None
             self.data = t._data
             self.storage = t._storage
             self.output_nr = t.output_nr
+            # its forward-AD tangents too (node.cpp's alias_with_tangents): forward-over-reverse reads them
+            self.tangents = forward_ad.tangent_list(t) if forward_ad.active() else None
         else:
             self.tensor = t
             self.data = None
@@ -197,6 +200,8 @@ class SavedTensor:
         out = make_tensor(self.data, self.storage)
         out.grad_fn = node
         out.output_nr = self.output_nr
+        if self.tangents:
+            out._tangents = list(self.tangents)   # (a copy: set_tangent on the unpacked tensor stays its own)
         return out
 
 

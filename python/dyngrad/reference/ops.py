@@ -16,6 +16,7 @@ import numpy as np
 
 from . import dtypes as _dt
 from .grad_mode import _state as _grad_state
+from . import forward_ad
 from .node import OpNode
 from .tensor import broadcast_shapes, make_tensor, wrap_dim
 
@@ -78,6 +79,7 @@ def unary_forward(op, kernel):
         out = make_tensor(fresh(kernel(a._data)))
         if any_requires_grad(a):
             save_unary(record(op, out, (a,)), a, out)
+        if forward_ad.active(): forward_ad.attach(op, out, (a,), a=a, out=out)
         return out
     forward.__name__ = forward.__qualname__ = op
     return forward
@@ -101,6 +103,7 @@ def unary_float_op(op, kernel, a, **args):
         save_unary(node, a, out)
         if args:
             node.args = args
+    if forward_ad.active(): forward_ad.attach(op, out, (a,), a=a, out=out, **args)
     return out
 
 
@@ -129,6 +132,7 @@ def unary_backward_forward(op, kernel):
             node.save("x", x)
             if "grad" in node.fields and needs_input_grad(node, 1):
                 node.save("grad", grad)
+        if forward_ad.active(): forward_ad.attach(op, out, (grad, x), grad=grad, x=x)
         return out
     forward.__name__ = forward.__qualname__ = op
     return forward

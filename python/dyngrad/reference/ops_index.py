@@ -5,6 +5,7 @@ import numpy as np
 
 from . import dtypes as _dt
 from .errors import shape_str
+from . import forward_ad
 from .ops import record, any_requires_grad
 from .tensor import make_tensor, broadcast_shapes, wrap_dim
 
@@ -32,6 +33,7 @@ def _record_index(op, out, input, index, dim):
         node = record(op, out, (input,))
         node.save("index", index)
         node.args = {"dim": dim}
+    if forward_ad.active(): forward_ad.attach(op, out, (input,), index=index, dim=dim)
 
 
 # out = a.index_select(dim, index)
@@ -144,6 +146,7 @@ def take(a, positions):
     out = make_tensor(a._data.reshape(-1)[pos])
     if any_requires_grad(a):
         record("take", out, (a,)).save("positions", positions)
+    if forward_ad.active(): forward_ad.attach("take", out, (a,), positions=positions)
     return out
 
 
@@ -157,6 +160,7 @@ def put(a, positions, v):
     out = make_tensor(out)
     if any_requires_grad(a, v):
         record("put", out, (a, v)).save("positions", positions)
+    if forward_ad.active(): forward_ad.attach("put", out, (a, v), positions=positions)
     return out
 
 
@@ -172,6 +176,7 @@ def put_add(v, positions, out_shape):
     out = make_tensor(out)
     if any_requires_grad(v):
         record("put_add", out, (v,)).save("positions", positions)
+    if forward_ad.active(): forward_ad.attach("put_add", out, (v,), positions=positions)
     return out
 
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from . import dtypes as _dt
 from . import errors, kernels
+from . import forward_ad
 from .errors import shape_str
 from .ops import record, any_requires_grad, needs_input_grad, check_float, normalize_dims, unary_float_op
 from .ops import fresh as _fresh
@@ -92,6 +93,7 @@ def add(a, b):
     out = _binary(kernels.add, a, b, result_type(a, b), "add")
     if any_requires_grad(a, b):
         record("add", out, (a, b))
+    if forward_ad.active(): forward_ad.attach("add", out, (a, b))
     return out
 
 
@@ -108,6 +110,7 @@ def sub(a, b):
     out = _binary(kernels.sub, a, b, result_type(a, b), "sub")
     if any_requires_grad(a, b):
         record("sub", out, (a, b))
+    if forward_ad.active(): forward_ad.attach("sub", out, (a, b))
     return out
 
 
@@ -120,6 +123,7 @@ def mul(a, b):
             node.save("a", a)
         if needs_input_grad(node, 0):
             node.save("b", b)
+    if forward_ad.active(): forward_ad.attach("mul", out, (a, b), a=a, b=b)
     return out
 
 
@@ -131,6 +135,7 @@ def div(a, b):
         if needs_input_grad(node, 1):
             node.save("a", a)
         node.save("b", b)
+    if forward_ad.active(): forward_ad.attach("div", out, (a, b), a=a, b=b)
     return out
 
 
@@ -141,6 +146,7 @@ def neg(a):
     out = make_tensor(_fresh(kernels.neg(a._data)))
     if any_requires_grad(a):
         record("neg", out, (a,))
+    if forward_ad.active(): forward_ad.attach("neg", out, (a,))
     return out
 
 
@@ -156,6 +162,7 @@ def pow(a, b):
         node.save("b", b)
         if needs_input_grad(node, 1):
             node.save("out", out, is_output=True)
+    if forward_ad.active(): forward_ad.attach("pow", out, (a, b), a=a, b=b, out=out)
     return out
 
 
@@ -172,6 +179,7 @@ def pow_scalar(a, p):
         node = record("pow_scalar", out, (a,))
         node.save("a", a)
         node.args = {"exponent": p}
+    if forward_ad.active(): forward_ad.attach("pow_scalar", out, (a,), a=a, exponent=p)
     return out
 
 
@@ -181,6 +189,7 @@ def maximum(a, b):
         node = record("maximum", out, (a, b))
         node.save("a", a)
         node.save("b", b)
+    if forward_ad.active(): forward_ad.attach("maximum", out, (a, b), a=a, b=b)
     return out
 
 
@@ -190,6 +199,7 @@ def minimum(a, b):
         node = record("minimum", out, (a, b))
         node.save("a", a)
         node.save("b", b)
+    if forward_ad.active(): forward_ad.attach("minimum", out, (a, b), a=a, b=b)
     return out
 
 
@@ -203,6 +213,7 @@ def where(cond, a, b):
     if any_requires_grad(a, b):
         node = record("where", out, (None, a, b))
         node.save("cond", cond)
+    if forward_ad.active(): forward_ad.attach("where", out, (None, a, b), cond=cond)
     return out
 
 
@@ -221,6 +232,7 @@ def clamp(a, lo, hi):
         nan_bound = any(b is not None and b != b for b in (lo, hi))
         # a NaN bound: recorded as the empty interval [inf, -inf], so the gradient is 0 everywhere
         node.args = {"lo": np.inf, "hi": -np.inf} if nan_bound else {"lo": lo, "hi": hi}
+    if forward_ad.active(): forward_ad.attach("clamp", out, (a,), a=a, lo=lo, hi=hi)
     return out
 
 
@@ -295,6 +307,7 @@ def sum(a, dims, keepdim, dtype=None):
         out = to_dtype(out, dtype)       # an explicit narrow integer dtype= is the result's (wrapping, as torch)
     if any_requires_grad(src):
         _record_reduction("sum", out, src, dims, keepdim)
+    if forward_ad.active(): forward_ad.attach("sum", out, (src,), dims=dims, keepdim=keepdim)
     return out
 
 
@@ -309,6 +322,7 @@ def mean(a, dims, keepdim):
         out = make_tensor(np.asarray(kernels.mean(a._data, dims, keepdim), dtype=a._data.dtype))
     if any_requires_grad(a):
         _record_reduction("mean", out, a, dims, keepdim)
+    if forward_ad.active(): forward_ad.attach("mean", out, (a,), dims=dims, keepdim=keepdim)
     return out
 
 
@@ -353,6 +367,7 @@ def _extremum(op, kernel, a, dims, keepdim):
         node = _record_reduction(op, out, a, dims, keepdim)
         node.save("a", a)
         node.save("out", out, is_output=True)
+    if forward_ad.active(): forward_ad.attach(op, out, (a,), a=a, out=out, dims=dims, keepdim=keepdim)
     return out
 
 
@@ -388,6 +403,7 @@ def logsumexp(a, dims, keepdim):
         node = _record_reduction("logsumexp", out, a, dims, keepdim)
         node.save("a", a)
         node.save("out", out, is_output=True)
+    if forward_ad.active(): forward_ad.attach("logsumexp", out, (a,), a=a, out=out, dims=dims, keepdim=keepdim)
     return out
 
 
@@ -459,6 +475,7 @@ def matmul(a, b):
             st = t.stride()
             return t.ndim == out.ndim and st[-2] == 1 and st[-1] != 1 and t.shape[-2] > 1
         node.args = {"a_transposed": transposed(a), "b_transposed": transposed(b)}
+    if forward_ad.active(): forward_ad.attach("matmul", out, (a, b), a=a, b=b)
     return out
 
 

@@ -5,6 +5,7 @@ import numpy as np
 
 from . import dtypes as _dt
 from . import kernels
+from . import forward_ad
 from .errors import shape_str
 from .grad_mode import GradModeGuard
 from .ops import record, record_outputs, any_requires_grad, needs_input_grad, check_float, fresh
@@ -23,6 +24,7 @@ def softmax(a, dim):
         node = record("softmax", out, (a,))
         node.save("out", out, is_output=True)
         node.args = {"dim": d}
+    if forward_ad.active(): forward_ad.attach("softmax", out, (a,), out=out, dim=d)
     return out
 
 
@@ -38,6 +40,7 @@ def log_softmax(a, dim):
         node = record("log_softmax", out, (a,))
         node.save("out", out, is_output=True)
         node.args = {"dim": d}
+    if forward_ad.active(): forward_ad.attach("log_softmax", out, (a,), out=out, dim=d)
     return out
 
 
@@ -64,6 +67,7 @@ def _softmax_backward_op(op, grad, out, dim, log):
             node.save("grad", grad)
         node.save("out", out)
         node.args = {"dim": d}
+    if forward_ad.active(): forward_ad.attach(op, result, (grad, out), grad=grad, out=out, dim=d)
     return result
 
 
@@ -115,6 +119,7 @@ def cross_entropy(logits, target, reduction, ignore_index, label_smoothing):
         node.save("logits", logits)
         node.save("target", target)
         node.args = {"reduction": reduction, "ignore_index": ignore_index, "label_smoothing": label_smoothing}
+    if forward_ad.active(): forward_ad.attach("cross_entropy", out, (logits, None), logits=logits, target=target, reduction=reduction, ignore_index=ignore_index, label_smoothing=label_smoothing)
     return out
 
 
@@ -168,6 +173,7 @@ def cross_entropy_backward(grad, logits, target, reduction, ignore_index, label_
         node.save("logits", logits)
         node.save("target", target)
         node.args = {"reduction": reduction, "ignore_index": ignore_index, "label_smoothing": label_smoothing}
+    if forward_ad.active(): forward_ad.attach(op, out, (grad, logits, None), grad=grad, logits=logits, target=target, reduction=reduction, ignore_index=ignore_index, label_smoothing=label_smoothing)
     return out
 
 
@@ -223,6 +229,7 @@ def unfold(x, kh, kw, sh, sw, ph, pw, dh=1, dw=1):
         raise cannot_allocate(shape, x._data.dtype) from None
     if any_requires_grad(x):
         record("unfold", out, (x,)).args = {"window": (kh, kw, sh, sw, ph, pw, dh, dw)}
+    if forward_ad.active(): forward_ad.attach("unfold", out, (x,), window=(kh, kw, sh, sw, ph, pw, dh, dw))
     return out
 
 
@@ -242,6 +249,7 @@ def fold(cols, input_shape, kh, kw, sh, sw, ph, pw, dh=1, dw=1):
     out = make_tensor(kernels.col2im(cols._data, input_shape, (kh, kw), (sh, sw), (ph, pw), (dh, dw)))
     if any_requires_grad(cols):
         record("fold", out, (cols,)).args = {"window": (kh, kw, sh, sw, ph, pw, dh, dw)}
+    if forward_ad.active(): forward_ad.attach("fold", out, (cols,), window=(kh, kw, sh, sw, ph, pw, dh, dw))
     return out
 
 
@@ -350,6 +358,7 @@ def layer_norm(x, weight, bias, ndims, eps):
         node.save("a", x)
         node.save("weight", weight)
         node.args = {"ndims": ndims, "eps": eps}
+    if forward_ad.active(): forward_ad.attach("layer_norm", out, (x, weight, bias), a=x, weight=weight, ndims=ndims, eps=eps)
     return out
 
 
@@ -422,6 +431,7 @@ def rnn_layer(gi, h0, c0, w_hh, b_hh, mode, reverse):
         node.save("out", result, is_output=True)
         node.save("ws", make_tensor(ws) if ws is not None else None)
         node.args = {"mode": mode, "reverse": bool(reverse)}
+    if forward_ad.active(): forward_ad.attach("rnn_layer", result, (gi, h0, c0, w_hh, b_hh), gi=gi, h0=h0, c0=c0, w_hh=w_hh, b_hh=b_hh, mode=mode, reverse=bool(reverse))
     return result
 
 
@@ -459,6 +469,7 @@ def layer_norm_backward(grad, a, weight, ndims, eps, output_mask):
         node.save("a", a)
         node.save("weight", weight)
         node.args = {"ndims": ndims, "eps": eps}
+    if forward_ad.active(): forward_ad.attach(op, outs, (grad, a, weight), grad=grad, a=a, weight=weight, ndims=ndims, eps=eps)
     return tuple(outs)
 
 
@@ -492,4 +503,5 @@ def rnn_layer_backward(grad, gi, h0, c0, w_hh, b_hh, out, ws, mode, reverse, out
                         ("out", out)):
             node.save(name, t)
         node.args = {"mode": mode, "reverse": bool(reverse)}
+    if forward_ad.active(): forward_ad.attach(op, outs, (grad, gi, h0, c0, w_hh, b_hh, out, None), grad=grad, gi=gi, h0=h0, c0=c0, w_hh=w_hh, b_hh=b_hh, out=out, mode=mode, reverse=bool(reverse))
     return tuple(outs)

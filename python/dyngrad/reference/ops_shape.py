@@ -9,6 +9,7 @@ import numpy as np
 
 from . import dtypes as _dt
 from . import errors
+from . import forward_ad
 from .errors import shape_str
 from .ops import record, any_requires_grad
 from .tensor import make_tensor, wrap_dim, shape_numel
@@ -27,6 +28,7 @@ def to_dtype(a, dtype):
     out = make_tensor(np.array(dtype.cast(a._data), order="C"))
     if dtype.is_floating_point and any_requires_grad(a):
         record("to_dtype", out, (a,))
+    if forward_ad.active(): forward_ad.attach("to_dtype", out, (a,))
     return out
 
 
@@ -34,6 +36,7 @@ def clone(a):
     out = make_tensor(np.array(a._data, order="C"))
     if any_requires_grad(a):
         record("clone", out, (a,))
+    if forward_ad.active(): forward_ad.attach("clone", out, (a,))
     return out
 
 
@@ -46,6 +49,7 @@ def contiguous(a):
 def _record_view(op, out, a):
     if any_requires_grad(a):
         record(op, out, (a,))
+    if forward_ad.active(): forward_ad.attach(op, out, (a,))
     return out
 
 
@@ -106,6 +110,7 @@ def permute(a, dims):
     out = _view_of(np.transpose(a._data, wrapped), a)
     if any_requires_grad(a):
         record("permute", out, (a,)).args = {"dims": tuple(wrapped)}
+    if forward_ad.active(): forward_ad.attach("permute", out, (a,), dims=tuple(wrapped))
     return out
 
 
@@ -204,6 +209,7 @@ def slice(a, dim, start, stop, step):
     out = _view_of(a._data[key], a)
     if any_requires_grad(a):
         record("slice", out, (a,)).args = {"dim": d, "start": start, "step": step}
+    if forward_ad.active(): forward_ad.attach("slice", out, (a,), dim=d, start=start, step=step)
     return out
 
 
@@ -215,6 +221,7 @@ def slice_scatter(grad, input_shape, dim, start, step):
     out = make_tensor(out)
     if any_requires_grad(grad):
         record("slice_scatter", out, (grad,)).args = {"dim": dim, "start": start, "step": step}
+    if forward_ad.active(): forward_ad.attach("slice_scatter", out, (grad,), dim=dim, start=start, step=step)
     return out
 
 
@@ -261,6 +268,7 @@ def cat(tensors, dim):
     out = make_tensor(dtype.cast(np.concatenate(parts, axis=d)))     # cast: keeps bfloat16's tag
     if any_requires_grad(*tensors):
         record("cat", out, tuple(tensors)).args = {"dim": d, "sizes": tuple(sizes)}
+    if forward_ad.active(): forward_ad.attach("cat", out, tuple(tensors), dim=d, sizes=tuple(sizes))
     return out
 
 

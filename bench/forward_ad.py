@@ -1,0 +1,83 @@
+"""Forward-mode AD cost (issue 21's targets): the jvp of a network against its forward pass (target <= 2x), and a
+Hessian-vector product (forward over reverse) against a gradient (target <= 3x), as ratios measured in one run,
+for the C++ engine and, when installed, torch (torch.func.jvp / torch.autograd.functional.hvp on the same work).
+
+    python bench/forward_ad.py [--batch 64] [--width 256] [--repeat 30]
+
+The network: 3 tanh layers of `width` units over a (batch, width) input, summed to a scalar for the gradient and
+the hvp. Each figure is the best of `repeat` timed calls after warm-up (the machine is shared: the best call
+is the one least disturbed by other work).
+"""
+import argparse
+import time
+
+import numpy as np
+
+import _path  # noqa: F401
+import dyngrad as dg
+
+
+def _median_seconds(fn, repeat):
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def _rows(m, func_jvp, hvp, grad, weights, x, v, repeat):
+    def net(x):
+        h = x
+        for w in weights:
+            h = m.tanh(h @ w)
+        return h
+
+    forward = _median_seconds(lambda: net(x), repeat)
+    jvp = _median_seconds(lambda: func_jvp(net, (x,), (v,)), repeat)
+    loss = lambda z: net(z).sum()
+    gradient = _median_seconds(lambda: grad(loss, x), repeat)
+    hessian_vector = _median_seconds(lambda: hvp(loss, x, v), repeat)
+    return forward, jvp, gradient, hessian_vector
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--width", type=int, default=256)
+    p.add_argument("--repeat", type=int, default=30)
+    args = p.parse_args(argv)
+    rng = np.random.default_rng(0)
+    ws = [(rng.standard_normal((args.width, args.width)) / np.sqrt(args.width)).astype(np.float32) for _ in range(3)]
+    xs = rng.standard_normal((args.batch, args.width)).astype(np.float32)
+    vs = rng.standard_normal((args.batch, args.width)).astype(np.float32)
+
+    def dg_grad(loss, x):
+        x = x.detach().requires_grad_(True)
+        return dg.autograd.grad(loss(x), x)
+
+    engines = [("dyngrad", dg, dg.func.jvp, dg.autograd.functional.hvp, dg_grad,
+                [dg.tensor(w, dtype=dg.float32) for w in ws], dg.tensor(xs, dtype=dg.float32),
+                dg.tensor(vs, dtype=dg.float32))]
+    try:
+        import torch
+        torch.set_num_threads(dg.get_num_threads())
+
+        def torch_grad(loss, x):
+            x = x.detach().requires_grad_(True)
+            return torch.autograd.grad(loss(x), x)
+        engines.append(("torch", torch, torch.func.jvp, torch.autograd.functional.hvp, torch_grad,
+                        [torch.tensor(w) for w in ws], torch.tensor(xs), torch.tensor(vs)))
+    except ImportError:
+        pass
+    print(f"MLP 3 x tanh({args.width}), batch {args.batch}, float32; best of {args.repeat} calls")
+    print(f"{'engine':8} {'forward ms':>11} {'jvp ms':>8} {'jvp/fwd':>8} {'grad ms':>8} {'hvp ms':>8} {'hvp/grad':>9}")
+    for name, m, fjvp, hvp, grad, weights, x, v in engines:
+        f, j, g, h = _rows(m, fjvp, hvp, grad, weights, x, v, args.repeat)
+        print(f"{name:8} {f * 1e3:11.3f} {j * 1e3:8.3f} {j / f:8.2f} {g * 1e3:8.3f} {h * 1e3:8.3f} {h / g:9.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,544 @@
+"""dyngrad.func (torch.func) for both engines: function transforms over the define-by-run engine.
+
+grad, grad_and_value and vjp run the reverse-mode engine; jvp, linearize and jacfwd run forward mode
+(autograd.forward_ad); jacrev is one backward pass per output element; hessian is jacfwd(jacrev(f)). The
+transforms compose in any order (Note [Composing transforms]); vmap is dyngrad.vmap.
+
+Note [Composing transforms]: each transform hands func inputs that stand for the caller's: an input that already
+requires grad (an outer grad/jacrev is differentiating through it) is passed as a differentiable view, and the
+inner gradient is then taken with create_graph so the outer transform sees its history; any other input becomes a
+fresh leaf that requires grad, carrying the caller's forward-AD tangents at every open level, so an outer jvp sees
+through the inner gradient (forward over reverse). Forward-mode transforms open a new dual level each, and levels
+nest (Note [Nested levels] in csrc/dyngrad/forward_ad.h), so jvp(jvp(f)) and jacfwd(jacfwd(f)) are exact too.
+Results leave a transform detached from its internal graph unless an input had history.
+"""
+import contextlib
+import functools
+
+from .. import _C, vmap as _vmap
+from ..autograd import forward_ad as _fwad
+from ..autograd.engine import grad as _autograd_grad
+from ..autograd.grad_mode import enable_grad
+
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "linearize", "jacrev", "jacfwd", "hessian", "vmap",
+           "functional_call", "stack_module_state", "functionalize"]
+
+Tensor = _C.Tensor
+vmap = _vmap
+
+
+# ----- pytrees: tuples, lists, dicts (and namedtuples) of tensors and other leaves --------------------------------
+def _flatten(obj):
+    """(leaves, spec) of a pytree; unflatten(leaves, spec) rebuilds it."""
+    if isinstance(obj, (tuple, list)):
+        leaves, specs = [], []
+        for o in obj:
+            ls, sp = _flatten(o)
+            leaves.extend(ls)
+            specs.append((len(ls), sp))
+        return leaves, (type(obj), specs)
+    if isinstance(obj, dict):
+        leaves, specs = [], []
+        for k, o in obj.items():
+            ls, sp = _flatten(o)
+            leaves.extend(ls)
+            specs.append((k, len(ls), sp))
+        return leaves, (dict, specs)
+    return [obj], None
+
+
+def _unflatten(leaves, spec):
+    if spec is None:
+        return leaves[0]
+    kind, specs = spec
+    pos, items = 0, []
+    if kind is dict:
+        out = {}
+        for k, n, sp in specs:
+            out[k] = _unflatten(leaves[pos:pos + n], sp)
+            pos += n
+        return out
+    for n, sp in specs:
+        items.append(_unflatten(leaves[pos:pos + n], sp))
+        pos += n
+    if kind is tuple or kind is list:
+        return kind(items)
+    return kind(*items)   # a namedtuple
+
+
+def _open_levels():
+    return _C._open_dual_levels()
+
+
+def _stand_in(x):
+    """What func sees for the caller's tensor x (Note [Composing transforms])."""
+    if x.requires_grad:
+        return x.view_as(x), True
+    leaf = x.detach().requires_grad_(True) if x.dtype.is_floating_point else x.detach()
+    for level in _open_levels():
+        t = _C._get_tangent(x, level)
+        if t is not None:
+            _C._set_tangent(leaf, level, t)
+    return leaf, False
+
+
+def _argnums_tuple(argnums, nargs, fn):
+    nums = (argnums,) if isinstance(argnums, int) and not isinstance(argnums, bool) else argnums
+    if not isinstance(nums, tuple) or not nums or \
+            not all(isinstance(n, int) and not isinstance(n, bool) for n in nums):
+        raise RuntimeError(f"{fn}: argnums must be an int or a non-empty tuple of ints, got {argnums!r}.")
+    out = []
+    for n in nums:
+        if not -nargs <= n < nargs:
+            raise RuntimeError(f"{fn}: got argnums={argnums!r}, but only {nargs} positional inputs were given.")
+        out.append(n % nargs)
+    if len(set(out)) != len(out):
+        raise RuntimeError(f"{fn}: argnums {argnums!r} names an input more than once.")
+    return tuple(out)
+
+
+def _check_tensors(leaves, fn, what):
+    for x in leaves:
+        if not isinstance(x, Tensor):
+            raise ValueError(f"{fn}: expected {what} to be Tensors (or pytrees of them), got "
+                             f"{type(x).__name__}.")
+
+
+def _prepare(args, argnums, fn):
+    """The arguments with the differentiated ones replaced by stand-ins: (args, flat stand-ins, their specs,
+    whether any had history)."""
+    nums = _argnums_tuple(argnums, len(args), fn)
+    args = list(args)
+    flat, specs, history = [], [], False
+    for n in nums:
+        leaves, spec = _flatten(args[n])
+        _check_tensors(leaves, fn, "the differentiated inputs")
+        made = [_stand_in(x) for x in leaves]
+        history = history or any(h for _, h in made)
+        stand = [m for m, _ in made]
+        args[n] = _unflatten(stand, spec)
+        flat.append(stand)
+        specs.append(spec)
+    return args, flat, specs, history, isinstance(argnums, int)
+
+
+def _split_aux(out, has_aux, fn):
+    if not has_aux:
+        return out, None
+    if not isinstance(out, tuple) or len(out) != 2:
+        raise RuntimeError(f"{fn}(f)(*args): output of function f should be a tuple: (output, aux) if has_aux "
+                           "is True.")
+    return out
+
+
+def _detach(x):
+    """x cut from the transform's internal graph, keeping its forward-AD tangents (an outer jvp reads them)."""
+    d = x.detach()
+    for level in _open_levels():
+        t = _C._get_tangent(x, level)
+        if t is not None:
+            _C._set_tangent(d, level, t)
+    return d
+
+
+def _detached(obj, keep):
+    if keep:
+        return obj
+    leaves, spec = _flatten(obj)
+    return _unflatten([_detach(x) if isinstance(x, Tensor) and x.requires_grad else x for x in leaves], spec)
+
+
+def _zeros_like(x):
+    return _C.full(tuple(x.shape), 0.0, x.dtype)
+
+
+def _grads_of(out, flat, create_graph, retain_graph=None, grad_outputs=None):
+    inputs = [x for group in flat for x in group]
+    if out.requires_grad:
+        grads = _autograd_grad([out], inputs, grad_outputs, retain_graph=retain_graph, create_graph=create_graph,
+                               allow_unused=True)
+    else:
+        grads = [None] * len(inputs)
+    grads = [_zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
+    out_groups, pos = [], 0
+    for group in flat:
+        out_groups.append(grads[pos:pos + len(group)])
+        pos += len(group)
+    return out_groups
+
+
+# ----- grad, grad_and_value, vjp ---------------------------------------------------------------------------------
+def grad_and_value(func, argnums=0, has_aux=False):
+    """torch.func.grad_and_value: a function returning (gradient, value) of func with respect to the argnums
+    inputs; with has_aux, func returns (output, aux) and the result is (gradient, (value, aux))."""
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with enable_grad():
+            args2, flat, specs, history, single = _prepare(args, argnums, "grad_and_value")
+            out, aux = _split_aux(func(*args2, **kwargs), has_aux, "grad_and_value")
+            if not isinstance(out, Tensor):
+                raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a Tensor, got "
+                                   f"{type(out).__name__}.")
+            if out.numel() != 1 or out.ndim != 0:
+                raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor, got "
+                                   f"tensor with {out.ndim} dims. Maybe you wanted to use the vjp or jacrev APIs "
+                                   "instead?")
+            groups = _grads_of(out, flat, create_graph=history or _C._current_dual_level() >= 0)
+        grads = [_detached(_unflatten(g, sp), history) for g, sp in zip(groups, specs)]
+        g = grads[0] if single else tuple(grads)
+        value = _detached(out, history)
+        return (g, (value, _detached(aux, history))) if has_aux else (g, value)
+    return wrapper
+
+
+def grad(func, argnums=0, has_aux=False):
+    """torch.func.grad: a function returning the gradient of the scalar func with respect to the argnums inputs
+    (and aux when has_aux)."""
+    gv = grad_and_value(func, argnums, has_aux)
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        g, value = gv(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+    return wrapper
+
+
+def vjp(func, *primals, has_aux=False):
+    """torch.func.vjp: (func(*primals), vjp_fn[, aux]); vjp_fn(cotangents) returns one gradient per primal (a
+    tuple), cotangents having the structure of func's output."""
+    with enable_grad():
+        args, flat, specs, history, _ = _prepare(primals, tuple(range(len(primals))), "vjp") if primals else \
+            ([], [], [], False, False)
+        out, aux = _split_aux(func(*args), has_aux, "vjp")
+    out_leaves, out_spec = _flatten(out)
+    _check_tensors(out_leaves, "vjp", "the outputs of func")
+
+    def vjp_fn(cotangents):
+        ct_leaves, ct_spec = _flatten(cotangents)
+        if len(ct_leaves) != len(out_leaves):
+            raise RuntimeError(f"vjp_fn: expected cotangents with the structure of the output "
+                               f"({len(out_leaves)} tensors), got {len(ct_leaves)}.")
+        for o, c in zip(out_leaves, ct_leaves):
+            if not isinstance(c, Tensor) or tuple(c.shape) != tuple(o.shape):
+                raise RuntimeError(f"vjp_fn: expected a cotangent of shape {tuple(o.shape)}, got "
+                                   f"{tuple(c.shape) if isinstance(c, Tensor) else type(c).__name__}.")
+        inputs = [x for group in flat for x in group]
+        pairs = [(o, c) for o, c in zip(out_leaves, ct_leaves) if o.requires_grad]
+        with enable_grad():
+            if pairs:
+                grads = _autograd_grad([o for o, _ in pairs], inputs, [c for _, c in pairs], retain_graph=True,
+                                       create_graph=history or any(c.requires_grad for _, c in pairs),
+                                       allow_unused=True)
+            else:
+                grads = [None] * len(inputs)
+        grads = [_zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
+        result, pos = [], 0
+        for group, sp in zip(flat, specs):
+            result.append(_unflatten(grads[pos:pos + len(group)], sp))
+            pos += len(group)
+        return tuple(result)
+
+    value = _detached(out, history)
+    return (value, vjp_fn, _detached(aux, history)) if has_aux else (value, vjp_fn)
+
+
+# ----- jvp, linearize ---------------------------------------------------------------------------------------------
+def jvp(func, primals, tangents, *, strict=False, has_aux=False):
+    """torch.func.jvp: (func(*primals), J tangents) in one forward pass (forward mode). primals and tangents are
+    tuples of the same structure."""
+    for name, value in (("primals", primals), ("tangents", tangents)):
+        if not isinstance(value, tuple):
+            raise RuntimeError(f"jvp(f, primals, tangents): Expected {name} to be a tuple. E.g. it should be "
+                               f"valid to call f(*{name}).")
+    p_leaves, p_spec = _flatten(primals)
+    t_leaves, t_spec = _flatten(tangents)
+    _check_tensors(p_leaves, "jvp", "primals")
+    _check_tensors(t_leaves, "jvp", "tangents")
+    if len(p_leaves) != len(t_leaves) or p_spec != t_spec:
+        raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to have the same python "
+                           "structure.")
+    for p, t in zip(p_leaves, t_leaves):
+        if tuple(p.shape) != tuple(t.shape):
+            raise RuntimeError(f"jvp(f, primals, tangents): Expected primals and tangents to have the same shape, "
+                               f"got {tuple(p.shape)} and {tuple(t.shape)}.")
+    if strict:
+        raise RuntimeError("jvp(f, primals, tangents, strict=True): strict=True is not supported (as in "
+                           "torch.func.jvp).")
+    with _fwad.dual_level() as level:
+        duals = [_fwad.make_dual(p, t.to(p.dtype), level=level) for p, t in zip(p_leaves, t_leaves)]
+        out, aux = _split_aux(func(*_unflatten(duals, p_spec)), has_aux, "jvp")
+        o_leaves, o_spec = _flatten(out)
+        _check_tensors(o_leaves, "jvp", "the outputs of func")
+        unpacked = [_fwad.unpack_dual(o, level=level) for o in o_leaves]
+        if has_aux:
+            a_leaves, a_spec = _flatten(aux)
+            aux = _unflatten([_fwad.unpack_dual(a, level=level).primal if isinstance(a, Tensor) else a
+                              for a in a_leaves], a_spec)
+    history = any(p.requires_grad for p in p_leaves) or any(t.requires_grad for t in t_leaves)
+    primal_out = _detached(_unflatten([u.primal for u in unpacked], o_spec), history)
+    tangent_out = _detached(_unflatten([u.tangent if u.tangent is not None else _zeros_like(u.primal)
+                                        for u in unpacked], o_spec), history)
+    return (primal_out, tangent_out, aux) if has_aux else (primal_out, tangent_out)
+
+
+def linearize(func, *primals):
+    """torch.func.linearize: (func(*primals), jvp_fn) with jvp_fn(*tangents) = J tangents. torch traces func once;
+    dyngrad runs eagerly, so each jvp_fn call is one forward-mode pass of func at the primals."""
+    out = func(*primals)
+
+    def jvp_fn(*tangents):
+        return jvp(func, primals, tangents)[1]
+    return out, jvp_fn
+
+
+# ----- jacrev, jacfwd, hessian ------------------------------------------------------------------------------------
+def _check_chunk_size(chunk_size, fn):
+    if chunk_size is not None and (not isinstance(chunk_size, int) or isinstance(chunk_size, bool)
+                                   or chunk_size <= 0):
+        raise ValueError(f"{fn}: `chunk_size` should be greater than 0.")
+
+
+def _stack_rows(rows, out_shape, in_shape, like):
+    """Rows (one per output element, each of the input's shape) as a tensor of shape out_shape + in_shape."""
+    if not rows:
+        return _C.full(tuple(out_shape) + tuple(in_shape), 0.0, like.dtype)
+    return _C.reshape(_C.stack(rows, 0), tuple(out_shape) + tuple(in_shape))
+
+
+def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_copy=False):
+    """torch.func.jacrev: the Jacobian of func with respect to the argnums inputs by reverse mode, one backward
+    pass per output element (chunk_size only bounds how many are kept at once in torch; here they run one by
+    one either way). The result nests output structure outside input structure, each block of shape
+    output.shape + input.shape."""
+    _check_chunk_size(chunk_size, "jacrev")
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with enable_grad():
+            args2, flat, specs, history, single = _prepare(args, argnums, "jacrev")
+            out, aux = _split_aux(func(*args2, **kwargs), has_aux, "jacrev")
+            o_leaves, o_spec = _flatten(out)
+            _check_tensors(o_leaves, "jacrev", "the outputs of func")
+            inputs = [x for group in flat for x in group]
+            create = history or _C._current_dual_level() >= 0
+            blocks = []
+            for o in o_leaves:
+                rows = [[] for _ in inputs]
+                flat_o = _C.reshape(o, (o.numel(),))
+                for k in range(o.numel()):
+                    if o.requires_grad:
+                        g = _autograd_grad([flat_o[k]], inputs, None, retain_graph=True, create_graph=create,
+                                           allow_unused=True)
+                    else:
+                        g = [None] * len(inputs)
+                    for i, (gi, x) in enumerate(zip(g, inputs)):
+                        rows[i].append(_zeros_like(x) if gi is None else gi)
+                per_input = [_stack_rows(r, o.shape, x.shape, x) for r, x in zip(rows, inputs)]
+                grouped, pos = [], 0
+                for group, sp in zip(flat, specs):
+                    grouped.append(_unflatten(per_input[pos:pos + len(group)], sp))
+                    pos += len(group)
+                blocks.append(_detached(grouped[0] if single else tuple(grouped), history))
+        jac = _unflatten(blocks, o_spec)
+        return (jac, _detached(aux, history)) if has_aux else jac
+    return wrapper
+
+
+def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
+    """torch.func.jacfwd: the Jacobian of func with respect to the argnums inputs by forward mode, one dual pass
+    per input element. Same layout as jacrev. randomness is accepted for torch's signature ('error', 'different',
+    'same'): each pass runs func again, so random ops draw afresh per column (torch's 'different')."""
+    if randomness not in ("error", "different", "same"):
+        raise RuntimeError(f"jacfwd: only allowed values for randomness are 'error', 'different', or 'same'. Got "
+                           f"{randomness}")
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        nums = _argnums_tuple(argnums, len(args), "jacfwd")
+        groups = []
+        for n in nums:
+            leaves, spec = _flatten(args[n])
+            _check_tensors(leaves, "jacfwd", "the differentiated inputs")
+            groups.append((leaves, spec))
+        inputs = [x for leaves, _ in groups for x in leaves]
+        columns = [[] for _ in inputs]     # per input: per element, the output leaves' tangents
+        out = aux = o_spec = None
+        for i, x in enumerate(inputs):
+            for k in range(x.numel()):
+                basis = [_zeros_like(y) for y in inputs]
+                e = _C.reshape(basis[i], (x.numel(),))
+                e[k] = 1.0
+                with _fwad.dual_level() as level:
+                    duals = [_fwad.make_dual(y, b, level=level) for y, b in zip(inputs, basis)]
+                    args2, pos = list(args), 0
+                    for n, (leaves, spec) in zip(nums, groups):
+                        args2[n] = _unflatten(duals[pos:pos + len(leaves)], spec)
+                        pos += len(leaves)
+                    result, aux_k = _split_aux(func(*args2, **kwargs), has_aux, "jacfwd")
+                    o_leaves, o_spec = _flatten(result)
+                    _check_tensors(o_leaves, "jacfwd", "the outputs of func")
+                    unpacked = [_fwad.unpack_dual(o, level=level) for o in o_leaves]
+                    if out is None:
+                        out = [u.primal for u in unpacked]
+                        aux = aux_k
+                columns[i].append([u.tangent if u.tangent is not None else _zeros_like(u.primal)
+                                   for u in unpacked])
+        if out is None:   # no input element: run func once for the output's structure
+            result, aux = _split_aux(func(*args, **kwargs), has_aux, "jacfwd")
+            out, o_spec = _flatten(result)
+            columns = [[] for _ in inputs]
+        blocks = []
+        for j, o in enumerate(out):
+            per_input = []
+            for i, x in enumerate(inputs):
+                cols = [c[j] for c in columns[i]]
+                if cols:   # (in elements, *out.shape) -> out.shape + in.shape
+                    stacked = _C.stack(cols, o.ndim)
+                    per_input.append(_C.reshape(stacked, tuple(o.shape) + tuple(x.shape)))
+                else:
+                    per_input.append(_C.full(tuple(o.shape) + tuple(x.shape), 0.0, o.dtype))
+            grouped, pos = [], 0
+            for leaves, spec in groups:
+                grouped.append(_unflatten(per_input[pos:pos + len(leaves)], spec))
+                pos += len(leaves)
+            blocks.append(grouped[0] if isinstance(argnums, int) else tuple(grouped))
+        history = any(x.requires_grad for x in inputs)
+        jac = _detached(_unflatten(blocks, o_spec), history)
+        return (jac, _detached(aux, history)) if has_aux else jac
+    return wrapper
+
+
+def hessian(func, argnums=0):
+    """torch.func.hessian: jacfwd(jacrev(func, argnums), argnums), forward over reverse."""
+    return jacfwd(jacrev(func, argnums), argnums)
+
+
+# ----- modules ------------------------------------------------------------------------------------------------
+def _named_tensors(module):
+    """{name: tensor} of the module's parameters and buffers, every name of a tied tensor included."""
+    out = {}
+    for name, p in module.named_parameters(remove_duplicate=False):
+        out[name] = p
+    for name, b in module.named_buffers(remove_duplicate=False):
+        out[name] = b
+    return out
+
+
+def _owner(module, name):
+    *path, leaf = name.split(".")
+    for p in path:
+        module = getattr(module, p)
+    return module, leaf
+
+
+@contextlib.contextmanager
+def _swapped(module, values):
+    saved = []
+    try:
+        for name, value in values.items():
+            owner, leaf = _owner(module, name)
+            registry = owner._parameters if leaf in owner._parameters else \
+                owner._buffers if leaf in owner._buffers else None
+            if registry is None:
+                saved.append((owner, leaf, None, owner.__dict__.get(leaf, None)))
+                object.__setattr__(owner, leaf, value)
+                continue
+            saved.append((owner, leaf, registry, registry[leaf]))
+            registry[leaf] = value
+        yield
+    finally:
+        for owner, leaf, registry, old in reversed(saved):
+            if registry is None:
+                if old is None:
+                    owner.__dict__.pop(leaf, None)
+                else:
+                    object.__setattr__(owner, leaf, old)
+            else:
+                registry[leaf] = old
+
+
+def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights=True, strict=False):
+    """torch.func.functional_call: module(*args, **kwargs) with its parameters and buffers replaced by the given
+    tensors (one dict, or a tuple of dicts whose keys must not repeat) for this call only. tie_weights: a value
+    given for one name of a tied tensor is used for all its names. strict: every parameter and buffer must be
+    given, and nothing else."""
+    if isinstance(parameter_and_buffer_dicts, dict):
+        dicts = (parameter_and_buffer_dicts,)
+    elif isinstance(parameter_and_buffer_dicts, (tuple, list)) and \
+            all(isinstance(d, dict) for d in parameter_and_buffer_dicts):
+        dicts = tuple(parameter_and_buffer_dicts)
+    else:
+        raise ValueError(f"Expected all elements of parameter_and_buffer_dicts to be dictionaries, got "
+                         f"{type(parameter_and_buffer_dicts).__name__}.")
+    values, repeated = {}, []
+    for d in dicts:
+        for k, v in d.items():
+            if k in values:
+                repeated.append(k)
+            values[k] = v
+    if repeated:
+        raise ValueError(f"{repeated} appeared in multiple dictionaries; behavior of functional call is ambiguous")
+    current = _named_tensors(module)
+    if tie_weights:
+        by_id = {}
+        for name, t in current.items():
+            by_id.setdefault(id(t), []).append(name)
+        for names in by_id.values():
+            given = [n for n in names if n in values]
+            if len(given) > 1 and any(values[n] is not values[given[0]] for n in given[1:]):
+                raise ValueError(f"functional_call got multiple values for keys {given}, which are tied. Consider "
+                                 "using tie_weights=False")
+            if given:
+                for n in names:
+                    values.setdefault(n, values[given[0]])
+    if strict:
+        missing = sorted(set(current) - set(values))
+        unexpected = sorted(set(values) - set(current))
+        if missing or unexpected:
+            parts = []
+            if unexpected:
+                parts.append("Unexpected key(s): " + ", ".join(repr(k) for k in unexpected) + ".")
+            if missing:
+                parts.append("Missing key(s): " + ", ".join(repr(k) for k in missing) + ".")
+            raise RuntimeError(f"Error(s) in reloading state_dict for {type(module).__name__}:\n\t"
+                               + "\n\t".join(parts))
+    if args is None:
+        args = ()
+    elif not isinstance(args, tuple):
+        args = (args,)
+    with _swapped(module, values):
+        return module(*args, **(kwargs or {}))
+
+
+def stack_module_state(models):
+    """torch.func.stack_module_state: (params, buffers), each {name: the models' tensors stacked on a new leading
+    dim}; the stacked parameters are new leaves that require grad (as torch), the buffers plain tensors."""
+    models = list(models)
+    if not models:
+        raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
+    first = models[0]
+    if not all(type(m) is type(first) for m in models):
+        raise RuntimeError("stack_module_state: Expected all models to be of the same class.")
+    if not all(m.training == first.training for m in models):
+        raise RuntimeError("stack_module_state: Expected all models to have the same training/eval mode.")
+    params = {}
+    for name, _ in first.named_parameters():
+        stacked = _C.stack([dict(m.named_parameters())[name].detach() for m in models], 0)
+        params[name] = stacked.detach().requires_grad_(True)
+    buffers = {name: _C.stack([dict(m.named_buffers())[name] for m in models], 0)
+               for name, _ in first.named_buffers()}
+    return params, buffers
+
+
+def functionalize(func, *, remove="mutations"):
+    """torch.func.functionalize: returns func itself. torch removes in-place ops so that its tracing transforms
+    (vmap's batching rules, make_fx) see pure functions. dyngrad's transforms trace nothing: they run func eagerly,
+    and the engine already gets in-place ops right under autograd (version counters, views' history: Note
+    [In-place writes into views]) and forward AD. So there is nothing to remove, and the values are torch's."""
+    if remove not in ("mutations", "mutations_and_views"):
+        raise RuntimeError(f"functionalize(f, remove='mutations'): got invalid remove argument '{remove}'. Valid "
+                           "options are:\n    remove='mutations': all inplace and out= operators will be removed "
+                           "from the program, and replaced with their out-of-place equivalents.\n    "
+                           "remove='mutations_and_views': In addition to the above, all aliasing operators {view} "
+                           "will be replaced with their non-aliasing counterparts, {view}_copy.\n")
+    return func
