@@ -26,7 +26,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-CROSSINGS = ("view", "host_array", "host_values", "share", "copy", "from_array", "host_result", "round_to")
+CROSSINGS = ("view", "host_array", "host_values", "validate", "share", "copy", "from_array", "host_result",
+             "round_to")
 
 # rows whose calls change the process (settings, the global generator): tried with their SAMPLES only, which leave
 # the state as it was (the driver runs in a process of its own, but the later rows run after them)

@@ -13,7 +13,8 @@ every row of the table on small inputs: a row that reaches the bridge must say `
 one that says so must reach it (those are the rows a C++ kernel would serve; docs/coverage.md lists them).
 
 The crossing functions, reading: view (t's memory as it is), host_array (exact values; bfloat16 as float32),
-host_values (values to compute with: Note [Half types on the host]); writing back: share (a tensor over an array's
+host_values (values to compute with: Note [Half types on the host]), validate (views handed to a check that raises
+or passes: Note [Checks of values replay as checks]); writing back: share (a tensor over an array's
 memory), copy, from_array (a copy in a dtype), host_result (a result, rounded once into the op's dtype), round_to.
 numpy_dtype, compute_dtype, is_half and canonical_bools only map dtypes and arrays: they cross nothing.
 Gradients are unchanged by the bridge: a crossing makes a tensor without history, and the op that crossed records
