@@ -100,9 +100,9 @@ DG_SAVED(SavesABOut, (SavedTensor, a), (SavedTensor, b), (SavedTensor, out));
 DG_SAVED(SavesPowScalar, (SavedTensor, a), (double, exponent));
 DG_SAVED(SavesCond, (SavedTensor, cond));  // where: the bool condition
 DG_SAVED(SavesClamp, (SavedTensor, a), (std::optional<double>, lo), (std::optional<double>, hi));
-// exp, sqrt, rsqrt, tanh, sigmoid, relu: the output (Note [Saving an output])
+// exp, sqrt, rsqrt, tanh, sigmoid, relu, expm1, tan: the output (Note [Saving an output])
 DG_SAVED(SavesOut, (SavedTensor, out));
-DG_SAVED(SavesA, (SavedTensor, a));  // log, abs, sin, cos, gelu, erf
+DG_SAVED(SavesA, (SavedTensor, a));  // log, abs, sin, cos, gelu, erf, log1p, log2, log10, asin, acos, atan
 DG_SAVED(SavesLeakyRelu, (SavedTensor, a), (double, slope));
 DG_SAVED(SavesSoftplus, (SavedTensor, a), (double, beta), (double, threshold));
 // sum, mean: the reduced dims (sorted, wrapped) and keepdim

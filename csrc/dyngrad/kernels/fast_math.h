@@ -1,6 +1,6 @@
-// fast_math.h: float32 exp, tanh, sigmoid, the normal CDF (GELU and its derivative) and erf that vectorise (the
-// std functions do not), for elementwise.cpp and the fused recurrent cells of rnn.cpp; k_exp, k_tanh, k_sigmoid and
-// k_erf pick them for float and the std functions for double.
+// fast_math.h: float32 exp, tanh, sigmoid, the normal CDF (GELU and its derivative), erf, sin and cos that
+// vectorise (the std functions do not), for elementwise.cpp and the fused recurrent cells of rnn.cpp; k_exp, k_tanh,
+// k_sigmoid and k_erf pick them for float and the std functions for double.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -127,6 +127,44 @@ inline float fast_erff(float x) {
   big = x < 0 ? -big : big;
   float y = ax <= 1.0f ? small : big;
   return x != x ? x : y;
+}
+
+// sin and cos in float32 (Cephes sinf/cosf, branch-free so that loops vectorise; std::sin does not). |x| is
+// reduced by multiples of pi/4 with pi/4 split in three parts (Cody-Waite), exact enough for |x| <= kFastTrigLimit;
+// on [-pi/4, pi/4] the sine and cosine polynomials (degree 7 and 8) are within ~1 ulp. The caller recomputes
+// larger |x|, inf and NaN with std::sin/std::cos (elementwise.cpp's sin_cos_loop), so they stay correctly reduced.
+constexpr float kFastTrigLimit = 8192.0f;
+// the octant-reduced argument z of |x| and the octant j in 0..7 (j even: z = |x| - j pi/4)
+inline float fast_trig_reduce(float ax, int32_t* octant) {
+  const float a = ax <= kFastTrigLimit ? ax : 0.0f;  // (NaN and the large ones: recomputed by the caller)
+  int32_t j = (int32_t)(a * 1.27323954473516f);    // 4 / pi
+  j += j & 1;                                        // to the even octant: z in [-pi/4, pi/4]
+  const float y = (float)j;
+  *octant = j & 7;
+  return ((a - y * 0.78515625f) - y * 2.4187564849853515625e-4f) - y * 3.77489497744594108e-8f;
+}
+inline float fast_sin_poly(float z, float zz) {
+  return ((-1.9515295891e-4f * zz + 8.3321608736e-3f) * zz - 1.6666654611e-1f) * zz * z + z;
+}
+inline float fast_cos_poly(float zz) {
+  return ((2.443315711809948e-5f * zz - 1.388731625493765e-3f) * zz + 4.166664568298827e-2f) * zz * zz -
+         0.5f * zz + 1.0f;
+}
+inline float fast_sinf(float x) {
+  int32_t j;
+  const float z = fast_trig_reduce(std::fabs(x), &j);
+  const float zz = z * z;
+  const float r = (j == 2 || j == 6) ? fast_cos_poly(zz) : fast_sin_poly(z, zz);
+  const bool negate = (j >= 4) != std::signbit(x);  // (sin(-0.0) = -0.0)
+  return negate ? -r : r;
+}
+inline float fast_cosf(float x) {
+  int32_t j;
+  const float z = fast_trig_reduce(std::fabs(x), &j);
+  const float zz = z * z;
+  const float r = (j == 2 || j == 6) ? fast_sin_poly(z, zz) : fast_cos_poly(zz);
+  const bool negate = (j == 2 || j == 4);  // cos(z + pi/2) = -sin z, cos(z + pi) = -cos z, cos(z + 3pi/2) = sin z
+  return negate ? -r : r;
 }
 
 template <typename T> inline T k_exp(T x) { return std::exp(x); }

@@ -271,6 +271,46 @@ def erf_backward(grad, s):
     return (mul(grad, mul(exp(neg(mul(a, a))), num(1.1283791670955126, a))),)
 
 
+# out = log1p(a)  ->  da = grad / (1 + a)
+def log1p_backward(grad, s):
+    return (div(grad, add(s.a, num(1, s.a))),)
+
+
+# out = expm1(a)  ->  da = grad * (out + 1)
+def expm1_backward(grad, s):
+    return (mul(grad, add(s.out, num(1, s.out))),)
+
+
+# out = log2(a)  ->  da = grad / (a ln 2)
+def log2_backward(grad, s):
+    return (div(grad, mul(s.a, num(0.69314718055994530942, s.a))),)
+
+
+# out = log10(a)  ->  da = grad / (a ln 10)
+def log10_backward(grad, s):
+    return (div(grad, mul(s.a, num(2.30258509299404568402, s.a))),)
+
+
+# out = tan(a)  ->  da = grad * (1 + out^2)
+def tan_backward(grad, s):
+    return (mul(grad, add(mul(s.out, s.out), num(1, s.out))),)
+
+
+# out = asin(a)  ->  da = grad / sqrt(1 - a^2) (inf at |a| = 1, NaN beyond, as torch)
+def asin_backward(grad, s):
+    return (mul(grad, rsqrt(sub(num(1, s.a), mul(s.a, s.a)))),)
+
+
+# out = acos(a)  ->  da = -grad / sqrt(1 - a^2)
+def acos_backward(grad, s):
+    return (neg(mul(grad, rsqrt(sub(num(1, s.a), mul(s.a, s.a))))),)
+
+
+# out = atan(a)  ->  da = grad / (1 + a^2)
+def atan_backward(grad, s):
+    return (div(grad, add(mul(s.a, s.a), num(1, s.a))),)
+
+
 # ===== reductions ==============================================================================================
 
 # out = sum(a, dims)  ->  da = grad broadcast back over dims

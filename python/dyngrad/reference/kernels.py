@@ -63,6 +63,14 @@ def sign(a):
     return (a > 0).astype(a.dtype) - (a < 0).astype(a.dtype)
 _erf_scalar = np.frompyfunc(math.erf, 1, 1)
 erf = quiet(lambda a: np.asarray(_erf_scalar(a)).astype(a.dtype) if a.size else a.copy())  # 0-d: frompyfunc gives a float
+log1p = (lambda a: np.log1p(a))
+expm1 = (lambda a: np.expm1(a))
+log2 = (lambda a: np.log2(a))
+log10 = (lambda a: np.log10(a))
+tan = (lambda a: np.tan(a))
+asin = (lambda a: np.arcsin(a))
+acos = (lambda a: np.arccos(a))
+atan = (lambda a: np.arctan(a))
 leaky_relu = (lambda a, slope: np.where(a > 0, a, a * a.dtype.type(slope)))
 gelu = quiet(lambda a: 0.5 * a * (1 + erf(a / math.sqrt(2.0))))
 softplus = quiet(lambda a, beta, threshold: np.where(a * beta > threshold, a,
