@@ -137,6 +137,16 @@ static Grads maximum_backward(const Tensor& grad, const OpNode& n, const SavesAB
                                 : nullptr};
 }
 
+// out = atan2(a, b)  ->  da = grad b / (a^2 + b^2), db = -grad a / (a^2 + b^2); 0 at the origin (as torch)
+static Grads atan2_backward(const Tensor& grad, const OpNode& n, const SavesAB& s) {
+  const Tensor &a = s.a, &b = s.b;
+  Tensor r2 = add(mul(a, a), mul(b, b));
+  Tensor origin = compare(CompareOp::Eq, r2, num(0, r2));
+  Tensor inv = where(origin, num(0, r2), div(num(1, r2), where(origin, num(1, r2), r2)));
+  return {n.needs_input_grad(0) ? mul(mul(grad, b), inv) : nullptr,
+          n.needs_input_grad(1) ? neg(mul(mul(grad, a), inv)) : nullptr};
+}
+
 // out = min(a, b)  ->  the mirror image of maximum (NaN: both inputs get the whole grad)
 static Grads minimum_backward(const Tensor& grad, const OpNode& n, const SavesAB& s) {
   const Tensor &a = s.a, &b = s.b;
@@ -331,6 +341,11 @@ static Grads amin_backward(const Tensor& grad, const OpNode& n, const SavesReduc
 // out = log(sum(exp(a), dims))  ->  da = grad * exp(a - out)
 static Grads logsumexp_backward(const Tensor& grad, const OpNode& n, const SavesReductionAOut& s) {
   return {mul(unreduce(grad, n, s), exp(sub(s.a, unreduce(s.out, n, s))))};
+}
+
+// out = cumsum(a, dim)  ->  da_i = sum_{k >= i} grad_k: the running sum the other way
+static Grads cumsum_backward(const Tensor& grad, const OpNode&, const SavesScan& s) {
+  return {cumsum(grad, s.dim, !s.reverse)};
 }
 
 // ---- linear algebra ----

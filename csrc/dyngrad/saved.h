@@ -113,6 +113,7 @@ DG_SAVED(SavesSlice, (int64_t, dim), (int64_t, start), (int64_t, step));  // sli
 DG_SAVED(SavesCat, (int64_t, dim), (Dims, sizes));                        // sizes: each input's length along dim
 DG_SAVED(SavesIndex, (SavedTensor, index), (int64_t, dim));               // index_select, index_add, gather...
 DG_SAVED(SavesPositions, (SavedTensor, positions));                       // take, put, put_add: flat positions
+DG_SAVED(SavesScan, (int64_t, dim), (bool, reverse));                     // cumsum
 DG_SAVED(SavesSoftmax, (SavedTensor, out), (int64_t, dim));               // softmax, log_softmax
 // reduction: 0 none, 1 mean (over the rows not ignored), 2 sum
 DG_SAVED(SavesCrossEntropy, (SavedTensor, logits), (SavedTensor, target), (int64_t, reduction),

@@ -339,6 +339,11 @@ static void binary_typed(BinaryKind k, const Tensor& out, const Tensor& a, const
       break;
     case BinaryKind::Maximum: binary_loop<T, T>(out, a, b, [](T x, T y) { return k_max(x, y); }); break;
     case BinaryKind::Minimum: binary_loop<T, T>(out, a, b, [](T x, T y) { return k_min(x, y); }); break;
+    case BinaryKind::Atan2:
+      if constexpr (std::is_floating_point_v<T>)
+        binary_loop<T, T>(out, a, b, [](T x, T y) { return std::atan2(x, y); });
+      else throw TypeError("atan2: integers are computed in floating point; this is a bug.");
+      break;
     case BinaryKind::Eq: binary_loop<T, bool>(out, a, b, [](T x, T y) { return x == y; }); break;
     case BinaryKind::Ne: binary_loop<T, bool>(out, a, b, [](T x, T y) { return x != y; }); break;
     case BinaryKind::Lt: binary_loop<T, bool>(out, a, b, [](T x, T y) { return x < y; }); break;

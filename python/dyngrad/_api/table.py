@@ -179,8 +179,8 @@ clamp_max         ops.pointwise.clamp_max             fn,method,out   clamp_max_
 nan_to_num        ops.pointwise.nan_to_num            fn,method,out   nan_to_num_  -   where,isnan,compare
 copysign          ops.pointwise.copysign              fn,method,out   copysign_    -   numpy
 hypot             ops.pointwise.hypot                 fn,method,out   hypot_       -   numpy
-atan2             ops.pointwise.atan2                 fn,method,out   atan2_       -   numpy
-arctan2           ops.pointwise.atan2                 fn,method,out   arctan2_     -   numpy
+atan2             ops.pointwise.atan2                 fn,method,out   atan2_       -   prim
+arctan2           ops.pointwise.atan2                 fn,method,out   arctan2_     -   atan2
 logaddexp         ops.pointwise.logaddexp             fn,method,out   -            -   numpy
 logaddexp2        ops.pointwise.logaddexp2            fn,method,out   -            -   numpy
 xlogy             ops.pointwise.xlogy                 fn,method,out,special xlogy_ -   numpy
@@ -316,16 +316,16 @@ norm              ops.reduction.norm                  fn              -         
 norm              ops.reduction.norm_method           method          -            -   abs,sum,sqrt,pow_scalar,amax,amin,where
 sum_to_size       ops.reduction.sum_to_size           method          -            -   sum,reshape
 # ----- scans ------------------------------------------------------------------------------------------------
-cumsum            ops.scan.cumsum                     fn,method,out   cumsum_      -   index_select,numpy
+cumsum            ops.scan.cumsum                     fn,method,out   cumsum_      -   prim
 cumprod           ops.scan.cumprod                    fn,method,out   cumprod_     -   index_select,where,div,mul,numpy
 cummax            ops.scan.cummax                     fn,method,out   -            -   gather,numpy
 cummin            ops.scan.cummin                     fn,method,out   -            -   gather,numpy
 logcumsumexp      ops.scan.logcumsumexp               fn,method,out   -            -   index_select,where,log,exp,numpy
 # ----- sorting and order statistics -------------------------------------------------------------------------
-sort              ops.sorting.sort                    fn,method,out   -            -   gather,numpy
-argsort           ops.sorting.argsort                 fn,method,out   -            -   numpy
-msort             ops.sorting.msort                   fn,method,out   -            -   gather,numpy
-topk              ops.sorting.topk                    fn,method,out   -            -   gather,numpy
+sort              ops.sorting.sort                    fn,method,out   -            -   sort
+argsort           ops.sorting.argsort                 fn,method,out   -            -   argsort
+msort             ops.sorting.msort                   fn,method,out   -            -   sort
+topk              ops.sorting.topk                    fn,method,out   -            -   topk,clone
 kthvalue          ops.sorting.kthvalue                fn,method,out   -            -   gather,numpy
 median            ops.sorting.median                  fn,method,out   -            -   gather,mul,numpy
 nanmedian         ops.sorting.nanmedian               fn,method,out   -            -   gather,mul,numpy

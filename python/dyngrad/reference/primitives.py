@@ -28,6 +28,7 @@ SavesSlice = ("dim", "start", "step")                         # slice, slice_sca
 SavesCat = ("dim", "sizes")                                   # sizes: each input's length along dim
 SavesIndex = ("index", "dim")                                 # index_select, index_add, gather...
 SavesPositions = ("positions",)                               # take, put, put_add: flat positions
+SavesScan = ("dim", "reverse")                                # cumsum
 SavesSoftmax = ("out", "dim")                                 # softmax, log_softmax
 SavesCrossEntropy = ("logits", "target", "reduction", "ignore_index", "label_smoothing")
 SavesWindow = ("window",)                                     # unfold, fold: (kh, kw, sh, sw, ph, pw, dh, dw)
@@ -55,6 +56,7 @@ PRIMITIVES = (
     ("pow_scalar",         "Pow",               SavesPowScalar,     "custom",         "cold", None),
     ("maximum",            "Maximum",           SavesAB,            "binary_tensors", "cold", None),
     ("minimum",            "Minimum",           SavesAB,            "binary_tensors", "cold", None),
+    ("atan2",              "Atan2",             SavesAB,            "binary_tensors", "cold", None),  # floats
     # where: cond: no gradient
     ("where",              "Where",             SavesCond,          "custom",         "cold", None),
     ("clamp",              "Clamp",             SavesClamp,         "custom",         "cold", None),
@@ -91,6 +93,8 @@ PRIMITIVES = (
     ("amax",               "Amax",              SavesReductionAOut, "reduction",      "cold", None),
     ("amin",               "Amin",              SavesReductionAOut, "reduction",      "cold", None),
     ("logsumexp",          "Logsumexp",         SavesReductionAOut, "reduction",      "cold", None),
+    # cumsum: reverse: from the end
+    ("cumsum",             "Cumsum",            SavesScan,          "custom",         "cold", None),
     # matmul: 1-D: reshaped
     ("matmul",             "Matmul",            SavesMatmul,        "binary_tensors", "hot",  None),
     # family shape
@@ -157,8 +161,8 @@ atan = unary_float_forward("atan", kernels.atan)
 
 # ---- the other primitives, from the module of their family (ops_<family>.py) ----
 from .ops_math import (  # noqa: E402  (after the forwards above: op modules import them)
-    add, sub, mul, div, neg, pow, pow_scalar, maximum, minimum, where, clamp, leaky_relu, softplus, sum, mean, amax,
-    amin, logsumexp, matmul,
+    add, sub, mul, div, neg, pow, pow_scalar, maximum, minimum, atan2, where, clamp, leaky_relu, softplus, sum,
+    mean, amax, amin, logsumexp, cumsum, matmul,
 )
 from .ops_shape import (  # noqa: E402  (after the forwards above: op modules import them)
     to_dtype, clone, reshape, permute, expand, slice, slice_scatter, cat,
@@ -172,10 +176,10 @@ from .ops_nn import (  # noqa: E402  (after the forwards above: op modules impor
 )
 
 __all__ = [
-    "add", "sub", "mul", "div", "neg", "pow", "pow_scalar", "maximum", "minimum", "where", "clamp", "exp", "log",
-    "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "tanh_backward", "sigmoid", "sigmoid_backward", "relu",
+    "add", "sub", "mul", "div", "neg", "pow", "pow_scalar", "maximum", "minimum", "atan2", "where", "clamp", "exp",
+    "log", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "tanh_backward", "sigmoid", "sigmoid_backward", "relu",
     "threshold_backward", "sign", "leaky_relu", "gelu", "gelu_backward", "softplus", "erf", "log1p", "expm1",
-    "log2", "log10", "tan", "asin", "acos", "atan", "sum", "mean", "amax", "amin", "logsumexp", "matmul",
+    "log2", "log10", "tan", "asin", "acos", "atan", "sum", "mean", "amax", "amin", "logsumexp", "cumsum", "matmul",
     "to_dtype", "clone", "reshape", "permute", "expand", "slice", "slice_scatter", "cat", "index_select",
     "index_add", "gather", "scatter_add", "take", "put", "put_add", "softmax", "softmax_backward", "log_softmax",
     "log_softmax_backward", "cross_entropy", "cross_entropy_backward", "unfold", "fold", "rnn_layer",

@@ -265,14 +265,6 @@ Xlogy = _numpy_function("Xlogy", _xlogy_kernel, _xlogy_derivative)
 Xlog1py = _numpy_function("Xlog1py", _xlog1py_kernel, _xlog1py_derivative)
 
 
-def _atan2_derivative(g, out, y, x):
-    """d atan2(y, x) = (x dy - y dx) / (x^2 + y^2); 0 at the origin (as torch)."""
-    r2 = y * y + x * x
-    inv = _where(r2 == 0, 0.0, 1 / _where(r2 == 0, 1.0, r2))
-    return g * x * inv, g * -y * inv
-
-
-Atan2 = _numpy_function("Atan2", np.arctan2, _atan2_derivative)
 # d hypot(a, b) = (a da + b db) / hypot(a, b)
 Hypot = _numpy_function("Hypot", np.hypot, lambda g, out, a, b: (g * a / out, g * b / out), uses_out=True)
 # d logaddexp(a, b) = (da + exp(b - a) db) / (1 + exp(b - a))
@@ -801,7 +793,7 @@ def copysign(input, other):
 
 def atan2(input, other):
     """The angle of the point (other, input), in (-pi, pi]."""
-    return Atan2.apply(*_float_pair(input, other, "atan2", (False, False)))
+    return _C.atan2(*_float_pair(input, other, "atan2", (False, False)))
 
 
 def hypot(input, other):
