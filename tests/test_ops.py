@@ -278,6 +278,7 @@ OPS = [
     *unary("asin", np.arcsin, low=-0.9, high=0.9, gradgrad=True),
     *unary("acos", np.arccos, low=-0.9, high=0.9),
     *unary("atan", np.arctan, gradgrad=True),
+    *unary("sinh", np.sinh, gradgrad=True),
     Op("atan2", lambda m, a, b: m.atan2(a, b), np.arctan2, BINARY[:4], gradgrad=True),
     Op("abs_operator", lambda m, a: abs(a), np.abs, UNARY[:1], away_from=(0.0,)),
     Op("sign", lambda m, a: m.sign(a), np.sign, UNARY, away_from=(0.0,), int_cases=INT_UNARY),  # zero gradient

@@ -29,4 +29,5 @@ UNARY_PRIMITIVES = (
     ("asin", "hot"),
     ("acos", "hot"),
     ("atan", "hot"),
+    ("sinh", "hot"),
 )

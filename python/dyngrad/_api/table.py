@@ -208,7 +208,6 @@ acos              ops.pointwise.acos                  fn,method,out   acos_     
 arccos            ops.pointwise.acos                  fn,method,out   arccos_      -   acos
 atan              ops.pointwise.atan                  fn,method,out   atan_        hot prim
 arctan            ops.pointwise.atan                  fn,method,out   arctan_      -   atan
-sinh              ops.pointwise.sinh                  fn,method,out   sinh_        -   numpy
 cosh              ops.pointwise.cosh                  fn,method,out   cosh_        -   numpy
 tanh              ops.pointwise.tanh                  fn,method,F,out tanh_        hot prim
 asinh             ops.pointwise.asinh                 fn,method,out   asinh_       -   numpy

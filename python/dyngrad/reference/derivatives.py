@@ -322,6 +322,11 @@ def atan_backward(grad, s):
     return (div(grad, add(mul(s.a, s.a), num(1, s.a))),)
 
 
+# out = sinh(a)  ->  da = grad * cosh(a), cosh(a) = (exp(a) + exp(-a)) / 2
+def sinh_backward(grad, s):
+    return (mul(grad, mul(add(exp(s.a), exp(neg(s.a))), num(0.5, s.a))),)
+
+
 # ===== reductions ==============================================================================================
 
 # out = sum(a, dims)  ->  da = grad broadcast back over dims

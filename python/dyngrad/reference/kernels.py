@@ -72,6 +72,7 @@ tan = (lambda a: np.tan(a))
 asin = (lambda a: np.arcsin(a))
 acos = (lambda a: np.arccos(a))
 atan = (lambda a: np.arctan(a))
+sinh = (lambda a: np.sinh(a))
 leaky_relu = (lambda a, slope: np.where(a > 0, a, a * a.dtype.type(slope)))
 gelu = quiet(lambda a: 0.5 * a * (1 + erf(a / math.sqrt(2.0))))
 softplus = quiet(lambda a, beta, threshold: np.where(a * beta > threshold, a,

@@ -88,6 +88,7 @@ PRIMITIVES = (
     ("asin",               "Asin",              SavesA,             "unary_float",    "hot",  "Asin"),
     ("acos",               "Acos",              SavesA,             "unary_float",    "hot",  "Acos"),
     ("atan",               "Atan",              SavesA,             "unary_float",    "hot",  "Atan"),
+    ("sinh",               "Sinh",              SavesA,             "unary_float",    "hot",  "Sinh"),
     ("sum",                "Sum",               SavesReduction,     "custom",         "hot",  None),  # dtype=
     ("mean",               "Mean",              SavesReduction,     "reduction",      "hot",  None),
     ("amax",               "Amax",              SavesReductionAOut, "reduction",      "cold", None),
@@ -158,6 +159,7 @@ tan = unary_float_forward("tan", kernels.tan)
 asin = unary_float_forward("asin", kernels.asin)
 acos = unary_float_forward("acos", kernels.acos)
 atan = unary_float_forward("atan", kernels.atan)
+sinh = unary_float_forward("sinh", kernels.sinh)
 
 # ---- the other primitives, from the module of their family (ops_<family>.py) ----
 from .ops_math import (  # noqa: E402  (after the forwards above: op modules import them)
@@ -179,8 +181,8 @@ __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "pow_scalar", "maximum", "minimum", "atan2", "where", "clamp", "exp",
     "log", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "tanh_backward", "sigmoid", "sigmoid_backward", "relu",
     "threshold_backward", "sign", "leaky_relu", "gelu", "gelu_backward", "softplus", "erf", "log1p", "expm1",
-    "log2", "log10", "tan", "asin", "acos", "atan", "sum", "mean", "amax", "amin", "logsumexp", "cumsum", "matmul",
-    "to_dtype", "clone", "reshape", "permute", "expand", "slice", "slice_scatter", "cat", "index_select",
+    "log2", "log10", "tan", "asin", "acos", "atan", "sinh", "sum", "mean", "amax", "amin", "logsumexp", "cumsum",
+    "matmul", "to_dtype", "clone", "reshape", "permute", "expand", "slice", "slice_scatter", "cat", "index_select",
     "index_add", "gather", "scatter_add", "take", "put", "put_add", "softmax", "softmax_backward", "log_softmax",
     "log_softmax_backward", "cross_entropy", "cross_entropy_backward", "unfold", "fold", "rnn_layer",
     "rnn_layer_backward", "layer_norm", "layer_norm_backward",

@@ -139,9 +139,8 @@ def _rsqrt(t):
 
 
 # The derivatives: `g` is dL/d(out), `out` the op's result, then the op's arguments.
-# d sinh x = cosh x; d cosh x = sinh x
-Sinh = _numpy_function("Sinh", np.sinh, lambda g, out, x: g * Cosh.apply(x))
-Cosh = _numpy_function("Cosh", np.cosh, lambda g, out, x: g * Sinh.apply(x))
+# d cosh x = sinh x (sinh is a primitive)
+Cosh = _numpy_function("Cosh", np.cosh, lambda g, out, x: g * _C.sinh(x))
 # d asinh x = 1 / sqrt(x^2 + 1); d acosh x = 1 / sqrt(x^2 - 1); d atanh x = 1 / (1 - x^2)
 Asinh = _numpy_function("Asinh", np.arcsinh, lambda g, out, x: g * _rsqrt(x * x + 1))
 Acosh = _numpy_function("Acosh", np.arccosh, lambda g, out, x: g * _rsqrt(x * x - 1))
@@ -703,8 +702,8 @@ def _float_unary(op, function):
     return fn
 
 
-sinh, cosh, asinh, acosh, atanh = (_float_unary(n, f) for n, f in (("sinh", Sinh), ("cosh", Cosh), ("asinh", Asinh),
-                                                                    ("acosh", Acosh), ("atanh", Atanh)))
+cosh, asinh, acosh, atanh = (_float_unary(n, f) for n, f in (("cosh", Cosh), ("asinh", Asinh), ("acosh", Acosh),
+                                                              ("atanh", Atanh)))
 exp2 = _float_unary("exp2", Exp2)
 erfc, erfinv, lgamma, digamma, sinc = (_float_unary(n, f) for n, f in (("erfc", Erfc), ("erfinv", Erfinv),
                                                                         ("lgamma", Lgamma), ("digamma", Digamma),
