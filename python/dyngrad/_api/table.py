@@ -755,7 +755,7 @@ cov               ops.statistics.cov                  fn,method       -         
 corrcoef          ops.statistics.corrcoef             fn,method       -            -   cov,sqrt,div,clamp,numpy
 histogram         ops.statistics.histogram            fn,method,out   -            -   numpy
 histogramdd       ops.statistics.histogramdd          fn              -            -   numpy
-cumulative_trapezoid ops.calculus.cumulative_trapezoid fn              -            -   slice,add,mul,cumsum,numpy
+cumulative_trapezoid ops.calculus.cumulative_trapezoid fn              -            -   slice,add,mul,cumsum
 gradient          ops.calculus.gradient               fn              -            -   index_select,mul,add,numpy
 trapezoid         ops.calculus.trapezoid              fn              -            -   slice,add,mul,sum
 trapz             ops.calculus.trapezoid              fn              -            -   slice,add,mul,sum
