@@ -24,6 +24,30 @@ def test_primitives_module_is_current():
                                          "`python scripts/gen_ops.py`"
 
 
+def test_api_rows_module_is_current():
+    """_api/primitive_rows.py lists ops.def's plain unary primitives, whose public functions and table rows need
+    no hand-written line."""
+    gen = load_generator()
+    with open(gen.API_OUTPUT, encoding="utf-8") as f:
+        assert f.read() == gen.render_api(), "python/dyngrad/_api/primitive_rows.py is stale: run " \
+                                             "`python scripts/gen_ops.py`"
+
+
+def test_every_plain_unary_primitive_is_public(cpp, ref):
+    """Each ops.def unary kernel op has a table row (its own or the generated one) and runs on both engines."""
+    gen = load_generator()
+    with open(gen.OPS_DEF, encoding="utf-8") as f:
+        names = [op.name for op in gen.read_ops(f.read()) if gen.plain_unary(op)]
+    from dyngrad._api.table import rows
+    public = {row.name for row in rows() if "fn" in row.kinds}
+    assert set(names) <= public, sorted(set(names) - public)
+    for engine in (cpp, ref):
+        x = engine.tensor([0.25, 0.5])
+        for name in names:
+            assert getattr(engine, name)(x).shape == (2,), name
+            assert getattr(x, name)().shape == (2,), name
+
+
 def test_help_and_check_write_nothing(tmp_path):
     gen = load_generator()
     before = os.stat(gen.OUTPUT).st_mtime_ns

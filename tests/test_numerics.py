@@ -376,6 +376,26 @@ def test_special_values_raise_no_numpy_warnings(dg):
     assert int(tried) > 200
 
 
+def test_float32_sin_and_cos_are_accurate(dg):
+    """The C++ engine computes float32 sin and cos with vectorisable polynomials for |x| <= 64 (fast_sinf in
+    kernels/fast_math.h) and with std:: beyond: within 5 ulp of the float64 value over [-70, 70] (the fast range
+    and its edge), correctly reduced for large arguments, -0.0, NaN and inf as torch gives them; strided inputs
+    take the same paths."""
+    xs = np.concatenate([np.linspace(-70, 70, 280001), np.geomspace(1e-30, 1.0, 2000), [0.0, 63.999996, 64.0,
+                         64.000008, 1e4, 1e6, 3e38]]).astype(np.float32)
+    xs = np.concatenate([xs, -xs])
+    for name, exact_fn in (("sin", np.sin), ("cos", np.cos)):
+        got = getattr(dg, name)(dg.tensor(xs)).numpy()
+        exact = exact_fn(xs.astype(np.float64))
+        ulps = np.abs(got.astype(np.float64) - exact) / np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
+        assert ulps.max() <= 5, (name, xs[ulps.argmax()], got[ulps.argmax()], exact[ulps.argmax()])
+        specials = getattr(dg, name)(dg.tensor([np.nan, np.inf, -np.inf], dtype=dg.float32)).numpy()
+        assert np.isnan(specials).all(), (name, specials)
+        grid = xs[:280000].reshape(700, 400)
+        np.testing.assert_array_equal(getattr(dg, name)(dg.tensor(grid).T).numpy(), got[:280000].reshape(700, 400).T)
+    assert np.signbit(dg.sin(dg.tensor([-0.0], dtype=dg.float32)).numpy()).all()
+
+
 def test_float32_erf_and_gelu_are_accurate(dg):
     """The C++ engine computes float32 erf with its own vectorisable polynomials (fast_erff in
     kernels/elementwise.cpp): within 4 ulp of the exact value over [-6, 6], signs and NaN/inf kept; GELU and

@@ -255,6 +255,7 @@ OPS = {
     "pow": binary(lambda m, a, b, k: guard(a) ** m.tanh(b)),
     "maximum": binary(lambda m, a, b, k: m.maximum(a, b)),
     "minimum": binary(lambda m, a, b, k: m.minimum(a, b)),
+    "atan2": binary(lambda m, a, b, k: m.atan2(a, b)),
     "where": binary(lambda m, a, b, k: m.where(a > 0, a, b)),
     "matmul": binary(matmul),
     "cat": binary(lambda m, a, b, k: m.cat([a, b], pick_dim(a, k))),
@@ -271,6 +272,10 @@ OPS = {
     "min_dim": unary(lambda m, x, k: x.min(dim=pick_dim(x, k), keepdim=keepdim(k))[0]),
     "max_all": unary(lambda m, x, k: x.max()),
     "logsumexp": unary(lambda m, x, k: m.logsumexp(x, dim=pick_dim(x, k), keepdim=keepdim(k))),
+    "cumsum": unary(lambda m, x, k: x.cumsum(pick_dim(x, k)) if x.ndim else m.cumsum(x, 0)),
+    "sort": unary(lambda m, x, k: m.sort(x, pick_dim(x, k), descending=bool(k & 1))[0] if x.ndim else x.sort()[0]),
+    "topk": unary(lambda m, x, k: m.topk(x, min(2, x.shape[pick_dim(x, k)]), pick_dim(x, k), largest=bool(k & 1))[0]
+                  if x.ndim else x),
     "var": unary(lambda m, x, k: x.var(dim=pick_dim(x, k), keepdim=keepdim(k), correction=(k >> 4) % 2)),
     "std": unary(lambda m, x, k: x.std(dim=pick_dim(x, k), keepdim=keepdim(k))),
     "softmax": unary(lambda m, x, k: m.softmax(x, pick_dim(x, k))),

@@ -3,6 +3,7 @@
 // operands, dim=None, ...) are written once, in Python, for both engines (python/dyngrad/_api/). The reference
 // engine's twin of this file is python/dyngrad/reference/_C.py: same names, same parameter names.
 #include "common.h"
+#include "dyngrad/ops_sort.h"
 #include "dyngrad/random.h"
 
 namespace dyngrad {
@@ -53,6 +54,8 @@ void bind_ops(py::module_& m) {
   m.def("where", [](T cond, T a, T b) { return where(cond, a, b); }, arg("cond"), arg("a"), arg("b"));
   m.def("clamp", [](T a, std::optional<double> lo, std::optional<double> hi) { return clamp(a, lo, hi); },
         arg("a"), arg("lo").none(true), arg("hi").none(true));
+  m.def("cumsum", [](T a, int64_t dim, bool reverse) { return cumsum(a, dim, reverse); }, arg("a"), arg("dim"),
+        arg("reverse"));
   m.def("scalar_like", [](T t, double v, bool is_integral) { return scalar_like(t, v, is_integral); }, arg("t"),
         arg("v"), arg("is_integral"));
   m.def("result_type", [](T a, T b) { return dtype_object(result_type(a, b)); }, arg("a"), arg("b"));
@@ -133,6 +136,15 @@ void bind_ops(py::module_& m) {
   m.def("put", [](T a, T positions, T v) { return put(a, positions, v); }, arg("a"), arg("positions"), arg("v"));
   m.def("put_add", [](T v, T positions, const Shape& out_shape) { return put_add(v, positions, out_shape); },
         arg("v"), arg("positions"), arg("out_shape"));
+
+  // ---- sorting (ops_sort.h): the values are a gather, (values, indices) a tuple ----
+  m.def("sort", [](T a, int64_t dim, bool descending, bool stable) { return sort(a, dim, descending, stable); },
+        arg("a"), arg("dim"), arg("descending"), arg("stable"));
+  m.def("argsort", [](T a, int64_t dim, bool descending, bool stable) {
+    return argsort(a, dim, descending, stable);
+  }, arg("a"), arg("dim"), arg("descending"), arg("stable"));
+  m.def("topk", [](T a, int64_t k, int64_t dim, bool largest) { return topk(a, k, dim, largest); }, arg("a"),
+        arg("k"), arg("dim"), arg("largest"));
   m.def("masked_fill", [](T a, T mask, T value) { return masked_fill(a, mask, value); }, arg("a"), arg("mask"),
         arg("value"));
 

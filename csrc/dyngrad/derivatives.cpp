@@ -137,6 +137,16 @@ static Grads maximum_backward(const Tensor& grad, const OpNode& n, const SavesAB
                                 : nullptr};
 }
 
+// out = atan2(a, b)  ->  da = grad b / (a^2 + b^2), db = -grad a / (a^2 + b^2); 0 at the origin (as torch)
+static Grads atan2_backward(const Tensor& grad, const OpNode& n, const SavesAB& s) {
+  const Tensor &a = s.a, &b = s.b;
+  Tensor r2 = add(mul(a, a), mul(b, b));
+  Tensor origin = compare(CompareOp::Eq, r2, num(0, r2));
+  Tensor inv = where(origin, num(0, r2), div(num(1, r2), where(origin, num(1, r2), r2)));
+  return {n.needs_input_grad(0) ? mul(mul(grad, b), inv) : nullptr,
+          n.needs_input_grad(1) ? neg(mul(mul(grad, a), inv)) : nullptr};
+}
+
 // out = min(a, b)  ->  the mirror image of maximum (NaN: both inputs get the whole grad)
 static Grads minimum_backward(const Tensor& grad, const OpNode& n, const SavesAB& s) {
   const Tensor &a = s.a, &b = s.b;
@@ -260,6 +270,51 @@ static Grads erf_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
   return {mul(grad, mul(exp(neg(mul(a, a))), num(1.1283791670955126, a)))};
 }
 
+// out = log1p(a)  ->  da = grad / (1 + a)
+static Grads log1p_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
+  return {div(grad, add(s.a, num(1, s.a)))};
+}
+
+// out = expm1(a)  ->  da = grad * (out + 1)
+static Grads expm1_backward(const Tensor& grad, const OpNode&, const SavesOut& s) {
+  return {mul(grad, add(s.out, num(1, s.out)))};
+}
+
+// out = log2(a)  ->  da = grad / (a ln 2)
+static Grads log2_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
+  return {div(grad, mul(s.a, num(0.69314718055994530942, s.a)))};
+}
+
+// out = log10(a)  ->  da = grad / (a ln 10)
+static Grads log10_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
+  return {div(grad, mul(s.a, num(2.30258509299404568402, s.a)))};
+}
+
+// out = tan(a)  ->  da = grad * (1 + out^2)
+static Grads tan_backward(const Tensor& grad, const OpNode&, const SavesOut& s) {
+  return {mul(grad, add(mul(s.out, s.out), num(1, s.out)))};
+}
+
+// out = asin(a)  ->  da = grad / sqrt(1 - a^2) (inf at |a| = 1, NaN beyond, as torch)
+static Grads asin_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
+  return {mul(grad, rsqrt(sub(num(1, s.a), mul(s.a, s.a))))};
+}
+
+// out = acos(a)  ->  da = -grad / sqrt(1 - a^2)
+static Grads acos_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
+  return {neg(mul(grad, rsqrt(sub(num(1, s.a), mul(s.a, s.a)))))};
+}
+
+// out = atan(a)  ->  da = grad / (1 + a^2)
+static Grads atan_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
+  return {div(grad, add(mul(s.a, s.a), num(1, s.a)))};
+}
+
+// out = sinh(a)  ->  da = grad * cosh(a), cosh(a) = (exp(a) + exp(-a)) / 2
+static Grads sinh_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
+  return {mul(grad, mul(add(exp(s.a), exp(neg(s.a))), num(0.5, s.a)))};
+}
+
 // ---- reductions ----
 
 // out = sum(a, dims)  ->  da = grad broadcast back over dims
@@ -291,6 +346,11 @@ static Grads amin_backward(const Tensor& grad, const OpNode& n, const SavesReduc
 // out = log(sum(exp(a), dims))  ->  da = grad * exp(a - out)
 static Grads logsumexp_backward(const Tensor& grad, const OpNode& n, const SavesReductionAOut& s) {
   return {mul(unreduce(grad, n, s), exp(sub(s.a, unreduce(s.out, n, s))))};
+}
+
+// out = cumsum(a, dim)  ->  da_i = sum_{k >= i} grad_k: the running sum the other way
+static Grads cumsum_backward(const Tensor& grad, const OpNode&, const SavesScan& s) {
+  return {cumsum(grad, s.dim, !s.reverse)};
 }
 
 // ---- linear algebra ----

@@ -122,6 +122,15 @@ static Tensor maximum_jvp(const Grads& t, const Tensor&, const SavesAB& s) {
 static Tensor minimum_jvp(const Grads& t, const Tensor&, const SavesAB& s) {
   return extremum_pair_jvp(t, s, CompareOp::Gt, CompareOp::Lt);
 }
+// d atan2(a, b) = (ta b - tb a) / (a^2 + b^2), 0 at the origin as the backward
+static Tensor atan2_jvp(const Grads& t, const Tensor&, const SavesAB& s) {
+  const Tensor &a = s.a, &b = s.b;
+  Tensor r2 = add(mul(a, a), mul(b, b));
+  Tensor origin = compare(CompareOp::Eq, r2, num(0, r2));
+  Tensor inv = where(origin, num(0, r2), div(num(1, r2), where(origin, num(1, r2), r2)));
+  Tensor d = minus(times(t[0], b), times(t[1], a));
+  return d ? mul(d, inv) : nullptr;
+}
 // inputs (cond, a, b): cond ? ta : tb
 static Tensor where_jvp(const Grads& t, const Tensor& out, const SavesCond& s) {
   const Tensor& like = t[1] ? t[1] : t[2];
@@ -193,6 +202,29 @@ static Tensor erf_jvp(const Grads& t, const Tensor&, const SavesA& s) {
   const Tensor& a = s.a;
   return mul(t[0], mul(exp(neg(mul(a, a))), num(1.1283791670955126, a)));
 }
+static Tensor log1p_jvp(const Grads& t, const Tensor&, const SavesA& s) { return div(t[0], add(s.a, num(1, s.a))); }
+static Tensor expm1_jvp(const Grads& t, const Tensor& out, const SavesOut&) { return mul(t[0], add(out, num(1, out))); }
+static Tensor log2_jvp(const Grads& t, const Tensor&, const SavesA& s) {
+  return div(t[0], mul(s.a, num(0.69314718055994530942, s.a)));
+}
+static Tensor log10_jvp(const Grads& t, const Tensor&, const SavesA& s) {
+  return div(t[0], mul(s.a, num(2.30258509299404568402, s.a)));
+}
+// d tan(a) = ta (1 + out^2)
+static Tensor tan_jvp(const Grads& t, const Tensor& out, const SavesOut&) {
+  return mul(t[0], add(mul(out, out), num(1, out)));
+}
+static Tensor asin_jvp(const Grads& t, const Tensor&, const SavesA& s) {
+  return mul(t[0], rsqrt(sub(num(1, s.a), mul(s.a, s.a))));
+}
+static Tensor acos_jvp(const Grads& t, const Tensor&, const SavesA& s) {
+  return neg(mul(t[0], rsqrt(sub(num(1, s.a), mul(s.a, s.a)))));
+}
+static Tensor atan_jvp(const Grads& t, const Tensor&, const SavesA& s) { return div(t[0], add(mul(s.a, s.a), num(1, s.a))); }
+// d sinh(a) = ta cosh(a)
+static Tensor sinh_jvp(const Grads& t, const Tensor&, const SavesA& s) {
+  return mul(t[0], mul(add(exp(s.a), exp(neg(s.a))), num(0.5, s.a)));
+}
 
 // ---- reductions ----
 
@@ -212,6 +244,7 @@ static Tensor amin_jvp(const Grads& t, const Tensor&, const SavesReductionAOut& 
 static Tensor logsumexp_jvp(const Grads& t, const Tensor&, const SavesReductionAOut& s) {
   return sum(mul(t[0], exp(sub(s.a, unreduce(s.out, s.a->shape, s.dims, s.keepdim)))), s.dims, s.keepdim);
 }
+static Tensor cumsum_jvp(const Grads& t, const Tensor&, const SavesScan& s) { return cumsum(t[0], s.dim, s.reverse); }
 
 // ---- linear algebra ----
 

@@ -35,6 +35,8 @@ namespace dyngrad {
 Tensor pow_scalar(const Tensor& a, double p);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi);
+// the running sum along dim (from the end if reverse): float32, float64, int64 or a half type
+Tensor cumsum(const Tensor& a, int64_t dim, bool reverse);
 // Scalar forms: the scalar becomes a 0-d tensor of the dtype the result will have (a Python number never
 // widens a float tensor).
 Tensor scalar_like(const Tensor& t, double v, bool is_integral);

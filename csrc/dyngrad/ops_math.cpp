@@ -172,6 +172,19 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// out = atan2(a, b), the angle of the point (b, a): computed in floating point (float32 for integers)
+Tensor atan2(const Tensor& a, const Tensor& b) {
+  DType dt = result_type(a, b);
+  Tensor out = binary_kernel(BinaryKind::Atan2, a, b, is_floating(dt) ? dt : DType::Float32, "atan2");
+  if (any_requires_grad({&a, &b})) {
+    auto& node = record<OpKind::atan2>(out, {&a, &b});
+    node.saved.a.save(a, false);
+    node.saved.b.save(b, false);
+  }
+  if (forward_ad::active()) forward_tangents<OpKind::atan2>(out, {&a, &b}, SavesAB{a, b});
+  return out;
+}
+
 Tensor minimum(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryKind::Minimum, a, b, result_type(a, b), "minimum");
   if (any_requires_grad({&a, &b})) {
@@ -418,6 +431,20 @@ Tensor logsumexp(const Tensor& a_in, const Dims& dims_in, bool keepdim) {
     node.saved.out.save(out, true);
   }
   if (forward_ad::active()) forward_tangents<OpKind::logsumexp>(out, {&a}, SavesReductionAOut{a, out, dims, keepdim});
+  return out;
+}
+
+// out_i = sum_{j <= i} a_j along dim (j >= i if reverse): a loop (kernels/scan.cpp), where a composite would be a
+// doubling scan of log n levels of nodes; saves nothing but the dim
+Tensor cumsum(const Tensor& a, int64_t dim, bool reverse) {
+  const int64_t d = a->ndim() ? wrap_dim(dim, a->ndim(), "cumsum") : (wrap_dim(dim, 0, "cumsum"), 0);
+  Tensor out = cumsum_kernel(a, d, reverse);
+  if (any_requires_grad({&a})) {
+    auto& node = record<OpKind::cumsum>(out, {&a});
+    node.saved.dim = d;
+    node.saved.reverse = reverse;
+  }
+  if (forward_ad::active()) forward_tangents<OpKind::cumsum>(out, {&a}, SavesScan{d, reverse});
   return out;
 }
 

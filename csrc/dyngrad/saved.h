@@ -100,9 +100,9 @@ DG_SAVED(SavesABOut, (SavedTensor, a), (SavedTensor, b), (SavedTensor, out));
 DG_SAVED(SavesPowScalar, (SavedTensor, a), (double, exponent));
 DG_SAVED(SavesCond, (SavedTensor, cond));  // where: the bool condition
 DG_SAVED(SavesClamp, (SavedTensor, a), (std::optional<double>, lo), (std::optional<double>, hi));
-// exp, sqrt, rsqrt, tanh, sigmoid, relu: the output (Note [Saving an output])
+// exp, sqrt, rsqrt, tanh, sigmoid, relu, expm1, tan: the output (Note [Saving an output])
 DG_SAVED(SavesOut, (SavedTensor, out));
-DG_SAVED(SavesA, (SavedTensor, a));  // log, abs, sin, cos, gelu, erf
+DG_SAVED(SavesA, (SavedTensor, a));  // log, abs, sin, cos, gelu, erf, log1p, log2, log10, asin, acos, atan
 DG_SAVED(SavesLeakyRelu, (SavedTensor, a), (double, slope));
 DG_SAVED(SavesSoftplus, (SavedTensor, a), (double, beta), (double, threshold));
 // sum, mean: the reduced dims (sorted, wrapped) and keepdim
@@ -113,6 +113,7 @@ DG_SAVED(SavesSlice, (int64_t, dim), (int64_t, start), (int64_t, step));  // sli
 DG_SAVED(SavesCat, (int64_t, dim), (Dims, sizes));                        // sizes: each input's length along dim
 DG_SAVED(SavesIndex, (SavedTensor, index), (int64_t, dim));               // index_select, index_add, gather...
 DG_SAVED(SavesPositions, (SavedTensor, positions));                       // take, put, put_add: flat positions
+DG_SAVED(SavesScan, (int64_t, dim), (bool, reverse));                     // cumsum
 DG_SAVED(SavesSoftmax, (SavedTensor, out), (int64_t, dim));               // softmax, log_softmax
 // reduction: 0 none, 1 mean (over the rows not ignored), 2 sum
 DG_SAVED(SavesCrossEntropy, (SavedTensor, logits), (SavedTensor, target), (int64_t, reduction),

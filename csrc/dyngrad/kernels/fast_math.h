@@ -1,6 +1,6 @@
-// fast_math.h: float32 exp, tanh, sigmoid, the normal CDF (GELU and its derivative) and erf that vectorise (the
-// std functions do not), for elementwise.cpp and the fused recurrent cells of rnn.cpp; k_exp, k_tanh, k_sigmoid and
-// k_erf pick them for float and the std functions for double.
+// fast_math.h: float32 exp, tanh, sigmoid, the normal CDF (GELU and its derivative), erf, sin and cos that
+// vectorise (the std functions do not), for elementwise.cpp and the fused recurrent cells of rnn.cpp; k_exp, k_tanh,
+// k_sigmoid and k_erf pick them for float and the std functions for double.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -130,6 +130,60 @@ inline float fast_erff(float x) {
   big = x < 0 ? -big : big;
   float y = ax <= 1.0f ? small : big;
   return x != x ? x : y;
+}
+
+// sin and cos in float32 (Cephes sinf/cosf, branch-free so that loops vectorise; std::sin does not: 3.8 ns per
+// element scalar, 0.47 vectorised, measured alone on this machine). |x| is reduced by multiples of pi/4 with pi/4
+// split in three parts (Cody-Waite), then the sine or cosine polynomial (degree 7 and 8) on [-pi/4, pi/4].
+// Measured against double: <= 1.5 ulp for |x| <= 4, <= 4.4 ulp for |x| <= 64; beyond, the reduction loses digits
+// near the zeros (33 ulp by 256, 690 by 8192), so the caller recomputes |x| > kFastTrigLimit, inf and NaN with
+// std::sin/std::cos (elementwise.cpp's sin_cos_loop).
+constexpr float kFastTrigLimit = 64.0f;
+// The octant q in {0, 2, 4, 6} of |x| and z = |x| - q pi/4 in [-pi/4, pi/4]; sin|x| is +-sin z (q = 0, 4) or
+// +-cos z (q = 2, 6). Written with integer bit operations and no bools, which GCC would not vectorise.
+struct TrigReduced {
+  float z, zz;
+  int32_t octant;
+};
+inline TrigReduced fast_trig_reduce(float x) {
+  const float ax = std::fabs(x);
+  const float a = ax <= kFastTrigLimit ? ax : 0.0f;  // (NaN and the large ones: recomputed by the caller)
+  int32_t j = (int32_t)(a * 1.27323954473516f);    // 4 / pi
+  j += j & 1;                                        // to the even octant: z in [-pi/4, pi/4]
+  const float y = (float)j;
+  const float z = ((a - y * 0.78515625f) - y * 2.4187564849853515625e-4f) - y * 3.77489497744594108e-8f;
+  return {z, z * z, j & 7};
+}
+inline float fast_sin_poly(float z, float zz) {
+  return ((-1.9515295891e-4f * zz + 8.3321608736e-3f) * zz - 1.6666654611e-1f) * zz * z + z;
+}
+inline float fast_cos_poly(float zz) {
+  return ((2.443315711809948e-5f * zz - 1.388731625493765e-3f) * zz + 4.166664568298827e-2f) * zz * zz -
+         0.5f * zz + 1.0f;
+}
+// r with its sign bit flipped where `flip` has bit 31 set
+inline float flip_sign(float r, uint32_t flip) {
+  uint32_t b;
+  std::memcpy(&b, &r, 4);
+  b ^= flip;
+  std::memcpy(&r, &b, 4);
+  return r;
+}
+inline float fast_sinf(float x) {
+  const TrigReduced t = fast_trig_reduce(x);
+  const float s = fast_sin_poly(t.z, t.zz), c = fast_cos_poly(t.zz);
+  const float r = (t.octant & 2) ? c : s;
+  uint32_t xb;
+  std::memcpy(&xb, &x, 4);
+  // sin(z + pi) = -sin z, and sin is odd (sin(-0.0) = -0.0)
+  return flip_sign(r, ((uint32_t)(t.octant & 4) << 29) ^ (xb & 0x80000000u));
+}
+inline float fast_cosf(float x) {
+  const TrigReduced t = fast_trig_reduce(x);
+  const float s = fast_sin_poly(t.z, t.zz), c = fast_cos_poly(t.zz);
+  const float r = (t.octant & 2) ? s : c;
+  // cos(z + pi/2) = -sin z, cos(z + pi) = -cos z, cos(z + 3pi/2) = sin z: negative for octants 2 and 4
+  return flip_sign(r, (uint32_t)((t.octant + 2) & 4) << 29);
 }
 
 template <typename T> inline T k_exp(T x) { return std::exp(x); }

@@ -33,7 +33,7 @@ Tensor unary_kernel(UnaryKind k, const Tensor& a, DType out_dtype, double p0 = 0
 bool unary_grad_fusable(const Tensor& grad, const Tensor& a);
 Tensor unary_grad_kernel(UnaryKind k, const Tensor& grad, const Tensor& a);
 
-enum class BinaryKind { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge, And, Or, Xor };
+enum class BinaryKind { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Atan2, Eq, Ne, Lt, Le, Gt, Ge, And, Or, Xor };
 // out = a (op) b with broadcasting; inputs are converted to compute_dtype; comparisons give bool.
 Tensor binary_kernel(BinaryKind k, const Tensor& a, const Tensor& b, DType compute_dtype, const char* op);
 // dst += src in place (same shape, same floating dtype); dst may be a strided view. For the engine's own buffers.
@@ -48,6 +48,10 @@ enum class ReduceKind { Sum, Max, Min, ArgMax, ArgMin, LogSumExp };
 // Reduces over `dims` (sorted, unique, wrapped; empty = none). Result dtype: Arg* -> int64; Sum of bool/int ->
 // int64; else a's dtype. keepdim keeps reduced dims as size 1.
 Tensor reduce_kernel(ReduceKind k, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim);
+
+// out = the running sum of a along d (wrapped), from the end if reverse, in a's dtype (float32, float64, int64,
+// the halves): float32 accumulates in double, the halves in float32 (torch's CPU acc types), int64 wraps.
+Tensor cumsum_kernel(const Tensor& a, int64_t d, bool reverse);
 
 // softmax / log_softmax over dim (Note [Softmax in float32] in reduce.cpp), and their backward given the output:
 // the gradient with respect to the input, out and grad of one shape and floating dtype.

@@ -14,6 +14,7 @@ import numpy as np
 from .dtypes import from_numpy_dtype
 from .tensor import make_tensor, scalar_tensor
 from .ops_math import add, sub, mul, div, neg, pow, pow_scalar, where, compare, logical_and, sum, sum_to, matmul, mean
+from .ops_math import cumsum
 from .primitives import exp, log, cos, sin, sigmoid, tanh, sign, rsqrt
 from .ops_shape import to_dtype, reshape, permute, expand, slice, slice_scatter, mT, select, cat, stack
 from .ops_index import index_select, index_add, gather, scatter_add, take, put, put_add
@@ -130,6 +131,16 @@ def maximum_backward(grad, s):
             if s.needs_input_grad[0] else None,
             mul(grad, sub(sub(num(1, grad), to_dtype(compare("gt", a, b), grad.dtype)), half_tie))
             if s.needs_input_grad[1] else None)
+
+
+# out = atan2(a, b)  ->  da = grad b / (a^2 + b^2), db = -grad a / (a^2 + b^2); 0 at the origin (as torch)
+def atan2_backward(grad, s):
+    a, b = s.a, s.b
+    r2 = add(mul(a, a), mul(b, b))
+    origin = compare("eq", r2, num(0, r2))
+    inv = where(origin, num(0, r2), div(num(1, r2), where(origin, num(1, r2), r2)))
+    return (mul(mul(grad, b), inv) if s.needs_input_grad[0] else None,
+            neg(mul(mul(grad, a), inv)) if s.needs_input_grad[1] else None)
 
 
 # out = min(a, b)  ->  the mirror image of maximum (NaN: both inputs get the whole grad)
@@ -271,6 +282,51 @@ def erf_backward(grad, s):
     return (mul(grad, mul(exp(neg(mul(a, a))), num(1.1283791670955126, a))),)
 
 
+# out = log1p(a)  ->  da = grad / (1 + a)
+def log1p_backward(grad, s):
+    return (div(grad, add(s.a, num(1, s.a))),)
+
+
+# out = expm1(a)  ->  da = grad * (out + 1)
+def expm1_backward(grad, s):
+    return (mul(grad, add(s.out, num(1, s.out))),)
+
+
+# out = log2(a)  ->  da = grad / (a ln 2)
+def log2_backward(grad, s):
+    return (div(grad, mul(s.a, num(0.69314718055994530942, s.a))),)
+
+
+# out = log10(a)  ->  da = grad / (a ln 10)
+def log10_backward(grad, s):
+    return (div(grad, mul(s.a, num(2.30258509299404568402, s.a))),)
+
+
+# out = tan(a)  ->  da = grad * (1 + out^2)
+def tan_backward(grad, s):
+    return (mul(grad, add(mul(s.out, s.out), num(1, s.out))),)
+
+
+# out = asin(a)  ->  da = grad / sqrt(1 - a^2) (inf at |a| = 1, NaN beyond, as torch)
+def asin_backward(grad, s):
+    return (mul(grad, rsqrt(sub(num(1, s.a), mul(s.a, s.a)))),)
+
+
+# out = acos(a)  ->  da = -grad / sqrt(1 - a^2)
+def acos_backward(grad, s):
+    return (neg(mul(grad, rsqrt(sub(num(1, s.a), mul(s.a, s.a))))),)
+
+
+# out = atan(a)  ->  da = grad / (1 + a^2)
+def atan_backward(grad, s):
+    return (div(grad, add(mul(s.a, s.a), num(1, s.a))),)
+
+
+# out = sinh(a)  ->  da = grad * cosh(a), cosh(a) = (exp(a) + exp(-a)) / 2
+def sinh_backward(grad, s):
+    return (mul(grad, mul(add(exp(s.a), exp(neg(s.a))), num(0.5, s.a))),)
+
+
 # ===== reductions ==============================================================================================
 
 # out = sum(a, dims)  ->  da = grad broadcast back over dims
@@ -306,6 +362,11 @@ def amin_backward(grad, s):
 def logsumexp_backward(grad, s):
     a, out = s.a, s.out
     return (mul(unreduce(grad, s), exp(sub(a, unreduce(out, s)))),)
+
+
+# out = cumsum(a, dim)  ->  da_i = sum_{k >= i} grad_k: the running sum the other way
+def cumsum_backward(grad, s):
+    return (cumsum(grad, s.dim, not s.reverse),)
 
 
 # ===== linear algebra ==========================================================================================

@@ -8,7 +8,8 @@ has the op's named fields (saved.h's names), all of them, from the forward's own
 expands each tangent to its output's shape and casts it to its dtype.
 """
 from .tensor import make_tensor, scalar_tensor, full
-from .ops_math import (add, sub, mul, div, neg, pow, pow_scalar, where, compare, logical_and, sum, matmul, mean)
+from .ops_math import (add, sub, mul, div, neg, pow, pow_scalar, where, compare, logical_and, sum, matmul, mean,
+                       cumsum)
 from .primitives import exp, log, cos, sin, sigmoid, sign, rsqrt
 from .ops_shape import to_dtype, reshape, permute, expand, slice, slice_scatter, cat, clone
 from .ops_index import index_select, index_add, gather, scatter_add, take, put, put_add
@@ -146,6 +147,16 @@ def minimum_jvp(t, out, s):
     return _extremum_pair_jvp(t, s, "gt", "lt")
 
 
+# d atan2(a, b) = (ta b - tb a) / (a^2 + b^2), 0 at the origin as the backward
+def atan2_jvp(t, out, s):
+    a, b = s.a, s.b
+    r2 = add(mul(a, a), mul(b, b))
+    origin = compare("eq", r2, num(0, r2))
+    inv = where(origin, num(0, r2), div(num(1, r2), where(origin, num(1, r2), r2)))
+    d = minus(times(t[0], b), times(t[1], a))
+    return None if d is None else mul(d, inv)
+
+
 def where_jvp(t, out, s):
     like = t[1] if t[1] is not None else t[2]
     zero = num(0, like)
@@ -252,6 +263,44 @@ def erf_jvp(t, out, s):
     return mul(t[0], mul(exp(neg(mul(a, a))), num(1.1283791670955126, a)))
 
 
+def log1p_jvp(t, out, s):
+    return div(t[0], add(s.a, num(1, s.a)))
+
+
+def expm1_jvp(t, out, s):
+    return mul(t[0], add(out, num(1, out)))
+
+
+def log2_jvp(t, out, s):
+    return div(t[0], mul(s.a, num(0.69314718055994530942, s.a)))
+
+
+def log10_jvp(t, out, s):
+    return div(t[0], mul(s.a, num(2.30258509299404568402, s.a)))
+
+
+# d tan(a) = ta (1 + out^2)
+def tan_jvp(t, out, s):
+    return mul(t[0], add(mul(out, out), num(1, out)))
+
+
+def asin_jvp(t, out, s):
+    return mul(t[0], rsqrt(sub(num(1, s.a), mul(s.a, s.a))))
+
+
+def acos_jvp(t, out, s):
+    return neg(mul(t[0], rsqrt(sub(num(1, s.a), mul(s.a, s.a)))))
+
+
+def atan_jvp(t, out, s):
+    return div(t[0], add(mul(s.a, s.a), num(1, s.a)))
+
+
+# d sinh(a) = ta cosh(a)
+def sinh_jvp(t, out, s):
+    return mul(t[0], mul(add(exp(s.a), exp(neg(s.a))), num(0.5, s.a)))
+
+
 # ---- reductions ----
 
 def sum_jvp(t, out, s):
@@ -278,6 +327,10 @@ def amin_jvp(t, out, s):
 
 def logsumexp_jvp(t, out, s):
     return sum(mul(t[0], exp(sub(s.a, unreduce(s.out, s.a.shape, s.dims, s.keepdim)))), s.dims, s.keepdim)
+
+
+def cumsum_jvp(t, out, s):
+    return cumsum(t[0], s.dim, s.reverse)
 
 
 # ---- linear algebra ----

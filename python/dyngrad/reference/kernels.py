@@ -39,6 +39,7 @@ def int_pow(a, b):
     return np.where(b < 0, negative, out)
 maximum = (lambda a, b: np.maximum(a, b))
 minimum = (lambda a, b: np.minimum(a, b))
+atan2 = (lambda a, b: np.arctan2(a, b))
 where = (lambda cond, a, b: np.where(cond, a, b))
 clamp = (lambda a, lo, hi: np.clip(a, lo, hi))
 exp = quiet(lambda a: np.exp(a))
@@ -63,10 +64,30 @@ def sign(a):
     return (a > 0).astype(a.dtype) - (a < 0).astype(a.dtype)
 _erf_scalar = np.frompyfunc(math.erf, 1, 1)
 erf = quiet(lambda a: np.asarray(_erf_scalar(a)).astype(a.dtype) if a.size else a.copy())  # 0-d: frompyfunc gives a float
+log1p = (lambda a: np.log1p(a))
+expm1 = (lambda a: np.expm1(a))
+log2 = (lambda a: np.log2(a))
+log10 = (lambda a: np.log10(a))
+tan = (lambda a: np.tan(a))
+asin = (lambda a: np.arcsin(a))
+acos = (lambda a: np.arccos(a))
+atan = (lambda a: np.arctan(a))
+sinh = (lambda a: np.sinh(a))
 leaky_relu = (lambda a, slope: np.where(a > 0, a, a * a.dtype.type(slope)))
 gelu = quiet(lambda a: 0.5 * a * (1 + erf(a / math.sqrt(2.0))))
 softplus = quiet(lambda a, beta, threshold: np.where(a * beta > threshold, a,
                                                      np.logaddexp(0, a * beta) / a.dtype.type(beta)))
+
+
+@quiet
+def cumsum(a, d, reverse):
+    """The running sum along d (from the end if reverse) in a's dtype: float32 accumulated in float64 (as
+    kernels/scan.cpp), int64 wrapping."""
+    x = np.flip(a, d) if reverse else a
+    out = np.add.accumulate(x.astype(np.float64) if a.dtype == np.float32 else x, axis=d).astype(a.dtype)
+    return np.ascontiguousarray(np.flip(out, d) if reverse else out)
+
+
 # the derivatives f' of unary ops (kernels/kernels.h's derivative helpers): x's dtype, computed as their formulas
 tanh_grad_from_out = (lambda y: 1 - y * y)                                   # of tanh, from its output
 sigmoid_grad_from_out = (lambda y: y * (1 - y))                              # of sigmoid, from its output

@@ -183,6 +183,18 @@ def pow_scalar(a, p):
     return out
 
 
+# out = atan2(a, b), the angle of the point (b, a): computed in floating point (float32 for integers)
+def atan2(a, b):
+    dtype = result_type(a, b)
+    out = _binary(kernels.atan2, a, b, dtype if dtype.is_floating_point else _dt.float32, "atan2")
+    if any_requires_grad(a, b):
+        node = record("atan2", out, (a, b))
+        node.save("a", a)
+        node.save("b", b)
+    if forward_ad.active(): forward_ad.attach("atan2", out, (a, b), a=a, b=b)
+    return out
+
+
 def maximum(a, b):
     out = _binary(kernels.maximum, a, b, result_type(a, b), "maximum")
     if any_requires_grad(a, b):
@@ -404,6 +416,21 @@ def logsumexp(a, dims, keepdim):
         node.save("a", a)
         node.save("out", out, is_output=True)
     if forward_ad.active(): forward_ad.attach("logsumexp", out, (a,), a=a, out=out, dims=dims, keepdim=keepdim)
+    return out
+
+
+# out_i = sum_{j <= i} a_j along dim (j >= i if reverse): ops_math.cpp's cumsum
+def cumsum(a, dim, reverse):
+    d = wrap_dim(dim, a.ndim, "cumsum")
+    if a.dtype.is_floating_point and a.dtype.itemsize == 2:    # accumulated in float32, rounded once (scan.cpp)
+        out = make_tensor(_cast(kernels.cumsum(a._data.astype(np.float32), d, reverse), a.dtype)
+                          if a.ndim else a._data.copy())
+    else:
+        out = make_tensor(kernels.cumsum(a._data, d, reverse) if a.ndim else a._data.copy())
+    if any_requires_grad(a):
+        node = record("cumsum", out, (a,))
+        node.args = {"dim": d, "reverse": bool(reverse)}
+    if forward_ad.active(): forward_ad.attach("cumsum", out, (a,), dim=d, reverse=bool(reverse))
     return out
 
 

@@ -17,7 +17,8 @@ SavesPowScalar = ("a", "exponent")
 SavesCond = ("cond",)                                         # where: the bool condition
 SavesClamp = ("a", "lo", "hi")
 SavesOut = ("out",)
-SavesA = ("a",)                                               # log, abs, sin, cos, gelu, erf
+# log, abs, sin, cos, gelu, erf, log1p, log2, log10, asin, acos, atan
+SavesA = ("a",)
 SavesLeakyRelu = ("a", "slope")
 SavesSoftplus = ("a", "beta", "threshold")
 SavesReduction = ("dims", "keepdim")
@@ -27,6 +28,7 @@ SavesSlice = ("dim", "start", "step")                         # slice, slice_sca
 SavesCat = ("dim", "sizes")                                   # sizes: each input's length along dim
 SavesIndex = ("index", "dim")                                 # index_select, index_add, gather...
 SavesPositions = ("positions",)                               # take, put, put_add: flat positions
+SavesScan = ("dim", "reverse")                                # cumsum
 SavesSoftmax = ("out", "dim")                                 # softmax, log_softmax
 SavesCrossEntropy = ("logits", "target", "reduction", "ignore_index", "label_smoothing")
 SavesWindow = ("window",)                                     # unfold, fold: (kh, kw, sh, sw, ph, pw, dh, dw)
@@ -54,6 +56,7 @@ PRIMITIVES = (
     ("pow_scalar",         "Pow",               SavesPowScalar,     "custom",         "cold", None),
     ("maximum",            "Maximum",           SavesAB,            "binary_tensors", "cold", None),
     ("minimum",            "Minimum",           SavesAB,            "binary_tensors", "cold", None),
+    ("atan2",              "Atan2",             SavesAB,            "binary_tensors", "cold", None),  # floats
     # where: cond: no gradient
     ("where",              "Where",             SavesCond,          "custom",         "cold", None),
     ("clamp",              "Clamp",             SavesClamp,         "custom",         "cold", None),
@@ -77,11 +80,22 @@ PRIMITIVES = (
     ("gelu_backward",      "GeluBackward",      SavesGradX,         "unary_backward", "cold", "GeluGrad"),
     ("softplus",           "Softplus",          SavesSoftplus,      "custom",         "cold", None),
     ("erf",                "Erf",               SavesA,             "unary_float",    "hot",  "Erf"),
+    ("log1p",              "Log1p",             SavesA,             "unary_float",    "hot",  "Log1p"),
+    ("expm1",              "Expm1",             SavesOut,           "unary_float",    "hot",  "Expm1"),
+    ("log2",               "Log2",              SavesA,             "unary_float",    "hot",  "Log2"),
+    ("log10",              "Log10",             SavesA,             "unary_float",    "hot",  "Log10"),
+    ("tan",                "Tan",               SavesOut,           "unary_float",    "hot",  "Tan"),
+    ("asin",               "Asin",              SavesA,             "unary_float",    "hot",  "Asin"),
+    ("acos",               "Acos",              SavesA,             "unary_float",    "hot",  "Acos"),
+    ("atan",               "Atan",              SavesA,             "unary_float",    "hot",  "Atan"),
+    ("sinh",               "Sinh",              SavesA,             "unary_float",    "hot",  "Sinh"),
     ("sum",                "Sum",               SavesReduction,     "custom",         "hot",  None),  # dtype=
     ("mean",               "Mean",              SavesReduction,     "reduction",      "hot",  None),
     ("amax",               "Amax",              SavesReductionAOut, "reduction",      "cold", None),
     ("amin",               "Amin",              SavesReductionAOut, "reduction",      "cold", None),
     ("logsumexp",          "Logsumexp",         SavesReductionAOut, "reduction",      "cold", None),
+    # cumsum: reverse: from the end
+    ("cumsum",             "Cumsum",            SavesScan,          "custom",         "cold", None),
     # matmul: 1-D: reshaped
     ("matmul",             "Matmul",            SavesMatmul,        "binary_tensors", "hot",  None),
     # family shape
@@ -137,11 +151,20 @@ sign = unary_forward("sign", kernels.sign)
 gelu = unary_float_forward("gelu", kernels.gelu)
 gelu_backward = unary_backward_forward("gelu_backward", kernels.gelu_grad)
 erf = unary_float_forward("erf", kernels.erf)
+log1p = unary_float_forward("log1p", kernels.log1p)
+expm1 = unary_float_forward("expm1", kernels.expm1)
+log2 = unary_float_forward("log2", kernels.log2)
+log10 = unary_float_forward("log10", kernels.log10)
+tan = unary_float_forward("tan", kernels.tan)
+asin = unary_float_forward("asin", kernels.asin)
+acos = unary_float_forward("acos", kernels.acos)
+atan = unary_float_forward("atan", kernels.atan)
+sinh = unary_float_forward("sinh", kernels.sinh)
 
 # ---- the other primitives, from the module of their family (ops_<family>.py) ----
 from .ops_math import (  # noqa: E402  (after the forwards above: op modules import them)
-    add, sub, mul, div, neg, pow, pow_scalar, maximum, minimum, where, clamp, leaky_relu, softplus, sum, mean, amax,
-    amin, logsumexp, matmul,
+    add, sub, mul, div, neg, pow, pow_scalar, maximum, minimum, atan2, where, clamp, leaky_relu, softplus, sum,
+    mean, amax, amin, logsumexp, cumsum, matmul,
 )
 from .ops_shape import (  # noqa: E402  (after the forwards above: op modules import them)
     to_dtype, clone, reshape, permute, expand, slice, slice_scatter, cat,
@@ -155,11 +178,12 @@ from .ops_nn import (  # noqa: E402  (after the forwards above: op modules impor
 )
 
 __all__ = [
-    "add", "sub", "mul", "div", "neg", "pow", "pow_scalar", "maximum", "minimum", "where", "clamp", "exp", "log",
-    "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "tanh_backward", "sigmoid", "sigmoid_backward", "relu",
-    "threshold_backward", "sign", "leaky_relu", "gelu", "gelu_backward", "softplus", "erf", "sum", "mean", "amax",
-    "amin", "logsumexp", "matmul", "to_dtype", "clone", "reshape", "permute", "expand", "slice", "slice_scatter",
-    "cat", "index_select", "index_add", "gather", "scatter_add", "take", "put", "put_add", "softmax",
-    "softmax_backward", "log_softmax", "log_softmax_backward", "cross_entropy", "cross_entropy_backward", "unfold",
-    "fold", "rnn_layer", "rnn_layer_backward", "layer_norm", "layer_norm_backward",
+    "add", "sub", "mul", "div", "neg", "pow", "pow_scalar", "maximum", "minimum", "atan2", "where", "clamp", "exp",
+    "log", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "tanh_backward", "sigmoid", "sigmoid_backward", "relu",
+    "threshold_backward", "sign", "leaky_relu", "gelu", "gelu_backward", "softplus", "erf", "log1p", "expm1",
+    "log2", "log10", "tan", "asin", "acos", "atan", "sinh", "sum", "mean", "amax", "amin", "logsumexp", "cumsum",
+    "matmul", "to_dtype", "clone", "reshape", "permute", "expand", "slice", "slice_scatter", "cat", "index_select",
+    "index_add", "gather", "scatter_add", "take", "put", "put_add", "softmax", "softmax_backward", "log_softmax",
+    "log_softmax_backward", "cross_entropy", "cross_entropy_backward", "unfold", "fold", "rnn_layer",
+    "rnn_layer_backward", "layer_norm", "layer_norm_backward",
 ]

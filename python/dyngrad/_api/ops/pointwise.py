@@ -9,7 +9,7 @@ import numpy as np
 
 from ... import _C
 from ...autograd.function import Function
-from .. import bridge
+from .. import bridge, primitive_rows
 from ..args import (Tensor, broadcast_shapes, checked_write, core, get_default_dtype, number, operand_or_throw,
                     operands, tensor_arg, to_int, type_name)
 from ..bridge import is_half
@@ -17,7 +17,7 @@ from ..dtype_info import finfo
 from ..host import special as sn
 from ..node_names import rename, shows_as
 
-_LN2, _LN10 = math.log(2.0), math.log(10.0)
+_LN2 = math.log(2.0)
 
 
 # ----- dtype helpers ---------------------------------------------------------------------------------------------
@@ -139,27 +139,13 @@ def _rsqrt(t):
 
 
 # The derivatives: `g` is dL/d(out), `out` the op's result, then the op's arguments.
-# d tan x = 1 + tan^2 x
-Tan = _numpy_function("Tan", np.tan, lambda g, out, x: g * (out * out + 1), uses_out=True)
-# d asin x = 1 / sqrt(1 - x^2)
-Asin = _numpy_function("Asin", np.arcsin, lambda g, out, x: g * _rsqrt(1 - x * x))
-# d acos x = -1 / sqrt(1 - x^2)
-Acos = _numpy_function("Acos", np.arccos, lambda g, out, x: -g * _rsqrt(1 - x * x))
-# d atan x = 1 / (1 + x^2)
-Atan = _numpy_function("Atan", np.arctan, lambda g, out, x: g / (x * x + 1))
-# d sinh x = cosh x; d cosh x = sinh x
-Sinh = _numpy_function("Sinh", np.sinh, lambda g, out, x: g * Cosh.apply(x))
-Cosh = _numpy_function("Cosh", np.cosh, lambda g, out, x: g * Sinh.apply(x))
+# d cosh x = sinh x (sinh is a primitive)
+Cosh = _numpy_function("Cosh", np.cosh, lambda g, out, x: g * _C.sinh(x))
 # d asinh x = 1 / sqrt(x^2 + 1); d acosh x = 1 / sqrt(x^2 - 1); d atanh x = 1 / (1 - x^2)
 Asinh = _numpy_function("Asinh", np.arcsinh, lambda g, out, x: g * _rsqrt(x * x + 1))
 Acosh = _numpy_function("Acosh", np.arccosh, lambda g, out, x: g * _rsqrt(x * x - 1))
 Atanh = _numpy_function("Atanh", np.arctanh, lambda g, out, x: g / (1 - x * x))
-# d log1p x = 1 / (1 + x); d expm1 x = expm1 x + 1
-Log1p = _numpy_function("Log1p", np.log1p, lambda g, out, x: g / (x + 1))
-Expm1 = _numpy_function("Expm1", np.expm1, lambda g, out, x: g * (out + 1), uses_out=True)
-# d log2 x = 1 / (x ln 2); d log10 x = 1 / (x ln 10); d exp2 x = exp2(x) ln 2
-Log2 = _numpy_function("Log2", np.log2, lambda g, out, x: g / (x * _LN2))
-Log10 = _numpy_function("Log10", np.log10, lambda g, out, x: g / (x * _LN10))
+# d exp2 x = exp2(x) ln 2
 Exp2 = _numpy_function("Exp2", np.exp2, lambda g, out, x: g * (out * _LN2), uses_out=True)
 # d erfc x = -2/sqrt(pi) exp(-x^2)
 Erfc = _numpy_function("Erfc", sn.erfc, lambda g, out, x: g * (_C.exp(-(x * x)) * (-2.0 / math.sqrt(math.pi))))
@@ -278,14 +264,6 @@ Xlogy = _numpy_function("Xlogy", _xlogy_kernel, _xlogy_derivative)
 Xlog1py = _numpy_function("Xlog1py", _xlog1py_kernel, _xlog1py_derivative)
 
 
-def _atan2_derivative(g, out, y, x):
-    """d atan2(y, x) = (x dy - y dx) / (x^2 + y^2); 0 at the origin (as torch)."""
-    r2 = y * y + x * x
-    inv = _where(r2 == 0, 0.0, 1 / _where(r2 == 0, 1.0, r2))
-    return g * x * inv, g * -y * inv
-
-
-Atan2 = _numpy_function("Atan2", np.arctan2, _atan2_derivative)
 # d hypot(a, b) = (a da + b db) / hypot(a, b)
 Hypot = _numpy_function("Hypot", np.hypot, lambda g, out, a, b: (g * a / out, g * b / out), uses_out=True)
 # d logaddexp(a, b) = (da + exp(b - a) db) / (1 + exp(b - a))
@@ -715,8 +693,12 @@ def _unary(op):
     return fn
 
 
-exp, log, sqrt, rsqrt, abs, sin, cos = (_unary(n) for n in ("exp", "log", "sqrt", "rsqrt", "abs", "sin", "cos"))
-tanh, sigmoid, relu, erf = (_unary(n) for n in ("tanh", "sigmoid", "relu", "erf"))
+# every plain unary primitive of ops.def (primitive_rows.py, generated), by name: the table's rows of those without
+# a row of their own name this dict
+UNARY_PRIMITIVES = {name: _unary(name) for name, _ in primitive_rows.UNARY_PRIMITIVES}
+exp, log, sqrt, rsqrt, abs, sin, cos, tanh, sigmoid, relu, erf, log1p, expm1, asin, acos, atan = (
+    UNARY_PRIMITIVES[n] for n in ("exp", "log", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "sigmoid", "relu", "erf",
+                                  "log1p", "expm1", "asin", "acos", "atan"))
 logical_not, isnan, isfinite = (_unary(n) for n in ("logical_not", "isnan", "isfinite"))
 
 
@@ -729,13 +711,9 @@ def _float_unary(op, function):
     return fn
 
 
-tan, asin, acos, atan = (_float_unary(n, f) for n, f in (("tan", Tan), ("asin", Asin), ("acos", Acos),
-                                                          ("atan", Atan)))
-sinh, cosh, asinh, acosh, atanh = (_float_unary(n, f) for n, f in (("sinh", Sinh), ("cosh", Cosh), ("asinh", Asinh),
-                                                                    ("acosh", Acosh), ("atanh", Atanh)))
-log1p, expm1, log2, log10, exp2 = (_float_unary(n, f) for n, f in (("log1p", Log1p), ("expm1", Expm1),
-                                                                    ("log2", Log2), ("log10", Log10),
-                                                                    ("exp2", Exp2)))
+cosh, asinh, acosh, atanh = (_float_unary(n, f) for n, f in (("cosh", Cosh), ("asinh", Asinh), ("acosh", Acosh),
+                                                              ("atanh", Atanh)))
+exp2 = _float_unary("exp2", Exp2)
 erfc, erfinv, lgamma, digamma, sinc = (_float_unary(n, f) for n, f in (("erfc", Erfc), ("erfinv", Erfinv),
                                                                         ("lgamma", Lgamma), ("digamma", Digamma),
                                                                         ("sinc", Sinc)))
@@ -823,7 +801,7 @@ def copysign(input, other):
 
 def atan2(input, other):
     """The angle of the point (other, input), in (-pi, pi]."""
-    return Atan2.apply(*_float_pair(input, other, "atan2", (False, False)))
+    return _C.atan2(*_float_pair(input, other, "atan2", (False, False)))
 
 
 def hypot(input, other):

@@ -1,8 +1,9 @@
 """Scans along one dim with torch's signatures: cumsum, cumprod, cummax, cummin, logcumsumexp.
 
-cumsum, cumprod and logcumsumexp are custom Functions (forward: numpy's sequential running sum/product/logaddexp,
-accumulated in float64 as torch's CPU kernels do; backward: written with dyngrad ops, these Functions included, so
-gradients of gradients work). The core has no scan op: a composite would be a doubling scan, O(n log n) with log n
+cumsum is the engines' primitive (_C.cumsum: a loop, float32 accumulated in float64 as torch's CPU kernel; its
+derivative is the running sum the other way). cumprod and logcumsumexp are custom Functions (forward: numpy's
+sequential running product/logaddexp, accumulated in float64 likewise; backward: written with dyngrad ops, these
+Functions included, so gradients of gradients work): a composite would be a doubling scan, O(n log n) with log n
 levels of nodes. cummax/cummin take their indices from numpy and gather the values (the gradient goes to the
 index, as torch's)."""
 import collections
@@ -46,7 +47,7 @@ def flip(t, d):
 
 def reversed_cumsum(t, d):
     """out_i = sum_{k >= i} t_k along d."""
-    return flip(Cumsum.apply(flip(t, d), d), d)
+    return _C.cumsum(t, d, True)
 
 
 def _scan_input(input, dim, dtype, op):
@@ -65,24 +66,10 @@ def _scan_input(input, dim, dtype, op):
 
 # ----- cumsum ----------------------------------------------------------------------------------------------------
 
-class Cumsum(Function):
-    """out_i = sum_{j <= i} a_j along dim."""
-
-    @staticmethod
-    def forward(ctx, a, d):
-        ctx.d = d
-        return _scan(np.add, a, d)
-
-    @staticmethod
-    def backward(ctx, grad):
-        # d out_k / d a_i = 1 for k >= i  ->  grad_a = reversed cumsum of grad
-        return reversed_cumsum(grad, ctx.d), None
-
-
 def cumsum(input, dim, *, dtype=None):
-    """Running sum along dim; bool and int inputs give int64."""
+    """Running sum along dim; bool and int inputs give int64 (the engine's primitive _C.cumsum)."""
     a, d = _scan_input(input, dim, dtype, "cumsum")
-    return Cumsum.apply(a, d)
+    return _C.cumsum(a, d, False)
 
 
 # ----- cumprod ---------------------------------------------------------------------------------------------------

@@ -1,9 +1,9 @@
 """Order statistics with torch's signatures: sort, argsort, msort, topk, kthvalue, median, nanmedian, mode,
 quantile, nanquantile; and counting: unique, unique_consecutive, histc, bincount.
 
-Which element is chosen is computed by numpy on the detached input (stable sorts, NaN ordered as the largest
-value, as torch); the values are `_C.gather(input, dim, indices)`, so the gradient goes to the chosen element as
-torch's does (quantile's interpolation is a composite over two gathers). median() and nanmedian() without a dim
+sort, argsort and topk order in the engine (_C.sort, _C.argsort, _C.topk); the others compute which element is
+chosen with numpy on the detached input; both order stably with NaN as the largest value, as torch. The values are
+`_C.gather(input, dim, indices)`, so the gradient goes to the chosen element as torch's does (quantile's interpolation is a composite over two gathers). median() and nanmedian() without a dim
 share their gradient equally among the elements equal to the median, as torch's; they are small Functions. unique,
 unique_consecutive, histc and bincount have no gradient (nor in torch).
 
@@ -66,25 +66,24 @@ def _pick(a, d, index, keepdim, result):
 
 
 # ----- sort ------------------------------------------------------------------------------------------------------
+# The engines' _C.sort, _C.argsort and _C.topk order by keys (Note [Sorting by keys] in csrc/dyngrad/kernels/
+# sort.cpp): the stable order whatever `stable` says, topk by selection; the values are a gather of the input.
 
-def _sorted(input, dim, descending, op):
-    a = tensor_arg(input, op)
-    arr, d = _rows(a, dim, op)
-    order = stable_order(arr, d, bool(descending)).astype(np.int64)
-    return a, d, (order.reshape(()) if a.ndim == 0 else order)
+def _sort_dim(a, dim, op):
+    return wrap_dim(to_int(dim, op, "dim"), a.ndim, op)
 
 
 def sort(input, dim=-1, descending=False, *, stable=False):
     """(values, indices) sorted along dim; always stable (equal values keep their order), NaN sorted as the
     largest value."""
-    a, d, order = _sorted(input, dim, descending, "sort")
-    idx = array_tensor(order)
-    return return_sort(_C.gather(a, d, idx), idx)
+    a = tensor_arg(input, "sort")
+    return return_sort(*_C.sort(a, _sort_dim(a, dim, "sort"), bool(descending), bool(stable)))
 
 
 def argsort(input, dim=-1, descending=False, *, stable=False):
     """The indices that sort input along dim (stable)."""
-    return array_tensor(_sorted(input, dim, descending, "argsort")[2])
+    a = tensor_arg(input, "argsort")
+    return _C.argsort(a, _sort_dim(a, dim, "argsort"), bool(descending), bool(stable))
 
 
 def msort(input):
@@ -93,21 +92,19 @@ def msort(input):
 
 
 def topk(input, k, dim=-1, largest=True, sorted=True):
-    """The k largest (smallest) elements along dim and their indices, in sorted order."""
+    """The k largest (smallest) elements along dim and their indices, in sorted order (also for sorted=False)."""
     a = tensor_arg(input, "topk")
     k = to_int(k, "topk", "k")
-    arr, d = _rows(a, dim, "topk")
+    d = _sort_dim(a, dim, "topk")
     if a.dtype is _C.bool:
         raise RuntimeError("topk: bool input is not supported (as in torch); convert it with .long() first.")
-    n = arr.shape[d]
+    n = a.shape[d] if a.ndim else 1
     if not 0 <= k <= n:
         raise RuntimeError(f"topk: k ({k}) is out of range for dimension {d} of size {n} (input shape "
                            f"{shape_str(a.shape)}).")
     if a.ndim == 0:                                  # torch gives the element itself for k = 0 and 1
         return return_topk(_C.clone(a), array_tensor(np.zeros((), dtype=np.int64)))
-    order = np.take(stable_order(arr, d, bool(largest)), np.arange(k), axis=d).astype(np.int64)
-    idx = array_tensor(order)
-    return return_topk(_C.gather(a, d, idx), idx)
+    return return_topk(*_C.topk(a, k, d, bool(largest)))
 
 
 def kthvalue(input, k, dim=-1, keepdim=False):

@@ -1,0 +1,28 @@
+// ops_sort.cpp: sort, argsort, topk: check the arguments, order along dim (kernels/sort.cpp), gather the values.
+#include "ops_sort.h"
+
+#include "kernels/sort.h"
+#include "ops_common.h"
+
+namespace dyngrad {
+
+std::pair<Tensor, Tensor> sort(const Tensor& a, int64_t dim, bool descending, bool /*stable*/) {
+  const int64_t d = wrap_dim(dim, a->ndim(), "sort");
+  Tensor order = sort_order_kernel(a, d, descending);
+  return {gather(a, d, order), order};
+}
+
+Tensor argsort(const Tensor& a, int64_t dim, bool descending, bool /*stable*/) {
+  return sort_order_kernel(a, wrap_dim(dim, a->ndim(), "argsort"), descending);
+}
+
+std::pair<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim, bool largest) {
+  const int64_t d = wrap_dim(dim, a->ndim(), "topk");
+  const int64_t n = a->ndim() ? a->shape[d] : 1;
+  DG_CHECK(k >= 0 && k <= n, RuntimeError, "topk: k (", k, ") is out of range for dimension ", d, " of size ", n,
+           ".");
+  Tensor order = topk_order_kernel(a, d, k, largest);
+  return {gather(a, d, order), order};
+}
+
+}  // namespace dyngrad

@@ -1,0 +1,16 @@
+// ops_sort.h: sort, argsort and topk along one dim (ops_sort.cpp). Not primitives: the order has no gradient
+// and the values are gather(a, dim, indices), whose node carries the gradient to the chosen elements.
+#pragma once
+#include <utility>
+
+#include "tensor.h"
+
+namespace dyngrad {
+
+// (values, indices) of a sorted along dim; the order is stable whatever `stable` says (Note [Sorting by keys]).
+std::pair<Tensor, Tensor> sort(const Tensor& a, int64_t dim, bool descending, bool stable);
+Tensor argsort(const Tensor& a, int64_t dim, bool descending, bool stable);
+// (values, indices) of the k largest (smallest) elements along dim, in order; ties: the earlier index first.
+std::pair<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim, bool largest);
+
+}  // namespace dyngrad

@@ -1,0 +1,42 @@
+"""Reference engine: sort, argsort and topk along one dim, the twin of csrc/dyngrad/ops_sort.cpp and
+kernels/sort.cpp. The order is numpy's stable argsort with NaN the largest value (last ascending, first
+descending) and -0.0 equal to 0.0, which is the order the C++ kernel's keys give (Note [Sorting by keys]), so both
+engines pick the same elements among ties; the values are gather(a, dim, order), which carries the gradient."""
+import numpy as np
+
+from .ops_index import gather
+from .tensor import make_tensor, wrap_dim
+
+
+def _order(a, d, k, descending):
+    """The first k of the stable order of a's values along d (int64, a's shape with k along d)."""
+    if a.ndim == 0:
+        return make_tensor(np.zeros((), dtype=np.int64))
+    arr = a._data
+    arr = arr.astype(np.float64) if arr.dtype.kind == "f" else arr.astype(np.int64)  # (bool, uint8: int64 keys)
+    if descending:  # the ascending stable order of the reversed array, reversed: equal values keep their order
+        n = arr.shape[d]
+        order = (n - 1) - np.flip(np.argsort(np.flip(arr, d), axis=d, kind="stable"), d)
+    else:
+        order = np.argsort(arr, axis=d, kind="stable")
+    return make_tensor(np.ascontiguousarray(np.take(order, np.arange(k), axis=d)).astype(np.int64))
+
+
+def sort(a, dim, descending, stable):
+    d = wrap_dim(dim, a.ndim, "sort")
+    order = _order(a, d, a.shape[d] if a.ndim else 1, descending)
+    return gather(a, d, order), order
+
+
+def argsort(a, dim, descending, stable):
+    d = wrap_dim(dim, a.ndim, "argsort")
+    return _order(a, d, a.shape[d] if a.ndim else 1, descending)
+
+
+def topk(a, k, dim, largest):
+    d = wrap_dim(dim, a.ndim, "topk")
+    n = a.shape[d] if a.ndim else 1
+    if not 0 <= k <= n:
+        raise RuntimeError(f"topk: k ({k}) is out of range for dimension {d} of size {n}.")
+    order = _order(a, d, k, largest)
+    return gather(a, d, order), order
