@@ -10,7 +10,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 WHERE = {"fn": "`dyngrad.{}`", "F": "`nn.functional.{}`", "special": "`special.{}`", "linalg": "`linalg.{}`",
-         "method": "`Tensor.{}()`", "prop": "`Tensor.{}`", "op": "`Tensor.{}`"}
+         "masked": "`masked.{}`",          "method": "`Tensor.{}()`", "prop": "`Tensor.{}`", "op": "`Tensor.{}`"}
 
 
 def _defined_in(impl):
@@ -44,7 +44,8 @@ def render():
         uses = "core" if row.impl.startswith("core") else ", ".join(row.uses) or "-"
         lines.append(f"| `{row.name}` | {where} | {f'`{row.inplace}`' if row.inplace else ''} | "
                      f"{'yes' if row.hot else ''} | {_defined_in(row.impl)} | {uses} |")
-    names = {("linalg." if "linalg" in row.kinds else "") + row.name for row in rows()}
+    names = {("linalg." if "linalg" in row.kinds else "masked." if "masked" in row.kinds else "") + row.name
+             for row in rows()}
     lines += ["", f"{len(names)} names, {len(rows())} rows.", ""]
     return "\n".join(lines)
 

@@ -1,12 +1,12 @@
 """The engine root's module __getattr__: the shared packages (nn, optim, utils, viz, bench, distributed, special,
-linalg, cuda, backends, functional, profiler, random, distributions, testing, compiler, serialization) and
-save/load are imported on first use, under the engine that asks (dyngrad.nn or dyngrad.reference.nn)."""
+linalg, cuda, backends, functional, profiler, random, distributions, testing, compiler, serialization, onnx, amp,
+cpu, masked) and save/load are imported on first use, under the engine that asks (dyngrad.nn or dyngrad.reference.nn)."""
 import importlib
 
 _ROOT = __name__.rpartition("._api.")[0]
 SUBPACKAGES = ("nn", "optim", "utils", "viz", "bench", "distributed", "special", "linalg", "cuda", "backends",
                "functional", "profiler", "random", "distributions", "testing", "compiler", "serialization", "onnx",
-               "amp", "cpu")
+               "amp", "cpu", "masked")
 
 
 def __getattr__(name):
