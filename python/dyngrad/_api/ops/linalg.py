@@ -1289,7 +1289,7 @@ def _lu_parts(A):
     """(L, U, pivots as int32, info) of A, L and U differentiable."""
     lu, piv, info = hl.getrf(_np(A))
     L, U = LinalgLu.apply(A, lu, piv)
-    return L, U, bridge.share(np.ascontiguousarray(piv)), info
+    return L, U, bridge.share(np.asarray(piv, order="C")), info
 
 
 def _pack(L, U):
@@ -1662,7 +1662,7 @@ def ldl_factor_ex(A, *, hermitian=False, check_errors=False):
     if _bool_arg(check_errors, op, "check_errors"):
         _raise_singular_d(op, info)
     LD = _without_derivative("linalg.ldl_factor_ex", ld, A.dtype, A)
-    return return_linalg_ldl_factor_ex(LD, bridge.share(np.ascontiguousarray(piv)), _info_tensor(info))
+    return return_linalg_ldl_factor_ex(LD, bridge.share(np.asarray(piv, order="C")), _info_tensor(info))
 
 
 def _raise_singular_d(op, info):
@@ -1679,7 +1679,7 @@ def ldl_factor(A, *, hermitian=False):
     ld, piv, info = hl.ldl(_np(A))
     _raise_singular_d(op, info)
     LD = _without_derivative("linalg.ldl_factor_ex", ld, A.dtype, A)
-    return return_linalg_ldl_factor(LD, bridge.share(np.ascontiguousarray(piv)))
+    return return_linalg_ldl_factor(LD, bridge.share(np.asarray(piv, order="C")))
 
 
 def ldl_solve(LD, pivots, B, *, hermitian=False):

@@ -165,7 +165,7 @@ def __reduce_ex__(self, protocol):
 
 
 def _rebuild(array, requires_grad, dtype_name=None):
-    t = bridge.copy(np.ascontiguousarray(array), False)
+    t = bridge.copy(np.asarray(array, order="C"), False)
     if dtype_name is not None:
         t = _C.to_dtype(t, getattr(_C, dtype_name))
     if requires_grad:

@@ -1,0 +1,40 @@
+"""Regressions of the failure classes PyTorch's OpInfo samples found (scripts/opinfo_report.py, docs/opinfo.md),
+each on both engines, with torch's behaviour as the expectation."""
+import pickle
+
+import numpy as np
+import pytest
+
+# Every 0-d result used to come back with shape (1,): np.ascontiguousarray returns at least one dimension, and the
+# host-computed ops, pickling, default_collate and some samplers went through it.
+ZERO_DIM = [
+    ("special.bessel_j0", lambda m: m.special.bessel_j0(m.tensor(0.5))),
+    ("special.airy_ai", lambda m: m.special.airy_ai(m.tensor(0.5))),
+    ("special.modified_bessel_k1", lambda m: m.special.modified_bessel_k1(m.tensor(0.5))),
+    ("special.chebyshev_polynomial_t", lambda m: m.special.chebyshev_polynomial_t(m.tensor(0.5), m.tensor(3.0))),
+    ("special.hermite_polynomial_h", lambda m: m.special.hermite_polynomial_h(m.tensor(0.5), 2)),
+    ("igamma", lambda m: m.igamma(m.tensor(1.5), m.tensor(2.0))),
+    ("igammac", lambda m: m.igammac(m.tensor(1.5), m.tensor(2.0))),
+    ("poisson", lambda m: m.poisson(m.tensor(3.0))),
+    ("pickle", lambda m: pickle.loads(pickle.dumps(m.tensor(1.5)))),
+    ("Gamma.sample", lambda m: m.distributions.Gamma(m.tensor(2.0), m.tensor(1.0)).sample()),
+    ("VonMises.sample", lambda m: m.distributions.VonMises(m.tensor(0.0), m.tensor(1.0)).sample()),
+]
+
+
+@pytest.mark.parametrize("name,fn", ZERO_DIM, ids=[z[0] for z in ZERO_DIM])
+def test_zero_dim_inputs_give_zero_dim_results(dg, name, fn):
+    assert tuple(fn(dg).shape) == (), name
+
+
+def test_default_collate_of_zero_dim_arrays_stacks_to_one_dim(dg):
+    from importlib import import_module
+    collate = import_module(dg.__name__ + ".utils.data").default_collate
+    assert tuple(collate([np.array(1.0), np.array(2.0)]).shape) == (2,)
+
+
+def test_special_zero_dim_values_match_one_element_values(dg):
+    x = dg.tensor([0.25, 1.5])
+    for name in ("bessel_j0", "bessel_y1", "modified_bessel_i0", "spherical_bessel_j0"):
+        fn = getattr(dg.special, name)
+        np.testing.assert_allclose([fn(x[0]).item(), fn(x[1]).item()], fn(x).numpy(), rtol=1e-6)
