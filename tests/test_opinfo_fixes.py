@@ -38,3 +38,21 @@ def test_special_zero_dim_values_match_one_element_values(dg):
     for name in ("bessel_j0", "bessel_y1", "modified_bessel_i0", "spherical_bessel_j0"):
         fn = getattr(dg.special, name)
         np.testing.assert_allclose([fn(x[0]).item(), fn(x[1]).item()], fn(x).numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["quantile", "nanquantile"])
+def test_quantile_is_differentiable_in_q(dg, name):
+    """rank = q (n - 1) moves the interpolation weight: d quantile / d q = (above - below) (n - 1), as torch's."""
+    from helpers import check_op
+    check_op(dg, [(7,), (3,)], lambda m, x, q: getattr(m, name)(x, q), name=name, low=0.05, high=0.95,
+             noncontig=False)
+    check_op(dg, [(2, 6), (2,)], lambda m, x, q: getattr(m, name)(x, q, dim=1, keepdim=True), name=name,
+             low=0.05, high=0.95, noncontig=False)
+
+
+def test_nanquantile_q_gradient_is_zero_on_an_all_nan_slice(dg):
+    x = dg.tensor([[1.0, 5.0, float("nan")], [float("nan")] * 3], requires_grad=True)
+    q = dg.tensor([0.3, 0.9], requires_grad=True)
+    gx, gq = dg.autograd.grad(dg.nanquantile(x, q, dim=1).nan_to_num().sum(), [x, q])
+    np.testing.assert_allclose(gq.numpy(), [4.0, 4.0])    # (5 - 1) (count - 1 = 1) from row 0, 0 from row 1
+    np.testing.assert_allclose(gx.numpy(), [[0.8, 1.2, 0.0], [0.0, 0.0, 0.0]], rtol=1e-6)
