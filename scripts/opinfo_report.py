@@ -324,6 +324,22 @@ def seeds_itself(opinfo):
     return (code is not None and "wrapper_set_seed" in code.co_names) or "empty" in opinfo.name
 
 
+def torch_grad_disclaimed(opinfo, dtype):
+    """Whether torch's own gradient test of this OpInfo is marked expectedFailure or skipped on the CPU for dtype
+    (as_strided_scatter's backward is wrong in torch 2.13): torch's gradient is then no oracle."""
+    import unittest
+    for info in opinfo.decorators:
+        if getattr(info, "cls_name", None) not in ("TestBwdGradients", "TestGradients") or \
+                getattr(info, "test_name", None) not in ("test_fn_grad", None):
+            continue
+        if info.device_type not in (None, "cpu") or (info.dtypes is not None and dtype not in info.dtypes):
+            continue
+        for decorator in info.decorators:
+            if decorator is unittest.expectedFailure or getattr(decorator, "__qualname__", "").startswith("skip"):
+                return True
+    return False
+
+
 def outputs_agree(a, b):
     """Whether two torch results are equal (random ops are not)."""
     import numpy as np
@@ -445,7 +461,7 @@ def run_opinfo(opinfo, dg, max_samples=None):
         return dict(record, resolved=False, missing=str(err))
     for dtype in sampled_dtypes(opinfo):
         key = str(dtype).split(".")[1]
-        check_grad = opinfo.supports_autograd and dtype.is_floating_point
+        check_grad = opinfo.supports_autograd and dtype.is_floating_point and not torch_grad_disclaimed(opinfo, dtype)
         try:
             samples = list(opinfo.sample_inputs("cpu", dtype, requires_grad=check_grad))
         except Exception as err:

@@ -477,7 +477,8 @@ def index_fill(input, dim, index, value):
     else:
         v = _C.full((), checked_write(number(value, "index_fill", "value"), a.dtype, "index_fill"), a.dtype)
     size = a.shape[d] if a.ndim else 1
-    i = _index_values(idx, size, d, "index_fill", wrap=True, error=IndexError).reshape(-1)
+    # each filled slice once: a repeated index would put the value twice and give it twice the gradient
+    i = np.unique(_index_values(idx, size, d, "index_fill", wrap=True, error=IndexError).reshape(-1))
     return _C.put(a, _positions(_along(tuple(a.shape), d, i)), v)
 
 
