@@ -78,3 +78,49 @@ def test_as_strided_scatter_gradient_is_the_mathematical_one(dg):
     np.testing.assert_array_equal(out.detach().numpy(), [1, 7, 3, 8])
     np.testing.assert_array_equal(gx.numpy(), [1, 0, 3, 0])
     np.testing.assert_array_equal(gs.numpy(), [2, 4])
+
+
+# torch's answers to the argument cases of its OpInfo samples, each checked on torch itself where installed
+ARGUMENT_CASES = [
+    ("scatter int32 index", lambda m: m.zeros(3, 2).scatter(0, m.tensor([[1, 2]], dtype=m.int32), m.ones(1, 2)),
+     [[0, 0], [1, 0], [0, 1]]),
+    ("scatter_add int32 index",
+     lambda m: m.zeros(3, 2).scatter_add(0, m.tensor([[1, 1]], dtype=m.int32), m.ones(1, 2)), [[0, 0], [1, 1], [0, 0]]),
+    ("gather empty uint8 index", lambda m: m.gather(m.arange(5.0), 0, m.tensor([], dtype=m.uint8)), []),
+    ("cov of one variable", lambda m: m.cov(m.tensor([[1.0, 2.0, 4.0]])), 7.0 / 3.0),
+    ("corrcoef of one variable", lambda m: m.corrcoef(m.tensor([[1.0, 2.0, 4.0]])), 1.0),
+    ("diff n=0 ignores prepend", lambda m: m.diff(m.tensor([[1.0, 2.0]]), n=0, dim=0, prepend=m.ones(1, 2)),
+     [[1.0, 2.0]]),
+    ("gradient spacing=None", lambda m: m.gradient(m.tensor([1.0, 2.0, 4.0]), spacing=None)[0], [1.0, 1.5, 2.0]),
+    ("tensordot size-1 dim broadcasts",
+     lambda m: m.tensordot(m.ones(3, 1), m.arange(12.0).reshape(3, 4), dims=([0, 1], [0, 1])), 66.0),
+    ("tensordot size-1 dim broadcasts (b)",
+     lambda m: m.tensordot(m.arange(4.0).reshape(2, 1, 2), m.ones(1, 1, 1), dims=([2, 0], [0, 1])), [[6.0]]),
+    ("linalg.vander of a 0-d x", lambda m: m.linalg.vander(m.tensor(2.0), N=3), [[1.0, 2.0, 4.0]]),
+    ("squeeze dim=()", lambda m: m.ones(1, 2).squeeze(()).shape, [1, 2]),
+    ("arange with bools", lambda m: m.arange(False, True, True, dtype=m.float32), [0.0]),
+    ("arange(True)", lambda m: m.arange(True), [0]),
+]
+
+
+@pytest.mark.parametrize("name,fn,expected", ARGUMENT_CASES, ids=[c[0] for c in ARGUMENT_CASES])
+def test_argument_cases_as_torch(dg, name, fn, expected):
+    out = fn(dg)
+    values = list(out) if isinstance(out, tuple) or type(out).__name__ == "Size" else out.tolist()
+    np.testing.assert_allclose(values, expected, rtol=1e-6)
+    if not isinstance(expected, list):
+        assert tuple(out.shape) == ()
+
+
+@pytest.mark.parametrize("name,fn,expected", ARGUMENT_CASES, ids=[c[0] for c in ARGUMENT_CASES])
+def test_argument_cases_are_torchs(name, fn, expected):
+    torch = pytest.importorskip("torch")
+    out = fn(torch)
+    values = list(out) if isinstance(out, torch.Size) else out.tolist()
+    np.testing.assert_allclose(values, expected, rtol=1e-6)
+
+
+def test_tensordot_broadcast_gradient(dg):
+    from helpers import check_op
+    check_op(dg, [(3, 1), (3, 4)], lambda m, a, b: m.tensordot(a, b, dims=([0, 1], [0, 1])), name="tensordot",
+             noncontig=False)

@@ -1777,8 +1777,10 @@ def vander(x, *, N=None):
     x = tensor_arg(x, op, "x")
     if x.dtype.name in ("bool", "float16", "bfloat16"):
         raise RuntimeError(f"{op}: supports float32, float64 and integer tensors, got {x.dtype.name}.")
+    if x.ndim == 0:
+        x = _C.reshape(x, (1,))         # torch takes a 0-d x as one sample: the result is (1, N)
     if N is None:
-        N = x.shape[-1] if x.ndim else 0
+        N = x.shape[-1]
     N = to_int(N, op, "N")
     if N <= 1:
         raise RuntimeError(f"{op}: N must be greater than 1, got {N}.")
