@@ -111,7 +111,10 @@ def resolve(opinfo, dg):
 
 
 def is_test_code(fn):
-    return isinstance(fn, types.FunctionType) and fn.__module__.startswith("torch.testing")
+    """A function of torch's OpInfo definitions (not of its test utilities: wrapper_set_seed must keep torch's
+    seeding and dispatch modes)."""
+    return isinstance(fn, types.FunctionType) and (fn.__module__ or "").startswith(
+        ("torch.testing._internal.common_methods_invocations", "torch.testing._internal.opinfo.definitions"))
 
 
 def rebind(fn, dg, memo=None):

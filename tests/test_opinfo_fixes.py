@@ -124,3 +124,33 @@ def test_tensordot_broadcast_gradient(dg):
     from helpers import check_op
     check_op(dg, [(3, 1), (3, 4)], lambda m, a, b: m.tensordot(a, b, dims=([0, 1], [0, 1])), name="tensordot",
              noncontig=False)
+
+
+def _ldl_solve_empty(m):
+    LD, pivots = m.linalg.ldl_factor(m.ones(0, 0))
+    return m.linalg.ldl_solve(LD, pivots, m.ones(0, 5))
+
+
+# empty inputs: a reshape to (-1, ...) of zero elements is ambiguous, so each op now names its sizes
+EMPTY_CASES = [
+    ("group_norm", lambda m: m.nn.functional.group_norm(m.ones(0, 2), 1), (0, 2)),
+    ("batch_norm 1-D", lambda m: m.nn.functional.batch_norm(m.ones(0), m.ones(0), m.ones(0), training=True), (0,)),
+    ("searchsorted (0, 0)", lambda m: m.searchsorted(m.ones(0, 0), m.ones(0, 0)), (0, 0)),
+    ("searchsorted (0, 3)", lambda m: m.searchsorted(m.ones(0, 3), m.ones(0, 2)), (0, 2)),
+    ("ldl_solve", _ldl_solve_empty, (0, 5)),
+    ("fractional_max_pool3d", lambda m: m.nn.functional.fractional_max_pool3d(m.ones(0, 1, 4, 5, 4), (2, 2, 1),
+                                                                             output_size=2), (0, 1, 2, 2, 2)),
+    ("fractional_max_pool2d", lambda m: m.nn.functional.fractional_max_pool2d(m.ones(0, 1, 4, 5), 2, output_size=2),
+     (0, 1, 2, 2)),
+]
+
+
+@pytest.mark.parametrize("name,fn,shape", EMPTY_CASES, ids=[c[0] for c in EMPTY_CASES])
+def test_empty_inputs_give_empty_results(dg, name, fn, shape):
+    assert tuple(fn(dg).shape) == shape
+
+
+@pytest.mark.parametrize("name,fn,shape", EMPTY_CASES, ids=[c[0] for c in EMPTY_CASES])
+def test_empty_results_are_torchs(name, fn, shape):
+    torch = pytest.importorskip("torch")
+    assert tuple(fn(torch).shape) == shape

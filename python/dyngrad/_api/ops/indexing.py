@@ -616,8 +616,9 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
         if scalar or values.ndim != seq.ndim or values.shape[:-1] != boundaries.shape[:-1]:
             raise RuntimeError(f"searchsorted: sorted_sequence of shape {shape_str(seq.shape)} must be 1-D or match "
                                f"the leading dimensions of input (shape {shape_str(values.shape)}).")
-        rows_b = boundaries.reshape(-1, boundaries.shape[-1])
-        rows_v = values.reshape(-1, values.shape[-1])
+        rows = int(np.prod(boundaries.shape[:-1], dtype=np.int64))     # explicit: -1 is ambiguous when empty
+        rows_b = boundaries.reshape(rows, boundaries.shape[-1])
+        rows_v = values.reshape(rows, values.shape[-1])
         found = np.stack([np.searchsorted(b, v, side=where) for b, v in zip(rows_b, rows_v)]).reshape(values.shape) \
             if rows_b.shape[0] else np.zeros(values.shape, dtype=np.int64)
     dtype = dtype_arg(np.int32, "searchsorted") if out_int32 else _C.int64

@@ -1705,9 +1705,10 @@ def ldl_solve(LD, pivots, B, *, hermitian=False):
         raise RuntimeError(f"{op}: pivots must be between 1 and {n} in absolute value (did they come from "
                            "linalg.ldl_factor?).")
     batch = _broadcast_batch(LD, B)
-    ld = np.broadcast_to(_np(LD), tuple(batch) + (n, n)).reshape(-1, n, n)
-    pv = np.broadcast_to(p, tuple(batch) + (n,)).reshape(-1, n)
-    b = np.broadcast_to(_np(B), tuple(batch) + tuple(B.shape[-2:])).reshape((-1,) + tuple(B.shape[-2:]))
+    count = int(np.prod(batch, dtype=np.int64))        # explicit: -1 is ambiguous for empty matrices
+    ld = np.broadcast_to(_np(LD), tuple(batch) + (n, n)).reshape(count, n, n)
+    pv = np.broadcast_to(p, tuple(batch) + (n,)).reshape(count, n)
+    b = np.broadcast_to(_np(B), tuple(batch) + tuple(B.shape[-2:])).reshape((count,) + tuple(B.shape[-2:]))
     out = np.empty(b.shape, dtype=np.float64)
     with np.errstate(all="ignore"):
         for i in range(b.shape[0]):

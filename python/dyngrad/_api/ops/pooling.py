@@ -617,7 +617,7 @@ def _fractional_max_pool(x, n, kernel_size, output_size, output_ratio, return_in
     plane = math.prod(spatial)
     flat = _C.reshape(x, (m, plane))
     values_np = np.asarray(bridge.view(x.detach())).reshape(m, plane)
-    win = np.take_along_axis(values_np, pos.reshape(m, -1), 1).reshape(pos.shape)
+    win = np.take_along_axis(values_np, pos.reshape(m, pos.shape[1] * pos.shape[2]), 1).reshape(pos.shape)
     arg = np.argmax(win, -1) if win.size else np.zeros(win.shape[:2], dtype=np.int64)
     nan = np.isnan(win)
     if nan.any():               # torch: a NaN wins, and a later NaN replaces an earlier one
