@@ -201,6 +201,10 @@ def to_dg(value, dg, leaves, torch_leaves):
         if not hasattr(dg, name):
             raise Unconvertible(f"memory_format {value}")
         return getattr(dg, name)
+    if isinstance(value, torch.layout):
+        if not hasattr(dg, str(value).split(".")[1]):
+            raise Unconvertible(f"layout argument {value}")
+        return getattr(dg, str(value).split(".")[1])
     if isinstance(value, torch.Generator):
         raise Unconvertible("torch.Generator argument")
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):

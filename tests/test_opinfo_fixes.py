@@ -154,3 +154,12 @@ def test_empty_inputs_give_empty_results(dg, name, fn, shape):
 def test_empty_results_are_torchs(name, fn, shape):
     torch = pytest.importorskip("torch")
     assert tuple(fn(torch).shape) == shape
+
+
+def test_rdiv_and_constant_pad_nd(dg):
+    from helpers import check_op
+    x = dg.tensor([2.0, 4.0])
+    np.testing.assert_allclose(x.__rdiv__(1.0).numpy(), [0.5, 0.25])
+    np.testing.assert_array_equal(dg.constant_pad_nd(dg.ones(1, 2), [1, 0], 3.0).numpy(), [[3, 1, 1]])
+    check_op(dg, [(2, 3)], lambda m, a: m.constant_pad_nd(a, [1, 2, 0, 1], -1.5),
+             lambda a: np.pad(a, ((0, 1), (1, 2)), constant_values=-1.5), name="constant_pad_nd")

@@ -646,6 +646,7 @@ adaptive_max_pool3d_with_indices ops.pooling.adaptive_max_pool3d_with_indices F 
 lp_pool3d         ops.pooling.lp_pool3d               F               -            -   index_select,pow_scalar,numpy
 max_unpool3d      ops.pooling.max_unpool3d            F               -            -   put,numpy
 pad               ops.padding.pad                     F               -            -   slice,cat,index_select,numpy
+constant_pad_nd   ops.padding.constant_pad_nd         fn              -            -   slice,cat,index_select,numpy
 interpolate       ops.resampling.interpolate          F               -            -   index_select,mul,add,numpy
 upsample          ops.resampling.upsample             F               -            -   index_select,mul,add,numpy
 upsample_nearest  ops.resampling.upsample_nearest     F               -            -   index_select,numpy
@@ -946,6 +947,7 @@ __mul__           ops.tensor.OPERATORS                op              -         
 __rmul__          ops.tensor.OPERATORS                op              -            hot mul
 __truediv__       ops.tensor.OPERATORS                op              -            hot div
 __rtruediv__      ops.tensor.OPERATORS                op              -            hot div
+__rdiv__          ops.tensor.OPERATORS                op              -            -   div
 __matmul__        ops.tensor.OPERATORS                op              -            hot matmul
 __rmatmul__       ops.tensor.OPERATORS                op              -            hot matmul
 __pow__           ops.tensor.OPERATORS                op              -            -   pow,pow_scalar

@@ -386,6 +386,7 @@ OPERATORS = {
     "__sub__": _subtraction(_C.sub), "__rsub__": _subtraction(_rsub, reflected=True),
     "__mul__": _forward(_C.mul), "__rmul__": _forward(_C.mul),
     "__truediv__": _forward(_C.div), "__rtruediv__": _reflected(_rdiv),
+    "__rdiv__": _reflected(_rdiv),                      # torch keeps Python 2's name of __rtruediv__
     "__matmul__": _tensors_only(_C.matmul), "__rmatmul__": _tensors_only(_C.matmul, reflected=True),
     "__pow__": __pow__, "__rpow__": _reflected(_C.pow),
     "__neg__": __neg__, "__pos__": __pos__, "__abs__": __abs__, "__invert__": __invert__,
