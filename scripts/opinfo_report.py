@@ -616,7 +616,11 @@ def report(records, engine, seconds, max_samples):
         "without floating ones), forward values and, where the OpInfo supports autograd, one vector-Jacobian",
         "product against `torch.autograd.grad`. An OpInfo *passes* when every sample it ran passes; samples dyngrad",
         "cannot take (complex or sparse inputs, a torch.Generator argument) and samples torch itself rejects are",
-        "skipped and counted apart." + (f" At most {max_samples} samples per dtype." if max_samples else ""),
+        "skipped and counted apart. Sampled: every `op_db` entry but private ATen entry points (`torch.ops.*`,",
+        "`torch._*`), the CUDA jiterator kernels and complex-only ops. Where torch's OpInfo marks its own gradient",
+        "test expectedFailure or skip (as_strided_scatter), torch's gradient is not compared. Random ops and the",
+        "empty factories are compared by shape and dtype." +
+        (f" At most {max_samples} samples per dtype." if max_samples else ""),
         "",
         "| | count |",
         "| --- | ---: |",
