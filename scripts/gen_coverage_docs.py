@@ -23,12 +23,13 @@ ORDER = ORACLES + ("other engine", "finite differences", "gradcheck", "gradgradc
                   "vs values", "vs other engine")
 UNTRACED = {"Tensor.__init__"}     # not wrapped: a wrapper would change pybind11 construction (the C++ engine)
 PLACE = {"fn": "dyngrad.{}", "F": "nn.functional.{}", "special": "special.{}", "linalg": "linalg.{}",
+         "masked": "masked.{}",
          "method": "Tensor.{}()", "inplace": "Tensor.{}()", "prop": "Tensor.{}", "op": "Tensor.{}"}
 
 
 def public_names(rows):
     """(qualified name, kind, attribute) of every public name, in table order. The qualified name is the key of
-    the recording: NAME (dyngrad.NAME), F.NAME, special.NAME, linalg.NAME, Tensor.NAME (methods, in-place
+    the recording: NAME (dyngrad.NAME), F.NAME, special.NAME, linalg.NAME, masked.NAME, Tensor.NAME (methods, in-place
     methods, properties and operators)."""
     seen = set()
     for row in rows:
@@ -89,7 +90,7 @@ def untraced(m, kind, attr):
     """'class', 'value' or 'constructor' for the names the recording cannot see (it wraps calls), else None."""
     if kind in ("method", "op", "prop", "inplace"):
         return "constructor" if "Tensor." + attr in UNTRACED else None
-    space = {"fn": m, "F": m.nn.functional, "special": m.special, "linalg": m.linalg}[kind]
+    space = {"fn": m, "F": m.nn.functional, "special": m.special, "linalg": m.linalg, "masked": m.masked}[kind]
     obj = getattr(space, attr)
     return "class" if isinstance(obj, type) else None if callable(obj) else "value"
 

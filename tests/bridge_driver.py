@@ -5,8 +5,8 @@ the table's `uses` column.
 
     python tests/bridge_driver.py --engine dyngrad --report R
 
-Each public name of a row (dyngrad.NAME, Tensor.NAME, nn.functional.NAME, special.NAME, linalg.NAME) is tried with
-the argument lists of SAMPLES[row name] if it has some, else with the generic CANDIDATES, in order, until one call
+Each public name of a row (dyngrad.NAME, Tensor.NAME, nn.functional.NAME, special.NAME, linalg.NAME, masked.NAME)
+is tried with the argument lists of SAMPLES[row name] if it has some, else with the generic CANDIDATES, in order, until one call
 returns; the crossings of the bridge's functions made during that call are counted (the calls that raised are
 tried again with the next list, their crossings dropped). The report (JSON) maps each row's index in table.rows()
 to {"called": bool, "crossed": bool, "how": the argument list that worked, "functions": the bridge's functions
@@ -187,7 +187,7 @@ def main():
     for name in CROSSINGS:
         setattr(bridge, name, counted(getattr(bridge, name)))
 
-    spaces = {"fn": m, "F": m.nn.functional, "special": m.special, "linalg": m.linalg}
+    spaces = {"fn": m, "F": m.nn.functional, "special": m.special, "linalg": m.linalg, "masked": m.masked}
     report = {}
     for index, row in enumerate(rows()):
         entry = {"called": False, "crossed": False, "how": None, "functions": []}

@@ -207,7 +207,8 @@ class Recorder:
         from dyngrad._api.table import rows
         for engine, modname in ENGINES.items():
             m = importlib.import_module(modname)
-            spaces = {"fn": m, "F": m.nn.functional, "special": m.special, "linalg": m.linalg}
+            spaces = {"fn": m, "F": m.nn.functional, "special": m.special, "linalg": m.linalg,
+                      "masked": m.masked}
             for name, kind, attr in gen.public_names(rows()):
                 if name in gen.UNTRACED:
                     continue

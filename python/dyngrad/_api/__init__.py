@@ -18,11 +18,12 @@ from .inplace import inplace_variant
 from .node_names import saved_attribute
 from .out import with_out
 
-# nn.functional's, torch.special's and linalg's names, filled by install() (python/dyngrad/nn/functional.py,
-# python/dyngrad/special/__init__.py and python/dyngrad/linalg.py publish them)
+# nn.functional's, torch.special's, linalg's and torch.masked's names, filled by install()
+# (python/dyngrad/nn/functional.py, special/__init__.py, linalg.py and masked/__init__.py publish them)
 FUNCTIONAL = {}
 SPECIAL = {}
 LINALG = {}
+MASKED = {}
 
 
 def _resolve(row):
@@ -77,6 +78,9 @@ def install(namespace):
                 continue
             if kind == "linalg":
                 LINALG[row.name] = with_out(obj, "linalg." + row.name) if "out" in row.kinds else obj
+                continue
+            if kind == "masked":
+                MASKED[row.name] = obj
                 continue
             if row.impl == "core" and kind in ("method", "prop"):
                 if not hasattr(Tensor, row.name):

@@ -123,7 +123,7 @@ class Generator:
         if new_state.numel() != STATE_BYTES:
             raise RuntimeError(f"set_state: expected a state of {STATE_BYTES} bytes (xoshiro256**'s words and seed), but "
                                f"got {new_state.numel()} bytes")
-        data = np.ascontiguousarray(bridge.view(new_state.detach())).reshape(-1).tobytes()
+        data = np.asarray(bridge.view(new_state.detach()), order="C").reshape(-1).tobytes()
         if not any(data[:32]):       # xoshiro256** from all-zero words draws only zeros
             raise RuntimeError("set_state: invalid generator state: the four xoshiro256** words are all zero")
         state = _unpack(data)

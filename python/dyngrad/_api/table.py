@@ -12,7 +12,8 @@ Columns:
             `core` (the engine's _C provides it: _C.NAME, or Tensor.NAME for methods and properties),
             `autograd.X` / `package.X` for names living in those shared packages
   kinds     fn (dyngrad.NAME), method (Tensor.NAME), prop (Tensor property), op (a Tensor dunder),
-            F (nn.functional.NAME), special (dyngrad.special.NAME), linalg (dyngrad.linalg.NAME); out: dyngrad.NAME,
+            F (nn.functional.NAME), special (dyngrad.special.NAME), linalg (dyngrad.linalg.NAME), masked
+            (dyngrad.masked.NAME); out: dyngrad.NAME,
             special.NAME and linalg.NAME take torch's out= (_api/out.py); several separated by commas
   inplace   the in-place method generated from impl (`x.NAME_(...)`: run impl, write the result into x), or -
   hot       hot: on the C++ engine a hand-written fast path stands in front of impl for the common call
@@ -290,6 +291,26 @@ zeta              ops.special.zeta                    special,out     -         
 softmax           ops.special.softmax                 special         -            -   softmax
 log_softmax       ops.special.log_softmax             special         -            -   log_softmax
 logsumexp         ops.special.logsumexp               special,out     -            -   logsumexp
+# ----- torch.masked: the reductions and normalisations with mask= (dyngrad.masked.NAME) ----------------------
+sum               ops.masked.sum                      masked          -            -   where,sum
+prod              ops.masked.prod                     masked          -            -   where,to_dtype,prod
+cumsum            ops.masked.cumsum                   masked          -            -   where,cumsum,numpy
+cumprod           ops.masked.cumprod                  masked          -            -   where,cumprod,numpy
+amax              ops.masked.amax                     masked          -            -   where,amax
+amin              ops.masked.amin                     masked          -            -   where,amin
+argmax            ops.masked.argmax                   masked          -            -   where,argmax
+argmin            ops.masked.argmin                   masked          -            -   where,argmin
+mean              ops.masked.mean                     masked          -            -   where,sum,div
+median            ops.masked.median                   masked          -            -   where,nanmedian,numpy
+logsumexp         ops.masked.logsumexp                masked          -            -   where,logsumexp
+logaddexp         ops.masked.logaddexp                masked          -            -   where,logaddexp,numpy
+norm              ops.masked.norm                     masked          -            -   where,vector_norm
+var               ops.masked.var                      masked          -            -   where,sum,sub,mul,div,clamp
+std               ops.masked.std                      masked          -            -   where,sum,sub,mul,div,clamp,sqrt
+softmax           ops.masked.softmax                  masked          -            -   where,softmax
+log_softmax       ops.masked.log_softmax              masked          -            -   where,log_softmax
+softmin           ops.masked.softmin                  masked          -            -   where,softmin
+normalize         ops.masked.normalize                masked          -            -   where,vector_norm,clamp,div
 # ----- reductions -------------------------------------------------------------------------------------------
 sum               ops.reduction.sum                   fn,method,out   -            hot prim
 nansum            ops.reduction.nansum                fn,method,out   -            -   isnan,where,sum
@@ -623,6 +644,7 @@ adaptive_max_pool3d_with_indices ops.pooling.adaptive_max_pool3d_with_indices F 
 lp_pool3d         ops.pooling.lp_pool3d               F               -            -   index_select,pow_scalar,numpy
 max_unpool3d      ops.pooling.max_unpool3d            F               -            -   put,numpy
 pad               ops.padding.pad                     F               -            -   slice,cat,index_select,numpy
+constant_pad_nd   ops.padding.constant_pad_nd         fn              -            -   slice,cat,index_select,numpy
 interpolate       ops.resampling.interpolate          F               -            -   index_select,mul,add,numpy
 upsample          ops.resampling.upsample             F               -            -   index_select,mul,add,numpy
 upsample_nearest  ops.resampling.upsample_nearest     F               -            -   index_select,numpy
@@ -923,6 +945,7 @@ __mul__           ops.tensor.OPERATORS                op              -         
 __rmul__          ops.tensor.OPERATORS                op              -            hot mul
 __truediv__       ops.tensor.OPERATORS                op              -            hot div
 __rtruediv__      ops.tensor.OPERATORS                op              -            hot div
+__rdiv__          ops.tensor.OPERATORS                op              -            -   div
 __matmul__        ops.tensor.OPERATORS                op              -            hot matmul
 __rmatmul__       ops.tensor.OPERATORS                op              -            hot matmul
 __pow__           ops.tensor.OPERATORS                op              -            -   pow,pow_scalar
@@ -974,7 +997,7 @@ round_ rsqrt_ sigmoid_ sin_ sinc_ sinh_ sqrt_ square_ tan_ tanh_ trunc_ xlogy_ c
 """.split()
 
 
-KINDS = ("fn", "method", "prop", "op", "F", "special", "linalg", "out")
+KINDS = ("fn", "method", "prop", "op", "F", "special", "linalg", "masked", "out")
 
 
 class Row:

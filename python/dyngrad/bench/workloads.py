@@ -43,11 +43,11 @@ def _rng(*salt):
 
 
 def _param(dg, array):
-    return dg.tensor(np.ascontiguousarray(array, dtype=np.float32), requires_grad=True)
+    return dg.tensor(np.asarray(array, dtype=np.float32, order="C"), requires_grad=True)
 
 
 def _const(dg, array, dtype=np.float32):
-    return dg.tensor(np.ascontiguousarray(array, dtype=dtype))
+    return dg.tensor(np.asarray(array, dtype=dtype, order="C"))
 
 
 def _uniform_init(rng, fan_in, shape):

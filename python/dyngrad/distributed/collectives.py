@@ -313,7 +313,7 @@ def _contiguous(arr):
     """(what MPI works on, where to copy it back afterwards or None): arr itself when it is contiguous."""
     if arr.flags.c_contiguous:
         return arr, None
-    return np.ascontiguousarray(arr), arr
+    return np.asarray(arr, order="C"), arr
 
 
 def _message(arr):

@@ -27,7 +27,7 @@ def _f64():
 
 def _to_tensor(array, like):
     """A numpy result as a tensor of like's dtype (a fresh copy)."""
-    t = from_numpy(np.ascontiguousarray(array))
+    t = from_numpy(np.asarray(array, order="C"))
     return t.to(like.dtype) if t.dtype != like.dtype else t.clone()   # one copy either way
 
 

@@ -79,7 +79,7 @@ class VonMises(Distribution):
         with no_grad():
             loc = np.broadcast_to(_host(self.loc), tuple(shape))
             k = np.broadcast_to(_host(self.concentration), tuple(shape))
-            return _to_tensor(_von_mises_numpy(loc, np.ascontiguousarray(k)), self.loc)
+            return _to_tensor(_von_mises_numpy(loc, np.asarray(k, order="C")), self.loc)
 
     @property
     def mean(self):

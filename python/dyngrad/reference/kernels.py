@@ -85,7 +85,7 @@ def cumsum(a, d, reverse):
     kernels/scan.cpp), int64 wrapping."""
     x = np.flip(a, d) if reverse else a
     out = np.add.accumulate(x.astype(np.float64) if a.dtype == np.float32 else x, axis=d).astype(a.dtype)
-    return np.ascontiguousarray(np.flip(out, d) if reverse else out)
+    return np.asarray(np.flip(out, d) if reverse else out, order="C")
 
 
 # the derivatives f' of unary ops (kernels/kernels.h's derivative helpers): x's dtype, computed as their formulas

@@ -352,7 +352,7 @@ def layer_norm(x, weight, bias, ndims, eps):
         y = y * weight._data
     if bias is not None:
         y = y + bias._data
-    out = make_tensor(np.ascontiguousarray(y, dtype=a.dtype))
+    out = make_tensor(np.asarray(y, dtype=a.dtype, order="C"))
     if any_requires_grad(x, weight, bias):
         node = record("layer_norm", out, (x, weight, bias))
         node.save("a", x)

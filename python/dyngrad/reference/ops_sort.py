@@ -19,7 +19,7 @@ def _order(a, d, k, descending):
         order = (n - 1) - np.flip(np.argsort(np.flip(arr, d), axis=d, kind="stable"), d)
     else:
         order = np.argsort(arr, axis=d, kind="stable")
-    return make_tensor(np.ascontiguousarray(np.take(order, np.arange(k), axis=d)).astype(np.int64))
+    return make_tensor(np.asarray(np.take(order, np.arange(k), axis=d), order="C").astype(np.int64))
 
 
 def sort(a, dim, descending, stable):

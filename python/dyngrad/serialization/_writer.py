@@ -168,7 +168,7 @@ class Storages:
         """The storage's bytes (little-endian): the tensors' elements at their offsets, zeros in between."""
         fd = ref.dtype
         if len(members) == 1 and members[0].offset == 0 and members[0].numel == ref.numel and members[0].contiguous():
-            return np.ascontiguousarray(_file_values(members[0].t, fd)).reshape(-1)
+            return np.asarray(_file_values(members[0].t, fd), order="C").reshape(-1)
         buf = np.zeros(ref.numel, dtype=fd.file_np)
         for m in members:
             if m.numel:

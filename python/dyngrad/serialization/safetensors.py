@@ -73,7 +73,7 @@ def _write(tensors, metadata, fh, op):
     fh.write(head)
     for name in order:
         t = tensors[name]
-        values = np.ascontiguousarray(_file_values(t, BY_NAME[t.dtype.name]))
+        values = np.asarray(_file_values(t, BY_NAME[t.dtype.name]), order="C")
         fh.write(memoryview(values.reshape(-1)).cast("B"))
 
 

@@ -22,6 +22,8 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
     if n < 0:
         raise RuntimeError(f"diff: order must be non-negative, got {n}.")
     d = wrap_dim(to_int(dim, "diff", "dim"), a.ndim, "diff")
+    if n == 0:
+        return _C.clone(a)     # torch: a copy of the input; prepend and append are ignored
     parts = []
     for name, extra in (("prepend", prepend), ("append", append)):
         if extra is None:
@@ -158,7 +160,7 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
         dims = [wrap_dim(to_int(dim, op, "dim"), a.ndim, op)]
     if len(set(dims)) != len(dims):
         raise RuntimeError(f"{op}: dim must not repeat a dimension, got {dims}.")
-    steps = _spacing_list(spacing, dims, a, op)
+    steps = _spacing_list(1 if spacing is None else spacing, dims, a, op)      # None: torch's default step 1
     for k in dims:
         if a.shape[k] < edge_order + 1:
             raise RuntimeError(f"{op}: expected each dimension size to be at least edge_order+1 ({edge_order + 1}), "

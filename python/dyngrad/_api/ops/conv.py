@@ -164,7 +164,7 @@ def _conv3d_core(op, x, w, b, stride, pad, dilation, groups):
     do, taps = _depth_taps(op, depth, kd, stride[0], pad[0], dilation[0])
     if (taps == depth).any():
         x = _C.cat([x, _C.full((n, c, 1, h, wd), 0, x.dtype)], 2)
-    cols = _C.index_select(x, 2, bridge.copy(np.ascontiguousarray(taps.reshape(-1)), False))
+    cols = _C.index_select(x, 2, bridge.copy(np.asarray(taps.reshape(-1), order="C"), False))
     cols = _C.reshape(cols, (n, groups, cg, do, kd, h, wd))
     cols = _C.reshape(_C.permute(cols, (0, 3, 1, 4, 2, 5, 6)), (n * do, groups * kd * cg, h, wd))
     w2 = _C.reshape(_C.permute(w, (0, 2, 1, 3, 4)), (o, kd * cg) + tuple(w.shape[3:]))
@@ -332,7 +332,7 @@ def _conv_transpose3d_core(x, w, groups, stride, pad, out_pad, dilation, out_siz
     y = _C.reshape(y, (n, depth * kd, cout, ho, wo))
     z = (np.arange(depth, dtype=np.int64) * stride[0] - pad[0])[:, None] + np.arange(kd, dtype=np.int64) * dilation[0]
     z = np.where((z >= 0) & (z < do), z, do).reshape(-1)
-    out = _C.index_add(y, 1, bridge.copy(np.ascontiguousarray(z), False), (n, do + 1, cout, ho, wo))
+    out = _C.index_add(y, 1, bridge.copy(np.asarray(z, order="C"), False), (n, do + 1, cout, ho, wo))
     out = _C.slice(out, 1, 0, do, 1)
     return _C.permute(out, (0, 2, 1, 3, 4))
 

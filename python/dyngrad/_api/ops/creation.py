@@ -124,9 +124,11 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     check_device(device, "arange")
     if end is None:
         start, end = 0, start
+    # bools count as the ints 0 and 1, as torch's (torch.arange(True) is tensor([0]))
     values = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
+    values = [int(v) if isinstance(v, (bool, np.bool_)) else v for v in values]
     for name, v in zip(("start", "end", "step"), values):
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        if not isinstance(v, (int, float, np.integer, np.floating)):
             raise TypeError(f"arange: expected a number as {name}, got {type_name(v)}.")
     is_float = any(isinstance(v, (float, np.floating)) for v in values)
     if is_float:

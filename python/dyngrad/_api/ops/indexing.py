@@ -179,7 +179,10 @@ def setitem(self, idx, value):
 def gather(input, dim, index, *, sparse_grad=False):
     if sparse_grad:
         raise NotImplementedError("gather: sparse_grad=True is not supported (dyngrad has no sparse tensors).")
-    return _C.gather(tensor_arg(input, "gather"), to_int(dim, "gather", "dim"), tensor_arg(index, "gather", "index"))
+    idx = tensor_arg(index, "gather", "index")
+    if idx.numel() == 0 and idx.dtype is not _C.int32 and not idx.dtype.is_floating_point:
+        idx = _C.to_dtype(idx, _C.int64)    # torch checks an empty index's dtype not at all (uint8, bool, ...)
+    return _C.gather(tensor_arg(input, "gather"), to_int(dim, "gather", "dim"), idx)
 
 
 def index_select(input, dim, index):
@@ -249,10 +252,13 @@ def _index_values(index, size, dim, op, *, wrap=False, error=RuntimeError):
     return np.where(idx < 0, idx + size, idx) if wrap else idx
 
 
-def _int64_index(index, op, error=RuntimeError):
+def _int64_index(index, op, error=RuntimeError, int32=False):
+    """The index as int64; with `int32`, an int32 index is widened (torch's scatter family takes both)."""
     idx = tensor_arg(index, op, "index")
+    if int32 and idx.dtype is _C.int32:
+        return _C.to_dtype(idx, _C.int64)
     if idx.dtype is not _C.int64:
-        raise error(f"{op}: expected an int64 tensor as index, got {idx.dtype.name}.")
+        raise error(f"{op}: expected an int64 {'or int32 ' if int32 else ''}tensor as index, got {idx.dtype.name}.")
     return idx
 
 
@@ -289,7 +295,7 @@ def _along(shape, dim, idx):
 def _scatter_plan(a, dim, index, src_shape, op):
     """(dim, target, source): for each element of index, the flat position it writes in input (index value along
     dim, its own coordinates elsewhere) and the flat position of the src element it reads (its coordinates)."""
-    idx = _int64_index(index, op)
+    idx = _int64_index(index, op, int32=True)
     d = wrap_dim(to_int(dim, op, "dim"), a.ndim, op)
     if idx.ndim != a.ndim and idx.numel() > 0:
         raise RuntimeError(f"{op}: index must have the number of dimensions of the input ({a.ndim}), got shape "
@@ -477,7 +483,8 @@ def index_fill(input, dim, index, value):
     else:
         v = _C.full((), checked_write(number(value, "index_fill", "value"), a.dtype, "index_fill"), a.dtype)
     size = a.shape[d] if a.ndim else 1
-    i = _index_values(idx, size, d, "index_fill", wrap=True, error=IndexError).reshape(-1)
+    # each filled slice once: a repeated index would put the value twice and give it twice the gradient
+    i = np.unique(_index_values(idx, size, d, "index_fill", wrap=True, error=IndexError).reshape(-1))
     return _C.put(a, _positions(_along(tuple(a.shape), d, i)), v)
 
 
@@ -609,8 +616,9 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
         if scalar or values.ndim != seq.ndim or values.shape[:-1] != boundaries.shape[:-1]:
             raise RuntimeError(f"searchsorted: sorted_sequence of shape {shape_str(seq.shape)} must be 1-D or match "
                                f"the leading dimensions of input (shape {shape_str(values.shape)}).")
-        rows_b = boundaries.reshape(-1, boundaries.shape[-1])
-        rows_v = values.reshape(-1, values.shape[-1])
+        rows = int(np.prod(boundaries.shape[:-1], dtype=np.int64))     # explicit: -1 is ambiguous when empty
+        rows_b = boundaries.reshape(rows, boundaries.shape[-1])
+        rows_v = values.reshape(rows, values.shape[-1])
         found = np.stack([np.searchsorted(b, v, side=where) for b, v in zip(rows_b, rows_v)]).reshape(values.shape) \
             if rows_b.shape[0] else np.zeros(values.shape, dtype=np.int64)
     dtype = dtype_arg(np.int32, "searchsorted") if out_int32 else _C.int64

@@ -1302,7 +1302,7 @@ def _lu_parts(A):
     """(L, U, pivots as int32, info) of A, L and U differentiable."""
     lu, piv, info = hl.getrf(_np(A))
     L, U = LinalgLu.apply(A, lu, piv)
-    return L, U, bridge.share(np.ascontiguousarray(piv)), info
+    return L, U, bridge.share(np.asarray(piv, order="C")), info
 
 
 def _pack(L, U):
@@ -1675,7 +1675,7 @@ def ldl_factor_ex(A, *, hermitian=False, check_errors=False):
     if _bool_arg(check_errors, op, "check_errors"):
         _raise_singular_d(op, info)
     LD = _without_derivative("linalg.ldl_factor_ex", ld, A.dtype, A)
-    return return_linalg_ldl_factor_ex(LD, bridge.share(np.ascontiguousarray(piv)), _info_tensor(info))
+    return return_linalg_ldl_factor_ex(LD, bridge.share(np.asarray(piv, order="C")), _info_tensor(info))
 
 
 def _raise_singular_d(op, info):
@@ -1692,7 +1692,7 @@ def ldl_factor(A, *, hermitian=False):
     ld, piv, info = hl.ldl(_np(A))
     _raise_singular_d(op, info)
     LD = _without_derivative("linalg.ldl_factor_ex", ld, A.dtype, A)
-    return return_linalg_ldl_factor(LD, bridge.share(np.ascontiguousarray(piv)))
+    return return_linalg_ldl_factor(LD, bridge.share(np.asarray(piv, order="C")))
 
 
 def ldl_solve(LD, pivots, B, *, hermitian=False):
@@ -1718,9 +1718,10 @@ def ldl_solve(LD, pivots, B, *, hermitian=False):
         raise RuntimeError(f"{op}: pivots must be between 1 and {n} in absolute value (did they come from "
                            "linalg.ldl_factor?).")
     batch = _broadcast_batch(LD, B)
-    ld = np.broadcast_to(_np(LD), tuple(batch) + (n, n)).reshape(-1, n, n)
-    pv = np.broadcast_to(p, tuple(batch) + (n,)).reshape(-1, n)
-    b = np.broadcast_to(_np(B), tuple(batch) + tuple(B.shape[-2:])).reshape((-1,) + tuple(B.shape[-2:]))
+    count = int(np.prod(batch, dtype=np.int64))        # explicit: -1 is ambiguous for empty matrices
+    ld = np.broadcast_to(_np(LD), tuple(batch) + (n, n)).reshape(count, n, n)
+    pv = np.broadcast_to(p, tuple(batch) + (n,)).reshape(count, n)
+    b = np.broadcast_to(_np(B), tuple(batch) + tuple(B.shape[-2:])).reshape((count,) + tuple(B.shape[-2:]))
     out = np.empty(b.shape, dtype=np.float64)
     with np.errstate(all="ignore"):
         for i in range(b.shape[0]):
@@ -1790,8 +1791,10 @@ def vander(x, *, N=None):
     x = tensor_arg(x, op, "x")
     if x.dtype.name in ("bool", "float16", "bfloat16"):
         raise RuntimeError(f"{op}: supports float32, float64 and integer tensors, got {x.dtype.name}.")
+    if x.ndim == 0:
+        x = _C.reshape(x, (1,))         # torch takes a 0-d x as one sample: the result is (1, N)
     if N is None:
-        N = x.shape[-1] if x.ndim else 0
+        N = x.shape[-1]
     N = to_int(N, op, "N")
     if N <= 1:
         raise RuntimeError(f"{op}: N must be greater than 1, got {N}.")

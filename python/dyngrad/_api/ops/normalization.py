@@ -88,6 +88,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         _check_channels(t, c, op, name)
     if not training and (rm is None or rv is None):
         raise RuntimeError(f"{op}: running_mean and running_var must be given in evaluation mode (training=False).")
+    if x.ndim < 2 and x.numel() == 0:
+        return _C.clone(x)              # torch normalises an empty 1-D input to an empty result
     if x.ndim < 2:
         raise RuntimeError(f"{op}: expected input of shape (N, C, ...), got {shape_str(x.shape)}.")
     dims = (0,) + tuple(range(2, x.ndim))
@@ -170,7 +172,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
         if t is not None and (t.ndim != 1 or t.shape[0] != c):
             raise RuntimeError(f"{op}: {name} must be a vector of {c} elements (one per channel), got shape "
                                f"{shape_str(t.shape)}.")
-    groups = _C.reshape(x, (n, g, -1))
+    groups = _C.reshape(x, (n, g, x.numel() // max(n * g, 1)))     # explicit: -1 is ambiguous when n is 0
     mean = _C.mean(groups, (2,), True)
     var = _C.var(groups, (2,), 0.0, True)
     y = _C.reshape(_C.mul(_C.sub(groups, mean), _C.rsqrt(_C.add(var, _k(eps, var)))), tuple(x.shape))

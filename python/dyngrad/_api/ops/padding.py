@@ -152,3 +152,11 @@ def pad(input, pad, mode="constant", value=None):
         return out
     name = {"reflect": "ReflectionPad", "replicate": "ReplicationPad"}[mode]
     return rename(out, f"{name}{len(pads)}DBackward", (x,))
+
+
+_pad = pad      # constant_pad_nd's argument `pad` hides the function
+
+
+def constant_pad_nd(input, pad, value=0):
+    """torch.constant_pad_nd: pad(input, pad, mode='constant', value=value) (the ATen op F.pad calls)."""
+    return _pad(input, pad, "constant", value)

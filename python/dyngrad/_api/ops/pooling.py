@@ -168,7 +168,7 @@ def _windows(x, n, positions, fill):
     m, plane = math.prod(lead), math.prod(x.shape[-n:])
     flat = _C.reshape(x, (m, plane))
     padded = _C.cat([flat, _C.full((m, 1), fill, x.dtype)], 1)
-    index = bridge.copy(np.ascontiguousarray(positions.reshape(-1)), False)
+    index = bridge.copy(np.asarray(positions.reshape(-1), order="C"), False)
     win = _C.reshape(_C.index_select(padded, 1, index), (m,) + positions.shape)
     return padded, win
 
@@ -186,10 +186,10 @@ def _max_windows(x, n, positions, first, outs):
     plane = math.prod(x.shape[-n:])
     idx = np.where(idx == plane, first, idx)                            # an all -inf window (see the Note)
     out_shape = tuple(x.shape[:-n]) + tuple(outs)
-    index = bridge.copy(np.ascontiguousarray(idx, dtype=np.int64), False)
+    index = bridge.copy(np.asarray(idx, dtype=np.int64, order="C"), False)
     values = _C.reshape(_C.gather(padded, 1, index), out_shape)
     if (idx == plane).any():                                            # a window with no input position
-        index = bridge.copy(np.ascontiguousarray(np.where(idx == plane, -1, idx)), False)
+        index = bridge.copy(np.asarray(np.where(idx == plane, -1, idx), order="C"), False)
     return values, _C.reshape(index, out_shape)
 
 
@@ -205,7 +205,7 @@ def _sum_divided(x, n, positions, divisor, outs):
         return _C.reshape(_C.div(total, div), out_shape)
     t = bridge.view(total)
     q = np.abs(t) // divisor.astype(np.int64) * np.sign(t)
-    return bridge.copy(np.ascontiguousarray(q.reshape(out_shape)), False)
+    return bridge.copy(np.asarray(q.reshape(out_shape), order="C"), False)
 
 
 def _as_2d(x, n):
@@ -617,14 +617,14 @@ def _fractional_max_pool(x, n, kernel_size, output_size, output_ratio, return_in
     plane = math.prod(spatial)
     flat = _C.reshape(x, (m, plane))
     values_np = np.asarray(bridge.view(x.detach())).reshape(m, plane)
-    win = np.take_along_axis(values_np, pos.reshape(m, -1), 1).reshape(pos.shape)
+    win = np.take_along_axis(values_np, pos.reshape(m, pos.shape[1] * pos.shape[2]), 1).reshape(pos.shape)
     arg = np.argmax(win, -1) if win.size else np.zeros(win.shape[:2], dtype=np.int64)
     nan = np.isnan(win)
     if nan.any():               # torch: a NaN wins, and a later NaN replaces an earlier one
         arg = np.where(nan.any(-1), win.shape[-1] - 1 - np.argmax(nan[..., ::-1], -1), arg)
     idx = np.take_along_axis(pos, arg[..., None], 2)[..., 0]                       # (M, O)
     out_shape = tuple(x.shape[:-n]) + outs
-    index = bridge.copy(np.ascontiguousarray(idx, dtype=np.int64), False)
+    index = bridge.copy(np.asarray(idx, dtype=np.int64, order="C"), False)
     values = rename(_C.reshape(_C.gather(flat, 1, index), out_shape), f"FractionalMaxPool{n}DBackward", (x,))
     return (values, _C.reshape(index, out_shape)) if return_indices else values
 

@@ -533,7 +533,12 @@ def tensordot(a, b, dims=2):
     if len(set(da)) != len(da) or len(set(db)) != len(db):
         raise RuntimeError(f"{op}: a dim appears more than once in dims {da}, {db}.")
     for x, y in zip(da, db):
-        if a.shape[x] != b.shape[y]:
+        # a contracted dim of size 1 broadcasts against the other's, as torch's: the other is summed over it first
+        if a.shape[x] == 1 and b.shape[y] != 1:
+            b = _C.sum(b, (y,), True, None)
+        elif b.shape[y] == 1 and a.shape[x] != 1:
+            a = _C.sum(a, (x,), True, None)
+        elif a.shape[x] != b.shape[y]:
             raise RuntimeError(f"{op}: contracted dimensions must match, but a has size {a.shape[x]} in dim {x} and "
                                f"b has size {b.shape[y]} in dim {y}.")
     _check_matmul_dtypes(op, a, b)

@@ -37,7 +37,7 @@ def _uniform(shape, generator, op):
 
 
 def _to_tensor(values, dtype):
-    t = bridge.share(np.ascontiguousarray(values))
+    t = bridge.share(np.asarray(values, order="C"))
     return t if t.dtype is dtype else _C.to_dtype(t, dtype)
 
 
@@ -237,7 +237,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
             keys = e / w                          # a zero weight: inf, drawn after every non-zero one
         out = np.argsort(keys, axis=1, kind="stable")[:, :num_samples]
     out = out.astype(np.int64).reshape((num_samples,) if input.ndim == 1 else (rows, num_samples))
-    return bridge.share(np.ascontiguousarray(out))
+    return bridge.share(np.asarray(out, order="C"))
 
 
 def poisson(input, generator=None):

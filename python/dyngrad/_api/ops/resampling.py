@@ -129,9 +129,9 @@ def _resample_dim(x, d, taps, weights):
     out = None
     trailing = (1,) * (x.ndim - 1 - d)
     for idx, w in zip(taps, weights):
-        part = _C.index_select(x, d, bridge.copy(np.ascontiguousarray(idx, dtype=np.int64), False))
+        part = _C.index_select(x, d, bridge.copy(np.asarray(idx, dtype=np.int64, order="C"), False))
         if w is not None:
-            wt = bridge.copy(np.ascontiguousarray(w.reshape((-1,) + trailing)), False)
+            wt = bridge.copy(np.asarray(w.reshape((-1,) + trailing), order="C"), False)
             part = _C.mul(part, _C.to_dtype(wt, x.dtype) if wt.dtype is not x.dtype else wt)
         out = part if out is None else _C.add(out, part)
     return out

@@ -42,7 +42,7 @@ def _align(align_corners, op):
 
 
 def _const(a, dtype):
-    t = bridge.copy(np.ascontiguousarray(a), False)
+    t = bridge.copy(np.asarray(a, order="C"), False)
     return t if t.dtype is dtype else _C.to_dtype(t, dtype)
 
 

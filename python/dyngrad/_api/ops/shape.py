@@ -132,6 +132,8 @@ def permute(input, dims):
 @shows_as("Squeeze")
 def squeeze(input, dim=None):
     a = tensor_arg(input, "squeeze")
+    if isinstance(dim, (tuple, list)) and len(dim) == 0:
+        return _C.reshape(a, tuple(a.shape))        # no dims to squeeze: a view of input, as torch
     return _C.squeeze(a, None if dim is None else dims_arg(dim, "squeeze"))
 
 

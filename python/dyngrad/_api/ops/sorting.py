@@ -276,8 +276,21 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
         above = _C.gather(sorted_x, last, array_tensor(np.ceil(ranks).astype(np.int64)))
         # torch's lerp: below + w (above - below) for w < 0.5, else above - (above - below)(1 - w)
         step = _C.sub(above, result)
-        low = _C.add(result, _C.mul(step, array_tensor(weight)))
+        w = array_tensor(weight)
+        low = _C.add(result, _C.mul(step, w))
         high = _C.sub(above, _C.mul(step, array_tensor((np_dtype.type(1) - weight).astype(np_dtype))))
+        if interpolation == "linear" and isinstance(q, Tensor) and q.requires_grad:
+            # the weight is rank - below with rank = q (n - 1) (nanquantile: q (count - 1)), so d result / d q is
+            # step * that scale where the rank came from q (not a NaN slice's n - 1, nor nanquantile's clamp at 0;
+            # there step may be NaN and the gradient is 0, as torch's). Added as step (q - q.detach()): exactly 0.
+            scale = (counts - np_dtype.type(1)) if ignore_nan else np.full(arr.shape[:-1] + (1,), n - 1, np_dtype)
+            from_q = np.broadcast_to((q_row * scale >= 0) if ignore_nan else ~nan.any(axis=-1, keepdims=True),
+                                     ranks.shape)
+            factor = array_tensor(np.where(from_q, scale, np_dtype.type(0)).astype(np_dtype))
+            q_t = _C.reshape(q, (q_row.shape[0],))
+            step_q = _C.where(array_tensor(np.array(from_q)), step, _C.scalar_operand(0.0, step))
+            moved = _C.mul(step_q, _C.mul(_C.sub(q_t, q_t.detach()), factor))
+            low, high = _C.add(low, moved), _C.add(high, moved)
         result = _C.where(array_tensor(weight < 0.5), low, high)
     if qs.ndim == 0:
         result = _C.squeeze(result, (last,))

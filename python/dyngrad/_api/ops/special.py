@@ -66,7 +66,7 @@ def logsumexp(input, dim, keepdim=False):
 def _constant(values, dtype):
     """A tensor without history holding `values` in `dtype` (torch does not differentiate these ops); bfloat16,
     which numpy lacks, by way of float32."""
-    out = bridge.share(np.ascontiguousarray(np.asarray(values), dtype=numpy_dtype(dtype)))
+    out = bridge.share(np.asarray(np.asarray(values), dtype=numpy_dtype(dtype), order="C"))
     return out if out.dtype is dtype else _C.to_dtype(out, dtype)
 
 

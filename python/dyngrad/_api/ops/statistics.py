@@ -75,7 +75,7 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
     centred = _C.sub(x, avg)
     weighted = centred if w is None else _C.mul(centred, w)
     c = _C.div(_C.matmul(centred, _C.permute(weighted, (1, 0))), norm)
-    return _C.reshape(c, ()) if x.shape[0] == 1 else c      # one variable: a 0-d result, as torch (even from (1, N))
+    return _C.reshape(c, ()) if c.shape[0] == 1 else c        # one variable: a 0-d result, as torch's squeeze
 
 
 def corrcoef(input):

@@ -165,7 +165,7 @@ def __reduce_ex__(self, protocol):
 
 
 def _rebuild(array, requires_grad, dtype_name=None):
-    t = bridge.copy(np.ascontiguousarray(array), False)
+    t = bridge.copy(np.asarray(array, order="C"), False)
     if dtype_name is not None:
         t = _C.to_dtype(t, getattr(_C, dtype_name))
     if requires_grad:
@@ -386,6 +386,7 @@ OPERATORS = {
     "__sub__": _subtraction(core("sub")), "__rsub__": _subtraction(_rsub, reflected=True),
     "__mul__": _forward(core("mul")), "__rmul__": _forward(core("mul")),
     "__truediv__": _forward(core("div")), "__rtruediv__": _reflected(_rdiv),
+    "__rdiv__": _reflected(_rdiv),                      # torch keeps Python 2's name of __rtruediv__
     "__matmul__": _tensors_only(core("matmul")), "__rmatmul__": _tensors_only(core("matmul"), reflected=True),
     "__pow__": __pow__, "__rpow__": _reflected(core("pow")),
     "__neg__": __neg__, "__pos__": __pos__, "__abs__": __abs__, "__invert__": __invert__,

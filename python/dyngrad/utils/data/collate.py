@@ -32,7 +32,7 @@ _SHARED_DTYPES = (np.float32, np.float64, np.int64, np.bool_)
 def _numpy_to_tensor(a):
     """Shares the array's memory where the engine has its dtype; other dtypes (int32, uint8, float16, ...) are
     converted to the nearest engine dtype (dyngrad has float32, float64, int64 and bool)."""
-    a = np.ascontiguousarray(a)
+    a = np.asarray(a, order="C")
     if a.dtype.type in _SHARED_DTYPES and a.dtype.isnative:
         return from_numpy(a)
     return tensor(a)

@@ -1,0 +1,698 @@
+"""PyTorch's own op tests on dyngrad: every OpInfo of torch's `op_db`, every sample input, forward and backward.
+
+    PYTHONPATH=python python scripts/opinfo_report.py                  # both dtypes, writes docs/opinfo.md
+    PYTHONPATH=python python scripts/opinfo_report.py --engine reference --json /tmp/ref.json --no-doc
+    PYTHONPATH=python python scripts/opinfo_report.py --only add,linalg.slogdet --verbose
+
+Needs torch (2.13) and its test package's `expecttest`. Each OpInfo is resolved to a dyngrad callable by its name
+path (`torch.X`, `nn.functional.X`, `linalg.X`, `special.X`, `masked.X`, `fft.X`, or a Tensor method); an OpInfo
+whose `op` is a lambda of torch's test module is run with that lambda's `torch` bound to dyngrad, so the
+argument shuffling it does is the same on both sides. Every sample of `op.sample_inputs` in float32 and float64
+(or, for an op without floating dtypes, its first integer/bool dtype) is converted to dyngrad through numpy and
+compared with torch: output structure, shape, dtype and values; then, where the OpInfo supports autograd, the
+vector-Jacobian product with one fixed cotangent against `torch.autograd.grad`. Ops whose output torch itself
+does not reproduce between two calls (random ops) are compared by shape and dtype only.
+
+Note [OpInfo harness isolation]: a crash (a segfault is a bug we want reported, not a dead run) or a hang must not
+stop the run, and a process per OpInfo costs ~8 s of imports each (90 min for 677). So a few worker processes take
+interleaved slices of the list and print one JSON line per OpInfo; the parent reads them with a deadline per
+OpInfo and, on a crash or timeout, records it against the OpInfo being run and restarts the worker after it.
+"""
+import argparse
+import collections
+import json
+import math
+import os
+import re
+import select
+import subprocess
+import sys
+import time
+import types
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOC = os.path.join(ROOT, "docs", "opinfo.md")
+
+# (forward rtol, atol), (backward rtol, atol) per dtype name. float64 forward is torch.testing.assert_close's
+# default; float32 kernels differ from torch's in summation order and libm, so float32 is looser than that default
+# (1.3e-6, 1e-5), and a vector-Jacobian product, a sum over many terms, looser again.
+TOLERANCES = {
+    "float32": ((1e-4, 1e-5), (1e-3, 1e-4)),
+    "float64": ((1e-7, 1e-7), (1e-6, 1e-6)),
+}
+INTEGER_DTYPES = ("int64", "int32", "uint8", "bool")
+
+
+# --------------------------------------------------------------------------------------------------- selection
+
+def import_op_db():
+    # torch's common_methods_invocations builds CUDA/ROCm tables on import; keep its warnings off the report
+    import warnings
+    warnings.filterwarnings("ignore")
+    from torch.testing._internal.common_methods_invocations import op_db
+    return op_db
+
+
+def sampled_dtypes(opinfo):
+    """The dtypes an OpInfo is sampled in: float32/float64 where torch supports them on the CPU, otherwise the
+    first integer dtype it supports (bitwise ops, bincount, the index factories); None for complex-only ops."""
+    import torch
+    supported = opinfo.supported_dtypes("cpu")
+    floats = [d for d in (torch.float32, torch.float64) if d in supported]
+    if floats:
+        return floats
+    for name in INTEGER_DTYPES:
+        if getattr(torch, name) in supported:
+            return [getattr(torch, name)]
+    return None
+
+
+def selected(op_db):
+    """(index, OpInfo) for every OpInfo sampled: private aten entry points (`torch.ops.aten.*`, `torch._*`,
+    jiterator CUDA kernels) and complex-only ops are not part of the public surface."""
+    out = []
+    for i, opinfo in enumerate(op_db):
+        if opinfo.name.startswith(("torch.", "jiterator_")) or sampled_dtypes(opinfo) is None:
+            continue
+        out.append((i, opinfo))
+    return out
+
+
+def opinfo_id(opinfo):
+    return opinfo.name + ("." + opinfo.variant_test_name if opinfo.variant_test_name else "")
+
+
+# -------------------------------------------------------------------------------------------------- resolution
+
+class Unresolved(Exception):
+    pass
+
+
+def resolve(opinfo, dg):
+    """The dyngrad callable standing for `opinfo.op`, or raise Unresolved naming what is missing."""
+    import torch
+    op = opinfo.op
+    if is_test_code(op):
+        return rebind(op, dg)  # torch's test lambda, with its `torch` being dyngrad
+    if isinstance(op, (types.MethodDescriptorType, types.WrapperDescriptorType)) or (
+            isinstance(op, types.FunctionType) and op.__module__ == "torch._tensor"):
+        return method_caller(opinfo.name, dg)
+    path = opinfo.name.split(".")
+    target = dg
+    for part in path:
+        if not hasattr(target, part):
+            if len(path) == 1 and opinfo.method_variant is not None:
+                return method_caller(opinfo.name, dg)
+            raise Unresolved(f"dyngrad.{opinfo.name}")
+        target = getattr(target, part)
+    if not callable(target):
+        raise Unresolved(f"dyngrad.{opinfo.name} (not callable)")
+    return target
+
+
+def is_test_code(fn):
+    """A function of torch's OpInfo definitions (not of its test utilities: wrapper_set_seed must keep torch's
+    seeding and dispatch modes)."""
+    return isinstance(fn, types.FunctionType) and (fn.__module__ or "").startswith(
+        ("torch.testing._internal.common_methods_invocations", "torch.testing._internal.opinfo.definitions"))
+
+
+def rebind(fn, dg, memo=None):
+    """A function of torch's test code run with `torch` (and `F`) meaning dyngrad: its globals are copied with
+    those two names replaced, and the test-code functions it reaches through its globals and closure cells are
+    rebound the same way (svd's output_process_fn_grad calls a local `uniformize`)."""
+    memo = {} if memo is None else memo
+    if id(fn) in memo:
+        return memo[id(fn)] or fn  # None: being rebound further up (a recursive helper keeps torch's)
+    memo[id(fn)] = None
+    env = dict(fn.__globals__)
+    env["torch"] = dg
+    env["F"] = dg.nn.functional
+    for name in global_names(fn.__code__):
+        if is_test_code(env.get(name)):
+            env[name] = rebind(env[name], dg, memo)
+    cells = None
+    if fn.__closure__:
+        cells = tuple(types.CellType(rebind(c.cell_contents, dg, memo)) if is_test_code(cell_value(c))
+                      else c for c in fn.__closure__)
+    out = types.FunctionType(fn.__code__, env, fn.__name__, fn.__defaults__, cells)
+    out.__kwdefaults__ = fn.__kwdefaults__
+    memo[id(fn)] = out
+    return out
+
+
+def cell_value(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell
+        return None
+
+
+def global_names(code):
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= global_names(const)
+    return names
+
+
+def method_caller(name, dg):
+    if not hasattr(dg.Tensor, name):
+        raise Unresolved(f"dyngrad.Tensor.{name}")
+
+    def call(self, *args, **kwargs):
+        return getattr(self, name)(*args, **kwargs)
+    return call
+
+
+# -------------------------------------------------------------------------------------------------- conversion
+
+class Unconvertible(Exception):
+    pass
+
+
+def to_dg(value, dg, leaves, torch_leaves):
+    """A sample's argument with every torch tensor as a dyngrad tensor (a leaf where torch's requires grad)."""
+    import numpy as np
+    import torch
+    if isinstance(value, torch.Tensor):
+        if value.is_complex() or value.dtype not in (torch.float32, torch.float64, torch.int64, torch.int32,
+                                                     torch.int16, torch.int8, torch.uint8, torch.bool):
+            raise Unconvertible(f"input dtype {value.dtype}")
+        if value.layout != torch.strided:
+            raise Unconvertible(f"input layout {value.layout}")
+        array = np.array(value.detach().numpy(), copy=True)
+        out = dg.tensor(array, requires_grad=bool(value.requires_grad))
+        if value.requires_grad:
+            leaves.append(out)
+            torch_leaves.append(value)
+        return out
+    if isinstance(value, torch.dtype):
+        name = str(value).split(".")[1]
+        if not hasattr(dg, name):
+            raise Unconvertible(f"dtype argument {value}")
+        return getattr(dg, name)
+    if isinstance(value, torch.device):
+        return str(value)
+    if isinstance(value, torch.Size):
+        return tuple(value)
+    if isinstance(value, torch.memory_format):
+        name = str(value).split(".")[1]
+        if not hasattr(dg, name):
+            raise Unconvertible(f"memory_format {value}")
+        return getattr(dg, name)
+    if isinstance(value, torch.layout):
+        if not hasattr(dg, str(value).split(".")[1]):
+            raise Unconvertible(f"layout argument {value}")
+        return getattr(dg, str(value).split(".")[1])
+    if isinstance(value, torch.Generator):
+        raise Unconvertible("torch.Generator argument")
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return type(value)(to_dg(v, dg, leaves, torch_leaves) for v in value)
+    if isinstance(value, dict):
+        return {k: to_dg(v, dg, leaves, torch_leaves) for k, v in value.items()}
+    if callable(value) and getattr(value, "__module__", "") and value.__module__.startswith("torch"):
+        raise Unconvertible(f"callable argument {getattr(value, '__name__', value)}")
+    return value
+
+
+def flatten(value):
+    """The leaves of an op's result (tensors and Python scalars) in order; namedtuples and lists are walked."""
+    if isinstance(value, (list, tuple)):
+        out = []
+        for v in value:
+            out.extend(flatten(v))
+        return out
+    return [value]
+
+
+def is_tensor(value):
+    return hasattr(value, "shape") and hasattr(value, "dtype") and hasattr(value, "requires_grad")
+
+
+def as_numpy(value):
+    import numpy as np
+    import torch
+    if isinstance(value, torch.Tensor):
+        value = value.detach()
+        if value.layout != torch.strided:
+            value = value.to_dense()
+        if value._is_zerotensor():
+            value = torch.zeros(value.shape, dtype=value.dtype)
+        if value.dtype in (torch.bfloat16, torch.float16):
+            value = value.float()
+        if value.dtype == torch.complex32:
+            value = value.to(torch.complex64)
+        return value.resolve_conj().numpy()
+    if is_tensor(value):
+        value = value.detach()
+        if dtype_name(value) in ("bfloat16", "float16"):
+            value = value.float()
+        return np.asarray(value.numpy())
+    return np.asarray(value)
+
+
+def dtype_name(value):
+    return str(value.dtype).split(".")[-1]
+
+
+def compare(expected, actual, tolerance, what):
+    """None when dyngrad's leaf matches torch's, else (failure class, detail)."""
+    import numpy as np
+    import torch
+    if isinstance(expected, torch.Tensor):
+        if expected.is_complex():
+            return (f"{what}: torch returns a complex tensor (dyngrad has no complex dtype)", "")
+        if not is_tensor(actual):
+            return (f"{what}: returns {type(actual).__name__} where torch returns a tensor", "")
+        if tuple(expected.shape) != tuple(actual.shape):
+            return (f"{what}: wrong shape", f"{tuple(actual.shape)} vs torch {tuple(expected.shape)}")
+        if dtype_name(expected) != dtype_name(actual):
+            return (f"{what}: wrong dtype", f"{dtype_name(actual)} vs torch {dtype_name(expected)}")
+    elif expected is None:
+        return None if actual is None else (f"{what}: returns a value where torch returns None", "")
+    elif isinstance(expected, (bool, int, float)) and is_tensor(actual):
+        return (f"{what}: returns a tensor where torch returns a Python {type(expected).__name__}", "")
+    e, a = as_numpy(expected), as_numpy(actual)
+    if e.shape != a.shape:
+        return (f"{what}: wrong shape", f"{a.shape} vs torch {e.shape}")
+    if e.size == 0:
+        return None
+    if e.dtype.kind in "biu" and a.dtype.kind in "biu":
+        if not np.array_equal(e, a):
+            return (f"{what}: wrong values", f"{int((e != a).sum())} of {e.size} differ")
+        return None
+    rtol, atol = tolerance
+    e64, a64 = e.astype(np.float64), a.astype(np.float64)
+    close = np.isclose(a64, e64, rtol=rtol, atol=atol, equal_nan=True)
+    if not close.all():
+        err = np.nanmax(np.abs(np.where(close, 0.0, a64 - e64)))
+        return (f"{what}: wrong values", f"{int((~close).sum())} of {e.size} differ, max |err| {err:.3g}")
+    return None
+
+
+def exception_class(phase, err):
+    """A failure class from an exception: its type and message with the numbers and names of this sample cut."""
+    message = str(err).split("\n")[0]
+    message = re.sub(r"\(?-?\d+(\.\d+)?(e-?\d+)?(, ?-?\d+)*,?\)?", "N", message)
+    message = re.sub(r"'[^']*'", "'…'", message)
+    return (f"{phase} raises {type(err).__name__}: {message[:90]}", str(err).split("\n")[0][:200])
+
+
+# ----------------------------------------------------------------------------------------------------- running
+
+def torch_call(opinfo, sample):
+    return opinfo.op(sample.input, *sample.args, **sample.kwargs)
+
+
+def fresh(sample):
+    """A copy of a sample whose tensors are new leaves with the same values (ops such as zero_ mutate)."""
+    import torch
+
+    def copy(v):
+        if isinstance(v, torch.Tensor):
+            c = v.detach().clone()
+            return c.requires_grad_(v.requires_grad) if (c.is_floating_point() or c.is_complex()) else c
+        if isinstance(v, (list, tuple)) and not hasattr(v, "_fields"):
+            return type(v)(copy(x) for x in v)
+        if isinstance(v, dict):
+            return {k: copy(x) for k, x in v.items()}
+        return v
+    out = types.SimpleNamespace(input=copy(sample.input), args=copy(tuple(sample.args)),
+                                kwargs=copy(dict(sample.kwargs)))
+    return out
+
+
+def seeds_itself(opinfo):
+    """Whether the OpInfo's values cannot be compared: its op reseeds torch's generator before each call (torch's
+    random ops in op_db do, through `wrapper_set_seed`, and dyngrad's generator cannot reproduce torch's stream),
+    or it returns uninitialised memory (the empty factories)."""
+    code = getattr(opinfo.op, "__code__", None)
+    return (code is not None and "wrapper_set_seed" in code.co_names) or "empty" in opinfo.name
+
+
+def torch_grad_disclaimed(opinfo, dtype):
+    """Whether torch's own gradient test of this OpInfo is marked expectedFailure or skipped on the CPU for dtype
+    (as_strided_scatter's backward is wrong in torch 2.13): torch's gradient is then no oracle."""
+    import unittest
+    for info in opinfo.decorators:
+        if getattr(info, "cls_name", None) not in ("TestBwdGradients", "TestGradients") or \
+                getattr(info, "test_name", None) not in ("test_fn_grad", None):
+            continue
+        if info.device_type not in (None, "cpu") or (info.dtypes is not None and dtype not in info.dtypes):
+            continue
+        for decorator in info.decorators:
+            if decorator is unittest.expectedFailure or getattr(decorator, "__qualname__", "").startswith("skip"):
+                return True
+    return False
+
+
+def outputs_agree(a, b):
+    """Whether two torch results are equal (random ops are not)."""
+    import numpy as np
+    import torch
+    fa, fb = flatten(a), flatten(b)
+    if len(fa) != len(fb):
+        return False
+    for x, y in zip(fa, fb):
+        if isinstance(x, torch.Tensor):
+            if not isinstance(y, torch.Tensor) or x.shape != y.shape:
+                return False
+            if x.numel() and not np.array_equal(as_numpy(x), as_numpy(y), equal_nan=x.dtype.is_floating_point):
+                return False
+    return True
+
+
+def run_sample(opinfo, fn, sample, dtype_key, dg, check_grad):
+    """None if the sample passes, else (class, detail); raises Unconvertible for samples dyngrad cannot take."""
+    import torch
+    first = fresh(sample)
+    try:
+        expected = torch_call(opinfo, first)
+    except Exception:
+        return "skip"
+    deterministic = not seeds_itself(opinfo) and outputs_agree(expected, torch_call(opinfo, fresh(sample)))
+    leaves, torch_leaves = [], []  # the gradient pass differentiates torch's `first` and dyngrad's copy of it
+    dg_input = to_dg(first.input, dg, leaves, torch_leaves)
+    dg_args = to_dg(tuple(first.args), dg, leaves, torch_leaves)
+    dg_kwargs = to_dg(dict(first.kwargs), dg, leaves, torch_leaves)
+    try:
+        actual = fn(dg_input, *dg_args, **dg_kwargs)
+    except Unresolved:
+        raise
+    except AttributeError as err:
+        if "dyngrad" in str(err) and "has no attribute" in str(err):
+            raise Unresolved(str(err))
+        return exception_class("forward", err)
+    except Exception as err:
+        return exception_class("forward", err)
+    # the sample's own view of the result (svd's singular vectors up to sign, ...): what torch's tests compare
+    process = getattr(sample, "output_process_fn_grad", None)
+    if process is not None:
+        expected = process(expected)
+        try:
+            actual = (rebind(process, dg) if is_test_code(process) else process)(actual)
+        except Exception as err:
+            return exception_class("forward (the sample's output_process_fn_grad)", err)
+    fwd_tol, bwd_tol = TOLERANCES.get(dtype_key, ((0, 0), (0, 0)))
+    flat_e, flat_a = flatten(expected), flatten(actual)
+    if len(flat_e) != len(flat_a):
+        return ("forward: wrong number of outputs", f"{len(flat_a)} vs torch {len(flat_e)}")
+    for e, a in zip(flat_e, flat_a):
+        if deterministic:
+            failure = compare(e, a, fwd_tol, "forward")
+        elif isinstance(e, torch.Tensor):
+            failure = compare(e, a, fwd_tol, "forward") if not is_tensor(a) else (
+                (("forward: wrong shape", "") if tuple(e.shape) != tuple(a.shape) else None) or
+                (("forward: wrong dtype", "") if dtype_name(e) != dtype_name(a) else None))
+        else:
+            failure = None
+        if failure:
+            return failure
+    if not (check_grad and deterministic and torch_leaves):
+        return None
+    # backward: one fixed cotangent per differentiable output
+    pairs = [(e, a) for e, a in zip(flat_e, flat_a)
+             if isinstance(e, torch.Tensor) and e.requires_grad and e.is_floating_point()]
+    if not pairs:
+        return None
+    generator = torch.Generator().manual_seed(0)
+    cotangents = [torch.randn(e.shape, dtype=e.dtype, generator=generator) for e, _ in pairs]
+    # an output dyngrad does not record (slogdet's sign) is fine when torch's gradient through it is zero
+    kept = []
+    for (e, a), c in zip(pairs, cotangents):
+        if is_tensor(a) and a.requires_grad:
+            kept.append((e, a, c))
+            continue
+        try:
+            through = torch.autograd.grad([e], torch_leaves, [c], allow_unused=True, retain_graph=True)
+        except Exception:
+            continue
+        if any(g is not None and as_numpy(g).any() for g in through):
+            return ("backward: output does not require grad", "")
+    if not kept:
+        return None
+    pairs, cotangents = [(e, a) for e, a, _ in kept], [c for _, _, c in kept]
+    try:
+        expected_grads = torch.autograd.grad([e for e, _ in pairs], torch_leaves, cotangents, allow_unused=True)
+    except Exception:
+        return None
+    if all(g is None for g in expected_grads):
+        return None
+    try:
+        dg_cotangents = [dg.tensor(c.double().numpy()).to(getattr(dg, str(c.dtype).split(".")[1]))
+                         for c in cotangents]
+        actual_grads = dg.autograd.grad([a for _, a in pairs], leaves, dg_cotangents, allow_unused=True)
+    except Exception as err:
+        return exception_class("backward", err)
+    for e, a in zip(expected_grads, actual_grads):
+        if e is None:
+            continue
+        if a is None:
+            if not as_numpy(e).any():
+                continue
+            return ("backward: gradient missing (None) for an input torch differentiates", "")
+        failure = compare(e, a, bwd_tol, "backward")
+        if failure:
+            return failure
+    return None
+
+
+def run_opinfo(opinfo, dg, max_samples=None):
+    """One OpInfo's record: resolved?, samples run/passed, the first failure of each class."""
+    import torch
+    record = {"id": opinfo_id(opinfo), "resolved": True, "samples": 0, "passed": 0, "skipped": 0, "failures": {}}
+    try:
+        fn = resolve(opinfo, dg)
+    except Unresolved as err:
+        return dict(record, resolved=False, missing=str(err))
+    for dtype in sampled_dtypes(opinfo):
+        key = str(dtype).split(".")[1]
+        check_grad = opinfo.supports_autograd and dtype.is_floating_point and not torch_grad_disclaimed(opinfo, dtype)
+        try:
+            samples = list(opinfo.sample_inputs("cpu", dtype, requires_grad=check_grad))
+        except Exception as err:
+            record["failures"].setdefault("torch cannot make its samples", f"{type(err).__name__}: {err}"[:200])
+            continue
+        if max_samples is not None:
+            samples = samples[:max_samples]
+        for sample in samples:
+            torch.manual_seed(0)
+            try:
+                failure = run_sample(opinfo, fn, sample, key, dg, check_grad)
+            except Unconvertible as err:
+                record["skipped"] += 1
+                record.setdefault("unconvertible", str(err))
+                continue
+            except Unresolved as err:
+                return dict(record, resolved=False, missing=str(err), samples=0, passed=0, failures={})
+            except Exception as err:  # the harness's own comparison must never stop the run
+                failure = exception_class("harness", err)
+            if failure == "skip":
+                record["skipped"] += 1
+                continue
+            record["samples"] += 1
+            if failure is None:
+                record["passed"] += 1
+            else:
+                record["failures"].setdefault(failure[0], f"{key}: {failure[1]}")
+    return record
+
+
+# ----------------------------------------------------------------------------------------------------- workers
+
+def worker(engine, indices, max_samples):
+    import torch
+    torch.set_num_threads(1)
+    dg = load_engine(engine)
+    op_db = import_op_db()
+    for i in indices:
+        print(json.dumps({"start": i}), flush=True)
+        opinfo = op_db[i]
+        started = time.time()
+        record = run_opinfo(opinfo, dg, max_samples)
+        record["index"] = i
+        record["seconds"] = round(time.time() - started, 2)
+        print(json.dumps(record), flush=True)
+
+
+def load_engine(engine):
+    if engine == "reference":
+        import dyngrad.reference as dg
+    else:
+        import dyngrad as dg
+    return dg
+
+
+def run_all(indices, ids, engine, jobs, timeout, max_samples, verbose):
+    """Records for every index, with crashes and timeouts recorded against the OpInfo that caused them."""
+    slices = [indices[k::jobs] for k in range(jobs)]
+    records = {}
+    procs = {}
+
+    def spawn(remaining):
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--engine", engine,
+               "--indices", ",".join(map(str, remaining))]
+        if max_samples is not None:
+            cmd += ["--max-samples", str(max_samples)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
+        procs[proc.stdout.fileno()] = {"proc": proc, "remaining": list(remaining), "current": None,
+                                       "deadline": time.time() + timeout + 60}  # + import time
+
+    for s in slices:
+        if s:
+            spawn(s)
+    while procs:
+        ready, _, _ = select.select(list(procs), [], [], 1.0)
+        now = time.time()
+        for fd in list(procs):
+            state = procs[fd]
+            line = state["proc"].stdout.readline() if fd in ready else None
+            if line:
+                message = json.loads(line)
+                if "start" in message:
+                    state["current"] = message["start"]
+                    state["deadline"] = now + timeout
+                else:
+                    records[message["index"]] = message
+                    state["remaining"].remove(message["index"])
+                    state["current"] = None
+                    if verbose:
+                        print(summary_line(message), flush=True)
+                continue
+            if line is None and now < state["deadline"]:
+                continue
+            # EOF (the worker died) or past the deadline
+            proc = state["proc"]
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            del procs[fd]
+            current = state["current"]
+            if current is not None:
+                kind = "timeout" if line is None else f"crash (exit {proc.returncode})"
+                records[current] = {"index": current, "id": ids[current], "resolved": True, "samples": 1,
+                                    "passed": 0, "skipped": 0, "failures": {kind: f"after {timeout} s"
+                                                                            if line is None else ""}}
+                state["remaining"].remove(current)
+                if verbose:
+                    print(summary_line(records[current]), flush=True)
+            if state["remaining"]:
+                spawn(state["remaining"])
+    return [records[i] for i in indices if i in records]
+
+
+def summary_line(record):
+    if not record["resolved"]:
+        return f"{record['id']}: unresolved ({record['missing']})"
+    status = "pass" if fully_passing(record) else "FAIL " + "; ".join(record["failures"])
+    return f"{record['id']}: {record['passed']}/{record['samples']} {status}"
+
+
+def fully_passing(record):
+    return record["resolved"] and not record["failures"] and record["samples"] > 0
+
+
+# ------------------------------------------------------------------------------------------------------ report
+
+def report(records, engine, seconds, max_samples):
+    """docs/opinfo.md: the counts, then the failure classes with the OpInfos in each, then the unresolved."""
+    import torch
+    resolved = [r for r in records if r["resolved"]]
+    passing = [r for r in resolved if fully_passing(r)]
+    no_samples = [r for r in resolved if r["samples"] == 0 and not r["failures"]]
+    classes = collections.defaultdict(list)
+    for r in resolved:
+        for cls, detail in r["failures"].items():
+            classes[cls].append((r["id"], detail))
+    lines = [
+        "# PyTorch's OpInfo samples on dyngrad",
+        "",
+        "Generated by `scripts/opinfo_report.py` (nothing here is written by hand); regenerate with",
+        "",
+        "    PYTHONPATH=python python scripts/opinfo_report.py",
+        "",
+        f"torch {torch.__version__} `op_db`, engine `{engine}`, float32 and float64 samples (integer dtypes for ops",
+        "without floating ones), forward values and, where the OpInfo supports autograd, one vector-Jacobian",
+        "product against `torch.autograd.grad`. An OpInfo *passes* when every sample it ran passes; samples dyngrad",
+        "cannot take (complex or sparse inputs, a torch.Generator argument) and samples torch itself rejects are",
+        "skipped and counted apart. Sampled: every `op_db` entry but private ATen entry points (`torch.ops.*`,",
+        "`torch._*`), the CUDA jiterator kernels and complex-only ops. Where torch's OpInfo marks its own gradient",
+        "test expectedFailure or skip (as_strided_scatter), torch's gradient is not compared. Random ops and the",
+        "empty factories are compared by shape and dtype." +
+        (f" At most {max_samples} samples per dtype." if max_samples else ""),
+        "",
+        "| | count |",
+        "| --- | ---: |",
+        f"| OpInfos sampled | {len(records)} |",
+        f"| resolved to a dyngrad function | {len(resolved)} |",
+        f"| pass every sample | {len(passing)} ({100.0 * len(passing) / max(1, len(resolved)):.1f} % of resolved) |",
+        f"| resolved, no sample dyngrad can take | {len(no_samples)} |",
+        f"| samples run / passed / skipped | {sum(r['samples'] for r in resolved)} / "
+        f"{sum(r['passed'] for r in resolved)} / {sum(r['skipped'] for r in resolved)} |",
+        "",
+        f"Run time {seconds:.0f} s.",
+        "",
+        "## Failures by class",
+        "",
+        "Each OpInfo is listed under every class one of its samples fell in, with the first such sample's detail.",
+        "",
+    ]
+    for cls, members in sorted(classes.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        lines.append(f"### {cls} ({len(members)})")
+        lines.append("")
+        for op_id, detail in sorted(members):
+            lines.append(f"- `{op_id}`" + (f": {detail}" if detail else ""))
+        lines.append("")
+    lines += ["## Unresolved", "", "OpInfos with no dyngrad function of the same name path:", ""]
+    lines.append(", ".join(f"`{r['id']}`" for r in sorted(records, key=lambda r: r["id"]) if not r["resolved"]))
+    lines.append("")
+    if no_samples:
+        lines += ["## Resolved without a sample dyngrad can take", ""]
+        lines.append(", ".join(f"`{r['id']}` ({r.get('unconvertible', 'torch rejects every sample')})"
+                               for r in no_samples))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--engine", choices=("cpp", "reference"), default="cpp")
+    parser.add_argument("--only", help="comma-separated OpInfo names or name.variant ids")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per OpInfo")
+    parser.add_argument("--max-samples", type=int, default=None, help="samples per dtype (default: all)")
+    parser.add_argument("--json", help="also write the records here")
+    parser.add_argument("--no-doc", action="store_true", help="do not write docs/opinfo.md")
+    parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--indices", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker(args.engine, [int(i) for i in args.indices.split(",")], args.max_samples)
+        return 0
+    op_db = import_op_db()
+    chosen = selected(op_db)
+    if args.only:
+        wanted = set(args.only.split(","))
+        chosen = [(i, o) for i, o in chosen if o.name in wanted or opinfo_id(o) in wanted]
+    ids = {i: opinfo_id(o) for i, o in chosen}
+    started = time.time()
+    records = run_all([i for i, _ in chosen], ids, args.engine, args.jobs, args.timeout, args.max_samples,
+                      args.verbose)
+    seconds = time.time() - started
+    resolved = [r for r in records if r["resolved"]]
+    passing = [r for r in resolved if fully_passing(r)]
+    print(f"{len(records)} OpInfos, {len(resolved)} resolved, {len(passing)} pass every sample "
+          f"({100.0 * len(passing) / max(1, len(resolved)):.1f} %), {seconds:.0f} s")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(records, f, indent=1)
+    if not args.no_doc and not args.only:
+        with open(DOC, "w") as f:
+            f.write(report(records, args.engine, seconds, args.max_samples))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""PyTorch's own OpInfo samples on dyngrad (scripts/opinfo_report.py): a fast subset on both engines whenever torch
+and its test package are installed; the whole op_db with DYNGRAD_OPINFO=1 (a few minutes of both cores), held to
+the targets of issue 24 (at least 610 OpInfos resolve, at least 95 % of those pass every sample)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("expecttest")      # torch.testing._internal imports it
+
+from helpers import subprocess_env  # noqa: E402
+
+SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "opinfo_report.py")
+
+# one or two OpInfos per failure class fixed for issue 24, and a few that always passed
+SUBSET = ["add", "masked.sum", "masked.softmax", "masked.var", "special.bessel_j1", "special.hermite_polynomial_h",
+          "igamma", "quantile", "index_fill", "linalg.slogdet", "cov", "tensordot", "nn.functional.group_norm",
+          "searchsorted", "scatter", "as_strided_scatter", "svd"]
+
+
+def run_report(tmp_path, engine, only=None, max_samples=None, jobs=1):
+    out = tmp_path / f"opinfo-{engine}.json"
+    cmd = [sys.executable, SCRIPT, "--engine", engine, "--json", str(out), "--jobs", str(jobs)]
+    if only:
+        cmd += ["--only", ",".join(only)]
+    if max_samples:
+        cmd += ["--max-samples", str(max_samples)]
+    subprocess.run(cmd, check=True, env=subprocess_env(), timeout=1800, stdout=subprocess.DEVNULL)
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("engine", ["cpp", "reference"])
+def test_opinfo_subset_passes(tmp_path, engine):
+    records = run_report(tmp_path, engine, SUBSET, max_samples=6)
+    assert sorted(r["id"] for r in records) == sorted(SUBSET)
+    failing = {r["id"]: r.get("missing") or r["failures"] for r in records
+               if not (r["resolved"] and r["samples"] and not r["failures"])}
+    assert not failing, f"OpInfos failing on {engine}: {failing}"
+
+
+@pytest.mark.skipif(not os.environ.get("DYNGRAD_OPINFO"), reason="the whole op_db: set DYNGRAD_OPINFO=1")
+def test_opinfo_targets(tmp_path):
+    records = run_report(tmp_path, "cpp", jobs=2)
+    resolved = [r for r in records if r["resolved"]]
+    passing = [r for r in resolved if r["samples"] and not r["failures"]]
+    assert len(resolved) >= 610, f"{len(resolved)} of {len(records)} OpInfos resolve"
+    assert len(passing) >= 0.95 * len(resolved), f"{len(passing)} of {len(resolved)} resolved OpInfos pass"
