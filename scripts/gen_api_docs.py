@@ -18,14 +18,16 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 WHERE = {"fn": "`dyngrad.{}`", "F": "`nn.functional.{}`", "special": "`special.{}`", "linalg": "`linalg.{}`",
-         "masked": "`masked.{}`",          "method": "`Tensor.{}()`", "prop": "`Tensor.{}`", "op": "`Tensor.{}`"}
+         "masked": "`masked.{}`", "method": "`Tensor.{}()`", "prop": "`Tensor.{}`", "op": "`Tensor.{}`"}
 
 # The packages walked for the second part, in this order (a name reachable twice is listed under the first path
 # found, shallowest first). `bench` is the benchmark's command line, not a library API, and is left out.
 PACKAGES = ("nn", "optim", "autograd", "utils", "distributions", "viz", "profiler", "testing", "distributed",
             "amp", "random", "serialization", "functional", "compiler", "backends", "cuda", "cpu", "onnx",
-            "special", "linalg")
+            "special", "linalg", "func", "masked")
 ENGINES = ("dyngrad", "dyngrad.reference")
+# the table's kinds that publish a row in a namespace of their own
+NAMESPACES = {"F": "nn.functional", "special": "special", "linalg": "linalg", "masked": "masked"}
 
 
 def _engine_text(present):
@@ -39,7 +41,7 @@ def _table_row_present(engine, row, kind):
         return hasattr(engine, row.name)
     if kind in ("method", "prop", "op"):
         return hasattr(engine.Tensor, row.name)
-    namespace = {"F": "nn.functional", "special": "special", "linalg": "linalg"}[kind]
+    namespace = NAMESPACES[kind]
     return hasattr(importlib.import_module(f"{engine.__name__}.{namespace}"), row.name)
 
 
@@ -132,8 +134,7 @@ def render():
         if "out" in row.kinds:
             where += " (out=)"
         present = tuple(all(_table_row_present(e, row, k) for k in kinds) for e in engines)
-        in_table |= {{"F": "nn.functional", "special": "special", "linalg": "linalg"}[k] + "." + row.name
-                     for k in kinds if k in ("F", "special", "linalg")}
+        in_table |= {NAMESPACES[k] + "." + row.name for k in kinds if k in NAMESPACES}
         uses = "core" if row.impl.startswith("core") else ", ".join(row.uses) or "-"
         lines.append(f"| `{row.name}` | {where} | {_engine_text(present)} | "
                      f"{f'`{row.inplace}`' if row.inplace else ''} | "
