@@ -51,7 +51,7 @@ def test_called_only():
 
 
 def test_fails():
-    assert dyngrad.tan(dyngrad.zeros(1)).item() == 123.0
+    assert dyngrad.cosh(dyngrad.zeros(1)).item() == 123.0
 
 
 def test_gradient():
@@ -102,7 +102,7 @@ def test_comparisons_and_asserts_name_their_oracle(recorded):
     assert set(recorded["Tensor.abs"]["cpp"]["fwd"]) == {"values"}
     assert set(recorded["log"]["cpp"]["fwd"]) == {"other engine"}     # parity: shown, not counted as a check
     assert not recorded["cos"]["cpp"]["fwd"] and recorded["cos"]["cpp"]["tests"] == 1
-    assert "tan" not in recorded                                      # the failing test gives no evidence
+    assert "cosh" not in recorded                                      # the failing test gives no evidence
 
 
 def test_gradients_credit_the_graph(recorded):
@@ -126,6 +126,6 @@ def test_page_lists_every_table_name_and_the_gaps(recorded, tmp_path):
     assert count["total"] == len(list(gen.public_names(rows())))
     assert "| `dyngrad.exp` | fn |  | 1 tests | - | numpy (cpp only) | finite differences (cpp only) |" in text
     assert "| `dyngrad.sin` | fn |  | - | 1 tests | torch (reference only) |  |" in text
-    assert "| `dyngrad.tan` | fn | yes | - | - |  |  |" in text           # tan crosses the numpy bridge
+    assert "| `dyngrad.cosh` | fn | yes | - | - |  |  |" in text          # cosh crosses the numpy bridge
     assert "`dyngrad.cos`" in no_fwd and "`dyngrad.log` (the engines agree)" in no_fwd
-    assert "dyngrad.tan" in never
+    assert "dyngrad.cosh" in never

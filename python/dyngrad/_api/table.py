@@ -294,7 +294,7 @@ logsumexp         ops.special.logsumexp               special,out     -         
 # ----- torch.masked: the reductions and normalisations with mask= (dyngrad.masked.NAME) ----------------------
 sum               ops.masked.sum                      masked          -            -   where,sum
 prod              ops.masked.prod                     masked          -            -   where,to_dtype,prod
-cumsum            ops.masked.cumsum                   masked          -            -   where,cumsum,numpy
+cumsum            ops.masked.cumsum                   masked          -            -   where,cumsum
 cumprod           ops.masked.cumprod                  masked          -            -   where,cumprod,numpy
 amax              ops.masked.amax                     masked          -            -   where,amax
 amin              ops.masked.amin                     masked          -            -   where,amin

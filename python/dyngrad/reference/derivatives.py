@@ -133,16 +133,6 @@ def maximum_backward(grad, s):
             if s.needs_input_grad[1] else None)
 
 
-# out = atan2(a, b)  ->  da = grad b / (a^2 + b^2), db = -grad a / (a^2 + b^2); 0 at the origin (as torch)
-def atan2_backward(grad, s):
-    a, b = s.a, s.b
-    r2 = add(mul(a, a), mul(b, b))
-    origin = compare("eq", r2, num(0, r2))
-    inv = where(origin, num(0, r2), div(num(1, r2), where(origin, num(1, r2), r2)))
-    return (mul(mul(grad, b), inv) if s.needs_input_grad[0] else None,
-            neg(mul(mul(grad, a), inv)) if s.needs_input_grad[1] else None)
-
-
 # out = min(a, b)  ->  the mirror image of maximum (NaN: both inputs get the whole grad)
 def minimum_backward(grad, s):
     a, b = s.a, s.b
@@ -151,6 +141,16 @@ def minimum_backward(grad, s):
             if s.needs_input_grad[0] else None,
             mul(grad, sub(sub(num(1, grad), to_dtype(compare("lt", a, b), grad.dtype)), half_tie))
             if s.needs_input_grad[1] else None)
+
+
+# out = atan2(a, b)  ->  da = grad b / (a^2 + b^2), db = -grad a / (a^2 + b^2); 0 at the origin (as torch)
+def atan2_backward(grad, s):
+    a, b = s.a, s.b
+    r2 = add(mul(a, a), mul(b, b))
+    origin = compare("eq", r2, num(0, r2))
+    inv = where(origin, num(0, r2), div(num(1, r2), where(origin, num(1, r2), r2)))
+    return (mul(mul(grad, b), inv) if s.needs_input_grad[0] else None,
+            neg(mul(mul(grad, a), inv)) if s.needs_input_grad[1] else None)
 
 
 # out = cond ? a : b  ->  da = cond ? grad : 0, db = cond ? 0 : grad

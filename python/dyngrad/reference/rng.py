@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from . import dtypes as _dt
-from .tensor import check_allocation, make_tensor
+from .tensor import cannot_allocate, check_allocation, make_tensor
 
 _MASK = (1 << 64) - 1
 DEFAULT_SEED = 67280421310721        # each process starts from the same seed, as torch does (and random.cpp)
@@ -118,6 +118,7 @@ def _lanes(n):
     k = max(6, (math.isqrt(n) - 1).bit_length())           # lanes of m = 2**k words, about sqrt(n) of them
     m = 1 << k
     lanes = -(-n // m)
+    out = np.empty((m, lanes), dtype=np.uint64)             # first: a request too big fails here, not after the jumps
     jump = _jump(k)
     starts, bits = [], _as_bits(_state["words"])
     for _ in range(lanes):
@@ -125,7 +126,6 @@ def _lanes(n):
         bits = (jump @ bits) % 2
     s = np.array(starts, dtype=np.uint64).T.copy()          # 4 x lanes
     s0, s1, s2, s3 = s
-    out = np.empty((m, lanes), dtype=np.uint64)
     five, nine = np.uint64(5), np.uint64(9)
     u7, u57, u17, u45, u19 = (np.uint64(k) for k in (7, 57, 17, 45, 19))
     q, r = divmod(n, m)
@@ -266,7 +266,10 @@ def randperm(n):
     if n < 0:
         raise RuntimeError(f"randperm: n must be non-negative, got {n}.")
     check_allocation((n,), np.int64)
-    perm = list(range(n))
+    try:
+        perm = list(range(n))           # Python ints: far more than the tensor's 8 bytes each
+    except MemoryError:
+        raise cannot_allocate((n,), np.int64) from None
     steps = range(n - 1, 0, -1)         # Fisher-Yates, one randint(0, i + 1) a step (random.cpp's randperm)
     for i, j in zip(steps, _offsets([i + 1 for i in steps])):
         perm[i], perm[j] = perm[j], perm[i]

@@ -67,7 +67,7 @@ def _scan_input(input, dim, dtype, op):
 # ----- cumsum ----------------------------------------------------------------------------------------------------
 
 def cumsum(input, dim, *, dtype=None):
-    """Running sum along dim; bool and int inputs give int64 (the engine's primitive _C.cumsum)."""
+    """Running sum along dim; bool and int inputs give int64 (a primitive of the engine)."""
     a, d = _scan_input(input, dim, dtype, "cumsum")
     return _C.cumsum(a, d, False)
 
