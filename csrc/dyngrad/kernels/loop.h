@@ -10,6 +10,19 @@ namespace dyngrad {
 // body(lo, hi) over [0, n): inline below `grain` (a small op never touches the pool), else split into one chunk
 // per thread with the GIL released. Each element is computed by exactly one chunk, so results do not depend on
 // the number of threads.
+// A contiguous tensor seen as outer x n x inner around dim d (n = 1 for a 0-d tensor): the slices a scan or a
+// sort walks along d.
+struct AroundDim {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+inline AroundDim around_dim(const Shape& shape, int64_t d) {
+  AroundDim r;
+  for (int64_t i = 0; i < d; ++i) r.outer *= shape[i];
+  for (int64_t i = d + 1; i < (int64_t)shape.size(); ++i) r.inner *= shape[i];
+  if (!shape.empty()) r.n = shape[d];
+  return r;
+}
+
 template <typename F>
 inline void parallel_for(int64_t n, F&& body, int64_t grain = parallel_grain()) {
   if (n < grain) {

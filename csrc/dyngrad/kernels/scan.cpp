@@ -12,11 +12,8 @@ namespace {
 // reference engine runs; int64 wraps, done in uint64 because signed overflow is undefined)
 template <typename T, typename Acc>
 void running_sum(const Tensor& a, const Tensor& out, int64_t d, bool reverse) {
-  const Shape& shape = a->shape;
-  int64_t outer = 1, inner = 1;
-  for (int64_t i = 0; i < d; ++i) outer *= shape[i];
-  for (int64_t i = d + 1; i < (int64_t)shape.size(); ++i) inner *= shape[i];
-  const int64_t n = shape.empty() ? 1 : shape[d];
+  const AroundDim around = around_dim(a->shape, d);
+  const int64_t outer = around.outer, n = around.n, inner = around.inner;
   const T* x = a->data<T>();
   T* y = out->data<T>();
   const int64_t grain = std::max<int64_t>(1, parallel_grain() / std::max<int64_t>(n * inner, 1));

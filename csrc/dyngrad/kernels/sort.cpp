@@ -81,11 +81,8 @@ void radix_sort(std::vector<K>& keys, std::vector<int64_t>& pos, std::vector<K>&
 // For each slice along d of the contiguous `a` (outer x n x inner), its n keys -> out's positions (k of them along d).
 template <typename T, typename K>
 void order_slices(const Tensor& a, const Tensor& out, int64_t d, int64_t k, bool descending) {
-  const Shape& shape = a->shape;
-  int64_t outer = 1, inner = 1;
-  for (int64_t i = 0; i < d; ++i) outer *= shape[i];
-  for (int64_t i = d + 1; i < (int64_t)shape.size(); ++i) inner *= shape[i];
-  const int64_t n = shape.empty() ? 1 : shape[d];
+  const AroundDim around = around_dim(a->shape, d);
+  const int64_t outer = around.outer, n = around.n, inner = around.inner;
   const T* x = a->data<T>();
   int64_t* y = out->data<int64_t>();
   const int64_t slices = outer * inner;
