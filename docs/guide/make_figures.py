@@ -8,11 +8,16 @@ SVGs depend on the Graphviz version, so they are only regenerated, not compared)
 ones the guide's pages show.
 """
 import argparse
+import glob
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))   # a dev build's python/dyngrad, if there is one
+# a dev build's python/dyngrad when it has its _C (scripts/dev_build.sh); otherwise the pip-installed package: a
+# clean clone's python/dyngrad has no _C and cannot be imported (CI runs this from a clean clone)
+_SOURCE_TREE = os.path.join(HERE, "..", "..", "python")
+if glob.glob(os.path.join(_SOURCE_TREE, "dyngrad", "_C*")):
+    sys.path.insert(0, _SOURCE_TREE)
 
 import dyngrad as dg  # noqa: E402
 
