@@ -1,5 +1,5 @@
-"""Dynamic against static graphs (issue 20): one workload per line, eager dyngrad against dyngrad.compile's static
-replay (mode="reduce-overhead"), PyTorch eager and torch.compile beside them, in one run (ratios are what to read on
+"""Dynamic against static graphs (issue 20): one workload per line, eager dyngrad against dyngrad.compile's verified
+replay (the default mode) and static replay (mode="reduce-overhead"), PyTorch eager and torch.compile beside them, in one run (ratios are what to read on
 a loaded machine). Compile time (the first, recording call) is reported separately.
 
     python bench/compile_modes.py [--quick] [--no-torch-compile]
@@ -98,11 +98,14 @@ def main():
         torch = None
     cpu = os.popen("lscpu | grep 'Model name'").read().strip()
     print(f"{cpu}; {os.cpu_count()} cores; load average {os.getloadavg()}")
-    print(f"{'workload':<30} {'eager':>10} {'static':>10} {'x eager':>8} {'record':>10} {'torch':>10} "
-          f"{'torch.compile':>14}")
+    print(f"{'workload':<30} {'eager':>10} {'verified':>10} {'x eager':>8} {'static':>10} {'x eager':>8} "
+          f"{'record':>10} {'torch':>10} {'torch.compile':>14}")
     for name, build in WORKLOADS.items():
         step, inputs = build(dyngrad)
         eager = timed(lambda: step(*inputs), seconds)
+        verifying = dyngrad.compile(step)
+        verified = timed(lambda: verifying(*inputs), seconds)
+        assert verifying.compile_stats.variants <= 2, verifying.compile_stats.guard_misses
         compiled = dyngrad.compile(step, mode="reduce-overhead")
         t0 = time.thread_time()
         compiled(*inputs)
@@ -110,7 +113,8 @@ def main():
         static = timed(lambda: compiled(*inputs), seconds)
         stats = compiled.compile_stats
         assert stats.variants <= 2, stats.guard_misses
-        row = f"{name:<30} {eager * 1e6:>8.0f}us {static * 1e6:>8.0f}us {eager / static:>7.2f}x {record * 1e6:>8.0f}us"
+        row = (f"{name:<30} {eager * 1e6:>8.0f}us {verified * 1e6:>8.0f}us {eager / verified:>7.2f}x "
+               f"{static * 1e6:>8.0f}us {eager / static:>7.2f}x {record * 1e6:>8.0f}us")
         if torch is not None:
             tstep, tinputs = build(torch)
             row += f" {timed(lambda: tstep(*tinputs), seconds) * 1e6:>8.0f}us"

@@ -14,7 +14,7 @@ void bind_optim(py::module_& m) {
   }, arg("params"), arg("grads"), arg("momentum_buffers"), arg("fresh"), arg("lr"), arg("momentum"),
      arg("dampening"), arg("weight_decay"), arg("nesterov"), arg("maximize"));
   m.def("_adam_step", [](const Tensors& params, const Tensors& grads, const Tensors& exp_avgs,
-                         const Tensors& exp_avg_sqs, const Tensors& max_exp_avg_sqs, const std::vector<int64_t>& steps,
+                         const Tensors& exp_avg_sqs, const Tensors& max_exp_avg_sqs, const Tensors& steps,
                          double lr, double beta1, double beta2, double eps, double weight_decay, bool decoupled,
                          bool amsgrad, bool maximize) {
     adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps,

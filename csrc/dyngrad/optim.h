@@ -22,10 +22,12 @@ struct AdamOptions {
   double lr, beta1, beta2, eps, weight_decay;
   bool decoupled_weight_decay, amsgrad, maximize;  // decoupled: AdamW
 };
-// steps[i] is the step count of parameter i after this step (1 on the first); max_exp_avg_sqs empty unless amsgrad.
+// steps[i] is parameter i's step count, a one-element float32 tensor (torch's state["step"]) that the step
+// increments before using it (1 on the first step): a count kept in a tensor replays with dyngrad.compile, where a
+// Python number would be a new constant at every step. max_exp_avg_sqs empty unless amsgrad.
 void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
-               const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<int64_t>& steps, const AdamOptions& o);
+               const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<Tensor>& steps, const AdamOptions& o);
 
 struct RmspropOptions {
   double lr, alpha, eps, weight_decay, momentum;

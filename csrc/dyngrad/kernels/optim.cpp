@@ -107,23 +107,32 @@ void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grad
 
 void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
-               const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<int64_t>& steps, const AdamOptions& o) {
+               const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<Tensor>& steps, const AdamOptions& o) {
   const char* op = o.decoupled_weight_decay ? "AdamW" : "Adam";
   check_group(op, params, grads, {&exp_avgs, &exp_avg_sqs, &max_exp_avg_sqs});
   DG_CHECK(exp_avgs.size() == params.size() && exp_avg_sqs.size() == params.size() && steps.size() == params.size() &&
                (!o.amsgrad || max_exp_avg_sqs.size() == params.size()),
            ValueError, op, ": every parameter needs exp_avg, exp_avg_sq", o.amsgrad ? ", max_exp_avg_sq" : "",
            " and a step count.");
+  for (size_t i = 0; i < steps.size(); ++i)
+    DG_CHECK(steps[i] && steps[i]->numel == 1 && steps[i]->dtype == DType::Float32, TypeError, op,
+             ": the step count of parameter ", i, " must be a one-element float32 tensor, got ",
+             steps[i] ? dtype_name(steps[i]->dtype) : "None", steps[i] ? " of shape " + shape_str(steps[i]->shape) : "",
+             ".");
   for_each_param(params, [&](auto elem, size_t i) {
     using T = typename decltype(elem)::type;
-    DG_CHECK(steps[i] >= 1, ValueError, op, ": step counts start at 1, got ", steps[i], ".");
+    Written count(steps[i]);
+    float& stored = ptr<float>(count)[0];
+    DG_CHECK(stored >= 0, ValueError, op, ": step counts start at 0, got ", stored, ".");
+    stored += 1;
+    count.finish();
     Written p(params[i]), m(exp_avgs[i]), v(exp_avg_sqs[i]);
     std::vector<Written> mx;
     if (o.amsgrad) mx.emplace_back(max_exp_avg_sqs[i]);
     Tensor g = contiguous_data(grads[i]);
     T *pp = ptr<T>(p), *mp = ptr<T>(m), *vp = ptr<T>(v), *mxp = ptr_or_null<T>(mx);
     const T* gp = g->template data<T>();
-    const double t = (double)steps[i];
+    const double t = (double)stored;
     const T step_size = T(o.lr / (1 - std::pow(o.beta1, t)));
     const T bias_correction2_sqrt = T(std::sqrt(1 - std::pow(o.beta2, t)));
     const T w1 = T(1 - o.beta1), b2 = T(o.beta2), w2 = T(1 - o.beta2), eps = T(o.eps), wd = T(o.weight_decay);

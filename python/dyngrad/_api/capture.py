@@ -40,6 +40,21 @@ different number of calls, while every guard held, is a divergence: static repla
 program where Python would run another, and the error names the step, the op and the user's line. This is also
 the matching verified replay needs (each op checked against the plan as Python issues it).
 
+Note [Verified replay]
+A verified call runs the program's Python as eager mode does, every op executed when Python issues it, so prints,
+Python counters, `self.training` checks and data-dependent branches behave as without compile. Each call Python
+issues is compared with the next step of the recording it follows (the same function, constants, and tensors from
+the same slots: a step with positional slots and constants only is compared without encoding the call, see
+_same_positional), and each value it hands back to Python with the recorded value, walking the variant tree at a
+difference as a replay does. Where the call or the value differs and no variant has it, the call leaves the
+recordings: from there its steps are recorded as a new variant (the old one's prefix plus the rest), or, once the
+program holds its limit of variants, just run. A call that follows a recording to its end is a hit. Since every op
+runs eagerly the result is eager mode's whatever the guards see; the recording is the plan the skipped per-op costs
+(a buffer, a graph node, the backward walk) would come from. Measured (docs/compile.md) the checks cost more than
+they could save while they are Python code around each op: the wrapper, the comparison and the op's Python
+definition (the C++ fast paths defer to it while capturing, Note [Fast paths while capturing]) add ~4 us per op to
+an op of ~1 us. The swap of the surface is made once (_swap_plan), it cost ~200 us per call rebuilt each time.
+
 Note [Entry guards]
 Before a replay, the call must look like the recorded one in everything the engine cannot see as a step: the
 arguments' structure, non-tensor values (by ==) and aliasing, each tensor's type, shape, strides, dtype and
@@ -152,7 +167,7 @@ def _plain(template):
     t = type(template)
     if t is Seq:
         return all(_plain(x) for x in template.items)
-    if t in (tuple, list):
+    if isinstance(template, (tuple, list)):          # dyngrad.Size too
         return all(_plain(x) for x in template)
     if t is dict:
         return all(_plain(v) for v in template.values())
@@ -346,6 +361,8 @@ class Recorder:
         self.group = ()
         self.checked = 0
         self.missed = None            # (step, result) where a checked call saw a new value: recording from there
+        self.verifying = None         # (Note [Verified replay]) the variant the calls are verified against
+        self.left = None              # (reason, line) where a verified call left its recording
 
     def bind_args(self, tensors):
         for i, t in enumerate(tensors):
@@ -391,13 +408,17 @@ class Recorder:
         return ("v", result)
 
     def call(self, fn, name, args, kwargs):
+        if self.verifying is not None:
+            return self.verify_next(fn, name, args, kwargs)
         if self.checking is not None:
             return self.check_next(fn, name, args, kwargs)
         if self.served < len(self.serve):
             return self.serve_next(fn, name, args, kwargs)
         if not self.record_rest:
             return fn(*args, **kwargs)
-        a, k = self.encode(tuple(args)), self.encode(kwargs)
+        return self.record_step(fn, name, args, kwargs, self.encode(tuple(args)), self.encode(kwargs))
+
+    def record_step(self, fn, name, args, kwargs, a, k):
         if self.variant.eager_reason is None and not (_plain(a if name != "validate" else _tail(a)) and _plain(k)):
             self.variant.eager_reason = (name, user_line())
         self.depth += 1
@@ -464,6 +485,76 @@ class Recorder:
         self.checked += 1
         return result
 
+    def verify_next(self, fn, name, args, kwargs):
+        """Note [Verified replay]: the call Python issues runs as in eager mode, checked against the recording's next
+        step (the same function, constants and slots, then the same values back); where it is not, the recording is
+        left and the rest of the call is recorded as a new variant (or just runs, once the program is full)."""
+        variant, i = self.verifying, self.checked
+        steps = variant.steps
+        if i < len(steps) and not kwargs:       # the common case, compared without encoding the call
+            step = steps[i]
+            native = step.native
+            if native is not None and step.fn is fn and _same_positional(args, native, self.slot_of):
+                self.depth += 1
+                try:
+                    result = fn(*args)
+                finally:
+                    self.depth -= 1
+                if step.out >= 0 and isinstance(result, _C.Tensor):
+                    self.slot_of[id(result)] = step.out
+                    self.keep.append(result)
+                    self.checked = i + 1
+                    return result
+                return self.verify_result(variant, step, i, result)
+        a, k = self.encode(tuple(args)), self.encode(kwargs)
+        if i >= len(steps) or not steps[i].same_call(fn, a, k):
+            sibling = _call_sibling(self.group, variant, i, fn, a, k)
+            if sibling is None:
+                expected = (steps[i].name + (f" (recorded at {steps[i].line})" if steps[i].line else "")
+                            if i < len(steps) else "the end of the program")
+                line = user_line()
+                self.leave(variant, i, f"the program issued {name} where the recording has {expected}", line)
+                if not self.record_rest:
+                    return fn(*args, **kwargs)
+                return self.record_step(fn, name, args, kwargs, a, k)
+            self.verifying = variant = sibling
+            steps = variant.steps
+        step = steps[i]
+        self.depth += 1
+        try:
+            result = fn(*args, **kwargs)
+        finally:
+            self.depth -= 1
+        return self.verify_result(variant, step, i, result)
+
+    def verify_result(self, variant, step, i, result):
+        name = step.name
+        if step.out < 0 and not match_result(step.result, result, _Scratch()):
+            sibling = _sibling(self.group, variant, i, result)
+            if sibling is None:                 # a value Python reads changed: the step ran, its new value is a guard
+                line = step.line or user_line()
+                self.leave(variant, i, f"{step.name} returned {_short(result)} where the recording has "
+                                       f"{_short(describe_result(step.result))}", line)
+                if self.record_rest:
+                    new = Step(step.fn, step.name, step.args, step.kwargs, self._rebind(step.result, result), line)
+                    self.variant.steps.append(new)
+                    self._register_served(new.result, result)
+                return result
+            self.verifying = variant = sibling
+            step = variant.steps[i]
+        elif step.out >= 0 and not isinstance(result, _C.Tensor):
+            raise RuntimeError(f"compile: {name} returned {type(result).__name__} where its recording returned a "
+                               f"tensor (step {i}, {step.line or user_line()}).")
+        self._register_served(step.result, result)
+        self.checked += 1
+        return result
+
+    def leave(self, variant, i, reason, line):
+        """A verified call parts from `variant` at step i: its steps so far are the new variant's prefix."""
+        self.left = (reason, line)
+        self.verifying = None
+        self.variant.steps = variant.steps[:i]
+
     def _register_served(self, template, result):
         kind = template[0]
         if kind in ("t", "a", "s"):
@@ -522,24 +613,10 @@ class _Swap:
     def __enter__(self):
         _lock.acquire()
         try:
-            for owner, name, fn in _surface():
-                self.saved.append((owner, name, owner.__dict__[name] if isinstance(owner, type) else fn))
-                setattr(owner, name, _function_wrapper(fn, name))
-            self.saved.append((bridge, "validate", bridge.validate))
-            bridge.validate = _function_wrapper(bridge.validate, "validate")
-            Tensor = _C.Tensor
-            for name in _TENSOR_METHODS:
-                raw = _class_attr(Tensor, name)
-                if raw is None:
-                    continue
-                self.saved.append((Tensor, name, raw))
-                setattr(Tensor, name, _function_wrapper(getattr(Tensor, name), name))
-            for name in _TENSOR_PROPERTIES:
-                raw = _class_attr(Tensor, name)
-                if raw is None:
-                    continue
-                self.saved.append((Tensor, name, raw))
-                setattr(Tensor, name, _property_wrapper(raw, name))
+            plan = _swap_plan()
+            for owner, name, raw, wrapper in plan:
+                setattr(owner, name, wrapper)
+            self.saved = plan
             _active[0] = self.recorder
             _local.depth = getattr(_local, "depth", 0) + 1
             _C._set_capturing(True)
@@ -552,11 +629,38 @@ class _Swap:
         _C._set_capturing(False)
         _active[0] = None
         _local.depth = max(0, getattr(_local, "depth", 0) - 1)
-        for owner, name, raw in reversed(self.saved):
+        for owner, name, raw, _ in reversed(self.saved):
             setattr(owner, name, raw)
-        self.saved.clear()
+        self.saved = []
         _lock.release()
         return False
+
+
+_plan = [None, [], 0]   # the _C module it was made for, [(owner, name, original, wrapper)], len(vars(_C)) then
+
+
+def _swap_plan():
+    """What _Swap puts in place, made once and kept while every original is still in place (making the wrappers
+    costs ~200 us, which a verified call would pay every time: Note [Verified replay])."""
+    plan = _plan[1]
+    if _plan[0] is _C and plan and _plan[2] == len(vars(_C)) and all((owner.__dict__.get(name) if isinstance(owner, type) else
+                                        getattr(owner, name, None)) is raw for owner, name, raw, _ in plan):
+        return plan
+    plan = []
+    for owner, name, fn in _surface():
+        plan.append((owner, name, fn, _function_wrapper(fn, name)))
+    plan.append((bridge, "validate", bridge.validate, _function_wrapper(bridge.validate, "validate")))
+    Tensor = _C.Tensor
+    for name in _TENSOR_METHODS:
+        raw = _class_attr(Tensor, name)
+        if raw is not None:
+            plan.append((Tensor, name, raw, _function_wrapper(getattr(Tensor, name), name)))
+    for name in _TENSOR_PROPERTIES:
+        raw = _class_attr(Tensor, name)
+        if raw is not None:
+            plan.append((Tensor, name, raw, _property_wrapper(raw, name)))
+    _plan[0], _plan[1], _plan[2] = _C, plan, len(vars(_C))
+    return plan
 
 
 def _class_attr(cls, name):
@@ -630,6 +734,78 @@ def check(group, fn, args, kwargs, arg_tensors):
         new.missed = recorder.missed
     recorder.keep.clear()
     return result, new
+
+
+def verify(group, fn, args, kwargs, arg_tensors, can_record):
+    """Note [Verified replay]: runs fn eagerly, each call checked against the variants of `group`. Returns (result,
+    followed, new): the variant the call followed to its end (or None), and the variant recorded from where the call
+    left the recordings (None when it followed one, or when `can_record` is false); new.left says why it left."""
+    new = Variant(len(arg_tensors))
+    new.n_slots = max(v.n_slots for v in group)
+    recorder = Recorder(new, record_rest=can_record)
+    recorder.verifying, recorder.group = group[0], group
+    recorder.bind_args(arg_tensors)
+    for v in group:
+        new.externals.update(v.externals)
+        for i, t in v.externals.items():
+            recorder.slot_of[id(t)] = i
+    with _Swap(recorder):
+        result = fn(*args, **kwargs)
+        followed = recorder.verifying
+        if followed is not None:
+            i = recorder.checked
+            if i != len(followed.steps):     # a variant of the same prefix may end here
+                followed = next((v for v in group if len(v.steps) == i and (i == 0 or v.steps[i - 1] is
+                                                                             followed.steps[i - 1])), followed)
+            if recorder.checked == len(followed.steps):
+                recorder.keep.clear()
+                return result, followed, None
+            ended = followed.steps[recorder.checked]
+            recorder.leave(followed, recorder.checked, f"the program returned where the recording has {ended.name}"
+                           + (f" (recorded at {ended.line})" if ended.line else ""), user_line())
+        if can_record:
+            new.output = recorder.encode(result)
+    new.left = recorder.left
+    recorder.keep.clear()
+    return result, None, (new if can_record else _Left(recorder.left))
+
+
+class _Left:
+    """Where a verified call left the recordings, once the program records no more variants."""
+
+    def __init__(self, left):
+        self.left = left
+
+
+def _same_positional(args, native, slot_of):
+    """The call's positional arguments are the recorded ones (Step.native: per argument a slot or a constant), as
+    Step.same_call would find, without encoding them; constants of another type do not match (1 is not 1.0)."""
+    slots, consts = native
+    if len(args) != len(slots):
+        return False
+    for a, i, c in zip(args, slots, consts):
+        if i >= 0:
+            if slot_of.get(id(a)) != i:
+                return False
+        elif type(a) is not type(c) or not (a == c):
+            return False
+    return True
+
+
+def _call_sibling(variants, variant, i, fn, args, kwargs):
+    """A variant sharing `variant`'s first i steps whose step i is this call."""
+    for other in variants:
+        if other is variant or len(other.steps) <= i:
+            continue
+        if (i == 0 or (i <= len(variant.steps) and other.steps[i - 1] is variant.steps[i - 1])) and \
+                other.steps[i].same_call(fn, args, kwargs):
+            return other
+    return None
+
+
+def _short(value):
+    text = "a tensor" if isinstance(value, _C.Tensor) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _same_output(a, b):

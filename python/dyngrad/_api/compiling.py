@@ -9,10 +9,15 @@ under torch's API (docs/compile.md):
   into Python are guards]). A miss records a new variant, at most MAX_VARIANTS (8, torch's recompile_limit) per
   program; then the program runs eagerly, with one warning naming the guard and the line that read it. The contract
   is jax.jit's: Python that touches neither tensors nor the guarded state runs only while recording.
+- verified replay, `mode="verified"`, `options={"verify": True}` or DYNGRAD_COMPILE_VERIFY=1 (Note [Verified
+  replay] in _api/capture.py): the program's Python runs at every call exactly as in eager mode, every op checked
+  against the recordings; where Python issues another op or reads another value, the rest of the call is recorded
+  as a new variant (the same limit). Results are eager mode's by construction. It is meant to be the default mode;
+  it is not yet, because its checks are Python code around every op and cost more than the op (measured in
+  docs/compile.md: the 200-op chain 5x slower than eager); VERIFIED_BY_DEFAULT flips it.
 - every other mode (the default): the program runs eagerly, so everything behaves as without compile; `compile`
-  then hands back its argument (verified replay, which would check each op against a recording while Python runs,
-  is not built yet). The arguments are checked as torch checks them, so a script with a typo in `mode=` fails here
-  as it would under torch.
+  then hands back its argument. The arguments are checked as torch checks them, so a script with a typo in `mode=`
+  fails here as it would under torch.
 `compiler.is_compiling()` is True while this thread records a program; `compiler.reset()` drops every recording.
 """
 import inspect
@@ -32,6 +37,10 @@ _BACKENDS = ("aot_eager", "aot_eager_decomp_partition", "aot_eager_default_parti
 _EXPERIMENTAL = ("aot_eager", "aot_eager_decomp_partition", "aot_eager_default_partitioner", "aot_ts", "eager",
                  "eager_debug", "eager_noexcept", "invoke_subgraph", "openxla_eval", "pre_dispatch_eager", "ts")
 _default_backend = ["inductor"]
+# Note [Two modes of compile]: verified replay becomes the default mode once it is faster than eager mode (it is not
+# yet: docs/compile.md has the measurements); until then it is mode="verified", options={"verify": True} or
+# DYNGRAD_COMPILE_VERIFY=1, and the default runs eagerly.
+VERIFIED_BY_DEFAULT = False
 
 
 class InvalidBackend(RuntimeError):
@@ -41,7 +50,7 @@ class InvalidBackend(RuntimeError):
 def _check_compile_args(fullgraph, dynamic, backend, mode, options, disable):
     if mode is not None and options is not None:
         raise RuntimeError("compile: pass mode= or options=, not both.")
-    if mode is not None and mode not in _MODES and mode != "check":
+    if mode is not None and mode not in _MODES and mode not in ("check", "verified"):
         raise RuntimeError(f"compile: unrecognized mode={mode!r}; expected one of {', '.join(_MODES)}.")
     if backend is None:
         backend = _default_backend[0]
@@ -85,18 +94,21 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend=None, mode=Non
         raise TypeError(f"compile: expected a callable (a function or an nn.Module), got {type(model).__name__}.")
     check = mode == "check" or (options or {}).get("check") is True or os.environ.get("DYNGRAD_COMPILE_CHECK") == "1"
     static = not disable and (mode == "reduce-overhead" or fullgraph or check)
+    verified = not disable and not static and (
+        mode == "verified" or (options or {}).get("verify") is True or VERIFIED_BY_DEFAULT
+        or os.environ.get("DYNGRAD_COMPILE_VERIFY") == "1")
     if _is_module(model):
-        if static:
+        if static or verified:
             return CompiledModule(model, Program(model._call_impl, name or type(model).__name__, recompile_limit,
-                                                 owner=model, check=check))
+                                                 owner=model, check=check, verified=verified))
         if "_orig_mod" not in vars(model):
             # torch's compiled module keeps the original as ._orig_mod, and scripts save
             # model._orig_mod.state_dict(): here the module is its own original (a plain attribute, not a submodule)
             object.__setattr__(model, "_orig_mod", model)
         return model
-    if static:
+    if static or verified:
         return CompiledFunction(model, Program(model, name or getattr(model, "__name__", "program"),
-                                               recompile_limit, check=check))
+                                               recompile_limit, check=check, verified=verified))
     return model
 
 
@@ -108,8 +120,9 @@ _eager_flag = threading.local()   # set while a program falls back to eager insi
 class ProgramStats:
     """What dyngrad.compiler reports for one compiled program: the figures to read when it does not speed up."""
 
-    def __init__(self, name):
+    def __init__(self, name, mode):
         self.name = name
+        self.mode = mode          # "verified", "static" or "check" (Note [Two modes of compile])
         self.calls = 0
         self.recordings = 0       # variants recorded (from scratch or after a miss)
         self.replays = 0          # calls that ran a recording to its end
@@ -120,25 +133,37 @@ class ProgramStats:
     def variants(self):
         return self.recordings
 
+    @property
+    def hits(self):
+        """Calls that followed a recording to its end (replayed, or verified op by op)."""
+        return self.replays
+
+    @property
+    def misses(self):
+        """Calls that left their recordings (or met none: a new entry guard), each with a reason and a line."""
+        return len(self.guard_misses)
+
     def as_dict(self):
-        return {"name": self.name, "calls": self.calls, "variants": self.variants, "replays": self.replays,
-                "eager_calls": self.eager_calls, "guard_misses": list(self.guard_misses)}
+        return {"name": self.name, "mode": self.mode, "calls": self.calls, "variants": self.variants,
+                "replays": self.replays, "hits": self.hits, "misses": self.misses, "eager_calls": self.eager_calls,
+                "guard_misses": list(self.guard_misses)}
 
     def __repr__(self):
-        return (f"ProgramStats({self.name!r}: {self.calls} calls, {self.variants} variants, {self.replays} replays, "
-                f"{self.eager_calls} eager, {len(self.guard_misses)} guard misses)")
+        return (f"ProgramStats({self.name!r}, {self.mode}: {self.calls} calls, {self.variants} variants, "
+                f"{self.replays} hits, {self.eager_calls} eager, {len(self.guard_misses)} guard misses)")
 
 
 class Program:
     """One compiled program's variants, grouped by entry key (Note [Entry guards] in _api/capture.py)."""
 
-    def __init__(self, fn, name, recompile_limit=None, owner=None, check=False):
+    def __init__(self, fn, name, recompile_limit=None, owner=None, check=False, verified=False):
         self.fn = fn
         self.check = check
+        self.verified = verified and not check
         self.owner = owner
         self.limit = recompile_limit or capture.MAX_VARIANTS
         self.groups = {}          # entry key -> [Variant], the most recently run first
-        self.stats = ProgramStats(name)
+        self.stats = ProgramStats(name, "check" if check else "verified" if self.verified else "static")
         self.warned = False
         self.warned_eager = False
         self.replaying = threading.Lock()
@@ -157,7 +182,7 @@ class Program:
         stats.calls += 1
         if capture.is_capturing() or getattr(_eager_flag, "on", False):
             return self.fn(*args, **kwargs)      # a compiled program called inside a recording is part of it
-        key, tensors = entry_key(self, args, kwargs)
+        key, tensors = entry_key(self, args, kwargs, reachable=not self.verified)
         group = self.groups.get(key)
         if group is None:
             reason = describe_key_change(self.last_key, key)
@@ -168,6 +193,8 @@ class Program:
         if group[0].eager_reason is not None:
             stats.eager_calls += 1
             return self.run_eagerly(args, kwargs)
+        if self.verified:
+            return self.verified_call(group, args, kwargs, tensors)
         if self.check:
             return self.checked_call(key, group, args, kwargs, tensors)
         if not self.replaying.acquire(blocking=False):
@@ -209,6 +236,28 @@ class Program:
                 self.stats.recordings += 1
         return result
 
+    def verified_call(self, group, args, kwargs, tensors):
+        """Verified replay (Note [Verified replay] in _api/capture.py): the program runs as in eager mode, each op
+        checked against the recordings; where it leaves them, the rest is recorded as a variant (or, once the
+        program is full, just runs)."""
+        can_record = self.n_variants() < self.limit
+        result, followed, new = capture.verify(group, self.fn, args, kwargs, tensors, can_record)
+        if followed is not None:
+            if group[0] is not followed:
+                group.remove(followed)
+                group.insert(0, followed)
+            self.stats.replays += 1
+            return result
+        self.miss(*new.left)
+        if can_record:
+            group.insert(0, new)
+            self.stats.recordings += 1
+            self.warn_eager(new)
+        else:
+            self.full()
+            self.stats.eager_calls += 1
+        return result
+
     def miss(self, reason, line):
         self.stats.guard_misses.append((reason, line))
 
@@ -240,7 +289,7 @@ class Program:
         if variant.eager_reason is None:
             return
         variant.steps, variant.externals = [], {}      # nothing of it is replayed: keep nothing alive
-        if not self.warned_eager:
+        if not self.warned_eager and not self.verified:   # verified calls run eagerly anyway: nothing is lost
             self.warned_eager = True
             op, line = variant.eager_reason
             warn(f"compile: {self.stats.name} runs eagerly for these arguments: its call of {op} at {line} "
@@ -335,13 +384,18 @@ class CompiledModule:
 
 
 # ---- entry guards (Note [Entry guards] in _api/capture.py) ----
-def entry_key(program, args, kwargs):
-    """(key, argument tensors): what a recording's entry guard compares, and the tensors the replay reads."""
+def entry_key(program, args, kwargs, reachable=True):
+    """(key, argument tensors): what a recording's entry guard compares, and the tensors the replay reads. A verified
+    program (Note [Verified replay]) leaves out the modules and optimisers it reaches: its Python runs, and every
+    parameter, buffer and Python number it hands an op is checked with the op."""
     tensors, seen, parts, states = [], {}, [], []
     _describe(args, parts, tensors, seen, states, ("args",))
     _describe(kwargs, parts, tensors, seen, states, ("kwargs",))
     parts.append(("grad mode", _C.is_grad_enabled()))
     parts.append(("default dtype", _C._get_default_dtype()))
+    if not reachable:      # verified: Python numbers and objects are seen by the ops they reach, not by value
+        return tuple((w, (d[0], d[1] if isinstance(d[1], type) else None))
+                     if type(d) is tuple and d and d[0] in ("value", "object") else (w, d) for w, d in parts), tensors
     fn = program.fn
     for obj in _reachable(fn, program.owner):
         states.append(obj)

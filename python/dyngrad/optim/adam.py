@@ -1,7 +1,12 @@
-"""Adam and AdamW (decoupled weight decay), torch's update rule including amsgrad."""
-import math
+"""Adam and AdamW (decoupled weight decay), torch's update rule including amsgrad.
 
-from .. import zeros_like, maximum
+Note [Step counts in tensors]: state["step"] is a one-element float32 tensor, as torch's, incremented in place by
+each step, and the bias corrections are computed from it inside the step (the fused kernel reads it; the reference
+path computes them with float64 tensor ops). A Python number would reach the step as a new constant every time:
+dyngrad.compile's recordings would miss at every step (issue 20: the Adam training step recorded 8 variants, then
+ran eagerly), where a tensor read by reference replays as one.
+"""
+from .. import float32, float64, maximum, tensor, zeros_like
 from .optimizer import Optimizer, fused_kernel, torch_flags
 
 
@@ -29,7 +34,7 @@ class Adam(Optimizer):
                                       decoupled_weight_decay=bool(decoupled_weight_decay)))
 
     def _init_state(self, p, group):
-        state = {"step": 0, "exp_avg": zeros_like(p), "exp_avg_sq": zeros_like(p)}
+        state = {"step": tensor(0.0, dtype=float32), "exp_avg": zeros_like(p), "exp_avg_sq": zeros_like(p)}
         if group["amsgrad"]:
             state["max_exp_avg_sq"] = zeros_like(p)
         return state
@@ -38,10 +43,8 @@ class Adam(Optimizer):
         lr, (beta1, beta2), eps = group["lr"], group["betas"], group["eps"]
         weight_decay, amsgrad, maximize = group["weight_decay"], group["amsgrad"], group["maximize"]
         decoupled = group.get("decoupled_weight_decay", False)
-        for s in states:
-            s["step"] += 1
         kernel = fused_kernel("adam")
-        if kernel is not None:
+        if kernel is not None:                     # it increments the step counts itself
             kernel(params, grads, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
                    [s["max_exp_avg_sq"] for s in states] if amsgrad else [], [s["step"] for s in states],
                    lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad, maximize)
@@ -57,15 +60,22 @@ class Adam(Optimizer):
             exp_avg, exp_avg_sq = s["exp_avg"], s["exp_avg_sq"]
             exp_avg.add_(g - exp_avg, alpha=1 - beta1)                # lerp towards g
             exp_avg_sq.mul_(beta2).add_(g * g, alpha=1 - beta2)
-            step_size = lr / (1 - beta1 ** s["step"])
-            bias_correction2_sqrt = math.sqrt(1 - beta2 ** s["step"])
+            step = s["step"].add_(1).to(float64)                      # Note [Step counts in tensors]
+            step_size = (lr / (1 - beta1 ** step)).to(p.dtype)
+            bias_correction2_sqrt = (1 - beta2 ** step).sqrt().to(p.dtype)
             if amsgrad:
                 s["max_exp_avg_sq"].copy_(maximum(s["max_exp_avg_sq"], exp_avg_sq))
                 second = s["max_exp_avg_sq"]
             else:
                 second = exp_avg_sq
             denom = second.sqrt() / bias_correction2_sqrt + eps
-            p.add_(exp_avg / denom, alpha=-step_size)
+            p.sub_(exp_avg / denom * step_size)
+
+    def _load(self, state_dict):
+        super()._load(state_dict)
+        for s in self.state.values():          # a loaded count (a number here, any tensor from torch) as a tensor
+            if "step" in s:
+                s["step"] = tensor(float(s["step"]), dtype=float32)
 
 
 class AdamW(Adam):

@@ -1,0 +1,273 @@
+"""dyngrad.compile's verified replay (mode="verified", Note [Verified replay] in python/dyngrad/_api/capture.py), on
+both engines: the program's Python runs at every call, each op checked against the recordings, so every result
+equals eager mode's while Python flips branches, prints, counts, reads self.training, steps optimisers or changes
+its model; compiler.programs() counts the calls that followed a recording (hits) and those that left it (misses,
+with the op and the line)."""
+import warnings
+
+import numpy as np
+import pytest
+
+
+def verified(dg, fn, **kwargs):
+    return dg.compile(fn, mode="verified", **kwargs)
+
+
+def t(dg, values, requires_grad=False, dtype=np.float32):
+    return dg.tensor(np.asarray(values, dtype=dtype), requires_grad=requires_grad)
+
+
+def assert_same(a, b):
+    """Bitwise: every op of a verified call runs eagerly, the same kernels in the same order."""
+    a, b = np.asarray(a.detach().numpy()), np.asarray(b.detach().numpy())
+    assert a.shape == b.shape and a.dtype == b.dtype
+    np.testing.assert_array_equal(a, b)
+
+
+def test_the_ways_to_ask_for_it(dg, monkeypatch):
+    def f(x):
+        return x * 2
+    assert dg.compile(f) is f                                   # the default runs eagerly (Note [Two modes of compile])
+    for compiled in (dg.compile(f, mode="verified"), dg.compile(f, options={"verify": True})):
+        assert compiled(t(dg, [1.0])).item() == 2.0 and compiled.compile_stats.mode == "verified"
+    monkeypatch.setenv("DYNGRAD_COMPILE_VERIFY", "1")
+    assert dg.compile(f).compile_stats.mode == "verified"
+    assert dg.compile(f, mode="reduce-overhead").compile_stats.mode == "static"
+    assert dg.compile(f, disable=True) is f
+
+
+def test_data_dependent_branch(dg):
+    def f(x):
+        y = x.tanh() * 3
+        if y.sum() > 0:
+            return (y * y).sum(0)
+        return (y - 1).exp().sum(0)
+    compiled = verified(dg, f)
+    for v in ([[1., 2.]], [[2., 1.]], [[-3., 1.]], [[-1., -1.]], [[4., 0.]], [[-2., 0.5]]):
+        x, y = t(dg, v, requires_grad=True), t(dg, v, requires_grad=True)
+        out, ref = compiled(x), f(y)
+        assert_same(out, ref)
+        out.sum().backward()
+        ref.sum().backward()
+        assert_same(x.grad, y.grad)
+    stats = compiled.compile_stats
+    assert (stats.calls, stats.variants, stats.hits, stats.misses) == (6, 2, 4, 1)
+    (reason, line), = stats.guard_misses
+    assert "item returned False where the recording has 'True'" in reason and line.startswith("test_compile_verified")
+
+
+def test_print_and_python_counters_run_at_every_call(dg, capsys):
+    """What static replay's contract gives up: Python that touches no tensor, and Python state the guards cannot
+    see, behave as in eager mode. The counter changes the program every other call; each change is a miss (the op
+    and line where Python left the recording), then a recorded variant and hits."""
+    counter = [0]
+
+    def f(x):
+        counter[0] += 1
+        print("call", counter[0])
+        y = x * 2
+        if counter[0] % 2 == 0:
+            y = y + 1
+        return y, counter[0]
+    compiled = verified(dg, f)
+    results = [compiled(t(dg, [1.0])) for _ in range(6)]
+    assert [(y.item(), n) for y, n in results] == [(2.0, 1), (3.0, 2), (2.0, 3), (3.0, 4), (2.0, 5), (3.0, 6)]
+    assert capsys.readouterr().out.split("\n")[:6] == [f"call {i}" for i in range(1, 7)]
+    stats = compiled.compile_stats
+    assert (stats.variants, stats.hits, stats.misses) == (2, 4, 1)
+    reason, line = stats.guard_misses[0]
+    assert reason.startswith("the program issued scalar_operand where the recording has") and \
+        line.startswith("test_compile_verified.py:")
+
+
+def test_loop_counts_and_python_number_arguments(dg):
+    """A count read from a tensor and a Python number argument: each new program is recorded once, then hit; the
+    number is checked where an op receives it, not by value at the entry."""
+    def f(x, n, scale):
+        y = x
+        for _ in range(int(n.sum())):
+            y = y * scale + 1
+        return y
+    compiled = verified(dg, f)
+    for k, scale in ((1, 0.5), (3, 0.5), (3, 0.5), (1, 0.5), (2, 0.5), (3, 0.5), (3, 2.0), (3, 2.0)):
+        x, n = t(dg, [1., 2., 3.]), t(dg, [k], dtype=np.int64)
+        assert_same(compiled(x, n, scale), f(x, n, scale))
+    stats = compiled.compile_stats
+    assert (stats.variants, stats.hits) == (4, 4)
+
+
+def test_sequence_lengths(dg):
+    """An RNN over sequences of changing length (shapes read in Python): one variant per length."""
+    w = t(dg, np.full((3, 3), 0.1), requires_grad=True)
+
+    def f(seq):
+        h = dg.zeros(3)
+        for i in range(seq.shape[0]):
+            h = (seq[i] + h @ w).tanh()
+        return h.sum()
+    compiled = verified(dg, f)
+    for n in (3, 5, 3, 5, 4):
+        seq = np.arange(n * 3, dtype=np.float32).reshape(n, 3) / 10
+        w.grad = None
+        out = compiled(dg.tensor(seq))
+        out.backward()
+        g = w.grad.clone()
+        w.grad = None
+        ref = f(dg.tensor(seq))
+        ref.backward()
+        assert_same(out, ref)
+        assert_same(g, w.grad)
+    assert compiled.compile_stats.variants == 3 and compiled.compile_stats.hits == 2
+
+
+def gated_module(dg):
+    """A module whose forward reads self.training in Python."""
+    class Gated(dg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = dg.nn.Linear(3, 2)
+
+        def forward(self, x):
+            y = self.linear(x)
+            if self.training:
+                y = y * 0.5
+            return y.relu()
+    return Gated()
+
+
+def test_training_flag_read_in_python(dg):
+    model = gated_module(dg)
+    compiled = dg.compile(model, mode="verified")
+    assert compiled._orig_mod is model
+    x = t(dg, [[1., 2., 3.], [0., -1., 2.]])
+    for training in (True, True, False, False, True, False):
+        model.train(training)
+        assert_same(compiled(x), model(x))
+    stats = compiled.compile_stats
+    assert (stats.variants, stats.hits) == (2, 4)
+
+
+def test_grad_mode_and_dropout(dg):
+    model = dg.nn.Sequential(dg.nn.Linear(3, 4), dg.nn.Dropout(0.5), dg.nn.Linear(4, 1))
+    compiled = dg.compile(model, mode="verified")
+    x = t(dg, [[1., 2., 3.], [0., -1., 2.]])
+    outs = []
+    for seed, grad in ((1, True), (2, True), (1, False), (1, True)):
+        dg.manual_seed(seed)
+        with dg.set_grad_enabled(grad):
+            out = compiled(x)
+        dg.manual_seed(seed)
+        with dg.set_grad_enabled(grad):
+            assert_same(out, model(x))
+        assert out.requires_grad == grad
+        outs.append(out.detach().numpy().copy())
+    assert not np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], outs[3])
+    assert compiled.compile_stats.variants == 2 and compiled.compile_stats.hits == 2
+
+
+def make_mlp(dg, seed=0):
+    dg.manual_seed(seed)
+    return dg.nn.Sequential(dg.nn.Linear(6, 16), dg.nn.ReLU(), dg.nn.Linear(16, 3))
+
+
+@pytest.mark.parametrize("optimizer", ["SGD-momentum", "Adam"])
+def test_training_with_an_optimizer(dg, optimizer):
+    """A whole training step (zero_grad, forward, backward, step) verified at every call: the parameters follow
+    eager mode bitwise."""
+    make = {"SGD-momentum": lambda ps: dg.optim.SGD(ps, lr=0.1, momentum=0.9),
+            "Adam": lambda ps: dg.optim.Adam(ps, lr=0.01)}[optimizer]
+    model_c, model_e = make_mlp(dg), make_mlp(dg)
+    opt_c, opt_e = make(model_c.parameters()), make(model_e.parameters())
+
+    def step(model, opt, x, y):
+        opt.zero_grad()
+        loss = dg.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    compiled = verified(dg, step)
+    rng = np.random.default_rng(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")              # no recompile_limit warning: the steps are hits
+        for _ in range(10):
+            x = rng.standard_normal((5, 6)).astype(np.float32)
+            y = rng.integers(0, 3, 5)
+            assert_same(compiled(model_c, opt_c, dg.tensor(x), dg.tensor(y)),
+                        step(model_e, opt_e, dg.tensor(x), dg.tensor(y)))
+    for p, q in zip(model_c.parameters(), model_e.parameters()):
+        assert_same(p, q)
+    stats = compiled.compile_stats
+    assert stats.variants <= 3 and stats.hits >= 7 and stats.eager_calls == 0, stats.guard_misses
+
+
+def test_a_model_changing_between_calls(dg):
+    """A layer replaced, a parameter rebound, a layer added: the new tensors are not the recorded ones, so the
+    call leaves its recording at the first op that reads them; results stay eager mode's."""
+    model = make_mlp(dg)
+    compiled = dg.compile(model, mode="verified")
+    x = t(dg, np.ones((2, 6)))
+    assert_same(compiled(x), model(x))
+    assert_same(compiled(x), model(x))
+    model[2] = dg.nn.Linear(16, 3)
+    assert_same(compiled(x), model(x))
+    model[0].weight = dg.nn.Parameter(model[0].weight.detach() * 2)
+    assert_same(compiled(x), model(x))
+    model.append(dg.nn.Tanh())
+    assert_same(compiled(x), model(x))
+    assert_same(compiled(x), model(x))
+    stats = compiled.compile_stats
+    assert stats.misses == 3 and stats.hits == 2 and stats.variants == 4
+
+
+def test_limit_then_unrecorded_calls_with_one_warning(dg):
+    def f(x):
+        return x * int(x.sum())
+    compiled = verified(dg, f, recompile_limit=3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for k in range(6):
+            x = t(dg, [float(k)])
+            assert_same(compiled(x), f(x))
+        assert_same(compiled(t(dg, [1.0])), f(t(dg, [1.0])))     # a recorded value still hits
+    assert len([w for w in caught if "recompile_limit" in str(w.message)]) == 1
+    stats = compiled.compile_stats
+    assert (stats.variants, stats.eager_calls, stats.hits, stats.misses) == (3, 3, 1, 5)
+    assert stats in dg.compiler.programs()
+    d = stats.as_dict()
+    assert d["mode"] == "verified" and d["hits"] == 1 and d["misses"] == 5
+
+
+def test_hooks_and_custom_functions_run_eagerly(dg):
+    class Square(dg.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return 2 * x * g
+
+    def f(x):
+        return Square.apply(x).sum()
+    compiled = verified(dg, f)
+    for v in (1.0, 2.0, 3.0):
+        x = t(dg, [v], requires_grad=True)
+        compiled(x).backward()
+        assert x.grad.item() == 2 * v
+    assert compiled.compile_stats.eager_calls == 2
+
+
+def test_errors_propagate_and_the_next_call_is_clean(dg):
+    def f(x, fail):
+        y = x * 2
+        if fail:
+            raise ValueError("user error")
+        return y + 1
+    compiled = verified(dg, f)
+    assert compiled(t(dg, [1.0]), False).item() == 3.0
+    with pytest.raises(ValueError, match="user error"):
+        compiled(t(dg, [1.0]), True)
+    assert not dg.compiler.is_compiling()
+    assert compiled(t(dg, [1.0]), False).item() == 3.0 and (t(dg, [1.0]) * 3).item() == 3.0
