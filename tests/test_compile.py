@@ -448,3 +448,25 @@ def test_threads_replaying_one_program_get_eager_results(dg):
     assert not errors, errors
     stats = compiled.compile_stats
     assert stats.replays + stats.eager_calls == 60 and stats.variants == 1
+
+
+def test_replay_loop_compares_none_and_plain_values(dg):
+    """Note [Results compared in the loop] (csrc/bindings/capture_bind.cpp and its twin): a step recorded as
+    returning None (out=-3) or a plain value (out=-4) continues where the result is the same (type and ==) and hands
+    the result back to Python where it is not."""
+    program = dg._C._ReplayProgram(dg._C.Tensor)
+    flag = [None, True]
+    program.add(lambda: flag[0], [], [], -3, "none_step")
+    program.add(lambda x: flag[1], [0], [None], -4, "value_step", True)
+    program.add(dg._C.neg, [0], [None], 1, "neg")
+    program.set_exported([True, True])
+    slots = [t(dg, [2.0]), None]
+    assert program.run(slots, 0) is None and slots[1].item() == -2.0
+    flag[1] = False                                    # the value guard differs: handed back
+    slots = [t(dg, [2.0]), None]
+    assert program.run(slots, 0) == (1, False)
+    program.materialize(slots)
+    flag[0], flag[1] = 1, True                         # not None: handed back
+    assert program.run([t(dg, [2.0]), None], 0) == (0, 1)
+    with pytest.raises(ValueError, match="out is a slot"):
+        program.add(dg._C.neg, [0], [None], -5, "neg")

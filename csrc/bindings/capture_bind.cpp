@@ -24,6 +24,11 @@ namespace dyngrad {
 namespace {
 
 constexpr size_t kMaxStepArgs = 16;
+// Note [Results compared in the loop]: a step that returns None (a setter, grad-mode switch, backward, optimiser
+// step, value check) or a plain Python value (bool/int/float/str: is_grad_enabled, a guard's item()) is compared
+// here instead of in Python; measured on the MLP training step, 10 of its 30 steps returned such results, which
+// kept the whole program out of this loop (Variant.native: more than one step in 8 handed back).
+constexpr int64_t kNone = -3, kValue = -4;
 
 using UnaryCore = Tensor (*)(const Tensor&);
 using BinaryCore = Tensor (*)(const Tensor&, const Tensor&);
@@ -64,8 +69,10 @@ struct ReplayProgram {
                                      // step Python runs (out == -2), the slots its call reads
     std::vector<py::object> consts;  // per argument: the constant (None where the argument is a slot)
     int64_t out;                     // the slot of a tensor result; -1: hand the result back to Python; -2: a step
-                                     // Python runs itself (its call needs Python to build: nested arguments)
+                                     // Python runs itself (its call needs Python to build: nested arguments);
+                                     // kNone / kValue: a result compared here (None; `expected`, same type and ==)
     CoreCall core;                   // set: call the core directly (every argument a slot holding a tensor)
+    py::object expected;             // the recorded value of a kValue step
   };
   explicit ReplayProgram(py::handle tensor_type) : tensor_type((PyTypeObject*)tensor_type.ptr()) {}
   PyTypeObject* tensor_type;
@@ -93,13 +100,6 @@ struct ReplayProgram {
 
 bool is_tensor(PyObject* o, PyTypeObject* type) {
   return Py_TYPE(o) == type || PyType_IsSubtype(Py_TYPE(o), type);
-}
-
-// The Tensor a Python tensor holds (as fast_paths.cpp's tensor_of), or null.
-const Tensor* held_tensor(PyObject* o, PyTypeObject* type) {
-  if (!is_tensor(o, type)) return nullptr;
-  py::detail::value_and_holder vh = reinterpret_cast<py::detail::instance*>(o)->get_value_and_holder();
-  return vh.holder_constructed() ? &vh.holder<Tensor>() : nullptr;
 }
 
 // A slot's tensor: the C++ value of Note [Slots in C++], else the Python object's; null if it holds no tensor.
@@ -148,6 +148,21 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
       PyList_SetItem(list, s.out, result);  // steals the reference, drops the slot's previous value
       continue;
     }
+    if (s.out == kNone && result == Py_None) {
+      Py_DECREF(result);
+      continue;
+    }
+    if (s.out == kValue && Py_TYPE(result) == Py_TYPE(s.expected.ptr())) {
+      const int same = PyObject_RichCompareBool(result, s.expected.ptr(), Py_EQ);
+      if (same < 0) {
+        Py_DECREF(result);
+        throw py::error_already_set();
+      }
+      if (same == 1) {
+        Py_DECREF(result);
+        continue;
+      }
+    }
     return py::make_tuple(i, py::reinterpret_steal<py::object>(result));
   }
   p.finish();
@@ -161,8 +176,9 @@ void bind_capture(py::module_& m) {
       .def(py::init<py::handle>(), py::arg("tensor_type"))
       // name: the _C function's name, which picks its core call when every argument is a slot
       .def("add", [](ReplayProgram& p, py::object fn, std::vector<int64_t> slots, std::vector<py::object> consts,
-                     int64_t out, const std::string& name) {
-        DG_CHECK(slots.size() == consts.size() && slots.size() <= kMaxStepArgs, ValueError,
+                     int64_t out, const std::string& name, py::object expected) {
+        // a step Python runs (out == -2) lists the slots it reads, any number; a call here has at most 16
+        DG_CHECK(slots.size() == consts.size() && (slots.size() <= kMaxStepArgs || out == -2), ValueError,
                  "_ReplayProgram.add: expected as many slots as constants, at most ", kMaxStepArgs, ", got ",
                  slots.size(), " and ", consts.size(), ".");
         CoreCall core;
@@ -171,8 +187,11 @@ void bind_capture(py::module_& m) {
         if (found != core_calls().end() && out >= 0 && all_slots &&
             slots.size() == (found->second.unary ? 1u : 2u))
           core = found->second;
-        p.steps.push_back({std::move(fn), std::move(slots), std::move(consts), out, core});
-      }, py::arg("fn"), py::arg("slots"), py::arg("consts"), py::arg("out"), py::arg("name"))
+        DG_CHECK(out >= kValue, ValueError, "_ReplayProgram.add: out is a slot, -1, -2, -3 (None) or -4 (a value), "
+                 "got ", out, ".");
+        p.steps.push_back({std::move(fn), std::move(slots), std::move(consts), out, core, std::move(expected)});
+      }, py::arg("fn"), py::arg("slots"), py::arg("consts"), py::arg("out"), py::arg("name"),
+         py::arg("expected") = py::none())
       // exported: per slot, whether Python reads it besides the steps (the outputs); the slots the steps outside
       // the core calls read are exported by the steps themselves (Note [Slots in C++]).
       .def("set_exported", [](ReplayProgram& p, const std::vector<bool>& flags) {

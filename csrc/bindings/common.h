@@ -52,6 +52,14 @@ std::optional<DType> parse_optional_dtype(py::handle o);
 Tensor scalar_operand(py::handle o, const Tensor* like);
 bool is_tensor(py::handle o);
 
+// The Tensor a Python Tensor (or subclass, `type` being the Tensor class) object holds, without pybind11's caster;
+// null for anything else and for a subclass instance whose __init__ has not run.
+inline const Tensor* held_tensor(PyObject* o, PyTypeObject* type) {
+  if (Py_TYPE(o) != type && !PyType_IsSubtype(Py_TYPE(o), type)) return nullptr;
+  py::detail::value_and_holder vh = reinterpret_cast<py::detail::instance*>(o)->get_value_and_holder();
+  return vh.holder_constructed() ? &vh.holder<Tensor>() : nullptr;
+}
+
 // Note [Public type names]: a class made by py::class_(m, "Tensor") is "dyngrad._C.Tensor" everywhere a user
 // reads it: CPython's own errors ("unsupported operand type(s) for +: 'dyngrad._C.Tensor' and 'str'") print the
 // type's tp_name, repr(type) and nn.Module's errors its __module__, and pybind11 writes __module__.__qualname__

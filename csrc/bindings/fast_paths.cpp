@@ -26,13 +26,7 @@ namespace {
 PyTypeObject* g_tensor_type = nullptr;
 
 // The Tensor held by a Python Tensor (or subclass) object; nullptr for anything else.
-const Tensor* tensor_of(PyObject* o) {
-  if (Py_TYPE(o) != g_tensor_type && !PyType_IsSubtype(Py_TYPE(o), g_tensor_type)) return nullptr;
-  auto* inst = reinterpret_cast<py::detail::instance*>(o);
-  py::detail::value_and_holder vh = inst->get_value_and_holder();
-  if (!vh.holder_constructed()) return nullptr;  // a subclass whose __init__ has not run
-  return &vh.holder<Tensor>();
-}
+const Tensor* tensor_of(PyObject* o) { return held_tensor(o, g_tensor_type); }
 
 bool is_number(PyObject* o) { return PyLong_Check(o) || PyFloat_Check(o); }  // bool is a PyLong
 

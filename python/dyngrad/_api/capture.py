@@ -250,6 +250,22 @@ class Step:
         return fn is self.fn and args == self.args and kwargs == self.kwargs
 
 
+_LOOP_VALUES = (bool, int, float, str)
+
+
+def _loop_out(step):
+    """The C++ loop's `out` for a step (Note [Results compared in the loop] in csrc/bindings/capture_bind.cpp): its
+    tensor's slot, -3 for None, -4 for a plain value compared there, -1 for a result Python compares."""
+    kind = step.result[0]
+    if kind == "t":
+        return step.out
+    if kind == "none":
+        return -3
+    if kind == "v" and type(step.result[1]) in _LOOP_VALUES and step.result[1] == step.result[1]:   # not NaN
+        return -4
+    return -1
+
+
 def _native_spec(args, kwargs):
     """The arguments as the C++ loop takes them (Note [Replaying steps in C++] in csrc/bindings/capture_bind.cpp):
     positional slots and constants only."""
@@ -319,7 +335,7 @@ class Variant:
             program = None
             # each step the loop hands back to Python costs a round trip through pybind11 (~2 us: measured on the
             # MLP step, 25 of 50 steps handed back, the C++ loop took 198 us where the Python loop took 152)
-            trips = sum(step.native is None or step.out < 0 for step in self.steps)
+            trips = sum(step.native is None or _loop_out(step) == -1 for step in self.steps)
             if trips * 8 <= len(self.steps):
                 program = _C._ReplayProgram(_C.Tensor)
                 for step in self.steps:
@@ -327,7 +343,9 @@ class Variant:
                         reads = sorted(_slots_in(step.args) | _slots_in(step.kwargs))
                         program.add(None, reads, [None] * len(reads), -2, step.name)
                     else:
-                        program.add(step.fn, step.native[0], step.native[1], step.out, step.name)
+                        out = _loop_out(step)
+                        program.add(step.fn, step.native[0], step.native[1], out, step.name,
+                                    step.result[1] if out == -4 else None)
                 exported = [False] * self.n_slots
                 for i in _slots_in(self.output):
                     exported[i] = True

@@ -107,11 +107,13 @@ class _ReplayProgram:
         self.tensor_type = tensor_type
         self.steps = []
 
-    def add(self, fn, slots, consts, out, name):
-        if len(slots) != len(consts) or len(slots) > 16:
+    def add(self, fn, slots, consts, out, name, expected=None):
+        if len(slots) != len(consts) or (len(slots) > 16 and out != -2):
             raise ValueError(f"_ReplayProgram.add: expected as many slots as constants, at most 16, got {len(slots)} "
                              f"and {len(consts)}.")
-        self.steps.append((fn, tuple(slots), tuple(consts), out))
+        if out < -4:
+            raise ValueError(f"_ReplayProgram.add: out is a slot, -1, -2, -3 (None) or -4 (a value), got {out}.")
+        self.steps.append((fn, tuple(slots), tuple(consts), out, expected))
 
     def set_exported(self, exported):
         pass
@@ -125,7 +127,7 @@ class _ReplayProgram:
     def run(self, slots, start):
         n_slots = len(slots)
         for i in range(start, len(self.steps)):
-            fn, where, consts, out = self.steps[i]
+            fn, where, consts, out, expected = self.steps[i]
             for slot in where:
                 if slot >= n_slots:
                     raise IndexError(f"_ReplayProgram.run: slot {slot} of step {i} is beyond the {n_slots} slots.")
@@ -134,6 +136,10 @@ class _ReplayProgram:
             result = fn(*[slots[s] if s >= 0 else c for s, c in zip(where, consts)])
             if 0 <= out < n_slots and isinstance(result, self.tensor_type):
                 slots[out] = result
+                continue
+            if out == -3 and result is None:          # Note [Results compared in the loop]
+                continue
+            if out == -4 and type(result) is type(expected) and result == expected:
                 continue
             return i, result
         return None
