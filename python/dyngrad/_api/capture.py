@@ -190,6 +190,34 @@ def decode(template, slots):
     return template
 
 
+def _decoder(template):
+    """decode(template, slots) made once into a function of the slots: a replay runs it at every call (an optimiser
+    step's lists of parameters and gradients: decode's recursion cost ~30 Python calls per step)."""
+    t = type(template)
+    if t is Slot:
+        i = template.i
+        return lambda slots: slots[i]
+    if t is ArrayConstant:
+        return lambda slots: template.array.copy()
+    if t is dict:
+        parts = [(k, _decoder(v)) for k, v in template.items()]
+        return lambda slots: {k: d(slots) for k, d in parts}
+    if t is not Seq:
+        return lambda slots: template
+    kind = template.kind
+    if all(type(x) is Slot for x in template.items):
+        index = [x.i for x in template.items]
+        if kind is list:
+            return lambda slots: [slots[i] for i in index]
+        return lambda slots: kind([slots[i] for i in index])
+    parts = [_decoder(x) for x in template.items]
+    if kind is dict:
+        return lambda slots: dict(d(slots) for d in parts)
+    if kind is list:
+        return lambda slots: [d(slots) for d in parts]
+    return lambda slots: kind([d(slots) for d in parts])
+
+
 def _has_slot(template):
     t = type(template)
     return t in (Slot, ArrayConstant) or (t is Seq and any(_has_slot(x) for x in template.items))
@@ -297,7 +325,10 @@ def _runner(fn, args, kwargs):
     if not simple:
         if not _has_slot(args) and not _has_slot(kwargs):
             return lambda slots: fn(*args, **kwargs)
-        return lambda slots: fn(*decode(args, slots), **decode(kwargs, slots))
+        read_args, read_kwargs = _decoder(args), _decoder(kwargs)
+        if not kwargs:
+            return lambda slots: fn(*read_args(slots))
+        return lambda slots: fn(*read_args(slots), **read_kwargs(slots))
     args = tuple(items)
     kinds = [type(a) is Slot for a in args]
     if all(kinds):
@@ -702,8 +733,9 @@ def _property_wrapper(prop, name):
     def set_(self, value):
         setter(self, value)
 
-    getter = _function_wrapper(lambda t: prop.__get__(t, type(t)), name)
-    setter = _function_wrapper(lambda t, v: prop.__set__(t, v), name + ".set")
+    # the accessors themselves (C++ functions on the C++ engine): a replayed step calls them with no Python frame
+    getter = _function_wrapper(prop.fget, name)
+    setter = _function_wrapper(prop.fset if prop.fset is not None else lambda t, v: prop.__set__(t, v), name + ".set")
     wrapper = property(get, set_ if prop.fset is not None else None)
     _property_wrappers[id(prop)] = (prop, wrapper)
     return wrapper
