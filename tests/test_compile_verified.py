@@ -94,6 +94,7 @@ def test_loop_counts_and_python_number_arguments(dg):
         assert_same(compiled(x, n, scale), f(x, n, scale))
     stats = compiled.compile_stats
     assert (stats.variants, stats.hits) == (4, 4)
+    assert any("= 2.0 where the recording has 0.5" in reason for reason, _ in stats.guard_misses)
 
 
 def test_sequence_lengths(dg):
@@ -217,6 +218,7 @@ def test_a_model_changing_between_calls(dg):
     assert_same(compiled(x), model(x))
     stats = compiled.compile_stats
     assert stats.misses == 3 and stats.hits == 2 and stats.variants == 4
+    assert "another tensor than the recorded one" in stats.guard_misses[0][0]
 
 
 def test_limit_then_unrecorded_calls_with_one_warning(dg):

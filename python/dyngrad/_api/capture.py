@@ -559,10 +559,14 @@ class Recorder:
         if i >= len(steps) or not steps[i].same_call(fn, a, k):
             sibling = _call_sibling(self.group, variant, i, fn, a, k)
             if sibling is None:
-                expected = (steps[i].name + (f" (recorded at {steps[i].line})" if steps[i].line else "")
-                            if i < len(steps) else "the end of the program")
                 line = user_line()
-                self.leave(variant, i, f"the program issued {name} where the recording has {expected}", line)
+                if i < len(steps) and steps[i].fn is fn:
+                    reason = f"the program called {name} with {_argument_difference(steps[i], a, k)}"
+                else:
+                    expected = (steps[i].name + (f" (recorded at {steps[i].line})" if steps[i].line else "")
+                                if i < len(steps) else "the end of the program")
+                    reason = f"the program issued {name} where the recording has {expected}"
+                self.leave(variant, i, reason, line)
                 if not self.record_rest:
                     return fn(*args, **kwargs)
                 return self.record_step(fn, name, args, kwargs, a, k)
@@ -825,6 +829,22 @@ class _Left:
 
     def __init__(self, left):
         self.left = left
+
+
+def _argument_difference(step, args, kwargs):
+    """Which argument of a call differs from its recorded step's, in words (a verified call's miss reason)."""
+    def say(x):
+        return "a tensor" if type(x) in (Slot, Seq) else _short(x)
+    new = args.items if type(args) is Seq else list(args)
+    old = step.args.items if type(step.args) is Seq else list(step.args)
+    if len(new) != len(old):
+        return f"{len(new)} arguments where the recording has {len(old)}"
+    for i, (x, y) in enumerate(zip(new, old)):
+        if not (x == y):
+            if type(x) in (Slot, Seq) and type(y) in (Slot, Seq):
+                return f"argument {i} another tensor than the recorded one (a new tensor, or another op's result)"
+            return f"argument {i} = {say(x)} where the recording has {say(y)}"
+    return "other keyword arguments than the recording"
 
 
 def _same_positional(args, native, slot_of):
