@@ -103,7 +103,7 @@ def main():
     for name, build in WORKLOADS.items():
         step, inputs = build(dyngrad)
         eager = timed(lambda: step(*inputs), seconds)
-        verifying = dyngrad.compile(step)
+        verifying = dyngrad.compile(step, mode="verified")
         verified = timed(lambda: verifying(*inputs), seconds)
         assert verifying.compile_stats.variants <= 2, verifying.compile_stats.guard_misses
         compiled = dyngrad.compile(step, mode="reduce-overhead")

@@ -618,18 +618,22 @@ def _kernel_workloads():
 
 # --- the list ------------------------------------------------------------------------------------------------------
 
-# --- 10. dynamic vs static graphs (issue 20): each workload eagerly and under dyngrad.compile's static replay -------
+# --- 10. dynamic vs static graphs (issue 20): each workload eagerly and under dyngrad.compile's replays ------------
 # The step (forward, backward, SGD) is one function; its `-static` row calls dyngrad.compile(step,
-# mode="reduce-overhead") of it, recorded at the first (warm-up) call and replayed after; the table's two rows of a
-# workload are the comparison (docs/compile.md). PyTorch's column of a -static row is torch eager unless
+# mode="reduce-overhead") of it, recorded at the first (warm-up) call and replayed after, its `-verified` row
+# dyngrad.compile(step, mode="verified") (Python runs, each op checked against the recording); the table's three rows
+# of a workload are the comparison (docs/compile.md). PyTorch's column of a compiled row is torch eager unless
 # DYNGRAD_BENCH_TORCH_COMPILE=1 (torch.compile needs a C compiler and seconds per graph).
+_COMPILE_MODES = {"static": "reduce-overhead", "verified": "verified"}
+
 
 def _compiled(dg, step, static):
-    if not static:
+    """static: "eager" (False), "static" (True) or "verified"."""
+    if static is False or static == "eager":
         return step
     if dg.__name__ == "torch":
         return dg.compile(step) if os.environ.get("DYNGRAD_BENCH_TORCH_COMPILE") == "1" else step
-    return dg.compile(step, mode="reduce-overhead")
+    return dg.compile(step, mode=_COMPILE_MODES["static" if static is True else static])
 
 
 def _chain_step_case(dg, size, static):
@@ -710,11 +714,12 @@ def _static_workloads():
                                                                           "lr": 0.05})),
     ]
     out = []
+    titles = {"eager": "eager", "verified": "verified replay (dyngrad.compile, mode='verified')",
+              "static": "static replay (dyngrad.compile, mode='reduce-overhead')"}
     for name, unit, about, build, sizes in specs:
-        for static in (False, True):
-            out.append(Workload(f"{name}-{'static' if static else 'eager'}", "compile", unit,
-                                f"{about}, {'static replay (dyngrad.compile)' if static else 'eager'}",
-                                lambda dg, size, build=build, static=static: build(dg, size, static), sizes,
+        for mode in ("eager", "verified", "static"):
+            out.append(Workload(f"{name}-{mode}", "compile", unit, f"{about}, {titles[mode]}",
+                                lambda dg, size, build=build, mode=mode: build(dg, size, mode), sizes,
                                 rtol=1e-3, atol=1e-4))
     return out
 
