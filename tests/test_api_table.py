@@ -253,6 +253,55 @@ def test_fast_paths_behave_as_their_definition(cpp, ref, name, call):
             np.testing.assert_allclose(gc, gr, rtol=1e-12, atol=1e-12)
 
 
+INPLACE_CALLS = [   # (name, in-place call, the out-of-place value it must equal bit for bit)
+    ("mul_number", lambda x, y: x.mul_(0.3), lambda x, y: x * 0.3),
+    ("mul_tensor", lambda x, y: x.mul_(y), lambda x, y: x * y),
+    ("mul_row", lambda x, y: x.mul_(y[0]), lambda x, y: x * y[0]),
+    ("mul_0d", lambda x, y: x.mul_(y[0, 0]), lambda x, y: x * y[0, 0]),
+    ("add_", lambda x, y: x.add_(y), lambda x, y: x + y),
+    ("add_alpha", lambda x, y: x.add_(y, alpha=-0.1), lambda x, y: x + y * -0.1),
+    ("add_alpha_row", lambda x, y: x.add_(y[1], alpha=2.5), lambda x, y: x + y[1] * 2.5),
+    ("add_self", lambda x, y: x.add_(x, alpha=3.0), lambda x, y: x + x * 3.0),
+    ("sub_", lambda x, y: x.sub_(y), lambda x, y: x - y),
+    ("div_", lambda x, y: x.div_(y), lambda x, y: x / y),
+    ("div_number", lambda x, y: x.div_(7), lambda x, y: x / 7),
+    ("mul_self", lambda x, y: x.mul_(x), lambda x, y: x * x),
+    ("overlap", lambda x, y: x[1:].add_(x[:-1]), lambda x, y: x[1:] + x[:-1]),
+    ("overlap_t", lambda x, y: x.mul_(x.T), lambda x, y: x * x.T),
+    ("column_view", lambda x, y: x[:, 1].mul_(y[:, 2]), lambda x, y: x[:, 1] * y[:, 2]),
+    ("transposed", lambda x, y: x.T.add_(y, alpha=0.5), lambda x, y: x.T + y * 0.5),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name,inplace,expected", INPLACE_CALLS, ids=[n for n, _, _ in INPLACE_CALLS])
+def test_inplace_arithmetic_without_a_graph_is_the_out_of_place_value(cpp, ref, dtype, name, inplace, expected):
+    """Note [In-place arithmetic without a temporary]: with no graph, x.op_(...) computed straight into x (the C++
+    fast path) writes exactly the out-of-place op's bits, into views too, with overlapping operands read before
+    written, and bumps the version; the reference engine agrees."""
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=(3, 3)), rng.uniform(0.5, 2.0, size=(3, 3))
+    for m in (cpp, ref):
+        with m.no_grad():
+            x, y = m.tensor(a, dtype=getattr(m, dtype)), m.tensor(b, dtype=getattr(m, dtype))
+            want = expected(x.clone(), y).numpy()
+            version = x._version
+            out = inplace(x, y)
+            assert x._version > version
+            np.testing.assert_array_equal(out.numpy(), want)
+        np.testing.assert_array_equal(expected(m.tensor(a, dtype=getattr(m, dtype)), y).numpy(), want)
+    x, y = cpp.tensor(a), cpp.tensor(b, requires_grad=True)   # with a graph: the general path records it
+    out = inplace(x, y)
+    if out.requires_grad:
+        out.sum().backward()
+        assert y.grad is not None
+    i = cpp.tensor([1, 2, 3])
+    i.mul_(2)                                                 # int64: not the fast path, same result
+    assert i.tolist() == [2, 4, 6]
+    with pytest.raises(RuntimeError, match="a leaf tensor that requires grad"):
+        cpp.ones(2, requires_grad=True).mul_(2.0)
+
+
 def test_fast_path_errors_are_the_definitions(cpp, ref):
     """Where the fast path raises itself (the core refused), the message is the one the Python definition gives."""
     x = [m.ones(2, 3) for m in (cpp, ref)]

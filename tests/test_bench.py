@@ -117,6 +117,15 @@ def test_kernel_workloads_run_at_their_thread_count_and_restore_it():
         seen.clear()
 
 
+def test_programs_group_selects_the_three_programs_at_both_thread_counts():
+    """issue 26: the GPT step, the word-level LSTM step and the LSTMCell + LBFGS example, at 1 and 2 threads."""
+    chosen = workloads.select(["programs"])
+    assert [w.name for w in chosen] == [f"{n}-{t}t" for n in ("gpt-train", "word-lstm-train", "lstmcell-lbfgs")
+                                        for t in (1, 2)]
+    assert [w.threads for w in chosen] == [1, 2] * 3
+    assert not set(w.name for w in chosen) & set(w.name for w in workloads.select(["kernels"]))
+
+
 def test_ratios_from_a_single_timed_call_are_marked(tmp_path):
     """issue 11: --quick cells timed by one call gave wild ratios (1273x, then 4.9x) drawn as if measured."""
     import time

@@ -363,3 +363,25 @@ def test_batch_rows_in_blocks_match_torch_at_any_thread_count(dg, kind, hidden):
         dg.set_num_threads(before)
     for a, b in zip(*runs):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("kind,hidden,batch", [("LSTM", 72, 9), ("GRU", 72, 9), ("RNN", 80, 6), ("LSTM", 16, 64)])
+def test_recurrent_products_in_float32_tiles_match_torch(dg, kind, hidden, batch):
+    # Note [Recurrent products without repacking]: float32 steps of up to 64 rows multiply in 4-row x 64-column
+    # register tiles; 9 rows and 72 hidden units (forward 288 = 4 x 64 + 32 columns, backward 72 = 64 + 8) take
+    # the full tiles and every kind of remainder. Against torch in float64: float32's rounding only.
+    ours, theirs = pair(dg, kind, 7, hidden, 2)
+    ours = ours.float()
+    rng = np.random.default_rng(5)
+    xv = rng.standard_normal((4, batch, 7))
+    tx = torch.tensor(xv, requires_grad=True)
+    tout, _ = theirs(tx)
+    weights = rng.standard_normal(tuple(tout.shape))
+    (tout * torch.tensor(weights)).sum().backward()
+    x = dg.tensor(xv.astype(np.float32), requires_grad=True)
+    out, _ = ours(x)
+    (out * dg.tensor(weights.astype(np.float32))).sum().backward()
+    got = [out, x.grad, *(p.grad for p in ours.parameters())]
+    want = [tout, tx.grad, *(p.grad for p in theirs.parameters())]
+    for i, (a, b) in enumerate(zip(got, want)):
+        np.testing.assert_allclose(np_of(a), b.detach().numpy(), rtol=2e-4, atol=2e-5, err_msg=f"value {i}")

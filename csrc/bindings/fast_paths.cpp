@@ -17,6 +17,7 @@
 #include <string>
 
 #include "common.h"
+#include "dyngrad/kernels/kernels.h"
 #include "dyngrad/node.h"
 
 namespace dyngrad {
@@ -399,6 +400,17 @@ PyObject* add_inplace_method(PyObject* self, PyObject* const* args, Py_ssize_t n
     alpha = args[nargs];
   if (t && other && (nkw == 0 || (alpha && is_number(alpha)))) {
     DG_PY_TRY
+    if (!alpha && binary_inplace_without_graph(BinaryKind::Add, *t, *other, nullptr, "add_")) {
+      Py_INCREF(self);
+      return self;
+    }
+    if (alpha && !PyBool_Check(alpha)) {  // alpha as the core rounds it: a 0-d tensor of other's dtype
+      const double a = item_double(number_operand(alpha, *other));
+      if (binary_inplace_without_graph(BinaryKind::Add, *t, *other, &a, "add_")) {
+        Py_INCREF(self);
+        return self;
+      }
+    }
     Tensor o = alpha ? mul(*other, number_operand(alpha, *other)) : *other;
     Tensor before = inplace_input(*t, "add_", o->requires_grad);
     assign_inplace(*t, add(before, o), "add_");
@@ -407,6 +419,26 @@ PyObject* add_inplace_method(PyObject* self, PyObject* const* args, Py_ssize_t n
     DG_PY_CATCH
   }
   return call_method_fallback(fallback_of<&add_inplace_method>, self, args, nargsf, kwnames);
+}
+
+// self.mul_(other), self.sub_(other), self.div_(other) with a tensor or a number and nothing else: computed
+// straight into self when no graph is built (Note [In-place arithmetic without a temporary]), else the fallback.
+template <BinaryOp Op, BinaryKind Kind>
+PyObject* binary_inplace_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  const Tensor* t = fast_on() && !kwnames && PyVectorcall_NARGS(nargsf) == 1 ? tensor_of(self) : nullptr;
+  if (t) {
+    const Tensor* other = tensor_of(args[0]);
+    if (other || fast_number<Op>(args[0])) {
+      DG_PY_TRY
+      if (binary_inplace_without_graph(Kind, *t, other ? *other : number_operand(args[0], *t), nullptr,
+                                       Kind == BinaryKind::Mul ? "mul_" : Kind == BinaryKind::Sub ? "sub_" : "div_")) {
+        Py_INCREF(self);
+        return self;
+      }
+      DG_PY_CATCH
+    }
+  }
+  return call_method_fallback(fallback_of<&binary_inplace_method<Op, Kind>>, self, args, nargsf, kwnames);
 }
 
 struct Entry {
@@ -456,6 +488,12 @@ const Entry kEntries[] = {
 #undef DG_FAST_cold
     // and the hot rows of the shared layer that are not primitives
     {"add_", nullptr, &add_inplace_method, &fallback_of<&add_inplace_method>},
+    {"mul_", nullptr, &binary_inplace_method<&mul, BinaryKind::Mul>,
+     &fallback_of<&binary_inplace_method<&mul, BinaryKind::Mul>>},
+    {"sub_", nullptr, &binary_inplace_method<&sub, BinaryKind::Sub>,
+     &fallback_of<&binary_inplace_method<&sub, BinaryKind::Sub>>},
+    {"div_", nullptr, &binary_inplace_method<&div, BinaryKind::Div>,
+     &fallback_of<&binary_inplace_method<&div, BinaryKind::Div>>},
     {"linear", &linear_function, nullptr, nullptr},
 };
 constexpr size_t kEntryCount = sizeof(kEntries) / sizeof(kEntries[0]);

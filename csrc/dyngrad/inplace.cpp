@@ -53,6 +53,41 @@ static void rebase_view_history(const Tensor& view, const Tensor& result) {
   view->output_nr = new_view->output_nr;
 }
 
+// Note [In-place arithmetic without a temporary]: an in-place op is its out-of-place op plus a write (above), which
+// for an optimiser step or gradient clipping means a fresh full-size result, a second pass to copy it back and, for
+// add_(g, alpha=-lr), a third for the scaled gradient. When nothing records a graph or carries a tangent the
+// result can be computed straight into self instead, by the same per-element arithmetic. It applies when self and
+// other are float32 or float64 of one dtype (no promotion), other broadcasts to self's shape, and other does not
+// overlap self unless it is self itself (elementwise, each element is read before it is written). Measured on a
+// 2,000,000-element float32 tensor at 1 thread (Xeon Sapphire Rapids, 2 cores, load ~15, noisy): mul_(number)
+// 2.1 ms of CPU per call before, against torch's 0.8 ms wall.
+static bool broadcasts_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  for (size_t i = 1; i <= from.size(); ++i) {
+    const int64_t f = from[from.size() - i];
+    if (f != 1 && f != to[to.size() - i]) return false;
+  }
+  return true;
+}
+
+bool binary_inplace_without_graph(BinaryKind k, const Tensor& self, const Tensor& other, const double* alpha,
+                                  const char* op) {
+  if (grad_enabled() && (self->requires_grad || other->requires_grad)) return false;
+  if (forward_ad::active() || !self->tangents.empty() || !other->tangents.empty()) return false;
+  const DType dt = self->dtype;
+  if ((dt != DType::Float32 && dt != DType::Float64) || other->dtype != dt) return false;
+  if (!broadcasts_to(other->shape, self->shape)) return false;
+  const bool same_view = other->offset == self->offset && other->shape == self->shape &&
+                         other->strides == self->strides;
+  if (other->storage == self->storage && !same_view) return false;
+  if (alpha && !(other->shape == self->shape && self->is_contiguous() && other->is_contiguous())) return false;
+  check_writable(self, op);  // Note [Writable tensors]: the general path's first check, the same error
+  if (alpha) add_scaled_into_kernel(self, other, *alpha);
+  else binary_into_kernel(k, self, other);
+  self->bump_version();
+  return true;
+}
+
 static int dtype_category(DType d) { return d == DType::Bool ? 0 : (is_floating(d) ? 2 : 1); }
 
 void assign_inplace(const Tensor& self, const Tensor& result, const char* op) {

@@ -111,6 +111,11 @@ void fill_(const Tensor& self, const Tensor& value);  // a 0-d value (exact for 
 void zero_(const Tensor& self);
 // The value of `self` before an in-place op, with self's history: what the out-of-place op is computed from.
 Tensor inplace_input(const Tensor& self, const char* op, bool other_requires_grad);
+enum class BinaryKind;  // kernels/kernels.h
+// self = self (op) other [* alpha] computed straight into self when no graph and no tangent is involved and the
+// dtypes and shapes allow it (Note [In-place arithmetic without a temporary]); false: take the general path.
+bool binary_inplace_without_graph(BinaryKind k, const Tensor& self, const Tensor& other, const double* alpha,
+                                  const char* op);
 
 // ---- neural-net primitives (ops_nn.cpp) ----
 Tensor softmax(const Tensor& a, int64_t dim);

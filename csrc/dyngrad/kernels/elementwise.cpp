@@ -395,6 +395,40 @@ void add_into_kernel(const Tensor& dst, const Tensor& src) {
   DG_DISPATCH_FLOAT(dst->dtype, T, binary_loop<T, T>(dst, dst, src, [](T x, T y) { return k_add(x, y); }));
 }
 
+// dst = dst (op) other, written straight into dst (Note [In-place arithmetic without a temporary], inplace.cpp):
+// the same loop as binary_kernel's with dst as both the output and the left operand, so the bits are add()'s.
+void binary_into_kernel(BinaryKind k, const Tensor& dst, const Tensor& other) {
+  DG_CHECK(dst->dtype == other->dtype && (dst->dtype == DType::Float32 || dst->dtype == DType::Float64), RuntimeError,
+           "binary_into: expected float32 or float64 tensors of one dtype.");
+  if (dst->numel == 0) return;
+  DG_DISPATCH_FLOAT(dst->dtype, T, binary_typed<T>(k, dst, dst, other));
+}
+
+// dst += other * alpha for contiguous tensors of one shape: the product rounded on its own, then the sum (the bits
+// of add(dst, mul(other, alpha))). The product goes through a small buffer, block by block: one loop computing
+// d + o * a would be contracted into a fused multiply-add, which rounds once.
+template <typename T>
+static void add_scaled_typed(T* d, const T* o, T alpha, int64_t n) {
+  constexpr int64_t kBlock = 512;
+  parallel_for(n, [&](int64_t lo, int64_t hi) {
+    T product[kBlock];
+    for (int64_t start = lo; start < hi; start += kBlock) {
+      const int64_t m = hi - start < kBlock ? hi - start : kBlock;
+      for (int64_t j = 0; j < m; ++j) product[j] = k_mul(o[start + j], alpha);
+      for (int64_t j = 0; j < m; ++j) d[start + j] = k_add(d[start + j], product[j]);
+    }
+  });
+}
+
+void add_scaled_into_kernel(const Tensor& dst, const Tensor& other, double alpha) {
+  DG_CHECK(dst->dtype == other->dtype && (dst->dtype == DType::Float32 || dst->dtype == DType::Float64) &&
+           dst->shape == other->shape && dst->is_contiguous() && other->is_contiguous(), RuntimeError,
+           "add_scaled_into: expected contiguous float32 or float64 tensors of one shape and dtype.");
+  if (dst->numel == 0) return;
+  DG_DISPATCH_FLOAT(dst->dtype, T, add_scaled_typed<T>(dst->data<T>(), other->data<T>(), static_cast<T>(alpha),
+                                                       dst->numel));
+}
+
 // ---- where, clamp ----
 Tensor where_kernel(const Tensor& cond, const Tensor& a, const Tensor& b, const char* op) {
   Shape shape = broadcast_shapes(broadcast_shapes(cond->shape, a->shape, op), b->shape, op);

@@ -38,6 +38,10 @@ enum class BinaryKind { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Atan2, Eq, Ne
 Tensor binary_kernel(BinaryKind k, const Tensor& a, const Tensor& b, DType compute_dtype, const char* op);
 // dst += src in place (same shape, same floating dtype); dst may be a strided view. For the engine's own buffers.
 void add_into_kernel(const Tensor& dst, const Tensor& src);
+// dst = dst (op) other in place, other broadcast to dst (float32/float64 of one dtype; the caller checks overlap).
+void binary_into_kernel(BinaryKind k, const Tensor& dst, const Tensor& other);
+// dst += other * alpha in place (contiguous, one shape, float32/float64 of one dtype), rounding as mul then add.
+void add_scaled_into_kernel(const Tensor& dst, const Tensor& other, double alpha);
 // out = cond ? a : b (cond bool; a, b already of the result dtype), broadcast.
 Tensor where_kernel(const Tensor& cond, const Tensor& a, const Tensor& b, const char* op);
 // out = clamp(a, lo, hi); NaN bounds mean no bound.

@@ -616,6 +616,208 @@ def _kernel_workloads():
             for name, about, build, sizes in specs for t in (1, 2)]
 
 
+# --- 9b. programs (issue 26): the training steps of well-known CPU programs, as their authors wrote them ---------
+# A character-level GPT (nanoGPT's model at a CPU size), the word-level LSTM language model of PyTorch's examples and
+# its float64 LSTMCell + LBFGS time-series example. Built from nn modules and torch.optim, seeded weights copied in
+# (sorted by name) so that every engine starts from the same numbers.
+
+def _seed_module(dg, module, rng, std=None):
+    """Every parameter of `module` (sorted by name) from the rng: N(0, std) for matrices and 0 for vectors when `std`
+    is given (nanoGPT's init; its LayerNorms, named ln_*, keep their ones and zeros), else U(+-1/sqrt(last dim))."""
+    with dg.no_grad():
+        for name, p in sorted(module.named_parameters()):
+            shape, dtype = tuple(p.shape), np.float64 if p.dtype == dg.float64 else np.float32
+            if std is None:
+                value = _uniform_init(rng, shape[-1], shape)
+            elif any(part.startswith("ln_") for part in name.split(".")):
+                continue
+            else:
+                value = rng.normal(0, std, shape) if len(shape) > 1 else np.zeros(shape)
+            p.copy_(_const(dg, value, dtype))
+
+
+def _gpt_model(dg, vocab, width, heads, layers, context):
+    """nanoGPT's GPT (pre-norm blocks, causal scaled_dot_product_attention, GELU MLP, untied head) from dg.nn."""
+    nn, F = dg.nn, dg.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1, self.ln_2 = nn.LayerNorm(width), nn.LayerNorm(width)
+            self.c_attn, self.c_proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+            self.c_fc, self.mlp_proj = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+
+        def forward(self, x):
+            b, t, c = x.shape
+            q, k, v = self.c_attn(self.ln_1(x)).split(width, dim=2)
+            q, k, v = (z.view(b, t, heads, c // heads).transpose(1, 2) for z in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
+            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x))))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(vocab, width), nn.Embedding(context, width)
+            self.h = nn.ModuleList([Block() for _ in range(layers)])
+            self.ln_f = nn.LayerNorm(width)
+            self.lm_head = nn.Linear(width, vocab, bias=False)
+
+        def forward(self, idx, targets):
+            t = idx.shape[1]
+            x = self.wte(idx) + self.wpe(dg.arange(t))
+            for block in self.h:
+                x = block(x)
+            logits = self.lm_head(self.ln_f(x))
+            return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
+
+    return GPT()
+
+
+def _token_batches(dg, rng, vocab, batch, length, batches=2):
+    """(input, next-token target) pairs of seeded token ids: `length + 1` tokens per row, shifted by one."""
+    out = []
+    for _ in range(batches):
+        tokens = rng.integers(0, vocab, (batch, length + 1))
+        out.append((_const(dg, tokens[:, :-1], np.int64), _const(dg, tokens[:, 1:], np.int64)))
+    return out
+
+
+def gpt_train(dg, size):
+    """A character-level GPT step: forward, backward, AdamW (nanoGPT's shakespeare_char recipe at a CPU size)."""
+    rng = _rng(14)
+    vocab, context = 65, size["context"]
+    model = _gpt_model(dg, vocab, size["width"], size["heads"], size["layers"], context)
+    _seed_module(dg, model, rng, std=0.02)
+    params = [p for _, p in sorted(model.named_parameters())]
+    optimizer = dg.optim.AdamW(params, lr=size["lr"], betas=(0.9, 0.99), weight_decay=0.1)
+    batches = _token_batches(dg, rng, vocab, size["batch"], context)
+    state = {"next": 0, "losses": []}
+
+    def run():
+        state["losses"] = []
+        for _ in range(size["steps"]):
+            x, y = batches[state["next"] % len(batches)]
+            state["next"] += 1
+            loss = model(x, y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            state["losses"].append(loss.detach())
+
+    return Case(run, size["steps"], lambda: _values(*state["losses"], *params))
+
+
+def word_lstm_train(dg, size):
+    """PyTorch's word_language_model (LSTM): embedding, 2-layer nn.LSTM, linear decoder over the vocabulary; bptt
+    steps of a (seq, batch) stream, hidden state carried (detached) between steps, clip_grad_norm_ 0.25, SGD by
+    hand at lr 20 as the example does."""
+    nn = dg.nn
+    rng = _rng(15)
+    vocab, width, bptt, batch = size["vocab"], size["width"], size["bptt"], size["batch"]
+    encoder, rnn, decoder = nn.Embedding(vocab, width), nn.LSTM(width, width, 2), nn.Linear(width, vocab)
+    for module in (encoder, rnn, decoder):
+        _seed_module(dg, module, rng)
+    params = ([p for _, p in sorted(encoder.named_parameters())] + [p for _, p in sorted(rnn.named_parameters())] +
+              [p for _, p in sorted(decoder.named_parameters())])
+    stream = rng.integers(0, vocab, (bptt * 2 + 1, batch))
+    batches = [(_const(dg, stream[i:i + bptt], np.int64), _const(dg, stream[i + 1:i + 1 + bptt], np.int64))
+               for i in (0, bptt)]
+    zeros = _const(dg, np.zeros((2, batch, width)))
+    state = {"next": 0, "losses": [], "hidden": (zeros, zeros)}
+
+    def run():
+        state["losses"] = []
+        for _ in range(size["steps"]):
+            x, y = batches[state["next"] % len(batches)]
+            state["next"] += 1
+            hidden = tuple(h.detach() for h in state["hidden"])
+            for p in params:
+                p.grad = None
+            out, hidden = rnn(encoder(x), hidden)
+            loss = dg.nn.functional.cross_entropy(decoder(out).view(-1, vocab), y.view(-1))
+            loss.backward()
+            nn.utils.clip_grad_norm_(params, 0.25)
+            with dg.no_grad():
+                for p in params:
+                    p.add_(p.grad, alpha=-size["lr"])
+            state["hidden"] = hidden
+            state["losses"].append(loss.detach())
+
+    return Case(run, size["steps"], lambda: _values(*state["losses"], *params))
+
+
+def lstmcell_lbfgs(dg, size):
+    """PyTorch's time_sequence_prediction: two nn.LSTMCell (1 -> 51 -> 51) and a linear output over sine waves in
+    float64, trained by LBFGS (lr 0.8) whose closure runs the whole sequence forward and backward; one unit is one
+    LBFGS step of `max_iter` closure calls."""
+    nn = dg.nn
+    rng = _rng(16)
+    batch, length, hidden = size["batch"], size["length"], 51
+    shift = rng.integers(-80, 80, (batch, 1))
+    waves = np.sin((np.arange(length + 1)[None, :] + shift) / 20.0)
+    inputs, target = _const(dg, waves[:, :-1], np.float64), _const(dg, waves[:, 1:], np.float64)
+    cell1, cell2, head = nn.LSTMCell(1, hidden), nn.LSTMCell(hidden, hidden), nn.Linear(hidden, 1)
+    for module in (cell1, cell2, head):
+        module.double()
+        _seed_module(dg, module, rng)
+    params = [p for m in (cell1, cell2, head) for _, p in sorted(m.named_parameters())]
+    optimizer = dg.optim.LBFGS(params, lr=0.8, max_iter=size["max_iter"])
+    state = {"losses": []}
+
+    def sequence():
+        h1 = c1 = h2 = c2 = dg.zeros(batch, hidden, dtype=dg.float64)
+        outputs = []
+        for x in inputs.split(1, dim=1):
+            h1, c1 = cell1(x, (h1, c1))
+            h2, c2 = cell2(h1, (h2, c2))
+            outputs.append(head(h2))
+        return dg.cat(outputs, dim=1)
+
+    def closure():
+        optimizer.zero_grad()
+        loss = dg.nn.functional.mse_loss(sequence(), target)
+        loss.backward()
+        return loss
+
+    def run():
+        state["losses"] = []
+        for _ in range(size["steps"]):
+            state["losses"].append(optimizer.step(closure).detach())
+
+    return Case(run, size["steps"], lambda: _values(*state["losses"], *params))
+
+
+PROGRAMS = "programs"   # `--only programs`: the three programs at both thread counts
+
+
+def _program_workloads():
+    specs = [
+        ("gpt-train", "char-level GPT, 4 layers, 4 heads, width 128, context 64, batch 12, AdamW, fwd + bwd + step",
+         gpt_train,
+         _sizes({"layers": 1, "heads": 2, "width": 32, "context": 16, "batch": 2, "steps": 1, "lr": 1e-3},
+                {"layers": 4, "heads": 4, "width": 128, "context": 64, "batch": 12, "steps": 2, "lr": 1e-3},
+                {"layers": 4, "heads": 4, "width": 128, "context": 64, "batch": 12, "steps": 10, "lr": 1e-3},
+                check={"layers": 2, "heads": 2, "width": 16, "context": 8, "batch": 2, "steps": 2, "lr": 1e-4})),
+        ("word-lstm-train", "word LSTM LM: vocab 10000, 2x LSTM 200, bptt 35, batch 20, clip 0.25, SGD",
+         word_lstm_train,
+         _sizes({"vocab": 500, "width": 32, "bptt": 5, "batch": 4, "steps": 1, "lr": 20.0},
+                {"vocab": 10000, "width": 200, "bptt": 35, "batch": 20, "steps": 2, "lr": 20.0},
+                {"vocab": 10000, "width": 200, "bptt": 35, "batch": 20, "steps": 10, "lr": 20.0},
+                check={"vocab": 50, "width": 8, "bptt": 4, "batch": 3, "steps": 2, "lr": 1.0})),
+        ("lstmcell-lbfgs", "float64 LSTMCell 1-51-51 + LBFGS(lr 0.8) over 97 sine waves of 100 steps, "
+                           "4 closures per step",
+         lstmcell_lbfgs,
+         _sizes({"batch": 8, "length": 10, "max_iter": 2, "steps": 1},
+                {"batch": 97, "length": 100, "max_iter": 4, "steps": 1},
+                {"batch": 97, "length": 999, "max_iter": 20, "steps": 1},
+                check={"batch": 3, "length": 6, "max_iter": 3, "steps": 2})),
+    ]
+    return [Workload(f"{name}-{t}t", name, "ms/step", f"{about}, {t} thread{'s' if t > 1 else ''}", build, sizes,
+                     rtol=1e-3, atol=1e-4, threads=t)
+            for name, about, build, sizes in specs for t in (1, 2)]
+
+
 # --- the list ------------------------------------------------------------------------------------------------------
 
 # --- 10. dynamic vs static graphs (issue 20): each workload eagerly and under dyngrad.compile's replays ------------
@@ -778,21 +980,25 @@ WORKLOADS = [
              "a chain of sequential ops on a 1-element tensor, backward, and freeing the graph",
              _build_deep_chain, _sizes({"ops": 3000}, {"ops": 100_000}, {"ops": 1_000_000})),
     *_kernel_workloads(),
+    *_program_workloads(),
     *_static_workloads(),
 ]
 KERNELS = "kernels"   # `--only kernels`: the four kernel-bound training steps at both thread counts
+KERNEL_GROUPS = ("cnn-train", "lstm-train", "transformer-train", "wide-mlp-train")
+PROGRAM_GROUPS = ("gpt-train", "word-lstm-train", "lstmcell-lbfgs")
 
 
 def select(only=None):
     """The workloads named (or whose group is named) in `only`, in the list's order; all when `only` is empty."""
     if not only:
         return list(WORKLOADS)
-    known = {w.name for w in WORKLOADS} | {w.group for w in WORKLOADS} | {KERNELS}
+    known = {w.name for w in WORKLOADS} | {w.group for w in WORKLOADS} | {KERNELS, PROGRAMS}
     unknown = [name for name in only if name not in known]
     if unknown:
         raise ValueError(f"unknown workload {', '.join(unknown)}; choose from: {', '.join(sorted(known))}")
     return [w for w in WORKLOADS
-            if w.name in only or w.group in only or (KERNELS in only and w.threads is not None)]
+            if w.name in only or w.group in only or (KERNELS in only and w.group in KERNEL_GROUPS)
+            or (PROGRAMS in only and w.group in PROGRAM_GROUPS)]
 
 
 def digits_source():
