@@ -113,7 +113,7 @@ def install(namespace):
             # an alias's in-place method records as the first one of the same implementation (greater_ as gt_:
             # GtBackward, a zero gradient), while its errors name the alias
             records_as = canonical_inplace.setdefault(id(own), row.inplace)
-            method = inplace_variant(own, row.inplace, records_as)
+            method = batching_aware(row.inplace, inplace_variant(own, row.inplace, records_as))
             setattr(Tensor, row.inplace, method)
             if row.hot and "Tensor." + row.inplace in hot_names:
                 fallbacks["Tensor." + row.inplace] = method

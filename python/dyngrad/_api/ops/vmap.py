@@ -64,6 +64,13 @@ class BatchedTensor:
         self._value = value
         self._levels = levels
 
+    # isinstance(x, Tensor) holds for a row inside vmap, as for torch's BatchedTensor (a Tensor subclass): the
+    # checks of nn modules and user code see a tensor. The core's functions still refuse one (pybind reads the
+    # real type), so a BatchedTensor reaches the core only through a rule.
+    @property
+    def __class__(self):
+        return Tensor
+
     # -- the logical tensor's queries
     @property
     def shape(self):
@@ -255,6 +262,8 @@ def _levels_of(values):
             for w in v:
                 if isinstance(w, BatchedTensor):
                     levels.update(w._levels)
+    if levels and not levels <= {lv[0] for lv in _ACTIVE}:
+        _size_of(min(levels - {lv[0] for lv in _ACTIVE}))      # raises: a BatchedTensor escaped its vmap
     return tuple(sorted(levels))
 
 
@@ -328,6 +337,7 @@ RANDOM = {_key_of(r) for r in table.rows() if _DRAWS & set(r.uses)} | {
     r.inplace for r in table.rows() if r.inplace and _DRAWS & set(r.uses)}
 RULES = {}                # key -> rule(fn, args, kwargs): the batching rules
 _WARNED = set()
+FALLBACKS = []            # the keys the fallback loop ran for (tests/test_vmap.py reads it; cleared by them)
 
 
 def _has_batched(args, kwargs):
@@ -371,9 +381,23 @@ def _bind(sig, args, kwargs):
     return b.arguments
 
 
+_INPLACE_ERROR = ("vmap: inplace arithmetic(self, *extra_args) is not possible because there exists a Tensor `other` "
+                  "in extra_args that has more elements than `self`. This happened due to `other` being vmapped over "
+                  "but `self` not being vmapped over in a vmap. Please try to use out-of-place operators instead of "
+                  "inplace operators.")
+
+
+def _writes_into_first(key):
+    return key.endswith("_") and not key.endswith("__") or key in (
+        "__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__", "__ipow__",
+        "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__", "__imatmul__")
+
+
 def _dispatch(key, fn, args, kwargs):
     """A public call made while a vmap runs (Note [Batching at the public API])."""
     batched = _has_batched(args, kwargs)
+    if batched and _writes_into_first(key) and args and not isinstance(args[0], BatchedTensor):
+        raise RuntimeError(_INPLACE_ERROR)      # an unbatched tensor cannot hold a batched result
     if key in RANDOM and _draws(key, args, kwargs):
         mode = _randomness()
         if mode == "error":
@@ -404,6 +428,7 @@ def _dispatch(key, fn, args, kwargs):
 
 def _loop(key, fn, args, kwargs, quiet=False):
     """The fallback: fn once per row of the batch, the results stacked (Note [vmap by batching rules])."""
+    FALLBACKS.append(key)
     if not quiet and key not in _WARNED:
         _WARNED.add(key)
         warn(f"vmap: there is no batching rule for {key}; it runs once per row of the batch (a loop). Its values "
@@ -645,12 +670,13 @@ def _permute(fn, args, kwargs):
     return BatchedTensor(x._value.permute(tuple(builtins.range(nb)) + tuple(new)), x._levels)
 
 
-def _dims_rule(*params, extra_rank=0):
+def _dims_rule(*params, extra_rank=0, aligned=()):
     """Ops whose named int arguments are all dims (transpose, movedim, flatten, unsqueeze, select, narrow, ...),
-    each shifted past the batch dims."""
+    each shifted past the batch dims; the tensors named in `aligned` (slice_scatter's src) are aligned with the
+    input, of the same rank."""
     def rule(fn, args, kwargs):
         sig = _signature(fn)
-        if not sig or not _only_first_batched(args, kwargs):
+        if not sig:
             return None
         try:
             bound = sig.bind(*args, **kwargs)
@@ -659,6 +685,16 @@ def _dims_rule(*params, extra_rank=0):
         bound.apply_defaults()
         names = list(sig.parameters)
         x = bound.arguments[names[0]]
+        others = [bound.arguments[p] for p in aligned]
+        if aligned:
+            levels = _levels_of([x] + others)
+            if not all(_is_tensor(o) for o in others):
+                return None
+            x = BatchedTensor(_phys(x, levels, expand=True), levels)
+            for p in aligned:
+                bound.arguments[p] = _phys(bound.arguments[p], levels, expand=True)
+        elif not _only_first_batched(args, kwargs):
+            return None
         nb, rank = len(x._levels), x.dim() + extra_rank
         if rank == 0:
             return None
@@ -774,10 +810,7 @@ def _setitem(x, index, value):
     items = index if isinstance(index, tuple) else (index,)
     levels = _levels_of(list(items) + [value, x])
     if levels != x._levels:
-        raise RuntimeError("vmap: inplace arithmetic(self, *extra_args) is not possible because there exists a "
-                           "Tensor `other` in extra_args that has more elements than `self`. This happened due to "
-                           "`other` being vmapped over but `self` not being vmapped over in a vmap. Please try to "
-                           "use out-of-place operators instead of inplace operators.")
+        raise RuntimeError(_INPLACE_ERROR)
     if any(isinstance(i, BatchedTensor) for i in items):
         raise RuntimeError("vmap: assigning through a batched index tensor is not supported; use scatter or "
                            "index_put out of place.")
@@ -1114,6 +1147,50 @@ def _take(fn, args, kwargs):
     return BatchedTensor(out.reshape(shape), levels)
 
 
+def _put(fn, args, kwargs):
+    """put(input, index, source, accumulate): scatter (scatter_add) into each row seen as 1-D; index must be
+    unbatched."""
+    names = ("input", "index", "source", "accumulate")
+    a = dict(zip(names, args))
+    a.update(kwargs)
+    x, index, source = a["input"], a["index"], a["source"]
+    if isinstance(index, BatchedTensor) or not _is_tensor(source) or index.numel() != source.numel():
+        return None
+    levels = _levels_of([x, source])
+    nb = len(levels)
+    xv = _phys(x, levels, expand=True)
+    flat = xv.reshape(tuple(xv.shape[:nb]) + (-1,))
+    n = flat.shape[-1]
+    if index.numel() and (bool((index >= n).any()) or bool((index < -n).any())):
+        return None                                    # the fallback raises put's own error
+    idx = (index + (index < 0).to(index.dtype) * n).reshape(-1)
+    idx = idx.reshape((1,) * nb + (-1,)).expand(tuple(flat.shape[:nb]) + (idx.numel(),))
+    src = _phys(source, levels, expand=True)
+    src = src.reshape(tuple(src.shape[:nb]) + (-1,))
+    out = flat.scatter_add(nb, idx, src) if a.get("accumulate") else flat.scatter(nb, idx, src)
+    return BatchedTensor(out.reshape(tuple(xv.shape)), levels)
+
+
+def _rnn_layer(fn, args, kwargs):
+    """The core's whole-sequence RNN layer (gi (L, N, G), h0/c0 (N, H), weights): the vmap batch folded into N;
+    batched weights fall back."""
+    gi, h0, c0, w_hh, b_hh, mode, reverse = args
+    if isinstance(w_hh, BatchedTensor) or isinstance(b_hh, BatchedTensor):
+        return None
+    levels = _levels_of([gi, h0, c0])
+    nb = len(levels)
+    sizes = _batch_sizes(levels)
+    g = _fold(_phys(gi, levels, expand=True), nb)                   # (Bt, L, N, G)
+    bt, length, n = g.shape[0], g.shape[1], g.shape[2]
+    g = g.movedim(0, 1).reshape((length, bt * n) + tuple(g.shape[3:]))
+
+    def state(t):
+        return None if t is None else _fold(_phys(t, levels, expand=True), nb).reshape((bt * n,) + tuple(t.shape[1:]))
+    y = fn(g, state(h0), state(c0), w_hh, b_hh, mode, reverse)      # (k, L, Bt*N, H)
+    y = y.reshape(tuple(y.shape[:2]) + (bt, n) + tuple(y.shape[3:])).movedim(2, 0)
+    return BatchedTensor(y.reshape(tuple(sizes) + tuple(y.shape[1:])), levels)
+
+
 def _einsum(fn, args, kwargs):
     equation, operands = args[0], args[1:]
     if len(operands) == 1 and isinstance(operands[0], (tuple, list)):
@@ -1198,10 +1275,7 @@ def _inplace(name, self, args, kwargs):
     if _is_tensor(result):
         levels = _levels_of([self, result])
         if levels != self._levels:
-            raise RuntimeError("vmap: inplace arithmetic(self, *extra_args) is not possible because there exists a "
-                               "Tensor `other` in extra_args that has more elements than `self`. This happened due "
-                               "to `other` being vmapped over but `self` not being vmapped over in a vmap. Please try "
-                               "to use out-of-place operators instead of inplace operators.")
+            raise RuntimeError(_INPLACE_ERROR)
     STATE.active = False
     try:
         if _is_tensor(result):
@@ -1275,8 +1349,23 @@ for _k in ("kl_div",):
 for _k in ("sum", "mean", "amax", "amin", "logsumexp", "prod", "nansum", "nanmean", "var", "std", "all", "any",
            "count_nonzero", "special.logsumexp", "aminmax"):
     RULES[_k] = _or_loop(_k, _dim_rule())
+def _max_min(fn, args, kwargs):
+    """max/min: with a dim, (values, indices) over the shifted dim; with none, amax/amin of the row; with a
+    tensor, maximum/minimum."""
+    if len(args) > 1 and _is_tensor(args[1]) or _is_tensor(kwargs.get("other")):
+        return _pointwise(fn, args, kwargs)
+    if len(args) == 1 and not kwargs:
+        x = args[0]
+        if not isinstance(x, BatchedTensor) or x.dim() == 0 or x.numel() == 0:
+            return None
+        dims = tuple(builtins.range(len(x._levels), x._value.ndim))
+        reduce = x._value.amax if fn.__name__ == "max" else x._value.amin
+        return BatchedTensor(reduce(dims), x._levels)
+    return _dim_rule(none_means_all=False)(fn, args, kwargs)
+
+
 for _k in ("max", "min"):
-    RULES[_k] = _or_loop(_k, _dim_rule(none_means_all=False))
+    RULES[_k] = _or_loop(_k, _max_min)
 for _k in ("argmax", "argmin"):
     RULES[_k] = _or_loop(_k, _argminmax)
 for _k in ("cumsum", "cumprod", "softmax", "log_softmax", "F.softmax", "F.log_softmax", "F.softmin", "softmin",
@@ -1297,16 +1386,20 @@ for _k, _params in (("transpose", ("dim0", "dim1")), ("swapaxes", ("axis0", "axi
                     ("moveaxis", ("source", "destination")), ("flatten", ("start_dim", "end_dim")),
                     ("select", ("dim",)), ("narrow", ("dim",)), ("diagonal", ("dim1", "dim2")),
                     ("roll_dims", ()), ("flip", ("dims",)), ("unflatten", ("dim",)), ("repeat_interleave", ()),
-                    ("slice_scatter", ("dim",)), ("tril", ()), ("triu", ())):
+                    ("tril", ()), ("triu", ())):
     if _params:
         RULES[_k] = _or_loop(_k, _dims_rule(*_params))
 RULES["unsqueeze"] = _or_loop("unsqueeze", _dims_rule("dim", extra_rank=1))
+RULES["slice_scatter"] = _or_loop("slice_scatter", _dims_rule("dim", aligned=("src",)))
+RULES["index_add"] = _or_loop("index_add", _dims_rule("dim", aligned=("source",)))
+RULES["put"] = _or_loop("put", lambda fn, args, kwargs: _put(fn, args, kwargs))
+RULES["rnn_layer"] = _or_loop("rnn_layer", lambda fn, args, kwargs: _rnn_layer(fn, args, kwargs))
 RULES["cat"] = RULES["concat"] = RULES["concatenate"] = _or_loop("cat", _tensor_list_rule(False))
 RULES["stack"] = _or_loop("stack", _tensor_list_rule(True))
 for _k in ("split", "chunk", "unbind", "tensor_split"):
     RULES[_k] = _or_loop(_k, _split_rule)
 RULES["__getitem__"] = _or_loop("__getitem__", _getitem)
-for _k in ("index_select", "gather", "scatter_add", "scatter", "index_add"):
+for _k in ("index_select", "gather", "scatter_add", "scatter"):
     RULES[_k] = _or_loop(_k, _index_dim_rule)
 RULES["take"] = _take
 RULES["einsum"] = _or_loop("einsum", _einsum)
@@ -1314,6 +1407,9 @@ for _k in ("zeros_like", "ones_like", "full_like", "empty_like"):
     RULES[_k] = _or_loop(_k, _creation_like)
 for _k in ("new_zeros", "new_ones", "new_full", "new_empty", "new_tensor"):
     RULES[_k] = _or_loop(_k, _unbatched_result)
+for _k in ("dropout", "F.dropout", "alpha_dropout", "F.alpha_dropout", "F.feature_alpha_dropout", "F.dropout1d",
+           "F.dropout2d", "F.dropout3d"):
+    RULES[_k] = _pointwise        # in eval mode or with p=0 (when it draws, RANDOM_RULES has it)
 for _k in ("dropout", "F.dropout", "alpha_dropout", "F.alpha_dropout", "rand_like", "randn_like", "bernoulli",
            "F.feature_alpha_dropout"):
     RANDOM_RULES[_k] = _random_elementwise
