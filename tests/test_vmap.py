@@ -466,3 +466,29 @@ def test_ensemble_with_stack_module_state(dg):
     for i, m in enumerate(models):
         m(x).pow(2).sum().backward()
         np.testing.assert_allclose(_np(params["0.weight"].grad[i]), _np(m[0].weight.grad), rtol=1e-10)
+
+
+def test_second_order_through_per_sample_linear(dg):
+    """Note [Per-sample gradients of linear]: the shared-weight linear under hessian (forward over reverse) and
+    grad of grad, per sample, against the loop."""
+    func, F = dg.func, _F(dg)
+    w1, w2 = _tensor(dg, _r(4, 3)), _tensor(dg, _r(2, 4))
+    xs = _tensor(dg, _r(3, 3))
+
+    def loss(w, x):
+        return F.linear(F.linear(x, w).tanh(), w2).pow(2).sum()
+    for transform in (func.hessian, lambda f: func.jacrev(func.grad(f))):
+        got = func.vmap(transform(loss), in_dims=(None, 0))(w1, xs)
+        for i in range(3):
+            want = transform(loss)(w1, xs[i])
+            np.testing.assert_allclose(_np(got[i]), _np(want), rtol=1e-9, atol=1e-11)
+    # and the whole per-sample-gradient computation against finite differences of one row's loss
+    g = func.vmap(func.grad(loss), in_dims=(None, 0))(w1, xs)
+    base, eps = _np(w1), 1e-6
+    for i in range(3):
+        fd = np.zeros_like(base)
+        for k in np.ndindex(base.shape):
+            e = np.zeros_like(base)
+            e[k] = eps
+            fd[k] = (_np(loss(_tensor(dg, base + e), xs[i])) - _np(loss(_tensor(dg, base - e), xs[i]))) / (2 * eps)
+        np.testing.assert_allclose(_np(g[i]), fd, rtol=1e-6, atol=1e-8)

@@ -33,6 +33,7 @@ import math
 
 from ... import _C
 from ..._user_frame import warn
+from ...autograd.function import Function
 from ..args import Size, Tensor, to_int, type_name
 from ..batching import METHODS, STATE
 from .. import table
@@ -874,6 +875,62 @@ def _checked_matmul(ranks, op):
     return rule
 
 
+def _shared_rows(v, nb):
+    """Whether v's nb batch dims all have stride 0: every row is the same tensor (an unbatched weight expanded by
+    func.grad inside vmap to get per-row gradients)."""
+    return nb > 0 and all(st == 0 for st in tuple(v.stride())[:nb])
+
+
+class _SharedWeightLinear(Function):
+    """x @ w.T for a weight whose rows are one tensor (stride 0 over the batch dims) that still needs its per-row
+    gradients (Note [Per-sample gradients of linear]).
+
+    Note [Per-sample gradients of linear]: inside vmap(grad(f)), an unbatched weight becomes a per-row copy (an
+    expanded view) so that the backward pass yields each row's gradient. As a batched matmul, the forward and the
+    input's gradient are B products of one row each; but the rows of w are one matrix, so the forward is one
+    product with it, and the weight's gradient the batch of outer products g x^T (one broadcast multiply for
+    one-row inputs). bench/vmap.py, MLP 64-128-10 over 512 samples on a loaded 2-core Xeon: the two linears'
+    forward and backward took 10.7 ms as batched products and 3.1 ms this way. Under create_graph (a gradient of
+    the gradient) the input's gradient is the batched product again, which depends on each row of w."""
+
+    @staticmethod
+    def forward(ctx, x, w, nb):
+        ctx.nb = nb
+        ctx.save_for_backward(x, w)
+        return _C.matmul(x, _C.permute(w[(0,) * nb], (1, 0)))
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        nb = ctx.nb
+        if _C.is_grad_enabled():      # create_graph: each row's input gradient depends on its own row of w
+            gx = _matmul_batched(grad, w, nb)
+        else:
+            gx = _C.matmul(grad, w[(0,) * nb])
+        if x.ndim == nb + 1:          # one row each: the outer products, one broadcast multiply
+            gw = grad.unsqueeze(-1) * x.unsqueeze(-2)
+        else:
+            g2 = grad.reshape(tuple(grad.shape[:nb]) + (-1, grad.shape[-1]))
+            x2 = x.reshape(tuple(x.shape[:nb]) + (-1, x.shape[-1]))
+            gw = _C.matmul(g2.transpose(-1, -2), x2)
+        return gx, gw, None
+
+    @staticmethod
+    def jvp(ctx, tx, tw, _):
+        x, w = ctx.saved_tensors
+        nb = ctx.nb
+        out = _C.matmul(tx, _C.permute(w[(0,) * nb], (1, 0)))
+        return out + _matmul_batched(x, w.transpose(-1, -2), nb)
+
+
+def _matmul_batched(a, b, nb):
+    """a @ b for physical a (batch dims, *rows, k) and b (batch dims, k, n): the batched product."""
+    rows = a.ndim - nb
+    a2 = a.unsqueeze(-2) if rows == 1 else a.reshape(tuple(a.shape[:nb]) + (-1, a.shape[-1]))
+    out = _C.matmul(a2, b)
+    return out.squeeze(-2) if rows == 1 else out.reshape(tuple(a.shape[:-1]) + (b.shape[-1],))
+
+
 def _linear(fn, args, kwargs):
     names = ("input", "weight", "bias")
     bound = dict(zip(names, args))
@@ -885,8 +942,11 @@ def _linear(fn, args, kwargs):
         return None
     levels = _levels_of([x, w, b])
     nb = len(levels)
-    wt = _phys(w, levels).transpose(-1, -2)
-    out = _matmul(_C.matmul, (x if isinstance(x, BatchedTensor) else x, BatchedTensor(wt, levels)), {})
+    wv = _phys(w, levels, expand=True)
+    if isinstance(x, BatchedTensor) and x._levels == levels and _shared_rows(wv, nb):
+        out = BatchedTensor(_SharedWeightLinear.apply(x._value, wv, nb), levels)
+    else:
+        out = _matmul(_C.matmul, (x, BatchedTensor(wv.transpose(-1, -2), levels)), {})
     if b is not None:
         out = BatchedTensor(out._value + _phys(b, levels, out.dim()), levels)
     return out
