@@ -73,9 +73,10 @@ def install(namespace):
     for row in table.rows():
         own = _resolve(row)
         obj = with_policy(row.name, own)      # torch's autocast policy, if the row has one (Note [Autocast wrappers])
-        if not ("prop" in row.kinds or "masked" in row.kinds):   # vmap sees the call (Note [Batching at the public API])
-            obj = batching_aware(row.name if set(row.kinds) & {"fn", "method", "op"} else row.kinds[0] + "." + row.name,
-                                 obj)
+        if not ("prop" in row.kinds or "masked" in row.kinds):
+            # vmap sees the call (Note [Batching at the public API]); F.unfold is not Tensor.unfold
+            key = row.name if set(row.kinds) & {"fn", "method", "op"} else row.kinds[0] + "." + row.name
+            obj = batching_aware(key, obj)
         function = with_out(obj, row.name) if "out" in row.kinds else obj   # torch's out= on the function
         for kind in row.kinds:
             if kind == "out":

@@ -506,11 +506,7 @@ def _random_factory(key, fn, args, kwargs, mode):
         STATE.active = True
 
 
-def dispatch(key, fn, args, kwargs):
-    return _dispatch(key, fn, args, kwargs)
-
-
-STATE.dispatch = dispatch
+STATE.dispatch = _dispatch
 
 
 # ----- rules: pointwise ---------------------------------------------------------------------------------------
@@ -1270,7 +1266,7 @@ def _einsum(fn, args, kwargs):
         else:
             new_terms.append(term)
             phys.append(op)
-    return BatchedTensor(fn("".join(free) and ",".join(new_terms) + "->" + "".join(free) + rhs, *phys), levels)
+    return BatchedTensor(fn(",".join(new_terms) + "->" + "".join(free) + rhs, *phys), levels)
 
 
 # ----- randomness rules -----------------------------------------------------------------------------------------
@@ -1512,8 +1508,9 @@ def _move_in(x, d, level):
     """x's logical dim d becomes the batch dim of the new level (the last, innermost)."""
     if isinstance(x, BatchedTensor):
         nb = len(x._levels)
-        return BatchedTensor(x._value.movedim(nb + d, nb), x._levels + (level,))
-    return BatchedTensor(x.movedim(d, 0), (level,))
+        v = x._value if d == 0 else x._value.movedim(nb + d, nb)
+        return BatchedTensor(v, x._levels + (level,))
+    return BatchedTensor(x if d == 0 else x.movedim(d, 0), (level,))
 
 
 def _move_out(x, level, size, od, op, name):
