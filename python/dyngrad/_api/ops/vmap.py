@@ -202,6 +202,9 @@ class BatchedTensor:
             raise AttributeError(name)
         if not hasattr(Tensor, name):
             raise AttributeError(f"'Tensor' object has no attribute '{name}'")
+        attr = inspect.getattr_static(Tensor, name)
+        if isinstance(attr, property):              # T, mT, ...: the property's getter through the dispatcher
+            return _dispatch(name, attr.fget, (self,), {})
         return functools.partial(_method, name, self)
 
     def __setitem__(self, index, value):
@@ -1321,13 +1324,28 @@ def _inplace(name, self, args, kwargs):
             return self
         finally:
             STATE.active = was
-    if name in ("zero_", "fill_", "copy_"):
-        value = args[0] if args else kwargs.get("value", kwargs.get("src"))
-        result = value if name != "zero_" else 0.0
-    else:
-        if not hasattr(Tensor, base):
-            raise RuntimeError(f"vmap: in-place {name} has no out-of-place twin to batch; use an out-of-place op.")
-        result = _method(base, self, *args, **kwargs)
+    others = [a for a in itertools.chain(args, kwargs.values()) if _is_tensor(a)]
+    if name in ("zero_", "fill_", "copy_") or RULES.get(base) is _pointwise:
+        # the engine's own in-place op on the physical tensor (its autograd bookkeeping: versions, CopySlices),
+        # the operands aligned to self's levels and rank
+        if not set(_levels_of(others)) <= set(self._levels):
+            raise RuntimeError(_INPLACE_ERROR)
+        rank = self.dim()
+
+        def conv(a):
+            return _phys(a, self._levels, rank) if _is_tensor(a) and not (
+                isinstance(a, Tensor) and not isinstance(a, BatchedTensor) and a.ndim == 0) else a
+        STATE.active = False
+        try:
+            getattr(self._value, name)(*[conv(a) for a in args], **{k: conv(v) for k, v in kwargs.items()})
+        finally:
+            STATE.active = was
+        return self
+    if not hasattr(Tensor, base):
+        raise RuntimeError(f"vmap: in-place {name} has no out-of-place twin to batch; use an out-of-place op.")
+    # any other op: out of place on a copy (what it saves for backward must not be the tensor written next),
+    # then copied in
+    result = _method(base, BatchedTensor(self._value.clone(), self._levels), *args, **kwargs)
     if _is_tensor(result):
         levels = _levels_of([self, result])
         if levels != self._levels:
@@ -1436,6 +1454,12 @@ RULES["permute"] = _or_loop("permute", _permute)
 RULES["expand"] = _or_loop("expand", _expand)
 RULES["expand_as"] = _or_loop("expand_as", _expand_as)
 RULES["t"] = _or_loop("t", _t)
+RULES["T"] = lambda fn, args, kwargs: BatchedTensor(args[0]._value.permute(
+    tuple(builtins.range(len(args[0]._levels))) + tuple(builtins.range(args[0]._value.ndim - 1,
+                                                                       len(args[0]._levels) - 1, -1))),
+    args[0]._levels)
+RULES["mT"] = _or_loop("mT", lambda fn, args, kwargs: BatchedTensor(args[0]._value.transpose(-1, -2),
+                                                                    args[0]._levels) if args[0].dim() >= 2 else None)
 RULES["squeeze"] = _or_loop("squeeze", _squeeze)
 for _k, _params in (("transpose", ("dim0", "dim1")), ("swapaxes", ("axis0", "axis1")),
                     ("swapdims", ("dim0", "dim1")), ("movedim", ("source", "destination")),
