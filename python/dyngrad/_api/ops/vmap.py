@@ -591,12 +591,14 @@ def _dim_rule(param="dim", none_means_all=True, keeps_rank_zero=False, new_dim=F
         nb, rank = len(x._levels), x.dim()
         if rank == 0:
             return None
-        d = bound.arguments.get(param, inspect.Parameter.empty)
-        if d is inspect.Parameter.empty or d is None or (isinstance(d, (tuple, list)) and len(d) == 0 and
-                                                         sig.parameters[param].default == ()):
+        if param not in sig.parameters:
+            return None
+        default = sig.parameters[param].default
+        d = bound.arguments.get(param, default)
+        if d is inspect.Parameter.empty:
+            return None                        # a required dim is missing: the fallback raises the op's error
+        if d is None or (isinstance(d, (tuple, list)) and len(d) == 0 and default == ()):
             if not none_means_all:
-                return None
-            if d is inspect.Parameter.empty and sig.parameters[param].default is inspect.Parameter.empty:
                 return None
             new = tuple(builtins.range(nb, nb + rank))
         elif isinstance(d, (tuple, list)):
@@ -700,6 +702,10 @@ def _dims_rule(*params, extra_rank=0, aligned=()):
             return None
         for p in params:
             d = bound.arguments[p]
+            if isinstance(d, tuple) and len(d) == 1 and isinstance(d[0], (tuple, list)):
+                d = tuple(d[0])                  # flip(x, (0, 1)) through a *dims signature
+            if d is None or isinstance(d, bool) or not isinstance(d, (int, tuple, list)):
+                return None
             if isinstance(d, (tuple, list)):
                 new = [_shift_dim(e, rank, nb) for e in d]
                 if None in new:
@@ -1408,7 +1414,7 @@ for _k, _n in (("F.max_pool1d", 1), ("F.max_pool2d", 2), ("F.max_pool3d", 3), ("
     RULES[_k] = _or_loop(_k, _fold_leading(_n))
 for _k in ("layer_norm", "F.layer_norm"):
     RULES[_k] = _or_loop(_k, _layer_norm)
-for _k in ("F.pad", "pad", "F.embedding", "embedding"):
+for _k in ("F.pad", "pad", "F.embedding", "embedding", "tril", "triu"):
     RULES[_k] = _or_loop(_k, _first_only)
 for _k in ("cross_entropy", "F.cross_entropy", "nll_loss", "F.nll_loss"):
     RULES[_k] = _or_loop(_k, _class_loss)
@@ -1444,7 +1450,7 @@ for _k in ("argmax", "argmin"):
     RULES[_k] = _or_loop(_k, _argminmax)
 for _k in ("cumsum", "cumprod", "softmax", "log_softmax", "F.softmax", "F.log_softmax", "F.softmin", "softmin",
            "special.softmax", "special.log_softmax", "logcumsumexp", "cummax", "cummin", "F.normalize", "F.glu",
-           "glu", "flip_dim"):
+           "glu"):
     RULES[_k] = _or_loop(_k, _dim_rule(none_means_all=False))
 for _k in ("reshape", "view"):
     RULES[_k] = _or_loop(_k, _reshape)
@@ -1465,10 +1471,28 @@ for _k, _params in (("transpose", ("dim0", "dim1")), ("swapaxes", ("axis0", "axi
                     ("swapdims", ("dim0", "dim1")), ("movedim", ("source", "destination")),
                     ("moveaxis", ("source", "destination")), ("flatten", ("start_dim", "end_dim")),
                     ("select", ("dim",)), ("narrow", ("dim",)), ("diagonal", ("dim1", "dim2")),
-                    ("roll_dims", ()), ("flip", ("dims",)), ("unflatten", ("dim",)), ("repeat_interleave", ()),
-                    ("tril", ()), ("triu", ())):
-    if _params:
-        RULES[_k] = _or_loop(_k, _dims_rule(*_params))
+                    ("unflatten", ("dim",))):
+    RULES[_k] = _or_loop(_k, _dims_rule(*_params))
+
+
+def _flip(fn, args, kwargs):
+    """flip(input, dims) and Tensor.flip(*dims): the dims shifted."""
+    if not _only_first_batched(args, kwargs):
+        return None
+    x = args[0]
+    dims = kwargs["dims"] if "dims" in kwargs else _sizes_from(args[1:])
+    if isinstance(dims, int):
+        dims = (dims,)
+    nb, rank = len(x._levels), x.dim()
+    if rank == 0:
+        return None
+    new = [_shift_dim(d, rank, nb) for d in dims]
+    if None in new:
+        return None
+    return BatchedTensor(x._value.flip(tuple(new)), x._levels)
+
+
+RULES["flip"] = _or_loop("flip", _flip)
 RULES["unsqueeze"] = _or_loop("unsqueeze", _dims_rule("dim", extra_rank=1))
 RULES["slice_scatter"] = _or_loop("slice_scatter", _dims_rule("dim", aligned=("src",)))
 RULES["index_add"] = _or_loop("index_add", _dims_rule("dim", aligned=("source",)))
