@@ -495,3 +495,18 @@ def test_second_order_through_per_sample_linear(dg):
             e[k] = eps
             fd[k] = (_np(loss(_tensor(dg, base + e), xs[i])) - _np(loss(_tensor(dg, base - e), xs[i]))) / (2 * eps)
         np.testing.assert_allclose(_np(g[i]), fd, rtol=1e-6, atol=1e-8)
+
+
+def test_transforms_around_vmap(dg):
+    """vmap inside grad, jvp and jacfwd: the batched computation is differentiated as any other."""
+    func = dg.func
+    a = _r(3, 4)
+    x = _tensor(dg, a)
+    batched_sin_sum = func.vmap(lambda r: (r.sin() * r).sum())
+    g = func.grad(lambda z: batched_sin_sum(z).sum())(x)
+    np.testing.assert_allclose(_np(g), np.cos(a) * a + np.sin(a), rtol=1e-10)
+    t = _tensor(dg, _r(3, 4))
+    _, jv = func.jvp(batched_sin_sum, (x,), (t,))
+    np.testing.assert_allclose(_np(jv), ((np.cos(a) * a + np.sin(a)) * _np(t)).sum(1), rtol=1e-10)
+    jac = func.jacfwd(func.vmap(lambda r: r.exp()))(x[0])
+    np.testing.assert_allclose(_np(jac), np.diag(np.exp(a[0])), rtol=1e-10)

@@ -1,8 +1,10 @@
 """dyngrad.func (torch.func) for both engines: function transforms over the define-by-run engine.
 
-grad, grad_and_value and vjp run the reverse-mode engine; jvp, linearize and jacfwd run forward mode
-(autograd.forward_ad); jacrev is one backward pass per output element; hessian is jacfwd(jacrev(f)). The
-transforms compose in any order (Note [Composing transforms]); vmap is dyngrad.vmap.
+grad, grad_and_value and vjp run the reverse-mode engine; jvp and linearize run forward mode
+(autograd.forward_ad); jacrev is vmap of vjp over the rows of the identity and jacfwd vmap of jvp over its columns;
+hessian is jacfwd(jacrev(f)). vmap is dyngrad.vmap (batching rules: Note [vmap by batching rules] in
+_api/ops/vmap.py); grad, vjp and jvp called inside vmap differentiate the batched computation (Note [Transforms
+inside vmap] there). The transforms compose in any order (Note [Composing transforms]).
 
 Note [Composing transforms]: each transform hands func inputs that stand for the caller's: an input that already
 requires grad (an outer grad/jacrev is differentiating through it) is passed as a differentiable view, and the
