@@ -8,6 +8,7 @@ vmap, in_dims/out_dims/pytrees, chunk_size, randomness, errors, in-place ops, an
 (per-sample gradients, vmap of jvp, jacrev/jacfwd) against torch.func where torch is installed.
 """
 import importlib
+import threading
 import warnings
 
 import numpy as np
@@ -510,3 +511,22 @@ def test_transforms_around_vmap(dg):
     np.testing.assert_allclose(_np(jv), ((np.cos(a) * a + np.sin(a)) * _np(t)).sum(1), rtol=1e-10)
     jac = func.jacfwd(func.vmap(lambda r: r.exp()))(x[0])
     np.testing.assert_allclose(_np(jac), np.diag(np.exp(a[0])), rtol=1e-10)
+
+
+def test_a_vmap_in_one_thread_does_not_batch_another_threads_calls(dg):
+    inside, done, seen = threading.Event(), threading.Event(), []
+
+    def other():
+        inside.wait()
+        seen.append(tuple(dg.randn(3).shape))       # no randomness error: this thread runs no vmap
+        done.set()
+
+    def f(r):
+        inside.set()
+        done.wait(10)
+        return r * 2
+    worker = threading.Thread(target=other)
+    worker.start()
+    dg.vmap(f)(dg.ones(2, 3))
+    worker.join()
+    assert seen == [(3,)]

@@ -15,11 +15,29 @@ tensors, so the graph and the tangents are those of the batched computation (Not
 _api/ops/vmap.py).
 """
 import functools
+import threading
 import types
 
-# STATE.active: a vmap is running and its dispatcher wants the calls (False while a rule itself runs, so the ops
-# a rule calls on physical tensors go straight to their functions). STATE.dispatch(name, fn, args, kwargs).
-STATE = types.SimpleNamespace(active=False, dispatch=None)
+
+
+class _State(threading.local):
+    """Per thread (a vmap in one thread does not see another thread's calls): active, a vmap is running and its
+    dispatcher wants the calls (False while a rule itself runs, so the ops a rule calls on physical tensors go
+    straight to their functions); levels, the open vmap levels (_api/ops/vmap.py). dispatch(name, fn, args,
+    kwargs) is the class's, shared by every thread."""
+    dispatch = None
+
+    def __init__(self):
+        self.active = False
+        self.levels = []
+
+
+STATE = _State()
+
+
+def register(dispatch):
+    """Sets the dispatcher (for every thread)."""
+    _State.dispatch = staticmethod(dispatch)
 METHODS = {}              # Tensor method name -> its Python definition (behind a C++ fast path, if it has one)
 
 

@@ -35,21 +35,20 @@ from ... import _C
 from ..._user_frame import warn
 from ...autograd.function import Function
 from ..args import Size, Tensor, to_int, type_name
-from ..batching import METHODS, STATE
+from ..batching import METHODS, STATE, register
 from .. import table
 
 # ----- levels -------------------------------------------------------------------------------------------------
-_ACTIVE = []              # the open vmap levels, outer first: [level id, batch size, randomness]
 _COUNTER = itertools.count(1)
 
 
 def active_levels():
     """The open levels as (id, size) pairs, outer first."""
-    return [(lv[0], lv[1]) for lv in _ACTIVE]
+    return [(lv[0], lv[1]) for lv in STATE.levels]
 
 
 def _size_of(level):
-    for lv in _ACTIVE:
+    for lv in STATE.levels:
         if lv[0] == level:
             return lv[1]
     raise RuntimeError("vmap: a BatchedTensor was used outside the vmap that made it (it escaped through a "
@@ -266,8 +265,8 @@ def _levels_of(values):
             for w in v:
                 if isinstance(w, BatchedTensor):
                     levels.update(w._levels)
-    if levels and not levels <= {lv[0] for lv in _ACTIVE}:
-        _size_of(min(levels - {lv[0] for lv in _ACTIVE}))      # raises: a BatchedTensor escaped its vmap
+    if levels and not levels <= {lv[0] for lv in STATE.levels}:
+        _size_of(min(levels - {lv[0] for lv in STATE.levels}))      # raises: a BatchedTensor escaped its vmap
     return tuple(sorted(levels))
 
 
@@ -356,7 +355,7 @@ def _has_batched(args, kwargs):
 
 
 def _randomness():
-    modes = {lv[2] for lv in _ACTIVE}
+    modes = {lv[2] for lv in STATE.levels}
     return "error" if "error" in modes else modes.pop() if len(modes) == 1 else "mixed"
 
 
@@ -497,7 +496,7 @@ def _random_factory(key, fn, args, kwargs, mode):
         return fn(*args, **kwargs)
     if mode != "different":
         raise RuntimeError("vmap: nested vmaps with different randomness= modes are not supported.")
-    levels = tuple(lv[0] for lv in _ACTIVE)
+    levels = tuple(lv[0] for lv in STATE.levels)
     sizes = _batch_sizes(levels)
     STATE.active = False
     try:
@@ -509,7 +508,7 @@ def _random_factory(key, fn, args, kwargs, mode):
         STATE.active = True
 
 
-STATE.dispatch = _dispatch
+register(_dispatch)
 
 
 # ----- rules: pointwise ---------------------------------------------------------------------------------------
@@ -1711,7 +1710,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
             batched = enter(plan)
         finally:
             STATE.active = was
-        _ACTIVE.append([level, size, randomness])
+        STATE.levels.append([level, size, randomness])
         STATE.active = True
         try:
             out = func(*batched, **kwargs)
@@ -1720,8 +1719,8 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
             moved = [leaf if od is None else _move_out(leaf, level, size, od, op, name)
                      for leaf, od in zip(leaves, odims)]
         finally:
-            _ACTIVE.pop()
-            STATE.active = bool(_ACTIVE)
+            STATE.levels.pop()
+            STATE.active = bool(STATE.levels)
         return _unflatten(moved, spec)
 
     def _concat_chunks(outs):
