@@ -118,7 +118,7 @@ def main(argv=None):
         rng = np.random.default_rng(0)
         for case, (batched, loop) in _cases(m, F, func, nn, sizes, rng):
             v = _best(batched, repeat)
-            lp = _best(loop, builtins_min(repeat, 3))
+            lp = _best(loop, min(repeat, 3))
             vmap_ms[(name, case)] = v
             print(f"{name:8} {case:12} {v * 1e3:9.2f} {lp * 1e3:9.2f} {lp / v:10.1f}")
     if len(engines) > 1:
@@ -126,10 +126,6 @@ def main(argv=None):
         for (name, case), v in vmap_ms.items():
             if name == "dyngrad":
                 print(f"{case:12} {vmap_ms[('torch', case)] / v:32.2f}")
-
-
-def builtins_min(a, b):
-    return a if a < b else b
 
 
 if __name__ == "__main__":
