@@ -202,8 +202,8 @@ def test_against_torch_func(dg):
 
 
 def test_vmap_composes_with_grad_and_jvp(dg):
-    """Per-sample gradients (vmap of grad) and batched jvps against the explicit loops (vmap is still a loop: Note
-    [vmap as a loop]; this checks the composition, not the speed)."""
+    """Per-sample gradients (vmap of grad) and batched jvps against the explicit loops (Note [Transforms inside
+    vmap]; tests/test_vmap.py has more)."""
     func = dg.func
     rng = np.random.default_rng(2)
     w, xs = _t(dg, rng.standard_normal((3, 2))), _t(dg, rng.standard_normal((5, 3)))

@@ -524,7 +524,7 @@ def test_tensor_queries_match_torch(dg):
         dg.ones(2).pin_memory()
 
 
-# ----- vmap (Note [vmap as a loop]) ------------------------------------------------------------------------------
+# ----- vmap (Note [vmap by batching rules]; tests/test_vmap.py has the rules) -------------------------------------
 
 B33 = RNG.standard_normal((3, 3))
 VMAP_CASES = [

@@ -33,6 +33,7 @@ Budget: CI runs a fixed, derandomized set of examples (seconds). `DYNGRAD_LONG=1
 import itertools
 import math
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -567,6 +568,96 @@ steps_strategy = st.lists(
 @given(leaves=leaf_specs(), steps=steps_strategy, seed=st.integers(0, 2 ** 16))
 def test_random_programs(cpp, ref, leaves, steps, seed):
     check_program(cpp, ref, leaves, steps, seed)
+
+
+# ---- vmap (issue 21): the random programs under vmap and vmap(grad), against the loop over rows ----
+# The program's leaves get a batch of 2 rows; the steps that run (and are kept) on every row are replayed under
+# dg.vmap (Note [vmap by batching rules]) and their values compared with each row's, then the gradient of the
+# program's loss under vmap(func.grad) with each row's gradient. An op without a batching rule runs as the loop,
+# which is right too: this checks the rules' values, tests/test_vmap.py that the rules exist.
+VMAP_EXCLUDED = {
+    "index_mask",   # x[x > 0]: each row's result has its own shape (torch's vmap refuses it as well)
+    "rnn_layer",    # the program calls the core's _C.rnn_layer directly, below the public API vmap sees
+}
+VMAP_OP_NAMES = [name for name in OP_NAMES if name not in VMAP_EXCLUDED]
+VMAP_PROFILE = settings(PROFILE, max_examples=2000 if LONG else 60)
+
+
+def _trace_on_rows(m, rows, steps):
+    """The (op, ia, ib, k) steps that run and are kept on every row, or None if the rows disagree."""
+    pools = [[m.tensor(r) for r in row] for row in rows]
+    trace = []
+    for op, ra, rb, k in steps:
+        fn = OPS[op][1]
+        n = len(pools[0])
+        ia, ib = n - 1 - ra % n, n - 1 - rb % n
+        outs = []
+        for pool in pools:
+            try:
+                outs.append(fn(m, pool[ia], pool[ib], k))
+            except Exception:  # noqa: BLE001  a step that fails on a row is left out of the program
+                outs.append(None)
+        if all(o is None for o in outs):
+            continue
+        if any(o is None for o in outs) or len({tuple(o.shape) for o in outs}) != 1:
+            return None
+        kept = [keep(numpy_of(o)) and o.dtype.is_floating_point for o in outs]
+        if not all(kept):
+            if any(kept):
+                return None
+            continue
+        for pool, o in zip(pools, outs):
+            pool.append(o)
+        trace.append((op, ia, ib, k))
+    return trace
+
+
+def _replay_values(m, xs, trace):
+    pool = list(xs)
+    for op, ia, ib, k in trace:
+        pool.append(OPS[op][1](m, pool[ia], pool[ib], k))
+    return pool[len(xs):]
+
+
+def check_vmap_program(m, leaves, steps, seed):
+    shapes = [shape for shape, _ in leaves]
+    rng = np.random.default_rng(seed)
+    batched = [rng.standard_normal((2,) + shape) for shape in shapes]
+    rows = [[b[i] for b in batched] for i in range(2)]
+    trace = _trace_on_rows(m, rows, steps)
+    if not trace:
+        return
+    weights = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # the fallback's warning (ops without a rule)
+        got = m.vmap(lambda *xs: tuple(_replay_values(m, xs, trace)))(*[m.tensor(b) for b in batched])
+        for i, row in enumerate(rows):
+            want = _replay_values(m, [m.tensor(r) for r in row], trace)
+            for j, (g, w) in enumerate(zip(got, want)):
+                assert tuple(g.shape[1:]) == tuple(w.shape), f"step {j} of {trace}: shape"
+                assert_close(numpy_of(g[i]), numpy_of(w), 1e-9, 1e-11, f"vmap, row {i}, step {j} of {trace}")
+        weights = [m.tensor(np.random.default_rng(seed + 1 + j).standard_normal(tuple(w.shape)))
+                   for j, w in enumerate(want)]
+
+        def loss(*xs):
+            return sum((v * wt).sum() for v, wt in zip(_replay_values(m, xs, trace), weights))
+        argnums = tuple(range(len(shapes)))
+        grads = m.func.vmap(m.func.grad(loss, argnums=argnums))(*[m.tensor(b) for b in batched])
+        for i, row in enumerate(rows):
+            want = m.func.grad(loss, argnums=argnums)(*[m.tensor(r) for r in row])
+            for j, (g, w) in enumerate(zip(grads, want)):
+                assert_close(numpy_of(g[i]), numpy_of(w), 1e-8, 1e-10, f"vmap(grad), row {i}, leaf {j} of {trace}")
+
+
+vmap_steps = st.lists(
+    st.tuples(st.sampled_from(VMAP_OP_NAMES), st.integers(0, 5), st.integers(0, 5), st.integers(0, 63)),
+    min_size=1, max_size=5)
+
+
+@VMAP_PROFILE
+@given(leaves=leaf_specs(), steps=vmap_steps, seed=st.integers(0, 2 ** 16), engine=st.sampled_from(["cpp", "ref"]))
+def test_random_programs_under_vmap(cpp, ref, leaves, steps, seed, engine):
+    check_vmap_program(cpp if engine == "cpp" else ref, leaves, steps, seed)
 
 
 # ---- integer scalars (issue 11): Python ints must stay exact end to end (they went through a C++ double) ----

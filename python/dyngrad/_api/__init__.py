@@ -13,6 +13,7 @@ import inspect
 from .. import _C
 from . import table
 from .autocast import with_policy
+from .batching import METHODS, batching_aware
 from .args import RemovableHandle, Size
 from .inplace import inplace_variant
 from .node_names import saved_attribute
@@ -72,6 +73,10 @@ def install(namespace):
     for row in table.rows():
         own = _resolve(row)
         obj = with_policy(row.name, own)      # torch's autocast policy, if the row has one (Note [Autocast wrappers])
+        if not ("prop" in row.kinds or "masked" in row.kinds):
+            # vmap sees the call (Note [Batching at the public API]); F.unfold is not Tensor.unfold
+            key = row.name if set(row.kinds) & {"fn", "method", "op"} else row.kinds[0] + "." + row.name
+            obj = batching_aware(key, obj)
         function = with_out(obj, row.name) if "out" in row.kinds else obj   # torch's out= on the function
         for kind in row.kinds:
             if kind == "out":
@@ -98,6 +103,7 @@ def install(namespace):
                 setattr(Tensor, row.name, property(obj))
             else:                                  # method, op
                 setattr(Tensor, row.name, obj)
+                METHODS[row.name] = obj            # vmap's methods of a BatchedTensor, behind any fast path
             if kind == "special":
                 continue
             key = row.name if kind in ("fn", "F") else "Tensor." + row.name
@@ -108,7 +114,7 @@ def install(namespace):
             # an alias's in-place method records as the first one of the same implementation (greater_ as gt_:
             # GtBackward, a zero gradient), while its errors name the alias
             records_as = canonical_inplace.setdefault(id(own), row.inplace)
-            method = inplace_variant(own, row.inplace, records_as)
+            method = batching_aware(row.inplace, inplace_variant(own, row.inplace, records_as))
             setattr(Tensor, row.inplace, method)
             if row.hot and "Tensor." + row.inplace in hot_names:
                 fallbacks["Tensor." + row.inplace] = method

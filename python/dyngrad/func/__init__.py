@@ -1,8 +1,10 @@
 """dyngrad.func (torch.func) for both engines: function transforms over the define-by-run engine.
 
-grad, grad_and_value and vjp run the reverse-mode engine; jvp, linearize and jacfwd run forward mode
-(autograd.forward_ad); jacrev is one backward pass per output element; hessian is jacfwd(jacrev(f)). The
-transforms compose in any order (Note [Composing transforms]); vmap is dyngrad.vmap.
+grad, grad_and_value and vjp run the reverse-mode engine; jvp and linearize run forward mode
+(autograd.forward_ad); jacrev is vmap of vjp over the rows of the identity and jacfwd vmap of jvp over its columns;
+hessian is jacfwd(jacrev(f)). vmap is dyngrad.vmap (batching rules: Note [vmap by batching rules] in
+_api/ops/vmap.py); grad, vjp and jvp called inside vmap differentiate the batched computation (Note [Transforms
+inside vmap] there). The transforms compose in any order (Note [Composing transforms]).
 
 Note [Composing transforms]: each transform hands func inputs that stand for the caller's: an input that already
 requires grad (an outer grad/jacrev is differentiating through it) is passed as a differentiable view, and the
@@ -16,6 +18,8 @@ import contextlib
 import functools
 
 from .. import _C, vmap as _vmap
+from .._api.ops import vmap as _batching
+from .._api.ops.vmap import BatchedTensor
 from ..autograd import forward_ad as _fwad
 from ..autograd.engine import grad as _autograd_grad
 from ..autograd.grad_mode import enable_grad
@@ -70,8 +74,28 @@ def _open_levels():
     return _C._open_dual_levels()
 
 
+def _vmap_levels():
+    """The ids of the open vmap levels (Note [Transforms inside vmap] in _api/ops/vmap.py)."""
+    return tuple(level for level, _ in _batching.active_levels())
+
+
+def _physical(x, levels):
+    """x (a tensor or a BatchedTensor) as the physical tensor of every open vmap level (expanded where x is not
+    batched at one: each row gets its own copy to differentiate)."""
+    return _batching._phys(x, levels, expand=True)
+
+
 def _stand_in(x):
-    """What func sees for the caller's tensor x (Note [Composing transforms])."""
+    """What func sees for the caller's tensor x (Note [Composing transforms]); inside vmap, a BatchedTensor of
+    every open level over the stand-in of the physical tensor."""
+    levels = _vmap_levels()
+    if levels:
+        stand, history = _stand_in_plain(_physical(x, levels))
+        return BatchedTensor(stand, levels), history
+    return _stand_in_plain(x)
+
+
+def _stand_in_plain(x):
     if x.requires_grad:
         return x.view_as(x), True
     leaf = x.detach().requires_grad_(True) if x.dtype.is_floating_point else x.detach()
@@ -99,7 +123,7 @@ def _argnums_tuple(argnums, nargs, fn):
 
 def _check_tensors(leaves, fn, what):
     for x in leaves:
-        if not isinstance(x, Tensor):
+        if not isinstance(x, (Tensor, BatchedTensor)):
             raise ValueError(f"{fn}: expected {what} to be Tensors (or pytrees of them), got "
                              f"{type(x).__name__}.")
 
@@ -133,6 +157,8 @@ def _split_aux(out, has_aux, fn):
 
 def _detach(x):
     """x cut from the transform's internal graph, keeping its forward-AD tangents (an outer jvp reads them)."""
+    if isinstance(x, BatchedTensor):
+        return BatchedTensor(_detach(x._value), x._levels)
     d = x.detach()
     for level in _open_levels():
         t = _C._get_tangent(x, level)
@@ -145,18 +171,37 @@ def _detached(obj, keep):
     if keep:
         return obj
     leaves, spec = _flatten(obj)
-    return _unflatten([_detach(x) if isinstance(x, Tensor) and x.requires_grad else x for x in leaves], spec)
+    return _unflatten([_detach(x) if isinstance(x, (Tensor, BatchedTensor)) and x.requires_grad else x
+                       for x in leaves], spec)
 
 
 def _zeros_like(x):
+    if isinstance(x, BatchedTensor):
+        return BatchedTensor(_zeros_like(x._value), x._levels)
     return _C.full(tuple(x.shape), 0.0, x.dtype)
+
+
+def _unbatched(xs, levels):
+    """The physical tensors of xs at `levels` (Note [Transforms inside vmap])."""
+    return [_physical(x, levels) if levels else x for x in xs]
+
+
+def _rebatched(gs, levels):
+    return [g if g is None or not levels else BatchedTensor(g, levels) for g in gs]
 
 
 def _grads_of(out, flat, create_graph, retain_graph=None, grad_outputs=None):
     inputs = [x for group in flat for x in group]
+    levels = _vmap_levels()
     if out.requires_grad:
-        grads = _autograd_grad([out], inputs, grad_outputs, retain_graph=retain_graph, create_graph=create_graph,
-                               allow_unused=True)
+        # inside vmap: the rows' outputs summed (ones as the cotangent) give every row's gradient, each row
+        # depending only on its own inputs
+        root = _physical(out, levels) if levels else out
+        if levels and grad_outputs is None:
+            grad_outputs = [_C.full(tuple(root.shape), 1.0, root.dtype)]
+        grads = _autograd_grad([root], _unbatched(inputs, levels), grad_outputs, retain_graph=retain_graph,
+                               create_graph=create_graph, allow_unused=True)
+        grads = _rebatched(grads, levels)
     else:
         grads = [None] * len(inputs)
     grads = [_zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
@@ -176,7 +221,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
         with enable_grad():
             args2, flat, specs, history, single = _prepare(args, argnums, "grad_and_value")
             out, aux = _split_aux(func(*args2, **kwargs), has_aux, "grad_and_value")
-            if not isinstance(out, Tensor):
+            if not isinstance(out, (Tensor, BatchedTensor)):
                 raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a Tensor, got "
                                    f"{type(out).__name__}.")
             if out.numel() != 1 or out.ndim != 0:
@@ -213,22 +258,33 @@ def vjp(func, *primals, has_aux=False):
     out_leaves, out_spec = _flatten(out)
     _check_tensors(out_leaves, "vjp", "the outputs of func")
 
+    levels = _vmap_levels()
+
     def vjp_fn(cotangents):
         ct_leaves, ct_spec = _flatten(cotangents)
         if len(ct_leaves) != len(out_leaves):
             raise RuntimeError(f"vjp_fn: expected cotangents with the structure of the output "
                                f"({len(out_leaves)} tensors), got {len(ct_leaves)}.")
         for o, c in zip(out_leaves, ct_leaves):
-            if not isinstance(c, Tensor) or tuple(c.shape) != tuple(o.shape):
+            if not isinstance(c, (Tensor, BatchedTensor)) or tuple(c.shape) != tuple(o.shape):
                 raise RuntimeError(f"vjp_fn: expected a cotangent of shape {tuple(o.shape)}, got "
-                                   f"{tuple(c.shape) if isinstance(c, Tensor) else type(c).__name__}.")
+                                   f"{tuple(c.shape) if isinstance(c, (Tensor, BatchedTensor)) else type(c).__name__}.")
+        later = set(_batching._levels_of(ct_leaves)) - set(levels)
+        if later:
+            # vmap(vjp_fn): the cotangents are batched at a level vjp's graph was not built at; the engine's
+            # backward runs on whole tensors, so that level's rows are one backward pass each
+            return _batching._loop("vjp_fn", vjp_fn, (cotangents,), {})
         inputs = [x for group in flat for x in group]
         pairs = [(o, c) for o, c in zip(out_leaves, ct_leaves) if o.requires_grad]
         with enable_grad():
             if pairs:
-                grads = _autograd_grad([o for o, _ in pairs], inputs, [c for _, c in pairs], retain_graph=True,
-                                       create_graph=history or any(c.requires_grad for _, c in pairs),
+                roots = _unbatched([o for o, _ in pairs], levels)
+                cts = [_batching._phys(c, levels, o.dim(), expand=True) if levels else c for o, c in pairs]
+                grads = _autograd_grad(roots, _unbatched(inputs, levels), cts, retain_graph=True,
+                                       create_graph=history or any(c.requires_grad for _, c in pairs) or
+                                       _C._current_dual_level() >= 0,
                                        allow_unused=True)
+                grads = _rebatched(grads, levels)
             else:
                 grads = [None] * len(inputs)
         grads = [_zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
@@ -264,21 +320,35 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     if strict:
         raise RuntimeError("jvp(f, primals, tangents, strict=True): strict=True is not supported (as in "
                            "torch.func.jvp).")
+    levels = _vmap_levels()
     with _fwad.dual_level() as level:
-        duals = [_fwad.make_dual(p, t.to(p.dtype), level=level) for p, t in zip(p_leaves, t_leaves)]
+        if levels:     # inside vmap: the physical tensors are dual (Note [Transforms inside vmap])
+            duals = [BatchedTensor(_fwad.make_dual(_physical(p, levels), _physical(t, levels).to(p.dtype),
+                                                   level=level), levels) for p, t in zip(p_leaves, t_leaves)]
+        else:
+            duals = [_fwad.make_dual(p, t.to(p.dtype), level=level) for p, t in zip(p_leaves, t_leaves)]
         out, aux = _split_aux(func(*_unflatten(duals, p_spec)), has_aux, "jvp")
         o_leaves, o_spec = _flatten(out)
         _check_tensors(o_leaves, "jvp", "the outputs of func")
-        unpacked = [_fwad.unpack_dual(o, level=level) for o in o_leaves]
+        unpacked = [_unpack(o, level) for o in o_leaves]
         if has_aux:
             a_leaves, a_spec = _flatten(aux)
-            aux = _unflatten([_fwad.unpack_dual(a, level=level).primal if isinstance(a, Tensor) else a
+            aux = _unflatten([_unpack(a, level).primal if isinstance(a, (Tensor, BatchedTensor)) else a
                               for a in a_leaves], a_spec)
     history = any(p.requires_grad for p in p_leaves) or any(t.requires_grad for t in t_leaves)
     primal_out = _detached(_unflatten([u.primal for u in unpacked], o_spec), history)
     tangent_out = _detached(_unflatten([u.tangent if u.tangent is not None else _zeros_like(u.primal)
                                         for u in unpacked], o_spec), history)
     return (primal_out, tangent_out, aux) if has_aux else (primal_out, tangent_out)
+
+
+def _unpack(x, level):
+    """unpack_dual of a tensor or of a BatchedTensor's physical tensor."""
+    if not isinstance(x, BatchedTensor):
+        return _fwad.unpack_dual(x, level=level)
+    u = _fwad.unpack_dual(x._value, level=level)
+    tangent = None if u.tangent is None else BatchedTensor(u.tangent, x._levels)
+    return _fwad.UnpackedDualTensor(BatchedTensor(u.primal, x._levels), tangent)
 
 
 def linearize(func, *primals):
@@ -298,56 +368,77 @@ def _check_chunk_size(chunk_size, fn):
         raise ValueError(f"{fn}: `chunk_size` should be greater than 0.")
 
 
-def _stack_rows(rows, out_shape, in_shape, like):
-    """Rows (one per output element, each of the input's shape) as a tensor of shape out_shape + in_shape."""
-    if not rows:
-        return _C.full(tuple(out_shape) + tuple(in_shape), 0.0, like.dtype)
-    return _C.reshape(_C.stack(rows, 0), tuple(out_shape) + tuple(in_shape))
-
-
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_copy=False):
-    """torch.func.jacrev: the Jacobian of func with respect to the argnums inputs by reverse mode, one backward
-    pass per output element (chunk_size only bounds how many are kept at once in torch; here they run one by
-    one either way). The result nests output structure outside input structure, each block of shape
-    output.shape + input.shape."""
+    """torch.func.jacrev: the Jacobian of func with respect to the argnums inputs by reverse mode: vmap, over the
+    rows of the identity (one per output element), of vjp (chunk_size rows at a time). The result nests output
+    structure outside input structure, each block of shape output.shape + input.shape.
+
+    torch's vjp_fn runs batched backward formulas; dyngrad's backward runs on whole tensors, so the vmap is over
+    vjp itself: func runs once unbatched (the output's structure, aux) and once batched over the rows, and one
+    backward pass gives every row (Note [Transforms inside vmap] in _api/ops/vmap.py)."""
     _check_chunk_size(chunk_size, "jacrev")
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        nums = _argnums_tuple(argnums, len(args), "jacrev")
         with enable_grad():
             args2, flat, specs, history, single = _prepare(args, argnums, "jacrev")
             out, aux = _split_aux(func(*args2, **kwargs), has_aux, "jacrev")
-            o_leaves, o_spec = _flatten(out)
-            _check_tensors(o_leaves, "jacrev", "the outputs of func")
-            inputs = [x for group in flat for x in group]
-            create = history or _C._current_dual_level() >= 0
-            blocks = []
-            for o in o_leaves:
-                rows = [[] for _ in inputs]
-                flat_o = _C.reshape(o, (o.numel(),))
-                for k in range(o.numel()):
-                    if o.requires_grad:
-                        g = _autograd_grad([flat_o[k]], inputs, None, retain_graph=True, create_graph=create,
-                                           allow_unused=True)
-                    else:
-                        g = [None] * len(inputs)
-                    for i, (gi, x) in enumerate(zip(g, inputs)):
-                        rows[i].append(_zeros_like(x) if gi is None else gi)
-                per_input = [_stack_rows(r, o.shape, x.shape, x) for r, x in zip(rows, inputs)]
-                grouped, pos = [], 0
-                for group, sp in zip(flat, specs):
-                    grouped.append(_unflatten(per_input[pos:pos + len(group)], sp))
-                    pos += len(group)
-                blocks.append(_detached(grouped[0] if single else tuple(grouped), history))
+        o_leaves, o_spec = _flatten(out)
+        _check_tensors(o_leaves, "jacrev", "the outputs of func")
+        inputs = [x for group in flat for x in group]
+        sizes = [o.numel() for o in o_leaves]
+        total = sum(sizes)
+        if total == 0 or not any(o.requires_grad for o in o_leaves):
+            per_output = [[_C.full(tuple(o.shape) + tuple(x.shape), 0.0, x.dtype) for x in inputs]
+                          for o in o_leaves]
+        else:
+            eye = _identity(total, o_leaves[0].dtype)
+            basis, pos = [], 0
+            for o, n in zip(o_leaves, sizes):
+                block = eye[:, pos:pos + n] if n else _C.full((total, 0), 0.0, eye.dtype)
+                basis.append(_C.reshape(_C.to_dtype(block, o.dtype) if o.dtype != eye.dtype else block,
+                                        (total,) + tuple(o.shape)))
+                pos += n
+
+            def one_row(*cts):
+                def of_diff(*diff):
+                    call = list(args)
+                    for n, d in zip(nums, diff):
+                        call[n] = d
+                    result = func(*call, **kwargs)
+                    return result[0] if has_aux else result
+                _, pullback = vjp(of_diff, *[args[n] for n in nums])
+                grads = pullback(_unflatten(list(cts), o_spec))
+                return tuple(g for group in grads for g in _flatten(group)[0])
+            rows = _vmap(one_row, chunk_size=chunk_size, randomness="same")(*basis)   # per input (total, *x)
+            per_output, pos = [], 0
+            for o, n in zip(o_leaves, sizes):
+                per_output.append([r[pos:pos + n].reshape(tuple(o.shape) + tuple(x.shape))
+                                   for r, x in zip(rows, inputs)])
+                pos += n
+        blocks = []
+        for per_input in per_output:
+            grouped, at = [], 0
+            for group, sp in zip(flat, specs):
+                grouped.append(_unflatten(per_input[at:at + len(group)], sp))
+                at += len(group)
+            blocks.append(_detached(grouped[0] if single else tuple(grouped), history))
         jac = _unflatten(blocks, o_spec)
         return (jac, _detached(aux, history)) if has_aux else jac
     return wrapper
 
 
+def _identity(n, dtype):
+    eye = _C.full((n * n,), 0.0, dtype)
+    eye[::n + 1] = 1.0
+    return _C.reshape(eye, (n, n))
+
+
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
-    """torch.func.jacfwd: the Jacobian of func with respect to the argnums inputs by forward mode, one dual pass
-    per input element. Same layout as jacrev. randomness is accepted for torch's signature ('error', 'different',
-    'same'): each pass runs func again, so random ops draw afresh per column (torch's 'different')."""
+    """torch.func.jacfwd: the Jacobian of func with respect to the argnums inputs by forward mode: vmap, over the
+    rows of the identity (one per input element), of jvp; one batched dual pass. Same layout as jacrev.
+    randomness is vmap's ('error', 'different', 'same')."""
     if randomness not in ("error", "different", "same"):
         raise RuntimeError(f"jacfwd: only allowed values for randomness are 'error', 'different', or 'same'. Got "
                            f"{randomness}")
@@ -361,46 +452,60 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
             _check_tensors(leaves, "jacfwd", "the differentiated inputs")
             groups.append((leaves, spec))
         inputs = [x for leaves, _ in groups for x in leaves]
-        columns = [[] for _ in inputs]     # per input: per element, the output leaves' tangents
-        out = aux = o_spec = None
-        for i, x in enumerate(inputs):
-            for k in range(x.numel()):
-                basis = [_zeros_like(y) for y in inputs]
-                e = _C.reshape(basis[i], (x.numel(),))
-                e[k] = 1.0
-                with _fwad.dual_level() as level:
-                    duals = [_fwad.make_dual(y, b, level=level) for y, b in zip(inputs, basis)]
-                    args2, pos = list(args), 0
-                    for n, (leaves, spec) in zip(nums, groups):
-                        args2[n] = _unflatten(duals[pos:pos + len(leaves)], spec)
-                        pos += len(leaves)
-                    result, aux_k = _split_aux(func(*args2, **kwargs), has_aux, "jacfwd")
-                    o_leaves, o_spec = _flatten(result)
-                    _check_tensors(o_leaves, "jacfwd", "the outputs of func")
-                    unpacked = [_fwad.unpack_dual(o, level=level) for o in o_leaves]
-                    if out is None:
-                        out = [u.primal for u in unpacked]
-                        aux = aux_k
-                columns[i].append([u.tangent if u.tangent is not None else _zeros_like(u.primal)
-                                   for u in unpacked])
-        if out is None:   # no input element: run func once for the output's structure
-            result, aux = _split_aux(func(*args, **kwargs), has_aux, "jacfwd")
-            out, o_spec = _flatten(result)
-            columns = [[] for _ in inputs]
-        blocks = []
-        for j, o in enumerate(out):
-            per_input = []
-            for i, x in enumerate(inputs):
-                cols = [c[j] for c in columns[i]]
-                if cols:   # (in elements, *out.shape) -> out.shape + in.shape
-                    stacked = _C.stack(cols, o.ndim)
-                    per_input.append(_C.reshape(stacked, tuple(o.shape) + tuple(x.shape)))
-                else:
-                    per_input.append(_C.full(tuple(o.shape) + tuple(x.shape), 0.0, o.dtype))
-            grouped, pos = [], 0
+        sizes = [x.numel() for x in inputs]
+        total = sum(sizes)
+
+        def of_diff(*diff):
+            call = list(args)
+            for n, d in zip(nums, diff):
+                call[n] = d
+            return func(*call, **kwargs)
+
+        def primals_and(leaves_of_tangents):
+            tangents, pos = [], 0
             for leaves, spec in groups:
-                grouped.append(_unflatten(per_input[pos:pos + len(leaves)], spec))
+                tangents.append(_unflatten(list(leaves_of_tangents[pos:pos + len(leaves)]), spec))
                 pos += len(leaves)
+            return tuple(args[n] for n in nums), tuple(tangents)
+
+        if total == 0:      # no input element: run func once for the output's structure
+            result, aux = _split_aux(of_diff(*[args[n] for n in nums]), has_aux, "jacfwd")
+            o_leaves, o_spec = _flatten(result)
+            columns = [_C.full((0,) + tuple(o.shape), 0.0, o.dtype) for o in o_leaves]
+        else:
+            basis, pos = [], 0
+            for x, n in zip(inputs, sizes):
+                dtype = x.dtype if x.dtype.is_floating_point else _C.float32
+                eye = _identity(total, dtype)
+                basis.append(_C.reshape(eye[:, pos:pos + n], (total,) + tuple(x.shape)))
+                pos += n
+            spec_box = []
+
+            def one_column(*tangent_leaves):
+                primals, tangents = primals_and(tangent_leaves)
+                got = jvp(of_diff, primals, tangents, has_aux=has_aux)
+                t_leaves, t_spec = _flatten(got[1])
+                spec_box[:] = [t_spec]
+                return (tuple(t_leaves), got[2]) if has_aux else tuple(t_leaves)
+            got = _vmap(one_column, randomness=randomness)(*basis)
+            columns, aux = (got[0], got[1]) if has_aux else (got, None)
+            if has_aux:
+                aux = _flatten(aux)
+                aux = _unflatten([a[0] if isinstance(a, (Tensor, BatchedTensor)) else a for a in aux[0]], aux[1])
+            o_spec = spec_box[0]
+            o_leaves = [c[0] for c in columns]
+        blocks = []
+        for o, col in zip(o_leaves, columns):
+            per_input, pos = [], 0
+            for x, n in zip(inputs, sizes):
+                part = col[pos:pos + n]                          # (n, *o.shape)
+                part = part.movedim(0, -1) if o.ndim else part
+                per_input.append(part.reshape(tuple(o.shape) + tuple(x.shape)))
+                pos += n
+            grouped, at = [], 0
+            for leaves, spec in groups:
+                grouped.append(_unflatten(per_input[at:at + len(leaves)], spec))
+                at += len(leaves)
             blocks.append(grouped[0] if isinstance(argnums, int) else tuple(grouped))
         history = any(x.requires_grad for x in inputs)
         jac = _detached(_unflatten(blocks, o_spec), history)

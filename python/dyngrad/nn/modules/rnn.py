@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from ... import Tensor, _C, cat, empty, float32, float64, int64, relu, sigmoid, stack, tanh, tensor, zeros
+from ..._api.batching import batching_aware
 from ..._api.device import check_device
 from .. import functional as F, init
 from ..._user_frame import warn
@@ -66,6 +67,14 @@ _NAMES = {"RNN_TANH": "RNN", "RNN_RELU": "RNN", "LSTM": "LSTM", "GRU": "GRU"}
 _MODES = {"RNN_TANH": 0, "RNN_RELU": 1, "LSTM": 2, "GRU": 3}   # the core's rnn_layer
 
 
+def _core_rnn_layer(gi, h0, c0, w_hh, b_hh, mode, reverse):
+    return _C.rnn_layer(gi, h0, c0, w_hh, b_hh, mode, reverse)
+
+
+# vmap sees the core op (its rule folds the batch into N: Note [Batching at the public API] in _api/batching.py)
+_rnn_layer = batching_aware("rnn_layer", _core_rnn_layer)
+
+
 def _whole_layer(mode, gi, state, w_hh, b_hh, w_hr, reverse):
     """The steps above for every time step of one (layer, direction) as ONE node of the core (Note [Whole-sequence
     RNN layer] in csrc/dyngrad/ops_nn.cpp): its backward runs the recurrence in one loop and the weight gradient
@@ -76,7 +85,7 @@ def _whole_layer(mode, gi, state, w_hh, b_hh, w_hr, reverse):
     if w_hr is not None or gi.dtype not in (float32, float64) or any(t.dtype != gi.dtype for t in tensors) \
             or gi.shape[0] == 0 or gi.shape[1] == 0:
         return None
-    y = _C.rnn_layer(gi, h0, c0, w_hh, b_hh, _MODES[mode], bool(reverse))
+    y = _rnn_layer(gi, h0, c0, w_hh, b_hh, _MODES[mode], bool(reverse))
     last = 0 if reverse else gi.shape[0] - 1
     hs = y[0]
     return hs, ((hs[last], y[1][last]) if mode == "LSTM" else hs[last])
