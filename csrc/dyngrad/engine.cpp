@@ -74,7 +74,7 @@ Tensor validate_gradient(Tensor g, const InputMeta& meta, const Node& node, size
                                  shape_str(g->shape), ", expected shape ", shape_str(meta.shape), "."));
     }
   }
-  if (g->dtype != meta.dtype && is_floating(meta.dtype)) g = to_dtype(g, meta.dtype);
+  if (g->dtype != meta.dtype && is_differentiable(meta.dtype)) g = to_dtype(g, meta.dtype);  // complex to real: its real part (torch)
   return g;
 }
 
