@@ -291,6 +291,14 @@ def test_reductions_and_shape_ops(dg):
                                                               x.imag.detach().requires_grad_()))
 
 
+def test_complex_output_needs_a_gradient(dg):
+    z = dg.tensor([1 + 1j], requires_grad=True)
+    with pytest.raises(RuntimeError, match="only for real scalar outputs, but this output is complex64"):
+        (z * 2).sum().backward()
+    (z * 2).sum().backward(dg.tensor(1 + 0j))
+    assert z.grad.tolist() == [2 + 0j]
+
+
 def test_gradgradcheck(dg):
     z = dg.tensor(cvalues((2, 2), 9), dtype=dg.complex128, requires_grad=True)
     assert dg.autograd.gradgradcheck(lambda a: dg.tanh(a) * dg.exp(a) / (a + 3), (z,))

@@ -188,6 +188,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
     Tensor g = i < root_grads.size() ? root_grads[i] : nullptr;
     if (!g) {
       if (root->numel != 1) throw RuntimeError(err_nonscalar_backward(shape_str(root->shape)));
+      if (is_complex(root->dtype)) throw RuntimeError(err_complex_backward(dtype_name(root->dtype)));
       g = full(root->shape, 1.0, root->dtype);
     } else if (g->shape != root->shape) {
       throw RuntimeError(str_cat("backward(): the gradient has shape ", shape_str(g->shape),
