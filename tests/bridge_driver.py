@@ -60,7 +60,7 @@ def inputs(m):
         "tbc": f(5, 1, 2), "ktbc": f(2, 2, 3), "mq": f(3, 1, 4), "inw": f(12, 4), "inb": f(12), "outw": f(4, 4),
         "outb": f(4), "cnt": m.tensor([[1.0, 2, 3], [4, 5, 6]], dtype=m.float64), "bsq": f(1, 3, 3), "s22": f(2, 2), "xg": f(2, 3).requires_grad_(), "one": m.tensor(1), "iv01": m.tensor([0, 1]), "u1": f(1, 2, 2), "c2": f(2), "rng": m.get_rng_state(),
         "threads": m.get_num_threads(), "interop": m.get_num_interop_threads(),
-        "lu": lu, "piv": piv, "ld": ld, "ldpiv": ldpiv,
+        "lu": lu, "piv": piv, "ld": ld, "ldpiv": ldpiv, "z": m.tensor([1 + 2j, 3 - 4j]),
     }
 
 
@@ -122,7 +122,8 @@ SAMPLES = {
     "finfo": [(("D", "float32"),)], "iinfo": [(("D", "int32"),)], "promote_types": [(("D", "int32"), ("D", "float32"))],
     "can_cast": [(("D", "int32"), ("D", "float32"))], "device": [(("S", "cpu"),)], "retain_grad": [("xg",)],
     "register_hook": [("xg", abs)], "register_post_accumulate_grad_hook": [("xg", abs)], "backward": [("xg", "x")],
-    "__index__": [("one",)], "cuda": [], "pin_memory": [], "imag": [],
+    "__index__": [("one",)], "cuda": [], "pin_memory": [], "imag": [("z",)],
+    "view_as_real": [("z",)], "view_as_complex": [("s22",)],
     "lu_solve": [("lu", "piv", "sq"), ("sq", "lu", "piv")],
     "manual_seed": [(0,)], "seed": [()], "set_rng_state": [("rng",)], "set_num_threads": [("threads",)],
     "set_num_interop_threads": [("interop",)], "use_deterministic_algorithms": [(False,)],

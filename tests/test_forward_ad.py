@@ -83,6 +83,7 @@ def _specs():
         "acos": (lambda g: [g.uniform(-0.9, 0.9, (5,))], lambda C, a: C.acos(a)),
         "atan": (r(5,), lambda C, a: C.atan(a)),
         "sinh": (r(5,), lambda C, a: C.sinh(a)),
+        "conj": (r(5,), lambda C, a: C.conj(a)),
         "sum": (r(2, 3, 4), lambda C, a: C.sum(a, [0, 2], False, None)),
         "mean": (r(2, 3, 4), lambda C, a: C.mean(a, [1], True)),
         "amax": (r(3, 4), lambda C, a: C.amax(a, [1], False)),
@@ -99,6 +100,9 @@ def _specs():
         "slice": (r(5, 3), lambda C, a: C.slice(a, 0, 1, 5, 2)),
         "slice_scatter": (r(2, 3), lambda C, a: C.slice_scatter(a, (5, 3), 0, 1, 2)),
         "cat": (lambda g: [g.standard_normal((2, 3)), g.standard_normal((1, 3))], lambda C, a, b: C.cat([a, b], 0)),
+        # (real in, real out: the complex tensor between them carries the tangent)
+        "view_as_real": (r(3, 2), lambda C, a: C.view_as_real(C.mul(C.view_as_complex(a), C.view_as_complex(a)))),
+        "view_as_complex": (r(3, 2), lambda C, a: C.view_as_real(C.exp(C.view_as_complex(a)))),
         "index_select": (r(4, 3), lambda C, a: C.index_select(a, 0, idx(C, [3, 0, 3]))),
         "index_add": (r(3, 2), lambda C, a: C.index_add(a, 0, idx(C, [1, 1, 0]), (4, 2))),
         "gather": (r(3, 4), lambda C, a: C.gather(a, 1, idx(C, [[0, 3], [1, 1], [2, 0]]))),

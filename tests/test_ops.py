@@ -381,6 +381,12 @@ OPS = [
     Op("chunk_uneven", lambda m, a: m.chunk(a, 2), lambda a: tuple(np.split(a, [3])), [[(5, 2)]]),
     Op("unbind", lambda m, a: a.unbind(1), lambda a: tuple(a[:, i] for i in range(a.shape[1])), [[(3, 2)]]),
     Op("clone", lambda m, a: a.clone(), np.copy, UNARY, int_cases=INT_UNARY),
+    # complex primitives from real (..., 2) data and back (tests/test_complex.py tests them on complex tensors)
+    Op("view_as_complex_square", lambda m, a: m.view_as_real(m.view_as_complex(a) * m.view_as_complex(a)),
+       lambda a: np.stack([a[..., 0] ** 2 - a[..., 1] ** 2, 2 * a[..., 0] * a[..., 1]], -1), [[(3, 2)], [(2, 4, 2)]],
+       noncontig=False, torch=False, gradgrad=True),
+    Op("conj_pairs", lambda m, a: m.view_as_real(m.conj(m.view_as_complex(a))),
+       lambda a: np.stack([a[..., 0], -a[..., 1]], -1), [[(3, 2)]], noncontig=False, torch=False),
     Op("contiguous", lambda m, a: a.transpose(0, 1).contiguous(), lambda a: a.T.copy(), [[(3, 4)]]),
     Op("to_float64", lambda m, a: a.to(m.float64), lambda a: a, [[(3, 4)]], out_dtype="float64"),
     Op("double", lambda m, a: a.double(), lambda a: a, [[(3, 4)]], out_dtype="float64"),

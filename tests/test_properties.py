@@ -296,6 +296,9 @@ OPS = {
     "expand": unary(expand),
     "contiguous": unary(lambda m, x, k: x.contiguous()),
     "clone": unary(lambda m, x, k: x.clone()),
+    # complex views and conj, from real pairs and back (a real tensor's conj is the tensor itself: no node)
+    "conj": unary(lambda m, x, k: m.view_as_real(m.conj(m.view_as_complex(m.stack([x, m.sigmoid(x)], -1))) *
+                                                 (1 + k % 3))),
     "chunk": unary(lambda m, x, k: m.chunk(x, 2, pick_dim(x, k))[(k >> 3) % 2 - 1] if x.ndim else x.chunk(1)[0]),
     # indexing
     "slice": unary(lambda m, x, k: x[pick_slice(x, k)]),

@@ -474,7 +474,7 @@ void bind_autograd(py::module_& m) {
       bool skip = false;
       for (auto nd : non_differentiable)
         if (nd.ptr() == o.ptr()) skip = true;
-      if (!skip && is_floating(t->dtype)) set_history(t, node, nr);
+      if (!skip && is_differentiable(t->dtype)) set_history(t, node, nr);
       ++nr;
     }
     return std::shared_ptr<Node>(node);

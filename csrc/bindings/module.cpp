@@ -32,6 +32,7 @@ DType parse_dtype(py::handle o) {
   if (o.ptr() == (PyObject*)&PyFloat_Type) return DType::Float64;
   if (o.ptr() == (PyObject*)&PyLong_Type) return DType::Int64;
   if (o.ptr() == (PyObject*)&PyBool_Type) return DType::Bool;
+  if (o.ptr() == (PyObject*)&PyComplex_Type) return DType::Complex128;
   py::object np = py::module_::import("numpy");
   py::object dt;
   try {
@@ -43,7 +44,7 @@ DType parse_dtype(py::handle o) {
   std::string name = py::str(dt.attr("name"));
   if (auto found = dtype_from_name(name)) return *found;
   throw TypeError(str_cat("dtype ", name, " is not supported: dyngrad has bool, uint8, int8, int16, int32, int64, "
-                          "float16, bfloat16, float32 and float64."));
+                          "float16, bfloat16, float32, float64, complex64 and complex128."));
 }
 
 std::optional<DType> parse_optional_dtype(py::handle o) {
@@ -66,7 +67,7 @@ void bind_dtypes(py::module_& m) {
       .def_property_readonly("is_signed", [](const DTypeObject& d) {
         return d.dtype != DType::Bool && d.dtype != DType::UInt8;
       })
-      .def_property_readonly("is_complex", [](const DTypeObject&) { return false; })
+      .def_property_readonly("is_complex", [](const DTypeObject& d) { return is_complex(d.dtype); })
       .def_property_readonly("name", [](const DTypeObject& d) { return std::string(dtype_name(d.dtype)); })
       .def("__reduce__", [](const DTypeObject& d) {
         return py::make_tuple(py::module_::import("dyngrad").attr("_dtype_from_name"),
@@ -128,7 +129,11 @@ Tensor scalar_operand(py::handle o, const Tensor* like) {
     if (like) return scalar_like(*like, v, false);
     return scalar_tensor(v, default_float_dtype());
   }
-  throw TypeError(str_cat("expected a Python number (bool, int or float), got ",
+  if (PyComplex_Check(o.ptr())) {
+    Py_complex v = PyComplex_AsCComplex(o.ptr());
+    return scalar_like_complex(like, v.real, v.imag);
+  }
+  throw TypeError(str_cat("expected a Python number (bool, int, float or complex), got ",
                           py::str(py::type::handle_of(o).attr("__name__")).cast<std::string>(), "."));
 }
 

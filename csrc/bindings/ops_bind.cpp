@@ -223,6 +223,10 @@ void bind_ops(py::module_& m) {
   m.def("full", [](const Shape& shape, py::handle value, py::handle dtype) {
     if (PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr()))  // exact: 2**62 + 1 stays odd
       return full_int(shape, scalar_operand(value, nullptr)->data<int64_t>()[0], parse_dtype(dtype));
+    if (PyComplex_Check(value.ptr())) {
+      Py_complex v = PyComplex_AsCComplex(value.ptr());
+      return full_complex(shape, v.real, v.imag, parse_dtype(dtype));
+    }
     return full(shape, value.cast<double>(), parse_dtype(dtype));
   }, arg("shape"), arg("value"), arg("dtype"));
   m.def("rand", [](const Shape& shape, py::handle dtype) { return rand(shape, parse_dtype(dtype)); }, arg("shape"),

@@ -70,6 +70,10 @@ static std::optional<DType> dtype_of_numpy(const py::dtype& d) {
       if (n == 4) return DType::Float32;
       if (n == 8) return DType::Float64;
       break;
+    case 'c':
+      if (n == 8) return DType::Complex64;
+      if (n == 16) return DType::Complex128;
+      break;
   }
   return std::nullopt;
 }
@@ -80,7 +84,7 @@ Tensor from_numpy(py::array arr, bool warn = true) {
   if (!found)
     throw TypeError(str_cat("from_numpy: arrays of dtype ", py::str(arr.dtype().attr("name")).cast<std::string>(),
                             " are not supported; dyngrad has float64, float32, float16, int64, int32, int16, int8, "
-                            "uint8 and bool (use dyngrad.tensor to convert)."));
+                            "uint8, bool, complex128 and complex64 (use dyngrad.tensor to convert)."));
   const DType dt = *found;
   const int64_t item = (int64_t)dtype_size(dt);
   bool strides_ok = true;
@@ -120,7 +124,7 @@ Tensor from_numpy(py::array arr, bool warn = true) {
 
 Tensor finish(Tensor t, bool requires_grad) {
   if (requires_grad) {
-    DG_CHECK(is_floating(t->dtype), RuntimeError, err_int_requires_grad(dtype_name(t->dtype)));
+    DG_CHECK(is_differentiable(t->dtype), RuntimeError, err_int_requires_grad(dtype_name(t->dtype)));
     t->requires_grad = true;
   }
   return t;
@@ -181,7 +185,7 @@ void bind_tensor(py::module_& m) {
                                 "x_no_grad = x.detach().");
                        return;
                      }
-                     DG_CHECK(!value || is_floating(t->dtype), RuntimeError,
+                     DG_CHECK(!value || is_differentiable(t->dtype), RuntimeError,
                               err_int_requires_grad(dtype_name(t->dtype)));
                      t->requires_grad = value;
                    });
@@ -203,7 +207,7 @@ void bind_tensor(py::module_& m) {
   cls.def_property("data", [](const Tensor& t) { return alias(t); },
                    [](const Tensor& t, const Tensor& src) {
                      // as torch: a tensor that requires grad keeps a floating dtype (its .grad could not exist)
-                     DG_CHECK(!(t->requires_grad || t->grad_fn) || is_floating(src->dtype), RuntimeError,
+                     DG_CHECK(!(t->requires_grad || t->grad_fn) || is_differentiable(src->dtype), RuntimeError,
                               "data: a tensor that requires grad can only be given floating-point data, got ",
                               dtype_name(src->dtype), ".");
                      t->storage = src->storage;
@@ -221,6 +225,10 @@ void bind_tensor(py::module_& m) {
              "); expected exactly one element.");
     if (t->dtype == DType::Bool) return py::bool_(item_double(t) != 0);
     if (is_integral(t->dtype)) return py::int_(item_int(t));
+    if (is_complex(t->dtype)) {
+      std::complex<double> v = item_complex(t);
+      return py::reinterpret_steal<py::object>(PyComplex_FromDoubles(v.real(), v.imag()));
+    }
     return py::float_(item_double(t));
   });
   cls.def("_numpy_view", [](const Tensor& t) { return numpy_view(t); },

@@ -38,6 +38,13 @@ namespace dyngrad {
 using Grads = std::vector<Tensor>;
 
 static Tensor num(double v, const Tensor& like) { return scalar_tensor(v, like->dtype); }
+
+// Note [Complex gradients]: torch's convention for complex tensors (its autograd notes, "conjugate Wirtinger
+// calculus"): a real loss L of a complex z = x + iy gets z.grad = dL/dx + i dL/dy = 2 dL/d(conj z), the direction
+// of steepest ascent (|z|^2 gives 2z). The chain rule then multiplies the incoming gradient by the CONJUGATE of a
+// holomorphic op's derivative, grad * conj(f'(z)) (mul: da = grad * conj(b); matmul: da = grad @ b^H). cj() is that conjugate, and the identity on real tensors, so each formula is written once
+// for both. A real input reached by a complex gradient gets its real part (the engine's validate_gradient).
+static Tensor cj(const Tensor& t) { return is_complex(t->dtype) ? conj(t) : t; }
 static const Shape& in_shape(const OpNode& n, int i = 0) { return n.input_meta[i].shape; }
 static DType in_dtype(const OpNode& n, int i = 0) { return n.input_meta[i].dtype; }
 // A reduction's gradient, put back to the input's shape: re-insert reduced dims, then broadcast.
@@ -89,14 +96,14 @@ static Grads sub_backward(const Tensor& grad, const OpNode& n, const SavesNothin
 
 // out = a * b  ->  da = grad * b, db = grad * a
 static Grads mul_backward(const Tensor& grad, const OpNode& n, const SavesAB& s) {
-  return {n.needs_input_grad(0) ? mul(grad, s.b) : nullptr, n.needs_input_grad(1) ? mul(grad, s.a) : nullptr};
+  return {n.needs_input_grad(0) ? mul(grad, cj(s.b)) : nullptr, n.needs_input_grad(1) ? mul(grad, cj(s.a)) : nullptr};
 }
 
 // out = a / b  ->  da = grad / b, db = -grad * a / b^2
 static Grads div_backward(const Tensor& grad, const OpNode& n, const SavesAB& s) {
   const Tensor& b = s.b;
-  Tensor da = n.needs_input_grad(0) ? div(grad, b) : nullptr;
-  Tensor db = n.needs_input_grad(1) ? neg(div(mul(grad, s.a), mul(b, b))) : nullptr;
+  Tensor da = n.needs_input_grad(0) ? div(grad, cj(b)) : nullptr;
+  Tensor db = n.needs_input_grad(1) ? neg(div(mul(grad, cj(s.a)), cj(mul(b, b)))) : nullptr;
   return {da, db};
 }
 
@@ -106,11 +113,11 @@ static Grads neg_backward(const Tensor& grad, const OpNode&, const SavesNothing&
 // out = a ** b  ->  da = grad * b * a^(b-1), db = grad * out * log(a)  (0 where a == 0, as torch)
 static Grads pow_backward(const Tensor& grad, const OpNode& n, const SavesABOut& s) {
   const Tensor &a = s.a, &b = s.b;
-  Tensor da = n.needs_input_grad(0) ? mul(grad, mul(b, pow(a, sub(b, num(1, b))))) : nullptr;
+  Tensor da = n.needs_input_grad(0) ? mul(grad, cj(mul(b, pow(a, sub(b, num(1, b)))))) : nullptr;
   Tensor db;
   if (n.needs_input_grad(1)) {
     Tensor safe_log = where(compare(CompareOp::Eq, a, num(0, a)), num(0, a), log(a));
-    db = mul(grad, mul(s.out, safe_log));
+    db = mul(grad, cj(mul(s.out, safe_log)));
   }
   return {da, db};
 }
@@ -121,7 +128,7 @@ static Grads pow_scalar_backward(const Tensor& grad, const OpNode&, const SavesP
   if (p == 0) return {mul(grad, num(0, grad))};
   const Tensor& a = s.a;
   Tensor d = p == 2 ? mul(a, num(2, a)) : mul(pow_scalar(a, p - 1), num(p, a));
-  return {mul(grad, d)};
+  return {mul(grad, cj(d))};
 }
 
 // out = max(a, b)  ->  da = grad where a > b, grad / 2 where a == b, 0 where a < b; db the mirror image. Written
@@ -178,37 +185,45 @@ static Grads clamp_backward(const Tensor& grad, const OpNode&, const SavesClamp&
 // ---- unary ----
 
 // out = exp(a)  ->  da = grad * out
-static Grads exp_backward(const Tensor& grad, const OpNode&, const SavesOut& s) { return {mul(grad, s.out)}; }
+static Grads exp_backward(const Tensor& grad, const OpNode&, const SavesOut& s) { return {mul(grad, cj(s.out))}; }
 
 // out = log(a)  ->  da = grad / a
-static Grads log_backward(const Tensor& grad, const OpNode&, const SavesA& s) { return {div(grad, s.a)}; }
+static Grads log_backward(const Tensor& grad, const OpNode&, const SavesA& s) { return {div(grad, cj(s.a))}; }
 
 // out = sqrt(a)  ->  da = grad / (2 out)
 static Grads sqrt_backward(const Tensor& grad, const OpNode&, const SavesOut& s) {
-  return {div(grad, mul(s.out, num(2, grad)))};
+  return {div(grad, cj(mul(s.out, num(2, s.out))))};
 }
 
 // out = a^(-1/2)  ->  da = -grad * out^3 / 2
 static Grads rsqrt_backward(const Tensor& grad, const OpNode&, const SavesOut& s) {
-  return {mul(grad, mul(pow_scalar(s.out, 3), num(-0.5, grad)))};
+  return {mul(grad, cj(mul(pow_scalar(s.out, 3), num(-0.5, s.out))))};
 }
 
-// out = |a|  ->  da = grad * sign(a) (sign(NaN) = 0: no gradient through a NaN, as torch)
+// out = |a|  ->  da = grad * sign(a) (sign(NaN) = 0: no gradient through a NaN, as torch); a complex a: grad * sgn(a),
+// sgn(a) = a / |a| (the kernel Sign computes it for complex tensors)
 static Grads abs_backward(const Tensor& grad, const OpNode&, const SavesA& s) { return {mul(grad, sign(s.a))}; }
 
 // out = sin(a)  ->  da = grad * cos(a)
-static Grads sin_backward(const Tensor& grad, const OpNode&, const SavesA& s) { return {mul(grad, cos(s.a))}; }
+static Grads sin_backward(const Tensor& grad, const OpNode&, const SavesA& s) { return {mul(grad, cj(cos(s.a)))}; }
 
 // out = cos(a)  ->  da = -grad * sin(a)
-static Grads cos_backward(const Tensor& grad, const OpNode&, const SavesA& s) { return {neg(mul(grad, sin(s.a)))}; }
+static Grads cos_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
+  return {neg(mul(grad, cj(sin(s.a))))};
+}
 
 // out = tanh(a)  ->  da = grad * (1 - out^2)
 static Grads tanh_backward(const Tensor& grad, const OpNode&, const SavesOut& s) { return {tanh_backward(grad, s.out)}; }
 
 // out = grad * (1 - x^2)  ->  dgrad = tanh_backward(g, x), dx = -2 g grad x
+// (complex: out = grad * conj(1 - x^2), so dgrad = g * (1 - x^2), dx = conj(-2 g conj(grad) x))
 static Grads tanh_backward_backward(const Tensor& g, const OpNode& n, const SavesGradX& s) {
-  return {n.needs_input_grad(0) ? tanh_backward(g, s.x) : nullptr,
-          n.needs_input_grad(1) ? mul(mul(g, s.grad), mul(s.x, num(-2, s.x))) : nullptr};
+  const Tensor& x = s.x;
+  if (is_complex(x->dtype))
+    return {n.needs_input_grad(0) ? mul(g, sub(num(1, x), mul(x, x))) : nullptr,
+            n.needs_input_grad(1) ? conj(mul(mul(g, cj(s.grad)), mul(x, num(-2, x)))) : nullptr};
+  return {n.needs_input_grad(0) ? tanh_backward(g, x) : nullptr,
+          n.needs_input_grad(1) ? mul(mul(g, s.grad), mul(x, num(-2, x))) : nullptr};
 }
 
 // out = sigmoid(a)  ->  da = grad * out * (1 - out)
@@ -219,6 +234,9 @@ static Grads sigmoid_backward(const Tensor& grad, const OpNode&, const SavesOut&
 // out = grad * x * (1 - x)  ->  dgrad = sigmoid_backward(g, x), dx = g grad (1 - 2x)
 static Grads sigmoid_backward_backward(const Tensor& g, const OpNode& n, const SavesGradX& s) {
   const Tensor& x = s.x;
+  if (is_complex(x->dtype))  // as tanh_backward_backward: out = grad * conj(x (1 - x))
+    return {n.needs_input_grad(0) ? mul(g, mul(x, sub(num(1, x), x))) : nullptr,
+            n.needs_input_grad(1) ? conj(mul(mul(g, cj(s.grad)), sub(num(1, x), mul(x, num(2, x))))) : nullptr};
   return {n.needs_input_grad(0) ? sigmoid_backward(g, x) : nullptr,
           n.needs_input_grad(1) ? mul(mul(g, s.grad), sub(num(1, x), mul(x, num(2, x)))) : nullptr};
 }
@@ -272,48 +290,51 @@ static Grads erf_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
 
 // out = log1p(a)  ->  da = grad / (1 + a)
 static Grads log1p_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
-  return {div(grad, add(s.a, num(1, s.a)))};
+  return {div(grad, cj(add(s.a, num(1, s.a))))};
 }
 
 // out = expm1(a)  ->  da = grad * (out + 1)
 static Grads expm1_backward(const Tensor& grad, const OpNode&, const SavesOut& s) {
-  return {mul(grad, add(s.out, num(1, s.out)))};
+  return {mul(grad, cj(add(s.out, num(1, s.out))))};
 }
 
 // out = log2(a)  ->  da = grad / (a ln 2)
 static Grads log2_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
-  return {div(grad, mul(s.a, num(0.69314718055994530942, s.a)))};
+  return {div(grad, cj(mul(s.a, num(0.69314718055994530942, s.a))))};
 }
 
 // out = log10(a)  ->  da = grad / (a ln 10)
 static Grads log10_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
-  return {div(grad, mul(s.a, num(2.30258509299404568402, s.a)))};
+  return {div(grad, cj(mul(s.a, num(2.30258509299404568402, s.a))))};
 }
 
 // out = tan(a)  ->  da = grad * (1 + out^2)
 static Grads tan_backward(const Tensor& grad, const OpNode&, const SavesOut& s) {
-  return {mul(grad, add(mul(s.out, s.out), num(1, s.out)))};
+  return {mul(grad, cj(add(mul(s.out, s.out), num(1, s.out))))};
 }
 
 // out = asin(a)  ->  da = grad / sqrt(1 - a^2) (inf at |a| = 1, NaN beyond, as torch)
 static Grads asin_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
-  return {mul(grad, rsqrt(sub(num(1, s.a), mul(s.a, s.a))))};
+  return {mul(grad, cj(rsqrt(sub(num(1, s.a), mul(s.a, s.a)))))};
 }
 
 // out = acos(a)  ->  da = -grad / sqrt(1 - a^2)
 static Grads acos_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
-  return {neg(mul(grad, rsqrt(sub(num(1, s.a), mul(s.a, s.a)))))};
+  return {neg(mul(grad, cj(rsqrt(sub(num(1, s.a), mul(s.a, s.a))))))};
 }
 
 // out = atan(a)  ->  da = grad / (1 + a^2)
 static Grads atan_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
-  return {div(grad, add(mul(s.a, s.a), num(1, s.a)))};
+  return {div(grad, cj(add(mul(s.a, s.a), num(1, s.a))))};
 }
 
 // out = sinh(a)  ->  da = grad * cosh(a), cosh(a) = (exp(a) + exp(-a)) / 2
 static Grads sinh_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
-  return {mul(grad, mul(add(exp(s.a), exp(neg(s.a))), num(0.5, s.a)))};
+  return {mul(grad, cj(mul(add(exp(s.a), exp(neg(s.a))), num(0.5, s.a))))};
 }
+
+// out = conj(a)  ->  da = conj(grad)
+static Grads conj_backward(const Tensor& grad, const OpNode&, const SavesNothing&) { return {cj(grad)}; }
 
 // ---- reductions ----
 
@@ -365,8 +386,8 @@ static Grads cumsum_backward(const Tensor& grad, const OpNode&, const SavesScan&
 // saved only when the other one needs a gradient: in a first layer x @ w.T, x needs none and w.T is not saved.
 static Grads matmul_backward(const Tensor& grad, const OpNode& n, const SavesMatmul& s) {
   Tensor da, db;
-  if (n.needs_input_grad(0)) da = s.a_transposed ? mT(matmul(s.b, mT(grad))) : matmul(grad, mT(s.b));
-  if (n.needs_input_grad(1)) db = s.b_transposed ? mT(matmul(mT(grad), s.a)) : matmul(mT(s.a), grad);
+  if (n.needs_input_grad(0)) da = s.a_transposed ? mT(matmul(cj(s.b), mT(grad))) : matmul(grad, cj(mT(s.b)));
+  if (n.needs_input_grad(1)) db = s.b_transposed ? mT(matmul(mT(grad), cj(s.a))) : matmul(cj(mT(s.a)), grad);
   return {da, db};
 }
 
@@ -452,6 +473,16 @@ static Grads cat_backward(const Tensor& grad, const OpNode& n, const SavesCat& s
     offset += length;
   }
   return grads;
+}
+
+// out = view_as_real(a)  ->  da = view_as_complex(grad) (made contiguous: its last dim must have stride 1)
+static Grads view_as_real_backward(const Tensor& grad, const OpNode&, const SavesNothing&) {
+  return {view_as_complex(contiguous(grad))};
+}
+
+// out = view_as_complex(a)  ->  da = view_as_real(grad)
+static Grads view_as_complex_backward(const Tensor& grad, const OpNode&, const SavesNothing&) {
+  return {view_as_real(grad)};
 }
 
 // ---- indexing ----

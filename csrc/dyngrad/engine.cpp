@@ -74,7 +74,7 @@ Tensor validate_gradient(Tensor g, const InputMeta& meta, const Node& node, size
                                  shape_str(g->shape), ", expected shape ", shape_str(meta.shape), "."));
     }
   }
-  if (g->dtype != meta.dtype && is_floating(meta.dtype)) g = to_dtype(g, meta.dtype);
+  if (g->dtype != meta.dtype && is_differentiable(meta.dtype)) g = to_dtype(g, meta.dtype);  // complex to real: its real part (torch)
   return g;
 }
 
@@ -188,6 +188,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
     Tensor g = i < root_grads.size() ? root_grads[i] : nullptr;
     if (!g) {
       if (root->numel != 1) throw RuntimeError(err_nonscalar_backward(shape_str(root->shape)));
+      if (is_complex(root->dtype)) throw RuntimeError(err_complex_backward(dtype_name(root->dtype)));
       g = full(root->shape, 1.0, root->dtype);
     } else if (g->shape != root->shape) {
       throw RuntimeError(str_cat("backward(): the gradient has shape ", shape_str(g->shape),

@@ -21,6 +21,11 @@ inline std::string err_saved_modified(const std::string& shape, const std::strin
                  "before modifying.");
 }
 
+// as torch: a complex output has no implicit gradient (which real loss would it be?)
+inline std::string err_complex_backward(const char* dtype) {
+  return str_cat("backward(): a gradient can be created implicitly only for real scalar outputs, but this output is ",
+                 dtype, ". Take .real or .abs() first, or pass gradient=...");
+}
 inline std::string err_nonscalar_backward(const std::string& shape) {
   return str_cat("backward() without a gradient argument needs a scalar output, but this output has shape ", shape,
                  ". Call .sum() first or pass gradient=...");

@@ -55,7 +55,7 @@ static Grads jvp_by_transposition(const Grads& primals, const Grads& t, Rerun re
       if (!primals[i]) continue;
       xs[i] = alias(primals[i]);
       forward_ad::copy_tangents(xs[i], primals[i]);
-      xs[i]->requires_grad = t[i] != nullptr && is_floating(primals[i]->dtype);
+      xs[i]->requires_grad = t[i] != nullptr && is_differentiable(primals[i]->dtype);
     }
     outs = rerun(xs);
     Grads us(outs.size());
@@ -155,17 +155,28 @@ static Tensor sqrt_jvp(const Grads& t, const Tensor& out, const SavesOut&) {
 static Tensor rsqrt_jvp(const Grads& t, const Tensor& out, const SavesOut&) {
   return mul(t[0], mul(pow_scalar(out, 3), num(-0.5, out)));
 }
-static Tensor abs_jvp(const Grads& t, const Tensor&, const SavesA& s) { return mul(t[0], sign(s.a)); }
+// (complex a: the real part of conj(sgn(a)) t, the change of |a| along t)
+static Tensor abs_jvp(const Grads& t, const Tensor&, const SavesA& s) {
+  if (is_complex(s.a->dtype)) return select(view_as_real(mul(t[0], conj(sign(s.a)))), -1, 0);
+  return mul(t[0], sign(s.a));
+}
 static Tensor sin_jvp(const Grads& t, const Tensor&, const SavesA& s) { return mul(t[0], cos(s.a)); }
 static Tensor cos_jvp(const Grads& t, const Tensor&, const SavesA& s) { return neg(mul(t[0], sin(s.a))); }
 // d tanh = t (1 - out^2): tanh_backward(t, out), the fused kernel
-static Tensor tanh_jvp(const Grads& t, const Tensor& out, const SavesOut&) { return tanh_backward(t[0], out); }
+// (tanh_backward conjugates 1 - out^2 for a complex out, as a backward does; a tangent does not)
+static Tensor tanh_jvp(const Grads& t, const Tensor& out, const SavesOut&) {
+  if (is_complex(out->dtype)) return mul(t[0], sub(scalar_tensor(1, out->dtype), mul(out, out)));
+  return tanh_backward(t[0], out);
+}
 // out = grad (1 - x^2)  ->  tgrad (1 - x^2) - 2 grad x tx
 static Tensor tanh_backward_jvp(const Grads& t, const Tensor&, const SavesGradX& s) {
   Tensor dg = t[0] ? tanh_backward(t[0], s.x) : nullptr;
   return plus(dg, t[1] ? mul(mul(s.grad, t[1]), mul(s.x, num(-2, s.x))) : nullptr);
 }
-static Tensor sigmoid_jvp(const Grads& t, const Tensor& out, const SavesOut&) { return sigmoid_backward(t[0], out); }
+static Tensor sigmoid_jvp(const Grads& t, const Tensor& out, const SavesOut&) {
+  if (is_complex(out->dtype)) return mul(t[0], mul(out, sub(scalar_tensor(1, out->dtype), out)));
+  return sigmoid_backward(t[0], out);
+}
 // out = grad x (1 - x)  ->  tgrad x (1 - x) + grad (1 - 2x) tx
 static Tensor sigmoid_backward_jvp(const Grads& t, const Tensor&, const SavesGradX& s) {
   const Tensor& x = s.x;
@@ -225,6 +236,7 @@ static Tensor atan_jvp(const Grads& t, const Tensor&, const SavesA& s) { return 
 static Tensor sinh_jvp(const Grads& t, const Tensor&, const SavesA& s) {
   return mul(t[0], mul(add(exp(s.a), exp(neg(s.a))), num(0.5, s.a)));
 }
+static Tensor conj_jvp(const Grads& t, const Tensor&, const SavesNothing&) { return conj(t[0]); }
 
 // ---- reductions ----
 
@@ -278,6 +290,10 @@ static Tensor cat_jvp(const Grads& t, const Tensor& out, const SavesCat& s) {
     pieces.push_back(zeros(shape, out->dtype));
   }
   return cat(pieces, s.dim);
+}
+static Tensor view_as_real_jvp(const Grads& t, const Tensor&, const SavesNothing&) { return view_as_real(t[0]); }
+static Tensor view_as_complex_jvp(const Grads& t, const Tensor&, const SavesNothing&) {
+  return view_as_complex(contiguous(t[0]));
 }
 
 // ---- indexing: linear in the indexed tensors ----
@@ -484,7 +500,7 @@ void take_tangents(const Tensor& self, const Tensor& value) {
   if (!active() || (self->tangents.empty() && (!value || value->tangents.empty()))) return;
   const std::vector<int64_t> levels = g_levels;
   for (int64_t level : levels) {
-    Tensor t = value && is_floating(self->dtype) ? tangent_of(value, level) : nullptr;
+    Tensor t = value && is_differentiable(self->dtype) ? tangent_of(value, level) : nullptr;
     if (t && t->shape != self->shape) t = expand(t, self->shape);
     if (t && t->dtype != self->dtype) t = to_dtype(t, self->dtype);
     set_tangent(self, level, t);
@@ -519,13 +535,13 @@ void attach(OpKind kind, const Grads& outs, const std::vector<const Tensor*>& in
       tangents = kTangentFormulas[(int)kind](t, outs, saves);
       for (size_t j = 0; j < outs.size() && j < tangents.size(); ++j) {
         Tensor& tj = tangents[j];
-        if (!outs[j] || !tj || !is_floating(outs[j]->dtype)) continue;
+        if (!outs[j] || !tj || !is_differentiable(outs[j]->dtype)) continue;
         if (tj->shape != outs[j]->shape) tj = expand(tj, outs[j]->shape);
         if (tj->dtype != outs[j]->dtype) tj = to_dtype(tj, outs[j]->dtype);
       }
     }
     for (size_t j = 0; j < outs.size() && j < tangents.size(); ++j) {
-      if (!outs[j] || !tangents[j] || !is_floating(outs[j]->dtype)) continue;
+      if (!outs[j] || !tangents[j] || !is_differentiable(outs[j]->dtype)) continue;
       bool is_input = false;  // an op that returned its input: the tangent is already there
       for (const Tensor* in : inputs) is_input = is_input || (in && in->get() == outs[j].get());
       if (!is_input) set_tangent(outs[j], level, tangents[j]);

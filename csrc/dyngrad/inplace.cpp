@@ -40,8 +40,11 @@ static Tensor with_history(const Tensor& t, const Tensor& history_of) {
 // base's history becomes put(base, positions of the view, result) and the view's history becomes a view (take)
 // of that new base, so gradients reach both the old base and the value written. put and take save only the
 // positions, so the tensors passed as their inputs just carry history (their memory already holds the result).
-static void rebase_view_history(const Tensor& view, const Tensor& result) {
+static void rebase_view_history(const Tensor& view, const Tensor& result, const char* op) {
   const Tensor& base = view->view_base;
+  DG_CHECK(base->dtype == view->dtype, RuntimeError, op, ": an in-place write into a real view (real, imag, "
+           "view_as_real) of a complex tensor with autograd history is not supported; write into a clone, or build "
+           "the tensor with dyngrad.complex(real, imag).");
   Tensor positions = view_positions_kernel(view, base);  // the view's index map
   Tensor new_base = put(with_history(base, base), positions, result);
   base->requires_grad = true;
@@ -88,8 +91,6 @@ bool binary_inplace_without_graph(BinaryKind k, const Tensor& self, const Tensor
   return true;
 }
 
-static int dtype_category(DType d) { return d == DType::Bool ? 0 : (is_floating(d) ? 2 : 1); }
-
 void assign_inplace(const Tensor& self, const Tensor& result, const char* op) {
   DG_CHECK(result->shape == self->shape, RuntimeError, op, ": the result of shape ", shape_str(result->shape),
            " does not fit the tensor written in place, of shape ", shape_str(self->shape), ".");
@@ -100,7 +101,7 @@ void assign_inplace(const Tensor& self, const Tensor& result, const char* op) {
   write_into(self, result, op);
   forward_ad::take_tangents(self, result);
   if (result->requires_grad && grad_enabled() && self->is_view) {
-    rebase_view_history(self, result);
+    rebase_view_history(self, result, op);
     return;
   }
   if (result->requires_grad && grad_enabled()) {

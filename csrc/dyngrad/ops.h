@@ -40,6 +40,7 @@ Tensor cumsum(const Tensor& a, int64_t dim, bool reverse);
 // Scalar forms: the scalar becomes a 0-d tensor of the dtype the result will have (a Python number never
 // widens a float tensor).
 Tensor scalar_like(const Tensor& t, double v, bool is_integral);
+Tensor scalar_like_complex(const Tensor* t, double re, double im);
 // A Python int as an operand, exact in int64 (the bindings use it for every int: 2**53 + 1 stays odd).
 Tensor scalar_like_int(const Tensor& t, int64_t v);
 // The dtype of a binary op's result (torch's promotion with 0-d operands ranked below tensors with dims).

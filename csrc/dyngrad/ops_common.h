@@ -58,11 +58,18 @@ inline void save_unary_backward(SavesGradX::Stored& s, OpNode& node, const Tenso
 }
 inline void save_unary_backward(SavesX::Stored& s, OpNode&, const Tensor&, const Tensor& x) { s.x.save(x, false); }
 
+// A complex x: grad * conj(f'(x)), torch's convention for a holomorphic f (Note [Complex gradients] in
+// derivatives.cpp).
+inline Tensor derivative_factor(UnaryKind kernel, const Tensor& x) {
+  Tensor d = unary_kernel(kernel, x, to_floating(x->dtype));
+  return is_complex(d->dtype) ? unary_kernel(UnaryKind::Conj, d, d->dtype) : d;
+}
+
 template <OpKind K>
 Tensor unary_backward_op(UnaryKind kernel, const Tensor& grad, const Tensor& x, const char* op) {
   Tensor out = unary_grad_fusable(grad, x)
                    ? unary_grad_kernel(kernel, grad, x)
-                   : binary_kernel(BinaryKind::Mul, grad, unary_kernel(kernel, x, to_floating(x->dtype)),
+                   : binary_kernel(BinaryKind::Mul, grad, derivative_factor(kernel, x),
                                    to_floating(result_type(grad, x)), op);
   if (any_requires_grad({&grad, &x})) {
     auto& node = record<K>(out, {&grad, &x});
@@ -90,6 +97,12 @@ template <class F>
 auto unrecorded(F&& f) {
   GradModeGuard off(false);
   return f();
+}
+
+// Complex numbers have no order: the ops that compare them refuse them (the kernels would too, naming no op).
+inline void check_not_complex(const Tensor& a, const char* op) {
+  DG_CHECK(!is_complex(a->dtype), TypeError, op, ": not supported for complex tensors (", dtype_name(a->dtype),
+           "); complex numbers have no order.");
 }
 
 inline void check_float(const Tensor& a, const char* op) {

@@ -29,7 +29,7 @@ std::vector<int64_t> normalize_dims(const Dims& dims, int64_t ndim, const char* 
 
 Tensor scalar_like(const Tensor& t, double v, bool is_integral) {
   DType dt = t->dtype;
-  if (!is_integral && !is_floating(dt)) dt = default_float_dtype();
+  if (!is_integral && !is_differentiable(dt)) dt = default_float_dtype();
   // a float next to a float16/bfloat16 tensor with dims stays float32: result_type keeps the tensor's dtype and the
   // kernel computes in float32 (Note [Half types]), so the number is not rounded to 16 bits first (as torch)
   else if (!is_integral && is_half(dt) && t->ndim() > 0) dt = DType::Float32;
@@ -55,20 +55,31 @@ static bool fits_in(int64_t v, DType d) {
   }
 }
 Tensor scalar_like_int(const Tensor& t, int64_t v) {
+  if (is_complex(t->dtype)) return scalar_tensor((double)v, t->dtype);
   if (t->dtype == DType::Bool || (t->ndim() > 0 && !fits_in(v, t->dtype))) return scalar_tensor_int(v, DType::Int64);
   return scalar_tensor_int(v, t->dtype);
 }
 
 // torch's rule: tensors with dims outrank 0-d tensors (and so Python numbers, which arrive as 0-d tensors); a 0-d
-// operand changes the result only when its category (bool < int < float) is higher: float32 * 0-d float64 stays
-// float32, int64 * 0-d float64 becomes float64.
-static int category(DType d) { return d == DType::Bool ? 0 : (is_floating(d) ? 2 : 1); }
+// operand changes the result only when its category (bool < int < float < complex) is higher: float32 * 0-d float64
+// stays float32, int64 * 0-d float64 becomes float64, float64 * 0-d complex64 becomes complex128
+// (combine_categories in dtype.h).
 DType result_type(const Tensor& a, const Tensor& b) {
   const bool a0 = a->ndim() == 0, b0 = b->ndim() == 0;
   if (a0 == b0) return promote(a->dtype, b->dtype);
   const Tensor& dims = a0 ? b : a;
   const Tensor& zero_d = a0 ? a : b;
-  return category(zero_d->dtype) > category(dims->dtype) ? zero_d->dtype : dims->dtype;
+  return combine_categories(dims->dtype, zero_d->dtype);
+}
+
+// a Python complex number next to `t` (null: alone): torch's wrapped complex number, the default complex dtype
+// (complex128 when the default float is float64), or t's own precision when t is floating (float64 * 1j is
+// complex128; combine_categories)
+Tensor scalar_like_complex(const Tensor* t, double re, double im) {
+  DType dt = complex_of(default_float_dtype());
+  if (t && is_complex((*t)->dtype)) dt = (*t)->dtype;
+  else if (t && is_floating((*t)->dtype) && (*t)->ndim() > 0) dt = complex_of((*t)->dtype);
+  return full_complex(Shape{}, re, im, dt);
 }
 
 Tensor ones_like_shape(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
@@ -147,7 +158,7 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 
 // out = a ** p (number exponent)
 Tensor pow_scalar(const Tensor& a, double p) {
-  bool integral_result = !is_floating(a->dtype) && p == std::floor(p) && p >= 0;
+  bool integral_result = !is_differentiable(a->dtype) && p == std::floor(p) && p >= 0;
   DType dt = integral_result ? (a->dtype == DType::Bool ? DType::Int64 : a->dtype) : to_floating(a->dtype);
   Tensor out;
   if (integral_result) out = binary_kernel(BinaryKind::Pow, a, scalar_tensor(p, dt), dt, "pow");
@@ -325,26 +336,42 @@ Tensor sum(const Tensor& a, const Dims& dims_in, bool keepdim, std::optional<DTy
   Tensor src = dtype && *dtype != a->dtype ? to_dtype(a, *dtype) : a;
   Tensor out = reduce_kernel(ReduceKind::Sum, src, dims, keepdim);
   // integers accumulate in int64; an explicit narrow dtype= is the result's dtype (wrapping as torch's sum in it)
-  if (dtype && out->dtype != *dtype && !is_floating(*dtype)) out = to_dtype(out, *dtype);
+  if (dtype && out->dtype != *dtype && !is_differentiable(*dtype)) out = to_dtype(out, *dtype);
   if (any_requires_grad({&src})) record_reduction<OpKind::sum>(out, src, dims, keepdim);
   if (forward_ad::active()) forward_tangents<OpKind::sum>(out, {&src}, SavesReduction{dims, keepdim});
   return out;
 }
 
+// a sum of `count` elements (contiguous, float32 or float64, ours to write) divided by count in place; NaN for none
+static Tensor mean_of_sum(const Tensor& out, int64_t count) {
+  DG_DISPATCH_FLOAT(out->dtype, T, {
+    T* p = out->data<T>();
+    T inv = count ? T(1) / T(count) : std::numeric_limits<T>::quiet_NaN();
+    for (int64_t i = 0; i < out->numel; ++i) p[i] = count ? p[i] * inv : inv;
+  });
+  return out;
+}
+
 Tensor mean(const Tensor& a, const Dims& dims_in, bool keepdim) {
-  DG_CHECK(is_floating(a->dtype), RuntimeError, "mean: expected a floating-point tensor, got ",
+  DG_CHECK(is_differentiable(a->dtype), RuntimeError, "mean: expected a floating-point or complex tensor, got ",
            dtype_name(a->dtype), "; convert with .float() first.");
+  if (is_complex(a->dtype)) {  // the sum's pairs, divided: the same rounding as a real mean
+    auto dims = normalize_dims(dims_in, a->ndim(), "mean");
+    int64_t count = 1;
+    for (int64_t d : dims) count *= a->shape[d];
+    Tensor s = reduce_kernel(ReduceKind::Sum, a, dims, keepdim);
+    Tensor out = real_as_complex_view(mean_of_sum(complex_as_real_view(s), count));
+    if (any_requires_grad({&a})) record_reduction<OpKind::mean>(out, a, dims, keepdim);
+    if (forward_ad::active()) forward_tangents<OpKind::mean>(out, {&a}, SavesReduction{dims, keepdim});
+    return out;
+  }
   auto dims = normalize_dims(dims_in, a->ndim(), "mean");
   // Note [Half types]: a half type's mean is its float32 sum divided in float32, rounded once (as torch)
   const bool half = is_half(a->dtype);
   Tensor out = reduce_kernel(ReduceKind::Sum, half ? contiguous_copy(a, DType::Float32) : a, dims, keepdim);
   int64_t count = 1;
   for (int64_t d : dims) count *= a->shape[d];
-  DG_DISPATCH_FLOAT(out->dtype, T, {
-    T* p = out->data<T>();
-    T inv = count ? T(1) / T(count) : std::numeric_limits<T>::quiet_NaN();
-    for (int64_t i = 0; i < out->numel; ++i) p[i] = count ? p[i] * inv : inv;
-  });
+  out = mean_of_sum(out, count);
   if (half) out = contiguous_copy(out, a->dtype);
   if (any_requires_grad({&a})) record_reduction<OpKind::mean>(out, a, dims, keepdim);
   if (forward_ad::active()) forward_tangents<OpKind::mean>(out, {&a}, SavesReduction{dims, keepdim});
@@ -377,6 +404,7 @@ Tensor std_(const Tensor& a, const Dims& dims, double correction, bool keepdim) 
 
 template <OpKind K>
 static Tensor extremum(ReduceKind rk, const Tensor& a, const Dims& dims_in, bool keepdim, const char* op) {
+  check_not_complex(a, op);
   auto dims = normalize_dims(dims_in, a->ndim(), op);
   for (int64_t d : dims)
     DG_CHECK(a->shape[d] != 0, RuntimeError, op, ": cannot reduce over dimension ", d, " of size 0 (input shape ",
@@ -398,6 +426,7 @@ Tensor amin(const Tensor& a, const Dims& dims, bool keepdim) {
 }
 
 static Tensor arg_extremum(ReduceKind rk, const Tensor& a, std::optional<int64_t> dim, bool keepdim, const char* op) {
+  check_not_complex(a, op);
   if (!dim) {
     DG_CHECK(a->numel != 0, RuntimeError, op, ": cannot take the ", op, " of an empty tensor (shape ",
              shape_str(a->shape), ").");
@@ -422,6 +451,7 @@ Tensor argmin(const Tensor& a, std::optional<int64_t> dim, bool keepdim) {
 
 // out = log(sum(exp(a))) computed stably; saves a and out
 Tensor logsumexp(const Tensor& a_in, const Dims& dims_in, bool keepdim) {
+  check_not_complex(a_in, "logsumexp");
   Tensor a = is_floating(a_in->dtype) ? a_in : to_dtype(a_in, DType::Float32);
   auto dims = normalize_dims(dims_in, a->ndim(), "logsumexp");
   Tensor out = reduce_kernel(ReduceKind::LogSumExp, a, dims, keepdim);
@@ -437,6 +467,7 @@ Tensor logsumexp(const Tensor& a_in, const Dims& dims_in, bool keepdim) {
 // out_i = sum_{j <= i} a_j along dim (j >= i if reverse): a loop (kernels/scan.cpp), where a composite would be a
 // doubling scan of log n levels of nodes; saves nothing but the dim
 Tensor cumsum(const Tensor& a, int64_t dim, bool reverse) {
+  check_not_complex(a, "cumsum");
   const int64_t d = a->ndim() ? wrap_dim(dim, a->ndim(), "cumsum") : (wrap_dim(dim, 0, "cumsum"), 0);
   Tensor out = cumsum_kernel(a, d, reverse);
   if (any_requires_grad({&a})) {

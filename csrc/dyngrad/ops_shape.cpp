@@ -11,7 +11,7 @@ namespace dyngrad {
 Tensor to_dtype(const Tensor& a, DType dtype) {
   if (a->dtype == dtype) return a;
   Tensor out = contiguous_copy(a, dtype);
-  if (is_floating(dtype) && any_requires_grad({&a})) record<OpKind::to_dtype>(out, {&a});
+  if (is_differentiable(dtype) && any_requires_grad({&a})) record<OpKind::to_dtype>(out, {&a});
   if (forward_ad::active()) forward_tangents<OpKind::to_dtype>(out, {&a}, SavesNothing{});
   return out;
 }
@@ -94,6 +94,28 @@ static Shape infer_shape(const Shape& requested, int64_t numel, const Shape& old
   return shape;
 }
 
+// Note [Complex views]: a complex64 element is two float32s (real, imag) in a row, so a complex tensor of shape S
+// and strides s (in elements) is a float32 tensor of shape (S, 2) and strides (2 s, 1) over the same bytes, at
+// twice the offset; view_as_complex is the converse, for a real tensor whose last dim has size 2 and stride 1 and
+// whose other strides and offset are even. real and imag are selects of view_as_real, so they are views too.
+Tensor complex_as_real_view(const Tensor& a) {
+  Shape shape = a->shape, strides;
+  for (int64_t s : a->strides) strides.push_back(2 * s);
+  shape.push_back(2);
+  strides.push_back(1);
+  Tensor v = make_view(a, std::move(shape), std::move(strides), 2 * a->offset);
+  v->dtype = complex_value_type(a->dtype);
+  return v;
+}
+
+Tensor real_as_complex_view(const Tensor& a) {
+  Shape shape(a->shape.begin(), a->shape.end() - 1), strides;
+  for (size_t d = 0; d + 1 < a->strides.size(); ++d) strides.push_back(a->strides[d] / 2);
+  Tensor v = make_view(a, std::move(shape), std::move(strides), a->offset / 2);
+  v->dtype = a->dtype == DType::Float64 ? DType::Complex128 : DType::Complex64;
+  return v;
+}
+
 template <OpKind K>
 static Tensor record_view(const Tensor& out, const Tensor& a) {
   if (any_requires_grad({&a})) {
@@ -121,6 +143,27 @@ Tensor view(const Tensor& a, const Shape& requested) {
            shape_str(a->shape), " and strides ", shape_str(a->strides), " as ", shape_str(shape),
            "; use reshape() instead.");
   return record_view<OpKind::reshape>(view_of(a, shape, strides, a->offset), a);
+}
+
+Tensor view_as_real(const Tensor& a) {
+  DG_CHECK(is_complex(a->dtype), RuntimeError, "view_as_real: expected a complex tensor (complex64 or complex128), got ",
+           dtype_name(a->dtype), ".");
+  return record_view<OpKind::view_as_real>(complex_as_real_view(a), a);
+}
+
+Tensor view_as_complex(const Tensor& a) {
+  DG_CHECK(a->dtype == DType::Float32 || a->dtype == DType::Float64, RuntimeError,
+           "view_as_complex: expected a float32 or float64 tensor, got ", dtype_name(a->dtype), ".");
+  DG_CHECK(a->ndim() >= 1 && a->shape.back() == 2, RuntimeError,
+           "view_as_complex: expected a tensor whose last dimension has size 2, got shape ", shape_str(a->shape), ".");
+  DG_CHECK(a->strides.back() == 1, RuntimeError,
+           "view_as_complex: expected the last dimension to have stride 1, got strides ", shape_str(a->strides),
+           "; call .contiguous() first.");
+  bool even = a->offset % 2 == 0;
+  for (size_t d = 0; d + 1 < a->strides.size(); ++d) even = even && (a->strides[d] % 2 == 0 || a->shape[d] == 1);
+  DG_CHECK(even, RuntimeError, "view_as_complex: expected every other stride and the storage offset to be divisible "
+           "by 2, got strides ", shape_str(a->strides), " and offset ", a->offset, "; call .contiguous() first.");
+  return record_view<OpKind::view_as_complex>(real_as_complex_view(a), a);
 }
 
 Tensor permute(const Tensor& a, const Dims& dims) {

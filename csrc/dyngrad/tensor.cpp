@@ -20,6 +20,11 @@ namespace dyngrad {
   throw TypeError(str_cat("this operation is not implemented for ", dtype_name(d), " tensors; convert with .float()."));
 }
 
+[[noreturn]] void throw_no_complex32(const char* why) {
+  throw TypeError(str_cat("complex32 (chalf), the complex type of ", why,
+                          ", is not supported; dyngrad has complex64 and complex128: convert with .float() first."));
+}
+
 std::string shape_str(const std::vector<int64_t>& shape) {
   std::ostringstream os;
   os << "(";
@@ -162,6 +167,18 @@ Tensor full(const Shape& shape, double value, DType dtype) {
 
 Tensor scalar_tensor(double value, DType dtype) { return full(Shape{}, value, dtype); }
 
+Tensor full_complex(const Shape& shape, double re, double im, DType dtype) {
+  DG_CHECK(is_complex(dtype), TypeError, "full: a complex value cannot fill a tensor of dtype ", dtype_name(dtype),
+           "; use a complex dtype or take its real part.");
+  Tensor t = empty(shape, dtype);
+  DG_DISPATCH_COMPLEX(dtype, T, {
+    T v((typename T::value_type)re, (typename T::value_type)im);
+    T* p = t->data<T>();
+    for (int64_t i = 0; i < t->numel; ++i) p[i] = v;
+  });
+  return t;
+}
+
 Tensor full_int(const Shape& shape, int64_t value, DType dtype) {
   Tensor t = empty(shape, dtype);
   int64_t n = t->numel;
@@ -252,7 +269,7 @@ double item_double(const Tensor& t) {
   DG_CHECK(t->numel == 1, RuntimeError, "item(): a tensor with ", t->numel,
            " elements cannot be converted to a Python number (shape ", shape_str(t->shape), ").");
   double v = 0;
-  DG_DISPATCH_STORAGE(t->dtype, T, v = static_cast<double>(*t->data<T>()));
+  DG_DISPATCH_STORAGE(t->dtype, T, v = (double)real_part(*t->data<T>()));
   return v;
 }
 
@@ -260,7 +277,15 @@ int64_t item_int(const Tensor& t) {
   DG_CHECK(t->numel == 1, RuntimeError, "item(): a tensor with ", t->numel,
            " elements cannot be converted to a Python number (shape ", shape_str(t->shape), ").");
   int64_t v = 0;
-  DG_DISPATCH_STORAGE(t->dtype, T, v = static_cast<int64_t>(*t->data<T>()));
+  DG_DISPATCH_STORAGE(t->dtype, T, v = real_part<int64_t>(*t->data<T>()));
+  return v;
+}
+
+std::complex<double> item_complex(const Tensor& t) {
+  DG_CHECK(t->numel == 1, RuntimeError, "item(): a tensor with ", t->numel,
+           " elements cannot be converted to a Python number (shape ", shape_str(t->shape), ").");
+  std::complex<double> v;
+  DG_DISPATCH_STORAGE(t->dtype, T, v = std::complex<double>(real_part(*t->data<T>()), imag_part(*t->data<T>())));
   return v;
 }
 

@@ -118,6 +118,7 @@ Tensor empty(const Shape& shape, DType dtype);
 Tensor zeros(const Shape& shape, DType dtype);
 Tensor full(const Shape& shape, double value, DType dtype);
 Tensor scalar_tensor(double value, DType dtype);  // 0-d
+Tensor full_complex(const Shape& shape, double re, double im, DType dtype);  // a complex dtype
 // Integral values, exact in int64 (a Python int through a double loses its low bits above 2**53).
 Tensor full_int(const Shape& shape, int64_t value, DType dtype);
 Tensor scalar_tensor_int(int64_t value, DType dtype);
@@ -127,12 +128,17 @@ Tensor arange_int(int64_t start, int64_t end, int64_t step, DType dtype);
 Tensor arange_float(double start, double end, double step, DType dtype);
 // A tensor over existing memory: shares storage, no autograd history.
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset);
+// The complex tensor's memory as (real, imag) pairs, and the converse (Note [Complex views] in ops_shape.cpp): no
+// autograd, no checks (view_as_real and view_as_complex check and record).
+Tensor complex_as_real_view(const Tensor& a);
+Tensor real_as_complex_view(const Tensor& a);
 // detach(): same memory and version counter, no history.
 Tensor alias(const Tensor& t);
 
 // ---- element access ----
 double item_double(const Tensor& t);  // of a 1-element tensor
 int64_t item_int(const Tensor& t);
+std::complex<double> item_complex(const Tensor& t);
 
 // ---- in-place writes (Note [Writable tensors]) ----
 // A dim of more than one element with stride 0: several elements share a memory location.

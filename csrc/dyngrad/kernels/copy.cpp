@@ -11,9 +11,19 @@ namespace dyngrad {
 // float -> integer of NaN or of a value out of range is undefined in C++; give what x86 (and so numpy and torch)
 // give: int64 takes INT64_MIN; the narrower integers go through int32 (INT32_MIN when out of range) and keep its low
 // bits (300.0 -> int8 44). The 16-bit floats go through float32 (Note [Half types]).
+// A complex value converts to a real dtype through its real part (torch's cast, which warns that the imaginary part is
+// discarded; to bool: nonzero in either part); a real value to a complex dtype has a zero imaginary part.
 template <typename D, typename S>
 static inline D convert(S x) {
-  if constexpr (is_half_type_v<S> && !std::is_same_v<D, S>) {
+  if constexpr (is_complex_type_v<S> && is_complex_type_v<D>) {
+    return D((typename D::value_type)x.real(), (typename D::value_type)x.imag());
+  } else if constexpr (is_complex_type_v<S> && std::is_same_v<D, bool>) {
+    return x.real() != 0 || x.imag() != 0;
+  } else if constexpr (is_complex_type_v<S>) {
+    return convert<D, typename S::value_type>(x.real());
+  } else if constexpr (is_complex_type_v<D>) {
+    return D((typename D::value_type)convert<double, S>(x), 0);
+  } else if constexpr (is_half_type_v<S> && !std::is_same_v<D, S>) {
     return convert<D, float>(static_cast<float>(x));
   } else if constexpr (std::is_same_v<D, int64_t> && std::is_floating_point_v<S>) {
     if (!(x >= S(-9.2233720368547758e18) && x < S(9.2233720368547758e18))) return INT64_MIN;

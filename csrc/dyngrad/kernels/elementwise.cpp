@@ -154,6 +154,7 @@ template <typename T>
 static void unary_float(UnaryKind k, const Tensor& out, const Tensor& a, T p0, T p1) {
   switch (k) {
     case UnaryKind::Neg: unary_loop<T, T>(out, a, [](T x) { return -x; }); break;
+    case UnaryKind::Conj: unary_loop<T, T>(out, a, [](T x) { return x; }); break;
     case UnaryKind::Exp: unary_loop<T, T>(out, a, [](T x) { return k_exp(x); }, costly_grain()); break;
     case UnaryKind::Log: unary_loop<T, T>(out, a, [](T x) { return std::log(x); }); break;
     case UnaryKind::Sqrt: unary_loop<T, T>(out, a, [](T x) { return std::sqrt(x); }); break;
@@ -197,10 +198,101 @@ static void unary_float(UnaryKind k, const Tensor& out, const Tensor& a, T p0, T
   }
 }
 
+// The public name of a kernel's op, for errors (the kernel ops' names come from ops.def).
+static const char* unary_kind_name(UnaryKind k) {
+  switch (k) {
+#define DG_KERNEL_OP(name, display, saves, signature, hot, kernel) case UnaryKind::kernel: return #name;
+#include "../ops.def"
+    case UnaryKind::Neg: return "neg";
+    case UnaryKind::LeakyRelu: return "leaky_relu";
+    case UnaryKind::Softplus: return "softplus";
+    case UnaryKind::PowScalar: return "pow";
+    case UnaryKind::Not: return "logical_not";
+    case UnaryKind::IsNan: return "isnan";
+    case UnaryKind::IsFinite: return "isfinite";
+  }
+  return "?";
+}
+
+// ---- complex (Note [Complex dtypes]) ----
+// std::complex's functions, except where a cancellation near 0 would lose digits that torch keeps: log1p and expm1
+// from their real parts' log1p / expm1 (|1+z|^2 = 1 + (2x + x^2 + y^2); e^x cos y - 1 = expm1(x) cos y - 2 sin^2(y/2)).
+template <typename C>
+inline C k_complex_log1p(C z) {
+  using R = typename C::value_type;
+  const R x = z.real(), y = z.imag();
+  return C(R(0.5) * std::log1p(x * (R(2) + x) + y * y), std::atan2(y, R(1) + x));
+}
+template <typename C>
+inline C k_complex_expm1(C z) {
+  using R = typename C::value_type;
+  const R x = z.real(), y = z.imag(), s = std::sin(y / R(2));
+  return C(std::expm1(x) * std::cos(y) - R(2) * s * s, std::exp(x) * std::sin(y));
+}
+template <typename C>
+inline C k_sgn(C z) {  // torch.sgn: z / |z|, 0 at 0
+  using R = typename C::value_type;
+  const R m = std::abs(z);
+  return m == R(0) ? C(0) : z / m;
+}
+
+template <typename C>
+static void unary_complex(UnaryKind k, const Tensor& out, const Tensor& a, double p0) {
+  using R = typename C::value_type;
+  switch (k) {
+    case UnaryKind::Neg: unary_loop<C, C>(out, a, [](C z) { return -z; }); break;
+    case UnaryKind::Conj: unary_loop<C, C>(out, a, [](C z) { return std::conj(z); }); break;
+    case UnaryKind::Exp: unary_loop<C, C>(out, a, [](C z) { return std::exp(z); }, costly_grain()); break;
+    case UnaryKind::Log: unary_loop<C, C>(out, a, [](C z) { return std::log(z); }, costly_grain()); break;
+    case UnaryKind::Log2:
+      unary_loop<C, C>(out, a, [](C z) { return std::log(z) / R(0.693147180559945309417232121458176568); });
+      break;
+    case UnaryKind::Log10: unary_loop<C, C>(out, a, [](C z) { return std::log10(z); }, costly_grain()); break;
+    case UnaryKind::Log1p: unary_loop<C, C>(out, a, [](C z) { return k_complex_log1p(z); }, costly_grain()); break;
+    case UnaryKind::Expm1: unary_loop<C, C>(out, a, [](C z) { return k_complex_expm1(z); }, costly_grain()); break;
+    case UnaryKind::Sqrt: unary_loop<C, C>(out, a, [](C z) { return std::sqrt(z); }); break;
+    case UnaryKind::Rsqrt: unary_loop<C, C>(out, a, [](C z) { return C(1) / std::sqrt(z); }); break;
+    case UnaryKind::Sin: unary_loop<C, C>(out, a, [](C z) { return std::sin(z); }, costly_grain()); break;
+    case UnaryKind::Cos: unary_loop<C, C>(out, a, [](C z) { return std::cos(z); }, costly_grain()); break;
+    case UnaryKind::Tan: unary_loop<C, C>(out, a, [](C z) { return std::tan(z); }, costly_grain()); break;
+    case UnaryKind::Tanh: unary_loop<C, C>(out, a, [](C z) { return std::tanh(z); }, costly_grain()); break;
+    case UnaryKind::Sinh: unary_loop<C, C>(out, a, [](C z) { return std::sinh(z); }, costly_grain()); break;
+    case UnaryKind::Asin: unary_loop<C, C>(out, a, [](C z) { return std::asin(z); }, costly_grain()); break;
+    case UnaryKind::Acos: unary_loop<C, C>(out, a, [](C z) { return std::acos(z); }, costly_grain()); break;
+    case UnaryKind::Atan: unary_loop<C, C>(out, a, [](C z) { return std::atan(z); }, costly_grain()); break;
+    case UnaryKind::Sigmoid:
+      unary_loop<C, C>(out, a, [](C z) { return C(1) / (C(1) + std::exp(-z)); }, costly_grain());
+      break;
+    case UnaryKind::Sign: unary_loop<C, C>(out, a, [](C z) { return k_sgn(z); }); break;
+    case UnaryKind::PowScalar: {
+      const R p = (R)p0;
+      if (p0 == 2) unary_loop<C, C>(out, a, [](C z) { return z * z; });
+      else if (p0 == 1) unary_loop<C, C>(out, a, [](C z) { return z; });
+      else if (p0 == 0) unary_loop<C, C>(out, a, [](C) { return C(1); });
+      else unary_loop<C, C>(out, a, [p](C z) { return std::pow(z, p); }, costly_grain());
+      break;
+    }
+    case UnaryKind::TanhGradFromOut: unary_loop<C, C>(out, a, [](C y) { return C(1) - y * y; }); break;
+    case UnaryKind::SigmoidGradFromOut: unary_loop<C, C>(out, a, [](C y) { return y * (C(1) - y); }); break;
+    case UnaryKind::Abs: unary_loop<C, R>(out, a, [](C z) { return std::abs(z); }); break;
+    case UnaryKind::IsNan:
+      unary_loop<C, bool>(out, a, [](C z) { return std::isnan(z.real()) || std::isnan(z.imag()); });
+      break;
+    case UnaryKind::IsFinite:
+      unary_loop<C, bool>(out, a, [](C z) { return std::isfinite(z.real()) && std::isfinite(z.imag()); });
+      break;
+    case UnaryKind::Not: unary_loop<C, bool>(out, a, [](C z) { return z == C(0); }); break;
+    default:
+      throw TypeError(str_cat(unary_kind_name(k), ": not supported for complex tensors (dtype ",
+                              dtype_name(a->dtype), ")."));
+  }
+}
+
 template <typename T>
 static void unary_integral(UnaryKind k, const Tensor& out, const Tensor& a) {
   switch (k) {
     case UnaryKind::Neg: unary_loop<T, T>(out, a, [](T x) { return (T)-x; }); break;
+    case UnaryKind::Conj: unary_loop<T, T>(out, a, [](T x) { return x; }); break;
     case UnaryKind::Abs: unary_loop<T, T>(out, a, [](T x) { return x < 0 ? (T)-x : x; }); break;
     case UnaryKind::Sign: unary_loop<T, T>(out, a, [](T x) { return (T)(x > 0 ? 1 : (x < 0 ? -1 : 0)); }); break;
     case UnaryKind::Relu: unary_loop<T, T>(out, a, [](T x) { return x > 0 ? x : (T)0; }); break;
@@ -214,6 +306,16 @@ static void unary_integral(UnaryKind k, const Tensor& out, const Tensor& a) {
 Tensor unary_kernel(UnaryKind k, const Tensor& a_in, DType out_dtype, double p0, double p1) {
   bool bool_out = k == UnaryKind::Not || k == UnaryKind::IsNan || k == UnaryKind::IsFinite;
   const DType in = a_in->dtype;
+  if (is_complex(in) || is_complex(out_dtype)) {
+    // computed in the complex dtype asked for (a real input is converted); abs gives the real value type
+    const DType compute = bool_out ? (is_complex(in) ? in : complex_of(in)) : (is_complex(out_dtype) ? out_dtype : in);
+    Tensor a = in == compute ? a_in : contiguous_copy(a_in, compute);
+    const DType result = bool_out ? DType::Bool : (k == UnaryKind::Abs ? complex_value_type(compute) : compute);
+    Tensor out = empty(a->shape, result);
+    if (out->numel == 0) return out;
+    DG_DISPATCH_COMPLEX(compute, C, unary_complex<C>(k, out, a, p0));
+    return out;
+  }
   if (is_half(in) || (!bool_out && is_half(out_dtype)) || (is_narrow_int(in) && (bool_out || in == out_dtype))) {
     // Note [Half types] and Note [Narrow integers]: computed in float32 / int64, converted back
     const DType wide = is_half(in) ? DType::Float32 : (is_narrow_int(in) ? DType::Int64 : in);
@@ -359,6 +461,38 @@ static void binary_typed(BinaryKind k, const Tensor& out, const Tensor& a, const
 
 static bool is_bool_result(BinaryKind k) { return k >= BinaryKind::Eq; }
 
+static const char* binary_kind_name(BinaryKind k) {
+  static const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2", "eq", "ne", "lt",
+                                "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"};
+  return names[(int)k];
+}
+
+// Complex operands: arithmetic, pow, equality and the logical ops (nonzero is true); torch defines no order on
+// complex numbers, so maximum, minimum, atan2 and <, <=, >, >= are refused.
+template <typename C>
+static void binary_complex(BinaryKind k, const Tensor& out, const Tensor& a, const Tensor& b) {
+  const C zero(0);
+  switch (k) {
+    case BinaryKind::Add: binary_loop<C, C>(out, a, b, [](C x, C y) { return x + y; }); break;
+    case BinaryKind::Sub: binary_loop<C, C>(out, a, b, [](C x, C y) { return x - y; }); break;
+    case BinaryKind::Mul: binary_loop<C, C>(out, a, b, [](C x, C y) { return x * y; }); break;
+    case BinaryKind::Div: binary_loop<C, C>(out, a, b, [](C x, C y) { return x / y; }); break;
+    case BinaryKind::Pow:
+      binary_loop<C, C>(out, a, b, [](C x, C y) { return y == C(0) ? C(1) : std::pow(x, y); });
+      break;
+    case BinaryKind::Eq: binary_loop<C, bool>(out, a, b, [](C x, C y) { return x == y; }); break;
+    case BinaryKind::Ne: binary_loop<C, bool>(out, a, b, [](C x, C y) { return x != y; }); break;
+    case BinaryKind::And: binary_loop<C, bool>(out, a, b, [zero](C x, C y) { return x != zero && y != zero; }); break;
+    case BinaryKind::Or: binary_loop<C, bool>(out, a, b, [zero](C x, C y) { return x != zero || y != zero; }); break;
+    case BinaryKind::Xor:
+      binary_loop<C, bool>(out, a, b, [zero](C x, C y) { return (x != zero) != (y != zero); });
+      break;
+    default:
+      throw TypeError(str_cat(binary_kind_name(k), ": not supported for complex tensors (", dtype_name(a->dtype),
+                              "); complex numbers have no order."));
+  }
+}
+
 Tensor binary_kernel(BinaryKind k, const Tensor& a_in, const Tensor& b_in, DType compute, const char* op) {
   if (is_half(compute) || is_narrow_int(compute)) {  // Note [Half types] and Note [Narrow integers]
     Tensor r = binary_kernel(k, a_in, b_in, widen(compute), op);
@@ -369,6 +503,10 @@ Tensor binary_kernel(BinaryKind k, const Tensor& a_in, const Tensor& b_in, DType
   Tensor b = b_in->dtype == compute ? b_in : contiguous_copy(b_in, compute);
   Tensor out = empty(shape, is_bool_result(k) ? DType::Bool : compute);
   if (out->numel == 0) return out;
+  if (is_complex(compute)) {
+    DG_DISPATCH_COMPLEX(compute, C, binary_complex<C>(k, out, a, b));
+    return out;
+  }
   if (compute == DType::Bool && !is_bool_result(k)) {
     // bool arithmetic: add/mul as logical or/and (torch), others via int64
     if (k == BinaryKind::Add || k == BinaryKind::Maximum) k = BinaryKind::Or;

@@ -34,16 +34,28 @@ void for_each_gather_position(const Tensor& index, const Shape& shape, int64_t d
   }
 }
 
-// copies item by item, typed by the item size, so that each copy is one load and one store
+// copies item by item, typed by the item size, so that each copy is one load and one store (two for complex128)
+struct Item16 {
+  uint64_t lo, hi;
+};
 template <typename F>
 void by_item_size(size_t item, F&& f) {
   switch (item) {
     case 1: f(uint8_t{}); break;
     case 2: f(uint16_t{}); break;
     case 4: f(uint32_t{}); break;
+    case 16: f(Item16{}); break;
     default: f(uint64_t{}); break;
   }
 }
+
+// the adjoints' sums: the types the callers compute in, and complex (std::complex has +=)
+#define DG_DISPATCH_SUMMABLE(dt, T, ...)                                                          \
+  switch (dt) {                                                                                 \
+    case ::dyngrad::DType::Complex64: { using T = ::dyngrad::complex64_t; __VA_ARGS__; break; }   \
+    case ::dyngrad::DType::Complex128: { using T = ::dyngrad::complex128_t; __VA_ARGS__; break; } \
+    default: DG_DISPATCH_INTEGERS(dt, T, __VA_ARGS__);                                          \
+  }
 
 }  // namespace
 
@@ -70,7 +82,7 @@ Tensor index_add_kernel(const Tensor& src, int64_t d, const Tensor& index, const
   int64_t outer, inner;
   split_at(out_shape, d, outer, inner);
   const int64_t* idx = index->data<int64_t>();
-  DG_DISPATCH_INTEGERS(src->dtype, T, {
+  DG_DISPATCH_SUMMABLE(src->dtype, T, {
     const T* s = src->data<T>();
     T* o = out->data<T>();
     for (int64_t q = 0; q < outer; ++q)
@@ -96,7 +108,7 @@ Tensor gather_kernel(const Tensor& a, int64_t d, const Tensor& index) {
 
 Tensor scatter_add_kernel(const Tensor& src, int64_t d, const Tensor& index, const Shape& out_shape) {
   Tensor out = zeros(out_shape, src->dtype);
-  DG_DISPATCH_INTEGERS(src->dtype, T, {
+  DG_DISPATCH_SUMMABLE(src->dtype, T, {
     const T* s = src->data<T>();
     T* o = out->data<T>();
     for_each_gather_position(index, out_shape, d, [&](int64_t i, int64_t flat) { o[flat] += s[i]; });
@@ -129,7 +141,7 @@ void put_kernel(const Tensor& out, const Tensor& positions, const Tensor& v) {
 Tensor put_add_kernel(const Tensor& v, const Tensor& positions, const Shape& out_shape) {
   Tensor out = zeros(out_shape, v->dtype);
   const int64_t* p = positions->data<int64_t>();
-  DG_DISPATCH_INTEGERS(v->dtype, T, {
+  DG_DISPATCH_SUMMABLE(v->dtype, T, {
     const T* s = v->data<T>();
     T* o = out->data<T>();
     for (int64_t i = 0; i < positions->numel; ++i) o[p[i]] += s[i];

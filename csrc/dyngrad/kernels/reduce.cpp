@@ -85,6 +85,14 @@ void column_sums(const T* x, int64_t rows, int64_t cols, T* out) {
 }  // namespace
 
 Tensor reduce_kernel(ReduceKind k, const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  if (is_complex(a->dtype)) {
+    // a complex sum is the sum of its (real, imag) pairs (Note [Complex views]): the float kernel over the real view,
+    // whose last dim (the pair) is not reduced; complex numbers have no max or min
+    DG_CHECK(k == ReduceKind::Sum, TypeError, "this reduction (max, min, argmax, argmin, logsumexp) is not supported "
+             "for complex tensors (", dtype_name(a->dtype), "); complex numbers have no order.");
+    Tensor pairs = reduce_kernel(k, complex_as_real_view(a), dims, keepdim);
+    return real_as_complex_view(pairs->is_contiguous() ? pairs : contiguous_copy(pairs, pairs->dtype));
+  }
   if (is_half(a->dtype) || is_narrow_int(a->dtype)) {  // Note [Half types], Note [Narrow integers]
     // reduced in float32 / int64; max, min (and a half type's sum) convert back, sums of integers stay int64
     const DType wide = widen(a->dtype);

@@ -83,9 +83,9 @@ def operand(o, like):
     category); a numpy scalar acts like a Python number; arrays and lists are copied into a tensor."""
     if isinstance(o, Tensor):
         return o
-    if isinstance(o, (bool, int, float)):
+    if isinstance(o, (bool, int, float, complex)):
         return _C.scalar_operand(o, like)
-    if isinstance(o, np.generic) and o.dtype.kind in "biuf":
+    if isinstance(o, np.generic) and o.dtype.kind in "biufc":
         return _C.scalar_operand(o.item(), like)
     if isinstance(o, (np.ndarray, list)):
         return bridge.from_array(array_from_data(o, "tensor"), None)        # as torch.tensor(o)
@@ -110,12 +110,12 @@ def operands(a, b, op):
 
 
 def number(o, op, name):
-    """A Python number (bool, int, float), or a 1-element tensor's value."""
+    """A Python number (bool, int, float, complex), or a 1-element tensor's value."""
     if isinstance(o, Tensor):
         return o.item()
-    if isinstance(o, (bool, int, float)):
+    if isinstance(o, (bool, int, float, complex)):
         return o
-    if isinstance(o, np.generic) and o.dtype.kind in "biuf":
+    if isinstance(o, np.generic) and o.dtype.kind in "biufc":
         return o.item()
     raise TypeError(f"{op}: expected a number as {name}, got {type_name(o)}.")
 
@@ -219,7 +219,13 @@ def broadcast_shapes(a, b, op):
 
 # ----- dtypes and devices ----------------------------------------------------------------------------------------
 
-DTYPE_NAMES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64")
+DTYPE_NAMES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64",
+               "complex64", "complex128")
+
+
+def refuse_complex32(op):
+    raise TypeError(f"{op}: complex32 (chalf) is not supported; dyngrad has complex64 (cfloat) and complex128 "
+                    "(cdouble).")
 
 
 def dtype_arg(o, op="dtype"):
@@ -233,6 +239,10 @@ def dtype_arg(o, op="dtype"):
         return _C.int64
     if o is bool:
         return _C.bool
+    if o is complex:
+        return _C.complex128
+    if isinstance(o, str) and o in ("complex32", "chalf"):
+        refuse_complex32(op)
     try:
         name = np.dtype(o).name
     except TypeError:
@@ -254,7 +264,8 @@ def optional_dtype(o, op="dtype"):
 _INT_RANGES = {"uint8": (0, 2 ** 8 - 1), "int8": (-2 ** 7, 2 ** 7 - 1), "int16": (-2 ** 15, 2 ** 15 - 1),
                "int32": (-2 ** 31, 2 ** 31 - 1), "int64": (-2 ** 63, 2 ** 63 - 1)}
 _FLOAT_MAX = {"float16": 65504.0, "bfloat16": float.fromhex("0x1.fe00000000000p+127"),
-              "float32": float(np.finfo(np.float32).max), "float64": math.inf}
+              "float32": float(np.finfo(np.float32).max), "float64": math.inf,
+              "complex64": float(np.finfo(np.float32).max), "complex128": math.inf}
 
 
 def check_int_range(value, op):
@@ -402,18 +413,26 @@ def array_from_data(data, op, dtype=None):
     except (ValueError, TypeError) as exc:
         raise TypeError(f"{op}: could not convert data of type {type_name(data)} to a tensor ({exc}).") from None
     kind = arr.dtype.kind
-    if kind not in "biuf":
+    if kind not in "biufc":
         raise TypeError(f"{op}: could not convert data of type {type_name(data)} (numpy dtype {arr.dtype}) to a "
                         "tensor; expected numbers, bools, nested lists of them or a numpy array.")
     arr = canonical_bools(arr)
     if dtype is not None:
-        if arr.size and not dtype.is_floating_point and not isinstance(data, (np.ndarray, np.generic)):
+        if kind == "c" and not dtype.is_complex and not isinstance(data, (np.ndarray, np.generic)):
+            raise TypeError(f"{op}: can't convert complex numbers to {dtype.name}; use dtype=complex64 or "
+                            "complex128, or take .real first.")
+        if arr.size and not (dtype.is_floating_point or dtype.is_complex) and \
+                not isinstance(data, (np.ndarray, np.generic)):
             for v in (arr.min(), arr.max()):       # Python numbers must fit an integer dtype (numpy arrays wrap)
                 checked_write(v.item(), dtype, op, int64_numbers=True)
         return arr.astype(numpy_dtype(dtype))
     if kind == "f":
         keeps = isinstance(data, (np.ndarray, np.generic))       # numpy floats keep their width (float16 too)
         return arr if keeps else arr.astype(numpy_dtype(get_default_dtype()))
+    if kind == "c":     # Python complex numbers: the default complex dtype (complex64), as torch; numpy keeps its own
+        if isinstance(data, (np.ndarray, np.generic)) and arr.dtype.itemsize in (8, 16):
+            return arr
+        return arr.astype(np.complex128 if get_default_dtype().name == "float64" else np.complex64)
     if kind in "iu":
         keeps = isinstance(data, (np.ndarray, np.generic)) and arr.dtype.name in ("uint8", "int8", "int16", "int32")
         if keeps:

@@ -2,7 +2,8 @@
 
 The promotion lattice here is the one of csrc/dyngrad/dtype.h (promote) and reference/dtypes.py, for dtypes given
 by name rather than tensors: bool < {uint8, int8} < int16 < int32 < int64 < {float16, bfloat16} < float32 < float64,
-where the incomparable pairs meet one step up (uint8 + int8 -> int16, float16 + bfloat16 -> float32).
+where the incomparable pairs meet one step up (uint8 + int8 -> int16, float16 + bfloat16 -> float32), and a complex
+dtype next to another dtype gives the complex dtype of the larger value type (complex64 + float64 -> complex128).
 """
 import numpy as np
 
@@ -10,18 +11,50 @@ from .. import _C
 from .args import Tensor, dtype_arg, get_default_dtype, type_name
 
 _RANK = {"bool": 0, "uint8": 1, "int8": 1, "int16": 2, "int32": 3, "int64": 4, "float16": 5, "bfloat16": 5,
-         "float32": 6, "float64": 7}
+         "float32": 6, "float64": 7, "complex64": 8, "complex128": 9}
 _BY_RANK = {2: "int16", 5: "float32"}      # where two different dtypes of one rank meet (the rank above)
 
 
 def _category(dtype):
-    """bool 0 < integer 1 < floating 2: the order of torch's casting and scalar rules."""
-    return 0 if dtype.name == "bool" else (2 if dtype.is_floating_point else 1)
+    """bool 0 < integer 1 < floating 2 < complex 3: the order of torch's casting and scalar rules."""
+    return 0 if dtype.name == "bool" else (3 if dtype.is_complex else 2 if dtype.is_floating_point else 1)
+
+
+def _value_type(d):
+    return {"complex64": _C.float32, "complex128": _C.float64}.get(d.name, d)
+
+
+def _complex_of(d):
+    """torch's toComplexType: the complex dtype of a float dtype's precision (float16: complex32, refused; bfloat16:
+    complex64)."""
+    if d.is_complex:
+        return d
+    if d.name == "float16":
+        raise TypeError(f"complex32 (chalf), the complex type of {d.name}, is not supported; dyngrad has complex64 "
+                        "and complex128: convert with .float() first.")
+    return _C.complex128 if d.name == "float64" else _C.complex64
+
+
+def _combine(higher, lower):
+    """torch's combine_categories (csrc/dyngrad/dtype.h): a lower-priority group only counts when its category is
+    higher, and a complex one next to a float keeps the float's precision (float64 * 1j is complex128)."""
+    if higher.is_complex:
+        return higher
+    if lower.is_complex:
+        return _complex_of(higher) if higher.is_floating_point else lower
+    if higher.is_floating_point:
+        return higher
+    if higher.name == "bool" or lower.is_floating_point:
+        return _promote(higher, lower)
+    return higher
 
 
 def _promote(a, b):
     if a is b:
         return a
+    if a.is_complex or b.is_complex:
+        va, vb = _value_type(a), _value_type(b)
+        return _complex_of(va if _RANK[va.name] >= _RANK[vb.name] else vb)
     ra, rb = _RANK[a.name], _RANK[b.name]
     if ra == rb:
         return getattr(_C, _BY_RANK[ra + 1] if ra == 1 else _BY_RANK[ra])
@@ -40,6 +73,8 @@ def _operand_dtype(x):
         return _C.int64
     if isinstance(x, float):
         return get_default_dtype()
+    if isinstance(x, complex):
+        return _complex_of(get_default_dtype())
     raise TypeError(f"result_type: expected a Tensor or a Python number, got {type_name(x)}.")
 
 
@@ -60,8 +95,7 @@ def result_type(tensor1, tensor2):
         d = group[0]
         for other in group[1:]:
             d = _promote(d, other)
-        if result is None or _category(d) > _category(result):
-            result = d
+        result = d if result is None else _combine(result, d)
     return result
 
 
@@ -90,6 +124,7 @@ class finfo:
 
     def __init__(self, type=None):
         dt = get_default_dtype() if type is None else dtype_arg(type, "finfo")
+        dt = _value_type(dt)          # a complex dtype's limits are its parts' (torch)
         if not dt.is_floating_point:
             raise TypeError(f"finfo: requires a floating-point dtype, got {dt.name}; use iinfo for integers.")
         if dt.name == "bfloat16":
@@ -122,7 +157,7 @@ class iinfo:
 
     def __init__(self, type):
         dt = dtype_arg(type, "iinfo")
-        if dt.is_floating_point:
+        if dt.is_floating_point or dt.is_complex:
             raise TypeError(f"iinfo: requires an integer dtype, got {dt.name}; use finfo for floating point.")
         if dt.name == "bool":
             raise TypeError("iinfo: bool is not supported (as in torch).")

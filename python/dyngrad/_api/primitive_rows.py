@@ -30,4 +30,5 @@ UNARY_PRIMITIVES = (
     ("acos", "hot"),
     ("atan", "hot"),
     ("sinh", "hot"),
+    ("conj", "cold"),
 )

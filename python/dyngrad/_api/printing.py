@@ -49,7 +49,9 @@ def _edge_values(arr, summarize):
     return arr.reshape(-1)
 
 
-def _make_formatter(arr, summarize):
+def _make_formatter(arr, summarize, nonzero_width=False):
+    """A function formatting one value of arr to a common width: the widest value's, or with nonzero_width the
+    widest nonzero finite value's, as torch's _Formatter measures (used for complex parts, where -0. is common)."""
     values = _edge_values(arr, summarize)
     kind = arr.dtype.kind
     if kind == "b":
@@ -59,6 +61,17 @@ def _make_formatter(arr, summarize):
     if kind in "iu":
         width = max((len(str(int(v))) for v in values), default=1)
         return lambda v: str(int(v)).rjust(width)
+    if kind == "c":
+        # torch: the real and the imaginary parts each get a float formatter of their own; the imaginary part
+        # loses its padding and is joined with its sign (1.+2.j, 3.-4.j)
+        real_fmt = _make_formatter(arr.real, summarize, nonzero_width=True)
+        imag_fmt = _make_formatter(arr.imag, summarize, nonzero_width=True)
+
+        def complex_fmt(v):
+            v = complex(v)
+            imag = (imag_fmt(v.imag) + "j").lstrip()
+            return real_fmt(v.real) + (imag if imag[0] in "+-" else "+" + imag)
+        return complex_fmt
     finite = values[np.isfinite(values)].astype(np.float64)
     nonzero = np.abs(finite[finite != 0])
     int_mode = bool(np.all(finite == np.ceil(finite)))
@@ -82,7 +95,10 @@ def _make_formatter(arr, summarize):
             return f"{v:.0f}."
         return f"{v:.{digits}f}"
 
-    width = max((len(fmt(v)) for v in values), default=1)
+    if nonzero_width:
+        width = max([1] + [len(fmt(v)) for v in values if np.isfinite(v) and v != 0])
+    else:
+        width = max((len(fmt(v)) for v in values), default=1)
     return lambda v: fmt(v).rjust(width)
 
 
@@ -139,7 +155,8 @@ def format_tensor(t, prefix="tensor("):
     else:
         fmt = _make_formatter(arr, summarize)
         body = _format_array(arr, fmt, len(prefix), summarize)
-    if t.dtype.name not in (get_default_dtype().name, "int64", "bool"):
+    default_complex = "complex128" if get_default_dtype().name == "float64" else "complex64"
+    if t.dtype.name not in (get_default_dtype().name, "int64", "bool", default_complex):
         suffixes.append(f"dtype=dyngrad.{t.dtype.name}")
     if t.grad_fn is not None:
         suffixes.append(f"grad_fn=<{t.grad_fn.name()}>")

@@ -48,6 +48,10 @@ bfloat16          core                                fn              -         
 int               core:int32                          fn              -            -   -
 short             core:int16                          fn              -            -   -
 half              core:float16                        fn              -            -   -
+complex64         core                                fn              -            -   -
+complex128        core                                fn              -            -   -
+cfloat            core:complex64                      fn              -            -   -
+cdouble           core:complex128                     fn              -            -   -
 set_default_dtype dtype_info.set_default_dtype        fn              -            -   -
 finfo             dtype_info.finfo                    fn              -            -   -
 iinfo             dtype_info.iinfo                    fn              -            -   -
@@ -224,7 +228,7 @@ expit             ops.pointwise.sigmoid               special,out     -         
 logit             ops.pointwise.logit                 fn,method,out,special logit_ -   numpy
 relu              ops.pointwise.relu                  fn,method       relu_        hot prim
 sign              ops.pointwise.sign                  fn,method,out   sign_        -   prim,isnan,where
-sgn               ops.pointwise.sign                  fn,method,out   sgn_         -   sign
+sgn               ops.complex.sgn                     fn,method,out   sgn_         -   sign,abs,div,where
 signbit           ops.pointwise.signbit               fn,method,out   -            -   numpy
 floor             ops.pointwise.floor                 fn,method,out   floor_       -   numpy
 ceil              ops.pointwise.ceil                  fn,method,out   ceil_        -   numpy
@@ -781,22 +785,26 @@ cumulative_trapezoid ops.calculus.cumulative_trapezoid fn              -        
 gradient          ops.calculus.gradient               fn              -            -   index_select,mul,add,numpy
 trapezoid         ops.calculus.trapezoid              fn              -            -   slice,add,mul,sum
 trapz             ops.calculus.trapezoid              fn              -            -   slice,add,mul,sum
-# ----- complex-number helpers on real tensors (dyngrad has no complex dtypes) ---------------------------------
+# ----- complex numbers (complex64, complex128) and the helpers' identities on real tensors -------------------
 is_complex        ops.complex.is_complex              fn,method       -            -   -
-angle             ops.complex.angle                   fn,method,out   -            -   numpy
-imag              ops.complex.imag                    fn              -            -   -
+complex           ops.complex.complex                 fn,out          -            -   stack,expand,view_as_complex
+polar             ops.complex.polar                   fn,out          -            -   mul,cos,sin,stack,view_as_complex
+view_as_real      ops.complex.view_as_real            fn,method       -            -   prim
+view_as_complex   ops.complex.view_as_complex         fn,method       -            -   prim
+angle             ops.complex.angle                   fn,method,out   -            -   view_as_real,atan2,numpy
+imag              ops.complex.imag                    fn              -            -   view_as_real,select
 is_conj           ops.complex.is_conj                 fn,method       -            -   -
 is_neg            ops.complex.is_neg                  fn,method       -            -   -
 resolve_conj      ops.complex.resolve_conj            fn,method       -            -   -
 resolve_neg       ops.complex.resolve_neg             fn,method       -            -   -
-conj              ops.complex.conj                    fn,method       -            -   -
-conj_physical     ops.complex.conj_physical           fn,method,out   -            -   -
-conj_physical_    ops.complex.conj_physical_          method          -            -   -
-adjoint           ops.complex.adjoint                 fn,method       -            -   mT
-real              ops.complex.real                    fn,prop         -            -   -
-imag              ops.complex.imag                    prop            -            -   -
-H                 ops.complex.H                       prop            -            -   mT
-mH                ops.complex.mH                      prop            -            -   mT
+conj              ops.complex.conj                    fn,method       -            -   prim
+conj_physical     ops.complex.conj_physical           fn,method,out   -            -   conj
+conj_physical_    ops.complex.conj_physical_          method          -            -   conj,assign_inplace
+adjoint           ops.complex.adjoint                 fn,method       -            -   mT,conj
+real              ops.complex.real                    fn,prop         -            -   view_as_real,select
+imag              ops.complex.imag                    prop            -            -   view_as_real,select
+H                 ops.complex.H                       prop            -            -   mT,conj
+mH                ops.complex.mH                      prop            -            -   mT,conj
 # ----- about a tensor: predicates and the queries a script asks of any tensor ---------------------------------
 is_nonzero        ops.tensor.is_nonzero               fn,method       -            -   numpy
 is_same_size      ops.tensor.is_same_size             fn,method       -            -   -
@@ -892,6 +900,8 @@ char              ops.tensor.to_int8                  method          -         
 byte              ops.tensor.to_uint8                 method          -            -   to_dtype
 half              ops.tensor.to_float16               method          -            -   to_dtype
 bfloat16          ops.tensor.to_bfloat16              method          -            -   to_dtype
+cfloat            ops.tensor.to_complex64             method          -            -   to_dtype
+cdouble           ops.tensor.to_complex128            method          -            -   to_dtype
 cpu               ops.tensor.cpu                      method          -            -   -
 cuda              device.cuda                         method          -            -   -
 device            device.tensor_device                prop            -            -   -

@@ -6,7 +6,7 @@ Everything a PyTorch user calls (keywords, defaults, numbers as operands, method
 once above this surface, in python/dyngrad/_api/, and serves both engines; see "Shared code" in docs/design.md.
 """
 from .dtypes import DType as dtype, float32, float64, int64, bool_ as bool  # noqa: F401
-from .dtypes import uint8, int8, int16, int32, float16, bfloat16  # noqa: F401
+from .dtypes import uint8, int8, int16, int32, float16, bfloat16, complex64, complex128  # noqa: F401
 from .dtypes import get_default_dtype as _get_default_dtype, set_default_dtype as _set_default_dtype  # noqa: F401
 from .tensor import Tensor, empty, full, from_numpy, copy_from_numpy  # noqa: F401
 from .node import Node, _set_saved_tensors_hooks  # noqa: F401

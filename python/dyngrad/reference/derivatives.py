@@ -15,8 +15,9 @@ from .dtypes import from_numpy_dtype
 from .tensor import make_tensor, scalar_tensor
 from .ops_math import add, sub, mul, div, neg, pow, pow_scalar, where, compare, logical_and, sum, sum_to, matmul, mean
 from .ops_math import cumsum
-from .primitives import exp, log, cos, sin, sigmoid, tanh, sign, rsqrt
+from .primitives import exp, log, cos, sin, sigmoid, tanh, sign, rsqrt, conj
 from .ops_shape import to_dtype, reshape, permute, expand, slice, slice_scatter, mT, select, cat, stack
+from .ops_shape import view_as_real, view_as_complex, contiguous
 from .ops_index import index_select, index_add, gather, scatter_add, take, put, put_add
 from .ops_nn import softmax, unfold, fold, cross_entropy_target, LSTM, GRU, RNN_TANH
 from .engine import vjp
@@ -42,6 +43,11 @@ def definition_vjp(s, inputs, cotangents, definition):
         outputs = definition(xs)
     grads = vjp(outputs, cotangents, xs, first_node)
     return tuple(g if s.needs_input_grad[i] else None for i, g in enumerate(grads))
+
+
+def cj(t):
+    """conj(t) for a complex t, t itself otherwise: Note [Complex gradients] in csrc/dyngrad/derivatives.cpp."""
+    return conj(t) if t.dtype.is_complex else t
 
 
 def num(v, like):
@@ -84,15 +90,15 @@ def sub_backward(grad, s):
 
 # out = a * b  ->  da = grad * b, db = grad * a
 def mul_backward(grad, s):
-    return (mul(grad, s.b) if s.needs_input_grad[0] else None,
-            mul(grad, s.a) if s.needs_input_grad[1] else None)
+    return (mul(grad, cj(s.b)) if s.needs_input_grad[0] else None,
+            mul(grad, cj(s.a)) if s.needs_input_grad[1] else None)
 
 
 # out = a / b  ->  da = grad / b, db = -grad * a / b^2
 def div_backward(grad, s):
     b = s.b
-    da = div(grad, b) if s.needs_input_grad[0] else None
-    db = neg(div(mul(grad, s.a), mul(b, b))) if s.needs_input_grad[1] else None
+    da = div(grad, cj(b)) if s.needs_input_grad[0] else None
+    db = neg(div(mul(grad, cj(s.a)), cj(mul(b, b)))) if s.needs_input_grad[1] else None
     return da, db
 
 
@@ -104,11 +110,11 @@ def neg_backward(grad, s):
 # out = a ** b  ->  da = grad * b * a^(b-1), db = grad * out * log(a)  (0 where a == 0, as torch)
 def pow_backward(grad, s):
     a, b = s.a, s.b
-    da = mul(grad, mul(b, pow(a, sub(b, num(1, b))))) if s.needs_input_grad[0] else None
+    da = mul(grad, cj(mul(b, pow(a, sub(b, num(1, b)))))) if s.needs_input_grad[0] else None
     db = None
     if s.needs_input_grad[1]:
         safe_log = where(compare("eq", a, num(0, a)), num(0, a), log(a))
-        db = mul(grad, mul(s.out, safe_log))
+        db = mul(grad, cj(mul(s.out, safe_log)))
     return da, db
 
 
@@ -119,7 +125,7 @@ def pow_scalar_backward(grad, s):
         return (mul(grad, num(0, grad)),)
     a = s.a
     d = mul(a, num(2, a)) if p == 2 else mul(pow_scalar(a, p - 1), num(p, a))
-    return (mul(grad, d),)
+    return (mul(grad, cj(d)),)
 
 
 # out = max(a, b)  ->  da = grad where a > b, grad / 2 where a == b, 0 where a < b; db the mirror image (torch's
@@ -175,37 +181,38 @@ def clamp_backward(grad, s):
 
 # out = exp(a)  ->  da = grad * out
 def exp_backward(grad, s):
-    return (mul(grad, s.out),)
+    return (mul(grad, cj(s.out)),)
 
 
 # out = log(a)  ->  da = grad / a
 def log_backward(grad, s):
-    return (div(grad, s.a),)
+    return (div(grad, cj(s.a)),)
 
 
 # out = sqrt(a)  ->  da = grad / (2 out)
 def sqrt_backward(grad, s):
-    return (div(grad, mul(s.out, num(2, grad))),)
+    return (div(grad, cj(mul(s.out, num(2, s.out)))),)
 
 
 # out = a^(-1/2)  ->  da = -grad * out^3 / 2
 def rsqrt_backward(grad, s):
-    return (mul(grad, mul(pow_scalar(s.out, 3), num(-0.5, grad))),)
+    return (mul(grad, cj(mul(pow_scalar(s.out, 3), num(-0.5, s.out)))),)
 
 
-# out = |a|  ->  da = grad * sign(a) (sign(NaN) = 0: no gradient through a NaN, as torch)
+# out = |a|  ->  da = grad * sign(a) (sign(NaN) = 0: no gradient through a NaN, as torch); a complex a: grad * sgn(a),
+# sgn(a) = a / |a| (the kernel sign computes it for complex tensors)
 def abs_backward(grad, s):
     return (mul(grad, sign(s.a)),)
 
 
 # out = sin(a)  ->  da = grad * cos(a)
 def sin_backward(grad, s):
-    return (mul(grad, cos(s.a)),)
+    return (mul(grad, cj(cos(s.a))),)
 
 
 # out = cos(a)  ->  da = -grad * sin(a)
 def cos_backward(grad, s):
-    return (neg(mul(grad, sin(s.a))),)
+    return (neg(mul(grad, cj(sin(s.a)))),)
 
 
 # out = tanh(a)  ->  da = grad * (1 - out^2)
@@ -214,8 +221,12 @@ def tanh_backward(grad, s):
 
 
 # out = grad * (1 - x^2)  ->  dgrad = tanh_backward(g, x), dx = -2 g grad x
+# (complex: out = grad * conj(1 - x^2), so dgrad = g * (1 - x^2), dx = conj(-2 g conj(grad) x))
 def tanh_backward_backward(g, s):
     x = s.x
+    if x.dtype.is_complex:
+        return (mul(g, sub(num(1, x), mul(x, x))) if s.needs_input_grad[0] else None,
+                conj(mul(mul(g, cj(s.grad)), mul(x, num(-2, x)))) if s.needs_input_grad[1] else None)
     return (prim.tanh_backward(g, x) if s.needs_input_grad[0] else None,
             mul(mul(g, s.grad), mul(x, num(-2, x))) if s.needs_input_grad[1] else None)
 
@@ -228,6 +239,9 @@ def sigmoid_backward(grad, s):
 # out = grad * x * (1 - x)  ->  dgrad = sigmoid_backward(g, x), dx = g grad (1 - 2x)
 def sigmoid_backward_backward(g, s):
     x = s.x
+    if x.dtype.is_complex:       # as tanh_backward_backward: out = grad * conj(x (1 - x))
+        return (mul(g, mul(x, sub(num(1, x), x))) if s.needs_input_grad[0] else None,
+                conj(mul(mul(g, cj(s.grad)), sub(num(1, x), mul(x, num(2, x))))) if s.needs_input_grad[1] else None)
     return (prim.sigmoid_backward(g, x) if s.needs_input_grad[0] else None,
             mul(mul(g, s.grad), sub(num(1, x), mul(x, num(2, x)))) if s.needs_input_grad[1] else None)
 
@@ -284,47 +298,52 @@ def erf_backward(grad, s):
 
 # out = log1p(a)  ->  da = grad / (1 + a)
 def log1p_backward(grad, s):
-    return (div(grad, add(s.a, num(1, s.a))),)
+    return (div(grad, cj(add(s.a, num(1, s.a)))),)
 
 
 # out = expm1(a)  ->  da = grad * (out + 1)
 def expm1_backward(grad, s):
-    return (mul(grad, add(s.out, num(1, s.out))),)
+    return (mul(grad, cj(add(s.out, num(1, s.out)))),)
 
 
 # out = log2(a)  ->  da = grad / (a ln 2)
 def log2_backward(grad, s):
-    return (div(grad, mul(s.a, num(0.69314718055994530942, s.a))),)
+    return (div(grad, cj(mul(s.a, num(0.69314718055994530942, s.a)))),)
 
 
 # out = log10(a)  ->  da = grad / (a ln 10)
 def log10_backward(grad, s):
-    return (div(grad, mul(s.a, num(2.30258509299404568402, s.a))),)
+    return (div(grad, cj(mul(s.a, num(2.30258509299404568402, s.a)))),)
 
 
 # out = tan(a)  ->  da = grad * (1 + out^2)
 def tan_backward(grad, s):
-    return (mul(grad, add(mul(s.out, s.out), num(1, s.out))),)
+    return (mul(grad, cj(add(mul(s.out, s.out), num(1, s.out)))),)
 
 
 # out = asin(a)  ->  da = grad / sqrt(1 - a^2) (inf at |a| = 1, NaN beyond, as torch)
 def asin_backward(grad, s):
-    return (mul(grad, rsqrt(sub(num(1, s.a), mul(s.a, s.a)))),)
+    return (mul(grad, cj(rsqrt(sub(num(1, s.a), mul(s.a, s.a))))),)
 
 
 # out = acos(a)  ->  da = -grad / sqrt(1 - a^2)
 def acos_backward(grad, s):
-    return (neg(mul(grad, rsqrt(sub(num(1, s.a), mul(s.a, s.a))))),)
+    return (neg(mul(grad, cj(rsqrt(sub(num(1, s.a), mul(s.a, s.a)))))),)
 
 
 # out = atan(a)  ->  da = grad / (1 + a^2)
 def atan_backward(grad, s):
-    return (div(grad, add(mul(s.a, s.a), num(1, s.a))),)
+    return (div(grad, cj(add(mul(s.a, s.a), num(1, s.a)))),)
 
 
 # out = sinh(a)  ->  da = grad * cosh(a), cosh(a) = (exp(a) + exp(-a)) / 2
 def sinh_backward(grad, s):
-    return (mul(grad, mul(add(exp(s.a), exp(neg(s.a))), num(0.5, s.a))),)
+    return (mul(grad, cj(mul(add(exp(s.a), exp(neg(s.a))), num(0.5, s.a)))),)
+
+
+# out = conj(a)  ->  da = conj(grad)
+def conj_backward(grad, s):
+    return (cj(grad),)
 
 
 # ===== reductions ==============================================================================================
@@ -378,9 +397,9 @@ def cumsum_backward(grad, s):
 def matmul_backward(grad, s):
     da = db = None
     if s.needs_input_grad[0]:
-        da = mT(matmul(s.b, mT(grad))) if s.a_transposed else matmul(grad, mT(s.b))
+        da = mT(matmul(cj(s.b), mT(grad))) if s.a_transposed else matmul(grad, cj(mT(s.b)))
     if s.needs_input_grad[1]:
-        db = mT(matmul(mT(grad), s.a)) if s.b_transposed else matmul(mT(s.a), grad)
+        db = mT(matmul(mT(grad), cj(s.a))) if s.b_transposed else matmul(cj(mT(s.a)), grad)
     return da, db
 
 
@@ -437,6 +456,16 @@ def cat_backward(grad, s):
             grads.append(make_tensor(np.zeros(in_shape(s, i), dtype=s.input_meta[i][1])))
         offset += length
     return tuple(grads)
+
+
+# out = view_as_real(a)  ->  da = view_as_complex(grad) (made contiguous: its last dim must have stride 1)
+def view_as_real_backward(grad, s):
+    return (view_as_complex(contiguous(grad)),)
+
+
+# out = view_as_complex(a)  ->  da = view_as_real(grad)
+def view_as_complex_backward(grad, s):
+    return (view_as_real(grad),)
 
 
 # ===== indexing ================================================================================================

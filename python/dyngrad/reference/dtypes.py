@@ -10,17 +10,20 @@ class DType:
     def __init__(self, name, np_type, category, itemsize=None):
         self.name = name
         self.np = np.dtype(np_type)
-        self.category = category                      # bool 0 < int 1 < float 2 (promotion order)
+        self.category = category                      # bool 0 < int 1 < float 2 < complex 3 (promotion order)
         self.is_floating_point = category == 2
         self.itemsize = itemsize or self.np.itemsize
         self.is_signed = name not in ("bool", "uint8")
-        self.is_complex = False
+        self.is_complex = category == 3
 
     def cast(self, arr):
         """arr (an array or a number) converted to this dtype: integers wrap (a Python int through int64), floats
         out of an integer's range give what x86 gives (as the C++ casts), bfloat16 rounds (Note [Reference
         bfloat16])."""
         arr = np.asarray(arr)
+        if arr.dtype.kind == "c" and self.category < 3:
+            # a complex value converts through its real part (torch's cast; to bool: nonzero in either part)
+            arr = arr != 0 if self is bool_ else arr.real
         if self is bfloat16:
             return _round_bfloat16(arr)
         if arr.dtype == self.np and arr.dtype.metadata is None:
@@ -56,11 +59,14 @@ int16 = DType("int16", np.int16, 1)
 int32 = DType("int32", np.int32, 1)
 float16 = DType("float16", np.float16, 2)
 bfloat16 = DType("bfloat16", _BF16_NP, 2, itemsize=2)
-ALL_DTYPES = (bool_, int64, float32, float64, uint8, int8, int16, int32, float16, bfloat16)
+complex64 = DType("complex64", np.complex64, 3)
+complex128 = DType("complex128", np.complex128, 3)
+ALL_DTYPES = (bool_, int64, float32, float64, uint8, int8, int16, int32, float16, bfloat16, complex64, complex128)
 _BY_NUMPY = {d.np: d for d in ALL_DTYPES if d is not bfloat16}
 NUMPY_DTYPES = tuple(_BY_NUMPY)
 # torch's lattice: bool < {uint8, int8} < int16 < int32 < int64 < {float16, bfloat16} < float32 < float64
-_RANK = {bool_: 0, uint8: 1, int8: 1, int16: 2, int32: 3, int64: 4, float16: 5, bfloat16: 5, float32: 6, float64: 7}
+_RANK = {bool_: 0, uint8: 1, int8: 1, int16: 2, int32: 3, int64: 4, float16: 5, bfloat16: 5, float32: 6, float64: 7,
+         complex64: 8, complex128: 9}
 _default_dtype = [float32]
 
 
@@ -108,6 +114,8 @@ def from_numpy_dtype(np_dtype, op="tensor"):
         return int64
     if np_dtype.kind == "b":
         return bool_
+    if np_dtype.kind == "c":
+        return complex128 if np_dtype.itemsize >= 16 else complex64
     raise TypeError(f"{op}: numpy dtype {np_dtype} is not supported; expected float32, float64, int64 or bool.")
 
 
@@ -121,9 +129,11 @@ def to_dtype(dtype, op="dtype"):
         return int64
     if dtype is bool:
         return bool_
-    if isinstance(dtype, str) and dtype in ("float", "double", "long", "int", "short", "half"):
+    if dtype is complex:
+        return complex128
+    if isinstance(dtype, str) and dtype in ("float", "double", "long", "int", "short", "half", "cfloat", "cdouble"):
         return {"float": float32, "double": float64, "long": int64, "int": int32, "short": int16,
-                "half": float16}[dtype]
+                "half": float16, "cfloat": complex64, "cdouble": complex128}[dtype]
     if isinstance(dtype, str) and dtype in {d.name for d in ALL_DTYPES}:
         return _by_name(dtype)
     try:
@@ -133,10 +143,31 @@ def to_dtype(dtype, op="dtype"):
     return from_numpy_dtype(np_dtype, op)
 
 
+def value_type(d):
+    """complex64 -> float32, complex128 -> float64, else d itself."""
+    return float32 if d is complex64 else float64 if d is complex128 else d
+
+
+def complex_of(d):
+    """The complex dtype of a float dtype's precision (torch's toComplexType); float16 would be complex32 (bfloat16,
+    of float32's range, gives complex64 as in torch)."""
+    if d.is_complex:
+        return d
+    if d is float16:
+        raise TypeError(f"complex32 (chalf), the complex type of {d.name}, is not supported; dyngrad has complex64 "
+                        "and complex128: convert with .float() first.")
+    return complex128 if d is float64 else complex64
+
+
 def promote(a, b):
-    """The smaller dtype holding both, on torch's lattice (uint8 + int8 -> int16, float16 + bfloat16 -> float32)."""
+    """The smaller dtype holding both, on torch's lattice (uint8 + int8 -> int16, float16 + bfloat16 -> float32); a
+    complex dtype next to another gives the complex dtype of the larger value type (complex64 + float64 ->
+    complex128)."""
     if a is b:
         return a
+    if a.is_complex or b.is_complex:
+        va, vb = value_type(a), value_type(b)
+        return complex_of(va if _RANK[va] >= _RANK[vb] else vb)
     ra, rb = _RANK[a], _RANK[b]
     if ra == rb:
         return int16 if ra == 1 else float32
@@ -151,7 +182,23 @@ def scalar_dtype(value):
         return int64
     if isinstance(value, (float, np.floating)):
         return get_default_dtype()
+    if isinstance(value, (complex, np.complexfloating)):
+        return complex_of(get_default_dtype())
     raise TypeError(f"expected a number, got {type(value).__name__}")
+
+
+def combine_categories(higher, lower):
+    """torch's combine_categories (csrc/dyngrad/dtype.h): a lower-priority operand's dtype only matters when its
+    category is higher, and a complex one next to a float keeps the float's precision (float64 * 1j: complex128)."""
+    if higher.is_complex:
+        return higher
+    if lower.is_complex:
+        return complex_of(higher) if higher.is_floating_point else lower
+    if higher.is_floating_point:
+        return higher
+    if higher is bool_ or lower.is_floating_point:
+        return promote(higher, lower)
+    return higher
 
 
 def result_dtype(tensors=(), scalars=()):
@@ -167,6 +214,6 @@ def result_dtype(tensors=(), scalars=()):
             group_dtype = promote(group_dtype, d)
         if result is None:
             result = group_dtype
-        elif group_dtype.category > result.category:
-            result = group_dtype
+        else:
+            result = combine_categories(result, group_dtype)
     return result if result is not None else get_default_dtype()

@@ -84,6 +84,8 @@ def run_backward(roots, grads, inputs, retain_graph, create_graph, accumulate, a
         if g is None:
             if root._data.size != 1:
                 raise RuntimeError(errors.ERR_NONSCALAR_BACKWARD.format(shape=errors.shape_str(root.shape)))
+            if root.dtype.is_complex:
+                raise RuntimeError(errors.ERR_COMPLEX_BACKWARD.format(dtype=root.dtype.name))
             g = make_tensor(np.ones(root._data.shape, dtype=root._data.dtype))
         elif g.shape != root.shape:
             raise RuntimeError(f"backward(): the gradient has shape {errors.shape_str(g.shape)} but the output it is "

@@ -12,6 +12,8 @@ ERR_SAVED_MODIFIED = (
     "{now}, but version {saved} was saved. Use an out-of-place op (x = x + 1) instead of an in-place one "
     "(x += 1), or clone() before modifying."
 )
+ERR_COMPLEX_BACKWARD = ("backward(): a gradient can be created implicitly only for real scalar outputs, but this "
+                        "output is {dtype}. Take .real or .abs() first, or pass gradient=...")
 ERR_NONSCALAR_BACKWARD = (
     "backward() without a gradient argument needs a scalar output, but this output has shape {shape}. "
     "Call .sum() first or pass gradient=..."

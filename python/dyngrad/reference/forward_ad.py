@@ -48,7 +48,7 @@ def take_tangents(self, value):
     if not _levels or (not self.__dict__.get("_tangents") and (value is None or not value.__dict__.get("_tangents"))):
         return
     for level in list(_levels):
-        t = tangent_of(value, level) if value is not None and self._data.dtype.kind == "f" else None
+        t = tangent_of(value, level) if value is not None and self._data.dtype.kind in "fc" else None
         if t is not None:
             t = _fit(t, self)
         set_tangent(self, level, t)
@@ -114,12 +114,12 @@ def attach(op, outs, inputs, **fields):
             result = formula(t, out_list if several else out_list[0], s)
             result = list(result) if several else [result]
             for j, (o, r) in enumerate(zip(out_list, result)):
-                if o is not None and r is not None and o._data.dtype.kind == "f":
+                if o is not None and r is not None and o._data.dtype.kind in "fc":
                     result[j] = _fit(r, o)
         finally:
             _visible.below = prev
         for o, r in zip(out_list, result):
-            if o is None or r is None or o._data.dtype.kind != "f" or any(o is x for x in inputs):
+            if o is None or r is None or o._data.dtype.kind not in "fc" or any(o is x for x in inputs):
                 continue
             set_tangent(o, level, r)
 

@@ -10,8 +10,9 @@ expands each tangent to its output's shape and casts it to its dtype.
 from .tensor import make_tensor, scalar_tensor, full
 from .ops_math import (add, sub, mul, div, neg, pow, pow_scalar, where, compare, logical_and, sum, matmul, mean,
                        cumsum)
-from .primitives import exp, log, cos, sin, sigmoid, sign, rsqrt
-from .ops_shape import to_dtype, reshape, permute, expand, slice, slice_scatter, cat, clone
+from .primitives import exp, log, cos, sin, sigmoid, sign, rsqrt, conj
+from .ops_shape import to_dtype, reshape, permute, expand, slice, slice_scatter, cat, clone, contiguous
+from .ops_shape import view_as_real, view_as_complex, select
 from .ops_index import index_select, index_add, gather, scatter_add, take, put, put_add
 from .ops_nn import softmax, unfold, fold, cross_entropy_target, rnn_layer
 from .engine import vjp
@@ -67,7 +68,7 @@ def jvp_by_transposition(primals, t, rerun):
                 continue
             xs[i] = make_tensor(p._data, p._storage)
             forward_ad.copy_tangents(xs[i], p)
-            xs[i]._requires_grad = t[i] is not None and p._data.dtype.kind == "f"
+            xs[i]._requires_grad = t[i] is not None and p._data.dtype.kind in "fc"
         outs = list(rerun(xs))
         us = [None] * len(outs)
         for j, o in enumerate(outs):
@@ -192,6 +193,8 @@ def rsqrt_jvp(t, out, s):
 
 
 def abs_jvp(t, out, s):
+    if s.a.dtype.is_complex:       # the real part of conj(sgn(a)) t, the change of |a| along t
+        return select(view_as_real(mul(t[0], conj(sign(s.a)))), -1, 0)
     return mul(t[0], sign(s.a))
 
 
@@ -204,6 +207,8 @@ def cos_jvp(t, out, s):
 
 
 def tanh_jvp(t, out, s):
+    if out.dtype.is_complex:       # tanh_backward conjugates 1 - out^2, as a backward does; a tangent does not
+        return mul(t[0], sub(num(1, out), mul(out, out)))
     return prim.tanh_backward(t[0], out)
 
 
@@ -213,6 +218,8 @@ def tanh_backward_jvp(t, out, s):
 
 
 def sigmoid_jvp(t, out, s):
+    if out.dtype.is_complex:
+        return mul(t[0], mul(out, sub(num(1, out), out)))
     return prim.sigmoid_backward(t[0], out)
 
 
@@ -301,6 +308,10 @@ def sinh_jvp(t, out, s):
     return mul(t[0], mul(add(exp(s.a), exp(neg(s.a))), num(0.5, s.a)))
 
 
+def conj_jvp(t, out, s):
+    return conj(t[0])
+
+
 # ---- reductions ----
 
 def sum_jvp(t, out, s):
@@ -380,6 +391,14 @@ def cat_jvp(t, out, s):
         shape[s.dim] = size
         pieces.append(zeros_of(shape, out))
     return cat(pieces, s.dim)
+
+
+def view_as_real_jvp(t, out, s):
+    return view_as_real(t[0])
+
+
+def view_as_complex_jvp(t, out, s):
+    return view_as_complex(contiguous(t[0]))
 
 
 # ---- indexing ----

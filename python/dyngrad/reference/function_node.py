@@ -110,7 +110,7 @@ def record_function(ctx, backward_fn, name, args, outputs, non_differentiable):
             meta.append(None)
             continue
         meta.append((o._data.shape, o._data.dtype))
-        if id(o) not in skip and o._data.dtype.kind == "f":
+        if id(o) not in skip and o._data.dtype.kind in "fc":
             o.grad_fn, o.output_nr = node, nr
     node.output_meta = tuple(meta)
     return node

@@ -62,11 +62,15 @@ def _view_positions(view, base):
     return make_tensor(pos)
 
 
-def _rebase_view_history(view, result):
+def _rebase_view_history(view, result, op):
     """Note [In-place writes into views]: writing into a view changes its base too. As torch's CopySlices does, the
     base's history becomes put(base, positions of the view, result) and the view's history becomes a take of that
     new base, so gradients reach both the old base and the value written."""
     base = view._base
+    if base.dtype is not view.dtype:
+        raise RuntimeError(f"{op}: an in-place write into a real view (real, imag, view_as_real) of a complex tensor "
+                           "with autograd history is not supported; write into a clone, or build the tensor with "
+                           "dyngrad.complex(real, imag).")
     positions = _view_positions(view, base)
     new_base = put(_with_history(base, base), positions, result)
     base.grad_fn, base.output_nr = new_base.grad_fn, 0
@@ -116,7 +120,7 @@ def assign_inplace(self, result, op):
     forward_ad.take_tangents(self, result)
     if result.requires_grad and is_grad_enabled():
         if self._base is not None:
-            _rebase_view_history(self, result)
+            _rebase_view_history(self, result, op)
         else:
             self.grad_fn, self.output_nr = result.grad_fn, result.output_nr
 

@@ -51,7 +51,11 @@ sin = (lambda a: np.sin(a))
 cos = (lambda a: np.cos(a))
 tanh = (lambda a: np.tanh(a))
 def sigmoid(a):
-    """1 / (1 + exp(-a)) from exp(-|a|), which never overflows; (tanh(a/2) + 1) / 2 cancels to 0 below a = -17."""
+    """1 / (1 + exp(-a)) from exp(-|a|), which never overflows; (tanh(a/2) + 1) / 2 cancels to 0 below a = -17.
+    Complex: 1 / (1 + exp(-a)), as elementwise.cpp."""
+    if a.dtype.kind == "c":
+        with np.errstate(all="ignore"):
+            return 1 / (1 + np.exp(-a))
     e = np.exp(-np.abs(a))
     return np.where(a >= 0, 1 / (1 + e), e / (1 + e)).astype(a.dtype)
 relu = (lambda a: np.maximum(a, 0))
@@ -59,6 +63,10 @@ def sign(a):
     """-1, 0 or 1; 0 for NaN and for -0.0 (as torch, and the C++ kernel); a bool tensor is its own sign."""
     if a.dtype == np.bool_:
         return a.copy()
+    if a.dtype.kind == "c":           # torch.sgn: a / |a|, 0 at 0 (numpy before 2.0 took the real part's sign)
+        m = np.abs(a)
+        with np.errstate(all="ignore"):
+            return np.where(m == 0, 0, a / np.where(m == 0, 1, m)).astype(a.dtype)
     if a.dtype.kind != "f":
         return np.sign(a)
     return (a > 0).astype(a.dtype) - (a < 0).astype(a.dtype)
@@ -73,6 +81,7 @@ asin = (lambda a: np.arcsin(a))
 acos = (lambda a: np.arccos(a))
 atan = (lambda a: np.arctan(a))
 sinh = (lambda a: np.sinh(a))
+conj = (lambda a: np.conj(a))
 leaky_relu = (lambda a, slope: np.where(a > 0, a, a * a.dtype.type(slope)))
 gelu = quiet(lambda a: 0.5 * a * (1 + erf(a / math.sqrt(2.0))))
 softplus = quiet(lambda a, beta, threshold: np.where(a * beta > threshold, a,

@@ -369,7 +369,7 @@ def fit_gradient(g, meta, node_name, index):
         except RuntimeError:
             raise RuntimeError(f"{node_name} returned an invalid gradient for input {index}: got shape "
                                f"{errors.shape_str(g.shape)}, expected shape {errors.shape_str(shape)}.") from None
-    if g._data.dtype != np_dtype and np_dtype.kind == "f":
+    if g._data.dtype != np_dtype and np_dtype.kind in "fc":    # complex to real: its real part (torch)
         g = to_dtype(g, from_numpy_dtype(np_dtype))
     return g
 

@@ -73,9 +73,22 @@ def save_unary(node, a, out):
         node.save("out", out, is_output=True)
 
 
+# Note [Complex dtypes] (csrc/dyngrad/dtype.h): the kernel ops that take complex tensors, as elementwise.cpp's
+# unary_complex (numpy would also give relu, gelu and erf a meaning on complex numbers that torch refuses)
+COMPLEX_KERNEL_OPS = frozenset((
+    "exp", "log", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "tanh_backward", "sigmoid", "sigmoid_backward",
+    "sign", "log1p", "expm1", "log2", "log10", "tan", "asin", "acos", "atan", "sinh", "conj"))
+
+
+def check_complex_kernel(op, a):
+    if a._data.dtype.kind == "c" and op not in COMPLEX_KERNEL_OPS:
+        raise TypeError(f"{op}: not supported for complex tensors (dtype {a.dtype.name}).")
+
+
 def unary_forward(op, kernel):
     """`unary`: out = kernel(a) in a's dtype."""
     def forward(a):
+        check_complex_kernel(op, a)
         out = make_tensor(fresh(kernel(a._data)))
         if any_requires_grad(a):
             save_unary(record(op, out, (a,)), a, out)
@@ -88,7 +101,8 @@ def unary_forward(op, kernel):
 def unary_float_op(op, kernel, a, **args):
     """out = kernel(a), integers computed in the default float dtype; saves what op's row names, and `args` (the
     parameters of leaky_relu and softplus) in node.args."""
-    dtype = a.dtype if a.dtype.is_floating_point else _dt.get_default_dtype()
+    check_complex_kernel(op, a)
+    dtype = a.dtype if a.dtype.is_floating_point or a.dtype.is_complex else _dt.get_default_dtype()
     arr = a._data if a.dtype is dtype else dtype.cast(a._data)
     if dtype is _dt.float16:                  # in float32, rounded once (as C++ and torch; numpy's float16
         with np.errstate(over="ignore"):      # kernels round every step); beyond 65504 is inf, as torch
@@ -119,14 +133,18 @@ def unary_backward_forward(op, kernel):
     """`unary_backward`: out = grad * kernel(x), a unary op's derivative; saves x, and grad when x needs a gradient
     and the row names it (ops_common.h's unary_backward_op)."""
     def forward(grad, x):
+        check_complex_kernel(op, x)
         dtype = _dt.promote(grad.dtype, x.dtype)
-        if not dtype.is_floating_point:
+        if not (dtype.is_floating_point or dtype.is_complex):
             dtype = _dt.get_default_dtype()
         compute = _dt.float32 if dtype.itemsize == 2 else dtype        # half types: in float32, rounded once
         if grad.shape != x.shape:
             broadcast_shapes(grad.shape, x.shape, op)
         g, a = compute.cast(grad._data), compute.cast(x._data)
-        out = make_tensor(fresh(dtype.cast(g * kernel(a))))
+        factor = kernel(a)
+        if factor.dtype.kind == "c":      # grad * conj(f'(x)) (ops_common.h's derivative_factor)
+            factor = np.conj(factor)
+        out = make_tensor(fresh(dtype.cast(g * factor)))
         if any_requires_grad(grad, x):
             node = record(op, out, (grad, x))
             node.save("x", x)

@@ -21,8 +21,19 @@ def _cast(arr, dtype):
     return dtype.cast(arr)
 
 
+_ORDERED = ("maximum", "minimum", "atan2", "lt", "le", "gt", "ge")
+
+
+def check_not_complex(dtype, op):
+    """Complex numbers have no order: the ops that compare them are refused, as in elementwise.cpp."""
+    if dtype.is_complex:
+        raise TypeError(f"{op}: not supported for complex tensors ({dtype.name}); complex numbers have no order.")
+
+
 def _binary(kernel, a, b, dtype, op):
     """kernel(a, b) computed in `dtype` after broadcasting (csrc/dyngrad/kernels/elementwise.cpp binary_kernel)."""
+    if op in _ORDERED:
+        check_not_complex(dtype, op)
     x, y = a._data, b._data
     if x.shape != y.shape:
         broadcast_shapes(x.shape, y.shape, op)
@@ -44,17 +55,19 @@ def result_type(a, b):
     if (a.ndim == 0) == (b.ndim == 0):
         return _dt.promote(a.dtype, b.dtype)
     dims, zero_d = (a, b) if a.ndim else (b, a)
-    return zero_d.dtype if zero_d.dtype.category > dims.dtype.category else dims.dtype
+    return _dt.combine_categories(dims.dtype, zero_d.dtype)
 
 
 def to_floating(dtype):
-    return dtype if dtype.is_floating_point else _dt.get_default_dtype()
+    return dtype if dtype.is_floating_point or dtype.is_complex else _dt.get_default_dtype()
 
 
 def scalar_like(t, v, is_integral):
     """A Python number as a 0-d tensor of the dtype the result will have: it never widens a float tensor."""
     dtype = t.dtype
-    if not is_integral and not dtype.is_floating_point:
+    if dtype.is_complex:
+        pass
+    elif not is_integral and not dtype.is_floating_point:
         dtype = _dt.get_default_dtype()
     elif not is_integral and dtype.is_floating_point and dtype.itemsize == 2 and t.ndim > 0:
         dtype = _dt.float32          # not rounded to 16 bits before the float32 computation (as ops_math.cpp)
@@ -65,7 +78,7 @@ def scalar_like(t, v, is_integral):
 
 def _fits(v, dtype):
     """Whether the Python int v is representable in the integer dtype (always true for other dtypes)."""
-    if dtype.is_floating_point or dtype is _dt.bool_:
+    if dtype.is_floating_point or dtype.is_complex or dtype is _dt.bool_:
         return True
     info = np.iinfo(dtype.np)
     return info.min <= v <= info.max
@@ -83,7 +96,16 @@ def scalar_operand(value, like):
         return scalar_like(like, value, True) if like is not None else scalar_tensor(value, _dt.int64)
     if isinstance(value, float):
         return scalar_like(like, value, False) if like is not None else scalar_tensor(value, _dt.get_default_dtype())
-    raise TypeError(f"expected a Python number (bool, int or float), got {type(value).__name__}.")
+    if isinstance(value, complex):
+        # torch's wrapped complex number: the default complex dtype, or the precision of a float tensor with dims
+        # (float64 * 1j is complex128), as csrc/dyngrad/ops_math.cpp scalar_like_complex
+        dtype = _dt.complex_of(_dt.get_default_dtype())
+        if like is not None and like.dtype.is_complex:
+            dtype = like.dtype
+        elif like is not None and like.dtype.is_floating_point and like.ndim > 0:
+            dtype = _dt.complex_of(like.dtype)
+        return scalar_tensor(value, dtype)
+    raise TypeError(f"expected a Python number (bool, int, float or complex), got {type(value).__name__}.")
 
 
 # ===== arithmetic ==============================================================================================
@@ -155,7 +177,8 @@ def pow(a, b):
     dtype = result_type(a, b)
     if dtype is _dt.bool_:
         raise TypeError("pow: not supported for bool tensors; convert with .long() or .float() first.")
-    out = _binary(kernels.pow if dtype.is_floating_point else kernels.int_pow, a, b, dtype, "pow")
+    inexact = dtype.is_floating_point or dtype.is_complex
+    out = _binary(kernels.pow if inexact else kernels.int_pow, a, b, dtype, "pow")
     if any_requires_grad(a, b):
         node = record("pow", out, (a, b))
         node.save("a", a)
@@ -168,7 +191,7 @@ def pow(a, b):
 
 # out = a ** p (number exponent)
 def pow_scalar(a, p):
-    integral_result = not a.dtype.is_floating_point and p == int(p) and p >= 0
+    integral_result = not (a.dtype.is_floating_point or a.dtype.is_complex) and p == int(p) and p >= 0
     if integral_result:
         dtype = _dt.int64 if a.dtype is _dt.bool_ else a.dtype
         out = make_tensor(_cast(kernels.pow(_cast(a._data, dtype), np.array(int(p), dtype=dtype.np)), dtype))
@@ -277,6 +300,8 @@ def compare(op, a, b):
     x, y = a._data, b._data
     if x.shape != y.shape:
         broadcast_shapes(x.shape, y.shape, op)
+    if op in _ORDERED:
+        check_not_complex(dtype, op)
     if dtype.category == 1 and dtype.itemsize < 8:    # an unfitting Python int wraps into the dtype first, as torch
         x, y = _cast(x, dtype), _cast(y, dtype)        # (Note [Integers that do not fit the tensor's dtype])
     return make_tensor(kernels.compare[op](_cast(x, _wide(dtype)), _cast(y, _wide(dtype))))
@@ -310,12 +335,12 @@ def _record_reduction(op, out, a, dims, keepdim):
 def sum(a, dims, keepdim, dtype=None):
     dims = normalize_dims(dims, a.ndim, "sum")
     src = to_dtype(a, dtype) if dtype is not None and dtype is not a.dtype else a
-    arr = src._data if src._data.dtype.kind == "f" else src._data.astype(np.int64)   # ints sum in int64
+    arr = src._data if src._data.dtype.kind in "fc" else src._data.astype(np.int64)   # ints sum in int64
     if src.dtype.itemsize == 2 and src.dtype.is_floating_point:   # half types accumulate in float32, as C++
         out = make_tensor(np.array(src.dtype.cast(kernels.sum(arr.astype(np.float32), dims, keepdim))))
     else:
         out = make_tensor(np.asarray(kernels.sum(arr, dims, keepdim), dtype=arr.dtype))
-    if dtype is not None and out.dtype is not dtype and not dtype.is_floating_point:
+    if dtype is not None and out.dtype is not dtype and not (dtype.is_floating_point or dtype.is_complex):
         out = to_dtype(out, dtype)       # an explicit narrow integer dtype= is the result's (wrapping, as torch)
     if any_requires_grad(src):
         _record_reduction("sum", out, src, dims, keepdim)
@@ -324,9 +349,9 @@ def sum(a, dims, keepdim, dtype=None):
 
 
 def mean(a, dims, keepdim):
-    if not a.dtype.is_floating_point:
-        raise RuntimeError(f"mean: expected a floating-point tensor, got {a.dtype.name}; convert with .float() "
-                           "first.")
+    if not (a.dtype.is_floating_point or a.dtype.is_complex):
+        raise RuntimeError(f"mean: expected a floating-point or complex tensor, got {a.dtype.name}; convert with "
+                           ".float() first.")
     dims = normalize_dims(dims, a.ndim, "mean")
     if a.dtype.itemsize == 2:      # half types: the float32 mean rounded once (Note [Half types] in dtype.h, as C++)
         out = make_tensor(np.array(a.dtype.cast(kernels.mean(a._data.astype(np.float32), dims, keepdim))))
@@ -369,6 +394,7 @@ def _count(shape, dims):
 
 
 def _extremum(op, kernel, a, dims, keepdim):
+    check_not_complex(a.dtype, op)
     dims = normalize_dims(dims, a.ndim, op)
     for d in dims:
         if a.shape[d] == 0:
@@ -388,6 +414,7 @@ def amin(a, dims, keepdim): return _extremum("amin", kernels.amin, a, dims, keep
 
 
 def _arg_extremum(fn, a, dim, keepdim, op):
+    check_not_complex(a.dtype, op)
     if dim is None:
         if a.numel() == 0:
             raise RuntimeError(f"{op}: cannot take the {op} of an empty tensor (shape {shape_str(a.shape)}).")
@@ -407,6 +434,7 @@ def argmin(a, dim, keepdim): return _arg_extremum(np.argmin, a, dim, keepdim, "a
 
 # out = log(sum(exp(a))) computed stably; saves a and out
 def logsumexp(a, dims, keepdim):
+    check_not_complex(a.dtype, "logsumexp")
     if not a.dtype.is_floating_point:
         a = to_dtype(a, _dt.float32)
     dims = normalize_dims(dims, a.ndim, "logsumexp")
@@ -421,6 +449,7 @@ def logsumexp(a, dims, keepdim):
 
 # out_i = sum_{j <= i} a_j along dim (j >= i if reverse): ops_math.cpp's cumsum
 def cumsum(a, dim, reverse):
+    check_not_complex(a.dtype, "cumsum")
     d = wrap_dim(dim, a.ndim, "cumsum")
     if a.dtype.is_floating_point and a.dtype.itemsize == 2:    # accumulated in float32, rounded once (scan.cpp)
         out = make_tensor(_cast(kernels.cumsum(a._data.astype(np.float32), d, reverse), a.dtype)

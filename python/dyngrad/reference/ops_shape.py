@@ -26,7 +26,7 @@ def to_dtype(a, dtype):
     if a.dtype is dtype:
         return a
     out = make_tensor(np.array(dtype.cast(a._data), order="C"))
-    if dtype.is_floating_point and any_requires_grad(a):
+    if (dtype.is_floating_point or dtype.is_complex) and any_requires_grad(a):
         record("to_dtype", out, (a,))
     if forward_ad.active(): forward_ad.attach("to_dtype", out, (a,))
     return out
@@ -94,6 +94,43 @@ def view(a, shape):
         raise RuntimeError(errors.ERR_VIEW.format(old=shape_str(a.shape), strides=shape_str(a.stride()),
                                                   new=shape_str(shape))) from None
     return _record_view("reshape", _view_of(arr, a), a)
+
+
+def view_as_real(a):
+    """The complex tensor's (real, imag) pairs as a real tensor of shape (..., 2) over the same memory (Note
+    [Complex views] in csrc/dyngrad/ops_shape.cpp)."""
+    if not a.dtype.is_complex:
+        raise RuntimeError(f"view_as_real: expected a complex tensor (complex64 or complex128), got {a.dtype.name}.")
+    out = _view_of(a._data[..., None].view(a._data.real.dtype), a)
+    if any_requires_grad(a):
+        record("view_as_real", out, (a,))
+    if forward_ad.active(): forward_ad.attach("view_as_real", out, (a,))
+    return out
+
+
+def view_as_complex(a):
+    """A real tensor of shape (..., 2) as the complex tensor of its pairs, over the same memory."""
+    if a.dtype.name not in ("float32", "float64"):
+        raise RuntimeError(f"view_as_complex: expected a float32 or float64 tensor, got {a.dtype.name}.")
+    if a.ndim < 1 or a.shape[-1] != 2:
+        raise RuntimeError(f"view_as_complex: expected a tensor whose last dimension has size 2, got shape "
+                           f"{shape_str(a.shape)}.")
+    item = a._data.itemsize
+    strides = tuple(s // item for s in a._data.strides)
+    if strides[-1] != 1:
+        raise RuntimeError(f"view_as_complex: expected the last dimension to have stride 1, got strides "
+                           f"{shape_str(strides)}; call .contiguous() first.")
+    base = a._base if a._base is not None else a                 # the offset in elements, as C++ keeps it
+    offset = (a._data.__array_interface__["data"][0] - base._data.__array_interface__["data"][0]) // item
+    if offset % 2 or any(s % 2 and n != 1 for s, n in zip(strides[:-1], a.shape[:-1])):
+        raise RuntimeError(f"view_as_complex: expected every other stride and the storage offset to be divisible by "
+                           f"2, got strides {shape_str(strides)} and offset {offset}; call .contiguous() first.")
+    arr = a._data.view(np.complex128 if a.dtype.name == "float64" else np.complex64)[..., 0]
+    out = _view_of(arr, a)
+    if any_requires_grad(a):
+        record("view_as_complex", out, (a,))
+    if forward_ad.active(): forward_ad.attach("view_as_complex", out, (a,))
+    return out
 
 
 def permute(a, dims):

@@ -89,6 +89,7 @@ PRIMITIVES = (
     ("acos",               "Acos",              SavesA,             "unary_float",    "hot",  "Acos"),
     ("atan",               "Atan",              SavesA,             "unary_float",    "hot",  "Atan"),
     ("sinh",               "Sinh",              SavesA,             "unary_float",    "hot",  "Sinh"),
+    ("conj",               "Conj",              SavesNothing,       "unary",          "cold", "Conj"),  # a copy
     ("sum",                "Sum",               SavesReduction,     "custom",         "hot",  None),  # dtype=
     ("mean",               "Mean",              SavesReduction,     "reduction",      "hot",  None),
     ("amax",               "Amax",              SavesReductionAOut, "reduction",      "cold", None),
@@ -99,14 +100,18 @@ PRIMITIVES = (
     # matmul: 1-D: reshaped
     ("matmul",             "Matmul",            SavesMatmul,        "binary_tensors", "hot",  None),
     # family shape
-    ("to_dtype",      "ToCopy",       SavesNothing, "custom", "cold", None),
-    ("clone",         "Clone",        SavesNothing, "unary",  "cold", None),
-    ("reshape",       "Reshape",      SavesNothing, "custom", "cold", None),  # a view if strides allow
-    ("permute",       "Permute",      SavesPermute, "custom", "cold", None),  # view
-    ("expand",        "Expand",       SavesNothing, "custom", "cold", None),  # view
-    ("slice",         "Slice",        SavesSlice,   "custom", "cold", None),  # view
-    ("slice_scatter", "SliceScatter", SavesSlice,   "custom", "cold", None),  # slice's adjoint
-    ("cat",           "Cat",          SavesCat,     "custom", "cold", None),
+    ("to_dtype",        "ToCopy",        SavesNothing, "custom", "cold", None),
+    ("clone",           "Clone",         SavesNothing, "unary",  "cold", None),
+    ("reshape",         "Reshape",       SavesNothing, "custom", "cold", None),  # a view if strides allow
+    ("permute",         "Permute",       SavesPermute, "custom", "cold", None),  # view
+    ("expand",          "Expand",        SavesNothing, "custom", "cold", None),  # view
+    ("slice",           "Slice",         SavesSlice,   "custom", "cold", None),  # view
+    ("slice_scatter",   "SliceScatter",  SavesSlice,   "custom", "cold", None),  # slice's adjoint
+    ("cat",             "Cat",           SavesCat,     "custom", "cold", None),
+    # view_as_real: view: complex (...) -> real (..., 2)
+    ("view_as_real",    "ViewAsReal",    SavesNothing, "unary",  "cold", None),
+    # view_as_complex: view: real (..., 2) -> complex (...)
+    ("view_as_complex", "ViewAsComplex", SavesNothing, "unary",  "cold", None),
     # family index
     ("index_select", "IndexSelect", SavesIndex,     "custom", "cold", None),
     ("index_add",    "IndexAdd",    SavesIndex,     "custom", "cold", None),  # index_select's adjoint
@@ -160,6 +165,7 @@ asin = unary_float_forward("asin", kernels.asin)
 acos = unary_float_forward("acos", kernels.acos)
 atan = unary_float_forward("atan", kernels.atan)
 sinh = unary_float_forward("sinh", kernels.sinh)
+conj = unary_forward("conj", kernels.conj)
 
 # ---- the other primitives, from the module of their family (ops_<family>.py) ----
 from .ops_math import (  # noqa: E402  (after the forwards above: op modules import them)
@@ -167,7 +173,7 @@ from .ops_math import (  # noqa: E402  (after the forwards above: op modules imp
     mean, amax, amin, logsumexp, cumsum, matmul,
 )
 from .ops_shape import (  # noqa: E402  (after the forwards above: op modules import them)
-    to_dtype, clone, reshape, permute, expand, slice, slice_scatter, cat,
+    to_dtype, clone, reshape, permute, expand, slice, slice_scatter, cat, view_as_real, view_as_complex,
 )
 from .ops_index import (  # noqa: E402  (after the forwards above: op modules import them)
     index_select, index_add, gather, scatter_add, take, put, put_add,
@@ -181,9 +187,10 @@ __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "pow_scalar", "maximum", "minimum", "atan2", "where", "clamp", "exp",
     "log", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "tanh_backward", "sigmoid", "sigmoid_backward", "relu",
     "threshold_backward", "sign", "leaky_relu", "gelu", "gelu_backward", "softplus", "erf", "log1p", "expm1",
-    "log2", "log10", "tan", "asin", "acos", "atan", "sinh", "sum", "mean", "amax", "amin", "logsumexp", "cumsum",
-    "matmul", "to_dtype", "clone", "reshape", "permute", "expand", "slice", "slice_scatter", "cat", "index_select",
-    "index_add", "gather", "scatter_add", "take", "put", "put_add", "softmax", "softmax_backward", "log_softmax",
-    "log_softmax_backward", "cross_entropy", "cross_entropy_backward", "unfold", "fold", "rnn_layer",
-    "rnn_layer_backward", "layer_norm", "layer_norm_backward",
+    "log2", "log10", "tan", "asin", "acos", "atan", "sinh", "conj", "sum", "mean", "amax", "amin", "logsumexp",
+    "cumsum", "matmul", "to_dtype", "clone", "reshape", "permute", "expand", "slice", "slice_scatter", "cat",
+    "view_as_real", "view_as_complex", "index_select", "index_add", "gather", "scatter_add", "take", "put",
+    "put_add", "softmax", "softmax_backward", "log_softmax", "log_softmax_backward", "cross_entropy",
+    "cross_entropy_backward", "unfold", "fold", "rnn_layer", "rnn_layer_backward", "layer_norm",
+    "layer_norm_backward",
 ]

@@ -170,7 +170,7 @@ class Tensor:
                     "you can only change requires_grad flags of leaf tensors. If you want to use a computed tensor "
                     "in a subgraph that doesn't require differentiation use x_no_grad = x.detach().")
             return
-        if flag and not self._data.dtype.kind == "f":
+        if flag and self._data.dtype.kind not in "fc":
             raise RuntimeError(errors.ERR_INT_REQUIRES_GRAD.format(dtype=self.dtype.name))
         self._requires_grad = bool(flag)
 
@@ -257,7 +257,7 @@ class Tensor:
     def data(self, value):
         if not isinstance(value, Tensor):
             raise TypeError(f"data: expected a Tensor, got {type(value).__name__}.")
-        if self.requires_grad and not value.dtype.is_floating_point:    # as torch (and the C++ engine)
+        if self.requires_grad and not (value.dtype.is_floating_point or value.dtype.is_complex):    # as torch (and the C++ engine)
             raise RuntimeError(f"data: a tensor that requires grad can only be given floating-point data, got "
                                f"{value.dtype.name}.")
         self._data = value._data
@@ -366,6 +366,9 @@ def empty(shape, dtype):
 
 
 def full(shape, value, dtype):
+    if isinstance(value, complex) and not dtype.is_complex:    # as csrc/dyngrad/tensor.cpp full_complex
+        raise TypeError(f"full: a complex value cannot fill a tensor of dtype {dtype.name}; use a complex dtype or "
+                        "take its real part.")
     check_allocation(tuple(shape), dtype.np)
     return make_tensor(np.full(shape, dtype.cast(value), dtype.np))
 
@@ -376,7 +379,8 @@ def from_numpy(ndarray):
         raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(ndarray).__name__}.")
     if ndarray.dtype not in _dt.NUMPY_DTYPES:
         raise TypeError(f"from_numpy: arrays of dtype {ndarray.dtype} are not supported; dyngrad has float64, "
-                        "float32, float16, int64, int32, int16, int8, uint8 and bool (use dyngrad.tensor to convert).")
+                        "float32, float16, int64, int32, int16, int8, uint8, bool, complex128 and complex64 (use "
+                        "dyngrad.tensor to convert).")
     if not ndarray.flags.writeable:   # Note [Writable tensors] in csrc/dyngrad/tensor.h: shared, never written
         warn("from_numpy: the given numpy array is not writable; the tensor shares its memory read-only, so "
              "in-place operations on it will raise. Copy the array (dyngrad.tensor(array)) to get a "

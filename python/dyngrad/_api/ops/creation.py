@@ -81,6 +81,8 @@ def _default_dtype_of(value):
         return _C.bool
     if isinstance(value, (int, np.integer)):
         return _C.int64
+    if isinstance(value, complex):
+        return _C.complex128 if get_default_dtype() is _C.float64 else _C.complex64
     return get_default_dtype()
 
 

@@ -22,9 +22,16 @@ _LN2 = math.log(2.0)
 
 # ----- dtype helpers ---------------------------------------------------------------------------------------------
 
-def _float(a):
-    """a, or a as float32 if it is an integer or bool tensor: float ops compute in float32 on those, as torch."""
+def _float(a, op=None):
+    """a, or a as float32 if it is an integer or bool tensor: float ops compute in float32 on those, as torch. A
+    complex tensor is refused (these ops have no complex kernel; converting would drop the imaginary part)."""
+    if a.dtype.is_complex:
+        _refuse_complex(op or "this operation", a.dtype)
     return a if a.dtype.is_floating_point else _C.to_dtype(a, _C.float32)
+
+
+def _refuse_complex(op, dtype):
+    raise TypeError(f"{op}: not supported for complex tensors (dtype {dtype.name}).")
 
 
 def _cast(a, dtype):
@@ -52,6 +59,8 @@ def _float_pair(input, other, op, numbers=(False, True), integers=True):
     a, b = _pair(input, other, op, numbers)
     broadcast_shapes(a.shape, b.shape, op)
     dtype = _C.result_type(a, b)
+    if dtype.is_complex:
+        _refuse_complex(op, dtype)
     if not dtype.is_floating_point:
         if not integers:
             raise NotImplementedError(f"{op}: expected floating-point tensors, got {dtype.name}.")
@@ -501,7 +510,7 @@ def lerp(input, end, weight):
 def pow_number(a, exponent, op="pow"):
     """a ** a Python number, with torch's dtype rule: an int exponent keeps the tensor's dtype, a float exponent
     makes an integer or bool tensor the default float dtype; integers to negative int powers are refused."""
-    if not a.dtype.is_floating_point:
+    if not (a.dtype.is_floating_point or a.dtype.is_complex):
         if isinstance(exponent, float):
             a = _C.to_dtype(a, get_default_dtype())
         elif exponent < 0:
@@ -705,7 +714,7 @@ logical_not, isnan, isfinite = (_unary(n) for n in ("logical_not", "isnan", "isf
 def _float_unary(op, function):
     """A float op of one tensor through its Function (integer and bool inputs compute in float32)."""
     def fn(input):
-        return function.apply(_float(tensor_arg(input, op)))
+        return function.apply(_float(tensor_arg(input, op), op))
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = f"{op}(input), elementwise (float32 for integer inputs)."
     return fn
@@ -784,8 +793,11 @@ def frac(input):
 
 
 def sign(input):
-    """-1, 0 or 1 (0 for NaN and -0.0, as torch); zero gradient."""
-    return _C.sign(tensor_arg(input, "sign"))
+    """-1, 0 or 1 (0 for NaN and -0.0, as torch); zero gradient. Complex tensors take sgn, as torch says."""
+    a = tensor_arg(input, "sign")
+    if a.dtype.is_complex:
+        raise RuntimeError("sign: not implemented for complex tensors; use sgn (z / |z|) instead, as torch.")
+    return _C.sign(a)
 
 
 def signbit(input):

@@ -203,7 +203,7 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):
     a = tensor_arg(input, "prod")
     if dtype is not None:
         a = _cast(a, dtype, "prod")
-    elif not a.dtype.is_floating_point and a.dtype is not _C.int64:
+    elif not (a.dtype.is_floating_point or a.dtype.is_complex) and a.dtype is not _C.int64:
         a = _C.to_dtype(a, _C.int64)
     if dim is None:
         flat = _C.reshape(a, (a.numel(),))

@@ -265,6 +265,8 @@ to_int8 = _to_named("int8")
 to_uint8 = _to_named("uint8")
 to_float16 = _to_named("float16")
 to_bfloat16 = _to_named("bfloat16")
+to_complex64 = _to_named("complex64")
+to_complex128 = _to_named("complex128")
 
 
 def type_as(self, other):

@@ -1,0 +1,322 @@
+"""complex64 / complex128 on both engines: creation, printing, promotion (against torch over every pair of dtypes),
+real/imag/view_as_real/view_as_complex as views of one memory, the complex ops against numpy and torch, and their
+gradients in torch's convention (gradcheck over real and imaginary perturbations; .grad of a real loss against
+torch's) (Note [Complex dtypes] in csrc/dyngrad/dtype.h, Note [Complex gradients] in csrc/dyngrad/derivatives.cpp)."""
+import numpy as np
+import pytest
+
+NAMES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64",
+         "complex64", "complex128"]
+
+
+def cvalues(shape, seed=0, away_from=None):
+    """complex128 values, normal real and imaginary parts; `away_from` keeps |z - c| > 0.3 for each c given."""
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+    for c in away_from or ():
+        near = np.abs(z - c) < 0.3
+        z = np.where(near, z + 0.6, z)
+    return z
+
+
+def close(got, want, dtype_name):
+    tol = 2e-5 if dtype_name == "complex64" else 1e-11
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=tol, atol=tol)
+
+
+# ----- dtypes, creation, printing ------------------------------------------------------------------------------
+
+def test_dtype_objects(dg):
+    assert dg.cfloat is dg.complex64 and dg.cdouble is dg.complex128
+    for name, size in (("complex64", 8), ("complex128", 16)):
+        d = getattr(dg, name)
+        assert repr(d) == f"dyngrad.{name}" and d.is_complex and not d.is_floating_point and d.itemsize == size
+    assert not dg.float32.is_complex
+    with pytest.raises(TypeError, match="complex32"):
+        dg.zeros(2, dtype="complex32")
+
+
+def test_creation(dg):
+    x = dg.tensor([1 + 2j, 3 - 4j])
+    assert x.dtype is dg.complex64 and x.is_complex() and dg.is_complex(x)
+    assert x.tolist() == [1 + 2j, 3 - 4j] and x[1].item() == 3 - 4j
+    assert dg.tensor(np.array([1j], dtype=np.complex128)).dtype is dg.complex128
+    shared = np.array([1 + 1j, 2 + 2j], dtype=np.complex64)
+    t = dg.from_numpy(shared)
+    shared[0] = 5j
+    assert t.dtype is dg.complex64 and t[0].item() == 5j and t.numpy().dtype == np.complex64
+    assert dg.zeros(2, dtype=dg.complex128).tolist() == [0j, 0j]
+    assert dg.full((2,), 1 + 1j).dtype is dg.complex64
+    assert dg.tensor([1.0, 2.0]).to(dg.complex64).tolist() == [1 + 0j, 2 + 0j]
+    assert dg.tensor([1 + 5j]).to(dg.float64).tolist() == [1.0]        # the real part, as torch
+    assert dg.tensor([0 + 1j, 0j]).to(dg.bool).tolist() == [True, False]
+    assert dg.complex(dg.tensor([1.0]), dg.tensor([2.0])).tolist() == [1 + 2j]
+    p = dg.polar(dg.tensor([2.0], dtype=dg.float64), dg.tensor([np.pi / 2], dtype=dg.float64))
+    assert p.dtype is dg.complex128 and abs(p.item() - 2j) < 1e-15
+    with pytest.raises(RuntimeError, match="complex: expected both inputs"):
+        dg.complex(dg.tensor([1.0]), dg.tensor([1.0], dtype=dg.float64))
+    with pytest.raises(TypeError, match="can't convert complex"):
+        dg.tensor([1j], dtype=dg.float32)
+
+
+def test_printing_as_torch(dg):
+    torch = pytest.importorskip("torch")
+    for values, name in (([1 + 2j, 3 - 4j], "complex64"), ([0.5 - 0.25j, -1e-5 + 3j], "complex128"),
+                         ([[1j, 2], [-3.5j, 0]], "complex64"), ([1e10 + 1j], "complex64")):
+        assert repr(dg.tensor(values, dtype=getattr(dg, name))).replace("dyngrad", "torch") == \
+            repr(torch.tensor(values, dtype=getattr(torch, name)))
+    assert repr(dg.tensor(2 - 1j)) == repr(torch.tensor(2 - 1j))
+
+
+@pytest.mark.parametrize("a", NAMES)
+def test_promotion_as_torch(dg, a):
+    """result_type of every pair (tensors with dims, 0-d tensors, Python numbers) and promote_types, as torch."""
+    torch = pytest.importorskip("torch")
+    for b in NAMES:
+        assert dg.promote_types(getattr(dg, a), getattr(dg, b)).name == \
+            str(torch.promote_types(getattr(torch, a), getattr(torch, b))).split(".")[1]
+        for shape_a, shape_b in (((2,), (2,)), ((2,), ()), ((), (2,))):
+            want = str(torch.result_type(torch.zeros(shape_a, dtype=getattr(torch, a)),
+                                         torch.zeros(shape_b, dtype=getattr(torch, b)))).split(".")[1]
+            x, y = dg.zeros(shape_a, dtype=getattr(dg, a)), dg.zeros(shape_b, dtype=getattr(dg, b))
+            if want == "complex32":      # a float16 tensor with a complex 0-d one: refused here
+                with pytest.raises(TypeError, match="complex32"):
+                    dg.result_type(x, y)
+                continue
+            assert dg.result_type(x, y).name == want, (a, shape_a, b, shape_b)
+            if a != "bool" or b != "bool":
+                assert (x + y).dtype.name == want, (a, shape_a, b, shape_b)
+    for number in (1j, 2.5, 3, True):
+        try:
+            want = str(torch.result_type(torch.zeros(2, dtype=getattr(torch, a)), number)).split(".")[1]
+        except RuntimeError:
+            continue
+        if want == "complex32":      # float16 * 1j: refused here (no complex32)
+            with pytest.raises(TypeError, match="complex32"):
+                dg.result_type(dg.zeros(2, dtype=getattr(dg, a)), number)
+            continue
+        assert dg.result_type(dg.zeros(2, dtype=getattr(dg, a)), number).name == want, (a, number)
+        if want.startswith("complex") and a != "bool":
+            assert (dg.ones(2, dtype=getattr(dg, a)) * number).dtype.name == want
+
+
+# ----- views ---------------------------------------------------------------------------------------------------
+
+def test_views_share_memory(dg):
+    z = dg.tensor([1 + 2j, 3 - 4j, 5 + 6j], dtype=dg.complex128)
+    pairs = dg.view_as_real(z)
+    assert pairs.dtype is dg.float64 and tuple(pairs.shape) == (3, 2)
+    pairs[0, 1] = 7.0
+    assert z[0].item() == 1 + 7j
+    r, i = z.real, z.imag
+    r += 10.0
+    i.mul_(2)
+    assert z.tolist() == [11 + 14j, 13 - 8j, 15 + 12j]
+    back = dg.view_as_complex(pairs)
+    assert back.dtype is dg.complex128 and back.tolist() == z.tolist()
+    assert dg.view_as_complex(dg.tensor([[1.0, 2.0], [3.0, 4.0]])[1]).item() == 3 + 4j
+    odd = dg.view_as_real(z[1:])
+    assert odd.tolist() == [[13.0, -8.0], [15.0, 12.0]]
+    with pytest.raises(RuntimeError, match="view_as_complex: expected the last dimension to have stride 1"):
+        dg.view_as_complex(dg.zeros(2, 3)[:, :2].T.contiguous().T)
+    with pytest.raises(RuntimeError, match="view_as_complex: expected a tensor whose last dimension has size 2"):
+        dg.view_as_complex(dg.zeros(3))
+    with pytest.raises(RuntimeError, match="view_as_complex: expected every other stride"):
+        dg.view_as_complex(dg.zeros(6)[1:5].reshape(2, 2))
+    with pytest.raises(RuntimeError, match="view_as_real: expected a complex tensor"):
+        dg.view_as_real(dg.zeros(2))
+    with pytest.raises(RuntimeError, match="imag: not implemented"):
+        dg.zeros(2).imag
+    assert dg.conj(z).tolist() == [complex(v).conjugate() for v in z.tolist()]
+    assert not dg.is_conj(dg.conj(z)) and dg.resolve_conj(z) is z
+    w = z.clone()
+    w.conj_physical_()
+    assert w.tolist() == dg.conj(z).tolist()
+    m = dg.tensor([[1 + 1j, 2], [3j, 4]])
+    assert m.mH.tolist() == np.conj(np.array(m.tolist())).T.tolist() == m.H.tolist() == dg.adjoint(m).tolist()
+
+
+# ----- ops against numpy and torch ------------------------------------------------------------------------------
+
+def _torch_fn(name):
+    """The torch twin of an op of the table, by name."""
+    torch = pytest.importorskip("torch")
+    return {"neg": lambda x: -x, "reciprocal": torch.reciprocal, "square": torch.square, "pow25": lambda x: x ** 2.5,
+            "real": torch.real, "imag": torch.imag}.get(name) or getattr(torch, name)
+
+
+# name, dyngrad function, numpy function, points to keep away from (poles, branch points)
+UNARY = [
+    ("neg", lambda dg, x: -x, np.negative, ()),
+    ("exp", lambda dg, x: dg.exp(x), np.exp, ()),
+    ("log", lambda dg, x: dg.log(x), np.log, (0,)),
+    ("sqrt", lambda dg, x: dg.sqrt(x), np.sqrt, (0,)),
+    ("rsqrt", lambda dg, x: dg.rsqrt(x), lambda z: 1 / np.sqrt(z), (0,)),
+    ("sin", lambda dg, x: dg.sin(x), np.sin, ()),
+    ("cos", lambda dg, x: dg.cos(x), np.cos, ()),
+    ("tan", lambda dg, x: dg.tan(x), np.tan, ()),
+    ("tanh", lambda dg, x: dg.tanh(x), np.tanh, ()),
+    ("sinh", lambda dg, x: dg.sinh(x), np.sinh, ()),
+    ("asin", lambda dg, x: dg.asin(x), np.arcsin, (1, -1)),
+    ("acos", lambda dg, x: dg.acos(x), np.arccos, (1, -1)),
+    ("atan", lambda dg, x: dg.atan(x), np.arctan, (1j, -1j)),
+    ("sigmoid", lambda dg, x: dg.sigmoid(x), lambda z: 1 / (1 + np.exp(-z)), ()),
+    ("log1p", lambda dg, x: dg.log1p(x), np.log1p, (-1,)),
+    ("expm1", lambda dg, x: dg.expm1(x), np.expm1, ()),
+    ("log2", lambda dg, x: dg.log2(x), np.log2, (0,)),
+    ("log10", lambda dg, x: dg.log10(x), np.log10, (0,)),
+    ("reciprocal", lambda dg, x: dg.reciprocal(x), lambda z: 1 / z, (0,)),
+    ("square", lambda dg, x: dg.square(x), np.square, ()),
+    ("pow25", lambda dg, x: x ** 2.5, lambda z: z ** 2.5, (0,)),
+    ("abs", lambda dg, x: dg.abs(x), np.abs, (0,)),
+    ("angle", lambda dg, x: dg.angle(x), np.angle, (0,)),
+    ("sgn", lambda dg, x: dg.sgn(x), lambda z: z / np.abs(z), (0,)),
+    ("conj", lambda dg, x: dg.conj(x), np.conj, ()),
+    ("real", lambda dg, x: x.real, np.real, ()),
+    ("imag", lambda dg, x: x.imag, np.imag, ()),
+]
+# branch cuts: keep the inputs off the negative real axis (log, sqrt) and the cuts of asin/acos/atan
+_CUT_SAFE = {"log", "sqrt", "rsqrt", "log2", "log10", "log1p", "pow25", "asin", "acos", "atan"}
+
+
+def _inputs(name, shape, seed=0):
+    away = dict((n, a) for n, _, _, a in UNARY).get(name, ())
+    z = cvalues(shape, seed, away)
+    if name in _CUT_SAFE:
+        z = np.abs(z.real) + 0.2 + 1j * z.imag * 0.5      # right half-plane, near no cut
+    return z
+
+
+@pytest.mark.parametrize("name, fn, np_fn, away", UNARY, ids=[u[0] for u in UNARY])
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_unary_forward(dg, name, fn, np_fn, away, dtype):
+    z = _inputs(name, (3, 4))
+    got = fn(dg, dg.tensor(z, dtype=getattr(dg, dtype)))
+    want = np_fn(z.astype(dtype))
+    real_result = name in ("abs", "angle", "real", "imag")
+    assert got.dtype.name == (("float32" if dtype == "complex64" else "float64") if real_result else dtype)
+    close(got.tolist(), want, dtype)
+
+
+@pytest.mark.parametrize("name, fn, np_fn, away", UNARY, ids=[u[0] for u in UNARY])
+def test_unary_gradcheck(dg, name, fn, np_fn, away):
+    z = dg.tensor(_inputs(name, (2, 3), seed=1), dtype=dg.complex128, requires_grad=True)
+    assert dg.autograd.gradcheck(lambda x: fn(dg, x), (z,))
+
+
+@pytest.mark.parametrize("name, fn, np_fn, away", UNARY, ids=[u[0] for u in UNARY])
+def test_unary_grad_as_torch(dg, name, fn, np_fn, away):
+    """.grad of a real loss of a complex leaf is torch's (the conjugate Wirtinger convention)."""
+    torch = pytest.importorskip("torch")
+    z = _inputs(name, (5,), seed=2)
+    w = cvalues((5,), seed=3)
+    x = dg.tensor(z, dtype=dg.complex128, requires_grad=True)
+    out = fn(dg, x)
+    weight = dg.tensor(w if out.dtype.is_complex else w.real, dtype=out.dtype)
+    (out * weight).real.sum().backward() if out.dtype.is_complex else (out * weight).sum().backward()
+    tx = torch.tensor(z, dtype=torch.complex128, requires_grad=True)
+    tout = _torch_fn(name)(tx).resolve_conj()
+    tw = torch.tensor(w if tout.is_complex() else w.real, dtype=tout.dtype)
+    ((tout * tw).real if tout.is_complex() else tout * tw).sum().backward()
+    close(x.grad.tolist(), tx.grad.resolve_conj().numpy(), "complex128")
+
+
+BINARY = [
+    ("add", lambda dg, a, b: a + b, np.add),
+    ("sub", lambda dg, a, b: a - b, np.subtract),
+    ("mul", lambda dg, a, b: a * b, np.multiply),
+    ("div", lambda dg, a, b: a / b, np.divide),
+    ("pow", lambda dg, a, b: a ** b, np.power),
+    ("matmul", lambda dg, a, b: a @ b.mT, lambda a, b: a @ b.T),
+]
+
+
+@pytest.mark.parametrize("name, fn, np_fn", BINARY, ids=[b[0] for b in BINARY])
+def test_binary(dg, name, fn, np_fn):
+    a = cvalues((3, 4), 4)
+    a = np.abs(a.real) + 0.5 + 1j * a.imag if name == "pow" else a
+    b = cvalues((3, 4), 5, away_from=(0,))
+    for dtype in ("complex64", "complex128"):
+        got = fn(dg, dg.tensor(a, dtype=getattr(dg, dtype)), dg.tensor(b, dtype=getattr(dg, dtype)))
+        assert got.dtype.name == dtype
+        close(got.tolist(), np_fn(a.astype(dtype), b.astype(dtype)), dtype)
+    x = dg.tensor(a, dtype=dg.complex128, requires_grad=True)
+    y = dg.tensor(b, dtype=dg.complex128, requires_grad=True)
+    assert dg.autograd.gradcheck(lambda p, q: fn(dg, p, q), (x, y))
+    # a real operand with a complex one: the real one's gradient is the real part (torch; matmul does not promote)
+    if name != "matmul":
+        r = dg.tensor(np.abs(a.real) + 0.5, dtype=dg.float64, requires_grad=True)
+        assert dg.autograd.gradcheck(lambda p, q: fn(dg, p, q), (r, y))
+
+
+def test_mixed_gradients_as_torch(dg):
+    torch = pytest.importorskip("torch")
+    a, b = cvalues((3, 3), 6), cvalues((3, 3), 7)
+    x = dg.tensor(a.real, dtype=dg.float64, requires_grad=True)
+    z = dg.tensor(b, dtype=dg.complex128, requires_grad=True)
+    loss = ((x * z + dg.exp(z) @ z).abs() ** 2).sum() + (z * 2j).imag.mean()
+    loss.backward()
+    tx = torch.tensor(a.real, dtype=torch.float64, requires_grad=True)
+    tz = torch.tensor(b, dtype=torch.complex128, requires_grad=True)
+    tloss = ((tx * tz + torch.exp(tz) @ tz).abs() ** 2).sum() + (tz * 2j).imag.mean()
+    tloss.backward()
+    close(loss.item(), tloss.item(), "complex128")
+    assert x.grad.dtype is dg.float64 and z.grad.dtype is dg.complex128
+    close(x.grad.tolist(), tx.grad.resolve_conj().numpy(), "complex128")
+    close(z.grad.tolist(), tz.grad.numpy(), "complex128")
+
+
+def test_reductions_and_shape_ops(dg):
+    z = cvalues((2, 3, 4), 8)
+    for dtype in ("complex64", "complex128"):
+        t = dg.tensor(z, dtype=getattr(dg, dtype))
+        close(t.sum().item(), z.sum(), dtype)
+        close(t.sum(dim=1).tolist(), z.sum(1), dtype)
+        close(t.mean(dim=(0, 2), keepdim=True).tolist(), z.mean((0, 2), keepdims=True), dtype)
+        close(t.prod(dim=-1).tolist(), z.astype(dtype).prod(-1), dtype)
+        close(t.permute(2, 0, 1).reshape(4, 6).tolist(), z.transpose(2, 0, 1).reshape(4, 6), dtype)
+        close(dg.cat([t, t[:, :1]], dim=1).tolist(), np.concatenate([z, z[:, :1]], 1), dtype)
+        close(t[:, [2, 0]].tolist(), z[:, [2, 0]], dtype)
+        close(t[t.real > 0].tolist(), z[z.real > 0], dtype)
+        close(dg.where(t.real > 0, t, 0).tolist(), np.where(z.real > 0, z, 0), dtype)
+        close(t.transpose(0, 1).contiguous().flatten().tolist(), z.transpose(1, 0, 2).reshape(-1), dtype)
+        close(dg.bmm(t, t.mT).tolist(), z.astype(dtype) @ z.astype(dtype).transpose(0, 2, 1), dtype)
+    x = dg.tensor(z, dtype=dg.complex128, requires_grad=True)
+    assert dg.autograd.gradcheck(lambda a: a.sum(dim=1), (x,))
+    assert dg.autograd.gradcheck(lambda a: a.mean(), (x,))
+    assert dg.autograd.gradcheck(lambda a: a[:, [2, 0]].permute(2, 0, 1) * a[0, 0, 0], (x,))
+    assert dg.autograd.gradcheck(lambda a: dg.view_as_real(a[0]) * 2, (x,))
+    assert dg.autograd.gradcheck(lambda a: dg.view_as_complex(a * 3), (dg.view_as_real(x).detach().requires_grad_(),))
+    assert dg.autograd.gradcheck(lambda a, b: dg.complex(a, b), (x.real.detach().requires_grad_(),
+                                                              x.imag.detach().requires_grad_()))
+
+
+def test_complex_output_needs_a_gradient(dg):
+    z = dg.tensor([1 + 1j], requires_grad=True)
+    with pytest.raises(RuntimeError, match="only for real scalar outputs, but this output is complex64"):
+        (z * 2).sum().backward()
+    (z * 2).sum().backward(dg.tensor(1 + 0j))
+    assert z.grad.tolist() == [2 + 0j]
+
+
+def test_gradgradcheck(dg):
+    z = dg.tensor(cvalues((2, 2), 9), dtype=dg.complex128, requires_grad=True)
+    assert dg.autograd.gradgradcheck(lambda a: dg.tanh(a) * dg.exp(a) / (a + 3), (z,))
+    assert dg.autograd.gradgradcheck(lambda a: dg.sigmoid(a) @ a, (z,))
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda dg, z: dg.relu(z), "relu: not supported for complex tensors"),
+    (lambda dg, z: dg.erf(z), "erf: not supported for complex tensors"),
+    (lambda dg, z: dg.maximum(z, z), "maximum: not supported for complex tensors"),
+    (lambda dg, z: z < z, "lt: not supported for complex tensors"),
+    (lambda dg, z: z.amax(), "amax: not supported for complex tensors"),
+    (lambda dg, z: z.argmax(), "argmax: not supported for complex tensors"),
+    (lambda dg, z: dg.sign(z), "sign: not implemented for complex tensors; use sgn"),
+    (lambda dg, z: dg.cosh(z), "cosh: not supported for complex tensors"),
+    (lambda dg, z: z @ z.real, "matmul: expected both operands to have the same dtype"),
+])
+def test_unsupported_ops_say_so(dg, call, message):
+    z = dg.tensor([[1 + 1j, 2j], [3, -1j]])
+    with pytest.raises((TypeError, RuntimeError), match=message):
+        call(dg, z)
