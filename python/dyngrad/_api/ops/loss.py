@@ -19,6 +19,7 @@ from ..args import (Tensor, broadcast_shapes, number, optional_tensor, reduce_lo
 from ..node_names import shows_as
 from .activation import log_sigmoid
 from .distance import pairwise_distance
+from .linear import linear
 _REDUCTION_NAMES = {0: "none", 1: "mean", 2: "sum"}
 
 
@@ -391,6 +392,18 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         return _C.reshape(losses, tuple(y.shape)) if code == 0 else losses
     return _C.cross_entropy(x, y, code, ignore_index, label_smoothing)
 
+
+
+def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weight=None, reduction="mean",
+                         ignore_index=None, label_smoothing=0.0, options=None):
+    """torch 2.13's F.linear_cross_entropy: cross_entropy(linear(input, linear_weight, linear_bias), target, ...),
+    ignore_index None meaning -100. torch's `options` choose a chunked evaluation that saves memory with the same
+    result; dyngrad computes the whole product (any options are accepted and change nothing)."""
+    from_linear = linear(tensor_arg(input, "linear_cross_entropy"),
+                         tensor_arg(linear_weight, "linear_cross_entropy", "linear_weight"),
+                         optional_tensor(linear_bias, "linear_cross_entropy", "linear_bias"))
+    return cross_entropy(from_linear, target, weight, ignore_index=-100 if ignore_index is None else ignore_index,
+                         reduction=reduction, label_smoothing=label_smoothing)
 
 def _cross_entropy_probabilities(x, y, w, ignore_index, code, label_smoothing, class_dim):
     """-(w * target' * log_softmax(x)).sum(class_dim), target' = target (1 - eps) + eps / C; the mean divides by

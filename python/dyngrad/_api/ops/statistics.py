@@ -174,7 +174,7 @@ def _histogramdd(a, bins, range, weight, density, op, one_dim):
             e = bridge.host_array(b.detach()).astype(dtype)
             with np.errstate(all="ignore"):
                 decreasing = np.any(e[1:] < e[:-1])
-            if decreasing:
+            if decreasing and len(points):          # (torch checks no edges; with no points nothing is binned)
                 raise RuntimeError(f"{op}: expected the bin edges to be increasing.")
             edges.append(e)
         else:
@@ -182,9 +182,12 @@ def _histogramdd(a, bins, range, weight, density, op, one_dim):
             if n <= 0:
                 raise RuntimeError(f"{op}: expected the number of bins to be positive, got {n}.")
             edges.append(_uniform_edges(points[:, k], n, None if pairs is None else pairs[k], dtype, op, k))
-    with np.errstate(all="ignore"):
-        hist, _ = np.histogramdd(points.astype(np.float64), bins=[e.astype(np.float64) for e in edges], weights=w,
-                                 density=bool(density))
+    if not len(points):          # all zeros (NaN with density: 0 / 0, as torch), whatever order the edges are in
+        hist = np.full([len(e) - 1 for e in edges], np.nan if density else 0.0)
+    else:
+        with np.errstate(all="ignore"):
+            hist, _ = np.histogramdd(points.astype(np.float64), bins=[e.astype(np.float64) for e in edges],
+                                     weights=w, density=bool(density))
     out_hist = bridge.host_result(hist.astype(dtype), a.dtype)
     out_edges = tuple(bridge.host_result(e, a.dtype) for e in edges)
     return out_hist, out_edges
