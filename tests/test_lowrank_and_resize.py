@@ -125,3 +125,23 @@ def test_resize_as_torch(dg):
         dg.ones(2).resize_(-1)
     m = dg.empty(2, 3, device="meta")
     assert m.resize_(6) is m and m.is_meta and tuple(m.shape) == (6,)
+
+
+def test_linear_cross_entropy_k_dimensional(dg):
+    torch = pytest.importorskip("torch")
+    x = RNG.standard_normal((4, 3))
+    w = RNG.standard_normal((2, 5, 3))                 # C=2 classes, d_1=5: logits (4, 2, 5)
+    b = RNG.standard_normal((2, 5))
+    y = RNG.integers(0, 2, (4, 5))
+    ours = dg.nn.functional.linear_cross_entropy(dg.tensor(x), dg.tensor(w), dg.tensor(y), linear_bias=dg.tensor(b),
+                                                 reduction="none")
+    theirs = torch.nn.functional.linear_cross_entropy(torch.tensor(x), torch.tensor(w), torch.tensor(y),
+                                                      linear_bias=torch.tensor(b), reduction="none")
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-10)
+    assert dg.autograd.gradcheck(
+        lambda a, c: dg.nn.functional.linear_cross_entropy(a, c, dg.tensor(y)),
+        (dg.tensor(x, requires_grad=True), dg.tensor(w, requires_grad=True)))
+    with pytest.raises(RuntimeError, match="linear_cross_entropy: input of shape"):
+        dg.nn.functional.linear_cross_entropy(dg.tensor(x), dg.tensor(w[..., :2]), dg.tensor(y))
+    t = dg.zeros(2, 3)
+    assert dg.resize_as_(t, dg.zeros(6)) is t and tuple(t.shape) == (6,)

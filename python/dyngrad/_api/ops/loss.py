@@ -398,11 +398,23 @@ def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weig
                          ignore_index=None, label_smoothing=0.0, options=None):
     """torch 2.13's F.linear_cross_entropy: cross_entropy(linear(input, linear_weight, linear_bias), target, ...),
     ignore_index None meaning -100. torch's `options` choose a chunked evaluation that saves memory with the same
-    result; dyngrad computes the whole product (any options are accepted and change nothing)."""
-    from_linear = linear(tensor_arg(input, "linear_cross_entropy"),
-                         tensor_arg(linear_weight, "linear_cross_entropy", "linear_weight"),
-                         optional_tensor(linear_bias, "linear_cross_entropy", "linear_bias"))
-    return cross_entropy(from_linear, target, weight, ignore_index=-100 if ignore_index is None else ignore_index,
+    result; dyngrad computes the whole product (any options are accepted and change nothing). A linear_weight of
+    shape (C, d_1, ..., d_K, in_features) gives K-dimensional logits (N, C, d_1, ..., d_K), as torch's."""
+    op = "linear_cross_entropy"
+    x = tensor_arg(input, op)
+    w = tensor_arg(linear_weight, op, "linear_weight")
+    b = optional_tensor(linear_bias, op, "linear_bias")
+    if w.ndim <= 2:
+        logits = linear(x, w, b)
+    else:
+        if x.ndim == 0 or x.shape[-1] != w.shape[-1]:
+            raise RuntimeError(f"{op}: input of shape {shape_str(x.shape)} and linear_weight of shape "
+                               f"{shape_str(w.shape)} do not match (the last dims must be equal).")
+        flat = _C.matmul(x, _C.mT(_C.reshape(w, [-1, w.shape[-1]])))
+        logits = _C.reshape(flat, list(x.shape[:-1]) + list(w.shape[:-1]))
+        if b is not None:
+            logits = _C.add(logits, b)
+    return cross_entropy(logits, target, weight, ignore_index=-100 if ignore_index is None else ignore_index,
                          reduction=reduction, label_smoothing=label_smoothing)
 
 def _cross_entropy_probabilities(x, y, w, ignore_index, code, label_smoothing, class_dim):

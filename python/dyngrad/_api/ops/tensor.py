@@ -453,7 +453,8 @@ def copy_(self, src, non_blocking=False):
 
 def resize_(self, *sizes, memory_format=None):
     """torch's Tensor.resize_: self takes the shape `sizes` in place (the same object), keeping its first elements
-    in row-major order; elements beyond the old ones are uninitialised. Unlike torch, the memory is always new
+    in row-major order; elements beyond the old ones are zeros (torch leaves them uninitialised, so both engines
+    agree on a value torch may give). Unlike torch, the memory is always new
     (torch keeps the storage when it is large enough), so views of self taken before do not see the result."""
     shape = sizes_arg(sizes, "resize_")
     if self.requires_grad:
@@ -461,7 +462,7 @@ def resize_(self, *sizes, memory_format=None):
                            "that require grad).")
     if tuple(self.shape) == shape:
         return self
-    new = _C.empty(list(shape), self.dtype)
+    new = _C.full(list(shape), 0, self.dtype)
     kept = builtins.min(self.numel(), math.prod(shape))
     if kept:
         target = _C.slice(_C.reshape(new, [-1]), 0, 0, kept, 1)
@@ -470,10 +471,11 @@ def resize_(self, *sizes, memory_format=None):
     return self
 
 
-def resize_as_(self, the_template, memory_format=None):
-    """resize_ to the shape of `the_template`."""
+def resize_as_(input, the_template, memory_format=None):
+    """resize_ to the shape of `the_template` (torch.resize_as_ and Tensor.resize_as_)."""
+    tensor_arg(input, "resize_as_")
     tensor_arg(the_template, "resize_as_", "the_template")
-    return resize_(self, tuple(the_template.shape))
+    return resize_(input, tuple(the_template.shape))
 
 
 FloatTensor = _legacy_type("FloatTensor", "float32")
