@@ -259,3 +259,67 @@ def test_cpp_fast_paths_leave_meta_tensors_to_python(cpp):
     a = cpp.empty(3, 4, device="meta")
     for out in (a + a, a * 2.0, a @ a.T, cpp.nn.functional.linear(a, a), a.sum(), cpp.relu(a), a[0], a.add_(1)):
         assert out.is_meta
+
+
+def _gpt(dg):
+    """A character-level GPT as the tutorials write it: a causal-mask buffer built by tril, q/k/v views and
+    transposes, masked_fill with -inf, MultiheadAttention, a Conv1d, a GRU, dropout and module.apply(init)."""
+    nn, F = dg.nn, dg.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self, C, nh, T):
+            super().__init__()
+            self.c_attn, self.c_proj, self.nh = nn.Linear(C, 3 * C), nn.Linear(C, C), nh
+            self.register_buffer("bias", dg.tril(dg.ones(T, T)).view(1, 1, T, T))
+
+        def forward(self, x):
+            B, T, C = x.size()
+            q, k, v = (t.view(B, T, self.nh, C // self.nh).transpose(1, 2) for t in self.c_attn(x).split(C, dim=2))
+            att = (q @ k.transpose(-2, -1)) * (1.0 / k.size(-1) ** 0.5)
+            att = F.softmax(att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf")), dim=-1)
+            return self.c_proj((att @ v).transpose(1, 2).contiguous().view(B, T, C))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(20, 16), nn.Embedding(8, 16)
+            self.h = nn.ModuleList([Block(16, 2, 8) for _ in range(2)])
+            self.mha = nn.MultiheadAttention(16, 2, batch_first=True)
+            self.conv, self.gru = nn.Conv1d(16, 16, 3, padding=1), nn.GRU(16, 16, batch_first=True)
+            self.ln, self.head, self.drop = nn.LayerNorm(16), nn.Linear(16, 20, bias=False), nn.Dropout(0.1)
+            self.apply(self._init)
+
+        def _init(self, m):
+            if isinstance(m, nn.Linear):
+                nn.init.normal_(m.weight, 0.0, 0.02)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+
+        def forward(self, idx, targets):
+            pos = dg.arange(0, idx.size(1), dtype=dg.long, device=idx.device).unsqueeze(0)
+            x = self.drop(self.wte(idx) + self.wpe(pos))
+            for block in self.h:
+                x = x + block(x)
+            x = x + self.mha(x, x, x, need_weights=False)[0]
+            x = x + self.conv(x.transpose(1, 2)).transpose(1, 2)
+            logits = self.head(self.ln(x + self.gru(x)[0]))
+            return logits, F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+    return GPT
+
+
+def test_gpt_style_model_on_meta(dg):
+    GPT = _gpt(dg)
+    dg.manual_seed(0)
+    eager = GPT().eval()
+    with dg.device("meta"):
+        model = GPT()
+    assert all(t.is_meta for t in list(model.parameters()) + list(model.buffers()))
+    idx = dg.randint(0, 20, (2, 8))
+    logits, loss = model(idx.to("meta"), idx.to("meta"))
+    assert logits.is_meta and tuple(logits.shape) == (2, 8, 20) and loss.is_meta and loss.ndim == 0
+    model.to_empty(device="cpu")
+    model.load_state_dict(eager.state_dict())
+    model.eval()
+    ours, theirs = model(idx, idx), eager(idx, idx)
+    np.testing.assert_array_equal(ours[0].detach().numpy(), theirs[0].detach().numpy())
+    assert ours[1].item() == theirs[1].item()
