@@ -151,8 +151,11 @@ def test_values_are_refused_naming_the_op(dg):
                        (lambda: a.sum().backward(), r"backward")):
         with pytest.raises(NotImplementedError, match=what):
             call()
+    with pytest.raises(NotImplementedError, match=r"Tensor\(t\): t is a meta tensor"):
+        dg.Tensor(a)
     with pytest.raises(RuntimeError, match="same device"):
         a + dg.ones(2, 3)
+    assert tuple(a[dg.tensor([1, 0, 1])].shape) == (3, 3)            # a cpu index into a meta tensor
     assert (a + dg.tensor(2.0)).is_meta                      # a 0-d cpu tensor mixes, as in torch
     with pytest.raises(RuntimeError, match="cannot be multiplied"):
         a @ a

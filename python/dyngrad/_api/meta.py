@@ -272,7 +272,6 @@ def with_meta(name, fn):
     if fn is None or not callable(fn) or isinstance(fn, type):
         return fn
     factory = name in FACTORIES or _takes_device(fn)
-
     converts = name == "to"
 
     @functools.wraps(fn)
@@ -309,7 +308,7 @@ def _takes_device(fn):
 # ----- meta_call ------------------------------------------------------------------------------------------------------
 
 # the output's shape depends on the values
-DATA_DEPENDENT = set("""nonzero argwhere nonzero_static unique unique_consecutive masked_select bincount histc
+DATA_DEPENDENT = set("""nonzero argwhere nonzero_static unique unique_consecutive masked_select bincount
     repeat_interleave""".split())
 # the answer is values
 NEEDS_VALUES = set("""equal allclose is_nonzero __contains__ apply_ map_ map2_ tolist numpy item __reduce_ex__
@@ -326,6 +325,9 @@ FACTORIES = set("""zeros ones empty full rand randn randint randperm empty_strid
 
 
 def meta_call(name, fn, args, kwargs):
+    if name == "__init__" and args and not is_meta(args[0]):
+        raise MetaValueError("Tensor(t): t is a meta tensor, and a cpu Tensor cannot share its (absent) memory; use "
+                             "t.detach() for another meta tensor or torch.empty_like(t, device='cpu') for memory.")
     if name in PASSTHROUGH:
         return fn(*args, **kwargs)
     if name in NEEDS_VALUES:
@@ -356,6 +358,8 @@ def meta_call(name, fn, args, kwargs):
 
 
 def _check_same_device(name, args, kwargs):
+    if name in ("__getitem__", "__setitem__", "index_select", "gather", "take"):
+        args = args[:1]                      # a cpu index into a meta tensor is fine, as in torch
     for a in list(args) + list(kwargs.values()):
         for t in _walk(a):
             if not is_meta(t) and t.ndim > 0:
