@@ -437,7 +437,8 @@ def run_sample(opinfo, fn, sample, dtype_key, dg, check_grad):
     except Unresolved:
         raise
     except AttributeError as err:
-        if "dyngrad" in str(err) and "has no attribute" in str(err):
+        # a missing dyngrad name (a test lambda's x.chalf() names no module: the Tensor method is missing)
+        if "has no attribute" in str(err) and ("dyngrad" in str(err) or str(err).startswith("'Tensor' object")):
             raise Unresolved(str(err))
         return exception_class("forward", err)
     except Exception as err:

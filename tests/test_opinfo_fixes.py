@@ -186,15 +186,18 @@ def test_gather_of_zero_dim_inputs_and_empty_indices(dg):
 
 
 def test_cov_divisor_in_the_weights_dtype(dg):
-    # torch forms the divisor sum(w) - correction * sum(w * aweights) / sum(w) in the weights' dtype (float32 here)
+    # torch forms the divisor sum(w) - correction * sum(w * aweights) / sum(w) in the weights' dtype: with float32
+    # aweights [1e8, 1, 1] it is exactly 0 (float32 loses the ones), so torch warns and gives inf; in float64 it
+    # would be 4 and the values finite
     torch = pytest.importorskip("torch")
     x = np.array([[1.0, 4.0, -2.0], [0.5, -3.0, 2.5]])
-    aw = np.array([0.3666413, 0.0583007, 0.7006447], np.float32)
-    for correction in (1, 2):
-        ours = dg.cov(dg.tensor(x), correction=correction, aweights=dg.tensor(aw))
-        theirs = torch.cov(torch.tensor(x), correction=correction, aweights=torch.tensor(aw))
-        # float32 sums may round differently (a few ulps); a float64 divisor is 8.8e-6 away at correction=2
-        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6)
+    aw = np.array([1e8, 1.0, 1.0], np.float32)
+    with pytest.warns(UserWarning, match="degrees of freedom is <= 0"):
+        ours = dg.cov(dg.tensor(x), aweights=dg.tensor(aw))
+    theirs = torch.cov(torch.tensor(x), aweights=torch.tensor(aw))
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    finite = dg.cov(dg.tensor(x), aweights=dg.tensor(aw.astype(np.float64)))
+    np.testing.assert_allclose(finite.numpy(), torch.cov(torch.tensor(x), aweights=torch.tensor(aw).double()).numpy())
 
 
 def test_histogramdd_edges_in_any_order_as_torch(dg):

@@ -9,8 +9,9 @@ and method of the table once (`with_meta`). Until the meta device is first used 
 it is one more Python frame forwarding *args/**kwargs: about 150 ns per call of a cold row (a trivial function
 went from 48 to 201 ns, best of 30 runs on the 2-core Xeon under load 15; the hot rows' C++ fast paths do not pass
 through it). The fast paths hand meta tensors to their Python definitions (tensor_of() in
-csrc/bindings/fast_paths.cpp refuses instances of the class registered by `_C._set_meta_class`). A call that involves the meta
-device (a meta argument, device="meta", or a factory under the meta default device) goes to `meta_call`:
+csrc/bindings/fast_paths.cpp refuses instances of the class registered by `_C._set_meta_class`). A call that
+involves the meta device (a meta argument, device="meta", or a factory under the meta default device) goes to
+`meta_call`:
 
 - shape rules without a kernel over the tensors' memory: factories (sizes, *_like, new_*), elementwise ops
   (broadcast shapes; the dtype from running the op on one-element tensors of the same dtypes and ranks), matmul and
@@ -325,7 +326,7 @@ FACTORIES = set("""zeros ones empty full rand randn randint randperm empty_strid
 
 
 def meta_call(name, fn, args, kwargs):
-    if name == "__init__" and args and not is_meta(args[0]):
+    if name == "__init__" and args and not is_meta(args[0]) and any(is_meta(t) for a in args[1:] for t in _walk(a)):
         raise MetaValueError("Tensor(t): t is a meta tensor, and a cpu Tensor cannot share its (absent) memory; use "
                              "t.detach() for another meta tensor or torch.empty_like(t, device='cpu') for memory.")
     if name in PASSTHROUGH:
