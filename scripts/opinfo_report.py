@@ -323,6 +323,62 @@ def fresh(sample):
     return out
 
 
+# Note [A more accurate oracle]: where dyngrad's forward values differ from torch's, the sample is judged again
+# against a more accurate answer: torch's own op on the sample widened to float64 (for a float32 sample), or mpmath
+# at 30 digits (for the float64 Bessel functions, whose Cephes approximations in torch are ~2e-7 off near the zeros
+# of J0). The sample passes when dyngrad agrees with that answer within the dtype's tolerance and torch does not:
+# dyngrad is then the more accurate of the two (the only cases so far: one ill-conditioned float32 matrix_exp
+# sample, where torch is 1.3e-2 and dyngrad 2.4e-4 away from the float64 value, and bessel_j0/bessel_y1 at x ~ 5.5).
+MPMATH_ORACLES = {"special.bessel_j0": ("besselj", 0), "special.bessel_j1": ("besselj", 1),
+                  "special.bessel_y0": ("bessely", 0), "special.bessel_y1": ("bessely", 1)}
+
+
+def precise_answer(opinfo, sample, dtype_key):
+    """The more accurate answer of Note [A more accurate oracle], or None where there is none."""
+    import numpy as np
+    import torch
+    if dtype_key == "float32":
+        def widen(v):
+            if isinstance(v, torch.Tensor):
+                return v.detach().double() if v.dtype == torch.float32 else v.detach()
+            if isinstance(v, (list, tuple)) and not hasattr(v, "_fields"):
+                return type(v)(widen(x) for x in v)
+            if isinstance(v, dict):
+                return {k: widen(x) for k, x in v.items()}
+            return v
+        wide = types.SimpleNamespace(input=widen(sample.input), args=widen(tuple(sample.args)),
+                                     kwargs=widen(dict(sample.kwargs)))
+        try:
+            return torch_call(opinfo, wide)
+        except Exception:
+            return None
+    oracle = MPMATH_ORACLES.get(opinfo_id(opinfo))
+    if dtype_key != "float64" or oracle is None or sample.args or sample.kwargs:
+        return None
+    try:
+        import mpmath
+    except ImportError:
+        return None
+    fn, order = getattr(mpmath, oracle[0]), oracle[1]
+    x = sample.input.detach().numpy().astype(np.float64)
+    with mpmath.workdps(30):
+        values = [float("nan") if not np.isfinite(v) or (oracle[0] == "bessely" and v < 0) else
+                  -float("inf") if oracle[0] == "bessely" and v == 0 else float(fn(order, float(v)))
+                  for v in x.reshape(-1)]
+    return torch.tensor(np.array(values).reshape(x.shape))
+
+
+def more_accurate(precise, expected, actual, tolerance):
+    """Whether dyngrad's leaf agrees with the precise answer (rounded to torch's dtype) and torch's does not."""
+    import torch
+    if not (isinstance(precise, torch.Tensor) and isinstance(expected, torch.Tensor)) or \
+            tuple(precise.shape) != tuple(expected.shape):
+        return False
+    rounded = precise.detach().to(expected.dtype)
+    return compare(rounded, actual, tolerance, "forward") is None and \
+        compare(rounded, expected.detach(), tolerance, "forward") is not None
+
+
 def seeds_itself(opinfo):
     """Whether the OpInfo's values cannot be compared: its op reseeds torch's generator before each call (torch's
     random ops in op_db do, through `wrapper_set_seed`, and dyngrad's generator cannot reproduce torch's stream),
@@ -381,7 +437,8 @@ def run_sample(opinfo, fn, sample, dtype_key, dg, check_grad):
     except Unresolved:
         raise
     except AttributeError as err:
-        if "dyngrad" in str(err) and "has no attribute" in str(err):
+        # a missing dyngrad name (a test lambda's x.chalf() names no module: the Tensor method is missing)
+        if "has no attribute" in str(err) and ("dyngrad" in str(err) or str(err).startswith("'Tensor' object")):
             raise Unresolved(str(err))
         return exception_class("forward", err)
     except Exception as err:
@@ -398,9 +455,16 @@ def run_sample(opinfo, fn, sample, dtype_key, dg, check_grad):
     flat_e, flat_a = flatten(expected), flatten(actual)
     if len(flat_e) != len(flat_a):
         return ("forward: wrong number of outputs", f"{len(flat_a)} vs torch {len(flat_e)}")
-    for e, a in zip(flat_e, flat_a):
+    precise = None
+    for index, (e, a) in enumerate(zip(flat_e, flat_a)):
         if deterministic:
             failure = compare(e, a, fwd_tol, "forward")
+            if failure and failure[0] == "forward: wrong values":     # Note [A more accurate oracle]
+                if precise is None:
+                    answer = precise_answer(opinfo, first, dtype_key)
+                    precise = [] if answer is None else flatten(process(answer) if process is not None else answer)
+                if len(precise) == len(flat_e) and more_accurate(precise[index], e, a, fwd_tol):
+                    failure = None
         elif isinstance(e, torch.Tensor):
             failure = compare(e, a, fwd_tol, "forward") if not is_tensor(a) else (
                 (("forward: wrong shape", "") if tuple(e.shape) != tuple(a.shape) else None) or
@@ -619,7 +683,9 @@ def report(records, engine, seconds, max_samples):
         "skipped and counted apart. Sampled: every `op_db` entry but private ATen entry points (`torch.ops.*`,",
         "`torch._*`), the CUDA jiterator kernels and complex-only ops. Where torch's OpInfo marks its own gradient",
         "test expectedFailure or skip (as_strided_scatter), torch's gradient is not compared. Random ops and the",
-        "empty factories are compared by shape and dtype." +
+        "empty factories are compared by shape and dtype. A sample whose values differ from torch's passes when",
+        "they agree with a more accurate answer that torch's do not (torch's own op in float64 for a float32",
+        "sample, mpmath for the float64 Bessel functions: Note [A more accurate oracle] in the script)." +
         (f" At most {max_samples} samples per dtype." if max_samples else ""),
         "",
         "| | count |",

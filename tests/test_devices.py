@@ -101,6 +101,12 @@ def test_factories_take_cpu_devices_and_refuse_others(dg, name, make):
         make(dg, "mps")
     with pytest.raises(RuntimeError, match="banana"):
         make(dg, "banana")
+    if name in ("Tensor", "FloatTensor"):                  # the legacy constructors stay on the cpu
+        with pytest.raises(RuntimeError, match="device 'meta' is not available"):
+            make(dg, "meta")
+    else:
+        t = make(dg, "meta")                             # tests/test_meta.py
+        assert t.is_meta and t.device == dg.device("meta")
 
 
 def test_to_and_type_take_devices_as_torch(dg):
@@ -126,8 +132,9 @@ def test_to_and_type_take_devices_as_torch(dg):
         t.to(device="banana")
     with pytest.raises(RuntimeError, match="Expected one of cpu, cuda.*device string: banana"):
         t.to("banana")
-    with pytest.raises(RuntimeError, match="device 'meta' is not available"):
-        t.to("meta")
+    assert t.to("meta").is_meta                       # the meta device is the one other device (tests/test_meta.py)
+    with pytest.raises(RuntimeError, match="device 'mps' is not available"):
+        t.to("mps")
     with pytest.raises(RuntimeError, match=r"Tensor.cuda\(\) needs CUDA"):
         t.cuda()
 

@@ -163,3 +163,56 @@ def test_rdiv_and_constant_pad_nd(dg):
     np.testing.assert_array_equal(dg.constant_pad_nd(dg.ones(1, 2), [1, 0], 3.0).numpy(), [[3, 1, 1]])
     check_op(dg, [(2, 3)], lambda m, a: m.constant_pad_nd(a, [1, 2, 0, 1], -1.5),
              lambda a: np.pad(a, ((0, 1), (1, 2)), constant_values=-1.5), name="constant_pad_nd")
+
+
+def test_gather_of_zero_dim_inputs_and_empty_indices(dg):
+    torch = pytest.importorskip("torch")
+    cases = [lambda m: m.gather(m.tensor(3.0), 0, m.tensor([0])), lambda m: m.gather(m.tensor(3.0), 0, m.tensor(0)),
+             lambda m: m.gather(m.tensor(3.0), 0, m.tensor([0, 0])),
+             lambda m: m.gather(m.arange(5.0), 0, m.zeros(2, 0, dtype=m.int64)),
+             lambda m: m.gather(m.ones(2, 3), 1, m.zeros(0, dtype=m.int64))]
+    for case in cases:
+        ours, theirs = case(dg), case(torch)
+        assert tuple(ours.shape) == tuple(theirs.shape)
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    x = dg.tensor(3.0, requires_grad=True)
+    dg.gather(x, 0, dg.tensor([0, 0])).sum().backward()
+    assert x.grad.item() == 2.0
+    y = dg.ones(2, 3, requires_grad=True)
+    dg.gather(y, 1, dg.zeros(2, 0, 4, dtype=dg.int64)).sum().backward()
+    np.testing.assert_array_equal(y.grad.numpy(), np.zeros((2, 3)))
+    with pytest.raises(RuntimeError):
+        dg.gather(dg.arange(5.0), 0, dg.zeros(2, 1, dtype=dg.int64))       # non-empty: the ranks must agree
+
+
+def test_cov_divisor_in_the_weights_dtype(dg):
+    # torch forms the divisor sum(w) - correction * sum(w * aweights) / sum(w) in the weights' dtype: with float32
+    # aweights [1e8, 1, 1] it is exactly 0 (float32 loses the ones), so torch warns and gives inf; in float64 it
+    # would be 4 and the values finite
+    torch = pytest.importorskip("torch")
+    x = np.array([[1.0, 4.0, -2.0], [0.5, -3.0, 2.5]])
+    aw = np.array([1e8, 1.0, 1.0], np.float32)
+    with pytest.warns(UserWarning, match="degrees of freedom is <= 0"):
+        ours = dg.cov(dg.tensor(x), aweights=dg.tensor(aw))
+    theirs = torch.cov(torch.tensor(x), aweights=torch.tensor(aw))
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    finite = dg.cov(dg.tensor(x), aweights=dg.tensor(aw.astype(np.float64)))
+    np.testing.assert_allclose(finite.numpy(), torch.cov(torch.tensor(x), aweights=torch.tensor(aw).double()).numpy())
+
+
+def test_histogramdd_edges_in_any_order_as_torch(dg):
+    # torch checks no order of given edges; its binary search decides the bins (numpy would refuse them)
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    points = rng.uniform(-9, 6, (40, 2)).astype(np.float32)
+    edges = [np.array([-8.5, -1.8, -4.3, -2.4], np.float32), np.array([-8.0, 3.6, -8.1, 5.0], np.float32)]
+    w = rng.random(40).astype(np.float32)
+    for kwargs in ({}, {"density": True}, {"weight": True}):
+        kw = dict(kwargs)
+        ours_w = dg.tensor(w) if kw.pop("weight", False) else None
+        theirs_w = None if ours_w is None else torch.tensor(w)
+        ours = dg.histogramdd(dg.tensor(points), [dg.tensor(e) for e in edges], weight=ours_w, **kw)
+        theirs = torch.histogramdd(torch.tensor(points), [torch.tensor(e) for e in edges], weight=theirs_w, **kw)
+        np.testing.assert_allclose(ours.hist.numpy(), theirs.hist.numpy(), rtol=1e-5)
+    empty = dg.histogramdd(dg.zeros(0, 2), [dg.tensor(e) for e in edges], density=True)
+    assert tuple(empty.hist.shape) == (3, 3) and np.isnan(empty.hist.numpy()).all()      # 0 / 0, as torch

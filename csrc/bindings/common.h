@@ -107,6 +107,7 @@ void bind_cycles(py::module_& m);  // cycles_bind.cpp: the collector of Note [Cy
 std::vector<std::string> fast_path_names();
 py::dict install_fast_paths(py::dict fallbacks, py::dict docs);
 void set_autocast_active(bool active);  // Note [Fast paths under autocast]
+void set_meta_class(py::handle cls);  // Note [Meta tensors] (fast_paths.cpp)
 void set_capturing(bool active);       // Note [Fast paths while capturing]
 
 }  // namespace dyngrad

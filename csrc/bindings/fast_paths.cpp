@@ -25,9 +25,20 @@ namespace dyngrad {
 namespace {
 
 PyTypeObject* g_tensor_type = nullptr;
+// Note [Meta tensors] (python/dyngrad/_api/meta.py): instances of this class (the shared layer's MetaMixin) are meta
+// tensors, whose core is a one-element proxy: the fast paths hand them to their Python definitions.
+PyTypeObject* g_meta_class = nullptr;
 
-// The Tensor held by a Python Tensor (or subclass) object; nullptr for anything else.
-const Tensor* tensor_of(PyObject* o) { return held_tensor(o, g_tensor_type); }
+// The Tensor held by a Python Tensor (or subclass) object; nullptr for anything else, and for a meta tensor.
+const Tensor* tensor_of(PyObject* o) {
+  if (g_meta_class && Py_TYPE(o) != g_tensor_type && PyType_IsSubtype(Py_TYPE(o), g_meta_class)) return nullptr;
+  return held_tensor(o, g_tensor_type);
+}
+
+// A Tensor (or subclass) object, meta tensors included: an operator slot hands those to its Python fallback.
+bool is_tensor_object(PyObject* o) {
+  return Py_TYPE(o) == g_tensor_type || PyType_IsSubtype(Py_TYPE(o), g_tensor_type);
+}
 
 bool is_number(PyObject* o) { return PyLong_Check(o) || PyFloat_Check(o); }  // bool is a PyLong
 
@@ -151,8 +162,8 @@ PyObject* binary_slot(PyObject* a, PyObject* b) {
     if (fast && tb && fast_number<Op>(a)) return to_python(Reflected(*tb, number_operand(a, *tb)));
   DG_PY_CATCH
   constexpr binaryfunc self = &binary_slot<Op, Numbers, Reflected>;
-  if (ta) return PyObject_CallFunctionObjArgs(forward_fallback_of<self>, a, b, nullptr);
-  if (tb) return PyObject_CallFunctionObjArgs(reflected_fallback_of<self>, b, a, nullptr);
+  if (ta || is_tensor_object(a)) return PyObject_CallFunctionObjArgs(forward_fallback_of<self>, a, b, nullptr);
+  if (tb || is_tensor_object(b)) return PyObject_CallFunctionObjArgs(reflected_fallback_of<self>, b, a, nullptr);
   Py_RETURN_NOTIMPLEMENTED;
 }
 
@@ -537,6 +548,11 @@ std::string doc_of(const py::dict& docs, const std::string& key, py::handle fn) 
 
 void set_autocast_active(bool active) { g_autocast_active.store(active, std::memory_order_relaxed); }
 void set_capturing(bool active) { g_capturing.store(active, std::memory_order_relaxed); }
+void set_meta_class(py::handle cls) {
+  if (!PyType_Check(cls.ptr())) throw py::type_error("_set_meta_class: expected a class");
+  Py_XDECREF(g_meta_class);
+  g_meta_class = reinterpret_cast<PyTypeObject*>(cls.inc_ref().ptr());  // kept for the process's life
+}
 
 // The names _install_fast_paths can speed up: functions, methods ("Tensor.NAME") and operator slots.
 std::vector<std::string> fast_path_names() {

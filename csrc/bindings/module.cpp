@@ -192,6 +192,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_install_fast_paths", &install_fast_paths, py::arg("fallbacks"), py::arg("docs"));
   m.def("_set_autocast_active", &set_autocast_active, py::arg("active"),
         "while true, matmul, linear and cross_entropy take their Python path (Note [Fast paths under autocast])");
+  m.def("_set_meta_class", &set_meta_class, py::arg("cls"),
+        "instances of cls are meta tensors, which the fast paths leave to Python (Note [Meta tensors])");
   m.def("_set_capturing", &set_capturing, py::arg("active"),
         "while true, every fast path takes its Python path (Note [Fast paths while capturing])");
   m.def("op_names", [] {

@@ -16,6 +16,7 @@ from .autocast import with_policy
 from .batching import METHODS, batching_aware
 from .args import RemovableHandle, Size
 from .inplace import inplace_variant
+from .meta import register_unary, with_meta, with_meta_inplace
 from .node_names import saved_attribute
 from .out import with_out
 
@@ -73,6 +74,10 @@ def install(namespace):
     for row in table.rows():
         own = _resolve(row)
         obj = with_policy(row.name, own)      # torch's autocast policy, if the row has one (Note [Autocast wrappers])
+        if row.impl != "core" and not row.impl.startswith("core:"):
+            obj = with_meta(row.name, obj)    # meta tensors take their shape rules (Note [Meta tensors], meta.py)
+            if row.impl == "ops.pointwise.UNARY_PRIMITIVES":
+                register_unary([row.name])
         if not ("prop" in row.kinds or "masked" in row.kinds):
             # vmap sees the call (Note [Batching at the public API]); F.unfold is not Tensor.unfold
             key = row.name if set(row.kinds) & {"fn", "method", "op"} else row.kinds[0] + "." + row.name
@@ -114,7 +119,8 @@ def install(namespace):
             # an alias's in-place method records as the first one of the same implementation (greater_ as gt_:
             # GtBackward, a zero gradient), while its errors name the alias
             records_as = canonical_inplace.setdefault(id(own), row.inplace)
-            method = batching_aware(row.inplace, inplace_variant(own, row.inplace, records_as))
+            method = batching_aware(row.inplace,
+                                    with_meta_inplace(row.inplace, inplace_variant(own, row.inplace, records_as)))
             setattr(Tensor, row.inplace, method)
             if row.hot and "Tensor." + row.inplace in hot_names:
                 fallbacks["Tensor." + row.inplace] = method

@@ -1,6 +1,8 @@
 """Devices, honestly: dyngrad computes on the CPU. `device` parses and compares like torch.device, so that
 `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")` runs unchanged; any use of a device
-other than the CPU (a factory's device=, .to(), .cuda(), a default device) fails at once, naming the device."""
+other than the CPU (a factory's device=, .to(), .cuda(), a default device) fails at once, naming the device. The
+one exception is torch's "meta" device, tensors with a shape and a dtype but no values (_api/meta.py: Note [Meta
+tensors]): it can be named by a factory, a module constructor, .to() and as the default device."""
 import re
 
 from .args import tensor_arg, type_name
@@ -41,8 +43,8 @@ def _parse(text):
 class device:
     """torch.device: device('cpu'), device('cpu:0'), device('cpu', 0), device(type='cuda', index=1).
 
-    Any device can be named (so device-selecting code runs); only the CPU can be used. As a context manager it sets
-    the default device of the factories inside the block (entering a non-CPU device raises)."""
+    Any device can be named (so device-selecting code runs); only the CPU and "meta" can be used. As a context
+    manager it sets the default device of the factories inside the block (entering another device raises)."""
 
     __slots__ = ("_type", "_index", "_previous")
 
@@ -114,6 +116,26 @@ class device:
 
 
 CPU = device("cpu")
+META = device("meta")
+
+# the default device of the factories: CPU, or META inside `with dg.device("meta"):` / set_default_device("meta")
+_default = [CPU]
+# true once the meta device was used (a meta tensor or the meta default device): until then the meta wrappers of
+# _api/meta.py cost one read
+META_LIVE = [False]
+
+
+def is_meta_device(o):
+    """Whether a device argument (a string, a device, None) names the meta device."""
+    if o is None:
+        return False
+    if isinstance(o, device):
+        return o._type == "meta"
+    return isinstance(o, str) and (o == "meta" or o.startswith("meta:"))
+
+
+def default_is_meta():
+    return _default[0] is META
 
 
 def device_arg(o, op):
@@ -133,12 +155,17 @@ def device_arg(o, op):
 
 
 def set_default_device(device):
-    """The device factories use when given none: only the CPU (None resets it)."""
-    device_arg(device, "set_default_device")
+    """The device factories use when given none: the CPU or "meta" (None resets it to the CPU)."""
+    if is_meta_device(device):
+        META_LIVE[0] = True
+        _default[0] = META
+    else:
+        device_arg(device, "set_default_device")
+        _default[0] = CPU
 
 
 def get_default_device():
-    return CPU
+    return _default[0]
 
 
 # ----- on tensors (installed by the table) --------------------------------------------------------------------

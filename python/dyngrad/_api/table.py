@@ -386,6 +386,8 @@ det               ops.linalg.det                      fn,method       -         
 logdet            ops.linalg.logdet                   fn,method       -            -   matmul,where,numpy
 slogdet           ops.linalg.slogdet                  fn,method       -            -   matmul,mul,numpy
 pinverse          ops.linalg.pinverse                 fn,method       -            -   matmul,numpy
+svd_lowrank       ops.linalg.svd_lowrank              fn              -            -   randn,matmul,mul,div,numpy
+pca_lowrank       ops.linalg.pca_lowrank              fn              -            -   randn,mean,matmul,mul,numpy
 cholesky          ops.linalg.cholesky                 fn,method,out   -            -   matmul,mul,numpy
 qr                ops.linalg.qr                       fn,method,out   -            -   matmul,mul,cat,numpy
 svd               ops.linalg.svd                      fn,method,out   -            -   matmul,mul,div,numpy
@@ -724,6 +726,7 @@ feature_alpha_dropout ops.dropout.feature_alpha_dropout   F               -     
 feature_alpha_dropout_ ops.dropout.feature_alpha_dropout_ fn              -            -   bernoulli_mask,assign_inplace
 # ----- losses -------------------------------------------------------------------------------------------------
 cross_entropy     ops.loss.cross_entropy              fn,F            -            hot prim,log_softmax,gather
+linear_cross_entropy ops.loss.linear_cross_entropy    F               -            -   matmul,add,reshape,cross_entropy
 nll_loss          ops.loss.nll_loss                   fn,F            -            -   gather,where,numpy
 mse_loss          ops.loss.mse_loss                   fn,F            -            -   sub,mul,mean
 l1_loss           ops.loss.l1_loss                    F               -            -   sub,abs,mean
@@ -916,6 +919,8 @@ requires_grad_    ops.tensor.requires_grad_           method          -         
 backward          ops.tensor.backward                 method          -            -   _run_backward
 zero_             ops.tensor.zero_                    method          -            -   zero_
 fill_             ops.tensor.fill_                    method          -            -   fill_
+resize_           ops.tensor.resize_                  method          -            -   full,reshape,slice,copy_
+resize_as_        ops.tensor.resize_as_               fn,method       -            -   full,reshape,slice,copy_
 copy_             ops.tensor.copy_                    method          -            -   copy_
 uniform_          ops.random.uniform_                 method          -            -   rand
 normal_           ops.random.normal_                  method          -            -   randn

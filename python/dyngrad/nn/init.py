@@ -2,6 +2,7 @@
 import math
 
 from .. import no_grad, rand, randn
+from .._api.meta import is_meta
 from .._user_frame import warn
 
 
@@ -42,11 +43,15 @@ def _fan(tensor, mode):
 
 
 def uniform_(tensor, a=0.0, b=1.0, generator=None):
+    if is_meta(tensor):             # no values to fill, and (as torch) no draw from the generator
+        return tensor
     with no_grad():
         return tensor.copy_(rand(tuple(tensor.shape), dtype=tensor.dtype, generator=generator) * (b - a) + a)
 
 
 def normal_(tensor, mean=0.0, std=1.0, generator=None):
+    if is_meta(tensor):
+        return tensor
     with no_grad():
         return tensor.copy_(randn(tuple(tensor.shape), dtype=tensor.dtype, generator=generator) * std + mean)
 

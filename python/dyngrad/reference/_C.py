@@ -93,6 +93,10 @@ def _set_autocast_active(active):
     """Nothing to switch: every call already runs its Python definition (Note [Fast paths under autocast])."""
 
 
+def _set_meta_class(cls):
+    """Nothing to register: the reference engine has no fast paths to keep meta tensors out of."""
+
+
 def _set_capturing(active):
     """Nothing to switch: every call already reaches a _C function (Note [Fast paths while capturing])."""
 

@@ -180,9 +180,18 @@ def gather(input, dim, index, *, sparse_grad=False):
     if sparse_grad:
         raise NotImplementedError("gather: sparse_grad=True is not supported (dyngrad has no sparse tensors).")
     idx = tensor_arg(index, "gather", "index")
+    a = tensor_arg(input, "gather")
+    d = to_int(dim, "gather", "dim")
     if idx.numel() == 0 and idx.dtype is not _C.int32 and not idx.dtype.is_floating_point:
         idx = _C.to_dtype(idx, _C.int64)    # torch checks an empty index's dtype not at all (uint8, bool, ...)
-    return _C.gather(tensor_arg(input, "gather"), to_int(dim, "gather", "dim"), idx)
+    if idx.numel() == 0 and idx.ndim != a.ndim:
+        # torch checks an empty index's rank not at all either: the result is empty, of the index's shape (and
+        # the input's gradient zero: an empty slice of it)
+        return _C.reshape(_C.slice(_C.reshape(a, [-1]), 0, 0, 0, 1), list(idx.shape))
+    if a.ndim == 0 and idx.ndim <= 1:
+        # torch reads a 0-d input as one element along dim 0 (an index of shape () or (k,))
+        return _C.reshape(_C.gather(_C.reshape(a, [1]), d, _C.reshape(idx, [-1])), list(idx.shape))
+    return _C.gather(a, d, idx)
 
 
 def index_select(input, dim, index):

@@ -19,6 +19,7 @@ from ..args import (Tensor, broadcast_shapes, number, optional_tensor, reduce_lo
 from ..node_names import shows_as
 from .activation import log_sigmoid
 from .distance import pairwise_distance
+from .linear import linear
 _REDUCTION_NAMES = {0: "none", 1: "mean", 2: "sum"}
 
 
@@ -391,6 +392,30 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         return _C.reshape(losses, tuple(y.shape)) if code == 0 else losses
     return _C.cross_entropy(x, y, code, ignore_index, label_smoothing)
 
+
+
+def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weight=None, reduction="mean",
+                         ignore_index=None, label_smoothing=0.0, options=None):
+    """torch 2.13's F.linear_cross_entropy: cross_entropy(linear(input, linear_weight, linear_bias), target, ...),
+    ignore_index None meaning -100. torch's `options` choose a chunked evaluation that saves memory with the same
+    result; dyngrad computes the whole product (any options are accepted and change nothing). A linear_weight of
+    shape (C, d_1, ..., d_K, in_features) gives K-dimensional logits (N, C, d_1, ..., d_K), as torch's."""
+    op = "linear_cross_entropy"
+    x = tensor_arg(input, op)
+    w = tensor_arg(linear_weight, op, "linear_weight")
+    b = optional_tensor(linear_bias, op, "linear_bias")
+    if w.ndim <= 2:
+        logits = linear(x, w, b)
+    else:
+        if x.ndim == 0 or x.shape[-1] != w.shape[-1]:
+            raise RuntimeError(f"{op}: input of shape {shape_str(x.shape)} and linear_weight of shape "
+                               f"{shape_str(w.shape)} do not match (the last dims must be equal).")
+        flat = _C.matmul(x, _C.mT(_C.reshape(w, [-1, w.shape[-1]])))
+        logits = _C.reshape(flat, list(x.shape[:-1]) + list(w.shape[:-1]))
+        if b is not None:
+            logits = _C.add(logits, b)
+    return cross_entropy(logits, target, weight, ignore_index=-100 if ignore_index is None else ignore_index,
+                         reduction=reduction, label_smoothing=label_smoothing)
 
 def _cross_entropy_probabilities(x, y, w, ignore_index, code, label_smoothing, class_dim):
     """-(w * target' * log_softmax(x)).sum(class_dim), target' = target (1 - eps) + eps / C; the mean divides by

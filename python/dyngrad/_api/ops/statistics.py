@@ -1,5 +1,6 @@
 """Statistics with torch's signatures: cov and corrcoef (with fweights/aweights), and the histograms histc,
 histogram, histogramdd and bincount (counting: no gradient, as torch)."""
+import builtins
 import collections
 import math
 
@@ -53,6 +54,7 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
     if aweights is not None:
         aw = _check_weights(aweights, "aweights", x, False)
         w = aw if w is None else _C.mul(_C.to_dtype(w, aw.dtype), aw)
+    own = w                  # torch sums the weights, and forms the divisor from them, in the weights' dtype
     if w is not None:
         w = _C.to_dtype(w, x.dtype) if w.dtype is not x.dtype else w
         w_sum = _C.sum(w, (), False, None)
@@ -65,9 +67,13 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
     elif aweights is None:
         norm = _C.sub(w_sum, _C.scalar_operand(float(correction), w_sum))
     else:
-        awx = _C.to_dtype(aw, x.dtype)
-        norm = _C.sub(w_sum, _C.div(_C.mul(_C.scalar_operand(float(correction), w_sum),
-                                           _C.sum(_C.mul(w, awx), (), False, None)), w_sum))
+        # (float32 aweights of a float64 input: the divisor is float32 arithmetic, as torch's, which matters when
+        # the correction nearly cancels sum(w))
+        own_sum = _C.sum(own, (), False, None)
+        awo = _C.to_dtype(aw, own.dtype) if aw.dtype is not own.dtype else aw
+        norm = _C.sub(own_sum, _C.div(_C.mul(_C.scalar_operand(float(correction), own_sum),
+                                             _C.sum(_C.mul(own, awo), (), False, None)), own_sum))
+        norm = _C.to_dtype(norm, x.dtype) if norm.dtype is not x.dtype else norm
     if float(norm.item()) <= 0:
         warn("cov: degrees of freedom is <= 0. Correction should be strictly less than the number of "
              "observations.", UserWarning)
@@ -133,6 +139,47 @@ def _uniform_edges(column, bins, pair, dtype, op, k):
     return np.linspace(lo, hi, bins + 1).astype(dtype)
 
 
+def _upper_bound(edges, x):
+    """std::upper_bound's answer for each of x, on edges in any order: the same probes the C++ binary search makes
+    (on increasing edges, the index of the first edge > x)."""
+    first = np.zeros(x.shape, np.int64)
+    length = np.full(x.shape, len(edges), np.int64)
+    while np.any(length > 0):
+        half = length >> 1
+        middle = first + half
+        with np.errstate(invalid="ignore"):
+            right = (length > 0) & ~(x < edges[np.minimum(middle, len(edges) - 1)])
+        first = np.where(right, middle + 1, first)
+        length = np.where(right, length - half - 1, np.where(length > 0, half, 0))
+    return first
+
+
+def _counts_as_torch(points, edges, weights, density):
+    """torch's CPU histogram kernel, for bin edges that are not increasing (torch does not check them; numpy
+    refuses them): a point counts when each coordinate lies within its dim's first and last edge, in the bin the
+    binary search finds (the last bin closed); density divides by the total and by each bin's width, which may be
+    negative here, as torch's."""
+    shape = [len(e) - 1 for e in edges]
+    keep = np.ones(len(points), bool)
+    flat = np.zeros(len(points), np.int64)
+    for k, e in enumerate(edges):
+        x = points[:, k]
+        with np.errstate(invalid="ignore"):
+            keep &= (x >= e[0]) & (x <= e[-1])
+        pos = _upper_bound(e, x) - 1
+        pos = np.where(pos == len(e) - 1, pos - 1, pos)
+        flat = flat * shape[k] + pos
+    hist = np.bincount(flat[keep], weights=None if weights is None else weights[keep].astype(np.float64),
+                       minlength=math.prod(shape)).astype(np.float64).reshape(shape)
+    if density:
+        with np.errstate(all="ignore"):
+            hist = hist / hist.sum()
+            for k, e in enumerate(edges):
+                widths = np.diff(e.astype(np.float64))
+                hist = hist / widths.reshape([-1 if j == k else 1 for j in builtins.range(len(edges))])
+    return hist
+
+
 def _histogramdd(a, bins, range, weight, density, op, one_dim):
     _float_input(a, op)
     dtype = np.dtype(a.dtype.name if a.dtype.name != "bfloat16" else "float32")
@@ -162,7 +209,7 @@ def _histogramdd(a, bins, range, weight, density, op, one_dim):
     if not isinstance(bins, (list, tuple)) or len(bins) != d:
         raise RuntimeError(f"{op}: expected bins to be an int, or {d} ints or 1-D tensors (one per dimension), "
                            f"got {type_name(bins)}.")
-    edges = []
+    edges, unordered = [], False
     for k, b in enumerate(bins):
         if isinstance(b, Tensor):
             if b.ndim != 1 or b.numel() < 1:
@@ -173,18 +220,19 @@ def _histogramdd(a, bins, range, weight, density, op, one_dim):
                                    f"{b.dtype.name}.")
             e = bridge.host_array(b.detach()).astype(dtype)
             with np.errstate(all="ignore"):
-                decreasing = np.any(e[1:] < e[:-1])
-            if decreasing:
-                raise RuntimeError(f"{op}: expected the bin edges to be increasing.")
+                unordered = unordered or bool(np.any(e[1:] < e[:-1]))
             edges.append(e)
         else:
             n = to_int(b, op, "bins")
             if n <= 0:
                 raise RuntimeError(f"{op}: expected the number of bins to be positive, got {n}.")
             edges.append(_uniform_edges(points[:, k], n, None if pairs is None else pairs[k], dtype, op, k))
-    with np.errstate(all="ignore"):
-        hist, _ = np.histogramdd(points.astype(np.float64), bins=[e.astype(np.float64) for e in edges], weights=w,
-                                 density=bool(density))
+    if unordered:
+        hist = _counts_as_torch(points, edges, w, bool(density))
+    else:
+        with np.errstate(all="ignore"):
+            hist, _ = np.histogramdd(points.astype(np.float64), bins=[e.astype(np.float64) for e in edges],
+                                     weights=w, density=bool(density))
     out_hist = bridge.host_result(hist.astype(dtype), a.dtype)
     out_edges = tuple(bridge.host_result(e, a.dtype) for e in edges)
     return out_hist, out_edges

@@ -453,6 +453,33 @@ def copy_(self, src, non_blocking=False):
     return self
 
 
+def resize_(self, *sizes, memory_format=None):
+    """torch's Tensor.resize_: self takes the shape `sizes` in place (the same object), keeping its first elements
+    in row-major order; elements beyond the old ones are zeros (torch leaves them uninitialised, so both engines
+    agree on a value torch may give). Unlike torch, the memory is always new
+    (torch keeps the storage when it is large enough), so views of self taken before do not see the result."""
+    shape = sizes_arg(sizes, "resize_")
+    if self.requires_grad:
+        raise RuntimeError("resize_: cannot resize a tensor that requires grad (torch refuses to resize variables "
+                           "that require grad).")
+    if tuple(self.shape) == shape:
+        return self
+    new = _C.full(list(shape), 0, self.dtype)
+    kept = builtins.min(self.numel(), math.prod(shape))
+    if kept:
+        target = _C.slice(_C.reshape(new, [-1]), 0, 0, kept, 1)
+        _C.copy_(target, _C.slice(_C.reshape(self, [-1]), 0, 0, kept, 1))
+    self.data = new
+    return self
+
+
+def resize_as_(input, the_template, memory_format=None):
+    """resize_ to the shape of `the_template` (torch.resize_as_ and Tensor.resize_as_)."""
+    tensor_arg(input, "resize_as_")
+    tensor_arg(the_template, "resize_as_", "the_template")
+    return resize_(input, tuple(the_template.shape))
+
+
 FloatTensor = _legacy_type("FloatTensor", "float32")
 DoubleTensor = _legacy_type("DoubleTensor", "float64")
 LongTensor = _legacy_type("LongTensor", "int64")

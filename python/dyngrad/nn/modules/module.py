@@ -7,15 +7,19 @@ order is registration order, as in torch). Everything else (parameters(), state_
 hooks, ...) walks that tree. Since dyngrad is define-by-run, `forward` is ordinary Python and may differ from call
 to call.
 """
+import functools
+import inspect
 import itertools
 from collections import OrderedDict, abc, namedtuple
 
 import numpy as np
 
-from ... import Tensor, no_grad, tensor
+from ... import Tensor, empty_like, no_grad, tensor
 from ..._api.args import dtype_arg
 from ..._api.compiling import _module_compile
-from ..._api.device import check_device, cuda_error, device as device_type
+from ..._api.device import (META, check_device, cuda_error, device as device_type, get_default_device, is_meta_device,
+                            set_default_device)
+from ..._api.meta import is_meta
 from ..._user_frame import warn
 from ..hooks import BackwardHook, HookDict, RemovableHandle
 from ..parameter import Buffer, Parameter
@@ -53,8 +57,42 @@ def _float_dtype_arg(dtype, op):
     return dt
 
 
+def _builds_on_meta(init):
+    """A constructor taking torch's device= builds everything under the meta default device when device names
+    "meta" (Note [Meta tensors] in _api/meta.py): its factories and the layers it makes are meta, whichever way it
+    passes device on (or not)."""
+    try:
+        params = list(inspect.signature(init).parameters)
+    except (TypeError, ValueError):
+        return init
+    if "device" not in params:
+        return init
+    position = params.index("device") - 1          # in args, which start after self
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        if is_meta_device(kwargs.get("device")):
+            kwargs["device"] = None
+        elif 0 <= position < len(args) and is_meta_device(args[position]):
+            args = args[:position] + (None,) + args[position + 1:]
+        else:
+            return init(self, *args, **kwargs)
+        previous = get_default_device()
+        set_default_device(META)
+        try:
+            init(self, *args, **kwargs)
+        finally:
+            set_default_device(previous)
+    return __init__
+
+
 class Module:
     """Base class for all layers and models: subclass it, assign layers/parameters in __init__, define forward."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _builds_on_meta(cls.__dict__["__init__"])
 
     training: bool
     _version = 1
@@ -397,14 +435,20 @@ class Module:
     # ----- dtype and device -------------------------------------------------------------------------------------
     def _apply(self, fn):
         """fn applied to every parameter, gradient and buffer, in place on the same Parameter objects (like torch,
-        so that an optimiser built earlier keeps working)."""
+        so that an optimiser built earlier keeps working); a parameter moving to or from the meta device becomes a
+        new Parameter, as torch's does when the tensor types differ."""
         with no_grad():
             for m in self.modules():
-                for p in m._parameters.values():
+                for name, p in m._parameters.items():
                     if p is not None:
-                        p.data = fn(p.data)
-                        if p.grad is not None:
-                            p.grad = fn(p.grad)
+                        new = fn(p.data)
+                        grad = None if p.grad is None else fn(p.grad)
+                        if is_meta(new) != is_meta(p):
+                            m._parameters[name] = p = Parameter(new, p.requires_grad)
+                        else:
+                            p.data = new
+                        if grad is not None:
+                            p.grad = grad
                 for name, b in m._buffers.items():
                     if b is not None:
                         m._buffers[name] = fn(b)
@@ -427,11 +471,27 @@ class Module:
                 continue                     # non_blocking
             elif arg is not None:
                 dtype = arg
+        dt = None if dtype is None else _float_dtype_arg(dtype, "to")
+        if is_meta_device(device):
+            return self._apply(lambda t: t.to("meta", dtype=dt if dt is not None and t.is_floating_point() else None))
         check_device(device, "Module.to")
-        if dtype is None:
+        if device is not None and any(is_meta(t) for t in itertools.chain(self.parameters(), self.buffers())):
+            raise NotImplementedError(f"{self._get_name()}.to({str(device)!r}): cannot copy out of meta tensors: "
+                                      "they have no data. Use Module.to_empty(device=...) to give the module "
+                                      "memory, then load its weights (load_state_dict).")
+        if dt is None:
             return self
-        dt = _float_dtype_arg(dtype, "to")
         return self._apply(lambda t: t.to(dt) if t.is_floating_point() else t)
+
+    def to_empty(self, *, device, recurse=True):
+        """Every parameter and buffer replaced by an uninitialised tensor of its shape and dtype on `device` (how a
+        module built on the meta device gets memory; then load_state_dict or an init fills it)."""
+        if not recurse:
+            raise NotImplementedError("Module.to_empty(recurse=False) is not supported: dyngrad applies it to "
+                                      "every submodule.")
+        if not is_meta_device(device):
+            check_device(device, "Module.to_empty")
+        return self._apply(lambda t: empty_like(t, device=device))
 
     def double(self):
         return self._apply(lambda t: t.double() if t.is_floating_point() else t)
@@ -493,6 +553,10 @@ class Module:
                 error_msgs.append(f"size mismatch for {key}: copying a param with shape {src.shape} from "
                                   f"checkpoint, the shape in current model is {param.shape}.")
                 continue
+            if is_meta(param) and not assign and not is_meta(src):
+                warn(f"for {key}: copying from a non-meta parameter in the checkpoint to a meta parameter in the "
+                     "current model, which is a no-op. (Did you mean to pass `assign=True` to assign items in the "
+                     "state dictionary to their corresponding key in the module instead of copying them in place?)")
             if assign:
                 if isinstance(param, Parameter):
                     src = src if isinstance(src, Parameter) else Parameter(src, requires_grad=param.requires_grad)

@@ -21,6 +21,7 @@ import numpy as np
 from ... import Tensor, _C, cat, empty, float32, float64, int64, relu, sigmoid, stack, tanh, tensor, zeros
 from ..._api.batching import batching_aware
 from ..._api.device import check_device
+from ..._api.meta import is_meta
 from .. import functional as F, init
 from ..._user_frame import warn
 from ..parameter import Parameter
@@ -83,8 +84,8 @@ def _whole_layer(mode, gi, state, w_hh, b_hh, w_hr, reverse):
     h0, c0 = state if isinstance(state, tuple) else (state, None)
     tensors = [gi, h0, w_hh] + [t for t in (c0, b_hh) if t is not None]
     if w_hr is not None or gi.dtype not in (float32, float64) or any(t.dtype != gi.dtype for t in tensors) \
-            or gi.shape[0] == 0 or gi.shape[1] == 0:
-        return None
+            or gi.shape[0] == 0 or gi.shape[1] == 0 or any(is_meta(t) for t in tensors):
+        return None                 # (meta tensors: the steps' ops know their shapes, the core's layer does not)
     y = _rnn_layer(gi, h0, c0, w_hh, b_hh, _MODES[mode], bool(reverse))
     last = 0 if reverse else gi.shape[0] - 1
     hs = y[0]
@@ -153,8 +154,9 @@ class RNNCellBase(Module):
                                        f"{s.shape[0]}")
         x = input if batched else input.unsqueeze(0)
         if hx is None:
-            h = zeros(x.shape[0], self.hidden_size, dtype=x.dtype)
-            state = (h, zeros(x.shape[0], self.hidden_size, dtype=x.dtype)) if self.mode == "LSTM" else h
+            h = zeros(x.shape[0], self.hidden_size, dtype=x.dtype, device=x.device)
+            state = (h, zeros(x.shape[0], self.hidden_size, dtype=x.dtype, device=x.device)) if self.mode == "LSTM" \
+                else h
         else:
             state = hx if batched else _map(lambda s: s.unsqueeze(0), hx)
         out = _STEPS[self.mode](F.linear(x, self.weight_ih, self.bias_ih), state, self.weight_hh, self.bias_hh)
@@ -368,12 +370,13 @@ class RNNBase(Module):
         out, h_n = self._forward_uniform(x, hx)
         return (out.transpose(0, 1) if self.batch_first else out), h_n
 
-    def _initial_state(self, hx, batch, dtype, order=None):
+    def _initial_state(self, hx, batch, dtype, order=None, device=None):
         """The state of each (layer, direction), shaped (N, H); `order` reorders the batch for a schedule."""
         n_states = self.num_layers * self.num_directions
         if hx is None:
             shapes = self._state_shapes(batch)
-            hx = tuple(zeros(s, dtype=dtype) for s in shapes) if self.mode == "LSTM" else zeros(shapes[0], dtype=dtype)
+            hx = tuple(zeros(s, dtype=dtype, device=device) for s in shapes) if self.mode == "LSTM" else \
+                zeros(shapes[0], dtype=dtype, device=device)
         else:
             self._check_hidden(hx, batch)
             if order is not None:
@@ -396,7 +399,7 @@ class RNNBase(Module):
     def _forward_uniform(self, x, hx):
         """x: (L, N, input_size), every sequence of length L. Returns (L, N, D*H_out) and the final states."""
         step_fn = _STEPS[self.mode]
-        states = self._initial_state(hx, x.shape[1], x.dtype)
+        states = self._initial_state(hx, x.shape[1], x.dtype, device=x.device)
         finals = []
         for layer in range(self.num_layers):
             outs = []
