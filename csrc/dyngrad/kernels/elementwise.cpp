@@ -321,6 +321,36 @@ static inline T k_max(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a > b ?
 template <typename T>
 static inline T k_min(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
 
+// Note [Remainders]: remainder moves fmod's result into the divisor's sign (torch's kernel; a zero stays fmod's
+// zero, the dividend's sign). An integer divisor 0 is refused by the op before the kernel runs, and -1 gives 0
+// without the division whose INT64_MIN / -1 overflows. floor_divide's quotient rounds as numpy's npy_divmod (the
+// reference engine calls np.floor_divide): (a - fmod(a, b)) / b, moved down a step into the divisor's sign, then
+// rounded to the nearest integer, so an inexact division cannot land a step off.
+template <typename T>
+static inline T k_fmod(T x, T y) {
+  if constexpr (std::is_floating_point_v<T>) return std::fmod(x, y);
+  else if constexpr (std::is_same_v<T, bool>) return T(0);
+  else return (y == 0 || y == -1) ? T(0) : T(x % y);
+}
+template <typename T>
+static inline T k_remainder(T x, T y) {
+  T r = k_fmod(x, y);
+  if constexpr (!std::is_same_v<T, bool>)
+    if (r != 0 && ((y < 0) != (r < 0))) r = T(r + y);
+  return r;
+}
+template <typename T>
+static inline T k_floor_divide(T x, T y) {
+  if (y == 0) return x / y;
+  const T mod = std::fmod(x, y);
+  T q = (x - mod) / y;
+  if (mod != 0 && ((y < 0) != (mod < 0))) q -= T(1);
+  if (q == 0) return std::copysign(T(0), x / y);
+  T floored = std::floor(q);
+  if (q - floored > T(0.5)) floored += T(1);
+  return floored;
+}
+
 template <typename T>
 static void binary_typed(BinaryKind k, const Tensor& out, const Tensor& a, const Tensor& b) {
   switch (k) {
@@ -344,6 +374,17 @@ static void binary_typed(BinaryKind k, const Tensor& out, const Tensor& a, const
       if constexpr (std::is_floating_point_v<T>)
         binary_loop<T, T>(out, a, b, [](T x, T y) { return std::atan2(x, y); });
       else throw TypeError("atan2: integers are computed in floating point; this is a bug.");
+      break;
+    case BinaryKind::Remainder: binary_loop<T, T>(out, a, b, [](T x, T y) { return k_remainder(x, y); }); break;
+    case BinaryKind::Fmod: binary_loop<T, T>(out, a, b, [](T x, T y) { return k_fmod(x, y); }); break;
+    case BinaryKind::FloorDivide:
+    case BinaryKind::TruncDivide:
+      if constexpr (std::is_floating_point_v<T>) {
+        if (k == BinaryKind::FloorDivide) binary_loop<T, T>(out, a, b, [](T x, T y) { return k_floor_divide(x, y); });
+        else binary_loop<T, T>(out, a, b, [](T x, T y) { return std::trunc(x / y); });
+      } else {
+        throw TypeError("the quotients of remainder and fmod are computed in floating point; this is a bug.");
+      }
       break;
     case BinaryKind::Eq: binary_loop<T, bool>(out, a, b, [](T x, T y) { return x == y; }); break;
     case BinaryKind::Ne: binary_loop<T, bool>(out, a, b, [](T x, T y) { return x != y; }); break;
@@ -380,6 +421,18 @@ Tensor binary_kernel(BinaryKind k, const Tensor& a_in, const Tensor& b_in, DType
   }
   DG_DISPATCH_ALL(compute, T, binary_typed<T>(k, out, a, b));
   return out;
+}
+
+bool has_zero_kernel(const Tensor& t_in) {
+  if (t_in->numel == 0) return false;
+  Tensor t = contiguous_data(is_half(t_in->dtype) || is_narrow_int(t_in->dtype) ? contiguous_copy(t_in, widen(t_in->dtype))
+                                                                                 : t_in);
+  bool found = false;
+  DG_DISPATCH_ALL(t->dtype, T, {
+    const T* p = t->data<T>();
+    for (int64_t i = 0; i < t->numel && !found; ++i) found = p[i] == T(0);
+  });
+  return found;
 }
 
 // dst += src in place (same shape and floating dtype; dst may be a strided window of a buffer). Elementwise

@@ -28,6 +28,8 @@ return_kthvalue = collections.namedtuple("kthvalue", ["values", "indices"])
 return_median = collections.namedtuple("median", ["values", "indices"])
 return_nanmedian = collections.namedtuple("nanmedian", ["values", "indices"])
 return_mode = collections.namedtuple("mode", ["values", "indices"])
+# the results the C++ fast paths of sort and topk make (Note [Fast paths] in csrc/bindings/fast_paths.cpp)
+_C._register_helpers({"return_sort": return_sort, "return_topk": return_topk})
 
 
 
