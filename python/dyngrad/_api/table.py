@@ -343,7 +343,7 @@ cummin            ops.scan.cummin                     fn,method,out   -         
 logcumsumexp      ops.scan.logcumsumexp               fn,method,out   -            -   prim
 # ----- sorting and order statistics -------------------------------------------------------------------------
 sort              ops.sorting.sort                    fn,method,out   -            hot sort
-argsort           ops.sorting.argsort                 fn,method,out   -            -   argsort
+argsort           ops.sorting.argsort                 fn,method,out   -            hot argsort
 msort             ops.sorting.msort                   fn,method,out   -            -   sort
 topk              ops.sorting.topk                    fn,method,out   -            hot topk,clone
 kthvalue          ops.sorting.kthvalue                fn,method,out   -            -   gather,numpy
