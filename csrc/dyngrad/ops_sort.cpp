@@ -7,14 +7,14 @@
 
 namespace dyngrad {
 
-std::pair<Tensor, Tensor> sort(const Tensor& a, int64_t dim, bool descending, bool /*stable*/) {
+std::pair<Tensor, Tensor> sort(const Tensor& a, int64_t dim, bool descending, bool stable) {
   const int64_t d = wrap_dim(dim, a->ndim(), "sort");
-  Tensor order = sort_order_kernel(a, d, descending);
+  Tensor order = sort_order_kernel(a, d, descending, stable);
   return {gather(a, d, order), order};
 }
 
-Tensor argsort(const Tensor& a, int64_t dim, bool descending, bool /*stable*/) {
-  return sort_order_kernel(a, wrap_dim(dim, a->ndim(), "argsort"), descending);
+Tensor argsort(const Tensor& a, int64_t dim, bool descending, bool stable) {
+  return sort_order_kernel(a, wrap_dim(dim, a->ndim(), "argsort"), descending, stable);
 }
 
 std::pair<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim, bool largest) {

@@ -7,7 +7,8 @@
 
 namespace dyngrad {
 
-// (values, indices) of a sorted along dim; the order is stable whatever `stable` says (Note [Sorting by keys]).
+// (values, indices) of a sorted along dim; stable: equal values keep their order, else any order among them
+// (Note [Sorting by keys]).
 std::pair<Tensor, Tensor> sort(const Tensor& a, int64_t dim, bool descending, bool stable);
 Tensor argsort(const Tensor& a, int64_t dim, bool descending, bool stable);
 // (values, indices) of the k largest (smallest) elements along dim, in order; ties: the earlier index first.

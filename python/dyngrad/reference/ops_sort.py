@@ -1,7 +1,9 @@
 """Reference engine: sort, argsort, topk, cummax and cummin along one dim, the twin of csrc/dyngrad/ops_sort.cpp and
 kernels/sort.cpp. The order is numpy's stable argsort with NaN the largest value (last ascending, first
-descending) and -0.0 equal to 0.0, which is the order the C++ kernel's keys give (Note [Sorting by keys]), so both
-engines pick the same elements among ties; the values are gather(a, dim, order), which carries the gradient."""
+descending) and -0.0 equal to 0.0, which is the order the C++ kernel's keys give with stable=True (Note [Sorting by
+keys]), so both engines pick the same elements among ties. For stable=False too: a stable order is one of the orders
+it allows (the C++ engine's introsort gives another among ties from 17 elements on). The values are
+gather(a, dim, order), which carries the gradient."""
 import numpy as np
 
 from . import kernels

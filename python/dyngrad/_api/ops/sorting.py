@@ -76,14 +76,14 @@ def _sort_dim(a, dim, op):
 
 
 def sort(input, dim=-1, descending=False, *, stable=False):
-    """(values, indices) sorted along dim; always stable (equal values keep their order), NaN sorted as the
-    largest value."""
+    """(values, indices) sorted along dim, NaN as the largest value; stable=True keeps equal values in their order,
+    stable=False may give them in any order (as torch)."""
     a = tensor_arg(input, "sort")
     return return_sort(*_C.sort(a, _sort_dim(a, dim, "sort"), bool(descending), bool(stable)))
 
 
 def argsort(input, dim=-1, descending=False, *, stable=False):
-    """The indices that sort input along dim (stable)."""
+    """The indices that sort input along dim (equal values in their order with stable=True)."""
     a = tensor_arg(input, "argsort")
     return _C.argsort(a, _sort_dim(a, dim, "argsort"), bool(descending), bool(stable))
 
