@@ -6,12 +6,14 @@ each op at 16 elements divided by a C++ unary primitive's (exp) time at 16 eleme
 
 numpy's "same result" is what the op returns: sort is numpy's stable argsort and the gathered values (np.sort
 alone, values without indices, is printed beside it), topk(k=5) is argpartition, the sort of the 5 and the values.
-The rows still routed through numpy (remainder, fmod, cumprod) are printed for comparison.
+The header line names the CPU (lscpu's model name) and the load average, which the figures depend on.
 """
 import argparse
 import json
 import math
 import os
+import platform
+import subprocess
 import timeit
 
 import numpy as np
@@ -29,6 +31,23 @@ def np_topk(x, k=5):
     part = np.argpartition(-x, k, axis=-1)[..., :k]
     idx = np.take_along_axis(part, np.argsort(-np.take_along_axis(x, part, -1), -1, kind="stable"), -1)
     return np.take_along_axis(x, idx, -1), idx
+
+
+def np_cummax(x):
+    values = np.maximum.accumulate(x)
+    return values, np.maximum.accumulate(np.where(x == values, np.arange(x.size), 0))
+
+
+def cpu_model():
+    """lscpu's model name (the platform's processor string where lscpu is missing)."""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return platform.processor() or "unknown CPU"
+    for line in out.splitlines():
+        if line.startswith("Model name:"):
+            return line.split(":", 1)[1].strip()
+    return "unknown CPU"
 
 
 # name, dyngrad call, numpy call, input range
@@ -51,10 +70,11 @@ OPS = [
     ("topk(k=5)", lambda x: dg.topk(x, 5), np_topk, UNARY_DOMAIN),
     ("atan2", lambda x: dg.atan2(x, x), lambda x: np.arctan2(x, x), UNARY_DOMAIN),
     ("cumsum", lambda x: dg.cumsum(x, 0), lambda x: np.cumsum(x, 0), UNARY_DOMAIN),
-    # still through the numpy bridge
     ("remainder", lambda x: dg.remainder(x, 0.7), lambda x: np.remainder(x, np.float32(0.7)), UNARY_DOMAIN),
     ("fmod", lambda x: dg.fmod(x, 0.7), lambda x: np.fmod(x, np.float32(0.7)), UNARY_DOMAIN),
     ("cumprod", lambda x: dg.cumprod(x, 0), lambda x: np.cumprod(x, 0), (0.9, 1.1)),
+    ("logcumsumexp", lambda x: dg.logcumsumexp(x, 0), lambda x: np.logaddexp.accumulate(x, 0), UNARY_DOMAIN),
+    ("cummax", lambda x: dg.cummax(x, 0), np_cummax, UNARY_DOMAIN),
 ]
 
 
@@ -71,6 +91,7 @@ def main():
     dg.set_num_threads(1)
     small_n, small_reps = (2000, 5) if args.quick else (20000, 7)
     big_n, big_reps = (2, 3) if args.quick else (5, 5)
+    print(f"{cpu_model()}, {os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f} at the start")
     rng = np.random.default_rng(0)
     rows = []
     small_base = None
@@ -87,9 +108,9 @@ def main():
                      "ms_1M": t_big * 1e3, "numpy_ms_1M": t_np * 1e3, "ratio_1M_vs_numpy": t_big / t_np})
     uniform = rng.uniform(-3.0, 3.0, 1 << 20).astype(np.float32)
     np_sort_only = best(lambda: np.sort(uniform), big_n, big_reps)
-    print(f"{'op':<11}{'16: us':>9}{'/ exp':>8}{'1M: ms':>10}{'numpy ms':>10}{'/ numpy':>9}")
+    print(f"{'op':<13}{'16: us':>9}{'/ exp':>8}{'1M: ms':>10}{'numpy ms':>10}{'/ numpy':>9}")
     for r in rows:
-        print(f"{r['op']:<11}{r['us_16']:>9.2f}{r['ratio_16_vs_exp']:>8.2f}{r['ms_1M']:>10.2f}"
+        print(f"{r['op']:<13}{r['us_16']:>9.2f}{r['ratio_16_vs_exp']:>8.2f}{r['ms_1M']:>10.2f}"
               f"{r['numpy_ms_1M']:>10.2f}{r['ratio_1M_vs_numpy']:>9.2f}")
     print(f"(np.sort of 1M uniform float32, values only: {np_sort_only * 1e3:.2f} ms; one dyngrad thread; "
           f"load {os.getloadavg()[0]:.2f})")

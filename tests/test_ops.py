@@ -40,6 +40,22 @@ def nonzero(*shape):
     return Float(shape, away_from=(0.0,), margin=0.4)
 
 
+def np_remainder(a, b):
+    """torch's remainder: fmod moved into the divisor's sign."""
+    r = np.fmod(a, b)
+    return np.where((r != 0) & ((b < 0) != (r < 0)), r + b, r)
+
+
+def np_linear_recurrence(b, c, dim=1):
+    """y_k = b_k + c_k y_{k-1} along dim."""
+    y = np.zeros_like(b)
+    prev = np.zeros_like(np.take(b, 0, dim))
+    for k in range(b.shape[dim]):
+        prev = np.take(b, k, dim) + np.take(c, k, dim) * prev
+        y[(slice(None),) * dim + (k,)] = prev
+    return y
+
+
 def np_softmax(x, dim):
     e = np.exp(x - x.max(axis=dim, keepdims=True))
     return e / e.sum(axis=dim, keepdims=True)
@@ -280,6 +296,8 @@ OPS = [
     *unary("atan", np.arctan, gradgrad=True),
     *unary("sinh", np.sinh, gradgrad=True),
     Op("atan2", lambda m, a, b: m.atan2(a, b), np.arctan2, BINARY[:4], gradgrad=True),
+    Op("remainder_prim", lambda m, a, b: m.remainder(a, b), np_remainder, [[(3, 4), nonzero(4)], [(3, 4), nonzero()]]),
+    Op("fmod_prim", lambda m, a, b: m.fmod(a, b), np.fmod, [[(3, 4), nonzero(3, 4)]]),
     Op("abs_operator", lambda m, a: abs(a), np.abs, UNARY[:1], away_from=(0.0,)),
     Op("sign", lambda m, a: m.sign(a), np.sign, UNARY, away_from=(0.0,), int_cases=INT_UNARY),  # zero gradient
     Op("leaky_relu", lambda m, a: F(m).leaky_relu(a, 0.2), lambda a: np.where(a > 0, a, 0.2 * a), UNARY,
@@ -336,6 +354,12 @@ OPS = [
        gradgrad=True),
     Op("cumsum", lambda m, a: a.cumsum(1), lambda a: np.cumsum(a, 1), [[(3, 4, 5)], [(3, 4)]], gradgrad=True,
        int_cases=INT_UNARY),
+    Op("cumprod_prim", lambda m, a: a.cumprod(1), lambda a: np.cumprod(a, 1), [[(3, 4)]], gradgrad=True),
+    Op("logcumsumexp_prim", lambda m, a: m.logcumsumexp(a, 0), lambda a: np.logaddexp.accumulate(a, 0), [[(4, 3)]],
+       gradgrad=True),
+    # the recurrence of cumprod's and logcumsumexp's derivatives (not a torch function)
+    Op("linear_recurrence", lambda m, b, c: m._C.linear_recurrence(b, c, 1, False), np_linear_recurrence,
+       [[(3, 4), (3, 4)]], gradgrad=True, graph=False, torch=False),
     Op("cumsum_dim0", lambda m, a: m.cumsum(a, dim=0), lambda a: np.cumsum(a, 0) if a.ndim else a.copy(),
        [[(3, 4)], [(5,)], [()]]),
     Op("logsumexp_dims", lambda m, a: m.logsumexp(a, dim=(0, 1), keepdim=True),

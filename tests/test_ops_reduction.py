@@ -682,6 +682,34 @@ def test_named_results(dg):
     assert type(dg.var_mean(x)) is tuple and type(dg.unique(x, return_counts=True)) is tuple
 
 
+@pytest.mark.parametrize("n", [5, 16, 17, 100, 255, 256, 3000])
+def test_unstable_and_stable_sort(dg, n):
+    """sort(stable=False) orders by the values alone (Note [Sorting by keys] in kernels/sort.cpp: introsort below
+    256 elements, not stable): distinct values come in numpy's order; among ties any order, as long as it is a
+    permutation with the values sorted and NaN last (first descending, as torch). stable=True keeps equal values
+    in their order in both directions, as numpy's stable argsort; argsort likewise."""
+    rng = np.random.default_rng(n)
+    distinct = (rng.permutation(n) * 0.5 - 7).astype(np.float32)
+    for descending in (False, True):
+        values, indices = dg.sort(dg.tensor(distinct), descending=descending)
+        want = np.argsort(-distinct if descending else distinct, kind="stable")
+        np.testing.assert_array_equal(indices.numpy(), want)
+        np.testing.assert_array_equal(values.numpy(), distinct[want])
+    ties = rng.integers(0, 4, n).astype(np.float64)
+    ties[rng.integers(0, n, 2)] = np.nan
+    for descending in (False, True):
+        key = np.where(np.isnan(ties), -9.0, -ties) if descending else np.where(np.isnan(ties), 9.0, ties)  # NaN: ends
+        values, indices = dg.sort(dg.tensor(ties), 0, descending)
+        got = indices.numpy()
+        np.testing.assert_array_equal(np.sort(got), np.arange(n))
+        np.testing.assert_array_equal(values.numpy(), ties[got])
+        assert (np.diff(key[got]) >= 0).all(), "not sorted"
+        stable_order = np.argsort(key, kind="stable")
+        for result in (dg.sort(dg.tensor(ties), descending=descending, stable=True).indices,
+                       dg.argsort(dg.tensor(ties), descending=descending, stable=True)):
+            np.testing.assert_array_equal(result.numpy(), stable_order)
+
+
 def test_gradient_node_names(dg):
     x = dg.tensor([1.0, 2.0, 3.0], requires_grad=True)
     assert x.cumsum(0).grad_fn.name() == "CumsumBackward"

@@ -257,6 +257,9 @@ OPS = {
     "maximum": binary(lambda m, a, b, k: m.maximum(a, b)),
     "minimum": binary(lambda m, a, b, k: m.minimum(a, b)),
     "atan2": binary(lambda m, a, b, k: m.atan2(a, b)),
+    # divisors away from 0 (guard), numbers and tensors
+    "remainder": binary(lambda m, a, b, k: m.remainder(a, guard(b)) if k & 1 else a % 0.75),
+    "fmod": binary(lambda m, a, b, k: m.fmod(a, guard(b)) if k & 1 else a.fmod(-0.6)),
     "where": binary(lambda m, a, b, k: m.where(a > 0, a, b)),
     "matmul": binary(matmul),
     "cat": binary(lambda m, a, b, k: m.cat([a, b], pick_dim(a, k))),
@@ -274,6 +277,8 @@ OPS = {
     "max_all": unary(lambda m, x, k: x.max()),
     "logsumexp": unary(lambda m, x, k: m.logsumexp(x, dim=pick_dim(x, k), keepdim=keepdim(k))),
     "cumsum": unary(lambda m, x, k: x.cumsum(pick_dim(x, k)) if x.ndim else m.cumsum(x, 0)),
+    "cumprod": unary(lambda m, x, k: x.cumprod(pick_dim(x, k)) if x.ndim else m.cumprod(x, 0)),
+    "logcumsumexp": unary(lambda m, x, k: x.logcumsumexp(pick_dim(x, k)) if x.ndim else m.logcumsumexp(x, 0)),
     "sort": unary(lambda m, x, k: m.sort(x, pick_dim(x, k), descending=bool(k & 1))[0] if x.ndim else x.sort()[0]),
     "topk": unary(lambda m, x, k: m.topk(x, min(2, x.shape[pick_dim(x, k)]), pick_dim(x, k), largest=bool(k & 1))[0]
                   if x.ndim else x),
@@ -854,6 +859,7 @@ def test_table_covers_the_primitives(cpp):
     # adjoints and fused derivatives appear only in backward graphs (create_graph); unfold/fold belong to conv2d
     elsewhere = {"slice_scatter", "index_add", "scatter_add", "put_add", "unfold", "fold", "to_dtype"}
     elsewhere |= {name for name in display if name.endswith("_backward")}
+    elsewhere.add("linear_recurrence")   # the scan of cumprod's and logcumsumexp's derivatives (create_graph)
     missing = sorted(op for op, name in display.items() if name not in seen and op not in elsewhere)
     assert not missing, f"ops of ops.def no program reaches: {missing}"
 

@@ -19,6 +19,7 @@
 #include "common.h"
 #include "dyngrad/kernels/kernels.h"
 #include "dyngrad/node.h"
+#include "dyngrad/ops_sort.h"
 
 namespace dyngrad {
 
@@ -359,6 +360,107 @@ PyObject* cross_entropy_function(PyObject* fallback, PyObject* const* args, Py_s
   return PyObject_Vectorcall(fallback, args, nargsf, kwnames);
 }
 
+// ---- sort, topk, cumsum: a tensor, then positional arguments ----
+// Each run_X takes the arguments after the tensor and either sets *result and returns true, or returns false for
+// any call that is not the plain one it handles (the fallback then runs, and raises the errors).
+using TensorCall = bool (*)(const Tensor& t, PyObject* const* rest, Py_ssize_t nrest, PyObject** result);
+
+bool parse_int(PyObject* o, int64_t& v) {
+  if (!PyLong_Check(o) || PyBool_Check(o)) return false;
+  int overflow = 0;
+  long long x = PyLong_AsLongLongAndOverflow(o, &overflow);
+  if (overflow || (x == -1 && PyErr_Occurred())) {
+    PyErr_Clear();
+    return false;
+  }
+  v = x;
+  return true;
+}
+// a dim of t, wrapped (a 0-d tensor takes -1 and 0, as one of a single dim); false out of range
+bool parse_dim(PyObject* o, const Tensor& t, int64_t& dim) {
+  int64_t d = 0;
+  const int64_t n = std::max<int64_t>(t->ndim(), 1);
+  if (!parse_int(o, d) || d < -n || d >= n) return false;
+  dim = d < 0 ? d + n : d;
+  return true;
+}
+bool parse_bool(PyObject* o, bool& v) {
+  if (o != Py_True && o != Py_False) return false;
+  v = o == Py_True;
+  return true;
+}
+// (values, indices) as the shared layer's namedtuple (return_sort, return_topk: `type`, registered by
+// _register_helpers), made as namedtuple's own _make does, by tuple.__new__(type, (values, indices)): its Python
+// __new__ would cost a third of a 16-element sort
+PyObject* pair_result(PyObject* type, Tensor&& values, Tensor&& indices) {
+  py::object v = py::cast(std::move(values)), i = py::cast(std::move(indices));
+  py::tuple args = py::make_tuple(py::make_tuple(v, i));
+  return PyTuple_Type.tp_new(reinterpret_cast<PyTypeObject*>(type), args.ptr(), nullptr);
+}
+PyObject* sort_result_type() {
+  static PyObject* type = py_helper("return_sort").release().ptr();
+  return type;
+}
+PyObject* topk_result_type() {
+  static PyObject* type = py_helper("return_topk").release().ptr();
+  return type;
+}
+
+// sort(t), sort(t, dim), sort(t, dim, descending)
+bool run_sort(const Tensor& t, PyObject* const* rest, Py_ssize_t n, PyObject** result) {
+  int64_t dim = std::max<int64_t>(t->ndim(), 1) - 1;
+  bool descending = false;
+  if (n > 2 || (n >= 1 && !parse_dim(rest[0], t, dim)) || (n == 2 && !parse_bool(rest[1], descending))) return false;
+  auto [values, indices] = dyngrad::sort(t, dim, descending, false);
+  *result = pair_result(sort_result_type(), std::move(values), std::move(indices));
+  return true;
+}
+
+// argsort(t), argsort(t, dim), argsort(t, dim, descending)
+bool run_argsort(const Tensor& t, PyObject* const* rest, Py_ssize_t n, PyObject** result) {
+  int64_t dim = std::max<int64_t>(t->ndim(), 1) - 1;
+  bool descending = false;
+  if (n > 2 || (n >= 1 && !parse_dim(rest[0], t, dim)) || (n == 2 && !parse_bool(rest[1], descending))) return false;
+  *result = to_python(dyngrad::argsort(t, dim, descending, false));
+  return true;
+}
+
+// topk(t, k), topk(t, k, dim), topk(t, k, dim, largest) of a tensor with dims, not bool
+bool run_topk(const Tensor& t, PyObject* const* rest, Py_ssize_t n, PyObject** result) {
+  int64_t k = 0, dim = t->ndim() - 1;
+  bool largest = true;
+  if (n < 1 || n > 3 || t->ndim() == 0 || t->dtype == DType::Bool || !parse_int(rest[0], k) ||
+      (n >= 2 && !parse_dim(rest[1], t, dim)) || (n == 3 && !parse_bool(rest[2], largest)) || k < 0 ||
+      k > t->shape[dim])
+    return false;
+  auto [values, indices] = dyngrad::topk(t, k, dim, largest);
+  *result = pair_result(topk_result_type(), std::move(values), std::move(indices));
+  return true;
+}
+
+// cumsum(t, dim) of a float32, float64 or int64 tensor (the shared layer converts the others first)
+bool run_cumsum(const Tensor& t, PyObject* const* rest, Py_ssize_t n, PyObject** result) {
+  int64_t dim = 0;
+  const DType dt = t->dtype;
+  if (n != 1 || !(dt == DType::Float32 || dt == DType::Float64 || dt == DType::Int64) || !parse_dim(rest[0], t, dim))
+    return false;
+  *result = to_python(cumsum(t, dim, false));
+  return true;
+}
+
+template <TensorCall Run>
+PyObject* tensor_call_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (nargs >= 1 && !kwnames && fast_on())
+    if (const Tensor* t = tensor_of(args[0])) {
+      PyObject* result = nullptr;
+      DG_PY_TRY
+      if (Run(*t, args + 1, nargs - 1, &result)) return result;
+      DG_PY_CATCH
+    }
+  return PyObject_Vectorcall(fallback, args, nargsf, kwnames);
+}
+
 // ---- methods: `self` is the tensor (Note [Fallbacks of methods]) ----
 template <UnaryOp Op>
 PyObject* unary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
@@ -397,6 +499,18 @@ PyObject* reduce_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf
     }
   }
   return call_method_fallback(fallback_of<&reduce_method<Op>>, self, args, nargsf, kwnames);
+}
+
+template <TensorCall Run>
+PyObject* tensor_call_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  if (!kwnames && fast_on())
+    if (const Tensor* t = tensor_of(self)) {
+      PyObject* result = nullptr;
+      DG_PY_TRY
+      if (Run(*t, args, PyVectorcall_NARGS(nargsf), &result)) return result;
+      DG_PY_CATCH
+    }
+  return call_method_fallback(fallback_of<&tensor_call_method<Run>>, self, args, nargsf, kwnames);
 }
 
 // self.add_(other) or self.add_(other, alpha=number): the optimiser's step. The same core calls as the shared
@@ -473,8 +587,14 @@ constexpr Entry reduction_entry(const char* name) {
   return {name, &reduce_function<Op>, &reduce_method<Op>, &fallback_of<&reduce_method<Op>>};
 }
 
+template <TensorCall Run>
+constexpr Entry tensor_call_entry(const char* name) {
+  return {name, &tensor_call_function<Run>, &tensor_call_method<Run>, &fallback_of<&tensor_call_method<Run>>};
+}
+
 // The hot primitives of ops.def whose signature is custom: their entries, written here.
 constexpr Entry fast_entry_sum() { return reduction_entry<&sum_op>("sum"); }
+constexpr Entry fast_entry_cumsum() { return tensor_call_entry<&run_cumsum>("cumsum"); }
 constexpr Entry fast_entry_cross_entropy() { return {"cross_entropy", &cross_entropy_function, nullptr, nullptr}; }
 
 const Entry kEntries[] = {
@@ -506,6 +626,9 @@ const Entry kEntries[] = {
     {"div_", nullptr, &binary_inplace_method<&div, BinaryKind::Div>,
      &fallback_of<&binary_inplace_method<&div, BinaryKind::Div>>},
     {"linear", &linear_function, nullptr, nullptr},
+    tensor_call_entry<&run_sort>("sort"),
+    tensor_call_entry<&run_argsort>("argsort"),
+    tensor_call_entry<&run_topk>("topk"),
 };
 constexpr size_t kEntryCount = sizeof(kEntries) / sizeof(kEntries[0]);
 

@@ -56,6 +56,12 @@ void bind_ops(py::module_& m) {
         arg("a"), arg("lo").none(true), arg("hi").none(true));
   m.def("cumsum", [](T a, int64_t dim, bool reverse) { return cumsum(a, dim, reverse); }, arg("a"), arg("dim"),
         arg("reverse"));
+  m.def("cumprod", [](T a, int64_t dim, bool reverse) { return cumprod(a, dim, reverse); }, arg("a"), arg("dim"),
+        arg("reverse"));
+  m.def("logcumsumexp", [](T a, int64_t dim, bool reverse) { return logcumsumexp(a, dim, reverse); }, arg("a"),
+        arg("dim"), arg("reverse"));
+  m.def("linear_recurrence", [](T b, T c, int64_t dim, bool reverse) { return linear_recurrence(b, c, dim, reverse); },
+        arg("b"), arg("c"), arg("dim"), arg("reverse"));
   m.def("scalar_like", [](T t, double v, bool is_integral) { return scalar_like(t, v, is_integral); }, arg("t"),
         arg("v"), arg("is_integral"));
   m.def("result_type", [](T a, T b) { return dtype_object(result_type(a, b)); }, arg("a"), arg("b"));
@@ -145,6 +151,8 @@ void bind_ops(py::module_& m) {
   }, arg("a"), arg("dim"), arg("descending"), arg("stable"));
   m.def("topk", [](T a, int64_t k, int64_t dim, bool largest) { return topk(a, k, dim, largest); }, arg("a"),
         arg("k"), arg("dim"), arg("largest"));
+  m.def("cummax", [](T a, int64_t dim) { return cumulative_extremum(a, dim, true); }, arg("a"), arg("dim"));
+  m.def("cummin", [](T a, int64_t dim) { return cumulative_extremum(a, dim, false); }, arg("a"), arg("dim"));
   m.def("masked_fill", [](T a, T mask, T value) { return masked_fill(a, mask, value); }, arg("a"), arg("mask"),
         arg("value"));
 

@@ -154,6 +154,21 @@ static Grads atan2_backward(const Tensor& grad, const OpNode& n, const SavesAB& 
           n.needs_input_grad(1) ? neg(mul(mul(grad, a), inv)) : nullptr};
 }
 
+// out = remainder(a, b) = a - floor(a / b) b  ->  da = grad, db = -grad floor(a / b); fmod the same with trunc. The
+// quotient is piecewise constant, so it is computed by the kernel alone, a constant of the formula (as torch's
+// div(rounding_mode=...), which has zero derivative)
+static Tensor quotient(BinaryKind k, const Tensor& grad, const SavesAB& s, const char* op) {
+  return binary_kernel(k, s.a, s.b, grad->dtype, op);
+}
+static Grads remainder_backward(const Tensor& grad, const OpNode& n, const SavesAB& s) {
+  return {n.needs_input_grad(0) ? grad : nullptr,
+          n.needs_input_grad(1) ? neg(mul(grad, quotient(BinaryKind::FloorDivide, grad, s, "remainder"))) : nullptr};
+}
+static Grads fmod_backward(const Tensor& grad, const OpNode& n, const SavesAB& s) {
+  return {n.needs_input_grad(0) ? grad : nullptr,
+          n.needs_input_grad(1) ? neg(mul(grad, quotient(BinaryKind::TruncDivide, grad, s, "fmod"))) : nullptr};
+}
+
 // out = min(a, b)  ->  the mirror image of maximum (NaN: both inputs get the whole grad)
 static Grads minimum_backward(const Tensor& grad, const OpNode& n, const SavesAB& s) {
   const Tensor &a = s.a, &b = s.b;
@@ -372,6 +387,49 @@ static Grads logsumexp_backward(const Tensor& grad, const OpNode& n, const Saves
 // out = cumsum(a, dim)  ->  da_i = sum_{k >= i} grad_k: the running sum the other way
 static Grads cumsum_backward(const Tensor& grad, const OpNode&, const SavesScan& s) {
   return {cumsum(grad, s.dim, !s.reverse)};
+}
+
+// out = cumprod(a)  ->  da_k = sum_{j >= k} grad_j prod_{i <= j, i != k} a_i = L_k S_k, with L_k = prod_{i < k} a_i
+// (out moved one place: 1 at the start) and S_k = grad_k + a_{k+1} S_{k+1}, the linear recurrence the other way
+// over a moved back (0 past the end). No division: exact where a holds zeros, and so is its own derivative (torch
+// divides by a when a has no zero, and has an O(n^2) formula for create_graph when it has)
+static Grads cumprod_backward(const Tensor& grad, const OpNode&, const SavesScanAOut& s) {
+  Tensor before = scan_shift(s.out, s.dim, s.reverse, 1);
+  Tensor after = linear_recurrence(grad, scan_shift(s.a, s.dim, !s.reverse, 0), s.dim, !s.reverse);
+  return {mul(before, after)};
+}
+
+// the lowest finite value of a floating dtype (torch's logcumsumexp_backward puts it where log|grad| is -inf)
+static double lowest_finite(DType dt) {
+  switch (dt) {
+    case DType::Float16: return -65504.0;
+    case DType::Float32: return -(double)std::numeric_limits<float>::max();
+    case DType::BFloat16: return -3.3895313892515355e38;
+    default: return std::numeric_limits<double>::lowest();
+  }
+}
+
+// out = logcumsumexp(a)  ->  da_i = sum_{k >= i} grad_k exp(a_i - out_k), summed in log space with grad's positive
+// and negative parts apart (torch's logcumsumexp_backward): exp(a_i + logcumsumexp(log|grad| - out) the other way).
+// log|grad| is taken where grad is not 0 (1 stands in), so that its own derivative there is 0, not NaN.
+static Grads logcumsumexp_backward(const Tensor& grad, const OpNode&, const SavesScanAOut& s) {
+  Tensor zero = num(0, grad), lowest = num(lowest_finite(grad->dtype), grad);
+  Tensor log_abs = log(abs(where(compare(CompareOp::Eq, grad, zero), num(1, grad), grad)));
+  Tensor parts[2];
+  const CompareOp signs[2] = {CompareOp::Gt, CompareOp::Lt};
+  for (int i = 0; i < 2; ++i) {
+    Tensor log_part = where(compare(signs[i], grad, zero), log_abs, lowest);
+    parts[i] = exp(add(logcumsumexp(sub(log_part, s.out), s.dim, !s.reverse), s.a));
+  }
+  return {sub(parts[0], parts[1])};
+}
+
+// y = linear_recurrence(b, c), y_k = b_k + c_k y_{k-1}  ->  gb_k = grad_k + c_{k+1} gb_{k+1} (the recurrence the
+// other way over c moved back: 0 past the end) and gc_k = gb_k y_{k-1} (y moved one place: 0 at the start)
+static Grads linear_recurrence_backward(const Tensor& grad, const OpNode& n, const SavesRecurrence& s) {
+  Tensor gb = linear_recurrence(grad, scan_shift(s.c, s.dim, !s.reverse, 0), s.dim, !s.reverse);
+  return {n.needs_input_grad(0) ? gb : nullptr,
+          n.needs_input_grad(1) ? mul(gb, scan_shift(s.out, s.dim, s.reverse, 0)) : nullptr};
 }
 
 // ---- linear algebra ----

@@ -122,6 +122,13 @@ static Tensor maximum_jvp(const Grads& t, const Tensor&, const SavesAB& s) {
 static Tensor minimum_jvp(const Grads& t, const Tensor&, const SavesAB& s) {
   return extremum_pair_jvp(t, s, CompareOp::Gt, CompareOp::Lt);
 }
+// d remainder(a, b) = ta - floor(a / b) tb; d fmod(a, b) = ta - trunc(a / b) tb (the quotients are constants)
+static Tensor remainder_jvp(const Grads& t, const Tensor& out, const SavesAB& s) {
+  return minus(t[0], times(t[1], binary_kernel(BinaryKind::FloorDivide, s.a, s.b, out->dtype, "remainder")));
+}
+static Tensor fmod_jvp(const Grads& t, const Tensor& out, const SavesAB& s) {
+  return minus(t[0], times(t[1], binary_kernel(BinaryKind::TruncDivide, s.a, s.b, out->dtype, "fmod")));
+}
 // d atan2(a, b) = (ta b - tb a) / (a^2 + b^2), 0 at the origin as the backward
 static Tensor atan2_jvp(const Grads& t, const Tensor&, const SavesAB& s) {
   const Tensor &a = s.a, &b = s.b;
@@ -257,6 +264,22 @@ static Tensor logsumexp_jvp(const Grads& t, const Tensor&, const SavesReductionA
   return sum(mul(t[0], exp(sub(s.a, unreduce(s.out, s.a->shape, s.dims, s.keepdim)))), s.dims, s.keepdim);
 }
 static Tensor cumsum_jvp(const Grads& t, const Tensor&, const SavesScan& s) { return cumsum(t[0], s.dim, s.reverse); }
+// out_k = a_k out_{k-1}  ->  d out_k = a_k d out_{k-1} + t_k out_{k-1}: the linear recurrence over a (no division)
+static Tensor cumprod_jvp(const Grads& t, const Tensor& out, const SavesScanAOut& s) {
+  return linear_recurrence(mul(t[0], scan_shift(out, s.dim, s.reverse, 1)), s.a, s.dim, s.reverse);
+}
+// out_k = log(exp(out_{k-1}) + exp(a_k))  ->  d out_k = w_k t_k + (1 - w_k) d out_{k-1} with w_k = exp(a_k - out_k),
+// 1 - w_k = exp(out_{k-1} - out_k): weights in [0, 1] from differences, so no exp overflows or underflows to 0/0
+// across a wide range (torch's exp(a - max) / cumsum does, where a spans more than ~1400)
+static Tensor logcumsumexp_jvp(const Grads& t, const Tensor& out, const SavesScanAOut& s) {
+  Tensor keep = exp(sub(scan_shift(out, s.dim, s.reverse, -INFINITY), out));
+  return linear_recurrence(mul(t[0], exp(sub(s.a, out))), keep, s.dim, s.reverse);
+}
+// y_k = b_k + c_k y_{k-1}  ->  d y_k = (tb_k + tc_k y_{k-1}) + c_k d y_{k-1}
+static Tensor linear_recurrence_jvp(const Grads& t, const Tensor& out, const SavesRecurrence& s) {
+  Tensor driven = plus(t[0], times(t[1], scan_shift(out, s.dim, s.reverse, 0)));
+  return linear_recurrence(expand(driven, out->shape), s.c, s.dim, s.reverse);
+}
 
 // ---- linear algebra ----
 

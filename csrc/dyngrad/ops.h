@@ -37,6 +37,13 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor clamp(const Tensor& a, std::optional<double> lo, std::optional<double> hi);
 // the running sum along dim (from the end if reverse): float32, float64, int64 or a half type
 Tensor cumsum(const Tensor& a, int64_t dim, bool reverse);
+// the running product and log(sum(exp)) along dim (from the end if reverse), and y_k = b_k + c_k y_{k-1}
+// (y_{k+1} if reverse), the recurrence the formulas of both are made of
+Tensor cumprod(const Tensor& a, int64_t dim, bool reverse);
+Tensor logcumsumexp(const Tensor& a, int64_t dim, bool reverse);
+Tensor linear_recurrence(const Tensor& b, const Tensor& c, int64_t dim, bool reverse);
+// t moved one place along a scan (out_k = t_{k-1}, t_{k+1} if reverse), `fill` where the scan starts
+Tensor scan_shift(const Tensor& t, int64_t d, bool reverse, double fill);
 // Scalar forms: the scalar becomes a 0-d tensor of the dtype the result will have (a Python number never
 // widens a float tensor).
 Tensor scalar_like(const Tensor& t, double v, bool is_integral);

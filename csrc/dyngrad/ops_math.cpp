@@ -196,6 +196,43 @@ Tensor atan2(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// out = a - floor(a / b) b (remainder) or a - trunc(a / b) b (fmod), in the promoted dtype (Note [Remainders] in
+// kernels/elementwise.cpp); an integer divisor 0 is refused, as torch's ZeroDivisionError
+static Tensor modulo(BinaryKind k, const Tensor& a, const Tensor& b, const char* op) {
+  const DType dt = result_type(a, b);
+  DG_CHECK(dt != DType::Bool, NotImplementedError, op, ": not implemented for bool tensors.");
+  DG_CHECK(is_floating(dt) || !has_zero_kernel(b), RuntimeError, op, ": integer division by zero (ZeroDivisionError).");
+  // each operand rounded to the result's dtype first, as torch's kernel: float16 x % 0.7 divides by 0.7002
+  auto rounded = [dt](const Tensor& t) { return t->dtype == dt ? t : contiguous_copy(t, dt); };
+  return binary_kernel(k, rounded(a), rounded(b), dt, op);
+}
+
+Tensor remainder(const Tensor& a, const Tensor& b) {
+  Tensor out = modulo(BinaryKind::Remainder, a, b, "remainder");
+  if (any_requires_grad({&a, &b})) {
+    auto& node = record<OpKind::remainder>(out, {&a, &b});
+    if (node.needs_input_grad(1)) {  // db = -grad floor(a / b); da = grad reads nothing
+      node.saved.a.save(a, false);
+      node.saved.b.save(b, false);
+    }
+  }
+  if (forward_ad::active()) forward_tangents<OpKind::remainder>(out, {&a, &b}, SavesAB{a, b});
+  return out;
+}
+
+Tensor fmod(const Tensor& a, const Tensor& b) {
+  Tensor out = modulo(BinaryKind::Fmod, a, b, "fmod");
+  if (any_requires_grad({&a, &b})) {
+    auto& node = record<OpKind::fmod>(out, {&a, &b});
+    if (node.needs_input_grad(1)) {
+      node.saved.a.save(a, false);
+      node.saved.b.save(b, false);
+    }
+  }
+  if (forward_ad::active()) forward_tangents<OpKind::fmod>(out, {&a, &b}, SavesAB{a, b});
+  return out;
+}
+
 Tensor minimum(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryKind::Minimum, a, b, result_type(a, b), "minimum");
   if (any_requires_grad({&a, &b})) {
@@ -477,6 +514,69 @@ Tensor cumsum(const Tensor& a, int64_t dim, bool reverse) {
   }
   if (forward_ad::active()) forward_tangents<OpKind::cumsum>(out, {&a}, SavesScan{d, reverse});
   return out;
+}
+
+static int64_t scan_dim(const Tensor& a, int64_t dim, const char* op) {
+  return a->ndim() ? wrap_dim(dim, a->ndim(), op) : (wrap_dim(dim, 0, op), 0);
+}
+
+// out_i = prod_{j <= i} a_j along dim (j >= i if reverse): a loop (kernels/scan.cpp); saves a and out for the
+// division-free formula that is exact at zeros (derivatives.cpp)
+Tensor cumprod(const Tensor& a, int64_t dim, bool reverse) {
+  const int64_t d = scan_dim(a, dim, "cumprod");
+  Tensor out = cumprod_kernel(a, d, reverse);
+  if (any_requires_grad({&a})) {
+    auto& node = record<OpKind::cumprod>(out, {&a});
+    node.saved.a.save(a, false);
+    node.saved.out.save(out, true);
+    node.saved.dim = d;
+    node.saved.reverse = reverse;
+  }
+  if (forward_ad::active()) forward_tangents<OpKind::cumprod>(out, {&a}, SavesScanAOut{a, out, d, reverse});
+  return out;
+}
+
+// out_i = log(sum_{j <= i} exp(a_j)) along dim (j >= i if reverse), floating point
+Tensor logcumsumexp(const Tensor& a, int64_t dim, bool reverse) {
+  const int64_t d = scan_dim(a, dim, "logcumsumexp");
+  Tensor out = logcumsumexp_kernel(a, d, reverse);
+  if (any_requires_grad({&a})) {
+    auto& node = record<OpKind::logcumsumexp>(out, {&a});
+    node.saved.a.save(a, false);
+    node.saved.out.save(out, true);
+    node.saved.dim = d;
+    node.saved.reverse = reverse;
+  }
+  if (forward_ad::active()) forward_tangents<OpKind::logcumsumexp>(out, {&a}, SavesScanAOut{a, out, d, reverse});
+  return out;
+}
+
+// y_k = b_k + c_k y_{k-1} along dim (y_{k+1} if reverse); b and c of one shape and floating dtype
+Tensor linear_recurrence(const Tensor& b, const Tensor& c, int64_t dim, bool reverse) {
+  const int64_t d = scan_dim(b, dim, "linear_recurrence");
+  Tensor out = linear_recurrence_kernel(b, c, d, reverse);
+  if (any_requires_grad({&b, &c})) {
+    auto& node = record<OpKind::linear_recurrence>(out, {&b, &c});
+    node.saved.c.save(c, false);
+    if (node.needs_input_grad(1)) node.saved.out.save(out, true);
+    node.saved.dim = d;
+    node.saved.reverse = reverse;
+  }
+  if (forward_ad::active())
+    forward_tangents<OpKind::linear_recurrence>(out, {&b, &c}, SavesRecurrence{c, out, d, reverse});
+  return out;
+}
+
+// t moved one place along the scan's direction: out_k = t_{k-1} (t_{k+1} if reverse), `fill` where the scan
+// starts. A composite of slice and cat, so the formulas built on it stay differentiable.
+Tensor scan_shift(const Tensor& t, int64_t d, bool reverse, double fill) {
+  if (t->ndim() == 0) return full(t->shape, fill, t->dtype);
+  const int64_t n = t->shape[d];
+  if (n == 0) return t;
+  Shape edge_shape = t->shape;
+  edge_shape[d] = 1;
+  Tensor edge = full(edge_shape, fill, t->dtype);
+  return reverse ? cat({slice(t, d, 1, n, 1), edge}, d) : cat({edge, slice(t, d, 0, n - 1, 1)}, d);
 }
 
 // Note [Unbroadcast]: sum the broadcast dims of t away so that it has `shape`.

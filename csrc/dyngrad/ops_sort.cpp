@@ -1,19 +1,20 @@
-// ops_sort.cpp: sort, argsort, topk: check the arguments, order along dim (kernels/sort.cpp), gather the values.
+// ops_sort.cpp: sort, argsort, topk, cummax/cummin: check the arguments, order along dim (kernels/sort.cpp), gather the values.
 #include "ops_sort.h"
 
+#include "kernels/kernels.h"
 #include "kernels/sort.h"
 #include "ops_common.h"
 
 namespace dyngrad {
 
-std::pair<Tensor, Tensor> sort(const Tensor& a, int64_t dim, bool descending, bool /*stable*/) {
+std::pair<Tensor, Tensor> sort(const Tensor& a, int64_t dim, bool descending, bool stable) {
   const int64_t d = wrap_dim(dim, a->ndim(), "sort");
-  Tensor order = sort_order_kernel(a, d, descending);
+  Tensor order = sort_order_kernel(a, d, descending, stable);
   return {gather(a, d, order), order};
 }
 
-Tensor argsort(const Tensor& a, int64_t dim, bool descending, bool /*stable*/) {
-  return sort_order_kernel(a, wrap_dim(dim, a->ndim(), "argsort"), descending);
+Tensor argsort(const Tensor& a, int64_t dim, bool descending, bool stable) {
+  return sort_order_kernel(a, wrap_dim(dim, a->ndim(), "argsort"), descending, stable);
 }
 
 std::pair<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim, bool largest) {
@@ -23,6 +24,13 @@ std::pair<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim, bool lar
            ".");
   Tensor order = topk_order_kernel(a, d, k, largest);
   return {gather(a, d, order), order};
+}
+
+std::pair<Tensor, Tensor> cumulative_extremum(const Tensor& a, int64_t dim, bool is_max) {
+  const char* op = is_max ? "cummax" : "cummin";
+  const int64_t d = a->ndim() ? wrap_dim(dim, a->ndim(), op) : (wrap_dim(dim, 0, op), 0);
+  Tensor index = cumulative_extremum_index_kernel(a, d, is_max);
+  return {gather(a, d, index), index};
 }
 
 }  // namespace dyngrad

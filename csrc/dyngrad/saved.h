@@ -90,7 +90,7 @@ struct SavesNothing {
     SavesNothing unpack(Node&) const { return {}; }
   };
 };
-// mul, div, maximum, minimum. mul and div save an input only when the other input needs grad.
+// mul, div, maximum, minimum, atan2, remainder, fmod. mul and div save an input only when the other input needs grad.
 DG_SAVED(SavesAB, (SavedTensor, a), (SavedTensor, b));
 // matmul: as SavesAB, plus whether each operand is a transposed view (Note [Gradient in the operand's layout]),
 // known even when that operand itself is not saved (as torch's mm saves its operands' strides)
@@ -114,6 +114,10 @@ DG_SAVED(SavesCat, (int64_t, dim), (Dims, sizes));                        // siz
 DG_SAVED(SavesIndex, (SavedTensor, index), (int64_t, dim));               // index_select, index_add, gather...
 DG_SAVED(SavesPositions, (SavedTensor, positions));                       // take, put, put_add: flat positions
 DG_SAVED(SavesScan, (int64_t, dim), (bool, reverse));                     // cumsum
+// cumprod, logcumsumexp: the input, the output, the dim and the direction
+DG_SAVED(SavesScanAOut, (SavedTensor, a), (SavedTensor, out), (int64_t, dim), (bool, reverse));
+// linear_recurrence: the coefficients c and the output (b enters linearly)
+DG_SAVED(SavesRecurrence, (SavedTensor, c), (SavedTensor, out), (int64_t, dim), (bool, reverse));
 DG_SAVED(SavesSoftmax, (SavedTensor, out), (int64_t, dim));               // softmax, log_softmax
 // reduction: 0 none, 1 mean (over the rows not ignored), 2 sum
 DG_SAVED(SavesCrossEntropy, (SavedTensor, logits), (SavedTensor, target), (int64_t, reduction),

@@ -124,15 +124,18 @@ static void unary_loop(const Tensor& out, const Tensor& a, F f, int64_t grain = 
   }, true);
 }
 
-// sin and cos: float32 through fast_sinf/fast_cosf (vectorised), then the rare |x| > kFastTrigLimit (and inf, NaN)
+// sin, cos, tan: float32 through fast_sinf/fast_cosf/fast_tanf (vectorised), then the rare |x| > kFastTrigLimit (and inf, NaN)
 // recomputed with std:: in a second, scalar pass, so that the main loop has no call in it; float64 through std::.
+enum class TrigKind { Sin, Cos, Tan };
 template <typename T>
-static void sin_cos_loop(const Tensor& out, const Tensor& a, bool cosine) {
+static void sin_cos_loop(const Tensor& out, const Tensor& a, TrigKind kind) {
   if constexpr (std::is_same_v<T, float>) {
-    if (cosine) unary_loop<float, float>(out, a, [](float x) { return fast_cosf(x); }, costly_grain());
-    else unary_loop<float, float>(out, a, [](float x) { return fast_sinf(x); }, costly_grain());
-    auto fix = [cosine](float x, float& y) {
-      if (!(std::fabs(x) <= kFastTrigLimit)) y = cosine ? std::cos(x) : std::sin(x);
+    if (kind == TrigKind::Cos) unary_loop<float, float>(out, a, [](float x) { return fast_cosf(x); }, costly_grain());
+    else if (kind == TrigKind::Sin) unary_loop<float, float>(out, a, [](float x) { return fast_sinf(x); }, costly_grain());
+    else unary_loop<float, float>(out, a, [](float x) { return fast_tanf(x); }, costly_grain());
+    auto fix = [kind](float x, float& y) {
+      if (!(std::fabs(x) <= kFastTrigLimit))
+        y = kind == TrigKind::Cos ? std::cos(x) : (kind == TrigKind::Sin ? std::sin(x) : std::tan(x));
     };
     if (a->is_contiguous()) {
       const float* x = a->data<float>();
@@ -145,8 +148,9 @@ static void sin_cos_loop(const Tensor& out, const Tensor& a, bool cosine) {
       for (int64_t j = 0; j < m; ++j) fix(*(const float*)(p[1] + j * s[1]), *(float*)(p[0] + j * s[0]));
     }, false);
   } else {
-    if (cosine) unary_loop<T, T>(out, a, [](T x) { return std::cos(x); });
-    else unary_loop<T, T>(out, a, [](T x) { return std::sin(x); });
+    if (kind == TrigKind::Cos) unary_loop<T, T>(out, a, [](T x) { return std::cos(x); });
+    else if (kind == TrigKind::Sin) unary_loop<T, T>(out, a, [](T x) { return std::sin(x); });
+    else unary_loop<T, T>(out, a, [](T x) { return std::tan(x); }, costly_grain());
   }
 }
 
@@ -160,8 +164,8 @@ static void unary_float(UnaryKind k, const Tensor& out, const Tensor& a, T p0, T
     case UnaryKind::Sqrt: unary_loop<T, T>(out, a, [](T x) { return std::sqrt(x); }); break;
     case UnaryKind::Rsqrt: unary_loop<T, T>(out, a, [](T x) { return T(1) / std::sqrt(x); }); break;
     case UnaryKind::Abs: unary_loop<T, T>(out, a, [](T x) { return std::abs(x); }); break;
-    case UnaryKind::Sin: sin_cos_loop<T>(out, a, false); break;
-    case UnaryKind::Cos: sin_cos_loop<T>(out, a, true); break;
+    case UnaryKind::Sin: sin_cos_loop<T>(out, a, TrigKind::Sin); break;
+    case UnaryKind::Cos: sin_cos_loop<T>(out, a, TrigKind::Cos); break;
     case UnaryKind::Tanh: unary_loop<T, T>(out, a, [](T x) { return k_tanh(x); }, costly_grain()); break;
     case UnaryKind::Sigmoid: unary_loop<T, T>(out, a, [](T x) { return k_sigmoid(x); }, costly_grain()); break;
     case UnaryKind::Relu: unary_loop<T, T>(out, a, [](T x) { return x > T(0) ? x : (x != x ? x : T(0)); }); break;
@@ -169,15 +173,15 @@ static void unary_float(UnaryKind k, const Tensor& out, const Tensor& a, T p0, T
     case UnaryKind::Gelu: unary_loop<T, T>(out, a, [](T x) { return k_gelu(x); }, costly_grain()); break;
     case UnaryKind::Softplus: unary_loop<T, T>(out, a, [p0, p1](T x) { return k_softplus(x, p0, p1); }); break;
     case UnaryKind::Erf: unary_loop<T, T>(out, a, [](T x) { return k_erf(x); }, costly_grain()); break;
-    case UnaryKind::Log1p: unary_loop<T, T>(out, a, [](T x) { return std::log1p(x); }, costly_grain()); break;
-    case UnaryKind::Expm1: unary_loop<T, T>(out, a, [](T x) { return std::expm1(x); }, costly_grain()); break;
-    case UnaryKind::Log2: unary_loop<T, T>(out, a, [](T x) { return std::log2(x); }, costly_grain()); break;
-    case UnaryKind::Log10: unary_loop<T, T>(out, a, [](T x) { return std::log10(x); }, costly_grain()); break;
-    case UnaryKind::Tan: unary_loop<T, T>(out, a, [](T x) { return std::tan(x); }, costly_grain()); break;
-    case UnaryKind::Asin: unary_loop<T, T>(out, a, [](T x) { return std::asin(x); }, costly_grain()); break;
-    case UnaryKind::Acos: unary_loop<T, T>(out, a, [](T x) { return std::acos(x); }, costly_grain()); break;
-    case UnaryKind::Atan: unary_loop<T, T>(out, a, [](T x) { return std::atan(x); }, costly_grain()); break;
-    case UnaryKind::Sinh: unary_loop<T, T>(out, a, [](T x) { return std::sinh(x); }, costly_grain()); break;
+    case UnaryKind::Log1p: unary_loop<T, T>(out, a, [](T x) { return k_log1p(x); }, costly_grain()); break;
+    case UnaryKind::Expm1: unary_loop<T, T>(out, a, [](T x) { return k_expm1(x); }, costly_grain()); break;
+    case UnaryKind::Log2: unary_loop<T, T>(out, a, [](T x) { return k_log2(x); }, costly_grain()); break;
+    case UnaryKind::Log10: unary_loop<T, T>(out, a, [](T x) { return k_log10(x); }, costly_grain()); break;
+    case UnaryKind::Tan: sin_cos_loop<T>(out, a, TrigKind::Tan); break;
+    case UnaryKind::Asin: unary_loop<T, T>(out, a, [](T x) { return k_asin(x); }, costly_grain()); break;
+    case UnaryKind::Acos: unary_loop<T, T>(out, a, [](T x) { return k_acos(x); }, costly_grain()); break;
+    case UnaryKind::Atan: unary_loop<T, T>(out, a, [](T x) { return k_atan(x); }, costly_grain()); break;
+    case UnaryKind::Sinh: unary_loop<T, T>(out, a, [](T x) { return k_sinh(x); }, costly_grain()); break;
     case UnaryKind::Sign:
       unary_loop<T, T>(out, a, [](T x) { return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0)); });  // NaN, -0: 0
       break;
@@ -423,6 +427,36 @@ static inline T k_max(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a > b ?
 template <typename T>
 static inline T k_min(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
 
+// Note [Remainders]: remainder moves fmod's result into the divisor's sign (torch's kernel; a zero stays fmod's
+// zero, the dividend's sign). An integer divisor 0 is refused by the op before the kernel runs, and -1 gives 0
+// without the division whose INT64_MIN / -1 overflows. floor_divide's quotient rounds as numpy's npy_divmod (the
+// reference engine calls np.floor_divide): (a - fmod(a, b)) / b, moved down a step into the divisor's sign, then
+// rounded to the nearest integer, so an inexact division cannot land a step off.
+template <typename T>
+static inline T k_fmod(T x, T y) {
+  if constexpr (std::is_floating_point_v<T>) return std::fmod(x, y);
+  else if constexpr (std::is_same_v<T, bool>) return T(0);
+  else return (y == 0 || y == -1) ? T(0) : T(x % y);
+}
+template <typename T>
+static inline T k_remainder(T x, T y) {
+  T r = k_fmod(x, y);
+  if constexpr (!std::is_same_v<T, bool>)
+    if (r != 0 && ((y < 0) != (r < 0))) r = T(r + y);
+  return r;
+}
+template <typename T>
+static inline T k_floor_divide(T x, T y) {
+  if (y == 0) return x / y;
+  const T mod = std::fmod(x, y);
+  T q = (x - mod) / y;
+  if (mod != 0 && ((y < 0) != (mod < 0))) q -= T(1);
+  if (q == 0) return std::copysign(T(0), x / y);
+  T floored = std::floor(q);
+  if (q - floored > T(0.5)) floored += T(1);
+  return floored;
+}
+
 template <typename T>
 static void binary_typed(BinaryKind k, const Tensor& out, const Tensor& a, const Tensor& b) {
   switch (k) {
@@ -444,8 +478,19 @@ static void binary_typed(BinaryKind k, const Tensor& out, const Tensor& a, const
     case BinaryKind::Minimum: binary_loop<T, T>(out, a, b, [](T x, T y) { return k_min(x, y); }); break;
     case BinaryKind::Atan2:
       if constexpr (std::is_floating_point_v<T>)
-        binary_loop<T, T>(out, a, b, [](T x, T y) { return std::atan2(x, y); });
+        binary_loop<T, T>(out, a, b, [](T x, T y) { return k_atan2(x, y); });
       else throw TypeError("atan2: integers are computed in floating point; this is a bug.");
+      break;
+    case BinaryKind::Remainder: binary_loop<T, T>(out, a, b, [](T x, T y) { return k_remainder(x, y); }); break;
+    case BinaryKind::Fmod: binary_loop<T, T>(out, a, b, [](T x, T y) { return k_fmod(x, y); }); break;
+    case BinaryKind::FloorDivide:
+    case BinaryKind::TruncDivide:
+      if constexpr (std::is_floating_point_v<T>) {
+        if (k == BinaryKind::FloorDivide) binary_loop<T, T>(out, a, b, [](T x, T y) { return k_floor_divide(x, y); });
+        else binary_loop<T, T>(out, a, b, [](T x, T y) { return std::trunc(x / y); });
+      } else {
+        throw TypeError("the quotients of remainder and fmod are computed in floating point; this is a bug.");
+      }
       break;
     case BinaryKind::Eq: binary_loop<T, bool>(out, a, b, [](T x, T y) { return x == y; }); break;
     case BinaryKind::Ne: binary_loop<T, bool>(out, a, b, [](T x, T y) { return x != y; }); break;
@@ -518,6 +563,18 @@ Tensor binary_kernel(BinaryKind k, const Tensor& a_in, const Tensor& b_in, DType
   }
   DG_DISPATCH_ALL(compute, T, binary_typed<T>(k, out, a, b));
   return out;
+}
+
+bool has_zero_kernel(const Tensor& t_in) {
+  if (t_in->numel == 0) return false;
+  Tensor t = contiguous_data(is_half(t_in->dtype) || is_narrow_int(t_in->dtype) ? contiguous_copy(t_in, widen(t_in->dtype))
+                                                                                 : t_in);
+  bool found = false;
+  DG_DISPATCH_ALL(t->dtype, T, {
+    const T* p = t->data<T>();
+    for (int64_t i = 0; i < t->numel && !found; ++i) found = p[i] == T(0);
+  });
+  return found;
 }
 
 // dst += src in place (same shape and floating dtype; dst may be a strided window of a buffer). Elementwise

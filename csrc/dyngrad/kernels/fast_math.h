@@ -1,6 +1,7 @@
-// fast_math.h: float32 exp, tanh, sigmoid, the normal CDF (GELU and its derivative), erf, sin and cos that
-// vectorise (the std functions do not), for elementwise.cpp and the fused recurrent cells of rnn.cpp; k_exp, k_tanh,
-// k_sigmoid and k_erf pick them for float and the std functions for double.
+// fast_math.h: float32 exp, tanh, sigmoid, the normal CDF (GELU and its derivative), erf, sin, cos, tan, the
+// logarithms, expm1, sinh and the inverse trigonometric functions that vectorise (the std functions do not), for
+// elementwise.cpp and the fused recurrent cells of rnn.cpp; the k_ functions (k_exp, k_log1p, k_atan2...) pick them
+// for float and the std functions for double.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -8,8 +9,15 @@
 
 namespace dyngrad {
 
+// The kernels' loops vectorise only when every call in them is inlined; inside elementwise.cpp's templates GCC's
+// inlining budget stopped short of the compositions (log2 on fast_log_reduce, sinh on two exps, tan on the
+// reduction). Forced, 1M float32 elements on one thread (bench/prims.py's inputs, load 4): log2 2.24 -> 0.49 ms,
+// tan 2.81 -> 1.08, sinh 4.30 -> 1.15, atan2 3.43 -> 1.03 (expm1 went 9.2 -> 32.5 ms, not understood yet: the
+// same loop compiled alone runs in 2.2 ms).
+#define DG_FAST_INLINE inline __attribute__((always_inline))
+
 // ---- float32 math that vectorises (Cephes-style polynomials; ~1 ulp) ----
-inline float fast_expf(float x) {
+DG_FAST_INLINE float fast_expf(float x) {
   const float hi = 88.3762626647949f, lo = -87.3365447504019f;
   float xc = x > hi ? hi : (x < lo ? lo : x);
   float n = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to nearest
@@ -145,7 +153,7 @@ struct TrigReduced {
   float z, zz;
   int32_t octant;
 };
-inline TrigReduced fast_trig_reduce(float x) {
+DG_FAST_INLINE TrigReduced fast_trig_reduce(float x) {
   const float ax = std::fabs(x);
   const float a = ax <= kFastTrigLimit ? ax : 0.0f;  // (NaN and the large ones: recomputed by the caller)
   int32_t j = (int32_t)(a * 1.27323954473516f);    // 4 / pi
@@ -154,15 +162,15 @@ inline TrigReduced fast_trig_reduce(float x) {
   const float z = ((a - y * 0.78515625f) - y * 2.4187564849853515625e-4f) - y * 3.77489497744594108e-8f;
   return {z, z * z, j & 7};
 }
-inline float fast_sin_poly(float z, float zz) {
+DG_FAST_INLINE float fast_sin_poly(float z, float zz) {
   return ((-1.9515295891e-4f * zz + 8.3321608736e-3f) * zz - 1.6666654611e-1f) * zz * z + z;
 }
-inline float fast_cos_poly(float zz) {
+DG_FAST_INLINE float fast_cos_poly(float zz) {
   return ((2.443315711809948e-5f * zz - 1.388731625493765e-3f) * zz + 4.166664568298827e-2f) * zz * zz -
          0.5f * zz + 1.0f;
 }
 // r with its sign bit flipped where `flip` has bit 31 set
-inline float flip_sign(float r, uint32_t flip) {
+DG_FAST_INLINE float flip_sign(float r, uint32_t flip) {
   uint32_t b;
   std::memcpy(&b, &r, 4);
   b ^= flip;
@@ -185,6 +193,187 @@ inline float fast_cosf(float x) {
   // cos(z + pi/2) = -sin z, cos(z + pi) = -cos z, cos(z + 3pi/2) = sin z: negative for octants 2 and 4
   return flip_sign(r, (uint32_t)((t.octant + 2) & 4) << 29);
 }
+
+// ---- logarithms, expm1, sinh, the inverse trigonometric functions and tan in float32 (Cephes logf, log2f,
+// log10f, atanf, asinf, acosf and tanf, written branch-free: each select is a ternary GCC turns into a blend) ----
+// Note [Vectorised float32 libm]: the std functions are scalar calls that do not vectorise; these do. Measured
+// against the float64 std functions over every 61st float32 bit pattern of their range (bench/fast_math_ulp.cpp),
+// the largest errors in float32 ulps of the exact value:
+//   log2 1.37, log10 1.73, log1p 2.37, expm1 2.75 (to 88.3, where fast_expf overflows early), sinh 2.75,
+//   atan 2.74, asin 2.35, acos 1.23, tan 2.54 for |x| <= 64 (beyond, as sin and cos, std::tan recomputes:
+//   elementwise.cpp's sin_cos_loop), atan2 2.67 on a 601 x 601 grid of signs and magnitudes.
+// tests/test_numerics.py holds them to 4 ulp against numpy's float64. Edges follow C: log(0) = -inf, log(x < 0)
+// = NaN, log1p(-1) = -inf, expm1(-inf) = -1, asin(|x| > 1) = NaN, atan2's signed zeros and infinities; NaN stays.
+
+// x = m 2^e with m in [sqrt(1/2), sqrt(2)), f = m - 1: log m = f + y, y = f^3 P(f) - f^2 / 2 (P of degree 8).
+// For x positive and finite (subnormals are scaled first); the callers select zero, negatives, inf and NaN.
+struct LogReduced {
+  float e, f, y;
+};
+DG_FAST_INLINE LogReduced fast_log_reduce(float x) {
+  const float tiny = x < 1.17549435e-38f ? 1.0f : 0.0f;  // subnormal: times 2^23
+  x = tiny != 0.0f ? x * 8388608.0f : x;
+  uint32_t b;
+  std::memcpy(&b, &x, 4);
+  int32_t e = (int32_t)(b >> 23) - 126;
+  const uint32_t mb = (b & 0x007fffffu) | 0x3f000000u;  // m in [0.5, 1)
+  float m;
+  std::memcpy(&m, &mb, 4);
+  const int32_t low = m < 0.707106781186547524f ? 1 : 0;
+  e -= low;
+  const float f = low ? (m + m) - 1.0f : m - 1.0f;
+  const float z = f * f;
+  float p = 7.0376836292E-2f;
+  p = p * f - 1.1514610310E-1f;
+  p = p * f + 1.1676998740E-1f;
+  p = p * f - 1.2420140846E-1f;
+  p = p * f + 1.4249322787E-1f;
+  p = p * f - 1.6668057665E-1f;
+  p = p * f + 2.0000714765E-1f;
+  p = p * f - 2.4999993993E-1f;
+  p = p * f + 3.3333331174E-1f;
+  return {(float)e - 23.0f * tiny, f, p * f * z - 0.5f * z};
+}
+// the value C's log gives where x is 0, negative, inf or NaN, else `y`
+DG_FAST_INLINE float log_edges(float x, float y) {
+  y = x == 0.0f ? -INFINITY : y;
+  y = x < 0.0f ? NAN : y;
+  y = x == INFINITY ? INFINITY : y;
+  return x != x ? x : y;
+}
+DG_FAST_INLINE float fast_logf(float x) {
+  const LogReduced r = fast_log_reduce(x);
+  return log_edges(x, ((r.y - 2.12194440e-4f * r.e) + r.f) + 0.693359375f * r.e);
+}
+DG_FAST_INLINE float fast_log2f(float x) {
+  const LogReduced r = fast_log_reduce(x);
+  const float log2e_minus_1 = 0.44269504088896340736f;
+  return log_edges(x, (((r.y * log2e_minus_1 + r.f * log2e_minus_1) + r.y) + r.f) + r.e);
+}
+DG_FAST_INLINE float fast_log10f(float x) {
+  const LogReduced r = fast_log_reduce(x);
+  // log10(e) and log10(2), each as a short head (exact products) and a tail
+  const float l10e_a = 4.3359375E-1f, l10e_b = 7.00731903251828E-4f;
+  const float l102_a = 3.0078125E-1f, l102_b = 2.48745663981195213739E-4f;
+  const float v = ((((r.y * l10e_b + r.f * l10e_b) + r.e * l102_b) + r.y * l10e_a) + r.f * l10e_a) + r.e * l102_a;
+  return log_edges(x, v);
+}
+// log(1 + x) = log(u) x / (u - 1) with u = 1 + x rounded (Goldberg): the rounding of u cancels in the ratio
+DG_FAST_INLINE float fast_log1pf(float x) {
+  const float u = 1.0f + x, d = u - 1.0f;
+  const float l = fast_logf(u);
+  float y = d == 0.0f ? x : l * (x / d);
+  y = x == INFINITY ? INFINITY : y;
+  return x != x ? x : y;
+}
+// exp(x) - 1 = (u - 1) x / log(u) with u = exp(x) rounded (Kahan), x itself where u rounds to 1
+DG_FAST_INLINE float fast_expm1f(float x) {
+  const float u = fast_expf(x), d = u - 1.0f;
+  float y = u == 1.0f ? x : d * (x / fast_logf(u));
+  y = d == -1.0f ? -1.0f : y;
+  const float h = fast_expf(0.5f * x);  // above 20, exp(x) - 1 is exp(x): squared from exp(x/2), which reaches 88.7
+  y = x > 20.0f ? h * h : y;
+  return x != x ? x : y;
+}
+// sinh: an odd polynomial below |x| = 1 (Cephes sinhf), (e - 1/e) / 2 to 9, and e/2 * e with e = exp(|x|/2) beyond
+// (no overflow before sinh itself overflows, at 89.4)
+DG_FAST_INLINE float fast_sinhf(float x) {
+  const float ax = std::fabs(x), z = x * x;
+  const float small = ((2.03721912945E-4f * z + 8.33028376239E-3f) * z + 1.66667160211E-1f) * z * x + x;
+  const float e = fast_expf(ax);
+  const float mid = 0.5f * e - 0.5f / e;
+  const float h = fast_expf(0.5f * ax);
+  float big = ax <= 9.0f ? mid : (0.5f * h) * h;
+  big = x < 0.0f ? -big : big;
+  const float y = ax < 1.0f ? small : big;
+  return x != x ? x : y;
+}
+// atan of t >= 0 (NaN stays): reduced to [-tan(pi/8), tan(pi/8)] by atan t = pi/2 + atan(-1/t) above tan(3pi/8) and
+// pi/4 + atan((t-1)/(t+1)) above tan(pi/8), then an odd polynomial of degree 9
+DG_FAST_INLINE float fast_atan_positive(float t) {
+  const bool above = t > 2.414213562373095f, middle = t > 0.4142135623730950f;
+  const float base = above ? 1.5707963267948966f : (middle ? 0.7853981633974483f : 0.0f);
+  const float r = above ? -1.0f / t : (middle ? (t - 1.0f) / (t + 1.0f) : t);
+  const float z = r * r;
+  return base + ((((8.05374449538e-2f * z - 1.38776856032E-1f) * z + 1.99777106478E-1f) * z - 3.33329491539E-1f) *
+                 z * r + r);
+}
+DG_FAST_INLINE float fast_atanf(float x) {
+  const float y = fast_atan_positive(std::fabs(x));
+  return std::copysign(y, x);
+}
+// atan2 from the atan of min(|a|, |b|) / max(|a|, |b|) in [0, 1], moved to the octant: C's signed zeros and
+// infinities (atan2(+-0, -0) = +-pi, atan2(inf, inf) = pi/4)
+DG_FAST_INLINE float fast_atan2f(float a, float b) {
+  const float aa = std::fabs(a), ab = std::fabs(b);
+  const float big = aa > ab ? aa : ab, small = aa > ab ? ab : aa;
+  float t = small / big;
+  t = big == 0.0f ? 0.0f : t;
+  t = (aa == INFINITY && ab == INFINITY) ? 1.0f : t;
+  float r = fast_atan_positive(t);
+  r = aa > ab ? 1.5707963267948966f - r : r;
+  r = std::signbit(b) ? 3.14159265358979323846f - r : r;
+  r = std::copysign(r, a);
+  return (a != a || b != b) ? a + b : r;
+}
+// asin of |x| <= 0.5 by an odd polynomial; above, asin t = pi/2 - 2 asin(sqrt((1 - t) / 2)) (Cephes asinf)
+DG_FAST_INLINE float fast_asin_poly(float t, float z) {
+  return ((((4.2163199048E-2f * z + 2.4181311049E-2f) * z + 4.5470025998E-2f) * z + 7.4953002686E-2f) * z +
+          1.6666752422E-1f) * z * t + t;
+}
+DG_FAST_INLINE float fast_asinf(float x) {
+  const float ax = std::fabs(x);
+  const bool high = ax > 0.5f;
+  const float z = high ? 0.5f * (1.0f - ax) : ax * ax;
+  const float t = high ? std::sqrt(z) : ax;
+  const float p = fast_asin_poly(t, z);
+  float y = high ? 1.5707963267948966f - (p + p) : p;
+  y = ax > 1.0f ? NAN : y;
+  y = std::copysign(y, x);
+  return x != x ? x : y;
+}
+// acos x = pi/2 - asin x for |x| <= 0.5, 2 asin(sqrt((1 - x) / 2)) above, pi - 2 asin(sqrt((1 + x) / 2)) below
+DG_FAST_INLINE float fast_acosf(float x) {
+  const float ax = std::fabs(x);
+  const bool high = ax > 0.5f;
+  const float z = high ? 0.5f * (1.0f - ax) : x * x;
+  const float t = high ? std::sqrt(z) : x;
+  const float p = fast_asin_poly(t, z);
+  float y = high ? (x < 0.0f ? 3.14159265358979323846f - (p + p) : p + p) : 1.5707963267948966f - p;
+  y = ax > 1.0f ? NAN : y;
+  return x != x ? x : y;
+}
+// tan on the sine's reduction (fast_trig_reduce): tan z = z + z^3 P(z^2) on [-pi/4, pi/4], -1/tan z in the odd
+// quadrants; |x| > kFastTrigLimit, inf and NaN are recomputed by the caller
+DG_FAST_INLINE float fast_tanf(float x) {
+  const TrigReduced t = fast_trig_reduce(x);
+  const float zz = t.zz;
+  float y = (((((9.38540185543E-3f * zz + 3.11992232697E-3f) * zz + 2.44301354525E-2f) * zz + 5.34112807005E-2f) *
+                  zz + 1.33387994085E-1f) * zz + 3.33331568548E-1f) * zz * t.z + t.z;
+  y = (t.octant & 2) ? -1.0f / y : y;
+  uint32_t xb;
+  std::memcpy(&xb, &x, 4);
+  return flip_sign(y, xb & 0x80000000u);
+}
+
+template <typename T> inline T k_log1p(T x) { return std::log1p(x); }
+template <> inline float k_log1p<float>(float x) { return fast_log1pf(x); }
+template <typename T> inline T k_expm1(T x) { return std::expm1(x); }
+template <> inline float k_expm1<float>(float x) { return fast_expm1f(x); }
+template <typename T> inline T k_log2(T x) { return std::log2(x); }
+template <> inline float k_log2<float>(float x) { return fast_log2f(x); }
+template <typename T> inline T k_log10(T x) { return std::log10(x); }
+template <> inline float k_log10<float>(float x) { return fast_log10f(x); }
+template <typename T> inline T k_asin(T x) { return std::asin(x); }
+template <> inline float k_asin<float>(float x) { return fast_asinf(x); }
+template <typename T> inline T k_acos(T x) { return std::acos(x); }
+template <> inline float k_acos<float>(float x) { return fast_acosf(x); }
+template <typename T> inline T k_atan(T x) { return std::atan(x); }
+template <> inline float k_atan<float>(float x) { return fast_atanf(x); }
+template <typename T> inline T k_sinh(T x) { return std::sinh(x); }
+template <> inline float k_sinh<float>(float x) { return fast_sinhf(x); }
+template <typename T> inline T k_atan2(T a, T b) { return std::atan2(a, b); }
+template <> inline float k_atan2<float>(float a, float b) { return fast_atan2f(a, b); }
 
 template <typename T> inline T k_exp(T x) { return std::exp(x); }
 template <> inline float k_exp<float>(float x) { return fast_expf(x); }

@@ -33,9 +33,17 @@ Tensor unary_kernel(UnaryKind k, const Tensor& a, DType out_dtype, double p0 = 0
 bool unary_grad_fusable(const Tensor& grad, const Tensor& a);
 Tensor unary_grad_kernel(UnaryKind k, const Tensor& grad, const Tensor& a);
 
-enum class BinaryKind { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Atan2, Eq, Ne, Lt, Le, Gt, Ge, And, Or, Xor };
+// Remainder: a - floor(a / b) b (the divisor's sign, as Python's %); Fmod: a - trunc(a / b) b (C's fmod); an integer
+// divisor 0 gives 0 (the ops refuse it first: has_zero_kernel). FloorDivide / TruncDivide: the quotients their
+// gradients read, floating point only (FloorDivide rounds as numpy's floor_divide).
+enum class BinaryKind {
+  Add, Sub, Mul, Div, Pow, Maximum, Minimum, Atan2, Remainder, Fmod, FloorDivide, TruncDivide,
+  Eq, Ne, Lt, Le, Gt, Ge, And, Or, Xor
+};
 // out = a (op) b with broadcasting; inputs are converted to compute_dtype; comparisons give bool.
 Tensor binary_kernel(BinaryKind k, const Tensor& a, const Tensor& b, DType compute_dtype, const char* op);
+// Whether some element of t is zero (the integer divisors of remainder and fmod).
+bool has_zero_kernel(const Tensor& t);
 // dst += src in place (same shape, same floating dtype); dst may be a strided view. For the engine's own buffers.
 void add_into_kernel(const Tensor& dst, const Tensor& src);
 // dst = dst (op) other in place, other broadcast to dst (float32/float64 of one dtype; the caller checks overlap).
@@ -56,6 +64,16 @@ Tensor reduce_kernel(ReduceKind k, const Tensor& a, const std::vector<int64_t>& 
 // out = the running sum of a along d (wrapped), from the end if reverse, in a's dtype (float32, float64, int64,
 // the halves): float32 accumulates in double, the halves in float32 (torch's CPU acc types), int64 wraps.
 Tensor cumsum_kernel(const Tensor& a, int64_t d, bool reverse);
+// The running product (accumulated as cumsum's: float32 in double, int64 wrapping) and the running
+// log(sum(exp)) (float32, float64 or a half type), in a's dtype.
+Tensor cumprod_kernel(const Tensor& a, int64_t d, bool reverse);
+Tensor logcumsumexp_kernel(const Tensor& a, int64_t d, bool reverse);
+// y_k = b_k + c_k y_{k-1} along d (y_{k+1} from the end if reverse; the first y is b's), b and c of one shape and
+// floating dtype; float32 accumulates in double.
+Tensor linear_recurrence_kernel(const Tensor& b, const Tensor& c, int64_t d, bool reverse);
+// The int64 index along d of the running max (min) of a: the latest position holding it (torch updates on >=, <=);
+// a NaN, once seen, stays the extremum, its index the latest NaN's.
+Tensor cumulative_extremum_index_kernel(const Tensor& a, int64_t d, bool is_max);
 
 // softmax / log_softmax over dim (Note [Softmax in float32] in reduce.cpp), and their backward given the output:
 // the gradient with respect to the input, out and grad of one shape and floating dtype.

@@ -1,4 +1,7 @@
-// scan.cpp: the running sum along one dim (cumsum and, reversed, its derivative).
+// scan.cpp: the scans along one dim: the running sum (cumsum and, reversed, its derivative), product and
+// log-sum-exp, the first-order linear recurrence their derivatives are made of, and the running extremum's index.
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "kernels.h"
@@ -9,9 +12,10 @@ namespace dyngrad {
 namespace {
 
 // Acc: the accumulator, torch's acc_type on the CPU (double for float32, as numpy's float64 accumulate that the
-// reference engine runs; int64 wraps, done in uint64 because signed overflow is undefined)
-template <typename T, typename Acc>
-void running_sum(const Tensor& a, const Tensor& out, int64_t d, bool reverse) {
+// reference engine runs; int64 wraps, done in uint64 because signed overflow is undefined). step(acc, x) is the
+// next accumulator, starting from init.
+template <typename T, typename Acc, typename Step>
+void running_scan(const Tensor& a, const Tensor& out, int64_t d, bool reverse, Acc init, Step step) {
   const AroundDim around = around_dim(a->shape, d);
   const int64_t outer = around.outer, n = around.n, inner = around.inner;
   const T* x = a->data<T>();
@@ -20,13 +24,13 @@ void running_sum(const Tensor& a, const Tensor& out, int64_t d, bool reverse) {
   parallel_for(outer, [&](int64_t lo, int64_t hi) {
     std::vector<Acc> acc((size_t)inner);
     for (int64_t o = lo; o < hi; ++o) {
-      std::fill(acc.begin(), acc.end(), Acc(0));
-      for (int64_t step = 0; step < n; ++step) {
-        const int64_t j = reverse ? n - 1 - step : step;
+      std::fill(acc.begin(), acc.end(), init);
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t j = reverse ? n - 1 - k : k;
         const T* src = x + (o * n + j) * inner;
         T* dst = y + (o * n + j) * inner;
         for (int64_t i = 0; i < inner; ++i) {
-          acc[i] = (Acc)(acc[i] + (Acc)src[i]);
+          acc[i] = step(acc[i], (Acc)src[i]);
           dst[i] = (T)acc[i];
         }
       }
@@ -34,22 +38,144 @@ void running_sum(const Tensor& a, const Tensor& out, int64_t d, bool reverse) {
   }, grain);
 }
 
+// log(exp(x) + exp(y)) without overflow; equal infinities stay (x + log 2 is x), NaN propagates (numpy's logaddexp)
+template <typename Acc>
+inline Acc log_add_exp(Acc x, Acc y) {
+  if (x == y) return x + Acc(M_LN2);
+  const Acc hi = x > y ? x : y, lo = x > y ? y : x;
+  if (hi != hi || lo != lo) return x + y;
+  return hi + std::log1p(std::exp(lo - hi));
+}
+
+// a in a dtype the scans compute in (float32, float64, int64), or the error naming the op
+Tensor scan_input(const Tensor& a_in, const char* op, bool integers) {
+  const DType dt = a_in->dtype;
+  DG_CHECK(dt == DType::Float32 || dt == DType::Float64 || (integers && dt == DType::Int64), TypeError, op,
+           ": expected a float32, float64", integers ? " or int64" : "", " tensor (the API converts the others), got ",
+           dtype_name(dt), ".");
+  return contiguous_data(a_in);
+}
+
 }  // namespace
 
 Tensor cumsum_kernel(const Tensor& a_in, int64_t d, bool reverse) {
   if (is_half(a_in->dtype))  // Note [Half types]: accumulated in float32, rounded once per element
     return contiguous_copy(cumsum_kernel(contiguous_copy(a_in, DType::Float32), d, reverse), a_in->dtype);
-  const DType dt = a_in->dtype;
-  DG_CHECK(dt == DType::Float32 || dt == DType::Float64 || dt == DType::Int64, TypeError,
-           "cumsum: expected a float32, float64 or int64 tensor (the API converts the others), got ",
-           dtype_name(dt), ".");
-  Tensor a = contiguous_data(a_in);
-  Tensor out = empty(a->shape, dt);
+  Tensor a = scan_input(a_in, "cumsum", true);
+  Tensor out = empty(a->shape, a->dtype);
   if (out->numel == 0) return out;
-  switch (dt) {
-    case DType::Float32: running_sum<float, double>(a, out, d, reverse); break;
-    case DType::Float64: running_sum<double, double>(a, out, d, reverse); break;
-    default: running_sum<int64_t, uint64_t>(a, out, d, reverse); break;
+  switch (a->dtype) {
+    case DType::Float32: running_scan<float, double>(a, out, d, reverse, 0.0, std::plus<double>()); break;
+    case DType::Float64: running_scan<double, double>(a, out, d, reverse, 0.0, std::plus<double>()); break;
+    default: running_scan<int64_t, uint64_t>(a, out, d, reverse, 0, std::plus<uint64_t>()); break;
+  }
+  return out;
+}
+
+Tensor cumprod_kernel(const Tensor& a_in, int64_t d, bool reverse) {
+  if (is_half(a_in->dtype))
+    return contiguous_copy(cumprod_kernel(contiguous_copy(a_in, DType::Float32), d, reverse), a_in->dtype);
+  Tensor a = scan_input(a_in, "cumprod", true);
+  Tensor out = empty(a->shape, a->dtype);
+  if (out->numel == 0) return out;
+  switch (a->dtype) {
+    case DType::Float32: running_scan<float, double>(a, out, d, reverse, 1.0, std::multiplies<double>()); break;
+    case DType::Float64: running_scan<double, double>(a, out, d, reverse, 1.0, std::multiplies<double>()); break;
+    default: running_scan<int64_t, uint64_t>(a, out, d, reverse, 1, std::multiplies<uint64_t>()); break;
+  }
+  return out;
+}
+
+Tensor logcumsumexp_kernel(const Tensor& a_in, int64_t d, bool reverse) {
+  if (is_half(a_in->dtype))
+    return contiguous_copy(logcumsumexp_kernel(contiguous_copy(a_in, DType::Float32), d, reverse), a_in->dtype);
+  Tensor a = scan_input(a_in, "logcumsumexp", false);
+  Tensor out = empty(a->shape, a->dtype);
+  if (out->numel == 0) return out;
+  const double lowest = -std::numeric_limits<double>::infinity();
+  if (a->dtype == DType::Float32) running_scan<float, double>(a, out, d, reverse, lowest, log_add_exp<double>);
+  else running_scan<double, double>(a, out, d, reverse, lowest, log_add_exp<double>);
+  return out;
+}
+
+namespace {
+template <typename T, typename Acc>
+void recurrence(const Tensor& b, const Tensor& c, const Tensor& out, int64_t d, bool reverse) {
+  const AroundDim around = around_dim(b->shape, d);
+  const int64_t outer = around.outer, n = around.n, inner = around.inner;
+  const T* bs = b->data<T>();
+  const T* cs = c->data<T>();
+  T* y = out->data<T>();
+  const int64_t grain = std::max<int64_t>(1, parallel_grain() / std::max<int64_t>(n * inner, 1));
+  parallel_for(outer, [&](int64_t lo, int64_t hi) {
+    std::vector<Acc> acc((size_t)inner);
+    for (int64_t o = lo; o < hi; ++o) {
+      std::fill(acc.begin(), acc.end(), Acc(0));
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t at = (o * n + (reverse ? n - 1 - k : k)) * inner;
+        for (int64_t i = 0; i < inner; ++i) {
+          acc[i] = (Acc)bs[at + i] + (Acc)cs[at + i] * acc[i];
+          y[at + i] = (T)acc[i];
+        }
+      }
+    }
+  }, grain);
+}
+
+template <typename T>
+void extremum_index(const Tensor& a, const Tensor& out, int64_t d, bool is_max) {
+  const AroundDim around = around_dim(a->shape, d);
+  const int64_t outer = around.outer, n = around.n, inner = around.inner;
+  const T* x = a->data<T>();
+  int64_t* idx = out->data<int64_t>();
+  const int64_t grain = std::max<int64_t>(1, parallel_grain() / std::max<int64_t>(n * inner, 1));
+  parallel_for(outer, [&](int64_t lo, int64_t hi) {
+    std::vector<T> best((size_t)inner);
+    std::vector<int64_t> at((size_t)inner);
+    for (int64_t o = lo; o < hi; ++o) {
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t row = (o * n + k) * inner;
+        for (int64_t i = 0; i < inner; ++i) {
+          const T v = x[row + i];
+          // a NaN takes over and stays (v != v), as torch's cummax: isnan(x) || (!isnan(best) && x >= best)
+          if (k == 0 || v != v || (best[i] == best[i] && (is_max ? v >= best[i] : v <= best[i]))) {
+            best[i] = v;
+            at[i] = k;
+          }
+          idx[row + i] = at[i];
+        }
+      }
+    }
+  }, grain);
+}
+}  // namespace
+
+Tensor linear_recurrence_kernel(const Tensor& b_in, const Tensor& c_in, int64_t d, bool reverse) {
+  DG_CHECK(b_in->shape == c_in->shape && b_in->dtype == c_in->dtype, RuntimeError,
+           "linear_recurrence: expected b and c of one shape and dtype, got ", shape_str(b_in->shape), " ",
+           dtype_name(b_in->dtype), " and ", shape_str(c_in->shape), " ", dtype_name(c_in->dtype), ".");
+  if (is_half(b_in->dtype))
+    return contiguous_copy(linear_recurrence_kernel(contiguous_copy(b_in, DType::Float32),
+                                                    contiguous_copy(c_in, DType::Float32), d, reverse),
+                           b_in->dtype);
+  Tensor b = scan_input(b_in, "linear_recurrence", false), c = contiguous_data(c_in);
+  Tensor out = empty(b->shape, b->dtype);
+  if (out->numel == 0) return out;
+  if (b->dtype == DType::Float32) recurrence<float, double>(b, c, out, d, reverse);
+  else recurrence<double, double>(b, c, out, d, reverse);
+  return out;
+}
+
+Tensor cumulative_extremum_index_kernel(const Tensor& a_in, int64_t d, bool is_max) {
+  // the order of the values is kept by widening: halves to float32, bool and the narrow integers to int64
+  const DType compute = is_floating(a_in->dtype) ? widen(a_in->dtype) : DType::Int64;
+  Tensor a = contiguous_data(a_in->dtype == compute ? a_in : contiguous_copy(a_in, compute));
+  Tensor out = empty(a->shape, DType::Int64);
+  if (out->numel == 0) return out;
+  switch (compute) {
+    case DType::Float32: extremum_index<float>(a, out, d, is_max); break;
+    case DType::Float64: extremum_index<double>(a, out, d, is_max); break;
+    default: extremum_index<int64_t>(a, out, d, is_max); break;
   }
   return out;
 }

@@ -158,8 +158,8 @@ div               ops.pointwise.div                   fn,method,out   div_      
 divide            ops.pointwise.div                   fn,method,out   divide_      -   div,numpy
 true_divide       ops.pointwise.true_divide           fn,method,out   true_divide_ -   div
 floor_divide      ops.pointwise.floor_divide          fn,method,out   floor_divide_ -  numpy
-remainder         ops.pointwise.remainder             fn,method,out   remainder_   -   numpy
-fmod              ops.pointwise.fmod                  fn,method,out   fmod_        -   numpy
+remainder         ops.pointwise.remainder             fn,method,out   remainder_   hot prim
+fmod              ops.pointwise.fmod                  fn,method,out   fmod_        hot prim
 addcmul           ops.pointwise.addcmul               fn,method,out   addcmul_     -   mul,add
 addcdiv           ops.pointwise.addcdiv               fn,method,out   addcdiv_     -   mul,div,add
 lerp              ops.pointwise.lerp                  fn,method,out   lerp_        -   sub,mul,add,where
@@ -184,7 +184,7 @@ clamp_max         ops.pointwise.clamp_max             fn,method,out   clamp_max_
 nan_to_num        ops.pointwise.nan_to_num            fn,method,out   nan_to_num_  -   where,isnan,compare
 copysign          ops.pointwise.copysign              fn,method,out   copysign_    -   numpy
 hypot             ops.pointwise.hypot                 fn,method,out   hypot_       -   numpy
-atan2             ops.pointwise.atan2                 fn,method,out   atan2_       -   prim
+atan2             ops.pointwise.atan2                 fn,method,out   atan2_       hot prim
 arctan2           ops.pointwise.atan2                 fn,method,out   arctan2_     -   atan2
 logaddexp         ops.pointwise.logaddexp             fn,method,out   -            -   numpy
 logaddexp2        ops.pointwise.logaddexp2            fn,method,out   -            -   numpy
@@ -299,7 +299,7 @@ logsumexp         ops.special.logsumexp               special,out     -         
 sum               ops.masked.sum                      masked          -            -   where,sum
 prod              ops.masked.prod                     masked          -            -   where,to_dtype,prod
 cumsum            ops.masked.cumsum                   masked          -            -   where,cumsum
-cumprod           ops.masked.cumprod                  masked          -            -   where,cumprod,numpy
+cumprod           ops.masked.cumprod                  masked          -            -   where,cumprod
 amax              ops.masked.amax                     masked          -            -   where,amax
 amin              ops.masked.amin                     masked          -            -   where,amin
 argmax            ops.masked.argmax                   masked          -            -   where,argmax
@@ -340,16 +340,16 @@ norm              ops.reduction.norm                  fn              -         
 norm              ops.reduction.norm_method           method          -            -   abs,sum,sqrt,pow_scalar,amax,amin,where
 sum_to_size       ops.reduction.sum_to_size           method          -            -   sum,reshape
 # ----- scans ------------------------------------------------------------------------------------------------
-cumsum            ops.scan.cumsum                     fn,method,out   cumsum_      -   prim
-cumprod           ops.scan.cumprod                    fn,method,out   cumprod_     -   index_select,where,div,mul,numpy
-cummax            ops.scan.cummax                     fn,method,out   -            -   gather,numpy
-cummin            ops.scan.cummin                     fn,method,out   -            -   gather,numpy
-logcumsumexp      ops.scan.logcumsumexp               fn,method,out   -            -   index_select,where,log,exp,numpy
+cumsum            ops.scan.cumsum                     fn,method,out   cumsum_      hot prim
+cumprod           ops.scan.cumprod                    fn,method,out   cumprod_     -   prim
+cummax            ops.scan.cummax                     fn,method,out   -            -   cummax
+cummin            ops.scan.cummin                     fn,method,out   -            -   cummin
+logcumsumexp      ops.scan.logcumsumexp               fn,method,out   -            -   prim
 # ----- sorting and order statistics -------------------------------------------------------------------------
-sort              ops.sorting.sort                    fn,method,out   -            -   sort
-argsort           ops.sorting.argsort                 fn,method,out   -            -   argsort
+sort              ops.sorting.sort                    fn,method,out   -            hot sort
+argsort           ops.sorting.argsort                 fn,method,out   -            hot argsort
 msort             ops.sorting.msort                   fn,method,out   -            -   sort
-topk              ops.sorting.topk                    fn,method,out   -            -   topk,clone
+topk              ops.sorting.topk                    fn,method,out   -            hot topk,clone
 kthvalue          ops.sorting.kthvalue                fn,method,out   -            -   gather,numpy
 median            ops.sorting.median                  fn,method,out   -            -   gather,mul,numpy
 nanmedian         ops.sorting.nanmedian               fn,method,out   -            -   gather,mul,numpy
@@ -435,7 +435,7 @@ ldl_factor_ex     ops.linalg.ldl_factor_ex            linalg,out      -         
 ldl_solve         ops.linalg.ldl_solve                linalg,out      -            -   numpy
 tensorinv         ops.linalg.tensorinv                linalg,out      -            -   reshape,matmul,numpy
 tensorsolve       ops.linalg.tensorsolve              linalg,out      -            -   permute,reshape,matmul,numpy
-vander            ops.linalg.vander                   linalg          -            -   expand,cumprod,cat,numpy
+vander            ops.linalg.vander                   linalg          -            -   expand,cumprod,cat
 lu                ops.linalg.torch_lu                 fn,method       -            -   matmul,mul,cat,numpy
 lu_unpack         ops.linalg.lu_unpack                fn,out          -            -   mul,add,numpy
 lu_solve          ops.linalg.torch_lu_solve           fn,method,out   -            -   matmul,mul,expand,numpy
@@ -979,8 +979,8 @@ __lshift__        ops.tensor.OPERATORS                op              -         
 __rlshift__       ops.tensor.OPERATORS                op              -            -   bitwise_left_shift,numpy
 __rshift__        ops.tensor.OPERATORS                op              -            -   bitwise_right_shift,numpy
 __rrshift__       ops.tensor.OPERATORS                op              -            -   bitwise_right_shift,numpy
-__mod__           ops.tensor.OPERATORS                op              -            -   remainder,numpy
-__rmod__          ops.tensor.OPERATORS                op              -            -   remainder,numpy
+__mod__           ops.tensor.OPERATORS                op              -            -   remainder
+__rmod__          ops.tensor.OPERATORS                op              -            -   remainder
 __floordiv__      ops.tensor.OPERATORS                op              -            -   floor_divide,numpy
 __rfloordiv__     ops.tensor.OPERATORS                op              -            -   floor_divide,numpy
 __eq__            ops.tensor.OPERATORS                op              -            -   compare
@@ -993,7 +993,7 @@ __iadd__          ops.tensor.INPLACE_OPERATORS        op              -         
 __isub__          ops.tensor.INPLACE_OPERATORS        op              -            -   sub
 __imul__          ops.tensor.INPLACE_OPERATORS        op              -            -   mul
 __itruediv__      ops.tensor.INPLACE_OPERATORS        op              -            -   div
-__imod__          ops.tensor.INPLACE_OPERATORS        op              -            -   remainder,numpy
+__imod__          ops.tensor.INPLACE_OPERATORS        op              -            -   remainder
 __ifloordiv__     ops.tensor.INPLACE_OPERATORS        op              -            -   floor_divide,numpy
 __iand__          ops.tensor.INPLACE_OPERATORS        op              -            -   bitwise_and,numpy
 __ior__           ops.tensor.INPLACE_OPERATORS        op              -            -   bitwise_or,numpy

@@ -14,8 +14,9 @@ import numpy as np
 from .dtypes import from_numpy_dtype
 from .tensor import make_tensor, scalar_tensor
 from .ops_math import add, sub, mul, div, neg, pow, pow_scalar, where, compare, logical_and, sum, sum_to, matmul, mean
-from .ops_math import cumsum
+from .ops_math import cumsum, logcumsumexp, linear_recurrence, scan_shift, quotient
 from .primitives import exp, log, cos, sin, sigmoid, tanh, sign, rsqrt, conj
+from .primitives import abs as absolute
 from .ops_shape import to_dtype, reshape, permute, expand, slice, slice_scatter, mT, select, cat, stack
 from .ops_shape import view_as_real, view_as_complex, contiguous
 from .ops_index import index_select, index_add, gather, scatter_add, take, put, put_add
@@ -23,6 +24,7 @@ from .ops_nn import softmax, unfold, fold, cross_entropy_target, LSTM, GRU, RNN_
 from .engine import vjp
 from .grad_mode import GradModeGuard
 from .node import next_sequence_nr
+from . import kernels
 from . import primitives as prim    # the fused derivatives: prim.tanh_backward is a primitive, tanh_backward a formula
 
 
@@ -157,6 +159,18 @@ def atan2_backward(grad, s):
     inv = where(origin, num(0, r2), div(num(1, r2), where(origin, num(1, r2), r2)))
     return (mul(mul(grad, b), inv) if s.needs_input_grad[0] else None,
             neg(mul(mul(grad, a), inv)) if s.needs_input_grad[1] else None)
+
+
+# out = remainder(a, b) = a - floor(a / b) b  ->  da = grad, db = -grad floor(a / b); fmod the same with trunc (the
+# quotient a kernel's value: a constant of the formula)
+def remainder_backward(grad, s):
+    return (grad if s.needs_input_grad[0] else None,
+            neg(mul(grad, quotient(kernels.floor_divide, s.a, s.b, grad.dtype))) if s.needs_input_grad[1] else None)
+
+
+def fmod_backward(grad, s):
+    return (grad if s.needs_input_grad[0] else None,
+            neg(mul(grad, quotient(kernels.trunc_divide, s.a, s.b, grad.dtype))) if s.needs_input_grad[1] else None)
 
 
 # out = cond ? a : b  ->  da = cond ? grad : 0, db = cond ? 0 : grad
@@ -386,6 +400,36 @@ def logsumexp_backward(grad, s):
 # out = cumsum(a, dim)  ->  da_i = sum_{k >= i} grad_k: the running sum the other way
 def cumsum_backward(grad, s):
     return (cumsum(grad, s.dim, not s.reverse),)
+
+
+# out = cumprod(a)  ->  da_k = L_k S_k: L = out moved one place (1 at the start), S_k = grad_k + a_{k+1} S_{k+1}
+# (derivatives.cpp: no division, exact with zeros)
+def cumprod_backward(grad, s):
+    before = scan_shift(s.out, s.dim, s.reverse, 1)
+    after = linear_recurrence(grad, scan_shift(s.a, s.dim, not s.reverse, 0), s.dim, not s.reverse)
+    return (mul(before, after),)
+
+
+# the lowest finite value of a floating dtype (torch's logcumsumexp_backward puts it where log|grad| is -inf)
+LOWEST_FINITE = {"float16": -65504.0, "float32": -float(np.finfo(np.float32).max), "bfloat16": -3.3895313892515355e38}
+
+
+# out = logcumsumexp(a)  ->  da_i = sum_{k >= i} grad_k exp(a_i - out_k), in log space with grad's signs apart
+def logcumsumexp_backward(grad, s):
+    zero, lowest = num(0, grad), num(LOWEST_FINITE.get(grad.dtype.name, -np.finfo(np.float64).max), grad)
+    log_abs = log(absolute(where(compare("eq", grad, zero), num(1, grad), grad)))
+    parts = []
+    for sign_ in ("gt", "lt"):
+        log_part = where(compare(sign_, grad, zero), log_abs, lowest)
+        parts.append(exp(add(logcumsumexp(sub(log_part, s.out), s.dim, not s.reverse), s.a)))
+    return (sub(parts[0], parts[1]),)
+
+
+# y_k = b_k + c_k y_{k-1}  ->  gb_k = grad_k + c_{k+1} gb_{k+1}, gc_k = gb_k y_{k-1}
+def linear_recurrence_backward(grad, s):
+    gb = linear_recurrence(grad, scan_shift(s.c, s.dim, not s.reverse, 0), s.dim, not s.reverse)
+    return (gb if s.needs_input_grad[0] else None,
+            mul(gb, scan_shift(s.out, s.dim, s.reverse, 0)) if s.needs_input_grad[1] else None)
 
 
 # ===== linear algebra ==========================================================================================

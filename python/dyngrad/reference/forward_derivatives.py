@@ -9,7 +9,7 @@ expands each tangent to its output's shape and casts it to its dtype.
 """
 from .tensor import make_tensor, scalar_tensor, full
 from .ops_math import (add, sub, mul, div, neg, pow, pow_scalar, where, compare, logical_and, sum, matmul, mean,
-                       cumsum)
+                       cumsum, linear_recurrence, scan_shift, quotient)
 from .primitives import exp, log, cos, sin, sigmoid, sign, rsqrt, conj
 from .ops_shape import to_dtype, reshape, permute, expand, slice, slice_scatter, cat, clone, contiguous
 from .ops_shape import view_as_real, view_as_complex, select
@@ -19,6 +19,7 @@ from .engine import vjp
 from .grad_mode import GradModeGuard
 from .node import next_sequence_nr
 from .derivatives import layer_norm_backward_definition, rnn_layer_backward_definition
+from . import kernels
 from . import primitives as prim
 from . import dtypes as _dt
 from . import forward_ad
@@ -146,6 +147,15 @@ def maximum_jvp(t, out, s):
 
 def minimum_jvp(t, out, s):
     return _extremum_pair_jvp(t, s, "gt", "lt")
+
+
+# d remainder(a, b) = ta - floor(a / b) tb; d fmod(a, b) = ta - trunc(a / b) tb (the quotients are constants)
+def remainder_jvp(t, out, s):
+    return minus(t[0], times(t[1], quotient(kernels.floor_divide, s.a, s.b, out.dtype)))
+
+
+def fmod_jvp(t, out, s):
+    return minus(t[0], times(t[1], quotient(kernels.trunc_divide, s.a, s.b, out.dtype)))
 
 
 # d atan2(a, b) = (ta b - tb a) / (a^2 + b^2), 0 at the origin as the backward
@@ -342,6 +352,23 @@ def logsumexp_jvp(t, out, s):
 
 def cumsum_jvp(t, out, s):
     return cumsum(t[0], s.dim, s.reverse)
+
+
+# d out_k = a_k d out_{k-1} + t_k out_{k-1}: the linear recurrence over a
+def cumprod_jvp(t, out, s):
+    return linear_recurrence(mul(t[0], scan_shift(out, s.dim, s.reverse, 1)), s.a, s.dim, s.reverse)
+
+
+# d out_k = w_k t_k + (1 - w_k) d out_{k-1}, w_k = exp(a_k - out_k), 1 - w_k = exp(out_{k-1} - out_k)
+def logcumsumexp_jvp(t, out, s):
+    keep = exp(sub(scan_shift(out, s.dim, s.reverse, float("-inf")), out))
+    return linear_recurrence(mul(t[0], exp(sub(s.a, out))), keep, s.dim, s.reverse)
+
+
+# d y_k = (tb_k + tc_k y_{k-1}) + c_k d y_{k-1}
+def linear_recurrence_jvp(t, out, s):
+    driven = plus(t[0], times(t[1], scan_shift(out, s.dim, s.reverse, 0)))
+    return linear_recurrence(expand(driven, out.shape), s.c, s.dim, s.reverse)
 
 
 # ---- linear algebra ----

@@ -40,6 +40,26 @@ def int_pow(a, b):
 maximum = (lambda a, b: np.maximum(a, b))
 minimum = (lambda a, b: np.minimum(a, b))
 atan2 = (lambda a, b: np.arctan2(a, b))
+
+
+@quiet
+def fmod(a, b):
+    """C's fmod, a - trunc(a / b) b; an integer divisor 0 or -1 gives 0 (Note [Remainders] in
+    kernels/elementwise.cpp: the ops refuse 0 first, and -1 avoids INT64_MIN's overflow)."""
+    if a.dtype.kind == "f":
+        return np.fmod(a, b)
+    safe = np.where((b == 0) | (b == -1), 1, b).astype(b.dtype)
+    return np.where((b == 0) | (b == -1), 0, np.fmod(a, safe)).astype(np.result_type(a, b))
+
+
+def remainder(a, b):
+    """a - floor(a / b) b: fmod moved into the divisor's sign, as torch's kernel (a zero keeps fmod's sign)."""
+    r = fmod(a, b)
+    return np.where((r != 0) & ((b < 0) != (r < 0)), r + b, r).astype(r.dtype)
+
+
+floor_divide = quiet(lambda a, b: np.floor_divide(a, b))       # the quotients of remainder's and fmod's
+trunc_divide = quiet(lambda a, b: np.trunc(a / b))              # derivatives (floating point)
 where = (lambda cond, a, b: np.where(cond, a, b))
 clamp = (lambda a, lo, hi: np.clip(a, lo, hi))
 exp = quiet(lambda a: np.exp(a))
@@ -95,6 +115,57 @@ def cumsum(a, d, reverse):
     x = np.flip(a, d) if reverse else a
     out = np.add.accumulate(x.astype(np.float64) if a.dtype == np.float32 else x, axis=d).astype(a.dtype)
     return np.asarray(np.flip(out, d) if reverse else out, order="C")
+
+
+def _along(fn, a, d, reverse):
+    """fn(x) of a flipped along d when reverse, flipped back, C-contiguous."""
+    x = np.flip(a, d) if reverse else a
+    out = fn(x)
+    return np.asarray(np.flip(out, d) if reverse else out, order="C")
+
+
+@quiet
+def cumprod(a, d, reverse):
+    """The running product along d in a's dtype, accumulated as cumsum (float32 in float64, int64 wrapping)."""
+    return _along(lambda x: np.multiply.accumulate(x.astype(np.float64) if a.dtype == np.float32 else x,
+                                                   axis=d).astype(a.dtype), a, d, reverse)
+
+
+@quiet
+def logcumsumexp(a, d, reverse):
+    """The running log(sum(exp)) along d (float32 in float64): numpy's logaddexp, as scan.cpp's."""
+    return _along(lambda x: np.logaddexp.accumulate(x.astype(np.float64) if a.dtype == np.float32 else x,
+                                                    axis=d).astype(a.dtype), a, d, reverse)
+
+
+@quiet
+def linear_recurrence(b, c, d, reverse):
+    """y_k = b_k + c_k y_{k-1} along d (y_{k+1} if reverse), float32 in float64: a loop over d, as scan.cpp's."""
+    wide = np.float64 if b.dtype == np.float32 else b.dtype
+    bs, cs = np.moveaxis(b, d, 0).astype(wide), np.moveaxis(c, d, 0).astype(wide)
+    y = np.empty_like(bs)
+    acc = np.zeros(bs.shape[1:], dtype=wide)
+    n = bs.shape[0]
+    for k in (range(n - 1, -1, -1) if reverse else range(n)):
+        acc = bs[k] + cs[k] * acc
+        y[k] = acc
+    return np.ascontiguousarray(np.moveaxis(y, 0, d).astype(b.dtype))
+
+
+def cumulative_extremum_index(a, d, is_max):
+    """The index along d of the running max (min): the latest position holding it (torch updates on >=, <=), a
+    NaN once seen staying, its index the latest NaN's (scan.cpp's loop)."""
+    if a.ndim == 0 or a.size == 0:
+        return np.zeros(a.shape, dtype=np.int64)
+    x = a.astype(np.int64) if a.dtype.kind in "bui" else a
+    running = (np.maximum if is_max else np.minimum).accumulate(x, axis=d)
+    holds = x == running
+    if x.dtype.kind == "f":
+        holds |= np.isnan(x)
+    shape = [1] * x.ndim
+    shape[d] = x.shape[d]
+    positions = np.where(holds, np.arange(x.shape[d]).reshape(shape), -1)
+    return np.ascontiguousarray(np.maximum.accumulate(positions, axis=d).astype(np.int64))
 
 
 # the derivatives f' of unary ops (kernels/kernels.h's derivative helpers): x's dtype, computed as their formulas

@@ -11,6 +11,7 @@ import numpy as np
 from . import dtypes as _dt
 from . import errors, kernels
 from . import forward_ad
+from . import ops_shape
 from .errors import shape_str
 from .ops import record, any_requires_grad, needs_input_grad, check_float, normalize_dims, unary_float_op
 from .ops import fresh as _fresh
@@ -216,6 +217,50 @@ def atan2(a, b):
         node.save("b", b)
     if forward_ad.active(): forward_ad.attach("atan2", out, (a, b), a=a, b=b)
     return out
+
+
+# out = a - floor(a / b) b (remainder) or a - trunc(a / b) b (fmod) in the promoted dtype; an integer divisor 0 is
+# refused (ops_math.cpp's modulo)
+def _modulo(kernel, a, b, op):
+    dtype = result_type(a, b)
+    if dtype is _dt.bool_:
+        raise NotImplementedError(f"{op}: not implemented for bool tensors.")
+    if not dtype.is_floating_point and b._data.size and (b._data == 0).any():
+        raise RuntimeError(f"{op}: integer division by zero (ZeroDivisionError).")
+    x, y = a._data, b._data
+    if x.shape != y.shape:
+        broadcast_shapes(x.shape, y.shape, op)
+    # each operand rounded to the result's dtype first, as torch's kernel: float16 x % 0.7 divides by 0.7002
+    compute = _wide(dtype)
+    return make_tensor(_fresh(_cast(kernel(_cast(_cast(x, dtype), compute), _cast(_cast(y, dtype), compute)), dtype)))
+
+
+def remainder(a, b):
+    out = _modulo(kernels.remainder, a, b, "remainder")
+    if any_requires_grad(a, b):
+        node = record("remainder", out, (a, b))
+        if needs_input_grad(node, 1):     # db = -grad floor(a / b); da = grad reads nothing
+            node.save("a", a)
+            node.save("b", b)
+    if forward_ad.active(): forward_ad.attach("remainder", out, (a, b), a=a, b=b)
+    return out
+
+
+def fmod(a, b):
+    out = _modulo(kernels.fmod, a, b, "fmod")
+    if any_requires_grad(a, b):
+        node = record("fmod", out, (a, b))
+        if needs_input_grad(node, 1):
+            node.save("a", a)
+            node.save("b", b)
+    if forward_ad.active(): forward_ad.attach("fmod", out, (a, b), a=a, b=b)
+    return out
+
+
+def quotient(kernel, a, b, dtype):
+    """The quotient floor(a / b) or trunc(a / b) of remainder's and fmod's derivatives in `dtype`: a kernel's
+    value, no node (it is piecewise constant)."""
+    return _binary(kernel, a, b, dtype, "quotient")
 
 
 def maximum(a, b):
@@ -461,6 +506,94 @@ def cumsum(a, dim, reverse):
         node.args = {"dim": d, "reverse": bool(reverse)}
     if forward_ad.active(): forward_ad.attach("cumsum", out, (a,), dim=d, reverse=bool(reverse))
     return out
+
+
+def _scan_dim(a, dim, op):
+    return wrap_dim(dim, a.ndim, op) if a.ndim else (wrap_dim(dim, 0, op), 0)[1]
+
+
+def _check_scan_dtype(a, integers, op):
+    if not (a.dtype in (_dt.float32, _dt.float64) or (integers and a.dtype is _dt.int64) or
+            (a.dtype.is_floating_point and a.dtype.itemsize == 2)):
+        raise TypeError(f"{op}: expected a float32, float64{' or int64' if integers else ''} tensor (the API "
+                        f"converts the others), got {a.dtype.name}.")
+
+
+def _scan_kernel(kernel, a, d, reverse, integers, op):
+    """kernel on a's values along d in a's dtype, the halves accumulated in float32 and rounded once (scan.cpp)."""
+    _check_scan_dtype(a, integers, op)
+    if a.ndim == 0:
+        return make_tensor(a._data.copy())
+    if a.dtype.itemsize == 2:
+        return make_tensor(_cast(kernel(a._data.astype(np.float32), d, reverse), a.dtype))
+    return make_tensor(kernel(a._data, d, reverse))
+
+
+# out_i = prod_{j <= i} a_j along dim (j >= i if reverse): ops_math.cpp's cumprod
+def cumprod(a, dim, reverse):
+    d = _scan_dim(a, dim, "cumprod")
+    out = _scan_kernel(kernels.cumprod, a, d, reverse, True, "cumprod")
+    if any_requires_grad(a):
+        node = record("cumprod", out, (a,))
+        node.save("a", a)
+        node.save("out", out, is_output=True)
+        node.args = {"dim": d, "reverse": bool(reverse)}
+    if forward_ad.active(): forward_ad.attach("cumprod", out, (a,), a=a, out=out, dim=d, reverse=bool(reverse))
+    return out
+
+
+# out_i = log(sum_{j <= i} exp(a_j)) along dim (j >= i if reverse), floating point
+def logcumsumexp(a, dim, reverse):
+    d = _scan_dim(a, dim, "logcumsumexp")
+    out = _scan_kernel(kernels.logcumsumexp, a, d, reverse, False, "logcumsumexp")
+    if any_requires_grad(a):
+        node = record("logcumsumexp", out, (a,))
+        node.save("a", a)
+        node.save("out", out, is_output=True)
+        node.args = {"dim": d, "reverse": bool(reverse)}
+    if forward_ad.active():
+        forward_ad.attach("logcumsumexp", out, (a,), a=a, out=out, dim=d, reverse=bool(reverse))
+    return out
+
+
+# y_k = b_k + c_k y_{k-1} along dim (y_{k+1} if reverse); b and c of one shape and floating dtype
+def linear_recurrence(b, c, dim, reverse):
+    d = _scan_dim(b, dim, "linear_recurrence")
+    if b.shape != c.shape or b.dtype is not c.dtype:
+        raise RuntimeError(f"linear_recurrence: expected b and c of one shape and dtype, got {shape_str(b.shape)} "
+                           f"{b.dtype.name} and {shape_str(c.shape)} {c.dtype.name}.")
+    _check_scan_dtype(b, False, "linear_recurrence")
+    if b.ndim == 0:
+        out = make_tensor(b._data.copy())
+    elif b.dtype.itemsize == 2:
+        out = make_tensor(_cast(kernels.linear_recurrence(b._data.astype(np.float32), c._data.astype(np.float32),
+                                                          d, reverse), b.dtype))
+    else:
+        out = make_tensor(kernels.linear_recurrence(b._data, c._data, d, reverse))
+    if any_requires_grad(b, c):
+        node = record("linear_recurrence", out, (b, c))
+        node.save("c", c)
+        if needs_input_grad(node, 1):
+            node.save("out", out, is_output=True)
+        node.args = {"dim": d, "reverse": bool(reverse)}
+    if forward_ad.active():
+        forward_ad.attach("linear_recurrence", out, (b, c), c=c, out=out, dim=d, reverse=bool(reverse))
+    return out
+
+
+# t moved one place along a scan: out_k = t_{k-1} (t_{k+1} if reverse), `fill` where the scan starts (ops_math.cpp)
+def scan_shift(t, d, reverse, fill):
+    if t.ndim == 0:
+        return make_tensor(np.full((), fill, dtype=t._data.dtype))
+    n = t.shape[d]
+    if n == 0:
+        return t
+    edge_shape = list(t.shape)
+    edge_shape[d] = 1
+    edge = make_tensor(np.full(tuple(edge_shape), fill, dtype=t._data.dtype))
+    if reverse:
+        return ops_shape.cat([ops_shape.slice(t, d, 1, n, 1), edge], d)
+    return ops_shape.cat([edge, ops_shape.slice(t, d, 0, n - 1, 1)], d)
 
 
 # Note [Unbroadcast]: sum the broadcast dims of t away so that it has `shape`.

@@ -1,8 +1,12 @@
-"""Reference engine: sort, argsort and topk along one dim, the twin of csrc/dyngrad/ops_sort.cpp and
+"""Reference engine: sort, argsort, topk, cummax and cummin along one dim, the twin of csrc/dyngrad/ops_sort.cpp and
 kernels/sort.cpp. The order is numpy's stable argsort with NaN the largest value (last ascending, first
-descending) and -0.0 equal to 0.0, which is the order the C++ kernel's keys give (Note [Sorting by keys]), so both
-engines pick the same elements among ties; the values are gather(a, dim, order), which carries the gradient."""
+descending) and -0.0 equal to 0.0, which is the order the C++ kernel's keys give with stable=True (Note [Sorting by
+keys]), so both engines pick the same elements among ties. For stable=False too: a stable order is one of the orders
+it allows (the C++ engine's introsort gives another among ties from 17 elements on). The values are
+gather(a, dim, order), which carries the gradient."""
 import numpy as np
+
+from . import kernels
 
 from .ops_index import gather
 from .tensor import make_tensor, wrap_dim
@@ -40,3 +44,18 @@ def topk(a, k, dim, largest):
         raise RuntimeError(f"topk: k ({k}) is out of range for dimension {d} of size {n}.")
     order = _order(a, d, k, largest)
     return gather(a, d, order), order
+
+
+def _cumulative_extremum(a, dim, is_max):
+    op = "cummax" if is_max else "cummin"
+    d = wrap_dim(dim, a.ndim, op) if a.ndim else (wrap_dim(dim, 0, op), 0)[1]
+    index = make_tensor(kernels.cumulative_extremum_index(a._data, d, is_max))
+    return gather(a, d, index), index
+
+
+def cummax(a, dim):
+    return _cumulative_extremum(a, dim, True)
+
+
+def cummin(a, dim):
+    return _cumulative_extremum(a, dim, False)

@@ -29,6 +29,8 @@ SavesCat = ("dim", "sizes")                                   # sizes: each inpu
 SavesIndex = ("index", "dim")                                 # index_select, index_add, gather...
 SavesPositions = ("positions",)                               # take, put, put_add: flat positions
 SavesScan = ("dim", "reverse")                                # cumsum
+SavesScanAOut = ("a", "out", "dim", "reverse")
+SavesRecurrence = ("c", "out", "dim", "reverse")
 SavesSoftmax = ("out", "dim")                                 # softmax, log_softmax
 SavesCrossEntropy = ("logits", "target", "reduction", "ignore_index", "label_smoothing")
 SavesWindow = ("window",)                                     # unfold, fold: (kh, kw, sh, sw, ph, pw, dh, dw)
@@ -56,7 +58,11 @@ PRIMITIVES = (
     ("pow_scalar",         "Pow",               SavesPowScalar,     "custom",         "cold", None),
     ("maximum",            "Maximum",           SavesAB,            "binary_tensors", "cold", None),
     ("minimum",            "Minimum",           SavesAB,            "binary_tensors", "cold", None),
-    ("atan2",              "Atan2",             SavesAB,            "binary_tensors", "cold", None),  # floats
+    ("atan2",              "Atan2",             SavesAB,            "binary_tensors", "hot",  None),  # floats
+    # remainder: a - floor(a/b) b
+    ("remainder",          "Remainder",         SavesAB,            "binary",         "hot",  None),
+    # fmod: a - trunc(a/b) b
+    ("fmod",               "Fmod",              SavesAB,            "binary",         "hot",  None),
     # where: cond: no gradient
     ("where",              "Where",             SavesCond,          "custom",         "cold", None),
     ("clamp",              "Clamp",             SavesClamp,         "custom",         "cold", None),
@@ -96,7 +102,10 @@ PRIMITIVES = (
     ("amin",               "Amin",              SavesReductionAOut, "reduction",      "cold", None),
     ("logsumexp",          "Logsumexp",         SavesReductionAOut, "reduction",      "cold", None),
     # cumsum: reverse: from the end
-    ("cumsum",             "Cumsum",            SavesScan,          "custom",         "cold", None),
+    ("cumsum",             "Cumsum",            SavesScan,          "custom",         "hot",  None),
+    ("cumprod",            "Cumprod",           SavesScanAOut,      "custom",         "cold", None),
+    ("logcumsumexp",       "Logcumsumexp",      SavesScanAOut,      "custom",         "cold", None),
+    ("linear_recurrence",  "LinearRecurrence",  SavesRecurrence,    "custom",         "cold", None),
     # matmul: 1-D: reshaped
     ("matmul",             "Matmul",            SavesMatmul,        "binary_tensors", "hot",  None),
     # family shape
@@ -169,8 +178,8 @@ conj = unary_forward("conj", kernels.conj)
 
 # ---- the other primitives, from the module of their family (ops_<family>.py) ----
 from .ops_math import (  # noqa: E402  (after the forwards above: op modules import them)
-    add, sub, mul, div, neg, pow, pow_scalar, maximum, minimum, atan2, where, clamp, leaky_relu, softplus, sum,
-    mean, amax, amin, logsumexp, cumsum, matmul,
+    add, sub, mul, div, neg, pow, pow_scalar, maximum, minimum, atan2, remainder, fmod, where, clamp, leaky_relu,
+    softplus, sum, mean, amax, amin, logsumexp, cumsum, cumprod, logcumsumexp, linear_recurrence, matmul,
 )
 from .ops_shape import (  # noqa: E402  (after the forwards above: op modules import them)
     to_dtype, clone, reshape, permute, expand, slice, slice_scatter, cat, view_as_real, view_as_complex,
@@ -184,13 +193,13 @@ from .ops_nn import (  # noqa: E402  (after the forwards above: op modules impor
 )
 
 __all__ = [
-    "add", "sub", "mul", "div", "neg", "pow", "pow_scalar", "maximum", "minimum", "atan2", "where", "clamp", "exp",
-    "log", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "tanh_backward", "sigmoid", "sigmoid_backward", "relu",
-    "threshold_backward", "sign", "leaky_relu", "gelu", "gelu_backward", "softplus", "erf", "log1p", "expm1",
-    "log2", "log10", "tan", "asin", "acos", "atan", "sinh", "conj", "sum", "mean", "amax", "amin", "logsumexp",
-    "cumsum", "matmul", "to_dtype", "clone", "reshape", "permute", "expand", "slice", "slice_scatter", "cat",
-    "view_as_real", "view_as_complex", "index_select", "index_add", "gather", "scatter_add", "take", "put",
-    "put_add", "softmax", "softmax_backward", "log_softmax", "log_softmax_backward", "cross_entropy",
-    "cross_entropy_backward", "unfold", "fold", "rnn_layer", "rnn_layer_backward", "layer_norm",
-    "layer_norm_backward",
+    "add", "sub", "mul", "div", "neg", "pow", "pow_scalar", "maximum", "minimum", "atan2", "remainder", "fmod",
+    "where", "clamp", "exp", "log", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "tanh_backward", "sigmoid",
+    "sigmoid_backward", "relu", "threshold_backward", "sign", "leaky_relu", "gelu", "gelu_backward", "softplus",
+    "erf", "log1p", "expm1", "log2", "log10", "tan", "asin", "acos", "atan", "sinh", "conj", "sum", "mean", "amax",
+    "amin", "logsumexp", "cumsum", "cumprod", "logcumsumexp", "linear_recurrence", "matmul", "to_dtype", "clone",
+    "reshape", "permute", "expand", "slice", "slice_scatter", "cat", "view_as_real", "view_as_complex",
+    "index_select", "index_add", "gather", "scatter_add", "take", "put", "put_add", "softmax", "softmax_backward",
+    "log_softmax", "log_softmax_backward", "cross_entropy", "cross_entropy_backward", "unfold", "fold", "rnn_layer",
+    "rnn_layer_backward", "layer_norm", "layer_norm_backward",
 ]

@@ -325,28 +325,12 @@ def _trunc_divide_kernel(a, b):
     return q + ((q * b != a) & ((a < 0) != (b < 0)))
 
 
-def _remainder_kernel(a, b):
-    """a - floor(a / b) b, as torch computes it: fmod, then moved into the divisor's sign."""
-    r = np.fmod(a, b)
-    return np.where((r != 0) & ((b < 0) != (r < 0)), r + b, r)
-
-
 # rounding divisions: zero gradients (torch's DivBackward with a rounding mode); floor_divide has none at all
 DivFloor = _numpy_function("Div", _floor_divide_kernel)
 DivTrunc = _numpy_function("Div", _trunc_divide_kernel)
 FloorDivide = _numpy_function("FloorDivide", _floor_divide_kernel, _not_differentiable("floor_divide"))
 
 
-def _quotient(kernel, a, b):
-    """kernel(a, b) on the values, as a constant tensor (the quotients in remainder's and fmod's gradients)."""
-    with np.errstate(all="ignore"):
-        return bridge.host_result(kernel(bridge.host_values(a), bridge.host_values(b)), a.dtype)
-
-
-# d remainder(a, b) = da - floor(a / b) db; d fmod(a, b) = da - trunc(a / b) db
-Remainder = _numpy_function("Remainder", _remainder_kernel,
-                            lambda g, out, a, b: (g, g * -_quotient(_floor_divide_kernel, a, b)))
-Fmod = _numpy_function("Fmod", np.fmod, lambda g, out, a, b: (g, g * -_quotient(_trunc_divide_kernel, a, b)))
 Heaviside = _numpy_function("Heaviside", lambda x, v: np.where(x == 0, v, x > 0),
                             _not_differentiable("heaviside"))
 
@@ -446,23 +430,17 @@ def floor_divide(input, other):
     return _rounding_division(a, b, "floor", "floor_divide", FloorDivide)
 
 
-def _modulo(op, function, numbers):
+def _modulo(op, numbers):
     def fn(input, other):
-        a, b = _pair(input, other, op, numbers)
-        broadcast_shapes(a.shape, b.shape, op)
-        dtype = _C.result_type(a, b)
-        if dtype is _C.bool:
-            raise NotImplementedError(f"{op}: not implemented for bool tensors.")
-        a, b = _cast(a, dtype), _cast(b, dtype)
-        _check_divisor(b, op)
-        return function.apply(a, b)
+        return getattr(_C, op)(*_pair(input, other, op, numbers))
     fn.__name__ = fn.__qualname__ = op
     return fn
 
 
-remainder = _modulo("remainder", Remainder, (True, True))
+# the engines' primitives: broadcasting, promotion, bool and integer division by zero are refused there
+remainder = _modulo("remainder", (True, True))
 remainder.__doc__ = "input - floor(input / other) * other: the remainder with the divisor's sign (Python's %)."
-fmod = _modulo("fmod", Fmod, (False, True))
+fmod = _modulo("fmod", (False, True))
 fmod.__doc__ = "input - trunc(input / other) * other: the remainder with the dividend's sign (C's fmod)."
 
 

@@ -28,6 +28,8 @@ return_kthvalue = collections.namedtuple("kthvalue", ["values", "indices"])
 return_median = collections.namedtuple("median", ["values", "indices"])
 return_nanmedian = collections.namedtuple("nanmedian", ["values", "indices"])
 return_mode = collections.namedtuple("mode", ["values", "indices"])
+# the results the C++ fast paths of sort and topk make (Note [Fast paths] in csrc/bindings/fast_paths.cpp)
+_C._register_helpers({"return_sort": return_sort, "return_topk": return_topk})
 
 
 
@@ -74,14 +76,14 @@ def _sort_dim(a, dim, op):
 
 
 def sort(input, dim=-1, descending=False, *, stable=False):
-    """(values, indices) sorted along dim; always stable (equal values keep their order), NaN sorted as the
-    largest value."""
+    """(values, indices) sorted along dim, NaN as the largest value; stable=True keeps equal values in their order,
+    stable=False may give them in any order (as torch)."""
     a = tensor_arg(input, "sort")
     return return_sort(*_C.sort(a, _sort_dim(a, dim, "sort"), bool(descending), bool(stable)))
 
 
 def argsort(input, dim=-1, descending=False, *, stable=False):
-    """The indices that sort input along dim (stable)."""
+    """The indices that sort input along dim (equal values in their order with stable=True)."""
     a = tensor_arg(input, "argsort")
     return _C.argsort(a, _sort_dim(a, dim, "argsort"), bool(descending), bool(stable))
 
