@@ -327,3 +327,99 @@ def test_shift_gradient(dg):
     w = dg.tensor([1.0, 2.0, 3.0, 4.0, 5.0])
     (dg.fft.fftshift(x) * w).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), np.fft.ifftshift([1.0, 2.0, 3.0, 4.0, 5.0]))
+
+
+# ----- stft ------------------------------------------------------------------------------------------------------
+
+STFT_CASES = [  # (signal shape, keyword arguments; window: its length or None)
+    ((64,), {"n_fft": 16, "window": 16}),
+    ((2, 50), {"n_fft": 12, "hop_length": 5, "window": 12}),
+    ((50,), {"n_fft": 16, "win_length": 10, "window": 10, "center": False}),
+    ((2, 40), {"n_fft": 8, "window": 8, "pad_mode": "constant", "normalized": True}),
+    ((40,), {"n_fft": 9, "hop_length": 3, "window": 9, "pad_mode": "replicate", "onesided": False}),
+    ((33,), {"n_fft": 10, "window": None, "pad_mode": "circular"}),
+]
+
+
+def _stft_torch(torch, shape, kwargs, values, window_values):
+    t = torch.tensor(values, requires_grad=True)
+    w = None if window_values is None else torch.tensor(window_values, requires_grad=True)
+    out = torch.view_as_real(torch.stft(t, window=w, return_complex=True, **kwargs))
+    return t, w, out
+
+
+@pytest.mark.filterwarnings("ignore:stft. no window was given")
+@pytest.mark.parametrize("shape,kwargs", STFT_CASES)
+def test_stft_against_torch(dg, shape, kwargs):
+    """Values and gradients (the signal's and the window's) against torch.stft(return_complex=True) viewed as
+    real, which is what return_complex=False gives."""
+    torch = pytest.importorskip("torch")
+    import warnings
+    kwargs = dict(kwargs)
+    win = kwargs.pop("window")
+    rng = np.random.default_rng(5)
+    values = rng.standard_normal(shape)
+    window_values = None if win is None else np.hanning(win + 2)[1:-1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t, tw, tout = _stft_torch(torch, shape, kwargs, values, window_values)
+    g = rng.standard_normal(tuple(tout.shape))
+    (tout * torch.tensor(g)).sum().backward()
+    x = dg.tensor(values, requires_grad=True)
+    w = None if win is None else dg.tensor(window_values, requires_grad=True)
+    out = dg.stft(x, window=w, return_complex=False, **kwargs)
+    assert tuple(out.shape) == tuple(tout.shape)
+    np.testing.assert_allclose(out.detach().numpy(), tout.detach().numpy(), rtol=1e-10, atol=1e-10)
+    (out * dg.tensor(g)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-10, atol=1e-10)
+    if w is not None:
+        np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-10, atol=1e-10)
+    # the method, and float32
+    out32 = dg.tensor(values.astype(np.float32)).stft(window=None if w is None else w.detach().float(),
+                                                      return_complex=False, **kwargs)
+    assert out32.dtype == dg.float32
+    np.testing.assert_allclose(out32.numpy(), tout.detach().numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_stft_of_a_complex_signal_over_the_layout(dg):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    z = rng.standard_normal((2, 30)) + 1j * rng.standard_normal((2, 30))
+    w = np.hanning(8)
+    want = torch.view_as_real(torch.stft(torch.tensor(z), 8, hop_length=3, window=torch.tensor(w),
+                                         return_complex=True)).numpy()
+    got = fftmod(dg).stft_layout(dg.tensor(pairs(z)), 8, 3, None, dg.tensor(w), complex_input=True)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-10, atol=1e-10)
+
+
+STFT_ERRORS = [
+    (lambda m: m.stft(m.ones(20), 4, window=m.ones(4)), RuntimeError,
+     r"stft: requires the return_complex parameter be given for real inputs"),
+    (lambda m: m.stft(m.ones(20), 4, window=m.ones(4), return_complex=True), NotImplementedError,
+     r"stft: return_complex=True gives a complex tensor"),
+    (lambda m: m.stft(m.ones(20), 0, window=m.ones(0), return_complex=False), RuntimeError,
+     r"stft: expected 0 < n_fft <= 20"),
+    (lambda m: m.stft(m.ones(20), 30, window=m.ones(30), center=False, return_complex=False), RuntimeError,
+     r"stft: expected 0 < n_fft <= 20 \(the signal's length\), got n_fft=30\."),
+    (lambda m: m.stft(m.ones(20), 4, hop_length=0, window=m.ones(4), return_complex=False), RuntimeError,
+     r"stft: expected hop_length > 0, got hop_length=0\."),
+    (lambda m: m.stft(m.ones(20), 4, win_length=6, window=m.ones(6), return_complex=False), RuntimeError,
+     r"stft: expected 0 < win_length <= n_fft=4, got win_length=6\."),
+    (lambda m: m.stft(m.ones(20), 4, window=m.ones(5), return_complex=False), RuntimeError,
+     r"stft: expected a 1-D window of win_length=4 points, got a window of shape \(5,\)\."),
+    (lambda m: m.stft(m.ones(2, 3, 20), 4, window=m.ones(4), return_complex=False), RuntimeError,
+     r"stft: expected a 1-D or 2-D signal, got 3 dimensions"),
+    (lambda m: m.stft(m.ones(20), 4, window=m.ones(4), pad_mode="bad", return_complex=False), NotImplementedError,
+     r"pad: unrecognised padding mode 'bad'"),
+]
+
+
+@pytest.mark.parametrize("call,exc,message", STFT_ERRORS)
+def test_stft_errors(dg, call, exc, message):
+    with pytest.raises(exc, match=message):
+        call(dg)
+
+
+def test_stft_warns_without_a_window(dg):
+    with pytest.warns(UserWarning, match=r"stft: no window was given, so a rectangular one is used"):
+        dg.stft(dg.ones(20), 4, return_complex=False)

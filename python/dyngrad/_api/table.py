@@ -305,6 +305,7 @@ fftfreq           ops.fft.fftfreq                     fft,out         -         
 rfftfreq          ops.fft.rfftfreq                    fft,out         -            -   copy_from_numpy,numpy
 fftshift          ops.fft.fftshift                    fft             -            -   take,numpy
 ifftshift         ops.fft.ifftshift                   fft             -            -   take,numpy
+stft              ops.fft.stft                        fn,method       -            -   _fft_r2c,index_select,take,numpy
 
 # ----- torch.signal.windows (dyngrad.signal.windows.NAME) ---------------------------------------------------------
 bartlett          ops.windows.bartlett                windows         -            -   copy_from_numpy,numpy

@@ -23,12 +23,14 @@ import collections
 import numpy as np
 
 from ... import _C
+from ..._user_frame import warn
 from ...autograd.function import Function
 from .. import bridge
 from ..args import (check_factory_options, dtype_arg, finish, get_default_dtype, number, shape_str, tensor_arg,
-                    to_int)
+                    to_int, type_name)
 from ..device import check_device
-from .shape import roll
+from .padding import pad
+from .shape import roll, unfold
 
 NORMS = ("backward", "ortho", "forward")
 # the norm whose scale, in the other direction, equals this norm's: the adjoint's
@@ -441,3 +443,87 @@ def fftshift(input, dim=None):
 def ifftshift(input, dim=None):
     """The inverse of fftshift: input rolled by (n + 1) // 2 along each of dim (every dim by default)."""
     return _shift("ifftshift", input, dim, True)
+
+
+# ----- the short-time Fourier transform -----------------------------------------------------------------------------
+
+def stft_layout(x, n_fft, hop_length=None, win_length=None, window=None, center=True, pad_mode="reflect",
+                normalized=False, onesided=None, complex_input=False):
+    """torch.stft over the layout: x is a real signal (L,) or batch (B, L), or with complex_input its pairs (L, 2)
+    or (B, L, 2); the result is (B?, n_fft // 2 + 1 or n_fft, frames, 2). Frame t is x[t hop : t hop + n_fft] (after
+    padding n_fft // 2 on both sides when center) times the window (win_length points, centred in n_fft; ones by
+    default), transformed over its n_fft points (scaled by n_fft^-1/2 when normalized)."""
+    op = "stft"
+    signal_ndim = x.ndim - (1 if complex_input else 0)
+    if signal_ndim not in (1, 2):
+        raise RuntimeError(f"{op}: expected a 1-D or 2-D signal, got {signal_ndim} dimensions "
+                           f"(shape {shape_str(x.shape)}).")
+    n_fft = to_int(n_fft, op, "n_fft")
+    hop = n_fft // 4 if hop_length is None else to_int(hop_length, op, "hop_length")
+    win = n_fft if win_length is None else to_int(win_length, op, "win_length")
+    time_dim = signal_ndim - 1
+    if window is not None:
+        window = tensor_arg(window, op, "window")
+        if window.ndim != 1 or window.shape[0] != win:
+            raise RuntimeError(f"{op}: expected a 1-D window of win_length={win} points, got a window of shape "
+                               f"{shape_str(window.shape)}.")
+        if not window.dtype.is_floating_point:
+            raise RuntimeError(f"{op}: expected a floating-point window, got {window.dtype.name}.")
+    if center:
+        if not isinstance(pad_mode, str):
+            raise TypeError(f"{op}: expected a string as pad_mode, got {type_name(pad_mode)}.")
+        half = n_fft // 2
+        if complex_input:       # pad each part: (..., L, 2) as channels (..., 2, L)
+            x = _C.transpose(pad(_C.transpose(x, -1, -2), (half, half), pad_mode), -1, -2)
+        elif x.ndim == 1:
+            x = _C.squeeze(pad(_C.unsqueeze(x, 0), (half, half), pad_mode), [0])
+        else:
+            x = pad(x, (half, half), pad_mode)
+    length = x.shape[time_dim]
+    if not 0 < n_fft <= length:
+        raise RuntimeError(f"{op}: expected 0 < n_fft <= {length} (the signal's length{', padded' if center else ''}),"
+                           f" got n_fft={n_fft}.")
+    if hop <= 0:
+        raise RuntimeError(f"{op}: expected hop_length > 0, got hop_length={hop}.")
+    if not 0 < win <= n_fft:
+        raise RuntimeError(f"{op}: expected 0 < win_length <= n_fft={n_fft}, got win_length={win}.")
+    if onesided is None:
+        onesided = not complex_input
+    if onesided and complex_input:
+        raise RuntimeError(f"{op}: cannot have a one-sided output for a complex input (pass onesided=False).")
+    frames = unfold(x, time_dim, n_fft, hop)                 # (B?, frames, [2,] n_fft)
+    if complex_input:
+        frames = _C.transpose(frames, -1, -2)                # (B?, frames, n_fft, 2)
+    if window is not None:
+        w = _C.to_dtype(window, x.dtype) if window.dtype is not x.dtype else window
+        if win < n_fft:
+            left = (n_fft - win) // 2
+            w = pad(w, (left, n_fft - win - left))
+        frames = _C.mul(frames, _C.unsqueeze(w, -1) if complex_input else w)
+    dims = (frames.ndim - (2 if complex_input else 1),)
+    norm = "ortho" if normalized else "backward"
+    if complex_input:
+        spectrum = FftC2C.apply(frames, dims, True, norm)
+    else:
+        spectrum = FftR2C.apply(frames, dims, True, norm, bool(onesided))
+    return _C.transpose(spectrum, -3, -2)                    # (B?, freqs, frames, 2)
+
+
+def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=True, pad_mode="reflect",
+         normalized=False, onesided=None, return_complex=None, align_to_window=None):
+    """The short-time Fourier transform of a real signal (L,) or batch (B, L). return_complex=False gives the
+    frequencies x frames as real pairs (..., 2), as torch's; return_complex=True needs the complex dtypes dyngrad
+    does not have yet (issue 22)."""
+    x = _floating(tensor_arg(input, "stft"), "stft")
+    if return_complex is None:
+        raise RuntimeError("stft: requires the return_complex parameter be given for real inputs (torch's rule; "
+                           "return_complex=False gives the real pairs).")
+    if return_complex:
+        raise NotImplementedError("stft: return_complex=True gives a complex tensor, and dyngrad has no complex "
+                                  "dtypes yet (issue 22); return_complex=False gives the same values as real pairs.")
+    if align_to_window is not None:
+        raise NotImplementedError("stft: align_to_window is not supported.")
+    if window is None:
+        warn("stft: no window was given, so a rectangular one is used, which is known to cause spectral leakage; "
+             "pass window=dyngrad.hann_window(n_fft) (or window=dyngrad.ones(n_fft) to keep the rectangle).")
+    return stft_layout(x, n_fft, hop_length, win_length, window, center, pad_mode, normalized, onesided)
