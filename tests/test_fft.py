@@ -423,3 +423,63 @@ def test_stft_errors(dg, call, exc, message):
 def test_stft_warns_without_a_window(dg):
     with pytest.warns(UserWarning, match=r"stft: no window was given, so a rectangular one is used"):
         dg.stft(dg.ones(20), 4, return_complex=False)
+
+
+ISTFT_CASES = [  # (signal shape, keyword arguments shared by stft and istft; window length or None)
+    ((64,), {"n_fft": 16, "window": 16}),
+    ((2, 50), {"n_fft": 12, "hop_length": 5, "window": 12}),
+    ((50,), {"n_fft": 16, "win_length": 12, "hop_length": 4, "window": 12}),
+    ((50,), {"n_fft": 16, "hop_length": 4, "window": 16, "center": False}),
+    ((2, 40), {"n_fft": 8, "window": 8, "normalized": True, "length": 37}),
+    ((40,), {"n_fft": 9, "hop_length": 3, "window": None, "onesided": False, "length": 45}),
+]
+
+
+@pytest.mark.parametrize("shape,kwargs", ISTFT_CASES)
+def test_istft_layout_against_torch(dg, shape, kwargs):
+    """istft over the layout: torch.istft of the complex spectrum (values, the spectrum's and the window's
+    gradients), and the round trip stft -> istft giving the signal back."""
+    torch = pytest.importorskip("torch")
+    import warnings
+    kwargs = dict(kwargs)
+    win = kwargs.pop("window")
+    length = kwargs.pop("length", None)
+    onesided = kwargs.pop("onesided", None)
+    rng = np.random.default_rng(7)
+    signal = rng.standard_normal(shape)
+    window_values = None if win is None else np.hanning(win + 2)[1:-1]
+    tw = None if win is None else torch.tensor(window_values, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        spectrum = torch.stft(torch.tensor(signal), window=tw, onesided=onesided, return_complex=True, **kwargs)
+        spectrum = spectrum.detach().requires_grad_(True)
+        tout = torch.istft(spectrum, window=tw, onesided=onesided, length=length, **kwargs)
+    g = rng.standard_normal(tuple(tout.shape))
+    (tout * torch.tensor(g)).sum().backward()
+    mod = fftmod(dg)
+    x = dg.tensor(torch.view_as_real(spectrum.detach()).numpy(), requires_grad=True)
+    w = None if win is None else dg.tensor(window_values, requires_grad=True)
+    args = {k: v for k, v in kwargs.items() if k != "n_fft"}
+    out = mod.istft_layout(x, kwargs["n_fft"], window=w, onesided=onesided, length=length, **args)
+    assert tuple(out.shape) == tuple(tout.shape)
+    np.testing.assert_allclose(out.detach().numpy(), tout.detach().numpy(), rtol=1e-10, atol=1e-10)
+    if kwargs.get("center", True):     # the round trip: the signal back (past its end, what the padding made)
+        k = min(out.shape[-1], signal.shape[-1])
+        np.testing.assert_allclose(out.detach().numpy()[..., :k], signal[..., :k], rtol=1e-9, atol=1e-9)
+    (out * dg.tensor(g)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), torch.view_as_real(spectrum.grad).numpy(), rtol=1e-9, atol=1e-9)
+    if w is not None:
+        np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-9, atol=1e-9)
+
+
+def test_istft_layout_errors(dg):
+    mod = fftmod(dg)
+    spectrum = dg.zeros(5, 4, 2)
+    with pytest.raises(RuntimeError, match=r"istft: expected 5 frequencies for n_fft=9 \(one-sided\), got 6\."):
+        mod.istft_layout(dg.zeros(6, 4, 2), 9, onesided=True)
+    with pytest.raises(RuntimeError, match=r"istft: the window's overlap-add envelope is 0 somewhere"):
+        mod.istft_layout(spectrum, 8, hop_length=2, window=dg.zeros(8))
+    with pytest.raises(RuntimeError, match=r"istft: expected 0 < hop_length <= win_length"):
+        mod.istft_layout(spectrum, 8, hop_length=9)
+    with pytest.raises(RuntimeError, match=r"istft: expected a spectrum of shape"):
+        mod.istft_layout(dg.zeros(5, 4), 8)

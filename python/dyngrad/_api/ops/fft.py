@@ -1,4 +1,5 @@
-"""torch.fft with torch's signatures: the transforms (fft ... ihfftn), fftfreq, rfftfreq, fftshift and ifftshift.
+"""torch.fft with torch's signatures: the transforms (fft ... ihfftn), fftfreq, rfftfreq, fftshift and ifftshift;
+and torch.stft / istft.
 
 Note [FFT over the real layout]: the kernels (csrc/dyngrad/kernels/fft.cpp; numpy.fft in the reference engine)
 take and return complex numbers as real tensors with a trailing dim of 2 (the layout torch's view_as_real gives):
@@ -16,7 +17,9 @@ no complex dtypes yet (issue 22), so a complex input can only be a real tensor (
 complex result cannot be returned: the rows of the functions whose result is real (irfft, irfftn, irfft2, hfft,
 hfftn, hfft2) are in the API table and work today, the others (COMPLEX_RESULTS) are complete over the layout
 (transform_layout runs any of them; tests/test_fft.py checks all against numpy and torch) and are published once
-to_layout/from_layout convert complex tensors (view_as_real / view_as_complex).
+to_layout/from_layout convert complex tensors (view_as_real / view_as_complex). Likewise stft_layout and
+istft_layout: stft with return_complex=False (torch's real pairs) is public today; istft, whose input is complex,
+waits.
 """
 import collections
 
@@ -527,3 +530,67 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
         warn("stft: no window was given, so a rectangular one is used, which is known to cause spectral leakage; "
              "pass window=dyngrad.hann_window(n_fft) (or window=dyngrad.ones(n_fft) to keep the rectangle).")
     return stft_layout(x, n_fft, hop_length, win_length, window, center, pad_mode, normalized, onesided)
+
+
+def istft_layout(x, n_fft, hop_length=None, win_length=None, window=None, center=True, normalized=False,
+                 onesided=None, length=None):
+    """torch.istft (return_complex=False) over the layout: x is the spectrum (B?, freqs, frames, 2); the result is
+    the real signal (B?, length) that stft_layout maps to x: each frame's inverse transform times the window,
+    overlap-added every hop_length points and divided by the overlap-added squared window (torch's algorithm,
+    including its check that this envelope does not vanish)."""
+    op = "istft"
+    if x.ndim not in (3, 4) or x.shape[-1] != 2:
+        raise RuntimeError(f"{op}: expected a spectrum of shape (freqs, frames, 2) or (batch, freqs, frames, 2), got "
+                           f"shape {shape_str(x.shape)}.")
+    n_fft = to_int(n_fft, op, "n_fft")
+    hop = n_fft // 4 if hop_length is None else to_int(hop_length, op, "hop_length")
+    win = n_fft if win_length is None else to_int(win_length, op, "win_length")
+    batched = x.ndim == 4
+    if not batched:
+        x = _C.unsqueeze(x, 0)
+    freqs, frames = x.shape[1], x.shape[2]
+    if not 0 < hop <= win:
+        raise RuntimeError(f"{op}: expected 0 < hop_length <= win_length, got hop_length={hop} and "
+                           f"win_length={win}.")
+    if not 0 < win <= n_fft:
+        raise RuntimeError(f"{op}: expected 0 < win_length <= n_fft={n_fft}, got win_length={win}.")
+    onesided = freqs != n_fft if onesided is None else bool(onesided)
+    if freqs != (n_fft // 2 + 1 if onesided else n_fft):
+        raise RuntimeError(f"{op}: expected {n_fft // 2 + 1 if onesided else n_fft} frequencies for n_fft={n_fft} "
+                           f"({'one-sided' if onesided else 'two-sided'}), got {freqs}.")
+    if frames < 1:
+        raise RuntimeError(f"{op}: expected at least one frame, got {frames}.")
+    if window is None:
+        w = _C.full((win,), 1.0, x.dtype)
+    else:
+        w = tensor_arg(window, op, "window")
+        if w.ndim != 1 or w.shape[0] != win:
+            raise RuntimeError(f"{op}: expected a 1-D window of win_length={win} points, got a window of shape "
+                               f"{shape_str(w.shape)}.")
+        w = _C.to_dtype(w, x.dtype) if w.dtype is not x.dtype else w
+    if win < n_fft:
+        left = (n_fft - win) // 2
+        w = pad(w, (left, n_fft - win - left))
+    spectra = _C.transpose(x, 1, 2)                          # (B, frames, freqs, 2)
+    if not onesided:
+        spectra = _C.slice(spectra, 2, 0, n_fft // 2 + 1, 1)
+    signal = FftC2R.apply(spectra, (2,), False, "ortho" if normalized else "backward", n_fft)   # (B, frames, n_fft)
+    # overlap-add: frame t's point k lands at t hop + k
+    total = n_fft + hop * (frames - 1)
+    positions = bridge.copy((np.arange(frames)[:, None] * hop + np.arange(n_fft)[None, :]).reshape(-1), False)
+    batch = signal.shape[0]
+    y = _C.index_add(_C.reshape(_C.mul(signal, w), (batch, frames * n_fft)), 1, positions, (batch, total))
+    squares = _C.expand(_C.reshape(_C.mul(w, w), (1, 1, n_fft)), (1, frames, n_fft))
+    envelope = _C.index_add(_C.reshape(squares, (1, frames * n_fft)), 1, positions, (1, total))
+    start = n_fft // 2 if center else 0
+    end = start + length if length is not None else (total - n_fft // 2 if center else total)
+    end = min(end, total)
+    y, envelope = _C.slice(y, 1, start, end, 1), _C.slice(envelope, 1, start, end, 1)
+    smallest = float(np.abs(bridge.host_values(envelope.detach())).min()) if envelope.shape[1] else 1.0
+    if smallest < 1e-11:
+        raise RuntimeError(f"{op}: the window's overlap-add envelope is {smallest:.3g} somewhere (it must not vanish: "
+                           f"the nonzero overlap-add condition); use a larger window or a smaller hop_length.")
+    y = _C.div(y, envelope)
+    if length is not None and y.shape[1] < length:
+        y = _C.cat([y, _C.full((batch, length - y.shape[1]), 0.0, y.dtype)], 1)
+    return y if batched else _C.squeeze(y, [0])
