@@ -18,16 +18,17 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 WHERE = {"fn": "`dyngrad.{}`", "F": "`nn.functional.{}`", "special": "`special.{}`", "linalg": "`linalg.{}`",
-         "masked": "`masked.{}`", "method": "`Tensor.{}()`", "prop": "`Tensor.{}`", "op": "`Tensor.{}`"}
+         "masked": "`masked.{}`", "fft": "`fft.{}`", "windows": "`signal.windows.{}`", "method": "`Tensor.{}()`", "prop": "`Tensor.{}`", "op": "`Tensor.{}`"}
 
 # The packages walked for the second part, in this order (a name reachable twice is listed under the first path
 # found, shallowest first). `bench` is the benchmark's command line, not a library API, and is left out.
 PACKAGES = ("nn", "optim", "autograd", "utils", "distributions", "viz", "profiler", "testing", "distributed",
             "amp", "random", "serialization", "functional", "compiler", "backends", "cuda", "cpu", "onnx",
-            "special", "linalg", "func", "masked")
+            "special", "linalg", "func", "masked", "fft", "signal")
 ENGINES = ("dyngrad", "dyngrad.reference")
 # the table's kinds that publish a row in a namespace of their own
-NAMESPACES = {"F": "nn.functional", "special": "special", "linalg": "linalg", "masked": "masked"}
+NAMESPACES = {"F": "nn.functional", "special": "special", "linalg": "linalg", "masked": "masked", "fft": "fft",
+              "windows": "signal.windows"}
 
 
 def _engine_text(present):
@@ -139,8 +140,8 @@ def render():
         lines.append(f"| `{row.name}` | {where} | {_engine_text(present)} | "
                      f"{f'`{row.inplace}`' if row.inplace else ''} | "
                      f"{'yes' if row.hot else ''} | {_defined_in(row.impl)} | {uses} |")
-    names = {("linalg." if "linalg" in row.kinds else "masked." if "masked" in row.kinds else "") + row.name
-             for row in rows()}
+    names = {next((NAMESPACES[k] + "." for k in ("linalg", "masked", "fft", "windows") if k in row.kinds), "")
+             + row.name for row in rows()}
     lines += ["", f"{len(names)} names, {len(rows())} rows.", ""]
 
     cpp_names, ref_names = (_public_names(name) for name in ENGINES)

@@ -23,7 +23,7 @@ ORDER = ORACLES + ("other engine", "finite differences", "gradcheck", "gradgradc
                   "vs values", "vs other engine")
 UNTRACED = {"Tensor.__init__"}     # not wrapped: a wrapper would change pybind11 construction (the C++ engine)
 PLACE = {"fn": "dyngrad.{}", "F": "nn.functional.{}", "special": "special.{}", "linalg": "linalg.{}",
-         "masked": "masked.{}",
+         "masked": "masked.{}", "fft": "fft.{}", "windows": "signal.windows.{}",
          "method": "Tensor.{}()", "inplace": "Tensor.{}()", "prop": "Tensor.{}", "op": "Tensor.{}"}
 
 
@@ -90,7 +90,8 @@ def untraced(m, kind, attr):
     """'class', 'value' or 'constructor' for the names the recording cannot see (it wraps calls), else None."""
     if kind in ("method", "op", "prop", "inplace"):
         return "constructor" if "Tensor." + attr in UNTRACED else None
-    space = {"fn": m, "F": m.nn.functional, "special": m.special, "linalg": m.linalg, "masked": m.masked}[kind]
+    space = {"fn": m, "F": m.nn.functional, "special": m.special, "linalg": m.linalg, "masked": m.masked,
+             "fft": m.fft, "windows": m.signal.windows}[kind]
     obj = getattr(space, attr)
     return "class" if isinstance(obj, type) else None if callable(obj) else "value"
 

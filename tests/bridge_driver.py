@@ -81,6 +81,7 @@ CANDIDATES = [
 
 # rows the generic lists do not reach, or do not reach on their numpy path: argument lists of their own
 SAMPLES = {
+    "general_cosine": [(4, {"a": [0.5, 0.5]})], "stft": [("x", 2, {"hop_length": 1, "return_complex": False})],
     "div": [("x", 2, {"rounding_mode": "floor"})], "divide": [("x", 2, {"rounding_mode": "trunc"})],
     "cat": [(("L", "x", "y"),)], "stack": [(("L", "x", "y"),)], "hstack": [(("L", "x", "y"),)],
     "vstack": [(("L", "x", "y"),)], "dstack": [(("L", "x", "y"),)], "column_stack": [(("L", "x", "y"),)],
@@ -188,7 +189,8 @@ def main():
     for name in CROSSINGS:
         setattr(bridge, name, counted(getattr(bridge, name)))
 
-    spaces = {"fn": m, "F": m.nn.functional, "special": m.special, "linalg": m.linalg, "masked": m.masked}
+    spaces = {"fn": m, "F": m.nn.functional, "special": m.special, "linalg": m.linalg, "masked": m.masked,
+              "fft": m.fft, "windows": m.signal.windows}
     report = {}
     for index, row in enumerate(rows()):
         entry = {"called": False, "crossed": False, "how": None, "functions": []}

@@ -208,7 +208,7 @@ class Recorder:
         for engine, modname in ENGINES.items():
             m = importlib.import_module(modname)
             spaces = {"fn": m, "F": m.nn.functional, "special": m.special, "linalg": m.linalg,
-                      "masked": m.masked}
+                      "masked": m.masked, "fft": m.fft, "windows": m.signal.windows}
             for name, kind, attr in gen.public_names(rows()):
                 if name in gen.UNTRACED:
                     continue

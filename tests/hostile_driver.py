@@ -151,6 +151,9 @@ def targets(dg):
         if not name.startswith("_") and inspect.isfunction(obj) or type(obj).__name__ == "builtin_function_or_method":
             if not name.startswith("_"):
                 out.append((f"F.{name}", lambda obj=obj: obj))
+    for space, prefix in ((dg.fft, "fft"), (dg.signal.windows, "signal.windows")):
+        for name in sorted(space.__all__):
+            out.append((f"{prefix}.{name}", lambda obj=getattr(space, name): obj))
     for name in ("grad", "backward", "gradcheck", "gradgradcheck", "graph_stats"):
         if hasattr(dg.autograd, name):
             out.append((f"autograd.{name}", lambda name=name: getattr(dg.autograd, name)))

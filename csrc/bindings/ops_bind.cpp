@@ -3,6 +3,7 @@
 // operands, dim=None, ...) are written once, in Python, for both engines (python/dyngrad/_api/). The reference
 // engine's twin of this file is python/dyngrad/reference/_C.py: same names, same parameter names.
 #include "common.h"
+#include "dyngrad/kernels/fft.h"
 #include "dyngrad/ops_sort.h"
 #include "dyngrad/random.h"
 
@@ -224,6 +225,23 @@ void bind_ops(py::module_& m) {
   m.def("avg_pool2d", [](T x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
     return avg_pool2d(x, kh, kw, sh, sw, ph, pw);
   }, arg("x"), arg("kh"), arg("kw"), arg("sh"), arg("sw"), arg("ph"), arg("pw"));
+
+  // ---- the FFT (kernels/fft.h) over complex numbers as real tensors with a trailing dim of 2 (view_as_real's
+  // layout), no autograd: python/dyngrad/_api/ops/fft.py builds dyngrad.fft on them ----
+  m.def("_fft_c2c", [](T x, const std::vector<int64_t>& dims, bool forward, const std::string& norm) {
+    return fft_c2c(x, dims, forward, parse_fft_norm(norm, "_fft_c2c"));
+  }, arg("x"), arg("dims"), arg("forward"), arg("norm"));
+  m.def("_fft_r2c", [](T x, const std::vector<int64_t>& dims, bool forward, const std::string& norm, bool onesided) {
+    return fft_r2c(x, dims, forward, parse_fft_norm(norm, "_fft_r2c"), onesided);
+  }, arg("x"), arg("dims"), arg("forward"), arg("norm"), arg("onesided"));
+  m.def("_fft_c2r", [](T x, const std::vector<int64_t>& dims, bool forward, const std::string& norm,
+                       int64_t last_dim_size) {
+    return fft_c2r(x, dims, forward, parse_fft_norm(norm, "_fft_c2r"), last_dim_size);
+  }, arg("x"), arg("dims"), arg("forward"), arg("norm"), arg("last_dim_size"));
+  m.def("_fft_plan", &fft_plan_description, arg("n"), arg("double_precision"),
+        "how an n-point transform is planned (Note [FFT plans] in kernels/fft.cpp)");
+  m.def("_fft_cached_plan_count", &fft_cached_plan_count);
+  m.def("_fft_clear_plan_cache", &fft_clear_plan_cache);
 
   // ---- creation and random numbers (random.h) ----
   m.def("empty", [](const Shape& shape, py::handle dtype) { return empty(shape, parse_dtype(dtype)); },

@@ -20,12 +20,15 @@ from .meta import register_unary, with_meta, with_meta_inplace
 from .node_names import saved_attribute
 from .out import with_out
 
-# nn.functional's, torch.special's, linalg's and torch.masked's names, filled by install()
-# (python/dyngrad/nn/functional.py, special/__init__.py, linalg.py and masked/__init__.py publish them)
+# nn.functional's, torch.special's, linalg's, torch.masked's, torch.fft's and torch.signal.windows' names, filled by
+# install() (python/dyngrad/nn/functional.py, special/__init__.py, linalg.py, masked/__init__.py, fft/__init__.py
+# and signal/windows/__init__.py publish them)
 FUNCTIONAL = {}
 SPECIAL = {}
 LINALG = {}
 MASKED = {}
+FFT = {}
+WINDOWS = {}
 
 
 def _resolve(row):
@@ -91,6 +94,12 @@ def install(namespace):
                 continue
             if kind == "masked":
                 MASKED[row.name] = obj
+                continue
+            if kind == "fft":
+                FFT[row.name] = with_out(obj, "fft." + row.name) if "out" in row.kinds else obj
+                continue
+            if kind == "windows":
+                WINDOWS[row.name] = obj
                 continue
             if row.impl == "core" and kind in ("method", "prop"):
                 if not hasattr(Tensor, row.name):

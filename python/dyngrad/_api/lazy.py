@@ -1,13 +1,13 @@
 """The engine root's module __getattr__: the shared packages (nn, optim, utils, viz, bench, distributed, special,
 linalg, cuda, backends, functional, profiler, random, distributions, testing, compiler, serialization, onnx, amp,
-cpu, func, masked) and save/load are imported on first use, under the engine that asks (dyngrad.nn or
+cpu, func, masked, fft, signal) and save/load are imported on first use, under the engine that asks (dyngrad.nn or
 dyngrad.reference.nn)."""
 import importlib
 
 _ROOT = __name__.rpartition("._api.")[0]
 SUBPACKAGES = ("nn", "optim", "utils", "viz", "bench", "distributed", "special", "linalg", "cuda", "backends",
                "functional", "profiler", "random", "distributions", "testing", "compiler", "serialization", "onnx",
-               "amp", "cpu", "func", "masked")
+               "amp", "cpu", "func", "masked", "fft", "signal")
 
 
 def __getattr__(name):

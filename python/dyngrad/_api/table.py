@@ -13,7 +13,7 @@ Columns:
             `autograd.X` / `package.X` for names living in those shared packages
   kinds     fn (dyngrad.NAME), method (Tensor.NAME), prop (Tensor property), op (a Tensor dunder),
             F (nn.functional.NAME), special (dyngrad.special.NAME), linalg (dyngrad.linalg.NAME), masked
-            (dyngrad.masked.NAME); out: dyngrad.NAME,
+            (dyngrad.masked.NAME), fft (dyngrad.fft.NAME), windows (dyngrad.signal.windows.NAME); out: dyngrad.NAME,
             special.NAME and linalg.NAME take torch's out= (_api/out.py); several separated by commas
   inplace   the in-place method generated from impl (`x.NAME_(...)`: run impl, write the result into x), or -
   hot       hot: on the C++ engine a hand-written fast path stands in front of impl for the common call
@@ -295,6 +295,35 @@ zeta              ops.special.zeta                    special,out     -         
 softmax           ops.special.softmax                 special         -            -   softmax
 log_softmax       ops.special.log_softmax             special         -            -   log_softmax
 logsumexp         ops.special.logsumexp               special,out     -            -   logsumexp
+# ----- torch.fft (dyngrad.fft.NAME; Note [FFT over the real layout] in _api/ops/fft.py): the transforms with a
+# real result, which take real inputs today. Once complex dtypes exist, the rows of ops.fft.COMPLEX_RESULTS join
+# (fft ifft fft2 ifft2 fftn ifftn rfft rfft2 rfftn ihfft ihfft2 ihfftn; impl ops.fft.NAME, kinds fft,out, uses
+# _fft_c2c/_fft_r2c/_fft_c2r,stack,cat,slice).
+irfft             ops.fft.irfft                       fft,out         -            -   _fft_c2r,stack,cat,slice
+irfft2            ops.fft.irfft2                      fft,out         -            -   _fft_c2r,stack,cat,slice
+irfftn            ops.fft.irfftn                      fft,out         -            -   _fft_c2r,stack,cat,slice
+hfft              ops.fft.hfft                        fft,out         -            -   _fft_c2r,stack,cat,slice
+hfft2             ops.fft.hfft2                       fft,out         -            -   _fft_c2r,stack,cat,slice
+hfftn             ops.fft.hfftn                       fft,out         -            -   _fft_c2r,stack,cat,slice
+fftfreq           ops.fft.fftfreq                     fft,out         -            -   copy_from_numpy,numpy
+rfftfreq          ops.fft.rfftfreq                    fft,out         -            -   copy_from_numpy,numpy
+fftshift          ops.fft.fftshift                    fft             -            -   take,numpy
+ifftshift         ops.fft.ifftshift                   fft             -            -   take,numpy
+stft              ops.fft.stft                        fn,method       -            -   _fft_r2c,index_select,take,numpy
+
+# ----- torch.signal.windows (dyngrad.signal.windows.NAME) ---------------------------------------------------------
+bartlett          ops.windows.bartlett                windows         -            -   copy_from_numpy,numpy
+blackman          ops.windows.blackman                windows         -            -   copy_from_numpy,numpy
+cosine            ops.windows.cosine                  windows         -            -   copy_from_numpy,numpy
+exponential       ops.windows.exponential             windows         -            -   copy_from_numpy,numpy
+gaussian          ops.windows.gaussian                windows         -            -   copy_from_numpy,numpy
+general_cosine    ops.windows.general_cosine          windows         -            -   copy_from_numpy,numpy
+general_hamming   ops.windows.general_hamming         windows         -            -   copy_from_numpy,numpy
+hamming           ops.windows.hamming                 windows         -            -   copy_from_numpy,numpy
+hann              ops.windows.hann                    windows         -            -   copy_from_numpy,numpy
+kaiser            ops.windows.kaiser                  windows         -            -   copy_from_numpy,numpy
+nuttall           ops.windows.nuttall                 windows         -            -   copy_from_numpy,numpy
+
 # ----- torch.masked: the reductions and normalisations with mask= (dyngrad.masked.NAME) ----------------------
 sum               ops.masked.sum                      masked          -            -   where,sum
 prod              ops.masked.prod                     masked          -            -   where,to_dtype,prod
@@ -1012,7 +1041,7 @@ round_ rsqrt_ sigmoid_ sin_ sinc_ sinh_ sqrt_ square_ tan_ tanh_ trunc_ xlogy_ c
 """.split()
 
 
-KINDS = ("fn", "method", "prop", "op", "F", "special", "linalg", "masked", "out")
+KINDS = ("fn", "method", "prop", "op", "F", "special", "linalg", "masked", "fft", "windows", "out")
 
 
 class Row:

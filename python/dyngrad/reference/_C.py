@@ -22,6 +22,7 @@ from .ops_shape import (  # noqa: F401
 )
 from .ops_index import masked_fill  # noqa: F401
 from .ops_sort import sort, argsort, topk, cummax, cummin  # noqa: F401
+from .fft_kernels import _fft_c2c, _fft_r2c, _fft_c2r  # noqa: F401
 from .inplace import inplace_input, assign_inplace, copy_, fill_, zero_  # noqa: F401
 from .ops_nn import conv2d, max_pool2d, avg_pool2d  # noqa: F401
 from .rng import rand, randn, randint, bernoulli_mask, randperm, manual_seed, initial_seed  # noqa: F401

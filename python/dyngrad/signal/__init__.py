@@ -1,0 +1,4 @@
+"""dyngrad.signal (torch.signal): its windows subpackage."""
+from . import windows
+
+__all__ = ["windows"]
