@@ -34,6 +34,12 @@ def _half_norm_grad(m, dtype):
     return x.grad
 
 
+def _cosine_grad(m, values, dtype):
+    x = m.tensor([values]).to(getattr(m, dtype)).requires_grad_()
+    m.nn.functional.cosine_similarity(x, m.tensor([values[::-1]]).to(x.dtype)).sum().backward()
+    return x.grad
+
+
 NaN = math.nan
 CASES = [
     # statistics and reductions
@@ -85,7 +91,28 @@ CASES = [
      RuntimeError),
     ("cholesky_ex reports a NaN pivot", lambda m: m.linalg.cholesky_ex(m.tensor([[4.0, 1.0], [1.0, NaN]]))[1],
      ("int32", 2)),
+    ("cholesky_ex of a NaN matrix: potrf's partial factor",
+     lambda m: m.linalg.cholesky_ex(m.tensor([[4.0, NaN], [NaN, 3.0]]))[0], [[2.0, 0.0], [NaN, NaN]]),
+    ("cholesky_ex of a NaN matrix: info", lambda m: m.linalg.cholesky_ex(m.tensor([[4.0, NaN], [NaN, 3.0]]))[1],
+     ("int32", 2)),
+    ("cholesky_ex(upper) of a NaN pivot", lambda m: m.linalg.cholesky_ex(
+        m.tensor([[4.0, 1.0, 0.0], [1.0, NaN, 1.0], [0.0, 1.0, 5.0]], dtype=m.float64), upper=True)[0],
+     [[2.0, 0.5, 0.0], [0.0, NaN, 1.0], [0.0, 0.0, 5.0]]),
+    ("cholesky_ex of an indefinite matrix keeps the failing pivot", lambda m: m.linalg.cholesky_ex(
+        m.tensor([[1.0, 2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, 7.0]]))[0], [[1.0, 0, 0], [2.0, -3.0, 0], [0, 0, 7.0]]),
+    ("cholesky_ex reads only the lower triangle's NaN", lambda m: m.linalg.cholesky_ex(
+        m.tensor([[4.0, NaN], [1.0, 3.0]]))[1], ("int32", 0)),
+    ("inv_ex of a NaN pivot is all NaN", lambda m: m.linalg.inv_ex(m.tensor([[NaN, 1.0], [1.0, 3.0]]))[0],
+     [[NaN] * 2] * 2),
+    ("inv of a block-diagonal NaN matrix is all NaN", lambda m: m.linalg.inv(
+        m.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, NaN]], dtype=m.float64)), [[NaN] * 3] * 3),
     ("inv of a NaN matrix is all NaN", lambda m: m.linalg.inv(m.tensor([[1.0, NaN], [0.5, 2.0]])), [[NaN] * 2] * 2),
+    # norms whose squares overflow: torch's cosine_similarity divides by an inf norm (0), never inf - inf
+    ("bfloat16 cosine_similarity of 1e20s", lambda m: m.nn.functional.cosine_similarity(
+        m.tensor([[1e20, 2e20]]).bfloat16(), m.tensor([[2e20, 1e20]]).bfloat16()), ("bfloat16", [0.0])),
+    ("float32 cosine_similarity of 3e38s", lambda m: m.nn.functional.cosine_similarity(
+        m.tensor([[3e38, 1e38]]), m.tensor([[1e38, 3e38]])), [0.0]),
+    ("cosine_similarity gradient of 1e20s", lambda m: _cosine_grad(m, [1e20, 2e20], "bfloat16"), [[0.0, 0.0]]),
     # random
     ("randint past uint8's range is refused", lambda m: m.randint(0, 300, (3,), dtype=m.uint8), RuntimeError),
     ("randint below int8's range is refused", lambda m: m.randint(-200, 3, (3,), dtype=m.int8), RuntimeError),
@@ -160,3 +187,26 @@ def test_torch_agrees(name, fn, expected):
     """The expectations above are torch's (checked whenever torch is installed)."""
     torch = pytest.importorskip("torch")
     check(torch, fn, expected, name)
+
+
+# float16 gradients through a norm of [300, 400] (500: its square overflows float16): d/dx sum(x / ||x||) goes through
+# div's derivative in its divisor, whose b * b overflowed and dropped that path ([0.002, 0.002]). The mathematical
+# values, within a few float16 ulps of the terms summed (~2e-3, ulp 2e-6); torch agrees.
+HALF_GRADIENTS = [
+    ("x / x.norm()", lambda m, x: (x / m.linalg.vector_norm(x, 2, (1,), True)).sum(), [[0.00032, -0.00024]]),
+    ("cosine_similarity", lambda m, x: m.nn.functional.cosine_similarity(x, m.tensor([[400.0, 300.0]]).to(x.dtype)),
+     [[0.000448, -0.000336]]),
+]
+
+
+@pytest.mark.parametrize("name, fn, expected", HALF_GRADIENTS, ids=[c[0] for c in HALF_GRADIENTS])
+def test_float16_gradient_through_a_norm(dg, name, fn, expected):
+    x = dg.tensor([[300.0, 400.0]]).half().requires_grad_()
+    fn(dg, x).sum().backward()
+    np.testing.assert_allclose(x.grad.float().numpy(), expected, rtol=0, atol=8e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("name, fn, expected", HALF_GRADIENTS, ids=[c[0] for c in HALF_GRADIENTS])
+def test_float16_gradient_through_a_norm_torch(name, fn, expected):
+    torch = pytest.importorskip("torch")
+    test_float16_gradient_through_a_norm(torch, name, fn, expected)
