@@ -82,6 +82,10 @@ CASES = [
     ("addcmul value 2.5 becomes 2 for uint8", lambda m: m.addcmul(*[m.tensor([4], dtype=m.uint8)] * 3, value=2.5),
      ("uint8", [36])),
     ("addcmul of bool is not implemented", lambda m: m.addcmul(*[m.tensor([True])] * 3), NotImplementedError),
+    # a numpy scalar on the left defers to the tensor (torch's __array_priority__), never computing in numpy
+    ("np.int64(300) / 0-d uint8", lambda m: np.int64(300) / m.tensor(7, dtype=m.uint8), ("float32", 300 / 7)),
+    ("np.float64(2.5) * float32", lambda m: np.float64(2.5) * m.tensor([1.0, 2.0]), ("float32", [2.5, 5.0])),
+    ("np.int64(3) * int64", lambda m: np.int64(3) * m.tensor([1, 2]), ("int64", [3, 6])),
     ("int32 x float16 0-d", lambda m: m.tensor([3, 100001], dtype=m.int32) * m.tensor(1.0, dtype=m.float16),
      ("float16", [3.0, math.inf])),    # (100001 becomes float16 first: inf, as torch)
     # linear algebra
