@@ -11,7 +11,6 @@ Workloads: 200 one-element ops forward + backward (y = tanh(y * a + b), 67 round
 32 (64-128-10, SGD); a transformer block (d 128, seq 64, batch 16) forward + backward.
 """
 import argparse
-import os
 import time
 import warnings
 
@@ -19,6 +18,7 @@ import _path  # noqa: F401
 import numpy as np
 
 import dyngrad
+from dyngrad.bench.engines import machine_line
 
 
 def timed(fn, seconds, at_least=5):
@@ -96,8 +96,7 @@ def main():
         import torch
     except ImportError:
         torch = None
-    cpu = os.popen("lscpu | grep 'Model name'").read().strip()
-    print(f"{cpu}; {os.cpu_count()} cores; load average {os.getloadavg()}")
+    print(machine_line())
     print(f"{'workload':<30} {'eager':>10} {'verified':>10} {'x eager':>8} {'static':>10} {'x eager':>8} "
           f"{'record':>10} {'torch':>10} {'torch.compile':>14}")
     for name, build in WORKLOADS.items():

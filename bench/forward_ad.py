@@ -15,6 +15,7 @@ import numpy as np
 
 import _path  # noqa: F401
 import dyngrad as dg
+from dyngrad.bench.engines import machine_line
 
 
 def _median_seconds(fn, repeat):
@@ -72,6 +73,7 @@ def main(argv=None):
                         [torch.tensor(w) for w in ws], torch.tensor(xs), torch.tensor(vs)))
     except ImportError:
         pass
+    print(machine_line())
     print(f"MLP 3 x tanh({args.width}), batch {args.batch}, float32; best of {args.repeat} calls")
     print(f"{'engine':8} {'forward ms':>11} {'jvp ms':>8} {'jvp/fwd':>8} {'grad ms':>8} {'hvp ms':>8} {'hvp/grad':>9}")
     for name, m, fjvp, hvp, grad, weights, x, v in engines:

@@ -20,6 +20,7 @@ import numpy as np
 
 import _path  # noqa: F401
 import dyngrad as dg
+from dyngrad.bench.engines import machine_line
 
 
 def np_sort(x):
@@ -108,6 +109,7 @@ def main():
                      "ms_1M": t_big * 1e3, "numpy_ms_1M": t_np * 1e3, "ratio_1M_vs_numpy": t_big / t_np})
     uniform = rng.uniform(-3.0, 3.0, 1 << 20).astype(np.float32)
     np_sort_only = best(lambda: np.sort(uniform), big_n, big_reps)
+    print(machine_line())
     print(f"{'op':<13}{'16: us':>9}{'/ exp':>8}{'1M: ms':>10}{'numpy ms':>10}{'/ numpy':>9}")
     for r in rows:
         print(f"{r['op']:<13}{r['us_16']:>9.2f}{r['ratio_16_vs_exp']:>8.2f}{r['ms_1M']:>10.2f}"
@@ -117,7 +119,8 @@ def main():
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
-            json.dump({"rows": rows, "np_sort_values_ms": np_sort_only * 1e3, "load": os.getloadavg()}, f, indent=1)
+            json.dump({"rows": rows, "np_sort_values_ms": np_sort_only * 1e3, "machine": machine_line(),
+                       "load": os.getloadavg()}, f, indent=1)
     return 0 if all(math.isfinite(r["ms_1M"]) for r in rows) else 1
 
 

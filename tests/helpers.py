@@ -442,3 +442,19 @@ def check_gradgrad(dg, inputs, fn, *, name="op", low=None, high=None, away_from=
     diff = differentiable(specs, arrays)
     tensors = [make_tensor(dg, a, "float64", k in diff) for k, a in enumerate(arrays)]
     assert dg.autograd.gradgradcheck(lambda *ts: fn(dg, *ts), tuple(tensors), eps=1e-6, atol=1e-5, rtol=1e-4), name
+
+
+def square_function(m):
+    """The tests' stock custom Function of engine m (Function is each engine's own): Square.apply(x) is x * x, saving
+    x; backward gives 2 * x * grad. Its nodes are named SquareBackward."""
+    class Square(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return 2 * x * grad
+    return Square

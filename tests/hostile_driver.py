@@ -328,6 +328,13 @@ def write_calls(dg):
         "zeros(3, {d}).clamp({v})": lambda d, v: dg.zeros(3, dtype=d).clamp(v),
         "tensor([{v}], dtype={d})": lambda d, v: dg.tensor([v], dtype=d),
         "zeros(3, {d}) - {v}": lambda d, v: dg.zeros(3, dtype=d) - v,
+        # a 0-d tensor next to an unfitting number (issue 23: it ranks below 0-d tensors, torch's wrapped number)
+        "tensor(7, {d}) / {v}": lambda d, v: dg.tensor(7, dtype=d) / v,
+        "{v} / tensor(7, {d})": lambda d, v: v / dg.tensor(7, dtype=d),
+        "tensor(7, {d}) * {v}": lambda d, v: dg.tensor(7, dtype=d) * v,
+        "tensor(7, {d}).add_({v})": lambda d, v: dg.tensor(7, dtype=d).add_(v),
+        "add(tensor(7, {d}), {v}, alpha=2)": lambda d, v: dg.add(dg.tensor(7, dtype=d), v, alpha=2),
+        "tensor(7, {d}) < {v}": lambda d, v: dg.tensor(7, dtype=d) < v,
     }
     for name, fn in writes.items():
         for dname in ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32"):

@@ -6,6 +6,8 @@ import importlib
 import numpy as np
 import pytest
 
+from helpers import square_function
+
 RNG = np.random.default_rng(0)
 XN = RNG.normal(size=(5, 4)).astype(np.float32)
 
@@ -62,24 +64,10 @@ def test_hooks_see_every_saved_tensor_and_values_are_unchanged(dg):
     np.testing.assert_allclose(w.grad.numpy(), expected[1], rtol=1e-6)
 
 
-def _square(dg):
-    class Square(dg.autograd.Function):
-        @staticmethod
-        def forward(ctx, a):
-            ctx.save_for_backward(a)
-            return a * a
-
-        @staticmethod
-        def backward(ctx, grad):
-            (a,) = ctx.saved_tensors
-            return 2 * a * grad
-    return Square
-
-
 def test_hooks_nesting_custom_functions_and_errors(dg):
     g = graph(dg)
     calls = []
-    Square = _square(dg)
+    Square = square_function(dg)
     x = dg.tensor([1.0, 2.0, 3.0], requires_grad=True)
     with g.saved_tensors_hooks(lambda t: calls.append("outer") or t, lambda t: t):
         with g.saved_tensors_hooks(lambda t: calls.append("inner") or t * 1, lambda t: calls.append("un") or t):
@@ -157,7 +145,7 @@ def test_pack_hook_of_a_custom_function_runs_without_grad(dg):
 
     x = dg.tensor([1.0, 2.0], requires_grad=True)
     with g.saved_tensors_hooks(pack, lambda t: t):
-        _square(dg).apply(x).sum().backward()
+        square_function(dg).apply(x).sum().backward()
     assert modes == [False]
     np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0])
 

@@ -9,6 +9,8 @@ import weakref
 import numpy as np
 import pytest
 
+from helpers import square_function
+
 
 def static(dg, fn, **kwargs):
     return dg.compile(fn, mode="reduce-overhead", **kwargs)
@@ -374,16 +376,7 @@ def test_check_mode_follows_guards_like_static_replay(dg):
 def test_custom_functions_and_hooks_run_eagerly_with_one_warning(dg):
     """Note [Steps that stay eager]: a custom Function's ctx or a hook cannot be replayed; the program runs eagerly,
     correctly, and says so once."""
-    class Square(dg.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x * x
-
-        @staticmethod
-        def backward(ctx, g):
-            x, = ctx.saved_tensors
-            return 2 * g * x
+    Square = square_function(dg)
     seen = []
 
     def f(x):

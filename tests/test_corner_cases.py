@@ -34,6 +34,12 @@ def _half_norm_grad(m, dtype):
     return x.grad
 
 
+def _cosine_grad(m, values, dtype):
+    x = m.tensor([values]).to(getattr(m, dtype)).requires_grad_()
+    m.nn.functional.cosine_similarity(x, m.tensor([values[::-1]]).to(x.dtype)).sum().backward()
+    return x.grad
+
+
 NaN = math.nan
 CASES = [
     # statistics and reductions
@@ -56,6 +62,30 @@ CASES = [
     ("xlogy(int8, 1000)", lambda m: m.xlogy(m.tensor([2], dtype=m.int8), 1000), [2 * math.log(1000)]),
     ("uint8 + 256 wraps", lambda m: m.tensor([7], dtype=m.uint8) + 256, ("uint8", [7])),
     ("uint8 == 256 compares wrapped", lambda m: m.tensor([0, 1], dtype=m.uint8) == 256, ("bool", [True, False])),
+    # a Python int ranks below 0-d tensors too (torch's wrapped number)
+    ("0-d uint8 / 256", lambda m: m.tensor(7, dtype=m.uint8) / 256, 7 / 256),
+    ("0-d int8 / 1000", lambda m: m.tensor(7, dtype=m.int8) / 1000, 0.007),
+    ("0-d int32 / 2**40", lambda m: m.tensor(7, dtype=m.int32) / 2 ** 40, 7 / 2 ** 40),
+    ("256 / 0-d uint8", lambda m: 256 / m.tensor(44, dtype=m.uint8), 256 / 44),
+    ("0-d uint8 / -1", lambda m: m.tensor(7, dtype=m.uint8) / -1, -7.0),
+    ("true_divide(0-d int16, 40000)", lambda m: m.true_divide(m.tensor(7, dtype=m.int16), 40000), 7 / 40000),
+    ("copysign(0-d uint8, -1)", lambda m: m.copysign(m.tensor(44, dtype=m.uint8), -1), -44.0),
+    ("xlogy(0-d uint8, 256)", lambda m: m.xlogy(m.tensor(2, dtype=m.uint8), 256), 2 * math.log(256)),
+    ("0-d uint8 + 300 wraps", lambda m: m.tensor(7, dtype=m.uint8) + 300, ("uint8", 51)),
+    ("0-d uint8 * -1 wraps", lambda m: m.tensor(7, dtype=m.uint8) * -1, ("uint8", 249)),
+    ("0-d uint8 add_(300)", lambda m: m.tensor(7, dtype=m.uint8).add_(300), ("uint8", 51)),
+    ("0-d uint8 + 300 * alpha 2", lambda m: m.add(m.tensor(44, dtype=m.uint8), 300, alpha=2), ("uint8", 132)),
+    ("0-d uint8 - 1 * alpha -2", lambda m: m.sub(m.tensor(7, dtype=m.uint8), 1, alpha=-2), ("uint8", 9)),
+    ("0-d uint8 div_(256) is refused", lambda m: m.tensor(7, dtype=m.uint8).div_(256), RuntimeError),
+    ("addcmul value 300 does not fit uint8", lambda m: m.addcmul(*[m.tensor([4], dtype=m.uint8)] * 3, value=300),
+     RuntimeError),
+    ("addcmul value 2.5 becomes 2 for uint8", lambda m: m.addcmul(*[m.tensor([4], dtype=m.uint8)] * 3, value=2.5),
+     ("uint8", [36])),
+    ("addcmul of bool is not implemented", lambda m: m.addcmul(*[m.tensor([True])] * 3), NotImplementedError),
+    # a numpy scalar on the left defers to the tensor (torch's __array_priority__), never computing in numpy
+    ("np.int64(300) / 0-d uint8", lambda m: np.int64(300) / m.tensor(7, dtype=m.uint8), ("float32", 300 / 7)),
+    ("np.float64(2.5) * float32", lambda m: np.float64(2.5) * m.tensor([1.0, 2.0]), ("float32", [2.5, 5.0])),
+    ("np.int64(3) * int64", lambda m: np.int64(3) * m.tensor([1, 2]), ("int64", [3, 6])),
     ("int32 x float16 0-d", lambda m: m.tensor([3, 100001], dtype=m.int32) * m.tensor(1.0, dtype=m.float16),
      ("float16", [3.0, math.inf])),    # (100001 becomes float16 first: inf, as torch)
     # linear algebra
@@ -65,7 +95,28 @@ CASES = [
      RuntimeError),
     ("cholesky_ex reports a NaN pivot", lambda m: m.linalg.cholesky_ex(m.tensor([[4.0, 1.0], [1.0, NaN]]))[1],
      ("int32", 2)),
+    ("cholesky_ex of a NaN matrix: potrf's partial factor",
+     lambda m: m.linalg.cholesky_ex(m.tensor([[4.0, NaN], [NaN, 3.0]]))[0], [[2.0, 0.0], [NaN, NaN]]),
+    ("cholesky_ex of a NaN matrix: info", lambda m: m.linalg.cholesky_ex(m.tensor([[4.0, NaN], [NaN, 3.0]]))[1],
+     ("int32", 2)),
+    ("cholesky_ex(upper) of a NaN pivot", lambda m: m.linalg.cholesky_ex(
+        m.tensor([[4.0, 1.0, 0.0], [1.0, NaN, 1.0], [0.0, 1.0, 5.0]], dtype=m.float64), upper=True)[0],
+     [[2.0, 0.5, 0.0], [0.0, NaN, 1.0], [0.0, 0.0, 5.0]]),
+    ("cholesky_ex of an indefinite matrix keeps the failing pivot", lambda m: m.linalg.cholesky_ex(
+        m.tensor([[1.0, 2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, 7.0]]))[0], [[1.0, 0, 0], [2.0, -3.0, 0], [0, 0, 7.0]]),
+    ("cholesky_ex reads only the lower triangle's NaN", lambda m: m.linalg.cholesky_ex(
+        m.tensor([[4.0, NaN], [1.0, 3.0]]))[1], ("int32", 0)),
+    ("inv_ex of a NaN pivot is all NaN", lambda m: m.linalg.inv_ex(m.tensor([[NaN, 1.0], [1.0, 3.0]]))[0],
+     [[NaN] * 2] * 2),
+    ("inv of a block-diagonal NaN matrix is all NaN", lambda m: m.linalg.inv(
+        m.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, NaN]], dtype=m.float64)), [[NaN] * 3] * 3),
     ("inv of a NaN matrix is all NaN", lambda m: m.linalg.inv(m.tensor([[1.0, NaN], [0.5, 2.0]])), [[NaN] * 2] * 2),
+    # norms whose squares overflow: torch's cosine_similarity divides by an inf norm (0), never inf - inf
+    ("bfloat16 cosine_similarity of 1e20s", lambda m: m.nn.functional.cosine_similarity(
+        m.tensor([[1e20, 2e20]]).bfloat16(), m.tensor([[2e20, 1e20]]).bfloat16()), ("bfloat16", [0.0])),
+    ("float32 cosine_similarity of 3e38s", lambda m: m.nn.functional.cosine_similarity(
+        m.tensor([[3e38, 1e38]]), m.tensor([[1e38, 3e38]])), [0.0]),
+    ("cosine_similarity gradient of 1e20s", lambda m: _cosine_grad(m, [1e20, 2e20], "bfloat16"), [[0.0, 0.0]]),
     # random
     ("randint past uint8's range is refused", lambda m: m.randint(0, 300, (3,), dtype=m.uint8), RuntimeError),
     ("randint below int8's range is refused", lambda m: m.randint(-200, 3, (3,), dtype=m.int8), RuntimeError),
@@ -140,3 +191,26 @@ def test_torch_agrees(name, fn, expected):
     """The expectations above are torch's (checked whenever torch is installed)."""
     torch = pytest.importorskip("torch")
     check(torch, fn, expected, name)
+
+
+# float16 gradients through a norm of [300, 400] (500: its square overflows float16): d/dx sum(x / ||x||) goes through
+# div's derivative in its divisor, whose b * b overflowed and dropped that path ([0.002, 0.002]). The mathematical
+# values, within a few float16 ulps of the terms summed (~2e-3, ulp 2e-6); torch agrees.
+HALF_GRADIENTS = [
+    ("x / x.norm()", lambda m, x: (x / m.linalg.vector_norm(x, 2, (1,), True)).sum(), [[0.00032, -0.00024]]),
+    ("cosine_similarity", lambda m, x: m.nn.functional.cosine_similarity(x, m.tensor([[400.0, 300.0]]).to(x.dtype)),
+     [[0.000448, -0.000336]]),
+]
+
+
+@pytest.mark.parametrize("name, fn, expected", HALF_GRADIENTS, ids=[c[0] for c in HALF_GRADIENTS])
+def test_float16_gradient_through_a_norm(dg, name, fn, expected):
+    x = dg.tensor([[300.0, 400.0]]).half().requires_grad_()
+    fn(dg, x).sum().backward()
+    np.testing.assert_allclose(x.grad.float().numpy(), expected, rtol=0, atol=8e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("name, fn, expected", HALF_GRADIENTS, ids=[c[0] for c in HALF_GRADIENTS])
+def test_float16_gradient_through_a_norm_torch(name, fn, expected):
+    torch = pytest.importorskip("torch")
+    test_float16_gradient_through_a_norm(torch, name, fn, expected)

@@ -10,6 +10,8 @@ import warnings
 import numpy as np
 import pytest
 
+from helpers import square_function
+
 HERE = os.path.abspath(__file__)
 
 
@@ -64,17 +66,7 @@ def test_call_site_skips_dyngrad_frames(dg):
 
 
 def test_call_site_of_custom_function(dg):
-    class Square(dg.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x * x
-
-        @staticmethod
-        def backward(ctx, grad):
-            (x,) = ctx.saved_tensors
-            return 2 * x * grad
-
+    Square = square_function(dg)
     y = Square.apply(leaf(dg, [3.0]))  # <site:custom>
     assert y.grad_fn.name() == "SquareBackward"
     assert y.grad_fn.call_site[:2] == (HERE, line_of("custom"))

@@ -9,6 +9,8 @@ import re
 import numpy as np
 import pytest
 
+from helpers import square_function
+
 
 def leaf(dg, values, dtype="float64"):
     return dg.tensor(np.asarray(values, dtype=dtype), requires_grad=True)
@@ -45,18 +47,7 @@ def custom_wrong_arity(dg):
 
 
 def custom_backward_twice(dg):
-    class Square(dg.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x * x
-
-        @staticmethod
-        def backward(ctx, grad):
-            (x,) = ctx.saved_tensors
-            return 2 * x * grad
-
-    y = Square.apply(leaf(dg, [3.0])).sum()
+    y = square_function(dg).apply(leaf(dg, [3.0])).sum()
     y.backward()
     y.backward()
 
@@ -274,8 +265,9 @@ def test_gradcheck_reports_wrong_gradients(dg):
     x = leaf(dg, [0.5, -1.0])
     assert dg.autograd.gradcheck(lambda t: t * t, (x,))
     assert dg.autograd.gradcheck(BadSquare.apply, (x,), raise_exception=False) is False
-    with pytest.raises(RuntimeError, match="Jacobian mismatch"):
+    with pytest.raises(dg.autograd.GradcheckError, match="Jacobian mismatch"):     # torch's name, a RuntimeError
         dg.autograd.gradcheck(BadSquare.apply, (x,))
+    assert issubclass(dg.autograd.GradcheckError, RuntimeError)
     assert dg.autograd.gradgradcheck(lambda t: (t ** 3).sum(), (x,))
 
 
@@ -295,3 +287,43 @@ def test_no_crash_on_hostile_inputs(dg):
     for i, f in enumerate(hostile):
         with pytest.raises(Exception):
             f()
+
+
+# A layer that refuses its input says which layer (its repr) before the op's own message: in a model, "matmul: inner
+# dimensions do not match" named none of its Linear layers.
+LAYER_ERRORS = [
+    ("Linear", lambda nn, m: nn.Linear(3, 4)(m.zeros(2, 5)), RuntimeError,
+     r"^Linear\(in_features=3, out_features=4, bias=True\): linear: the input \(2, 5\) has 5 features in its last "
+     r"dim, but the weight \(4, 3\) expects 3\.$"),
+    ("Linear, 1-D input", lambda nn, m: nn.Linear(3, 4, bias=False)(m.zeros(5)), RuntimeError,
+     r"^Linear\(in_features=3, out_features=4, bias=False\): linear: the input \(5,\)"),
+    ("Bilinear", lambda nn, m: nn.Bilinear(3, 4, 5)(m.zeros(2, 3), m.zeros(2, 5)), RuntimeError,
+     r"^Bilinear\(in1_features=3, in2_features=4, out_features=5, bias=True\): bilinear: "),
+    ("Conv1d", lambda nn, m: nn.Conv1d(3, 4, 2)(m.zeros(1, 5, 7)), RuntimeError,
+     r"^Conv1d\(3, 4, kernel_size=\(2,\), stride=\(1,\)\): conv1d: .*5 channels"),
+    ("Conv2d", lambda nn, m: nn.Conv2d(3, 4, 2)(m.zeros(1, 5, 7, 7)), RuntimeError,
+     r"^Conv2d\(3, 4, kernel_size=\(2, 2\), stride=\(1, 1\)\): conv2d: .*5 channels"),
+    ("Conv3d", lambda nn, m: nn.Conv3d(3, 4, 2)(m.zeros(1, 5, 4, 4, 4)), RuntimeError, r"^Conv3d\(3, 4, .*\): conv3d"),
+    ("ConvTranspose2d", lambda nn, m: nn.ConvTranspose2d(3, 4, 2)(m.zeros(1, 5, 4, 4)), RuntimeError,
+     r"^ConvTranspose2d\(3, 4, .*\): conv_transpose2d"),
+    ("Embedding", lambda nn, m: nn.Embedding(3, 4)(m.tensor([5])), IndexError,
+     r"^Embedding\(3, 4\): embedding: index 5 is out of range"),
+    ("EmbeddingBag", lambda nn, m: nn.EmbeddingBag(3, 4)(m.tensor([[5]])), RuntimeError,
+     r"^EmbeddingBag\(3, 4, mode='mean'\): embedding_bag: index 5"),
+    ("LSTM", lambda nn, m: nn.LSTM(3, 4)(m.zeros(2, 1, 5)), RuntimeError,
+     r"^LSTM\(3, 4\): input\.size\(-1\) must be equal to input_size\. Expected 3, got 5$"),
+    ("GRU named once", lambda nn, m: nn.GRU(3, 4)(m.zeros(2, 1, 5, 1)), ValueError,
+     r"^GRU\(3, 4\): Expected input to be 2D or 3D, got 4D instead$"),
+    ("LSTMCell", lambda nn, m: nn.LSTMCell(3, 4)(m.zeros(2, 5)), RuntimeError,
+     r"^LSTMCell\(3, 4\): input has inconsistent input_size: got 5 expected 3$"),
+    ("the failing layer of a Sequential", lambda nn, m: nn.Sequential(nn.Linear(5, 3), nn.Linear(4, 2))(m.zeros(1, 5)),
+     RuntimeError, r"^Linear\(in_features=4, out_features=2, bias=True\): linear: the input \(1, 3\)"),
+]
+
+
+@pytest.mark.parametrize("name, call, exc, pattern", LAYER_ERRORS, ids=[c[0] for c in LAYER_ERRORS])
+def test_layer_errors_name_the_layer(dg, name, call, exc, pattern):
+    with pytest.raises(exc) as info:
+        call(dg.nn, dg)
+    assert type(info.value) is exc
+    assert re.search(pattern, str(info.value)), f"{name}: message {str(info.value)!r} does not match {pattern!r}"

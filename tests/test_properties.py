@@ -707,6 +707,43 @@ def test_random_integer_scalars(cpp, ref, a, b, which):
                 assert all(lo <= v < hi for v in m.randint(lo, hi, (16,)).tolist())
 
 
+# ---- narrow integer tensors next to any Python int (issue 23) ----
+# torch's wrapped number: an integer result wraps the number into the tensor's dtype, a float result (division)
+# uses its true value, and this holds for 0-d tensors too (a 0-d uint8 / 256 divided by 0 before). Checked against
+# modular arithmetic and float32 division, on both engines.
+
+NARROW_BITS = {"uint8": (8, False), "int8": (8, True), "int16": (16, True), "int32": (32, True)}
+
+
+def wrap_into(v, dtype):
+    bits, signed = NARROW_BITS[dtype]
+    v %= 2 ** bits
+    return v - 2 ** bits if signed and v >= 2 ** (bits - 1) else v
+
+
+@PROFILE
+@given(dtype=st.sampled_from(sorted(NARROW_BITS)), zero_d=st.booleans(), a=st.lists(int64s, min_size=1, max_size=3),
+       b=st.one_of(int64s, st.sampled_from([256, -129, 40000, 2 ** 31, -2 ** 31 - 1, 2 ** 32])),
+       which=st.integers(0, 4))
+def test_narrow_integer_tensor_and_any_int(cpp, ref, dtype, zero_d, a, b, which):
+    a = [wrap_into(x, dtype) for x in a]
+    for m in (cpp, ref):
+        ts = [m.tensor(x, dtype=getattr(m, dtype)) for x in a] if zero_d else [m.tensor(a, dtype=getattr(m, dtype))]
+        for t in ts:
+            xs = t.reshape(-1).tolist()
+            where = f"{m.__name__} {dtype} {'0-d' if zero_d else 'dims'} {xs} op {which} {b}"
+            if which < 3:
+                out = (t + b, t - b, t * b)[which]
+                want = [wrap_into((x + b, x - b, x * b)[which], dtype) for x in xs]
+                assert str(out.dtype).endswith(dtype) and out.reshape(-1).tolist() == want, where
+            elif which == 3 and b != 0:
+                want = np.float32(xs) / np.float32(b)
+                np.testing.assert_allclose((t / b).reshape(-1).numpy(), want, rtol=1e-6, err_msg=where)
+            elif which == 4 and all(x != 0 for x in xs):
+                want = np.float32(b) / np.float32(xs)
+                np.testing.assert_allclose((b / t).reshape(-1).numpy(), want, rtol=1e-6, err_msg=where)
+
+
 # ---- hook programs (issue 11): hooks that register, remove and retain hooks while backward runs ----
 # tests/hook_programs.py runs a Program on any engine; here the C++ engine, the reference and torch (when
 # installed: the oracle of Note [Hooks that change hooks]) must log the same hook calls and give the same gradients.

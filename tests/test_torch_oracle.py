@@ -66,8 +66,9 @@ def test_error_types_are_torchs(case):
 
 # ---- integer tensors next to Python numbers that do not fit their dtype (issue 23) ----
 # torch keeps such a number an int64 "wrapped number": a float result (div, copysign, xlogy, atan2...) uses its true
-# value, an integer one (add, mul...) wraps it into the tensor's dtype. Every integer dtype x out-of-range (and
-# in-range) number x op, both sides, against torch; an error must be torch's too.
+# value, an integer one (add, mul...) wraps it into the tensor's dtype. It ranks below 0-d tensors too: a 0-d uint8
+# tensor / 256 divides by 256. Every integer dtype x tensor with dims or 0-d x out-of-range (and in-range) number x
+# op, both sides, in place and through alpha/value, against torch; an error must be torch's too.
 
 import numpy as np  # noqa: E402
 
@@ -81,25 +82,35 @@ SCALAR_OPS = {
     "lt": lambda m, t, s: t < s, "maximum": lambda m, t, s: m.clamp(t, min=s), "pow": lambda m, t, s: t ** s,
     "floor_divide": lambda m, t, s: t // s, "remainder": lambda m, t, s: t % s, "where": lambda m, t, s:
     m.where(t > 1, t, s), "hypot": lambda m, t, s: m.hypot(t.float(), m.tensor(float(s))),
+    "add_alpha": lambda m, t, s: m.add(t, s, alpha=2), "sub_alpha": lambda m, t, s: m.sub(t, 1, alpha=s),
+    "addcmul": lambda m, t, s: m.addcmul(t, t, t, value=s), "add_": lambda m, t, s: t.add_(s),
+    "mul_": lambda m, t, s: t.mul_(s), "div_": lambda m, t, s: t.div_(s), "ge": lambda m, t, s: m.ge(t, s),
+    "rsub": lambda m, t, s: s - t, "fmod": lambda m, t, s: m.fmod(t, s), "div_floor": lambda m, t, s:
+    m.div(t, s, rounding_mode="floor"), "bitwise_and": lambda m, t, s: t & s,
 }
 VALUES = [7, 100, 0, 1]
 
 
-def _outcome(m, op, dtype, scalar):
-    t = m.tensor(VALUES if dtype != "bool" else [True, False, True, True], dtype=getattr(m, dtype))
+def _outcome(m, op, dtype, scalar, zero_d):
+    values = VALUES if dtype != "bool" else [True, False, True, True]
+    tensors = [m.tensor(v, dtype=getattr(m, dtype)) for v in values] if zero_d else \
+        [m.tensor(values, dtype=getattr(m, dtype))]
+    results = []
     try:
-        out = SCALAR_OPS[op](m, t, scalar)
+        for t in tensors:
+            results.append(SCALAR_OPS[op](m, t, scalar))
     except (RuntimeError, TypeError, ValueError, ZeroDivisionError, OverflowError) as exc:
         return "error", type(exc).__name__
-    return str(out.dtype).split(".")[-1], np.asarray(out.numpy(), dtype=np.float64)
+    return str(results[0].dtype).split(".")[-1], np.asarray([r.numpy() for r in results], dtype=np.float64)
 
 
+@pytest.mark.parametrize("zero_d", [False, True], ids=["dims", "0-d"])
 @pytest.mark.parametrize("op", sorted(SCALAR_OPS))
 @pytest.mark.parametrize("dtype", INT_DTYPES)
-def test_integer_tensor_and_unfitting_number_as_torch(dg, dtype, op):
+def test_integer_tensor_and_unfitting_number_as_torch(dg, dtype, op, zero_d):
     for scalar in SCALARS:
-        got, want = _outcome(dg, op, dtype, scalar), _outcome(torch, op, dtype, scalar)
-        where = f"{dtype} tensor {op} {scalar!r}"
+        got, want = _outcome(dg, op, dtype, scalar, zero_d), _outcome(torch, op, dtype, scalar, zero_d)
+        where = f"{dtype} {'0-d ' if zero_d else ''}tensor {op} {scalar!r}"
         if want[0] == "error":
             assert got[0] == "error", f"{where}: torch raises {want[1]}, dyngrad gives {got}"
             continue

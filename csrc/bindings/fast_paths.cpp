@@ -325,7 +325,8 @@ PyObject* reduce_function(PyObject* fallback, PyObject* const* args, Py_ssize_t 
 
 Tensor sum_op(const Tensor& a, const Dims& dims, bool keepdim) { return sum(a, dims, keepdim); }
 
-// linear(x, w) or linear(x, w, b) with a 2-D weight: x @ w.mT + b, as the shared composite computes it.
+// linear(x, w) or linear(x, w, b) with a 2-D weight matching x's last dim: x @ w.mT + b, as the shared composite
+// computes it (which names linear, not matmul, when the features do not match).
 PyObject* linear_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   if (!kwnames && (nargs == 2 || nargs == 3) && fast_on() && !g_autocast_active.load(std::memory_order_relaxed)) {
@@ -333,7 +334,8 @@ PyObject* linear_function(PyObject* fallback, PyObject* const* args, Py_ssize_t 
     const Tensor* w = tensor_of(args[1]);
     const Tensor* b = nargs == 3 ? tensor_of(args[2]) : nullptr;
     bool no_bias = nargs == 2 || args[2] == Py_None;
-    if (x && w && (*w)->ndim() == 2 && (b || no_bias)) {
+    if (x && w && (*w)->ndim() == 2 && (b || no_bias) && (*x)->ndim() > 0 &&
+        (*x)->shape.back() == (*w)->shape[1]) {
       DG_PY_TRY
       Tensor out = matmul(*x, mT(*w));
       if (b) out = add(out, *b);

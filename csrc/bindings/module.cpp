@@ -110,8 +110,9 @@ bool is_tensor(py::handle o) { return py::isinstance<TensorImpl>(o); }
 
 // torch's rule for a Python number next to a tensor: it never widens the tensor's dtype within its category
 // (float32 * 2.5 is float32), and a number of a higher category (bool < int < float) gives the default dtype of
-// that category. `like` null: the number alone (bool, int64, float32).
-Tensor scalar_operand(py::handle o, const Tensor* like) {
+// that category. `like` null: the number alone (bool, int64, float32). The operand is marked a wrapped number, which
+// result_type() ranks below 0-d tensors (Note [Integers that do not fit the tensor's dtype], ops_math.cpp).
+static Tensor number_as_tensor(py::handle o, const Tensor* like) {
   if (PyBool_Check(o.ptr())) {
     bool v = o.ptr() == Py_True;
     if (like && (*like)->dtype != DType::Bool) return scalar_tensor(v, (*like)->dtype);
@@ -135,6 +136,11 @@ Tensor scalar_operand(py::handle o, const Tensor* like) {
   }
   throw TypeError(str_cat("expected a Python number (bool, int, float or complex), got ",
                           py::str(py::type::handle_of(o).attr("__name__")).cast<std::string>(), "."));
+}
+Tensor scalar_operand(py::handle o, const Tensor* like) {
+  Tensor t = number_as_tensor(o, like);
+  t->wrapped_number = true;
+  return t;
 }
 
 }  // namespace dyngrad

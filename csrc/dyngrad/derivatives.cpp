@@ -99,11 +99,12 @@ static Grads mul_backward(const Tensor& grad, const OpNode& n, const SavesAB& s)
   return {n.needs_input_grad(0) ? mul(grad, cj(s.b)) : nullptr, n.needs_input_grad(1) ? mul(grad, cj(s.a)) : nullptr};
 }
 
-// out = a / b  ->  da = grad / b, db = -grad * a / b^2
+// out = a / b  ->  da = grad / b, db = -grad * (a / b) / b: as torch, not over b * b, whose float16 square
+// overflows from |b| = 256 (x / x.norm() of [300, 400] in float16 lost the norm's path: gradient [0.002, 0.002])
 static Grads div_backward(const Tensor& grad, const OpNode& n, const SavesAB& s) {
   const Tensor& b = s.b;
   Tensor da = n.needs_input_grad(0) ? div(grad, cj(b)) : nullptr;
-  Tensor db = n.needs_input_grad(1) ? neg(div(mul(grad, cj(s.a)), cj(mul(b, b)))) : nullptr;
+  Tensor db = n.needs_input_grad(1) ? neg(mul(grad, cj(div(div(s.a, b), b)))) : nullptr;
   return {da, db};
 }
 

@@ -38,13 +38,14 @@ Tensor scalar_like(const Tensor& t, double v, bool is_integral) {
   return scalar_tensor(v, dt);
 }
 
-// Note [Integers that do not fit the tensor's dtype]: torch keeps a Python int next to a tensor as an int64
-// "wrapped number", which promotion ranks below the tensor; it is converted to the dtype of the computation only
-// there. So `uint8 [7, 200] / 256` divides by 256.0 (0.027, 0.78) while `uint8 + 256` wraps to uint8. A value that
-// does not fit a narrow integer tensor's dtype stays an int64 0-d operand here, which result_type() (dims outrank
-// 0-d of the same category) ranks exactly as torch: the result dtype is unchanged, and a float computation (div,
-// copysign, xlogy, atan2) converts 256 itself rather than its wrapped 0. (A 0-d tensor still wraps: two 0-d ints
-// promote by size.)
+// Note [Integers that do not fit the tensor's dtype]: torch keeps a Python number next to a tensor as a "wrapped
+// number", which promotion ranks below every tensor, 0-d ones included; it is converted to the dtype of the
+// computation only there. So `uint8 [7, 200] / 256` and `uint8 (7) / 256` divide by 256.0 (0.027, 0.78), while
+// `uint8 + 256` wraps to uint8 (as torch). A value that does not fit a narrow integer tensor's dtype stays an int64
+// 0-d operand marked wrapped_number, and result_type() ranks the three tiers as torch: tensors with dims, then 0-d
+// tensors, then wrapped numbers, a lower tier counting only when its category is higher. The result dtype is the
+// tensor's, and a float computation (div, copysign, xlogy) converts 256 itself rather than its wrapped 0. (Before
+// the third tier, a 0-d tensor next to such a number promoted by size: `int8 (7) / 1000` divided by -24.)
 static bool fits_in(int64_t v, DType d) {
   switch (d) {
     case DType::UInt8: return v >= 0 && v <= 255;
@@ -56,20 +57,19 @@ static bool fits_in(int64_t v, DType d) {
 }
 Tensor scalar_like_int(const Tensor& t, int64_t v) {
   if (is_complex(t->dtype)) return scalar_tensor((double)v, t->dtype);
-  if (t->dtype == DType::Bool || (t->ndim() > 0 && !fits_in(v, t->dtype))) return scalar_tensor_int(v, DType::Int64);
+  if (t->dtype == DType::Bool || !fits_in(v, t->dtype)) return scalar_tensor_int(v, DType::Int64);
   return scalar_tensor_int(v, t->dtype);
 }
 
-// torch's rule: tensors with dims outrank 0-d tensors (and so Python numbers, which arrive as 0-d tensors); a 0-d
-// operand changes the result only when its category (bool < int < float < complex) is higher: float32 * 0-d float64
-// stays float32, int64 * 0-d float64 becomes float64, float64 * 0-d complex64 becomes complex128
-// (combine_categories in dtype.h).
+// torch's rule: tensors with dims outrank 0-d tensors, which outrank wrapped Python numbers; a lower tier changes
+// the result only when its category (bool < int < float < complex) is higher: float32 * 0-d float64 stays float32,
+// int64 * 0-d float64 becomes float64, 0-d uint8 * the number 1000 stays uint8, float64 * 0-d complex64 becomes
+// complex128 (combine_categories in dtype.h).
+static int tier(const Tensor& t) { return t->ndim() > 0 ? 2 : (t->wrapped_number ? 0 : 1); }
 DType result_type(const Tensor& a, const Tensor& b) {
-  const bool a0 = a->ndim() == 0, b0 = b->ndim() == 0;
-  if (a0 == b0) return promote(a->dtype, b->dtype);
-  const Tensor& dims = a0 ? b : a;
-  const Tensor& zero_d = a0 ? a : b;
-  return combine_categories(dims->dtype, zero_d->dtype);
+  const int ta = tier(a), tb = tier(b);
+  if (ta == tb) return promote(a->dtype, b->dtype);
+  return ta > tb ? combine_categories(a->dtype, b->dtype) : combine_categories(b->dtype, a->dtype);
 }
 
 // a Python complex number next to `t` (null: alone): torch's wrapped complex number, the default complex dtype

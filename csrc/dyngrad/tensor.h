@@ -78,6 +78,9 @@ struct TensorImpl {
   bool retains_grad = false;
   bool cycle_suspect = false;  // in the registry of Note [Cycles through C++] (cycles.h)
   bool is_view = false;  // made by a view op from a tensor that required grad, sharing its storage
+  // A Python number made into a 0-d operand (scalar_operand): result_type() ranks it below 0-d tensors (Note
+  // [Integers that do not fit the tensor's dtype], ops_math.cpp). No op's output has it.
+  bool wrapped_number = false;
   Tensor view_base;      // for such views: the non-view tensor owning the memory (Note [In-place writes into views])
   uint32_t output_nr = 0;
   std::shared_ptr<Node> grad_fn;

@@ -70,6 +70,9 @@ def install(namespace):
     _C._register_helpers({"Size": Size, "RemovableHandle": RemovableHandle})
     _C.Node.__getattr__ = saved_attribute         # grad_fn._saved_self and friends (_api/node_names.py)
     Tensor = _C.Tensor
+    # numpy defers `np.int64(300) / tensor` and `ndarray * tensor` to the tensor's reflected operator, as for torch's
+    # tensors; without it numpy read the C++ engine's tensor through __array__ and returned numpy's float64
+    Tensor.__array_priority__ = 1000
     fallbacks = {}
     implementations = {}                  # the row's own function behind each fallback
     hot_names = set(_C._fast_path_names())

@@ -6,7 +6,7 @@ import importlib
 from .grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode  # noqa: F401
 from .function import Function, FunctionCtx, once_differentiable  # noqa: F401
 from .engine import backward, grad, _queue_callback  # noqa: F401
-from .gradcheck import gradcheck, gradgradcheck  # noqa: F401
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: F401
 from .anomaly import detect_anomaly, set_detect_anomaly, is_anomaly_enabled, set_record_call_sites, is_recording_call_sites  # noqa: F401,E501
 from .graph import graph_stats, set_graph_growth_warning, GraphGrowthWarning  # noqa: F401
 from . import functional, graph, forward_ad  # noqa: F401

@@ -46,6 +46,13 @@ def _cpu_model():
     return platform.processor() or platform.machine()
 
 
+def machine_line():
+    """The machine a bench ran on, in one line to print beside its timings: the CPU model (lscpu's "Model name"),
+    the core count and the load average (on a machine shared with other jobs, timings mean little without it)."""
+    load = " ".join(f"{v:.2f}" for v in os.getloadavg()) if hasattr(os, "getloadavg") else "unknown"
+    return f"{_cpu_model()}, {os.cpu_count()} cores, load average {load}"
+
+
 def _git_commit():
     here = os.path.dirname(os.path.abspath(__file__))
     try:

@@ -96,11 +96,11 @@ def mul_backward(grad, s):
             mul(grad, cj(s.a)) if s.needs_input_grad[1] else None)
 
 
-# out = a / b  ->  da = grad / b, db = -grad * a / b^2
+# out = a / b  ->  da = grad / b, db = -grad * (a / b) / b (not over b * b: derivatives.cpp)
 def div_backward(grad, s):
     b = s.b
     da = div(grad, cj(b)) if s.needs_input_grad[0] else None
-    db = neg(div(mul(grad, cj(s.a)), cj(mul(b, b)))) if s.needs_input_grad[1] else None
+    db = neg(mul(grad, cj(div(div(s.a, b), b)))) if s.needs_input_grad[1] else None
     return da, db
 
 

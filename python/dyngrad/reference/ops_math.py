@@ -48,15 +48,22 @@ def _wide(dtype):
     return _dt.float32 if dtype.is_floating_point and dtype.itemsize == 2 else dtype
 
 
+def _tier(t):
+    """Tensors with dims outrank 0-d tensors, which outrank wrapped Python numbers (scalar_operand)."""
+    return 2 if t.ndim else (0 if t._wrapped_number else 1)
+
+
 def result_type(a, b):
-    """torch's promotion of two operands: a 0-d tensor (a Python number has become one) widens a tensor with
-    dims only when it is of a higher category (bool < int < float): float32 tensor * float64 0-d is float32."""
+    """torch's promotion of two operands (Note [Integers that do not fit the tensor's dtype] in ops_math.cpp): a
+    lower tier (0-d below dims, a Python number below 0-d) widens a higher one only when it is of a higher category
+    (bool < int < float): float32 tensor * float64 0-d is float32, 0-d uint8 * the number 1000 is uint8."""
     if a.dtype is b.dtype:
         return a.dtype
-    if (a.ndim == 0) == (b.ndim == 0):
+    ta, tb = _tier(a), _tier(b)
+    if ta == tb:
         return _dt.promote(a.dtype, b.dtype)
-    dims, zero_d = (a, b) if a.ndim else (b, a)
-    return _dt.combine_categories(dims.dtype, zero_d.dtype)
+    higher, lower = (a, b) if ta > tb else (b, a)
+    return _dt.combine_categories(higher.dtype, lower.dtype)
 
 
 def to_floating(dtype):
@@ -72,7 +79,7 @@ def scalar_like(t, v, is_integral):
         dtype = _dt.get_default_dtype()
     elif not is_integral and dtype.is_floating_point and dtype.itemsize == 2 and t.ndim > 0:
         dtype = _dt.float32          # not rounded to 16 bits before the float32 computation (as ops_math.cpp)
-    elif is_integral and (dtype is _dt.bool_ or (t.ndim > 0 and not _fits(v, dtype))):
+    elif is_integral and (dtype is _dt.bool_ or not _fits(v, dtype)):
         dtype = _dt.int64        # Note [Integers that do not fit the tensor's dtype] in ops_math.cpp
     return scalar_tensor(v, dtype)
 
@@ -88,7 +95,14 @@ def _fits(v, dtype):
 def scalar_operand(value, like):
     """A Python bool/int/float as the operand of an op whose other operand is `like` (None: the number alone).
     torch's rule, as csrc/bindings/module.cpp: a number never widens the tensor's dtype within its category; a
-    number of a higher category (bool < int < float) gives that category's default dtype."""
+    number of a higher category (bool < int < float) gives that category's default dtype. The operand is a
+    wrapped number, which result_type ranks below 0-d tensors."""
+    t = _number_as_tensor(value, like)
+    t._wrapped_number = True
+    return t
+
+
+def _number_as_tensor(value, like):
     if isinstance(value, bool):
         return scalar_tensor(value, like.dtype if like is not None and like.dtype is not _dt.bool_ else _dt.bool_)
     if isinstance(value, int):

@@ -89,6 +89,7 @@ class Tensor:
     _post_accumulate_grad_hooks = None
     _base = None
     _grad_accumulator = None
+    _wrapped_number = False            # a Python number as a 0-d operand (ops_math.scalar_operand)
     __array_priority__ = 1000          # numpy defers `ndarray * tensor` to Tensor.__rmul__
 
     def __new__(cls, *args, **kwargs):

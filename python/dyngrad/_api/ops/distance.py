@@ -55,10 +55,14 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     eps = float(number(eps, "cosine_similarity", "eps"))
 
     def unit(v):
-        # torch clamps the norm in place without recording it: the value is clamped, the gradient is the norm's
+        # torch clamps the norm in place without recording it: the value is clamped, the gradient is the norm's.
+        # The correction is eps - n where n < eps and 0 elsewhere, not clamp(n) - n: a norm whose squares
+        # overflow is inf, and inf - inf made the similarity NaN where torch gives 0 (bfloat16 [1e20, 2e20])
         n = vector_norm(v, 2, (d,), True)
-        clamped = _C.add(n, _C.sub(_C.clamp(n.detach(), eps, None), n.detach()))
-        return _C.div(v, clamped)
+        raw = n.detach()
+        below = _C.compare("lt", raw, _C.scalar_operand(eps, raw))
+        correction = _C.where(below, _C.sub(_C.scalar_operand(eps, raw), raw), _C.scalar_operand(0.0, raw))
+        return _C.div(v, _C.add(n, correction))
     return _C.sum(_C.mul(unit(a), unit(b)), (d,), False)
 
 

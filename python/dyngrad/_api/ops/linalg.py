@@ -173,8 +173,15 @@ def _per_matrix(factor, a, info_of_failure):
 
 
 def _lapack_inv(a):
-    """(inverses, info) of a stack of matrices; a singular matrix gets NaNs and its getrf info (> 0)."""
-    return _per_matrix(np.linalg.inv, a, lambda m: _first_zero_pivot(m) or m.shape[-1])
+    """(inverses, info) of a stack of matrices; a singular matrix gets NaNs and its getrf info (> 0). A matrix
+    holding a NaN gets an all-NaN inverse and info 0, as torch's getrf/getri: numpy's pivot search passes over a NaN
+    pivot and leaves some rows finite ([[nan, 1], [1, 3]] gave [[nan, nan], [-0.5, 0.5]])."""
+    out, info = _per_matrix(np.linalg.inv, a, lambda m: _first_zero_pivot(m) or m.shape[-1])
+    has_nan = np.isnan(a).any(axis=(-2, -1))
+    if np.any(has_nan):
+        out = np.array(out)
+        out[has_nan] = np.nan
+    return out, info
 
 
 def _raise_singular(op, info):
@@ -206,8 +213,31 @@ def _first_non_pd_minor(m):
 
 def _lapack_cholesky(a):
     """(lower Cholesky factors, info) of a stack of matrices, reading their lower triangles; a matrix that is not
-    positive-definite gets NaNs and the order of its first leading minor that is not (LAPACK potrf's info)."""
-    return _per_matrix(_numpy_cholesky, a, _first_non_pd_minor)
+    positive-definite gets LAPACK potrf's partial factor (_partial_cholesky) and the order of its first leading minor
+    that is not (potrf's info)."""
+    out, info = _per_matrix(_numpy_cholesky, a, _first_non_pd_minor)
+    for idx in zip(*np.nonzero(info)) if np.ndim(info) else ([()] if info else []):
+        partial, order = _partial_cholesky(a[idx])
+        if order:                 # (rounding can let numpy fail where this loop succeeds: NaNs and numpy's info then)
+            out[idx], info[idx] = partial, order
+    return out, info
+
+
+def _partial_cholesky(m):
+    """LAPACK potf2 ('L') on one matrix, as torch returns a failed factorization: the columns before the first pivot
+    that is not positive (or is NaN) are computed, that pivot's value is left on the diagonal and the rows below it
+    keep the input's lower triangle. ([[4, nan], [nan, 3]] -> [[2, 0], [nan, nan]], info 2.) (factor, info)."""
+    L = np.tril(m).astype(m.dtype, copy=True)
+    with np.errstate(all="ignore"):
+        for j in range(m.shape[-1]):
+            row = L[j, :j]
+            pivot = L[j, j] - row @ row
+            if not pivot > 0:
+                L[j, j] = pivot
+                return L, j + 1
+            L[j, j] = np.sqrt(pivot)
+            L[j + 1:, j] = (L[j + 1:, j] - L[j + 1:, :j] @ row) / L[j, j]
+    return L, 0
 
 
 def _raise_not_pd(op, info):

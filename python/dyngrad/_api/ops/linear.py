@@ -12,6 +12,9 @@ def linear(input, weight, bias=None):
     b = optional_tensor(bias, "linear", "bias")
     if w.ndim not in (1, 2):
         raise RuntimeError(f"linear: weight must be 1-D or 2-D, got shape {shape_str(w.shape)}.")
+    if x.ndim and x.shape[-1] != w.shape[-1]:
+        raise RuntimeError(f"linear: the input {shape_str(x.shape)} has {x.shape[-1]} features in its last dim, but "
+                           f"the weight {shape_str(w.shape)} expects {w.shape[-1]}.")
     out = _C.matmul(x, _C.mT(w) if w.ndim == 2 else w)
     if b is not None:
         out = _C.add(out, b)

@@ -340,7 +340,9 @@ Heaviside = _numpy_function("Heaviside", lambda x, v: np.where(x == 0, v, x > 0)
 def _scaled(b, alpha, op, integral=False, dtype=None, negated=False):
     """alpha * b (b itself when alpha is absent or the int 1); a float alpha is refused for integer inputs, a bool
     one for non-bool results, and alpha must fit the result's `dtype` (torch converts it: int8 alpha=300 raises;
-    a subtraction converts -alpha, `negated`)."""
+    a subtraction converts -alpha, `negated`). Given the result's `dtype`, b is converted to it before it is scaled,
+    as torch computes alpha * other in the common dtype: 0-d uint8 + 300 * 2 wraps 300 first (a Python number next to
+    a 0-d tensor is an int64 operand, Note [Integers that do not fit the tensor's dtype])."""
     if alpha is None or (type(alpha) is int and alpha == 1):
         return b
     alpha = number(alpha, op, "alpha")
@@ -353,6 +355,8 @@ def _scaled(b, alpha, op, integral=False, dtype=None, negated=False):
         checked_write(-alpha if negated and not isinstance(alpha, bool) else alpha, dtype, op)
         if dtype is _C.bool:
             alpha = bool(alpha)                 # converted to the bool result's dtype, as torch (b stays bool)
+        b = _cast(b, dtype)
+        return _cast(_C.mul(b, _C.scalar_operand(alpha, b)), dtype)    # (an unfitting alpha: int64 0-d product)
     return _C.mul(b, _C.scalar_operand(alpha, b))
 
 
@@ -448,8 +452,14 @@ fmod.__doc__ = "input - trunc(input / other) * other: the remainder with the div
 def addcmul(input, tensor1, tensor2, *, value=1):
     """input + value * tensor1 * tensor2 (broadcast)."""
     a = tensor_arg(input, "addcmul")
-    product = _C.mul(tensor_arg(tensor1, "addcmul", "tensor1"), tensor_arg(tensor2, "addcmul", "tensor2"))
-    return _C.add(a, _scaled(product, value, "addcmul"))
+    t1, t2 = tensor_arg(tensor1, "addcmul", "tensor1"), tensor_arg(tensor2, "addcmul", "tensor2")
+    dtype = _result_type(a, t1, t2)
+    if dtype is _C.bool:
+        raise NotImplementedError("addcmul: not implemented for bool tensors (as in torch).")
+    value = number(value, "addcmul", "value")
+    if isinstance(value, float) and not dtype.is_floating_point:
+        value = int(checked_write(value, dtype, "addcmul"))      # torch converts value to the dtype: 2.5 -> 2
+    return _C.add(a, _scaled(_C.mul(t1, t2), value, "addcmul", dtype=dtype))     # value must fit dtype (torch)
 
 
 def addcdiv(input, tensor1, tensor2, *, value=1):
@@ -459,7 +469,7 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
     if _integral(t1, t2):
         raise RuntimeError("addcdiv: integer division of tensor1 by tensor2 is not supported (as in torch); use "
                            "input + value * torch.div(tensor1, tensor2, rounding_mode='trunc') for the old behaviour.")
-    return _C.add(a, _C.div(_scaled(t1, value, "addcdiv"), t2))
+    return _C.add(a, _C.div(_scaled(t1, value, "addcdiv", dtype=_result_type(a, t1, t2)), t2))
 
 
 def lerp(input, end, weight):

@@ -8,7 +8,7 @@ from ..._api.ops.conv import _PADDING_MODES, _pad_nonzero
 from .. import functional as F, init
 from ..parameter import Parameter
 from .lazy import LazyModuleMixin
-from .module import Module
+from .module import LAYER_ERRORS, Module, layer_error
 
 __all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "LazyConv1d",
            "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d"]
@@ -116,7 +116,10 @@ class _Conv(_ConvNd):
         return conv(input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
 
     def forward(self, input):
-        return self._conv_forward(input, self.weight, self.bias)
+        try:
+            return self._conv_forward(input, self.weight, self.bias)
+        except LAYER_ERRORS as err:
+            raise layer_error(self, err) from None
 
 
 class Conv1d(_Conv):
@@ -174,8 +177,11 @@ class _ConvTransposeNd(_ConvNd):
     def forward(self, input, output_size=None):
         output_padding = self._output_padding(input, output_size, self.stride, self.padding, self.kernel_size,
                                               self._n, self.dilation)
-        return getattr(F, self._functional)(input, self.weight, self.bias, self.stride, self.padding,
-                                            output_padding, self.groups, self.dilation)
+        try:
+            return getattr(F, self._functional)(input, self.weight, self.bias, self.stride, self.padding,
+                                                output_padding, self.groups, self.dilation)
+        except LAYER_ERRORS as err:
+            raise layer_error(self, err) from None
 
 
 class ConvTranspose1d(_ConvTransposeNd):

@@ -6,7 +6,7 @@ from ..._api.device import check_device
 from .. import functional as F, init
 from ..parameter import Parameter
 from .lazy import LazyModuleMixin
-from .module import Module
+from .module import LAYER_ERRORS, Module, layer_error
 
 __all__ = ["Identity", "Linear", "Bilinear", "LazyLinear"]     # as torch: NonDynamicallyQuantizableLinear only here
 
@@ -43,7 +43,10 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x):
-        return F.linear(x, self.weight, self.bias)
+        try:
+            return F.linear(x, self.weight, self.bias)
+        except LAYER_ERRORS as err:
+            raise layer_error(self, err) from None
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
@@ -75,7 +78,10 @@ class Bilinear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input1, input2):
-        return F.bilinear(input1, input2, self.weight, self.bias)
+        try:
+            return F.bilinear(input1, input2, self.weight, self.bias)
+        except LAYER_ERRORS as err:
+            raise layer_error(self, err) from None
 
     def extra_repr(self):
         return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "

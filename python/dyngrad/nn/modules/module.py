@@ -682,6 +682,26 @@ class Module:
         return main + ")"
 
 
+# The errors a layer's functional op raises for a bad input; re-raised naming the layer (layer_error).
+LAYER_ERRORS = (RuntimeError, ValueError, IndexError, TypeError)
+
+
+def layer_error(module, err):
+    """err, raised by the functional op a layer's forward called, as the same exception naming the layer first as
+    repr shows it, so that the message says which layer of a model refused its input: `Linear(in_features=3,
+    out_features=4, bias=True): linear: the input (2, 5) has 5 features...` rather than the op alone. A message
+    that names the layer's class already (`LSTM: Expected input to be 2D...`) gets the configuration in its place.
+    Subclasses of these exception types keep their own (their constructors may take other arguments)."""
+    if type(err) not in LAYER_ERRORS:
+        return err
+    name, message = module._get_name(), str(err)
+    extra = module.extra_repr()
+    described = f"{name}({extra})" if extra and "\n" not in extra else name
+    if message.startswith(name + ":"):
+        message = message[len(name) + 1:].lstrip()
+    return type(err)(f"{described}: {message}").with_traceback(err.__traceback__)
+
+
 def _as_engine_tensor(value, like):
     """A tensor of like's engine and dtype from a tensor, numpy array or anything with __array__ (load_state_dict
     accepts torch's tensors and numpy arrays)."""

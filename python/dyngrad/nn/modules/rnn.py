@@ -26,7 +26,7 @@ from .. import functional as F, init
 from ..._user_frame import warn
 from ..parameter import Parameter
 from ..utils.rnn import PackedSequence
-from .module import Module
+from .module import LAYER_ERRORS, Module, layer_error
 
 __all__ = ["RNNCellBase", "RNNCell", "LSTMCell", "GRUCell", "RNNBase", "RNN", "LSTM", "GRU"]
 
@@ -137,6 +137,12 @@ class RNNCellBase(Module):
         return s
 
     def forward(self, input, hx=None):
+        try:
+            return self._checked_forward(input, hx)
+        except LAYER_ERRORS as err:
+            raise layer_error(self, err) from None
+
+    def _checked_forward(self, input, hx):
         name = type(self).__name__
         if input.dim() not in (1, 2):
             raise ValueError(f"{name}: Expected input to be 1D or 2D, got {input.dim()}D instead")
@@ -329,6 +335,12 @@ class RNNBase(Module):
 
     def forward(self, input, hx=None, *, lengths=None):
         """Returns (output, h_n) (LSTM: (output, (h_n, c_n))) shaped like torch's; see the module docstring."""
+        try:
+            return self._checked_forward(input, hx, lengths)
+        except LAYER_ERRORS as err:
+            raise layer_error(self, err) from None
+
+    def _checked_forward(self, input, hx, lengths):
         name = _NAMES[self.mode]
         if isinstance(input, PackedSequence):
             return self._forward_packed_sequence(input, hx)

@@ -5,7 +5,7 @@ from ..._api.device import check_device
 from ...autograd.grad_mode import no_grad
 from .. import functional as F, init
 from ..parameter import Parameter
-from .module import Module
+from .module import LAYER_ERRORS, Module, layer_error
 
 __all__ = ["Embedding", "EmbeddingBag"]
 
@@ -38,8 +38,11 @@ class Embedding(Module):
             init.zeros_(self.weight[self.padding_idx])
 
     def forward(self, input):
-        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
-                           self.scale_grad_by_freq, self.sparse)
+        try:
+            return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                               self.scale_grad_by_freq, self.sparse)
+        except LAYER_ERRORS as err:
+            raise layer_error(self, err) from None
 
     def extra_repr(self):
         s = f"{self.num_embeddings}, {self.embedding_dim}"
@@ -97,9 +100,12 @@ class EmbeddingBag(Module):
                 self.weight[self.padding_idx].fill_(0)
 
     def forward(self, input, offsets=None, per_sample_weights=None):
-        return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, self.scale_grad_by_freq,
-                               self.mode, self.sparse, per_sample_weights, self.include_last_offset,
-                               self.padding_idx)
+        try:
+            return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type,
+                                   self.scale_grad_by_freq, self.mode, self.sparse, per_sample_weights,
+                                   self.include_last_offset, self.padding_idx)
+        except LAYER_ERRORS as err:
+            raise layer_error(self, err) from None
 
     def extra_repr(self):
         s = f"{self.num_embeddings!r}, {self.embedding_dim!r}"
