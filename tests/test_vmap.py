@@ -130,6 +130,17 @@ PRIMITIVE_CASES = {
     "amin": (lambda dg, a: dg.amin(a, 0, keepdim=True), [_r(B, 2, 4)], 0),
     "logsumexp": (lambda dg, a: dg.logsumexp(a, 1), [_r(B, 2, 4)], 0),
     "cumsum": (lambda dg, a: a.cumsum(0), [_r(B, 2, 4)], 0),
+    "cumprod": (lambda dg, a: (a.cumprod(1), dg.cummax(a, 0)[0], dg.cummin(a, 1)[1]), [_r(B, 2, 4)], 0),
+    "logcumsumexp": (lambda dg, a: dg.logcumsumexp(a, -1), [_r(B, 2, 4)], 0),
+    # reached through cumprod's and logcumsumexp's derivatives
+    "linear_recurrence": (_grad_case(lambda dg, z: z.cumprod(-1) + z.logcumsumexp(-1)), [_r(B, 2, 4)], 0),
+    "remainder": (lambda dg, a, b: (dg.remainder(a, b), a % 0.7), [_r(B, 4), _pos(4)], (0, None)),
+    "fmod": (lambda dg, a, b: dg.fmod(a, b), [_r(B, 4), _pos(B, 4)], 0),
+    # complex values compared through their (real, imag) pairs
+    "view_as_complex": (lambda dg, a: dg.view_as_real(dg.view_as_complex(a) * 2), [_r(B, 3, 2)], 0),
+    "view_as_real": (lambda dg, a: (dg.view_as_real(dg.complex(a, a * 2)), dg.view_as_complex(a).real),
+                     [_r(B, 3, 2)], 0),
+    "conj": (lambda dg, a: dg.view_as_real(dg.conj(dg.view_as_complex(a))), [_r(B, 3, 2)], 0),
     "matmul": (lambda dg, a, b: (a @ b, dg.matmul(b.t(), a.t())), [_r(B, 2, 3), _r(B, 3, 4)], 0),
     "to_dtype": (lambda dg, a: a.to(dg.float32), [_r(B, 4)], 0),
     "clone": (lambda dg, a: a.clone(), [_r(B, 4)], 0),

@@ -1378,7 +1378,8 @@ floor ceil round trunc fix frac reciprocal square fmod remainder lerp addcmul ad
 copysign signbit nan_to_num isnan isinf isfinite isposinf isneginf isreal eq ne lt le gt ge greater greater_equal
 less less_equal not_equal logical_and logical_or logical_not logical_xor bitwise_and bitwise_or bitwise_xor
 bitwise_not float_power xlogy logit sinc deg2rad rad2deg heaviside masked_fill float double half long int bool
-short byte char bfloat16 to type_as clone contiguous positive conj angle real imag i0 mvlgamma lgamma digamma
+short byte char bfloat16 to type_as clone contiguous positive conj conj_physical resolve_conj view_as_real
+view_as_complex polar complex angle real imag i0 mvlgamma lgamma digamma
 polygamma nextafter ldexp frexp trapz
 F.relu F.relu6 F.leaky_relu F.elu F.selu F.celu F.gelu F.silu F.mish F.softplus F.softsign F.hardtanh
 F.hardsigmoid F.hardswish F.sigmoid F.tanh F.logsigmoid F.tanhshrink F.softshrink F.hardshrink F.threshold
