@@ -201,10 +201,13 @@ Tensor atan2(const Tensor& a, const Tensor& b) {
 static Tensor modulo(BinaryKind k, const Tensor& a, const Tensor& b, const char* op) {
   const DType dt = result_type(a, b);
   DG_CHECK(dt != DType::Bool, NotImplementedError, op, ": not implemented for bool tensors.");
-  DG_CHECK(is_floating(dt) || !has_zero_kernel(b), RuntimeError, op, ": integer division by zero (ZeroDivisionError).");
-  // each operand rounded to the result's dtype first, as torch's kernel: float16 x % 0.7 divides by 0.7002
+  // each operand rounded to the result's dtype first, as torch's kernel: float16 x % 0.7 divides by 0.7002, and an
+  // int8 tensor % 256 divides by the 0 that 256 wraps to (torch: ZeroDivisionError), so the divisor is checked after
   auto rounded = [dt](const Tensor& t) { return t->dtype == dt ? t : contiguous_copy(t, dt); };
-  return binary_kernel(k, rounded(a), rounded(b), dt, op);
+  const Tensor divisor = rounded(b);
+  DG_CHECK(is_floating(dt) || !has_zero_kernel(divisor), RuntimeError, op,
+           ": integer division by zero (ZeroDivisionError).");
+  return binary_kernel(k, rounded(a), divisor, dt, op);
 }
 
 Tensor remainder(const Tensor& a, const Tensor& b) {

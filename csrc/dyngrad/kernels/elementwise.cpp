@@ -506,10 +506,33 @@ static void binary_typed(BinaryKind k, const Tensor& out, const Tensor& a, const
 
 static bool is_bool_result(BinaryKind k) { return k >= BinaryKind::Eq; }
 
+// a switch, not an array indexed by the enum: a kind added to the enum (remainder, fmod) cannot shift the names
+// (-Wswitch names a missing case)
 static const char* binary_kind_name(BinaryKind k) {
-  static const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2", "eq", "ne", "lt",
-                                "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"};
-  return names[(int)k];
+  switch (k) {
+    case BinaryKind::Add: return "add";
+    case BinaryKind::Sub: return "sub";
+    case BinaryKind::Mul: return "mul";
+    case BinaryKind::Div: return "div";
+    case BinaryKind::Pow: return "pow";
+    case BinaryKind::Maximum: return "maximum";
+    case BinaryKind::Minimum: return "minimum";
+    case BinaryKind::Atan2: return "atan2";
+    case BinaryKind::Remainder: return "remainder";
+    case BinaryKind::Fmod: return "fmod";
+    case BinaryKind::FloorDivide: return "floor_divide";
+    case BinaryKind::TruncDivide: return "trunc_divide";
+    case BinaryKind::Eq: return "eq";
+    case BinaryKind::Ne: return "ne";
+    case BinaryKind::Lt: return "lt";
+    case BinaryKind::Le: return "le";
+    case BinaryKind::Gt: return "gt";
+    case BinaryKind::Ge: return "ge";
+    case BinaryKind::And: return "logical_and";
+    case BinaryKind::Or: return "logical_or";
+    case BinaryKind::Xor: return "logical_xor";
+  }
+  return "binary op";
 }
 
 // Complex operands: arithmetic, pow, equality and the logical ops (nonzero is true); torch defines no order on

@@ -239,14 +239,16 @@ def _modulo(kernel, a, b, op):
     dtype = result_type(a, b)
     if dtype is _dt.bool_:
         raise NotImplementedError(f"{op}: not implemented for bool tensors.")
-    if not dtype.is_floating_point and b._data.size and (b._data == 0).any():
-        raise RuntimeError(f"{op}: integer division by zero (ZeroDivisionError).")
     x, y = a._data, b._data
     if x.shape != y.shape:
         broadcast_shapes(x.shape, y.shape, op)
-    # each operand rounded to the result's dtype first, as torch's kernel: float16 x % 0.7 divides by 0.7002
+    # each operand rounded to the result's dtype first, as torch's kernel: float16 x % 0.7 divides by 0.7002, and an
+    # int8 tensor % 256 divides by the 0 that 256 wraps to (torch: ZeroDivisionError), so the divisor is checked after
+    x, y = _cast(x, dtype), _cast(y, dtype)
+    if not dtype.is_floating_point and y.size and (y == 0).any():
+        raise RuntimeError(f"{op}: integer division by zero (ZeroDivisionError).")
     compute = _wide(dtype)
-    return make_tensor(_fresh(_cast(kernel(_cast(_cast(x, dtype), compute), _cast(_cast(y, dtype), compute)), dtype)))
+    return make_tensor(_fresh(_cast(kernel(_cast(x, compute), _cast(y, compute)), dtype)))
 
 
 def remainder(a, b):

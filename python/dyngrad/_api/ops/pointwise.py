@@ -436,7 +436,10 @@ def floor_divide(input, other):
 
 def _modulo(op, numbers):
     def fn(input, other):
-        return getattr(_C, op)(*_pair(input, other, op, numbers))
+        a, b = _pair(input, other, op, numbers)
+        if a.dtype.is_complex or b.dtype.is_complex:
+            _refuse_complex(op, _C.result_type(a, b))
+        return getattr(_C, op)(a, b)
     fn.__name__ = fn.__qualname__ = op
     return fn
 
