@@ -507,8 +507,11 @@ static void binary_typed(BinaryKind k, const Tensor& out, const Tensor& a, const
 static bool is_bool_result(BinaryKind k) { return k >= BinaryKind::Eq; }
 
 static const char* binary_kind_name(BinaryKind k) {
-  static const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2", "eq", "ne", "lt",
-                                "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"};
+  // in the order of BinaryKind (kernels.h); the static_assert keeps the two lists the same length
+  static const char* names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2", "remainder",
+                                "fmod", "floor_divide", "trunc_divide", "eq", "ne", "lt", "le", "gt", "ge",
+                                "logical_and", "logical_or", "logical_xor"};
+  static_assert(sizeof(names) / sizeof(names[0]) == (size_t)BinaryKind::Xor + 1, "binary_kind_name: a kind lacks a name");
   return names[(int)k];
 }
 
