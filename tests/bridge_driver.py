@@ -61,6 +61,7 @@ def inputs(m):
         "outb": f(4), "cnt": m.tensor([[1.0, 2, 3], [4, 5, 6]], dtype=m.float64), "bsq": f(1, 3, 3), "s22": f(2, 2), "xg": f(2, 3).requires_grad_(), "one": m.tensor(1), "iv01": m.tensor([0, 1]), "u1": f(1, 2, 2), "c2": f(2), "rng": m.get_rng_state(),
         "threads": m.get_num_threads(), "interop": m.get_num_interop_threads(),
         "lu": lu, "piv": piv, "ld": ld, "ldpiv": ldpiv, "z": m.tensor([1 + 2j, 3 - 4j]),
+        "spec": m.ones(3, 5, dtype=m.complex64),
     }
 
 
@@ -82,6 +83,7 @@ CANDIDATES = [
 # rows the generic lists do not reach, or do not reach on their numpy path: argument lists of their own
 SAMPLES = {
     "general_cosine": [(4, {"a": [0.5, 0.5]})], "stft": [("x", 2, {"hop_length": 1, "return_complex": False})],
+    "istft": [("spec", 4, {"hop_length": 1})],
     "div": [("x", 2, {"rounding_mode": "floor"})], "divide": [("x", 2, {"rounding_mode": "trunc"})],
     "cat": [(("L", "x", "y"),)], "stack": [(("L", "x", "y"),)], "hstack": [(("L", "x", "y"),)],
     "vstack": [(("L", "x", "y"),)], "dstack": [(("L", "x", "y"),)], "column_stack": [(("L", "x", "y"),)],

@@ -3,9 +3,11 @@
 - every transform of torch.fft over the layout (complex numbers as a trailing dim of 2) against numpy.fft, with
   padding and trimming, and against torch (values and gradients, torch's complex convention); gradcheck and
   gradgradcheck in float64;
-- the public functions that exist today (the real results: irfft*, hfft*; fftfreq, rfftfreq, fftshift, ifftshift)
-  against torch, and the transforms with complex results refusing with NotImplementedError."""
+- the public functions with complex tensors in and out (view_as_real / view_as_complex at the boundary) against
+  numpy and torch (values, gradients, gradcheck with complex inputs and outputs); fftfreq, rfftfreq, fftshift,
+  ifftshift; stft (return_complex either way) and istft."""
 import importlib
+import warnings
 import zlib
 
 import numpy as np
@@ -239,11 +241,13 @@ REAL_RESULTS = ["irfft", "irfft2", "irfftn", "hfft", "hfft2", "hfftn"]
 
 @pytest.mark.parametrize("name", REAL_RESULTS)
 def test_public_real_results_against_torch(dg, name):
-    """Real inputs (a complex signal with zero imaginary part, as torch promotes them): values and gradients."""
+    """Real inputs (a complex signal with zero imaginary part, as torch promotes them) and complex ones: values
+    and gradients."""
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(4)
-    a = rng.standard_normal((3, 4, 5))
-    for kwargs in ({}, {"norm": "ortho"}, {"dim": 0} if name.endswith("fft") else {"dim": (0, 2)}):
+    real = rng.standard_normal((3, 4, 5))
+    for a, kwargs in [(a, kwargs) for a in (real, real + 1j * rng.standard_normal(real.shape))
+                      for kwargs in ({}, {"norm": "ortho"}, {"dim": 0} if name.endswith("fft") else {"dim": (0, 2)})]:
         t = torch.tensor(a, requires_grad=True)
         tout = getattr(torch.fft, name)(t, **kwargs)
         w = rng.standard_normal(tuple(tout.shape))
@@ -253,7 +257,7 @@ def test_public_real_results_against_torch(dg, name):
         assert out.dtype == dg.float64 and tuple(out.shape) == tuple(tout.shape)
         np.testing.assert_allclose(out.detach().numpy(), tout.detach().numpy(), rtol=1e-10, atol=1e-10)
         (out * dg.tensor(w)).sum().backward()
-        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.resolve_conj().numpy(), rtol=1e-10, atol=1e-10)
 
 
 def test_public_dtypes_and_out(dg):
@@ -272,13 +276,91 @@ def test_public_dtypes_and_out(dg):
         dg.fft.hfft(dg.ones(4), norm="both")
 
 
-@pytest.mark.parametrize("name", ["fft", "ifft", "fft2", "ifft2", "fftn", "ifftn", "rfft", "rfft2", "rfftn",
-                                  "ihfft", "ihfft2", "ihfftn"])
-def test_complex_results_refuse_until_complex_dtypes_exist(dg, name):
-    mod = fftmod(dg)
-    assert name in mod.COMPLEX_RESULTS and not hasattr(dg.fft, name)
-    with pytest.raises(NotImplementedError, match=rf"fft\.{name}: the result is a complex tensor"):
-        getattr(mod, name)(dg.ones(4, 4))
+COMPLEX_RESULTS = ["fft", "ifft", "fft2", "ifft2", "fftn", "ifftn", "rfft", "rfft2", "rfftn", "ihfft", "ihfft2",
+                   "ihfftn"]
+# (kwargs of the call): the defaults, a norm, and n/s with dim (padding along one dim, trimming along another)
+PUBLIC_CALLS = {"1": ({}, {"norm": "ortho"}, {"n": 7, "dim": 0}, {"n": 3, "norm": "forward"}),
+                "2": ({}, {"norm": "forward"}, {"s": (5, 3), "dim": (0, 2)}),
+                "n": ({}, {"norm": "ortho"}, {"s": (2, 6)}, {"dim": (2, 0), "s": (3, 4)})}
+
+
+def _complex_signal(rng, shape, complex_input):
+    return rng.standard_normal(shape) + (1j * rng.standard_normal(shape) if complex_input else 0)
+
+
+def test_public_transforms_are_the_table_rows(dg):
+    assert sorted(COMPLEX_RESULTS) == sorted(fftmod(dg).COMPLEX_RESULTS)
+    for name in fftmod(dg).TRANSFORMS:
+        assert callable(getattr(dg.fft, name)), name
+
+
+@pytest.mark.parametrize("name", COMPLEX_RESULTS)
+def test_public_complex_results_against_numpy(dg, name):
+    """Complex tensors in (a real one for rfft*/ihfft*) and out, float64 and float32, against numpy.fft."""
+    _, _, style, complex_input, _ = fftmod(dg).TRANSFORMS[name]
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    z = _complex_signal(rng, (4, 3, 5), complex_input)
+    for kwargs in PUBLIC_CALLS[style]:
+        want = numpy_transform(name, z, kwargs.get("n", kwargs.get("s")), kwargs.get("dim"), kwargs.get("norm"))
+        out = getattr(dg.fft, name)(dg.tensor(z), **kwargs)
+        assert out.dtype == dg.complex128 and tuple(out.shape) == want.shape, (kwargs, out.shape, want.shape)
+        np.testing.assert_allclose(out.numpy(), want, rtol=1e-10, atol=1e-10, err_msg=str(kwargs))
+        out32 = getattr(dg.fft, name)(dg.tensor(z.astype(np.complex64 if complex_input else np.float32)), **kwargs)
+        assert out32.dtype == dg.complex64
+        np.testing.assert_allclose(out32.numpy(), want, rtol=1e-4, atol=1e-4, err_msg=str(kwargs))
+
+
+@pytest.mark.parametrize("name", COMPLEX_RESULTS)
+def test_public_complex_results_against_torch(dg, name):
+    """Values and .grad of a real loss of the complex result (torch's convention for complex gradients)."""
+    torch = pytest.importorskip("torch")
+    _, _, style, complex_input, _ = fftmod(dg).TRANSFORMS[name]
+    rng = np.random.default_rng(zlib.crc32(name.encode()) + 1)
+    z = _complex_signal(rng, (4, 3, 5), complex_input)
+    for kwargs in PUBLIC_CALLS[style]:
+        t = torch.tensor(z, requires_grad=True)
+        tout = getattr(torch.fft, name)(t, **kwargs)
+        w = _complex_signal(rng, tuple(tout.shape), True)
+        # |out|^2 weighted plus a real part against w: both the modulus and the phase reach the gradient
+        (tout.abs() ** 2 + (tout * torch.tensor(w)).real).sum().backward()
+        x = dg.tensor(z, requires_grad=True)
+        out = getattr(dg.fft, name)(x, **kwargs)
+        np.testing.assert_allclose(out.detach().numpy(), tout.detach().resolve_conj().numpy(), rtol=1e-10,
+                                   atol=1e-10)
+        (out.abs() ** 2 + (out * dg.tensor(w)).real).sum().backward()
+        assert x.grad.dtype == x.dtype
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.resolve_conj().numpy(), rtol=1e-9, atol=1e-9, err_msg=str(kwargs))
+
+
+@pytest.mark.parametrize("name", COMPLEX_RESULTS + REAL_RESULTS)
+def test_public_gradcheck_complex(dg, name):
+    """gradcheck and gradgradcheck with complex inputs (the complex-input transforms) and complex outputs."""
+    _, _, style, complex_input, _ = fftmod(dg).TRANSFORMS[name]
+    rng = np.random.default_rng(zlib.crc32(name.encode()) + 2)
+    z = _complex_signal(rng, (3, 4), complex_input)
+    kwargs = {"norm": "ortho"} if style == "1" else {"s": (2, 5)}
+    fn = getattr(dg.fft, name)
+    x = dg.tensor(z, requires_grad=True)
+    assert dg.autograd.gradcheck(lambda a: fn(a, **kwargs), (x,))
+    assert dg.autograd.gradgradcheck(lambda a: fn(a, **kwargs), (x,))
+
+
+def test_public_complex_boundary(dg):
+    """Real inputs of complex transforms are promoted; complex inputs of real-input ones refused, as torch."""
+    z = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_allclose(dg.fft.fft(dg.tensor(z)).numpy(), np.fft.fft(z), atol=1e-12)
+    assert dg.fft.fft(dg.tensor([1, 2, 3])).dtype == dg.complex64
+    with pytest.raises(RuntimeError, match=r"fft\.rfft: expects a real input tensor, but got complex128"):
+        dg.fft.rfft(dg.tensor(z + 1j))
+    with pytest.raises(RuntimeError, match=r"fft\.ihfft2: expects a real input tensor, but got complex64"):
+        dg.fft.ihfft2(dg.tensor((z + 1j).astype(np.complex64)))
+    # a non-contiguous complex input, and a round trip through the inverse
+    c = dg.tensor((z + 1j * z[::-1]).T.copy()).t()
+    np.testing.assert_allclose(dg.fft.ifft(dg.fft.fft(c)).numpy(), c.numpy(), atol=1e-12)
+    np.testing.assert_allclose(dg.fft.irfftn(dg.fft.rfftn(dg.tensor(z)), s=(2, 3)).numpy(), z, atol=1e-12)
+    out = dg.empty(2, 3, dtype=dg.complex128)
+    assert dg.fft.fft(dg.tensor(z), out=out) is out
+    np.testing.assert_allclose(out.numpy(), np.fft.fft(z), atol=1e-12)
 
 
 # ----- frequencies and shifts ------------------------------------------------------------------------------------
@@ -395,8 +477,8 @@ def test_stft_of_a_complex_signal_over_the_layout(dg):
 STFT_ERRORS = [
     (lambda m: m.stft(m.ones(20), 4, window=m.ones(4)), RuntimeError,
      r"stft: requires the return_complex parameter be given for real inputs"),
-    (lambda m: m.stft(m.ones(20), 4, window=m.ones(4), return_complex=True), NotImplementedError,
-     r"stft: return_complex=True gives a complex tensor"),
+    (lambda m: m.stft(m.ones(20, dtype=m.complex64), 4, window=m.ones(4), return_complex=False), RuntimeError,
+     r"stft: return_complex=False is not supported for a complex input"),
     (lambda m: m.stft(m.ones(20), 0, window=m.ones(0), return_complex=False), RuntimeError,
      r"stft: expected 0 < n_fft <= 20"),
     (lambda m: m.stft(m.ones(20), 30, window=m.ones(30), center=False, return_complex=False), RuntimeError,
@@ -483,3 +565,55 @@ def test_istft_layout_errors(dg):
         mod.istft_layout(spectrum, 8, hop_length=9)
     with pytest.raises(RuntimeError, match=r"istft: expected a spectrum of shape"):
         mod.istft_layout(dg.zeros(5, 4), 8)
+
+
+@pytest.mark.parametrize("shape,kwargs", ISTFT_CASES)
+def test_public_stft_istft_against_torch(dg, shape, kwargs):
+    """The public stft(return_complex=True) and istft on complex tensors against torch: values, the signal's,
+    the spectrum's and the window's gradients; and Tensor.stft / Tensor.istft."""
+    torch = pytest.importorskip("torch")
+    kwargs = dict(kwargs)
+    win = kwargs.pop("window")
+    length = kwargs.pop("length", None)
+    onesided = kwargs.pop("onesided", None)
+    rng = np.random.default_rng(8)
+    signal = rng.standard_normal(shape)
+    window_values = np.ones(kwargs["n_fft"]) if win is None else np.hanning(win + 2)[1:-1]
+    tw = torch.tensor(window_values, requires_grad=True)
+    ts = torch.tensor(signal, requires_grad=True)
+    tspec = torch.stft(ts, window=tw, onesided=onesided, return_complex=True, **kwargs)
+    tspec_leaf = tspec.detach().requires_grad_(True)
+    with warnings.catch_warnings():     # torch's about padding the tail, when length is past the signal
+        warnings.simplefilter("ignore")
+        tout = torch.istft(tspec_leaf, window=tw, onesided=onesided, length=length, **kwargs)
+    gs = rng.standard_normal(tuple(tspec.shape)) + 1j * rng.standard_normal(tuple(tspec.shape))
+    go = rng.standard_normal(tuple(tout.shape))
+    ((tspec * torch.tensor(gs)).real.sum() + (tout * torch.tensor(go)).sum()).backward()
+
+    w = dg.tensor(window_values, requires_grad=True)
+    s = dg.tensor(signal, requires_grad=True)
+    spec = s.stft(window=w, onesided=onesided, return_complex=True, **kwargs)
+    assert spec.dtype == dg.complex128 and tuple(spec.shape) == tuple(tspec.shape)
+    np.testing.assert_allclose(spec.detach().numpy(), tspec.detach().numpy(), rtol=1e-10, atol=1e-10)
+    spec_leaf = spec.detach().requires_grad_(True)
+    out = spec_leaf.istft(window=w, onesided=onesided, length=length, **kwargs)
+    assert out.dtype == dg.float64 and tuple(out.shape) == tuple(tout.shape)
+    np.testing.assert_allclose(out.detach().numpy(), tout.detach().numpy(), rtol=1e-10, atol=1e-10)
+    ((spec * dg.tensor(gs)).real.sum() + (out * dg.tensor(go)).sum()).backward()
+    np.testing.assert_allclose(s.grad.numpy(), ts.grad.numpy(), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(spec_leaf.grad.numpy(), tspec_leaf.grad.numpy(), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-9, atol=1e-9)
+
+
+def test_public_stft_istft_gradcheck_and_errors(dg):
+    rng = np.random.default_rng(9)
+    w = dg.tensor(np.hanning(8))
+    z = dg.tensor(rng.standard_normal(20) + 1j * rng.standard_normal(20), requires_grad=True)
+    assert dg.autograd.gradcheck(lambda a: dg.stft(a, 8, 3, window=w), (z,))     # a complex signal: two-sided
+    spec = dg.stft(dg.tensor(rng.standard_normal(20)), 8, 2, window=w, return_complex=True)
+    leaf = spec.detach().requires_grad_(True)
+    assert dg.autograd.gradcheck(lambda a: dg.istft(a, 8, 2, window=w, length=20), (leaf,))
+    with pytest.raises(RuntimeError, match=r"istft: requires a complex-valued input tensor \(got float64\)"):
+        dg.istft(dg.view_as_real(spec), 8, 2, window=w)
+    with pytest.raises(NotImplementedError, match=r"istft: return_complex=True"):
+        dg.istft(spec, 8, 2, window=w, return_complex=True)

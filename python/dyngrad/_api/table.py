@@ -295,21 +295,32 @@ zeta              ops.special.zeta                    special,out     -         
 softmax           ops.special.softmax                 special         -            -   softmax
 log_softmax       ops.special.log_softmax             special         -            -   log_softmax
 logsumexp         ops.special.logsumexp               special,out     -            -   logsumexp
-# ----- torch.fft (dyngrad.fft.NAME; Note [FFT over the real layout] in _api/ops/fft.py): the transforms with a
-# real result, which take real inputs today. Once complex dtypes exist, the rows of ops.fft.COMPLEX_RESULTS join
-# (fft ifft fft2 ifft2 fftn ifftn rfft rfft2 rfftn ihfft ihfft2 ihfftn; impl ops.fft.NAME, kinds fft,out, uses
-# _fft_c2c/_fft_r2c/_fft_c2r,stack,cat,slice).
-irfft             ops.fft.irfft                       fft,out         -            -   _fft_c2r,stack,cat,slice
-irfft2            ops.fft.irfft2                      fft,out         -            -   _fft_c2r,stack,cat,slice
-irfftn            ops.fft.irfftn                      fft,out         -            -   _fft_c2r,stack,cat,slice
-hfft              ops.fft.hfft                        fft,out         -            -   _fft_c2r,stack,cat,slice
-hfft2             ops.fft.hfft2                       fft,out         -            -   _fft_c2r,stack,cat,slice
-hfftn             ops.fft.hfftn                       fft,out         -            -   _fft_c2r,stack,cat,slice
+# ----- torch.fft (dyngrad.fft.NAME; Note [FFT over the real layout] in _api/ops/fft.py): complex tensors in and
+# out through view_as_real / view_as_complex.
+fft               ops.fft.fft                         fft,out         -            -   _fft_c2c,view_as_real,view_as_complex,stack,cat,slice
+ifft              ops.fft.ifft                        fft,out         -            -   _fft_c2c,view_as_real,view_as_complex,stack,cat,slice
+fft2              ops.fft.fft2                        fft,out         -            -   _fft_c2c,view_as_real,view_as_complex,stack,cat,slice
+ifft2             ops.fft.ifft2                       fft,out         -            -   _fft_c2c,view_as_real,view_as_complex,stack,cat,slice
+fftn              ops.fft.fftn                        fft,out         -            -   _fft_c2c,view_as_real,view_as_complex,stack,cat,slice
+ifftn             ops.fft.ifftn                       fft,out         -            -   _fft_c2c,view_as_real,view_as_complex,stack,cat,slice
+rfft              ops.fft.rfft                        fft,out         -            -   _fft_r2c,view_as_real,view_as_complex,stack,cat,slice
+rfft2             ops.fft.rfft2                       fft,out         -            -   _fft_r2c,view_as_real,view_as_complex,stack,cat,slice
+rfftn             ops.fft.rfftn                       fft,out         -            -   _fft_r2c,view_as_real,view_as_complex,stack,cat,slice
+ihfft             ops.fft.ihfft                       fft,out         -            -   _fft_r2c,view_as_real,view_as_complex,stack,cat,slice
+ihfft2            ops.fft.ihfft2                      fft,out         -            -   _fft_r2c,view_as_real,view_as_complex,stack,cat,slice
+ihfftn            ops.fft.ihfftn                      fft,out         -            -   _fft_r2c,view_as_real,view_as_complex,stack,cat,slice
+irfft             ops.fft.irfft                       fft,out         -            -   _fft_c2r,view_as_real,stack,cat,slice
+irfft2            ops.fft.irfft2                      fft,out         -            -   _fft_c2r,view_as_real,stack,cat,slice
+irfftn            ops.fft.irfftn                      fft,out         -            -   _fft_c2r,view_as_real,stack,cat,slice
+hfft              ops.fft.hfft                        fft,out         -            -   _fft_c2r,view_as_real,stack,cat,slice
+hfft2             ops.fft.hfft2                       fft,out         -            -   _fft_c2r,view_as_real,stack,cat,slice
+hfftn             ops.fft.hfftn                       fft,out         -            -   _fft_c2r,view_as_real,stack,cat,slice
 fftfreq           ops.fft.fftfreq                     fft,out         -            -   copy_from_numpy,numpy
 rfftfreq          ops.fft.rfftfreq                    fft,out         -            -   copy_from_numpy,numpy
 fftshift          ops.fft.fftshift                    fft             -            -   take,numpy
 ifftshift         ops.fft.ifftshift                   fft             -            -   take,numpy
-stft              ops.fft.stft                        fn,method       -            -   _fft_r2c,index_select,take,numpy
+stft              ops.fft.stft                        fn,method       -            -   _fft_r2c,_fft_c2c,view_as_real,view_as_complex,index_select,take,numpy
+istft             ops.fft.istft                       fn,method       -            -   _fft_c2r,view_as_real,index_add,numpy
 
 # ----- torch.signal.windows (dyngrad.signal.windows.NAME) ---------------------------------------------------------
 bartlett          ops.windows.bartlett                windows         -            -   copy_from_numpy,numpy

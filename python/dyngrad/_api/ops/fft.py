@@ -12,14 +12,11 @@ at the boundary. Each transform's adjoint is "the other direction with the adjoi
 unscaled is the adjoint of the inverse unscaled; ADJOINT_NORM swaps the two one-sided scalings); the one-sided
 halves weigh their terms that stand for two (1 <= k < (n+1)/2) by 2 in c2r's adjoint and by 1/2 in r2c's.
 
-The boundary between the public tensors and the layout is two functions, to_layout and from_layout. dyngrad has
-no complex dtypes yet (issue 22), so a complex input can only be a real tensor (its imaginary part zero) and a
-complex result cannot be returned: the rows of the functions whose result is real (irfft, irfftn, irfft2, hfft,
-hfftn, hfft2) are in the API table and work today, the others (COMPLEX_RESULTS) are complete over the layout
-(transform_layout runs any of them; tests/test_fft.py checks all against numpy and torch) and are published once
-to_layout/from_layout convert complex tensors (view_as_real / view_as_complex). Likewise stft_layout and
-istft_layout: stft with return_complex=False (torch's real pairs) is public today; istft, whose input is complex,
-waits.
+The boundary between the public tensors and the layout is two functions, to_layout (a complex tensor's
+view_as_real; a real input of a complex-input transform gets a zero imaginary part stacked on, as torch promotes
+it) and from_layout (view_as_complex of the kernel's pairs). Both are views, so the complex gradient reaches the
+pairs as (dL/dre, dL/dim) and back, with no copy at either end. stft_layout and istft_layout likewise: stft returns
+the complex spectrum (return_complex=True) or its pairs, istft takes the complex spectrum's view_as_real.
 """
 import collections
 
@@ -270,36 +267,42 @@ def transform_layout(name, x, size_arg=None, dim_arg=None, norm=None):
 # ----- the boundary between the public tensors and the layout -----------------------------------------------------
 
 def _floating(x, op):
-    """torch's dtypes for the FFT: float32 and float64 as they are, integers and bool as the default float."""
+    """torch's dtypes for the FFT: float32, float64, complex64 and complex128 as they are, integers and bool as
+    the default float."""
     name = x.dtype.name
-    if name in ("float32", "float64"):
+    if name in ("float32", "float64", "complex64", "complex128"):
         return x
     if x.dtype.is_floating_point:
-        raise RuntimeError(f"fft.{op}: unsupported dtype {name} (the FFT takes float32 and float64, as torch's "
-                           f"CPU FFT); convert the input with .float() first.")
+        raise RuntimeError(f"fft.{op}: unsupported dtype {name} (the FFT takes float32, float64, complex64 and "
+                           f"complex128, as torch's CPU FFT); convert the input with .float() first.")
     return _C.to_dtype(x, get_default_dtype())
 
 
 def to_layout(input, name):
-    """The public input as the kernels' layout. A complex input is today a real tensor (no complex dtypes): its
-    imaginary part, zero, is stacked on (once complex tensors exist: their view_as_real)."""
+    """The public input as the kernels' layout: a complex tensor as its view_as_real (gradients flow through the
+    view); a real input of a complex-input transform promoted as torch does (its imaginary part, zero, stacked
+    on); a complex input of a real-input transform (rfft*, ihfft*) refused, as torch."""
     x = _floating(tensor_arg(input, f"fft.{name}"), name)
+    if x.dtype.is_complex:
+        if not TRANSFORMS[name][3]:
+            raise RuntimeError(f"fft.{name}: expects a real input tensor, but got {x.dtype.name}.")
+        return _C.view_as_real(x)
     if TRANSFORMS[name][3]:
         return _C.stack([x, _zeros(x.shape, x)], -1)
     return x
 
 
-def from_layout(y, name):
-    """The layout's result as the public result (a complex result: view_as_complex once complex tensors exist)."""
-    if TRANSFORMS[name][4]:
-        raise NotImplementedError(f"fft.{name}: the result is a complex tensor, and dyngrad has no complex dtypes "
-                                  f"yet (issue 22).")
+def from_layout(y, name=None):
+    """The layout's result as the public result: a complex result (..., 2) as its view_as_complex (the kernels
+    write contiguous pairs; a copy makes any other layout contiguous first)."""
+    if name is None or TRANSFORMS[name][4]:
+        if y.stride()[-1] != 1 or any(st % 2 for st in y.stride()[:-1]):
+            y = _C.contiguous(y)
+        return _C.view_as_complex(y)
     return y
 
 
 def _public(name, input, size, dim, norm):
-    if TRANSFORMS[name][4]:
-        from_layout(None, name)               # refuse before computing a result that cannot be returned
     return from_layout(transform_layout(name, to_layout(input, name), size, dim, norm), name)
 
 
@@ -514,22 +517,29 @@ def stft_layout(x, n_fft, hop_length=None, win_length=None, window=None, center=
 
 def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=True, pad_mode="reflect",
          normalized=False, onesided=None, return_complex=None, align_to_window=None):
-    """The short-time Fourier transform of a real signal (L,) or batch (B, L). return_complex=False gives the
-    frequencies x frames as real pairs (..., 2), as torch's; return_complex=True needs the complex dtypes dyngrad
-    does not have yet (issue 22)."""
+    """The short-time Fourier transform of a signal (L,) or batch (B, L), real or complex: the frequencies x frames
+    as a complex tensor (return_complex=True) or, for a real signal, as real pairs (..., 2) (return_complex=False),
+    as torch's."""
     x = _floating(tensor_arg(input, "stft"), "stft")
+    complex_input = x.dtype.is_complex
     if return_complex is None:
-        raise RuntimeError("stft: requires the return_complex parameter be given for real inputs (torch's rule; "
-                           "return_complex=False gives the real pairs).")
-    if return_complex:
-        raise NotImplementedError("stft: return_complex=True gives a complex tensor, and dyngrad has no complex "
-                                  "dtypes yet (issue 22); return_complex=False gives the same values as real pairs.")
+        if not complex_input:
+            raise RuntimeError("stft: requires the return_complex parameter be given for real inputs (torch's rule; "
+                               "return_complex=True gives a complex tensor, False its real pairs).")
+        return_complex = True
+    if complex_input and not return_complex:
+        raise RuntimeError("stft: return_complex=False is not supported for a complex input (torch's rule); pass "
+                           "return_complex=True.")
     if align_to_window is not None:
         raise NotImplementedError("stft: align_to_window is not supported.")
     if window is None:
         warn("stft: no window was given, so a rectangular one is used, which is known to cause spectral leakage; "
              "pass window=dyngrad.hann_window(n_fft) (or window=dyngrad.ones(n_fft) to keep the rectangle).")
-    return stft_layout(x, n_fft, hop_length, win_length, window, center, pad_mode, normalized, onesided)
+    if complex_input:
+        x = _C.view_as_real(x)
+    spectrum = stft_layout(x, n_fft, hop_length, win_length, window, center, pad_mode, normalized, onesided,
+                           complex_input)
+    return from_layout(spectrum) if return_complex else spectrum
 
 
 def istft_layout(x, n_fft, hop_length=None, win_length=None, window=None, center=True, normalized=False,
@@ -594,3 +604,19 @@ def istft_layout(x, n_fft, hop_length=None, win_length=None, window=None, center
     if length is not None and y.shape[1] < length:
         y = _C.cat([y, _C.full((batch, length - y.shape[1]), 0.0, y.dtype)], 1)
     return y if batched else _C.squeeze(y, [0])
+
+
+
+def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=True, normalized=False,
+          onesided=None, length=None, return_complex=False):
+    """The inverse of stft: the real signal (L,) or batch (B, L) whose short-time transform is the complex spectrum
+    (freqs, frames) or (B, freqs, frames), as torch.istft (return_complex=True is not supported)."""
+    x = tensor_arg(input, "istft")
+    if not x.dtype.is_complex:
+        raise RuntimeError(f"istft: requires a complex-valued input tensor (got {x.dtype.name}); a spectrum held as "
+                           f"real pairs (..., 2) is dyngrad.view_as_complex(spectrum).")
+    if return_complex:
+        raise NotImplementedError("istft: return_complex=True (a complex signal from a two-sided spectrum) is not "
+                                  "supported; the result is the real signal.")
+    return istft_layout(_C.view_as_real(x), n_fft, hop_length, win_length, window, center, normalized, onesided,
+                        length)
