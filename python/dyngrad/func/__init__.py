@@ -19,7 +19,7 @@ import functools
 
 from .. import _C, vmap as _vmap
 from .._api.ops import vmap as _batching
-from .._api.ops.vmap import BatchedTensor
+from .._api.ops.vmap import BatchedTensor, tree_flatten, tree_unflatten   # pytrees of tensors
 from ..autograd import forward_ad as _fwad
 from ..autograd.engine import grad as _autograd_grad
 from ..autograd.grad_mode import enable_grad
@@ -29,45 +29,6 @@ __all__ = ["grad", "grad_and_value", "vjp", "jvp", "linearize", "jacrev", "jacfw
 
 Tensor = _C.Tensor
 vmap = _vmap
-
-
-# ----- pytrees: tuples, lists, dicts (and namedtuples) of tensors and other leaves --------------------------------
-def _flatten(obj):
-    """(leaves, spec) of a pytree; unflatten(leaves, spec) rebuilds it."""
-    if isinstance(obj, (tuple, list)):
-        leaves, specs = [], []
-        for o in obj:
-            ls, sp = _flatten(o)
-            leaves.extend(ls)
-            specs.append((len(ls), sp))
-        return leaves, (type(obj), specs)
-    if isinstance(obj, dict):
-        leaves, specs = [], []
-        for k, o in obj.items():
-            ls, sp = _flatten(o)
-            leaves.extend(ls)
-            specs.append((k, len(ls), sp))
-        return leaves, (dict, specs)
-    return [obj], None
-
-
-def _unflatten(leaves, spec):
-    if spec is None:
-        return leaves[0]
-    kind, specs = spec
-    pos, items = 0, []
-    if kind is dict:
-        out = {}
-        for k, n, sp in specs:
-            out[k] = _unflatten(leaves[pos:pos + n], sp)
-            pos += n
-        return out
-    for n, sp in specs:
-        items.append(_unflatten(leaves[pos:pos + n], sp))
-        pos += n
-    if kind is tuple or kind is list:
-        return kind(items)
-    return kind(*items)   # a namedtuple
 
 
 def _open_levels():
@@ -135,12 +96,12 @@ def _prepare(args, argnums, fn):
     args = list(args)
     flat, specs, history = [], [], False
     for n in nums:
-        leaves, spec = _flatten(args[n])
+        leaves, spec = tree_flatten(args[n])
         _check_tensors(leaves, fn, "the differentiated inputs")
         made = [_stand_in(x) for x in leaves]
         history = history or any(h for _, h in made)
         stand = [m for m, _ in made]
-        args[n] = _unflatten(stand, spec)
+        args[n] = tree_unflatten(stand, spec)
         flat.append(stand)
         specs.append(spec)
     return args, flat, specs, history, isinstance(argnums, int)
@@ -170,8 +131,8 @@ def _detach(x):
 def _detached(obj, keep):
     if keep:
         return obj
-    leaves, spec = _flatten(obj)
-    return _unflatten([_detach(x) if isinstance(x, (Tensor, BatchedTensor)) and x.requires_grad else x
+    leaves, spec = tree_flatten(obj)
+    return tree_unflatten([_detach(x) if isinstance(x, (Tensor, BatchedTensor)) and x.requires_grad else x
                        for x in leaves], spec)
 
 
@@ -229,7 +190,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
                                    f"tensor with {out.ndim} dims. Maybe you wanted to use the vjp or jacrev APIs "
                                    "instead?")
             groups = _grads_of(out, flat, create_graph=history or _C._current_dual_level() >= 0)
-        grads = [_detached(_unflatten(g, sp), history) for g, sp in zip(groups, specs)]
+        grads = [_detached(tree_unflatten(g, sp), history) for g, sp in zip(groups, specs)]
         g = grads[0] if single else tuple(grads)
         value = _detached(out, history)
         return (g, (value, _detached(aux, history))) if has_aux else (g, value)
@@ -255,13 +216,13 @@ def vjp(func, *primals, has_aux=False):
         args, flat, specs, history, _ = _prepare(primals, tuple(range(len(primals))), "vjp") if primals else \
             ([], [], [], False, False)
         out, aux = _split_aux(func(*args), has_aux, "vjp")
-    out_leaves, out_spec = _flatten(out)
+    out_leaves, out_spec = tree_flatten(out)
     _check_tensors(out_leaves, "vjp", "the outputs of func")
 
     levels = _vmap_levels()
 
     def vjp_fn(cotangents):
-        ct_leaves, ct_spec = _flatten(cotangents)
+        ct_leaves, ct_spec = tree_flatten(cotangents)
         if len(ct_leaves) != len(out_leaves):
             raise RuntimeError(f"vjp_fn: expected cotangents with the structure of the output "
                                f"({len(out_leaves)} tensors), got {len(ct_leaves)}.")
@@ -290,7 +251,7 @@ def vjp(func, *primals, has_aux=False):
         grads = [_zeros_like(x) if g is None else g for g, x in zip(grads, inputs)]
         result, pos = [], 0
         for group, sp in zip(flat, specs):
-            result.append(_unflatten(grads[pos:pos + len(group)], sp))
+            result.append(tree_unflatten(grads[pos:pos + len(group)], sp))
             pos += len(group)
         return tuple(result)
 
@@ -306,8 +267,8 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         if not isinstance(value, tuple):
             raise RuntimeError(f"jvp(f, primals, tangents): Expected {name} to be a tuple. E.g. it should be "
                                f"valid to call f(*{name}).")
-    p_leaves, p_spec = _flatten(primals)
-    t_leaves, t_spec = _flatten(tangents)
+    p_leaves, p_spec = tree_flatten(primals)
+    t_leaves, t_spec = tree_flatten(tangents)
     _check_tensors(p_leaves, "jvp", "primals")
     _check_tensors(t_leaves, "jvp", "tangents")
     if len(p_leaves) != len(t_leaves) or p_spec != t_spec:
@@ -327,17 +288,17 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
                                                    level=level), levels) for p, t in zip(p_leaves, t_leaves)]
         else:
             duals = [_fwad.make_dual(p, t.to(p.dtype), level=level) for p, t in zip(p_leaves, t_leaves)]
-        out, aux = _split_aux(func(*_unflatten(duals, p_spec)), has_aux, "jvp")
-        o_leaves, o_spec = _flatten(out)
+        out, aux = _split_aux(func(*tree_unflatten(duals, p_spec)), has_aux, "jvp")
+        o_leaves, o_spec = tree_flatten(out)
         _check_tensors(o_leaves, "jvp", "the outputs of func")
         unpacked = [_unpack(o, level) for o in o_leaves]
         if has_aux:
-            a_leaves, a_spec = _flatten(aux)
-            aux = _unflatten([_unpack(a, level).primal if isinstance(a, (Tensor, BatchedTensor)) else a
+            a_leaves, a_spec = tree_flatten(aux)
+            aux = tree_unflatten([_unpack(a, level).primal if isinstance(a, (Tensor, BatchedTensor)) else a
                               for a in a_leaves], a_spec)
     history = any(p.requires_grad for p in p_leaves) or any(t.requires_grad for t in t_leaves)
-    primal_out = _detached(_unflatten([u.primal for u in unpacked], o_spec), history)
-    tangent_out = _detached(_unflatten([u.tangent if u.tangent is not None else _zeros_like(u.primal)
+    primal_out = _detached(tree_unflatten([u.primal for u in unpacked], o_spec), history)
+    tangent_out = _detached(tree_unflatten([u.tangent if u.tangent is not None else _zeros_like(u.primal)
                                         for u in unpacked], o_spec), history)
     return (primal_out, tangent_out, aux) if has_aux else (primal_out, tangent_out)
 
@@ -384,7 +345,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
         with enable_grad():
             args2, flat, specs, history, single = _prepare(args, argnums, "jacrev")
             out, aux = _split_aux(func(*args2, **kwargs), has_aux, "jacrev")
-        o_leaves, o_spec = _flatten(out)
+        o_leaves, o_spec = tree_flatten(out)
         _check_tensors(o_leaves, "jacrev", "the outputs of func")
         inputs = [x for group in flat for x in group]
         sizes = [o.numel() for o in o_leaves]
@@ -409,8 +370,8 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
                     result = func(*call, **kwargs)
                     return result[0] if has_aux else result
                 _, pullback = vjp(of_diff, *[args[n] for n in nums])
-                grads = pullback(_unflatten(list(cts), o_spec))
-                return tuple(g for group in grads for g in _flatten(group)[0])
+                grads = pullback(tree_unflatten(list(cts), o_spec))
+                return tuple(g for group in grads for g in tree_flatten(group)[0])
             rows = _vmap(one_row, chunk_size=chunk_size, randomness="same")(*basis)   # per input (total, *x)
             per_output, pos = [], 0
             for o, n in zip(o_leaves, sizes):
@@ -421,10 +382,10 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
         for per_input in per_output:
             grouped, at = [], 0
             for group, sp in zip(flat, specs):
-                grouped.append(_unflatten(per_input[at:at + len(group)], sp))
+                grouped.append(tree_unflatten(per_input[at:at + len(group)], sp))
                 at += len(group)
             blocks.append(_detached(grouped[0] if single else tuple(grouped), history))
-        jac = _unflatten(blocks, o_spec)
+        jac = tree_unflatten(blocks, o_spec)
         return (jac, _detached(aux, history)) if has_aux else jac
     return wrapper
 
@@ -448,7 +409,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
         nums = _argnums_tuple(argnums, len(args), "jacfwd")
         groups = []
         for n in nums:
-            leaves, spec = _flatten(args[n])
+            leaves, spec = tree_flatten(args[n])
             _check_tensors(leaves, "jacfwd", "the differentiated inputs")
             groups.append((leaves, spec))
         inputs = [x for leaves, _ in groups for x in leaves]
@@ -464,13 +425,13 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
         def primals_and(leaves_of_tangents):
             tangents, pos = [], 0
             for leaves, spec in groups:
-                tangents.append(_unflatten(list(leaves_of_tangents[pos:pos + len(leaves)]), spec))
+                tangents.append(tree_unflatten(list(leaves_of_tangents[pos:pos + len(leaves)]), spec))
                 pos += len(leaves)
             return tuple(args[n] for n in nums), tuple(tangents)
 
         if total == 0:      # no input element: run func once for the output's structure
             result, aux = _split_aux(of_diff(*[args[n] for n in nums]), has_aux, "jacfwd")
-            o_leaves, o_spec = _flatten(result)
+            o_leaves, o_spec = tree_flatten(result)
             columns = [_C.full((0,) + tuple(o.shape), 0.0, o.dtype) for o in o_leaves]
         else:
             basis, pos = [], 0
@@ -484,14 +445,14 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
             def one_column(*tangent_leaves):
                 primals, tangents = primals_and(tangent_leaves)
                 got = jvp(of_diff, primals, tangents, has_aux=has_aux)
-                t_leaves, t_spec = _flatten(got[1])
+                t_leaves, t_spec = tree_flatten(got[1])
                 spec_box[:] = [t_spec]
                 return (tuple(t_leaves), got[2]) if has_aux else tuple(t_leaves)
             got = _vmap(one_column, randomness=randomness)(*basis)
             columns, aux = (got[0], got[1]) if has_aux else (got, None)
             if has_aux:
-                aux = _flatten(aux)
-                aux = _unflatten([a[0] if isinstance(a, (Tensor, BatchedTensor)) else a for a in aux[0]], aux[1])
+                aux = tree_flatten(aux)
+                aux = tree_unflatten([a[0] if isinstance(a, (Tensor, BatchedTensor)) else a for a in aux[0]], aux[1])
             o_spec = spec_box[0]
             o_leaves = [c[0] for c in columns]
         blocks = []
@@ -504,11 +465,11 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
                 pos += n
             grouped, at = [], 0
             for leaves, spec in groups:
-                grouped.append(_unflatten(per_input[at:at + len(leaves)], spec))
+                grouped.append(tree_unflatten(per_input[at:at + len(leaves)], spec))
                 at += len(leaves)
             blocks.append(grouped[0] if isinstance(argnums, int) else tuple(grouped))
         history = any(x.requires_grad for x in inputs)
-        jac = _detached(_unflatten(blocks, o_spec), history)
+        jac = _detached(tree_unflatten(blocks, o_spec), history)
         return (jac, _detached(aux, history)) if has_aux else jac
     return wrapper
 

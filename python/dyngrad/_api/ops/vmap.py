@@ -1585,25 +1585,27 @@ def _move_out(x, level, size, od, op, name):
     return BatchedTensor(v, rest) if rest else v
 
 
-def _flatten(obj):
+def tree_flatten(obj):
+    """(leaves, spec) of a pytree (tuples, lists, dicts and namedtuples of tensors and other leaves);
+    tree_unflatten(leaves, spec) rebuilds it. dyngrad.func shares these."""
     if isinstance(obj, (tuple, list)):
         leaves, specs = [], []
         for o in obj:
-            ls, sp = _flatten(o)
+            ls, sp = tree_flatten(o)
             leaves.extend(ls)
             specs.append((len(ls), sp))
         return leaves, (type(obj), specs)
     if isinstance(obj, dict):
         leaves, specs = [], []
         for k, o in obj.items():
-            ls, sp = _flatten(o)
+            ls, sp = tree_flatten(o)
             leaves.extend(ls)
             specs.append((k, len(ls), sp))
         return leaves, (dict, specs)
     return [obj], None
 
 
-def _unflatten(leaves, spec):
+def tree_unflatten(leaves, spec):
     if spec is None:
         return leaves[0]
     kind, specs = spec
@@ -1611,12 +1613,12 @@ def _unflatten(leaves, spec):
     if kind is dict:
         out = {}
         for k, n, sp in specs:
-            out[k] = _unflatten(leaves[pos:pos + n], sp)
+            out[k] = tree_unflatten(leaves[pos:pos + n], sp)
             pos += n
         return out
     items = []
     for n, sp in specs:
-        items.append(_unflatten(leaves[pos:pos + n], sp))
+        items.append(tree_unflatten(leaves[pos:pos + n], sp))
         pos += n
     if kind is tuple or kind is list:
         return kind(items)
@@ -1625,13 +1627,13 @@ def _unflatten(leaves, spec):
 
 def _broadcast_out_dims(out_dims, out, op):
     """One out_dim per output leaf."""
-    leaves, spec = _flatten(out)
+    leaves, spec = tree_flatten(out)
     if isinstance(out_dims, (tuple, list)) and isinstance(out, tuple):
         if len(out_dims) != len(out):
             raise ValueError(f"{op}: out_dims has {len(out_dims)} entries but func returned {len(out)} outputs.")
         dims = []
         for o, d in zip(out, out_dims):
-            dims.extend([d] * len(_flatten(o)[0]))
+            dims.extend([d] * len(tree_flatten(o)[0]))
         return leaves, spec, dims
     if isinstance(out_dims, (tuple, list)):
         if len(out_dims) != 1:
@@ -1722,11 +1724,11 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         finally:
             STATE.levels.pop()
             STATE.active = bool(STATE.levels)
-        return _unflatten(moved, spec)
+        return tree_unflatten(moved, spec)
 
     def _concat_chunks(outs):
         leaves0, spec, odims = _broadcast_out_dims(out_dims, outs[0], op)
-        columns = [_flatten(o)[0] for o in outs]
+        columns = [tree_flatten(o)[0] for o in outs]
         merged = []
         for k, od in enumerate(odims):
             if od is None:
@@ -1735,7 +1737,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
             parts = [c[k] for c in columns]
             rank = _logical_rank(parts[0])
             merged.append(_cat_public(parts, to_int(od, op, "out_dims") % rank))
-        return _unflatten(merged, spec)
+        return tree_unflatten(merged, spec)
 
     mapped.__name__ = mapped.__qualname__ = f"vmap_{name}"
     mapped.__doc__ = f"{name} mapped by vmap over in_dims={in_dims!r}, out_dims={out_dims!r}."
