@@ -458,3 +458,16 @@ def square_function(m):
             (x,) = ctx.saved_tensors
             return 2 * x * grad
     return Square
+
+
+def array_tensor(m, values, requires_grad=False, dtype=np.float32):
+    """m.tensor of `values` as a numpy array of `dtype` (the compile tests' inputs)."""
+    return m.tensor(np.asarray(values, dtype=dtype), requires_grad=requires_grad)
+
+
+def assert_bitwise_equal(a, b):
+    """The same shape, dtype and bits: a replayed or verified call runs the same kernels in the same order as the
+    eager one."""
+    a, b = np.asarray(a.detach().numpy()), np.asarray(b.detach().numpy())
+    assert a.shape == b.shape and a.dtype == b.dtype
+    np.testing.assert_array_equal(a, b)

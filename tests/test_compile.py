@@ -9,22 +9,15 @@ import weakref
 import numpy as np
 import pytest
 
-from helpers import square_function
+from helpers import array_tensor, assert_bitwise_equal, square_function
 
 
 def static(dg, fn, **kwargs):
     return dg.compile(fn, mode="reduce-overhead", **kwargs)
 
 
-def t(dg, values, requires_grad=False, dtype=np.float32):
-    return dg.tensor(np.asarray(values, dtype=dtype), requires_grad=requires_grad)
-
-
-def assert_same(a, b):
-    """Equal values (bitwise: the replay runs the same kernels in the same order as eager mode)."""
-    a, b = np.asarray(a.detach().numpy()), np.asarray(b.detach().numpy())
-    assert a.shape == b.shape and a.dtype == b.dtype
-    np.testing.assert_array_equal(a, b)
+t = array_tensor
+assert_same = assert_bitwise_equal
 
 
 def run_both(dg, fn, inputs_list, grads=True):

@@ -8,20 +8,15 @@ import warnings
 import numpy as np
 import pytest
 
+from helpers import array_tensor, assert_bitwise_equal
+
 
 def verified(dg, fn, **kwargs):
     return dg.compile(fn, mode="verified", **kwargs)
 
 
-def t(dg, values, requires_grad=False, dtype=np.float32):
-    return dg.tensor(np.asarray(values, dtype=dtype), requires_grad=requires_grad)
-
-
-def assert_same(a, b):
-    """Bitwise: every op of a verified call runs eagerly, the same kernels in the same order."""
-    a, b = np.asarray(a.detach().numpy()), np.asarray(b.detach().numpy())
-    assert a.shape == b.shape and a.dtype == b.dtype
-    np.testing.assert_array_equal(a, b)
+t = array_tensor
+assert_same = assert_bitwise_equal
 
 
 def test_the_ways_to_ask_for_it(dg, monkeypatch):
