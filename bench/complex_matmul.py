@@ -13,6 +13,7 @@ import numpy as np
 
 import _path  # noqa: F401
 import dyngrad as dg
+from dyngrad.bench.engines import machine_line
 
 
 def median_ms(fn, repeat):
@@ -45,6 +46,7 @@ def main():
     except ImportError:
         pass
     base = rows[0][1]
+    print(machine_line())
     print(f"{n}x{n} {args.dtype} matmul, median of {args.repeat} (max relative difference to numpy {err:.1e})")
     for name, ms in rows:
         print(f"  {name:8s} {ms:8.3f} ms   {ms / base:5.2f}x numpy")

@@ -15,26 +15,14 @@ shared machine are noisy, ratios within one run less so. The tests never time an
 import argparse
 import json
 import os
-import platform
 import statistics
-import subprocess
 import time
 
 import numpy as np
 
 import _path  # noqa: F401  (a source checkout after a dev build)
 import dyngrad as dg
-
-
-def _cpu():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+from dyngrad.bench.engines import machine_line
 
 
 def _pairs(z):
@@ -90,8 +78,7 @@ def main():
     except ImportError:
         torch = None
     dg.set_num_threads(opts.threads)
-    print(f"CPU: {_cpu()}; {os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f} "
-          f"{os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}; {opts.threads} thread(s); numpy {np.__version__}"
+    print(f"{machine_line()}; {opts.threads} thread(s); numpy {np.__version__}"
           + (f", torch {torch.__version__}" if torch is not None else ""))
     results, rows = [], []
     for name, calls in cases(torch):
@@ -119,8 +106,8 @@ def main():
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     if opts.json:
         with open(opts.json, "w") as f:
-            json.dump({"cpu": _cpu(), "threads": opts.threads, "load": os.getloadavg(), "results": results}, f,
-                      indent=1)
+            json.dump({"machine": machine_line(), "threads": opts.threads, "load": os.getloadavg(),
+                       "results": results}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import numpy as np
 
 import dyngrad
 from dyngrad.bench import workloads as W
+from dyngrad.bench.engines import machine_line
 
 try:
     import torch
@@ -107,9 +108,7 @@ def main():
         engines["pytorch"] = torch
     for module in engines.values():
         module.set_num_threads(args.threads)
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-               "?")
-    print(f"{cpu}, {os.cpu_count()} cores, {args.threads} thread(s), load {os.getloadavg()[0]:.1f}, CPU ms")
+    print(f"{machine_line()}, {args.threads} thread(s), CPU ms")
     for name in args.only.split(","):
         steps = {engine: WORKLOADS[name](module) for engine, module in engines.items()}
         phases = {engine: [] for engine in steps}

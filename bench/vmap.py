@@ -22,6 +22,7 @@ import numpy as np
 
 import _path  # noqa: F401
 import dyngrad as dg
+from dyngrad.bench.engines import machine_line
 
 
 def _best(fn, repeat):
@@ -111,6 +112,7 @@ def main(argv=None):
         engines.append(("torch", torch, torch.nn.functional, torch.func, torch.nn))
     except ImportError:
         pass
+    print(machine_line())
     print(f"vmap against the loop over rows; float32; best of {repeat} calls")
     print(f"{'engine':8} {'case':12} {'vmap ms':>9} {'loop ms':>9} {'loop/vmap':>10}")
     vmap_ms = {}
