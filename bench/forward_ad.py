@@ -9,24 +9,12 @@ the hvp. Each figure is the best of `repeat` timed calls after warm-up (the mach
 is the one least disturbed by other work).
 """
 import argparse
-import time
 
 import numpy as np
 
 import _path  # noqa: F401
 import dyngrad as dg
-from dyngrad.bench.engines import machine_line
-
-
-def _median_seconds(fn, repeat):
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+from dyngrad.bench.engines import best_seconds, machine_line
 
 
 def _rows(m, func_jvp, hvp, grad, weights, x, v, repeat):
@@ -36,11 +24,11 @@ def _rows(m, func_jvp, hvp, grad, weights, x, v, repeat):
             h = m.tanh(h @ w)
         return h
 
-    forward = _median_seconds(lambda: net(x), repeat)
-    jvp = _median_seconds(lambda: func_jvp(net, (x,), (v,)), repeat)
+    forward = best_seconds(lambda: net(x), repeat, warmup=3)
+    jvp = best_seconds(lambda: func_jvp(net, (x,), (v,)), repeat, warmup=3)
     loss = lambda z: net(z).sum()
-    gradient = _median_seconds(lambda: grad(loss, x), repeat)
-    hessian_vector = _median_seconds(lambda: hvp(loss, x, v), repeat)
+    gradient = best_seconds(lambda: grad(loss, x), repeat, warmup=3)
+    hessian_vector = best_seconds(lambda: hvp(loss, x, v), repeat, warmup=3)
     return forward, jvp, gradient, hessian_vector
 
 

@@ -16,23 +16,12 @@ Each figure is the best of `repeat` timed calls after warm-up (the machine is sh
 least disturbed by other work). float32.
 """
 import argparse
-import time
 
 import numpy as np
 
 import _path  # noqa: F401
 import dyngrad as dg
-from dyngrad.bench.engines import machine_line
-
-
-def _best(fn, repeat):
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+from dyngrad.bench.engines import best_seconds, machine_line
 
 
 def _mlp_case(m, F, func, n, rng):
@@ -119,8 +108,8 @@ def main(argv=None):
     for name, m, F, func, nn in engines:
         rng = np.random.default_rng(0)
         for case, (batched, loop) in _cases(m, F, func, nn, sizes, rng):
-            v = _best(batched, repeat)
-            lp = _best(loop, min(repeat, 3))
+            v = best_seconds(batched, repeat)
+            lp = best_seconds(loop, min(repeat, 3))
             vmap_ms[(name, case)] = v
             print(f"{name:8} {case:12} {v * 1e3:9.2f} {lp * 1e3:9.2f} {lp / v:10.1f}")
     if len(engines) > 1:

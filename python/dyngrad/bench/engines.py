@@ -4,6 +4,7 @@ import importlib
 import os
 import platform
 import subprocess
+import time
 
 import numpy as np
 
@@ -51,6 +52,18 @@ def machine_line():
     the core count and the load average (on a machine shared with other jobs, timings mean little without it)."""
     load = " ".join(f"{v:.2f}" for v in os.getloadavg()) if hasattr(os, "getloadavg") else "unknown"
     return f"{_cpu_model()}, {os.cpu_count()} cores, load average {load}"
+
+
+def best_seconds(fn, repeat, warmup=1):
+    """The fastest of `repeat` timed calls of fn after `warmup` untimed ones (the small benches in bench/)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
 
 
 def _git_commit():
