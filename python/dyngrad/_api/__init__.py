@@ -13,10 +13,11 @@ import inspect
 from .. import _C
 from . import table
 from .autocast import with_policy
-from .batching import METHODS, batching_aware
+from .batching import METHODS
 from .args import RemovableHandle, Size
 from .inplace import inplace_variant
-from .meta import register_unary, with_meta, with_meta_inplace
+from .dispatch import public
+from .meta import register_unary
 from .node_names import saved_attribute
 from .out import with_out
 
@@ -80,14 +81,16 @@ def install(namespace):
     for row in table.rows():
         own = _resolve(row)
         obj = with_policy(row.name, own)      # torch's autocast policy, if the row has one (Note [Autocast wrappers])
-        if row.impl != "core" and not row.impl.startswith("core:"):
-            obj = with_meta(row.name, obj)    # meta tensors take their shape rules (Note [Meta tensors], meta.py)
-            if row.impl == "ops.pointwise.UNARY_PRIMITIVES":
-                register_unary([row.name])
-        if not ("prop" in row.kinds or "masked" in row.kinds):
-            # vmap sees the call (Note [Batching at the public API]); F.unfold is not Tensor.unfold
+        # the one wrapper (Note [One dispatch wrapper], dispatch.py): meta tensors take their shape rules (Note [Meta
+        # tensors], meta.py) unless the core implements the row; vmap sees the call (Note [Batching at the public
+        # API]) unless it is a property; F.unfold is not Tensor.unfold, masked.sum not sum
+        own_code = row.impl != "core" and not row.impl.startswith("core:")
+        if own_code and row.impl == "ops.pointwise.UNARY_PRIMITIVES":
+            register_unary([row.name])
+        key = None
+        if "prop" not in row.kinds:
             key = row.name if set(row.kinds) & {"fn", "method", "op"} else row.kinds[0] + "." + row.name
-            obj = batching_aware(key, obj)
+        obj = public(obj, meta_name=row.name if own_code else None, batch_key=key)
         function = with_out(obj, row.name) if "out" in row.kinds else obj   # torch's out= on the function
         for kind in row.kinds:
             if kind == "out":
@@ -131,8 +134,8 @@ def install(namespace):
             # an alias's in-place method records as the first one of the same implementation (greater_ as gt_:
             # GtBackward, a zero gradient), while its errors name the alias
             records_as = canonical_inplace.setdefault(id(own), row.inplace)
-            method = batching_aware(row.inplace,
-                                    with_meta_inplace(row.inplace, inplace_variant(own, row.inplace, records_as)))
+            method = public(inplace_variant(own, row.inplace, records_as), meta_name=row.inplace,
+                            batch_key=row.inplace, inplace=True)
             setattr(Tensor, row.inplace, method)
             if row.hot and "Tensor." + row.inplace in hot_names:
                 fallbacks["Tensor." + row.inplace] = method

@@ -1,8 +1,8 @@
 """The hook by which vmap sees every public call made while it runs (Note [Batching at the public API]).
 
-install() passes each public function, nn.functional function, method and operator through batching_aware(). The
-wrapper costs one test of a module flag while no vmap is running; inside vmap it hands the call to the
-dispatcher that _api/ops/vmap.py registers (its batching rules, randomness checks and the loop fallback).
+install() passes each public function, nn.functional function, method and operator through the one wrapper of
+dispatch.py (Note [One dispatch wrapper]), which costs one test of a module flag while no vmap is running; inside
+vmap it hands the call to the dispatcher that _api/ops/vmap.py registers (its batching rules, randomness checks and the loop fallback).
 
 Note [Batching at the public API]: torch batches at the level of its dispatcher, below every composite. dyngrad's
 C++ composites (ops_*.cpp) call the C++ primitives directly, where Python cannot reach, and a BatchedTensor cannot
@@ -14,9 +14,7 @@ installed from this package. Autograd and forward AD need no rules: the rules ru
 tensors, so the graph and the tangents are those of the batched computation (Note [Transforms inside vmap] in
 _api/ops/vmap.py).
 """
-import functools
 import threading
-import types
 
 
 
@@ -39,17 +37,3 @@ def register(dispatch):
     """Sets the dispatcher (for every thread)."""
     _State.dispatch = staticmethod(dispatch)
 METHODS = {}              # Tensor method name -> its Python definition (behind a C++ fast path, if it has one)
-
-
-def batching_aware(name, fn):
-    """fn, routed to vmap's dispatcher while a vmap runs; fn itself otherwise."""
-    if not isinstance(fn, types.FunctionType):
-        return fn
-
-    @functools.wraps(fn)
-    def call(*args, **kwargs):
-        if STATE.active:
-            return STATE.dispatch(name, fn, args, kwargs)
-        return fn(*args, **kwargs)
-    call._batching_name = name
-    return call

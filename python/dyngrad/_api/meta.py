@@ -5,10 +5,9 @@ Note [Meta tensors]: a meta tensor is an instance of MetaTensor (or of a Paramet
 engine's Tensor whose core is a *proxy*: one element of its dtype expanded to its shape (every stride 0, one
 element of memory). The core answers shape, dtype, ndim, numel and size by itself; the strides torch would give
 are kept beside it (`_meta_stride`, contiguous unless a rule below says otherwise). install() wraps every function
-and method of the table once (`with_meta`). Until the meta device is first used a wrapper only reads a flag, but
-it is one more Python frame forwarding *args/**kwargs: about 150 ns per call of a cold row (a trivial function
-went from 48 to 201 ns, best of 30 runs on the 2-core Xeon under load 15; the hot rows' C++ fast paths do not pass
-through it). The fast paths hand meta tensors to their Python definitions (tensor_of() in
+and method of the table once, in the one wrapper that also decides vmap's batching (Note [One dispatch wrapper]
+in dispatch.py). Until the meta device is first used the wrapper only reads a flag (the hot rows' C++ fast paths
+do not pass through it). The fast paths hand meta tensors to their Python definitions (tensor_of() in
 csrc/bindings/fast_paths.cpp refuses instances of the class registered by `_C._set_meta_class`). A call that
 involves the meta device (a meta argument, device="meta", or a factory under the meta default device) goes to
 `meta_call`:
@@ -266,37 +265,6 @@ def _names_meta_device(args, kwargs):
     if is_meta_device(kwargs.get("device")):
         return True
     return any(isinstance(a, (str, device_type)) and is_meta_device(a) for a in args)
-
-
-def with_meta(name, fn):
-    """fn, or meta_call when the call involves the meta device (Note [Meta tensors])."""
-    if fn is None or not callable(fn) or isinstance(fn, type):
-        return fn
-    factory = name in FACTORIES or _takes_device(fn)
-    converts = name == "to"
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        if _live[0]:
-            if (_has_meta(args, kwargs) or _names_meta_device(args, kwargs) or
-                    (factory and default_is_meta() and kwargs.get("device") is None)):
-                return meta_call(name, fn, args, kwargs)
-        elif (factory and kwargs and is_meta_device(kwargs.get("device")) or
-              converts and _names_meta_device(args, kwargs)):             # the first use of the meta device
-            return meta_call(name, fn, args, kwargs)
-        return fn(*args, **kwargs)
-    wrapper.__wrapped_meta__ = fn
-    return wrapper
-
-
-def with_meta_inplace(name, fn):
-    """An in-place variant: on a meta tensor the write is a no-op (Note [Meta tensors])."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        if _live[0] and _has_meta(args, kwargs):
-            return _inplace(name, fn, args, kwargs)
-        return fn(*args, **kwargs)
-    return wrapper
 
 
 def _takes_device(fn):

@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from ... import Tensor, _C, cat, empty, float32, float64, int64, relu, sigmoid, stack, tanh, tensor, zeros
-from ..._api.batching import batching_aware
+from ..._api.dispatch import public
 from ..._api.device import check_device
 from ..._api.meta import is_meta
 from .. import functional as F, init
@@ -73,7 +73,7 @@ def _core_rnn_layer(gi, h0, c0, w_hh, b_hh, mode, reverse):
 
 
 # vmap sees the core op (its rule folds the batch into N: Note [Batching at the public API] in _api/batching.py)
-_rnn_layer = batching_aware("rnn_layer", _core_rnn_layer)
+_rnn_layer = public(_core_rnn_layer, batch_key="rnn_layer")
 
 
 def _whole_layer(mode, gi, state, w_hh, b_hh, w_hr, reverse):
