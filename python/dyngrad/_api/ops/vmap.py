@@ -36,7 +36,7 @@ from ..._user_frame import warn
 from ...autograd.function import Function
 from ..args import Size, Tensor, to_int, type_name
 from ..batching import METHODS, STATE, register
-from .. import table
+from .. import primitive_rows, table
 
 # ----- levels -------------------------------------------------------------------------------------------------
 _COUNTER = itertools.count(1)
@@ -1388,7 +1388,7 @@ hardshrink tanhshrink threshold logsigmoid
 special.expit special.erf special.erfc special.erfinv special.exp2 special.expm1 special.log1p special.logit
 special.xlogy special.sinc special.round special.i0 special.ndtr special.ndtri special.log_ndtr special.gammaln
 special.digamma special.psi special.entr special.xlog1py special.i0e special.i1 special.i1e special.erfcx
-""".split() + list(_DUNDERS)
+""".split() + list(_DUNDERS) + [_name for _name, _ in primitive_rows.UNARY_PRIMITIVES]  # ops.def's plain unary ops
 
 for _k in POINTWISE:
     RULES[_k] = _pointwise
