@@ -141,7 +141,57 @@ def test_linear_cross_entropy_k_dimensional(dg):
     assert dg.autograd.gradcheck(
         lambda a, c: dg.nn.functional.linear_cross_entropy(a, c, dg.tensor(y)),
         (dg.tensor(x, requires_grad=True), dg.tensor(w, requires_grad=True)))
-    with pytest.raises(RuntimeError, match="linear_cross_entropy: input of shape"):
+    with pytest.raises(RuntimeError, match="linear_cross_entropy: expected equal input and linear_weight last"):
         dg.nn.functional.linear_cross_entropy(dg.tensor(x), dg.tensor(w[..., :2]), dg.tensor(y))
     t = dg.zeros(2, 3)
     assert dg.resize_as_(t, dg.zeros(6)) is t and tuple(t.shape) == (6,)
+
+
+def test_linear_cross_entropy_options_and_argument_checks_as_torch(dg):
+    """torch 2.13's options= (nn.LinearCrossEntropyOptions, checked as torch checks it; the same values as without
+    it, torch's chunked path being a memory saving) and its argument errors: each bad call raises the same type in
+    both libraries."""
+    torch = pytest.importorskip("torch")
+    x = RNG.standard_normal((6, 4))
+    w = RNG.standard_normal((5, 4))
+    y = np.array([0, 4, 2, 1, 3, 3])
+    for reduction in ("mean", "sum", "none"):
+        for opt in ({}, {"batch_chunk_size": 2}, {"chunking_method": "aspect_ratio:2", "acc_policy": "accurate"}):
+            ours = dg.nn.functional.linear_cross_entropy(dg.tensor(x), dg.tensor(w), dg.tensor(y), reduction=reduction,
+                                                         options=dg.nn.LinearCrossEntropyOptions(**opt))
+            theirs = torch.nn.functional.linear_cross_entropy(torch.tensor(x), torch.tensor(w), torch.tensor(y),
+                                                              reduction=reduction,
+                                                              options=torch.nn.LinearCrossEntropyOptions(**opt))
+            np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-10)
+    with pytest.warns(UserWarning, match="options`` ignored"):
+        dg.nn.functional.linear_cross_entropy(dg.tensor(x), dg.tensor(w), dg.tensor(y), label_smoothing=0.1,
+                                              options=dg.nn.LinearCrossEntropyOptions())
+    for bad in ({"acc_policy": "fast"}, {"chunking_method": "rows"}, {"chunking_method": "aspect_ratio:0"},
+                {"batch_chunk_size": 0}, {"batch_chunk_size": 2.0}):
+        with pytest.raises(ValueError):
+            torch.nn.LinearCrossEntropyOptions(**bad)
+        with pytest.raises(ValueError):
+            dg.nn.LinearCrossEntropyOptions(**bad)
+    with pytest.raises(ValueError, match="acc_dtype"):
+        dg.nn.LinearCrossEntropyOptions(acc_dtype=dg.int64)
+    assert dg.nn.LinearCrossEntropyOptions(acc_dtype=dg.float32).acc_dtype is dg.float32
+    probs = RNG.random((6, 5))
+    calls = [  # (x, w, target, kwargs)
+        (RNG.standard_normal((2, 3, 4)), w, y, {}),                      # input of 3 dims
+        (x, RNG.standard_normal(4), y, {}),                              # linear_weight of 1 dim
+        (x, RNG.standard_normal((5, 3)), y, {}),                         # in_features differ
+        (x, w, y, {"linear_bias": RNG.standard_normal(4)}),              # bias shape
+        (RNG.standard_normal(4), RNG.standard_normal((2, 5, 4)), y[:5], {}),   # K-dimensional, unbatched
+        (x, w, probs, {"ignore_index": 1}),                              # ignore_index with probabilities
+    ]
+    for xa, wa, ya, kw in calls:
+        with pytest.raises(Exception) as theirs:
+            torch.nn.functional.linear_cross_entropy(torch.tensor(xa), torch.tensor(wa), torch.tensor(ya),
+                                                     **{k: torch.tensor(v) for k, v in kw.items() if k != "ignore_index"},
+                                                     **{k: v for k, v in kw.items() if k == "ignore_index"})
+        with pytest.raises(theirs.type, match="linear_cross_entropy"):
+            dg.nn.functional.linear_cross_entropy(dg.tensor(xa), dg.tensor(wa), dg.tensor(ya),
+                                                  **{k: dg.tensor(v) for k, v in kw.items() if k != "ignore_index"},
+                                                  **{k: v for k, v in kw.items() if k == "ignore_index"})
+    with pytest.raises(TypeError, match="options"):
+        dg.nn.functional.linear_cross_entropy(dg.tensor(x), dg.tensor(w), dg.tensor(y), options={"batch_chunk_size": 2})

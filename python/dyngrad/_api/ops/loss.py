@@ -5,6 +5,7 @@ Most are composites of the core's primitives. binary_cross_entropy and ctc_loss 
 (numpy forward, backward in dyngrad ops): torch's gradients there are not the derivatives of a composite (bce
 clamps its logs and its gradient's denominator; ctc's gradient is the alpha-beta posterior formula).
 """
+import dataclasses
 import math
 import warnings
 
@@ -15,7 +16,7 @@ from ..._user_frame import warn
 from ...autograd.function import Function
 from .. import bridge
 from ..args import (Tensor, broadcast_shapes, number, optional_tensor, reduce_loss, reduction_code, shape_str,
-                    tensor_arg, to_int, torch_name)
+                    tensor_arg, to_int, torch_name, type_name)
 from ..node_names import shows_as
 from .activation import log_sigmoid
 from .distance import pairwise_distance
@@ -394,28 +395,83 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 
 
 
+@dataclasses.dataclass(slots=True, frozen=True)
+class LinearCrossEntropyOptions:
+    """torch 2.13's nn.LinearCrossEntropyOptions: how F.linear_cross_entropy may evaluate in chunks of batch rows
+    (allow_retain_graph, batch_chunk_size, chunking_method, acc_policy, acc_dtype), checked as torch checks them.
+    dyngrad evaluates the whole product whatever the options say (the result is the same: torch's chunked path is
+    a memory saving), and warns where torch warns that they are ignored."""
+    allow_retain_graph: bool = False
+    batch_chunk_size: "int | None" = None
+    chunking_method: "str | None" = "auto"
+    acc_policy: str = "auto"
+    acc_dtype: object = None
+
+    def __post_init__(self):
+        if self.acc_policy not in {"auto", "accurate", "balanced", "compact"}:
+            raise ValueError(f"invalid acc_policy: {self.acc_policy!r}")
+        if self.chunking_method is not None and self.chunking_method != "auto":
+            name, sep, factor = str(self.chunking_method).partition(":")
+            factor = factor if sep else "1"
+            if not (name == "aspect_ratio" and factor.isdigit() and int(factor) > 0):
+                raise ValueError(f"invalid chunking_method: {self.chunking_method!r}")
+        if not (self.batch_chunk_size is None or (isinstance(self.batch_chunk_size, int) and
+                                                  not isinstance(self.batch_chunk_size, bool) and
+                                                  self.batch_chunk_size > 0)):
+            raise ValueError(f"batch_chunk_size must be positive int or None, got {self.batch_chunk_size!r}")
+        if self.acc_dtype is not None and (not isinstance(self.acc_dtype, _C.dtype) or self.acc_dtype.name not in
+                                           ("float16", "bfloat16", "float32", "float64")):
+            raise ValueError(f"acc_dtype must be one of {{None, float16, bfloat16, float32, float64}}, got "
+                             f"{self.acc_dtype!r}. Pass acc_dtype=None to let the op pick automatically.")
+
+
 def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weight=None, reduction="mean",
                          ignore_index=None, label_smoothing=0.0, options=None):
     """torch 2.13's F.linear_cross_entropy: cross_entropy(linear(input, linear_weight, linear_bias), target, ...),
-    ignore_index None meaning -100. torch's `options` choose a chunked evaluation that saves memory with the same
-    result; dyngrad computes the whole product (any options are accepted and change nothing). A linear_weight of
-    shape (C, d_1, ..., d_K, in_features) gives K-dimensional logits (N, C, d_1, ..., d_K), as torch's."""
+    ignore_index None meaning -100, with torch's checks: input of 1 or 2 dims, linear_weight of at least 2 (a weight
+    of shape (C, d_1, ..., d_K, in_features) gives K-dimensional logits (N, C, d_1, ..., d_K) and needs a batched
+    input), linear_bias of shape (C, d_1, ..., d_K), no ignore_index with class probabilities, `options` None or a
+    LinearCrossEntropyOptions (see there: the same result as torch's chunked evaluation)."""
     op = "linear_cross_entropy"
     x = tensor_arg(input, op)
     w = tensor_arg(linear_weight, op, "linear_weight")
+    y = tensor_arg(target, op, "target")
     b = optional_tensor(linear_bias, op, "linear_bias")
-    if w.ndim <= 2:
+    if options is not None and not isinstance(options, LinearCrossEntropyOptions):
+        raise TypeError(f"{op}(): argument 'options' must be LinearCrossEntropyOptions or None, not "
+                        f"{type_name(options)}")
+    if x.ndim < 1 or x.ndim > 2:
+        raise RuntimeError(f"{op}: expected input with dimensionality 1 or 2, got {x.ndim}")
+    if w.ndim < 2:
+        raise RuntimeError(f"{op}: expected linear_weight with dimensionality at least 2, got {w.ndim}")
+    if x.shape[-1] != w.shape[-1]:
+        raise RuntimeError(f"{op}: expected equal input and linear_weight last dimensions (in_features), got "
+                           f"{x.shape[-1]} and {w.shape[-1]}, respectively")
+    out_features = tuple(w.shape[1:-1])
+    if b is not None and tuple(b.shape) != (w.shape[0],) + out_features:
+        raise RuntimeError(f"{op}: expected linear_bias shape {(w.shape[0],) + out_features}, got {tuple(b.shape)}")
+    if out_features and x.ndim == 1:
+        raise RuntimeError(f"{op}: K-dimensional loss defined by linear_weight shape {tuple(w.shape)} requires "
+                           f"batched input, (N, {x.shape[-1]}), got unbatched input with shape {tuple(x.shape)}")
+    logits_shape = tuple(x.shape[:-1]) + (w.shape[0],) + out_features
+    if tuple(y.shape) == logits_shape and ignore_index is not None:
+        raise RuntimeError(f"{op}: ignore_index cannot be specified when target contains probabilities")
+    if options is not None and (out_features or reduction not in ("mean", "sum", "none") or label_smoothing != 0.0
+                                or y.dtype.name != "int64"):
+        warn(f"{op}: ``options`` ignored; chunked path needs reduction in {{'mean','sum','none'}}, "
+             f"label_smoothing == 0, target.dtype == int64, out_features == (). Got reduction={reduction!r}, "
+             f"label_smoothing={label_smoothing}, target.dtype={y.dtype.name}, out_features={out_features}.",
+             UserWarning)
+    if not out_features:
         logits = linear(x, w, b)
     else:
-        if x.ndim == 0 or x.shape[-1] != w.shape[-1]:
-            raise RuntimeError(f"{op}: input of shape {shape_str(x.shape)} and linear_weight of shape "
-                               f"{shape_str(w.shape)} do not match (the last dims must be equal).")
         flat = _C.matmul(x, _C.mT(_C.reshape(w, [-1, w.shape[-1]])))
         logits = _C.reshape(flat, list(x.shape[:-1]) + list(w.shape[:-1]))
         if b is not None:
             logits = _C.add(logits, b)
-    return cross_entropy(logits, target, weight, ignore_index=-100 if ignore_index is None else ignore_index,
+    return cross_entropy(logits, y, weight, ignore_index=-100 if ignore_index is None else ignore_index,
                          reduction=reduction, label_smoothing=label_smoothing)
+
 
 def _cross_entropy_probabilities(x, y, w, ignore_index, code, label_smoothing, class_dim):
     """-(w * target' * log_softmax(x)).sum(class_dim), target' = target (1 - eps) + eps / C; the mean divides by
