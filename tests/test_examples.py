@@ -13,7 +13,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = ["basic_graph", "conditional_graph", "loop_graph", "digits_mlp", "digits_cnn", "variable_length_rnn",
             "tree_net", "growing_model", "lstm_packed", "transformer_toy", "checkpointing", "profiling",
             "lbfgs_curve_fit", "dataloader_workers", "reinforce_corridor", "maml_sine", "per_sample_grads_cnn",
-            "ensemble_mlps", "spectral_filter"]
+            "ensemble_mlps", "spectral_filter", "hessian_mlp"]
 NEEDS = {"digits_mlp": "sklearn", "digits_cnn": "sklearn"}
 GRAPH_AND_DIFF = ("conditional_graph", "loop_graph", "tree_net")
 

@@ -437,11 +437,23 @@ def test_vmap_of_jvp_and_vjp(dg):
     # vjp inside vmap, and vmap over the cotangents of one vjp (jacrev's pattern)
     vj = func.vmap(lambda x: func.vjp(lambda z: z.tanh(), x)[1](dg.ones_like(x))[0])(xs)
     np.testing.assert_allclose(_np(vj), 1 - np.tanh(a) ** 2, rtol=1e-10)
+    vm = _vm(dg)
+    vm.FALLBACKS.clear()
     _, pullback = func.vjp(lambda z: z.exp(), xs[0])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        rows = func.vmap(pullback)(_tensor(dg, np.eye(3)))[0]
+    rows = func.vmap(pullback)(_tensor(dg, np.eye(3)))[0]
     np.testing.assert_allclose(_np(rows), np.diag(np.exp(a[0])), rtol=1e-10)
+    # a coupled function with two primals and aux: vmap(vjp_fn) batches (no loop), rows are J^T u per cotangent
+    w = _tensor(dg, _r(3, 2))
+    _, pullback, aux = func.vjp(lambda z, m: ((z @ m).tanh(), z.sum()), xs[0], w, has_aux=True)
+    us = _r(5, 2)
+    gz, gw = func.vmap(pullback)(_tensor(dg, us))
+    assert not vm.FALLBACKS, vm.FALLBACKS
+    h = a[0] @ _np(w)
+    for k in range(5):
+        g = us[k] * (1 - np.tanh(h) ** 2)
+        np.testing.assert_allclose(_np(gz)[k], _np(w) @ g, rtol=1e-10)
+        np.testing.assert_allclose(_np(gw)[k], np.outer(a[0], g), rtol=1e-10)
+    np.testing.assert_allclose(_np(aux), a[0].sum(), rtol=1e-12)
 
 
 def test_jacobians_by_vmap_match_torch(dg):

@@ -232,9 +232,13 @@ def vjp(func, *primals, has_aux=False):
                                    f"{tuple(c.shape) if isinstance(c, (Tensor, BatchedTensor)) else type(c).__name__}.")
         later = set(_batching._levels_of(ct_leaves)) - set(levels)
         if later:
-            # vmap(vjp_fn): the cotangents are batched at a level vjp's graph was not built at; the engine's
-            # backward runs on whole tensors, so that level's rows are one backward pass each
-            return _batching._loop("vjp_fn", vjp_fn, (cotangents,), {})
+            # vmap(vjp_fn) (jacrev's rows): the cotangents are batched at a level vjp's graph was not built at.
+            # The graph's backward runs on whole tensors and cannot take a batch of cotangents, so the forward is
+            # built again once, batched: func on the primals seen from every open level (each row a copy of them,
+            # Note [Transforms inside vmap]), and one backward pass of that graph takes every row's cotangent. func
+            # runs a second time (as a Python function it must be free of side effects for any transform).
+            again = vjp(func, *primals, has_aux=has_aux)
+            return again[1](cotangents)
         inputs = [x for group in flat for x in group]
         pairs = [(o, c) for o, c in zip(out_leaves, ct_leaves) if o.requires_grad]
         with enable_grad():

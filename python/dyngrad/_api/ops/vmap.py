@@ -368,7 +368,9 @@ def _draws(key, args, kwargs):
     """Whether this call of a random op draws (dropout in eval mode or with p=0 does not)."""
     if "dropout" in key:
         bound = _bind(_DROPOUT_SIG, args, kwargs)
-        return bound.get("training", True) and bound.get("p", 0.5) != 0
+        if "alpha" in key:
+            bound = _alpha_sig(args, kwargs)
+        return bound.get("p", 0.5) != 0 and bool(bound.get("training", True))
     return True
 
 
@@ -1523,6 +1525,306 @@ for _k in ("dropout", "F.dropout", "F.dropout1d", "F.dropout2d", "F.dropout3d"):
     SAME_RULES[_k] = _dropout_same
 for _k in ("rand_like", "randn_like", "randint_like"):
     SAME_RULES[_k] = _random_like_same
+
+# ----- rules: in-place functions (dyngrad.abs_(x), F.relu_(x)) ----------------------------------------------------
+def _inplace_fn(fn, args, kwargs):
+    """An in-place function whose out-of-place op is pointwise: the engine's in-place op on self's physical tensor,
+    the operands aligned to self's levels and rank."""
+    x = args[0]
+    if not isinstance(x, BatchedTensor):
+        return None
+    others = [a for a in itertools.chain(args[1:], kwargs.values()) if _is_tensor(a)]
+    if not set(_levels_of(others)) <= set(x._levels):
+        raise RuntimeError(_INPLACE_ERROR)
+    rank = x.dim()
+
+    def conv(a):
+        return _phys(a, x._levels, rank) if _is_tensor(a) and not (
+            isinstance(a, Tensor) and not isinstance(a, BatchedTensor) and a.ndim == 0) else a
+    fn(x._value, *[conv(a) for a in args[1:]], **{k: conv(v) for k, v in kwargs.items()})
+    return x
+
+
+# ----- rules: a view op's copy (select_copy, view_copy, ...) -------------------------------------------------------
+def _then_clone(rule):
+    """The rule of the view, then a copy (a *_copy op returns fresh memory)."""
+    def run(fn, args, kwargs):
+        out = rule(fn, args, kwargs)
+        if out is None:
+            return None
+        return _clone_out(out)
+    return run
+
+
+def _clone_out(out):
+    if isinstance(out, BatchedTensor):
+        return BatchedTensor(out._value.clone(), out._levels)
+    if isinstance(out, (tuple, list)):
+        return type(out)(_clone_out(o) for o in out)
+    return out
+
+
+def _reshape_param(fn, args, kwargs):
+    """view_copy(input, size) / reshape-like ops whose size is one argument."""
+    x = args[0]
+    if not _only_first_batched(args, kwargs):
+        return None
+    shape = _sizes_from(list(args[1:]) + list(kwargs.values()))
+    nb = len(x._levels)
+    return BatchedTensor(x._value.reshape(tuple(x._value.shape[:nb]) + tuple(shape)), x._levels)
+
+
+# ----- rules: sorting and order statistics ----------------------------------------------------------------------
+def _flat_rows(x):
+    """x's physical tensor with every logical dim flattened into one (the last)."""
+    nb = len(x._levels)
+    return x._value.reshape(tuple(x._value.shape[:nb]) + (-1,))
+
+
+def _median_rule(fn, args, kwargs):
+    """median/nanmedian: with no dim, the median of the flattened row (a value); with one, the dim shifted."""
+    sig = _signature(fn)
+    bound = sig.bind(*args, **kwargs)
+    x = bound.arguments.get("input", args[0])
+    if not _only_first_batched(args, kwargs) or x.dim() == 0:
+        return None
+    if bound.arguments.get("dim") is not None:
+        return _dim_rule(none_means_all=False)(fn, args, kwargs)
+    if bound.arguments.get("keepdim"):
+        return None
+    return BatchedTensor(fn(_flat_rows(x), len(x._levels))[0], x._levels)
+
+
+def _msort(fn, args, kwargs):
+    x = args[0]
+    if not _only_first_batched(args, kwargs) or x.dim() == 0:
+        return None
+    return BatchedTensor(_C_sort_values(x._value, len(x._levels)), x._levels)
+
+
+def _C_sort_values(v, dim):
+    from .sorting import sort
+    return sort(v, dim)[0]
+
+
+def _quantile_rule(fn, args, kwargs):
+    """quantile/nanquantile(input, q, dim=None, keepdim): q unbatched; a 1-D q's dim, which the op puts first,
+    moved behind the batch dims; no dim is the flattened row."""
+    sig = _signature(fn)
+    bound = sig.bind(*args, **kwargs)
+    bound.apply_defaults()
+    a = bound.arguments
+    x, q = a["input"], a["q"]
+    if not _only_first_batched(args, kwargs) or x.dim() == 0:
+        return None
+    nb = len(x._levels)
+    if a["dim"] is None:
+        if a["keepdim"]:
+            return None
+        a["input"], a["dim"] = _flat_rows(x), nb
+    else:
+        d = _shift_dim(a["dim"], x.dim(), nb)
+        if d is None:
+            return None
+        a["input"], a["dim"] = x._value, d
+    out = fn(*bound.args, **bound.kwargs)
+    if _is_tensor(q) and q.ndim == 1:
+        out = out.movedim(0, nb)
+    return BatchedTensor(out, x._levels)
+
+
+# ----- rules: fft ------------------------------------------------------------------------------------------------
+def _fft_rule(param, plural):
+    """The fft family: `dim` (an int, or a tuple for the n-d transforms) shifted past the batch dims; None is every
+    logical dim, or the last len(s) of them when s is given (torch's default)."""
+    def rule(fn, args, kwargs):
+        sig = _signature(fn)
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError:
+            return None
+        names = list(sig.parameters)
+        x = bound.arguments[names[0]]
+        if not _only_first_batched(args, kwargs) or x.dim() == 0:
+            return None
+        nb, rank = len(x._levels), x.dim()
+        d = bound.arguments.get(param, sig.parameters[param].default)
+        if d is None:
+            s = bound.arguments.get("s") if plural else None
+            d = tuple(builtins.range(-len(s), 0)) if s is not None else tuple(builtins.range(rank))
+        if isinstance(d, (tuple, list)):
+            new = tuple(_shift_dim(e, rank, nb) for e in d)
+            if None in new:
+                return None
+        else:
+            new = _shift_dim(d, rank, nb)
+            if new is None:
+                return None
+        bound.arguments[names[0]] = x._value
+        bound.arguments[param] = new
+        return _wrap(fn(*bound.args, **bound.kwargs), x._levels)
+    return rule
+
+
+# ----- rules: linear algebra on (*, n, n) batches ---------------------------------------------------------------
+def _matrix_batch(min_rank):
+    """Ops over the last one or two dims that treat every leading dim as a batch (det, inv, qr, svd, solve, ...):
+    the tensor operands aligned to the union of levels (expanded, so their batch dims agree) and the op called
+    once; the vmap batch dims fold into the op's own leading dims. A positional dim argument is not one of these
+    ops' (they take none); an op whose result rank depends on an operand's rank gets the same view of it as each
+    row (every operand keeps its logical rank)."""
+    def rule(fn, args, kwargs):
+        tensors = [a for a in itertools.chain(args, kwargs.values()) if _is_tensor(a)]
+        levels = _levels_of(tensors)
+        if any(_logical_rank(t) < min_rank for t in tensors if isinstance(t, BatchedTensor)):
+            return None
+        if any(_logical_rank(t) < min_rank for t in tensors[:1]):
+            return None
+
+        def conv(a):
+            return _phys(a, levels, expand=True) if _is_tensor(a) else a
+        return _wrap(fn(*[conv(a) for a in args], **{k: conv(v) for k, v in kwargs.items()}), levels)
+    return rule
+
+
+def _matrix_first(min_rank):
+    """As _matrix_batch for ops whose other operands are not batch-aligned (pivots of a given shape, orders):
+    only the first argument may be batched."""
+    def rule(fn, args, kwargs):
+        if not _only_first_batched(args, kwargs) or args[0].dim() < min_rank:
+            return None
+        return _wrap(fn(args[0]._value, *args[1:], **kwargs), args[0]._levels)
+    return rule
+
+
+# ----- rules: indexing with non-adjacent advanced indices --------------------------------------------------------
+def _getitem_advanced(fn, args, kwargs):
+    """x[i, :, j] with unbatched index tensors that are not adjacent: the op puts the index dims first, in front
+    of the batch dims' full slices; they move back behind them."""
+    out = _getitem(fn, args, kwargs)
+    if out is not None:
+        return out
+    x, index = args[0], args[1]
+    if not isinstance(x, BatchedTensor):
+        return None
+    items = index if isinstance(index, tuple) else (index,)
+    if any(isinstance(i, (BatchedTensor, bool)) for i in items):
+        return None
+    advanced = [i for i in items if isinstance(i, (Tensor, list))]
+    if not advanced or any(isinstance(i, list) for i in advanced):
+        return None
+    if any(i.dtype == _C.bool for i in advanced):
+        return None
+    k = builtins.max(i.ndim for i in advanced)
+    nb = len(x._levels)
+    out = fn(x._value, (slice(None),) * nb + tuple(items))
+    order = tuple(builtins.range(k, k + nb)) + tuple(builtins.range(k)) + tuple(builtins.range(k + nb, out.ndim))
+    return BatchedTensor(out.permute(order), x._levels)
+
+
+# ----- randomness: alpha dropout --------------------------------------------------------------------------------
+def _alpha_sig(args, kwargs):
+    """(input, p, training, inplace) of alpha_dropout/feature_alpha_dropout in either spelling (F.'s training=,
+    torch's train positional)."""
+    a = dict(zip(("input", "p", "training", "inplace"), args))
+    a.update(kwargs)
+    if "train" in a:
+        a["training"] = a.pop("train")
+    return a
+
+
+def _feature_different(fn, args, kwargs):
+    """feature_alpha_dropout (a mask per channel of each sample: dims 0 and 1 of the row) with 'different': the
+    batch folded into the row's dim 0, so every row's channels draw their own mask."""
+    x = args[0]
+    if not _only_first_batched(args, kwargs) or x.dim() < 2:
+        return None
+    v = x._value.reshape((-1,) + tuple(x.shape[1:]))
+    out = fn(v, *args[1:], **kwargs)
+    if out is v:
+        return x
+    return BatchedTensor(out.reshape(tuple(x._value.shape)), x._levels)
+
+
+def _affine_same(fn, args, kwargs):
+    """randomness='same' for alpha dropout: given its mask the op is affine in the input (a x + c, a and c of the
+    mask), so one row's mask is read by running the op on a row of zeros and, from the same generator state, a row
+    of ones; every row is then a x + c with that mask."""
+    x = args[0]
+    if not _only_first_batched(args, kwargs):
+        return None
+    state = _C._get_rng_state()
+    zeros = fn(_C.full(tuple(x.shape), 0.0, x.dtype), *args[1:], **kwargs)
+    _C._set_rng_state(state)
+    ones = fn(_C.full(tuple(x.shape), 1.0, x.dtype), *args[1:], **kwargs)
+    out = x._value * (ones - zeros) + zeros
+    if _alpha_sig(args, kwargs).get("inplace") or fn.__name__.endswith("_"):
+        x._value.copy_(out)
+        return x
+    return BatchedTensor(out, x._levels)
+
+
+for _k in ("alpha_dropout", "F.alpha_dropout", "alpha_dropout_", "dropout_"):
+    RANDOM_RULES[_k] = _random_elementwise
+for _k in ("feature_alpha_dropout", "F.feature_alpha_dropout", "feature_alpha_dropout_"):
+    RANDOM_RULES[_k] = _or_loop(_k, _feature_different)
+for _k in ("alpha_dropout", "F.alpha_dropout", "alpha_dropout_", "feature_alpha_dropout", "F.feature_alpha_dropout",
+           "feature_alpha_dropout_"):
+    SAME_RULES[_k] = _or_loop(_k, _affine_same)
+SAME_RULES["dropout_"] = _dropout_same
+
+
+# ----- the tables of the families above ---------------------------------------------------------------------------
+for _k in """subtract multiply rsub gcd lcm igamma igammac bitwise_left_shift bitwise_right_shift isclose floor_divide
+special.airy_ai special.bessel_j0 special.bessel_j1 special.bessel_y0 special.bessel_y1 special.chebyshev_polynomial_t
+special.chebyshev_polynomial_u special.chebyshev_polynomial_v special.chebyshev_polynomial_w special.gammainc
+special.gammaincc special.hermite_polynomial_h special.hermite_polynomial_he special.laguerre_polynomial_l
+special.legendre_polynomial_p special.modified_bessel_i0 special.modified_bessel_i1 special.modified_bessel_k0
+special.modified_bessel_k1 special.multigammaln special.scaled_modified_bessel_k0 special.scaled_modified_bessel_k1
+special.shifted_chebyshev_polynomial_t special.shifted_chebyshev_polynomial_u special.shifted_chebyshev_polynomial_v
+special.shifted_chebyshev_polynomial_w special.spherical_bessel_j0 special.zeta resolve_neg""".split():
+    RULES.setdefault(_k, _pointwise)
+for _row in table.rows():
+    _key = _key_of(_row)
+    if _key.endswith("_") and not _key.endswith("__") and _key not in RULES and RULES.get(_key[:-1]) is _pointwise:
+        RULES[_key] = _or_loop(_key, _inplace_fn)
+for _k, _rule in (("select_copy", _dims_rule("dim")), ("transpose_copy", _dims_rule("dim0", "dim1")),
+                  ("unsqueeze_copy", _dims_rule("dim", extra_rank=1)), ("narrow_copy", _dims_rule("dim")),
+                  ("diagonal_copy", _dims_rule("dim1", "dim2")), ("permute_copy", _permute),
+                  ("expand_copy", _expand), ("squeeze_copy", _squeeze), ("t_copy", _t), ("view_copy", _reshape_param),
+                  ("detach_copy", lambda fn, args, kwargs: args[0].detach()), ("alias_copy", _creation_like),
+                  ("split_copy", _split_rule), ("unbind_copy", _split_rule), ("split_with_sizes_copy", _split_rule),
+                  ("split_with_sizes", _split_rule), ("unsafe_split", _split_rule), ("unsafe_chunk", _split_rule),
+                  ("unsafe_split_with_sizes", _split_rule), ("slice_copy", _dims_rule("dim"))):
+    RULES[_k] = _or_loop(_k, _then_clone(_rule))
+for _k in ("sort", "argsort", "topk", "kthvalue", "mode"):
+    RULES[_k] = _or_loop(_k, _dim_rule(none_means_all=False))
+for _k in ("median", "nanmedian"):
+    RULES[_k] = _or_loop(_k, _median_rule)
+for _k in ("quantile", "nanquantile"):
+    RULES[_k] = _or_loop(_k, _quantile_rule)
+RULES["msort"] = _or_loop("msort", _msort)
+for _k in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft"):
+    RULES["fft." + _k] = _or_loop("fft." + _k, _fft_rule("dim", False))
+for _k in ("fft2", "ifft2", "rfft2", "irfft2", "hfft2", "ihfft2", "fftn", "ifftn", "rfftn", "irfftn", "hfftn",
+           "ihfftn"):
+    RULES["fft." + _k] = _or_loop("fft." + _k, _fft_rule("dim", True))
+for _k in ("fftshift", "ifftshift"):
+    RULES["fft." + _k] = _or_loop("fft." + _k, _fft_rule("dim", False))
+for _k in ("linalg.vector_norm", "linalg.matrix_norm", "linalg.norm", "norm"):
+    RULES[_k] = _or_loop(_k, _dim_rule())
+for _k in """det logdet slogdet inverse cholesky matrix_exp pinverse qr svd linalg.cholesky linalg.cholesky_ex linalg.cond
+linalg.det linalg.eig linalg.eigh linalg.eigvals linalg.eigvalsh linalg.inv linalg.inv_ex linalg.ldl_factor
+linalg.ldl_factor_ex linalg.lu linalg.lu_factor linalg.lu_factor_ex linalg.matrix_exp linalg.pinv linalg.qr
+linalg.slogdet linalg.svd linalg.svdvals linalg.matrix_rank geqrf""".split():
+    RULES[_k] = _or_loop(_k, _matrix_first(2))
+for _k in ("matrix_power", "linalg.matrix_power"):
+    RULES[_k] = _or_loop(_k, _matrix_first(2))
+for _k in """linalg.solve linalg.solve_ex linalg.solve_triangular linalg.lu_solve linalg.ldl_solve cholesky_solve
+triangular_solve lu_solve linalg.householder_product orgqr ormqr""".split():
+    RULES[_k] = _or_loop(_k, _matrix_batch(1))
+RULES["__getitem__"] = _or_loop("__getitem__", _getitem_advanced)
+
 
 # index_add's, scatter's and scatter_add's index/src are aligned by _index_dim_rule; index_select's must be
 # unbatched (a batched index falls back).
