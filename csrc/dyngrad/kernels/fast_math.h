@@ -38,7 +38,7 @@ DG_FAST_INLINE float fast_expf(float x) {
   return x != x ? x : y;
 }
 
-inline float fast_tanhf(float x) {
+DG_FAST_INLINE float fast_tanhf(float x) {
   float ax = x < 0 ? -x : x;
   // small |x|: odd polynomial (no cancellation); large: 1 - 2/(exp(2|x|)+1)
   float z = x * x;
@@ -51,7 +51,7 @@ inline float fast_tanhf(float x) {
   return x != x ? x : y;
 }
 
-inline float fast_sigmoidf(float x) { return 1.0f / (1.0f + fast_expf(-x)); }
+DG_FAST_INLINE float fast_sigmoidf(float x) { return 1.0f / (1.0f + fast_expf(-x)); }
 
 // Phi(x) = (1 + erf(x / sqrt 2)) / 2, the standard normal CDF, for GELU: with a = |x| / sqrt 2,
 //   a <= 1: erf(a) = a P(a^2), P of degree 5 (relative error < 5e-8);
@@ -60,7 +60,7 @@ inline float fast_sigmoidf(float x) { return 1.0f / (1.0f + fast_expf(-x)); }
 // keeps its digits instead of cancelling in 1 + erf; beyond a = 9 the tail is 0 as in float32 erf (gelu(-inf) is
 // NaN, as torch's). Branch-free, so loops over it vectorise.
 // Also gives exp(-x^2 / 2) (the normal density times sqrt(2 pi)) through *density, which erfc needs anyway.
-inline float fast_normal_cdff(float x, float* density = nullptr) {
+DG_FAST_INLINE float fast_normal_cdff(float x, float* density = nullptr) {
   const float ax = x < 0 ? -x : x;
   float a = ax * 0.70710678118654752440f;
   a = a < 9.0f ? a : 9.0f;
@@ -98,7 +98,7 @@ inline float fast_normal_cdff(float x, float* density = nullptr) {
 }
 
 // GELU's derivative Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi): one exp for both terms
-inline float fast_gelu_gradf(float x) {
+DG_FAST_INLINE float fast_gelu_gradf(float x) {
   float ex;
   const float cdf = fast_normal_cdff(x, &ex);
   return cdf + x * (ex * 0.39894228040143267794f);
@@ -111,7 +111,7 @@ inline float fast_gelu_gradf(float x) {
 //   1 < |x| < 4:  erf(x) = 1 - exp(-x^2) R(1/|x|), R of degree 8 fitting erfc(x) exp(x^2) (7.9e-8); x^2 is split
 //                 exactly (x^2 = s + e, by fma) so that exp's argument carries no rounding: exp(-s) (1 - e)
 //   |x| >= 4:     +-1 (erf(3.92) already rounds to 1 in float32)
-inline float fast_erff(float x) {
+DG_FAST_INLINE float fast_erff(float x) {
   float ax = std::fabs(x);
   float z = x * x;
   float p = 7.847259257687256e-05f;
@@ -177,7 +177,7 @@ DG_FAST_INLINE float flip_sign(float r, uint32_t flip) {
   std::memcpy(&r, &b, 4);
   return r;
 }
-inline float fast_sinf(float x) {
+DG_FAST_INLINE float fast_sinf(float x) {
   const TrigReduced t = fast_trig_reduce(x);
   const float s = fast_sin_poly(t.z, t.zz), c = fast_cos_poly(t.zz);
   const float r = (t.octant & 2) ? c : s;
@@ -186,7 +186,7 @@ inline float fast_sinf(float x) {
   // sin(z + pi) = -sin z, and sin is odd (sin(-0.0) = -0.0)
   return flip_sign(r, ((uint32_t)(t.octant & 4) << 29) ^ (xb & 0x80000000u));
 }
-inline float fast_cosf(float x) {
+DG_FAST_INLINE float fast_cosf(float x) {
   const TrigReduced t = fast_trig_reduce(x);
   const float s = fast_sin_poly(t.z, t.zz), c = fast_cos_poly(t.zz);
   const float r = (t.octant & 2) ? s : c;
@@ -356,32 +356,32 @@ DG_FAST_INLINE float fast_tanf(float x) {
   return flip_sign(y, xb & 0x80000000u);
 }
 
-template <typename T> inline T k_log1p(T x) { return std::log1p(x); }
-template <> inline float k_log1p<float>(float x) { return fast_log1pf(x); }
-template <typename T> inline T k_expm1(T x) { return std::expm1(x); }
-template <> inline float k_expm1<float>(float x) { return fast_expm1f(x); }
-template <typename T> inline T k_log2(T x) { return std::log2(x); }
-template <> inline float k_log2<float>(float x) { return fast_log2f(x); }
-template <typename T> inline T k_log10(T x) { return std::log10(x); }
-template <> inline float k_log10<float>(float x) { return fast_log10f(x); }
-template <typename T> inline T k_asin(T x) { return std::asin(x); }
-template <> inline float k_asin<float>(float x) { return fast_asinf(x); }
-template <typename T> inline T k_acos(T x) { return std::acos(x); }
-template <> inline float k_acos<float>(float x) { return fast_acosf(x); }
-template <typename T> inline T k_atan(T x) { return std::atan(x); }
-template <> inline float k_atan<float>(float x) { return fast_atanf(x); }
-template <typename T> inline T k_sinh(T x) { return std::sinh(x); }
-template <> inline float k_sinh<float>(float x) { return fast_sinhf(x); }
-template <typename T> inline T k_atan2(T a, T b) { return std::atan2(a, b); }
-template <> inline float k_atan2<float>(float a, float b) { return fast_atan2f(a, b); }
+template <typename T> DG_FAST_INLINE T k_log1p(T x) { return std::log1p(x); }
+template <> DG_FAST_INLINE float k_log1p<float>(float x) { return fast_log1pf(x); }
+template <typename T> DG_FAST_INLINE T k_expm1(T x) { return std::expm1(x); }
+template <> DG_FAST_INLINE float k_expm1<float>(float x) { return fast_expm1f(x); }
+template <typename T> DG_FAST_INLINE T k_log2(T x) { return std::log2(x); }
+template <> DG_FAST_INLINE float k_log2<float>(float x) { return fast_log2f(x); }
+template <typename T> DG_FAST_INLINE T k_log10(T x) { return std::log10(x); }
+template <> DG_FAST_INLINE float k_log10<float>(float x) { return fast_log10f(x); }
+template <typename T> DG_FAST_INLINE T k_asin(T x) { return std::asin(x); }
+template <> DG_FAST_INLINE float k_asin<float>(float x) { return fast_asinf(x); }
+template <typename T> DG_FAST_INLINE T k_acos(T x) { return std::acos(x); }
+template <> DG_FAST_INLINE float k_acos<float>(float x) { return fast_acosf(x); }
+template <typename T> DG_FAST_INLINE T k_atan(T x) { return std::atan(x); }
+template <> DG_FAST_INLINE float k_atan<float>(float x) { return fast_atanf(x); }
+template <typename T> DG_FAST_INLINE T k_sinh(T x) { return std::sinh(x); }
+template <> DG_FAST_INLINE float k_sinh<float>(float x) { return fast_sinhf(x); }
+template <typename T> DG_FAST_INLINE T k_atan2(T a, T b) { return std::atan2(a, b); }
+template <> DG_FAST_INLINE float k_atan2<float>(float a, float b) { return fast_atan2f(a, b); }
 
-template <typename T> inline T k_exp(T x) { return std::exp(x); }
-template <> inline float k_exp<float>(float x) { return fast_expf(x); }
-template <typename T> inline T k_tanh(T x) { return std::tanh(x); }
-template <> inline float k_tanh<float>(float x) { return fast_tanhf(x); }
-template <typename T> inline T k_sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
-template <> inline float k_sigmoid<float>(float x) { return fast_sigmoidf(x); }
-template <typename T> inline T k_erf(T x) { return std::erf(x); }
-template <> inline float k_erf<float>(float x) { return fast_erff(x); }
+template <typename T> DG_FAST_INLINE T k_exp(T x) { return std::exp(x); }
+template <> DG_FAST_INLINE float k_exp<float>(float x) { return fast_expf(x); }
+template <typename T> DG_FAST_INLINE T k_tanh(T x) { return std::tanh(x); }
+template <> DG_FAST_INLINE float k_tanh<float>(float x) { return fast_tanhf(x); }
+template <typename T> DG_FAST_INLINE T k_sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
+template <> DG_FAST_INLINE float k_sigmoid<float>(float x) { return fast_sigmoidf(x); }
+template <typename T> DG_FAST_INLINE T k_erf(T x) { return std::erf(x); }
+template <> DG_FAST_INLINE float k_erf<float>(float x) { return fast_erff(x); }
 
 }  // namespace dyngrad
