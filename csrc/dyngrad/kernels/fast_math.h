@@ -199,7 +199,7 @@ DG_FAST_INLINE float fast_cosf(float x) {
 // Note [Vectorised float32 libm]: the std functions are scalar calls that do not vectorise; these do. Measured
 // against the float64 std functions over every 61st float32 bit pattern of their range (bench/fast_math_ulp.cpp),
 // the largest errors in float32 ulps of the exact value:
-//   log2 1.37, log10 1.73, log1p 2.37, expm1 2.75 (to 88.3, where fast_expf overflows early), sinh 2.75,
+//   log2 1.37, log10 1.73, log1p 2.37, expm1 1.42 (to 88.3), sinh 1.58,
 //   atan 2.74, asin 2.35, acos 1.23, tan 2.54 for |x| <= 64 (beyond, as sin and cos, std::tan recomputes:
 //   elementwise.cpp's sin_cos_loop), atan2 2.67 on a 601 x 601 grid of signs and magnitudes.
 // tests/test_numerics.py holds them to 4 ulp against numpy's float64. Edges follow C: log(0) = -inf, log(x < 0)
@@ -266,24 +266,56 @@ DG_FAST_INLINE float fast_log1pf(float x) {
   y = x == INFINITY ? INFINITY : y;
   return x != x ? x : y;
 }
-// exp(x) - 1 = (u - 1) x / log(u) with u = exp(x) rounded (Kahan), x itself where u rounds to 1
-DG_FAST_INLINE float fast_expm1f(float x) {
-  const float u = fast_expf(x), d = u - 1.0f;
-  float y = u == 1.0f ? x : d * (x / fast_logf(u));
-  y = d == -1.0f ? -1.0f : y;
-  const float h = fast_expf(0.5f * x);  // above 20, exp(x) - 1 is exp(x): squared from exp(x/2), which reaches 88.7
-  y = x > 20.0f ? h * h : y;
-  return x != x ? x : y;
+// exp's reduction shared by expm1 and sinh: x = n ln 2 + r with n = round(x / ln 2) and |r| <= ln(2)/2 (ln 2 in
+// two parts, Cody-Waite: n ln2_hi is exact for |n| < 2^15), and expm1(r) = r + r^2 P(r), P of degree 5 (our
+// least-squares fit on Chebyshev nodes, weighted to expm1's relative error: 0.005 ulp in float64, 0.74 ulp in
+// float32 arithmetic). For |x| <= 104 (the callers clamp).
+struct ExpReduced {
+  float n, em;  // exp(x) = 2^n (1 + em)
+};
+DG_FAST_INLINE ExpReduced fast_exp_reduce(float x) {
+  const float n = (x * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to nearest
+  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.98516107047908e-4f;
+  p = p * r + 1.3941084034740925e-3f;
+  p = p * r + 8.333378471434116e-3f;
+  p = p * r + 4.166635498404503e-2f;
+  p = p * r + 1.666666567325592e-1f;
+  p = p * r + 0.5f;
+  return {n, r * r * p + r};
 }
-// sinh: an odd polynomial below |x| = 1 (Cephes sinhf), (e - 1/e) / 2 to 9, and e/2 * e with e = exp(|x|/2) beyond
-// (no overflow before sinh itself overflows, at 89.4)
+// 2^k for integral k in [-126, 127], from the exponent bits (unsigned: outside, garbage the callers select away)
+DG_FAST_INLINE float pow2_int(float k) {
+  const uint32_t bits = (uint32_t)((int32_t)k + 127) << 23;
+  float y;
+  std::memcpy(&y, &bits, 4);
+  return y;
+}
+// expm1(x) = 2^n (1 + em) - 1 = 2 (2^(n-1) em + (2^(n-1) - 1/2)): both scalings by powers of 2 are exact, 2^(n-1) -
+// 1/2 is exact for n <= 25, so the result is rounded once from em's error (a few tenths of an ulp for n = 0, where
+// expm1 = em, and at most about 2 ulp where 2^n em and 2^n - 1 nearly cancel, n = 1 and n = -1); 2^(n-1) keeps
+// n = 128 (x up to 88.72, where expm1 overflows) in range. Below -18, expm1 rounds to -1 in float32.
+DG_FAST_INLINE float fast_expm1f(float x) {
+  const float xc = x > 88.8f ? 88.8f : (x < -18.0f ? -18.0f : x);  // e^88.8 overflows, as expm1(inf) = inf
+  const ExpReduced e = fast_exp_reduce(xc);
+  const float s = pow2_int(e.n - 1.0f);
+  const float y = 2.0f * (s * e.em + (s - 0.5f));
+  return x == 0.0f || x != x ? x : y;  // -0 stays -0; NaN stays
+}
+// sinh: an odd polynomial below |x| = 1 (Cephes sinhf); above, from one reduction of |x|: exp|x| / 2 = 2^(n-1) (1 +
+// em), and exp(-|x|) / 2 = 2^(-n-1) / (1 + em), which is below 2^-26 of the first beyond |x| = 9 and dropped there
+// (n held at 13 for it, so that 2^(-n-1) stays a normal float). 2^(n-1) is applied as 2^(n-2) * 2, so that n = 129
+// (|x| to 89.4, where sinh overflows) stays in range.
 DG_FAST_INLINE float fast_sinhf(float x) {
   const float ax = std::fabs(x), z = x * x;
   const float small = ((2.03721912945E-4f * z + 8.33028376239E-3f) * z + 1.66667160211E-1f) * z * x + x;
-  const float e = fast_expf(ax);
-  const float mid = 0.5f * e - 0.5f / e;
-  const float h = fast_expf(0.5f * ax);
-  float big = ax <= 9.0f ? mid : (0.5f * h) * h;
+  const float axc = ax < 90.0f ? ax : 90.0f;
+  const ExpReduced e = fast_exp_reduce(axc);
+  const float m = 1.0f + e.em;
+  const float half = (pow2_int(e.n - 2.0f) * m) * 2.0f;
+  const float nn = e.n < 13.0f ? e.n : 13.0f;
+  const float inv = pow2_int(-nn - 1.0f) / m;
+  float big = ax <= 9.0f ? half - inv : half;
   big = x < 0.0f ? -big : big;
   const float y = ax < 1.0f ? small : big;
   return x != x ? x : y;
