@@ -3,6 +3,7 @@
 // over every 61st float32 bit pattern of each function's range and, for atan2, a grid of 601 x 601 pairs.
 //
 //   g++ -O2 -std=c++17 -Icsrc -o /tmp/fast_math_ulp bench/fast_math_ulp.cpp && /tmp/fast_math_ulp
+//   (add -march=native for the FMA contractions the build makes: a few tenths of an ulp either way)
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -43,8 +44,8 @@ int main() {
   sweep("log2", [](float x) { return fast_log2f(x); }, [](double x) { return std::log2(x); }, -1, 3.4e38f);
   sweep("log10", [](float x) { return fast_log10f(x); }, [](double x) { return std::log10(x); }, -1, 3.4e38f);
   sweep("log1p", [](float x) { return fast_log1pf(x); }, [](double x) { return std::log1p(x); }, -1, 3.4e38f);
-  sweep("expm1", [](float x) { return fast_expm1f(x); }, [](double x) { return std::expm1(x); }, -104, 88.3f);
-  sweep("sinh", [](float x) { return fast_sinhf(x); }, [](double x) { return std::sinh(x); }, -89, 89);
+  sweep("expm1", [](float x) { return fast_expm1f(x); }, [](double x) { return std::expm1(x); }, -104, 88.72f);
+  sweep("sinh", [](float x) { return fast_sinhf(x); }, [](double x) { return std::sinh(x); }, -89.41f, 89.41f);
   sweep("atan", [](float x) { return fast_atanf(x); }, [](double x) { return std::atan(x); }, -3.4e38f, 3.4e38f);
   sweep("asin", [](float x) { return fast_asinf(x); }, [](double x) { return std::asin(x); }, -1, 1);
   sweep("acos", [](float x) { return fast_acosf(x); }, [](double x) { return std::acos(x); }, -1, 1);

@@ -124,29 +124,51 @@ static void unary_loop(const Tensor& out, const Tensor& a, F f, int64_t grain = 
   }, true);
 }
 
-// sin, cos, tan: float32 through fast_sinf/fast_cosf/fast_tanf (vectorised), then the rare |x| > kFastTrigLimit (and inf, NaN)
-// recomputed with std:: in a second, scalar pass, so that the main loop has no call in it; float64 through std::.
+// sin, cos, tan: float32 through fast_sinf/fast_cosf/fast_tanf (vectorised), then the rare |x| > kFastTrigLimit (and
+// inf, NaN) recomputed with std::, so that the main loop has no call in it; float64 through std::. A contiguous input
+// goes by blocks of kTrigBlock, each checked for far arguments in the vectorised loop itself and only then walked a
+// second time (a second pass over every element cost as much as the polynomial: 1M sin 0.91 -> 0.40 ms standalone).
 enum class TrigKind { Sin, Cos, Tan };
+constexpr int64_t kTrigBlock = 1024;
+template <typename Fast, typename Exact>
+static void trig_loop_f32(const Tensor& out, const Tensor& a, Fast fast, Exact exact) {
+  auto far = [](float x) { return !(std::fabs(x) <= kFastTrigLimit); };
+  if (a->is_contiguous()) {
+    const float* x = a->data<float>();
+    float* y = out->data<float>();
+    parallel_for(out->numel, [&](int64_t lo, int64_t hi) {
+      for (int64_t b = lo; b < hi; b += kTrigBlock) {
+        const int64_t e = std::min(hi, b + kTrigBlock);
+        int any_far = 0;
+        for (int64_t i = b; i < e; ++i) {
+          y[i] = fast(x[i]);
+          any_far |= far(x[i]);
+        }
+        if (any_far)
+          for (int64_t i = b; i < e; ++i)
+            if (far(x[i])) y[i] = exact(x[i]);
+      }
+    }, costly_grain());
+    return;
+  }
+  unary_loop<float, float>(out, a, fast, costly_grain());
+  StridedLoop loop({out.get(), a.get()});
+  loop.run([&](char** p, const int64_t* s, int64_t m) {
+    for (int64_t j = 0; j < m; ++j) {
+      const float x = *(const float*)(p[1] + j * s[1]);
+      if (far(x)) *(float*)(p[0] + j * s[0]) = exact(x);
+    }
+  }, false);
+}
 template <typename T>
 static void sin_cos_loop(const Tensor& out, const Tensor& a, TrigKind kind) {
   if constexpr (std::is_same_v<T, float>) {
-    if (kind == TrigKind::Cos) unary_loop<float, float>(out, a, [](float x) { return fast_cosf(x); }, costly_grain());
-    else if (kind == TrigKind::Sin) unary_loop<float, float>(out, a, [](float x) { return fast_sinf(x); }, costly_grain());
-    else unary_loop<float, float>(out, a, [](float x) { return fast_tanf(x); }, costly_grain());
-    auto fix = [kind](float x, float& y) {
-      if (!(std::fabs(x) <= kFastTrigLimit))
-        y = kind == TrigKind::Cos ? std::cos(x) : (kind == TrigKind::Sin ? std::sin(x) : std::tan(x));
-    };
-    if (a->is_contiguous()) {
-      const float* x = a->data<float>();
-      float* y = out->data<float>();
-      for (int64_t i = 0; i < out->numel; ++i) fix(x[i], y[i]);
-      return;
-    }
-    StridedLoop loop({out.get(), a.get()});
-    loop.run([&](char** p, const int64_t* s, int64_t m) {
-      for (int64_t j = 0; j < m; ++j) fix(*(const float*)(p[1] + j * s[1]), *(float*)(p[0] + j * s[0]));
-    }, false);
+    if (kind == TrigKind::Cos)
+      trig_loop_f32(out, a, [](float x) { return fast_cosf(x); }, [](float x) { return std::cos(x); });
+    else if (kind == TrigKind::Sin)
+      trig_loop_f32(out, a, [](float x) { return fast_sinf(x); }, [](float x) { return std::sin(x); });
+    else
+      trig_loop_f32(out, a, [](float x) { return fast_tanf(x); }, [](float x) { return std::tan(x); });
   } else {
     if (kind == TrigKind::Cos) unary_loop<T, T>(out, a, [](T x) { return std::cos(x); });
     else if (kind == TrigKind::Sin) unary_loop<T, T>(out, a, [](T x) { return std::sin(x); });

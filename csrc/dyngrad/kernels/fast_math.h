@@ -38,7 +38,7 @@ DG_FAST_INLINE float fast_expf(float x) {
   return x != x ? x : y;
 }
 
-inline float fast_tanhf(float x) {
+DG_FAST_INLINE float fast_tanhf(float x) {
   float ax = x < 0 ? -x : x;
   // small |x|: odd polynomial (no cancellation); large: 1 - 2/(exp(2|x|)+1)
   float z = x * x;
@@ -51,7 +51,7 @@ inline float fast_tanhf(float x) {
   return x != x ? x : y;
 }
 
-inline float fast_sigmoidf(float x) { return 1.0f / (1.0f + fast_expf(-x)); }
+DG_FAST_INLINE float fast_sigmoidf(float x) { return 1.0f / (1.0f + fast_expf(-x)); }
 
 // Phi(x) = (1 + erf(x / sqrt 2)) / 2, the standard normal CDF, for GELU: with a = |x| / sqrt 2,
 //   a <= 1: erf(a) = a P(a^2), P of degree 5 (relative error < 5e-8);
@@ -60,7 +60,7 @@ inline float fast_sigmoidf(float x) { return 1.0f / (1.0f + fast_expf(-x)); }
 // keeps its digits instead of cancelling in 1 + erf; beyond a = 9 the tail is 0 as in float32 erf (gelu(-inf) is
 // NaN, as torch's). Branch-free, so loops over it vectorise.
 // Also gives exp(-x^2 / 2) (the normal density times sqrt(2 pi)) through *density, which erfc needs anyway.
-inline float fast_normal_cdff(float x, float* density = nullptr) {
+DG_FAST_INLINE float fast_normal_cdff(float x, float* density = nullptr) {
   const float ax = x < 0 ? -x : x;
   float a = ax * 0.70710678118654752440f;
   a = a < 9.0f ? a : 9.0f;
@@ -98,7 +98,7 @@ inline float fast_normal_cdff(float x, float* density = nullptr) {
 }
 
 // GELU's derivative Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi): one exp for both terms
-inline float fast_gelu_gradf(float x) {
+DG_FAST_INLINE float fast_gelu_gradf(float x) {
   float ex;
   const float cdf = fast_normal_cdff(x, &ex);
   return cdf + x * (ex * 0.39894228040143267794f);
@@ -111,7 +111,7 @@ inline float fast_gelu_gradf(float x) {
 //   1 < |x| < 4:  erf(x) = 1 - exp(-x^2) R(1/|x|), R of degree 8 fitting erfc(x) exp(x^2) (7.9e-8); x^2 is split
 //                 exactly (x^2 = s + e, by fma) so that exp's argument carries no rounding: exp(-s) (1 - e)
 //   |x| >= 4:     +-1 (erf(3.92) already rounds to 1 in float32)
-inline float fast_erff(float x) {
+DG_FAST_INLINE float fast_erff(float x) {
   float ax = std::fabs(x);
   float z = x * x;
   float p = 7.847259257687256e-05f;
@@ -177,7 +177,7 @@ DG_FAST_INLINE float flip_sign(float r, uint32_t flip) {
   std::memcpy(&r, &b, 4);
   return r;
 }
-inline float fast_sinf(float x) {
+DG_FAST_INLINE float fast_sinf(float x) {
   const TrigReduced t = fast_trig_reduce(x);
   const float s = fast_sin_poly(t.z, t.zz), c = fast_cos_poly(t.zz);
   const float r = (t.octant & 2) ? c : s;
@@ -186,7 +186,7 @@ inline float fast_sinf(float x) {
   // sin(z + pi) = -sin z, and sin is odd (sin(-0.0) = -0.0)
   return flip_sign(r, ((uint32_t)(t.octant & 4) << 29) ^ (xb & 0x80000000u));
 }
-inline float fast_cosf(float x) {
+DG_FAST_INLINE float fast_cosf(float x) {
   const TrigReduced t = fast_trig_reduce(x);
   const float s = fast_sin_poly(t.z, t.zz), c = fast_cos_poly(t.zz);
   const float r = (t.octant & 2) ? s : c;
@@ -199,7 +199,7 @@ inline float fast_cosf(float x) {
 // Note [Vectorised float32 libm]: the std functions are scalar calls that do not vectorise; these do. Measured
 // against the float64 std functions over every 61st float32 bit pattern of their range (bench/fast_math_ulp.cpp),
 // the largest errors in float32 ulps of the exact value:
-//   log2 1.37, log10 1.73, log1p 2.37, expm1 2.75 (to 88.3, where fast_expf overflows early), sinh 2.75,
+//   log2 1.37, log10 1.73, log1p 2.37, expm1 1.42 (to 88.3), sinh 1.58,
 //   atan 2.74, asin 2.35, acos 1.23, tan 2.54 for |x| <= 64 (beyond, as sin and cos, std::tan recomputes:
 //   elementwise.cpp's sin_cos_loop), atan2 2.67 on a 601 x 601 grid of signs and magnitudes.
 // tests/test_numerics.py holds them to 4 ulp against numpy's float64. Edges follow C: log(0) = -inf, log(x < 0)
@@ -266,24 +266,56 @@ DG_FAST_INLINE float fast_log1pf(float x) {
   y = x == INFINITY ? INFINITY : y;
   return x != x ? x : y;
 }
-// exp(x) - 1 = (u - 1) x / log(u) with u = exp(x) rounded (Kahan), x itself where u rounds to 1
-DG_FAST_INLINE float fast_expm1f(float x) {
-  const float u = fast_expf(x), d = u - 1.0f;
-  float y = u == 1.0f ? x : d * (x / fast_logf(u));
-  y = d == -1.0f ? -1.0f : y;
-  const float h = fast_expf(0.5f * x);  // above 20, exp(x) - 1 is exp(x): squared from exp(x/2), which reaches 88.7
-  y = x > 20.0f ? h * h : y;
-  return x != x ? x : y;
+// exp's reduction shared by expm1 and sinh: x = n ln 2 + r with n = round(x / ln 2) and |r| <= ln(2)/2 (ln 2 in
+// two parts, Cody-Waite: n ln2_hi is exact for |n| < 2^15), and expm1(r) = r + r^2 P(r), P of degree 5 (our
+// least-squares fit on Chebyshev nodes, weighted to expm1's relative error: 0.005 ulp in float64, 0.74 ulp in
+// float32 arithmetic). For |x| <= 104 (the callers clamp).
+struct ExpReduced {
+  float n, em;  // exp(x) = 2^n (1 + em)
+};
+DG_FAST_INLINE ExpReduced fast_exp_reduce(float x) {
+  const float n = (x * 1.44269504088896341f + 12582912.f) - 12582912.f;  // round to nearest
+  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.98516107047908e-4f;
+  p = p * r + 1.3941084034740925e-3f;
+  p = p * r + 8.333378471434116e-3f;
+  p = p * r + 4.166635498404503e-2f;
+  p = p * r + 1.666666567325592e-1f;
+  p = p * r + 0.5f;
+  return {n, r * r * p + r};
 }
-// sinh: an odd polynomial below |x| = 1 (Cephes sinhf), (e - 1/e) / 2 to 9, and e/2 * e with e = exp(|x|/2) beyond
-// (no overflow before sinh itself overflows, at 89.4)
+// 2^k for integral k in [-126, 127], from the exponent bits (unsigned: outside, garbage the callers select away)
+DG_FAST_INLINE float pow2_int(float k) {
+  const uint32_t bits = (uint32_t)((int32_t)k + 127) << 23;
+  float y;
+  std::memcpy(&y, &bits, 4);
+  return y;
+}
+// expm1(x) = 2^n (1 + em) - 1 = 2 (2^(n-1) em + (2^(n-1) - 1/2)): both scalings by powers of 2 are exact, 2^(n-1) -
+// 1/2 is exact for n <= 25, so the result is rounded once from em's error (a few tenths of an ulp for n = 0, where
+// expm1 = em, and at most about 2 ulp where 2^n em and 2^n - 1 nearly cancel, n = 1 and n = -1); 2^(n-1) keeps
+// n = 128 (x up to 88.72, where expm1 overflows) in range. Below -18, expm1 rounds to -1 in float32.
+DG_FAST_INLINE float fast_expm1f(float x) {
+  const float xc = x > 88.8f ? 88.8f : (x < -18.0f ? -18.0f : x);  // e^88.8 overflows, as expm1(inf) = inf
+  const ExpReduced e = fast_exp_reduce(xc);
+  const float s = pow2_int(e.n - 1.0f);
+  const float y = 2.0f * (s * e.em + (s - 0.5f));
+  return x == 0.0f || x != x ? x : y;  // -0 stays -0; NaN stays
+}
+// sinh: an odd polynomial below |x| = 1 (Cephes sinhf); above, from one reduction of |x|: exp|x| / 2 = 2^(n-1) (1 +
+// em), and exp(-|x|) / 2 = 2^(-n-1) / (1 + em), which is below 2^-26 of the first beyond |x| = 9 and dropped there
+// (n held at 13 for it, so that 2^(-n-1) stays a normal float). 2^(n-1) is applied as 2^(n-2) * 2, so that n = 129
+// (|x| to 89.4, where sinh overflows) stays in range.
 DG_FAST_INLINE float fast_sinhf(float x) {
   const float ax = std::fabs(x), z = x * x;
   const float small = ((2.03721912945E-4f * z + 8.33028376239E-3f) * z + 1.66667160211E-1f) * z * x + x;
-  const float e = fast_expf(ax);
-  const float mid = 0.5f * e - 0.5f / e;
-  const float h = fast_expf(0.5f * ax);
-  float big = ax <= 9.0f ? mid : (0.5f * h) * h;
+  const float axc = ax < 90.0f ? ax : 90.0f;
+  const ExpReduced e = fast_exp_reduce(axc);
+  const float m = 1.0f + e.em;
+  const float half = (pow2_int(e.n - 2.0f) * m) * 2.0f;
+  const float nn = e.n < 13.0f ? e.n : 13.0f;
+  const float inv = pow2_int(-nn - 1.0f) / m;
+  float big = ax <= 9.0f ? half - inv : half;
   big = x < 0.0f ? -big : big;
   const float y = ax < 1.0f ? small : big;
   return x != x ? x : y;
@@ -356,32 +388,32 @@ DG_FAST_INLINE float fast_tanf(float x) {
   return flip_sign(y, xb & 0x80000000u);
 }
 
-template <typename T> inline T k_log1p(T x) { return std::log1p(x); }
-template <> inline float k_log1p<float>(float x) { return fast_log1pf(x); }
-template <typename T> inline T k_expm1(T x) { return std::expm1(x); }
-template <> inline float k_expm1<float>(float x) { return fast_expm1f(x); }
-template <typename T> inline T k_log2(T x) { return std::log2(x); }
-template <> inline float k_log2<float>(float x) { return fast_log2f(x); }
-template <typename T> inline T k_log10(T x) { return std::log10(x); }
-template <> inline float k_log10<float>(float x) { return fast_log10f(x); }
-template <typename T> inline T k_asin(T x) { return std::asin(x); }
-template <> inline float k_asin<float>(float x) { return fast_asinf(x); }
-template <typename T> inline T k_acos(T x) { return std::acos(x); }
-template <> inline float k_acos<float>(float x) { return fast_acosf(x); }
-template <typename T> inline T k_atan(T x) { return std::atan(x); }
-template <> inline float k_atan<float>(float x) { return fast_atanf(x); }
-template <typename T> inline T k_sinh(T x) { return std::sinh(x); }
-template <> inline float k_sinh<float>(float x) { return fast_sinhf(x); }
-template <typename T> inline T k_atan2(T a, T b) { return std::atan2(a, b); }
-template <> inline float k_atan2<float>(float a, float b) { return fast_atan2f(a, b); }
+template <typename T> DG_FAST_INLINE T k_log1p(T x) { return std::log1p(x); }
+template <> DG_FAST_INLINE float k_log1p<float>(float x) { return fast_log1pf(x); }
+template <typename T> DG_FAST_INLINE T k_expm1(T x) { return std::expm1(x); }
+template <> DG_FAST_INLINE float k_expm1<float>(float x) { return fast_expm1f(x); }
+template <typename T> DG_FAST_INLINE T k_log2(T x) { return std::log2(x); }
+template <> DG_FAST_INLINE float k_log2<float>(float x) { return fast_log2f(x); }
+template <typename T> DG_FAST_INLINE T k_log10(T x) { return std::log10(x); }
+template <> DG_FAST_INLINE float k_log10<float>(float x) { return fast_log10f(x); }
+template <typename T> DG_FAST_INLINE T k_asin(T x) { return std::asin(x); }
+template <> DG_FAST_INLINE float k_asin<float>(float x) { return fast_asinf(x); }
+template <typename T> DG_FAST_INLINE T k_acos(T x) { return std::acos(x); }
+template <> DG_FAST_INLINE float k_acos<float>(float x) { return fast_acosf(x); }
+template <typename T> DG_FAST_INLINE T k_atan(T x) { return std::atan(x); }
+template <> DG_FAST_INLINE float k_atan<float>(float x) { return fast_atanf(x); }
+template <typename T> DG_FAST_INLINE T k_sinh(T x) { return std::sinh(x); }
+template <> DG_FAST_INLINE float k_sinh<float>(float x) { return fast_sinhf(x); }
+template <typename T> DG_FAST_INLINE T k_atan2(T a, T b) { return std::atan2(a, b); }
+template <> DG_FAST_INLINE float k_atan2<float>(float a, float b) { return fast_atan2f(a, b); }
 
-template <typename T> inline T k_exp(T x) { return std::exp(x); }
-template <> inline float k_exp<float>(float x) { return fast_expf(x); }
-template <typename T> inline T k_tanh(T x) { return std::tanh(x); }
-template <> inline float k_tanh<float>(float x) { return fast_tanhf(x); }
-template <typename T> inline T k_sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
-template <> inline float k_sigmoid<float>(float x) { return fast_sigmoidf(x); }
-template <typename T> inline T k_erf(T x) { return std::erf(x); }
-template <> inline float k_erf<float>(float x) { return fast_erff(x); }
+template <typename T> DG_FAST_INLINE T k_exp(T x) { return std::exp(x); }
+template <> DG_FAST_INLINE float k_exp<float>(float x) { return fast_expf(x); }
+template <typename T> DG_FAST_INLINE T k_tanh(T x) { return std::tanh(x); }
+template <> DG_FAST_INLINE float k_tanh<float>(float x) { return fast_tanhf(x); }
+template <typename T> DG_FAST_INLINE T k_sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
+template <> DG_FAST_INLINE float k_sigmoid<float>(float x) { return fast_sigmoidf(x); }
+template <typename T> DG_FAST_INLINE T k_erf(T x) { return std::erf(x); }
+template <> DG_FAST_INLINE float k_erf<float>(float x) { return fast_erff(x); }
 
 }  // namespace dyngrad
