@@ -3,6 +3,7 @@
     PYTHONPATH=python python scripts/opinfo_report.py                  # both dtypes, writes docs/opinfo.md
     PYTHONPATH=python python scripts/opinfo_report.py --engine reference --json /tmp/ref.json --no-doc
     PYTHONPATH=python python scripts/opinfo_report.py --only add,linalg.slogdet --verbose
+    PYTHONPATH=python python scripts/opinfo_report.py --complex     # complex64/complex128, docs/opinfo_complex.md
 
 Needs torch (2.13) and its test package's `expecttest`. Each OpInfo is resolved to a dyngrad callable by its name
 path (`torch.X`, `nn.functional.X`, `linalg.X`, `special.X`, `masked.X`, `fft.X`, or a Tensor method); an OpInfo
@@ -17,6 +18,12 @@ Note [OpInfo harness isolation]: a crash (a segfault is a bug we want reported, 
 stop the run, and a process per OpInfo costs ~8 s of imports each (90 min for 677). So a few worker processes take
 interleaved slices of the list and print one JSON line per OpInfo; the parent reads them with a deadline per
 OpInfo and, on a crash or timeout, records it against the OpInfo being run and restarts the worker after it.
+
+Note [Complex OpInfo samples]: `--complex` samples every OpInfo whose CPU dtypes include complex64 or complex128 in
+those dtypes instead (the fft.* OpInfos of real-only transforms such as rfft have none and are not sampled). Values
+are compared as complex numbers (numpy's isclose on complex: |a - e| <= atol + rtol |e|) with the tolerances of
+the real dtype of the same width, and the backward pass draws a complex cotangent for a complex output, so the
+vector-Jacobian product compared is torch's conjugate-Wirtinger one.
 """
 import argparse
 import collections
@@ -32,6 +39,7 @@ import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOC = os.path.join(ROOT, "docs", "opinfo.md")
+DOC_COMPLEX = os.path.join(ROOT, "docs", "opinfo_complex.md")
 
 # (forward rtol, atol), (backward rtol, atol) per dtype name. float64 forward is torch.testing.assert_close's
 # default; float32 kernels differ from torch's in summation order and libm, so float32 is looser than that default
@@ -40,6 +48,9 @@ TOLERANCES = {
     "float32": ((1e-4, 1e-5), (1e-3, 1e-4)),
     "float64": ((1e-7, 1e-7), (1e-6, 1e-6)),
 }
+TOLERANCES["complex64"] = TOLERANCES["float32"]
+TOLERANCES["complex128"] = TOLERANCES["float64"]
+COMPLEX = os.environ.get("DYNGRAD_OPINFO_COMPLEX") == "1"  # --complex; the workers inherit it
 INTEGER_DTYPES = ("int64", "int32", "uint8", "bool")
 
 
@@ -58,6 +69,8 @@ def sampled_dtypes(opinfo):
     first integer dtype it supports (bitwise ops, bincount, the index factories); None for complex-only ops."""
     import torch
     supported = opinfo.supported_dtypes("cpu")
+    if COMPLEX:  # Note [Complex OpInfo samples]
+        return [d for d in (torch.complex64, torch.complex128) if d in supported] or None
     floats = [d for d in (torch.float32, torch.float64) if d in supported]
     if floats:
         return floats
@@ -176,8 +189,8 @@ def to_dg(value, dg, leaves, torch_leaves):
     import numpy as np
     import torch
     if isinstance(value, torch.Tensor):
-        if value.is_complex() or value.dtype not in (torch.float32, torch.float64, torch.int64, torch.int32,
-                                                     torch.int16, torch.int8, torch.uint8, torch.bool):
+        if value.dtype not in (torch.float32, torch.float64, torch.complex64, torch.complex128, torch.int64,
+                               torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool):
             raise Unconvertible(f"input dtype {value.dtype}")
         if value.layout != torch.strided:
             raise Unconvertible(f"input layout {value.layout}")
@@ -261,8 +274,6 @@ def compare(expected, actual, tolerance, what):
     import numpy as np
     import torch
     if isinstance(expected, torch.Tensor):
-        if expected.is_complex():
-            return (f"{what}: torch returns a complex tensor (dyngrad has no complex dtype)", "")
         if not is_tensor(actual):
             return (f"{what}: returns {type(actual).__name__} where torch returns a tensor", "")
         if tuple(expected.shape) != tuple(actual.shape):
@@ -283,7 +294,8 @@ def compare(expected, actual, tolerance, what):
             return (f"{what}: wrong values", f"{int((e != a).sum())} of {e.size} differ")
         return None
     rtol, atol = tolerance
-    e64, a64 = e.astype(np.float64), a.astype(np.float64)
+    wide = np.complex128 if np.iscomplexobj(e) or np.iscomplexobj(a) else np.float64
+    e64, a64 = e.astype(wide), a.astype(wide)
     close = np.isclose(a64, e64, rtol=rtol, atol=atol, equal_nan=True)
     if not close.all():
         err = np.nanmax(np.abs(np.where(close, 0.0, a64 - e64)))
@@ -337,10 +349,12 @@ def precise_answer(opinfo, sample, dtype_key):
     """The more accurate answer of Note [A more accurate oracle], or None where there is none."""
     import numpy as np
     import torch
-    if dtype_key == "float32":
+    if dtype_key in ("float32", "complex64"):
         def widen(v):
             if isinstance(v, torch.Tensor):
-                return v.detach().double() if v.dtype == torch.float32 else v.detach()
+                if v.dtype in (torch.float32, torch.complex64):
+                    return v.detach().to(torch.float64 if v.dtype == torch.float32 else torch.complex128)
+                return v.detach()
             if isinstance(v, (list, tuple)) and not hasattr(v, "_fields"):
                 return type(v)(widen(x) for x in v)
             if isinstance(v, dict):
@@ -477,7 +491,7 @@ def run_sample(opinfo, fn, sample, dtype_key, dg, check_grad):
         return None
     # backward: one fixed cotangent per differentiable output
     pairs = [(e, a) for e, a in zip(flat_e, flat_a)
-             if isinstance(e, torch.Tensor) and e.requires_grad and e.is_floating_point()]
+             if isinstance(e, torch.Tensor) and e.requires_grad and (e.is_floating_point() or e.is_complex())]
     if not pairs:
         return None
     generator = torch.Generator().manual_seed(0)
@@ -504,8 +518,8 @@ def run_sample(opinfo, fn, sample, dtype_key, dg, check_grad):
     if all(g is None for g in expected_grads):
         return None
     try:
-        dg_cotangents = [dg.tensor(c.double().numpy()).to(getattr(dg, str(c.dtype).split(".")[1]))
-                         for c in cotangents]
+        dg_cotangents = [dg.tensor((c.to(torch.complex128) if c.is_complex() else c.double()).numpy())
+                         .to(getattr(dg, str(c.dtype).split(".")[1])) for c in cotangents]
         actual_grads = dg.autograd.grad([a for _, a in pairs], leaves, dg_cotangents, allow_unused=True)
     except Exception as err:
         return exception_class("backward", err)
@@ -532,7 +546,7 @@ def run_opinfo(opinfo, dg, max_samples=None):
         return dict(record, resolved=False, missing=str(err))
     for dtype in sampled_dtypes(opinfo):
         key = str(dtype).split(".")[1]
-        check_grad = opinfo.supports_autograd and dtype.is_floating_point and not torch_grad_disclaimed(opinfo, dtype)
+        check_grad = opinfo.supports_autograd and (dtype.is_floating_point or dtype.is_complex) and not torch_grad_disclaimed(opinfo, dtype)
         try:
             samples = list(opinfo.sample_inputs("cpu", dtype, requires_grad=check_grad))
         except Exception as err:
@@ -670,16 +684,19 @@ def report(records, engine, seconds, max_samples):
         for cls, detail in r["failures"].items():
             classes[cls].append((r["id"], detail))
     lines = [
-        "# PyTorch's OpInfo samples on dyngrad",
+        "# PyTorch's OpInfo samples on dyngrad" + (" in complex dtypes" if COMPLEX else ""),
         "",
         "Generated by `scripts/opinfo_report.py` (nothing here is written by hand); regenerate with",
         "",
-        "    PYTHONPATH=python python scripts/opinfo_report.py",
+        "    PYTHONPATH=python python scripts/opinfo_report.py" + (" --complex" if COMPLEX else ""),
         "",
-        f"torch {torch.__version__} `op_db`, engine `{engine}`, float32 and float64 samples (integer dtypes for ops",
-        "without floating ones), forward values and, where the OpInfo supports autograd, one vector-Jacobian",
+        f"torch {torch.__version__} `op_db`, engine `{engine}`, " + (
+            "complex64 and complex128 samples of every OpInfo with a complex CPU dtype (Note [Complex OpInfo "
+            "samples] in the script), forward values" if COMPLEX else
+            "float32 and float64 samples (integer dtypes for ops without floating ones), forward values") +
+        " and, where the OpInfo supports autograd, one vector-Jacobian",
         "product against `torch.autograd.grad`. An OpInfo *passes* when every sample it ran passes; samples dyngrad",
-        "cannot take (complex or sparse inputs, a torch.Generator argument) and samples torch itself rejects are",
+        "cannot take (sparse inputs, a torch.Generator argument) and samples torch itself rejects are",
         "skipped and counted apart. Sampled: every `op_db` entry but private ATen entry points (`torch.ops.*`,",
         "`torch._*`), the CUDA jiterator kernels and complex-only ops. Where torch's OpInfo marks its own gradient",
         "test expectedFailure or skip (as_strided_scatter), torch's gradient is not compared. Random ops and the",
@@ -731,9 +748,15 @@ def main(argv=None):
     parser.add_argument("--json", help="also write the records here")
     parser.add_argument("--no-doc", action="store_true", help="do not write docs/opinfo.md")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--complex", action="store_true",
+                        help="complex64/complex128 samples (Note [Complex OpInfo samples]); docs/opinfo_complex.md")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--indices", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    global COMPLEX
+    if args.complex:
+        os.environ["DYNGRAD_OPINFO_COMPLEX"] = "1"
+        COMPLEX = True
     if args.worker:
         worker(args.engine, [int(i) for i in args.indices.split(",")], args.max_samples)
         return 0
@@ -755,7 +778,7 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump(records, f, indent=1)
     if not args.no_doc and not args.only:
-        with open(DOC, "w") as f:
+        with open(DOC_COMPLEX if COMPLEX else DOC, "w") as f:
             f.write(report(records, args.engine, seconds, args.max_samples))
     return 0
 

@@ -157,6 +157,10 @@ UNARY = [
     ("tan", lambda dg, x: dg.tan(x), np.tan, ()),
     ("tanh", lambda dg, x: dg.tanh(x), np.tanh, ()),
     ("sinh", lambda dg, x: dg.sinh(x), np.sinh, ()),
+    ("cosh", lambda dg, x: dg.cosh(x), np.cosh, ()),                     # Note [Complex hyperbolic ops]
+    ("asinh", lambda dg, x: dg.asinh(x), np.arcsinh, (1j, -1j)),
+    ("acosh", lambda dg, x: dg.acosh(x), np.arccosh, (1, -1)),
+    ("atanh", lambda dg, x: dg.atanh(x), np.arctanh, (1, -1)),
     ("asin", lambda dg, x: dg.asin(x), np.arcsin, (1, -1)),
     ("acos", lambda dg, x: dg.acos(x), np.arccos, (1, -1)),
     ("atan", lambda dg, x: dg.atan(x), np.arctan, (1j, -1j)),
@@ -176,7 +180,8 @@ UNARY = [
     ("imag", lambda dg, x: x.imag, np.imag, ()),
 ]
 # branch cuts: keep the inputs off the negative real axis (log, sqrt) and the cuts of asin/acos/atan
-_CUT_SAFE = {"log", "sqrt", "rsqrt", "log2", "log10", "log1p", "pow25", "asin", "acos", "atan"}
+_CUT_SAFE = {"log", "sqrt", "rsqrt", "log2", "log10", "log1p", "pow25", "asin", "acos", "atan", "asinh", "acosh",
+             "atanh"}
 
 
 def _inputs(name, shape, seed=0):
@@ -305,6 +310,19 @@ def test_gradgradcheck(dg):
     assert dg.autograd.gradgradcheck(lambda a: dg.sigmoid(a) @ a, (z,))
 
 
+def test_hyperbolic_on_the_branch_cuts(dg):
+    """Note [Complex hyperbolic ops]: on the cuts the signs of zeros pick the side, as numpy's (C99's) functions."""
+    z = np.array([2 + 0j, complex(2, -0.0), complex(-2, 0.0), complex(-2, -0.0), complex(0.3, -0.0), 0.3 + 0j,
+                  complex(0, -3), complex(-0.0, 3), 3j, complex(0.0, -0.5)])
+    for name, np_fn in (("cosh", np.cosh), ("asinh", np.arcsinh), ("acosh", np.arccosh), ("atanh", np.arctanh)):
+        got = getattr(dg, name)(dg.tensor(z, dtype=dg.complex128)).numpy()
+        want = np_fn(z)
+        np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15)
+        assert (np.signbit(got.imag) == np.signbit(want.imag)).all(), name
+    empty = dg.zeros((0, 3), dtype=dg.complex64)        # view_as_complex of an empty tensor (its strides are any)
+    assert dg.cosh(empty).shape == (0, 3) and dg.view_as_complex(dg.zeros((0, 3, 2))).shape == (0, 3)
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda dg, z: dg.relu(z), "relu: not supported for complex tensors"),
     (lambda dg, z: dg.erf(z), "erf: not supported for complex tensors"),
@@ -313,7 +331,7 @@ def test_gradgradcheck(dg):
     (lambda dg, z: z.amax(), "amax: not supported for complex tensors"),
     (lambda dg, z: z.argmax(), "argmax: not supported for complex tensors"),
     (lambda dg, z: dg.sign(z), "sign: not implemented for complex tensors; use sgn"),
-    (lambda dg, z: dg.cosh(z), "cosh: not supported for complex tensors"),
+    (lambda dg, z: dg.exp2(z), "exp2: not supported for complex tensors"),
     (lambda dg, z: z @ z.real, "matmul: expected both operands to have the same dtype"),
 ])
 def test_unsupported_ops_say_so(dg, call, message):

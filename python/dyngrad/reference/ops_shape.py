@@ -117,6 +117,13 @@ def view_as_complex(a):
                            f"{shape_str(a.shape)}.")
     item = a._data.itemsize
     strides = tuple(s // item for s in a._data.strides)
+    if a._data.size == 0:  # no memory to share; numpy gives an empty array zero strides, C++ any (torch accepts it)
+        arr = np.ascontiguousarray(a._data).view(np.complex128 if a.dtype.name == "float64" else np.complex64)
+        out = _view_of(arr[..., 0], a)
+        if any_requires_grad(a):
+            record("view_as_complex", out, (a,))
+        if forward_ad.active(): forward_ad.attach("view_as_complex", out, (a,))
+        return out
     if strides[-1] != 1:
         raise RuntimeError(f"view_as_complex: expected the last dimension to have stride 1, got strides "
                            f"{shape_str(strides)}; call .contiguous() first.")

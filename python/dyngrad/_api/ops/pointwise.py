@@ -711,8 +711,50 @@ def _float_unary(op, function):
     return fn
 
 
-cosh, asinh, acosh, atanh = (_float_unary(n, f) for n, f in (("cosh", Cosh), ("asinh", Asinh), ("acosh", Acosh),
-                                                              ("atanh", Atanh)))
+# Note [Complex hyperbolic ops]: cosh, asinh, acosh and atanh have no complex kernel; on a complex tensor they are
+# composites of primitives that have one, so their gradients (torch's conjugate-Wirtinger convention, through the
+# holomorphic chain rule of each piece) come for free: cosh z = cos(iz), asinh z = -i asin(iz), atanh z =
+# -i atan(iz) (C99's definitions; `_times_i` swaps and negates parts, so no rounding is added), and acosh z =
+# i acos z where Im acos z has its sign bit set, -i acos z elsewhere (C99's cacosh: real part >= 0, the signs of
+# zeros on the cut (-inf, 1) kept; log(z + sqrt(z + 1) sqrt(z - 1)) loses them in z + 1).
+def _times_i(z):
+    """i z as (-Im z, Re z), exact including the signs of zeros (a complex product by 1j would turn -0 into +0 and
+    move a value on a branch cut to the other side)."""
+    pairs = _C.view_as_real(z)
+    return _C.view_as_complex(_C.stack([-_C.select(pairs, -1, 1), _C.select(pairs, -1, 0)], -1).contiguous())
+
+
+_COMPLEX_HYPERBOLIC = {
+    "cosh": lambda z: _C.cos(_times_i(z)),
+    "asinh": lambda z: -_times_i(_C.asin(_times_i(z))),
+    "atanh": lambda z: -_times_i(_C.atan(_times_i(z))),
+    "acosh": lambda z: _complex_acosh(z),
+}
+
+
+def _complex_acosh(z):
+    w = _C.acos(z)
+    im = _C.select(_C.view_as_real(w), -1, 1)
+    # the sign bit of Im w, -0 included: atan2(-0, -1) = -pi
+    negative = _C.compare("lt", _C.atan2(im, _C.scalar_operand(-1.0, im)), _C.scalar_operand(0.0, im))
+    iw = _times_i(w)
+    return _C.where(negative, iw, -iw)
+
+
+def _hyperbolic(op, function):
+    real = _float_unary(op, function)
+    composite = _COMPLEX_HYPERBOLIC[op]
+
+    def fn(input):
+        a = tensor_arg(input, op)
+        return composite(a) if a.dtype.is_complex else real(a)
+    fn.__name__ = fn.__qualname__ = op
+    fn.__doc__ = f"{op}(input), elementwise (float32 for integer inputs; Note [Complex hyperbolic ops])."
+    return fn
+
+
+cosh, asinh, acosh, atanh = (_hyperbolic(n, f) for n, f in (("cosh", Cosh), ("asinh", Asinh), ("acosh", Acosh),
+                                                             ("atanh", Atanh)))
 exp2 = _float_unary("exp2", Exp2)
 erfc, erfinv, lgamma, digamma, sinc = (_float_unary(n, f) for n, f in (("erfc", Erfc), ("erfinv", Erfinv),
                                                                         ("lgamma", Lgamma), ("digamma", Digamma),
