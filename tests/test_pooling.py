@@ -221,6 +221,20 @@ def test_pool_ties_nans_and_infs(dg):
     compare(dg, lambda m, x: F(m).max_pool2d(x, 3, 2, 1, return_indices=True), [inf], grad=False)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_max_pool_2x2_ties_nans_and_infs(dg, dtype):
+    """Note [Max pooling 2x2] (kernel 2, stride 2, no padding, its own loop): ties, NaNs and infinities in every
+    tap of the window, odd sizes (the last row and column belong to no window); positions, values, gradients."""
+    rng = np.random.default_rng(3)
+    a = rng.integers(-2, 3, size=(2, 3, 9, 7)).astype(dtype)   # small integers: many ties
+    if dtype != np.int64:
+        flat = a.reshape(-1)
+        flat[rng.choice(flat.size, 20, replace=False)] = np.nan
+        flat[rng.choice(flat.size, 8, replace=False)] = np.inf
+        flat[rng.choice(flat.size, 8, replace=False)] = -np.inf
+    compare(dg, lambda m, x: F(m).max_pool2d(x, 2, return_indices=True), [a], grad=dtype != np.int64)
+
+
 def test_pool_integers(dg):
     a = np.arange(30).reshape(1, 1, 5, 6) * 7 % 11 - 5
     compare(dg, lambda m, x: F(m).max_pool2d(x, 2, 1, 1, return_indices=True), [a], grad=False)

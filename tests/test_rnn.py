@@ -379,7 +379,8 @@ def test_batch_rows_in_blocks_match_torch_at_any_thread_count(dg, kind, hidden):
 def test_recurrent_products_in_float32_tiles_match_torch(dg, kind, hidden, batch):
     # Note [Recurrent products without repacking]: float32 steps of up to 64 rows multiply in 4-row x 64-column
     # register tiles; 9 rows and 72 hidden units (forward 288 = 4 x 64 + 32 columns, backward 72 = 64 + 8) take
-    # the full tiles and every kind of remainder. Against torch in float64: float32's rounding only.
+    # the full tiles and every kind of remainder; backward, K = 288 runs in blocks of 128 + 128 + 32 rows of the
+    # packed weight. Against torch in float64: float32's rounding only.
     ours, theirs = pair(dg, kind, 7, hidden, 2)
     ours = ours.float()
     rng = np.random.default_rng(5)

@@ -97,11 +97,21 @@ void deallocate(void* p, size_t bytes) noexcept {
 // same time and so fits, while sizes that are never asked for again (a generator whose sequence grows by one token
 // per step asks for new sizes at every step) age out instead of piling up. Before, any freed buffer was kept until
 // 1 GiB was cached, and a text generator settled at 1.2 GB against PyTorch's 0.5 GB (bench/generate_memory.py).
+//
+// Note [Cache capacity from re-asked sizes]: "what one iteration frees was live at once" does not hold when a
+// step frees buffers early and later allocates others of other sizes: the sizes a step asks for can add up to more
+// than its peak. The cache then evicted, at every step, the buffers the next step asked for first (least recently
+// freed) and those came back as fresh memory: page faults and the kernel zeroing each page (clear_page_erms 5% of
+// a LeNet step on 2 threads, 1-2 fresh 0.8 MiB buffers per LSTM step; Xeon family 6 model 167). So the sizes
+// evicted recently are remembered (a few dozen, `ghosts`), and a miss on one of them raises the capacity by that
+// size, up to twice the peak working set: a periodic loop grows the cache to its reuse set, while a generator,
+// whose evicted sizes are never asked for again, keeps the bound above.
 namespace {
 constexpr size_t kLargeBuffer = size_t(64) << 10;  // from here on, freed buffers are cached for reuse
 constexpr size_t kHugeBuffer = size_t(1) << 20;    // from here on, they are also huge-page backed
 constexpr size_t kHugePage = size_t(2) << 20;
 constexpr size_t kCacheLimit = size_t(1) << 30;  // the cache's ceiling, whatever the peak working set
+constexpr size_t kGhosts = 64;                   // evicted sizes remembered (Note [Cache capacity from re-asked sizes])
 
 struct CachedBlock {
   void* p;
@@ -114,12 +124,26 @@ struct BufferCache {
   size_t cached = 0;
   size_t live = 0;       // bytes of large buffers handed out and not yet freed
   size_t peak_live = 0;  // the most that were live at once (since the last empty_buffer_cache)
+  size_t bonus = 0;      // capacity beyond peak_live, from misses on evicted sizes (at most peak_live)
+  std::list<size_t> ghosts;  // sizes evicted recently, oldest first
 
   void note_allocated(size_t size) {
     live += size;
     if (live > peak_live) peak_live = live;
   }
-  size_t capacity() const { return peak_live < kCacheLimit ? peak_live : kCacheLimit; }
+  size_t capacity() const { return peak_live + bonus < kCacheLimit ? peak_live + bonus : kCacheLimit; }
+  void note_evicted(size_t size) {
+    ghosts.push_back(size);
+    if (ghosts.size() > kGhosts) ghosts.pop_front();
+  }
+  void note_missed(size_t size) {  // Note [Cache capacity from re-asked sizes]
+    for (auto it = ghosts.begin(); it != ghosts.end(); ++it)
+      if (*it == size) {
+        ghosts.erase(it);
+        bonus = bonus + size < peak_live ? bonus + size : peak_live;
+        return;
+      }
+  }
   // the oldest block out of the cache (the caller frees it, outside the lock)
   CachedBlock pop_oldest() {
     CachedBlock b = by_age.front();
@@ -163,6 +187,7 @@ void* allocate_buffer(size_t bytes) {
       cache.note_allocated(size);
       return p;
     }
+    cache.note_missed(size);
   }
   const size_t align = size >= kHugeBuffer ? kHugePage : 64;
   void* p = std::aligned_alloc(align, size);
@@ -205,6 +230,7 @@ void free_buffer(void* p, size_t bytes) noexcept {
       // evict the oldest blocks beyond the capacity; more than a few at once are freed under the lock
       while (cache.cached > cache.capacity()) {
         CachedBlock b = cache.pop_oldest();
+        cache.note_evicted(b.size);
         if (n_evicted < 8) evicted[n_evicted++] = b;
         else std::free(b.p);
       }
@@ -229,6 +255,8 @@ void empty_buffer_cache() {
     cache.by_size.clear();
     cache.cached = 0;
     cache.peak_live = cache.live;  // the working set is measured again from here
+    cache.bonus = 0;
+    cache.ghosts.clear();
   }
   if (ThreadCache* tc = thread_cache()) {  // this thread's free lists of small objects
     for (size_t c = 0; c < kClasses; ++c) {
