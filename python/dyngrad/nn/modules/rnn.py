@@ -417,13 +417,19 @@ class RNNBase(Module):
             outs = []
             for d, suffix in enumerate(self._suffixes()):
                 w_ih, b_ih, w_hh, b_hh, w_hr = self._weights(layer, suffix)
-                gi = F.linear(x, w_ih, b_ih)                     # all time steps in one matmul
                 state = states[layer * self.num_directions + d]
-                whole = _whole_layer(self.mode, gi, state, w_hh, b_hh, w_hr, suffix)
+                # Note [Both biases in the cell]: where both biases add to the gates (LSTM, RNN; not GRU, whose
+                # b_hn is inside r * (...)), the layer adds b_ih + b_hh in its cell loop: one pass over the gates
+                # fewer forward, and one column sum fewer backward (both biases get the same gradient)
+                fold = self.mode != "GRU" and b_ih is not None and b_hh is not None and w_hr is None
+                gi = F.linear(x, w_ih, None if fold else b_ih)   # all time steps in one matmul
+                whole = _whole_layer(self.mode, gi, state, w_hh, b_ih + b_hh if fold else b_hh, w_hr, suffix)
                 if whole is not None:
                     outs.append(whole[0])
                     finals.append(whole[1])
                     continue
+                if fold:
+                    gi = gi + b_ih
                 steps = range(x.shape[0] - 1, -1, -1) if suffix else range(x.shape[0])
                 hs = []
                 for t in steps:
