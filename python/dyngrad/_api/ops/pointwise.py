@@ -460,6 +460,8 @@ def addcmul(input, tensor1, tensor2, *, value=1):
     if dtype is _C.bool:
         raise NotImplementedError("addcmul: not implemented for bool tensors (as in torch).")
     value = number(value, "addcmul", "value")
+    if isinstance(value, bool):
+        value = int(value)                       # torch takes value=True as 1 (add's alpha=True it refuses)
     if isinstance(value, float) and not dtype.is_floating_point:
         value = int(checked_write(value, dtype, "addcmul"))      # torch converts value to the dtype: 2.5 -> 2
     return _C.add(a, _scaled(_C.mul(t1, t2), value, "addcmul", dtype=dtype))     # value must fit dtype (torch)
@@ -472,6 +474,8 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
     if _integral(t1, t2):
         raise RuntimeError("addcdiv: integer division of tensor1 by tensor2 is not supported (as in torch); use "
                            "input + value * torch.div(tensor1, tensor2, rounding_mode='trunc') for the old behaviour.")
+    if isinstance(value, bool):
+        value = int(value)                       # torch takes value=True as 1 (add's alpha=True it refuses)
     return _C.add(a, _C.div(_scaled(t1, value, "addcdiv", dtype=_result_type(a, t1, t2)), t2))
 
 
@@ -481,6 +485,13 @@ def lerp(input, end, weight):
     end = tensor_arg(end, "lerp", "end")
     if end.dtype is not start.dtype:
         raise RuntimeError(f"lerp: expected dtype {start.dtype.name} for end, got {end.dtype.name}.")
+    if isinstance(weight, Tensor) and weight.dtype is not start.dtype and weight.ndim == 0:
+        # a 0-d weight takes part in the promotion below the tensors, as torch's: f32 with a 0-d int64 2 is 2.0,
+        # int64 tensors with a 0-d float32 weight compute in float32
+        common = _C.result_type(start, weight)
+        if common is not start.dtype and common.is_floating_point:
+            start, end = _C.to_dtype(start, common), _C.to_dtype(end, common)
+        weight = _C.to_dtype(weight, start.dtype)
     if isinstance(weight, Tensor) and weight.dtype is not start.dtype:
         raise RuntimeError(f"lerp: expected dtype {start.dtype.name} for weight, got {weight.dtype.name}.")
     if not start.dtype.is_floating_point:
