@@ -1008,7 +1008,7 @@ def test_special_function_accuracy(case):
     np.testing.assert_allclose(got[finite], want[finite], rtol=rtol, atol=atol, err_msg=name)
 
 
-def _outcome(fn):
+def _coefficient_outcome(fn):
     try:
         r = fn()
     except Exception as e:                                     # the type is what is compared
@@ -1053,7 +1053,7 @@ def test_number_coefficients_against_torch(dg, op):
                  for a in ("f32", "i64") for w in ("int", "float", "f32_0d", "i64_0d", "bool_0d", "f32", "pybool")]
     differ = []
     for i, call in enumerate(calls):
-        (tk, tv), (dk, dv) = _outcome(lambda: call(torch)), _outcome(lambda: call(dg))
+        (tk, tv), (dk, dv) = _coefficient_outcome(lambda: call(torch)), _coefficient_outcome(lambda: call(dg))
         if tk != dk or (tv is not None and not np.allclose(tv, dv, equal_nan=True)):
             differ.append((i, (tk, tv), (dk, dv)))
     assert not differ, differ
