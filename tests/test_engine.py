@@ -167,11 +167,14 @@ def test_batched_input_times_matrix_is_one_product(dg):
 
 def test_deep_chain_backward_and_free(dg):
     x = leaf(dg, [1.5])
-    y = deep_chain(dg, x, DEPTH[dg.__name__])
+    y = x * 1.0
+    alive = graph_watch(dg, y)
+    y = deep_chain(dg, y, DEPTH[dg.__name__])
     y.sum().backward()
     assert x.grad.item() == 1.0
-    del y                                 # freeing the (released) chain from its head
+    del y                                 # freeing the (released) chain from its head: every node goes
     gc.collect()
+    assert alive() == 0
 
 
 def graph_watch(dg, first):

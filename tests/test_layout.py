@@ -81,15 +81,10 @@ def _ours(node):
     return any(a.name.split(".")[0] == "dyngrad" for a in node.names)
 
 
-# Files that may still import our own modules inside functions, each with the reason. They belong to changes in
-# flight in other branches (the lazy samplers and the data loader's fixes); their imports of the root's names are
-# not needed lazily (utils/ loads after the root is installed) and move to the top once those changes land.
-FUNCTION_LEVEL_IMPORTS_ALLOWED = {
-    "utils/data/sampler.py": "being rewritten by the lazy-sampler change (issue 24); hoist after it lands",
-    "utils/data/worker.py": "part of the data-loader fixes in flight; hoist after they land",
-    "utils/data/dataloader.py": "part of the data-loader fixes in flight; hoist after they land",
-    "utils/data/distributed.py": "part of the data-loader fixes in flight; hoist after they land",
-}
+# Files that may still import our own modules inside functions, each with the reason. None is left: the data
+# loader's files, the last four, import the root's names at the top (utils/ loads after the root is installed), and
+# a file added here needs a reason a top-level import cannot serve.
+FUNCTION_LEVEL_IMPORTS_ALLOWED = {}
 
 
 def test_no_function_level_imports_of_our_modules():

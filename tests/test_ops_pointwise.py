@@ -1006,3 +1006,54 @@ def test_special_function_accuracy(case):
     # lgamma and digamma have zeros: there the error is absolute (a few 1e-16, as torch's and scipy's own)
     atol = 2e-15 if name.startswith(("lgamma", "digamma")) else 0.0
     np.testing.assert_allclose(got[finite], want[finite], rtol=rtol, atol=atol, err_msg=name)
+
+
+def _coefficient_outcome(fn):
+    try:
+        r = fn()
+    except Exception as e:                                     # the type is what is compared
+        return type(e).__name__, None
+    return str(r.dtype).rpartition(".")[2], np.asarray(r.detach().numpy(), dtype=float)
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "addcmul", "addcdiv", "addr", "addmm", "lerp"])
+def test_number_coefficients_against_torch(dg, op):
+    """alpha=, value=, beta= and lerp's weight over a grid of input dtypes, 0-d tensors and Python numbers (bool,
+    int, float): the result dtype and values, or the exception type, are torch's (the three tiers of result_type:
+    a Python number ranks below a 0-d tensor, which ranks below a tensor of higher rank). Found by this grid:
+    addcmul/addcdiv refused value=True (torch: 1), addr took a bool beta/alpha on non-bool results (torch refuses),
+    lerp refused a 0-d weight of another dtype (torch converts it)."""
+    torch = pytest.importorskip("torch")
+    vals = {"i64": [1, 2, 3], "bool": [True, False, True], "f32": [1.0, 2.0, 3.0]}
+
+    def make(lib, kind):
+        if kind in vals:
+            return lib.tensor(vals[kind])
+        return {"i64_0d": lib.tensor(2), "f32_0d": lib.tensor(2.0), "bool_0d": lib.tensor(True), "int": 2,
+                "float": 2.5, "pybool": True}[kind]
+    numbers = [2, 2.5, True, 0, -1]
+    if op in ("add", "sub"):
+        calls = [(lambda lib, a=a, b=b, s=s: getattr(lib, op)(make(lib, a), make(lib, b), alpha=s))
+                 for a in vals for b in ["i64", "bool", "f32", "i64_0d", "f32_0d", "bool_0d", "int", "float", "pybool"]
+                 for s in numbers]
+    elif op in ("addcmul", "addcdiv"):
+        calls = [(lambda lib, a=a, b=b, c=c, s=s: getattr(lib, op)(make(lib, a), make(lib, b), make(lib, c), value=s))
+                 for a in vals for b in ["i64", "f32", "f32_0d", "i64_0d"] for c in ["i64", "f32"] for s in numbers]
+    elif op in ("addr", "addmm"):
+        def mats(lib, kind):
+            m = lib.tensor([[1, 2], [3, 4]])
+            return m if kind == "i64" else m.double()
+        calls = [(lambda lib, a=a, s=s, t=t: lib.addr(mats(lib, a), mats(lib, a)[0], mats(lib, a)[1], beta=s, alpha=t))
+                 if op == "addr" else
+                 (lambda lib, a=a, s=s, t=t: lib.addmm(mats(lib, a), mats(lib, a), mats(lib, a), beta=s, alpha=t))
+                 for a in ("i64", "f64") for s in (2, 2.5, True) for t in (2, 2.5, True)]
+    else:
+        calls = [(lambda lib, a=a, w=w: lib.lerp(make(lib, a), lib.tensor([2.0, 3.0, 5.0]) if a == "f32" else
+                                                make(lib, a), make(lib, w)))
+                 for a in ("f32", "i64") for w in ("int", "float", "f32_0d", "i64_0d", "bool_0d", "f32", "pybool")]
+    differ = []
+    for i, call in enumerate(calls):
+        (tk, tv), (dk, dv) = _coefficient_outcome(lambda: call(torch)), _coefficient_outcome(lambda: call(dg))
+        if tk != dk or (tv is not None and not np.allclose(tv, dv, equal_nan=True)):
+            differ.append((i, (tk, tv), (dk, dv)))
+    assert not differ, differ

@@ -349,6 +349,11 @@ static Grads sinh_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
   return {mul(grad, cj(mul(add(exp(s.a), exp(neg(s.a))), num(0.5, s.a))))};
 }
 
+// out = asinh(a)  ->  da = grad / sqrt(a^2 + 1)
+static Grads asinh_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
+  return {mul(grad, cj(rsqrt(add(mul(s.a, s.a), num(1, s.a)))))};
+}
+
 // out = conj(a)  ->  da = conj(grad)
 static Grads conj_backward(const Tensor& grad, const OpNode&, const SavesNothing&) { return {cj(grad)}; }
 

@@ -243,6 +243,10 @@ static Tensor atan_jvp(const Grads& t, const Tensor&, const SavesA& s) { return 
 static Tensor sinh_jvp(const Grads& t, const Tensor&, const SavesA& s) {
   return mul(t[0], mul(add(exp(s.a), exp(neg(s.a))), num(0.5, s.a)));
 }
+// d asinh(a) = ta / sqrt(a^2 + 1)
+static Tensor asinh_jvp(const Grads& t, const Tensor&, const SavesA& s) {
+  return mul(t[0], rsqrt(add(mul(s.a, s.a), num(1, s.a))));
+}
 static Tensor conj_jvp(const Grads& t, const Tensor&, const SavesNothing&) { return conj(t[0]); }
 
 // ---- reductions ----

@@ -30,5 +30,6 @@ UNARY_PRIMITIVES = (
     ("acos", "hot"),
     ("atan", "hot"),
     ("sinh", "hot"),
+    ("asinh", "hot"),
     ("conj", "cold"),
 )

@@ -215,8 +215,7 @@ atan              ops.pointwise.atan                  fn,method,out   atan_     
 arctan            ops.pointwise.atan                  fn,method,out   arctan_      -   atan
 cosh              ops.pointwise.cosh                  fn,method,out   cosh_        -   numpy
 tanh              ops.pointwise.tanh                  fn,method,F,out tanh_        hot prim
-asinh             ops.pointwise.asinh                 fn,method,out   asinh_       -   numpy
-arcsinh           ops.pointwise.asinh                 fn,method,out   arcsinh_     -   numpy
+arcsinh           ops.pointwise.asinh                 fn,method,out   arcsinh_     -   asinh
 acosh             ops.pointwise.acosh                 fn,method,out   acosh_       -   numpy
 arccosh           ops.pointwise.acosh                 fn,method,out   arccosh_     -   numpy
 atanh             ops.pointwise.atanh                 fn,method,out   atanh_       -   numpy

@@ -355,6 +355,11 @@ def sinh_backward(grad, s):
     return (mul(grad, cj(mul(add(exp(s.a), exp(neg(s.a))), num(0.5, s.a)))),)
 
 
+# out = asinh(a)  ->  da = grad / sqrt(a^2 + 1)
+def asinh_backward(grad, s):
+    return (mul(grad, cj(rsqrt(add(mul(s.a, s.a), num(1, s.a))))),)
+
+
 # out = conj(a)  ->  da = conj(grad)
 def conj_backward(grad, s):
     return (cj(grad),)

@@ -318,6 +318,11 @@ def sinh_jvp(t, out, s):
     return mul(t[0], mul(add(exp(s.a), exp(neg(s.a))), num(0.5, s.a)))
 
 
+# d asinh(a) = ta / sqrt(a^2 + 1)
+def asinh_jvp(t, out, s):
+    return mul(t[0], rsqrt(add(mul(s.a, s.a), num(1, s.a))))
+
+
 def conj_jvp(t, out, s):
     return conj(t[0])
 

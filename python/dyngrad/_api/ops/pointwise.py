@@ -150,8 +150,7 @@ def _rsqrt(t):
 # The derivatives: `g` is dL/d(out), `out` the op's result, then the op's arguments.
 # d cosh x = sinh x (sinh is a primitive)
 Cosh = _numpy_function("Cosh", np.cosh, lambda g, out, x: g * _C.sinh(x))
-# d asinh x = 1 / sqrt(x^2 + 1); d acosh x = 1 / sqrt(x^2 - 1); d atanh x = 1 / (1 - x^2)
-Asinh = _numpy_function("Asinh", np.arcsinh, lambda g, out, x: g * _rsqrt(x * x + 1))
+# d acosh x = 1 / sqrt(x^2 - 1); d atanh x = 1 / (1 - x^2)
 Acosh = _numpy_function("Acosh", np.arccosh, lambda g, out, x: g * _rsqrt(x * x - 1))
 Atanh = _numpy_function("Atanh", np.arctanh, lambda g, out, x: g / (1 - x * x))
 # d exp2 x = exp2(x) ln 2
@@ -460,6 +459,8 @@ def addcmul(input, tensor1, tensor2, *, value=1):
     if dtype is _C.bool:
         raise NotImplementedError("addcmul: not implemented for bool tensors (as in torch).")
     value = number(value, "addcmul", "value")
+    if isinstance(value, bool):
+        value = int(value)                       # torch takes value=True as 1 (add's alpha=True it refuses)
     if isinstance(value, float) and not dtype.is_floating_point:
         value = int(checked_write(value, dtype, "addcmul"))      # torch converts value to the dtype: 2.5 -> 2
     return _C.add(a, _scaled(_C.mul(t1, t2), value, "addcmul", dtype=dtype))     # value must fit dtype (torch)
@@ -472,6 +473,8 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
     if _integral(t1, t2):
         raise RuntimeError("addcdiv: integer division of tensor1 by tensor2 is not supported (as in torch); use "
                            "input + value * torch.div(tensor1, tensor2, rounding_mode='trunc') for the old behaviour.")
+    if isinstance(value, bool):
+        value = int(value)                       # torch takes value=True as 1 (add's alpha=True it refuses)
     return _C.add(a, _C.div(_scaled(t1, value, "addcdiv", dtype=_result_type(a, t1, t2)), t2))
 
 
@@ -481,6 +484,13 @@ def lerp(input, end, weight):
     end = tensor_arg(end, "lerp", "end")
     if end.dtype is not start.dtype:
         raise RuntimeError(f"lerp: expected dtype {start.dtype.name} for end, got {end.dtype.name}.")
+    if isinstance(weight, Tensor) and weight.dtype is not start.dtype and weight.ndim == 0:
+        # a 0-d weight takes part in the promotion below the tensors, as torch's: f32 with a 0-d int64 2 is 2.0,
+        # int64 tensors with a 0-d float32 weight compute in float32
+        common = _C.result_type(start, weight)
+        if common is not start.dtype and common.is_floating_point:
+            start, end = _C.to_dtype(start, common), _C.to_dtype(end, common)
+        weight = _C.to_dtype(weight, start.dtype)
     if isinstance(weight, Tensor) and weight.dtype is not start.dtype:
         raise RuntimeError(f"lerp: expected dtype {start.dtype.name} for weight, got {weight.dtype.name}.")
     if not start.dtype.is_floating_point:
@@ -696,9 +706,9 @@ def _unary(op):
 # every plain unary primitive of ops.def (primitive_rows.py, generated), by name: the table's rows of those without
 # a row of their own name this dict
 UNARY_PRIMITIVES = {name: _unary(name) for name, _ in primitive_rows.UNARY_PRIMITIVES}
-exp, log, sqrt, rsqrt, abs, sin, cos, tanh, sigmoid, relu, erf, log1p, expm1, asin, acos, atan = (
+exp, log, sqrt, rsqrt, abs, sin, cos, tanh, sigmoid, relu, erf, log1p, expm1, asin, acos, atan, asinh = (
     UNARY_PRIMITIVES[n] for n in ("exp", "log", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "sigmoid", "relu", "erf",
-                                  "log1p", "expm1", "asin", "acos", "atan"))
+                                  "log1p", "expm1", "asin", "acos", "atan", "asinh"))
 logical_not, isnan, isfinite = (_unary(n) for n in ("logical_not", "isnan", "isfinite"))
 
 
@@ -741,8 +751,7 @@ def _complex_acosh(z):
     return _C.where(negative, iw, -iw)
 
 
-def _hyperbolic(op, function):
-    real = _float_unary(op, function)
+def _hyperbolic(op, real):
     composite = _COMPLEX_HYPERBOLIC[op]
 
     def fn(input):
@@ -753,8 +762,10 @@ def _hyperbolic(op, function):
     return fn
 
 
-cosh, asinh, acosh, atanh = (_hyperbolic(n, f) for n, f in (("cosh", Cosh), ("asinh", Asinh), ("acosh", Acosh),
-                                                             ("atanh", Atanh)))
+cosh, acosh, atanh = (_hyperbolic(n, _float_unary(n, f)) for n, f in (("cosh", Cosh), ("acosh", Acosh),
+                                                                        ("atanh", Atanh)))
+# asinh is a C++ primitive for real tensors; its complex case is the composite above
+asinh = UNARY_PRIMITIVES["asinh"] = _hyperbolic("asinh", UNARY_PRIMITIVES["asinh"])
 exp2 = _float_unary("exp2", Exp2)
 erfc, erfinv, lgamma, digamma, sinc = (_float_unary(n, f) for n, f in (("erfc", Erfc), ("erfinv", Erfinv),
                                                                         ("lgamma", Lgamma), ("digamma", Digamma),

@@ -193,6 +193,9 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1):
     product = outer(v1, v2)
     if i.dtype is not product.dtype:
         product = _C.to_dtype(product, _C.result_type(i, product))
+    for name, coefficient in (("beta", beta), ("alpha", alpha)):
+        if isinstance(coefficient, bool) and product.dtype is not _C.bool:     # torch's addr only (addmm takes it)
+            raise RuntimeError(f"addr: a bool {name} is only supported for bool results, got {product.dtype.name}.")
     return _add_product("addr", i, product, beta, alpha, truncate=False)
 
 

@@ -22,6 +22,8 @@ import time
 
 import numpy as np
 
+from ... import empty, int64
+
 from .collate import default_collate, default_convert
 from .dataset import IterableDataset
 from .sampler import SequentialSampler, RandomSampler, BatchSampler, _generator_arg, _global_seed
@@ -175,7 +177,6 @@ class DataLoader:
         draw from it, as torch; a numpy one: a child seed of its seed sequence, which leaves its stream alone), else
         from the engine's generator."""
         if self.generator is not None and not isinstance(self.generator, np.random.Generator):
-            from ... import empty, int64
             return int(empty((), dtype=int64).random_(0, 2 ** 62, generator=self.generator).item())
         if self.generator is not None:
             child = self.generator.bit_generator.seed_seq.spawn(1)[0]

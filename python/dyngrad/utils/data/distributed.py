@@ -3,6 +3,8 @@ import numbers
 
 import numpy as np
 
+from ...distributed import get_rank, get_world_size, is_initialized
+
 from .sampler import Sampler
 
 
@@ -16,7 +18,6 @@ class DistributedSampler(Sampler):
 
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0, drop_last=False):
         if num_replicas is None or rank is None:
-            from ...distributed import get_rank, get_world_size, is_initialized
             if not is_initialized():
                 raise RuntimeError("DistributedSampler: num_replicas and rank default to the process group's, but "
                                    "dyngrad.distributed.init_process_group() was not called; call it or pass both.")

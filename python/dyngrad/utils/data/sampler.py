@@ -12,19 +12,19 @@ import numbers
 
 import numpy as np
 
+from ... import Generator, float64, multinomial, randint, randperm, tensor
+
 # how many indices RandomSampler(replacement=True) draws at a time (torch's 32: the same stream under a Generator)
 _DRAW_CHUNK = 32
 
 
 def _global_seed():
     """A seed drawn from the engine's global generator (the one manual_seed() sets)."""
-    from ... import randint
     return int(randint(0, 2 ** 62, (1,)).item())
 
 
 def _generator_arg(generator, owner):
     """None, a dyngrad Generator of this engine or a numpy Generator; anything else is a TypeError."""
-    from ... import Generator
     if generator is None or isinstance(generator, (Generator, np.random.Generator)):
         return generator
     raise TypeError(f"{owner}: generator must be a dyngrad.Generator (or a numpy.random.Generator), got "
@@ -35,7 +35,6 @@ def _randperm(n, generator):
     """0..n-1 in a random order, as a list: from a numpy Generator, a dyngrad Generator, or the global one (None)."""
     if isinstance(generator, np.random.Generator):
         return generator.permutation(n).tolist()
-    from ... import randperm
     return randperm(n, generator=generator).tolist()
 
 
@@ -44,7 +43,6 @@ def _randint(n, size, generator):
     global one (None)."""
     if isinstance(generator, np.random.Generator):
         return generator.integers(0, n, size=size).tolist()
-    from ... import randint
     return randint(0, n, (size,), generator=generator).tolist()
 
 
@@ -102,7 +100,6 @@ class RandomSampler(Sampler):
         n = len(self.data_source)
         generator = self.generator
         if generator is None:           # torch: a fresh generator seeded from the global one, every iteration
-            from ... import Generator
             generator = Generator().manual_seed(_global_seed())
         if self.replacement:
             # Lazily, _DRAW_CHUNK at a time, as torch: RandomSampler(ds, replacement=True, num_samples=10**10) is
@@ -149,7 +146,6 @@ class WeightedRandomSampler(Sampler):
         if not replacement and num_samples > len(w):
             raise RuntimeError(f"WeightedRandomSampler: cannot draw {num_samples} samples without replacement from "
                                f"{len(w)} indices")
-        from ... import tensor, float64
         self.weights = tensor(w, dtype=float64)
         self._w = w
         self.num_samples, self.replacement = num_samples, replacement
@@ -158,7 +154,6 @@ class WeightedRandomSampler(Sampler):
     def __iter__(self):
         rng = self.generator
         if not isinstance(rng, np.random.Generator):        # a dyngrad Generator or the global one, as torch
-            from ... import multinomial
             yield from multinomial(self.weights, self.num_samples, self.replacement, generator=rng).tolist()
             return
         if self.replacement:

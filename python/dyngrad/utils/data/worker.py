@@ -10,6 +10,9 @@ import traceback
 
 import numpy as np
 
+from ... import Tensor, manual_seed
+from .collate import default_collate
+
 _worker_info = None
 _POLL_SECONDS = 1.0          # how often a waiting worker checks that its parent is still alive
 
@@ -78,7 +81,6 @@ class _ResumeIteration:
 class _MapFetcher:
     def __init__(self, dataset, auto_collation, collate_fn, drop_last):
         self.dataset, self.auto_collation, self.collate_fn = dataset, auto_collation, collate_fn
-        from .collate import default_collate
         self.fast = auto_collation and collate_fn is default_collate and callable(getattr(dataset, "get_batch", None))
 
     def fetch(self, index):
@@ -120,7 +122,6 @@ def make_fetcher(iterable, dataset, auto_collation, collate_fn, drop_last):
 
 def seed_worker(seed):
     """Seed every generator a dataset may use: Python's random, numpy's global one and the engine's."""
-    from ... import manual_seed
     random.seed(seed)
     np.random.seed(seed % 2 ** 32)
     manual_seed(seed)
@@ -132,7 +133,6 @@ class _BatchPickler(pickle.Pickler):
     as in torch). A batch collated from such leaves is stacked, so it has history and is refused, as torch's."""
 
     def reducer_override(self, obj):
-        from ... import Tensor
         if isinstance(obj, Tensor) and obj.requires_grad and obj.grad_fn is not None:
             raise RuntimeError(f"DataLoader: a worker returned a tensor of shape {tuple(obj.shape)} that requires "
                                f"grad and has a grad_fn ({obj.grad_fn.name()}): autograd history cannot cross from a "
