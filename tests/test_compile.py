@@ -456,3 +456,39 @@ def test_replay_loop_compares_none_and_plain_values(dg):
     assert program.run([t(dg, [2.0]), None], 0) == (0, 1)
     with pytest.raises(ValueError, match="out is a slot"):
         program.add(dg._C.neg, [0], [None], -5, "neg")
+
+
+def test_entry_key_in_cpp_is_the_python_key():
+    """Note [Entry guards in C++]: the C++ walk builds compiling.entry_key_python's tuple element for element, over
+    nested arguments, aliasing, dicts, unhashable values, modules (nested, a None parameter, buffers, eval mode) and an
+    optimiser with state, so keys recorded by either compare equal and describe_key_change reads them."""
+    import dyngrad as dg
+    from dyngrad._api import compiling
+    if not hasattr(dg._C, "_entry_key"):
+        pytest.skip("this _C has no C++ entry key")
+    model = dg.nn.Sequential(dg.nn.Linear(3, 4), dg.nn.BatchNorm1d(4), dg.nn.Linear(4, 2, bias=False))
+    model[1].eval()
+    opt = dg.optim.Adam(model.parameters(), lr=0.1, betas=(0.8, 0.9))
+    x = t(dg, np.ones((5, 3), np.float32), requires_grad=True)
+    opt.zero_grad()
+    model(x).sum().backward()
+    opt.step()                                    # state with tensors and a step number
+
+    def step(a, b, cfg, scale=2.0):
+        return (model(a) * scale).sum()
+
+    program = dg.compile(step, mode="reduce-overhead")._program
+    ref = t(dg, np.zeros((2, 2), np.float32)).mT
+    cases = [((x, [x, 3, "s", None]), {"cfg": {"k": (1.5, ref)}}),
+             ((x, (model, opt)), {"cfg": [[], {}], "scale": [1]}),   # an unhashable value, objects as arguments
+             ((), {})]
+    for args, kwargs in cases:
+        got_key, got_tensors = compiling.entry_key(program, args, kwargs)
+        want_key, want_tensors = compiling.entry_key_python(program, args, kwargs)
+        assert got_key == want_key
+        assert hash(got_key) == hash(want_key)
+        assert [id(a) for a in got_tensors] == [id(b) for b in want_tensors]
+    with dg.no_grad():
+        assert compiling.entry_key(program, *cases[0])[0] == compiling.entry_key_python(program, *cases[0])[0]
+    model[0].weight.requires_grad_(False)
+    assert compiling.entry_key(program, *cases[0])[0] == compiling.entry_key_python(program, *cases[0])[0]

@@ -169,9 +169,174 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
   return py::none();
 }
 
+
+// Note [Entry guards in C++]: the static mode's entry key (Note [Entry guards] in python/dyngrad/_api/capture.py)
+// is built at every call. In Python (compiling.entry_key: _describe, _module_state, _optimizer_state) it cost
+// 11-20 us of a 50 us MLP training step; this is the same walk in C++ and builds the same tuple, element for
+// element (tests/test_compile.py compares the two), so a key recorded by either matches the other's and
+// describe_key_change reads it unchanged. The reference engine has no twin: its _C lacks _entry_key and
+// compiling.entry_key keeps the Python walk there.
+namespace guard {
+
+py::object id_of(PyObject* o) { return py::reinterpret_steal<py::object>(PyLong_FromVoidPtr(o)); }
+
+bool is_module(PyObject* o) {  // compiling._is_module: type(o)._compile_keeps_original is True
+  PyObject* flag = PyObject_GetAttrString((PyObject*)Py_TYPE(o), "_compile_keeps_original");
+  if (!flag) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw py::error_already_set();
+    PyErr_Clear();
+    return false;
+  }
+  const bool yes = flag == Py_True;
+  Py_DECREF(flag);
+  return yes;
+}
+
+bool is_optimizer(PyObject* o) {  // compiling._is_optimizer
+  if (PyType_Check(o)) return false;
+  PyObject** dictptr = _PyObject_GetDictPtr(o);
+  PyObject* d = dictptr ? *dictptr : nullptr;
+  if (!d || !PyDict_CheckExact(d)) return false;
+  return PyDict_GetItemString(d, "param_groups") && PyDict_GetItemString(d, "state");
+}
+
+struct Walk {
+  PyTypeObject* tensor_type;
+  py::list parts, tensors, states;
+  std::unordered_map<PyObject*, Py_ssize_t> seen;
+
+  void add(py::object where, py::object what) { parts.append(py::make_tuple(std::move(where), std::move(what))); }
+
+  void describe(PyObject* o, const py::object& where) {
+    py::handle h(o);
+    if (Py_TYPE(o) == tensor_type || PyType_IsSubtype(Py_TYPE(o), tensor_type)) {
+      const Py_ssize_t n = PyList_GET_SIZE(tensors.ptr());
+      auto it = seen.emplace(o, n).first;
+      if (it->second == n) tensors.append(h);
+      py::object shape = py::reinterpret_steal<py::object>(PySequence_Tuple(h.attr("shape").ptr()));
+      if (!shape) throw py::error_already_set();
+      add(where, py::make_tuple("tensor", py::handle((PyObject*)Py_TYPE(o)), shape, h.attr("dtype"),
+                                h.attr("stride")(), h.attr("requires_grad"), it->second));
+    } else if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
+      py::object keep = py::reinterpret_borrow<py::object>(o);
+      add(where, py::make_tuple(py::handle((PyObject*)Py_TYPE(o)), PySequence_Fast_GET_SIZE(o)));
+      // as Python's enumerate: a list's length is read again at each item (a shape read may run Python)
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i) {
+        py::object item = py::reinterpret_borrow<py::object>(PySequence_Fast_GET_ITEM(o, i));
+        describe(item.ptr(), py::make_tuple(where, i));
+      }
+    } else if (PyDict_CheckExact(o)) {
+      py::object keys = py::reinterpret_steal<py::object>(PySequence_Tuple(o));
+      if (!keys) throw py::error_already_set();
+      add(where, py::make_tuple("dict", keys));
+      py::object items = py::reinterpret_steal<py::object>(PyDict_Items(o));
+      for (py::handle kv : items) describe(kv[py::int_(1)].ptr(), py::make_tuple(where, kv[py::int_(0)]));
+    } else if (is_module(o) || is_optimizer(o)) {
+      states.append(h);
+      add(where, py::make_tuple("object", id_of(o)));
+    } else if (PyObject_Hash(o) != -1) {
+      add(where, py::make_tuple("value", py::handle((PyObject*)Py_TYPE(o)), h));
+    } else {
+      if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw py::error_already_set();
+      PyErr_Clear();
+      add(where, py::make_tuple("object", py::handle((PyObject*)Py_TYPE(o)), id_of(o)));
+    }
+  }
+};
+
+py::object dict_of(PyObject* o) {
+  PyObject** dictptr = _PyObject_GetDictPtr(o);
+  DG_CHECK(dictptr && *dictptr, TypeError, "compile: the entry guard expected an object with a __dict__, got ",
+           Py_TYPE(o)->tp_name, ".");
+  return py::reinterpret_borrow<py::object>(*dictptr);
+}
+
+py::tuple module_state(py::handle module) {  // compiling._module_state, the same walk (a stack, last in first out)
+  py::list out;
+  std::vector<py::object> stack{py::reinterpret_borrow<py::object>(module)};
+  std::unordered_map<PyObject*, char> seen;
+  while (!stack.empty()) {
+    py::object m = std::move(stack.back());
+    stack.pop_back();
+    if (m.is_none() || !seen.emplace(m.ptr(), 1).second) continue;
+    py::dict d = dict_of(m.ptr());
+    out.append(id_of(m.ptr()));
+    out.append(m.attr("training"));
+    for (auto kv : py::reinterpret_borrow<py::dict>(d["_parameters"])) {
+      out.append(kv.first);
+      out.append(id_of(kv.second.ptr()));
+      out.append(kv.second.is_none() ? py::object(py::bool_(false)) : kv.second.attr("requires_grad"));
+    }
+    for (auto kv : py::reinterpret_borrow<py::dict>(d["_buffers"])) {
+      out.append(kv.first);
+      out.append(id_of(kv.second.ptr()));
+    }
+    out.append(py::none());
+    for (auto kv : py::reinterpret_borrow<py::dict>(d["_modules"]))
+      stack.push_back(py::reinterpret_borrow<py::object>(kv.second));
+  }
+  return py::tuple(out);
+}
+
+bool plain_hyperparameter(PyObject* v) {
+  return PyLong_Check(v) || PyFloat_Check(v) || PyUnicode_Check(v) || v == Py_None || PyTuple_Check(v);
+}
+
+py::tuple optimizer_state(py::handle opt) {  // compiling._optimizer_state
+  py::list groups;
+  for (py::handle g : opt.attr("param_groups")) {
+    py::list entries;
+    for (py::handle kv : g.attr("items")()) {
+      py::handle k = kv[py::int_(0)], v = kv[py::int_(1)];
+      if (PyUnicode_Check(k.ptr()) && PyUnicode_CompareWithASCIIString(k.ptr(), "params") == 0) continue;
+      if (plain_hyperparameter(v.ptr())) entries.append(py::make_tuple(k, v));
+    }
+    py::list ids;
+    for (py::handle p : g[py::str("params")]) ids.append(id_of(p.ptr()));
+    entries.append(py::make_tuple("params", py::tuple(ids)));
+    groups.append(py::tuple(entries));
+  }
+  py::list state;
+  for (py::handle ps : opt.attr("state").attr("items")()) {
+    py::list entries;
+    for (py::handle kv : ps[py::int_(1)].attr("items")()) {
+      py::handle k = kv[py::int_(0)], v = kv[py::int_(1)];
+      const bool number = PyLong_Check(v.ptr()) || PyFloat_Check(v.ptr());
+      entries.append(py::make_tuple(k, number ? py::reinterpret_borrow<py::object>(v) : id_of(v.ptr())));
+    }
+    state.append(py::make_tuple(id_of(ps[py::int_(0)].ptr()), py::tuple(entries)));
+  }
+  return py::make_tuple(py::tuple(groups), py::tuple(state));
+}
+
+}  // namespace guard
+
 }  // namespace
 
 void bind_capture(py::module_& m) {
+  // Note [Entry guards in C++]: (key, argument tensors) of compiling.entry_key for a static program; `middle`
+  // are the parts between the arguments' and the modules' (grad mode, default dtype), `reachable` the modules and
+  // optimisers compiling._reachable found.
+  m.def("_entry_key", [](py::handle tensor_type, py::handle args, py::handle kwargs, py::tuple middle,
+                         py::list reachable) {
+    guard::Walk w;
+    w.tensor_type = (PyTypeObject*)tensor_type.ptr();
+    w.describe(args.ptr(), py::make_tuple("args"));
+    w.describe(kwargs.ptr(), py::make_tuple("kwargs"));
+    for (py::handle part : middle) w.parts.append(part);
+    for (py::handle obj : reachable) w.states.append(obj);
+    std::unordered_map<PyObject*, char> done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(w.states.ptr()); ++i) {
+      py::handle obj = PyList_GET_ITEM(w.states.ptr(), i);
+      if (!done.emplace(obj.ptr(), 1).second) continue;
+      const std::string type_name = py::str(py::handle((PyObject*)Py_TYPE(obj.ptr())).attr("__name__"));
+      if (guard::is_module(obj.ptr()))
+        w.add(py::str("module " + type_name), guard::module_state(obj));
+      else
+        w.add(py::str("optimizer " + type_name), guard::optimizer_state(obj));
+    }
+    return py::make_tuple(py::tuple(w.parts), w.tensors);
+  }, py::arg("tensor_type"), py::arg("args"), py::arg("kwargs"), py::arg("middle"), py::arg("reachable"));
   py::class_<ReplayProgram>(m, "_ReplayProgram")
       .def(py::init<py::handle>(), py::arg("tensor_type"))
       // name: the _C function's name, which picks its core call when every argument is a slot
