@@ -178,135 +178,216 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
 // compiling.entry_key keeps the Python walk there.
 namespace guard {
 
-py::object id_of(PyObject* o) { return py::reinterpret_steal<py::object>(PyLong_FromVoidPtr(o)); }
+// The walk is written against CPython's API with interned names: through pybind11's accessors (a new str per
+// attribute, a list then a tuple per part) the same walk took 7.9 us for the MLP step's key.
+py::object own(PyObject* o) {  // a new reference, or the Python error it raised
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(o);
+}
+py::object borrow(PyObject* o) { return py::reinterpret_borrow<py::object>(o); }
+void append(PyObject* list, PyObject* o) {
+  if (PyList_Append(list, o) < 0) throw py::error_already_set();
+}
+py::object id_of(PyObject* o) { return own(PyLong_FromVoidPtr(o)); }
 
-bool is_module(PyObject* o) {  // compiling._is_module: type(o)._compile_keeps_original is True
-  PyObject* flag = PyObject_GetAttrString((PyObject*)Py_TYPE(o), "_compile_keeps_original");
-  if (!flag) {
-    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw py::error_already_set();
-    PyErr_Clear();
-    return false;
-  }
-  const bool yes = flag == Py_True;
-  Py_DECREF(flag);
-  return yes;
+struct Names {
+  PyObject *shape, *dtype, *stride, *requires_grad, *training, *parameters, *buffers, *modules, *param_groups,
+      *state, *params, *keeps, *tensor, *object, *value, *dict, *args, *kwargs;
+};
+const Names& names() {
+  static const Names n = {
+      PyUnicode_InternFromString("shape"),         PyUnicode_InternFromString("dtype"),
+      PyUnicode_InternFromString("stride"),        PyUnicode_InternFromString("requires_grad"),
+      PyUnicode_InternFromString("training"),      PyUnicode_InternFromString("_parameters"),
+      PyUnicode_InternFromString("_buffers"),      PyUnicode_InternFromString("_modules"),
+      PyUnicode_InternFromString("param_groups"),  PyUnicode_InternFromString("state"),
+      PyUnicode_InternFromString("params"),        PyUnicode_InternFromString("_compile_keeps_original"),
+      PyUnicode_InternFromString("tensor"),        PyUnicode_InternFromString("object"),
+      PyUnicode_InternFromString("value"),         PyUnicode_InternFromString("dict"),
+      PyUnicode_InternFromString("args"),          PyUnicode_InternFromString("kwargs")};
+  return n;
 }
 
-bool is_optimizer(PyObject* o) {  // compiling._is_optimizer
-  if (PyType_Check(o)) return false;
+// Calls f(key, value) for each item of a mapping in its items() order: a dict or a dict subclass (modules keep
+// OrderedDicts) by its own key iterator and the dict's values, anything else by items().
+template <class F>
+void for_each_item(PyObject* mapping, F f) {
+  if (PyDict_Check(mapping)) {
+    py::object keys = own(PyObject_GetIter(mapping));
+    while (PyObject* k = PyIter_Next(keys.ptr())) {
+      py::object key = own(k);
+      PyObject* v = PyDict_GetItemWithError(mapping, k);
+      if (!v) {
+        if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, k);
+        throw py::error_already_set();
+      }
+      py::object value = borrow(v);
+      f(k, v);
+    }
+  } else {
+    py::object items = own(PyMapping_Items(mapping));
+    for (py::handle kv : items) f(PyTuple_GET_ITEM(kv.ptr(), 0), PyTuple_GET_ITEM(kv.ptr(), 1));
+  }
+  if (PyErr_Occurred()) throw py::error_already_set();
+}
+
+bool is_module(PyObject* o) {  // compiling._is_module: type(o)._compile_keeps_original is True
+  return _PyType_Lookup(Py_TYPE(o), names().keeps) == Py_True;
+}
+
+PyObject* dict_of(PyObject* o) {  // borrowed; null when o has no __dict__
+  if (PyType_Check(o)) return nullptr;
   PyObject** dictptr = _PyObject_GetDictPtr(o);
-  PyObject* d = dictptr ? *dictptr : nullptr;
-  if (!d || !PyDict_CheckExact(d)) return false;
-  return PyDict_GetItemString(d, "param_groups") && PyDict_GetItemString(d, "state");
+  return dictptr ? *dictptr : nullptr;
+}
+
+bool is_optimizer(PyObject* o) {  // compiling._is_optimizer: param_groups and state in a plain __dict__
+  if (PyType_Check(o)) return false;
+  PyObject* d = dict_of(o);
+  return d && PyDict_CheckExact(d) && PyDict_GetItemWithError(d, names().param_groups) &&
+         PyDict_GetItemWithError(d, names().state);
 }
 
 struct Walk {
-  PyTypeObject* tensor_type;
-  py::list parts, tensors, states;
-  std::unordered_map<PyObject*, Py_ssize_t> seen;
+  PyTypeObject* tensor_type = nullptr;
+  py::object parts = own(PyList_New(0)), tensors = own(PyList_New(0)), states = own(PyList_New(0));
+  std::vector<std::pair<PyObject*, Py_ssize_t>> seen;  // a call has a few tensors: a linear search
 
-  void add(py::object where, py::object what) { parts.append(py::make_tuple(std::move(where), std::move(what))); }
+  void add(PyObject* where, py::object what) {
+    py::object part = own(PyTuple_Pack(2, where, what.ptr()));
+    append(parts.ptr(), part.ptr());
+  }
 
-  void describe(PyObject* o, const py::object& where) {
-    py::handle h(o);
-    if (Py_TYPE(o) == tensor_type || PyType_IsSubtype(Py_TYPE(o), tensor_type)) {
-      const Py_ssize_t n = PyList_GET_SIZE(tensors.ptr());
-      auto it = seen.emplace(o, n).first;
-      if (it->second == n) tensors.append(h);
-      py::object shape = py::reinterpret_steal<py::object>(PySequence_Tuple(h.attr("shape").ptr()));
-      if (!shape) throw py::error_already_set();
-      add(where, py::make_tuple("tensor", py::handle((PyObject*)Py_TYPE(o)), shape, h.attr("dtype"),
-                                h.attr("stride")(), h.attr("requires_grad"), it->second));
+  void describe(PyObject* o, PyObject* where) {
+    const Names& n = names();
+    PyTypeObject* type = Py_TYPE(o);
+    py::object keep = borrow(o);
+    if (type == tensor_type || PyType_IsSubtype(type, tensor_type)) {
+      const Py_ssize_t count = PyList_GET_SIZE(tensors.ptr());
+      Py_ssize_t first = count;
+      for (const auto& entry : seen)
+        if (entry.first == o) first = entry.second;
+      if (first == count) {
+        seen.emplace_back(o, count);
+        append(tensors.ptr(), o);
+      }
+      py::object shape = own(PyObject_GetAttr(o, n.shape));
+      py::object shape_tuple = own(PySequence_Tuple(shape.ptr()));
+      py::object dtype = own(PyObject_GetAttr(o, n.dtype));
+      py::object stride = own(PyObject_CallMethodNoArgs(o, n.stride));
+      py::object requires_grad = own(PyObject_GetAttr(o, n.requires_grad));
+      py::object index = own(PyLong_FromSsize_t(first));
+      add(where, own(PyTuple_Pack(7, n.tensor, (PyObject*)type, shape_tuple.ptr(), dtype.ptr(), stride.ptr(),
+                                  requires_grad.ptr(), index.ptr())));
     } else if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
-      py::object keep = py::reinterpret_borrow<py::object>(o);
-      add(where, py::make_tuple(py::handle((PyObject*)Py_TYPE(o)), PySequence_Fast_GET_SIZE(o)));
+      py::object length = own(PyLong_FromSsize_t(PySequence_Fast_GET_SIZE(o)));
+      add(where, own(PyTuple_Pack(2, (PyObject*)type, length.ptr())));
       // as Python's enumerate: a list's length is read again at each item (a shape read may run Python)
       for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i) {
-        py::object item = py::reinterpret_borrow<py::object>(PySequence_Fast_GET_ITEM(o, i));
-        describe(item.ptr(), py::make_tuple(where, i));
+        py::object item = borrow(PySequence_Fast_GET_ITEM(o, i));
+        py::object index = own(PyLong_FromSsize_t(i));
+        py::object at = own(PyTuple_Pack(2, where, index.ptr()));
+        describe(item.ptr(), at.ptr());
       }
     } else if (PyDict_CheckExact(o)) {
-      py::object keys = py::reinterpret_steal<py::object>(PySequence_Tuple(o));
-      if (!keys) throw py::error_already_set();
-      add(where, py::make_tuple("dict", keys));
-      py::object items = py::reinterpret_steal<py::object>(PyDict_Items(o));
-      for (py::handle kv : items) describe(kv[py::int_(1)].ptr(), py::make_tuple(where, kv[py::int_(0)]));
+      py::object keys = own(PySequence_Tuple(o));
+      add(where, own(PyTuple_Pack(2, n.dict, keys.ptr())));
+      py::object items = own(PyDict_Items(o));
+      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items.ptr()); ++i) {
+        PyObject* kv = PyList_GET_ITEM(items.ptr(), i);
+        py::object at = own(PyTuple_Pack(2, where, PyTuple_GET_ITEM(kv, 0)));
+        describe(PyTuple_GET_ITEM(kv, 1), at.ptr());
+      }
     } else if (is_module(o) || is_optimizer(o)) {
-      states.append(h);
-      add(where, py::make_tuple("object", id_of(o)));
+      append(states.ptr(), o);
+      add(where, own(PyTuple_Pack(2, n.object, id_of(o).ptr())));
     } else if (PyObject_Hash(o) != -1) {
-      add(where, py::make_tuple("value", py::handle((PyObject*)Py_TYPE(o)), h));
+      add(where, own(PyTuple_Pack(3, n.value, (PyObject*)type, o)));
     } else {
       if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw py::error_already_set();
       PyErr_Clear();
-      add(where, py::make_tuple("object", py::handle((PyObject*)Py_TYPE(o)), id_of(o)));
+      add(where, own(PyTuple_Pack(3, n.object, (PyObject*)type, id_of(o).ptr())));
     }
   }
 };
 
-py::object dict_of(PyObject* o) {
-  PyObject** dictptr = _PyObject_GetDictPtr(o);
-  DG_CHECK(dictptr && *dictptr, TypeError, "compile: the entry guard expected an object with a __dict__, got ",
-           Py_TYPE(o)->tp_name, ".");
-  return py::reinterpret_borrow<py::object>(*dictptr);
-}
-
-py::tuple module_state(py::handle module) {  // compiling._module_state, the same walk (a stack, last in first out)
-  py::list out;
-  std::vector<py::object> stack{py::reinterpret_borrow<py::object>(module)};
-  std::unordered_map<PyObject*, char> seen;
+py::object module_state(PyObject* module) {  // compiling._module_state, the same walk (a stack, last in first out)
+  const Names& n = names();
+  py::object out = own(PyList_New(0));
+  std::vector<py::object> stack{borrow(module)};
+  std::vector<PyObject*> seen;
   while (!stack.empty()) {
     py::object m = std::move(stack.back());
     stack.pop_back();
-    if (m.is_none() || !seen.emplace(m.ptr(), 1).second) continue;
-    py::dict d = dict_of(m.ptr());
-    out.append(id_of(m.ptr()));
-    out.append(m.attr("training"));
-    for (auto kv : py::reinterpret_borrow<py::dict>(d["_parameters"])) {
-      out.append(kv.first);
-      out.append(id_of(kv.second.ptr()));
-      out.append(kv.second.is_none() ? py::object(py::bool_(false)) : kv.second.attr("requires_grad"));
-    }
-    for (auto kv : py::reinterpret_borrow<py::dict>(d["_buffers"])) {
-      out.append(kv.first);
-      out.append(id_of(kv.second.ptr()));
-    }
-    out.append(py::none());
-    for (auto kv : py::reinterpret_borrow<py::dict>(d["_modules"]))
-      stack.push_back(py::reinterpret_borrow<py::object>(kv.second));
+    if (m.ptr() == Py_None || std::find(seen.begin(), seen.end(), m.ptr()) != seen.end()) continue;
+    seen.push_back(m.ptr());  // held by its parent's _modules (Python's walk keeps a set of ids too)
+    PyObject* d = dict_of(m.ptr());
+    DG_CHECK(d, TypeError, "compile: the entry guard expected a module with a __dict__, got ",
+             Py_TYPE(m.ptr())->tp_name, ".");
+    py::object dict = borrow(d);
+    append(out.ptr(), id_of(m.ptr()).ptr());
+    append(out.ptr(), own(PyObject_GetAttr(m.ptr(), n.training)).ptr());
+    py::object params = own(PyObject_GetItem(d, n.parameters));
+    py::object buffers = own(PyObject_GetItem(d, n.buffers));
+    py::object modules = own(PyObject_GetItem(d, n.modules));
+    for_each_item(params.ptr(), [&](PyObject* k, PyObject* p) {
+      append(out.ptr(), k);
+      append(out.ptr(), id_of(p).ptr());
+      append(out.ptr(), p == Py_None ? Py_False : own(PyObject_GetAttr(p, n.requires_grad)).ptr());
+    });
+    for_each_item(buffers.ptr(), [&](PyObject* k, PyObject* b) {
+      append(out.ptr(), k);
+      append(out.ptr(), id_of(b).ptr());
+    });
+    append(out.ptr(), Py_None);
+    for_each_item(modules.ptr(), [&](PyObject*, PyObject* sub) { stack.push_back(borrow(sub)); });
   }
-  return py::tuple(out);
+  return own(PyList_AsTuple(out.ptr()));
 }
 
-bool plain_hyperparameter(PyObject* v) {
+bool plain_hyperparameter(PyObject* v) {  // isinstance(v, (int, float, bool, str, type(None), tuple))
   return PyLong_Check(v) || PyFloat_Check(v) || PyUnicode_Check(v) || v == Py_None || PyTuple_Check(v);
 }
 
-py::tuple optimizer_state(py::handle opt) {  // compiling._optimizer_state
-  py::list groups;
-  for (py::handle g : opt.attr("param_groups")) {
-    py::list entries;
-    for (py::handle kv : g.attr("items")()) {
-      py::handle k = kv[py::int_(0)], v = kv[py::int_(1)];
-      if (PyUnicode_Check(k.ptr()) && PyUnicode_CompareWithASCIIString(k.ptr(), "params") == 0) continue;
-      if (plain_hyperparameter(v.ptr())) entries.append(py::make_tuple(k, v));
+py::object optimizer_state(PyObject* opt) {  // compiling._optimizer_state
+  const Names& n = names();
+  py::object groups = own(PyList_New(0));
+  py::object param_groups = own(PyObject_GetAttr(opt, n.param_groups));
+  py::object group_iter = own(PyObject_GetIter(param_groups.ptr()));
+  while (PyObject* g_raw = PyIter_Next(group_iter.ptr())) {
+    py::object g = own(g_raw);
+    py::object entries = own(PyList_New(0));
+    for_each_item(g.ptr(), [&](PyObject* k, PyObject* v) {
+      const int is_params = PyObject_RichCompareBool(k, n.params, Py_EQ);
+      if (is_params < 0) throw py::error_already_set();
+      if (!is_params && plain_hyperparameter(v)) append(entries.ptr(), own(PyTuple_Pack(2, k, v)).ptr());
+    });
+    py::object ids = own(PyList_New(0));
+    py::object params = own(PyObject_GetItem(g.ptr(), n.params));
+    py::object param_iter = own(PyObject_GetIter(params.ptr()));
+    while (PyObject* p = PyIter_Next(param_iter.ptr())) {
+      py::object keep = own(p);
+      append(ids.ptr(), id_of(p).ptr());
     }
-    py::list ids;
-    for (py::handle p : g[py::str("params")]) ids.append(id_of(p.ptr()));
-    entries.append(py::make_tuple("params", py::tuple(ids)));
-    groups.append(py::tuple(entries));
+    if (PyErr_Occurred()) throw py::error_already_set();
+    py::object id_tuple = own(PyList_AsTuple(ids.ptr()));
+    append(entries.ptr(), own(PyTuple_Pack(2, n.params, id_tuple.ptr())).ptr());
+    append(groups.ptr(), own(PyList_AsTuple(entries.ptr())).ptr());
   }
-  py::list state;
-  for (py::handle ps : opt.attr("state").attr("items")()) {
-    py::list entries;
-    for (py::handle kv : ps[py::int_(1)].attr("items")()) {
-      py::handle k = kv[py::int_(0)], v = kv[py::int_(1)];
-      const bool number = PyLong_Check(v.ptr()) || PyFloat_Check(v.ptr());
-      entries.append(py::make_tuple(k, number ? py::reinterpret_borrow<py::object>(v) : id_of(v.ptr())));
-    }
-    state.append(py::make_tuple(id_of(ps[py::int_(0)].ptr()), py::tuple(entries)));
-  }
-  return py::make_tuple(py::tuple(groups), py::tuple(state));
+  if (PyErr_Occurred()) throw py::error_already_set();
+  py::object state = own(PyList_New(0));
+  py::object state_attr = own(PyObject_GetAttr(opt, n.state));
+  for_each_item(state_attr.ptr(), [&](PyObject* p, PyObject* s) {
+    py::object entries = own(PyList_New(0));
+    for_each_item(s, [&](PyObject* k, PyObject* v) {
+      py::object value = PyLong_Check(v) || PyFloat_Check(v) ? borrow(v) : id_of(v);
+      append(entries.ptr(), own(PyTuple_Pack(2, k, value.ptr())).ptr());
+    });
+    py::object entry_tuple = own(PyList_AsTuple(entries.ptr()));
+    append(state.ptr(), own(PyTuple_Pack(2, id_of(p).ptr(), entry_tuple.ptr())).ptr());
+  });
+  py::object group_tuple = own(PyList_AsTuple(groups.ptr())), state_tuple = own(PyList_AsTuple(state.ptr()));
+  return own(PyTuple_Pack(2, group_tuple.ptr(), state_tuple.ptr()));
 }
 
 }  // namespace guard
@@ -317,25 +398,27 @@ void bind_capture(py::module_& m) {
   // Note [Entry guards in C++]: (key, argument tensors) of compiling.entry_key for a static program; `middle`
   // are the parts between the arguments' and the modules' (grad mode, default dtype), `reachable` the modules and
   // optimisers compiling._reachable found.
-  m.def("_entry_key", [](py::handle tensor_type, py::handle args, py::handle kwargs, py::tuple middle,
-                         py::list reachable) {
+  m.def("_entry_key", [](py::handle tensor_type, py::handle args, py::handle kwargs, py::handle middle,
+                         py::handle reachable) {
+    const guard::Names& n = guard::names();
     guard::Walk w;
     w.tensor_type = (PyTypeObject*)tensor_type.ptr();
-    w.describe(args.ptr(), py::make_tuple("args"));
-    w.describe(kwargs.ptr(), py::make_tuple("kwargs"));
-    for (py::handle part : middle) w.parts.append(part);
-    for (py::handle obj : reachable) w.states.append(obj);
-    std::unordered_map<PyObject*, char> done;
+    w.describe(args.ptr(), guard::own(PyTuple_Pack(1, n.args)).ptr());
+    w.describe(kwargs.ptr(), guard::own(PyTuple_Pack(1, n.kwargs)).ptr());
+    for (py::handle part : middle) guard::append(w.parts.ptr(), part.ptr());
+    for (py::handle obj : reachable) guard::append(w.states.ptr(), obj.ptr());
+    std::vector<PyObject*> done;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(w.states.ptr()); ++i) {
-      py::handle obj = PyList_GET_ITEM(w.states.ptr(), i);
-      if (!done.emplace(obj.ptr(), 1).second) continue;
-      const std::string type_name = py::str(py::handle((PyObject*)Py_TYPE(obj.ptr())).attr("__name__"));
-      if (guard::is_module(obj.ptr()))
-        w.add(py::str("module " + type_name), guard::module_state(obj));
-      else
-        w.add(py::str("optimizer " + type_name), guard::optimizer_state(obj));
+      PyObject* obj = PyList_GET_ITEM(w.states.ptr(), i);
+      if (std::find(done.begin(), done.end(), obj) != done.end()) continue;
+      done.push_back(obj);
+      const bool module = guard::is_module(obj);
+      py::object label = guard::own(PyUnicode_FromFormat(module ? "module %s" : "optimizer %s",
+                                                         _PyType_Name(Py_TYPE(obj))));
+      w.add(label.ptr(), module ? guard::module_state(obj) : guard::optimizer_state(obj));
     }
-    return py::make_tuple(py::tuple(w.parts), w.tensors);
+    py::object key = guard::own(PyList_AsTuple(w.parts.ptr()));
+    return guard::own(PyTuple_Pack(2, key.ptr(), w.tensors.ptr()));
   }, py::arg("tensor_type"), py::arg("args"), py::arg("kwargs"), py::arg("middle"), py::arg("reachable"));
   py::class_<ReplayProgram>(m, "_ReplayProgram")
       .def(py::init<py::handle>(), py::arg("tensor_type"))
