@@ -492,3 +492,49 @@ def test_entry_key_in_cpp_is_the_python_key():
         assert compiling.entry_key(program, *cases[0])[0] == compiling.entry_key_python(program, *cases[0])[0]
     model[0].weight.requires_grad_(False)
     assert compiling.entry_key(program, *cases[0])[0] == compiling.entry_key_python(program, *cases[0])[0]
+
+
+def test_gradient_steps_run_in_the_replay_loop(dg):
+    """Note [Gradient steps in the loop]: zero_grad's reads and clears of .grad and the optimiser's reads are steps
+    of the C++ loop (grad_steps counts them); a grad that is None at replay (cleared outside the program) takes the
+    accessor's call, a guard miss, and every call still equals eager mode's; a non-leaf's .grad still warns."""
+    model_c, model_e = make_mlp(dg), make_mlp(dg)
+    copy_params(dg, model_e, model_c)
+    opt_c, opt_e = dg.optim.SGD(model_c.parameters(), lr=0.1), dg.optim.SGD(model_e.parameters(), lr=0.1)
+
+    def make_step(model, opt):
+        def step(x, y):
+            opt.zero_grad()
+            loss = dg.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+    step_e = make_step(model_e, opt_e)
+    compiled = static(dg, make_step(model_c, opt_c))
+    rng = np.random.default_rng(2)
+    for i in range(8):
+        if i == 5:      # one parameter's grad is None before this call, in both
+            model_c[0].bias.grad = None
+            model_e[0].bias.grad = None
+        x = rng.standard_normal((5, 6)).astype(np.float32)
+        y = rng.integers(0, 3, 5)
+        assert_same(compiled(dg.tensor(x), dg.tensor(y)), step_e(dg.tensor(x), dg.tensor(y)))
+        for p, q in zip(model_c.parameters(), model_e.parameters()):
+            assert_same(p, q)
+            assert_same(p.grad, q.grad)
+    stats = compiled.compile_stats
+    assert stats.replays >= 4 and stats.misses >= 1
+    natives = [v.native() for group in compiled._program.groups.values() for v in group]
+    if hasattr(dg._C._ReplayProgram, "grad_steps"):           # the C++ loop (the reference engine's twin is Python)
+        # zero_grad reads and clears each of the 4 grads; SGD reads them again
+        assert max(n.grad_steps for n in natives if n is not None) >= 12
+
+    def non_leaf(x):
+        y = x * 2
+        y.sum().backward()
+        return y.grad
+    compiled = static(dg, non_leaf)
+    for _ in range(3):
+        with pytest.warns(UserWarning, match="non-leaf"):
+            assert compiled(t(dg, [1.0, 2.0], requires_grad=True)) is None

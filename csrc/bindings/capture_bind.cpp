@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "common.h"
+#include "dyngrad/cycles.h"
 
 namespace dyngrad {
 
@@ -29,6 +30,11 @@ constexpr size_t kMaxStepArgs = 16;
 // here instead of in Python; measured on the MLP training step, 10 of its 30 steps returned such results, which
 // kept the whole program out of this loop (Variant.native: more than one step in 8 handed back).
 constexpr int64_t kNone = -3, kValue = -4;
+// Note [Gradient steps in the loop]: reading a parameter's .grad and setting it to None (zero_grad, an optimiser's
+// reads) were 14 of the MLP training step's 30 steps, each a call of the property's pybind11 accessor. A step whose
+// function is _C.Tensor's own grad getter (or setter, with the constant None) reads (clears) the field here; a grad
+// that is None, or a non-leaf's (whose getter warns), takes the accessor's call as before.
+enum class Special : char { none, read_grad, clear_grad };
 
 using UnaryCore = Tensor (*)(const Tensor&);
 using BinaryCore = Tensor (*)(const Tensor&, const Tensor&);
@@ -72,6 +78,7 @@ struct ReplayProgram {
                                      // Python runs itself (its call needs Python to build: nested arguments);
                                      // kNone / kValue: a result compared here (None; `expected`, same type and ==)
     CoreCall core;                   // set: call the core directly (every argument a slot holding a tensor)
+    Special special;                 // Note [Gradient steps in the loop]
     py::object expected;             // the recorded value of a kValue step
   };
   explicit ReplayProgram(py::handle tensor_type) : tensor_type((PyTypeObject*)tensor_type.ptr()) {}
@@ -126,6 +133,21 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
     if (s.out == -2) {
       for (int64_t slot : s.slots) p.materialize(list, slot);
       return py::make_tuple(i);
+    }
+    if (s.special == Special::read_grad) {
+      const Tensor* a = slot_tensor(p, list, s.slots[0]);
+      if (a && (*a)->grad) {
+        Tensor r = (*a)->grad;
+        if (p.exported[s.out]) PyList_SetItem(list, s.out, py::cast(r).release().ptr());
+        p.values[s.out] = std::move(r);
+        continue;
+      }
+    } else if (s.special == Special::clear_grad) {
+      if (const Tensor* a = slot_tensor(p, list, s.slots[0])) {
+        (*a)->grad = nullptr;
+        note_grad_assigned(*a);
+        continue;
+      }
     }
     if (s.core.unary || s.core.binary) {
       const Tensor* a = slot_tensor(p, list, s.slots[0]);
@@ -437,7 +459,18 @@ void bind_capture(py::module_& m) {
           core = found->second;
         DG_CHECK(out >= kValue, ValueError, "_ReplayProgram.add: out is a slot, -1, -2, -3 (None) or -4 (a value), "
                  "got ", out, ".");
-        p.steps.push_back({std::move(fn), std::move(slots), std::move(consts), out, core, std::move(expected)});
+        Special special = Special::none;
+        if ((name == "grad" || name == "grad.set") && !fn.is_none()) {
+          py::object prop = py::handle((PyObject*)p.tensor_type).attr("__dict__").attr("get")("grad");
+          if (name == "grad" && out >= 0 && slots.size() == 1 && slots[0] >= 0 &&
+              fn.is(prop.attr("fget")))
+            special = Special::read_grad;
+          if (name == "grad.set" && out == kNone && slots.size() == 2 && slots[0] >= 0 && slots[1] < 0 &&
+              consts[1].is_none() && fn.is(prop.attr("fset")))
+            special = Special::clear_grad;
+        }
+        p.steps.push_back({std::move(fn), std::move(slots), std::move(consts), out, core, special,
+                           std::move(expected)});
       }, py::arg("fn"), py::arg("slots"), py::arg("consts"), py::arg("out"), py::arg("name"),
          py::arg("expected") = py::none())
       // exported: per slot, whether Python reads it besides the steps (the outputs); the slots the steps outside
@@ -445,12 +478,17 @@ void bind_capture(py::module_& m) {
       .def("set_exported", [](ReplayProgram& p, const std::vector<bool>& flags) {
         std::vector<char> exported(flags.begin(), flags.end());
         for (const auto& s : p.steps)
-          if (!(s.core.unary || s.core.binary))
+          if (!(s.core.unary || s.core.binary) && s.special == Special::none)
             for (int64_t slot : s.slots)
               if (slot >= 0 && slot < (int64_t)exported.size()) exported[slot] = 1;
         p.exported = std::move(exported);
       }, py::arg("exported"))
       .def("__len__", [](const ReplayProgram& p) { return p.steps.size(); })
+      // how many steps read or clear a .grad in the loop itself (Note [Gradient steps in the loop]), for tests
+      .def_property_readonly("grad_steps", [](const ReplayProgram& p) {
+        return std::count_if(p.steps.begin(), p.steps.end(),
+                             [](const ReplayProgram::Step& s) { return s.special != Special::none; });
+      })
       // Runs the steps from `start` on, the slots being a Python list; returns None when every step ran, else
       // (index, result) of the first step whose result Python must look at, or (index,) for a step Python runs.
       // A step that raises ends the run.
