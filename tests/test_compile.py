@@ -529,6 +529,8 @@ def test_gradient_steps_run_in_the_replay_loop(dg):
     if hasattr(dg._C._ReplayProgram, "grad_steps"):           # the C++ loop (the reference engine's twin is Python)
         # zero_grad reads and clears each of the 4 grads; SGD reads them again
         assert max(n.grad_steps for n in natives if n is not None) >= 12
+        # Note [Sequence arguments in the loop]: the backward's tuple and SGD's lists are built in the loop
+        assert min(n.python_steps for n in natives if n is not None) == 0
 
     def non_leaf(x):
         y = x * 2

@@ -36,6 +36,16 @@ constexpr int64_t kNone = -3, kValue = -4;
 // that is None, or a non-leaf's (whose getter warns), takes the accessor's call as before.
 enum class Special : char { none, read_grad, clear_grad };
 
+// Note [Sequence arguments in the loop]: a backward (_run_backward's tuple of outputs) and an optimiser step
+// (_sgd_step's lists of parameters and gradients) take tuples or lists of tensors; such a step was handed back to
+// Python at every replay (a round trip of ~2 us each, two per MLP training step). An argument that is a tuple or
+// list of slots and plain constants, one level deep, is built here from the slots at each call instead.
+struct SeqArg {
+  char kind = 0;                   // 0: not a sequence; 1: a tuple; 2: a list
+  std::vector<int64_t> slots;      // per item: its slot, or -1 for the constant at the same position
+  std::vector<py::object> consts;
+};
+
 using UnaryCore = Tensor (*)(const Tensor&);
 using BinaryCore = Tensor (*)(const Tensor&, const Tensor&);
 struct CoreCall {
@@ -79,6 +89,7 @@ struct ReplayProgram {
                                      // kNone / kValue: a result compared here (None; `expected`, same type and ==)
     CoreCall core;                   // set: call the core directly (every argument a slot holding a tensor)
     Special special;                 // Note [Gradient steps in the loop]
+    std::vector<SeqArg> seqs;        // empty, or per argument (Note [Sequence arguments in the loop])
     py::object expected;             // the recorded value of a kValue step
   };
   explicit ReplayProgram(py::handle tensor_type) : tensor_type((PyTypeObject*)tensor_type.ptr()) {}
@@ -159,10 +170,28 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
         continue;
       }
     }
+    py::object built[kMaxStepArgs];  // the sequence arguments, alive until the call returns
     for (size_t k = 0; k < n; ++k) {
       const int64_t slot = s.slots[k];
       if (slot >= 0) p.materialize(list, slot);
       argv[k] = slot >= 0 ? PyList_GET_ITEM(list, slot) : s.consts[k].ptr();
+      if (slot < 0 && !s.seqs.empty() && s.seqs[k].kind) {
+        const SeqArg& q = s.seqs[k];
+        const Py_ssize_t m = (Py_ssize_t)q.slots.size();
+        built[k] = py::reinterpret_steal<py::object>(q.kind == 1 ? PyTuple_New(m) : PyList_New(m));
+        if (!built[k]) throw py::error_already_set();
+        for (Py_ssize_t j = 0; j < m; ++j) {
+          const int64_t item = q.slots[j];
+          DG_CHECK(item < n_slots, IndexError, "_ReplayProgram.run: slot ", item, " of step ", i, " is beyond the ",
+                   n_slots, " slots.");
+          if (item >= 0) p.materialize(list, item);
+          PyObject* o = item >= 0 ? PyList_GET_ITEM(list, item) : q.consts[j].ptr();
+          Py_INCREF(o);
+          if (q.kind == 1) PyTuple_SET_ITEM(built[k].ptr(), j, o);
+          else PyList_SET_ITEM(built[k].ptr(), j, o);
+        }
+        argv[k] = built[k].ptr();
+      }
     }
     PyObject* result = PyObject_Vectorcall(s.fn.ptr(), argv, n, nullptr);
     if (!result) throw py::error_already_set();
@@ -442,11 +471,14 @@ void bind_capture(py::module_& m) {
     py::object key = guard::own(PyList_AsTuple(w.parts.ptr()));
     return guard::own(PyTuple_Pack(2, key.ptr(), w.tensors.ptr()));
   }, py::arg("tensor_type"), py::arg("args"), py::arg("kwargs"), py::arg("middle"), py::arg("reachable"));
+  m.attr("_replay_seq_args") = true;  // Note [Sequence arguments in the loop]: _ReplayProgram.add takes seqs
   py::class_<ReplayProgram>(m, "_ReplayProgram")
       .def(py::init<py::handle>(), py::arg("tensor_type"))
       // name: the _C function's name, which picks its core call when every argument is a slot
+      // seqs: None, or per argument None or (is_list, item slots, item constants): Note [Sequence arguments in
+      // the loop]
       .def("add", [](ReplayProgram& p, py::object fn, std::vector<int64_t> slots, std::vector<py::object> consts,
-                     int64_t out, const std::string& name, py::object expected) {
+                     int64_t out, const std::string& name, py::object expected, py::object seqs) {
         // a step Python runs (out == -2) lists the slots it reads, any number; a call here has at most 16
         DG_CHECK(slots.size() == consts.size() && (slots.size() <= kMaxStepArgs || out == -2), ValueError,
                  "_ReplayProgram.add: expected as many slots as constants, at most ", kMaxStepArgs, ", got ",
@@ -469,21 +501,49 @@ void bind_capture(py::module_& m) {
               consts[1].is_none() && fn.is(prop.attr("fset")))
             special = Special::clear_grad;
         }
+        std::vector<SeqArg> seq_args;
+        if (!seqs.is_none()) {
+          DG_CHECK(out != -2 && py::len(seqs) == slots.size(), ValueError, "_ReplayProgram.add: seqs has one entry ",
+                   "per argument, got ", py::len(seqs), " for ", slots.size(), " arguments.");
+          seq_args.resize(slots.size());
+          size_t k = 0;
+          for (py::handle entry : seqs) {
+            if (!entry.is_none()) {
+              DG_CHECK(slots[k] < 0, ValueError, "_ReplayProgram.add: argument ", k, " is both a slot and a sequence.");
+              auto spec = entry.cast<py::tuple>();
+              SeqArg& q = seq_args[k];
+              q.kind = spec[0].cast<bool>() ? 2 : 1;
+              q.slots = spec[1].cast<std::vector<int64_t>>();
+              q.consts = spec[2].cast<std::vector<py::object>>();
+              DG_CHECK(q.slots.size() == q.consts.size(), ValueError, "_ReplayProgram.add: a sequence argument ",
+                       "needs as many slots as constants, got ", q.slots.size(), " and ", q.consts.size(), ".");
+            }
+            ++k;
+          }
+        }
         p.steps.push_back({std::move(fn), std::move(slots), std::move(consts), out, core, special,
-                           std::move(expected)});
+                           std::move(seq_args), std::move(expected)});
       }, py::arg("fn"), py::arg("slots"), py::arg("consts"), py::arg("out"), py::arg("name"),
-         py::arg("expected") = py::none())
+         py::arg("expected") = py::none(), py::arg("seqs") = py::none())
       // exported: per slot, whether Python reads it besides the steps (the outputs); the slots the steps outside
       // the core calls read are exported by the steps themselves (Note [Slots in C++]).
       .def("set_exported", [](ReplayProgram& p, const std::vector<bool>& flags) {
         std::vector<char> exported(flags.begin(), flags.end());
         for (const auto& s : p.steps)
-          if (!(s.core.unary || s.core.binary) && s.special == Special::none)
+          if (!(s.core.unary || s.core.binary) && s.special == Special::none) {
             for (int64_t slot : s.slots)
               if (slot >= 0 && slot < (int64_t)exported.size()) exported[slot] = 1;
+            for (const SeqArg& q : s.seqs)
+              for (int64_t slot : q.slots)
+                if (slot >= 0 && slot < (int64_t)exported.size()) exported[slot] = 1;
+          }
         p.exported = std::move(exported);
       }, py::arg("exported"))
       .def("__len__", [](const ReplayProgram& p) { return p.steps.size(); })
+      // how many steps the loop hands back for Python to build and run (out == -2), for tests
+      .def_property_readonly("python_steps", [](const ReplayProgram& p) {
+        return std::count_if(p.steps.begin(), p.steps.end(), [](const ReplayProgram::Step& s) { return s.out == -2; });
+      })
       // how many steps read or clear a .grad in the loop itself (Note [Gradient steps in the loop]), for tests
       .def_property_readonly("grad_steps", [](const ReplayProgram& p) {
         return std::count_if(p.steps.begin(), p.steps.end(),
