@@ -540,3 +540,30 @@ def test_gradient_steps_run_in_the_replay_loop(dg):
     for _ in range(3):
         with pytest.warns(UserWarning, match="non-leaf"):
             assert compiled(t(dg, [1.0, 2.0], requires_grad=True)) is None
+
+
+def test_sequence_arguments_replay_in_the_loop(dg):
+    """Note [Sequence arguments in the loop]: calls taking lists or tuples of tensors (cat, stack, a backward with
+    explicit gradients, the same tensor twice in one list) replay equal to eager mode, and add() checks its seqs."""
+    def f(x, y):
+        z = dg.cat([x, y, x]) * 2
+        w = dg.stack((z, z.tanh()))
+        g = dg.ones_like(w)
+        w.backward(g)
+        return w.sum(0)
+    xs = [t(dg, [0.5, 1.5], requires_grad=True), t(dg, [2.0, 0.25], requires_grad=True)]
+    ys = [t(dg, [0.5, 1.5], requires_grad=True), t(dg, [2.0, 0.25], requires_grad=True)]
+    compiled = static(dg, f)
+    for _ in range(3):
+        assert_same(compiled(*xs), f(*ys))
+        for a, b in zip(xs, ys):
+            assert_same(a.grad, b.grad)
+    assert compiled.compile_stats.replays == 2
+    if hasattr(dg._C, "_replay_seq_args"):
+        natives = [v.native() for group in compiled._program.groups.values() for v in group]
+        assert natives and all(n is not None and n.python_steps == 0 for n in natives)
+        program = dg._C._ReplayProgram(dg._C.Tensor)
+        with pytest.raises(ValueError, match="one entry per argument"):
+            program.add(dg._C.neg, [0], [None], 1, "neg", None, [None, None])
+        with pytest.raises(ValueError, match="both a slot and a sequence"):
+            program.add(dg._C.neg, [0], [None], 1, "neg", None, [(False, [0], [None])])
