@@ -456,3 +456,114 @@ def test_replay_loop_compares_none_and_plain_values(dg):
     assert program.run([t(dg, [2.0]), None], 0) == (0, 1)
     with pytest.raises(ValueError, match="out is a slot"):
         program.add(dg._C.neg, [0], [None], -5, "neg")
+
+
+def test_entry_key_in_cpp_is_the_python_key():
+    """Note [Entry guards in C++]: the C++ walk builds compiling.entry_key_python's tuple element for element, over
+    nested arguments, aliasing, dicts, unhashable values, modules (nested, a None parameter, buffers, eval mode) and an
+    optimiser with state, so keys recorded by either compare equal and describe_key_change reads them."""
+    import dyngrad as dg
+    from dyngrad._api import compiling
+    if not hasattr(dg._C, "_entry_key"):
+        pytest.skip("this _C has no C++ entry key")
+    model = dg.nn.Sequential(dg.nn.Linear(3, 4), dg.nn.BatchNorm1d(4), dg.nn.Linear(4, 2, bias=False))
+    model[1].eval()
+    opt = dg.optim.Adam(model.parameters(), lr=0.1, betas=(0.8, 0.9))
+    x = t(dg, np.ones((5, 3), np.float32), requires_grad=True)
+    opt.zero_grad()
+    model(x).sum().backward()
+    opt.step()                                    # state with tensors and a step number
+
+    def step(a, b, cfg, scale=2.0):
+        return (model(a) * scale).sum()
+
+    program = dg.compile(step, mode="reduce-overhead")._program
+    ref = t(dg, np.zeros((2, 2), np.float32)).mT
+    cases = [((x, [x, 3, "s", None]), {"cfg": {"k": (1.5, ref)}}),
+             ((x, (model, opt)), {"cfg": [[], {}], "scale": [1]}),   # an unhashable value, objects as arguments
+             ((), {})]
+    for args, kwargs in cases:
+        got_key, got_tensors = compiling.entry_key(program, args, kwargs)
+        want_key, want_tensors = compiling.entry_key_python(program, args, kwargs)
+        assert got_key == want_key
+        assert hash(got_key) == hash(want_key)
+        assert [id(a) for a in got_tensors] == [id(b) for b in want_tensors]
+    with dg.no_grad():
+        assert compiling.entry_key(program, *cases[0])[0] == compiling.entry_key_python(program, *cases[0])[0]
+    model[0].weight.requires_grad_(False)
+    assert compiling.entry_key(program, *cases[0])[0] == compiling.entry_key_python(program, *cases[0])[0]
+
+
+def test_gradient_steps_run_in_the_replay_loop(dg):
+    """Note [Gradient steps in the loop]: zero_grad's reads and clears of .grad and the optimiser's reads are steps
+    of the C++ loop (grad_steps counts them); a grad that is None at replay (cleared outside the program) takes the
+    accessor's call, a guard miss, and every call still equals eager mode's; a non-leaf's .grad still warns."""
+    model_c, model_e = make_mlp(dg), make_mlp(dg)
+    copy_params(dg, model_e, model_c)
+    opt_c, opt_e = dg.optim.SGD(model_c.parameters(), lr=0.1), dg.optim.SGD(model_e.parameters(), lr=0.1)
+
+    def make_step(model, opt):
+        def step(x, y):
+            opt.zero_grad()
+            loss = dg.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+    step_e = make_step(model_e, opt_e)
+    compiled = static(dg, make_step(model_c, opt_c))
+    rng = np.random.default_rng(2)
+    for i in range(8):
+        if i == 5:      # one parameter's grad is None before this call, in both
+            model_c[0].bias.grad = None
+            model_e[0].bias.grad = None
+        x = rng.standard_normal((5, 6)).astype(np.float32)
+        y = rng.integers(0, 3, 5)
+        assert_same(compiled(dg.tensor(x), dg.tensor(y)), step_e(dg.tensor(x), dg.tensor(y)))
+        for p, q in zip(model_c.parameters(), model_e.parameters()):
+            assert_same(p, q)
+            assert_same(p.grad, q.grad)
+    stats = compiled.compile_stats
+    assert stats.replays >= 4 and stats.misses >= 1
+    natives = [v.native() for group in compiled._program.groups.values() for v in group]
+    if hasattr(dg._C._ReplayProgram, "grad_steps"):           # the C++ loop (the reference engine's twin is Python)
+        # zero_grad reads and clears each of the 4 grads; SGD reads them again
+        assert max(n.grad_steps for n in natives if n is not None) >= 12
+        # Note [Sequence arguments in the loop]: the backward's tuple and SGD's lists are built in the loop
+        assert min(n.python_steps for n in natives if n is not None) == 0
+
+    def non_leaf(x):
+        y = x * 2
+        y.sum().backward()
+        return y.grad
+    compiled = static(dg, non_leaf)
+    for _ in range(3):
+        with pytest.warns(UserWarning, match="non-leaf"):
+            assert compiled(t(dg, [1.0, 2.0], requires_grad=True)) is None
+
+
+def test_sequence_arguments_replay_in_the_loop(dg):
+    """Note [Sequence arguments in the loop]: calls taking lists or tuples of tensors (cat, stack, a backward with
+    explicit gradients, the same tensor twice in one list) replay equal to eager mode, and add() checks its seqs."""
+    def f(x, y):
+        z = dg.cat([x, y, x]) * 2
+        w = dg.stack((z, z.tanh()))
+        g = dg.ones_like(w)
+        w.backward(g)
+        return w.sum(0)
+    xs = [t(dg, [0.5, 1.5], requires_grad=True), t(dg, [2.0, 0.25], requires_grad=True)]
+    ys = [t(dg, [0.5, 1.5], requires_grad=True), t(dg, [2.0, 0.25], requires_grad=True)]
+    compiled = static(dg, f)
+    for _ in range(3):
+        assert_same(compiled(*xs), f(*ys))
+        for a, b in zip(xs, ys):
+            assert_same(a.grad, b.grad)
+    assert compiled.compile_stats.replays == 2
+    if hasattr(dg._C, "_replay_seq_args"):
+        natives = [v.native() for group in compiled._program.groups.values() for v in group]
+        assert natives and all(n is not None and n.python_steps == 0 for n in natives)
+        program = dg._C._ReplayProgram(dg._C.Tensor)
+        with pytest.raises(ValueError, match="one entry per argument"):
+            program.add(dg._C.neg, [0], [None], 1, "neg", None, [None, None])
+        with pytest.raises(ValueError, match="both a slot and a sequence"):
+            program.add(dg._C.neg, [0], [None], 1, "neg", None, [(False, [0], [None])])

@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "common.h"
+#include "dyngrad/cycles.h"
 
 namespace dyngrad {
 
@@ -29,6 +30,21 @@ constexpr size_t kMaxStepArgs = 16;
 // here instead of in Python; measured on the MLP training step, 10 of its 30 steps returned such results, which
 // kept the whole program out of this loop (Variant.native: more than one step in 8 handed back).
 constexpr int64_t kNone = -3, kValue = -4;
+// Note [Gradient steps in the loop]: reading a parameter's .grad and setting it to None (zero_grad, an optimiser's
+// reads) were 14 of the MLP training step's 30 steps, each a call of the property's pybind11 accessor. A step whose
+// function is _C.Tensor's own grad getter (or setter, with the constant None) reads (clears) the field here; a grad
+// that is None, or a non-leaf's (whose getter warns), takes the accessor's call as before.
+enum class Special : char { none, read_grad, clear_grad };
+
+// Note [Sequence arguments in the loop]: a backward (_run_backward's tuple of outputs) and an optimiser step
+// (_sgd_step's lists of parameters and gradients) take tuples or lists of tensors; such a step was handed back to
+// Python at every replay (a round trip of ~2 us each, two per MLP training step). An argument that is a tuple or
+// list of slots and plain constants, one level deep, is built here from the slots at each call instead.
+struct SeqArg {
+  char kind = 0;                   // 0: not a sequence; 1: a tuple; 2: a list
+  std::vector<int64_t> slots;      // per item: its slot, or -1 for the constant at the same position
+  std::vector<py::object> consts;
+};
 
 using UnaryCore = Tensor (*)(const Tensor&);
 using BinaryCore = Tensor (*)(const Tensor&, const Tensor&);
@@ -72,6 +88,8 @@ struct ReplayProgram {
                                      // Python runs itself (its call needs Python to build: nested arguments);
                                      // kNone / kValue: a result compared here (None; `expected`, same type and ==)
     CoreCall core;                   // set: call the core directly (every argument a slot holding a tensor)
+    Special special;                 // Note [Gradient steps in the loop]
+    std::vector<SeqArg> seqs;        // empty, or per argument (Note [Sequence arguments in the loop])
     py::object expected;             // the recorded value of a kValue step
   };
   explicit ReplayProgram(py::handle tensor_type) : tensor_type((PyTypeObject*)tensor_type.ptr()) {}
@@ -127,6 +145,21 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
       for (int64_t slot : s.slots) p.materialize(list, slot);
       return py::make_tuple(i);
     }
+    if (s.special == Special::read_grad) {
+      const Tensor* a = slot_tensor(p, list, s.slots[0]);
+      if (a && (*a)->grad) {
+        Tensor r = (*a)->grad;
+        if (p.exported[s.out]) PyList_SetItem(list, s.out, py::cast(r).release().ptr());
+        p.values[s.out] = std::move(r);
+        continue;
+      }
+    } else if (s.special == Special::clear_grad) {
+      if (const Tensor* a = slot_tensor(p, list, s.slots[0])) {
+        (*a)->grad = nullptr;
+        note_grad_assigned(*a);
+        continue;
+      }
+    }
     if (s.core.unary || s.core.binary) {
       const Tensor* a = slot_tensor(p, list, s.slots[0]);
       const Tensor* b = s.core.binary ? slot_tensor(p, list, s.slots[1]) : nullptr;
@@ -137,10 +170,28 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
         continue;
       }
     }
+    py::object built[kMaxStepArgs];  // the sequence arguments, alive until the call returns
     for (size_t k = 0; k < n; ++k) {
       const int64_t slot = s.slots[k];
       if (slot >= 0) p.materialize(list, slot);
       argv[k] = slot >= 0 ? PyList_GET_ITEM(list, slot) : s.consts[k].ptr();
+      if (slot < 0 && !s.seqs.empty() && s.seqs[k].kind) {
+        const SeqArg& q = s.seqs[k];
+        const Py_ssize_t m = (Py_ssize_t)q.slots.size();
+        built[k] = py::reinterpret_steal<py::object>(q.kind == 1 ? PyTuple_New(m) : PyList_New(m));
+        if (!built[k]) throw py::error_already_set();
+        for (Py_ssize_t j = 0; j < m; ++j) {
+          const int64_t item = q.slots[j];
+          DG_CHECK(item < n_slots, IndexError, "_ReplayProgram.run: slot ", item, " of step ", i, " is beyond the ",
+                   n_slots, " slots.");
+          if (item >= 0) p.materialize(list, item);
+          PyObject* o = item >= 0 ? PyList_GET_ITEM(list, item) : q.consts[j].ptr();
+          Py_INCREF(o);
+          if (q.kind == 1) PyTuple_SET_ITEM(built[k].ptr(), j, o);
+          else PyList_SET_ITEM(built[k].ptr(), j, o);
+        }
+        argv[k] = built[k].ptr();
+      }
     }
     PyObject* result = PyObject_Vectorcall(s.fn.ptr(), argv, n, nullptr);
     if (!result) throw py::error_already_set();
@@ -169,14 +220,265 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
   return py::none();
 }
 
+
+// Note [Entry guards in C++]: the static mode's entry key (Note [Entry guards] in python/dyngrad/_api/capture.py)
+// is built at every call. In Python (compiling.entry_key: _describe, _module_state, _optimizer_state) it cost
+// 11-20 us of a 50 us MLP training step; this is the same walk in C++ and builds the same tuple, element for
+// element (tests/test_compile.py compares the two), so a key recorded by either matches the other's and
+// describe_key_change reads it unchanged. The reference engine has no twin: its _C lacks _entry_key and
+// compiling.entry_key keeps the Python walk there.
+namespace guard {
+
+// The walk is written against CPython's API with interned names: through pybind11's accessors (a new str per
+// attribute, a list then a tuple per part) the same walk took 7.9 us for the MLP step's key.
+py::object own(PyObject* o) {  // a new reference, or the Python error it raised
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(o);
+}
+py::object borrow(PyObject* o) { return py::reinterpret_borrow<py::object>(o); }
+void append(PyObject* list, PyObject* o) {
+  if (PyList_Append(list, o) < 0) throw py::error_already_set();
+}
+py::object id_of(PyObject* o) { return own(PyLong_FromVoidPtr(o)); }
+
+struct Names {
+  PyObject *shape, *dtype, *stride, *requires_grad, *training, *parameters, *buffers, *modules, *param_groups,
+      *state, *params, *keeps, *tensor, *object, *value, *dict, *args, *kwargs;
+};
+const Names& names() {
+  static const Names n = {
+      PyUnicode_InternFromString("shape"),         PyUnicode_InternFromString("dtype"),
+      PyUnicode_InternFromString("stride"),        PyUnicode_InternFromString("requires_grad"),
+      PyUnicode_InternFromString("training"),      PyUnicode_InternFromString("_parameters"),
+      PyUnicode_InternFromString("_buffers"),      PyUnicode_InternFromString("_modules"),
+      PyUnicode_InternFromString("param_groups"),  PyUnicode_InternFromString("state"),
+      PyUnicode_InternFromString("params"),        PyUnicode_InternFromString("_compile_keeps_original"),
+      PyUnicode_InternFromString("tensor"),        PyUnicode_InternFromString("object"),
+      PyUnicode_InternFromString("value"),         PyUnicode_InternFromString("dict"),
+      PyUnicode_InternFromString("args"),          PyUnicode_InternFromString("kwargs")};
+  return n;
+}
+
+// Calls f(key, value) for each item of a mapping in its items() order: a dict or a dict subclass (modules keep
+// OrderedDicts) by its own key iterator and the dict's values, anything else by items().
+template <class F>
+void for_each_item(PyObject* mapping, F f) {
+  if (PyDict_Check(mapping)) {
+    py::object keys = own(PyObject_GetIter(mapping));
+    while (PyObject* k = PyIter_Next(keys.ptr())) {
+      py::object key = own(k);
+      PyObject* v = PyDict_GetItemWithError(mapping, k);
+      if (!v) {
+        if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, k);
+        throw py::error_already_set();
+      }
+      py::object value = borrow(v);
+      f(k, v);
+    }
+  } else {
+    py::object items = own(PyMapping_Items(mapping));
+    for (py::handle kv : items) f(PyTuple_GET_ITEM(kv.ptr(), 0), PyTuple_GET_ITEM(kv.ptr(), 1));
+  }
+  if (PyErr_Occurred()) throw py::error_already_set();
+}
+
+bool is_module(PyObject* o) {  // compiling._is_module: type(o)._compile_keeps_original is True
+  return _PyType_Lookup(Py_TYPE(o), names().keeps) == Py_True;
+}
+
+PyObject* dict_of(PyObject* o) {  // borrowed; null when o has no __dict__
+  if (PyType_Check(o)) return nullptr;
+  PyObject** dictptr = _PyObject_GetDictPtr(o);
+  return dictptr ? *dictptr : nullptr;
+}
+
+bool is_optimizer(PyObject* o) {  // compiling._is_optimizer: param_groups and state in a plain __dict__
+  if (PyType_Check(o)) return false;
+  PyObject* d = dict_of(o);
+  return d && PyDict_CheckExact(d) && PyDict_GetItemWithError(d, names().param_groups) &&
+         PyDict_GetItemWithError(d, names().state);
+}
+
+struct Walk {
+  PyTypeObject* tensor_type = nullptr;
+  py::object parts = own(PyList_New(0)), tensors = own(PyList_New(0)), states = own(PyList_New(0));
+  std::vector<std::pair<PyObject*, Py_ssize_t>> seen;  // a call has a few tensors: a linear search
+
+  void add(PyObject* where, py::object what) {
+    py::object part = own(PyTuple_Pack(2, where, what.ptr()));
+    append(parts.ptr(), part.ptr());
+  }
+
+  void describe(PyObject* o, PyObject* where) {
+    const Names& n = names();
+    PyTypeObject* type = Py_TYPE(o);
+    py::object keep = borrow(o);
+    if (type == tensor_type || PyType_IsSubtype(type, tensor_type)) {
+      const Py_ssize_t count = PyList_GET_SIZE(tensors.ptr());
+      Py_ssize_t first = count;
+      for (const auto& entry : seen)
+        if (entry.first == o) first = entry.second;
+      if (first == count) {
+        seen.emplace_back(o, count);
+        append(tensors.ptr(), o);
+      }
+      py::object shape = own(PyObject_GetAttr(o, n.shape));
+      py::object shape_tuple = own(PySequence_Tuple(shape.ptr()));
+      py::object dtype = own(PyObject_GetAttr(o, n.dtype));
+      py::object stride = own(PyObject_CallMethodNoArgs(o, n.stride));
+      py::object requires_grad = own(PyObject_GetAttr(o, n.requires_grad));
+      py::object index = own(PyLong_FromSsize_t(first));
+      add(where, own(PyTuple_Pack(7, n.tensor, (PyObject*)type, shape_tuple.ptr(), dtype.ptr(), stride.ptr(),
+                                  requires_grad.ptr(), index.ptr())));
+    } else if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
+      py::object length = own(PyLong_FromSsize_t(PySequence_Fast_GET_SIZE(o)));
+      add(where, own(PyTuple_Pack(2, (PyObject*)type, length.ptr())));
+      // as Python's enumerate: a list's length is read again at each item (a shape read may run Python)
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i) {
+        py::object item = borrow(PySequence_Fast_GET_ITEM(o, i));
+        py::object index = own(PyLong_FromSsize_t(i));
+        py::object at = own(PyTuple_Pack(2, where, index.ptr()));
+        describe(item.ptr(), at.ptr());
+      }
+    } else if (PyDict_CheckExact(o)) {
+      py::object keys = own(PySequence_Tuple(o));
+      add(where, own(PyTuple_Pack(2, n.dict, keys.ptr())));
+      py::object items = own(PyDict_Items(o));
+      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items.ptr()); ++i) {
+        PyObject* kv = PyList_GET_ITEM(items.ptr(), i);
+        py::object at = own(PyTuple_Pack(2, where, PyTuple_GET_ITEM(kv, 0)));
+        describe(PyTuple_GET_ITEM(kv, 1), at.ptr());
+      }
+    } else if (is_module(o) || is_optimizer(o)) {
+      append(states.ptr(), o);
+      add(where, own(PyTuple_Pack(2, n.object, id_of(o).ptr())));
+    } else if (PyObject_Hash(o) != -1) {
+      add(where, own(PyTuple_Pack(3, n.value, (PyObject*)type, o)));
+    } else {
+      if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw py::error_already_set();
+      PyErr_Clear();
+      add(where, own(PyTuple_Pack(3, n.object, (PyObject*)type, id_of(o).ptr())));
+    }
+  }
+};
+
+py::object module_state(PyObject* module) {  // compiling._module_state, the same walk (a stack, last in first out)
+  const Names& n = names();
+  py::object out = own(PyList_New(0));
+  std::vector<py::object> stack{borrow(module)};
+  std::vector<PyObject*> seen;
+  while (!stack.empty()) {
+    py::object m = std::move(stack.back());
+    stack.pop_back();
+    if (m.ptr() == Py_None || std::find(seen.begin(), seen.end(), m.ptr()) != seen.end()) continue;
+    seen.push_back(m.ptr());  // held by its parent's _modules (Python's walk keeps a set of ids too)
+    PyObject* d = dict_of(m.ptr());
+    DG_CHECK(d, TypeError, "compile: the entry guard expected a module with a __dict__, got ",
+             Py_TYPE(m.ptr())->tp_name, ".");
+    py::object dict = borrow(d);
+    append(out.ptr(), id_of(m.ptr()).ptr());
+    append(out.ptr(), own(PyObject_GetAttr(m.ptr(), n.training)).ptr());
+    py::object params = own(PyObject_GetItem(d, n.parameters));
+    py::object buffers = own(PyObject_GetItem(d, n.buffers));
+    py::object modules = own(PyObject_GetItem(d, n.modules));
+    for_each_item(params.ptr(), [&](PyObject* k, PyObject* p) {
+      append(out.ptr(), k);
+      append(out.ptr(), id_of(p).ptr());
+      append(out.ptr(), p == Py_None ? Py_False : own(PyObject_GetAttr(p, n.requires_grad)).ptr());
+    });
+    for_each_item(buffers.ptr(), [&](PyObject* k, PyObject* b) {
+      append(out.ptr(), k);
+      append(out.ptr(), id_of(b).ptr());
+    });
+    append(out.ptr(), Py_None);
+    for_each_item(modules.ptr(), [&](PyObject*, PyObject* sub) { stack.push_back(borrow(sub)); });
+  }
+  return own(PyList_AsTuple(out.ptr()));
+}
+
+bool plain_hyperparameter(PyObject* v) {  // isinstance(v, (int, float, bool, str, type(None), tuple))
+  return PyLong_Check(v) || PyFloat_Check(v) || PyUnicode_Check(v) || v == Py_None || PyTuple_Check(v);
+}
+
+py::object optimizer_state(PyObject* opt) {  // compiling._optimizer_state
+  const Names& n = names();
+  py::object groups = own(PyList_New(0));
+  py::object param_groups = own(PyObject_GetAttr(opt, n.param_groups));
+  py::object group_iter = own(PyObject_GetIter(param_groups.ptr()));
+  while (PyObject* g_raw = PyIter_Next(group_iter.ptr())) {
+    py::object g = own(g_raw);
+    py::object entries = own(PyList_New(0));
+    for_each_item(g.ptr(), [&](PyObject* k, PyObject* v) {
+      const int is_params = PyObject_RichCompareBool(k, n.params, Py_EQ);
+      if (is_params < 0) throw py::error_already_set();
+      if (!is_params && plain_hyperparameter(v)) append(entries.ptr(), own(PyTuple_Pack(2, k, v)).ptr());
+    });
+    py::object ids = own(PyList_New(0));
+    py::object params = own(PyObject_GetItem(g.ptr(), n.params));
+    py::object param_iter = own(PyObject_GetIter(params.ptr()));
+    while (PyObject* p = PyIter_Next(param_iter.ptr())) {
+      py::object keep = own(p);
+      append(ids.ptr(), id_of(p).ptr());
+    }
+    if (PyErr_Occurred()) throw py::error_already_set();
+    py::object id_tuple = own(PyList_AsTuple(ids.ptr()));
+    append(entries.ptr(), own(PyTuple_Pack(2, n.params, id_tuple.ptr())).ptr());
+    append(groups.ptr(), own(PyList_AsTuple(entries.ptr())).ptr());
+  }
+  if (PyErr_Occurred()) throw py::error_already_set();
+  py::object state = own(PyList_New(0));
+  py::object state_attr = own(PyObject_GetAttr(opt, n.state));
+  for_each_item(state_attr.ptr(), [&](PyObject* p, PyObject* s) {
+    py::object entries = own(PyList_New(0));
+    for_each_item(s, [&](PyObject* k, PyObject* v) {
+      py::object value = PyLong_Check(v) || PyFloat_Check(v) ? borrow(v) : id_of(v);
+      append(entries.ptr(), own(PyTuple_Pack(2, k, value.ptr())).ptr());
+    });
+    py::object entry_tuple = own(PyList_AsTuple(entries.ptr()));
+    append(state.ptr(), own(PyTuple_Pack(2, id_of(p).ptr(), entry_tuple.ptr())).ptr());
+  });
+  py::object group_tuple = own(PyList_AsTuple(groups.ptr())), state_tuple = own(PyList_AsTuple(state.ptr()));
+  return own(PyTuple_Pack(2, group_tuple.ptr(), state_tuple.ptr()));
+}
+
+}  // namespace guard
+
 }  // namespace
 
 void bind_capture(py::module_& m) {
+  // Note [Entry guards in C++]: (key, argument tensors) of compiling.entry_key for a static program; `middle`
+  // are the parts between the arguments' and the modules' (grad mode, default dtype), `reachable` the modules and
+  // optimisers compiling._reachable found.
+  m.def("_entry_key", [](py::handle tensor_type, py::handle args, py::handle kwargs, py::handle middle,
+                         py::handle reachable) {
+    const guard::Names& n = guard::names();
+    guard::Walk w;
+    w.tensor_type = (PyTypeObject*)tensor_type.ptr();
+    w.describe(args.ptr(), guard::own(PyTuple_Pack(1, n.args)).ptr());
+    w.describe(kwargs.ptr(), guard::own(PyTuple_Pack(1, n.kwargs)).ptr());
+    for (py::handle part : middle) guard::append(w.parts.ptr(), part.ptr());
+    for (py::handle obj : reachable) guard::append(w.states.ptr(), obj.ptr());
+    std::vector<PyObject*> done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(w.states.ptr()); ++i) {
+      PyObject* obj = PyList_GET_ITEM(w.states.ptr(), i);
+      if (std::find(done.begin(), done.end(), obj) != done.end()) continue;
+      done.push_back(obj);
+      const bool module = guard::is_module(obj);
+      py::object label = guard::own(PyUnicode_FromFormat(module ? "module %s" : "optimizer %s",
+                                                         _PyType_Name(Py_TYPE(obj))));
+      w.add(label.ptr(), module ? guard::module_state(obj) : guard::optimizer_state(obj));
+    }
+    py::object key = guard::own(PyList_AsTuple(w.parts.ptr()));
+    return guard::own(PyTuple_Pack(2, key.ptr(), w.tensors.ptr()));
+  }, py::arg("tensor_type"), py::arg("args"), py::arg("kwargs"), py::arg("middle"), py::arg("reachable"));
+  m.attr("_replay_seq_args") = true;  // Note [Sequence arguments in the loop]: _ReplayProgram.add takes seqs
   py::class_<ReplayProgram>(m, "_ReplayProgram")
       .def(py::init<py::handle>(), py::arg("tensor_type"))
       // name: the _C function's name, which picks its core call when every argument is a slot
+      // seqs: None, or per argument None or (is_list, item slots, item constants): Note [Sequence arguments in
+      // the loop]
       .def("add", [](ReplayProgram& p, py::object fn, std::vector<int64_t> slots, std::vector<py::object> consts,
-                     int64_t out, const std::string& name, py::object expected) {
+                     int64_t out, const std::string& name, py::object expected, py::object seqs) {
         // a step Python runs (out == -2) lists the slots it reads, any number; a call here has at most 16
         DG_CHECK(slots.size() == consts.size() && (slots.size() <= kMaxStepArgs || out == -2), ValueError,
                  "_ReplayProgram.add: expected as many slots as constants, at most ", kMaxStepArgs, ", got ",
@@ -189,20 +491,64 @@ void bind_capture(py::module_& m) {
           core = found->second;
         DG_CHECK(out >= kValue, ValueError, "_ReplayProgram.add: out is a slot, -1, -2, -3 (None) or -4 (a value), "
                  "got ", out, ".");
-        p.steps.push_back({std::move(fn), std::move(slots), std::move(consts), out, core, std::move(expected)});
+        Special special = Special::none;
+        if ((name == "grad" || name == "grad.set") && !fn.is_none()) {
+          py::object prop = py::handle((PyObject*)p.tensor_type).attr("__dict__").attr("get")("grad");
+          if (name == "grad" && out >= 0 && slots.size() == 1 && slots[0] >= 0 &&
+              fn.is(prop.attr("fget")))
+            special = Special::read_grad;
+          if (name == "grad.set" && out == kNone && slots.size() == 2 && slots[0] >= 0 && slots[1] < 0 &&
+              consts[1].is_none() && fn.is(prop.attr("fset")))
+            special = Special::clear_grad;
+        }
+        std::vector<SeqArg> seq_args;
+        if (!seqs.is_none()) {
+          DG_CHECK(out != -2 && py::len(seqs) == slots.size(), ValueError, "_ReplayProgram.add: seqs has one entry ",
+                   "per argument, got ", py::len(seqs), " for ", slots.size(), " arguments.");
+          seq_args.resize(slots.size());
+          size_t k = 0;
+          for (py::handle entry : seqs) {
+            if (!entry.is_none()) {
+              DG_CHECK(slots[k] < 0, ValueError, "_ReplayProgram.add: argument ", k, " is both a slot and a sequence.");
+              auto spec = entry.cast<py::tuple>();
+              SeqArg& q = seq_args[k];
+              q.kind = spec[0].cast<bool>() ? 2 : 1;
+              q.slots = spec[1].cast<std::vector<int64_t>>();
+              q.consts = spec[2].cast<std::vector<py::object>>();
+              DG_CHECK(q.slots.size() == q.consts.size(), ValueError, "_ReplayProgram.add: a sequence argument ",
+                       "needs as many slots as constants, got ", q.slots.size(), " and ", q.consts.size(), ".");
+            }
+            ++k;
+          }
+        }
+        p.steps.push_back({std::move(fn), std::move(slots), std::move(consts), out, core, special,
+                           std::move(seq_args), std::move(expected)});
       }, py::arg("fn"), py::arg("slots"), py::arg("consts"), py::arg("out"), py::arg("name"),
-         py::arg("expected") = py::none())
+         py::arg("expected") = py::none(), py::arg("seqs") = py::none())
       // exported: per slot, whether Python reads it besides the steps (the outputs); the slots the steps outside
       // the core calls read are exported by the steps themselves (Note [Slots in C++]).
       .def("set_exported", [](ReplayProgram& p, const std::vector<bool>& flags) {
         std::vector<char> exported(flags.begin(), flags.end());
         for (const auto& s : p.steps)
-          if (!(s.core.unary || s.core.binary))
+          if (!(s.core.unary || s.core.binary) && s.special == Special::none) {
             for (int64_t slot : s.slots)
               if (slot >= 0 && slot < (int64_t)exported.size()) exported[slot] = 1;
+            for (const SeqArg& q : s.seqs)
+              for (int64_t slot : q.slots)
+                if (slot >= 0 && slot < (int64_t)exported.size()) exported[slot] = 1;
+          }
         p.exported = std::move(exported);
       }, py::arg("exported"))
       .def("__len__", [](const ReplayProgram& p) { return p.steps.size(); })
+      // how many steps the loop hands back for Python to build and run (out == -2), for tests
+      .def_property_readonly("python_steps", [](const ReplayProgram& p) {
+        return std::count_if(p.steps.begin(), p.steps.end(), [](const ReplayProgram::Step& s) { return s.out == -2; });
+      })
+      // how many steps read or clear a .grad in the loop itself (Note [Gradient steps in the loop]), for tests
+      .def_property_readonly("grad_steps", [](const ReplayProgram& p) {
+        return std::count_if(p.steps.begin(), p.steps.end(),
+                             [](const ReplayProgram::Step& s) { return s.special != Special::none; });
+      })
       // Runs the steps from `start` on, the slots being a Python list; returns None when every step ran, else
       // (index, result) of the first step whose result Python must look at, or (index,) for a step Python runs.
       // A step that raises ends the run.

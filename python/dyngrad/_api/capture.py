@@ -76,7 +76,8 @@ MAX_VARIANTS = 8  # per program, as torch's recompile_limit; then eager with one
 
 # _C names that are machinery, not program steps
 _NOT_STEPS = frozenset({"_install_fast_paths", "_register_helpers", "_fast_path_names", "_set_capturing",
-                        "op_names", "op_saved_fields", "_live_node_count", "_live_storage_count"})
+                        "op_names", "op_saved_fields", "_live_node_count", "_live_storage_count",
+                        "_entry_key"})
 # results that are state to hand back, not values to compare (a generator's state, swapped around a draw)
 _STATE_RESULTS = frozenset({"_get_rng_state"})
 _TENSOR_METHODS = ("item", "_numpy_view", "detach", "detach_", "retain_grad", "register_hook",
@@ -303,6 +304,34 @@ def _native_spec(args, kwargs):
     return [a.i if type(a) is Slot else -1 for a in items], [None if type(a) is Slot else a for a in items]
 
 
+def _native_seq_spec(step):
+    """(slots, constants, seqs) of a step whose positional arguments include tuples or lists of slots and plain
+    constants, one level deep (Note [Sequence arguments in the loop] in csrc/bindings/capture_bind.cpp), or None:
+    keywords, deeper nesting, arrays, or a loop without the feature (the reference engine's twin)."""
+    args, kwargs = step.args, step.kwargs
+    items = args.items if type(args) is Seq else list(args)
+    if kwargs or len(items) > 16 or not getattr(_C, "_replay_seq_args", False):
+        return None
+    slots, consts, seqs = [], [], []
+    for a in items:
+        if type(a) is Slot:
+            slots.append(a.i), consts.append(None), seqs.append(None)
+        elif type(a) is Seq:
+            if a.kind is not tuple and a.kind is not list:
+                return None
+            inner = a.items
+            if any(type(x) in (Seq, ArrayConstant) or isinstance(x, (tuple, list, dict)) for x in inner):
+                return None
+            slots.append(-1), consts.append(None)
+            seqs.append((a.kind is list, [x.i if type(x) is Slot else -1 for x in inner],
+                         [None if type(x) is Slot else x for x in inner]))
+        elif type(a) is ArrayConstant:
+            return None
+        else:
+            slots.append(-1), consts.append(a), seqs.append(None)
+    return slots, consts, seqs
+
+
 def _slots_in(template):
     """The slots a template reads."""
     t = type(template)
@@ -366,11 +395,17 @@ class Variant:
             program = None
             # each step the loop hands back to Python costs a round trip through pybind11 (~2 us: measured on the
             # MLP step, 25 of 50 steps handed back, the C++ loop took 198 us where the Python loop took 152)
-            trips = sum(step.native is None or _loop_out(step) == -1 for step in self.steps)
+            seq_specs = [_native_seq_spec(step) if step.native is None else None for step in self.steps]
+            trips = sum((step.native is None and spec is None) or _loop_out(step) == -1
+                        for step, spec in zip(self.steps, seq_specs))
             if trips * 8 <= len(self.steps):
                 program = _C._ReplayProgram(_C.Tensor)
-                for step in self.steps:
-                    if step.native is None:           # Python builds and runs this one, from these slots
+                for step, spec in zip(self.steps, seq_specs):
+                    if spec is not None:              # sequences of slots, built in the loop
+                        out = _loop_out(step)
+                        program.add(step.fn, spec[0], spec[1], out, step.name,
+                                    step.result[1] if out == -4 else None, spec[2])
+                    elif step.native is None:         # Python builds and runs this one, from these slots
                         reads = sorted(_slots_in(step.args) | _slots_in(step.kwargs))
                         program.add(None, reads, [None] * len(reads), -2, step.name)
                     else:

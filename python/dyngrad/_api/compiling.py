@@ -387,7 +387,19 @@ class CompiledModule:
 def entry_key(program, args, kwargs, reachable=True):
     """(key, argument tensors): what a recording's entry guard compares, and the tensors the replay reads. A verified
     program (Note [Verified replay]) leaves out the modules and optimisers it reaches: its Python runs, and every
-    parameter, buffer and Python number it hands an op is checked with the op."""
+    parameter, buffer and Python number it hands an op is checked with the op. A static program's key is built in
+    C++ where the engine has it (Note [Entry guards in C++] in csrc/bindings/capture_bind.cpp: the same tuple as
+    entry_key_python's), else by entry_key_python."""
+    native = getattr(_C, "_entry_key", None)
+    if reachable and native is not None:
+        return native(_C.Tensor, args, kwargs,
+                      (("grad mode", _C.is_grad_enabled()), ("default dtype", _C._get_default_dtype())),
+                      _reachable(program.fn, program.owner))
+    return entry_key_python(program, args, kwargs, reachable)
+
+
+def entry_key_python(program, args, kwargs, reachable=True):
+    """entry_key in Python: the reference engine's, the verified mode's, and the specification of the C++ walk."""
     tensors, seen, parts, states = [], {}, [], []
     _describe(args, parts, tensors, seen, states, ("args",))
     _describe(kwargs, parts, tensors, seen, states, ("kwargs",))
