@@ -287,6 +287,7 @@ static void unary_complex(UnaryKind k, const Tensor& out, const Tensor& a, doubl
     case UnaryKind::Asin: unary_loop<C, C>(out, a, [](C z) { return std::asin(z); }, costly_grain()); break;
     case UnaryKind::Acos: unary_loop<C, C>(out, a, [](C z) { return std::acos(z); }, costly_grain()); break;
     case UnaryKind::Atan: unary_loop<C, C>(out, a, [](C z) { return std::atan(z); }, costly_grain()); break;
+    case UnaryKind::Asinh: unary_loop<C, C>(out, a, [](C z) { return std::asinh(z); }, costly_grain()); break;
     case UnaryKind::Sigmoid:
       unary_loop<C, C>(out, a, [](C z) { return C(1) / (C(1) + std::exp(-z)); }, costly_grain());
       break;

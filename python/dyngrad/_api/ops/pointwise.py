@@ -736,7 +736,6 @@ def _times_i(z):
 
 _COMPLEX_HYPERBOLIC = {
     "cosh": lambda z: _C.cos(_times_i(z)),
-    "asinh": lambda z: -_times_i(_C.asin(_times_i(z))),
     "atanh": lambda z: -_times_i(_C.atan(_times_i(z))),
     "acosh": lambda z: _complex_acosh(z),
 }
@@ -764,8 +763,6 @@ def _hyperbolic(op, real):
 
 cosh, acosh, atanh = (_hyperbolic(n, _float_unary(n, f)) for n, f in (("cosh", Cosh), ("acosh", Acosh),
                                                                         ("atanh", Atanh)))
-# asinh is a C++ primitive for real tensors; its complex case is the composite above
-asinh = UNARY_PRIMITIVES["asinh"] = _hyperbolic("asinh", UNARY_PRIMITIVES["asinh"])
 exp2 = _float_unary("exp2", Exp2)
 erfc, erfinv, lgamma, digamma, sinc = (_float_unary(n, f) for n, f in (("erfc", Erfc), ("erfinv", Erfinv),
                                                                         ("lgamma", Lgamma), ("digamma", Digamma),
