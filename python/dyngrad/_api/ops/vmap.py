@@ -37,6 +37,7 @@ from ...autograd.function import Function
 from ..args import Size, Tensor, to_int, type_name
 from ..batching import METHODS, STATE, register
 from .. import table
+from .sorting import sort as _sort
 
 # ----- levels -------------------------------------------------------------------------------------------------
 _COUNTER = itertools.count(1)
@@ -1603,8 +1604,7 @@ def _msort(fn, args, kwargs):
 
 
 def _C_sort_values(v, dim):
-    from .sorting import sort
-    return sort(v, dim)[0]
+    return _sort(v, dim)[0]
 
 
 def _quantile_rule(fn, args, kwargs):
