@@ -7,7 +7,7 @@ batching rule: one call of the op on the physical tensors, with the batch dims m
 broadcast (pointwise ops), shifted past (dims of reductions and shape ops), or folded into the op's own batch dims
 (matmul, linear, conv, pooling, losses). An op without a rule runs as a loop over the rows of the batch (the
 fallback), with a warning that names it; tests/test_vmap.py lists the primitives of ops.def that fall back, and
-fails for any other.
+fails for any other; tests/test_vmap_coverage.py does the same for every op of the API table (its FALLS_BACK).
 
 Representation: a BatchedTensor's physical tensor has one leading dim per vmap level it is batched at, in the
 order the levels were entered (outer first), each of that level's full size; its logical dims follow. Nested vmaps
