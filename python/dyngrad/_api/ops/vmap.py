@@ -2093,6 +2093,56 @@ for _k, _params in (("margin_ranking_loss", ("input1", "input2", "target")),
     RULES[_k] = RULES["F." + _k] = _or_loop(_k, _pointwise_loss(*_params))
 
 
+def _values_against_unbatched(pos):
+    """isin(elements, test), bucketize(input, boundaries), searchsorted(sorted, values): elementwise in the
+    argument at `pos` when the other (the set, the boundaries, a 1-D sorted sequence) is unbatched."""
+    def rule(fn, args, kwargs):
+        if len(args) < 2 or not isinstance(args[pos], BatchedTensor):
+            return None
+        others = [a for k, a in enumerate(args) if k != pos] + list(kwargs.values())
+        if _has_batched(others, {}):
+            return None
+        if pos == 1 and _logical_rank(args[0]) != 1:
+            return None                        # an n-d sorted sequence pairs its rows with the values' rows
+        x = args[pos]
+        new = list(args)
+        new[pos] = x._value
+        return _wrap(fn(*new, **kwargs), x._levels)
+    return rule
+
+
+RULES["cfloat"] = RULES["cdouble"] = _pointwise
+RULES["isin"] = _or_loop("isin", _values_against_unbatched(0))
+RULES["bucketize"] = _or_loop("bucketize", _values_against_unbatched(0))
+RULES["searchsorted"] = _or_loop("searchsorted", _values_against_unbatched(1))
+
+
+def _where(fn, args, kwargs):
+    """where(cond, x, y) is pointwise; where(cond) alone is nonzero's tuple (data-dependent: the loop)."""
+    if len(args) + len(kwargs) == 1:
+        return None
+    return _pointwise(fn, args, kwargs)
+
+
+def _reduce_all_flat(fn, args, kwargs):
+    """prod/aminmax: with no dim, the op over the flattened row (they take one int dim, not a tuple)."""
+    sig = _signature(fn)
+    bound = sig.bind(*args, **kwargs)
+    x = bound.arguments[list(sig.parameters)[0]]
+    if bound.arguments.get("dim") is not None:
+        return _dim_rule()(fn, args, kwargs)
+    if not _only_first_batched(args, kwargs) or x.dim() == 0 or bound.arguments.get("keepdim"):
+        return None
+    bound.arguments[list(sig.parameters)[0]] = _flat_rows(x)
+    bound.arguments["dim"] = len(x._levels)
+    return _wrap(fn(*bound.args, **bound.kwargs), x._levels)
+
+
+RULES["where"] = _or_loop("where", _where)
+for _k in ("prod", "aminmax"):
+    RULES[_k] = _or_loop(_k, _reduce_all_flat)
+
+
 # index_add's, scatter's and scatter_add's index/src are aligned by _index_dim_rule; index_select's must be
 # unbatched (a batched index falls back).
 
