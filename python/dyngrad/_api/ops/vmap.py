@@ -236,7 +236,7 @@ _DUNDERS = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
             "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__", "__matmul__",
             "__rmatmul__", "__neg__", "__pos__", "__abs__", "__invert__", "__and__", "__rand__", "__or__", "__ror__",
             "__xor__", "__rxor__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__lshift__",
-            "__rshift__")
+            "__rshift__", "__rdiv__", "__rlshift__", "__rrshift__")
 
 
 def _make_dunder(name):
@@ -248,7 +248,10 @@ def _make_dunder(name):
 
 for _name in _DUNDERS:
     setattr(BatchedTensor, _name, _make_dunder(_name))
-for _name, _base in (("__iadd__", "add_"), ("__isub__", "sub_"), ("__imul__", "mul_"), ("__itruediv__", "div_")):
+for _name, _base in (("__iadd__", "add_"), ("__isub__", "sub_"), ("__imul__", "mul_"), ("__itruediv__", "div_"),
+                     ("__iand__", "bitwise_and_"), ("__ior__", "bitwise_or_"), ("__ixor__", "bitwise_xor_"),
+                     ("__ifloordiv__", "floor_divide_"), ("__imod__", "remainder_"),
+                     ("__ilshift__", "bitwise_left_shift_"), ("__irshift__", "bitwise_right_shift_")):
     setattr(BatchedTensor, _name, (lambda base: lambda self, other: _method(base, self, other))(_base))
 
 
