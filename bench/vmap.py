@@ -11,17 +11,27 @@ Rows:
   cnn-64      per-sample gradients of a small CNN (conv 1->8 3x3, relu, max-pool 2, linear 8*6*6 -> 10) on 14x14
               images, 64 samples: vmap(grad) against 64 calls of grad
   ensemble    10 MLPs (stack_module_state) over one batch of 64: vmap(functional_call) against a loop over models
+  jvp/forward, hvp/grad   bench/forward_ad.py's network (3 tanh layers of 256, batch 64): func.jvp against the
+              forward pass (target <= 2x), autograd.functional.hvp (forward over reverse) against a gradient (<= 3x)
+
+torch (when installed) runs the same cases in a subprocess of its own (`--engine torch`): measured in this process
+its timings were erratic.
 
 Each figure is the best of `repeat` timed calls after warm-up (the machine is shared: the best call is the one
 least disturbed by other work). float32.
 """
 import argparse
+import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 
 import _path  # noqa: F401
 import dyngrad as dg
 from dyngrad.bench.engines import best_seconds, machine_line
+from forward_ad import _rows
 
 
 def _mlp_case(m, F, func, n, rng):
@@ -87,36 +97,82 @@ def _cases(m, F, func, nn, sizes, rng):
     return out
 
 
+def _measure(name, m, F, func, nn, sizes, repeat):
+    """{case: (vmap s, loop s)} and the forward-mode rows {jvp, forward, hvp, grad} for one engine."""
+    rng = np.random.default_rng(0)
+    out = {}
+    for case, (batched, loop) in _cases(m, F, func, nn, sizes, rng):
+        out[case] = (best_seconds(batched, repeat), best_seconds(loop, min(repeat, 3)))
+    f, j, g, h = _forward_mode(m, func, repeat)
+    out["jvp/forward"] = (j, f)
+    out["hvp/grad"] = (h, g)
+    return out
+
+
+def _forward_mode(m, func, repeat, width=256, batch=64):
+    """bench/forward_ad.py's network (3 tanh layers): forward, jvp, gradient, hvp (forward over reverse)."""
+    rng = np.random.default_rng(0)
+    ws = [m.tensor((rng.standard_normal((width, width)) / np.sqrt(width)).astype(np.float32)) for _ in range(3)]
+    x = m.tensor(rng.standard_normal((batch, width)).astype(np.float32))
+    v = m.tensor(rng.standard_normal((batch, width)).astype(np.float32))
+
+    def grad(loss, z):
+        z = z.detach().requires_grad_(True)
+        return m.autograd.grad(loss(z), z)
+    return _rows(m, func.jvp, m.autograd.functional.hvp, grad, ws, x, v, 3 * repeat)
+
+
+def _engine(name):
+    if name == "dyngrad":
+        return dg, dg.nn.functional, dg.func, dg.nn
+    import torch
+    torch.set_num_threads(dg.get_num_threads())
+    return torch, torch.nn.functional, torch.func, torch.nn
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--quick", action="store_true", help="smaller runs (a smoke test)")
+    p.add_argument("--engine", choices=["dyngrad", "torch"], default=None,
+                   help="measure one engine and print its figures as JSON (how the torch run is made)")
     args = p.parse_args(argv)
     sizes = (64,) if args.quick else (64, 512)
     repeat = 2 if args.quick else args.repeat
-    engines = [("dyngrad", dg, dg.nn.functional, dg.func, dg.nn)]
+    if args.engine:
+        print(json.dumps(_measure(args.engine, *_engine(args.engine), sizes, repeat)))
+        return
+    results = {"dyngrad": _measure("dyngrad", *_engine("dyngrad"), sizes, repeat)}
     try:
-        import torch
-        torch.set_num_threads(dg.get_num_threads())
-        engines.append(("torch", torch, torch.nn.functional, torch.func, torch.nn))
+        import torch  # noqa: F401
+        # torch in a process of its own: in this one its timings were erratic (its thread pool and ours share
+        # the 2 cores)
+        done = subprocess.run([sys.executable, os.path.abspath(__file__), "--engine", "torch", "--repeat",
+                               str(args.repeat)] + (["--quick"] if args.quick else []),
+                              capture_output=True, text=True, timeout=1800)
+        if done.returncode == 0:
+            results["torch"] = json.loads(done.stdout.strip().splitlines()[-1])
+        else:
+            print(f"(torch run failed: {done.stderr.strip().splitlines()[-1:]})")
     except ImportError:
         pass
     print(machine_line())
-    print(f"vmap against the loop over rows; float32; best of {repeat} calls")
+    print(f"vmap against the loop over rows; float32; best of {repeat} calls (torch.func in a separate process)")
     print(f"{'engine':8} {'case':12} {'vmap ms':>9} {'loop ms':>9} {'loop/vmap':>10}")
-    vmap_ms = {}
-    for name, m, F, func, nn in engines:
-        rng = np.random.default_rng(0)
-        for case, (batched, loop) in _cases(m, F, func, nn, sizes, rng):
-            v = best_seconds(batched, repeat)
-            lp = best_seconds(loop, min(repeat, 3))
-            vmap_ms[(name, case)] = v
-            print(f"{name:8} {case:12} {v * 1e3:9.2f} {lp * 1e3:9.2f} {lp / v:10.1f}")
-    if len(engines) > 1:
-        print(f"{'case':12} {'torch.func.vmap / dyngrad vmap':>32}")
-        for (name, case), v in vmap_ms.items():
-            if name == "dyngrad":
-                print(f"{case:12} {vmap_ms[('torch', case)] / v:32.2f}")
+    for name, res in results.items():
+        for case, (v, lp) in res.items():
+            if "/" not in case:
+                print(f"{name:8} {case:12} {v * 1e3:9.2f} {lp * 1e3:9.2f} {lp / v:10.1f}")
+    print(f"{'engine':8} {'case':12} {'ms':>9} {'base ms':>9} {'ratio':>10}   (jvp / forward pass; hvp / gradient)")
+    for name, res in results.items():
+        for case in ("jvp/forward", "hvp/grad"):
+            a, b = res[case]
+            print(f"{name:8} {case:12} {a * 1e3:9.3f} {b * 1e3:9.3f} {a / b:10.2f}")
+    if "torch" in results:
+        print(f"{'case':12} {'torch.func.vmap / dyngrad vmap (time)':>40}")
+        for case, (v, _) in results["dyngrad"].items():
+            if "/" not in case:
+                print(f"{case:12} {results['torch'][case][0] / v:40.2f}")
 
 
 if __name__ == "__main__":

@@ -377,3 +377,55 @@ def test_in_place_ops_carry_tangents(dg):
         np.testing.assert_allclose(_np(fwAD.unpack_dual(z).tangent), [1.0, -1.0])
         z.fill_(3.0)                                # a constant: no tangent
         assert fwAD.unpack_dual(z).tangent is None
+
+
+def test_setitem_carries_the_written_values_tangent(dg):
+    """y[idx] = v on tensors that need no grad: the tangent of v lands in y's window (it was dropped: the write took
+    the unrecorded path whenever requires_grad was off, as it is in forward mode alone)."""
+    a = dg.tensor([0.3, 0.7], dtype=dg.float64)
+    t = dg.tensor([1.0, 0.0], dtype=dg.float64)
+
+    def full(x):
+        y = x.clone()
+        y[:] = x.sum()
+        return y
+
+    def window(x):
+        y = dg.zeros(3, dtype=dg.float64)
+        y[1:] = x * 3
+        return y
+    np.testing.assert_allclose(dg.func.jvp(full, (a,), (t,))[1].numpy(), [1.0, 1.0])
+    np.testing.assert_allclose(dg.func.jvp(window, (a,), (t,))[1].numpy(), [0.0, 3.0, 0.0])
+    fwd = dg.autograd.forward_ad
+    with fwd.dual_level():
+        x = fwd.make_dual(a, t)
+        y = dg.zeros(2, dtype=dg.float64)
+        y[1] = x[0] * 2
+        np.testing.assert_allclose(fwd.unpack_dual(y).tangent.numpy(), [0.0, 2.0])
+
+
+@pytest.mark.parametrize("write", ["unsqueeze", "expand", "slice", "select", "view"])
+def test_inplace_write_into_a_view_updates_the_bases_tangent(dg, write):
+    """y.view_op().add_(...) changes y: y's tangent follows (it kept its old tangent), checked against jacrev."""
+    a = dg.tensor([0.3, 0.7, 0.9], dtype=dg.float64)
+    t = dg.tensor([1.0, 2.0, 4.0], dtype=dg.float64)
+    writes = {"unsqueeze": lambda y, x: y.unsqueeze(0).add_(x), "expand": lambda y, x: y.unsqueeze(0).expand(1, 3).add_(x),
+              "slice": lambda y, x: y[0:2].add_(x[1:] * x[:2]), "select": lambda y, x: y[1].mul_(x[2]),
+              "view": lambda y, x: y.view(3, 1).mul_(x.view(3, 1).exp())}
+
+    def f(x):
+        y = x.clone()
+        writes[write](y, x)
+        return y
+    np.testing.assert_allclose(dg.func.jvp(f, (a,), (t,))[1].numpy(), (dg.func.jacrev(f)(a) @ t).numpy(),
+                               rtol=1e-12)
+
+
+def test_max_and_min_of_every_element_have_a_tangent(dg):
+    """x.max() / x.min() / x.median() (a shared selection): the tangent is the mean over the elements tied with the
+    result, as the gradient shares it."""
+    a = dg.tensor([0.3, 0.7, 0.7], dtype=dg.float64)
+    t = dg.tensor([1.0, 2.0, 4.0], dtype=dg.float64)
+    for fn in (lambda x: x.max(), lambda x: x.min(), lambda x: x.median() * x.max()):
+        np.testing.assert_allclose(float(dg.func.jvp(fn, (a,), (t,))[1]), float(dg.func.grad(fn)(a) @ t),
+                                   rtol=1e-12)

@@ -578,10 +578,11 @@ def test_random_programs(cpp, ref, leaves, steps, seed):
     check_program(cpp, ref, leaves, steps, seed)
 
 
-# ---- vmap (issue 21): the random programs under vmap and vmap(grad), against the loop over rows ----
+# ---- vmap (issue 21): the random programs under vmap, vmap(grad) and jvp, against the loop over rows ----
 # The program's leaves get a batch of 2 rows; the steps that run (and are kept) on every row are replayed under
 # dg.vmap (Note [vmap by batching rules]) and their values compared with each row's, then the gradient of the
-# program's loss under vmap(func.grad) with each row's gradient. An op without a batching rule runs as the loop,
+# program's loss under vmap(func.grad) with each row's gradient, then func.jvp of the program per row (against the
+# reverse mode's gradient, <J v, u> = <v, J^T u>) and under vmap (against the rows). An op without a batching rule runs as the loop,
 # which is right too: this checks the rules' values, tests/test_vmap.py that the rules exist.
 VMAP_EXCLUDED = {
     "index_mask",   # x[x > 0]: each row's result has its own shape (torch's vmap refuses it as well)
@@ -655,6 +656,29 @@ def check_vmap_program(m, leaves, steps, seed):
             want = m.func.grad(loss, argnums=argnums)(*[m.tensor(r) for r in row])
             for j, (g, w) in enumerate(zip(grads, want)):
                 assert_close(numpy_of(g[i]), numpy_of(w), 1e-8, 1e-10, f"vmap(grad), row {i}, leaf {j} of {trace}")
+        # forward mode: jvp of the program along random tangents, per row against the reverse mode (<J v, u> =
+        # <v, J^T u>, u the loss's weights) and under vmap(jvp) against the rows
+        tangents = [rng.standard_normal((2,) + shape) for shape in shapes]
+
+        def program(*xs):
+            return tuple(_replay_values(m, xs, trace))
+        per_row = []
+        for i, row in enumerate(rows):
+            primals = tuple(m.tensor(r) for r in row)
+            out, jv = m.func.jvp(program, primals, tuple(m.tensor(t[i]) for t in tangents))
+            per_row.append(jv)
+            for j, (o, w) in enumerate(zip(out, _replay_values(m, list(primals), trace))):
+                assert_close(numpy_of(o), numpy_of(w), 1e-12, 1e-14, f"jvp's value, row {i}, step {j} of {trace}")
+            forward = sum(float((numpy_of(v) * numpy_of(wt)).sum()) for v, wt in zip(jv, weights))
+            grads_row = m.func.grad(loss, argnums=argnums)(*primals)
+            reverse = sum(float((numpy_of(g) * t[i]).sum()) for g, t in zip(grads_row, tangents))
+            assert_close(np.array(forward), np.array(reverse), 1e-8, 1e-9 * (1 + abs(reverse)),
+                         f"<J v, u> against <v, J^T u>, row {i} of {trace}")
+        jv_batched = m.func.vmap(lambda xs, ts: m.func.jvp(program, xs, ts)[1])(
+            tuple(m.tensor(b) for b in batched), tuple(m.tensor(t) for t in tangents))
+        for i in range(2):
+            for j, (g, w) in enumerate(zip(jv_batched, per_row[i])):
+                assert_close(numpy_of(g[i]), numpy_of(w), 1e-9, 1e-11, f"vmap(jvp), row {i}, step {j} of {trace}")
 
 
 vmap_steps = st.lists(

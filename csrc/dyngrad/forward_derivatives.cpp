@@ -532,6 +532,21 @@ void take_tangents(const Tensor& self, const Tensor& value) {
     if (t && t->dtype != self->dtype) t = to_dtype(t, self->dtype);
     set_tangent(self, level, t);
   }
+  // a write into a view writes its base too: the base's tangent takes the view's at the view's positions (torch
+  // keeps a view's tangent a view of its base's; here each tensor holds its own)
+  if (!self->is_view || !self->view_base) return;
+  const Tensor& base = self->view_base;
+  if (!base->is_contiguous() || base->dtype != self->dtype || !is_differentiable(base->dtype)) return;
+  Tensor positions;
+  for (int64_t level : levels) {
+    Tensor vt = tangent_of(self, level);
+    Tensor bt = tangent_of(base, level);
+    if (!vt && !bt) continue;
+    if (!positions) positions = view_positions_kernel(self, base);
+    if (!bt) bt = full(base->shape, 0.0, base->dtype);
+    if (!vt) vt = full(self->shape, 0.0, self->dtype);
+    set_tangent(base, level, put(bt, positions, vt));
+  }
 }
 
 struct VisibleBelow {

@@ -121,6 +121,8 @@ static Tensor record_view(const Tensor& out, const Tensor& a) {
   if (any_requires_grad({&a})) {
     record<K>(out, {&a});
     mark_view(out, a);
+  } else if (forward_ad::active() && !a->tangents.empty()) {
+    mark_view(out, a);  // a write into it must reach the base's tangent (forward_ad::take_tangents)
   }
   if (forward_ad::active()) forward_tangents<K>(out, {&a}, SavesNothing{});
   return out;
@@ -185,6 +187,8 @@ Tensor permute(const Tensor& a, const Dims& dims) {
   if (any_requires_grad({&a})) {
     auto& node = record<OpKind::permute>(out, {&a});
     node.saved.dims = wrapped;
+    mark_view(out, a);
+  } else if (forward_ad::active() && !a->tangents.empty()) {
     mark_view(out, a);
   }
   if (forward_ad::active()) forward_tangents<OpKind::permute>(out, {&a}, SavesPermute{wrapped});
@@ -294,6 +298,8 @@ Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t stop, int64_t 
     node.saved.dim = d;
     node.saved.start = start;
     node.saved.step = step;
+    mark_view(out, a);
+  } else if (forward_ad::active() && !a->tangents.empty()) {
     mark_view(out, a);
   }
   if (forward_ad::active()) forward_tangents<OpKind::slice>(out, {&a}, SavesSlice{d, start, step});

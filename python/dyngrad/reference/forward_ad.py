@@ -9,6 +9,8 @@ hidden from the formula's own ops, lower levels first.
 import threading
 import types
 
+import numpy as np
+
 from .tensor import Tensor
 
 FORMULAS = {}          # op -> tangent formula, filled by forward_derivatives.py
@@ -52,6 +54,27 @@ def take_tangents(self, value):
         if t is not None:
             t = _fit(t, self)
         set_tangent(self, level, t)
+    # a write into a view writes its base too: the base's tangent takes the view's at the view's positions (torch
+    # keeps a view's tangent a view of its base's; here each tensor holds its own)
+    base = getattr(self, "_base", None)
+    if base is None or not base._data.flags["C_CONTIGUOUS"] or base.dtype is not self.dtype or \
+            self._data.dtype.kind not in "fc":
+        return
+    from .inplace import _view_positions
+    from .ops_index import put
+    from .tensor import make_tensor
+    positions = None
+    for level in list(_levels):
+        vt, bt = tangent_of(self, level), tangent_of(base, level)
+        if vt is None and bt is None:
+            continue
+        if positions is None:
+            positions = _view_positions(self, base)
+        if bt is None:
+            bt = make_tensor(np.zeros(base.shape, dtype=base._data.dtype))
+        if vt is None:
+            vt = make_tensor(np.zeros(self.shape, dtype=self._data.dtype))
+        set_tangent(base, level, put(bt, positions, vt))
 
 
 def _below():

@@ -159,8 +159,9 @@ def setitem(self, idx, value):
     v = _written_value(value, self, "__setitem__", int64_numbers=True, halves=False)
     idx = _sequence_index(idx)
     base = self._base
-    recording = _C.is_grad_enabled() and (self.requires_grad or v.requires_grad or
-                                          (base is not None and base.requires_grad))
+    recording = (_C.is_grad_enabled() and (self.requires_grad or v.requires_grad or
+                                           (base is not None and base.requires_grad))) or \
+        _C._current_dual_level() >= 0         # forward AD: the write's tangent goes through put's formula
     if not recording and is_basic_index(idx):      # nothing to record: write into the window of self only
         with no_grad():
             window = basic_index(self, idx)

@@ -257,6 +257,15 @@ class SharedSelection(Function):
         mask = np.isnan(arr) if np.isnan(ctx.value) else arr == ctx.value
         return _C.mul(grad, bridge.host_result(mask / builtins.max(int(mask.sum()), 1), a.dtype))
 
+    @staticmethod
+    def jvp(ctx, tangent):
+        """The forward derivative matching backward's: the mean of the tangent over the elements sharing it."""
+        a, = ctx.saved_tensors
+        arr = bridge.host_values(a)
+        mask = np.isnan(arr) if np.isnan(ctx.value) else arr == ctx.value
+        weighted = _C.mul(tangent, bridge.host_result(mask / builtins.max(int(mask.sum()), 1), a.dtype))
+        return _C.sum(_C.reshape(weighted, (weighted.numel(),)), (0,), False, None)
+
 
 class Max(SharedSelection):
     pick = staticmethod(np.max)             # NaN if there is one

@@ -7,7 +7,7 @@ batching rule: one call of the op on the physical tensors, with the batch dims m
 broadcast (pointwise ops), shifted past (dims of reductions and shape ops), or folded into the op's own batch dims
 (matmul, linear, conv, pooling, losses). An op without a rule runs as a loop over the rows of the batch (the
 fallback), with a warning that names it; tests/test_vmap.py lists the primitives of ops.def that fall back, and
-fails for any other.
+fails for any other; tests/test_vmap_coverage.py does the same for every op of the API table (its FALLS_BACK).
 
 Representation: a BatchedTensor's physical tensor has one leading dim per vmap level it is batched at, in the
 order the levels were entered (outer first), each of that level's full size; its logical dims follow. Nested vmaps
@@ -37,6 +37,7 @@ from ...autograd.function import Function
 from ..args import Size, Tensor, to_int, type_name
 from ..batching import METHODS, STATE, register
 from .. import primitive_rows, table
+from .shape import diag_embed as _diag_embed
 from .sorting import sort as _sort
 
 # ----- levels -------------------------------------------------------------------------------------------------
@@ -235,7 +236,7 @@ _DUNDERS = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
             "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__pow__", "__rpow__", "__matmul__",
             "__rmatmul__", "__neg__", "__pos__", "__abs__", "__invert__", "__and__", "__rand__", "__or__", "__ror__",
             "__xor__", "__rxor__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__lshift__",
-            "__rshift__")
+            "__rshift__", "__rdiv__", "__rlshift__", "__rrshift__")
 
 
 def _make_dunder(name):
@@ -247,7 +248,10 @@ def _make_dunder(name):
 
 for _name in _DUNDERS:
     setattr(BatchedTensor, _name, _make_dunder(_name))
-for _name, _base in (("__iadd__", "add_"), ("__isub__", "sub_"), ("__imul__", "mul_"), ("__itruediv__", "div_")):
+for _name, _base in (("__iadd__", "add_"), ("__isub__", "sub_"), ("__imul__", "mul_"), ("__itruediv__", "div_"),
+                     ("__iand__", "bitwise_and_"), ("__ior__", "bitwise_or_"), ("__ixor__", "bitwise_xor_"),
+                     ("__ifloordiv__", "floor_divide_"), ("__imod__", "remainder_"),
+                     ("__ilshift__", "bitwise_left_shift_"), ("__irshift__", "bitwise_right_shift_")):
     setattr(BatchedTensor, _name, (lambda base: lambda self, other: _method(base, self, other))(_base))
 
 
@@ -1072,7 +1076,7 @@ def _pointwise_loss(*tensor_params):
         rank = builtins.max(_logical_rank(t) for t in tensors)
         for p in tensor_params:
             if _is_tensor(a.get(p)):
-                a[p] = _phys(a[p], levels, rank, expand=(p == tensor_params[0]))
+                a[p] = _phys(a[p], levels, rank, expand=True)   # bce refuses a broadcast target
         a["reduction"] = "none"
         out = fn(*bound.args, **bound.kwargs)
         if reduction == "batchmean":
@@ -1826,6 +1830,322 @@ triangular_solve lu_solve linalg.householder_product orgqr ormqr""".split():
 RULES["__getitem__"] = _or_loop("__getitem__", _getitem_advanced)
 
 
+# ----- rules: products of vectors, shape composites ---------------------------------------------------------------
+def _two_vectors(combine):
+    """outer/ger/inner/vdot of two 1-D rows: the aligned physical vectors combined (broadcast over the batch)."""
+    def rule(fn, args, kwargs):
+        if kwargs or len(args) != 2 or not all(_is_tensor(a) for a in args):
+            return None
+        a, b = args
+        if _logical_rank(a) != 1 or _logical_rank(b) != 1:
+            return None
+        levels = _levels_of([a, b])
+        return BatchedTensor(combine(_phys(a, levels), _phys(b, levels)), levels)
+    return rule
+
+
+def _trace(fn, args, kwargs):
+    x = args[0]
+    if not _only_first_batched(args, kwargs) or x.dim() != 2:
+        return None
+    return BatchedTensor(x._value.diagonal(0, -2, -1).sum(-1), x._levels)
+
+
+def _diag(fn, args, kwargs):
+    """diag(x, diagonal): a 1-D row becomes a matrix (diag_embed), a 2-D row gives its diagonal."""
+    x = args[0]
+    offset = args[1] if len(args) > 1 else kwargs.get("diagonal", 0)
+    if not _only_first_batched(args, kwargs) or x.dim() not in (1, 2) or isinstance(offset, bool) or \
+            not isinstance(offset, int):
+        return None
+    if x.dim() == 1:
+        return BatchedTensor(_diag_embed(x._value, offset, -2, -1), x._levels)
+    return BatchedTensor(x._value.diagonal(offset, -2, -1), x._levels)
+
+
+def _diagflat(fn, args, kwargs):
+    x = args[0]
+    offset = args[1] if len(args) > 1 else kwargs.get("offset", 0)
+    if not _only_first_batched(args, kwargs) or isinstance(offset, bool) or not isinstance(offset, int):
+        return None
+    return BatchedTensor(_diag_embed(_flat_rows(x), offset, -2, -1), x._levels)
+
+
+def _roll(fn, args, kwargs):
+    """roll(x, shifts, dims): the dims shifted; no dims rolls the flattened row."""
+    x = args[0]
+    if not _only_first_batched(args, kwargs) or x.dim() == 0:
+        return None
+    shifts = args[1] if len(args) > 1 else kwargs.get("shifts")
+    dims = args[2] if len(args) > 2 else kwargs.get("dims")
+    nb = len(x._levels)
+    if dims is None or (isinstance(dims, (tuple, list)) and len(dims) == 0):
+        flat = _flat_rows(x)
+        return BatchedTensor(fn(flat, shifts, nb).reshape(tuple(x._value.shape)), x._levels)
+    return _dims_rule("dims")(fn, args, kwargs)
+
+
+def _flip_one(d):
+    def rule(fn, args, kwargs):
+        x = args[0]
+        if not _only_first_batched(args, kwargs) or x.dim() < (2 if d else 1):
+            return None
+        return BatchedTensor(x._value.flip(len(x._levels) + d), x._levels)
+    return rule
+
+
+def _tile(fn, args, kwargs):
+    """tile(x, reps) / x.repeat(*sizes): the row padded with leading size-1 dims to the reps' length, then the
+    batch dims repeated once."""
+    x = args[0]
+    if not _only_first_batched(args, kwargs):
+        return None
+    reps = tuple(_sizes_from(list(args[1:]) + list(kwargs.values())))
+    if any(isinstance(r, bool) or not isinstance(r, int) for r in reps):
+        return None
+    is_repeat = fn.__name__ == "repeat"
+    if is_repeat and len(reps) < x.dim():
+        return None                        # repeat's own error
+    nb, rank = len(x._levels), builtins.max(x.dim(), len(reps))
+    reps = (1,) * (rank - len(reps)) + reps
+    v = _phys(x, x._levels, rank)
+    return BatchedTensor(v.repeat((1,) * nb + reps), x._levels)
+
+
+def _ravel(fn, args, kwargs):
+    x = args[0]
+    if not _only_first_batched(args, kwargs):
+        return None
+    return BatchedTensor(_flat_rows(x), x._levels)
+
+
+def _atleast(n):
+    shapes = {1: {0: lambda s: (1,)}, 2: {0: lambda s: (1, 1), 1: lambda s: (1,) + s},
+              3: {0: lambda s: (1, 1, 1), 1: lambda s: (1,) + s + (1,), 2: lambda s: s + (1,)}}[n]
+
+    def one(x):
+        if not isinstance(x, BatchedTensor):
+            return fn_plain(x)
+        shape = tuple(x.shape)
+        if len(shape) not in shapes:
+            return x
+        nb = len(x._levels)
+        return BatchedTensor(x._value.reshape(tuple(x._value.shape[:nb]) + shapes[len(shape)](shape)), x._levels)
+
+    def fn_plain(x):
+        shape = tuple(x.shape)
+        return x.reshape(shapes[len(shape)](shape)) if len(shape) in shapes else x
+
+    def rule(fn, args, kwargs):
+        if kwargs:
+            return None
+        if len(args) == 1 and isinstance(args[0], (tuple, list)):
+            return tuple(one(a) for a in args[0])
+        if len(args) == 1:
+            return one(args[0])
+        return tuple(one(a) for a in args)
+    return rule
+
+
+def _broadcast_to(fn, args, kwargs):
+    x = args[0]
+    shape = args[1] if len(args) > 1 else kwargs.get("size")
+    return _expand(fn, (x, tuple(shape)), {})
+
+
+def _broadcast_tensors(fn, args, kwargs):
+    tensors = list(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else list(args)
+    if kwargs or not all(_is_tensor(t) for t in tensors):
+        return None
+    shape = ()
+    for t in tensors:
+        shape = _broadcast_shape(shape, tuple(t.shape))
+        if shape is None:
+            return None
+    levels = _levels_of(tensors)
+    sizes = _batch_sizes(levels)
+    out = []
+    for t in tensors:
+        v = _phys(t, levels, len(shape))
+        out.append(BatchedTensor(v.expand(sizes + shape), levels) if levels else v)
+    return tuple(out)
+
+
+def _broadcast_shape(a, b):
+    out = []
+    for x, y in itertools.zip_longest(reversed(a), reversed(b), fillvalue=1):
+        if x != y and 1 not in (x, y):
+            return None
+        out.append(builtins.max(x, y) if 0 not in (x, y) else 0)
+    return tuple(reversed(out))
+
+
+def _aligned_dim(param, tensor_params):
+    """Binary ops along a dim of broadcast operands (cosine_similarity, linalg.cross, linalg.vecdot): the operands
+    aligned to one logical rank, the dim shifted within it."""
+    def rule(fn, args, kwargs):
+        sig = _signature(fn)
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError:
+            return None
+        bound.apply_defaults()
+        a = bound.arguments
+        tensors = [a[p] for p in tensor_params]
+        if not all(_is_tensor(t) for t in tensors):
+            return None
+        levels = _levels_of(tensors)
+        rank = builtins.max(_logical_rank(t) for t in tensors)
+        if rank == 0 or a[param] is None:
+            return None
+        d = _shift_dim(a[param], rank, len(levels))
+        if d is None:
+            return None
+        for p in tensor_params:
+            a[p] = _phys(a[p], levels, rank)
+        a[param] = d
+        return _wrap(fn(*bound.args, **bound.kwargs), levels)
+    return rule
+
+
+def _diff(fn, args, kwargs):
+    sig = _signature(fn)
+    bound = sig.bind(*args, **kwargs)
+    if bound.arguments.get("prepend") is not None or bound.arguments.get("append") is not None:
+        return None
+    return _dim_rule(none_means_all=False)(fn, args, kwargs)
+
+
+def _trapezoid(fn, args, kwargs):
+    sig = _signature(fn)
+    bound = sig.bind(*args, **kwargs)
+    if _is_tensor(bound.arguments.get("x")):
+        return None
+    return _dim_rule(none_means_all=False)(fn, args, kwargs)
+
+
+def _adjoint(fn, args, kwargs):
+    x = args[0]
+    if not _only_first_batched(args, kwargs) or x.dim() < 2:
+        return None
+    return BatchedTensor(x._value.transpose(-1, -2).conj(), x._levels)
+
+
+def _implicit_softmax(fn, args, kwargs):
+    """softmax/log_softmax/softmin with dim=None: torch's implicit dim (0 for 0-, 1- and 3-D rows, else 1) of the
+    row, shifted."""
+    sig = _signature(fn)
+    bound = sig.bind(*args, **kwargs)
+    x = bound.arguments[list(sig.parameters)[0]]
+    if not _only_first_batched(args, kwargs):
+        return None
+    if bound.arguments.get("dim") is None:
+        rank = x.dim()
+        if rank == 0:
+            return None
+        bound.arguments["dim"] = 0 if rank in (1, 3) else 1
+        return _dim_rule(none_means_all=False)(fn, bound.args, bound.kwargs)
+    return _dim_rule(none_means_all=False)(fn, args, kwargs)
+
+
+def _fold_n(min_rank):
+    """Ops over (N, C, *) inputs that treat N as a batch (interpolate, group_norm, local_response_norm,
+    channel_shuffle): the vmap batch folded into N; their other tensor arguments (weights) must be unbatched."""
+    def rule(fn, args, kwargs):
+        if not _only_first_batched(args, kwargs):
+            return None
+        x = args[0]
+        if x.dim() < min_rank:
+            return None
+        nb = len(x._levels)
+        sizes = tuple(x._value.shape[:nb])
+        out = fn(x._value.reshape((-1,) + tuple(x.shape[1:])), *args[1:], **kwargs)
+        return _wrap(out.reshape(sizes + (x.shape[0],) + tuple(out.shape[1:])), x._levels)
+    return rule
+
+
+for _k, _rule in (("outer", _two_vectors(lambda a, b: a.unsqueeze(-1) * b.unsqueeze(-2))),
+                  ("ger", _two_vectors(lambda a, b: a.unsqueeze(-1) * b.unsqueeze(-2))),
+                  ("inner", _two_vectors(lambda a, b: (a * b).sum(-1))),
+                  ("vdot", _two_vectors(lambda a, b: (a.conj() * b).sum(-1))),
+                  ("trace", _trace), ("diag", _diag), ("diagflat", _diagflat), ("roll", _roll),
+                  ("rot90", _dims_rule("dims")), ("fliplr", _flip_one(1)), ("flipud", _flip_one(0)),
+                  ("tile", _tile), ("repeat", _tile), ("ravel", _ravel), ("atleast_1d", _atleast(1)),
+                  ("atleast_2d", _atleast(2)), ("atleast_3d", _atleast(3)), ("broadcast_to", _broadcast_to),
+                  ("broadcast_tensors", _broadcast_tensors), ("diag_embed", _dims_rule("dim1", "dim2", extra_rank=1)),
+                  ("cosine_similarity", _aligned_dim("dim", ("x1", "x2"))),
+                  ("F.cosine_similarity", _aligned_dim("dim", ("x1", "x2"))),
+                  ("linalg.cross", _aligned_dim("dim", ("input", "other"))),
+                  ("linalg.vecdot", _aligned_dim("dim", ("x", "y"))), ("diff", _diff),
+                  ("trapezoid", _trapezoid), ("cumulative_trapezoid", _trapezoid), ("adjoint", _adjoint),
+                  ("std_mean", _dim_rule()), ("var_mean", _dim_rule()), ("constant_pad_nd", _first_only),
+                  ("rms_norm", _first_only), ("F.rms_norm", _first_only), ("linalg.diagonal", _dims_rule("dim1", "dim2")),
+                  ("F.interpolate", _fold_n(3)), ("F.upsample", _fold_n(3)), ("F.upsample_nearest", _fold_n(3)),
+                  ("F.upsample_bilinear", _fold_n(3)), ("F.group_norm", _fold_n(2)), ("group_norm", _fold_n(2)),
+                  ("F.local_response_norm", _fold_n(3)), ("channel_shuffle", _fold_n(3)),
+                  ("native_channel_shuffle", _fold_n(3)), ("F.lp_pool3d", _fold_leading(3))):
+    RULES[_k] = _or_loop(_k, _rule)
+for _k in ("F.softmax", "F.log_softmax", "F.softmin"):
+    RULES[_k] = _or_loop(_k, _implicit_softmax)
+for _k, _n in (("F.max_pool1d_with_indices", 1), ("F.max_pool2d_with_indices", 2), ("F.max_pool3d_with_indices", 3),
+               ("max_pool1d_with_indices", 1), ("F.adaptive_max_pool1d_with_indices", 1),
+               ("F.adaptive_max_pool2d_with_indices", 2), ("F.adaptive_max_pool3d_with_indices", 3)):
+    RULES[_k] = _or_loop(_k, _fold_leading(_n))
+for _k, _params in (("margin_ranking_loss", ("input1", "input2", "target")),
+                    ("hinge_embedding_loss", ("input", "target")), ("poisson_nll_loss", ("input", "target"))):
+    RULES[_k] = RULES["F." + _k] = _or_loop(_k, _pointwise_loss(*_params))
+
+
+def _values_against_unbatched(pos):
+    """isin(elements, test), bucketize(input, boundaries), searchsorted(sorted, values): elementwise in the
+    argument at `pos` when the other (the set, the boundaries, a 1-D sorted sequence) is unbatched."""
+    def rule(fn, args, kwargs):
+        if len(args) < 2 or not isinstance(args[pos], BatchedTensor):
+            return None
+        others = [a for k, a in enumerate(args) if k != pos] + list(kwargs.values())
+        if _has_batched(others, {}):
+            return None
+        if pos == 1 and _logical_rank(args[0]) != 1:
+            return None                        # an n-d sorted sequence pairs its rows with the values' rows
+        x = args[pos]
+        new = list(args)
+        new[pos] = x._value
+        return _wrap(fn(*new, **kwargs), x._levels)
+    return rule
+
+
+RULES["cfloat"] = RULES["cdouble"] = _pointwise
+RULES["isin"] = _or_loop("isin", _values_against_unbatched(0))
+RULES["bucketize"] = _or_loop("bucketize", _values_against_unbatched(0))
+RULES["searchsorted"] = _or_loop("searchsorted", _values_against_unbatched(1))
+
+
+def _where(fn, args, kwargs):
+    """where(cond, x, y) is pointwise; where(cond) alone is nonzero's tuple (data-dependent: the loop)."""
+    if len(args) + len(kwargs) == 1:
+        return None
+    return _pointwise(fn, args, kwargs)
+
+
+def _reduce_all_flat(fn, args, kwargs):
+    """prod/aminmax: with no dim, the op over the flattened row (they take one int dim, not a tuple)."""
+    sig = _signature(fn)
+    bound = sig.bind(*args, **kwargs)
+    x = bound.arguments[list(sig.parameters)[0]]
+    if bound.arguments.get("dim") is not None:
+        return _dim_rule()(fn, args, kwargs)
+    if not _only_first_batched(args, kwargs) or x.dim() == 0 or bound.arguments.get("keepdim"):
+        return None
+    bound.arguments[list(sig.parameters)[0]] = _flat_rows(x)
+    bound.arguments["dim"] = len(x._levels)
+    return _wrap(fn(*bound.args, **bound.kwargs), x._levels)
+
+
+RULES["where"] = _or_loop("where", _where)
+for _k in ("prod", "aminmax"):
+    RULES[_k] = _or_loop(_k, _reduce_all_flat)
+
+
 # index_add's, scatter's and scatter_add's index/src are aligned by _index_dim_rule; index_select's must be
 # unbatched (a batched index falls back).
 
@@ -2044,6 +2364,23 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     mapped.__name__ = mapped.__qualname__ = f"vmap_{name}"
     mapped.__doc__ = f"{name} mapped by vmap over in_dims={in_dims!r}, out_dims={out_dims!r}."
     return mapped
+
+
+def _through(fn, args, kwargs):
+    """A composite run on the BatchedTensors themselves: each public op inside it meets its own rule (the issue's
+    "a composite is batched through the primitives it is made of")."""
+    was, STATE.active = STATE.active, True
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        STATE.active = was
+
+
+# the torch.masked functions whose bodies are public ops all the way down; the others (softmax, norm, median...)
+# reach the core directly and keep the loop (test_vmap_coverage's FALLS_BACK says why)
+for _k in ("amax", "amin", "argmax", "argmin", "cumprod", "cumsum", "logsumexp", "mean", "prod", "std", "sum",
+           "var"):
+    RULES["masked." + _k] = _through
 
 
 def _cat_public(parts, dim):
