@@ -78,16 +78,41 @@ def _eye(n, like):
     return _const(np.eye(n), like)
 
 
-def _matrices(op, A, name="A", square=True, not_implemented=False):
-    """A as a (batch of) float matrices: torch's checks in torch's order (dtype, dimensions, squareness)."""
+def _matrices(op, A, name="A", square=True, not_implemented=False, complex_ok=False):
+    """A as a (batch of) float (or complex, if complex_ok) matrices: torch's checks in torch's order (dtype,
+    dimensions, squareness)."""
     A = tensor_arg(A, op, name)
-    _float_input(op, A, name, not_implemented)
+    _float_input(op, A, name, not_implemented, complex_ok)
     if A.ndim < 2:
         raise RuntimeError(f"{op}: {name} must have at least 2 dimensions, got shape {shape_str(A.shape)}.")
     if square and A.shape[-1] != A.shape[-2]:
         raise RuntimeError(f"{op}: {name} must be a batch of square matrices, got {A.shape[-2]} by {A.shape[-1]} "
                            "matrices.")
     return A
+
+
+def _mH(x):
+    """The conjugate transpose of the last two dims (the transpose of a real tensor)."""
+    return _C.conj(_C.mT(x)) if x.dtype.is_complex else _C.mT(x)
+
+
+def _conj(x):
+    return _C.conj(x) if x.dtype.is_complex else x
+
+
+def _real_dtype(dtype):
+    """The real dtype of a complex one's parts (complex64 -> float32); a real dtype itself."""
+    return {"complex64": _C.float32, "complex128": _C.float64}.get(dtype.name, dtype)
+
+
+def _real_part(x):
+    """Re(x), a real tensor (differentiable); x itself if real."""
+    return _C.select(_C.view_as_real(x), -1, 0) if x.dtype.is_complex else x
+
+
+def _i_imag(x):
+    """i Im(x) as a complex tensor, (x - conj(x)) / 2 (differentiable)."""
+    return _scaled(_C.sub(x, _C.conj(x)), 0.5)
 
 
 def _same_float_dtype(op, A, B):
@@ -144,7 +169,7 @@ def _tri(x, lower, k=0):
 def _first_zero_pivot(a):
     """LAPACK getrf's info for one matrix: the 1-based index of the first exactly-zero pivot of its LU factorisation
     with partial pivoting, 0 if there is none."""
-    u = np.array(a, dtype=np.float64)
+    u = np.array(a, dtype=np.result_type(a.dtype, np.float64))
     n = u.shape[-1]
     for k in range(n):
         p = k + int(np.argmax(np.abs(u[k:, k])))
@@ -292,15 +317,16 @@ class LinalgInv(Function):
         A, X = ctx.saved_tensors
         if _recording(A):
             X = LinalgInv.apply(A)
-        Xt = _C.mT(X)
+        Xt = _mH(X)
         return _C.neg(_C.matmul(_C.matmul(Xt, g), Xt))
 
 
 def _adjugate_t(A):
-    """adj(A)^T, the gradient of det at any matrix, singular ones included: with A = U S V^T,
-    adj(A)^T = det(U) det(V) U diag(prod_{j != i} s_j) V^T (differentiable through the SVD)."""
+    """conj(adj(A))^T, the gradient of det at any matrix, singular ones included: with A = U S V^H,
+    adj(A)^H = conj(det(U) det(V^H)) U diag(prod_{j != i} s_j) V^H (differentiable through the SVD; adj(A)^T for a
+    real A)."""
     U, S, Vh = LinalgSvd.apply(A, False)
-    sign = np.linalg.det(_np(U)) * np.linalg.det(_np(Vh))
+    sign = np.conj(np.linalg.det(_np(U)) * np.linalg.det(_np(Vh)))
     n = S.shape[-1]
     others = None
     for j in range(n):          # c_i = prod_{j != i} s_j, without dividing by a zero s_i
@@ -309,7 +335,7 @@ def _adjugate_t(A):
         others = factor if others is None else _C.mul(others, factor)
     if others is None:
         others = _C.mul(S, _C.scalar_operand(0.0, S))
-    adj = _C.matmul(_C.mul(U, _C.unsqueeze(others, -2)), Vh)
+    adj = _C.matmul(_C.mul(U, _C.to_dtype(_C.unsqueeze(others, -2), U.dtype)), Vh)
     return _C.mul(adj, _const(sign[..., None, None], A))
 
 
@@ -322,7 +348,7 @@ class LinalgDet(Function):
         ctx.save_for_backward(A, d.detach())
         return d
 
-    # d = det(A)  ->  gA = g d A^-T (= g adj(A)^T, which also holds where A is singular)
+    # d = det(A)  ->  gA = g conj(d) A^-H (= g conj(adj(A))^T, which also holds where A is singular)
     @staticmethod
     def backward(ctx, g):
         A, d = ctx.saved_tensors
@@ -334,7 +360,7 @@ class LinalgDet(Function):
         if _recording(A):
             d = LinalgDet.apply(A)
         X = LinalgInv.apply(A) if _recording(A) else _from_np(np.linalg.inv(_np(A)), A.dtype)
-        return _C.mul(_C.mul(g2, _C.unsqueeze(_C.unsqueeze(d, -1), -1)), _C.mT(X))
+        return _C.mul(_C.mul(g2, _C.unsqueeze(_C.unsqueeze(_conj(d), -1), -1)), _mH(X))
 
 
 class LinalgSlogdet(Function):
@@ -343,24 +369,37 @@ class LinalgSlogdet(Function):
     @staticmethod
     def forward(ctx, A):
         sign, logabs = np.linalg.slogdet(_np(A))
-        s, l = _from_np(sign, A.dtype), _from_np(logabs, A.dtype)
-        ctx.mark_non_differentiable(s)
-        ctx.save_for_backward(A, l.detach())
+        s, l = _from_np(sign, A.dtype), _from_np(logabs, _real_dtype(A.dtype))
+        if A.dtype.is_complex:
+            ctx.set_materialize_grads(False)
+        else:
+            ctx.mark_non_differentiable(s)
+        ctx.save_for_backward(A, s.detach(), l.detach())
         return s, l
 
-    # logabsdet = log|det A|  ->  gA = g A^-T; at a singular matrix adj(A)^T / det(A), infinite as torch's
+    # logabsdet = log|det A|  ->  gA = g A^-H; at a singular matrix conj(adj(A))^T / conj(det(A)), infinite as
+    # torch's. For a complex A the sign s = det / |det| moves too: d log det = tr(A^-1 dA) = d logabs + i d arg, and
+    # ds = i s d arg, so <g_sign, ds> = Re(conj(g_sign) i s d arg) adds -i Im(conj(g_sign) s) to g (torch's formula)
     @staticmethod
     def backward(ctx, g_sign, g):
-        A, logabs = ctx.saved_tensors
+        A, sign, logabs = ctx.saved_tensors
+        if A.dtype.is_complex:
+            if g is None and g_sign is None:
+                return None
+            g = _C.to_dtype(g, A.dtype) if g is not None else _C.full(tuple(logabs.shape), 0.0, A.dtype)
+            if g_sign is not None:
+                if _recording(A):
+                    sign = LinalgSlogdet.apply(A)[0]
+                g = _C.sub(g, _i_imag(_C.mul(_C.conj(g_sign), sign)))
         g2 = _C.unsqueeze(_C.unsqueeze(g, -1), -1)
         if np.any(np.isneginf(_np(logabs))):
             with np.errstate(all="ignore"):
                 a = _np(A)
                 adj = _np(_adjugate_t(A.detach()))
-                inv_t = adj / np.linalg.det(a)[..., None, None]
+                inv_t = adj / np.conj(np.linalg.det(a))[..., None, None]
             return _C.mul(g2, _const(inv_t, A))
         X = LinalgInv.apply(A) if _recording(A) else _from_np(np.linalg.inv(_np(A)), A.dtype)
-        return _C.mul(g2, _C.mT(X))
+        return _C.mul(g2, _mH(X))
 
 
 class LinalgSolve(Function):
@@ -380,12 +419,12 @@ class LinalgSolve(Function):
     @staticmethod
     def backward(ctx, g):
         A, B, X = ctx.saved_tensors
-        gB = LinalgSolve.apply(_C.mT(A), g)
+        gB = LinalgSolve.apply(_mH(A), g)
         if not ctx.needs_input_grad[0]:
             return None, gB
         if _recording(A, B):
             X = LinalgSolve.apply(A, B)
-        return _C.neg(_C.matmul(gB, _C.mT(X))), gB
+        return _C.neg(_C.matmul(gB, _mH(X))), gB
 
 
 class LinalgSolveTriangular(Function):
@@ -402,13 +441,13 @@ class LinalgSolveTriangular(Function):
     @staticmethod
     def backward(ctx, g):
         A, B, X = ctx.saved_tensors
-        gB = LinalgSolveTriangular.apply(_C.mT(A), g, not ctx.upper, ctx.unitriangular)
+        gB = LinalgSolveTriangular.apply(_mH(A), g, not ctx.upper, ctx.unitriangular)
         if not ctx.needs_input_grad[0]:
             return None, gB, None, None
         if _recording(A, B):
             X = LinalgSolveTriangular.apply(A, B, ctx.upper, ctx.unitriangular)
         k = 1 if ctx.upper else -1
-        gA = _tri(_C.neg(_C.matmul(gB, _C.mT(X))), not ctx.upper, k if ctx.unitriangular else 0)
+        gA = _tri(_C.neg(_C.matmul(gB, _mH(X))), not ctx.upper, k if ctx.unitriangular else 0)
         return gA, gB, None, None
 
 
@@ -434,25 +473,25 @@ class LinalgCholesky(Function):
         A, L = ctx.saved_tensors
         if _recording(A):
             L = LinalgCholesky.apply(A, "linalg.cholesky")
-        P = _C.matmul(_C.mT(L), g)
+        P = _C.matmul(_mH(L), g)
         P = _C.sub(_tri(P, True), _scaled(_diag_embed(_diag(P)), 0.5))
-        Lt = _C.mT(L)
+        Lt = _mH(L)
         Y = _solve_tri(Lt, P, True)                          # L^-T P
-        gA = _C.mT(_solve_tri(Lt, _C.mT(Y), True))           # (L^-T Y^T)^T = Y L^-1
-        return _scaled(_C.add(gA, _C.mT(gA)), 0.5), None
+        gA = _mH(_solve_tri(Lt, _mH(Y), True))           # (L^-T Y^T)^T = Y L^-1
+        return _scaled(_C.add(gA, _mH(gA)), 0.5), None
 
 
 def _copyltu(M):
     """The symmetric matrix whose lower triangle is M's."""
     low = _tri(M, True, -1)
-    return _C.add(_C.add(low, _C.mT(low)), _diag_embed(_diag(M)))
+    return _C.add(_C.add(low, _mH(low)), _diag_embed(_diag(M)))
 
 
 def _qr_backward_tall(gQ, gR, Q, R):
     """A = QR with m >= n (reduced): gA = (gQ + Q copyltu(M)) R^-T, M = R gR^T - gQ^T Q."""
-    M = _C.sub(_C.matmul(R, _C.mT(gR)), _C.matmul(_C.mT(gQ), Q))
+    M = _C.sub(_C.matmul(R, _mH(gR)), _C.matmul(_mH(gQ), Q))
     B = _C.add(gQ, _C.matmul(Q, _copyltu(M)))
-    return _C.mT(_solve_tri(R, _C.mT(B), True))               # B R^-T = (R^-1 B^T)^T
+    return _mH(_solve_tri(R, _mH(B), True))               # B R^-T = (R^-1 B^T)^T
 
 
 class LinalgQr(Function):
@@ -494,7 +533,7 @@ class LinalgQr(Function):
         Y = _C.slice(A, -1, m, n, 1)
         U, gU = _C.slice(R, -1, 0, m, 1), _C.slice(gR, -1, 0, m, 1)
         gV = _C.slice(gR, -1, m, n, 1)
-        gX = _qr_backward_tall(_C.add(gQ, _C.matmul(Y, _C.mT(gV))), gU, Q, U)
+        gX = _qr_backward_tall(_C.add(gQ, _C.matmul(Y, _mH(gV))), gU, Q, U)
         return _C.cat([gX, _C.matmul(Q, gV)], -1), None
 
 
@@ -527,12 +566,12 @@ class LinalgEigh(Function):
             L, V = LinalgEigh.apply(A, ctx.UPLO)
         inner = None if gL is None else _diag_embed(gL)
         if gV is not None:
-            VtgV = _C.matmul(_C.mT(V), gV)
-            term = _C.mul(_scaled(_C.sub(VtgV, _C.mT(VtgV)), 0.5), _inverse_gaps(L))
+            VtgV = _C.matmul(_mH(V), gV)
+            term = _C.mul(_scaled(_C.sub(VtgV, _mH(VtgV)), 0.5), _inverse_gaps(L))
             inner = term if inner is None else _C.add(inner, term)
         if inner is None:
             return None, None
-        return _C.matmul(_C.matmul(V, inner), _C.mT(V)), None
+        return _C.matmul(_C.matmul(V, inner), _mH(V)), None
 
 
 class LinalgSvd(Function):
@@ -566,27 +605,27 @@ class LinalgSvd(Function):
             if gS is None:
                 return None, None
             return _C.matmul(_C.mul(U, _C.unsqueeze(gS, -2)), Vh), None
-        V = _C.mT(Vh)
-        gV = None if gVh is None else _C.mT(gVh)
+        V = _mH(Vh)
+        gV = None if gVh is None else _mH(gVh)
         F = _inverse_gaps(_C.mul(S, S))
         inner = None if gS is None else _diag_embed(gS)
         s_row, s_col = _C.unsqueeze(S, -2), _C.unsqueeze(S, -1)
         inv_s = _C.div(_C.scalar_operand(1.0, S), S)
         extra = None
         if gU is not None:
-            UtgU = _C.matmul(_C.mT(U), gU)
-            J = _C.mul(F, _C.sub(UtgU, _C.mT(UtgU)))
+            UtgU = _C.matmul(_mH(U), gU)
+            J = _C.mul(F, _C.sub(UtgU, _mH(UtgU)))
             term = _C.mul(J, s_row)
             inner = term if inner is None else _C.add(inner, term)
             if m > k:
                 extra = _C.matmul(_C.mul(_C.sub(gU, _C.matmul(U, UtgU)), _C.unsqueeze(inv_s, -2)), Vh)
         if gV is not None:
             VtgV = _C.matmul(Vh, gV)
-            K = _C.mul(F, _C.sub(VtgV, _C.mT(VtgV)))
+            K = _C.mul(F, _C.sub(VtgV, _mH(VtgV)))
             term = _C.mul(s_col, K)
             inner = term if inner is None else _C.add(inner, term)
             if n > k:
-                gVt = _C.mT(gV)
+                gVt = _mH(gV)
                 side = _C.matmul(_C.mul(U, _C.unsqueeze(inv_s, -2)), _C.sub(gVt, _C.matmul(_C.matmul(gVt, V), Vh)))
                 extra = side if extra is None else _C.add(extra, side)
         gA = _C.matmul(_C.matmul(U, inner), Vh)
@@ -627,7 +666,7 @@ class LinalgPinv(Function):
         A, P = ctx.saved_tensors
         if _recording(A):
             P = LinalgPinv.apply(A, *ctx.params)
-        Pt, gt = _C.mT(P), _C.mT(g)
+        Pt, gt = _mH(P), _mH(g)
         t1 = _C.neg(_C.matmul(_C.matmul(Pt, g), Pt))
         X = _C.matmul(_C.matmul(gt, P), Pt)
         t2 = _C.sub(X, _C.matmul(A, _C.matmul(P, X)))
@@ -639,13 +678,13 @@ class LinalgPinv(Function):
 # ===== torch.linalg's functions over the factorisations ===========================================================
 
 def inv(A):
-    return LinalgInv.apply(_matrices("linalg.inv", A))
+    return LinalgInv.apply(_matrices("linalg.inv", A, complex_ok=True))
 
 
 def inv_ex(A, *, check_errors=False):
     """(inverse, info): info > 0 marks a singular matrix (its inverse is then NaN) instead of raising, unless
     check_errors."""
-    A = _matrices("linalg.inv_ex", A)
+    A = _matrices("linalg.inv_ex", A, complex_ok=True)
     _, info = _lapack_inv(_np(A))
     if np.any(info):
         if check_errors:
@@ -656,24 +695,24 @@ def inv_ex(A, *, check_errors=False):
 
 
 def inverse(input):
-    return LinalgInv.apply(_matrices("linalg.inv", input, "input"))
+    return LinalgInv.apply(_matrices("linalg.inv", input, "input", complex_ok=True))
 
 
 def linalg_det(A):
-    return LinalgDet.apply(_matrices("linalg.det", A))
+    return LinalgDet.apply(_matrices("linalg.det", A, complex_ok=True))
 
 
 def det(input):
-    return LinalgDet.apply(_matrices("linalg.det", input, "input"))
+    return LinalgDet.apply(_matrices("linalg.det", input, "input", complex_ok=True))
 
 
 def linalg_slogdet(A):
     """(sign, log|det|) of A's matrices."""
-    return return_linalg_slogdet(*LinalgSlogdet.apply(_matrices("linalg.slogdet", A)))
+    return return_linalg_slogdet(*LinalgSlogdet.apply(_matrices("linalg.slogdet", A, complex_ok=True)))
 
 
 def slogdet(input):
-    return return_slogdet(*LinalgSlogdet.apply(_matrices("linalg.slogdet", input, "input")))
+    return return_slogdet(*LinalgSlogdet.apply(_matrices("linalg.slogdet", input, "input", complex_ok=True)))
 
 
 def logdet(input):
@@ -686,9 +725,9 @@ def logdet(input):
 def _solve_operands(op, A, B, left, vectors=True):
     """A, B broadcast over their batch dims, B as a batch of matrices; whether B was a (batch of) vector(s): with
     `vectors`, B is one if it is 1-D, or if its shape is A's without the last dim."""
-    A = _matrices(op, A)
+    A = _matrices(op, A, complex_ok=True)
     B = tensor_arg(B, op, "B")
-    _float_input(op, B, "B")
+    _float_input(op, B, "B", complex_ok=True)
     _same_float_dtype(op, A, B)
     vector = vectors and (B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1])))
     Bm = _C.unsqueeze(B, -1) if vector else B
@@ -720,9 +759,9 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
     """X with A X = B (XA = B if not left), reading only A's upper or lower triangle; a zero on its diagonal gives
     infs and NaNs, not an error (LAPACK trsm)."""
     op = "linalg.solve_triangular"
-    A = _matrices(op, A)
+    A = _matrices(op, A, complex_ok=True)
     B = tensor_arg(B, op, "B")
-    _float_input(op, B, "B")
+    _float_input(op, B, "B", complex_ok=True)
     if B.ndim < 2:
         raise RuntimeError(f"{op}: B must have at least 2 dimensions, got shape {shape_str(B.shape)}.")
     _same_float_dtype(op, A, B)
@@ -943,7 +982,7 @@ def _matrix_power(op, A, n):
         eye = _const(np.broadcast_to(np.eye(A.shape[-1]), tuple(A.shape)), A)
         return _C.where(_C.full((), True, _C.bool), eye, A) if A.requires_grad else eye
     if n < 0:
-        A, n = LinalgInv.apply(_matrices("linalg.inv", A)), -n
+        A, n = LinalgInv.apply(_matrices("linalg.inv", A, complex_ok=True)), -n
     if n == 1:
         return _C.clone(A)
     result, square = None, A                 # binary powering: A^n from the squares A, A^2, A^4, ...

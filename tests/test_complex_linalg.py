@@ -1,0 +1,108 @@
+"""torch.linalg on complex matrices (python/dyngrad/_api/ops/linalg.py): the forwards against numpy (and torch where
+installed), the gradients by gradcheck/gradgradcheck in complex128 (losses invariant to the eigen/singular vectors'
+phases where the decomposition fixes them only up to one), against torch's, on both engines; and linalg.eig of real
+matrices whose spectrum is complex.
+"""
+import numpy as np
+import pytest
+
+try:
+    import torch
+except ImportError:          # the torch comparisons skip; the rest runs
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
+
+
+def cmat(*shape, seed=0, shift=True):
+    """Complex matrices, well conditioned (n on the diagonal) when shift."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+    if shift:
+        a = a + shape[-1] * np.eye(shape[-1])
+    return a
+
+
+def herm_pd(*shape, seed=0):
+    a = cmat(*shape, seed=seed, shift=False)
+    return a @ np.conj(np.swapaxes(a, -1, -2)) + shape[-1] * np.eye(shape[-1])
+
+
+def leaf(dg, a, grad=True):
+    return dg.tensor(a, dtype=dg.complex128, requires_grad=grad)
+
+
+def check_grads(dg, fn, *arrays, gradgrad=True):
+    inputs = [leaf(dg, a) for a in arrays]
+    assert dg.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-4)
+    if gradgrad:
+        assert dg.autograd.gradgradcheck(fn, inputs, eps=1e-6, atol=1e-4, rtol=1e-3)
+
+
+def torch_grads(fn_dg, fn_t, dg, *arrays):
+    """The gradients of the real loss sum(|out|^2 + Re(out)) on both sides, for the same inputs."""
+    xs = [leaf(dg, a) for a in arrays]
+    ts = [torch.tensor(a, dtype=torch.complex128, requires_grad=True) for a in arrays]
+
+    def loss(out, m):
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        total = 0
+        for o in outs:
+            total = total + (m.abs(o) ** 2).sum() + (m.real(o) if o.dtype.is_complex else o).sum()
+        return total
+    loss(fn_dg(*xs), dg).backward()
+    loss(fn_t(*ts), torch).backward()
+    for x, t in zip(xs, ts):
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-7, atol=1e-9)
+
+
+# ---- inv, solve, det, slogdet ---------------------------------------------------------------------------------
+
+def test_inv_solve_det_forward(dg):
+    a, b = cmat(2, 3, 3), cmat(2, 3, 2, seed=1, shift=False)
+    A, B = dg.tensor(a), dg.tensor(b)
+    np.testing.assert_allclose(dg.linalg.inv(A).numpy(), np.linalg.inv(a), rtol=1e-12)
+    np.testing.assert_allclose(dg.linalg.solve(A, B).numpy(), np.linalg.solve(a, b), rtol=1e-12)
+    np.testing.assert_allclose(dg.linalg.solve(A, dg.tensor(b[..., 0])).numpy(), np.linalg.solve(a, b[..., :1])[..., 0],
+                               rtol=1e-12)
+    np.testing.assert_allclose(dg.linalg.det(A).numpy(), np.linalg.det(a), rtol=1e-12)
+    sign, logabs = dg.linalg.slogdet(A)
+    want = np.linalg.slogdet(a)
+    assert sign.dtype == dg.complex128 and logabs.dtype == dg.float64
+    np.testing.assert_allclose(sign.numpy(), want[0], rtol=1e-12)
+    np.testing.assert_allclose(logabs.numpy(), want[1], rtol=1e-12)
+    assert dg.linalg.inv(dg.tensor(a, dtype=dg.complex64)).dtype == dg.complex64
+    with pytest.raises(dg.linalg.LinAlgError):
+        dg.linalg.inv(dg.tensor(np.array([[1, 1j], [1j, -1]])))      # singular: det = -1 - i^2 = 0
+
+
+@pytest.mark.parametrize("name", ["inv", "det", "slogdet", "solve", "solve_right", "solve_triangular"])
+def test_inv_solve_det_gradcheck(dg, name):
+    a, b = cmat(2, 3, 3), cmat(2, 3, 2, seed=1, shift=False)
+    fns = {
+        "inv": (lambda A: dg.linalg.inv(A), (a,)),
+        "det": (lambda A: dg.linalg.det(A), (a,)),
+        "slogdet": (lambda A: tuple(dg.linalg.slogdet(A)), (a,)),
+        "solve": (lambda A, B: dg.linalg.solve(A, B), (a, b)),
+        "solve_right": (lambda A, B: dg.linalg.solve(A, B, left=False), (a, np.swapaxes(b, -1, -2))),
+        "solve_triangular": (lambda A, B: dg.linalg.solve_triangular(A, B, upper=True), (a, b)),
+    }
+    fn, arrays = fns[name]
+    check_grads(dg, fn, *arrays)
+
+
+def test_det_at_a_singular_matrix(dg):
+    """The gradient of det where A is singular: conj(adj(A))^T, through the SVD."""
+    a = cmat(3, 3, shift=False)
+    a[:, 2] = a[:, 0] * (1 - 2j)
+    check_grads(dg, lambda A: dg.linalg.det(A), a, gradgrad=False)
+
+
+@needs_torch
+def test_inv_solve_det_grads_as_torch(dg):
+    a, b = cmat(2, 3, 3), cmat(2, 3, 2, seed=1, shift=False)
+    L = torch.linalg
+    torch_grads(lambda A: dg.linalg.inv(A), lambda A: L.inv(A), dg, a)
+    torch_grads(lambda A: dg.linalg.det(A), lambda A: L.det(A), dg, a)
+    torch_grads(lambda A: tuple(dg.linalg.slogdet(A)), lambda A: tuple(L.slogdet(A)), dg, a)
+    torch_grads(lambda A, B: dg.linalg.solve(A, B), lambda A, B: L.solve(A, B), dg, a, b)
