@@ -106,3 +106,70 @@ def test_inv_solve_det_grads_as_torch(dg):
     torch_grads(lambda A: dg.linalg.det(A), lambda A: L.det(A), dg, a)
     torch_grads(lambda A: tuple(dg.linalg.slogdet(A)), lambda A: tuple(L.slogdet(A)), dg, a)
     torch_grads(lambda A, B: dg.linalg.solve(A, B), lambda A, B: L.solve(A, B), dg, a, b)
+
+
+# ---- eig ------------------------------------------------------------------------------------------------------
+
+def _phase_free(V):
+    """A loss of eigenvectors that does not depend on their phases: |V|^2 elementwise."""
+    return V.abs() ** 2
+
+
+def rotation_like(n, seed=0):
+    """A real matrix with complex eigenvalues (distinct): a block-rotation spectrum under a similarity."""
+    rng = np.random.default_rng(seed)
+    s = rng.standard_normal((n, n)) + n * np.eye(n)
+    d = np.zeros((n, n))
+    for k in range(0, n - 1, 2):
+        d[k:k + 2, k:k + 2] = [[k + 1.0, -(k + 2.0)], [k + 2.0, k + 1.0]]
+    if n % 2:
+        d[-1, -1] = -3.0
+    return s @ d @ np.linalg.inv(s)
+
+
+def test_eig_of_real_matrix_with_complex_spectrum(dg):
+    a = rotation_like(4)
+    w, V = dg.linalg.eig(dg.tensor(a))
+    assert w.dtype == dg.complex128 and V.dtype == dg.complex128
+    np.testing.assert_allclose(np.sort_complex(w.numpy()), np.sort_complex(np.linalg.eigvals(a)), rtol=1e-10)
+    np.testing.assert_allclose(a @ V.numpy(), V.numpy() * w.numpy()[None, :], atol=1e-10)
+    assert dg.linalg.eigvals(dg.tensor(a, dtype=dg.float32)).dtype == dg.complex64
+    # the gradient reaching the real input is real (the real part of the complex formula's), and checks out
+    A = dg.tensor(a, requires_grad=True)
+    assert dg.autograd.gradcheck(lambda X: dg.linalg.eigvals(X), [A])
+    assert dg.autograd.gradcheck(lambda X: _phase_free(dg.linalg.eig(X)[1]), [A])
+    assert dg.autograd.gradgradcheck(lambda X: dg.linalg.eigvals(X), [A])
+    dg.linalg.eigvals(A).real.sum().backward()
+    assert A.grad.dtype == dg.float64
+
+
+def test_eig_of_complex_matrix(dg):
+    a = cmat(2, 3, 3, shift=False)
+    w, V = dg.linalg.eig(dg.tensor(a))
+    np.testing.assert_allclose(np.einsum("...ij,...jk->...ik", a, V.numpy()), V.numpy() * w.numpy()[..., None, :],
+                               atol=1e-10)
+    check_grads(dg, lambda A: dg.linalg.eigvals(A), a)
+    check_grads(dg, lambda A: _phase_free(dg.linalg.eig(A)[1]), a, gradgrad=False)
+
+
+def test_eig_phase_dependent_loss_is_refused(dg):
+    A = leaf(dg, cmat(3, 3, shift=False))
+    with pytest.raises(RuntimeError, match="phase"):
+        dg.linalg.eig(A)[1].real.sum().backward()
+
+
+@needs_torch
+def test_eig_grads_as_torch(dg):
+    for a in (cmat(3, 3, shift=False), rotation_like(4).astype(complex)):
+        torch_grads(lambda A: (dg.linalg.eigvals(A), _phase_free(dg.linalg.eig(A)[1])),
+                    lambda A: (torch.linalg.eigvals(A), _phase_free(torch.linalg.eig(A)[1])), dg, a)
+    a = rotation_like(4)                    # a real input: torch's real gradient
+    X, T = dg.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    (dg.linalg.eigvals(X).real * dg.tensor([1.0, 2, 3, 4])).sum().backward()
+    w = torch.linalg.eigvals(T)
+    order = np.argsort(dg.linalg.eigvals(dg.tensor(a)).numpy())
+    t_order = np.argsort(w.detach().numpy())
+    weights = np.empty(4)
+    weights[t_order] = np.array([1.0, 2, 3, 4])[order]      # the same weight on the same eigenvalue
+    (w.real * torch.tensor(weights)).sum().backward()
+    np.testing.assert_allclose(X.grad.numpy(), T.grad.numpy(), rtol=1e-8, atol=1e-10)

@@ -12,11 +12,14 @@ backwards]). The rest are composites of differentiable ops (lu_solve, lu_unpack,
 tensorinv, tensorsolve, vander, triangular_solve, the norms), which then differentiate themselves. geqrf and the
 LDL family have no derivative, as torch: their results carry a node whose backward raises torch's error.
 
-Note [No complex dtype in eig]: a real matrix can have complex eigenvalues, and torch.linalg.eig/eigvals always
-return complex tensors. dyngrad has no complex dtype. We return the real eigenvalues and eigenvectors (in A's real
-dtype: the values equal torch's, whose imaginary parts are then exactly zero, as LAPACK geev returns them) when
-every eigenvalue of every matrix is real, and raise NotImplementedError naming the missing complex support when
-one is not. Imaginary parts are never dropped.
+Note [eig returns complex tensors]: a real matrix can have complex eigenvalues, so torch.linalg.eig/eigvals always
+return complex tensors (complex64 for float32 input, complex128 for float64), whatever the spectrum; so does
+dyngrad. The gradient reaching a real A is the real part of the complex formula's, as torch's.
+
+Complex matrices: inv, det, slogdet, solve, solve_triangular, eig, eigvals (and the decompositions that pass
+complex_ok=True to _matrices) take them; the formulas are the real ones with conjugate transposes (mH) where the
+real ones transpose, plus the terms a complex input adds (slogdet's sign, the phases of eigen- and singular
+vectors: Note [Phases of complex eigenvectors]).
 """
 import collections
 import math
@@ -1207,34 +1210,34 @@ def _bool_arg(value, op, name):
 
 # ===== eig, eigvals ===============================================================================================
 
+def _complex_dtype(dtype):
+    """The complex dtype with dtype's parts (float32 -> complex64); a complex dtype itself."""
+    return {"float32": _C.complex64, "float64": _C.complex128}.get(dtype.name, dtype)
+
+
 def _geev(op, a):
-    """(eigenvalues, eigenvectors) of a stack of real matrices through LAPACK geev (numpy.linalg.eig); raises the
-    error of Note [No complex dtype in eig] when one is complex."""
+    """(eigenvalues, eigenvectors) of a stack of real or complex matrices through LAPACK geev (numpy.linalg.eig),
+    complex always (as torch's: Note [eig returns complex tensors])."""
+    out = np.result_type(a.dtype, np.complex64)
     if a.size == 0:
-        return np.zeros(a.shape[:-1], a.dtype), np.zeros(a.shape, a.dtype)
+        return np.zeros(a.shape[:-1], out), np.zeros(a.shape, out)
     if not np.isfinite(a).all():
         raise RuntimeError(f"{op}: the input should not contain infs or NaNs.")
     try:
         w, v = np.linalg.eig(a)
     except np.linalg.LinAlgError:
         raise LinAlgError(f"{op}: the eigenvalue algorithm (LAPACK geev) failed to converge.") from None
-    if np.iscomplexobj(w) and np.any(w.imag != 0):
-        flat = w.reshape(-1)
-        z = flat[np.flatnonzero(flat.imag != 0)[0]]
-        raise NotImplementedError(
-            f"{op}: the input has complex eigenvalues (e.g. {z.real:.6g}{z.imag:+.6g}j), and dyngrad has no complex "
-            "dtype to return them in (torch returns complex64/complex128 here). Only matrices whose eigenvalues are "
-            "all real are supported; linalg.eigh handles symmetric matrices.")
-    return np.real(w).astype(a.dtype), np.real(v).astype(a.dtype)
+    return w.astype(out), v.astype(out)
 
 
 class LinalgEig(Function):
-    """linalg.eig of a matrix with real eigenvalues: LAPACK geev (eigenvectors of unit norm, as torch's)."""
+    """linalg.eig: LAPACK geev (eigenvectors of unit norm, as torch's), complex results for real and complex A."""
 
     @staticmethod
     def forward(ctx, A, op):
         w, v = _geev(op, _np(A))
-        L, V = _from_np(w, A.dtype), _from_np(v, A.dtype)
+        dtype = _complex_dtype(A.dtype)
+        L, V = _from_np(w, dtype), _from_np(v, dtype)
         ctx.op = op
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(A, L.detach(), V.detach())
@@ -1242,10 +1245,11 @@ class LinalgEig(Function):
 
     # A V = V diag(L), with unit-norm columns of V. Differentiating: dA V + A dV = dV diag(L) + V diag(dL); with
     # C = V^-1 dV, V^-1 dA V = diag(dL) + C diag(L) - diag(L) C, so dL = diag(V^-1 dA V) and, off the diagonal,
-    # C_ij = (V^-1 dA V)_ij / (L_j - L_i). The normalisation |v_j| = 1 fixes the diagonal: v_j^T dv_j = 0, i.e.
-    # C_jj = -sum_{i != j} (V^T V)_ji C_ij. Transposing the whole map gives
-    #   gA = V^-T (diag(gL) + E o (V^T gV - V^T V diag(diag(V^T gV)))) V^T,  E_ij = 1 / (L_j - L_i), E_ii = 0
-    # (the real case of torch's formula; equal eigenvalues give infinities, as torch's).
+    # C_ij = (V^-1 dA V)_ij / (L_j - L_i). The normalisation |v_j| = 1 fixes Re(v_j^H dv_j) = 0, i.e.
+    # Re(C_jj) = -Re(sum_{i != j} (V^H V)_ji C_ij); Im(C_jj) (the phase of v_j) is not determined, and a loss
+    # that depends on it is refused (Note [Phases of complex eigenvectors]). The adjoint of the whole map is torch's
+    #   gA = V^-H (diag(gL) + conj(E) o (V^H gV - V^H V diag(Re(diag(V^H gV))))) V^H,  E_ij = 1 / (L_j - L_i),
+    # E_ii = 0; for a real A its real part (equal eigenvalues give infinities, as torch's).
     @staticmethod
     def backward(ctx, gL, gV):
         A, L, V = ctx.saved_tensors
@@ -1256,29 +1260,43 @@ class LinalgEig(Function):
         n = A.shape[-1]
         inner = None
         if gV is not None:
-            VtgV = _mm(_C.mT(V), gV)
-            diag_part = _C.mul(VtgV, _eye(n, VtgV))
-            term = _C.sub(VtgV, _mm(_mm(_C.mT(V), V), diag_part))
-            gaps = _C.sub(_C.unsqueeze(L, -2), _C.unsqueeze(L, -1))
-            off = _const(1.0 - np.eye(n), A)
-            inner = _C.mul(_C.div(term, _C.add(gaps, _eye(n, A))), off)
+            VhgV = _mm(_mH(V), gV)
+            _check_phase_invariance("linalg_eig_backward", _np(VhgV))
+            diag_part = _C.mul(_real_part(VhgV), _eye(n, _real_part(VhgV)))
+            term = _C.sub(VhgV, _mm(_mm(_mH(V), V), _C.to_dtype(diag_part, V.dtype)))
+            gaps = _C.conj(_C.sub(_C.unsqueeze(L, -2), _C.unsqueeze(L, -1)))
+            off = _const(1.0 - np.eye(n), V)
+            inner = _C.mul(_C.div(term, _C.add(gaps, _eye(n, V))), off)
         if gL is not None:
-            d = _C.mul(_C.unsqueeze(gL, -1), _eye(n, A))
+            d = _C.mul(_C.unsqueeze(gL, -1), _eye(n, V))
             inner = d if inner is None else _C.add(inner, d)
-        # V^-T inner V^T: solve V^T X = inner V^T
-        return LinalgSolve.apply(_C.mT(V), _mm(inner, _C.mT(V))), None
+        # V^-H inner V^H: solve V^H X = inner V^H
+        gA = LinalgSolve.apply(_mH(V), _mm(inner, _mH(V)))
+        return (gA if A.dtype.is_complex else _real_part(gA)), None
+
+
+def _check_phase_invariance(op, VhgV):
+    """Note [Phases of complex eigenvectors]: eigenvectors (and singular vectors) are determined up to a phase
+    e^{i phi} each; a loss that depends on the phases has no gradient. Invariance means Im(diag(V^H gV)) = 0 (for
+    the SVD, Im(diag(U^H gU) + diag(V^H gV)) = 0), checked with torch's lax tolerances; torch raises the same
+    error."""
+    if np.iscomplexobj(VhgV) and not np.allclose(np.imag(np.diagonal(VhgV, axis1=-2, axis2=-1)), 0,
+                                                    rtol=1e-2, atol=1e-2):
+        raise RuntimeError(f"{op}: The eigenvectors in the complex case are specified up to multiplication by "
+                           "e^{i phi}. The specified loss function depends on this phase term, making it "
+                           "ill-defined.")
 
 
 def eig(A):
-    """(eigenvalues, eigenvectors) of square matrices whose eigenvalues are real (Note [No complex dtype in eig])."""
-    A = _matrices("linalg.eig", A)
+    """(eigenvalues, eigenvectors) of square real or complex matrices, as complex tensors (torch's)."""
+    A = _matrices("linalg.eig", A, complex_ok=True)
     _no_half("linalg.eig", A)
     return return_linalg_eig(*LinalgEig.apply(A, "linalg.eig"))
 
 
 def eigvals(A):
-    """The eigenvalues of square matrices, when they are real (Note [No complex dtype in eig])."""
-    A = _matrices("linalg.eigvals", A)
+    """The eigenvalues of square real or complex matrices, a complex tensor (torch's)."""
+    A = _matrices("linalg.eigvals", A, complex_ok=True)
     _no_half("linalg.eigvals", A)
     return LinalgEig.apply(A, "linalg.eigvals")[0]
 
