@@ -111,8 +111,9 @@ def test_inv_solve_det_grads_as_torch(dg):
 # ---- eig ------------------------------------------------------------------------------------------------------
 
 def _phase_free(V):
-    """A loss of eigenvectors that does not depend on their phases: |V|^2 elementwise."""
-    return V.abs() ** 2
+    """A loss of eigenvectors that does not depend on their phases: |V|^2 elementwise (as V conj(V): abs's second
+    derivative at complex numbers is not what this file tests)."""
+    return (V * V.conj()).real
 
 
 def rotation_like(n, seed=0):
@@ -173,3 +174,92 @@ def test_eig_grads_as_torch(dg):
     weights[t_order] = np.array([1.0, 2, 3, 4])[order]      # the same weight on the same eigenvalue
     (w.real * torch.tensor(weights)).sum().backward()
     np.testing.assert_allclose(X.grad.numpy(), T.grad.numpy(), rtol=1e-8, atol=1e-10)
+
+
+# ---- eigh, svd, qr, cholesky, pinv, lstsq, norms ----------------------------------------------------------------
+
+def test_decompositions_forward(dg):
+    a, h = cmat(2, 4, 3, shift=False), herm_pd(2, 3, 3)
+    A, H = dg.tensor(a), dg.tensor(h)
+    w, V = dg.linalg.eigh(H)
+    assert w.dtype == dg.float64 and V.dtype == dg.complex128
+    np.testing.assert_allclose(w.numpy(), np.linalg.eigvalsh(h), rtol=1e-12)
+    np.testing.assert_allclose(dg.linalg.eigvalsh(H).numpy(), np.linalg.eigvalsh(h), rtol=1e-12)
+    U, S, Vh = dg.linalg.svd(A, full_matrices=False)
+    assert S.dtype == dg.float64
+    np.testing.assert_allclose((U.numpy() * S.numpy()[..., None, :]) @ Vh.numpy(), a, atol=1e-12)
+    np.testing.assert_allclose(dg.linalg.svdvals(A).numpy(), np.linalg.svd(a, compute_uv=False), rtol=1e-12)
+    Q, R = dg.linalg.qr(A)
+    np.testing.assert_allclose(Q.numpy() @ R.numpy(), a, atol=1e-12)
+    L = dg.linalg.cholesky(H)
+    np.testing.assert_allclose(L.numpy() @ np.conj(np.swapaxes(L.numpy(), -1, -2)), h, atol=1e-12)
+    Uc = dg.linalg.cholesky(H, upper=True)
+    np.testing.assert_allclose(np.conj(np.swapaxes(Uc.numpy(), -1, -2)) @ Uc.numpy(), h, atol=1e-12)
+    np.testing.assert_allclose(dg.linalg.pinv(A).numpy(), np.linalg.pinv(a), atol=1e-12)
+    np.testing.assert_allclose(dg.linalg.pinv(H, hermitian=True).numpy(), np.linalg.inv(h), atol=1e-12)
+    b = cmat(2, 4, 2, seed=3, shift=False)
+    sol = dg.linalg.lstsq(A, dg.tensor(b), driver="gelsd")
+    want = np.linalg.lstsq(a[0], b[0], rcond=None)
+    np.testing.assert_allclose(sol.solution.numpy()[0], want[0], atol=1e-12)
+    assert sol.residuals.dtype == dg.float64 and sol.singular_values.dtype == dg.float64
+    np.testing.assert_allclose(sol.residuals.numpy()[0], want[1], rtol=1e-10)
+    x = cmat(5, seed=4, shift=False)
+    for ord in (2, 1, 3, 0, float("inf"), -float("inf")):
+        got = dg.linalg.vector_norm(dg.tensor(x), ord)
+        assert got.dtype == dg.float64
+        np.testing.assert_allclose(got.numpy(), np.linalg.norm(x, ord), rtol=1e-12)
+    for ord in ("fro", "nuc", 2, -2, 1, -1, float("inf")):
+        np.testing.assert_allclose(dg.linalg.matrix_norm(A, ord).numpy(),
+                                   np.linalg.norm(a, ord, axis=(-2, -1)), rtol=1e-12)
+    assert int(dg.linalg.matrix_rank(A)[0]) == 3
+    np.testing.assert_allclose(dg.linalg.cond(A[0] if False else dg.tensor(a[0][:3])).numpy(),
+                               np.linalg.cond(a[0][:3]), rtol=1e-10)
+
+
+def _herm(dg, X):
+    """A Hermitian positive-definite function of any matrix (gradcheck perturbs all its entries)."""
+    return dg.matmul(X, X.mH) + dg.eye(X.shape[-1], dtype=X.dtype) * X.shape[-1]
+
+
+DECOMPOSITIONS = {
+    "eigvalsh": (lambda dg, X: dg.linalg.eigvalsh(_herm(dg, X)), (3, 3)),
+    "eigh": (lambda dg, X: (dg.linalg.eigh(_herm(dg, X))[0], _phase_free(dg.linalg.eigh(_herm(dg, X))[1])), (3, 3)),
+    "svdvals": (lambda dg, X: dg.linalg.svdvals(X), (4, 3)),
+    "svd_UVh": (lambda dg, X: (lambda r: (r.S, dg.matmul(r.U, r.Vh), _phase_free(r.U)))(
+        dg.linalg.svd(X, full_matrices=False)), (4, 3)),
+    "svd_wide": (lambda dg, X: (lambda r: (r.S, _phase_free(r.Vh)))(dg.linalg.svd(X, full_matrices=False)), (3, 4)),
+    "qr": (lambda dg, X: tuple(dg.linalg.qr(X)), (4, 3)),
+    "qr_wide": (lambda dg, X: tuple(dg.linalg.qr(X)), (3, 4)),
+    "cholesky": (lambda dg, X: dg.linalg.cholesky(_herm(dg, X)), (3, 3)),
+    "cholesky_upper": (lambda dg, X: dg.linalg.cholesky(_herm(dg, X), upper=True), (3, 3)),
+    "pinv": (lambda dg, X: dg.linalg.pinv(X), (4, 3)),
+    "pinv_hermitian": (lambda dg, X: dg.linalg.pinv(_herm(dg, X), hermitian=True), (3, 3)),
+    "lstsq": (lambda dg, X: dg.linalg.lstsq(X, dg.matmul(X, dg.ones(3, 2, dtype=X.dtype)) + 1).solution, (4, 3)),
+    "vector_norm": (lambda dg, X: dg.linalg.vector_norm(X), (4, 3)),
+    "vector_norm_3": (lambda dg, X: dg.linalg.vector_norm(X, 3, dim=-1), (4, 3)),
+    "matrix_norm_nuc": (lambda dg, X: dg.linalg.matrix_norm(X, "nuc"), (4, 3)),
+    "matrix_norm_2": (lambda dg, X: dg.linalg.matrix_norm(X, 2), (4, 3)),
+    "matrix_norm_1": (lambda dg, X: dg.linalg.matrix_norm(X, 1), (4, 3)),
+}
+
+
+@pytest.mark.parametrize("name", list(DECOMPOSITIONS))
+def test_decompositions_gradcheck(dg, name):
+    fn, shape = DECOMPOSITIONS[name]
+    check_grads(dg, lambda X: fn(dg, X), cmat(2, *shape, seed=5, shift=False),
+                gradgrad=name not in ("vector_norm_3", "matrix_norm_1"))   # (they reach abs's second derivative)
+
+
+@needs_torch
+@pytest.mark.parametrize("name", list(DECOMPOSITIONS))
+def test_decompositions_grads_as_torch(dg, name):
+    fn, shape = DECOMPOSITIONS[name]
+    torch_grads(lambda X: fn(dg, X), lambda X: fn(torch, X), dg, cmat(2, *shape, seed=5, shift=False))
+
+
+def test_svd_phase_dependent_loss_is_refused(dg):
+    A = leaf(dg, cmat(3, 3, shift=False))
+    with pytest.raises(RuntimeError, match="phase"):
+        dg.linalg.svd(A)[0].real.sum().backward()
+    with pytest.raises(RuntimeError, match="phase"):
+        dg.linalg.eigh(_herm(dg, A))[1].real.sum().backward()

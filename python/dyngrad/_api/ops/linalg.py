@@ -118,6 +118,30 @@ def _i_imag(x):
     return _scaled(_C.sub(x, _C.conj(x)), 0.5)
 
 
+# Note [Phases of complex eigenvectors] (the check in double backward): a node's phase check sees only the
+# cotangent that reaches it. Once a backward is recorded (create_graph=True), the vectors' dependence on A is split
+# between the original node and the one the backward recomputes (Note [Outputs in linalg backwards]); only their sum
+# is phase-blind, so neither checks alone: the backward maps are linear in the cotangent and equal on both nodes,
+# which makes the sum of their gradients the gradient of the summed cotangent. First-order backwards keep the check.
+_phase_checks_off = [0]
+
+
+def _recomputed(function, *args):
+    """function.apply(*args) inside a recorded backward: its nodes skip the phase check."""
+    _phase_checks_off[0] += 1
+    try:
+        return function.apply(*args)
+    finally:
+        _phase_checks_off[0] -= 1
+
+
+def _phase_check_wanted(ctx, A):
+    """Whether this backward checks phase invariance (see above); a node used by a recorded backward stops."""
+    if _recording(A):
+        ctx.check_phases = False
+    return ctx.check_phases
+
+
 def _same_float_dtype(op, A, B):
     if A.dtype is not B.dtype:
         raise RuntimeError(f"{op}: expected A and B of the same dtype, got {A.dtype.name} and {B.dtype.name}.")
@@ -259,12 +283,12 @@ def _partial_cholesky(m):
     with np.errstate(all="ignore"):
         for j in range(m.shape[-1]):
             row = L[j, :j]
-            pivot = L[j, j] - row @ row
+            pivot = np.real(L[j, j] - row @ np.conj(row))     # (potrf reads the real part of a complex pivot)
             if not pivot > 0:
                 L[j, j] = pivot
                 return L, j + 1
             L[j, j] = np.sqrt(pivot)
-            L[j + 1:, j] = (L[j + 1:, j] - L[j + 1:, :j] @ row) / L[j, j]
+            L[j + 1:, j] = (L[j + 1:, j] - L[j + 1:, :j] @ np.conj(row)) / L[j, j]
     return L, 0
 
 
@@ -485,9 +509,13 @@ class LinalgCholesky(Function):
 
 
 def _copyltu(M):
-    """The symmetric matrix whose lower triangle is M's."""
+    """The Hermitian matrix whose strict lower triangle is M's, with the real part of M's diagonal (R's diagonal is
+    real, so only Re(diag) moves it)."""
     low = _tri(M, True, -1)
-    return _C.add(_C.add(low, _mH(low)), _diag_embed(_diag(M)))
+    d = _diag(M)
+    if M.dtype.is_complex:
+        d = _C.to_dtype(_real_part(d), M.dtype)
+    return _C.add(_C.add(low, _mH(low)), _diag_embed(d))
 
 
 def _qr_backward_tall(gQ, gR, Q, R):
@@ -554,8 +582,9 @@ class LinalgEigh(Function):
     @staticmethod
     def forward(ctx, A, UPLO):
         w, v = np.linalg.eigh(_np(A), UPLO=UPLO)
-        L, V = _from_np(w, A.dtype), _from_np(v, A.dtype)
+        L, V = _from_np(w, _real_dtype(A.dtype)), _from_np(v, A.dtype)
         ctx.UPLO = UPLO
+        ctx.check_phases = not _phase_checks_off[0]
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(A, L.detach(), V.detach())
         return L, V
@@ -566,10 +595,12 @@ class LinalgEigh(Function):
     def backward(ctx, gL, gV):
         A, L, V = ctx.saved_tensors
         if _recording(A):
-            L, V = LinalgEigh.apply(A, ctx.UPLO)
-        inner = None if gL is None else _diag_embed(gL)
+            L, V = _recomputed(LinalgEigh, A, ctx.UPLO)
+        inner = None if gL is None else _C.to_dtype(_diag_embed(gL), V.dtype)
         if gV is not None:
             VtgV = _C.matmul(_mH(V), gV)
+            if _phase_check_wanted(ctx, A):
+                _check_phase_invariance("linalg_eigh_backward", _np(VtgV))
             term = _C.mul(_scaled(_C.sub(VtgV, _mH(VtgV)), 0.5), _inverse_gaps(L))
             inner = term if inner is None else _C.add(inner, term)
         if inner is None:
@@ -583,8 +614,9 @@ class LinalgSvd(Function):
     @staticmethod
     def forward(ctx, A, full_matrices):
         u, s, vh = np.linalg.svd(_np(A), full_matrices=full_matrices)
-        U, S, Vh = _from_np(u, A.dtype), _from_np(s, A.dtype), _from_np(vh, A.dtype)
+        U, S, Vh = _from_np(u, A.dtype), _from_np(s, _real_dtype(A.dtype)), _from_np(vh, A.dtype)
         ctx.full_matrices = full_matrices
+        ctx.check_phases = not _phase_checks_off[0]
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(A, U.detach(), S.detach(), Vh.detach())
         return U, S, Vh
@@ -597,7 +629,7 @@ class LinalgSvd(Function):
     def backward(ctx, gU, gS, gVh):
         A, U, S, Vh = ctx.saved_tensors
         if _recording(A):
-            U, S, Vh = LinalgSvd.apply(A, ctx.full_matrices)
+            U, S, Vh = _recomputed(LinalgSvd, A, ctx.full_matrices)
         m, n = A.shape[-2], A.shape[-1]
         k = S.shape[-1]
         if ctx.full_matrices:
@@ -611,7 +643,10 @@ class LinalgSvd(Function):
         V = _mH(Vh)
         gV = None if gVh is None else _mH(gVh)
         F = _inverse_gaps(_C.mul(S, S))
-        inner = None if gS is None else _diag_embed(gS)
+        inner = None if gS is None else _C.to_dtype(_diag_embed(gS), U.dtype)
+        if A.dtype.is_complex and _phase_check_wanted(ctx, A):
+            _check_svd_phases(None if gU is None else _np(_C.matmul(_mH(U), gU)),
+                              None if gV is None else _np(_C.matmul(Vh, gV)))
         s_row, s_col = _C.unsqueeze(S, -2), _C.unsqueeze(S, -1)
         inv_s = _C.div(_C.scalar_operand(1.0, S), S)
         extra = None
@@ -619,6 +654,8 @@ class LinalgSvd(Function):
             UtgU = _C.matmul(_mH(U), gU)
             J = _C.mul(F, _C.sub(UtgU, _mH(UtgU)))
             term = _C.mul(J, s_row)
+            if A.dtype.is_complex:      # the phases: Im(dP_ii) = s_i Im((U^H dU)_ii - (V^H dV)_ii), put on U's side
+                term = _C.add(term, _C.div(_diag_embed(_i_imag(_diag(UtgU))), s_col))
             inner = term if inner is None else _C.add(inner, term)
             if m > k:
                 extra = _C.matmul(_C.mul(_C.sub(gU, _C.matmul(U, UtgU)), _C.unsqueeze(inv_s, -2)), Vh)
@@ -635,6 +672,16 @@ class LinalgSvd(Function):
         return (gA if extra is None else _C.add(gA, extra)), None
 
 
+def _check_svd_phases(UhgU, VhgV):
+    """Note [Phases of complex eigenvectors] for the SVD: u_i and v_i share one free phase, so a loss blind to it
+    has Im(diag(U^H gU)) = -Im(diag(V^H gV)) (torch's check and error)."""
+    parts = [np.imag(np.diagonal(x, axis1=-2, axis2=-1)) for x in (UhgU, VhgV) if x is not None]
+    if parts and not np.allclose(sum(parts), 0, rtol=1e-2, atol=1e-2):
+        raise RuntimeError("svd_backward: The singular vectors in the complex case are specified up to "
+                           "multiplication by e^{i phi}. The specified loss function depends on this phase term, "
+                           "making it ill-defined.")
+
+
 def _pinv_numpy(a, atol, rtol, hermitian):
     """The pseudo-inverse of a stack of matrices: singular values (|eigenvalues| if hermitian) at most
     max(atol, rtol * largest) count as zero."""
@@ -648,9 +695,9 @@ def _pinv_numpy(a, atol, rtol, hermitian):
     with np.errstate(divide="ignore"):
         if hermitian:
             inv = np.where(s > cut, 1 / np.where(s > cut, w, 1), 0)
-            return np.matmul(v * inv[..., None, :], np.swapaxes(v, -1, -2))
+            return np.matmul(v * inv[..., None, :], np.conj(np.swapaxes(v, -1, -2)))
         inv = np.where(s > cut, 1 / np.where(s > cut, s, 1), 0)
-        return np.matmul(np.swapaxes(vh, -1, -2) * inv[..., None, :], np.swapaxes(u, -1, -2))
+        return np.matmul(np.conj(np.swapaxes(vh, -1, -2)) * inv[..., None, :], np.conj(np.swapaxes(u, -1, -2)))
 
 
 class LinalgPinv(Function):
@@ -783,14 +830,14 @@ def _cholesky(op, A, upper):
 
 def linalg_cholesky(A, *, upper=False):
     """L with A = L L^T (lower), or U = L^T with A = U^T U if upper; A symmetric positive-definite."""
-    return _cholesky("linalg.cholesky", _matrices("linalg.cholesky", A), bool(upper))
+    return _cholesky("linalg.cholesky", _matrices("linalg.cholesky", A, complex_ok=True), bool(upper))
 
 
 def cholesky_ex(A, *, upper=False, check_errors=False):
     """(L, info): info > 0 marks a matrix that is not positive-definite (its factor is then NaN) instead of
     raising, unless check_errors."""
     op = "linalg.cholesky_ex"
-    A = _matrices(op, A)
+    A = _matrices(op, A, complex_ok=True)
     source = _np(A) if not upper else np.swapaxes(_np(A), -1, -2)
     out, info = _lapack_cholesky(source)
     if np.any(info):
@@ -803,7 +850,7 @@ def cholesky_ex(A, *, upper=False, check_errors=False):
 
 def cholesky(input, upper=False):
     """Deprecated by torch in favour of linalg.cholesky."""
-    A = _matrices("linalg.cholesky", input, "input")
+    A = _matrices("linalg.cholesky", input, "input", complex_ok=True)
     warn_deprecated("cholesky is deprecated in favour of linalg.cholesky; L = cholesky(A, upper) is "
                 "linalg.cholesky(A, upper=upper).")
     return _cholesky("linalg.cholesky", A, bool(upper))
@@ -813,7 +860,7 @@ def linalg_qr(A, mode="reduced"):
     """(Q, R) with A = Q R; mode 'reduced' (k = min(m, n) columns of Q), 'complete' (Q square) or 'r' (R only, Q
     empty)."""
     op = "linalg.qr"
-    A = _matrices(op, A, square=False)
+    A = _matrices(op, A, square=False, complex_ok=True)
     if mode not in ("reduced", "complete", "r"):
         raise RuntimeError(f"{op}: unrecognised mode {mode!r}; expected 'reduced' (the default), 'r' or 'complete'.")
     return return_linalg_qr(*LinalgQr.apply(A, mode))
@@ -821,7 +868,7 @@ def linalg_qr(A, mode="reduced"):
 
 def qr(input, some=True):
     """Deprecated by torch in favour of linalg.qr: some=True is mode 'reduced', False 'complete'."""
-    A = _matrices("linalg.qr", input, "input", square=False)
+    A = _matrices("linalg.qr", input, "input", square=False, complex_ok=True)
     warn_deprecated("qr is deprecated in favour of linalg.qr; Q, R = qr(A, some) is linalg.qr(A, 'reduced' if some "
                 "else 'complete').")
     return return_qr(*LinalgQr.apply(A, "reduced" if some else "complete"))
@@ -836,17 +883,17 @@ def _uplo(UPLO):
 def eigh(A, UPLO="L"):
     """(eigenvalues in ascending order, eigenvectors as columns) of symmetric matrices, reading the UPLO
     triangle."""
-    A = _matrices("linalg.eigh", A, not_implemented=True)
+    A = _matrices("linalg.eigh", A, not_implemented=True, complex_ok=True)
     return return_linalg_eigh(*LinalgEigh.apply(A, _uplo(UPLO)))
 
 
 def eigvalsh(A, UPLO="L"):
     """The eigenvalues of symmetric matrices, ascending (their gradient needs the eigenvectors)."""
-    A = _matrices("linalg.eigh", A, not_implemented=True)
+    A = _matrices("linalg.eigh", A, not_implemented=True, complex_ok=True)
     UPLO = _uplo(UPLO)
     if _recording(A):
         return LinalgEigh.apply(A, UPLO)[0]
-    return _from_np(np.linalg.eigvalsh(_np(A), UPLO=UPLO), A.dtype)
+    return _from_np(np.linalg.eigvalsh(_np(A), UPLO=UPLO), _real_dtype(A.dtype))
 
 
 def _driver(driver, op):
@@ -858,7 +905,7 @@ def _driver(driver, op):
 def linalg_svd(A, full_matrices=True, *, driver=None):
     """(U, S, Vh) with A = U diag(S) Vh, S descending; full_matrices gives square U and Vh."""
     op = "linalg.svd"
-    A = _matrices(op, A, square=False)
+    A = _matrices(op, A, square=False, complex_ok=True)
     _driver(driver, op)
     return return_linalg_svd(*LinalgSvd.apply(A, bool(full_matrices)))
 
@@ -866,13 +913,13 @@ def linalg_svd(A, full_matrices=True, *, driver=None):
 def _svdvals(A):
     if _recording(A):
         return LinalgSvd.apply(A, False)[1]
-    return _from_np(np.linalg.svd(_np(A), compute_uv=False), A.dtype)
+    return _from_np(np.linalg.svd(_np(A), compute_uv=False), _real_dtype(A.dtype))
 
 
 def svdvals(A, *, driver=None):
     """The singular values of A's matrices, descending."""
     op = "linalg.svd"
-    A = _matrices(op, A, square=False)
+    A = _matrices(op, A, square=False, complex_ok=True)
     _driver(driver, op)
     return _svdvals(A)
 
@@ -880,7 +927,7 @@ def svdvals(A, *, driver=None):
 def svd(input, some=True, compute_uv=True):
     """torch.svd: (U, S, V) with input = U diag(S) V^T (V, not V^T); some=False gives square U and V. Without
     compute_uv, U and V are zeros of shapes (m, m) and (n, n)."""
-    A = _matrices("linalg.svd", input, "input", square=False)
+    A = _matrices("linalg.svd", input, "input", square=False, complex_ok=True)
     if not compute_uv:
         S = _svdvals(A)
         batch, (m, n) = tuple(A.shape[:-2]), tuple(A.shape[-2:])
@@ -910,14 +957,14 @@ def _tolerances(A, atol, rtol, op):
 def pinv(A, *, atol=None, rtol=None, hermitian=False):
     """The Moore-Penrose pseudo-inverse; singular values at most max(atol, rtol * largest) count as zero."""
     op = "linalg.pinv"
-    A = _matrices(op, A, square=bool(hermitian))
+    A = _matrices(op, A, square=bool(hermitian), complex_ok=True)
     atol, rtol = _tolerances(A, atol, rtol, op)
     return LinalgPinv.apply(A, atol, rtol, bool(hermitian))
 
 
 def pinverse(input, rcond=1e-15):
     """torch.pinverse: pinv with rtol=rcond."""
-    A = _matrices("linalg.pinv", input, "input", square=False)
+    A = _matrices("linalg.pinv", input, "input", square=False, complex_ok=True)
     return LinalgPinv.apply(A, 0.0, float(number(rcond, "pinverse", "rcond")), False)
 
 
@@ -925,7 +972,7 @@ def matrix_rank(A, tol=None, *, atol=None, rtol=None, hermitian=False):
     """The number of singular values (|eigenvalues| if hermitian) above max(atol, rtol * largest); torch's older
     overload matrix_rank(A, tol) is atol=tol with rtol=0."""
     op = "linalg.matrix_rank"
-    A = _matrices(op, A, square=bool(hermitian))
+    A = _matrices(op, A, square=bool(hermitian), complex_ok=True)
     if tol is not None:
         if atol is not None or rtol is not None:
             raise RuntimeError(f"{op}: pass either tol or atol/rtol, not both.")
@@ -945,9 +992,9 @@ def lstsq(A, B, rcond=None, *, driver=None):
     with drivers other than the default gelsy), ranks (not for gels) and singular values (gelsd, gelss) that
     LAPACK's driver would return; empty tensors where the driver computes none. X is pinv(A) B, differentiable."""
     op = "linalg.lstsq"
-    A = _matrices(op, A, square=False)
+    A = _matrices(op, A, square=False, complex_ok=True)
     B = tensor_arg(B, op, "B")
-    _float_input(op, B, "B")
+    _float_input(op, B, "B", complex_ok=True)
     _same_float_dtype(op, A, B)
     if driver is not None and driver not in _LSTSQ_DRIVERS:
         raise RuntimeError(f"{op}: driver must be one of {', '.join(_LSTSQ_DRIVERS)}, got {driver!r}.")
@@ -963,13 +1010,13 @@ def lstsq(A, B, rcond=None, *, driver=None):
     X = _C.matmul(LinalgPinv.apply(A, 0.0, max(cut, 0.0), False), Bm)
     s = np.linalg.svd(_np(A), compute_uv=False)
     ranks = np.sum(s > cut * np.max(s, axis=-1, initial=0.0)[..., None], axis=-1)
-    empty = _C.full((0,), 0.0, A.dtype)
+    empty = _C.full((0,), 0.0, _real_dtype(A.dtype))
     residuals = empty
     if driver != "gelsy" and m > n and np.all(ranks == n):
         r = _C.sub(_C.matmul(A, X), Bm)
-        residuals = _C.sum(_C.mul(r, r), (-2,), False, None)      # (..., k), k = 1 for a vector B (as torch)
+        residuals = _C.sum(_real_part(_C.mul(_conj(r), r)), (-2,), False, None)     # |r|^2      # (..., k), k = 1 for a vector B (as torch)
     rank = bridge.share(np.array(ranks, dtype=np.int64)) if driver != "gels" else _C.full((0,), 0, _C.int64)
-    sv = _from_np(s, A.dtype) if driver in ("gelsd", "gelss") else empty
+    sv = _from_np(s, _real_dtype(A.dtype)) if driver in ("gelsd", "gelss") else empty
     return return_linalg_lstsq(_C.squeeze(X, (-1,)) if vector else X, residuals, rank, sv)
 
 
@@ -1019,6 +1066,11 @@ def _norm_dtype(x, dtype, op):
     if dtype is None:
         return x
     dt = dtype_arg(dtype, op)
+    if x.dtype.is_complex:          # a complex input takes a complex dtype (torch's rule)
+        if not dt.is_complex or np.dtype(numpy_dtype(dt)).itemsize < np.dtype(numpy_dtype(x.dtype)).itemsize:
+            raise RuntimeError(f"{op}: the complex input's dtype {x.dtype.name} cannot be converted to dtype "
+                               f"{dt.name}: expected a complex dtype at least as wide.")
+        return x if dt is x.dtype else _C.to_dtype(x, dt)
     if not dt.is_floating_point or np.dtype(numpy_dtype(dt)).itemsize < np.dtype(numpy_dtype(x.dtype)).itemsize:
         raise RuntimeError(f"{op}: the input's dtype {x.dtype.name} cannot be converted to dtype {dt.name} without "
                            "narrowing.")
@@ -1064,14 +1116,15 @@ def _vector_norm(x, p, dims, keepdim, op):
         return _C.to_dtype(_vector_norm(_C.to_dtype(x, _C.float32), p, dims, keepdim, op), x.dtype)
     ax = _C.abs(x)
     if p == 0:
-        nonzero = _C.compare("ne", x, _C.scalar_operand(0.0, x))
-        return _zero_gradient(_C.to_dtype(_C.sum(nonzero, dims, keepdim, None), x.dtype), x, dims, keepdim)
+        nonzero = _C.compare("ne", ax, _C.scalar_operand(0.0, ax))
+        return _zero_gradient(_C.to_dtype(_C.sum(nonzero, dims, keepdim, None), ax.dtype), ax, dims, keepdim)
     if math.isinf(p):
         return _C.amax(ax, dims, keepdim) if p > 0 else _C.amin(ax, dims, keepdim)
     if p == 1:
         return _C.sum(ax, dims, keepdim, None)
     if p == 2:
-        return _safe_power(_C.sum(_C.mul(x, x), dims, keepdim, None), 0.5)
+        square = _real_part(_C.mul(_C.conj(x), x)) if x.dtype.is_complex else _C.mul(x, x)       # |x|^2
+        return _safe_power(_C.sum(square, dims, keepdim, None), 0.5)
     if p > 0:
         powered = _safe_power(ax, p)        # |x|^p, with a zero gradient where x = 0
         return _safe_power(_C.sum(powered, dims, keepdim, None), 1 / p)
@@ -1093,7 +1146,7 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     """The vector p-norm of x over dim (every dim by default)."""
     op = "linalg.vector_norm"
     x = tensor_arg(x, op, "x")
-    _float_input(op, x, "x")
+    _float_input(op, x, "x", complex_ok=True)
     p = _ord_number(ord, op)
     x = _norm_dtype(x, dtype, op)
     return _vector_norm(x, p, _reduce_dims(dim, x.ndim, op), bool(keepdim), op)
@@ -1106,7 +1159,7 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     """The matrix norm of the matrices in dims `dim`: 'fro', 'nuc' (sum of singular values), +-2 (largest/smallest
     singular value), +-1 (largest/smallest column sum of |A|), +-inf (largest/smallest row sum)."""
     op = "linalg.matrix_norm"
-    A = _matrices(op, A, square=False)
+    A = _matrices(op, A, square=False, complex_ok=True)
     if not isinstance(dim, (tuple, list)) or len(dim) != 2:
         raise RuntimeError(f"{op}: dim must be a 2-tuple, got {dim!r}.")
     d0, d1 = (wrap_dim(to_int(d, op, "dim"), A.ndim, op) for d in dim)
@@ -1159,7 +1212,7 @@ def cond(A, p=None):
     """The condition number in the p-norm: largest over smallest singular value for p None or 2 (smallest over
     largest for -2), else matrix_norm(A, p) * matrix_norm(A^-1, p) (inf for a singular matrix)."""
     op = "linalg.cond"
-    A = _matrices(op, A, square=p not in (None, 2, -2))
+    A = _matrices(op, A, square=p not in (None, 2, -2), complex_ok=True)
     if p in (None, 2, -2):
         s = _svdvals(A)
         if s.shape[-1] == 0:
@@ -1239,6 +1292,7 @@ class LinalgEig(Function):
         dtype = _complex_dtype(A.dtype)
         L, V = _from_np(w, dtype), _from_np(v, dtype)
         ctx.op = op
+        ctx.check_phases = not _phase_checks_off[0]
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(A, L.detach(), V.detach())
         return L, V
@@ -1256,12 +1310,13 @@ class LinalgEig(Function):
         if gL is None and gV is None:
             return None, None
         if _recording(A):
-            L, V = LinalgEig.apply(A, ctx.op)
+            L, V = _recomputed(LinalgEig, A, ctx.op)
         n = A.shape[-1]
         inner = None
         if gV is not None:
             VhgV = _mm(_mH(V), gV)
-            _check_phase_invariance("linalg_eig_backward", _np(VhgV))
+            if _phase_check_wanted(ctx, A):
+                _check_phase_invariance("linalg_eig_backward", _np(VhgV))
             diag_part = _C.mul(_real_part(VhgV), _eye(n, _real_part(VhgV)))
             term = _C.sub(VhgV, _mm(_mm(_mH(V), V), _C.to_dtype(diag_part, V.dtype)))
             gaps = _C.conj(_C.sub(_C.unsqueeze(L, -2), _C.unsqueeze(L, -1)))
