@@ -263,3 +263,30 @@ def test_svd_phase_dependent_loss_is_refused(dg):
         dg.linalg.svd(A)[0].real.sum().backward()
     with pytest.raises(RuntimeError, match="phase"):
         dg.linalg.eigh(_herm(dg, A))[1].real.sum().backward()
+
+
+def test_matrix_exp(dg):
+    a = cmat(2, 3, 3, shift=False) * 0.7
+    w, v = np.linalg.eig(a)             # exp(A) = V exp(W) V^-1 (distinct eigenvalues)
+    want = np.einsum("...ij,...j,...jk->...ik", v, np.exp(w), np.linalg.inv(v))
+    np.testing.assert_allclose(dg.linalg.matrix_exp(dg.tensor(a)).numpy(), want, rtol=1e-10, atol=1e-12)
+    check_grads(dg, lambda A: dg.linalg.matrix_exp(A), a)
+    if torch is not None:
+        torch_grads(lambda A: dg.linalg.matrix_exp(A), lambda A: torch.linalg.matrix_exp(A), dg, a)
+
+
+def test_complex64(dg):
+    a = cmat(3, 3)
+    A = dg.tensor(a, dtype=dg.complex64)
+    for fn, want in ((dg.linalg.inv, np.linalg.inv(a)), (dg.linalg.det, np.linalg.det(a)),
+                     (dg.linalg.eigvals, None), (dg.linalg.svdvals, np.linalg.svd(a, compute_uv=False))):
+        got = fn(A)
+        assert got.dtype == (dg.float32 if fn is dg.linalg.svdvals else dg.complex64)
+        if want is not None:
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_ops_without_complex_support_say_so(dg):
+    A = dg.tensor(cmat(3, 3))
+    with pytest.raises((RuntimeError, NotImplementedError), match="complex128"):
+        dg.linalg.lu_factor(A)

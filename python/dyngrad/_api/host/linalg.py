@@ -72,9 +72,10 @@ THETA13 = 5.371920351148152
 
 
 def expm(a):
-    """exp of a stack of square matrices (float64 or float32 arrays; computed in float64)."""
+    """exp of a stack of square matrices (float32/float64 arrays computed in float64, complex ones in
+    complex128)."""
     dtype = a.dtype
-    a = a.astype(np.float64)
+    a = a.astype(np.complex128 if np.iscomplexobj(a) else np.float64)
     n = a.shape[-1]
     if a.size == 0:
         return a.astype(dtype)

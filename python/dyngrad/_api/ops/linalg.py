@@ -1643,12 +1643,12 @@ class MatrixExp(Function):
         return _from_np(hl.expm(_np(A)), A.dtype)
 
     # The Frechet derivative of exp at A in the direction E is the upper-right block of exp([[A, E], [0, A]]); its
-    # adjoint is the derivative at A^T: gA = upper-right block of exp([[A^T, g], [0, A^T]]) (as torch's).
+    # adjoint is the derivative at A^H: gA = upper-right block of exp([[A^H, g], [0, A^H]]) (as torch's).
     @staticmethod
     def backward(ctx, g):
         (A,) = ctx.saved_tensors
         n = A.shape[-1]
-        At = _C.mT(A)
+        At = _mH(A)
         top = _C.cat([At, g], -1)
         bottom = _C.cat([_zeros_like(At), At], -1)
         big = MatrixExp.apply(_C.cat([top, bottom], -2))
@@ -1658,9 +1658,9 @@ class MatrixExp(Function):
 def matrix_exp(A):
     """The matrix exponential sum_k A^k / k! of square matrices."""
     A = tensor_arg(A, "linalg.matrix_exp", "A")
-    if not A.dtype.is_floating_point:
+    if not A.dtype.is_floating_point and not A.dtype.is_complex:
         raise RuntimeError(f"linalg.matrix_exp: expected a floating-point tensor as A, got {A.dtype.name}.")
-    A = _matrices("linalg.matrix_exp", A)
+    A = _matrices("linalg.matrix_exp", A, complex_ok=True)
     if A.dtype.name in ("float16", "bfloat16"):        # computed in float32 and rounded, as numpy has no bfloat16
         return _C.to_dtype(MatrixExp.apply(_C.to_dtype(A, _C.float32)), A.dtype)
     return MatrixExp.apply(A)
