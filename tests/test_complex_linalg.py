@@ -290,3 +290,22 @@ def test_ops_without_complex_support_say_so(dg):
     A = dg.tensor(cmat(3, 3))
     with pytest.raises((RuntimeError, NotImplementedError), match="complex128"):
         dg.linalg.lu_factor(A)
+
+
+def test_logdet_and_cholesky_ex(dg):
+    a = cmat(2, 3, 3)
+    np.testing.assert_allclose(dg.logdet(dg.tensor(a)).numpy(), np.log(np.linalg.det(a)), rtol=1e-12)
+    check_grads(dg, lambda A: dg.logdet(A), a)
+    if torch is not None:
+        torch_grads(lambda A: dg.logdet(A), lambda A: torch.logdet(A), dg, a)
+    h = herm_pd(3, 3)
+    h[2, 2] = -50.0                          # not positive-definite at order 3: LAPACK's partial factor and info
+    L, info = dg.linalg.cholesky_ex(dg.tensor(h))
+    assert int(info) == 3
+    np.testing.assert_allclose(L.numpy()[:2, :2], np.linalg.cholesky(h[:2, :2]), rtol=1e-12)
+    if torch is not None:
+        tL, tinfo = torch.linalg.cholesky_ex(torch.tensor(h))
+        assert int(tinfo) == 3
+        np.testing.assert_allclose(L.numpy(), tL.numpy(), rtol=1e-12)
+    with pytest.raises(dg.linalg.LinAlgError, match="positive-definite"):
+        dg.linalg.cholesky(dg.tensor(h))

@@ -766,8 +766,11 @@ def slogdet(input):
 
 
 def logdet(input):
-    """log(det(input)): NaN where the determinant is negative, -inf where it is zero."""
-    sign, logabs = LinalgSlogdet.apply(_matrices("logdet", input, "input"))
+    """log(det(input)): NaN where the determinant is negative, -inf where it is zero; for a complex input the
+    principal complex logarithm log|det| + i arg(det), as torch."""
+    sign, logabs = LinalgSlogdet.apply(_matrices("logdet", input, "input", complex_ok=True))
+    if sign.dtype.is_complex:
+        return _C.add(_C.to_dtype(logabs, sign.dtype), _C.log(sign))
     nan = _C.scalar_operand(float("nan"), logabs)
     return _C.where(_C.compare("lt", sign, _C.scalar_operand(0.0, sign)), nan, logabs)
 
