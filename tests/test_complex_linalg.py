@@ -289,7 +289,7 @@ def test_complex64(dg):
 def test_ops_without_complex_support_say_so(dg):
     A = dg.tensor(cmat(3, 3))
     with pytest.raises((RuntimeError, NotImplementedError), match="complex128"):
-        dg.linalg.lu_factor(A)
+        dg.linalg.ldl_factor(A)
 
 
 def test_logdet_and_cholesky_ex(dg):
@@ -309,3 +309,32 @@ def test_logdet_and_cholesky_ex(dg):
         np.testing.assert_allclose(L.numpy(), tL.numpy(), rtol=1e-12)
     with pytest.raises(dg.linalg.LinAlgError, match="positive-definite"):
         dg.linalg.cholesky(dg.tensor(h))
+
+
+# ---- the LU family --------------------------------------------------------------------------------------------
+
+def test_lu_family(dg):
+    a, b = cmat(2, 3, 3, shift=False), cmat(2, 3, 2, seed=1, shift=False)
+    P, L, U = dg.linalg.lu(dg.tensor(a))
+    np.testing.assert_allclose(P.numpy() @ L.numpy() @ U.numpy(), a, atol=1e-12)
+    LU, piv = dg.linalg.lu_factor(dg.tensor(a))
+    A, B = dg.tensor(a), dg.tensor(b)
+    ah = np.conj(np.swapaxes(a, -1, -2))
+    for left, adjoint in ((True, False), (True, True), (False, False), (False, True)):
+        want = np.linalg.solve(ah if adjoint else a, b)
+        rhs = B if left else dg.tensor(np.swapaxes(b, -1, -2))
+        got = dg.linalg.lu_solve(LU, piv, rhs, left=left, adjoint=adjoint)
+        if not left:                    # X M = B^T  <=>  X^T = M^-T B
+            want = np.swapaxes(np.linalg.solve(np.swapaxes(ah if adjoint else a, -1, -2), b), -1, -2)
+        np.testing.assert_allclose(got.numpy(), want, atol=1e-12)
+    np.testing.assert_allclose(dg.linalg.solve_ex(A, B).result.numpy(), np.linalg.solve(a, b), atol=1e-12)
+    if torch is not None:
+        tLU, tpiv = torch.linalg.lu_factor(torch.tensor(a))
+        np.testing.assert_array_equal(piv.numpy(), tpiv.numpy())
+        np.testing.assert_allclose(LU.numpy(), tLU.numpy(), atol=1e-12)
+        torch_grads(lambda X: tuple(dg.linalg.lu(X))[1:], lambda X: tuple(torch.linalg.lu(X))[1:], dg, a)
+        torch_grads(lambda X, Y: dg.linalg.lu_solve(*dg.linalg.lu_factor(X), Y, adjoint=True),
+                    lambda X, Y: torch.linalg.lu_solve(*torch.linalg.lu_factor(X), Y, adjoint=True), dg, a, b)
+    check_grads(dg, lambda X: tuple(dg.linalg.lu(X))[1:], a)
+    check_grads(dg, lambda X, Y: dg.linalg.lu_solve(*dg.linalg.lu_factor(X), Y, left=False, adjoint=True),
+                a, np.swapaxes(b, -1, -2))

@@ -24,7 +24,9 @@ def getrf(a):
     rows = np.arange(lu.shape[0])
     with np.errstate(all="ignore"):
         for k in range(k_max):
-            p = k + np.argmax(np.abs(lu[:, k:, k]), axis=1)
+            column = lu[:, k:, k]         # LAPACK's izamax measures a complex number by |re| + |im|
+            size = np.abs(column.real) + np.abs(column.imag) if np.iscomplexobj(column) else np.abs(column)
+            p = k + np.argmax(size, axis=1)
             piv[:, k] = p + 1
             swap = p != k
             if swap.any():

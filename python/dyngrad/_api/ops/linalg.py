@@ -1408,22 +1408,22 @@ class LinalgLu(Function):
         gU = _zeros_like(U) if gU is None else gU
         L1, gL1 = _C.slice(L, -2, 0, k, 1), _C.slice(gL, -2, 0, k, 1)
         U1, gU1 = _C.slice(U, -1, 0, k, 1), _C.slice(gU, -1, 0, k, 1)
-        lower = _mm(_C.mT(L1), gL1)
-        upper = _mm(gU1, _C.mT(U1))
+        lower = _mm(_mH(L1), gL1)
+        upper = _mm(gU1, _mH(U1))
         if m < n:
             U2, gU2 = _C.slice(U, -1, k, n, 1), _C.slice(gU, -1, k, n, 1)
-            lower = _C.sub(lower, _mm(gU2, _C.mT(U2)))
+            lower = _C.sub(lower, _mm(gU2, _mH(U2)))
         if m > n:
             L2, gL2 = _C.slice(L, -2, k, m, 1), _C.slice(gL, -2, k, m, 1)
-            upper = _C.sub(upper, _mm(_C.mT(L2), gL2))
+            upper = _C.sub(upper, _mm(_mH(L2), gL2))
         M = _C.add(_tri(lower, True, -1), _tri(upper, False))
         # gB1 = L1^-T M U1^-T: two triangular solves (L1^T is unit upper; M U1^-T = (U1^-1 M^T)^T)
-        Y = _C.mT(LinalgSolveTriangular.apply(U1, _C.mT(M), True, False))
-        gB = LinalgSolveTriangular.apply(_C.mT(L1), Y, True, True)
+        Y = _mH(LinalgSolveTriangular.apply(U1, _mH(M), True, False))
+        gB = LinalgSolveTriangular.apply(_mH(L1), Y, True, True)
         if m < n:
-            gB = _C.cat([gB, LinalgSolveTriangular.apply(_C.mT(L1), gU2, True, True)], -1)
+            gB = _C.cat([gB, LinalgSolveTriangular.apply(_mH(L1), gU2, True, True)], -1)
         if m > n:
-            gB2 = _C.mT(LinalgSolveTriangular.apply(U1, _C.mT(gL2), True, False))
+            gB2 = _mH(LinalgSolveTriangular.apply(U1, _mH(gL2), True, False))
             gB = _C.cat([gB, gB2], -2)
         P = _const(hl.permutation_matrix(ctx.piv, m, np.float64), A)
         return _mm(P, gB), None, None
@@ -1438,7 +1438,7 @@ def _lu_input(op, A):
     A = tensor_arg(A, op, "A")
     if A.ndim < 2:
         raise RuntimeError(f"{op}: A must have at least 2 dimensions, got shape {shape_str(A.shape)}.")
-    _float_input(op, A, "A", not_implemented=True)
+    _float_input(op, A, "A", not_implemented=True, complex_ok=True)
     _no_half(op, A)
     return A
 
@@ -1541,7 +1541,7 @@ def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
     LU = tensor_arg(LU_data, op, "LU_data")
     if LU.ndim < 2:
         raise RuntimeError(f"{op}: LU_data must have at least 2 dimensions, got shape {shape_str(LU.shape)}.")
-    _float_input(op, LU, "LU_data", not_implemented=True)
+    _float_input(op, LU, "LU_data", not_implemented=True, complex_ok=True)
     unpack_data = _bool_arg(unpack_data, op, "unpack_data")
     unpack_pivots = _bool_arg(unpack_pivots, op, "unpack_pivots")
     p = _pivots(op, LU, LU_pivots, "LU_pivots")
@@ -1557,8 +1557,8 @@ def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
 def _lu_solve(op, LU, pivots, B, left, adjoint):
     LU = tensor_arg(LU, op, "LU")
     B = tensor_arg(B, op, "B")
-    _float_input(op, LU, "LU")
-    _float_input(op, B, "B")
+    _float_input(op, LU, "LU", complex_ok=True)
+    _float_input(op, B, "B", complex_ok=True)
     if LU.ndim < 2 or LU.shape[-1] != LU.shape[-2]:
         raise RuntimeError(f"{op}: LU must be a batch of square matrices, got shape {shape_str(LU.shape)}.")
     if B.ndim < 2:
@@ -1572,20 +1572,20 @@ def _lu_solve(op, LU, pivots, B, left, adjoint):
                            f"for {'A X = B' if left else 'X A = B'}.")
     L, U = _unit_lower(LU, n), _upper(LU, n)
     P = _const(hl.permutation_matrix(p, n, np.float64), LU)
-    if not left:                          # X A = B  <=>  A^T X^T = B^T (and X A^T = B <=> A X^T = B^T)
-        return _C.mT(_lu_solve_left(L, U, P, _C.mT(B), not adjoint))
+    if not left:                          # X A = B  <=>  A^H X^H = B^H (and X A^H = B <=> A X^H = B^H)
+        return _mH(_lu_solve_left(L, U, P, _mH(B), not adjoint))
     return _lu_solve_left(L, U, P, B, adjoint)
 
 
 def _lu_solve_left(L, U, P, B, adjoint):
-    """A X = B with A = P L U, or A^T X = B if adjoint, by triangular solves (differentiable in L, U and B)."""
+    """A X = B with A = P L U, or A^H X = B if adjoint, by triangular solves (differentiable in L, U and B)."""
     batch = _broadcast_batch(L, B)
     L, U, P, B = (_expand_batch(t, batch) for t in (L, U, P, B))
     if not adjoint:                      # X = U^-1 L^-1 P^T B
         Y = LinalgSolveTriangular.apply(L, _mm(_C.mT(P), B), False, True)
         return LinalgSolveTriangular.apply(U, Y, True, False)
-    Y = LinalgSolveTriangular.apply(_C.mT(U), B, False, False)          # X = P L^-T U^-T B
-    return _mm(P, LinalgSolveTriangular.apply(_C.mT(L), Y, True, True))
+    Y = LinalgSolveTriangular.apply(_mH(U), B, False, False)            # X = P L^-H U^-H B
+    return _mm(P, LinalgSolveTriangular.apply(_mH(L), Y, True, True))
 
 
 def _broadcast_batch(A, B):
@@ -1627,7 +1627,7 @@ def solve_ex(A, B, *, left=True, check_errors=False):
                               "singular.")
         L, U, piv, _ = _lu_parts(A0)
         P = _const(hl.permutation_matrix(_np(piv), A0.shape[-1], np.float64), A0)
-        X = _lu_solve_left(L, U, P, Bm, False) if left else _C.mT(_lu_solve_left(L, U, P, _C.mT(Bm), True))
+        X = _lu_solve_left(L, U, P, Bm, False) if left else _mH(_lu_solve_left(L, U, P, _mH(Bm), True))
         X = _C.squeeze(X, (-1,)) if vector else X
     else:
         X = solve(A, B, left=left)
