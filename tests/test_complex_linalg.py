@@ -338,3 +338,21 @@ def test_lu_family(dg):
     check_grads(dg, lambda X: tuple(dg.linalg.lu(X))[1:], a)
     check_grads(dg, lambda X, Y: dg.linalg.lu_solve(*dg.linalg.lu_factor(X), Y, left=False, adjoint=True),
                 a, np.swapaxes(b, -1, -2))
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_solve_and_inverse(dg, upper):
+    h, b = herm_pd(2, 3, 3), cmat(2, 3, 2, seed=1, shift=False)
+    c = np.linalg.cholesky(h)
+    f = np.conj(np.swapaxes(c, -1, -2)) if upper else c
+    np.testing.assert_allclose(dg.cholesky_solve(dg.tensor(b), dg.tensor(f), upper=upper).numpy(),
+                               np.linalg.solve(h, b), atol=1e-12)
+    np.testing.assert_allclose(dg.cholesky_inverse(dg.tensor(f), upper=upper).numpy(), np.linalg.inv(h),
+                               atol=1e-12)
+    tri = (lambda m, F: m.triu(F)) if upper else (lambda m, F: m.tril(F))
+    check_grads(dg, lambda B, F: dg.cholesky_solve(B, tri(dg, F), upper=upper), b, f)
+    if torch is not None:
+        torch_grads(lambda B, F: dg.cholesky_solve(B, F, upper=upper),
+                    lambda B, F: torch.cholesky_solve(B, F, upper=upper), dg, b, f)
+        torch_grads(lambda F: dg.cholesky_inverse(F, upper=upper),
+                    lambda F: torch.cholesky_inverse(F, upper=upper), dg, f[0])

@@ -1985,19 +1985,20 @@ class CholeskySolve(Function):
     @staticmethod
     def forward(ctx, B, L, upper):
         l, b = _np(L), _np(B)
-        if upper:                                  # A = U^T U: U^T Y = B, then U X = Y
-            y = _lapack_solve_triangular(np.swapaxes(l, -1, -2).copy(), b, False, False)
+        lh = np.conj(np.swapaxes(l, -1, -2))
+        if upper:                                  # A = U^H U: U^H Y = B, then U X = Y
+            y = _lapack_solve_triangular(lh.copy(), b, False, False)
             x = _lapack_solve_triangular(l.copy(), y, True, False)
-        else:                                      # A = L L^T: L Y = B, then L^T X = Y
+        else:                                      # A = L L^H: L Y = B, then L^H X = Y
             y = _lapack_solve_triangular(l.copy(), b, False, False)
-            x = _lapack_solve_triangular(np.swapaxes(l, -1, -2).copy(), y, True, False)
+            x = _lapack_solve_triangular(lh.copy(), y, True, False)
         X = _from_np(x, B.dtype)
         ctx.upper = upper
         ctx.save_for_backward(B, L, X.detach())
         return X
 
-    # X = A^-1 B, A = L L^T: gB = A^-1 g (A is symmetric), gA = -gB X^T, and dA = dL L^T + L dL^T gives
-    # gL = (gA + gA^T) L = -(gB X^T + X gB^T) L; for A = U^T U, gU = -U (gB X^T + X gB^T). As torch, this is the
+    # X = A^-1 B, A = L L^H: gB = A^-1 g (A is Hermitian), gA = -gB X^H, and dA = dL L^H + L dL^H gives
+    # gL = (gA + gA^H) L = -(gB X^H + X gB^H) L; for A = U^H U, gU = -U (gB X^H + X gB^H). As torch, this is the
     # gradient of the formula in the whole of L (the forward reads one triangle).
     @staticmethod
     def backward(ctx, g):
@@ -2007,8 +2008,8 @@ class CholeskySolve(Function):
             return gB, None, None
         if _recording(B, L):
             X = CholeskySolve.apply(B, L, ctx.upper)
-        common = _mm(gB, _C.mT(X))
-        common = _C.add(common, _C.mT(common))
+        common = _mm(gB, _mH(X))
+        common = _C.add(common, _mH(common))
         gL = _C.neg(_mm(L, common) if ctx.upper else _mm(common, L))
         return gB, gL, None
 
@@ -2017,8 +2018,8 @@ def cholesky_solve(input, input2, upper=False):
     """X with A X = input, A = L L^T given by its Cholesky factor input2 = L (or A = U^T U, input2 = U, if upper)."""
     op = "cholesky_solve"
     B, L = _at_least_2d(op, input, "input"), _at_least_2d(op, input2, "input2")
-    _float_input(op, B, "input")
-    _float_input(op, L, "input2")
+    _float_input(op, B, "input", complex_ok=True)
+    _float_input(op, L, "input2", complex_ok=True)
     if L.shape[-1] != L.shape[-2]:
         raise RuntimeError(f"{op}: input2 must be a batch of square matrices, got shape {shape_str(L.shape)}.")
     if B.shape[-2] != L.shape[-1]:
@@ -2036,7 +2037,7 @@ def cholesky_inverse(input, upper=False):
     """(L L^T)^-1 from the Cholesky factor L = input ((U^T U)^-1 if upper)."""
     op = "cholesky_inverse"
     L = _at_least_2d(op, input, "input")
-    _float_input(op, L, "input")
+    _float_input(op, L, "input", complex_ok=True)
     _no_half(op, L)
     if L.shape[-1] != L.shape[-2]:
         raise RuntimeError(f"{op}: input must be a batch of square matrices, got shape {shape_str(L.shape)}.")
