@@ -356,3 +356,14 @@ def test_cholesky_solve_and_inverse(dg, upper):
                     lambda B, F: torch.cholesky_solve(B, F, upper=upper), dg, b, f)
         torch_grads(lambda F: dg.cholesky_inverse(F, upper=upper),
                     lambda F: torch.cholesky_inverse(F, upper=upper), dg, f[0])
+
+
+def test_eig_out_needs_complex_tensors(dg):
+    """A complex result is not written into a real out= tensor (torch's canCast), which would drop its imaginary
+    part."""
+    A = dg.tensor([[0.0, -1.0], [1.0, 0.0]])
+    w, v = dg.empty(2, dtype=dg.complex64), dg.empty(2, 2, dtype=dg.complex64)
+    assert dg.linalg.eig(A, out=(w, v))[0] is w
+    np.testing.assert_allclose(np.sort_complex(w.numpy()), [-1j, 1j], atol=1e-6)
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        dg.linalg.eig(A, out=(dg.empty(2), dg.empty(2, 2)))
