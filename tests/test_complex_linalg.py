@@ -367,3 +367,17 @@ def test_eig_out_needs_complex_tensors(dg):
     np.testing.assert_allclose(np.sort_complex(w.numpy()), [-1j, 1j], atol=1e-6)
     with pytest.raises(RuntimeError, match="can't be cast"):
         dg.linalg.eig(A, out=(dg.empty(2), dg.empty(2, 2)))
+
+
+def test_composites_over_the_solvers(dg):
+    """triangular_solve (transpose is A^T, not A^H, as torch's), tensorinv and tensorsolve on complex tensors."""
+    a, b = np.triu(cmat(3, 3)), cmat(3, 2, seed=1, shift=False)
+    X = dg.triangular_solve(dg.tensor(b), dg.tensor(a), upper=True, transpose=True).solution
+    np.testing.assert_allclose(a.T @ X.numpy(), b, atol=1e-12)
+    t = cmat(6, 6).reshape(2, 3, 6)
+    np.testing.assert_allclose(dg.linalg.tensorinv(dg.tensor(t), ind=2).numpy(),
+                               np.linalg.tensorinv(t, ind=2), atol=1e-12)
+    rhs = cmat(2, 3, seed=2, shift=False)
+    np.testing.assert_allclose(dg.linalg.tensorsolve(dg.tensor(t), dg.tensor(rhs)).numpy(),
+                               np.linalg.tensorsolve(t, rhs), atol=1e-12)
+    check_grads(dg, lambda T, R: dg.linalg.tensorsolve(T, R), t, rhs, gradgrad=False)
