@@ -177,7 +177,7 @@ def test_gradients_match_torch_and_gradcheck(dg, case):
             weights = [weights[0], _rng(12).standard_normal(tuple(outs[1].shape)) * signs]
         loss = 0
         for o, w in zip(outs, weights):
-            o = as_real(o) if m is torch else o
+            o = as_real(o) if m is torch else (o.real if o.dtype.is_complex else o)   # eig's: complex
             loss = loss + (o * (torch.tensor(w) if m is torch else dg.tensor(w, dtype=dg.float64))).sum()
         loss.backward()
         results.append([tensors[i].grad.numpy() for i in diff])
@@ -196,6 +196,10 @@ GRADCHECK_VIA = {
     "cholesky_solve_upper": lambda m, B, L: m.cholesky_solve(B, m.triu(L), upper=True),
     "cholesky_inverse": lambda m, L: m.cholesky_inverse(m.tril(L)),
     "cholesky_inverse_upper": lambda m, L: m.cholesky_inverse(m.triu(L), upper=True),
+    # eig's complex eigenvectors have a free phase each: gradcheck (which probes every direction of a complex
+    # output) needs a loss blind to it, |V|^2 (Note [Phases of complex eigenvectors])
+    "eig": lambda m, A: (m.linalg.eig(A)[0], m.linalg.eig(A)[1].abs() ** 2),
+    "eig_batch": lambda m, A: (m.linalg.eig(A)[0], m.linalg.eig(A)[1].abs() ** 2),
 }
 
 
@@ -274,15 +278,16 @@ def test_geqrf_matches_torch_and_has_no_derivative(dg):
         dg.geqrf(dg.tensor(A, requires_grad=True)).a.sum().backward()
 
 
-def test_eig_with_complex_eigenvalues_raises(dg):
-    """Note [No complex dtype in eig]: torch returns complex tensors; dyngrad has none, and says so."""
+def test_eig_returns_complex_tensors(dg):
+    """Note [eig returns complex tensors]: complex results whatever the spectrum, as torch's."""
     rotation = dg.tensor([[0.0, -1.0], [1.0, 0.0]])
-    for fn in (dg.linalg.eig, dg.linalg.eigvals):
-        with pytest.raises(NotImplementedError, match="complex"):
-            fn(rotation)
-    w = dg.linalg.eigvals(dg.tensor(real_spectrum(3, 3), dtype=dg.float32))      # a real spectrum comes back real
-    assert w.dtype == dg.float32
-    np.testing.assert_allclose(np.sort(w.numpy()), [1.5, 3.0, 4.5], rtol=1e-5)
+    w = dg.linalg.eigvals(rotation)
+    assert w.dtype == dg.complex64
+    np.testing.assert_allclose(np.sort_complex(w.numpy()), [-1j, 1j], atol=1e-6)
+    w = dg.linalg.eigvals(dg.tensor(real_spectrum(3, 3), dtype=dg.float32))      # a real spectrum: still complex
+    assert w.dtype == dg.complex64
+    np.testing.assert_allclose(np.sort(w.numpy().real), [1.5, 3.0, 4.5], rtol=1e-5)
+    np.testing.assert_array_equal(w.numpy().imag, 0)
 
 
 ERRORS = [

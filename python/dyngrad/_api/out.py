@@ -20,8 +20,9 @@ def write_out(result, out, op):
     if _C.is_grad_enabled() and (result.requires_grad or out.requires_grad):
         raise RuntimeError(f"{op}(): functions with out=... arguments don't support automatic differentiation, but "
                            "one of the arguments requires grad.")
-    category = {"bool": 0}.get(result.dtype.name, 2 if result.dtype.is_floating_point else 1)
-    out_category = {"bool": 0}.get(out.dtype.name, 2 if out.dtype.is_floating_point else 1)
+    def category(dtype):             # bool < integer < floating < complex: torch's canCast
+        return 0 if dtype.name == "bool" else 3 if dtype.is_complex else 2 if dtype.is_floating_point else 1
+    category, out_category = category(result.dtype), category(out.dtype)
     if category > out_category:
         raise RuntimeError(f"{op}: result type {result.dtype.name} can't be cast to the desired output type "
                            f"{out.dtype.name}.")

@@ -24,7 +24,9 @@ def getrf(a):
     rows = np.arange(lu.shape[0])
     with np.errstate(all="ignore"):
         for k in range(k_max):
-            p = k + np.argmax(np.abs(lu[:, k:, k]), axis=1)
+            column = lu[:, k:, k]         # LAPACK's izamax measures a complex number by |re| + |im|
+            size = np.abs(column.real) + np.abs(column.imag) if np.iscomplexobj(column) else np.abs(column)
+            p = k + np.argmax(size, axis=1)
             piv[:, k] = p + 1
             swap = p != k
             if swap.any():
@@ -72,9 +74,10 @@ THETA13 = 5.371920351148152
 
 
 def expm(a):
-    """exp of a stack of square matrices (float64 or float32 arrays; computed in float64)."""
+    """exp of a stack of square matrices (float32/float64 arrays computed in float64, complex ones in
+    complex128)."""
     dtype = a.dtype
-    a = a.astype(np.float64)
+    a = a.astype(np.complex128 if np.iscomplexobj(a) else np.float64)
     n = a.shape[-1]
     if a.size == 0:
         return a.astype(dtype)

@@ -12,11 +12,14 @@ backwards]). The rest are composites of differentiable ops (lu_solve, lu_unpack,
 tensorinv, tensorsolve, vander, triangular_solve, the norms), which then differentiate themselves. geqrf and the
 LDL family have no derivative, as torch: their results carry a node whose backward raises torch's error.
 
-Note [No complex dtype in eig]: a real matrix can have complex eigenvalues, and torch.linalg.eig/eigvals always
-return complex tensors. dyngrad has no complex dtype. We return the real eigenvalues and eigenvectors (in A's real
-dtype: the values equal torch's, whose imaginary parts are then exactly zero, as LAPACK geev returns them) when
-every eigenvalue of every matrix is real, and raise NotImplementedError naming the missing complex support when
-one is not. Imaginary parts are never dropped.
+Note [eig returns complex tensors]: a real matrix can have complex eigenvalues, so torch.linalg.eig/eigvals always
+return complex tensors (complex64 for float32 input, complex128 for float64), whatever the spectrum; so does
+dyngrad. The gradient reaching a real A is the real part of the complex formula's, as torch's.
+
+Complex matrices: inv, det, slogdet, solve, solve_triangular, eig, eigvals (and the decompositions that pass
+complex_ok=True to _matrices) take them; the formulas are the real ones with conjugate transposes (mH) where the
+real ones transpose, plus the terms a complex input adds (slogdet's sign, the phases of eigen- and singular
+vectors: Note [Phases of complex eigenvectors]).
 """
 import collections
 import math
@@ -78,16 +81,65 @@ def _eye(n, like):
     return _const(np.eye(n), like)
 
 
-def _matrices(op, A, name="A", square=True, not_implemented=False):
-    """A as a (batch of) float matrices: torch's checks in torch's order (dtype, dimensions, squareness)."""
+def _matrices(op, A, name="A", square=True, not_implemented=False, complex_ok=False):
+    """A as a (batch of) float (or complex, if complex_ok) matrices: torch's checks in torch's order (dtype,
+    dimensions, squareness)."""
     A = tensor_arg(A, op, name)
-    _float_input(op, A, name, not_implemented)
+    _float_input(op, A, name, not_implemented, complex_ok)
     if A.ndim < 2:
         raise RuntimeError(f"{op}: {name} must have at least 2 dimensions, got shape {shape_str(A.shape)}.")
     if square and A.shape[-1] != A.shape[-2]:
         raise RuntimeError(f"{op}: {name} must be a batch of square matrices, got {A.shape[-2]} by {A.shape[-1]} "
                            "matrices.")
     return A
+
+
+def _mH(x):
+    """The conjugate transpose of the last two dims (the transpose of a real tensor)."""
+    return _C.conj(_C.mT(x)) if x.dtype.is_complex else _C.mT(x)
+
+
+def _conj(x):
+    return _C.conj(x) if x.dtype.is_complex else x
+
+
+def _real_dtype(dtype):
+    """The real dtype of a complex one's parts (complex64 -> float32); a real dtype itself."""
+    return {"complex64": _C.float32, "complex128": _C.float64}.get(dtype.name, dtype)
+
+
+def _real_part(x):
+    """Re(x), a real tensor (differentiable); x itself if real."""
+    return _C.select(_C.view_as_real(x), -1, 0) if x.dtype.is_complex else x
+
+
+def _i_imag(x):
+    """i Im(x) as a complex tensor, (x - conj(x)) / 2 (differentiable)."""
+    return _scaled(_C.sub(x, _C.conj(x)), 0.5)
+
+
+# Note [Phases of complex eigenvectors] (the check in double backward): a node's phase check sees only the
+# cotangent that reaches it. Once a backward is recorded (create_graph=True), the vectors' dependence on A is split
+# between the original node and the one the backward recomputes (Note [Outputs in linalg backwards]); only their sum
+# is phase-blind, so neither checks alone: the backward maps are linear in the cotangent and equal on both nodes,
+# which makes the sum of their gradients the gradient of the summed cotangent. First-order backwards keep the check.
+_phase_checks_off = [0]
+
+
+def _recomputed(function, *args):
+    """function.apply(*args) inside a recorded backward: its nodes skip the phase check."""
+    _phase_checks_off[0] += 1
+    try:
+        return function.apply(*args)
+    finally:
+        _phase_checks_off[0] -= 1
+
+
+def _phase_check_wanted(ctx, A):
+    """Whether this backward checks phase invariance (see above); a node used by a recorded backward stops."""
+    if _recording(A):
+        ctx.check_phases = False
+    return ctx.check_phases
 
 
 def _same_float_dtype(op, A, B):
@@ -144,7 +196,7 @@ def _tri(x, lower, k=0):
 def _first_zero_pivot(a):
     """LAPACK getrf's info for one matrix: the 1-based index of the first exactly-zero pivot of its LU factorisation
     with partial pivoting, 0 if there is none."""
-    u = np.array(a, dtype=np.float64)
+    u = np.array(a, dtype=np.result_type(a.dtype, np.float64))
     n = u.shape[-1]
     for k in range(n):
         p = k + int(np.argmax(np.abs(u[k:, k])))
@@ -231,12 +283,12 @@ def _partial_cholesky(m):
     with np.errstate(all="ignore"):
         for j in range(m.shape[-1]):
             row = L[j, :j]
-            pivot = L[j, j] - row @ row
+            pivot = np.real(L[j, j] - row @ np.conj(row))     # (potrf reads the real part of a complex pivot)
             if not pivot > 0:
                 L[j, j] = pivot
                 return L, j + 1
             L[j, j] = np.sqrt(pivot)
-            L[j + 1:, j] = (L[j + 1:, j] - L[j + 1:, :j] @ row) / L[j, j]
+            L[j + 1:, j] = (L[j + 1:, j] - L[j + 1:, :j] @ np.conj(row)) / L[j, j]
     return L, 0
 
 
@@ -292,15 +344,16 @@ class LinalgInv(Function):
         A, X = ctx.saved_tensors
         if _recording(A):
             X = LinalgInv.apply(A)
-        Xt = _C.mT(X)
+        Xt = _mH(X)
         return _C.neg(_C.matmul(_C.matmul(Xt, g), Xt))
 
 
 def _adjugate_t(A):
-    """adj(A)^T, the gradient of det at any matrix, singular ones included: with A = U S V^T,
-    adj(A)^T = det(U) det(V) U diag(prod_{j != i} s_j) V^T (differentiable through the SVD)."""
+    """conj(adj(A))^T, the gradient of det at any matrix, singular ones included: with A = U S V^H,
+    adj(A)^H = conj(det(U) det(V^H)) U diag(prod_{j != i} s_j) V^H (differentiable through the SVD; adj(A)^T for a
+    real A)."""
     U, S, Vh = LinalgSvd.apply(A, False)
-    sign = np.linalg.det(_np(U)) * np.linalg.det(_np(Vh))
+    sign = np.conj(np.linalg.det(_np(U)) * np.linalg.det(_np(Vh)))
     n = S.shape[-1]
     others = None
     for j in range(n):          # c_i = prod_{j != i} s_j, without dividing by a zero s_i
@@ -309,7 +362,7 @@ def _adjugate_t(A):
         others = factor if others is None else _C.mul(others, factor)
     if others is None:
         others = _C.mul(S, _C.scalar_operand(0.0, S))
-    adj = _C.matmul(_C.mul(U, _C.unsqueeze(others, -2)), Vh)
+    adj = _C.matmul(_C.mul(U, _C.to_dtype(_C.unsqueeze(others, -2), U.dtype)), Vh)
     return _C.mul(adj, _const(sign[..., None, None], A))
 
 
@@ -322,7 +375,7 @@ class LinalgDet(Function):
         ctx.save_for_backward(A, d.detach())
         return d
 
-    # d = det(A)  ->  gA = g d A^-T (= g adj(A)^T, which also holds where A is singular)
+    # d = det(A)  ->  gA = g conj(d) A^-H (= g conj(adj(A))^T, which also holds where A is singular)
     @staticmethod
     def backward(ctx, g):
         A, d = ctx.saved_tensors
@@ -334,7 +387,7 @@ class LinalgDet(Function):
         if _recording(A):
             d = LinalgDet.apply(A)
         X = LinalgInv.apply(A) if _recording(A) else _from_np(np.linalg.inv(_np(A)), A.dtype)
-        return _C.mul(_C.mul(g2, _C.unsqueeze(_C.unsqueeze(d, -1), -1)), _C.mT(X))
+        return _C.mul(_C.mul(g2, _C.unsqueeze(_C.unsqueeze(_conj(d), -1), -1)), _mH(X))
 
 
 class LinalgSlogdet(Function):
@@ -343,24 +396,37 @@ class LinalgSlogdet(Function):
     @staticmethod
     def forward(ctx, A):
         sign, logabs = np.linalg.slogdet(_np(A))
-        s, l = _from_np(sign, A.dtype), _from_np(logabs, A.dtype)
-        ctx.mark_non_differentiable(s)
-        ctx.save_for_backward(A, l.detach())
+        s, l = _from_np(sign, A.dtype), _from_np(logabs, _real_dtype(A.dtype))
+        if A.dtype.is_complex:
+            ctx.set_materialize_grads(False)
+        else:
+            ctx.mark_non_differentiable(s)
+        ctx.save_for_backward(A, s.detach(), l.detach())
         return s, l
 
-    # logabsdet = log|det A|  ->  gA = g A^-T; at a singular matrix adj(A)^T / det(A), infinite as torch's
+    # logabsdet = log|det A|  ->  gA = g A^-H; at a singular matrix conj(adj(A))^T / conj(det(A)), infinite as
+    # torch's. For a complex A the sign s = det / |det| moves too: d log det = tr(A^-1 dA) = d logabs + i d arg, and
+    # ds = i s d arg, so <g_sign, ds> = Re(conj(g_sign) i s d arg) adds -i Im(conj(g_sign) s) to g (torch's formula)
     @staticmethod
     def backward(ctx, g_sign, g):
-        A, logabs = ctx.saved_tensors
+        A, sign, logabs = ctx.saved_tensors
+        if A.dtype.is_complex:
+            if g is None and g_sign is None:
+                return None
+            g = _C.to_dtype(g, A.dtype) if g is not None else _C.full(tuple(logabs.shape), 0.0, A.dtype)
+            if g_sign is not None:
+                if _recording(A):
+                    sign = LinalgSlogdet.apply(A)[0]
+                g = _C.sub(g, _i_imag(_C.mul(_C.conj(g_sign), sign)))
         g2 = _C.unsqueeze(_C.unsqueeze(g, -1), -1)
         if np.any(np.isneginf(_np(logabs))):
             with np.errstate(all="ignore"):
                 a = _np(A)
                 adj = _np(_adjugate_t(A.detach()))
-                inv_t = adj / np.linalg.det(a)[..., None, None]
+                inv_t = adj / np.conj(np.linalg.det(a))[..., None, None]
             return _C.mul(g2, _const(inv_t, A))
         X = LinalgInv.apply(A) if _recording(A) else _from_np(np.linalg.inv(_np(A)), A.dtype)
-        return _C.mul(g2, _C.mT(X))
+        return _C.mul(g2, _mH(X))
 
 
 class LinalgSolve(Function):
@@ -380,12 +446,12 @@ class LinalgSolve(Function):
     @staticmethod
     def backward(ctx, g):
         A, B, X = ctx.saved_tensors
-        gB = LinalgSolve.apply(_C.mT(A), g)
+        gB = LinalgSolve.apply(_mH(A), g)
         if not ctx.needs_input_grad[0]:
             return None, gB
         if _recording(A, B):
             X = LinalgSolve.apply(A, B)
-        return _C.neg(_C.matmul(gB, _C.mT(X))), gB
+        return _C.neg(_C.matmul(gB, _mH(X))), gB
 
 
 class LinalgSolveTriangular(Function):
@@ -402,13 +468,13 @@ class LinalgSolveTriangular(Function):
     @staticmethod
     def backward(ctx, g):
         A, B, X = ctx.saved_tensors
-        gB = LinalgSolveTriangular.apply(_C.mT(A), g, not ctx.upper, ctx.unitriangular)
+        gB = LinalgSolveTriangular.apply(_mH(A), g, not ctx.upper, ctx.unitriangular)
         if not ctx.needs_input_grad[0]:
             return None, gB, None, None
         if _recording(A, B):
             X = LinalgSolveTriangular.apply(A, B, ctx.upper, ctx.unitriangular)
         k = 1 if ctx.upper else -1
-        gA = _tri(_C.neg(_C.matmul(gB, _C.mT(X))), not ctx.upper, k if ctx.unitriangular else 0)
+        gA = _tri(_C.neg(_C.matmul(gB, _mH(X))), not ctx.upper, k if ctx.unitriangular else 0)
         return gA, gB, None, None
 
 
@@ -434,25 +500,29 @@ class LinalgCholesky(Function):
         A, L = ctx.saved_tensors
         if _recording(A):
             L = LinalgCholesky.apply(A, "linalg.cholesky")
-        P = _C.matmul(_C.mT(L), g)
+        P = _C.matmul(_mH(L), g)
         P = _C.sub(_tri(P, True), _scaled(_diag_embed(_diag(P)), 0.5))
-        Lt = _C.mT(L)
+        Lt = _mH(L)
         Y = _solve_tri(Lt, P, True)                          # L^-T P
-        gA = _C.mT(_solve_tri(Lt, _C.mT(Y), True))           # (L^-T Y^T)^T = Y L^-1
-        return _scaled(_C.add(gA, _C.mT(gA)), 0.5), None
+        gA = _mH(_solve_tri(Lt, _mH(Y), True))           # (L^-T Y^T)^T = Y L^-1
+        return _scaled(_C.add(gA, _mH(gA)), 0.5), None
 
 
 def _copyltu(M):
-    """The symmetric matrix whose lower triangle is M's."""
+    """The Hermitian matrix whose strict lower triangle is M's, with the real part of M's diagonal (R's diagonal is
+    real, so only Re(diag) moves it)."""
     low = _tri(M, True, -1)
-    return _C.add(_C.add(low, _C.mT(low)), _diag_embed(_diag(M)))
+    d = _diag(M)
+    if M.dtype.is_complex:
+        d = _C.to_dtype(_real_part(d), M.dtype)
+    return _C.add(_C.add(low, _mH(low)), _diag_embed(d))
 
 
 def _qr_backward_tall(gQ, gR, Q, R):
     """A = QR with m >= n (reduced): gA = (gQ + Q copyltu(M)) R^-T, M = R gR^T - gQ^T Q."""
-    M = _C.sub(_C.matmul(R, _C.mT(gR)), _C.matmul(_C.mT(gQ), Q))
+    M = _C.sub(_C.matmul(R, _mH(gR)), _C.matmul(_mH(gQ), Q))
     B = _C.add(gQ, _C.matmul(Q, _copyltu(M)))
-    return _C.mT(_solve_tri(R, _C.mT(B), True))               # B R^-T = (R^-1 B^T)^T
+    return _mH(_solve_tri(R, _mH(B), True))               # B R^-T = (R^-1 B^T)^T
 
 
 class LinalgQr(Function):
@@ -494,7 +564,7 @@ class LinalgQr(Function):
         Y = _C.slice(A, -1, m, n, 1)
         U, gU = _C.slice(R, -1, 0, m, 1), _C.slice(gR, -1, 0, m, 1)
         gV = _C.slice(gR, -1, m, n, 1)
-        gX = _qr_backward_tall(_C.add(gQ, _C.matmul(Y, _C.mT(gV))), gU, Q, U)
+        gX = _qr_backward_tall(_C.add(gQ, _C.matmul(Y, _mH(gV))), gU, Q, U)
         return _C.cat([gX, _C.matmul(Q, gV)], -1), None
 
 
@@ -512,8 +582,9 @@ class LinalgEigh(Function):
     @staticmethod
     def forward(ctx, A, UPLO):
         w, v = np.linalg.eigh(_np(A), UPLO=UPLO)
-        L, V = _from_np(w, A.dtype), _from_np(v, A.dtype)
+        L, V = _from_np(w, _real_dtype(A.dtype)), _from_np(v, A.dtype)
         ctx.UPLO = UPLO
+        ctx.check_phases = not _phase_checks_off[0]
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(A, L.detach(), V.detach())
         return L, V
@@ -524,15 +595,17 @@ class LinalgEigh(Function):
     def backward(ctx, gL, gV):
         A, L, V = ctx.saved_tensors
         if _recording(A):
-            L, V = LinalgEigh.apply(A, ctx.UPLO)
-        inner = None if gL is None else _diag_embed(gL)
+            L, V = _recomputed(LinalgEigh, A, ctx.UPLO)
+        inner = None if gL is None else _C.to_dtype(_diag_embed(gL), V.dtype)
         if gV is not None:
-            VtgV = _C.matmul(_C.mT(V), gV)
-            term = _C.mul(_scaled(_C.sub(VtgV, _C.mT(VtgV)), 0.5), _inverse_gaps(L))
+            VtgV = _C.matmul(_mH(V), gV)
+            if _phase_check_wanted(ctx, A):
+                _check_phase_invariance("linalg_eigh_backward", _np(VtgV))
+            term = _C.mul(_scaled(_C.sub(VtgV, _mH(VtgV)), 0.5), _inverse_gaps(L))
             inner = term if inner is None else _C.add(inner, term)
         if inner is None:
             return None, None
-        return _C.matmul(_C.matmul(V, inner), _C.mT(V)), None
+        return _C.matmul(_C.matmul(V, inner), _mH(V)), None
 
 
 class LinalgSvd(Function):
@@ -541,8 +614,9 @@ class LinalgSvd(Function):
     @staticmethod
     def forward(ctx, A, full_matrices):
         u, s, vh = np.linalg.svd(_np(A), full_matrices=full_matrices)
-        U, S, Vh = _from_np(u, A.dtype), _from_np(s, A.dtype), _from_np(vh, A.dtype)
+        U, S, Vh = _from_np(u, A.dtype), _from_np(s, _real_dtype(A.dtype)), _from_np(vh, A.dtype)
         ctx.full_matrices = full_matrices
+        ctx.check_phases = not _phase_checks_off[0]
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(A, U.detach(), S.detach(), Vh.detach())
         return U, S, Vh
@@ -555,7 +629,7 @@ class LinalgSvd(Function):
     def backward(ctx, gU, gS, gVh):
         A, U, S, Vh = ctx.saved_tensors
         if _recording(A):
-            U, S, Vh = LinalgSvd.apply(A, ctx.full_matrices)
+            U, S, Vh = _recomputed(LinalgSvd, A, ctx.full_matrices)
         m, n = A.shape[-2], A.shape[-1]
         k = S.shape[-1]
         if ctx.full_matrices:
@@ -566,31 +640,46 @@ class LinalgSvd(Function):
             if gS is None:
                 return None, None
             return _C.matmul(_C.mul(U, _C.unsqueeze(gS, -2)), Vh), None
-        V = _C.mT(Vh)
-        gV = None if gVh is None else _C.mT(gVh)
+        V = _mH(Vh)
+        gV = None if gVh is None else _mH(gVh)
         F = _inverse_gaps(_C.mul(S, S))
-        inner = None if gS is None else _diag_embed(gS)
+        inner = None if gS is None else _C.to_dtype(_diag_embed(gS), U.dtype)
+        if A.dtype.is_complex and _phase_check_wanted(ctx, A):
+            _check_svd_phases(None if gU is None else _np(_C.matmul(_mH(U), gU)),
+                              None if gV is None else _np(_C.matmul(Vh, gV)))
         s_row, s_col = _C.unsqueeze(S, -2), _C.unsqueeze(S, -1)
         inv_s = _C.div(_C.scalar_operand(1.0, S), S)
         extra = None
         if gU is not None:
-            UtgU = _C.matmul(_C.mT(U), gU)
-            J = _C.mul(F, _C.sub(UtgU, _C.mT(UtgU)))
+            UtgU = _C.matmul(_mH(U), gU)
+            J = _C.mul(F, _C.sub(UtgU, _mH(UtgU)))
             term = _C.mul(J, s_row)
+            if A.dtype.is_complex:      # the phases: Im(dP_ii) = s_i Im((U^H dU)_ii - (V^H dV)_ii), put on U's side
+                term = _C.add(term, _C.div(_diag_embed(_i_imag(_diag(UtgU))), s_col))
             inner = term if inner is None else _C.add(inner, term)
             if m > k:
                 extra = _C.matmul(_C.mul(_C.sub(gU, _C.matmul(U, UtgU)), _C.unsqueeze(inv_s, -2)), Vh)
         if gV is not None:
             VtgV = _C.matmul(Vh, gV)
-            K = _C.mul(F, _C.sub(VtgV, _C.mT(VtgV)))
+            K = _C.mul(F, _C.sub(VtgV, _mH(VtgV)))
             term = _C.mul(s_col, K)
             inner = term if inner is None else _C.add(inner, term)
             if n > k:
-                gVt = _C.mT(gV)
+                gVt = _mH(gV)
                 side = _C.matmul(_C.mul(U, _C.unsqueeze(inv_s, -2)), _C.sub(gVt, _C.matmul(_C.matmul(gVt, V), Vh)))
                 extra = side if extra is None else _C.add(extra, side)
         gA = _C.matmul(_C.matmul(U, inner), Vh)
         return (gA if extra is None else _C.add(gA, extra)), None
+
+
+def _check_svd_phases(UhgU, VhgV):
+    """Note [Phases of complex eigenvectors] for the SVD: u_i and v_i share one free phase, so a loss blind to it
+    has Im(diag(U^H gU)) = -Im(diag(V^H gV)) (torch's check and error)."""
+    parts = [np.imag(np.diagonal(x, axis1=-2, axis2=-1)) for x in (UhgU, VhgV) if x is not None]
+    if parts and not np.allclose(sum(parts), 0, rtol=1e-2, atol=1e-2):
+        raise RuntimeError("svd_backward: The singular vectors in the complex case are specified up to "
+                           "multiplication by e^{i phi}. The specified loss function depends on this phase term, "
+                           "making it ill-defined.")
 
 
 def _pinv_numpy(a, atol, rtol, hermitian):
@@ -606,9 +695,9 @@ def _pinv_numpy(a, atol, rtol, hermitian):
     with np.errstate(divide="ignore"):
         if hermitian:
             inv = np.where(s > cut, 1 / np.where(s > cut, w, 1), 0)
-            return np.matmul(v * inv[..., None, :], np.swapaxes(v, -1, -2))
+            return np.matmul(v * inv[..., None, :], np.conj(np.swapaxes(v, -1, -2)))
         inv = np.where(s > cut, 1 / np.where(s > cut, s, 1), 0)
-        return np.matmul(np.swapaxes(vh, -1, -2) * inv[..., None, :], np.swapaxes(u, -1, -2))
+        return np.matmul(np.conj(np.swapaxes(vh, -1, -2)) * inv[..., None, :], np.conj(np.swapaxes(u, -1, -2)))
 
 
 class LinalgPinv(Function):
@@ -627,7 +716,7 @@ class LinalgPinv(Function):
         A, P = ctx.saved_tensors
         if _recording(A):
             P = LinalgPinv.apply(A, *ctx.params)
-        Pt, gt = _C.mT(P), _C.mT(g)
+        Pt, gt = _mH(P), _mH(g)
         t1 = _C.neg(_C.matmul(_C.matmul(Pt, g), Pt))
         X = _C.matmul(_C.matmul(gt, P), Pt)
         t2 = _C.sub(X, _C.matmul(A, _C.matmul(P, X)))
@@ -639,13 +728,13 @@ class LinalgPinv(Function):
 # ===== torch.linalg's functions over the factorisations ===========================================================
 
 def inv(A):
-    return LinalgInv.apply(_matrices("linalg.inv", A))
+    return LinalgInv.apply(_matrices("linalg.inv", A, complex_ok=True))
 
 
 def inv_ex(A, *, check_errors=False):
     """(inverse, info): info > 0 marks a singular matrix (its inverse is then NaN) instead of raising, unless
     check_errors."""
-    A = _matrices("linalg.inv_ex", A)
+    A = _matrices("linalg.inv_ex", A, complex_ok=True)
     _, info = _lapack_inv(_np(A))
     if np.any(info):
         if check_errors:
@@ -656,29 +745,32 @@ def inv_ex(A, *, check_errors=False):
 
 
 def inverse(input):
-    return LinalgInv.apply(_matrices("linalg.inv", input, "input"))
+    return LinalgInv.apply(_matrices("linalg.inv", input, "input", complex_ok=True))
 
 
 def linalg_det(A):
-    return LinalgDet.apply(_matrices("linalg.det", A))
+    return LinalgDet.apply(_matrices("linalg.det", A, complex_ok=True))
 
 
 def det(input):
-    return LinalgDet.apply(_matrices("linalg.det", input, "input"))
+    return LinalgDet.apply(_matrices("linalg.det", input, "input", complex_ok=True))
 
 
 def linalg_slogdet(A):
     """(sign, log|det|) of A's matrices."""
-    return return_linalg_slogdet(*LinalgSlogdet.apply(_matrices("linalg.slogdet", A)))
+    return return_linalg_slogdet(*LinalgSlogdet.apply(_matrices("linalg.slogdet", A, complex_ok=True)))
 
 
 def slogdet(input):
-    return return_slogdet(*LinalgSlogdet.apply(_matrices("linalg.slogdet", input, "input")))
+    return return_slogdet(*LinalgSlogdet.apply(_matrices("linalg.slogdet", input, "input", complex_ok=True)))
 
 
 def logdet(input):
-    """log(det(input)): NaN where the determinant is negative, -inf where it is zero."""
-    sign, logabs = LinalgSlogdet.apply(_matrices("logdet", input, "input"))
+    """log(det(input)): NaN where the determinant is negative, -inf where it is zero; for a complex input the
+    principal complex logarithm log|det| + i arg(det), as torch."""
+    sign, logabs = LinalgSlogdet.apply(_matrices("logdet", input, "input", complex_ok=True))
+    if sign.dtype.is_complex:
+        return _C.add(_C.to_dtype(logabs, sign.dtype), _C.log(sign))
     nan = _C.scalar_operand(float("nan"), logabs)
     return _C.where(_C.compare("lt", sign, _C.scalar_operand(0.0, sign)), nan, logabs)
 
@@ -686,9 +778,9 @@ def logdet(input):
 def _solve_operands(op, A, B, left, vectors=True):
     """A, B broadcast over their batch dims, B as a batch of matrices; whether B was a (batch of) vector(s): with
     `vectors`, B is one if it is 1-D, or if its shape is A's without the last dim."""
-    A = _matrices(op, A)
+    A = _matrices(op, A, complex_ok=True)
     B = tensor_arg(B, op, "B")
-    _float_input(op, B, "B")
+    _float_input(op, B, "B", complex_ok=True)
     _same_float_dtype(op, A, B)
     vector = vectors and (B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1])))
     Bm = _C.unsqueeze(B, -1) if vector else B
@@ -720,9 +812,9 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
     """X with A X = B (XA = B if not left), reading only A's upper or lower triangle; a zero on its diagonal gives
     infs and NaNs, not an error (LAPACK trsm)."""
     op = "linalg.solve_triangular"
-    A = _matrices(op, A)
+    A = _matrices(op, A, complex_ok=True)
     B = tensor_arg(B, op, "B")
-    _float_input(op, B, "B")
+    _float_input(op, B, "B", complex_ok=True)
     if B.ndim < 2:
         raise RuntimeError(f"{op}: B must have at least 2 dimensions, got shape {shape_str(B.shape)}.")
     _same_float_dtype(op, A, B)
@@ -741,14 +833,14 @@ def _cholesky(op, A, upper):
 
 def linalg_cholesky(A, *, upper=False):
     """L with A = L L^T (lower), or U = L^T with A = U^T U if upper; A symmetric positive-definite."""
-    return _cholesky("linalg.cholesky", _matrices("linalg.cholesky", A), bool(upper))
+    return _cholesky("linalg.cholesky", _matrices("linalg.cholesky", A, complex_ok=True), bool(upper))
 
 
 def cholesky_ex(A, *, upper=False, check_errors=False):
     """(L, info): info > 0 marks a matrix that is not positive-definite (its factor is then NaN) instead of
     raising, unless check_errors."""
     op = "linalg.cholesky_ex"
-    A = _matrices(op, A)
+    A = _matrices(op, A, complex_ok=True)
     source = _np(A) if not upper else np.swapaxes(_np(A), -1, -2)
     out, info = _lapack_cholesky(source)
     if np.any(info):
@@ -761,7 +853,7 @@ def cholesky_ex(A, *, upper=False, check_errors=False):
 
 def cholesky(input, upper=False):
     """Deprecated by torch in favour of linalg.cholesky."""
-    A = _matrices("linalg.cholesky", input, "input")
+    A = _matrices("linalg.cholesky", input, "input", complex_ok=True)
     warn_deprecated("cholesky is deprecated in favour of linalg.cholesky; L = cholesky(A, upper) is "
                 "linalg.cholesky(A, upper=upper).")
     return _cholesky("linalg.cholesky", A, bool(upper))
@@ -771,7 +863,7 @@ def linalg_qr(A, mode="reduced"):
     """(Q, R) with A = Q R; mode 'reduced' (k = min(m, n) columns of Q), 'complete' (Q square) or 'r' (R only, Q
     empty)."""
     op = "linalg.qr"
-    A = _matrices(op, A, square=False)
+    A = _matrices(op, A, square=False, complex_ok=True)
     if mode not in ("reduced", "complete", "r"):
         raise RuntimeError(f"{op}: unrecognised mode {mode!r}; expected 'reduced' (the default), 'r' or 'complete'.")
     return return_linalg_qr(*LinalgQr.apply(A, mode))
@@ -779,7 +871,7 @@ def linalg_qr(A, mode="reduced"):
 
 def qr(input, some=True):
     """Deprecated by torch in favour of linalg.qr: some=True is mode 'reduced', False 'complete'."""
-    A = _matrices("linalg.qr", input, "input", square=False)
+    A = _matrices("linalg.qr", input, "input", square=False, complex_ok=True)
     warn_deprecated("qr is deprecated in favour of linalg.qr; Q, R = qr(A, some) is linalg.qr(A, 'reduced' if some "
                 "else 'complete').")
     return return_qr(*LinalgQr.apply(A, "reduced" if some else "complete"))
@@ -794,17 +886,17 @@ def _uplo(UPLO):
 def eigh(A, UPLO="L"):
     """(eigenvalues in ascending order, eigenvectors as columns) of symmetric matrices, reading the UPLO
     triangle."""
-    A = _matrices("linalg.eigh", A, not_implemented=True)
+    A = _matrices("linalg.eigh", A, not_implemented=True, complex_ok=True)
     return return_linalg_eigh(*LinalgEigh.apply(A, _uplo(UPLO)))
 
 
 def eigvalsh(A, UPLO="L"):
     """The eigenvalues of symmetric matrices, ascending (their gradient needs the eigenvectors)."""
-    A = _matrices("linalg.eigh", A, not_implemented=True)
+    A = _matrices("linalg.eigh", A, not_implemented=True, complex_ok=True)
     UPLO = _uplo(UPLO)
     if _recording(A):
         return LinalgEigh.apply(A, UPLO)[0]
-    return _from_np(np.linalg.eigvalsh(_np(A), UPLO=UPLO), A.dtype)
+    return _from_np(np.linalg.eigvalsh(_np(A), UPLO=UPLO), _real_dtype(A.dtype))
 
 
 def _driver(driver, op):
@@ -816,7 +908,7 @@ def _driver(driver, op):
 def linalg_svd(A, full_matrices=True, *, driver=None):
     """(U, S, Vh) with A = U diag(S) Vh, S descending; full_matrices gives square U and Vh."""
     op = "linalg.svd"
-    A = _matrices(op, A, square=False)
+    A = _matrices(op, A, square=False, complex_ok=True)
     _driver(driver, op)
     return return_linalg_svd(*LinalgSvd.apply(A, bool(full_matrices)))
 
@@ -824,13 +916,13 @@ def linalg_svd(A, full_matrices=True, *, driver=None):
 def _svdvals(A):
     if _recording(A):
         return LinalgSvd.apply(A, False)[1]
-    return _from_np(np.linalg.svd(_np(A), compute_uv=False), A.dtype)
+    return _from_np(np.linalg.svd(_np(A), compute_uv=False), _real_dtype(A.dtype))
 
 
 def svdvals(A, *, driver=None):
     """The singular values of A's matrices, descending."""
     op = "linalg.svd"
-    A = _matrices(op, A, square=False)
+    A = _matrices(op, A, square=False, complex_ok=True)
     _driver(driver, op)
     return _svdvals(A)
 
@@ -838,7 +930,7 @@ def svdvals(A, *, driver=None):
 def svd(input, some=True, compute_uv=True):
     """torch.svd: (U, S, V) with input = U diag(S) V^T (V, not V^T); some=False gives square U and V. Without
     compute_uv, U and V are zeros of shapes (m, m) and (n, n)."""
-    A = _matrices("linalg.svd", input, "input", square=False)
+    A = _matrices("linalg.svd", input, "input", square=False, complex_ok=True)
     if not compute_uv:
         S = _svdvals(A)
         batch, (m, n) = tuple(A.shape[:-2]), tuple(A.shape[-2:])
@@ -868,14 +960,14 @@ def _tolerances(A, atol, rtol, op):
 def pinv(A, *, atol=None, rtol=None, hermitian=False):
     """The Moore-Penrose pseudo-inverse; singular values at most max(atol, rtol * largest) count as zero."""
     op = "linalg.pinv"
-    A = _matrices(op, A, square=bool(hermitian))
+    A = _matrices(op, A, square=bool(hermitian), complex_ok=True)
     atol, rtol = _tolerances(A, atol, rtol, op)
     return LinalgPinv.apply(A, atol, rtol, bool(hermitian))
 
 
 def pinverse(input, rcond=1e-15):
     """torch.pinverse: pinv with rtol=rcond."""
-    A = _matrices("linalg.pinv", input, "input", square=False)
+    A = _matrices("linalg.pinv", input, "input", square=False, complex_ok=True)
     return LinalgPinv.apply(A, 0.0, float(number(rcond, "pinverse", "rcond")), False)
 
 
@@ -883,7 +975,7 @@ def matrix_rank(A, tol=None, *, atol=None, rtol=None, hermitian=False):
     """The number of singular values (|eigenvalues| if hermitian) above max(atol, rtol * largest); torch's older
     overload matrix_rank(A, tol) is atol=tol with rtol=0."""
     op = "linalg.matrix_rank"
-    A = _matrices(op, A, square=bool(hermitian))
+    A = _matrices(op, A, square=bool(hermitian), complex_ok=True)
     if tol is not None:
         if atol is not None or rtol is not None:
             raise RuntimeError(f"{op}: pass either tol or atol/rtol, not both.")
@@ -903,9 +995,9 @@ def lstsq(A, B, rcond=None, *, driver=None):
     with drivers other than the default gelsy), ranks (not for gels) and singular values (gelsd, gelss) that
     LAPACK's driver would return; empty tensors where the driver computes none. X is pinv(A) B, differentiable."""
     op = "linalg.lstsq"
-    A = _matrices(op, A, square=False)
+    A = _matrices(op, A, square=False, complex_ok=True)
     B = tensor_arg(B, op, "B")
-    _float_input(op, B, "B")
+    _float_input(op, B, "B", complex_ok=True)
     _same_float_dtype(op, A, B)
     if driver is not None and driver not in _LSTSQ_DRIVERS:
         raise RuntimeError(f"{op}: driver must be one of {', '.join(_LSTSQ_DRIVERS)}, got {driver!r}.")
@@ -921,13 +1013,13 @@ def lstsq(A, B, rcond=None, *, driver=None):
     X = _C.matmul(LinalgPinv.apply(A, 0.0, max(cut, 0.0), False), Bm)
     s = np.linalg.svd(_np(A), compute_uv=False)
     ranks = np.sum(s > cut * np.max(s, axis=-1, initial=0.0)[..., None], axis=-1)
-    empty = _C.full((0,), 0.0, A.dtype)
+    empty = _C.full((0,), 0.0, _real_dtype(A.dtype))
     residuals = empty
     if driver != "gelsy" and m > n and np.all(ranks == n):
         r = _C.sub(_C.matmul(A, X), Bm)
-        residuals = _C.sum(_C.mul(r, r), (-2,), False, None)      # (..., k), k = 1 for a vector B (as torch)
+        residuals = _C.sum(_real_part(_C.mul(_conj(r), r)), (-2,), False, None)     # |r|^2      # (..., k), k = 1 for a vector B (as torch)
     rank = bridge.share(np.array(ranks, dtype=np.int64)) if driver != "gels" else _C.full((0,), 0, _C.int64)
-    sv = _from_np(s, A.dtype) if driver in ("gelsd", "gelss") else empty
+    sv = _from_np(s, _real_dtype(A.dtype)) if driver in ("gelsd", "gelss") else empty
     return return_linalg_lstsq(_C.squeeze(X, (-1,)) if vector else X, residuals, rank, sv)
 
 
@@ -943,7 +1035,7 @@ def _matrix_power(op, A, n):
         eye = _const(np.broadcast_to(np.eye(A.shape[-1]), tuple(A.shape)), A)
         return _C.where(_C.full((), True, _C.bool), eye, A) if A.requires_grad else eye
     if n < 0:
-        A, n = LinalgInv.apply(_matrices("linalg.inv", A)), -n
+        A, n = LinalgInv.apply(_matrices("linalg.inv", A, complex_ok=True)), -n
     if n == 1:
         return _C.clone(A)
     result, square = None, A                 # binary powering: A^n from the squares A, A^2, A^4, ...
@@ -977,6 +1069,11 @@ def _norm_dtype(x, dtype, op):
     if dtype is None:
         return x
     dt = dtype_arg(dtype, op)
+    if x.dtype.is_complex:          # a complex input takes a complex dtype (torch's rule)
+        if not dt.is_complex or np.dtype(numpy_dtype(dt)).itemsize < np.dtype(numpy_dtype(x.dtype)).itemsize:
+            raise RuntimeError(f"{op}: the complex input's dtype {x.dtype.name} cannot be converted to dtype "
+                               f"{dt.name}: expected a complex dtype at least as wide.")
+        return x if dt is x.dtype else _C.to_dtype(x, dt)
     if not dt.is_floating_point or np.dtype(numpy_dtype(dt)).itemsize < np.dtype(numpy_dtype(x.dtype)).itemsize:
         raise RuntimeError(f"{op}: the input's dtype {x.dtype.name} cannot be converted to dtype {dt.name} without "
                            "narrowing.")
@@ -1022,14 +1119,15 @@ def _vector_norm(x, p, dims, keepdim, op):
         return _C.to_dtype(_vector_norm(_C.to_dtype(x, _C.float32), p, dims, keepdim, op), x.dtype)
     ax = _C.abs(x)
     if p == 0:
-        nonzero = _C.compare("ne", x, _C.scalar_operand(0.0, x))
-        return _zero_gradient(_C.to_dtype(_C.sum(nonzero, dims, keepdim, None), x.dtype), x, dims, keepdim)
+        nonzero = _C.compare("ne", ax, _C.scalar_operand(0.0, ax))
+        return _zero_gradient(_C.to_dtype(_C.sum(nonzero, dims, keepdim, None), ax.dtype), ax, dims, keepdim)
     if math.isinf(p):
         return _C.amax(ax, dims, keepdim) if p > 0 else _C.amin(ax, dims, keepdim)
     if p == 1:
         return _C.sum(ax, dims, keepdim, None)
     if p == 2:
-        return _safe_power(_C.sum(_C.mul(x, x), dims, keepdim, None), 0.5)
+        square = _real_part(_C.mul(_C.conj(x), x)) if x.dtype.is_complex else _C.mul(x, x)       # |x|^2
+        return _safe_power(_C.sum(square, dims, keepdim, None), 0.5)
     if p > 0:
         powered = _safe_power(ax, p)        # |x|^p, with a zero gradient where x = 0
         return _safe_power(_C.sum(powered, dims, keepdim, None), 1 / p)
@@ -1051,7 +1149,7 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     """The vector p-norm of x over dim (every dim by default)."""
     op = "linalg.vector_norm"
     x = tensor_arg(x, op, "x")
-    _float_input(op, x, "x")
+    _float_input(op, x, "x", complex_ok=True)
     p = _ord_number(ord, op)
     x = _norm_dtype(x, dtype, op)
     return _vector_norm(x, p, _reduce_dims(dim, x.ndim, op), bool(keepdim), op)
@@ -1064,7 +1162,7 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     """The matrix norm of the matrices in dims `dim`: 'fro', 'nuc' (sum of singular values), +-2 (largest/smallest
     singular value), +-1 (largest/smallest column sum of |A|), +-inf (largest/smallest row sum)."""
     op = "linalg.matrix_norm"
-    A = _matrices(op, A, square=False)
+    A = _matrices(op, A, square=False, complex_ok=True)
     if not isinstance(dim, (tuple, list)) or len(dim) != 2:
         raise RuntimeError(f"{op}: dim must be a 2-tuple, got {dim!r}.")
     d0, d1 = (wrap_dim(to_int(d, op, "dim"), A.ndim, op) for d in dim)
@@ -1117,7 +1215,7 @@ def cond(A, p=None):
     """The condition number in the p-norm: largest over smallest singular value for p None or 2 (smallest over
     largest for -2), else matrix_norm(A, p) * matrix_norm(A^-1, p) (inf for a singular matrix)."""
     op = "linalg.cond"
-    A = _matrices(op, A, square=p not in (None, 2, -2))
+    A = _matrices(op, A, square=p not in (None, 2, -2), complex_ok=True)
     if p in (None, 2, -2):
         s = _svdvals(A)
         if s.shape[-1] == 0:
@@ -1168,78 +1266,95 @@ def _bool_arg(value, op, name):
 
 # ===== eig, eigvals ===============================================================================================
 
+def _complex_dtype(dtype):
+    """The complex dtype with dtype's parts (float32 -> complex64); a complex dtype itself."""
+    return {"float32": _C.complex64, "float64": _C.complex128}.get(dtype.name, dtype)
+
+
 def _geev(op, a):
-    """(eigenvalues, eigenvectors) of a stack of real matrices through LAPACK geev (numpy.linalg.eig); raises the
-    error of Note [No complex dtype in eig] when one is complex."""
+    """(eigenvalues, eigenvectors) of a stack of real or complex matrices through LAPACK geev (numpy.linalg.eig),
+    complex always (as torch's: Note [eig returns complex tensors])."""
+    out = np.result_type(a.dtype, np.complex64)
     if a.size == 0:
-        return np.zeros(a.shape[:-1], a.dtype), np.zeros(a.shape, a.dtype)
+        return np.zeros(a.shape[:-1], out), np.zeros(a.shape, out)
     if not np.isfinite(a).all():
         raise RuntimeError(f"{op}: the input should not contain infs or NaNs.")
     try:
         w, v = np.linalg.eig(a)
     except np.linalg.LinAlgError:
         raise LinAlgError(f"{op}: the eigenvalue algorithm (LAPACK geev) failed to converge.") from None
-    if np.iscomplexobj(w) and np.any(w.imag != 0):
-        flat = w.reshape(-1)
-        z = flat[np.flatnonzero(flat.imag != 0)[0]]
-        raise NotImplementedError(
-            f"{op}: the input has complex eigenvalues (e.g. {z.real:.6g}{z.imag:+.6g}j), and dyngrad has no complex "
-            "dtype to return them in (torch returns complex64/complex128 here). Only matrices whose eigenvalues are "
-            "all real are supported; linalg.eigh handles symmetric matrices.")
-    return np.real(w).astype(a.dtype), np.real(v).astype(a.dtype)
+    return w.astype(out), v.astype(out)
 
 
 class LinalgEig(Function):
-    """linalg.eig of a matrix with real eigenvalues: LAPACK geev (eigenvectors of unit norm, as torch's)."""
+    """linalg.eig: LAPACK geev (eigenvectors of unit norm, as torch's), complex results for real and complex A."""
 
     @staticmethod
     def forward(ctx, A, op):
         w, v = _geev(op, _np(A))
-        L, V = _from_np(w, A.dtype), _from_np(v, A.dtype)
+        dtype = _complex_dtype(A.dtype)
+        L, V = _from_np(w, dtype), _from_np(v, dtype)
         ctx.op = op
+        ctx.check_phases = not _phase_checks_off[0]
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(A, L.detach(), V.detach())
         return L, V
 
     # A V = V diag(L), with unit-norm columns of V. Differentiating: dA V + A dV = dV diag(L) + V diag(dL); with
     # C = V^-1 dV, V^-1 dA V = diag(dL) + C diag(L) - diag(L) C, so dL = diag(V^-1 dA V) and, off the diagonal,
-    # C_ij = (V^-1 dA V)_ij / (L_j - L_i). The normalisation |v_j| = 1 fixes the diagonal: v_j^T dv_j = 0, i.e.
-    # C_jj = -sum_{i != j} (V^T V)_ji C_ij. Transposing the whole map gives
-    #   gA = V^-T (diag(gL) + E o (V^T gV - V^T V diag(diag(V^T gV)))) V^T,  E_ij = 1 / (L_j - L_i), E_ii = 0
-    # (the real case of torch's formula; equal eigenvalues give infinities, as torch's).
+    # C_ij = (V^-1 dA V)_ij / (L_j - L_i). The normalisation |v_j| = 1 fixes Re(v_j^H dv_j) = 0, i.e.
+    # Re(C_jj) = -Re(sum_{i != j} (V^H V)_ji C_ij); Im(C_jj) (the phase of v_j) is not determined, and a loss
+    # that depends on it is refused (Note [Phases of complex eigenvectors]). The adjoint of the whole map is torch's
+    #   gA = V^-H (diag(gL) + conj(E) o (V^H gV - V^H V diag(Re(diag(V^H gV))))) V^H,  E_ij = 1 / (L_j - L_i),
+    # E_ii = 0; for a real A its real part (equal eigenvalues give infinities, as torch's).
     @staticmethod
     def backward(ctx, gL, gV):
         A, L, V = ctx.saved_tensors
         if gL is None and gV is None:
             return None, None
         if _recording(A):
-            L, V = LinalgEig.apply(A, ctx.op)
+            L, V = _recomputed(LinalgEig, A, ctx.op)
         n = A.shape[-1]
         inner = None
         if gV is not None:
-            VtgV = _mm(_C.mT(V), gV)
-            diag_part = _C.mul(VtgV, _eye(n, VtgV))
-            term = _C.sub(VtgV, _mm(_mm(_C.mT(V), V), diag_part))
-            gaps = _C.sub(_C.unsqueeze(L, -2), _C.unsqueeze(L, -1))
-            off = _const(1.0 - np.eye(n), A)
-            inner = _C.mul(_C.div(term, _C.add(gaps, _eye(n, A))), off)
+            VhgV = _mm(_mH(V), gV)
+            if _phase_check_wanted(ctx, A):
+                _check_phase_invariance("linalg_eig_backward", _np(VhgV))
+            diag_part = _C.mul(_real_part(VhgV), _eye(n, _real_part(VhgV)))
+            term = _C.sub(VhgV, _mm(_mm(_mH(V), V), _C.to_dtype(diag_part, V.dtype)))
+            gaps = _C.conj(_C.sub(_C.unsqueeze(L, -2), _C.unsqueeze(L, -1)))
+            off = _const(1.0 - np.eye(n), V)
+            inner = _C.mul(_C.div(term, _C.add(gaps, _eye(n, V))), off)
         if gL is not None:
-            d = _C.mul(_C.unsqueeze(gL, -1), _eye(n, A))
+            d = _C.mul(_C.unsqueeze(gL, -1), _eye(n, V))
             inner = d if inner is None else _C.add(inner, d)
-        # V^-T inner V^T: solve V^T X = inner V^T
-        return LinalgSolve.apply(_C.mT(V), _mm(inner, _C.mT(V))), None
+        # V^-H inner V^H: solve V^H X = inner V^H
+        gA = LinalgSolve.apply(_mH(V), _mm(inner, _mH(V)))
+        return (gA if A.dtype.is_complex else _real_part(gA)), None
+
+
+def _check_phase_invariance(op, VhgV):
+    """Note [Phases of complex eigenvectors]: eigenvectors (and singular vectors) are determined up to a phase
+    e^{i phi} each; a loss that depends on the phases has no gradient. Invariance means Im(diag(V^H gV)) = 0 (for
+    the SVD, Im(diag(U^H gU) + diag(V^H gV)) = 0), checked with torch's lax tolerances; torch raises the same
+    error."""
+    if np.iscomplexobj(VhgV) and not np.allclose(np.imag(np.diagonal(VhgV, axis1=-2, axis2=-1)), 0,
+                                                    rtol=1e-2, atol=1e-2):
+        raise RuntimeError(f"{op}: The eigenvectors in the complex case are specified up to multiplication by "
+                           "e^{i phi}. The specified loss function depends on this phase term, making it "
+                           "ill-defined.")
 
 
 def eig(A):
-    """(eigenvalues, eigenvectors) of square matrices whose eigenvalues are real (Note [No complex dtype in eig])."""
-    A = _matrices("linalg.eig", A)
+    """(eigenvalues, eigenvectors) of square real or complex matrices, as complex tensors (torch's)."""
+    A = _matrices("linalg.eig", A, complex_ok=True)
     _no_half("linalg.eig", A)
     return return_linalg_eig(*LinalgEig.apply(A, "linalg.eig"))
 
 
 def eigvals(A):
-    """The eigenvalues of square matrices, when they are real (Note [No complex dtype in eig])."""
-    A = _matrices("linalg.eigvals", A)
+    """The eigenvalues of square real or complex matrices, a complex tensor (torch's)."""
+    A = _matrices("linalg.eigvals", A, complex_ok=True)
     _no_half("linalg.eigvals", A)
     return LinalgEig.apply(A, "linalg.eigvals")[0]
 
@@ -1293,22 +1408,22 @@ class LinalgLu(Function):
         gU = _zeros_like(U) if gU is None else gU
         L1, gL1 = _C.slice(L, -2, 0, k, 1), _C.slice(gL, -2, 0, k, 1)
         U1, gU1 = _C.slice(U, -1, 0, k, 1), _C.slice(gU, -1, 0, k, 1)
-        lower = _mm(_C.mT(L1), gL1)
-        upper = _mm(gU1, _C.mT(U1))
+        lower = _mm(_mH(L1), gL1)
+        upper = _mm(gU1, _mH(U1))
         if m < n:
             U2, gU2 = _C.slice(U, -1, k, n, 1), _C.slice(gU, -1, k, n, 1)
-            lower = _C.sub(lower, _mm(gU2, _C.mT(U2)))
+            lower = _C.sub(lower, _mm(gU2, _mH(U2)))
         if m > n:
             L2, gL2 = _C.slice(L, -2, k, m, 1), _C.slice(gL, -2, k, m, 1)
-            upper = _C.sub(upper, _mm(_C.mT(L2), gL2))
+            upper = _C.sub(upper, _mm(_mH(L2), gL2))
         M = _C.add(_tri(lower, True, -1), _tri(upper, False))
         # gB1 = L1^-T M U1^-T: two triangular solves (L1^T is unit upper; M U1^-T = (U1^-1 M^T)^T)
-        Y = _C.mT(LinalgSolveTriangular.apply(U1, _C.mT(M), True, False))
-        gB = LinalgSolveTriangular.apply(_C.mT(L1), Y, True, True)
+        Y = _mH(LinalgSolveTriangular.apply(U1, _mH(M), True, False))
+        gB = LinalgSolveTriangular.apply(_mH(L1), Y, True, True)
         if m < n:
-            gB = _C.cat([gB, LinalgSolveTriangular.apply(_C.mT(L1), gU2, True, True)], -1)
+            gB = _C.cat([gB, LinalgSolveTriangular.apply(_mH(L1), gU2, True, True)], -1)
         if m > n:
-            gB2 = _C.mT(LinalgSolveTriangular.apply(U1, _C.mT(gL2), True, False))
+            gB2 = _mH(LinalgSolveTriangular.apply(U1, _mH(gL2), True, False))
             gB = _C.cat([gB, gB2], -2)
         P = _const(hl.permutation_matrix(ctx.piv, m, np.float64), A)
         return _mm(P, gB), None, None
@@ -1323,7 +1438,7 @@ def _lu_input(op, A):
     A = tensor_arg(A, op, "A")
     if A.ndim < 2:
         raise RuntimeError(f"{op}: A must have at least 2 dimensions, got shape {shape_str(A.shape)}.")
-    _float_input(op, A, "A", not_implemented=True)
+    _float_input(op, A, "A", not_implemented=True, complex_ok=True)
     _no_half(op, A)
     return A
 
@@ -1426,7 +1541,7 @@ def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
     LU = tensor_arg(LU_data, op, "LU_data")
     if LU.ndim < 2:
         raise RuntimeError(f"{op}: LU_data must have at least 2 dimensions, got shape {shape_str(LU.shape)}.")
-    _float_input(op, LU, "LU_data", not_implemented=True)
+    _float_input(op, LU, "LU_data", not_implemented=True, complex_ok=True)
     unpack_data = _bool_arg(unpack_data, op, "unpack_data")
     unpack_pivots = _bool_arg(unpack_pivots, op, "unpack_pivots")
     p = _pivots(op, LU, LU_pivots, "LU_pivots")
@@ -1442,8 +1557,8 @@ def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
 def _lu_solve(op, LU, pivots, B, left, adjoint):
     LU = tensor_arg(LU, op, "LU")
     B = tensor_arg(B, op, "B")
-    _float_input(op, LU, "LU")
-    _float_input(op, B, "B")
+    _float_input(op, LU, "LU", complex_ok=True)
+    _float_input(op, B, "B", complex_ok=True)
     if LU.ndim < 2 or LU.shape[-1] != LU.shape[-2]:
         raise RuntimeError(f"{op}: LU must be a batch of square matrices, got shape {shape_str(LU.shape)}.")
     if B.ndim < 2:
@@ -1457,20 +1572,20 @@ def _lu_solve(op, LU, pivots, B, left, adjoint):
                            f"for {'A X = B' if left else 'X A = B'}.")
     L, U = _unit_lower(LU, n), _upper(LU, n)
     P = _const(hl.permutation_matrix(p, n, np.float64), LU)
-    if not left:                          # X A = B  <=>  A^T X^T = B^T (and X A^T = B <=> A X^T = B^T)
-        return _C.mT(_lu_solve_left(L, U, P, _C.mT(B), not adjoint))
+    if not left:                          # X A = B  <=>  A^H X^H = B^H (and X A^H = B <=> A X^H = B^H)
+        return _mH(_lu_solve_left(L, U, P, _mH(B), not adjoint))
     return _lu_solve_left(L, U, P, B, adjoint)
 
 
 def _lu_solve_left(L, U, P, B, adjoint):
-    """A X = B with A = P L U, or A^T X = B if adjoint, by triangular solves (differentiable in L, U and B)."""
+    """A X = B with A = P L U, or A^H X = B if adjoint, by triangular solves (differentiable in L, U and B)."""
     batch = _broadcast_batch(L, B)
     L, U, P, B = (_expand_batch(t, batch) for t in (L, U, P, B))
     if not adjoint:                      # X = U^-1 L^-1 P^T B
         Y = LinalgSolveTriangular.apply(L, _mm(_C.mT(P), B), False, True)
         return LinalgSolveTriangular.apply(U, Y, True, False)
-    Y = LinalgSolveTriangular.apply(_C.mT(U), B, False, False)          # X = P L^-T U^-T B
-    return _mm(P, LinalgSolveTriangular.apply(_C.mT(L), Y, True, True))
+    Y = LinalgSolveTriangular.apply(_mH(U), B, False, False)            # X = P L^-H U^-H B
+    return _mm(P, LinalgSolveTriangular.apply(_mH(L), Y, True, True))
 
 
 def _broadcast_batch(A, B):
@@ -1512,7 +1627,7 @@ def solve_ex(A, B, *, left=True, check_errors=False):
                               "singular.")
         L, U, piv, _ = _lu_parts(A0)
         P = _const(hl.permutation_matrix(_np(piv), A0.shape[-1], np.float64), A0)
-        X = _lu_solve_left(L, U, P, Bm, False) if left else _C.mT(_lu_solve_left(L, U, P, _C.mT(Bm), True))
+        X = _lu_solve_left(L, U, P, Bm, False) if left else _mH(_lu_solve_left(L, U, P, _mH(Bm), True))
         X = _C.squeeze(X, (-1,)) if vector else X
     else:
         X = solve(A, B, left=left)
@@ -1531,12 +1646,12 @@ class MatrixExp(Function):
         return _from_np(hl.expm(_np(A)), A.dtype)
 
     # The Frechet derivative of exp at A in the direction E is the upper-right block of exp([[A, E], [0, A]]); its
-    # adjoint is the derivative at A^T: gA = upper-right block of exp([[A^T, g], [0, A^T]]) (as torch's).
+    # adjoint is the derivative at A^H: gA = upper-right block of exp([[A^H, g], [0, A^H]]) (as torch's).
     @staticmethod
     def backward(ctx, g):
         (A,) = ctx.saved_tensors
         n = A.shape[-1]
-        At = _C.mT(A)
+        At = _mH(A)
         top = _C.cat([At, g], -1)
         bottom = _C.cat([_zeros_like(At), At], -1)
         big = MatrixExp.apply(_C.cat([top, bottom], -2))
@@ -1546,9 +1661,9 @@ class MatrixExp(Function):
 def matrix_exp(A):
     """The matrix exponential sum_k A^k / k! of square matrices."""
     A = tensor_arg(A, "linalg.matrix_exp", "A")
-    if not A.dtype.is_floating_point:
+    if not A.dtype.is_floating_point and not A.dtype.is_complex:
         raise RuntimeError(f"linalg.matrix_exp: expected a floating-point tensor as A, got {A.dtype.name}.")
-    A = _matrices("linalg.matrix_exp", A)
+    A = _matrices("linalg.matrix_exp", A, complex_ok=True)
     if A.dtype.name in ("float16", "bfloat16"):        # computed in float32 and rounded, as numpy has no bfloat16
         return _C.to_dtype(MatrixExp.apply(_C.to_dtype(A, _C.float32)), A.dtype)
     return MatrixExp.apply(A)
@@ -1870,19 +1985,20 @@ class CholeskySolve(Function):
     @staticmethod
     def forward(ctx, B, L, upper):
         l, b = _np(L), _np(B)
-        if upper:                                  # A = U^T U: U^T Y = B, then U X = Y
-            y = _lapack_solve_triangular(np.swapaxes(l, -1, -2).copy(), b, False, False)
+        lh = np.conj(np.swapaxes(l, -1, -2))
+        if upper:                                  # A = U^H U: U^H Y = B, then U X = Y
+            y = _lapack_solve_triangular(lh.copy(), b, False, False)
             x = _lapack_solve_triangular(l.copy(), y, True, False)
-        else:                                      # A = L L^T: L Y = B, then L^T X = Y
+        else:                                      # A = L L^H: L Y = B, then L^H X = Y
             y = _lapack_solve_triangular(l.copy(), b, False, False)
-            x = _lapack_solve_triangular(np.swapaxes(l, -1, -2).copy(), y, True, False)
+            x = _lapack_solve_triangular(lh.copy(), y, True, False)
         X = _from_np(x, B.dtype)
         ctx.upper = upper
         ctx.save_for_backward(B, L, X.detach())
         return X
 
-    # X = A^-1 B, A = L L^T: gB = A^-1 g (A is symmetric), gA = -gB X^T, and dA = dL L^T + L dL^T gives
-    # gL = (gA + gA^T) L = -(gB X^T + X gB^T) L; for A = U^T U, gU = -U (gB X^T + X gB^T). As torch, this is the
+    # X = A^-1 B, A = L L^H: gB = A^-1 g (A is Hermitian), gA = -gB X^H, and dA = dL L^H + L dL^H gives
+    # gL = (gA + gA^H) L = -(gB X^H + X gB^H) L; for A = U^H U, gU = -U (gB X^H + X gB^H). As torch, this is the
     # gradient of the formula in the whole of L (the forward reads one triangle).
     @staticmethod
     def backward(ctx, g):
@@ -1892,8 +2008,8 @@ class CholeskySolve(Function):
             return gB, None, None
         if _recording(B, L):
             X = CholeskySolve.apply(B, L, ctx.upper)
-        common = _mm(gB, _C.mT(X))
-        common = _C.add(common, _C.mT(common))
+        common = _mm(gB, _mH(X))
+        common = _C.add(common, _mH(common))
         gL = _C.neg(_mm(L, common) if ctx.upper else _mm(common, L))
         return gB, gL, None
 
@@ -1902,8 +2018,8 @@ def cholesky_solve(input, input2, upper=False):
     """X with A X = input, A = L L^T given by its Cholesky factor input2 = L (or A = U^T U, input2 = U, if upper)."""
     op = "cholesky_solve"
     B, L = _at_least_2d(op, input, "input"), _at_least_2d(op, input2, "input2")
-    _float_input(op, B, "input")
-    _float_input(op, L, "input2")
+    _float_input(op, B, "input", complex_ok=True)
+    _float_input(op, L, "input2", complex_ok=True)
     if L.shape[-1] != L.shape[-2]:
         raise RuntimeError(f"{op}: input2 must be a batch of square matrices, got shape {shape_str(L.shape)}.")
     if B.shape[-2] != L.shape[-1]:
@@ -1921,7 +2037,7 @@ def cholesky_inverse(input, upper=False):
     """(L L^T)^-1 from the Cholesky factor L = input ((U^T U)^-1 if upper)."""
     op = "cholesky_inverse"
     L = _at_least_2d(op, input, "input")
-    _float_input(op, L, "input")
+    _float_input(op, L, "input", complex_ok=True)
     _no_half(op, L)
     if L.shape[-1] != L.shape[-2]:
         raise RuntimeError(f"{op}: input must be a batch of square matrices, got shape {shape_str(L.shape)}.")

@@ -31,10 +31,12 @@ def _check_matmul_dtypes(op, *tensors):
         raise NotImplementedError(f"{op}: not implemented for bool tensors.")
 
 
-def _float_input(op, t, name="A", not_implemented=False):
-    if not t.dtype.is_floating_point:
+def _float_input(op, t, name="A", not_implemented=False, complex_ok=False):
+    """Refuses a tensor that is not floating-point (complex ones too, unless complex_ok: the op takes them)."""
+    if not t.dtype.is_floating_point and not (complex_ok and t.dtype.is_complex):
         error = NotImplementedError if not_implemented else RuntimeError
-        raise error(f"{op}: expected a floating-point tensor as {name}, got {t.dtype.name}.")
+        kind = "a floating-point or complex" if complex_ok else "a floating-point"
+        raise error(f"{op}: expected {kind} tensor as {name}, got {t.dtype.name}.")
 
 
 def matmul(input, other):
