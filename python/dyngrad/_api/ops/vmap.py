@@ -2366,23 +2366,6 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     return mapped
 
 
-def _through(fn, args, kwargs):
-    """A composite run on the BatchedTensors themselves: each public op inside it meets its own rule (the issue's
-    "a composite is batched through the primitives it is made of")."""
-    was, STATE.active = STATE.active, True
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        STATE.active = was
-
-
-# the torch.masked functions whose bodies are public ops all the way down; the others (softmax, norm, median...)
-# reach the core directly and keep the loop (test_vmap_coverage's FALLS_BACK says why)
-for _k in ("amax", "amin", "argmax", "argmin", "cumprod", "cumsum", "logsumexp", "mean", "prod", "std", "sum",
-           "var"):
-    RULES["masked." + _k] = _through
-
-
 def _cat_public(parts, dim):
     if any(isinstance(p, BatchedTensor) for p in parts):
         return _dispatch("cat", _C_cat, (parts, dim), {})
