@@ -220,6 +220,10 @@ def to_dg(value, dg, leaves, torch_leaves):
         return getattr(dg, str(value).split(".")[1])
     if isinstance(value, torch.Generator):
         raise Unconvertible("torch.Generator argument")
+    if isinstance(value, torch.nn.LinearCrossEntropyOptions):       # torch's dataclass: ours, field by field
+        import dataclasses
+        return dg.nn.LinearCrossEntropyOptions(**{f.name: to_dg(getattr(value, f.name), dg, leaves, torch_leaves)
+                                                  for f in dataclasses.fields(value)})
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
         return type(value)(to_dg(v, dg, leaves, torch_leaves) for v in value)
     if isinstance(value, dict):

@@ -28,6 +28,8 @@ CPP_ONLY = {
     "_collect_cycles": "Note [Cycles through C++]", "_cycle_suspects_noted": "Note [Cycles through C++]",
     "_set_parallel_grain": "the C++ kernels' thread threshold, for bench/parallel_grain.py",
     "_parallel_grain": "the C++ kernels' thread threshold",
+    "_entry_key": "static replay's entry guard key built in C++ (Note [Entry guards in C++]); the reference builds "
+                  "the same tuple in Python (compiling.entry_key_python)",
     "_fft_plan": "how the C++ FFT plans a size (Note [FFT plans]); numpy.fft plans the reference's",
     "_fft_cached_plan_count": "the C++ FFT's plan cache", "_fft_clear_plan_cache": "the C++ FFT's plan cache",
 }

@@ -21,7 +21,7 @@ from .instancenorm import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
 from .distance import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
-from .linear_cross_entropy import *  # noqa: F401,F403
+from .linear_cross_entropy_options import *  # noqa: F401,F403
 from .rnn import *  # noqa: F401,F403
 from .adaptive import *  # noqa: F401,F403
 from .transformer import *  # noqa: F401,F403
