@@ -338,3 +338,66 @@ def test_unsupported_ops_say_so(dg, call, message):
     z = dg.tensor([[1 + 1j, 2j], [3, -1j]])
     with pytest.raises((TypeError, RuntimeError), match=message):
         call(dg, z)
+
+
+# ----- the ops issue 22's OpInfo report found refusing complex or wrong on it ----------------------------------
+
+def test_var_std_of_complex(dg):
+    """var of a complex tensor is real: E|z - E z|^2 (the real parts' variance plus the imaginary parts'), torch's."""
+    z = cvalues((3, 4), 20)
+    for dtype, real in (("complex64", "float32"), ("complex128", "float64")):
+        t = dg.tensor(z, dtype=getattr(dg, dtype))
+        v = t.var(dim=1)
+        assert v.dtype.name == real
+        close(v.tolist(), np.var(z, axis=1, ddof=1), dtype)
+        close(dg.std(t, correction=0).item(), np.std(z), dtype)
+        var, mean = dg.var_mean(t, dim=0, keepdim=True)
+        assert var.dtype.name == real and mean.dtype.name == dtype and var.shape == (1, 4)
+        close(mean.tolist(), z.mean(0, keepdims=True), dtype)
+        s, _ = dg.std_mean(t, dim=(0, 1))
+        close(s.item(), np.std(z, ddof=1), dtype)
+        mv = dg.masked.var(t, 1, mask=dg.tensor(np.arange(12).reshape(3, 4) % 3 != 0))
+        assert mv.dtype.name == dtype      # torch's masked.var keeps the complex dtype (imaginary part 0)
+        close(mv.tolist(), [np.var(row[(np.arange(4) + 4 * i) % 3 != 0], ddof=1) for i, row in enumerate(z)],
+              dtype)
+    x = dg.tensor(z, dtype=dg.complex128, requires_grad=True)
+    assert dg.autograd.gradcheck(lambda a: a.var(dim=0), (x,))
+    assert dg.autograd.gradcheck(lambda a: dg.std(a, dim=1, correction=0), (x,))
+    assert dg.autograd.gradcheck(lambda a: dg.var_mean(a, dim=1)[1], (x,))
+
+
+def test_cumsum_cumprod_of_complex(dg):
+    """Note [Complex scans]: cumsum over the parts, cumprod by products only (exact with zeros)."""
+    z = cvalues((3, 5), 21)
+    z[1, 2] = 0
+    for dtype in ("complex64", "complex128"):
+        t = dg.tensor(z, dtype=getattr(dg, dtype))
+        for d in (0, 1, -1):
+            s, p = dg.cumsum(t, d), dg.cumprod(t, dim=d)
+            assert s.dtype.name == dtype and p.dtype.name == dtype
+            close(s.tolist(), np.cumsum(z.astype(dtype), d), dtype)
+            close(p.tolist(), np.cumprod(z.astype(dtype), d), dtype)
+        assert dg.cumprod(t, 1)[1, 2:].tolist() == [0j, 0j, 0j]
+        assert dg.cumsum(t[0, 0], 0).item() == t[0, 0].item()       # a 0-d tensor: itself
+        assert dg.cumsum(dg.tensor([1, 2]), 0, dtype=getattr(dg, dtype)).dtype.name == dtype
+    x = dg.tensor(z, dtype=dg.complex128, requires_grad=True)
+    assert dg.autograd.gradcheck(lambda a: dg.cumsum(a, 1), (x,))
+    assert dg.autograd.gradcheck(lambda a: dg.cumprod(a, 1), (x,))      # the zero at [1, 2] included
+    assert dg.autograd.gradcheck(lambda a: dg.cumprod(a, 0), (x,))
+
+
+def test_logsumexp_of_complex(dg):
+    z = cvalues((3, 4), 22)
+    z[0] += 800                           # exp would overflow without the shift by the largest real part
+    for dtype in ("complex64", "complex128"):
+        t = dg.tensor(z, dtype=getattr(dg, dtype))
+        got = dg.logsumexp(t, 1)
+        assert got.dtype.name == dtype
+        want = np.log(np.exp(z - 800 * (np.arange(3) == 0)[:, None]).sum(1)) + 800 * (np.arange(3) == 0)
+        close(got.tolist(), want, dtype)
+        assert dg.logsumexp(t, (0, 1), keepdim=True).shape == (1, 1)
+        minus_inf = dg.tensor([complex(-np.inf, 0), complex(-np.inf, 1)], dtype=getattr(dg, dtype))
+        assert dg.logsumexp(minus_inf, 0).item() == complex(-np.inf, 0)     # torch's
+    x = dg.tensor(cvalues((3, 4), 23), dtype=dg.complex128, requires_grad=True)
+    assert dg.autograd.gradcheck(lambda a: dg.logsumexp(a, 1), (x,))
+    assert dg.autograd.gradcheck(lambda a: dg.logsumexp(a, (0, 1), keepdim=True), (x,))
