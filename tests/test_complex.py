@@ -401,3 +401,50 @@ def test_logsumexp_of_complex(dg):
     x = dg.tensor(cvalues((3, 4), 23), dtype=dg.complex128, requires_grad=True)
     assert dg.autograd.gradcheck(lambda a: dg.logsumexp(a, 1), (x,))
     assert dg.autograd.gradcheck(lambda a: dg.logsumexp(a, (0, 1), keepdim=True), (x,))
+
+
+def test_complex_random_numbers(dg):
+    """Note [Complex random numbers]: torch's semantics (each part drawn; randn with E|z|^2 = 1)."""
+    dg.manual_seed(0)
+    n = 40000
+    for dtype, real in ((dg.complex64, "float32"), (dg.complex128, "float64")):
+        z = dg.randn(n, dtype=dtype)
+        assert z.dtype is dtype
+        parts = z.real.numpy(), z.imag.numpy()
+        for p in parts:                       # each part N(0, 1/2): 5 standard errors of slack
+            assert abs(p.mean()) < 5 * (0.5 / n) ** 0.5 and abs(p.var() - 0.5) < 5 * 0.5 * (2 / n) ** 0.5
+        assert abs(np.corrcoef(*parts)[0, 1]) < 5 / n ** 0.5
+        u = dg.rand(n, dtype=dtype).numpy()
+        assert u.real.min() >= 0 and u.real.max() < 1 and u.imag.min() >= 0 and u.imag.max() < 1
+        assert abs(u.imag.mean() - 0.5) < 5 * (1 / 12 / n) ** 0.5
+        like = dg.randn_like(z[:3])
+        assert like.dtype is dtype and like.shape == (3,) and dg.rand_like(z[:2]).dtype is dtype
+        w = dg.zeros(n, dtype=dtype).uniform_(2, 3).numpy()
+        assert w.real.min() >= 2 and w.imag.min() >= 2 and w.real.max() < 3 and w.imag.max() < 3
+        v = dg.zeros(n, dtype=dtype).normal_(1.0, 2.0).numpy()
+        for p in (v.real, v.imag):            # N(1, 2): std / sqrt(2) on each part
+            assert abs(p.mean() - 1) < 5 * (2 / n) ** 0.5 and abs(p.std() - 2 ** 0.5) < 0.05
+    with pytest.raises(RuntimeError, match="expected a floating-point or complex dtype"):
+        dg.randn(2, dtype=dg.int64)
+
+
+def test_alpha_and_value_on_complex(dg):
+    """add/sub/rsub's alpha and addcmul/addcdiv's value may be complex (or a float) for complex tensors; a complex
+    one is refused for real tensors, as torch."""
+    a, b, c = cvalues((2, 3), 24), cvalues((2, 3), 25), cvalues((2, 3), 26, away_from=(0,))
+    for dtype in ("complex64", "complex128"):
+        x, y, w = (dg.tensor(v, dtype=getattr(dg, dtype)) for v in (a, b, c))
+        close(dg.add(x, y, alpha=-3.125).tolist(), a - 3.125 * b, dtype)
+        close(dg.sub(x, y, alpha=0.5 - 2j).tolist(), a - (0.5 - 2j) * b, dtype)
+        close(dg.rsub(x, y, alpha=1j).tolist(), b - 1j * a, dtype)
+        close(dg.addcmul(x, y, w, value=0.25).tolist(), a + 0.25 * b * c, dtype)
+        close(dg.addcmul(x, y, w, value=2 + 1j).tolist(), a + (2 + 1j) * b * c, dtype)
+        close(dg.addcdiv(x, y, w, value=-1j).tolist(), a - 1j * b / c, dtype)
+    with pytest.raises(RuntimeError, match="alpha must not be a complex number"):
+        dg.add(dg.tensor([1.0]), dg.tensor([2.0]), alpha=1j)
+    with pytest.raises(RuntimeError, match="alpha must not be a floating-point number"):
+        dg.add(dg.tensor([1]), dg.tensor([2]), alpha=0.5)
+    x, y = (dg.tensor(v, dtype=dg.complex128, requires_grad=True) for v in (a, b))
+    w = dg.tensor(c, dtype=dg.complex128, requires_grad=True)
+    assert dg.autograd.gradcheck(lambda p, q: dg.sub(p, q, alpha=0.5 - 2j), (x, y))
+    assert dg.autograd.gradcheck(lambda p, q, r: dg.addcdiv(p, q, r, value=2 - 1j), (x, y, w))

@@ -48,7 +48,8 @@ def test_opinfo_subset_passes(tmp_path, engine):
 # complex64/complex128 samples (Note [Complex OpInfo samples]): one or two OpInfos per failure class fixed for
 # issue 22, and a few that always passed
 COMPLEX_SUBSET = ["cosh", "asinh", "acosh", "atanh", "fft.fft", "mul", "exp", "var", "std_mean", "masked.var", "cumsum",
-                  "cumprod", "masked.cumprod", "logsumexp", "masked.logsumexp"]
+                  "cumprod", "masked.cumprod", "logsumexp", "masked.logsumexp", "randn", "normal.in_place", "uniform",
+                  "add", "rsub", "addcmul", "addcdiv"]
 
 
 @pytest.mark.parametrize("engine", ["cpp", "reference"])

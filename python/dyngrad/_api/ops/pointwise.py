@@ -346,6 +346,8 @@ def _scaled(b, alpha, op, integral=False, dtype=None, negated=False):
     if alpha is None or (type(alpha) is int and alpha == 1):
         return b
     alpha = number(alpha, op, "alpha")
+    if isinstance(alpha, complex) and dtype is not None and not dtype.is_complex:
+        raise RuntimeError(f"{op}: for non-complex input tensors, alpha must not be a complex number, got {alpha}.")
     if integral and isinstance(alpha, float):
         raise RuntimeError(f"{op}: for integer input tensors, alpha must not be a floating-point number, got "
                            f"{alpha}.")
@@ -361,7 +363,8 @@ def _scaled(b, alpha, op, integral=False, dtype=None, negated=False):
 
 
 def _integral(*tensors):
-    return not any(t.dtype.is_floating_point for t in tensors)
+    """Whether every tensor is an integer or bool one (complex tensors are not)."""
+    return not any(t.dtype.is_floating_point or t.dtype.is_complex for t in tensors)
 
 
 def add(input, other, *, alpha=1):
@@ -460,7 +463,7 @@ def addcmul(input, tensor1, tensor2, *, value=1):
     if dtype is _C.bool:
         raise NotImplementedError("addcmul: not implemented for bool tensors (as in torch).")
     value = number(value, "addcmul", "value")
-    if isinstance(value, float) and not dtype.is_floating_point:
+    if isinstance(value, float) and not (dtype.is_floating_point or dtype.is_complex):
         value = int(checked_write(value, dtype, "addcmul"))      # torch converts value to the dtype: 2.5 -> 2
     return _C.add(a, _scaled(_C.mul(t1, t2), value, "addcmul", dtype=dtype))     # value must fit dtype (torch)
 
