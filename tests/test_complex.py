@@ -448,3 +448,35 @@ def test_alpha_and_value_on_complex(dg):
     w = dg.tensor(c, dtype=dg.complex128, requires_grad=True)
     assert dg.autograd.gradcheck(lambda p, q: dg.sub(p, q, alpha=0.5 - 2j), (x, y))
     assert dg.autograd.gradcheck(lambda p, q, r: dg.addcdiv(p, q, r, value=2 - 1j), (x, y, w))
+
+
+def test_result_dtypes_and_values_of_complex(dg):
+    """vdot conjugates its first argument; isreal tests the imaginary part; float_power of a complex operand is
+    complex128; cov/corrcoef/trapezoid/cumulative_trapezoid/gradient keep the complex dtype (numpy's values)."""
+    a, b = cvalues((4,), 27), cvalues((4,), 28)
+    m = cvalues((3, 5), 29)
+    for dtype in ("complex64", "complex128"):
+        x, y, t = dg.tensor(a, dtype=getattr(dg, dtype)), dg.tensor(b, dtype=getattr(dg, dtype)), \
+            dg.tensor(m, dtype=getattr(dg, dtype))
+        close(dg.vdot(x, y).item(), np.vdot(a, b), dtype)
+        assert dg.isreal(dg.tensor([1 + 0j, 1j, 2], dtype=getattr(dg, dtype))).tolist() == [True, False, True]
+        fp = dg.float_power(x, 2)
+        assert fp.dtype is dg.complex128
+        close(fp.tolist(), a.astype(dtype).astype(np.complex128) ** 2, "complex64")
+        c = dg.cov(t)
+        assert c.dtype.name == dtype
+        close(c.tolist(), np.cov(m), dtype)
+        r = dg.corrcoef(t)
+        want = np.corrcoef(m)
+        close(r.tolist(), np.clip(want.real, -1, 1) + 1j * np.clip(want.imag, -1, 1), dtype)
+        for got, want in ((dg.trapezoid(t), np.trapezoid(m) if hasattr(np, "trapezoid") else np.trapz(m)),
+                          (dg.cumulative_trapezoid(t, dim=0), np.cumsum((m[1:] + m[:-1]) / 2, 0)),
+                          (dg.gradient(t, dim=1)[0], np.gradient(m, axis=1))):
+            assert got.dtype.name == dtype
+            close(got.tolist(), want, dtype)
+    x = dg.tensor(a, dtype=dg.complex128, requires_grad=True)
+    y = dg.tensor(b, dtype=dg.complex128, requires_grad=True)
+    t = dg.tensor(m, dtype=dg.complex128, requires_grad=True)
+    assert dg.autograd.gradcheck(dg.vdot, (x, y))
+    assert dg.autograd.gradcheck(dg.cov, (t,))
+    assert dg.autograd.gradcheck(lambda p: dg.trapezoid(p, dim=0), (t,))

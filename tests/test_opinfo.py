@@ -49,7 +49,8 @@ def test_opinfo_subset_passes(tmp_path, engine):
 # issue 22, and a few that always passed
 COMPLEX_SUBSET = ["cosh", "asinh", "acosh", "atanh", "fft.fft", "mul", "exp", "var", "std_mean", "masked.var", "cumsum",
                   "cumprod", "masked.cumprod", "logsumexp", "masked.logsumexp", "randn", "normal.in_place", "uniform",
-                  "add", "rsub", "addcmul", "addcdiv"]
+                  "add", "rsub", "addcmul", "addcdiv", "vdot", "isreal", "float_power", "cov", "corrcoef", "trapezoid",
+                  "gradient"]
 
 
 @pytest.mark.parametrize("engine", ["cpp", "reference"])

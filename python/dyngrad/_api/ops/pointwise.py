@@ -544,7 +544,11 @@ FloatPower = _numpy_function("FloatPower", np.power, _float_power_derivative, us
 
 
 def float_power(input, exponent):
-    """input ** exponent in float64, whatever the inputs' dtypes."""
+    """input ** exponent in float64, whatever the inputs' dtypes (complex128 when either is complex, as torch)."""
+    if any(isinstance(v, complex) or (isinstance(v, Tensor) and v.dtype.is_complex) for v in (input, exponent)):
+        a, b = _pair(input, exponent, "float_power", (True, True))
+        broadcast_shapes(a.shape, b.shape, "float_power")
+        return _C.pow(_cast(a, _C.complex128), _cast(b, _C.complex128))
     if isinstance(input, Tensor) and isinstance(exponent, (int, float)) and not isinstance(exponent, bool):
         return FloatPower.apply(_cast(input, _C.float64), float(exponent))
     a, b = _pair(input, exponent, "float_power", (True, True))
@@ -948,8 +952,12 @@ isneginf = _infinity_test("isneginf", (-1,))
 
 
 def isreal(input):
-    """True everywhere: dyngrad's tensors are real."""
+    """Whether each element is real: True everywhere for a real tensor, where the imaginary part is 0 for a
+    complex one."""
     a = tensor_arg(input, "isreal")
+    if a.dtype.is_complex:
+        im = _C.select(_C.view_as_real(a), -1, 1)
+        return _C.compare("eq", im, _C.scalar_operand(0, im))
     return _C.full(tuple(a.shape), True, _C.bool)
 
 

@@ -85,7 +85,8 @@ def dot(input, tensor):
 
 def vdot(input, other):
     """dot with the first vector conjugated: the same as dot for real tensors."""
-    return _dot("vdot", input, other, "other")
+    a = tensor_arg(input, "vdot")
+    return _dot("vdot", _C.conj(a) if a.dtype.is_complex else a, other, "other")
 
 
 def inner(input, other):
