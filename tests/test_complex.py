@@ -480,3 +480,19 @@ def test_result_dtypes_and_values_of_complex(dg):
     assert dg.autograd.gradcheck(dg.vdot, (x, y))
     assert dg.autograd.gradcheck(dg.cov, (t,))
     assert dg.autograd.gradcheck(lambda p: dg.trapezoid(p, dim=0), (t,))
+
+
+def test_products_with_float_and_complex_coefficients(dg):
+    """addmv/addbmm/baddbmm took a float beta/alpha on complex tensors for an integer one and truncated it."""
+    m, v, i = cvalues((3, 4), 30), cvalues((4,), 31), cvalues((3,), 32)
+    b1, b2, c = cvalues((2, 3, 4), 33), cvalues((2, 4, 5), 34), cvalues((3, 5), 35)
+    for dtype in ("complex64", "complex128"):
+        t = lambda z: dg.tensor(z, dtype=getattr(dg, dtype))   # noqa: E731
+        close(dg.addmv(t(i), t(m), t(v), beta=0.5, alpha=-1.5).tolist(), 0.5 * i - 1.5 * m @ v, dtype)
+        close(dg.addbmm(t(c), t(b1), t(b2), beta=1j, alpha=0.25).tolist(),
+              1j * c + 0.25 * (b1 @ b2).sum(0), dtype)
+        close(dg.baddbmm(t(c), t(b1), t(b2), alpha=2 - 1j).tolist(), c + (2 - 1j) * (b1 @ b2), dtype)
+    with pytest.raises(RuntimeError, match="alpha must not be a complex number"):
+        dg.addmv(dg.tensor(i.real), dg.tensor(m.real), dg.tensor(v.real), alpha=1j)
+    x = dg.tensor(m, dtype=dg.complex128, requires_grad=True)
+    assert dg.autograd.gradcheck(lambda p: dg.addmv(dg.tensor(i), p, dg.tensor(v), beta=0.5, alpha=-1.5), (x,))

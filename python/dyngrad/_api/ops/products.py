@@ -114,7 +114,9 @@ def _coefficient(value, dtype, op, name, truncate):
     """beta/alpha as a number of the result's kind: an integer result takes an int (torch truncates a float for the
     matmul family and refuses one for addr)."""
     v = number(value, op, name)
-    if not dtype.is_floating_point and isinstance(v, float):
+    if isinstance(v, complex) and not dtype.is_complex:
+        raise RuntimeError(f"{op}: for non-complex tensors, {name} must not be a complex number, got {v}.")
+    if not (dtype.is_floating_point or dtype.is_complex) and isinstance(v, float):
         if not truncate:
             raise RuntimeError(f"{op}: for integer tensors, {name} must not be a floating-point number, got {v}.")
         v = int(v)
