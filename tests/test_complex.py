@@ -331,7 +331,7 @@ def test_hyperbolic_on_the_branch_cuts(dg):
     (lambda dg, z: z.amax(), "amax: not supported for complex tensors"),
     (lambda dg, z: z.argmax(), "argmax: not supported for complex tensors"),
     (lambda dg, z: dg.sign(z), "sign: not implemented for complex tensors; use sgn"),
-    (lambda dg, z: dg.exp2(z), "exp2: not supported for complex tensors"),
+    (lambda dg, z: dg.sinc(z), "sinc: not supported for complex tensors"),
     (lambda dg, z: z @ z.real, "matmul: expected both operands to have the same dtype"),
 ])
 def test_unsupported_ops_say_so(dg, call, message):
@@ -496,3 +496,16 @@ def test_products_with_float_and_complex_coefficients(dg):
         dg.addmv(dg.tensor(i.real), dg.tensor(m.real), dg.tensor(v.real), alpha=1j)
     x = dg.tensor(m, dtype=dg.complex128, requires_grad=True)
     assert dg.autograd.gradcheck(lambda p: dg.addmv(dg.tensor(i), p, dg.tensor(v), beta=0.5, alpha=-1.5), (x,))
+
+
+def test_lerp_and_exp2_of_complex(dg):
+    a, b, w = cvalues((2, 3), 36), cvalues((2, 3), 37), cvalues((2, 3), 38) * 0.4
+    for dtype in ("complex64", "complex128"):
+        t = lambda z: dg.tensor(z, dtype=getattr(dg, dtype))   # noqa: E731
+        close(dg.lerp(t(a), t(b), t(w)).tolist(), a + w * (b - a), dtype)
+        close(dg.lerp(t(a), t(b), 0.75).tolist(), a + 0.75 * (b - a), dtype)
+        close(dg.lerp(t(a), t(b), 0.25 - 1j).tolist(), a + (0.25 - 1j) * (b - a), dtype)
+        close(dg.exp2(t(a)).tolist(), 2.0 ** a.astype(dtype), dtype)
+    x, y, v = (dg.tensor(z, dtype=dg.complex128, requires_grad=True) for z in (a, b, w))
+    assert dg.autograd.gradcheck(dg.lerp, (x, y, v))
+    assert dg.autograd.gradcheck(dg.exp2, (x,))

@@ -50,7 +50,7 @@ def test_opinfo_subset_passes(tmp_path, engine):
 COMPLEX_SUBSET = ["cosh", "asinh", "acosh", "atanh", "fft.fft", "mul", "exp", "var", "std_mean", "masked.var", "cumsum",
                   "cumprod", "masked.cumprod", "logsumexp", "masked.logsumexp", "randn", "normal.in_place", "uniform",
                   "add", "rsub", "addcmul", "addcdiv", "vdot", "isreal", "float_power", "cov", "corrcoef", "trapezoid",
-                  "gradient", "addmv", "addbmm", "baddbmm"]
+                  "gradient", "addmv", "addbmm", "baddbmm", "lerp", "exp2"]
 
 
 @pytest.mark.parametrize("engine", ["cpp", "reference"])

@@ -2,6 +2,7 @@
 special functions, comparisons, logic and bitwise ops. Most are one or two core calls (_C.<op>), where the core does
 the dtype promotion, broadcasting and checks; the rest are custom Functions with numpy forwards (Note [numpy
 forwards])."""
+import builtins
 import collections
 import math
 
@@ -486,19 +487,22 @@ def lerp(input, end, weight):
         raise RuntimeError(f"lerp: expected dtype {start.dtype.name} for end, got {end.dtype.name}.")
     if isinstance(weight, Tensor) and weight.dtype is not start.dtype:
         raise RuntimeError(f"lerp: expected dtype {start.dtype.name} for weight, got {weight.dtype.name}.")
-    if not start.dtype.is_floating_point:
-        raise NotImplementedError(f"lerp: expected floating-point tensors, got {start.dtype.name}.")
+    if not (start.dtype.is_floating_point or start.dtype.is_complex):
+        raise NotImplementedError(f"lerp: expected floating-point or complex tensors, got {start.dtype.name}.")
     broadcast_shapes(start.shape, end.shape, "lerp")
     diff = _C.sub(end, start)
     if isinstance(weight, Tensor):
         broadcast_shapes(diff.shape, weight.shape, "lerp")
-        near_start = _C.compare("lt", _C.abs(weight), _C.scalar_operand(0.5, weight))
+        size = _C.abs(weight)                        # |weight|, real for a complex weight too
+        near_start = _C.compare("lt", size, _C.scalar_operand(0.5, size))
         return _C.where(near_start, _C.add(start, _C.mul(weight, diff)),
                         _C.sub(end, _C.mul(diff, _C.sub(_C.scalar_operand(1, weight), weight))))
     w = number(weight, "lerp", "weight")
-    if math.fabs(w) < 0.5:
-        return _C.add(start, _C.mul(diff, _C.scalar_operand(float(w), diff)))
-    return _C.sub(end, _C.mul(diff, _C.scalar_operand(float(1 - w), diff)))
+    if not isinstance(w, complex):
+        w = float(w)
+    if builtins.abs(w) < 0.5:
+        return _C.add(start, _C.mul(diff, _C.scalar_operand(w, diff)))
+    return _C.sub(end, _C.mul(diff, _C.scalar_operand(1 - w, diff)))
 
 
 def pow_number(a, exponent, op="pow"):
@@ -762,7 +766,15 @@ def _hyperbolic(op, function):
 
 cosh, asinh, acosh, atanh = (_hyperbolic(n, f) for n, f in (("cosh", Cosh), ("asinh", Asinh), ("acosh", Acosh),
                                                              ("atanh", Atanh)))
-exp2 = _float_unary("exp2", Exp2)
+_exp2_real = _float_unary("exp2", Exp2)
+
+
+def exp2(input):
+    """2 ** input, elementwise (float32 for integer inputs); of a complex z, exp(z ln 2)."""
+    a = tensor_arg(input, "exp2")
+    if a.dtype.is_complex:
+        return _C.exp(_C.mul(a, _C.scalar_operand(_LN2, a)))
+    return _exp2_real(a)
 erfc, erfinv, lgamma, digamma, sinc = (_float_unary(n, f) for n, f in (("erfc", Erfc), ("erfinv", Erfinv),
                                                                         ("lgamma", Lgamma), ("digamma", Digamma),
                                                                         ("sinc", Sinc)))
