@@ -331,10 +331,181 @@ def test_hyperbolic_on_the_branch_cuts(dg):
     (lambda dg, z: z.amax(), "amax: not supported for complex tensors"),
     (lambda dg, z: z.argmax(), "argmax: not supported for complex tensors"),
     (lambda dg, z: dg.sign(z), "sign: not implemented for complex tensors; use sgn"),
-    (lambda dg, z: dg.exp2(z), "exp2: not supported for complex tensors"),
+    (lambda dg, z: dg.sinc(z), "sinc: not supported for complex tensors"),
     (lambda dg, z: z @ z.real, "matmul: expected both operands to have the same dtype"),
 ])
 def test_unsupported_ops_say_so(dg, call, message):
     z = dg.tensor([[1 + 1j, 2j], [3, -1j]])
     with pytest.raises((TypeError, RuntimeError), match=message):
         call(dg, z)
+
+
+# ----- the ops issue 22's OpInfo report found refusing complex or wrong on it ----------------------------------
+
+def test_var_std_of_complex(dg):
+    """var of a complex tensor is real: E|z - E z|^2 (the real parts' variance plus the imaginary parts'), torch's."""
+    z = cvalues((3, 4), 20)
+    for dtype, real in (("complex64", "float32"), ("complex128", "float64")):
+        t = dg.tensor(z, dtype=getattr(dg, dtype))
+        v = t.var(dim=1)
+        assert v.dtype.name == real
+        close(v.tolist(), np.var(z, axis=1, ddof=1), dtype)
+        close(dg.std(t, correction=0).item(), np.std(z), dtype)
+        var, mean = dg.var_mean(t, dim=0, keepdim=True)
+        assert var.dtype.name == real and mean.dtype.name == dtype and var.shape == (1, 4)
+        close(mean.tolist(), z.mean(0, keepdims=True), dtype)
+        s, _ = dg.std_mean(t, dim=(0, 1))
+        close(s.item(), np.std(z, ddof=1), dtype)
+        mv = dg.masked.var(t, 1, mask=dg.tensor(np.arange(12).reshape(3, 4) % 3 != 0))
+        assert mv.dtype.name == dtype      # torch's masked.var keeps the complex dtype (imaginary part 0)
+        close(mv.tolist(), [np.var(row[(np.arange(4) + 4 * i) % 3 != 0], ddof=1) for i, row in enumerate(z)],
+              dtype)
+    x = dg.tensor(z, dtype=dg.complex128, requires_grad=True)
+    assert dg.autograd.gradcheck(lambda a: a.var(dim=0), (x,))
+    assert dg.autograd.gradcheck(lambda a: dg.std(a, dim=1, correction=0), (x,))
+    assert dg.autograd.gradcheck(lambda a: dg.var_mean(a, dim=1)[1], (x,))
+
+
+def test_cumsum_cumprod_of_complex(dg):
+    """Note [Complex scans]: cumsum over the parts, cumprod by products only (exact with zeros)."""
+    z = cvalues((3, 5), 21)
+    z[1, 2] = 0
+    for dtype in ("complex64", "complex128"):
+        t = dg.tensor(z, dtype=getattr(dg, dtype))
+        for d in (0, 1, -1):
+            s, p = dg.cumsum(t, d), dg.cumprod(t, dim=d)
+            assert s.dtype.name == dtype and p.dtype.name == dtype
+            close(s.tolist(), np.cumsum(z.astype(dtype), d), dtype)
+            close(p.tolist(), np.cumprod(z.astype(dtype), d), dtype)
+        assert dg.cumprod(t, 1)[1, 2:].tolist() == [0j, 0j, 0j]
+        assert dg.cumsum(t[0, 0], 0).item() == t[0, 0].item()       # a 0-d tensor: itself
+        assert dg.cumsum(dg.tensor([1, 2]), 0, dtype=getattr(dg, dtype)).dtype.name == dtype
+    x = dg.tensor(z, dtype=dg.complex128, requires_grad=True)
+    assert dg.autograd.gradcheck(lambda a: dg.cumsum(a, 1), (x,))
+    assert dg.autograd.gradcheck(lambda a: dg.cumprod(a, 1), (x,))      # the zero at [1, 2] included
+    assert dg.autograd.gradcheck(lambda a: dg.cumprod(a, 0), (x,))
+
+
+def test_logsumexp_of_complex(dg):
+    z = cvalues((3, 4), 22)
+    z[0] += 800                           # exp would overflow without the shift by the largest real part
+    for dtype in ("complex64", "complex128"):
+        t = dg.tensor(z, dtype=getattr(dg, dtype))
+        got = dg.logsumexp(t, 1)
+        assert got.dtype.name == dtype
+        want = np.log(np.exp(z - 800 * (np.arange(3) == 0)[:, None]).sum(1)) + 800 * (np.arange(3) == 0)
+        close(got.tolist(), want, dtype)
+        assert dg.logsumexp(t, (0, 1), keepdim=True).shape == (1, 1)
+        minus_inf = dg.tensor([complex(-np.inf, 0), complex(-np.inf, 1)], dtype=getattr(dg, dtype))
+        assert dg.logsumexp(minus_inf, 0).item() == complex(-np.inf, 0)     # torch's
+    x = dg.tensor(cvalues((3, 4), 23), dtype=dg.complex128, requires_grad=True)
+    assert dg.autograd.gradcheck(lambda a: dg.logsumexp(a, 1), (x,))
+    assert dg.autograd.gradcheck(lambda a: dg.logsumexp(a, (0, 1), keepdim=True), (x,))
+
+
+def test_complex_random_numbers(dg):
+    """Note [Complex random numbers]: torch's semantics (each part drawn; randn with E|z|^2 = 1)."""
+    dg.manual_seed(0)
+    n = 40000
+    for dtype, real in ((dg.complex64, "float32"), (dg.complex128, "float64")):
+        z = dg.randn(n, dtype=dtype)
+        assert z.dtype is dtype
+        parts = z.real.numpy(), z.imag.numpy()
+        for p in parts:                       # each part N(0, 1/2): 5 standard errors of slack
+            assert abs(p.mean()) < 5 * (0.5 / n) ** 0.5 and abs(p.var() - 0.5) < 5 * 0.5 * (2 / n) ** 0.5
+        assert abs(np.corrcoef(*parts)[0, 1]) < 5 / n ** 0.5
+        u = dg.rand(n, dtype=dtype).numpy()
+        assert u.real.min() >= 0 and u.real.max() < 1 and u.imag.min() >= 0 and u.imag.max() < 1
+        assert abs(u.imag.mean() - 0.5) < 5 * (1 / 12 / n) ** 0.5
+        like = dg.randn_like(z[:3])
+        assert like.dtype is dtype and like.shape == (3,) and dg.rand_like(z[:2]).dtype is dtype
+        w = dg.zeros(n, dtype=dtype).uniform_(2, 3).numpy()
+        assert w.real.min() >= 2 and w.imag.min() >= 2 and w.real.max() < 3 and w.imag.max() < 3
+        v = dg.zeros(n, dtype=dtype).normal_(1.0, 2.0).numpy()
+        for p in (v.real, v.imag):            # N(1, 2): std / sqrt(2) on each part
+            assert abs(p.mean() - 1) < 5 * (2 / n) ** 0.5 and abs(p.std() - 2 ** 0.5) < 0.05
+    with pytest.raises(RuntimeError, match="expected a floating-point or complex dtype"):
+        dg.randn(2, dtype=dg.int64)
+
+
+def test_alpha_and_value_on_complex(dg):
+    """add/sub/rsub's alpha and addcmul/addcdiv's value may be complex (or a float) for complex tensors; a complex
+    one is refused for real tensors, as torch."""
+    a, b, c = cvalues((2, 3), 24), cvalues((2, 3), 25), cvalues((2, 3), 26, away_from=(0,))
+    for dtype in ("complex64", "complex128"):
+        x, y, w = (dg.tensor(v, dtype=getattr(dg, dtype)) for v in (a, b, c))
+        close(dg.add(x, y, alpha=-3.125).tolist(), a - 3.125 * b, dtype)
+        close(dg.sub(x, y, alpha=0.5 - 2j).tolist(), a - (0.5 - 2j) * b, dtype)
+        close(dg.rsub(x, y, alpha=1j).tolist(), b - 1j * a, dtype)
+        close(dg.addcmul(x, y, w, value=0.25).tolist(), a + 0.25 * b * c, dtype)
+        close(dg.addcmul(x, y, w, value=2 + 1j).tolist(), a + (2 + 1j) * b * c, dtype)
+        close(dg.addcdiv(x, y, w, value=-1j).tolist(), a - 1j * b / c, dtype)
+    with pytest.raises(RuntimeError, match="alpha must not be a complex number"):
+        dg.add(dg.tensor([1.0]), dg.tensor([2.0]), alpha=1j)
+    with pytest.raises(RuntimeError, match="alpha must not be a floating-point number"):
+        dg.add(dg.tensor([1]), dg.tensor([2]), alpha=0.5)
+    x, y = (dg.tensor(v, dtype=dg.complex128, requires_grad=True) for v in (a, b))
+    w = dg.tensor(c, dtype=dg.complex128, requires_grad=True)
+    assert dg.autograd.gradcheck(lambda p, q: dg.sub(p, q, alpha=0.5 - 2j), (x, y))
+    assert dg.autograd.gradcheck(lambda p, q, r: dg.addcdiv(p, q, r, value=2 - 1j), (x, y, w))
+
+
+def test_result_dtypes_and_values_of_complex(dg):
+    """vdot conjugates its first argument; isreal tests the imaginary part; float_power of a complex operand is
+    complex128; cov/corrcoef/trapezoid/cumulative_trapezoid/gradient keep the complex dtype (numpy's values)."""
+    a, b = cvalues((4,), 27), cvalues((4,), 28)
+    m = cvalues((3, 5), 29)
+    for dtype in ("complex64", "complex128"):
+        x, y, t = dg.tensor(a, dtype=getattr(dg, dtype)), dg.tensor(b, dtype=getattr(dg, dtype)), \
+            dg.tensor(m, dtype=getattr(dg, dtype))
+        close(dg.vdot(x, y).item(), np.vdot(a, b), dtype)
+        assert dg.isreal(dg.tensor([1 + 0j, 1j, 2], dtype=getattr(dg, dtype))).tolist() == [True, False, True]
+        fp = dg.float_power(x, 2)
+        assert fp.dtype is dg.complex128
+        close(fp.tolist(), a.astype(dtype).astype(np.complex128) ** 2, "complex64")
+        c = dg.cov(t)
+        assert c.dtype.name == dtype
+        close(c.tolist(), np.cov(m), dtype)
+        r = dg.corrcoef(t)
+        want = np.corrcoef(m)
+        close(r.tolist(), np.clip(want.real, -1, 1) + 1j * np.clip(want.imag, -1, 1), dtype)
+        for got, want in ((dg.trapezoid(t), np.trapezoid(m) if hasattr(np, "trapezoid") else np.trapz(m)),
+                          (dg.cumulative_trapezoid(t, dim=0), np.cumsum((m[1:] + m[:-1]) / 2, 0)),
+                          (dg.gradient(t, dim=1)[0], np.gradient(m, axis=1))):
+            assert got.dtype.name == dtype
+            close(got.tolist(), want, dtype)
+    x = dg.tensor(a, dtype=dg.complex128, requires_grad=True)
+    y = dg.tensor(b, dtype=dg.complex128, requires_grad=True)
+    t = dg.tensor(m, dtype=dg.complex128, requires_grad=True)
+    assert dg.autograd.gradcheck(dg.vdot, (x, y))
+    assert dg.autograd.gradcheck(dg.cov, (t,))
+    assert dg.autograd.gradcheck(lambda p: dg.trapezoid(p, dim=0), (t,))
+
+
+def test_products_with_float_and_complex_coefficients(dg):
+    """addmv/addbmm/baddbmm took a float beta/alpha on complex tensors for an integer one and truncated it."""
+    m, v, i = cvalues((3, 4), 30), cvalues((4,), 31), cvalues((3,), 32)
+    b1, b2, c = cvalues((2, 3, 4), 33), cvalues((2, 4, 5), 34), cvalues((3, 5), 35)
+    for dtype in ("complex64", "complex128"):
+        t = lambda z: dg.tensor(z, dtype=getattr(dg, dtype))   # noqa: E731
+        close(dg.addmv(t(i), t(m), t(v), beta=0.5, alpha=-1.5).tolist(), 0.5 * i - 1.5 * m @ v, dtype)
+        close(dg.addbmm(t(c), t(b1), t(b2), beta=1j, alpha=0.25).tolist(),
+              1j * c + 0.25 * (b1 @ b2).sum(0), dtype)
+        close(dg.baddbmm(t(c), t(b1), t(b2), alpha=2 - 1j).tolist(), c + (2 - 1j) * (b1 @ b2), dtype)
+    with pytest.raises(RuntimeError, match="alpha must not be a complex number"):
+        dg.addmv(dg.tensor(i.real), dg.tensor(m.real), dg.tensor(v.real), alpha=1j)
+    x = dg.tensor(m, dtype=dg.complex128, requires_grad=True)
+    assert dg.autograd.gradcheck(lambda p: dg.addmv(dg.tensor(i), p, dg.tensor(v), beta=0.5, alpha=-1.5), (x,))
+
+
+def test_lerp_and_exp2_of_complex(dg):
+    a, b, w = cvalues((2, 3), 36), cvalues((2, 3), 37), cvalues((2, 3), 38) * 0.4
+    for dtype in ("complex64", "complex128"):
+        t = lambda z: dg.tensor(z, dtype=getattr(dg, dtype))   # noqa: E731
+        close(dg.lerp(t(a), t(b), t(w)).tolist(), a + w * (b - a), dtype)
+        close(dg.lerp(t(a), t(b), 0.75).tolist(), a + 0.75 * (b - a), dtype)
+        close(dg.lerp(t(a), t(b), 0.25 - 1j).tolist(), a + (0.25 - 1j) * (b - a), dtype)
+        close(dg.exp2(t(a)).tolist(), 2.0 ** a.astype(dtype), dtype)
+    x, y, v = (dg.tensor(z, dtype=dg.complex128, requires_grad=True) for z in (a, b, w))
+    assert dg.autograd.gradcheck(dg.lerp, (x, y, v))
+    assert dg.autograd.gradcheck(dg.exp2, (x,))

@@ -47,13 +47,16 @@ def test_opinfo_subset_passes(tmp_path, engine):
 
 # complex64/complex128 samples (Note [Complex OpInfo samples]): one or two OpInfos per failure class fixed for
 # issue 22, and a few that always passed
-COMPLEX_SUBSET = ["cosh", "asinh", "acosh", "atanh", "fft.fft", "mul", "exp"]
+COMPLEX_SUBSET = ["cosh", "asinh", "acosh", "atanh", "fft.fft", "mul", "exp", "var", "std_mean", "masked.var", "cumsum",
+                  "cumprod", "masked.cumprod", "logsumexp", "masked.logsumexp", "randn", "normal.in_place", "uniform",
+                  "add", "rsub", "addcmul", "addcdiv", "vdot", "isreal", "float_power", "cov", "corrcoef", "trapezoid",
+                  "gradient", "addmv", "addbmm", "baddbmm", "lerp", "exp2"]
 
 
 @pytest.mark.parametrize("engine", ["cpp", "reference"])
 def test_opinfo_complex_subset_passes(tmp_path, engine):
     records = run_report(tmp_path, engine, COMPLEX_SUBSET, max_samples=6, complex_=True)
-    assert sorted(r["id"] for r in records) == sorted(COMPLEX_SUBSET)
+    assert set(COMPLEX_SUBSET) <= {r["id"] for r in records}      # a name selects its variants too (var.unbiased)
     failing = {r["id"]: r.get("missing") or r["failures"] for r in records
                if not (r["resolved"] and r["samples"] and not r["failures"])}
     assert not failing, f"complex OpInfos failing on {engine}: {failing}"

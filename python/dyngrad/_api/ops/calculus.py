@@ -53,7 +53,7 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
 
 
 def _float_of(a):
-    return a if a.dtype.is_floating_point else _C.to_dtype(a, get_default_dtype())
+    return a if (a.dtype.is_floating_point or a.dtype.is_complex) else _C.to_dtype(a, get_default_dtype())
 
 
 def _along(a, d, start, stop):
@@ -193,7 +193,7 @@ def trapezoid(y, x=None, *, dx=None, dim=-1):
     if y.ndim == 0:
         raise IndexError(f"trapezoid: dim {dim} is out of range for a 0-d tensor.")
     d = wrap_dim(to_int(dim, "trapezoid", "dim"), y.ndim, "trapezoid")
-    if not y.dtype.is_floating_point:
+    if not (y.dtype.is_floating_point or y.dtype.is_complex):
         y = _C.to_dtype(y, _C.float32)
     n = y.shape[d]
     if n == 0:        # as torch: zeros, not connected to y

@@ -39,7 +39,7 @@ def _identity(kind, input, op):
         return 1
     if kind == "nan":
         return math.nan
-    floating = input.dtype.is_floating_point
+    floating = input.dtype.is_floating_point or input.dtype.is_complex   # complex: -inf + 0j (logsumexp's)
     if input.dtype.name == "bool":
         return kind == "max_of"
     if not floating:
@@ -210,27 +210,29 @@ def _std_var(input, dim, unbiased, correction, keepdim, dtype, mask, op):
     if correction is not None:
         ddof = float(correction)
     dtype = input.dtype if dtype is None else dtype_arg(dtype)
-    compute = dtype if dtype.is_floating_point else dtype_arg("float32")
+    compute = dtype if (dtype.is_floating_point or dtype.is_complex) else dtype_arg("float32")
     count = _count(input, mask, dim, True, op)
     centred = input - sum(input, dim, keepdim=True, dtype=compute, mask=mask) / count
-    total = sum(centred * centred, dim, keepdim=keepdim, dtype=compute, mask=mask)
+    # |x|^2 for a complex x; the result keeps torch's dtype (complex for a complex input, imaginary part 0)
+    total = sum(centred * centred.conj(), dim, keepdim=keepdim, dtype=compute, mask=mask)
     if not keepdim:
         count = count.reshape(tuple(total.shape))
     if ddof != 0:
-        count = (count.to(compute) - ddof).clamp(min=0)
+        real = {"complex64": "float32", "complex128": "float64"}.get(compute.name)
+        count = (count.to(dtype_arg(real) if real else compute) - ddof).clamp(min=0)
     return (total / count).to(dtype)
 
 
 def var(input, dim=None, unbiased=None, *, correction=None, keepdim=False, dtype=None, mask=None):
     """Variance of the kept elements, dividing by (count - correction) clamped at 0 (correction 1 by default)."""
-    if dtype is None and not input.dtype.is_floating_point:
+    if dtype is None and not (input.dtype.is_floating_point or input.dtype.is_complex):
         dtype = "float32"
     return _std_var(input, dim, unbiased, correction, keepdim, dtype, mask, "var")
 
 
 def std(input, dim=None, unbiased=None, *, correction=None, keepdim=False, dtype=None, mask=None):
     """Standard deviation of the kept elements: the square root of masked.var."""
-    if dtype is None and not input.dtype.is_floating_point:
+    if dtype is None and not (input.dtype.is_floating_point or input.dtype.is_complex):
         dtype = "float32"
     return _std_var(input, dim, unbiased, correction, keepdim, dtype, mask, "std").sqrt()
 

@@ -2,6 +2,7 @@
 special functions, comparisons, logic and bitwise ops. Most are one or two core calls (_C.<op>), where the core does
 the dtype promotion, broadcasting and checks; the rest are custom Functions with numpy forwards (Note [numpy
 forwards])."""
+import builtins
 import collections
 import math
 
@@ -345,6 +346,8 @@ def _scaled(b, alpha, op, integral=False, dtype=None, negated=False):
     if alpha is None or (type(alpha) is int and alpha == 1):
         return b
     alpha = number(alpha, op, "alpha")
+    if isinstance(alpha, complex) and dtype is not None and not dtype.is_complex:
+        raise RuntimeError(f"{op}: for non-complex input tensors, alpha must not be a complex number, got {alpha}.")
     if integral and isinstance(alpha, float):
         raise RuntimeError(f"{op}: for integer input tensors, alpha must not be a floating-point number, got "
                            f"{alpha}.")
@@ -360,7 +363,8 @@ def _scaled(b, alpha, op, integral=False, dtype=None, negated=False):
 
 
 def _integral(*tensors):
-    return not any(t.dtype.is_floating_point for t in tensors)
+    """Whether every tensor is an integer or bool one (complex tensors are not)."""
+    return not any(t.dtype.is_floating_point or t.dtype.is_complex for t in tensors)
 
 
 def add(input, other, *, alpha=1):
@@ -461,7 +465,7 @@ def addcmul(input, tensor1, tensor2, *, value=1):
     value = number(value, "addcmul", "value")
     if isinstance(value, bool):
         value = int(value)                       # torch takes value=True as 1 (add's alpha=True it refuses)
-    if isinstance(value, float) and not dtype.is_floating_point:
+    if isinstance(value, float) and not (dtype.is_floating_point or dtype.is_complex):
         value = int(checked_write(value, dtype, "addcmul"))      # torch converts value to the dtype: 2.5 -> 2
     return _C.add(a, _scaled(_C.mul(t1, t2), value, "addcmul", dtype=dtype))     # value must fit dtype (torch)
 
@@ -493,19 +497,22 @@ def lerp(input, end, weight):
         weight = _C.to_dtype(weight, start.dtype)
     if isinstance(weight, Tensor) and weight.dtype is not start.dtype:
         raise RuntimeError(f"lerp: expected dtype {start.dtype.name} for weight, got {weight.dtype.name}.")
-    if not start.dtype.is_floating_point:
-        raise NotImplementedError(f"lerp: expected floating-point tensors, got {start.dtype.name}.")
+    if not (start.dtype.is_floating_point or start.dtype.is_complex):
+        raise NotImplementedError(f"lerp: expected floating-point or complex tensors, got {start.dtype.name}.")
     broadcast_shapes(start.shape, end.shape, "lerp")
     diff = _C.sub(end, start)
     if isinstance(weight, Tensor):
         broadcast_shapes(diff.shape, weight.shape, "lerp")
-        near_start = _C.compare("lt", _C.abs(weight), _C.scalar_operand(0.5, weight))
+        size = _C.abs(weight)                        # |weight|, real for a complex weight too
+        near_start = _C.compare("lt", size, _C.scalar_operand(0.5, size))
         return _C.where(near_start, _C.add(start, _C.mul(weight, diff)),
                         _C.sub(end, _C.mul(diff, _C.sub(_C.scalar_operand(1, weight), weight))))
     w = number(weight, "lerp", "weight")
-    if math.fabs(w) < 0.5:
-        return _C.add(start, _C.mul(diff, _C.scalar_operand(float(w), diff)))
-    return _C.sub(end, _C.mul(diff, _C.scalar_operand(float(1 - w), diff)))
+    if not isinstance(w, complex):
+        w = float(w)
+    if builtins.abs(w) < 0.5:
+        return _C.add(start, _C.mul(diff, _C.scalar_operand(w, diff)))
+    return _C.sub(end, _C.mul(diff, _C.scalar_operand(1 - w, diff)))
 
 
 def pow_number(a, exponent, op="pow"):
@@ -551,7 +558,11 @@ FloatPower = _numpy_function("FloatPower", np.power, _float_power_derivative, us
 
 
 def float_power(input, exponent):
-    """input ** exponent in float64, whatever the inputs' dtypes."""
+    """input ** exponent in float64, whatever the inputs' dtypes (complex128 when either is complex, as torch)."""
+    if any(isinstance(v, complex) or (isinstance(v, Tensor) and v.dtype.is_complex) for v in (input, exponent)):
+        a, b = _pair(input, exponent, "float_power", (True, True))
+        broadcast_shapes(a.shape, b.shape, "float_power")
+        return _C.pow(_cast(a, _C.complex128), _cast(b, _C.complex128))
     if isinstance(input, Tensor) and isinstance(exponent, (int, float)) and not isinstance(exponent, bool):
         return FloatPower.apply(_cast(input, _C.float64), float(exponent))
     a, b = _pair(input, exponent, "float_power", (True, True))
@@ -763,7 +774,15 @@ def _hyperbolic(op, real):
 
 cosh, acosh, atanh = (_hyperbolic(n, _float_unary(n, f)) for n, f in (("cosh", Cosh), ("acosh", Acosh),
                                                                         ("atanh", Atanh)))
-exp2 = _float_unary("exp2", Exp2)
+_exp2_real = _float_unary("exp2", Exp2)
+
+
+def exp2(input):
+    """2 ** input, elementwise (float32 for integer inputs); of a complex z, exp(z ln 2)."""
+    a = tensor_arg(input, "exp2")
+    if a.dtype.is_complex:
+        return _C.exp(_C.mul(a, _C.scalar_operand(_LN2, a)))
+    return _exp2_real(a)
 erfc, erfinv, lgamma, digamma, sinc = (_float_unary(n, f) for n, f in (("erfc", Erfc), ("erfinv", Erfinv),
                                                                         ("lgamma", Lgamma), ("digamma", Digamma),
                                                                         ("sinc", Sinc)))
@@ -953,8 +972,12 @@ isneginf = _infinity_test("isneginf", (-1,))
 
 
 def isreal(input):
-    """True everywhere: dyngrad's tensors are real."""
+    """Whether each element is real: True everywhere for a real tensor, where the imaginary part is 0 for a
+    complex one."""
     a = tensor_arg(input, "isreal")
+    if a.dtype.is_complex:
+        im = _C.select(_C.view_as_real(a), -1, 1)
+        return _C.compare("eq", im, _C.scalar_operand(0, im))
     return _C.full(tuple(a.shape), True, _C.bool)
 
 

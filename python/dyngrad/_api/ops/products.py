@@ -87,7 +87,8 @@ def dot(input, tensor):
 
 def vdot(input, other):
     """dot with the first vector conjugated: the same as dot for real tensors."""
-    return _dot("vdot", input, other, "other")
+    a = tensor_arg(input, "vdot")
+    return _dot("vdot", _C.conj(a) if a.dtype.is_complex else a, other, "other")
 
 
 def inner(input, other):
@@ -115,7 +116,9 @@ def _coefficient(value, dtype, op, name, truncate):
     """beta/alpha as a number of the result's kind: an integer result takes an int (torch truncates a float for the
     matmul family and refuses one for addr)."""
     v = number(value, op, name)
-    if not dtype.is_floating_point and isinstance(v, float):
+    if isinstance(v, complex) and not dtype.is_complex:
+        raise RuntimeError(f"{op}: for non-complex tensors, {name} must not be a complex number, got {v}.")
+    if not (dtype.is_floating_point or dtype.is_complex) and isinstance(v, float):
         if not truncate:
             raise RuntimeError(f"{op}: for integer tensors, {name} must not be a floating-point number, got {v}.")
         v = int(v)

@@ -296,6 +296,23 @@ def binomial(count, prob, generator=None):
 
 # ----- factories: rand, randn, randint, randperm, normal, bernoulli and their _like forms --------------------------
 
+# Note [Complex random numbers]: as torch, a complex draw is a draw of its view_as_real: rand gives real and
+# imaginary parts each from U[0, 1); randn parts each from N(0, 1/2), so E|z|^2 = 1; uniform_(a, b) fills both
+# parts from U[a, b) and normal_(mean, std) both from N(mean, std^2 / 2).
+_REAL_OF = {"complex64": "float32", "complex128": "float64"}
+_HALF_VARIANCE = 0.5 ** 0.5
+
+
+def _draw(draw, shape, dtype, normal):
+    """draw(shape, dtype) (the core's rand or randn), by Note [Complex random numbers] for a complex dtype."""
+    if not dtype.is_complex:
+        return draw(shape, dtype)
+    pairs = draw(tuple(shape) + (2,), dtype_arg(_REAL_OF[dtype.name]))
+    if normal:
+        pairs = _C.mul(pairs, _C.scalar_operand(_HALF_VARIANCE, pairs))
+    return _C.view_as_complex(pairs)
+
+
 def _random_like(op, draw):
     def factory(input, *, generator=None, dtype=None, layout=None, device=None, requires_grad=False,
                 memory_format=None):
@@ -304,7 +321,7 @@ def _random_like(op, draw):
         check_factory_options(op, layout)
         dt = _float_dtype(_dtype_or(dtype, input.dtype, op), op)
         with drawing(generator, op):
-            return finish(draw(tuple(input.shape), dt), requires_grad)
+            return finish(_draw(draw, tuple(input.shape), dt, op == "randn_like"), requires_grad)
     factory.__name__ = factory.__qualname__ = op
     factory.__doc__ = f"{op[:-5]}() with the shape (and by default the dtype) of `input`."
     return factory
@@ -317,8 +334,8 @@ randn_like = _random_like("randn_like", core("randn"))
 
 
 def _float_dtype(dtype, op):
-    if not dtype.is_floating_point:
-        raise RuntimeError(f"{op}: expected a floating-point dtype, got {dtype.name}.")
+    if not (dtype.is_floating_point or dtype.is_complex):
+        raise RuntimeError(f"{op}: expected a floating-point or complex dtype, got {dtype.name}.")
     return dtype
 
 
@@ -328,7 +345,7 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
     dt = _float_dtype(_dtype_or(dtype, get_default_dtype(), "rand"), "rand")
     shape = sizes_arg(size, "rand")
     with drawing(generator, "rand"):
-        return finish(_C.rand(shape, dt), requires_grad)
+        return finish(_draw(_C.rand, shape, dt, False), requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
@@ -337,7 +354,7 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
     dt = _float_dtype(_dtype_or(dtype, get_default_dtype(), "randn"), "randn")
     shape = sizes_arg(size, "randn")
     with drawing(generator, "randn"):
-        return finish(_C.randn(shape, dt), requires_grad)
+        return finish(_draw(_C.randn, shape, dt, True), requires_grad)
 
 
 def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None,
@@ -442,8 +459,8 @@ def _random_fill(op, make):
     """uniform_/normal_: the new values are written as an in-place op (refused on a leaf that requires grad in
     grad mode, as torch; nn.init runs them under no_grad)."""
     def method(self, *args, **kwargs):
-        if not self.dtype.is_floating_point:
-            raise RuntimeError(f"{op}: expected a floating-point tensor, got {self.dtype.name}.")
+        if not (self.dtype.is_floating_point or self.dtype.is_complex):
+            raise RuntimeError(f"{op}: expected a floating-point or complex tensor, got {self.dtype.name}.")
         before = _C.inplace_input(self, op, False)
         _C.assign_inplace(self, overwrite(before, make(before, *args, **kwargs), op), op)
         return self
@@ -451,13 +468,20 @@ def _random_fill(op, make):
     return method
 
 
+def _affine(x, scale, shift):
+    """x * scale + shift; of a complex x on both parts (Note [Complex random numbers])."""
+    if x.dtype.is_complex:
+        return _C.view_as_complex(_affine(_C.view_as_real(x), scale, shift))
+    return _C.add(_C.mul(x, _C.scalar_operand(scale, x)), _C.scalar_operand(shift, x))
+
+
 def _uniform_values(self, a=0.0, b=1.0, *, generator=None):
     lo, hi = float(number(a, "uniform_", "from")), float(number(b, "uniform_", "to"))
     if lo > hi:
         raise RuntimeError(f"uniform_: expected a [from, to) range with from <= to, but got from={lo:g} > to={hi:g}.")
     with drawing(generator, "uniform_"):
-        u = _C.rand(tuple(self.shape), self.dtype)
-    return _C.add(_C.mul(u, _C.scalar_operand(hi - lo, u)), _C.scalar_operand(lo, u))
+        u = _draw(_C.rand, tuple(self.shape), self.dtype, False)
+    return _affine(u, hi - lo, lo)
 
 
 def _normal_values(self, mean=0.0, std=1.0, *, generator=None):
@@ -465,8 +489,8 @@ def _normal_values(self, mean=0.0, std=1.0, *, generator=None):
     if not std >= 0:
         raise RuntimeError(f"normal_: expected std >= 0.0, but found std={std:g}.")
     with drawing(generator, "normal_"):
-        n = _C.randn(tuple(self.shape), self.dtype)
-    return _C.add(_C.mul(n, _C.scalar_operand(std, n)), _C.scalar_operand(mean, n))
+        n = _draw(_C.randn, tuple(self.shape), self.dtype, True)
+    return _affine(n, std, mean)
 
 
 uniform_ = _random_fill("uniform_", _uniform_values)

@@ -137,9 +137,9 @@ def _variance_args(input, dim, unbiased, keepdim, correction, op):
     a = tensor_arg(input, op)
     if isinstance(dim, bool):            # var(x, False): the old (input, unbiased) overload
         dim, unbiased = None, dim
-    if not a.dtype.is_floating_point:
-        raise RuntimeError(f"{op}: expected a floating-point input, got {a.dtype.name} (var and std are defined "
-                           "for floating-point dtypes only).")
+    if not (a.dtype.is_floating_point or a.dtype.is_complex):
+        raise RuntimeError(f"{op}: expected a floating-point or complex input, got {a.dtype.name} (var and std "
+                           "are defined for floating-point and complex dtypes only).")
     dims, corr = reduce_dims(dim, op), _correction(unbiased, correction, op)
     if reduced_count(a, dims, op) - corr <= 0:
         warn(f"{op}(): degrees of freedom is <= 0: the correction ({corr:g}) should be strictly less than "
@@ -147,11 +147,21 @@ def _variance_args(input, dim, unbiased, keepdim, correction, op):
     return a, dims, corr, bool(keepdim)
 
 
+def _var(a, dims, corr, keep):
+    """The core's var; of a complex tensor the mean of |z - mean z|^2 with the correction, i.e. the variance of
+    the real parts plus that of the imaginary parts, in the real dtype of the same width (torch's)."""
+    if not a.dtype.is_complex:
+        return _C.var(a, dims, corr, keep)
+    pairs = _C.view_as_real(a)
+    return _C.add(_C.var(_C.select(pairs, -1, 0), dims, corr, keep), _C.var(_C.select(pairs, -1, 1), dims, corr, keep))
+
+
 @shows_as("Var")
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    """Variance over dim with Bessel's correction by default (correction=1; unbiased=False means 0)."""
+    """Variance over dim with Bessel's correction by default (correction=1; unbiased=False means 0); of a complex
+    input a real variance, E|z - E z|^2."""
     a, dims, corr, keep = _variance_args(input, dim, unbiased, keepdim, correction, "var")
-    return _C.var(a, dims, corr, keep)
+    return _var(a, dims, corr, keep)
 
 
 def _sqrt_variance(v):
@@ -165,19 +175,19 @@ def _sqrt_variance(v):
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Standard deviation over dim (see var)."""
     a, dims, corr, keep = _variance_args(input, dim, unbiased, keepdim, correction, "std")
-    return _sqrt_variance(_C.var(a, dims, corr, keep))
+    return _sqrt_variance(_var(a, dims, corr, keep))
 
 
 def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """(var, mean) over dim."""
     a, dims, corr, keep = _variance_args(input, dim, unbiased, keepdim, correction, "var_mean")
-    return _C.var(a, dims, corr, keep), _C.mean(a, dims, keep)
+    return _var(a, dims, corr, keep), _C.mean(a, dims, keep)
 
 
 def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """(std, mean) over dim."""
     a, dims, corr, keep = _variance_args(input, dim, unbiased, keepdim, correction, "std_mean")
-    return _sqrt_variance(_C.var(a, dims, corr, keep)), _C.mean(a, dims, keep)
+    return _sqrt_variance(_var(a, dims, corr, keep)), _C.mean(a, dims, keep)
 
 
 # ----- products --------------------------------------------------------------------------------------------------
@@ -331,7 +341,23 @@ def logsumexp(input, dim, keepdim=False):
     a = tensor_arg(input, "logsumexp")
     if dim is None:
         raise TypeError("logsumexp: dim must be an int or a tuple of ints (() for every dim), got None.")
+    if a.dtype.is_complex:
+        return _complex_logsumexp(a, reduce_dims(dim, "logsumexp"), bool(keepdim))
     return _C.logsumexp(a, reduce_dims(dim, "logsumexp"), bool(keepdim))
+
+
+def _complex_logsumexp(a, dims, keep):
+    """torch's complex logsumexp: log(sum(exp(z - m))) + m with m the largest real part (a constant: the result
+    does not depend on it), 0 where that is infinite or nothing is reduced; the imaginary part is the principal
+    log's, in (-pi, pi]."""
+    re = _C.select(_C.view_as_real(a), -1, 0)
+    if reduced_count(a, dims, "logsumexp") == 0:
+        m = _C.mul(_C.sum(re, dims, True, None), _C.scalar_operand(0, re)).detach()
+    else:
+        m = _C.amax(re.detach(), dims, True)
+        m = _C.where(_C.isfinite(m), m, _C.scalar_operand(0, m))
+    out = _C.log(_C.sum(_C.exp(_C.sub(a, m)), dims, keep, None))
+    return _C.add(out, m if keep else _C.sum(m, dims, False, None))
 
 
 # ----- logic and counting ----------------------------------------------------------------------------------------

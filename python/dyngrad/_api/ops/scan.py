@@ -27,17 +27,37 @@ def _scan_input(input, dim, dtype, op):
             raise NotImplementedError(f"{op}: dtype bool is not supported (as in torch); use int64.")
         if dt is not a.dtype:
             a = _C.to_dtype(a, dt)
-    elif not a.dtype.is_floating_point and a.dtype is not _C.int64:
+    elif not (a.dtype.is_floating_point or a.dtype.is_complex) and a.dtype is not _C.int64:
         a = _C.to_dtype(a, _C.int64)               # bool scans count, in int64
     return a, d
 
 
 # ----- cumsum ----------------------------------------------------------------------------------------------------
 
+# Note [Complex scans]: the scan kernels are real. A complex cumsum is the cumsum of its view_as_real along the same
+# dim (the parts sum separately; the views carry the gradient). A complex cumprod is a Hillis-Steele scan of
+# log2(n) complex products of the running products with themselves shifted by 1, 2, 4, ... (padded with ones):
+# only multiplications, so it is exact with zeros as the real kernel is, and its gradient is mul's.
 def cumsum(input, dim, *, dtype=None):
-    """Running sum along dim; bool and int inputs give int64 (a primitive of the engine)."""
+    """Running sum along dim; bool and int inputs give int64 (a primitive of the engine; complex inputs by
+    Note [Complex scans])."""
     a, d = _scan_input(input, dim, dtype, "cumsum")
+    if a.dtype.is_complex:
+        if a.ndim == 0:                             # a copy (view_as_real's last dim is no dim of a)
+            return _C.mul(a, _C.scalar_operand(1, a))
+        return _C.view_as_complex(_C.cumsum(_C.view_as_real(a), d, False))
     return _C.cumsum(a, d, False)
+
+
+def _complex_cumprod(a, d):
+    if a.ndim == 0:
+        return _C.mul(a, _C.scalar_operand(1, a))
+    n, y, k = a.shape[d], a, 1
+    while k < n:
+        ones = _C.add(_C.mul(_C.slice(y, d, 0, k, 1), _C.scalar_operand(0, y)), _C.scalar_operand(1, y))
+        y = _C.mul(y, _C.cat([ones.detach(), _C.slice(y, d, 0, n - k, 1)], d))
+        k *= 2
+    return y
 
 
 # ----- cumprod, logcumsumexp ------------------------------------------------------------------------------------
@@ -45,6 +65,8 @@ def cumsum(input, dim, *, dtype=None):
 def cumprod(input, dim, *, dtype=None):
     """Running product along dim; bool and int inputs give int64. The gradient is exact with zeros."""
     a, d = _scan_input(input, dim, dtype, "cumprod")
+    if a.dtype.is_complex:
+        return _complex_cumprod(a, d)
     return _C.cumprod(a, d, False)
 
 

@@ -45,7 +45,7 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
         raise RuntimeError(f"cov: expected input to have two or fewer dimensions, got {a.ndim}.")
     correction = number(correction, "cov", "correction")
     x = _C.reshape(a, (1, -1) if a.ndim < 2 else tuple(a.shape))
-    if not x.dtype.is_floating_point:
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
         x = _C.to_dtype(x, get_default_dtype())
     n = x.shape[1]
     w = None
@@ -74,12 +74,13 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
         norm = _C.sub(own_sum, _C.div(_C.mul(_C.scalar_operand(float(correction), own_sum),
                                              _C.sum(_C.mul(own, awo), (), False, None)), own_sum))
         norm = _C.to_dtype(norm, x.dtype) if norm.dtype is not x.dtype else norm
-    if float(norm.item()) <= 0:
+    if float(norm.item().real if norm.dtype.is_complex else norm.item()) <= 0:
         warn("cov: degrees of freedom is <= 0. Correction should be strictly less than the number of "
              "observations.", UserWarning)
         norm = _C.full((), 0.0, x.dtype)
     centred = _C.sub(x, avg)
     weighted = centred if w is None else _C.mul(centred, w)
+    weighted = _C.conj(weighted) if weighted.dtype.is_complex else weighted     # (x - m) (w (x - m))^H
     c = _C.div(_C.matmul(centred, _C.permute(weighted, (1, 0))), norm)
     return _C.reshape(c, ()) if c.shape[0] == 1 else c        # one variable: a 0-d result, as torch's squeeze
 
@@ -95,6 +96,8 @@ def corrcoef(input):
         return _C.div(c, c)
     d = _C.sqrt(_C.take(c, bridge.host_result(np.arange(c.shape[0]) * (c.shape[0] + 1), _C.int64)))
     c = _C.div(_C.div(c, _C.reshape(d, (-1, 1))), _C.reshape(d, (1, -1)))
+    if c.dtype.is_complex:        # torch clips the real and imaginary parts each
+        return _C.view_as_complex(clamp(_C.view_as_real(c), -1, 1).contiguous())
     return clamp(c, -1, 1)
 
 
