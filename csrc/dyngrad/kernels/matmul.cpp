@@ -221,6 +221,47 @@ void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs,
 }
 }  // namespace
 
+// c = alpha op(a) op(b) + beta c, row-major, for the fused kernels' blocks (attention.cpp): BLAS for all but tiny
+// products, a loop below. The caller holds a BlasOneThread when it runs several at once.
+template <typename T>
+void gemm_into(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+               int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  void* f = std::is_same_v<T, float> ? g_sgemm : g_dgemm;
+  if (f && k > 0 && m * n * k >= 4096) {
+    CountedBlasCall counted;  // Note [BLAS calls at exit]
+    if (g_ilp64)
+      reinterpret_cast<gemm_t<T, int64_t>>(f)(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                                              tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta,
+                                              c, ldc);
+    else
+      reinterpret_cast<gemm_t<T, int32_t>>(f)(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                                              tb ? CblasTrans : CblasNoTrans, (int32_t)m, (int32_t)n, (int32_t)k,
+                                              alpha, a, (int32_t)lda, b, (int32_t)ldb, beta, c, (int32_t)ldc);
+    return;
+  }
+  for (int64_t i = 0; i < m; ++i) {
+    T* ci = c + i * ldc;
+    if (beta == T(0))
+      for (int64_t j = 0; j < n; ++j) ci[j] = T(0);
+    else if (beta != T(1))
+      for (int64_t j = 0; j < n; ++j) ci[j] *= beta;
+    for (int64_t p = 0; p < k; ++p) {
+      const T aip = alpha * (ta ? a[p * lda + i] : a[i * lda + p]);
+      if (!tb) {
+        const T* bp = b + p * ldb;
+        for (int64_t j = 0; j < n; ++j) ci[j] += aip * bp[j];
+      } else {
+        for (int64_t j = 0; j < n; ++j) ci[j] += aip * b[j * ldb + p];
+      }
+    }
+  }
+}
+template void gemm_into<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
+                               int64_t, float, float*, int64_t);
+template void gemm_into<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t, const double*,
+                                int64_t, double, double*, int64_t);
+
 void set_blas_functions(uintptr_t sgemm, uintptr_t dgemm, uintptr_t set_num_threads, uintptr_t get_num_threads,
                         bool ilp64) {
   static const bool registered = [] {  // once, now that the BLAS is loaded (Notes [BLAS calls at exit], [Forks ...])
