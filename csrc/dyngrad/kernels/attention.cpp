@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "fast_math.h"
 #include "gil.h"
 #include "kernels.h"
 #include "thread_pool.h"
@@ -33,7 +35,37 @@ static inline bool attention_keep(uint64_t seed, uint64_t index, uint64_t thresh
 namespace {
 
 constexpr int64_t kQueryTile = 64;   // query rows per tile
-constexpr int64_t kKeyBlock = 128;   // keys per block of the online softmax
+constexpr int64_t kKeyBlock = 256;   // keys per block of the online softmax
+
+// exp that vectorises for float32 (fast_math.h), std::exp for float64
+template <typename T>
+DG_FAST_INLINE T attn_exp(T x) {
+  if constexpr (std::is_same_v<T, float>) return fast_expf(x);
+  else return std::exp(x);
+}
+// max and sum over a row in 8 fixed lanes (the order does not depend on anything but n, and the loops vectorise)
+template <typename T>
+T row_max(const T* x, int64_t n) {
+  T acc[8];
+  for (int l = 0; l < 8; ++l) acc[l] = -std::numeric_limits<T>::infinity();
+  int64_t c = 0;
+  for (; c + 8 <= n; c += 8)
+    for (int l = 0; l < 8; ++l) acc[l] = acc[l] > x[c + l] ? acc[l] : x[c + l];
+  for (; c < n; ++c) acc[0] = acc[0] > x[c] ? acc[0] : x[c];
+  T m = acc[0];
+  for (int l = 1; l < 8; ++l) m = m > acc[l] ? m : acc[l];
+  return m;
+}
+template <typename T>
+T exp_shifted_sum(T* x, int64_t n, T shift) {  // x = exp(x - shift) in place, returns the sum
+  for (int64_t c = 0; c < n; ++c) x[c] = attn_exp(x[c] - shift);
+  T acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t c = 0;
+  for (; c + 8 <= n; c += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += x[c + l];
+  for (; c < n; ++c) acc[0] += x[c];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
 
 struct AttnShape {
   int64_t BH, Lq, Lk, E, Ev;
@@ -159,20 +191,14 @@ void attention_forward_typed(const AttnShape& a, const T* Q, const T* K, const T
         finish_scores(a, mk, i0, rows, j0, cols, S.data());
         for (int64_t r = 0; r < rows; ++r) {  // the online softmax: running max m and sum l per row
           T* row = S.data() + r * kKeyBlock;
-          T mx = ninf;
-          for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, row[c]);
+          const T mx = row_max(row, cols);
           const T m_new = std::max(m[r], mx);
           if (m_new == ninf) {  // every key so far masked out
             std::fill(row, row + cols, T(0));
             continue;
           }
           const T corr = std::exp(m[r] - m_new);
-          T sum = 0;
-          for (int64_t c = 0; c < cols; ++c) {
-            const T e = std::exp(row[c] - m_new);
-            row[c] = e;
-            sum += e;
-          }
+          const T sum = exp_shifted_sum(row, cols, m_new);
           l[r] = l[r] * corr + sum;
           m[r] = m_new;
           if (corr != T(1)) {
@@ -240,7 +266,10 @@ void attention_backward_typed(const AttnShape& a, const T* G, const T* Q, const 
         for (int64_t r = 0; r < rows; ++r) {  // P = exp(s - lse), 0 where masked (and for fully masked rows)
           T* row = P.data() + r * kKeyBlock;
           const T L = lse[i0 + r];
-          for (int64_t c = 0; c < cols; ++c) row[c] = L == ninf || row[c] == ninf ? T(0) : std::exp(row[c] - L);
+          if (L == ninf)
+            std::fill(row, row + cols, T(0));
+          else  // exp(-inf - L) = 0 where masked
+            for (int64_t c = 0; c < cols; ++c) row[c] = attn_exp(row[c] - L);
           if (a.threshold) {
             T* drow = Pd.data() + r * kKeyBlock;
             const uint64_t base = ((uint64_t)bh * a.Lq + (i0 + r)) * a.Lk + j0;
