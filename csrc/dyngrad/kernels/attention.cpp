@@ -17,7 +17,13 @@ namespace dyngrad {
 // (bh * Lq + i) * Lk + j) -- splitmix64's finaliser -- so the backward regenerates exactly the forward's mask from
 // the seed alone (no mask is saved), the result does not depend on how the work is split over threads, and the
 // reference engine reproduces the same bits in numpy (reference/ops_nn.py, attention_keep). Kept iff the top 24
-// bits of the hash are >= floor(p * 2^24); kept weights are scaled by 1 / (1 - p).
+// bits of the hash are >= floor(p * 2^24); kept weights are scaled by 1 / (1 - p). The seed is drawn once per call
+// from the generator (the API's randint), so manual_seed reproduces a call and both engines draw the same one. The
+// forward drops the weights after their row sum (dropout of the softmax's output, as torch); the backward uses
+// D_i = dO_i . O_i, which equals sum_j P_ij dP_ij with the dropped weights too. The hash costs a multiply-xorshift
+// chain per weight, in the forward and again in the backward: bench/attention.py, (12, 4, 64, 32) causal, float32,
+// 1 thread, Xeon family 6 model 167, 2 cores, KVM, load 6.6, ms: p = 0.1 forward 0.95 against 0.50 without dropout
+// (composite 1.82, torch 1.93), forward+backward 2.42 against 1.42 (composite 2.95, torch 3.21).
 uint64_t attention_dropout_threshold(double p) {
   if (p <= 0) return 0;
   if (p >= 1) return uint64_t(1) << 24;
