@@ -270,6 +270,20 @@ def test_bad_inputs_raise_naming_the_op(dg, case):
         call(dg, t)
 
 
+@pytest.mark.parametrize("shapes", [((2, 0, 4), (2, 5, 4), (2, 5, 3)), ((2, 3, 4), (2, 0, 4), (2, 0, 3)),
+                                    ((2, 3, 4), (2, 5, 4), (2, 5, 0))])
+def test_empty_dims(dg, shapes):
+    """No queries, no keys (zeros, as torch's), an empty value dim: forward, backward and double backward."""
+    arrays = inputs(*shapes)
+    t = [dg.tensor(a, requires_grad=True) for a in arrays]
+    out = F(dg).scaled_dot_product_attention(*t)
+    assert tuple(out.shape) == shapes[0][:-1] + (shapes[2][-1],)
+    np.testing.assert_array_equal(out.detach().numpy(), np.zeros(out.shape))
+    grads = dg.autograd.grad(out.sum(), t, create_graph=True)
+    assert [tuple(g.shape) for g in grads] == [s for s in shapes]
+    sum((g * g).sum() for g in grads).backward()
+
+
 def test_half_types_take_the_composite(dg):
     q = dg.randn(2, 3, 4).to(dg.bfloat16)
     out = F(dg).scaled_dot_product_attention(q, q, q)

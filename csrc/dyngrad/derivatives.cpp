@@ -793,7 +793,8 @@ Grads attention_backward_definition(const Tensor& grad, const Tensor& q, const T
   Tensor dead;
   {
     GradModeGuard off(false);
-    dead = compare(CompareOp::Eq, amax(S, {last}, true), num(-std::numeric_limits<double>::infinity(), S));
+    dead = Lk == 0 ? compare(CompareOp::Eq, sum(S, {last}, true), num(0, S))  // no keys: every row is dead
+                   : compare(CompareOp::Eq, amax(S, {last}, true), num(-std::numeric_limits<double>::infinity(), S));
   }
   Tensor zero = num(0, S);
   Tensor P = where(dead, zero, softmax(where(dead, zero, S), last));

@@ -761,7 +761,8 @@ def attention_backward_definition(grad, q, k, v, mask, is_causal, scale, dropout
     if is_causal:
         S = add(S, make_tensor(kernels.attention_causal_bias(lq, lk, q._data.dtype)))
     with GradModeGuard(False):
-        dead = compare("eq", amax(S, (-1,), True), num(-np.inf, S))
+        dead = (compare("eq", sum(S, (-1,), True), num(0, S)) if lk == 0   # no keys: every row is dead
+                else compare("eq", amax(S, (-1,), True), num(-np.inf, S)))
     zero = num(0, S)
     P = where(dead, zero, softmax(where(dead, zero, S), -1))
     keep = None
