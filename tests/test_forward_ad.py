@@ -152,6 +152,13 @@ def _specs():
                                lambda C, grad, gi, h0, w, b: C.rnn_layer_backward(
                                    grad, gi, h0, None, w, b, C.rnn_layer(gi, h0, None, w, b, 0, True), None, 0, True,
                                    (True, True, True, True, True))),
+        "attention": (lambda g: [g.standard_normal((2, 3, 4)), g.standard_normal((2, 5, 4)),
+                                 g.standard_normal((2, 5, 3))],
+                      lambda C, q, k, v: C.attention(q, k, v, None, False, 0.4, 0.2, 11)),
+        "attention_backward": (lambda g: [g.standard_normal((2, 4, 3)), g.standard_normal((2, 4, 4)),
+                                          g.standard_normal((2, 5, 4)), g.standard_normal((2, 5, 3))],
+                               lambda C, grad, q, k, v: C.attention_backward(grad, q, k, v, None, None, None, True,
+                                                                             0.5, 0.0, 0, (True, True, True))),
     }
     # a plain unary primitive (primitive_rows.py, from ops.def) without a row of its own takes inputs in (0.1, 0.9),
     # inside the domain of every such function met so far (log, sqrt, asin, atanh, ...); one that needs other inputs

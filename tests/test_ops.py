@@ -151,6 +151,14 @@ def np_conv2d(x, w, b=None, stride=1, padding=0):
     return out if b is None else out + b[None, :, None, None]
 
 
+def np_sdpa(q, k, v, scale, causal):
+    s = np.matmul(q, np.swapaxes(k, -1, -2)) * scale
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return np.matmul(e / e.sum(-1, keepdims=True), v)
+
+
 def np_layer_norm(x, k, w=None, b=None, eps=1e-5):
     axes = tuple(range(x.ndim - k, x.ndim))
     y = (x - x.mean(axis=axes, keepdims=True)) / np.sqrt(x.var(axis=axes, keepdims=True) + eps)
@@ -565,6 +573,11 @@ OPS = [
        [[(3, 4), (4,), (4,)]], gradgrad=True, graph=False),
     Op("layer_norm_2d", lambda m, x: F(m).layer_norm(x, (3, 4)), lambda x: np_layer_norm(x, 2),
        [[(2, 3, 4)]], graph=False),
+    # the fused attention primitive (Note [Fused attention]); tests/test_attention.py has the rest
+    Op("sdpa_fused", lambda m, q, k, v: F(m).scaled_dot_product_attention(q, k, v, scale=0.4),
+       lambda q, k, v: np_sdpa(q, k, v, 0.4, False), [[(2, 3, 4), (2, 5, 4), (2, 5, 3)]], gradgrad=True, graph=False),
+    Op("sdpa_fused_causal", lambda m, q, k, v: F(m).scaled_dot_product_attention(q, k, v, is_causal=True),
+       lambda q, k, v: np_sdpa(q, k, v, 0.5, True), [[(1, 2, 4, 4), (1, 2, 3, 4), (1, 2, 3, 2)]], graph=False),
     # the core's whole-sequence recurrent layer (Note [Whole-sequence RNN layer]); torch has no such function:
     # nn.RNN/LSTM/GRU, which use it, are compared with torch's in test_rnn.py
     Op("rnn_layer_lstm", lambda m, gi, h0, c0, w, b: m._C.rnn_layer(gi, h0, c0, w, b, 2, False),

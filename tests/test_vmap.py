@@ -184,6 +184,13 @@ PRIMITIVE_CASES = {
     "layer_norm_backward": (_grad_case(lambda dg, z: _F(dg).layer_norm(z, (4,))), [_r(B, 2, 4)], 0),
     "rnn_layer_backward": (lambda dg, a: dg.func.grad(lambda z: _GRU[dg.__name__](z)[0].pow(2).sum())(a),
                            [_r(B, 5, 2, 3)], 0),
+    "attention": (lambda dg, q, k, v, m: (_F(dg).scaled_dot_product_attention(q, k, v),
+                                          _F(dg).scaled_dot_product_attention(q, k, v, attn_mask=m),
+                                          _F(dg).scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3)),
+                  [_r(B, 2, 3, 4), _r(B, 2, 5, 4), _r(5, 6), _r(B, 3, 5)], (0, 0, None, 0)),
+    "attention_backward": (lambda dg, q, k: dg.func.grad(
+        lambda z: _F(dg).scaled_dot_product_attention(z, k, k, is_causal=True).pow(2).sum())(q),
+        [_r(B, 2, 4, 3), _r(2, 4, 3)], (0, None)),
 }
 
 # primitives whose public op has no batching rule (each runs as the loop, with a warning): none today

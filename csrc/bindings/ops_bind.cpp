@@ -197,6 +197,17 @@ void bind_ops(py::module_& m) {
                                   const std::array<bool, 3>& output_mask) {
     return as_tuple(layer_norm_backward(grad, a, weight ? *weight : Tensor(), ndims, eps, output_mask));
   }, arg("grad"), arg("a"), arg("weight"), arg("ndims"), arg("eps"), arg("output_mask"));
+  m.def("attention", [](T q, T k, T v, std::optional<Tensor> mask, bool is_causal, double scale, double dropout_p,
+                        int64_t seed) {
+    return attention(q, k, v, mask ? *mask : Tensor(), is_causal, scale, dropout_p, seed);
+  }, arg("q"), arg("k"), arg("v"), arg("mask"), arg("is_causal"), arg("scale"), arg("dropout_p"), arg("seed"));
+  m.def("attention_backward", [](T grad, T q, T k, T v, std::optional<Tensor> mask, std::optional<Tensor> out,
+                                 std::optional<Tensor> lse, bool is_causal, double scale, double dropout_p,
+                                 int64_t seed, const std::array<bool, 3>& output_mask) {
+    return as_tuple(attention_backward(grad, q, k, v, mask ? *mask : Tensor(), out ? *out : Tensor(),
+                                       lse ? *lse : Tensor(), is_causal, scale, dropout_p, seed, output_mask));
+  }, arg("grad"), arg("q"), arg("k"), arg("v"), arg("mask"), arg("out"), arg("lse"), arg("is_causal"), arg("scale"),
+        arg("dropout_p"), arg("seed"), arg("output_mask"));
   m.def("rnn_layer_backward", [](T grad, T gi, T h0, std::optional<Tensor> c0, T w_hh, std::optional<Tensor> b_hh,
                                  T out, std::optional<Tensor> ws, int64_t mode, bool reverse,
                                  const std::array<bool, 5>& output_mask) {

@@ -14,10 +14,10 @@
 // again. So there is one path per derivative: the formula never asks whether the backward is being recorded, and
 // a recorded backward runs the same kernels as an unrecorded one. The fused derivatives are tanh_, sigmoid_,
 // gelu_ and threshold_backward (relu's), softmax_ and log_softmax_backward, cross_entropy_backward,
-// layer_norm_backward and rnn_layer_backward.
+// layer_norm_backward, rnn_layer_backward and attention_backward.
 //
-// Note [Derivatives of fused backwards]: the derivatives of layer_norm_backward and rnn_layer_backward would take a
-// page each in closed form. Instead each has a differentiable definition (the backward written in ops, the same
+// Note [Derivatives of fused backwards]: the derivatives of layer_norm_backward, rnn_layer_backward and
+// attention_backward would take a page each in closed form. Instead each has a differentiable definition (the backward written in ops, the same
 // maths as its kernel: *_backward_definition below), and its formula is the vector-Jacobian product of that
 // definition (definition_vjp): the definition is recorded from stand-ins of the node's inputs, and engine.h's vjp()
 // runs just that graph. A stand-in of an input with history is an identity view of it (a ReshapeBackward node), so
@@ -775,6 +775,51 @@ Grads rnn_layer_backward_definition(const Tensor& grad, const Tensor& gi, const 
 static Grads rnn_layer_backward_backward(const Grads& grads, const OpNode& n, const SavesRnnLayerBackward& s) {
   return definition_vjp(n, {s.grad, s.gi, s.h0, s.c0, s.w_hh, s.b_hh, s.out, nullptr}, grads, [&](const Grads& x) {
     return rnn_layer_backward_definition(x[0], x[1], x[2], x[3], x[4], x[5], x[6], s.mode, s.reverse);
+  });
+}
+
+// out = softmax(scale q k^T + mask) v  ->  attention_backward (Note [Fused attention] in ops_nn.cpp)
+static Grads attention_backward(const Tensor& grad, const OpNode& n, const SavesAttention& s) {
+  return attention_backward(grad, s.q, s.k, s.v, s.mask, s.out, s.lse, s.is_causal, s.scale, s.dropout_p, s.seed,
+                            {n.needs_input_grad(0), n.needs_input_grad(1), n.needs_input_grad(2)});
+}
+
+// attention_backward's differentiable definition, the kernel's maths in ops: with S = scale q k^T + mask (-inf
+// above the diagonal when causal), P = softmax(S) (0 on fully masked rows), K the dropout factors (Note [Dropout
+// inside attention]) and Pd = P K:
+//   dv = Pd^T grad,  dP = (grad v^T) K,  dS = P (dP - rowsum(dP P)),  dq = scale dS k,  dk = scale dS^T q
+Grads attention_backward_definition(const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& mask, bool is_causal, double scale, double dropout_p,
+                                    int64_t seed) {
+  const int64_t Lq = q->shape[q->ndim() - 2], Lk = k->shape[k->ndim() - 2], last = -1;
+  Tensor S = mul(matmul(q, mT(k)), num(scale, q));
+  if (mask) S = add(S, mask);
+  if (is_causal) S = add(S, attention_causal_bias_kernel(Lq, Lk, q->dtype));
+  Tensor dead;
+  {
+    GradModeGuard off(false);
+    dead = Lk == 0 ? compare(CompareOp::Eq, sum(S, {last}, true), num(0, S))  // no keys: every row is dead
+                   : compare(CompareOp::Eq, amax(S, {last}, true), num(-std::numeric_limits<double>::infinity(), S));
+  }
+  Tensor zero = num(0, S);
+  Tensor P = where(dead, zero, softmax(where(dead, zero, S), last));
+  Tensor keep;
+  if (dropout_p > 0) {
+    const Shape batch(S->shape.begin(), S->shape.end() - 2);
+    keep = attention_keep_scale_kernel(batch, Lq, Lk, dropout_p, seed, q->dtype);
+  }
+  Tensor Pd = keep ? mul(P, keep) : P;
+  Tensor dv = matmul(mT(Pd), grad);
+  Tensor dP = matmul(grad, mT(v));
+  if (keep) dP = mul(dP, keep);
+  Tensor dS = mul(P, sub(dP, sum(mul(dP, P), {last}, true)));
+  return {mul(matmul(dS, k), num(scale, q)), mul(matmul(mT(dS), q), num(scale, q)), dv};
+}
+
+// out = (dq, dk, dv)  ->  the VJP of the definition (Note [Derivatives of fused backwards])
+static Grads attention_backward_backward(const Grads& grads, const OpNode& n, const SavesAttentionBackward& s) {
+  return definition_vjp(n, {s.grad, s.q, s.k, s.v}, grads, [&](const Grads& x) {
+    return attention_backward_definition(x[0], x[1], x[2], x[3], s.mask, s.is_causal, s.scale, s.dropout_p, s.seed);
   });
 }
 

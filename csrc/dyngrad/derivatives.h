@@ -14,12 +14,15 @@ std::vector<Tensor> run_derivative(OpNode& node, std::vector<Tensor>& grads);
 // here; true if it wrote the gradient.
 bool run_derivative_in_place(OpNode& node, std::vector<Tensor>& grads);
 
-// The differentiable definitions of two fused backwards (Note [Derivatives of fused backwards]), which their
+// The differentiable definitions of three fused backwards (Note [Derivatives of fused backwards]), which their
 // tangent formulas also use (forward_derivatives.cpp).
 std::vector<Tensor> layer_norm_backward_definition(const Tensor& grad, const Tensor& a, const Tensor& w,
                                                    int64_t ndims, double eps);
 std::vector<Tensor> rnn_layer_backward_definition(const Tensor& grad, const Tensor& gi, const Tensor& h0,
                                                   const Tensor& c0, const Tensor& w, const Tensor& b,
                                                   const Tensor& out, int64_t mode, bool reverse);
+std::vector<Tensor> attention_backward_definition(const Tensor& grad, const Tensor& q, const Tensor& k,
+                                                  const Tensor& v, const Tensor& mask, bool is_causal, double scale,
+                                                  double dropout_p, int64_t seed);
 
 }  // namespace dyngrad

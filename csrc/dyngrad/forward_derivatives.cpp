@@ -39,8 +39,8 @@ static Tensor unreduce(const Tensor& r, const Shape& shape, const Dims& dims, bo
 }
 static Dims softmax_dims(const Tensor& y, int64_t dim) { return y->ndim() ? Dims{dim} : Dims{}; }
 
-// Note [Tangents by transposition]: three fused ops (rnn_layer, layer_norm_backward, rnn_layer_backward) would
-// need a page of closed-form tangent each. Their backward formulas exist, and J t = the VJP of (u -> J^T u) with
+// Note [Tangents by transposition]: five fused ops (rnn_layer, layer_norm_backward, rnn_layer_backward, attention,
+// attention_backward) would need a page of closed-form tangent each. Their backward formulas exist, and J t = the VJP of (u -> J^T u) with
 // cotangent t, J^T u being linear in u: so the op (or its differentiable definition) is re-run on detached
 // stand-ins of its inputs, its VJP taken with a zero cotangent u that requires grad (recorded), and the VJP of
 // <J^T u, t> with respect to u read off. It costs the forward, a backward and the backward's backward; the
@@ -440,6 +440,18 @@ static Grads rnn_layer_backward_jvp(const Grads& t, const Grads&, const SavesRnn
   Grads tangents(t.begin(), t.begin() + 7);
   return jvp_by_transposition({s.grad, s.gi, s.h0, s.c0, s.w_hh, s.b_hh, s.out}, tangents, [&](const Grads& x) {
     return rnn_layer_backward_definition(x[0], x[1], x[2], x[3], x[4], x[5], x[6], s.mode, s.reverse);
+  });
+}
+// inputs (q, k, v): Note [Tangents by transposition] (the mask is a constant)
+static Tensor attention_jvp(const Grads& t, const Tensor&, const SavesAttention& s) {
+  return jvp_by_transposition({s.q, s.k, s.v}, t, [&](const Grads& x) {
+    return Grads{attention(x[0], x[1], x[2], s.mask, s.is_causal, s.scale, s.dropout_p, s.seed)};
+  })[0];
+}
+// inputs (grad, q, k, v): through the backward's differentiable definition, as layer_norm_backward's
+static Grads attention_backward_jvp(const Grads& t, const Grads&, const SavesAttentionBackward& s) {
+  return jvp_by_transposition({s.grad, s.q, s.k, s.v}, t, [&](const Grads& x) {
+    return attention_backward_definition(x[0], x[1], x[2], x[3], s.mask, s.is_causal, s.scale, s.dropout_p, s.seed);
   });
 }
 

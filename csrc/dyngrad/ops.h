@@ -146,6 +146,11 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, int
 // after each step, and for an LSTM (S = 2) the cell state. Note [Whole-sequence RNN layer] in ops_nn.cpp.
 Tensor rnn_layer(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor& w_hh, const Tensor& b_hh,
                  int64_t mode, bool reverse);
+// softmax(scale q k^T + mask) v, fused (Note [Fused attention] in ops_nn.cpp): mask null, bool (True takes part)
+// or additive; is_causal masks keys j > i; dropout_p > 0 drops weights by the hash of seed (Note [Dropout inside
+// attention]). Not differentiable in the mask.
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool is_causal, double scale,
+                 double dropout_p, int64_t seed);
 Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw);
 Tensor avg_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw);
 
@@ -166,6 +171,12 @@ std::vector<Tensor> rnn_layer_backward(const Tensor& grad, const Tensor& gi, con
                                        int64_t mode, bool reverse, const std::array<bool, 5>& output_mask);
 
 // ---- creation helpers used by ops ----
+// attention's: {dq, dk, dv}, each null where output_mask is false; out and lse are the forward's (lse each query
+// row's logsumexp, saved by attention), recomputed when null
+std::vector<Tensor> attention_backward(const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v,
+                                       const Tensor& mask, const Tensor& out, const Tensor& lse, bool is_causal,
+                                       double scale, double dropout_p, int64_t seed,
+                                       const std::array<bool, 3>& output_mask);
 Tensor ones_like_shape(const Shape& shape, DType dtype);
 
 }  // namespace dyngrad

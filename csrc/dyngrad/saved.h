@@ -37,7 +37,7 @@ inline Tensor unpack_field(const SavedTensor& s, Node& owner) { return s.unpack(
 template <class T>
 const T& unpack_field(const T& value, Node&) { return value; }
 
-// DG_SAVED_EACH(M, (T1, f1), (T2, f2), ...) is M(T1, f1) M(T2, f2) ...: up to 9 fields.
+// DG_SAVED_EACH(M, (T1, f1), (T2, f2), ...) is M(T1, f1) M(T2, f2) ...: up to 10 fields.
 #define DG_SAVED_EXPAND(x) x
 #define DG_SAVED_APPLY(M, field) DG_SAVED_EXPAND(M field)
 #define DG_SAVED_EACH_1(M, f) DG_SAVED_APPLY(M, f)
@@ -49,9 +49,10 @@ const T& unpack_field(const T& value, Node&) { return value; }
 #define DG_SAVED_EACH_7(M, f, ...) DG_SAVED_APPLY(M, f) DG_SAVED_EXPAND(DG_SAVED_EACH_6(M, __VA_ARGS__))
 #define DG_SAVED_EACH_8(M, f, ...) DG_SAVED_APPLY(M, f) DG_SAVED_EXPAND(DG_SAVED_EACH_7(M, __VA_ARGS__))
 #define DG_SAVED_EACH_9(M, f, ...) DG_SAVED_APPLY(M, f) DG_SAVED_EXPAND(DG_SAVED_EACH_8(M, __VA_ARGS__))
-#define DG_SAVED_PICK(_1, _2, _3, _4, _5, _6, _7, _8, _9, N, ...) N
+#define DG_SAVED_EACH_10(M, f, ...) DG_SAVED_APPLY(M, f) DG_SAVED_EXPAND(DG_SAVED_EACH_9(M, __VA_ARGS__))
+#define DG_SAVED_PICK(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, N, ...) N
 #define DG_SAVED_EACH(M, ...)                                                                                     \
-  DG_SAVED_EXPAND(DG_SAVED_PICK(__VA_ARGS__, DG_SAVED_EACH_9, DG_SAVED_EACH_8, DG_SAVED_EACH_7, DG_SAVED_EACH_6, \
+  DG_SAVED_EXPAND(DG_SAVED_PICK(__VA_ARGS__, DG_SAVED_EACH_10, DG_SAVED_EACH_9, DG_SAVED_EACH_8, DG_SAVED_EACH_7, DG_SAVED_EACH_6, \
                                 DG_SAVED_EACH_5, DG_SAVED_EACH_4, DG_SAVED_EACH_3, DG_SAVED_EACH_2,              \
                                 DG_SAVED_EACH_1)(M, __VA_ARGS__))
 
@@ -128,6 +129,11 @@ DG_SAVED(SavesLayerNorm, (SavedTensor, a), (SavedTensor, weight), (int64_t, ndim
 // rnn_layer: its inputs, its output, the gate activations ws (none for RNN), the cell kind and the direction
 DG_SAVED(SavesRnnLayer, (SavedTensor, gi), (SavedTensor, h0), (SavedTensor, c0), (SavedTensor, w_hh),
          (SavedTensor, b_hh), (SavedTensor, out), (SavedTensor, ws), (int64_t, mode), (bool, reverse));
+// attention: q, k, v, the additive mask (bool masks made additive; not differentiated), the output and each query
+// row's logsumexp (the backward recomputes the weights from them), causal, scale, and the dropout p and seed
+DG_SAVED(SavesAttention, (SavedTensor, q), (SavedTensor, k), (SavedTensor, v), (SavedTensor, mask),
+         (SavedTensor, out), (SavedTensor, lse), (bool, is_causal), (double, scale), (double, dropout_p),
+         (int64_t, seed));
 
 // the fused derivatives of ops.def (Note [Fused derivatives as primitives] in derivatives.cpp): what their own
 // formulas read. tanh_backward, sigmoid_backward, gelu_backward: grad (when x needs a gradient) and x
@@ -140,6 +146,8 @@ DG_SAVED(SavesLayerNormBackward, (SavedTensor, grad), (SavedTensor, a), (SavedTe
          (double, eps));
 DG_SAVED(SavesRnnLayerBackward, (SavedTensor, grad), (SavedTensor, gi), (SavedTensor, h0), (SavedTensor, c0),
          (SavedTensor, w_hh), (SavedTensor, b_hh), (SavedTensor, out), (int64_t, mode), (bool, reverse));
+DG_SAVED(SavesAttentionBackward, (SavedTensor, grad), (SavedTensor, q), (SavedTensor, k), (SavedTensor, v),
+         (SavedTensor, mask), (bool, is_causal), (double, scale), (double, dropout_p), (int64_t, seed));
 
 // ---- the node ----
 

@@ -122,6 +122,28 @@ class BlasOneThread {
   bool active_;
 };
 
+// c = alpha op(a) op(b) + beta c (row-major, leading dims lda/ldb/ldc): BLAS, or a loop for tiny blocks
+template <typename T>
+void gemm_into(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+               int64_t ldb, T beta, T* c, int64_t ldc);
+
+// Fused scaled-dot-product attention (Note [Fused attention] in ops_nn.cpp; kernels/attention.cpp). q (.., Lq, E),
+// k (.., Lk, E), v (.., Lk, Ev) contiguous float32/float64 whose batch dims broadcast to `batch`; mask null or an
+// additive mask of q's dtype broadcasting to batch + (Lq, Lk), any strides; out (batch.., Lq, Ev) and lse
+// (batch.., Lq) contiguous, written. Dropout p with the seed: Note [Dropout inside attention].
+void attention_kernel(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Shape& batch,
+                      bool causal, double scale, double p, int64_t seed, const Tensor& out, const Tensor& lse);
+// Its gradients dq, dk, dv (each null to skip; shapes batch + q's, k's, v's last two dims), from grad (as out) and
+// the forward's out and lse.
+void attention_backward_kernel(const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v,
+                               const Tensor& mask, const Tensor& out, const Tensor& lse, const Shape& batch,
+                               bool causal, double scale, double p, int64_t seed, const Tensor& dq, const Tensor& dk,
+                               const Tensor& dv);
+// The dropout factors of the kernels' mask, batch + (Lq, Lk): 1 / (1 - p) where kept, else 0
+Tensor attention_keep_scale_kernel(const Shape& batch, int64_t Lq, int64_t Lk, double p, int64_t seed, DType dtype);
+// (Lq, Lk): 0 where j <= i, else -inf
+Tensor attention_causal_bias_kernel(int64_t Lq, int64_t Lk, DType dtype);
+
 // im2col / col2im for (N, C, H, W) inputs, with dilation (dh, dw).
 Tensor im2col_kernel(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
                      int64_t dh = 1, int64_t dw = 1);

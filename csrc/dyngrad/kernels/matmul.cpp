@@ -221,6 +221,56 @@ void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs,
 }
 }  // namespace
 
+// c = alpha op(a) op(b) + beta c, row-major, for the fused kernels' blocks (attention.cpp): BLAS but for tiny
+// blocks (below kLoopGemmWork multiply-adds), where a loop whose inner loop runs over a contiguous row of c (b
+// transposed into a scratch first when it is given transposed) saves the call. The loop for GPT-sized attention
+// blocks too (64 x 64 x 32, threshold 2^18) made the fused attention 1.4x slower forward and 2-4x backward than
+// OpenBLAS (bench/attention.py, Xeon family 6 model 167, 2 cores, KVM, load 9): the BLAS it is, from 4096.
+// The caller holds a BlasOneThread when it runs several at once.
+constexpr int64_t kLoopGemmWork = 4096;
+template <typename T>
+void gemm_into(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+               int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  void* f = std::is_same_v<T, float> ? g_sgemm : g_dgemm;
+  if (f && k > 0 && m * n * k >= kLoopGemmWork) {
+    CountedBlasCall counted;  // Note [BLAS calls at exit]
+    if (g_ilp64)
+      reinterpret_cast<gemm_t<T, int64_t>>(f)(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                                              tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta,
+                                              c, ldc);
+    else
+      reinterpret_cast<gemm_t<T, int32_t>>(f)(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                                              tb ? CblasTrans : CblasNoTrans, (int32_t)m, (int32_t)n, (int32_t)k,
+                                              alpha, a, (int32_t)lda, b, (int32_t)ldb, beta, c, (int32_t)ldc);
+    return;
+  }
+  static thread_local std::vector<T> bt;
+  if (tb) {  // b is (n, k) row-major: transposed into (k, n)
+    bt.resize((size_t)(n * k));
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = 0; p < k; ++p) bt[p * n + j] = b[j * ldb + p];
+    b = bt.data();
+    ldb = n;
+  }
+  for (int64_t i = 0; i < m; ++i) {
+    T* __restrict ci = c + i * ldc;
+    if (beta == T(0))
+      for (int64_t j = 0; j < n; ++j) ci[j] = T(0);
+    else if (beta != T(1))
+      for (int64_t j = 0; j < n; ++j) ci[j] *= beta;
+    for (int64_t p = 0; p < k; ++p) {
+      const T aip = alpha * (ta ? a[p * lda + i] : a[i * lda + p]);
+      const T* __restrict bp = b + p * ldb;
+      for (int64_t j = 0; j < n; ++j) ci[j] += aip * bp[j];
+    }
+  }
+}
+template void gemm_into<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t, const float*,
+                               int64_t, float, float*, int64_t);
+template void gemm_into<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t, const double*,
+                                int64_t, double, double*, int64_t);
+
 void set_blas_functions(uintptr_t sgemm, uintptr_t dgemm, uintptr_t set_num_threads, uintptr_t get_num_threads,
                         bool ilp64) {
   static const bool registered = [] {  // once, now that the BLAS is loaded (Notes [BLAS calls at exit], [Forks ...])

@@ -811,8 +811,8 @@ renorm            ops.normalization.renorm            fn,method,out   renorm_   
 cosine_similarity ops.distance.cosine_similarity      fn,F            -            -   sum,sqrt,div
 pairwise_distance ops.distance.pairwise_distance      fn,F            -            -   sum,sqrt
 pdist             ops.distance.pdist                  fn,F            -            -   index_select,sum,sqrt,numpy
-scaled_dot_product_attention ops.attention.scaled_dot_product_attention F -           -   matmul,softmax,where
-multi_head_attention_forward ops.attention.multi_head_attention_forward F -           -   matmul,softmax,linear
+scaled_dot_product_attention ops.attention.scaled_dot_product_attention F -           -   attention,matmul,softmax,where
+multi_head_attention_forward ops.attention.multi_head_attention_forward F -           -   attention,matmul,softmax,linear
 dist              ops.distance.dist                   fn,method       -            -   sub,vector_norm
 cdist             ops.distance.cdist                  fn              -            -   sub,abs,sum,pow_scalar,amax
 # ----- statistics, differences and integrals ------------------------------------------------------------------

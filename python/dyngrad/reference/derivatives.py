@@ -14,7 +14,7 @@ import numpy as np
 from .dtypes import from_numpy_dtype
 from .tensor import make_tensor, scalar_tensor
 from .ops_math import add, sub, mul, div, neg, pow, pow_scalar, where, compare, logical_and, sum, sum_to, matmul, mean
-from .ops_math import cumsum, logcumsumexp, linear_recurrence, scan_shift, quotient
+from .ops_math import cumsum, logcumsumexp, linear_recurrence, scan_shift, quotient, amax
 from .primitives import exp, log, cos, sin, sigmoid, tanh, sign, rsqrt, conj
 from .primitives import abs as absolute
 from .ops_shape import to_dtype, reshape, permute, expand, slice, slice_scatter, mT, select, cat, stack
@@ -745,3 +745,46 @@ def layer_norm_backward_definition(grad, a, w, ndims, eps):
 def layer_norm_backward_backward(grads, s):
     return definition_vjp(s, (s.grad, s.a, s.weight), grads,
                           lambda x: layer_norm_backward_definition(x[0], x[1], x[2], s.ndims, s.eps))
+
+
+# out = softmax(scale q k^T + mask) v  ->  attention_backward (Note [Fused attention] in csrc/dyngrad/ops_nn.cpp)
+def attention_backward(grad, s):
+    n = s.needs_input_grad
+    return prim.attention_backward(grad, s.q, s.k, s.v, s.mask, s.out, s.lse, s.is_causal, s.scale, s.dropout_p,
+                                   s.seed, (n[0], n[1], n[2]))
+
+
+# attention_backward's differentiable definition, the kernel's maths in ops: with S = scale q k^T + mask (-inf
+# above the diagonal when causal), P = softmax(S) (0 on fully masked rows), K the dropout factors (Note [Dropout
+# inside attention]) and Pd = P K:
+#   dv = Pd^T grad,  dP = (grad v^T) K,  dS = P (dP - rowsum(dP P)),  dq = scale dS k,  dk = scale dS^T q
+def attention_backward_definition(grad, q, k, v, mask, is_causal, scale, dropout_p, seed):
+    lq, lk = q.shape[-2], k.shape[-2]
+    S = mul(matmul(q, mT(k)), num(scale, q))
+    if mask is not None:
+        S = add(S, mask)
+    if is_causal:
+        S = add(S, make_tensor(kernels.attention_causal_bias(lq, lk, q._data.dtype)))
+    with GradModeGuard(False):
+        dead = (compare("eq", sum(S, (-1,), True), num(0, S)) if lk == 0   # no keys: every row is dead
+                else compare("eq", amax(S, (-1,), True), num(-np.inf, S)))
+    zero = num(0, S)
+    P = where(dead, zero, softmax(where(dead, zero, S), -1))
+    keep = None
+    if dropout_p > 0:
+        keep = make_tensor(kernels.attention_keep_scale(tuple(S.shape[:-2]), lq, lk, dropout_p, seed,
+                                                        q._data.dtype))
+    Pd = mul(P, keep) if keep is not None else P
+    dv = matmul(mT(Pd), grad)
+    dP = matmul(grad, mT(v))
+    if keep is not None:
+        dP = mul(dP, keep)
+    dS = mul(P, sub(dP, sum(mul(dP, P), (-1,), True)))
+    return (mul(matmul(dS, k), num(scale, q)), mul(matmul(mT(dS), q), num(scale, q)), dv)
+
+
+# out = (dq, dk, dv)  ->  the VJP of the definition (Note [Derivatives of fused backwards])
+def attention_backward_backward(grads, s):
+    return definition_vjp(s, (s.grad, s.q, s.k, s.v), grads,
+                          lambda x: attention_backward_definition(x[0], x[1], x[2], x[3], s.mask, s.is_causal,
+                                                                  s.scale, s.dropout_p, s.seed))

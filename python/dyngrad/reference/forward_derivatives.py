@@ -14,11 +14,12 @@ from .primitives import exp, log, cos, sin, sigmoid, sign, rsqrt, conj
 from .ops_shape import to_dtype, reshape, permute, expand, slice, slice_scatter, cat, clone, contiguous
 from .ops_shape import view_as_real, view_as_complex, select
 from .ops_index import index_select, index_add, gather, scatter_add, take, put, put_add
-from .ops_nn import softmax, unfold, fold, cross_entropy_target, rnn_layer
+from .ops_nn import softmax, unfold, fold, cross_entropy_target, rnn_layer, attention
 from .engine import vjp
 from .grad_mode import GradModeGuard
 from .node import next_sequence_nr
 from .derivatives import layer_norm_backward_definition, rnn_layer_backward_definition
+from .derivatives import attention_backward_definition
 from . import kernels
 from . import primitives as prim
 from . import dtypes as _dt
@@ -554,6 +555,18 @@ def rnn_layer_backward_jvp(t, outs, s):
     return jvp_by_transposition((s.grad, s.gi, s.h0, s.c0, s.w_hh, s.b_hh, s.out), t[:7],
                                 lambda x: rnn_layer_backward_definition(x[0], x[1], x[2], x[3], x[4], x[5], x[6],
                                                                         s.mode, s.reverse))
+
+
+def attention_jvp(t, out, s):
+    return jvp_by_transposition((s.q, s.k, s.v), t,
+                                lambda x: [attention(x[0], x[1], x[2], s.mask, s.is_causal, s.scale, s.dropout_p,
+                                                     s.seed)])[0]
+
+
+def attention_backward_jvp(t, outs, s):
+    return jvp_by_transposition((s.grad, s.q, s.k, s.v), t,
+                                lambda x: attention_backward_definition(x[0], x[1], x[2], x[3], s.mask, s.is_causal,
+                                                                        s.scale, s.dropout_p, s.seed))
 
 
 # ---- the table: one formula per primitive (the twin of kTangentFormulas' static_assert) ----

@@ -287,3 +287,34 @@ def col2im(cols, input_size, kernel, stride, padding, dilation=(1, 1)):
         for j in range(kw):
             out[:, :, i * dh:i * dh + sh * oh:sh, j * dw:j * dw + sw * ow:sw] += cols[:, :, i, j]
     return out[:, :, ph:ph + h, pw:pw + w]
+
+
+# ---- attention (Note [Fused attention], Note [Dropout inside attention] in csrc/dyngrad/kernels/attention.cpp) ----
+
+def attention_dropout_threshold(p):
+    if p <= 0:
+        return 0
+    if p >= 1:
+        return 1 << 24
+    return int(math.floor(p * 16777216.0))
+
+
+def attention_keep_scale(batch, lq, lk, p, seed, dtype):
+    """The dropout factors of the fused kernel's mask, batch + (lq, lk): 1 / (1 - p) where the hash of (seed, flat
+    index) keeps the weight, else 0 -- the same bits as the C++ kernel (splitmix64's finaliser over uint64)."""
+    shape = tuple(batch) + (lq, lk)
+    n = int(np.prod(shape, dtype=np.int64))
+    u = np.uint64
+    idx = np.arange(n, dtype=np.uint64)
+    z = u(seed & 0xFFFFFFFFFFFFFFFF) + (idx + u(1)) * u(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> u(30))) * u(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> u(27))) * u(0x94D049BB133111EB)
+    z = z ^ (z >> u(31))
+    keep = (z >> u(40)) >= u(attention_dropout_threshold(p))
+    scale = 1.0 / (1.0 - p) if p < 1 else 0.0
+    return np.where(keep, scale, 0.0).astype(dtype).reshape(shape)
+
+
+def attention_causal_bias(lq, lk, dtype):
+    """(lq, lk): 0 where j <= i, else -inf."""
+    return np.where(np.tril(np.ones((lq, lk), dtype=bool)), 0.0, -np.inf).astype(dtype)

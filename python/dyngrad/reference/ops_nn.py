@@ -505,3 +505,131 @@ def rnn_layer_backward(grad, gi, h0, c0, w_hh, b_hh, out, ws, mode, reverse, out
         node.args = {"mode": mode, "reverse": bool(reverse)}
     if forward_ad.active(): forward_ad.attach(op, outs, (grad, gi, h0, c0, w_hh, b_hh, out, None), grad=grad, gi=gi, h0=h0, c0=c0, w_hh=w_hh, b_hh=b_hh, out=out, mode=mode, reverse=bool(reverse))
     return tuple(outs)
+
+
+# Note [Fused attention] (csrc/dyngrad/ops_nn.cpp): softmax(scale q k^T + mask) v as one node saving the output and
+# each query row's logsumexp; here computed whole in numpy (the C++ kernel tiles and runs an online softmax). The
+# dropout mask is the C++ kernel's, bit for bit (kernels.attention_keep_scale: Note [Dropout inside attention]).
+def _attention_inputs(q, k, v, mask, is_causal, dropout_p, op):
+    for name, t in (("query", q), ("key", k), ("value", v)):
+        if t is None or t.ndim < 2:
+            raise RuntimeError(f"{op}: expected {name} to be at least 2-D, got "
+                               f"{shape_str(t.shape) if t is not None else 'None'}.")
+    if q.dtype not in (_dt.float32, _dt.float64):
+        raise TypeError(f"{op}: expected float32 or float64 query, key and value, got {q.dtype.name}.")
+    if k.dtype is not q.dtype or v.dtype is not q.dtype:
+        raise TypeError(f"{op}: expected query, key and value of one dtype, got {q.dtype.name}, {k.dtype.name} and "
+                        f"{v.dtype.name}.")
+    e, lk = q.shape[-1], k.shape[-2]
+    if k.shape[-1] != e:
+        raise RuntimeError(f"{op}: expected key's last dim to be query's ({e}), got shape {shape_str(k.shape)}.")
+    if v.shape[-2] != lk:
+        raise RuntimeError(f"{op}: expected value to have key's length {lk} in dim -2, got shape "
+                           f"{shape_str(v.shape)}.")
+    if not 0 <= dropout_p <= 1:
+        raise RuntimeError(f"{op}: dropout_p must be in [0, 1], got {dropout_p}.")
+    if is_causal and mask is not None:
+        raise RuntimeError(f"{op}: attn_mask must not be given when is_causal=True.")
+    try:
+        batch = np.broadcast_shapes(tuple(q.shape[:-2]), tuple(k.shape[:-2]), tuple(v.shape[:-2]))
+    except ValueError:
+        raise RuntimeError(f"{op}: the batch dims of query {shape_str(q.shape)}, key {shape_str(k.shape)} and value "
+                           f"{shape_str(v.shape)} do not broadcast.") from None
+    additive = None
+    if mask is not None:
+        if mask.requires_grad:
+            raise RuntimeError(f"{op}: the fused kernel does not differentiate attn_mask; got a mask that requires "
+                               "grad.")
+        if mask.dtype is not _dt.bool_ and not mask.dtype.is_floating_point:
+            raise TypeError(f"{op}: expected attn_mask to be bool or floating point, got {mask.dtype.name}.")
+        full_shape = tuple(batch) + (q.shape[-2], lk)
+        try:
+            ok = np.broadcast_shapes(tuple(mask.shape), full_shape) == full_shape
+        except ValueError:
+            ok = False
+        if not ok:
+            raise RuntimeError(f"{op}: attn_mask of shape {shape_str(mask.shape)} does not broadcast to the scores' "
+                               f"shape {shape_str(full_shape)}.")
+        dt = q._data.dtype
+        if mask.dtype is _dt.bool_:
+            additive = make_tensor(np.where(mask._data, dt.type(0), dt.type(-np.inf)).astype(dt))
+        else:
+            additive = mask if mask.dtype is q.dtype else make_tensor(mask._data.astype(dt))
+    return tuple(batch), additive
+
+
+def _attention_values(q, k, v, mask, is_causal, scale, dropout_p, seed, batch):
+    """(out, lse) as numpy arrays."""
+    dt = q.dtype
+    s = np.matmul(q, np.swapaxes(k, -1, -2)) * dt.type(scale)
+    s = np.broadcast_to(s, tuple(batch) + s.shape[-2:])
+    if mask is not None:
+        s = s + mask
+    if is_causal:
+        s = s + kernels.attention_causal_bias(s.shape[-2], s.shape[-1], dt)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        m = s.max(axis=-1, keepdims=True) if s.shape[-1] else np.full(s.shape[:-1] + (1,), -np.inf, dt)
+        dead = m == -np.inf
+        m0 = np.where(dead, dt.type(0), m)
+        e = np.exp(s - m0)
+        total = e.sum(axis=-1, keepdims=True)
+        p = np.where(dead, dt.type(0), e / np.where(dead, dt.type(1), total))
+        lse = np.where(dead, dt.type(-np.inf), m0 + np.log(np.where(dead, dt.type(1), total)))[..., 0]
+    if dropout_p > 0:
+        p = p * kernels.attention_keep_scale(batch, s.shape[-2], s.shape[-1], dropout_p, seed, dt)
+    out = np.matmul(p, v)
+    out = np.broadcast_to(out, tuple(batch) + out.shape[-2:])
+    return np.ascontiguousarray(out, dtype=dt), np.ascontiguousarray(lse, dtype=dt)
+
+
+def attention(q, k, v, mask, is_causal, scale, dropout_p, seed):
+    op = "attention"
+    batch, additive = _attention_inputs(q, k, v, mask, is_causal, dropout_p, op)
+    out_arr, lse_arr = _attention_values(q._data, k._data, v._data, None if additive is None else additive._data,
+                                         is_causal, scale, dropout_p, seed, batch)
+    out, lse = make_tensor(out_arr), make_tensor(lse_arr)
+    if any_requires_grad(q, k, v):
+        node = record(op, out, (q, k, v))
+        node.save("q", q)
+        node.save("k", k)
+        node.save("v", v)
+        node.save("mask", additive)
+        node.save("out", out, is_output=True)
+        node.save("lse", lse)
+        node.args = {"is_causal": is_causal, "scale": scale, "dropout_p": dropout_p, "seed": seed}
+    if forward_ad.active(): forward_ad.attach(op, out, (q, k, v), q=q, k=k, v=v, mask=additive, out=out, lse=lse, is_causal=is_causal, scale=scale, dropout_p=dropout_p, seed=seed)
+    return out
+
+
+# attention's gradients (dq, dk, dv), None where output_mask says no; out and lse (the forward's) are checked, not
+# needed: the values come from the differentiable definition (derivatives.py), computed without recording
+def attention_backward(grad, q, k, v, mask, out, lse, is_causal, scale, dropout_p, seed, output_mask):
+    op = "attention_backward"
+    batch, additive = _attention_inputs(q, k, v, mask, is_causal, dropout_p, op)
+    lq, lk, e, ev = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+    out_shape = tuple(batch) + (lq, ev)
+    if grad is None or tuple(grad.shape) != out_shape or not grad.dtype.is_floating_point:
+        raise RuntimeError(f"{op}: expected a floating-point gradient of the output's shape {shape_str(out_shape)}, "
+                           f"got {grad.dtype.name + ' ' + shape_str(grad.shape) if grad is not None else 'None'}.")
+    if (out is None) != (lse is None):
+        raise RuntimeError(f"{op}: out and lse are given together or not at all.")
+    if out is not None and (tuple(out.shape) != out_shape or tuple(lse.shape) != tuple(batch) + (lq,)
+                            or out.dtype is not q.dtype or lse.dtype is not q.dtype):
+        raise RuntimeError(f"{op}: expected out of shape {shape_str(out_shape)} and lse of shape "
+                           f"{shape_str(tuple(batch) + (lq,))} in the query's dtype.")
+    g = grad if grad.dtype is q.dtype else make_tensor(grad._data.astype(q._data.dtype))
+    values = _unrecorded_definition("attention_backward_definition", g, q, k, v, additive, is_causal, scale,
+                                    dropout_p, seed)
+    shapes = (tuple(batch) + (lq, e), tuple(batch) + (lk, e), tuple(batch) + (lk, ev))
+    outs = [make_tensor(fresh(np.ascontiguousarray(np.broadcast_to(t._data, shape), dtype=q._data.dtype)))
+            if keep else None for t, shape, keep in zip(values, shapes, output_mask)]
+    if any_requires_grad(grad, q, k, v):
+        node = record_outputs(op, outs, (grad, q, k, v))
+        node.save("grad", grad)
+        node.save("q", q)
+        node.save("k", k)
+        node.save("v", v)
+        node.save("mask", additive)
+        node.args = {"is_causal": is_causal, "scale": scale, "dropout_p": dropout_p, "seed": seed}
+    if forward_ad.active(): forward_ad.attach(op, outs, (grad, q, k, v), grad=grad, q=q, k=k, v=v, mask=additive, is_causal=is_causal, scale=scale, dropout_p=dropout_p, seed=seed)
+    return tuple(outs)

@@ -36,6 +36,7 @@ SavesCrossEntropy = ("logits", "target", "reduction", "ignore_index", "label_smo
 SavesWindow = ("window",)                                     # unfold, fold: (kh, kw, sh, sw, ph, pw, dh, dw)
 SavesLayerNorm = ("a", "weight", "ndims", "eps")
 SavesRnnLayer = ("gi", "h0", "c0", "w_hh", "b_hh", "out", "ws", "mode", "reverse")
+SavesAttention = ("q", "k", "v", "mask", "out", "lse", "is_causal", "scale", "dropout_p", "seed")
 SavesGradX = ("grad", "x")
 # threshold_backward: its gradient with respect to x is zero
 SavesX = ("x",)
@@ -43,6 +44,7 @@ SavesSoftmaxBackward = ("grad", "out", "dim")                 # and log_softmax'
 SavesCrossEntropyBackward = ("grad", "logits", "target", "reduction", "ignore_index", "label_smoothing")
 SavesLayerNormBackward = ("grad", "a", "weight", "ndims", "eps")
 SavesRnnLayerBackward = ("grad", "gi", "h0", "c0", "w_hh", "b_hh", "out", "mode", "reverse")
+SavesAttentionBackward = ("grad", "q", "k", "v", "mask", "is_causal", "scale", "dropout_p", "seed")
 
 # ---- ops.def: name, display name (the node shows as DisplayBackward), saves, signature, hot, kernel ----
 PRIMITIVES = (
@@ -131,18 +133,20 @@ PRIMITIVES = (
     ("put",          "Put",         SavesPositions, "custom", "cold", None),  # a.flat[pos] = v
     ("put_add",      "PutAdd",      SavesPositions, "custom", "cold", None),  # take's adjoint
     # family nn
-    ("softmax",                "Softmax",                 SavesSoftmax,              "custom", "cold", None),
-    ("softmax_backward",       "SoftmaxBackward",         SavesSoftmaxBackward,      "custom", "cold", None),
-    ("log_softmax",            "LogSoftmax",              SavesSoftmax,              "custom", "cold", None),
-    ("log_softmax_backward",   "LogSoftmaxBackward",      SavesSoftmaxBackward,      "custom", "cold", None),
-    ("cross_entropy",          "CrossEntropy",            SavesCrossEntropy,         "custom", "hot",  None),
-    ("cross_entropy_backward", "CrossEntropyBackward",    SavesCrossEntropyBackward, "custom", "cold", None),
-    ("unfold",                 "Im2Col",                  SavesWindow,               "custom", "cold", None),
-    ("fold",                   "Col2Im",                  SavesWindow,               "custom", "cold", None),
-    ("rnn_layer",              "RnnLayer",                SavesRnnLayer,             "custom", "cold", None),
-    ("rnn_layer_backward",     "RnnLayerBackward",        SavesRnnLayerBackward,     "custom", "cold", None),
-    ("layer_norm",             "NativeLayerNorm",         SavesLayerNorm,            "custom", "cold", None),
-    ("layer_norm_backward",    "NativeLayerNormBackward", SavesLayerNormBackward,    "custom", "cold", None),
+    ("softmax",                "Softmax",                           SavesSoftmax,              "custom", "cold", None),
+    ("softmax_backward",       "SoftmaxBackward",                   SavesSoftmaxBackward,      "custom", "cold", None),
+    ("log_softmax",            "LogSoftmax",                        SavesSoftmax,              "custom", "cold", None),
+    ("log_softmax_backward",   "LogSoftmaxBackward",                SavesSoftmaxBackward,      "custom", "cold", None),
+    ("cross_entropy",          "CrossEntropy",                      SavesCrossEntropy,         "custom", "hot",  None),
+    ("cross_entropy_backward", "CrossEntropyBackward",              SavesCrossEntropyBackward, "custom", "cold", None),
+    ("unfold",                 "Im2Col",                            SavesWindow,               "custom", "cold", None),
+    ("fold",                   "Col2Im",                            SavesWindow,               "custom", "cold", None),
+    ("rnn_layer",              "RnnLayer",                          SavesRnnLayer,             "custom", "cold", None),
+    ("rnn_layer_backward",     "RnnLayerBackward",                  SavesRnnLayerBackward,     "custom", "cold", None),
+    ("layer_norm",             "NativeLayerNorm",                   SavesLayerNorm,            "custom", "cold", None),
+    ("layer_norm_backward",    "NativeLayerNormBackward",           SavesLayerNormBackward,    "custom", "cold", None),
+    ("attention",              "ScaledDotProductAttention",         SavesAttention,            "custom", "cold", None),
+    ("attention_backward",     "ScaledDotProductAttentionBackward", SavesAttentionBackward,    "custom", "cold", None),
 )
 OP_NAMES = tuple(row[0] for row in PRIMITIVES)
 DISPLAY_NAMES = {row[0]: row[1] for row in PRIMITIVES}
@@ -191,7 +195,7 @@ from .ops_index import (  # noqa: E402  (after the forwards above: op modules im
 )
 from .ops_nn import (  # noqa: E402  (after the forwards above: op modules import them)
     softmax, softmax_backward, log_softmax, log_softmax_backward, cross_entropy, cross_entropy_backward, unfold,
-    fold, rnn_layer, rnn_layer_backward, layer_norm, layer_norm_backward,
+    fold, rnn_layer, rnn_layer_backward, layer_norm, layer_norm_backward, attention, attention_backward,
 )
 
 __all__ = [
@@ -203,5 +207,5 @@ __all__ = [
     "clone", "reshape", "permute", "expand", "slice", "slice_scatter", "cat", "view_as_real", "view_as_complex",
     "index_select", "index_add", "gather", "scatter_add", "take", "put", "put_add", "softmax", "softmax_backward",
     "log_softmax", "log_softmax_backward", "cross_entropy", "cross_entropy_backward", "unfold", "fold", "rnn_layer",
-    "rnn_layer_backward", "layer_norm", "layer_norm_backward",
+    "rnn_layer_backward", "layer_norm", "layer_norm_backward", "attention", "attention_backward",
 ]

@@ -37,6 +37,13 @@ def _repeat_heads(t, repeats):
     return _C.index_select(t, t.ndim - 3, bridge.copy(index, False))
 
 
+def _fused(q, k, v, mask):
+    """Whether the fused primitive takes the call: float32/float64 operands of one dtype and a mask (if any) that
+    needs no gradient (the kernel does not differentiate it); other calls take the composite below."""
+    return (q.dtype in (_C.float32, _C.float64) and k.dtype is q.dtype and v.dtype is q.dtype
+            and (mask is None or not mask.requires_grad))
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False):
     """softmax(q k^T * scale + mask) v over the last two dims; is_causal masks keys after each query, a bool mask
@@ -63,6 +70,14 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                                f"number of key/value heads ({kv_heads}, {v.shape[-3]}).")
         k, v = _repeat_heads(k, heads // kv_heads), _repeat_heads(v, heads // kv_heads)
     s = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(number(scale, op, "scale"))
+    p = float(number(dropout_p, op, "dropout_p"))
+    if not 0.0 <= p <= 1.0:
+        raise RuntimeError(f"{op}: dropout_p must be in [0, 1], got {p}.")
+    if _fused(q, k, v, mask):
+        # Note [Fused attention] (csrc/dyngrad/ops_nn.cpp): one node, no (L, S) weights saved; dropout's mask is a
+        # hash of one seed drawn here (Note [Dropout inside attention]), so both engines draw the same
+        seed = int(_C.randint(0, 2 ** 62, (), _C.int64).item()) if p > 0.0 else 0
+        return _C.attention(q, k, v, mask, bool(is_causal), s, p, seed)
     # torch's math path scales q and k by sqrt(scale) each before the product
     root = math.sqrt(s)
     scores = _C.matmul(_C.mul(q, _k(root, q)), _C.mT(_C.mul(k, _k(root, k))))
@@ -79,7 +94,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     # kernel's 1.1 + 7.1 (wall time, Xeon Sapphire Rapids 2 cores, load 10, so noisy); after the change
     # `python bench/program_phases.py --only attention` gave 1.7 + 1.6 ms of CPU, torch 1.1 + 2.6 (load 7-15).
     weights = _safe_softmax(scores) if mask is not None or n_k == 0 else _C.softmax(scores, -1)
-    p = float(number(dropout_p, op, "dropout_p"))
     if p > 0.0:
         weights = dropout(weights, p, True)
     return _C.matmul(weights, v)

@@ -1026,6 +1026,24 @@ def _fold_leading(spatial):
     return rule
 
 
+def _attention(fn, args, kwargs):
+    """scaled_dot_product_attention broadcasts the batch dims of query, key, value and attn_mask: the levels go in
+    front of each, the logical dims left-padded to one rank, so that the fused kernel's loop over (batch, head)
+    runs over the vmapped rows too."""
+    names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+    bound = dict(zip(names, args))
+    bound.update(kwargs)
+    tensors = [k for k in names[:4] if bound.get(k) is not None]
+    if len(args) > len(names) or any(not isinstance(bound[k], (BatchedTensor, Tensor)) for k in tensors):
+        return None
+    levels = _levels_of([bound[k] for k in tensors])
+    rank = builtins.max(_logical_rank(bound[k]) for k in tensors)
+    for k in tensors:
+        if isinstance(bound[k], BatchedTensor):
+            bound[k] = _phys(bound[k], levels, rank)
+    return _wrap(fn(**bound), levels)
+
+
 def _layer_norm(fn, args, kwargs):
     names = ("input", "normalized_shape", "weight", "bias", "eps")
     bound = dict(zip(names, args))
@@ -1419,6 +1437,8 @@ for _k, _n in (("F.max_pool1d", 1), ("F.max_pool2d", 2), ("F.max_pool3d", 3), ("
                ("F.unfold", 2), ("F.fold", 1), ("F.lp_pool2d", 2), ("F.lp_pool1d", 1), ("F.pixel_shuffle", 2),
                ("pixel_shuffle", 2), ("F.pixel_unshuffle", 2), ("pixel_unshuffle", 2)):
     RULES[_k] = _or_loop(_k, _fold_leading(_n))
+for _k in ("F.scaled_dot_product_attention", "scaled_dot_product_attention"):
+    RULES[_k] = _or_loop(_k, _attention)
 for _k in ("layer_norm", "F.layer_norm"):
     RULES[_k] = _or_loop(_k, _layer_norm)
 for _k in ("F.pad", "pad", "F.embedding", "embedding", "tril", "triu"):
