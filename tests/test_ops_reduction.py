@@ -738,6 +738,25 @@ def test_topk_of_long_rows(dg, order):
                 np.testing.assert_array_equal(middle[0].T, want)
 
 
+def test_float32_logcumsumexp_rounds_the_float64_scan(dg):
+    """float32 logcumsumexp along contiguous rows of finite values goes by the running max with float64 exps and
+    logs that vectorise (logcumsumexp_row_f32 in kernels/scan.cpp), other rows by log_add_exp's scan: every element
+    within half an ulp of float64's logaddexp.accumulate (both engines: correctly rounded but in float64's rarest
+    ties), over long random, rising and falling rows (the max changing at every step, or never), and rows with
+    infinities and NaN."""
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((6, 3000)) * 30).astype(np.float32)
+    x[2], x[3] = np.sort(x[2]), np.sort(x[3])[::-1]
+    x[4, 100], x[5, 7], x[5, 2000] = np.inf, -np.inf, np.nan
+    got = dg.logcumsumexp(dg.tensor(x), 1).numpy().astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        want = np.logaddexp.accumulate(x.astype(np.float64), 1)
+    special = ~np.isfinite(want)
+    np.testing.assert_array_equal(got[special], want[special])
+    ulps = np.abs(got[~special] - want[~special]) / np.spacing(np.abs(want[~special]).astype(np.float32))
+    assert ulps.max() <= 0.5 + 1e-6, ulps.max()
+
+
 def test_gradient_node_names(dg):
     x = dg.tensor([1.0, 2.0, 3.0], requires_grad=True)
     assert x.cumsum(0).grad_fn.name() == "CumsumBackward"

@@ -8,19 +8,22 @@
 namespace dyngrad {
 
 namespace {
-// gather(a, d, order): the values of a chosen order. Where no gradient or tangent is recorded the kernel alone (the
-// order is in range by construction, and gather's checks and dispatch were a third of a 16-element sort's time);
-// the values are the same either way, gather_kernel's.
+// Note [Values of an order]: the values of sort, topk, cummax and cummin are gather(a, d, order), whose node carries
+// the gradient. Where no gradient or tangent is recorded, the order kernel copies them as it writes the order
+// (sort, topk), or gather's kernel alone runs (gather's checks and dispatch were a third of a 16-element sort's
+// time): the same elements either way.
+bool records(const Tensor& a) { return any_requires_grad({&a}) || forward_ad::active(); }
 Tensor values_at(const Tensor& a, int64_t d, const Tensor& order) {
-  if (any_requires_grad({&a}) || forward_ad::active()) return gather(a, d, order);
+  if (records(a)) return gather(a, d, order);
   return gather_kernel(contiguous_data(a), d, order);
 }
 }  // namespace
 
 std::pair<Tensor, Tensor> sort(const Tensor& a, int64_t dim, bool descending, bool stable) {
   const int64_t d = wrap_dim(dim, a->ndim(), "sort");
-  Tensor order = sort_order_kernel(a, d, descending, stable);
-  return {values_at(a, d, order), order};
+  Tensor values;
+  Tensor order = sort_order_kernel(a, d, descending, stable, records(a) ? nullptr : &values);
+  return {values ? values : values_at(a, d, order), order};
 }
 
 Tensor argsort(const Tensor& a, int64_t dim, bool descending, bool stable) {
@@ -32,8 +35,9 @@ std::pair<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim, bool lar
   const int64_t n = a->ndim() ? a->shape[d] : 1;
   DG_CHECK(k >= 0 && k <= n, RuntimeError, "topk: k (", k, ") is out of range for dimension ", d, " of size ", n,
            ".");
-  Tensor order = topk_order_kernel(a, d, k, largest);
-  return {values_at(a, d, order), order};
+  Tensor values;
+  Tensor order = topk_order_kernel(a, d, k, largest, records(a) ? nullptr : &values);
+  return {values ? values : values_at(a, d, order), order};
 }
 
 std::pair<Tensor, Tensor> cumulative_extremum(const Tensor& a, int64_t dim, bool is_max) {

@@ -4,6 +4,7 @@
 #include <limits>
 #include <vector>
 
+#include "fast_math.h"
 #include "kernels.h"
 #include "loop.h"
 
@@ -45,6 +46,36 @@ inline Acc log_add_exp(Acc x, Acc y) {
   const Acc hi = x > y ? x : y, lo = x > y ? y : x;
   if (hi != hi || lo != lo) return x + y;
   return hi + std::log1p(std::exp(lo - hi));
+}
+
+// logcumsumexp of a float32 row of finite values (contiguous along the scan), accumulated in float64 without a
+// call per element: with M_k the running max, y_k = M_k + log s_k where s_k = s_{k-1} exp(M_{k-1} - M_k) +
+// exp(x_k - M_k) (s_k >= 1: the max's own term is 1). The running max and the s recurrence are sequential but
+// cheap; the exps and the logs, the cost of log_add_exp's log1p(exp(.)), are loops fast_math.h's float64 functions
+// vectorise. By blocks of kLcseBlock, whose scratch lives on the stack. The same values as log_add_exp's scan up
+// to float64 roundings, which the float32 result does not show but in the rarest of ties.
+constexpr int64_t kLcseBlock = 256;
+void logcumsumexp_row_f32(const float* x, float* y, int64_t n) {
+  double run_max[kLcseBlock], a[kLcseBlock], b[kLcseBlock];
+  double prev_max = x[0], s = 0.0;
+  for (int64_t lo = 0; lo < n; lo += kLcseBlock) {
+    const int64_t m = std::min(kLcseBlock, n - lo);
+    const float* xb = x + lo;
+    double mx = prev_max;
+    for (int64_t i = 0; i < m; ++i) {
+      mx = (double)xb[i] > mx ? (double)xb[i] : mx;
+      run_max[i] = mx;
+    }
+    a[0] = fast_exp_nonpositive(prev_max - run_max[0]);
+    for (int64_t i = 1; i < m; ++i) a[i] = fast_exp_nonpositive(run_max[i - 1] - run_max[i]);
+    for (int64_t i = 0; i < m; ++i) b[i] = fast_exp_nonpositive((double)xb[i] - run_max[i]);
+    for (int64_t i = 0; i < m; ++i) {
+      s = s * a[i] + b[i];
+      a[i] = s;
+    }
+    for (int64_t i = 0; i < m; ++i) y[lo + i] = (float)(run_max[i] + fast_log_from_one(a[i]));
+    prev_max = mx;
+  }
 }
 
 // a in a dtype the scans compute in (float32, float64, int64), or the error naming the op
@@ -93,6 +124,27 @@ Tensor logcumsumexp_kernel(const Tensor& a_in, int64_t d, bool reverse) {
   Tensor out = empty(a->shape, a->dtype);
   if (out->numel == 0) return out;
   const double lowest = -std::numeric_limits<double>::infinity();
+  const AroundDim around = around_dim(a->shape, d);
+  if (a->dtype == DType::Float32 && around.inner == 1 && !reverse) {
+    // rows of finite values by logcumsumexp_row_f32, the others (infinities, NaN) by log_add_exp's scan
+    const float* x = a->data<float>();
+    float* y = out->data<float>();
+    const int64_t n = around.n;
+    parallel_for(around.outer, [&](int64_t lo, int64_t hi) {
+      for (int64_t o = lo; o < hi; ++o) {
+        const float* row = x + o * n;
+        int finite = 1;
+        for (int64_t i = 0; i < n; ++i) finite &= std::isfinite(row[i]) ? 1 : 0;
+        if (finite) {
+          logcumsumexp_row_f32(row, y + o * n, n);
+          continue;
+        }
+        double acc = lowest;
+        for (int64_t i = 0; i < n; ++i) y[o * n + i] = (float)(acc = log_add_exp<double>(acc, (double)row[i]));
+      }
+    }, std::max<int64_t>(1, parallel_grain() / std::max<int64_t>(n, 1)));
+    return out;
+  }
   if (a->dtype == DType::Float32) running_scan<float, double>(a, out, d, reverse, lowest, log_add_exp<double>);
   else running_scan<double, double>(a, out, d, reverse, lowest, log_add_exp<double>);
   return out;

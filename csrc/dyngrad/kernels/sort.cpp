@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels.h"
@@ -112,7 +113,7 @@ void select_first(int64_t n, int64_t k, KeyOf key_of, std::vector<KeyedPosition<
 
 // For each slice along d of the contiguous `a` (outer x n x inner), its n keys -> out's positions (k of them along d).
 template <typename T, typename K>
-void order_slices(const Tensor& a, const Tensor& out, int64_t d, int64_t k, bool descending, bool stable) {
+void order_slices(const Tensor& a, const Tensor& out, T* values, int64_t d, int64_t k, bool descending, bool stable) {
   const AroundDim around = around_dim(a->shape, d);
   const int64_t outer = around.outer, n = around.n, inner = around.inner;
   const T* x = a->data<T>();
@@ -131,6 +132,12 @@ void order_slices(const Tensor& a, const Tensor& out, int64_t d, int64_t k, bool
       const int64_t o = s / inner, i = s % inner;
       const T* row = x + o * n * inner + i;
       int64_t* dst = y + o * k * inner + i;
+      T* vdst = values ? values + o * k * inner + i : nullptr;
+      // the positions of the first k, and their elements where asked
+      auto emit = [&](int64_t j, int64_t p) {
+        dst[j * inner] = p;
+        if (vdst) vdst[j * inner] = row[p * inner];
+      };
       auto key_of = [&](int64_t j) {
         K key = order_key(row[j * inner]);
         return descending ? (K)~key : key;
@@ -143,12 +150,12 @@ void order_slices(const Tensor& a, const Tensor& out, int64_t d, int64_t k, bool
           pos[j] = j;
         }
         radix_sort(keys, pos, keys2, pos2);
-        for (int64_t j = 0; j < n; ++j) dst[j * inner] = pos[j];
+        for (int64_t j = 0; j < n; ++j) emit(j, pos[j]);
         continue;
       }
       if (k > 0 && k < n && n >= 64 && 4 * k <= n) {
         select_first<K>(n, k, key_of, pairs);
-        for (int64_t j = 0; j < k; ++j) dst[j * inner] = pairs[j].pos;
+        for (int64_t j = 0; j < k; ++j) emit(j, pairs[j].pos);
         continue;
       }
       pairs.resize(n);
@@ -156,12 +163,12 @@ void order_slices(const Tensor& a, const Tensor& out, int64_t d, int64_t k, bool
       if (k < n) std::nth_element(pairs.begin(), pairs.begin() + k, pairs.end());
       if (stable) std::sort(pairs.begin(), pairs.begin() + k);
       else std::sort(pairs.begin(), pairs.begin() + k, KeyedPosition<K>::by_key);
-      for (int64_t j = 0; j < k; ++j) dst[j * inner] = pairs[j].pos;
+      for (int64_t j = 0; j < k; ++j) emit(j, pairs[j].pos);
     }
   }, grain);
 }
 
-Tensor order_kernel(const Tensor& a_in, int64_t d, int64_t k, bool descending, bool stable) {
+Tensor order_kernel(const Tensor& a_in, int64_t d, int64_t k, bool descending, bool stable, Tensor* values) {
   // the key types: float32 (halves are exact in it), float64, int64 (the other integers and bool)
   DType key_dtype = a_in->dtype == DType::Float64 ? DType::Float64
                     : (is_half(a_in->dtype) || a_in->dtype == DType::Float32) ? DType::Float32
@@ -170,23 +177,27 @@ Tensor order_kernel(const Tensor& a_in, int64_t d, int64_t k, bool descending, b
   Shape out_shape = a->shape;
   if (!out_shape.empty()) out_shape[d] = k;
   Tensor out = empty(out_shape, DType::Int64);
+  if (values) *values = a_in->dtype == key_dtype ? empty(out_shape, key_dtype) : Tensor();
   if (out->numel == 0) return out;
+  auto vals = [&](auto* type) -> decltype(type) {
+    return values && *values ? (*values)->template data<std::remove_pointer_t<decltype(type)>>() : nullptr;
+  };
   switch (key_dtype) {
-    case DType::Float32: order_slices<float, uint32_t>(a, out, d, k, descending, stable); break;
-    case DType::Float64: order_slices<double, uint64_t>(a, out, d, k, descending, stable); break;
-    default: order_slices<int64_t, uint64_t>(a, out, d, k, descending, stable); break;
+    case DType::Float32: order_slices<float, uint32_t>(a, out, vals((float*)nullptr), d, k, descending, stable); break;
+    case DType::Float64: order_slices<double, uint64_t>(a, out, vals((double*)nullptr), d, k, descending, stable); break;
+    default: order_slices<int64_t, uint64_t>(a, out, vals((int64_t*)nullptr), d, k, descending, stable); break;
   }
   return out;
 }
 
 }  // namespace
 
-Tensor sort_order_kernel(const Tensor& a, int64_t d, bool descending, bool stable) {
-  return order_kernel(a, d, a->ndim() ? a->shape[d] : 1, descending, stable);
+Tensor sort_order_kernel(const Tensor& a, int64_t d, bool descending, bool stable, Tensor* values) {
+  return order_kernel(a, d, a->ndim() ? a->shape[d] : 1, descending, stable, values);
 }
 
-Tensor topk_order_kernel(const Tensor& a, int64_t d, int64_t k, bool largest) {
-  return order_kernel(a, d, k, largest, true);
+Tensor topk_order_kernel(const Tensor& a, int64_t d, int64_t k, bool largest, Tensor* values) {
+  return order_kernel(a, d, k, largest, true, values);
 }
 
 }  // namespace dyngrad
