@@ -43,8 +43,9 @@ std::pair<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim, bool lar
 std::pair<Tensor, Tensor> cumulative_extremum(const Tensor& a, int64_t dim, bool is_max) {
   const char* op = is_max ? "cummax" : "cummin";
   const int64_t d = a->ndim() ? wrap_dim(dim, a->ndim(), op) : (wrap_dim(dim, 0, op), 0);
-  Tensor index = cumulative_extremum_index_kernel(a, d, is_max);
-  return {values_at(a, d, index), index};
+  Tensor values;
+  Tensor index = cumulative_extremum_index_kernel(a, d, is_max, records(a) ? nullptr : &values);
+  return {values ? values : values_at(a, d, index), index};
 }
 
 }  // namespace dyngrad

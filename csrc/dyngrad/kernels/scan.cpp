@@ -2,6 +2,7 @@
 // log-sum-exp, the first-order linear recurrence their derivatives are made of, and the running extremum's index.
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "fast_math.h"
@@ -175,15 +176,20 @@ void recurrence(const Tensor& b, const Tensor& c, const Tensor& out, int64_t d, 
 }
 
 template <typename T>
-void extremum_index(const Tensor& a, const Tensor& out, int64_t d, bool is_max) {
+void extremum_index(const Tensor& a, const Tensor& out, T* values, int64_t d, bool is_max) {
   const AroundDim around = around_dim(a->shape, d);
   const int64_t outer = around.outer, n = around.n, inner = around.inner;
   const T* x = a->data<T>();
   int64_t* idx = out->data<int64_t>();
   const int64_t grain = std::max<int64_t>(1, parallel_grain() / std::max<int64_t>(n * inner, 1));
   parallel_for(outer, [&](int64_t lo, int64_t hi) {
-    std::vector<T> best((size_t)inner);
-    std::vector<int64_t> at((size_t)inner);
+    // one running extremum per inner position: on the stack for a scan along the last dim
+    T best_one{};
+    int64_t at_one = 0;
+    std::vector<T> best_many(inner > 1 ? (size_t)inner : 0);
+    std::vector<int64_t> at_many(inner > 1 ? (size_t)inner : 0);
+    T* best = inner > 1 ? best_many.data() : &best_one;
+    int64_t* at = inner > 1 ? at_many.data() : &at_one;
     for (int64_t o = lo; o < hi; ++o) {
       for (int64_t k = 0; k < n; ++k) {
         const int64_t row = (o * n + k) * inner;
@@ -195,6 +201,7 @@ void extremum_index(const Tensor& a, const Tensor& out, int64_t d, bool is_max) 
             at[i] = k;
           }
           idx[row + i] = at[i];
+          if (values) values[row + i] = x[(o * n + at[i]) * inner + i];
         }
       }
     }
@@ -218,16 +225,20 @@ Tensor linear_recurrence_kernel(const Tensor& b_in, const Tensor& c_in, int64_t 
   return out;
 }
 
-Tensor cumulative_extremum_index_kernel(const Tensor& a_in, int64_t d, bool is_max) {
+Tensor cumulative_extremum_index_kernel(const Tensor& a_in, int64_t d, bool is_max, Tensor* values) {
   // the order of the values is kept by widening: halves to float32, bool and the narrow integers to int64
   const DType compute = is_floating(a_in->dtype) ? widen(a_in->dtype) : DType::Int64;
   Tensor a = contiguous_data(a_in->dtype == compute ? a_in : contiguous_copy(a_in, compute));
   Tensor out = empty(a->shape, DType::Int64);
+  if (values) *values = a_in->dtype == compute ? empty(a->shape, compute) : Tensor();
   if (out->numel == 0) return out;
+  auto vals = [&](auto* type) -> decltype(type) {
+    return values && *values ? (*values)->template data<std::remove_pointer_t<decltype(type)>>() : nullptr;
+  };
   switch (compute) {
-    case DType::Float32: extremum_index<float>(a, out, d, is_max); break;
-    case DType::Float64: extremum_index<double>(a, out, d, is_max); break;
-    default: extremum_index<int64_t>(a, out, d, is_max); break;
+    case DType::Float32: extremum_index<float>(a, out, vals((float*)nullptr), d, is_max); break;
+    case DType::Float64: extremum_index<double>(a, out, vals((double*)nullptr), d, is_max); break;
+    default: extremum_index<int64_t>(a, out, vals((int64_t*)nullptr), d, is_max); break;
   }
   return out;
 }
