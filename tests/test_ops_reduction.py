@@ -710,6 +710,53 @@ def test_unstable_and_stable_sort(dg, n):
             np.testing.assert_array_equal(result.numpy(), stable_order)
 
 
+@pytest.mark.parametrize("order", ["random", "ascending", "descending"])
+def test_topk_of_long_rows(dg, order):
+    """topk of rows of at least 64 with 4k <= n selects in one pass (select_first in kernels/sort.cpp): the first k
+    of numpy's stable order (ties: the earlier index; NaN the largest), for inputs where nearly every element
+    replaces a candidate (a monotone row, which fills and compacts the candidate buffer many times), along the last
+    and a middle dim, float32, float64 and int64."""
+    rng = np.random.default_rng(7)
+    n = 5000
+    base = {"random": rng.integers(-50, 50, n), "ascending": np.arange(n) // 3,
+            "descending": -(np.arange(n) // 3)}[order].astype(np.float64)
+    nan_row = base.copy()
+    nan_row[rng.integers(0, n, 9)] = np.nan
+    for dtype in (np.float32, np.float64, np.int64):
+        rows = np.stack([base, nan_row]) if dtype != np.int64 else np.stack([base, base[::-1]])
+        a = rows.astype(dtype)
+        for k in (1, 5, 300, 1250):
+            for largest in (True, False):
+                key = np.where(np.isnan(a), np.inf, a) if dtype != np.int64 else a
+                want = np.argsort(-key if largest else key, axis=1, kind="stable")[:, :k]
+                if dtype != np.int64 and largest:   # NaN first, in their order
+                    want = np.argsort(np.where(np.isnan(a), -np.inf, -a), axis=1, kind="stable")[:, :k]
+                values, indices = dg.topk(dg.tensor(a), k, 1, largest)
+                np.testing.assert_array_equal(indices.numpy(), want, err_msg=f"{dtype} k={k} largest={largest}")
+                np.testing.assert_array_equal(values.numpy(), np.take_along_axis(a, want, 1))
+                middle = dg.topk(dg.tensor(np.ascontiguousarray(a.T[None])), k, 1, largest).indices.numpy()
+                np.testing.assert_array_equal(middle[0].T, want)
+
+
+def test_float32_logcumsumexp_rounds_the_float64_scan(dg):
+    """float32 logcumsumexp along contiguous rows of finite values goes by the running max with float64 exps and
+    logs that vectorise (logcumsumexp_row_f32 in kernels/scan.cpp), other rows by log_add_exp's scan: every element
+    within half an ulp of float64's logaddexp.accumulate (both engines: correctly rounded but in float64's rarest
+    ties), over long random, rising and falling rows (the max changing at every step, or never), and rows with
+    infinities and NaN."""
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((6, 3000)) * 30).astype(np.float32)
+    x[2], x[3] = np.sort(x[2]), np.sort(x[3])[::-1]
+    x[4, 100], x[5, 7], x[5, 2000] = np.inf, -np.inf, np.nan
+    got = dg.logcumsumexp(dg.tensor(x), 1).numpy().astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        want = np.logaddexp.accumulate(x.astype(np.float64), 1)
+    special = ~np.isfinite(want)
+    np.testing.assert_array_equal(got[special], want[special])
+    ulps = np.abs(got[~special] - want[~special]) / np.spacing(np.abs(want[~special]).astype(np.float32))
+    assert ulps.max() <= 0.5 + 1e-6, ulps.max()
+
+
 def test_gradient_node_names(dg):
     x = dg.tensor([1.0, 2.0, 3.0], requires_grad=True)
     assert x.cumsum(0).grad_fn.name() == "CumsumBackward"

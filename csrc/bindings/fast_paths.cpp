@@ -362,7 +362,7 @@ PyObject* cross_entropy_function(PyObject* fallback, PyObject* const* args, Py_s
   return PyObject_Vectorcall(fallback, args, nargsf, kwnames);
 }
 
-// ---- sort, topk, cumsum: a tensor, then positional arguments ----
+// ---- sort, topk, the scans: a tensor, then positional arguments ----
 // Each run_X takes the arguments after the tensor and either sets *result and returns true, or returns false for
 // any call that is not the plain one it handles (the fallback then runs, and raises the errors).
 using TensorCall = bool (*)(const Tensor& t, PyObject* const* rest, Py_ssize_t nrest, PyObject** result);
@@ -391,13 +391,18 @@ bool parse_bool(PyObject* o, bool& v) {
   v = o == Py_True;
   return true;
 }
-// (values, indices) as the shared layer's namedtuple (return_sort, return_topk: `type`, registered by
-// _register_helpers), made as namedtuple's own _make does, by tuple.__new__(type, (values, indices)): its Python
-// __new__ would cost a third of a 16-element sort
+// (values, indices) as the shared layer's namedtuple (return_sort, return_topk, return_cummax, return_cummin:
+// `type`, registered by _register_helpers), made as tuple.__new__(type, (values, indices)) makes it (CPython's
+// tuple_subtype_new: the type's tp_alloc, then the items), without the two argument tuples: its Python __new__
+// would cost a third of a 16-element sort
 PyObject* pair_result(PyObject* type, Tensor&& values, Tensor&& indices) {
   py::object v = py::cast(std::move(values)), i = py::cast(std::move(indices));
-  py::tuple args = py::make_tuple(py::make_tuple(v, i));
-  return PyTuple_Type.tp_new(reinterpret_cast<PyTypeObject*>(type), args.ptr(), nullptr);
+  PyTypeObject* tp = reinterpret_cast<PyTypeObject*>(type);
+  PyObject* r = tp->tp_alloc(tp, 2);
+  if (!r) return nullptr;
+  PyTuple_SET_ITEM(r, 0, v.release().ptr());
+  PyTuple_SET_ITEM(r, 1, i.release().ptr());
+  return r;
 }
 PyObject* sort_result_type() {
   static PyObject* type = py_helper("return_sort").release().ptr();
@@ -405,6 +410,14 @@ PyObject* sort_result_type() {
 }
 PyObject* topk_result_type() {
   static PyObject* type = py_helper("return_topk").release().ptr();
+  return type;
+}
+PyObject* cummax_result_type() {
+  static PyObject* type = py_helper("return_cummax").release().ptr();
+  return type;
+}
+PyObject* cummin_result_type() {
+  static PyObject* type = py_helper("return_cummin").release().ptr();
   return type;
 }
 
@@ -447,6 +460,35 @@ bool run_cumsum(const Tensor& t, PyObject* const* rest, Py_ssize_t n, PyObject**
   if (n != 1 || !(dt == DType::Float32 || dt == DType::Float64 || dt == DType::Int64) || !parse_dim(rest[0], t, dim))
     return false;
   *result = to_python(cumsum(t, dim, false));
+  return true;
+}
+
+// cumprod(t, dim) of a float32, float64 or int64 tensor, as cumsum
+bool run_cumprod(const Tensor& t, PyObject* const* rest, Py_ssize_t n, PyObject** result) {
+  int64_t dim = 0;
+  const DType dt = t->dtype;
+  if (n != 1 || !(dt == DType::Float32 || dt == DType::Float64 || dt == DType::Int64) || !parse_dim(rest[0], t, dim))
+    return false;
+  *result = to_python(cumprod(t, dim, false));
+  return true;
+}
+
+// logcumsumexp(t, dim) of a float32 or float64 tensor (the shared layer refuses the others)
+bool run_logcumsumexp(const Tensor& t, PyObject* const* rest, Py_ssize_t n, PyObject** result) {
+  int64_t dim = 0;
+  const DType dt = t->dtype;
+  if (n != 1 || !(dt == DType::Float32 || dt == DType::Float64) || !parse_dim(rest[0], t, dim)) return false;
+  *result = to_python(logcumsumexp(t, dim, false));
+  return true;
+}
+
+// cummax(t, dim), cummin(t, dim)
+template <bool IsMax>
+bool run_cumulative_extremum(const Tensor& t, PyObject* const* rest, Py_ssize_t n, PyObject** result) {
+  int64_t dim = 0;
+  if (n != 1 || !parse_dim(rest[0], t, dim)) return false;
+  auto [values, indices] = cumulative_extremum(t, dim, IsMax);
+  *result = pair_result(IsMax ? cummax_result_type() : cummin_result_type(), std::move(values), std::move(indices));
   return true;
 }
 
@@ -597,6 +639,8 @@ constexpr Entry tensor_call_entry(const char* name) {
 // The hot primitives of ops.def whose signature is custom: their entries, written here.
 constexpr Entry fast_entry_sum() { return reduction_entry<&sum_op>("sum"); }
 constexpr Entry fast_entry_cumsum() { return tensor_call_entry<&run_cumsum>("cumsum"); }
+constexpr Entry fast_entry_cumprod() { return tensor_call_entry<&run_cumprod>("cumprod"); }
+constexpr Entry fast_entry_logcumsumexp() { return tensor_call_entry<&run_logcumsumexp>("logcumsumexp"); }
 constexpr Entry fast_entry_cross_entropy() { return {"cross_entropy", &cross_entropy_function, nullptr, nullptr}; }
 
 const Entry kEntries[] = {
@@ -631,6 +675,8 @@ const Entry kEntries[] = {
     tensor_call_entry<&run_sort>("sort"),
     tensor_call_entry<&run_argsort>("argsort"),
     tensor_call_entry<&run_topk>("topk"),
+    tensor_call_entry<&run_cumulative_extremum<true>>("cummax"),
+    tensor_call_entry<&run_cumulative_extremum<false>>("cummin"),
 };
 constexpr size_t kEntryCount = sizeof(kEntries) / sizeof(kEntries[0]);
 

@@ -388,6 +388,61 @@ DG_FAST_INLINE float fast_tanf(float x) {
   return flip_sign(y, xb & 0x80000000u);
 }
 
+// ---- float64 exp and log that vectorise, for the float32 scans accumulated in float64 (scan.cpp's logcumsumexp,
+// whose result is rounded to float32: errors of a few float64 ulps vanish in that rounding) ----
+// exp(x) for x <= 0: x = n ln 2 + r (fdlibm's ln 2 in two parts, n ln2_hi exact), exp(r) by its Taylor series to
+// r^13 (|r| <= ln(2)/2: truncation 4e-18), 2^n from the exponent bits; below -708, 0 (no subnormals).
+DG_FAST_INLINE double fast_exp_nonpositive(double x) {
+  const double xc = x < -708.0 ? -708.0 : x;
+  const double n = (xc * 1.4426950408889634074 + 6755399441055744.0) - 6755399441055744.0;
+  const double r = (xc - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
+  double p = 1.0 / 6227020800.0;
+  p = p * r + 1.0 / 479001600.0;
+  p = p * r + 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  p = p * r * r + r + 1.0;
+  const uint64_t bits = (uint64_t)((int64_t)n + 1023) << 52;
+  double scale;
+  std::memcpy(&scale, &bits, 8);
+  const double y = p * scale;
+  return x < -708.0 ? 0.0 : y;
+}
+// log(x) for x >= 1, finite: x = m 2^e with m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s), s = (m - 1) / (m + 1),
+// |s| <= 0.1716, by the odd series to s^23 (truncation 6e-19).
+DG_FAST_INLINE double fast_log_from_one(double x) {
+  uint64_t b;
+  std::memcpy(&b, &x, 8);
+  int64_t e = (int64_t)(b >> 52) - 1023;
+  const uint64_t mb = (b & 0x000fffffffffffffull) | 0x3ff0000000000000ull;  // m in [1, 2)
+  double m;
+  std::memcpy(&m, &mb, 8);
+  const bool high = m > 1.4142135623730950488;
+  m = high ? 0.5 * m : m;
+  e += high ? 1 : 0;
+  const double s = (m - 1.0) / (m + 1.0), z = s * s;
+  double p = 1.0 / 23.0;
+  p = p * z + 1.0 / 21.0;
+  p = p * z + 1.0 / 19.0;
+  p = p * z + 1.0 / 17.0;
+  p = p * z + 1.0 / 15.0;
+  p = p * z + 1.0 / 13.0;
+  p = p * z + 1.0 / 11.0;
+  p = p * z + 1.0 / 9.0;
+  p = p * z + 1.0 / 7.0;
+  p = p * z + 1.0 / 5.0;
+  p = p * z + 1.0 / 3.0;
+  const double ed = (double)e;
+  return ed * 6.93147180369123816490e-01 + ((2.0 * s) * z * p + 2.0 * s + ed * 1.90821492927058770002e-10);
+}
+
 template <typename T> DG_FAST_INLINE T k_log1p(T x) { return std::log1p(x); }
 template <> DG_FAST_INLINE float k_log1p<float>(float x) { return fast_log1pf(x); }
 template <typename T> DG_FAST_INLINE T k_expm1(T x) { return std::expm1(x); }

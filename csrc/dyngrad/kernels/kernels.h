@@ -73,7 +73,9 @@ Tensor logcumsumexp_kernel(const Tensor& a, int64_t d, bool reverse);
 Tensor linear_recurrence_kernel(const Tensor& b, const Tensor& c, int64_t d, bool reverse);
 // The int64 index along d of the running max (min) of a: the latest position holding it (torch updates on >=, <=);
 // a NaN, once seen, stays the extremum, its index the latest NaN's.
-Tensor cumulative_extremum_index_kernel(const Tensor& a, int64_t d, bool is_max);
+// With `values`, also the running extremum's elements into *values where a's dtype is the one it computes in
+// (float32, float64, int64: the elements themselves, as gather would copy them), else *values is left empty.
+Tensor cumulative_extremum_index_kernel(const Tensor& a, int64_t d, bool is_max, Tensor* values = nullptr);
 
 // softmax / log_softmax over dim (Note [Softmax in float32] in reduce.cpp), and their backward given the output:
 // the gradient with respect to the input, out and grad of one shape and floating dtype.

@@ -2,8 +2,10 @@
 // log-sum-exp, the first-order linear recurrence their derivatives are made of, and the running extremum's index.
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "fast_math.h"
 #include "kernels.h"
 #include "loop.h"
 
@@ -45,6 +47,36 @@ inline Acc log_add_exp(Acc x, Acc y) {
   const Acc hi = x > y ? x : y, lo = x > y ? y : x;
   if (hi != hi || lo != lo) return x + y;
   return hi + std::log1p(std::exp(lo - hi));
+}
+
+// logcumsumexp of a float32 row of finite values (contiguous along the scan), accumulated in float64 without a
+// call per element: with M_k the running max, y_k = M_k + log s_k where s_k = s_{k-1} exp(M_{k-1} - M_k) +
+// exp(x_k - M_k) (s_k >= 1: the max's own term is 1). The running max and the s recurrence are sequential but
+// cheap; the exps and the logs, the cost of log_add_exp's log1p(exp(.)), are loops fast_math.h's float64 functions
+// vectorise. By blocks of kLcseBlock, whose scratch lives on the stack. The same values as log_add_exp's scan up
+// to float64 roundings, which the float32 result does not show but in the rarest of ties.
+constexpr int64_t kLcseBlock = 256;
+void logcumsumexp_row_f32(const float* x, float* y, int64_t n) {
+  double run_max[kLcseBlock], a[kLcseBlock], b[kLcseBlock];
+  double prev_max = x[0], s = 0.0;
+  for (int64_t lo = 0; lo < n; lo += kLcseBlock) {
+    const int64_t m = std::min(kLcseBlock, n - lo);
+    const float* xb = x + lo;
+    double mx = prev_max;
+    for (int64_t i = 0; i < m; ++i) {
+      mx = (double)xb[i] > mx ? (double)xb[i] : mx;
+      run_max[i] = mx;
+    }
+    a[0] = fast_exp_nonpositive(prev_max - run_max[0]);
+    for (int64_t i = 1; i < m; ++i) a[i] = fast_exp_nonpositive(run_max[i - 1] - run_max[i]);
+    for (int64_t i = 0; i < m; ++i) b[i] = fast_exp_nonpositive((double)xb[i] - run_max[i]);
+    for (int64_t i = 0; i < m; ++i) {
+      s = s * a[i] + b[i];
+      a[i] = s;
+    }
+    for (int64_t i = 0; i < m; ++i) y[lo + i] = (float)(run_max[i] + fast_log_from_one(a[i]));
+    prev_max = mx;
+  }
 }
 
 // a in a dtype the scans compute in (float32, float64, int64), or the error naming the op
@@ -93,6 +125,27 @@ Tensor logcumsumexp_kernel(const Tensor& a_in, int64_t d, bool reverse) {
   Tensor out = empty(a->shape, a->dtype);
   if (out->numel == 0) return out;
   const double lowest = -std::numeric_limits<double>::infinity();
+  const AroundDim around = around_dim(a->shape, d);
+  if (a->dtype == DType::Float32 && around.inner == 1 && !reverse) {
+    // rows of finite values by logcumsumexp_row_f32, the others (infinities, NaN) by log_add_exp's scan
+    const float* x = a->data<float>();
+    float* y = out->data<float>();
+    const int64_t n = around.n;
+    parallel_for(around.outer, [&](int64_t lo, int64_t hi) {
+      for (int64_t o = lo; o < hi; ++o) {
+        const float* row = x + o * n;
+        int finite = 1;
+        for (int64_t i = 0; i < n; ++i) finite &= std::isfinite(row[i]) ? 1 : 0;
+        if (finite) {
+          logcumsumexp_row_f32(row, y + o * n, n);
+          continue;
+        }
+        double acc = lowest;
+        for (int64_t i = 0; i < n; ++i) y[o * n + i] = (float)(acc = log_add_exp<double>(acc, (double)row[i]));
+      }
+    }, std::max<int64_t>(1, parallel_grain() / std::max<int64_t>(n, 1)));
+    return out;
+  }
   if (a->dtype == DType::Float32) running_scan<float, double>(a, out, d, reverse, lowest, log_add_exp<double>);
   else running_scan<double, double>(a, out, d, reverse, lowest, log_add_exp<double>);
   return out;
@@ -123,15 +176,20 @@ void recurrence(const Tensor& b, const Tensor& c, const Tensor& out, int64_t d, 
 }
 
 template <typename T>
-void extremum_index(const Tensor& a, const Tensor& out, int64_t d, bool is_max) {
+void extremum_index(const Tensor& a, const Tensor& out, T* values, int64_t d, bool is_max) {
   const AroundDim around = around_dim(a->shape, d);
   const int64_t outer = around.outer, n = around.n, inner = around.inner;
   const T* x = a->data<T>();
   int64_t* idx = out->data<int64_t>();
   const int64_t grain = std::max<int64_t>(1, parallel_grain() / std::max<int64_t>(n * inner, 1));
   parallel_for(outer, [&](int64_t lo, int64_t hi) {
-    std::vector<T> best((size_t)inner);
-    std::vector<int64_t> at((size_t)inner);
+    // one running extremum per inner position: on the stack for a scan along the last dim
+    T best_one{};
+    int64_t at_one = 0;
+    std::vector<T> best_many(inner > 1 ? (size_t)inner : 0);
+    std::vector<int64_t> at_many(inner > 1 ? (size_t)inner : 0);
+    T* best = inner > 1 ? best_many.data() : &best_one;
+    int64_t* at = inner > 1 ? at_many.data() : &at_one;
     for (int64_t o = lo; o < hi; ++o) {
       for (int64_t k = 0; k < n; ++k) {
         const int64_t row = (o * n + k) * inner;
@@ -143,6 +201,7 @@ void extremum_index(const Tensor& a, const Tensor& out, int64_t d, bool is_max) 
             at[i] = k;
           }
           idx[row + i] = at[i];
+          if (values) values[row + i] = x[(o * n + at[i]) * inner + i];
         }
       }
     }
@@ -166,16 +225,20 @@ Tensor linear_recurrence_kernel(const Tensor& b_in, const Tensor& c_in, int64_t 
   return out;
 }
 
-Tensor cumulative_extremum_index_kernel(const Tensor& a_in, int64_t d, bool is_max) {
+Tensor cumulative_extremum_index_kernel(const Tensor& a_in, int64_t d, bool is_max, Tensor* values) {
   // the order of the values is kept by widening: halves to float32, bool and the narrow integers to int64
   const DType compute = is_floating(a_in->dtype) ? widen(a_in->dtype) : DType::Int64;
   Tensor a = contiguous_data(a_in->dtype == compute ? a_in : contiguous_copy(a_in, compute));
   Tensor out = empty(a->shape, DType::Int64);
+  if (values) *values = a_in->dtype == compute ? empty(a->shape, compute) : Tensor();
   if (out->numel == 0) return out;
+  auto vals = [&](auto* type) -> decltype(type) {
+    return values && *values ? (*values)->template data<std::remove_pointer_t<decltype(type)>>() : nullptr;
+  };
   switch (compute) {
-    case DType::Float32: extremum_index<float>(a, out, d, is_max); break;
-    case DType::Float64: extremum_index<double>(a, out, d, is_max); break;
-    default: extremum_index<int64_t>(a, out, d, is_max); break;
+    case DType::Float32: extremum_index<float>(a, out, vals((float*)nullptr), d, is_max); break;
+    case DType::Float64: extremum_index<double>(a, out, vals((double*)nullptr), d, is_max); break;
+    default: extremum_index<int64_t>(a, out, vals((int64_t*)nullptr), d, is_max); break;
   }
   return out;
 }

@@ -380,10 +380,10 @@ norm              ops.reduction.norm_method           method          -         
 sum_to_size       ops.reduction.sum_to_size           method          -            -   sum,reshape
 # ----- scans ------------------------------------------------------------------------------------------------
 cumsum            ops.scan.cumsum                     fn,method,out   cumsum_      hot prim
-cumprod           ops.scan.cumprod                    fn,method,out   cumprod_     -   prim
-cummax            ops.scan.cummax                     fn,method,out   -            -   cummax
-cummin            ops.scan.cummin                     fn,method,out   -            -   cummin
-logcumsumexp      ops.scan.logcumsumexp               fn,method,out   -            -   prim
+cumprod           ops.scan.cumprod                    fn,method,out   cumprod_     hot prim
+cummax            ops.scan.cummax                     fn,method,out   -            hot cummax
+cummin            ops.scan.cummin                     fn,method,out   -            hot cummin
+logcumsumexp      ops.scan.logcumsumexp               fn,method,out   -            hot prim
 # ----- sorting and order statistics -------------------------------------------------------------------------
 sort              ops.sorting.sort                    fn,method,out   -            hot sort
 argsort           ops.sorting.argsort                 fn,method,out   -            hot argsort

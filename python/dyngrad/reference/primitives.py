@@ -106,8 +106,8 @@ PRIMITIVES = (
     ("logsumexp",          "Logsumexp",         SavesReductionAOut, "reduction",      "cold", None),
     # cumsum: reverse: from the end
     ("cumsum",             "Cumsum",            SavesScan,          "custom",         "hot",  None),
-    ("cumprod",            "Cumprod",           SavesScanAOut,      "custom",         "cold", None),
-    ("logcumsumexp",       "Logcumsumexp",      SavesScanAOut,      "custom",         "cold", None),
+    ("cumprod",            "Cumprod",           SavesScanAOut,      "custom",         "hot",  None),
+    ("logcumsumexp",       "Logcumsumexp",      SavesScanAOut,      "custom",         "hot",  None),
     ("linear_recurrence",  "LinearRecurrence",  SavesRecurrence,    "custom",         "cold", None),
     # matmul: 1-D: reshaped
     ("matmul",             "Matmul",            SavesMatmul,        "binary_tensors", "hot",  None),

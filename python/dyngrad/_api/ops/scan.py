@@ -12,6 +12,8 @@ from ..args import dtype_arg, tensor_arg, to_int, wrap_dim
 
 return_cummax = collections.namedtuple("cummax", ["values", "indices"])
 return_cummin = collections.namedtuple("cummin", ["values", "indices"])
+# the results the C++ fast paths of cummax and cummin make (Note [Fast paths] in csrc/bindings/fast_paths.cpp)
+_C._register_helpers({"return_cummax": return_cummax, "return_cummin": return_cummin})
 
 
 def _dim(a, dim, op):
