@@ -356,6 +356,11 @@ static Grads asinh_backward(const Tensor& grad, const SavesA& s) {
   return {mul(grad, cj(rsqrt(add(mul(s.a, s.a), num(1, s.a)))))};
 }
 
+// out = atanh(a)  ->  da = grad / (1 - a^2) (inf at |a| = 1, as torch)
+static Grads atanh_backward(const Tensor& grad, const SavesA& s) {
+  return {div(grad, cj(sub(num(1, s.a), mul(s.a, s.a))))};
+}
+
 // out = conj(a)  ->  da = conj(grad)
 static Grads conj_backward(const Tensor& grad, const SavesNothing&) { return {cj(grad)}; }
 

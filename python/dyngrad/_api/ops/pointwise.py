@@ -150,9 +150,8 @@ def _rsqrt(t):
 # The derivatives: `g` is dL/d(out), `out` the op's result, then the op's arguments.
 # d cosh x = sinh x (sinh is a primitive)
 Cosh = _numpy_function("Cosh", np.cosh, lambda g, out, x: g * _C.sinh(x))
-# d acosh x = 1 / sqrt(x^2 - 1); d atanh x = 1 / (1 - x^2)
+# d acosh x = 1 / sqrt(x^2 - 1)
 Acosh = _numpy_function("Acosh", np.arccosh, lambda g, out, x: g * _rsqrt(x * x - 1))
-Atanh = _numpy_function("Atanh", np.arctanh, lambda g, out, x: g / (1 - x * x))
 # d exp2 x = exp2(x) ln 2
 Exp2 = _numpy_function("Exp2", np.exp2, lambda g, out, x: g * (out * _LN2), uses_out=True)
 # d erfc x = -2/sqrt(pi) exp(-x^2)
@@ -706,9 +705,9 @@ def _unary(op):
 # every plain unary primitive of ops.def (primitive_rows.py, generated), by name: the table's rows of those without
 # a row of their own name this dict
 UNARY_PRIMITIVES = {name: _unary(name) for name, _ in primitive_rows.UNARY_PRIMITIVES}
-exp, log, sqrt, rsqrt, abs, sin, cos, tanh, sigmoid, relu, erf, log1p, expm1, asin, acos, atan, asinh = (
+exp, log, sqrt, rsqrt, abs, sin, cos, tanh, sigmoid, relu, erf, log1p, expm1, asin, acos, atan, asinh, atanh = (
     UNARY_PRIMITIVES[n] for n in ("exp", "log", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "sigmoid", "relu", "erf",
-                                  "log1p", "expm1", "asin", "acos", "atan", "asinh"))
+                                  "log1p", "expm1", "asin", "acos", "atan", "asinh", "atanh"))
 logical_not, isnan, isfinite = (_unary(n) for n in ("logical_not", "isnan", "isfinite"))
 
 
@@ -721,7 +720,7 @@ def _float_unary(op, function):
     return fn
 
 
-cosh, acosh, atanh = (_float_unary(n, f) for n, f in (("cosh", Cosh), ("acosh", Acosh), ("atanh", Atanh)))
+cosh, acosh = (_float_unary(n, f) for n, f in (("cosh", Cosh), ("acosh", Acosh)))
 exp2 = _float_unary("exp2", Exp2)
 erfc, erfinv, lgamma, digamma, sinc = (_float_unary(n, f) for n, f in (("erfc", Erfc), ("erfinv", Erfinv),
                                                                         ("lgamma", Lgamma), ("digamma", Digamma),
