@@ -436,3 +436,34 @@ def test_max_and_min_of_every_element_have_a_tangent(dg):
     for fn in (lambda x: x.max(), lambda x: x.min(), lambda x: x.median() * x.max()):
         np.testing.assert_allclose(float(dg.func.jvp(fn, (a,), (t,))[1]), float(dg.func.grad(fn)(a) @ t),
                                    rtol=1e-12)
+
+
+# The plain unary primitives that take complex tensors, whose tangents (for most of them the default from the
+# backward formula: Note [Tangents from backward formulas] in csrc/dyngrad/derivatives.cpp) must be the
+# directional derivative along a complex tangent, conj(backward(conj(v))) and not backward(v). make_dual takes
+# real tensors only, so the complex primal and tangent are view_as_complex of real ones, and the output is read
+# back through view_as_real. sign is left out: its derivative is zero by definition here (torch's sgn, its
+# complex counterpart, has one that is not).
+def _complex_unary():
+    from dyngrad.reference.ops import COMPLEX_KERNEL_OPS
+    return sorted(name for name, _ in UNARY_PRIMITIVES if name in COMPLEX_KERNEL_OPS and name != "sign")
+
+
+@pytest.mark.parametrize("name", _complex_unary())
+def test_complex_tangent_of_unary_primitives(dg, name):
+    C, fwAD = dg._C, dg.autograd.forward_ad
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    z = np.stack([rng.uniform(0.1, 0.9, 5), rng.uniform(0.1, 0.5, 5)], -1)  # (re, im) pairs
+    v = rng.standard_normal((5, 2))
+
+    def f(a):
+        out = getattr(C, name)(C.view_as_complex(a))
+        return C.view_as_real(out) if out.dtype.is_complex else out
+
+    with fwAD.dual_level():
+        tangent = fwAD.unpack_dual(f(fwAD.make_dual(_tensor(C, z), _tensor(C, v)))).tangent
+        assert tangent is not None, f"{name}: no tangent reached its output"
+        tangent = tangent._numpy_view().copy()
+    step = 1e-6
+    expected = (f(_tensor(C, z + step * v))._numpy_view() - f(_tensor(C, z - step * v))._numpy_view()) / (2 * step)
+    np.testing.assert_allclose(tangent, expected, rtol=1e-6, atol=1e-8, err_msg=name)

@@ -3,7 +3,9 @@
 // Conventions: `grad` is dL/d(out) (`grads`, one per output, null where none arrived, for an op of several
 // outputs); `s` is what the forward saved, by the names of the struct the op's ops.def line names (saved.h): s.a,
 // s.out, s.dims, s.keepdim... with tensors already unpacked (Note [Named saved state]); `n` is the node:
-// n.needs_input_grad(i), and in_shape(n, i) / n.input_meta[i] the shape/dtype of input i.
+// n.needs_input_grad(i), and in_shape(n, i) / n.input_meta[i] the shape/dtype of input i. A plain unary op's
+// formula (a DG_KERNEL_OP of signature unary or unary_float) takes no node, and is its tangent formula too (Note
+// [Tangents from backward formulas]).
 // Formulas ignore broadcasting: the engine sums each gradient to its input's shape (Note [Unbroadcast] in
 // engine.h). They are written in differentiable ops, so with create_graph=True the backward pass is itself
 // recorded and can be differentiated again.
@@ -201,35 +203,35 @@ static Grads clamp_backward(const Tensor& grad, const OpNode&, const SavesClamp&
 // ---- unary ----
 
 // out = exp(a)  ->  da = grad * out
-static Grads exp_backward(const Tensor& grad, const OpNode&, const SavesOut& s) { return {mul(grad, cj(s.out))}; }
+static Grads exp_backward(const Tensor& grad, const SavesOut& s) { return {mul(grad, cj(s.out))}; }
 
 // out = log(a)  ->  da = grad / a
-static Grads log_backward(const Tensor& grad, const OpNode&, const SavesA& s) { return {div(grad, cj(s.a))}; }
+static Grads log_backward(const Tensor& grad, const SavesA& s) { return {div(grad, cj(s.a))}; }
 
 // out = sqrt(a)  ->  da = grad / (2 out)
-static Grads sqrt_backward(const Tensor& grad, const OpNode&, const SavesOut& s) {
+static Grads sqrt_backward(const Tensor& grad, const SavesOut& s) {
   return {div(grad, cj(mul(s.out, num(2, s.out))))};
 }
 
 // out = a^(-1/2)  ->  da = -grad * out^3 / 2
-static Grads rsqrt_backward(const Tensor& grad, const OpNode&, const SavesOut& s) {
+static Grads rsqrt_backward(const Tensor& grad, const SavesOut& s) {
   return {mul(grad, cj(mul(pow_scalar(s.out, 3), num(-0.5, s.out))))};
 }
 
 // out = |a|  ->  da = grad * sign(a) (sign(NaN) = 0: no gradient through a NaN, as torch); a complex a: grad * sgn(a),
 // sgn(a) = a / |a| (the kernel Sign computes it for complex tensors)
-static Grads abs_backward(const Tensor& grad, const OpNode&, const SavesA& s) { return {mul(grad, sign(s.a))}; }
+static Grads abs_backward(const Tensor& grad, const SavesA& s) { return {mul(grad, sign(s.a))}; }
 
 // out = sin(a)  ->  da = grad * cos(a)
-static Grads sin_backward(const Tensor& grad, const OpNode&, const SavesA& s) { return {mul(grad, cj(cos(s.a)))}; }
+static Grads sin_backward(const Tensor& grad, const SavesA& s) { return {mul(grad, cj(cos(s.a)))}; }
 
 // out = cos(a)  ->  da = -grad * sin(a)
-static Grads cos_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
+static Grads cos_backward(const Tensor& grad, const SavesA& s) {
   return {neg(mul(grad, cj(sin(s.a))))};
 }
 
 // out = tanh(a)  ->  da = grad * (1 - out^2)
-static Grads tanh_backward(const Tensor& grad, const OpNode&, const SavesOut& s) { return {tanh_backward(grad, s.out)}; }
+static Grads tanh_backward(const Tensor& grad, const SavesOut& s) { return {tanh_backward(grad, s.out)}; }
 
 // out = grad * (1 - x^2)  ->  dgrad = tanh_backward(g, x), dx = -2 g grad x
 // (complex: out = grad * conj(1 - x^2), so dgrad = g * (1 - x^2), dx = conj(-2 g conj(grad) x))
@@ -243,7 +245,7 @@ static Grads tanh_backward_backward(const Tensor& g, const OpNode& n, const Save
 }
 
 // out = sigmoid(a)  ->  da = grad * out * (1 - out)
-static Grads sigmoid_backward(const Tensor& grad, const OpNode&, const SavesOut& s) {
+static Grads sigmoid_backward(const Tensor& grad, const SavesOut& s) {
   return {sigmoid_backward(grad, s.out)};
 }
 
@@ -258,7 +260,7 @@ static Grads sigmoid_backward_backward(const Tensor& g, const OpNode& n, const S
 }
 
 // out = max(a, 0)  ->  da = grad * !(out <= 0) (a NaN passes its grad through, as torch's threshold_backward)
-static Grads relu_backward(const Tensor& grad, const OpNode&, const SavesOut& s) {
+static Grads relu_backward(const Tensor& grad, const SavesOut& s) {
   return {threshold_backward(grad, s.out)};
 }
 
@@ -269,7 +271,7 @@ static Grads threshold_backward_backward(const Tensor& g, const OpNode& n, const
 }
 
 // out = sign(a)  ->  da = 0 (piecewise constant)
-static Grads sign_backward(const Tensor& grad, const OpNode&, const SavesNothing&) { return {mul(grad, num(0, grad))}; }
+static Grads sign_backward(const Tensor& grad, const SavesNothing&) { return {mul(grad, num(0, grad))}; }
 
 // out = a > 0 ? a : slope * a  ->  da = grad * (a > 0 ? 1 : slope)
 static Grads leaky_relu_backward(const Tensor& grad, const OpNode&, const SavesLeakyRelu& s) {
@@ -278,7 +280,7 @@ static Grads leaky_relu_backward(const Tensor& grad, const OpNode&, const SavesL
 }
 
 // out = a * Phi(a)  ->  da = grad * (Phi(a) + a * phi(a))
-static Grads gelu_backward(const Tensor& grad, const OpNode&, const SavesA& s) { return {gelu_backward(grad, s.a)}; }
+static Grads gelu_backward(const Tensor& grad, const SavesA& s) { return {gelu_backward(grad, s.a)}; }
 
 // out = grad * (Phi(x) + x phi(x))  ->  dgrad = gelu_backward(g, x), dx = g grad phi(x) (2 - x^2)
 static Grads gelu_backward_backward(const Tensor& g, const OpNode& n, const SavesGradX& s) {
@@ -299,63 +301,68 @@ static Grads softplus_backward(const Tensor& grad, const OpNode&, const SavesSof
 }
 
 // out = erf(a)  ->  da = grad * 2/sqrt(pi) * exp(-a^2)
-static Grads erf_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
+static Grads erf_backward(const Tensor& grad, const SavesA& s) {
   const Tensor& a = s.a;
   return {mul(grad, mul(exp(neg(mul(a, a))), num(1.1283791670955126, a)))};
 }
 
 // out = log1p(a)  ->  da = grad / (1 + a)
-static Grads log1p_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
+static Grads log1p_backward(const Tensor& grad, const SavesA& s) {
   return {div(grad, cj(add(s.a, num(1, s.a))))};
 }
 
 // out = expm1(a)  ->  da = grad * (out + 1)
-static Grads expm1_backward(const Tensor& grad, const OpNode&, const SavesOut& s) {
+static Grads expm1_backward(const Tensor& grad, const SavesOut& s) {
   return {mul(grad, cj(add(s.out, num(1, s.out))))};
 }
 
 // out = log2(a)  ->  da = grad / (a ln 2)
-static Grads log2_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
+static Grads log2_backward(const Tensor& grad, const SavesA& s) {
   return {div(grad, cj(mul(s.a, num(0.69314718055994530942, s.a))))};
 }
 
 // out = log10(a)  ->  da = grad / (a ln 10)
-static Grads log10_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
+static Grads log10_backward(const Tensor& grad, const SavesA& s) {
   return {div(grad, cj(mul(s.a, num(2.30258509299404568402, s.a))))};
 }
 
 // out = tan(a)  ->  da = grad * (1 + out^2)
-static Grads tan_backward(const Tensor& grad, const OpNode&, const SavesOut& s) {
+static Grads tan_backward(const Tensor& grad, const SavesOut& s) {
   return {mul(grad, cj(add(mul(s.out, s.out), num(1, s.out))))};
 }
 
 // out = asin(a)  ->  da = grad / sqrt(1 - a^2) (inf at |a| = 1, NaN beyond, as torch)
-static Grads asin_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
+static Grads asin_backward(const Tensor& grad, const SavesA& s) {
   return {mul(grad, cj(rsqrt(sub(num(1, s.a), mul(s.a, s.a)))))};
 }
 
 // out = acos(a)  ->  da = -grad / sqrt(1 - a^2)
-static Grads acos_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
+static Grads acos_backward(const Tensor& grad, const SavesA& s) {
   return {neg(mul(grad, cj(rsqrt(sub(num(1, s.a), mul(s.a, s.a))))))};
 }
 
 // out = atan(a)  ->  da = grad / (1 + a^2)
-static Grads atan_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
+static Grads atan_backward(const Tensor& grad, const SavesA& s) {
   return {div(grad, cj(add(mul(s.a, s.a), num(1, s.a))))};
 }
 
 // out = sinh(a)  ->  da = grad * cosh(a), cosh(a) = (exp(a) + exp(-a)) / 2
-static Grads sinh_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
+static Grads sinh_backward(const Tensor& grad, const SavesA& s) {
   return {mul(grad, cj(mul(add(exp(s.a), exp(neg(s.a))), num(0.5, s.a))))};
 }
 
 // out = asinh(a)  ->  da = grad / sqrt(a^2 + 1)
-static Grads asinh_backward(const Tensor& grad, const OpNode&, const SavesA& s) {
+static Grads asinh_backward(const Tensor& grad, const SavesA& s) {
   return {mul(grad, cj(rsqrt(add(mul(s.a, s.a), num(1, s.a)))))};
 }
 
+// out = atanh(a)  ->  da = grad / (1 - a^2) (inf at |a| = 1, as torch)
+static Grads atanh_backward(const Tensor& grad, const SavesA& s) {
+  return {div(grad, cj(sub(num(1, s.a), mul(s.a, s.a))))};
+}
+
 // out = conj(a)  ->  da = conj(grad)
-static Grads conj_backward(const Tensor& grad, const OpNode&, const SavesNothing&) { return {cj(grad)}; }
+static Grads conj_backward(const Tensor& grad, const SavesNothing&) { return {cj(grad)}; }
 
 // ---- reductions ----
 
@@ -836,6 +843,12 @@ template <class S, Grads (*formula)(const Grads&, const OpNode&, const S&)>
 static Grads unpack_and_run(Grads& grads, OpNode& node) {
   return formula(grads, node, static_cast<const SavedOpNode<S>&>(node).saved.unpack(node));
 }
+// A plain unary op's formula (ops.def: a DG_KERNEL_OP of signature unary or unary_float) takes no node: its one
+// input is the one that needs the gradient, and the same formula gives its tangent (below).
+template <class S, Grads (*formula)(const Tensor&, const S&)>
+static Grads unpack_and_run(Grads& grads, OpNode& node) {
+  return formula(grads[0], static_cast<const SavedOpNode<S>&>(node).saved.unpack(node));
+}
 using Formula = Grads (*)(Grads&, OpNode&);
 static const Formula kFormulas[] = {
 #define DG_OP(name, display, saves, signature, hot) &unpack_and_run<saves, &name##_backward>,
@@ -846,6 +859,43 @@ static_assert(sizeof(kFormulas) / sizeof(kFormulas[0]) == (size_t)OpKind::COUNT,
 
 std::vector<Tensor> run_derivative(OpNode& node, std::vector<Tensor>& grads) {
   return kFormulas[(int)node.kind](grads, node);
+}
+
+// Note [Tangents from backward formulas]: a plain unary op (a DG_KERNEL_OP of signature unary or unary_float) is
+// elementwise, so its Jacobian is diagonal: the backward formula grad -> grad * conj(f'(a)) (Note [Complex
+// gradients]) and the tangent t -> t * f'(a) are the same linear map on real tensors, and on complex ones, for a
+// holomorphic f, the tangent is conj(backward(conj(t))). So such an op needs no tangent formula of its own:
+// forward_derivatives.cpp's table falls back to this one (its Note [Default tangents]), which runs the backward
+// formula, in the same differentiable ops, on the tangent and the struct the forward filled. On real tensors it
+// costs exactly what a hand-written tangent would; on complex ones two more conjugations (exact, so the values
+// are the same). An op that is not holomorphic on complex tensors (abs, conj) keeps its own tangent formula.
+// Its backward formula must take no node: `Grads name_backward(const Tensor& grad, const S& s)`; one that takes
+// a node does not compile here.
+template <class S, Grads (*formula)(const Tensor&, const S&)>
+static Tensor backward_as_tangent(const Tensor& t, const void* saves) {
+  const S& s = *static_cast<const S*>(saves);
+  if (!is_complex(t->dtype)) return formula(t, s)[0];
+  return conj(formula(conj(t), s)[0]);
+}
+using TangentFromBackward = Tensor (*)(const Tensor&, const void*);
+#define DG_BACKWARD_AS_TANGENT_unary(name, saves) &backward_as_tangent<saves, &name##_backward>,
+#define DG_BACKWARD_AS_TANGENT_unary_float(name, saves) &backward_as_tangent<saves, &name##_backward>,
+#define DG_BACKWARD_AS_TANGENT_unary_backward(name, saves) nullptr,
+static const TangentFromBackward kTangentsFromBackward[] = {
+#define DG_OP(name, display, saves, signature, hot) nullptr,
+#define DG_KERNEL_OP(name, display, saves, signature, hot, kernel) DG_BACKWARD_AS_TANGENT_##signature(name, saves)
+#include "ops.def"
+};
+#undef DG_BACKWARD_AS_TANGENT_unary
+#undef DG_BACKWARD_AS_TANGENT_unary_float
+#undef DG_BACKWARD_AS_TANGENT_unary_backward
+static_assert(sizeof(kTangentsFromBackward) / sizeof(kTangentsFromBackward[0]) == (size_t)OpKind::COUNT,
+              "one entry per op in ops.def");
+
+Tensor tangent_from_backward(OpKind kind, const Tensor& t, const void* saves) {
+  const TangentFromBackward f = kTangentsFromBackward[(int)kind];
+  DG_CHECK(f != nullptr, RuntimeError, "tangent_from_backward: op ", (int)kind, " is not a plain unary op.");
+  return f(t, saves);
 }
 
 // The in-place variants of formulas (Note [Gradients written in place]): none, but where specialised below. A

@@ -14,6 +14,10 @@ std::vector<Tensor> run_derivative(OpNode& node, std::vector<Tensor>& grads);
 // here; true if it wrote the gradient.
 bool run_derivative_in_place(OpNode& node, std::vector<Tensor>& grads);
 
+// Note [Tangents from backward formulas] (derivatives.cpp): the tangent of a plain unary op (a DG_KERNEL_OP of
+// signature unary or unary_float) at tangent t, from its backward formula; `saves` points to the op's struct.
+Tensor tangent_from_backward(OpKind kind, const Tensor& t, const void* saves);
+
 // The differentiable definitions of three fused backwards (Note [Derivatives of fused backwards]), which their
 // tangent formulas also use (forward_derivatives.cpp).
 std::vector<Tensor> layer_norm_backward_definition(const Tensor& grad, const Tensor& a, const Tensor& w,

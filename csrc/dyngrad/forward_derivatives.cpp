@@ -1,6 +1,7 @@
 // forward_derivatives.cpp: EVERY tangent formula (forward-mode derivative), one function per primitive op, in
-// ops.def order, the twin of derivatives.cpp's backward formulas. Mirrored by
-// python/dyngrad/reference/forward_derivatives.py. Note [Dual tensors] and Note [Nested levels] in forward_ad.h.
+// ops.def order, the twin of derivatives.cpp's backward formulas; a plain unary op (a DG_KERNEL_OP of signature
+// unary or unary_float) has one only where its default, the tangent from its backward formula, does not fit
+// (Note [Default tangents]). Mirrored by python/dyngrad/reference/forward_derivatives.py. Note [Dual tensors] and Note [Nested levels] in forward_ad.h.
 // Conventions: `t` holds one tangent per input of the op, in the order its forward lists them for record() (null
 // where an input has none: a zero tangent); `out` is the primal output; `s` is the op's named struct (saved.h),
 // built by the forward from its own arguments, so every field is there (unlike the backward's, which saves only
@@ -80,6 +81,26 @@ static Grads jvp_by_transposition(const Grads& primals, const Grads& t, Rerun re
   return result;
 }
 
+// Note [Default tangents]: a plain unary op (ops.def: a DG_KERNEL_OP of signature unary or unary_float) needs no
+// tangent formula here: its entry defaults to the tangent from its backward formula (Note [Tangents from backward
+// formulas] in derivatives.cpp), t * f'(a) through the backward's own ops. The default is a function template
+// named like the formula, made for each such op from its ops.def line; a hand-written `name_jvp` (a non-template
+// function of the same type) wins over it where the table takes its address (overload resolution prefers the
+// non-template), so an op keeps its own formula by writing one: one that is not holomorphic on complex tensors
+// (abs, conj), or one cheaper than its backward.
+#define DG_DEFAULT_TANGENT_unary(name, saves)                                         \
+  template <int = 0>                                                                  \
+  static Tensor name##_jvp(const Grads& t, const Tensor&, const saves& s) {           \
+    return tangent_from_backward(OpKind::name, t[0], &s);                             \
+  }
+#define DG_DEFAULT_TANGENT_unary_float(name, saves) DG_DEFAULT_TANGENT_unary(name, saves)
+#define DG_DEFAULT_TANGENT_unary_backward(name, saves)
+#define DG_KERNEL_OP(name, display, saves, signature, hot, kernel) DG_DEFAULT_TANGENT_##signature(name, saves)
+#include "ops.def"
+#undef DG_DEFAULT_TANGENT_unary
+#undef DG_DEFAULT_TANGENT_unary_float
+#undef DG_DEFAULT_TANGENT_unary_backward
+
 // ---- arithmetic ----
 
 static Tensor add_jvp(const Grads& t, const Tensor&, const SavesNothing&) { return plus(t[0], t[1]); }
@@ -153,36 +174,19 @@ static Tensor clamp_jvp(const Grads& t, const Tensor&, const SavesClamp& s) {
 }
 
 // ---- unary ----
+// The plain unary ops take their tangents from their backward formulas (Note [Default tangents] above); these
+// are the ones that are not the default: abs and conj are not holomorphic on complex tensors, and the fused
+// derivatives have two inputs.
 
-static Tensor exp_jvp(const Grads& t, const Tensor& out, const SavesOut&) { return mul(t[0], out); }
-static Tensor log_jvp(const Grads& t, const Tensor&, const SavesA& s) { return div(t[0], s.a); }
-static Tensor sqrt_jvp(const Grads& t, const Tensor& out, const SavesOut&) {
-  return div(t[0], mul(out, num(2, out)));
-}
-static Tensor rsqrt_jvp(const Grads& t, const Tensor& out, const SavesOut&) {
-  return mul(t[0], mul(pow_scalar(out, 3), num(-0.5, out)));
-}
 // (complex a: the real part of conj(sgn(a)) t, the change of |a| along t)
 static Tensor abs_jvp(const Grads& t, const Tensor&, const SavesA& s) {
   if (is_complex(s.a->dtype)) return select(view_as_real(mul(t[0], conj(sign(s.a)))), -1, 0);
   return mul(t[0], sign(s.a));
 }
-static Tensor sin_jvp(const Grads& t, const Tensor&, const SavesA& s) { return mul(t[0], cos(s.a)); }
-static Tensor cos_jvp(const Grads& t, const Tensor&, const SavesA& s) { return neg(mul(t[0], sin(s.a))); }
-// d tanh = t (1 - out^2): tanh_backward(t, out), the fused kernel
-// (tanh_backward conjugates 1 - out^2 for a complex out, as a backward does; a tangent does not)
-static Tensor tanh_jvp(const Grads& t, const Tensor& out, const SavesOut&) {
-  if (is_complex(out->dtype)) return mul(t[0], sub(scalar_tensor(1, out->dtype), mul(out, out)));
-  return tanh_backward(t[0], out);
-}
 // out = grad (1 - x^2)  ->  tgrad (1 - x^2) - 2 grad x tx
 static Tensor tanh_backward_jvp(const Grads& t, const Tensor&, const SavesGradX& s) {
   Tensor dg = t[0] ? tanh_backward(t[0], s.x) : nullptr;
   return plus(dg, t[1] ? mul(mul(s.grad, t[1]), mul(s.x, num(-2, s.x))) : nullptr);
-}
-static Tensor sigmoid_jvp(const Grads& t, const Tensor& out, const SavesOut&) {
-  if (is_complex(out->dtype)) return mul(t[0], mul(out, sub(scalar_tensor(1, out->dtype), out)));
-  return sigmoid_backward(t[0], out);
 }
 // out = grad x (1 - x)  ->  tgrad x (1 - x) + grad (1 - 2x) tx
 static Tensor sigmoid_backward_jvp(const Grads& t, const Tensor&, const SavesGradX& s) {
@@ -190,17 +194,14 @@ static Tensor sigmoid_backward_jvp(const Grads& t, const Tensor&, const SavesGra
   Tensor dg = t[0] ? sigmoid_backward(t[0], x) : nullptr;
   return plus(dg, t[1] ? mul(mul(s.grad, t[1]), sub(num(1, x), mul(x, num(2, x)))) : nullptr);
 }
-static Tensor relu_jvp(const Grads& t, const Tensor& out, const SavesOut&) { return threshold_backward(t[0], out); }
 // out = grad * !(x <= 0)  ->  tgrad * !(x <= 0) (x's part is zero almost everywhere)
 static Tensor threshold_backward_jvp(const Grads& t, const Tensor& out, const SavesX& s) {
   return t[0] ? threshold_backward(t[0], s.x) : zeros_of(out->shape, out);
 }
-static Tensor sign_jvp(const Grads& t, const Tensor&, const SavesNothing&) { return mul(t[0], num(0, t[0])); }
 static Tensor leaky_relu_jvp(const Grads& t, const Tensor&, const SavesLeakyRelu& s) {
   const Tensor& a = s.a;
   return mul(t[0], where(compare(CompareOp::Gt, a, num(0, a)), num(1, t[0]), num(s.slope, t[0])));
 }
-static Tensor gelu_jvp(const Grads& t, const Tensor&, const SavesA& s) { return gelu_backward(t[0], s.a); }
 // out = grad (Phi(x) + x phi(x))  ->  gelu_backward(tgrad, x) + grad phi(x) (2 - x^2) tx
 static Tensor gelu_backward_jvp(const Grads& t, const Tensor&, const SavesGradX& s) {
   const Tensor& x = s.x;
@@ -216,37 +217,7 @@ static Tensor softplus_jvp(const Grads& t, const Tensor&, const SavesSoftplus& s
   Tensor ba = mul(a, num(s.beta, a));
   return where(compare(CompareOp::Gt, ba, num(s.threshold, a)), t[0], mul(t[0], sigmoid(ba)));
 }
-static Tensor erf_jvp(const Grads& t, const Tensor&, const SavesA& s) {
-  const Tensor& a = s.a;
-  return mul(t[0], mul(exp(neg(mul(a, a))), num(1.1283791670955126, a)));
-}
-static Tensor log1p_jvp(const Grads& t, const Tensor&, const SavesA& s) { return div(t[0], add(s.a, num(1, s.a))); }
-static Tensor expm1_jvp(const Grads& t, const Tensor& out, const SavesOut&) { return mul(t[0], add(out, num(1, out))); }
-static Tensor log2_jvp(const Grads& t, const Tensor&, const SavesA& s) {
-  return div(t[0], mul(s.a, num(0.69314718055994530942, s.a)));
-}
-static Tensor log10_jvp(const Grads& t, const Tensor&, const SavesA& s) {
-  return div(t[0], mul(s.a, num(2.30258509299404568402, s.a)));
-}
-// d tan(a) = ta (1 + out^2)
-static Tensor tan_jvp(const Grads& t, const Tensor& out, const SavesOut&) {
-  return mul(t[0], add(mul(out, out), num(1, out)));
-}
-static Tensor asin_jvp(const Grads& t, const Tensor&, const SavesA& s) {
-  return mul(t[0], rsqrt(sub(num(1, s.a), mul(s.a, s.a))));
-}
-static Tensor acos_jvp(const Grads& t, const Tensor&, const SavesA& s) {
-  return neg(mul(t[0], rsqrt(sub(num(1, s.a), mul(s.a, s.a)))));
-}
-static Tensor atan_jvp(const Grads& t, const Tensor&, const SavesA& s) { return div(t[0], add(mul(s.a, s.a), num(1, s.a))); }
-// d sinh(a) = ta cosh(a)
-static Tensor sinh_jvp(const Grads& t, const Tensor&, const SavesA& s) {
-  return mul(t[0], mul(add(exp(s.a), exp(neg(s.a))), num(0.5, s.a)));
-}
-// d asinh(a) = ta / sqrt(a^2 + 1)
-static Tensor asinh_jvp(const Grads& t, const Tensor&, const SavesA& s) {
-  return mul(t[0], rsqrt(add(mul(s.a, s.a), num(1, s.a))));
-}
+// conj is not holomorphic (it is antilinear): its tangent is conj(t)
 static Tensor conj_jvp(const Grads& t, const Tensor&, const SavesNothing&) { return conj(t[0]); }
 
 // ---- reductions ----

@@ -31,5 +31,6 @@ UNARY_PRIMITIVES = (
     ("atan", "hot"),
     ("sinh", "hot"),
     ("asinh", "hot"),
+    ("atanh", "hot"),
     ("conj", "cold"),
 )

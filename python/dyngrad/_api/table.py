@@ -218,8 +218,7 @@ tanh              ops.pointwise.tanh                  fn,method,F,out tanh_     
 arcsinh           ops.pointwise.asinh                 fn,method,out   arcsinh_     -   asinh
 acosh             ops.pointwise.acosh                 fn,method,out   acosh_       -   numpy
 arccosh           ops.pointwise.acosh                 fn,method,out   arccosh_     -   numpy
-atanh             ops.pointwise.atanh                 fn,method,out   atanh_       -   numpy
-arctanh           ops.pointwise.atanh                 fn,method,out   arctanh_     -   numpy
+arctanh           ops.pointwise.atanh                 fn,method,out   arctanh_     -   atanh
 deg2rad           ops.pointwise.deg2rad               fn,method,out   deg2rad_     -   mul
 rad2deg           ops.pointwise.rad2deg               fn,method,out   rad2deg_     -   mul
 sigmoid           ops.pointwise.sigmoid               fn,method,F,out sigmoid_     hot prim

@@ -360,6 +360,11 @@ def asinh_backward(grad, s):
     return (mul(grad, cj(rsqrt(add(mul(s.a, s.a), num(1, s.a))))),)
 
 
+# out = atanh(a)  ->  da = grad / (1 - a^2)
+def atanh_backward(grad, s):
+    return (div(grad, cj(sub(num(1, s.a), mul(s.a, s.a)))),)
+
+
 # out = conj(a)  ->  da = conj(grad)
 def conj_backward(grad, s):
     return (cj(grad),)

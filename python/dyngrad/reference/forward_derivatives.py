@@ -1,6 +1,7 @@
 """Reference engine: EVERY tangent formula (forward-mode derivative), one function per primitive op, in the order
 of ops.OP_NAMES. Mirrors csrc/dyngrad/forward_derivatives.cpp: same order, same names, the same ops in each
-formula (Note [Dual tensors] and Note [Nested levels] in csrc/dyngrad/forward_ad.h).
+formula (Note [Dual tensors] and Note [Nested levels] in csrc/dyngrad/forward_ad.h); a plain unary op has one only
+where its default, tangent_from_backward of its backward formula, does not fit (Note [Default tangents] there).
 
 Conventions: `t` holds one tangent per input of the op, in the order its forward passes them to record() (None
 where an input has none: a zero tangent); `out` is the primal output (a list for the ops of several outputs); `s`
@@ -10,7 +11,7 @@ expands each tangent to its output's shape and casts it to its dtype.
 from .tensor import make_tensor, scalar_tensor, full
 from .ops_math import (add, sub, mul, div, neg, pow, pow_scalar, where, compare, logical_and, sum, matmul, mean,
                        cumsum, linear_recurrence, scan_shift, quotient)
-from .primitives import exp, log, cos, sin, sigmoid, sign, rsqrt, conj
+from .primitives import exp, log, sigmoid, sign, rsqrt, conj
 from .ops_shape import to_dtype, reshape, permute, expand, slice, slice_scatter, cat, clone, contiguous
 from .ops_shape import view_as_real, view_as_complex, select
 from .ops_index import index_select, index_add, gather, scatter_add, take, put, put_add
@@ -20,6 +21,7 @@ from .grad_mode import GradModeGuard
 from .node import next_sequence_nr
 from .derivatives import layer_norm_backward_definition, rnn_layer_backward_definition
 from .derivatives import attention_backward_definition
+from . import derivatives
 from . import kernels
 from . import primitives as prim
 from . import dtypes as _dt
@@ -186,21 +188,9 @@ def clamp_jvp(t, out, s):
 
 
 # ---- unary ----
-
-def exp_jvp(t, out, s):
-    return mul(t[0], out)
-
-
-def log_jvp(t, out, s):
-    return div(t[0], s.a)
-
-
-def sqrt_jvp(t, out, s):
-    return div(t[0], mul(out, num(2, out)))
-
-
-def rsqrt_jvp(t, out, s):
-    return mul(t[0], mul(pow_scalar(out, 3), num(-0.5, out)))
+# The plain unary ops take their tangents from their backward formulas (Note [Default tangents] in
+# csrc/dyngrad/forward_derivatives.cpp: tangent_from_backward below); these are the ones that are not the default:
+# abs and conj are not holomorphic on complex tensors, and the fused derivatives have two inputs.
 
 
 def abs_jvp(t, out, s):
@@ -209,29 +199,9 @@ def abs_jvp(t, out, s):
     return mul(t[0], sign(s.a))
 
 
-def sin_jvp(t, out, s):
-    return mul(t[0], cos(s.a))
-
-
-def cos_jvp(t, out, s):
-    return neg(mul(t[0], sin(s.a)))
-
-
-def tanh_jvp(t, out, s):
-    if out.dtype.is_complex:       # tanh_backward conjugates 1 - out^2, as a backward does; a tangent does not
-        return mul(t[0], sub(num(1, out), mul(out, out)))
-    return prim.tanh_backward(t[0], out)
-
-
 def tanh_backward_jvp(t, out, s):
     dg = prim.tanh_backward(t[0], s.x) if t[0] is not None else None
     return plus(dg, mul(mul(s.grad, t[1]), mul(s.x, num(-2, s.x))) if t[1] is not None else None)
-
-
-def sigmoid_jvp(t, out, s):
-    if out.dtype.is_complex:
-        return mul(t[0], mul(out, sub(num(1, out), out)))
-    return prim.sigmoid_backward(t[0], out)
 
 
 def sigmoid_backward_jvp(t, out, s):
@@ -240,25 +210,13 @@ def sigmoid_backward_jvp(t, out, s):
     return plus(dg, mul(mul(s.grad, t[1]), sub(num(1, x), mul(x, num(2, x)))) if t[1] is not None else None)
 
 
-def relu_jvp(t, out, s):
-    return prim.threshold_backward(t[0], out)
-
-
 def threshold_backward_jvp(t, out, s):
     return prim.threshold_backward(t[0], s.x) if t[0] is not None else zeros_of(out.shape, out)
-
-
-def sign_jvp(t, out, s):
-    return mul(t[0], num(0, t[0]))
 
 
 def leaky_relu_jvp(t, out, s):
     a = s.a
     return mul(t[0], where(compare("gt", a, num(0, a)), num(1, t[0]), num(s.slope, t[0])))
-
-
-def gelu_jvp(t, out, s):
-    return prim.gelu_backward(t[0], s.a)
 
 
 def gelu_backward_jvp(t, out, s):
@@ -276,54 +234,7 @@ def softplus_jvp(t, out, s):
     return where(compare("gt", ba, num(s.threshold, a)), t[0], mul(t[0], sigmoid(ba)))
 
 
-def erf_jvp(t, out, s):
-    a = s.a
-    return mul(t[0], mul(exp(neg(mul(a, a))), num(1.1283791670955126, a)))
-
-
-def log1p_jvp(t, out, s):
-    return div(t[0], add(s.a, num(1, s.a)))
-
-
-def expm1_jvp(t, out, s):
-    return mul(t[0], add(out, num(1, out)))
-
-
-def log2_jvp(t, out, s):
-    return div(t[0], mul(s.a, num(0.69314718055994530942, s.a)))
-
-
-def log10_jvp(t, out, s):
-    return div(t[0], mul(s.a, num(2.30258509299404568402, s.a)))
-
-
-# d tan(a) = ta (1 + out^2)
-def tan_jvp(t, out, s):
-    return mul(t[0], add(mul(out, out), num(1, out)))
-
-
-def asin_jvp(t, out, s):
-    return mul(t[0], rsqrt(sub(num(1, s.a), mul(s.a, s.a))))
-
-
-def acos_jvp(t, out, s):
-    return neg(mul(t[0], rsqrt(sub(num(1, s.a), mul(s.a, s.a)))))
-
-
-def atan_jvp(t, out, s):
-    return div(t[0], add(mul(s.a, s.a), num(1, s.a)))
-
-
-# d sinh(a) = ta cosh(a)
-def sinh_jvp(t, out, s):
-    return mul(t[0], mul(add(exp(s.a), exp(neg(s.a))), num(0.5, s.a)))
-
-
-# d asinh(a) = ta / sqrt(a^2 + 1)
-def asinh_jvp(t, out, s):
-    return mul(t[0], rsqrt(add(mul(s.a, s.a), num(1, s.a))))
-
-
+# conj is not holomorphic (it is antilinear): its tangent is conj(t)
 def conj_jvp(t, out, s):
     return conj(t[0])
 
@@ -570,7 +481,21 @@ def attention_backward_jvp(t, outs, s):
 
 
 # ---- the table: one formula per primitive (the twin of kTangentFormulas' static_assert) ----
-FORMULAS = {name: globals()[name + "_jvp"] for name in OP_NAMES}
+def tangent_from_backward(backward):
+    """Note [Tangents from backward formulas] in csrc/dyngrad/derivatives.cpp: a plain unary op's tangent is its
+    backward formula applied to the tangent (conjugated around it for a complex tangent)."""
+    def jvp(t, out, s):
+        if t[0].dtype.is_complex:
+            return conj(backward(conj(t[0]), s)[0])
+        return backward(t[0], s)[0]
+    jvp.__name__ = jvp.__qualname__ = backward.__name__.replace("_backward", "_jvp")
+    return jvp
+
+
+# the plain unary primitives (kernel ops of signature unary or unary_float), whose tangent defaults to the above
+PLAIN_UNARY = frozenset(row[0] for row in prim.PRIMITIVES if row[5] is not None and row[3] in ("unary", "unary_float"))
+FORMULAS = {name: globals()[name + "_jvp"] if name + "_jvp" in globals() or name not in PLAIN_UNARY
+            else tangent_from_backward(getattr(derivatives, name + "_backward")) for name in OP_NAMES}
 forward_ad.FORMULAS.update(FORMULAS)
 forward_ad.FORMULAS["_expand"] = expand
 forward_ad.FORMULAS["_to_dtype"] = to_dtype

@@ -151,9 +151,8 @@ def _rsqrt(t):
 # The derivatives: `g` is dL/d(out), `out` the op's result, then the op's arguments.
 # d cosh x = sinh x (sinh is a primitive)
 Cosh = _numpy_function("Cosh", np.cosh, lambda g, out, x: g * _C.sinh(x))
-# d acosh x = 1 / sqrt(x^2 - 1); d atanh x = 1 / (1 - x^2)
+# d acosh x = 1 / sqrt(x^2 - 1)
 Acosh = _numpy_function("Acosh", np.arccosh, lambda g, out, x: g * _rsqrt(x * x - 1))
-Atanh = _numpy_function("Atanh", np.arctanh, lambda g, out, x: g / (1 - x * x))
 # d exp2 x = exp2(x) ln 2
 Exp2 = _numpy_function("Exp2", np.exp2, lambda g, out, x: g * (out * _LN2), uses_out=True)
 # d erfc x = -2/sqrt(pi) exp(-x^2)
@@ -717,9 +716,9 @@ def _unary(op):
 # every plain unary primitive of ops.def (primitive_rows.py, generated), by name: the table's rows of those without
 # a row of their own name this dict
 UNARY_PRIMITIVES = {name: _unary(name) for name, _ in primitive_rows.UNARY_PRIMITIVES}
-exp, log, sqrt, rsqrt, abs, sin, cos, tanh, sigmoid, relu, erf, log1p, expm1, asin, acos, atan, asinh = (
+exp, log, sqrt, rsqrt, abs, sin, cos, tanh, sigmoid, relu, erf, log1p, expm1, asin, acos, atan, asinh, atanh = (
     UNARY_PRIMITIVES[n] for n in ("exp", "log", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "sigmoid", "relu", "erf",
-                                  "log1p", "expm1", "asin", "acos", "atan", "asinh"))
+                                  "log1p", "expm1", "asin", "acos", "atan", "asinh", "atanh"))
 logical_not, isnan, isfinite = (_unary(n) for n in ("logical_not", "isnan", "isfinite"))
 
 
@@ -732,10 +731,10 @@ def _float_unary(op, function):
     return fn
 
 
-# Note [Complex hyperbolic ops]: cosh, asinh, acosh and atanh have no complex kernel; on a complex tensor they are
-# composites of primitives that have one, so their gradients (torch's conjugate-Wirtinger convention, through the
-# holomorphic chain rule of each piece) come for free: cosh z = cos(iz), asinh z = -i asin(iz), atanh z =
-# -i atan(iz) (C99's definitions; `_times_i` swaps and negates parts, so no rounding is added), and acosh z =
+# Note [Complex hyperbolic ops]: cosh and acosh have no complex kernel (asinh and atanh are primitives with
+# std::asinh/std::atanh's, C99's); on a complex tensor they are composites of primitives that have one, so their
+# gradients (torch's conjugate-Wirtinger convention, through the holomorphic chain rule of each piece) come for
+# free: cosh z = cos(iz) (`_times_i` swaps and negates parts, so no rounding is added), and acosh z =
 # i acos z where Im acos z has its sign bit set, -i acos z elsewhere (C99's cacosh: real part >= 0, the signs of
 # zeros on the cut (-inf, 1) kept; log(z + sqrt(z + 1) sqrt(z - 1)) loses them in z + 1).
 def _times_i(z):
@@ -747,7 +746,6 @@ def _times_i(z):
 
 _COMPLEX_HYPERBOLIC = {
     "cosh": lambda z: _C.cos(_times_i(z)),
-    "atanh": lambda z: -_times_i(_C.atan(_times_i(z))),
     "acosh": lambda z: _complex_acosh(z),
 }
 
@@ -772,8 +770,7 @@ def _hyperbolic(op, real):
     return fn
 
 
-cosh, acosh, atanh = (_hyperbolic(n, _float_unary(n, f)) for n, f in (("cosh", Cosh), ("acosh", Acosh),
-                                                                        ("atanh", Atanh)))
+cosh, acosh = (_hyperbolic(n, _float_unary(n, f)) for n, f in (("cosh", Cosh), ("acosh", Acosh)))
 _exp2_real = _float_unary("exp2", Exp2)
 
 
