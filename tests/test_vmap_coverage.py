@@ -39,7 +39,6 @@ FALLS_BACK = {
     'F.multilabel_soft_margin_loss': 'no rule yet (nn.functional)',
     'F.rrelu': "random draws: randomness='different' runs them per row; no batched rule yet",
     'F.rrelu_': "random draws: randomness='different' runs them per row; no batched rule yet",
-    'F.scaled_dot_product_attention': 'no rule yet (nn.functional)',
     'F.triplet_margin_loss': 'no rule yet (nn.functional)',
     'F.triplet_margin_with_distance_loss': 'no rule yet (nn.functional)',
     'LongTensor': "a constructor or conversion that reads the row's values as data; no rule yet",
