@@ -223,6 +223,13 @@ def binary(fn):
     return 2, fn
 
 
+def attention(m, x, k):
+    """x's last two dims as (sequence, features): queries x, keys x / 2, values x (fused attention)."""
+    q = x if x.ndim >= 2 else x.reshape(1, -1)
+    out = m.nn.functional.scaled_dot_product_attention(q, q * 0.5, q, is_causal=bool(k & 1))
+    return out if x.ndim >= 2 else out.reshape(x.shape)
+
+
 OPS = {
     # elementwise
     "neg": unary(lambda m, x, k: -x),
@@ -289,6 +296,7 @@ OPS = {
     "cross_entropy": unary(cross_entropy),
     "layer_norm": unary(lambda m, x, k: m.layer_norm(x, tuple(x.shape[-1:]))),
     "rnn_layer": unary(rnn_layer),
+    "attention": unary(attention),
     # movement: views and copies
     "transpose": unary(lambda m, x, k: x.transpose(pick_dim(x, k), pick_dim(x, k >> 2))),
     "permute": unary(lambda m, x, k: x.permute(*permutation(x.ndim, k))),
