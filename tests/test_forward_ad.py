@@ -152,6 +152,7 @@ def _specs():
                                lambda C, grad, gi, h0, w, b: C.rnn_layer_backward(
                                    grad, gi, h0, None, w, b, C.rnn_layer(gi, h0, None, w, b, 0, True), None, 0, True,
                                    (True, True, True, True, True))),
+        "acosh": (lambda g: [g.uniform(1.1, 3.0, (5,))], lambda C, a: C.acosh(a)),   # defined on [1, inf)
         "attention": (lambda g: [g.standard_normal((2, 3, 4)), g.standard_normal((2, 5, 4)),
                                  g.standard_normal((2, 5, 3))],
                       lambda C, q, k, v: C.attention(q, k, v, None, False, 0.4, 0.2, 11)),

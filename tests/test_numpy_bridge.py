@@ -60,11 +60,11 @@ def test_every_row_is_called(report, table_rows):
 
 
 def test_the_count_sees_a_crossing_and_its_absence(report, table_rows):
-    """The driver's count is not vacuous: cosh computes with numpy (crossed), add is the core's (not crossed)."""
+    """The driver's count is not vacuous: erfc computes with numpy (crossed), add is the core's (not crossed)."""
     by_name = {}
     for i, e in report.items():
         by_name.setdefault(table_rows[i].name, []).append(e)
-    assert all(e["crossed"] for e in by_name["cosh"]) and "host_values" in by_name["cosh"][0]["functions"]
+    assert all(e["crossed"] for e in by_name["erfc"]) and "host_values" in by_name["erfc"][0]["functions"]
     assert not any(e["crossed"] for e in by_name["add"])
     assert sum(e["crossed"] for e in report.values()) > 300
 

@@ -305,6 +305,8 @@ OPS = [
     *unary("sinh", np.sinh, gradgrad=True),
     *unary("asinh", np.arcsinh, gradgrad=True),
     *unary("atanh", np.arctanh, low=-0.9, high=0.9, gradgrad=True),
+    *unary("cosh", np.cosh, gradgrad=True),
+    *unary("acosh", np.arccosh, low=1.1, high=3.0, gradgrad=True),
     Op("atan2", lambda m, a, b: m.atan2(a, b), np.arctan2, BINARY[:4], gradgrad=True),
     Op("remainder_prim", lambda m, a, b: m.remainder(a, b), np_remainder, [[(3, 4), nonzero(4)], [(3, 4), nonzero()]]),
     Op("fmod_prim", lambda m, a, b: m.fmod(a, b), np.fmod, [[(3, 4), nonzero(3, 4)]]),

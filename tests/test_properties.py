@@ -334,6 +334,8 @@ OPS = {
     "inplace": binary(inplace),
     "inplace_view": binary(inplace_view),
     "inplace_expand": binary(inplace_expand),
+    # defined on [1, inf): 1 + exp(x)
+    "acosh": unary(lambda m, x, k: m.acosh(m.exp(x) + 1)),
 }
 # Every unary kernel op of ops.def (exp, erf, ...) is in the programs without an entry of its own, as the public
 # function of its name on sigmoid(x), in (0, 1): a new one needs no row here (docs/design.md, "How to add an op").

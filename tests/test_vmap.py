@@ -197,7 +197,8 @@ PRIMITIVE_CASES = {
 FALLS_BACK = {}
 
 # a plain unary primitive (primitive_rows.py, from ops.def) without a case of its own: the method on inputs in
-# (0.1, 0.9), inside the domain of every such function met so far
+# (0.1, 0.9), inside the domain of every such function met so far but acosh's, [1, inf)
+PRIMITIVE_CASES["acosh"] = (lambda dg, a: a.acosh(), [RNG.uniform(1.1, 3.0, (B, 4))], 0)
 for _name, _ in UNARY_PRIMITIVES:
     PRIMITIVE_CASES.setdefault(_name, ((lambda n: lambda dg, a: getattr(a, n)())(_name),
                                        [RNG.uniform(0.1, 0.9, (B, 4))], 0))

@@ -346,10 +346,11 @@ static Grads atan_backward(const Tensor& grad, const SavesA& s) {
   return {div(grad, cj(add(mul(s.a, s.a), num(1, s.a))))};
 }
 
-// out = sinh(a)  ->  da = grad * cosh(a), cosh(a) = (exp(a) + exp(-a)) / 2
-static Grads sinh_backward(const Tensor& grad, const SavesA& s) {
-  return {mul(grad, cj(mul(add(exp(s.a), exp(neg(s.a))), num(0.5, s.a))))};
-}
+// out = sinh(a)  ->  da = grad * cosh(a)
+static Grads sinh_backward(const Tensor& grad, const SavesA& s) { return {mul(grad, cj(cosh(s.a)))}; }
+
+// out = cosh(a)  ->  da = grad * sinh(a)
+static Grads cosh_backward(const Tensor& grad, const SavesA& s) { return {mul(grad, cj(sinh(s.a)))}; }
 
 // out = asinh(a)  ->  da = grad / sqrt(a^2 + 1)
 static Grads asinh_backward(const Tensor& grad, const SavesA& s) {
@@ -359,6 +360,14 @@ static Grads asinh_backward(const Tensor& grad, const SavesA& s) {
 // out = atanh(a)  ->  da = grad / (1 - a^2) (inf at |a| = 1, as torch)
 static Grads atanh_backward(const Tensor& grad, const SavesA& s) {
   return {div(grad, cj(sub(num(1, s.a), mul(s.a, s.a))))};
+}
+
+// out = acosh(a)  ->  da = grad / sqrt(a^2 - 1) for real a (torch's values outside the domain too: 0 at -inf, inf
+// at -1); for complex a, grad / conj(sqrt(a - 1) sqrt(a + 1)), the derivative of the principal branch everywhere:
+// 1 / sqrt(a^2 - 1) has the wrong sign where Re a < 0 (gradcheck at -2 + 0.5i tells the two apart)
+static Grads acosh_backward(const Tensor& grad, const SavesA& s) {
+  if (!is_complex(s.a->dtype)) return {mul(grad, rsqrt(sub(mul(s.a, s.a), num(1, s.a))))};
+  return {mul(grad, conj(mul(rsqrt(sub(s.a, num(1, s.a))), rsqrt(add(s.a, num(1, s.a))))))};
 }
 
 // out = conj(a)  ->  da = conj(grad)

@@ -206,6 +206,8 @@ static void unary_float(UnaryKind k, const Tensor& out, const Tensor& a, T p0, T
     case UnaryKind::Sinh: unary_loop<T, T>(out, a, [](T x) { return k_sinh(x); }, costly_grain()); break;
     case UnaryKind::Asinh: unary_loop<T, T>(out, a, [](T x) { return std::asinh(x); }, costly_grain()); break;
     case UnaryKind::Atanh: unary_loop<T, T>(out, a, [](T x) { return std::atanh(x); }, costly_grain()); break;
+    case UnaryKind::Cosh: unary_loop<T, T>(out, a, [](T x) { return std::cosh(x); }, costly_grain()); break;
+    case UnaryKind::Acosh: unary_loop<T, T>(out, a, [](T x) { return std::acosh(x); }, costly_grain()); break;
     case UnaryKind::Sign:
       unary_loop<T, T>(out, a, [](T x) { return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0)); });  // NaN, -0: 0
       break;
@@ -290,6 +292,8 @@ static void unary_complex(UnaryKind k, const Tensor& out, const Tensor& a, doubl
     case UnaryKind::Atan: unary_loop<C, C>(out, a, [](C z) { return std::atan(z); }, costly_grain()); break;
     case UnaryKind::Asinh: unary_loop<C, C>(out, a, [](C z) { return std::asinh(z); }, costly_grain()); break;
     case UnaryKind::Atanh: unary_loop<C, C>(out, a, [](C z) { return std::atanh(z); }, costly_grain()); break;
+    case UnaryKind::Cosh: unary_loop<C, C>(out, a, [](C z) { return std::cosh(z); }, costly_grain()); break;
+    case UnaryKind::Acosh: unary_loop<C, C>(out, a, [](C z) { return std::acosh(z); }, costly_grain()); break;
     case UnaryKind::Sigmoid:
       unary_loop<C, C>(out, a, [](C z) { return C(1) / (C(1) + std::exp(-z)); }, costly_grain());
       break;

@@ -32,5 +32,7 @@ UNARY_PRIMITIVES = (
     ("sinh", "hot"),
     ("asinh", "hot"),
     ("atanh", "hot"),
+    ("cosh", "hot"),
+    ("acosh", "hot"),
     ("conj", "cold"),
 )

@@ -213,11 +213,9 @@ acos              ops.pointwise.acos                  fn,method,out   acos_     
 arccos            ops.pointwise.acos                  fn,method,out   arccos_      -   acos
 atan              ops.pointwise.atan                  fn,method,out   atan_        hot prim
 arctan            ops.pointwise.atan                  fn,method,out   arctan_      -   atan
-cosh              ops.pointwise.cosh                  fn,method,out   cosh_        -   numpy
 tanh              ops.pointwise.tanh                  fn,method,F,out tanh_        hot prim
 arcsinh           ops.pointwise.asinh                 fn,method,out   arcsinh_     -   asinh
-acosh             ops.pointwise.acosh                 fn,method,out   acosh_       -   numpy
-arccosh           ops.pointwise.acosh                 fn,method,out   arccosh_     -   numpy
+arccosh           ops.pointwise.acosh                 fn,method,out   arccosh_     -   acosh
 arctanh           ops.pointwise.atanh                 fn,method,out   arctanh_     -   atanh
 deg2rad           ops.pointwise.deg2rad               fn,method,out   deg2rad_     -   mul
 rad2deg           ops.pointwise.rad2deg               fn,method,out   rad2deg_     -   mul

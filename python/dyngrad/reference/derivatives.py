@@ -15,7 +15,7 @@ from .dtypes import from_numpy_dtype
 from .tensor import make_tensor, scalar_tensor
 from .ops_math import add, sub, mul, div, neg, pow, pow_scalar, where, compare, logical_and, sum, sum_to, matmul, mean
 from .ops_math import cumsum, logcumsumexp, linear_recurrence, scan_shift, quotient, amax
-from .primitives import exp, log, cos, sin, sigmoid, tanh, sign, rsqrt, conj
+from .primitives import exp, log, cos, sin, sigmoid, tanh, sign, rsqrt, conj, cosh, sinh
 from .primitives import abs as absolute
 from .ops_shape import to_dtype, reshape, permute, expand, slice, slice_scatter, mT, select, cat, stack
 from .ops_shape import view_as_real, view_as_complex, contiguous
@@ -350,9 +350,14 @@ def atan_backward(grad, s):
     return (div(grad, cj(add(mul(s.a, s.a), num(1, s.a)))),)
 
 
-# out = sinh(a)  ->  da = grad * cosh(a), cosh(a) = (exp(a) + exp(-a)) / 2
+# out = sinh(a)  ->  da = grad * cosh(a)
 def sinh_backward(grad, s):
-    return (mul(grad, cj(mul(add(exp(s.a), exp(neg(s.a))), num(0.5, s.a)))),)
+    return (mul(grad, cj(cosh(s.a))),)
+
+
+# out = cosh(a)  ->  da = grad * sinh(a)
+def cosh_backward(grad, s):
+    return (mul(grad, cj(sinh(s.a))),)
 
 
 # out = asinh(a)  ->  da = grad / sqrt(a^2 + 1)
@@ -363,6 +368,14 @@ def asinh_backward(grad, s):
 # out = atanh(a)  ->  da = grad / (1 - a^2)
 def atanh_backward(grad, s):
     return (div(grad, cj(sub(num(1, s.a), mul(s.a, s.a)))),)
+
+
+# out = acosh(a)  ->  da = grad / sqrt(a^2 - 1) for real a, grad / conj(sqrt(a - 1) sqrt(a + 1)) for complex a
+# (derivatives.cpp says why)
+def acosh_backward(grad, s):
+    if not s.a.dtype.is_complex:
+        return (mul(grad, rsqrt(sub(mul(s.a, s.a), num(1, s.a)))),)
+    return (mul(grad, conj(mul(rsqrt(sub(s.a, num(1, s.a))), rsqrt(add(s.a, num(1, s.a)))))),)
 
 
 # out = conj(a)  ->  da = conj(grad)

@@ -77,7 +77,8 @@ def save_unary(node, a, out):
 # unary_complex (numpy would also give relu, gelu and erf a meaning on complex numbers that torch refuses)
 COMPLEX_KERNEL_OPS = frozenset((
     "exp", "log", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "tanh_backward", "sigmoid", "sigmoid_backward",
-    "sign", "log1p", "expm1", "log2", "log10", "tan", "asin", "acos", "atan", "sinh", "asinh", "atanh", "conj"))
+    "sign", "log1p", "expm1", "log2", "log10", "tan", "asin", "acos", "atan", "sinh", "asinh", "atanh", "cosh",
+    "acosh", "conj"))
 
 
 def check_complex_kernel(op, a):

@@ -99,6 +99,8 @@ PRIMITIVES = (
     ("sinh",               "Sinh",              SavesA,             "unary_float",    "hot",  "Sinh"),
     ("asinh",              "Asinh",             SavesA,             "unary_float",    "hot",  "Asinh"),
     ("atanh",              "Atanh",             SavesA,             "unary_float",    "hot",  "Atanh"),
+    ("cosh",               "Cosh",              SavesA,             "unary_float",    "hot",  "Cosh"),
+    ("acosh",              "Acosh",             SavesA,             "unary_float",    "hot",  "Acosh"),
     ("conj",               "Conj",              SavesNothing,       "unary",          "cold", "Conj"),  # a copy
     ("sum",                "Sum",               SavesReduction,     "custom",         "hot",  None),  # dtype=
     ("mean",               "Mean",              SavesReduction,     "reduction",      "hot",  None),
@@ -182,6 +184,8 @@ atan = unary_float_forward("atan", kernels.atan)
 sinh = unary_float_forward("sinh", kernels.sinh)
 asinh = unary_float_forward("asinh", kernels.asinh)
 atanh = unary_float_forward("atanh", kernels.atanh)
+cosh = unary_float_forward("cosh", kernels.cosh)
+acosh = unary_float_forward("acosh", kernels.acosh)
 conj = unary_forward("conj", kernels.conj)
 
 # ---- the other primitives, from the module of their family (ops_<family>.py) ----
@@ -204,11 +208,11 @@ __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "pow_scalar", "maximum", "minimum", "atan2", "remainder", "fmod",
     "where", "clamp", "exp", "log", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "tanh_backward", "sigmoid",
     "sigmoid_backward", "relu", "threshold_backward", "sign", "leaky_relu", "gelu", "gelu_backward", "softplus",
-    "erf", "log1p", "expm1", "log2", "log10", "tan", "asin", "acos", "atan", "sinh", "asinh", "atanh", "conj",
-    "sum", "mean", "amax", "amin", "logsumexp", "cumsum", "cumprod", "logcumsumexp", "linear_recurrence", "matmul",
-    "to_dtype", "clone", "reshape", "permute", "expand", "slice", "slice_scatter", "cat", "view_as_real",
-    "view_as_complex", "index_select", "index_add", "gather", "scatter_add", "take", "put", "put_add", "softmax",
-    "softmax_backward", "log_softmax", "log_softmax_backward", "cross_entropy", "cross_entropy_backward", "unfold",
-    "fold", "rnn_layer", "rnn_layer_backward", "layer_norm", "layer_norm_backward", "attention",
-    "attention_backward",
+    "erf", "log1p", "expm1", "log2", "log10", "tan", "asin", "acos", "atan", "sinh", "asinh", "atanh", "cosh",
+    "acosh", "conj", "sum", "mean", "amax", "amin", "logsumexp", "cumsum", "cumprod", "logcumsumexp",
+    "linear_recurrence", "matmul", "to_dtype", "clone", "reshape", "permute", "expand", "slice", "slice_scatter",
+    "cat", "view_as_real", "view_as_complex", "index_select", "index_add", "gather", "scatter_add", "take", "put",
+    "put_add", "softmax", "softmax_backward", "log_softmax", "log_softmax_backward", "cross_entropy",
+    "cross_entropy_backward", "unfold", "fold", "rnn_layer", "rnn_layer_backward", "layer_norm",
+    "layer_norm_backward", "attention", "attention_backward",
 ]

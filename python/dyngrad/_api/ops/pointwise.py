@@ -144,15 +144,7 @@ def _not_differentiable(op):
     return derivative
 
 
-def _rsqrt(t):
-    return _C.rsqrt(t)
-
-
 # The derivatives: `g` is dL/d(out), `out` the op's result, then the op's arguments.
-# d cosh x = sinh x (sinh is a primitive)
-Cosh = _numpy_function("Cosh", np.cosh, lambda g, out, x: g * _C.sinh(x))
-# d acosh x = 1 / sqrt(x^2 - 1)
-Acosh = _numpy_function("Acosh", np.arccosh, lambda g, out, x: g * _rsqrt(x * x - 1))
 # d exp2 x = exp2(x) ln 2
 Exp2 = _numpy_function("Exp2", np.exp2, lambda g, out, x: g * (out * _LN2), uses_out=True)
 # d erfc x = -2/sqrt(pi) exp(-x^2)
@@ -716,9 +708,10 @@ def _unary(op):
 # every plain unary primitive of ops.def (primitive_rows.py, generated), by name: the table's rows of those without
 # a row of their own name this dict
 UNARY_PRIMITIVES = {name: _unary(name) for name, _ in primitive_rows.UNARY_PRIMITIVES}
-exp, log, sqrt, rsqrt, abs, sin, cos, tanh, sigmoid, relu, erf, log1p, expm1, asin, acos, atan, asinh, atanh = (
-    UNARY_PRIMITIVES[n] for n in ("exp", "log", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "sigmoid", "relu", "erf",
-                                  "log1p", "expm1", "asin", "acos", "atan", "asinh", "atanh"))
+(exp, log, sqrt, rsqrt, abs, sin, cos, tanh, sigmoid, relu, erf, log1p, expm1, asin, acos, atan, asinh, atanh, cosh,
+ acosh) = (UNARY_PRIMITIVES[n] for n in ("exp", "log", "sqrt", "rsqrt", "abs", "sin", "cos", "tanh", "sigmoid", "relu",
+                                         "erf", "log1p", "expm1", "asin", "acos", "atan", "asinh", "atanh", "cosh",
+                                         "acosh"))
 logical_not, isnan, isfinite = (_unary(n) for n in ("logical_not", "isnan", "isfinite"))
 
 
@@ -731,46 +724,6 @@ def _float_unary(op, function):
     return fn
 
 
-# Note [Complex hyperbolic ops]: cosh and acosh have no complex kernel (asinh and atanh are primitives with
-# std::asinh/std::atanh's, C99's); on a complex tensor they are composites of primitives that have one, so their
-# gradients (torch's conjugate-Wirtinger convention, through the holomorphic chain rule of each piece) come for
-# free: cosh z = cos(iz) (`_times_i` swaps and negates parts, so no rounding is added), and acosh z =
-# i acos z where Im acos z has its sign bit set, -i acos z elsewhere (C99's cacosh: real part >= 0, the signs of
-# zeros on the cut (-inf, 1) kept; log(z + sqrt(z + 1) sqrt(z - 1)) loses them in z + 1).
-def _times_i(z):
-    """i z as (-Im z, Re z), exact including the signs of zeros (a complex product by 1j would turn -0 into +0 and
-    move a value on a branch cut to the other side)."""
-    pairs = _C.view_as_real(z)
-    return _C.view_as_complex(_C.stack([-_C.select(pairs, -1, 1), _C.select(pairs, -1, 0)], -1).contiguous())
-
-
-_COMPLEX_HYPERBOLIC = {
-    "cosh": lambda z: _C.cos(_times_i(z)),
-    "acosh": lambda z: _complex_acosh(z),
-}
-
-
-def _complex_acosh(z):
-    w = _C.acos(z)
-    im = _C.select(_C.view_as_real(w), -1, 1)
-    # the sign bit of Im w, -0 included: atan2(-0, -1) = -pi
-    negative = _C.compare("lt", _C.atan2(im, _C.scalar_operand(-1.0, im)), _C.scalar_operand(0.0, im))
-    iw = _times_i(w)
-    return _C.where(negative, iw, -iw)
-
-
-def _hyperbolic(op, real):
-    composite = _COMPLEX_HYPERBOLIC[op]
-
-    def fn(input):
-        a = tensor_arg(input, op)
-        return composite(a) if a.dtype.is_complex else real(a)
-    fn.__name__ = fn.__qualname__ = op
-    fn.__doc__ = f"{op}(input), elementwise (float32 for integer inputs; Note [Complex hyperbolic ops])."
-    return fn
-
-
-cosh, acosh = (_hyperbolic(n, _float_unary(n, f)) for n, f in (("cosh", Cosh), ("acosh", Acosh)))
 _exp2_real = _float_unary("exp2", Exp2)
 
 
