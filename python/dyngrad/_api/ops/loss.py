@@ -5,6 +5,7 @@ Most are composites of the core's primitives. binary_cross_entropy and ctc_loss 
 (numpy forward, backward in dyngrad ops): torch's gradients there are not the derivatives of a composite (bce
 clamps its logs and its gradient's denominator; ctc's gradient is the alpha-beta posterior formula).
 """
+import dataclasses
 import math
 import warnings
 
@@ -394,7 +395,38 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 
 
 
-_OPTIONS_FIELDS = ("allow_retain_graph", "batch_chunk_size", "chunking_method", "acc_policy", "acc_dtype")
+@dataclasses.dataclass(slots=True, frozen=True)
+class LinearCrossEntropyOptions:
+    """torch 2.13's nn.LinearCrossEntropyOptions: how F.linear_cross_entropy may evaluate in chunks of batch rows
+    (allow_retain_graph, batch_chunk_size, chunking_method, acc_policy, acc_dtype), checked as torch checks them.
+    dyngrad evaluates the whole product whatever the options say (the result is the same: torch's chunked path is
+    a memory saving), and warns where torch warns that they are ignored."""
+    allow_retain_graph: bool = False
+    batch_chunk_size: "int | None" = None
+    chunking_method: "str | None" = "auto"
+    acc_policy: str = "auto"
+    acc_dtype: object = None
+
+    def __post_init__(self):
+        if self.acc_policy not in {"auto", "accurate", "balanced", "compact"}:
+            raise ValueError(f"invalid acc_policy: {self.acc_policy!r}")
+        if self.chunking_method is not None and self.chunking_method != "auto":
+            name, sep, factor = str(self.chunking_method).partition(":")
+            factor = factor if sep else "1"
+            if not (name == "aspect_ratio" and factor.isdigit() and int(factor) > 0):
+                raise ValueError(f"invalid chunking_method: {self.chunking_method!r}")
+        if not (self.batch_chunk_size is None or (isinstance(self.batch_chunk_size, int) and
+                                                  not isinstance(self.batch_chunk_size, bool) and
+                                                  self.batch_chunk_size > 0)):
+            raise ValueError(f"batch_chunk_size must be positive int or None, got {self.batch_chunk_size!r}")
+        if self.acc_dtype is not None and (not isinstance(self.acc_dtype, _C.dtype) or self.acc_dtype.name not in
+                                           ("float16", "bfloat16", "float32", "float64")):
+            raise ValueError(f"acc_dtype must be one of {{None, float16, bfloat16, float32, float64}}, got "
+                             f"{self.acc_dtype!r}. Pass acc_dtype=None to let the op pick automatically.")
+
+
+# where users reach it: torch.nn.modules.linear_cross_entropy_options (re-exported there and as nn.*)
+LinearCrossEntropyOptions.__module__ = __name__.replace("._api.ops.loss", ".nn.modules.linear_cross_entropy_options")
 
 
 def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weight=None, reduction="mean",
@@ -409,10 +441,7 @@ def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weig
     w = tensor_arg(linear_weight, op, "linear_weight")
     y = tensor_arg(target, op, "target")
     b = optional_tensor(linear_bias, op, "linear_bias")
-    # nn.LinearCrossEntropyOptions (nn/modules/linear_cross_entropy_options.py, where torch has it: above this
-    # layer, so known here by its name and fields)
-    if options is not None and not (type(options).__name__ == "LinearCrossEntropyOptions" and
-                                    all(hasattr(options, f) for f in _OPTIONS_FIELDS)):
+    if options is not None and not isinstance(options, LinearCrossEntropyOptions):
         raise TypeError(f"{op}(): argument 'options' must be LinearCrossEntropyOptions or None, not "
                         f"{type_name(options)}")
     if x.ndim < 1 or x.ndim > 2:
