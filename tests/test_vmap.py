@@ -323,6 +323,26 @@ def test_randomness(dg):
     assert np.allclose(noise, noise[0])
 
 
+def test_randomness_of_attention_dropout(dg):
+    """scaled_dot_product_attention draws its dropout inside the fused kernel: vmap's randomness= applies to it as
+    to a random op ('error' refuses, 'different' gives each row its own mask), and what the kernel cannot give is
+    refused, not run with the wrong meaning."""
+    F = _F(dg)
+    q = _tensor(dg, np.ones((3, 1, 6, 4)))
+    sdpa = lambda r: F.scaled_dot_product_attention(r, r, r, dropout_p=0.5)      # noqa: E731
+    with pytest.raises(RuntimeError, match="randomness error mode"):
+        dg.vmap(sdpa)(q)
+    different = _np(dg.vmap(sdpa, randomness="different")(q))
+    assert different.shape == (3, 1, 6, 4) and not np.allclose(different, different[0])
+    with pytest.raises(RuntimeError, match="randomness='same' on a batched input is not supported"):
+        dg.vmap(sdpa, randomness="same")(q)
+    fixed = _tensor(dg, np.ones((1, 6, 4)))
+    with pytest.raises(RuntimeError, match="randomness='different' on an unbatched input is not supported"):
+        dg.vmap(lambda r: r + F.scaled_dot_product_attention(fixed, fixed, fixed, dropout_p=0.5),
+                randomness="different")(q)
+    np.testing.assert_allclose(_np(dg.vmap(lambda r: F.scaled_dot_product_attention(r, r, r))(q)), _np(q))
+
+
 def test_data_dependent_control_flow_raises_torchs_error(dg):
     x = _tensor(dg, _r(3, 2))
     with pytest.raises(RuntimeError, match="data-dependent control flow"):

@@ -383,6 +383,30 @@ _DROPOUT_SIG = inspect.Signature([inspect.Parameter(n, inspect.Parameter.POSITIO
                                   for n, d in (("input", None), ("p", 0.5), ("training", True), ("inplace", False))])
 
 
+def _sdpa_dropout(args, kwargs):
+    p = kwargs["dropout_p"] if "dropout_p" in kwargs else args[4] if len(args) > 4 else 0.0
+    return p != 0
+
+
+# ops that are not random ops but draw inside a fused kernel (attention's dropout, from a hash of one seed and the
+# element's position, so the rows of a batched call draw different numbers): whether a call draws
+DRAWS_INSIDE = {"F.scaled_dot_product_attention": _sdpa_dropout, "scaled_dot_product_attention": _sdpa_dropout}
+
+
+def _fused_draws(key, batched):
+    """randomness= for a fused kernel that draws: 'error' refuses, as for any random op; 'different' is what the
+    kernel does on a batched call; an unbatched call under 'different' (one draw broadcast to every row) or a
+    batched one under 'same' (one mask for all rows) is what the kernel cannot give, and is refused, not run."""
+    mode = _randomness()
+    if mode == "error":
+        _random_error()
+    if (mode == "different" and not batched) or (mode != "different" and batched):
+        raise RuntimeError(f"vmap: {key} with dropout_p > 0 and randomness='{mode}' on "
+                           f"{'a batched' if batched else 'an unbatched'} input is not supported (its fused kernel "
+                           f"draws one mask per row of a batched call: use randomness='different' with a batched "
+                           f"input, or dropout_p=0).")
+
+
 def _bind(sig, args, kwargs):
     try:
         b = sig.bind_partial(*args, **kwargs)
@@ -426,6 +450,8 @@ def _dispatch(key, fn, args, kwargs):
             return same(fn, args, kwargs)
         finally:
             STATE.active = was
+    if key in DRAWS_INSIDE and DRAWS_INSIDE[key](args, kwargs):
+        _fused_draws(key, batched)
     if not batched:
         return fn(*args, **kwargs)
     rule = RULES.get(key)
