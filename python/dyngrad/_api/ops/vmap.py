@@ -1086,7 +1086,8 @@ def _pointwise_loss(*tensor_params):
         a = bound.arguments
         if any(a.get(k) is not None for k in _LEGACY):
             return None
-        reduction = a.get("reduction", "mean")
+        code = a.get("reduction", "mean")
+        reduction = _REDUCTION_CODES.get(code, code)       # the aten rows' int codes (vmapA)
         if reduction not in ("none", "mean", "sum", "batchmean"):
             return None
         tensors = [a[p] for p in tensor_params if _is_tensor(a.get(p))]
@@ -1095,7 +1096,7 @@ def _pointwise_loss(*tensor_params):
         for p in tensor_params:
             if _is_tensor(a.get(p)):
                 a[p] = _phys(a[p], levels, rank, expand=True)   # bce refuses a broadcast target
-        a["reduction"] = "none"
+        a["reduction"] = 0 if isinstance(code, int) else "none"
         out = fn(*bound.args, **bound.kwargs)
         if reduction == "batchmean":
             nb = len(levels)
@@ -2168,6 +2169,241 @@ for _k in ("prod", "aminmax"):
 
 # index_add's, scatter's and scatter_add's index/src are aligned by _index_dim_rule; index_select's must be
 # unbatched (a batched index falls back).
+
+
+# ===== vmapA: nn.functional and torch.masked rules (issue 21) ======================================================
+# The nn.functional-class ops (losses, transposed and time-major convs, stft/istft, unfold, prelu, bilinear, the
+# sampling and unpooling layers, embedding_bag, batch/instance norm, multi-head attention) and the 19 torch.masked
+# ops. Most fold the vmap batch into the op's own N dim, or run the op on the physical tensors with the dims
+# shifted; a case a rule does not cover returns None, and the loop runs (and is counted: tests/test_vmap_coverage.py).
+_REDUCTION_CODES = {0: "none", 1: "mean", 2: "sum"}      # the aten rows' reduction= (kl_div, margin_ranking_loss, ...)
+
+
+def _bound_args(fn, args, kwargs):
+    """fn's arguments by name, defaults applied (None if they do not bind: the loop raises the op's error)."""
+    sig = _signature(fn)
+    if not sig:
+        return None
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    return bound
+
+
+def _masked_rule(kind):
+    """torch.masked's ops (Note [torch.masked's rules]): the op itself on the physical input, expanded to the batch,
+    with the mask aligned to it (levels in front, left-padded to its rank: it still broadcasts to the input, as
+    masked's own broadcast_to wants) and the dims shifted past the batch dims. kind: 'reduce' (dim None or () is
+    every logical dim), 'one' (one int dim: scans, softmaxes, median, normalize), 'arg' (argmax/argmin: dim None
+    indexes the flattened row), 'pointwise' (logaddexp: every operand aligned)."""
+    def rule(fn, args, kwargs):
+        bound = _bound_args(fn, args, kwargs)
+        if bound is None:
+            return None
+        a = bound.arguments
+        names = [n for n in ("input", "other", "mask", "input_mask", "other_mask") if _is_tensor(a.get(n))]
+        if "input" not in names:
+            return None
+        levels = _levels_of([a[n] for n in names])
+        nb = len(levels)
+        if kind == "pointwise":
+            rank = builtins.max(_logical_rank(a[n]) for n in names)
+            for n in names:
+                a[n] = _phys(a[n], levels, rank, expand=n in ("input", "other"))
+            return _wrap(fn(*bound.args, **bound.kwargs), levels)
+        x = a["input"]
+        rank = _logical_rank(x)
+        mask = a.get("mask")
+        if rank == 0 or (_is_tensor(mask) and _logical_rank(mask) > rank):
+            return None
+        xv = _phys(x, levels, expand=True)
+        mv = _phys(mask, levels, rank) if _is_tensor(mask) else mask
+        d = a.get("dim")
+        if d is None or (isinstance(d, (tuple, list)) and len(d) == 0):
+            if kind == "one":
+                return None
+            if kind == "arg":
+                if a.get("keepdim") and rank > 1:
+                    return None
+                sizes = tuple(xv.shape[:nb])
+                if _is_tensor(mv):
+                    mv = mv.expand(tuple(xv.shape)).reshape(sizes + (-1,))
+                xv, new = xv.reshape(sizes + (-1,)), nb
+            else:
+                new = tuple(builtins.range(nb, nb + rank))
+        elif isinstance(d, bool):
+            return None
+        elif isinstance(d, (tuple, list)):
+            new = tuple(_shift_dim(e, rank, nb) for e in d)
+            if None in new:
+                return None
+        else:
+            new = _shift_dim(d, rank, nb)
+            if new is None:
+                return None
+        a["input"], a["dim"] = xv, new
+        if _is_tensor(mask):
+            a["mask"] = mv
+        return _wrap(fn(*bound.args, **bound.kwargs), levels)
+    return rule
+
+
+# Note [torch.masked's rules]: a masked op reads its mask only through masked.py's _input_mask (broadcast_to the
+# input's shape, then bool) and its dims through _dims, so on the physical tensors (the input expanded to every
+# open level, the mask with size-1 dims for the levels it lacks) the op computes every row's result at once; the
+# masked-out elements are replaced by the identity elementwise, and the reductions run over the shifted dims only.
+for _k, _kind in (("sum", "reduce"), ("prod", "reduce"), ("amax", "reduce"), ("amin", "reduce"),
+                  ("mean", "reduce"), ("logsumexp", "reduce"), ("norm", "reduce"), ("var", "reduce"),
+                  ("std", "reduce"), ("cumsum", "one"), ("cumprod", "one"), ("median", "one"),
+                  ("softmax", "one"), ("log_softmax", "one"), ("softmin", "one"), ("normalize", "one"),
+                  ("argmax", "arg"), ("argmin", "arg"), ("logaddexp", "pointwise")):
+    RULES["masked." + _k] = _or_loop("masked." + _k, _masked_rule(_kind))
+
+
+def _pixel_unshuffle_rule(fn, args, kwargs):
+    """pixel_(un)shuffle take (*, C, H, W): the physical tensor as it is."""
+    return _first_only(fn, args, kwargs)
+
+
+def _stft_rule(complex_rank):
+    """stft over (L) or (N, L) rows, istft over (F, T) or (N, F, T) complex rows: the batch folded into N (the
+    window must be unbatched)."""
+    def rule(fn, args, kwargs):
+        if not _only_first_batched(args, kwargs):
+            return None
+        x = args[0]
+        rank, nb = x.dim(), len(x._levels)
+        if rank not in (complex_rank, complex_rank + 1) or (complex_rank == 2 and not x.is_complex()):
+            return None
+        sizes = tuple(x._value.shape[:nb])
+        v = x._value.reshape((-1,) + tuple(x.shape[rank - complex_rank:]))
+        out = fn(v, *args[1:], **kwargs)
+        lead = sizes + ((x.shape[0],) if rank == complex_rank + 1 else ())
+        return BatchedTensor(out.reshape(lead + tuple(out.shape[1:])), x._levels)
+    return rule
+
+
+def _conv_tbc_rule(fn, args, kwargs):
+    """conv_tbc over (T, N, C) rows: the batch moved beside N and folded into it (weight and bias unbatched)."""
+    if not _only_first_batched(args, kwargs):
+        return None
+    x = args[0]
+    nb = len(x._levels)
+    if x.dim() != 3:
+        return None
+    sizes = tuple(x._value.shape[:nb])
+    v = x._value.movedim(nb, 0)                                    # (T, *batch, N, C)
+    t, n, c = x.shape
+    out = fn(v.reshape((t, -1, c)), *args[1:], **kwargs)           # (T', Bt*N, O)
+    out = out.reshape((out.shape[0],) + sizes + (n, out.shape[-1]))
+    return BatchedTensor(out.movedim(0, nb), x._levels)
+
+
+def _bilinear_rule(fn, args, kwargs):
+    """bilinear(x1, x2, weight, bias) over (*, in) rows: x1 and x2 aligned (their leading dims are the op's own
+    batch), weight and bias unbatched."""
+    bound = _bound_args(fn, args, kwargs)
+    if bound is None:
+        return None
+    a = bound.arguments
+    x1, x2 = a.get("input1"), a.get("input2")
+    if not (_is_tensor(x1) and _is_tensor(x2)) or _has_batched([a.get("weight"), a.get("bias")], {}):
+        return None
+    if _logical_rank(x1) != _logical_rank(x2) or _logical_rank(x1) == 0:
+        return None
+    levels = _levels_of([x1, x2])
+    a["input1"], a["input2"] = _phys(x1, levels, expand=True), _phys(x2, levels, expand=True)
+    return _wrap(fn(*bound.args, **bound.kwargs), levels)
+
+
+def _prelu_rule(fn, args, kwargs):
+    """prelu(x, weight): the weight scales the row's dim 1 (its channels) where x < 0. An unbatched weight: the op
+    on the physical tensor with the row's dims 0 and 1 moved in front of the batch dims; a batched one: the formula
+    on the aligned operands (weight viewed along dim 1)."""
+    bound = _bound_args(fn, args, kwargs)
+    if bound is None:
+        return None
+    x, w = bound.arguments.get("input"), bound.arguments.get("weight")
+    if not (_is_tensor(x) and _is_tensor(w)) or _logical_rank(w) > 1:
+        return None
+    rank = _logical_rank(x)
+    levels = _levels_of([x, w])
+    nb = len(levels)
+    if not isinstance(w, BatchedTensor):
+        if rank < 2:
+            return None
+        v = x._value
+        order = (nb, nb + 1) + tuple(builtins.range(nb)) + tuple(builtins.range(nb + 2, v.ndim))
+        out = fn(v.permute(order), w)
+        back = [0] * v.ndim
+        for pos, d in enumerate(order):
+            back[d] = pos
+        return BatchedTensor(out.permute(tuple(back)), levels)
+    wv = _phys(w, levels)                                          # (*batch, C) or (*batch,) for a 0-d weight
+    c = tuple(w.shape)
+    if rank >= 2:
+        if c and c[0] not in (1, x.shape[1]):
+            return None
+        wv = wv.reshape(tuple(wv.shape[:nb]) + (1,) + (c[0] if c else 1,) + (1,) * (rank - 2))
+    else:
+        if c and c[0] != 1:
+            return None
+        wv = wv.reshape(tuple(wv.shape[:nb]) + (1,) * rank)
+    xv = _phys(x, levels, expand=True)
+    return BatchedTensor(xv.clamp(min=0) + wv * xv.clamp(max=0), levels)
+
+
+def _conv_transpose(spatial):
+    """conv_transpose{1,2,3}d: as _conv, the batch folded into N for an unbatched weight, into the groups for a
+    batched one (weight (Cin, Cout/g, *k): the batch's copies stacked along Cin, so group b*g + j is row b's j)."""
+    def rule(fn, args, kwargs):
+        bound = _bound_args(fn, args, kwargs)
+        if bound is None:
+            return None
+        a = bound.arguments
+        x, w, b = a.get("input"), a.get("weight"), a.get("bias")
+        rank = _logical_rank(x)
+        if not _is_tensor(w) or rank not in (spatial + 1, spatial + 2) or _logical_rank(w) != spatial + 2:
+            return None
+        levels = _levels_of([x, w, b])
+        nb = len(levels)
+        sizes = _batch_sizes(levels)
+        n = x.shape[0] if rank == spatial + 2 else None
+        if not isinstance(w, BatchedTensor) and not isinstance(b, BatchedTensor):
+            v = _fold(_phys(x, levels, spatial + 2), nb)
+            a["input"] = v.reshape((-1,) + tuple(v.shape[2:]))
+            out = fn(*bound.args, **bound.kwargs)
+            return BatchedTensor(out.reshape(tuple(sizes) + ((n,) if n is not None else ()) + tuple(out.shape[1:])),
+                                 levels)
+        bt = math.prod(sizes)
+        xv = _fold(_phys(x, levels, spatial + 2, expand=True), nb)           # (Bt, N, Cin, ...)
+        nn_, cin = xv.shape[1], xv.shape[2]
+        a["input"] = xv.transpose(0, 1).reshape((nn_, bt * cin) + tuple(xv.shape[3:]))
+        wv = _fold(_phys(w, levels, expand=True), nb)                         # (Bt, Cin, Cout/g, ...)
+        a["weight"] = wv.reshape((bt * cin,) + tuple(wv.shape[2:]))
+        groups = a.get("groups", 1)
+        cout = wv.shape[2] * groups
+        if b is not None:
+            a["bias"] = _fold(_phys(b, levels, 1, expand=True), nb).reshape((bt * cout,))
+        a["groups"] = groups * bt
+        out = fn(*bound.args, **bound.kwargs)                                 # (N, Bt*Cout, ...)
+        out = out.reshape((nn_, bt, cout) + tuple(out.shape[2:])).transpose(0, 1)
+        if n is None:
+            out = out.squeeze(1)
+        return BatchedTensor(out.reshape(tuple(sizes) + tuple(out.shape[1:])), levels)
+    return rule
+
+
+for _k, _rule in (("pixel_unshuffle", _pixel_unshuffle_rule), ("F.pixel_unshuffle", _pixel_unshuffle_rule),
+                  ("unfold", _dims_rule("dimension")), ("unfold_copy", _dims_rule("dimension")),
+                  ("stft", _stft_rule(1)), ("istft", _stft_rule(2)), ("conv_tbc", _conv_tbc_rule),
+                  ("bilinear", _bilinear_rule), ("F.bilinear", _bilinear_rule), ("prelu", _prelu_rule),
+                  ("F.prelu", _prelu_rule), ("conv_transpose1d", _conv_transpose(1)),
+                  ("conv_transpose2d", _conv_transpose(2)), ("conv_transpose3d", _conv_transpose(3))):
+    RULES[_k] = _or_loop(_k, _rule)
+# ===== end of vmapA's first block ===================================================================================
 
 
 # ----- vmap -----------------------------------------------------------------------------------------------------
