@@ -2321,7 +2321,7 @@ def _bilinear_rule(fn, args, kwargs):
 def _prelu_rule(fn, args, kwargs):
     """prelu(x, weight): the weight scales the row's dim 1 (its channels) where x < 0. An unbatched weight: the op
     on the physical tensor with the row's dims 0 and 1 moved in front of the batch dims; a batched one: the formula
-    on the aligned operands (weight viewed along dim 1)."""
+    on the aligned operands (weight viewed along dim 1), as for a row of rank < 2 (one weight, no channels)."""
     bound = _bound_args(fn, args, kwargs)
     if bound is None:
         return None
@@ -2331,9 +2331,7 @@ def _prelu_rule(fn, args, kwargs):
     rank = _logical_rank(x)
     levels = _levels_of([x, w])
     nb = len(levels)
-    if not isinstance(w, BatchedTensor):
-        if rank < 2:
-            return None
+    if not isinstance(w, BatchedTensor) and rank >= 2:
         v = x._value
         order = (nb, nb + 1) + tuple(builtins.range(nb)) + tuple(builtins.range(nb + 2, v.ndim))
         out = fn(v.permute(order), w)
