@@ -2401,7 +2401,507 @@ for _k, _rule in (("pixel_unshuffle", _pixel_unshuffle_rule), ("F.pixel_unshuffl
                   ("F.prelu", _prelu_rule), ("conv_transpose1d", _conv_transpose(1)),
                   ("conv_transpose2d", _conv_transpose(2)), ("conv_transpose3d", _conv_transpose(3))):
     RULES[_k] = _or_loop(_k, _rule)
-# ===== end of vmapA's first block ===================================================================================
+
+
+# ----- vmapA: losses over (N, *) samples, the sampling layers, norms with running statistics -------------------
+def _reduction_arg(a):
+    """(the reduction as a word, the value meaning 'none' in the op's own spelling), or (None, None): the legacy
+    size_average/reduce arguments, or a reduction no rule here knows (the loop raises the op's error)."""
+    if any(a.get(k) is not None for k in _LEGACY):
+        return None, None
+    code = a.get("reduction", "mean")
+    word = _REDUCTION_CODES.get(code, code) if not isinstance(code, bool) else None
+    if word not in ("none", "mean", "sum"):
+        return None, None
+    return word, (0 if isinstance(code, int) else "none")
+
+
+def _sample_loss(ranks):
+    """Losses whose input is one sample (rank ranks[first]) or N of them (one more dim), with one loss per sample
+    (cosine_embedding, triplet_margin, multi_margin, multilabel_margin, multilabel_soft_margin): every operand
+    named in `ranks` aligned and folded into N, the op run with reduction='none', each row reduced by itself; the
+    op's other tensors (a class weight) must be unbatched."""
+    def rule(fn, args, kwargs):
+        bound = _bound_args(fn, args, kwargs)
+        if bound is None:
+            return None
+        a = bound.arguments
+        reduction, none = _reduction_arg(a)
+        if reduction is None or a.get("distance_function") is not None:
+            return None
+        names = list(ranks)
+        if not all(_is_tensor(a.get(p)) for p in names):
+            return None
+        if _has_batched([v for k, v in a.items() if k not in ranks], {}):
+            return None
+        has_n = _logical_rank(a[names[0]]) - ranks[names[0]]
+        if has_n not in (0, 1) or any(_logical_rank(a[p]) != ranks[p] + has_n for p in names):
+            return None
+        levels = _levels_of([a[p] for p in names])
+        nb = len(levels)
+        sizes = _batch_sizes(levels)
+        n = a[names[0]].shape[0] if has_n else None
+        for p in names:
+            v = _fold(_phys(a[p], levels, expand=True), nb)
+            a[p] = v.reshape((-1,) + tuple(v.shape[2:])) if has_n else v
+        a["reduction"] = none
+        out = fn(*bound.args, **bound.kwargs)
+        return _loss_reduce(out.reshape(tuple(sizes) + ((n,) if has_n else ())), levels, reduction)
+    return rule
+
+
+def _triplet_distance_rule(fn, args, kwargs):
+    """triplet_margin_with_distance_loss: the default distance (pairwise_distance) folds as triplet_margin_loss;
+    a user's distance_function runs on the rows themselves (BatchedTensors, its own calls batched by their rules),
+    then max(d(a, p) - d(a, n) + margin, 0) on the physical distances."""
+    bound = _bound_args(fn, args, kwargs)
+    if bound is None:
+        return None
+    a = bound.arguments
+    if a.get("distance_function") is None:
+        return _sample_loss({"anchor": 1, "positive": 1, "negative": 1})(fn, args, kwargs)
+    reduction, _ = _reduction_arg(a)
+    anchor, pos, neg = a["anchor"], a["positive"], a["negative"]
+    margin = a.get("margin", 1.0)
+    if (reduction is None or not all(_is_tensor(t) for t in (anchor, pos, neg)) or
+            len({_logical_rank(t) for t in (anchor, pos, neg)}) != 1 or isinstance(margin, bool) or
+            not isinstance(margin, (int, float)) or margin <= 0):
+        return None
+    distance = a["distance_function"]
+    was, STATE.active = STATE.active, True            # the user's function: a composite of public calls
+    try:
+        d_pos, d_neg = distance(anchor, pos), distance(anchor, neg)
+        d_swap = distance(pos, neg) if a.get("swap") else None
+    finally:
+        STATE.active = was
+    found = [d for d in (d_pos, d_neg, d_swap) if d is not None]
+    if not all(_is_tensor(d) for d in found):
+        return None
+    levels = _levels_of(found)
+    if not levels:
+        return None
+    rank = builtins.max(_logical_rank(d) for d in found)
+    dp, dn = _phys(d_pos, levels, rank), _phys(d_neg, levels, rank)
+    if d_swap is not None:
+        dn = dn.minimum(_phys(d_swap, levels, rank))
+    losses = (dp + float(margin) - dn).clamp(min=0.0)
+    losses = losses.expand(tuple(_batch_sizes(levels)) + tuple(losses.shape[len(levels):]))
+    return _loss_reduce(losses, levels, reduction)
+
+
+def _gaussian_nll_rule(fn, args, kwargs):
+    """gaussian_nll_loss is elementwise once var is read against input's shape (the same, one dim fewer, or size 1
+    in one dim): input and target aligned (input at least target's rank), var with the batch dims only (its
+    shape against input's stays the row's), reduction='none', then each row reduced by itself."""
+    bound = _bound_args(fn, args, kwargs)
+    if bound is None:
+        return None
+    a = bound.arguments
+    reduction, none = _reduction_arg(a)
+    x, y, var = a.get("input"), a.get("target"), a.get("var")
+    if reduction is None or not (_is_tensor(x) and _is_tensor(y)) or _logical_rank(y) > _logical_rank(x):
+        return None
+    tensors = [t for t in (x, y, var) if _is_tensor(t)]
+    levels = _levels_of(tensors)
+    rank = _logical_rank(x)
+    a["input"], a["target"] = _phys(x, levels, expand=True), _phys(y, levels, rank, expand=True)
+    if _is_tensor(var):
+        if _logical_rank(var) == 0 and rank > 0:
+            return None                               # a 0-d var against a dimensioned input: the op's error
+        a["var"] = _phys(var, levels, expand=True)
+    a["reduction"] = none
+    return _loss_reduce(fn(*bound.args, **bound.kwargs), levels, reduction)
+
+
+def _lengths_phys(t, levels, count):
+    """ctc_loss's lengths (a tensor, batched or not) as a physical tensor of the batch's shape + (count,)."""
+    return _phys(t, levels, expand=True).reshape(tuple(_batch_sizes(levels)) + (count,))
+
+
+def _ctc_rule(fn, args, kwargs):
+    """ctc_loss: the batch folded into N (log_probs (T, N, C), or an unbatched row's (T, C) made one sample),
+    padded targets and tensor lengths aligned and folded; reduction='none', then each row's mean divides by its
+    target lengths (at least 1) as torch's. Concatenated 1-D targets of rows that hold N samples, and lengths
+    given as Python lists, fall back."""
+    bound = _bound_args(fn, args, kwargs)
+    if bound is None:
+        return None
+    a = bound.arguments
+    reduction, none = _reduction_arg(a)
+    lp, tg, il, tl = a.get("log_probs"), a.get("targets"), a.get("input_lengths"), a.get("target_lengths")
+    if reduction is None or not all(_is_tensor(t) for t in (lp, tg, il, tl)):
+        return None
+    rank = _logical_rank(lp)
+    if rank == 3:
+        n = lp.shape[1]
+        if _logical_rank(tg) != 2 or _logical_rank(il) != 1 or _logical_rank(tl) != 1:
+            return None
+    elif rank == 2:
+        n = 1
+        if _logical_rank(tg) != 1 or _logical_rank(il) > 1 or _logical_rank(tl) > 1:
+            return None
+        if il.numel() != 1 or tl.numel() != 1:
+            return None
+    else:
+        return None
+    levels = _levels_of([lp, tg, il, tl])
+    nb = len(levels)
+    sizes = _batch_sizes(levels)
+    v = _fold(_phys(lp, levels, expand=True), nb)                  # (Bt, T, [N,] C)
+    if rank == 2:
+        v = v.unsqueeze(2)
+    t_len, c = v.shape[1], v.shape[-1]
+    a["log_probs"] = v.transpose(0, 1).reshape((t_len, -1, c))       # (T, Bt*N, C)
+    tv = _fold(_phys(tg, levels, expand=True), nb)
+    a["targets"] = tv.reshape((-1, tv.shape[-1]))                   # (Bt*N, S)
+    il_v = _lengths_phys(il, levels, n)
+    tl_v = _lengths_phys(tl, levels, n)
+    a["input_lengths"], a["target_lengths"] = il_v.reshape(-1), tl_v.reshape(-1)
+    a["reduction"] = none
+    losses = fn(*bound.args, **bound.kwargs).reshape(tuple(sizes) + (n,))
+    if reduction == "mean":
+        losses = losses / tl_v.clamp(min=1).to(losses.dtype)
+    if rank == 2:
+        losses = losses.squeeze(-1)
+    return _loss_reduce(losses, levels, reduction)
+
+
+def _fold_aligned_n(params, spatial_of, out_fix=None):
+    """Layers whose tensor operands all carry the same leading N (grid_sample's input and grid, max_unpool's
+    input and indices): each aligned to the batch and folded into N. spatial_of(a) is the rank of a row with its N
+    (a row one dim short is a single sample: max_unpool), or None to refuse."""
+    def rule(fn, args, kwargs):
+        bound = _bound_args(fn, args, kwargs)
+        if bound is None:
+            return None
+        a = bound.arguments
+        if not all(_is_tensor(a.get(p)) for p in params):
+            return None
+        if _has_batched([v for k, v in a.items() if k not in params], {}):
+            return None
+        full = spatial_of(a)
+        if full is None:
+            return None
+        ranks = {_logical_rank(a[p]) for p in params}
+        if len(ranks) != 1 or ranks.pop() not in (full, full - 1):
+            return None
+        has_n = _logical_rank(a[params[0]]) == full
+        levels = _levels_of([a[p] for p in params])
+        nb = len(levels)
+        sizes = _batch_sizes(levels)
+        n = a[params[0]].shape[0] if has_n else None
+        for p in params:
+            v = _fold(_phys(a[p], levels, expand=True), nb)
+            a[p] = v.reshape((-1,) + tuple(v.shape[2:])) if has_n else v
+        if out_fix is not None:
+            out_fix(a)
+        out = fn(*bound.args, **bound.kwargs)
+        lead = tuple(sizes) + ((n,) if has_n else ())
+
+        def back(o):
+            return o.reshape(lead + tuple(o.shape[1:]))
+        if isinstance(out, tuple):
+            return _wrap(type(out)(*[back(o) for o in out]) if hasattr(out, "_fields") else
+                         tuple(back(o) for o in out), levels)
+        return BatchedTensor(back(out), levels)
+    return rule
+
+
+def _unpool_output_size(spatial):
+    def fix(a):
+        size = a.get("output_size")
+        if size is not None and not _is_tensor(size) and len(size) > spatial:
+            a["output_size"] = tuple(size)[-spatial:]       # (N, C, *spatial): the spatial part only
+    return fix
+
+
+def _affine_grid_rule(fn, args, kwargs):
+    """affine_grid(theta (N, n, n+1), size (N, C, *spatial)): the batch folded into N, size's N scaled."""
+    bound = _bound_args(fn, args, kwargs)
+    if bound is None:
+        return None
+    a = bound.arguments
+    th, size = a.get("theta"), a.get("size")
+    if not isinstance(th, BatchedTensor) or _logical_rank(th) != 3 or not isinstance(size, (tuple, list)):
+        return None
+    if not size or isinstance(size[0], bool) or not isinstance(size[0], int) or size[0] != th.shape[0]:
+        return None
+    nb = len(th._levels)
+    bt = math.prod(th._value.shape[:nb])
+    a["theta"] = _fold(th._value, nb).reshape((-1,) + tuple(th.shape[1:]))
+    a["size"] = type(size)([size[0] * bt] + list(size[1:]))
+    out = fn(*bound.args, **bound.kwargs)
+    return BatchedTensor(out.reshape(tuple(th._value.shape[:nb]) + (th.shape[0],) + tuple(out.shape[1:])),
+                         th._levels)
+
+
+def _fractional_rule(spatial):
+    """fractional_max_pool{2,3}d: the batch folded into N (one draw of the windows' samples for the folded
+    batch, as the loop's draws per row: each sample its own); given _random_samples (N, C, n) fold with it."""
+    def rule(fn, args, kwargs):
+        bound = _bound_args(fn, args, kwargs)
+        if bound is None:
+            return None
+        a = bound.arguments
+        x, samples = a.get("input"), a.get("_random_samples")
+        rank = _logical_rank(x) if _is_tensor(x) else -1
+        if rank not in (spatial + 1, spatial + 2):
+            return None
+        if samples is None:
+            return _fold_leading(spatial)(fn, args, kwargs)
+        n = x.shape[0] if rank == spatial + 2 else 1
+        if not _is_tensor(samples) or _logical_rank(samples) != 3 or samples.shape[0] != n:
+            return None
+        return _fractional_with_samples(fn, bound, x, samples, rank, spatial)
+    return rule
+
+
+def _fractional_with_samples(fn, bound, x, samples, rank, spatial):
+    a = bound.arguments
+    levels = _levels_of([x, samples])
+    nb = len(levels)
+    sizes = _batch_sizes(levels)
+    xv = _fold(_phys(x, levels, expand=True), nb)
+    a["input"] = xv.reshape((-1,) + tuple(x.shape[-(spatial + 1):]))
+    sv = _fold(_phys(samples, levels, expand=True), nb)
+    a["_random_samples"] = sv.reshape((-1,) + tuple(sv.shape[2:]))
+    out = fn(*bound.args, **bound.kwargs)
+    lead = tuple(sizes) + ((x.shape[0],) if rank == spatial + 2 else ())
+
+    def back(o):
+        return o.reshape(lead + tuple(o.shape[1:]))
+    return _wrap(tuple(back(o) for o in out) if isinstance(out, tuple) else back(out), levels)
+
+
+def _embedding_bag_rule(fn, args, kwargs):
+    """embedding_bag with an unbatched weight: a 2-D row's bags folded with the batch; a 1-D row's indices
+    concatenated, its offsets shifted by the row's start (every row's first offset must be 0, else its leading
+    indices, in no bag, would join the previous row's last bag); per_sample_weights folded as the indices."""
+    bound = _bound_args(fn, args, kwargs)
+    if bound is None:
+        return None
+    a = bound.arguments
+    idx, off, psw = a.get("input"), a.get("offsets"), a.get("per_sample_weights")
+    if not _is_tensor(idx) or isinstance(a.get("weight"), BatchedTensor) or a.get("include_last_offset"):
+        return None
+    if a.get("max_norm") is not None or (psw is not None and not _is_tensor(psw)):
+        return None
+    rank = _logical_rank(idx)
+    if (rank == 2) != (off is None) or rank not in (1, 2) or (off is not None and (
+            not _is_tensor(off) or _logical_rank(off) != 1)):
+        return None
+    if psw is not None and tuple(psw.shape) != tuple(idx.shape):
+        return None
+    levels = _levels_of([t for t in (idx, off, psw) if t is not None])
+    nb = len(levels)
+    sizes = _batch_sizes(levels)
+    iv = _fold(_phys(idx, levels, expand=True), nb)
+    if rank == 2:
+        bags = idx.shape[0]
+        a["input"] = iv.reshape((-1, iv.shape[-1]))
+    else:
+        length = idx.shape[0]
+        ov = _fold(_phys(off, levels, expand=True), nb)             # (Bt, bags)
+        bags = ov.shape[1]
+        if bags == 0 or not bool((ov[:, 0] == 0).all()):
+            return None
+        starts = (ov.new_ones((ov.shape[0], 1)).cumsum(0) - 1) * length      # row b's indices start at b * L
+        a["input"], a["offsets"] = iv.reshape(-1), (ov + starts).reshape(-1)
+    if psw is not None:
+        a["per_sample_weights"] = _fold(_phys(psw, levels, expand=True), nb).reshape(tuple(a["input"].shape))
+    out = fn(*bound.args, **bound.kwargs)
+    return BatchedTensor(out.reshape(tuple(sizes) + (bags,) + tuple(out.shape[1:])), levels)
+
+
+def _norm_with_stats(kind):
+    """batch_norm and instance_norm: the batch folded into the channels ((N, Bt*C, *)), so each row keeps its own
+    statistics (batch_norm's over N and space, instance_norm's per sample), and weight, bias and the running
+    statistics used in eval are repeated (or folded, if batched) along them. The running statistics a training
+    call updates: a batched buffer (at every open level) takes each row's update at once; an unbatched one takes
+    the rows' updates one after another, in the loop's order (the values the loop leaves there)."""
+    from .normalization import _update_running
+
+    def rule(fn, args, kwargs):
+        bound = _bound_args(fn, args, kwargs)
+        if bound is None:
+            return None
+        a = bound.arguments
+        flag = bool(a.get("training" if kind == "batch" else "use_input_stats"))
+        x, rm, rv, w, b = (a.get(p) for p in ("input", "running_mean", "running_var", "weight", "bias"))
+        momentum = a.get("momentum")
+        if (not _is_tensor(x) or _logical_rank(x) < 2 or isinstance(momentum, bool) or
+                not isinstance(momentum, (int, float))):
+            return None
+        c = x.shape[1]
+        ts = [t for t in (rm, rv, w, b) if t is not None]
+        if not all(_is_tensor(t) and t.numel() == c for t in ts):
+            return None
+        levels = _levels_of([x] + ts)
+        nb = len(levels)
+        if any(isinstance(t, BatchedTensor) and t._levels != levels for t in (rm, rv)):
+            return None                                   # a buffer batched at some of the levels: the loop
+        if flag and any(s is not None and (s is w or s is b) for s in (rm, rv)):
+            return None                                   # a row's update moves the next row's weight: the loop
+        sizes = _batch_sizes(levels)
+        bt = math.prod(sizes)
+        xv = _fold(_phys(x, levels, expand=True), nb)                        # (Bt, N, C, *s)
+        n, spatial = xv.shape[1], tuple(xv.shape[3:])
+
+        def chan(t):
+            return None if t is None else _fold(_phys(t, levels, expand=True), nb).reshape(-1)
+        a["input"] = xv.transpose(0, 1).reshape((n, bt * c) + spatial)
+        a["weight"], a["bias"] = chan(w), chan(b)
+        a["running_mean"], a["running_var"] = (None, None) if flag else (chan(rm), chan(rv))
+        out = fn(*bound.args, **bound.kwargs)
+        out = out.reshape((n, bt, c) + spatial).transpose(0, 1)
+        if flag and (rm is not None or rv is not None):
+            with _no_grad():
+                xd = xv.detach()
+                if kind == "batch":
+                    dims = (1,) + tuple(builtins.range(3, xd.ndim))
+                    count = n * math.prod(spatial)
+                    mean = xd.mean(dims)
+                    var = xd.var(dims, correction=0) * (count / builtins.max(count - 1, 1))
+                else:
+                    dims = tuple(builtins.range(3, xd.ndim))
+                    count = math.prod(spatial)
+                    mean = xd.mean(dims).mean(1)
+                    var = (xd.var(dims, correction=0) * (count / builtins.max(count - 1, 1))).mean(1)
+                for buf, stat in ((rm, mean), (rv, var)):          # stat: (Bt, C)
+                    if buf is None:
+                        continue
+                    if isinstance(buf, BatchedTensor):
+                        _update_running(buf._value, stat.reshape(tuple(buf._value.shape)), float(momentum))
+                    else:
+                        for i in builtins.range(bt):
+                            _update_running(buf, stat[i], float(momentum))
+        return BatchedTensor(_unfold(out, sizes), levels)
+    return rule
+
+
+def _no_grad():
+    from ...autograd.grad_mode import no_grad
+    return no_grad()
+
+
+def _mha_rule(fn, args, kwargs):
+    """multi_head_attention_forward: the batch folded into N ((L, Bt*N, E); an unbatched (L, E) row is one
+    sample), key_padding_mask, 3-D masks and static_k/v folded along their N*heads, a 2-D attn_mask shared (or
+    repeated per sample, if batched); the projection weights must be unbatched, dropout off."""
+    bound = _bound_args(fn, args, kwargs)
+    if bound is None:
+        return None
+    a = bound.arguments
+    q, k, v = a.get("query"), a.get("key"), a.get("value")
+    if not all(_is_tensor(t) for t in (q, k, v)):
+        return None
+    seq = ("query", "key", "value")
+    folded = seq + ("key_padding_mask", "attn_mask", "static_k", "static_v")
+    if _has_batched([val for name, val in a.items() if name not in folded], {}):
+        return None
+    if a.get("training", True) and a.get("dropout_p") not in (0, 0.0):
+        return None
+    rank = _logical_rank(q)
+    if rank not in (2, 3) or any(_logical_rank(t) != rank for t in (k, v)):
+        return None
+    heads = a.get("num_heads")
+    if isinstance(heads, bool) or not isinstance(heads, int) or heads <= 0:
+        return None
+    extra = [a.get(p) for p in folded[3:]]
+    if any(t is not None and not _is_tensor(t) for t in extra):
+        return None
+    levels = _levels_of([q, k, v] + [t for t in extra if t is not None])
+    nb = len(levels)
+    sizes = _batch_sizes(levels)
+    bt = math.prod(sizes)
+    n = q.shape[1] if rank == 3 else 1
+    for p in seq:
+        t = _fold(_phys(a[p], levels, expand=True), nb)                     # (Bt, L, [N,] E)
+        if rank == 2:
+            t = t.unsqueeze(2)
+        a[p] = t.transpose(0, 1).reshape((t.shape[1], bt * n, t.shape[-1]))
+    kpm = a.get("key_padding_mask")
+    if kpm is not None:
+        if _logical_rank(kpm) != rank - 1:
+            return None
+        a["key_padding_mask"] = _fold(_phys(kpm, levels, expand=True), nb).reshape((bt * n, -1))
+    mask = a.get("attn_mask")
+    if mask is not None:
+        if _logical_rank(mask) == 3:
+            a["attn_mask"] = _fold(_phys(mask, levels, expand=True), nb).reshape((-1,) + tuple(mask.shape[1:]))
+        elif _logical_rank(mask) == 2 and isinstance(mask, BatchedTensor):
+            mv = _fold(_phys(mask, levels, expand=True), nb).unsqueeze(1)
+            a["attn_mask"] = mv.expand((bt, n * heads) + tuple(mask.shape)).reshape((-1,) + tuple(mask.shape))
+        elif _logical_rank(mask) != 2:
+            return None
+    for p in ("static_k", "static_v"):
+        if a.get(p) is not None:
+            t = a[p]
+            if _logical_rank(t) != 3:
+                return None
+            a[p] = _fold(_phys(t, levels, expand=True), nb).reshape((-1,) + tuple(t.shape[1:]))
+    out, weights = fn(*bound.args, **bound.kwargs)
+    out = out.reshape((out.shape[0], bt, n, out.shape[-1])).transpose(0, 1)   # (Bt, L, N, E)
+    if rank == 2:
+        out = out.squeeze(2)
+    out = _unfold(out, sizes)
+    if weights is not None:
+        weights = weights.reshape(tuple(sizes) + ((n,) if rank == 3 else ()) + tuple(weights.shape[1:]))
+        weights = BatchedTensor(weights, levels)
+    return BatchedTensor(out, levels), weights
+
+
+def _linear_cross_entropy_rule(fn, args, kwargs):
+    """linear_cross_entropy(x, w, y) is cross_entropy(linear(x, w, b), y, ...) (its definition's own path for a
+    2-D linear_weight and no options): the two composed through their batching rules."""
+    from .linear import linear as _linear_fn
+    from .loss import cross_entropy as _cross_entropy_fn
+    bound = _bound_args(fn, args, kwargs)
+    if bound is None:
+        return None
+    a = bound.arguments
+    x, w, y, b = a.get("input"), a.get("linear_weight"), a.get("target"), a.get("linear_bias")
+    if not all(_is_tensor(t) for t in (x, w, y)) or a.get("options") is not None:
+        return None
+    if _logical_rank(x) not in (1, 2) or _logical_rank(w) != 2 or x.shape[-1] != w.shape[-1]:
+        return None
+    if b is not None and (not _is_tensor(b) or tuple(b.shape) != (w.shape[0],)):
+        return None
+    probabilities = tuple(y.shape) == tuple(x.shape[:-1]) + (w.shape[0],)
+    if probabilities and a.get("ignore_index") is not None:
+        return None
+    if a.get("reduction") not in ("mean", "sum", "none"):
+        return None
+    logits = _dispatch("linear", _linear_fn, (x, w, b), {})
+    ignore = a.get("ignore_index")
+    return _dispatch("cross_entropy", _cross_entropy_fn, (logits, y, a.get("weight")),
+                     {"ignore_index": -100 if ignore is None else ignore, "reduction": a["reduction"],
+                      "label_smoothing": a.get("label_smoothing", 0.0)})
+
+
+for _k, _rule in (("cosine_embedding_loss", _sample_loss({"input1": 1, "input2": 1, "target": 0})),
+                  ("triplet_margin_loss", _sample_loss({"anchor": 1, "positive": 1, "negative": 1})),
+                  ("F.multi_margin_loss", _sample_loss({"input": 1, "target": 0})),
+                  ("F.multilabel_margin_loss", _sample_loss({"input": 1, "target": 1})),
+                  ("F.multilabel_soft_margin_loss", _sample_loss({"input": 1, "target": 1})),
+                  ("F.triplet_margin_with_distance_loss", _triplet_distance_rule),
+                  ("F.gaussian_nll_loss", _gaussian_nll_rule), ("ctc_loss", _ctc_rule),
+                  ("F.grid_sample", _fold_aligned_n(("input", "grid"), lambda a: a["input"].dim())),
+                  ("F.max_unpool1d", _fold_aligned_n(("input", "indices"), lambda a: 3, _unpool_output_size(1))),
+                  ("F.max_unpool2d", _fold_aligned_n(("input", "indices"), lambda a: 4, _unpool_output_size(2))),
+                  ("F.max_unpool3d", _fold_aligned_n(("input", "indices"), lambda a: 5, _unpool_output_size(3))),
+                  ("F.affine_grid", _affine_grid_rule), ("F.embedding_bag", _embedding_bag_rule),
+                  ("F.fractional_max_pool2d", _fractional_rule(2)), ("F.fractional_max_pool3d", _fractional_rule(3)),
+                  ("F.fractional_max_pool2d_with_indices", _fractional_rule(2)),
+                  ("F.fractional_max_pool3d_with_indices", _fractional_rule(3)),
+                  ("F.batch_norm", _norm_with_stats("batch")), ("batch_norm", _norm_with_stats("batch")),
+                  ("F.instance_norm", _norm_with_stats("instance")), ("instance_norm", _norm_with_stats("instance")),
+                  ("F.multi_head_attention_forward", _mha_rule),
+                  ("F.linear_cross_entropy", _linear_cross_entropy_rule)):
+    RULES[_k] = _or_loop(_k, _rule)
+    if _k in ("cosine_embedding_loss", "triplet_margin_loss", "ctc_loss"):
+        RULES["F." + _k] = RULES[_k]
+# ===== end of vmapA's section ========================================================================================
 
 
 # ----- vmap -----------------------------------------------------------------------------------------------------
