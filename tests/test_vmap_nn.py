@@ -217,3 +217,243 @@ def test_against_torch_func_vmap(dg):
         with torch.no_grad():
             want = torch.func.vmap(lambda *a: fn(torch, *a))(*[torch.from_numpy(np.asarray(a)) for a in arrays])
         np.testing.assert_allclose(got, want.numpy(), rtol=1e-9, atol=1e-11, equal_nan=True)
+
+
+# ----- per-sample losses, folded into N ----------------------------------------------------------------------------
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_per_sample_losses(dg, reduction):
+    F = _F(dg)
+    x, y, z, t = _r(B, 2, 4), _r(B, 2, 4), _r(B, 2, 4), np.sign(_r(B, 2))
+    labels = RNG.integers(0, 4, (B, 2))
+    multi = np.where(RNG.uniform(size=(B, 2, 4)) > 0.5, RNG.integers(0, 4, (B, 2, 4)), -1)
+    check(dg, lambda a, b, c: F.cosine_embedding_loss(a, b, c, 0.1, reduction=reduction), [x, y, t], grad=(0, 1))
+    check(dg, lambda a, b, c: F.cosine_embedding_loss(a, b, c, reduction=reduction), [x[:, 0], y[0, 0], t[:, 0]],
+          (0, None, 0), grad=(0,))
+    check(dg, lambda a, b, c: F.triplet_margin_loss(a, b, c, swap=True, reduction=reduction), [x, y, z],
+          grad=(0, 1, 2))
+    check(dg, lambda a, b, c: dg.triplet_margin_loss(a, b, c, 1.0, 2, 1e-6, False, {"none": 0, "mean": 1,
+                                                                                    "sum": 2}[reduction]),
+          [x[:, 0], y[:, 0], z[0, 0]], (0, 0, None), grad=(0,))
+    check(dg, lambda a, c: F.multi_margin_loss(a, c, p=2, reduction=reduction), [x, labels], grad=(0,))
+    check(dg, lambda a, c, w: F.multi_margin_loss(a, c, weight=w, reduction=reduction), [x[:, 0], labels[:, 0],
+                                                                                         _pos(4)], (0, 0, None))
+    check(dg, lambda a, c: F.multilabel_margin_loss(a, c, reduction=reduction), [x, multi], grad=(0,))
+    check(dg, lambda a, c, w: F.multilabel_soft_margin_loss(a, c, w, reduction=reduction),
+          [x, (RNG.uniform(size=(B, 2, 4)) > 0.5) * 1.0, _pos(4)], (0, 0, None), grad=(0,))
+
+
+def test_triplet_margin_with_a_distance_function(dg):
+    F = _F(dg)
+    x, y, z = _r(B, 2, 4), _r(B, 2, 4), _r(2, 4)
+
+    def l1(a, b):
+        return (a - b).abs().sum(-1)
+    check(dg, lambda a, b, c: F.triplet_margin_with_distance_loss(a, b, c, distance_function=l1, swap=True),
+          [x, y, z], (0, 0, None), grad=(0, 1))
+    check(dg, lambda a, b, c: F.triplet_margin_with_distance_loss(a, b, c, distance_function=l1,
+                                                                  reduction="none"), [x, y[0], z], (0, None, None))
+    check(dg, lambda a, b, c: F.triplet_margin_with_distance_loss(a, b, c, margin=0.5), [x, y, z], (0, 0, None),
+          grad=(0, 1))
+
+
+def test_gaussian_nll_loss(dg):
+    F = _F(dg)
+    x, y = _r(B, 2, 4), _r(B, 2, 4)
+    check(dg, lambda a, b, v: F.gaussian_nll_loss(a, b, v), [x, y, _pos(B, 2, 4)], grad=(0, 1, 2))
+    check(dg, lambda a, b, v: F.gaussian_nll_loss(a, b, v, full=True, reduction="sum"), [x, y, _pos(B, 2)],
+          grad=(0, 2))                                                     # one variance per row of the last dim
+    check(dg, lambda a, b, v: F.gaussian_nll_loss(a, b, v, reduction="none"), [x, y[0], _pos(2, 1)],
+          (0, None, None), grad=(0,))                                      # size 1 in one dim
+    check(dg, lambda a, b: F.gaussian_nll_loss(a, b, 0.7), [x, y], grad=(0,))
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_ctc_loss(dg, reduction):
+    F = _F(dg)
+    t_len, n, c, s = 6, 2, 4, 3
+    lp = _r(B, t_len, n, c)
+    targets = RNG.integers(1, c, (B, n, s))
+    il = np.array([[6, 5], [4, 6], [6, 6]])
+    tl = np.array([[3, 2], [1, 3], [2, 2]])
+
+    def fn(a, b, i, j):
+        return F.ctc_loss(a.log_softmax(-1), b, i, j, reduction=reduction)
+    check(dg, fn, [lp, targets, il, tl], grad=(0,))
+    check(dg, fn, [lp, targets[0], il[0], tl], (0, None, None, 0), grad=(0,))
+    # unbatched rows: (T, C) log-probabilities, (S,) targets, 0-d lengths
+    check(dg, fn, [lp[:, :, 0], targets[:, 0], il[:, 0], tl[:, 0]], grad=(0,))
+    check(dg, lambda a, b, i, j: dg.ctc_loss(a.log_softmax(-1), b, i, j, 0, 1, True), [lp, targets, il, tl],
+          grad=(0,))
+
+
+# ----- sampling, unpooling, bags --------------------------------------------------------------------------------
+def test_grid_sample_and_affine_grid(dg):
+    F = _F(dg)
+    img, grid = _r(B, 2, 3, 5, 5), RNG.uniform(-1, 1, (B, 2, 4, 4, 2))
+    check(dg, lambda a, g: F.grid_sample(a, g, align_corners=False), [img, grid], grad=(0, 1))
+    check(dg, lambda a, g: F.grid_sample(a, g, mode="nearest", align_corners=True), [img[0], grid], (None, 0))
+    check(dg, lambda a, g: F.grid_sample(a, g, padding_mode="border", align_corners=False), [img, grid[0]],
+          (0, None), grad=(0,))
+    check(dg, lambda th: F.affine_grid(th, (2, 3, 4, 5), align_corners=False), [_r(B, 2, 2, 3)], grad=(0,))
+    check(dg, lambda th: F.affine_grid(th, [1, 3, 2, 3, 4], align_corners=True), [_r(B, 1, 3, 4)], grad=(0,))
+
+
+@pytest.mark.parametrize("spatial", [1, 2, 3])
+def test_max_unpool(dg, spatial):
+    F = _F(dg)
+    pool, unpool = getattr(F, f"max_pool{spatial}d"), getattr(F, f"max_unpool{spatial}d")
+    x = _r(B, 2, 3, *(4,) * spatial)
+
+    def fn(a):
+        values, idx = pool(a, 2, return_indices=True)
+        return unpool(values, idx, 2), unpool(values, idx, 2, output_size=(5,) * spatial)
+    check(dg, fn, [x], grad=(0,))
+    check(dg, fn, [x[:, 0]], grad=(0,))
+    values, idx = pool(_tensor(dg, x[0]), 2, return_indices=True)
+    vals = _r(B, *values.shape)
+    check(dg, lambda v, i: unpool(v, i, 2, output_size=(2, 3) + (4,) * spatial), [vals, idx.numpy()], (0, None),
+          grad=(0,))
+
+
+def test_fractional_max_pool(dg):
+    F = _F(dg)
+    x = _r(B, 2, 3, 7, 7)
+    samples = RNG.uniform(size=(B, 2, 3, 2))
+    check(dg, lambda a, u: F.fractional_max_pool2d(a, 2, output_size=3, _random_samples=u), [x, samples],
+          grad=(0,))
+    check(dg, lambda a, u: F.fractional_max_pool2d_with_indices(a, 2, output_size=3, _random_samples=u),
+          [x, samples[0]], (0, None), grad=(0,))
+    check(dg, lambda a, u: F.fractional_max_pool3d(a, 2, output_ratio=0.5, _random_samples=u),
+          [_r(B, 2, 1, 5, 5, 5), RNG.uniform(size=(B, 2, 1, 3))], grad=(0,))
+    # the windows drawn inside vmap: each value is the max of the row's input at its index
+    vm = _vm(dg)
+    vm.FALLBACKS.clear()
+    xt = _tensor(dg, x)
+    values, idx = dg.vmap(lambda a: F.fractional_max_pool2d(a, 2, output_size=3, return_indices=True),
+                          randomness="different")(xt)
+    assert not vm.FALLBACKS and tuple(values.shape) == (B, 2, 3, 3, 3)
+    flat = x.reshape(B, 2, 3, 49)
+    np.testing.assert_array_equal(values.numpy(), np.take_along_axis(flat, idx.numpy().reshape(B, 2, 3, 9), -1)
+                                  .reshape(B, 2, 3, 3, 3))
+
+
+def test_embedding_bag(dg):
+    F = _F(dg)
+    w = _r(10, 3)
+    idx = RNG.integers(0, 10, (B, 7))
+    offsets = np.array([0, 2, 2, 5])
+    boffsets = np.array([[0, 3, 4, 6], [0, 1, 2, 3], [0, 0, 7, 7]])
+    for mode in ("sum", "mean", "max"):
+        check(dg, lambda i, o, v: F.embedding_bag(i, v, o, mode=mode), [idx, offsets, w], (0, None, None),
+              grad=(2,))
+        check(dg, lambda i, o, v: F.embedding_bag(i, v, o, mode=mode, padding_idx=3), [idx, boffsets, w],
+              (0, 0, None), grad=(2,))
+        check(dg, lambda i, v: F.embedding_bag(i, v, mode=mode), [idx.reshape(B, 1, 7), w], (0, None), grad=(1,))
+    check(dg, lambda i, o, v, p: F.embedding_bag(i, v, o, mode="sum", per_sample_weights=p),
+          [idx, offsets, w, _r(B, 7)], (0, None, None, 0), grad=(2, 3))
+
+
+# ----- batch and instance norm ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["batch", "instance"])
+def test_norms_with_running_statistics(dg, kind):
+    F = _F(dg)
+    op = F.batch_norm if kind == "batch" else F.instance_norm
+    x = _r(B, 4, 3, 5)
+    w, b, rm, rv = _pos(3), _r(3), _r(3), _pos(3)
+
+    def run(batched):
+        stats = [_tensor(dg, rm), _tensor(dg, rv)]
+        xt, wt, bt = _tensor(dg, x).requires_grad_(), _tensor(dg, w).requires_grad_(), _tensor(dg, b)
+        if kind == "batch":
+            def f(a):
+                return op(a, stats[0], stats[1], wt, bt, True, 0.2)
+        else:
+            def f(a):
+                return op(a, stats[0], stats[1], wt, bt, True, 0.2)
+        vm = _vm(dg)
+        vm.FALLBACKS.clear()
+        out = dg.vmap(f)(xt) if batched else dg.stack([f(xt[i]) for i in range(B)])
+        if batched:
+            assert not vm.FALLBACKS, vm.FALLBACKS
+        (out * _tensor(dg, np.linspace(-1, 1, out.numel()).reshape(tuple(out.shape)))).sum().backward()
+        return out.detach().numpy(), stats[0].numpy(), stats[1].numpy(), xt.grad.numpy(), wt.grad.numpy()
+    for got, want in zip(run(True), run(False)):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-11)
+    # eval (the running statistics used), a batched weight, no statistics at all
+    check(dg, lambda a, m, v, s: op(a, m, v, s, None, False) if kind == "batch" else
+          op(a, m, v, s, None, use_input_stats=False), [x, rm, rv, _pos(B, 3)], (0, None, None, 0), grad=(0, 3))
+    check(dg, lambda a, s, t: op(a, None, None, s, t, True), [x, _pos(B, 3), _r(3)], (0, 0, None), grad=(0, 1, 2))
+
+
+def test_batch_norm_with_batched_buffers(dg):
+    """An ensemble's running statistics (batched buffers): each row's update goes to its own buffer."""
+    F = _F(dg)
+    x, rm, rv = _r(B, 4, 3), _r(B, 3), _pos(B, 3)
+    rm_t, rv_t = _tensor(dg, rm), _tensor(dg, rv)
+    vm = _vm(dg)
+    vm.FALLBACKS.clear()
+    out = dg.vmap(lambda a, m, v: F.batch_norm(a, m, v, training=True, momentum=0.3))(_tensor(dg, x), rm_t, rv_t)
+    assert not vm.FALLBACKS
+    for i in range(B):
+        m, v = _tensor(dg, rm[i]), _tensor(dg, rv[i])
+        want = F.batch_norm(_tensor(dg, x[i]), m, v, training=True, momentum=0.3)
+        np.testing.assert_allclose(out[i].numpy(), want.numpy(), rtol=1e-9, atol=1e-11)
+        np.testing.assert_allclose(rm_t[i].numpy(), m.numpy(), rtol=1e-9, atol=1e-11)
+        np.testing.assert_allclose(rv_t[i].numpy(), v.numpy(), rtol=1e-9, atol=1e-11)
+
+
+# ----- attention, linear_cross_entropy -----------------------------------------------------------------------------
+def test_multi_head_attention_forward(dg):
+    F = _F(dg)
+    e, h, n, length, s = 4, 2, 2, 3, 5
+    inw, inb, outw, outb = _r(3 * e, e), _r(3 * e), _r(e, e), _r(e)
+    q, k = _r(B, length, n, e), _r(B, s, n, e)
+
+    def mha(a, kv, w, kpm=None, mask=None, need=True, avg=True):
+        return F.multi_head_attention_forward(a, kv, kv, e, h, w, _tensor(dg, inb), None, None, False, 0.0,
+                                              _tensor(dg, outw), _tensor(dg, outb), key_padding_mask=kpm,
+                                              need_weights=need, attn_mask=mask, average_attn_weights=avg)
+    check(dg, lambda a, kv, w: mha(a, kv, w), [q, k, inw], (0, 0, None), grad=(0, 1, 2))
+    check(dg, lambda a, kv, w: mha(a, kv, w, avg=False), [q, k[0], inw], (0, None, None), grad=(0, 2))
+    check(dg, lambda a, kv, w: mha(a, kv, w, need=False)[0], [q[:, :, 0], k[:, :, 0], inw], (0, 0, None),
+          grad=(0, 1))
+    kpm = RNG.uniform(size=(B, n, s)) > 0.7
+    kpm[..., 0] = False
+    mask = RNG.uniform(size=(length, s)) > 0.8
+    check(dg, lambda a, kv, w, p, m: mha(a, kv, w, kpm=p, mask=m), [q, k, inw, kpm, mask], (0, 0, None, 0, None),
+          grad=(0,))
+    check(dg, lambda a, kv, w, m: mha(a, kv, w, mask=m), [q, k, inw, _r(B, length, s)], (0, 0, None, 0))
+    check(dg, lambda a, kv, w, m: mha(a, kv, w, mask=m), [q, k, inw, _r(B, n * h, length, s)], (0, 0, None, 0))
+
+
+def test_linear_cross_entropy(dg):
+    F = _F(dg)
+    x, w, b = _r(B, 2, 4), _r(5, 4), _r(5)
+    y = RNG.integers(0, 5, (B, 2))
+    check(dg, lambda a, v, t: F.linear_cross_entropy(a, v, t), [x, w, y], (0, None, 0), grad=(0, 1))
+    check(dg, lambda a, v, t, c: F.linear_cross_entropy(a, v, t, linear_bias=c, reduction="sum",
+                                                        label_smoothing=0.1), [x, _r(B, 5, 4), y, b], (0, 0, 0, None),
+          grad=(0, 1, 3))
+    check(dg, lambda a, v, t: F.linear_cross_entropy(a, v, t, ignore_index=2, reduction="none"),
+          [x[:, 0], w, y[:, 0]], (0, None, 0), grad=(0,))
+    probs = RNG.uniform(size=(B, 2, 5))
+    check(dg, lambda a, v, t: F.linear_cross_entropy(a, v, t), [x, w, probs / probs.sum(-1, keepdims=True)],
+          (0, None, 0), grad=(0, 1))
+
+
+def test_losses_and_layers_against_torch_func_vmap(dg):
+    torch = pytest.importorskip("torch")
+    x, y, t = _r(B, 2, 4), _r(B, 2, 4), np.sign(_r(B, 2))
+    img, grid = _r(B, 2, 3, 5, 5), RNG.uniform(-1, 1, (B, 2, 4, 4, 2))
+    cases = [
+        (lambda M, a, b, c: M.nn.functional.cosine_embedding_loss(a, b, c), [x, y, t]),
+        (lambda M, a, b, c: M.nn.functional.triplet_margin_loss(a, b, c, swap=True), [x, y, x[::-1].copy()]),
+        (lambda M, a, g: M.nn.functional.grid_sample(a, g, align_corners=False), [img, grid]),
+        (lambda M, a, c: M.nn.functional.multi_margin_loss(a, c), [x, RNG.integers(0, 4, (B, 2))]),
+        (lambda M, a, w: M.nn.functional.batch_norm(a, None, None, w, None, True), [x, _pos(B, 4)]),
+    ]
+    for fn, arrays in cases:
+        got = dg.vmap(lambda *a: fn(dg, *a))(*[_tensor(dg, a) for a in arrays]).detach().numpy()
+        with torch.no_grad():
+            want = torch.func.vmap(lambda *a: fn(torch, *a))(*[torch.from_numpy(np.asarray(a)) for a in arrays])
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-8, atol=1e-10)
