@@ -284,6 +284,15 @@ def test_ctc_loss(dg, reduction):
     check(dg, fn, [lp[:, :, 0], targets[:, 0], il[:, 0], tl[:, 0]], grad=(0,))
     check(dg, lambda a, b, i, j: dg.ctc_loss(a.log_softmax(-1), b, i, j, 0, 1, True), [lp, targets, il, tl],
           grad=(0,))
+    # lengths as Python lists (shared by the rows), and 0-d ones as ints
+    check(dg, lambda a, b: F.ctc_loss(a.log_softmax(-1), b, [6, 5], [3, 1], reduction=reduction), [lp, targets],
+          grad=(0,))
+    check(dg, lambda a, b: F.ctc_loss(a.log_softmax(-1), b, 5, 2, reduction=reduction),
+          [lp[:, :, 0], targets[:, 0]], grad=(0,))
+    # concatenated targets: each row's own lengths split its (sum of lengths,) vector
+    flat = RNG.integers(1, c, (B, 5))
+    check(dg, lambda a, b, j: F.ctc_loss(a.log_softmax(-1), b, [6, 6], j, reduction=reduction),
+          [lp, flat, np.array([[3, 2], [1, 3], [0, 4]])], grad=(0,))
 
 
 # ----- sampling, unpooling, bags --------------------------------------------------------------------------------
@@ -349,6 +358,8 @@ def test_embedding_bag(dg):
         check(dg, lambda i, o, v: F.embedding_bag(i, v, o, mode=mode, padding_idx=3), [idx, boffsets, w],
               (0, 0, None), grad=(2,))
         check(dg, lambda i, v: F.embedding_bag(i, v, mode=mode), [idx.reshape(B, 1, 7), w], (0, None), grad=(1,))
+    check(dg, lambda i, o, v: F.embedding_bag(i, v, o, include_last_offset=True), [idx, np.array([0, 3, 7]), w],
+          (0, None, None), grad=(2,))
     check(dg, lambda i, o, v, p: F.embedding_bag(i, v, o, mode="sum", per_sample_weights=p),
           [idx, offsets, w, _r(B, 7)], (0, None, None, 0), grad=(2, 3))
 

@@ -2518,23 +2518,55 @@ def _lengths_phys(t, levels, count):
     return _phys(t, levels, expand=True).reshape(tuple(_batch_sizes(levels)) + (count,))
 
 
+def _as_lengths(t, like):
+    """ctc_loss's lengths as a tensor: a tensor as it is, a Python int or list of ints as an unbatched int64 one
+    (None: anything else, for the op's own error)."""
+    if _is_tensor(t):
+        return t
+    if isinstance(t, int) and not isinstance(t, bool):
+        return like.new_tensor(t, dtype=_C.int64)
+    if isinstance(t, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in t):
+        return like.new_tensor(list(t), dtype=_C.int64)
+    return None
+
+
+def _padded_targets(tv, tl_v):
+    """Each row's concatenated targets (Bt, L) as padded ones (Bt*N, S), S the longest target length: sample j
+    of row b reads tv[b, start_bj : start_bj + S] (clamped; the op reads only its first length values). None if
+    a row's lengths overrun its L (the op's error)."""
+    bt, length = tv.shape[0], tv.shape[1]
+    n = tl_v.shape[1]
+    ends = tl_v.cumsum(1)
+    if n == 0 or not bool((ends[:, -1] <= length).all()):
+        return None
+    s = builtins.max(int(tl_v.max().item()), 1)
+    if length == 0:
+        return tv.new_zeros((bt * n, s))
+    pos = (ends - tl_v).unsqueeze(-1) + (tl_v.new_ones((s,)).cumsum(0) - 1)      # (Bt, N, S)
+    return tv.gather(1, pos.clamp(max=length - 1).reshape((bt, n * s))).reshape((bt * n, s))
+
+
 def _ctc_rule(fn, args, kwargs):
     """ctc_loss: the batch folded into N (log_probs (T, N, C), or an unbatched row's (T, C) made one sample),
-    padded targets and tensor lengths aligned and folded; reduction='none', then each row's mean divides by its
-    target lengths (at least 1) as torch's. Concatenated 1-D targets of rows that hold N samples, and lengths
-    given as Python lists, fall back."""
+    padded targets and the lengths (tensors, or Python ints/lists shared by the rows) aligned and folded; each
+    row's concatenated 1-D targets become padded ones (_padded_targets); reduction='none', then each row's mean
+    divides by its target lengths (at least 1) as torch's."""
     bound = _bound_args(fn, args, kwargs)
     if bound is None:
         return None
     a = bound.arguments
     reduction, none = _reduction_arg(a)
-    lp, tg, il, tl = a.get("log_probs"), a.get("targets"), a.get("input_lengths"), a.get("target_lengths")
-    if reduction is None or not all(_is_tensor(t) for t in (lp, tg, il, tl)):
+    lp, tg = a.get("log_probs"), a.get("targets")
+    if reduction is None or not (_is_tensor(lp) and _is_tensor(tg)):
+        return None
+    like = lp._value if isinstance(lp, BatchedTensor) else lp
+    il, tl = _as_lengths(a.get("input_lengths"), like), _as_lengths(a.get("target_lengths"), like)
+    if il is None or tl is None:
         return None
     rank = _logical_rank(lp)
     if rank == 3:
         n = lp.shape[1]
-        if _logical_rank(tg) != 2 or _logical_rank(il) != 1 or _logical_rank(tl) != 1:
+        if _logical_rank(tg) not in (1, 2) or _logical_rank(il) != 1 or _logical_rank(tl) != 1:
             return None
     elif rank == 2:
         n = 1
@@ -2544,6 +2576,8 @@ def _ctc_rule(fn, args, kwargs):
             return None
     else:
         return None
+    if il.numel() != n or tl.numel() != n:
+        return None
     levels = _levels_of([lp, tg, il, tl])
     nb = len(levels)
     sizes = _batch_sizes(levels)
@@ -2552,10 +2586,14 @@ def _ctc_rule(fn, args, kwargs):
         v = v.unsqueeze(2)
     t_len, c = v.shape[1], v.shape[-1]
     a["log_probs"] = v.transpose(0, 1).reshape((t_len, -1, c))       # (T, Bt*N, C)
-    tv = _fold(_phys(tg, levels, expand=True), nb)
-    a["targets"] = tv.reshape((-1, tv.shape[-1]))                   # (Bt*N, S)
     il_v = _lengths_phys(il, levels, n)
     tl_v = _lengths_phys(tl, levels, n)
+    tv = _fold(_phys(tg, levels, expand=True), nb)
+    if rank == 3 and _logical_rank(tg) == 1:
+        tv = _padded_targets(tv, _fold(tl_v, nb))
+        if tv is None:
+            return None
+    a["targets"] = tv.reshape((-1, tv.shape[-1]))                   # (Bt*N, S)
     a["input_lengths"], a["target_lengths"] = il_v.reshape(-1), tl_v.reshape(-1)
     a["reduction"] = none
     losses = fn(*bound.args, **bound.kwargs).reshape(tuple(sizes) + (n,))
@@ -2676,13 +2714,14 @@ def _fractional_with_samples(fn, bound, x, samples, rank, spatial):
 def _embedding_bag_rule(fn, args, kwargs):
     """embedding_bag with an unbatched weight: a 2-D row's bags folded with the batch; a 1-D row's indices
     concatenated, its offsets shifted by the row's start (every row's first offset must be 0, else its leading
-    indices, in no bag, would join the previous row's last bag); per_sample_weights folded as the indices."""
+    indices, in no bag, would join the previous row's last bag; with include_last_offset every row's last offset
+    must be its end); per_sample_weights folded as the indices."""
     bound = _bound_args(fn, args, kwargs)
     if bound is None:
         return None
     a = bound.arguments
     idx, off, psw = a.get("input"), a.get("offsets"), a.get("per_sample_weights")
-    if not _is_tensor(idx) or isinstance(a.get("weight"), BatchedTensor) or a.get("include_last_offset"):
+    if not _is_tensor(idx) or isinstance(a.get("weight"), BatchedTensor):
         return None
     if a.get("max_norm") is not None or (psw is not None and not _is_tensor(psw)):
         return None
@@ -2702,6 +2741,10 @@ def _embedding_bag_rule(fn, args, kwargs):
     else:
         length = idx.shape[0]
         ov = _fold(_phys(off, levels, expand=True), nb)             # (Bt, bags)
+        if a.get("include_last_offset"):        # each row's last offset must be its end (L): dropped, the rest
+            if ov.shape[1] == 0 or not bool((ov[:, -1] == length).all()):
+                return None
+            ov, a["include_last_offset"] = ov[:, :-1], False    # are plain offsets
         bags = ov.shape[1]
         if bags == 0 or not bool((ov[:, 0] == 0).all()):
             return None
