@@ -437,6 +437,19 @@ def test_multi_head_attention_forward(dg):
     check(dg, lambda a, kv, w, m: mha(a, kv, w, mask=m), [q, k, inw, _r(B, n * h, length, s)], (0, 0, None, 0))
 
 
+def test_multi_head_attention_forward_with_dropout(dg):
+    F = _F(dg)
+    e, h = 4, 2
+    q = _tensor(dg, np.broadcast_to(_r(1, 3, 2, e), (B, 3, 2, e)).copy())
+    w, b, outw, outb = (_tensor(dg, a) for a in (_r(3 * e, e), _r(3 * e), _r(e, e), _r(e)))
+    vm = _vm(dg)
+    vm.FALLBACKS.clear()
+    out, weights = dg.vmap(lambda a: F.multi_head_attention_forward(a, a, a, e, h, w, b, None, None, False, 0.5,
+                                                                    outw, outb, training=True))(q)
+    assert not vm.FALLBACKS and tuple(out.shape) == (B, 3, 2, e) and tuple(weights.shape) == (B, 2, 3, 3)
+    assert not np.allclose(out[0].numpy(), out[1].numpy())          # equal rows, each its own dropout mask
+
+
 def test_linear_cross_entropy(dg):
     F = _F(dg)
     x, w, b = _r(B, 2, 4), _r(5, 4), _r(5)

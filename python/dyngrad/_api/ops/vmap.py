@@ -2830,7 +2830,8 @@ def _no_grad():
 def _mha_rule(fn, args, kwargs):
     """multi_head_attention_forward: the batch folded into N ((L, Bt*N, E); an unbatched (L, E) row is one
     sample), key_padding_mask, 3-D masks and static_k/v folded along their N*heads, a 2-D attn_mask shared (or
-    repeated per sample, if batched); the projection weights must be unbatched, dropout off."""
+    repeated per sample, if batched); the projection weights must be unbatched. Dropout of the attention weights
+    draws per element of the folded batch: each row its own mask, as the loop's draws."""
     bound = _bound_args(fn, args, kwargs)
     if bound is None:
         return None
@@ -2841,8 +2842,6 @@ def _mha_rule(fn, args, kwargs):
     seq = ("query", "key", "value")
     folded = seq + ("key_padding_mask", "attn_mask", "static_k", "static_v")
     if _has_batched([val for name, val in a.items() if name not in folded], {}):
-        return None
-    if a.get("training", True) and a.get("dropout_p") not in (0, 0.0):
         return None
     rank = _logical_rank(q)
     if rank not in (2, 3) or any(_logical_rank(t) != rank for t in (k, v)):
