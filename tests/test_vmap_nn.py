@@ -428,6 +428,9 @@ def test_multi_head_attention_forward(dg):
     check(dg, lambda a, kv, w: mha(a, kv, w, avg=False), [q, k[0], inw], (0, None, None), grad=(0, 2))
     check(dg, lambda a, kv, w: mha(a, kv, w, need=False)[0], [q[:, :, 0], k[:, :, 0], inw], (0, 0, None),
           grad=(0, 1))
+    check(dg, lambda a, kv, w, m: mha(a, kv, w, mask=m, avg=False), [q[:, :, 0], k[:, :, 0], inw,
+                                                                      _r(B, h, length, s)], (0, 0, None, 0),
+          grad=(0, 1))                                       # unbatched rows, a per-head mask, per-head weights
     kpm = RNG.uniform(size=(B, n, s)) > 0.7
     kpm[..., 0] = False
     mask = RNG.uniform(size=(length, s)) > 0.8

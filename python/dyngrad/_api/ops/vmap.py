@@ -34,11 +34,15 @@ import math
 from ... import _C
 from ..._user_frame import warn
 from ...autograd.function import Function
+from ...autograd.grad_mode import no_grad as _no_grad
 from ..args import Size, Tensor, to_int, type_name
 from ..batching import METHODS, STATE, register
 from .. import primitive_rows, table
 from .shape import diag_embed as _diag_embed
 from .sorting import sort as _sort
+from .linear import linear as _linear_fn                     # these three: the nn.functional rules (vmapA)
+from .loss import cross_entropy as _cross_entropy_fn
+from .normalization import _update_running
 
 # ----- levels -------------------------------------------------------------------------------------------------
 _COUNTER = itertools.count(1)
@@ -1087,7 +1091,7 @@ def _pointwise_loss(*tensor_params):
         if any(a.get(k) is not None for k in _LEGACY):
             return None
         code = a.get("reduction", "mean")
-        reduction = _REDUCTION_CODES.get(code, code)       # the aten rows' int codes (vmapA)
+        reduction = _REDUCTION_CODES.get(code, code) if isinstance(code, (int, str)) else None  # aten's int codes
         if reduction not in ("none", "mean", "sum", "batchmean"):
             return None
         tensors = [a[p] for p in tensor_params if _is_tensor(a.get(p))]
@@ -2410,7 +2414,7 @@ def _reduction_arg(a):
     if any(a.get(k) is not None for k in _LEGACY):
         return None, None
     code = a.get("reduction", "mean")
-    word = _REDUCTION_CODES.get(code, code) if not isinstance(code, bool) else None
+    word = _REDUCTION_CODES.get(code, code) if isinstance(code, (int, str)) and not isinstance(code, bool) else None
     if word not in ("none", "mean", "sum"):
         return None, None
     return word, (0 if isinstance(code, int) else "none")
@@ -2762,8 +2766,6 @@ def _norm_with_stats(kind):
     statistics used in eval are repeated (or folded, if batched) along them. The running statistics a training
     call updates: a batched buffer (at every open level) takes each row's update at once; an unbatched one takes
     the rows' updates one after another, in the loop's order (the values the loop leaves there)."""
-    from .normalization import _update_running
-
     def rule(fn, args, kwargs):
         bound = _bound_args(fn, args, kwargs)
         if bound is None:
@@ -2820,11 +2822,6 @@ def _norm_with_stats(kind):
                             _update_running(buf, stat[i], float(momentum))
         return BatchedTensor(_unfold(out, sizes), levels)
     return rule
-
-
-def _no_grad():
-    from ...autograd.grad_mode import no_grad
-    return no_grad()
 
 
 def _mha_rule(fn, args, kwargs):
@@ -2896,8 +2893,6 @@ def _mha_rule(fn, args, kwargs):
 def _linear_cross_entropy_rule(fn, args, kwargs):
     """linear_cross_entropy(x, w, y) is cross_entropy(linear(x, w, b), y, ...) (its definition's own path for a
     2-D linear_weight and no options): the two composed through their batching rules."""
-    from .linear import linear as _linear_fn
-    from .loss import cross_entropy as _cross_entropy_fn
     bound = _bound_args(fn, args, kwargs)
     if bound is None:
         return None
