@@ -484,3 +484,37 @@ def test_losses_and_layers_against_torch_func_vmap(dg):
         with torch.no_grad():
             want = torch.func.vmap(lambda *a: fn(torch, *a))(*[torch.from_numpy(np.asarray(a)) for a in arrays])
         np.testing.assert_allclose(got, want.numpy(), rtol=1e-8, atol=1e-10)
+
+
+def test_nested_vmap_against_the_double_loop(dg):
+    """Two levels at once (one BatchedTensor with two leading dims), operands batched at one level or both."""
+    F = _F(dg)
+    x, m = _tensor(dg, _r(2, B, 3, 4)), _tensor(dg, RNG.uniform(size=(2, 3, 4)) > 0.3)
+    y, t = _tensor(dg, _r(B, 3, 4)), _tensor(dg, np.sign(_r(2, B, 3)))
+    img, w = _tensor(dg, _r(2, B, 2, 4, 5, 5)), _tensor(dg, _r(2, 4, 3, 3, 3))
+    cases = [
+        (lambda a, k: dg.masked.sum(a, -1, mask=k), (x, m), (0, 0), (0, None)),       # mask: outer level only
+        (lambda a, b, c: F.cosine_embedding_loss(a, b, c), (x, y, t), (0, None, 0), (0, 0, 0)),
+        (lambda a, v: dg.conv_transpose2d(a, v, stride=2), (img, w), (0, 0), (0, None)),
+        (lambda a, k: dg.masked.softmax(a, 1, mask=k), (x, m), (0, 0), (0, None)),
+    ]
+    vm = _vm(dg)
+    for fn, args, outer, inner in cases:
+        vm.FALLBACKS.clear()
+        got = dg.vmap(dg.vmap(fn, in_dims=inner), in_dims=outer)(*args)
+        assert not vm.FALLBACKS, vm.FALLBACKS
+        for i in range(2):
+            row = [a if d is None else a.select(d, i) for a, d in zip(args, outer)]
+            for j in range(B):
+                cell = [a if d is None else a.select(d, j) for a, d in zip(row, inner)]
+                np.testing.assert_allclose(got[i, j].numpy(), fn(*cell).numpy(), rtol=1e-9, atol=1e-11)
+    # running statistics under two levels: the rows' updates in the loop's order (outer first)
+    xs = _r(2, B, 4, 3)
+    stats = [[_tensor(dg, np.zeros(3)), _tensor(dg, np.ones(3))] for _ in range(2)]
+    dg.vmap(dg.vmap(lambda a: F.batch_norm(a, stats[0][0], stats[0][1], training=True, momentum=0.3)))(
+        _tensor(dg, xs))
+    for i in range(2):
+        for j in range(B):
+            F.batch_norm(_tensor(dg, xs[i, j]), stats[1][0], stats[1][1], training=True, momentum=0.3)
+    for got_stat, want_stat in zip(*stats):
+        np.testing.assert_allclose(got_stat.numpy(), want_stat.numpy(), rtol=1e-9, atol=1e-11)
