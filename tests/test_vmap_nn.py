@@ -518,3 +518,38 @@ def test_nested_vmap_against_the_double_loop(dg):
             F.batch_norm(_tensor(dg, xs[i, j]), stats[1][0], stats[1][1], training=True, momentum=0.3)
     for got_stat, want_stat in zip(*stats):
         np.testing.assert_allclose(got_stat.numpy(), want_stat.numpy(), rtol=1e-9, atol=1e-11)
+
+
+def test_batched_weights_of_bilinear_conv_tbc_embedding_bag(dg):
+    """Batched weights (an ensemble, or per-sample gradients: func.grad inside vmap expands the weight to the
+    batch), with no fallback, against the loop; then vmap(grad) with respect to the weight against the loop of
+    grads."""
+    F = _F(dg)
+    check(dg, lambda a, b, w, c: dg.bilinear(a, b, w, c), [_r(B, 2, 3), _r(B, 2, 4), _r(B, 5, 3, 4), _r(5)],
+          (0, 0, 0, None), grad=(0, 1, 2, 3))
+    check(dg, lambda a, b, w, c: F.bilinear(a, b, w, c), [_r(3), _r(B, 4), _r(5, 3, 4), _r(B, 5)],
+          (None, 0, None, 0), grad=(0, 1, 2, 3))
+    check(dg, lambda a, w, c: dg.conv_tbc(a, w, c, 1), [_r(B, 5, 2, 3), _r(B, 3, 3, 4), _r(4)], (0, 0, None),
+          grad=(0, 1, 2))
+    check(dg, lambda a, w, c: dg.conv_tbc(a, w, c), [_r(5, 2, 3), _r(3, 3, 4), _r(B, 4)], (None, None, 0),
+          grad=(0, 1, 2))
+    idx = RNG.integers(0, 10, (B, 7))
+    check(dg, lambda i, o, v: F.embedding_bag(i, v, o, mode="mean"), [idx, np.array([0, 2, 5]), _r(B, 10, 3)],
+          (0, None, 0), grad=(2,))
+    check(dg, lambda i, v: F.embedding_bag(i, v, mode="max"), [idx[0].reshape(1, 7), _r(B, 10, 3)], (None, 0),
+          grad=(1,))
+    # per-sample gradients of each weight
+    vm = _vm(dg)
+    x1, x2, w = _tensor(dg, _r(B, 3)), _tensor(dg, _r(B, 4)), _tensor(dg, _r(5, 3, 4))
+    seq, k, bias = _tensor(dg, _r(B, 5, 2, 3)), _tensor(dg, _r(3, 3, 4)), _tensor(dg, _r(4))
+    table, ids = _tensor(dg, _r(10, 3)), _tensor(dg, idx.reshape(B, 1, 7))
+    for loss, inputs, weight in (
+            (lambda v, a, b: dg.bilinear(a, b, v).tanh().sum(), (x1, x2), w),
+            (lambda v, a: dg.conv_tbc(a, v, bias, 1).tanh().sum(), (seq,), k),
+            (lambda v, i: F.embedding_bag(i, v, mode="sum").tanh().sum(), (ids,), table)):
+        vm.FALLBACKS.clear()
+        got = dg.vmap(dg.func.grad(loss), in_dims=(None,) + (0,) * len(inputs))(weight, *inputs)
+        assert not vm.FALLBACKS, sorted(set(vm.FALLBACKS))
+        for i in range(B):
+            want = dg.func.grad(loss)(weight, *[t[i] for t in inputs])
+            np.testing.assert_allclose(got[i].numpy(), want.numpy(), rtol=1e-9, atol=1e-11)

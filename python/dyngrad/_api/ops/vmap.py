@@ -40,7 +40,8 @@ from ..batching import METHODS, STATE, register
 from .. import primitive_rows, table
 from .shape import diag_embed as _diag_embed
 from .sorting import sort as _sort
-from .linear import linear as _linear_fn                     # these three: the nn.functional rules (vmapA)
+from .conv import conv1d as _conv1d_fn                       # these four: the nn.functional rules (vmapA)
+from .linear import linear as _linear_fn
 from .loss import cross_entropy as _cross_entropy_fn
 from .normalization import _update_running
 
@@ -2290,9 +2291,23 @@ def _stft_rule(complex_rank):
 
 
 def _conv_tbc_rule(fn, args, kwargs):
-    """conv_tbc over (T, N, C) rows: the batch moved beside N and folded into it (weight and bias unbatched)."""
-    if not _only_first_batched(args, kwargs):
-        return None
+    """conv_tbc over (T, N, C) rows: the batch moved beside N and folded into it; a batched weight or bias
+    (per-sample gradients): conv1d of the permuted rows, as the op's definition, through conv1d's rule (the
+    batch in its groups)."""
+    if not isinstance(args[0], BatchedTensor) or _has_batched(args[1:], kwargs):
+        bound = _bound_args(fn, args, kwargs)
+        if bound is None:
+            return None
+        a = bound.arguments
+        x, w, b, pad = a.get("input"), a.get("weight"), a.get("bias"), a.get("pad", 0)
+        if (not all(_is_tensor(t) for t in (x, w, b)) or isinstance(pad, bool) or not isinstance(pad, int) or
+                pad < 0 or _logical_rank(x) != 3 or _logical_rank(w) != 3 or _logical_rank(b) != 1 or
+                x.shape[2] != w.shape[1] or b.shape[0] != w.shape[2] or x.shape[0] + 2 * pad - w.shape[0] + 1 <= 0):
+            return None                             # the op's errors and its cropping, by the loop
+        xp = _dispatch("permute", lambda t, dims: t.permute(dims), (x, (1, 2, 0)), {})
+        wp = _dispatch("permute", lambda t, dims: t.permute(dims), (w, (2, 1, 0)), {})
+        out = _dispatch("conv1d", _conv1d_fn, (xp, wp, b), {"padding": pad})
+        return _dispatch("permute", lambda t, dims: t.permute(dims), (out, (2, 0, 1)), {})
     x = args[0]
     nb = len(x._levels)
     if x.dim() != 3:
@@ -2307,19 +2322,42 @@ def _conv_tbc_rule(fn, args, kwargs):
 
 def _bilinear_rule(fn, args, kwargs):
     """bilinear(x1, x2, weight, bias) over (*, in) rows: x1 and x2 aligned (their leading dims are the op's own
-    batch), weight and bias unbatched."""
+    batch); a batched weight or bias: _bilinear_batched_weight."""
     bound = _bound_args(fn, args, kwargs)
     if bound is None:
         return None
     a = bound.arguments
-    x1, x2 = a.get("input1"), a.get("input2")
-    if not (_is_tensor(x1) and _is_tensor(x2)) or _has_batched([a.get("weight"), a.get("bias")], {}):
+    x1, x2, w, b = a.get("input1"), a.get("input2"), a.get("weight"), a.get("bias")
+    if not (_is_tensor(x1) and _is_tensor(x2)) or _logical_rank(x1) != _logical_rank(x2) or _logical_rank(x1) == 0:
         return None
-    if _logical_rank(x1) != _logical_rank(x2) or _logical_rank(x1) == 0:
-        return None
+    if _has_batched([w, b], {}):
+        if (not _is_tensor(w) or _logical_rank(w) != 3 or tuple(x1.shape[:-1]) != tuple(x2.shape[:-1]) or
+                (x1.shape[-1], x2.shape[-1]) != tuple(w.shape[1:]) or
+                (b is not None and (not _is_tensor(b) or tuple(b.shape) != (w.shape[0],)))):
+            return None                             # the op's own errors, by the loop
+        return _bilinear_batched_weight(x1, x2, w, b)
     levels = _levels_of([x1, x2])
     a["input1"], a["input2"] = _phys(x1, levels, expand=True), _phys(x2, levels, expand=True)
     return _wrap(fn(*bound.args, **bound.kwargs), levels)
+
+
+def _bilinear_batched_weight(x1, x2, w, b):
+    """bilinear with a batched weight (per-sample gradients), on the physical tensors as its definition computes
+    it: x1 @ (in1, out * in2) per row, contracted with x2 over in2."""
+    levels = _levels_of([x1, x2, w, b])
+    nb = len(levels)
+    sizes = _batch_sizes(levels)
+    out, in1, in2 = w.shape
+    rank = _logical_rank(x1)
+    v1, v2 = _phys(x1, levels, expand=True), _phys(x2, levels, expand=True)
+    lead = tuple(v1.shape[nb:-1])
+    wv = _phys(w, levels, expand=True)
+    wv = wv.permute(tuple(builtins.range(nb)) + (nb + 1, nb, nb + 2)).reshape(tuple(sizes) + (in1, out * in2))
+    left = v1.reshape(tuple(sizes) + (-1, in1)).matmul(wv).reshape(tuple(sizes) + lead + (out, in2))
+    y = (left * v2.unsqueeze(-2)).sum(-1)
+    if b is not None:
+        y = y + _phys(b, levels, rank)
+    return BatchedTensor(y, levels)
 
 
 def _prelu_rule(fn, args, kwargs):
@@ -2716,16 +2754,20 @@ def _fractional_with_samples(fn, bound, x, samples, rank, spatial):
 
 
 def _embedding_bag_rule(fn, args, kwargs):
-    """embedding_bag with an unbatched weight: a 2-D row's bags folded with the batch; a 1-D row's indices
-    concatenated, its offsets shifted by the row's start (every row's first offset must be 0, else its leading
-    indices, in no bag, would join the previous row's last bag; with include_last_offset every row's last offset
-    must be its end); per_sample_weights folded as the indices."""
+    """embedding_bag: a 2-D row's bags folded with the batch; a 1-D row's indices concatenated, its offsets
+    shifted by the row's start (every row's first offset must be 0, else its leading indices, in no bag, would join
+    the previous row's last bag; with include_last_offset every row's last offset must be its end);
+    per_sample_weights folded as the indices. A batched weight (per-sample gradients) is stacked into one table,
+    row b's indices shifted by b * num_embeddings (no padding_idx then: it names one index per row)."""
     bound = _bound_args(fn, args, kwargs)
     if bound is None:
         return None
     a = bound.arguments
     idx, off, psw = a.get("input"), a.get("offsets"), a.get("per_sample_weights")
-    if not _is_tensor(idx) or isinstance(a.get("weight"), BatchedTensor):
+    w = a.get("weight")
+    if not _is_tensor(idx) or not _is_tensor(w) or _logical_rank(w) != 2:
+        return None
+    if isinstance(w, BatchedTensor) and a.get("padding_idx") is not None:
         return None
     if a.get("max_norm") is not None or (psw is not None and not _is_tensor(psw)):
         return None
@@ -2735,10 +2777,17 @@ def _embedding_bag_rule(fn, args, kwargs):
         return None
     if psw is not None and tuple(psw.shape) != tuple(idx.shape):
         return None
-    levels = _levels_of([t for t in (idx, off, psw) if t is not None])
+    levels = _levels_of([t for t in (idx, off, psw, w) if t is not None])
     nb = len(levels)
     sizes = _batch_sizes(levels)
     iv = _fold(_phys(idx, levels, expand=True), nb)
+    if isinstance(w, BatchedTensor):
+        num = w.shape[0]
+        if iv.numel() and not bool(((iv >= 0) & (iv < num)).all()):
+            return None                         # an index out of its row's table: the op's error, by the loop
+        wv = _fold(_phys(w, levels, expand=True), nb)                           # (Bt, num, D)
+        a["weight"] = wv.reshape((-1, wv.shape[-1]))
+        iv = iv + ((iv.new_ones((iv.shape[0],)).cumsum(0) - 1) * num).reshape((-1,) + (1,) * (iv.ndim - 1))
     if rank == 2:
         bags = idx.shape[0]
         a["input"] = iv.reshape((-1, iv.shape[-1]))
