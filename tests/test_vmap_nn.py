@@ -553,3 +553,43 @@ def test_batched_weights_of_bilinear_conv_tbc_embedding_bag(dg):
         for i in range(B):
             want = dg.func.grad(loss)(weight, *[t[i] for t in inputs])
             np.testing.assert_allclose(got[i].numpy(), want.numpy(), rtol=1e-9, atol=1e-11)
+
+
+def test_multi_head_attention_forward_with_batched_weights(dg):
+    F = _F(dg)
+    e, h, n, length, s = 4, 2, 2, 3, 5
+    q, k = _r(B, length, n, e), _r(B, s, n, e)
+
+    def mha(a, kv, w, b, wo, bo, mask=None, separate=None):
+        extra = {} if separate is None else dict(use_separate_proj_weight=True, q_proj_weight=separate[0],
+                                                 k_proj_weight=separate[1], v_proj_weight=separate[2])
+        return F.multi_head_attention_forward(a, kv, kv, e, h, w, b, None, None, False, 0.0, wo, bo, attn_mask=mask,
+                                              **extra)
+    check(dg, mha, [q, k, _r(B, 3 * e, e), _r(B, 3 * e), _r(B, e, e), _r(e)], (0, 0, 0, 0, 0, None),
+          grad=(0, 1, 2, 3, 4, 5))
+    check(dg, lambda a, w, wo: mha(a, a, w, None, wo, None), [q[0], _r(B, 3 * e, e), _r(e, e)], (None, 0, None),
+          grad=(0, 1, 2))
+    out_w = _tensor(dg, _r(e, e))
+    check(dg, lambda a, kv, wq, wk, wv: mha(a, kv, None, None, out_w, None, separate=(wq, wk, wv)),
+          [q[:, :, 0], k[:, :, 0], _r(B, e, e), _r(e, e), _r(B, e, e)], (0, 0, 0, None, 0), grad=(0, 2, 3, 4))
+    # per-sample gradients of the in-projection weight
+    vm = _vm(dg)
+    w, b, wo = _tensor(dg, _r(3 * e, e)), _tensor(dg, _r(3 * e)), _tensor(dg, _r(e, e))
+    xs = _tensor(dg, q)
+
+    def loss(weight, x):
+        return mha(x, x, weight, b, wo, None)[0].tanh().sum()
+    vm.FALLBACKS.clear()
+    got = dg.vmap(dg.func.grad(loss), in_dims=(None, 0))(w, xs)
+    assert not vm.FALLBACKS, sorted(set(vm.FALLBACKS))
+    for i in range(B):
+        np.testing.assert_allclose(got[i].numpy(), dg.func.grad(loss)(w, xs[i]).numpy(), rtol=1e-9, atol=1e-11)
+
+
+def test_an_unbatched_input_of_rank_3_against_a_batched_weight(dg):
+    """matmul/linear of an unbatched (L, N, E) input and a batched weight: the input's leading dim is its own, not
+    the batch's (it was broadcast against the vmap dim when L == B, silently)."""
+    F = _F(dg)
+    check(dg, lambda a, w: F.linear(a, w), [_r(B, 2, 4), _r(B, 5, 4)], (None, 0), grad=(0, 1))
+    check(dg, lambda a, w: a @ w, [_r(B, 2, 4), _r(B, 4, 5)], (None, 0), grad=(0, 1))
+    check(dg, lambda a, w: dg.matmul(a, w), [_r(2, 2, 4), _r(B, 4, 5)], (None, 0))

@@ -855,8 +855,8 @@ def _matmul(fn, args, kwargs):
     levels = _levels_of([a, b])
     if not isinstance(b, BatchedTensor) and rb <= 2:     # one GEMM: the batch becomes rows
         return _wrap(fn(a._value, b), levels)
-    if not isinstance(a, BatchedTensor) and rb >= 2:
-        return _wrap(fn(a, b._value), levels)
+    if not isinstance(a, BatchedTensor) and rb >= 2 and ra <= 2:   # (a of rank > 2: its batch dims would meet
+        return _wrap(fn(a, b._value), levels)                       # the vmap dims of b: vmapA's fix)
     pa = _phys(a, levels)
     pb = _phys(b, levels)
     nb = len(levels)
@@ -2876,7 +2876,7 @@ def _norm_with_stats(kind):
 def _mha_rule(fn, args, kwargs):
     """multi_head_attention_forward: the batch folded into N ((L, Bt*N, E); an unbatched (L, E) row is one
     sample), key_padding_mask, 3-D masks and static_k/v folded along their N*heads, a 2-D attn_mask shared (or
-    repeated per sample, if batched); the projection weights must be unbatched. Dropout of the attention weights
+    repeated per sample, if batched); batched projection weights: _mha_batched_weights. Dropout of the attention weights
     draws per element of the folded batch: each row its own mask, as the loop's draws."""
     bound = _bound_args(fn, args, kwargs)
     if bound is None:
@@ -2887,6 +2887,8 @@ def _mha_rule(fn, args, kwargs):
         return None
     seq = ("query", "key", "value")
     folded = seq + ("key_padding_mask", "attn_mask", "static_k", "static_v")
+    if _has_batched([a.get(p) for p in _MHA_WEIGHTS], {}):
+        return _mha_batched_weights(fn, a)
     if _has_batched([val for name, val in a.items() if name not in folded], {}):
         return None
     rank = _logical_rank(q)
@@ -2937,6 +2939,57 @@ def _mha_rule(fn, args, kwargs):
         weights = weights.reshape(tuple(sizes) + ((n,) if rank == 3 else ()) + tuple(weights.shape[1:]))
         weights = BatchedTensor(weights, levels)
     return BatchedTensor(out, levels), weights
+
+
+_MHA_WEIGHTS = ("in_proj_weight", "in_proj_bias", "out_proj_weight", "out_proj_bias", "q_proj_weight",
+                "k_proj_weight", "v_proj_weight")
+
+
+def _narrow_rows(t, start, length):
+    """Rows start:start+length of a logical weight or bias (dim 0), batched or not."""
+    if t is None:
+        return None
+    if isinstance(t, BatchedTensor):
+        return BatchedTensor(t._value.narrow(len(t._levels), start, length), t._levels)
+    return t.narrow(0, start, length)
+
+
+def _mha_batched_weights(fn, a):
+    """multi_head_attention_forward with batched projection weights (an ensemble, per-sample gradients): the in
+    and out projections through linear's rule (a batched weight: one matmul per row), the attention between them
+    by the op itself, folded as _mha_rule does, with identity projections (x @ I is x exactly)."""
+    q, k, v, e = a["query"], a["key"], a["value"], a["query"].shape[-1]
+    if isinstance(a.get("bias_k"), BatchedTensor) or isinstance(a.get("bias_v"), BatchedTensor):
+        return None
+    if a.get("use_separate_proj_weight"):
+        ws = [a.get("q_proj_weight"), a.get("k_proj_weight"), a.get("v_proj_weight")]
+    else:
+        w = a.get("in_proj_weight")
+        if not _is_tensor(w) or tuple(w.shape) != (3 * e, e):
+            return None
+        ws = [_narrow_rows(w, i * e, e) for i in builtins.range(3)]
+    b = a.get("in_proj_bias")
+    wo, bo = a.get("out_proj_weight"), a.get("out_proj_bias")
+    if (not all(_is_tensor(t) and _logical_rank(t) == 2 and t.shape[0] == e for t in ws) or
+            (b is not None and (not _is_tensor(b) or tuple(b.shape) != (3 * e,))) or
+            not _is_tensor(wo) or tuple(wo.shape) != (e, e) or
+            (bo is not None and (not _is_tensor(bo) or tuple(bo.shape) != (e,)))):
+        return None                                     # the op's own errors, by the loop
+    projected = [_dispatch("linear", _linear_fn, (t, wt, _narrow_rows(b, i * e, e)), {})
+                 for i, (t, wt) in enumerate(zip((q, k, v), ws))]
+    like = next(t for t in (q, *ws, wo) if isinstance(t, BatchedTensor))._value
+    eye = _diag_embed(like.new_ones((e,)))
+    inner = dict(a)
+    inner.update(query=projected[0], key=projected[1], value=projected[2], in_proj_weight=None, in_proj_bias=None,
+                 use_separate_proj_weight=True, q_proj_weight=eye, k_proj_weight=eye, v_proj_weight=eye,
+                 out_proj_weight=eye, out_proj_bias=None)
+    if not all(isinstance(t, BatchedTensor) for t in projected):
+        return None
+    got = _mha_rule(fn, (), inner)
+    if got is None:
+        return None
+    out, weights = got
+    return _dispatch("linear", _linear_fn, (out, wo, bo), {}), weights
 
 
 def _linear_cross_entropy_rule(fn, args, kwargs):
