@@ -538,6 +538,11 @@ def test_batched_weights_of_bilinear_conv_tbc_embedding_bag(dg):
           (0, None, 0), grad=(2,))
     check(dg, lambda i, v: F.embedding_bag(i, v, mode="max"), [idx[0].reshape(1, 7), _r(B, 10, 3)], (None, 0),
           grad=(1,))
+    for pad in (idx[0, 0], -3):                    # a padding index each row holds; a negative one
+        check(dg, lambda i, o, v: F.embedding_bag(i, v, o, mode="mean", padding_idx=pad),
+              [idx, np.array([0, 2, 5]), _r(B, 10, 3)], (0, None, 0), grad=(2,))
+        check(dg, lambda i, v: F.embedding_bag(i, v, mode="sum", padding_idx=pad), [idx.reshape(B, 1, 7),
+                                                                                     _r(B, 10, 3)], 0, grad=(1,))
     # per-sample gradients of each weight
     vm = _vm(dg)
     x1, x2, w = _tensor(dg, _r(B, 3)), _tensor(dg, _r(B, 4)), _tensor(dg, _r(5, 3, 4))

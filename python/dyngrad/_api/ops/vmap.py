@@ -30,6 +30,7 @@ import functools
 import inspect
 import itertools
 import math
+import operator
 
 from ... import _C
 from ..._user_frame import warn
@@ -2758,7 +2759,8 @@ def _embedding_bag_rule(fn, args, kwargs):
     shifted by the row's start (every row's first offset must be 0, else its leading indices, in no bag, would join
     the previous row's last bag; with include_last_offset every row's last offset must be its end);
     per_sample_weights folded as the indices. A batched weight (per-sample gradients) is stacked into one table,
-    row b's indices shifted by b * num_embeddings (no padding_idx then: it names one index per row)."""
+    row b's indices shifted by b * num_embeddings; its padding_idx becomes one extra row that every row's padding
+    index points at."""
     bound = _bound_args(fn, args, kwargs)
     if bound is None:
         return None
@@ -2767,8 +2769,14 @@ def _embedding_bag_rule(fn, args, kwargs):
     w = a.get("weight")
     if not _is_tensor(idx) or not _is_tensor(w) or _logical_rank(w) != 2:
         return None
-    if isinstance(w, BatchedTensor) and a.get("padding_idx") is not None:
-        return None
+    pad = a.get("padding_idx")
+    if isinstance(w, BatchedTensor) and pad is not None:
+        try:
+            pad = None if isinstance(pad, bool) else operator.index(pad)       # an int or numpy's
+        except TypeError:
+            pad = None
+        if pad is None or not -w.shape[0] <= pad < w.shape[0]:
+            return None                             # the op's error, by the loop
     if a.get("max_norm") is not None or (psw is not None and not _is_tensor(psw)):
         return None
     rank = _logical_rank(idx)
@@ -2786,8 +2794,13 @@ def _embedding_bag_rule(fn, args, kwargs):
         if iv.numel() and not bool(((iv >= 0) & (iv < num)).all()):
             return None                         # an index out of its row's table: the op's error, by the loop
         wv = _fold(_phys(w, levels, expand=True), nb)                           # (Bt, num, D)
-        a["weight"] = wv.reshape((-1, wv.shape[-1]))
-        iv = iv + ((iv.new_ones((iv.shape[0],)).cumsum(0) - 1) * num).reshape((-1,) + (1,) * (iv.ndim - 1))
+        table = wv.reshape((-1, wv.shape[-1]))
+        shifted = iv + ((iv.new_ones((iv.shape[0],)).cumsum(0) - 1) * num).reshape((-1,) + (1,) * (iv.ndim - 1))
+        if pad is not None:         # every row's padding index -> one extra (zero) row, the table's padding_idx
+            table = _C_cat([table, table.new_zeros((1, table.shape[1]))], 0)
+            shifted = shifted.masked_fill(iv == pad % num, table.shape[0] - 1)
+            a["padding_idx"] = table.shape[0] - 1
+        a["weight"], iv = table, shifted
     if rank == 2:
         bags = idx.shape[0]
         a["input"] = iv.reshape((-1, iv.shape[-1]))
