@@ -237,6 +237,14 @@ def test_per_sample_losses(dg, reduction):
     check(dg, lambda a, c: F.multi_margin_loss(a, c, p=2, reduction=reduction), [x, labels], grad=(0,))
     check(dg, lambda a, c, w: F.multi_margin_loss(a, c, weight=w, reduction=reduction), [x[:, 0], labels[:, 0],
                                                                                          _pos(4)], (0, 0, None))
+    check(dg, lambda a, c, w: F.multi_margin_loss(a, c, margin=0.5, weight=w, reduction=reduction),
+          [x, labels, _pos(B, 4)], grad=(0, 2))                        # per-row class weights
+    check(dg, lambda a, c, w: F.multi_margin_loss(a, c, p=2, weight=w, reduction=reduction),
+          [x[0, 0], labels[:, 0], _pos(B, 4)], (None, 0, 0), grad=(0, 2))
+    check(dg, lambda a, c, w: F.multilabel_soft_margin_loss(a, c, w, reduction=reduction),
+          [x, (RNG.uniform(size=(2, 4)) > 0.5) * 1.0, _pos(B, 4)], (0, None, 0), grad=(0, 2))
+    check(dg, lambda a, c, w: F.multilabel_soft_margin_loss(a, c, w, reduction=reduction),
+          [x[:, 0], (RNG.uniform(size=(B, 4)) > 0.5) * 1.0, _pos(B, 4)], 0, grad=(0, 2))
     check(dg, lambda a, c: F.multilabel_margin_loss(a, c, reduction=reduction), [x, multi], grad=(0,))
     check(dg, lambda a, c, w: F.multilabel_soft_margin_loss(a, c, w, reduction=reduction),
           [x, (RNG.uniform(size=(B, 2, 4)) > 0.5) * 1.0, _pos(4)], (0, 0, None), grad=(0,))

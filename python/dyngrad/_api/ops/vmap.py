@@ -2459,11 +2459,14 @@ def _reduction_arg(a):
     return word, (0 if isinstance(code, int) else "none")
 
 
-def _sample_loss(ranks):
+def _sample_loss(ranks, weight=None):
     """Losses whose input is one sample (rank ranks[first]) or N of them (one more dim), with one loss per sample
     (cosine_embedding, triplet_margin, multi_margin, multilabel_margin, multilabel_soft_margin): every operand
-    named in `ranks` aligned and folded into N, the op run with reduction='none', each row reduced by itself; the
-    op's other tensors (a class weight) must be unbatched."""
+    named in `ranks` aligned and folded into N, the op run with reduction='none', each row reduced by itself. A
+    batched class weight (C,): `weight` 'per_class' (multilabel_soft_margin multiplies each class's loss by it,
+    broadcasting: repeated per sample and folded), 'by_target' (multi_margin scales a sample's loss by the weight
+    of its target class: the unweighted losses times the row's weights gathered at the targets); else it must be
+    unbatched."""
     def rule(fn, args, kwargs):
         bound = _bound_args(fn, args, kwargs)
         if bound is None:
@@ -2475,21 +2478,35 @@ def _sample_loss(ranks):
         names = list(ranks)
         if not all(_is_tensor(a.get(p)) for p in names):
             return None
-        if _has_batched([v for k, v in a.items() if k not in ranks], {}):
+        w = a.get("weight")
+        batched_w = weight is not None and isinstance(w, BatchedTensor)
+        if _has_batched([v for k, v in a.items() if k not in ranks and not (batched_w and k == "weight")], {}):
             return None
         has_n = _logical_rank(a[names[0]]) - ranks[names[0]]
         if has_n not in (0, 1) or any(_logical_rank(a[p]) != ranks[p] + has_n for p in names):
             return None
-        levels = _levels_of([a[p] for p in names])
+        if batched_w and (_logical_rank(w) != 1 or w.shape[0] != a[names[0]].shape[-1]):
+            return None                                     # the op's own error, by the loop
+        levels = _levels_of([a[p] for p in names] + ([w] if batched_w else []))
         nb = len(levels)
         sizes = _batch_sizes(levels)
         n = a[names[0]].shape[0] if has_n else None
         for p in names:
             v = _fold(_phys(a[p], levels, expand=True), nb)
             a[p] = v.reshape((-1,) + tuple(v.shape[2:])) if has_n else v
+        wv = _fold(_phys(w, levels, expand=True), nb) if batched_w else None        # (Bt, C)
+        if batched_w and weight == "per_class":
+            a["weight"] = (wv.unsqueeze(1).expand((wv.shape[0], n, wv.shape[1])).reshape((-1, wv.shape[1]))
+                           if has_n else wv)
+        elif batched_w:
+            a["weight"] = None
         a["reduction"] = none
         out = fn(*bound.args, **bound.kwargs)
-        return _loss_reduce(out.reshape(tuple(sizes) + ((n,) if has_n else ())), levels, reduction)
+        out = out.reshape((-1,) + ((n,) if has_n else ()))
+        if batched_w and weight == "by_target":
+            t = a["target"].reshape((out.shape[0], -1))
+            out = out * wv.to(out.dtype).gather(1, t).reshape(tuple(out.shape))
+        return _loss_reduce(_unfold(out, sizes), levels, reduction)
     return rule
 
 
@@ -3033,9 +3050,9 @@ def _linear_cross_entropy_rule(fn, args, kwargs):
 
 for _k, _rule in (("cosine_embedding_loss", _sample_loss({"input1": 1, "input2": 1, "target": 0})),
                   ("triplet_margin_loss", _sample_loss({"anchor": 1, "positive": 1, "negative": 1})),
-                  ("F.multi_margin_loss", _sample_loss({"input": 1, "target": 0})),
+                  ("F.multi_margin_loss", _sample_loss({"input": 1, "target": 0}, "by_target")),
                   ("F.multilabel_margin_loss", _sample_loss({"input": 1, "target": 1})),
-                  ("F.multilabel_soft_margin_loss", _sample_loss({"input": 1, "target": 1})),
+                  ("F.multilabel_soft_margin_loss", _sample_loss({"input": 1, "target": 1}, "per_class")),
                   ("F.triplet_margin_with_distance_loss", _triplet_distance_rule),
                   ("F.gaussian_nll_loss", _gaussian_nll_rule), ("ctc_loss", _ctc_rule),
                   ("F.grid_sample", _fold_aligned_n(("input", "grid"), lambda a: a["input"].dim())),
