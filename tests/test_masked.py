@@ -1,7 +1,7 @@
 """dyngrad.masked (torch.masked): every function with mask=, on both engines, against numpy where the definition is
 short, torch where installed, and finite differences (the gradient reaches the kept elements only)."""
+import importlib
 import math
-import warnings
 
 import numpy as np
 import pytest
@@ -127,15 +127,17 @@ def test_masked_bad_arguments_name_the_op(dg):
 def test_masked_under_vmap_is_the_loop(dg, case):
     """Every masked function under dyngrad.func.vmap (Note [One dispatch wrapper]: masked.* go through the wrapper
     that hands them to vmap's dispatcher; before, a BatchedTensor reached the core and pybind refused it) gives the
-    stack of its per-sample calls, the mask batched with the input."""
+    stack of its per-sample calls, the mask batched with the input, by its batching rule (Note [torch.masked's
+    rules] in _api/ops/vmap.py), not the loop."""
     name, fn, _, mask, _ = case
     rng = np.random.default_rng(seed_of("masked_vmap", name))
     x = rng.standard_normal((5, 3, 4))
     masks = np.broadcast_to(mask, (5,) + mask.shape) & (rng.uniform(size=(5,) + mask.shape) < 0.8)
     xs, ks = dg.tensor(x), dg.tensor(np.ascontiguousarray(masks))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)        # "no batching rule for masked.X": the loop, once
-        batched = dg.func.vmap(lambda a, k: fn(dg, a, k))(xs, ks)
+    vm = importlib.import_module(dg.__name__ + "._api.ops.vmap")
+    vm.FALLBACKS.clear()
+    batched = dg.func.vmap(lambda a, k: fn(dg, a, k))(xs, ks)
+    assert not vm.FALLBACKS, f"the fallback loop ran for {sorted(set(vm.FALLBACKS))}"
     looped = dg.stack([fn(dg, xs[i], ks[i]) for i in range(5)])
     assert batched.shape == looped.shape and batched.dtype == looped.dtype
     np.testing.assert_allclose(batched.numpy(), looped.numpy(), rtol=1e-12, equal_nan=True)

@@ -1087,3 +1087,19 @@ def test_layer_norm_fused_backward_is_the_formula(dg, affine, shape, k):
         return F(dg).layer_norm(x, ns, next(rest) if affine[0] else None, next(rest) if affine[1] else None, eps=1e-3)
     assert dg.autograd.gradcheck(fn, inputs)
     assert dg.autograd.gradgradcheck(fn, inputs)
+
+
+@needs_torch
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_ctc_loss_with_an_empty_target_is_torchs(dg, reduction):
+    """A target of length 0 (the extended target is one blank): the loss is -sum of the blank's log-probabilities
+    (it raised a numpy broadcast error once)."""
+    logits = np.random.default_rng(11).standard_normal((6, 2, 4))
+    results = []
+    for m in (dg, torch):
+        x = m.tensor(logits, requires_grad=True)
+        loss = F(m).ctc_loss(F(m).log_softmax(x, -1), m.tensor([1, 2, 3, 1]), [6, 5], [0, 4], reduction=reduction)
+        loss.sum().backward()
+        results.append((to_numpy(loss), to_numpy(x.grad)))
+    for a, b in zip(*results):
+        assert_close(a, b, 1e-9, 1e-12, f"ctc_loss, an empty target, {reduction}")

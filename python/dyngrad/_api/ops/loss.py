@@ -812,7 +812,7 @@ def _ctc_one(lp, target, blank):
     for t in range(1, big_t):
         prev = alpha[t - 1]
         one = np.concatenate(([-np.inf], prev[:-1]))
-        two = np.where(skip, np.concatenate(([-np.inf, -np.inf], prev[:-2])), -np.inf)
+        two = np.where(skip, np.concatenate(([-np.inf, -np.inf], prev[:-2]))[:s_len], -np.inf)   # s_len 1: empty
         alpha[t] = _logsumexp3(prev, one, two) + emit[t]
     end = alpha[-1, -1] if s_len == 1 else np.logaddexp(alpha[-1, -1], alpha[-1, -2])
     nll = -end
@@ -825,7 +825,7 @@ def _ctc_one(lp, target, blank):
     for t in range(big_t - 2, -1, -1):
         nxt = beta[t + 1]
         one = np.concatenate((nxt[1:], [-np.inf]))
-        two = np.where(skip_next, np.concatenate((nxt[2:], [-np.inf, -np.inf])), -np.inf)
+        two = np.where(skip_next, np.concatenate((nxt[2:], [-np.inf, -np.inf]))[:s_len], -np.inf)
         beta[t] = _logsumexp3(nxt, one, two) + emit[t]
     both = np.full((big_t, c), -np.inf)
     for s in range(s_len):

@@ -30,15 +30,21 @@ import functools
 import inspect
 import itertools
 import math
+import operator
 
 from ... import _C
 from ..._user_frame import warn
 from ...autograd.function import Function
+from ...autograd.grad_mode import no_grad as _no_grad
 from ..args import Size, Tensor, to_int, type_name
 from ..batching import METHODS, STATE, register
 from .. import primitive_rows, table
 from .shape import diag_embed as _diag_embed
 from .sorting import sort as _sort
+from .conv import conv1d as _conv1d_fn                       # these four: the nn.functional rules (vmapA)
+from .linear import linear as _linear_fn
+from .loss import cross_entropy as _cross_entropy_fn
+from .normalization import _update_running
 
 # ----- levels -------------------------------------------------------------------------------------------------
 _COUNTER = itertools.count(1)
@@ -876,8 +882,8 @@ def _matmul(fn, args, kwargs):
     levels = _levels_of([a, b])
     if not isinstance(b, BatchedTensor) and rb <= 2:     # one GEMM: the batch becomes rows
         return _wrap(fn(a._value, b), levels)
-    if not isinstance(a, BatchedTensor) and rb >= 2:
-        return _wrap(fn(a, b._value), levels)
+    if not isinstance(a, BatchedTensor) and rb >= 2 and ra <= 2:   # (a of rank > 2: its batch dims would meet
+        return _wrap(fn(a, b._value), levels)                       # the vmap dims of b: vmapA's fix)
     pa = _phys(a, levels)
     pb = _phys(b, levels)
     nb = len(levels)
@@ -1112,7 +1118,8 @@ def _pointwise_loss(*tensor_params):
         a = bound.arguments
         if any(a.get(k) is not None for k in _LEGACY):
             return None
-        reduction = a.get("reduction", "mean")
+        code = a.get("reduction", "mean")
+        reduction = _REDUCTION_CODES.get(code, code) if isinstance(code, (int, str)) else None  # aten's int codes
         if reduction not in ("none", "mean", "sum", "batchmean"):
             return None
         tensors = [a[p] for p in tensor_params if _is_tensor(a.get(p))]
@@ -1121,7 +1128,7 @@ def _pointwise_loss(*tensor_params):
         for p in tensor_params:
             if _is_tensor(a.get(p)):
                 a[p] = _phys(a[p], levels, rank, expand=True)   # bce refuses a broadcast target
-        a["reduction"] = "none"
+        a["reduction"] = 0 if isinstance(code, int) else "none"
         out = fn(*bound.args, **bound.kwargs)
         if reduction == "batchmean":
             nb = len(levels)
@@ -2194,6 +2201,902 @@ for _k in ("prod", "aminmax"):
 
 # index_add's, scatter's and scatter_add's index/src are aligned by _index_dim_rule; index_select's must be
 # unbatched (a batched index falls back).
+
+
+# ===== vmapA: nn.functional and torch.masked rules (issue 21) ======================================================
+# The nn.functional-class ops (losses, transposed and time-major convs, stft/istft, unfold, prelu, bilinear, the
+# sampling and unpooling layers, embedding_bag, batch/instance norm, multi-head attention) and the 19 torch.masked
+# ops. Most fold the vmap batch into the op's own N dim, or run the op on the physical tensors with the dims
+# shifted; a case a rule does not cover returns None, and the loop runs (and is counted: tests/test_vmap_coverage.py).
+_REDUCTION_CODES = {0: "none", 1: "mean", 2: "sum"}      # the aten rows' reduction= (kl_div, margin_ranking_loss, ...)
+
+
+def _bound_args(fn, args, kwargs):
+    """fn's arguments by name, defaults applied (None if they do not bind: the loop raises the op's error)."""
+    sig = _signature(fn)
+    if not sig:
+        return None
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    return bound
+
+
+def _masked_rule(kind):
+    """torch.masked's ops (Note [torch.masked's rules]): the op itself on the physical input, expanded to the batch,
+    with the mask aligned to it (levels in front, left-padded to its rank: it still broadcasts to the input, as
+    masked's own broadcast_to wants) and the dims shifted past the batch dims. kind: 'reduce' (dim None or () is
+    every logical dim), 'one' (one int dim: scans, softmaxes, median, normalize), 'arg' (argmax/argmin: dim None
+    indexes the flattened row), 'pointwise' (logaddexp: every operand aligned)."""
+    def rule(fn, args, kwargs):
+        bound = _bound_args(fn, args, kwargs)
+        if bound is None:
+            return None
+        a = bound.arguments
+        names = [n for n in ("input", "other", "mask", "input_mask", "other_mask") if _is_tensor(a.get(n))]
+        if "input" not in names:
+            return None
+        levels = _levels_of([a[n] for n in names])
+        nb = len(levels)
+        if kind == "pointwise":
+            rank = builtins.max(_logical_rank(a[n]) for n in names)
+            for n in names:
+                a[n] = _phys(a[n], levels, rank, expand=n in ("input", "other"))
+            return _wrap(fn(*bound.args, **bound.kwargs), levels)
+        x = a["input"]
+        rank = _logical_rank(x)
+        mask = a.get("mask")
+        if rank == 0 or (_is_tensor(mask) and _logical_rank(mask) > rank):
+            return None
+        xv = _phys(x, levels, expand=True)
+        mv = _phys(mask, levels, rank) if _is_tensor(mask) else mask
+        d = a.get("dim")
+        if d is None or (isinstance(d, (tuple, list)) and len(d) == 0):
+            if kind == "one":
+                return None
+            if kind == "arg":
+                if a.get("keepdim") and rank > 1:
+                    return None
+                sizes = tuple(xv.shape[:nb])
+                if _is_tensor(mv):
+                    mv = mv.expand(tuple(xv.shape)).reshape(sizes + (-1,))
+                xv, new = xv.reshape(sizes + (-1,)), nb
+            else:
+                new = tuple(builtins.range(nb, nb + rank))
+        elif isinstance(d, bool):
+            return None
+        elif isinstance(d, (tuple, list)):
+            new = tuple(_shift_dim(e, rank, nb) for e in d)
+            if None in new:
+                return None
+        else:
+            new = _shift_dim(d, rank, nb)
+            if new is None:
+                return None
+        a["input"], a["dim"] = xv, new
+        if _is_tensor(mask):
+            a["mask"] = mv
+        return _wrap(fn(*bound.args, **bound.kwargs), levels)
+    return rule
+
+
+# Note [torch.masked's rules]: a masked op reads its mask only through masked.py's _input_mask (broadcast_to the
+# input's shape, then bool) and its dims through _dims, so on the physical tensors (the input expanded to every
+# open level, the mask with size-1 dims for the levels it lacks) the op computes every row's result at once; the
+# masked-out elements are replaced by the identity elementwise, and the reductions run over the shifted dims only.
+for _k, _kind in (("sum", "reduce"), ("prod", "reduce"), ("amax", "reduce"), ("amin", "reduce"),
+                  ("mean", "reduce"), ("logsumexp", "reduce"), ("norm", "reduce"), ("var", "reduce"),
+                  ("std", "reduce"), ("cumsum", "one"), ("cumprod", "one"), ("median", "one"),
+                  ("softmax", "one"), ("log_softmax", "one"), ("softmin", "one"), ("normalize", "one"),
+                  ("argmax", "arg"), ("argmin", "arg"), ("logaddexp", "pointwise")):
+    RULES["masked." + _k] = _or_loop("masked." + _k, _masked_rule(_kind))
+
+
+def _pixel_unshuffle_rule(fn, args, kwargs):
+    """pixel_(un)shuffle take (*, C, H, W): the physical tensor as it is."""
+    return _first_only(fn, args, kwargs)
+
+
+def _stft_rule(complex_rank):
+    """stft over (L) or (N, L) rows, istft over (F, T) or (N, F, T) complex rows: the batch folded into N (the
+    window must be unbatched)."""
+    def rule(fn, args, kwargs):
+        if not _only_first_batched(args, kwargs):
+            return None
+        x = args[0]
+        rank, nb = x.dim(), len(x._levels)
+        if rank not in (complex_rank, complex_rank + 1) or (complex_rank == 2 and not x.is_complex()):
+            return None
+        sizes = tuple(x._value.shape[:nb])
+        v = x._value.reshape((-1,) + tuple(x.shape[rank - complex_rank:]))
+        out = fn(v, *args[1:], **kwargs)
+        lead = sizes + ((x.shape[0],) if rank == complex_rank + 1 else ())
+        return BatchedTensor(out.reshape(lead + tuple(out.shape[1:])), x._levels)
+    return rule
+
+
+def _conv_tbc_rule(fn, args, kwargs):
+    """conv_tbc over (T, N, C) rows: the batch moved beside N and folded into it; a batched weight or bias
+    (per-sample gradients): conv1d of the permuted rows, as the op's definition, through conv1d's rule (the
+    batch in its groups)."""
+    if not isinstance(args[0], BatchedTensor) or _has_batched(args[1:], kwargs):
+        bound = _bound_args(fn, args, kwargs)
+        if bound is None:
+            return None
+        a = bound.arguments
+        x, w, b, pad = a.get("input"), a.get("weight"), a.get("bias"), a.get("pad", 0)
+        if (not all(_is_tensor(t) for t in (x, w, b)) or isinstance(pad, bool) or not isinstance(pad, int) or
+                pad < 0 or _logical_rank(x) != 3 or _logical_rank(w) != 3 or _logical_rank(b) != 1 or
+                x.shape[2] != w.shape[1] or b.shape[0] != w.shape[2] or x.shape[0] + 2 * pad - w.shape[0] + 1 <= 0):
+            return None                             # the op's errors and its cropping, by the loop
+        xp = _dispatch("permute", lambda t, dims: t.permute(dims), (x, (1, 2, 0)), {})
+        wp = _dispatch("permute", lambda t, dims: t.permute(dims), (w, (2, 1, 0)), {})
+        out = _dispatch("conv1d", _conv1d_fn, (xp, wp, b), {"padding": pad})
+        return _dispatch("permute", lambda t, dims: t.permute(dims), (out, (2, 0, 1)), {})
+    x = args[0]
+    nb = len(x._levels)
+    if x.dim() != 3:
+        return None
+    sizes = tuple(x._value.shape[:nb])
+    v = x._value.movedim(nb, 0)                                    # (T, *batch, N, C)
+    t, n, c = x.shape
+    out = fn(v.reshape((t, -1, c)), *args[1:], **kwargs)           # (T', Bt*N, O)
+    out = out.reshape((out.shape[0],) + sizes + (n, out.shape[-1]))
+    return BatchedTensor(out.movedim(0, nb), x._levels)
+
+
+def _bilinear_rule(fn, args, kwargs):
+    """bilinear(x1, x2, weight, bias) over (*, in) rows: x1 and x2 aligned (their leading dims are the op's own
+    batch); a batched weight or bias: _bilinear_batched_weight."""
+    bound = _bound_args(fn, args, kwargs)
+    if bound is None:
+        return None
+    a = bound.arguments
+    x1, x2, w, b = a.get("input1"), a.get("input2"), a.get("weight"), a.get("bias")
+    if not (_is_tensor(x1) and _is_tensor(x2)) or _logical_rank(x1) != _logical_rank(x2) or _logical_rank(x1) == 0:
+        return None
+    if _has_batched([w, b], {}):
+        if (not _is_tensor(w) or _logical_rank(w) != 3 or tuple(x1.shape[:-1]) != tuple(x2.shape[:-1]) or
+                (x1.shape[-1], x2.shape[-1]) != tuple(w.shape[1:]) or
+                (b is not None and (not _is_tensor(b) or tuple(b.shape) != (w.shape[0],)))):
+            return None                             # the op's own errors, by the loop
+        return _bilinear_batched_weight(x1, x2, w, b)
+    levels = _levels_of([x1, x2])
+    a["input1"], a["input2"] = _phys(x1, levels, expand=True), _phys(x2, levels, expand=True)
+    return _wrap(fn(*bound.args, **bound.kwargs), levels)
+
+
+def _bilinear_batched_weight(x1, x2, w, b):
+    """bilinear with a batched weight (per-sample gradients), on the physical tensors as its definition computes
+    it: x1 @ (in1, out * in2) per row, contracted with x2 over in2."""
+    levels = _levels_of([x1, x2, w, b])
+    nb = len(levels)
+    sizes = _batch_sizes(levels)
+    out, in1, in2 = w.shape
+    rank = _logical_rank(x1)
+    v1, v2 = _phys(x1, levels, expand=True), _phys(x2, levels, expand=True)
+    lead = tuple(v1.shape[nb:-1])
+    wv = _phys(w, levels, expand=True)
+    wv = wv.permute(tuple(builtins.range(nb)) + (nb + 1, nb, nb + 2)).reshape(tuple(sizes) + (in1, out * in2))
+    left = v1.reshape(tuple(sizes) + (-1, in1)).matmul(wv).reshape(tuple(sizes) + lead + (out, in2))
+    y = (left * v2.unsqueeze(-2)).sum(-1)
+    if b is not None:
+        y = y + _phys(b, levels, rank)
+    return BatchedTensor(y, levels)
+
+
+def _prelu_rule(fn, args, kwargs):
+    """prelu(x, weight): the weight scales the row's dim 1 (its channels) where x < 0. An unbatched weight: the op
+    on the physical tensor with the row's dims 0 and 1 moved in front of the batch dims; a batched one: the formula
+    on the aligned operands (weight viewed along dim 1), as for a row of rank < 2 (one weight, no channels)."""
+    bound = _bound_args(fn, args, kwargs)
+    if bound is None:
+        return None
+    x, w = bound.arguments.get("input"), bound.arguments.get("weight")
+    if not (_is_tensor(x) and _is_tensor(w)) or _logical_rank(w) > 1:
+        return None
+    rank = _logical_rank(x)
+    levels = _levels_of([x, w])
+    nb = len(levels)
+    if not isinstance(w, BatchedTensor) and rank >= 2:
+        v = x._value
+        order = (nb, nb + 1) + tuple(builtins.range(nb)) + tuple(builtins.range(nb + 2, v.ndim))
+        out = fn(v.permute(order), w)
+        back = [0] * v.ndim
+        for pos, d in enumerate(order):
+            back[d] = pos
+        return BatchedTensor(out.permute(tuple(back)), levels)
+    wv = _phys(w, levels)                                          # (*batch, C) or (*batch,) for a 0-d weight
+    c = tuple(w.shape)
+    if rank >= 2:
+        if c and c[0] not in (1, x.shape[1]):
+            return None
+        wv = wv.reshape(tuple(wv.shape[:nb]) + (1,) + (c[0] if c else 1,) + (1,) * (rank - 2))
+    else:
+        if c and c[0] != 1:
+            return None
+        wv = wv.reshape(tuple(wv.shape[:nb]) + (1,) * rank)
+    xv = _phys(x, levels, expand=True)
+    return BatchedTensor(xv.clamp(min=0) + wv * xv.clamp(max=0), levels)
+
+
+def _conv_transpose(spatial):
+    """conv_transpose{1,2,3}d: as _conv, the batch folded into N for an unbatched weight, into the groups for a
+    batched one (weight (Cin, Cout/g, *k): the batch's copies stacked along Cin, so group b*g + j is row b's j)."""
+    def rule(fn, args, kwargs):
+        bound = _bound_args(fn, args, kwargs)
+        if bound is None:
+            return None
+        a = bound.arguments
+        x, w, b = a.get("input"), a.get("weight"), a.get("bias")
+        rank = _logical_rank(x)
+        if not _is_tensor(w) or rank not in (spatial + 1, spatial + 2) or _logical_rank(w) != spatial + 2:
+            return None
+        levels = _levels_of([x, w, b])
+        nb = len(levels)
+        sizes = _batch_sizes(levels)
+        n = x.shape[0] if rank == spatial + 2 else None
+        if not isinstance(w, BatchedTensor) and not isinstance(b, BatchedTensor):
+            v = _fold(_phys(x, levels, spatial + 2), nb)
+            a["input"] = v.reshape((-1,) + tuple(v.shape[2:]))
+            out = fn(*bound.args, **bound.kwargs)
+            return BatchedTensor(out.reshape(tuple(sizes) + ((n,) if n is not None else ()) + tuple(out.shape[1:])),
+                                 levels)
+        bt = math.prod(sizes)
+        xv = _fold(_phys(x, levels, spatial + 2, expand=True), nb)           # (Bt, N, Cin, ...)
+        nn_, cin = xv.shape[1], xv.shape[2]
+        a["input"] = xv.transpose(0, 1).reshape((nn_, bt * cin) + tuple(xv.shape[3:]))
+        wv = _fold(_phys(w, levels, expand=True), nb)                         # (Bt, Cin, Cout/g, ...)
+        a["weight"] = wv.reshape((bt * cin,) + tuple(wv.shape[2:]))
+        groups = a.get("groups", 1)
+        cout = wv.shape[2] * groups
+        if b is not None:
+            a["bias"] = _fold(_phys(b, levels, 1, expand=True), nb).reshape((bt * cout,))
+        a["groups"] = groups * bt
+        out = fn(*bound.args, **bound.kwargs)                                 # (N, Bt*Cout, ...)
+        out = out.reshape((nn_, bt, cout) + tuple(out.shape[2:])).transpose(0, 1)
+        if n is None:
+            out = out.squeeze(1)
+        return BatchedTensor(out.reshape(tuple(sizes) + tuple(out.shape[1:])), levels)
+    return rule
+
+
+for _k, _rule in (("pixel_unshuffle", _pixel_unshuffle_rule), ("F.pixel_unshuffle", _pixel_unshuffle_rule),
+                  ("unfold", _dims_rule("dimension")), ("unfold_copy", _dims_rule("dimension")),
+                  ("stft", _stft_rule(1)), ("istft", _stft_rule(2)), ("conv_tbc", _conv_tbc_rule),
+                  ("bilinear", _bilinear_rule), ("F.bilinear", _bilinear_rule), ("prelu", _prelu_rule),
+                  ("F.prelu", _prelu_rule), ("conv_transpose1d", _conv_transpose(1)),
+                  ("conv_transpose2d", _conv_transpose(2)), ("conv_transpose3d", _conv_transpose(3))):
+    RULES[_k] = _or_loop(_k, _rule)
+
+
+# ----- vmapA: losses over (N, *) samples, the sampling layers, norms with running statistics -------------------
+def _reduction_arg(a):
+    """(the reduction as a word, the value meaning 'none' in the op's own spelling), or (None, None): the legacy
+    size_average/reduce arguments, or a reduction no rule here knows (the loop raises the op's error)."""
+    if any(a.get(k) is not None for k in _LEGACY):
+        return None, None
+    code = a.get("reduction", "mean")
+    word = _REDUCTION_CODES.get(code, code) if isinstance(code, (int, str)) and not isinstance(code, bool) else None
+    if word not in ("none", "mean", "sum"):
+        return None, None
+    return word, (0 if isinstance(code, int) else "none")
+
+
+def _sample_loss(ranks, weight=None):
+    """Losses whose input is one sample (rank ranks[first]) or N of them (one more dim), with one loss per sample
+    (cosine_embedding, triplet_margin, multi_margin, multilabel_margin, multilabel_soft_margin): every operand
+    named in `ranks` aligned and folded into N, the op run with reduction='none', each row reduced by itself. A
+    batched class weight (C,): `weight` 'per_class' (multilabel_soft_margin multiplies each class's loss by it,
+    broadcasting: repeated per sample and folded), 'by_target' (multi_margin scales a sample's loss by the weight
+    of its target class: the unweighted losses times the row's weights gathered at the targets); else it must be
+    unbatched."""
+    def rule(fn, args, kwargs):
+        bound = _bound_args(fn, args, kwargs)
+        if bound is None:
+            return None
+        a = bound.arguments
+        reduction, none = _reduction_arg(a)
+        if reduction is None or a.get("distance_function") is not None:
+            return None
+        names = list(ranks)
+        if not all(_is_tensor(a.get(p)) for p in names):
+            return None
+        w = a.get("weight")
+        batched_w = weight is not None and isinstance(w, BatchedTensor)
+        if _has_batched([v for k, v in a.items() if k not in ranks and not (batched_w and k == "weight")], {}):
+            return None
+        has_n = _logical_rank(a[names[0]]) - ranks[names[0]]
+        if has_n not in (0, 1) or any(_logical_rank(a[p]) != ranks[p] + has_n for p in names):
+            return None
+        if batched_w and (_logical_rank(w) != 1 or w.shape[0] != a[names[0]].shape[-1]):
+            return None                                     # the op's own error, by the loop
+        levels = _levels_of([a[p] for p in names] + ([w] if batched_w else []))
+        nb = len(levels)
+        sizes = _batch_sizes(levels)
+        n = a[names[0]].shape[0] if has_n else None
+        for p in names:
+            v = _fold(_phys(a[p], levels, expand=True), nb)
+            a[p] = v.reshape((-1,) + tuple(v.shape[2:])) if has_n else v
+        wv = _fold(_phys(w, levels, expand=True), nb) if batched_w else None        # (Bt, C)
+        if batched_w and weight == "per_class":
+            a["weight"] = (wv.unsqueeze(1).expand((wv.shape[0], n, wv.shape[1])).reshape((-1, wv.shape[1]))
+                           if has_n else wv)
+        elif batched_w:
+            a["weight"] = None
+        a["reduction"] = none
+        out = fn(*bound.args, **bound.kwargs)
+        out = out.reshape((-1,) + ((n,) if has_n else ()))
+        if batched_w and weight == "by_target":
+            t = a["target"].reshape((out.shape[0], -1))
+            out = out * wv.to(out.dtype).gather(1, t).reshape(tuple(out.shape))
+        return _loss_reduce(_unfold(out, sizes), levels, reduction)
+    return rule
+
+
+def _triplet_distance_rule(fn, args, kwargs):
+    """triplet_margin_with_distance_loss: the default distance (pairwise_distance) folds as triplet_margin_loss;
+    a user's distance_function runs on the rows themselves (BatchedTensors, its own calls batched by their rules),
+    then max(d(a, p) - d(a, n) + margin, 0) on the physical distances."""
+    bound = _bound_args(fn, args, kwargs)
+    if bound is None:
+        return None
+    a = bound.arguments
+    if a.get("distance_function") is None:
+        return _sample_loss({"anchor": 1, "positive": 1, "negative": 1})(fn, args, kwargs)
+    reduction, _ = _reduction_arg(a)
+    anchor, pos, neg = a["anchor"], a["positive"], a["negative"]
+    margin = a.get("margin", 1.0)
+    if (reduction is None or not all(_is_tensor(t) for t in (anchor, pos, neg)) or
+            len({_logical_rank(t) for t in (anchor, pos, neg)}) != 1 or isinstance(margin, bool) or
+            not isinstance(margin, (int, float)) or margin <= 0):
+        return None
+    distance = a["distance_function"]
+    was, STATE.active = STATE.active, True            # the user's function: a composite of public calls
+    try:
+        d_pos, d_neg = distance(anchor, pos), distance(anchor, neg)
+        d_swap = distance(pos, neg) if a.get("swap") else None
+    finally:
+        STATE.active = was
+    found = [d for d in (d_pos, d_neg, d_swap) if d is not None]
+    if not all(_is_tensor(d) for d in found):
+        return None
+    levels = _levels_of(found)
+    if not levels:
+        return None
+    rank = builtins.max(_logical_rank(d) for d in found)
+    dp, dn = _phys(d_pos, levels, rank), _phys(d_neg, levels, rank)
+    if d_swap is not None:
+        dn = dn.minimum(_phys(d_swap, levels, rank))
+    losses = (dp + float(margin) - dn).clamp(min=0.0)
+    losses = losses.expand(tuple(_batch_sizes(levels)) + tuple(losses.shape[len(levels):]))
+    return _loss_reduce(losses, levels, reduction)
+
+
+def _gaussian_nll_rule(fn, args, kwargs):
+    """gaussian_nll_loss is elementwise once var is read against input's shape (the same, one dim fewer, or size 1
+    in one dim): input and target aligned (input at least target's rank), var with the batch dims only (its
+    shape against input's stays the row's), reduction='none', then each row reduced by itself."""
+    bound = _bound_args(fn, args, kwargs)
+    if bound is None:
+        return None
+    a = bound.arguments
+    reduction, none = _reduction_arg(a)
+    x, y, var = a.get("input"), a.get("target"), a.get("var")
+    if reduction is None or not (_is_tensor(x) and _is_tensor(y)) or _logical_rank(y) > _logical_rank(x):
+        return None
+    tensors = [t for t in (x, y, var) if _is_tensor(t)]
+    levels = _levels_of(tensors)
+    rank = _logical_rank(x)
+    a["input"], a["target"] = _phys(x, levels, expand=True), _phys(y, levels, rank, expand=True)
+    if _is_tensor(var):
+        if _logical_rank(var) == 0 and rank > 0:
+            return None                               # a 0-d var against a dimensioned input: the op's error
+        a["var"] = _phys(var, levels, expand=True)
+    a["reduction"] = none
+    return _loss_reduce(fn(*bound.args, **bound.kwargs), levels, reduction)
+
+
+def _lengths_phys(t, levels, count):
+    """ctc_loss's lengths (a tensor, batched or not) as a physical tensor of the batch's shape + (count,)."""
+    return _phys(t, levels, expand=True).reshape(tuple(_batch_sizes(levels)) + (count,))
+
+
+def _as_lengths(t, like):
+    """ctc_loss's lengths as a tensor: a tensor as it is, a Python int or list of ints as an unbatched int64 one
+    (None: anything else, for the op's own error)."""
+    if _is_tensor(t):
+        return t
+    if isinstance(t, int) and not isinstance(t, bool):
+        return like.new_tensor(t, dtype=_C.int64)
+    if isinstance(t, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in t):
+        return like.new_tensor(list(t), dtype=_C.int64)
+    return None
+
+
+def _padded_targets(tv, tl_v):
+    """Each row's concatenated targets (Bt, L) as padded ones (Bt*N, S), S the longest target length: sample j
+    of row b reads tv[b, start_bj : start_bj + S] (clamped; the op reads only its first length values). None if
+    a row's lengths overrun its L (the op's error)."""
+    bt, length = tv.shape[0], tv.shape[1]
+    n = tl_v.shape[1]
+    ends = tl_v.cumsum(1)
+    if n == 0 or not bool((ends[:, -1] <= length).all()):
+        return None
+    s = builtins.max(int(tl_v.max().item()), 1)
+    if length == 0:
+        return tv.new_zeros((bt * n, s))
+    pos = (ends - tl_v).unsqueeze(-1) + (tl_v.new_ones((s,)).cumsum(0) - 1)      # (Bt, N, S)
+    return tv.gather(1, pos.clamp(max=length - 1).reshape((bt, n * s))).reshape((bt * n, s))
+
+
+def _ctc_rule(fn, args, kwargs):
+    """ctc_loss: the batch folded into N (log_probs (T, N, C), or an unbatched row's (T, C) made one sample),
+    padded targets and the lengths (tensors, or Python ints/lists shared by the rows) aligned and folded; each
+    row's concatenated 1-D targets become padded ones (_padded_targets); reduction='none', then each row's mean
+    divides by its target lengths (at least 1) as torch's."""
+    bound = _bound_args(fn, args, kwargs)
+    if bound is None:
+        return None
+    a = bound.arguments
+    reduction, none = _reduction_arg(a)
+    lp, tg = a.get("log_probs"), a.get("targets")
+    if reduction is None or not (_is_tensor(lp) and _is_tensor(tg)):
+        return None
+    like = lp._value if isinstance(lp, BatchedTensor) else lp
+    il, tl = _as_lengths(a.get("input_lengths"), like), _as_lengths(a.get("target_lengths"), like)
+    if il is None or tl is None:
+        return None
+    rank = _logical_rank(lp)
+    if rank == 3:
+        n = lp.shape[1]
+        if _logical_rank(tg) not in (1, 2) or _logical_rank(il) != 1 or _logical_rank(tl) != 1:
+            return None
+    elif rank == 2:
+        n = 1
+        if _logical_rank(tg) != 1 or _logical_rank(il) > 1 or _logical_rank(tl) > 1:
+            return None
+        if il.numel() != 1 or tl.numel() != 1:
+            return None
+    else:
+        return None
+    if il.numel() != n or tl.numel() != n:
+        return None
+    levels = _levels_of([lp, tg, il, tl])
+    nb = len(levels)
+    sizes = _batch_sizes(levels)
+    v = _fold(_phys(lp, levels, expand=True), nb)                  # (Bt, T, [N,] C)
+    if rank == 2:
+        v = v.unsqueeze(2)
+    t_len, c = v.shape[1], v.shape[-1]
+    a["log_probs"] = v.transpose(0, 1).reshape((t_len, -1, c))       # (T, Bt*N, C)
+    il_v = _lengths_phys(il, levels, n)
+    tl_v = _lengths_phys(tl, levels, n)
+    tv = _fold(_phys(tg, levels, expand=True), nb)
+    if rank == 3 and _logical_rank(tg) == 1:
+        tv = _padded_targets(tv, _fold(tl_v, nb))
+        if tv is None:
+            return None
+    a["targets"] = tv.reshape((-1, tv.shape[-1]))                   # (Bt*N, S)
+    a["input_lengths"], a["target_lengths"] = il_v.reshape(-1), tl_v.reshape(-1)
+    a["reduction"] = none
+    losses = fn(*bound.args, **bound.kwargs).reshape(tuple(sizes) + (n,))
+    if reduction == "mean":
+        losses = losses / tl_v.clamp(min=1).to(losses.dtype)
+    if rank == 2:
+        losses = losses.squeeze(-1)
+    return _loss_reduce(losses, levels, reduction)
+
+
+def _fold_aligned_n(params, spatial_of, out_fix=None):
+    """Layers whose tensor operands all carry the same leading N (grid_sample's input and grid, max_unpool's
+    input and indices): each aligned to the batch and folded into N. spatial_of(a) is the rank of a row with its N
+    (a row one dim short is a single sample: max_unpool), or None to refuse."""
+    def rule(fn, args, kwargs):
+        bound = _bound_args(fn, args, kwargs)
+        if bound is None:
+            return None
+        a = bound.arguments
+        if not all(_is_tensor(a.get(p)) for p in params):
+            return None
+        if _has_batched([v for k, v in a.items() if k not in params], {}):
+            return None
+        full = spatial_of(a)
+        if full is None:
+            return None
+        ranks = {_logical_rank(a[p]) for p in params}
+        if len(ranks) != 1 or ranks.pop() not in (full, full - 1):
+            return None
+        has_n = _logical_rank(a[params[0]]) == full
+        levels = _levels_of([a[p] for p in params])
+        nb = len(levels)
+        sizes = _batch_sizes(levels)
+        n = a[params[0]].shape[0] if has_n else None
+        for p in params:
+            v = _fold(_phys(a[p], levels, expand=True), nb)
+            a[p] = v.reshape((-1,) + tuple(v.shape[2:])) if has_n else v
+        if out_fix is not None:
+            out_fix(a)
+        out = fn(*bound.args, **bound.kwargs)
+        lead = tuple(sizes) + ((n,) if has_n else ())
+
+        def back(o):
+            return o.reshape(lead + tuple(o.shape[1:]))
+        if isinstance(out, tuple):
+            return _wrap(type(out)(*[back(o) for o in out]) if hasattr(out, "_fields") else
+                         tuple(back(o) for o in out), levels)
+        return BatchedTensor(back(out), levels)
+    return rule
+
+
+def _unpool_output_size(spatial):
+    def fix(a):
+        size = a.get("output_size")
+        if size is not None and not _is_tensor(size) and len(size) > spatial:
+            a["output_size"] = tuple(size)[-spatial:]       # (N, C, *spatial): the spatial part only
+    return fix
+
+
+def _affine_grid_rule(fn, args, kwargs):
+    """affine_grid(theta (N, n, n+1), size (N, C, *spatial)): the batch folded into N, size's N scaled."""
+    bound = _bound_args(fn, args, kwargs)
+    if bound is None:
+        return None
+    a = bound.arguments
+    th, size = a.get("theta"), a.get("size")
+    if not isinstance(th, BatchedTensor) or _logical_rank(th) != 3 or not isinstance(size, (tuple, list)):
+        return None
+    if not size or isinstance(size[0], bool) or not isinstance(size[0], int) or size[0] != th.shape[0]:
+        return None
+    nb = len(th._levels)
+    bt = math.prod(th._value.shape[:nb])
+    a["theta"] = _fold(th._value, nb).reshape((-1,) + tuple(th.shape[1:]))
+    a["size"] = type(size)([size[0] * bt] + list(size[1:]))
+    out = fn(*bound.args, **bound.kwargs)
+    return BatchedTensor(out.reshape(tuple(th._value.shape[:nb]) + (th.shape[0],) + tuple(out.shape[1:])),
+                         th._levels)
+
+
+def _fractional_rule(spatial):
+    """fractional_max_pool{2,3}d: the batch folded into N (one draw of the windows' samples for the folded
+    batch, as the loop's draws per row: each sample its own); given _random_samples (N, C, n) fold with it."""
+    def rule(fn, args, kwargs):
+        bound = _bound_args(fn, args, kwargs)
+        if bound is None:
+            return None
+        a = bound.arguments
+        x, samples = a.get("input"), a.get("_random_samples")
+        rank = _logical_rank(x) if _is_tensor(x) else -1
+        if rank not in (spatial + 1, spatial + 2):
+            return None
+        if samples is None:
+            return _fold_leading(spatial)(fn, args, kwargs)
+        n = x.shape[0] if rank == spatial + 2 else 1
+        if not _is_tensor(samples) or _logical_rank(samples) != 3 or samples.shape[0] != n:
+            return None
+        return _fractional_with_samples(fn, bound, x, samples, rank, spatial)
+    return rule
+
+
+def _fractional_with_samples(fn, bound, x, samples, rank, spatial):
+    a = bound.arguments
+    levels = _levels_of([x, samples])
+    nb = len(levels)
+    sizes = _batch_sizes(levels)
+    xv = _fold(_phys(x, levels, expand=True), nb)
+    a["input"] = xv.reshape((-1,) + tuple(x.shape[-(spatial + 1):]))
+    sv = _fold(_phys(samples, levels, expand=True), nb)
+    a["_random_samples"] = sv.reshape((-1,) + tuple(sv.shape[2:]))
+    out = fn(*bound.args, **bound.kwargs)
+    lead = tuple(sizes) + ((x.shape[0],) if rank == spatial + 2 else ())
+
+    def back(o):
+        return o.reshape(lead + tuple(o.shape[1:]))
+    return _wrap(tuple(back(o) for o in out) if isinstance(out, tuple) else back(out), levels)
+
+
+def _embedding_bag_rule(fn, args, kwargs):
+    """embedding_bag: a 2-D row's bags folded with the batch; a 1-D row's indices concatenated, its offsets
+    shifted by the row's start (every row's first offset must be 0, else its leading indices, in no bag, would join
+    the previous row's last bag; with include_last_offset every row's last offset must be its end);
+    per_sample_weights folded as the indices. A batched weight (per-sample gradients) is stacked into one table,
+    row b's indices shifted by b * num_embeddings; its padding_idx becomes one extra row that every row's padding
+    index points at."""
+    bound = _bound_args(fn, args, kwargs)
+    if bound is None:
+        return None
+    a = bound.arguments
+    idx, off, psw = a.get("input"), a.get("offsets"), a.get("per_sample_weights")
+    w = a.get("weight")
+    if not _is_tensor(idx) or not _is_tensor(w) or _logical_rank(w) != 2:
+        return None
+    pad = a.get("padding_idx")
+    if isinstance(w, BatchedTensor) and pad is not None:
+        try:
+            pad = None if isinstance(pad, bool) else operator.index(pad)       # an int or numpy's
+        except TypeError:
+            pad = None
+        if pad is None or not -w.shape[0] <= pad < w.shape[0]:
+            return None                             # the op's error, by the loop
+    if a.get("max_norm") is not None or (psw is not None and not _is_tensor(psw)):
+        return None
+    rank = _logical_rank(idx)
+    if (rank == 2) != (off is None) or rank not in (1, 2) or (off is not None and (
+            not _is_tensor(off) or _logical_rank(off) != 1)):
+        return None
+    if psw is not None and tuple(psw.shape) != tuple(idx.shape):
+        return None
+    levels = _levels_of([t for t in (idx, off, psw, w) if t is not None])
+    nb = len(levels)
+    sizes = _batch_sizes(levels)
+    iv = _fold(_phys(idx, levels, expand=True), nb)
+    if isinstance(w, BatchedTensor):
+        num = w.shape[0]
+        if iv.numel() and not bool(((iv >= 0) & (iv < num)).all()):
+            return None                         # an index out of its row's table: the op's error, by the loop
+        wv = _fold(_phys(w, levels, expand=True), nb)                           # (Bt, num, D)
+        table = wv.reshape((-1, wv.shape[-1]))
+        shifted = iv + ((iv.new_ones((iv.shape[0],)).cumsum(0) - 1) * num).reshape((-1,) + (1,) * (iv.ndim - 1))
+        if pad is not None:         # every row's padding index -> one extra (zero) row, the table's padding_idx
+            table = _C_cat([table, table.new_zeros((1, table.shape[1]))], 0)
+            shifted = shifted.masked_fill(iv == pad % num, table.shape[0] - 1)
+            a["padding_idx"] = table.shape[0] - 1
+        a["weight"], iv = table, shifted
+    if rank == 2:
+        bags = idx.shape[0]
+        a["input"] = iv.reshape((-1, iv.shape[-1]))
+    else:
+        length = idx.shape[0]
+        ov = _fold(_phys(off, levels, expand=True), nb)             # (Bt, bags)
+        if a.get("include_last_offset"):        # each row's last offset must be its end (L): dropped, the rest
+            if ov.shape[1] == 0 or not bool((ov[:, -1] == length).all()):
+                return None
+            ov, a["include_last_offset"] = ov[:, :-1], False    # are plain offsets
+        bags = ov.shape[1]
+        if bags == 0 or not bool((ov[:, 0] == 0).all()):
+            return None
+        starts = (ov.new_ones((ov.shape[0], 1)).cumsum(0) - 1) * length      # row b's indices start at b * L
+        a["input"], a["offsets"] = iv.reshape(-1), (ov + starts).reshape(-1)
+    if psw is not None:
+        a["per_sample_weights"] = _fold(_phys(psw, levels, expand=True), nb).reshape(tuple(a["input"].shape))
+    out = fn(*bound.args, **bound.kwargs)
+    return BatchedTensor(out.reshape(tuple(sizes) + (bags,) + tuple(out.shape[1:])), levels)
+
+
+def _norm_with_stats(kind):
+    """batch_norm and instance_norm: the batch folded into the channels ((N, Bt*C, *)), so each row keeps its own
+    statistics (batch_norm's over N and space, instance_norm's per sample), and weight, bias and the running
+    statistics used in eval are repeated (or folded, if batched) along them. The running statistics a training
+    call updates: a batched buffer (at every open level) takes each row's update at once; an unbatched one takes
+    the rows' updates one after another, in the loop's order (the values the loop leaves there)."""
+    def rule(fn, args, kwargs):
+        bound = _bound_args(fn, args, kwargs)
+        if bound is None:
+            return None
+        a = bound.arguments
+        flag = bool(a.get("training" if kind == "batch" else "use_input_stats"))
+        x, rm, rv, w, b = (a.get(p) for p in ("input", "running_mean", "running_var", "weight", "bias"))
+        momentum = a.get("momentum")
+        if (not _is_tensor(x) or _logical_rank(x) < 2 or isinstance(momentum, bool) or
+                not isinstance(momentum, (int, float))):
+            return None
+        c = x.shape[1]
+        ts = [t for t in (rm, rv, w, b) if t is not None]
+        if not all(_is_tensor(t) and t.numel() == c for t in ts):
+            return None
+        levels = _levels_of([x] + ts)
+        nb = len(levels)
+        if any(isinstance(t, BatchedTensor) and t._levels != levels for t in (rm, rv)):
+            return None                                   # a buffer batched at some of the levels: the loop
+        if flag and any(s is not None and (s is w or s is b) for s in (rm, rv)):
+            return None                                   # a row's update moves the next row's weight: the loop
+        sizes = _batch_sizes(levels)
+        bt = math.prod(sizes)
+        xv = _fold(_phys(x, levels, expand=True), nb)                        # (Bt, N, C, *s)
+        n, spatial = xv.shape[1], tuple(xv.shape[3:])
+
+        def chan(t):
+            return None if t is None else _fold(_phys(t, levels, expand=True), nb).reshape(-1)
+        a["input"] = xv.transpose(0, 1).reshape((n, bt * c) + spatial)
+        a["weight"], a["bias"] = chan(w), chan(b)
+        a["running_mean"], a["running_var"] = (None, None) if flag else (chan(rm), chan(rv))
+        out = fn(*bound.args, **bound.kwargs)
+        out = out.reshape((n, bt, c) + spatial).transpose(0, 1)
+        if flag and (rm is not None or rv is not None):
+            with _no_grad():
+                xd = xv.detach()
+                if kind == "batch":
+                    dims = (1,) + tuple(builtins.range(3, xd.ndim))
+                    count = n * math.prod(spatial)
+                    mean = xd.mean(dims)
+                    var = xd.var(dims, correction=0) * (count / builtins.max(count - 1, 1))
+                else:
+                    dims = tuple(builtins.range(3, xd.ndim))
+                    count = math.prod(spatial)
+                    mean = xd.mean(dims).mean(1)
+                    var = (xd.var(dims, correction=0) * (count / builtins.max(count - 1, 1))).mean(1)
+                for buf, stat in ((rm, mean), (rv, var)):          # stat: (Bt, C)
+                    if buf is None:
+                        continue
+                    if isinstance(buf, BatchedTensor):
+                        _update_running(buf._value, stat.reshape(tuple(buf._value.shape)), float(momentum))
+                    else:
+                        for i in builtins.range(bt):
+                            _update_running(buf, stat[i], float(momentum))
+        return BatchedTensor(_unfold(out, sizes), levels)
+    return rule
+
+
+def _mha_rule(fn, args, kwargs):
+    """multi_head_attention_forward: the batch folded into N ((L, Bt*N, E); an unbatched (L, E) row is one
+    sample), key_padding_mask, 3-D masks and static_k/v folded along their N*heads, a 2-D attn_mask shared (or
+    repeated per sample, if batched); batched projection weights: _mha_batched_weights. Dropout of the attention weights
+    draws per element of the folded batch: each row its own mask, as the loop's draws."""
+    bound = _bound_args(fn, args, kwargs)
+    if bound is None:
+        return None
+    a = bound.arguments
+    q, k, v = a.get("query"), a.get("key"), a.get("value")
+    if not all(_is_tensor(t) for t in (q, k, v)):
+        return None
+    seq = ("query", "key", "value")
+    folded = seq + ("key_padding_mask", "attn_mask", "static_k", "static_v")
+    if _has_batched([a.get(p) for p in _MHA_WEIGHTS], {}):
+        return _mha_batched_weights(fn, a)
+    if _has_batched([val for name, val in a.items() if name not in folded], {}):
+        return None
+    rank = _logical_rank(q)
+    if rank not in (2, 3) or any(_logical_rank(t) != rank for t in (k, v)):
+        return None
+    heads = a.get("num_heads")
+    if isinstance(heads, bool) or not isinstance(heads, int) or heads <= 0:
+        return None
+    extra = [a.get(p) for p in folded[3:]]
+    if any(t is not None and not _is_tensor(t) for t in extra):
+        return None
+    levels = _levels_of([q, k, v] + [t for t in extra if t is not None])
+    nb = len(levels)
+    sizes = _batch_sizes(levels)
+    bt = math.prod(sizes)
+    n = q.shape[1] if rank == 3 else 1
+    for p in seq:
+        t = _fold(_phys(a[p], levels, expand=True), nb)                     # (Bt, L, [N,] E)
+        if rank == 2:
+            t = t.unsqueeze(2)
+        a[p] = t.transpose(0, 1).reshape((t.shape[1], bt * n, t.shape[-1]))
+    kpm = a.get("key_padding_mask")
+    if kpm is not None:
+        if _logical_rank(kpm) != rank - 1:
+            return None
+        a["key_padding_mask"] = _fold(_phys(kpm, levels, expand=True), nb).reshape((bt * n, -1))
+    mask = a.get("attn_mask")
+    if mask is not None:
+        if _logical_rank(mask) == 3:
+            a["attn_mask"] = _fold(_phys(mask, levels, expand=True), nb).reshape((-1,) + tuple(mask.shape[1:]))
+        elif _logical_rank(mask) == 2 and isinstance(mask, BatchedTensor):
+            mv = _fold(_phys(mask, levels, expand=True), nb).unsqueeze(1)
+            a["attn_mask"] = mv.expand((bt, n * heads) + tuple(mask.shape)).reshape((-1,) + tuple(mask.shape))
+        elif _logical_rank(mask) != 2:
+            return None
+    for p in ("static_k", "static_v"):
+        if a.get(p) is not None:
+            t = a[p]
+            if _logical_rank(t) != 3:
+                return None
+            a[p] = _fold(_phys(t, levels, expand=True), nb).reshape((-1,) + tuple(t.shape[1:]))
+    out, weights = fn(*bound.args, **bound.kwargs)
+    out = out.reshape((out.shape[0], bt, n, out.shape[-1])).transpose(0, 1)   # (Bt, L, N, E)
+    if rank == 2:
+        out = out.squeeze(2)
+    out = _unfold(out, sizes)
+    if weights is not None:
+        weights = weights.reshape(tuple(sizes) + ((n,) if rank == 3 else ()) + tuple(weights.shape[1:]))
+        weights = BatchedTensor(weights, levels)
+    return BatchedTensor(out, levels), weights
+
+
+_MHA_WEIGHTS = ("in_proj_weight", "in_proj_bias", "out_proj_weight", "out_proj_bias", "q_proj_weight",
+                "k_proj_weight", "v_proj_weight")
+
+
+def _narrow_rows(t, start, length):
+    """Rows start:start+length of a logical weight or bias (dim 0), batched or not."""
+    if t is None:
+        return None
+    if isinstance(t, BatchedTensor):
+        return BatchedTensor(t._value.narrow(len(t._levels), start, length), t._levels)
+    return t.narrow(0, start, length)
+
+
+def _mha_batched_weights(fn, a):
+    """multi_head_attention_forward with batched projection weights (an ensemble, per-sample gradients): the in
+    and out projections through linear's rule (a batched weight: one matmul per row), the attention between them
+    by the op itself, folded as _mha_rule does, with identity projections (x @ I is x exactly)."""
+    q, k, v, e = a["query"], a["key"], a["value"], a["query"].shape[-1]
+    if isinstance(a.get("bias_k"), BatchedTensor) or isinstance(a.get("bias_v"), BatchedTensor):
+        return None
+    if a.get("use_separate_proj_weight"):
+        ws = [a.get("q_proj_weight"), a.get("k_proj_weight"), a.get("v_proj_weight")]
+    else:
+        w = a.get("in_proj_weight")
+        if not _is_tensor(w) or tuple(w.shape) != (3 * e, e):
+            return None
+        ws = [_narrow_rows(w, i * e, e) for i in builtins.range(3)]
+    b = a.get("in_proj_bias")
+    wo, bo = a.get("out_proj_weight"), a.get("out_proj_bias")
+    if (not all(_is_tensor(t) and _logical_rank(t) == 2 and t.shape[0] == e for t in ws) or
+            (b is not None and (not _is_tensor(b) or tuple(b.shape) != (3 * e,))) or
+            not _is_tensor(wo) or tuple(wo.shape) != (e, e) or
+            (bo is not None and (not _is_tensor(bo) or tuple(bo.shape) != (e,)))):
+        return None                                     # the op's own errors, by the loop
+    projected = [_dispatch("linear", _linear_fn, (t, wt, _narrow_rows(b, i * e, e)), {})
+                 for i, (t, wt) in enumerate(zip((q, k, v), ws))]
+    like = next(t for t in (q, *ws, wo) if isinstance(t, BatchedTensor))._value
+    eye = _diag_embed(like.new_ones((e,)))
+    inner = dict(a)
+    inner.update(query=projected[0], key=projected[1], value=projected[2], in_proj_weight=None, in_proj_bias=None,
+                 use_separate_proj_weight=True, q_proj_weight=eye, k_proj_weight=eye, v_proj_weight=eye,
+                 out_proj_weight=eye, out_proj_bias=None)
+    if not all(isinstance(t, BatchedTensor) for t in projected):
+        return None
+    got = _mha_rule(fn, (), inner)
+    if got is None:
+        return None
+    out, weights = got
+    return _dispatch("linear", _linear_fn, (out, wo, bo), {}), weights
+
+
+def _linear_cross_entropy_rule(fn, args, kwargs):
+    """linear_cross_entropy(x, w, y) is cross_entropy(linear(x, w, b), y, ...) (its definition's own path for a
+    2-D linear_weight and no options): the two composed through their batching rules."""
+    bound = _bound_args(fn, args, kwargs)
+    if bound is None:
+        return None
+    a = bound.arguments
+    x, w, y, b = a.get("input"), a.get("linear_weight"), a.get("target"), a.get("linear_bias")
+    if not all(_is_tensor(t) for t in (x, w, y)) or a.get("options") is not None:
+        return None
+    if _logical_rank(x) not in (1, 2) or _logical_rank(w) != 2 or x.shape[-1] != w.shape[-1]:
+        return None
+    if b is not None and (not _is_tensor(b) or tuple(b.shape) != (w.shape[0],)):
+        return None
+    probabilities = tuple(y.shape) == tuple(x.shape[:-1]) + (w.shape[0],)
+    if probabilities and a.get("ignore_index") is not None:
+        return None
+    if a.get("reduction") not in ("mean", "sum", "none"):
+        return None
+    logits = _dispatch("linear", _linear_fn, (x, w, b), {})
+    ignore = a.get("ignore_index")
+    return _dispatch("cross_entropy", _cross_entropy_fn, (logits, y, a.get("weight")),
+                     {"ignore_index": -100 if ignore is None else ignore, "reduction": a["reduction"],
+                      "label_smoothing": a.get("label_smoothing", 0.0)})
+
+
+for _k, _rule in (("cosine_embedding_loss", _sample_loss({"input1": 1, "input2": 1, "target": 0})),
+                  ("triplet_margin_loss", _sample_loss({"anchor": 1, "positive": 1, "negative": 1})),
+                  ("F.multi_margin_loss", _sample_loss({"input": 1, "target": 0}, "by_target")),
+                  ("F.multilabel_margin_loss", _sample_loss({"input": 1, "target": 1})),
+                  ("F.multilabel_soft_margin_loss", _sample_loss({"input": 1, "target": 1}, "per_class")),
+                  ("F.triplet_margin_with_distance_loss", _triplet_distance_rule),
+                  ("F.gaussian_nll_loss", _gaussian_nll_rule), ("ctc_loss", _ctc_rule),
+                  ("F.grid_sample", _fold_aligned_n(("input", "grid"), lambda a: a["input"].dim())),
+                  ("F.max_unpool1d", _fold_aligned_n(("input", "indices"), lambda a: 3, _unpool_output_size(1))),
+                  ("F.max_unpool2d", _fold_aligned_n(("input", "indices"), lambda a: 4, _unpool_output_size(2))),
+                  ("F.max_unpool3d", _fold_aligned_n(("input", "indices"), lambda a: 5, _unpool_output_size(3))),
+                  ("F.affine_grid", _affine_grid_rule), ("F.embedding_bag", _embedding_bag_rule),
+                  ("F.fractional_max_pool2d", _fractional_rule(2)), ("F.fractional_max_pool3d", _fractional_rule(3)),
+                  ("F.fractional_max_pool2d_with_indices", _fractional_rule(2)),
+                  ("F.fractional_max_pool3d_with_indices", _fractional_rule(3)),
+                  ("F.batch_norm", _norm_with_stats("batch")), ("batch_norm", _norm_with_stats("batch")),
+                  ("F.instance_norm", _norm_with_stats("instance")), ("instance_norm", _norm_with_stats("instance")),
+                  ("F.multi_head_attention_forward", _mha_rule),
+                  ("F.linear_cross_entropy", _linear_cross_entropy_rule)):
+    RULES[_k] = _or_loop(_k, _rule)
+    if _k in ("cosine_embedding_loss", "triplet_margin_loss", "ctc_loss"):
+        RULES["F." + _k] = RULES[_k]
+# ===== end of vmapA's section ========================================================================================
 
 
 # ----- vmap -----------------------------------------------------------------------------------------------------
