@@ -232,6 +232,7 @@ DECOMPOSITIONS = {
     "qr_wide": (lambda dg, X: tuple(dg.linalg.qr(X)), (3, 4)),
     "cholesky": (lambda dg, X: dg.linalg.cholesky(_herm(dg, X)), (3, 3)),
     "cholesky_upper": (lambda dg, X: dg.linalg.cholesky(_herm(dg, X), upper=True), (3, 3)),
+    "cholesky_ex_upper": (lambda dg, X: dg.linalg.cholesky_ex(_herm(dg, X), upper=True).L, (3, 3)),
     "pinv": (lambda dg, X: dg.linalg.pinv(X), (4, 3)),
     "pinv_hermitian": (lambda dg, X: dg.linalg.pinv(_herm(dg, X), hermitian=True), (3, 3)),
     "lstsq": (lambda dg, X: dg.linalg.lstsq(X, dg.matmul(X, dg.ones(3, 2, dtype=X.dtype)) + 1).solution, (4, 3)),
@@ -309,6 +310,53 @@ def test_logdet_and_cholesky_ex(dg):
         np.testing.assert_allclose(L.numpy(), tL.numpy(), rtol=1e-12)
     with pytest.raises(dg.linalg.LinAlgError, match="positive-definite"):
         dg.linalg.cholesky(dg.tensor(h))
+
+
+CHOLESKYS = {
+    "linalg.cholesky": lambda m, A: m.linalg.cholesky(A),
+    "linalg.cholesky_upper": lambda m, A: m.linalg.cholesky(A, upper=True),
+    "linalg.cholesky_ex": lambda m, A: m.linalg.cholesky_ex(A).L,
+    "linalg.cholesky_ex_upper": lambda m, A: m.linalg.cholesky_ex(A, upper=True).L,
+    "cholesky_upper": lambda m, A: m.cholesky(A, upper=True),
+}
+
+
+def _cholesky_vjp(dg, fn, h, g):
+    A = dg.tensor(h, requires_grad=True)
+    return dg.autograd.grad(fn(dg, A), A, dg.tensor(g))[0].numpy()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("name", list(CHOLESKYS))
+def test_cholesky_grad_along_hermitian_directions(dg, name):
+    """The gradient at a Hermitian A itself (not through a Hermitian-making wrapper, which projects part of it away):
+    Re<gA, E> is the derivative of Re<g, L(A)> along every Hermitian E (central differences)."""
+    fn = CHOLESKYS[name]
+    h, g = herm_pd(2, 3, 3, seed=3), cmat(2, 3, 3, seed=4, shift=False)
+    gA = _cholesky_vjp(dg, fn, h, g)
+    rng = np.random.default_rng(7)
+    for _ in range(3):
+        e = rng.standard_normal(h.shape) + 1j * rng.standard_normal(h.shape)
+        e = e + np.conj(np.swapaxes(e, -1, -2))
+        t = 1e-6
+        dL = (fn(dg, dg.tensor(h + t * e)).numpy() - fn(dg, dg.tensor(h - t * e)).numpy()) / (2 * t)
+        np.testing.assert_allclose(np.vdot(gA, e).real, np.vdot(g, dL).real, rtol=1e-6)
+
+
+@needs_torch
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("dtype", ["complex128", "float64"])
+@pytest.mark.parametrize("name", list(CHOLESKYS))
+def test_cholesky_grad_at_a_hermitian_input_as_torch(dg, name, dtype):
+    """torch's cholesky_backward exactly, the imaginary parts of P's diagonal included (its gradient at a complex A
+    is not Hermitian), for the lower and the upper factor."""
+    fn = CHOLESKYS[name]
+    h, g = herm_pd(2, 4, 4, seed=1), cmat(2, 4, 4, seed=2, shift=False)
+    if dtype == "float64":
+        h, g = (h + np.conj(h)).real, g.real
+    A = torch.tensor(h, requires_grad=True)
+    want = torch.autograd.grad(fn(torch, A), A, torch.tensor(g))[0].numpy()
+    np.testing.assert_allclose(_cholesky_vjp(dg, fn, h, g), want, rtol=1e-10, atol=1e-12)
 
 
 # ---- the LU family --------------------------------------------------------------------------------------------

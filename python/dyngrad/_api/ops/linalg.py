@@ -483,29 +483,38 @@ def _solve_tri(A, B, upper):
 
 
 class LinalgCholesky(Function):
-    """linalg.cholesky, lower factor, reading A's lower triangle: LAPACK potrf."""
+    """linalg.cholesky: the lower factor L (A = L L^H) reading A's lower triangle, or with upper the upper factor
+    U = L^H (A = U^H U) reading A's upper triangle: LAPACK potrf."""
 
     @staticmethod
-    def forward(ctx, A, op):
-        out, info = _lapack_cholesky(_np(A))
+    def forward(ctx, A, op, upper):
+        # upper: potrf('U') of A is potrf('L') of A^T (the same triangle's entries), whose factor is U^T
+        out, info = _lapack_cholesky(np.swapaxes(_np(A), -1, -2) if upper else _np(A))
         _raise_not_pd(op, info)
-        L = _from_np(out, A.dtype)
-        ctx.save_for_backward(A, L.detach())
-        return L
+        if upper:
+            out = np.swapaxes(out, -1, -2)
+        F = _from_np(out, A.dtype)
+        ctx.op, ctx.upper = op, upper
+        ctx.save_for_backward(A, F.detach())
+        return F
 
-    # A = L L^T  ->  gA = sym(L^-T Phi(L^T gL) L^-1), Phi = the lower triangle with its diagonal halved,
-    # sym(X) = (X + X^T) / 2
+    # A = L L^H (torch's cholesky_backward, Iain Murray 2016):  gA = L^-H Phi L^-1,
+    #   P = tril(L^H gL),  Phi = (P + tril(P, -1)^H) / 2  (Hermitian off the diagonal, the diagonal P's own halved).
+    # For a real A, Phi is symmetric and so is gA. For a complex one Phi's diagonal keeps its imaginary part, so gA is
+    # not Hermitian: torch's gradient, which agrees with the derivative of every Hermitian perturbation of A (the
+    # skew-Hermitian rest is orthogonal to them). upper: U = L^H, so L = U^H and gL = gU^H.
     @staticmethod
     def backward(ctx, g):
-        A, L = ctx.saved_tensors
+        A, F = ctx.saved_tensors
         if _recording(A):
-            L = LinalgCholesky.apply(A, "linalg.cholesky")
-        P = _C.matmul(_mH(L), g)
-        P = _C.sub(_tri(P, True), _scaled(_diag_embed(_diag(P)), 0.5))
-        Lt = _mH(L)
-        Y = _solve_tri(Lt, P, True)                          # L^-T P
-        gA = _mH(_solve_tri(Lt, _mH(Y), True))           # (L^-T Y^T)^T = Y L^-1
-        return _scaled(_C.add(gA, _mH(gA)), 0.5), None
+            F = LinalgCholesky.apply(A, ctx.op, ctx.upper)
+        L, gL = (_mH(F), _mH(g)) if ctx.upper else (F, g)
+        P = _tri(_C.matmul(_mH(L), gL), True)
+        Phi = _scaled(_C.add(P, _mH(_tri(P, True, -1))), 0.5)
+        Lh = _mH(L)
+        Y = _solve_tri(Lh, Phi, True)                         # L^-H Phi
+        gA = _mH(_solve_tri(Lh, _mH(Y), True))                # (L^-H Y^H)^H = Y L^-1
+        return gA, None, None
 
 
 def _copyltu(M):
@@ -826,9 +835,7 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
 
 
 def _cholesky(op, A, upper):
-    if upper:          # U = L^T, computed from A^T's lower triangle: A's upper one, as LAPACK potrf('U')
-        return _C.mT(LinalgCholesky.apply(_C.mT(A), op))
-    return LinalgCholesky.apply(A, op)
+    return LinalgCholesky.apply(A, op, upper)
 
 
 def linalg_cholesky(A, *, upper=False):
