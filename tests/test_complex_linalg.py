@@ -258,6 +258,21 @@ def test_decompositions_grads_as_torch(dg, name):
     torch_grads(lambda X: fn(dg, X), lambda X: fn(torch, X), dg, cmat(2, *shape, seed=5, shift=False))
 
 
+def test_torch_svd_returns_v_not_vh(dg):
+    """torch.svd's V is linalg.svd's Vh conjugate-transposed (input = U diag(S) V^H), not merely transposed."""
+    a = cmat(2, 4, 3, seed=2, shift=False)
+    for some in (True, False):
+        U, S, V = dg.svd(dg.tensor(a), some=some)
+        k = S.shape[-1]
+        rebuilt = (U.numpy()[..., :k] * S.numpy()[..., None, :]) @ np.conj(np.swapaxes(V.numpy()[..., :k], -1, -2))
+        np.testing.assert_allclose(rebuilt, a, atol=1e-12)
+    check_grads(dg, lambda X: (lambda r: (r.S, dg.matmul(r.U * r.S.unsqueeze(-2).to(r.U.dtype), r.V.mH)))(
+        dg.svd(X)), a)
+    if torch is not None:
+        fn = lambda m, X: (lambda r: (r.S, m.matmul(r.U, r.V.mH)))(m.svd(X))      # noqa: E731
+        torch_grads(lambda X: fn(dg, X), lambda X: fn(torch, X), dg, a)
+
+
 def test_svd_phase_dependent_loss_is_refused(dg):
     A = leaf(dg, cmat(3, 3, shift=False))
     with pytest.raises(RuntimeError, match="phase"):

@@ -935,7 +935,8 @@ def svdvals(A, *, driver=None):
 
 
 def svd(input, some=True, compute_uv=True):
-    """torch.svd: (U, S, V) with input = U diag(S) V^T (V, not V^T); some=False gives square U and V. Without
+    """torch.svd: (U, S, V) with input = U diag(S) V^H (V = Vh^H, the conjugate transpose of linalg.svd's Vh, not
+    Vh itself); some=False gives square U and V. Without
     compute_uv, U and V are zeros of shapes (m, m) and (n, n)."""
     A = _matrices("linalg.svd", input, "input", square=False, complex_ok=True)
     if not compute_uv:
@@ -943,7 +944,7 @@ def svd(input, some=True, compute_uv=True):
         batch, (m, n) = tuple(A.shape[:-2]), tuple(A.shape[-2:])
         return return_svd(_C.full(batch + (m, m), 0.0, A.dtype), S, _C.full(batch + (n, n), 0.0, A.dtype))
     U, S, Vh = LinalgSvd.apply(A, not some)
-    return return_svd(U, S, _C.mT(Vh))
+    return return_svd(U, S, _mH(Vh))
 
 
 def _tolerance(value, op, name):
