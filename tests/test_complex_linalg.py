@@ -444,3 +444,45 @@ def test_composites_over_the_solvers(dg):
     np.testing.assert_allclose(dg.linalg.tensorsolve(dg.tensor(t), dg.tensor(rhs)).numpy(),
                                np.linalg.tensorsolve(t, rhs), atol=1e-12)
     check_grads(dg, lambda T, R: dg.linalg.tensorsolve(T, R), t, rhs, gradgrad=False)
+
+
+# ---- geqrf, householder_product, ormqr ----------------------------------------------------------------------------
+
+def test_householder_family(dg):
+    """geqrf (zgeqrf), householder_product (H_i = I - tau_i v_i v_i^H) and ormqr (transpose = Q^H, as unmqr's 'C')
+    on complex matrices: Q R = A with Q unitary, and ormqr is the product with Q or Q^H from either side."""
+    a = cmat(2, 5, 3, seed=8, shift=False)
+    h, tau = dg.geqrf(dg.tensor(a))
+    assert h.dtype == dg.complex128 and tau.dtype == dg.complex128
+    Q = dg.linalg.householder_product(h, tau).numpy()
+    R = np.triu(h.numpy()[..., :3, :])
+    np.testing.assert_allclose(Q @ R, a, atol=1e-12)
+    np.testing.assert_allclose(np.conj(np.swapaxes(Q, -1, -2)) @ Q, np.broadcast_to(np.eye(3), (2, 3, 3)),
+                               atol=1e-12)
+    full = dg.linalg.householder_product(dg.cat([h, dg.zeros(2, 5, 2, dtype=h.dtype)], -1),
+                                         dg.cat([tau, dg.zeros(2, 2, dtype=tau.dtype)], -1)).numpy()   # square Q
+    Qh = np.conj(np.swapaxes(full, -1, -2))
+    c_left, c_right = cmat(2, 5, 2, seed=9, shift=False), cmat(2, 2, 5, seed=10, shift=False)
+    for left, c in ((True, c_left), (False, c_right)):
+        for transpose, q in ((False, full), (True, Qh)):
+            got = dg.ormqr(h, tau, dg.tensor(c), left=left, transpose=transpose).numpy()
+            np.testing.assert_allclose(got, q @ c if left else c @ q, atol=1e-12)
+    if torch is not None:
+        th, ttau = torch.geqrf(torch.tensor(a))
+        np.testing.assert_allclose(h.numpy(), th.numpy(), atol=1e-12)
+        np.testing.assert_allclose(tau.numpy(), ttau.numpy(), atol=1e-12)
+
+
+def test_householder_family_grads(dg):
+    h, tau = dg.geqrf(dg.tensor(cmat(5, 3, seed=11, shift=False)))
+    h, tau = h.numpy(), tau.numpy()
+    c = cmat(5, 2, seed=12, shift=False)
+    check_grads(dg, lambda A, T: dg.linalg.householder_product(A, T), h, tau, gradgrad=False)
+    for transpose in (False, True):
+        check_grads(dg, lambda A, T, C: dg.ormqr(A, T, C, transpose=transpose), h, tau, c, gradgrad=False)
+        if torch is not None:
+            torch_grads(lambda A, T, C: dg.ormqr(A, T, C, transpose=transpose),
+                        lambda A, T, C: torch.ormqr(A, T, C, transpose=transpose), dg, h, tau, c)
+    if torch is not None:
+        torch_grads(lambda A, T: dg.linalg.householder_product(A, T),
+                    lambda A, T: torch.linalg.householder_product(A, T), dg, h, tau)

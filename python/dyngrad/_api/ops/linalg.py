@@ -1680,8 +1680,8 @@ def matrix_exp(A):
 # ===== householder_product (orgqr) ================================================================================
 
 def householder_product(A, tau):
-    """The first n columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^T, v_i = (0, ..., 0, 1, A[i+1:, i]) (LAPACK
-    orgqr: Q from geqrf's output). A composite, so differentiable in A and tau."""
+    """The first n columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^H, v_i = (0, ..., 0, 1, A[i+1:, i]) (LAPACK
+    orgqr, ungqr for complex A: Q from geqrf's output). A composite, so differentiable in A and tau."""
     op = "linalg.householder_product"
     A = tensor_arg(A, op, "A")
     tau = tensor_arg(tau, op, "tau")
@@ -1699,8 +1699,8 @@ def householder_product(A, tau):
     if tuple(tau.shape[:-1]) != tuple(A.shape[:-2]):
         raise RuntimeError(f"{op}: expected the batch dimensions of tau, {shape_str(tau.shape[:-1])}, to equal "
                            f"those of A, {shape_str(A.shape[:-2])}.")
-    _float_input(op, A, "A")
-    _float_input(op, tau, "tau")
+    _float_input(op, A, "A", complex_ok=True)
+    _float_input(op, tau, "tau", complex_ok=True)
     _no_half(op, A)
     if A.dtype is not tau.dtype:
         raise RuntimeError(f"{op}: expected A and tau of the same dtype, got {A.dtype.name} and {tau.dtype.name}.")
@@ -1708,7 +1708,7 @@ def householder_product(A, tau):
     Q = _const(np.broadcast_to(np.eye(m, n), tuple(A.shape[:-2]) + (m, n)), A)
     for i in range(k - 1, -1, -1):           # Q = H_i Q, from the last reflector to the first
         v, t = _reflector(A, tau, i)         # (*, m, 1), (*, 1, 1)
-        Q = _C.sub(Q, _C.mul(t, _mm(v, _mm(_C.mT(v), Q))))
+        Q = _C.sub(Q, _C.mul(t, _mm(v, _mm(_mH(v), Q))))
     return Q
 
 
@@ -1725,13 +1725,14 @@ def _reflector(A, tau, i):
 
 
 def ormqr(input, tau, other, left=True, transpose=False):
-    """op(Q) C (C op(Q) if not left), Q = H_1 ... H_k given by geqrf's (input, tau), op = transpose or not; each
-    H_i = I - tau_i v_i v_i^T is applied in turn (a composite: differentiable in all three)."""
+    """op(Q) C (C op(Q) if not left), Q = H_1 ... H_k given by geqrf's (input, tau), op(Q) = Q^H if transpose
+    (the conjugate transpose, as LAPACK unmqr's 'C' and torch), else Q; each H_i = I - tau_i v_i v_i^H (its
+    adjoint has conj(tau_i)) is applied in turn (a composite: differentiable in all three)."""
     op = "ormqr"
     A, tau, C = tensor_arg(input, op, "input"), tensor_arg(tau, op, "tau"), tensor_arg(other, op, "other")
     left, transpose = _bool_arg(left, op, "left"), _bool_arg(transpose, op, "transpose")
     for t, name in ((A, "input"), (tau, "tau"), (C, "other")):
-        _float_input(op, t, name)
+        _float_input(op, t, name, complex_ok=True)
     _no_half(op, A, C)
     if A.ndim < 2 or C.ndim < 2:
         raise RuntimeError(f"{op}: input and other must have at least 2 dimensions, got {shape_str(A.shape)} and "
@@ -1753,15 +1754,17 @@ def ormqr(input, tau, other, left=True, transpose=False):
         raise RuntimeError(f"{op}: expected input, tau and other of the same dtype, got {A.dtype.name}, "
                            f"{tau.dtype.name} and {C.dtype.name}.")
     k = tau.shape[-1]
-    # Q C = H_1 (H_2 (... H_k C)), Q^T C = H_k ... H_1 C; C Q = C H_1 ... H_k, C Q^T = C H_k ... H_1
+    # Q C = H_1 (H_2 (... H_k C)), Q^H C = H_k^H ... H_1^H C; C Q = C H_1 ... H_k, C Q^H = C H_k^H ... H_1^H
     order = range(k - 1, -1, -1) if left != transpose else range(k)
     out = C
     for i in order:
         v, t = _reflector(A, tau, i)
+        if transpose:
+            t = _conj(t)
         if left:
-            out = _C.sub(out, _C.mul(t, _mm(v, _mm(_C.mT(v), out))))
+            out = _C.sub(out, _C.mul(t, _mm(v, _mm(_mH(v), out))))
         else:
-            out = _C.sub(out, _C.mul(t, _mm(_mm(out, v), _C.mT(v))))
+            out = _C.sub(out, _C.mul(t, _mm(_mm(out, v), _mH(v))))
     return out
 
 
@@ -1769,13 +1772,13 @@ return_geqrf = _named("geqrf", ["a", "tau"])
 
 
 def geqrf(input):
-    """LAPACK geqrf's (a, tau): R on and above a's diagonal, the Householder vectors below it (numpy.linalg.qr's
-    'raw' mode); not differentiable, as torch."""
+    """LAPACK geqrf's (a, tau) (zgeqrf's for complex input): R on and above a's diagonal, the Householder vectors
+    below it (numpy.linalg.qr's 'raw' mode); not differentiable, as torch."""
     op = "geqrf"
     A = tensor_arg(input, op)
     if A.ndim < 2:
         raise RuntimeError(f"{op}: input must have at least 2 dimensions, got shape {shape_str(A.shape)}.")
-    _float_input(op, A, "input")
+    _float_input(op, A, "input", complex_ok=True)
     _no_half(op, A)
     a = _np(A)
     m, n = a.shape[-2:]
