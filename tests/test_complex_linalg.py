@@ -302,10 +302,45 @@ def test_complex64(dg):
             np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5)
 
 
-def test_ops_without_complex_support_say_so(dg):
-    A = dg.tensor(cmat(3, 3))
-    with pytest.raises((RuntimeError, NotImplementedError), match="complex128"):
-        dg.linalg.ldl_factor(A)
+@pytest.mark.parametrize("hermitian", [False, True])
+def test_ldl_family(dg, hermitian):
+    """linalg.ldl_factor(_ex) and ldl_solve of complex matrices: complex symmetric A = P L D L^T P^T (zsytrf), or
+    with hermitian A = P L D L^H P^T (zhetrf: the diagonal's real part read, D's diagonal real); pivots chosen by
+    CABS1 magnitudes as LAPACK's, so the same as torch's, 2x2 blocks included."""
+    rng = np.random.default_rng(13)
+    for n, scale in ((5, None), (6, [1e-3, 1, 1e-3, 2, 1e-4, 1])):
+        a = rng.standard_normal((2, n, n)) + 1j * rng.standard_normal((2, n, n))
+        if scale is not None:                                    # small diagonals: forces 2x2 pivots
+            a = a * np.asarray(scale)
+        M = a + (np.conj(np.swapaxes(a, -1, -2)) if hermitian else np.swapaxes(a, -1, -2))
+        if scale is not None:
+            M[..., np.arange(n), np.arange(n)] *= 1e-3
+        if hermitian:
+            M = M + 1j * np.diag(np.arange(n))                   # an imaginary diagonal hetrf does not read
+        LD, piv, info = dg.linalg.ldl_factor_ex(dg.tensor(M), hermitian=hermitian)
+        assert LD.dtype == dg.complex128 and not np.any(info.numpy())
+        if hermitian:
+            assert not np.any(LD.numpy()[..., np.arange(n), np.arange(n)].imag)
+        b = rng.standard_normal((2, n, 3)) + 1j * rng.standard_normal((2, n, 3))
+        X = dg.linalg.ldl_solve(LD, piv, dg.tensor(b), hermitian=hermitian).numpy()
+        read = np.tril(M) + (np.conj(np.swapaxes(np.tril(M, -1), -1, -2)) if hermitian else
+                             np.swapaxes(np.tril(M, -1), -1, -2))
+        if hermitian:
+            read[..., np.arange(n), np.arange(n)] = read[..., np.arange(n), np.arange(n)].real
+        np.testing.assert_allclose(read @ X, b, atol=1e-10)
+        LD2, piv2 = dg.linalg.ldl_factor(dg.tensor(M), hermitian=hermitian)
+        np.testing.assert_array_equal(LD2.numpy(), LD.numpy())
+        if torch is not None:
+            tLD, tpiv, _ = torch.linalg.ldl_factor_ex(torch.tensor(M), hermitian=hermitian)
+            np.testing.assert_array_equal(piv.numpy(), tpiv.numpy())
+            if scale is not None:
+                assert (tpiv.numpy() < 0).any()                  # the 2x2 case is exercised
+            np.testing.assert_allclose(LD.numpy(), tLD.numpy(), rtol=1e-10, atol=1e-12)
+            tX = torch.linalg.ldl_solve(tLD, tpiv, torch.tensor(b), hermitian=hermitian).numpy()
+            np.testing.assert_allclose(X, tX, rtol=1e-9, atol=1e-11)
+    with pytest.raises(RuntimeError, match="derivative"):        # no derivative, as torch
+        LD, _ = dg.linalg.ldl_factor(leaf(dg, M), hermitian=hermitian)
+        LD.abs().sum().backward()
 
 
 def test_logdet_and_cholesky_ex(dg):

@@ -1817,17 +1817,19 @@ def _without_derivative(name, array, dtype, *inputs, error=RuntimeError):
 
 
 def _ldl_input(op, A, hermitian):
-    A = _matrices(op, A, not_implemented=False)
-    _bool_arg(hermitian, op, "hermitian")
+    """A and hermitian: a complex A is factored as Hermitian (LAPACK hetrf) if hermitian, else as complex symmetric
+    (sytrf), as torch; for a real A the switch changes nothing."""
+    A = _matrices(op, A, not_implemented=False, complex_ok=True)
+    hermitian = _bool_arg(hermitian, op, "hermitian")
     _no_half(op, A)
-    return A
+    return A, hermitian
 
 
 def ldl_factor_ex(A, *, hermitian=False, check_errors=False):
     """(LD, pivots, info) of LAPACK sytrf (Note [LDL in numpy] in host/linalg.py); info > 0 marks a zero 1x1 block D[info, info]."""
     op = "linalg.ldl_factor_ex"
-    A = _ldl_input(op, A, hermitian)
-    ld, piv, info = hl.ldl(_np(A))
+    A, hermitian = _ldl_input(op, A, hermitian)
+    ld, piv, info = hl.ldl(_np(A), hermitian)
     if _bool_arg(check_errors, op, "check_errors"):
         _raise_singular_d(op, info)
     LD = _without_derivative("linalg.ldl_factor_ex", ld, A.dtype, A)
@@ -1844,8 +1846,8 @@ def _raise_singular_d(op, info):
 def ldl_factor(A, *, hermitian=False):
     """(LD, pivots) of linalg.ldl_factor_ex; a singular matrix raises LinAlgError."""
     op = "linalg.ldl_factor"
-    A = _ldl_input(op, A, hermitian)
-    ld, piv, info = hl.ldl(_np(A))
+    A, hermitian = _ldl_input(op, A, hermitian)
+    ld, piv, info = hl.ldl(_np(A), hermitian)
     _raise_singular_d(op, info)
     LD = _without_derivative("linalg.ldl_factor_ex", ld, A.dtype, A)
     return return_linalg_ldl_factor(LD, bridge.share(np.asarray(piv, order="C")))
@@ -1854,10 +1856,10 @@ def ldl_factor(A, *, hermitian=False):
 def ldl_solve(LD, pivots, B, *, hermitian=False):
     """X with A X = B, A given by linalg.ldl_factor's (LD, pivots)."""
     op = "linalg.ldl_solve"
-    LD = _matrices(op, LD, "LD")
+    LD = _matrices(op, LD, "LD", complex_ok=True)
     B = tensor_arg(B, op, "B")
-    _float_input(op, B, "B")
-    _bool_arg(hermitian, op, "hermitian")
+    _float_input(op, B, "B", complex_ok=True)
+    hermitian = _bool_arg(hermitian, op, "hermitian")
     if B.ndim < 2:
         raise RuntimeError(f"{op}: B must have at least 2 dimensions, got shape {shape_str(B.shape)}.")
     _same_float_dtype(op, LD, B)
@@ -1878,10 +1880,11 @@ def ldl_solve(LD, pivots, B, *, hermitian=False):
     ld = np.broadcast_to(_np(LD), tuple(batch) + (n, n)).reshape(count, n, n)
     pv = np.broadcast_to(p, tuple(batch) + (n,)).reshape(count, n)
     b = np.broadcast_to(_np(B), tuple(batch) + tuple(B.shape[-2:])).reshape((count,) + tuple(B.shape[-2:]))
-    out = np.empty(b.shape, dtype=np.float64)
+    wide = np.complex128 if LD.dtype.is_complex else np.float64
+    out = np.empty(b.shape, dtype=wide)
     with np.errstate(all="ignore"):
         for i in range(b.shape[0]):
-            out[i] = hl.sytrs(ld[i].astype(np.float64), pv[i], b[i].astype(np.float64))
+            out[i] = hl.sytrs(ld[i].astype(wide), pv[i], b[i].astype(wide), hermitian)
     return _without_derivative("linalg.ldl_solve", out.reshape(tuple(batch) + tuple(B.shape[-2:])), B.dtype, LD, B)
 
 
