@@ -521,3 +521,32 @@ def test_householder_family_grads(dg):
     if torch is not None:
         torch_grads(lambda A, T: dg.linalg.householder_product(A, T),
                     lambda A, T: torch.linalg.householder_product(A, T), dg, h, tau)
+
+
+# ---- svd_lowrank, pca_lowrank -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(7, 5), (5, 7)])
+def test_lowrank_factorisations(dg, shape):
+    """svd_lowrank and pca_lowrank of complex matrices: A ~ U diag(S) V^H (V, not V^T), exact for rank <= q, with
+    complex Gaussian sketches; the tall and the wide (conjugate-transposed) paths."""
+    m, n = shape
+    a = cmat(2, m, 2, seed=14, shift=False) @ cmat(2, 2, n, seed=15, shift=False)      # rank 2
+    mu = cmat(1, n, seed=16, shift=False)
+    for M in (None, mu):
+        dg.manual_seed(0)
+        U, S, V = dg.svd_lowrank(dg.tensor(a + (0 if M is None else mu)), q=3, M=None if M is None else dg.tensor(M))
+        assert U.dtype == dg.complex128 and S.dtype == dg.float64 and V.dtype == dg.complex128
+        rebuilt = (U.numpy() * S.numpy()[..., None, :]) @ np.conj(np.swapaxes(V.numpy(), -1, -2))
+        np.testing.assert_allclose(rebuilt, a, atol=1e-10)
+        np.testing.assert_allclose(S.numpy()[..., :2], np.linalg.svd(a, compute_uv=False)[..., :2], rtol=1e-10)
+    dg.manual_seed(0)
+    U, S, V = dg.pca_lowrank(dg.tensor(a), q=3)
+    centred = a - a.mean(-2, keepdims=True)
+    rebuilt = (U.numpy() * S.numpy()[..., None, :]) @ np.conj(np.swapaxes(V.numpy(), -1, -2))
+    np.testing.assert_allclose(rebuilt, centred, atol=1e-10)
+
+    def recon(X):
+        dg.manual_seed(0)               # the same sketch at every evaluation
+        U, S, V = dg.svd_lowrank(X, q=3, niter=1)
+        return dg.matmul(U * S.unsqueeze(-2).to(U.dtype), V.mH)
+    check_grads(dg, recon, cmat(m, n, seed=17, shift=False), gradgrad=False)     # full rank: S > 0, distinct

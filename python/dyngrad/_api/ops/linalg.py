@@ -2078,8 +2078,9 @@ def triangular_solve(input, A, upper=True, transpose=False, unitriangular=False)
 
 # Note [Randomised low-rank SVD]: Halko, Martinsson and Tropp (2009), algorithms 4.4 and 5.1, as torch computes them:
 # a random Gaussian test matrix R (n x q) sketches the range of A (X = A R, Q = qr(X).Q); `niter` power iterations
-# (Q = qr(A^T Q).Q, Q = qr(A Q).Q) sharpen it; then the small B = Q^T A (q x n) has an exact SVD, B = U_B S V^T,
-# and A ~ (Q U_B) S V^T. A wide A is factorised as its transpose (the sketch is then of the shorter side). Every
+# (Q = qr(A^H Q).Q, Q = qr(A Q).Q) sharpen it; then the small B = Q^H A (q x n) has an exact SVD, B = U_B S V^H,
+# and A ~ (Q U_B) S V^H. A wide A is factorised as its conjugate transpose (the sketch is then of the shorter side);
+# a complex A gets a complex Gaussian R (randn's: real and imaginary parts of variance 1/2, as torch's). Every
 # step is a differentiable op (matmul, linalg.qr, linalg.svd), so gradients flow as torch's do; the random draws
 # come from dyngrad's generator, so U, S, V equal torch's for a matrix of rank <= q (up to the signs of U's and V's
 # columns), and are another random approximation otherwise.
@@ -2088,8 +2089,9 @@ def _lowrank_basis(A, q, niter, M):
     """An orthonormal (..., m, q) basis approximating A's range (M, if given, is subtracted from A first)."""
     def times(X, MX, Y):             # (X - MX) Y without forming X - MX
         return _C.matmul(X, Y) if MX is None else _C.sub(_C.matmul(X, Y), _C.matmul(MX, Y))
-    At, Mt = _C.mT(A), None if M is None else _C.mT(M)
-    Q = linalg_qr(times(A, M, _C.randn([A.shape[-1], q], A.dtype)))[0]
+    from .random import randn           # (random.py imports the pointwise family; linalg is imported before it)
+    At, Mt = _mH(A), None if M is None else _mH(M)
+    Q = linalg_qr(times(A, M, randn(A.shape[-1], q, dtype=A.dtype)))[0]
     for _ in range(niter):
         Q = linalg_qr(times(At, Mt, Q))[0]
         Q = linalg_qr(times(A, M, Q))[0]
@@ -2104,10 +2106,10 @@ def _checked_rank(op, q, default, m, n):
 
 
 def svd_lowrank(A, q=6, niter=2, M=None):
-    """(U, S, V) with A ~ U diag(S) V^T of rank q, by a randomised range finder (Note [Randomised low-rank SVD]);
+    """(U, S, V) with A ~ U diag(S) V^H of rank q, by a randomised range finder (Note [Randomised low-rank SVD]);
     M, if given, is subtracted from A (broadcast to A's shape) first."""
     op = "svd_lowrank"
-    A = _matrices(op, A, square=False)
+    A = _matrices(op, A, square=False, complex_ok=True)
     m, n = A.shape[-2], A.shape[-1]
     q = 6 if q is None else to_int(q, op, "q")
     niter = 2 if niter is None else to_int(niter, op, "niter")
@@ -2117,14 +2119,14 @@ def svd_lowrank(A, q=6, niter=2, M=None):
         M = _C.expand(tensor_arg(M, op, "M"), list(A.shape))
     wide = m < n
     if wide:
-        A = _C.mT(A)
-        M = None if M is None else _C.mT(M)
+        A = _mH(A)
+        M = None if M is None else _mH(M)
     Q = _lowrank_basis(A, q, niter, M)
-    B = _C.matmul(_C.mT(Q), A)
+    B = _C.matmul(_mH(Q), A)
     if M is not None:
-        B = _C.sub(B, _C.matmul(_C.mT(Q), M))
+        B = _C.sub(B, _C.matmul(_mH(Q), M))
     U, S, Vh = linalg_svd(B, full_matrices=False)
-    U, V = _C.matmul(Q, U), _C.mT(Vh)
+    U, V = _C.matmul(Q, U), _mH(Vh)
     return (V, S, U) if wide else (U, S, V)
 
 
@@ -2132,7 +2134,7 @@ def pca_lowrank(A, q=None, center=True, niter=2):
     """(U, S, V) of a principal component analysis of the rows of A: svd_lowrank of A minus its column means
     (center=True), q defaulting to min(6, m, n)."""
     op = "pca_lowrank"
-    A = _matrices(op, A, square=False)
+    A = _matrices(op, A, square=False, complex_ok=True)
     m, n = A.shape[-2], A.shape[-1]
     q = _checked_rank(op, q, min(6, m, n), m, n)
     niter = to_int(niter, op, "niter")
