@@ -34,6 +34,7 @@ from ..args import (Tensor, broadcast_shapes, dtype_arg, number, shape_str, tens
 from ..bridge import numpy_dtype
 from ..host import linalg as hl
 from .products import _float_input, _scaled
+from .random import randn
 from .scan import cumprod
 
 
@@ -2089,7 +2090,6 @@ def _lowrank_basis(A, q, niter, M):
     """An orthonormal (..., m, q) basis approximating A's range (M, if given, is subtracted from A first)."""
     def times(X, MX, Y):             # (X - MX) Y without forming X - MX
         return _C.matmul(X, Y) if MX is None else _C.sub(_C.matmul(X, Y), _C.matmul(MX, Y))
-    from .random import randn           # (random.py imports the pointwise family; linalg is imported before it)
     At, Mt = _mH(A), None if M is None else _mH(M)
     Q = linalg_qr(times(A, M, randn(A.shape[-1], q, dtype=A.dtype)))[0]
     for _ in range(niter):
