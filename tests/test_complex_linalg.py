@@ -53,7 +53,7 @@ def torch_grads(fn_dg, fn_t, dg, *arrays):
     loss(fn_dg(*xs), dg).backward()
     loss(fn_t(*ts), torch).backward()
     for x, t in zip(xs, ts):
-        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.resolve_conj().numpy(), rtol=1e-7, atol=1e-9)
 
 
 # ---- inv, solve, det, slogdet ---------------------------------------------------------------------------------
@@ -550,3 +550,15 @@ def test_lowrank_factorisations(dg, shape):
         U, S, V = dg.svd_lowrank(X, q=3, niter=1)
         return dg.matmul(U * S.unsqueeze(-2).to(U.dtype), V.mH)
     check_grads(dg, recon, cmat(m, n, seed=17, shift=False), gradgrad=False)     # full rank: S > 0, distinct
+
+
+def test_vecdot(dg):
+    """linalg.vecdot conjugates its first argument (sum(conj(x) y)), broadcasting, as torch."""
+    x, y = cmat(2, 1, 4, seed=18, shift=False), cmat(3, 4, seed=19, shift=False)
+    got = dg.linalg.vecdot(dg.tensor(x), dg.tensor(y))
+    np.testing.assert_allclose(got.numpy(), np.sum(np.conj(x) * y, -1), rtol=1e-12)
+    np.testing.assert_allclose(dg.linalg.vecdot(dg.tensor(x), dg.tensor(y), dim=0).numpy(),
+                               np.sum(np.conj(x) * y, 0), rtol=1e-12)
+    check_grads(dg, lambda a, b: dg.linalg.vecdot(a, b), x, y)
+    if torch is not None:
+        torch_grads(lambda a, b: dg.linalg.vecdot(a, b), lambda a, b: torch.linalg.vecdot(a, b), dg, x, y)
