@@ -31,6 +31,23 @@ NAMESPACES = {"F": "nn.functional", "special": "special", "linalg": "linalg", "m
               "windows": "signal.windows"}
 
 
+# The table has no column for complex dtypes: what takes them is stated once here (the detail, and the list of what
+# does not yet, is docs/numerics.md's "Complex numbers"; the measured coverage is docs/opinfo_complex.md).
+COMPLEX_SUPPORT = [
+    "## Complex tensors", "",
+    "The table has no column for dtypes. `complex64` and `complex128` tensors, on both engines and with torch's",
+    "gradients (for a real loss L of z = x + iy, `z.grad` is dL/dx + i dL/dy), are taken by: creation and",
+    "conversion, torch's type promotion, the views (`view_as_real`, `real`, `imag`, `conj`), the pointwise ops and",
+    "reductions that have complex kernels or composites, `matmul` and the BLAS family, `torch.linalg` (the",
+    "factorisations and solvers, `geqrf`/`ormqr`/`householder_product`, the LDL family, `svd_lowrank`,",
+    "`pca_lowrank`), `torch.fft`, `stft`/`istft`, and `autograd.gradcheck`/`gradgradcheck` (a complex tensor as its",
+    "real and imaginary parts). A name without a complex implementation raises an error naming the op and the",
+    "dtype; the \"Complex numbers\" section of `docs/numerics.md` lists what is covered in detail and, under *Not",
+    "yet*, the names torch takes complex tensors for and dyngrad does not (or, for a few, computes wrongly).",
+    "`complex32` (`chalf`) is not supported. What torch's own OpInfo samples in complex dtypes find, op by op:",
+    "`docs/opinfo_complex.md` (`scripts/opinfo_report.py --complex`).", ""]
+
+
 def _engine_text(present):
     """present: (on the C++ engine, on the reference engine)."""
     return {(True, True): "both", (True, False): "C++ only", (False, True): "reference only"}[present]
@@ -143,6 +160,7 @@ def render():
     names = {next((NAMESPACES[k] + "." for k in ("linalg", "masked", "fft", "windows") if k in row.kinds), "")
              + row.name for row in rows()}
     lines += ["", f"{len(names)} names, {len(rows())} rows.", ""]
+    lines += COMPLEX_SUPPORT
 
     cpp_names, ref_names = (_public_names(name) for name in ENGINES)
     paths = [p for p in cpp_names if p not in in_table] + \

@@ -53,7 +53,7 @@ def torch_grads(fn_dg, fn_t, dg, *arrays):
     loss(fn_dg(*xs), dg).backward()
     loss(fn_t(*ts), torch).backward()
     for x, t in zip(xs, ts):
-        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.resolve_conj().numpy(), rtol=1e-7, atol=1e-9)
 
 
 # ---- inv, solve, det, slogdet ---------------------------------------------------------------------------------
@@ -232,6 +232,7 @@ DECOMPOSITIONS = {
     "qr_wide": (lambda dg, X: tuple(dg.linalg.qr(X)), (3, 4)),
     "cholesky": (lambda dg, X: dg.linalg.cholesky(_herm(dg, X)), (3, 3)),
     "cholesky_upper": (lambda dg, X: dg.linalg.cholesky(_herm(dg, X), upper=True), (3, 3)),
+    "cholesky_ex_upper": (lambda dg, X: dg.linalg.cholesky_ex(_herm(dg, X), upper=True).L, (3, 3)),
     "pinv": (lambda dg, X: dg.linalg.pinv(X), (4, 3)),
     "pinv_hermitian": (lambda dg, X: dg.linalg.pinv(_herm(dg, X), hermitian=True), (3, 3)),
     "lstsq": (lambda dg, X: dg.linalg.lstsq(X, dg.matmul(X, dg.ones(3, 2, dtype=X.dtype)) + 1).solution, (4, 3)),
@@ -255,6 +256,21 @@ def test_decompositions_gradcheck(dg, name):
 def test_decompositions_grads_as_torch(dg, name):
     fn, shape = DECOMPOSITIONS[name]
     torch_grads(lambda X: fn(dg, X), lambda X: fn(torch, X), dg, cmat(2, *shape, seed=5, shift=False))
+
+
+def test_torch_svd_returns_v_not_vh(dg):
+    """torch.svd's V is linalg.svd's Vh conjugate-transposed (input = U diag(S) V^H), not merely transposed."""
+    a = cmat(2, 4, 3, seed=2, shift=False)
+    for some in (True, False):
+        U, S, V = dg.svd(dg.tensor(a), some=some)
+        k = S.shape[-1]
+        rebuilt = (U.numpy()[..., :k] * S.numpy()[..., None, :]) @ np.conj(np.swapaxes(V.numpy()[..., :k], -1, -2))
+        np.testing.assert_allclose(rebuilt, a, atol=1e-12)
+    check_grads(dg, lambda X: (lambda r: (r.S, dg.matmul(r.U * r.S.unsqueeze(-2).to(r.U.dtype), r.V.mH)))(
+        dg.svd(X)), a)
+    if torch is not None:
+        fn = lambda m, X: (lambda r: (r.S, m.matmul(r.U, r.V.mH)))(m.svd(X))      # noqa: E731
+        torch_grads(lambda X: fn(dg, X), lambda X: fn(torch, X), dg, a)
 
 
 def test_svd_phase_dependent_loss_is_refused(dg):
@@ -286,10 +302,45 @@ def test_complex64(dg):
             np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5)
 
 
-def test_ops_without_complex_support_say_so(dg):
-    A = dg.tensor(cmat(3, 3))
-    with pytest.raises((RuntimeError, NotImplementedError), match="complex128"):
-        dg.linalg.ldl_factor(A)
+@pytest.mark.parametrize("hermitian", [False, True])
+def test_ldl_family(dg, hermitian):
+    """linalg.ldl_factor(_ex) and ldl_solve of complex matrices: complex symmetric A = P L D L^T P^T (zsytrf), or
+    with hermitian A = P L D L^H P^T (zhetrf: the diagonal's real part read, D's diagonal real); pivots chosen by
+    CABS1 magnitudes as LAPACK's, so the same as torch's, 2x2 blocks included."""
+    rng = np.random.default_rng(13)
+    for n, scale in ((5, None), (6, [1e-3, 1, 1e-3, 2, 1e-4, 1])):
+        a = rng.standard_normal((2, n, n)) + 1j * rng.standard_normal((2, n, n))
+        if scale is not None:                                    # small diagonals: forces 2x2 pivots
+            a = a * np.asarray(scale)
+        M = a + (np.conj(np.swapaxes(a, -1, -2)) if hermitian else np.swapaxes(a, -1, -2))
+        if scale is not None:
+            M[..., np.arange(n), np.arange(n)] *= 1e-3
+        if hermitian:
+            M = M + 1j * np.diag(np.arange(n))                   # an imaginary diagonal hetrf does not read
+        LD, piv, info = dg.linalg.ldl_factor_ex(dg.tensor(M), hermitian=hermitian)
+        assert LD.dtype == dg.complex128 and not np.any(info.numpy())
+        if hermitian:
+            assert not np.any(LD.numpy()[..., np.arange(n), np.arange(n)].imag)
+        b = rng.standard_normal((2, n, 3)) + 1j * rng.standard_normal((2, n, 3))
+        X = dg.linalg.ldl_solve(LD, piv, dg.tensor(b), hermitian=hermitian).numpy()
+        read = np.tril(M) + (np.conj(np.swapaxes(np.tril(M, -1), -1, -2)) if hermitian else
+                             np.swapaxes(np.tril(M, -1), -1, -2))
+        if hermitian:
+            read[..., np.arange(n), np.arange(n)] = read[..., np.arange(n), np.arange(n)].real
+        np.testing.assert_allclose(read @ X, b, atol=1e-10)
+        LD2, piv2 = dg.linalg.ldl_factor(dg.tensor(M), hermitian=hermitian)
+        np.testing.assert_array_equal(LD2.numpy(), LD.numpy())
+        if torch is not None:
+            tLD, tpiv, _ = torch.linalg.ldl_factor_ex(torch.tensor(M), hermitian=hermitian)
+            np.testing.assert_array_equal(piv.numpy(), tpiv.numpy())
+            if scale is not None:
+                assert (tpiv.numpy() < 0).any()                  # the 2x2 case is exercised
+            np.testing.assert_allclose(LD.numpy(), tLD.numpy(), rtol=1e-10, atol=1e-12)
+            tX = torch.linalg.ldl_solve(tLD, tpiv, torch.tensor(b), hermitian=hermitian).numpy()
+            np.testing.assert_allclose(X, tX, rtol=1e-9, atol=1e-11)
+    with pytest.raises(RuntimeError, match="derivative"):        # no derivative, as torch
+        LD, _ = dg.linalg.ldl_factor(leaf(dg, M), hermitian=hermitian)
+        LD.abs().sum().backward()
 
 
 def test_logdet_and_cholesky_ex(dg):
@@ -309,6 +360,53 @@ def test_logdet_and_cholesky_ex(dg):
         np.testing.assert_allclose(L.numpy(), tL.numpy(), rtol=1e-12)
     with pytest.raises(dg.linalg.LinAlgError, match="positive-definite"):
         dg.linalg.cholesky(dg.tensor(h))
+
+
+CHOLESKYS = {
+    "linalg.cholesky": lambda m, A: m.linalg.cholesky(A),
+    "linalg.cholesky_upper": lambda m, A: m.linalg.cholesky(A, upper=True),
+    "linalg.cholesky_ex": lambda m, A: m.linalg.cholesky_ex(A).L,
+    "linalg.cholesky_ex_upper": lambda m, A: m.linalg.cholesky_ex(A, upper=True).L,
+    "cholesky_upper": lambda m, A: m.cholesky(A, upper=True),
+}
+
+
+def _cholesky_vjp(dg, fn, h, g):
+    A = dg.tensor(h, requires_grad=True)
+    return dg.autograd.grad(fn(dg, A), A, dg.tensor(g))[0].numpy()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("name", list(CHOLESKYS))
+def test_cholesky_grad_along_hermitian_directions(dg, name):
+    """The gradient at a Hermitian A itself (not through a Hermitian-making wrapper, which projects part of it away):
+    Re<gA, E> is the derivative of Re<g, L(A)> along every Hermitian E (central differences)."""
+    fn = CHOLESKYS[name]
+    h, g = herm_pd(2, 3, 3, seed=3), cmat(2, 3, 3, seed=4, shift=False)
+    gA = _cholesky_vjp(dg, fn, h, g)
+    rng = np.random.default_rng(7)
+    for _ in range(3):
+        e = rng.standard_normal(h.shape) + 1j * rng.standard_normal(h.shape)
+        e = e + np.conj(np.swapaxes(e, -1, -2))
+        t = 1e-6
+        dL = (fn(dg, dg.tensor(h + t * e)).numpy() - fn(dg, dg.tensor(h - t * e)).numpy()) / (2 * t)
+        np.testing.assert_allclose(np.vdot(gA, e).real, np.vdot(g, dL).real, rtol=1e-6)
+
+
+@needs_torch
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("dtype", ["complex128", "float64"])
+@pytest.mark.parametrize("name", list(CHOLESKYS))
+def test_cholesky_grad_at_a_hermitian_input_as_torch(dg, name, dtype):
+    """torch's cholesky_backward exactly, the imaginary parts of P's diagonal included (its gradient at a complex A
+    is not Hermitian), for the lower and the upper factor."""
+    fn = CHOLESKYS[name]
+    h, g = herm_pd(2, 4, 4, seed=1), cmat(2, 4, 4, seed=2, shift=False)
+    if dtype == "float64":
+        h, g = (h + np.conj(h)).real, g.real
+    A = torch.tensor(h, requires_grad=True)
+    want = torch.autograd.grad(fn(torch, A), A, torch.tensor(g))[0].numpy()
+    np.testing.assert_allclose(_cholesky_vjp(dg, fn, h, g), want, rtol=1e-10, atol=1e-12)
 
 
 # ---- the LU family --------------------------------------------------------------------------------------------
@@ -381,3 +479,86 @@ def test_composites_over_the_solvers(dg):
     np.testing.assert_allclose(dg.linalg.tensorsolve(dg.tensor(t), dg.tensor(rhs)).numpy(),
                                np.linalg.tensorsolve(t, rhs), atol=1e-12)
     check_grads(dg, lambda T, R: dg.linalg.tensorsolve(T, R), t, rhs, gradgrad=False)
+
+
+# ---- geqrf, householder_product, ormqr ----------------------------------------------------------------------------
+
+def test_householder_family(dg):
+    """geqrf (zgeqrf), householder_product (H_i = I - tau_i v_i v_i^H) and ormqr (transpose = Q^H, as unmqr's 'C')
+    on complex matrices: Q R = A with Q unitary, and ormqr is the product with Q or Q^H from either side."""
+    a = cmat(2, 5, 3, seed=8, shift=False)
+    h, tau = dg.geqrf(dg.tensor(a))
+    assert h.dtype == dg.complex128 and tau.dtype == dg.complex128
+    Q = dg.linalg.householder_product(h, tau).numpy()
+    R = np.triu(h.numpy()[..., :3, :])
+    np.testing.assert_allclose(Q @ R, a, atol=1e-12)
+    np.testing.assert_allclose(np.conj(np.swapaxes(Q, -1, -2)) @ Q, np.broadcast_to(np.eye(3), (2, 3, 3)),
+                               atol=1e-12)
+    full = dg.linalg.householder_product(dg.cat([h, dg.zeros(2, 5, 2, dtype=h.dtype)], -1),
+                                         dg.cat([tau, dg.zeros(2, 2, dtype=tau.dtype)], -1)).numpy()   # square Q
+    Qh = np.conj(np.swapaxes(full, -1, -2))
+    c_left, c_right = cmat(2, 5, 2, seed=9, shift=False), cmat(2, 2, 5, seed=10, shift=False)
+    for left, c in ((True, c_left), (False, c_right)):
+        for transpose, q in ((False, full), (True, Qh)):
+            got = dg.ormqr(h, tau, dg.tensor(c), left=left, transpose=transpose).numpy()
+            np.testing.assert_allclose(got, q @ c if left else c @ q, atol=1e-12)
+    if torch is not None:
+        th, ttau = torch.geqrf(torch.tensor(a))
+        np.testing.assert_allclose(h.numpy(), th.numpy(), atol=1e-12)
+        np.testing.assert_allclose(tau.numpy(), ttau.numpy(), atol=1e-12)
+
+
+def test_householder_family_grads(dg):
+    h, tau = dg.geqrf(dg.tensor(cmat(5, 3, seed=11, shift=False)))
+    h, tau = h.numpy(), tau.numpy()
+    c = cmat(5, 2, seed=12, shift=False)
+    check_grads(dg, lambda A, T: dg.linalg.householder_product(A, T), h, tau, gradgrad=False)
+    for transpose in (False, True):
+        check_grads(dg, lambda A, T, C: dg.ormqr(A, T, C, transpose=transpose), h, tau, c, gradgrad=False)
+        if torch is not None:
+            torch_grads(lambda A, T, C: dg.ormqr(A, T, C, transpose=transpose),
+                        lambda A, T, C: torch.ormqr(A, T, C, transpose=transpose), dg, h, tau, c)
+    if torch is not None:
+        torch_grads(lambda A, T: dg.linalg.householder_product(A, T),
+                    lambda A, T: torch.linalg.householder_product(A, T), dg, h, tau)
+
+
+# ---- svd_lowrank, pca_lowrank -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(7, 5), (5, 7)])
+def test_lowrank_factorisations(dg, shape):
+    """svd_lowrank and pca_lowrank of complex matrices: A ~ U diag(S) V^H (V, not V^T), exact for rank <= q, with
+    complex Gaussian sketches; the tall and the wide (conjugate-transposed) paths."""
+    m, n = shape
+    a = cmat(2, m, 2, seed=14, shift=False) @ cmat(2, 2, n, seed=15, shift=False)      # rank 2
+    mu = cmat(1, n, seed=16, shift=False)
+    for M in (None, mu):
+        dg.manual_seed(0)
+        U, S, V = dg.svd_lowrank(dg.tensor(a + (0 if M is None else mu)), q=3, M=None if M is None else dg.tensor(M))
+        assert U.dtype == dg.complex128 and S.dtype == dg.float64 and V.dtype == dg.complex128
+        rebuilt = (U.numpy() * S.numpy()[..., None, :]) @ np.conj(np.swapaxes(V.numpy(), -1, -2))
+        np.testing.assert_allclose(rebuilt, a, atol=1e-10)
+        np.testing.assert_allclose(S.numpy()[..., :2], np.linalg.svd(a, compute_uv=False)[..., :2], rtol=1e-10)
+    dg.manual_seed(0)
+    U, S, V = dg.pca_lowrank(dg.tensor(a), q=3)
+    centred = a - a.mean(-2, keepdims=True)
+    rebuilt = (U.numpy() * S.numpy()[..., None, :]) @ np.conj(np.swapaxes(V.numpy(), -1, -2))
+    np.testing.assert_allclose(rebuilt, centred, atol=1e-10)
+
+    def recon(X):
+        dg.manual_seed(0)               # the same sketch at every evaluation
+        U, S, V = dg.svd_lowrank(X, q=3, niter=1)
+        return dg.matmul(U * S.unsqueeze(-2).to(U.dtype), V.mH)
+    check_grads(dg, recon, cmat(m, n, seed=17, shift=False), gradgrad=False)     # full rank: S > 0, distinct
+
+
+def test_vecdot(dg):
+    """linalg.vecdot conjugates its first argument (sum(conj(x) y)), broadcasting, as torch."""
+    x, y = cmat(2, 1, 4, seed=18, shift=False), cmat(3, 4, seed=19, shift=False)
+    got = dg.linalg.vecdot(dg.tensor(x), dg.tensor(y))
+    np.testing.assert_allclose(got.numpy(), np.sum(np.conj(x) * y, -1), rtol=1e-12)
+    np.testing.assert_allclose(dg.linalg.vecdot(dg.tensor(x), dg.tensor(y), dim=0).numpy(),
+                               np.sum(np.conj(x) * y, 0), rtol=1e-12)
+    check_grads(dg, lambda a, b: dg.linalg.vecdot(a, b), x, y)
+    if torch is not None:
+        torch_grads(lambda a, b: dg.linalg.vecdot(a, b), lambda a, b: torch.linalg.vecdot(a, b), dg, x, y)

@@ -477,8 +477,10 @@ def test_stft_of_a_complex_signal_over_the_layout(dg):
 STFT_ERRORS = [
     (lambda m: m.stft(m.ones(20), 4, window=m.ones(4)), RuntimeError,
      r"stft: requires the return_complex parameter be given for real inputs"),
-    (lambda m: m.stft(m.ones(20, dtype=m.complex64), 4, window=m.ones(4), return_complex=False), RuntimeError,
-     r"stft: return_complex=False is not supported for a complex input"),
+    (lambda m: m.stft(m.ones(20, dtype=m.complex64), 4, window=m.ones(4), onesided=True, return_complex=True),
+     RuntimeError, r"stft: cannot have onesided output if window or input is complex"),
+    (lambda m: m.stft(m.ones(20), 4, window=m.ones(4, dtype=m.complex64), onesided=True, return_complex=True),
+     RuntimeError, r"stft: cannot have onesided output if window or input is complex"),
     (lambda m: m.stft(m.ones(20), 0, window=m.ones(0), return_complex=False), RuntimeError,
      r"stft: expected 0 < n_fft <= 20"),
     (lambda m: m.stft(m.ones(20), 30, window=m.ones(30), center=False, return_complex=False), RuntimeError,
@@ -615,5 +617,82 @@ def test_public_stft_istft_gradcheck_and_errors(dg):
     assert dg.autograd.gradcheck(lambda a: dg.istft(a, 8, 2, window=w, length=20), (leaf,))
     with pytest.raises(RuntimeError, match=r"istft: requires a complex-valued input tensor \(got float64\)"):
         dg.istft(dg.view_as_real(spec), 8, 2, window=w)
-    with pytest.raises(NotImplementedError, match=r"istft: return_complex=True"):
-        dg.istft(spec, 8, 2, window=w, return_complex=True)
+    with pytest.raises(RuntimeError, match=r"istft: cannot have onesided output if window or input is complex"):
+        dg.istft(spec, 8, 2, window=w, return_complex=True)           # a one-sided spectrum
+    two = dg.stft(dg.tensor(rng.standard_normal(20) + 0j), 8, 2, window=w)
+    with pytest.raises(RuntimeError, match=r"istft: complex windows are incompatible with return_complex=False"):
+        dg.istft(two, 8, 2, window=w.to(dg.complex128))
+
+
+def _complex_window(n, seed=0):
+    return np.hanning(n + 2)[1:-1] * np.exp(1j * np.random.default_rng(seed).uniform(0, 2, n))
+
+
+def test_stft_istft_complex_round_trip(dg):
+    """istft(stft(z), return_complex=True) is z for a complex signal, with a real or a complex window (its square
+    w^2 makes the envelope), centred or not; a complex window makes a real signal's transform two-sided."""
+    rng = np.random.default_rng(10)
+    z = rng.standard_normal((2, 38)) + 1j * rng.standard_normal((2, 38))   # frames cover all 38 without centring
+    for window in (np.hanning(10)[1:-1], _complex_window(8), _complex_window(6)):
+        w = dg.tensor(window)
+        win = len(window)
+        for center in (True, False) if win == 8 else (True,):     # (a padded window vanishes at the ends)
+            spec = dg.stft(dg.tensor(z), 8, 2, win_length=win, window=w, center=center)
+            assert spec.dtype == dg.complex128 and spec.shape[-2] == 8
+            back = dg.istft(spec, 8, 2, win_length=win, window=w, center=center, length=38, return_complex=True)
+            assert back.dtype == dg.complex128
+            np.testing.assert_allclose(back.numpy(), z, atol=1e-12)
+    real = dg.stft(dg.tensor(z.real), 8, 2, window=dg.tensor(_complex_window(8)))   # return_complex defaults to True
+    assert real.dtype == dg.complex128 and real.shape[-2] == 8
+    pairs_ = dg.stft(dg.tensor(z), 8, 2, window=dg.tensor(_complex_window(8)), return_complex=False)
+    np.testing.assert_array_equal(pairs_.numpy(), dg.view_as_real(dg.stft(dg.tensor(z), 8, 2,
+                                  window=dg.tensor(_complex_window(8)))).numpy())
+
+
+STFT_COMPLEX_CASES = {   # name: f(module, tensor) -> output; torch 2.13 accepts every one
+    "complex_signal_pairs": lambda m, T, z, r, wc: m.stft(T(z), 8, 3, window=T(np.hanning(8)),
+                                                          return_complex=False),
+    "complex_window": lambda m, T, z, r, wc: m.stft(T(r), 8, 3, window=T(wc), normalized=True),
+    "complex_window_short": lambda m, T, z, r, wc: m.stft(T(z), 8, 3, win_length=6, window=T(wc[:6])),
+    "promotes_float32_signal": lambda m, T, z, r, wc: m.stft(T(r).float(), 8, 3, window=T(np.hanning(8)),
+                                                             return_complex=True),
+    "promotes_complex64_signal": lambda m, T, z, r, wc: m.stft(T(z).to(m.complex64), 8, 3, window=T(wc)),
+    "istft_complex": lambda m, T, z, r, wc: m.istft(m.stft(T(z), 8, 2, window=T(np.hanning(8)),
+                                                           return_complex=True),
+                                                    8, 2, window=T(np.hanning(8)), return_complex=True, length=30),
+    "istft_complex_window": lambda m, T, z, r, wc: m.istft(m.stft(T(z), 8, 2, window=T(wc)), 8, 2, window=T(wc),
+                                                           return_complex=True, normalized=True),
+}
+
+
+@pytest.mark.parametrize("name", list(STFT_COMPLEX_CASES))
+def test_stft_istft_complex_cases_against_torch(dg, name):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(11)
+    z = rng.standard_normal((2, 33)) + 1j * rng.standard_normal((2, 33))
+    r, wc = rng.standard_normal((2, 33)), _complex_window(8, seed=3)
+    fn = STFT_COMPLEX_CASES[name]
+
+    def run(m, T):
+        leaves = []
+
+        def leaf(a):
+            t = T(a)
+            t.requires_grad_(True)
+            leaves.append(t)
+            return t
+        out = fn(m, leaf, z, r, wc)
+        return out, leaves
+    tout, tleaves = run(torch, torch.tensor)
+    out, leaves = run(dg, dg.tensor)
+    assert str(out.dtype).split(".")[-1] == str(tout.dtype).split(".")[-1]
+    assert tuple(out.shape) == tuple(tout.shape)
+    rtol = 1e-5 if out.dtype in (dg.complex64, dg.float32) else 1e-10
+    np.testing.assert_allclose(out.detach().numpy(), tout.detach().numpy(), rtol=rtol, atol=rtol)
+    g = rng.standard_normal(tuple(tout.shape)) + (1j * rng.standard_normal(tuple(tout.shape))
+                                                  if tout.is_complex() else 0)
+    tgrads = torch.autograd.grad(tout, tleaves, torch.tensor(g).to(tout.dtype))
+    grads = dg.autograd.grad(out, leaves, dg.tensor(g).to(out.dtype))
+    for a, e in zip(grads, tgrads):
+        tol = 1e-5 if name.startswith("promotes") else 1e-9      # (those pass through a single-precision cast)
+        np.testing.assert_allclose(a.numpy(), e.numpy(), rtol=tol, atol=tol)

@@ -316,7 +316,7 @@ rfftfreq          ops.fft.rfftfreq                    fft,out         -         
 fftshift          ops.fft.fftshift                    fft             -            -   take,numpy
 ifftshift         ops.fft.ifftshift                   fft             -            -   take,numpy
 stft              ops.fft.stft                        fn,method       -            -   _fft_r2c,_fft_c2c,view_as_real,view_as_complex,index_select,take,numpy
-istft             ops.fft.istft                       fn,method       -            -   _fft_c2r,view_as_real,index_add,numpy
+istft             ops.fft.istft                       fn,method       -            -   _fft_c2r,_fft_c2c,view_as_real,view_as_complex,index_add,numpy
 
 # ----- torch.signal.windows (dyngrad.signal.windows.NAME) ---------------------------------------------------------
 bartlett          ops.windows.bartlett                windows         -            -   copy_from_numpy,numpy
@@ -434,7 +434,7 @@ matmul            ops.products.matmul                 linalg,out      -         
 diagonal          ops.products.linalg_diagonal        linalg          -            -   permute,reshape,slice
 multi_dot         ops.products.multi_dot              linalg,out      -            -   matmul
 cross             ops.products.linalg_cross           linalg,out      -            -   expand,index_select,mul,sub,numpy
-vecdot            ops.products.vecdot                 linalg,out      -            -   mul,sum
+vecdot            ops.products.vecdot                 linalg,out      -            -   mul,sum,conj
 inv               ops.linalg.inv                      linalg,out      -            -   matmul,numpy
 inv_ex            ops.linalg.inv_ex                   linalg,out      -            -   matmul,numpy
 det               ops.linalg.linalg_det               linalg,out      -            -   matmul,mul,numpy
@@ -465,7 +465,7 @@ lu_factor_ex      ops.linalg.lu_factor_ex             linalg,out      -         
 lu_solve          ops.linalg.lu_solve                 linalg,out      -            -   matmul,mul,expand,numpy
 solve_ex          ops.linalg.solve_ex                 linalg,out      -            -   matmul,mul,expand,numpy
 matrix_exp        ops.linalg.matrix_exp               linalg          -            -   cat,slice,numpy
-householder_product ops.linalg.householder_product        linalg,out      -            -   matmul,mul,sub,select,numpy
+householder_product ops.linalg.householder_product        linalg,out      -            -   matmul,mul,sub,select,conj,numpy
 ldl_factor        ops.linalg.ldl_factor               linalg,out      -            -   numpy
 ldl_factor_ex     ops.linalg.ldl_factor_ex            linalg,out      -            -   numpy
 ldl_solve         ops.linalg.ldl_solve                linalg,out      -            -   numpy
@@ -478,7 +478,7 @@ lu_solve          ops.linalg.torch_lu_solve           fn,method,out   -         
 matrix_exp        ops.linalg.matrix_exp               fn,method       -            -   cat,slice,numpy
 vander            ops.linalg.torch_vander             fn              -            -   expand,cumprod,cat,index_select,numpy
 orgqr             ops.linalg.orgqr                    fn,method,out   -            -   matmul,mul,sub,select,numpy
-ormqr             ops.linalg.ormqr                    fn,method,out   -            -   matmul,mul,sub,select,numpy
+ormqr             ops.linalg.ormqr                    fn,method,out   -            -   matmul,mul,sub,select,conj,numpy
 geqrf             ops.linalg.geqrf                    fn,method,out   -            -   numpy
 cholesky_solve    ops.linalg.cholesky_solve           fn,method,out   -            -   matmul,expand,numpy
 cholesky_inverse  ops.linalg.cholesky_inverse         fn,method,out   -            -   matmul,expand,numpy

@@ -113,19 +113,31 @@ def expm(a):
 BK_ALPHA = (1.0 + math.sqrt(17.0)) / 8.0
 
 
-def sytf2(a):
-    """(LD, 1-based pivots, info) of one symmetric matrix (lower triangle read)."""
+def _cabs1(z):
+    """|Re z| + |Im z|: LAPACK's CABS1, the magnitude its complex pivot searches (izamax) compare; |z| for a real z."""
+    return np.abs(np.real(z)) + np.abs(np.imag(z))
+
+
+def sytf2(a, hermitian=False):
+    """(LD, 1-based pivots, info) of one symmetric matrix (lower triangle read); of a complex one, LAPACK zsytf2's
+    complex-symmetric A = P L D L^T P^T, or with hermitian zhetf2's A = P L D L^H P^T (the diagonal's real part
+    read, D Hermitian with a real diagonal). Pivots compare CABS1 magnitudes (|Re a_kk| on a Hermitian diagonal), as
+    LAPACK's do."""
     n = a.shape[-1]
-    a = np.tril(a) + np.tril(a, -1).T
+    herm = bool(hermitian) and np.iscomplexobj(a)
+    low = np.tril(a, -1)
+    a = low + np.conj(low).T + np.diag(np.real(np.diagonal(a))).astype(a.dtype) if herm else np.tril(a) + low.T
+    adj = (lambda x: np.conj(x).T) if herm else (lambda x: x.T)     # the mirror image of a lower-triangle block
+    dabs = (lambda z: abs(np.real(z))) if herm else _cabs1          # the magnitude of a diagonal entry
     piv = np.zeros(n, dtype=np.int32)
     info = 0
     k = 0
     while k < n:
         kstep = 1
-        absakk = abs(a[k, k])
+        absakk = dabs(a[k, k])
         if k < n - 1:
-            imax = k + 1 + int(np.argmax(np.abs(a[k + 1:, k])))
-            colmax = abs(a[imax, k])
+            imax = k + 1 + int(np.argmax(_cabs1(a[k + 1:, k])))
+            colmax = _cabs1(a[imax, k])
         else:
             imax, colmax = k, 0.0
         if max(absakk, colmax) == 0 or np.isnan(absakk):
@@ -135,13 +147,13 @@ def sytf2(a):
             if absakk >= BK_ALPHA * colmax:
                 kp = k
             else:
-                row = np.abs(a[imax, k:imax])           # the off-diagonal entries of row/column imax
+                row = _cabs1(a[imax, k:imax])           # the off-diagonal entries of row/column imax
                 rowmax = row.max() if row.size else 0.0
                 if imax < n - 1:
-                    rowmax = max(rowmax, np.abs(a[imax + 1:, imax]).max())
+                    rowmax = max(rowmax, _cabs1(a[imax + 1:, imax]).max())
                 if absakk >= BK_ALPHA * colmax * (colmax / rowmax):
                     kp = k
-                elif abs(a[imax, imax]) >= BK_ALPHA * rowmax:
+                elif dabs(a[imax, imax]) >= BK_ALPHA * rowmax:
                     kp = imax
                 else:
                     kp, kstep = imax, 2
@@ -153,16 +165,19 @@ def sytf2(a):
             if kstep == 1:
                 if k < n - 1:
                     col = a[k + 1:, k] / a[k, k]
-                    a[k + 1:, k + 1:] -= np.outer(col, a[k + 1:, k])
+                    a[k + 1:, k + 1:] -= np.outer(col, adj(a[k + 1:, k]))
                     a[k + 1:, k] = col
-                    a[k, k + 1:] = col
+                    a[k, k + 1:] = adj(col)
             elif k < n - 2:
-                D = np.array([[a[k, k], a[k + 1, k]], [a[k + 1, k], a[k + 1, k + 1]]])
+                D = np.array([[a[k, k], adj(a[k + 1, k])], [a[k + 1, k], a[k + 1, k + 1]]])
                 C = a[k + 2:, k:k + 2]
-                W = np.linalg.solve(D, C.T).T           # the two columns of L: C D^-1
-                a[k + 2:, k + 2:] -= W @ C.T
+                W = np.linalg.solve(D.T, C.T).T         # the two columns of L: C D^-1
+                a[k + 2:, k + 2:] -= W @ adj(C)
                 a[k + 2:, k:k + 2] = W
-                a[k:k + 2, k + 2:] = W.T
+                a[k:k + 2, k + 2:] = adj(W)
+            if herm:                                   # the trailing block's diagonal stays real (as zher's)
+                rest = np.arange(k + kstep, n)
+                a[rest, rest] = np.real(a[rest, rest])
         if kstep == 1:
             piv[k] = kp + 1
         else:
@@ -171,21 +186,25 @@ def sytf2(a):
     return np.tril(a), piv, info
 
 
-def ldl(a):
+def ldl(a, hermitian=False):
     batch, n = a.shape[:-2], a.shape[-1]
     flat = a.reshape((int(np.prod(batch, dtype=np.int64)), n, n))
     ld = np.zeros_like(flat)
     piv = np.zeros((flat.shape[0], n), dtype=np.int32)
     info = np.zeros(flat.shape[0], dtype=np.int64)
+    wide = np.complex128 if np.iscomplexobj(a) else np.float64
     with np.errstate(all="ignore"):
         for i in range(flat.shape[0]):
-            ld[i], piv[i], info[i] = sytf2(flat[i].astype(np.float64))
+            ld[i], piv[i], info[i] = sytf2(flat[i].astype(wide), hermitian)
     return ld.reshape(a.shape), piv.reshape(batch + (n,)), info.reshape(batch)
 
 
-def sytrs(ld, piv, b):
-    """A^-1 b for one matrix from its (LD, pivots), as LAPACK sytrs (lower)."""
+def sytrs(ld, piv, b, hermitian=False):
+    """A^-1 b for one matrix from its (LD, pivots), as LAPACK sytrs (lower); with hermitian and a complex LD, hetrs
+    (A = P L D L^H P^T, D Hermitian)."""
     n = ld.shape[-1]
+    herm = bool(hermitian) and np.iscomplexobj(ld)
+    cj = np.conj if herm else (lambda x: x)
     b = b.copy()
     k = 0
     while k < n:                                        # solve L D y = P^T b
@@ -199,19 +218,19 @@ def sytrs(ld, piv, b):
             p = -piv[k] - 1
             b[[k + 1, p]] = b[[p, k + 1]]
             b[k + 2:] -= np.outer(ld[k + 2:, k], b[k]) + np.outer(ld[k + 2:, k + 1], b[k + 1])
-            D = np.array([[ld[k, k], ld[k + 1, k]], [ld[k + 1, k], ld[k + 1, k + 1]]])
+            D = np.array([[ld[k, k], cj(ld[k + 1, k])], [ld[k + 1, k], ld[k + 1, k + 1]]])
             b[k:k + 2] = np.linalg.solve(D, b[k:k + 2])
             k += 2
     k = n - 1
-    while k >= 0:                                       # solve L^T P^T x = y
+    while k >= 0:                                       # solve L^T P^T x = y (L^H if hermitian)
         if piv[k] > 0:
-            b[k] -= ld[k + 1:, k] @ b[k + 1:]
+            b[k] -= cj(ld[k + 1:, k]) @ b[k + 1:]
             p = piv[k] - 1
             b[[k, p]] = b[[p, k]]
             k -= 1
         else:
-            b[k] -= ld[k + 1:, k] @ b[k + 1:]
-            b[k - 1] -= ld[k + 1:, k - 1] @ b[k + 1:]
+            b[k] -= cj(ld[k + 1:, k]) @ b[k + 1:]
+            b[k - 1] -= cj(ld[k + 1:, k - 1]) @ b[k + 1:]
             p = -piv[k] - 1
             b[[k, p]] = b[[p, k]]
             k -= 2

@@ -29,6 +29,7 @@ from .. import bridge
 from ..args import (check_factory_options, dtype_arg, finish, get_default_dtype, number, shape_str, tensor_arg,
                     to_int, type_name)
 from ..device import check_device
+from ..dtype_info import promote_types
 from .padding import pad
 from .shape import roll, unfold
 
@@ -453,12 +454,36 @@ def ifftshift(input, dim=None):
 
 # ----- the short-time Fourier transform -----------------------------------------------------------------------------
 
+def _window_pairs(window, n_fft, dtype):
+    """A complex window as its parts (wr, wi), each (n_fft,) of the real dtype `dtype`, zero-padded to n_fft points
+    (centred) as the real windows are."""
+    wp = _C.transpose(_C.view_as_real(window), 0, 1)         # (2, win)
+    if wp.dtype is not dtype:
+        wp = _C.to_dtype(wp, dtype)
+    win = wp.shape[1]
+    if win < n_fft:
+        left = (n_fft - win) // 2
+        wp = pad(wp, (left, n_fft - win - left))
+    return _C.select(wp, 0, 0), _C.select(wp, 0, 1)
+
+
+def _pairs(re, im):
+    return _C.cat([_C.unsqueeze(re, -1), _C.unsqueeze(im, -1)], -1)
+
+
+def _times_pairs(z, wr, wi):
+    """The complex product of pairs z (..., n, 2) with the complex w = wr + i wi (n,)."""
+    re, im = _C.select(z, -1, 0), _C.select(z, -1, 1)
+    return _pairs(_C.sub(_C.mul(re, wr), _C.mul(im, wi)), _C.add(_C.mul(re, wi), _C.mul(im, wr)))
+
+
 def stft_layout(x, n_fft, hop_length=None, win_length=None, window=None, center=True, pad_mode="reflect",
                 normalized=False, onesided=None, complex_input=False):
     """torch.stft over the layout: x is a real signal (L,) or batch (B, L), or with complex_input its pairs (L, 2)
     or (B, L, 2); the result is (B?, n_fft // 2 + 1 or n_fft, frames, 2). Frame t is x[t hop : t hop + n_fft] (after
     padding n_fft // 2 on both sides when center) times the window (win_length points, centred in n_fft; ones by
-    default), transformed over its n_fft points (scaled by n_fft^-1/2 when normalized)."""
+    default; a complex window needs complex_input), transformed over its n_fft points (scaled by n_fft^-1/2 when
+    normalized)."""
     op = "stft"
     signal_ndim = x.ndim - (1 if complex_input else 0)
     if signal_ndim not in (1, 2):
@@ -473,8 +498,8 @@ def stft_layout(x, n_fft, hop_length=None, win_length=None, window=None, center=
         if window.ndim != 1 or window.shape[0] != win:
             raise RuntimeError(f"{op}: expected a 1-D window of win_length={win} points, got a window of shape "
                                f"{shape_str(window.shape)}.")
-        if not window.dtype.is_floating_point:
-            raise RuntimeError(f"{op}: expected a floating-point window, got {window.dtype.name}.")
+        if window.dtype.is_complex and not complex_input:
+            raise RuntimeError(f"{op}: a complex window needs a complex input (stft promotes a real one).")
     if center:
         if not isinstance(pad_mode, str):
             raise TypeError(f"{op}: expected a string as pad_mode, got {type_name(pad_mode)}.")
@@ -496,11 +521,14 @@ def stft_layout(x, n_fft, hop_length=None, win_length=None, window=None, center=
     if onesided is None:
         onesided = not complex_input
     if onesided and complex_input:
-        raise RuntimeError(f"{op}: cannot have a one-sided output for a complex input (pass onesided=False).")
+        raise RuntimeError(f"{op}: cannot have onesided output if window or input is complex (torch's rule; pass "
+                           "onesided=False).")
     frames = unfold(x, time_dim, n_fft, hop)                 # (B?, frames, [2,] n_fft)
     if complex_input:
         frames = _C.transpose(frames, -1, -2)                # (B?, frames, n_fft, 2)
-    if window is not None:
+    if window is not None and window.dtype.is_complex:
+        frames = _times_pairs(frames, *_window_pairs(window, n_fft, x.dtype))
+    elif window is not None:
         w = _C.to_dtype(window, x.dtype) if window.dtype is not x.dtype else window
         if win < n_fft:
             left = (n_fft - win) // 2
@@ -517,19 +545,22 @@ def stft_layout(x, n_fft, hop_length=None, win_length=None, window=None, center=
 
 def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=True, pad_mode="reflect",
          normalized=False, onesided=None, return_complex=None, align_to_window=None):
-    """The short-time Fourier transform of a signal (L,) or batch (B, L), real or complex: the frequencies x frames
-    as a complex tensor (return_complex=True) or, for a real signal, as real pairs (..., 2) (return_complex=False),
-    as torch's."""
+    """The short-time Fourier transform of a signal (L,) or batch (B, L), real or complex, with a real or complex
+    window: the frequencies x frames as a complex tensor (return_complex=True) or as its real pairs (..., 2)
+    (return_complex=False), as torch's. The signal and the window promote as in a product (torch multiplies the
+    frames by the window), so a complex window makes the transform complex, and two-sided, as a complex signal."""
     x = _floating(tensor_arg(input, "stft"), "stft")
+    if window is not None:
+        window = tensor_arg(window, "stft", "window")
+        dt = promote_types(x.dtype, window.dtype)
+        if dt is not x.dtype:
+            x = _C.to_dtype(x, dt)
     complex_input = x.dtype.is_complex
     if return_complex is None:
         if not complex_input:
             raise RuntimeError("stft: requires the return_complex parameter be given for real inputs (torch's rule; "
                                "return_complex=True gives a complex tensor, False its real pairs).")
         return_complex = True
-    if complex_input and not return_complex:
-        raise RuntimeError("stft: return_complex=False is not supported for a complex input (torch's rule); pass "
-                           "return_complex=True.")
     if align_to_window is not None:
         raise NotImplementedError("stft: align_to_window is not supported.")
     if window is None:
@@ -543,11 +574,13 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
 
 
 def istft_layout(x, n_fft, hop_length=None, win_length=None, window=None, center=True, normalized=False,
-                 onesided=None, length=None):
-    """torch.istft (return_complex=False) over the layout: x is the spectrum (B?, freqs, frames, 2); the result is
-    the real signal (B?, length) that stft_layout maps to x: each frame's inverse transform times the window,
-    overlap-added every hop_length points and divided by the overlap-added squared window (torch's algorithm,
-    including its check that this envelope does not vanish)."""
+                 onesided=None, length=None, return_complex=False):
+    """torch.istft over the layout: x is the spectrum (B?, freqs, frames, 2); the result is the real signal
+    (B?, length) that stft_layout maps to x: each frame's inverse transform times the window, overlap-added every
+    hop_length points and divided by the overlap-added squared window (torch's algorithm, including its check that
+    this envelope does not vanish). With return_complex, the complex signal's pairs (B?, length, 2) from a two-sided
+    spectrum by the complex inverse transform; the window may then be complex (its square w^2, not |w|^2, makes the
+    envelope, as torch's)."""
     op = "istft"
     if x.ndim not in (3, 4) or x.shape[-1] != 2:
         raise RuntimeError(f"{op}: expected a spectrum of shape (freqs, frames, 2) or (batch, freqs, frames, 2), got "
@@ -570,53 +603,89 @@ def istft_layout(x, n_fft, hop_length=None, win_length=None, window=None, center
                            f"({'one-sided' if onesided else 'two-sided'}), got {freqs}.")
     if frames < 1:
         raise RuntimeError(f"{op}: expected at least one frame, got {frames}.")
-    if window is None:
-        w = _C.full((win,), 1.0, x.dtype)
+    if return_complex and onesided:
+        raise RuntimeError(f"{op}: cannot have onesided output if window or input is complex (torch's rule: "
+                           "return_complex=True needs a two-sided spectrum, onesided=False).")
+    w = None if window is None else tensor_arg(window, op, "window")
+    if w is not None and (w.ndim != 1 or w.shape[0] != win):
+        raise RuntimeError(f"{op}: expected a 1-D window of win_length={win} points, got a window of shape "
+                           f"{shape_str(w.shape)}.")
+    if w is not None and w.dtype.is_complex:
+        if not return_complex:
+            raise RuntimeError(f"{op}: complex windows are incompatible with return_complex=False (torch's rule).")
+        wr, wi = _window_pairs(w, n_fft, x.dtype)
+        w = None
     else:
-        w = tensor_arg(window, op, "window")
-        if w.ndim != 1 or w.shape[0] != win:
-            raise RuntimeError(f"{op}: expected a 1-D window of win_length={win} points, got a window of shape "
-                               f"{shape_str(w.shape)}.")
-        w = _C.to_dtype(w, x.dtype) if w.dtype is not x.dtype else w
-    if win < n_fft:
-        left = (n_fft - win) // 2
-        w = pad(w, (left, n_fft - win - left))
+        w = _C.full((win,), 1.0, x.dtype) if w is None else (_C.to_dtype(w, x.dtype) if w.dtype is not x.dtype else w)
+        if win < n_fft:
+            left = (n_fft - win) // 2
+            w = pad(w, (left, n_fft - win - left))
     spectra = _C.transpose(x, 1, 2)                          # (B, frames, freqs, 2)
-    if not onesided:
-        spectra = _C.slice(spectra, 2, 0, n_fft // 2 + 1, 1)
-    signal = FftC2R.apply(spectra, (2,), False, "ortho" if normalized else "backward", n_fft)   # (B, frames, n_fft)
-    # overlap-add: frame t's point k lands at t hop + k
+    norm = "ortho" if normalized else "backward"
+    if return_complex:
+        signal = FftC2C.apply(spectra, (2,), False, norm)    # (B, frames, n_fft, 2)
+    else:
+        if not onesided:
+            spectra = _C.slice(spectra, 2, 0, n_fft // 2 + 1, 1)
+        signal = FftC2R.apply(spectra, (2,), False, norm, n_fft)   # (B, frames, n_fft)
+    # overlap-add: frame t's point k lands at t hop + k (pairs: along dim 1 of (B, points, 2))
     total = n_fft + hop * (frames - 1)
     positions = bridge.copy((np.arange(frames)[:, None] * hop + np.arange(n_fft)[None, :]).reshape(-1), False)
     batch = signal.shape[0]
-    y = _C.index_add(_C.reshape(_C.mul(signal, w), (batch, frames * n_fft)), 1, positions, (batch, total))
-    squares = _C.expand(_C.reshape(_C.mul(w, w), (1, 1, n_fft)), (1, frames, n_fft))
-    envelope = _C.index_add(_C.reshape(squares, (1, frames * n_fft)), 1, positions, (1, total))
+    pair = (2,) if return_complex else ()
+    if w is None:
+        windowed = _times_pairs(signal, wr, wi)
+        squares = _pairs(_C.sub(_C.mul(wr, wr), _C.mul(wi, wi)), _scaled2(_C.mul(wr, wi)))     # w^2
+    else:
+        windowed = _C.mul(signal, _C.unsqueeze(w, -1) if return_complex else w)
+        squares = _C.mul(w, w)
+    y = _C.index_add(_C.reshape(windowed, (batch, frames * n_fft) + pair), 1, positions, (batch, total) + pair)
+    square_pair = (2,) if w is None else ()
+    squares = _C.expand(_C.reshape(squares, (1, 1, n_fft) + square_pair), (1, frames, n_fft) + square_pair)
+    envelope = _C.index_add(_C.reshape(squares, (1, frames * n_fft) + square_pair), 1, positions,
+                            (1, total) + square_pair)
     start = n_fft // 2 if center else 0
     end = start + length if length is not None else (total - n_fft // 2 if center else total)
     end = min(end, total)
     y, envelope = _C.slice(y, 1, start, end, 1), _C.slice(envelope, 1, start, end, 1)
-    smallest = float(np.abs(bridge.host_values(envelope.detach())).min()) if envelope.shape[1] else 1.0
+    values = bridge.host_values(envelope.detach())
+    magnitude = np.hypot(values[..., 0], values[..., 1]) if w is None else np.abs(values)
+    smallest = float(magnitude.min()) if envelope.shape[1] else 1.0
     if smallest < 1e-11:
         raise RuntimeError(f"{op}: the window's overlap-add envelope is {smallest:.3g} somewhere (it must not vanish: "
                            f"the nonzero overlap-add condition); use a larger window or a smaller hop_length.")
-    y = _C.div(y, envelope)
+    if w is None:                                            # complex division by the complex envelope
+        er, ei = _C.select(envelope, -1, 0), _C.select(envelope, -1, 1)
+        scale = _C.add(_C.mul(er, er), _C.mul(ei, ei))
+        y = _times_pairs(y, _C.div(er, scale), _C.neg(_C.div(ei, scale)))
+    else:
+        y = _C.div(y, _C.unsqueeze(envelope, -1) if return_complex else envelope)
     if length is not None and y.shape[1] < length:
-        y = _C.cat([y, _C.full((batch, length - y.shape[1]), 0.0, y.dtype)], 1)
+        y = _C.cat([y, _C.full((batch, length - y.shape[1]) + pair, 0.0, y.dtype)], 1)
     return y if batched else _C.squeeze(y, [0])
+
+
+def _scaled2(x):
+    return _C.add(x, x)
 
 
 
 def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=True, normalized=False,
           onesided=None, length=None, return_complex=False):
-    """The inverse of stft: the real signal (L,) or batch (B, L) whose short-time transform is the complex spectrum
-    (freqs, frames) or (B, freqs, frames), as torch.istft (return_complex=True is not supported)."""
+    """The inverse of stft: the signal (L,) or batch (B, L) whose short-time transform is the complex spectrum
+    (freqs, frames) or (B, freqs, frames), as torch.istft: real, or with return_complex=True complex (from a
+    two-sided spectrum; the window may then be complex). The spectrum and the window promote as in a product."""
     x = tensor_arg(input, "istft")
     if not x.dtype.is_complex:
         raise RuntimeError(f"istft: requires a complex-valued input tensor (got {x.dtype.name}); a spectrum held as "
                            f"real pairs (..., 2) is dyngrad.view_as_complex(spectrum).")
-    if return_complex:
-        raise NotImplementedError("istft: return_complex=True (a complex signal from a two-sided spectrum) is not "
-                                  "supported; the result is the real signal.")
-    return istft_layout(_C.view_as_real(x), n_fft, hop_length, win_length, window, center, normalized, onesided,
-                        length)
+    if not isinstance(return_complex, (bool, int, np.bool_)) or isinstance(return_complex, float):
+        raise TypeError(f"istft: expected a bool as return_complex, got {type(return_complex).__name__}.")
+    if window is not None:
+        window = tensor_arg(window, "istft", "window")
+        dt = promote_types(x.dtype, window.dtype)
+        if dt is not x.dtype:
+            x = _C.to_dtype(x, dt)
+    y = istft_layout(_C.view_as_real(x), n_fft, hop_length, win_length, window, center, normalized, onesided,
+                     length, bool(return_complex))
+    return from_layout(y) if return_complex else y

@@ -34,6 +34,7 @@ from ..args import (Tensor, broadcast_shapes, dtype_arg, number, shape_str, tens
 from ..bridge import numpy_dtype
 from ..host import linalg as hl
 from .products import _float_input, _scaled
+from .random import randn
 from .scan import cumprod
 
 
@@ -483,29 +484,38 @@ def _solve_tri(A, B, upper):
 
 
 class LinalgCholesky(Function):
-    """linalg.cholesky, lower factor, reading A's lower triangle: LAPACK potrf."""
+    """linalg.cholesky: the lower factor L (A = L L^H) reading A's lower triangle, or with upper the upper factor
+    U = L^H (A = U^H U) reading A's upper triangle: LAPACK potrf."""
 
     @staticmethod
-    def forward(ctx, A, op):
-        out, info = _lapack_cholesky(_np(A))
+    def forward(ctx, A, op, upper):
+        # upper: potrf('U') of A is potrf('L') of A^T (the same triangle's entries), whose factor is U^T
+        out, info = _lapack_cholesky(np.swapaxes(_np(A), -1, -2) if upper else _np(A))
         _raise_not_pd(op, info)
-        L = _from_np(out, A.dtype)
-        ctx.save_for_backward(A, L.detach())
-        return L
+        if upper:
+            out = np.swapaxes(out, -1, -2)
+        F = _from_np(out, A.dtype)
+        ctx.op, ctx.upper = op, upper
+        ctx.save_for_backward(A, F.detach())
+        return F
 
-    # A = L L^T  ->  gA = sym(L^-T Phi(L^T gL) L^-1), Phi = the lower triangle with its diagonal halved,
-    # sym(X) = (X + X^T) / 2
+    # A = L L^H (torch's cholesky_backward, Iain Murray 2016):  gA = L^-H Phi L^-1,
+    #   P = tril(L^H gL),  Phi = (P + tril(P, -1)^H) / 2  (Hermitian off the diagonal, the diagonal P's own halved).
+    # For a real A, Phi is symmetric and so is gA. For a complex one Phi's diagonal keeps its imaginary part, so gA is
+    # not Hermitian: torch's gradient, which agrees with the derivative of every Hermitian perturbation of A (the
+    # skew-Hermitian rest is orthogonal to them). upper: U = L^H, so L = U^H and gL = gU^H.
     @staticmethod
     def backward(ctx, g):
-        A, L = ctx.saved_tensors
+        A, F = ctx.saved_tensors
         if _recording(A):
-            L = LinalgCholesky.apply(A, "linalg.cholesky")
-        P = _C.matmul(_mH(L), g)
-        P = _C.sub(_tri(P, True), _scaled(_diag_embed(_diag(P)), 0.5))
-        Lt = _mH(L)
-        Y = _solve_tri(Lt, P, True)                          # L^-T P
-        gA = _mH(_solve_tri(Lt, _mH(Y), True))           # (L^-T Y^T)^T = Y L^-1
-        return _scaled(_C.add(gA, _mH(gA)), 0.5), None
+            F = LinalgCholesky.apply(A, ctx.op, ctx.upper)
+        L, gL = (_mH(F), _mH(g)) if ctx.upper else (F, g)
+        P = _tri(_C.matmul(_mH(L), gL), True)
+        Phi = _scaled(_C.add(P, _mH(_tri(P, True, -1))), 0.5)
+        Lh = _mH(L)
+        Y = _solve_tri(Lh, Phi, True)                         # L^-H Phi
+        gA = _mH(_solve_tri(Lh, _mH(Y), True))                # (L^-H Y^H)^H = Y L^-1
+        return gA, None, None
 
 
 def _copyltu(M):
@@ -826,9 +836,7 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
 
 
 def _cholesky(op, A, upper):
-    if upper:          # U = L^T, computed from A^T's lower triangle: A's upper one, as LAPACK potrf('U')
-        return _C.mT(LinalgCholesky.apply(_C.mT(A), op))
-    return LinalgCholesky.apply(A, op)
+    return LinalgCholesky.apply(A, op, upper)
 
 
 def linalg_cholesky(A, *, upper=False):
@@ -928,7 +936,8 @@ def svdvals(A, *, driver=None):
 
 
 def svd(input, some=True, compute_uv=True):
-    """torch.svd: (U, S, V) with input = U diag(S) V^T (V, not V^T); some=False gives square U and V. Without
+    """torch.svd: (U, S, V) with input = U diag(S) V^H (V = Vh^H, the conjugate transpose of linalg.svd's Vh, not
+    Vh itself); some=False gives square U and V. Without
     compute_uv, U and V are zeros of shapes (m, m) and (n, n)."""
     A = _matrices("linalg.svd", input, "input", square=False, complex_ok=True)
     if not compute_uv:
@@ -936,7 +945,7 @@ def svd(input, some=True, compute_uv=True):
         batch, (m, n) = tuple(A.shape[:-2]), tuple(A.shape[-2:])
         return return_svd(_C.full(batch + (m, m), 0.0, A.dtype), S, _C.full(batch + (n, n), 0.0, A.dtype))
     U, S, Vh = LinalgSvd.apply(A, not some)
-    return return_svd(U, S, _C.mT(Vh))
+    return return_svd(U, S, _mH(Vh))
 
 
 def _tolerance(value, op, name):
@@ -1672,8 +1681,8 @@ def matrix_exp(A):
 # ===== householder_product (orgqr) ================================================================================
 
 def householder_product(A, tau):
-    """The first n columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^T, v_i = (0, ..., 0, 1, A[i+1:, i]) (LAPACK
-    orgqr: Q from geqrf's output). A composite, so differentiable in A and tau."""
+    """The first n columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^H, v_i = (0, ..., 0, 1, A[i+1:, i]) (LAPACK
+    orgqr, ungqr for complex A: Q from geqrf's output). A composite, so differentiable in A and tau."""
     op = "linalg.householder_product"
     A = tensor_arg(A, op, "A")
     tau = tensor_arg(tau, op, "tau")
@@ -1691,8 +1700,8 @@ def householder_product(A, tau):
     if tuple(tau.shape[:-1]) != tuple(A.shape[:-2]):
         raise RuntimeError(f"{op}: expected the batch dimensions of tau, {shape_str(tau.shape[:-1])}, to equal "
                            f"those of A, {shape_str(A.shape[:-2])}.")
-    _float_input(op, A, "A")
-    _float_input(op, tau, "tau")
+    _float_input(op, A, "A", complex_ok=True)
+    _float_input(op, tau, "tau", complex_ok=True)
     _no_half(op, A)
     if A.dtype is not tau.dtype:
         raise RuntimeError(f"{op}: expected A and tau of the same dtype, got {A.dtype.name} and {tau.dtype.name}.")
@@ -1700,7 +1709,7 @@ def householder_product(A, tau):
     Q = _const(np.broadcast_to(np.eye(m, n), tuple(A.shape[:-2]) + (m, n)), A)
     for i in range(k - 1, -1, -1):           # Q = H_i Q, from the last reflector to the first
         v, t = _reflector(A, tau, i)         # (*, m, 1), (*, 1, 1)
-        Q = _C.sub(Q, _C.mul(t, _mm(v, _mm(_C.mT(v), Q))))
+        Q = _C.sub(Q, _C.mul(t, _mm(v, _mm(_mH(v), Q))))
     return Q
 
 
@@ -1717,13 +1726,14 @@ def _reflector(A, tau, i):
 
 
 def ormqr(input, tau, other, left=True, transpose=False):
-    """op(Q) C (C op(Q) if not left), Q = H_1 ... H_k given by geqrf's (input, tau), op = transpose or not; each
-    H_i = I - tau_i v_i v_i^T is applied in turn (a composite: differentiable in all three)."""
+    """op(Q) C (C op(Q) if not left), Q = H_1 ... H_k given by geqrf's (input, tau), op(Q) = Q^H if transpose
+    (the conjugate transpose, as LAPACK unmqr's 'C' and torch), else Q; each H_i = I - tau_i v_i v_i^H (its
+    adjoint has conj(tau_i)) is applied in turn (a composite: differentiable in all three)."""
     op = "ormqr"
     A, tau, C = tensor_arg(input, op, "input"), tensor_arg(tau, op, "tau"), tensor_arg(other, op, "other")
     left, transpose = _bool_arg(left, op, "left"), _bool_arg(transpose, op, "transpose")
     for t, name in ((A, "input"), (tau, "tau"), (C, "other")):
-        _float_input(op, t, name)
+        _float_input(op, t, name, complex_ok=True)
     _no_half(op, A, C)
     if A.ndim < 2 or C.ndim < 2:
         raise RuntimeError(f"{op}: input and other must have at least 2 dimensions, got {shape_str(A.shape)} and "
@@ -1745,15 +1755,17 @@ def ormqr(input, tau, other, left=True, transpose=False):
         raise RuntimeError(f"{op}: expected input, tau and other of the same dtype, got {A.dtype.name}, "
                            f"{tau.dtype.name} and {C.dtype.name}.")
     k = tau.shape[-1]
-    # Q C = H_1 (H_2 (... H_k C)), Q^T C = H_k ... H_1 C; C Q = C H_1 ... H_k, C Q^T = C H_k ... H_1
+    # Q C = H_1 (H_2 (... H_k C)), Q^H C = H_k^H ... H_1^H C; C Q = C H_1 ... H_k, C Q^H = C H_k^H ... H_1^H
     order = range(k - 1, -1, -1) if left != transpose else range(k)
     out = C
     for i in order:
         v, t = _reflector(A, tau, i)
+        if transpose:
+            t = _conj(t)
         if left:
-            out = _C.sub(out, _C.mul(t, _mm(v, _mm(_C.mT(v), out))))
+            out = _C.sub(out, _C.mul(t, _mm(v, _mm(_mH(v), out))))
         else:
-            out = _C.sub(out, _C.mul(t, _mm(_mm(out, v), _C.mT(v))))
+            out = _C.sub(out, _C.mul(t, _mm(_mm(out, v), _mH(v))))
     return out
 
 
@@ -1761,13 +1773,13 @@ return_geqrf = _named("geqrf", ["a", "tau"])
 
 
 def geqrf(input):
-    """LAPACK geqrf's (a, tau): R on and above a's diagonal, the Householder vectors below it (numpy.linalg.qr's
-    'raw' mode); not differentiable, as torch."""
+    """LAPACK geqrf's (a, tau) (zgeqrf's for complex input): R on and above a's diagonal, the Householder vectors
+    below it (numpy.linalg.qr's 'raw' mode); not differentiable, as torch."""
     op = "geqrf"
     A = tensor_arg(input, op)
     if A.ndim < 2:
         raise RuntimeError(f"{op}: input must have at least 2 dimensions, got shape {shape_str(A.shape)}.")
-    _float_input(op, A, "input")
+    _float_input(op, A, "input", complex_ok=True)
     _no_half(op, A)
     a = _np(A)
     m, n = a.shape[-2:]
@@ -1806,17 +1818,19 @@ def _without_derivative(name, array, dtype, *inputs, error=RuntimeError):
 
 
 def _ldl_input(op, A, hermitian):
-    A = _matrices(op, A, not_implemented=False)
-    _bool_arg(hermitian, op, "hermitian")
+    """A and hermitian: a complex A is factored as Hermitian (LAPACK hetrf) if hermitian, else as complex symmetric
+    (sytrf), as torch; for a real A the switch changes nothing."""
+    A = _matrices(op, A, not_implemented=False, complex_ok=True)
+    hermitian = _bool_arg(hermitian, op, "hermitian")
     _no_half(op, A)
-    return A
+    return A, hermitian
 
 
 def ldl_factor_ex(A, *, hermitian=False, check_errors=False):
     """(LD, pivots, info) of LAPACK sytrf (Note [LDL in numpy] in host/linalg.py); info > 0 marks a zero 1x1 block D[info, info]."""
     op = "linalg.ldl_factor_ex"
-    A = _ldl_input(op, A, hermitian)
-    ld, piv, info = hl.ldl(_np(A))
+    A, hermitian = _ldl_input(op, A, hermitian)
+    ld, piv, info = hl.ldl(_np(A), hermitian)
     if _bool_arg(check_errors, op, "check_errors"):
         _raise_singular_d(op, info)
     LD = _without_derivative("linalg.ldl_factor_ex", ld, A.dtype, A)
@@ -1833,8 +1847,8 @@ def _raise_singular_d(op, info):
 def ldl_factor(A, *, hermitian=False):
     """(LD, pivots) of linalg.ldl_factor_ex; a singular matrix raises LinAlgError."""
     op = "linalg.ldl_factor"
-    A = _ldl_input(op, A, hermitian)
-    ld, piv, info = hl.ldl(_np(A))
+    A, hermitian = _ldl_input(op, A, hermitian)
+    ld, piv, info = hl.ldl(_np(A), hermitian)
     _raise_singular_d(op, info)
     LD = _without_derivative("linalg.ldl_factor_ex", ld, A.dtype, A)
     return return_linalg_ldl_factor(LD, bridge.share(np.asarray(piv, order="C")))
@@ -1843,10 +1857,10 @@ def ldl_factor(A, *, hermitian=False):
 def ldl_solve(LD, pivots, B, *, hermitian=False):
     """X with A X = B, A given by linalg.ldl_factor's (LD, pivots)."""
     op = "linalg.ldl_solve"
-    LD = _matrices(op, LD, "LD")
+    LD = _matrices(op, LD, "LD", complex_ok=True)
     B = tensor_arg(B, op, "B")
-    _float_input(op, B, "B")
-    _bool_arg(hermitian, op, "hermitian")
+    _float_input(op, B, "B", complex_ok=True)
+    hermitian = _bool_arg(hermitian, op, "hermitian")
     if B.ndim < 2:
         raise RuntimeError(f"{op}: B must have at least 2 dimensions, got shape {shape_str(B.shape)}.")
     _same_float_dtype(op, LD, B)
@@ -1867,10 +1881,11 @@ def ldl_solve(LD, pivots, B, *, hermitian=False):
     ld = np.broadcast_to(_np(LD), tuple(batch) + (n, n)).reshape(count, n, n)
     pv = np.broadcast_to(p, tuple(batch) + (n,)).reshape(count, n)
     b = np.broadcast_to(_np(B), tuple(batch) + tuple(B.shape[-2:])).reshape((count,) + tuple(B.shape[-2:]))
-    out = np.empty(b.shape, dtype=np.float64)
+    wide = np.complex128 if LD.dtype.is_complex else np.float64
+    out = np.empty(b.shape, dtype=wide)
     with np.errstate(all="ignore"):
         for i in range(b.shape[0]):
-            out[i] = hl.sytrs(ld[i].astype(np.float64), pv[i], b[i].astype(np.float64))
+            out[i] = hl.sytrs(ld[i].astype(wide), pv[i], b[i].astype(wide), hermitian)
     return _without_derivative("linalg.ldl_solve", out.reshape(tuple(batch) + tuple(B.shape[-2:])), B.dtype, LD, B)
 
 
@@ -2064,8 +2079,9 @@ def triangular_solve(input, A, upper=True, transpose=False, unitriangular=False)
 
 # Note [Randomised low-rank SVD]: Halko, Martinsson and Tropp (2009), algorithms 4.4 and 5.1, as torch computes them:
 # a random Gaussian test matrix R (n x q) sketches the range of A (X = A R, Q = qr(X).Q); `niter` power iterations
-# (Q = qr(A^T Q).Q, Q = qr(A Q).Q) sharpen it; then the small B = Q^T A (q x n) has an exact SVD, B = U_B S V^T,
-# and A ~ (Q U_B) S V^T. A wide A is factorised as its transpose (the sketch is then of the shorter side). Every
+# (Q = qr(A^H Q).Q, Q = qr(A Q).Q) sharpen it; then the small B = Q^H A (q x n) has an exact SVD, B = U_B S V^H,
+# and A ~ (Q U_B) S V^H. A wide A is factorised as its conjugate transpose (the sketch is then of the shorter side);
+# a complex A gets a complex Gaussian R (randn's: real and imaginary parts of variance 1/2, as torch's). Every
 # step is a differentiable op (matmul, linalg.qr, linalg.svd), so gradients flow as torch's do; the random draws
 # come from dyngrad's generator, so U, S, V equal torch's for a matrix of rank <= q (up to the signs of U's and V's
 # columns), and are another random approximation otherwise.
@@ -2074,8 +2090,8 @@ def _lowrank_basis(A, q, niter, M):
     """An orthonormal (..., m, q) basis approximating A's range (M, if given, is subtracted from A first)."""
     def times(X, MX, Y):             # (X - MX) Y without forming X - MX
         return _C.matmul(X, Y) if MX is None else _C.sub(_C.matmul(X, Y), _C.matmul(MX, Y))
-    At, Mt = _C.mT(A), None if M is None else _C.mT(M)
-    Q = linalg_qr(times(A, M, _C.randn([A.shape[-1], q], A.dtype)))[0]
+    At, Mt = _mH(A), None if M is None else _mH(M)
+    Q = linalg_qr(times(A, M, randn(A.shape[-1], q, dtype=A.dtype)))[0]
     for _ in range(niter):
         Q = linalg_qr(times(At, Mt, Q))[0]
         Q = linalg_qr(times(A, M, Q))[0]
@@ -2090,10 +2106,10 @@ def _checked_rank(op, q, default, m, n):
 
 
 def svd_lowrank(A, q=6, niter=2, M=None):
-    """(U, S, V) with A ~ U diag(S) V^T of rank q, by a randomised range finder (Note [Randomised low-rank SVD]);
+    """(U, S, V) with A ~ U diag(S) V^H of rank q, by a randomised range finder (Note [Randomised low-rank SVD]);
     M, if given, is subtracted from A (broadcast to A's shape) first."""
     op = "svd_lowrank"
-    A = _matrices(op, A, square=False)
+    A = _matrices(op, A, square=False, complex_ok=True)
     m, n = A.shape[-2], A.shape[-1]
     q = 6 if q is None else to_int(q, op, "q")
     niter = 2 if niter is None else to_int(niter, op, "niter")
@@ -2103,14 +2119,14 @@ def svd_lowrank(A, q=6, niter=2, M=None):
         M = _C.expand(tensor_arg(M, op, "M"), list(A.shape))
     wide = m < n
     if wide:
-        A = _C.mT(A)
-        M = None if M is None else _C.mT(M)
+        A = _mH(A)
+        M = None if M is None else _mH(M)
     Q = _lowrank_basis(A, q, niter, M)
-    B = _C.matmul(_C.mT(Q), A)
+    B = _C.matmul(_mH(Q), A)
     if M is not None:
-        B = _C.sub(B, _C.matmul(_C.mT(Q), M))
+        B = _C.sub(B, _C.matmul(_mH(Q), M))
     U, S, Vh = linalg_svd(B, full_matrices=False)
-    U, V = _C.matmul(Q, U), _C.mT(Vh)
+    U, V = _C.matmul(Q, U), _mH(Vh)
     return (V, S, U) if wide else (U, S, V)
 
 
@@ -2118,7 +2134,7 @@ def pca_lowrank(A, q=None, center=True, niter=2):
     """(U, S, V) of a principal component analysis of the rows of A: svd_lowrank of A minus its column means
     (center=True), q defaulting to min(6, m, n)."""
     op = "pca_lowrank"
-    A = _matrices(op, A, square=False)
+    A = _matrices(op, A, square=False, complex_ok=True)
     m, n = A.shape[-2], A.shape[-1]
     q = _checked_rank(op, q, min(6, m, n), m, n)
     niter = to_int(niter, op, "niter")
