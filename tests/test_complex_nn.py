@@ -1,0 +1,135 @@
+"""complex64 / complex128 in the neural-net and reduction families on both engines: convolutions (direct and
+transposed, 1-d to 3-d), unfold/fold, and the ops issue 22 found refusing or wrong on complex tensors; values
+against the mathematics (numpy), against torch where installed, and gradients (gradcheck in complex128, .grad of
+a real loss against torch's conjugate-Wirtinger one) (Note [Complex convolutions] in _api/ops/conv.py)."""
+import numpy as np
+import pytest
+
+
+def cvalues(shape, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+
+
+def close(got, want, dtype_name):
+    tol = 2e-4 if dtype_name == "complex64" else 1e-10
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=tol, atol=tol)
+
+
+def np_conv1d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    """Cross-correlation by the definition: out[n, o, l] = sum_{c, k} x[n, g*C/G + c, l*s + k*d - p] w[o, c, k]."""
+    n, c, length = x.shape
+    o, cg, k = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding)))
+    lo = (length + 2 * padding - dilation * (k - 1) - 1) // stride + 1
+    out = np.zeros((n, o, lo), dtype=np.result_type(x, w))
+    og = o // groups
+    for oc in range(o):
+        g = oc // og
+        for t in range(lo):
+            window = xp[:, g * cg:(g + 1) * cg, t * stride:t * stride + dilation * (k - 1) + 1:dilation]
+            out[:, oc, t] = np.einsum("nck,ck->n", window, w[oc])
+    return out if b is None else out + b[None, :, None]
+
+
+def np_conv_transpose1d(x, w, stride=1, padding=0):
+    """The adjoint of np_conv1d in x (groups 1): each input position scatters a weight-sized patch."""
+    n, cin, length = x.shape
+    _, cout, k = w.shape
+    full = np.zeros((n, cout, (length - 1) * stride + k), dtype=np.result_type(x, w))
+    for t in range(length):
+        full[:, :, t * stride:t * stride + k] += np.einsum("nc,cok->nok", x[:, :, t], w)
+    return full[:, :, padding:full.shape[2] - padding]
+
+
+CONVS = {
+    "conv1d": ((2, 4, 7), (6, 2, 3), 6, dict(stride=2, padding=1, dilation=1, groups=2)),
+    "conv2d": ((2, 2, 5, 6), (3, 2, 2, 3), 3, dict(stride=(1, 2), padding=1, dilation=(2, 1))),
+    "conv3d": ((1, 2, 4, 4, 3), (2, 1, 3, 1, 3), 2, dict(stride=1, padding="same", groups=2)),
+    "conv_transpose1d": ((2, 4, 5), (4, 3, 3), 6, dict(stride=2, padding=1, output_padding=1, groups=2)),
+    "conv_transpose2d": ((1, 2, 3, 4), (2, 3, 2, 2), 3, dict(stride=2, padding=(0, 1), dilation=2)),
+    "conv_transpose3d": ((1, 2, 2, 3, 2), (2, 2, 2, 1, 2), 2, dict(stride=(1, 2, 1))),
+}
+
+
+def _conv_args(name, seed=0, bias=True):
+    xs, ws, bs, kw = CONVS[name]
+    return cvalues(xs, seed), cvalues(ws, seed + 1), cvalues((bs,), seed + 2) if bias else None, kw
+
+
+def test_conv1d_is_the_complex_correlation(dg):
+    """Against the definition, so the imaginary parts of input and weight both count (the bug this fixes: the
+    kernel dropped them)."""
+    x, w, b = cvalues((2, 4, 9), 0), cvalues((6, 2, 3), 1), cvalues((6,), 2)
+    for dtype in ("complex64", "complex128"):
+        t = lambda a: dg.tensor(a, dtype=getattr(dg, dtype))
+        got = dg.nn.functional.conv1d(t(x), t(w), t(b), stride=2, padding=1, dilation=2, groups=2)
+        assert got.dtype.name == dtype
+        close(got.numpy(), np_conv1d(x, w, b, stride=2, padding=1, dilation=2, groups=2), dtype)
+        got = dg.nn.functional.conv_transpose1d(t(x[:, :2]), t(w[:2]), stride=2, padding=1)
+        close(got.numpy(), np_conv_transpose1d(x[:, :2], w[:2], stride=2, padding=1), dtype)
+
+
+def test_conv2d_is_linear_over_the_complex_numbers(dg):
+    """conv(i x, w) = i conv(x, w) and conv(x, i w) = i conv(x, w): true only if the imaginary parts are used."""
+    x, w, _, kw = _conv_args("conv2d", 3, bias=False)
+    f = dg.nn.functional.conv2d
+    t = lambda a: dg.tensor(a, dtype=dg.complex128)
+    base = f(t(x), t(w), **kw).numpy()
+    close(f(t(1j * x), t(w), **kw).numpy(), 1j * base, "complex128")
+    close(f(t(x), t(1j * w), **kw).numpy(), 1j * base, "complex128")
+    real = f(dg.tensor(x.real), dg.tensor(w.real), **kw).numpy()
+    close(f(t(x.real + 0j), t(w.real + 0j), **kw).numpy(), real, "complex64")
+
+
+@pytest.mark.parametrize("name", list(CONVS))
+def test_conv_gradcheck(dg, name):
+    x, w, b, kw = _conv_args(name, 4)
+    f = getattr(dg.nn.functional, name)
+    args = [dg.tensor(a, dtype=dg.complex128, requires_grad=True) for a in (x, w, b)]
+    assert dg.autograd.gradcheck(lambda p, q, r: f(p, q, r, **kw), args)
+
+
+@pytest.mark.parametrize("name", list(CONVS))
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_conv_as_torch(dg, name, dtype):
+    torch = pytest.importorskip("torch")
+    x, w, b, kw = _conv_args(name, 5)
+    g = cvalues(getattr(torch.nn.functional, name)(*(torch.tensor(a) for a in (x, w, b)), **kw).shape, 9)
+    ours = [dg.tensor(a, dtype=getattr(dg, dtype), requires_grad=True) for a in (x, w, b)]
+    theirs = [torch.tensor(a, dtype=getattr(torch, dtype), requires_grad=True) for a in (x, w, b)]
+    out = getattr(dg.nn.functional, name)(*ours, **kw)
+    tout = getattr(torch.nn.functional, name)(*theirs, **kw)
+    close(out.detach().numpy(), tout.detach().numpy(), dtype)
+    (out * dg.tensor(g, dtype=out.dtype)).real.sum().backward()
+    (tout * torch.tensor(g, dtype=tout.dtype)).real.sum().backward()
+    for a, ta in zip(ours, theirs):
+        close(a.grad.numpy(), ta.grad.numpy(), dtype)
+
+
+def test_conv_modules_take_complex_parameters(dg):
+    """nn.Conv2d(dtype=complex64) with a padding mode: the layer's path (its padding, then the convolution)."""
+    conv = dg.nn.Conv2d(2, 3, 3, padding=1, padding_mode="circular", dtype=dg.complex64)
+    x = dg.tensor(cvalues((1, 2, 4, 4), 6), dtype=dg.complex64)
+    out = conv(x)
+    assert out.dtype is dg.complex64 and out.shape == (1, 3, 4, 4)
+    xp = np.pad(x.numpy(), ((0, 0), (0, 0), (1, 1), (1, 1)), mode="wrap")
+    want = dg.nn.functional.conv2d(dg.tensor(xp), conv.weight, conv.bias).detach().numpy()
+    close(out.detach().numpy(), want, "complex64")
+
+
+def test_unfold_fold(dg):
+    x = cvalues((2, 3, 4, 5), 7)
+    t = dg.tensor(x, dtype=dg.complex128, requires_grad=True)
+    cols = dg.nn.functional.unfold(t, (2, 3), padding=1, stride=(1, 2))
+    real = dg.nn.functional.unfold(dg.tensor(x.real), (2, 3), padding=1, stride=(1, 2)).numpy()
+    imag = dg.nn.functional.unfold(dg.tensor(x.imag), (2, 3), padding=1, stride=(1, 2)).numpy()
+    assert cols.dtype is dg.complex128
+    close(cols.detach().numpy(), real + 1j * imag, "complex128")
+    back = dg.nn.functional.fold(cols, (4, 5), (2, 3), padding=1, stride=(1, 2))
+    ones = dg.nn.functional.fold(dg.nn.functional.unfold(dg.ones(2, 3, 4, 5, dtype=dg.float64), (2, 3), padding=1,
+                                                         stride=(1, 2)), (4, 5), (2, 3), padding=1, stride=(1, 2))
+    close(back.detach().numpy(), x * ones.numpy(), "complex128")         # fold(unfold(x)) = x * overlap count
+    assert dg.autograd.gradcheck(lambda a: dg.nn.functional.unfold(a, 2, stride=2), (t,))
+    assert dg.autograd.gradcheck(lambda a: dg.nn.functional.fold(a, (3, 3), 2), (cols[:, :12, :4].detach()
+                                                                                   .requires_grad_(),))
