@@ -133,3 +133,97 @@ def test_unfold_fold(dg):
     assert dg.autograd.gradcheck(lambda a: dg.nn.functional.unfold(a, 2, stride=2), (t,))
     assert dg.autograd.gradcheck(lambda a: dg.nn.functional.fold(a, (3, 3), 2), (cols[:, :12, :4].detach()
                                                                                    .requires_grad_(),))
+
+
+# ----- norms and distances: |z|, never z * z ---------------------------------------------------------------------
+
+NORMS = [
+    ("norm2", lambda dg, x: dg.norm(x), lambda z: np.sqrt((np.abs(z) ** 2).sum())),
+    ("norm_p3_dim", lambda dg, x: dg.norm(x, 3, dim=1), lambda z: (np.abs(z) ** 3).sum(1) ** (1 / 3)),
+    ("norm_p1", lambda dg, x: x.norm(1, dim=0, keepdim=True), lambda z: np.abs(z).sum(0, keepdims=True)),
+    ("norm_inf", lambda dg, x: dg.norm(x, float("inf")), lambda z: np.abs(z).max()),
+    ("norm_0", lambda dg, x: dg.norm(x, 0, dim=1), lambda z: (z != 0).sum(1).astype(float)),
+    ("norm_fro", lambda dg, x: dg.norm(x, "fro", dim=(0, 1)), lambda z: np.linalg.norm(z, "fro")),
+    ("norm_nuc", lambda dg, x: dg.norm(x, "nuc"), lambda z: np.linalg.svd(z, compute_uv=False).sum()),
+    ("normalize", lambda dg, x: dg.nn.functional.normalize(x, dim=1),
+     lambda z: z / np.sqrt((np.abs(z) ** 2).sum(1, keepdims=True))),
+    ("pairwise_distance", lambda dg, x: dg.nn.functional.pairwise_distance(x, x.flip(0)),
+     lambda z: np.sqrt((np.abs(z - z[::-1] + 1e-6) ** 2).sum(1))),
+    ("dist", lambda dg, x: dg.dist(x, x.flip(1), 3), lambda z: (np.abs(z - z[:, ::-1]) ** 3).sum() ** (1 / 3)),
+    ("vecdot", lambda dg, x: dg.linalg.vecdot(x, x.flip(0)), lambda z: (np.conj(z) * z[::-1]).sum(-1)),
+    ("renorm", lambda dg, x: dg.renorm(x, 2, 0, 1.5),
+     lambda z: z * np.minimum(1, 1.5 / (np.sqrt((np.abs(z) ** 2).sum(1, keepdims=True)) + 1e-7))),
+]
+
+
+@pytest.mark.parametrize("name, fn, np_fn", NORMS, ids=[n[0] for n in NORMS])
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_norms_of_complex(dg, name, fn, np_fn, dtype):
+    z = cvalues((3, 4), 11)
+    got = fn(dg, dg.tensor(z, dtype=getattr(dg, dtype)))
+    want = np.asarray(np_fn(z))
+    real = {"complex64": "float32", "complex128": "float64"}[dtype]
+    assert got.dtype.name == (dtype if np.iscomplexobj(want) else real)     # a norm is real, as torch's
+    close(got.numpy(), want, dtype)
+
+
+@pytest.mark.parametrize("name, fn, np_fn", [n for n in NORMS if n[0] != "norm_0"],
+                         ids=[n[0] for n in NORMS if n[0] != "norm_0"])
+def test_norms_of_complex_gradcheck(dg, name, fn, np_fn):
+    x = dg.tensor(cvalues((3, 4), 12), dtype=dg.complex128, requires_grad=True)
+    assert dg.autograd.gradcheck(lambda a: fn(dg, a), (x,))
+
+
+@pytest.mark.parametrize("name, fn, np_fn", NORMS, ids=[n[0] for n in NORMS])
+def test_norms_of_complex_as_torch(dg, name, fn, np_fn):
+    torch = pytest.importorskip("torch")
+    z = cvalues((3, 4), 13)
+    x = dg.tensor(z, dtype=dg.complex128, requires_grad=True)
+    tx = torch.tensor(z, dtype=torch.complex128, requires_grad=True)
+    out, tout = fn(dg, x), fn(torch, tx)
+    assert out.dtype.name == str(tout.dtype).split(".")[1]
+    close(out.detach().numpy(), tout.detach().numpy(), "complex128")
+    if name != "norm_0":
+        g = cvalues(tuple(tout.shape), 14)
+        (out * dg.tensor(g if out.dtype.is_complex else g.real)).real.sum().backward()
+        (tout * torch.tensor(g if tout.is_complex() else g.real)).real.sum().backward()
+        close(x.grad.numpy(), tx.grad.numpy(), "complex128")
+
+
+def test_norm_dtype_argument_of_complex(dg):
+    x = dg.tensor(cvalues((2, 3), 15), dtype=dg.complex64)
+    assert dg.norm(x, 2, dtype=dg.complex128).dtype is dg.float64
+    with pytest.raises(RuntimeError, match="complex dtype"):
+        dg.norm(x, 2, dtype=dg.float64)
+
+
+# ----- padding, factories, assert_close: no complex value through an integer or real path ----------------------
+
+def test_constant_padding_of_complex(dg):
+    x = dg.tensor(cvalues((2, 3), 16), dtype=dg.complex64)
+    out = dg.constant_pad_nd(x, (1, 2), 1 + 2j)
+    assert out.dtype is dg.complex64
+    close(out.numpy(), np.pad(x.numpy(), ((0, 0), (1, 2)), constant_values=1 + 2j), "complex64")
+    # F.pad's value 1.5 on a complex tensor is 1.5 (it went through int() and padded 1)
+    close(dg.nn.functional.pad(x, (1, 0), value=1.5).numpy()[:, 0], [1.5, 1.5], "complex64")
+    with pytest.raises(TypeError, match="pad: expected a number as value, got complex"):
+        dg.nn.functional.pad(x, (1, 1), value=1j)                      # F.pad's value is a float, as torch's
+    with pytest.raises(RuntimeError, match="imaginary part"):
+        dg.constant_pad_nd(dg.ones(2), (1, 1), 1 + 2j)
+    assert dg.constant_pad_nd(dg.ones(2), (1, 1), 2 + 0j).tolist() == [2.0, 1.0, 1.0, 2.0]
+    t = dg.tensor(cvalues((2, 3), 17), dtype=dg.complex128, requires_grad=True)
+    assert dg.autograd.gradcheck(lambda a: dg.constant_pad_nd(a, (1, 1, 0, 1), 3j), (t,))
+
+
+def test_complex_factories_are_not_truncated(dg):
+    """logspace/range fill a complex dtype with its values, not truncated ones as an integer dtype's."""
+    assert dg.logspace(0, -3, 2, dtype=dg.complex64).tolist() == pytest.approx([1, 1e-3])
+    assert dg.logspace(-1.5, 3.2, 3, base=2.5, dtype=dg.complex128).tolist() == pytest.approx(
+        list(2.5 ** np.linspace(-1.5, 3.2, 3)))
+    assert dg.logspace(0, -3, 2, dtype=dg.int64).tolist() == [1, 0]             # integers do truncate (torch)
+
+
+def test_assert_close_keeps_the_imaginary_part(dg):
+    with pytest.raises(AssertionError):
+        dg.testing.assert_close(dg.tensor([1.0]), dg.tensor([1 + 1j]), check_dtype=False)
+    dg.testing.assert_close(dg.tensor([1.0]), dg.tensor([1 + 0j]), check_dtype=False)

@@ -10,6 +10,7 @@ from ..args import broadcast_shapes, broadcast_shapes as broadcast_pair, number,
 from ..bridge import is_half
 from .linalg import vector_norm as linalg_vector_norm
 from .pointwise import _cast
+from .reduction import abs_square, real_dtype
 from .shape import _no_grad, _zeros
 
 
@@ -24,7 +25,7 @@ def vector_norm(x, p, dims, keepdim):
         # powers and sums of a half type in float32, the norm rounded once (as torch; float16 300^2 overflows)
         return _C.to_dtype(vector_norm(_C.to_dtype(x, _C.float32), p, dims, keepdim), x.dtype)
     if p == 2:
-        s = _C.sum(_C.mul(x, x), dims, keepdim)
+        s = _C.sum(abs_square(x), dims, keepdim)
         return _safe_root(s, 0.5)
     if p == 1:
         return _C.sum(_C.abs(x), dims, keepdim)
@@ -34,7 +35,7 @@ def vector_norm(x, p, dims, keepdim):
         return _C.amin(_C.abs(x), dims, keepdim)
     if p == 0:
         nonzero = _C.compare("ne", x.detach(), _k(0.0, x))
-        return _C.sum(_C.to_dtype(nonzero, x.dtype), dims, keepdim)
+        return _C.sum(_C.to_dtype(nonzero, real_dtype(x.dtype)), dims, keepdim)
     return _safe_root(_C.sum(_C.pow_scalar(_C.abs(x), p), dims, keepdim), 1.0 / p)
 
 
@@ -102,8 +103,9 @@ def dist(input, other, p=2):
     """The p-norm of input - other (broadcast), as a 0-d tensor."""
     a, b = tensor_arg(input, "dist"), tensor_arg(other, "dist", "other")
     dtype = _C.result_type(a, b)
-    if not dtype.is_floating_point:
-        raise RuntimeError(f"dist: expected floating-point tensors, got {a.dtype.name} and {b.dtype.name}.")
+    if not (dtype.is_floating_point or dtype.is_complex):
+        raise RuntimeError(f"dist: expected floating-point or complex tensors, got {a.dtype.name} and "
+                           f"{b.dtype.name}.")
     p = float(number(p, "dist", "p"))
     return linalg_vector_norm(_C.sub(_cast(a, dtype), _cast(b, dtype)), p)
 

@@ -310,8 +310,8 @@ def renorm(input, p, dim, maxnorm):
         raise RuntimeError(f"renorm: expected maxnorm to be >= 0, got {maxnorm:g}.")
     if a.ndim < 2:
         raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {a.ndim}.")
-    if not a.dtype.is_floating_point:
-        raise RuntimeError(f"renorm: expected a floating-point tensor, got {a.dtype.name}.")
+    if not (a.dtype.is_floating_point or a.dtype.is_complex):
+        raise RuntimeError(f"renorm: expected a floating-point or complex tensor, got {a.dtype.name}.")
     d = wrap_dim(to_int(dim, "renorm", "dim"), a.ndim, "renorm")
     others = tuple(i for i in builtins.range(a.ndim) if i != d)
     norms = linalg_vector_norm(a, p, others, True)

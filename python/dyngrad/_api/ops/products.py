@@ -631,11 +631,11 @@ def vecdot(x, y, *, dim=-1):
     """sum(x * y, dim) with broadcasting (x conjugated for complex tensors)."""
     op = "linalg.vecdot"
     x, y = tensor_arg(x, op, "x"), tensor_arg(y, op, "y")
-    _float_input(op, x, "x")
+    _float_input(op, x, "x", complex_ok=True)
     if x.dtype is not y.dtype:
         raise RuntimeError(f"{op}: expected x and y of the same dtype, got {x.dtype.name} and {y.dtype.name}.")
     shape = broadcast_shapes(x.shape, y.shape, op)
     d = wrap_dim(to_int(dim, op, "dim"), len(shape), op)
-    return _C.sum(_C.mul(x, y), (d,), False, None)
+    return _C.sum(_C.mul(_C.conj(x) if x.dtype.is_complex else x, y), (d,), False, None)
 
 
