@@ -227,3 +227,93 @@ def test_assert_close_keeps_the_imaginary_part(dg):
     with pytest.raises(AssertionError):
         dg.testing.assert_close(dg.tensor([1.0]), dg.tensor([1 + 1j]), check_dtype=False)
     dg.testing.assert_close(dg.tensor([1.0]), dg.tensor([1 + 0j]), check_dtype=False)
+
+
+# ----- pointwise and scans torch has for complex tensors ----------------------------------------------------------
+
+def _np_logaddexp(a, b):
+    """torch's complex logaddexp: hi + log1p(exp(lo - hi)), hi the operand of the larger real part (b on ties)."""
+    first = a.real > b.real
+    hi, lo = np.where(first, a, b), np.where(first, b, a)
+    return hi + np.log1p(np.exp(lo - hi))
+
+
+def _np_logcumsumexp(z, d):
+    """torch's sequential scan, out_k = logaddexp(z_k, out_{k-1}) (its branch of the imaginary part)."""
+    z = np.moveaxis(z, d, 0)
+    out = np.empty_like(z)
+    for k in range(z.shape[0]):
+        out[k] = z[k] if k == 0 else _np_logaddexp(z[k], out[k - 1])
+    return np.moveaxis(out, 0, d)
+
+
+POINTWISE = [
+    ("sinc", lambda dg, a, b: dg.sinc(a), lambda a, b: np.sinc(a)),
+    ("logaddexp", lambda dg, a, b: dg.logaddexp(a, b), _np_logaddexp),
+    ("ldexp", lambda dg, a, b: dg.ldexp(a, b.real), lambda a, b: a * 2.0 ** b.real),
+    ("logcumsumexp0", lambda dg, a, b: dg.logcumsumexp(a * 3, 0), lambda a, b: _np_logcumsumexp(a * 3, 0)),
+    ("logcumsumexp1", lambda dg, a, b: dg.logcumsumexp(a * 3, 1), lambda a, b: _np_logcumsumexp(a * 3, 1)),
+]
+
+
+@pytest.mark.parametrize("name, fn, np_fn", POINTWISE, ids=[p[0] for p in POINTWISE])
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_complex_pointwise_and_scans(dg, name, fn, np_fn, dtype):
+    a, b = cvalues((4, 7), 21), cvalues((4, 7), 22)
+    a[1, 2] = 0                                  # sinc's removable point
+    t = lambda v: dg.tensor(v, dtype=getattr(dg, dtype))
+    got = fn(dg, t(a), t(b))
+    assert got.dtype.name == dtype
+    close(got.numpy(), np_fn(a.astype(dtype).astype(complex), b.astype(dtype).astype(complex)), dtype)
+
+
+@pytest.mark.parametrize("name, fn, np_fn", POINTWISE, ids=[p[0] for p in POINTWISE])
+def test_complex_pointwise_and_scans_gradcheck(dg, name, fn, np_fn):
+    a = dg.tensor(cvalues((3, 5), 23), dtype=dg.complex128, requires_grad=True)
+    b = dg.tensor(cvalues((3, 5), 24), dtype=dg.complex128, requires_grad=name == "logaddexp")
+    assert dg.autograd.gradcheck(lambda p, q: fn(dg, p, q), (a, b))
+
+
+@pytest.mark.parametrize("name, fn, np_fn", POINTWISE, ids=[p[0] for p in POINTWISE])
+def test_complex_pointwise_and_scans_as_torch(dg, name, fn, np_fn):
+    torch = pytest.importorskip("torch")
+    a, b = cvalues((4, 9), 25) * 2, cvalues((4, 9), 26) * 2
+    a[0, 0] = 0
+    x, tx = dg.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    y, ty = dg.tensor(b, requires_grad=name == "logaddexp"), torch.tensor(b, requires_grad=name == "logaddexp")
+    out, tout = fn(dg, x, y), fn(torch, tx, ty)
+    close(out.detach().numpy(), tout.detach().numpy(), "complex128")
+    g = cvalues(tuple(tout.shape), 27)
+    (out * dg.tensor(g)).real.sum().backward()
+    (tout * torch.tensor(g)).real.sum().backward()
+    close(x.grad.numpy(), tx.grad.numpy(), "complex128")
+
+
+def test_complex_logaddexp_at_infinities(dg):
+    inf = float("inf")
+    a = dg.tensor([complex(-inf, 1), complex(-inf, 1), 1 + 2j], dtype=dg.complex128)
+    b = dg.tensor([complex(-inf, 2), 3 + 1j, complex(-inf, 5)], dtype=dg.complex128)
+    assert dg.logaddexp(a, b).tolist() == [complex(-inf, 2), 3 + 1j, 1 + 2j]       # torch's values
+    x = dg.tensor([complex(-inf, 0), 1 + 1j], dtype=dg.complex128, requires_grad=True)
+    dg.logaddexp(x, dg.tensor([complex(-inf, 0), complex(-inf, 0)], dtype=dg.complex128)).real.sum().backward()
+    assert not np.isnan(x.grad.numpy()).any()
+    # a long scan stays finite and equals the log of the running sum (mod 2 pi i) where exp does not overflow
+    z = cvalues((300,), 28)
+    out = dg.logcumsumexp(dg.tensor(z), 0).numpy()
+    np.testing.assert_allclose(np.exp(out), np.cumsum(np.exp(z)), rtol=1e-9)
+
+
+def test_masked_mean_and_triplet_loss_of_complex(dg):
+    z = cvalues((3, 4), 29)
+    mask = np.array([[True, False, True, True], [False] * 4, [True] * 4])
+    got = dg.masked.mean(dg.tensor(z), 1, mask=dg.tensor(mask)).numpy()
+    want = np.array([z[0, mask[0]].mean(), np.nan, z[2].mean()])
+    assert np.isnan(got[1]) and np.allclose(got[[0, 2]], want[[0, 2]])
+    a, p, n = (dg.tensor(cvalues((2, 5), s), dtype=dg.complex128, requires_grad=True) for s in (30, 31, 32))
+    loss = dg.nn.functional.triplet_margin_loss(a, p, n, margin=3.0)
+    d = lambda u, v: np.sqrt((np.abs(u - v + 1e-6) ** 2).sum(1))
+    an, pn, nn_ = (t.detach().numpy() for t in (a, p, n))
+    assert loss.dtype is dg.float64
+    close(loss.item(), np.maximum(d(an, pn) - d(an, nn_) + 3.0, 0).mean(), "complex128")
+    assert dg.autograd.gradcheck(lambda u, v, w: dg.nn.functional.triplet_margin_loss(u, v, w, margin=3.0),
+                                 (a, p, n))

@@ -158,9 +158,9 @@ def _count(input, mask, dim, keepdim, op):
 def mean(input, dim=None, *, keepdim=False, dtype=None, mask=None):
     """Mean of the kept elements (nan where a slice is fully masked)."""
     dtype = input.dtype if dtype is None else dtype_arg(dtype)
-    if not dtype.is_floating_point:
-        raise ValueError(f"masked.mean(): Could not infer output dtype. The dtype must be a floating point "
-                         f"dtype. Got: {dtype}")
+    if not (dtype.is_floating_point or dtype.is_complex):
+        raise ValueError(f"masked.mean(): Could not infer output dtype. The dtype must be a floating point or "
+                         f"complex dtype. Got: {dtype}")
     total = sum(input, dim, keepdim=keepdim, dtype=dtype, mask=mask)
     return total / _count(input, mask, dim, keepdim, "mean")
 
