@@ -317,3 +317,78 @@ def test_masked_mean_and_triplet_loss_of_complex(dg):
     close(loss.item(), np.maximum(d(an, pn) - d(an, nn_) + 3.0, 0).mean(), "complex128")
     assert dg.autograd.gradcheck(lambda u, v, w: dg.nn.functional.triplet_margin_loss(u, v, w, margin=3.0),
                                  (a, p, n))
+
+
+# ----- ops torch has no complex kernel for refuse complex tensors (Note [Ops torch refuses on complex tensors]) --
+# Each gave a value before: from the real part (atan2, avg_pool's integer path, softmax's float32 cast), from numpy's
+# lexicographic order of complex numbers (sort, topk, cummax, median, kthvalue, mode, unique, max, searchsorted,
+# clamp in the reference engine), or a formula meant for real numbers (mse_loss's d * d, layer_norm, ...).
+
+F_ = lambda dg: dg.nn.functional
+REFUSED = [
+    ("atan2", lambda dg, z: dg.atan2(z, z), "atan2: not supported for complex tensors"),
+    ("atan2_core", lambda dg, z: dg._C.atan2(z, z), "atan2: not supported for complex tensors"),
+    ("softmax_core", lambda dg, z: dg._C.softmax(z, 0), "softmax: not supported for complex tensors"),
+    ("log_softmax_core", lambda dg, z: dg._C.log_softmax(z, 0), "log_softmax: not supported for complex tensors"),
+    ("clamp_core", lambda dg, z: dg._C.clamp(z, 0.5, None), "clamp: not supported for complex tensors"),
+    ("floor", lambda dg, z: dg.floor(z), "floor: not supported for complex tensors"),
+    ("ceil", lambda dg, z: dg.ceil(z), "ceil: not supported for complex tensors"),
+    ("trunc", lambda dg, z: dg.trunc(z), "trunc: not supported for complex tensors"),
+    ("round", lambda dg, z: dg.round(z), "round: not supported for complex tensors"),
+    ("heaviside", lambda dg, z: dg.heaviside(z, z), "heaviside: not supported for complex tensors"),
+    ("isposinf", lambda dg, z: dg.isposinf(z), "isposinf: not supported for complex tensors"),
+    ("sort", lambda dg, z: dg.sort(z), "sort: not supported for complex tensors"),
+    ("argsort", lambda dg, z: dg.argsort(z), "argsort: not supported for complex tensors"),
+    ("msort", lambda dg, z: dg.msort(z), "sort: not supported for complex tensors"),
+    ("topk", lambda dg, z: dg.topk(z, 1), "topk: not supported for complex tensors"),
+    ("cummax", lambda dg, z: dg.cummax(z, 0), "cummax: not supported for complex tensors"),
+    ("cummin", lambda dg, z: dg.cummin(z, 0), "cummin: not supported for complex tensors"),
+    ("kthvalue", lambda dg, z: dg.kthvalue(z, 1), "kthvalue: not supported for complex tensors"),
+    ("median", lambda dg, z: dg.median(z), "median: not supported for complex tensors"),
+    ("nanmedian", lambda dg, z: dg.nanmedian(z, 0), "nanmedian: not supported for complex tensors"),
+    ("mode", lambda dg, z: dg.mode(z), "mode: not supported for complex tensors"),
+    ("unique", lambda dg, z: dg.unique(z), "unique: not supported for complex tensors"),
+    ("max", lambda dg, z: dg.max(z), "max: not supported for complex tensors"),
+    ("min_dim", lambda dg, z: dg.min(z, 0), "min: not supported for complex tensors"),
+    ("searchsorted", lambda dg, z: dg.searchsorted(z, z), "searchsorted: not supported for complex tensors"),
+    ("bucketize", lambda dg, z: dg.bucketize(z, dg.tensor([0.0, 1.0])), "searchsorted: not supported for complex"),
+    ("cosine_similarity", lambda dg, z: F_(dg).cosine_similarity(z, z, dim=0), "cosine_similarity: not supported"),
+    ("avg_pool1d", lambda dg, z: F_(dg).avg_pool1d(z[None], 2), "avg_pool1d: not supported for complex tensors"),
+    ("lp_pool1d", lambda dg, z: F_(dg).lp_pool1d(z[None], 2, 2), "lp_pool1d: not supported for complex tensors"),
+    ("max_pool1d", lambda dg, z: F_(dg).max_pool1d(z[None], 2), "max_pool1d: not supported for complex tensors"),
+    ("max_unpool1d", lambda dg, z: F_(dg).max_unpool1d(z[None], dg.tensor([[0, 2]]), 2),
+     "max_unpool1d: not supported for complex tensors"),
+    ("mse_loss", lambda dg, z: F_(dg).mse_loss(z, z), "mse_loss: not supported for complex tensors"),
+    ("smooth_l1_loss", lambda dg, z: F_(dg).smooth_l1_loss(z, z), "smooth_l1_loss: not supported"),
+    ("huber_loss", lambda dg, z: F_(dg).huber_loss(z, z), "huber_loss: not supported for complex tensors"),
+    ("kl_div", lambda dg, z: F_(dg).kl_div(z, z, reduction="sum"), "kl_div: not supported for complex tensors"),
+    ("nll_loss", lambda dg, z: F_(dg).nll_loss(z[None], dg.tensor([1])), "nll_loss: not supported"),
+    ("layer_norm", lambda dg, z: F_(dg).layer_norm(z, (4,)), "layer_norm: not supported for complex tensors"),
+    ("local_response_norm", lambda dg, z: F_(dg).local_response_norm(z[None, None], 2),
+     "local_response_norm: not supported"),
+    ("batch_norm", lambda dg, z: F_(dg).batch_norm(z.reshape(2, 2), None, None, training=True), "batch_norm: not supported"),
+    ("glu", lambda dg, z: F_(dg).glu(z), "glu: not supported for complex tensors"),
+    ("bernoulli", lambda dg, z: dg.bernoulli(z), "bernoulli: not supported for complex tensors"),
+    ("masked_softmax", lambda dg, z: dg.masked.softmax(z, 0), "masked.softmax: not supported for complex"),
+    ("masked_log_softmax", lambda dg, z: dg.masked.log_softmax(z, 0), "masked.log_softmax: not supported"),
+    ("elu_empty", lambda dg, z: F_(dg).elu(z[:0]), "lt: not supported for complex tensors"),
+    ("gelu_empty", lambda dg, z: F_(dg).gelu(z[:0]), "gelu: not supported for complex tensors"),
+]
+
+
+@pytest.mark.parametrize("name, call, message", REFUSED, ids=[r[0] for r in REFUSED])
+def test_ops_without_complex_kernels_refuse_complex(dg, name, call, message):
+    z = dg.tensor([1 + 2j, 3 - 1j, -2 + 0.5j, 0.3 + 4j], dtype=dg.complex64)
+    with pytest.raises(TypeError, match=message):
+        call(dg, z)
+
+
+@pytest.mark.parametrize("name, call, message", REFUSED, ids=[r[0] for r in REFUSED])
+def test_torch_refuses_them_too(name, call, message):
+    """The refusals are torch's: its complex call raises too (the oracle for the list above)."""
+    torch = pytest.importorskip("torch")
+    if name.endswith("_core"):
+        pytest.skip("an entry point of the core, not torch's")
+    z = torch.tensor([1 + 2j, 3 - 1j, -2 + 0.5j, 0.3 + 4j], dtype=torch.complex64)
+    with pytest.raises((RuntimeError, NotImplementedError, TypeError)):
+        call(torch, z)

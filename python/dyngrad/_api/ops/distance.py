@@ -6,7 +6,8 @@ import numpy as np
 
 from ... import _C
 from .. import bridge
-from ..args import broadcast_shapes, broadcast_shapes as broadcast_pair, number, shape_str, tensor_arg, to_int, wrap_dim
+from ..args import (broadcast_shapes, broadcast_shapes as broadcast_pair, number, refuse_complex, shape_str, tensor_arg,
+                    to_int, wrap_dim)
 from ..bridge import is_half
 from .linalg import vector_norm as linalg_vector_norm
 from .pointwise import _cast
@@ -50,6 +51,7 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """sum(x1 / max(||x1||, eps) * x2 / max(||x2||, eps)) along dim, after broadcasting x1 and x2."""
     a = tensor_arg(x1, "cosine_similarity", "x1")
     b = tensor_arg(x2, "cosine_similarity", "x2")
+    refuse_complex("cosine_similarity", a, b)
     shape = broadcast_shapes(a.shape, b.shape, "cosine_similarity")
     a, b = _C.expand(a, shape), _C.expand(b, shape)
     d = wrap_dim(to_int(dim, "cosine_similarity", "dim"), len(shape), "cosine_similarity")

@@ -12,7 +12,7 @@ from ... import _C
 from ...autograd.function import Function
 from .. import bridge, primitive_rows
 from ..args import (Tensor, broadcast_shapes, checked_write, core, get_default_dtype, number, operand_or_throw,
-                    operands, tensor_arg, to_int, type_name)
+                    operands, refuse_complex, tensor_arg, to_int, type_name)
 from ..bridge import is_half
 from ..dtype_info import finfo
 from ..host import special as sn
@@ -831,6 +831,7 @@ def _integer_valued(op, function):
         a = tensor_arg(input, op)
         if a.dtype is _C.bool:
             raise NotImplementedError(f"{op}: not implemented for bool tensors.")
+        refuse_complex(op, a)
         return function.apply(a) if a.dtype.is_floating_point else _C.clone(a)
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = f"{op}(input), elementwise (zero gradient)."
@@ -845,6 +846,7 @@ trunc = _integer_valued("trunc", Trunc)
 def round(input, *, decimals=0):
     """Rounds half to even, to `decimals` decimal places (negative: to tens, hundreds...); zero gradient."""
     a = tensor_arg(input, "round")
+    refuse_complex("round", a)
     decimals = to_int(decimals, "round", "decimals")
     if a.dtype is _C.bool or (decimals != 0 and not a.dtype.is_floating_point):
         raise NotImplementedError(f"round: not implemented for {a.dtype.name} tensors"
@@ -931,6 +933,7 @@ def heaviside(input, values):
     """0 where input < 0, values where input == 0, 1 where input > 0 (NaN counts as < 0); not differentiable."""
     a = tensor_arg(input, "heaviside")
     v = tensor_arg(values, "heaviside", "values")
+    refuse_complex("heaviside", a, v, ordered=True)
     if a.dtype is not v.dtype:
         raise RuntimeError(f"heaviside: input and values must have the same dtype, got {a.dtype.name} and "
                            f"{v.dtype.name}.")
@@ -989,6 +992,7 @@ eq, ne, lt, le, gt, ge = (_comparison(n) for n in ("eq", "ne", "lt", "le", "gt",
 def _infinity_test(op, signs):
     def fn(input):
         a = tensor_arg(input, op)
+        refuse_complex(op, a)
         if not a.dtype.is_floating_point:
             return _C.full(tuple(a.shape), False, _C.bool)
         hits = [_C.compare("eq", a, _C.scalar_operand(s * math.inf, a)) for s in signs]

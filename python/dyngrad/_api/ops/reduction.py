@@ -12,8 +12,8 @@ from ... import _C
 from ..._user_frame import warn
 from ...autograd.function import Function
 from .. import bridge
-from ..args import (Tensor, dtype_arg, number, optional_dtype, return_max, return_min, shape_args, shape_str,
-                    tensor_arg, to_int, wrap_dim)
+from ..args import (Tensor, dtype_arg, number, optional_dtype, refuse_complex, return_max, return_min, shape_args,
+                    shape_str, tensor_arg, to_int, wrap_dim)
 from ..node_names import rename, shows_as
 from ..out import write_out
 return_aminmax = collections.namedtuple("aminmax", ["min", "max"])
@@ -233,6 +233,7 @@ def _extremum(input, dim, keepdim, is_max):
     elementwise maximum/minimum."""
     op = "max" if is_max else "min"
     a = tensor_arg(input, op)
+    refuse_complex(op, a, ordered=True)
     display = "MaxBackward" if is_max else "MinBackward"
     if dim is None:
         check_nonempty(a, (), op)
