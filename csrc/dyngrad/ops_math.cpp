@@ -186,6 +186,8 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 // out = atan2(a, b), the angle of the point (b, a): computed in floating point (float32 for integers)
 Tensor atan2(const Tensor& a, const Tensor& b) {
   DType dt = result_type(a, b);
+  DG_CHECK(!is_complex(dt), TypeError, "atan2: not supported for complex tensors (", dtype_name(dt),
+           "); complex numbers have no order (the angle of a complex z is angle(z)).");
   Tensor out = binary_kernel(BinaryKind::Atan2, a, b, is_floating(dt) ? dt : DType::Float32, "atan2");
   if (any_requires_grad({&a, &b})) {
     auto& node = record<OpKind::atan2>(out, {&a, &b});
@@ -268,6 +270,7 @@ Tensor where(const Tensor& cond_in, const Tensor& a_in, const Tensor& b_in) {
 // float32, as torch promotes it.
 Tensor clamp(const Tensor& a_in, std::optional<double> lo, std::optional<double> hi) {
   DG_CHECK(lo || hi, RuntimeError, "clamp: at least one of min and max must be given.");
+  check_not_complex(a_in, "clamp");
   const double inf = std::numeric_limits<double>::infinity();
   double l = lo ? *lo : -inf, h = hi ? *hi : inf;
   auto integral = [](std::optional<double> b) { return !b || (std::isfinite(*b) && *b == std::floor(*b)); };

@@ -12,6 +12,7 @@ namespace dyngrad {
 Tensor softmax(const Tensor& a_in, int64_t dim) {
   if (is_half(a_in->dtype))  // Note [Half types]: computed in float32 (differentiably), rounded back
     return to_dtype(softmax(to_dtype(a_in, DType::Float32), dim), a_in->dtype);
+  check_not_complex(a_in, "softmax");
   Tensor a = is_floating(a_in->dtype) ? a_in : to_dtype(a_in, DType::Float32);
   int64_t d = a->ndim() ? wrap_dim(dim, a->ndim(), "softmax") : (wrap_dim(dim, 0, "softmax"), 0);
   Tensor out = a->ndim() ? softmax_kernel(a, d, false) : full({}, 1.0, a->dtype);
@@ -28,6 +29,7 @@ Tensor softmax(const Tensor& a_in, int64_t dim) {
 Tensor log_softmax(const Tensor& a_in, int64_t dim) {
   if (is_half(a_in->dtype))  // Note [Half types]
     return to_dtype(log_softmax(to_dtype(a_in, DType::Float32), dim), a_in->dtype);
+  check_not_complex(a_in, "log_softmax");
   Tensor a = is_floating(a_in->dtype) ? a_in : to_dtype(a_in, DType::Float32);
   int64_t d = a->ndim() ? wrap_dim(dim, a->ndim(), "log_softmax") : (wrap_dim(dim, 0, "log_softmax"), 0);
   Tensor out = a->ndim() ? softmax_kernel(a, d, true) : zeros({}, a->dtype);

@@ -20,6 +20,7 @@ Tensor values_at(const Tensor& a, int64_t d, const Tensor& order) {
 }  // namespace
 
 std::pair<Tensor, Tensor> sort(const Tensor& a, int64_t dim, bool descending, bool stable) {
+  check_not_complex(a, "sort");
   const int64_t d = wrap_dim(dim, a->ndim(), "sort");
   Tensor values;
   Tensor order = sort_order_kernel(a, d, descending, stable, records(a) ? nullptr : &values);
@@ -27,10 +28,12 @@ std::pair<Tensor, Tensor> sort(const Tensor& a, int64_t dim, bool descending, bo
 }
 
 Tensor argsort(const Tensor& a, int64_t dim, bool descending, bool stable) {
+  check_not_complex(a, "argsort");
   return sort_order_kernel(a, wrap_dim(dim, a->ndim(), "argsort"), descending, stable);
 }
 
 std::pair<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim, bool largest) {
+  check_not_complex(a, "topk");
   const int64_t d = wrap_dim(dim, a->ndim(), "topk");
   const int64_t n = a->ndim() ? a->shape[d] : 1;
   DG_CHECK(k >= 0 && k <= n, RuntimeError, "topk: k (", k, ") is out of range for dimension ", d, " of size ", n,
@@ -42,6 +45,7 @@ std::pair<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim, bool lar
 
 std::pair<Tensor, Tensor> cumulative_extremum(const Tensor& a, int64_t dim, bool is_max) {
   const char* op = is_max ? "cummax" : "cummin";
+  check_not_complex(a, op);
   const int64_t d = a->ndim() ? wrap_dim(dim, a->ndim(), op) : (wrap_dim(dim, 0, op), 0);
   Tensor values;
   Tensor index = cumulative_extremum_index_kernel(a, d, is_max, records(a) ? nullptr : &values);

@@ -122,7 +122,8 @@ def _compare_tensors(actual, expected, rtol, atol, equal_nan, check_device, chec
     e, e_name = _host(expected)
     rtol, atol = _tolerances((a_name, e_name), rtol, atol)
     common = np.promote_types(a.dtype, e.dtype)
-    if (a.dtype.kind == "f") != (e.dtype.kind == "f"):      # torch: an integer tensor with a float one is float
+    if "c" not in (a.dtype.kind, e.dtype.kind) and (a.dtype.kind == "f") != (e.dtype.kind == "f"):
+        # torch: an integer tensor with a float one is float (a complex one with anything stays complex)
         common = a.dtype if a.dtype.kind == "f" else e.dtype
     if a.dtype == np.bool_ and e.dtype == np.bool_:
         common = np.dtype(np.int64)

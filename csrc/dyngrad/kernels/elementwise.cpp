@@ -346,8 +346,11 @@ Tensor unary_kernel(UnaryKind k, const Tensor& a_in, DType out_dtype, double p0,
     Tensor a = in == compute ? a_in : contiguous_copy(a_in, compute);
     const DType result = bool_out ? DType::Bool : (k == UnaryKind::Abs ? complex_value_type(compute) : compute);
     Tensor out = empty(a->shape, result);
-    if (out->numel == 0) return out;
-    DG_DISPATCH_COMPLEX(compute, C, unary_complex<C>(k, out, a, p0));
+    // an empty tensor too: an op without a complex kernel refuses it whatever its size (torch does), so the
+    // kind is tried on one element
+    const bool none = out->numel == 0;
+    DG_DISPATCH_COMPLEX(compute, C, unary_complex<C>(k, none ? empty({1}, result) : out,
+                                                     none ? full({1}, 0.0, compute) : a, p0));
     return out;
   }
   if (is_half(in) || (!bool_out && is_half(out_dtype)) || (is_narrow_int(in) && (bool_out || in == out_dtype))) {
@@ -600,11 +603,14 @@ Tensor binary_kernel(BinaryKind k, const Tensor& a_in, const Tensor& b_in, DType
   Tensor a = a_in->dtype == compute ? a_in : contiguous_copy(a_in, compute);
   Tensor b = b_in->dtype == compute ? b_in : contiguous_copy(b_in, compute);
   Tensor out = empty(shape, is_bool_result(k) ? DType::Bool : compute);
-  if (out->numel == 0) return out;
-  if (is_complex(compute)) {
-    DG_DISPATCH_COMPLEX(compute, C, binary_complex<C>(k, out, a, b));
+  if (is_complex(compute)) {  // an empty tensor too: the ops complex numbers have no order refuse it (on one element)
+    const bool none = out->numel == 0;
+    Tensor one = none ? full({1}, 0.0, compute) : Tensor();
+    DG_DISPATCH_COMPLEX(compute, C, binary_complex<C>(k, none ? empty({1}, out->dtype) : out, none ? one : a,
+                                                      none ? one : b));
     return out;
   }
+  if (out->numel == 0) return out;
   if (compute == DType::Bool && !is_bool_result(k)) {
     // bool arithmetic: add/mul as logical or/and (torch), others via int64
     if (k == BinaryKind::Add || k == BinaryKind::Maximum) k = BinaryKind::Or;

@@ -223,6 +223,17 @@ DTYPE_NAMES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "b
                "complex64", "complex128")
 
 
+def refuse_complex(op, *tensors, ordered=False):
+    """Note [Ops torch refuses on complex tensors]: an op torch has no complex kernel for refuses a complex tensor
+    here, rather than computing from its real part (a cast to a real dtype drops the imaginary part silently), an
+    order of complex numbers (numpy's lexicographic one, which torch has not), or a formula written for real
+    numbers (mse_loss's d * d where |d|^2 is meant)."""
+    for t in tensors:
+        if t is not None and t.dtype.is_complex:
+            why = "; complex numbers have no order" if ordered else ", as in torch"
+            raise TypeError(f"{op}: not supported for complex tensors ({t.dtype.name}){why}.")
+
+
 def refuse_complex32(op):
     raise TypeError(f"{op}: complex32 (chalf) is not supported; dyngrad has complex64 (cfloat) and complex128 "
                     "(cdouble).")

@@ -224,6 +224,9 @@ def pow_scalar(a, p):
 # out = atan2(a, b), the angle of the point (b, a): computed in floating point (float32 for integers)
 def atan2(a, b):
     dtype = result_type(a, b)
+    if dtype.is_complex:
+        raise TypeError(f"atan2: not supported for complex tensors ({dtype.name}); complex numbers have no order "
+                        "(the angle of a complex z is angle(z)).")
     out = _binary(kernels.atan2, a, b, dtype if dtype.is_floating_point else _dt.float32, "atan2")
     if any_requires_grad(a, b):
         node = record("atan2", out, (a, b))
@@ -319,6 +322,7 @@ def clamp(a, lo, hi):
     hold (NaN, inf, 2.5) is clamped in float32, as torch promotes it (mirrors ops_math.cpp)."""
     if lo is None and hi is None:
         raise RuntimeError("clamp: at least one of min and max must be given.")
+    check_not_complex(a.dtype, "clamp")
     if not a.dtype.is_floating_point and any(b is not None and not float(b).is_integer() for b in (lo, hi)):
         a = to_dtype(a, _dt.float32)
     out = make_tensor(_fresh(_cast(kernels.clamp(a._data, lo, hi), a.dtype)))

@@ -16,6 +16,7 @@ from .tensor import make_tensor, wrap_dim, check_allocation, cannot_allocate
 def softmax(a, dim):
     if a.dtype.is_floating_point and a.dtype.itemsize == 2:    # computed in float32, rounded back (as ops_nn.cpp)
         return to_dtype(softmax(to_dtype(a, _dt.float32), dim), a.dtype)
+    check_not_complex(a.dtype, "softmax")
     if not a.dtype.is_floating_point:
         a = to_dtype(a, _dt.float32)
     d = wrap_dim(dim, a.ndim, "softmax")
@@ -32,6 +33,7 @@ def softmax(a, dim):
 def log_softmax(a, dim):
     if a.dtype.is_floating_point and a.dtype.itemsize == 2:    # computed in float32, rounded back (as ops_nn.cpp)
         return to_dtype(log_softmax(to_dtype(a, _dt.float32), dim), a.dtype)
+    check_not_complex(a.dtype, "log_softmax")
     if not a.dtype.is_floating_point:
         a = to_dtype(a, _dt.float32)
     d = wrap_dim(dim, a.ndim, "log_softmax")
@@ -319,7 +321,7 @@ def avg_pool2d(x, kh, kw, sh, sw, ph, pw):
     return _pooled_shape(mean(win, (2,), False), x, kh, kw, sh, sw, ph, pw)
 
 
-from .ops_math import add, matmul, mean  # noqa: E402
+from .ops_math import add, check_not_complex, matmul, mean  # noqa: E402
 from .ops_shape import to_dtype, reshape  # noqa: E402
 from .ops_index import take  # noqa: E402
 

@@ -9,6 +9,7 @@ import numpy as np
 from . import kernels
 
 from .ops_index import gather
+from .ops_math import check_not_complex
 from .tensor import make_tensor, wrap_dim
 
 
@@ -27,17 +28,20 @@ def _order(a, d, k, descending):
 
 
 def sort(a, dim, descending, stable):
+    check_not_complex(a.dtype, "sort")
     d = wrap_dim(dim, a.ndim, "sort")
     order = _order(a, d, a.shape[d] if a.ndim else 1, descending)
     return gather(a, d, order), order
 
 
 def argsort(a, dim, descending, stable):
+    check_not_complex(a.dtype, "argsort")
     d = wrap_dim(dim, a.ndim, "argsort")
     return _order(a, d, a.shape[d] if a.ndim else 1, descending)
 
 
 def topk(a, k, dim, largest):
+    check_not_complex(a.dtype, "topk")
     d = wrap_dim(dim, a.ndim, "topk")
     n = a.shape[d] if a.ndim else 1
     if not 0 <= k <= n:
@@ -48,6 +52,7 @@ def topk(a, k, dim, largest):
 
 def _cumulative_extremum(a, dim, is_max):
     op = "cummax" if is_max else "cummin"
+    check_not_complex(a.dtype, op)
     d = wrap_dim(dim, a.ndim, op) if a.ndim else (wrap_dim(dim, 0, op), 0)[1]
     index = make_tensor(kernels.cumulative_extremum_index(a._data, d, is_max))
     return gather(a, d, index), index

@@ -12,7 +12,7 @@ import math
 
 from ... import _C
 from ..._user_frame import warn
-from ..args import number, optional_dtype, shape_str, tensor_arg, to_int, torch_name, wrap_dim
+from ..args import number, optional_dtype, refuse_complex, shape_str, tensor_arg, to_int, torch_name, wrap_dim
 from ..generator import drawing
 from ..node_names import shows_as
 def _k(value, like):
@@ -249,6 +249,7 @@ def hardshrink(input, lambd=0.5):
 def glu(input, dim=-1):
     """a * sigmoid(b), where a and b are the two halves of input along dim."""
     x = tensor_arg(input, "glu")
+    refuse_complex("glu", x)
     if x.ndim == 0:
         raise RuntimeError("glu: a 0-d tensor cannot be halved; expected at least one dimension.")
     d = wrap_dim(to_int(dim, "glu", "dim"), x.ndim, "glu")

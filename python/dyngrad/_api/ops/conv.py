@@ -54,12 +54,44 @@ def _operands(op, x, w, b):
         raise RuntimeError(f"{op}: input ({x.dtype}) and weight ({w.dtype}) must have the same dtype.")
     if b is not None and b.dtype is not x.dtype:
         raise RuntimeError(f"{op}: input ({x.dtype}) and bias ({b.dtype}) must have the same dtype.")
-    if x.dtype.is_floating_point:
+    if x.dtype.is_floating_point or x.dtype.is_complex:
         return x, w, b, None
     if x.dtype is _C.bool:
         raise RuntimeError(f"{op}: expected a floating-point or integer input, got {x.dtype}.")
     f = _C.float64
     return _C.to_dtype(x, f), _C.to_dtype(w, f), None if b is None else _C.to_dtype(b, f), x.dtype
+
+
+def _parts(z):
+    """(real, imag) of a complex tensor, as differentiable views."""
+    pairs = _C.view_as_real(z)
+    return _C.select(pairs, -1, 0), _C.select(pairs, -1, 1)
+
+
+def _from_parts(re, im):
+    return _C.view_as_complex(_C.stack([re, im], -1))
+
+
+def _complex_bilinear(core, x, w, b, bias_shape):
+    """Note [Complex convolutions]: a convolution is bilinear in (x, w) with real coefficients, so over complex
+    tensors it is real ones of the parts. Three, as torch's complex_convolution (Gauss's trick):
+        a = core(xr, wr), b = core(xi, wi), c = core(xr + xi, wr + wi);  out = (a - b) + i (c - a - b),
+    and the bias added after. The parts are differentiable views, so the gradients are the real convolutions'
+    backwards put together, torch's conjugate-Wirtinger ones (dx = conv_adjoint(grad, conj(w)), ...): no formula
+    of its own, and every configuration of the real path (groups, dilation, 'same', 1-d/3-d, transposed)."""
+    xr, xi = _parts(x)
+    wr, wi = _parts(w)
+    a = core(xr, wr)
+    bb = core(xi, wi)
+    c = core(_C.add(xr, xi), _C.add(wr, wi))
+    out = _from_parts(_C.sub(a, bb), _C.sub(_C.sub(c, a), bb))
+    return out if b is None else _C.add(out, _C.reshape(b, bias_shape))
+
+
+def _complex_linear(core, x):
+    """A map linear in x with real coefficients (unfold, fold) on a complex x: the map of each part."""
+    xr, xi = _parts(x)
+    return _from_parts(core(xr), core(xi))
 
 
 def _batched(op, x, nd):
@@ -125,13 +157,19 @@ def _conv(op, nd, input, weight, bias, stride, padding, dilation, groups):
     if b is not None and (b.ndim != 1 or b.shape[0] != o):
         raise RuntimeError(f"{op}: expected a bias of shape ({o},) for weight {shape_str(w.shape)}, got "
                            f"{shape_str(b.shape)}.")
-    if nd == 1:
-        out = _C.conv2d(_C.unsqueeze(x, 2), _C.unsqueeze(w, 2), b, 1, stride[0], 0, pad[0], 1, dilation[0], groups)
-        out = _C.squeeze(out, (2,))
-    elif nd == 2:
-        out = _C.conv2d(x, w, b, stride[0], stride[1], pad[0], pad[1], dilation[0], dilation[1], groups)
+    def core(x, w, b=None):
+        if nd == 1:
+            out = _C.conv2d(_C.unsqueeze(x, 2), _C.unsqueeze(w, 2), b, 1, stride[0], 0, pad[0], 1, dilation[0],
+                            groups)
+            return _C.squeeze(out, (2,))
+        if nd == 2:
+            return _C.conv2d(x, w, b, stride[0], stride[1], pad[0], pad[1], dilation[0], dilation[1], groups)
+        return _conv3d_core(op, x, w, b, stride, pad, dilation, groups)
+
+    if x.dtype.is_complex:
+        out = _complex_bilinear(core, x, w, b, (o,) + (1,) * nd)
     else:
-        out = _conv3d_core(op, x, w, b, stride, pad, dilation, groups)
+        out = core(x, w, b)
     for d, k in enumerate(drop):
         if k:
             out = _C.slice(out, 2 + d, k, out.shape[2 + d], 1)
@@ -272,12 +310,18 @@ def _conv_transpose(op, nd, input, weight, bias, stride, padding, output_padding
     if max(x.shape[0], 1) * max(cout, 1) * math.prod(max(a, f) for a, f in zip(out_sizes, full)) > _INT64_MAX:
         raise RuntimeError(f"{op}: the output of shape {shape_str((x.shape[0], cout) + out_sizes)} (stride {stride}, "
                            f"dilation {dilation}) would have more elements than fit in 64 bits.")
-    if len(kernel) == 3:
-        out = _conv_transpose3d_core(x, w, groups, stride, pad, out_pad, dilation, out_sizes)
+    def core(x, w):
+        if len(kernel) == 3:
+            return _conv_transpose3d_core(x, w, groups, stride, pad, out_pad, dilation, out_sizes)
+        return _conv_transpose2d_core(x, w, groups, stride, pad, out_pad, dilation, out_sizes)
+
+    bias_shape = (cout,) + (1,) * len(kernel)
+    if x.dtype.is_complex:
+        out = _complex_bilinear(core, x, w, b, bias_shape)
     else:
-        out = _conv_transpose2d_core(x, w, groups, stride, pad, out_pad, dilation, out_sizes)
-    if b is not None:
-        out = _C.add(out, _C.reshape(b, (cout,) + (1,) * len(kernel)))
+        out = core(x, w)
+        if b is not None:
+            out = _C.add(out, _C.reshape(b, bias_shape))
     if nd == 1:
         out = _C.squeeze(out, (2,))
     if int_dtype is not None:
@@ -417,11 +461,14 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
         raise (IndexError if x.ndim < 3 else RuntimeError)(f"unfold: expected a 3-D (unbatched) or 4-D (batched) input, got shape "
                            f"{shape_str(x.shape)}.")
     (kh, kw), (dh, dw), (ph, pw), (sh, sw) = _window_args("unfold", kernel_size, dilation, padding, stride)
-    if not x.dtype.is_floating_point:
-        raise RuntimeError(f"unfold: expected a floating-point input, got {x.dtype}.")
-    if x.ndim == 3:
-        return _C.squeeze(_C.unfold(_C.unsqueeze(x, 0), kh, kw, sh, sw, ph, pw, dh, dw), (0,))
-    return _C.unfold(x, kh, kw, sh, sw, ph, pw, dh, dw)
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        raise RuntimeError(f"unfold: expected a floating-point or complex input, got {x.dtype}.")
+
+    def core(x):
+        if x.ndim == 3:
+            return _C.squeeze(_C.unfold(_C.unsqueeze(x, 0), kh, kw, sh, sw, ph, pw, dh, dw), (0,))
+        return _C.unfold(x, kh, kw, sh, sw, ph, pw, dh, dw)
+    return _complex_linear(core, x) if x.dtype.is_complex else core(x)
 
 
 def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
@@ -432,8 +479,8 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
                            f"{shape_str(x.shape)}.")
     out_hw = _ntuple(output_size, 2, "fold", "output_size")
     (kh, kw), (dh, dw), (ph, pw), (sh, sw) = _window_args("fold", kernel_size, dilation, padding, stride)
-    if not x.dtype.is_floating_point:
-        raise RuntimeError(f"fold: expected a floating-point input, got {x.dtype}.")
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        raise RuntimeError(f"fold: expected a floating-point or complex input, got {x.dtype}.")
     unbatched = x.ndim == 2
     if unbatched:
         x = _C.unsqueeze(x, 0)
@@ -450,7 +497,9 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
         raise RuntimeError(f"fold: output_size={out_hw}, kernel_size={(kh, kw)}, dilation={(dh, dw)}, "
                            f"padding={(ph, pw)}, stride={(sh, sw)} give {blocks[0]} x {blocks[1]} = "
                            f"{blocks[0] * blocks[1]} blocks, but the input {shape_str(input.shape)} has {length}.")
-    out = _C.fold(x, (n, rows // (kh * kw)) + out_hw, kh, kw, sh, sw, ph, pw, dh, dw)
+    def core(x):
+        return _C.fold(x, (n, rows // (kh * kw)) + out_hw, kh, kw, sh, sw, ph, pw, dh, dw)
+    out = _complex_linear(core, x) if x.dtype.is_complex else core(x)
     return _C.squeeze(out, (0,)) if unbatched else out
 
 

@@ -259,7 +259,7 @@ def _host_values(n, dt, values):
     if n:
         view = bridge.view(out)
         with np.errstate(all="ignore"):
-            view[...] = values(view.size) if view.dtype.kind == "f" else np.trunc(values(view.size))
+            view[...] = values(view.size) if view.dtype.kind in "fc" else np.trunc(values(view.size))
     return _as_dtype(out, dt)
 
 

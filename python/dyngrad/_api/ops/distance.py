@@ -6,10 +6,12 @@ import numpy as np
 
 from ... import _C
 from .. import bridge
-from ..args import broadcast_shapes, broadcast_shapes as broadcast_pair, number, shape_str, tensor_arg, to_int, wrap_dim
+from ..args import (broadcast_shapes, broadcast_shapes as broadcast_pair, number, refuse_complex, shape_str, tensor_arg,
+                    to_int, wrap_dim)
 from ..bridge import is_half
 from .linalg import vector_norm as linalg_vector_norm
 from .pointwise import _cast
+from .reduction import abs_square, real_dtype
 from .shape import _no_grad, _zeros
 
 
@@ -24,7 +26,7 @@ def vector_norm(x, p, dims, keepdim):
         # powers and sums of a half type in float32, the norm rounded once (as torch; float16 300^2 overflows)
         return _C.to_dtype(vector_norm(_C.to_dtype(x, _C.float32), p, dims, keepdim), x.dtype)
     if p == 2:
-        s = _C.sum(_C.mul(x, x), dims, keepdim)
+        s = _C.sum(abs_square(x), dims, keepdim)
         return _safe_root(s, 0.5)
     if p == 1:
         return _C.sum(_C.abs(x), dims, keepdim)
@@ -34,7 +36,7 @@ def vector_norm(x, p, dims, keepdim):
         return _C.amin(_C.abs(x), dims, keepdim)
     if p == 0:
         nonzero = _C.compare("ne", x.detach(), _k(0.0, x))
-        return _C.sum(_C.to_dtype(nonzero, x.dtype), dims, keepdim)
+        return _C.sum(_C.to_dtype(nonzero, real_dtype(x.dtype)), dims, keepdim)
     return _safe_root(_C.sum(_C.pow_scalar(_C.abs(x), p), dims, keepdim), 1.0 / p)
 
 
@@ -49,6 +51,7 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     """sum(x1 / max(||x1||, eps) * x2 / max(||x2||, eps)) along dim, after broadcasting x1 and x2."""
     a = tensor_arg(x1, "cosine_similarity", "x1")
     b = tensor_arg(x2, "cosine_similarity", "x2")
+    refuse_complex("cosine_similarity", a, b)
     shape = broadcast_shapes(a.shape, b.shape, "cosine_similarity")
     a, b = _C.expand(a, shape), _C.expand(b, shape)
     d = wrap_dim(to_int(dim, "cosine_similarity", "dim"), len(shape), "cosine_similarity")
@@ -102,8 +105,9 @@ def dist(input, other, p=2):
     """The p-norm of input - other (broadcast), as a 0-d tensor."""
     a, b = tensor_arg(input, "dist"), tensor_arg(other, "dist", "other")
     dtype = _C.result_type(a, b)
-    if not dtype.is_floating_point:
-        raise RuntimeError(f"dist: expected floating-point tensors, got {a.dtype.name} and {b.dtype.name}.")
+    if not (dtype.is_floating_point or dtype.is_complex):
+        raise RuntimeError(f"dist: expected floating-point or complex tensors, got {a.dtype.name} and "
+                           f"{b.dtype.name}.")
     p = float(number(p, "dist", "p"))
     return linalg_vector_norm(_C.sub(_cast(a, dtype), _cast(b, dtype)), p)
 

@@ -20,7 +20,7 @@ from ..._user_frame import warn
 from ...autograd.grad_mode import no_grad
 from .. import bridge
 from ..args import (Tensor, broadcast_shapes, check_int_range, checked_write, dtype_arg, number, operand_or_throw,
-                    operands, shape_str, tensor_arg, to_int, type_name, wrap_dim)
+                    operands, refuse_complex, shape_str, tensor_arg, to_int, type_name, wrap_dim)
 from ..node_names import shows_as
 
 
@@ -605,6 +605,9 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     to keep it sorted: before equal values ('left'), or after them (right=True or side='right')."""
     seq = tensor_arg(sorted_sequence, "searchsorted", "sorted_sequence")
     scalar = not isinstance(input, Tensor)
+    refuse_complex("searchsorted", seq, None if scalar else input, ordered=True)
+    if scalar and isinstance(input, complex):
+        raise TypeError("searchsorted: not supported for a complex value; complex numbers have no order.")
     values = np.asarray(number(input, "searchsorted", "input")) if scalar else bridge.host_values(input)
     if seq.ndim == 0:
         raise RuntimeError("searchsorted: sorted_sequence must have at least one dimension, got a 0-d tensor.")

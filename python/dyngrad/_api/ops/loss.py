@@ -15,8 +15,8 @@ from ... import _C
 from ..._user_frame import warn
 from ...autograd.function import Function
 from .. import bridge
-from ..args import (Tensor, broadcast_shapes, number, optional_tensor, reduce_loss, reduction_code, shape_str,
-                    tensor_arg, to_int, torch_name, type_name)
+from ..args import (Tensor, broadcast_shapes, number, optional_tensor, reduce_loss, reduction_code, refuse_complex,
+                    shape_str, tensor_arg, to_int, torch_name, type_name)
 from ..node_names import shows_as
 from .activation import log_sigmoid
 from .distance import pairwise_distance
@@ -92,6 +92,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     """(input - target)^2, optionally weighted per element."""
     x = tensor_arg(input, "mse_loss")
     y = tensor_arg(target, "mse_loss", "target")
+    refuse_complex("mse_loss", x, y)
     _warn_broadcast(x, y, "mse_loss")
     code = _reduction(size_average, reduce, reduction, "mse_loss")
     x, y = _broadcast_pair(x, y, "mse_loss")
@@ -133,6 +134,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta."""
     x = tensor_arg(input, "smooth_l1_loss")
     y = tensor_arg(target, "smooth_l1_loss", "target")
+    refuse_complex("smooth_l1_loss", x, y)
     _warn_broadcast(x, y, "smooth_l1_loss")
     code = _reduction(size_average, reduce, reduction, "smooth_l1_loss")
     beta = float(number(beta, "smooth_l1_loss", "beta"))
@@ -147,6 +149,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta): delta times smooth_l1 with beta = delta."""
     x = tensor_arg(input, "huber_loss")
     y = tensor_arg(target, "huber_loss", "target")
+    refuse_complex("huber_loss", x, y)
     _warn_broadcast(x, y, "huber_loss")
     code = reduction_code(reduction, "huber_loss")
     delta = float(number(delta, "huber_loss", "delta"))
@@ -303,6 +306,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     batch size (the KL divergence), 'mean' by the number of elements (with torch's warning)."""
     x = tensor_arg(input, "kl_div")
     y = tensor_arg(target, "kl_div", "target")
+    refuse_complex("kl_div", x, y)
     if size_average is not None or reduce is not None:
         reduction = legacy_reduction(size_average, reduce, "kl_div")
     elif reduction == "mean":
@@ -540,6 +544,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     x = tensor_arg(input, "nll_loss")
     y = tensor_arg(target, "nll_loss", "target")
     w = optional_tensor(weight, "nll_loss", "weight")
+    refuse_complex("nll_loss", x, w)
     code = _reduction(size_average, reduce, reduction, "nll_loss")
     ignore_index = to_int(ignore_index, "nll_loss", "ignore_index")
     y = _class_targets(x, y, ignore_index, "nll_loss")

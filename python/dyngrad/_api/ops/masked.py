@@ -7,7 +7,7 @@ std divide by the count of kept elements: a fully masked slice gives nan (0/0), 
 to the input and may not have more dimensions; it need not be bool (it is converted, as torch's)."""
 import math
 
-from ..args import Tensor, dtype_arg, tensor_arg, type_name
+from ..args import Tensor, dtype_arg, refuse_complex, tensor_arg, type_name
 from .activation import log_softmax as _log_softmax
 from .activation import softmax as _softmax
 from .activation import softmin as _softmin
@@ -158,9 +158,9 @@ def _count(input, mask, dim, keepdim, op):
 def mean(input, dim=None, *, keepdim=False, dtype=None, mask=None):
     """Mean of the kept elements (nan where a slice is fully masked)."""
     dtype = input.dtype if dtype is None else dtype_arg(dtype)
-    if not dtype.is_floating_point:
-        raise ValueError(f"masked.mean(): Could not infer output dtype. The dtype must be a floating point "
-                         f"dtype. Got: {dtype}")
+    if not (dtype.is_floating_point or dtype.is_complex):
+        raise ValueError(f"masked.mean(): Could not infer output dtype. The dtype must be a floating point or "
+                         f"complex dtype. Got: {dtype}")
     total = sum(input, dim, keepdim=keepdim, dtype=dtype, mask=mask)
     return total / _count(input, mask, dim, keepdim, "mean")
 
@@ -239,12 +239,14 @@ def std(input, dim=None, unbiased=None, *, correction=None, keepdim=False, dtype
 
 def softmax(input, dim, *, dtype=None, mask=None):
     """softmax over the kept elements along dim (masked-out ones get 0; a fully masked slice gives nan)."""
+    refuse_complex("masked.softmax", input)
     dtype = input.dtype if dtype is None else dtype_arg(dtype)
     return _softmax(_combine(input, mask, "min_of", "softmax"), _dims(dim, input.ndim, "softmax")[0], dtype=dtype)
 
 
 def log_softmax(input, dim, *, dtype=None, mask=None):
     """log_softmax over the kept elements along dim (masked-out ones get -inf)."""
+    refuse_complex("masked.log_softmax", input)
     dtype = input.dtype if dtype is None else dtype_arg(dtype)
     return _log_softmax(_combine(input, mask, "min_of", "log_softmax"), _dims(dim, input.ndim, "log_softmax")[0],
                         dtype=dtype)
@@ -252,6 +254,7 @@ def log_softmax(input, dim, *, dtype=None, mask=None):
 
 def softmin(input, dim, *, dtype=None, mask=None):
     """softmin over the kept elements along dim (masked-out ones get 0)."""
+    refuse_complex("masked.softmin", input)
     dtype = input.dtype if dtype is None else dtype_arg(dtype)
     return _softmin(_combine(input, mask, "max_of", "softmin"), _dims(dim, input.ndim, "softmin")[0], dtype=dtype)
 

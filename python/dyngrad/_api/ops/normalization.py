@@ -12,7 +12,8 @@ import numpy as np
 from ... import _C
 from ...autograd.grad_mode import no_grad
 from ..dtype_info import finfo
-from ..args import number, optional_tensor, shape_arg, shape_str, tensor_arg, to_int, torch_name, wrap_dim
+from ..args import (number, optional_tensor, refuse_complex, shape_arg, shape_str, tensor_arg, to_int, torch_name,
+                    wrap_dim)
 from ..node_names import shows_as
 from ..out import write_out
 from .distance import vector_norm
@@ -74,6 +75,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     rm = optional_tensor(running_mean, op, "running_mean")
     rv = optional_tensor(running_var, op, "running_var")
     w = optional_tensor(weight, op, "weight")
+    refuse_complex(op, x, rm, rv, w)
     b = optional_tensor(bias, op, "bias")
     eps = float(number(eps, op, "eps"))
     momentum = _momentum(momentum, op)
@@ -203,6 +205,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     x = tensor_arg(input, "layer_norm")
     w = optional_tensor(weight, "layer_norm", "weight")
     b = optional_tensor(bias, "layer_norm", "bias")
+    refuse_complex("layer_norm", x, w, b)
     ns, dims = _normalized_dims(x, normalized_shape, "layer_norm")
     _check_affine_shape(w, ns, "layer_norm", "weight")
     _check_affine_shape(b, ns, "layer_norm", "bias")
@@ -241,6 +244,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
 def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     """x / (k + alpha * mean of x^2 over `size` neighbouring channels, zero-padded)^beta."""
     x = tensor_arg(input, "local_response_norm")
+    refuse_complex("local_response_norm", x)
     size = to_int(size, "local_response_norm", "size")
     if x.ndim < 3:
         raise ValueError(f"local_response_norm: expected 3-D or higher input, got {x.ndim} dimensions.")
@@ -310,8 +314,8 @@ def renorm(input, p, dim, maxnorm):
         raise RuntimeError(f"renorm: expected maxnorm to be >= 0, got {maxnorm:g}.")
     if a.ndim < 2:
         raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {a.ndim}.")
-    if not a.dtype.is_floating_point:
-        raise RuntimeError(f"renorm: expected a floating-point tensor, got {a.dtype.name}.")
+    if not (a.dtype.is_floating_point or a.dtype.is_complex):
+        raise RuntimeError(f"renorm: expected a floating-point or complex tensor, got {a.dtype.name}.")
     d = wrap_dim(to_int(dim, "renorm", "dim"), a.ndim, "renorm")
     others = tuple(i for i in builtins.range(a.ndim) if i != d)
     norms = linalg_vector_norm(a, p, others, True)

@@ -53,6 +53,8 @@ def fill_value(value, dtype):
     """The padding value in the input's dtype (torch converts it: 2.5 pads an int64 tensor with 2)."""
     if dtype is _C.bool:
         return bool(value)
+    if dtype.is_complex:
+        return complex(value)
     if not dtype.is_floating_point:
         return int(value)
     return float(value)
@@ -112,6 +114,10 @@ def _check_mapped(x, pads, mode):
 
 
 def pad(input, pad, mode="constant", value=None):
+    return _padded(input, pad, mode, value, "pad")
+
+
+def _padded(input, pad, mode, value, op):
     """Pads the last len(pad) // 2 dims of input: pad = (last_left, last_right, 2nd_last_left, ...). Negative
     padding crops. mode: 'constant' (value, default 0; any number of dims), 'reflect', 'replicate' and
     'circular' (1 to 3 dims of a batched or unbatched input)."""
@@ -132,8 +138,15 @@ def pad(input, pad, mode="constant", value=None):
         raise RuntimeError(f"pad: the padded shape {shape_str(out_shape)} has more elements than fit in 64 bits.")
     if mode == "constant":
         v = 0 if value is None else value
-        if not isinstance(v, (bool, int, float, np.generic)):
-            raise TypeError(f"pad: expected a number as value, got {type_name(v)}.")
+        real_numbers = (bool, int, float, np.bool_, np.integer, np.floating)     # F.pad's value is a float
+        numbers = real_numbers + (complex, np.complexfloating) if op == "constant_pad_nd" else real_numbers
+        if not isinstance(v, numbers):
+            raise TypeError(f"{op}: expected a number as value, got {type_name(v)}.")
+        if isinstance(v, (complex, np.complexfloating)) and not x.dtype.is_complex:
+            if v.imag != 0:
+                raise RuntimeError(f"{op}: the value {v} cannot be converted to the input's dtype {x.dtype.name} "
+                                   "without losing its imaginary part.")
+            v = v.real
         return rename(_constant(x, pads, fill_value(v, x.dtype)), "ConstantPadNdBackward", (x,))
     if value is not None and value != 0:
         raise RuntimeError(f"pad: {mode} padding does not take a value argument, got value={value!r}.")
@@ -154,9 +167,8 @@ def pad(input, pad, mode="constant", value=None):
     return rename(out, f"{name}{len(pads)}DBackward", (x,))
 
 
-_pad = pad      # constant_pad_nd's argument `pad` hides the function
 
 
 def constant_pad_nd(input, pad, value=0):
     """torch.constant_pad_nd: pad(input, pad, mode='constant', value=value) (the ATen op F.pad calls)."""
-    return _pad(input, pad, "constant", value)
+    return _padded(input, pad, "constant", value, "constant_pad_nd")

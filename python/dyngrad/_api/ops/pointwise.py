@@ -12,7 +12,7 @@ from ... import _C
 from ...autograd.function import Function
 from .. import bridge, primitive_rows
 from ..args import (Tensor, broadcast_shapes, checked_write, core, get_default_dtype, number, operand_or_throw,
-                    operands, tensor_arg, to_int, type_name)
+                    operands, refuse_complex, tensor_arg, to_int, type_name)
 from ..bridge import is_half
 from ..dtype_info import finfo
 from ..host import special as sn
@@ -733,9 +733,20 @@ def exp2(input):
     if a.dtype.is_complex:
         return _C.exp(_C.mul(a, _C.scalar_operand(_LN2, a)))
     return _exp2_real(a)
-erfc, erfinv, lgamma, digamma, sinc = (_float_unary(n, f) for n, f in (("erfc", Erfc), ("erfinv", Erfinv),
-                                                                        ("lgamma", Lgamma), ("digamma", Digamma),
-                                                                        ("sinc", Sinc)))
+erfc, erfinv, lgamma, digamma = (_float_unary(n, f) for n, f in (("erfc", Erfc), ("erfinv", Erfinv),
+                                                                  ("lgamma", Lgamma), ("digamma", Digamma)))
+_sinc_real = _float_unary("sinc", Sinc)
+
+
+def sinc(input):
+    """sin(pi x) / (pi x), 1 at 0 (float32 for integer inputs); of a complex z the same composite of the complex
+    sin (gradient 0 at 0, as torch's)."""
+    a = tensor_arg(input, "sinc")
+    if not a.dtype.is_complex:
+        return _sinc_real(a)
+    zero = _C.compare("eq", a, _C.scalar_operand(0, a))
+    pz = _C.mul(_C.where(zero, _C.scalar_operand(1, a), a), _C.scalar_operand(math.pi, a))
+    return _C.where(zero, _C.scalar_operand(1, a), _C.div(_C.sin(pz), pz))
 i0 = _float_unary("i0", I0)
 
 
@@ -773,6 +784,7 @@ def _integer_valued(op, function):
         a = tensor_arg(input, op)
         if a.dtype is _C.bool:
             raise NotImplementedError(f"{op}: not implemented for bool tensors.")
+        refuse_complex(op, a)
         return function.apply(a) if a.dtype.is_floating_point else _C.clone(a)
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = f"{op}(input), elementwise (zero gradient)."
@@ -787,6 +799,7 @@ trunc = _integer_valued("trunc", Trunc)
 def round(input, *, decimals=0):
     """Rounds half to even, to `decimals` decimal places (negative: to tens, hundreds...); zero gradient."""
     a = tensor_arg(input, "round")
+    refuse_complex("round", a)
     decimals = to_int(decimals, "round", "decimals")
     if a.dtype is _C.bool or (decimals != 0 and not a.dtype.is_floating_point):
         raise NotImplementedError(f"round: not implemented for {a.dtype.name} tensors"
@@ -832,8 +845,31 @@ def hypot(input, other):
 
 
 def logaddexp(input, other):
-    """log(exp(input) + exp(other)) without overflow."""
-    return Logaddexp.apply(*_float_pair(input, other, "logaddexp", (False, False), integers=False))
+    """log(exp(input) + exp(other)) without overflow (complex tensors too: Note [Complex logaddexp])."""
+    a, b = _pair(input, other, "logaddexp", (False, False))
+    if _C.result_type(a, b).is_complex:
+        broadcast_shapes(a.shape, b.shape, "logaddexp")
+        dtype = _C.result_type(a, b)
+        return complex_logaddexp(_cast(a, dtype), _cast(b, dtype))
+    return Logaddexp.apply(*_float_pair(a, b, "logaddexp", (False, False), integers=False))
+
+
+def _real_of(z):
+    return _C.select(_C.view_as_real(z), -1, 0)
+
+
+def complex_logaddexp(a, b):
+    """Note [Complex logaddexp]: torch's, max + log1p(exp(min - max)) with max/min the operand of the larger/smaller
+    real part (b when they tie), a composite of complex primitives, so the gradient is the holomorphic chain
+    rule's, conj(exp(a) / (exp(a) + exp(b))) for a. Where min's real part is -inf the result is max exactly (its
+    term would be exp(nan) when both are -inf), through a where whose other branch is kept finite so that no NaN
+    reaches the gradient."""
+    first = _C.compare("gt", _real_of(a), _real_of(b))
+    hi, lo = _C.where(first, a, b), _C.where(first, b, a)
+    empty = _C.compare("eq", _real_of(lo), _C.scalar_operand(-math.inf, _real_of(lo)))
+    zero = _C.scalar_operand(0, lo)
+    gap = _C.sub(_C.where(empty, zero, lo), _C.where(empty, zero, hi))
+    return _C.where(empty, hi, _C.add(hi, _C.log1p(_C.exp(gap))))
 
 
 def logaddexp2(input, other):
@@ -850,6 +886,7 @@ def heaviside(input, values):
     """0 where input < 0, values where input == 0, 1 where input > 0 (NaN counts as < 0); not differentiable."""
     a = tensor_arg(input, "heaviside")
     v = tensor_arg(values, "heaviside", "values")
+    refuse_complex("heaviside", a, v, ordered=True)
     if a.dtype is not v.dtype:
         raise RuntimeError(f"heaviside: input and values must have the same dtype, got {a.dtype.name} and "
                            f"{v.dtype.name}.")
@@ -908,6 +945,7 @@ eq, ne, lt, le, gt, ge = (_comparison(n) for n in ("eq", "ne", "lt", "le", "gt",
 def _infinity_test(op, signs):
     def fn(input):
         a = tensor_arg(input, op)
+        refuse_complex(op, a)
         if not a.dtype.is_floating_point:
             return _C.full(tuple(a.shape), False, _C.bool)
         hits = [_C.compare("eq", a, _C.scalar_operand(s * math.inf, a)) for s in signs]
@@ -1082,8 +1120,14 @@ def lcm(input, other):
 
 def ldexp(input, other):
     """input * 2**other, in input and other's promoted float dtype (float for integer inputs)."""
-    a, b = _float_pair(tensor_arg(input, "ldexp"), tensor_arg(other, "ldexp", "other"), "ldexp",
-                       numbers=(False, False))
+    a, b = tensor_arg(input, "ldexp"), tensor_arg(other, "ldexp", "other")
+    dtype = _C.result_type(a, b)
+    if dtype.is_complex:                      # a complex mantissa: the same product, in the complex dtype
+        broadcast_shapes(a.shape, b.shape, "ldexp")
+        if not (b.dtype.is_floating_point or b.dtype.is_complex):
+            b = _C.to_dtype(b, _C.float64 if dtype is _C.complex128 else _C.float32)
+        return _C.mul(_cast(a, dtype), _C.pow(_C.full((), 2.0, b.dtype), b))
+    a, b = _float_pair(a, b, "ldexp", numbers=(False, False))
     return _C.mul(a, _C.pow(_C.full((), 2.0, b.dtype), b))
 
 

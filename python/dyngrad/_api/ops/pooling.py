@@ -12,7 +12,7 @@ import numpy as np
 
 from ... import _C
 from .. import bridge
-from ..args import INT64_MAX, shape_str, tensor_arg, to_int, type_name
+from ..args import INT64_MAX, refuse_complex, shape_str, tensor_arg, to_int, type_name
 from ..node_names import rename
 from .indexing import _extreme
 
@@ -69,6 +69,7 @@ def _check_input(x, n, op, adaptive=False):
         if x.shape[d] == 0:
             raise RuntimeError(f"{op}: expected non-empty dimensions other than the batch dimension, got shape "
                                f"{shape_str(x.shape)} (dimension {d} is empty).")
+    refuse_complex(op, x)
     if x.dtype is _C.bool or (adaptive and not x.dtype.is_floating_point):
         raise NotImplementedError(f"{op}: not implemented for {x.dtype.name} tensors.")
 
@@ -426,6 +427,7 @@ def _lp_pool(x, n, norm_type, kernel_size, stride, ceil_mode, op):
     """(sum over the window of x^p)^(1/p), computed as torch does: avg_pool(x^p) * K, then sign * relu(|.|) (so
     that an all-zero window has a zero gradient) to the power 1/p; p = +-inf is a max pool of |x| (of -|x|)."""
     x = tensor_arg(x, op)
+    refuse_complex(op, x)
     k = _ints(kernel_size, n, op, "kernel_size")
     pool = (max_pool1d, max_pool2d, max_pool3d)[n - 1]
     p = norm_type.item() if isinstance(norm_type, _C.Tensor) else norm_type
@@ -486,6 +488,7 @@ def _max_unpool(x, indices, n, kernel_size, stride, padding, output_size, op):
     max_pool's indices); the gradient of each value is the output gradient read back at its index."""
     x = tensor_arg(x, op)
     idx = tensor_arg(indices, op, "indices")
+    refuse_complex(op, x)
     k = _ints(kernel_size, n, op, "kernel_size")
     s = _stride(stride, k, n, op)
     p = _ints(padding, n, op, "padding")

@@ -14,8 +14,8 @@ import numpy as np
 from ... import _C
 from ...autograd.grad_mode import no_grad
 from .. import bridge
-from ..args import (Tensor, check_factory_options, core, dtype_arg, finish, get_default_dtype, number, sizes_arg,
-                    tensor_arg, to_int, type_name)
+from ..args import (Tensor, check_factory_options, core, dtype_arg, finish, get_default_dtype, number, refuse_complex,
+                    sizes_arg, tensor_arg, to_int, type_name)
 from ..device import check_device
 from ..generator import drawing
 from ..inplace import overwrite
@@ -440,6 +440,7 @@ def _no_grad():
 def bernoulli(input, p=None, *, generator=None):
     """1 with probability input (elementwise), else 0; no gradient."""
     tensor_arg(input, "bernoulli")
+    refuse_complex("bernoulli", input)
     probs = input.detach()
     if p is not None:
         probs = _C.full(input.shape, float(p), input.dtype if input.dtype.is_floating_point else _C.float32)

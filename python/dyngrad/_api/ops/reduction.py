@@ -12,8 +12,8 @@ from ... import _C
 from ..._user_frame import warn
 from ...autograd.function import Function
 from .. import bridge
-from ..args import (Tensor, dtype_arg, number, optional_dtype, return_max, return_min, shape_args, shape_str,
-                    tensor_arg, to_int, wrap_dim)
+from ..args import (Tensor, dtype_arg, number, optional_dtype, refuse_complex, return_max, return_min, shape_args,
+                    shape_str, tensor_arg, to_int, wrap_dim)
 from ..node_names import rename, shows_as
 from ..out import write_out
 return_aminmax = collections.namedtuple("aminmax", ["min", "max"])
@@ -233,6 +233,7 @@ def _extremum(input, dim, keepdim, is_max):
     elementwise maximum/minimum."""
     op = "max" if is_max else "min"
     a = tensor_arg(input, op)
+    refuse_complex(op, a, ordered=True)
     display = "MaxBackward" if is_max else "MinBackward"
     if dim is None:
         check_nonempty(a, (), op)
@@ -393,13 +394,33 @@ def count_nonzero(input, dim=None):
 
 # ----- norms -----------------------------------------------------------------------------------------------------
 
+def real_dtype(dtype):
+    """A norm's dtype, as torch's: float32 for complex64, float64 for complex128, a real dtype itself."""
+    return {"complex64": _C.float32, "complex128": _C.float64}.get(dtype.name, dtype)
+
+
+def abs_square(a):
+    """|a|^2 elementwise, in a's real dtype: a * a, or re^2 + im^2 of a complex a (differentiable, torch's
+    gradient 2 a for the sum's)."""
+    if not a.dtype.is_complex:
+        return _C.mul(a, a)
+    pairs = _C.view_as_real(a)
+    return _C.sum(_C.mul(pairs, pairs), (-1,), False, None)
+
+
 def _norm_dtype(a, dtype, op):
-    """torch's vector_norm dtype rules: a floating input, converted to dtype= without narrowing."""
-    if not a.dtype.is_floating_point:
-        raise RuntimeError(f"{op}: expected a floating-point input, got {a.dtype.name}.")
+    """torch's vector_norm dtype rules: a floating or complex input, converted to dtype= without narrowing (a
+    complex input to a complex dtype)."""
+    if not (a.dtype.is_floating_point or a.dtype.is_complex):
+        raise RuntimeError(f"{op}: expected a floating-point or complex input, got {a.dtype.name}.")
     if dtype is None:
         return a
     dt = dtype_arg(dtype, op)
+    if a.dtype.is_complex:
+        if not dt.is_complex or (a.dtype is _C.complex128 and dt is _C.complex64):
+            raise RuntimeError(f"{op}: a {a.dtype.name} input needs a complex dtype= that does not narrow it, got "
+                               f"{dt.name}.")
+        return _cast(a, dt, op)
     if not dt.is_floating_point:
         raise RuntimeError(f"{op}: dtype must be a floating-point dtype, got {dt.name}.")
     if a.dtype is _C.float64 and dt is _C.float32:
@@ -430,19 +451,21 @@ def vector_norm(a, p, dims, keepdim, op="norm"):
         return (_C.amax if p > 0 else _C.amin)(_C.abs(a), dims, keep)
     if p == 0:
         # the count of nonzero elements; the term of zeros keeps the result in the graph, with gradient 0
+        if a.dtype.is_complex:
+            a = _C.abs(a)
         count = _C.sum(_nonzero(a), dims, keep, a.dtype)
         no_gradient = _C.where(_C.full(tuple(a.shape), 0, _C.bool), a, _C.scalar_operand(0, a))
         return _C.add(count, _C.sum(no_gradient, dims, keep, None))
     if p == 1:
         return _C.sum(_C.abs(a), dims, keep, None)
     if p == 2:
-        s = _C.sum(_C.mul(a, a), dims, keep, None)
+        s = _C.sum(abs_square(a), dims, keep, None)
         zero = _C.compare("eq", s, _C.scalar_operand(0, s))
         return _safe(_C.sqrt(_safe(s, zero, 1)), zero, 0)
     magnitude = _C.abs(a)
     zero = _C.compare("eq", magnitude, _C.scalar_operand(0, magnitude))
     # |a|^p with the zeros' terms set without a gradient: 0^p is 0 for p > 0 and inf for p < 0
-    terms = _C.where(zero, _C.scalar_operand(0.0 if p > 0 else math.inf, a),
+    terms = _C.where(zero, _C.scalar_operand(0.0 if p > 0 else math.inf, magnitude),
                      _C.pow_scalar(_safe(magnitude, zero, 1), p))
     s = _C.sum(terms, dims, keep, None)
     if p < 0:

@@ -6,9 +6,14 @@ linear_recurrence (y_k = b_k + c_k y_{k-1}, a primitive too), exact where cumpro
 cummax/cummin take their indices from the engine's loop and gather the values (the gradient goes to the index, as
 torch's)."""
 import collections
+import math
+
+import numpy as np
 
 from ... import _C
+from .. import bridge
 from ..args import dtype_arg, tensor_arg, to_int, wrap_dim
+from .pointwise import complex_logaddexp
 
 return_cummax = collections.namedtuple("cummax", ["values", "indices"])
 return_cummin = collections.namedtuple("cummin", ["values", "indices"])
@@ -76,10 +81,58 @@ def logcumsumexp(input, dim):
     """log(cumsum(exp(input))) along dim, computed stably (floating-point inputs, as in torch)."""
     a = tensor_arg(input, "logcumsumexp")
     d = _dim(a, dim, "logcumsumexp")
+    if a.dtype.is_complex:
+        return _complex_logcumsumexp(a, d)
     if not a.dtype.is_floating_point:
         raise NotImplementedError(f"logcumsumexp: {a.dtype.name} input is not supported (as in torch); convert it "
                                   "with .float() first.")
     return _C.logcumsumexp(a, d, False)
+
+
+def _complex_logcumsumexp(a, d):
+    """Note [Complex logcumsumexp]: torch's scan of complex logaddexp, as a doubling scan (Hillis-Steele): after
+    step k every position holds the logaddexp of the 2^k elements ending there, so ceil(log2 n) whole-tensor
+    steps of Note [Complex logaddexp] (each combining neighbours of similar size, hence stable), the positions
+    before the start filled with -inf (exactly the identity there). Gradients are the composite's.
+    The imaginary part of a logarithm is defined up to 2 pi, and torch's comes from its sequential order,
+    out_k = logaddexp(z_k, out_{k-1}); the scan's values differ from those by 2 pi i m, m a whole number chosen
+    on the host (_torch_branch), a constant (no gradient) added at the end."""
+    n = a.shape[d] if a.ndim else 1
+    out, step = a, 1
+    while step < n:
+        shape = list(a.shape)
+        shape[d] = step
+        filler = _C.full(tuple(shape), complex(-math.inf, 0), a.dtype)
+        shifted = _C.cat([filler, _C.slice(out, d, 0, n - step, 1)], d)
+        out = complex_logaddexp(out, shifted)
+        step *= 2
+    if out is a:
+        return _C.clone(a)
+    turns = _torch_branch(bridge.host_values(a), bridge.host_values(out), d if a.ndim else 0)
+    if not turns.any():
+        return out
+    return _C.add(out, bridge.host_result(turns * (2j * math.pi), out.dtype))
+
+
+def _torch_branch(z, log_sums, d):
+    """The whole numbers m with log_sums + 2 pi i m torch's sequential logcumsumexp of z along d. Each of torch's
+    steps is hi + log1p(exp(lo - hi)), hi the operand of the larger real part (the running value on ties), whose
+    log1p term has an imaginary part within pi/2 (|exp(lo - hi)| <= 1): so the step's imaginary part is the one
+    of the right value modulo 2 pi nearest hi's. The real parts do not depend on the branch, so hi is known at
+    every step; the loop runs over d on whole slices."""
+    z, log_sums = np.moveaxis(np.asarray(z), d, 0), np.moveaxis(np.asarray(log_sums), d, 0)
+    wanted = np.empty(log_sums.shape, dtype=np.float64)
+    previous_real = np.full(z.shape[1:], -np.inf)
+    previous_imag = np.zeros(z.shape[1:])
+    with np.errstate(all="ignore"):
+        for k in range(z.shape[0]):
+            base = np.where(z[k].real > previous_real, z[k].imag, previous_imag)
+            gap = log_sums[k].imag - base
+            wanted[k] = base + (gap - 2 * np.pi * np.round(gap / (2 * np.pi)))
+            previous_real, previous_imag = log_sums[k].real, wanted[k]
+        turns = np.round((wanted - log_sums.imag) / (2 * np.pi))
+    turns = np.where(np.isfinite(turns), turns, 0)
+    return np.moveaxis(turns, 0, d)
 
 
 # ----- cummax / cummin -------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import numpy as np
 
 from ... import _C
 from .. import bridge
-from ..args import Tensor, number, shape_str, tensor_arg, to_int, type_name, wrap_dim
+from ..args import Tensor, number, refuse_complex, shape_str, tensor_arg, to_int, type_name, wrap_dim
 from .pointwise import _cast, _pair
 from .reduction import SharedSelection, array_tensor, check_nonempty
 
@@ -36,6 +36,7 @@ _C._register_helpers({"return_sort": return_sort, "return_topk": return_topk})
 
 def _rows(a, dim, op):
     """(numpy array of a, at least 1-D, the wrapped dim): a 0-d tensor is one row of one element."""
+    refuse_complex(op, a, ordered=True)
     d = wrap_dim(to_int(dim, op, "dim"), a.ndim, op)
     arr = bridge.host_values(a)
     return (arr.reshape(1) if a.ndim == 0 else arr), d
@@ -157,6 +158,7 @@ class Nanmedian(Median):
 def _median(input, dim, keepdim, ignore_nan):
     op = "nanmedian" if ignore_nan else "median"
     a = tensor_arg(input, op)
+    refuse_complex(op, a, ordered=True)
     if dim is None:
         if a.numel():
             _no_bool(a, op)
@@ -340,6 +342,7 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     """The distinct values (or slices along dim), sorted; with the inverse indices and/or the counts. NaNs are
     all distinct, as in torch. No gradient."""
     a = tensor_arg(input, "unique")
+    refuse_complex("unique", a, ordered=True)
     arr = bridge.host_values(a)
     if dim is None:
         flat = arr.reshape(-1)
@@ -366,6 +369,7 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
     """Each run of equal consecutive values (or slices along dim) kept once; with the inverse indices and/or the
     run lengths. No gradient."""
     a = tensor_arg(input, "unique_consecutive")
+    refuse_complex("unique_consecutive", a)
     arr = bridge.host_values(a)
     if dim is None:
         rows, d, inverse_shape = arr.reshape(-1, 1), None, arr.shape
