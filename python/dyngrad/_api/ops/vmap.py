@@ -2170,6 +2170,121 @@ for _k in ("prod", "aminmax"):
 # unbatched (a batched index falls back).
 
 
+# ===== vmapB: composites batched through their primitives; products, linalg, indexing, random, constructors ======
+# Note [Composites through their primitives]: a composite of _api/ops calls the core (_C) directly, which a
+# BatchedTensor cannot enter, so without a rule it falls back to the loop. _composite(decomp) batches it through
+# the public ops it is made of instead: decomp is the composite written over public functions and methods, and runs
+# with the dispatcher on, so each op it calls on a BatchedTensor runs that op's own rule (a sub-op without one
+# appears in FALLBACKS under its own name: the coverage test sees it). decomp reads logical shapes and dtypes only;
+# on an input the composite refuses it returns None and the loop runs the op, which raises the op's own error.
+def _root():
+    """The public namespace of this engine (dyngrad or dyngrad.reference)."""
+    import sys
+    return sys.modules[__package__.rsplit("._api", 1)[0]]
+
+
+def _composite(decomp):
+    def rule(fn, args, kwargs):
+        was = STATE.active
+        STATE.active = True
+        try:
+            return decomp(*args, **kwargs)
+        finally:
+            STATE.active = was
+    return rule
+
+
+def _plain_number(v, integral):
+    """v, if it is an int (or, for a floating/complex result, a float) that the decompositions can pass on."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    if integral and not isinstance(v, int):
+        return None
+    return v
+
+
+def _add_product_pub(input, product, beta, alpha):
+    """_add_product of products.py over public ops: beta * input + alpha * product (input broadcast to product)."""
+    shape = tuple(product.shape)
+    ishape = tuple(input.shape)
+    if len(ishape) > len(shape) or any(s != 1 and s != t for s, t in zip(ishape[::-1], shape[::-1])):
+        return None
+    integral = not (product.dtype.is_floating_point or product.dtype.is_complex)
+    b, a = _plain_number(beta, integral), _plain_number(alpha, integral)
+    if a is None or b is None:
+        return None
+    scaled = product if a == 1 else product * a
+    if b == 0:
+        return scaled if scaled is not product else product.clone()
+    return (input if b == 1 else input * b) + scaled
+
+
+def _same_matmul_dtypes(*tensors):
+    first = tensors[0].dtype
+    return all(t.dtype is first for t in tensors) and first is not _C.bool
+
+
+def _addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    if not all(_is_tensor(t) for t in (input, mat1, mat2)) or mat1.dim() != 2 or mat2.dim() != 2 or \
+            not _same_matmul_dtypes(input, mat1, mat2) or mat1.shape[1] != mat2.shape[0]:
+        return None
+    return _add_product_pub(input, mat1.matmul(mat2), beta, alpha)
+
+
+def _addmv(input, mat, vec, *, beta=1, alpha=1):
+    if not all(_is_tensor(t) for t in (input, mat, vec)) or mat.dim() != 2 or vec.dim() != 1 or \
+            not _same_matmul_dtypes(input, mat, vec) or mat.shape[1] != vec.shape[0]:
+        return None
+    return _add_product_pub(input, mat.matmul(vec), beta, alpha)
+
+
+def _bmm_operands(b1, b2):
+    return (_is_tensor(b1) and _is_tensor(b2) and b1.dim() == 3 and b2.dim() == 3 and b1.shape[0] == b2.shape[0]
+            and b1.shape[2] == b2.shape[1])
+
+
+def _baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    if not _is_tensor(input) or not _bmm_operands(batch1, batch2) or not _same_matmul_dtypes(input, batch1, batch2):
+        return None
+    return _add_product_pub(input, batch1.matmul(batch2), beta, alpha)
+
+
+def _addbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """As products.addbmm: one matmul of (n, B*m) by (B*m, p)."""
+    if not _is_tensor(input) or not _bmm_operands(batch1, batch2) or not _same_matmul_dtypes(input, batch1, batch2):
+        return None
+    (nb, n, m), p = tuple(batch1.shape), batch2.shape[2]
+    rows = batch1.permute(1, 0, 2).reshape(n, nb * m)
+    return _add_product_pub(input, rows.matmul(batch2.reshape(nb * m, p)), beta, alpha)
+
+
+def _addr(input, vec1, vec2, *, beta=1, alpha=1):
+    if not all(_is_tensor(t) for t in (input, vec1, vec2)) or vec1.dim() != 1 or vec2.dim() != 1:
+        return None
+    product = vec1.unsqueeze(1) * vec2.unsqueeze(0)
+    if input.dtype is not product.dtype or product.dtype is _C.bool:
+        return None                    # dtype promotion and bool coefficients: the loop (addr's own rules)
+    if not (product.dtype.is_floating_point or product.dtype.is_complex) and \
+            any(isinstance(c, float) for c in (beta, alpha)):
+        return None                    # addr refuses a float coefficient for an integer result
+    return _add_product_pub(input, product, beta, alpha)
+
+
+def _inplace_via(base):
+    """fn_(x, ...) as a function (addmv_): the out-of-place rule on x, written into x (_inplace's path)."""
+    def rule(fn, args, kwargs):
+        if not args or not isinstance(args[0], BatchedTensor):
+            return None
+        return _inplace(base + "_", args[0], args[1:], kwargs)
+    return rule
+
+
+for _k, _decomp in (("addmm", _addmm), ("addmv", _addmv), ("baddbmm", _baddbmm), ("addbmm", _addbmm),
+                    ("addr", _addr)):
+    RULES[_k] = _or_loop(_k, _composite(_decomp))
+RULES["addmv_"] = _or_loop("addmv_", _inplace_via("addmv"))
+
+
 # ----- vmap -----------------------------------------------------------------------------------------------------
 def _tree_map_dims(obj, dims, fn, op):
     """fn(tensor, dim) over the tensors of obj (nested tuples, lists and dicts), dims an int/None for all of them
