@@ -2284,6 +2284,321 @@ for _k, _decomp in (("addmm", _addmm), ("addmv", _addmv), ("baddbmm", _baddbmm),
     RULES[_k] = _or_loop(_k, _composite(_decomp))
 RULES["addmv_"] = _or_loop("addmv_", _inplace_via("addmv"))
 
+def _same_dtype_floating(*tensors):
+    return all(t.dtype is tensors[0].dtype for t in tensors) and tensors[0].dtype.is_floating_point
+
+
+def _chain_matmul(*matrices):
+    from ..args import warn_deprecated
+    from .products import _chain_order
+    if not matrices or not all(_is_tensor(m) and m.dim() == 2 for m in matrices) or \
+            not _same_matmul_dtypes(*matrices):
+        return None
+    if any(a.shape[1] != b.shape[0] for a, b in zip(matrices, matrices[1:])):
+        return None
+    warn_deprecated("chain_matmul is deprecated and will be removed; use linalg.multi_dot instead (it takes a list).")
+    if len(matrices) == 1:
+        return matrices[0].clone()
+    split = _chain_order([tuple(m.shape) for m in matrices])
+
+    def product(i, j):
+        if i == j:
+            return matrices[i]
+        k = split[i][j]
+        return product(i, k).matmul(product(k + 1, j))
+    return product(0, len(matrices) - 1)
+
+
+def _inner(input, other):
+    if not (_is_tensor(input) and _is_tensor(other)):
+        return None
+    if input.dim() == 0 or other.dim() == 0:
+        return input * other
+    if not _same_matmul_dtypes(input, other) or input.shape[-1] != other.shape[-1]:
+        return None
+    k = input.shape[-1]
+    out = input.reshape(-1, k).matmul(other.reshape(-1, k).transpose(0, 1))
+    return out.reshape(tuple(input.shape[:-1]) + tuple(other.shape[:-1]))
+
+
+def _kron(input, other):
+    if not (_is_tensor(input) and _is_tensor(other)):
+        return None
+    nd = builtins.max(input.dim(), other.dim())
+    sa = (1,) * (nd - input.dim()) + tuple(input.shape)
+    sb = (1,) * (nd - other.dim()) + tuple(other.shape)
+    a2 = input.reshape(tuple(x for n in sa for x in (n, 1)))
+    b2 = other.reshape(tuple(x for n in sb for x in (1, n)))
+    return (a2 * b2).reshape(tuple(x * y for x, y in zip(sa, sb)))
+
+
+def _tensordot(a, b, dims=2):
+    if not (_is_tensor(a) and _is_tensor(b)) or not _same_matmul_dtypes(a, b):
+        return None
+    ra, rb = a.dim(), b.dim()
+    if isinstance(dims, int) and not isinstance(dims, bool):
+        if not 0 <= dims <= builtins.min(ra, rb):
+            return None
+        da, db = list(builtins.range(ra - dims, ra)), list(builtins.range(dims))
+    elif isinstance(dims, (list, tuple)) and len(dims) == 2 and all(isinstance(x, (list, tuple)) for x in dims):
+        try:
+            da = [to_int(d, "tensordot", "dims") for d in dims[0]]
+            db = [to_int(d, "tensordot", "dims") for d in dims[1]]
+        except (TypeError, RuntimeError):
+            return None
+        if any(not -ra <= d < builtins.max(ra, 1) for d in da) or any(not -rb <= d < builtins.max(rb, 1) for d in db):
+            return None
+        da, db = [d % builtins.max(ra, 1) for d in da], [d % builtins.max(rb, 1) for d in db]
+    else:
+        return None
+    if len(da) != len(db) or len(set(da)) != len(da) or len(set(db)) != len(db):
+        return None
+    if any(a.shape[x] != b.shape[y] for x, y in zip(da, db)):
+        return None                    # size-1 broadcasting and mismatches: the loop
+    fa = [d for d in builtins.range(ra) if d not in da]
+    fb = [d for d in builtins.range(rb) if d not in db]
+    k = math.prod(a.shape[d] for d in da)
+    left = a.permute(*(fa + da)).reshape(math.prod(a.shape[d] for d in fa), k)
+    right = b.permute(*(db + fb)).reshape(k, math.prod(b.shape[d] for d in fb))
+    return left.matmul(right).reshape(tuple(a.shape[d] for d in fa) + tuple(b.shape[d] for d in fb))
+
+
+def _cross_rule(fn, args, kwargs):
+    """cross(input, other, dim): the operands aligned (logical ranks must agree), the dim (torch.cross's default:
+    the first of size 3 of the row's broadcast shape) shifted."""
+    from ..args import warn_deprecated
+    a = dict(zip(("input", "other", "dim"), args))
+    a.update(kwargs)
+    x, y, dim = a.get("input"), a.get("other"), a.get("dim")
+    if set(a) - {"input", "other", "dim"} or not (_is_tensor(x) and _is_tensor(y)) or x.dim() != y.dim() or \
+            x.dtype is not y.dtype:
+        return None
+    shape = _broadcast_shape(tuple(x.shape), tuple(y.shape))
+    if shape is None or not shape:
+        return None
+    if dim is None:
+        sizes = [d for d, n in enumerate(shape) if n == 3]
+        if not sizes:
+            return None
+        d = sizes[0]
+        warn_deprecated("cross: calling cross without dim is deprecated; pass dim explicitly (the default is the "
+                        "first dimension of size 3, while linalg.cross defaults to dim=-1).")
+    else:
+        d = dim
+    levels = _levels_of([x, y])
+    nd = _shift_dim(d, len(shape), len(levels))
+    if nd is None or x.shape[nd - len(levels)] != 3 or y.shape[nd - len(levels)] != 3:
+        return None
+    return BatchedTensor(fn(_phys(x, levels), _phys(y, levels), nd), levels)
+
+
+def _dist(input, other, p=2):
+    if not (_is_tensor(input) and _is_tensor(other)) or not _same_dtype_floating(input, other):
+        return None
+    return _root().linalg.vector_norm(input - other, p)
+
+
+def _distance_rule(fn, args, kwargs):
+    """pairwise_distance(x1, x2, p, eps, keepdim): distance.py's norm over the last dim of the aligned physical
+    difference."""
+    from .distance import vector_norm
+    a = dict(zip(("x1", "x2", "p", "eps", "keepdim"), args))
+    a.update(kwargs)
+    x1, x2 = a.get("x1"), a.get("x2")
+    p, eps = a.get("p", 2.0), a.get("eps", 1e-6)
+    if set(a) - {"x1", "x2", "p", "eps", "keepdim"} or not (_is_tensor(x1) and _is_tensor(x2)) or \
+            _plain_number(p, False) is None or _plain_number(eps, False) is None:
+        return None
+    rank = builtins.max(x1.dim(), x2.dim())
+    if _broadcast_shape(tuple(x1.shape), tuple(x2.shape)) is None:
+        return None
+    levels = _levels_of([x1, x2])
+    diff = _phys(x1, levels, rank) - _phys(x2, levels, rank)
+    diff = diff + _C.scalar_operand(float(eps), diff)
+    dims = () if rank == 0 else (diff.ndim - 1,)
+    if not dims:
+        return None                    # a 0-d row's norm over no dims: the loop
+    return BatchedTensor(vector_norm(diff, float(p), dims, bool(a.get("keepdim", False))), levels)
+
+
+def _pdist_rule(fn, args, kwargs):
+    """pdist(input, p): the pairs i < j of the row's rows picked by one index_select each, normed over the last
+    dim (distance.py's norm) of the physical difference."""
+    import numpy as np
+    from .. import bridge
+    from .distance import vector_norm
+    x = args[0]
+    p = args[1] if len(args) > 1 else kwargs.get("p", 2)
+    if not _only_first_batched(args, kwargs) or x.dim() != 2 or not x.dtype.is_floating_point or \
+            x.dtype in (_C.float16, _C.bfloat16) or _plain_number(p, False) is None or p < 0:
+        return None
+    nb = len(x._levels)
+    i, j = np.triu_indices(x.shape[0], 1)
+    rows_i = x._value.index_select(nb, bridge.copy(i.astype(np.int64), False))
+    rows_j = x._value.index_select(nb, bridge.copy(j.astype(np.int64), False))
+    return BatchedTensor(vector_norm(rows_i - rows_j, float(p), (nb + 1,), False), x._levels)
+
+
+def _cov(input, *, correction=1, fweights=None, aweights=None):
+    """statistics.cov without weights, over public ops."""
+    if fweights is not None or aweights is not None or not _is_tensor(input) or input.dim() > 2 or \
+            _plain_number(correction, False) is None:
+        return None
+    x = input.reshape((1, -1) if input.dim() < 2 else tuple(input.shape))
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        from ..args import get_default_dtype
+        x = x.to(get_default_dtype())
+    norm = float(x.shape[1]) - float(correction)
+    if norm <= 0:
+        return None                    # the loop warns and gives inf/nan
+    centred = x - x.mean(1, keepdim=True)
+    weighted = centred.conj() if centred.dtype.is_complex else centred
+    c = centred.matmul(weighted.transpose(0, 1)) / norm
+    return c.reshape(()) if c.shape[0] == 1 else c
+
+
+def _corrcoef(input):
+    if not _is_tensor(input) or input.dim() > 2:
+        return None
+    c = _cov(input)
+    if c is None:
+        return None
+    if c.dim() == 0:
+        return c / c
+    d = c.diagonal().sqrt()
+    c = c / d.reshape(-1, 1) / d.reshape(1, -1)
+    if c.dtype.is_complex:
+        return _root().view_as_complex(_root().view_as_real(c).clamp(-1, 1).contiguous())
+    return c.clamp(-1, 1)
+
+
+def _tensor_args(tensors):
+    ts = tensors[0] if len(tensors) == 1 and isinstance(tensors[0], (tuple, list)) else tensors
+    return list(ts) if all(_is_tensor(t) for t in ts) else None
+
+
+def _meshgrid(*tensors, indexing=None):
+    ts = _tensor_args(tensors)
+    if not ts or any(t.dim() > 1 or t.dtype is not ts[0].dtype for t in ts) or indexing not in (None, "ij", "xy"):
+        return None
+    if indexing is None:
+        warn("meshgrid: in an upcoming release it will be required to pass the indexing argument (as in "
+             "torch); indexing='ij' is used.", UserWarning)
+        indexing = "ij"
+    axes = list(builtins.range(len(ts)))
+    if indexing == "xy" and len(ts) >= 2:
+        axes[0], axes[1] = 1, 0
+    shape = [0] * len(ts)
+    for t, axis in zip(ts, axes):
+        shape[axis] = t.numel()
+    out = []
+    for t, axis in zip(ts, axes):
+        along = [1] * len(ts)
+        along[axis] = t.numel()
+        out.append(t.reshape(tuple(along)).expand(tuple(shape)))
+    return tuple(out)
+
+
+def _cartesian_prod(*tensors):
+    ts = list(tensors)
+    if not ts or not all(_is_tensor(t) and t.dim() == 1 for t in ts):
+        return None
+    if len(ts) == 1:
+        return ts[0]
+    grids = _meshgrid(ts, indexing="ij")
+    return None if grids is None else _root().stack([g.reshape(-1) for g in grids], 1)
+
+
+def _combinations(input, r=2, with_replacement=False):
+    import numpy as np
+    from .. import bridge
+    if not _is_tensor(input) or input.dim() != 1 or isinstance(r, bool) or not isinstance(r, int) or r <= 0:
+        return None
+    pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    rows = np.array(list(pick(builtins.range(input.shape[0]), r)), dtype=np.int64).reshape(-1, r)
+    return input[bridge.copy(rows, False)]
+
+
+def _block_diag(*tensors):
+    ts = list(tensors)
+    if not ts or not all(_is_tensor(t) and t.dim() <= 2 for t in ts):
+        return None
+    P = _root()
+    blocks = [t.reshape(1, t.numel()) if t.dim() < 2 else t for t in ts]
+    width = builtins.sum(b.shape[1] for b in blocks)
+    rows, left = [], 0
+    for b in blocks:
+        h, w = tuple(b.shape)
+        rows.append(P.cat([P.zeros((h, left), dtype=b.dtype), b, P.zeros((h, width - left - w), dtype=b.dtype)], 1))
+        left += w
+    return P.cat(rows, 0)
+
+
+def _cdist_rule(fn, args, kwargs):
+    """cdist over (..., P, M) and (..., R, M), whose leading dims broadcast: the operands aligned to one logical
+    rank, the vmap batch dims in front of theirs."""
+    a = dict(zip(("x1", "x2", "p", "compute_mode"), args))
+    a.update(kwargs)
+    x1, x2 = a.get("x1"), a.get("x2")
+    if set(a) - {"x1", "x2", "p", "compute_mode"} or not (_is_tensor(x1) and _is_tensor(x2)) or \
+            x1.dim() < 2 or x2.dim() < 2:
+        return None
+    levels = _levels_of([x1, x2])
+    rank = builtins.max(x1.dim(), x2.dim())
+    a["x1"], a["x2"] = _phys(x1, levels, rank, expand=True), _phys(x2, levels, rank, expand=True)
+    return BatchedTensor(fn(**a), levels)
+
+
+def _einsum_any(fn, args, kwargs):
+    """einsum in either format, with an ellipsis or an implicit output: the batch letters in front of every
+    batched operand's subscripts and of the output's."""
+    from .products import _sublist_equation
+    if kwargs or not args:
+        return None
+    if isinstance(args[0], str):
+        equation, operands = args[0], list(args[1:])
+        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+            operands = list(operands[0])
+    elif _is_tensor(args[0]):
+        try:
+            equation, operands = _sublist_equation(args)
+        except (TypeError, ValueError, RuntimeError):
+            return None
+    else:
+        return None
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(operands) or not all(_is_tensor(o) for o in operands):
+        return None
+    if not arrow:                      # the implicit output: the ellipsis, then the labels used once, sorted
+        letters = [c for c in lhs if c.isalpha()]
+        rhs = ("..." if "..." in lhs else "") + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    levels = _levels_of(operands)
+    free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in eq][:len(levels)]
+    if len(free) < len(levels):
+        return None
+    new_terms, phys = [], []
+    for term, op in zip(terms, operands):
+        if isinstance(op, BatchedTensor):
+            new_terms.append("".join(free[levels.index(lv)] for lv in op._levels) + term)
+            phys.append(op._value)
+        else:
+            new_terms.append(term)
+            phys.append(op)
+    return BatchedTensor(fn(",".join(new_terms) + "->" + "".join(free) + rhs, *phys), levels)
+
+
+for _k, _decomp in (("chain_matmul", _chain_matmul), ("inner", _inner), ("kron", _kron), ("tensordot", _tensordot),
+                    ("dist", _dist), ("cov", _cov), ("corrcoef", _corrcoef), ("meshgrid", _meshgrid),
+                    ("cartesian_prod", _cartesian_prod), ("combinations", _combinations),
+                    ("block_diag", _block_diag)):
+    RULES[_k] = _or_loop(_k, _composite(_decomp))
+for _k, _rule in (("cross", _cross_rule), ("pairwise_distance", _distance_rule),
+                  ("F.pairwise_distance", _distance_rule), ("pdist", _pdist_rule), ("F.pdist", _pdist_rule),
+                  ("cdist", _cdist_rule), ("einsum", _einsum_any)):
+    RULES[_k] = _or_loop(_k, _rule)
+
 
 # ----- vmap -----------------------------------------------------------------------------------------------------
 def _tree_map_dims(obj, dims, fn, op):
