@@ -75,6 +75,19 @@ CASES = {
     "einsum_ellipsis": (lambda m, a, b: m.einsum("...j,jk->...k", a, b), [_r(2, 3), _r(3, 4)], [(0, 0)], True),
     "einsum_sublist": (lambda m, a, b: m.einsum(a, [0, 1], b, [1, 2], [0, 2]), [_r(2, 3), _r(3, 4)],
                        [(0, None), (0, 0)], True),
+    "cholesky_inverse": (lambda m, a: m.cholesky_inverse(m.linalg.cholesky(a @ a.mT + 3 * m.eye(3, dtype=a.dtype))),
+                         [_r(3, 3)], [(0,)], True),
+    "lu": (lambda m, a: m.lu(a), [_r(3, 3)], [(0,)], False),
+    "lu_unpack": (lambda m, a: m.lu_unpack(*m.linalg.lu_factor(a)), [_r(3, 3)], [(0,)], True),
+    "lstsq": (lambda m, a, b: m.linalg.lstsq(a, b, driver="gelsd"), [_r(4, 2), _r(4, 3)],
+              [(0, None), (None, 0), (0, 0)], False),
+    "lstsq_default": (lambda m, a, b: m.linalg.lstsq(a, b).solution, [_r(4, 2), _r(4, 1)], [(0, 0)], True),
+    "tensorinv": (lambda m, a: m.linalg.tensorinv(a, ind=1), [_r(4, 2, 2)], [(0,)], True),
+    "tensorsolve": (lambda m, a, b: m.linalg.tensorsolve(a, b, dims=(0,)), [_r(6, 2, 3), _r(2, 3)],
+                    [(0, None), (None, 0), (0, 0)], True),
+    "linalg_vander": (lambda m, a: m.linalg.vander(a, N=4), [_r(2, 3)], [(0,)], True),
+    "vander": (lambda m, a: m.vander(a, 4), [_r(3)], [(0,)], True),
+    "vander_increasing": (lambda m, a: m.vander(a, increasing=True), [_r(3)], [(0,)], True),
 }
 
 

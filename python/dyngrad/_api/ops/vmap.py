@@ -2600,6 +2600,86 @@ for _k, _rule in (("cross", _cross_rule), ("pairwise_distance", _distance_rule),
     RULES[_k] = _or_loop(_k, _rule)
 
 
+
+# ----- vmapB: linalg outside the (*, n, n) family ------------------------------------------------------------------
+def _empty_results_batched(rule):
+    """A batched linalg call whose results include empty tensors computed without the batch dims (lstsq's
+    residuals, rank and singular values for a driver that computes none): those expanded to the batch's."""
+    def run(fn, args, kwargs):
+        out = rule(fn, args, kwargs)
+        if out is None or not isinstance(out, tuple):
+            return out
+        levels = next(o._levels for o in out if isinstance(o, BatchedTensor))
+        sizes = _batch_sizes(levels)
+        items = []
+        for o in out:
+            if isinstance(o, BatchedTensor) and tuple(o._value.shape[:len(levels)]) != sizes:
+                if o._value.numel() != 0:
+                    return None
+                o = BatchedTensor(o._value.reshape((1,) * len(levels) + tuple(o._value.shape)).expand(
+                    sizes + tuple(o._value.shape)), levels)
+            items.append(o)
+        return type(out)(*items) if hasattr(out, "_fields") else tuple(items)
+    return run
+
+
+def _torch_vander(fn, args, kwargs):
+    """torch.vander(x, N, increasing) of a 1-D row: linalg's running powers over the physical tensor's last dim,
+    reversed unless increasing."""
+    from .. import bridge
+    from .linalg import _powers
+    import numpy as np
+    a = dict(zip(("x", "N", "increasing"), args))
+    a.update(kwargs)
+    x, N, increasing = a.get("x"), a.get("N"), a.get("increasing", False)
+    if set(a) - {"x", "N", "increasing"} or not _only_first_batched(args, kwargs) or x.dim() != 1 or \
+            not isinstance(increasing, bool):
+        return None
+    v = x._value
+    if v.dtype is _C.bool or not v.dtype.is_floating_point and v.dtype is not _C.int64:
+        v = v.to(_C.int64)
+    N = x.shape[0] if N is None else N
+    if isinstance(N, bool) or not isinstance(N, int) or N <= 0 or v.dtype in (_C.bfloat16, _C.float16):
+        return None
+    out = _powers(v, N, "vander")
+    if not increasing:
+        out = out.index_select(-1, bridge.share(np.arange(N - 1, -1, -1, dtype=np.int64)))
+    return BatchedTensor(out, x._levels)
+
+
+def _tensorinv(A, ind=2):
+    if not _is_tensor(A) or isinstance(ind, bool) or not isinstance(ind, int) or ind <= 0:
+        return None
+    rows, cols = math.prod(A.shape[:ind]), math.prod(A.shape[ind:])
+    if rows != cols:
+        return None
+    X = _root().linalg.inv(A.reshape(rows, cols))
+    return X.reshape(tuple(A.shape[ind:]) + tuple(A.shape[:ind]))
+
+
+def _tensorsolve(A, B, dims=None):
+    if not (_is_tensor(A) and _is_tensor(B)):
+        return None
+    if dims is not None:
+        dims = [dims] if isinstance(dims, int) else list(dims)
+        if any(isinstance(d, bool) or not isinstance(d, int) or not -A.dim() <= d < A.dim() for d in dims):
+            return None
+        moved = [d % A.dim() for d in dims]
+        A = A.permute(*([d for d in builtins.range(A.dim()) if d not in moved] + moved))
+    rest = tuple(A.shape[B.dim():])
+    rows, cols = math.prod(A.shape[:B.dim()]), math.prod(rest)
+    if rows != cols or B.dim() > A.dim() or math.prod(B.shape) != rows:
+        return None
+    return _root().linalg.solve(A.reshape(rows, cols), B.reshape(rows)).reshape(rest)
+
+
+for _k, _rule in (("cholesky_inverse", _matrix_first(2)), ("lu", _matrix_first(2)), ("linalg.vander", _matrix_first(1)),
+                  ("lu_unpack", _matrix_batch(1)), ("linalg.lstsq", _empty_results_batched(_matrix_batch(1))),
+                  ("vander", _torch_vander), ("linalg.tensorinv", _composite(_tensorinv)),
+                  ("linalg.tensorsolve", _composite(_tensorsolve))):
+    RULES[_k] = _or_loop(_k, _rule)
+
+
 # ----- vmap -----------------------------------------------------------------------------------------------------
 def _tree_map_dims(obj, dims, fn, op):
     """fn(tensor, dim) over the tensors of obj (nested tuples, lists and dicts), dims an int/None for all of them
