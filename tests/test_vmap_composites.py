@@ -88,6 +88,43 @@ CASES = {
     "linalg_vander": (lambda m, a: m.linalg.vander(a, N=4), [_r(2, 3)], [(0,)], True),
     "vander": (lambda m, a: m.vander(a, 4), [_r(3)], [(0,)], True),
     "vander_increasing": (lambda m, a: m.vander(a, increasing=True), [_r(3)], [(0,)], True),
+    "diagonal_scatter": (lambda m, a, b: m.diagonal_scatter(a, b, 1), [_r(3, 3), _r(2)],
+                         [(0, None), (None, 0), (0, 0)], True),
+    "select_scatter": (lambda m, a, b: m.select_scatter(a, b, 1, 2), [_r(2, 3), _r(2)], [(0, None), (None, 0)], True),
+    "hsplit": (lambda m, a: m.hsplit(a, 2), [_r(2, 4)], [(0,)], True),
+    "vsplit": (lambda m, a: m.vsplit(a, [1, 3]), [_r(4, 2)], [(0,)], True),
+    "dsplit": (lambda m, a: m.dsplit(a, 2), [_r(2, 2, 4)], [(0,)], True),
+    "gradient": (lambda m, a: m.gradient(a, spacing=0.5), [_r(3, 4)], [(0,)], True),
+    "gradient_dim": (lambda m, a: m.gradient(a, dim=1, edge_order=2), [_r(3, 4)], [(0,)], True),
+    "index_copy": (lambda m, a, b: m.index_copy(a, 1, m.tensor([2, 0]), b), [_r(3, 4), _r(3, 2)],
+                   [(0, None), (None, 0), (0, 0)], True),
+    "index_fill": (lambda m, a: m.index_fill(a, 1, m.tensor([2, 0]), -1.5), [_r(3, 4)], [(0,)], True),
+    "index_reduce": (lambda m, a, b: m.index_reduce(a, 0, m.tensor([0, 2, 0]), b, "prod"), [_r(3, 4), _r(3, 4)],
+                     [(0, None), (None, 0), (0, 0)], True),
+    "index_put": (lambda m, a, v: m.index_put(a, (m.tensor([0, 2, 0]), m.tensor([1, 1, 1])), v, accumulate=True),
+                  [_r(3, 4), _r(3)], [(0, None), (None, 0), (0, 0)], True),
+    "index_put_": (lambda m, a, v: a.clone().index_put_((m.tensor([0, 2]),), v), [_r(3, 4), _r(4)],
+                   [(0, None), (0, 0)], True),
+    "masked_scatter": (lambda m, a, k, s: m.masked_scatter(a, k, s),
+                       [_r(3, 4), RNG.random((3, 4)) > 0.5, _r(12)], [(0, 0, None), (None, 0, 0), (0, None, 0)], True),
+    "renorm": (lambda m, a: m.renorm(a, 2, 0, 1.0), [_r(3, 4)], [(0,)], True),
+    "repeat_interleave": (lambda m, a: m.repeat_interleave(a, 2), [_r(2, 3)], [(0,)], True),
+    "repeat_interleave_dim": (lambda m, a: m.repeat_interleave(a, m.tensor([1, 2, 0]), dim=1), [_r(2, 3)], [(0,)],
+                              True),
+    "scatter_reduce": (lambda m, a, i, b: m.scatter_reduce(a, 1, i, b, "amax", include_self=False),
+                       [_r(3, 4), RNG.integers(0, 4, (3, 2)), _r(3, 2)],
+                       [(0, None, None), (None, 0, None), (None, None, 0), (0, 0, 0)], True),
+    "searchsorted": (lambda m, q, v: m.searchsorted(q, v), [np.sort(_r(5)), _r(2, 3)],
+                     [(0, None), (None, 0), (0, 0)], False),
+    "searchsorted_nd": (lambda m, q, v: m.searchsorted(q, v, right=True), [np.sort(_r(2, 5), -1), _r(2, 3)],
+                        [(0, None), (None, 0), (0, 0)], False),
+    "sum_to_size": (lambda m, a: a.sum_to_size(1, 4), [_r(3, 4)], [(0,)], True),
+    "sum_to_size_short": (lambda m, a: a.sum_to_size(4), [_r(3, 4)], [(0,)], True),
+    "take_along_dim": (lambda m, a, i: m.take_along_dim(a, i, dim=1), [_r(3, 4), RNG.integers(-4, 4, (3, 2))],
+                       [(0, None), (None, 0), (0, 0)], True),
+    "take_along_dim_flat": (lambda m, a, i: m.take_along_dim(a, i), [_r(3, 4), RNG.integers(0, 12, (5,))],
+                            [(0, None), (0, 0)], True),
+    "unravel_index": (lambda m, i: m.unravel_index(i, (3, 4)), [RNG.integers(0, 12, (5,))], [(0,)], False),
 }
 
 
@@ -100,6 +137,8 @@ def _run(m, name, in_dims):
     for a, d in zip(inputs, in_dims):
         if d is None:
             args.append(_t(m, a))
+        elif a.dtype.kind in "iub":    # indices and masks: each row a permutation of the row given
+            args.append(_t(m, np.stack([np.roll(a, b) for b in range(B)])))
         else:
             args.append(_t(m, np.stack([a + 0.25 * b for b in range(B)])))
     return f, args

@@ -2680,6 +2680,256 @@ for _k, _rule in (("cholesky_inverse", _matrix_first(2)), ("lu", _matrix_first(2
     RULES[_k] = _or_loop(_k, _rule)
 
 
+
+# ----- vmapB: indexing, scatter and split composites --------------------------------------------------------------
+def _split_along(min_ndim, dim_of):
+    """hsplit/vsplit/dsplit: tensor_split along the row's dim_of(ndim), after their own checks."""
+    def decomp(input, indices_or_sections):
+        if not _is_tensor(input) or input.dim() < min_ndim:
+            return None
+        d = dim_of(input.dim())
+        if not isinstance(indices_or_sections, (tuple, list)):
+            if isinstance(indices_or_sections, bool) or not isinstance(indices_or_sections, int):
+                return None
+            if indices_or_sections == 0 or input.shape[d] % indices_or_sections:
+                return None
+        return _root().tensor_split(input, indices_or_sections, d)
+    return decomp
+
+
+def _gradient_rule(fn, args, kwargs):
+    """gradient(input, spacing=, dim=, edge_order=): the row's dims (all of them for dim=None) shifted; the
+    spacing (steps or unbatched coordinates) pairs with them as before."""
+    if len(args) != 1 or not _only_first_batched(args, kwargs) or set(kwargs) - {"spacing", "dim", "edge_order"}:
+        return None
+    x = args[0]
+    rank, nb = x.dim(), len(x._levels)
+    if rank == 0:
+        return None
+    dim = kwargs.get("dim")
+    dims = list(builtins.range(rank)) if dim is None else list(dim) if isinstance(dim, (tuple, list)) else [dim]
+    new = [_shift_dim(d, rank, nb) if isinstance(d, int) and not isinstance(d, bool) else None for d in dims]
+    if None in new:
+        return None
+    kw = dict(kwargs)
+    kw["dim"] = new
+    return _wrap(tuple(fn(x._value, **kw)), x._levels)
+
+
+def _index_along(names):
+    """index_copy/index_fill/index_reduce (input, dim, index, ...): a 1-D unbatched index along the shifted dim;
+    the tensor arguments named in `names` (source) aligned with input and expanded."""
+    def rule(fn, args, kwargs):
+        sig = _signature(fn)
+        if not sig:
+            return None
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError:
+            return None
+        a = bound.arguments
+        x, index = a.get("input"), a.get("index")
+        if isinstance(index, BatchedTensor) or not _is_tensor(x) or x.dim() == 0:
+            return None
+        tensors = [a[n] for n in names if n in a]
+        if "value" in a and isinstance(a["value"], BatchedTensor):
+            return None                    # a batched fill value: the loop
+        if not all(_is_tensor(t) for t in tensors) or any(_logical_rank(t) != x.dim() for t in tensors):
+            return None
+        levels = _levels_of([x] + tensors)
+        d = _shift_dim(a["dim"], x.dim(), len(levels))
+        if d is None:
+            return None
+        a["input"] = _phys(x, levels, expand=True)
+        for n in names:
+            if n in a:
+                a[n] = _phys(a[n], levels, expand=True)
+        a["dim"] = d
+        return BatchedTensor(fn(*bound.args, **bound.kwargs), levels)
+    return rule
+
+
+def _index_put_rule(fn, args, kwargs):
+    """index_put(input, indices, values, accumulate): unbatched int64 index tensors, after one arange per batch
+    dim (broadcast against them), so the write lands in each row's own slice."""
+    a = dict(zip(("input", "indices", "values", "accumulate"), args))
+    a.update(kwargs)
+    x, indices, values = a.get("input"), a.get("indices"), a.get("values")
+    if set(a) - {"input", "indices", "values", "accumulate"} or not _is_tensor(x) or not _is_tensor(values) or \
+            not isinstance(indices, (tuple, list)) or not indices:
+        return None
+    if not all(isinstance(i, Tensor) and not isinstance(i, BatchedTensor) and i.dtype is _C.int64 for i in indices):
+        return None                        # batched or bool indices: the loop
+    if len(indices) > x.dim():
+        return None
+    shape = ()
+    for i in indices:
+        shape = _broadcast_shape(shape, tuple(i.shape))
+        if shape is None:
+            return None
+    levels = _levels_of([x, values])
+    nb = len(levels)
+    sizes = _batch_sizes(levels)
+    rest = tuple(x.shape[len(indices):])
+    if _broadcast_shape(tuple(values.shape), shape + rest) != shape + rest:
+        return None
+    full = []
+    for j, n in enumerate(sizes):
+        view = (1,) * j + (n,) + (1,) * (nb - j - 1) + (1,) * len(shape)
+        full.append(_root().arange(n).reshape(view))
+    full += [i.reshape((1,) * nb + tuple(i.shape)) for i in indices]
+    xv = _phys(x, levels, expand=True)
+    vv = _phys(values, levels, len(shape) + len(rest))
+    return BatchedTensor(fn(xv, tuple(full), vv, bool(a.get("accumulate", False))), levels)
+
+
+def _masked_scatter_rule(fn, args, kwargs):
+    """masked_scatter(input, mask, source): row b's k-th True takes source_b's k-th element: the position of each
+    True (a cumulative count over the row's mask) gathers from the row's flattened source."""
+    a = dict(zip(("input", "mask", "source"), args))
+    a.update(kwargs)
+    x, mask, source = a.get("input"), a.get("mask"), a.get("source")
+    if set(a) - {"input", "mask", "source"} or not all(_is_tensor(t) for t in (x, mask, source)) or \
+            mask.dtype is not _C.bool or x.dtype is not source.dtype:
+        return None
+    shape = _broadcast_shape(tuple(x.shape), tuple(mask.shape))
+    if shape is None or _broadcast_shape(shape, tuple(x.shape)) != shape:
+        return None
+    levels = _levels_of([x, mask, source])
+    nb = len(levels)
+    sizes = _batch_sizes(levels)
+    n = math.prod(sizes)
+    xv = _phys(x, levels, len(shape)).expand(sizes + shape).reshape((n, -1))
+    mv = _phys(mask, levels, len(shape)).expand(sizes + shape).reshape((n, -1))
+    src = _fold(_phys(source, levels, expand=True), nb).reshape((n, -1))
+    count = mv.to(_C.int64).cumsum(1)
+    if count.shape[1] and int(count[:, -1].max()) > src.shape[1]:
+        return None                        # too few source elements: the loop raises masked_scatter's error
+    if src.shape[1] == 0:
+        out = xv.clone()
+    else:
+        picked = src.gather(1, (count - 1).clamp(0, src.shape[1] - 1))
+        out = _C.where(mv, picked, xv)
+    return BatchedTensor(out.reshape(sizes + shape), levels)
+
+
+def _renorm_rule(fn, args, kwargs):
+    """renorm(input, p, dim, maxnorm): normalization.renorm's factor from the norms over the row's other dims."""
+    from .linalg import vector_norm
+    a = dict(zip(("input", "p", "dim", "maxnorm"), args))
+    a.update(kwargs)
+    x = a.get("input")
+    p, maxnorm = a.get("p"), a.get("maxnorm")
+    if set(a) != {"input", "p", "dim", "maxnorm"} or not _only_first_batched(args, kwargs) or x.dim() < 2 or \
+            not x.dtype.is_floating_point or _plain_number(p, False) is None or \
+            _plain_number(maxnorm, False) is None or p <= 0 or maxnorm < 0:
+        return None
+    nb = len(x._levels)
+    d = _shift_dim(a["dim"], x.dim(), nb)
+    if d is None:
+        return None
+    others = tuple(i for i in builtins.range(nb, nb + x.dim()) if i != d)
+    v = x._value
+    norms = vector_norm(v, float(p), others, True)
+    limit = _C.scalar_operand(float(maxnorm), norms)
+    scale = _C.div(limit, _C.add(norms, _C.scalar_operand(1e-7, norms)))
+    factor = _C.where(_C.compare("gt", norms, limit), scale, _C.scalar_operand(1.0, norms))
+    return BatchedTensor(_C.mul(v, factor), x._levels)
+
+
+def _repeat_interleave_rule(fn, args, kwargs):
+    a = dict(zip(("input", "repeats", "dim"), args))
+    a.update(kwargs)
+    x, repeats, dim = a.get("input"), a.get("repeats"), a.get("dim")
+    if set(a) - {"input", "repeats", "dim", "output_size"} or repeats is None or \
+            not _only_first_batched(args, kwargs):
+        return None
+    nb = len(x._levels)
+    if dim is None:
+        v, d = _flat_rows(x), nb
+    else:
+        if x.dim() == 0:
+            return None
+        v, d = x._value, _shift_dim(dim, x.dim(), nb)
+        if d is None:
+            return None
+    return BatchedTensor(fn(v, repeats, d, output_size=a.get("output_size")), x._levels)
+
+
+def _searchsorted_rule(fn, args, kwargs):
+    """searchsorted(sorted_sequence, input): both aligned and expanded to the batch; a 1-D sequence per row pairs
+    with the row's values flattened (an n-D one already pairs its leading dims with theirs)."""
+    a = dict(zip(("sorted_sequence", "input"), args))
+    a.update(kwargs)
+    seq, values, sorter = a.get("sorted_sequence"), a.get("input"), a.get("sorter")
+    if not (_is_tensor(seq) and _is_tensor(values)) or seq.dim() == 0 or (sorter is not None and (
+            not _is_tensor(sorter) or tuple(sorter.shape) != tuple(seq.shape))):
+        return None
+    levels = _levels_of([seq, values, sorter])
+    nb = len(levels)
+    sizes = _batch_sizes(levels)
+    a["sorted_sequence"] = _phys(seq, levels, expand=True)
+    if sorter is not None:
+        a["sorter"] = _phys(sorter, levels, expand=True)
+    vv = _phys(values, levels, expand=True)
+    if seq.dim() == 1:
+        a["input"] = vv.reshape(sizes + (-1,))
+        out = fn(a.pop("sorted_sequence"), a.pop("input"), **a)
+        return BatchedTensor(out.reshape(sizes + tuple(values.shape)), levels)
+    if values.dim() != seq.dim():
+        return None
+    a["input"] = vv
+    return BatchedTensor(fn(a.pop("sorted_sequence"), a.pop("input"), **a), levels)
+
+
+def _sum_to_size_rule(fn, args, kwargs):
+    x = args[0]
+    if kwargs or not _only_first_batched(args, kwargs):
+        return None
+    shape = _sizes_from(list(args[1:]))
+    if any(isinstance(s, bool) or not isinstance(s, int) for s in shape):
+        return None
+    rank, nb = x.dim(), len(x._levels)
+    if len(shape) > rank or any(s != t and s != 1 for s, t in zip(shape, tuple(x.shape)[rank - len(shape):])):
+        return None
+    batch = tuple(x._value.shape[:nb])
+    out = x._value.sum_to_size(batch + (1,) * (rank - len(shape)) + tuple(shape))
+    return BatchedTensor(out.reshape(batch + tuple(shape)), x._levels)
+
+
+def _take_along_dim_rule(fn, args, kwargs):
+    a = dict(zip(("input", "indices", "dim"), args))
+    a.update(kwargs)
+    x, idx, dim = a.get("input"), a.get("indices"), a.get("dim")
+    if set(a) - {"input", "indices", "dim"} or not (_is_tensor(x) and _is_tensor(idx)):
+        return None
+    levels = _levels_of([x, idx])
+    nb = len(levels)
+    xv, iv = _phys(x, levels, expand=True), _phys(idx, levels, expand=True)
+    if dim is None:
+        sizes = _batch_sizes(levels)
+        return BatchedTensor(fn(xv.reshape(sizes + (-1,)), iv.reshape(sizes + (-1,)), nb), levels)
+    if x.dim() != idx.dim() or x.dim() == 0:
+        return None
+    d = _shift_dim(dim, x.dim(), nb)
+    return None if d is None else BatchedTensor(fn(xv, iv, d), levels)
+
+
+for _k, _decomp in (("hsplit", _split_along(1, lambda n: 1 if n > 1 else 0)), ("vsplit", _split_along(2, lambda n: 0)),
+                    ("dsplit", _split_along(3, lambda n: 2))):
+    RULES[_k] = _or_loop(_k, _composite(_decomp))
+for _k, _rule in (("diagonal_scatter", _dims_rule("dim1", "dim2", aligned=("src",))),
+                  ("select_scatter", _dims_rule("dim", aligned=("src",))), ("gradient", _gradient_rule),
+                  ("index_copy", _index_along(("source",))), ("index_reduce", _index_along(("source",))),
+                  ("index_fill", _index_along(())), ("index_put", _index_put_rule),
+                  ("index_put_", _inplace_via("index_put")), ("masked_scatter", _masked_scatter_rule),
+                  ("renorm", _renorm_rule), ("repeat_interleave", _repeat_interleave_rule),
+                  ("scatter_reduce", _index_dim_rule), ("searchsorted", _searchsorted_rule),
+                  ("sum_to_size", _sum_to_size_rule), ("take_along_dim", _take_along_dim_rule),
+                  ("unravel_index", _first_only)):
+    RULES[_k] = _or_loop(_k, _rule)
+
+
 # ----- vmap -----------------------------------------------------------------------------------------------------
 def _tree_map_dims(obj, dims, fn, op):
     """fn(tensor, dim) over the tensors of obj (nested tuples, lists and dicts), dims an int/None for all of them
