@@ -183,3 +183,34 @@ def test_composite_matches_torch_func(name, in_dims):
     want = torch.func.vmap(lambda *a: f(torch, *a), in_dims=in_dims)(*targs)
     for g, w in zip(_leaves(got), _leaves(want)):
         np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-10, atol=1e-10)
+
+
+def test_constructors_of_a_batched_row(dg):
+    """The legacy typed constructors, tensor/as_tensor/new, scalar_tensor and fill give each row's own values (the
+    legacy Tensor(row) refuses: it cannot hold a row); detach_ cuts the batch from the graph."""
+    vm = _vm(dg)
+    x = dg.tensor(_r(B, 4), requires_grad=True)
+    y = x * 2
+    vm.FALLBACKS.clear()
+    for make in (dg.DoubleTensor, dg.tensor, dg.as_tensor, lambda r: r.new(r), lambda r: r.cpu()):
+        got = dg.vmap(make)(y)
+        np.testing.assert_array_equal(got.detach().numpy(), y.detach().numpy())
+    assert not dg.vmap(dg.DoubleTensor)(y).requires_grad
+    i = dg.tensor(RNG.integers(0, 9, (B, 4)))
+    np.testing.assert_array_equal(dg.vmap(dg.LongTensor)(i).numpy(), i.numpy())
+    with pytest.raises(TypeError, match="FloatTensor: expected a tensor of dtype float32"):
+        dg.vmap(dg.FloatTensor)(y)
+    with pytest.raises(RuntimeError, match="legacy constructor"):
+        dg.vmap(dg.Tensor)(y)
+    s = dg.tensor(_r(B))
+    got = dg.vmap(lambda r: dg.scalar_tensor(r, dtype=dg.float32))(s)
+    assert got.dtype == dg.float32 and got.shape == (B,)
+    np.testing.assert_allclose(got.numpy(), s.numpy().astype(np.float32))
+    got = dg.vmap(lambda r, v: dg.fill(r, v), in_dims=(None, 0))(dg.zeros(2, 3), s)
+    np.testing.assert_array_equal(got.numpy(), np.broadcast_to(s.numpy().astype(np.float32)[:, None, None], (B, 2, 3)))
+    assert not vm.FALLBACKS, sorted(set(vm.FALLBACKS))
+    z = x.detach() * 3
+    z.requires_grad_()
+    w = z * 1.0
+    dg.vmap(lambda r: r.detach_())(w)
+    assert not w.requires_grad and w.grad_fn is None

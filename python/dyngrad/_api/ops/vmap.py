@@ -1330,12 +1330,15 @@ def _dropout_same(fn, args, kwargs):
 
 RANDOM_RULES = {}
 SAME_RULES = {}
+INPLACE_RULES = {}        # name_ -> rule(self, args, kwargs) for in-place methods that are not their op then a copy
 
 
 # ----- in-place methods -----------------------------------------------------------------------------------------
 def _inplace(name, self, args, kwargs):
     """self.name_(...): the out-of-place op's rule, then the result written into self's physical tensor (self must
     be batched at every level the result is)."""
+    if name in INPLACE_RULES:
+        return INPLACE_RULES[name](self, args, kwargs)
     base = name[:-1]
     was = STATE.active
     if name in RANDOM:
@@ -2928,6 +2931,76 @@ for _k, _rule in (("diagonal_scatter", _dims_rule("dim1", "dim2", aligned=("src"
                   ("sum_to_size", _sum_to_size_rule), ("take_along_dim", _take_along_dim_rule),
                   ("unravel_index", _first_only)):
     RULES[_k] = _or_loop(_k, _rule)
+
+
+
+# ----- vmapB: constructors and conversions of a batched row -------------------------------------------------------
+def _new_rule(fn, args, kwargs):
+    """x.new(t): t itself without its history (its dtype must be x's); x.new(sizes) / x.new(data): a fresh
+    unbatched tensor of x's dtype."""
+    x = args[0]
+    if len(args) == 2 and _is_tensor(args[1]):
+        if args[1].dtype is not x.dtype or set(kwargs) - {"device"}:
+            return None
+        return args[1].detach()
+    if _has_batched(args[1:], kwargs):
+        return None
+    return fn(x._value if isinstance(x, BatchedTensor) else x, *args[1:], **kwargs)
+
+
+def _scalar_tensor_rule(fn, args, kwargs):
+    """scalar_tensor(s) of a batched 0-d row: each row's number, as a fresh 0-d tensor of the dtype asked."""
+    from ..args import dtype_arg, get_default_dtype
+    s = args[0] if args else kwargs.get("s")
+    if len(args) > 1 or not isinstance(s, BatchedTensor) or s.dim() != 0 or kwargs.get("requires_grad") or \
+            set(kwargs) - {"s", "dtype", "device", "layout", "pin_memory", "requires_grad"}:
+        return None
+    fn(_C.full((), 0, s.dtype), **{k: v for k, v in kwargs.items() if k != "s"})     # the options' checks
+    dt = get_default_dtype() if kwargs.get("dtype") is None else dtype_arg(kwargs["dtype"], "scalar_tensor")
+    return BatchedTensor(s._value.detach().to(dt), s._levels)
+
+
+def _fill_rule(fn, args, kwargs):
+    """fill(input, value): a number fills the physical tensor; a batched 0-d value gives each row its own."""
+    a = dict(zip(("input", "value"), args))
+    a.update(kwargs)
+    x, value = a.get("input"), a.get("value")
+    if set(a) != {"input", "value"} or not _is_tensor(x):
+        return None
+    if not isinstance(value, BatchedTensor):
+        return _first_only(fn, (x, value), {})
+    if value.dim() != 0:
+        return None
+    levels = _levels_of([x, value])
+    sizes = _batch_sizes(levels)
+    v = _phys(value, levels, x.dim())
+    v = v.to(x.dtype) if v.dtype is not x.dtype else v
+    return BatchedTensor(v.expand(sizes + tuple(x.shape)) if x.dim() else v.clone(), levels)
+
+
+def _detach_inplace(self, args, kwargs):
+    """x.detach_() of a batched row detaches the physical tensor (the core refuses a view, as torch does)."""
+    was = STATE.active
+    STATE.active = False
+    try:
+        self._value.detach_(*args, **kwargs)
+    finally:
+        STATE.active = was
+    return self
+
+
+def _legacy_init(fn, args, kwargs):
+    raise RuntimeError("vmap: Tensor(x) of a batched row cannot hold the row: the legacy constructor initialises a "
+                       "new, unbatched tensor in place. Use x.detach() (the memory Tensor(x) shares), or a typed "
+                       "constructor such as dyngrad.FloatTensor(x), which returns the row.")
+
+
+for _k, _rule in (("tensor", _first_only), ("as_tensor", _first_only), ("asarray", _first_only), ("cpu", _first_only),
+                  ("to_dense", _first_only), ("new", _new_rule), ("scalar_tensor", _scalar_tensor_rule),
+                  ("fill", _fill_rule)):
+    RULES[_k] = _or_loop(_k, _rule)
+RULES["__init__"] = _legacy_init
+INPLACE_RULES["detach_"] = _detach_inplace
 
 
 # ----- vmap -----------------------------------------------------------------------------------------------------
