@@ -214,3 +214,49 @@ def test_constructors_of_a_batched_row(dg):
     w = z * 1.0
     dg.vmap(lambda r: r.detach_())(w)
     assert not w.requires_grad and w.grad_fn is None
+
+
+RANDOM = {
+    "normal": lambda m, r: m.normal(r, 0.5),
+    "poisson": lambda m, r: m.poisson(r * 4),
+    "binomial": lambda m, r: m.binomial(r * 0 + 20, r),
+    "multinomial": lambda m, r: m.multinomial(r, 3, replacement=True),
+    "randint_like": lambda m, r: m.randint_like(r, 1000),
+    "rrelu": lambda m, r: m.rrelu(r - 0.5, training=True),
+    "rrelu_": lambda m, r: m.rrelu_(r - 0.5, training=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RANDOM))
+def test_random_draws_follow_randomness(dg, name):
+    """'error' refuses the draw; 'different' gives each of equal rows its own draw, with no fallback loop; 'same'
+    gives equal rows for randint_like (its input is only a shape) and refuses the draws parametrised by the batched
+    input, as torch.func does."""
+    vm = _vm(dg)
+    f = RANDOM[name]
+    row = RNG.uniform(0.1, 0.9, (5, 6))
+    x = dg.tensor(np.stack([row] * 4))
+    with pytest.raises(RuntimeError, match="randomness"):
+        dg.vmap(lambda r: f(dg, r))(x)
+    vm.FALLBACKS.clear()
+    got = dg.vmap(lambda r: f(dg, r), randomness="different")(x)
+    assert not vm.FALLBACKS, sorted(set(vm.FALLBACKS))
+    want = f(dg, x[0])
+    assert tuple(got.shape) == (4,) + tuple(want.shape) and got.dtype == want.dtype
+    v = got.numpy()
+    assert not all(np.array_equal(v[0], v[k]) for k in range(1, 4))
+    if name == "multinomial":
+        assert ((v >= 0) & (v < 6)).all()
+    if name == "binomial":
+        assert ((v >= 0) & (v <= 20)).all() and (v == np.round(v)).all()
+    if name.startswith("rrelu"):     # negative inputs scaled by a slope in [1/8, 1/3], positive ones kept
+        neg = row - 0.5 < 0
+        slopes = v[:, neg] / (row - 0.5)[neg]
+        assert ((slopes >= 1 / 8 - 1e-6) & (slopes <= 1 / 3 + 1e-6)).all()
+        np.testing.assert_allclose(v[:, ~neg], np.broadcast_to((row - 0.5)[~neg], v[:, ~neg].shape))
+    if name == "randint_like":
+        same = dg.vmap(lambda r: f(dg, r), randomness="same")(x).numpy()
+        assert all(np.array_equal(same[0], same[k]) for k in range(1, 4))
+    else:
+        with pytest.raises(RuntimeError, match="same randomness with a batched tensor input"):
+            dg.vmap(lambda r: f(dg, r), randomness="same")(x)

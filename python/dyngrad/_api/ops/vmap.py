@@ -3003,6 +3003,37 @@ RULES["__init__"] = _legacy_init
 INPLACE_RULES["detach_"] = _detach_inplace
 
 
+
+# ----- vmapB: random draws with a batched input -------------------------------------------------------------------
+# randomness='different': one draw over the physical tensor gives every row its own (elementwise draws: normal,
+# poisson, binomial, rrelu; multinomial draws per row of its (n, k) input, into which the batch folds).
+# randomness='same': randint_like draws one row's worth (its input gives only a shape); for the draws whose
+# parameters are the batched input torch refuses, and so does this (its message).
+def _multinomial_rule(fn, args, kwargs):
+    x = args[0]
+    if not _only_first_batched(args, kwargs) or x.dim() not in (1, 2):
+        return None
+    nb = len(x._levels)
+    sizes = tuple(x._value.shape[:nb])
+    out = fn(x._value.reshape((-1, x.shape[-1])), *args[1:], **kwargs)
+    return BatchedTensor(out.reshape(sizes + tuple(x.shape[:-1]) + (out.shape[-1],)), x._levels)
+
+
+def _same_refused(fn, args, kwargs):
+    raise RuntimeError("vmap: Vmap does not currently support same randomness with a batched tensor input (as "
+                       "torch.func); use randomness='different', or draw outside vmap.")
+
+
+for _k in ("normal", "poisson", "binomial", "rrelu"):
+    RANDOM_RULES[_k] = _random_elementwise
+    SAME_RULES[_k] = _same_refused
+RANDOM_RULES["rrelu_"] = _or_loop("rrelu_", _inplace_fn)
+SAME_RULES["rrelu_"] = SAME_RULES["multinomial"] = _same_refused
+RANDOM_RULES["multinomial"] = _or_loop("multinomial", _multinomial_rule)
+RANDOM_RULES["randint_like"] = _or_loop("randint_like", _creation_like)
+SAME_RULES["randint_like"] = _or_loop("randint_like", _random_like_same)
+
+
 # ----- vmap -----------------------------------------------------------------------------------------------------
 def _tree_map_dims(obj, dims, fn, op):
     """fn(tensor, dim) over the tensors of obj (nested tuples, lists and dicts), dims an int/None for all of them
