@@ -125,6 +125,10 @@ CASES = {
     "take_along_dim_flat": (lambda m, a, i: m.take_along_dim(a, i), [_r(3, 4), RNG.integers(0, 12, (5,))],
                             [(0, None), (0, 0)], True),
     "unravel_index": (lambda m, i: m.unravel_index(i, (3, 4)), [RNG.integers(0, 12, (5,))], [(0,)], False),
+    "histc": (lambda m, a: m.histc(a, bins=5), [_r(3, 4)], [(0,)], False),
+    "histc_range": (lambda m, a: m.histc(a, 4, -1, 1), [_r(3, 4)], [(0,)], False),
+    "nonzero_static": (lambda m, a: m.nonzero_static(a > 0, size=5, fill_value=-7), [_r(3, 4)], [(0,)], False),
+    "one_hot": (lambda m, i: m.nn.functional.one_hot(i, 5), [RNG.integers(0, 5, (2, 3))], [(0,)], False),
 }
 
 
@@ -260,3 +264,10 @@ def test_random_draws_follow_randomness(dg, name):
     else:
         with pytest.raises(RuntimeError, match="same randomness with a batched tensor input"):
             dg.vmap(lambda r: f(dg, r), randomness="same")(x)
+
+
+def test_one_hot_needs_num_classes(dg):
+    """num_classes=-1 would size the result from the batch's values: refused, as torch.func does."""
+    i = dg.tensor(RNG.integers(0, 5, (B, 4)))
+    with pytest.raises(RuntimeError, match="explicit positive num_classes"):
+        dg.vmap(lambda r: dg.nn.functional.one_hot(r))(i)

@@ -3034,6 +3034,86 @@ RANDOM_RULES["randint_like"] = _or_loop("randint_like", _creation_like)
 SAME_RULES["randint_like"] = _or_loop("randint_like", _random_like_same)
 
 
+
+# ----- vmapB: results whose size the values would set -------------------------------------------------------------
+def _one_hot_rule(fn, args, kwargs):
+    """one_hot(x, num_classes): the physical indices' one-hot; num_classes=-1 would read the batch's values for
+    the result's size, which torch.func refuses (its message)."""
+    a = dict(zip(("tensor", "num_classes"), args))
+    a.update(kwargs)
+    x, n = a.get("tensor"), a.get("num_classes", -1)
+    if set(a) - {"tensor", "num_classes"} or not _only_first_batched(args, kwargs):
+        return None
+    if isinstance(n, int) and not isinstance(n, bool) and n < 0:
+        raise RuntimeError("vmap: When vmap-ing one_hot, please provide an explicit positive num_classes argument "
+                           "(as torch.func): the default reads the values to size the result.")
+    return BatchedTensor(fn(x._value, n), x._levels)
+
+
+def _histc_rule(fn, args, kwargs):
+    """histc(x, bins, min, max): statistics.histc's arithmetic over every row at once (each row's own range when
+    min == max), the counts of all rows in one bincount."""
+    import numpy as np
+    from .. import bridge
+    a = dict(zip(("input", "bins", "min", "max"), args))
+    a.update(kwargs)
+    x, bins = a.get("input"), a.get("bins", 100)
+    lo, hi = a.get("min", 0), a.get("max", 0)
+    if set(a) - {"input", "bins", "min", "max"} or not _only_first_batched(args, kwargs) or \
+            not x.dtype.is_floating_point or x.dtype in (_C.float16, _C.bfloat16) or \
+            isinstance(bins, bool) or not isinstance(bins, int) or bins <= 0 or \
+            _plain_number(lo, False) is None or _plain_number(hi, False) is None:
+        return None
+    nb = len(x._levels)
+    sizes = tuple(x._value.shape[:nb])
+    n = math.prod(sizes)
+    arr = bridge.host_values(x._value).reshape(n, -1)
+    t = arr.dtype.type
+    lo_r, hi_r = np.full(n, float(lo)), np.full(n, float(hi))
+    if float(lo) == float(hi) and arr.shape[1]:
+        lo_r, hi_r = arr.min(1).astype(np.float64), arr.max(1).astype(np.float64)
+    same = lo_r == hi_r
+    lo_r, hi_r = np.where(same, lo_r - 1, lo_r), np.where(same, hi_r + 1, hi_r)
+    if not (np.isfinite(lo_r).all() and np.isfinite(hi_r).all() and (lo_r < hi_r).all()):
+        return None                        # the loop raises histc's error for the row
+    left, right = lo_r.astype(t)[:, None], hi_r.astype(t)[:, None]
+    inside = (arr >= left) & (arr <= right)
+    position = ((np.where(inside, arr, left) - left) * t(bins) / (right - left)).astype(np.int64)
+    position[position == bins] = bins - 1
+    flat = (np.arange(n, dtype=np.int64)[:, None] * bins + position)[inside]
+    counts = np.bincount(flat, minlength=n * bins).reshape(sizes + (bins,))
+    return BatchedTensor(bridge.host_result(counts, x.dtype), x._levels)
+
+
+def _nonzero_static_rule(fn, args, kwargs):
+    """nonzero_static(x, size=, fill_value=): each row's first `size` nonzero coordinates (row-major), padded
+    with fill_value: the rank of each nonzero within its row places it."""
+    import numpy as np
+    from .. import bridge
+    x = args[0] if args else kwargs.get("input")
+    size, fill = kwargs.get("size"), kwargs.get("fill_value", -1)
+    if len(args) != 1 or set(kwargs) - {"size", "fill_value"} or not _only_first_batched(args, kwargs) or \
+            any(isinstance(v, bool) or not isinstance(v, int) for v in (size, fill)) or size < 0:
+        return None
+    nb = len(x._levels)
+    sizes = tuple(x._value.shape[:nb])
+    n = math.prod(sizes)
+    shape = tuple(x.shape)
+    mask = bridge.host_array(x._value.detach()).reshape(n, -1) != 0
+    rank = np.cumsum(mask, 1) - 1
+    keep = mask & (rank < size)
+    rows, flat = np.nonzero(keep)
+    out = np.full((n, size, len(shape)), fill, dtype=np.int64)
+    if len(shape):
+        out[rows, rank[rows, flat]] = np.stack(np.unravel_index(flat, shape), -1)
+    return BatchedTensor(bridge.host_result(out.reshape(sizes + (size, len(shape))), _C.int64), x._levels)
+
+
+for _k, _rule in (("one_hot", _one_hot_rule), ("F.one_hot", _one_hot_rule), ("histc", _histc_rule),
+                  ("nonzero_static", _nonzero_static_rule)):
+    RULES[_k] = _or_loop(_k, _rule)
+
+
 # ----- vmap -----------------------------------------------------------------------------------------------------
 def _tree_map_dims(obj, dims, fn, op):
     """fn(tensor, dim) over the tensors of obj (nested tuples, lists and dicts), dims an int/None for all of them
