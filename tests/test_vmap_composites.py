@@ -271,3 +271,30 @@ def test_one_hot_needs_num_classes(dg):
     i = dg.tensor(RNG.integers(0, 5, (B, 4)))
     with pytest.raises(RuntimeError, match="explicit positive num_classes"):
         dg.vmap(lambda r: dg.nn.functional.one_hot(r))(i)
+
+
+@pytest.mark.parametrize("name", ["svd_lowrank", "pca_lowrank"])
+def test_lowrank_follows_randomness(dg, name):
+    """A rank-2 row is recovered exactly by every row's own sketch ('different', no loop) and by the shared one
+    ('same'); a full-rank row's rank-2 sketches differ between equal rows with 'different' only; 'error' refuses
+    the draw."""
+    vm = _vm(dg)
+    op = getattr(dg, name)
+    low = _r(6, 2) @ _r(2, 5)
+    x = dg.tensor(np.stack([low + b for b in range(B)]) if name == "svd_lowrank" else np.stack([low] * B))
+    with pytest.raises(RuntimeError, match="randomness"):
+        dg.vmap(lambda r: op(r, q=2))(x)
+    for mode in ("different", "same"):
+        vm.FALLBACKS.clear()
+        U, S, V = dg.vmap(lambda r: op(r, q=3, niter=1), randomness=mode)(x)
+        assert not vm.FALLBACKS
+        rec = (U * S.unsqueeze(-2)) @ V.mT
+        want = x.numpy() if name == "svd_lowrank" else x.numpy() - x.numpy().mean(-2, keepdims=True)
+        if name == "svd_lowrank":
+            want = want if np.linalg.matrix_rank(want[1]) <= 3 else None
+        if want is not None:
+            np.testing.assert_allclose(rec.numpy(), want, atol=1e-8)
+    full = dg.tensor(np.stack([_r(6, 5)] * B))
+    for mode, equal in (("different", False), ("same", True)):
+        S = dg.vmap(lambda r: op(r, q=2, niter=0)[1], randomness=mode)(full).numpy()
+        assert all(np.allclose(S[0], S[k]) for k in range(1, B)) == equal

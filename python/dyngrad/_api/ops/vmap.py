@@ -3114,6 +3114,49 @@ for _k, _rule in (("one_hot", _one_hot_rule), ("F.one_hot", _one_hot_rule), ("hi
     RULES[_k] = _or_loop(_k, _rule)
 
 
+
+# ----- vmapB: randomised low-rank factorisations (Note [Randomised low-rank SVD] in linalg.py) --------------------
+# 'same': the op on the physical tensor draws one test matrix, which every row shares; 'different': the same steps
+# with a test matrix drawn per row (the batch dims in front of its (n, q)).
+def _lowrank_different(pca):
+    names = ("A", "q", "center", "niter") if pca else ("A", "q", "niter", "M")
+
+    def rule(fn, args, kwargs):
+        from .linalg import linalg_qr, linalg_svd
+        a = dict(zip(names, args))
+        a.update(kwargs)
+        A = a.get("A")
+        if set(a) - set(names) or not _only_first_batched(args, kwargs) or A.dim() < 2 or \
+                not A.dtype.is_floating_point or a.get("M") is not None:
+            return None
+        m, n = A.shape[-2], A.shape[-1]
+        q, niter = a.get("q", None if pca else 6), a.get("niter", 2)
+        q = (builtins.min(6, m, n) if pca else 6) if q is None else q
+        if any(isinstance(v, bool) or not isinstance(v, int) for v in (q, niter)) or niter < 0 or \
+                q < 0 or pca and q > builtins.min(m, n):
+            return None                    # the loop raises the op's error
+        v = A._value
+        if pca and a.get("center", True):
+            v = _C.sub(v, _C.mean(v, [-2], True))
+        wide = m < n
+        if wide:
+            v = _C.mT(v)
+        vt = _C.mT(v)
+        Q = linalg_qr(_C.matmul(v, _C.randn(list(v.shape[:-2]) + [v.shape[-1], q], v.dtype)))[0]
+        for _ in builtins.range(niter):
+            Q = linalg_qr(_C.matmul(vt, Q))[0]
+            Q = linalg_qr(_C.matmul(v, Q))[0]
+        U, S, Vh = linalg_svd(_C.matmul(_C.mT(Q), v), full_matrices=False)
+        U, V = _C.matmul(Q, U), _C.mT(Vh)
+        return _wrap((V, S, U) if wide else (U, S, V), A._levels)
+    return rule
+
+
+for _k, _pca in (("svd_lowrank", False), ("pca_lowrank", True)):
+    RANDOM_RULES[_k] = _or_loop(_k, _lowrank_different(_pca))
+    SAME_RULES[_k] = _or_loop(_k, _matrix_first(2))
+
+
 # ----- vmap -----------------------------------------------------------------------------------------------------
 def _tree_map_dims(obj, dims, fn, op):
     """fn(tensor, dim) over the tensors of obj (nested tuples, lists and dicts), dims an int/None for all of them
