@@ -298,3 +298,55 @@ def test_lowrank_follows_randomness(dg, name):
     for mode, equal in (("different", False), ("same", True)):
         S = dg.vmap(lambda r: op(r, q=2, niter=0)[1], randomness=mode)(full).numpy()
         assert all(np.allclose(S[0], S[k]) for k in range(1, B)) == equal
+
+
+def _stacked(m, a, shape_front):
+    n = int(np.prod(shape_front))
+    if a.dtype.kind in "iub":
+        rows = [np.roll(a, k) for k in range(n)]
+    else:
+        rows = [a + 0.25 * k for k in range(n)]
+    return _t(m, np.stack(rows).reshape(tuple(shape_front) + a.shape))
+
+
+@pytest.mark.parametrize("name", sorted(n for n, c in CASES.items() if any(d is not None for d in c[2][-1])))
+def test_composite_under_nested_vmap(dg, name):
+    """Two levels at once (the rules see two batch dims): vmap(vmap(f)) against the double loop, no fallback."""
+    f, inputs, variants, _ = CASES[name]
+    in_dims = variants[-1]
+    vm = _vm(dg)
+    args = [_t(dg, a) if d is None else _stacked(dg, a, (2, B)) for a, d in zip(inputs, in_dims)]
+    vm.FALLBACKS.clear()
+    got = dg.vmap(dg.vmap(lambda *a: f(dg, *a), in_dims=in_dims), in_dims=in_dims)(*args)
+    assert not vm.FALLBACKS, sorted(set(vm.FALLBACKS))
+    for i in range(2):
+        for b in range(B):
+            row = f(dg, *[a if d is None else a[i, b] for a, d in zip(args, in_dims)])
+            for g, w in zip(_leaves(got), _leaves(row)):
+                np.testing.assert_allclose(g[i, b].detach().numpy(), w.detach().numpy(), rtol=1e-10, atol=1e-10)
+
+
+_PER_SAMPLE = [(n, d) for n, c in sorted(CASES.items()) if c[3] for d in c[2]
+               if None in d and any(x is not None for x in d)]
+
+
+@pytest.mark.parametrize("name,in_dims", _PER_SAMPLE)
+def test_per_sample_gradients_through_composites(dg, name, in_dims):
+    """vmap(grad(f)) with respect to the unbatched operands (a per-sample copy of each, Note [Transforms inside
+    vmap]) against the loop of grads."""
+    f, args = _run(dg, name, in_dims)
+    argnums = tuple(k for k, (a, d) in enumerate(zip(args, in_dims)) if d is None and a.dtype.is_floating_point)
+    if not argnums:
+        pytest.skip("no floating unbatched operand")
+
+    def loss(*a):
+        return sum((leaf * leaf).sum() for leaf in _leaves(f(dg, *a)) if leaf.dtype.is_floating_point)
+    vm = _vm(dg)
+    vm.FALLBACKS.clear()
+    got = dg.vmap(dg.func.grad(loss, argnums=argnums), in_dims=in_dims)(*args)
+    assert not vm.FALLBACKS, sorted(set(vm.FALLBACKS))
+    for b in range(B):
+        row = [a if d is None else a[b] for a, d in zip(args, in_dims)]
+        want = dg.func.grad(loss, argnums=argnums)(*row)
+        for g, w in zip(_leaves(got), _leaves(want)):
+            np.testing.assert_allclose(g[b].numpy(), w.numpy(), rtol=1e-9, atol=1e-9)

@@ -595,12 +595,20 @@ def _dim_rule(param="dim", none_means_all=True, keeps_rank_zero=False, new_dim=F
         if not isinstance(x, BatchedTensor) or _has_batched(args[1:], kwargs):
             return None
         nb, rank = len(x._levels), x.dim()
-        if rank == 0:
-            return None
         if param not in sig.parameters:
             return None
         default = sig.parameters[param].default
         d = bound.arguments.get(param, default)
+        if rank == 0:
+            # a 0-d row reduced over all its dims (vmapB): the batch given one trailing dim of size 1 to reduce
+            if not none_means_all or new_dim or not (d is None or (isinstance(d, (tuple, list)) and len(d) == 0
+                                                                  and default == ())):
+                return None
+            bound.arguments[names[0]] = x._value.unsqueeze(-1)
+            bound.arguments[param] = nb
+            if "keepdim" in sig.parameters:
+                bound.arguments["keepdim"] = False
+            return _wrap(fn(*bound.args, **bound.kwargs), x._levels)
         if d is inspect.Parameter.empty:
             return None                        # a required dim is missing: the fallback raises the op's error
         if d is None or (isinstance(d, (tuple, list)) and len(d) == 0 and default == ()):
