@@ -129,6 +129,10 @@ CASES = {
     "histc_range": (lambda m, a: m.histc(a, 4, -1, 1), [_r(3, 4)], [(0,)], False),
     "nonzero_static": (lambda m, a: m.nonzero_static(a > 0, size=5, fill_value=-7), [_r(3, 4)], [(0,)], False),
     "one_hot": (lambda m, i: m.nn.functional.one_hot(i, 5), [RNG.integers(0, 5, (2, 3))], [(0,)], False),
+    "masked_select": (lambda m, a: m.masked_select(a, m.tensor([[True, False, True], [False, False, True]])),
+                      [_r(2, 3)], [(0,)], True),
+    "masked_select_broadcast": (lambda m, a: m.masked_select(a, m.tensor([True, False, True])), [_r(2, 3)], [(0,)],
+                                True),
 }
 
 
@@ -350,3 +354,16 @@ def test_per_sample_gradients_through_composites(dg, name, in_dims):
         want = dg.func.grad(loss, argnums=argnums)(*row)
         for g, w in zip(_leaves(got), _leaves(want)):
             np.testing.assert_allclose(g[b].numpy(), w.numpy(), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("name", ["nonzero", "argwhere", "unique", "unique_consecutive", "where", "masked_select",
+                                  "arange"])
+def test_dynamic_shapes_are_refused(dg, name):
+    """Ops whose result's shape the row's values set refuse under vmap, as torch.func does, even when every row's
+    result would have the same shape (the loop would have stacked them)."""
+    x = dg.tensor(np.stack([np.arange(1.0, 5.0)] * B))
+    call = {"nonzero": lambda r: dg.nonzero(r), "argwhere": lambda r: dg.argwhere(r), "unique": lambda r: dg.unique(r),
+            "unique_consecutive": lambda r: dg.unique_consecutive(r), "where": lambda r: dg.where(r > 0),
+            "masked_select": lambda r: dg.masked_select(dg.ones(4), r > 0), "arange": lambda r: dg.arange(r[0])}[name]
+    with pytest.raises(RuntimeError, match="dynamic shape|batched bound"):
+        dg.vmap(call)(x)

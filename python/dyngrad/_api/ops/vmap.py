@@ -3165,6 +3165,57 @@ for _k, _pca in (("svd_lowrank", False), ("pca_lowrank", True)):
     SAME_RULES[_k] = _or_loop(_k, _matrix_first(2))
 
 
+
+# ----- vmapB: results whose shape the values set (dynamic shapes): refused, as torch.func refuses them ------------
+# Looping over the rows only worked when every row's result happened to have the same shape; torch.func refuses
+# these ops outright, and so does this (a result is never shaped by the data, hence never a silent loop).
+def _dynamic_shape(key, alternatives):
+    def rule(fn, args, kwargs):
+        raise RuntimeError(f"vmap: {key} returns a result whose shape depends on each row's values (a dynamic "
+                           f"shape), which cannot be batched (torch.func refuses it too); {alternatives}.")
+    return rule
+
+
+def _masked_select_rule(fn, args, kwargs):
+    """masked_select(x, mask) with an unbatched mask: every row selects the same positions (a fixed size); a
+    batched mask would size each row's result by its values (refused)."""
+    a = dict(zip(("input", "mask"), args))
+    a.update(kwargs)
+    x, mask = a.get("input"), a.get("mask")
+    if set(a) != {"input", "mask"} or not (_is_tensor(x) and _is_tensor(mask)):
+        return None
+    if isinstance(mask, BatchedTensor):
+        _dynamic_shape("masked_select with a batched mask", "use where(mask, x, fill) or masked_fill")(fn, args,
+                                                                                                        kwargs)
+    if mask.dtype is not _C.bool:
+        return None
+    shape = _broadcast_shape(tuple(x.shape), tuple(mask.shape))
+    if shape is None:
+        return None
+    nb = len(x._levels)
+    xv = _phys(x, x._levels, len(shape)).expand(tuple(x._value.shape[:nb]) + shape)
+    return BatchedTensor(xv[(slice(None),) * nb + (mask.expand(shape),)], x._levels)
+
+
+def _where_any(fn, args, kwargs):
+    if len(args) + len(kwargs) == 1:
+        _dynamic_shape("where(condition)", "use where(condition, x, y), or nonzero_static")(fn, args, kwargs)
+    return _pointwise(fn, args, kwargs)
+
+
+def _arange_rule(fn, args, kwargs):
+    raise RuntimeError("vmap: arange with a batched bound reads each row's value to size its result (as .item() "
+                       "would; torch.func refuses it too); pass Python numbers, or build the range outside vmap.")
+
+
+for _k, _alt in (("nonzero", "use nonzero_static(x, size=...)"), ("argwhere", "use nonzero_static(x, size=...)"),
+                 ("unique", "compute it outside vmap"), ("unique_consecutive", "compute it outside vmap")):
+    RULES[_k] = _dynamic_shape(_k, _alt)
+RULES["masked_select"] = _or_loop("masked_select", _masked_select_rule)
+RULES["where"] = _where_any
+RULES["arange"] = _arange_rule
+
+
 # ----- vmap -----------------------------------------------------------------------------------------------------
 def _tree_map_dims(obj, dims, fn, op):
     """fn(tensor, dim) over the tensors of obj (nested tuples, lists and dicts), dims an int/None for all of them
