@@ -216,6 +216,9 @@ def test_constructors_of_a_batched_row(dg):
     np.testing.assert_allclose(got.numpy(), s.numpy().astype(np.float32))
     got = dg.vmap(lambda r, v: dg.fill(r, v), in_dims=(None, 0))(dg.zeros(2, 3), s)
     np.testing.assert_array_equal(got.numpy(), np.broadcast_to(s.numpy().astype(np.float32)[:, None, None], (B, 2, 3)))
+    np.testing.assert_array_equal(dg.vmap(dg.from_dlpack)(y.detach()).numpy(), y.detach().numpy())
+    got = dg.vmap(lambda r: r.new_empty_strided((2, 2), (2, 1)))(y)
+    assert tuple(got.shape) in ((2, 2), (B, 2, 2)) and got.dtype == y.dtype
     assert not vm.FALLBACKS, sorted(set(vm.FALLBACKS))
     z = x.detach() * 3
     z.requires_grad_()

@@ -3008,6 +3008,10 @@ for _k, _rule in (("tensor", _first_only), ("as_tensor", _first_only), ("asarray
                   ("fill", _fill_rule)):
     RULES[_k] = _or_loop(_k, _rule)
 RULES["__init__"] = _legacy_init
+# new_empty_strided reads only self's dtype (a fresh, uninitialised, unbatched tensor); from_dlpack of a row is the
+# physical tensor's capsule (the rows keep sharing its memory)
+RULES["new_empty_strided"] = _or_loop("new_empty_strided", _unbatched_result)
+RULES["from_dlpack"] = _or_loop("from_dlpack", _first_only)
 INPLACE_RULES["detach_"] = _detach_inplace
 
 
