@@ -30,13 +30,20 @@ import functools
 import inspect
 import itertools
 import math
+import sys
+
+import numpy as np
 
 from ... import _C
 from ..._user_frame import warn
 from ...autograd.function import Function
-from ..args import Size, Tensor, to_int, type_name
+from .. import bridge
+from ..args import Size, Tensor, dtype_arg, get_default_dtype, to_int, type_name, warn_deprecated
 from ..batching import METHODS, STATE, register
 from .. import primitive_rows, table
+from .distance import vector_norm as _distance_norm
+from .linalg import _powers, linalg_qr, linalg_svd, vector_norm as _linalg_vector_norm
+from .products import _chain_order, _sublist_equation
 from .shape import diag_embed as _diag_embed
 from .sorting import sort as _sort
 
@@ -2190,7 +2197,6 @@ for _k in ("prod", "aminmax"):
 # on an input the composite refuses it returns None and the loop runs the op, which raises the op's own error.
 def _root():
     """The public namespace of this engine (dyngrad or dyngrad.reference)."""
-    import sys
     return sys.modules[__package__.rsplit("._api", 1)[0]]
 
 
@@ -2300,8 +2306,6 @@ def _same_dtype_floating(*tensors):
 
 
 def _chain_matmul(*matrices):
-    from ..args import warn_deprecated
-    from .products import _chain_order
     if not matrices or not all(_is_tensor(m) and m.dim() == 2 for m in matrices) or \
             not _same_matmul_dtypes(*matrices):
         return None
@@ -2377,7 +2381,6 @@ def _tensordot(a, b, dims=2):
 def _cross_rule(fn, args, kwargs):
     """cross(input, other, dim): the operands aligned (logical ranks must agree), the dim (torch.cross's default:
     the first of size 3 of the row's broadcast shape) shifted."""
-    from ..args import warn_deprecated
     a = dict(zip(("input", "other", "dim"), args))
     a.update(kwargs)
     x, y, dim = a.get("input"), a.get("other"), a.get("dim")
@@ -2412,7 +2415,6 @@ def _dist(input, other, p=2):
 def _distance_rule(fn, args, kwargs):
     """pairwise_distance(x1, x2, p, eps, keepdim): distance.py's norm over the last dim of the aligned physical
     difference."""
-    from .distance import vector_norm
     a = dict(zip(("x1", "x2", "p", "eps", "keepdim"), args))
     a.update(kwargs)
     x1, x2 = a.get("x1"), a.get("x2")
@@ -2429,15 +2431,12 @@ def _distance_rule(fn, args, kwargs):
     dims = () if rank == 0 else (diff.ndim - 1,)
     if not dims:
         return None                    # a 0-d row's norm over no dims: the loop
-    return BatchedTensor(vector_norm(diff, float(p), dims, bool(a.get("keepdim", False))), levels)
+    return BatchedTensor(_distance_norm(diff, float(p), dims, bool(a.get("keepdim", False))), levels)
 
 
 def _pdist_rule(fn, args, kwargs):
     """pdist(input, p): the pairs i < j of the row's rows picked by one index_select each, normed over the last
     dim (distance.py's norm) of the physical difference."""
-    import numpy as np
-    from .. import bridge
-    from .distance import vector_norm
     x = args[0]
     p = args[1] if len(args) > 1 else kwargs.get("p", 2)
     if not _only_first_batched(args, kwargs) or x.dim() != 2 or not x.dtype.is_floating_point or \
@@ -2447,7 +2446,7 @@ def _pdist_rule(fn, args, kwargs):
     i, j = np.triu_indices(x.shape[0], 1)
     rows_i = x._value.index_select(nb, bridge.copy(i.astype(np.int64), False))
     rows_j = x._value.index_select(nb, bridge.copy(j.astype(np.int64), False))
-    return BatchedTensor(vector_norm(rows_i - rows_j, float(p), (nb + 1,), False), x._levels)
+    return BatchedTensor(_distance_norm(rows_i - rows_j, float(p), (nb + 1,), False), x._levels)
 
 
 def _cov(input, *, correction=1, fweights=None, aweights=None):
@@ -2457,7 +2456,6 @@ def _cov(input, *, correction=1, fweights=None, aweights=None):
         return None
     x = input.reshape((1, -1) if input.dim() < 2 else tuple(input.shape))
     if not (x.dtype.is_floating_point or x.dtype.is_complex):
-        from ..args import get_default_dtype
         x = x.to(get_default_dtype())
     norm = float(x.shape[1]) - float(correction)
     if norm <= 0:
@@ -2521,8 +2519,6 @@ def _cartesian_prod(*tensors):
 
 
 def _combinations(input, r=2, with_replacement=False):
-    import numpy as np
-    from .. import bridge
     if not _is_tensor(input) or input.dim() != 1 or isinstance(r, bool) or not isinstance(r, int) or r <= 0:
         return None
     pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
@@ -2563,7 +2559,6 @@ def _cdist_rule(fn, args, kwargs):
 def _einsum_any(fn, args, kwargs):
     """einsum in either format, with an ellipsis or an implicit output: the batch letters in front of every
     batched operand's subscripts and of the output's."""
-    from .products import _sublist_equation
     if kwargs or not args:
         return None
     if isinstance(args[0], str):
@@ -2637,9 +2632,6 @@ def _empty_results_batched(rule):
 def _torch_vander(fn, args, kwargs):
     """torch.vander(x, N, increasing) of a 1-D row: linalg's running powers over the physical tensor's last dim,
     reversed unless increasing."""
-    from .. import bridge
-    from .linalg import _powers
-    import numpy as np
     a = dict(zip(("x", "N", "increasing"), args))
     a.update(kwargs)
     x, N, increasing = a.get("x"), a.get("N"), a.get("increasing", False)
@@ -2826,7 +2818,6 @@ def _masked_scatter_rule(fn, args, kwargs):
 
 def _renorm_rule(fn, args, kwargs):
     """renorm(input, p, dim, maxnorm): normalization.renorm's factor from the norms over the row's other dims."""
-    from .linalg import vector_norm
     a = dict(zip(("input", "p", "dim", "maxnorm"), args))
     a.update(kwargs)
     x = a.get("input")
@@ -2841,7 +2832,7 @@ def _renorm_rule(fn, args, kwargs):
         return None
     others = tuple(i for i in builtins.range(nb, nb + x.dim()) if i != d)
     v = x._value
-    norms = vector_norm(v, float(p), others, True)
+    norms = _linalg_vector_norm(v, float(p), others, True)
     limit = _C.scalar_operand(float(maxnorm), norms)
     scale = _C.div(limit, _C.add(norms, _C.scalar_operand(1e-7, norms)))
     factor = _C.where(_C.compare("gt", norms, limit), scale, _C.scalar_operand(1.0, norms))
@@ -2958,7 +2949,6 @@ def _new_rule(fn, args, kwargs):
 
 def _scalar_tensor_rule(fn, args, kwargs):
     """scalar_tensor(s) of a batched 0-d row: each row's number, as a fresh 0-d tensor of the dtype asked."""
-    from ..args import dtype_arg, get_default_dtype
     s = args[0] if args else kwargs.get("s")
     if len(args) > 1 or not isinstance(s, BatchedTensor) or s.dim() != 0 or kwargs.get("requires_grad") or \
             set(kwargs) - {"s", "dtype", "device", "layout", "pin_memory", "requires_grad"}:
@@ -3065,8 +3055,6 @@ def _one_hot_rule(fn, args, kwargs):
 def _histc_rule(fn, args, kwargs):
     """histc(x, bins, min, max): statistics.histc's arithmetic over every row at once (each row's own range when
     min == max), the counts of all rows in one bincount."""
-    import numpy as np
-    from .. import bridge
     a = dict(zip(("input", "bins", "min", "max"), args))
     a.update(kwargs)
     x, bins = a.get("input"), a.get("bins", 100)
@@ -3100,8 +3088,6 @@ def _histc_rule(fn, args, kwargs):
 def _nonzero_static_rule(fn, args, kwargs):
     """nonzero_static(x, size=, fill_value=): each row's first `size` nonzero coordinates (row-major), padded
     with fill_value: the rank of each nonzero within its row places it."""
-    import numpy as np
-    from .. import bridge
     x = args[0] if args else kwargs.get("input")
     size, fill = kwargs.get("size"), kwargs.get("fill_value", -1)
     if len(args) != 1 or set(kwargs) - {"size", "fill_value"} or not _only_first_batched(args, kwargs) or \
@@ -3134,7 +3120,6 @@ def _lowrank_different(pca):
     names = ("A", "q", "center", "niter") if pca else ("A", "q", "niter", "M")
 
     def rule(fn, args, kwargs):
-        from .linalg import linalg_qr, linalg_svd
         a = dict(zip(names, args))
         a.update(kwargs)
         A = a.get("A")
