@@ -129,6 +129,10 @@ CASES = {
     "histc_range": (lambda m, a: m.histc(a, 4, -1, 1), [_r(3, 4)], [(0,)], False),
     "nonzero_static": (lambda m, a: m.nonzero_static(a > 0, size=5, fill_value=-7), [_r(3, 4)], [(0,)], False),
     "one_hot": (lambda m, i: m.nn.functional.one_hot(i, 5), [RNG.integers(0, 5, (2, 3))], [(0,)], False),
+    "as_strided": (lambda m, a: m.as_strided(a, (2, 2), (1, 2)), [_r(2, 4)], [(0,)], True),
+    "as_strided_copy": (lambda m, a: m.as_strided_copy(a, (3,), (2,)), [_r(2, 3)], [(0,)], True),
+    "as_strided_scatter": (lambda m, a, b: m.as_strided_scatter(a, b, (2, 2), (1, 3), 1), [_r(2, 4), _r(2, 2)],
+                           [(0, None), (None, 0), (0, 0)], True),
     "masked_select": (lambda m, a: m.masked_select(a, m.tensor([[True, False, True], [False, False, True]])),
                       [_r(2, 3)], [(0,)], True),
     "masked_select_broadcast": (lambda m, a: m.masked_select(a, m.tensor([True, False, True])), [_r(2, 3)], [(0,)],
@@ -136,7 +140,7 @@ CASES = {
 }
 
 
-TORCH_REFUSES = {"chain_matmul"}       # torch.func.vmap: "Batching rule not implemented for aten::chain_matmul"
+TORCH_REFUSES = {"chain_matmul", "as_strided_scatter"}   # torch.func.vmap: "Batching rule not implemented"
 
 
 def _run(m, name, in_dims):
@@ -370,3 +374,12 @@ def test_dynamic_shapes_are_refused(dg, name):
             "masked_select": lambda r: dg.masked_select(dg.ones(4), r > 0), "arange": lambda r: dg.arange(r[0])}[name]
     with pytest.raises(RuntimeError, match="dynamic shape|batched bound"):
         dg.vmap(call)(x)
+
+
+def test_as_strided_offset_counts_from_the_row(dg):
+    """An explicit storage_offset is counted from each row's start, as torch.func counts it."""
+    torch = pytest.importorskip("torch")
+    x = np.arange(24.0).reshape(3, 8)
+    got = dg.vmap(lambda r: dg.as_strided(r, (2, 2), (1, 2), 1))(dg.tensor(x)).numpy()
+    want = torch.func.vmap(lambda r: torch.as_strided(r, (2, 2), (1, 2), 1))(torch.tensor(x)).numpy()
+    np.testing.assert_array_equal(got, want)

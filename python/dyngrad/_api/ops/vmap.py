@@ -3205,6 +3205,70 @@ RULES["where"] = _where_any
 RULES["arange"] = _arange_rule
 
 
+
+# ----- vmapB: as_strided of a row, its storage offset counted from the row's start (as torch.func) ----------------
+# The positions that shape.as_strided reads from a contiguous row are those it reads from the row of its element
+# numbers (the op itself, on an arange: its checks and errors too); every row then picks them from its flattened
+# elements (one index_select over the batch). A row whose dims are not laid out contiguously falls back.
+def _row_is_contiguous(x):
+    strides, expect = tuple(x._value.stride())[len(x._levels):], 1
+    for n, st in reversed(list(zip(tuple(x.shape), strides))):
+        if n != 1 and st != expect:
+            return False
+        expect *= n
+    return True
+
+
+def _as_strided_rule(fn, args, kwargs):
+    a = dict(zip(("input", "size", "stride", "storage_offset"), args))
+    a.update(kwargs)
+    x = a.get("input")
+    if set(a) - {"input", "size", "stride", "storage_offset"} or not _only_first_batched(args, kwargs) or \
+            not _row_is_contiguous(x):
+        return None
+    numbers = _root().arange(x.numel()).reshape(tuple(x.shape))
+    positions = fn(numbers, a.get("size"), a.get("stride"), a.get("storage_offset"))
+    nb = len(x._levels)
+    out = _flat_rows(x).index_select(nb, positions.reshape(-1))
+    return BatchedTensor(out.reshape(tuple(x._value.shape[:nb]) + tuple(positions.shape)), x._levels)
+
+
+def _as_strided_scatter_rule(fn, args, kwargs):
+    a = dict(zip(("input", "src", "size", "stride", "storage_offset"), args))
+    a.update(kwargs)
+    x, src = a.get("input"), a.get("src")
+    size, stride, offset = a.get("size"), a.get("stride"), a.get("storage_offset")
+    offset = 0 if offset is None else offset
+    if set(a) - {"input", "src", "size", "stride", "storage_offset"} or not (_is_tensor(x) and _is_tensor(src)) or \
+            not isinstance(size, (tuple, list, Size)) or not isinstance(stride, (tuple, list)) or \
+            len(size) != len(stride) or x.dtype is not src.dtype or tuple(src.shape) != tuple(size) or \
+            any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in tuple(size) + tuple(stride)) or \
+            isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        return None
+    n = x.numel()
+    if 0 in tuple(size):
+        return None
+    positions = np.full(tuple(size), offset, dtype=np.int64)
+    for k, (m, st) in enumerate(zip(size, stride)):
+        view = (1,) * k + (m,) + (1,) * (len(size) - k - 1)
+        positions = positions + (np.arange(m, dtype=np.int64) * st).reshape(view)
+    flat_pos = positions.reshape(-1)
+    if flat_pos.max() >= n or np.unique(flat_pos).size != flat_pos.size:
+        return None                        # outside the row, or overlapping writes: the loop (and its error)
+    levels = _levels_of([x, src])
+    nb = len(levels)
+    sizes = _batch_sizes(levels)
+    xv = _phys(x, levels, expand=True).reshape(sizes + (n,))
+    sv = _phys(src, levels, expand=True).reshape(sizes + (-1,))
+    out = xv.index_copy(nb, bridge.copy(flat_pos, False), sv)
+    return BatchedTensor(out.reshape(sizes + tuple(x.shape)), levels)
+
+
+RULES["as_strided"] = _or_loop("as_strided", _as_strided_rule)
+RULES["as_strided_copy"] = _or_loop("as_strided_copy", _as_strided_rule)
+RULES["as_strided_scatter"] = _or_loop("as_strided_scatter", _as_strided_scatter_rule)
+
+
 # ----- vmap -----------------------------------------------------------------------------------------------------
 def _tree_map_dims(obj, dims, fn, op):
     """fn(tensor, dim) over the tensors of obj (nested tuples, lists and dicts), dims an int/None for all of them
