@@ -383,3 +383,13 @@ def test_as_strided_offset_counts_from_the_row(dg):
     got = dg.vmap(lambda r: dg.as_strided(r, (2, 2), (1, 2), 1))(dg.tensor(x)).numpy()
     want = torch.func.vmap(lambda r: torch.as_strided(r, (2, 2), (1, 2), 1))(torch.tensor(x)).numpy()
     np.testing.assert_array_equal(got, want)
+
+
+def test_resize_as_of_a_row(dg):
+    """resize_as_ to the row's own shape leaves it as it is; to another shape it refuses (a row owns no storage)."""
+    x = dg.tensor(_r(B, 4))
+    for f in (lambda r: dg.resize_as_(r, dg.zeros(4)), lambda r: r.resize_as_(dg.zeros(4))):
+        np.testing.assert_array_equal(dg.vmap(f)(x).numpy(), x.numpy())
+    for f in (lambda r: dg.resize_as_(r, dg.zeros(2, 2)), lambda r: r.resize_as_(dg.zeros(2, 2))):
+        with pytest.raises(RuntimeError, match="resize_as_ to another shape"):
+            dg.vmap(f)(x)

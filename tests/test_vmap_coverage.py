@@ -60,7 +60,6 @@ FALLS_BACK = {
     'pixel_unshuffle': 'no rule yet (nn.functional)',
     'poisson_nll_loss': 'no rule yet (nn.functional)',
     'prelu': 'no rule yet (nn.functional)',
-    'resize_as_': "strides name the physical memory, which a row does not own",
     'stft': 'no rule yet (nn.functional)',
     'triplet_margin_loss': 'no rule yet (nn.functional)',
     'unfold': 'no rule yet (nn.functional)',

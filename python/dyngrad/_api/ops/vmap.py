@@ -3264,6 +3264,18 @@ def _as_strided_scatter_rule(fn, args, kwargs):
     return BatchedTensor(out.reshape(sizes + tuple(x.shape)), levels)
 
 
+def _resize_as_inplace(self, args, kwargs):
+    """x.resize_as_(t): a row already of t's shape is left as it is; any other size would resize the storage,
+    which a row does not own (refused, as resize_ is)."""
+    template = args[0] if args else kwargs.get("the_template")
+    if not isinstance(self, BatchedTensor) or not _is_tensor(template) or tuple(template.shape) != tuple(self.shape):
+        raise RuntimeError("vmap: resize_as_ to another shape resizes the storage, which a batched row does not own; "
+                           "use an out-of-place op (reshape, new_empty).")
+    return self
+
+
+RULES["resize_as_"] = lambda fn, args, kwargs: _resize_as_inplace(args[0], args[1:], kwargs)
+INPLACE_RULES["resize_as_"] = _resize_as_inplace
 RULES["as_strided"] = _or_loop("as_strided", _as_strided_rule)
 RULES["as_strided_copy"] = _or_loop("as_strided_copy", _as_strided_rule)
 RULES["as_strided_scatter"] = _or_loop("as_strided_scatter", _as_strided_scatter_rule)
