@@ -58,6 +58,9 @@ class tensortype(type):
             if args[0].dtype is not cls.dtype:   # torch refuses rather than converts
                 raise TypeError(f"{name}: expected a tensor of dtype {cls.dtype.name}, got {args[0].dtype.name}; "
                                 f"use .to({cls.dtype.name}).")
+            if type(args[0]).__name__ == "BatchedTensor":    # a row inside vmap: the row, without its history
+                check_device(device, name)
+                return args[0].detach()
             return Tensor(args[0], device=device)
         if len(args) == 1 and isinstance(args[0], (float, bool)):
             raise TypeError(f"{name}: data must be a sequence (got {type_name(args[0])})")

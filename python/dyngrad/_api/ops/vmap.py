@@ -31,14 +31,21 @@ import inspect
 import itertools
 import math
 import operator
+import sys
+
+import numpy as np
 
 from ... import _C
 from ..._user_frame import warn
 from ...autograd.function import Function
 from ...autograd.grad_mode import no_grad as _no_grad
-from ..args import Size, Tensor, to_int, type_name
+from .. import bridge
+from ..args import Size, Tensor, dtype_arg, get_default_dtype, to_int, type_name, warn_deprecated
 from ..batching import METHODS, STATE, register
 from .. import primitive_rows, table
+from .distance import vector_norm as _distance_norm
+from .linalg import _powers, linalg_qr, linalg_svd, vector_norm as _linalg_vector_norm
+from .products import _chain_order, _sublist_equation
 from .shape import diag_embed as _diag_embed
 from .sorting import sort as _sort
 from .conv import conv1d as _conv1d_fn                       # these four: the nn.functional rules (vmapA)
@@ -627,12 +634,20 @@ def _dim_rule(param="dim", none_means_all=True, keeps_rank_zero=False, new_dim=F
         if not isinstance(x, BatchedTensor) or _has_batched(args[1:], kwargs):
             return None
         nb, rank = len(x._levels), x.dim()
-        if rank == 0:
-            return None
         if param not in sig.parameters:
             return None
         default = sig.parameters[param].default
         d = bound.arguments.get(param, default)
+        if rank == 0:
+            # a 0-d row reduced over all its dims (vmapB): the batch given one trailing dim of size 1 to reduce
+            if not none_means_all or new_dim or not (d is None or (isinstance(d, (tuple, list)) and len(d) == 0
+                                                                  and default == ())):
+                return None
+            bound.arguments[names[0]] = x._value.unsqueeze(-1)
+            bound.arguments[param] = nb
+            if "keepdim" in sig.parameters:
+                bound.arguments["keepdim"] = False
+            return _wrap(fn(*bound.args, **bound.kwargs), x._levels)
         if d is inspect.Parameter.empty:
             return None                        # a required dim is missing: the fallback raises the op's error
         if d is None or (isinstance(d, (tuple, list)) and len(d) == 0 and default == ()):
@@ -1363,12 +1378,15 @@ def _dropout_same(fn, args, kwargs):
 
 RANDOM_RULES = {}
 SAME_RULES = {}
+INPLACE_RULES = {}        # name_ -> rule(self, args, kwargs) for in-place methods that are not their op then a copy
 
 
 # ----- in-place methods -----------------------------------------------------------------------------------------
 def _inplace(name, self, args, kwargs):
     """self.name_(...): the out-of-place op's rule, then the result written into self's physical tensor (self must
     be batched at every level the result is)."""
+    if name in INPLACE_RULES:
+        return INPLACE_RULES[name](self, args, kwargs)
     base = name[:-1]
     was = STATE.active
     if name in RANDOM:
@@ -3097,6 +3115,1097 @@ for _k, _rule in (("cosine_embedding_loss", _sample_loss({"input1": 1, "input2":
     if _k in ("cosine_embedding_loss", "triplet_margin_loss", "ctc_loss"):
         RULES["F." + _k] = RULES[_k]
 # ===== end of vmapA's section ========================================================================================
+# ===== vmapB: composites batched through their primitives; products, linalg, indexing, random, constructors ======
+# Note [Composites through their primitives]: a composite of _api/ops calls the core (_C) directly, which a
+# BatchedTensor cannot enter, so without a rule it falls back to the loop. _composite(decomp) batches it through
+# the public ops it is made of instead: decomp is the composite written over public functions and methods, and runs
+# with the dispatcher on, so each op it calls on a BatchedTensor runs that op's own rule (a sub-op without one
+# appears in FALLBACKS under its own name: the coverage test sees it). decomp reads logical shapes and dtypes only;
+# on an input the composite refuses it returns None and the loop runs the op, which raises the op's own error.
+def _root():
+    """The public namespace of this engine (dyngrad or dyngrad.reference)."""
+    return sys.modules[__package__.rsplit("._api", 1)[0]]
+
+
+def _composite(decomp):
+    def rule(fn, args, kwargs):
+        was = STATE.active
+        STATE.active = True
+        try:
+            return decomp(*args, **kwargs)
+        finally:
+            STATE.active = was
+    return rule
+
+
+def _plain_number(v, integral):
+    """v, if it is an int (or, for a floating/complex result, a float) that the decompositions can pass on."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    if integral and not isinstance(v, int):
+        return None
+    return v
+
+
+def _add_product_pub(input, product, beta, alpha):
+    """_add_product of products.py over public ops: beta * input + alpha * product (input broadcast to product)."""
+    shape = tuple(product.shape)
+    ishape = tuple(input.shape)
+    if len(ishape) > len(shape) or any(s != 1 and s != t for s, t in zip(ishape[::-1], shape[::-1])):
+        return None
+    integral = not (product.dtype.is_floating_point or product.dtype.is_complex)
+    b, a = _plain_number(beta, integral), _plain_number(alpha, integral)
+    if a is None or b is None:
+        return None
+    scaled = product if a == 1 else product * a
+    if b == 0:
+        return scaled if scaled is not product else product.clone()
+    return (input if b == 1 else input * b) + scaled
+
+
+def _same_matmul_dtypes(*tensors):
+    first = tensors[0].dtype
+    return all(t.dtype is first for t in tensors) and first is not _C.bool
+
+
+def _addmm(input, mat1, mat2, *, beta=1, alpha=1):
+    if not all(_is_tensor(t) for t in (input, mat1, mat2)) or mat1.dim() != 2 or mat2.dim() != 2 or \
+            not _same_matmul_dtypes(input, mat1, mat2) or mat1.shape[1] != mat2.shape[0]:
+        return None
+    return _add_product_pub(input, mat1.matmul(mat2), beta, alpha)
+
+
+def _addmv(input, mat, vec, *, beta=1, alpha=1):
+    if not all(_is_tensor(t) for t in (input, mat, vec)) or mat.dim() != 2 or vec.dim() != 1 or \
+            not _same_matmul_dtypes(input, mat, vec) or mat.shape[1] != vec.shape[0]:
+        return None
+    return _add_product_pub(input, mat.matmul(vec), beta, alpha)
+
+
+def _bmm_operands(b1, b2):
+    return (_is_tensor(b1) and _is_tensor(b2) and b1.dim() == 3 and b2.dim() == 3 and b1.shape[0] == b2.shape[0]
+            and b1.shape[2] == b2.shape[1])
+
+
+def _baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    if not _is_tensor(input) or not _bmm_operands(batch1, batch2) or not _same_matmul_dtypes(input, batch1, batch2):
+        return None
+    return _add_product_pub(input, batch1.matmul(batch2), beta, alpha)
+
+
+def _addbmm(input, batch1, batch2, *, beta=1, alpha=1):
+    """As products.addbmm: one matmul of (n, B*m) by (B*m, p)."""
+    if not _is_tensor(input) or not _bmm_operands(batch1, batch2) or not _same_matmul_dtypes(input, batch1, batch2):
+        return None
+    (nb, n, m), p = tuple(batch1.shape), batch2.shape[2]
+    rows = batch1.permute(1, 0, 2).reshape(n, nb * m)
+    return _add_product_pub(input, rows.matmul(batch2.reshape(nb * m, p)), beta, alpha)
+
+
+def _addr(input, vec1, vec2, *, beta=1, alpha=1):
+    if not all(_is_tensor(t) for t in (input, vec1, vec2)) or vec1.dim() != 1 or vec2.dim() != 1:
+        return None
+    product = vec1.unsqueeze(1) * vec2.unsqueeze(0)
+    if input.dtype is not product.dtype or product.dtype is _C.bool:
+        return None                    # dtype promotion and bool coefficients: the loop (addr's own rules)
+    if not (product.dtype.is_floating_point or product.dtype.is_complex) and \
+            any(isinstance(c, float) for c in (beta, alpha)):
+        return None                    # addr refuses a float coefficient for an integer result
+    return _add_product_pub(input, product, beta, alpha)
+
+
+def _inplace_via(base):
+    """fn_(x, ...) as a function (addmv_): the out-of-place rule on x, written into x (_inplace's path)."""
+    def rule(fn, args, kwargs):
+        if not args or not isinstance(args[0], BatchedTensor):
+            return None
+        return _inplace(base + "_", args[0], args[1:], kwargs)
+    return rule
+
+
+for _k, _decomp in (("addmm", _addmm), ("addmv", _addmv), ("baddbmm", _baddbmm), ("addbmm", _addbmm),
+                    ("addr", _addr)):
+    RULES[_k] = _or_loop(_k, _composite(_decomp))
+RULES["addmv_"] = _or_loop("addmv_", _inplace_via("addmv"))
+
+def _same_dtype_floating(*tensors):
+    return all(t.dtype is tensors[0].dtype for t in tensors) and tensors[0].dtype.is_floating_point
+
+
+def _chain_matmul(*matrices):
+    if not matrices or not all(_is_tensor(m) and m.dim() == 2 for m in matrices) or \
+            not _same_matmul_dtypes(*matrices):
+        return None
+    if any(a.shape[1] != b.shape[0] for a, b in zip(matrices, matrices[1:])):
+        return None
+    warn_deprecated("chain_matmul is deprecated and will be removed; use linalg.multi_dot instead (it takes a list).")
+    if len(matrices) == 1:
+        return matrices[0].clone()
+    split = _chain_order([tuple(m.shape) for m in matrices])
+
+    def product(i, j):
+        if i == j:
+            return matrices[i]
+        k = split[i][j]
+        return product(i, k).matmul(product(k + 1, j))
+    return product(0, len(matrices) - 1)
+
+
+def _inner(input, other):
+    if not (_is_tensor(input) and _is_tensor(other)):
+        return None
+    if input.dim() == 0 or other.dim() == 0:
+        return input * other
+    if not _same_matmul_dtypes(input, other) or input.shape[-1] != other.shape[-1]:
+        return None
+    k = input.shape[-1]
+    out = input.reshape(-1, k).matmul(other.reshape(-1, k).transpose(0, 1))
+    return out.reshape(tuple(input.shape[:-1]) + tuple(other.shape[:-1]))
+
+
+def _kron(input, other):
+    if not (_is_tensor(input) and _is_tensor(other)):
+        return None
+    nd = builtins.max(input.dim(), other.dim())
+    sa = (1,) * (nd - input.dim()) + tuple(input.shape)
+    sb = (1,) * (nd - other.dim()) + tuple(other.shape)
+    a2 = input.reshape(tuple(x for n in sa for x in (n, 1)))
+    b2 = other.reshape(tuple(x for n in sb for x in (1, n)))
+    return (a2 * b2).reshape(tuple(x * y for x, y in zip(sa, sb)))
+
+
+def _tensordot(a, b, dims=2):
+    if not (_is_tensor(a) and _is_tensor(b)) or not _same_matmul_dtypes(a, b):
+        return None
+    ra, rb = a.dim(), b.dim()
+    if isinstance(dims, int) and not isinstance(dims, bool):
+        if not 0 <= dims <= builtins.min(ra, rb):
+            return None
+        da, db = list(builtins.range(ra - dims, ra)), list(builtins.range(dims))
+    elif isinstance(dims, (list, tuple)) and len(dims) == 2 and all(isinstance(x, (list, tuple)) for x in dims):
+        try:
+            da = [to_int(d, "tensordot", "dims") for d in dims[0]]
+            db = [to_int(d, "tensordot", "dims") for d in dims[1]]
+        except (TypeError, RuntimeError):
+            return None
+        if any(not -ra <= d < builtins.max(ra, 1) for d in da) or any(not -rb <= d < builtins.max(rb, 1) for d in db):
+            return None
+        da, db = [d % builtins.max(ra, 1) for d in da], [d % builtins.max(rb, 1) for d in db]
+    else:
+        return None
+    if len(da) != len(db) or len(set(da)) != len(da) or len(set(db)) != len(db):
+        return None
+    if any(a.shape[x] != b.shape[y] for x, y in zip(da, db)):
+        return None                    # size-1 broadcasting and mismatches: the loop
+    fa = [d for d in builtins.range(ra) if d not in da]
+    fb = [d for d in builtins.range(rb) if d not in db]
+    k = math.prod(a.shape[d] for d in da)
+    left = a.permute(*(fa + da)).reshape(math.prod(a.shape[d] for d in fa), k)
+    right = b.permute(*(db + fb)).reshape(k, math.prod(b.shape[d] for d in fb))
+    return left.matmul(right).reshape(tuple(a.shape[d] for d in fa) + tuple(b.shape[d] for d in fb))
+
+
+def _cross_rule(fn, args, kwargs):
+    """cross(input, other, dim): the operands aligned (logical ranks must agree), the dim (torch.cross's default:
+    the first of size 3 of the row's broadcast shape) shifted."""
+    a = dict(zip(("input", "other", "dim"), args))
+    a.update(kwargs)
+    x, y, dim = a.get("input"), a.get("other"), a.get("dim")
+    if set(a) - {"input", "other", "dim"} or not (_is_tensor(x) and _is_tensor(y)) or x.dim() != y.dim() or \
+            x.dtype is not y.dtype:
+        return None
+    shape = _broadcast_shape(tuple(x.shape), tuple(y.shape))
+    if shape is None or not shape:
+        return None
+    if dim is None:
+        sizes = [d for d, n in enumerate(shape) if n == 3]
+        if not sizes:
+            return None
+        d = sizes[0]
+        warn_deprecated("cross: calling cross without dim is deprecated; pass dim explicitly (the default is the "
+                        "first dimension of size 3, while linalg.cross defaults to dim=-1).")
+    else:
+        d = dim
+    levels = _levels_of([x, y])
+    nd = _shift_dim(d, len(shape), len(levels))
+    if nd is None or x.shape[nd - len(levels)] != 3 or y.shape[nd - len(levels)] != 3:
+        return None
+    return BatchedTensor(fn(_phys(x, levels), _phys(y, levels), nd), levels)
+
+
+def _dist(input, other, p=2):
+    if not (_is_tensor(input) and _is_tensor(other)) or not _same_dtype_floating(input, other):
+        return None
+    return _root().linalg.vector_norm(input - other, p)
+
+
+def _distance_rule(fn, args, kwargs):
+    """pairwise_distance(x1, x2, p, eps, keepdim): distance.py's norm over the last dim of the aligned physical
+    difference."""
+    a = dict(zip(("x1", "x2", "p", "eps", "keepdim"), args))
+    a.update(kwargs)
+    x1, x2 = a.get("x1"), a.get("x2")
+    p, eps = a.get("p", 2.0), a.get("eps", 1e-6)
+    if set(a) - {"x1", "x2", "p", "eps", "keepdim"} or not (_is_tensor(x1) and _is_tensor(x2)) or \
+            _plain_number(p, False) is None or _plain_number(eps, False) is None:
+        return None
+    rank = builtins.max(x1.dim(), x2.dim())
+    if _broadcast_shape(tuple(x1.shape), tuple(x2.shape)) is None:
+        return None
+    levels = _levels_of([x1, x2])
+    diff = _phys(x1, levels, rank) - _phys(x2, levels, rank)
+    diff = diff + _C.scalar_operand(float(eps), diff)
+    dims = () if rank == 0 else (diff.ndim - 1,)
+    if not dims:
+        return None                    # a 0-d row's norm over no dims: the loop
+    return BatchedTensor(_distance_norm(diff, float(p), dims, bool(a.get("keepdim", False))), levels)
+
+
+def _pdist_rule(fn, args, kwargs):
+    """pdist(input, p): the pairs i < j of the row's rows picked by one index_select each, normed over the last
+    dim (distance.py's norm) of the physical difference."""
+    x = args[0]
+    p = args[1] if len(args) > 1 else kwargs.get("p", 2)
+    if not _only_first_batched(args, kwargs) or x.dim() != 2 or not x.dtype.is_floating_point or \
+            x.dtype in (_C.float16, _C.bfloat16) or _plain_number(p, False) is None or p < 0:
+        return None
+    nb = len(x._levels)
+    i, j = np.triu_indices(x.shape[0], 1)
+    rows_i = x._value.index_select(nb, bridge.copy(i.astype(np.int64), False))
+    rows_j = x._value.index_select(nb, bridge.copy(j.astype(np.int64), False))
+    return BatchedTensor(_distance_norm(rows_i - rows_j, float(p), (nb + 1,), False), x._levels)
+
+
+def _cov(input, *, correction=1, fweights=None, aweights=None):
+    """statistics.cov without weights, over public ops."""
+    if fweights is not None or aweights is not None or not _is_tensor(input) or input.dim() > 2 or \
+            _plain_number(correction, False) is None:
+        return None
+    x = input.reshape((1, -1) if input.dim() < 2 else tuple(input.shape))
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        x = x.to(get_default_dtype())
+    norm = float(x.shape[1]) - float(correction)
+    if norm <= 0:
+        return None                    # the loop warns and gives inf/nan
+    centred = x - x.mean(1, keepdim=True)
+    weighted = centred.conj() if centred.dtype.is_complex else centred
+    c = centred.matmul(weighted.transpose(0, 1)) / norm
+    return c.reshape(()) if c.shape[0] == 1 else c
+
+
+def _corrcoef(input):
+    if not _is_tensor(input) or input.dim() > 2:
+        return None
+    c = _cov(input)
+    if c is None:
+        return None
+    if c.dim() == 0:
+        return c / c
+    d = c.diagonal().sqrt()
+    c = c / d.reshape(-1, 1) / d.reshape(1, -1)
+    if c.dtype.is_complex:
+        return _root().view_as_complex(_root().view_as_real(c).clamp(-1, 1).contiguous())
+    return c.clamp(-1, 1)
+
+
+def _tensor_args(tensors):
+    ts = tensors[0] if len(tensors) == 1 and isinstance(tensors[0], (tuple, list)) else tensors
+    return list(ts) if all(_is_tensor(t) for t in ts) else None
+
+
+def _meshgrid(*tensors, indexing=None):
+    ts = _tensor_args(tensors)
+    if not ts or any(t.dim() > 1 or t.dtype is not ts[0].dtype for t in ts) or indexing not in (None, "ij", "xy"):
+        return None
+    if indexing is None:
+        warn("meshgrid: in an upcoming release it will be required to pass the indexing argument (as in "
+             "torch); indexing='ij' is used.", UserWarning)
+        indexing = "ij"
+    axes = list(builtins.range(len(ts)))
+    if indexing == "xy" and len(ts) >= 2:
+        axes[0], axes[1] = 1, 0
+    shape = [0] * len(ts)
+    for t, axis in zip(ts, axes):
+        shape[axis] = t.numel()
+    out = []
+    for t, axis in zip(ts, axes):
+        along = [1] * len(ts)
+        along[axis] = t.numel()
+        out.append(t.reshape(tuple(along)).expand(tuple(shape)))
+    return tuple(out)
+
+
+def _cartesian_prod(*tensors):
+    ts = list(tensors)
+    if not ts or not all(_is_tensor(t) and t.dim() == 1 for t in ts):
+        return None
+    if len(ts) == 1:
+        return ts[0]
+    grids = _meshgrid(ts, indexing="ij")
+    return None if grids is None else _root().stack([g.reshape(-1) for g in grids], 1)
+
+
+def _combinations(input, r=2, with_replacement=False):
+    if not _is_tensor(input) or input.dim() != 1 or isinstance(r, bool) or not isinstance(r, int) or r <= 0:
+        return None
+    pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    rows = np.array(list(pick(builtins.range(input.shape[0]), r)), dtype=np.int64).reshape(-1, r)
+    return input[bridge.copy(rows, False)]
+
+
+def _block_diag(*tensors):
+    ts = list(tensors)
+    if not ts or not all(_is_tensor(t) and t.dim() <= 2 for t in ts):
+        return None
+    P = _root()
+    blocks = [t.reshape(1, t.numel()) if t.dim() < 2 else t for t in ts]
+    width = builtins.sum(b.shape[1] for b in blocks)
+    rows, left = [], 0
+    for b in blocks:
+        h, w = tuple(b.shape)
+        rows.append(P.cat([P.zeros((h, left), dtype=b.dtype), b, P.zeros((h, width - left - w), dtype=b.dtype)], 1))
+        left += w
+    return P.cat(rows, 0)
+
+
+def _cdist_rule(fn, args, kwargs):
+    """cdist over (..., P, M) and (..., R, M), whose leading dims broadcast: the operands aligned to one logical
+    rank, the vmap batch dims in front of theirs."""
+    a = dict(zip(("x1", "x2", "p", "compute_mode"), args))
+    a.update(kwargs)
+    x1, x2 = a.get("x1"), a.get("x2")
+    if set(a) - {"x1", "x2", "p", "compute_mode"} or not (_is_tensor(x1) and _is_tensor(x2)) or \
+            x1.dim() < 2 or x2.dim() < 2:
+        return None
+    levels = _levels_of([x1, x2])
+    rank = builtins.max(x1.dim(), x2.dim())
+    a["x1"], a["x2"] = _phys(x1, levels, rank, expand=True), _phys(x2, levels, rank, expand=True)
+    return BatchedTensor(fn(**a), levels)
+
+
+def _einsum_any(fn, args, kwargs):
+    """einsum in either format, with an ellipsis or an implicit output: the batch letters in front of every
+    batched operand's subscripts and of the output's."""
+    if kwargs or not args:
+        return None
+    if isinstance(args[0], str):
+        equation, operands = args[0], list(args[1:])
+        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+            operands = list(operands[0])
+    elif _is_tensor(args[0]):
+        try:
+            equation, operands = _sublist_equation(args)
+        except (TypeError, ValueError, RuntimeError):
+            return None
+    else:
+        return None
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(operands) or not all(_is_tensor(o) for o in operands):
+        return None
+    if not arrow:                      # the implicit output: the ellipsis, then the labels used once, sorted
+        letters = [c for c in lhs if c.isalpha()]
+        rhs = ("..." if "..." in lhs else "") + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    levels = _levels_of(operands)
+    free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in eq][:len(levels)]
+    if len(free) < len(levels):
+        return None
+    new_terms, phys = [], []
+    for term, op in zip(terms, operands):
+        if isinstance(op, BatchedTensor):
+            new_terms.append("".join(free[levels.index(lv)] for lv in op._levels) + term)
+            phys.append(op._value)
+        else:
+            new_terms.append(term)
+            phys.append(op)
+    return BatchedTensor(fn(",".join(new_terms) + "->" + "".join(free) + rhs, *phys), levels)
+
+
+for _k, _decomp in (("chain_matmul", _chain_matmul), ("inner", _inner), ("kron", _kron), ("tensordot", _tensordot),
+                    ("dist", _dist), ("cov", _cov), ("corrcoef", _corrcoef), ("meshgrid", _meshgrid),
+                    ("cartesian_prod", _cartesian_prod), ("combinations", _combinations),
+                    ("block_diag", _block_diag)):
+    RULES[_k] = _or_loop(_k, _composite(_decomp))
+for _k, _rule in (("cross", _cross_rule), ("pairwise_distance", _distance_rule),
+                  ("F.pairwise_distance", _distance_rule), ("pdist", _pdist_rule), ("F.pdist", _pdist_rule),
+                  ("cdist", _cdist_rule), ("einsum", _einsum_any)):
+    RULES[_k] = _or_loop(_k, _rule)
+
+
+
+# ----- vmapB: linalg outside the (*, n, n) family ------------------------------------------------------------------
+def _empty_results_batched(rule):
+    """A batched linalg call whose results include empty tensors computed without the batch dims (lstsq's
+    residuals, rank and singular values for a driver that computes none): those expanded to the batch's."""
+    def run(fn, args, kwargs):
+        out = rule(fn, args, kwargs)
+        if out is None or not isinstance(out, tuple):
+            return out
+        levels = next(o._levels for o in out if isinstance(o, BatchedTensor))
+        sizes = _batch_sizes(levels)
+        items = []
+        for o in out:
+            if isinstance(o, BatchedTensor) and tuple(o._value.shape[:len(levels)]) != sizes:
+                if o._value.numel() != 0:
+                    return None
+                o = BatchedTensor(o._value.reshape((1,) * len(levels) + tuple(o._value.shape)).expand(
+                    sizes + tuple(o._value.shape)), levels)
+            items.append(o)
+        return type(out)(*items) if hasattr(out, "_fields") else tuple(items)
+    return run
+
+
+def _torch_vander(fn, args, kwargs):
+    """torch.vander(x, N, increasing) of a 1-D row: linalg's running powers over the physical tensor's last dim,
+    reversed unless increasing."""
+    a = dict(zip(("x", "N", "increasing"), args))
+    a.update(kwargs)
+    x, N, increasing = a.get("x"), a.get("N"), a.get("increasing", False)
+    if set(a) - {"x", "N", "increasing"} or not _only_first_batched(args, kwargs) or x.dim() != 1 or \
+            not isinstance(increasing, bool):
+        return None
+    v = x._value
+    if v.dtype is _C.bool or not v.dtype.is_floating_point and v.dtype is not _C.int64:
+        v = v.to(_C.int64)
+    N = x.shape[0] if N is None else N
+    if isinstance(N, bool) or not isinstance(N, int) or N <= 0 or v.dtype in (_C.bfloat16, _C.float16):
+        return None
+    out = _powers(v, N, "vander")
+    if not increasing:
+        out = out.index_select(-1, bridge.share(np.arange(N - 1, -1, -1, dtype=np.int64)))
+    return BatchedTensor(out, x._levels)
+
+
+def _tensorinv(A, ind=2):
+    if not _is_tensor(A) or isinstance(ind, bool) or not isinstance(ind, int) or ind <= 0:
+        return None
+    rows, cols = math.prod(A.shape[:ind]), math.prod(A.shape[ind:])
+    if rows != cols:
+        return None
+    X = _root().linalg.inv(A.reshape(rows, cols))
+    return X.reshape(tuple(A.shape[ind:]) + tuple(A.shape[:ind]))
+
+
+def _tensorsolve(A, B, dims=None):
+    if not (_is_tensor(A) and _is_tensor(B)):
+        return None
+    if dims is not None:
+        dims = [dims] if isinstance(dims, int) else list(dims)
+        if any(isinstance(d, bool) or not isinstance(d, int) or not -A.dim() <= d < A.dim() for d in dims):
+            return None
+        moved = [d % A.dim() for d in dims]
+        A = A.permute(*([d for d in builtins.range(A.dim()) if d not in moved] + moved))
+    rest = tuple(A.shape[B.dim():])
+    rows, cols = math.prod(A.shape[:B.dim()]), math.prod(rest)
+    if rows != cols or B.dim() > A.dim() or math.prod(B.shape) != rows:
+        return None
+    return _root().linalg.solve(A.reshape(rows, cols), B.reshape(rows)).reshape(rest)
+
+
+for _k, _rule in (("cholesky_inverse", _matrix_first(2)), ("lu", _matrix_first(2)), ("linalg.vander", _matrix_first(1)),
+                  ("lu_unpack", _matrix_batch(1)), ("linalg.lstsq", _empty_results_batched(_matrix_batch(1))),
+                  ("vander", _torch_vander), ("linalg.tensorinv", _composite(_tensorinv)),
+                  ("linalg.tensorsolve", _composite(_tensorsolve))):
+    RULES[_k] = _or_loop(_k, _rule)
+
+
+
+# ----- vmapB: indexing, scatter and split composites --------------------------------------------------------------
+def _split_along(min_ndim, dim_of):
+    """hsplit/vsplit/dsplit: tensor_split along the row's dim_of(ndim), after their own checks."""
+    def decomp(input, indices_or_sections):
+        if not _is_tensor(input) or input.dim() < min_ndim:
+            return None
+        d = dim_of(input.dim())
+        if not isinstance(indices_or_sections, (tuple, list)):
+            if isinstance(indices_or_sections, bool) or not isinstance(indices_or_sections, int):
+                return None
+            if indices_or_sections == 0 or input.shape[d] % indices_or_sections:
+                return None
+        return _root().tensor_split(input, indices_or_sections, d)
+    return decomp
+
+
+def _gradient_rule(fn, args, kwargs):
+    """gradient(input, spacing=, dim=, edge_order=): the row's dims (all of them for dim=None) shifted; the
+    spacing (steps or unbatched coordinates) pairs with them as before."""
+    if len(args) != 1 or not _only_first_batched(args, kwargs) or set(kwargs) - {"spacing", "dim", "edge_order"}:
+        return None
+    x = args[0]
+    rank, nb = x.dim(), len(x._levels)
+    if rank == 0:
+        return None
+    dim = kwargs.get("dim")
+    dims = list(builtins.range(rank)) if dim is None else list(dim) if isinstance(dim, (tuple, list)) else [dim]
+    new = [_shift_dim(d, rank, nb) if isinstance(d, int) and not isinstance(d, bool) else None for d in dims]
+    if None in new:
+        return None
+    kw = dict(kwargs)
+    kw["dim"] = new
+    return _wrap(tuple(fn(x._value, **kw)), x._levels)
+
+
+def _index_along(names):
+    """index_copy/index_fill/index_reduce (input, dim, index, ...): a 1-D unbatched index along the shifted dim;
+    the tensor arguments named in `names` (source) aligned with input and expanded."""
+    def rule(fn, args, kwargs):
+        sig = _signature(fn)
+        if not sig:
+            return None
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError:
+            return None
+        a = bound.arguments
+        x, index = a.get("input"), a.get("index")
+        if isinstance(index, BatchedTensor) or not _is_tensor(x) or x.dim() == 0:
+            return None
+        tensors = [a[n] for n in names if n in a]
+        if "value" in a and isinstance(a["value"], BatchedTensor):
+            return None                    # a batched fill value: the loop
+        if not all(_is_tensor(t) for t in tensors) or any(_logical_rank(t) != x.dim() for t in tensors):
+            return None
+        levels = _levels_of([x] + tensors)
+        d = _shift_dim(a["dim"], x.dim(), len(levels))
+        if d is None:
+            return None
+        a["input"] = _phys(x, levels, expand=True)
+        for n in names:
+            if n in a:
+                a[n] = _phys(a[n], levels, expand=True)
+        a["dim"] = d
+        return BatchedTensor(fn(*bound.args, **bound.kwargs), levels)
+    return rule
+
+
+def _index_put_rule(fn, args, kwargs):
+    """index_put(input, indices, values, accumulate): unbatched int64 index tensors, after one arange per batch
+    dim (broadcast against them), so the write lands in each row's own slice."""
+    a = dict(zip(("input", "indices", "values", "accumulate"), args))
+    a.update(kwargs)
+    x, indices, values = a.get("input"), a.get("indices"), a.get("values")
+    if set(a) - {"input", "indices", "values", "accumulate"} or not _is_tensor(x) or not _is_tensor(values) or \
+            not isinstance(indices, (tuple, list)) or not indices:
+        return None
+    if not all(isinstance(i, Tensor) and not isinstance(i, BatchedTensor) and i.dtype is _C.int64 for i in indices):
+        return None                        # batched or bool indices: the loop
+    if len(indices) > x.dim():
+        return None
+    shape = ()
+    for i in indices:
+        shape = _broadcast_shape(shape, tuple(i.shape))
+        if shape is None:
+            return None
+    levels = _levels_of([x, values])
+    nb = len(levels)
+    sizes = _batch_sizes(levels)
+    rest = tuple(x.shape[len(indices):])
+    if _broadcast_shape(tuple(values.shape), shape + rest) != shape + rest:
+        return None
+    full = []
+    for j, n in enumerate(sizes):
+        view = (1,) * j + (n,) + (1,) * (nb - j - 1) + (1,) * len(shape)
+        full.append(_root().arange(n).reshape(view))
+    full += [i.reshape((1,) * nb + tuple(i.shape)) for i in indices]
+    xv = _phys(x, levels, expand=True)
+    vv = _phys(values, levels, len(shape) + len(rest))
+    return BatchedTensor(fn(xv, tuple(full), vv, bool(a.get("accumulate", False))), levels)
+
+
+def _masked_scatter_rule(fn, args, kwargs):
+    """masked_scatter(input, mask, source): row b's k-th True takes source_b's k-th element: the position of each
+    True (a cumulative count over the row's mask) gathers from the row's flattened source."""
+    a = dict(zip(("input", "mask", "source"), args))
+    a.update(kwargs)
+    x, mask, source = a.get("input"), a.get("mask"), a.get("source")
+    if set(a) - {"input", "mask", "source"} or not all(_is_tensor(t) for t in (x, mask, source)) or \
+            mask.dtype is not _C.bool or x.dtype is not source.dtype:
+        return None
+    shape = _broadcast_shape(tuple(x.shape), tuple(mask.shape))
+    if shape is None or _broadcast_shape(shape, tuple(x.shape)) != shape:
+        return None
+    levels = _levels_of([x, mask, source])
+    nb = len(levels)
+    sizes = _batch_sizes(levels)
+    n = math.prod(sizes)
+    xv = _phys(x, levels, len(shape)).expand(sizes + shape).reshape((n, -1))
+    mv = _phys(mask, levels, len(shape)).expand(sizes + shape).reshape((n, -1))
+    src = _fold(_phys(source, levels, expand=True), nb).reshape((n, -1))
+    count = mv.to(_C.int64).cumsum(1)
+    if count.shape[1] and int(count[:, -1].max()) > src.shape[1]:
+        return None                        # too few source elements: the loop raises masked_scatter's error
+    if src.shape[1] == 0:
+        out = xv.clone()
+    else:
+        picked = src.gather(1, (count - 1).clamp(0, src.shape[1] - 1))
+        out = _C.where(mv, picked, xv)
+    return BatchedTensor(out.reshape(sizes + shape), levels)
+
+
+def _renorm_rule(fn, args, kwargs):
+    """renorm(input, p, dim, maxnorm): normalization.renorm's factor from the norms over the row's other dims."""
+    a = dict(zip(("input", "p", "dim", "maxnorm"), args))
+    a.update(kwargs)
+    x = a.get("input")
+    p, maxnorm = a.get("p"), a.get("maxnorm")
+    if set(a) != {"input", "p", "dim", "maxnorm"} or not _only_first_batched(args, kwargs) or x.dim() < 2 or \
+            not x.dtype.is_floating_point or _plain_number(p, False) is None or \
+            _plain_number(maxnorm, False) is None or p <= 0 or maxnorm < 0:
+        return None
+    nb = len(x._levels)
+    d = _shift_dim(a["dim"], x.dim(), nb)
+    if d is None:
+        return None
+    others = tuple(i for i in builtins.range(nb, nb + x.dim()) if i != d)
+    v = x._value
+    norms = _linalg_vector_norm(v, float(p), others, True)
+    limit = _C.scalar_operand(float(maxnorm), norms)
+    scale = _C.div(limit, _C.add(norms, _C.scalar_operand(1e-7, norms)))
+    factor = _C.where(_C.compare("gt", norms, limit), scale, _C.scalar_operand(1.0, norms))
+    return BatchedTensor(_C.mul(v, factor), x._levels)
+
+
+def _repeat_interleave_rule(fn, args, kwargs):
+    a = dict(zip(("input", "repeats", "dim"), args))
+    a.update(kwargs)
+    x, repeats, dim = a.get("input"), a.get("repeats"), a.get("dim")
+    if set(a) - {"input", "repeats", "dim", "output_size"} or repeats is None or \
+            not _only_first_batched(args, kwargs):
+        return None
+    nb = len(x._levels)
+    if dim is None:
+        v, d = _flat_rows(x), nb
+    else:
+        if x.dim() == 0:
+            return None
+        v, d = x._value, _shift_dim(dim, x.dim(), nb)
+        if d is None:
+            return None
+    return BatchedTensor(fn(v, repeats, d, output_size=a.get("output_size")), x._levels)
+
+
+def _searchsorted_rule(fn, args, kwargs):
+    """searchsorted(sorted_sequence, input): both aligned and expanded to the batch; a 1-D sequence per row pairs
+    with the row's values flattened (an n-D one already pairs its leading dims with theirs)."""
+    a = dict(zip(("sorted_sequence", "input"), args))
+    a.update(kwargs)
+    seq, values, sorter = a.get("sorted_sequence"), a.get("input"), a.get("sorter")
+    if not (_is_tensor(seq) and _is_tensor(values)) or seq.dim() == 0 or (sorter is not None and (
+            not _is_tensor(sorter) or tuple(sorter.shape) != tuple(seq.shape))):
+        return None
+    levels = _levels_of([seq, values, sorter])
+    nb = len(levels)
+    sizes = _batch_sizes(levels)
+    a["sorted_sequence"] = _phys(seq, levels, expand=True)
+    if sorter is not None:
+        a["sorter"] = _phys(sorter, levels, expand=True)
+    vv = _phys(values, levels, expand=True)
+    if seq.dim() == 1:
+        a["input"] = vv.reshape(sizes + (-1,))
+        out = fn(a.pop("sorted_sequence"), a.pop("input"), **a)
+        return BatchedTensor(out.reshape(sizes + tuple(values.shape)), levels)
+    if values.dim() != seq.dim():
+        return None
+    a["input"] = vv
+    return BatchedTensor(fn(a.pop("sorted_sequence"), a.pop("input"), **a), levels)
+
+
+def _sum_to_size_rule(fn, args, kwargs):
+    x = args[0]
+    if kwargs or not _only_first_batched(args, kwargs):
+        return None
+    shape = _sizes_from(list(args[1:]))
+    if any(isinstance(s, bool) or not isinstance(s, int) for s in shape):
+        return None
+    rank, nb = x.dim(), len(x._levels)
+    if len(shape) > rank or any(s != t and s != 1 for s, t in zip(shape, tuple(x.shape)[rank - len(shape):])):
+        return None
+    batch = tuple(x._value.shape[:nb])
+    out = x._value.sum_to_size(batch + (1,) * (rank - len(shape)) + tuple(shape))
+    return BatchedTensor(out.reshape(batch + tuple(shape)), x._levels)
+
+
+def _take_along_dim_rule(fn, args, kwargs):
+    a = dict(zip(("input", "indices", "dim"), args))
+    a.update(kwargs)
+    x, idx, dim = a.get("input"), a.get("indices"), a.get("dim")
+    if set(a) - {"input", "indices", "dim"} or not (_is_tensor(x) and _is_tensor(idx)):
+        return None
+    levels = _levels_of([x, idx])
+    nb = len(levels)
+    xv, iv = _phys(x, levels, expand=True), _phys(idx, levels, expand=True)
+    if dim is None:
+        sizes = _batch_sizes(levels)
+        return BatchedTensor(fn(xv.reshape(sizes + (-1,)), iv.reshape(sizes + (-1,)), nb), levels)
+    if x.dim() != idx.dim() or x.dim() == 0:
+        return None
+    d = _shift_dim(dim, x.dim(), nb)
+    return None if d is None else BatchedTensor(fn(xv, iv, d), levels)
+
+
+for _k, _decomp in (("hsplit", _split_along(1, lambda n: 1 if n > 1 else 0)), ("vsplit", _split_along(2, lambda n: 0)),
+                    ("dsplit", _split_along(3, lambda n: 2))):
+    RULES[_k] = _or_loop(_k, _composite(_decomp))
+for _k, _rule in (("diagonal_scatter", _dims_rule("dim1", "dim2", aligned=("src",))),
+                  ("select_scatter", _dims_rule("dim", aligned=("src",))), ("gradient", _gradient_rule),
+                  ("index_copy", _index_along(("source",))), ("index_reduce", _index_along(("source",))),
+                  ("index_fill", _index_along(())), ("index_put", _index_put_rule),
+                  ("index_put_", _inplace_via("index_put")), ("masked_scatter", _masked_scatter_rule),
+                  ("renorm", _renorm_rule), ("repeat_interleave", _repeat_interleave_rule),
+                  ("scatter_reduce", _index_dim_rule), ("searchsorted", _searchsorted_rule),
+                  ("sum_to_size", _sum_to_size_rule), ("take_along_dim", _take_along_dim_rule),
+                  ("unravel_index", _first_only)):
+    RULES[_k] = _or_loop(_k, _rule)
+
+
+
+# ----- vmapB: constructors and conversions of a batched row -------------------------------------------------------
+def _new_rule(fn, args, kwargs):
+    """x.new(t): t itself without its history (its dtype must be x's); x.new(sizes) / x.new(data): a fresh
+    unbatched tensor of x's dtype."""
+    x = args[0]
+    if len(args) == 2 and _is_tensor(args[1]):
+        if args[1].dtype is not x.dtype or set(kwargs) - {"device"}:
+            return None
+        return args[1].detach()
+    if _has_batched(args[1:], kwargs):
+        return None
+    return fn(x._value if isinstance(x, BatchedTensor) else x, *args[1:], **kwargs)
+
+
+def _scalar_tensor_rule(fn, args, kwargs):
+    """scalar_tensor(s) of a batched 0-d row: each row's number, as a fresh 0-d tensor of the dtype asked."""
+    s = args[0] if args else kwargs.get("s")
+    if len(args) > 1 or not isinstance(s, BatchedTensor) or s.dim() != 0 or kwargs.get("requires_grad") or \
+            set(kwargs) - {"s", "dtype", "device", "layout", "pin_memory", "requires_grad"}:
+        return None
+    fn(_C.full((), 0, s.dtype), **{k: v for k, v in kwargs.items() if k != "s"})     # the options' checks
+    dt = get_default_dtype() if kwargs.get("dtype") is None else dtype_arg(kwargs["dtype"], "scalar_tensor")
+    return BatchedTensor(s._value.detach().to(dt), s._levels)
+
+
+def _fill_rule(fn, args, kwargs):
+    """fill(input, value): a number fills the physical tensor; a batched 0-d value gives each row its own."""
+    a = dict(zip(("input", "value"), args))
+    a.update(kwargs)
+    x, value = a.get("input"), a.get("value")
+    if set(a) != {"input", "value"} or not _is_tensor(x):
+        return None
+    if not isinstance(value, BatchedTensor):
+        return _first_only(fn, (x, value), {})
+    if value.dim() != 0:
+        return None
+    levels = _levels_of([x, value])
+    sizes = _batch_sizes(levels)
+    v = _phys(value, levels, x.dim())
+    v = v.to(x.dtype) if v.dtype is not x.dtype else v
+    return BatchedTensor(v.expand(sizes + tuple(x.shape)) if x.dim() else v.clone(), levels)
+
+
+def _detach_inplace(self, args, kwargs):
+    """x.detach_() of a batched row detaches the physical tensor (the core refuses a view, as torch does)."""
+    was = STATE.active
+    STATE.active = False
+    try:
+        self._value.detach_(*args, **kwargs)
+    finally:
+        STATE.active = was
+    return self
+
+
+def _legacy_init(fn, args, kwargs):
+    raise RuntimeError("vmap: Tensor(x) of a batched row cannot hold the row: the legacy constructor initialises a "
+                       "new, unbatched tensor in place. Use x.detach() (the memory Tensor(x) shares), or a typed "
+                       "constructor such as dyngrad.FloatTensor(x), which returns the row.")
+
+
+for _k, _rule in (("tensor", _first_only), ("as_tensor", _first_only), ("asarray", _first_only), ("cpu", _first_only),
+                  ("to_dense", _first_only), ("new", _new_rule), ("scalar_tensor", _scalar_tensor_rule),
+                  ("fill", _fill_rule)):
+    RULES[_k] = _or_loop(_k, _rule)
+RULES["__init__"] = _legacy_init
+# new_empty_strided reads only self's dtype (a fresh, uninitialised, unbatched tensor); from_dlpack of a row is the
+# physical tensor's capsule (the rows keep sharing its memory)
+RULES["new_empty_strided"] = _or_loop("new_empty_strided", _unbatched_result)
+RULES["from_dlpack"] = _or_loop("from_dlpack", _first_only)
+INPLACE_RULES["detach_"] = _detach_inplace
+
+
+
+# ----- vmapB: random draws with a batched input -------------------------------------------------------------------
+# randomness='different': one draw over the physical tensor gives every row its own (elementwise draws: normal,
+# poisson, binomial, rrelu; multinomial draws per row of its (n, k) input, into which the batch folds).
+# randomness='same': randint_like draws one row's worth (its input gives only a shape); for the draws whose
+# parameters are the batched input torch refuses, and so does this (its message).
+def _multinomial_rule(fn, args, kwargs):
+    x = args[0]
+    if not _only_first_batched(args, kwargs) or x.dim() not in (1, 2):
+        return None
+    nb = len(x._levels)
+    sizes = tuple(x._value.shape[:nb])
+    out = fn(x._value.reshape((-1, x.shape[-1])), *args[1:], **kwargs)
+    return BatchedTensor(out.reshape(sizes + tuple(x.shape[:-1]) + (out.shape[-1],)), x._levels)
+
+
+def _same_refused(fn, args, kwargs):
+    raise RuntimeError("vmap: Vmap does not currently support same randomness with a batched tensor input (as "
+                       "torch.func); use randomness='different', or draw outside vmap.")
+
+
+for _k in ("normal", "poisson", "binomial", "rrelu"):
+    RANDOM_RULES[_k] = _random_elementwise
+    SAME_RULES[_k] = _same_refused
+RANDOM_RULES["rrelu_"] = _or_loop("rrelu_", _inplace_fn)
+SAME_RULES["rrelu_"] = SAME_RULES["multinomial"] = _same_refused
+RANDOM_RULES["multinomial"] = _or_loop("multinomial", _multinomial_rule)
+RANDOM_RULES["randint_like"] = _or_loop("randint_like", _creation_like)
+SAME_RULES["randint_like"] = _or_loop("randint_like", _random_like_same)
+
+
+
+# ----- vmapB: results whose size the values would set -------------------------------------------------------------
+def _one_hot_rule(fn, args, kwargs):
+    """one_hot(x, num_classes): the physical indices' one-hot; num_classes=-1 would read the batch's values for
+    the result's size, which torch.func refuses (its message)."""
+    a = dict(zip(("tensor", "num_classes"), args))
+    a.update(kwargs)
+    x, n = a.get("tensor"), a.get("num_classes", -1)
+    if set(a) - {"tensor", "num_classes"} or not _only_first_batched(args, kwargs):
+        return None
+    if isinstance(n, int) and not isinstance(n, bool) and n < 0:
+        raise RuntimeError("vmap: When vmap-ing one_hot, please provide an explicit positive num_classes argument "
+                           "(as torch.func): the default reads the values to size the result.")
+    return BatchedTensor(fn(x._value, n), x._levels)
+
+
+def _histc_rule(fn, args, kwargs):
+    """histc(x, bins, min, max): statistics.histc's arithmetic over every row at once (each row's own range when
+    min == max), the counts of all rows in one bincount."""
+    a = dict(zip(("input", "bins", "min", "max"), args))
+    a.update(kwargs)
+    x, bins = a.get("input"), a.get("bins", 100)
+    lo, hi = a.get("min", 0), a.get("max", 0)
+    if set(a) - {"input", "bins", "min", "max"} or not _only_first_batched(args, kwargs) or \
+            not x.dtype.is_floating_point or x.dtype in (_C.float16, _C.bfloat16) or \
+            isinstance(bins, bool) or not isinstance(bins, int) or bins <= 0 or \
+            _plain_number(lo, False) is None or _plain_number(hi, False) is None:
+        return None
+    nb = len(x._levels)
+    sizes = tuple(x._value.shape[:nb])
+    n = math.prod(sizes)
+    arr = bridge.host_values(x._value).reshape(n, -1)
+    t = arr.dtype.type
+    lo_r, hi_r = np.full(n, float(lo)), np.full(n, float(hi))
+    if float(lo) == float(hi) and arr.shape[1]:
+        lo_r, hi_r = arr.min(1).astype(np.float64), arr.max(1).astype(np.float64)
+    same = lo_r == hi_r
+    lo_r, hi_r = np.where(same, lo_r - 1, lo_r), np.where(same, hi_r + 1, hi_r)
+    if not (np.isfinite(lo_r).all() and np.isfinite(hi_r).all() and (lo_r < hi_r).all()):
+        return None                        # the loop raises histc's error for the row
+    left, right = lo_r.astype(t)[:, None], hi_r.astype(t)[:, None]
+    inside = (arr >= left) & (arr <= right)
+    position = ((np.where(inside, arr, left) - left) * t(bins) / (right - left)).astype(np.int64)
+    position[position == bins] = bins - 1
+    flat = (np.arange(n, dtype=np.int64)[:, None] * bins + position)[inside]
+    counts = np.bincount(flat, minlength=n * bins).reshape(sizes + (bins,))
+    return BatchedTensor(bridge.host_result(counts, x.dtype), x._levels)
+
+
+def _nonzero_static_rule(fn, args, kwargs):
+    """nonzero_static(x, size=, fill_value=): each row's first `size` nonzero coordinates (row-major), padded
+    with fill_value: the rank of each nonzero within its row places it."""
+    x = args[0] if args else kwargs.get("input")
+    size, fill = kwargs.get("size"), kwargs.get("fill_value", -1)
+    if len(args) != 1 or set(kwargs) - {"size", "fill_value"} or not _only_first_batched(args, kwargs) or \
+            any(isinstance(v, bool) or not isinstance(v, int) for v in (size, fill)) or size < 0:
+        return None
+    nb = len(x._levels)
+    sizes = tuple(x._value.shape[:nb])
+    n = math.prod(sizes)
+    shape = tuple(x.shape)
+    mask = bridge.host_array(x._value.detach()).reshape(n, -1) != 0
+    rank = np.cumsum(mask, 1) - 1
+    keep = mask & (rank < size)
+    rows, flat = np.nonzero(keep)
+    out = np.full((n, size, len(shape)), fill, dtype=np.int64)
+    if len(shape):
+        out[rows, rank[rows, flat]] = np.stack(np.unravel_index(flat, shape), -1)
+    return BatchedTensor(bridge.host_result(out.reshape(sizes + (size, len(shape))), _C.int64), x._levels)
+
+
+for _k, _rule in (("one_hot", _one_hot_rule), ("F.one_hot", _one_hot_rule), ("histc", _histc_rule),
+                  ("nonzero_static", _nonzero_static_rule)):
+    RULES[_k] = _or_loop(_k, _rule)
+
+
+
+# ----- vmapB: randomised low-rank factorisations (Note [Randomised low-rank SVD] in linalg.py) --------------------
+# 'same': the op on the physical tensor draws one test matrix, which every row shares; 'different': the same steps
+# with a test matrix drawn per row (the batch dims in front of its (n, q)).
+def _lowrank_different(pca):
+    names = ("A", "q", "center", "niter") if pca else ("A", "q", "niter", "M")
+
+    def rule(fn, args, kwargs):
+        a = dict(zip(names, args))
+        a.update(kwargs)
+        A = a.get("A")
+        if set(a) - set(names) or not _only_first_batched(args, kwargs) or A.dim() < 2 or \
+                not A.dtype.is_floating_point or a.get("M") is not None:
+            return None
+        m, n = A.shape[-2], A.shape[-1]
+        q, niter = a.get("q", None if pca else 6), a.get("niter", 2)
+        q = (builtins.min(6, m, n) if pca else 6) if q is None else q
+        if any(isinstance(v, bool) or not isinstance(v, int) for v in (q, niter)) or niter < 0 or \
+                q < 0 or pca and q > builtins.min(m, n):
+            return None                    # the loop raises the op's error
+        v = A._value
+        if pca and a.get("center", True):
+            v = _C.sub(v, _C.mean(v, [-2], True))
+        wide = m < n
+        if wide:
+            v = _C.mT(v)
+        vt = _C.mT(v)
+        Q = linalg_qr(_C.matmul(v, _C.randn(list(v.shape[:-2]) + [v.shape[-1], q], v.dtype)))[0]
+        for _ in builtins.range(niter):
+            Q = linalg_qr(_C.matmul(vt, Q))[0]
+            Q = linalg_qr(_C.matmul(v, Q))[0]
+        U, S, Vh = linalg_svd(_C.matmul(_C.mT(Q), v), full_matrices=False)
+        U, V = _C.matmul(Q, U), _C.mT(Vh)
+        return _wrap((V, S, U) if wide else (U, S, V), A._levels)
+    return rule
+
+
+for _k, _pca in (("svd_lowrank", False), ("pca_lowrank", True)):
+    RANDOM_RULES[_k] = _or_loop(_k, _lowrank_different(_pca))
+    SAME_RULES[_k] = _or_loop(_k, _matrix_first(2))
+
+
+
+# ----- vmapB: results whose shape the values set (dynamic shapes): refused, as torch.func refuses them ------------
+# Looping over the rows only worked when every row's result happened to have the same shape; torch.func refuses
+# these ops outright, and so does this (a result is never shaped by the data, hence never a silent loop).
+def _dynamic_shape(key, alternatives):
+    def rule(fn, args, kwargs):
+        raise RuntimeError(f"vmap: {key} returns a result whose shape depends on each row's values (a dynamic "
+                           f"shape), which cannot be batched (torch.func refuses it too); {alternatives}.")
+    return rule
+
+
+def _masked_select_rule(fn, args, kwargs):
+    """masked_select(x, mask) with an unbatched mask: every row selects the same positions (a fixed size); a
+    batched mask would size each row's result by its values (refused)."""
+    a = dict(zip(("input", "mask"), args))
+    a.update(kwargs)
+    x, mask = a.get("input"), a.get("mask")
+    if set(a) != {"input", "mask"} or not (_is_tensor(x) and _is_tensor(mask)):
+        return None
+    if isinstance(mask, BatchedTensor):
+        _dynamic_shape("masked_select with a batched mask", "use where(mask, x, fill) or masked_fill")(fn, args,
+                                                                                                        kwargs)
+    if mask.dtype is not _C.bool:
+        return None
+    shape = _broadcast_shape(tuple(x.shape), tuple(mask.shape))
+    if shape is None:
+        return None
+    nb = len(x._levels)
+    xv = _phys(x, x._levels, len(shape)).expand(tuple(x._value.shape[:nb]) + shape)
+    return BatchedTensor(xv[(slice(None),) * nb + (mask.expand(shape),)], x._levels)
+
+
+def _where_any(fn, args, kwargs):
+    if len(args) + len(kwargs) == 1:
+        _dynamic_shape("where(condition)", "use where(condition, x, y), or nonzero_static")(fn, args, kwargs)
+    return _pointwise(fn, args, kwargs)
+
+
+def _arange_rule(fn, args, kwargs):
+    raise RuntimeError("vmap: arange with a batched bound reads each row's value to size its result (as .item() "
+                       "would; torch.func refuses it too); pass Python numbers, or build the range outside vmap.")
+
+
+for _k, _alt in (("nonzero", "use nonzero_static(x, size=...)"), ("argwhere", "use nonzero_static(x, size=...)"),
+                 ("unique", "compute it outside vmap"), ("unique_consecutive", "compute it outside vmap")):
+    RULES[_k] = _dynamic_shape(_k, _alt)
+RULES["masked_select"] = _or_loop("masked_select", _masked_select_rule)
+RULES["where"] = _where_any
+RULES["arange"] = _arange_rule
+
+
+
+# ----- vmapB: as_strided of a row, its storage offset counted from the row's start (as torch.func) ----------------
+# The positions that shape.as_strided reads from a contiguous row are those it reads from the row of its element
+# numbers (the op itself, on an arange: its checks and errors too); every row then picks them from its flattened
+# elements (one index_select over the batch). A row whose dims are not laid out contiguously falls back.
+def _row_is_contiguous(x):
+    strides, expect = tuple(x._value.stride())[len(x._levels):], 1
+    for n, st in reversed(list(zip(tuple(x.shape), strides))):
+        if n != 1 and st != expect:
+            return False
+        expect *= n
+    return True
+
+
+def _as_strided_rule(fn, args, kwargs):
+    a = dict(zip(("input", "size", "stride", "storage_offset"), args))
+    a.update(kwargs)
+    x = a.get("input")
+    if set(a) - {"input", "size", "stride", "storage_offset"} or not _only_first_batched(args, kwargs) or \
+            not _row_is_contiguous(x):
+        return None
+    numbers = _root().arange(x.numel()).reshape(tuple(x.shape))
+    positions = fn(numbers, a.get("size"), a.get("stride"), a.get("storage_offset"))
+    nb = len(x._levels)
+    out = _flat_rows(x).index_select(nb, positions.reshape(-1))
+    return BatchedTensor(out.reshape(tuple(x._value.shape[:nb]) + tuple(positions.shape)), x._levels)
+
+
+def _as_strided_scatter_rule(fn, args, kwargs):
+    a = dict(zip(("input", "src", "size", "stride", "storage_offset"), args))
+    a.update(kwargs)
+    x, src = a.get("input"), a.get("src")
+    size, stride, offset = a.get("size"), a.get("stride"), a.get("storage_offset")
+    offset = 0 if offset is None else offset
+    if set(a) - {"input", "src", "size", "stride", "storage_offset"} or not (_is_tensor(x) and _is_tensor(src)) or \
+            not isinstance(size, (tuple, list, Size)) or not isinstance(stride, (tuple, list)) or \
+            len(size) != len(stride) or x.dtype is not src.dtype or tuple(src.shape) != tuple(size) or \
+            any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in tuple(size) + tuple(stride)) or \
+            isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        return None
+    n = x.numel()
+    if 0 in tuple(size):
+        return None
+    positions = np.full(tuple(size), offset, dtype=np.int64)
+    for k, (m, st) in enumerate(zip(size, stride)):
+        view = (1,) * k + (m,) + (1,) * (len(size) - k - 1)
+        positions = positions + (np.arange(m, dtype=np.int64) * st).reshape(view)
+    flat_pos = positions.reshape(-1)
+    if flat_pos.max() >= n or np.unique(flat_pos).size != flat_pos.size:
+        return None                        # outside the row, or overlapping writes: the loop (and its error)
+    levels = _levels_of([x, src])
+    nb = len(levels)
+    sizes = _batch_sizes(levels)
+    xv = _phys(x, levels, expand=True).reshape(sizes + (n,))
+    sv = _phys(src, levels, expand=True).reshape(sizes + (-1,))
+    out = xv.index_copy(nb, bridge.copy(flat_pos, False), sv)
+    return BatchedTensor(out.reshape(sizes + tuple(x.shape)), levels)
+
+
+def _resize_as_inplace(self, args, kwargs):
+    """x.resize_as_(t): a row already of t's shape is left as it is; any other size would resize the storage,
+    which a row does not own (refused, as resize_ is)."""
+    template = args[0] if args else kwargs.get("the_template")
+    if not isinstance(self, BatchedTensor) or not _is_tensor(template) or tuple(template.shape) != tuple(self.shape):
+        raise RuntimeError("vmap: resize_as_ to another shape resizes the storage, which a batched row does not own; "
+                           "use an out-of-place op (reshape, new_empty).")
+    return self
+
+
+RULES["resize_as_"] = lambda fn, args, kwargs: _resize_as_inplace(args[0], args[1:], kwargs)
+INPLACE_RULES["resize_as_"] = _resize_as_inplace
+RULES["as_strided"] = _or_loop("as_strided", _as_strided_rule)
+RULES["as_strided_copy"] = _or_loop("as_strided_copy", _as_strided_rule)
+RULES["as_strided_scatter"] = _or_loop("as_strided_scatter", _as_strided_scatter_rule)
 
 
 # ----- vmap -----------------------------------------------------------------------------------------------------
