@@ -14,11 +14,14 @@
 // pybind11's dispatcher (about half a microsecond per call): the table comes from ops.def, so a new primitive of
 // those signatures replays this way with no code of its own.
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
 #include "common.h"
 #include "dyngrad/cycles.h"
+#include "dyngrad/grad_mode.h"
+#include "replay_backward.h"
 
 namespace dyngrad {
 
@@ -92,6 +95,7 @@ struct ReplayProgram {
     Special special;                 // Note [Gradient steps in the loop]
     std::vector<SeqArg> seqs;        // empty, or per argument (Note [Sequence arguments in the loop])
     py::object expected;             // the recorded value of a kValue step
+    std::string name;                // the _C function's name (Note [The backward as a recorded program])
   };
   explicit ReplayProgram(py::handle tensor_type) : tensor_type((PyTypeObject*)tensor_type.ptr()) {}
   PyTypeObject* tensor_type;
@@ -102,6 +106,13 @@ struct ReplayProgram {
   std::vector<Tensor> values;
   std::vector<char> exported;
   bool running = false;
+  // Note [The backward as a recorded program] (replay_backward.cpp): the plan of step plan_step's backward; a run
+  // takes it (plan_on) when plan_usable says so at its start. plan_dirty: a step that made a node when recorded
+  // has run without one, so the run cannot go back to Python before the planned backward.
+  std::shared_ptr<BackwardPlan> plan;
+  size_t plan_step = SIZE_MAX;
+  bool plan_on = false, plan_dirty = false;
+  int64_t planned_runs = 0;
 
   void materialize(PyObject* list, int64_t slot) {
     if (slot < 0 || slot >= (int64_t)values.size() || !values[slot]) return;
@@ -114,6 +125,7 @@ struct ReplayProgram {
   void finish() {
     values.clear();
     running = false;
+    plan_on = plan_dirty = false;
   }
 };
 
@@ -134,6 +146,10 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
     p.values.assign(n_slots, Tensor());
     if ((Py_ssize_t)p.exported.size() < n_slots) p.exported.resize(n_slots, 1);
     p.running = true;
+    p.plan_on = p.plan_dirty = false;
+    if (start == 0 && p.plan)
+      p.plan_on = plan_usable(*p.plan, [&](int64_t slot) { return slot < n_slots ? slot_tensor(p, list, slot) : nullptr; });
+    if (p.plan_on) ++p.planned_runs;
   }
   PyObject* argv[kMaxStepArgs];
   for (size_t i = start; i < p.steps.size(); ++i) {
@@ -145,6 +161,16 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
     if (s.out == -2) {
       for (int64_t slot : s.slots) p.materialize(list, slot);
       return py::make_tuple(i);
+    }
+    // Note [The backward as a recorded program]: the forward's tensor steps make no node, the backward is planned
+    std::optional<GradModeGuard> no_node;
+    if (p.plan_on && i < p.plan_step && s.out >= 0) {
+      no_node.emplace(false);
+      if (plan_has_history(*p.plan, s.out)) p.plan_dirty = true;
+    }
+    if (p.plan_on && i == p.plan_step) {
+      plan_run(*p.plan, [&](int64_t slot) { return slot < n_slots ? slot_tensor(p, list, slot) : nullptr; });
+      continue;
     }
     if (s.special == Special::read_grad) {
       const Tensor* a = slot_tensor(p, list, s.slots[0]);
@@ -214,6 +240,12 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
         Py_DECREF(result);
         continue;
       }
+    }
+    if (p.plan_on && i < p.plan_step) {
+      DG_CHECK(!p.plan_dirty, RuntimeError, "compile: step ", i, " (", s.name, ") of a static replay returned another ",
+               "kind of result than when recorded, after its forward ran without a graph (Note [The backward as a ",
+               "recorded program]); the replay cannot go back to Python from here. Please report this program.");
+      p.plan_on = false;  // nothing has run without its graph yet: the run goes on as unplanned
     }
     return py::make_tuple(i, py::reinterpret_steal<py::object>(result));
   }
@@ -448,6 +480,7 @@ py::object optimizer_state(PyObject* opt) {  // compiling._optimizer_state
 }  // namespace
 
 void bind_capture(py::module_& m) {
+  bind_replay_backward(m);  // _plan_backward and _BackwardPlan (replay_backward.cpp)
   // Note [Entry guards in C++]: (key, argument tensors) of compiling.entry_key for a static program; `middle`
   // are the parts between the arguments' and the modules' (grad mode, default dtype), `reachable` the modules and
   // optimisers compiling._reachable found.
@@ -524,7 +557,7 @@ void bind_capture(py::module_& m) {
           }
         }
         p.steps.push_back({std::move(fn), std::move(slots), std::move(consts), out, core, special,
-                           std::move(seq_args), std::move(expected)});
+                           std::move(seq_args), std::move(expected), name});
       }, py::arg("fn"), py::arg("slots"), py::arg("consts"), py::arg("out"), py::arg("name"),
          py::arg("expected") = py::none(), py::arg("seqs") = py::none())
       // exported: per slot, whether Python reads it besides the steps (the outputs); the slots the steps outside
@@ -541,6 +574,39 @@ void bind_capture(py::module_& m) {
           }
         p.exported = std::move(exported);
       }, py::arg("exported"))
+      // Note [The backward as a recorded program]: takes `plan` (a _BackwardPlan of step `step`, a _run_backward)
+      // for its runs; returns None, or why the program cannot take it (then it runs as before). `outputs`: the slots
+      // the call returns. After set_exported.
+      .def("set_backward_plan", [](ReplayProgram& p, size_t step, py::object plan_obj,
+                                   const std::vector<int64_t>& outputs) -> py::object {
+        std::shared_ptr<BackwardPlan> plan = plan_of(plan_obj);
+        DG_CHECK(plan && step < p.steps.size() && p.steps[step].name == "_run_backward", ValueError,
+                 "_ReplayProgram.set_backward_plan: expected a _BackwardPlan and the index of a _run_backward step.");
+        std::vector<int64_t> outs;
+        std::vector<std::vector<int64_t>> reads;
+        std::vector<std::string> names;
+        for (const auto& s : p.steps) {
+          outs.push_back(s.out);
+          names.push_back(s.name);
+          std::vector<int64_t> r;
+          for (int64_t slot : s.slots)
+            if (slot >= 0) r.push_back(slot);
+          for (const SeqArg& q : s.seqs)
+            for (int64_t slot : q.slots)
+              if (slot >= 0) r.push_back(slot);
+          reads.push_back(std::move(r));
+        }
+        std::vector<char> exported(p.exported.size(), 0);
+        for (int64_t slot : outputs)
+          if (slot >= 0 && slot < (int64_t)exported.size()) exported[slot] = 1;
+        std::string why = plan_fits(*plan, outs, reads, names, step, exported);
+        if (!why.empty()) return py::str(why);
+        p.plan = std::move(plan);
+        p.plan_step = step;
+        return py::none();
+      }, py::arg("step"), py::arg("plan"), py::arg("outputs"))
+      // how many runs took the planned backward, for tests and compile_stats
+      .def_property_readonly("planned_runs", [](const ReplayProgram& p) { return p.planned_runs; })
       .def("__len__", [](const ReplayProgram& p) { return p.steps.size(); })
       // how many steps the loop hands back for Python to build and run (out == -2), for tests
       .def_property_readonly("python_steps", [](const ReplayProgram& p) {

@@ -77,7 +77,7 @@ MAX_VARIANTS = 8  # per program, as torch's recompile_limit; then eager with one
 # _C names that are machinery, not program steps
 _NOT_STEPS = frozenset({"_install_fast_paths", "_register_helpers", "_fast_path_names", "_set_capturing",
                         "op_names", "op_saved_fields", "_live_node_count", "_live_storage_count",
-                        "_entry_key"})
+                        "_entry_key", "_plan_backward"})
 # results that are state to hand back, not values to compare (a generator's state, swapped around a draw)
 _STATE_RESULTS = frozenset({"_get_rng_state"})
 _TENSOR_METHODS = ("item", "_numpy_view", "detach", "detach_", "retain_grad", "register_hook",
@@ -267,13 +267,14 @@ def match_result(template, result, slots):
 
 
 class Step:
-    __slots__ = ("fn", "name", "args", "kwargs", "result", "line", "run", "out", "native")
+    __slots__ = ("fn", "name", "args", "kwargs", "result", "line", "run", "out", "native", "plan")
 
     def __init__(self, fn, name, args, kwargs, result, line):
         self.fn, self.name, self.args, self.kwargs, self.result, self.line = fn, name, args, kwargs, result, line
         self.run = _runner(fn, args, kwargs)
         self.out = result[1] if result[0] == "t" else -1    # the slot of a plain tensor result
         self.native = _native_spec(args, kwargs)             # (slots, constants) for the C++ loop, or None
+        self.plan = None     # a _run_backward's _C._BackwardPlan, or why it has none (Note [The backward as a ...])
 
     def same_call(self, fn, args, kwargs):
         return fn is self.fn and args == self.args and kwargs == self.kwargs
@@ -293,6 +294,17 @@ def _loop_out(step):
     if kind == "v" and type(step.result[1]) in _LOOP_VALUES and step.result[1] == step.result[1]:   # not NaN
         return -4
     return -1
+
+
+def _set_backward_plan(variant, program):
+    """Note [The backward as a recorded program]: gives the C++ loop the plan of the variant's first backward;
+    returns None when it took it, else why not (Variant.plan_reason, for tests and compile_stats)."""
+    for i, step in enumerate(variant.steps):
+        if step.name == "_run_backward":
+            if isinstance(step.plan, str) or step.plan is None:
+                return step.plan or "the backward was not planned"
+            return program.set_backward_plan(i, step.plan, sorted(_slots_in(variant.output)))
+    return "no backward"
 
 
 def _native_spec(args, kwargs):
@@ -416,8 +428,11 @@ class Variant:
                 for i in _slots_in(self.output):
                     exported[i] = True
                 program.set_exported(exported)
+                self.plan_reason = _set_backward_plan(self, program)
             self._native = program
         return program
+
+    plan_reason = "no C++ replay loop"
 
     def fresh_slots(self, arg_tensors):
         slots = [None] * self.n_slots
@@ -505,6 +520,7 @@ class Recorder:
     def record_step(self, fn, name, args, kwargs, a, k):
         if self.variant.eager_reason is None and not (_plain(a if name != "validate" else _tail(a)) and _plain(k)):
             self.variant.eager_reason = (name, user_line())
+        plan = self.plan_backward(args, kwargs) if name == "_run_backward" else None
         self.depth += 1
         try:
             result = fn(*args, **kwargs)
@@ -512,8 +528,41 @@ class Recorder:
             self.depth -= 1
         template = self.bind_result(name, result)
         line = user_line() if template[0] != "t" or name in _TENSOR_PROPERTIES else None
-        self.variant.steps.append(Step(fn, name, a, k, template, line))
+        step = Step(fn, name, a, k, template, line)
+        step.plan = plan
+        self.variant.steps.append(step)
         return result
+
+    def plan_backward(self, args, kwargs):
+        """Note [The backward as a recorded program] (csrc/bindings/replay_backward.cpp): the plan of the backward
+        this _run_backward step is about to run, made from the graph the recorded forward built, or why there is
+        none (a str)."""
+        planner = getattr(_C, "_plan_backward", None)
+        if planner is None:
+            return "this engine has no planned backward"
+        if kwargs or len(args) != 7:
+            return "_run_backward called with keywords"
+        roots, grads, inputs, retain_graph, create_graph, accumulate, _ = args
+        if retain_graph or create_graph or not accumulate or inputs:
+            return "retain_graph, create_graph, inputs= or autograd.grad"
+        if not isinstance(roots, (tuple, list)) or not all(isinstance(r, _C.Tensor) for r in roots):
+            return "roots that are not a sequence of tensors"
+        grads = [None] * len(roots) if grads is None else list(grads)
+        if len(grads) != len(roots) or not all(g is None or isinstance(g, _C.Tensor) for g in grads):
+            return "gradients that are not tensors"
+        slot_of = self.slot_of
+        if any(slot_of.get(id(t)) is None for t in list(roots) + [g for g in grads if g is not None]):
+            return "a root or gradient without a slot"
+        pairs, seen = [], set()
+        for obj in self.keep:
+            if isinstance(obj, _C.Tensor) and id(obj) not in seen:
+                seen.add(id(obj))
+                slot = slot_of.get(id(obj))
+                if slot is not None:
+                    pairs.append((slot, obj))
+        inputs = list(range(self.variant.n_args)) + list(self.variant.externals)
+        return planner(pairs, inputs, [slot_of[id(r)] for r in roots],
+                       [-1 if g is None else slot_of[id(g)] for g in grads])
 
     def serve_next(self, fn, name, args, kwargs):
         """Note [Catching up after a miss]: the Python function, run again, must issue the steps the replay ran."""
