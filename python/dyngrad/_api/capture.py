@@ -553,7 +553,8 @@ class Recorder:
         slot_of = self.slot_of
         if any(slot_of.get(id(t)) is None for t in list(roots) + [g for g in grads if g is not None]):
             return "a root or gradient without a slot"
-        pairs, seen = [], set()
+        pairs = [(i, t) for i, t in self.variant.externals.items() if isinstance(t, _C.Tensor)]
+        seen = {id(t) for _, t in pairs}   # (a catch-up's recorder knows the externals by slot_of alone)
         for obj in self.keep:
             if isinstance(obj, _C.Tensor) and id(obj) not in seen:
                 seen.add(id(obj))
