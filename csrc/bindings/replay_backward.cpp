@@ -134,6 +134,12 @@ std::shared_ptr<BackwardPlan> plan_of(py::handle obj) {
 
 namespace {
 
+// Whether two tensors are the same elements of the same memory (a saved alias and a slot's tensor).
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a->storage == b->storage && a->offset == b->offset && a->shape == b->shape && a->strides == b->strides &&
+         a->dtype == b->dtype;
+}
+
 // The plan of the backward from `roots` over the graph as it is now, or the reason there is none.
 std::variant<std::shared_ptr<BackwardPlan>, std::string> make_plan(
     const std::vector<std::pair<int64_t, Tensor>>& slot_tensors, const std::vector<int64_t>& input_slots,
@@ -150,8 +156,9 @@ std::variant<std::shared_ptr<BackwardPlan>, std::string> make_plan(
       if (t->output_nr != 0) return std::string("a tensor in a slot is output ") + std::to_string(t->output_nr) +
                                     " of " + t->grad_fn->name();
       auto [it, fresh] = output_of.emplace(t->grad_fn.get(), slot);
-      if (!fresh && tensor_at[it->second].get() != t.get())  // (one tensor in two slots: a step returned its input)
-        return str_cat(t->grad_fn->name(), " is the grad_fn of two tensors (an in-place op)");
+      // (one tensor in two slots, a step returned its input; or an in-place op's result, an alias of its input)
+      if (!fresh && !same_view(tensor_at[it->second], t))
+        return str_cat(t->grad_fn->name(), " is the grad_fn of two different tensors");
     }
   }
   for (int64_t slot : input_slots) {
@@ -217,9 +224,10 @@ std::variant<std::shared_ptr<BackwardPlan>, std::string> make_plan(
     if (op->num_outputs() != 1) return str_cat(node->name(), " has several outputs");
     if (op->kind == OpKind::slice) return std::string("a slice writes its gradient in place");
     if (op->released) return str_cat(node->name(), " was released");
+    // A node no slot's tensor has as grad_fn was made inside a step (a composite's inner op) or left behind by an
+    // in-place op that rebased its output: it is planned like the others as long as all it saved is in slots.
     auto out = output_of.find(node);
-    if (out == output_of.end()) return str_cat(node->name(), " is not the grad_fn of a slot's tensor");
-    entry.slot = out->second;
+    entry.slot = out == output_of.end() ? -1 : out->second;
     entry.node = kCloners[(int)op->kind](*op);
     OpNode& t = *entry.node;
     if (t.tracked) {  // the graph-growth registry (debug.h) is for graphs, not for a plan's templates
@@ -229,7 +237,7 @@ std::variant<std::shared_ptr<BackwardPlan>, std::string> make_plan(
     t.input_meta = op->input_meta;
     t.display_name = op->display_name;
     copy_site(t.call_site, op->call_site);
-    const Tensor& output = tensor_at[entry.slot];
+    const Tensor* output = entry.slot >= 0 ? &tensor_at[entry.slot] : nullptr;
     std::vector<SavedField> from = op->saved_fields(), to = t.saved_fields();
     for (size_t f = 0; f < from.size(); ++f) {
       const SavedTensor* s = from[f].tensor;
@@ -241,12 +249,15 @@ std::variant<std::shared_ptr<BackwardPlan>, std::string> make_plan(
       if (!s->data->tangents.empty()) return std::string("a saved tensor has forward-AD tangents");
       int64_t slot = -1;
       if (s->is_output) {
-        const Tensor& d = s->data;
-        if (d->storage == output->storage && d->offset == output->offset && d->shape == output->shape &&
-            d->strides == output->strides && d->dtype == output->dtype)
-          slot = entry.slot;
+        if (output && same_view(s->data, *output)) slot = entry.slot;
       } else if (auto it = slot_of.find(s->data.get()); it != slot_of.end()) {
         slot = it->second;
+      } else {  // an alias a step made inside itself (a contiguous() of a contiguous weight): the same bytes
+        for (const auto& [other, t] : slot_tensors)
+          if (same_view(s->data, t)) {
+            slot = other;
+            break;
+          }
       }
       if (slot < 0) return str_cat(node->name(), "'s saved ", from[f].name, " is not a slot's tensor");
       entry.fills.push_back({const_cast<SavedTensor*>(to[f].tensor), slot});
@@ -295,7 +306,7 @@ std::string plan_fits(BackwardPlan& plan, const std::vector<int64_t>& outs,
   }
   std::unordered_map<int64_t, int64_t> entry_at;
   for (size_t k = 0; k < plan.entries.size(); ++k)
-    if (plan.entries[k].node) entry_at[plan.entries[k].slot] = (int64_t)k;
+    if (plan.entries[k].node && plan.entries[k].slot >= 0) entry_at[plan.entries[k].slot] = (int64_t)k;
   std::unordered_set<int64_t> heads;
   auto need_head = [&](int64_t slot) -> std::string {
     if (!plan.history.count(slot) || heads.count(slot)) return "";

@@ -75,9 +75,11 @@ from . import bridge
 MAX_VARIANTS = 8  # per program, as torch's recompile_limit; then eager with one warning
 
 # _C names that are machinery, not program steps
+# (_collect_cycles: Python's gc calls it from a callback, dyngrad/__init__.py, whenever gc collects its oldest
+# generation; recorded, a collection that happened to run while recording became a value guard of the program)
 _NOT_STEPS = frozenset({"_install_fast_paths", "_register_helpers", "_fast_path_names", "_set_capturing",
                         "op_names", "op_saved_fields", "_live_node_count", "_live_storage_count",
-                        "_entry_key", "_plan_backward"})
+                        "_entry_key", "_plan_backward", "_collect_cycles", "_cycle_suspects_noted"})
 # results that are state to hand back, not values to compare (a generator's state, swapped around a draw)
 _STATE_RESULTS = frozenset({"_get_rng_state"})
 _TENSOR_METHODS = ("item", "_numpy_view", "detach", "detach_", "retain_grad", "register_hook",
