@@ -280,3 +280,24 @@ def test_state_that_changes_between_calls_falls_back(dg):
     pe[1].requires_grad_(False)
     check(INPUTS[1])
     assert pc[1].grad is None and pe[1].grad is None
+
+
+def test_split_results_and_inner_views_take_the_plan(dg):
+    """A step returning a tuple of tensors (split: Note [Sequence results in the loop]) and a matmul of a 3-d
+    operand, which saves a 2-d view of it made inside the step: both planned, equal to eager mode."""
+    pc, pe = params(dg, 7, (4, 3), (3,)), params(dg, 7, (4, 3), (3,))
+
+    def program(w, b):
+        def f(x):
+            h = (x.reshape(2, 3, 4) @ w + b).tanh()      # (2, 3, 3)
+            first, second = h.split([1, 2], dim=1)
+            y = (first * second.sum(1, keepdim=True)).relu()
+            y.sum().backward()
+            return y
+        return f
+    inputs = [np.linspace(-1, 1, 24).astype(np.float32) * k for k in (1.0, -0.5, 2.0, 0.75)]
+    compiled = compare_calls(dg, program(*pc), program(*pe), pc, pe, inputs)
+    assert compiled.compile_stats.replays == 3
+    if has_plan(dg):
+        assert reasons(compiled) == [None] and planned_runs(compiled) == 3
+        assert min(n.python_steps for n in natives(compiled)) == 0

@@ -33,6 +33,9 @@ constexpr size_t kMaxStepArgs = 16;
 // here instead of in Python; measured on the MLP training step, 10 of its 30 steps returned such results, which
 // kept the whole program out of this loop (Variant.native: more than one step in 8 handed back).
 constexpr int64_t kNone = -3, kValue = -4;
+// Note [Sequence results in the loop]: a step returning a tuple or list of tensors (split, chunk, unbind) each
+// into its own slot (Step::out_slots) was a round trip to Python at every replay; kSeq stores them here.
+constexpr int64_t kSeq = -5;
 // Note [Gradient steps in the loop]: reading a parameter's .grad and setting it to None (zero_grad, an optimiser's
 // reads) were 14 of the MLP training step's 30 steps, each a call of the property's pybind11 accessor. A step whose
 // function is _C.Tensor's own grad getter (or setter, with the constant None) reads (clears) the field here; a grad
@@ -96,6 +99,8 @@ struct ReplayProgram {
     std::vector<SeqArg> seqs;        // empty, or per argument (Note [Sequence arguments in the loop])
     py::object expected;             // the recorded value of a kValue step
     std::string name;                // the _C function's name (Note [The backward as a recorded program])
+    std::vector<int64_t> out_slots;  // kSeq: the slot of each item of the result
+    bool is_list = false;            // kSeq: a list, else a tuple
   };
   explicit ReplayProgram(py::handle tensor_type) : tensor_type((PyTypeObject*)tensor_type.ptr()) {}
   PyTypeObject* tensor_type;
@@ -164,9 +169,11 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
     }
     // Note [The backward as a recorded program]: the forward's tensor steps make no node, the backward is planned
     std::optional<GradModeGuard> no_node;
-    if (p.plan_on && i < p.plan_step && s.out >= 0) {
+    if (p.plan_on && i < p.plan_step && (s.out >= 0 || s.out == kSeq)) {
       no_node.emplace(false);
-      if (plan_has_history(*p.plan, s.out)) p.plan_dirty = true;
+      if (s.out >= 0 && plan_has_history(*p.plan, s.out)) p.plan_dirty = true;
+      for (int64_t slot : s.out_slots)
+        if (plan_has_history(*p.plan, slot)) p.plan_dirty = true;
     }
     if (p.plan_on && i == p.plan_step) {
       plan_run(*p.plan, [&](int64_t slot) { return slot < n_slots ? slot_tensor(p, list, slot) : nullptr; });
@@ -229,6 +236,23 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
     if (s.out == kNone && result == Py_None) {
       Py_DECREF(result);
       continue;
+    }
+    if (s.out == kSeq && (s.is_list ? PyList_CheckExact(result) : PyTuple_CheckExact(result)) &&
+        PySequence_Fast_GET_SIZE(result) == (Py_ssize_t)s.out_slots.size()) {
+      bool all_tensors = true;
+      for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(result); ++j)
+        all_tensors = all_tensors && is_tensor(PySequence_Fast_GET_ITEM(result, j), p.tensor_type) &&
+                      s.out_slots[j] < n_slots;
+      if (all_tensors) {
+        for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(result); ++j) {
+          PyObject* item = PySequence_Fast_GET_ITEM(result, j);
+          Py_INCREF(item);
+          PyList_SetItem(list, s.out_slots[j], item);
+          if (s.out_slots[j] < (int64_t)p.values.size()) p.values[s.out_slots[j]].reset();
+        }
+        Py_DECREF(result);
+        continue;
+      }
     }
     if (s.out == kValue && Py_TYPE(result) == Py_TYPE(s.expected.ptr())) {
       const int same = PyObject_RichCompareBool(result, s.expected.ptr(), Py_EQ);
@@ -507,13 +531,15 @@ void bind_capture(py::module_& m) {
     return guard::own(PyTuple_Pack(2, key.ptr(), w.tensors.ptr()));
   }, py::arg("tensor_type"), py::arg("args"), py::arg("kwargs"), py::arg("middle"), py::arg("reachable"));
   m.attr("_replay_seq_args") = true;  // Note [Sequence arguments in the loop]: _ReplayProgram.add takes seqs
+  m.attr("_replay_seq_results") = true;  // Note [Sequence results in the loop]: out = -5 and out_slots
   py::class_<ReplayProgram>(m, "_ReplayProgram")
       .def(py::init<py::handle>(), py::arg("tensor_type"))
       // name: the _C function's name, which picks its core call when every argument is a slot
       // seqs: None, or per argument None or (is_list, item slots, item constants): Note [Sequence arguments in
       // the loop]
       .def("add", [](ReplayProgram& p, py::object fn, std::vector<int64_t> slots, std::vector<py::object> consts,
-                     int64_t out, const std::string& name, py::object expected, py::object seqs) {
+                     int64_t out, const std::string& name, py::object expected, py::object seqs,
+                     std::vector<int64_t> out_slots, bool out_is_list) {
         // a step Python runs (out == -2) lists the slots it reads, any number; a call here has at most 16
         DG_CHECK(slots.size() == consts.size() && (slots.size() <= kMaxStepArgs || out == -2), ValueError,
                  "_ReplayProgram.add: expected as many slots as constants, at most ", kMaxStepArgs, ", got ",
@@ -524,8 +550,9 @@ void bind_capture(py::module_& m) {
         if (found != core_calls().end() && out >= 0 && all_slots &&
             slots.size() == (found->second.unary ? 1u : 2u))
           core = found->second;
-        DG_CHECK(out >= kValue, ValueError, "_ReplayProgram.add: out is a slot, -1, -2, -3 (None) or -4 (a value), "
-                 "got ", out, ".");
+        DG_CHECK(out > kSeq || (out == kSeq && !out_slots.empty()), ValueError, "_ReplayProgram.add: out is a slot, ",
+                 "-1, -2, -3 (None), -4 (a value) or -5 (a sequence of tensors, with out_slots), got ", out, ".");
+        DG_CHECK(out == kSeq || out_slots.empty(), ValueError, "_ReplayProgram.add: out_slots go with out = -5.");
         Special special = Special::none;
         if ((name == "grad" || name == "grad.set") && !fn.is_none()) {
           py::object prop = py::handle((PyObject*)p.tensor_type).attr("__dict__").attr("get")("grad");
@@ -557,9 +584,10 @@ void bind_capture(py::module_& m) {
           }
         }
         p.steps.push_back({std::move(fn), std::move(slots), std::move(consts), out, core, special,
-                           std::move(seq_args), std::move(expected), name});
+                           std::move(seq_args), std::move(expected), name, std::move(out_slots), out_is_list});
       }, py::arg("fn"), py::arg("slots"), py::arg("consts"), py::arg("out"), py::arg("name"),
-         py::arg("expected") = py::none(), py::arg("seqs") = py::none())
+         py::arg("expected") = py::none(), py::arg("seqs") = py::none(),
+         py::arg("out_slots") = std::vector<int64_t>{}, py::arg("out_is_list") = false)
       // exported: per slot, whether Python reads it besides the steps (the outputs); the slots the steps outside
       // the core calls read are exported by the steps themselves (Note [Slots in C++]).
       .def("set_exported", [](ReplayProgram& p, const std::vector<bool>& flags) {
@@ -583,10 +611,11 @@ void bind_capture(py::module_& m) {
         DG_CHECK(plan && step < p.steps.size() && p.steps[step].name == "_run_backward", ValueError,
                  "_ReplayProgram.set_backward_plan: expected a _BackwardPlan and the index of a _run_backward step.");
         std::vector<int64_t> outs;
-        std::vector<std::vector<int64_t>> reads;
+        std::vector<std::vector<int64_t>> reads, seq_outs;
         std::vector<std::string> names;
         for (const auto& s : p.steps) {
           outs.push_back(s.out);
+          seq_outs.push_back(s.out_slots);
           names.push_back(s.name);
           std::vector<int64_t> r;
           for (int64_t slot : s.slots)
@@ -599,7 +628,7 @@ void bind_capture(py::module_& m) {
         std::vector<char> exported(p.exported.size(), 0);
         for (int64_t slot : outputs)
           if (slot >= 0 && slot < (int64_t)exported.size()) exported[slot] = 1;
-        std::string why = plan_fits(*plan, outs, reads, names, step, exported);
+        std::string why = plan_fits(*plan, outs, seq_outs, reads, names, step, exported);
         if (!why.empty()) return py::str(why);
         p.plan = std::move(plan);
         p.plan_step = step;

@@ -23,9 +23,10 @@
 //   - when planning (_plan_backward): a plain backward (no retain_graph, create_graph, inputs= or autograd.grad),
 //     every node an ops.def primitive's node of one output (no custom Function), not released, made by a step of the
 //     program (the grad_fn of a slot), no tensor hooks, retain_grad or node pre-hooks on it, every saved tensor held
-//     unpacked (no saved-tensor hooks), unmodified since it was saved (the version counter) and found in a slot, no
-//     forward-AD tangents, no slice (its gradient is written into its consumer's buffer: Note [Gradients written in
-//     place]), every leaf a slot's tensor without hooks;
+//     unpacked (no saved-tensor hooks), unmodified since it was saved (the version counter) and found in a slot (or
+//     a view of a slot's memory the step made inside itself), no forward-AD tangents, no edge to a second output,
+//     every leaf a slot's tensor without hooks, and a node that offers to write its gradient in place (a slice:
+//     Note [Gradients written in place]) has one input;
 //   - when the program is built (plan_fits): every step before the backward runs in the C++ loop and cannot hand
 //     back to Python once a step that made a node has run (a tensor step, or one whose result is None and can be
 //     nothing else: setters, grad-mode switches, checks), no hook registration or retain_grad step anywhere, and no
@@ -55,17 +56,13 @@ namespace dyngrad {
 
 namespace {
 
-// What a template's edges point at: formulas only ask whether an input needs a gradient. Never run.
+// What a template's edges point at (BackwardPlan::sink). Never run.
 struct PlannedInput final : Node {
   std::string name() const override { return "PlannedInput"; }
   std::vector<Tensor> apply(std::vector<Tensor>&) override {
-    throw std::logic_error("a planned backward's sentinel node was run");
+    throw std::logic_error("a planned backward's sink node was run");
   }
 };
-const std::shared_ptr<Node>& sentinel() {
-  static const std::shared_ptr<Node> node = std::make_shared<PlannedInput>();
-  return node;
-}
 
 // The grad_fn an output with history gets after a planned backward: eager mode's would be released.
 struct PlannedNode final : Node {
@@ -106,13 +103,22 @@ const Cloner kCloners[] = {
 }  // namespace
 
 struct BackwardPlan {
+  // A saved tensor: a slot's tensor, or a view a step made of one inside itself (a matmul's operand reshaped to
+  // 2-d): the same view of the slot's storage, `offset` elements after the slot tensor's own.
+  struct Fill {
+    SavedTensor* field;
+    int64_t slot;
+    bool view = false;
+    int64_t offset = 0;
+    Shape shape, strides;
+  };
   struct Target {
     int64_t entry = -1;  // the entry (node or leaf) the gradient goes to; -1: none
   };
   struct Entry {
     std::shared_ptr<OpNode> node;                         // null for a leaf
     int64_t slot = -1;                                    // a node's output slot, a leaf's tensor slot
-    std::vector<std::pair<SavedTensor*, int64_t>> fills;  // each saved tensor of the template and its slot
+    std::vector<Fill> fills;                              // each saved tensor of the template and where it is
     std::vector<Target> targets;                          // per input of the node
     bool saves = false;
   };
@@ -125,6 +131,9 @@ struct BackwardPlan {
   std::unordered_set<int64_t> history;           // the slots whose tensor had history when planned
   std::vector<std::pair<int64_t, int64_t>> heads;  // (slot, entry) given a PlannedNode after the backward
   std::vector<Tensor> pending;                   // per entry, during a run
+  // What the templates' edges point at: formulas only ask needs_input_grad, and a slice's in-place gradient
+  // (Note [Gradients written in place]) writes into its pending slot, which holds the target's sum meanwhile.
+  std::shared_ptr<Node> sink;
 };
 
 std::shared_ptr<BackwardPlan> plan_of(py::handle obj) {
@@ -145,6 +154,7 @@ std::variant<std::shared_ptr<BackwardPlan>, std::string> make_plan(
     const std::vector<std::pair<int64_t, Tensor>>& slot_tensors, const std::vector<int64_t>& input_slots,
     const std::vector<int64_t>& root_slots, const std::vector<int64_t>& grad_slots) {
   auto plan = std::make_shared<BackwardPlan>();
+  plan->sink = std::make_shared<PlannedInput>();
   std::unordered_map<const TensorImpl*, int64_t> slot_of;  // the first slot holding each tensor
   std::unordered_map<const Node*, int64_t> output_of;      // node -> the slot of the tensor it is grad_fn of
   std::unordered_map<int64_t, Tensor> tensor_at;
@@ -222,7 +232,6 @@ std::variant<std::shared_ptr<BackwardPlan>, std::string> make_plan(
     auto* op = dynamic_cast<OpNode*>(node);
     if (!op) return str_cat(node->name(), " is not the node of an ops.def primitive");
     if (op->num_outputs() != 1) return str_cat(node->name(), " has several outputs");
-    if (op->kind == OpKind::slice) return std::string("a slice writes its gradient in place");
     if (op->released) return str_cat(node->name(), " was released");
     // A node no slot's tensor has as grad_fn was made inside a step (a composite's inner op) or left behind by an
     // in-place op that rebased its output: it is planned like the others as long as all it saved is in slots.
@@ -259,12 +268,21 @@ std::variant<std::shared_ptr<BackwardPlan>, std::string> make_plan(
             break;
           }
       }
+      BackwardPlan::Fill fill{const_cast<SavedTensor*>(to[f].tensor), slot};
+      if (slot < 0 && !s->is_output) {  // another view of a slot's memory: made again from it at each replay
+        for (const auto& [other, t] : slot_tensors)
+          if (t->storage == s->data->storage && t->dtype == s->data->dtype) {
+            fill = {fill.field, other, true, s->data->offset - t->offset, s->data->shape, s->data->strides};
+            slot = other;
+            break;
+          }
+      }
       if (slot < 0) return str_cat(node->name(), "'s saved ", from[f].name, " is not a slot's tensor");
-      entry.fills.push_back({const_cast<SavedTensor*>(to[f].tensor), slot});
+      entry.fills.push_back(std::move(fill));
       entry.saves = true;
     }
     t.next_edges.clear();
-    for (const Edge& e : op->next_edges) t.next_edges.push_back(e.fn ? Edge{sentinel(), 0} : Edge{});
+    for (const Edge& e : op->next_edges) t.next_edges.push_back(e.fn ? Edge{plan->sink, 0} : Edge{});
     plan->entries.push_back(std::move(entry));
   }
   // targets, once every entry has its index
@@ -287,7 +305,7 @@ std::variant<std::shared_ptr<BackwardPlan>, std::string> make_plan(
 }  // namespace
 
 std::string plan_fits(BackwardPlan& plan, const std::vector<int64_t>& outs,
-                      const std::vector<std::vector<int64_t>>& reads, const std::vector<std::string>& names,
+                      const std::vector<std::vector<int64_t>>& seq_outs, const std::vector<std::vector<int64_t>>& reads, const std::vector<std::string>& names,
                       size_t backward, const std::vector<char>& exported) {
   static const std::unordered_set<std::string> kNoneOnly = {"_set_grad_enabled", "grad.set", "validate",
                                                             "set_grad_enabled"};
@@ -300,6 +318,8 @@ std::string plan_fits(BackwardPlan& plan, const std::vector<int64_t>& outs,
     const int64_t out = outs[i];
     if (out == -2 || out == -1) return str_cat("step ", i, " (", name, ") before the backward goes back to Python");
     if (out >= 0 && plan.history.count(out)) made_node = true;
+    for (int64_t slot : seq_outs[i])
+      if (plan.history.count(slot)) made_node = true;
     if (made_node && out == -4) return str_cat("step ", i, " (", name, ") is a value guard after the forward began");
     if (made_node && out == -3 && !kNoneOnly.count(name))
       return str_cat("step ", i, " (", name, ") returned None and might return something else");
@@ -339,6 +359,21 @@ bool plan_usable(const BackwardPlan& plan, const SlotReader& slot) {
   return true;
 }
 
+// Fill's view of slot tensor t, checked to lie inside t's storage.
+static Tensor view_of(const Tensor& t, const BackwardPlan::Fill& fill) {
+  const int64_t offset = t->offset + fill.offset;
+  int64_t last = offset;
+  bool empty = false;
+  for (size_t d = 0; d < fill.shape.size(); ++d) {
+    if (fill.shape[d] == 0) empty = true;
+    if (fill.strides[d] < 0) throw std::logic_error("a planned backward's saved view has a negative stride");
+    last += (fill.shape[d] - 1) * fill.strides[d];
+  }
+  if (!empty && (offset < 0 || (size_t)(last + 1) * t->itemsize() > t->storage->nbytes))
+    throw std::logic_error("a planned backward's saved view does not fit in its slot's storage");
+  return make_view(t, fill.shape, fill.strides, offset);
+}
+
 void plan_run(BackwardPlan& plan, const SlotReader& slot) {
   note_backward();  // a new step for the graph-growth warning, as run_backward
   auto tensor = [&](int64_t s) -> const Tensor& {
@@ -350,7 +385,7 @@ void plan_run(BackwardPlan& plan, const SlotReader& slot) {
     BackwardPlan& p;
     ~Clear() {
       for (auto& e : p.entries)
-        for (auto& [field, s] : e.fills) field->release();
+        for (auto& fill : e.fills) fill.field->release();
       for (auto& g : p.pending) g.reset();
     }
   } clear{plan};
@@ -382,14 +417,32 @@ void plan_run(BackwardPlan& plan, const SlotReader& slot) {
       continue;
     }
     if (!g) continue;
-    for (auto& [field, s] : e.fills) {
-      const Tensor& t = tensor(s);
-      field->data = t;
-      field->saved_version = t->version();
+    for (auto& fill : e.fills) {
+      const Tensor& t = tensor(fill.slot);
+      fill.field->data = fill.view ? view_of(t, fill) : t;
+      fill.field->saved_version = t->version();
     }
     grads[0] = std::move(g);
+    if (e.targets.size() == 1 && e.targets[0].entry >= 0) {
+      // Note [Gradients written in place]: asked as the engine asks every node (no create_graph, no anomaly
+      // mode; only a slice offers), into the target's sum, lent to the sink's pending slot for the call
+      Tensor& lent = plan.sink->pending_slot(0);
+      lent = std::move(plan.pending[e.targets[0].entry]);
+      bool done = false;
+      try {
+        done = run_derivative_in_place(*e.node, grads);
+      } catch (...) {
+        plan.pending[e.targets[0].entry] = std::move(lent);
+        throw;
+      }
+      plan.pending[e.targets[0].entry] = std::move(lent);
+      if (done) {
+        for (auto& fill : e.fills) fill.field->release();
+        continue;
+      }
+    }
     std::vector<Tensor> outputs = run_derivative(*e.node, grads);
-    for (auto& [field, s] : e.fills) field->release();
+    for (auto& fill : e.fills) fill.field->release();
     for (size_t i = 0; i < e.targets.size(); ++i) {
       const int64_t to = e.targets[i].entry;
       if (to < 0 || i >= outputs.size() || !outputs[i]) continue;

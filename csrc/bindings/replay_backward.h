@@ -17,10 +17,10 @@ struct BackwardPlan;
 using SlotReader = std::function<const Tensor*(int64_t slot)>;
 
 // Why a recorded program cannot run this plan at all (empty: it can), given its steps' kinds: `outs` per step its
-// `out` (a slot, -1, -2, -3 None, -4 a value), `reads` per step the slots it reads, `backward` the index of the
+// `out` (a slot, -1, -2, -3 None, -4 a value, -5 a sequence of tensors into `seq_outs`), `reads` per step the slots it reads, `backward` the index of the
 // _run_backward step the plan is of, `exported` per slot whether Python reads it after the run.
 std::string plan_fits(BackwardPlan& plan, const std::vector<int64_t>& outs,
-                      const std::vector<std::vector<int64_t>>& reads, const std::vector<std::string>& names,
+                      const std::vector<std::vector<int64_t>>& seq_outs, const std::vector<std::vector<int64_t>>& reads, const std::vector<std::string>& names,
                       size_t backward, const std::vector<char>& exported);
 // Whether this run may take the plan: the state it was recorded under holds (same leaves requiring grad, no hooks,
 // no anomaly mode, saved-tensor hooks or forward-AD levels, grad mode on). Read at the start of a run.

@@ -295,7 +295,23 @@ def _loop_out(step):
         return -3
     if kind == "v" and type(step.result[1]) in _LOOP_VALUES and step.result[1] == step.result[1]:   # not NaN
         return -4
+    if _seq_out_slots(step) is not None:
+        return -5
     return -1
+
+
+def _seq_out_kwargs(step, out):
+    return {"out_slots": _seq_out_slots(step), "out_is_list": step.result[1] is list} if out == -5 else {}
+
+
+def _seq_out_slots(step):
+    """The slots of a tuple or list of tensors a step returns (split, chunk), stored by the C++ loop itself (Note
+    [Sequence results in the loop] in csrc/bindings/capture_bind.cpp), or None."""
+    r = step.result
+    if (r[0] == "seq" and r[1] in (tuple, list) and r[2] and all(x[0] == "t" for x in r[2])
+            and getattr(_C, "_replay_seq_results", False)):
+        return [x[1] for x in r[2]]
+    return None
 
 
 def _set_backward_plan(variant, program):
@@ -418,14 +434,14 @@ class Variant:
                     if spec is not None:              # sequences of slots, built in the loop
                         out = _loop_out(step)
                         program.add(step.fn, spec[0], spec[1], out, step.name,
-                                    step.result[1] if out == -4 else None, spec[2])
+                                    step.result[1] if out == -4 else None, spec[2], **_seq_out_kwargs(step, out))
                     elif step.native is None:         # Python builds and runs this one, from these slots
                         reads = sorted(_slots_in(step.args) | _slots_in(step.kwargs))
                         program.add(None, reads, [None] * len(reads), -2, step.name)
                     else:
                         out = _loop_out(step)
                         program.add(step.fn, step.native[0], step.native[1], out, step.name,
-                                    step.result[1] if out == -4 else None)
+                                    step.result[1] if out == -4 else None, **_seq_out_kwargs(step, out))
                 exported = [False] * self.n_slots
                 for i in _slots_in(self.output):
                     exported[i] = True
