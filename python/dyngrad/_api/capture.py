@@ -314,9 +314,16 @@ def _seq_out_slots(step):
     return None
 
 
+# Note [The backward as a recorded program]: False makes every program built from now on replay its backward over
+# the graph its forward builds, as before the plan (for measuring one against the other: bench/planned_backward.py)
+PLANNED_BACKWARD = os.environ.get("DYNGRAD_COMPILE_PLAN", "1") != "0"
+
+
 def _set_backward_plan(variant, program):
     """Note [The backward as a recorded program]: gives the C++ loop the plan of the variant's first backward;
     returns None when it took it, else why not (Variant.plan_reason, for tests and compile_stats)."""
+    if not PLANNED_BACKWARD:
+        return "planned backwards are off (capture.PLANNED_BACKWARD, DYNGRAD_COMPILE_PLAN=0)"
     for i, step in enumerate(variant.steps):
         if step.name == "_run_backward":
             if isinstance(step.plan, str) or step.plan is None:
