@@ -301,3 +301,58 @@ def test_split_results_and_inner_views_take_the_plan(dg):
     if has_plan(dg):
         assert reasons(compiled) == [None] and planned_runs(compiled) == 3
         assert min(n.python_steps for n in natives(compiled)) == 0
+
+
+def test_more_programs_take_the_plan(dg):
+    """A given gradient (backward(g)), a no_grad block inside the forward, two outputs with history, and a second
+    forward and backward after the planned one (run over its own graph): all equal to eager mode."""
+    def given_gradient(a, b):
+        def f(x):
+            y = (x * a + b).exp()
+            y.backward(x * 0.5)
+            return y
+        return f
+
+    def no_grad_block(a, b):
+        def f(x):
+            with dg.no_grad():
+                scale = (a * 2).sum()
+            y = (x * a * scale + b).sigmoid()
+            y.sum().backward()
+            return y, scale
+        return f
+
+    def two_outputs(a, b):
+        def f(x):
+            h = (x * a).tanh()
+            y = (h * b).exp()
+            y.sum().backward()
+            return h, y
+        return f
+
+    def second_backward(a, b):
+        def f(x):
+            (x * a + b).tanh().sum().backward()
+            z = (x * b).sigmoid()
+            z.sum().backward()
+            return z
+        return f
+
+    for make in (given_gradient, no_grad_block, two_outputs, second_backward):
+        pc, pe = params(dg, 8, (6,), (6,)), params(dg, 8, (6,), (6,))
+        compiled = static(dg, make(*pc))
+        f_e = make(*pe)
+        for x in INPUTS:
+            outs_c, outs_e = compiled(dg.tensor(x)), f_e(dg.tensor(x))
+            outs_c = outs_c if isinstance(outs_c, tuple) else (outs_c,)
+            outs_e = outs_e if isinstance(outs_e, tuple) else (outs_e,)
+            for oc, oe in zip(outs_c, outs_e):
+                assert_same(oc, oe)
+                assert oc.requires_grad == oe.requires_grad
+                assert (oc.grad_fn is None) == (oe.grad_fn is None)
+            for p, q in zip(pc, pe):
+                assert_same(p.grad, q.grad)
+        assert compiled.compile_stats.replays == 4, make.__name__
+        if has_plan(dg):
+            assert reasons(compiled) == [None], (make.__name__, reasons(compiled))
+            assert planned_runs(compiled) == 4
