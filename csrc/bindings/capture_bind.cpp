@@ -117,6 +117,7 @@ struct ReplayProgram {
   std::shared_ptr<BackwardPlan> plan;
   size_t plan_step = SIZE_MAX;
   bool plan_on = false, plan_dirty = false;
+  std::vector<char> makes_node;  // per step before plan_step: whether it made a node when recorded
   int64_t planned_runs = 0;
 
   void materialize(PyObject* list, int64_t slot) {
@@ -171,9 +172,7 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
     std::optional<GradModeGuard> no_node;
     if (p.plan_on && i < p.plan_step && (s.out >= 0 || s.out == kSeq)) {
       no_node.emplace(false);
-      if (s.out >= 0 && plan_has_history(*p.plan, s.out)) p.plan_dirty = true;
-      for (int64_t slot : s.out_slots)
-        if (plan_has_history(*p.plan, slot)) p.plan_dirty = true;
+      if (p.makes_node[i]) p.plan_dirty = true;
     }
     if (p.plan_on && i == p.plan_step) {
       plan_run(*p.plan, [&](int64_t slot) { return slot < n_slots ? slot_tensor(p, list, slot) : nullptr; });
@@ -630,6 +629,13 @@ void bind_capture(py::module_& m) {
           if (slot >= 0 && slot < (int64_t)exported.size()) exported[slot] = 1;
         std::string why = plan_fits(*plan, outs, seq_outs, reads, names, step, exported);
         if (!why.empty()) return py::str(why);
+        p.makes_node.assign(step, 0);
+        for (size_t i = 0; i < step; ++i) {
+          const auto& s = p.steps[i];
+          bool made = s.out >= 0 && plan_has_history(*plan, s.out);
+          for (int64_t slot : s.out_slots) made = made || plan_has_history(*plan, slot);
+          p.makes_node[i] = made;
+        }
         p.plan = std::move(plan);
         p.plan_step = step;
         return py::none();
