@@ -304,8 +304,9 @@ def test_split_results_and_inner_views_take_the_plan(dg):
 
 
 def test_more_programs_take_the_plan(dg):
-    """A given gradient (backward(g)), a no_grad block inside the forward, two outputs with history, and a second
-    forward and backward after the planned one (run over its own graph): all equal to eager mode."""
+    """A given gradient (backward(g)), a no_grad block inside the forward, two outputs with history, a second
+    forward and backward after the planned one (run over its own graph), two roots, and gradients cast and summed to
+    their inputs' dtypes and shapes: all equal to eager mode."""
     def given_gradient(a, b):
         def f(x):
             y = (x * a + b).exp()
@@ -338,7 +339,21 @@ def test_more_programs_take_the_plan(dg):
             return z
         return f
 
-    for make in (given_gradient, no_grad_block, two_outputs, second_backward):
+    def two_roots(a, b):
+        def f(x):
+            h = (x * a).tanh()
+            dg.autograd.backward([(h * b).sum(), (h + b).exp().sum()])
+            return h
+        return f
+
+    def mixed_dtypes(a, b):
+        def f(x):
+            y = (x.to(dg.float64) * a + b[:1]).sin()       # float32 parameters, float64 and broadcast gradients
+            y.sum().backward()
+            return y
+        return f
+
+    for make in (given_gradient, no_grad_block, two_outputs, second_backward, two_roots, mixed_dtypes):
         pc, pe = params(dg, 8, (6,), (6,)), params(dg, 8, (6,), (6,))
         compiled = static(dg, make(*pc))
         f_e = make(*pe)
