@@ -9,7 +9,9 @@
 //     same last-in-first-out ready stack, so every gradient is summed in the same order (the same bits);
 //   - each node becomes a template: a node of the same kind holding the non-tensor fields it saved (dims, slopes,
 //     a matmul's layout flags), its input_meta and, for each saved tensor, the slot that tensor came from (an input
-//     of the op, or the node's own output). Its edges point at a sentinel: formulas only ask needs_input_grad;
+//     of the op, the node's own output, or a view of a slot's memory made inside the step, rebuilt at each
+//     replay). Its edges point at the plan's sink node: formulas only ask needs_input_grad, and a slice that writes
+//     its gradient in place writes into the sink's pending slot, which holds the target's sum for that call;
 //   - each edge becomes a target: another planned node's pending gradient, a leaf's slot, or nothing.
 // A replay that takes the plan runs the forward's tensor steps with grad mode off (no node, no edge, no saved
 // tensor), then, in place of _run_backward, fills each template's saved tensors from the slots, runs the same
@@ -22,7 +24,8 @@
 // did (the recorded _run_backward over the graph the forward builds):
 //   - when planning (_plan_backward): a plain backward (no retain_graph, create_graph, inputs= or autograd.grad),
 //     every node an ops.def primitive's node of one output (no custom Function), not released, made by a step of the
-//     program (the grad_fn of a slot), no tensor hooks, retain_grad or node pre-hooks on it, every saved tensor held
+//     program (a slot's grad_fn, or a node a step made inside itself), no tensor hooks, retain_grad or node
+//     pre-hooks on it, no argument or external with history (a closed-over non-leaf), every saved tensor held
 //     unpacked (no saved-tensor hooks), unmodified since it was saved (the version counter) and found in a slot (or
 //     a view of a slot's memory the step made inside itself), no forward-AD tangents, no edge to a second output,
 //     every leaf a slot's tensor without hooks, and a node that offers to write its gradient in place (a slice:
@@ -33,7 +36,13 @@
 //     step after the backward, nor an output, reads a tensor that had history unless it is a planned node's output
 //     that saved tensors (below);
 //   - at every replay (plan_usable): the program's inputs (arguments, externals) require grad and are leaves as
-//     when recorded, no leaf has gained a hook, and anomaly mode, saved-tensor hooks and forward-AD levels are off.
+//     when recorded, no leaf has gained a hook, anomaly mode, saved-tensor hooks and forward-AD levels are off, and
+//     grad mode is on. A run decides at its start; a step that hands back to Python before any step that made a
+//     node has run turns the plan off for the rest of that run (capture_bind.cpp).
+// Why a node made inside a step, or one an in-place op left behind, is safe to plan: the plan reads nothing of the
+// forward but the slots' tensors, and the steps that compute them are the recorded ones; the version check while
+// planning proved that nothing the node saved was written between its save and the backward, and a replay runs the
+// same writes.
 // An output that had history gets, after the planned backward, a grad_fn of its own node's name that is already
 // released (PlannedNode): eager mode's grad_fn would be released too, and a second backward through it raises the
 // same ERR_BACKWARD_TWICE (which is why only a node that saved tensors qualifies: eager mode raises at it too). It
