@@ -71,9 +71,13 @@ def test_chain_takes_the_plan(dg):
     """200-op-like chain with closed-over parameters: .grad accumulates over calls exactly as in eager mode."""
     pc, pe = params(dg, 0, (6,), (6,)), params(dg, 0, (6,), (6,))
     compiled = compare_calls(dg, chain_program(dg, *pc), chain_program(dg, *pe), pc, pe, INPUTS)
-    assert compiled.compile_stats.replays == 4
+    stats = compiled.compile_stats
+    assert stats.replays == 4
     if has_plan(dg):
         assert reasons(compiled) == [None] and planned_runs(compiled) == 4
+        assert stats.planned_backwards == 4 and stats.as_dict()["backward_plans"] == [None]
+    else:
+        assert stats.planned_backwards == 0
 
 
 def test_returned_output_is_released(dg):
