@@ -375,3 +375,34 @@ def test_more_programs_take_the_plan(dg):
         if has_plan(dg):
             assert reasons(compiled) == [None], (make.__name__, reasons(compiled))
             assert planned_runs(compiled) == 4
+
+
+def test_variants_sharing_the_planned_backward(dg):
+    """Two variants that share the steps up to and past the backward (a guard after it picks the output) share its
+    plan; each gives its own output a released grad_fn, or none, as eager mode does. A run that leaves its variant
+    after a planned backward (a sibling, or a miss and its catch-up) gives every tensor that had history one."""
+    def program(a, b):
+        def f(x):
+            y = (x * a + b).tanh()
+            y.sum().backward()
+            if x.sum() > 0:           # a value guard after the backward
+                return y
+            return (x * 2).detach()
+        return f
+    def reads_after_a_miss(a, b):
+        def f(x):
+            h = x * a
+            y = (h + b).tanh()
+            y.sum().backward()
+            if x.sum() > 0:
+                return y.detach()
+            return h * 3              # after the miss, the catch-up's Python reads h: it has history, as eagerly
+        return f
+    for make in (program, reads_after_a_miss):
+        pc, pe = params(dg, 9, (6,), (6,)), params(dg, 9, (6,), (6,))
+        inputs = [INPUTS[0] + 1, INPUTS[0] - 1, INPUTS[0] + 1, INPUTS[0] - 1, INPUTS[0] + 1]
+        compiled = compare_calls(dg, make(*pc), make(*pe), pc, pe, inputs)
+        assert compiled.compile_stats.variants == 2 and compiled.compile_stats.replays == 3
+        if has_plan(dg):
+            assert compiled.compile_stats.backward_plans == [None, None]
+            assert compiled.compile_stats.planned_backwards >= 3

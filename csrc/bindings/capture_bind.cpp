@@ -115,8 +115,9 @@ struct ReplayProgram {
   // takes it (plan_on) when plan_usable says so at its start. plan_dirty: a step that made a node when recorded
   // has run without one, so the run cannot go back to Python before the planned backward.
   std::shared_ptr<BackwardPlan> plan;
+  PlanHeads plan_heads;
   size_t plan_step = SIZE_MAX;
-  bool plan_on = false, plan_dirty = false;
+  bool plan_on = false, plan_dirty = false, plan_ran = false;
   std::vector<char> makes_node;  // per step before plan_step: whether it made a node when recorded
   int64_t planned_runs = 0;
 
@@ -131,7 +132,7 @@ struct ReplayProgram {
   void finish() {
     values.clear();
     running = false;
-    plan_on = plan_dirty = false;
+    plan_on = plan_dirty = plan_ran = false;
   }
 };
 
@@ -152,7 +153,7 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
     p.values.assign(n_slots, Tensor());
     if ((Py_ssize_t)p.exported.size() < n_slots) p.exported.resize(n_slots, 1);
     p.running = true;
-    p.plan_on = p.plan_dirty = false;
+    p.plan_on = p.plan_dirty = p.plan_ran = false;
     if (start == 0 && p.plan)
       p.plan_on = plan_usable(*p.plan, [&](int64_t slot) { return slot < n_slots ? slot_tensor(p, list, slot) : nullptr; });
     if (p.plan_on) ++p.planned_runs;
@@ -175,7 +176,8 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
       if (p.makes_node[i]) p.plan_dirty = true;
     }
     if (p.plan_on && i == p.plan_step) {
-      plan_run(*p.plan, [&](int64_t slot) { return slot < n_slots ? slot_tensor(p, list, slot) : nullptr; });
+      plan_run(*p.plan, p.plan_heads, [&](int64_t slot) { return slot < n_slots ? slot_tensor(p, list, slot) : nullptr; });
+      p.plan_ran = true;
       continue;
     }
     if (s.special == Special::read_grad) {
@@ -627,8 +629,10 @@ void bind_capture(py::module_& m) {
         std::vector<char> exported(p.exported.size(), 0);
         for (int64_t slot : outputs)
           if (slot >= 0 && slot < (int64_t)exported.size()) exported[slot] = 1;
-        std::string why = plan_fits(*plan, outs, seq_outs, reads, names, step, exported);
+        PlanHeads heads;
+        std::string why = plan_fits(*plan, outs, seq_outs, reads, names, step, exported, heads);
         if (!why.empty()) return py::str(why);
+        p.plan_heads = std::move(heads);
         p.makes_node.assign(step, 0);
         for (size_t i = 0; i < step; ++i) {
           const auto& s = p.steps[i];
@@ -666,6 +670,10 @@ void bind_capture(py::module_& m) {
       // Every slot a C++ value holds gets its Python object (a miss reads the served results), and the run ends.
       .def("materialize", [](ReplayProgram& p, py::list slots) {
         p.materialize_all(slots.ptr());
+        if (p.plan_ran) {  // Note [The backward as a recorded program]: leaving the program after a planned backward
+          const Py_ssize_t n = PyList_GET_SIZE(slots.ptr());
+          plan_departed(*p.plan, [&](int64_t slot) { return slot < n ? held_tensor(PyList_GET_ITEM(slots.ptr(), slot), p.tensor_type) : nullptr; });
+        }
         p.finish();
       }, py::arg("slots"));
 }

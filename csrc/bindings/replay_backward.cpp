@@ -138,7 +138,7 @@ struct BackwardPlan {
   std::vector<Root> roots;
   std::vector<std::pair<int64_t, bool>> inputs;  // the program's input slots and whether each required grad
   std::unordered_set<int64_t> history;           // the slots whose tensor had history when planned
-  std::vector<std::pair<int64_t, int64_t>> heads;  // (slot, entry) given a PlannedNode after the backward
+  std::unordered_map<int64_t, std::string> history_name;  // ... and their grad_fn's name
   std::vector<Tensor> pending;                   // per entry, during a run
   // What the templates' edges point at: formulas only ask needs_input_grad, and a slice's in-place gradient
   // (Note [Gradients written in place]) writes into its pending slot, which holds the target's sum meanwhile.
@@ -172,6 +172,7 @@ std::variant<std::shared_ptr<BackwardPlan>, std::string> make_plan(
     tensor_at[slot] = t;
     if (t->grad_fn) {
       plan->history.insert(slot);
+      plan->history_name.emplace(slot, t->grad_fn->name());
       if (t->output_nr != 0) return std::string("a tensor in a slot is output ") + std::to_string(t->output_nr) +
                                     " of " + t->grad_fn->name();
       auto [it, fresh] = output_of.emplace(t->grad_fn.get(), slot);
@@ -314,8 +315,9 @@ std::variant<std::shared_ptr<BackwardPlan>, std::string> make_plan(
 }  // namespace
 
 std::string plan_fits(BackwardPlan& plan, const std::vector<int64_t>& outs,
-                      const std::vector<std::vector<int64_t>>& seq_outs, const std::vector<std::vector<int64_t>>& reads, const std::vector<std::string>& names,
-                      size_t backward, const std::vector<char>& exported) {
+                      const std::vector<std::vector<int64_t>>& seq_outs, const std::vector<std::vector<int64_t>>& reads,
+                      const std::vector<std::string>& names, size_t backward, const std::vector<char>& exported,
+                      PlanHeads& out_heads) {
   static const std::unordered_set<std::string> kNoneOnly = {"_set_grad_enabled", "grad.set", "validate",
                                                             "set_grad_enabled"};
   bool made_node = false;
@@ -343,10 +345,10 @@ std::string plan_fits(BackwardPlan& plan, const std::vector<int64_t>& outs,
     if (it == entry_at.end() || !plan.entries[it->second].saves)
       return str_cat("slot ", slot, " had history and is read after the backward");
     heads.insert(slot);
-    plan.heads.push_back({slot, it->second});
+    out_heads.push_back({slot, it->second});
     return "";
   };
-  plan.heads.clear();
+  out_heads.clear();
   for (size_t i = backward + 1; i < reads.size(); ++i)
     for (int64_t slot : reads[i])
       if (std::string why = need_head(slot); !why.empty()) return why;
@@ -383,7 +385,7 @@ static Tensor view_of(const Tensor& t, const BackwardPlan::Fill& fill) {
   return make_view(t, fill.shape, fill.strides, offset);
 }
 
-void plan_run(BackwardPlan& plan, const SlotReader& slot) {
+void plan_run(BackwardPlan& plan, const PlanHeads& heads, const SlotReader& slot) {
   note_backward();  // a new step for the graph-growth warning, as run_backward
   auto tensor = [&](int64_t s) -> const Tensor& {
     const Tensor* t = slot(s);
@@ -459,12 +461,20 @@ void plan_run(BackwardPlan& plan, const SlotReader& slot) {
       accumulate_pending(plan.pending[to], std::move(v));
     }
   }
-  for (const auto& [s, k] : plan.heads) {  // outputs with history: a released grad_fn of their node's name
+  for (const auto& [s, k] : heads) {  // outputs with history: a released grad_fn of their node's name
     const Tensor& t = tensor(s);
     if (t->grad_fn) continue;
     auto head = std::make_shared<PlannedNode>(plan.entries[k].node->name());
     copy_site(head->call_site, plan.entries[k].node->call_site);
     set_history(t, std::move(head));
+  }
+}
+
+void plan_departed(const BackwardPlan& plan, const SlotReader& slot) {
+  for (int64_t s : plan.history) {
+    const Tensor* t = slot(s);
+    if (!t || !*t || (*t)->grad_fn) continue;
+    set_history(*t, std::make_shared<PlannedNode>(plan.history_name.at(s)));
   }
 }
 
