@@ -46,7 +46,11 @@
 // An output that had history gets, after the planned backward, a grad_fn of its own node's name that is already
 // released (PlannedNode): eager mode's grad_fn would be released too, and a second backward through it raises the
 // same ERR_BACKWARD_TWICE (which is why only a node that saved tensors qualifies: eager mode raises at it too). It
-// has no next_functions. The reference engine keeps its backward; both give the same numbers.
+// has no next_functions. Which outputs get one is the program's (PlanHeads): variants that share a prefix share its
+// backward step and so its plan, but not their outputs. A run that leaves its variant after a planned backward (a
+// value guard missed: a sibling variant or the catch-up's Python reads the slots from there) gives every tensor
+// that had history one (plan_departed); there, a tensor whose node saved nothing raises on a second backward where
+// eager mode would run that node again. The reference engine keeps its backward; both give the same numbers.
 #include "replay_backward.h"
 
 #include <algorithm>
