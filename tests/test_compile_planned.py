@@ -406,3 +406,26 @@ def test_variants_sharing_the_planned_backward(dg):
         if has_plan(dg):
             assert compiled.compile_stats.backward_plans == [None, None]
             assert compiled.compile_stats.planned_backwards >= 3
+
+
+def test_saved_tensor_modified_in_place_raises_as_eagerly(dg):
+    """A tensor saved for the backward and then written in place (the version counter): the compiled call raises
+    eager mode's error, on both engines, and leaves the gradients as eager mode does."""
+    def program(a, b):
+        def f(x):
+            h = x * a
+            y = h.exp()               # saves its output
+            y.add_(1)                 # ... which is then written in place
+            y.sum().backward()
+            return y
+        return f
+    pc, pe = params(dg, 10, (6,), (6,)), params(dg, 10, (6,), (6,))
+    compiled = static(dg, program(*pc))
+    for x in INPUTS[:3]:
+        with pytest.raises(RuntimeError, match="modified in place") as got:
+            compiled(dg.tensor(x))
+        with pytest.raises(RuntimeError, match="modified in place") as want:
+            program(*pe)(dg.tensor(x))
+        assert str(got.value).split(" (")[0] == str(want.value).split(" (")[0]
+        for p, q in zip(pc, pe):
+            assert (p.grad is None) == (q.grad is None)
