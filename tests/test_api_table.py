@@ -32,6 +32,8 @@ CPP_ONLY = {
                   "the same tuple in Python (compiling.entry_key_python)",
     "_fft_plan": "how the C++ FFT plans a size (Note [FFT plans]); numpy.fft plans the reference's",
     "_fft_cached_plan_count": "the C++ FFT's plan cache", "_fft_clear_plan_cache": "the C++ FFT's plan cache",
+    "_plan_backward": "static replay's planned backward (Note [The backward as a recorded program]); the reference "
+                      "replays its backward over the graph",
 }
 
 

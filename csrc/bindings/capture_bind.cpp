@@ -14,11 +14,14 @@
 // pybind11's dispatcher (about half a microsecond per call): the table comes from ops.def, so a new primitive of
 // those signatures replays this way with no code of its own.
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
 #include "common.h"
 #include "dyngrad/cycles.h"
+#include "dyngrad/grad_mode.h"
+#include "replay_backward.h"
 
 namespace dyngrad {
 
@@ -30,6 +33,9 @@ constexpr size_t kMaxStepArgs = 16;
 // here instead of in Python; measured on the MLP training step, 10 of its 30 steps returned such results, which
 // kept the whole program out of this loop (Variant.native: more than one step in 8 handed back).
 constexpr int64_t kNone = -3, kValue = -4;
+// Note [Sequence results in the loop]: a step returning a tuple or list of tensors (split, chunk, unbind) each
+// into its own slot (Step::out_slots) was a round trip to Python at every replay; kSeq stores them here.
+constexpr int64_t kSeq = -5;
 // Note [Gradient steps in the loop]: reading a parameter's .grad and setting it to None (zero_grad, an optimiser's
 // reads) were 14 of the MLP training step's 30 steps, each a call of the property's pybind11 accessor. A step whose
 // function is _C.Tensor's own grad getter (or setter, with the constant None) reads (clears) the field here; a grad
@@ -92,6 +98,9 @@ struct ReplayProgram {
     Special special;                 // Note [Gradient steps in the loop]
     std::vector<SeqArg> seqs;        // empty, or per argument (Note [Sequence arguments in the loop])
     py::object expected;             // the recorded value of a kValue step
+    std::string name;                // the _C function's name (Note [The backward as a recorded program])
+    std::vector<int64_t> out_slots;  // kSeq: the slot of each item of the result
+    bool is_list = false;            // kSeq: a list, else a tuple
   };
   explicit ReplayProgram(py::handle tensor_type) : tensor_type((PyTypeObject*)tensor_type.ptr()) {}
   PyTypeObject* tensor_type;
@@ -102,6 +111,15 @@ struct ReplayProgram {
   std::vector<Tensor> values;
   std::vector<char> exported;
   bool running = false;
+  // Note [The backward as a recorded program] (replay_backward.cpp): the plan of step plan_step's backward; a run
+  // takes it (plan_on) when plan_usable says so at its start. plan_dirty: a step that made a node when recorded
+  // has run without one, so the run cannot go back to Python before the planned backward.
+  std::shared_ptr<BackwardPlan> plan;
+  PlanHeads plan_heads;
+  size_t plan_step = SIZE_MAX;
+  bool plan_on = false, plan_dirty = false, plan_ran = false;
+  std::vector<char> makes_node;  // per step before plan_step: whether it made a node when recorded
+  int64_t planned_runs = 0;
 
   void materialize(PyObject* list, int64_t slot) {
     if (slot < 0 || slot >= (int64_t)values.size() || !values[slot]) return;
@@ -114,6 +132,7 @@ struct ReplayProgram {
   void finish() {
     values.clear();
     running = false;
+    plan_on = plan_dirty = plan_ran = false;
   }
 };
 
@@ -134,6 +153,10 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
     p.values.assign(n_slots, Tensor());
     if ((Py_ssize_t)p.exported.size() < n_slots) p.exported.resize(n_slots, 1);
     p.running = true;
+    p.plan_on = p.plan_dirty = p.plan_ran = false;
+    if (start == 0 && p.plan)
+      p.plan_on = plan_usable(*p.plan, [&](int64_t slot) { return slot < n_slots ? slot_tensor(p, list, slot) : nullptr; });
+    if (p.plan_on) ++p.planned_runs;
   }
   PyObject* argv[kMaxStepArgs];
   for (size_t i = start; i < p.steps.size(); ++i) {
@@ -145,6 +168,17 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
     if (s.out == -2) {
       for (int64_t slot : s.slots) p.materialize(list, slot);
       return py::make_tuple(i);
+    }
+    // Note [The backward as a recorded program]: the forward's tensor steps make no node, the backward is planned
+    std::optional<GradModeGuard> no_node;
+    if (p.plan_on && i < p.plan_step && (s.out >= 0 || s.out == kSeq)) {
+      no_node.emplace(false);
+      if (p.makes_node[i]) p.plan_dirty = true;
+    }
+    if (p.plan_on && i == p.plan_step) {
+      plan_run(*p.plan, p.plan_heads, [&](int64_t slot) { return slot < n_slots ? slot_tensor(p, list, slot) : nullptr; });
+      p.plan_ran = true;
+      continue;
     }
     if (s.special == Special::read_grad) {
       const Tensor* a = slot_tensor(p, list, s.slots[0]);
@@ -204,6 +238,23 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
       Py_DECREF(result);
       continue;
     }
+    if (s.out == kSeq && (s.is_list ? PyList_CheckExact(result) : PyTuple_CheckExact(result)) &&
+        PySequence_Fast_GET_SIZE(result) == (Py_ssize_t)s.out_slots.size()) {
+      bool all_tensors = true;
+      for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(result); ++j)
+        all_tensors = all_tensors && is_tensor(PySequence_Fast_GET_ITEM(result, j), p.tensor_type) &&
+                      s.out_slots[j] < n_slots;
+      if (all_tensors) {
+        for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(result); ++j) {
+          PyObject* item = PySequence_Fast_GET_ITEM(result, j);
+          Py_INCREF(item);
+          PyList_SetItem(list, s.out_slots[j], item);
+          if (s.out_slots[j] < (int64_t)p.values.size()) p.values[s.out_slots[j]].reset();
+        }
+        Py_DECREF(result);
+        continue;
+      }
+    }
     if (s.out == kValue && Py_TYPE(result) == Py_TYPE(s.expected.ptr())) {
       const int same = PyObject_RichCompareBool(result, s.expected.ptr(), Py_EQ);
       if (same < 0) {
@@ -214,6 +265,12 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
         Py_DECREF(result);
         continue;
       }
+    }
+    if (p.plan_on && i < p.plan_step) {
+      DG_CHECK(!p.plan_dirty, RuntimeError, "compile: step ", i, " (", s.name, ") of a static replay returned another ",
+               "kind of result than when recorded, after its forward ran without a graph (Note [The backward as a ",
+               "recorded program]); the replay cannot go back to Python from here. Please report this program.");
+      p.plan_on = false;  // nothing has run without its graph yet: the run goes on as unplanned
     }
     return py::make_tuple(i, py::reinterpret_steal<py::object>(result));
   }
@@ -448,6 +505,7 @@ py::object optimizer_state(PyObject* opt) {  // compiling._optimizer_state
 }  // namespace
 
 void bind_capture(py::module_& m) {
+  bind_replay_backward(m);  // _plan_backward and _BackwardPlan (replay_backward.cpp)
   // Note [Entry guards in C++]: (key, argument tensors) of compiling.entry_key for a static program; `middle`
   // are the parts between the arguments' and the modules' (grad mode, default dtype), `reachable` the modules and
   // optimisers compiling._reachable found.
@@ -474,13 +532,15 @@ void bind_capture(py::module_& m) {
     return guard::own(PyTuple_Pack(2, key.ptr(), w.tensors.ptr()));
   }, py::arg("tensor_type"), py::arg("args"), py::arg("kwargs"), py::arg("middle"), py::arg("reachable"));
   m.attr("_replay_seq_args") = true;  // Note [Sequence arguments in the loop]: _ReplayProgram.add takes seqs
+  m.attr("_replay_seq_results") = true;  // Note [Sequence results in the loop]: out = -5 and out_slots
   py::class_<ReplayProgram>(m, "_ReplayProgram")
       .def(py::init<py::handle>(), py::arg("tensor_type"))
       // name: the _C function's name, which picks its core call when every argument is a slot
       // seqs: None, or per argument None or (is_list, item slots, item constants): Note [Sequence arguments in
       // the loop]
       .def("add", [](ReplayProgram& p, py::object fn, std::vector<int64_t> slots, std::vector<py::object> consts,
-                     int64_t out, const std::string& name, py::object expected, py::object seqs) {
+                     int64_t out, const std::string& name, py::object expected, py::object seqs,
+                     std::vector<int64_t> out_slots, bool out_is_list) {
         // a step Python runs (out == -2) lists the slots it reads, any number; a call here has at most 16
         DG_CHECK(slots.size() == consts.size() && (slots.size() <= kMaxStepArgs || out == -2), ValueError,
                  "_ReplayProgram.add: expected as many slots as constants, at most ", kMaxStepArgs, ", got ",
@@ -491,8 +551,9 @@ void bind_capture(py::module_& m) {
         if (found != core_calls().end() && out >= 0 && all_slots &&
             slots.size() == (found->second.unary ? 1u : 2u))
           core = found->second;
-        DG_CHECK(out >= kValue, ValueError, "_ReplayProgram.add: out is a slot, -1, -2, -3 (None) or -4 (a value), "
-                 "got ", out, ".");
+        DG_CHECK(out > kSeq || (out == kSeq && !out_slots.empty()), ValueError, "_ReplayProgram.add: out is a slot, ",
+                 "-1, -2, -3 (None), -4 (a value) or -5 (a sequence of tensors, with out_slots), got ", out, ".");
+        DG_CHECK(out == kSeq || out_slots.empty(), ValueError, "_ReplayProgram.add: out_slots go with out = -5.");
         Special special = Special::none;
         if ((name == "grad" || name == "grad.set") && !fn.is_none()) {
           py::object prop = py::handle((PyObject*)p.tensor_type).attr("__dict__").attr("get")("grad");
@@ -524,9 +585,10 @@ void bind_capture(py::module_& m) {
           }
         }
         p.steps.push_back({std::move(fn), std::move(slots), std::move(consts), out, core, special,
-                           std::move(seq_args), std::move(expected)});
+                           std::move(seq_args), std::move(expected), name, std::move(out_slots), out_is_list});
       }, py::arg("fn"), py::arg("slots"), py::arg("consts"), py::arg("out"), py::arg("name"),
-         py::arg("expected") = py::none(), py::arg("seqs") = py::none())
+         py::arg("expected") = py::none(), py::arg("seqs") = py::none(),
+         py::arg("out_slots") = std::vector<int64_t>{}, py::arg("out_is_list") = false)
       // exported: per slot, whether Python reads it besides the steps (the outputs); the slots the steps outside
       // the core calls read are exported by the steps themselves (Note [Slots in C++]).
       .def("set_exported", [](ReplayProgram& p, const std::vector<bool>& flags) {
@@ -541,6 +603,49 @@ void bind_capture(py::module_& m) {
           }
         p.exported = std::move(exported);
       }, py::arg("exported"))
+      // Note [The backward as a recorded program]: takes `plan` (a _BackwardPlan of step `step`, a _run_backward)
+      // for its runs; returns None, or why the program cannot take it (then it runs as before). `outputs`: the slots
+      // the call returns. After set_exported.
+      .def("set_backward_plan", [](ReplayProgram& p, size_t step, py::object plan_obj,
+                                   const std::vector<int64_t>& outputs) -> py::object {
+        std::shared_ptr<BackwardPlan> plan = plan_of(plan_obj);
+        DG_CHECK(plan && step < p.steps.size() && p.steps[step].name == "_run_backward", ValueError,
+                 "_ReplayProgram.set_backward_plan: expected a _BackwardPlan and the index of a _run_backward step.");
+        std::vector<int64_t> outs;
+        std::vector<std::vector<int64_t>> reads, seq_outs;
+        std::vector<std::string> names;
+        for (const auto& s : p.steps) {
+          outs.push_back(s.out);
+          seq_outs.push_back(s.out_slots);
+          names.push_back(s.name);
+          std::vector<int64_t> r;
+          for (int64_t slot : s.slots)
+            if (slot >= 0) r.push_back(slot);
+          for (const SeqArg& q : s.seqs)
+            for (int64_t slot : q.slots)
+              if (slot >= 0) r.push_back(slot);
+          reads.push_back(std::move(r));
+        }
+        std::vector<char> exported(p.exported.size(), 0);
+        for (int64_t slot : outputs)
+          if (slot >= 0 && slot < (int64_t)exported.size()) exported[slot] = 1;
+        PlanHeads heads;
+        std::string why = plan_fits(*plan, outs, seq_outs, reads, names, step, exported, heads);
+        if (!why.empty()) return py::str(why);
+        p.plan_heads = std::move(heads);
+        p.makes_node.assign(step, 0);
+        for (size_t i = 0; i < step; ++i) {
+          const auto& s = p.steps[i];
+          bool made = s.out >= 0 && plan_has_history(*plan, s.out);
+          for (int64_t slot : s.out_slots) made = made || plan_has_history(*plan, slot);
+          p.makes_node[i] = made;
+        }
+        p.plan = std::move(plan);
+        p.plan_step = step;
+        return py::none();
+      }, py::arg("step"), py::arg("plan"), py::arg("outputs"))
+      // how many runs took the planned backward, for tests and compile_stats
+      .def_property_readonly("planned_runs", [](const ReplayProgram& p) { return p.planned_runs; })
       .def("__len__", [](const ReplayProgram& p) { return p.steps.size(); })
       // how many steps the loop hands back for Python to build and run (out == -2), for tests
       .def_property_readonly("python_steps", [](const ReplayProgram& p) {
@@ -565,6 +670,10 @@ void bind_capture(py::module_& m) {
       // Every slot a C++ value holds gets its Python object (a miss reads the served results), and the run ends.
       .def("materialize", [](ReplayProgram& p, py::list slots) {
         p.materialize_all(slots.ptr());
+        if (p.plan_ran) {  // Note [The backward as a recorded program]: leaving the program after a planned backward
+          const Py_ssize_t n = PyList_GET_SIZE(slots.ptr());
+          plan_departed(*p.plan, [&](int64_t slot) { return slot < n ? held_tensor(PyList_GET_ITEM(slots.ptr(), slot), p.tensor_type) : nullptr; });
+        }
         p.finish();
       }, py::arg("slots"));
 }

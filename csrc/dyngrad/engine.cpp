@@ -17,6 +17,8 @@ namespace {
 
 std::atomic<uint64_t> g_next_task_id{1};
 
+void accumulate_into(Node* node, uint32_t slot, Tensor g) { accumulate_pending(node->pending_slot(slot), std::move(g)); }
+
 // The nodes one backward has claimed; all are released (fields reset) when it ends.
 struct GraphTask {
   uint64_t id = g_next_task_id.fetch_add(1);
@@ -45,38 +47,6 @@ struct GraphTask {
     }
   }
 };
-
-// Note [Gradient accumulation]: several consumers of one value each send it a gradient; they are summed in the
-// node's pending slot before the node runs. When the slot holds a buffer nobody else can see (owned_buffer) and
-// no graph of the backward is being built, the next gradient is added into it in place: the same k_add per
-// element as add(), so the same bits, without a new allocation per consumer (an LSTM's gates have 4 consumers
-// per step, an input sliced per time step has one per step). The reference engine has no such path: its sums
-// are the same numbers.
-void accumulate_into(Node* node, uint32_t slot, Tensor g) {
-  Tensor& cur = node->pending_slot(slot);
-  if (!cur) {
-    cur = std::move(g);
-  } else if (!GradMode::is_enabled() && cur->dtype == g->dtype && cur->shape == g->shape && owned_buffer(cur) &&
-             cur->tangents.empty() && g->tangents.empty()) {  // forward-AD tangents need the op (forward_ad.h)
-    add_into_kernel(cur, g);
-  } else {
-    cur = add(cur, g);
-  }
-}
-
-// Note [Unbroadcast]: make the gradient match the input it is for.
-Tensor validate_gradient(Tensor g, const InputMeta& meta, const Node& node, size_t i) {
-  if (g->shape != meta.shape) {
-    try {
-      g = sum_to(g, meta.shape);
-    } catch (const std::exception&) {
-      throw RuntimeError(str_cat(node.name(), " returned an invalid gradient for input ", i, ": got shape ",
-                                 shape_str(g->shape), ", expected shape ", shape_str(meta.shape), "."));
-    }
-  }
-  if (g->dtype != meta.dtype && is_differentiable(meta.dtype)) g = to_dtype(g, meta.dtype);  // complex to real: its real part (torch)
-  return g;
-}
 
 // Note [Constant gradients under create_graph]: a primitive's formula is written with differentiable ops, so with
 // create_graph its gradient is in the new graph whenever it depends on something that requires grad. It can come
@@ -161,6 +131,37 @@ struct FinalCallbacksScope {
 };
 
 }  // namespace
+
+// Note [Gradient accumulation]: several consumers of one value each send it a gradient; they are summed in the
+// node's pending slot before the node runs. When the slot holds a buffer nobody else can see (owned_buffer) and
+// no graph of the backward is being built, the next gradient is added into it in place: the same k_add per
+// element as add(), so the same bits, without a new allocation per consumer (an LSTM's gates have 4 consumers
+// per step, an input sliced per time step has one per step). The reference engine has no such path: its sums
+// are the same numbers.
+void accumulate_pending(Tensor& cur, Tensor g) {
+  if (!cur) {
+    cur = std::move(g);
+  } else if (!GradMode::is_enabled() && cur->dtype == g->dtype && cur->shape == g->shape && owned_buffer(cur) &&
+             cur->tangents.empty() && g->tangents.empty()) {  // forward-AD tangents need the op (forward_ad.h)
+    add_into_kernel(cur, g);
+  } else {
+    cur = add(cur, g);
+  }
+}
+
+// Note [Unbroadcast]: make the gradient match the input it is for.
+Tensor validate_gradient(Tensor g, const InputMeta& meta, const Node& node, size_t i) {
+  if (g->shape != meta.shape) {
+    try {
+      g = sum_to(g, meta.shape);
+    } catch (const std::exception&) {
+      throw RuntimeError(str_cat(node.name(), " returned an invalid gradient for input ", i, ": got shape ",
+                                 shape_str(g->shape), ", expected shape ", shape_str(meta.shape), "."));
+    }
+  }
+  if (g->dtype != meta.dtype && is_differentiable(meta.dtype)) g = to_dtype(g, meta.dtype);  // complex to real: its real part (torch)
+  return g;
+}
 
 bool owned_buffer(const Tensor& t) {
   return t.use_count() == 1 && t->storage.use_count() == 1 && !t->grad_fn && !t->requires_grad && t->offset == 0 &&

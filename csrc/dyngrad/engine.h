@@ -40,6 +40,11 @@ struct BackwardOptions {
 // Note [Gradient accumulation] (engine.cpp): whether nobody but the pending slot holding t can see its buffer, so
 // that a gradient may be added into it in place (the engine's sums, and Note [Gradients written in place]).
 bool owned_buffer(const Tensor& t);
+// Note [Gradient accumulation]: adds gradient g into a pending slot `cur` (empty: takes g), as the engine does; the
+// planned backward of a static replay (bindings/replay_backward.cpp) sums with it too, so its bits are the engine's.
+void accumulate_pending(Tensor& cur, Tensor g);
+// Note [Unbroadcast]: g summed to meta's shape and cast to its dtype; `node` and `i` name it in the error.
+Tensor validate_gradient(Tensor g, const InputMeta& meta, const Node& node, size_t i);
 
 // Returns one gradient per entry of `inputs` (null where unused), empty when inputs is empty.
 // Note [Final callbacks]. RuntimeError when no backward is running on this thread.

@@ -158,7 +158,11 @@ AccumulateGrad::AccumulateGrad(Tensor v) : variable(std::move(v)) {
 
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grads) {
   Tensor g = std::move(grads[0]);  // (the leaf's hooks ran in the engine: Note [Hooks that change hooks])
-  if (!g) return {};
+  if (g) accumulate_grad(variable, std::move(g));
+  return {};
+}
+
+void accumulate_grad(const Tensor& variable, Tensor g) {
   if (!variable->grad) {
     if (GradMode::is_enabled()) {
       variable->grad = g;  // create_graph: keep the history of the gradient
@@ -180,7 +184,6 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grads) {
   }
   note_grad_assigned(variable);  // create_graph: the gradient's graph may hold `variable` (Note [Cycles through C++])
   run_post_accumulate_hooks(variable);
-  return {};
 }
 
 // Note [Hooks that change hooks] (engine.h): the list is copied first, so a hook may add or remove hooks.

@@ -185,6 +185,10 @@ struct AccumulateGrad final : Node {
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override;
 };
 
+// What AccumulateGrad::apply does with a gradient that arrived (not null): into variable's .grad, then its
+// post-accumulate-grad hooks. Also the leaves' step of a planned backward (bindings/replay_backward.cpp).
+void accumulate_grad(const Tensor& variable, Tensor g);
+
 // The post-accumulate-grad hooks of leaf `variable`, after its .grad was updated.
 void run_post_accumulate_hooks(const Tensor& variable);
 

@@ -75,9 +75,11 @@ from . import bridge
 MAX_VARIANTS = 8  # per program, as torch's recompile_limit; then eager with one warning
 
 # _C names that are machinery, not program steps
+# (_collect_cycles: Python's gc calls it from a callback, dyngrad/__init__.py, whenever gc collects its oldest
+# generation; recorded, a collection that happened to run while recording became a value guard of the program)
 _NOT_STEPS = frozenset({"_install_fast_paths", "_register_helpers", "_fast_path_names", "_set_capturing",
                         "op_names", "op_saved_fields", "_live_node_count", "_live_storage_count",
-                        "_entry_key"})
+                        "_entry_key", "_plan_backward", "_collect_cycles", "_cycle_suspects_noted"})
 # results that are state to hand back, not values to compare (a generator's state, swapped around a draw)
 _STATE_RESULTS = frozenset({"_get_rng_state"})
 _TENSOR_METHODS = ("item", "_numpy_view", "detach", "detach_", "retain_grad", "register_hook",
@@ -267,13 +269,14 @@ def match_result(template, result, slots):
 
 
 class Step:
-    __slots__ = ("fn", "name", "args", "kwargs", "result", "line", "run", "out", "native")
+    __slots__ = ("fn", "name", "args", "kwargs", "result", "line", "run", "out", "native", "plan")
 
     def __init__(self, fn, name, args, kwargs, result, line):
         self.fn, self.name, self.args, self.kwargs, self.result, self.line = fn, name, args, kwargs, result, line
         self.run = _runner(fn, args, kwargs)
         self.out = result[1] if result[0] == "t" else -1    # the slot of a plain tensor result
         self.native = _native_spec(args, kwargs)             # (slots, constants) for the C++ loop, or None
+        self.plan = None     # a _run_backward's _C._BackwardPlan, or why it has none (Note [The backward as a ...])
 
     def same_call(self, fn, args, kwargs):
         return fn is self.fn and args == self.args and kwargs == self.kwargs
@@ -292,7 +295,41 @@ def _loop_out(step):
         return -3
     if kind == "v" and type(step.result[1]) in _LOOP_VALUES and step.result[1] == step.result[1]:   # not NaN
         return -4
+    if _seq_out_slots(step) is not None:
+        return -5
     return -1
+
+
+def _seq_out_kwargs(step, out):
+    return {"out_slots": _seq_out_slots(step), "out_is_list": step.result[1] is list} if out == -5 else {}
+
+
+def _seq_out_slots(step):
+    """The slots of a tuple or list of tensors a step returns (split, chunk), stored by the C++ loop itself (Note
+    [Sequence results in the loop] in csrc/bindings/capture_bind.cpp), or None."""
+    r = step.result
+    if (r[0] == "seq" and r[1] in (tuple, list) and r[2] and all(x[0] == "t" for x in r[2])
+            and getattr(_C, "_replay_seq_results", False)):
+        return [x[1] for x in r[2]]
+    return None
+
+
+# Note [The backward as a recorded program]: False makes every program built from now on replay its backward over
+# the graph its forward builds, as before the plan (for measuring one against the other: bench/planned_backward.py)
+PLANNED_BACKWARD = os.environ.get("DYNGRAD_COMPILE_PLAN", "1") != "0"
+
+
+def _set_backward_plan(variant, program):
+    """Note [The backward as a recorded program]: gives the C++ loop the plan of the variant's first backward;
+    returns None when it took it, else why not (Variant.plan_reason, for tests and compile_stats)."""
+    if not PLANNED_BACKWARD:
+        return "planned backwards are off (capture.PLANNED_BACKWARD, DYNGRAD_COMPILE_PLAN=0)"
+    for i, step in enumerate(variant.steps):
+        if step.name == "_run_backward":
+            if isinstance(step.plan, str) or step.plan is None:
+                return step.plan or "the backward was not planned"
+            return program.set_backward_plan(i, step.plan, sorted(_slots_in(variant.output)))
+    return "no backward"
 
 
 def _native_spec(args, kwargs):
@@ -404,20 +441,23 @@ class Variant:
                     if spec is not None:              # sequences of slots, built in the loop
                         out = _loop_out(step)
                         program.add(step.fn, spec[0], spec[1], out, step.name,
-                                    step.result[1] if out == -4 else None, spec[2])
+                                    step.result[1] if out == -4 else None, spec[2], **_seq_out_kwargs(step, out))
                     elif step.native is None:         # Python builds and runs this one, from these slots
                         reads = sorted(_slots_in(step.args) | _slots_in(step.kwargs))
                         program.add(None, reads, [None] * len(reads), -2, step.name)
                     else:
                         out = _loop_out(step)
                         program.add(step.fn, step.native[0], step.native[1], out, step.name,
-                                    step.result[1] if out == -4 else None)
+                                    step.result[1] if out == -4 else None, **_seq_out_kwargs(step, out))
                 exported = [False] * self.n_slots
                 for i in _slots_in(self.output):
                     exported[i] = True
                 program.set_exported(exported)
+                self.plan_reason = _set_backward_plan(self, program)
             self._native = program
         return program
+
+    plan_reason = "no C++ replay loop"
 
     def fresh_slots(self, arg_tensors):
         slots = [None] * self.n_slots
@@ -505,6 +545,7 @@ class Recorder:
     def record_step(self, fn, name, args, kwargs, a, k):
         if self.variant.eager_reason is None and not (_plain(a if name != "validate" else _tail(a)) and _plain(k)):
             self.variant.eager_reason = (name, user_line())
+        plan = self.plan_backward(args, kwargs) if name == "_run_backward" else None
         self.depth += 1
         try:
             result = fn(*args, **kwargs)
@@ -512,8 +553,42 @@ class Recorder:
             self.depth -= 1
         template = self.bind_result(name, result)
         line = user_line() if template[0] != "t" or name in _TENSOR_PROPERTIES else None
-        self.variant.steps.append(Step(fn, name, a, k, template, line))
+        step = Step(fn, name, a, k, template, line)
+        step.plan = plan
+        self.variant.steps.append(step)
         return result
+
+    def plan_backward(self, args, kwargs):
+        """Note [The backward as a recorded program] (csrc/bindings/replay_backward.cpp): the plan of the backward
+        this _run_backward step is about to run, made from the graph the recorded forward built, or why there is
+        none (a str)."""
+        planner = getattr(_C, "_plan_backward", None)
+        if planner is None:
+            return "this engine has no planned backward"
+        if kwargs or len(args) != 7:
+            return "_run_backward called with keywords"
+        roots, grads, inputs, retain_graph, create_graph, accumulate, _ = args
+        if retain_graph or create_graph or not accumulate or inputs:
+            return "retain_graph, create_graph, inputs= or autograd.grad"
+        if not isinstance(roots, (tuple, list)) or not all(isinstance(r, _C.Tensor) for r in roots):
+            return "roots that are not a sequence of tensors"
+        grads = [None] * len(roots) if grads is None else list(grads)
+        if len(grads) != len(roots) or not all(g is None or isinstance(g, _C.Tensor) for g in grads):
+            return "gradients that are not tensors"
+        slot_of = self.slot_of
+        if any(slot_of.get(id(t)) is None for t in list(roots) + [g for g in grads if g is not None]):
+            return "a root or gradient without a slot"
+        pairs = [(i, t) for i, t in self.variant.externals.items() if isinstance(t, _C.Tensor)]
+        seen = {id(t) for _, t in pairs}   # (a catch-up's recorder knows the externals by slot_of alone)
+        for obj in self.keep:
+            if isinstance(obj, _C.Tensor) and id(obj) not in seen:
+                seen.add(id(obj))
+                slot = slot_of.get(id(obj))
+                if slot is not None:
+                    pairs.append((slot, obj))
+        inputs = list(range(self.variant.n_args)) + list(self.variant.externals)
+        return planner(pairs, inputs, [slot_of[id(r)] for r in roots],
+                       [-1 if g is None else slot_of[id(g)] for g in grads])
 
     def serve_next(self, fn, name, args, kwargs):
         """Note [Catching up after a miss]: the Python function, run again, must issue the steps the replay ran."""

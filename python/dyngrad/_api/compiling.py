@@ -128,6 +128,19 @@ class ProgramStats:
         self.replays = 0          # calls that ran a recording to its end
         self.eager_calls = 0      # calls that ran eagerly after the variant limit
         self.guard_misses = []    # (reason, source line)
+        self._variants = lambda: []   # the program's variants (set by Program; a weak reference to it)
+
+    @property
+    def planned_backwards(self):
+        """Replays that ran their backward from the plan (Note [The backward as a recorded program] in
+        csrc/bindings/replay_backward.cpp), not over a graph."""
+        programs = [v.__dict__.get("_native") for v in self._variants()]
+        return sum(getattr(p, "planned_runs", 0) for p in programs if p is not None)
+
+    @property
+    def backward_plans(self):
+        """Per variant replayed in the C++ loop: None when its backward is planned, else why it is not."""
+        return [v.plan_reason for v in self._variants() if v.__dict__.get("_native") is not None]
 
     @property
     def variants(self):
@@ -146,7 +159,8 @@ class ProgramStats:
     def as_dict(self):
         return {"name": self.name, "mode": self.mode, "calls": self.calls, "variants": self.variants,
                 "replays": self.replays, "hits": self.hits, "misses": self.misses, "eager_calls": self.eager_calls,
-                "guard_misses": list(self.guard_misses)}
+                "guard_misses": list(self.guard_misses), "planned_backwards": self.planned_backwards,
+                "backward_plans": self.backward_plans}
 
     def __repr__(self):
         return (f"ProgramStats({self.name!r}, {self.mode}: {self.calls} calls, {self.variants} variants, "
@@ -164,6 +178,8 @@ class Program:
         self.limit = recompile_limit or capture.MAX_VARIANTS
         self.groups = {}          # entry key -> [Variant], the most recently run first
         self.stats = ProgramStats(name, "check" if check else "verified" if self.verified else "static")
+        program = weakref.ref(self)
+        self.stats._variants = lambda: [v for g in program().groups.values() for v in g] if program() else []
         self.warned = False
         self.warned_eager = False
         self.replaying = threading.Lock()

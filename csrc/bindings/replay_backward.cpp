@@ -1,0 +1,498 @@
+// replay_backward.cpp: the backward of a static replay as a recorded program (issue 20, docs/compile.md).
+//
+// Note [The backward as a recorded program]: a static replay (capture_bind.cpp's loop) used to re-run every op as
+// eager mode does: each forward op made a graph node with its edges and saved tensors, and the recorded
+// _run_backward step walked that graph (engine.cpp: claim and count the nodes, a ready stack, pending sums). The
+// graph is the same at every replay of a variant, so its walk is planned once instead, while recording, just before
+// the recorded call's own backward runs (_C._plan_backward, from capture.py's recorder):
+//   - the nodes are put in the order engine.cpp would run them: the same dependency count from the roots and the
+//     same last-in-first-out ready stack, so every gradient is summed in the same order (the same bits);
+//   - each node becomes a template: a node of the same kind holding the non-tensor fields it saved (dims, slopes,
+//     a matmul's layout flags), its input_meta and, for each saved tensor, the slot that tensor came from (an input
+//     of the op, the node's own output, or a view of a slot's memory made inside the step, rebuilt at each
+//     replay). Its edges point at the plan's sink node: formulas only ask needs_input_grad, and a slice that writes
+//     its gradient in place writes into the sink's pending slot, which holds the target's sum for that call;
+//   - each edge becomes a target: another planned node's pending gradient, a leaf's slot, or nothing.
+// A replay that takes the plan runs the forward's tensor steps with grad mode off (no node, no edge, no saved
+// tensor), then, in place of _run_backward, fills each template's saved tensors from the slots, runs the same
+// formula (run_derivative), sums and casts each gradient as the engine does (validate_gradient,
+// accumulate_pending: the same kernels, in place where the engine adds in place) and accumulates into the leaves'
+// .grad with AccumulateGrad's own code (accumulate_grad). The templates drop the tensors as each node runs, as the
+// engine releases a node.
+//
+// It must never be silently wrong, so a plan is made only for what it covers, and otherwise the replay runs as it
+// did (the recorded _run_backward over the graph the forward builds):
+//   - when planning (_plan_backward): a plain backward (no retain_graph, create_graph, inputs= or autograd.grad),
+//     every node an ops.def primitive's node of one output (no custom Function), not released, made by a step of the
+//     program (a slot's grad_fn, or a node a step made inside itself), no tensor hooks, retain_grad or node
+//     pre-hooks on it, no argument or external with history (a closed-over non-leaf), every saved tensor held
+//     unpacked (no saved-tensor hooks), unmodified since it was saved (the version counter) and found in a slot (or
+//     a view of a slot's memory the step made inside itself), no forward-AD tangents, no edge to a second output,
+//     every leaf a slot's tensor without hooks, and a node that offers to write its gradient in place (a slice:
+//     Note [Gradients written in place]) has one input;
+//   - when the program is built (plan_fits): every step before the backward runs in the C++ loop and cannot hand
+//     back to Python once a step that made a node has run (a tensor step, or one whose result is None and can be
+//     nothing else: setters, grad-mode switches, checks), no hook registration or retain_grad step anywhere, and no
+//     step after the backward, nor an output, reads a tensor that had history unless it is a planned node's output
+//     that saved tensors (below);
+//   - at every replay (plan_usable): the program's inputs (arguments, externals) require grad and are leaves as
+//     when recorded, no leaf has gained a hook, anomaly mode, saved-tensor hooks and forward-AD levels are off, and
+//     grad mode is on. A run decides at its start; a step that hands back to Python before any step that made a
+//     node has run turns the plan off for the rest of that run (capture_bind.cpp).
+// Why a node made inside a step, or one an in-place op left behind, is safe to plan: the plan reads nothing of the
+// forward but the slots' tensors, and the steps that compute them are the recorded ones; the version check while
+// planning proved that nothing the node saved was written between its save and the backward, and a replay runs the
+// same writes.
+// An output that had history gets, after the planned backward, a grad_fn of its own node's name that is already
+// released (PlannedNode): eager mode's grad_fn would be released too, and a second backward through it raises the
+// same ERR_BACKWARD_TWICE (which is why only a node that saved tensors qualifies: eager mode raises at it too). It
+// has no next_functions. Which outputs get one is the program's (PlanHeads): variants that share a prefix share its
+// backward step and so its plan, but not their outputs. A run that leaves its variant after a planned backward (a
+// value guard missed: a sibling variant or the catch-up's Python reads the slots from there) gives every tensor
+// that had history one (plan_departed); there, a tensor whose node saved nothing raises on a second backward where
+// eager mode would run that node again. The reference engine keeps its backward; both give the same numbers.
+#include "replay_backward.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "dyngrad/debug.h"
+#include "dyngrad/derivatives.h"
+#include "dyngrad/engine.h"
+#include "dyngrad/errors.h"
+#include "dyngrad/forward_ad.h"
+#include "dyngrad/grad_mode.h"
+#include "dyngrad/saved.h"
+
+namespace dyngrad {
+
+namespace {
+
+// What a template's edges point at (BackwardPlan::sink). Never run.
+struct PlannedInput final : Node {
+  std::string name() const override { return "PlannedInput"; }
+  std::vector<Tensor> apply(std::vector<Tensor>&) override {
+    throw std::logic_error("a planned backward's sink node was run");
+  }
+};
+
+// The grad_fn an output with history gets after a planned backward: eager mode's would be released.
+struct PlannedNode final : Node {
+  std::string recorded_name;
+  explicit PlannedNode(std::string n) : recorded_name(std::move(n)) { released = true; }
+  std::string name() const override { return recorded_name; }
+  std::vector<Tensor> apply(std::vector<Tensor>&) override {
+    throw RuntimeError(err_backward_twice(recorded_name) + created_at(*this));
+  }
+};
+
+template <OpKind K>
+std::shared_ptr<OpNode> clone_template(OpNode& recorded) {
+  auto& from = static_cast<OpNodeOf<K>&>(recorded);  // make_op_node<K> pairs K with its struct (saved.h)
+  auto node = std::make_shared<OpNodeOf<K>>(K);
+  node->saved = from.saved;
+  node->saved.each([](const char*, auto& field) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, SavedTensor>) field.release();
+  });
+  return node;
+}
+// A template's (and a PlannedNode's) call site is the recorded node's: errors name the user's line (under the GIL).
+void copy_site(CallSite& to, const CallSite& from) {
+  PyObject* old = (PyObject*)to.code;
+  to.code = from.code;
+  Py_XINCREF((PyObject*)to.code);
+  Py_XDECREF(old);
+  to.lasti = from.lasti;
+  to.line = from.line;
+}
+
+using Cloner = std::shared_ptr<OpNode> (*)(OpNode&);
+const Cloner kCloners[] = {
+#define DG_OP(name, display, saves, signature, hot) &clone_template<OpKind::name>,
+#include "dyngrad/ops.def"
+};
+
+}  // namespace
+
+struct BackwardPlan {
+  // A saved tensor: a slot's tensor, or a view a step made of one inside itself (a matmul's operand reshaped to
+  // 2-d): the same view of the slot's storage, `offset` elements after the slot tensor's own.
+  struct Fill {
+    SavedTensor* field;
+    int64_t slot;
+    bool view = false;
+    int64_t offset = 0;
+    Shape shape, strides;
+  };
+  struct Target {
+    int64_t entry = -1;  // the entry (node or leaf) the gradient goes to; -1: none
+  };
+  struct Entry {
+    std::shared_ptr<OpNode> node;                         // null for a leaf
+    int64_t slot = -1;                                    // a node's output slot, a leaf's tensor slot
+    std::vector<Fill> fills;                              // each saved tensor of the template and where it is
+    std::vector<Target> targets;                          // per input of the node
+    bool saves = false;
+  };
+  std::vector<Entry> entries;  // in the engine's order
+  struct Root {
+    int64_t entry, slot, grad_slot;  // grad_slot -1: ones
+  };
+  std::vector<Root> roots;
+  std::vector<std::pair<int64_t, bool>> inputs;  // the program's input slots and whether each required grad
+  std::unordered_set<int64_t> history;           // the slots whose tensor had history when planned
+  std::unordered_map<int64_t, std::string> history_name;  // ... and their grad_fn's name
+  std::vector<Tensor> pending;                   // per entry, during a run
+  // What the templates' edges point at: formulas only ask needs_input_grad, and a slice's in-place gradient
+  // (Note [Gradients written in place]) writes into its pending slot, which holds the target's sum meanwhile.
+  std::shared_ptr<Node> sink;
+};
+
+std::shared_ptr<BackwardPlan> plan_of(py::handle obj) {
+  if (!py::isinstance<BackwardPlan>(obj)) return nullptr;
+  return obj.cast<std::shared_ptr<BackwardPlan>>();
+}
+
+namespace {
+
+// Whether two tensors are the same elements of the same memory (a saved alias and a slot's tensor).
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a->storage == b->storage && a->offset == b->offset && a->shape == b->shape && a->strides == b->strides &&
+         a->dtype == b->dtype;
+}
+
+// The plan of the backward from `roots` over the graph as it is now, or the reason there is none.
+std::variant<std::shared_ptr<BackwardPlan>, std::string> make_plan(
+    const std::vector<std::pair<int64_t, Tensor>>& slot_tensors, const std::vector<int64_t>& input_slots,
+    const std::vector<int64_t>& root_slots, const std::vector<int64_t>& grad_slots) {
+  auto plan = std::make_shared<BackwardPlan>();
+  plan->sink = std::make_shared<PlannedInput>();
+  std::unordered_map<const TensorImpl*, int64_t> slot_of;  // the first slot holding each tensor
+  std::unordered_map<const Node*, int64_t> output_of;      // node -> the slot of the tensor it is grad_fn of
+  std::unordered_map<int64_t, Tensor> tensor_at;
+  for (const auto& [slot, t] : slot_tensors) {
+    slot_of.emplace(t.get(), slot);
+    tensor_at[slot] = t;
+    if (t->grad_fn) {
+      plan->history.insert(slot);
+      plan->history_name.emplace(slot, t->grad_fn->name());
+      if (t->output_nr != 0) return std::string("a tensor in a slot is output ") + std::to_string(t->output_nr) +
+                                    " of " + t->grad_fn->name();
+      auto [it, fresh] = output_of.emplace(t->grad_fn.get(), slot);
+      // (one tensor in two slots, a step returned its input; or an in-place op's result, an alias of its input)
+      if (!fresh && !same_view(tensor_at[it->second], t))
+        return str_cat(t->grad_fn->name(), " is the grad_fn of two different tensors");
+    }
+  }
+  for (int64_t slot : input_slots) {
+    auto it = tensor_at.find(slot);
+    if (it == tensor_at.end()) continue;
+    if (it->second->grad_fn) return str_cat("input slot ", slot, " has history (", it->second->grad_fn->name(), ")");
+    plan->inputs.push_back({slot, it->second->requires_grad});
+  }
+  // 1. the dependency counts, as engine.cpp's phase 1
+  std::vector<Edge> root_edges;
+  for (int64_t slot : root_slots) {
+    auto it = tensor_at.find(slot);
+    if (it == tensor_at.end()) return std::string("a root is not a slot's tensor");
+    Edge e = gradient_edge(it->second);
+    if (!e.valid()) return std::string("a root does not require grad");
+    root_edges.push_back(e);
+  }
+  std::unordered_map<Node*, int64_t> deps;
+  std::vector<Node*> stack;
+  for (const Edge& e : root_edges)
+    if (deps.emplace(e.fn.get(), 0).second) stack.push_back(e.fn.get());
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const Edge& next : node->next_edges) {
+      if (!next.fn) continue;
+      auto [it, fresh] = deps.emplace(next.fn.get(), 0);
+      if (fresh) stack.push_back(next.fn.get());
+      it->second += 1;
+    }
+  }
+  // 2. the order of phase 2: a node runs once every gradient it receives has arrived
+  std::unordered_map<Node*, int64_t> entry_of;
+  std::vector<Node*> order, ready;
+  std::unordered_set<Node*> queued;
+  for (const Edge& e : root_edges)
+    if (deps[e.fn.get()] == 0 && queued.insert(e.fn.get()).second) ready.push_back(e.fn.get());
+  while (!ready.empty()) {
+    Node* node = ready.back();
+    ready.pop_back();
+    entry_of[node] = (int64_t)order.size();
+    order.push_back(node);
+    for (const Edge& next : node->next_edges)
+      if (next.fn && --deps[next.fn.get()] == 0) ready.push_back(next.fn.get());
+  }
+  if (order.size() != deps.size()) return std::string("the graph's dependency counts do not close");
+  // 3. each node's template, saved slots and targets
+  for (Node* node : order) {
+    BackwardPlan::Entry entry;
+    if (!node->pre_hooks.empty() || !node->retained.empty() || !node->node_pre_hooks.empty())
+      return str_cat(node->name(), " has hooks or retain_grad");
+    if (auto* acc = dynamic_cast<AccumulateGrad*>(node)) {
+      auto it = slot_of.find(acc->variable.get());
+      if (it == slot_of.end()) return std::string("a leaf requiring grad is not a slot's tensor");
+      if (!acc->variable->hooks.empty() || !acc->variable->post_accumulate_hooks.empty())
+        return std::string("a leaf has hooks");
+      entry.slot = it->second;
+      plan->entries.push_back(std::move(entry));
+      continue;
+    }
+    auto* op = dynamic_cast<OpNode*>(node);
+    if (!op) return str_cat(node->name(), " is not the node of an ops.def primitive");
+    if (op->num_outputs() != 1) return str_cat(node->name(), " has several outputs");
+    if (op->released) return str_cat(node->name(), " was released");
+    // A node no slot's tensor has as grad_fn was made inside a step (a composite's inner op) or left behind by an
+    // in-place op that rebased its output: it is planned like the others as long as all it saved is in slots.
+    auto out = output_of.find(node);
+    entry.slot = out == output_of.end() ? -1 : out->second;
+    entry.node = kCloners[(int)op->kind](*op);
+    OpNode& t = *entry.node;
+    if (t.tracked) {  // the graph-growth registry (debug.h) is for graphs, not for a plan's templates
+      note_node_destroyed(t);
+      t.tracked = false;
+    }
+    t.input_meta = op->input_meta;
+    t.display_name = op->display_name;
+    copy_site(t.call_site, op->call_site);
+    const Tensor* output = entry.slot >= 0 ? &tensor_at[entry.slot] : nullptr;
+    std::vector<SavedField> from = op->saved_fields(), to = t.saved_fields();
+    for (size_t f = 0; f < from.size(); ++f) {
+      const SavedTensor* s = from[f].tensor;
+      if (!s || !s->was_saved) continue;
+      if (s->packed) return str_cat(node->name(), " saved a tensor through saved-tensor hooks");
+      if (!s->data) return str_cat(node->name(), "'s saved tensors were freed");
+      if (s->data->version() != s->saved_version) return str_cat(node->name(), "'s saved ", from[f].name,
+                                                                  " was modified in place");
+      if (!s->data->tangents.empty()) return std::string("a saved tensor has forward-AD tangents");
+      int64_t slot = -1;
+      if (s->is_output) {
+        if (output && same_view(s->data, *output)) slot = entry.slot;
+      } else if (auto it = slot_of.find(s->data.get()); it != slot_of.end()) {
+        slot = it->second;
+      } else {  // an alias a step made inside itself (a contiguous() of a contiguous weight): the same bytes
+        for (const auto& [other, t] : slot_tensors)
+          if (same_view(s->data, t)) {
+            slot = other;
+            break;
+          }
+      }
+      BackwardPlan::Fill fill{const_cast<SavedTensor*>(to[f].tensor), slot};
+      if (slot < 0 && !s->is_output) {  // another view of a slot's memory: made again from it at each replay
+        for (const auto& [other, t] : slot_tensors)
+          if (t->storage == s->data->storage && t->dtype == s->data->dtype) {
+            fill = {fill.field, other, true, s->data->offset - t->offset, s->data->shape, s->data->strides};
+            slot = other;
+            break;
+          }
+      }
+      if (slot < 0) return str_cat(node->name(), "'s saved ", from[f].name, " is not a slot's tensor");
+      entry.fills.push_back(std::move(fill));
+      entry.saves = true;
+    }
+    t.next_edges.clear();
+    for (const Edge& e : op->next_edges) t.next_edges.push_back(e.fn ? Edge{plan->sink, 0} : Edge{});
+    plan->entries.push_back(std::move(entry));
+  }
+  // targets, once every entry has its index
+  for (size_t k = 0; k < order.size(); ++k)
+    for (const Edge& e : order[k]->next_edges) {
+      BackwardPlan::Target target;
+      if (e.fn) {
+        if (e.input_nr != 0) return std::string("an edge reaches a node's second output");
+        target.entry = entry_of.at(e.fn.get());
+      }
+      plan->entries[k].targets.push_back(target);
+    }
+  for (size_t r = 0; r < root_edges.size(); ++r)
+    plan->roots.push_back({entry_of.at(root_edges[r].fn.get()), root_slots[r],
+                           r < grad_slots.size() ? grad_slots[r] : -1});
+  plan->pending.resize(plan->entries.size());
+  return plan;
+}
+
+}  // namespace
+
+std::string plan_fits(BackwardPlan& plan, const std::vector<int64_t>& outs,
+                      const std::vector<std::vector<int64_t>>& seq_outs, const std::vector<std::vector<int64_t>>& reads,
+                      const std::vector<std::string>& names, size_t backward, const std::vector<char>& exported,
+                      PlanHeads& out_heads) {
+  static const std::unordered_set<std::string> kNoneOnly = {"_set_grad_enabled", "grad.set", "validate",
+                                                            "set_grad_enabled"};
+  bool made_node = false;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const std::string& name = names[i];
+    if (name.find("hook") != std::string::npos || name == "retain_grad")
+      return str_cat("step ", i, " (", name, ") registers a hook or retains a gradient");
+    if (i >= backward) continue;
+    const int64_t out = outs[i];
+    if (out == -2 || out == -1) return str_cat("step ", i, " (", name, ") before the backward goes back to Python");
+    if (out >= 0 && plan.history.count(out)) made_node = true;
+    for (int64_t slot : seq_outs[i])
+      if (plan.history.count(slot)) made_node = true;
+    if (made_node && out == -4) return str_cat("step ", i, " (", name, ") is a value guard after the forward began");
+    if (made_node && out == -3 && !kNoneOnly.count(name))
+      return str_cat("step ", i, " (", name, ") returned None and might return something else");
+  }
+  std::unordered_map<int64_t, int64_t> entry_at;
+  for (size_t k = 0; k < plan.entries.size(); ++k)
+    if (plan.entries[k].node && plan.entries[k].slot >= 0) entry_at[plan.entries[k].slot] = (int64_t)k;
+  std::unordered_set<int64_t> heads;
+  auto need_head = [&](int64_t slot) -> std::string {
+    if (!plan.history.count(slot) || heads.count(slot)) return "";
+    auto it = entry_at.find(slot);
+    if (it == entry_at.end() || !plan.entries[it->second].saves)
+      return str_cat("slot ", slot, " had history and is read after the backward");
+    heads.insert(slot);
+    out_heads.push_back({slot, it->second});
+    return "";
+  };
+  out_heads.clear();
+  for (size_t i = backward + 1; i < reads.size(); ++i)
+    for (int64_t slot : reads[i])
+      if (std::string why = need_head(slot); !why.empty()) return why;
+  for (size_t slot = 0; slot < exported.size(); ++slot)
+    if (exported[slot])
+      if (std::string why = need_head((int64_t)slot); !why.empty()) return why;
+  return "";
+}
+
+bool plan_has_history(const BackwardPlan& plan, int64_t slot) { return plan.history.count(slot) != 0; }
+
+bool plan_usable(const BackwardPlan& plan, const SlotReader& slot) {
+  if (g_anomaly_mode || pack_hook() || forward_ad::active() || !GradMode::is_enabled()) return false;
+  for (const auto& [s, requires_grad] : plan.inputs) {
+    const Tensor* t = slot(s);
+    if (!t || (*t)->grad_fn || (*t)->requires_grad != requires_grad) return false;
+    if (requires_grad && (!(*t)->hooks.empty() || !(*t)->post_accumulate_hooks.empty())) return false;
+  }
+  return true;
+}
+
+// Fill's view of slot tensor t, checked to lie inside t's storage.
+static Tensor view_of(const Tensor& t, const BackwardPlan::Fill& fill) {
+  const int64_t offset = t->offset + fill.offset;
+  int64_t last = offset;
+  bool empty = false;
+  for (size_t d = 0; d < fill.shape.size(); ++d) {
+    if (fill.shape[d] == 0) empty = true;
+    if (fill.strides[d] < 0) throw std::logic_error("a planned backward's saved view has a negative stride");
+    last += (fill.shape[d] - 1) * fill.strides[d];
+  }
+  if (!empty && (offset < 0 || (size_t)(last + 1) * t->itemsize() > t->storage->nbytes))
+    throw std::logic_error("a planned backward's saved view does not fit in its slot's storage");
+  return make_view(t, fill.shape, fill.strides, offset);
+}
+
+void plan_run(BackwardPlan& plan, const PlanHeads& heads, const SlotReader& slot) {
+  note_backward();  // a new step for the graph-growth warning, as run_backward
+  auto tensor = [&](int64_t s) -> const Tensor& {
+    const Tensor* t = slot(s);
+    if (!t) throw std::logic_error(str_cat("a planned backward found no tensor in slot ", s));
+    return *t;
+  };
+  struct Clear {  // the templates and the pending sums hold no tensor once the run ends, however it ends
+    BackwardPlan& p;
+    ~Clear() {
+      for (auto& e : p.entries)
+        for (auto& fill : e.fills) fill.field->release();
+      for (auto& g : p.pending) g.reset();
+    }
+  } clear{plan};
+  GradModeGuard no_grad(false);  // Note [Grad mode during backward]: create_graph is false
+  for (const auto& root : plan.roots) {
+    const Tensor& r = tensor(root.slot);
+    Tensor g;
+    if (root.grad_slot >= 0) {
+      g = tensor(root.grad_slot);
+      if (g->shape != r->shape)
+        throw RuntimeError(str_cat("backward(): the gradient has shape ", shape_str(g->shape),
+                                   " but the output it is for has shape ", shape_str(r->shape), "."));
+    } else {
+      g = full(r->shape, 1.0, r->dtype);
+    }
+    accumulate_pending(plan.pending[root.entry], std::move(g));
+  }
+  std::vector<Tensor> grads(1);
+  for (size_t k = 0; k < plan.entries.size(); ++k) {
+    BackwardPlan::Entry& e = plan.entries[k];
+    Tensor g = std::move(plan.pending[k]);
+    if (!e.node) {  // a leaf: AccumulateGrad
+      if (g) {
+        const Tensor& leaf = tensor(e.slot);
+        if (leaf->grad_fn || !leaf->requires_grad || !leaf->hooks.empty())
+          throw std::logic_error("a planned backward's leaf changed during the replay");
+        accumulate_grad(leaf, std::move(g));
+      }
+      continue;
+    }
+    if (!g) continue;
+    for (auto& fill : e.fills) {
+      const Tensor& t = tensor(fill.slot);
+      fill.field->data = fill.view ? view_of(t, fill) : t;
+      fill.field->saved_version = t->version();
+    }
+    grads[0] = std::move(g);
+    if (e.targets.size() == 1 && e.targets[0].entry >= 0) {
+      // Note [Gradients written in place]: asked as the engine asks every node (no create_graph, no anomaly
+      // mode; only a slice offers), into the target's sum, lent to the sink's pending slot for the call
+      Tensor& lent = plan.sink->pending_slot(0);
+      lent = std::move(plan.pending[e.targets[0].entry]);
+      bool done = false;
+      try {
+        done = run_derivative_in_place(*e.node, grads);
+      } catch (...) {
+        plan.pending[e.targets[0].entry] = std::move(lent);
+        throw;
+      }
+      plan.pending[e.targets[0].entry] = std::move(lent);
+      if (done) {
+        for (auto& fill : e.fills) fill.field->release();
+        continue;
+      }
+    }
+    std::vector<Tensor> outputs = run_derivative(*e.node, grads);
+    for (auto& fill : e.fills) fill.field->release();
+    for (size_t i = 0; i < e.targets.size(); ++i) {
+      const int64_t to = e.targets[i].entry;
+      if (to < 0 || i >= outputs.size() || !outputs[i]) continue;
+      Tensor v = validate_gradient(std::move(outputs[i]), e.node->input_meta[i], *e.node, i);
+      accumulate_pending(plan.pending[to], std::move(v));
+    }
+  }
+  for (const auto& [s, k] : heads) {  // outputs with history: a released grad_fn of their node's name
+    const Tensor& t = tensor(s);
+    if (t->grad_fn) continue;
+    auto head = std::make_shared<PlannedNode>(plan.entries[k].node->name());
+    copy_site(head->call_site, plan.entries[k].node->call_site);
+    set_history(t, std::move(head));
+  }
+}
+
+void plan_departed(const BackwardPlan& plan, const SlotReader& slot) {
+  for (int64_t s : plan.history) {
+    const Tensor* t = slot(s);
+    if (!t || !*t || (*t)->grad_fn) continue;
+    set_history(*t, std::make_shared<PlannedNode>(plan.history_name.at(s)));
+  }
+}
+
+void bind_replay_backward(py::module_& m) {
+  py::class_<BackwardPlan, std::shared_ptr<BackwardPlan>>(m, "_BackwardPlan")
+      .def("__len__", [](const BackwardPlan& p) { return p.entries.size(); });
+  // Note [The backward as a recorded program]: the plan of the backward from the roots, or a str: why none.
+  // slots: (slot, tensor) for every tensor the recording has a slot for; inputs: the arguments' and externals'.
+  m.def("_plan_backward", [](const std::vector<std::pair<int64_t, Tensor>>& slots, const std::vector<int64_t>& inputs,
+                             const std::vector<int64_t>& roots, const std::vector<int64_t>& grads) -> py::object {
+    auto plan = make_plan(slots, inputs, roots, grads);
+    if (auto* why = std::get_if<std::string>(&plan)) return py::str(*why);
+    return py::cast(std::get<std::shared_ptr<BackwardPlan>>(plan));
+  }, py::arg("slots"), py::arg("inputs"), py::arg("roots"), py::arg("grads"));
+}
+
+}  // namespace dyngrad

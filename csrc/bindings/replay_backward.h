@@ -1,0 +1,47 @@
+// replay_backward.h: the planned backward of a static replay (Note [The backward as a recorded program] in
+// replay_backward.cpp). capture_bind.cpp's loop asks it whether a run may take the plan, and runs it in place of the
+// recorded _run_backward step.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common.h"
+
+namespace dyngrad {
+
+struct BackwardPlan;
+
+// A slot's tensor during a run (null when it holds none).
+using SlotReader = std::function<const Tensor*(int64_t slot)>;
+
+// (slot, plan entry) of each output with history that gets a released grad_fn after the backward: per program,
+// since variants that share a prefix share its steps' plans but not their outputs.
+using PlanHeads = std::vector<std::pair<int64_t, int64_t>>;
+
+// Why a recorded program cannot run this plan at all (empty: it can), given its steps' kinds: `outs` per step its
+// `out` (a slot, -1, -2, -3 None, -4 a value, -5 a sequence of tensors into `seq_outs`), `reads` per step the slots
+// it reads, `backward` the index of the _run_backward step the plan is of, `exported` per slot whether Python reads
+// it after the run. Fills `heads`.
+std::string plan_fits(BackwardPlan& plan, const std::vector<int64_t>& outs,
+                      const std::vector<std::vector<int64_t>>& seq_outs, const std::vector<std::vector<int64_t>>& reads,
+                      const std::vector<std::string>& names, size_t backward, const std::vector<char>& exported,
+                      PlanHeads& heads);
+// Whether this run may take the plan: the state it was recorded under holds (same leaves requiring grad, no hooks,
+// no anomaly mode, saved-tensor hooks or forward-AD levels, grad mode on). Read at the start of a run.
+bool plan_usable(const BackwardPlan& plan, const SlotReader& slot);
+// Whether the slot's tensor had history when planned (a step whose output it is made a node).
+bool plan_has_history(const BackwardPlan& plan, int64_t slot);
+// Runs the backward: formulas, sums and leaf accumulation in the engine's order, from the slots' tensors.
+void plan_run(BackwardPlan& plan, const PlanHeads& heads, const SlotReader& slot);
+
+// A run that took the plan leaves its program after the backward (a guard missed: Python reads every slot from
+// here, a sibling variant's steps or the catch-up's): every tensor that had history gets a released grad_fn of its
+// node's name, not only those this program's outputs and later steps read.
+void plan_departed(const BackwardPlan& plan, const SlotReader& slot);
+
+std::shared_ptr<BackwardPlan> plan_of(py::handle obj);  // null unless obj is a _BackwardPlan
+void bind_replay_backward(py::module_& m);
+
+}  // namespace dyngrad
