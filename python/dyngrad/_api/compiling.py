@@ -128,6 +128,19 @@ class ProgramStats:
         self.replays = 0          # calls that ran a recording to its end
         self.eager_calls = 0      # calls that ran eagerly after the variant limit
         self.guard_misses = []    # (reason, source line)
+        self._program = None      # a weak reference to the Program (to_dot, variant_table)
+
+    @property
+    def program(self):
+        return self._program() if self._program is not None else None
+
+    def to_dot(self, data_edges=True):
+        """DOT source of this program's recordings: entry guards, steps, value guards, data flow (dg.viz.draw_program,
+        Note [Drawing a recorded program] in python/dyngrad/viz/program.py)."""
+        if self.program is None:
+            raise RuntimeError(f"compile_stats.to_dot: the program {self.name!r} no longer exists")
+        from ..viz.program import draw_program
+        return draw_program(self.program, data_edges=data_edges)
 
     @property
     def variants(self):
@@ -164,6 +177,7 @@ class Program:
         self.limit = recompile_limit or capture.MAX_VARIANTS
         self.groups = {}          # entry key -> [Variant], the most recently run first
         self.stats = ProgramStats(name, "check" if check else "verified" if self.verified else "static")
+        self.stats._program = weakref.ref(self)
         self.warned = False
         self.warned_eager = False
         self.replaying = threading.Lock()
@@ -243,6 +257,7 @@ class Program:
         can_record = self.n_variants() < self.limit
         result, followed, new = capture.verify(group, self.fn, args, kwargs, tensors, can_record)
         if followed is not None:
+            followed.replays += 1
             if group[0] is not followed:
                 group.remove(followed)
                 group.insert(0, followed)
