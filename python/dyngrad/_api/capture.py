@@ -73,6 +73,10 @@ from .. import _C
 from . import bridge
 
 MAX_VARIANTS = 8  # per program, as torch's recompile_limit; then eager with one warning
+# Note [Verified ops in the fast paths] (csrc/bindings/fast_paths.cpp); the reference engine has no fast paths
+_VerifyTable = getattr(_C, "_VerifyTable", None)
+_VerifyCursor = getattr(_C, "_VerifyCursor", None)
+_VerifiedFunction = getattr(_C, "_VerifiedFunction", None)
 
 # _C names that are machinery, not program steps
 _NOT_STEPS = frozenset({"_install_fast_paths", "_register_helpers", "_fast_path_names", "_set_capturing",
@@ -419,6 +423,25 @@ class Variant:
             self._native = program
         return program
 
+    def verify_table(self):
+        """The steps as the C++ fast paths compare them while a verified call follows this variant (Note [Verified
+        ops in the fast paths] in csrc/bindings/fast_paths.cpp), or None on an engine without them."""
+        table = self.__dict__.get("_verify_table", False)
+        if table is False:
+            table = None
+            if _VerifyTable is not None:
+                entries = []
+                for step in self.steps:
+                    if step.native is None or step.kwargs:
+                        entries.append(None)
+                        continue
+                    out = _loop_out(step)
+                    entries.append((step.fn, step.name, step.native[0], step.native[1], out,
+                                    step.result[1] if out == -4 else None, getattr(_C, step.name, None) is step.fn))
+                table = _VerifyTable(entries)
+            self._verify_table = table
+        return table
+
     def fresh_slots(self, arg_tensors):
         slots = [None] * self.n_slots
         slots[:len(arg_tensors)] = arg_tensors
@@ -430,6 +453,7 @@ class Variant:
 # ---- the recorder: swaps the surface for wrappers while one thread records ----
 class Recorder:
     """Records (or serves, then records) the steps of one call of a program."""
+    _cursor = None                    # a verified call's C++ cursor (Note [Verified ops in the fast paths]), if any
 
     def __init__(self, variant, serve=None, serve_results=None, record_rest=True):
         self.variant = variant
@@ -447,6 +471,56 @@ class Recorder:
         self.missed = None            # (step, result) where a checked call saw a new value: recording from there
         self.verifying = None         # (Note [Verified replay]) the variant the calls are verified against
         self.left = None              # (reason, line) where a verified call left its recording
+
+    # Note [Verified ops in the fast paths]: while a verified call has a cursor, the index of the next step and the
+    # depth live in it, so the C++ fast paths read and move them; the variant followed is its table.
+    @property
+    def checked(self):
+        cursor = self._cursor
+        return cursor.index if cursor is not None else self._checked
+
+    @checked.setter
+    def checked(self, value):
+        cursor = self._cursor
+        if cursor is not None:
+            cursor.index = value
+        else:
+            self._checked = value
+
+    @property
+    def depth(self):
+        cursor = self._cursor
+        return cursor.depth if cursor is not None else self._depth
+
+    @depth.setter
+    def depth(self, value):
+        cursor = self._cursor
+        if cursor is not None:
+            cursor.depth = value
+        else:
+            self._depth = value
+
+    @property
+    def verifying(self):
+        return self._verifying
+
+    @verifying.setter
+    def verifying(self, variant):
+        self._verifying = variant
+        cursor = self._cursor
+        if cursor is not None:
+            cursor.follow(variant.verify_table() if variant is not None else None)
+
+    def attach_cursor(self):
+        """A C++ cursor over this recorder's state, for a verified call on an engine with fast paths."""
+        if _VerifyCursor is None:
+            return None
+        cursor = _VerifyCursor(self.slot_of, self.keep)
+        cursor.index, cursor.depth = self.checked, self.depth
+        cursor.on_result = self.result_from_cpp
+        self._cursor = cursor
+        self.verifying = self._verifying
+        return cursor
 
     def bind_args(self, tensors):
         for i, t in enumerate(tensors):
@@ -615,6 +689,12 @@ class Recorder:
             self.depth -= 1
         return self.verify_result(variant, step, i, result)
 
+    def result_from_cpp(self, result):
+        """The result of a call the C++ side matched with the next step (_VerifiedFunction) but cannot compare itself
+        (a value that differs, an array, a sequence): compared here, as verify_next would."""
+        i = self.checked
+        return self.verify_result(self._verifying, self._verifying.steps[i], i, result)
+
     def verify_result(self, variant, step, i, result):
         name = step.name
         if step.out < 0 and not match_result(step.result, result, _Scratch()):
@@ -666,7 +746,7 @@ class Recorder:
         return self.bind_result(None, result)
 
 
-def _function_wrapper(fn, name):
+def _python_wrapper(fn, name):
     def captured(*args, **kwargs):
         rec = _active[0]
         if rec is None or rec.depth or rec.thread != threading.get_ident():
@@ -675,6 +755,16 @@ def _function_wrapper(fn, name):
     captured.__name__ = getattr(fn, "__name__", name)
     captured.__wrapped__ = fn
     return captured
+
+
+def _function_wrapper(fn, name, method=False):
+    """What the recorder puts in place of fn: on the C++ engine a _VerifiedFunction, which matches the next step of
+    a verified call itself (Note [Verified ops in the fast paths]) and hands every other call to the Python wrapper;
+    a Tensor method keeps the Python wrapper (a class attribute must bind self as a function does)."""
+    wrapper = _python_wrapper(fn, name)
+    if _VerifiedFunction is None or method:
+        return wrapper
+    return _VerifiedFunction(fn, wrapper)
 
 
 def _surface():
@@ -742,7 +832,7 @@ def _swap_plan():
     for name in _TENSOR_METHODS:
         raw = _class_attr(Tensor, name)
         if raw is not None:
-            plan.append((Tensor, name, raw, _function_wrapper(getattr(Tensor, name), name)))
+            plan.append((Tensor, name, raw, _function_wrapper(getattr(Tensor, name), name, method=True)))
     for name in _TENSOR_PROPERTIES:
         raw = _class_attr(Tensor, name)
         if raw is not None:
@@ -766,16 +856,11 @@ def _property_wrapper(prop, name):
     if cached is not None and cached[0] is prop:
         return cached[1]
 
-    def get(self):
-        return getter(self)
-
-    def set_(self, value):
-        setter(self, value)
-
-    # the accessors themselves (C++ functions on the C++ engine): a replayed step calls them with no Python frame
+    # the accessors themselves (C++ functions on the C++ engine): a replayed step calls them with no Python frame;
+    # the property calls the wrappers (_VerifiedFunction on the C++ engine) directly
     getter = _function_wrapper(prop.fget, name)
     setter = _function_wrapper(prop.fset if prop.fset is not None else lambda t, v: prop.__set__(t, v), name + ".set")
-    wrapper = property(get, set_ if prop.fset is not None else None)
+    wrapper = property(getter, setter if prop.fset is not None else None)
     _property_wrappers[id(prop)] = (prop, wrapper)
     return wrapper
 
@@ -838,8 +923,15 @@ def verify(group, fn, args, kwargs, arg_tensors, can_record):
         new.externals.update(v.externals)
         for i, t in v.externals.items():
             recorder.slot_of[id(t)] = i
+    cursor = recorder.attach_cursor()
     with _Swap(recorder):
-        result = fn(*args, **kwargs)
+        if cursor is not None:
+            cursor.activate()
+        try:
+            result = fn(*args, **kwargs)
+        finally:
+            if cursor is not None:
+                cursor.deactivate()
         followed = recorder.verifying
         if followed is not None:
             i = recorder.checked
