@@ -146,6 +146,12 @@ struct VerifyStep {
   std::vector<PyObject*> arg_consts;
   int64_t result = -1;           // the tensor's slot; kNoneResult, kValueResult: compared here; -1: by Python
   PyObject* expected = nullptr;  // a kValueResult's recorded value
+  struct Seq {                   // an argument that is a tuple (kind 1) or list (2) of slots and constants
+    char kind = 0;
+    std::vector<int64_t> slots;
+    std::vector<PyObject*> consts;
+  };
+  std::vector<Seq> seqs;         // empty, or per argument (kind 0: not a sequence)
 };
 constexpr int64_t kNoneResult = -3, kValueResult = -4;  // capture._loop_out's codes
 struct VerifyTable {
@@ -159,7 +165,7 @@ struct VerifyCursor {
   int64_t depth = 0;            // the recorder's depth: > 0 while an op runs (its nested calls are not steps)
   py::object slot_of, keep;     // the recorder's dict id(object) -> slot and list of slotted objects
   py::object on_result;         // recorder.result_from_cpp: a matched call's result Python must compare
-  int64_t matched = 0;          // ops matched here (a test's and a benchmark's count)
+  int64_t matched = 0;          // steps matched here (a test's and compile_stats' count)
 };
 thread_local VerifyCursor* t_cursor = nullptr;
 
@@ -192,7 +198,7 @@ PyObject* verified_result(VerifyCursor* c, Tensor&& t, int64_t out, int64_t cons
       PyList_Append(c->keep.ptr(), r.ptr()) < 0)
     throw py::error_already_set();
   c->index += consumed;
-  ++c->matched;
+  c->matched += consumed;
   return r.release().ptr();
 }
 
@@ -923,8 +929,19 @@ PyObject* verified_function_call(PyObject* self, PyObject* const* args, size_t n
     if (s.fn == w->fn && (Py_ssize_t)s.args.size() == n) {
       DG_PY_TRY
       bool same = true;
-      for (Py_ssize_t k = 0; k < n && same; ++k)
+      for (Py_ssize_t k = 0; k < n && same; ++k) {
+        if (!s.seqs.empty() && s.seqs[k].kind) {  // a backward's outputs, an optimiser's parameter lists
+          const VerifyStep::Seq& q = s.seqs[k];
+          PyObject* a = args[k];
+          same = (q.kind == 1 ? PyTuple_CheckExact(a) : PyList_CheckExact(a)) &&
+                 PySequence_Fast_GET_SIZE(a) == (Py_ssize_t)q.slots.size();
+          PyObject** items = same ? PySequence_Fast_ITEMS(a) : nullptr;
+          for (size_t j = 0; same && j < q.slots.size(); ++j)
+            same = q.slots[j] >= 0 ? slot_of_object(c, items[j]) == q.slots[j] : same_constant(items[j], q.consts[j]);
+          continue;
+        }
         same = s.args[k] >= 0 ? slot_of_object(c, args[k]) == s.args[k] : same_constant(args[k], s.arg_consts[k]);
+      }
       if (same) {
         ++c->depth;  // the calls fn makes itself (a Python check, a backward's hooks) are not steps
         PyObject* r = PyObject_Vectorcall(w->fn, args, n, nullptr);
@@ -1052,6 +1069,24 @@ void bind_verify(py::module_& m) {
                    step.arg_consts.push_back(consts[k].ptr());
                  }
                  step.result = out;
+                 if (entry.size() > 7 && !entry[7].is_none()) {  // (is_list, slots, constants) per argument, or None
+                   for (py::handle q : py::reinterpret_borrow<py::list>(entry[7])) {
+                     VerifyStep::Seq seq;
+                     if (!q.is_none()) {
+                       py::tuple spec = py::reinterpret_borrow<py::tuple>(q);
+                       seq.kind = spec[0].cast<bool>() ? 2 : 1;
+                       py::list item_slots = spec[1], item_consts = spec[2];
+                       for (size_t j = 0; j < item_slots.size(); ++j) {
+                         seq.slots.push_back(item_slots[j].cast<int64_t>());
+                         table->constants.push_back(py::reinterpret_borrow<py::object>(item_consts[j]));
+                         seq.consts.push_back(item_consts[j].ptr());
+                       }
+                     }
+                     step.seqs.push_back(std::move(seq));
+                   }
+                   if (step.seqs.size() != step.args.size())
+                     throw py::value_error("_VerifyTable: a step's sequence specs do not match its arguments");
+                 }
                  if (out == kValueResult) {
                    table->constants.push_back(py::reinterpret_borrow<py::object>(entry[5]));
                    step.expected = entry[5].ptr();

@@ -128,6 +128,7 @@ class ProgramStats:
         self.replays = 0          # calls that ran a recording to its end
         self.eager_calls = 0      # calls that ran eagerly after the variant limit
         self.guard_misses = []    # (reason, source line)
+        self.matched_in_cpp = 0   # verified: calls matched with their step in C++ (Note [Verified ops in the fast paths])
         self._program = None      # a weak reference to the Program (to_dot, variant_table)
 
     @property
@@ -256,6 +257,7 @@ class Program:
         program is full, just runs)."""
         can_record = self.n_variants() < self.limit
         result, followed, new = capture.verify(group, self.fn, args, kwargs, tensors, can_record)
+        self.stats.matched_in_cpp += capture._local.matched_in_cpp
         if followed is not None:
             followed.replays += 1
             if group[0] is not followed:
