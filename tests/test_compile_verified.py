@@ -438,3 +438,29 @@ def test_another_thread_is_not_matched_against_the_verified_call(cpp):
     s = compiled.compile_stats
     assert (s.hits, s.misses) == (2, 0) and len(seen) == 3
     assert all(np.array_equal(v, np.array([4.0, 7.0], np.float32)) for v in seen)
+
+
+@pytest.mark.parametrize("mode", ["verified", "reduce-overhead"])
+def test_a_garbage_collection_inside_the_program_is_not_a_step(dg, mode):
+    """dyngrad's gc callback frees cycles through C++ (_C._collect_cycles) when Python collects its oldest
+    generation, which can happen in the middle of a recorded program. It was recorded as a step guarded by the
+    number of objects freed, so the next call missed where nothing was collected (a hit or miss that depended on
+    the gc's timing)."""
+    import gc
+    w = t(dg, np.ones((4, 3)), requires_grad=True)
+    garbage = []
+
+    def f(x):
+        y = dg.nn.functional.linear(x, w)
+        a = [y * 1.0]
+        a.append(a)                     # a cycle through a tensor, for the collection to free
+        garbage.append(gc.collect())
+        return (y * 2).sum()
+    compiled = dg.compile(f, mode=mode)
+    x = t(dg, np.ones((2, 3)))
+    for _ in range(3):
+        assert_same(compiled(x), f(x))
+    stats = compiled.compile_stats
+    assert (stats.variants, stats.hits, stats.misses) == (1, 2, 0), stats.guard_misses
+    steps = list(compiled._program.groups.values())[0][0].steps
+    assert "_collect_cycles" not in [s.name for s in steps]

@@ -25,7 +25,7 @@ def test_draw_program_shows_steps_guards_and_variants(dg, mode):
         compiled(t(dg, v))
     src = dg.viz.draw_program(compiled)
     assert src.startswith("digraph program {") and src.rstrip().endswith("}")
-    assert src == compiled.compile_stats.to_dot()
+    assert src == dg.viz.draw_program(compiled.compile_stats)
     labels = dict(re.findall(r'^  (\w+) \[label="([^"]*)"', src, re.M))
     # one entry guard, two variants sharing the prefix up to the value guard (drawn once); each variant has its own
     # guard step there, expecting its value
@@ -74,3 +74,41 @@ def test_render_program(dg, tmp_path):
     compiled(t(dg, [[1., 2.]])), compiled(t(dg, [[-1., -2.]]))
     path = dg.viz.render_program(compiled, path=str(tmp_path / "p.svg"))
     assert open(path).read().lstrip().startswith(("<?xml", "<svg"))
+
+
+def test_compiler_reports_variants_misses_and_eager_fallbacks(dg):
+    """dyngrad.compiler's figures per program (issue 20): variants with their steps, value guards, replays and what
+    each was recorded after; misses with reasons and lines; eager calls with their reasons."""
+    import warnings
+    compiled = dg.compile(branchy(dg), mode="reduce-overhead", recompile_limit=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for v in ([[1., 2.]], [[1., 3.]], [[-3., 1.]], [[-1., -1.]], [[1., 1.]]):
+            compiled(t(dg, v))
+        compiled(t(dg, [[1., 2., 3.]]))              # a new shape: a new entry guard, over the limit: eager
+    stats = compiled.compile_stats
+    rows = stats.variant_table()
+    assert len(rows) == 2 and sum(r["replays"] for r in rows) == stats.hits == 3
+    first, = [r for r in rows if r["recorded_after"].startswith("the first call")]
+    second, = [r for r in rows if r is not first]
+    assert "item returned False where the recording has 'True'" in second["recorded_after"]
+    assert second["line"].startswith("test_compile_viz.py:") and first["value_guards"] == 1
+    assert stats.eager_calls == 1 and stats.eager_reasons == {"the variant limit (2) is reached": 1}
+    text = stats.report()
+    assert text.startswith(f"{stats.name} (static): 6 calls, 3 hits") and "eager: 1 call: the variant limit" in text
+    assert "recorded after" in text and "miss: " in text
+    assert text in dg.compiler.report()
+    d = stats.as_dict()
+    assert d["eager_reasons"] == stats.eager_reasons and len(d["variant_table"]) == 2
+
+
+def test_verified_report_counts_ops_matched_in_cpp(dg):
+    compiled = dg.compile(branchy(dg), mode="verified")
+    for v in ([[1., 2.]], [[1., 3.]], [[2., 3.]]):
+        compiled(t(dg, v))
+    stats = compiled.compile_stats
+    assert stats.hits == 2 and "ops matched in C++" in stats.report()
+    if dg.__name__ == "dyngrad":                      # the reference engine compares in Python
+        assert stats.matched_in_cpp > 0
+    else:
+        assert stats.matched_in_cpp == 0

@@ -79,10 +79,12 @@ _VerifyTable = getattr(_C, "_VerifyTable", None)
 _VerifyCursor = getattr(_C, "_VerifyCursor", None)
 _VerifiedFunction = getattr(_C, "_VerifiedFunction", None)
 
-# _C names that are machinery, not program steps
+# _C names that are machinery, not program steps. _collect_cycles runs from Python's gc callback (dyngrad/__init__.py)
+# whenever a collection of the oldest generation happens, also in the middle of a recording: as a step it recorded a
+# value guard on the number of freed objects, and the next call (no collection there) missed or left its recording.
 _NOT_STEPS = frozenset({"_install_fast_paths", "_register_helpers", "_fast_path_names", "_set_capturing",
                         "op_names", "op_saved_fields", "_live_node_count", "_live_storage_count",
-                        "_entry_key"})
+                        "_entry_key", "_collect_cycles", "_cycle_suspects_noted"})
 # results that are state to hand back, not values to compare (a generator's state, swapped around a draw)
 _STATE_RESULTS = frozenset({"_get_rng_state"})
 _TENSOR_METHODS = ("item", "_numpy_view", "detach", "detach_", "retain_grad", "register_hook",
@@ -391,6 +393,7 @@ class Variant:
         self.output = None
         self.replays = 0
         self.eager_reason = None  # (op, line) of a step static replay cannot repeat (Note [Steps that stay eager])
+        self.origin = None        # (reason, line) it was recorded after: a miss, or the first call of an entry guard
 
     def native(self):
         """The C++ replay loop over this variant's steps (those whose call Python must build are handed back), or

@@ -129,19 +129,12 @@ class ProgramStats:
         self.eager_calls = 0      # calls that ran eagerly after the variant limit
         self.guard_misses = []    # (reason, source line)
         self.matched_in_cpp = 0   # verified: calls matched with their step in C++ (Note [Verified ops in the fast paths])
-        self._program = None      # a weak reference to the Program (to_dot, variant_table)
+        self.eager_reasons = {}   # why calls ran eagerly: reason -> calls
+        self._program = None      # a weak reference to the Program (variant_table; dg.viz.draw_program draws it)
 
     @property
     def program(self):
         return self._program() if self._program is not None else None
-
-    def to_dot(self, data_edges=True):
-        """DOT source of this program's recordings: entry guards, steps, value guards, data flow (dg.viz.draw_program,
-        Note [Drawing a recorded program] in python/dyngrad/viz/program.py)."""
-        if self.program is None:
-            raise RuntimeError(f"compile_stats.to_dot: the program {self.name!r} no longer exists")
-        from ..viz.program import draw_program
-        return draw_program(self.program, data_edges=data_edges)
 
     @property
     def variants(self):
@@ -157,10 +150,45 @@ class ProgramStats:
         """Calls that left their recordings (or met none: a new entry guard), each with a reason and a line."""
         return len(self.guard_misses)
 
+    def variant_table(self):
+        """One dict per variant the program holds now: its entry guard, steps, value guards, replays (hits) and
+        what it was recorded after (the first call of an entry guard, or a miss's reason and line)."""
+        program = self.program
+        if program is None:
+            return []
+        rows = []
+        for g, group in enumerate(program.groups.values()):
+            for variant in group:
+                origin = getattr(variant, "origin", None) or ("", None)
+                rows.append({"entry_guard": g, "steps": len(variant.steps),
+                             "value_guards": sum(1 for s in variant.steps if s.result[0] in ("v", "a")),
+                             "replays": variant.replays, "recorded_after": origin[0], "line": origin[1],
+                             "eager": variant.eager_reason is not None})
+        return rows
+
+    def report(self):
+        """The statistics as text: the figures to read when a program does not speed up."""
+        lines = [f"{self.name} ({self.mode}): {self.calls} calls, {self.hits} hits, {self.misses} misses, "
+                 f"{self.variants} variants recorded, {self.eager_calls} eager calls"
+                 + (f", {self.matched_in_cpp} ops matched in C++" if self.mode == "verified" else "")]
+        for row in self.variant_table():
+            where = f" at {row['line']}" if row["line"] else ""
+            lines.append(f"  variant (entry guard {row['entry_guard']}): {row['steps']} steps, {row['value_guards']} "
+                         f"value guards, {row['replays']} replays{' (runs eagerly)' if row['eager'] else ''}; "
+                         f"recorded after {row['recorded_after'] or 'a call'}{where}")
+        for reason, line in self.guard_misses[-10:]:
+            lines.append(f"  miss: {reason} (at {line})")
+        if len(self.guard_misses) > 10:
+            lines.append(f"  ... and {len(self.guard_misses) - 10} earlier misses (compile_stats.guard_misses)")
+        for reason, n in self.eager_reasons.items():
+            lines.append(f"  eager: {n} call{'s' if n != 1 else ''}: {reason}")
+        return "\n".join(lines)
+
     def as_dict(self):
         return {"name": self.name, "mode": self.mode, "calls": self.calls, "variants": self.variants,
                 "replays": self.replays, "hits": self.hits, "misses": self.misses, "eager_calls": self.eager_calls,
-                "guard_misses": list(self.guard_misses)}
+                "guard_misses": list(self.guard_misses), "eager_reasons": dict(self.eager_reasons),
+                "matched_in_cpp": self.matched_in_cpp, "variant_table": self.variant_table()}
 
     def __repr__(self):
         return (f"ProgramStats({self.name!r}, {self.mode}: {self.calls} calls, {self.variants} variants, "
@@ -183,6 +211,7 @@ class Program:
         self.warned_eager = False
         self.replaying = threading.Lock()
         self.last_key = None
+        self.last_miss = None      # (reason, line) of the last miss: the origin of the variant recorded after it
         _programs.add(self)
 
     def reset(self):
@@ -206,7 +235,8 @@ class Program:
             return self.record_new(key, [], args, kwargs, tensors)
         self.last_key = key
         if group[0].eager_reason is not None:
-            stats.eager_calls += 1
+            op, line = group[0].eager_reason
+            self.eager(f"a step static replay cannot repeat: {op} at {line} (a custom Function, a hook)")
             return self.run_eagerly(args, kwargs)
         if self.verified:
             return self.verified_call(group, args, kwargs, tensors)
@@ -215,7 +245,7 @@ class Program:
         if not self.replaying.acquire(blocking=False):
             # replayed already, by another thread or inside its own replay (a hook of its backward): the C++ loop
             # holds one replay's slots (Note [Slots in C++]), so this call runs eagerly
-            stats.eager_calls += 1
+            self.eager("replayed already (by another thread, or inside its own replay)")
             return self.run_eagerly(args, kwargs)
         try:
             try:
@@ -247,6 +277,7 @@ class Program:
             self.miss(f"{step.name} returned {_short(value)} where the recording has "
                       f"{_short(capture.describe_result(step.result))}", step.line or "<unknown line>")
             if not self.full():
+                variant.origin = self.last_miss
                 group.insert(0, variant)
                 self.stats.recordings += 1
         return result
@@ -267,16 +298,23 @@ class Program:
             return result
         self.miss(*new.left)
         if can_record:
+            new.origin = new.left
             group.insert(0, new)
             self.stats.recordings += 1
             self.warn_eager(new)
         else:
             self.full()
-            self.stats.eager_calls += 1
+            self.eager(f"the variant limit ({self.limit}) is reached: the call is checked, nothing new is recorded")
         return result
 
     def miss(self, reason, line):
         self.stats.guard_misses.append((reason, line))
+        self.last_miss = (reason, line)
+
+    def eager(self, reason):
+        """A call that runs eagerly, counted with its reason (compile_stats.eager_reasons)."""
+        self.stats.eager_calls += 1
+        self.stats.eager_reasons[reason] = self.stats.eager_reasons.get(reason, 0) + 1
 
     def full(self):
         if self.n_variants() < self.limit:
@@ -291,9 +329,11 @@ class Program:
 
     def record_new(self, key, group, args, kwargs, tensors):
         if self.full():
-            self.stats.eager_calls += 1
+            self.eager(f"the variant limit ({self.limit}) is reached")
             return self.run_eagerly(args, kwargs)
         variant = capture.Variant(len(tensors))
+        variant.origin = (self.last_miss if self.last_key is not None and self.groups else None) or \
+            ("the first call with these arguments' structure, shapes and dtypes", None)
         result = capture.record(variant, self.fn, args, kwargs, tensors)
         self.groups.setdefault(key, []).insert(0, variant)
         self.last_key = key
@@ -318,10 +358,11 @@ class Program:
         run again; the rest is recorded as a new variant, or run eagerly once the limit is reached."""
         served = miss.variant.steps[:miss.index + 1]
         if self.full():
-            self.stats.eager_calls += 1
+            self.eager(f"the variant limit ({self.limit}) is reached")
             return capture.record(capture.Variant(len(tensors)), self.fn, args, kwargs, tensors, serve=served,
                                   serve_results=miss.results, record_rest=False)
         variant = capture.Variant(len(tensors))
+        variant.origin = self.last_miss
         variant.n_slots = miss.variant.n_slots
         variant.externals = dict(miss.variant.externals)
         result = capture.record(variant, self.fn, args, kwargs, tensors, serve=served, serve_results=miss.results)
@@ -586,6 +627,13 @@ def programs():
     """The statistics of every live compiled program (static replay): variants, replays, eager calls and guard
     misses with their reasons and source lines."""
     return [p.stats for p in list(_programs)]
+
+
+def report():
+    """Every live compiled program's statistics as text (ProgramStats.report): calls, hits, misses with their
+    reasons and lines, each variant (steps, value guards, replays, what it was recorded after), eager calls with
+    their reasons."""
+    return "\n".join(stats.report() for stats in programs())
 
 
 def allow_in_graph(fn):

@@ -1,7 +1,7 @@
 """Graphviz DOT for a program recorded by dyngrad.compile (issue 20): its variants, their steps, where the guards are.
 
     src = dg.viz.draw_program(compiled_fn)          # DOT source of every variant of every entry guard
-    src = compiled_fn.compile_stats.to_dot()        # the same, from the statistics object
+    src = dg.viz.draw_program(compiled_fn.compile_stats)   # the same, from the statistics object
     dg.viz.render_program(compiled_fn, path="program.svg")   # through Graphviz, when installed
 
 Note [Drawing a recorded program]
@@ -21,15 +21,18 @@ next one of every variant that runs it, and an edge from the step that made a sl
   with its replay count). Nothing is fused yet (docs/compile.md, "What the rest of the issue needs"), so no box
   stands for a fused group; the legend says so.
 """
+import sys
+
 from .dot import COLORS, Drawing, render
 
 _CAPTION_LIMIT = 40
 
 
 def _program_of(obj):
-    program = getattr(obj, "_program", None)           # a CompiledFunction or CompiledModule
-    if program is None and hasattr(obj, "program"):     # ProgramStats
+    if hasattr(obj, "variant_table") and hasattr(obj, "program"):    # ProgramStats
         program = obj.program
+    else:
+        program = getattr(obj, "_program", None)       # a CompiledFunction or CompiledModule
     if program is None and hasattr(obj, "groups") and hasattr(obj, "stats"):
         program = obj
     if program is None:
@@ -43,8 +46,14 @@ def _short(value):
     return text if len(text) <= _CAPTION_LIMIT else text[:_CAPTION_LIMIT - 3] + "..."
 
 
+def _capture_of(step):
+    """The capture module of the step's engine (each engine has its own: dyngrad._api.capture and
+    dyngrad.reference._api.capture), found from the step's class."""
+    return sys.modules[type(step).__module__]
+
+
 def _describe_args(step):
-    from .._api import capture
+    capture = _capture_of(step)
     items = step.args.items if type(step.args) is capture.Seq else list(step.args)
     parts = []
     for a in items:
@@ -66,8 +75,7 @@ def _describe_args(step):
 
 def _how(step):
     """How the C++ loop runs the step (Note [Replaying steps in C++])."""
-    from .._api import capture
-    if step.native is None and capture._native_seq_spec(step) is None:
+    if step.native is None and _capture_of(step)._native_seq_spec(step) is None:
         return "python"
     return "loop"
 
@@ -151,7 +159,7 @@ def program_drawing(obj, data_edges=True):
                         d.node(node, "op", f"{i}: {step.name}({reads}){out}\n[{_how(step)}]"
                                + (f"\n{line}" if line else ""))
                     if data_edges:
-                        from .._api import capture
+                        capture = _capture_of(step)
                         for slot in sorted(capture._slots_in(step.args) | capture._slots_in(step.kwargs)):
                             if slot in made:
                                 d.edge(made[slot], node, style="dashed", color="grey50", arrowhead="open")
