@@ -464,3 +464,31 @@ def test_a_garbage_collection_inside_the_program_is_not_a_step(dg, mode):
     assert (stats.variants, stats.hits, stats.misses) == (1, 2, 0), stats.guard_misses
     steps = list(compiled._program.groups.values())[0][0].steps
     assert "_collect_cycles" not in [s.name for s in steps]
+
+
+def test_a_c_function_replaced_between_calls_is_seen(dg, monkeypatch):
+    """The recorder's swap of the _C surface is made once and reused (capture._swap_plan); a _C function replaced
+    between calls (a monkeypatch) is found when the wrappers are put in place, and the new function is recorded.
+    (softmax has no C++ fast path: eager mode calls _C.softmax too.)"""
+    calls = []
+    original = dg._C.softmax
+
+    def counting(*args):
+        calls.append(1)
+        return original(*args)
+
+    def f(x):
+        return dg.softmax(x * 2.0, 0).sum()
+    compiled = verified(dg, f)
+    x = t(dg, [1.0, 2.0])
+    compiled(x), compiled(x)
+    monkeypatch.setattr(dg._C, "softmax", counting)
+    for i in range(3):
+        assert_same(compiled(x), f(x))
+        assert len(calls) == 2 * (i + 1)      # the verified call and the eager one ran the new function
+    monkeypatch.undo()
+    assert_same(compiled(x), f(x))
+    assert len(calls) == 6
+    stats = compiled.compile_stats
+    assert (stats.variants, stats.misses, stats.hits) == (2, 1, 4), stats.guard_misses
+    assert "the program issued softmax where the recording has softmax" in stats.guard_misses[0][0]

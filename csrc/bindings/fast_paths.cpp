@@ -1121,8 +1121,8 @@ void bind_verify(py::module_& m) {
         for (const VerifyStep& s : t.steps) kinds.push_back(s.kind);
         return kinds;
       }, "per step: 0 matched only in Python, 1 a one-tensor op, 2 a two-tensor op, 3 scalar_operand");
-  py::class_<VerifyCursor>(m, "_VerifyCursor")
-      .def(py::init([](py::dict slot_of, py::list keep) {
+  py::class_<VerifyCursor> cursor(m, "_VerifyCursor");
+  cursor.def(py::init([](py::dict slot_of, py::list keep) {
              auto c = std::make_unique<VerifyCursor>();
              c->slot_of = slot_of;
              c->keep = keep;
@@ -1146,6 +1146,26 @@ void bind_verify(py::module_& m) {
       .def("deactivate", [](VerifyCursor& c) {
         if (t_cursor == &c) t_cursor = nullptr;
       });
+  cursor.def_static("swap_dict", [](py::dict d, py::list names, py::object expected, py::list values) {
+    // d[names[i]] = values[i] for every i, when every d[names[i]] is expected[i] (None: no check); returns whether
+    // it swapped. capture._Swap's writes of the recorded surface into _C's dict, checked at C speed (Note
+    // [Verified ops in the fast paths]: a verified call swaps the ~190 names at every call).
+    const Py_ssize_t n = PyList_GET_SIZE(names.ptr());
+    if (PyList_GET_SIZE(values.ptr()) != n || (!expected.is_none() && py::len(expected) != (size_t)n))
+      throw py::value_error("_VerifyCursor.swap_dict: names, expected and values differ in length");
+    if (!expected.is_none()) {
+      if (!PyList_Check(expected.ptr())) throw py::type_error("_VerifyCursor.swap_dict: expected must be a list");
+      for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject* current = PyDict_GetItemWithError(d.ptr(), PyList_GET_ITEM(names.ptr(), i));  // borrowed
+        if (!current && PyErr_Occurred()) throw py::error_already_set();
+        if (current != PyList_GET_ITEM(expected.ptr(), i)) return false;
+      }
+    }
+    for (Py_ssize_t i = 0; i < n; ++i)
+      if (PyDict_SetItem(d.ptr(), PyList_GET_ITEM(names.ptr(), i), PyList_GET_ITEM(values.ptr(), i)) < 0)
+        throw py::error_already_set();
+    return true;
+  }, py::arg("d"), py::arg("names"), py::arg("expected").none(true), py::arg("values"));
   PyTypeObject* type = verified_function_type();
   if (PyType_Ready(type) < 0) throw py::error_already_set();
   Py_INCREF(type);

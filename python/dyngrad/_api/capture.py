@@ -78,6 +78,11 @@ MAX_VARIANTS = 8  # per program, as torch's recompile_limit; then eager with one
 _VerifyTable = getattr(_C, "_VerifyTable", None)
 _VerifyCursor = getattr(_C, "_VerifyCursor", None)
 _VerifiedFunction = getattr(_C, "_VerifiedFunction", None)
+_swap_dict = getattr(_VerifyCursor, "swap_dict", None)
+# _C's own functions, as the engine made them: a fast path matches a step in C++ only where the step called the
+# engine's binding of that name (its core call is the fast path's); a function put in _C's place later (a
+# monkeypatch) is matched by its _VerifiedFunction, which calls it
+_C_BINDINGS = {name: getattr(_C, name) for name in dir(_C) if not name.startswith("__")}
 
 # _C names that are machinery, not program steps. _collect_cycles runs from Python's gc callback (dyngrad/__init__.py)
 # whenever a collection of the oldest generation happens, also in the middle of a recording: as a step it recorded a
@@ -447,7 +452,7 @@ class Variant:
                         continue
                     out = _loop_out(step)
                     entries.append((step.fn, step.name, spec[0], spec[1], out, step.result[1] if out == -4 else None,
-                                    getattr(_C, step.name, None) is step.fn, seqs))
+                                    _C_BINDINGS.get(step.name) is step.fn, seqs))
                 table = _VerifyTable(entries)
             self._verify_table = table
         return table
@@ -802,12 +807,11 @@ class _Swap:
         _lock.acquire()
         try:
             plan = _swap_plan()
-            for owner, is_type, names, raws, wrappers in plan:
-                if is_type:
-                    for name, wrapper in zip(names, wrappers):
-                        setattr(owner, name, wrapper)
-                else:                        # a module: its dict at C speed (~190 names of _C at every call)
-                    vars(owner).update(zip(names, wrappers))
+            if not _put_in_place(plan):     # an original was replaced since the plan was made: make it again
+                _plan[1] = []
+                plan = _swap_plan()
+                if not _put_in_place(plan):
+                    raise RuntimeError("compile: the recorded surface (dyngrad._C) changed while it was swapped")
             self.saved = plan
             _active[0] = self.recorder
             _local.depth = getattr(_local, "depth", 0) + 1
@@ -825,6 +829,8 @@ class _Swap:
             if is_type:
                 for name, raw in zip(names, raws):
                     setattr(owner, name, raw)
+            elif _swap_dict is not None:
+                _swap_dict(vars(owner), names, None, raws)
             else:
                 vars(owner).update(zip(names, raws))
         self.saved = []
@@ -835,15 +841,44 @@ class _Swap:
 _plan = [None, [], 0]   # the _C module it was made for, [(owner, is_type, names, originals, wrappers)], len(vars(_C))
 
 
+def _put_in_place(plan):
+    """Writes the plan's wrappers where its originals are; False, with nothing changed, where some original is no
+    longer in place. A module's names are checked and written in its dict at C speed (_VerifyCursor.swap_dict; ~190
+    names of _C at every verified call), a class's with setattr (its type cache must see them)."""
+    done = []
+    for group in plan:
+        owner, is_type, names, raws, wrappers = group
+        if is_type:
+            ok = all(map(operator.is_, map(owner.__dict__.get, names), raws))
+            if ok:
+                for name, wrapper in zip(names, wrappers):
+                    setattr(owner, name, wrapper)
+        elif _swap_dict is not None:
+            ok = _swap_dict(vars(owner), names, raws, wrappers)
+        else:
+            d = vars(owner)
+            ok = all(map(operator.is_, map(d.get, names), raws))
+            if ok:
+                d.update(zip(names, wrappers))
+        if not ok:
+            for owner, is_type, names, raws, _ in reversed(done):
+                if is_type:
+                    for name, raw in zip(names, raws):
+                        setattr(owner, name, raw)
+                else:
+                    vars(owner).update(zip(names, raws))
+            return False
+        done.append(group)
+    return True
+
+
 def _swap_plan():
     """What _Swap puts in place, made once and kept while every original is still in place (making the wrappers
     costs ~200 us, which a verified call would pay every time: Note [Verified replay]); checked at C speed (a
     check written as a loop over ~200 names cost ~18 us per call on an Intel Xeon, family 6 model 167)."""
     plan = _plan[1]
-    if _plan[0] is _C and plan and _plan[2] == len(vars(_C)) and all(
-            all(map(operator.is_, map((owner.__dict__ if is_type else vars(owner)).get, names), raws))
-            for owner, is_type, names, raws, _ in plan):
-        return plan
+    if _plan[0] is _C and plan and _plan[2] == len(vars(_C)):
+        return plan        # _put_in_place checks that every original is still in place
     entries = []
     for owner, name, fn in _surface():
         entries.append((owner, name, fn, _function_wrapper(fn, name)))
@@ -953,8 +988,8 @@ def verify(group, fn, args, kwargs, arg_tensors, can_record):
         new.externals.update(v.externals)
         for i, t in v.externals.items():
             recorder.slot_of[id(t)] = i
-    cursor = recorder.attach_cursor()
     with _Swap(recorder):
+        cursor = recorder.attach_cursor()   # in the swap: the tables name the plan's _C functions
         if cursor is not None:
             cursor.activate()
         try:
