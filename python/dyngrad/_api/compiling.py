@@ -13,8 +13,10 @@ under torch's API (docs/compile.md):
   replay] in _api/capture.py): the program's Python runs at every call exactly as in eager mode, every op checked
   against the recordings; where Python issues another op or reads another value, the rest of the call is recorded
   as a new variant (the same limit). Results are eager mode's by construction. It is meant to be the default mode;
-  it is not yet, because its checks are Python code around every op and cost more than the op (measured in
-  docs/compile.md: the 200-op chain 5x slower than eager); VERIFIED_BY_DEFAULT flips it.
+  it is not yet, because it is still slower than eager mode: the comparison is in C++ now (Note [Verified ops in
+  the fast paths] in csrc/bindings/fast_paths.cpp), but every op still runs eagerly, so the checks can only add to
+  eager mode's cost until a matched op runs from the plan (docs/compile.md: the 200-op chain at 0.5x eager, the
+  MLP step at 0.33x); VERIFIED_BY_DEFAULT flips it.
 - every other mode (the default): the program runs eagerly, so everything behaves as without compile; `compile`
   then hands back its argument. The arguments are checked as torch checks them, so a script with a typo in `mode=`
   fails here as it would under torch.
