@@ -268,3 +268,227 @@ def test_errors_propagate_and_the_next_call_is_clean(dg):
         compiled(t(dg, [1.0]), True)
     assert not dg.compiler.is_compiling()
     assert compiled(t(dg, [1.0]), False).item() == 3.0 and (t(dg, [1.0]) * 3).item() == 3.0
+
+
+# ---- Note [Verified ops in the fast paths] (csrc/bindings/fast_paths.cpp): the comparison in C++ ----
+def _capture_module(dg):
+    import sys
+    return sys.modules[dg.__name__ + "._api.capture"]
+
+
+def _python_only(dg, monkeypatch):
+    """The C++ engine with its C++ comparison switched off: the Python recorder compares every call."""
+    capture = _capture_module(dg)
+    monkeypatch.setattr(capture, "_VerifyCursor", None)
+    monkeypatch.setattr(capture, "_VerifiedFunction", None)
+    monkeypatch.setattr(capture, "_plan", [None, [], 0])      # wrappers made again, without the C++ ones
+
+
+def _programs_to_compare(dg):
+    """Programs that flip branches, change Python numbers (1 where 1.0 was recorded, NaN), read values and grad
+    mode, nest calls inside an op (cross_entropy's target check runs Python) and train."""
+    w = dg.tensor(np.array([[0.5, -1.0], [2.0, 0.25]], np.float32), requires_grad=True)
+
+    def branchy(x, scale):
+        y = (x * scale + 1).tanh()
+        y = 2 - y * 3
+        if y.sum() > 0:
+            return (y @ w).relu().sum()
+        return (y.exp() - x).sum()
+
+    def values(x, scale):
+        y = (x * scale).sum()
+        n = int((x > 0).sum().item())              # a value guard: the loop count
+        with dg.no_grad():
+            z = x * 2
+        for _ in range(n):
+            y = y + z.sum() * scale
+        if x.grad is None:
+            y = y * 1.5
+        return y
+
+    model = dg.nn.Sequential(dg.nn.Linear(2, 4), dg.nn.ReLU(), dg.nn.Linear(4, 3))
+    opt = dg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    def train(x, scale):
+        opt.zero_grad()
+        loss = dg.nn.functional.cross_entropy(model(x) * scale, dg.tensor(np.array([0, 2], np.int64)))
+        loss.backward()
+        opt.step()
+        return loss
+    return {"branchy": branchy, "values": values, "train": train}
+
+
+SCALES = (0.5, 0.5, -3.0, 0.5, 1, 1.0, float("nan"), float("nan"), 0.5, -3.0)
+
+
+def _run(dg, fn, compiled):
+    outs = []
+    for i, scale in enumerate(SCALES):
+        x = dg.tensor(np.array([[0.3, -0.2], [0.1, 0.4]], np.float32) * (1 + i % 3), requires_grad=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out = (compiled or fn)(x, scale)
+        outs.append(out.detach().numpy().copy())
+    return outs
+
+
+@pytest.mark.parametrize("name", ["branchy", "values", "train"])
+def test_the_cpp_comparison_gives_the_python_hits_and_misses(cpp, monkeypatch, name):
+    """Results, hits, misses and their reasons are the same with the comparison in C++ as with the Python recorder
+    alone, and both results equal eager mode's; the C++ side matched most calls."""
+    runs = []
+    for python_only in (False, True):
+        with monkeypatch.context() as m:
+            if python_only:
+                _python_only(cpp, m)
+            cpp.manual_seed(0)
+            fn = _programs_to_compare(cpp)[name]
+            compiled = cpp.compile(fn, mode="verified")
+            outs = _run(cpp, fn, compiled)
+            cpp.manual_seed(0)
+            fn_eager = _programs_to_compare(cpp)[name]
+            for a, b in zip(outs, _run(cpp, fn_eager, None)):
+                np.testing.assert_array_equal(a, b)
+            s = compiled.compile_stats
+            runs.append((outs, (s.calls, s.variants, s.hits, s.misses, s.eager_calls, list(s.guard_misses)),
+                         s.matched_in_cpp))
+    (outs_c, stats_c, matched_c), (outs_p, stats_p, matched_p) = runs
+    for a, b in zip(outs_c, outs_p):
+        np.testing.assert_array_equal(a, b)
+    assert stats_c == stats_p
+    assert matched_p == 0 and matched_c > 0
+    assert stats_c[2] >= 3          # hits: the recordings are followed
+
+
+def test_each_fast_path_matches_the_steps_its_python_definition_issues(cpp):
+    """Note [Verified ops in the fast paths]: a fast path matches in C++ only the steps its Python definition issues
+    (one op; scalar_operand then the op for a number). Each form, verified twice: the second call is a hit and every
+    one of its calls was matched in C++ (a fast path that skipped or added a step would leave the recording)."""
+    x = cpp.tensor(np.full((2, 2), 0.5, np.float32), requires_grad=True)
+    y = cpp.tensor(np.full((2, 2), 0.25, np.float32), requires_grad=True)
+    forms = {
+        "x + y": lambda a, b: a + b, "x - y": lambda a, b: a - b, "x * y": lambda a, b: a * b,
+        "x / y": lambda a, b: a / b, "x @ y": lambda a, b: a @ b, "x * 2.0": lambda a, b: a * 2.0,
+        "x + 1": lambda a, b: a + 1, "x - 1.5": lambda a, b: a - 1.5, "x / 4": lambda a, b: a / 4,
+        "2 * x": lambda a, b: 2 * a, "3 + x": lambda a, b: 3 + a, "2 - x": lambda a, b: 2 - a,
+        "x.mul(y)": lambda a, b: a.mul(b), "x.mul(2.0)": lambda a, b: a.mul(2.0), "x.div(y)": lambda a, b: a.div(b),
+        "x.matmul(y)": lambda a, b: a.matmul(b), "dg.mul(x, y)": lambda a, b: cpp.mul(a, b),
+        "dg.matmul(x, y)": lambda a, b: cpp.matmul(a, b), "dg.maximum(x, y)": lambda a, b: cpp.maximum(a, b),
+    }
+    for name in cpp._C._fast_path_names():
+        method = name.startswith("Tensor.")
+        base = name[7:] if method else name
+        try:
+            cpp._C._VerifyTable([(getattr(cpp._C, base), base, [0], [None], 1, None, True, None)])
+        except AttributeError:
+            continue
+        if cpp._C._VerifyTable([(getattr(cpp._C, base), base, [0], [None], 1, None, True, None)]).kinds() == [1]:
+            forms[f"{name}()"] = (lambda n: (lambda a, b: getattr(a, n)()))(base) if method else \
+                (lambda n: (lambda a, b: getattr(cpp, n)(a)))(base)
+    assert len(forms) > 40
+    for form, f in forms.items():
+        compiled = cpp.compile(f, mode="verified")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compiled(x, y)
+            out = compiled(x, y)
+        s = compiled.compile_stats
+        assert (s.hits, s.misses) == (1, 0), (form, s.guard_misses)
+        steps = list(compiled._program.groups.values())[0][0].steps
+        assert s.matched_in_cpp == len(steps), (form, [st.name for st in steps])
+        np.testing.assert_array_equal(out.detach().numpy(), f(x, y).detach().numpy())
+
+
+def test_add_sub_and_atan2_functions_are_left_to_python(cpp):
+    """dg.add, dg.sub and dg.atan2 (and their methods) issue result_type before the op; their fast paths match
+    nothing in C++, so an `a + b` recorded where Python now calls dg.add(a, b) is a miss, as the Python recorder
+    finds, and not a C++ match."""
+    x = cpp.tensor(np.full((2,), 0.5, np.float32))
+    flip = [False]
+
+    def f(a):
+        return cpp.add(a, a) if flip[0] else a + a
+    compiled = cpp.compile(f, mode="verified")
+    compiled(x), compiled(x)
+    flip[0] = True
+    compiled(x)
+    s = compiled.compile_stats
+    assert (s.hits, s.misses) == (1, 1)
+    assert "issued result_type where the recording has add" in s.guard_misses[0][0]
+
+
+def test_another_thread_is_not_matched_against_the_verified_call(cpp):
+    """The cursor belongs to the thread of the verified call: another thread's ops run eagerly meanwhile."""
+    import threading
+    x = cpp.tensor(np.array([1.0, 2.0], np.float32))
+    seen = []
+
+    def other():
+        seen.append((x * 3 + 1).numpy().copy())
+
+    def f(a):
+        th = threading.Thread(target=other)
+        th.start()
+        th.join()
+        return (a * 2).tanh()
+    compiled = cpp.compile(f, mode="verified")
+    for _ in range(3):
+        np.testing.assert_array_equal(compiled(x).numpy(), (x * 2).tanh().numpy())
+    s = compiled.compile_stats
+    assert (s.hits, s.misses) == (2, 0) and len(seen) == 3
+    assert all(np.array_equal(v, np.array([4.0, 7.0], np.float32)) for v in seen)
+
+
+@pytest.mark.parametrize("mode", ["verified", "reduce-overhead"])
+def test_a_garbage_collection_inside_the_program_is_not_a_step(dg, mode):
+    """dyngrad's gc callback frees cycles through C++ (_C._collect_cycles) when Python collects its oldest
+    generation, which can happen in the middle of a recorded program. It was recorded as a step guarded by the
+    number of objects freed, so the next call missed where nothing was collected (a hit or miss that depended on
+    the gc's timing)."""
+    import gc
+    w = t(dg, np.ones((4, 3)), requires_grad=True)
+    garbage = []
+
+    def f(x):
+        y = dg.nn.functional.linear(x, w)
+        a = [y * 1.0]
+        a.append(a)                     # a cycle through a tensor, for the collection to free
+        garbage.append(gc.collect())
+        return (y * 2).sum()
+    compiled = dg.compile(f, mode=mode)
+    x = t(dg, np.ones((2, 3)))
+    for _ in range(3):
+        assert_same(compiled(x), f(x))
+    stats = compiled.compile_stats
+    assert (stats.variants, stats.hits, stats.misses) == (1, 2, 0), stats.guard_misses
+    steps = list(compiled._program.groups.values())[0][0].steps
+    assert "_collect_cycles" not in [s.name for s in steps]
+
+
+def test_a_c_function_replaced_between_calls_is_seen(dg, monkeypatch):
+    """The recorder's swap of the _C surface is made once and reused (capture._swap_plan); a _C function replaced
+    between calls (a monkeypatch) is found when the wrappers are put in place, and the new function is recorded.
+    (softmax has no C++ fast path: eager mode calls _C.softmax too.)"""
+    calls = []
+    original = dg._C.softmax
+
+    def counting(*args):
+        calls.append(1)
+        return original(*args)
+
+    def f(x):
+        return dg.softmax(x * 2.0, 0).sum()
+    compiled = verified(dg, f)
+    x = t(dg, [1.0, 2.0])
+    compiled(x), compiled(x)
+    monkeypatch.setattr(dg._C, "softmax", counting)
+    for i in range(3):
+        assert_same(compiled(x), f(x))
+        assert len(calls) == 2 * (i + 1)      # the verified call and the eager one ran the new function
+    monkeypatch.undo()
+    assert_same(compiled(x), f(x))
+    assert len(calls) == 6
+    stats = compiled.compile_stats
+    assert (stats.variants, stats.misses, stats.hits) == (2, 1, 4), stats.guard_misses
+    assert "the program issued softmax where the recording has softmax" in stats.guard_misses[0][0]

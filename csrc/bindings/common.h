@@ -109,5 +109,6 @@ py::dict install_fast_paths(py::dict fallbacks, py::dict docs);
 void set_autocast_active(bool active);  // Note [Fast paths under autocast]
 void set_meta_class(py::handle cls);  // Note [Meta tensors] (fast_paths.cpp)
 void set_capturing(bool active);       // Note [Fast paths while capturing]
+void bind_verify(py::module_& m);      // Note [Verified ops in the fast paths] (fast_paths.cpp)
 
 }  // namespace dyngrad

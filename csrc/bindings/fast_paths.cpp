@@ -13,8 +13,10 @@
 #include <cxxabi.h>
 
 #include <atomic>
+#include <memory>
 #include <set>
 #include <string>
+#include <unordered_map>
 
 #include "common.h"
 #include "dyngrad/kernels/kernels.h"
@@ -119,6 +121,137 @@ std::atomic<bool> g_autocast_active{false};
 std::atomic<bool> g_capturing{false};
 inline bool fast_on() { return !g_capturing.load(std::memory_order_relaxed); }
 
+// Note [Verified ops in the fast paths]: while a verified call (mode="verified", Note [Verified replay] in
+// python/dyngrad/_api/capture.py) follows a recording, each op Python issues is compared with the recording's next
+// step: the same _C function, tensors from the same slots (the recorder's map from id(object) to slot), constants
+// of the same type and value. In Python that costs a wrapper, the comparison and the op's Python definition,
+// ~4-5 us an op (docs/compile.md). Here a fast path whose core calls are exactly the steps its Python definition
+// issues (a one-tensor function or method: one step; two tensors: one step; a tensor and a Python number:
+// scalar_operand then the op, the number as scalar_operand's constant) makes the same comparison in C++ on the
+// recorder's own state (the cursor: the variant's steps as a table, the index of the next step, the recorder's
+// depth, its slot map and the list that keeps every slotted object alive), and on a match runs the core calls as
+// in eager mode, gives the result its slot and moves the index on. Anything else (no match, the recording left, a
+// nested call inside an op, another thread, a step Python has to see) takes the fallback, the Python definition,
+// whose call the Python recorder compares as before: the hits, the misses and their reasons are the ones the
+// Python path alone gives, and the results are eager mode's either way.
+struct VerifyStep {
+  int kind = 0;                // 0: no fast path issues it; 1: a one-tensor core call; 2: two tensors; 3: scalar_operand
+  void* core = nullptr;        // the core function (UnaryOp or BinaryOp) of kinds 1 and 2
+  int64_t slots[2] = {-1, -1};  // the inputs' slots (scalar_operand: slots[1], its `like`)
+  PyObject* constant = nullptr;  // scalar_operand's number (kept alive by the table's `constants`)
+  int64_t out = -1;             // the slot of the result
+  // any step with positional slots and constants, matched by its _C function's wrapper (_VerifiedFunction)
+  PyObject* fn = nullptr;        // the step's function (kept alive by `constants`); null: no entry
+  std::vector<int64_t> args;     // per argument: its slot, or -1 for the constant
+  std::vector<PyObject*> arg_consts;
+  int64_t result = -1;           // the tensor's slot; kNoneResult, kValueResult: compared here; -1: by Python
+  PyObject* expected = nullptr;  // a kValueResult's recorded value
+  struct Seq {                   // an argument that is a tuple (kind 1) or list (2) of slots and constants
+    char kind = 0;
+    std::vector<int64_t> slots;
+    std::vector<PyObject*> consts;
+  };
+  std::vector<Seq> seqs;         // empty, or per argument (kind 0: not a sequence)
+};
+constexpr int64_t kNoneResult = -3, kValueResult = -4;  // capture._loop_out's codes
+struct VerifyTable {
+  std::vector<VerifyStep> steps;
+  std::vector<py::object> constants;
+};
+struct VerifyCursor {
+  py::object table_owner;       // the VerifyTable followed, or None: the recording was left
+  const VerifyTable* table = nullptr;
+  int64_t index = 0;            // the next step
+  int64_t depth = 0;            // the recorder's depth: > 0 while an op runs (its nested calls are not steps)
+  py::object slot_of, keep;     // the recorder's dict id(object) -> slot and list of slotted objects
+  py::object on_result;         // recorder.result_from_cpp: a matched call's result Python must compare
+  int64_t matched = 0;          // steps matched here (a test's and compile_stats' count)
+};
+thread_local VerifyCursor* t_cursor = nullptr;
+
+// The cursor of this thread while it can match a step here, else null.
+inline VerifyCursor* verifying() {
+  VerifyCursor* c = t_cursor;
+  if (!c || !c->table || c->depth != 0 || c->index >= (int64_t)c->table->steps.size()) return nullptr;
+  return c;
+}
+
+// The recorder's slot of a Python object, or -1.
+int64_t slot_of_object(VerifyCursor* c, PyObject* o) {
+  PyObject* key = PyLong_FromVoidPtr(o);
+  if (!key) throw py::error_already_set();
+  PyObject* slot = PyDict_GetItemWithError(c->slot_of.ptr(), key);  // borrowed
+  Py_DECREF(key);
+  if (!slot) {
+    if (PyErr_Occurred()) throw py::error_already_set();
+    return -1;
+  }
+  return PyLong_AsLongLong(slot);
+}
+
+// The result of a matched step as the Python recorder would hold it: in its slot, kept alive; the index moves on.
+PyObject* verified_result(VerifyCursor* c, Tensor&& t, int64_t out, int64_t consumed) {
+  py::object r = py::cast(std::move(t));
+  py::object key = py::reinterpret_steal<py::object>(PyLong_FromVoidPtr(r.ptr()));
+  py::object slot = py::reinterpret_steal<py::object>(PyLong_FromLongLong(out));
+  if (!key || !slot || PyDict_SetItem(c->slot_of.ptr(), key.ptr(), slot.ptr()) < 0 ||
+      PyList_Append(c->keep.ptr(), r.ptr()) < 0)
+    throw py::error_already_set();
+  c->index += consumed;
+  c->matched += consumed;
+  return r.release().ptr();
+}
+
+// A Python value equal to a recorded constant as the Python recorder compares them: the same type and ==.
+bool same_constant(PyObject* a, PyObject* recorded) {
+  if (Py_TYPE(a) != Py_TYPE(recorded)) return false;
+  // == of floats (numpy's too), without the identity shortcut of PyObject_RichCompareBool: NaN is never equal
+  if (PyFloat_Check(a)) return PyFloat_AS_DOUBLE(a) == PyFloat_AS_DOUBLE(recorded);
+  const int eq = PyObject_RichCompareBool(a, recorded, Py_EQ);
+  if (eq < 0) throw py::error_already_set();
+  return eq == 1;
+}
+
+// The shared layer's add, sub and atan2 (function and method) issue result_type before the op
+// (tests/test_compile_verified.py's test of the fast paths' steps checks every entry): their fast paths match nothing,
+// or an `a + b` recorded where Python now calls dg.add(a, b) would match here where the Python recorder misses.
+template <BinaryOp Op>
+bool issues_result_type() {
+  return Op == &add || Op == &sub || Op == &atan2;  // a plain if's condition (see fast_number)
+}
+
+// op(x): step `op(slot of x)`. Returns the result, or null (no error set) for the fallback.
+PyObject* verified_unary(VerifyCursor* c, UnaryOp op, PyObject* x, const Tensor& tx) {
+  const VerifyStep& s = c->table->steps[c->index];
+  if (s.kind != 1 || s.core != reinterpret_cast<void*>(op) || slot_of_object(c, x) != s.slots[0]) return nullptr;
+  return verified_result(c, op(tx), s.out, 1);
+}
+
+// op(a, b), both tensors: step `op(slot of a, slot of b)`.
+PyObject* verified_binary(VerifyCursor* c, BinaryOp op, PyObject* a, const Tensor& ta, PyObject* b, const Tensor& tb) {
+  const VerifyStep& s = c->table->steps[c->index];
+  if (s.kind != 2 || s.core != reinterpret_cast<void*>(op)) return nullptr;
+  if (slot_of_object(c, a) != s.slots[0] || slot_of_object(c, b) != s.slots[1]) return nullptr;
+  return verified_result(c, op(ta, tb), s.out, 1);
+}
+
+// A tensor t and a Python number n, as the shared layer issues them: scalar_operand(n, t), then
+// op(t, scalar) (tensor_first) or op(scalar, t). run: the fast path's own core calls on (t, scalar).
+template <class Run>
+PyObject* verified_with_number(VerifyCursor* c, BinaryOp op, bool tensor_first, PyObject* t, PyObject* n,
+                               Run&& run) {
+  const auto& steps = c->table->steps;
+  if (c->index + 1 >= (int64_t)steps.size()) return nullptr;
+  const VerifyStep& s = steps[c->index];
+  const VerifyStep& o = steps[c->index + 1];
+  if (s.kind != 3 || o.kind != 2 || o.core != reinterpret_cast<void*>(op)) return nullptr;
+  const int64_t slot = slot_of_object(c, t);
+  if (slot < 0 || s.slots[1] != slot || o.slots[tensor_first ? 0 : 1] != slot || o.slots[tensor_first ? 1 : 0] != s.out)
+    return nullptr;
+  if (!same_constant(n, s.constant)) return nullptr;
+  return verified_result(c, run(), o.out, 2);
+}
+
 template <BinaryOp Op>
 bool autocast_defers() {
   if (Op == &matmul) return g_autocast_active.load(std::memory_order_relaxed);  // a plain if (see fast_number)
@@ -161,6 +294,20 @@ PyObject* binary_slot(PyObject* a, PyObject* b) {
   if (fast && Numbers && ta && fast_number<Op>(b)) return to_python(Op(*ta, number_operand(b, *ta)));
   if constexpr (Reflected != nullptr)
     if (fast && tb && fast_number<Op>(a)) return to_python(Reflected(*tb, number_operand(a, *tb)));
+  if (VerifyCursor* c = fast || autocast_defers<Op>() ? nullptr : verifying()) {  // Note [Verified ops in the fast paths]
+    PyObject* r = nullptr;
+    if (ta && tb) r = verified_binary(c, Op, a, *ta, b, *tb);
+    else if (Numbers && ta && fast_number<Op>(b))
+      r = verified_with_number(c, Op, true, a, b, [&] { return Op(*ta, number_operand(b, *ta)); });
+    else if constexpr (Reflected != nullptr) {
+      // 2 * t and 2 + t issue scalar_operand(2, t), op(t, scalar); 2 - t: sub(scalar, t); 2 / t: four steps (Python)
+      if (tb && fast_number<Op>(a) && (Reflected == &reflected_add || Reflected == &reflected_mul ||
+                                       Reflected == &reflected_sub))
+        r = verified_with_number(c, Op, Reflected != &reflected_sub, b, a,
+                                 [&] { return Reflected(*tb, number_operand(a, *tb)); });
+    }
+    if (r) return r;
+  }
   DG_PY_CATCH
   constexpr binaryfunc self = &binary_slot<Op, Numbers, Reflected>;
   if (ta || is_tensor_object(a)) return PyObject_CallFunctionObjArgs(forward_fallback_of<self>, a, b, nullptr);
@@ -257,10 +404,12 @@ PyObject* slot_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, 
 // ---- functions: `self` of the builtin is the Python function it stands for ----
 template <UnaryOp Op>
 PyObject* unary_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  if (PyVectorcall_NARGS(nargsf) == 1 && !kwnames && fast_on())
+  if (PyVectorcall_NARGS(nargsf) == 1 && !kwnames)
     if (const Tensor* t = tensor_of(args[0])) {
       DG_PY_TRY
-      return to_python(Op(*t));
+      if (fast_on()) return to_python(Op(*t));
+      if (VerifyCursor* c = verifying())  // Note [Verified ops in the fast paths]
+        if (PyObject* r = verified_unary(c, Op, args[0], *t)) return r;
       DG_PY_CATCH
     }
   return PyObject_Vectorcall(fallback, args, nargsf, kwnames);
@@ -269,12 +418,19 @@ PyObject* unary_function(PyObject* fallback, PyObject* const* args, Py_ssize_t n
 // Numbers: whether the op takes a Python number as its second operand (add does, matmul does not).
 template <BinaryOp Op, bool Numbers>
 PyObject* binary_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  if (PyVectorcall_NARGS(nargsf) == 2 && !kwnames && fast_on() && !autocast_defers<Op>()) {
+  if (PyVectorcall_NARGS(nargsf) == 2 && !kwnames && !autocast_defers<Op>()) {
     const Tensor* ta = tensor_of(args[0]);
     const Tensor* tb = tensor_of(args[1]);
     if (ta && (tb || (Numbers && fast_number<Op>(args[1])))) {
       DG_PY_TRY
-      return to_python(tb ? Op(*ta, *tb) : Op(*ta, number_operand(args[1], *ta)));
+      if (fast_on()) return to_python(tb ? Op(*ta, *tb) : Op(*ta, number_operand(args[1], *ta)));
+      // Note [Verified ops in the fast paths]: dg.add(a, b), dg.sub and dg.atan2 are left to Python (issues_result_type)
+      if (VerifyCursor* c = issues_result_type<Op>() ? nullptr : verifying()) {
+        PyObject* r = tb ? verified_binary(c, Op, args[0], *ta, args[1], *tb)
+                         : verified_with_number(c, Op, true, args[0], args[1],
+                                                [&] { return Op(*ta, number_operand(args[1], *ta)); });
+        if (r) return r;
+      }
       DG_PY_CATCH
     }
   }
@@ -508,10 +664,12 @@ PyObject* tensor_call_function(PyObject* fallback, PyObject* const* args, Py_ssi
 // ---- methods: `self` is the tensor (Note [Fallbacks of methods]) ----
 template <UnaryOp Op>
 PyObject* unary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  if (PyVectorcall_NARGS(nargsf) == 0 && !kwnames && fast_on())
+  if (PyVectorcall_NARGS(nargsf) == 0 && !kwnames)
     if (const Tensor* t = tensor_of(self)) {
       DG_PY_TRY
-      return to_python(Op(*t));
+      if (fast_on()) return to_python(Op(*t));
+      if (VerifyCursor* c = verifying())  // Note [Verified ops in the fast paths]
+        if (PyObject* r = verified_unary(c, Op, self, *t)) return r;
       DG_PY_CATCH
     }
   return call_method_fallback(fallback_of<&unary_method<Op>>, self, args, nargsf, kwnames);
@@ -519,12 +677,18 @@ PyObject* unary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf,
 
 template <BinaryOp Op, bool Numbers>
 PyObject* binary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  if (PyVectorcall_NARGS(nargsf) == 1 && !kwnames && fast_on() && !autocast_defers<Op>()) {
+  if (PyVectorcall_NARGS(nargsf) == 1 && !kwnames && !autocast_defers<Op>()) {
     const Tensor* ta = tensor_of(self);
     const Tensor* tb = tensor_of(args[0]);
     if (ta && (tb || (Numbers && fast_number<Op>(args[0])))) {
       DG_PY_TRY
-      return to_python(tb ? Op(*ta, *tb) : Op(*ta, number_operand(args[0], *ta)));
+      if (fast_on()) return to_python(tb ? Op(*ta, *tb) : Op(*ta, number_operand(args[0], *ta)));
+      if (VerifyCursor* c = issues_result_type<Op>() ? nullptr : verifying()) {  // Note [Verified ops in the fast paths]
+        PyObject* r = tb ? verified_binary(c, Op, self, *ta, args[0], *tb)
+                         : verified_with_number(c, Op, true, self, args[0],
+                                                [&] { return Op(*ta, number_operand(args[0], *ta)); });
+        if (r) return r;
+      }
       DG_PY_CATCH
     }
   }
@@ -715,7 +879,298 @@ std::string doc_of(const py::dict& docs, const std::string& key, py::handle fn) 
   return doc.is_none() ? std::string() : doc.cast<std::string>();
 }
 
+// _C name -> the core function of a one- or two-tensor primitive (the functions the fast paths' templates take)
+const std::unordered_map<std::string, VerifyStep>& verify_kinds() {
+  static const std::unordered_map<std::string, VerifyStep> table = [] {
+    std::unordered_map<std::string, VerifyStep> t;
+    auto unary = [&](const char* name, UnaryOp f) { t[name].kind = 1, t[name].core = reinterpret_cast<void*>(f); };
+    auto binary = [&](const char* name, BinaryOp f) { t[name].kind = 2, t[name].core = reinterpret_cast<void*>(f); };
+#define DG_VERIFY_unary(name) unary(#name, &name);
+#define DG_VERIFY_unary_float(name) unary(#name, &name);
+#define DG_VERIFY_unary_backward(name)
+#define DG_VERIFY_binary(name) binary(#name, &name);
+#define DG_VERIFY_binary_tensors(name) binary(#name, &name);
+#define DG_VERIFY_reduction(name)
+#define DG_VERIFY_custom(name)
+#define DG_OP(name, display, saves, signature, hot) DG_VERIFY_##signature(name)
+#include "dyngrad/ops.def"
+#undef DG_VERIFY_unary
+#undef DG_VERIFY_unary_float
+#undef DG_VERIFY_unary_backward
+#undef DG_VERIFY_binary
+#undef DG_VERIFY_binary_tensors
+#undef DG_VERIFY_reduction
+#undef DG_VERIFY_custom
+    t["scalar_operand"].kind = 3;
+    return t;
+  }();
+  return table;
+}
+
+// _VerifiedFunction(fn, wrapper): what the recorder puts in place of a _C function (or a Tensor property's accessor)
+// while it records or verifies. A call that is the next recorded step of the verified call on this thread (the same
+// function, positional arguments only: tensors from the same slots, constants of the same type and value) runs
+// fn itself; its tensor result takes its slot, a None or plain value equal to the recorded one moves the index on,
+// and any other result goes to the recorder's Python comparison (cursor.on_result). Every other call goes to
+// `wrapper`, the recorder's Python wrapper, which records, serves, checks or verifies it as before.
+struct VerifiedFunction {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject* fn;
+  PyObject* wrapper;
+};
+
+PyObject* verified_function_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* w = reinterpret_cast<VerifiedFunction*>(self);
+  const Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+  VerifyCursor* c = kwnames ? nullptr : verifying();
+  if (c) {
+    const VerifyStep& s = c->table->steps[c->index];
+    if (s.fn == w->fn && (Py_ssize_t)s.args.size() == n) {
+      DG_PY_TRY
+      bool same = true;
+      for (Py_ssize_t k = 0; k < n && same; ++k) {
+        if (!s.seqs.empty() && s.seqs[k].kind) {  // a backward's outputs, an optimiser's parameter lists
+          const VerifyStep::Seq& q = s.seqs[k];
+          PyObject* a = args[k];
+          same = (q.kind == 1 ? PyTuple_CheckExact(a) : PyList_CheckExact(a)) &&
+                 PySequence_Fast_GET_SIZE(a) == (Py_ssize_t)q.slots.size();
+          PyObject** items = same ? PySequence_Fast_ITEMS(a) : nullptr;
+          for (size_t j = 0; same && j < q.slots.size(); ++j)
+            same = q.slots[j] >= 0 ? slot_of_object(c, items[j]) == q.slots[j] : same_constant(items[j], q.consts[j]);
+          continue;
+        }
+        same = s.args[k] >= 0 ? slot_of_object(c, args[k]) == s.args[k] : same_constant(args[k], s.arg_consts[k]);
+      }
+      if (same) {
+        ++c->depth;  // the calls fn makes itself (a Python check, a backward's hooks) are not steps
+        PyObject* r = PyObject_Vectorcall(w->fn, args, n, nullptr);
+        --c->depth;
+        if (!r) return nullptr;
+        py::object result = py::reinterpret_steal<py::object>(r);
+        if (s.result >= 0 && g_tensor_type && is_tensor_object(r)) {
+          py::object key = py::reinterpret_steal<py::object>(PyLong_FromVoidPtr(r));
+          py::object slot = py::reinterpret_steal<py::object>(PyLong_FromLongLong(s.result));
+          if (!key || !slot || PyDict_SetItem(c->slot_of.ptr(), key.ptr(), slot.ptr()) < 0 ||
+              PyList_Append(c->keep.ptr(), r) < 0)
+            throw py::error_already_set();
+        } else if (!((s.result == kNoneResult && r == Py_None) ||
+                     (s.result == kValueResult && same_constant(r, s.expected)))) {
+          return PyObject_CallOneArg(c->on_result.ptr(), r);  // the recorder compares it (and moves the index)
+        }
+        ++c->index;
+        ++c->matched;
+        return result.release().ptr();
+      }
+      DG_PY_CATCH
+    }
+  }
+  return PyObject_Vectorcall(w->wrapper, args, nargsf, kwnames);
+}
+
+void verified_function_dealloc(PyObject* self) {
+  auto* w = reinterpret_cast<VerifiedFunction*>(self);
+  PyObject_GC_UnTrack(self);
+  Py_CLEAR(w->fn);
+  Py_CLEAR(w->wrapper);
+  Py_TYPE(self)->tp_free(self);
+}
+
+int verified_function_traverse(PyObject* self, visitproc visit, void* arg) {
+  auto* w = reinterpret_cast<VerifiedFunction*>(self);
+  Py_VISIT(w->fn);
+  Py_VISIT(w->wrapper);
+  return 0;
+}
+
+int verified_function_clear(PyObject* self) {
+  auto* w = reinterpret_cast<VerifiedFunction*>(self);
+  Py_CLEAR(w->fn);
+  Py_CLEAR(w->wrapper);
+  return 0;
+}
+
+PyObject* verified_function_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  PyObject *fn, *wrapper;
+  static const char* names[] = {"fn", "wrapper", nullptr};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:_VerifiedFunction", const_cast<char**>(names), &fn, &wrapper))
+    return nullptr;
+  if (!PyCallable_Check(fn) || !PyCallable_Check(wrapper)) {
+    PyErr_SetString(PyExc_TypeError, "_VerifiedFunction(fn, wrapper): both must be callable");
+    return nullptr;
+  }
+  auto* w = reinterpret_cast<VerifiedFunction*>(type->tp_alloc(type, 0));
+  if (!w) return nullptr;
+  w->vectorcall = &verified_function_call;
+  Py_INCREF(fn);
+  Py_INCREF(wrapper);
+  w->fn = fn;
+  w->wrapper = wrapper;
+  return reinterpret_cast<PyObject*>(w);
+}
+
+PyObject* verified_function_wrapped(PyObject* self, void*) {
+  PyObject* fn = reinterpret_cast<VerifiedFunction*>(self)->fn;
+  Py_INCREF(fn);
+  return fn;
+}
+
+PyObject* verified_function_name(PyObject* self, void*) {
+  return PyObject_GetAttrString(reinterpret_cast<VerifiedFunction*>(self)->wrapper, "__name__");
+}
+
+PyGetSetDef verified_function_getset[] = {
+    {"__wrapped__", &verified_function_wrapped, nullptr, "the function it stands for", nullptr},
+    {"__name__", &verified_function_name, nullptr, "the function's name", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr}};
+
+PyTypeObject* verified_function_type() {
+  static PyTypeObject type = [] {
+    PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+    t.tp_name = "dyngrad._C._VerifiedFunction";
+    t.tp_basicsize = sizeof(VerifiedFunction);
+    t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL;
+    t.tp_doc = "a recorded program's stand-in for one _C function (Note [Verified ops in the fast paths])";
+    t.tp_new = &verified_function_new;
+    t.tp_dealloc = &verified_function_dealloc;
+    t.tp_traverse = &verified_function_traverse;
+    t.tp_clear = &verified_function_clear;
+    t.tp_call = &PyVectorcall_Call;
+    t.tp_vectorcall_offset = offsetof(VerifiedFunction, vectorcall);
+    t.tp_getset = verified_function_getset;
+    return t;
+  }();
+  return &type;
+}
+
 }  // namespace
+
+// Note [Verified ops in the fast paths]: the Python side (capture.Recorder) makes one table per variant and one
+// cursor per verified call, sets the cursor's table as it follows the variant tree (None once it leaves), and its
+// index and depth as its own `checked` and `depth`.
+void bind_verify(py::module_& m) {
+  py::class_<VerifyTable>(m, "_VerifyTable")
+      .def(py::init([](py::list entries) {
+             // per step: None, or (fn, name, slots, constants, result, expected, is _C.<name>) of a step with
+             // positional slots and constants only (result: capture._loop_out's code)
+             auto table = std::make_unique<VerifyTable>();
+             const auto& kinds = verify_kinds();
+             for (py::handle e : entries) {
+               VerifyStep step;
+               if (!e.is_none()) {
+                 py::tuple entry = py::reinterpret_borrow<py::tuple>(e);
+                 py::list slots = entry[2], consts = entry[3];
+                 const int64_t out = entry[4].cast<int64_t>();
+                 table->constants.push_back(py::reinterpret_borrow<py::object>(entry[0]));
+                 step.fn = entry[0].ptr();
+                 for (size_t k = 0; k < slots.size(); ++k) {
+                   step.args.push_back(slots[k].cast<int64_t>());
+                   table->constants.push_back(py::reinterpret_borrow<py::object>(consts[k]));
+                   step.arg_consts.push_back(consts[k].ptr());
+                 }
+                 step.result = out;
+                 if (entry.size() > 7 && !entry[7].is_none()) {  // (is_list, slots, constants) per argument, or None
+                   for (py::handle q : py::reinterpret_borrow<py::list>(entry[7])) {
+                     VerifyStep::Seq seq;
+                     if (!q.is_none()) {
+                       py::tuple spec = py::reinterpret_borrow<py::tuple>(q);
+                       seq.kind = spec[0].cast<bool>() ? 2 : 1;
+                       py::list item_slots = spec[1], item_consts = spec[2];
+                       for (size_t j = 0; j < item_slots.size(); ++j) {
+                         seq.slots.push_back(item_slots[j].cast<int64_t>());
+                         table->constants.push_back(py::reinterpret_borrow<py::object>(item_consts[j]));
+                         seq.consts.push_back(item_consts[j].ptr());
+                       }
+                     }
+                     step.seqs.push_back(std::move(seq));
+                   }
+                   if (step.seqs.size() != step.args.size())
+                     throw py::value_error("_VerifyTable: a step's sequence specs do not match its arguments");
+                 }
+                 if (out == kValueResult) {
+                   table->constants.push_back(py::reinterpret_borrow<py::object>(entry[5]));
+                   step.expected = entry[5].ptr();
+                 }
+                 auto found = entry[6].cast<bool>() ? kinds.find(entry[1].cast<std::string>()) : kinds.end();
+                 if (found != kinds.end() && out >= 0) {
+                   const VerifyStep& k = found->second;
+                   const size_t n = slots.size();
+                   if ((k.kind == 1 && n == 1 && slots[0].cast<int64_t>() >= 0) ||
+                       (k.kind == 2 && n == 2 && slots[0].cast<int64_t>() >= 0 && slots[1].cast<int64_t>() >= 0)) {
+                     step.kind = k.kind;
+                     step.core = k.core;
+                     for (size_t i = 0; i < n; ++i) step.slots[i] = slots[i].cast<int64_t>();
+                   } else if (k.kind == 3 && n == 2 && slots[0].cast<int64_t>() < 0 && slots[1].cast<int64_t>() >= 0 &&
+                              (PyLong_Check(consts[0].ptr()) || PyFloat_Check(consts[0].ptr()))) {
+                     step.kind = 3;
+                     step.slots[1] = slots[1].cast<int64_t>();
+                     table->constants.push_back(py::reinterpret_borrow<py::object>(consts[0]));
+                     step.constant = table->constants.back().ptr();
+                   }
+                   if (step.kind) step.out = out;
+                 }
+               }
+               table->steps.push_back(step);
+             }
+             return table;
+           }),
+           py::arg("entries"))
+      .def("__len__", [](const VerifyTable& t) { return t.steps.size(); })
+      .def("kinds", [](const VerifyTable& t) {
+        std::vector<int> kinds;
+        for (const VerifyStep& s : t.steps) kinds.push_back(s.kind);
+        return kinds;
+      }, "per step: 0 matched only in Python, 1 a one-tensor op, 2 a two-tensor op, 3 scalar_operand");
+  py::class_<VerifyCursor> cursor(m, "_VerifyCursor");
+  cursor.def(py::init([](py::dict slot_of, py::list keep) {
+             auto c = std::make_unique<VerifyCursor>();
+             c->slot_of = slot_of;
+             c->keep = keep;
+             c->table_owner = py::none();
+             return c;
+           }),
+           py::arg("slot_of"), py::arg("keep"))
+      .def_readwrite("index", &VerifyCursor::index)
+      .def_readwrite("depth", &VerifyCursor::depth)
+      .def_readonly("matched", &VerifyCursor::matched)
+      .def_readwrite("on_result", &VerifyCursor::on_result)
+      .def("follow", [](VerifyCursor& c, py::object table) {
+        c.table = table.is_none() ? nullptr : &table.cast<const VerifyTable&>();
+        c.table_owner = table;
+      }, py::arg("table").none(true), "the table of the variant followed, or None: the recording was left")
+      .def("activate", [](VerifyCursor& c) {
+        if (t_cursor && t_cursor != &c)
+          throw RuntimeError("_VerifyCursor.activate: this thread already follows another verified call.");
+        t_cursor = &c;
+      }, "this thread's fast paths match against this cursor")
+      .def("deactivate", [](VerifyCursor& c) {
+        if (t_cursor == &c) t_cursor = nullptr;
+      });
+  cursor.def_static("swap_dict", [](py::dict d, py::list names, py::object expected, py::list values) {
+    // d[names[i]] = values[i] for every i, when every d[names[i]] is expected[i] (None: no check); returns whether
+    // it swapped. capture._Swap's writes of the recorded surface into _C's dict, checked at C speed (Note
+    // [Verified ops in the fast paths]: a verified call swaps the ~190 names at every call).
+    const Py_ssize_t n = PyList_GET_SIZE(names.ptr());
+    if (PyList_GET_SIZE(values.ptr()) != n || (!expected.is_none() && py::len(expected) != (size_t)n))
+      throw py::value_error("_VerifyCursor.swap_dict: names, expected and values differ in length");
+    if (!expected.is_none()) {
+      if (!PyList_Check(expected.ptr())) throw py::type_error("_VerifyCursor.swap_dict: expected must be a list");
+      for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject* current = PyDict_GetItemWithError(d.ptr(), PyList_GET_ITEM(names.ptr(), i));  // borrowed
+        if (!current && PyErr_Occurred()) throw py::error_already_set();
+        if (current != PyList_GET_ITEM(expected.ptr(), i)) return false;
+      }
+    }
+    for (Py_ssize_t i = 0; i < n; ++i)
+      if (PyDict_SetItem(d.ptr(), PyList_GET_ITEM(names.ptr(), i), PyList_GET_ITEM(values.ptr(), i)) < 0)
+        throw py::error_already_set();
+    return true;
+  }, py::arg("d"), py::arg("names"), py::arg("expected").none(true), py::arg("values"));
+  PyTypeObject* type = verified_function_type();
+  if (PyType_Ready(type) < 0) throw py::error_already_set();
+  Py_INCREF(type);
+  m.attr("_VerifiedFunction") = py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(type));
+}
 
 void set_autocast_active(bool active) { g_autocast_active.store(active, std::memory_order_relaxed); }
 void set_capturing(bool active) { g_capturing.store(active, std::memory_order_relaxed); }

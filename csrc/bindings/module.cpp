@@ -223,4 +223,5 @@ PYBIND11_MODULE(_C, m) {
   bind_optim(m);
   bind_cycles(m);
   bind_capture(m);
+  bind_verify(m);
 }

@@ -63,6 +63,7 @@ bound method's self, the function's closure or the globals it names: the trainin
 parameter and buffer, an optimiser's hyperparameters and its state's keys and Python numbers. Shapes read in Python
 need no guard of their own: they follow from the guarded input shapes.
 """
+import operator
 import os
 import sys
 import threading
@@ -73,6 +74,15 @@ from .. import _C
 from . import bridge
 
 MAX_VARIANTS = 8  # per program, as torch's recompile_limit; then eager with one warning
+# Note [Verified ops in the fast paths] (csrc/bindings/fast_paths.cpp); the reference engine has no fast paths
+_VerifyTable = getattr(_C, "_VerifyTable", None)
+_VerifyCursor = getattr(_C, "_VerifyCursor", None)
+_VerifiedFunction = getattr(_C, "_VerifiedFunction", None)
+_swap_dict = getattr(_VerifyCursor, "swap_dict", None)
+# _C's own functions, as the engine made them: a fast path matches a step in C++ only where the step called the
+# engine's binding of that name (its core call is the fast path's); a function put in _C's place later (a
+# monkeypatch) is matched by its _VerifiedFunction, which calls it
+_C_BINDINGS = {name: getattr(_C, name) for name in dir(_C) if not name.startswith("__")}
 
 # _C names that are machinery, not program steps
 # (_collect_cycles: Python's gc calls it from a callback, dyngrad/__init__.py, whenever gc collects its oldest
@@ -423,6 +433,7 @@ class Variant:
         self.output = None
         self.replays = 0
         self.eager_reason = None  # (op, line) of a step static replay cannot repeat (Note [Steps that stay eager])
+        self.origin = None        # (reason, line) it was recorded after: a miss, or the first call of an entry guard
 
     def native(self):
         """The C++ replay loop over this variant's steps (those whose call Python must build are handed back), or
@@ -459,6 +470,31 @@ class Variant:
 
     plan_reason = "no C++ replay loop"
 
+    def verify_table(self):
+        """The steps as the C++ fast paths compare them while a verified call follows this variant (Note [Verified
+        ops in the fast paths] in csrc/bindings/fast_paths.cpp), or None on an engine without them."""
+        table = self.__dict__.get("_verify_table", False)
+        if table is False:
+            table = None
+            if _VerifyTable is not None:
+                entries = []
+                for step in self.steps:
+                    spec = step.native
+                    seqs = None
+                    if spec is None and not step.kwargs:
+                        seq_spec = _native_seq_spec(step)   # tuples or lists of slots: a backward, an optimiser
+                        if seq_spec is not None:
+                            spec, seqs = seq_spec[:2], seq_spec[2]
+                    if spec is None or step.kwargs:
+                        entries.append(None)
+                        continue
+                    out = _loop_out(step)
+                    entries.append((step.fn, step.name, spec[0], spec[1], out, step.result[1] if out == -4 else None,
+                                    _C_BINDINGS.get(step.name) is step.fn, seqs))
+                table = _VerifyTable(entries)
+            self._verify_table = table
+        return table
+
     def fresh_slots(self, arg_tensors):
         slots = [None] * self.n_slots
         slots[:len(arg_tensors)] = arg_tensors
@@ -470,6 +506,7 @@ class Variant:
 # ---- the recorder: swaps the surface for wrappers while one thread records ----
 class Recorder:
     """Records (or serves, then records) the steps of one call of a program."""
+    _cursor = None                    # a verified call's C++ cursor (Note [Verified ops in the fast paths]), if any
 
     def __init__(self, variant, serve=None, serve_results=None, record_rest=True):
         self.variant = variant
@@ -487,6 +524,56 @@ class Recorder:
         self.missed = None            # (step, result) where a checked call saw a new value: recording from there
         self.verifying = None         # (Note [Verified replay]) the variant the calls are verified against
         self.left = None              # (reason, line) where a verified call left its recording
+
+    # Note [Verified ops in the fast paths]: while a verified call has a cursor, the index of the next step and the
+    # depth live in it, so the C++ fast paths read and move them; the variant followed is its table.
+    @property
+    def checked(self):
+        cursor = self._cursor
+        return cursor.index if cursor is not None else self._checked
+
+    @checked.setter
+    def checked(self, value):
+        cursor = self._cursor
+        if cursor is not None:
+            cursor.index = value
+        else:
+            self._checked = value
+
+    @property
+    def depth(self):
+        cursor = self._cursor
+        return cursor.depth if cursor is not None else self._depth
+
+    @depth.setter
+    def depth(self, value):
+        cursor = self._cursor
+        if cursor is not None:
+            cursor.depth = value
+        else:
+            self._depth = value
+
+    @property
+    def verifying(self):
+        return self._verifying
+
+    @verifying.setter
+    def verifying(self, variant):
+        self._verifying = variant
+        cursor = self._cursor
+        if cursor is not None:
+            cursor.follow(variant.verify_table() if variant is not None else None)
+
+    def attach_cursor(self):
+        """A C++ cursor over this recorder's state, for a verified call on an engine with fast paths."""
+        if _VerifyCursor is None:
+            return None
+        cursor = _VerifyCursor(self.slot_of, self.keep)
+        cursor.index, cursor.depth = self.checked, self.depth
+        cursor.on_result = self.result_from_cpp
+        self._cursor = cursor
+        self.verifying = self._verifying
+        return cursor
 
     def bind_args(self, tensors):
         for i, t in enumerate(tensors):
@@ -690,6 +777,12 @@ class Recorder:
             self.depth -= 1
         return self.verify_result(variant, step, i, result)
 
+    def result_from_cpp(self, result):
+        """The result of a call the C++ side matched with the next step (_VerifiedFunction) but cannot compare itself
+        (a value that differs, an array, a sequence): compared here, as verify_next would."""
+        i = self.checked
+        return self.verify_result(self._verifying, self._verifying.steps[i], i, result)
+
     def verify_result(self, variant, step, i, result):
         name = step.name
         if step.out < 0 and not match_result(step.result, result, _Scratch()):
@@ -741,7 +834,7 @@ class Recorder:
         return self.bind_result(None, result)
 
 
-def _function_wrapper(fn, name):
+def _python_wrapper(fn, name):
     def captured(*args, **kwargs):
         rec = _active[0]
         if rec is None or rec.depth or rec.thread != threading.get_ident():
@@ -750,6 +843,16 @@ def _function_wrapper(fn, name):
     captured.__name__ = getattr(fn, "__name__", name)
     captured.__wrapped__ = fn
     return captured
+
+
+def _function_wrapper(fn, name, method=False):
+    """What the recorder puts in place of fn: on the C++ engine a _VerifiedFunction, which matches the next step of
+    a verified call itself (Note [Verified ops in the fast paths]) and hands every other call to the Python wrapper;
+    a Tensor method keeps the Python wrapper (a class attribute must bind self as a function does)."""
+    wrapper = _python_wrapper(fn, name)
+    if _VerifiedFunction is None or method:
+        return wrapper
+    return _VerifiedFunction(fn, wrapper)
 
 
 def _surface():
@@ -777,8 +880,11 @@ class _Swap:
         _lock.acquire()
         try:
             plan = _swap_plan()
-            for owner, name, raw, wrapper in plan:
-                setattr(owner, name, wrapper)
+            if not _put_in_place(plan):     # an original was replaced since the plan was made: make it again
+                _plan[1] = []
+                plan = _swap_plan()
+                if not _put_in_place(plan):
+                    raise RuntimeError("compile: the recorded surface (dyngrad._C) changed while it was swapped")
             self.saved = plan
             _active[0] = self.recorder
             _local.depth = getattr(_local, "depth", 0) + 1
@@ -792,36 +898,80 @@ class _Swap:
         _C._set_capturing(False)
         _active[0] = None
         _local.depth = max(0, getattr(_local, "depth", 0) - 1)
-        for owner, name, raw, _ in reversed(self.saved):
-            setattr(owner, name, raw)
+        for owner, is_type, names, raws, _ in reversed(self.saved):
+            if is_type:
+                for name, raw in zip(names, raws):
+                    setattr(owner, name, raw)
+            elif _swap_dict is not None:
+                _swap_dict(vars(owner), names, None, raws)
+            else:
+                vars(owner).update(zip(names, raws))
         self.saved = []
         _lock.release()
         return False
 
 
-_plan = [None, [], 0]   # the _C module it was made for, [(owner, name, original, wrapper)], len(vars(_C)) then
+_plan = [None, [], 0]   # the _C module it was made for, [(owner, is_type, names, originals, wrappers)], len(vars(_C))
+
+
+def _put_in_place(plan):
+    """Writes the plan's wrappers where its originals are; False, with nothing changed, where some original is no
+    longer in place. A module's names are checked and written in its dict at C speed (_VerifyCursor.swap_dict; ~190
+    names of _C at every verified call), a class's with setattr (its type cache must see them)."""
+    done = []
+    for group in plan:
+        owner, is_type, names, raws, wrappers = group
+        if is_type:
+            ok = all(map(operator.is_, map(owner.__dict__.get, names), raws))
+            if ok:
+                for name, wrapper in zip(names, wrappers):
+                    setattr(owner, name, wrapper)
+        elif _swap_dict is not None:
+            ok = _swap_dict(vars(owner), names, raws, wrappers)
+        else:
+            d = vars(owner)
+            ok = all(map(operator.is_, map(d.get, names), raws))
+            if ok:
+                d.update(zip(names, wrappers))
+        if not ok:
+            for owner, is_type, names, raws, _ in reversed(done):
+                if is_type:
+                    for name, raw in zip(names, raws):
+                        setattr(owner, name, raw)
+                else:
+                    vars(owner).update(zip(names, raws))
+            return False
+        done.append(group)
+    return True
 
 
 def _swap_plan():
     """What _Swap puts in place, made once and kept while every original is still in place (making the wrappers
-    costs ~200 us, which a verified call would pay every time: Note [Verified replay])."""
+    costs ~200 us, which a verified call would pay every time: Note [Verified replay]); checked at C speed (a
+    check written as a loop over ~200 names cost ~18 us per call on an Intel Xeon, family 6 model 167)."""
     plan = _plan[1]
-    if _plan[0] is _C and plan and _plan[2] == len(vars(_C)) and all((owner.__dict__.get(name) if isinstance(owner, type) else
-                                        getattr(owner, name, None)) is raw for owner, name, raw, _ in plan):
-        return plan
-    plan = []
+    if _plan[0] is _C and plan and _plan[2] == len(vars(_C)):
+        return plan        # _put_in_place checks that every original is still in place
+    entries = []
     for owner, name, fn in _surface():
-        plan.append((owner, name, fn, _function_wrapper(fn, name)))
-    plan.append((bridge, "validate", bridge.validate, _function_wrapper(bridge.validate, "validate")))
+        entries.append((owner, name, fn, _function_wrapper(fn, name)))
+    entries.append((bridge, "validate", bridge.validate, _function_wrapper(bridge.validate, "validate")))
     Tensor = _C.Tensor
     for name in _TENSOR_METHODS:
         raw = _class_attr(Tensor, name)
         if raw is not None:
-            plan.append((Tensor, name, raw, _function_wrapper(getattr(Tensor, name), name)))
+            entries.append((Tensor, name, raw, _function_wrapper(getattr(Tensor, name), name, method=True)))
     for name in _TENSOR_PROPERTIES:
         raw = _class_attr(Tensor, name)
         if raw is not None:
-            plan.append((Tensor, name, raw, _property_wrapper(raw, name)))
+            entries.append((Tensor, name, raw, _property_wrapper(raw, name)))
+    plan, index = [], {}
+    for owner, name, raw, wrapper in entries:
+        if id(owner) not in index:
+            index[id(owner)] = len(plan)
+            plan.append((owner, isinstance(owner, type), [], [], []))
+        group = plan[index[id(owner)]]
+        group[2].append(name), group[3].append(raw), group[4].append(wrapper)
     _plan[0], _plan[1], _plan[2] = _C, plan, len(vars(_C))
     return plan
 
@@ -841,16 +991,11 @@ def _property_wrapper(prop, name):
     if cached is not None and cached[0] is prop:
         return cached[1]
 
-    def get(self):
-        return getter(self)
-
-    def set_(self, value):
-        setter(self, value)
-
-    # the accessors themselves (C++ functions on the C++ engine): a replayed step calls them with no Python frame
+    # the accessors themselves (C++ functions on the C++ engine): a replayed step calls them with no Python frame;
+    # the property calls the wrappers (_VerifiedFunction on the C++ engine) directly
     getter = _function_wrapper(prop.fget, name)
     setter = _function_wrapper(prop.fset if prop.fset is not None else lambda t, v: prop.__set__(t, v), name + ".set")
-    wrapper = property(get, set_ if prop.fset is not None else None)
+    wrapper = property(getter, setter if prop.fset is not None else None)
     _property_wrappers[id(prop)] = (prop, wrapper)
     return wrapper
 
@@ -903,7 +1048,10 @@ def check(group, fn, args, kwargs, arg_tensors):
 def verify(group, fn, args, kwargs, arg_tensors, can_record):
     """Note [Verified replay]: runs fn eagerly, each call checked against the variants of `group`. Returns (result,
     followed, new): the variant the call followed to its end (or None), and the variant recorded from where the call
-    left the recordings (None when it followed one, or when `can_record` is false); new.left says why it left."""
+    left the recordings (None when it followed one, or when `can_record` is false); new.left says why it left.
+    _local.matched_in_cpp is then the number of its calls the C++ side matched (Note [Verified ops in the fast
+    paths]; 0 on the reference engine)."""
+    _local.matched_in_cpp = 0
     new = Variant(len(arg_tensors))
     new.n_slots = max(v.n_slots for v in group)
     recorder = Recorder(new, record_rest=can_record)
@@ -914,7 +1062,15 @@ def verify(group, fn, args, kwargs, arg_tensors, can_record):
         for i, t in v.externals.items():
             recorder.slot_of[id(t)] = i
     with _Swap(recorder):
-        result = fn(*args, **kwargs)
+        cursor = recorder.attach_cursor()   # in the swap: the tables name the plan's _C functions
+        if cursor is not None:
+            cursor.activate()
+        try:
+            result = fn(*args, **kwargs)
+        finally:
+            if cursor is not None:
+                cursor.deactivate()
+                _local.matched_in_cpp = cursor.matched
         followed = recorder.verifying
         if followed is not None:
             i = recorder.checked

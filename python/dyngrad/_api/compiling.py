@@ -13,8 +13,10 @@ under torch's API (docs/compile.md):
   replay] in _api/capture.py): the program's Python runs at every call exactly as in eager mode, every op checked
   against the recordings; where Python issues another op or reads another value, the rest of the call is recorded
   as a new variant (the same limit). Results are eager mode's by construction. It is meant to be the default mode;
-  it is not yet, because its checks are Python code around every op and cost more than the op (measured in
-  docs/compile.md: the 200-op chain 5x slower than eager); VERIFIED_BY_DEFAULT flips it.
+  it is not yet, because it is still slower than eager mode: the comparison is in C++ now (Note [Verified ops in
+  the fast paths] in csrc/bindings/fast_paths.cpp), but every op still runs eagerly, so the checks can only add to
+  eager mode's cost until a matched op runs from the plan (docs/compile.md: the 200-op chain at 0.5x eager, the
+  MLP step at 0.33x); VERIFIED_BY_DEFAULT flips it.
 - every other mode (the default): the program runs eagerly, so everything behaves as without compile; `compile`
   then hands back its argument. The arguments are checked as torch checks them, so a script with a typo in `mode=`
   fails here as it would under torch.
@@ -129,6 +131,9 @@ class ProgramStats:
         self.eager_calls = 0      # calls that ran eagerly after the variant limit
         self.guard_misses = []    # (reason, source line)
         self._variants = lambda: []   # the program's variants (set by Program; a weak reference to it)
+        self.matched_in_cpp = 0   # verified: calls matched with their step in C++ (Note [Verified ops in the fast paths])
+        self.eager_reasons = {}   # why calls ran eagerly: reason -> calls
+        self._program = None      # a weak reference to the Program (variant_table; dg.viz.draw_program draws it)
 
     @property
     def planned_backwards(self):
@@ -141,6 +146,10 @@ class ProgramStats:
     def backward_plans(self):
         """Per variant replayed in the C++ loop: None when its backward is planned, else why it is not."""
         return [v.plan_reason for v in self._variants() if v.__dict__.get("_native") is not None]
+
+    @property
+    def program(self):
+        return self._program() if self._program is not None else None
 
     @property
     def variants(self):
@@ -156,11 +165,46 @@ class ProgramStats:
         """Calls that left their recordings (or met none: a new entry guard), each with a reason and a line."""
         return len(self.guard_misses)
 
+    def variant_table(self):
+        """One dict per variant the program holds now: its entry guard, steps, value guards, replays (hits) and
+        what it was recorded after (the first call of an entry guard, or a miss's reason and line)."""
+        program = self.program
+        if program is None:
+            return []
+        rows = []
+        for g, group in enumerate(program.groups.values()):
+            for variant in group:
+                origin = getattr(variant, "origin", None) or ("", None)
+                rows.append({"entry_guard": g, "steps": len(variant.steps),
+                             "value_guards": sum(1 for s in variant.steps if s.result[0] in ("v", "a")),
+                             "replays": variant.replays, "recorded_after": origin[0], "line": origin[1],
+                             "eager": variant.eager_reason is not None})
+        return rows
+
+    def report(self):
+        """The statistics as text: the figures to read when a program does not speed up."""
+        lines = [f"{self.name} ({self.mode}): {self.calls} calls, {self.hits} hits, {self.misses} misses, "
+                 f"{self.variants} variants recorded, {self.eager_calls} eager calls"
+                 + (f", {self.matched_in_cpp} ops matched in C++" if self.mode == "verified" else "")]
+        for row in self.variant_table():
+            where = f" at {row['line']}" if row["line"] else ""
+            lines.append(f"  variant (entry guard {row['entry_guard']}): {row['steps']} steps, {row['value_guards']} "
+                         f"value guards, {row['replays']} replays{' (runs eagerly)' if row['eager'] else ''}; "
+                         f"recorded after {row['recorded_after'] or 'a call'}{where}")
+        for reason, line in self.guard_misses[-10:]:
+            lines.append(f"  miss: {reason} (at {line})")
+        if len(self.guard_misses) > 10:
+            lines.append(f"  ... and {len(self.guard_misses) - 10} earlier misses (compile_stats.guard_misses)")
+        for reason, n in self.eager_reasons.items():
+            lines.append(f"  eager: {n} call{'s' if n != 1 else ''}: {reason}")
+        return "\n".join(lines)
+
     def as_dict(self):
         return {"name": self.name, "mode": self.mode, "calls": self.calls, "variants": self.variants,
                 "replays": self.replays, "hits": self.hits, "misses": self.misses, "eager_calls": self.eager_calls,
                 "guard_misses": list(self.guard_misses), "planned_backwards": self.planned_backwards,
-                "backward_plans": self.backward_plans}
+                "backward_plans": self.backward_plans, "eager_reasons": dict(self.eager_reasons),
+                "matched_in_cpp": self.matched_in_cpp, "variant_table": self.variant_table()}
 
     def __repr__(self):
         return (f"ProgramStats({self.name!r}, {self.mode}: {self.calls} calls, {self.variants} variants, "
@@ -180,10 +224,12 @@ class Program:
         self.stats = ProgramStats(name, "check" if check else "verified" if self.verified else "static")
         program = weakref.ref(self)
         self.stats._variants = lambda: [v for g in program().groups.values() for v in g] if program() else []
+        self.stats._program = weakref.ref(self)
         self.warned = False
         self.warned_eager = False
         self.replaying = threading.Lock()
         self.last_key = None
+        self.last_miss = None      # (reason, line) of the last miss: the origin of the variant recorded after it
         _programs.add(self)
 
     def reset(self):
@@ -207,7 +253,8 @@ class Program:
             return self.record_new(key, [], args, kwargs, tensors)
         self.last_key = key
         if group[0].eager_reason is not None:
-            stats.eager_calls += 1
+            op, line = group[0].eager_reason
+            self.eager(f"a step static replay cannot repeat: {op} at {line} (a custom Function, a hook)")
             return self.run_eagerly(args, kwargs)
         if self.verified:
             return self.verified_call(group, args, kwargs, tensors)
@@ -216,7 +263,7 @@ class Program:
         if not self.replaying.acquire(blocking=False):
             # replayed already, by another thread or inside its own replay (a hook of its backward): the C++ loop
             # holds one replay's slots (Note [Slots in C++]), so this call runs eagerly
-            stats.eager_calls += 1
+            self.eager("replayed already (by another thread, or inside its own replay)")
             return self.run_eagerly(args, kwargs)
         try:
             try:
@@ -248,6 +295,7 @@ class Program:
             self.miss(f"{step.name} returned {_short(value)} where the recording has "
                       f"{_short(capture.describe_result(step.result))}", step.line or "<unknown line>")
             if not self.full():
+                variant.origin = self.last_miss
                 group.insert(0, variant)
                 self.stats.recordings += 1
         return result
@@ -258,7 +306,9 @@ class Program:
         program is full, just runs)."""
         can_record = self.n_variants() < self.limit
         result, followed, new = capture.verify(group, self.fn, args, kwargs, tensors, can_record)
+        self.stats.matched_in_cpp += capture._local.matched_in_cpp
         if followed is not None:
+            followed.replays += 1
             if group[0] is not followed:
                 group.remove(followed)
                 group.insert(0, followed)
@@ -266,16 +316,23 @@ class Program:
             return result
         self.miss(*new.left)
         if can_record:
+            new.origin = new.left
             group.insert(0, new)
             self.stats.recordings += 1
             self.warn_eager(new)
         else:
             self.full()
-            self.stats.eager_calls += 1
+            self.eager(f"the variant limit ({self.limit}) is reached: the call is checked, nothing new is recorded")
         return result
 
     def miss(self, reason, line):
         self.stats.guard_misses.append((reason, line))
+        self.last_miss = (reason, line)
+
+    def eager(self, reason):
+        """A call that runs eagerly, counted with its reason (compile_stats.eager_reasons)."""
+        self.stats.eager_calls += 1
+        self.stats.eager_reasons[reason] = self.stats.eager_reasons.get(reason, 0) + 1
 
     def full(self):
         if self.n_variants() < self.limit:
@@ -290,9 +347,11 @@ class Program:
 
     def record_new(self, key, group, args, kwargs, tensors):
         if self.full():
-            self.stats.eager_calls += 1
+            self.eager(f"the variant limit ({self.limit}) is reached")
             return self.run_eagerly(args, kwargs)
         variant = capture.Variant(len(tensors))
+        variant.origin = (self.last_miss if self.last_key is not None and self.groups else None) or \
+            ("the first call with these arguments' structure, shapes and dtypes", None)
         result = capture.record(variant, self.fn, args, kwargs, tensors)
         self.groups.setdefault(key, []).insert(0, variant)
         self.last_key = key
@@ -317,10 +376,11 @@ class Program:
         run again; the rest is recorded as a new variant, or run eagerly once the limit is reached."""
         served = miss.variant.steps[:miss.index + 1]
         if self.full():
-            self.stats.eager_calls += 1
+            self.eager(f"the variant limit ({self.limit}) is reached")
             return capture.record(capture.Variant(len(tensors)), self.fn, args, kwargs, tensors, serve=served,
                                   serve_results=miss.results, record_rest=False)
         variant = capture.Variant(len(tensors))
+        variant.origin = self.last_miss
         variant.n_slots = miss.variant.n_slots
         variant.externals = dict(miss.variant.externals)
         result = capture.record(variant, self.fn, args, kwargs, tensors, serve=served, serve_results=miss.results)
@@ -585,6 +645,13 @@ def programs():
     """The statistics of every live compiled program (static replay): variants, replays, eager calls and guard
     misses with their reasons and source lines."""
     return [p.stats for p in list(_programs)]
+
+
+def report():
+    """Every live compiled program's statistics as text (ProgramStats.report): calls, hits, misses with their
+    reasons and lines, each variant (steps, value guards, replays, what it was recorded after), eager calls with
+    their reasons."""
+    return "\n".join(stats.report() for stats in programs())
 
 
 def allow_in_graph(fn):

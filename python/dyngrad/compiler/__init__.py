@@ -2,9 +2,9 @@
 modes of compile] in python/dyngrad/_api/compiling.py and docs/compile.md."""
 from .._api.compiling import (InvalidBackend, allow_in_graph, assume_constant_result, compile, disable,
                               get_default_backend, is_compiling, is_dynamo_compiling, is_exporting, list_backends,
-                              programs, reset, set_default_backend, set_stance)
+                              programs, report, reset, set_default_backend, set_stance)
 
 __all__ = ["InvalidBackend", "allow_in_graph", "assume_constant_result", "compile", "disable",
            "get_default_backend", "is_compiling", "is_dynamo_compiling", "is_exporting", "list_backends", "programs",
-           "reset",
+           "report", "reset",
            "set_default_backend", "set_stance"]

@@ -28,7 +28,7 @@ import subprocess
 from ..autograd.graph import walk
 
 COLORS = {"op": "lightgrey", "leaf": "lightblue", "output": "darkolivegreen1", "saved": "orange",
-          "summary": "lightyellow", "added": "palegreen", "removed": "lightpink", "changed": "gold"}
+          "summary": "lightyellow", "guard": "gold", "added": "palegreen", "removed": "lightpink", "changed": "gold"}
 
 
 class Drawing:
