@@ -173,6 +173,14 @@ void small_gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_
   }
 }
 
+// Where the own kernel (Note [Own small-product kernel]) beats the BLAS, and over how many tasks it splits.
+int64_t g_own_max_work = std::getenv("DYNGRAD_OWN_GEMM_MAX") ? std::atoll(std::getenv("DYNGRAD_OWN_GEMM_MAX"))
+                                                              : int64_t(1) << 24;
+int64_t g_own_split_work = std::getenv("DYNGRAD_OWN_GEMM_SPLIT") ? std::atoll(std::getenv("DYNGRAD_OWN_GEMM_SPLIT"))
+                                                                  : int64_t(1) << 20;
+bool own_gemm_pays(int64_t n, int64_t m, int64_t k) { return n * m * k <= g_own_max_work; }
+int own_gemm_tasks(int64_t n, int64_t m, int64_t k) { return n * m * k >= g_own_split_work ? num_threads() : 1; }
+
 template <typename T>
 void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs,
           int64_t bcs, T* c) {
@@ -180,6 +188,12 @@ void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs,
   if (k == 0) {
     std::memset(c, 0, n * m * sizeof(T));
     return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (own_gemm_enabled() && own_gemm_pays(n, m, k)) {
+      own_sgemm(n, m, k, a, ars, acs, b, brs, bcs, c, m, nullptr, own_gemm_tasks(n, m, k));
+      return;
+    }
   }
   if constexpr (std::is_floating_point_v<T>) {
     // Tiny products: the BLAS call overhead (and its threads) cost more than the arithmetic.

@@ -1,0 +1,261 @@
+// gemm_avx512.cpp: dyngrad's own float32 matrix-product kernel for the small and skinny products training makes
+// (Note [Own small-product kernel]). Compiled for AVX-512F through function attributes whatever the build's -march,
+// and used only when the CPU says it has AVX-512F (and the OS saves its registers); elsewhere (and with
+// DYNGRAD_GEMM=blas, or _C._set_gemm_kernel("blas")) matmul.cpp calls the BLAS as before.
+//
+// Note [Own small-product kernel]: OpenBLAS spends a fixed cost per call (argument checks, buffer set-up, packing
+// both operands) that dominates products of a few million multiply-adds, the size of an LSTM step's gate product
+// (32 x 128 @ 128 x 512) and of attention's per-head products (64 x 32 @ 32 x 64, batched): there dyngrad ran at
+// 0.54-0.67x of PyTorch's MKL (bench/gemm_shapes.py, Xeon family 6 model 167, 2 cores, KVM). This kernel is the
+// classic register-blocked one: c's rows in blocks of kMR = 8, its columns in strips of 32 (two 16-float vectors),
+// 16 accumulators in zmm registers, one broadcast of a and two loads of b per step of k. a is packed once per call
+// (kMR rows interleaved, so a block's broadcasts read consecutive floats); b is read in place when its rows are
+// contiguous, and packed (transposed 16 x 16 at a time in registers) per strip when it is given transposed (the
+// weight of linear, k of attention's q @ k^T). k is blocked by kKC so a strip of b stays in L1 across c's row
+// blocks; the accumulators of a later k block start from the stored partial sums, so every output is the same
+// chain of fused multiply-adds p = 0, 1, ..., k-1 however the work is split: the bits do not depend on the thread
+// count or on which strip a column falls in (Note [Deterministic matmul]). The bias of addmm/linear is added in
+// the store of the last k block, after the sum, as the unfused add would.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "kernels.h"
+#include "thread_pool.h"
+
+namespace dyngrad {
+
+namespace {
+constexpr int kMR = 8;        // rows of c per block
+constexpr int kNR = 32;       // columns of c per strip
+constexpr int64_t kKC = 256;  // k per block: a strip of b (kKC x 32 floats, 32 KB) stays in L1
+
+#define DG_AVX512 __attribute__((target("avx512f")))
+
+// The CPU and the OS support AVX-512F (gcc's check reads XCR0: the OS saves the zmm state).
+bool cpu_has_avx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");
+}
+
+int initial_kernel() {
+  const char* env = std::getenv("DYNGRAD_GEMM");
+  if (env && std::strcmp(env, "blas") == 0) return 0;
+  return cpu_has_avx512() ? 1 : 0;
+}
+int g_kernel = initial_kernel();  // 1: this file's kernel, 0: the BLAS
+
+// Rows r < R of a block of c (kMR packed rows of a: ap[p * kMR + r]) times columns [0, 16 * NV) of b (row p at
+// b + p * ldb; the last vector masked by `tail`): c = (load ? c : 0) + sum_p a[r, p] b[p, :] (+ bias after the sum).
+// The accumulators are named variables, not an array: gcc kept an array of them on the stack, storing all 16
+// after every step of k (half the speed).
+#define DG_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+template <int R, int NV>
+DG_AVX512 void micro(int64_t kc, const float* __restrict ap, const float* __restrict b, int64_t ldb,
+                     float* __restrict c, int64_t ldc, __mmask16 tail, bool load, const float* bias) {
+  static_assert(R >= 1 && R <= kMR && (NV == 1 || NV == 2), "micro: block shape");
+  const __mmask16 m0 = NV == 1 ? tail : (__mmask16)0xFFFF;  // mask of vector 0; vector 1 (NV == 2) uses tail
+  const __m512 z = _mm512_setzero_ps();
+#define DG_DECL(i)                                                                   \
+  __m512 x##i##0 = z, x##i##1 = z;                                                   \
+  if (R > i && load) {                                                               \
+    x##i##0 = _mm512_maskz_loadu_ps(m0, c + i * ldc);                                \
+    if (NV == 2) x##i##1 = _mm512_maskz_loadu_ps(tail, c + i * ldc + 16);            \
+  }
+  DG_ROWS(DG_DECL)
+#undef DG_DECL
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m512 b0 = NV == 1 ? _mm512_maskz_loadu_ps(m0, b) : _mm512_loadu_ps(b);
+    const __m512 b1 = NV == 2 ? _mm512_maskz_loadu_ps(tail, b + 16) : z;
+#define DG_STEP(i)                                                                   \
+  if (R > i) {                                                                       \
+    const __m512 av = _mm512_set1_ps(ap[i]);                                         \
+    x##i##0 = _mm512_fmadd_ps(av, b0, x##i##0);                                      \
+    if (NV == 2) x##i##1 = _mm512_fmadd_ps(av, b1, x##i##1);                         \
+  }
+    DG_ROWS(DG_STEP)
+#undef DG_STEP
+    ap += kMR;
+    b += ldb;
+  }
+  const __m512 bias0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : z;
+  const __m512 bias1 = bias && NV == 2 ? _mm512_maskz_loadu_ps(tail, bias + 16) : z;
+#define DG_STORE(i)                                                                           \
+  if (R > i) {                                                                                \
+    _mm512_mask_storeu_ps(c + i * ldc, m0, bias ? _mm512_add_ps(x##i##0, bias0) : x##i##0);   \
+    if (NV == 2)                                                                              \
+      _mm512_mask_storeu_ps(c + i * ldc + 16, tail, bias ? _mm512_add_ps(x##i##1, bias1) : x##i##1); \
+  }
+  DG_ROWS(DG_STORE)
+#undef DG_STORE
+}
+#undef DG_ROWS
+
+using micro_t = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, __mmask16, bool, const float*);
+template <int NV>
+micro_t micro_for(int rows) {
+  switch (rows) {
+    case 1: return micro<1, NV>;
+    case 2: return micro<2, NV>;
+    case 3: return micro<3, NV>;
+    case 4: return micro<4, NV>;
+    case 5: return micro<5, NV>;
+    case 6: return micro<6, NV>;
+    case 7: return micro<7, NV>;
+    default: return micro<8, NV>;
+  }
+}
+
+// dst[i * ldd + j] = src[j * lds + i], i, j < 16: three rounds of in-register shuffles.
+DG_AVX512 void transpose16(const float* src, int64_t lds, float* dst, int64_t ldd) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
+  for (int i = 0; i < 16; i += 2) {  // per 128-bit lane: [a0 b0 a1 b1], [a2 b2 a3 b3]
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int g = 0; g < 16; g += 4) {  // r[g + e], lane L: element 4L + e of rows g .. g + 3
+    const __m512d t0 = _mm512_castps_pd(t[g]), t1 = _mm512_castps_pd(t[g + 1]);
+    const __m512d t2 = _mm512_castps_pd(t[g + 2]), t3 = _mm512_castps_pd(t[g + 3]);
+    r[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+    r[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+    r[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+    r[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+  }
+  for (int e = 0; e < 4; ++e) {  // a 4 x 4 transpose of 128-bit lanes: output row 4L + e
+    const __m512 u0 = _mm512_shuffle_f32x4(r[e], r[4 + e], 0x44), u1 = _mm512_shuffle_f32x4(r[e], r[4 + e], 0xEE);
+    const __m512 u2 = _mm512_shuffle_f32x4(r[8 + e], r[12 + e], 0x44);
+    const __m512 u3 = _mm512_shuffle_f32x4(r[8 + e], r[12 + e], 0xEE);
+    _mm512_storeu_ps(dst + (0 + e) * ldd, _mm512_shuffle_f32x4(u0, u2, 0x88));
+    _mm512_storeu_ps(dst + (4 + e) * ldd, _mm512_shuffle_f32x4(u0, u2, 0xDD));
+    _mm512_storeu_ps(dst + (8 + e) * ldd, _mm512_shuffle_f32x4(u1, u3, 0x88));
+    _mm512_storeu_ps(dst + (12 + e) * ldd, _mm512_shuffle_f32x4(u1, u3, 0xDD));
+  }
+}
+
+// Packs rows p0 .. p0 + kc of columns j0 .. j0 + w (w <= 32) of b into dst[p * 32 + jj], zeros beyond w.
+DG_AVX512 void pack_b(int64_t kc, int64_t w, const float* b, int64_t brs, int64_t bcs, float* dst) {
+  int64_t p = 0;
+  if (brs == 1) {  // b transposed: column j is contiguous in p
+    const int64_t full = w / 16;
+    for (; p + 16 <= kc; p += 16) {
+      for (int64_t h = 0; h < full; ++h) transpose16(b + h * 16 * bcs + p, bcs, dst + p * kNR + h * 16, kNR);
+      for (int64_t i = 0; i < 16; ++i)
+        for (int64_t jj = full * 16; jj < kNR; ++jj) dst[(p + i) * kNR + jj] = jj < w ? b[jj * bcs + p + i] : 0.f;
+    }
+  }
+  for (; p < kc; ++p)
+    for (int64_t jj = 0; jj < kNR; ++jj) dst[p * kNR + jj] = jj < w ? b[p * brs + jj * bcs] : 0.f;
+}
+
+// Packs a (m x k) into blocks of kMR rows: blocks[blk * k * kMR + p * kMR + r], zeros for the last block's rows
+// beyond m.
+void pack_a(int64_t m, int64_t k, const float* a, int64_t ars, int64_t acs, float* dst) {
+  for (int64_t i0 = 0; i0 < m; i0 += kMR) {
+    const int64_t rows = std::min<int64_t>(kMR, m - i0);
+    float* d = dst + i0 * k;  // (i0 / kMR) * k * kMR
+    const float* a0 = a + i0 * ars;
+    if (ars == 1) {
+      for (int64_t p = 0; p < k; ++p) {
+        const float* src = a0 + p * acs;
+        for (int64_t r = 0; r < kMR; ++r) d[p * kMR + r] = r < rows ? src[r] : 0.f;
+      }
+    } else {
+      for (int64_t r = 0; r < kMR; ++r) {
+        if (r >= rows) {
+          for (int64_t p = 0; p < k; ++p) d[p * kMR + r] = 0.f;
+          continue;
+        }
+        const float* src = a0 + r * ars;
+        for (int64_t p = 0; p < k; ++p) d[p * kMR + r] = src[p * acs];
+      }
+    }
+  }
+}
+
+// Strips [s0, s1) of c.
+DG_AVX512 void run_strips(int64_t s0, int64_t s1, int64_t m, int64_t n, int64_t k, const float* apack,
+                          const float* b, int64_t brs, int64_t bcs, float* c, int64_t ldc, const float* bias) {
+  const bool direct = bcs == 1 || n == 1;  // rows of b contiguous: read in place
+  static thread_local std::vector<float> bbuf;
+  if (!direct) bbuf.resize((size_t)(kKC * kNR));
+  for (int64_t s = s0; s < s1; ++s) {
+    const int64_t j0 = s * kNR, w = std::min<int64_t>(kNR, n - j0);
+    const int nv = w > 16 ? 2 : 1;
+    const int64_t rem = w - 16 * (nv - 1);
+    const __mmask16 tail = (__mmask16)(rem >= 16 ? 0xFFFF : (1u << rem) - 1);
+    for (int64_t p0 = 0; p0 < k; p0 += kKC) {
+      const int64_t kc = std::min(kKC, k - p0);
+      const float* bs;
+      int64_t ldb;
+      if (direct) {
+        bs = b + p0 * brs + j0;
+        ldb = brs;
+      } else {
+        pack_b(kc, w, b + p0 * brs + j0 * bcs, brs, bcs, bbuf.data());
+        bs = bbuf.data();
+        ldb = kNR;
+      }
+      const bool last = p0 + kc >= k;
+      for (int64_t i0 = 0; i0 < m; i0 += kMR) {
+        const int rows = (int)std::min<int64_t>(kMR, m - i0);
+        micro_t f = nv == 2 ? micro_for<2>(rows) : micro_for<1>(rows);
+        f(kc, apack + i0 * k + p0 * kMR, bs, ldb, c + i0 * ldc + j0, ldc, tail, p0 > 0,
+          last && bias ? bias + j0 : nullptr);
+      }
+    }
+  }
+}
+}  // namespace
+
+bool own_gemm_enabled() { return g_kernel == 1; }
+
+const char* gemm_kernel_name() { return g_kernel == 1 ? "avx512" : "blas"; }
+
+bool set_gemm_kernel(const std::string& name) {
+  if (name == "blas") {
+    g_kernel = 0;
+    return true;
+  }
+  if (name == "avx512" || name == "auto") {
+    if (!cpu_has_avx512()) {
+      if (name == "auto") g_kernel = 0;
+      return name == "auto";
+    }
+    g_kernel = 1;
+    return true;
+  }
+  return false;
+}
+
+void own_sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs, const float* b,
+               int64_t brs, int64_t bcs, float* c, int64_t ldc, const float* bias, int max_tasks) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = bias ? bias[j] + 0.f : 0.f;
+    return;
+  }
+  static thread_local std::vector<float> abuf;
+  const int64_t mp = (m + kMR - 1) / kMR * kMR;
+  abuf.resize((size_t)(mp * k));
+  pack_a(m, k, a, ars, acs, abuf.data());
+  const float* apack = abuf.data();
+  const int64_t strips = (n + kNR - 1) / kNR;
+  const int tasks = (int)std::max<int64_t>(1, std::min<int64_t>(max_tasks, strips));
+  if (tasks == 1) {
+    run_strips(0, strips, m, n, k, apack, b, brs, bcs, c, ldc, bias);
+    return;
+  }
+  const int64_t per = (strips + tasks - 1) / tasks;
+  run_parallel(tasks, [&](int t) {
+    const int64_t s0 = t * per, s1 = std::min(strips, s0 + per);
+    if (s0 < s1) run_strips(s0, s1, m, n, k, apack, b, brs, bcs, c, ldc, bias);
+  });
+}
+
+}  // namespace dyngrad
