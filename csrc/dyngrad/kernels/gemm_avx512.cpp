@@ -53,10 +53,25 @@ int g_kernel = initial_kernel();  // 1: this file's kernel, 0: the BLAS
 // b + p * ldb; the last vector masked by `tail`): c = (load ? c : 0) + sum_p a[r, p] b[p, :] (+ bias after the sum).
 // The accumulators are named variables, not an array: gcc kept an array of them on the stack, storing all 16
 // after every step of k (half the speed).
+// What the store of the last k block does: c = alpha * sum (+ the c found there) (+ bias[j]).
+struct Epilogue {
+  float alpha = 1.f;
+  bool add_c = false;
+  const float* bias = nullptr;  // at the strip's first column
+};
+
+DG_AVX512 inline __m512 finish(__m512 x, const float* c, __mmask16 mk, __m512 bias, __m512 alpha, bool scale,
+                               bool add_c, bool add_bias) {
+  if (scale) x = _mm512_mul_ps(x, alpha);
+  if (add_c) x = _mm512_add_ps(_mm512_maskz_loadu_ps(mk, c), x);
+  if (add_bias) x = _mm512_add_ps(x, bias);
+  return x;
+}
+
 #define DG_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 template <int R, int NV>
-DG_AVX512 void micro(int64_t kc, const float* __restrict ap, const float* __restrict b, int64_t ldb,
-                     float* __restrict c, int64_t ldc, __mmask16 tail, bool load, const float* bias) {
+DG_AVX512 void micro(int64_t kc, const float* __restrict ap, int64_t ars, int64_t acs, const float* __restrict b,
+                     int64_t ldb, float* __restrict c, int64_t ldc, __mmask16 tail, bool load, const Epilogue* ep) {
   static_assert(R >= 1 && R <= kMR && (NV == 1 || NV == 2), "micro: block shape");
   const __mmask16 m0 = NV == 1 ? tail : (__mmask16)0xFFFF;  // mask of vector 0; vector 1 (NV == 2) uses tail
   const __m512 z = _mm512_setzero_ps();
@@ -73,29 +88,40 @@ DG_AVX512 void micro(int64_t kc, const float* __restrict ap, const float* __rest
     const __m512 b1 = NV == 2 ? _mm512_maskz_loadu_ps(tail, b + 16) : z;
 #define DG_STEP(i)                                                                   \
   if (R > i) {                                                                       \
-    const __m512 av = _mm512_set1_ps(ap[i]);                                         \
+    const __m512 av = _mm512_set1_ps(ap[i * ars]);                                    \
     x##i##0 = _mm512_fmadd_ps(av, b0, x##i##0);                                      \
     if (NV == 2) x##i##1 = _mm512_fmadd_ps(av, b1, x##i##1);                         \
   }
     DG_ROWS(DG_STEP)
 #undef DG_STEP
-    ap += kMR;
+    ap += acs;
     b += ldb;
   }
-  const __m512 bias0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : z;
-  const __m512 bias1 = bias && NV == 2 ? _mm512_maskz_loadu_ps(tail, bias + 16) : z;
-#define DG_STORE(i)                                                                           \
-  if (R > i) {                                                                                \
-    _mm512_mask_storeu_ps(c + i * ldc, m0, bias ? _mm512_add_ps(x##i##0, bias0) : x##i##0);   \
-    if (NV == 2)                                                                              \
-      _mm512_mask_storeu_ps(c + i * ldc + 16, tail, bias ? _mm512_add_ps(x##i##1, bias1) : x##i##1); \
+  if (ep && (ep->alpha != 1.f || ep->add_c || ep->bias)) {
+    const __m512 al = _mm512_set1_ps(ep->alpha);
+    const __m512 bias0 = ep->bias ? _mm512_maskz_loadu_ps(m0, ep->bias) : z;
+    const __m512 bias1 = ep->bias && NV == 2 ? _mm512_maskz_loadu_ps(tail, ep->bias + 16) : z;
+    const bool scale = ep->alpha != 1.f, add_c = ep->add_c, add_bias = ep->bias != nullptr;
+#define DG_FINISH(i)                                                                                    \
+  if (R > i) {                                                                                          \
+    x##i##0 = finish(x##i##0, c + i * ldc, m0, bias0, al, scale, add_c, add_bias);                                               \
+    if (NV == 2) x##i##1 = finish(x##i##1, c + i * ldc + 16, tail, bias1, al, scale, add_c, add_bias);                              \
+  }
+    DG_ROWS(DG_FINISH)
+#undef DG_FINISH
+  }
+#define DG_STORE(i)                                                                   \
+  if (R > i) {                                                                        \
+    _mm512_mask_storeu_ps(c + i * ldc, m0, x##i##0);                                  \
+    if (NV == 2) _mm512_mask_storeu_ps(c + i * ldc + 16, tail, x##i##1);              \
   }
   DG_ROWS(DG_STORE)
 #undef DG_STORE
 }
 #undef DG_ROWS
 
-using micro_t = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, __mmask16, bool, const float*);
+using micro_t = void (*)(int64_t, const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t, __mmask16,
+                         bool, const Epilogue*);
 template <int NV>
 micro_t micro_for(int rows) {
   switch (rows) {
@@ -140,6 +166,15 @@ DG_AVX512 void transpose16(const float* src, int64_t lds, float* dst, int64_t ld
 // Packs rows p0 .. p0 + kc of columns j0 .. j0 + w (w <= 32) of b into dst[p * 32 + jj], zeros beyond w.
 DG_AVX512 void pack_b(int64_t kc, int64_t w, const float* b, int64_t brs, int64_t bcs, float* dst) {
   int64_t p = 0;
+  if (bcs == 1 || w == 1) {  // rows of b contiguous: two masked copies per row
+    const __mmask16 m0 = (__mmask16)(w >= 16 ? 0xFFFF : (1u << w) - 1);
+    const __mmask16 m1 = (__mmask16)(w >= 32 ? 0xFFFF : w <= 16 ? 0 : (1u << (w - 16)) - 1);
+    for (; p < kc; ++p) {
+      _mm512_storeu_ps(dst + p * kNR, _mm512_maskz_loadu_ps(m0, b + p * brs));
+      _mm512_storeu_ps(dst + p * kNR + 16, _mm512_maskz_loadu_ps(m1, b + p * brs + 16));
+    }
+    return;
+  }
   if (brs == 1) {  // b transposed: column j is contiguous in p
     const int64_t full = w / 16;
     for (; p + 16 <= kc; p += 16) {
@@ -152,35 +187,14 @@ DG_AVX512 void pack_b(int64_t kc, int64_t w, const float* b, int64_t brs, int64_
     for (int64_t jj = 0; jj < kNR; ++jj) dst[p * kNR + jj] = jj < w ? b[p * brs + jj * bcs] : 0.f;
 }
 
-// Packs a (m x k) into blocks of kMR rows: blocks[blk * k * kMR + p * kMR + r], zeros for the last block's rows
-// beyond m.
-void pack_a(int64_t m, int64_t k, const float* a, int64_t ars, int64_t acs, float* dst) {
-  for (int64_t i0 = 0; i0 < m; i0 += kMR) {
-    const int64_t rows = std::min<int64_t>(kMR, m - i0);
-    float* d = dst + i0 * k;  // (i0 / kMR) * k * kMR
-    const float* a0 = a + i0 * ars;
-    if (ars == 1) {
-      for (int64_t p = 0; p < k; ++p) {
-        const float* src = a0 + p * acs;
-        for (int64_t r = 0; r < kMR; ++r) d[p * kMR + r] = r < rows ? src[r] : 0.f;
-      }
-    } else {
-      for (int64_t r = 0; r < kMR; ++r) {
-        if (r >= rows) {
-          for (int64_t p = 0; p < k; ++p) d[p * kMR + r] = 0.f;
-          continue;
-        }
-        const float* src = a0 + r * ars;
-        for (int64_t p = 0; p < k; ++p) d[p * kMR + r] = src[p * acs];
-      }
-    }
-  }
-}
-
-// Strips [s0, s1) of c.
-DG_AVX512 void run_strips(int64_t s0, int64_t s1, int64_t m, int64_t n, int64_t k, const float* apack,
-                          const float* b, int64_t brs, int64_t bcs, float* c, int64_t ldc, const float* bias) {
-  const bool direct = bcs == 1 || n == 1;  // rows of b contiguous: read in place
+// Strips [s0, s1) of c. a is read in place (any strides): a block's kMR rows are kMR streams of broadcasts.
+// b is read in place only when its rows are contiguous and c has one row block (no reuse to pay for a copy);
+// otherwise each strip's kKC x 32 block is packed once and reused by every row block: a b read in place with a
+// row stride of 4 KB (32 x 1024 @ 1024 x 1024) put every row of the strip in one L1 set, 1.5x slower.
+DG_AVX512 void run_strips(int64_t s0, int64_t s1, int64_t m, int64_t n, int64_t k, const float* a, int64_t ars,
+                          int64_t acs, const float* b, int64_t brs, int64_t bcs, float* c, int64_t ldc,
+                          const Epilogue& ep) {
+  const bool direct = (bcs == 1 || n == 1) && m <= kMR;
   static thread_local std::vector<float> bbuf;
   if (!direct) bbuf.resize((size_t)(kKC * kNR));
   for (int64_t s = s0; s < s1; ++s) {
@@ -200,12 +214,13 @@ DG_AVX512 void run_strips(int64_t s0, int64_t s1, int64_t m, int64_t n, int64_t 
         bs = bbuf.data();
         ldb = kNR;
       }
-      const bool last = p0 + kc >= k;
+      Epilogue strip_ep = ep;
+      if (ep.bias) strip_ep.bias = ep.bias + j0;
+      const Epilogue* last = p0 + kc >= k ? &strip_ep : nullptr;
       for (int64_t i0 = 0; i0 < m; i0 += kMR) {
         const int rows = (int)std::min<int64_t>(kMR, m - i0);
         micro_t f = nv == 2 ? micro_for<2>(rows) : micro_for<1>(rows);
-        f(kc, apack + i0 * k + p0 * kMR, bs, ldb, c + i0 * ldc + j0, ldc, tail, p0 > 0,
-          last && bias ? bias + j0 : nullptr);
+        f(kc, a + i0 * ars + p0 * acs, ars, acs, bs, ldb, c + i0 * ldc + j0, ldc, tail, p0 > 0, last);
       }
     }
   }
@@ -232,30 +247,39 @@ bool set_gemm_kernel(const std::string& name) {
   return false;
 }
 
-void own_sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs, const float* b,
-               int64_t brs, int64_t bcs, float* c, int64_t ldc, const float* bias, int max_tasks) {
-  if (m == 0 || n == 0) return;
+bool own_sgemm_into(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t ars, int64_t acs,
+                    const float* b, int64_t brs, int64_t bcs, float beta, float* c, int64_t ldc, const float* bias,
+                    int max_tasks) {
+  if (m == 0 || n == 0) return true;
+  // beta = 1 keeps the old c to add in the last store, so the partial sums of several k blocks cannot live in c
+  if ((beta != 0.f && beta != 1.f) || (beta == 1.f && k > kKC)) return false;
   if (k == 0) {
     for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = bias ? bias[j] + 0.f : 0.f;
-    return;
+      for (int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = (beta == 1.f ? c[i * ldc + j] : 0.f) + (bias ? bias[j] : 0.f);
+    return true;
   }
-  static thread_local std::vector<float> abuf;
-  const int64_t mp = (m + kMR - 1) / kMR * kMR;
-  abuf.resize((size_t)(mp * k));
-  pack_a(m, k, a, ars, acs, abuf.data());
-  const float* apack = abuf.data();
+  Epilogue ep;
+  ep.alpha = alpha;
+  ep.add_c = beta == 1.f;
+  ep.bias = bias;
   const int64_t strips = (n + kNR - 1) / kNR;
   const int tasks = (int)std::max<int64_t>(1, std::min<int64_t>(max_tasks, strips));
   if (tasks == 1) {
-    run_strips(0, strips, m, n, k, apack, b, brs, bcs, c, ldc, bias);
-    return;
+    run_strips(0, strips, m, n, k, a, ars, acs, b, brs, bcs, c, ldc, ep);
+    return true;
   }
   const int64_t per = (strips + tasks - 1) / tasks;
   run_parallel(tasks, [&](int t) {
     const int64_t s0 = t * per, s1 = std::min(strips, s0 + per);
-    if (s0 < s1) run_strips(s0, s1, m, n, k, apack, b, brs, bcs, c, ldc, bias);
+    if (s0 < s1) run_strips(s0, s1, m, n, k, a, ars, acs, b, brs, bcs, c, ldc, ep);
   });
+  return true;
+}
+
+void own_sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs, const float* b,
+               int64_t brs, int64_t bcs, float* c, int64_t ldc, const float* bias, int max_tasks) {
+  own_sgemm_into(m, n, k, 1.f, a, ars, acs, b, brs, bcs, 0.f, c, ldc, bias, max_tasks);
 }
 
 }  // namespace dyngrad

@@ -18,6 +18,12 @@
 
 namespace dyngrad {
 
+// kernels/gemm_avx512.cpp: own_sgemm with c = alpha a b + beta c (beta 0 or 1); false when it cannot (beta = 1
+// with k beyond one of its k blocks, other betas): the caller then uses the BLAS.
+bool own_sgemm_into(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t ars, int64_t acs,
+                    const float* b, int64_t brs, int64_t bcs, float beta, float* c, int64_t ldc, const float* bias,
+                    int max_tasks);
+
 namespace {
 // cblas_?gemm(order, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc): the enums are C ints; the
 // sizes are 32-bit ints (LP64 builds, scipy-openblas32) or 64-bit (ILP64 builds such as numpy's scipy_*64_).
@@ -246,6 +252,12 @@ template <typename T>
 void gemm_into(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
                int64_t ldb, T beta, T* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
+  if constexpr (std::is_same_v<T, float>) {  // Note [Own small-product kernel]: one thread (the caller's task)
+    if (own_gemm_enabled() && own_gemm_pays(m, n, k) &&
+        own_sgemm_into(m, n, k, alpha, a, ta ? 1 : lda, ta ? lda : 1, b, tb ? 1 : ldb, tb ? ldb : 1, beta, c, ldc,
+                       nullptr, 1))
+      return;
+  }
   void* f = std::is_same_v<T, float> ? g_sgemm : g_dgemm;
   if (f && k > 0 && m * n * k >= kLoopGemmWork) {
     CountedBlasCall counted;  // Note [BLAS calls at exit]
@@ -395,7 +407,11 @@ Tensor matmul_kernel(const Tensor& a_in, const Tensor& b_in) {
   Shape sa = batch_strides(a), sb = batch_strides(b);
   GilRelease no_gil(n * m * k >= 1 << 18 || (nbatch > 1 && n * m * k * nbatch >= kBlasThreadWork));
   // Note [One BLAS]: one BLAS thread for all of this product's calls (tiny ones never reach the BLAS)
-  BlasOneThread one_blas_thread((a->dtype == DType::Float32 || a->dtype == DType::Float64) && n * m * k > 32768);
+  // (not for products the own kernel computes: raising OpenBLAS's count back costs tens of microseconds, the
+  // time of a whole 32 x 128 @ 128 x 512 product)
+  const bool own = a->dtype == DType::Float32 && own_gemm_enabled() && own_gemm_pays(n, m, k);
+  BlasOneThread one_blas_thread((a->dtype == DType::Float32 || a->dtype == DType::Float64) && n * m * k > 32768 &&
+                                !own);
   auto one_batch = [&](int64_t i) {
     int64_t oa = 0, ob = 0, rem = i;
     for (int64_t d = bd - 1; d >= 0; --d) {
