@@ -6,16 +6,23 @@
 // Note [Own small-product kernel]: OpenBLAS spends a fixed cost per call (argument checks, buffer set-up, packing
 // both operands) that dominates products of a few million multiply-adds, the size of an LSTM step's gate product
 // (32 x 128 @ 128 x 512) and of attention's per-head products (64 x 32 @ 32 x 64, batched): there dyngrad ran at
-// 0.54-0.67x of PyTorch's MKL (bench/gemm_shapes.py, Xeon family 6 model 167, 2 cores, KVM). This kernel is the
-// classic register-blocked one: c's rows in blocks of kMR = 8, its columns in strips of 32 (two 16-float vectors),
-// 16 accumulators in zmm registers, one broadcast of a and two loads of b per step of k. a is packed once per call
-// (kMR rows interleaved, so a block's broadcasts read consecutive floats); b is read in place when its rows are
-// contiguous, and packed (transposed 16 x 16 at a time in registers) per strip when it is given transposed (the
-// weight of linear, k of attention's q @ k^T). k is blocked by kKC so a strip of b stays in L1 across c's row
-// blocks; the accumulators of a later k block start from the stored partial sums, so every output is the same
-// chain of fused multiply-adds p = 0, 1, ..., k-1 however the work is split: the bits do not depend on the thread
-// count or on which strip a column falls in (Note [Deterministic matmul]). The bias of addmm/linear is added in
-// the store of the last k block, after the sum, as the unfused add would.
+// 0.54-0.67x of PyTorch's MKL, and linear's A B^T (the weight given transposed) at 0.54x (bench/gemm_shapes.py,
+// Xeon family 6 model 167, 2 cores, KVM, load 2.7, 1 thread). This kernel is the classic register-blocked one:
+// c's rows in blocks of kMR = 8, its columns in strips of 32 (two 16-float vectors), 16 accumulators in zmm
+// registers, per step of k eight broadcasts of a (read in place, any strides: packing it cost more than it saved)
+// and two loads of b. b is read in place when its rows are contiguous and c has a single row block, and otherwise
+// packed once per strip and k block (copied, or transposed 16 x 16 at a time in registers when given transposed)
+// and reused by every row block. k is blocked by kKC so that a strip stays in L1 across c's row blocks; a later k
+// block's accumulators start from the stored partial sums, so every output is the same chain of fused
+// multiply-adds p = 0, 1, ..., k-1 however the columns are split: the bits do not depend on the thread count
+// (Note [Deterministic matmul]). alpha, beta = 1 and a bias are applied in the last store, after the sum.
+// Measured (bench/gemm_shapes.py, same machine, 1 thread, load 6.8, medians of 3; torch/dyngrad, > 1 = faster):
+// 32 x 128 @ (512 x 128)^T 0.54 -> 0.99; its dX (32 x 512 @ 512 x 128) 0.63 -> 0.94; its dW (A^T B) 0.82 -> 0.86;
+// linear + bias 0.54 -> 1.00; 48 x (64 x 32 @ 32 x 64) 1.19 -> 0.81 (it was the BLAS batched loop: noise at this
+// load, see the report); q @ k^T batched 0.67 -> 1.01. The whole LSTM and transformer training steps of
+// `python -m dyngrad.bench` did not change beyond the noise (bench/gemm_kernel_ab.py: products are a small part
+// of those steps). Where the CPU lacks AVX-512F (AMD before Zen 4, most laptops), or with DYNGRAD_GEMM=blas,
+// every product takes the BLAS path as before (tests/test_gemm_kernel.py runs both).
 #include <immintrin.h>
 
 #include <algorithm>

@@ -179,13 +179,19 @@ void small_gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_
   }
 }
 
-// Where the own kernel (Note [Own small-product kernel]) beats the BLAS, and over how many tasks it splits.
-int64_t g_own_max_work = std::getenv("DYNGRAD_OWN_GEMM_MAX") ? std::atoll(std::getenv("DYNGRAD_OWN_GEMM_MAX"))
-                                                              : int64_t(1) << 24;
-int64_t g_own_split_work = std::getenv("DYNGRAD_OWN_GEMM_SPLIT") ? std::atoll(std::getenv("DYNGRAD_OWN_GEMM_SPLIT"))
-                                                                  : int64_t(1) << 20;
-bool own_gemm_pays(int64_t n, int64_t m, int64_t k) { return n * m * k <= g_own_max_work; }
-int own_gemm_tasks(int64_t n, int64_t m, int64_t k) { return n * m * k >= g_own_split_work ? num_threads() : 1; }
+// Where the own kernel (Note [Own small-product kernel]) beats the BLAS: products up to 2^24 multiply-adds
+// (256^3: 1.17x OpenBLAS), and short ones (at most 256 rows) whose a fits L2 (m k <= 2^18 floats), which it reads
+// once per strip of 32 columns (32 x 1024 @ 1024 x 1024: 1.35x; 2048 x 128 @ 128 x 512, many rows: 0.83x, so not
+// those) -- but not the small products with b's rows contiguous and more than 8 rows of c, from 2^15 (below,
+// the BLAS path is a plain loop) to 2^18 multiply-adds: there OpenBLAS's small-matrix kernel was 1.1-1.2x faster
+// (64 x 32 @ 32 x 64, 64^3; with b transposed it was 0.63x of the own kernel). Split over the pool's threads from 2^20 (an LSTM step's
+// 32 x 128 @ 128 x 512 is 2^21).
+bool own_gemm_pays(int64_t n, int64_t m, int64_t k, bool b_rows_contiguous) {
+  const int64_t work = n * m * k;
+  if (b_rows_contiguous && n > 8 && work > 32768 && work <= (int64_t(1) << 18) && g_sgemm != nullptr) return false;
+  return work <= (int64_t(1) << 24) || (n <= 256 && n * k <= (int64_t(1) << 18));
+}
+int own_gemm_tasks(int64_t n, int64_t m, int64_t k) { return n * m * k >= (int64_t(1) << 20) ? num_threads() : 1; }
 
 template <typename T>
 void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs,
@@ -196,7 +202,7 @@ void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs,
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
-    if (own_gemm_enabled() && own_gemm_pays(n, m, k)) {
+    if (own_gemm_enabled() && own_gemm_pays(n, m, k, bcs == 1 || m == 1)) {
       own_sgemm(n, m, k, a, ars, acs, b, brs, bcs, c, m, nullptr, own_gemm_tasks(n, m, k));
       return;
     }
@@ -253,7 +259,7 @@ void gemm_into(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const
                int64_t ldb, T beta, T* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if constexpr (std::is_same_v<T, float>) {  // Note [Own small-product kernel]: one thread (the caller's task)
-    if (own_gemm_enabled() && own_gemm_pays(m, n, k) &&
+    if (own_gemm_enabled() && own_gemm_pays(m, n, k, !tb || n == 1) &&
         own_sgemm_into(m, n, k, alpha, a, ta ? 1 : lda, ta ? lda : 1, b, tb ? 1 : ldb, tb ? ldb : 1, beta, c, ldc,
                        nullptr, 1))
       return;
@@ -409,7 +415,8 @@ Tensor matmul_kernel(const Tensor& a_in, const Tensor& b_in) {
   // Note [One BLAS]: one BLAS thread for all of this product's calls (tiny ones never reach the BLAS)
   // (not for products the own kernel computes: raising OpenBLAS's count back costs tens of microseconds, the
   // time of a whole 32 x 128 @ 128 x 512 product)
-  const bool own = a->dtype == DType::Float32 && own_gemm_enabled() && own_gemm_pays(n, m, k);
+  const bool own = a->dtype == DType::Float32 && own_gemm_enabled() &&
+                   own_gemm_pays(n, m, k, b->strides[nb - 1] == 1 || m == 1);
   BlasOneThread one_blas_thread((a->dtype == DType::Float32 || a->dtype == DType::Float64) && n * m * k > 32768 &&
                                 !own);
   auto one_batch = [&](int64_t i) {
