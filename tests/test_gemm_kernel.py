@@ -141,6 +141,18 @@ def test_threads_do_not_change_bits(kernel):
     np.testing.assert_array_equal(one, two)
 
 
+def test_environment_chooses_the_blas_path():
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, DYNGRAD_GEMM="blas")
+    code = ("import numpy as np, dyngrad as dg; from dyngrad import _C; a = np.arange(6, dtype=np.float32).reshape(2, 3);"
+            "print(_C._gemm_kernel(), (dg.tensor(a) @ dg.tensor(a.T)).numpy().tolist())")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split(None, 1)[0] == "blas"
+    assert "[[5.0, 14.0], [14.0, 50.0]]" in out
+
+
 def test_kernel_choice_errors():
     with pytest.raises(ValueError, match="_set_gemm_kernel"):
         _C._set_gemm_kernel("mkl")

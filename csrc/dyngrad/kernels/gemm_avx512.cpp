@@ -111,8 +111,8 @@ DG_AVX512 void micro(int64_t kc, const float* __restrict ap, int64_t ars, int64_
     const bool scale = ep->alpha != 1.f, add_c = ep->add_c, add_bias = ep->bias != nullptr;
 #define DG_FINISH(i)                                                                                    \
   if (R > i) {                                                                                          \
-    x##i##0 = finish(x##i##0, c + i * ldc, m0, bias0, al, scale, add_c, add_bias);                                               \
-    if (NV == 2) x##i##1 = finish(x##i##1, c + i * ldc + 16, tail, bias1, al, scale, add_c, add_bias);                              \
+    x##i##0 = finish(x##i##0, c + i * ldc, m0, bias0, al, scale, add_c, add_bias); \
+    if (NV == 2) x##i##1 = finish(x##i##1, c + i * ldc + 16, tail, bias1, al, scale, add_c, add_bias); \
   }
     DG_ROWS(DG_FINISH)
 #undef DG_FINISH

@@ -184,8 +184,8 @@ void small_gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_
 // once per strip of 32 columns (32 x 1024 @ 1024 x 1024: 1.35x; 2048 x 128 @ 128 x 512, many rows: 0.83x, so not
 // those) -- but not the small products with b's rows contiguous and more than 8 rows of c, from 2^15 (below,
 // the BLAS path is a plain loop) to 2^18 multiply-adds: there OpenBLAS's small-matrix kernel was 1.1-1.2x faster
-// (64 x 32 @ 32 x 64, 64^3; with b transposed it was 0.63x of the own kernel). Split over the pool's threads from 2^20 (an LSTM step's
-// 32 x 128 @ 128 x 512 is 2^21).
+// (64 x 32 @ 32 x 64, 64^3; with b transposed it was 0.63x of the own kernel). Split over the pool's threads
+// from 2^20 (an LSTM step's 32 x 128 @ 128 x 512 is 2^21).
 bool own_gemm_pays(int64_t n, int64_t m, int64_t k, bool b_rows_contiguous) {
   const int64_t work = n * m * k;
   if (b_rows_contiguous && n > 8 && work > 32768 && work <= (int64_t(1) << 18) && g_sgemm != nullptr) return false;
