@@ -38,8 +38,8 @@ namespace dyngrad {
 
 namespace {
 constexpr int kMR = 8;        // rows of c per block
-constexpr int kNR = 32;       // columns of c per strip
-constexpr int64_t kKC = 256;  // k per block: a strip of b (kKC x 32 floats, 32 KB) stays in L1
+constexpr int kNR = 48;       // columns of c per strip (three 16-float vectors)
+constexpr int64_t kKC = 192;  // k per block: a strip of b (kKC x 48 floats, 36 KB) stays in L1
 
 #define DG_AVX512 __attribute__((target("avx512f")))
 
@@ -79,25 +79,29 @@ DG_AVX512 inline __m512 finish(__m512 x, const float* c, __mmask16 mk, __m512 bi
 template <int R, int NV>
 DG_AVX512 void micro(int64_t kc, const float* __restrict ap, int64_t ars, int64_t acs, const float* __restrict b,
                      int64_t ldb, float* __restrict c, int64_t ldc, __mmask16 tail, bool load, const Epilogue* ep) {
-  static_assert(R >= 1 && R <= kMR && (NV == 1 || NV == 2), "micro: block shape");
-  const __mmask16 m0 = NV == 1 ? tail : (__mmask16)0xFFFF;  // mask of vector 0; vector 1 (NV == 2) uses tail
+  static_assert(R >= 1 && R <= kMR && NV >= 1 && NV <= 3, "micro: block shape");
+  // vector v covers columns 16 v .. 16 v + 15; the last one (v = NV - 1) is masked by tail
+  const __mmask16 m0 = NV == 1 ? tail : (__mmask16)0xFFFF, m1 = NV == 2 ? tail : (__mmask16)0xFFFF, m2 = tail;
   const __m512 z = _mm512_setzero_ps();
 #define DG_DECL(i)                                                                   \
-  __m512 x##i##0 = z, x##i##1 = z;                                                   \
+  __m512 x##i##0 = z, x##i##1 = z, x##i##2 = z;                                      \
   if (R > i && load) {                                                               \
     x##i##0 = _mm512_maskz_loadu_ps(m0, c + i * ldc);                                \
-    if (NV == 2) x##i##1 = _mm512_maskz_loadu_ps(tail, c + i * ldc + 16);            \
+    if (NV >= 2) x##i##1 = _mm512_maskz_loadu_ps(m1, c + i * ldc + 16);              \
+    if (NV == 3) x##i##2 = _mm512_maskz_loadu_ps(m2, c + i * ldc + 32);              \
   }
   DG_ROWS(DG_DECL)
 #undef DG_DECL
   for (int64_t p = 0; p < kc; ++p) {
     const __m512 b0 = NV == 1 ? _mm512_maskz_loadu_ps(m0, b) : _mm512_loadu_ps(b);
-    const __m512 b1 = NV == 2 ? _mm512_maskz_loadu_ps(tail, b + 16) : z;
+    const __m512 b1 = NV == 2 ? _mm512_maskz_loadu_ps(m1, b + 16) : NV == 3 ? _mm512_loadu_ps(b + 16) : z;
+    const __m512 b2 = NV == 3 ? _mm512_maskz_loadu_ps(m2, b + 32) : z;
 #define DG_STEP(i)                                                                   \
   if (R > i) {                                                                       \
-    const __m512 av = _mm512_set1_ps(ap[i * ars]);                                    \
+    const __m512 av = _mm512_set1_ps(ap[i * ars]);                                   \
     x##i##0 = _mm512_fmadd_ps(av, b0, x##i##0);                                      \
-    if (NV == 2) x##i##1 = _mm512_fmadd_ps(av, b1, x##i##1);                         \
+    if (NV >= 2) x##i##1 = _mm512_fmadd_ps(av, b1, x##i##1);                         \
+    if (NV == 3) x##i##2 = _mm512_fmadd_ps(av, b2, x##i##2);                         \
   }
     DG_ROWS(DG_STEP)
 #undef DG_STEP
@@ -107,12 +111,14 @@ DG_AVX512 void micro(int64_t kc, const float* __restrict ap, int64_t ars, int64_
   if (ep && (ep->alpha != 1.f || ep->add_c || ep->bias)) {
     const __m512 al = _mm512_set1_ps(ep->alpha);
     const __m512 bias0 = ep->bias ? _mm512_maskz_loadu_ps(m0, ep->bias) : z;
-    const __m512 bias1 = ep->bias && NV == 2 ? _mm512_maskz_loadu_ps(tail, ep->bias + 16) : z;
+    const __m512 bias1 = ep->bias && NV >= 2 ? _mm512_maskz_loadu_ps(m1, ep->bias + 16) : z;
+    const __m512 bias2 = ep->bias && NV == 3 ? _mm512_maskz_loadu_ps(m2, ep->bias + 32) : z;
     const bool scale = ep->alpha != 1.f, add_c = ep->add_c, add_bias = ep->bias != nullptr;
-#define DG_FINISH(i)                                                                                    \
-  if (R > i) {                                                                                          \
-    x##i##0 = finish(x##i##0, c + i * ldc, m0, bias0, al, scale, add_c, add_bias); \
-    if (NV == 2) x##i##1 = finish(x##i##1, c + i * ldc + 16, tail, bias1, al, scale, add_c, add_bias); \
+#define DG_FINISH(i)                                                                                        \
+  if (R > i) {                                                                                              \
+    x##i##0 = finish(x##i##0, c + i * ldc, m0, bias0, al, scale, add_c, add_bias);                          \
+    if (NV >= 2) x##i##1 = finish(x##i##1, c + i * ldc + 16, m1, bias1, al, scale, add_c, add_bias);        \
+    if (NV == 3) x##i##2 = finish(x##i##2, c + i * ldc + 32, m2, bias2, al, scale, add_c, add_bias);        \
   }
     DG_ROWS(DG_FINISH)
 #undef DG_FINISH
@@ -120,7 +126,8 @@ DG_AVX512 void micro(int64_t kc, const float* __restrict ap, int64_t ars, int64_
 #define DG_STORE(i)                                                                   \
   if (R > i) {                                                                        \
     _mm512_mask_storeu_ps(c + i * ldc, m0, x##i##0);                                  \
-    if (NV == 2) _mm512_mask_storeu_ps(c + i * ldc + 16, tail, x##i##1);              \
+    if (NV >= 2) _mm512_mask_storeu_ps(c + i * ldc + 16, m1, x##i##1);                \
+    if (NV == 3) _mm512_mask_storeu_ps(c + i * ldc + 32, m2, x##i##2);                \
   }
   DG_ROWS(DG_STORE)
 #undef DG_STORE
@@ -174,12 +181,14 @@ DG_AVX512 void transpose16(const float* src, int64_t lds, float* dst, int64_t ld
 DG_AVX512 void pack_b(int64_t kc, int64_t w, const float* b, int64_t brs, int64_t bcs, float* dst) {
   int64_t p = 0;
   if (bcs == 1 || w == 1) {  // rows of b contiguous: two masked copies per row
-    const __mmask16 m0 = (__mmask16)(w >= 16 ? 0xFFFF : (1u << w) - 1);
-    const __mmask16 m1 = (__mmask16)(w >= 32 ? 0xFFFF : w <= 16 ? 0 : (1u << (w - 16)) - 1);
-    for (; p < kc; ++p) {
-      _mm512_storeu_ps(dst + p * kNR, _mm512_maskz_loadu_ps(m0, b + p * brs));
-      _mm512_storeu_ps(dst + p * kNR + 16, _mm512_maskz_loadu_ps(m1, b + p * brs + 16));
+    __mmask16 mk[kNR / 16];
+    for (int v = 0; v < kNR / 16; ++v) {
+      const int64_t left = w - 16 * v;
+      mk[v] = (__mmask16)(left >= 16 ? 0xFFFF : left <= 0 ? 0 : (1u << left) - 1);
     }
+    for (; p < kc; ++p)
+      for (int v = 0; v < kNR / 16; ++v)
+        _mm512_storeu_ps(dst + p * kNR + 16 * v, _mm512_maskz_loadu_ps(mk[v], b + p * brs + 16 * v));
     return;
   }
   if (brs == 1) {  // b transposed: column j is contiguous in p
@@ -206,7 +215,7 @@ DG_AVX512 void run_strips(int64_t s0, int64_t s1, int64_t m, int64_t n, int64_t 
   if (!direct) bbuf.resize((size_t)(kKC * kNR));
   for (int64_t s = s0; s < s1; ++s) {
     const int64_t j0 = s * kNR, w = std::min<int64_t>(kNR, n - j0);
-    const int nv = w > 16 ? 2 : 1;
+    const int nv = (int)((w + 15) / 16);
     const int64_t rem = w - 16 * (nv - 1);
     const __mmask16 tail = (__mmask16)(rem >= 16 ? 0xFFFF : (1u << rem) - 1);
     for (int64_t p0 = 0; p0 < k; p0 += kKC) {
@@ -226,7 +235,7 @@ DG_AVX512 void run_strips(int64_t s0, int64_t s1, int64_t m, int64_t n, int64_t 
       const Epilogue* last = p0 + kc >= k ? &strip_ep : nullptr;
       for (int64_t i0 = 0; i0 < m; i0 += kMR) {
         const int rows = (int)std::min<int64_t>(kMR, m - i0);
-        micro_t f = nv == 2 ? micro_for<2>(rows) : micro_for<1>(rows);
+        micro_t f = nv == 3 ? micro_for<3>(rows) : nv == 2 ? micro_for<2>(rows) : micro_for<1>(rows);
         f(kc, a + i0 * ars + p0 * acs, ars, acs, bs, ldb, c + i0 * ldc + j0, ldc, tail, p0 > 0, last);
       }
     }
