@@ -128,8 +128,9 @@ def test_gradients_of_linear(kernel):
 
 def test_threads_do_not_change_bits(kernel):
     rng = np.random.default_rng(5)
-    a = dg.tensor(rng.standard_normal((32, 128)).astype(np.float32))
-    b = dg.tensor(rng.standard_normal((512, 128)).astype(np.float32))
+    # 2^23 multiply-adds: split over the threads (Note [Own small-product kernel]); k = 300 spans two k blocks
+    a = dg.tensor(rng.standard_normal((56, 300)).astype(np.float32))
+    b = dg.tensor(rng.standard_normal((500, 300)).astype(np.float32))
     before = dg.get_num_threads()
     try:
         dg.set_num_threads(1)
