@@ -23,6 +23,8 @@ CPP_ONLY = {
     "_set_blas": "hands OpenBLAS to the C++ kernels", "_blas_loaded": "whether it did",
     "_set_blas_threads": "the shared BLAS pool's size outside dyngrad's calls (Note [One BLAS])",
     "_blas_threads": "the shared BLAS pool's size outside dyngrad's calls",
+    "_gemm_kernel": "the C++ float32 product kernel in use (Note [Own small-product kernel])",
+    "_set_gemm_kernel": "chooses it: the own AVX-512 kernel or the BLAS path (tests run both)",
     "_cached_buffer_bytes": "the C++ buffer cache", "_empty_cache": "the C++ buffer cache",
     "_live_node_count": "C++ leak counters", "_live_storage_count": "C++ leak counters",
     "_collect_cycles": "Note [Cycles through C++]", "_cycle_suspects_noted": "Note [Cycles through C++]",

@@ -166,6 +166,15 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_blas", &set_blas_functions, "hand over cblas_sgemm/cblas_dgemm function pointers", py::arg("sgemm"),
         py::arg("dgemm"), py::arg("set_num_threads"), py::arg("get_num_threads"), py::arg("ilp64"));
   m.def("_blas_loaded", &blas_loaded);
+  m.def("_gemm_kernel", [] { return std::string(gemm_kernel_name()); },
+        "the float32 product kernel in use: 'avx512' (dyngrad's own, Note [Own small-product kernel]) or 'blas'");
+  m.def("_set_gemm_kernel", [](const std::string& name) {
+    const std::string before = gemm_kernel_name();
+    DG_CHECK(name == "auto" || name == "avx512" || name == "blas", ValueError,
+             "_set_gemm_kernel: expected 'auto', 'avx512' or 'blas', got '", name, "'.");
+    DG_CHECK(set_gemm_kernel(name), RuntimeError, "_set_gemm_kernel: this CPU has no AVX-512F.");
+    return before;
+  }, py::arg("name"), "choose the float32 product kernel (tests run both); returns the one before");
   m.def("_set_blas_threads", &set_blas_threads, py::arg("n"), "the BLAS's thread count outside dyngrad's calls");
   m.def("_blas_threads", &blas_threads, "the BLAS's thread count outside dyngrad's calls (-1: no control)");
   m.def("get_num_threads", &num_threads, "threads used by large kernels");

@@ -124,6 +124,17 @@ class BlasOneThread {
   bool active_;
 };
 
+// dyngrad's own float32 product kernel (kernels/gemm_avx512.cpp, Note [Own small-product kernel]), on CPUs with
+// AVX-512F: c (m x n, row stride ldc) = a (m x k, element strides ars, acs) @ b (k x n, strides brs, bcs), plus
+// bias[j] (length n, or null) after the sum; split over up to max_tasks of the pool's threads (same bits).
+bool own_gemm_enabled();
+const char* gemm_kernel_name();
+// "auto" (own kernel where the CPU has AVX-512F), "avx512" (false if the CPU lacks it), "blas" (the BLAS path
+// everywhere, as on other CPUs); false for an unknown name. DYNGRAD_GEMM=blas at import chooses "blas".
+bool set_gemm_kernel(const std::string& name);
+void own_sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs, const float* b,
+               int64_t brs, int64_t bcs, float* c, int64_t ldc, const float* bias, int max_tasks);
+
 // c = alpha op(a) op(b) + beta c (row-major, leading dims lda/ldb/ldc): BLAS, or a loop for tiny blocks
 template <typename T>
 void gemm_into(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,

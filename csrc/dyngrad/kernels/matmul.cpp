@@ -18,6 +18,12 @@
 
 namespace dyngrad {
 
+// kernels/gemm_avx512.cpp: own_sgemm with c = alpha a b + beta c (beta 0 or 1); false when it cannot (beta = 1
+// with k beyond one of its k blocks, other betas): the caller then uses the BLAS.
+bool own_sgemm_into(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t ars, int64_t acs,
+                    const float* b, int64_t brs, int64_t bcs, float beta, float* c, int64_t ldc, const float* bias,
+                    int max_tasks);
+
 namespace {
 // cblas_?gemm(order, transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc): the enums are C ints; the
 // sizes are 32-bit ints (LP64 builds, scipy-openblas32) or 64-bit (ILP64 builds such as numpy's scipy_*64_).
@@ -173,6 +179,22 @@ void small_gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_
   }
 }
 
+// Where the own kernel (Note [Own small-product kernel]) beats the BLAS: products up to 2^24 multiply-adds
+// (256^3: 1.17x OpenBLAS), and short ones (at most 256 rows) whose a fits L2 (m k <= 2^18 floats), which it reads
+// once per strip of 32 columns (32 x 1024 @ 1024 x 1024: 1.35x; 2048 x 128 @ 128 x 512, many rows: 0.83x, so not
+// those) -- but not the small products with b's rows contiguous and more than 8 rows of c, from 2^15 (below,
+// the BLAS path is a plain loop) to 2^18 multiply-adds: there OpenBLAS's small-matrix kernel was 1.1-1.2x faster
+// (64 x 32 @ 32 x 64, 64^3; with b transposed it was 0.63x of the own kernel). Split over the pool's threads
+// from 2^22 multiply-adds, as the BLAS's row panels: split from 2^20 (an LSTM backward's 512 x 32 @ 32 x 128 is
+// 2^21), the LSTM training step of the bench at 2 threads took 0.75-0.83x the BLAS path's time, unsplit 0.94x
+// (bench/gemm_kernel_ab.py, load 9-11 on the 2 cores: a second task waits for a core).
+bool own_gemm_pays(int64_t n, int64_t m, int64_t k, bool b_rows_contiguous) {
+  const int64_t work = n * m * k;
+  if (b_rows_contiguous && n > 8 && work > 32768 && work <= (int64_t(1) << 18) && g_sgemm != nullptr) return false;
+  return work <= (int64_t(1) << 24) || (n <= 256 && n * k <= (int64_t(1) << 18));
+}
+int own_gemm_tasks(int64_t n, int64_t m, int64_t k) { return n * m * k >= kBlasThreadWork ? num_threads() : 1; }
+
 template <typename T>
 void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs,
           int64_t bcs, T* c) {
@@ -180,6 +202,12 @@ void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs,
   if (k == 0) {
     std::memset(c, 0, n * m * sizeof(T));
     return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (own_gemm_enabled() && own_gemm_pays(n, m, k, bcs == 1 || m == 1)) {
+      own_sgemm(n, m, k, a, ars, acs, b, brs, bcs, c, m, nullptr, own_gemm_tasks(n, m, k));
+      return;
+    }
   }
   if constexpr (std::is_floating_point_v<T>) {
     // Tiny products: the BLAS call overhead (and its threads) cost more than the arithmetic.
@@ -232,6 +260,12 @@ template <typename T>
 void gemm_into(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
                int64_t ldb, T beta, T* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
+  if constexpr (std::is_same_v<T, float>) {  // Note [Own small-product kernel]: one thread (the caller's task)
+    if (own_gemm_enabled() && own_gemm_pays(m, n, k, !tb || n == 1) &&
+        own_sgemm_into(m, n, k, alpha, a, ta ? 1 : lda, ta ? lda : 1, b, tb ? 1 : ldb, tb ? ldb : 1, beta, c, ldc,
+                       nullptr, 1))
+      return;
+  }
   void* f = std::is_same_v<T, float> ? g_sgemm : g_dgemm;
   if (f && k > 0 && m * n * k >= kLoopGemmWork) {
     CountedBlasCall counted;  // Note [BLAS calls at exit]
@@ -381,7 +415,12 @@ Tensor matmul_kernel(const Tensor& a_in, const Tensor& b_in) {
   Shape sa = batch_strides(a), sb = batch_strides(b);
   GilRelease no_gil(n * m * k >= 1 << 18 || (nbatch > 1 && n * m * k * nbatch >= kBlasThreadWork));
   // Note [One BLAS]: one BLAS thread for all of this product's calls (tiny ones never reach the BLAS)
-  BlasOneThread one_blas_thread((a->dtype == DType::Float32 || a->dtype == DType::Float64) && n * m * k > 32768);
+  // (not for products the own kernel computes: raising OpenBLAS's count back costs tens of microseconds, the
+  // time of a whole 32 x 128 @ 128 x 512 product)
+  const bool own = a->dtype == DType::Float32 && own_gemm_enabled() &&
+                   own_gemm_pays(n, m, k, b->strides[nb - 1] == 1 || m == 1);
+  BlasOneThread one_blas_thread((a->dtype == DType::Float32 || a->dtype == DType::Float64) && n * m * k > 32768 &&
+                                !own);
   auto one_batch = [&](int64_t i) {
     int64_t oa = 0, ob = 0, rem = i;
     for (int64_t d = bd - 1; d >= 0; --d) {

@@ -1,0 +1,301 @@
+// gemm_avx512.cpp: dyngrad's own float32 matrix-product kernel for the small and skinny products training makes
+// (Note [Own small-product kernel]). Compiled for AVX-512F through function attributes whatever the build's -march,
+// and used only when the CPU says it has AVX-512F (and the OS saves its registers); elsewhere (and with
+// DYNGRAD_GEMM=blas, or _C._set_gemm_kernel("blas")) matmul.cpp calls the BLAS as before.
+//
+// Note [Own small-product kernel]: OpenBLAS spends a fixed cost per call (argument checks, buffer set-up, packing
+// both operands) that dominates products of a few million multiply-adds, the size of an LSTM step's gate product
+// (32 x 128 @ 128 x 512) and of attention's per-head products (64 x 32 @ 32 x 64, batched): there dyngrad ran at
+// 0.54-0.67x of PyTorch's MKL, and linear's A B^T (the weight given transposed) at 0.54x (bench/gemm_shapes.py,
+// Xeon family 6 model 167, 2 cores, KVM, load 2.7, 1 thread). This kernel is the classic register-blocked one:
+// c's rows in blocks of kMR = 8, its columns in strips of 32 (two 16-float vectors), 16 accumulators in zmm
+// registers, per step of k eight broadcasts of a (read in place, any strides: packing it cost more than it saved)
+// and two loads of b. b is read in place when its rows are contiguous and c has a single row block, and otherwise
+// packed once per strip and k block (copied, or transposed 16 x 16 at a time in registers when given transposed)
+// and reused by every row block. k is blocked by kKC so that a strip stays in L1 across c's row blocks; a later k
+// block's accumulators start from the stored partial sums, so every output is the same chain of fused
+// multiply-adds p = 0, 1, ..., k-1 however the columns are split: the bits do not depend on the thread count
+// (Note [Deterministic matmul]). alpha, beta = 1 and a bias are applied in the last store, after the sum.
+// Measured (bench/gemm_shapes.py, same machine, 1 thread, load 6.8, medians of 3; torch/dyngrad, > 1 = faster):
+// 32 x 128 @ (512 x 128)^T 0.54 -> 0.99; its dX (32 x 512 @ 512 x 128) 0.63 -> 0.94; its dW (A^T B) 0.82 -> 0.86;
+// linear + bias 0.54 -> 1.00; 48 x (64 x 32 @ 32 x 64) 1.19 -> 0.81 (it was the BLAS batched loop: noise at this
+// load, see the report); q @ k^T batched 0.67 -> 1.01. The whole LSTM and transformer training steps of
+// `python -m dyngrad.bench` did not change beyond the noise (bench/gemm_kernel_ab.py: products are a small part
+// of those steps). Where the CPU lacks AVX-512F (AMD before Zen 4, most laptops), or with DYNGRAD_GEMM=blas,
+// every product takes the BLAS path as before (tests/test_gemm_kernel.py runs both).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "kernels.h"
+#include "thread_pool.h"
+
+namespace dyngrad {
+
+namespace {
+constexpr int kMR = 8;        // rows of c per block
+constexpr int kNR = 48;       // columns of c per strip (three 16-float vectors)
+constexpr int64_t kKC = 192;  // k per block: a strip of b (kKC x 48 floats, 36 KB) stays in L1
+
+#define DG_AVX512 __attribute__((target("avx512f")))
+
+// The CPU and the OS support AVX-512F (gcc's check reads XCR0: the OS saves the zmm state).
+bool cpu_has_avx512() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f");
+}
+
+int initial_kernel() {
+  const char* env = std::getenv("DYNGRAD_GEMM");
+  if (env && std::strcmp(env, "blas") == 0) return 0;
+  return cpu_has_avx512() ? 1 : 0;
+}
+int g_kernel = initial_kernel();  // 1: this file's kernel, 0: the BLAS
+
+// Rows r < R of a block of c (kMR packed rows of a: ap[p * kMR + r]) times columns [0, 16 * NV) of b (row p at
+// b + p * ldb; the last vector masked by `tail`): c = (load ? c : 0) + sum_p a[r, p] b[p, :] (+ bias after the sum).
+// The accumulators are named variables, not an array: gcc kept an array of them on the stack, storing all 16
+// after every step of k (half the speed).
+// What the store of the last k block does: c = alpha * sum (+ the c found there) (+ bias[j]).
+struct Epilogue {
+  float alpha = 1.f;
+  bool add_c = false;
+  const float* bias = nullptr;  // at the strip's first column
+};
+
+DG_AVX512 inline __m512 finish(__m512 x, const float* c, __mmask16 mk, __m512 bias, __m512 alpha, bool scale,
+                               bool add_c, bool add_bias) {
+  if (scale) x = _mm512_mul_ps(x, alpha);
+  if (add_c) x = _mm512_add_ps(_mm512_maskz_loadu_ps(mk, c), x);
+  if (add_bias) x = _mm512_add_ps(x, bias);
+  return x;
+}
+
+#define DG_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+template <int R, int NV>
+DG_AVX512 void micro(int64_t kc, const float* __restrict ap, int64_t ars, int64_t acs, const float* __restrict b,
+                     int64_t ldb, float* __restrict c, int64_t ldc, __mmask16 tail, bool load, const Epilogue* ep) {
+  static_assert(R >= 1 && R <= kMR && NV >= 1 && NV <= 3, "micro: block shape");
+  // vector v covers columns 16 v .. 16 v + 15; the last one (v = NV - 1) is masked by tail
+  const __mmask16 m0 = NV == 1 ? tail : (__mmask16)0xFFFF, m1 = NV == 2 ? tail : (__mmask16)0xFFFF, m2 = tail;
+  const __m512 z = _mm512_setzero_ps();
+#define DG_DECL(i)                                                                   \
+  __m512 x##i##0 = z, x##i##1 = z, x##i##2 = z;                                      \
+  if (R > i && load) {                                                               \
+    x##i##0 = _mm512_maskz_loadu_ps(m0, c + i * ldc);                                \
+    if (NV >= 2) x##i##1 = _mm512_maskz_loadu_ps(m1, c + i * ldc + 16);              \
+    if (NV == 3) x##i##2 = _mm512_maskz_loadu_ps(m2, c + i * ldc + 32);              \
+  }
+  DG_ROWS(DG_DECL)
+#undef DG_DECL
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m512 b0 = NV == 1 ? _mm512_maskz_loadu_ps(m0, b) : _mm512_loadu_ps(b);
+    const __m512 b1 = NV == 2 ? _mm512_maskz_loadu_ps(m1, b + 16) : NV == 3 ? _mm512_loadu_ps(b + 16) : z;
+    const __m512 b2 = NV == 3 ? _mm512_maskz_loadu_ps(m2, b + 32) : z;
+#define DG_STEP(i)                                                                   \
+  if (R > i) {                                                                       \
+    const __m512 av = _mm512_set1_ps(ap[i * ars]);                                   \
+    x##i##0 = _mm512_fmadd_ps(av, b0, x##i##0);                                      \
+    if (NV >= 2) x##i##1 = _mm512_fmadd_ps(av, b1, x##i##1);                         \
+    if (NV == 3) x##i##2 = _mm512_fmadd_ps(av, b2, x##i##2);                         \
+  }
+    DG_ROWS(DG_STEP)
+#undef DG_STEP
+    ap += acs;
+    b += ldb;
+  }
+  if (ep && (ep->alpha != 1.f || ep->add_c || ep->bias)) {
+    const __m512 al = _mm512_set1_ps(ep->alpha);
+    const __m512 bias0 = ep->bias ? _mm512_maskz_loadu_ps(m0, ep->bias) : z;
+    const __m512 bias1 = ep->bias && NV >= 2 ? _mm512_maskz_loadu_ps(m1, ep->bias + 16) : z;
+    const __m512 bias2 = ep->bias && NV == 3 ? _mm512_maskz_loadu_ps(m2, ep->bias + 32) : z;
+    const bool scale = ep->alpha != 1.f, add_c = ep->add_c, add_bias = ep->bias != nullptr;
+#define DG_FINISH(i)                                                                                        \
+  if (R > i) {                                                                                              \
+    x##i##0 = finish(x##i##0, c + i * ldc, m0, bias0, al, scale, add_c, add_bias);                          \
+    if (NV >= 2) x##i##1 = finish(x##i##1, c + i * ldc + 16, m1, bias1, al, scale, add_c, add_bias);        \
+    if (NV == 3) x##i##2 = finish(x##i##2, c + i * ldc + 32, m2, bias2, al, scale, add_c, add_bias);        \
+  }
+    DG_ROWS(DG_FINISH)
+#undef DG_FINISH
+  }
+#define DG_STORE(i)                                                                   \
+  if (R > i) {                                                                        \
+    _mm512_mask_storeu_ps(c + i * ldc, m0, x##i##0);                                  \
+    if (NV >= 2) _mm512_mask_storeu_ps(c + i * ldc + 16, m1, x##i##1);                \
+    if (NV == 3) _mm512_mask_storeu_ps(c + i * ldc + 32, m2, x##i##2);                \
+  }
+  DG_ROWS(DG_STORE)
+#undef DG_STORE
+}
+#undef DG_ROWS
+
+using micro_t = void (*)(int64_t, const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t, __mmask16,
+                         bool, const Epilogue*);
+template <int NV>
+micro_t micro_for(int rows) {
+  switch (rows) {
+    case 1: return micro<1, NV>;
+    case 2: return micro<2, NV>;
+    case 3: return micro<3, NV>;
+    case 4: return micro<4, NV>;
+    case 5: return micro<5, NV>;
+    case 6: return micro<6, NV>;
+    case 7: return micro<7, NV>;
+    default: return micro<8, NV>;
+  }
+}
+
+// dst[i * ldd + j] = src[j * lds + i], i, j < 16: three rounds of in-register shuffles.
+DG_AVX512 void transpose16(const float* src, int64_t lds, float* dst, int64_t ldd) {
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * lds);
+  for (int i = 0; i < 16; i += 2) {  // per 128-bit lane: [a0 b0 a1 b1], [a2 b2 a3 b3]
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int g = 0; g < 16; g += 4) {  // r[g + e], lane L: element 4L + e of rows g .. g + 3
+    const __m512d t0 = _mm512_castps_pd(t[g]), t1 = _mm512_castps_pd(t[g + 1]);
+    const __m512d t2 = _mm512_castps_pd(t[g + 2]), t3 = _mm512_castps_pd(t[g + 3]);
+    r[g] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+    r[g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+    r[g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+    r[g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+  }
+  for (int e = 0; e < 4; ++e) {  // a 4 x 4 transpose of 128-bit lanes: output row 4L + e
+    const __m512 u0 = _mm512_shuffle_f32x4(r[e], r[4 + e], 0x44), u1 = _mm512_shuffle_f32x4(r[e], r[4 + e], 0xEE);
+    const __m512 u2 = _mm512_shuffle_f32x4(r[8 + e], r[12 + e], 0x44);
+    const __m512 u3 = _mm512_shuffle_f32x4(r[8 + e], r[12 + e], 0xEE);
+    _mm512_storeu_ps(dst + (0 + e) * ldd, _mm512_shuffle_f32x4(u0, u2, 0x88));
+    _mm512_storeu_ps(dst + (4 + e) * ldd, _mm512_shuffle_f32x4(u0, u2, 0xDD));
+    _mm512_storeu_ps(dst + (8 + e) * ldd, _mm512_shuffle_f32x4(u1, u3, 0x88));
+    _mm512_storeu_ps(dst + (12 + e) * ldd, _mm512_shuffle_f32x4(u1, u3, 0xDD));
+  }
+}
+
+// Packs rows p0 .. p0 + kc of columns j0 .. j0 + w (w <= 32) of b into dst[p * 32 + jj], zeros beyond w.
+DG_AVX512 void pack_b(int64_t kc, int64_t w, const float* b, int64_t brs, int64_t bcs, float* dst) {
+  int64_t p = 0;
+  if (bcs == 1 || w == 1) {  // rows of b contiguous: two masked copies per row
+    __mmask16 mk[kNR / 16];
+    for (int v = 0; v < kNR / 16; ++v) {
+      const int64_t left = w - 16 * v;
+      mk[v] = (__mmask16)(left >= 16 ? 0xFFFF : left <= 0 ? 0 : (1u << left) - 1);
+    }
+    for (; p < kc; ++p)
+      for (int v = 0; v < kNR / 16; ++v)
+        _mm512_storeu_ps(dst + p * kNR + 16 * v, _mm512_maskz_loadu_ps(mk[v], b + p * brs + 16 * v));
+    return;
+  }
+  if (brs == 1) {  // b transposed: column j is contiguous in p
+    const int64_t full = w / 16;
+    for (; p + 16 <= kc; p += 16) {
+      for (int64_t h = 0; h < full; ++h) transpose16(b + h * 16 * bcs + p, bcs, dst + p * kNR + h * 16, kNR);
+      for (int64_t i = 0; i < 16; ++i)
+        for (int64_t jj = full * 16; jj < kNR; ++jj) dst[(p + i) * kNR + jj] = jj < w ? b[jj * bcs + p + i] : 0.f;
+    }
+  }
+  for (; p < kc; ++p)
+    for (int64_t jj = 0; jj < kNR; ++jj) dst[p * kNR + jj] = jj < w ? b[p * brs + jj * bcs] : 0.f;
+}
+
+// Strips [s0, s1) of c. a is read in place (any strides): a block's kMR rows are kMR streams of broadcasts.
+// b is read in place only when its rows are contiguous and c has one row block (no reuse to pay for a copy);
+// otherwise each strip's kKC x 32 block is packed once and reused by every row block: a b read in place with a
+// row stride of 4 KB (32 x 1024 @ 1024 x 1024) put every row of the strip in one L1 set, 1.5x slower.
+DG_AVX512 void run_strips(int64_t s0, int64_t s1, int64_t m, int64_t n, int64_t k, const float* a, int64_t ars,
+                          int64_t acs, const float* b, int64_t brs, int64_t bcs, float* c, int64_t ldc,
+                          const Epilogue& ep) {
+  const bool direct = (bcs == 1 || n == 1) && m <= kMR;
+  static thread_local std::vector<float> bbuf;
+  if (!direct) bbuf.resize((size_t)(kKC * kNR));
+  for (int64_t s = s0; s < s1; ++s) {
+    const int64_t j0 = s * kNR, w = std::min<int64_t>(kNR, n - j0);
+    const int nv = (int)((w + 15) / 16);
+    const int64_t rem = w - 16 * (nv - 1);
+    const __mmask16 tail = (__mmask16)(rem >= 16 ? 0xFFFF : (1u << rem) - 1);
+    for (int64_t p0 = 0; p0 < k; p0 += kKC) {
+      const int64_t kc = std::min(kKC, k - p0);
+      const float* bs;
+      int64_t ldb;
+      if (direct) {
+        bs = b + p0 * brs + j0;
+        ldb = brs;
+      } else {
+        pack_b(kc, w, b + p0 * brs + j0 * bcs, brs, bcs, bbuf.data());
+        bs = bbuf.data();
+        ldb = kNR;
+      }
+      Epilogue strip_ep = ep;
+      if (ep.bias) strip_ep.bias = ep.bias + j0;
+      const Epilogue* last = p0 + kc >= k ? &strip_ep : nullptr;
+      for (int64_t i0 = 0; i0 < m; i0 += kMR) {
+        const int rows = (int)std::min<int64_t>(kMR, m - i0);
+        micro_t f = nv == 3 ? micro_for<3>(rows) : nv == 2 ? micro_for<2>(rows) : micro_for<1>(rows);
+        f(kc, a + i0 * ars + p0 * acs, ars, acs, bs, ldb, c + i0 * ldc + j0, ldc, tail, p0 > 0, last);
+      }
+    }
+  }
+}
+}  // namespace
+
+bool own_gemm_enabled() { return g_kernel == 1; }
+
+const char* gemm_kernel_name() { return g_kernel == 1 ? "avx512" : "blas"; }
+
+bool set_gemm_kernel(const std::string& name) {
+  if (name == "blas") {
+    g_kernel = 0;
+    return true;
+  }
+  if (name == "avx512" || name == "auto") {
+    if (!cpu_has_avx512()) {
+      if (name == "auto") g_kernel = 0;
+      return name == "auto";
+    }
+    g_kernel = 1;
+    return true;
+  }
+  return false;
+}
+
+bool own_sgemm_into(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t ars, int64_t acs,
+                    const float* b, int64_t brs, int64_t bcs, float beta, float* c, int64_t ldc, const float* bias,
+                    int max_tasks) {
+  if (m == 0 || n == 0) return true;
+  // beta = 1 keeps the old c to add in the last store, so the partial sums of several k blocks cannot live in c
+  if ((beta != 0.f && beta != 1.f) || (beta == 1.f && k > kKC)) return false;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = (beta == 1.f ? c[i * ldc + j] : 0.f) + (bias ? bias[j] : 0.f);
+    return true;
+  }
+  Epilogue ep;
+  ep.alpha = alpha;
+  ep.add_c = beta == 1.f;
+  ep.bias = bias;
+  const int64_t strips = (n + kNR - 1) / kNR;
+  const int tasks = (int)std::max<int64_t>(1, std::min<int64_t>(max_tasks, strips));
+  if (tasks == 1) {
+    run_strips(0, strips, m, n, k, a, ars, acs, b, brs, bcs, c, ldc, ep);
+    return true;
+  }
+  const int64_t per = (strips + tasks - 1) / tasks;
+  run_parallel(tasks, [&](int t) {
+    const int64_t s0 = t * per, s1 = std::min(strips, s0 + per);
+    if (s0 < s1) run_strips(s0, s1, m, n, k, a, ars, acs, b, brs, bcs, c, ldc, ep);
+  });
+  return true;
+}
+
+void own_sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs, const float* b,
+               int64_t brs, int64_t bcs, float* c, int64_t ldc, const float* bias, int max_tasks) {
+  own_sgemm_into(m, n, k, 1.f, a, ars, acs, b, brs, bcs, 0.f, c, ldc, bias, max_tasks);
+}
+
+}  // namespace dyngrad

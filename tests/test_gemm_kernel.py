@@ -1,0 +1,159 @@
+"""The float32 product kernels: dyngrad's own AVX-512 kernel (Note [Own small-product kernel] in
+csrc/dyngrad/kernels/gemm_avx512.cpp) and the BLAS path every other CPU takes (the fallback, forced here with
+_C._set_gemm_kernel("blas")), each against a float64 numpy reference over odd shapes, layouts and batches."""
+import numpy as np
+import pytest
+
+import dyngrad as dg
+from dyngrad import _C
+
+
+
+def _has_avx512():
+    before = _C._gemm_kernel()
+    try:
+        _C._set_gemm_kernel("avx512")
+        return True
+    except RuntimeError:       # the CPU has no AVX-512F: only the fallback runs (and is what such CPUs use)
+        return False
+    finally:
+        _C._set_gemm_kernel(before)
+
+
+HAS_AVX512 = _has_avx512()
+KERNELS = ["blas"] + (["avx512"] if HAS_AVX512 else [])
+
+
+@pytest.fixture(params=KERNELS)
+def kernel(request):
+    before = _C._set_gemm_kernel(request.param)
+    assert _C._gemm_kernel() == request.param
+    yield request.param
+    _C._set_gemm_kernel(before)
+
+
+def _close(got, ref, k):
+    # float32 sums of k products: error grows like sqrt(k) eps |a||b|; never the last ulp
+    scale = max(1.0, float(np.abs(ref).max()))
+    tol = 1e-5 * max(1.0, np.sqrt(k)) * 4
+    assert got.dtype == np.float32
+    err = float(np.abs(got.astype(np.float64) - ref).max()) / scale if ref.size else 0.0
+    assert err < tol, (err, tol)
+
+
+SIZES = [1, 7, 17, 33, 65]
+
+
+@pytest.mark.parametrize("m", SIZES)
+@pytest.mark.parametrize("k", [1, 7, 33, 300])
+@pytest.mark.parametrize("n", SIZES + [513])
+def test_shapes_and_layouts(kernel, m, k, n):
+    rng = np.random.default_rng(m * 1000 + k * 10 + n)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    ta, tb = dg.tensor(a), dg.tensor(b)
+    at, bt = dg.tensor(np.ascontiguousarray(a.T)), dg.tensor(np.ascontiguousarray(b.T))
+    _close((ta @ tb).numpy(), ref, k)             # A B
+    _close((ta @ bt.mT).numpy(), ref, k)          # A B^T: linear's forward, q @ k^T
+    _close((at.mT @ tb).numpy(), ref, k)          # A^T B: the weight gradient
+    _close((at.mT @ bt.mT).numpy(), ref, k)       # A^T B^T
+
+
+def test_non_contiguous_and_offset_views(kernel):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((40, 90)).astype(np.float32)
+    b = rng.standard_normal((72, 100)).astype(np.float32)
+    sa, sb = a[3:36:2, 5:75:1], b[1:71, 7:90:3]         # strided rows / strided columns
+    ref = sa.astype(np.float64) @ sb.astype(np.float64)
+    ta = dg.tensor(a)[3:36:2, 5:75]
+    tb = dg.tensor(b)[1:71, 7:90:3]
+    _close((ta @ tb).numpy(), ref, 70)
+    # leading dimension larger than the width (a slice of columns), both operands
+    ref2 = a[:, 10:43].astype(np.float64) @ b[:33, 20:61].astype(np.float64)
+    _close((dg.tensor(a)[:, 10:43] @ dg.tensor(b)[:33, 20:61]).numpy(), ref2, 33)
+
+
+@pytest.mark.parametrize("batch", [1, 3, 48])
+def test_batched(kernel, batch):
+    rng = np.random.default_rng(batch)
+    q = rng.standard_normal((batch, 64, 32)).astype(np.float32)
+    k = rng.standard_normal((batch, 64, 32)).astype(np.float32)
+    v = rng.standard_normal((batch, 32, 17)).astype(np.float32)
+    q64, k64 = q.astype(np.float64), k.astype(np.float64)
+    _close((dg.tensor(q) @ dg.tensor(k).mT).numpy(), q64 @ k64.transpose(0, 2, 1), 32)
+    _close((dg.tensor(q) @ dg.tensor(v)).numpy(), q64 @ v.astype(np.float64), 32)
+    # a broadcast operand (the same weight for every batch)
+    w = rng.standard_normal((32, 33)).astype(np.float32)
+    _close((dg.tensor(q) @ dg.tensor(w)).numpy(), q64 @ w.astype(np.float64), 32)
+
+
+def test_zero_sizes(kernel):
+    for (m, k, n) in [(0, 5, 7), (5, 0, 7), (5, 7, 0), (0, 0, 0), (33, 0, 65)]:
+        a = np.ones((m, k), np.float32)
+        b = np.ones((k, n), np.float32)
+        got = (dg.tensor(a) @ dg.tensor(b)).numpy()
+        assert got.shape == (m, n)
+        assert (got == 0).all()
+    got = dg.nn.functional.linear(dg.zeros(4, 0), dg.zeros(3, 0), dg.tensor(np.arange(3, dtype=np.float32)))
+    np.testing.assert_array_equal(got.numpy(), np.tile(np.arange(3, dtype=np.float32), (4, 1)))
+
+
+def test_nan_and_inf_propagate(kernel):
+    a = np.ones((17, 33), np.float32)
+    b = np.ones((33, 40), np.float32)
+    a[3, 5] = np.nan
+    b[7, 20] = np.inf
+    got = (dg.tensor(a) @ dg.tensor(b)).numpy()
+    assert np.isnan(got[3]).all()
+    assert np.isinf(got[np.arange(17) != 3, 20]).all()
+    assert np.isfinite(np.delete(got[np.arange(17) != 3], 20, axis=1)).all()
+
+
+def test_gradients_of_linear(kernel):
+    rng = np.random.default_rng(11)
+    x0 = rng.standard_normal((33, 129)).astype(np.float32)
+    w0 = rng.standard_normal((65, 129)).astype(np.float32)
+    b0 = rng.standard_normal(65).astype(np.float32)
+    g0 = rng.standard_normal((33, 65)).astype(np.float32)
+    x, w, b = (dg.tensor(v, requires_grad=True) for v in (x0, w0, b0))
+    y = dg.nn.functional.linear(x, w, b)
+    y.backward(dg.tensor(g0))
+    x64, w64, g64 = x0.astype(np.float64), w0.astype(np.float64), g0.astype(np.float64)
+    _close(y.detach().numpy(), x64 @ w64.T + b0, 129)
+    _close(x.grad.numpy(), g64 @ w64, 65)
+    _close(w.grad.numpy(), g64.T @ x64, 33)
+    _close(b.grad.numpy(), g64.sum(0), 33)
+
+
+def test_threads_do_not_change_bits(kernel):
+    rng = np.random.default_rng(5)
+    # 2^23 multiply-adds: split over the threads (Note [Own small-product kernel]); k = 300 spans two k blocks
+    a = dg.tensor(rng.standard_normal((56, 300)).astype(np.float32))
+    b = dg.tensor(rng.standard_normal((500, 300)).astype(np.float32))
+    before = dg.get_num_threads()
+    try:
+        dg.set_num_threads(1)
+        one = (a @ b.mT).numpy()
+        dg.set_num_threads(2)
+        two = (a @ b.mT).numpy()
+    finally:
+        dg.set_num_threads(before)
+    np.testing.assert_array_equal(one, two)
+
+
+def test_environment_chooses_the_blas_path():
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, DYNGRAD_GEMM="blas")
+    code = ("import numpy as np, dyngrad as dg; from dyngrad import _C; a = np.arange(6, dtype=np.float32).reshape(2, 3);"
+            "print(_C._gemm_kernel(), (dg.tensor(a) @ dg.tensor(a.T)).numpy().tolist())")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split(None, 1)[0] == "blas"
+    assert "[[5.0, 14.0], [14.0, 50.0]]" in out
+
+
+def test_kernel_choice_errors():
+    with pytest.raises(ValueError, match="_set_gemm_kernel"):
+        _C._set_gemm_kernel("mkl")
