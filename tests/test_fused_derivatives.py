@@ -159,6 +159,36 @@ def test_unary_derivatives_are_the_formulas(dg, name):
         np.testing.assert_allclose(got.numpy(), gv * derivative[name], rtol=rtol, atol=rtol)
 
 
+@pytest.mark.parametrize("name", ["tanh", "sigmoid", "relu", "gelu"])
+def test_unary_derivatives_over_odd_lengths(dg, name):
+    """Note [Flattened loop bodies] (kernels/elementwise.cpp): the vectorised loops of the fused derivatives and of
+    the forwards, over lengths that are not multiples of the vector width and over sizes that split across threads
+    (contiguous, and through the strided path), against float64 formulas."""
+    from math import erf, pi
+    rng = np.random.default_rng(2)
+    fn = dg.nn.functional.gelu if name == "gelu" else getattr(dg, name)
+    exact = {"tanh": (np.tanh, lambda x: 1 - np.tanh(x) ** 2),
+             "sigmoid": (lambda x: 1 / (1 + np.exp(-x)), lambda x: np.exp(-x) / (1 + np.exp(-x)) ** 2),
+             "relu": (lambda x: np.maximum(x, 0), lambda x: (x > 0).astype(np.float64)),
+             "gelu": (lambda x: 0.5 * x * (1 + np.vectorize(erf)(x / np.sqrt(2))),
+                      lambda x: 0.5 * (1 + np.vectorize(erf)(x / np.sqrt(2))) + x * np.exp(-x * x / 2) / np.sqrt(2 * pi))}
+    f, df = exact[name]
+    for n in (1, 7, 15, 17, 33, 1001, 70001):
+        for dtype, tol in (("float64", 1e-12), ("float32", 3e-6)):
+            xv = rng.uniform(-6, 6, n).astype(dtype)
+            gv = rng.standard_normal(n).astype(dtype)
+            xd = xv.astype(np.float64)
+            x = dg.tensor(xv, requires_grad=True)
+            y = fn(x)
+            np.testing.assert_allclose(y.detach().numpy(), f(xd), rtol=tol, atol=tol)
+            got, = dg.autograd.grad(y, x, dg.tensor(gv))
+            np.testing.assert_allclose(got.numpy(), gv * df(xd), rtol=tol, atol=tol)
+            if n > 1:  # every other element: strided operands
+                xs = dg.tensor(np.repeat(xv, 2)).requires_grad_()[::2]
+                got, = dg.autograd.grad(fn(xs), xs, dg.tensor(np.repeat(gv, 2))[::2])
+                np.testing.assert_allclose(got.numpy(), gv * df(xd), rtol=tol, atol=tol)
+
+
 def test_third_derivatives_of_layer_norm_and_lstm_match_torch(dg):
     """Note [Derivatives of fused backwards]: the VJP of the definition stays differentiable: third derivatives."""
     torch = pytest.importorskip("torch")
