@@ -45,6 +45,7 @@ from .distance import vector_norm as _distance_norm
 from .linalg import _powers, linalg_qr, linalg_svd, vector_norm as _linalg_vector_norm
 from .products import _chain_order, _sublist_equation
 from .shape import diag_embed as _diag_embed
+from .statistics import _range_pairs, return_histogram
 from .sorting import sort as _sort
 
 # ----- levels -------------------------------------------------------------------------------------------------
@@ -3279,6 +3280,67 @@ INPLACE_RULES["resize_as_"] = _resize_as_inplace
 RULES["as_strided"] = _or_loop("as_strided", _as_strided_rule)
 RULES["as_strided_copy"] = _or_loop("as_strided_copy", _as_strided_rule)
 RULES["as_strided_scatter"] = _or_loop("as_strided_scatter", _as_strided_scatter_rule)
+
+
+
+def _histogram_rule(fn, args, kwargs):
+    """histogram(x, bins: int, range=, weight=, density=): statistics.histogram's edges for every row at once (each
+    row's own range unless range= is given), then numpy histogramdd's counting (an upper-bound search on the row's
+    float64 edges, the last edge closed) for all rows in one bincount."""
+    a = dict(zip(("input", "bins"), args))
+    a.update(kwargs)
+    x, bins, rng, weight = a.get("input"), a.get("bins"), a.get("range"), a.get("weight")
+    if set(a) - {"input", "bins", "range", "weight", "density"} or not _only_first_batched(args, kwargs) or \
+            isinstance(bins, bool) or not isinstance(bins, int) or bins <= 0 or \
+            not x.dtype.is_floating_point or x.dtype in (_C.float16, _C.bfloat16) or \
+            (weight is not None and (not _is_tensor(weight) or tuple(weight.shape) != tuple(x.shape) or
+                                     weight.dtype is not x.dtype)) or \
+            (rng is not None and (not isinstance(rng, (tuple, list)) or len(rng) != 2)):
+        return None
+    pairs = _range_pairs(rng, 1, "histogram")
+    nb = len(x._levels)
+    sizes = tuple(x._value.shape[:nb])
+    n = math.prod(sizes)
+    dtype = np.dtype(x.dtype.name)
+    arr = bridge.host_array(x._value.detach()).astype(dtype, copy=False).reshape(n, -1)
+    if pairs is None:
+        if arr.shape[1]:
+            lo, hi = arr.min(1).astype(np.float64), arr.max(1).astype(np.float64)
+        else:
+            lo, hi = np.zeros(n), np.ones(n)
+        if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+            return None                    # the loop raises histogram's error for the row
+    else:
+        lo, hi = np.full(n, pairs[0][0]), np.full(n, pairs[0][1])
+    same = lo == hi
+    lo, hi = np.where(same, lo - 0.5, lo), np.where(same, hi + 0.5, hi)
+    edges = np.linspace(lo, hi, bins + 1, axis=1).astype(dtype)                  # (n, bins + 1)
+    e64, p64 = edges.astype(np.float64), arr.astype(np.float64)
+    rows = np.arange(n, dtype=np.int64)[:, None]
+    first = np.zeros(p64.shape, np.int64)
+    last = np.full(p64.shape, bins + 1, np.int64)
+    while (first < last).any():                                                   # searchsorted(side='right')
+        middle = (first + last) // 2
+        with np.errstate(invalid="ignore"):
+            right = (first < last) & (e64[rows, np.minimum(middle, bins)] <= p64)
+        first, last = np.where(right, middle + 1, first), np.where(right | (first >= last), last, middle)
+    with np.errstate(invalid="ignore"):
+        first = first - (p64 == e64[:, -1:])                                      # the last edge is closed
+    keep = (first >= 1) & (first <= bins)
+    flat = (rows * bins + first - 1)[keep]
+    w = None if weight is None else bridge.host_array(weight.detach()).astype(dtype).reshape(1, -1)
+    counts = np.bincount(flat, None if w is None else np.broadcast_to(w, p64.shape)[keep].astype(np.float64),
+                         minlength=n * bins).reshape(n, bins)
+    if a.get("density"):
+        with np.errstate(all="ignore"):
+            total = counts.sum(1, keepdims=True)
+            counts = counts / np.diff(e64, axis=1) / total
+    hist = bridge.host_result(counts.astype(dtype).reshape(sizes + (bins,)), x.dtype)
+    out_edges = bridge.host_result(edges.reshape(sizes + (bins + 1,)), x.dtype)
+    return return_histogram(BatchedTensor(hist, x._levels), BatchedTensor(out_edges, x._levels))
+
+
+RULES["histogram"] = _or_loop("histogram", _histogram_rule)
 
 
 # ----- vmap -----------------------------------------------------------------------------------------------------
