@@ -139,6 +139,10 @@ CASES = {
     "histogram_weight": (lambda m, a: m.histogram(a, 5, weight=m.tensor(np.linspace(0.5, 2, 6))), [_r(6)], [(0,)],
                          False),
     "histogram_flat": (lambda m, a: m.histogram(a * 0, 2), [_r(3)], [(0,)], False),
+    "histogramdd": (lambda m, a: m.histogramdd(a, [2, 3]), [_r(7, 2)], [(0,)], False),
+    "histogramdd_density": (lambda m, a: m.histogramdd(a, 2, range=[-1.0, 1.0, -2.0, 2.0], density=True,
+                                                       weight=m.tensor(np.linspace(1, 2, 7))), [_r(7, 2)], [(0,)],
+                            False),
     "masked_select": (lambda m, a: m.masked_select(a, m.tensor([[True, False, True], [False, False, True]])),
                       [_r(2, 3)], [(0,)], True),
     "masked_select_broadcast": (lambda m, a: m.masked_select(a, m.tensor([True, False, True])), [_r(2, 3)], [(0,)],
@@ -146,7 +150,8 @@ CASES = {
 }
 
 
-TORCH_REFUSES = {"chain_matmul", "as_strided_scatter"}   # torch.func.vmap: "Batching rule not implemented"
+TORCH_REFUSES = {"chain_matmul", "as_strided_scatter", "histogramdd", "histogramdd_density"}   # torch.func.vmap:
+# "Batching rule not implemented"
 
 
 def _run(m, name, in_dims):

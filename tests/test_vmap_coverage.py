@@ -52,7 +52,6 @@ FALLS_BACK = {
     'feature_alpha_dropout': "the sample (p=0, train a tensor) reads train's truth value per row",
     'feature_alpha_dropout_': "the sample (p=0, train a tensor) reads train's truth value per row",
     'hinge_embedding_loss': 'no rule yet (nn.functional)',
-    'histogramdd': "a fixed size for int bins, but the counts come from numpy's histogramdd over each row's own edges: no batched form of it yet (torch.func loops too)",
     'istft': 'no rule yet (nn.functional)',
     'kl_div': 'no rule yet (nn.functional)',
     'margin_ranking_loss': 'no rule yet (nn.functional)',
