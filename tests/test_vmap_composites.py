@@ -133,6 +133,16 @@ CASES = {
     "as_strided_copy": (lambda m, a: m.as_strided_copy(a, (3,), (2,)), [_r(2, 3)], [(0,)], True),
     "as_strided_scatter": (lambda m, a, b: m.as_strided_scatter(a, b, (2, 2), (1, 3), 1), [_r(2, 4), _r(2, 2)],
                            [(0, None), (None, 0), (0, 0)], True),
+    "histogram": (lambda m, a: m.histogram(a, 4), [np.arange(5.0)], [(0,)], False),
+    "histogram_range": (lambda m, a: m.histogram(a, 3, range=(0.0, 1.0), density=True), [RNG.random((2, 5))], [(0,)],
+                        False),
+    "histogram_weight": (lambda m, a: m.histogram(a, 5, weight=m.tensor(np.linspace(0.5, 2, 6))), [_r(6)], [(0,)],
+                         False),
+    "histogram_flat": (lambda m, a: m.histogram(a * 0, 2), [_r(3)], [(0,)], False),
+    "histogramdd": (lambda m, a: m.histogramdd(a, [2, 3]), [_r(7, 2)], [(0,)], False),
+    "histogramdd_density": (lambda m, a: m.histogramdd(a, 2, range=[-1.0, 1.0, -2.0, 2.0], density=True,
+                                                       weight=m.tensor(np.linspace(1, 2, 7))), [_r(7, 2)], [(0,)],
+                            False),
     "masked_select": (lambda m, a: m.masked_select(a, m.tensor([[True, False, True], [False, False, True]])),
                       [_r(2, 3)], [(0,)], True),
     "masked_select_broadcast": (lambda m, a: m.masked_select(a, m.tensor([True, False, True])), [_r(2, 3)], [(0,)],
@@ -140,7 +150,8 @@ CASES = {
 }
 
 
-TORCH_REFUSES = {"chain_matmul", "as_strided_scatter"}   # torch.func.vmap: "Batching rule not implemented"
+TORCH_REFUSES = {"chain_matmul", "as_strided_scatter", "histogramdd", "histogramdd_density"}   # torch.func.vmap:
+# "Batching rule not implemented"
 
 
 def _run(m, name, in_dims):

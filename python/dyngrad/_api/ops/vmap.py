@@ -47,6 +47,7 @@ from .distance import vector_norm as _distance_norm
 from .linalg import _powers, linalg_qr, linalg_svd, vector_norm as _linalg_vector_norm
 from .products import _chain_order, _sublist_equation
 from .shape import diag_embed as _diag_embed
+from .statistics import _range_pairs, return_histogram, return_histogramdd
 from .sorting import sort as _sort
 from .conv import conv1d as _conv1d_fn                       # these four: the nn.functional rules (vmapA)
 from .linear import linear as _linear_fn
@@ -4206,6 +4207,96 @@ INPLACE_RULES["resize_as_"] = _resize_as_inplace
 RULES["as_strided"] = _or_loop("as_strided", _as_strided_rule)
 RULES["as_strided_copy"] = _or_loop("as_strided_copy", _as_strided_rule)
 RULES["as_strided_scatter"] = _or_loop("as_strided_scatter", _as_strided_scatter_rule)
+
+
+
+def _row_bins(column, bins, pair, dtype):
+    """For the (n, E) values of one dim of every row: statistics._uniform_edges per row (n, bins + 1) and numpy
+    histogramdd's bin of each value (an upper-bound search on the row's float64 edges, the last edge closed;
+    -1 outside). None where a row's own range is not finite (the loop raises histogram's error)."""
+    n = column.shape[0]
+    if pair is None:
+        if column.shape[1]:
+            lo, hi = column.min(1).astype(np.float64), column.max(1).astype(np.float64)
+        else:
+            lo, hi = np.zeros(n), np.ones(n)
+        if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+            return None
+    else:
+        lo, hi = np.full(n, pair[0]), np.full(n, pair[1])
+    same = lo == hi
+    lo, hi = np.where(same, lo - 0.5, lo), np.where(same, hi + 0.5, hi)
+    edges = np.linspace(lo, hi, bins + 1, axis=1).astype(dtype)
+    e64, p64 = edges.astype(np.float64), column.astype(np.float64)
+    rows = np.arange(n, dtype=np.int64)[:, None]
+    first = np.zeros(p64.shape, np.int64)
+    last = np.full(p64.shape, bins + 1, np.int64)
+    while (first < last).any():                                                   # searchsorted(side='right')
+        middle = (first + last) // 2
+        with np.errstate(invalid="ignore"):
+            right = (first < last) & (e64[rows, np.minimum(middle, bins)] <= p64)
+        first, last = np.where(right, middle + 1, first), np.where(right | (first >= last), last, middle)
+    with np.errstate(invalid="ignore"):
+        first = first - (p64 == e64[:, -1:])                                      # the last edge is closed
+    return edges, np.where((first >= 1) & (first <= bins), first - 1, -1)
+
+
+def _histogram_rule(fn, args, kwargs):
+    """histogram(x, bins: int, range=, weight=, density=) and histogramdd(x, bins: int(s), ...): statistics'
+    edges for every row at once (each row's own range unless range= is given), then numpy histogramdd's counting
+    for all rows in one bincount."""
+    one_dim = fn.__name__ == "histogram"
+    a = dict(zip(("input", "bins"), args))
+    a.update(kwargs)
+    x, bins, rng, weight = a.get("input"), a.get("bins"), a.get("range"), a.get("weight")
+    if set(a) - {"input", "bins", "range", "weight", "density"} or not _only_first_batched(args, kwargs) or \
+            not x.dtype.is_floating_point or x.dtype in (_C.float16, _C.bfloat16) or (not one_dim and x.dim() < 1):
+        return None
+    d = 1 if one_dim else x.shape[-1]
+    bins = [bins] * d if isinstance(bins, int) else list(bins) if isinstance(bins, (tuple, list)) and \
+        not one_dim else None
+    if bins is None or len(bins) != d or any(isinstance(b, bool) or not isinstance(b, int) or b <= 0 for b in bins):
+        return None
+    point_shape = tuple(x.shape) if one_dim else tuple(x.shape[:-1])
+    if weight is not None and (not _is_tensor(weight) or isinstance(weight, BatchedTensor) or
+                               tuple(weight.shape) != point_shape or weight.dtype is not x.dtype):
+        return None
+    if rng is not None and (not isinstance(rng, (tuple, list)) or (one_dim and len(rng) != 2)):
+        return None
+    pairs = _range_pairs(rng, d, "histogram" if one_dim else "histogramdd")
+    nb = len(x._levels)
+    sizes = tuple(x._value.shape[:nb])
+    n = math.prod(sizes)
+    dtype = np.dtype(x.dtype.name)
+    points = bridge.host_array(x._value.detach()).astype(dtype, copy=False).reshape(n, -1, d)
+    flat = np.arange(n, dtype=np.int64)[:, None] * math.prod(bins)
+    keep = np.ones(points.shape[:2], bool)
+    all_edges = []
+    for k in builtins.range(d):
+        found = _row_bins(points[:, :, k], bins[k], None if pairs is None else pairs[k], dtype)
+        if found is None:
+            return None
+        edges, which = found
+        all_edges.append(edges)
+        keep &= which >= 0
+        flat = flat + which * math.prod(bins[k + 1:])
+    w = None if weight is None else np.broadcast_to(
+        bridge.host_array(weight.detach()).astype(dtype).reshape(1, -1), keep.shape)[keep].astype(np.float64)
+    counts = np.bincount(flat[keep], w, minlength=n * math.prod(bins)).reshape((n,) + tuple(bins))
+    if a.get("density"):
+        with np.errstate(all="ignore"):
+            total = counts.reshape(n, -1).sum(1).reshape((n,) + (1,) * d)
+            for k, edges in enumerate(all_edges):
+                widths = np.diff(edges.astype(np.float64), axis=1)
+                counts = counts / widths.reshape((n,) + (1,) * k + (bins[k],) + (1,) * (d - k - 1))
+            counts = counts / total
+    hist = BatchedTensor(bridge.host_result(counts.astype(dtype).reshape(sizes + tuple(bins)), x.dtype), x._levels)
+    out = [BatchedTensor(bridge.host_result(e.reshape(sizes + (e.shape[1],)), x.dtype), x._levels) for e in all_edges]
+    return return_histogram(hist, out[0]) if one_dim else return_histogramdd(hist, tuple(out))
+
+
+RULES["histogram"] = _or_loop("histogram", _histogram_rule)
+RULES["histogramdd"] = _or_loop("histogramdd", _histogram_rule)
 
 
 # ----- vmap -----------------------------------------------------------------------------------------------------
