@@ -213,7 +213,11 @@ def test_same_outcome_on_bad_and_odd_arguments(cpp, ref):
             outs = []
             for m in (cpp, ref):
                 args = _bad_argument_lists(m)[k]
+                m.manual_seed(k)      # the same draws on both engines for what samples (svd_lowrank's sketch)
                 outs.append(_outcome(lambda: getattr(m, name)(*args)))
+                # a setter called with an odd truthy argument (set_anomaly_enabled(1)) leaves its mode on: the tests
+                # that run after this one expect the default
+                m.set_anomaly_enabled(False)
             tried += 1
             a, b = outs
             if not _same(a, b):

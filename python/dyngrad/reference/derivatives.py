@@ -355,11 +355,6 @@ def sinh_backward(grad, s):
     return (mul(grad, cj(cosh(s.a))),)
 
 
-# out = cosh(a)  ->  da = grad * sinh(a)
-def cosh_backward(grad, s):
-    return (mul(grad, cj(sinh(s.a))),)
-
-
 # out = asinh(a)  ->  da = grad / sqrt(a^2 + 1)
 def asinh_backward(grad, s):
     return (mul(grad, cj(rsqrt(add(mul(s.a, s.a), num(1, s.a))))),)
@@ -368,6 +363,11 @@ def asinh_backward(grad, s):
 # out = atanh(a)  ->  da = grad / (1 - a^2)
 def atanh_backward(grad, s):
     return (div(grad, cj(sub(num(1, s.a), mul(s.a, s.a)))),)
+
+
+# out = cosh(a)  ->  da = grad * sinh(a)
+def cosh_backward(grad, s):
+    return (mul(grad, cj(sinh(s.a))),)
 
 
 # out = acosh(a)  ->  da = grad / sqrt(a^2 - 1) for real a, grad / conj(sqrt(a - 1) sqrt(a + 1)) for complex a
