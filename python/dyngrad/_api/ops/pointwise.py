@@ -409,6 +409,8 @@ def _rounding_division(a, b, mode, op, function=None):
     dtype = _C.result_type(a, b)
     if dtype is _C.bool:
         raise NotImplementedError(f"{op}: rounding division is not implemented for bool tensors.")
+    if dtype.is_complex:
+        _refuse_complex(op, dtype)
     a, b = _cast(a, dtype), _cast(b, dtype)
     _check_divisor(b, op)
     if function is None:
@@ -690,6 +692,10 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
     """NaN, +inf and -inf replaced by nan, posinf and neginf (default: the dtype's largest and lowest values); the
     gradient is 0 at the replaced elements."""
     a = tensor_arg(input, "nan_to_num")
+    if a.dtype.is_complex:     # each part on its own, in the real dtype's limits (torch's)
+        pairs = _C.view_as_real(a)
+        re, im = (nan_to_num(_C.select(pairs, -1, i), nan, posinf, neginf) for i in (0, 1))
+        return _C.view_as_complex(_C.stack([re, im], -1))
     if not a.dtype.is_floating_point:
         return _C.clone(a)
     info = finfo(a.dtype)           # (bfloat16's own limits: numpy has none)
@@ -873,6 +879,7 @@ def sign(input):
 def signbit(input):
     """Whether the sign bit is set (True for -0.0 and negative NaN)."""
     a = tensor_arg(input, "signbit")
+    refuse_complex("signbit", a, ordered=True)
     return bridge.host_result(np.signbit(bridge.host_values(a)), _C.bool)
 
 
@@ -992,7 +999,11 @@ eq, ne, lt, le, gt, ge = (_comparison(n) for n in ("eq", "ne", "lt", "le", "gt",
 def _infinity_test(op, signs):
     def fn(input):
         a = tensor_arg(input, op)
-        refuse_complex(op, a)
+        if a.dtype.is_complex:
+            if len(signs) == 1:                    # isposinf/isneginf: complex numbers have no sign (torch)
+                refuse_complex(op, a, ordered=True)
+            pairs = _C.view_as_real(a)             # isinf: either part infinite (torch's)
+            return _C.logical_or(fn(_C.select(pairs, -1, 0)), fn(_C.select(pairs, -1, 1)))
         if not a.dtype.is_floating_point:
             return _C.full(tuple(a.shape), False, _C.bool)
         hits = [_C.compare("eq", a, _C.scalar_operand(s * math.inf, a)) for s in signs]
