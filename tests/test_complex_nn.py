@@ -422,3 +422,13 @@ def test_scatter_reduce_mean_of_complex(dg):
     src = dg.tensor(z, requires_grad=True)
     assert dg.autograd.gradcheck(lambda s: dg.zeros(2, dtype=dg.complex128).scatter_reduce(
         0, dg.tensor([0, 0, 1]), s, "mean"), (src,))
+
+
+def test_anomaly_mode_checks_complex_gradients(dg):
+    """A NaN in a complex gradient is reported as in a real one (both engines skipped complex gradients)."""
+    x = dg.tensor([1 + 1j, 2j], dtype=dg.complex128, requires_grad=True)
+    with dg.autograd.detect_anomaly():
+        y = (x * dg.tensor([float("nan"), 1.0], dtype=dg.complex128)).real.sum()
+        with pytest.raises(RuntimeError, match=r"anomaly detection: MulBackward\w* returned a gradient containing "
+                                               r"NaN for its input 0 \(shape \(2,\): 1 NaN, 0 Inf of 2 values\)"):
+            y.backward()

@@ -820,7 +820,7 @@ def square(input):
 
 def _angle_conversion(op, factor):
     def fn(input):
-        a = _float(tensor_arg(input, op))
+        a = _float(tensor_arg(input, op), op)
         return _C.mul(a, _C.scalar_operand(factor, a))
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = f"{op}(input): input * {factor!r} (float32 for integer inputs)."
@@ -953,7 +953,7 @@ def polygamma(n, input):
     n = to_int(n, "polygamma", "n")
     if n < 0:
         raise RuntimeError(f"polygamma: n must be >= 0, got {n}.")
-    return Polygamma.apply(n, _float(tensor_arg(input, "polygamma")))
+    return Polygamma.apply(n, _float(tensor_arg(input, "polygamma"), "polygamma"))
 
 
 def polygamma_method(self, n):
@@ -969,7 +969,7 @@ def mvlgamma(input, p):
         raise RuntimeError("mvlgamma: the input may not be a bool tensor.")
     if p < 1:
         raise RuntimeError(f"mvlgamma: p must be >= 1, got {p}.")
-    a = _float(a)
+    a = _float(a, "mvlgamma")
     shifts = bridge.host_result(np.arange(0.0, -p / 2, -0.5), a.dtype)       # 0, -1/2, -1, ... (a +0, not -0)
     terms = Lgamma.apply(_C.add(_C.unsqueeze(a, -1), shifts))
     return _C.add(_C.sum(terms, (-1,), False, None), _C.scalar_operand(p * (p - 1) / 4 * math.log(math.pi), a))
@@ -977,7 +977,7 @@ def mvlgamma(input, p):
 
 def logit(input, eps=None):
     """log(input / (1 - input)), input first clamped to [eps, 1 - eps] when eps is given."""
-    a = _float(tensor_arg(input, "logit"))
+    a = _float(tensor_arg(input, "logit"), "logit")
     if eps is not None:
         eps = float(number(eps, "logit", "eps"))
     return Logit.apply(a, eps)
