@@ -432,3 +432,17 @@ def test_anomaly_mode_checks_complex_gradients(dg):
         with pytest.raises(RuntimeError, match=r"anomaly detection: MulBackward\w* returned a gradient containing "
                                                r"NaN for its input 0 \(shape \(2,\): 1 NaN, 0 Inf of 2 values\)"):
             y.backward()
+
+
+def test_casting_complex_to_real_warns(dg):
+    """As torch: the imaginary part is dropped with a warning (to a bool dtype, z != 0, there is none)."""
+    import warnings
+    z = dg.tensor([1 + 5j, 0j])
+    for convert in (lambda t: t.to(dg.float32), lambda t: t.float(), lambda t: t.double(), lambda t: t.long(),
+                    lambda t: t.type(dg.float64)):
+        with pytest.warns(UserWarning, match="discards the imaginary part"):
+            assert convert(z).tolist()[0] == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert z.to(dg.bool).tolist() == [True, False] and z.to(dg.complex128).dtype is dg.complex128
+        assert z.real.tolist() == [1.0, 0.0]
