@@ -376,6 +376,10 @@ REFUSED = [
     ("isneginf", lambda dg, z: dg.isneginf(z), "isneginf: not supported for complex tensors"),
     ("scatter_reduce_amax", lambda dg, z: z.scatter_reduce(0, dg.tensor([0, 0, 1, 1]), z, "amax"),
      "scatter_reduce: not supported for complex tensors"),
+    ("clamp_min", lambda dg, z: dg.clamp_min(z, 0.0), "clamp: not supported for complex tensors"),
+    ("clamp_tensors", lambda dg, z: dg.clamp(z, z, None), "clamp: not supported for complex tensors"),
+    ("embedding_bag_max", lambda dg, z: F_(dg).embedding_bag(dg.tensor([0, 1]), z.reshape(4, 1), dg.tensor([0]),
+                                                            mode="max"), "embedding_bag: not supported for complex"),
     ("elu_empty", lambda dg, z: F_(dg).elu(z[:0]), "lt: not supported for complex tensors"),
     ("gelu_empty", lambda dg, z: F_(dg).gelu(z[:0]), "gelu: not supported for complex tensors"),
 ]
@@ -446,3 +450,13 @@ def test_casting_complex_to_real_warns(dg):
         warnings.simplefilter("error")
         assert z.to(dg.bool).tolist() == [True, False] and z.to(dg.complex128).dtype is dg.complex128
         assert z.real.tolist() == [1.0, 0.0]
+
+
+def test_isclose_of_complex_compares_the_modulus(dg):
+    """|a - b| of the complex numbers (both parts were cast to float64, so 1+1j and 1+5j were close)."""
+    nan = float("nan")
+    a = dg.tensor([1 + 1j, 1 + 5j, complex(nan, 1), 1 + 1e-9j])
+    b = dg.tensor([1 + 1j, 1 + 1j, complex(nan, 1), 1 + 0j])
+    assert dg.isclose(a, b).tolist() == [True, False, False, True]
+    assert dg.isclose(a, b, equal_nan=True).tolist() == [True, False, True, True]
+    assert not dg.allclose(a[:2], b[:2]) and dg.allclose(a[:1], b[:1])

@@ -655,6 +655,8 @@ def _clamp_tensors(a, lo, hi):
 def clamp(input, min=None, max=None):
     """input limited to [min, max] (max wins when min > max); the bounds are numbers or tensors."""
     a = tensor_arg(input, "clamp")
+    refuse_complex("clamp", a, min if isinstance(min, Tensor) else None, max if isinstance(max, Tensor) else None,
+                   ordered=True)
     if isinstance(min, Tensor) or isinstance(max, Tensor):
         if (min is not None and not isinstance(min, Tensor)) or (max is not None and not isinstance(max, Tensor)):
             raise TypeError(f"clamp: min and max must both be tensors or both be numbers, got {type_name(min)} and "
@@ -1044,8 +1046,9 @@ def _isclose_values(a, b, rtol, atol, equal_nan):
     x, y = bridge.host_values(a), bridge.host_values(b)
     with np.errstate(all="ignore"):
         close = x == y
-        if a.dtype is not _C.bool:
-            x, y = x.astype(np.float64), y.astype(np.float64)
+        if a.dtype is not _C.bool:     # complex values as complex128: |x - y| is the modulus (torch's)
+            wide = np.complex128 if a.dtype.is_complex else np.float64
+            x, y = x.astype(wide), y.astype(wide)
             if equal_nan:
                 close = close | (np.isnan(x) & np.isnan(y))
             if is_half(a.dtype):     # torch's arithmetic in the half type: each step rounded to it
