@@ -371,6 +371,15 @@ REFUSED = [
     ("bernoulli", lambda dg, z: dg.bernoulli(z), "bernoulli: not supported for complex tensors"),
     ("masked_softmax", lambda dg, z: dg.masked.softmax(z, 0), "masked.softmax: not supported for complex"),
     ("masked_log_softmax", lambda dg, z: dg.masked.log_softmax(z, 0), "masked.log_softmax: not supported"),
+    ("signbit", lambda dg, z: dg.signbit(z), "signbit: not supported for complex tensors"),
+    ("floor_divide", lambda dg, z: dg.floor_divide(z, z), "floor_divide: not supported for complex tensors"),
+    ("isneginf", lambda dg, z: dg.isneginf(z), "isneginf: not supported for complex tensors"),
+    ("scatter_reduce_amax", lambda dg, z: z.scatter_reduce(0, dg.tensor([0, 0, 1, 1]), z, "amax"),
+     "scatter_reduce: not supported for complex tensors"),
+    ("clamp_min", lambda dg, z: dg.clamp_min(z, 0.0), "clamp: not supported for complex tensors"),
+    ("clamp_tensors", lambda dg, z: dg.clamp(z, z, None), "clamp: not supported for complex tensors"),
+    ("embedding_bag_max", lambda dg, z: F_(dg).embedding_bag(dg.tensor([0, 1]), z.reshape(4, 1), dg.tensor([0]),
+                                                            mode="max"), "embedding_bag: not supported for complex"),
     ("elu_empty", lambda dg, z: F_(dg).elu(z[:0]), "lt: not supported for complex tensors"),
     ("gelu_empty", lambda dg, z: F_(dg).gelu(z[:0]), "gelu: not supported for complex tensors"),
 ]
@@ -392,3 +401,62 @@ def test_torch_refuses_them_too(name, call, message):
     z = torch.tensor([1 + 2j, 3 - 1j, -2 + 0.5j, 0.3 + 4j], dtype=torch.complex64)
     with pytest.raises((RuntimeError, NotImplementedError, TypeError)):
         call(torch, z)
+
+
+def test_isinf_and_nan_to_num_of_complex(dg):
+    """Each part on its own, as torch (nan_to_num returned a complex tensor unchanged, isinf all False)."""
+    inf, nan = float("inf"), float("nan")
+    z = dg.tensor([complex(inf, 0), complex(0, -inf), 1 + 1j, complex(nan, inf), complex(nan, 1)], dtype=dg.complex64)
+    assert dg.isinf(z).tolist() == [True, True, False, True, False]
+    big = float(np.finfo(np.float32).max)
+    assert dg.nan_to_num(z).tolist() == [complex(big, 0), complex(0, -big), 1 + 1j, complex(0, big), 1j]
+    assert dg.nan_to_num(z, nan=2.0, posinf=3.0).tolist() == [3 + 0j, complex(0, -big), 1 + 1j, 2 + 3j, 2 + 1j]
+    x = dg.tensor([complex(nan, 2), 1 + 1j], dtype=dg.complex128, requires_grad=True)
+    dg.nan_to_num(x).real.sum().backward()
+    assert x.grad.tolist() == [0j, 1 + 0j]                  # the replaced part has a zero gradient
+
+
+def test_scatter_reduce_mean_of_complex(dg):
+    """A complex mean divides by the count (it went through the integers' floor division and failed)."""
+    z = cvalues((3,), 33)
+    for include_self, want in ((True, [(z[0] + z[1]) / 3, z[2] / 2]), (False, [(z[0] + z[1]) / 2, z[2]])):
+        got = dg.zeros(2, dtype=dg.complex128).scatter_reduce(0, dg.tensor([0, 0, 1]), dg.tensor(z), "mean",
+                                                             include_self=include_self)
+        close(got.numpy(), want, "complex128")
+    src = dg.tensor(z, requires_grad=True)
+    assert dg.autograd.gradcheck(lambda s: dg.zeros(2, dtype=dg.complex128).scatter_reduce(
+        0, dg.tensor([0, 0, 1]), s, "mean"), (src,))
+
+
+def test_anomaly_mode_checks_complex_gradients(dg):
+    """A NaN in a complex gradient is reported as in a real one (both engines skipped complex gradients)."""
+    x = dg.tensor([1 + 1j, 2j], dtype=dg.complex128, requires_grad=True)
+    with dg.autograd.detect_anomaly():
+        y = (x * dg.tensor([float("nan"), 1.0], dtype=dg.complex128)).real.sum()
+        with pytest.raises(RuntimeError, match=r"anomaly detection: MulBackward\w* returned a gradient containing "
+                                               r"NaN for its input 0 \(shape \(2,\): 1 NaN, 0 Inf of 2 values\)"):
+            y.backward()
+
+
+def test_casting_complex_to_real_warns(dg):
+    """As torch: the imaginary part is dropped with a warning (to a bool dtype, z != 0, there is none)."""
+    import warnings
+    z = dg.tensor([1 + 5j, 0j])
+    for convert in (lambda t: t.to(dg.float32), lambda t: t.float(), lambda t: t.double(), lambda t: t.long(),
+                    lambda t: t.type(dg.float64)):
+        with pytest.warns(UserWarning, match="discards the imaginary part"):
+            assert convert(z).tolist()[0] == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert z.to(dg.bool).tolist() == [True, False] and z.to(dg.complex128).dtype is dg.complex128
+        assert z.real.tolist() == [1.0, 0.0]
+
+
+def test_isclose_of_complex_compares_the_modulus(dg):
+    """|a - b| of the complex numbers (both parts were cast to float64, so 1+1j and 1+5j were close)."""
+    nan = float("nan")
+    a = dg.tensor([1 + 1j, 1 + 5j, complex(nan, 1), 1 + 1e-9j])
+    b = dg.tensor([1 + 1j, 1 + 1j, complex(nan, 1), 1 + 0j])
+    assert dg.isclose(a, b).tolist() == [True, False, False, True]
+    assert dg.isclose(a, b, equal_nan=True).tolist() == [True, False, True, True]
+    assert not dg.allclose(a[:2], b[:2]) and dg.allclose(a[:1], b[:1])

@@ -264,18 +264,31 @@ void count_non_finite(const TensorImpl& g, int64_t& nans, int64_t& infs) {
     else if (std::isinf(p[i])) ++infs;
   }
 }
+
+// a complex element is NaN if either part is, else Inf if either part is (numpy's isnan/isinf, the reference's)
+template <typename C>
+void count_non_finite_complex(const TensorImpl& g, int64_t& nans, int64_t& infs) {
+  const C* p = g.data<C>();
+  for (int64_t i = 0; i < g.numel; ++i) {
+    if (std::isnan(p[i].real()) || std::isnan(p[i].imag())) ++nans;
+    else if (std::isinf(p[i].real()) || std::isinf(p[i].imag())) ++infs;
+  }
+}
 }  // namespace
 
 void check_gradients_finite(Node& node, const std::vector<Tensor>& grads) {
   for (size_t i = 0; i < grads.size(); ++i) {
     const Tensor& g = grads[i];
-    if (!g || !is_floating(g->dtype)) continue;
+    if (!g || !(is_floating(g->dtype) || is_complex(g->dtype))) continue;
     Tensor c = g->is_contiguous() ? g : contiguous_copy(g, g->dtype);
     int64_t nans = 0, infs = 0;
-    if (c->dtype == DType::Float64)
+    if (is_complex(c->dtype)) {
+      DG_DISPATCH_COMPLEX(c->dtype, C, count_non_finite_complex<C>(*c, nans, infs));
+    } else if (c->dtype == DType::Float64) {
       count_non_finite<double>(*c, nans, infs);
-    else
+    } else {
       count_non_finite<float>(*c, nans, infs);
+    }
     if (nans == 0 && infs == 0) continue;
     std::string where = node.call_site.describe();
     std::string what = nans > 0 ? (infs > 0 ? "NaN and Inf" : "NaN") : "Inf";

@@ -142,11 +142,12 @@ def created_at(node):
 def check_gradients_finite(node, grads):
     """Raise if a gradient `node` returned (one per input) holds NaN or Inf; see Note [Anomaly mode]."""
     for i, g in enumerate(grads):
-        if g is None or g._data.dtype.kind != "f":
+        if g is None or g._data.dtype.kind not in "fc":
             continue
         arr = g._data
-        nans = int(np.count_nonzero(np.isnan(arr)))
-        infs = int(np.count_nonzero(np.isinf(arr)))
+        nan = np.isnan(arr)                     # a complex element: NaN if either part is, else Inf if either is
+        nans = int(np.count_nonzero(nan))
+        infs = int(np.count_nonzero(np.isinf(arr) & ~nan))
         if nans == 0 and infs == 0:
             continue
         what = ("NaN and Inf" if infs else "NaN") if nans else "Inf"

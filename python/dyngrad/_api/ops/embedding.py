@@ -12,7 +12,7 @@ import numpy as np
 from ... import _C
 from ...autograd.grad_mode import no_grad
 from .. import bridge
-from ..args import shape_str, tensor_arg, to_int, type_name
+from ..args import refuse_complex, shape_str, tensor_arg, to_int, type_name
 from ..node_names import rename, shows_as
 
 MODES = ("sum", "mean", "max")
@@ -108,6 +108,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     op = "embedding_bag"
     idx = tensor_arg(input, op)
     w = tensor_arg(weight, op, "weight")
+    if mode == "max":
+        refuse_complex(op, w, ordered=True)
     if offsets is not None:
         offsets = tensor_arg(offsets, op, "offsets")
     psw = per_sample_weights

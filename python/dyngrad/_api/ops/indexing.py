@@ -379,6 +379,8 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     if reduce not in _REDUCTIONS:
         raise RuntimeError(f"scatter_reduce: reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got {reduce!r}.")
     _same_dtype(a, s, "scatter_reduce", "src")
+    if _REDUCTIONS[reduce] in ("amax", "amin"):
+        refuse_complex("scatter_reduce", a, ordered=True)
     _, target, source = _scatter_plan(a, dim, index, tuple(s.shape), "scatter_reduce")
     return _grouped_reduce(a, target, _C.take(s, _positions(source)), _REDUCTIONS[reduce], bool(include_self))
 
@@ -413,8 +415,9 @@ def _grouped_reduce(a, target, values, reduce, include_self):
         out = _C.sum(rows, (1,), False, None)
         if reduce == "mean":
             sizes = counts + first
-            if a.dtype.is_floating_point:
-                out = _C.div(out, bridge.copy(sizes.astype(np.dtype(a.dtype.name)), False))
+            if a.dtype.is_floating_point or a.dtype.is_complex:     # (a complex mean divides by a real count)
+                real = {"complex64": "float32", "complex128": "float64"}.get(a.dtype.name, a.dtype.name)
+                out = _C.div(out, bridge.copy(sizes.astype(np.dtype(real)), False))
             else:        # integers: floor division, as torch (no gradient to keep)
                 out = bridge.copy(np.floor_divide(bridge.view(out), sizes).astype(bridge.view(out).dtype),
                                          False)

@@ -401,6 +401,8 @@ def _rounding_division(a, b, mode, op, function=None):
     dtype = _C.result_type(a, b)
     if dtype is _C.bool:
         raise NotImplementedError(f"{op}: rounding division is not implemented for bool tensors.")
+    if dtype.is_complex:
+        _refuse_complex(op, dtype)
     a, b = _cast(a, dtype), _cast(b, dtype)
     _check_divisor(b, op)
     if function is None:
@@ -645,6 +647,8 @@ def _clamp_tensors(a, lo, hi):
 def clamp(input, min=None, max=None):
     """input limited to [min, max] (max wins when min > max); the bounds are numbers or tensors."""
     a = tensor_arg(input, "clamp")
+    refuse_complex("clamp", a, min if isinstance(min, Tensor) else None, max if isinstance(max, Tensor) else None,
+                   ordered=True)
     if isinstance(min, Tensor) or isinstance(max, Tensor):
         if (min is not None and not isinstance(min, Tensor)) or (max is not None and not isinstance(max, Tensor)):
             raise TypeError(f"clamp: min and max must both be tensors or both be numbers, got {type_name(min)} and "
@@ -682,6 +686,10 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
     """NaN, +inf and -inf replaced by nan, posinf and neginf (default: the dtype's largest and lowest values); the
     gradient is 0 at the replaced elements."""
     a = tensor_arg(input, "nan_to_num")
+    if a.dtype.is_complex:     # each part on its own, in the real dtype's limits (torch's)
+        pairs = _C.view_as_real(a)
+        re, im = (nan_to_num(_C.select(pairs, -1, i), nan, posinf, neginf) for i in (0, 1))
+        return _C.view_as_complex(_C.stack([re, im], -1))
     if not a.dtype.is_floating_point:
         return _C.clone(a)
     info = finfo(a.dtype)           # (bfloat16's own limits: numpy has none)
@@ -767,7 +775,7 @@ def square(input):
 
 def _angle_conversion(op, factor):
     def fn(input):
-        a = _float(tensor_arg(input, op))
+        a = _float(tensor_arg(input, op), op)
         return _C.mul(a, _C.scalar_operand(factor, a))
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = f"{op}(input): input * {factor!r} (float32 for integer inputs)."
@@ -826,6 +834,7 @@ def sign(input):
 def signbit(input):
     """Whether the sign bit is set (True for -0.0 and negative NaN)."""
     a = tensor_arg(input, "signbit")
+    refuse_complex("signbit", a, ordered=True)
     return bridge.host_result(np.signbit(bridge.host_values(a)), _C.bool)
 
 
@@ -899,7 +908,7 @@ def polygamma(n, input):
     n = to_int(n, "polygamma", "n")
     if n < 0:
         raise RuntimeError(f"polygamma: n must be >= 0, got {n}.")
-    return Polygamma.apply(n, _float(tensor_arg(input, "polygamma")))
+    return Polygamma.apply(n, _float(tensor_arg(input, "polygamma"), "polygamma"))
 
 
 def polygamma_method(self, n):
@@ -915,7 +924,7 @@ def mvlgamma(input, p):
         raise RuntimeError("mvlgamma: the input may not be a bool tensor.")
     if p < 1:
         raise RuntimeError(f"mvlgamma: p must be >= 1, got {p}.")
-    a = _float(a)
+    a = _float(a, "mvlgamma")
     shifts = bridge.host_result(np.arange(0.0, -p / 2, -0.5), a.dtype)       # 0, -1/2, -1, ... (a +0, not -0)
     terms = Lgamma.apply(_C.add(_C.unsqueeze(a, -1), shifts))
     return _C.add(_C.sum(terms, (-1,), False, None), _C.scalar_operand(p * (p - 1) / 4 * math.log(math.pi), a))
@@ -923,7 +932,7 @@ def mvlgamma(input, p):
 
 def logit(input, eps=None):
     """log(input / (1 - input)), input first clamped to [eps, 1 - eps] when eps is given."""
-    a = _float(tensor_arg(input, "logit"))
+    a = _float(tensor_arg(input, "logit"), "logit")
     if eps is not None:
         eps = float(number(eps, "logit", "eps"))
     return Logit.apply(a, eps)
@@ -945,7 +954,11 @@ eq, ne, lt, le, gt, ge = (_comparison(n) for n in ("eq", "ne", "lt", "le", "gt",
 def _infinity_test(op, signs):
     def fn(input):
         a = tensor_arg(input, op)
-        refuse_complex(op, a)
+        if a.dtype.is_complex:
+            if len(signs) == 1:                    # isposinf/isneginf: complex numbers have no sign (torch)
+                refuse_complex(op, a, ordered=True)
+            pairs = _C.view_as_real(a)             # isinf: either part infinite (torch's)
+            return _C.logical_or(fn(_C.select(pairs, -1, 0)), fn(_C.select(pairs, -1, 1)))
         if not a.dtype.is_floating_point:
             return _C.full(tuple(a.shape), False, _C.bool)
         hits = [_C.compare("eq", a, _C.scalar_operand(s * math.inf, a)) for s in signs]
@@ -986,8 +999,9 @@ def _isclose_values(a, b, rtol, atol, equal_nan):
     x, y = bridge.host_values(a), bridge.host_values(b)
     with np.errstate(all="ignore"):
         close = x == y
-        if a.dtype is not _C.bool:
-            x, y = x.astype(np.float64), y.astype(np.float64)
+        if a.dtype is not _C.bool:     # complex values as complex128: |x - y| is the modulus (torch's)
+            wide = np.complex128 if a.dtype.is_complex else np.float64
+            x, y = x.astype(wide), y.astype(wide)
             if equal_nan:
                 close = close | (np.isnan(x) & np.isnan(y))
             if is_half(a.dtype):     # torch's arithmetic in the half type: each step rounded to it

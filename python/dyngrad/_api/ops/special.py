@@ -35,7 +35,7 @@ i1e = pw._float_unary("i1e", pw.I1e)
 
 def ndtr(input):
     """The standard normal distribution function, erfc(-x / sqrt 2) / 2 (exact in both tails)."""
-    a = pw._float(tensor_arg(input, "ndtr"))
+    a = pw._float(tensor_arg(input, "ndtr"), "ndtr")
     return _C.mul(pw.Erfc.apply(_C.mul(a, _C.scalar_operand(-1 / math.sqrt(2.0), a))), _C.scalar_operand(0.5, a))
 
 
@@ -84,7 +84,7 @@ def _no_half(op, t):
 
 def _unary(op, kernel):
     def fn(input):
-        a = pw._float(tensor_arg(input, op))
+        a = pw._float(tensor_arg(input, op), op)
         _no_half(op, a)
         with np.errstate(all="ignore"):
             return _constant(kernel(_host(a)), a.dtype)

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ... import _C
+from ..._user_frame import warn
 from ...autograd.engine import backward as autograd_backward
 from .. import bridge
 from ..args import (Size, Tensor, core, broadcast_shapes, checked_write, dtype_arg, number, operand, operand_or_throw,
@@ -227,6 +228,9 @@ def to(self, *args, **kwargs):
     dt = dtype_arg(dtype, "to")
     if dt is self.dtype and not copy:
         return self
+    if self.dtype.is_complex and not dt.is_complex and dt is not _C.bool:
+        warn("Casting complex values to real discards the imaginary part (to(), float(), ... keep the real part; "
+             "take .real, .abs() or .angle() to say which real number is meant).", UserWarning)
     return rename(_C.to_dtype(self, dt), "ToCopyBackward", (self,))
 
 
