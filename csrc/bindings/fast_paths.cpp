@@ -135,7 +135,7 @@ inline bool fast_on() { return !g_capturing.load(std::memory_order_relaxed); }
 // whose call the Python recorder compares as before: the hits, the misses and their reasons are the ones the
 // Python path alone gives, and the results are eager mode's either way.
 struct VerifyStep {
-  int kind = 0;                // 0: no fast path issues it; 1: a one-tensor core call; 2: two tensors; 3: scalar_operand
+  int kind = 0;  // 0: no fast path issues it; 1: a one-tensor core call; 2: two tensors; 3: scalar_operand
   void* core = nullptr;        // the core function (UnaryOp or BinaryOp) of kinds 1 and 2
   int64_t slots[2] = {-1, -1};  // the inputs' slots (scalar_operand: slots[1], its `like`)
   PyObject* constant = nullptr;  // scalar_operand's number (kept alive by the table's `constants`)
@@ -294,7 +294,8 @@ PyObject* binary_slot(PyObject* a, PyObject* b) {
   if (fast && Numbers && ta && fast_number<Op>(b)) return to_python(Op(*ta, number_operand(b, *ta)));
   if constexpr (Reflected != nullptr)
     if (fast && tb && fast_number<Op>(a)) return to_python(Reflected(*tb, number_operand(a, *tb)));
-  if (VerifyCursor* c = fast || autocast_defers<Op>() ? nullptr : verifying()) {  // Note [Verified ops in the fast paths]
+  // Note [Verified ops in the fast paths]
+  if (VerifyCursor* c = fast || autocast_defers<Op>() ? nullptr : verifying()) {
     PyObject* r = nullptr;
     if (ta && tb) r = verified_binary(c, Op, a, *ta, b, *tb);
     else if (Numbers && ta && fast_number<Op>(b))
@@ -424,7 +425,7 @@ PyObject* binary_function(PyObject* fallback, PyObject* const* args, Py_ssize_t 
     if (ta && (tb || (Numbers && fast_number<Op>(args[1])))) {
       DG_PY_TRY
       if (fast_on()) return to_python(tb ? Op(*ta, *tb) : Op(*ta, number_operand(args[1], *ta)));
-      // Note [Verified ops in the fast paths]: dg.add(a, b), dg.sub and dg.atan2 are left to Python (issues_result_type)
+      // Note [Verified ops in the fast paths]: dg.add(a, b), dg.sub, dg.atan2 stay in Python (issues_result_type)
       if (VerifyCursor* c = issues_result_type<Op>() ? nullptr : verifying()) {
         PyObject* r = tb ? verified_binary(c, Op, args[0], *ta, args[1], *tb)
                          : verified_with_number(c, Op, true, args[0], args[1],
@@ -683,7 +684,8 @@ PyObject* binary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf
     if (ta && (tb || (Numbers && fast_number<Op>(args[0])))) {
       DG_PY_TRY
       if (fast_on()) return to_python(tb ? Op(*ta, *tb) : Op(*ta, number_operand(args[0], *ta)));
-      if (VerifyCursor* c = issues_result_type<Op>() ? nullptr : verifying()) {  // Note [Verified ops in the fast paths]
+      // Note [Verified ops in the fast paths]
+      if (VerifyCursor* c = issues_result_type<Op>() ? nullptr : verifying()) {
         PyObject* r = tb ? verified_binary(c, Op, self, *ta, args[0], *tb)
                          : verified_with_number(c, Op, true, self, args[0],
                                                 [&] { return Op(*ta, number_operand(args[0], *ta)); });

@@ -130,7 +130,7 @@ class ProgramStats:
         self.replays = 0          # calls that ran a recording to its end
         self.eager_calls = 0      # calls that ran eagerly after the variant limit
         self.guard_misses = []    # (reason, source line)
-        self.matched_in_cpp = 0   # verified: calls matched with their step in C++ (Note [Verified ops in the fast paths])
+        self.matched_in_cpp = 0   # verified: steps matched in C++ (Note [Verified ops in the fast paths])
         self.eager_reasons = {}   # why calls ran eagerly: reason -> calls
         self._program = None      # a weak reference to the Program (variant_table; dg.viz.draw_program draws it)
 
