@@ -375,7 +375,13 @@ def test_each_fast_path_matches_the_steps_its_python_definition_issues(cpp):
         "x.mul(y)": lambda a, b: a.mul(b), "x.mul(2.0)": lambda a, b: a.mul(2.0), "x.div(y)": lambda a, b: a.div(b),
         "x.matmul(y)": lambda a, b: a.matmul(b), "dg.mul(x, y)": lambda a, b: cpp.mul(a, b),
         "dg.matmul(x, y)": lambda a, b: cpp.matmul(a, b), "dg.maximum(x, y)": lambda a, b: cpp.maximum(a, b),
+        "linear(x, y, b)": lambda a, b: cpp.nn.functional.linear(a, b, bias),
+        "linear(x, y)": lambda a, b: cpp.nn.functional.linear(a, b),
+        "linear(x, y, None)": lambda a, b: cpp.nn.functional.linear(a, b, None),
+        "Linear module": lambda a, b: layer(a),
     }
+    bias = cpp.tensor(np.array([0.5, -1.0], np.float32), requires_grad=True)
+    layer = cpp.nn.Linear(2, 2)
     for name in cpp._C._fast_path_names():
         method = name.startswith("Tensor.")
         base = name[7:] if method else name

@@ -484,8 +484,45 @@ Tensor sum_op(const Tensor& a, const Dims& dims, bool keepdim) { return sum(a, d
 
 // linear(x, w) or linear(x, w, b) with a 2-D weight matching x's last dim: x @ w.mT + b, as the shared composite
 // computes it (which names linear, not matmul, when the features do not match).
+// linear(x, w[, b]) as the shared layer (python/dyngrad/_api/ops/linear.py) issues it for a 2-D weight: mT(w),
+// matmul(x, that), and add(that, b) when there is a bias (Note [Verified ops in the fast paths]).
+PyObject* verified_linear(VerifyCursor* c, PyObject* const* args, const Tensor& x, const Tensor& w, const Tensor* b) {
+  const auto& steps = c->table->steps;
+  const int64_t need = b ? 3 : 2;
+  if (c->index + need > (int64_t)steps.size()) return nullptr;
+  const VerifyStep& t = steps[c->index];
+  const VerifyStep& m = steps[c->index + 1];
+  if (t.kind != 1 || t.core != reinterpret_cast<void*>(static_cast<UnaryOp>(&mT)) ||
+      m.kind != 2 || m.core != reinterpret_cast<void*>(static_cast<BinaryOp>(&matmul)) || m.slots[1] != t.out)
+    return nullptr;
+  if (b) {
+    const VerifyStep& a = steps[c->index + 2];
+    if (a.kind != 2 || a.core != reinterpret_cast<void*>(static_cast<BinaryOp>(&add)) || a.slots[0] != m.out ||
+        slot_of_object(c, args[2]) != a.slots[1])
+      return nullptr;
+  }
+  if (slot_of_object(c, args[1]) != t.slots[0] || slot_of_object(c, args[0]) != m.slots[0]) return nullptr;
+  Tensor out = matmul(x, mT(w));
+  if (b) out = add(out, *b);
+  if (x->ndim() == 2) rename_new_node(out, x, b ? "AddmmBackward" : "MmBackward");
+  return verified_result(c, std::move(out), steps[c->index + need - 1].out, need);
+}
+
 PyObject* linear_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (!kwnames && (nargs == 2 || nargs == 3) && !fast_on() && !g_autocast_active.load(std::memory_order_relaxed))
+    if (VerifyCursor* c = verifying()) {
+      const Tensor* x = tensor_of(args[0]);
+      const Tensor* w = tensor_of(args[1]);
+      const Tensor* b = nargs == 3 ? tensor_of(args[2]) : nullptr;
+      const bool no_bias = nargs == 2 || args[2] == Py_None;
+      if (x && w && (*w)->ndim() == 2 && (b || no_bias) && (*x)->ndim() > 0 &&
+          (*x)->shape.back() == (*w)->shape[1]) {
+        DG_PY_TRY
+        if (PyObject* r = verified_linear(c, args, *x, *w, b)) return r;
+        DG_PY_CATCH
+      }
+    }
   if (!kwnames && (nargs == 2 || nargs == 3) && fast_on() && !g_autocast_active.load(std::memory_order_relaxed)) {
     const Tensor* x = tensor_of(args[0]);
     const Tensor* w = tensor_of(args[1]);
@@ -903,6 +940,7 @@ const std::unordered_map<std::string, VerifyStep>& verify_kinds() {
 #undef DG_VERIFY_binary_tensors
 #undef DG_VERIFY_reduction
 #undef DG_VERIFY_custom
+    unary("mT", &mT);  // _C.mT (ops_bind.cpp) is the composite's own call
     t["scalar_operand"].kind = 3;
     return t;
   }();
