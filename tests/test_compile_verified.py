@@ -498,3 +498,20 @@ def test_a_c_function_replaced_between_calls_is_seen(dg, monkeypatch):
     stats = compiled.compile_stats
     assert (stats.variants, stats.misses, stats.hits) == (2, 1, 4), stats.guard_misses
     assert "the program issued softmax where the recording has softmax" in stats.guard_misses[0][0]
+
+
+def test_verified_calls_leave_no_recorder_alive(dg):
+    """The C++ cursor held the recorder's bound method and the recorder held the cursor: a cycle through a C++
+    object that Python's gc cannot collect, which kept every verified call's recorder and slot map alive."""
+    import gc
+    capture = _capture_module(dg)
+    a = t(dg, [0.5], requires_grad=True)
+
+    def f(x):
+        return (x * a).tanh().sum()
+    compiled = verified(dg, f)
+    for _ in range(4):
+        compiled(t(dg, [0.3]))
+    gc.collect()
+    assert [o for o in gc.get_objects() if type(o) is capture.Recorder] == []
+    assert compiled.compile_stats.hits == 3

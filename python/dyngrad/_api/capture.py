@@ -537,6 +537,18 @@ class Recorder:
         self.verifying = self._verifying
         return cursor
 
+    def detach_cursor(self):
+        """Takes the index and depth back from the cursor and lets it go: the cursor holds this recorder's bound
+        method (on_result) and the recorder holds the cursor, a cycle Python's gc cannot see through the C++
+        object, which kept every verified call's recorder, slot map and table alive."""
+        cursor = self._cursor
+        if cursor is None:
+            return
+        self._checked, self._depth = cursor.index, cursor.depth
+        self._cursor = None
+        cursor.on_result = None
+        cursor.follow(None)
+
     def bind_args(self, tensors):
         for i, t in enumerate(tensors):
             self.slot_of.setdefault(id(t), i)
@@ -998,6 +1010,7 @@ def verify(group, fn, args, kwargs, arg_tensors, can_record):
             if cursor is not None:
                 cursor.deactivate()
                 _local.matched_in_cpp = cursor.matched
+                recorder.detach_cursor()
         followed = recorder.verifying
         if followed is not None:
             i = recorder.checked
