@@ -166,8 +166,13 @@ struct VerifyCursor {
   py::object slot_of, keep;     // the recorder's dict id(object) -> slot and list of slotted objects
   py::object on_result;         // recorder.result_from_cpp: a matched call's result Python must compare
   int64_t matched = 0;          // steps matched here (a test's and compile_stats' count)
+  ~VerifyCursor();
 };
 thread_local VerifyCursor* t_cursor = nullptr;
+// A cursor dropped while still active on its thread (capture.verify deactivates it in a finally) takes itself out.
+VerifyCursor::~VerifyCursor() {
+  if (t_cursor == this) t_cursor = nullptr;
+}
 
 // The cursor of this thread while it can match a step here, else null.
 inline VerifyCursor* verifying() {
