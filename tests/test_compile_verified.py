@@ -379,6 +379,10 @@ def test_each_fast_path_matches_the_steps_its_python_definition_issues(cpp):
         "linear(x, y)": lambda a, b: cpp.nn.functional.linear(a, b),
         "linear(x, y, None)": lambda a, b: cpp.nn.functional.linear(a, b, None),
         "Linear module": lambda a, b: layer(a),
+        "x.sum()": lambda a, b: a.sum(), "x.sum(0)": lambda a, b: a.sum(0),
+        "x.sum(dim=1, keepdim=True)": lambda a, b: a.sum(dim=1, keepdim=True), "x.mean()": lambda a, b: a.mean(),
+        "x.mean(1)": lambda a, b: a.mean(1), "dg.sum(x)": lambda a, b: cpp.sum(a),
+        "dg.mean(x, 0)": lambda a, b: cpp.mean(a, 0), "x.sum(-1)": lambda a, b: a.sum(-1),
     }
     bias = cpp.tensor(np.array([0.5, -1.0], np.float32), requires_grad=True)
     layer = cpp.nn.Linear(2, 2)

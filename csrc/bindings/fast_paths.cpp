@@ -135,7 +135,10 @@ inline bool fast_on() { return !g_capturing.load(std::memory_order_relaxed); }
 // whose call the Python recorder compares as before: the hits, the misses and their reasons are the ones the
 // Python path alone gives, and the results are eager mode's either way.
 struct VerifyStep {
-  int kind = 0;  // 0: no fast path issues it; 1: a one-tensor core call; 2: two tensors; 3: scalar_operand
+  int kind = 0;  // 0: no fast path issues it; 1: a one-tensor core call; 2: two tensors; 3: scalar_operand;
+                 // 4: a reduction (sum or mean) over `dims`, `keepdim`
+  Dims dims;
+  bool keepdim = false;
   void* core = nullptr;        // the core function (UnaryOp or BinaryOp) of kinds 1 and 2
   int64_t slots[2] = {-1, -1};  // the inputs' slots (scalar_operand: slots[1], its `like`)
   PyObject* constant = nullptr;  // scalar_operand's number (kept alive by the table's `constants`)
@@ -230,6 +233,16 @@ PyObject* verified_unary(VerifyCursor* c, UnaryOp op, PyObject* x, const Tensor&
   const VerifyStep& s = c->table->steps[c->index];
   if (s.kind != 1 || s.core != reinterpret_cast<void*>(op) || slot_of_object(c, x) != s.slots[0]) return nullptr;
   return verified_result(c, op(tx), s.out, 1);
+}
+
+// x.sum(dims, keepdim) and x.mean(...) (function or method): step `sum(slot of x, dims, keepdim, None)` or
+// `mean(slot of x, dims, keepdim)`, with the dims as the shared layer passed them.
+PyObject* verified_reduce(VerifyCursor* c, ReduceOp op, PyObject* x, const Tensor& tx, const Dims& dims, bool keep) {
+  const VerifyStep& s = c->table->steps[c->index];
+  if (s.kind != 4 || s.core != reinterpret_cast<void*>(op) || s.keepdim != keep || s.dims != dims ||
+      slot_of_object(c, x) != s.slots[0])
+    return nullptr;
+  return verified_result(c, op(tx, dims, keep), s.out, 1);
 }
 
 // op(a, b), both tensors: step `op(slot of a, slot of b)`.
@@ -472,13 +485,15 @@ bool parse_reduce(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, Di
 template <ReduceOp Op>
 PyObject* reduce_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (nargs >= 1 && fast_on())
+  VerifyCursor* c = fast_on() ? nullptr : verifying();  // Note [Verified ops in the fast paths]
+  if (nargs >= 1 && (fast_on() || c))
     if (const Tensor* t = tensor_of(args[0])) {
       Dims dims;
       bool keepdim = false;
       if (parse_reduce(args + 1, nargs - 1, kwnames, dims, keepdim)) {
         DG_PY_TRY
-        return to_python(Op(*t, dims, keepdim));
+        if (!c) return to_python(Op(*t, dims, keepdim));
+        if (PyObject* r = verified_reduce(c, Op, args[0], *t, dims, keepdim)) return r;
         DG_PY_CATCH
       }
     }
@@ -741,12 +756,14 @@ PyObject* binary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf
 
 template <ReduceOp Op>
 PyObject* reduce_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  if (const Tensor* t = fast_on() ? tensor_of(self) : nullptr) {
+  VerifyCursor* c = fast_on() ? nullptr : verifying();  // Note [Verified ops in the fast paths]
+  if (const Tensor* t = fast_on() || c ? tensor_of(self) : nullptr) {
     Dims dims;
     bool keepdim = false;
     if (parse_reduce(args, PyVectorcall_NARGS(nargsf), kwnames, dims, keepdim)) {
       DG_PY_TRY
-      return to_python(Op(*t, dims, keepdim));
+      if (!c) return to_python(Op(*t, dims, keepdim));
+      if (PyObject* r = verified_reduce(c, Op, self, *t, dims, keepdim)) return r;
       DG_PY_CATCH
     }
   }
@@ -946,6 +963,9 @@ const std::unordered_map<std::string, VerifyStep>& verify_kinds() {
 #undef DG_VERIFY_reduction
 #undef DG_VERIFY_custom
     unary("mT", &mT);  // _C.mT (ops_bind.cpp) is the composite's own call
+    // the reductions with fast paths: _C.sum(a, dims, keepdim, None) is sum_op's call; _C.mean is mean
+    t["sum"].kind = 4, t["sum"].core = reinterpret_cast<void*>(static_cast<ReduceOp>(&sum_op));
+    t["mean"].kind = 4, t["mean"].core = reinterpret_cast<void*>(static_cast<ReduceOp>(&mean));
     t["scalar_operand"].kind = 3;
     return t;
   }();
@@ -1137,7 +1157,28 @@ void bind_verify(py::module_& m) {
                    step.expected = entry[5].ptr();
                  }
                  auto found = entry[6].cast<bool>() ? kinds.find(entry[1].cast<std::string>()) : kinds.end();
-                 if (found != kinds.end() && out >= 0) {
+                 if (found != kinds.end() && out >= 0 && found->second.kind == 4) {
+                   // sum(a, dims, keepdim, None) or mean(a, dims, keepdim): dims a tuple of ints, keepdim a bool
+                   const bool is_sum = entry[1].cast<std::string>() == "sum";
+                   const size_t n = slots.size();
+                   bool ok = n == (is_sum ? 4u : 3u) && slots[0].cast<int64_t>() >= 0 &&
+                             PyTuple_CheckExact(consts[1].ptr()) && PyBool_Check(consts[2].ptr()) &&
+                             (!is_sum || consts[3].is_none());
+                   Dims dims;
+                   if (ok)
+                     for (py::handle d : py::reinterpret_borrow<py::tuple>(consts[1])) {
+                       if (!PyLong_CheckExact(d.ptr())) { ok = false; break; }
+                       dims.push_back(d.cast<int64_t>());
+                     }
+                   if (ok) {
+                     step.kind = 4;
+                     step.core = found->second.core;
+                     step.slots[0] = slots[0].cast<int64_t>();
+                     step.dims = std::move(dims);
+                     step.keepdim = consts[2].ptr() == Py_True;
+                     step.out = out;
+                   }
+                 } else if (found != kinds.end() && out >= 0) {
                    const VerifyStep& k = found->second;
                    const size_t n = slots.size();
                    if ((k.kind == 1 && n == 1 && slots[0].cast<int64_t>() >= 0) ||
