@@ -375,7 +375,17 @@ def test_each_fast_path_matches_the_steps_its_python_definition_issues(cpp):
         "x.mul(y)": lambda a, b: a.mul(b), "x.mul(2.0)": lambda a, b: a.mul(2.0), "x.div(y)": lambda a, b: a.div(b),
         "x.matmul(y)": lambda a, b: a.matmul(b), "dg.mul(x, y)": lambda a, b: cpp.mul(a, b),
         "dg.matmul(x, y)": lambda a, b: cpp.matmul(a, b), "dg.maximum(x, y)": lambda a, b: cpp.maximum(a, b),
+        "linear(x, y, b)": lambda a, b: cpp.nn.functional.linear(a, b, bias),
+        "linear(x, y)": lambda a, b: cpp.nn.functional.linear(a, b),
+        "linear(x, y, None)": lambda a, b: cpp.nn.functional.linear(a, b, None),
+        "Linear module": lambda a, b: layer(a),
+        "x.sum()": lambda a, b: a.sum(), "x.sum(0)": lambda a, b: a.sum(0),
+        "x.sum(dim=1, keepdim=True)": lambda a, b: a.sum(dim=1, keepdim=True), "x.mean()": lambda a, b: a.mean(),
+        "x.mean(1)": lambda a, b: a.mean(1), "dg.sum(x)": lambda a, b: cpp.sum(a),
+        "dg.mean(x, 0)": lambda a, b: cpp.mean(a, 0), "x.sum(-1)": lambda a, b: a.sum(-1),
     }
+    bias = cpp.tensor(np.array([0.5, -1.0], np.float32), requires_grad=True)
+    layer = cpp.nn.Linear(2, 2)
     for name in cpp._C._fast_path_names():
         method = name.startswith("Tensor.")
         base = name[7:] if method else name
@@ -492,3 +502,20 @@ def test_a_c_function_replaced_between_calls_is_seen(dg, monkeypatch):
     stats = compiled.compile_stats
     assert (stats.variants, stats.misses, stats.hits) == (2, 1, 4), stats.guard_misses
     assert "the program issued softmax where the recording has softmax" in stats.guard_misses[0][0]
+
+
+def test_verified_calls_leave_no_recorder_alive(dg):
+    """The C++ cursor held the recorder's bound method and the recorder held the cursor: a cycle through a C++
+    object that Python's gc cannot collect, which kept every verified call's recorder and slot map alive."""
+    import gc
+    capture = _capture_module(dg)
+    a = t(dg, [0.5], requires_grad=True)
+
+    def f(x):
+        return (x * a).tanh().sum()
+    compiled = verified(dg, f)
+    for _ in range(4):
+        compiled(t(dg, [0.3]))
+    gc.collect()
+    assert [o for o in gc.get_objects() if type(o) is capture.Recorder] == []
+    assert compiled.compile_stats.hits == 3

@@ -127,7 +127,8 @@ inline bool fast_on() { return !g_capturing.load(std::memory_order_relaxed); }
 // of the same type and value. In Python that costs a wrapper, the comparison and the op's Python definition,
 // ~4-5 us an op (docs/compile.md). Here a fast path whose core calls are exactly the steps its Python definition
 // issues (a one-tensor function or method: one step; two tensors: one step; a tensor and a Python number:
-// scalar_operand then the op, the number as scalar_operand's constant) makes the same comparison in C++ on the
+// scalar_operand then the op, the number as scalar_operand's constant; linear: mT, matmul and add; sum and mean: one
+// step with their dims and keepdim) makes the same comparison in C++ on the
 // recorder's own state (the cursor: the variant's steps as a table, the index of the next step, the recorder's
 // depth, its slot map and the list that keeps every slotted object alive), and on a match runs the core calls as
 // in eager mode, gives the result its slot and moves the index on. Anything else (no match, the recording left, a
@@ -135,7 +136,10 @@ inline bool fast_on() { return !g_capturing.load(std::memory_order_relaxed); }
 // whose call the Python recorder compares as before: the hits, the misses and their reasons are the ones the
 // Python path alone gives, and the results are eager mode's either way.
 struct VerifyStep {
-  int kind = 0;                // 0: no fast path issues it; 1: a one-tensor core call; 2: two tensors; 3: scalar_operand
+  int kind = 0;  // 0: no fast path issues it; 1: a one-tensor core call; 2: two tensors; 3: scalar_operand;
+                 // 4: a reduction (sum or mean) over `dims`, `keepdim`
+  Dims dims;
+  bool keepdim = false;
   void* core = nullptr;        // the core function (UnaryOp or BinaryOp) of kinds 1 and 2
   int64_t slots[2] = {-1, -1};  // the inputs' slots (scalar_operand: slots[1], its `like`)
   PyObject* constant = nullptr;  // scalar_operand's number (kept alive by the table's `constants`)
@@ -166,8 +170,13 @@ struct VerifyCursor {
   py::object slot_of, keep;     // the recorder's dict id(object) -> slot and list of slotted objects
   py::object on_result;         // recorder.result_from_cpp: a matched call's result Python must compare
   int64_t matched = 0;          // steps matched here (a test's and compile_stats' count)
+  ~VerifyCursor();
 };
 thread_local VerifyCursor* t_cursor = nullptr;
+// A cursor dropped while still active on its thread (capture.verify deactivates it in a finally) takes itself out.
+VerifyCursor::~VerifyCursor() {
+  if (t_cursor == this) t_cursor = nullptr;
+}
 
 // The cursor of this thread while it can match a step here, else null.
 inline VerifyCursor* verifying() {
@@ -225,6 +234,16 @@ PyObject* verified_unary(VerifyCursor* c, UnaryOp op, PyObject* x, const Tensor&
   const VerifyStep& s = c->table->steps[c->index];
   if (s.kind != 1 || s.core != reinterpret_cast<void*>(op) || slot_of_object(c, x) != s.slots[0]) return nullptr;
   return verified_result(c, op(tx), s.out, 1);
+}
+
+// x.sum(dims, keepdim) and x.mean(...) (function or method): step `sum(slot of x, dims, keepdim, None)` or
+// `mean(slot of x, dims, keepdim)`, with the dims as the shared layer passed them.
+PyObject* verified_reduce(VerifyCursor* c, ReduceOp op, PyObject* x, const Tensor& tx, const Dims& dims, bool keep) {
+  const VerifyStep& s = c->table->steps[c->index];
+  if (s.kind != 4 || s.core != reinterpret_cast<void*>(op) || s.keepdim != keep || s.dims != dims ||
+      slot_of_object(c, x) != s.slots[0])
+    return nullptr;
+  return verified_result(c, op(tx, dims, keep), s.out, 1);
 }
 
 // op(a, b), both tensors: step `op(slot of a, slot of b)`.
@@ -294,7 +313,8 @@ PyObject* binary_slot(PyObject* a, PyObject* b) {
   if (fast && Numbers && ta && fast_number<Op>(b)) return to_python(Op(*ta, number_operand(b, *ta)));
   if constexpr (Reflected != nullptr)
     if (fast && tb && fast_number<Op>(a)) return to_python(Reflected(*tb, number_operand(a, *tb)));
-  if (VerifyCursor* c = fast || autocast_defers<Op>() ? nullptr : verifying()) {  // Note [Verified ops in the fast paths]
+  // Note [Verified ops in the fast paths]
+  if (VerifyCursor* c = fast || autocast_defers<Op>() ? nullptr : verifying()) {
     PyObject* r = nullptr;
     if (ta && tb) r = verified_binary(c, Op, a, *ta, b, *tb);
     else if (Numbers && ta && fast_number<Op>(b))
@@ -424,7 +444,7 @@ PyObject* binary_function(PyObject* fallback, PyObject* const* args, Py_ssize_t 
     if (ta && (tb || (Numbers && fast_number<Op>(args[1])))) {
       DG_PY_TRY
       if (fast_on()) return to_python(tb ? Op(*ta, *tb) : Op(*ta, number_operand(args[1], *ta)));
-      // Note [Verified ops in the fast paths]: dg.add(a, b), dg.sub and dg.atan2 are left to Python (issues_result_type)
+      // Note [Verified ops in the fast paths]: dg.add(a, b), dg.sub, dg.atan2 stay in Python (issues_result_type)
       if (VerifyCursor* c = issues_result_type<Op>() ? nullptr : verifying()) {
         PyObject* r = tb ? verified_binary(c, Op, args[0], *ta, args[1], *tb)
                          : verified_with_number(c, Op, true, args[0], args[1],
@@ -466,13 +486,15 @@ bool parse_reduce(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, Di
 template <ReduceOp Op>
 PyObject* reduce_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  if (nargs >= 1 && fast_on())
+  VerifyCursor* c = fast_on() ? nullptr : verifying();  // Note [Verified ops in the fast paths]
+  if (nargs >= 1 && (fast_on() || c))
     if (const Tensor* t = tensor_of(args[0])) {
       Dims dims;
       bool keepdim = false;
       if (parse_reduce(args + 1, nargs - 1, kwnames, dims, keepdim)) {
         DG_PY_TRY
-        return to_python(Op(*t, dims, keepdim));
+        if (!c) return to_python(Op(*t, dims, keepdim));
+        if (PyObject* r = verified_reduce(c, Op, args[0], *t, dims, keepdim)) return r;
         DG_PY_CATCH
       }
     }
@@ -483,8 +505,45 @@ Tensor sum_op(const Tensor& a, const Dims& dims, bool keepdim) { return sum(a, d
 
 // linear(x, w) or linear(x, w, b) with a 2-D weight matching x's last dim: x @ w.mT + b, as the shared composite
 // computes it (which names linear, not matmul, when the features do not match).
+// linear(x, w[, b]) as the shared layer (python/dyngrad/_api/ops/linear.py) issues it for a 2-D weight: mT(w),
+// matmul(x, that), and add(that, b) when there is a bias (Note [Verified ops in the fast paths]).
+PyObject* verified_linear(VerifyCursor* c, PyObject* const* args, const Tensor& x, const Tensor& w, const Tensor* b) {
+  const auto& steps = c->table->steps;
+  const int64_t need = b ? 3 : 2;
+  if (c->index + need > (int64_t)steps.size()) return nullptr;
+  const VerifyStep& t = steps[c->index];
+  const VerifyStep& m = steps[c->index + 1];
+  if (t.kind != 1 || t.core != reinterpret_cast<void*>(static_cast<UnaryOp>(&mT)) ||
+      m.kind != 2 || m.core != reinterpret_cast<void*>(static_cast<BinaryOp>(&matmul)) || m.slots[1] != t.out)
+    return nullptr;
+  if (b) {
+    const VerifyStep& a = steps[c->index + 2];
+    if (a.kind != 2 || a.core != reinterpret_cast<void*>(static_cast<BinaryOp>(&add)) || a.slots[0] != m.out ||
+        slot_of_object(c, args[2]) != a.slots[1])
+      return nullptr;
+  }
+  if (slot_of_object(c, args[1]) != t.slots[0] || slot_of_object(c, args[0]) != m.slots[0]) return nullptr;
+  Tensor out = matmul(x, mT(w));
+  if (b) out = add(out, *b);
+  if (x->ndim() == 2) rename_new_node(out, x, b ? "AddmmBackward" : "MmBackward");
+  return verified_result(c, std::move(out), steps[c->index + need - 1].out, need);
+}
+
 PyObject* linear_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (!kwnames && (nargs == 2 || nargs == 3) && !fast_on() && !g_autocast_active.load(std::memory_order_relaxed))
+    if (VerifyCursor* c = verifying()) {
+      const Tensor* x = tensor_of(args[0]);
+      const Tensor* w = tensor_of(args[1]);
+      const Tensor* b = nargs == 3 ? tensor_of(args[2]) : nullptr;
+      const bool no_bias = nargs == 2 || args[2] == Py_None;
+      if (x && w && (*w)->ndim() == 2 && (b || no_bias) && (*x)->ndim() > 0 &&
+          (*x)->shape.back() == (*w)->shape[1]) {
+        DG_PY_TRY
+        if (PyObject* r = verified_linear(c, args, *x, *w, b)) return r;
+        DG_PY_CATCH
+      }
+    }
   if (!kwnames && (nargs == 2 || nargs == 3) && fast_on() && !g_autocast_active.load(std::memory_order_relaxed)) {
     const Tensor* x = tensor_of(args[0]);
     const Tensor* w = tensor_of(args[1]);
@@ -683,7 +742,8 @@ PyObject* binary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf
     if (ta && (tb || (Numbers && fast_number<Op>(args[0])))) {
       DG_PY_TRY
       if (fast_on()) return to_python(tb ? Op(*ta, *tb) : Op(*ta, number_operand(args[0], *ta)));
-      if (VerifyCursor* c = issues_result_type<Op>() ? nullptr : verifying()) {  // Note [Verified ops in the fast paths]
+      // Note [Verified ops in the fast paths]
+      if (VerifyCursor* c = issues_result_type<Op>() ? nullptr : verifying()) {
         PyObject* r = tb ? verified_binary(c, Op, self, *ta, args[0], *tb)
                          : verified_with_number(c, Op, true, self, args[0],
                                                 [&] { return Op(*ta, number_operand(args[0], *ta)); });
@@ -697,12 +757,14 @@ PyObject* binary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf
 
 template <ReduceOp Op>
 PyObject* reduce_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  if (const Tensor* t = fast_on() ? tensor_of(self) : nullptr) {
+  VerifyCursor* c = fast_on() ? nullptr : verifying();  // Note [Verified ops in the fast paths]
+  if (const Tensor* t = fast_on() || c ? tensor_of(self) : nullptr) {
     Dims dims;
     bool keepdim = false;
     if (parse_reduce(args, PyVectorcall_NARGS(nargsf), kwnames, dims, keepdim)) {
       DG_PY_TRY
-      return to_python(Op(*t, dims, keepdim));
+      if (!c) return to_python(Op(*t, dims, keepdim));
+      if (PyObject* r = verified_reduce(c, Op, self, *t, dims, keepdim)) return r;
       DG_PY_CATCH
     }
   }
@@ -901,6 +963,10 @@ const std::unordered_map<std::string, VerifyStep>& verify_kinds() {
 #undef DG_VERIFY_binary_tensors
 #undef DG_VERIFY_reduction
 #undef DG_VERIFY_custom
+    unary("mT", &mT);  // _C.mT (ops_bind.cpp) is the composite's own call
+    // the reductions with fast paths: _C.sum(a, dims, keepdim, None) is sum_op's call; _C.mean is mean
+    t["sum"].kind = 4, t["sum"].core = reinterpret_cast<void*>(static_cast<ReduceOp>(&sum_op));
+    t["mean"].kind = 4, t["mean"].core = reinterpret_cast<void*>(static_cast<ReduceOp>(&mean));
     t["scalar_operand"].kind = 3;
     return t;
   }();
@@ -1092,7 +1158,28 @@ void bind_verify(py::module_& m) {
                    step.expected = entry[5].ptr();
                  }
                  auto found = entry[6].cast<bool>() ? kinds.find(entry[1].cast<std::string>()) : kinds.end();
-                 if (found != kinds.end() && out >= 0) {
+                 if (found != kinds.end() && out >= 0 && found->second.kind == 4) {
+                   // sum(a, dims, keepdim, None) or mean(a, dims, keepdim): dims a tuple of ints, keepdim a bool
+                   const bool is_sum = entry[1].cast<std::string>() == "sum";
+                   const size_t n = slots.size();
+                   bool ok = n == (is_sum ? 4u : 3u) && slots[0].cast<int64_t>() >= 0 &&
+                             PyTuple_CheckExact(consts[1].ptr()) && PyBool_Check(consts[2].ptr()) &&
+                             (!is_sum || consts[3].is_none());
+                   Dims dims;
+                   if (ok)
+                     for (py::handle d : py::reinterpret_borrow<py::tuple>(consts[1])) {
+                       if (!PyLong_CheckExact(d.ptr())) { ok = false; break; }
+                       dims.push_back(d.cast<int64_t>());
+                     }
+                   if (ok) {
+                     step.kind = 4;
+                     step.core = found->second.core;
+                     step.slots[0] = slots[0].cast<int64_t>();
+                     step.dims = std::move(dims);
+                     step.keepdim = consts[2].ptr() == Py_True;
+                     step.out = out;
+                   }
+                 } else if (found != kinds.end() && out >= 0) {
                    const VerifyStep& k = found->second;
                    const size_t n = slots.size();
                    if ((k.kind == 1 && n == 1 && slots[0].cast<int64_t>() >= 0) ||

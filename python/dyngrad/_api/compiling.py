@@ -131,7 +131,7 @@ class ProgramStats:
         self.eager_calls = 0      # calls that ran eagerly after the variant limit
         self.guard_misses = []    # (reason, source line)
         self._variants = lambda: []   # the program's variants (set by Program; a weak reference to it)
-        self.matched_in_cpp = 0   # verified: calls matched with their step in C++ (Note [Verified ops in the fast paths])
+        self.matched_in_cpp = 0   # verified: steps matched in C++ (Note [Verified ops in the fast paths])
         self.eager_reasons = {}   # why calls ran eagerly: reason -> calls
         self._program = None      # a weak reference to the Program (variant_table; dg.viz.draw_program draws it)
 

@@ -126,8 +126,8 @@ def program_drawing(obj, data_edges=True):
 
     for g, (key, group) in enumerate(program.groups.items()):
         guard = f"g{g}"
-        d.node(guard, "guard", f"entry guard {g}\n{_key_text(key)}\n{len(group)} variant{'s' if len(group) != 1 else ''}",
-               shape="octagon")
+        plural = "s" if len(group) != 1 else ""
+        d.node(guard, "guard", f"entry guard {g}\n{_key_text(key)}\n{len(group)} variant{plural}", shape="octagon")
         made = {}                 # slot -> node id of what made it (argument, external, step)
         for v, variant in enumerate(group):
             for i in range(variant.n_args):
@@ -153,7 +153,8 @@ def program_drawing(obj, data_edges=True):
                         d.node(node, "guard", f"{i}: {step.name}({reads}){out}\nguard: {_guard_text(step)}"
                                + (f"\n{line}" if line else ""), shape="diamond")
                     elif variant.eager_reason is not None and variant.eager_reason[0] == step.name:
-                        d.node(node, "removed", f"{i}: {step.name}({reads})\nstays eager" + (f"\n{line}" if line else ""))
+                        d.node(node, "removed",
+                               f"{i}: {step.name}({reads})\nstays eager" + (f"\n{line}" if line else ""))
                     else:
                         out = f" -> %{step.out}" if step.out >= 0 else ""
                         d.node(node, "op", f"{i}: {step.name}({reads}){out}\n[{_how(step)}]"
