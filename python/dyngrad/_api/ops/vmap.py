@@ -203,10 +203,14 @@ class BatchedTensor:
             raise AttributeError(name)
         if not hasattr(Tensor, name):
             raise AttributeError(f"'Tensor' object has no attribute '{name}'")
+        # func3: the lookup is made once per name: the method (or the property) is set on the class, so the next
+        # x.name finds it without __getattr__ (bench/vmap.py rows-2000: ~3 us of each op under vmap)
         attr = inspect.getattr_static(Tensor, name)
         if isinstance(attr, property):              # T, mT, ...: the property's getter through the dispatcher
-            return _dispatch(name, attr.fget, (self,), {})
-        return functools.partial(_method, name, self)
+            setattr(BatchedTensor, name, property(functools.partial(_property, name, attr.fget)))
+        else:
+            setattr(BatchedTensor, name, _make_method(name))
+        return getattr(self, name)
 
     def __setitem__(self, index, value):
         _setitem(self, index, value)
@@ -219,17 +223,37 @@ def _method(name, self, *args, **kwargs):
     """Tensor.name(self, *args, **kwargs) for a BatchedTensor self."""
     if name.endswith("_") and not name.endswith("__"):
         return _inplace(name, self, args, kwargs)
+    found = _METHOD_KEYS.get(name)
+    if found is None:
+        found = _METHOD_KEYS[name] = _method_key(name)
+    return _dispatch(found[0], found[1], (self,) + args, kwargs)
+
+
+_METHOD_KEYS = {}          # func3: method name -> (dispatcher key, fn), found once per name
+
+
+def _method_key(name):
     attr = METHODS.get(name) or getattr(Tensor, name)
     key = getattr(attr, "_batching_name", None)
     if key is not None:
-        fn = attr.__wrapped__
-    else:   # a method of the core's Tensor: called per row by the fallback, or by a rule of the same name
-        key = name
+        return key, attr.__wrapped__
+    # a method of the core's Tensor: called per row by the fallback, or by a rule of the same name
 
-        def fn(t, *a, **k):
-            return getattr(t, name)(*a, **k)
-        fn.__name__ = name
-    return _dispatch(key, fn, (self,) + args, kwargs)
+    def fn(t, *a, **k):
+        return getattr(t, name)(*a, **k)
+    fn.__name__ = name
+    return name, fn
+
+
+def _make_method(name):
+    def method(self, *args, **kwargs):
+        return _method(name, self, *args, **kwargs)
+    method.__name__ = method.__qualname__ = name
+    return method
+
+
+def _property(name, fget, self):
+    return _dispatch(name, fget, (self,), {})
 
 
 _DUNDERS = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
@@ -270,9 +294,19 @@ def _levels_of(values):
             for w in v:
                 if isinstance(w, BatchedTensor):
                     levels.update(w._levels)
-    if levels and not levels <= {lv[0] for lv in STATE.levels}:
-        _size_of(min(levels - {lv[0] for lv in STATE.levels}))      # raises: a BatchedTensor escaped its vmap
+    if levels:
+        open_ = {lv[0] for lv in STATE.levels}
+        if not levels <= open_:
+            _size_of(min(levels - open_))      # raises: a BatchedTensor escaped its vmap
     return tuple(sorted(levels))
+
+
+def _check_open(levels):
+    """Raises if a level of `levels` (a BatchedTensor's) is not open (the tensor escaped its vmap)."""
+    open_ = STATE.levels
+    if len(levels) == 1 and open_ and open_[-1][0] == levels[0]:
+        return                                  # the innermost level: the common case
+    _levels_of([BatchedTensor(None, levels)])
 
 
 def _logical_rank(x):
@@ -547,6 +581,10 @@ register(_dispatch)
 # ----- rules: pointwise ---------------------------------------------------------------------------------------
 def _pointwise(fn, args, kwargs):
     """Operands aligned (levels in front, logical dims left-padded to one rank): broadcasting does the rest."""
+    if not kwargs and len(args) <= 2:      # func3: the common cases without aligning (~10 us an op less)
+        fast = _pointwise_fast(fn, args)
+        if fast is not None:
+            return fast
     tensors = [a for a in itertools.chain(args, kwargs.values()) if _is_tensor(a)]
     levels = _levels_of(tensors)
     ranks = [_logical_rank(t) for t in tensors]
@@ -563,6 +601,41 @@ def _pointwise(fn, args, kwargs):
             return a if a.ndim == 0 else _phys(a, levels, rank)
         return a
     return _wrap(fn(*[conv(a) for a in args], **{k: conv(v) for k, v in kwargs.items()}), levels)
+
+
+def _pointwise_fast(fn, args):
+    """func3: fn(*args) for a unary op on a BatchedTensor, or a binary one whose operands need no alignment: one
+    BatchedTensor with a number, a 0-d tensor or a tensor of no more dims (broadcasting from the right already
+    aligns it), or two BatchedTensors of the same levels and logical rank. None when the general path must run
+    (0-d operands of different dtypes promote differently once the batch dims make one dimensioned)."""
+    x = args[0]
+    if len(args) == 1:
+        if type(x) is not BatchedTensor:
+            return None
+        _check_open(x._levels)
+        return _wrap(fn(x._value), x._levels)
+    y = args[1]
+    if type(x) is BatchedTensor:
+        b, other = x, y
+    elif type(y) is BatchedTensor:
+        b, other = y, x
+    else:
+        return None
+    levels, v = b._levels, b._value
+    rank = v.ndim - len(levels)
+    if type(other) is BatchedTensor:
+        ov = other._value
+        if other._levels != levels or ov.ndim != v.ndim or (rank == 0 and ov.dtype != v.dtype):
+            return None
+        _check_open(levels)
+        return _wrap(fn(x._value, y._value), levels)
+    if isinstance(other, Tensor):
+        if other.ndim > rank or (rank == 0 and other.dtype != v.dtype):
+            return None
+    elif not isinstance(other, (int, float, complex, bool)):
+        return None
+    _check_open(levels)
+    return _wrap(fn(v, y) if b is x else fn(x, v), levels)
 
 
 def _first_only(fn, args, kwargs):
@@ -609,6 +682,10 @@ def _dim_rule(param="dim", none_means_all=True, keeps_rank_zero=False, new_dim=F
     """Ops with a dim argument (reductions, softmax, cumsum, ...): the dim shifted past the batch dims; None (or
     no dim) is every logical dim."""
     def rule(fn, args, kwargs):
+        if not kwargs and len(args) == 1 and type(args[0]) is BatchedTensor:   # func3: x.sum(), no binding
+            out = _all_dims_fast(fn, args[0], param, none_means_all)
+            if out is not None:
+                return out
         sig = _signature(fn)
         if not sig:
             return None
@@ -645,6 +722,33 @@ def _dim_rule(param="dim", none_means_all=True, keeps_rank_zero=False, new_dim=F
         bound.arguments[param] = new
         return _wrap(fn(*bound.args, **bound.kwargs), x._levels)
     return rule
+
+
+_DIM_DEFAULTS = {}
+
+
+def _all_dims_fast(fn, x, param, none_means_all):
+    """func3: _dim_rule's answer for fn(x) with no other argument when param defaults to None (every logical dim):
+    fn(physical, param=the logical dims), without binding the signature per call. None: the general path."""
+    key = (fn, param)
+    ok = _DIM_DEFAULTS.get(key)
+    if ok is None:
+        sig = _signature(fn)
+        p = sig.parameters.get(param) if sig else None
+        names = list(sig.parameters) if sig else []
+        ok = _DIM_DEFAULTS[key] = bool(
+            p is not None and names and names[0] != param and p.default is None and
+            p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY) and
+            all(q.default is not inspect.Parameter.empty or q.kind in (inspect.Parameter.VAR_POSITIONAL,
+                                                                     inspect.Parameter.VAR_KEYWORD)
+                for q in list(sig.parameters.values())[1:]))
+    if not ok or not none_means_all:
+        return None
+    nb, rank = len(x._levels), x.dim()
+    if rank == 0:
+        return None
+    _check_open(x._levels)
+    return _wrap(fn(x._value, **{param: tuple(builtins.range(nb, nb + rank))}), x._levels)
 
 
 def _argminmax(fn, args, kwargs):
