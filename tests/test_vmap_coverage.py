@@ -173,21 +173,13 @@ NOT_BATCHED = {
     'DoubleTensor': 'bug: legacy constructor on a batched row copies the physical data',
     'Size': 'not an op: Size(tensor) reads values (the sample is a constructor call)',
     'Tensor': 'bug: legacy constructor on a batched row copies the physical data',
-    '__deepcopy__': 'no deepcopy of a BatchedTensor (a row has no storage of its own to copy)',
     'apply_': 'runs a Python callable per element: no out-of-place twin to batch (the error says so)',
-    'as_strided_': 'in-place shape change of a batched row: writes back a result of another shape',
     'batch_norm': "weight and running_mean are one tensor here: a row's stat update moves the next's weight",
-    'fill_diagonal_': 'in-place with no out-of-place twin to batch (the error says so); no rule yet',
     'instance_norm': "weight and running_mean are one tensor here: a row's stat update moves the next's weight",
     'map2_': 'runs a Python callable per element: no out-of-place twin to batch (the error says so)',
     'map_': 'runs a Python callable per element: no out-of-place twin to batch (the error says so)',
     'range': "reads the row's values as bounds (data-dependent; torch refuses)",
     'resize_': 'resizes storage, which a row does not own (the error says so)',
-    'swapaxes_': 'in-place shape change of a batched row: writes back a result of another shape',
-    'swapdims_': 'in-place shape change of a batched row: writes back a result of another shape',
-    't_': 'in-place shape change of a batched row: writes back a result of another shape',
-    'transpose_': 'in-place shape change of a batched row: writes back a result of another shape',
-    'unsqueeze_': 'in-place shape change of a batched row: writes back a result of another shape',
 }
 
 
