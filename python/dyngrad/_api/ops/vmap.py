@@ -464,8 +464,9 @@ def _writes_into_first(key):
 
 def _dispatch(key, fn, args, kwargs):
     """A public call made while a vmap runs (Note [Batching at the public API])."""
-    batched = _has_batched(args, kwargs)
-    if batched and _writes_into_first(key) and args and not isinstance(args[0], BatchedTensor):
+    first = type(args[0]) is BatchedTensor if args else False      # func3: a method's call, the common case
+    batched = first or _has_batched(args, kwargs)
+    if batched and not first and args and _writes_into_first(key):
         raise RuntimeError(_INPLACE_ERROR)      # an unbatched tensor cannot hold a batched result
     if key in RANDOM and _draws(key, args, kwargs):
         mode = _randomness()
