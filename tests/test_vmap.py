@@ -412,6 +412,28 @@ def test_in_place_view_changes_of_a_row(dg):
     np.testing.assert_allclose(_np(got), a + 1, rtol=1e-12)
 
 
+def test_pointwise_promotion_of_zero_dim_rows(dg):
+    """The dtype of a pointwise op on 0-d rows follows the loop's (torch's) rule: a 0-d row and a 0-d tensor of
+    another dtype promote as two 0-d tensors, though the row's physical tensor has a batch dim; a dimensioned row
+    is not promoted by a 0-d tensor, and rows of different ranks broadcast as the loop's do."""
+    xs = dg.tensor(np.array([1.0, 2.0, 3.0], np.float32))
+    half = dg.tensor(0.5, dtype=dg.float64)
+    for f in (lambda r: r * half, lambda r: half - r, lambda r: r + 1, lambda r: dg.mul(r, r)):
+        got = dg.vmap(f)(xs)
+        want = dg.stack([f(xs[b]) for b in range(3)])
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(_np(got), _np(want), rtol=1e-6)
+    m = dg.tensor(_r(3, 2, 4).astype(np.float32))
+    for f in (lambda r: r * half, lambda r, v=dg.tensor(_r(4)): r + v, lambda r, c=dg.tensor(_r(3, 2, 4)): c * r):
+        got = dg.vmap(f)(m)
+        want = dg.stack([f(m[b]) for b in range(3)])
+        assert got.dtype == want.dtype and tuple(got.shape) == tuple(want.shape)
+        np.testing.assert_allclose(_np(got), _np(want), rtol=1e-6)
+    an, bn = _r(3, 4), _r(3, 2, 4)
+    got = dg.vmap(lambda p, q: p * q)(dg.tensor(an), dg.tensor(bn))
+    np.testing.assert_allclose(_np(got), an[:, None, :] * bn, rtol=1e-12)
+
+
 def test_errors(dg):
     with pytest.raises(ValueError, match="same size in the mapped dimension"):
         dg.vmap(lambda a, b: a + b)(dg.ones(2, 3), dg.ones(3, 3))

@@ -592,8 +592,10 @@ def _pointwise(fn, args, kwargs):
     ranks = [_logical_rank(t) for t in tensors]
     rank = builtins.max(ranks)
     # a 0-d operand does not promote a dimensioned one's dtype (torch's rule); padded, it would: the loop keeps
-    # that case exact
-    if len({t.dtype for t in tensors}) > 1 and 0 in ranks and rank > 0:
+    # that case exact. So does it for 0-d rows with an unbatched 0-d tensor (logically two 0-d operands that
+    # promote each other; physically the rows are dimensioned and the 0-d tensor would not promote them)
+    if len({t.dtype for t in tensors}) > 1 and 0 in ranks and (
+            rank > 0 or any(not isinstance(t, BatchedTensor) for t in tensors)):
         return _loop("pointwise", fn, args, kwargs, quiet=True)
 
     def conv(a):
