@@ -1,8 +1,9 @@
 """Forward-mode AD cost (issue 21's targets): the jvp of a network against its forward pass (target <= 2x), and a
-Hessian-vector product (forward over reverse) against a gradient (target <= 3x), as ratios measured in one run,
-for the C++ engine and, when installed, torch (torch.func.jvp / torch.autograd.functional.hvp on the same work).
+Hessian-vector product (forward over reverse) against a gradient (target <= 3x), as ratios measured in one run (the
+four timings interleaved in rounds), for the C++ engine and, when installed, torch (torch.func.jvp /
+torch.autograd.functional.hvp on the same work).
 
-    python bench/forward_ad.py [--batch 64] [--width 256] [--repeat 30]
+    python bench/forward_ad.py [--batch 64] [--width 256] [--repeat 30] [--threads N]
 
 The network: 3 tanh layers of `width` units over a (batch, width) input, summed to a scalar for the gradient and
 the hvp. Each figure is the best of `repeat` timed calls after warm-up (the machine is shared: the best call
@@ -24,12 +25,17 @@ def _rows(m, func_jvp, hvp, grad, weights, x, v, repeat):
             h = m.tanh(h @ w)
         return h
 
-    forward = best_seconds(lambda: net(x), repeat, warmup=3)
-    jvp = best_seconds(lambda: func_jvp(net, (x,), (v,)), repeat, warmup=3)
     loss = lambda z: net(z).sum()
-    gradient = best_seconds(lambda: grad(loss, x), repeat, warmup=3)
-    hessian_vector = best_seconds(lambda: hvp(loss, x, v), repeat, warmup=3)
-    return forward, jvp, gradient, hessian_vector
+    calls = [lambda: net(x), lambda: func_jvp(net, (x,), (v,)), lambda: grad(loss, x), lambda: hvp(loss, x, v)]
+    # interleaved: `rounds` rounds of the four, each figure the best over all rounds (on the shared machine the
+    # load changes within seconds; timing one call after the other in blocks put a load change between a
+    # figure and its base: jvp/forward read 1.40 to 2.53 in one minute)
+    rounds = 5
+    best = [float("inf")] * 4
+    for _ in range(rounds):
+        for k, call in enumerate(calls):
+            best[k] = min(best[k], best_seconds(call, max(1, repeat // rounds), warmup=1))
+    return tuple(best)
 
 
 def main(argv=None):
@@ -37,7 +43,10 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--width", type=int, default=256)
     p.add_argument("--repeat", type=int, default=30)
+    p.add_argument("--threads", type=int, default=None, help="threads for both engines (default: dyngrad's)")
     args = p.parse_args(argv)
+    if args.threads is not None:
+        dg.set_num_threads(args.threads)
     rng = np.random.default_rng(0)
     ws = [(rng.standard_normal((args.width, args.width)) / np.sqrt(args.width)).astype(np.float32) for _ in range(3)]
     xs = rng.standard_normal((args.batch, args.width)).astype(np.float32)
@@ -62,7 +71,8 @@ def main(argv=None):
     except ImportError:
         pass
     print(machine_line())
-    print(f"MLP 3 x tanh({args.width}), batch {args.batch}, float32; best of {args.repeat} calls")
+    print(f"MLP 3 x tanh({args.width}), batch {args.batch}, float32; best of {args.repeat} calls; "
+          f"{dg.get_num_threads()} thread(s)")
     print(f"{'engine':8} {'forward ms':>11} {'jvp ms':>8} {'jvp/fwd':>8} {'grad ms':>8} {'hvp ms':>8} {'hvp/grad':>9}")
     for name, m, fjvp, hvp, grad, weights, x, v in engines:
         f, j, g, h = _rows(m, fjvp, hvp, grad, weights, x, v, args.repeat)

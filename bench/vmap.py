@@ -1,7 +1,11 @@
 """vmap by batching rules against the Python loop it replaces (issue 21's targets), as ratios measured in one run,
 for the C++ engine and, when installed, torch.func on the same work.
 
-    python bench/vmap.py [--repeat 10] [--quick]
+    python bench/vmap.py [--repeat 10] [--quick] [--threads N]
+
+--threads N runs both engines on N threads (default: dyngrad's own count, which torch is given too). On the
+shared 2-core machine torch's 2-thread pool stalled under load (its loop of 512 gradients took 18 s against
+dyngrad's 0.09 s, at load 10): --threads 1 compares the engines without either pool's waiting.
 
 Rows:
   rows        a small per-row function (x * w + b).tanh().sum() over 2,000 rows: vmap against the loop over rows
@@ -122,7 +126,9 @@ def _forward_mode(m, func, repeat, width=256, batch=64):
     return _rows(m, func.jvp, m.autograd.functional.hvp, grad, ws, x, v, 3 * repeat)
 
 
-def _engine(name):
+def _engine(name, threads=None):
+    if threads is not None:
+        dg.set_num_threads(threads)
     if name == "dyngrad":
         return dg, dg.nn.functional, dg.func, dg.nn
     import torch
@@ -136,19 +142,21 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="smaller runs (a smoke test)")
     p.add_argument("--engine", choices=["dyngrad", "torch"], default=None,
                    help="measure one engine and print its figures as JSON (how the torch run is made)")
+    p.add_argument("--threads", type=int, default=None, help="threads for both engines (default: dyngrad's)")
     args = p.parse_args(argv)
     sizes = (64,) if args.quick else (64, 512)
     repeat = 2 if args.quick else args.repeat
     if args.engine:
-        print(json.dumps(_measure(args.engine, *_engine(args.engine), sizes, repeat)))
+        print(json.dumps(_measure(args.engine, *_engine(args.engine, args.threads), sizes, repeat)))
         return
-    results = {"dyngrad": _measure("dyngrad", *_engine("dyngrad"), sizes, repeat)}
+    results = {"dyngrad": _measure("dyngrad", *_engine("dyngrad", args.threads), sizes, repeat)}
     try:
         import torch  # noqa: F401
         # torch in a process of its own: in this one its timings were erratic (its thread pool and ours share
         # the 2 cores)
         done = subprocess.run([sys.executable, os.path.abspath(__file__), "--engine", "torch", "--repeat",
-                               str(args.repeat)] + (["--quick"] if args.quick else []),
+                               str(args.repeat)] + (["--quick"] if args.quick else []) +
+                              (["--threads", str(args.threads)] if args.threads else []),
                               capture_output=True, text=True, timeout=1800)
         if done.returncode == 0:
             results["torch"] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -157,7 +165,8 @@ def main(argv=None):
     except ImportError:
         pass
     print(machine_line())
-    print(f"vmap against the loop over rows; float32; best of {repeat} calls (torch.func in a separate process)")
+    print(f"vmap against the loop over rows; float32; best of {repeat} calls; {dg.get_num_threads()} thread(s) per "
+          "engine (torch.func in a separate process)")
     print(f"{'engine':8} {'case':12} {'vmap ms':>9} {'loop ms':>9} {'loop/vmap':>10}")
     for name, res in results.items():
         for case, (v, lp) in res.items():

@@ -160,6 +160,18 @@ def _list(m, names, env):
     return args, kwargs
 
 
+def sample_lists(m, row):
+    """The argument lists to try for a row, in order, as (names, args, kwargs) on fresh inputs of engine m:
+    SAMPLES[row name], then the generic CANDIDATES (unless the row is SAMPLES_ONLY); a list that cannot be built
+    (an input this engine lacks) is skipped. This driver and tests/vmap_driver.py find a row's call with it."""
+    for names in SAMPLES.get(row.name, []) + ([] if row.name in SAMPLES_ONLY else CANDIDATES):
+        try:
+            args, kwargs = _list(m, names, inputs(m))
+        except Exception:
+            continue
+        yield names, args, kwargs
+
+
 def _call(fn, args, kwargs=None):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -208,13 +220,7 @@ def main():
         for kind, fn, _ in places:
             if fn is None or not callable(fn):
                 continue
-            lists = SAMPLES.get(row.name, []) + ([] if row.name in SAMPLES_ONLY else CANDIDATES)
-            for names in lists:
-                env = inputs(m)
-                try:
-                    args, kwargs = _list(m, names, env)
-                except Exception:
-                    continue
+            for names, args, kwargs in sample_lists(m, row):
                 count[0] = 0
                 used.clear()
                 try:

@@ -373,6 +373,68 @@ def test_in_place_ops(dg):
         dg.vmap(lambda r: y.add_(r))(x)
 
 
+def test_in_place_view_changes_of_a_row(dg):
+    """t_, transpose_, swapaxes_, swapdims_, unsqueeze_, as_strided_ change the row's logical view (the physical
+    tensor's dims past the batch dims), fill_diagonal_ writes each row's diagonal, deepcopy copies the row: each
+    against the loop, with gradients through the view change."""
+    import copy
+    a = _r(B, 2, 3)
+
+    def f(r):
+        r = r * 1.0
+        r.t_()                      # (3, 2)
+        r.unsqueeze_(-1)            # (3, 2, 1)
+        r.transpose_(0, 2)          # (1, 2, 3)
+        r.swapaxes_(0, 1)           # (2, 1, 3)
+        r.swapdims_(-1, dim1=1)     # (2, 3, 1)
+        r.swapaxes_(axis0=0, axis1=0)
+        return r * r
+    x = _tensor(dg, a).requires_grad_(True)
+    got = dg.vmap(f)(x)
+    rows = [f(_tensor(dg, a[b]).requires_grad_(True)) for b in range(B)]
+    np.testing.assert_allclose(_np(got), np.stack([_np(r) for r in rows]), rtol=1e-12)
+    (g,) = dg.autograd.grad(got.sum(), x)
+    np.testing.assert_allclose(_np(g), 2 * a, rtol=1e-12)
+    with pytest.raises((IndexError, RuntimeError)):
+        dg.vmap(lambda r: r.clone().transpose_(0, 5))(_tensor(dg, a))
+    # as_strided_ from each row's first element; fill_diagonal_ with wrap on a tall row; deepcopy of a row
+    got = dg.vmap(lambda r: r.clone().as_strided_((2, 2), (1, 2)))(_tensor(dg, a))
+    want = np.stack([a[b].reshape(-1)[[[0, 2], [1, 3]]] for b in range(B)])
+    np.testing.assert_allclose(_np(got), want, rtol=1e-12)
+    with pytest.raises(RuntimeError, match="storage_offset"):
+        dg.vmap(lambda r: r.clone().as_strided_((2, 2), (1, 2), 1))(_tensor(dg, a))
+    tall = _r(B, 5, 2)
+    got = dg.vmap(lambda r: r.clone().fill_diagonal_(-1.0, wrap=True))(_tensor(dg, tall))
+    want = tall.copy()
+    for b in range(B):
+        np.fill_diagonal(want[b], -1.0, wrap=True)
+    np.testing.assert_allclose(_np(got), want, rtol=1e-12)
+    got = dg.vmap(lambda r: copy.deepcopy(r) + 1)(_tensor(dg, a))
+    np.testing.assert_allclose(_np(got), a + 1, rtol=1e-12)
+
+
+def test_pointwise_promotion_of_zero_dim_rows(dg):
+    """The dtype of a pointwise op on 0-d rows follows the loop's (torch's) rule: a 0-d row and a 0-d tensor of
+    another dtype promote as two 0-d tensors, though the row's physical tensor has a batch dim; a dimensioned row
+    is not promoted by a 0-d tensor, and rows of different ranks broadcast as the loop's do."""
+    xs = dg.tensor(np.array([1.0, 2.0, 3.0], np.float32))
+    half = dg.tensor(0.5, dtype=dg.float64)
+    for f in (lambda r: r * half, lambda r: half - r, lambda r: r + 1, lambda r: dg.mul(r, r)):
+        got = dg.vmap(f)(xs)
+        want = dg.stack([f(xs[b]) for b in range(3)])
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(_np(got), _np(want), rtol=1e-6)
+    m = dg.tensor(_r(3, 2, 4).astype(np.float32))
+    for f in (lambda r: r * half, lambda r, v=dg.tensor(_r(4)): r + v, lambda r, c=dg.tensor(_r(3, 2, 4)): c * r):
+        got = dg.vmap(f)(m)
+        want = dg.stack([f(m[b]) for b in range(3)])
+        assert got.dtype == want.dtype and tuple(got.shape) == tuple(want.shape)
+        np.testing.assert_allclose(_np(got), _np(want), rtol=1e-6)
+    an, bn = _r(3, 4), _r(3, 2, 4)
+    got = dg.vmap(lambda p, q: p * q)(dg.tensor(an), dg.tensor(bn))
+    np.testing.assert_allclose(_np(got), an[:, None, :] * bn, rtol=1e-12)
+
+
 def test_errors(dg):
     with pytest.raises(ValueError, match="same size in the mapped dimension"):
         dg.vmap(lambda a, b: a + b)(dg.ones(2, 3), dg.ones(3, 3))

@@ -5,8 +5,8 @@ and compares the report with its FALLS_BACK list.
 
     python tests/vmap_driver.py --engine dyngrad --report R
 
-Each row's sample call is found as tests/bridge_driver.py finds it (SAMPLES[row name], then the generic
-CANDIDATES, the first list that returns); a row takes part when that call has a tensor argument and returns a tensor
+Each row's sample call is found as tests/bridge_driver.py finds it (its sample_lists: SAMPLES[row name], then the
+generic CANDIDATES, the first list that returns); a row takes part when that call has a tensor argument and returns a tensor
 (or a structure holding one). Its first tensor argument is then batched: B rows, row b the sample plus 0.05 b for a
 floating tensor (the same values for an integer or bool one), and the call runs once under dyngrad.vmap over those
 rows (randomness='different' for a random op), with vmap.FALLBACKS cleared before. The result is checked against
@@ -26,7 +26,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bridge_driver import CANDIDATES, SAMPLES, SAMPLES_ONLY, _call, _list, inputs  # noqa: E402
+from bridge_driver import SAMPLES_ONLY, _call, _list, inputs, sample_lists  # noqa: E402
 
 B = 3
 
@@ -88,13 +88,7 @@ def _compare(m, got, rows, random):
 
 def _sample(m, fn, row):
     """(names, position of the first tensor argument) of the first argument list that calls fn, or None."""
-    lists = SAMPLES.get(row.name, []) + ([] if row.name in SAMPLES_ONLY else CANDIDATES)
-    for names in lists:
-        env = inputs(m)
-        try:
-            args, kwargs = _list(m, names, env)
-        except Exception:
-            continue
+    for names, args, kwargs in sample_lists(m, row):
         try:
             out = _call(fn, args, kwargs)
         except Exception:

@@ -286,12 +286,13 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         raise RuntimeError("jvp(f, primals, tangents, strict=True): strict=True is not supported (as in "
                            "torch.func.jvp).")
     levels = _vmap_levels()
-    with _fwad.dual_level() as level:
+    level = _C._enter_dual_level()
+    try:
         if levels:     # inside vmap: the physical tensors are dual (Note [Transforms inside vmap])
-            duals = [BatchedTensor(_fwad.make_dual(_physical(p, levels), _physical(t, levels).to(p.dtype),
+            duals = [BatchedTensor(_fwad.make_dual(_physical(p, levels), _same_dtype(_physical(t, levels), p),
                                                    level=level), levels) for p, t in zip(p_leaves, t_leaves)]
         else:
-            duals = [_fwad.make_dual(p, t.to(p.dtype), level=level) for p, t in zip(p_leaves, t_leaves)]
+            duals = [_dual(p, t, level) for p, t in zip(p_leaves, t_leaves)]
         out, aux = _split_aux(func(*tree_unflatten(duals, p_spec)), has_aux, "jvp")
         o_leaves, o_spec = tree_flatten(out)
         _check_tensors(o_leaves, "jvp", "the outputs of func")
@@ -300,16 +301,45 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
             a_leaves, a_spec = tree_flatten(aux)
             aux = tree_unflatten([_unpack(a, level).primal if isinstance(a, (Tensor, BatchedTensor)) else a
                               for a in a_leaves], a_spec)
+    finally:
+        _C._exit_dual_level(level)
     history = any(p.requires_grad for p in p_leaves) or any(t.requires_grad for t in t_leaves)
-    primal_out = _detached(tree_unflatten([u.primal for u in unpacked], o_spec), history)
-    tangent_out = _detached(tree_unflatten([u.tangent if u.tangent is not None else _zeros_like(u.primal)
-                                        for u in unpacked], o_spec), history)
+    primals_out = [u.primal for u in unpacked]
+    tangents_out = [u.tangent if u.tangent is not None else _zeros_like(u.primal) for u in unpacked]
+    if not history:     # cut from jvp's internal graph (what _detached does, on the leaves at hand)
+        primals_out = [_detach(x) if x.requires_grad else x for x in primals_out]
+        tangents_out = [_detach(x) if x.requires_grad else x for x in tangents_out]
+    primal_out = tree_unflatten(primals_out, o_spec)
+    tangent_out = tree_unflatten(tangents_out, o_spec)
     return (primal_out, tangent_out, aux) if has_aux else (primal_out, tangent_out)
+
+
+def _same_dtype(t, p):
+    return t if t.dtype == p.dtype else t.to(p.dtype)
+
+
+def _dual(p, t, level):
+    """make_dual(p, t) at `level` for plain tensors of one shape (jvp checked it), without make_dual's checks
+    when they hold: jvp's own cost is a few microseconds per call (bench/forward_ad.py)."""
+    if type(p) is not Tensor or type(t) is not Tensor or not p.dtype.is_floating_point:
+        return _fwad.make_dual(p, _same_dtype(t, p), level=level)
+    if t.dtype != p.dtype:
+        t = t.to(p.dtype)
+    dual = _C.reshape(p, tuple(p.shape))   # a view; its node keeps p's history (as make_dual)
+    _C._set_tangent(dual, level, t)
+    return dual
 
 
 def _unpack(x, level):
     """unpack_dual of a tensor or of a BatchedTensor's physical tensor."""
     if not isinstance(x, BatchedTensor):
+        if type(x) is Tensor:        # unpack_dual's work without its checks (x is a tensor, level is open)
+            tangent = _C._get_tangent(x, level)
+            if tangent is None:
+                return _fwad.UnpackedDualTensor(x, None)
+            primal = _C.reshape(x, tuple(x.shape))
+            _C._set_tangent(primal, level, None)
+            return _fwad.UnpackedDualTensor(primal, tangent)
         return _fwad.unpack_dual(x, level=level)
     u = _fwad.unpack_dual(x._value, level=level)
     tangent = None if u.tangent is None else BatchedTensor(u.tangent, x._levels)

@@ -26,6 +26,7 @@ randomness: 'error' refuses a random op inside vmap (torch's message); 'differen
 (a factory draws the batch's shape); 'same' draws one row's worth and broadcasts it.
 """
 import builtins
+import copy
 import functools
 import inspect
 import itertools
@@ -217,10 +218,14 @@ class BatchedTensor:
             raise AttributeError(name)
         if not hasattr(Tensor, name):
             raise AttributeError(f"'Tensor' object has no attribute '{name}'")
+        # func3: the lookup is made once per name: the method (or the property) is set on the class, so the next
+        # x.name finds it without __getattr__ (bench/vmap.py rows-2000: ~3 us of each op under vmap)
         attr = inspect.getattr_static(Tensor, name)
         if isinstance(attr, property):              # T, mT, ...: the property's getter through the dispatcher
-            return _dispatch(name, attr.fget, (self,), {})
-        return functools.partial(_method, name, self)
+            setattr(BatchedTensor, name, property(functools.partial(_property, name, attr.fget)))
+        else:
+            setattr(BatchedTensor, name, _make_method(name))
+        return getattr(self, name)
 
     def __setitem__(self, index, value):
         _setitem(self, index, value)
@@ -233,17 +238,37 @@ def _method(name, self, *args, **kwargs):
     """Tensor.name(self, *args, **kwargs) for a BatchedTensor self."""
     if name.endswith("_") and not name.endswith("__"):
         return _inplace(name, self, args, kwargs)
+    found = _METHOD_KEYS.get(name)
+    if found is None:
+        found = _METHOD_KEYS[name] = _method_key(name)
+    return _dispatch(found[0], found[1], (self,) + args, kwargs)
+
+
+_METHOD_KEYS = {}          # func3: method name -> (dispatcher key, fn), found once per name
+
+
+def _method_key(name):
     attr = METHODS.get(name) or getattr(Tensor, name)
     key = getattr(attr, "_batching_name", None)
     if key is not None:
-        fn = attr.__wrapped__
-    else:   # a method of the core's Tensor: called per row by the fallback, or by a rule of the same name
-        key = name
+        return key, attr.__wrapped__
+    # a method of the core's Tensor: called per row by the fallback, or by a rule of the same name
 
-        def fn(t, *a, **k):
-            return getattr(t, name)(*a, **k)
-        fn.__name__ = name
-    return _dispatch(key, fn, (self,) + args, kwargs)
+    def fn(t, *a, **k):
+        return getattr(t, name)(*a, **k)
+    fn.__name__ = name
+    return name, fn
+
+
+def _make_method(name):
+    def method(self, *args, **kwargs):
+        return _method(name, self, *args, **kwargs)
+    method.__name__ = method.__qualname__ = name
+    return method
+
+
+def _property(name, fget, self):
+    return _dispatch(name, fget, (self,), {})
 
 
 _DUNDERS = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
@@ -284,9 +309,19 @@ def _levels_of(values):
             for w in v:
                 if isinstance(w, BatchedTensor):
                     levels.update(w._levels)
-    if levels and not levels <= {lv[0] for lv in STATE.levels}:
-        _size_of(min(levels - {lv[0] for lv in STATE.levels}))      # raises: a BatchedTensor escaped its vmap
+    if levels:
+        open_ = {lv[0] for lv in STATE.levels}
+        if not levels <= open_:
+            _size_of(min(levels - open_))      # raises: a BatchedTensor escaped its vmap
     return tuple(sorted(levels))
+
+
+def _check_open(levels):
+    """Raises if a level of `levels` (a BatchedTensor's) is not open (the tensor escaped its vmap)."""
+    open_ = STATE.levels
+    if len(levels) == 1 and open_ and open_[-1][0] == levels[0]:
+        return                                  # the innermost level: the common case
+    _levels_of([BatchedTensor(None, levels)])
 
 
 def _logical_rank(x):
@@ -443,8 +478,9 @@ def _writes_into_first(key):
 
 def _dispatch(key, fn, args, kwargs):
     """A public call made while a vmap runs (Note [Batching at the public API])."""
-    batched = _has_batched(args, kwargs)
-    if batched and _writes_into_first(key) and args and not isinstance(args[0], BatchedTensor):
+    first = type(args[0]) is BatchedTensor if args else False      # func3: a method's call, the common case
+    batched = first or _has_batched(args, kwargs)
+    if batched and not first and args and _writes_into_first(key):
         raise RuntimeError(_INPLACE_ERROR)      # an unbatched tensor cannot hold a batched result
     if key in RANDOM and _draws(key, args, kwargs):
         mode = _randomness()
@@ -561,13 +597,19 @@ register(_dispatch)
 # ----- rules: pointwise ---------------------------------------------------------------------------------------
 def _pointwise(fn, args, kwargs):
     """Operands aligned (levels in front, logical dims left-padded to one rank): broadcasting does the rest."""
+    if not kwargs and len(args) <= 2:      # func3: the common cases without aligning (~10 us an op less)
+        fast = _pointwise_fast(fn, args)
+        if fast is not None:
+            return fast
     tensors = [a for a in itertools.chain(args, kwargs.values()) if _is_tensor(a)]
     levels = _levels_of(tensors)
     ranks = [_logical_rank(t) for t in tensors]
     rank = builtins.max(ranks)
     # a 0-d operand does not promote a dimensioned one's dtype (torch's rule); padded, it would: the loop keeps
-    # that case exact
-    if len({t.dtype for t in tensors}) > 1 and 0 in ranks and rank > 0:
+    # that case exact. So does it for 0-d rows with an unbatched 0-d tensor (logically two 0-d operands that
+    # promote each other; physically the rows are dimensioned and the 0-d tensor would not promote them)
+    if len({t.dtype for t in tensors}) > 1 and 0 in ranks and (
+            rank > 0 or any(not isinstance(t, BatchedTensor) for t in tensors)):
         return _loop("pointwise", fn, args, kwargs, quiet=True)
 
     def conv(a):
@@ -577,6 +619,41 @@ def _pointwise(fn, args, kwargs):
             return a if a.ndim == 0 else _phys(a, levels, rank)
         return a
     return _wrap(fn(*[conv(a) for a in args], **{k: conv(v) for k, v in kwargs.items()}), levels)
+
+
+def _pointwise_fast(fn, args):
+    """func3: fn(*args) for a unary op on a BatchedTensor, or a binary one whose operands need no alignment: one
+    BatchedTensor with a number, a 0-d tensor or a tensor of no more dims (broadcasting from the right already
+    aligns it), or two BatchedTensors of the same levels and logical rank. None when the general path must run
+    (0-d operands of different dtypes promote differently once the batch dims make one dimensioned)."""
+    x = args[0]
+    if len(args) == 1:
+        if type(x) is not BatchedTensor:
+            return None
+        _check_open(x._levels)
+        return _wrap(fn(x._value), x._levels)
+    y = args[1]
+    if type(x) is BatchedTensor:
+        b, other = x, y
+    elif type(y) is BatchedTensor:
+        b, other = y, x
+    else:
+        return None
+    levels, v = b._levels, b._value
+    rank = v.ndim - len(levels)
+    if type(other) is BatchedTensor:
+        ov = other._value
+        if other._levels != levels or ov.ndim != v.ndim or (rank == 0 and ov.dtype != v.dtype):
+            return None
+        _check_open(levels)
+        return _wrap(fn(x._value, y._value), levels)
+    if isinstance(other, Tensor):
+        if other.ndim > rank or (rank == 0 and other.dtype != v.dtype):
+            return None
+    elif not isinstance(other, (int, float, complex, bool)):
+        return None
+    _check_open(levels)
+    return _wrap(fn(v, y) if b is x else fn(x, v), levels)
 
 
 def _first_only(fn, args, kwargs):
@@ -623,6 +700,10 @@ def _dim_rule(param="dim", none_means_all=True, keeps_rank_zero=False, new_dim=F
     """Ops with a dim argument (reductions, softmax, cumsum, ...): the dim shifted past the batch dims; None (or
     no dim) is every logical dim."""
     def rule(fn, args, kwargs):
+        if not kwargs and len(args) == 1 and type(args[0]) is BatchedTensor:   # func3: x.sum(), no binding
+            out = _all_dims_fast(fn, args[0], param, none_means_all)
+            if out is not None:
+                return out
         sig = _signature(fn)
         if not sig:
             return None
@@ -667,6 +748,33 @@ def _dim_rule(param="dim", none_means_all=True, keeps_rank_zero=False, new_dim=F
         bound.arguments[param] = new
         return _wrap(fn(*bound.args, **bound.kwargs), x._levels)
     return rule
+
+
+_DIM_DEFAULTS = {}
+
+
+def _all_dims_fast(fn, x, param, none_means_all):
+    """func3: _dim_rule's answer for fn(x) with no other argument when param defaults to None (every logical dim):
+    fn(physical, param=the logical dims), without binding the signature per call. None: the general path."""
+    key = (fn, param)
+    ok = _DIM_DEFAULTS.get(key)
+    if ok is None:
+        sig = _signature(fn)
+        p = sig.parameters.get(param) if sig else None
+        names = list(sig.parameters) if sig else []
+        ok = _DIM_DEFAULTS[key] = bool(
+            p is not None and names and names[0] != param and p.default is None and
+            p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY) and
+            all(q.default is not inspect.Parameter.empty or q.kind in (inspect.Parameter.VAR_POSITIONAL,
+                                                                     inspect.Parameter.VAR_KEYWORD)
+                for q in list(sig.parameters.values())[1:]))
+    if not ok or not none_means_all:
+        return None
+    nb, rank = len(x._levels), x.dim()
+    if rank == 0:
+        return None
+    _check_open(x._levels)
+    return _wrap(fn(x._value, **{param: tuple(builtins.range(nb, nb + rank))}), x._levels)
 
 
 def _argminmax(fn, args, kwargs):
@@ -1390,6 +1498,8 @@ def _inplace(name, self, args, kwargs):
         return INPLACE_RULES[name](self, args, kwargs)
     base = name[:-1]
     was = STATE.active
+    if name in _VIEW_INPLACE:           # func3: the row's logical view changes (see the section below)
+        return _VIEW_INPLACE[name](self, args, kwargs)
     if name in RANDOM:
         mode = _randomness()
         if mode == "error":
@@ -3910,6 +4020,79 @@ def _detach_inplace(self, args, kwargs):
     STATE.active = False
     try:
         self._value.detach_(*args, **kwargs)
+# ----- func3: in-place view changes of a batched row, fill_diagonal_ -------------------------------------------------
+# t_, transpose_, swapaxes_, swapdims_, unsqueeze_ and as_strided_ change the row's shape, not its values: the
+# physical tensor takes the same change with its dims shifted past the batch dims (as torch's BatchedTensor changes
+# its logical view), through the engine's own in-place view op (its version bump and autograd history). The
+# out-of-place op runs first on the row, so a bad argument raises that op's error.
+def _physical_inplace(self, name, args):
+    was, STATE.active = STATE.active, False
+    try:
+        getattr(self._value, name)(*args)
+    finally:
+        STATE.active = was
+    return self
+
+
+def _dims_of(args, kwargs, names, op):
+    if len(args) + len(kwargs) != len(names) or any(k not in names[len(args):] for k in kwargs):
+        raise TypeError(f"{op}() takes the arguments ({', '.join(names)}), got {len(args)} positional and "
+                        f"{sorted(kwargs)} keyword ones.")
+    return list(args) + [kwargs[n] for n in names[len(args):]]
+
+
+def _transpose_inplace(op, names):
+    def run(self, args, kwargs):
+        _method(op[:-1], self, *args, **kwargs)          # validates (the out-of-place op's errors)
+        d0, d1 = _dims_of(args, kwargs, names, op)
+        nb, rank = len(self._levels), self.dim()
+        if rank == 0:
+            return self
+        return _physical_inplace(self, "transpose_", (_shift_dim(d0, rank, nb), _shift_dim(d1, rank, nb)))
+    return run
+
+
+def _t_inplace(self, args, kwargs):
+    _method("t", self, *args, **kwargs)
+    nb, rank = len(self._levels), self.dim()
+    return self if rank < 2 else _physical_inplace(self, "transpose_", (nb, nb + 1))
+
+
+def _unsqueeze_inplace(self, args, kwargs):
+    _method("unsqueeze", self, *args, **kwargs)
+    (d,) = _dims_of(args, kwargs, ("dim",), "unsqueeze_")
+    nb, rank = len(self._levels), self.dim()
+    return _physical_inplace(self, "unsqueeze_", (_shift_dim(d, rank + 1, nb),))
+
+
+def _as_strided_inplace(self, args, kwargs):
+    """Each row's as_strided_ from its own first element: the batch dims keep their physical sizes and strides in
+    front of the row's. An explicit storage_offset names a position in memory the row does not own: refused."""
+    size, stride, *rest = _dims_of(args, kwargs, ("size", "stride", "storage_offset")[:max(2, len(args) +
+                                                                                        len(kwargs))],
+                                   "as_strided_")
+    if rest and rest[0] is not None:
+        raise RuntimeError("vmap: as_strided_ with a storage_offset is not supported on a batched tensor (the "
+                           "offset names the physical memory of every row); pass storage_offset=None, or use "
+                           "as_strided_ outside vmap.")
+    size = tuple(to_int(n, "as_strided_", "size") for n in size)
+    stride = tuple(to_int(n, "as_strided_", "stride") for n in stride)
+    if len(size) != len(stride):
+        _method("as_strided", self, size, stride)        # the op's own error
+    v, nb = self._value, len(self._levels)
+    return _physical_inplace(self, "as_strided_", (tuple(v.shape[:nb]) + size, tuple(v.stride()[:nb]) + stride,
+                                                   v.storage_offset()))
+
+
+def _fill_diagonal_inplace(self, args, kwargs):
+    """The row's diagonal positions found by fill_diagonal_ on an unbatched mask of the row's shape (its errors and
+    its wrap= rule), then one masked_fill_ of the physical tensor."""
+    was, STATE.active = STATE.active, False
+    try:
+        mask = _C.full(tuple(self.shape), 0, self.dtype if self.dtype != _C.bool else _C.int64)
+        mask.fill_diagonal_(1, *args[1:], **kwargs)
+        value = args[0] if args else kwargs.get("fill_value")
+        self._value.masked_fill_(mask != 0, value)
     finally:
         STATE.active = was
     return self
@@ -4297,6 +4480,25 @@ def _histogram_rule(fn, args, kwargs):
 
 RULES["histogram"] = _or_loop("histogram", _histogram_rule)
 RULES["histogramdd"] = _or_loop("histogramdd", _histogram_rule)
+_VIEW_INPLACE = {"t_": _t_inplace, "transpose_": _transpose_inplace("transpose_", ("dim0", "dim1")),
+                 "swapdims_": _transpose_inplace("swapdims_", ("dim0", "dim1")),
+                 "swapaxes_": _transpose_inplace("swapaxes_", ("axis0", "axis1")),
+                 "unsqueeze_": _unsqueeze_inplace, "as_strided_": _as_strided_inplace,
+                 "fill_diagonal_": _fill_diagonal_inplace}
+
+
+def _deepcopy(self, memo):
+    """copy.deepcopy of a row: the deep copy of the physical tensor, batched at the same levels."""
+    was, STATE.active = STATE.active, False
+    try:
+        out = BatchedTensor(copy.deepcopy(self._value, memo), self._levels)
+    finally:
+        STATE.active = was
+    memo[id(self)] = out
+    return out
+
+
+BatchedTensor.__deepcopy__ = _deepcopy
 
 
 # ----- vmap -----------------------------------------------------------------------------------------------------
@@ -4323,13 +4525,21 @@ def _tree_map_dims(obj, dims, fn, op):
     return obj
 
 
+def _movedim1(v, src, dst):
+    """func3: v.movedim(src, dst) for one dim, both in range: the core's permute without movedim's argument
+    checking (vmap's entry and exit cost ~10 us per call of the vmapped function, a third of it in movedim)."""
+    order = list(builtins.range(v.ndim))
+    order.insert(dst, order.pop(src))
+    return _C.permute(v, tuple(order))
+
+
 def _move_in(x, d, level):
     """x's logical dim d becomes the batch dim of the new level (the last, innermost)."""
     if isinstance(x, BatchedTensor):
         nb = len(x._levels)
-        v = x._value if d == 0 else x._value.movedim(nb + d, nb)
+        v = x._value if d == 0 else _movedim1(x._value, nb + d, nb)
         return BatchedTensor(v, x._levels + (level,))
-    return BatchedTensor(x if d == 0 else x.movedim(d, 0), (level,))
+    return BatchedTensor(x if d == 0 else _movedim1(x, d, 0), (level,))
 
 
 def _move_out(x, level, size, od, op, name):
@@ -4341,7 +4551,7 @@ def _move_out(x, level, size, od, op, name):
     if isinstance(x, BatchedTensor) and level in x._levels:
         rest = tuple(lv for lv in x._levels if lv != level)
         pos = x._levels.index(level)
-        v = x._value.movedim(pos, len(x._levels) - 1) if pos != len(x._levels) - 1 else x._value
+        v = _movedim1(x._value, pos, len(x._levels) - 1) if pos != len(x._levels) - 1 else x._value
     else:
         rest = x._levels if isinstance(x, BatchedTensor) else ()
         v = x._value if isinstance(x, BatchedTensor) else x
@@ -4352,7 +4562,7 @@ def _move_out(x, level, size, od, op, name):
     od = to_int(od, op, "out_dims")
     if not -rank <= od < rank:
         raise IndexError(f"{op}: out_dims {od} is out of range for an output of {rank} dimensions.")
-    v = v.movedim(nb, nb + od % rank)
+    v = _movedim1(v, nb, nb + od % rank)
     return BatchedTensor(v, rest) if rest else v
 
 
