@@ -62,12 +62,16 @@ def main(argv=None):
             case.run()
         if tcase:
             tcase.run()
-        for _ in range(args.repeat):
-            for kernel, key in (("avx512", "own"), ("blas", "blas")):
+        for r in range(args.repeat):
+            # alternate which kernel runs first, and let PyTorch's OpenMP threads stop spinning after its steps
+            # (they spin for a while after a parallel region and took the cores from whatever ran next)
+            order = (("avx512", "own"), ("blas", "blas"))
+            for kernel, key in order if r % 2 == 0 else order[::-1]:
                 _C._set_gemm_kernel(kernel)
                 res[key].append(time_step(case.run, args.calls))
             if tcase:
                 res["torch"].append(time_step(tcase.run, args.calls))
+                time.sleep(0.3)
         med = {k: statistics.median(v) * 1e3 if v else float("nan") for k, v in res.items()}
         print(f"{name:22s} {med['own']:8.2f} {med['blas']:8.2f} {med['torch']:9.2f} {med['blas'] / med['own']:8.2f} "
               f"{med['torch'] / med['own']:9.2f}", flush=True)

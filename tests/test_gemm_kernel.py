@@ -128,7 +128,7 @@ def test_gradients_of_linear(kernel):
 
 def test_threads_do_not_change_bits(kernel):
     rng = np.random.default_rng(5)
-    # 2^23 multiply-adds: split over the threads (Note [Own small-product kernel]); k = 300 spans two k blocks
+    # 2^23 multiply-adds: split over the threads (from 2^20, matmul.cpp); k = 300 spans two k blocks
     a = dg.tensor(rng.standard_normal((56, 300)).astype(np.float32))
     b = dg.tensor(rng.standard_normal((500, 300)).astype(np.float32))
     before = dg.get_num_threads()

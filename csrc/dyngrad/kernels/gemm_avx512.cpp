@@ -6,22 +6,29 @@
 // Note [Own small-product kernel]: OpenBLAS spends a fixed cost per call (argument checks, buffer set-up, packing
 // both operands) that dominates products of a few million multiply-adds, the size of an LSTM step's gate product
 // (32 x 128 @ 128 x 512) and of attention's per-head products (64 x 32 @ 32 x 64, batched): there dyngrad ran at
-// 0.54-0.67x of PyTorch's MKL, and linear's A B^T (the weight given transposed) at 0.54x (bench/gemm_shapes.py,
+// 0.59-0.67x of PyTorch's MKL, and linear's A B^T (the weight given transposed) at 0.54x (bench/gemm_shapes.py,
 // Xeon family 6 model 167, 2 cores, KVM, load 2.7, 1 thread). This kernel is the classic register-blocked one:
-// c's rows in blocks of kMR = 8, its columns in strips of 32 (two 16-float vectors), 16 accumulators in zmm
-// registers, per step of k eight broadcasts of a (read in place, any strides: packing it cost more than it saved)
-// and two loads of b. b is read in place when its rows are contiguous and c has a single row block, and otherwise
-// packed once per strip and k block (copied, or transposed 16 x 16 at a time in registers when given transposed)
-// and reused by every row block. k is blocked by kKC so that a strip stays in L1 across c's row blocks; a later k
-// block's accumulators start from the stored partial sums, so every output is the same chain of fused
-// multiply-adds p = 0, 1, ..., k-1 however the columns are split: the bits do not depend on the thread count
-// (Note [Deterministic matmul]). alpha, beta = 1 and a bias are applied in the last store, after the sum.
-// Measured (bench/gemm_shapes.py, same machine, 1 thread, load 6.8, medians of 3; torch/dyngrad, > 1 = faster):
-// 32 x 128 @ (512 x 128)^T 0.54 -> 0.99; its dX (32 x 512 @ 512 x 128) 0.63 -> 0.94; its dW (A^T B) 0.82 -> 0.86;
-// linear + bias 0.54 -> 1.00; 48 x (64 x 32 @ 32 x 64) 1.19 -> 0.81 (it was the BLAS batched loop: noise at this
-// load, see the report); q @ k^T batched 0.67 -> 1.01. The whole LSTM and transformer training steps of
-// `python -m dyngrad.bench` did not change beyond the noise (bench/gemm_kernel_ab.py: products are a small part
-// of those steps). Where the CPU lacks AVX-512F (AMD before Zen 4, most laptops), or with DYNGRAD_GEMM=blas,
+// c's rows in blocks of kMR = 8, its columns in strips of 48 (three 16-float vectors), 24 accumulators in zmm
+// registers, per step of k eight broadcasts of a (read in place, any strides: packing it cost more than it saved
+// on small products) and three loads of b. b is read in place when its rows are contiguous and c has a single row
+// block, and otherwise packed once per strip and k block (copied, or transposed 16 x 16 at a time in registers
+// when given transposed) and reused by every row block; read in place with a 4 KB row stride, a strip's rows all
+// fell in one L1 set (32 x 1024 @ 1024 x 1024 1.5x slower). k is blocked by kKC so that a strip stays in L1
+// across c's row blocks; a later k block's accumulators start from the stored partial sums, so every output is
+// the same chain of fused multiply-adds p = 0, 1, ..., k-1 however the columns are split: the bits do not depend
+// on the thread count (Note [Deterministic matmul]). alpha, beta = 1 and a bias are applied in the last store,
+// after the sum, as the unfused ops would. Strips of 32 (16 accumulators) were 5-20% slower than 48 (the
+// broadcasts and the per-block overhead are spread over fewer multiply-adds); 12 rows per block spilled
+// registers (twelve row addresses of a); k blocks of 512 instead of 192 made no difference beyond noise.
+// Measured (bench/gemm_shapes.py, same machine, load 4.5, medians of 7, 1 thread; torch/dyngrad and
+// numpy/dyngrad, > 1 = dyngrad faster; before -> after): 32 x 128 @ (512 x 128)^T 0.54 -> 0.99 (numpy 1.71);
+// its dX 32 x 512 @ 512 x 128 0.63 -> 0.83; its dW (A^T B) 0.82 -> 0.86; 32 x 128 @ 128 x 512 0.67 -> 0.90;
+// linear with bias 0.54 -> 1.00; batched q @ k^T 48 x (64 x 32 @ (64 x 32)^T) 0.67 -> 1.01. The batched
+// 48 x (64 x 32 @ 32 x 64) stays on OpenBLAS's small-matrix kernel (1.21; matmul.cpp's own_gemm_pays). The bias
+// epilogue is not wired into linear: linear + bias took the time of the product alone within 3% (the add of 16k
+// floats), and folding it would need a fused node. Whole training steps: within noise of the BLAS path
+// (bench/gemm_kernel_ab.py: the LSTM's per-step products are rnn.cpp's own loop, the transformer's big ones
+// stay on OpenBLAS). Where the CPU lacks AVX-512F (AMD before Zen 4, most laptops), or with DYNGRAD_GEMM=blas,
 // every product takes the BLAS path as before (tests/test_gemm_kernel.py runs both).
 #include <immintrin.h>
 

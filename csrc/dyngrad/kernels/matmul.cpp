@@ -185,15 +185,15 @@ void small_gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_
 // those) -- but not the small products with b's rows contiguous and more than 8 rows of c, from 2^15 (below,
 // the BLAS path is a plain loop) to 2^18 multiply-adds: there OpenBLAS's small-matrix kernel was 1.1-1.2x faster
 // (64 x 32 @ 32 x 64, 64^3; with b transposed it was 0.63x of the own kernel). Split over the pool's threads
-// from 2^22 multiply-adds, as the BLAS's row panels: split from 2^20 (an LSTM backward's 512 x 32 @ 32 x 128 is
-// 2^21), the LSTM training step of the bench at 2 threads took 0.75-0.83x the BLAS path's time, unsplit 0.94x
-// (bench/gemm_kernel_ab.py, load 9-11 on the 2 cores: a second task waits for a core).
+// from 2^20 multiply-adds, where the BLAS path's column panels start (an LSTM step's 32 x 128 @ 128 x 512 is 2^21):
+// the bench's LSTM and transformer steps at 2 threads ran 1.02x and 1.10x as fast as on the BLAS path with it,
+// 1.06x and 1.01x splitting only from 2^22 (bench/gemm_kernel_ab.py, load 9-12: the difference is noise).
 bool own_gemm_pays(int64_t n, int64_t m, int64_t k, bool b_rows_contiguous) {
   const int64_t work = n * m * k;
   if (b_rows_contiguous && n > 8 && work > 32768 && work <= (int64_t(1) << 18) && g_sgemm != nullptr) return false;
   return work <= (int64_t(1) << 24) || (n <= 256 && n * k <= (int64_t(1) << 18));
 }
-int own_gemm_tasks(int64_t n, int64_t m, int64_t k) { return n * m * k >= kBlasThreadWork ? num_threads() : 1; }
+int own_gemm_tasks(int64_t n, int64_t m, int64_t k) { return n * m * k >= (int64_t(1) << 20) ? num_threads() : 1; }
 
 template <typename T>
 void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs,
