@@ -10,7 +10,9 @@ builds the dyngrad and the torch case and then runs rounds in a fixed interleave
           and the machine, not our threads)
 The three kinds alternate round by round, so that a change in the machine's load hits all three alike. Printed:
 medians and 90th percentiles in ms per step and pair/solo, gap/solo ratios (1.00: no slow-down; the issue's target
-is pair/solo <= 1.10). Timings depend on the CPU and its load: the header prints both.
+is pair/solo <= 1.10), and "ours": the CPU time dyngrad's own threads (those its first step started) used during
+all the timed torch steps together, from /proc (0 ms: none of our threads ran while torch did, whatever the
+ratios say about the machine's load). Timings depend on the CPU and its load: the header prints both.
 
     python bench/torch_pairs.py [--only gpt-train,word-lstm-train,...] [--threads 1,2] [--rounds 15]
 """
@@ -45,14 +47,40 @@ def measure(workload, threads, rounds, size_name="default"):
     torch.set_num_threads(threads)
     dg.set_num_threads(threads)
     tc, dc = spec.build(torch, size), spec.build(dg, size)
-    tc.run(), dc.run(), tc.run()
+    tc.run()
+    others = set(_thread_cpu())
+    dc.run()   # the threads this first dyngrad step starts are dyngrad's (its pool's workers)
+    ours = set(_thread_cpu()) - others
+    tc.run()
     before = {"solo": tc.run, "pair": dc.run, "gap": lambda: (dc.run(), time.sleep(0.005))}
     out = {kind: [] for kind in before}
+    out["ours_cpu_s"] = 0.0
     for _ in range(rounds):
         for kind, first in before.items():
             gc.collect()
             first()
+            cpu0 = _thread_cpu()
             out[kind].append(_timed(tc.run) / tc.units)
+            cpu1 = _thread_cpu()
+            out["ours_cpu_s"] += sum(cpu1.get(t, 0) - cpu0.get(t, 0) for t in ours)
+    return out
+
+
+def _thread_cpu():
+    """{thread id: CPU seconds} of this process's threads (Linux; {} elsewhere)."""
+    out = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    tick = os.sysconf("SC_CLK_TCK")
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            out[int(tid)] = (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, ValueError, IndexError):
+            pass
     return out
 
 
@@ -70,7 +98,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     from dyngrad.bench.engines import machine_line
     print(f"torch_pairs: {machine_line()}; torch step ms (median, p90); ratio = median / solo's median")
-    print(f"{'workload':20s} thr | {'solo':>13s} | {'pair':>13s} {'ratio':>5s} | {'gap':>13s} {'ratio':>5s}")
+    print(f"{'workload':20s} thr | {'solo':>13s} | {'pair':>13s} {'ratio':>5s} | {'gap':>13s} {'ratio':>5s} | ours")
     results = {}
     for name in [w.strip() for w in args.only.split(",") if w.strip()]:
         for threads in [int(t) for t in args.threads.split(",")]:
@@ -78,7 +106,7 @@ def main(argv=None):
             results[f"{name}-{threads}t"] = r
             (sm, sp), (pm, pp), (gm, gp) = (_summary(r[k]) for k in ("solo", "pair", "gap"))
             print(f"{name:20s} {threads:3d} | {sm:6.1f} {sp:6.1f} | {pm:6.1f} {pp:6.1f} {pm / sm:5.2f} | "
-                  f"{gm:6.1f} {gp:6.1f} {gm / sm:5.2f}", flush=True)
+                  f"{gm:6.1f} {gp:6.1f} {gm / sm:5.2f} | {r['ours_cpu_s'] * 1e3:.0f} ms", flush=True)
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.json:
         with open(args.json, "w") as f:

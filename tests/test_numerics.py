@@ -454,6 +454,29 @@ def test_float32_atan2_is_accurate(dg):
         assert out == np.float32(np.arctan2(np.float32(x), np.float32(y))), (x, y, out)
 
 
+def test_float64_tanh_and_sigmoid_are_accurate(dg):
+    """Note [float64 tanh and sigmoid] (kernels/fast_math.h): the C++ engine's vectorised float64 tanh and sigmoid
+    (the ops, and the fused recurrent cells built on them) within 4 ulp of the exact values, across the switch
+    between tanh's two formulas at |x| = 0.35, with signed zeros, infinities and NaN kept."""
+    mp = pytest.importorskip("mpmath")
+    mp.mp.prec = 100
+    xs = np.concatenate([np.linspace(-25, 25, 20001), np.linspace(-0.7, 0.7, 4001), np.geomspace(1e-300, 1.0, 300),
+                         [0.34999999999999998, 0.35, np.nextafter(0.35, 1), 18.5, 19.1, 354.0, 700.0]])
+    xs = np.concatenate([xs, -xs])
+    for name, fn, exact in (("tanh", dg.tanh, mp.tanh), ("sigmoid", dg.sigmoid, lambda v: 1 / (1 + mp.exp(-v)))):
+        got = fn(dg.tensor(xs, dtype=dg.float64)).numpy()
+        want = [exact(mp.mpf(float(v))) for v in xs]
+        ulps = np.array([float(abs(mp.mpf(float(g)) - w)) for g, w in zip(got, want)]) / \
+            np.spacing(np.abs(np.array([float(w) for w in want])))
+        assert ulps.max() <= 4, (name, xs[ulps.argmax()], got[ulps.argmax()])
+        special = fn(dg.tensor([0.0, -0.0, np.inf, -np.inf, np.nan, 800.0, -800.0], dtype=dg.float64)).numpy()
+        if name == "tanh":
+            np.testing.assert_array_equal(special, [0.0, -0.0, 1.0, -1.0, np.nan, 1.0, -1.0])
+            assert np.signbit(special[1]) and not np.signbit(special[0])
+        else:
+            np.testing.assert_array_equal(special, [0.5, 0.5, 1.0, 0.0, np.nan, 1.0, 0.0])
+
+
 def test_float32_erf_and_gelu_are_accurate(dg):
     """The C++ engine computes float32 erf with its own vectorisable polynomials (fast_erff in
     kernels/elementwise.cpp): within 4 ulp of the exact value over [-6, 6], signs and NaN/inf kept; GELU and
