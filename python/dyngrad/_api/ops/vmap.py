@@ -4020,79 +4020,6 @@ def _detach_inplace(self, args, kwargs):
     STATE.active = False
     try:
         self._value.detach_(*args, **kwargs)
-# ----- func3: in-place view changes of a batched row, fill_diagonal_ -------------------------------------------------
-# t_, transpose_, swapaxes_, swapdims_, unsqueeze_ and as_strided_ change the row's shape, not its values: the
-# physical tensor takes the same change with its dims shifted past the batch dims (as torch's BatchedTensor changes
-# its logical view), through the engine's own in-place view op (its version bump and autograd history). The
-# out-of-place op runs first on the row, so a bad argument raises that op's error.
-def _physical_inplace(self, name, args):
-    was, STATE.active = STATE.active, False
-    try:
-        getattr(self._value, name)(*args)
-    finally:
-        STATE.active = was
-    return self
-
-
-def _dims_of(args, kwargs, names, op):
-    if len(args) + len(kwargs) != len(names) or any(k not in names[len(args):] for k in kwargs):
-        raise TypeError(f"{op}() takes the arguments ({', '.join(names)}), got {len(args)} positional and "
-                        f"{sorted(kwargs)} keyword ones.")
-    return list(args) + [kwargs[n] for n in names[len(args):]]
-
-
-def _transpose_inplace(op, names):
-    def run(self, args, kwargs):
-        _method(op[:-1], self, *args, **kwargs)          # validates (the out-of-place op's errors)
-        d0, d1 = _dims_of(args, kwargs, names, op)
-        nb, rank = len(self._levels), self.dim()
-        if rank == 0:
-            return self
-        return _physical_inplace(self, "transpose_", (_shift_dim(d0, rank, nb), _shift_dim(d1, rank, nb)))
-    return run
-
-
-def _t_inplace(self, args, kwargs):
-    _method("t", self, *args, **kwargs)
-    nb, rank = len(self._levels), self.dim()
-    return self if rank < 2 else _physical_inplace(self, "transpose_", (nb, nb + 1))
-
-
-def _unsqueeze_inplace(self, args, kwargs):
-    _method("unsqueeze", self, *args, **kwargs)
-    (d,) = _dims_of(args, kwargs, ("dim",), "unsqueeze_")
-    nb, rank = len(self._levels), self.dim()
-    return _physical_inplace(self, "unsqueeze_", (_shift_dim(d, rank + 1, nb),))
-
-
-def _as_strided_inplace(self, args, kwargs):
-    """Each row's as_strided_ from its own first element: the batch dims keep their physical sizes and strides in
-    front of the row's. An explicit storage_offset names a position in memory the row does not own: refused."""
-    size, stride, *rest = _dims_of(args, kwargs, ("size", "stride", "storage_offset")[:max(2, len(args) +
-                                                                                        len(kwargs))],
-                                   "as_strided_")
-    if rest and rest[0] is not None:
-        raise RuntimeError("vmap: as_strided_ with a storage_offset is not supported on a batched tensor (the "
-                           "offset names the physical memory of every row); pass storage_offset=None, or use "
-                           "as_strided_ outside vmap.")
-    size = tuple(to_int(n, "as_strided_", "size") for n in size)
-    stride = tuple(to_int(n, "as_strided_", "stride") for n in stride)
-    if len(size) != len(stride):
-        _method("as_strided", self, size, stride)        # the op's own error
-    v, nb = self._value, len(self._levels)
-    return _physical_inplace(self, "as_strided_", (tuple(v.shape[:nb]) + size, tuple(v.stride()[:nb]) + stride,
-                                                   v.storage_offset()))
-
-
-def _fill_diagonal_inplace(self, args, kwargs):
-    """The row's diagonal positions found by fill_diagonal_ on an unbatched mask of the row's shape (its errors and
-    its wrap= rule), then one masked_fill_ of the physical tensor."""
-    was, STATE.active = STATE.active, False
-    try:
-        mask = _C.full(tuple(self.shape), 0, self.dtype if self.dtype != _C.bool else _C.int64)
-        mask.fill_diagonal_(1, *args[1:], **kwargs)
-        value = args[0] if args else kwargs.get("fill_value")
-        self._value.masked_fill_(mask != 0, value)
     finally:
         STATE.active = was
     return self
@@ -4480,6 +4407,86 @@ def _histogram_rule(fn, args, kwargs):
 
 RULES["histogram"] = _or_loop("histogram", _histogram_rule)
 RULES["histogramdd"] = _or_loop("histogramdd", _histogram_rule)
+
+
+# ----- func3: in-place view changes of a batched row, fill_diagonal_ -------------------------------------------------
+# t_, transpose_, swapaxes_, swapdims_, unsqueeze_ and as_strided_ change the row's shape, not its values: the
+# physical tensor takes the same change with its dims shifted past the batch dims (as torch's BatchedTensor changes
+# its logical view), through the engine's own in-place view op (its version bump and autograd history). The
+# out-of-place op runs first on the row, so a bad argument raises that op's error.
+def _physical_inplace(self, name, args):
+    was, STATE.active = STATE.active, False
+    try:
+        getattr(self._value, name)(*args)
+    finally:
+        STATE.active = was
+    return self
+
+
+def _dims_of(args, kwargs, names, op):
+    if len(args) + len(kwargs) != len(names) or any(k not in names[len(args):] for k in kwargs):
+        raise TypeError(f"{op}() takes the arguments ({', '.join(names)}), got {len(args)} positional and "
+                        f"{sorted(kwargs)} keyword ones.")
+    return list(args) + [kwargs[n] for n in names[len(args):]]
+
+
+def _transpose_inplace(op, names):
+    def run(self, args, kwargs):
+        _method(op[:-1], self, *args, **kwargs)          # validates (the out-of-place op's errors)
+        d0, d1 = _dims_of(args, kwargs, names, op)
+        nb, rank = len(self._levels), self.dim()
+        if rank == 0:
+            return self
+        return _physical_inplace(self, "transpose_", (_shift_dim(d0, rank, nb), _shift_dim(d1, rank, nb)))
+    return run
+
+
+def _t_inplace(self, args, kwargs):
+    _method("t", self, *args, **kwargs)
+    nb, rank = len(self._levels), self.dim()
+    return self if rank < 2 else _physical_inplace(self, "transpose_", (nb, nb + 1))
+
+
+def _unsqueeze_inplace(self, args, kwargs):
+    _method("unsqueeze", self, *args, **kwargs)
+    (d,) = _dims_of(args, kwargs, ("dim",), "unsqueeze_")
+    nb, rank = len(self._levels), self.dim()
+    return _physical_inplace(self, "unsqueeze_", (_shift_dim(d, rank + 1, nb),))
+
+
+def _as_strided_inplace(self, args, kwargs):
+    """Each row's as_strided_ from its own first element: the batch dims keep their physical sizes and strides in
+    front of the row's. An explicit storage_offset names a position in memory the row does not own: refused."""
+    size, stride, *rest = _dims_of(args, kwargs, ("size", "stride", "storage_offset")[:max(2, len(args) +
+                                                                                        len(kwargs))],
+                                   "as_strided_")
+    if rest and rest[0] is not None:
+        raise RuntimeError("vmap: as_strided_ with a storage_offset is not supported on a batched tensor (the "
+                           "offset names the physical memory of every row); pass storage_offset=None, or use "
+                           "as_strided_ outside vmap.")
+    size = tuple(to_int(n, "as_strided_", "size") for n in size)
+    stride = tuple(to_int(n, "as_strided_", "stride") for n in stride)
+    if len(size) != len(stride):
+        _method("as_strided", self, size, stride)        # the op's own error
+    v, nb = self._value, len(self._levels)
+    return _physical_inplace(self, "as_strided_", (tuple(v.shape[:nb]) + size, tuple(v.stride()[:nb]) + stride,
+                                                   v.storage_offset()))
+
+
+def _fill_diagonal_inplace(self, args, kwargs):
+    """The row's diagonal positions found by fill_diagonal_ on an unbatched mask of the row's shape (its errors and
+    its wrap= rule), then one masked_fill_ of the physical tensor."""
+    was, STATE.active = STATE.active, False
+    try:
+        mask = _C.full(tuple(self.shape), 0, self.dtype if self.dtype != _C.bool else _C.int64)
+        mask.fill_diagonal_(1, *args[1:], **kwargs)
+        value = args[0] if args else kwargs.get("fill_value")
+        self._value.masked_fill_(mask != 0, value)
+    finally:
+        STATE.active = was
+    return self
+
+
 _VIEW_INPLACE = {"t_": _t_inplace, "transpose_": _transpose_inplace("transpose_", ("dim0", "dim1")),
                  "swapdims_": _transpose_inplace("swapdims_", ("dim0", "dim1")),
                  "swapaxes_": _transpose_inplace("swapaxes_", ("axis0", "axis1")),
