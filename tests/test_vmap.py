@@ -324,6 +324,24 @@ def test_randomness(dg):
     assert np.allclose(noise, noise[0])
 
 
+def test_randomness_of_gumbel_softmax_and_rrelu(dg):
+    """F.gumbel_softmax and F.rrelu draw on the physical tensor under randomness='different' (a dim counted in the
+    row), and refuse 'same' with a batched input, as torch.func."""
+    F = _F(dg)
+    x = _tensor(dg, np.zeros((4, 3, 6)))
+    for d in (-1, 0, 1):
+        y = _np(dg.vmap(lambda r: F.gumbel_softmax(r, tau=0.5, dim=d), randomness="different")(x))
+        np.testing.assert_allclose(y.sum(d if d < 0 else d + 1), 1.0, rtol=1e-6)
+        assert not np.allclose(y, y[0])                  # each row its own noise (the logits are all equal)
+    hard = _np(dg.vmap(lambda r: F.gumbel_softmax(r, hard=True), randomness="different")(x))
+    assert set(np.unique(hard)) == {0.0, 1.0} and (hard.sum(-1) == 1).all()
+    with pytest.raises(RuntimeError, match="same randomness"):
+        dg.vmap(lambda r: F.gumbel_softmax(r), randomness="same")(x)
+    neg = _tensor(dg, -np.ones((4, 50)))
+    slopes = _np(dg.vmap(lambda r: F.rrelu(r, training=True), randomness="different")(neg))
+    assert ((slopes <= -1 / 8) & (slopes >= -1 / 3)).all() and not np.allclose(slopes, slopes[0])
+
+
 def test_randomness_of_attention_dropout(dg):
     """scaled_dot_product_attention draws its dropout inside the fused kernel: vmap's randomness= applies to it as
     to a random op ('error' refuses, 'different' gives each row its own mask), and what the kernel cannot give is

@@ -15,9 +15,6 @@ from helpers import subprocess_env
 FALLS_BACK = {
     'F.dropout2d': "the sample's 2-D row is not dropout2d/3d's shape (torch warns); the loop keeps its per-row reading",
     'F.dropout3d': "the sample's 2-D row is not dropout2d/3d's shape (torch warns); the loop keeps its per-row reading",
-    'F.gumbel_softmax': "random draws: randomness='different' runs them per row; no batched rule yet",
-    'F.rrelu': "random draws: randomness='different' runs them per row; no batched rule yet",
-    'F.rrelu_': "random draws: randomness='different' runs them per row; no batched rule yet",
     'bincount': "its length is each row's max + 1 (data-dependent): the loop stacks rows that agree, and fails when they differ, as torch.func's fallback does",
     'feature_alpha_dropout': "the sample (p=0, train a tensor) reads train's truth value per row",
     'feature_alpha_dropout_': "the sample (p=0, train a tensor) reads train's truth value per row",

@@ -4070,6 +4070,31 @@ for _k in ("normal", "poisson", "binomial", "rrelu"):
 RANDOM_RULES["rrelu_"] = _or_loop("rrelu_", _inplace_fn)
 SAME_RULES["rrelu_"] = SAME_RULES["multinomial"] = _same_refused
 RANDOM_RULES["multinomial"] = _or_loop("multinomial", _multinomial_rule)
+# the nn.functional spellings of rrelu (coordinator, after vmapB's note)
+RANDOM_RULES["F.rrelu"] = _random_elementwise
+RANDOM_RULES["F.rrelu_"] = _or_loop("F.rrelu_", _inplace_fn)
+SAME_RULES["F.rrelu"] = SAME_RULES["F.rrelu_"] = _same_refused
+
+_GUMBEL_SIG = inspect.Signature([inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=d) for n, d in
+                                 (("logits", None), ("tau", 1), ("hard", False), ("eps", 1e-10), ("dim", -1))])
+
+
+def _gumbel_different(fn, args, kwargs):
+    """'different': gumbel_softmax on the physical logits draws each row's noise; its dim moves past the batch
+    dims (a dim out of range declines, and the loop raises the op's error)."""
+    bound = _bind(_GUMBEL_SIG, args, kwargs)
+    x, d = bound.get("logits"), bound.get("dim", -1)
+    if not isinstance(x, BatchedTensor) or not isinstance(d, int) or isinstance(d, bool):
+        return None
+    rank, nb = x.dim(), len(x._levels)
+    if not -rank <= d < builtins.max(rank, 1):
+        return None
+    return BatchedTensor(fn(_phys(x, x._levels), bound.get("tau", 1), bound.get("hard", False),
+                            bound.get("eps", 1e-10), d if d < 0 else d + nb), x._levels)
+
+
+RANDOM_RULES["F.gumbel_softmax"] = _or_loop("F.gumbel_softmax", _gumbel_different)
+SAME_RULES["F.gumbel_softmax"] = _same_refused
 RANDOM_RULES["randint_like"] = _or_loop("randint_like", _creation_like)
 SAME_RULES["randint_like"] = _or_loop("randint_like", _random_like_same)
 
