@@ -32,6 +32,13 @@ FFT = {}
 WINDOWS = {}
 
 
+def _module(row):
+    module_name = row.impl.rpartition(".")[0]
+    if module_name.split(".")[0] == "autograd":      # a shared package beside this one
+        return importlib.import_module(f"..{module_name}", __name__)
+    return importlib.import_module(f".{module_name}", __name__)
+
+
 def _resolve(row):
     """The object a row's impl names."""
     impl = row.impl
@@ -39,13 +46,15 @@ def _resolve(row):
         return getattr(_C, row.name, None)
     if impl.startswith("core:"):
         return getattr(_C, impl[len("core:"):])
-    module_name, _, attr = impl.rpartition(".")
-    if module_name.split(".")[0] == "autograd":      # a shared package beside this one
-        module = importlib.import_module(f"..{module_name}", __name__)
-    else:
-        module = importlib.import_module(f".{module_name}", __name__)
-    obj = getattr(module, attr)
+    obj = getattr(_module(row), impl.rpartition(".")[2])
     return obj[row.name] if isinstance(obj, dict) else obj
+
+
+def _setter(row):
+    """A `prop` row's setter: its module's PROPERTY_SETTERS[name] (z.real = v), or None (read-only)."""
+    if row.impl == "core" or row.impl.startswith("core:"):
+        return None
+    return getattr(_module(row), "PROPERTY_SETTERS", {}).get(row.name)
 
 
 def _doc_with_signature(fn, key):
@@ -120,7 +129,8 @@ def install(namespace):
             elif kind == "special":
                 SPECIAL[row.name] = function
             elif kind == "prop":
-                setattr(Tensor, row.name, property(obj))
+                setter = _setter(row)
+                setattr(Tensor, row.name, property(obj, setter))
             else:                                  # method, op
                 setattr(Tensor, row.name, obj)
                 METHODS[row.name] = obj            # vmap's methods of a BatchedTensor, behind any fast path

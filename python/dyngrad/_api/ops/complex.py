@@ -44,6 +44,23 @@ def imag(input):
     return _C.select(_C.view_as_real(a), -1, 1)
 
 
+def _part_setter(part):
+    def set_part(self, value):
+        """`z.real = v` / `z.imag = v`, as torch: v (a tensor or a number, broadcast) is copied into the part's view,
+        so the write reaches z (and is an in-place op on it for autograd)."""
+        view = part(self)
+        if isinstance(value, _C.Tensor):
+            view.copy_(value)
+        else:
+            view.fill_(value)
+    set_part.__name__ = set_part.__qualname__ = "set_" + part.__name__
+    return set_part
+
+
+# the setters of the table's `prop` rows that have one (_api/__init__.py makes property(getter, setter))
+PROPERTY_SETTERS = {"real": _part_setter(real), "imag": _part_setter(imag)}
+
+
 def _complex_parts(real, imag, op):
     re, im = tensor_arg(real, op, "real"), tensor_arg(imag, op, "imag")
     if re.dtype.name not in ("float32", "float64") or im.dtype is not re.dtype:
