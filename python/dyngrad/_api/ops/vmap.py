@@ -689,6 +689,19 @@ def _signature(fn):
     return sig
 
 
+def _bound_args(fn, args, kwargs):
+    """fn's arguments by name, defaults applied (None if they do not bind: the loop raises the op's error)."""
+    sig = _signature(fn)
+    if not sig:
+        return None
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    return bound
+
+
 def _shift_dim(d, rank, nb):
     d = to_int(d, "vmap", "dim")
     if not -rank <= d < rank:
@@ -839,14 +852,10 @@ def _dims_rule(*params, extra_rank=0, aligned=()):
     each shifted past the batch dims; the tensors named in `aligned` (slice_scatter's src) are aligned with the
     input, of the same rank."""
     def rule(fn, args, kwargs):
-        sig = _signature(fn)
-        if not sig:
+        bound = _bound_args(fn, args, kwargs)
+        if bound is None:
             return None
-        try:
-            bound = sig.bind(*args, **kwargs)
-        except TypeError:
-            return None
-        bound.apply_defaults()
+        sig = bound.signature
         names = list(sig.parameters)
         x = bound.arguments[names[0]]
         others = [bound.arguments[p] for p in aligned]
@@ -2338,19 +2347,6 @@ for _k in ("prod", "aminmax"):
 # ops. Most fold the vmap batch into the op's own N dim, or run the op on the physical tensors with the dims
 # shifted; a case a rule does not cover returns None, and the loop runs (and is counted: tests/test_vmap_coverage.py).
 _REDUCTION_CODES = {0: "none", 1: "mean", 2: "sum"}      # the aten rows' reduction= (kl_div, margin_ranking_loss, ...)
-
-
-def _bound_args(fn, args, kwargs):
-    """fn's arguments by name, defaults applied (None if they do not bind: the loop raises the op's error)."""
-    sig = _signature(fn)
-    if not sig:
-        return None
-    try:
-        bound = sig.bind(*args, **kwargs)
-    except TypeError:
-        return None
-    bound.apply_defaults()
-    return bound
 
 
 def _masked_rule(kind):
