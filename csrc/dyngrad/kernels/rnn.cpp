@@ -10,6 +10,7 @@
 #endif
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "fast_math.h"
@@ -145,6 +146,31 @@ void rows_times_matrix(const T* a, int64_t lda, int64_t rows, const PackedMatrix
   }
 }
 
+// The weight of a recurrence's step products, packed once per layer call: for the own AVX-512 kernel (float32,
+// where own_gemm_enabled(): Note [Recurrent products on the own kernel]) or else for rows_times_matrix.
+template <typename T>
+struct StepWeight {
+  bool own = false;
+  OwnPackedB own_b;
+  PackedMatrix<T> tiles;
+  // m (K x N) with strides (s0, s1) in elements
+  StepWeight(const T* m, int64_t K, int64_t N, int64_t s0, int64_t s1)
+      : own(std::is_same<T, float>::value && own_gemm_enabled()), tiles(nullptr, 0, 0, 0, 0) {
+    if (own)
+      own_pack_b(reinterpret_cast<const float*>(m), K, N, s0, s1, &own_b);
+    else
+      tiles = PackedMatrix<T>(m, K, N, s0, s1);
+  }
+  // out (rows x N, contiguous) = a (rows x K, rows lda apart) m
+  void times(const T* a, int64_t lda, int64_t rows, T* out) const {
+    if (own)
+      own_sgemm_packed(rows, reinterpret_cast<const float*>(a), lda, 1, own_b, reinterpret_cast<float*>(out),
+                       own_b.n);
+    else
+      rows_times_matrix<T>(a, lda, rows, tiles, out);
+  }
+};
+
 template <typename T>
 void forward(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor& w, const Tensor& b, int64_t mode,
              bool reverse, const Tensor& out, const Tensor& ws, int64_t n0, int64_t n1) {
@@ -154,8 +180,8 @@ void forward(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor&
   const Tensor wt = transposed_view(w, 0, GH, H);
   const bool few_rows = n1 - n0 <= kFewRows;  // Note [Recurrent products without repacking]
   // W^T (H x GH) packed: element (k, j) is w's (j, k)
-  const PackedMatrix<T> wt_packed = few_rows ? PackedMatrix<T>(w->data<T>(), H, GH, w->strides[1], w->strides[0])
-                                             : PackedMatrix<T>(nullptr, 0, 0, 0, 0);
+  const StepWeight<T> wt_packed = few_rows ? StepWeight<T>(w->data<T>(), H, GH, w->strides[1], w->strides[0])
+                                           : StepWeight<T>(nullptr, 0, 0, 0, 0);
   Tensor gh_t = few_rows ? empty({n1 - n0, GH}, gi->dtype) : nullptr;
   const T* h_prev = h0->data<T>();
   Tensor h_prev_t = matrix_view(h0, n0 * H, n1 - n0, H, H);
@@ -163,7 +189,7 @@ void forward(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor&
   for (int64_t k = 0; k < L; ++k) {
     const int64_t t = reverse ? L - 1 - k : k;
     if (few_rows)  // (n1 - n0, G*H): h_prev W^T for this block's rows
-      rows_times_matrix<T>(h_prev + n0 * H, H, n1 - n0, wt_packed, gh_t->data<T>());
+      wt_packed.times(h_prev + n0 * H, H, n1 - n0, gh_t->data<T>());
     else
       gh_t = matmul_kernel(h_prev_t, wt);
     const T* gh = gh_t->data<T>() - n0 * GH;          // (indexed by the row's number in the batch)
@@ -225,8 +251,8 @@ void backward_rows(const Tensor& grad, const Tensor& h0, const Tensor& c0, const
   const int64_t L = out->shape[1], N = out->shape[2], H = out->shape[3], GH = w->shape[0];
   Tensor dh_carry = zeros({n1 - n0, H}, out->dtype);
   const bool few_rows = n1 - n0 <= kFewRows;  // Note [Recurrent products without repacking]
-  const PackedMatrix<T> w_packed = few_rows ? PackedMatrix<T>(w->data<T>(), GH, H, w->strides[0], w->strides[1])
-                                            : PackedMatrix<T>(nullptr, 0, 0, 0, 0);
+  const StepWeight<T> w_packed = few_rows ? StepWeight<T>(w->data<T>(), GH, H, w->strides[0], w->strides[1])
+                                          : StepWeight<T>(nullptr, 0, 0, 0, 0);
   std::vector<T> direct(mode == kGru ? N * H : 0);  // GRU: dh z, h_prev's own share
   auto time = [&](int64_t k) { return reverse ? L - 1 - k : k; };
   const T* g = grad->data<T>();
@@ -285,7 +311,7 @@ void backward_rows(const Tensor& grad, const Tensor& h0, const Tensor& c0, const
     if (k == 0 && !need[1]) break;
     // dh_prev = dgh_t W (+ dh z for GRU)
     if (few_rows)  // Note [Recurrent products without repacking]
-      rows_times_matrix<T>(dgh->data<T>() + (t * N + n0) * GH, GH, n1 - n0, w_packed, dh_carry->data<T>());
+      w_packed.times(dgh->data<T>() + (t * N + n0) * GH, GH, n1 - n0, dh_carry->data<T>());
     else
       dh_carry = matmul_kernel(matrix_view(dgh, (t * N + n0) * GH, n1 - n0, GH, GH), w);
     if (mode == kGru) {
