@@ -2,7 +2,7 @@
 [Recurrent products on the own kernel] in csrc/dyngrad/kernels/rnn.cpp): nn.LSTM(64, 128) and nn.GRU(64, 128) over
 50 steps of a batch of 32, forward without grad and forward + backward, at 1 and 2 threads, with torch in the
 same run. The variants run in child processes taking turns (A B C A B C ...), best of --repeat calls per turn,
-the median over --rounds turns:
+the median over --rounds turns, of wall and of CPU time:
 
     new      this checkout's build (the own kernel where the CPU has AVX-512F)
     fallback this build with DYNGRAD_GEMM=blas (the tile loop for the steps, the BLAS for the other products)
@@ -46,12 +46,14 @@ def child(lib_name, repeat):
 
             for name, fn in ((f"{kind.lower()} fwd", fwd), (f"{kind.lower()} fwd+bwd", step)):
                 fn()
-                times = []
+                times, cpu = [], []
                 for _ in range(repeat):
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), time.process_time()
                     fn()
                     times.append(time.perf_counter() - t0)
+                    cpu.append(time.process_time() - c0)
                 res[f"{name} @{threads}"] = 1e3 * min(times)
+                res[f"{name} @{threads} cpu"] = 1e3 * min(cpu)
     if lib_name != "torch":
         from dyngrad import _C
         res["kernel"] = _C._gemm_kernel()
@@ -101,9 +103,11 @@ def main():
     ratios = [r for r in ratios if r[1] in variants]
     print(f"\nms, median over {args.rounds} turns of best of {args.repeat}   {head}" +
           "".join(f"{r[0]:>12s}" for r in ratios))
-    for threads in (1, 2):
+    for threads, suffix in ((1, ""), (2, ""), (1, " cpu"), (2, " cpu")):
+        if suffix and threads == 1:
+            print("CPU time (process_time, all threads: less disturbed by a loaded machine than wall time)")
         for case in CASES:
-            key = f"{case} @{threads}"
+            key = f"{case} @{threads}{suffix}"
             line = f"  {key:44s}" + "".join(f"{med[v][key]:10.3f}" for v in names)
             line += "".join(f"{med[a][key] / med[b][key]:11.2f}x" for _, a, b in ratios)
             print(line)

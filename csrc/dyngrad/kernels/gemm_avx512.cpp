@@ -27,8 +27,9 @@
 // 48 x (64 x 32 @ 32 x 64) stays on OpenBLAS's small-matrix kernel (1.21; matmul.cpp's own_gemm_pays). The bias
 // epilogue is not wired into linear: linear + bias took the time of the product alone within 3% (the add of 16k
 // floats), and folding it would need a fused node. Whole training steps: within noise of the BLAS path
-// (bench/gemm_kernel_ab.py: the LSTM's per-step products are rnn.cpp's own loop, the transformer's big ones
-// stay on OpenBLAS). Where the CPU lacks AVX-512F (AMD before Zen 4, most laptops), or with DYNGRAD_GEMM=blas,
+// (bench/gemm_kernel_ab.py: the LSTM's per-step products were then rnn.cpp's own loop -- now own_sgemm_packed,
+// Note [Recurrent products on the own kernel] in rnn.cpp -- the transformer's big ones stay on OpenBLAS). Where
+// the CPU lacks AVX-512F (AMD before Zen 4, most laptops), or with DYNGRAD_GEMM=blas,
 // every product takes the BLAS path as before (tests/test_gemm_kernel.py runs both).
 #include <immintrin.h>
 
