@@ -147,23 +147,26 @@ void rows_times_matrix(const T* a, int64_t lda, int64_t rows, const PackedMatrix
 }
 
 // Note [Recurrent products on the own kernel]: in float32, where the CPU has AVX-512F (own_gemm_enabled(), Note [Own
-// small-product kernel] in gemm_avx512.cpp), the step products h_prev W^T (forward) and dgates W (backward) run on
-// the own kernel's micro-kernels (8 rows x 48 columns of accumulators), the weight packed once per layer call into
-// its column strips (own_pack_b) so that no step packs anything (own_sgemm_packed); elsewhere (other CPUs, float64,
+// small-product kernel] in gemm_avx512.cpp), the step products h_prev W^T (forward) and dgates W (backward) run on the
+// own kernel's micro-kernels (8 rows x 48 columns of accumulators), the weight packed once per layer call into its
+// column strips (own_pack_b) so that no step packs anything (own_sgemm_packed); elsewhere (other CPUs, float64,
 // DYNGRAD_GEMM=blas or _C._set_gemm_kernel("blas")) rows_times_matrix above, as before. Each output is one chain of
-// fused multiply-adds over k in order on either path, so the bits do not depend on the row block or the thread
-// count (Note [RNN rows in parallel]); tests/test_rnn.py runs both paths. Measured (bench/rnn_step_kernel_ab.py
-// --before <a copy of the package built before>, batch 32 x 50 steps, 64 -> 128, Xeon family 6 model 167, 2 cores,
-// KVM, load 3.4-3.7, median of 5 turns of best of 20, before / after, > 1 = faster now): 1 thread, CPU time: LSTM
-// forward 1.08x, forward + backward 1.08x, GRU forward 1.12x, forward + backward 1.11x; 2 threads, CPU time 1.08-
-// 1.22x (wall at 2 threads on this loaded machine: 1.10-1.66x, noise). Sampled (perf -e cpu-clock, LSTM forward +
-// backward, 1 thread, load 5): the step products went from 28.8% to 25.3% of the samples, 3946 -> ~3260 samples,
-// ~15% less time in them; the whole step ~3% fewer samples. Against torch (same run, 1 thread, torch / dyngrad):
-// LSTM forward 0.82x, forward + backward 1.07x, GRU 1.25x and 1.97x. The weight gradient (one product over all
-// steps, 512 x 1568 @ 1568 x 128 with dgates read transposed) stays on matmul_kernel (OpenBLAS at that size): on
-// the own kernel it took ~12% more time (an experiment, perf as above: the own kernel's samples grew by ~2200
-// while OpenBLAS's fell by ~1900, load 5.5), so it is not moved. k blocks of 512 or 128 instead of 192 in
-// own_sgemm_packed: within noise.
+// fused multiply-adds over k in order on either path, so the bits do not depend on the row block or the thread count
+// (Note [RNN rows in parallel]); tests/test_rnn.py runs both paths. Measured (bench/rnn_step_kernel_ab.py --before <a
+// copy of the package built before>, batch 32 x 50 steps, 64 -> 128, Xeon family 6 model 167, 2 cores, KVM, load
+// 3.4-3.7, median of 5 turns of best of 20, before / after, > 1 = faster now): 1 thread, CPU time: LSTM forward 1.08x,
+// forward + backward 1.08x, GRU forward 1.12x, forward + backward 1.11x; 2 threads, CPU time 1.08- 1.22x (wall at 2
+// threads on this loaded machine: 1.10-1.66x, noise); a second run (load 3.7-3.9): LSTM 1.04x and 1.07x, GRU 1.09x and
+// 1.06x at 1 thread, 1.05-1.10x at 2 (where the other core was mostly busy elsewhere). Sampled (perf -e cpu-clock, LSTM
+// forward + backward, 1 thread, load 5): the step products went from 28.8% to 25.3% of the samples, 3946 -> ~3260
+// samples, ~15% less time in them; the whole step ~3% fewer samples. Against torch (same run, 1 thread, torch /
+// dyngrad): LSTM forward 0.82x, forward + backward 1.07x, GRU 1.25x and 1.97x. The weight gradient (one product over
+// all steps, 512 x 1568 @ 1568 x 128 with dgates read transposed) stays on matmul_kernel (OpenBLAS at that size): on
+// the own kernel it took ~12% more time (an experiment, perf as above: the own kernel's samples grew by ~2200 while
+// OpenBLAS's fell by ~1900, load 5.5), so it is not moved. k blocks of 512 or 128 instead of 192 in own_sgemm_packed:
+// within noise. The bench's lstm-train row (python -m dyngrad.bench --only lstm-train --engines cpp,torch, before and
+// after taking turns, 5 runs, load 4.3-5.6) swung by 30% from run to run at either build (1 thread 6.8-11.1 ms): it
+// cannot show a few per cent.
 template <typename T>
 struct StepWeight {
   bool own = false;
