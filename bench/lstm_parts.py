@@ -1,7 +1,7 @@
 """Where an nn.LSTM training step's time goes, dyngrad against PyTorch in one process (issue 26): the layer's
 forward without grad, forward + backward, and the 50 step products 32x128 @ 128x512 of its recurrence as plain
-matmuls (dyngrad's layer does them in its own kernel, Note [Recurrent products without repacking] in
-csrc/dyngrad/kernels/rnn.cpp; torch calls MKL). Also max_pool2d 2x2 of LeNet's first map. Best of --repeat timed
+matmuls (dyngrad's layer does them with its weight packed once per layer call, Notes [Recurrent products without
+repacking] and [Recurrent products on the own kernel] in csrc/dyngrad/kernels/rnn.cpp; torch calls MKL). Also max_pool2d 2x2 of LeNet's first map. Best of --repeat timed
 calls after a warm-up, wall and CPU time, at 1 and 2 threads; ratios are torch / dyngrad (> 1: dyngrad faster).
 
     python bench/lstm_parts.py [--repeat 30]

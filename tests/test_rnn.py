@@ -375,12 +375,40 @@ def test_batch_rows_in_blocks_match_torch_at_any_thread_count(dg, kind, hidden):
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("kind,hidden,batch", [("LSTM", 72, 9), ("GRU", 72, 9), ("RNN", 80, 6), ("LSTM", 16, 64)])
-def test_recurrent_products_in_float32_tiles_match_torch(dg, kind, hidden, batch):
+def _has_avx512():
+    from dyngrad import _C
+    before = _C._gemm_kernel()
+    try:
+        _C._set_gemm_kernel("avx512")
+        return True
+    except RuntimeError:  # the CPU has no AVX-512F: only the tile loop runs (and is what such CPUs use)
+        return False
+    finally:
+        _C._set_gemm_kernel(before)
+
+
+@pytest.fixture(params=["blas", "avx512"])
+def gemm_kernel(request):
+    """The float32 product kernel (Note [Recurrent products on the own kernel] in kernels/rnn.cpp): "blas" takes
+    rnn.cpp's tile loop for the step products (the path of CPUs without AVX-512F), "avx512" the own kernel."""
+    from dyngrad import _C
+    if request.param == "avx512" and not _has_avx512():
+        pytest.skip("the CPU has no AVX-512F")
+    before = _C._set_gemm_kernel(request.param)
+    assert _C._gemm_kernel() == request.param
+    yield request.param
+    _C._set_gemm_kernel(before)
+
+
+@pytest.mark.parametrize("kind,hidden,batch", [("LSTM", 72, 9), ("GRU", 72, 9), ("RNN", 80, 6), ("LSTM", 16, 64),
+                                               ("GRU", 8, 13), ("RNN", 200, 3)])
+def test_recurrent_products_in_float32_tiles_match_torch(dg, gemm_kernel, kind, hidden, batch):
     # Note [Recurrent products without repacking]: float32 steps of up to 64 rows multiply in 4-row x 64-column
     # register tiles; 9 rows and 72 hidden units (forward 288 = 4 x 64 + 32 columns, backward 72 = 64 + 8) take
     # the full tiles and every kind of remainder; backward, K = 288 runs in blocks of 128 + 128 + 32 rows of the
-    # packed weight. Against torch in float64: float32's rounding only.
+    # packed weight. On the own kernel (Note [Recurrent products on the own kernel]): 8-row blocks and 48-column
+    # strips, forward 288 = 6 x 48, backward 72 = 48 + 24 (masked), 8 (one masked vector), 200 = 4 x 48 + 8, and
+    # K = 288 or 600 in blocks of 192. Against torch in float64: float32's rounding only.
     ours, theirs = pair(dg, kind, 7, hidden, 2)
     ours = ours.float()
     rng = np.random.default_rng(5)
@@ -396,3 +424,36 @@ def test_recurrent_products_in_float32_tiles_match_torch(dg, kind, hidden, batch
     want = [tout, tx.grad, *(p.grad for p in theirs.parameters())]
     for i, (a, b) in enumerate(zip(got, want)):
         np.testing.assert_allclose(np_of(a), b.detach().numpy(), rtol=2e-4, atol=2e-5, err_msg=f"value {i}")
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_float32_row_blocks_same_bits_at_any_thread_count(dg, gemm_kernel, kind):
+    # Note [RNN rows in parallel] on either step kernel, in float32: a batch of 40 runs as 3 blocks of rows
+    # (work 40 x 128 x 4H >= 2^20); outputs and gradients are close to torch's float64 and the same bits on 1 and
+    # 2 threads
+    ours, theirs = pair(dg, kind, 6, 128)
+    ours = ours.float()
+    rng = np.random.default_rng(11)
+    xv = rng.standard_normal((5, 40, 6))
+    tx = torch.tensor(xv, requires_grad=True)
+    tout, _ = theirs(tx)
+    weights = rng.standard_normal(tuple(tout.shape))
+    (tout * torch.tensor(weights)).sum().backward()
+    want = [tout, tx.grad, *(p.grad for p in theirs.parameters())]
+    runs = []
+    before = dg.get_num_threads()
+    try:
+        for threads in (1, 2):
+            dg.set_num_threads(threads)
+            x = dg.tensor(xv.astype(np.float32), requires_grad=True)
+            ours.zero_grad()
+            out, _ = ours(x)
+            (out * dg.tensor(weights.astype(np.float32))).sum().backward()
+            got = [np_of(a) for a in [out, x.grad, *(p.grad for p in ours.parameters())]]
+            for i, (a, b) in enumerate(zip(got, want)):
+                np.testing.assert_allclose(a, b.detach().numpy(), rtol=2e-4, atol=5e-5, err_msg=f"value {i}")
+            runs.append(got)
+    finally:
+        dg.set_num_threads(before)
+    for a, b in zip(*runs):
+        np.testing.assert_array_equal(a, b)

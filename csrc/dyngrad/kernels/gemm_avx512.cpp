@@ -27,8 +27,9 @@
 // 48 x (64 x 32 @ 32 x 64) stays on OpenBLAS's small-matrix kernel (1.21; matmul.cpp's own_gemm_pays). The bias
 // epilogue is not wired into linear: linear + bias took the time of the product alone within 3% (the add of 16k
 // floats), and folding it would need a fused node. Whole training steps: within noise of the BLAS path
-// (bench/gemm_kernel_ab.py: the LSTM's per-step products are rnn.cpp's own loop, the transformer's big ones
-// stay on OpenBLAS). Where the CPU lacks AVX-512F (AMD before Zen 4, most laptops), or with DYNGRAD_GEMM=blas,
+// (bench/gemm_kernel_ab.py: the LSTM's per-step products were then rnn.cpp's own loop -- now own_sgemm_packed,
+// Note [Recurrent products on the own kernel] in rnn.cpp -- the transformer's big ones stay on OpenBLAS). Where
+// the CPU lacks AVX-512F (AMD before Zen 4, most laptops), or with DYNGRAD_GEMM=blas,
 // every product takes the BLAS path as before (tests/test_gemm_kernel.py runs both).
 #include <immintrin.h>
 
@@ -298,6 +299,46 @@ bool own_sgemm_into(int64_t m, int64_t n, int64_t k, float alpha, const float* a
     if (s0 < s1) run_strips(s0, s1, m, n, k, a, ars, acs, b, brs, bcs, c, ldc, ep);
   });
   return true;
+}
+
+// b packed once for many products by it (rnn.cpp's recurrent steps, Note [Recurrent products without repacking]):
+// strip s of kNR columns is k rows of kNR floats at data[s * k * kNR], zeros past column n -- the layout pack_b
+// gives one k block, so every k block of a strip is read in place with ldb = kNR.
+DG_AVX512 void own_pack_b(const float* b, int64_t k, int64_t n, int64_t brs, int64_t bcs, OwnPackedB* out) {
+  const int64_t strips = (n + kNR - 1) / kNR;
+  out->k = k, out->n = n;
+  out->data.assign((size_t)(strips * k * kNR), 0.f);
+  for (int64_t s = 0; s < strips; ++s)
+    pack_b(k, std::min<int64_t>(kNR, n - s * kNR), b + s * kNR * bcs, brs, bcs, out->data.data() + s * k * kNR);
+}
+
+// c (m x b.n, row stride ldc) = a (m x b.k, strides ars, acs) @ b, on the calling thread: the same chain of
+// fused multiply-adds per output as own_sgemm (so the same bits whatever m or the row block).
+DG_AVX512 void own_sgemm_packed(int64_t m, const float* a, int64_t ars, int64_t acs, const OwnPackedB& b, float* c,
+                                int64_t ldc) {
+  const int64_t n = b.n, k = b.k;
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.f);
+    return;
+  }
+  const int64_t strips = (n + kNR - 1) / kNR;
+  for (int64_t s = 0; s < strips; ++s) {
+    const int64_t j0 = s * kNR, w = std::min<int64_t>(kNR, n - j0);
+    const int nv = (int)((w + 15) / 16);
+    const int64_t rem = w - 16 * (nv - 1);
+    const __mmask16 tail = (__mmask16)(rem >= 16 ? 0xFFFF : (1u << rem) - 1);
+    const float* panel = b.data.data() + s * k * kNR;
+    for (int64_t p0 = 0; p0 < k; p0 += kKC) {
+      const int64_t kc = std::min(kKC, k - p0);
+      for (int64_t i0 = 0; i0 < m; i0 += kMR) {
+        const int rows = (int)std::min<int64_t>(kMR, m - i0);
+        micro_t f = nv == 3 ? micro_for<3>(rows) : nv == 2 ? micro_for<2>(rows) : micro_for<1>(rows);
+        f(kc, a + i0 * ars + p0 * acs, ars, acs, panel + p0 * kNR, kNR, c + i0 * ldc + j0, ldc, tail, p0 > 0,
+          nullptr);
+      }
+    }
+  }
 }
 
 void own_sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs, const float* b,

@@ -4,6 +4,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include "../tensor.h"
 
@@ -134,6 +135,16 @@ const char* gemm_kernel_name();
 bool set_gemm_kernel(const std::string& name);
 void own_sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs, const float* b,
                int64_t brs, int64_t bcs, float* c, int64_t ldc, const float* bias, int max_tasks);
+// For many products by one b (rnn.cpp's recurrent steps): b (k x n, strides brs, bcs) packed once into the own
+// kernel's column strips, then c (m x n, row stride ldc) = a (m x k, strides ars, acs) @ b on the calling thread.
+// Only when own_gemm_enabled().
+struct OwnPackedB {
+  int64_t k = 0, n = 0;
+  std::vector<float> data;
+};
+void own_pack_b(const float* b, int64_t k, int64_t n, int64_t brs, int64_t bcs, OwnPackedB* out);
+void own_sgemm_packed(int64_t m, const float* a, int64_t ars, int64_t acs, const OwnPackedB& b, float* c,
+                      int64_t ldc);
 
 // c = alpha op(a) op(b) + beta c (row-major, leading dims lda/ldb/ldc): BLAS, or a loop for tiny blocks
 template <typename T>

@@ -10,6 +10,7 @@
 #endif
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "fast_math.h"
@@ -145,6 +146,50 @@ void rows_times_matrix(const T* a, int64_t lda, int64_t rows, const PackedMatrix
   }
 }
 
+// Note [Recurrent products on the own kernel]: in float32, where the CPU has AVX-512F (own_gemm_enabled(), Note [Own
+// small-product kernel] in gemm_avx512.cpp), the step products h_prev W^T (forward) and dgates W (backward) run on the
+// own kernel's micro-kernels (8 rows x 48 columns of accumulators), the weight packed once per layer call into its
+// column strips (own_pack_b) so that no step packs anything (own_sgemm_packed); elsewhere (other CPUs, float64,
+// DYNGRAD_GEMM=blas or _C._set_gemm_kernel("blas")) rows_times_matrix above, as before. Each output is one chain of
+// fused multiply-adds over k in order on either path, so the bits do not depend on the row block or the thread count
+// (Note [RNN rows in parallel]); tests/test_rnn.py runs both paths. Measured (bench/rnn_step_kernel_ab.py --before <a
+// copy of the package built before>, batch 32 x 50 steps, 64 -> 128, Xeon family 6 model 167, 2 cores, KVM, load
+// 3.4-3.7, median of 5 turns of best of 20, before / after, > 1 = faster now): 1 thread, CPU time: LSTM forward 1.08x,
+// forward + backward 1.08x, GRU forward 1.12x, forward + backward 1.11x; 2 threads, CPU time 1.08- 1.22x (wall at 2
+// threads on this loaded machine: 1.10-1.66x, noise); a second run (load 3.7-3.9): LSTM 1.04x and 1.07x, GRU 1.09x and
+// 1.06x at 1 thread, 1.05-1.10x at 2 (where the other core was mostly busy elsewhere). Sampled (perf -e cpu-clock, LSTM
+// forward + backward, 1 thread, load 5): the step products went from 28.8% to 25.3% of the samples, 3946 -> ~3260
+// samples, ~15% less time in them; the whole step ~3% fewer samples. Against torch (same run, 1 thread, torch /
+// dyngrad): LSTM forward 0.82x, forward + backward 1.07x, GRU 1.25x and 1.97x. The weight gradient (one product over
+// all steps, 512 x 1568 @ 1568 x 128 with dgates read transposed) stays on matmul_kernel (OpenBLAS at that size): on
+// the own kernel it took ~12% more time (an experiment, perf as above: the own kernel's samples grew by ~2200 while
+// OpenBLAS's fell by ~1900, load 5.5), so it is not moved. k blocks of 512 or 128 instead of 192 in own_sgemm_packed:
+// within noise. The bench's lstm-train row (python -m dyngrad.bench --only lstm-train --engines cpp,torch, before and
+// after taking turns, 5 runs, load 4.3-5.6) swung by 30% from run to run at either build (1 thread 6.8-11.1 ms): it
+// cannot show a few per cent.
+template <typename T>
+struct StepWeight {
+  bool own = false;
+  OwnPackedB own_b;
+  PackedMatrix<T> tiles;
+  // m (K x N) with strides (s0, s1) in elements
+  StepWeight(const T* m, int64_t K, int64_t N, int64_t s0, int64_t s1)
+      : own(std::is_same<T, float>::value && own_gemm_enabled()), tiles(nullptr, 0, 0, 0, 0) {
+    if (own)
+      own_pack_b(reinterpret_cast<const float*>(m), K, N, s0, s1, &own_b);
+    else
+      tiles = PackedMatrix<T>(m, K, N, s0, s1);
+  }
+  // out (rows x N, contiguous) = a (rows x K, rows lda apart) m
+  void times(const T* a, int64_t lda, int64_t rows, T* out) const {
+    if (own)
+      own_sgemm_packed(rows, reinterpret_cast<const float*>(a), lda, 1, own_b, reinterpret_cast<float*>(out),
+                       own_b.n);
+    else
+      rows_times_matrix<T>(a, lda, rows, tiles, out);
+  }
+};
+
 template <typename T>
 void forward(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor& w, const Tensor& b, int64_t mode,
              bool reverse, const Tensor& out, const Tensor& ws, int64_t n0, int64_t n1) {
@@ -154,8 +199,8 @@ void forward(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor&
   const Tensor wt = transposed_view(w, 0, GH, H);
   const bool few_rows = n1 - n0 <= kFewRows;  // Note [Recurrent products without repacking]
   // W^T (H x GH) packed: element (k, j) is w's (j, k)
-  const PackedMatrix<T> wt_packed = few_rows ? PackedMatrix<T>(w->data<T>(), H, GH, w->strides[1], w->strides[0])
-                                             : PackedMatrix<T>(nullptr, 0, 0, 0, 0);
+  const StepWeight<T> wt_packed = few_rows ? StepWeight<T>(w->data<T>(), H, GH, w->strides[1], w->strides[0])
+                                           : StepWeight<T>(nullptr, 0, 0, 0, 0);
   Tensor gh_t = few_rows ? empty({n1 - n0, GH}, gi->dtype) : nullptr;
   const T* h_prev = h0->data<T>();
   Tensor h_prev_t = matrix_view(h0, n0 * H, n1 - n0, H, H);
@@ -163,7 +208,7 @@ void forward(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor&
   for (int64_t k = 0; k < L; ++k) {
     const int64_t t = reverse ? L - 1 - k : k;
     if (few_rows)  // (n1 - n0, G*H): h_prev W^T for this block's rows
-      rows_times_matrix<T>(h_prev + n0 * H, H, n1 - n0, wt_packed, gh_t->data<T>());
+      wt_packed.times(h_prev + n0 * H, H, n1 - n0, gh_t->data<T>());
     else
       gh_t = matmul_kernel(h_prev_t, wt);
     const T* gh = gh_t->data<T>() - n0 * GH;          // (indexed by the row's number in the batch)
@@ -225,8 +270,8 @@ void backward_rows(const Tensor& grad, const Tensor& h0, const Tensor& c0, const
   const int64_t L = out->shape[1], N = out->shape[2], H = out->shape[3], GH = w->shape[0];
   Tensor dh_carry = zeros({n1 - n0, H}, out->dtype);
   const bool few_rows = n1 - n0 <= kFewRows;  // Note [Recurrent products without repacking]
-  const PackedMatrix<T> w_packed = few_rows ? PackedMatrix<T>(w->data<T>(), GH, H, w->strides[0], w->strides[1])
-                                            : PackedMatrix<T>(nullptr, 0, 0, 0, 0);
+  const StepWeight<T> w_packed = few_rows ? StepWeight<T>(w->data<T>(), GH, H, w->strides[0], w->strides[1])
+                                          : StepWeight<T>(nullptr, 0, 0, 0, 0);
   std::vector<T> direct(mode == kGru ? N * H : 0);  // GRU: dh z, h_prev's own share
   auto time = [&](int64_t k) { return reverse ? L - 1 - k : k; };
   const T* g = grad->data<T>();
@@ -285,7 +330,7 @@ void backward_rows(const Tensor& grad, const Tensor& h0, const Tensor& c0, const
     if (k == 0 && !need[1]) break;
     // dh_prev = dgh_t W (+ dh z for GRU)
     if (few_rows)  // Note [Recurrent products without repacking]
-      rows_times_matrix<T>(dgh->data<T>() + (t * N + n0) * GH, GH, n1 - n0, w_packed, dh_carry->data<T>());
+      w_packed.times(dgh->data<T>() + (t * N + n0) * GH, GH, n1 - n0, dh_carry->data<T>());
     else
       dh_carry = matmul_kernel(matrix_view(dgh, (t * N + n0) * GH, n1 - n0, GH, GH), w);
     if (mode == kGru) {
