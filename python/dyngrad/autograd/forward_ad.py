@@ -59,9 +59,9 @@ def make_dual(tensor, tangent, *, level=None):
     if not isinstance(tangent, _C.Tensor):
         raise TypeError(f"make_dual: expected a Tensor as the tangent, got {type(tangent).__name__}.")
     level = _level_or_current(level, "make_dual")
-    if not tensor.dtype.is_floating_point:
-        raise ValueError(f"make_dual: expected a floating-point primal, got {tensor.dtype}; only floating-point "
-                         "tensors have tangents.")
+    if not (tensor.dtype.is_floating_point or tensor.dtype.is_complex):
+        raise ValueError(f"make_dual: expected a floating-point or complex primal, got {tensor.dtype}; only "
+                         "floating-point and complex tensors have tangents.")
     if tuple(tangent.shape) != tuple(tensor.shape):
         raise RuntimeError(f"make_dual: the tangent's shape {tuple(tangent.shape)} differs from the primal's "
                            f"{tuple(tensor.shape)}; a tangent has the shape of its primal.")

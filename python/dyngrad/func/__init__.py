@@ -282,6 +282,10 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         if tuple(p.shape) != tuple(t.shape):
             raise RuntimeError(f"jvp(f, primals, tangents): Expected primals and tangents to have the same shape, "
                                f"got {tuple(p.shape)} and {tuple(t.shape)}.")
+        if t.dtype.is_complex and not p.dtype.is_complex:
+            raise RuntimeError(f"jvp(f, primals, tangents): got a complex tangent ({t.dtype}) for a real primal "
+                               f"({p.dtype}); a tangent is a direction in its primal's space: pass a real tangent, or "
+                               "make the primal complex.")
     if strict:
         raise RuntimeError("jvp(f, primals, tangents, strict=True): strict=True is not supported (as in "
                            "torch.func.jvp).")
@@ -321,7 +325,7 @@ def _same_dtype(t, p):
 def _dual(p, t, level):
     """make_dual(p, t) at `level` for plain tensors of one shape (jvp checked it), without make_dual's checks
     when they hold: jvp's own cost is a few microseconds per call (bench/forward_ad.py)."""
-    if type(p) is not Tensor or type(t) is not Tensor or not p.dtype.is_floating_point:
+    if type(p) is not Tensor or type(t) is not Tensor or not (p.dtype.is_floating_point or p.dtype.is_complex):
         return _fwad.make_dual(p, _same_dtype(t, p), level=level)
     if t.dtype != p.dtype:
         t = t.to(p.dtype)

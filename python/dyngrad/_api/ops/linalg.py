@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from ... import _C
-from ...autograd.function import Function
+from ...autograd.function import Function, jvp_primal
 from .. import bridge
 from ..args import (Tensor, broadcast_shapes, dtype_arg, number, shape_str, tensor_arg, to_int, type_name,
                     warn_deprecated, wrap_dim)
@@ -151,6 +151,13 @@ def _same_float_dtype(op, A, B):
 def _recording(*tensors):
     """Whether a backward formula is being recorded (create_graph=True) with respect to one of `tensors`."""
     return _C.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def _again_for_jvp(*tensors):
+    """Whether a jvp must recompute its primal results differentiably (through the Function again) rather than use
+    the detached ones forward saved: when the tangent it returns is itself recorded (reverse mode) or may carry
+    tangents of other open dual levels (nested forward mode, Note [Nested levels])."""
+    return _recording(*tensors) or len(_C._open_dual_levels()) > 1
 
 
 def _where_batch(info):
@@ -348,6 +355,14 @@ class LinalgInv(Function):
         Xt = _mH(X)
         return _C.neg(_C.matmul(_C.matmul(Xt, g), Xt))
 
+    # dX = -X dA X (holomorphic: the same formula on complex matrices)
+    @staticmethod
+    def jvp(ctx, tA):
+        A, X = ctx.saved_tensors
+        if _again_for_jvp(A):
+            X = LinalgInv.apply(jvp_primal(ctx, A))
+        return _C.neg(_C.matmul(_C.matmul(X, tA), X))
+
 
 def _adjugate_t(A):
     """conj(adj(A))^T, the gradient of det at any matrix, singular ones included: with A = U S V^H,
@@ -389,6 +404,21 @@ class LinalgDet(Function):
             d = LinalgDet.apply(A)
         X = LinalgInv.apply(A) if _recording(A) else _from_np(np.linalg.inv(_np(A)), A.dtype)
         return _C.mul(_C.mul(g2, _C.unsqueeze(_C.unsqueeze(_conj(d), -1), -1)), _mH(X))
+
+    # dd = tr(adj(A) dA) = sum_ij conj(adjugate_t(A))_ij dA_ij, which holds where A is singular too; d tr(A^-1 dA)
+    # where it is not (holomorphic: no conjugation on complex matrices)
+    @staticmethod
+    def jvp(ctx, tA):
+        A, d = ctx.saved_tensors
+        if A.shape[-1] == 0:
+            return _C.mul(d, _C.scalar_operand(0.0, d))
+        A = jvp_primal(ctx, A)
+        if np.any(_np(d) == 0):
+            return _C.sum(_C.mul(_conj(_adjugate_t(A)), tA), [-2, -1], False, None)
+        if _again_for_jvp(A):
+            d = LinalgDet.apply(A)
+        X = LinalgInv.apply(A) if _again_for_jvp(A) else _from_np(np.linalg.inv(_np(A)), A.dtype)
+        return _C.mul(d, _C.sum(_C.mul(_C.mT(X), tA), [-2, -1], False, None))
 
 
 class LinalgSlogdet(Function):
@@ -453,6 +483,15 @@ class LinalgSolve(Function):
         if _recording(A, B):
             X = LinalgSolve.apply(A, B)
         return _C.neg(_C.matmul(gB, _mH(X))), gB
+
+    # dX = A^-1 (dB - dA X)
+    @staticmethod
+    def jvp(ctx, tA, tB):
+        A, B, X = ctx.saved_tensors
+        A, B = jvp_primal(ctx, A), jvp_primal(ctx, B)
+        if _again_for_jvp(A, B):
+            X = LinalgSolve.apply(A, B)
+        return LinalgSolve.apply(A, _C.sub(tB, _C.matmul(tA, X)))
 
 
 class LinalgSolveTriangular(Function):
