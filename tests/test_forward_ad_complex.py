@@ -113,7 +113,12 @@ CASES = {
     "det": ([_mat(3, 3)], lambda m, a: m.linalg.det(a)),
     "inv": ([_mat(3, 3)], lambda m, a: m.linalg.inv(a)),
     "solve": ([_mat(3, 3), _c(3, 2)], lambda m, a, b: m.linalg.solve(a, b)),
+    "det_real": ([("rI", 3, 3)], lambda m, a: m.linalg.det(a)),
+    "inv_real": ([("rI", 3, 3)], lambda m, a: m.linalg.inv(a)),
+    "solve_real": ([("rI", 2, 3, 3), _r(3)], lambda m, a, b: m.linalg.solve(a, b)),
     "fft": ([_c(6)], lambda m, z: m.fft.fft(z)),
+    "fft2": ([_c(2, 3, 4)], lambda m, z: m.fft.fft2(z, norm="ortho")),
+    "hfft_ihfft": ([_c(4)], lambda m, z: m.fft.ihfft(m.fft.hfft(z, 6))),
     "ifft": ([_c(6)], lambda m, z: m.fft.ifft(z)),
     # shape and indexing ops move complex tangents as they are
     "reshape_transpose": ([_c(2, 6)], lambda m, a: a.reshape(3, 4).transpose(0, 1)),
@@ -135,9 +140,10 @@ def _inputs(rng, kinds):
             out.append(rng.standard_normal(shape) + 1j * rng.standard_normal(shape))
         elif kind == "c+":
             out.append(rng.uniform(0.5, 1.5, shape) + 1j * rng.uniform(-0.5, 0.5, shape))
-        else:
+        else:                            # cI / rI: the identity plus a small complex / real perturbation
             n = shape[-1]
-            out.append(np.eye(n) + 0.3 * (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)))
+            noise = rng.standard_normal(shape) + (1j * rng.standard_normal(shape) if kind == "cI" else 0)
+            out.append(np.eye(n) + 0.3 * noise)
     return out
 
 
@@ -223,31 +229,115 @@ def test_jvp_tangent_dtypes(dg):
         dg.func.jvp(lambda a: a * a, (dg.tensor([1.0, 2.0]),), (dg.tensor([1j, 1j]),))
 
 
-def test_jacfwd_of_complex_functions(dg):
-    """jacfwd of f: C^n -> C^m gives the holomorphic Jacobian df/dz (the tangents along the real axis, as torch's
-    jacfwd); for a real-valued f it is df/dx, the derivative along the real parts."""
-    z = np.array([0.3 + 0.4j, -0.7 + 0.2j, 1.1 - 0.5j])
-    jac = dg.func.jacfwd(lambda a: dg.exp(a) * a.sum())(dg.tensor(z))
-    ez = np.exp(z)
-    expected = np.diag(ez * z.sum()) + ez[:, None]
-    np.testing.assert_allclose(_as_numpy(jac), expected, rtol=1e-12)
-    jac_abs = dg.func.jacfwd(lambda a: dg.abs(a))(dg.tensor(z))
-    np.testing.assert_allclose(_as_numpy(jac_abs), np.diag(z.real / np.abs(z)), rtol=1e-12)
+def test_jacobians_refuse_complex_inputs_and_outputs(dg):
+    """jacfwd, jacrev and hessian refuse complex inputs and outputs, as torch.func's (a function of complex numbers
+    has one complex Jacobian only if it is holomorphic); jvp and vjp take them."""
+    z = dg.tensor([0.3 + 0.4j, -0.7 + 0.2j])
+    x = dg.tensor([0.3, -0.7])
+    for jac in (dg.func.jacfwd, dg.func.jacrev):
+        name = jac.__name__
+        with pytest.raises(RuntimeError, match=f"{name}: Expected all inputs to be real but received complex tensor "
+                                               "at flattened input idx: 1"):
+            jac(lambda a, b: a * b, argnums=(0, 1))(x, z)
+        with pytest.raises(RuntimeError, match=f"{name}: Expected all outputs to be real but received complex"):
+            jac(lambda a: dg.exp(a * 1j))(x)
+    with pytest.raises(RuntimeError, match="Expected all inputs to be real"):
+        dg.func.hessian(lambda a: dg.abs(a).sum())(z)
+
+
+def test_func_grad_and_vjp_of_complex_inputs(dg):
+    """func.grad / func.vjp of complex inputs follow torch's convention (dL/dx + i dL/dy for a real loss L; a
+    cotangent u of a holomorphic f gives conj(f'(z)) u). They gave zeros before: the stand-in leaf of a complex
+    input did not require grad."""
+    z = np.array([0.3 + 0.4j, -0.7 + 0.2j])
+    g = dg.func.grad(lambda a: (dg.real(a * a) + dg.abs(a) ** 3).sum())(dg.tensor(z))
+    np.testing.assert_allclose(_as_numpy(g), 2 * np.conj(z) + 3 * np.abs(z) * z, rtol=1e-12)
+    u = np.array([1 + 0j, 1j])
+    (gz,) = dg.func.vjp(lambda a: a * a, dg.tensor(z))[1](dg.tensor(u))
+    np.testing.assert_allclose(_as_numpy(gz), np.conj(2 * z) * u, rtol=1e-12)
 
 
 def test_hessian_of_a_real_function_of_complex_inputs(dg):
-    """hessian (forward over reverse) of a real function of complex z: Re(H conj(e_j))... checked as the
-    jvp of the gradient (torch's convention: grad = dL/dx + i dL/dy) against finite differences of the gradient."""
+    """jvp of func.grad (forward over reverse) of a real function of complex z, against finite differences of the
+    gradient (torch's convention: grad = dL/dx + i dL/dy)."""
     z = np.array([0.3 + 0.4j, -0.7 + 0.2j])
     v = np.array([0.5 - 1.0j, 0.25 + 0.75j])
 
     def loss(a):
-        return (dg.abs(dg.sin(a)) ** 2).sum() + dg.real(a * a).sum()
+        return (dg.abs(dg.sin(a)) ** 3).sum() + dg.real(a * a).sum()
 
     grad = dg.func.grad(loss)
     _, hv = dg.func.jvp(grad, (dg.tensor(z),), (dg.tensor(v),))
     expected = (_as_numpy(grad(dg.tensor(z + STEP * v))) - _as_numpy(grad(dg.tensor(z - STEP * v)))) / (2 * STEP)
+    assert np.abs(expected).min() > 0.1
     np.testing.assert_allclose(_as_numpy(hv), expected, rtol=1e-6, atol=1e-8)
+
+
+# Real functions of real inputs whose insides are complex: their Hessians (forward over reverse: jacfwd of jacrev)
+# carry complex tangents through complex backward formulas. abs of a complex value whose phase moves reaches the
+# derivative of sgn (Note [Differentiable sgn of abs] in csrc/dyngrad/derivatives.cpp).
+_A = np.eye(3) + 0.3 * (np.arange(9).reshape(3, 3) % 4 - 1.5 + 1j * (np.arange(9).reshape(3, 3) % 3 - 1))
+_C3 = np.array([0.5 + 1j, -0.3 + 0.2j, 1 - 0.4j])
+HESSIAN_CASES = {
+    "abs_of_fft": lambda m, r: (m.abs(m.fft.fft(m.sin(r))) ** 3).sum(),
+    "abs_of_phase": lambda m, r: m.abs(m.exp(r * 1j) + m.tensor(_C3)).sum(),
+    "abs_of_inv": lambda m, r: m.abs(m.linalg.inv(m.diag(r * 1j) + m.tensor(_A))).sum(),
+    "abs_of_det": lambda m, r: m.abs(m.linalg.det(m.diag(r * 1j) + m.tensor(_A))),
+    "real_of_solve": lambda m, r: m.real(m.linalg.solve(m.diag(r * 1j) + m.tensor(_A), m.tensor(_C3) * r)).sum(),
+    "rfft_product": lambda m, r: m.fft.irfft(m.fft.rfft(r * r) * m.fft.rfft(r), 3).sum(),
+    "view_as_real": lambda m, r: (m.view_as_real(m.exp(r * m.tensor(_C3))) ** 2).sum(),
+    "angle": lambda m, r: m.angle(r * m.tensor(_C3) + 1).sum() * m.imag(m.exp(r * m.tensor(_C3))).sum(),
+    "abs_of_real_det": lambda m, r: m.abs(m.linalg.det(m.diag(r) + m.tensor(_A.real))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HESSIAN_CASES))
+def test_hessian_through_complex_intermediates(dg, name):
+    f = HESSIAN_CASES[name]
+    x = np.array([0.3, -0.7, 1.1])
+    hessian = _as_numpy(dg.func.hessian(lambda r: f(dg, r))(dg.tensor(x)))
+    grad = dg.func.grad(lambda r: f(dg, r))
+    h = 1e-5
+    expected = np.stack([(_as_numpy(grad(dg.tensor(x + h * e))) - _as_numpy(grad(dg.tensor(x - h * e)))) / (2 * h)
+                         for e in np.eye(3)])
+    np.testing.assert_allclose(hessian, expected, rtol=1e-6, atol=1e-7, err_msg=name)
+    np.testing.assert_allclose(hessian, hessian.T, rtol=1e-9, atol=1e-12)
+
+
+# jvp of jvp: the second-order cross term of the custom Functions' jvps (fft, det, inv, solve) comes once (Note
+# [Nested levels] in csrc/dyngrad/forward_ad.h), checked by finite differences of the inner jvp
+NESTED_CASES = {
+    "fft": (lambda m, a: m.fft.fft(a * a), lambda: _C3),
+    "ifft_of_exp": (lambda m, a: m.fft.ifft(m.exp(a)), lambda: _C3),
+    "det": (lambda m, a: m.linalg.det(a), lambda: _A),
+    "inv": (lambda m, a: m.linalg.inv(a), lambda: _A),
+    "solve": (lambda m, a: m.linalg.solve(a, m.tensor(_A[:, :2]) * a[0, 0]), lambda: _A),
+    "det_real": (lambda m, a: m.linalg.det(a), lambda: _A.real + np.eye(3)),
+    "solve_real": (lambda m, a: m.linalg.solve(a, a[:, :1] * 2 + 1), lambda: _A.real + np.eye(3)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NESTED_CASES))
+def test_jvp_of_jvp(dg, name):
+    fn, make = NESTED_CASES[name]
+    a = make()
+    complex_ = np.iscomplexobj(a)
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    u, w = (rng.standard_normal(a.shape) + (1j * rng.standard_normal(a.shape) if complex_ else 0) for _ in range(2))
+
+    def inner(p):
+        return dg.func.jvp(lambda b: fn(dg, b), (p,), (dg.tensor(u),))[1]
+    _, got = dg.func.jvp(inner, (dg.tensor(a),), (dg.tensor(w),))
+    expected = (_as_numpy(inner(dg.tensor(a + STEP * w))) - _as_numpy(inner(dg.tensor(a - STEP * w)))) / (2 * STEP)
+    np.testing.assert_allclose(_as_numpy(got), expected, rtol=1e-6, atol=1e-8, err_msg=name)
+
+
+def test_reverse_over_forward_of_a_complex_jvp(dg):
+    """grad of (the real part of) a complex jvp, against torch's value worked by hand: d/dz Re(sum exp(z) v)."""
+    z = np.array([0.3 + 0.4j, -0.7 + 0.2j])
+    v = np.array([1 + 0j, 1j])
+    g = dg.func.grad(lambda a: dg.real(dg.func.jvp(dg.exp, (a,), (dg.tensor(v),))[1]).sum())(dg.tensor(z))
+    np.testing.assert_allclose(_as_numpy(g), np.conj(np.exp(z) * v), rtol=1e-12)
 
 
 def test_vmap_of_jvp_of_a_complex_function(dg):
@@ -261,3 +351,14 @@ def test_vmap_of_jvp_of_a_complex_function(dg):
     rows = dg.func.vmap(lambda v: dg.func.jvp(f, (dg.tensor(z),), (v,))[1])(dg.tensor(vs))
     expected = np.stack([np.exp(z) * np.conj(z) * v + np.exp(z) * np.conj(v) for v in vs])
     np.testing.assert_allclose(_as_numpy(rows), expected, rtol=1e-12)
+
+
+def test_vmap_of_real(dg):
+    """dyngrad.real (a function and a property) is seen by vmap: jacrev's batched pass of a function that takes
+    the real part of a complex intermediate reaches it with BatchedTensors."""
+    z = np.array([[0.3 + 0.4j, -1 + 2j], [2 - 1j, 0.5j]])
+    np.testing.assert_array_equal(_as_numpy(dg.func.vmap(dg.real)(dg.tensor(z))), z.real)
+    np.testing.assert_array_equal(_as_numpy(dg.func.vmap(lambda a: a.real * 2)(dg.tensor(z))), 2 * z.real)
+    x = np.array([0.3, -0.7])
+    jac = dg.func.jacrev(lambda r: dg.real(dg.exp(r * (1 + 1j))))(dg.tensor(x))
+    np.testing.assert_allclose(_as_numpy(jac), np.diag(np.exp(x) * (np.cos(x) - np.sin(x))), rtol=1e-12)

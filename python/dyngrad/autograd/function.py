@@ -172,15 +172,29 @@ def _open_levels_of(args):
 
 
 def jvp_primal(ctx, t):
-    """Inside a Function's jvp: t without its tangent at the level being differentiated (its other levels' tangents
-    and its autograd history kept), for computing the jvp with the Function's own apply (nested levels, or a
-    tangent recorded for reverse mode) without recursing into this jvp."""
+    """Inside a Function's jvp at level L: t with its tangents at the levels >= L hidden (Note [Nested levels] in
+    csrc/dyngrad/forward_ad.h: level L's tangent is computed with the levels >= L hidden, so the second-order cross
+    term comes once, in the inner tangent's outer tangent); its lower levels' tangents and its autograd history are
+    kept. For a jvp that computes with the Function's own apply (nested levels, or a tangent recorded for reverse
+    mode): without it the apply would run this jvp again, forever."""
     level = getattr(ctx, "_jvp_level", None)
-    if level is None or not isinstance(t, _C.Tensor) or _C._get_tangent(t, level) is None:
+    if level is None or not isinstance(t, _C.Tensor):
+        return t
+    hidden = [lv for lv in _C._open_dual_levels() if lv >= level and _C._get_tangent(t, lv) is not None]
+    if not hidden:
         return t
     out = _C.reshape(t, tuple(t.shape))
-    _C._set_tangent(out, level, None)
+    for lv in hidden:
+        _C._set_tangent(out, lv, None)
     return out
+
+
+def jvp_primal_has_tangents(ctx, *tensors):
+    """Inside a Function's jvp at level L: whether some of `tensors` has a tangent at a level below L, which the
+    jvp's result must then carry (compute it from jvp_primal(ctx, t) through differentiable ops)."""
+    level = getattr(ctx, "_jvp_level", None)
+    lower = [lv for lv in _C._open_dual_levels() if level is None or lv < level]
+    return any(isinstance(t, _C.Tensor) and _C._get_tangent(t, lv) is not None for t in tensors for lv in lower)
 
 
 def _differentiable_dtype(t):

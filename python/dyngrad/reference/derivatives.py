@@ -22,7 +22,8 @@ from .ops_shape import view_as_real, view_as_complex, contiguous
 from .ops_index import index_select, index_add, gather, scatter_add, take, put, put_add
 from .ops_nn import softmax, unfold, fold, cross_entropy_target, LSTM, GRU, RNN_TANH
 from .engine import vjp
-from .grad_mode import GradModeGuard
+from .grad_mode import GradModeGuard, is_grad_enabled
+from . import forward_ad
 from .node import next_sequence_nr
 from . import kernels
 from . import primitives as prim    # the fused derivatives: prim.tanh_backward is a primitive, tanh_backward a formula
@@ -213,10 +214,20 @@ def rsqrt_backward(grad, s):
     return (mul(grad, cj(mul(pow_scalar(s.out, 3), num(-0.5, s.out)))),)
 
 
+def abs_sgn(a):
+    """sgn(a) for abs's derivatives, differentiable where it may be differentiated again (csrc's twin: Note
+    [Differentiable sgn of abs] in csrc/dyngrad/derivatives.cpp)."""
+    if not a.dtype.is_complex or not (is_grad_enabled() or forward_ad.active()):
+        return sign(a)
+    magnitude = absolute(a)
+    zero = compare("eq", magnitude, num(0, magnitude))
+    return where(zero, num(0, a), div(a, where(zero, num(1, magnitude), magnitude)))
+
+
 # out = |a|  ->  da = grad * sign(a) (sign(NaN) = 0: no gradient through a NaN, as torch); a complex a: grad * sgn(a),
-# sgn(a) = a / |a| (the kernel sign computes it for complex tensors)
+# sgn(a) = a / |a| (Note [Differentiable sgn of abs])
 def abs_backward(grad, s):
-    return (mul(grad, sign(s.a)),)
+    return (mul(grad, abs_sgn(s.a)),)
 
 
 # out = sin(a)  ->  da = grad * cos(a)

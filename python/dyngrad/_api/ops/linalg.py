@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from ... import _C
-from ...autograd.function import Function, jvp_primal
+from ...autograd.function import Function, jvp_primal, jvp_primal_has_tangents
 from .. import bridge
 from ..args import (Tensor, broadcast_shapes, dtype_arg, number, shape_str, tensor_arg, to_int, type_name,
                     warn_deprecated, wrap_dim)
@@ -153,11 +153,11 @@ def _recording(*tensors):
     return _C.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
-def _again_for_jvp(*tensors):
-    """Whether a jvp must recompute its primal results differentiably (through the Function again) rather than use
-    the detached ones forward saved: when the tangent it returns is itself recorded (reverse mode) or may carry
-    tangents of other open dual levels (nested forward mode, Note [Nested levels])."""
-    return _recording(*tensors) or len(_C._open_dual_levels()) > 1
+def _again_for_jvp(ctx, *tensors):
+    """Whether a jvp must recompute its primal results differentiably (through the Function again, on
+    jvp_primal(ctx, t)) rather than use the detached ones forward saved: when the tangent it returns is itself
+    recorded (reverse mode) or carries the tangents of lower dual levels (Note [Nested levels])."""
+    return _recording(*tensors) or jvp_primal_has_tangents(ctx, *tensors)
 
 
 def _where_batch(info):
@@ -359,7 +359,7 @@ class LinalgInv(Function):
     @staticmethod
     def jvp(ctx, tA):
         A, X = ctx.saved_tensors
-        if _again_for_jvp(A):
+        if _again_for_jvp(ctx, A):
             X = LinalgInv.apply(jvp_primal(ctx, A))
         return _C.neg(_C.matmul(_C.matmul(X, tA), X))
 
@@ -415,9 +415,9 @@ class LinalgDet(Function):
         A = jvp_primal(ctx, A)
         if np.any(_np(d) == 0):
             return _C.sum(_C.mul(_conj(_adjugate_t(A)), tA), [-2, -1], False, None)
-        if _again_for_jvp(A):
+        if _again_for_jvp(ctx, A):
             d = LinalgDet.apply(A)
-        X = LinalgInv.apply(A) if _again_for_jvp(A) else _from_np(np.linalg.inv(_np(A)), A.dtype)
+        X = LinalgInv.apply(A) if _again_for_jvp(ctx, A) else _from_np(np.linalg.inv(_np(A)), A.dtype)
         return _C.mul(d, _C.sum(_C.mul(_C.mT(X), tA), [-2, -1], False, None))
 
 
@@ -489,7 +489,7 @@ class LinalgSolve(Function):
     def jvp(ctx, tA, tB):
         A, B, X = ctx.saved_tensors
         A, B = jvp_primal(ctx, A), jvp_primal(ctx, B)
-        if _again_for_jvp(A, B):
+        if _again_for_jvp(ctx, A, B):
             X = LinalgSolve.apply(A, B)
         return LinalgSolve.apply(A, _C.sub(tB, _C.matmul(tA, X)))
 
