@@ -362,3 +362,16 @@ def test_vmap_of_real(dg):
     x = np.array([0.3, -0.7])
     jac = dg.func.jacrev(lambda r: dg.real(dg.exp(r * (1 + 1j))))(dg.tensor(x))
     np.testing.assert_allclose(_as_numpy(jac), np.diag(np.exp(x) * (np.cos(x) - np.sin(x))), rtol=1e-12)
+
+
+def test_second_derivatives_of_complex_abs(dg):
+    """grad of grad of |z| (and of |f(z)|) at complex z moving in phase: it holds the derivative of sgn(z) (Note
+    [Differentiable sgn of abs] in csrc/dyngrad/derivatives.cpp; the kernel sign's is zero)."""
+    z = dg.tensor(np.array([0.3 + 0.4j, -1 + 2j, 0.7 - 0.1j]), requires_grad=True)
+    assert dg.autograd.gradgradcheck(lambda a: dg.abs(a), (z,))
+    assert dg.autograd.gradgradcheck(lambda a: dg.abs(dg.exp(a) * a) ** 3, (z,))
+    # by hand: L = sum |z|, grad = sgn(z); its jvp along v is (v - sgn Re(conj(sgn) v)) / |z|
+    zv, v = _as_numpy(z), np.array([1j, 1 + 0j, 0.5 - 0.5j])
+    _, hv = dg.func.jvp(dg.func.grad(lambda a: dg.abs(a).sum()), (z.detach(),), (dg.tensor(v),))
+    s = zv / np.abs(zv)
+    np.testing.assert_allclose(_as_numpy(hv), (v - s * np.real(np.conj(s) * v)) / np.abs(zv), rtol=1e-12)

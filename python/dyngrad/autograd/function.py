@@ -171,7 +171,7 @@ def _open_levels_of(args):
     return levels
 
 
-def jvp_primal(ctx, t):
+def _jvp_primal(ctx, t):
     """Inside a Function's jvp at level L: t with its tangents at the levels >= L hidden (Note [Nested levels] in
     csrc/dyngrad/forward_ad.h: level L's tangent is computed with the levels >= L hidden, so the second-order cross
     term comes once, in the inner tangent's outer tangent); its lower levels' tangents and its autograd history are
@@ -189,9 +189,9 @@ def jvp_primal(ctx, t):
     return out
 
 
-def jvp_primal_has_tangents(ctx, *tensors):
+def _jvp_primal_has_tangents(ctx, *tensors):
     """Inside a Function's jvp at level L: whether some of `tensors` has a tangent at a level below L, which the
-    jvp's result must then carry (compute it from jvp_primal(ctx, t) through differentiable ops)."""
+    jvp's result must then carry (compute it from _jvp_primal(ctx, t) through differentiable ops)."""
     level = getattr(ctx, "_jvp_level", None)
     lower = [lv for lv in _C._open_dual_levels() if level is None or lv < level]
     return any(isinstance(t, _C.Tensor) and _C._get_tangent(t, lv) is not None for t in tensors for lv in lower)
@@ -229,7 +229,7 @@ def _forward_tangents(cls, ctx, args, result):
         saved_forward = getattr(ctx, "_saved_forward", None)
         if saved_forward is not None:   # torch: jvp reads what forward gave save_for_forward as saved_tensors
             ctx._saved, ctx._packed = [(t, t._version if t is not None else 0) for t in saved_forward], None
-        ctx._jvp_level = level          # what jvp_primal strips: the Function applied again inside jvp must not
+        ctx._jvp_level = level          # what _jvp_primal strips: the Function applied again inside jvp must not
         out_tangents = cls.jvp(ctx, *tangents)     # see this level's tangent (it would call this jvp again)
         out_tangents = (out_tangents,) if not isinstance(out_tangents, tuple) else out_tangents
         if len(out_tangents) != len(outputs):

@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from ... import _C
-from ...autograd.function import Function, jvp_primal, jvp_primal_has_tangents
+from ...autograd.function import Function, _jvp_primal, _jvp_primal_has_tangents
 from .. import bridge
 from ..args import (Tensor, broadcast_shapes, dtype_arg, number, shape_str, tensor_arg, to_int, type_name,
                     warn_deprecated, wrap_dim)
@@ -155,9 +155,9 @@ def _recording(*tensors):
 
 def _again_for_jvp(ctx, *tensors):
     """Whether a jvp must recompute its primal results differentiably (through the Function again, on
-    jvp_primal(ctx, t)) rather than use the detached ones forward saved: when the tangent it returns is itself
+    _jvp_primal(ctx, t)) rather than use the detached ones forward saved: when the tangent it returns is itself
     recorded (reverse mode) or carries the tangents of lower dual levels (Note [Nested levels])."""
-    return _recording(*tensors) or jvp_primal_has_tangents(ctx, *tensors)
+    return _recording(*tensors) or _jvp_primal_has_tangents(ctx, *tensors)
 
 
 def _where_batch(info):
@@ -360,7 +360,7 @@ class LinalgInv(Function):
     def jvp(ctx, tA):
         A, X = ctx.saved_tensors
         if _again_for_jvp(ctx, A):
-            X = LinalgInv.apply(jvp_primal(ctx, A))
+            X = LinalgInv.apply(_jvp_primal(ctx, A))
         return _C.neg(_C.matmul(_C.matmul(X, tA), X))
 
 
@@ -412,7 +412,7 @@ class LinalgDet(Function):
         A, d = ctx.saved_tensors
         if A.shape[-1] == 0:
             return _C.mul(d, _C.scalar_operand(0.0, d))
-        A = jvp_primal(ctx, A)
+        A = _jvp_primal(ctx, A)
         if np.any(_np(d) == 0):
             return _C.sum(_C.mul(_conj(_adjugate_t(A)), tA), [-2, -1], False, None)
         if _again_for_jvp(ctx, A):
@@ -488,7 +488,7 @@ class LinalgSolve(Function):
     @staticmethod
     def jvp(ctx, tA, tB):
         A, B, X = ctx.saved_tensors
-        A, B = jvp_primal(ctx, A), jvp_primal(ctx, B)
+        A, B = _jvp_primal(ctx, A), _jvp_primal(ctx, B)
         if _again_for_jvp(ctx, A, B):
             X = LinalgSolve.apply(A, B)
         return LinalgSolve.apply(A, _C.sub(tB, _C.matmul(tA, X)))
