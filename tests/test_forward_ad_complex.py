@@ -116,6 +116,17 @@ CASES = {
     "det_real": ([("rI", 3, 3)], lambda m, a: m.linalg.det(a)),
     "inv_real": ([("rI", 3, 3)], lambda m, a: m.linalg.inv(a)),
     "solve_real": ([("rI", 2, 3, 3), _r(3)], lambda m, a, b: m.linalg.solve(a, b)),
+    "slogdet_logabs": ([_mat(2, 3, 3)], lambda m, a: m.linalg.slogdet(a)[1]),
+    "slogdet_sign": ([_mat(3, 3)], lambda m, a: m.linalg.slogdet(a)[0]),
+    "slogdet_real": ([("rI", 3, 3)], lambda m, a: m.linalg.slogdet(a)[1] * m.linalg.slogdet(a)[0]),
+    "logdet": ([_mat(3, 3)], lambda m, a: m.logdet(a)),
+    "solve_triangular_upper": ([_mat(3, 3), _c(3, 2)],
+                               lambda m, a, b: m.linalg.solve_triangular(a, b, upper=True)),
+    "solve_triangular_lower_unit": ([_mat(3, 3), _c(3, 2)],
+                                    lambda m, a, b: m.linalg.solve_triangular(a, b, upper=False,
+                                                                             unitriangular=True)),
+    "solve_triangular_real_right": ([("rI", 3, 3), _r(2, 3)],
+                                    lambda m, a, b: m.linalg.solve_triangular(a, b, upper=True, left=False)),
     "fft": ([_c(6)], lambda m, z: m.fft.fft(z)),
     "fft2": ([_c(2, 3, 4)], lambda m, z: m.fft.fft2(z, norm="ortho")),
     "hfft_ihfft": ([_c(4)], lambda m, z: m.fft.ihfft(m.fft.hfft(z, 6))),
@@ -314,6 +325,8 @@ NESTED_CASES = {
     "solve": (lambda m, a: m.linalg.solve(a, m.tensor(_A[:, :2]) * a[0, 0]), lambda: _A),
     "det_real": (lambda m, a: m.linalg.det(a), lambda: _A.real + np.eye(3)),
     "solve_real": (lambda m, a: m.linalg.solve(a, a[:, :1] * 2 + 1), lambda: _A.real + np.eye(3)),
+    "slogdet": (lambda m, a: m.linalg.slogdet(a)[1] * m.linalg.slogdet(a)[0], lambda: _A),
+    "solve_triangular": (lambda m, a: m.linalg.solve_triangular(a, a[:, :2], upper=False), lambda: _A),
 }
 
 
@@ -375,3 +388,12 @@ def test_second_derivatives_of_complex_abs(dg):
     _, hv = dg.func.jvp(dg.func.grad(lambda a: dg.abs(a).sum()), (z.detach(),), (dg.tensor(v),))
     s = zv / np.abs(zv)
     np.testing.assert_allclose(_as_numpy(hv), (v - s * np.real(np.conj(s) * v)) / np.abs(zv), rtol=1e-12)
+
+
+def test_linalg_without_a_jvp_says_so(dg):
+    """The linalg Functions without a jvp (svd, eigh, eig, qr, cholesky, ...) raise under forward AD, real or
+    complex; svdvals and eigvalsh took a numpy shortcut that dropped the tangent silently (a zero jvp)."""
+    for a in (np.eye(3) + 0.1 * np.arange(9).reshape(3, 3), np.eye(3) + 0.1j * np.arange(9).reshape(3, 3)):
+        for fn in (dg.linalg.svdvals, lambda x: dg.linalg.eigvalsh(x @ x.mH)):
+            with pytest.raises(NotImplementedError, match="defines no jvp"):
+                dg.func.jvp(fn, (dg.tensor(a),), (dg.tensor(a),))

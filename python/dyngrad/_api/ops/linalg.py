@@ -136,6 +136,12 @@ def _recomputed(function, *args):
         _phase_checks_off[0] -= 1
 
 
+def _differentiated(A):
+    """Whether A's result must go through its Function: recorded for reverse mode, or A carries a tangent (the
+    numpy shortcut would drop it silently; the Function carries it, or says it has no jvp)."""
+    return _recording(A) or any(_C._get_tangent(A, level) is not None for level in _C._open_dual_levels())
+
+
 def _phase_check_wanted(ctx, A):
     """Whether this backward checks phase invariance (see above); a node used by a recorded backward stops."""
     if _recording(A):
@@ -459,6 +465,25 @@ class LinalgSlogdet(Function):
         X = LinalgInv.apply(A) if _recording(A) else _from_np(np.linalg.inv(_np(A)), A.dtype)
         return _C.mul(g2, _mH(X))
 
+    # d log det = tr(A^-1 dA): d logabs = Re of it; a complex sign moves by s i Im of it (a real one does not)
+    @staticmethod
+    def jvp(ctx, tA):
+        A, sign, logabs = ctx.saved_tensors
+        A = _jvp_primal(ctx, A)
+        if np.any(np.isneginf(_np(logabs))):       # singular: A^-T = adj(A)^T / det, infinite as the backward's
+            with np.errstate(all="ignore"):
+                inv_t = np.conj(_np(_adjugate_t(A.detach()))) / np.linalg.det(_np(A))[..., None, None]
+            Xt = _const(inv_t, A)
+        elif _again_for_jvp(ctx, A):
+            Xt = _C.mT(LinalgInv.apply(A))
+            sign = LinalgSlogdet.apply(A)[0]
+        else:
+            Xt = _from_np(np.swapaxes(np.linalg.inv(_np(A)), -1, -2), A.dtype)
+        tr = _C.sum(_C.mul(Xt, tA), [-2, -1], False, None)
+        if not A.dtype.is_complex:
+            return None, tr
+        return _C.mul(sign, _i_imag(tr)), _real_part(tr)
+
 
 class LinalgSolve(Function):
     """linalg.solve for A X = B, B a batch of matrices with A's batch shape: LAPACK gesv."""
@@ -516,6 +541,17 @@ class LinalgSolveTriangular(Function):
         k = 1 if ctx.upper else -1
         gA = _tri(_C.neg(_C.matmul(gB, _mH(X))), not ctx.upper, k if ctx.unitriangular else 0)
         return gA, gB, None, None
+
+    # dX = A^-1 (dB - dA X), dA restricted to the triangle the forward read
+    @staticmethod
+    def jvp(ctx, tA, tB, *_):
+        A, B, X = ctx.saved_tensors
+        A, B = _jvp_primal(ctx, A), _jvp_primal(ctx, B)
+        if _again_for_jvp(ctx, A, B):
+            X = LinalgSolveTriangular.apply(A, B, ctx.upper, ctx.unitriangular)
+        k = 1 if ctx.upper else -1
+        rhs = _C.sub(tB, _C.matmul(_tri(tA, not ctx.upper, k if ctx.unitriangular else 0), X))
+        return LinalgSolveTriangular.apply(A, rhs, ctx.upper, ctx.unitriangular)
 
 
 def _solve_tri(A, B, upper):
@@ -941,7 +977,7 @@ def eigvalsh(A, UPLO="L"):
     """The eigenvalues of symmetric matrices, ascending (their gradient needs the eigenvectors)."""
     A = _matrices("linalg.eigh", A, not_implemented=True, complex_ok=True)
     UPLO = _uplo(UPLO)
-    if _recording(A):
+    if _differentiated(A):
         return LinalgEigh.apply(A, UPLO)[0]
     return _from_np(np.linalg.eigvalsh(_np(A), UPLO=UPLO), _real_dtype(A.dtype))
 
@@ -961,7 +997,7 @@ def linalg_svd(A, full_matrices=True, *, driver=None):
 
 
 def _svdvals(A):
-    if _recording(A):
+    if _differentiated(A):
         return LinalgSvd.apply(A, False)[1]
     return _from_np(np.linalg.svd(_np(A), compute_uv=False), _real_dtype(A.dtype))
 
