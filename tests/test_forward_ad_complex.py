@@ -137,6 +137,25 @@ CASES = {
     "cat_stack": ([_c(2, 3), _c(2, 3)], lambda m, a, b: m.stack([m.cat([a, b], 0), m.cat([b, a], 0)])),
     "flip_roll": ([_c(2, 3)], lambda m, a: m.roll(m.flip(a, [1]), 1, 0)),
     "triu": ([_c(3, 3)], lambda m, a: m.triu(a)),
+    # composites of the above
+    "kron": ([_c(2, 2), _c(2, 3)], lambda m, a, b: m.kron(a, b)),
+    "tensordot": ([_c(2, 3), _c(3, 2)], lambda m, a, b: m.tensordot(a, b, dims=([1], [0]))),
+    "cross": ([_c(2, 3), _c(2, 3)], lambda m, a, b: m.linalg.cross(a, b)),
+    "cov": ([_c(2, 5)], lambda m, a: m.cov(a)),
+    "trapezoid_diff": ([_c(5)], lambda m, a: m.trapezoid(a) * m.diff(a)),
+    "linear": ([_c(2, 3), _c(4, 3)], lambda m, a, w: m.nn.functional.linear(a, w)),
+    "normalize": ([_c(2, 3)], lambda m, a: m.nn.functional.normalize(a, dim=-1)),
+    "matrix_norm_fro": ([_c(3, 3)], lambda m, a: m.linalg.matrix_norm(a, "fro")),
+    "stft": ([_c(12)], lambda m, a: m.stft(a, 4, return_complex=True, window=m.ones(4, dtype=m.float64))),
+    "fftn_fftshift": ([_c(3, 4)], lambda m, a: m.fft.fftshift(m.fft.fftn(a))),
+    "var_mean": ([_c(5)], lambda m, a: m.var_mean(a)[0] + m.var_mean(a)[1]),
+    "addmm_complex_coefficients": ([_c(2, 3), _c(3, 2), _c(2, 2)],
+                                   lambda m, a, b, x: m.addmm(x, a, b, beta=0.5j, alpha=2)),
+    "matrix_power": ([_c(3, 3)], lambda m, a: m.linalg.matrix_power(a, 3)),
+    "inv_ex": ([_mat(3, 3)], lambda m, a: m.linalg.inv_ex(a)[0]),
+    "index_put_scatter_add": ([_c(4), _c(2), _c(3)], lambda m, a, b, c: a.index_put((m.tensor([0, 2]),), b)
+                              .scatter_add(0, m.tensor([0, 0, 2]), c).gather(0, m.tensor([3, 0, 0]))),
+    "pad": ([_c(2, 3)], lambda m, a: m.nn.functional.pad(a, (1, 2))),
     # compositions of several of the above
     "mixed": ([_c(3), _r(3)], lambda m, z, x: m.abs(m.exp(z) * x).sum() + m.angle(z * z).mean() * 1j),
 }
