@@ -30,7 +30,6 @@
 
 #include "derivatives.h"
 #include "engine.h"
-#include "forward_ad.h"
 #include "grad_mode.h"
 #include "kernels/kernels.h"
 #include "ops.h"
@@ -222,10 +221,10 @@ static Grads rsqrt_backward(const Tensor& grad, const SavesOut& s) {
 // Note [Differentiable sgn of abs]: abs's gradient (grad * sgn(a)) and tangent (Re(conj(sgn(a)) t)) of a complex
 // a hold sgn(a), whose own derivative d sgn = (da - sgn Re(conj(sgn) da)) / |a| is not zero: a second derivative of
 // |a| (a Hessian, forward over reverse, reverse over forward) needs it. The kernel sign's derivative is zero (right
-// for real tensors), so where the result may be differentiated again, sgn is a / |a| through ops (0 at a = 0, as
-// torch's sgn), and the kernel otherwise (the same values, one kernel).
+// for real tensors, which keep it), so for a complex a sgn is a / |a| through ops (0 at a = 0, as torch's sgn):
+// the kernel's values, and one path whether or not the backward is recorded (test_one_path_per_derivative).
 Tensor abs_sgn(const Tensor& a) {
-  if (!is_complex(a->dtype) || !(GradMode::is_enabled() || forward_ad::active())) return sign(a);
+  if (!is_complex(a->dtype)) return sign(a);
   Tensor magnitude = abs(a);
   Tensor zero = compare(CompareOp::Eq, magnitude, num(0, magnitude));
   return where(zero, num(0, a), div(a, where(zero, num(1, magnitude), magnitude)));

@@ -18,9 +18,8 @@ bool run_derivative_in_place(OpNode& node, std::vector<Tensor>& grads);
 // signature unary or unary_float) at tangent t, from its backward formula; `saves` points to the op's struct.
 Tensor tangent_from_backward(OpKind kind, const Tensor& t, const void* saves);
 // sgn(a) = a / |a| (0 at 0) of a complex a, for abs's derivatives: the kernel sign computes the same values but
-// is piecewise constant to autograd (its derivative is 0, right for real tensors only), so where the derivative may
-// itself be differentiated (grad mode on, or a dual level open: second order, forward over reverse) this composes
-// it from ops whose derivatives are right (Note [Differentiable sgn of abs] in derivatives.cpp).
+// is piecewise constant to autograd (its derivative is 0, right for real tensors only), so for a complex a this
+// composes it from ops whose derivatives are right (Note [Differentiable sgn of abs] in derivatives.cpp).
 Tensor abs_sgn(const Tensor& a);
 
 // The differentiable definitions of three fused backwards (Note [Derivatives of fused backwards]), which their

@@ -22,8 +22,7 @@ from .ops_shape import view_as_real, view_as_complex, contiguous
 from .ops_index import index_select, index_add, gather, scatter_add, take, put, put_add
 from .ops_nn import softmax, unfold, fold, cross_entropy_target, LSTM, GRU, RNN_TANH
 from .engine import vjp
-from .grad_mode import GradModeGuard, is_grad_enabled
-from . import forward_ad
+from .grad_mode import GradModeGuard
 from .node import next_sequence_nr
 from . import kernels
 from . import primitives as prim    # the fused derivatives: prim.tanh_backward is a primitive, tanh_backward a formula
@@ -215,9 +214,9 @@ def rsqrt_backward(grad, s):
 
 
 def abs_sgn(a):
-    """sgn(a) for abs's derivatives, differentiable where it may be differentiated again (csrc's twin: Note
+    """sgn(a) for abs's derivatives, through differentiable ops for a complex a (csrc's twin: Note
     [Differentiable sgn of abs] in csrc/dyngrad/derivatives.cpp)."""
-    if not a.dtype.is_complex or not (is_grad_enabled() or forward_ad.active()):
+    if not a.dtype.is_complex:
         return sign(a)
     magnitude = absolute(a)
     zero = compare("eq", magnitude, num(0, magnitude))
