@@ -306,7 +306,7 @@ def test_misuse(dg):
             fwAD.make_dual(x, _t(dg, [1.0, 2.0, 3.0]))
         with pytest.raises(TypeError, match="make_dual: expected a Tensor as the tangent"):
             fwAD.make_dual(x, [1.0, 2.0])
-        with pytest.raises(ValueError, match="make_dual: expected a floating-point primal"):
+        with pytest.raises(ValueError, match="make_dual: expected a floating-point or complex primal"):
             fwAD.make_dual(dg.tensor([1, 2]), dg.tensor([1, 2]))
     outer = fwAD.enter_dual_level()
     inner = fwAD.enter_dual_level()
@@ -441,9 +441,9 @@ def test_max_and_min_of_every_element_have_a_tangent(dg):
 
 # The plain unary primitives that take complex tensors, whose tangents (for most of them the default from the
 # backward formula: Note [Tangents from backward formulas] in csrc/dyngrad/derivatives.cpp) must be the
-# directional derivative along a complex tangent, conj(backward(conj(v))) and not backward(v). make_dual takes
-# real tensors only, so the complex primal and tangent are view_as_complex of real ones, and the output is read
-# back through view_as_real. sign is left out: its derivative is zero by definition here (torch's sgn, its
+# directional derivative along a complex tangent, conj(backward(conj(v))) and not backward(v). The complex primal
+# and tangent are view_as_complex of real ones here, and the output is read back through view_as_real (so the
+# tangents also cross those two views); tests/test_forward_ad_complex.py makes complex duals directly. sign is left out: its derivative is zero by definition here (torch's sgn, its
 # complex counterpart, has one that is not).
 def _complex_unary():
     from dyngrad.reference.ops import COMPLEX_KERNEL_OPS

@@ -218,9 +218,21 @@ static Grads rsqrt_backward(const Tensor& grad, const SavesOut& s) {
   return {mul(grad, cj(mul(pow_scalar(s.out, 3), num(-0.5, s.out))))};
 }
 
+// Note [Differentiable sgn of abs]: abs's gradient (grad * sgn(a)) and tangent (Re(conj(sgn(a)) t)) of a complex
+// a hold sgn(a), whose own derivative d sgn = (da - sgn Re(conj(sgn) da)) / |a| is not zero: a second derivative of
+// |a| (a Hessian, forward over reverse, reverse over forward) needs it. The kernel sign's derivative is zero (right
+// for real tensors, which keep it), so for a complex a sgn is a / |a| through ops (0 at a = 0, as torch's sgn):
+// the kernel's values, and one path whether or not the backward is recorded (test_one_path_per_derivative).
+Tensor abs_sgn(const Tensor& a) {
+  if (!is_complex(a->dtype)) return sign(a);
+  Tensor magnitude = abs(a);
+  Tensor zero = compare(CompareOp::Eq, magnitude, num(0, magnitude));
+  return where(zero, num(0, a), div(a, where(zero, num(1, magnitude), magnitude)));
+}
+
 // out = |a|  ->  da = grad * sign(a) (sign(NaN) = 0: no gradient through a NaN, as torch); a complex a: grad * sgn(a),
-// sgn(a) = a / |a| (the kernel Sign computes it for complex tensors)
-static Grads abs_backward(const Tensor& grad, const SavesA& s) { return {mul(grad, sign(s.a))}; }
+// sgn(a) = a / |a| (Note [Differentiable sgn of abs])
+static Grads abs_backward(const Tensor& grad, const SavesA& s) { return {mul(grad, abs_sgn(s.a))}; }
 
 // out = sin(a)  ->  da = grad * cos(a)
 static Grads sin_backward(const Tensor& grad, const SavesA& s) { return {mul(grad, cj(cos(s.a)))}; }

@@ -17,6 +17,10 @@ bool run_derivative_in_place(OpNode& node, std::vector<Tensor>& grads);
 // Note [Tangents from backward formulas] (derivatives.cpp): the tangent of a plain unary op (a DG_KERNEL_OP of
 // signature unary or unary_float) at tangent t, from its backward formula; `saves` points to the op's struct.
 Tensor tangent_from_backward(OpKind kind, const Tensor& t, const void* saves);
+// sgn(a) = a / |a| (0 at 0) of a complex a, for abs's derivatives: the kernel sign computes the same values but
+// is piecewise constant to autograd (its derivative is 0, right for real tensors only), so for a complex a this
+// composes it from ops whose derivatives are right (Note [Differentiable sgn of abs] in derivatives.cpp).
+Tensor abs_sgn(const Tensor& a);
 
 // The differentiable definitions of three fused backwards (Note [Derivatives of fused backwards]), which their
 // tangent formulas also use (forward_derivatives.cpp).

@@ -180,7 +180,7 @@ static Tensor clamp_jvp(const Grads& t, const Tensor&, const SavesClamp& s) {
 
 // (complex a: the real part of conj(sgn(a)) t, the change of |a| along t)
 static Tensor abs_jvp(const Grads& t, const Tensor&, const SavesA& s) {
-  if (is_complex(s.a->dtype)) return select(view_as_real(mul(t[0], conj(sign(s.a)))), -1, 0);
+  if (is_complex(s.a->dtype)) return select(view_as_real(mul(t[0], conj(abs_sgn(s.a)))), -1, 0);
   return mul(t[0], sign(s.a));
 }
 // out = grad (1 - x^2)  ->  tgrad (1 - x^2) - 2 grad x tx

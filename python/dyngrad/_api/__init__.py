@@ -99,8 +99,11 @@ def install(namespace):
         key = None
         if "prop" not in row.kinds:
             key = row.name if set(row.kinds) & {"fn", "method", "op"} else row.kinds[0] + "." + row.name
+        plain = obj
         obj = public(obj, meta_name=row.name if own_code else None, batch_key=key)
         function = with_out(obj, row.name) if "out" in row.kinds else obj   # torch's out= on the function
+        if "prop" in row.kinds and "fn" in row.kinds:      # dyngrad.real(x) is a call vmap sees; x.real is not
+            function = public(plain, meta_name=row.name if own_code else None, batch_key=row.name)
         for kind in row.kinds:
             if kind == "out":
                 continue

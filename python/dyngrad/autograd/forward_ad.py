@@ -11,6 +11,17 @@ of the API, composite or primitive, is forward-differentiable. Unlike torch, whi
 levels nest (Note [Nested levels]): jvp of jvp gives second derivatives. Grad mode does not stop forward AD (as in
 torch); a tangent is recorded by reverse mode like any value, so reverse-over-forward works, and saved outputs
 keep their tangents, so forward-over-reverse (hvp) works.
+
+Note [Complex forward AD]: a complex primal takes a tangent of its own dtype (make_dual refuses another dtype;
+func.jvp converts a real tangent of a complex primal, and refuses a complex tangent of a real one: it is no
+direction in the primal's space). The tangent of f at z along v is the R-linear directional derivative
+lim_{h -> 0, h real} (f(z + h v) - f(z)) / h, torch's: f'(z) v for a holomorphic f (the default tangents,
+conj(backward(conj v)): Note [Tangents from backward formulas] in csrc/dyngrad/derivatives.cpp), conj(v) for conj,
+Re(conj(sgn z) v) for abs, and a real tangent for a real output (real, imag, angle, view_as_real) and a complex one
+for a complex output of real inputs (view_as_complex, complex, polar). Custom Functions (the FFTs, linalg) carry
+complex tangents through their jvp like real ones. jacfwd, jacrev and hessian still refuse complex inputs and
+outputs, as torch.func's; a real function with complex insides (an FFT, a complex matrix) has its Hessian.
+tests/test_forward_ad_complex.py checks all this against central finite differences and torch.func.jvp.
 """
 import collections
 import functools
@@ -59,9 +70,9 @@ def make_dual(tensor, tangent, *, level=None):
     if not isinstance(tangent, _C.Tensor):
         raise TypeError(f"make_dual: expected a Tensor as the tangent, got {type(tangent).__name__}.")
     level = _level_or_current(level, "make_dual")
-    if not tensor.dtype.is_floating_point:
-        raise ValueError(f"make_dual: expected a floating-point primal, got {tensor.dtype}; only floating-point "
-                         "tensors have tangents.")
+    if not (tensor.dtype.is_floating_point or tensor.dtype.is_complex):
+        raise ValueError(f"make_dual: expected a floating-point or complex primal, got {tensor.dtype}; only "
+                         "floating-point and complex tensors have tangents.")
     if tuple(tangent.shape) != tuple(tensor.shape):
         raise RuntimeError(f"make_dual: the tangent's shape {tuple(tangent.shape)} differs from the primal's "
                            f"{tuple(tensor.shape)}; a tangent has the shape of its primal.")

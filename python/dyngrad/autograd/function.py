@@ -171,6 +171,37 @@ def _open_levels_of(args):
     return levels
 
 
+def _jvp_primal(ctx, t):
+    """Inside a Function's jvp at level L: t with its tangents at the levels >= L hidden (Note [Nested levels] in
+    csrc/dyngrad/forward_ad.h: level L's tangent is computed with the levels >= L hidden, so the second-order cross
+    term comes once, in the inner tangent's outer tangent); its lower levels' tangents and its autograd history are
+    kept. For a jvp that computes with the Function's own apply (nested levels, or a tangent recorded for reverse
+    mode): without it the apply would run this jvp again, forever."""
+    level = getattr(ctx, "_jvp_level", None)
+    if level is None or not isinstance(t, _C.Tensor):
+        return t
+    hidden = [lv for lv in _C._open_dual_levels() if lv >= level and _C._get_tangent(t, lv) is not None]
+    if not hidden:
+        return t
+    out = _C.reshape(t, tuple(t.shape))
+    for lv in hidden:
+        _C._set_tangent(out, lv, None)
+    return out
+
+
+def _jvp_primal_has_tangents(ctx, *tensors):
+    """Inside a Function's jvp at level L: whether some of `tensors` has a tangent at a level below L, which the
+    jvp's result must then carry (compute it from _jvp_primal(ctx, t) through differentiable ops)."""
+    level = getattr(ctx, "_jvp_level", None)
+    lower = [lv for lv in _C._open_dual_levels() if level is None or lv < level]
+    return any(isinstance(t, _C.Tensor) and _C._get_tangent(t, lv) is not None for t in tensors for lv in lower)
+
+
+def _differentiable_dtype(t):
+    """Whether t can carry a tangent: floating-point and complex tensors (as make_dual's primals)."""
+    return t.dtype.is_floating_point or t.dtype.is_complex
+
+
 def _forward_tangents(cls, ctx, args, result):
     """Forward-mode AD through a custom Function: its jvp's tangents replace whatever the ops of its forward
     computed (a forward computed in numpy has none), level by level."""
@@ -183,7 +214,7 @@ def _forward_tangents(cls, ctx, args, result):
         # Without a jvp, a forward written in the engine's ops has already carried the tangents through them; one
         # computed on the host (numpy) has none, and that is an error, as in torch.
         for o in outputs:
-            if isinstance(o, _C.Tensor) and o.dtype.is_floating_point and \
+            if isinstance(o, _C.Tensor) and _differentiable_dtype(o) and \
                     not any(_C._get_tangent(o, level) is not None for level in levels):
                 raise NotImplementedError(_ERR_NO_JVP.format(name=cls.__name__))
         return
@@ -198,13 +229,14 @@ def _forward_tangents(cls, ctx, args, result):
         saved_forward = getattr(ctx, "_saved_forward", None)
         if saved_forward is not None:   # torch: jvp reads what forward gave save_for_forward as saved_tensors
             ctx._saved, ctx._packed = [(t, t._version if t is not None else 0) for t in saved_forward], None
-        out_tangents = cls.jvp(ctx, *tangents)
+        ctx._jvp_level = level          # what _jvp_primal strips: the Function applied again inside jvp must not
+        out_tangents = cls.jvp(ctx, *tangents)     # see this level's tangent (it would call this jvp again)
         out_tangents = (out_tangents,) if not isinstance(out_tangents, tuple) else out_tangents
         if len(out_tangents) != len(outputs):
             raise RuntimeError(f"{cls.__name__}.jvp returned {len(out_tangents)} tangents for {len(outputs)} "
                                "outputs; return one per output (None for none).")
         for o, t in zip(outputs, out_tangents):
-            if isinstance(o, _C.Tensor) and o.dtype.is_floating_point:
+            if isinstance(o, _C.Tensor) and _differentiable_dtype(o):
                 if t is not None and tuple(t.shape) != tuple(o.shape):
                     raise RuntimeError(f"{cls.__name__}.jvp returned a tangent of shape {tuple(t.shape)} for an "
                                        f"output of shape {tuple(o.shape)}.")

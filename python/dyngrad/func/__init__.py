@@ -59,7 +59,7 @@ def _stand_in(x):
 def _stand_in_plain(x):
     if x.requires_grad:
         return x.view_as(x), True
-    leaf = x.detach().requires_grad_(True) if x.dtype.is_floating_point else x.detach()
+    leaf = x.detach().requires_grad_(True) if x.dtype.is_floating_point or x.dtype.is_complex else x.detach()
     for level in _open_levels():
         t = _C._get_tangent(x, level)
         if t is not None:
@@ -282,6 +282,10 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
         if tuple(p.shape) != tuple(t.shape):
             raise RuntimeError(f"jvp(f, primals, tangents): Expected primals and tangents to have the same shape, "
                                f"got {tuple(p.shape)} and {tuple(t.shape)}.")
+        if t.dtype.is_complex and not p.dtype.is_complex:
+            raise RuntimeError(f"jvp(f, primals, tangents): got a complex tangent ({t.dtype}) for a real primal "
+                               f"({p.dtype}); a tangent is a direction in its primal's space: pass a real tangent, or "
+                               "make the primal complex.")
     if strict:
         raise RuntimeError("jvp(f, primals, tangents, strict=True): strict=True is not supported (as in "
                            "torch.func.jvp).")
@@ -321,7 +325,7 @@ def _same_dtype(t, p):
 def _dual(p, t, level):
     """make_dual(p, t) at `level` for plain tensors of one shape (jvp checked it), without make_dual's checks
     when they hold: jvp's own cost is a few microseconds per call (bench/forward_ad.py)."""
-    if type(p) is not Tensor or type(t) is not Tensor or not p.dtype.is_floating_point:
+    if type(p) is not Tensor or type(t) is not Tensor or not (p.dtype.is_floating_point or p.dtype.is_complex):
         return _fwad.make_dual(p, _same_dtype(t, p), level=level)
     if t.dtype != p.dtype:
         t = t.to(p.dtype)
@@ -382,6 +386,8 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
         o_leaves, o_spec = tree_flatten(out)
         _check_tensors(o_leaves, "jacrev", "the outputs of func")
         inputs = [x for group in flat for x in group]
+        _check_real(inputs, "jacrev", "inputs")
+        _check_real(o_leaves, "jacrev", "outputs")
         sizes = [o.numel() for o in o_leaves]
         total = sum(sizes)
         if total == 0 or not any(o.requires_grad for o in o_leaves):
@@ -424,6 +430,16 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
     return wrapper
 
 
+def _check_real(tensors, fn, what):
+    """jacrev/jacfwd (and so hessian) refuse complex inputs and outputs, as torch.func's: the Jacobian of a function
+    of complex numbers is not one complex matrix unless the function is holomorphic (use jvp / vjp, which take
+    complex tensors: Note [Complex forward AD] in autograd/forward_ad.py)."""
+    for i, t in enumerate(tensors):
+        if isinstance(t, (Tensor, BatchedTensor)) and t.dtype.is_complex:
+            raise RuntimeError(f"{fn}: Expected all {what} to be real but received complex tensor at flattened "
+                               f"{what[:-1]} idx: {i}")
+
+
 def _identity(n, dtype):
     eye = _C.full((n * n,), 0.0, dtype)
     eye[::n + 1] = 1.0
@@ -447,6 +463,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
             _check_tensors(leaves, "jacfwd", "the differentiated inputs")
             groups.append((leaves, spec))
         inputs = [x for leaves, _ in groups for x in leaves]
+        _check_real(inputs, "jacfwd", "inputs")
         sizes = [x.numel() for x in inputs]
         total = sum(sizes)
 
@@ -489,6 +506,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
                 aux = tree_unflatten([a[0] if isinstance(a, (Tensor, BatchedTensor)) else a for a in aux[0]], aux[1])
             o_spec = spec_box[0]
             o_leaves = [c[0] for c in columns]
+        _check_real(o_leaves, "jacfwd", "outputs")
         blocks = []
         for o, col in zip(o_leaves, columns):
             per_input, pos = [], 0

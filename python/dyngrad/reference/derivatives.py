@@ -213,10 +213,20 @@ def rsqrt_backward(grad, s):
     return (mul(grad, cj(mul(pow_scalar(s.out, 3), num(-0.5, s.out)))),)
 
 
+def abs_sgn(a):
+    """sgn(a) for abs's derivatives, through differentiable ops for a complex a (csrc's twin: Note
+    [Differentiable sgn of abs] in csrc/dyngrad/derivatives.cpp)."""
+    if not a.dtype.is_complex:
+        return sign(a)
+    magnitude = absolute(a)
+    zero = compare("eq", magnitude, num(0, magnitude))
+    return where(zero, num(0, a), div(a, where(zero, num(1, magnitude), magnitude)))
+
+
 # out = |a|  ->  da = grad * sign(a) (sign(NaN) = 0: no gradient through a NaN, as torch); a complex a: grad * sgn(a),
-# sgn(a) = a / |a| (the kernel sign computes it for complex tensors)
+# sgn(a) = a / |a| (Note [Differentiable sgn of abs])
 def abs_backward(grad, s):
-    return (mul(grad, sign(s.a)),)
+    return (mul(grad, abs_sgn(s.a)),)
 
 
 # out = sin(a)  ->  da = grad * cos(a)

@@ -20,7 +20,7 @@ from .engine import vjp
 from .grad_mode import GradModeGuard
 from .node import next_sequence_nr
 from .derivatives import layer_norm_backward_definition, rnn_layer_backward_definition
-from .derivatives import attention_backward_definition
+from .derivatives import attention_backward_definition, abs_sgn
 from . import derivatives
 from . import kernels
 from . import primitives as prim
@@ -195,7 +195,7 @@ def clamp_jvp(t, out, s):
 
 def abs_jvp(t, out, s):
     if s.a.dtype.is_complex:       # the real part of conj(sgn(a)) t, the change of |a| along t
-        return select(view_as_real(mul(t[0], conj(sign(s.a)))), -1, 0)
+        return select(view_as_real(mul(t[0], conj(abs_sgn(s.a)))), -1, 0)
     return mul(t[0], sign(s.a))
 
 

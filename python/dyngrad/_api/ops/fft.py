@@ -210,6 +210,11 @@ class FftC2C(Function):
         dims, forward, norm = ctx.args
         return FftC2C.apply(g, dims, not forward, ADJOINT_NORM[norm]), None, None, None
 
+    # linear: the tangent's transform
+    @staticmethod
+    def jvp(ctx, t, *_):
+        return FftC2C.apply(t, *ctx.args)
+
 
 class FftR2C(Function):
     """The transform of real x over dims: (..., 2), one-sided along the last of dims when onesided; the conjugate
@@ -230,6 +235,11 @@ class FftR2C(Function):
         g = _C.mul(g, _pair_weights(n, dims[-1], g.ndim, 0.5, g))
         return FftC2R.apply(g, dims, not forward, ADJOINT_NORM[norm], n), None, None, None, None
 
+    @staticmethod
+    def jvp(ctx, t, *_):
+        dims, forward, norm, onesided, _n = ctx.args
+        return FftR2C.apply(t, dims, forward, norm, onesided)
+
 
 class FftC2R(Function):
     """The real signal of n points along the last of dims whose one-sided transform is x (..., 2); forward=True
@@ -246,6 +256,10 @@ class FftC2R(Function):
         dims, forward, norm, n = ctx.args
         gx = FftR2C.apply(g, dims, not forward, ADJOINT_NORM[norm], True)
         return _C.mul(gx, _pair_weights(n, dims[-1], gx.ndim, 2.0, gx)), None, None, None, None
+
+    @staticmethod
+    def jvp(ctx, t, *_):
+        return FftC2R.apply(t, *ctx.args)
 
 
 def transform_layout(name, x, size_arg=None, dim_arg=None, norm=None):

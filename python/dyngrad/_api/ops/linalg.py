@@ -27,7 +27,7 @@ import math
 import numpy as np
 
 from ... import _C
-from ...autograd.function import Function
+from ...autograd.function import Function, _jvp_primal, _jvp_primal_has_tangents
 from .. import bridge
 from ..args import (Tensor, broadcast_shapes, dtype_arg, number, shape_str, tensor_arg, to_int, type_name,
                     warn_deprecated, wrap_dim)
@@ -136,6 +136,12 @@ def _recomputed(function, *args):
         _phase_checks_off[0] -= 1
 
 
+def _differentiated(A):
+    """Whether A's result must go through its Function: recorded for reverse mode, or A carries a tangent (the
+    numpy shortcut would drop it silently; the Function carries it, or says it has no jvp)."""
+    return _recording(A) or any(_C._get_tangent(A, level) is not None for level in _C._open_dual_levels())
+
+
 def _phase_check_wanted(ctx, A):
     """Whether this backward checks phase invariance (see above); a node used by a recorded backward stops."""
     if _recording(A):
@@ -151,6 +157,13 @@ def _same_float_dtype(op, A, B):
 def _recording(*tensors):
     """Whether a backward formula is being recorded (create_graph=True) with respect to one of `tensors`."""
     return _C.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def _again_for_jvp(ctx, *tensors):
+    """Whether a jvp must recompute its primal results differentiably (through the Function again, on
+    _jvp_primal(ctx, t)) rather than use the detached ones forward saved: when the tangent it returns is itself
+    recorded (reverse mode) or carries the tangents of lower dual levels (Note [Nested levels])."""
+    return _recording(*tensors) or _jvp_primal_has_tangents(ctx, *tensors)
 
 
 def _where_batch(info):
@@ -348,6 +361,14 @@ class LinalgInv(Function):
         Xt = _mH(X)
         return _C.neg(_C.matmul(_C.matmul(Xt, g), Xt))
 
+    # dX = -X dA X (holomorphic: the same formula on complex matrices)
+    @staticmethod
+    def jvp(ctx, tA):
+        A, X = ctx.saved_tensors
+        if _again_for_jvp(ctx, A):
+            X = LinalgInv.apply(_jvp_primal(ctx, A))
+        return _C.neg(_C.matmul(_C.matmul(X, tA), X))
+
 
 def _adjugate_t(A):
     """conj(adj(A))^T, the gradient of det at any matrix, singular ones included: with A = U S V^H,
@@ -390,6 +411,21 @@ class LinalgDet(Function):
         X = LinalgInv.apply(A) if _recording(A) else _from_np(np.linalg.inv(_np(A)), A.dtype)
         return _C.mul(_C.mul(g2, _C.unsqueeze(_C.unsqueeze(_conj(d), -1), -1)), _mH(X))
 
+    # dd = tr(adj(A) dA) = sum_ij conj(adjugate_t(A))_ij dA_ij, which holds where A is singular too; d tr(A^-1 dA)
+    # where it is not (holomorphic: no conjugation on complex matrices)
+    @staticmethod
+    def jvp(ctx, tA):
+        A, d = ctx.saved_tensors
+        if A.shape[-1] == 0:
+            return _C.mul(d, _C.scalar_operand(0.0, d))
+        A = _jvp_primal(ctx, A)
+        if np.any(_np(d) == 0):
+            return _C.sum(_C.mul(_conj(_adjugate_t(A)), tA), [-2, -1], False, None)
+        if _again_for_jvp(ctx, A):
+            d = LinalgDet.apply(A)
+        X = LinalgInv.apply(A) if _again_for_jvp(ctx, A) else _from_np(np.linalg.inv(_np(A)), A.dtype)
+        return _C.mul(d, _C.sum(_C.mul(_C.mT(X), tA), [-2, -1], False, None))
+
 
 class LinalgSlogdet(Function):
     """linalg.slogdet: LAPACK getrf through numpy.linalg.slogdet; the sign is not differentiable."""
@@ -429,6 +465,25 @@ class LinalgSlogdet(Function):
         X = LinalgInv.apply(A) if _recording(A) else _from_np(np.linalg.inv(_np(A)), A.dtype)
         return _C.mul(g2, _mH(X))
 
+    # d log det = tr(A^-1 dA): d logabs = Re of it; a complex sign moves by s i Im of it (a real one does not)
+    @staticmethod
+    def jvp(ctx, tA):
+        A, sign, logabs = ctx.saved_tensors
+        A = _jvp_primal(ctx, A)
+        if np.any(np.isneginf(_np(logabs))):       # singular: A^-T = adj(A)^T / det, infinite as the backward's
+            with np.errstate(all="ignore"):
+                inv_t = np.conj(_np(_adjugate_t(A.detach()))) / np.linalg.det(_np(A))[..., None, None]
+            Xt = _const(inv_t, A)
+        elif _again_for_jvp(ctx, A):
+            Xt = _C.mT(LinalgInv.apply(A))
+            sign = LinalgSlogdet.apply(A)[0]
+        else:
+            Xt = _from_np(np.swapaxes(np.linalg.inv(_np(A)), -1, -2), A.dtype)
+        tr = _C.sum(_C.mul(Xt, tA), [-2, -1], False, None)
+        if not A.dtype.is_complex:
+            return None, tr
+        return _C.mul(sign, _i_imag(tr)), _real_part(tr)
+
 
 class LinalgSolve(Function):
     """linalg.solve for A X = B, B a batch of matrices with A's batch shape: LAPACK gesv."""
@@ -454,6 +509,15 @@ class LinalgSolve(Function):
             X = LinalgSolve.apply(A, B)
         return _C.neg(_C.matmul(gB, _mH(X))), gB
 
+    # dX = A^-1 (dB - dA X)
+    @staticmethod
+    def jvp(ctx, tA, tB):
+        A, B, X = ctx.saved_tensors
+        A, B = _jvp_primal(ctx, A), _jvp_primal(ctx, B)
+        if _again_for_jvp(ctx, A, B):
+            X = LinalgSolve.apply(A, B)
+        return LinalgSolve.apply(A, _C.sub(tB, _C.matmul(tA, X)))
+
 
 class LinalgSolveTriangular(Function):
     """linalg.solve_triangular for A X = B (left): LAPACK trsm semantics (only A's triangle is read)."""
@@ -477,6 +541,17 @@ class LinalgSolveTriangular(Function):
         k = 1 if ctx.upper else -1
         gA = _tri(_C.neg(_C.matmul(gB, _mH(X))), not ctx.upper, k if ctx.unitriangular else 0)
         return gA, gB, None, None
+
+    # dX = A^-1 (dB - dA X), dA restricted to the triangle the forward read
+    @staticmethod
+    def jvp(ctx, tA, tB, *_):
+        A, B, X = ctx.saved_tensors
+        A, B = _jvp_primal(ctx, A), _jvp_primal(ctx, B)
+        if _again_for_jvp(ctx, A, B):
+            X = LinalgSolveTriangular.apply(A, B, ctx.upper, ctx.unitriangular)
+        k = 1 if ctx.upper else -1
+        rhs = _C.sub(tB, _C.matmul(_tri(tA, not ctx.upper, k if ctx.unitriangular else 0), X))
+        return LinalgSolveTriangular.apply(A, rhs, ctx.upper, ctx.unitriangular)
 
 
 def _solve_tri(A, B, upper):
@@ -902,7 +977,7 @@ def eigvalsh(A, UPLO="L"):
     """The eigenvalues of symmetric matrices, ascending (their gradient needs the eigenvectors)."""
     A = _matrices("linalg.eigh", A, not_implemented=True, complex_ok=True)
     UPLO = _uplo(UPLO)
-    if _recording(A):
+    if _differentiated(A):
         return LinalgEigh.apply(A, UPLO)[0]
     return _from_np(np.linalg.eigvalsh(_np(A), UPLO=UPLO), _real_dtype(A.dtype))
 
@@ -922,7 +997,7 @@ def linalg_svd(A, full_matrices=True, *, driver=None):
 
 
 def _svdvals(A):
-    if _recording(A):
+    if _differentiated(A):
         return LinalgSvd.apply(A, False)[1]
     return _from_np(np.linalg.svd(_np(A), compute_uv=False), _real_dtype(A.dtype))
 
