@@ -403,6 +403,12 @@ def meshgrid(*tensors, indexing=None):
         if t.dtype is not ts[0].dtype:
             raise RuntimeError(f"meshgrid: expects all tensors to have the same dtype, got {ts[0].dtype.name} and "
                                f"{t.dtype.name}.")
+    return meshgrid_views(ts, indexing, lambda t, along, shape: _C.expand(_C.reshape(t, along), shape))
+
+
+def meshgrid_views(ts, indexing, view):
+    """meshgrid's grids of checked 0-d/1-D tensors: view(t, along, shape) expands t, reshaped to `along` (its
+    numel on its axis, 1 elsewhere), to the grid's shape; vmap's meshgrid rule passes the rows' methods."""
     axes = list(range(len(ts)))
     if indexing == "xy" and len(ts) >= 2:
         axes[0], axes[1] = 1, 0
@@ -413,7 +419,7 @@ def meshgrid(*tensors, indexing=None):
     for t, axis in zip(ts, axes):
         along = [1] * len(ts)
         along[axis] = t.numel()
-        out.append(_C.expand(_C.reshape(t, tuple(along)), tuple(shape)))
+        out.append(view(t, tuple(along), tuple(shape)))
     return tuple(out)
 
 

@@ -47,7 +47,7 @@ from .. import primitive_rows, table
 from .distance import vector_norm as _distance_norm
 from .linalg import _powers, linalg_qr, linalg_svd, vector_norm as _linalg_vector_norm
 from .products import _chain_order, _sublist_equation
-from .shape import diag_embed as _diag_embed
+from .shape import diag_embed as _diag_embed, meshgrid_views
 from .statistics import _range_pairs, return_histogram, return_histogramdd
 from .sorting import sort as _sort
 from .conv import conv1d as _conv1d_fn                       # these four: the nn.functional rules (vmapA)
@@ -3528,18 +3528,7 @@ def _meshgrid(*tensors, indexing=None):
         warn("meshgrid: in an upcoming release it will be required to pass the indexing argument (as in "
              "torch); indexing='ij' is used.", UserWarning)
         indexing = "ij"
-    axes = list(builtins.range(len(ts)))
-    if indexing == "xy" and len(ts) >= 2:
-        axes[0], axes[1] = 1, 0
-    shape = [0] * len(ts)
-    for t, axis in zip(ts, axes):
-        shape[axis] = t.numel()
-    out = []
-    for t, axis in zip(ts, axes):
-        along = [1] * len(ts)
-        along[axis] = t.numel()
-        out.append(t.reshape(tuple(along)).expand(tuple(shape)))
-    return tuple(out)
+    return meshgrid_views(ts, indexing, lambda t, along, shape: t.reshape(along).expand(shape))
 
 
 def _cartesian_prod(*tensors):
