@@ -60,6 +60,26 @@ def test_creation(dg):
         dg.tensor([1j], dtype=dg.float32)
 
 
+def test_fill_and_writes_into_real_tensors(dg):
+    z = dg.zeros(2, dtype=dg.complex64)
+    assert z.fill_(1 + 2j).tolist() == [1 + 2j] * 2 and z.fill_(dg.tensor(3 - 1j)).tolist() == [3 - 1j] * 2
+    h = dg.zeros(3, dtype=dg.complex128, requires_grad=True)
+    filled = h.clone().fill_(2j)                  # recorded: the old values get no gradient
+    assert filled.tolist() == [2j] * 3 and filled.grad_fn is not None
+    filled.real.sum().backward()
+    assert h.grad.tolist() == [0j] * 3
+    r = dg.zeros(2)
+    with pytest.raises(RuntimeError, match=r"fill_: value \(1\+2j\) cannot be converted to float32"):
+        r.fill_(1 + 2j)                           # a Python complex must fit, as torch
+    assert r.fill_(1 + 0j).tolist() == [1.0, 1.0]
+    # a complex tensor written into a real one keeps the real part, with torch's warning, on every path
+    for write in (lambda: r.fill_(dg.tensor(5 + 1j)), lambda: r.copy_(dg.tensor([1 + 1j, 2])),
+                  lambda: r.__setitem__(0, dg.tensor(7 + 1j))):
+        with pytest.warns(UserWarning, match="discards the imaginary part"):
+            write()
+    assert r.tolist() == [7.0, 2.0]
+
+
 def test_printing_as_torch(dg):
     torch = pytest.importorskip("torch")
     for values, name in (([1 + 2j, 3 - 4j], "complex64"), ([0.5 - 0.25j, -1e-5 + 3j], "complex128"),

@@ -388,6 +388,14 @@ def torch_name(name):
 
 # ----- warnings at the user's line ---------------------------------------------------------------------------------
 
+def warn_complex_to_real(src, dst):
+    """torch's warning when a conversion (to(), copy_, a write, fill_ with a complex 0-d tensor) keeps only the real
+    part of complex values."""
+    if src.is_complex and not dst.is_complex and dst is not _C.bool:
+        warn("Casting complex values to real discards the imaginary part (to(), float(), copy_ and writes keep the "
+             "real part; take .real, .abs() or .angle() to say which real number is meant).", UserWarning)
+
+
 def warn_deprecated(message):
     """A UserWarning attributed to the caller's line (Note [Warnings at the user's line] in _user_frame.py)."""
     warn(message, UserWarning)

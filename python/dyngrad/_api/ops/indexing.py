@@ -20,7 +20,7 @@ from ..._user_frame import warn
 from ...autograd.grad_mode import no_grad
 from .. import bridge
 from ..args import (Tensor, broadcast_shapes, check_int_range, checked_write, dtype_arg, number, operand_or_throw,
-                    operands, refuse_complex, shape_str, tensor_arg, to_int, type_name, wrap_dim)
+                    operands, refuse_complex, shape_str, tensor_arg, to_int, type_name, warn_complex_to_real, wrap_dim)
 from ..node_names import shows_as
 
 
@@ -157,6 +157,7 @@ def _written_value(value, like, op, **checks):
 def setitem(self, idx, value):
     """self[idx] = value: an in-place write, recorded when grad is involved (Note [In-place writes into views])."""
     v = _written_value(value, self, "__setitem__", int64_numbers=True, halves=False)
+    warn_complex_to_real(v.dtype, self.dtype)
     idx = _sequence_index(idx)
     base = self._base
     recording = (_C.is_grad_enabled() and (self.requires_grad or v.requires_grad or

@@ -11,7 +11,7 @@ from ..._user_frame import warn
 from ...autograd.engine import backward as autograd_backward
 from .. import bridge
 from ..args import (Size, Tensor, core, broadcast_shapes, checked_write, dtype_arg, number, operand, operand_or_throw,
-                    shape_str, sizes_arg, tensor_arg, type_name)
+                    shape_str, sizes_arg, tensor_arg, type_name, warn_complex_to_real)
 from ..device import check_device, device as device_type
 from ..inplace import overwrite
 from ..node_names import rename
@@ -228,9 +228,7 @@ def to(self, *args, **kwargs):
     dt = dtype_arg(dtype, "to")
     if dt is self.dtype and not copy:
         return self
-    if self.dtype.is_complex and not dt.is_complex and dt is not _C.bool:
-        warn("Casting complex values to real discards the imaginary part (to(), float(), ... keep the real part; "
-             "take .real, .abs() or .angle() to say which real number is meant).", UserWarning)
+    warn_complex_to_real(self.dtype, dt)
     return rename(_C.to_dtype(self, dt), "ToCopyBackward", (self,))
 
 
@@ -449,6 +447,15 @@ def zero_(self):
 
 def fill_(self, value):
     v = number(value, "fill_", "value")
+    if isinstance(v, complex):
+        if self.dtype.is_complex:                # the core's fill takes a real number: copy a complex 0-d tensor
+            _C.copy_(self, _C.full((), v, self.dtype))
+            return self
+        if not isinstance(value, Tensor) and v.imag != 0:
+            raise RuntimeError(f"fill_: value {value!r} cannot be converted to {self.dtype.name} without overflow.")
+        if isinstance(value, Tensor):
+            warn_complex_to_real(value.dtype, self.dtype)
+        v = v.real
     if not isinstance(value, Tensor):            # (a 0-d tensor's value is converted as a copy: it wraps, as torch)
         v = checked_write(v, self.dtype, "fill_")
     _C.fill_(self, v if isinstance(v, int) and not isinstance(v, bool) else float(v))   # ints stay exact
@@ -456,7 +463,9 @@ def fill_(self, value):
 
 
 def copy_(self, src, non_blocking=False):
-    _C.copy_(self, operand_or_throw(src, self, "copy_", "src"))
+    src = operand_or_throw(src, self, "copy_", "src")
+    warn_complex_to_real(src.dtype, self.dtype)
+    _C.copy_(self, src)
     return self
 
 
