@@ -256,7 +256,8 @@ COMPOSITE_CASES = {
     "dropout_eval": (lambda dg, a: _F(dg).dropout(a, 0.5, training=False), [_r(B, 4)], 0),
     "more_dim_ops": (lambda dg, a: (a.flip(0), dg.flip(a, (0, 1)), a.flip(-1, 0), a.tril(), dg.triu(a, 1),
                                     a.diagonal(), a.unflatten(1, (2, 2)), _F(dg).normalize(a), _F(dg).glu(a),
-                                    a.T, a.mT, a.softmax(dim=-1), a.cumsum(dim=1)), [_r(B, 3, 4)], 0),
+                                    a.T, a.mT, a.mH, a.H, a.adjoint(), a.softmax(dim=-1), a.cumsum(dim=1)),
+                     [_r(B, 3, 4)], 0),
     "mlp": (lambda dg, x, w1, w2: (x @ w1).tanh() @ w2, [_r(B, 5), _r(5, 4), _r(4, 2)], (0, None, None)),
 }
 

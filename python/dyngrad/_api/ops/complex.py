@@ -170,10 +170,15 @@ def mH(self):
     return adjoint(self)
 
 
+def check_H_matrix(ndim):
+    """Tensor.H takes matrices only (torch's error otherwise); vmap's rule checks each row with it."""
+    if ndim != 2:
+        raise RuntimeError(f"H: only supported on matrices (2-D tensors), got a {ndim}-D tensor"
+                           + (". For batches of matrices, use mH." if ndim > 2 else "."))
+
+
 @shows_as("Transpose")
 def H(self):
-    if self.ndim != 2:
-        raise RuntimeError(f"H: only supported on matrices (2-D tensors), got a {self.ndim}-D tensor"
-                           + (". For batches of matrices, use mH." if self.ndim > 2 else "."))
+    check_H_matrix(self.ndim)
     return _C.conj(_C.mT(self)) if self.dtype.is_complex else _C.mT(self)
 

@@ -44,6 +44,7 @@ from .. import bridge
 from ..args import Size, Tensor, dtype_arg, get_default_dtype, to_int, type_name, warn_deprecated
 from ..batching import METHODS, STATE, register
 from .. import primitive_rows, table
+from .complex import check_H_matrix as _check_H_matrix
 from .distance import vector_norm as _distance_norm
 from .linalg import _powers, linalg_qr, linalg_svd, vector_norm as _linalg_vector_norm
 from .products import _chain_order, _sublist_equation
@@ -2222,6 +2223,12 @@ def _adjoint(fn, args, kwargs):
     return BatchedTensor(x._value.transpose(-1, -2).conj(), x._levels)
 
 
+def _matrix_H(fn, args, kwargs):
+    """Tensor.H of each row: a row must be a matrix (the op's own error otherwise, from one row)."""
+    _check_H_matrix(args[0].dim())
+    return _adjoint(fn, args, kwargs)
+
+
 def _implicit_softmax(fn, args, kwargs):
     """softmax/log_softmax/softmin with dim=None: torch's implicit dim (0 for 0-, 1- and 3-D rows, else 1) of the
     row, shifted."""
@@ -2268,7 +2275,8 @@ for _k, _rule in (("outer", _two_vectors(lambda a, b: a.unsqueeze(-1) * b.unsque
                   ("F.cosine_similarity", _aligned_dim("dim", ("x1", "x2"))),
                   ("linalg.cross", _aligned_dim("dim", ("input", "other"))),
                   ("linalg.vecdot", _aligned_dim("dim", ("x", "y"))), ("diff", _diff),
-                  ("trapezoid", _trapezoid), ("cumulative_trapezoid", _trapezoid), ("adjoint", _adjoint),
+                  ("trapezoid", _trapezoid), ("cumulative_trapezoid", _trapezoid), ("adjoint", _adjoint), ("mH", _adjoint),
+                  ("H", _matrix_H),
                   ("std_mean", _dim_rule()), ("var_mean", _dim_rule()), ("constant_pad_nd", _first_only),
                   ("rms_norm", _first_only), ("F.rms_norm", _first_only), ("linalg.diagonal", _dims_rule("dim1", "dim2")),
                   ("F.interpolate", _fold_n(3)), ("F.upsample", _fold_n(3)), ("F.upsample_nearest", _fold_n(3)),
