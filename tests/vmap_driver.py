@@ -86,6 +86,13 @@ def _compare(m, got, rows, random):
     return None
 
 
+def _property_reader(name):
+    def read(x):
+        return getattr(x, name)
+    read.__name__ = name
+    return read
+
+
 def _sample(m, fn, row):
     """(names, position of the first tensor argument) of the first argument list that calls fn, or None."""
     for names, args, kwargs in sample_lists(m, row):
@@ -169,6 +176,8 @@ def main():
                 if not callable(getattr(m.Tensor, row.name, None)):
                     continue
                 fn = _bound_method(row.name)          # x.name(...), as a user calls it on a batched row
+            elif kind == "prop":                      # x.T, x.mH, x.imag, ...: read on a batched row
+                fn = _property_reader(row.name)
             else:
                 continue
             if fn is None or not callable(fn):
