@@ -125,8 +125,7 @@ def test_promotion_as_torch(dg, a):
 
 def test_assigning_real_and_imag(dg):
     """z.real = v and z.imag = v copy into the part (tensors broadcast, numbers fill), as torch; a real tensor's
-    .real is itself and it has no .imag; into a tensor with history the write is refused with the reason (a
-    limit of the in-place machinery, docs/numerics.md)."""
+    .real is itself and it has no .imag; into a tensor with history the write is recorded."""
     z = dg.tensor([1 + 2j, 3 - 4j], dtype=dg.complex128)
     z.real = dg.tensor([5.0, 6.0], dtype=dg.float64)
     z.imag = 7
@@ -140,8 +139,55 @@ def test_assigning_real_and_imag(dg):
     b = dg.tensor([3.0, 4.0], dtype=dg.float64, requires_grad=True)
     with pytest.raises(RuntimeError, match="leaf"):
         a.real = b
-    with pytest.raises(RuntimeError, match="in-place write into a real view"):    # not yet: said, not wrong
-        (a * 1).imag = b
+    c = a * 1
+    c.imag = b                                    # into a tensor with history: recorded, as torch
+    assert c.tolist() == [1 + 3j, 2 + 4j]
+    (c.abs() ** 2).sum().backward()
+    assert a.grad.tolist() == [2 + 0j, 4 + 0j] and b.grad.tolist() == [6.0, 8.0]
+
+
+def _writes_into_real_views(dg, x):
+    y = x * 2
+    y.real.mul_(3)
+    y.imag[0].add_(y.real[1])                     # a view of a view: the root is y
+    dg.view_as_real(y)[1, 0, 1].mul_(5)
+    return y
+
+
+def test_inplace_writes_into_real_views_with_history(dg):
+    """real, imag and view_as_real of a complex tensor with history take in-place writes: the base's history is
+    a put into its (real, imag) pairs. Gradients against float64 finite differences (gradcheck) and torch."""
+    x = dg.tensor([[1 + 2j, 3 - 1j], [0.5j, 2]], dtype=dg.complex128, requires_grad=True)
+    assert dg.autograd.gradcheck(lambda x: _writes_into_real_views(dg, x).abs() ** 2, (x,))
+    y = _writes_into_real_views(dg, x)
+    (y.abs() ** 2).sum().backward()
+    assert y.tolist() == [[6 + 4j, 18 + 10j], [5j, 12]]
+    torch = pytest.importorskip("torch")
+    tx = torch.tensor(x.detach().numpy(), requires_grad=True)
+    ty = _writes_into_real_views(torch, tx)
+    (ty.abs() ** 2).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+
+
+def test_inplace_writes_into_real_views_carry_tangents(dg):
+    """Forward mode: a write into a real view of a dual complex tensor updates the base's tangent at the view's
+    positions (it kept the old tangent: a silent wrong answer)."""
+    fw = dg.autograd.forward_ad
+
+    def f(lib, d):
+        z = d * 2
+        z.real.mul_(3)
+        z.imag[1:].mul_(-2)
+        return z
+    primal = np.array([1 + 2j, 3 - 1j])
+    tangent = np.array([1 + 1j, 1j])
+    with fw.dual_level():
+        got = fw.unpack_dual(f(dg, fw.make_dual(dg.tensor(primal), dg.tensor(tangent)))).tangent.numpy()
+    assert got.tolist() == [6 + 2j, -4j]
+    eps = 1e-6                                    # the map is linear: central differences are exact up to rounding
+    ahead, behind = f(dg, dg.tensor(primal + eps * tangent)), f(dg, dg.tensor(primal - eps * tangent))
+    fd = (ahead.numpy() - behind.numpy()) / (2 * eps)
+    np.testing.assert_allclose(got, fd, rtol=1e-8, atol=1e-8)
 
 
 def test_views_share_memory(dg):

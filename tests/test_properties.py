@@ -206,6 +206,15 @@ def inplace_view(m, a, b, k):
     return y
 
 
+def inplace_real_view(m, a, b, k):
+    """An in-place op through a real view (real, imag, view_as_real) of a complex value with history: the write is a
+    put into the base's (real, imag) pairs (its tangent too: forward mode kept the old one once)."""
+    z = m.view_as_complex(m.stack([a, m.sigmoid(a)], -1)).clone()
+    part = (z.real, z.imag, m.view_as_real(z))[k % 3]
+    part.mul_(b.sum() if k & 4 else 2.0)
+    return m.view_as_real(z)
+
+
 def inplace_expand(m, a, b, k):
     """An in-place write through an expand()ed view of a fresh clone: refused where elements share memory (issue 11:
     the last write used to win), allowed where the view only adds dims of size 1."""
@@ -333,6 +342,7 @@ OPS = {
     "setitem_tensor": binary(setitem_tensor),
     "inplace": binary(inplace),
     "inplace_view": binary(inplace_view),
+    "inplace_real_view": binary(inplace_real_view),
     "inplace_expand": binary(inplace_expand),
     # defined on [1, inf): 1 + exp(x)
     "acosh": unary(lambda m, x, k: m.acosh(m.exp(x) + 1)),
@@ -863,7 +873,16 @@ REGRESSIONS = [
     # a write through an expanded view of an empty clone: the reference's reshape of an empty tensor was no view, so
     # the clone's history did not move (its leaf got no gradient there, an empty one in C++)
     ([((0, 2, 2), "contiguous"), ((0, 2, 2), "contiguous")], [("inplace_expand", 0, 1, 0)], 0),
+    # writes into real, imag and view_as_real of a complex value with history were refused (and in forward mode
+    # left the base's tangent as it was: a silent wrong jvp); the vmap/jvp form is the test below
+    *[([((2, 3), "strided"), ((3,), "contiguous")], [("inplace_real_view", 0, 1, k)], 0) for k in (0, 1, 2, 4, 6)],
 ]
+
+
+@pytest.mark.parametrize("k", (0, 1, 2, 5))
+def test_real_view_writes_under_vmap_and_jvp(cpp, ref, k):
+    for m in (cpp, ref):
+        check_vmap_program(m, [((2, 3), "strided"), ((3,), "contiguous")], [("inplace_real_view", 0, 1, k)], 0)
 
 
 @pytest.mark.parametrize("leaves, steps, seed", REGRESSIONS)

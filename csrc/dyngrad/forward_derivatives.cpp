@@ -519,16 +519,21 @@ void take_tangents(const Tensor& self, const Tensor& value) {
   // keeps a view's tangent a view of its base's; here each tensor holds its own)
   if (!self->is_view || !self->view_base) return;
   const Tensor& base = self->view_base;
-  if (!base->is_contiguous() || base->dtype != self->dtype || !is_differentiable(base->dtype)) return;
+  if (!base->is_contiguous() || !is_differentiable(base->dtype)) return;
+  // a real view (real, imag, view_as_real) of a complex base: its positions are in the base's (real, imag) pairs
+  const bool pairs = base->dtype != self->dtype;
+  if (pairs && !is_complex(base->dtype)) return;
   Tensor positions;
   for (int64_t level : levels) {
     Tensor vt = tangent_of(self, level);
     Tensor bt = tangent_of(base, level);
     if (!vt && !bt) continue;
-    if (!positions) positions = view_positions_kernel(self, base);
+    if (!positions) positions = view_positions_kernel(self, pairs ? complex_as_real_view(base) : base);
     if (!bt) bt = full(base->shape, 0.0, base->dtype);
     if (!vt) vt = full(self->shape, 0.0, self->dtype);
-    set_tangent(base, level, put(bt, positions, vt));
+    set_tangent(base, level, pairs ? real_as_complex_view(put(complex_as_real_view(contiguous_data(bt)),
+                                                               positions, vt))
+                                   : put(bt, positions, vt));
   }
 }
 

@@ -40,11 +40,25 @@ static Tensor with_history(const Tensor& t, const Tensor& history_of) {
 // base's history becomes put(base, positions of the view, result) and the view's history becomes a view (take)
 // of that new base, so gradients reach both the old base and the value written. put and take save only the
 // positions, so the tensors passed as their inputs just carry history (their memory already holds the result).
+// A real view (real, imag, view_as_real) of a complex base indexes the base's (real, imag) pairs: the write is a
+// put into view_as_real(base), and the base's new history view_as_complex of that.
 static void rebase_view_history(const Tensor& view, const Tensor& result, const char* op) {
   const Tensor& base = view->view_base;
-  DG_CHECK(base->dtype == view->dtype, RuntimeError, op, ": an in-place write into a real view (real, imag, "
-           "view_as_real) of a complex tensor with autograd history is not supported; write into a clone, or build "
-           "the tensor with dyngrad.complex(real, imag).");
+  if (base->dtype != view->dtype) {
+    DG_CHECK(is_complex(base->dtype), RuntimeError, op, ": a view of another dtype than its base (",
+             dtype_name(view->dtype), " of ", dtype_name(base->dtype), ") cannot be written with autograd history.");
+    Tensor pairs = view_as_real(with_history(base, base));
+    Tensor positions = view_positions_kernel(view, pairs);
+    Tensor new_base = view_as_complex(put(pairs, positions, result));
+    base->requires_grad = true;
+    base->grad_fn = new_base->grad_fn;
+    base->output_nr = new_base->output_nr;
+    Tensor new_view = take(view_as_real(with_history(base, base)), positions);
+    view->requires_grad = true;
+    view->grad_fn = new_view->grad_fn;
+    view->output_nr = new_view->output_nr;
+    return;
+  }
   Tensor positions = view_positions_kernel(view, base);  // the view's index map
   Tensor new_base = put(with_history(base, base), positions, result);
   base->requires_grad = true;

@@ -57,8 +57,10 @@ def take_tangents(self, value):
     # a write into a view writes its base too: the base's tangent takes the view's at the view's positions (torch
     # keeps a view's tangent a view of its base's; here each tensor holds its own)
     base = getattr(self, "_base", None)
-    if base is None or not base._data.flags["C_CONTIGUOUS"] or base.dtype is not self.dtype or \
-            self._data.dtype.kind not in "fc":
+    if base is None or not base._data.flags["C_CONTIGUOUS"] or self._data.dtype.kind not in "fc":
+        return
+    pairs = base.dtype is not self.dtype      # a real view (real, imag, view_as_real) of a complex base
+    if pairs and not base.dtype.is_complex:
         return
     from .inplace import _view_positions
     from .ops_index import put
@@ -74,7 +76,12 @@ def take_tangents(self, value):
             bt = make_tensor(np.zeros(base.shape, dtype=base._data.dtype))
         if vt is None:
             vt = make_tensor(np.zeros(self.shape, dtype=self._data.dtype))
-        set_tangent(base, level, put(bt, positions, vt))
+        if pairs:                             # the put goes into the base tangent's (real, imag) pairs
+            flat = np.ascontiguousarray(bt._data)
+            as_pairs = make_tensor(flat.view(flat.real.dtype).reshape(flat.shape + (2,)))
+            set_tangent(base, level, make_tensor(put(as_pairs, positions, vt)._data.view(flat.dtype)[..., 0]))
+        else:
+            set_tangent(base, level, put(bt, positions, vt))
 
 
 def _below():

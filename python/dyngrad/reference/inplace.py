@@ -8,7 +8,7 @@ from .grad_mode import is_grad_enabled
 from .ops import any_requires_grad
 from .ops_index import put, take
 from .ops_math import add, where
-from .ops_shape import clone, expand, to_dtype
+from .ops_shape import clone, expand, to_dtype, view_as_complex, view_as_real
 from .tensor import make_tensor, broadcast_shapes, scalar_tensor
 
 
@@ -53,8 +53,9 @@ def _with_history(t, history_of):
 
 
 def _view_positions(view, base):
-    """Flat positions, in the (contiguous) base, of the view's elements: the view's index map as int64."""
-    item = base._data.itemsize
+    """Flat positions, in the (contiguous) base, of the view's elements: the view's index map as int64. A real view
+    of a complex base (real, imag, view_as_real) counts in the base's (real, imag) pairs."""
+    item = view._data.itemsize
     at = (view._data.__array_interface__["data"][0] - base._data.__array_interface__["data"][0]) // item
     pos = np.full(view.shape, at, dtype=np.int64)
     for d, (n, stride) in enumerate(zip(view.shape, view._data.strides)):
@@ -67,10 +68,17 @@ def _rebase_view_history(view, result, op):
     base's history becomes put(base, positions of the view, result) and the view's history becomes a take of that
     new base, so gradients reach both the old base and the value written."""
     base = view._base
-    if base.dtype is not view.dtype:
-        raise RuntimeError(f"{op}: an in-place write into a real view (real, imag, view_as_real) of a complex tensor "
-                           "with autograd history is not supported; write into a clone, or build the tensor with "
-                           "dyngrad.complex(real, imag).")
+    if base.dtype is not view.dtype:          # a real view of a complex base: a put into the base's pairs
+        if not base.dtype.is_complex:
+            raise RuntimeError(f"{op}: a view of another dtype than its base ({view.dtype.name} of {base.dtype.name}) "
+                               "cannot be written with autograd history.")
+        pairs = view_as_real(_with_history(base, base))
+        positions = _view_positions(view, base)
+        new_base = view_as_complex(put(pairs, positions, result))
+        base.grad_fn, base.output_nr = new_base.grad_fn, 0
+        new_view = take(view_as_real(_with_history(base, base)), positions)
+        view.grad_fn, view.output_nr = new_view.grad_fn, 0
+        return
     positions = _view_positions(view, base)
     new_base = put(_with_history(base, base), positions, result)
     base.grad_fn, base.output_nr = new_base.grad_fn, 0
