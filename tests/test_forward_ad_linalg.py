@@ -362,3 +362,16 @@ def test_full_matrices_columns_past_k_have_zero_tangent(dg):
         assert tuple(dU.shape) == (shape[0],) * 2 and tuple(dVh.shape) == (shape[1],) * 2
         np.testing.assert_array_equal(_np(dU)[:, 3:], 0)
         np.testing.assert_array_equal(_np(dVh)[3:, :], 0)
+
+
+def test_ops_torch_does_not_differentiate_refuse_forward_mode(dg):
+    """geqrf and the LDL factorisation have no derivative in torch, forward mode included (NotImplementedError);
+    they once returned a silent zero tangent."""
+    a = _rng("noderiv").standard_normal((4, 3))
+    x, s = dg.tensor(a), dg.tensor(a.T @ a + np.eye(3))
+    with pytest.raises(NotImplementedError, match="forward-mode derivative for geqrf"):
+        dg.func.jvp(lambda t: dg.geqrf(t).a, (x,), (x,))
+    with pytest.raises(NotImplementedError, match="forward-mode derivative for linalg.ldl_factor"):
+        dg.func.jvp(lambda t: dg.linalg.ldl_factor(t).LD, (s,), (s,))
+    with pytest.raises(NotImplementedError, match="forward-mode derivative for linalg.ldl_factor"):
+        dg.func.jvp(lambda t: dg.linalg.ldl_factor_ex(t, hermitian=True).LD, (s,), (s,))

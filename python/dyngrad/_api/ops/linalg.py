@@ -2063,10 +2063,16 @@ class _NoDerivative(Function):
     def backward(ctx, *grads):
         raise ctx.error(f"the derivative for {ctx.name} is not implemented (as in torch).")
 
+    # torch has no forward-mode derivative of these either (NotImplementedError), rather than a zero tangent
+    @staticmethod
+    def jvp(ctx, *tangents):
+        raise NotImplementedError(f"the forward-mode derivative for {ctx.name} is not implemented (as in torch).")
+
 
 def _without_derivative(name, array, dtype, *inputs, error=RuntimeError):
-    """A tensor holding `array`: with a node whose backward raises `error` when an input requires grad."""
-    if _C.is_grad_enabled() and any(t.requires_grad for t in inputs):
+    """A tensor holding `array`: with a node whose backward raises `error` when an input requires grad, and whose
+    jvp raises when an input carries a tangent (forward-mode AD)."""
+    if any(_differentiated(t) for t in inputs):
         return _NoDerivative.apply(name, error, array, dtype, *inputs)
     return _from_np(array, dtype)
 
