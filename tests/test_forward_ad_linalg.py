@@ -375,3 +375,41 @@ def test_ops_torch_does_not_differentiate_refuse_forward_mode(dg):
         dg.func.jvp(lambda t: dg.linalg.ldl_factor(t).LD, (s,), (s,))
     with pytest.raises(NotImplementedError, match="forward-mode derivative for linalg.ldl_factor"):
         dg.func.jvp(lambda t: dg.linalg.ldl_factor_ex(t, hermitian=True).LD, (s,), (s,))
+
+
+@pytest.mark.parametrize("name", ["cholesky_upper", "qr_wide", "svd_tall", "eig", "lu_tall", "matrix_exp",
+                                  "pinv_wide", "cholesky_solve", "eigh", "norm_nuc"])
+def test_grad_of_jvp(dg, name):
+    """Reverse over forward: the gradient of <w, J(x) v> in x, against central finite differences of it."""
+    kinds, fn, _ = CASES[name]
+    rng = _rng(name, 8)
+    inputs = _inputs(rng, kinds)
+    v, d = _tangents(rng, inputs), _tangents(rng, inputs)
+    rest = tuple(dg.tensor(x) for x in inputs[1:])
+    V = (dg.tensor(v[0]),) + tuple(dg.tensor(np.zeros_like(x)) for x in inputs[1:])
+    out = _tuple(fn(dg, *[dg.tensor(x) for x in inputs]))
+    ws = [dg.tensor(w) for w in _tangents(rng, [_np(o) for o in out])]
+
+    def scalar(a):
+        tan = dg.func.jvp(_run(dg, fn), (a,) + rest, V)[1]
+        return sum(dg.real(t * w).sum() for t, w in zip(tan, ws))
+    g = dg.func.grad(scalar)(dg.tensor(inputs[0]))
+    fd = (float(scalar(dg.tensor(inputs[0] + 1e-5 * d[0]))) - float(scalar(dg.tensor(inputs[0] - 1e-5 * d[0])))) / 2e-5
+    np.testing.assert_allclose(float(np.sum(_np(g) * d[0])), fd, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("name", ["cholesky_complex", "qr_tall", "eigh_complex", "svd_wide", "pinv_complex",
+                                  "eig", "lu_square", "matrix_exp_complex", "cholesky_solve", "norm_nuc"])
+def test_single_precision(dg, name):
+    """float32 / complex64 tangents keep their dtype and agree with the float64 ones to single precision."""
+    kinds, fn, _ = CASES[name]
+    rng = _rng(name, 9)
+    inputs = _inputs(rng, kinds)
+    tangents = _tangents(rng, inputs)
+    lo = {np.dtype("float64"): "float32", np.dtype("complex128"): "complex64"}
+    _, t64 = dg.func.jvp(_run(dg, fn), tuple(dg.tensor(x) for x in inputs), tuple(dg.tensor(v) for v in tangents))
+    out, t32 = dg.func.jvp(_run(dg, fn), tuple(dg.tensor(x.astype(lo[x.dtype])) for x in inputs),
+                           tuple(dg.tensor(v.astype(lo[v.dtype])) for v in tangents))
+    for o, t in zip(out, t32):
+        assert t.dtype == o.dtype and o.dtype in (dg.float32, dg.complex64), name
+    _assert_close([_np(t) for t in t32], [_np(t).astype(_np(s).dtype) for t, s in zip(t64, t32)], 1e-3, 1e-4, name)
