@@ -159,6 +159,14 @@ def _recording(*tensors):
     return _C.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
+def _again_for_backward(*tensors):
+    """Whether a backward must recompute the forward's outputs differentiably (through the Function again) rather
+    than use the detached ones it saved: when the backward is recorded (create_graph=True), or in forward over
+    reverse (hvp, jvp of grad), where an input carries a tangent that the saved outputs, detached, do not."""
+    return _recording(*tensors) or any(_C._get_tangent(t, level) is not None for t in tensors
+                                        for level in _C._open_dual_levels())
+
+
 def _again_for_jvp(ctx, *tensors):
     """Whether a jvp must recompute its primal results differentiably (through the Function again, on
     _jvp_primal(ctx, t)) rather than use the detached ones forward saved: when the tangent it returns is itself
@@ -356,7 +364,7 @@ class LinalgInv(Function):
     @staticmethod
     def backward(ctx, g):
         A, X = ctx.saved_tensors
-        if _recording(A):
+        if _again_for_backward(A):
             X = LinalgInv.apply(A)
         Xt = _mH(X)
         return _C.neg(_C.matmul(_C.matmul(Xt, g), Xt))
@@ -406,9 +414,9 @@ class LinalgDet(Function):
             return _C.mul(A, _C.scalar_operand(0.0, A))
         if np.any(_np(d) == 0):
             return _C.mul(g2, _adjugate_t(A))
-        if _recording(A):
+        if _again_for_backward(A):
             d = LinalgDet.apply(A)
-        X = LinalgInv.apply(A) if _recording(A) else _from_np(np.linalg.inv(_np(A)), A.dtype)
+        X = LinalgInv.apply(A) if _again_for_backward(A) else _from_np(np.linalg.inv(_np(A)), A.dtype)
         return _C.mul(_C.mul(g2, _C.unsqueeze(_C.unsqueeze(_conj(d), -1), -1)), _mH(X))
 
     # dd = tr(adj(A) dA) = sum_ij conj(adjugate_t(A))_ij dA_ij, which holds where A is singular too; d tr(A^-1 dA)
@@ -452,7 +460,7 @@ class LinalgSlogdet(Function):
                 return None
             g = _C.to_dtype(g, A.dtype) if g is not None else _C.full(tuple(logabs.shape), 0.0, A.dtype)
             if g_sign is not None:
-                if _recording(A):
+                if _again_for_backward(A):
                     sign = LinalgSlogdet.apply(A)[0]
                 g = _C.sub(g, _i_imag(_C.mul(_C.conj(g_sign), sign)))
         g2 = _C.unsqueeze(_C.unsqueeze(g, -1), -1)
@@ -462,7 +470,7 @@ class LinalgSlogdet(Function):
                 adj = _np(_adjugate_t(A.detach()))
                 inv_t = adj / np.conj(np.linalg.det(a))[..., None, None]
             return _C.mul(g2, _const(inv_t, A))
-        X = LinalgInv.apply(A) if _recording(A) else _from_np(np.linalg.inv(_np(A)), A.dtype)
+        X = LinalgInv.apply(A) if _again_for_backward(A) else _from_np(np.linalg.inv(_np(A)), A.dtype)
         return _C.mul(g2, _mH(X))
 
     # d log det = tr(A^-1 dA): d logabs = Re of it; a complex sign moves by s i Im of it (a real one does not)
@@ -505,7 +513,7 @@ class LinalgSolve(Function):
         gB = LinalgSolve.apply(_mH(A), g)
         if not ctx.needs_input_grad[0]:
             return None, gB
-        if _recording(A, B):
+        if _again_for_backward(A, B):
             X = LinalgSolve.apply(A, B)
         return _C.neg(_C.matmul(gB, _mH(X))), gB
 
@@ -536,7 +544,7 @@ class LinalgSolveTriangular(Function):
         gB = LinalgSolveTriangular.apply(_mH(A), g, not ctx.upper, ctx.unitriangular)
         if not ctx.needs_input_grad[0]:
             return None, gB, None, None
-        if _recording(A, B):
+        if _again_for_backward(A, B):
             X = LinalgSolveTriangular.apply(A, B, ctx.upper, ctx.unitriangular)
         k = 1 if ctx.upper else -1
         gA = _tri(_C.neg(_C.matmul(gB, _mH(X))), not ctx.upper, k if ctx.unitriangular else 0)
@@ -582,7 +590,7 @@ class LinalgCholesky(Function):
     @staticmethod
     def backward(ctx, g):
         A, F = ctx.saved_tensors
-        if _recording(A):
+        if _again_for_backward(A):
             F = LinalgCholesky.apply(A, ctx.op, ctx.upper)
         L, gL = (_mH(F), _mH(g)) if ctx.upper else (F, g)
         P = _tri(_C.matmul(_mH(L), gL), True)
@@ -663,7 +671,7 @@ class LinalgQr(Function):
         A, Q, R = ctx.saved_tensors
         m, n = A.shape[-2], A.shape[-1]
         _check_qr_differentiable(ctx.mode, m, n)
-        if _recording(A):
+        if _again_for_backward(A):
             Q, R = LinalgQr.apply(A, ctx.mode)
         if gQ is None:
             gQ = _C.mul(Q, _C.scalar_operand(0.0, Q))
@@ -730,7 +738,7 @@ class LinalgEigh(Function):
     @staticmethod
     def backward(ctx, gL, gV):
         A, L, V = ctx.saved_tensors
-        if _recording(A):
+        if _again_for_backward(A):
             L, V = _recomputed(LinalgEigh, A, ctx.UPLO)
         inner = None if gL is None else _C.to_dtype(_diag_embed(gL), V.dtype)
         if gV is not None:
@@ -775,7 +783,7 @@ class LinalgSvd(Function):
     @staticmethod
     def backward(ctx, gU, gS, gVh):
         A, U, S, Vh = ctx.saved_tensors
-        if _recording(A):
+        if _again_for_backward(A):
             U, S, Vh = _recomputed(LinalgSvd, A, ctx.full_matrices)
         m, n = A.shape[-2], A.shape[-1]
         k = S.shape[-1]
@@ -903,7 +911,7 @@ class LinalgPinv(Function):
     @staticmethod
     def backward(ctx, g):
         A, P = ctx.saved_tensors
-        if _recording(A):
+        if _again_for_backward(A):
             P = LinalgPinv.apply(A, *ctx.params)
         Pt, gt = _mH(P), _mH(g)
         t1 = _C.neg(_C.matmul(_C.matmul(Pt, g), Pt))
@@ -1515,7 +1523,7 @@ class LinalgEig(Function):
         A, L, V = ctx.saved_tensors
         if gL is None and gV is None:
             return None, None
-        if _recording(A):
+        if _again_for_backward(A):
             L, V = _recomputed(LinalgEig, A, ctx.op)
         n = A.shape[-1]
         inner = None
@@ -1622,7 +1630,7 @@ class LinalgLu(Function):
             return None, None, None
         m, n = A.shape[-2], A.shape[-1]
         k = min(m, n)
-        if _recording(A):
+        if _again_for_backward(A):
             lu, piv, _ = hl.getrf(_np(A))
             L, U = LinalgLu.apply(A, lu, piv)
         gL = _zeros_like(L) if gL is None else gL
@@ -2281,7 +2289,7 @@ class CholeskySolve(Function):
         gB = CholeskySolve.apply(g, L, ctx.upper)
         if not ctx.needs_input_grad[1]:
             return gB, None, None
-        if _recording(B, L):
+        if _again_for_backward(B, L):
             X = CholeskySolve.apply(B, L, ctx.upper)
         common = _mm(gB, _mH(X))
         common = _C.add(common, _mH(common))
