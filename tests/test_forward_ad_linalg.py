@@ -105,6 +105,8 @@ CASES = {
     "pinverse": ([("r", 4, 3)], lambda m, x: m.pinverse(x), ALL),
     "lstsq": ([("r", 5, 3), ("r", 5, 2)], lambda m, a, b: m.linalg.lstsq(a, b).solution, ALL),
     "lstsq_complex": ([("c", 4, 3), ("c", 4, 2)], lambda m, a, b: m.linalg.lstsq(a, b).solution, ALL),
+    "lstsq_gelsd": ([("r", 5, 3), ("r", 5, 2)], lambda m, a, b: m.linalg.lstsq(a, b, driver="gelsd")[:2], ALL),
+    "svd_lowrank": ([("r", 6, 4)], lambda m, x: (m.manual_seed(0), m.svd_lowrank(x, q=3)[1])[1], ("fd", "adjoint")),
     # eig / eigvals
     "eigvals": ([("r", 2, 4, 4)], lambda m, x: m.linalg.eigvals(x), ALL),
     "eigvals_complex": ([("c", 3, 3)], lambda m, x: m.linalg.eigvals(x), ALL),
@@ -145,6 +147,7 @@ CASES = {
     "linalg_norm_nuc_keepdim": ([("r", 3, 3)], lambda m, x: m.linalg.norm(x, "nuc", keepdim=True), ALL),
     "cond": ([("r", 2, 3, 3)], lambda m, x: m.linalg.cond(x), ALL),
     "cond_fro": ([("c", 3, 3)], lambda m, x: m.linalg.cond(x, "fro"), ALL),
+    "cond_nuc_-2": ([("r", 3, 3)], lambda m, x: (m.linalg.cond(x, "nuc"), m.linalg.cond(x, -2)), ALL),
 }
 
 

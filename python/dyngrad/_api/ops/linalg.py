@@ -20,6 +20,12 @@ Complex matrices: inv, det, slogdet, solve, solve_triangular, eig, eigvals (and 
 complex_ok=True to _matrices) take them; the formulas are the real ones with conjugate transposes (mH) where the
 real ones transpose, plus the terms a complex input adds (slogdet's sign, the phases of eigen- and singular
 vectors: Note [Phases of complex eigenvectors]).
+
+Forward mode: every factorisation's Function has a jvp with torch's formula and gauge (written beside its backward;
+tests/test_forward_ad_linalg.py), computed with dyngrad ops so that it composes (jvp of jvp, grad of jvp, vmap,
+jacfwd, hessian). A jvp whose tangent is recorded or carries lower levels' tangents recomputes the outputs through
+the Function on _jvp_primal (_again_for_jvp); a backward run at dual inputs (forward over reverse: hvp, jvp of grad)
+recomputes them too (_again_for_backward), since the outputs it saved, detached, carry no tangent.
 """
 import collections
 import math
