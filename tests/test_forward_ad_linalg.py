@@ -335,6 +335,23 @@ def test_vmap_of_jvp(dg, name):
         _assert_close([_np(r)[b] for r in rows], [_np(t) for t in one], 1e-10, 1e-12, name)
 
 
+@pytest.mark.parametrize("name", ["cholesky_upper", "qr_wide_complex", "svd_full_tall", "eig_complex", "lu_wide",
+                                  "matrix_exp", "pinv_hermitian", "eigvalsh", "norm_nuc", "cholesky_solve"])
+def test_vmap_of_jvp_over_primals_and_tangents(dg, name):
+    """vmap over a batch of (primal, tangent) pairs of every input: row b is the jvp at primal b along tangent b."""
+    kinds, fn, _ = CASES[name]
+    rng = _rng(name, 11)
+    rows = [(_inputs(rng, kinds), None) for _ in range(3)]
+    rows = [(x, _tangents(rng, x)) for x, _ in rows]
+    k = len(kinds)
+    prim = [dg.tensor(np.stack([r[0][i] for r in rows])) for i in range(k)]
+    tang = [dg.tensor(np.stack([r[1][i] for r in rows])) for i in range(k)]
+    got = dg.func.vmap(lambda *a: dg.func.jvp(_run(dg, fn), a[:k], a[k:])[1])(*prim, *tang)
+    for b, (x, v) in enumerate(rows):
+        _, one = dg.func.jvp(_run(dg, fn), tuple(dg.tensor(a) for a in x), tuple(dg.tensor(t) for t in v))
+        _assert_close([_np(r)[b] for r in got], [_np(t) for t in one], 1e-10, 1e-12, name)
+
+
 @pytest.mark.parametrize("name", ["cholesky", "qr_tall_complex", "svd_square_complex", "eig", "lu_wide",
                                   "matrix_exp_complex", "pinv_complex", "cholesky_solve", "eigh"])
 def test_jvp_of_jvp(dg, name):
