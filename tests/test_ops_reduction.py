@@ -790,11 +790,28 @@ def test_second_derivatives_match_torch(dg, name, fn, value):
     np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-10, atol=1e-11)
 
 
-def test_nuclear_norm_second_derivative_refused(dg):
-    x = dg.tensor(np.random.default_rng(2).standard_normal((3, 3)), requires_grad=True)
+def test_nuclear_norm_second_derivative(dg):
+    """norm('nuc') is the sum of linalg.svdvals, differentiable to any order: its second derivative against central
+    finite differences of its (reverse-mode) gradient."""
+    a = np.random.default_rng(2).standard_normal((3, 3))
+    w = np.random.default_rng(3).standard_normal((3, 3))
+
+    def grad_dot_w(v):
+        x = dg.tensor(v, requires_grad=True)
+        (g,) = dg.autograd.grad(x.norm("nuc"), x, create_graph=True)
+        return g, (g * dg.tensor(w)).sum()
+
+    _, gw = grad_dot_w(a)
+    x = dg.tensor(a, requires_grad=True)
     (g,) = dg.autograd.grad(x.norm("nuc"), x, create_graph=True)
-    with pytest.raises(RuntimeError, match="second derivatives are not implemented"):
-        g.sum().backward()
+    (h,) = dg.autograd.grad((g * dg.tensor(w)).sum(), x)
+    e = np.zeros(9)
+    fd = np.zeros(9)
+    for i in range(9):
+        e[:] = 0
+        e[i] = 1e-6
+        fd[i] = (float(grad_dot_w(a + e.reshape(3, 3))[1]) - float(grad_dot_w(a - e.reshape(3, 3))[1])) / 2e-6
+    np.testing.assert_allclose(h.numpy().reshape(-1), fd, rtol=1e-5, atol=1e-7)
 
 
 SIGNATURES = {

@@ -20,6 +20,12 @@ Complex matrices: inv, det, slogdet, solve, solve_triangular, eig, eigvals (and 
 complex_ok=True to _matrices) take them; the formulas are the real ones with conjugate transposes (mH) where the
 real ones transpose, plus the terms a complex input adds (slogdet's sign, the phases of eigen- and singular
 vectors: Note [Phases of complex eigenvectors]).
+
+Forward mode: every factorisation's Function has a jvp with torch's formula and gauge (written beside its backward;
+tests/test_forward_ad_linalg.py), computed with dyngrad ops so that it composes (jvp of jvp, grad of jvp, vmap,
+jacfwd, hessian). A jvp whose tangent is recorded or carries lower levels' tangents recomputes the outputs through
+the Function on _jvp_primal (_again_for_jvp); a backward run at dual inputs (forward over reverse: hvp, jvp of grad)
+recomputes them too (_again_for_backward), since the outputs it saved, detached, carry no tangent.
 """
 import collections
 import math
@@ -157,6 +163,14 @@ def _same_float_dtype(op, A, B):
 def _recording(*tensors):
     """Whether a backward formula is being recorded (create_graph=True) with respect to one of `tensors`."""
     return _C.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def _again_for_backward(*tensors):
+    """Whether a backward must recompute the forward's outputs differentiably (through the Function again) rather
+    than use the detached ones it saved: when the backward is recorded (create_graph=True), or in forward over
+    reverse (hvp, jvp of grad), where an input carries a tangent that the saved outputs, detached, do not."""
+    return _recording(*tensors) or any(_C._get_tangent(t, level) is not None for t in tensors
+                                        for level in _C._open_dual_levels())
 
 
 def _again_for_jvp(ctx, *tensors):
@@ -356,7 +370,7 @@ class LinalgInv(Function):
     @staticmethod
     def backward(ctx, g):
         A, X = ctx.saved_tensors
-        if _recording(A):
+        if _again_for_backward(A):
             X = LinalgInv.apply(A)
         Xt = _mH(X)
         return _C.neg(_C.matmul(_C.matmul(Xt, g), Xt))
@@ -406,9 +420,9 @@ class LinalgDet(Function):
             return _C.mul(A, _C.scalar_operand(0.0, A))
         if np.any(_np(d) == 0):
             return _C.mul(g2, _adjugate_t(A))
-        if _recording(A):
+        if _again_for_backward(A):
             d = LinalgDet.apply(A)
-        X = LinalgInv.apply(A) if _recording(A) else _from_np(np.linalg.inv(_np(A)), A.dtype)
+        X = LinalgInv.apply(A) if _again_for_backward(A) else _from_np(np.linalg.inv(_np(A)), A.dtype)
         return _C.mul(_C.mul(g2, _C.unsqueeze(_C.unsqueeze(_conj(d), -1), -1)), _mH(X))
 
     # dd = tr(adj(A) dA) = sum_ij conj(adjugate_t(A))_ij dA_ij, which holds where A is singular too; d tr(A^-1 dA)
@@ -452,7 +466,7 @@ class LinalgSlogdet(Function):
                 return None
             g = _C.to_dtype(g, A.dtype) if g is not None else _C.full(tuple(logabs.shape), 0.0, A.dtype)
             if g_sign is not None:
-                if _recording(A):
+                if _again_for_backward(A):
                     sign = LinalgSlogdet.apply(A)[0]
                 g = _C.sub(g, _i_imag(_C.mul(_C.conj(g_sign), sign)))
         g2 = _C.unsqueeze(_C.unsqueeze(g, -1), -1)
@@ -462,7 +476,7 @@ class LinalgSlogdet(Function):
                 adj = _np(_adjugate_t(A.detach()))
                 inv_t = adj / np.conj(np.linalg.det(a))[..., None, None]
             return _C.mul(g2, _const(inv_t, A))
-        X = LinalgInv.apply(A) if _recording(A) else _from_np(np.linalg.inv(_np(A)), A.dtype)
+        X = LinalgInv.apply(A) if _again_for_backward(A) else _from_np(np.linalg.inv(_np(A)), A.dtype)
         return _C.mul(g2, _mH(X))
 
     # d log det = tr(A^-1 dA): d logabs = Re of it; a complex sign moves by s i Im of it (a real one does not)
@@ -505,7 +519,7 @@ class LinalgSolve(Function):
         gB = LinalgSolve.apply(_mH(A), g)
         if not ctx.needs_input_grad[0]:
             return None, gB
-        if _recording(A, B):
+        if _again_for_backward(A, B):
             X = LinalgSolve.apply(A, B)
         return _C.neg(_C.matmul(gB, _mH(X))), gB
 
@@ -536,7 +550,7 @@ class LinalgSolveTriangular(Function):
         gB = LinalgSolveTriangular.apply(_mH(A), g, not ctx.upper, ctx.unitriangular)
         if not ctx.needs_input_grad[0]:
             return None, gB, None, None
-        if _recording(A, B):
+        if _again_for_backward(A, B):
             X = LinalgSolveTriangular.apply(A, B, ctx.upper, ctx.unitriangular)
         k = 1 if ctx.upper else -1
         gA = _tri(_C.neg(_C.matmul(gB, _mH(X))), not ctx.upper, k if ctx.unitriangular else 0)
@@ -582,7 +596,7 @@ class LinalgCholesky(Function):
     @staticmethod
     def backward(ctx, g):
         A, F = ctx.saved_tensors
-        if _recording(A):
+        if _again_for_backward(A):
             F = LinalgCholesky.apply(A, ctx.op, ctx.upper)
         L, gL = (_mH(F), _mH(g)) if ctx.upper else (F, g)
         P = _tri(_C.matmul(_mH(L), gL), True)
@@ -591,6 +605,22 @@ class LinalgCholesky(Function):
         Y = _solve_tri(Lh, Phi, True)                         # L^-H Phi
         gA = _mH(_solve_tri(Lh, _mH(Y), True))                # (L^-H Y^H)^H = Y L^-1
         return gA, None, None
+
+    # dA = dL L^H + L dL^H  ->  L^-1 dA L^-H = L^-1 dL + (L^-1 dL)^H, L^-1 dL lower with a real diagonal (torch's
+    # cholesky_jvp): dL = L phi(L^-1 dA L^-H), phi(X) = tril(X) with its diagonal halved. As torch, the whole of dA
+    # enters (the forward reads one triangle): the derivative along Hermitian directions. upper: dU = dL^H.
+    @staticmethod
+    def jvp(ctx, tA, *_):
+        A, F = ctx.saved_tensors
+        A = _jvp_primal(ctx, A)
+        if _again_for_jvp(ctx, A):
+            F = LinalgCholesky.apply(A, ctx.op, ctx.upper)
+        L = _mH(F) if ctx.upper else F
+        Y = _solve_tri(L, tA, False)                          # L^-1 dA
+        X = _mH(_solve_tri(L, _mH(Y), False))                 # Y L^-H = (L^-1 Y^H)^H
+        phi = _C.sub(_tri(X, True), _scaled(_diag_embed(_diag(X)), 0.5))
+        dL = _C.matmul(L, phi)
+        return _mH(dL) if ctx.upper else dL
 
 
 def _copyltu(M):
@@ -608,6 +638,20 @@ def _qr_backward_tall(gQ, gR, Q, R):
     M = _C.sub(_C.matmul(R, _mH(gR)), _C.matmul(_mH(gQ), Q))
     B = _C.add(gQ, _C.matmul(Q, _copyltu(M)))
     return _mH(_solve_tri(R, _mH(B), True))               # B R^-T = (R^-1 B^T)^T
+
+
+def _qr_jvp_tall(dA, Q, R):
+    """(dQ, dR) of A = QR with m >= n (reduced): with X = Q^H dA R^-1 = Q^H dQ + dR R^-1, Q^H dQ = Om is
+    skew-Hermitian and dR R^-1 upper triangular with a real diagonal (R's is real), so Om is X's strict lower triangle
+    minus its conjugate transpose plus i Im(diag(X)); dR = (X - Om) R and dQ = dA R^-1 - Q (X - Om)."""
+    dAR = _mH(_solve_tri(_mH(R), _mH(dA), False))             # dA R^-1 = (R^-H dA^H)^H, R^H lower
+    X = _C.matmul(_mH(Q), dAR)
+    low = _tri(X, True, -1)
+    om = _C.sub(low, _mH(low))
+    if X.dtype.is_complex:
+        om = _C.add(om, _diag_embed(_i_imag(_diag(X))))
+    up = _tri(_C.sub(X, om), False)                           # dR R^-1
+    return _C.sub(dAR, _C.matmul(Q, up)), _C.matmul(up, R)
 
 
 class LinalgQr(Function):
@@ -632,13 +676,8 @@ class LinalgQr(Function):
     def backward(ctx, gQ, gR):
         A, Q, R = ctx.saved_tensors
         m, n = A.shape[-2], A.shape[-1]
-        if ctx.mode == "r":
-            raise RuntimeError("linalg.qr: the derivative depends on Q, which is not computed when mode='r'; use "
-                               "mode='reduced' to differentiate through linalg.qr.")
-        if ctx.mode == "complete" and m > n:
-            raise RuntimeError("linalg.qr: the QR decomposition is not differentiable when mode='complete' and A has "
-                               "more rows than columns.")
-        if _recording(A):
+        _check_qr_differentiable(ctx.mode, m, n)
+        if _again_for_backward(A):
             Q, R = LinalgQr.apply(A, ctx.mode)
         if gQ is None:
             gQ = _C.mul(Q, _C.scalar_operand(0.0, Q))
@@ -651,6 +690,32 @@ class LinalgQr(Function):
         gV = _C.slice(gR, -1, m, n, 1)
         gX = _qr_backward_tall(_C.add(gQ, _C.matmul(Y, _mH(gV))), gU, Q, U)
         return _C.cat([gX, _C.matmul(Q, gV)], -1), None
+
+    # m >= n: _qr_jvp_tall. m < n: A = [X | Y] = Q [U | V]: X = Q U is the square case and dV = Q^H (dY - dQ V)
+    @staticmethod
+    def jvp(ctx, tA, _):
+        A, Q, R = ctx.saved_tensors
+        m, n = A.shape[-2], A.shape[-1]
+        _check_qr_differentiable(ctx.mode, m, n)
+        A = _jvp_primal(ctx, A)
+        if _again_for_jvp(ctx, A):
+            Q, R = LinalgQr.apply(A, ctx.mode)
+        if m >= n:
+            return _qr_jvp_tall(tA, Q, R)
+        U, V = _C.slice(R, -1, 0, m, 1), _C.slice(R, -1, m, n, 1)
+        dQ, dU = _qr_jvp_tall(_C.slice(tA, -1, 0, m, 1), Q, U)
+        dV = _C.matmul(_mH(Q), _C.sub(_C.slice(tA, -1, m, n, 1), _C.matmul(dQ, V)))
+        return dQ, _C.cat([dU, dV], -1)
+
+
+def _check_qr_differentiable(mode, m, n):
+    """torch's refusals of the QR derivatives (both modes of AD)."""
+    if mode == "r":
+        raise RuntimeError("linalg.qr: the derivative depends on Q, which is not computed when mode='r'; use "
+                           "mode='reduced' to differentiate through linalg.qr.")
+    if mode == "complete" and m > n:
+        raise RuntimeError("linalg.qr: the QR decomposition is not differentiable when mode='complete' and A has "
+                           "more rows than columns.")
 
 
 def _inverse_gaps(values):
@@ -679,7 +744,7 @@ class LinalgEigh(Function):
     @staticmethod
     def backward(ctx, gL, gV):
         A, L, V = ctx.saved_tensors
-        if _recording(A):
+        if _again_for_backward(A):
             L, V = _recomputed(LinalgEigh, A, ctx.UPLO)
         inner = None if gL is None else _C.to_dtype(_diag_embed(gL), V.dtype)
         if gV is not None:
@@ -691,6 +756,17 @@ class LinalgEigh(Function):
         if inner is None:
             return None, None
         return _C.matmul(_C.matmul(V, inner), _mH(V)), None
+
+    # dP = V^H dA V: dL = Re(diag(dP)), dV = V (F o dP), F_ij = 1 / (L_j - L_i), F_ii = 0 (V^H dV has a zero
+    # diagonal: torch's gauge). As torch, the whole of dA enters (the derivative along Hermitian directions).
+    @staticmethod
+    def jvp(ctx, tA, _):
+        A, L, V = ctx.saved_tensors
+        A = _jvp_primal(ctx, A)
+        if _again_for_jvp(ctx, A):
+            L, V = _recomputed(LinalgEigh, A, ctx.UPLO)
+        dP = _C.matmul(_C.matmul(_mH(V), tA), V)
+        return _real_part(_diag(dP)), _C.matmul(V, _C.mul(dP, _inverse_gaps(L)))
 
 
 class LinalgSvd(Function):
@@ -713,7 +789,7 @@ class LinalgSvd(Function):
     @staticmethod
     def backward(ctx, gU, gS, gVh):
         A, U, S, Vh = ctx.saved_tensors
-        if _recording(A):
+        if _again_for_backward(A):
             U, S, Vh = _recomputed(LinalgSvd, A, ctx.full_matrices)
         m, n = A.shape[-2], A.shape[-1]
         k = S.shape[-1]
@@ -755,6 +831,48 @@ class LinalgSvd(Function):
                 extra = side if extra is None else _C.add(extra, side)
         gA = _C.matmul(_C.matmul(U, inner), Vh)
         return (gA if extra is None else _C.add(gA, extra)), None
+
+    # dP = U^H dA V (k x k): dS = Re(diag(dP)); off the diagonal U^H dU = F o (dP S + S dP^H) and
+    # V^H dV = F o (S dP + dP^H S), F_ij = 1 / (s_j^2 - s_i^2); the components outside U's (V's) span are
+    # (I - U U^H) dA V S^-1 and (I - V V^H) dA^H U S^-1. A complex dP's Im(dP_ii) = s_i Im((U^H dU)_ii - (V^H dV)_ii)
+    # is split equally between U and V (torch's gauge; only phase-blind functions of U and V have a derivative).
+    # With full_matrices the columns of U (rows of Vh) past k get a zero tangent, as torch's.
+    @staticmethod
+    def jvp(ctx, tA, _):
+        A, U, S, Vh = ctx.saved_tensors
+        A = _jvp_primal(ctx, A)
+        if _again_for_jvp(ctx, A):
+            U, S, Vh = _recomputed(LinalgSvd, A, ctx.full_matrices)
+        m, n = A.shape[-2], A.shape[-1]
+        k = S.shape[-1]
+        if ctx.full_matrices:
+            U, Vh = _C.slice(U, -1, 0, k, 1), _C.slice(Vh, -2, 0, k, 1)
+        V = _mH(Vh)
+        dAV = _C.matmul(tA, V)
+        dP = _C.matmul(_mH(U), dAV)
+        dPh = _mH(dP)
+        dS = _real_part(_diag(dP))
+        F = _inverse_gaps(_C.mul(S, S))
+        s_row, s_col = _C.unsqueeze(S, -2), _C.unsqueeze(S, -1)       # X * s_row = X S, s_col * X = S X
+        om_u = _C.mul(F, _C.add(_C.mul(dP, s_row), _C.mul(s_col, dPh)))
+        om_v = _C.mul(F, _C.add(_C.mul(s_col, dP), _C.mul(dPh, s_row)))
+        if A.dtype.is_complex:
+            phase = _diag_embed(_C.div(_i_imag(_diag(dP)), _scaled(S, 2.0)))
+            om_u, om_v = _C.add(om_u, phase), _C.sub(om_v, phase)
+        dU, dV = _C.matmul(U, om_u), _C.matmul(V, om_v)
+        inv_s = _C.unsqueeze(_C.div(_C.scalar_operand(1.0, S), S), -2)
+        if m > k:
+            dU = _C.add(dU, _C.mul(_C.sub(dAV, _C.matmul(U, dP)), inv_s))
+        if n > k:
+            dAhU = _C.matmul(_mH(tA), U)
+            dV = _C.add(dV, _C.mul(_C.sub(dAhU, _C.matmul(V, dPh)), inv_s))
+        dVh = _mH(dV)
+        if ctx.full_matrices:
+            if m > k:
+                dU = _C.cat([dU, _C.full(tuple(dU.shape[:-1]) + (m - k,), 0.0, dU.dtype)], -1)
+            if n > k:
+                dVh = _C.cat([dVh, _C.full(tuple(dVh.shape[:-2]) + (n - k, n), 0.0, dVh.dtype)], -2)
+        return dU, dS, dVh
 
 
 def _check_svd_phases(UhgU, VhgV):
@@ -799,7 +917,7 @@ class LinalgPinv(Function):
     @staticmethod
     def backward(ctx, g):
         A, P = ctx.saved_tensors
-        if _recording(A):
+        if _again_for_backward(A):
             P = LinalgPinv.apply(A, *ctx.params)
         Pt, gt = _mH(P), _mH(g)
         t1 = _C.neg(_C.matmul(_C.matmul(Pt, g), Pt))
@@ -808,6 +926,21 @@ class LinalgPinv(Function):
         Z = _C.matmul(_C.matmul(Pt, P), gt)
         t3 = _C.sub(Z, _C.matmul(_C.matmul(Z, P), A))
         return _C.add(_C.add(t1, t2), t3), None, None, None
+
+    # dP = -P dA P + P P^H dA^H (I - A P) + (I - P A) dA^H P^H P (locally constant rank; hermitian too)
+    @staticmethod
+    def jvp(ctx, tA, *_):
+        A, P = ctx.saved_tensors
+        A = _jvp_primal(ctx, A)
+        if _again_for_jvp(ctx, A):
+            P = LinalgPinv.apply(A, *ctx.params)
+        Ph, tAh = _mH(P), _mH(tA)
+        t1 = _C.neg(_C.matmul(_C.matmul(P, tA), P))
+        X = _C.matmul(P, _C.matmul(Ph, tAh))
+        t2 = _C.sub(X, _C.matmul(_C.matmul(X, A), P))
+        Z = _C.matmul(tAh, _C.matmul(Ph, P))
+        t3 = _C.sub(Z, _C.matmul(P, _C.matmul(A, Z)))
+        return _C.add(_C.add(t1, t2), t3)
 
 
 # ===== torch.linalg's functions over the factorisations ===========================================================
@@ -1396,7 +1529,7 @@ class LinalgEig(Function):
         A, L, V = ctx.saved_tensors
         if gL is None and gV is None:
             return None, None
-        if _recording(A):
+        if _again_for_backward(A):
             L, V = _recomputed(LinalgEig, A, ctx.op)
         n = A.shape[-1]
         inner = None
@@ -1415,6 +1548,24 @@ class LinalgEig(Function):
         # V^-H inner V^H: solve V^H X = inner V^H
         gA = LinalgSolve.apply(_mH(V), _mm(inner, _mH(V)))
         return (gA if A.dtype.is_complex else _real_part(gA)), None
+
+    # The derivation above, forward (torch's linalg_eig_jvp): dP = V^-1 dA V, dL = diag(dP), dV = V C with
+    # C_ij = dP_ij / (L_j - L_i) off the diagonal and C_jj = -Re((V^H V C)_jj) (real: unit-norm columns, and the
+    # phase gauge Im(C_jj) = 0).
+    @staticmethod
+    def jvp(ctx, tA, _):
+        A, L, V = ctx.saved_tensors
+        A = _jvp_primal(ctx, A)
+        if _again_for_jvp(ctx, A):
+            L, V = _recomputed(LinalgEig, A, ctx.op)
+        n = A.shape[-1]
+        t = tA if tA.dtype is V.dtype else _C.to_dtype(tA, V.dtype)
+        dP = LinalgSolve.apply(V, _mm(t, V))
+        gaps = _C.sub(_C.unsqueeze(L, -2), _C.unsqueeze(L, -1))
+        C = _C.mul(_C.div(dP, _C.add(gaps, _eye(n, V))), _const(1.0 - np.eye(n), V))
+        VC = _mm(V, C)
+        norm_fix = _C.to_dtype(_real_part(_diag(_mm(_mH(V), VC))), V.dtype)
+        return _diag(dP), _C.sub(VC, _C.mul(V, _C.unsqueeze(norm_fix, -2)))
 
 
 def _check_phase_invariance(op, VhgV):
@@ -1485,7 +1636,7 @@ class LinalgLu(Function):
             return None, None, None
         m, n = A.shape[-2], A.shape[-1]
         k = min(m, n)
-        if _recording(A):
+        if _again_for_backward(A):
             lu, piv, _ = hl.getrf(_np(A))
             L, U = LinalgLu.apply(A, lu, piv)
         gL = _zeros_like(L) if gL is None else gL
@@ -1511,6 +1662,36 @@ class LinalgLu(Function):
             gB = _C.cat([gB, gB2], -2)
         P = _const(hl.permutation_matrix(ctx.piv, m, np.float64), A)
         return _mm(P, gB), None, None
+
+    # Note [LU backward], forward (torch's linalg_lu_jvp): B = P^T dA; square part X = L1^-1 B1 U1^-1,
+    # dL1 = L1 tril_-1(X), dU1 = triu(X) U1; wide: dU2 = L^-1 (B2 - dL U2); tall: dL2 = (B2 - L2 dU) U^-1.
+    @staticmethod
+    def jvp(ctx, tA, *_):
+        A, L, U = ctx.saved_tensors
+        m, n = A.shape[-2], A.shape[-1]
+        k = min(m, n)
+        A = _jvp_primal(ctx, A)
+        if _again_for_jvp(ctx, A):
+            lu, piv, _ = hl.getrf(_np(A))
+            L, U = LinalgLu.apply(A, lu, piv)
+        P = _const(hl.permutation_matrix(ctx.piv, m, np.float64), A)
+        B = _mm(_C.mT(P), tA)
+        L1, U1 = _C.slice(L, -2, 0, k, 1), _C.slice(U, -1, 0, k, 1)
+        B1 = _C.slice(_C.slice(B, -2, 0, k, 1), -1, 0, k, 1)
+        Y = LinalgSolveTriangular.apply(L1, B1, False, True)                      # L1^-1 B1
+        X = _mH(LinalgSolveTriangular.apply(_mH(U1), _mH(Y), False, False))      # Y U1^-1
+        dL = _mm(L1, _tri(X, True, -1))
+        dU = _mm(_tri(X, False), U1)
+        if m < n:
+            U2, B2 = _C.slice(U, -1, k, n, 1), _C.slice(B, -1, k, n, 1)
+            dU2 = LinalgSolveTriangular.apply(L1, _C.sub(B2, _mm(dL, U2)), False, True)
+            dU = _C.cat([dU, dU2], -1)
+        if m > n:
+            L2, B2 = _C.slice(L, -2, k, m, 1), _C.slice(B, -2, k, m, 1)
+            rest = _C.sub(B2, _mm(L2, dU))
+            dL2 = _mH(LinalgSolveTriangular.apply(_mH(U1), _mH(rest), False, False))
+            dL = _C.cat([dL, dL2], -2)
+        return dL, dU
 
 
 def _check_pivot(op, pivot):
@@ -1741,6 +1922,18 @@ class MatrixExp(Function):
         big = MatrixExp.apply(_C.cat([top, bottom], -2))
         return _C.slice(_C.slice(big, -2, 0, n, 1), -1, n, 2 * n, 1)
 
+    # The Frechet derivative itself: the upper-right block of exp([[A, dA], [0, A]]) (torch's
+    # differential_analytic_matrix_function)
+    @staticmethod
+    def jvp(ctx, tA):
+        (A,) = ctx.saved_tensors
+        A = _jvp_primal(ctx, A)
+        n = A.shape[-1]
+        top = _C.cat([A, tA], -1)
+        bottom = _C.cat([_zeros_like(A), A], -1)
+        big = MatrixExp.apply(_C.cat([top, bottom], -2))
+        return _C.slice(_C.slice(big, -2, 0, n, 1), -1, n, 2 * n, 1)
+
 
 def matrix_exp(A):
     """The matrix exponential sum_k A^k / k! of square matrices."""
@@ -1884,10 +2077,16 @@ class _NoDerivative(Function):
     def backward(ctx, *grads):
         raise ctx.error(f"the derivative for {ctx.name} is not implemented (as in torch).")
 
+    # torch has no forward-mode derivative of these either (NotImplementedError), rather than a zero tangent
+    @staticmethod
+    def jvp(ctx, *tangents):
+        raise NotImplementedError(f"the forward-mode derivative for {ctx.name} is not implemented (as in torch).")
+
 
 def _without_derivative(name, array, dtype, *inputs, error=RuntimeError):
-    """A tensor holding `array`: with a node whose backward raises `error` when an input requires grad."""
-    if _C.is_grad_enabled() and any(t.requires_grad for t in inputs):
+    """A tensor holding `array`: with a node whose backward raises `error` when an input requires grad, and whose
+    jvp raises when an input carries a tangent (forward-mode AD)."""
+    if any(_differentiated(t) for t in inputs):
         return _NoDerivative.apply(name, error, array, dtype, *inputs)
     return _from_np(array, dtype)
 
@@ -2096,12 +2295,24 @@ class CholeskySolve(Function):
         gB = CholeskySolve.apply(g, L, ctx.upper)
         if not ctx.needs_input_grad[1]:
             return gB, None, None
-        if _recording(B, L):
+        if _again_for_backward(B, L):
             X = CholeskySolve.apply(B, L, ctx.upper)
         common = _mm(gB, _mH(X))
         common = _C.add(common, _mH(common))
         gL = _C.neg(_mm(L, common) if ctx.upper else _mm(common, L))
         return gB, gL, None
+
+    # dX = A^-1 (dB - dA X), dA = dL L^H + L dL^H (dU^H U + U^H dU if upper): torch's cholesky_solve_jvp, the
+    # whole of dL entering (as the backward's gradient)
+    @staticmethod
+    def jvp(ctx, tB, tL, _):
+        B, L, X = ctx.saved_tensors
+        B, L = _jvp_primal(ctx, B), _jvp_primal(ctx, L)
+        if _again_for_jvp(ctx, B, L):
+            X = CholeskySolve.apply(B, L, ctx.upper)
+        half = _mm(_mH(tL), L) if ctx.upper else _mm(tL, _mH(L))
+        dA = _C.add(half, _mH(half))
+        return CholeskySolve.apply(_C.sub(tB, _mm(dA, X)), L, ctx.upper)
 
 
 def cholesky_solve(input, input2, upper=False):

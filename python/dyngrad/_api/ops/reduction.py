@@ -16,6 +16,7 @@ from ..args import (Tensor, dtype_arg, number, optional_dtype, refuse_complex, r
                     shape_str, tensor_arg, to_int, wrap_dim)
 from ..node_names import rename, shows_as
 from ..out import write_out
+from .linalg import _svdvals
 return_aminmax = collections.namedtuple("aminmax", ["min", "max"])
 
 
@@ -478,7 +479,8 @@ def _nuclear_norm(a, dims, keepdim, op):
     d0, d1 = dims
     if a.shape[d0] == 0 or a.shape[d1] == 0:
         return _C.sum(a, (d0, d1), bool(keepdim), None)         # no singular values: 0
-    out = NuclearNorm.apply(a, d0, d1)
+    rest = tuple(d for d in range(a.ndim) if d not in (d0, d1))
+    out = _C.sum(_svdvals(_C.permute(a, rest + (d0, d1))), (-1,), False, None)   # differentiable to any order
     if keepdim:
         for d in sorted((d0, d1)):
             out = _C.unsqueeze(out, d)
@@ -528,41 +530,6 @@ def norm_method(self, p="fro", dim=None, keepdim=False, dtype=None):
     """Tensor.norm: torch.norm without out=."""
     return _norm(self, p, dim, keepdim, dtype)
 
-
-
-class NuclearNorm(Function):
-    """Sum of singular values over dims (d0, d1). A Function: the SVD comes from numpy's LAPACK (no core op);
-    the gradient is U V^T (of the reduced SVD); its own derivative (the SVD's) is not implemented."""
-
-    @staticmethod
-    def forward(ctx, a, d0, d1):
-        m = np.moveaxis(bridge.view(a), (d0, d1), (-2, -1))
-        u, s, vh = np.linalg.svd(m, full_matrices=False)
-        ctx.uvh = np.moveaxis(u @ vh, (-2, -1), (d0, d1))
-        ctx.dims = (d0, d1)
-        ctx.save_for_backward(a)
-        return array_tensor(s.sum(-1))
-
-    @staticmethod
-    def backward(ctx, grad):
-        for d in sorted(ctx.dims):
-            grad = _C.unsqueeze(grad, d)
-        a, = ctx.saved_tensors
-        return NuclearNormGrad.apply(grad, array_tensor(ctx.uvh), a), None, None
-
-
-class NuclearNormGrad(Function):
-    """grad * U V^T: the nuclear norm's gradient. It depends on the input through U and V (hence `a` among its
-    inputs); differentiating it again needs the SVD's derivative, which is refused."""
-
-    @staticmethod
-    def forward(ctx, grad, uvh, a):
-        return _C.mul(grad, uvh)
-
-    @staticmethod
-    def backward(ctx, grad):
-        raise RuntimeError("norm(p='nuc'): second derivatives are not implemented (they need the derivative of the "
-                           "singular vectors).")
 
 
 def sum_to_size(self, *size):
