@@ -1446,28 +1446,6 @@ def _rnn_layer(fn, args, kwargs):
     return BatchedTensor(y.reshape(tuple(sizes) + tuple(y.shape[1:])), levels)
 
 
-def _einsum(fn, args, kwargs):
-    equation, operands = args[0], args[1:]
-    if len(operands) == 1 and isinstance(operands[0], (tuple, list)):
-        operands = tuple(operands[0])
-    if not isinstance(equation, str) or "..." in equation or "->" not in equation:
-        return None
-    levels = _levels_of(operands)
-    free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in equation][:len(levels)]
-    lhs, rhs = equation.replace(" ", "").split("->")
-    terms = lhs.split(",")
-    new_terms, phys = [], []
-    for term, op in zip(terms, operands):
-        if isinstance(op, BatchedTensor):
-            mine = [free[levels.index(lv)] for lv in op._levels]
-            new_terms.append("".join(mine) + term)
-            phys.append(op._value)
-        else:
-            new_terms.append(term)
-            phys.append(op)
-    return BatchedTensor(fn(",".join(new_terms) + "->" + "".join(free) + rhs, *phys), levels)
-
-
 # ----- randomness rules -----------------------------------------------------------------------------------------
 def _random_elementwise(fn, args, kwargs):
     """'different': the op on the physical tensor draws every row's values independently."""
@@ -1704,7 +1682,6 @@ RULES["__getitem__"] = _or_loop("__getitem__", _getitem)
 for _k in ("index_select", "gather", "scatter_add", "scatter"):
     RULES[_k] = _or_loop(_k, _index_dim_rule)
 RULES["take"] = _take
-RULES["einsum"] = _or_loop("einsum", _einsum)
 for _k in ("zeros_like", "ones_like", "full_like", "empty_like"):
     RULES[_k] = _or_loop(_k, _creation_like)
 for _k in ("new_zeros", "new_ones", "new_full", "new_empty", "new_tensor"):
@@ -2023,7 +2000,7 @@ RULES["__getitem__"] = _or_loop("__getitem__", _getitem_advanced)
 
 # ----- rules: products of vectors, shape composites ---------------------------------------------------------------
 def _two_vectors(combine):
-    """outer/ger/inner/vdot of two 1-D rows: the aligned physical vectors combined (broadcast over the batch)."""
+    """outer/ger/vdot of two 1-D rows: the aligned physical vectors combined (broadcast over the batch)."""
     def rule(fn, args, kwargs):
         if kwargs or len(args) != 2 or not all(_is_tensor(a) for a in args):
             return None
@@ -2257,7 +2234,6 @@ def _fold_n(min_rank):
 
 for _k, _rule in (("outer", _two_vectors(lambda a, b: a.unsqueeze(-1) * b.unsqueeze(-2))),
                   ("ger", _two_vectors(lambda a, b: a.unsqueeze(-1) * b.unsqueeze(-2))),
-                  ("inner", _two_vectors(lambda a, b: (a * b).sum(-1))),
                   ("vdot", _two_vectors(lambda a, b: (a.conj() * b).sum(-1))),
                   ("trace", _trace), ("diag", _diag), ("diagflat", _diagflat), ("roll", _roll),
                   ("rot90", _dims_rule("dims")), ("fliplr", _flip_one(1)), ("flipud", _flip_one(0)),
@@ -2287,35 +2263,19 @@ for _k, _params in (("margin_ranking_loss", ("input1", "input2", "target")),
     RULES[_k] = RULES["F." + _k] = _or_loop(_k, _pointwise_loss(*_params))
 
 
-def _values_against_unbatched(pos):
-    """isin(elements, test), bucketize(input, boundaries), searchsorted(sorted, values): elementwise in the
-    argument at `pos` when the other (the set, the boundaries, a 1-D sorted sequence) is unbatched."""
-    def rule(fn, args, kwargs):
-        if len(args) < 2 or not isinstance(args[pos], BatchedTensor):
-            return None
-        others = [a for k, a in enumerate(args) if k != pos] + list(kwargs.values())
-        if _has_batched(others, {}):
-            return None
-        if pos == 1 and _logical_rank(args[0]) != 1:
-            return None                        # an n-d sorted sequence pairs its rows with the values' rows
-        x = args[pos]
-        new = list(args)
-        new[pos] = x._value
-        return _wrap(fn(*new, **kwargs), x._levels)
-    return rule
+def _values_against_unbatched(fn, args, kwargs):
+    """isin(elements, test), bucketize(input, boundaries): elementwise in the first argument when the other (the
+    set, the boundaries) is unbatched. (searchsorted, whose sorted sequence comes first, has _searchsorted_rule.)"""
+    if len(args) < 2 or not isinstance(args[0], BatchedTensor) or _has_batched(list(args[1:]) + list(kwargs.values()),
+                                                                                  {}):
+        return None
+    x = args[0]
+    return _wrap(fn(x._value, *args[1:], **kwargs), x._levels)
 
 
 RULES["cfloat"] = RULES["cdouble"] = _pointwise
-RULES["isin"] = _or_loop("isin", _values_against_unbatched(0))
-RULES["bucketize"] = _or_loop("bucketize", _values_against_unbatched(0))
-RULES["searchsorted"] = _or_loop("searchsorted", _values_against_unbatched(1))
-
-
-def _where(fn, args, kwargs):
-    """where(cond, x, y) is pointwise; where(cond) alone is nonzero's tuple (data-dependent: the loop)."""
-    if len(args) + len(kwargs) == 1:
-        return None
-    return _pointwise(fn, args, kwargs)
+RULES["isin"] = _or_loop("isin", _values_against_unbatched)
+RULES["bucketize"] = _or_loop("bucketize", _values_against_unbatched)
 
 
 def _reduce_all_flat(fn, args, kwargs):
@@ -2332,7 +2292,6 @@ def _reduce_all_flat(fn, args, kwargs):
     return _wrap(fn(*bound.args, **bound.kwargs), x._levels)
 
 
-RULES["where"] = _or_loop("where", _where)
 for _k in ("prod", "aminmax"):
     RULES[_k] = _or_loop(_k, _reduce_all_flat)
 
