@@ -82,11 +82,13 @@ def _argnums_tuple(argnums, nargs, fn):
     return tuple(out)
 
 
-def _check_tensors(leaves, fn, what):
+def _check_tensors(leaves, fn, what, error=ValueError):
+    """torch.func's errors: ValueError for a non-tensor differentiated input, RuntimeError for a non-tensor output
+    of func (and for jvp's primals and tangents)."""
     for x in leaves:
         if not isinstance(x, (Tensor, BatchedTensor)):
-            raise ValueError(f"{fn}: expected {what} to be Tensors (or pytrees of them), got "
-                             f"{type(x).__name__}.")
+            raise error(f"{fn}: expected {what} to be Tensors (or pytrees of them), got "
+                        f"{type(x).__name__}.")
 
 
 def _prepare(args, argnums, fn):
@@ -217,7 +219,7 @@ def vjp(func, *primals, has_aux=False):
             ([], [], [], False, False)
         out, aux = _split_aux(func(*args), has_aux, "vjp")
     out_leaves, out_spec = tree_flatten(out)
-    _check_tensors(out_leaves, "vjp", "the outputs of func")
+    _check_tensors(out_leaves, "vjp", "the outputs of func", RuntimeError)
 
     levels = _vmap_levels()
 
@@ -227,7 +229,10 @@ def vjp(func, *primals, has_aux=False):
             raise RuntimeError(f"vjp_fn: expected cotangents with the structure of the output "
                                f"({len(out_leaves)} tensors), got {len(ct_leaves)}.")
         for o, c in zip(out_leaves, ct_leaves):
-            if not isinstance(c, (Tensor, BatchedTensor)) or tuple(c.shape) != tuple(o.shape):
+            if not isinstance(c, (Tensor, BatchedTensor)):     # torch's TypeError (from autograd.grad)
+                raise TypeError(f"vjp_fn: expected the cotangents to be Tensors (or pytrees of them), got "
+                                f"{type(c).__name__}.")
+            if tuple(c.shape) != tuple(o.shape):
                 raise RuntimeError(f"vjp_fn: expected a cotangent of shape {tuple(o.shape)}, got "
                                    f"{tuple(c.shape) if isinstance(c, (Tensor, BatchedTensor)) else type(c).__name__}.")
         later = set(_batching._levels_of(ct_leaves)) - set(levels)
@@ -275,8 +280,8 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
                                f"valid to call f(*{name}).")
     p_leaves, p_spec = tree_flatten(primals)
     t_leaves, t_spec = tree_flatten(tangents)
-    _check_tensors(p_leaves, "jvp", "primals")
-    _check_tensors(t_leaves, "jvp", "tangents")
+    _check_tensors(p_leaves, "jvp", "primals", RuntimeError)
+    _check_tensors(t_leaves, "jvp", "tangents", RuntimeError)
     if len(p_leaves) != len(t_leaves) or p_spec != t_spec:
         raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to have the same python "
                            "structure.")
@@ -301,7 +306,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
             duals = [_dual(p, t, level) for p, t in zip(p_leaves, t_leaves)]
         out, aux = _split_aux(func(*tree_unflatten(duals, p_spec)), has_aux, "jvp")
         o_leaves, o_spec = tree_flatten(out)
-        _check_tensors(o_leaves, "jvp", "the outputs of func")
+        _check_tensors(o_leaves, "jvp", "the outputs of func", RuntimeError)
         unpacked = [_unpack(o, level) for o in o_leaves]
         if has_aux:
             a_leaves, a_spec = tree_flatten(aux)
@@ -348,7 +353,7 @@ def _jvp_plain(func, primals, tangents):
             primal, tangent = _unpack(out, level)
         else:
             o_leaves, o_spec = tree_flatten(out)
-            _check_tensors(o_leaves, "jvp", "the outputs of func")
+            _check_tensors(o_leaves, "jvp", "the outputs of func", RuntimeError)
             unpacked = [_unpack(o, level) for o in o_leaves]
     finally:
         _C._exit_dual_level(level)
@@ -429,7 +434,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
             args2, flat, specs, history, single = _prepare(args, argnums, "jacrev")
             out, aux = _split_aux(func(*args2, **kwargs), has_aux, "jacrev")
         o_leaves, o_spec = tree_flatten(out)
-        _check_tensors(o_leaves, "jacrev", "the outputs of func")
+        _check_tensors(o_leaves, "jacrev", "the outputs of func", RuntimeError)
         inputs = [x for group in flat for x in group]
         _check_real(inputs, "jacrev", "inputs")
         _check_real(o_leaves, "jacrev", "outputs")
@@ -663,7 +668,7 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
                 parts.append("Unexpected key(s): " + ", ".join(repr(k) for k in unexpected) + ".")
             if missing:
                 parts.append("Missing key(s): " + ", ".join(repr(k) for k in missing) + ".")
-            raise RuntimeError(f"Error(s) in reloading state_dict for {type(module).__name__}:\n\t"
+            raise RuntimeError(f"Error(s) in reparametrizing for {type(module).__name__}:\n\t"
                                + "\n\t".join(parts))
     if args is None:
         args = ()

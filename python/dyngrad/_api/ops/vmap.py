@@ -4498,6 +4498,10 @@ def _tree_map_dims(obj, dims, fn, op):
         if isinstance(dims, dict):
             return {k: _tree_map_dims(v, dims.get(k), fn, op) for k, v in obj.items()}
         return {k: _tree_map_dims(v, dims, fn, op) for k, v in obj.items()}
+    if obj is not None and dims is not None:
+        # torch.func's error: a Python number (or any non-tensor) passed with a mapped dim
+        raise ValueError(f"{op}: got in_dim={dims!r} for an input of type {type_name(obj)}; vmap maps over "
+                         "Tensors only: pass None as that input's in_dim (e.g. in_dims=(0, None)).")
     return obj
 
 
@@ -4585,6 +4589,10 @@ def tree_unflatten(leaves, spec):
 def _broadcast_out_dims(out_dims, out, op):
     """One out_dim per output leaf."""
     leaves, spec = tree_flatten(out)
+    for d in (out_dims if isinstance(out_dims, (tuple, list)) else (out_dims,)):
+        if d is not None and not isinstance(d, (int, tuple, list)):      # torch.func's ValueError
+            raise ValueError(f"{op}: out_dims must be an int, None or a Python collection of them (where the mapped "
+                             f"dim goes in each output), got {type_name(d)}.")
     if isinstance(out_dims, (tuple, list)) and isinstance(out, tuple):
         if len(out_dims) != len(out):
             raise ValueError(f"{op}: out_dims has {len(out_dims)} entries but func returned {len(out)} outputs.")
@@ -4616,14 +4624,20 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     op = f"vmap({name}, ...)"
 
     def mapped(*args, **kwargs):
-        dims = in_dims if isinstance(in_dims, (tuple, list)) else (in_dims,) * len(args)
-        if isinstance(in_dims, (tuple, list)) and len(in_dims) != len(args):
+        if not isinstance(in_dims, (int, tuple)) and in_dims is not None:   # torch.func's ValueError (a list too)
+            raise ValueError(f"{op}: expected in_dims to be an int or a (possibly nested) tuple matching the "
+                             f"structure of the inputs, got {type_name(in_dims)}.")
+        dims = in_dims if isinstance(in_dims, tuple) else (in_dims,) * len(args)
+        if isinstance(in_dims, tuple) and len(in_dims) != len(args):
             raise ValueError(f"{op}: in_dims has {len(in_dims)} entries but {len(args)} inputs were given.")
         sizes = []
 
         def check(t, d):
             if d is None:
                 return (t, None)
+            if not isinstance(d, int):      # a bool is an int: to_int's TypeError, as torch's size(dim)
+                raise ValueError(f"{op}: got in_dim={d!r} of type {type_name(d)} for an input; an in_dim is an int "
+                                 "(the mapped dimension) or None.")
             d = to_int(d, op, "in_dims")
             rank = _logical_rank(t)
             if not -rank <= d < max(rank, 0) or rank == 0:
