@@ -178,6 +178,62 @@ def test_misuse(dg):
         func.grad(f_scalar, has_aux=True)(x)
 
 
+def _misuse_cases(m):
+    """Misuse of the transforms, as (name, call) on engine m (dyngrad, dyngrad.reference or torch)."""
+    func = m.func
+    x, y = m.tensor(np.ones((3, 4))), m.tensor(np.ones((5, 4)))
+    return [
+        ("in_dim out of range", lambda: func.vmap(lambda a: a, in_dims=2)(x)),
+        ("in_dims of a wrong type", lambda: func.vmap(lambda a: a, in_dims="0")(x)),
+        ("in_dims a list", lambda: func.vmap(lambda a: a, in_dims=[0])(x)),
+        ("in_dims of the wrong length", lambda: func.vmap(lambda a, b: a, in_dims=(0, 0, 0))(x, x)),
+        ("in_dims of the wrong structure", lambda: func.vmap(lambda a: a, in_dims=((0,),))(x)),
+        ("an in_dim for a number", lambda: func.vmap(lambda a, b: a * b)(x, 2.0)),
+        ("an in_dim for a 0-d tensor", lambda: func.vmap(lambda a: a)(m.tensor(1.0))),
+        ("mismatched batch sizes", lambda: func.vmap(lambda a, b: a + b)(x, y)),
+        ("no tensor to map", lambda: func.vmap(lambda: x)()),
+        ("a non-tensor output", lambda: func.vmap(lambda a: 3)(x)),
+        ("out_dims of a wrong type", lambda: func.vmap(lambda a: a, out_dims="0")(x)),
+        ("out_dims of the wrong length", lambda: func.vmap(lambda a: a, out_dims=(0, 0))(x)),
+        ("if on a batched tensor", lambda: func.vmap(lambda a: a if a.sum() > 0 else -a)(x)),
+        (".item() inside vmap", lambda: func.vmap(lambda a: a * a.sum().item())(x)),
+        ("a random op in randomness='error'", lambda: func.vmap(lambda a: a + m.rand(4))(x)),
+        ("a bad randomness", lambda: func.vmap(lambda a: a, randomness="bogus")(x)),
+        ("a non-scalar grad", lambda: func.grad(lambda a: a)(x)),
+        ("a non-tensor grad input", lambda: func.grad(lambda a: a)(3.0)),
+        ("a non-tensor jvp primal", lambda: func.jvp(lambda a: a, (3.0,), (x,))),
+        ("jvp's shapes differ", lambda: func.jvp(lambda a: a, (x,), (y,))),
+        ("a non-tensor jvp output", lambda: func.jvp(lambda a: 3, (x,), (x,))),
+        ("a non-tensor vjp output", lambda: func.vjp(lambda a: 3, x)),
+        ("a non-tensor cotangent", lambda: func.vjp(lambda a: a * 2, x)[1](3.0)),
+        ("a cotangent of another shape", lambda: func.vjp(lambda a: a * 2, x)[1](y)),
+        ("a non-tensor jacrev output", lambda: func.jacrev(lambda a: 3)(x)),
+        ("a non-tensor jacfwd output", lambda: func.jacfwd(lambda a: 3)(x)),
+    ]
+
+
+def test_misuse_raises_torch_funcs_types(dg):
+    """Each misuse raises the exception type torch.func raises (torch 2.13), on both engines, with a message that
+    names the transform."""
+    torch = pytest.importorskip("torch")
+    import warnings
+
+    def outcome(call):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                call()
+            except Exception as exc:  # noqa: BLE001  the type is what is compared
+                return exc
+        return None
+    ours, theirs = _misuse_cases(dg), _misuse_cases(torch)
+    for (name, call), (_, torch_call) in zip(ours, theirs):
+        got, want = outcome(call), outcome(torch_call)
+        assert want is not None, f"{name}: torch accepts it"
+        assert type(got) is type(want), f"{name}: {type(got).__name__} ({got}), torch {type(want).__name__} ({want})"
+        assert any(word in str(got) for word in ("vmap", "grad", "jvp", "vjp", "jacrev", "jacfwd")), (name, str(got))
+
+
 def test_against_torch_func(dg):
     torch = pytest.importorskip("torch")
     tf = torch.func

@@ -142,6 +142,43 @@ def test_threads_do_not_change_bits(kernel):
     np.testing.assert_array_equal(one, two)
 
 
+@pytest.mark.parametrize("m,k,n", [(1, 7, 5), (8, 33, 48), (64, 256, 256), (17, 300, 65), (65, 193, 513)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_product_and_its_tangent_in_one_call(kernel, m, k, n, threads):
+    """Forward mode through x @ w (w constant): the product and its tangent tx @ w in one call (Note [A product and
+    its tangent in one call] in gemm_avx512.cpp) give the bits of the two products computed apart, for w as given
+    and transposed (linear's), a strided x, a broadcast tangent, on 1 and 2 threads (k > 192: two k blocks)."""
+    rng = np.random.default_rng(m * 7 + k + n)
+    x = dg.tensor(rng.standard_normal((m, k)).astype(np.float32))
+    tx = dg.tensor(rng.standard_normal((m, k)).astype(np.float32))
+    w = dg.tensor(rng.standard_normal((k, n)).astype(np.float32))
+    wt = dg.tensor(np.ascontiguousarray(rng.standard_normal((k, n)).astype(np.float32).T))
+    wide = dg.tensor(rng.standard_normal((m, 2 * k)).astype(np.float32))
+    row = dg.tensor(rng.standard_normal((1, k)).astype(np.float32))
+    before = dg.get_num_threads()
+    try:
+        dg.set_num_threads(threads)
+        for a, t in ((x, tx), (wide[:, ::2], tx), (x, row.expand(m, k))):
+            for b in (w, wt.mT):
+                out, tangent = dg.func.jvp(lambda z: z @ b, (a,), (t,))
+                np.testing.assert_array_equal(out.numpy(), (a @ b).numpy())
+                np.testing.assert_array_equal(tangent.numpy(), (t @ b).numpy())
+        # where the formula runs instead (w has a tangent too; the tangent records a graph): the same values
+        tw = dg.tensor(rng.standard_normal((k, n)).astype(np.float32))
+        out, tangent = dg.func.jvp(lambda z, v: z @ v, (x, w), (tx, tw))
+        np.testing.assert_array_equal(tangent.numpy(), (tx @ w + x @ tw).numpy())
+        with dg.autograd.forward_ad.dual_level():
+            t = tx.detach().requires_grad_(True)
+            y = dg.autograd.forward_ad.make_dual(x, t) @ w
+            ty = dg.autograd.forward_ad.unpack_dual(y).tangent
+            assert ty.requires_grad
+            np.testing.assert_array_equal(ty.detach().numpy(), (tx @ w).numpy())
+            g, = dg.autograd.grad(ty.sum(), t)
+            _close(g.numpy(), np.ones((m, n)) @ w.numpy().astype(np.float64).T, n)
+    finally:
+        dg.set_num_threads(before)
+
+
 def test_environment_chooses_the_blas_path():
     import os
     import subprocess

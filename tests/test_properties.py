@@ -602,8 +602,10 @@ def test_random_programs(cpp, ref, leaves, steps, seed):
 # The program's leaves get a batch of 2 rows; the steps that run (and are kept) on every row are replayed under
 # dg.vmap (Note [vmap by batching rules]) and their values compared with each row's, then the gradient of the
 # program's loss under vmap(func.grad) with each row's gradient, then func.jvp of the program per row (against the
-# reverse mode's gradient, <J v, u> = <v, J^T u>) and under vmap (against the rows). An op without a batching rule runs as the loop,
-# which is right too: this checks the rules' values, tests/test_vmap.py that the rules exist.
+# reverse mode's gradient, <J v, u> = <v, J^T u>, and against central differences of the loss along the tangent;
+# for half the programs jvp of grad, forward over reverse, against reverse over reverse) and under vmap (against
+# the rows). An op without a batching rule runs as the loop, which is right too: this checks the rules' values,
+# tests/test_vmap.py that the rules exist. Both engines; DYNGRAD_LONG=1 draws 2000 programs instead of 60.
 VMAP_EXCLUDED = {
     "index_mask",   # x[x > 0]: each row's result has its own shape (torch's vmap refuses it as well)
     "rnn_layer",    # the program calls the core's _C.rnn_layer directly, below the public API vmap sees
@@ -694,11 +696,52 @@ def check_vmap_program(m, leaves, steps, seed):
             reverse = sum(float((numpy_of(g) * t[i]).sum()) for g, t in zip(grads_row, tangents))
             assert_close(np.array(forward), np.array(reverse), 1e-8, 1e-9 * (1 + abs(reverse)),
                          f"<J v, u> against <v, J^T u>, row {i} of {trace}")
+            _check_jvp_by_differences(m, loss, row, [t[i] for t in tangents], forward, trace, i)
+            if seed % 2 == 0:      # half the programs (the time budget): forward over reverse, jvp of grad
+                _check_jvp_of_grad(m, loss, argnums, primals, [t[i] for t in tangents], trace, i)
         jv_batched = m.func.vmap(lambda xs, ts: m.func.jvp(program, xs, ts)[1])(
             tuple(m.tensor(b) for b in batched), tuple(m.tensor(t) for t in tangents))
         for i in range(2):
             for j, (g, w) in enumerate(zip(jv_batched, per_row[i])):
                 assert_close(numpy_of(g[i]), numpy_of(w), 1e-9, 1e-11, f"vmap(jvp), row {i}, step {j} of {trace}")
+
+
+def _check_jvp_by_differences(m, loss, row, tangent, forward, trace, i):
+    """<J v, u> (the jvp's tangents weighted as the loss weights the values) against central differences of the
+    loss along v; on a kink (relu at 0, a tie of max: the one-sided differences disagree) anything between them."""
+    def at(step):
+        try:
+            value = float(numpy_of(loss(*[m.tensor(r + step * FD_EPS * v) for r, v in zip(row, tangent)])))
+        except Exception:  # noqa: BLE001  a step out of the domain (log of a negative): no difference to take
+            return None
+        return value if np.isfinite(value) else None
+    f = {step: at(step) for step in (1, 0, -1)}
+    if any(v is None for v in f.values()) or not np.isfinite(forward):
+        return
+    numeric = (f[1] - f[-1]) / (2 * FD_EPS)
+    scale = max(1.0, abs(numeric))
+    if abs(forward - numeric) <= FD_RTOL * scale + FD_ATOL:
+        return
+    right, left = (f[1] - f[0]) / FD_EPS, (f[0] - f[-1]) / FD_EPS
+    lo, hi = min(left, right), max(left, right)
+    assert hi - lo > 1e-2 * scale and lo - FD_RTOL * scale <= forward <= hi + FD_RTOL * scale, (
+        f"jvp, row {i} of {trace}: <J v, u> = {forward!r}, central differences {numeric!r} (one-sided {left!r}, "
+        f"{right!r})")
+
+
+def _check_jvp_of_grad(m, loss, argnums, primals, tangent, trace, i):
+    """func.jvp of func.grad (a Hessian-vector product by forward over reverse) against reverse over reverse:
+    the gradient of <grad, v> with create_graph (tests/test_properties.py's double backward)."""
+    vs = tuple(m.tensor(v) for v in tangent)
+    _, hvp = m.func.jvp(m.func.grad(loss, argnums=argnums), primals, vs)
+    params = [p.detach().requires_grad_(True) for p in primals]
+    grads = m.autograd.grad(loss(*params), params, create_graph=True, allow_unused=True)
+    used = [(g * v).sum() for g, v in zip(grads, vs) if g is not None and g.requires_grad]
+    second = m.autograd.grad(sum(used), params, allow_unused=True) if used else [None] * len(params)
+    for j, (h, w) in enumerate(zip(hvp, second)):
+        want = np.zeros(tuple(h.shape)) if w is None else numpy_of(w)
+        assert_close(numpy_of(h), want, 1e-8, 1e-10, f"jvp(grad) against reverse over reverse, row {i}, leaf {j} "
+                                                     f"of {trace}")
 
 
 vmap_steps = st.lists(

@@ -41,6 +41,13 @@ void set_tangent(const Tensor& t, int64_t level, const Tensor& tangent);
 // Copies every tangent of `from` to `to` (an alias that stands for the same value: saved outputs).
 void copy_tangents(const Tensor& to, const Tensor& from);
 
+// For a product a @ b computed with its tangent in one call (Note [A product and its tangent in one call] in
+// kernels/gemm_avx512.cpp): true, with the level and a's tangent there, when that tangent is the product's only
+// one and its formula's product would be plain -- one open level, visible; b without a tangent; the tangent without
+// tangents of its own, and recording no graph (neither it nor b requires grad in grad mode). The caller then sets
+// the tangent ta @ b itself instead of calling forward_tangents.
+bool sole_tangent(const Tensor& a, const Tensor& b, int64_t* level, Tensor* tangent);
+
 // The formulas' runner: one per OpKind (forward_derivatives.cpp). `saves` points to the op's saved struct.
 void attach(OpKind kind, const std::vector<Tensor>& outs, const std::vector<const Tensor*>& inputs, const void* saves);
 

@@ -537,6 +537,16 @@ void take_tangents(const Tensor& self, const Tensor& value) {
   }
 }
 
+bool sole_tangent(const Tensor& a, const Tensor& b, int64_t* level, Tensor* tangent) {
+  if (g_levels.size() != 1 || a->tangents.empty()) return false;
+  const int64_t l = g_levels[0];
+  Tensor t = tangent_of(a, l);
+  if (!t || tangent_of(b, l) || tangent_of(t, l) || any_requires_grad({&t, &b})) return false;
+  *level = l;
+  *tangent = t;
+  return true;
+}
+
 struct VisibleBelow {
   int64_t prev;
   explicit VisibleBelow(int64_t level) : prev(tl_visible_below) { tl_visible_below = level; }

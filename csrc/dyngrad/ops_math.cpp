@@ -644,7 +644,13 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     rows_shape.push_back(b->shape[1]);
     return reshape(out, rows_shape);
   }
-  Tensor out = matmul_kernel(a, b);
+  // forward mode through x @ w with a constant w: x @ w and its tangent tx @ w in one call (Note [A product and its
+  // tangent in one call] in kernels/gemm_avx512.cpp), where matmul_jvp would compute tx @ w alone after this
+  Tensor out, tangent_in, tangent;
+  int64_t level = -1;
+  if (!(forward_ad::active() && forward_ad::sole_tangent(a, b, &level, &tangent_in) &&
+        matmul_pair_kernel(a, tangent_in, b, &out, &tangent)))
+    out = matmul_kernel(a, b);
   if (any_requires_grad({&a, &b})) {
     auto& node = record<OpKind::matmul>(out, {&a, &b});
     if (node.needs_input_grad(1)) node.saved.a.save(a, false);
@@ -657,7 +663,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     node.saved.a_transposed = transposed(a);
     node.saved.b_transposed = transposed(b);
   }
-  if (forward_ad::active()) forward_tangents<OpKind::matmul>(out, {&a, &b}, SavesMatmul{a, b, false, false});
+  if (tangent) forward_ad::set_tangent(out, level, tangent);
+  else if (forward_ad::active()) forward_tangents<OpKind::matmul>(out, {&a, &b}, SavesMatmul{a, b, false, false});
   return out;
 }
 

@@ -211,14 +211,22 @@ DG_AVX512 void pack_b(int64_t kc, int64_t w, const float* b, int64_t brs, int64_
     for (int64_t jj = 0; jj < kNR; ++jj) dst[p * kNR + jj] = jj < w ? b[p * brs + jj * bcs] : 0.f;
 }
 
+// One product's rows: a (m x k, strides ars, acs) and its c (m x n, row stride ldc). run_strips takes one or two
+// of them by the same b (Note [A product and its tangent in one call]).
+struct RowSet {
+  const float* a;
+  int64_t ars, acs;
+  float* c;
+};
+
 // Strips [s0, s1) of c. a is read in place (any strides): a block's kMR rows are kMR streams of broadcasts.
 // b is read in place only when its rows are contiguous and c has one row block (no reuse to pay for a copy);
-// otherwise each strip's kKC x 32 block is packed once and reused by every row block: a b read in place with a
-// row stride of 4 KB (32 x 1024 @ 1024 x 1024) put every row of the strip in one L1 set, 1.5x slower.
-DG_AVX512 void run_strips(int64_t s0, int64_t s1, int64_t m, int64_t n, int64_t k, const float* a, int64_t ars,
-                          int64_t acs, const float* b, int64_t brs, int64_t bcs, float* c, int64_t ldc,
-                          const Epilogue& ep) {
-  const bool direct = (bcs == 1 || n == 1) && m <= kMR;
+// otherwise each strip's kKC x 32 block is packed once and reused by every row block (of every row set): a b read
+// in place with a row stride of 4 KB (32 x 1024 @ 1024 x 1024) put every row of the strip in one L1 set, 1.5x
+// slower.
+DG_AVX512 void run_strips(int64_t s0, int64_t s1, int64_t m, int64_t n, int64_t k, const RowSet* sets, int nsets,
+                          const float* b, int64_t brs, int64_t bcs, int64_t ldc, const Epilogue& ep) {
+  const bool direct = (bcs == 1 || n == 1) && m <= kMR && nsets == 1;
   static thread_local std::vector<float> bbuf;
   if (!direct) bbuf.resize((size_t)(kKC * kNR));
   for (int64_t s = s0; s < s1; ++s) {
@@ -241,13 +249,32 @@ DG_AVX512 void run_strips(int64_t s0, int64_t s1, int64_t m, int64_t n, int64_t 
       Epilogue strip_ep = ep;
       if (ep.bias) strip_ep.bias = ep.bias + j0;
       const Epilogue* last = p0 + kc >= k ? &strip_ep : nullptr;
-      for (int64_t i0 = 0; i0 < m; i0 += kMR) {
-        const int rows = (int)std::min<int64_t>(kMR, m - i0);
-        micro_t f = nv == 3 ? micro_for<3>(rows) : nv == 2 ? micro_for<2>(rows) : micro_for<1>(rows);
-        f(kc, a + i0 * ars + p0 * acs, ars, acs, bs, ldb, c + i0 * ldc + j0, ldc, tail, p0 > 0, last);
+      for (int set = 0; set < nsets; ++set) {
+        const RowSet& r = sets[set];
+        for (int64_t i0 = 0; i0 < m; i0 += kMR) {
+          const int rows = (int)std::min<int64_t>(kMR, m - i0);
+          micro_t f = nv == 3 ? micro_for<3>(rows) : nv == 2 ? micro_for<2>(rows) : micro_for<1>(rows);
+          f(kc, r.a + i0 * r.ars + p0 * r.acs, r.ars, r.acs, bs, ldb, r.c + i0 * ldc + j0, ldc, tail, p0 > 0, last);
+        }
       }
     }
   }
+}
+
+// Strips of c split over up to max_tasks of the pool's threads (the same bits whatever the split).
+void run_strips_parallel(int64_t m, int64_t n, int64_t k, const RowSet* sets, int nsets, const float* b, int64_t brs,
+                         int64_t bcs, int64_t ldc, const Epilogue& ep, int max_tasks) {
+  const int64_t strips = (n + kNR - 1) / kNR;
+  const int tasks = (int)std::max<int64_t>(1, std::min<int64_t>(max_tasks, strips));
+  if (tasks == 1) {
+    run_strips(0, strips, m, n, k, sets, nsets, b, brs, bcs, ldc, ep);
+    return;
+  }
+  const int64_t per = (strips + tasks - 1) / tasks;
+  run_parallel(tasks, [&](int t) {
+    const int64_t s0 = t * per, s1 = std::min(strips, s0 + per);
+    if (s0 < s1) run_strips(s0, s1, m, n, k, sets, nsets, b, brs, bcs, ldc, ep);
+  });
 }
 }  // namespace
 
@@ -287,18 +314,27 @@ bool own_sgemm_into(int64_t m, int64_t n, int64_t k, float alpha, const float* a
   ep.alpha = alpha;
   ep.add_c = beta == 1.f;
   ep.bias = bias;
-  const int64_t strips = (n + kNR - 1) / kNR;
-  const int tasks = (int)std::max<int64_t>(1, std::min<int64_t>(max_tasks, strips));
-  if (tasks == 1) {
-    run_strips(0, strips, m, n, k, a, ars, acs, b, brs, bcs, c, ldc, ep);
-    return true;
-  }
-  const int64_t per = (strips + tasks - 1) / tasks;
-  run_parallel(tasks, [&](int t) {
-    const int64_t s0 = t * per, s1 = std::min(strips, s0 + per);
-    if (s0 < s1) run_strips(s0, s1, m, n, k, a, ars, acs, b, brs, bcs, c, ldc, ep);
-  });
+  const RowSet set{a, ars, acs, c};
+  run_strips_parallel(m, n, k, &set, 1, b, brs, bcs, ldc, ep, max_tasks);
   return true;
+}
+
+// Note [A product and its tangent in one call]: forward mode through x @ w with a constant w computes x @ w and
+// its tangent tx @ w, two products by the same b. Packing b's strips (copied, or transposed when w is given
+// transposed, as linear's is) was 9% of bench/forward_ad.py's jvp; here each strip is packed once for both, the
+// rows of x and then those of tx run by it. Each output is the chain of fused multiply-adds own_sgemm gives it
+// (p = 0 .. k-1, whatever the row block or the packing), so both results have own_sgemm's bits.
+void own_sgemm_pair(int64_t m, int64_t n, int64_t k, const float* a1, int64_t a1rs, int64_t a1cs, const float* a2,
+                    int64_t a2rs, int64_t a2cs, const float* b, int64_t brs, int64_t bcs, float* c1, float* c2,
+                    int max_tasks) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    std::fill(c1, c1 + m * n, 0.f);
+    std::fill(c2, c2 + m * n, 0.f);
+    return;
+  }
+  const RowSet sets[2] = {{a1, a1rs, a1cs, c1}, {a2, a2rs, a2cs, c2}};
+  run_strips_parallel(m, n, k, sets, 2, b, brs, bcs, n, Epilogue{}, max_tasks);
 }
 
 // b packed once for many products by it (rnn.cpp's recurrent steps, Note [Recurrent products without repacking]):

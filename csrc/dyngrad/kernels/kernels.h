@@ -101,6 +101,10 @@ Tensor view_positions_kernel(const Tensor& view, const Tensor& base);
 // Batched matrix product of a (..., n, k) and b (..., k, m) with batch broadcasting (both at least 2-D, same
 // dtype). Uses the loaded BLAS for float32/float64.
 Tensor matmul_kernel(const Tensor& a, const Tensor& b);
+// *out = a @ b and *tout = ta @ b (a, ta 2-D float32 of one shape, b 2-D) in one pass of the own kernel over b
+// (Note [A product and its tangent in one call] in gemm_avx512.cpp), with matmul_kernel's bits; false, computing
+// nothing, where matmul_kernel would not take the own kernel.
+bool matmul_pair_kernel(const Tensor& a, const Tensor& ta, const Tensor& b, Tensor* out, Tensor* tout);
 // BLAS entry points, found by python/dyngrad/_cpp_blas.py: cblas_sgemm, cblas_dgemm (64-bit integer arguments
 // when ilp64) and openblas_set_num_threads / openblas_get_num_threads of the same library (0 when absent).
 void set_blas_functions(uintptr_t sgemm, uintptr_t dgemm, uintptr_t set_num_threads, uintptr_t get_num_threads,
@@ -135,6 +139,11 @@ const char* gemm_kernel_name();
 bool set_gemm_kernel(const std::string& name);
 void own_sgemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t ars, int64_t acs, const float* b,
                int64_t brs, int64_t bcs, float* c, int64_t ldc, const float* bias, int max_tasks);
+// c1 = a1 @ b and c2 = a2 @ b (a1, a2: m x k, any strides; c1, c2: m x n contiguous) in one pass over b's packed
+// strips, each with own_sgemm's bits (Note [A product and its tangent in one call]).
+void own_sgemm_pair(int64_t m, int64_t n, int64_t k, const float* a1, int64_t a1rs, int64_t a1cs, const float* a2,
+                    int64_t a2rs, int64_t a2cs, const float* b, int64_t brs, int64_t bcs, float* c1, float* c2,
+                    int max_tasks);
 // For many products by one b (rnn.cpp's recurrent steps): b (k x n, strides brs, bcs) packed once into the own
 // kernel's column strips, then c (m x n, row stride ldc) = a (m x k, strides ars, acs) @ b on the calling thread.
 // Only when own_gemm_enabled().

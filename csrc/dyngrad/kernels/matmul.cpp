@@ -455,4 +455,24 @@ Tensor matmul_kernel(const Tensor& a_in, const Tensor& b_in) {
   return out;
 }
 
+// Note [A product and its tangent in one call] (gemm_avx512.cpp): a @ b and ta @ b for 2-D float32 a, ta of one
+// shape, where matmul_kernel would take the own kernel for both (the same choice, so the same bits as two calls).
+bool matmul_pair_kernel(const Tensor& a, const Tensor& ta, const Tensor& b, Tensor* out, Tensor* tout) {
+  if (a->dtype != DType::Float32 || ta->dtype != DType::Float32 || b->dtype != DType::Float32 || a->ndim() != 2 ||
+      ta->ndim() != 2 || b->ndim() != 2 || ta->shape != a->shape || !own_gemm_enabled())
+    return false;
+  const int64_t n = a->shape[0], k = a->shape[1], m = b->shape[1];
+  if (n == 0 || m == 0 || k == 0 || b->shape[0] != k) return false;
+  // matmul_kernel copies a b the BLAS cannot take to a contiguous one (rows contiguous) before choosing
+  const bool b_ready = blas_view(k, m, b->strides[0], b->strides[1]).ok;
+  if (!own_gemm_pays(n, m, k, !b_ready || b->strides[1] == 1 || m == 1)) return false;
+  *out = empty({n, m}, DType::Float32);
+  *tout = empty({n, m}, DType::Float32);
+  GilRelease no_gil(n * m * k >= 1 << 18);
+  own_sgemm_pair(n, m, k, a->data<float>(), a->strides[0], a->strides[1], ta->data<float>(), ta->strides[0],
+                 ta->strides[1], b->data<float>(), b->strides[0], b->strides[1], (*out)->data<float>(),
+                 (*tout)->data<float>(), own_gemm_tasks(n, m, k));
+  return true;
+}
+
 }  // namespace dyngrad

@@ -1447,28 +1447,6 @@ def _rnn_layer(fn, args, kwargs):
     return BatchedTensor(y.reshape(tuple(sizes) + tuple(y.shape[1:])), levels)
 
 
-def _einsum(fn, args, kwargs):
-    equation, operands = args[0], args[1:]
-    if len(operands) == 1 and isinstance(operands[0], (tuple, list)):
-        operands = tuple(operands[0])
-    if not isinstance(equation, str) or "..." in equation or "->" not in equation:
-        return None
-    levels = _levels_of(operands)
-    free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in equation][:len(levels)]
-    lhs, rhs = equation.replace(" ", "").split("->")
-    terms = lhs.split(",")
-    new_terms, phys = [], []
-    for term, op in zip(terms, operands):
-        if isinstance(op, BatchedTensor):
-            mine = [free[levels.index(lv)] for lv in op._levels]
-            new_terms.append("".join(mine) + term)
-            phys.append(op._value)
-        else:
-            new_terms.append(term)
-            phys.append(op)
-    return BatchedTensor(fn(",".join(new_terms) + "->" + "".join(free) + rhs, *phys), levels)
-
-
 # ----- randomness rules -----------------------------------------------------------------------------------------
 def _random_elementwise(fn, args, kwargs):
     """'different': the op on the physical tensor draws every row's values independently."""
@@ -1705,7 +1683,6 @@ RULES["__getitem__"] = _or_loop("__getitem__", _getitem)
 for _k in ("index_select", "gather", "scatter_add", "scatter"):
     RULES[_k] = _or_loop(_k, _index_dim_rule)
 RULES["take"] = _take
-RULES["einsum"] = _or_loop("einsum", _einsum)
 for _k in ("zeros_like", "ones_like", "full_like", "empty_like"):
     RULES[_k] = _or_loop(_k, _creation_like)
 for _k in ("new_zeros", "new_ones", "new_full", "new_empty", "new_tensor"):
@@ -2024,7 +2001,7 @@ RULES["__getitem__"] = _or_loop("__getitem__", _getitem_advanced)
 
 # ----- rules: products of vectors, shape composites ---------------------------------------------------------------
 def _two_vectors(combine):
-    """outer/ger/inner/vdot of two 1-D rows: the aligned physical vectors combined (broadcast over the batch)."""
+    """outer/ger/vdot of two 1-D rows: the aligned physical vectors combined (broadcast over the batch)."""
     def rule(fn, args, kwargs):
         if kwargs or len(args) != 2 or not all(_is_tensor(a) for a in args):
             return None
@@ -2264,7 +2241,6 @@ def _fold_n(min_rank):
 
 for _k, _rule in (("outer", _two_vectors(lambda a, b: a.unsqueeze(-1) * b.unsqueeze(-2))),
                   ("ger", _two_vectors(lambda a, b: a.unsqueeze(-1) * b.unsqueeze(-2))),
-                  ("inner", _two_vectors(lambda a, b: (a * b).sum(-1))),
                   ("vdot", _two_vectors(lambda a, b: (a.conj() * b).sum(-1))),
                   ("trace", _trace), ("diag", _diag), ("diagflat", _diagflat), ("roll", _roll),
                   ("rot90", _dims_rule("dims")), ("fliplr", _flip_one(1)), ("flipud", _flip_one(0)),
@@ -2295,35 +2271,19 @@ for _k, _params in (("margin_ranking_loss", ("input1", "input2", "target")),
     RULES[_k] = RULES["F." + _k] = _or_loop(_k, _pointwise_loss(*_params))
 
 
-def _values_against_unbatched(pos):
-    """isin(elements, test), bucketize(input, boundaries), searchsorted(sorted, values): elementwise in the
-    argument at `pos` when the other (the set, the boundaries, a 1-D sorted sequence) is unbatched."""
-    def rule(fn, args, kwargs):
-        if len(args) < 2 or not isinstance(args[pos], BatchedTensor):
-            return None
-        others = [a for k, a in enumerate(args) if k != pos] + list(kwargs.values())
-        if _has_batched(others, {}):
-            return None
-        if pos == 1 and _logical_rank(args[0]) != 1:
-            return None                        # an n-d sorted sequence pairs its rows with the values' rows
-        x = args[pos]
-        new = list(args)
-        new[pos] = x._value
-        return _wrap(fn(*new, **kwargs), x._levels)
-    return rule
+def _values_against_unbatched(fn, args, kwargs):
+    """isin(elements, test), bucketize(input, boundaries): elementwise in the first argument when the other (the
+    set, the boundaries) is unbatched. (searchsorted, whose sorted sequence comes first, has _searchsorted_rule.)"""
+    if len(args) < 2 or not isinstance(args[0], BatchedTensor) or _has_batched(list(args[1:]) + list(kwargs.values()),
+                                                                                  {}):
+        return None
+    x = args[0]
+    return _wrap(fn(x._value, *args[1:], **kwargs), x._levels)
 
 
 RULES["cfloat"] = RULES["cdouble"] = _pointwise
-RULES["isin"] = _or_loop("isin", _values_against_unbatched(0))
-RULES["bucketize"] = _or_loop("bucketize", _values_against_unbatched(0))
-RULES["searchsorted"] = _or_loop("searchsorted", _values_against_unbatched(1))
-
-
-def _where(fn, args, kwargs):
-    """where(cond, x, y) is pointwise; where(cond) alone is nonzero's tuple (data-dependent: the loop)."""
-    if len(args) + len(kwargs) == 1:
-        return None
-    return _pointwise(fn, args, kwargs)
+RULES["isin"] = _or_loop("isin", _values_against_unbatched)
+RULES["bucketize"] = _or_loop("bucketize", _values_against_unbatched)
 
 
 def _reduce_all_flat(fn, args, kwargs):
@@ -2340,7 +2300,6 @@ def _reduce_all_flat(fn, args, kwargs):
     return _wrap(fn(*bound.args, **bound.kwargs), x._levels)
 
 
-RULES["where"] = _or_loop("where", _where)
 for _k in ("prod", "aminmax"):
     RULES[_k] = _or_loop(_k, _reduce_all_flat)
 
@@ -4547,6 +4506,10 @@ def _tree_map_dims(obj, dims, fn, op):
         if isinstance(dims, dict):
             return {k: _tree_map_dims(v, dims.get(k), fn, op) for k, v in obj.items()}
         return {k: _tree_map_dims(v, dims, fn, op) for k, v in obj.items()}
+    if obj is not None and dims is not None:
+        # torch.func's error: a Python number (or any non-tensor) passed with a mapped dim
+        raise ValueError(f"{op}: got in_dim={dims!r} for an input of type {type_name(obj)}; vmap maps over "
+                         "Tensors only: pass None as that input's in_dim (e.g. in_dims=(0, None)).")
     return obj
 
 
@@ -4634,6 +4597,10 @@ def tree_unflatten(leaves, spec):
 def _broadcast_out_dims(out_dims, out, op):
     """One out_dim per output leaf."""
     leaves, spec = tree_flatten(out)
+    for d in (out_dims if isinstance(out_dims, (tuple, list)) else (out_dims,)):
+        if d is not None and not isinstance(d, (int, tuple, list)):      # torch.func's ValueError
+            raise ValueError(f"{op}: out_dims must be an int, None or a Python collection of them (where the mapped "
+                             f"dim goes in each output), got {type_name(d)}.")
     if isinstance(out_dims, (tuple, list)) and isinstance(out, tuple):
         if len(out_dims) != len(out):
             raise ValueError(f"{op}: out_dims has {len(out_dims)} entries but func returned {len(out)} outputs.")
@@ -4665,14 +4632,20 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     op = f"vmap({name}, ...)"
 
     def mapped(*args, **kwargs):
-        dims = in_dims if isinstance(in_dims, (tuple, list)) else (in_dims,) * len(args)
-        if isinstance(in_dims, (tuple, list)) and len(in_dims) != len(args):
+        if not isinstance(in_dims, (int, tuple)) and in_dims is not None:   # torch.func's ValueError (a list too)
+            raise ValueError(f"{op}: expected in_dims to be an int or a (possibly nested) tuple matching the "
+                             f"structure of the inputs, got {type_name(in_dims)}.")
+        dims = in_dims if isinstance(in_dims, tuple) else (in_dims,) * len(args)
+        if isinstance(in_dims, tuple) and len(in_dims) != len(args):
             raise ValueError(f"{op}: in_dims has {len(in_dims)} entries but {len(args)} inputs were given.")
         sizes = []
 
         def check(t, d):
             if d is None:
                 return (t, None)
+            if not isinstance(d, int):      # a bool is an int: to_int's TypeError, as torch's size(dim)
+                raise ValueError(f"{op}: got in_dim={d!r} of type {type_name(d)} for an input; an in_dim is an int "
+                                 "(the mapped dimension) or None.")
             d = to_int(d, op, "in_dims")
             rank = _logical_rank(t)
             if not -rank <= d < max(rank, 0) or rank == 0:
