@@ -272,3 +272,27 @@ def test_backward_hook_passes_tangents_through(dg):
     with fa.dual_level():          # an input without a tangent keeps none
         out = linear(x)
         assert fa.unpack_dual(out).tangent is None
+
+
+def test_ctc_loss_gradient_forward_derivatives(dg):
+    """ctc_loss's gradient is linear in the incoming gradient (its tangent there is the gradient of the tangent);
+    a Hessian-vector product (forward over reverse) is not implemented, as in torch."""
+    g = np.random.default_rng(3)
+    log_probs = dg.tensor(g.standard_normal((3, 1, 4)))
+    _, vjp_fn = dg.func.vjp(lambda lp: _ctc(dg, lp), log_probs)
+    cotangent, direction = dg.tensor(1.5, dtype=dg.float64), dg.tensor(-0.5, dtype=dg.float64)
+    (grad,), (tangent,) = dg.func.jvp(vjp_fn, (cotangent,), (direction,))
+    np.testing.assert_allclose(tangent.numpy(), vjp_fn(direction)[0].numpy(), rtol=1e-12)
+    np.testing.assert_allclose(grad.numpy(), vjp_fn(cotangent)[0].numpy(), rtol=1e-12)
+    with pytest.raises(NotImplementedError, match="^ctc_loss: .*not implemented"):
+        dg.autograd.functional.hvp(lambda lp: _ctc(dg, lp), log_probs, dg.tensor(g.standard_normal((3, 1, 4))))
+
+
+def test_jvp_of_a_vjp_with_a_constant_gradient(dg):
+    """The cotangent's tangent reaches the gradient where the gradient does not depend on the input (a linear
+    function's; Note [Constant gradients under create_graph] in csrc/dyngrad/engine.cpp): it was dropped."""
+    x = dg.tensor(np.array([0.3, 0.5]))
+    for fn, want in ((lambda a: (a * 2).sum(), [-1.0, -1.0]), (lambda a: (dg.exp(a) * 2).sum(), -np.exp([0.3, 0.5]))):
+        _, vjp_fn = dg.func.vjp(fn, x)
+        (_,), (tangent,) = dg.func.jvp(vjp_fn, (dg.tensor(1.5, dtype=dg.float64),), (dg.tensor(-0.5, dtype=dg.float64),))
+        np.testing.assert_allclose(tangent.numpy(), want, rtol=1e-12)
