@@ -120,6 +120,8 @@ CASES = {
                                         x, y, weight=T.tensor([1.0, 2.0, 0.5], dtype=T.float64), reduction="sum")),
     "max": ([_n(2, 3)], lambda dg, x: dg.max(x), lambda T, x: T.max(x)),
     "median": ([_n(5)], lambda dg, x: dg.median(x), lambda T, x: T.median(x)),
+    "nanmedian": ([_n(5)], lambda dg, x: dg.nanmedian(x), lambda T, x: T.nanmedian(x)),
+    "min": ([_n(5)], lambda dg, x: dg.min(x), lambda T, x: T.min(x)),
     # torch's Gamma.cdf has no derivative in the concentration: finite differences only
     "gamma_cdf": ([_u(1, 3, 3), _u(0.5, 2, 1), _u(0.5, 2, 3)],
                   lambda dg, c, r, v: dg.distributions.Gamma(c, r).cdf(v), None),
@@ -296,3 +298,34 @@ def test_jvp_of_a_vjp_with_a_constant_gradient(dg):
         _, vjp_fn = dg.func.vjp(fn, x)
         (_,), (tangent,) = dg.func.jvp(vjp_fn, (dg.tensor(1.5, dtype=dg.float64),), (dg.tensor(-0.5, dtype=dg.float64),))
         np.testing.assert_allclose(tangent.numpy(), want, rtol=1e-12)
+
+
+def _node_names(out):
+    names, stack, seen = set(), [out.grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        names.add(node.name())
+        stack.extend(nxt for nxt, _ in node.next_functions)
+    return names
+
+
+def test_every_numpy_function_has_a_tangent_case():
+    """Each numpy-forward pointwise op (a _NumpyFunction) is reached by a case above (its node is in a case's graph)."""
+    import dyngrad as dg
+    from dyngrad._api.ops.pointwise import _NumpyFunction
+    reached = set()
+    tables = [(makers, fn) for makers, fn, _ in CASES.values()] + [(c[1], c[2]) for c in NOT_IMPLEMENTED.values()]
+    tables += [([lambda g: np.array([-1.3, 0.4])], fn) for fn in PIECEWISE_CONSTANT.values()]
+    for makers, fn in tables:
+        values, _ = _draw("nodes", makers)
+        reached |= _node_names(fn(dg, *[dg.tensor(v, requires_grad=True) for v in values]))
+    stack, missing = [_NumpyFunction], set()
+    while stack:
+        for sub in stack.pop().__subclasses__():
+            stack.append(sub)
+            if sub.__name__ + "Backward" not in reached:
+                missing.add(sub.__name__)
+    assert not missing, f"no case of CASES, NOT_IMPLEMENTED or PIECEWISE_CONSTANT reaches {sorted(missing)}"

@@ -95,7 +95,8 @@ def _where(cond, a, b, like=None):
 # a custom Function: its forward computes the values with numpy (host/special.py has what numpy lacks) and its
 # backward is written with dyngrad ops, so gradients of gradients work. A backward that needs the op's own output
 # recomputes it through the Function when it is recording a graph (create_graph=True), so that the output is a
-# differentiable function of the input; otherwise it reads the saved output. They are candidates for C++ kernels.
+# differentiable function of the input; otherwise it reads the saved output. The forward derivative (jvp) applies
+# the same formula to the input tangents. They are candidates for C++ kernels.
 
 _NOT_A_TENSOR = object()
 
