@@ -148,6 +148,15 @@ def collectives():
     expect_error(ValueError, "all_gather: tensor_list must be a list of world_size",
                  lambda: dist.all_gather([dg.zeros(1)], dg.zeros(1)))
     expect_error(RuntimeError, "elements sharing memory", lambda: dist.all_reduce(dg.zeros(1).expand(3)))
+    # the differentiable all_reduce under forward-mode AD: the tangent is all-reduced as the value (SUM, AVG)
+    fa, total = dg.autograd.forward_ad, n * (n + 1) / 2
+    functional = importlib.import_module(f"{dg.__name__}.distributed.nn.functional")
+    for op, scale in ((dist.ReduceOp.SUM, 1.0), (dist.ReduceOp.AVG, 1.0 / n)):
+        with fa.dual_level():
+            x = fa.make_dual(dg.tensor([1.0, 2.0]) * (r + 1), dg.tensor([0.5, -1.0]) * (r + 1))
+            value, tangent = fa.unpack_dual(functional.all_reduce(x, op=op))
+        close(value.numpy(), [total * scale, 2 * total * scale], f"differentiable all_reduce {op}")
+        close(tangent.numpy(), [0.5 * total * scale, -total * scale], f"differentiable all_reduce's tangent {op}")
     dist.barrier()
     dist.destroy_process_group()
     check(not dist.is_initialized(), "destroyed")

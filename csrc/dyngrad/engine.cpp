@@ -7,6 +7,7 @@
 #include "cycles.h"
 #include "debug.h"
 #include "errors.h"
+#include "forward_ad.h"
 #include "grad_mode.h"
 #include "kernels/kernels.h"
 #include "ops.h"
@@ -72,6 +73,7 @@ struct ZeroDerivative final : Node {
 Tensor with_zero_derivative(const Tensor& g, const Edge& edge, const InputMeta& meta, const Node& made_by) {
   Tensor linked = alias(g);
   set_history(linked, std::make_shared<ZeroDerivative>(edge, meta, made_by.name()));
+  forward_ad::copy_tangents(linked, g);   // the same value: a dual incoming gradient keeps its tangents (jvp of a vjp)
   return linked;
 }
 

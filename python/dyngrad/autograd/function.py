@@ -197,6 +197,13 @@ def _jvp_primal_has_tangents(ctx, *tensors):
     return any(isinstance(t, _C.Tensor) and _C._get_tangent(t, lv) is not None for t in tensors for lv in lower)
 
 
+def _jvp_input_has_tangent(ctx, t):
+    """Inside a Function's jvp at level L: whether the input t has a tangent of its own at L (jvp receives zeros for
+    an input that has none, as torch's materialized tangents)."""
+    level = getattr(ctx, "_jvp_level", None)
+    return level is not None and isinstance(t, _C.Tensor) and _C._get_tangent(t, level) is not None
+
+
 def _differentiable_dtype(t):
     """Whether t can carry a tangent: floating-point and complex tensors (as make_dual's primals)."""
     return t.dtype.is_floating_point or t.dtype.is_complex

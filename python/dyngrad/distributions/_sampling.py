@@ -9,6 +9,7 @@ import numpy as np
 from .. import finfo, float64, from_numpy, no_grad, rand, randn
 from .._api.host.special import digamma as _np_digamma, gammainc as _np_gammainc, lgamma as _np_lgamma
 from ..autograd import Function
+from ..autograd.function import _jvp_input_has_tangent
 
 
 def _uniforms(n):
@@ -125,8 +126,8 @@ class _GammaInc(Function):
         return _to_tensor(_np_gammainc(an, np.maximum(xn, 0.0)).reshape(shape), like)
 
     @staticmethod
-    def backward(ctx, grad):
-        a, x = ctx.saved_tensors
+    def _partials(a, x):
+        """(dP/da, dP/dx) at the broadcast shape of a and x, as constants (0 where x <= 0)."""
         shape = np.broadcast_shapes(tuple(a.shape), tuple(x.shape))
         an, xn = (np.broadcast_to(_host(t), shape).reshape(-1).copy() for t in (a, x))
         positive = xn > 0
@@ -135,8 +136,20 @@ class _GammaInc(Function):
         if positive.any():
             d_dx[positive] = np.exp(_gamma_log_pdf(an[positive], xn[positive]))
             d_da[positive] = _dP_dalpha(an[positive], xn[positive])
-        return (grad * _to_tensor(d_da.reshape(shape), a) if ctx.needs_input_grad[0] else None,
-                grad * _to_tensor(d_dx.reshape(shape), x) if ctx.needs_input_grad[1] else None)
+        return _to_tensor(d_da.reshape(shape), a), _to_tensor(d_dx.reshape(shape), x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, x = ctx.saved_tensors
+        d_da, d_dx = _GammaInc._partials(a, x)
+        return (grad * d_da if ctx.needs_input_grad[0] else None, grad * d_dx if ctx.needs_input_grad[1] else None)
+
+    @staticmethod
+    def jvp(ctx, ta, tx):
+        a, x = ctx.saved_tensors
+        d_da, d_dx = _GammaInc._partials(a, x)
+        terms = [t * d for v, t, d in ((a, ta, d_da), (x, tx, d_dx)) if _jvp_input_has_tangent(ctx, v)]
+        return sum(terms[1:], terms[0]) if terms else None
 
 
 def gammainc(a, x):
@@ -161,6 +174,11 @@ class _StandardGamma(Function):
         alpha, out = ctx.saved_tensors
         dx = _standard_gamma_grad_numpy(_host(alpha), _host(out))
         return grad * _to_tensor(dx, alpha)
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        raise NotImplementedError("_standard_gamma: forward-mode AD (a dual tensor as input) is not implemented (as "
+                                  "in torch).")
 
 
 def standard_gamma(alpha):

@@ -8,9 +8,9 @@ BackwardHookFunction (its node shows as BackwardHookFunctionBackward): the outpu
 import weakref
 from collections import OrderedDict
 
-from .. import Tensor, is_grad_enabled
+from .. import Tensor, _C, is_grad_enabled
 from .._user_frame import warn
-from ..autograd.function import Function
+from ..autograd.function import Function, _jvp_input_has_tangent
 
 
 class RemovableHandle:
@@ -49,6 +49,8 @@ class BackwardHookFunction(Function):
     def forward(ctx, hook, stage, *tensors):
         ctx.hook, ctx.stage = hook, stage
         ctx.requires = tuple(t.requires_grad for t in tensors)
+        if _C._current_dual_level() >= 0:
+            ctx.tensors = tensors
         ctx.mark_non_differentiable(*[t for t in tensors if not t.requires_grad])
         return tensors
 
@@ -59,6 +61,11 @@ class BackwardHookFunction(Function):
         else:                                 # an input that needs none shows zeros (torch's grad_input)
             grads = ctx.hook.on_grad_inputs(grads)
         return (None, None) + tuple(grads)
+
+    @staticmethod
+    def jvp(ctx, hook, stage, *tangents):
+        """The identity's: each tensor's tangent passes through unchanged (none where it had none)."""
+        return tuple(t if _jvp_input_has_tangent(ctx, a) else None for a, t in zip(ctx.tensors, tangents))
 
 
 class BackwardHook:

@@ -10,7 +10,7 @@ Two phases, both iterative (no recursion, so a 1,000,000-op chain is fine):
 import itertools
 import threading
 
-from . import debug, errors
+from . import debug, errors, forward_ad
 from .grad_mode import _state as _grad_state
 from .node import AccumulateGrad, GraphRoot, OpNode, ZeroDerivative, gradient_edge
 import numpy as np
@@ -257,6 +257,7 @@ def _zero_derivative(g, edge, meta, of):
     linked = g.detach()
     linked.grad_fn = ZeroDerivative(edge, meta, of)
     linked.output_nr = 0
+    forward_ad.copy_tangents(linked, g)   # the same value: a dual incoming gradient keeps its tangents (jvp of a vjp)
     return linked
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from ... import _C
 from ..._user_frame import warn
-from ...autograd.function import Function
+from ...autograd.function import Function, _jvp_input_has_tangent, _jvp_primal
 from .. import bridge
 from ..args import (Tensor, broadcast_shapes, number, optional_tensor, reduce_loss, reduction_code, refuse_complex,
                     shape_str, tensor_arg, to_int, torch_name, type_name)
@@ -241,15 +241,28 @@ class BinaryCrossEntropy(Function):
         return bridge.host_result(losses, input.dtype)
 
     @staticmethod
+    def _partials(x, y, weight):
+        """d loss/dx = w (x - y) / max(x (1 - x), eps) and d loss/dy = w (log(1 - x) - log x), elementwise."""
+        one = _k(1.0, x)
+        dx = _C.div(_C.sub(x, y), _C.clamp(_C.mul(x, _C.sub(one, x)), _BCE_EPSILON, None))
+        dy = _C.sub(_C.log(_C.sub(one, x)), _C.log(x))
+        if weight:
+            dx, dy = _C.mul(dx, weight[0]), _C.mul(dy, weight[0])
+        return dx, dy
+
+    @staticmethod
     def backward(ctx, grad):
         x, y, *weight = ctx.saved_tensors
-        one = _k(1.0, x)
-        # d/dx = (x - y) / (x (1 - x)); d/dy = -logit(x) = log(1 - x) - log(x)
-        gx = _C.div(_C.mul(grad, _C.sub(x, y)), _C.clamp(_C.mul(x, _C.sub(one, x)), _BCE_EPSILON, None))
-        gy = _C.mul(grad, _C.sub(_C.log(_C.sub(one, x)), _C.log(x)))
-        if weight:
-            gx, gy = _C.mul(gx, weight[0]), _C.mul(gy, weight[0])
-        return (gx, gy) + (None,) * len(weight)
+        dx, dy = BinaryCrossEntropy._partials(x, y, weight)
+        return (_C.mul(grad, dx), _C.mul(grad, dy)) + (None,) * len(weight)
+
+    # torch's forward derivative: the same partials on the tangents of input and target (none through weight)
+    @staticmethod
+    def jvp(ctx, tx, ty, *tw):
+        x, y, *weight = ctx.saved_tensors
+        dx, dy = BinaryCrossEntropy._partials(_jvp_primal(ctx, x), _jvp_primal(ctx, y), weight)
+        terms = [_C.mul(t, d) for a, t, d in ((x, tx, dx), (y, ty, dy)) if _jvp_input_has_tangent(ctx, a)]
+        return None if not terms else terms[0] if len(terms) == 1 else _C.add(*terms)
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
@@ -867,6 +880,11 @@ class CtcLoss(Function):
         (log_probs,) = ctx.saved_tensors
         return (_CtcGradient.apply(_C.reshape(grad, (1, -1, 1)), log_probs, ctx.grad), None, None, None, None, None)
 
+    @staticmethod
+    def jvp(ctx, *tangents):
+        raise NotImplementedError("ctc_loss: forward-mode AD (a dual tensor as input) is not implemented (as in "
+                                  "torch).")
+
 
 class _CtcGradient(Function):
     """grad_out * the saved CTC gradient (log_probs is an input only so that a create_graph gradient depends on
@@ -874,7 +892,16 @@ class _CtcGradient(Function):
 
     @staticmethod
     def forward(ctx, grad, log_probs, ctc_grad):
+        ctx.log_probs, ctx.ctc_grad = (log_probs, ctc_grad) if _C._current_dual_level() >= 0 else (None, None)
         return _C.mul(grad, ctc_grad)
+
+    # linear in grad; the saved gradient's own derivative in log_probs is not implemented (as in torch)
+    @staticmethod
+    def jvp(ctx, t_grad, t_log_probs, t_ctc_grad):
+        if _jvp_input_has_tangent(ctx, ctx.log_probs):
+            raise NotImplementedError("ctc_loss: the forward derivative of ctc_loss's gradient in log_probs is not "
+                                      "implemented (as in torch).")
+        return _C.mul(t_grad, ctx.ctc_grad)
 
     @staticmethod
     def backward(ctx, grad):

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from ... import _C
-from ...autograd.function import Function
+from ...autograd.function import Function, _jvp_input_has_tangent, _jvp_primal, _jvp_primal_has_tangents
 from .. import bridge, primitive_rows
 from ..args import (Tensor, broadcast_shapes, checked_write, core, get_default_dtype, number, operand_or_throw,
                     operands, refuse_complex, tensor_arg, to_int, type_name)
@@ -95,7 +95,8 @@ def _where(cond, a, b, like=None):
 # a custom Function: its forward computes the values with numpy (host/special.py has what numpy lacks) and its
 # backward is written with dyngrad ops, so gradients of gradients work. A backward that needs the op's own output
 # recomputes it through the Function when it is recording a graph (create_graph=True), so that the output is a
-# differentiable function of the input; otherwise it reads the saved output. They are candidates for C++ kernels.
+# differentiable function of the input; otherwise it reads the saved output. The forward derivative (jvp) applies
+# the same formula to the input tangents. They are candidates for C++ kernels.
 
 _NOT_A_TENSOR = object()
 
@@ -103,10 +104,16 @@ _NOT_A_TENSOR = object()
 class _NumpyFunction(Function):
     """kernel(*values) is the forward on the arguments' values (numpy arrays for tensors, other arguments as given),
     converted to the first tensor argument's dtype; derivative(grad, out, *args) returns the gradients (one per
-    argument, None for non-tensors), or None when the op's gradient is zero (integer-valued results, as torch)."""
+    argument, None for non-tensors), or None when the op's gradient is zero (integer-valued results, as torch).
+    no_forward_ad names the op where torch has no forward derivative (jvp then raises, as torch).
+
+    The ops are elementwise with real inputs, so derivative(grad, ...)[i] = grad * df/darg_i is also the forward
+    derivative's linear map: jvp applies it to each input's tangent and sums (torch's auto_element_wise), one
+    formula for both modes (Note [numpy forwards])."""
     kernel = None
     derivative = None
     uses_out = False
+    no_forward_ad = None
 
     @classmethod
     def forward(cls, ctx, *args):
@@ -117,6 +124,8 @@ class _NumpyFunction(Function):
         if any(ctx.needs_input_grad):
             ctx.constants = [_NOT_A_TENSOR if isinstance(a, Tensor) else a for a in args]
             ctx.save_for_backward(*[a for a in args if isinstance(a, Tensor)], out.detach() if cls.uses_out else None)
+        if _C._current_dual_level() >= 0:
+            ctx.jvp_args, ctx.jvp_out = args, out.detach()
         return out
 
     @classmethod
@@ -131,11 +140,39 @@ class _NumpyFunction(Function):
         grads = cls.derivative(grad, out, *args)
         return grads if isinstance(grads, tuple) else (grads,)
 
+    @classmethod
+    def jvp(cls, ctx, *tangents):
+        if cls.no_forward_ad is not None:
+            raise NotImplementedError(f"{cls.no_forward_ad}: forward-mode AD (a dual tensor as input) is not "
+                                      "implemented (as in torch).")
+        args, out = ctx.jvp_args, ctx.jvp_out
+        if cls.derivative is None:
+            return _zeros(out)
+        # the derivative on the primals (Note [Nested levels]); recomputed `out` when the tangent must be
+        # differentiable (recorded for reverse mode, or carrying a lower level's tangent)
+        primals = [_jvp_primal(ctx, a) for a in args]
+        tensors = [a for a in primals if isinstance(a, Tensor)]
+        if cls.uses_out and ((_C.is_grad_enabled() and any(a.requires_grad for a in tensors))
+                             or _jvp_primal_has_tangents(ctx, *args)):
+            out = cls.apply(*primals)
+        total = None
+        for i, (a, t) in enumerate(zip(args, tangents)):
+            if not _jvp_input_has_tangent(ctx, a):
+                continue
+            d = cls.derivative(t, out, *primals)
+            d = d[i] if isinstance(d, tuple) else d
+            if d is not None:
+                total = d if total is None else _C.add(total, d)
+        if total is None:
+            return _zeros(out)
+        return total if tuple(total.shape) == tuple(out.shape) else _C.expand(total, tuple(out.shape))
 
-def _numpy_function(name, kernel, derivative=None, uses_out=False):
+
+def _numpy_function(name, kernel, derivative=None, uses_out=False, no_forward_ad=None):
     """A _NumpyFunction subclass named as torch's op (its node shows as <name>Backward)."""
     return type(name, (_NumpyFunction,), {"kernel": staticmethod(kernel), "uses_out": uses_out,
-                                          "derivative": None if derivative is None else staticmethod(derivative)})
+                                          "derivative": None if derivative is None else staticmethod(derivative),
+                                          "no_forward_ad": no_forward_ad})
 
 
 def _not_differentiable(op):
@@ -239,7 +276,7 @@ def _zeta_derivative(g, out, s, q):
     return None, g * -s * Zeta.apply(s + 1, q)
 
 
-Zeta = _numpy_function("Zeta", sn.zeta, _zeta_derivative)
+Zeta = _numpy_function("Zeta", sn.zeta, _zeta_derivative, no_forward_ad="zeta")
 
 
 def _xlogy_kernel(x, y):
@@ -319,11 +356,12 @@ def _trunc_divide_kernel(a, b):
 # rounding divisions: zero gradients (torch's DivBackward with a rounding mode); floor_divide has none at all
 DivFloor = _numpy_function("Div", _floor_divide_kernel)
 DivTrunc = _numpy_function("Div", _trunc_divide_kernel)
-FloorDivide = _numpy_function("FloorDivide", _floor_divide_kernel, _not_differentiable("floor_divide"))
+FloorDivide = _numpy_function("FloorDivide", _floor_divide_kernel, _not_differentiable("floor_divide"),
+                              no_forward_ad="floor_divide")
 
 
 Heaviside = _numpy_function("Heaviside", lambda x, v: np.where(x == 0, v, x > 0),
-                            _not_differentiable("heaviside"))
+                            _not_differentiable("heaviside"), no_forward_ad="heaviside")
 
 
 # ----- arithmetic ------------------------------------------------------------------------------------------------
@@ -1158,6 +1196,8 @@ class Frexp(_NumpyFunction):
     @classmethod
     def backward(cls, ctx, grad):
         return _C.mul(grad, bridge.host_result(ctx.scale, ctx.dtype))
+
+    jvp = backward        # the same diagonal map on the tangent (torch: self_t / exponent.exp2())
 
 
 def frexp(input):

@@ -263,19 +263,22 @@ class SharedSelection(Function):
         return bridge.host_result(ctx.value, a.dtype)
 
     @staticmethod
-    def backward(ctx, grad):
+    def _shares(ctx):
+        """Each element's share of the chosen value: 1/k on the k elements equal to it (the NaNs when it is NaN)."""
         a, = ctx.saved_tensors
         arr = bridge.host_values(a)
         mask = np.isnan(arr) if np.isnan(ctx.value) else arr == ctx.value
-        return _C.mul(grad, bridge.host_result(mask / builtins.max(int(mask.sum()), 1), a.dtype))
+        return bridge.host_result(mask / builtins.max(int(mask.sum()), 1), a.dtype)
 
     @staticmethod
+    def backward(ctx, grad):
+        return _C.mul(grad, SharedSelection._shares(ctx))
+
+    # the forward derivative matching backward's (torch's evenly_read_jvp): the mean of the tangent over the
+    # elements sharing the value
+    @staticmethod
     def jvp(ctx, tangent):
-        """The forward derivative matching backward's: the mean of the tangent over the elements sharing it."""
-        a, = ctx.saved_tensors
-        arr = bridge.host_values(a)
-        mask = np.isnan(arr) if np.isnan(ctx.value) else arr == ctx.value
-        weighted = _C.mul(tangent, bridge.host_result(mask / builtins.max(int(mask.sum()), 1), a.dtype))
+        weighted = _C.mul(tangent, SharedSelection._shares(ctx))
         return _C.sum(_C.reshape(weighted, (weighted.numel(),)), (0,), False, None)
 
 

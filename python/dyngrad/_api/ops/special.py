@@ -162,6 +162,11 @@ class Igamma(Function):
         gx = _sum_to(gx, tuple(x.shape))
         return None, gx, None
 
+    @staticmethod
+    def jvp(ctx, *tangents):
+        raise NotImplementedError(f"{'igammac' if ctx.upper else 'igamma'}: forward-mode AD (a dual tensor as input) "
+                                  "is not implemented (as in torch).")
+
 
 def _sum_to(g, shape):
     """g summed down to `shape` (the reverse of broadcasting)."""

@@ -20,11 +20,21 @@ class _AllReduce(Function):
         return y
 
     @staticmethod
+    def _reduced(ctx, t):
+        out = t.detach().clone()
+        _dist.all_reduce(out, op=ctx.op, group=ctx.group)
+        return out
+
+    @staticmethod
     @once_differentiable
     def backward(ctx, grad):
-        g = grad.detach().clone()
-        _dist.all_reduce(g, op=ctx.op, group=ctx.group)
-        return g, None, None
+        return _AllReduce._reduced(ctx, grad), None, None
+
+    # linear: y's tangent is the same all-reduce of the ranks' tangents (every rank must run forward AD alike, as
+    # every rank runs backward)
+    @staticmethod
+    def jvp(ctx, tangent, op, group):
+        return _AllReduce._reduced(ctx, tangent)
 
 
 def all_reduce(tensor, op=ReduceOp.SUM, group=None):
