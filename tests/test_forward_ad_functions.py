@@ -19,12 +19,6 @@ NO_JVP = {
     "dyngrad.utils.checkpoint._ReentrantCheckpoint": "forward runs the checkpointed function's engine ops (under "
                                                      "no_grad, which does not stop forward AD)",
 }
-# the Functions of linalg.py and NuclearNorm get their jvp in branch fwdL (issue 21): delete this set once it is merged
-PENDING_ELSEWHERE = {
-    "dyngrad._api.ops.linalg." + name for name in (
-        "LinalgCholesky", "LinalgQr", "LinalgEigh", "LinalgSvd", "LinalgPinv", "LinalgEig", "LinalgLu", "MatrixExp",
-        "_NoDerivative", "CholeskySolve")} | {"dyngrad._api.ops.reduction.NuclearNorm",
-                                             "dyngrad._api.ops.reduction.NuclearNormGrad"}
 
 
 def _package_functions():
@@ -54,8 +48,7 @@ def test_every_function_has_a_forward_derivative():
     found, Function = _package_functions()
     assert len(found) > 40, sorted(found)         # the walk did find the package's Functions
     missing = sorted(name for name, classes in found.items()
-                     if any(c.jvp is Function.jvp for c in classes) and name not in NO_JVP
-                     and name not in PENDING_ELSEWHERE)
+                     if any(c.jvp is Function.jvp for c in classes) and name not in NO_JVP)
     assert not missing, ("these autograd.Functions define no jvp (forward-mode AD raises NotImplementedError on "
                          f"them): {missing}; give each one, or list it in NO_JVP with the reason it needs none")
     stale = sorted(name for name in NO_JVP if name not in found or any(c.jvp is not Function.jvp for c in found[name]))
