@@ -165,8 +165,21 @@ class RNNCellBase(Module):
                 else h
         else:
             state = hx if batched else _map(lambda s: s.unsqueeze(0), hx)
-        out = _STEPS[self.mode](F.linear(x, self.weight_ih, self.bias_ih), state, self.weight_hh, self.bias_hh)
+        gi = F.linear(x, self.weight_ih, self.bias_ih)
+        out = _fused_cell(self.mode, gi, state, self.weight_hh, self.bias_hh)
+        if out is None:
+            out = _STEPS[self.mode](gi, state, self.weight_hh, self.bias_hh)
         return out if batched else _map(lambda s: s.squeeze(0), out)
+
+
+def _fused_cell(mode, gi, state, w_hh, b_hh):
+    """Note [Cells as one-step layers]: a cell's step after its input projection gi (the hidden product, the gate
+    nonlinearities, the state update) is the core's rnn_layer over a sequence of one step: one node instead of
+    ~12 (LSTM: add, chunk, four gates, three products and a sum, each a node and a pass over the batch), with the
+    fused derivative and its own derivative (double backward, forward AD, vmap) as for the sequence layers. Same
+    numbers as the step functions above to rounding. None where rnn_layer does not apply (_whole_layer's cases)."""
+    fused = _whole_layer(mode, gi.unsqueeze(0), state, w_hh, b_hh, None, False)
+    return None if fused is None else fused[1]
 
 
 class RNNCell(RNNCellBase):
