@@ -845,6 +845,28 @@ def test_gradients_of_many_slices_of_one_value(dg, dtype):
     np.testing.assert_allclose(h.grad.numpy(), want, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("shape, index", [((6, 5), np.s_[2:4]), ((6, 5), np.s_[0:1]), ((6, 5), np.s_[5:6]),
+                                          ((1, 6, 5), np.s_[:, 1:3]), ((1, 1, 6, 5), np.s_[:, :, 3:6]),
+                                          ((6, 5), np.s_[:, 1:3]), ((1, 6, 5), np.s_[:, 0:6:2]),
+                                          ((2, 6, 5), np.s_[:, 1:3])])
+def test_one_slice_gradient_is_zero_around_its_window(dg, shape, index):
+    """The first slice to reach a value's pending buffer makes it: zeros outside the window (only the rest of the
+    buffer is cleared when the window is one contiguous block), the slice's gradient inside; then a second slice
+    adds into it."""
+    for _ in range(3):                     # (buffers come back from the cache with old contents)
+        x = dg.tensor(np.arange(float(np.prod(shape))).reshape(shape) + 1, requires_grad=True)
+        h = x * 1                          # a non-leaf: its gradient is the pending buffer's
+        (h[index] * 3).sum().backward()
+        want = np.zeros(shape)
+        want[index] = 3
+        np.testing.assert_array_equal(x.grad.numpy(), want)
+        x.grad = None
+        h = x * 1
+        ((h[index] * 3).sum() + (h[..., 1:2] * 2).sum()).backward()
+        want[..., 1:2] += 2
+        np.testing.assert_array_equal(x.grad.numpy(), want)
+
+
 def test_accumulation_never_writes_into_a_gradient_someone_holds(dg):
     """v + 0 hands v's gradient on as is: v.grad (retained) and x's pending sum are one tensor; adding the other
     consumers' gradients into it in place would change v.grad."""

@@ -987,3 +987,21 @@ def test_einsum_random_equations_match_torch(dg):
             np.testing.assert_allclose(np.zeros(a.shape) if g is None else g, np.zeros(a.shape) if tg is None else tg,
                                        rtol=1e-10, atol=1e-12, err_msg=f"{equation} {shapes}: gradient")
     assert valid > 100
+
+
+@pytest.mark.parametrize("k", [16, 23, 1000, 32336])
+def test_long_dot_and_mv_in_float64_close_to_exact(dg, k):
+    """Products with one output column (dot, mv, a matrix times a vector) sum in 8 interleaved partial sums (Note
+    [Dot products in 8 lanes] in kernels/matmul.cpp): close to the exactly rounded sum, and a row's result does
+    not depend on the other rows."""
+    import math
+    rng = np.random.default_rng(k)
+    m, v = rng.standard_normal((5, k)), rng.standard_normal(k)
+    exact = np.array([math.fsum(row * v) for row in m])   # (each product rounded once: the tolerance covers it)
+    scale = np.abs(m * v).sum(axis=1)
+    got = dg.tensor(m).mv(dg.tensor(v)).numpy()
+    assert np.all(np.abs(got - exact) <= 1e-14 * scale)
+    assert abs(dg.tensor(m[2]).dot(dg.tensor(v)).item() - exact[2]) <= 1e-14 * scale[2]
+    if dg.__name__ == "dyngrad":   # (numpy's products, the reference engine's, sum in orders of their own)
+        assert dg.tensor(m[2]).dot(dg.tensor(v)).item() == got[2]
+        np.testing.assert_array_equal((dg.tensor(m) @ dg.tensor(v)[:, None]).numpy()[:, 0], got)

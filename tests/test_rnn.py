@@ -457,3 +457,40 @@ def test_float32_row_blocks_same_bits_at_any_thread_count(dg, gemm_kernel, kind)
         dg.set_num_threads(before)
     for a, b in zip(*runs):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("kind", ["RNNCell", "LSTMCell", "GRUCell"])
+def test_cells_second_order_and_tangents_as_step_functions(dg, kind):
+    """The cells run as one-step rnn_layer nodes (Note [Cells as one-step layers] in nn/modules/rnn.py): their double
+    backward (gradgradcheck), forward-mode tangents (func.jvp) and vmap agree with the step functions' ops."""
+    import importlib
+    rnn_module = importlib.import_module(type(dg.nn.LSTMCell(1, 1)).__module__)
+    cell = getattr(dg.nn, kind)(3, 4).double()
+    rng = np.random.default_rng(1)
+    x = dg.tensor(rng.standard_normal((2, 3)), requires_grad=True)
+    h = [dg.tensor(rng.standard_normal((2, 4)), requires_grad=True) for _ in range(2 if kind == "LSTMCell" else 1)]
+
+    def fused(x, *h):
+        return states(cell(x, tuple(h) if kind == "LSTMCell" else h[0]))
+
+    def steps(x, *h):
+        gi = dg.nn.functional.linear(x, cell.weight_ih, cell.bias_ih)
+        return states(rnn_module._STEPS[cell.mode](gi, tuple(h) if kind == "LSTMCell" else h[0], cell.weight_hh,
+                                                   cell.bias_hh))
+
+    assert dg.autograd.gradgradcheck(lambda x, *h: sum(t.sin().sum() for t in fused(x, *h)), (x, *h))
+    out, grads = fused(x, *h), steps(x, *h)
+    for a, b in zip(out, grads):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-12, atol=1e-13)
+    tangents = tuple(dg.tensor(rng.standard_normal(tuple(t.shape))) for t in (x, *h))
+    primals = tuple(t.detach() for t in (x, *h))
+    _, t_fused = dg.func.jvp(fused, primals, tangents)
+    _, t_steps = dg.func.jvp(steps, primals, tangents)
+    for a, b in zip(t_fused, t_steps):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-12)
+    xs = dg.tensor(rng.standard_normal((3, 2, 3)))
+    hs = [dg.tensor(rng.standard_normal((3, 2, 4))) for _ in h]
+    with dg.no_grad():
+        v_fused, v_steps = dg.func.vmap(fused)(xs, *hs), dg.func.vmap(steps)(xs, *hs)
+    for a, b in zip(v_fused, v_steps):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-13)

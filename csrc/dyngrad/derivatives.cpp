@@ -25,7 +25,9 @@
 // runs just that graph. A stand-in of an input with history is an identity view of it (a ReshapeBackward node), so
 // when the formula itself records (create_graph), the result reaches the inputs' histories and can be
 // differentiated once more; distinct stand-ins keep two inputs apart even when they are one tensor.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "derivatives.h"
@@ -536,8 +538,25 @@ static bool slice_backward_in_place(Grads& grads, OpNode& n, const SavesSlice& s
   Tensor& cur = next.fn->pending_slot(next.input_nr);
   if (cur && (cur->shape != meta.shape || cur->dtype != meta.dtype || !cur->tangents.empty())) return false;
   const bool fresh = !cur;
-  if (fresh) cur = zeros(meta.shape, meta.dtype);
-  else if (!owned_buffer(cur)) cur = contiguous_copy(cur, cur->dtype);
+  if (fresh) {
+    // A window that is one contiguous block of the buffer (a slice of step 1 along the first dim of size > 1: an
+    // LSTM cell's h and c halves, x[a:b]) needs zeros only around it, the window itself being written next.
+    cur = empty(meta.shape, meta.dtype);
+    int64_t lead = 0;
+    while (lead < s.dim && meta.shape[lead] == 1) ++lead;
+    const size_t item = dtype_size(meta.dtype), total = (size_t)cur->numel * item;
+    char* base = static_cast<char*>(cur->storage->data);
+    if (lead == s.dim && s.step == 1 && cur->numel > 0) {
+      const size_t row = (size_t)cur->strides[s.dim] * item;
+      const size_t lo = (size_t)s.start * row, hi = std::min(total, lo + (size_t)g->shape[s.dim] * row);
+      std::memset(base, 0, lo);
+      std::memset(base + hi, 0, total - hi);
+    } else if (total) {
+      std::memset(base, 0, total);
+    }
+  } else if (!owned_buffer(cur)) {
+    cur = contiguous_copy(cur, cur->dtype);
+  }
   Shape strides = cur->strides;
   strides[s.dim] *= s.step;
   Tensor window = make_view(cur, window_shape, strides, s.start * cur->strides[s.dim]);

@@ -318,10 +318,11 @@ std::vector<Tensor> vjp(const std::vector<Tensor>& outputs, const std::vector<Te
       }
     if (!found) throw std::logic_error("vjp: the graph reaches an input's node through an edge of no input");
   };
-  auto check_fresh = [&](Node* node) {
-    if (node->sequence_nr < first_node)
-      throw std::logic_error(str_cat("vjp: the graph reaches ", node->name(), ", which it did not record"));
-  };
+  // A node older than first_node is a dead end: its inputs are older still, so no path through it reaches the
+  // (fresh) inputs, and its gradient is dropped. A formula's graph meets such nodes where it multiplies by a tensor
+  // with an outer history (Note [Tangents by transposition]: <J^T u, t> with a tangent t recorded through the
+  // parameters, as an LSTM's input projection's is).
+  auto fresh = [&](Node* node) { return node->sequence_nr >= first_node; };
   // 1. count the gradients each node between the outputs and the inputs will receive
   std::unordered_map<Node*, int64_t> deps;
   std::unordered_map<Node*, std::vector<Tensor>> pending;
@@ -332,15 +333,17 @@ std::vector<Tensor> vjp(const std::vector<Tensor>& outputs, const std::vector<Te
     Edge e = gradient_edge(outputs[j]);
     roots.push_back({e, cotangents[j]});
     if (boundary.count(e.fn.get())) continue;  // an output that is an input
-    check_fresh(e.fn.get());
+    if (!fresh(e.fn.get())) {
+      roots.pop_back();
+      continue;
+    }
     if (deps.emplace(e.fn.get(), 0).second) stack.push_back(e.fn.get());
   }
   while (!stack.empty()) {
     Node* node = stack.back();
     stack.pop_back();
     for (const Edge& next : node->next_edges) {
-      if (!next.fn || boundary.count(next.fn.get())) continue;
-      check_fresh(next.fn.get());
+      if (!next.fn || boundary.count(next.fn.get()) || !fresh(next.fn.get())) continue;
       auto [it, fresh] = deps.emplace(next.fn.get(), 0);
       if (fresh) stack.push_back(next.fn.get());
       it->second += 1;
@@ -371,7 +374,7 @@ std::vector<Tensor> vjp(const std::vector<Tensor>& outputs, const std::vector<Te
     if (!recording) node->release_saved();  // recording: the result's graph may differentiate through these nodes
     for (size_t i = 0; i < node->next_edges.size(); ++i) {
       const Edge& next = node->next_edges[i];
-      if (!next.fn) continue;
+      if (!next.fn || (!boundary.count(next.fn.get()) && !fresh(next.fn.get()))) continue;
       if (i < results.size() && results[i])
         deliver(next.fn.get(), next.input_nr, validate_gradient(std::move(results[i]), node->input_meta[i], *node, i));
       if (!boundary.count(next.fn.get()) && --deps[next.fn.get()] == 0) ready.push_back(next.fn.get());

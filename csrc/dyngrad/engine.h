@@ -54,9 +54,9 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
                                  const std::vector<Tensor>& inputs, const BackwardOptions& options);
 
 // The vector-Jacobian product of a graph a formula has just recorded: the gradients of `inputs` (null where unused
-// or not requiring grad) given `cotangents` for `outputs` (null: none), running only the nodes between them, which
-// must all have been made since next_sequence_nr() was `first_node` (a formula's graph, which no backward has
-// claimed). The nodes behind the inputs never run: their gradients are read off at the inputs' edges. With grad mode
+// or not requiring grad) given `cotangents` for `outputs` (null: none), running only the nodes between them that
+// were made since next_sequence_nr() was `first_node` (a formula's graph, which no backward has claimed); older
+// nodes cannot lead to the inputs and are not run (their gradients are dropped). The nodes behind the inputs never run: their gradients are read off at the inputs' edges. With grad mode
 // on it records, so the result is differentiable again, through the inputs' own histories. No hooks, no
 // callbacks. Note [Derivatives of fused backwards] in derivatives.cpp.
 std::vector<Tensor> vjp(const std::vector<Tensor>& outputs, const std::vector<Tensor>& cotangents,

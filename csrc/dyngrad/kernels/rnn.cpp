@@ -268,7 +268,10 @@ void backward_rows(const Tensor& grad, const Tensor& h0, const Tensor& c0, const
                    const Tensor& ws, int64_t mode, bool reverse, const bool need[5], const Tensor& dgi,
                    const Tensor& dgh, const Tensor& dc_carry, const Tensor& dh0, int64_t n0, int64_t n1) {
   const int64_t L = out->shape[1], N = out->shape[2], H = out->shape[3], GH = w->shape[0];
-  Tensor dh_carry = zeros({n1 - n0, H}, out->dtype);
+  // The carries (dh from the step after, and dc_carry's rows) are read from the second step on: the first reads
+  // zeros in their place (`first` below), so neither buffer is cleared (a one-step layer, an LSTMCell's, paid two
+  // memsets of N x H per call for them).
+  Tensor dh_carry = L > 0 ? empty({n1 - n0, H}, out->dtype) : zeros({n1 - n0, H}, out->dtype);
   const bool few_rows = n1 - n0 <= kFewRows;  // Note [Recurrent products without repacking]
   const StepWeight<T> w_packed = few_rows ? StepWeight<T>(w->data<T>(), GH, H, w->strides[0], w->strides[1])
                                           : StepWeight<T>(nullptr, 0, 0, 0, 0);
@@ -278,6 +281,7 @@ void backward_rows(const Tensor& grad, const Tensor& h0, const Tensor& c0, const
   const T* o = out->data<T>();
   for (int64_t k = L - 1; k >= 0; --k) {
     const int64_t t = time(k);
+    const bool first = k == L - 1;
     const T* hp_all = k == 0 ? h0->data<T>() : o + time(k - 1) * N * H;
     const T* dhc = dh_carry->data<T>() - n0 * H;  // (indexed by the row's number in the batch)
     for (int64_t n = n0; n < n1; ++n) {
@@ -292,8 +296,8 @@ void backward_rows(const Tensor& grad, const Tensor& h0, const Tensor& c0, const
         DG_NO_ALIAS
         for (int64_t j = 0; j < H; ++j) {
           const T si = a[j], sf = a[H + j], tg = a[2 * H + j], so = a[3 * H + j], tc = a[4 * H + j];
-          const T dh = gh_[j] + dcn[j];
-          const T dc = gc[j] + dcc[j] + dh * so * (T(1) - tc * tc);
+          const T dh = gh_[j] + (first ? T(0) : dcn[j]);
+          const T dc = gc[j] + (first ? T(0) : dcc[j]) + dh * so * (T(1) - tc * tc);
           di[j] = dc * tg * (si * (T(1) - si));
           di[H + j] = dc * cp[j] * (sf * (T(1) - sf));
           di[2 * H + j] = dc * si * (T(1) - tg * tg);
@@ -308,7 +312,7 @@ void backward_rows(const Tensor& grad, const Tensor& h0, const Tensor& c0, const
         DG_NO_ALIAS
         for (int64_t j = 0; j < H; ++j) {
           const T rr = a[j], z = a[H + j], nn = a[2 * H + j], ghn = a[3 * H + j];
-          const T dh = gh_[j] + dcn[j];
+          const T dh = gh_[j] + (first ? T(0) : dcn[j]);
           const T dan = dh * (T(1) - z) * (T(1) - nn * nn);
           const T daz = dh * (hp[j] - nn) * (z * (T(1) - z));
           const T dar = dan * ghn * (rr * (T(1) - rr));
@@ -322,7 +326,7 @@ void backward_rows(const Tensor& grad, const Tensor& h0, const Tensor& c0, const
         const T* h = o + (t * N + n) * H;
         DG_NO_ALIAS
         for (int64_t j = 0; j < H; ++j) {
-          const T dh = gh_[j] + dcn[j];
+          const T dh = gh_[j] + (first ? T(0) : dcn[j]);
           di[j] = mode == kRnnTanh ? dh * (T(1) - h[j] * h[j]) : (h[j] <= T(0) ? T(0) : dh);
         }
       }
@@ -349,7 +353,8 @@ RnnLayerGrads backward(const Tensor& grad, const Tensor& h0, const Tensor& c0, c
   RnnLayerGrads r;
   Tensor dgi = empty({L, N, GH}, dt);
   Tensor dgh = mode == kGru ? empty({L, N, GH}, dt) : dgi;  // GRU: the hidden side differs in the n gate
-  Tensor dc_carry = mode == kLstm ? zeros({N, H}, dt) : nullptr;
+  // (every row written at the first step; zeros for an empty sequence)
+  Tensor dc_carry = mode != kLstm ? nullptr : L > 0 ? empty({N, H}, dt) : zeros({N, H}, dt);
   Tensor dh0 = need[1] ? empty({N, H}, dt) : nullptr;
   for_row_blocks(N, N * H * GH, [&](int64_t n0, int64_t n1) {
     backward_rows<T>(grad, h0, c0, w, out, ws, mode, reverse, need, dgi, dgh, dc_carry, dh0, n0, n1);

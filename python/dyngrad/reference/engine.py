@@ -308,8 +308,9 @@ def _run_node_pre_hooks(node, grads):
 
 def vjp(outputs, cotangents, inputs, first_node):
     """The vector-Jacobian product of a graph a formula has just recorded (engine.h's vjp): the gradients of `inputs`
-    (None where unused or not requiring grad) given `cotangents` for `outputs`, running only the nodes between them,
-    each made since next_sequence_nr() gave `first_node`. The nodes behind the inputs never run; with grad mode on
+    (None where unused or not requiring grad) given `cotangents` for `outputs`, running only the nodes between them
+    made since next_sequence_nr() gave `first_node` (older ones cannot lead to the inputs: dead ends, their
+    gradients dropped, as in engine.cpp). The nodes behind the inputs never run; with grad mode on
     it records, through the inputs' own histories. No hooks, no callbacks. Note [Derivatives of fused backwards] in
     csrc/dyngrad/derivatives.cpp."""
     captured = [None] * len(inputs)
@@ -319,9 +320,8 @@ def vjp(outputs, cotangents, inputs, first_node):
         if edge is not None:
             boundary.setdefault(edge[0], []).append((edge[1], i))
 
-    def check_fresh(node):
-        if node.sequence_nr < first_node:
-            raise AssertionError(f"vjp: the graph reaches {node.name()}, which it did not record")
+    def fresh(node):
+        return node.sequence_nr >= first_node
 
     # 1. count the gradients each node between the outputs and the inputs will receive
     deps, stack, roots = {}, [], []
@@ -329,19 +329,19 @@ def vjp(outputs, cotangents, inputs, first_node):
         edge = gradient_edge(out) if out is not None and g is not None else None
         if edge is None:
             continue
+        if edge[0] not in boundary and not fresh(edge[0]):
+            continue
         roots.append((edge, g))
         if edge[0] in boundary:
             continue                           # an output that is an input
-        check_fresh(edge[0])
         if edge[0] not in deps:
             deps[edge[0]] = 0
             stack.append(edge[0])
     while stack:
         node = stack.pop()
         for edge in node.next_edges:
-            if edge is None or edge[0] in boundary:
+            if edge is None or edge[0] in boundary or not fresh(edge[0]):
                 continue
-            check_fresh(edge[0])
             if edge[0] not in deps:
                 deps[edge[0]] = 0
                 stack.append(edge[0])
@@ -376,7 +376,7 @@ def vjp(outputs, cotangents, inputs, first_node):
         if not recording:
             node.release_saved()           # recording: the result's graph may differentiate through these nodes
         for edge, g in zip(node.next_edges, results):
-            if edge is None:
+            if edge is None or (edge[0] not in boundary and not fresh(edge[0])):
                 continue
             if g is not None:
                 deliver(edge[0], edge[1], g)

@@ -81,15 +81,22 @@ def _whole_layer(mode, gi, state, w_hh, b_hh, w_hr, reverse):
     RNN layer] in csrc/dyngrad/ops_nn.cpp): its backward runs the recurrence in one loop and the weight gradient
     as one product. Returns (hidden states (L, N, H), final state), or None where it does not apply (LSTM with a
     projection, half types, mixed dtypes, empty sequences or batches), which the step-by-step loop handles."""
+    if _whole_layer_unfit(gi, state, w_hh, b_hh, w_hr):
+        return None
     h0, c0 = state if isinstance(state, tuple) else (state, None)
-    tensors = [gi, h0, w_hh] + [t for t in (c0, b_hh) if t is not None]
-    if w_hr is not None or gi.dtype not in (float32, float64) or any(t.dtype != gi.dtype for t in tensors) \
-            or gi.shape[0] == 0 or gi.shape[1] == 0 or any(is_meta(t) for t in tensors):
-        return None                 # (meta tensors: the steps' ops know their shapes, the core's layer does not)
     y = _rnn_layer(gi, h0, c0, w_hh, b_hh, _MODES[mode], bool(reverse))
     last = 0 if reverse else gi.shape[0] - 1
     hs = y[0]
     return hs, ((hs[last], y[1][last]) if mode == "LSTM" else hs[last])
+
+
+def _whole_layer_unfit(gi, state, w_hh, b_hh, w_hr):
+    """True where rnn_layer does not apply (_whole_layer's docstring); gi is (L, N, G*H) or a cell's (N, G*H)."""
+    h0, c0 = state if isinstance(state, tuple) else (state, None)
+    tensors = [gi, h0, w_hh] + [t for t in (c0, b_hh) if t is not None]
+    # (meta tensors: the steps' ops know their shapes, the core's layer does not)
+    return w_hr is not None or gi.dtype not in (float32, float64) or any(t.dtype != gi.dtype for t in tensors) \
+        or 0 in gi.shape[:-1] or any(is_meta(t) for t in tensors)
 
 
 def _map(fn, state):
@@ -165,8 +172,30 @@ class RNNCellBase(Module):
                 else h
         else:
             state = hx if batched else _map(lambda s: s.unsqueeze(0), hx)
-        out = _STEPS[self.mode](F.linear(x, self.weight_ih, self.bias_ih), state, self.weight_hh, self.bias_hh)
+        gi = F.linear(x, self.weight_ih, self.bias_ih)
+        out = _fused_cell(self.mode, gi, state, self.weight_hh, self.bias_hh)
+        if out is None:
+            out = _STEPS[self.mode](gi, state, self.weight_hh, self.bias_hh)
         return out if batched else _map(lambda s: s.squeeze(0), out)
+
+
+def _fused_cell(mode, gi, state, w_hh, b_hh):
+    """Note [Cells as one-step layers]: a cell's step after its input projection gi (the hidden product, the gate
+    nonlinearities, the state update) is the core's rnn_layer over a sequence of one step: one node instead of
+    ~12 (LSTM: add, chunk, four gates, three products and a sum, each a node and a pass over the batch), with the
+    fused derivative and its own derivative (double backward, forward AD, vmap) as for the sequence layers. Same
+    numbers as the step functions above to rounding. None where rnn_layer does not apply (_whole_layer's cases).
+    The states are read as one reshape of the (S, 1, N, H) output and slices of it (3 nodes for an LSTM, not the 8
+    of y[0][0], y[1][0]: each integer index is a slice and a reshape)."""
+    if _whole_layer_unfit(gi, state, w_hh, b_hh, None):
+        return None
+    h0, c0 = state if isinstance(state, tuple) else (state, None)
+    n, hidden = h0.shape
+    y = _rnn_layer(gi.unsqueeze(0), h0, c0, w_hh, b_hh, _MODES[mode], False)
+    if mode != "LSTM":
+        return y.reshape(n, hidden)
+    flat = y.reshape(2 * n, hidden)
+    return flat[:n], flat[n:]
 
 
 class RNNCell(RNNCellBase):
