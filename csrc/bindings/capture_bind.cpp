@@ -14,13 +14,16 @@
 // pybind11's dispatcher (about half a microsecond per call): the table comes from ops.def, so a new primitive of
 // those signatures replays this way with no code of its own.
 #include <algorithm>
+#include <memory>
 #include <optional>
+#include <tuple>
 #include <string>
 #include <unordered_map>
 
 #include "common.h"
 #include "dyngrad/cycles.h"
 #include "dyngrad/grad_mode.h"
+#include "dyngrad/kernels/scalar.h"
 #include "replay_backward.h"
 
 namespace dyngrad {
@@ -85,6 +88,36 @@ const std::unordered_map<std::string, CoreCall>& core_calls() {
   return table;
 }
 
+// Note [Scalar replay]: a static program whose every value is one float32 element (a chain of scalar arithmetic,
+// the bench's 200 one-element ops) spends its replay in the tensors' machinery, not in arithmetic: an output
+// allocated per op (~400 tensors per replay of the 200 ops), reference counts, the kernels' dispatch and set-up,
+// a formula's tensors per node. Once a planned run (Note [The backward as a recorded program]) has shown that
+// every step before the backward is one of add, sub, mul, neg, exp, tanh, sigmoid (a core call, operands and
+// result of one shape) or a full sum, and every value one float32 element, the program is kept as a list of those
+// ops over one float per slot, and the plan's backward as the same formulas on floats (replay_backward.cpp,
+// plan_scalar). A run takes it when the planned backward is usable (plan_usable) and every input slot (argument,
+// external) holds a float32 tensor of its recorded shape; then it reads the inputs' values, computes every op with
+// the kernels' own one-element code (Note [One-element kernels] in kernels/elementwise.cpp: the same bits as eager
+// mode), sums each gradient in the plan's order, accumulates the leaves' .grad through accumulate_grad, and gives
+// each output the program returns a fresh tensor (with the released grad_fn of Note [The backward as a recorded
+// program]). The intermediates are floats: no tensor exists that a user could hold, so nothing is reused under
+// anyone. A full sum runs the core's sum on a one-element buffer of the program's own (its rounding of a sum of
+// one element is the kernel's). Otherwise the run goes as before; capture.SCALAR_REPLAY = False (or
+// DYNGRAD_COMPILE_SCALAR=0) turns it off for programs built afterwards.
+struct ScalarProgram {
+  struct Op {
+    char kind;  // 'u' unary, 'b' binary, 's' a full sum
+    UnaryKind u = UnaryKind::Neg;
+    BinaryKind b = BinaryKind::Add;
+    int64_t out, x, y = -1;
+    Tensor scratch;  // 's': the input buffer
+  };
+  std::vector<Op> ops;
+  std::vector<std::pair<int64_t, Shape>> inputs, outputs;  // slots read but made by no step; slots returned
+  std::shared_ptr<ScalarBackward> backward;
+  std::vector<float> regs;
+};
+
 struct ReplayProgram {
   struct Step {
     py::object fn;
@@ -120,6 +153,11 @@ struct ReplayProgram {
   bool plan_on = false, plan_dirty = false, plan_ran = false;
   std::vector<char> makes_node;  // per step before plan_step: whether it made a node when recorded
   int64_t planned_runs = 0;
+  // Note [Scalar replay]: the program on floats, once a planned run has shown every value is one float32 element
+  std::vector<int64_t> output_slots;  // the slots the call returns (set_backward_plan)
+  std::unique_ptr<ScalarProgram> scalar;
+  int scalar_state = 0;  // 0: not tried yet; 1: `scalar` is built; -1: this program has none (or it is off)
+  int64_t scalar_runs = 0;
 
   void materialize(PyObject* list, int64_t slot) {
     if (slot < 0 || slot >= (int64_t)values.size() || !values[slot]) return;
@@ -146,6 +184,122 @@ const Tensor* slot_tensor(const ReplayProgram& p, PyObject* list, int64_t slot) 
   return held_tensor(PyList_GET_ITEM(list, slot), p.tensor_type);
 }
 
+bool scalar_op_of(const std::string& name, char& kind, UnaryKind& u, BinaryKind& b, OpKind& op) {
+  static const std::unordered_map<std::string, std::tuple<char, UnaryKind, BinaryKind, OpKind>> table = {
+      {"add", {'b', UnaryKind::Neg, BinaryKind::Add, OpKind::add}},
+      {"sub", {'b', UnaryKind::Neg, BinaryKind::Sub, OpKind::sub}},
+      {"mul", {'b', UnaryKind::Neg, BinaryKind::Mul, OpKind::mul}},
+      {"neg", {'u', UnaryKind::Neg, BinaryKind::Add, OpKind::neg}},
+      {"exp", {'u', UnaryKind::Exp, BinaryKind::Add, OpKind::exp}},
+      {"tanh", {'u', UnaryKind::Tanh, BinaryKind::Add, OpKind::tanh}},
+      {"sigmoid", {'u', UnaryKind::Sigmoid, BinaryKind::Add, OpKind::sigmoid}},
+  };
+  auto it = table.find(name);
+  if (it == table.end()) return false;
+  std::tie(kind, u, b, op) = it->second;
+  return true;
+}
+
+// Note [Scalar replay]: after a whole planned run, with every slot's tensor still at hand
+void scalar_build(ReplayProgram& p, PyObject* list) {
+  p.scalar_state = -1;
+  if (!p.plan || p.plan_step + 1 != p.steps.size()) return;
+  const int64_t n_slots = PyList_GET_SIZE(list);
+  auto sp = std::make_unique<ScalarProgram>();
+  std::unordered_map<int64_t, std::tuple<OpKind, int64_t, int64_t>> producer;
+  std::vector<char> made(n_slots, 0);
+  auto scalar_tensor = [&](int64_t slot) -> const Tensor* {  // the slot's tensor if it is one float32 element
+    if (slot < 0 || slot >= n_slots) return nullptr;
+    const Tensor* t = slot_tensor(p, list, slot);
+    return t && *t && (*t)->dtype == DType::Float32 && (*t)->numel == 1 ? t : nullptr;
+  };
+  auto note_input = [&](int64_t slot) -> bool {
+    const Tensor* t = scalar_tensor(slot);
+    if (!t) return false;
+    if (!made[slot] && std::none_of(sp->inputs.begin(), sp->inputs.end(), [&](const auto& i) { return i.first == slot; }))
+      sp->inputs.push_back({slot, (*t)->shape});
+    return true;
+  };
+  for (size_t i = 0; i < p.plan_step; ++i) {
+    const ReplayProgram::Step& s = p.steps[i];
+    if (s.out < 0 || s.out >= n_slots || made[s.out] || s.special != Special::none) return;
+    ScalarProgram::Op op;
+    OpKind kind;
+    op.out = s.out;
+    const Tensor* out = scalar_tensor(s.out);
+    if (!out) return;
+    if ((s.core.unary || s.core.binary) && scalar_op_of(s.name, op.kind, op.u, op.b, kind)) {
+      if ((op.kind == 'b') != (s.core.binary != nullptr) || s.slots.size() != (op.kind == 'b' ? 2u : 1u)) return;
+      for (int64_t slot : s.slots) {
+        if (!note_input(slot)) return;
+        if ((*scalar_tensor(slot))->shape != (*out)->shape) return;  // no broadcast: the gradients need no sum_to
+      }
+      op.x = s.slots[0];
+      op.y = op.kind == 'b' ? s.slots[1] : -1;
+    } else if (s.name == "sum" && s.slots.size() == 4 && s.slots[0] >= 0 && s.slots[1] < 0 && s.slots[2] < 0 &&
+               s.slots[3] < 0 && PyTuple_Check(s.consts[1].ptr()) && PyTuple_GET_SIZE(s.consts[1].ptr()) == 0 &&
+               s.consts[2].ptr() == Py_False && s.consts[3].is_none() && (*out)->ndim() == 0) {
+      if (!note_input(s.slots[0])) return;
+      op.kind = 's';
+      kind = OpKind::sum;
+      op.x = s.slots[0];
+      op.scratch = empty((*scalar_tensor(op.x))->shape, DType::Float32);
+    } else {
+      return;
+    }
+    producer[s.out] = {kind, op.x, op.y};
+    made[s.out] = 1;
+    sp->ops.push_back(std::move(op));
+  }
+  for (int64_t slot : p.output_slots)
+    if (slot >= 0 && slot < n_slots && made[slot]) sp->outputs.push_back({slot, (*scalar_tensor(slot))->shape});
+  sp->backward = plan_scalar(*p.plan, [&](int64_t slot, OpKind& kind, int64_t& a, int64_t& b) {
+    auto it = producer.find(slot);
+    if (it == producer.end()) return false;
+    std::tie(kind, a, b) = it->second;
+    return true;
+  });
+  if (!sp->backward) return;
+  // every leaf and every slot the backward reads is one of the program's float32 elements
+  p.scalar = std::move(sp);
+  p.scalar_state = 1;
+}
+
+// Runs the scalar program, or returns false (nothing has run) when an input is not as recorded.
+bool scalar_run(ReplayProgram& p, PyObject* list) {
+  ScalarProgram& sp = *p.scalar;
+  const int64_t n_slots = PyList_GET_SIZE(list);
+  if ((int64_t)sp.regs.size() != n_slots) sp.regs.assign(n_slots, 0.0f);
+  for (const auto& [slot, shape] : sp.inputs) {
+    const Tensor* t = slot < n_slots ? slot_tensor(p, list, slot) : nullptr;
+    if (!t || !*t || (*t)->dtype != DType::Float32 || (*t)->shape != shape) return false;
+  }
+  for (const auto& [slot, shape] : sp.inputs) sp.regs[slot] = (*slot_tensor(p, list, slot))->data<float>()[0];
+  float* r = sp.regs.data();
+  for (auto& op : sp.ops) {
+    if (op.kind == 'b') {
+      scalar_binary_f32(op.b, r[op.x], r[op.y], r[op.out]);
+    } else if (op.kind == 'u') {
+      scalar_unary_f32(op.u, r[op.x], r[op.out]);
+    } else {
+      op.scratch->data<float>()[0] = r[op.x];
+      GradModeGuard no_grad(false);
+      Tensor s = sum(op.scratch, Dims{}, false);
+      if (s->dtype != DType::Float32 || s->numel != 1) throw std::logic_error("a scalar replay's sum changed dtype");
+      r[op.out] = s->data<float>()[0];
+    }
+  }
+  auto reader = [&](int64_t slot) { return slot < n_slots ? slot_tensor(p, list, slot) : nullptr; };
+  scalar_backward_run(*p.plan, *sp.backward, sp.regs, reader);
+  for (const auto& [slot, shape] : sp.outputs) {  // fresh tensors: the user may hold the last call's
+    Tensor t = empty(shape, DType::Float32);
+    t->data<float>()[0] = r[slot];
+    PyList_SetItem(list, slot, py::cast(t).release().ptr());
+  }
+  plan_set_heads(*p.plan, p.plan_heads, reader);
+  return true;
+}
+
 py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
   PyObject* list = slots.ptr();
   const Py_ssize_t n_slots = PyList_GET_SIZE(list);
@@ -157,6 +311,11 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
     if (start == 0 && p.plan)
       p.plan_on = plan_usable(*p.plan, [&](int64_t slot) { return slot < n_slots ? slot_tensor(p, list, slot) : nullptr; });
     if (p.plan_on) ++p.planned_runs;
+    if (start == 0 && p.plan_on && p.scalar_state == 1 && scalar_run(p, list)) {
+      ++p.scalar_runs;
+      p.finish();
+      return py::none();
+    }
   }
   PyObject* argv[kMaxStepArgs];
   for (size_t i = start; i < p.steps.size(); ++i) {
@@ -274,6 +433,7 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
     }
     return py::make_tuple(i, py::reinterpret_steal<py::object>(result));
   }
+  if (p.plan_ran && p.scalar_state == 0) scalar_build(p, list);
   p.finish();
   return py::none();
 }
@@ -642,10 +802,21 @@ void bind_capture(py::module_& m) {
         }
         p.plan = std::move(plan);
         p.plan_step = step;
+        p.output_slots = outputs;
         return py::none();
       }, py::arg("step"), py::arg("plan"), py::arg("outputs"))
       // how many runs took the planned backward, for tests and compile_stats
       .def_property_readonly("planned_runs", [](const ReplayProgram& p) { return p.planned_runs; })
+      // Note [Scalar replay]: how many runs took the scalar program; off: never build one
+      .def_property_readonly("scalar_runs", [](const ReplayProgram& p) { return p.scalar_runs; })
+      .def("set_scalar", [](ReplayProgram& p, bool on) {
+        if (!on) {
+          p.scalar.reset();
+          p.scalar_state = -1;
+        } else if (p.scalar_state == -1 && !p.scalar) {
+          p.scalar_state = 0;
+        }
+      }, py::arg("on"))
       .def("__len__", [](const ReplayProgram& p) { return p.steps.size(); })
       // how many steps the loop hands back for Python to build and run (out == -2), for tests
       .def_property_readonly("python_steps", [](const ReplayProgram& p) {

@@ -331,6 +331,9 @@ def _seq_out_slots(step):
 # Note [The backward as a recorded program]: False makes every program built from now on replay its backward over
 # the graph its forward builds, as before the plan (for measuring one against the other: bench/planned_backward.py)
 PLANNED_BACKWARD = os.environ.get("DYNGRAD_COMPILE_PLAN", "1") != "0"
+# Note [Scalar replay] (csrc/bindings/capture_bind.cpp): False makes every program built from now on replay its
+# one-element programs with the tensors' kernels, as before (for measuring one against the other)
+SCALAR_REPLAY = os.environ.get("DYNGRAD_COMPILE_SCALAR", "1") != "0"
 
 
 def _set_backward_plan(variant, program):
@@ -469,6 +472,8 @@ class Variant:
                     exported[i] = True
                 program.set_exported(exported)
                 self.plan_reason = _set_backward_plan(self, program)
+                if hasattr(program, "set_scalar"):
+                    program.set_scalar(SCALAR_REPLAY)
             self._native = program
         return program
 

@@ -1,0 +1,179 @@
+"""Static replay of one-element programs on floats (Note [Scalar replay] in csrc/bindings/capture_bind.cpp, Note
+[One-element kernels] in csrc/dyngrad/kernels/elementwise.cpp), on both engines: every output and .grad is compared
+with eager mode's, bitwise, over many calls and values; programs it does not cover (broadcasting, another dtype, an
+op it lacks, a value guard, a given root gradient) run as before. The reference engine has no scalar replay: the
+same programs give the same results there."""
+import numpy as np
+import pytest
+
+from helpers import assert_bitwise_equal as assert_same
+
+
+def natives(compiled):
+    return [v.native() for group in compiled._program.groups.values() for v in group]
+
+
+def scalar_runs(compiled):
+    return sum(getattr(n, "scalar_runs", 0) for n in natives(compiled) if n is not None)
+
+
+def has_scalar(dg):
+    return hasattr(dg._C, "_ReplayProgram") and hasattr(dg._C._ReplayProgram, "scalar_runs")
+
+
+def leaf(dg, value, shape=(1,), dtype=np.float32):
+    return dg.tensor(np.full(shape, value, dtype), requires_grad=True)
+
+
+OPS = {
+    "mul-add-tanh": lambda y, a, b: (y * a + b).tanh(),
+    "sub-sigmoid": lambda y, a, b: (y - b).sigmoid() * a,
+    "exp-neg-sub": lambda y, a, b: (-(y * a) - b).exp() * b,
+    "mixed": lambda y, a, b: (((y * y - a) * b).tanh() + (y * b).sigmoid()).tanh(),
+}
+
+
+def program(dg, a, b, body, rounds, shape=(1,)):
+    def f(x):
+        y = x
+        for _ in range(rounds):
+            y = body(y, a, b)
+        y.sum().backward()
+        return y
+    return f
+
+
+def compare(dg, body, rounds=12, shape=(1,), calls=None, values=None, expect_scalar=True):
+    rng = np.random.default_rng(7)
+    a0, b0 = rng.standard_normal(2).astype(np.float32)
+    ac, bc, ae, be = leaf(dg, a0, shape), leaf(dg, b0, shape), leaf(dg, a0, shape), leaf(dg, b0, shape)
+    compiled = dg.compile(program(dg, ac, bc, body, rounds), mode="reduce-overhead")
+    eager = program(dg, ae, be, body, rounds)
+    values = values if values is not None else rng.standard_normal(calls or 40).astype(np.float32) * 2
+    for v in values:
+        xc, xe = dg.tensor(np.full(shape, v, np.float32)), dg.tensor(np.full(shape, v, np.float32))
+        out_c, out_e = compiled(xc), eager(xe)
+        assert_same(out_c, out_e)
+        assert out_c.requires_grad == out_e.requires_grad
+        assert out_c.grad_fn.name() == out_e.grad_fn.name()
+        for p, q in ((ac, ae), (bc, be)):
+            assert_same(p.grad, q.grad)
+    if has_scalar(dg):
+        assert (scalar_runs(compiled) > 0) == expect_scalar
+    return compiled, (ac, bc), (ae, be)
+
+
+@pytest.mark.parametrize("name", list(OPS))
+def test_one_element_programs_match_eager_bitwise(dg, name):
+    """Outputs and accumulated .grad equal eager mode's bits at every call (40 values, 12 rounds of each body)."""
+    compiled, _, _ = compare(dg, OPS[name])
+    if has_scalar(dg):
+        assert scalar_runs(compiled) == 38   # the first call records, the second plans and learns the shapes
+
+
+def test_special_values_match_eager(dg):
+    """Signed zeros, infinities, NaN and huge values through tanh, exp and sigmoid: the kernels' bits."""
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e30, -1e30, 1e-40, 88.7, -88.7], np.float32)
+    compare(dg, OPS["mixed"], rounds=3, values=np.concatenate([specials, specials]))
+    compare(dg, OPS["exp-neg-sub"], rounds=3, values=np.concatenate([specials, specials]))
+
+
+def test_zero_dim_and_2d_elements(dg):
+    compare(dg, OPS["mul-add-tanh"], shape=(), calls=6)
+    compare(dg, OPS["mul-add-tanh"], shape=(1, 1), calls=6)
+
+
+def test_user_holds_outputs_across_calls(dg):
+    """Each call returns a fresh tensor: outputs kept in a Python list are not overwritten by later calls."""
+    a, b = leaf(dg, 0.5), leaf(dg, 0.1)
+    compiled = dg.compile(program(dg, a, b, OPS["mul-add-tanh"], 5), mode="reduce-overhead")
+    kept = [compiled(dg.tensor(np.array([v], np.float32))) for v in (0.1, 0.2, 0.3, 0.4, 0.5)]
+    again = [program(dg, leaf(dg, 0.5), leaf(dg, 0.1), OPS["mul-add-tanh"], 5)(dg.tensor(np.array([v], np.float32)))
+             for v in (0.1, 0.2, 0.3, 0.4, 0.5)]
+    for k, e in zip(kept, again):
+        assert_same(k, e)
+    assert len({id(k) for k in kept}) == 5
+    if has_scalar(dg):
+        assert scalar_runs(compiled) == 3
+
+
+def test_grad_held_and_zeroed_between_calls(dg):
+    """A .grad the user holds is accumulated into in place, as eagerly; a .grad set to None starts afresh."""
+    for compiled_mode in (True, False):
+        a, b = leaf(dg, 0.5), leaf(dg, 0.1)
+        f = program(dg, a, b, OPS["mul-add-tanh"], 4)
+        g = dg.compile(f, mode="reduce-overhead") if compiled_mode else f
+        held = []
+        for i in range(6):
+            g(dg.tensor(np.array([0.3 + i], np.float32)))
+            held.append(a.grad)
+            if i == 3:
+                a.grad = None
+        if compiled_mode:
+            got = [h.detach().numpy().copy() for h in held]
+            ids = [id(h) for h in held]
+        else:
+            want = [h.detach().numpy().copy() for h in held]
+            want_ids = [id(h) for h in held]
+    assert all(np.array_equal(x, y) for x, y in zip(got, want))
+    assert [i == ids[0] for i in ids] == [i == want_ids[0] for i in want_ids]
+
+
+def test_external_changed_between_calls_is_read(dg):
+    """A closed-over leaf written in place between calls is read again (no constant folded into the floats)."""
+    ac, bc, ae, be = leaf(dg, 0.5), leaf(dg, 0.1), leaf(dg, 0.5), leaf(dg, 0.1)
+    compiled = dg.compile(program(dg, ac, bc, OPS["mul-add-tanh"], 6), mode="reduce-overhead")
+    eager = program(dg, ae, be, OPS["mul-add-tanh"], 6)
+    for i in range(6):
+        with dg.no_grad():
+            for p in (ac, ae):
+                p.mul_(0.9)
+        assert_same(compiled(dg.tensor(np.array([0.2], np.float32))), eager(dg.tensor(np.array([0.2], np.float32))))
+        assert_same(ac.grad, ae.grad)
+        assert_same(bc.grad, be.grad)
+    if has_scalar(dg):
+        assert scalar_runs(compiled) == 4
+
+
+def test_not_covered_runs_as_before(dg):
+    """Broadcasting, float64, an op outside the set, a requires_grad flip: same results, no scalar run."""
+    compare(dg, lambda y, a, b: (y * a + b).tanh(), shape=(2,), calls=5, expect_scalar=False)
+    compare(dg, lambda y, a, b: (y * a + b).relu(), calls=5, expect_scalar=False)
+
+    a64, b64 = leaf(dg, 0.5, dtype=np.float64), leaf(dg, 0.1, dtype=np.float64)
+    c = dg.compile(program(dg, a64, b64, OPS["mul-add-tanh"], 3), mode="reduce-overhead")
+    for v in (0.1, 0.2, 0.3, 0.4):
+        c(dg.tensor(np.array([v], np.float64)))
+    if has_scalar(dg):
+        assert scalar_runs(c) == 0
+
+    # the leaf stops requiring grad: the planned backward (and so the scalar program) is not taken
+    a, b, ae, be = leaf(dg, 0.5), leaf(dg, 0.1), leaf(dg, 0.5), leaf(dg, 0.1)
+    compiled = dg.compile(program(dg, a, b, OPS["mul-add-tanh"], 3), mode="reduce-overhead")
+    eager = program(dg, ae, be, OPS["mul-add-tanh"], 3)
+    for i in range(5):
+        if i == 3:
+            a.requires_grad_(False)
+            ae.requires_grad_(False)
+        assert_same(compiled(dg.tensor(np.array([0.2], np.float32))), eager(dg.tensor(np.array([0.2], np.float32))))
+        assert_same(b.grad, be.grad)
+    if has_scalar(dg):
+        assert scalar_runs(compiled) == 1
+
+
+def test_turned_off(dg, monkeypatch):
+    from dyngrad._api import capture
+    if not has_scalar(dg):
+        pytest.skip("the reference engine has no scalar replay")
+    monkeypatch.setattr(capture, "SCALAR_REPLAY", False)
+    compiled, _, _ = compare(dg, OPS["mul-add-tanh"], calls=5, expect_scalar=False)
+    assert scalar_runs(compiled) == 0
+
+
+def test_second_backward_through_output_raises(dg):
+    a, b = leaf(dg, 0.5), leaf(dg, 0.1)
+    compiled = dg.compile(program(dg, a, b, OPS["mul-add-tanh"], 3), mode="reduce-overhead")
+    for v in (0.1, 0.2, 0.3):
+        out = compiled(dg.tensor(np.array([v], np.float32)))
+    with pytest.raises(RuntimeError, match="already freed"):
+        (out * 2).sum().backward()
