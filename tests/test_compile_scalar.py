@@ -177,3 +177,43 @@ def test_second_backward_through_output_raises(dg):
         out = compiled(dg.tensor(np.array([v], np.float32)))
     with pytest.raises(RuntimeError, match="already freed"):
         (out * 2).sum().backward()
+
+
+# ---- Note [Target checks in the loop] (csrc/bindings/capture_bind.cpp): cross_entropy's target check, in C++ ----
+
+def _ce_step(dg, ignore_index=-100):
+    dg.manual_seed(0)
+    model = dg.nn.Linear(4, 3)
+
+    def step(x, y):
+        model.zero_grad()
+        loss = dg.nn.functional.cross_entropy(model(x), y, ignore_index=ignore_index)
+        loss.backward()
+        return loss
+    return model, step
+
+
+@pytest.mark.parametrize("ignore_index", [-100, 1])
+def test_target_check_replayed_raises_as_eagerly(dg, ignore_index):
+    """Targets in range (and ignore_index) pass in the loop; one out of range raises eager mode's IndexError."""
+    model_c, step_c = _ce_step(dg, ignore_index)
+    model_e, step_e = _ce_step(dg, ignore_index)
+    compiled = dg.compile(step_c, mode="reduce-overhead")
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((5, 4)).astype(np.float32)
+    for _ in range(4):
+        y = rng.integers(0, 3, 5)
+        assert_same(compiled(dg.tensor(x), dg.tensor(y)), step_e(dg.tensor(x), dg.tensor(y)))
+        for p, q in zip(model_c.parameters(), model_e.parameters()):
+            assert_same(p.grad, q.grad)
+    if hasattr(dg._C._ReplayProgram, "set_target_range_check"):
+        assert [n.target_checks for n in natives(compiled) if n is not None] in ([1], [1, 1])   # one per variant
+    for bad in ([0, 1, 2, 3, 0], [0, -1, 2, 0, 0], [0, 1, 2, 0, 2 ** 40]):
+        errors = []
+        for fn in (compiled, step_e):
+            with pytest.raises(IndexError) as info:
+                fn(dg.tensor(x), dg.tensor(np.array(bad, np.int64)))
+            errors.append(str(info.value))
+        assert errors[0] == errors[1]
+    y = np.array([ignore_index, 0, 1, 2, 0], np.int64) if ignore_index >= 0 else np.array([-100, 0, 1, 2, 0])
+    assert_same(compiled(dg.tensor(x), dg.tensor(y)), step_e(dg.tensor(x), dg.tensor(y)))

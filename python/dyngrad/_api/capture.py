@@ -429,6 +429,15 @@ def _runner(fn, args, kwargs):
     return lambda slots: fn(*[slots[i] if i >= 0 else c for i, c in pairs])
 
 
+def _register_checks():
+    """Note [Target checks in the loop] (csrc/bindings/capture_bind.cpp): the C++ loop checks cross_entropy's
+    class targets itself; it is told which function that check is."""
+    register = getattr(_C._ReplayProgram, "set_target_range_check", None)
+    if register is not None:
+        from .ops.loss import _check_target_range
+        register(_check_target_range)
+
+
 class Variant:
     """One recorded program: its steps, the externals it reads by reference, where its outputs come from."""
 
@@ -454,6 +463,7 @@ class Variant:
             trips = sum((step.native is None and spec is None) or _loop_out(step) == -1
                         for step, spec in zip(self.steps, seq_specs))
             if trips * 8 <= len(self.steps):
+                _register_checks()
                 program = _C._ReplayProgram(_C.Tensor)
                 for step, spec in zip(self.steps, seq_specs):
                     if spec is not None:              # sequences of slots, built in the loop
