@@ -1,12 +1,15 @@
 """Static replay's fixed and per-op cost (issue 20's targets: <= 2 us fixed per call, <= 50 ns per recorded
 one-element op forward + backward), against eager mode, in one run.
 
-    python bench/static_replay.py [--quick]
+    python bench/static_replay.py [--quick] [--compare]
 
 Rows: a one-op program (the fixed cost of a call: entry guard, Program.__call__, the loop's set-up); chains of
 n one-element ops forward + backward (y = tanh(y * a + b), 3 ops a round) for two n, whose difference over the
 difference in ops is the per-op cost; the same chain without grad (forward only). Times are CPU time of the
 calling thread (time.thread_time), best of 5 blocks.
+
+--compare: bench/compile_modes.py's three workloads, eager against static replay with the scalar replay, the
+in-place entry guard and the target check in the loop off (as before them) and on, alternating, in one run.
 """
 import argparse
 import time
@@ -51,10 +54,38 @@ def one_op():
     return lambda x: x * a
 
 
+def set_features(on):
+    from dyngrad._api import capture, compiling
+    capture.SCALAR_REPLAY = capture.TARGET_CHECKS_IN_LOOP = compiling.KEY_IN_PLACE = on
+
+
+def compare(seconds):
+    import compile_modes
+    print(f"{'workload':<30} {'eager':>10} {'static before':>14} {'x eager':>8} {'static after':>13} {'x eager':>8}")
+    for name, build in compile_modes.WORKLOADS.items():
+        step, inputs = build(dg)
+        eager = timed(lambda: step(*inputs), seconds)
+        times = {}
+        for on in (False, True, False, True):   # alternating: the machine's load drifts
+            set_features(on)
+            compiled = dg.compile(step, mode="reduce-overhead")
+            compiled(*inputs)
+            t = timed(lambda: compiled(*inputs), seconds)
+            times[on] = min(times.get(on, t), t)
+        set_features(True)
+        print(f"{name:<30} {eager * 1e6:>8.0f}us {times[False] * 1e6:>12.1f}us {eager / times[False]:>7.2f}x "
+              f"{times[True] * 1e6:>11.1f}us {eager / times[True]:>7.2f}x", flush=True)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
-    seconds = 0.3 if p.parse_args().quick else 1.0
+    p.add_argument("--compare", action="store_true")
+    args = p.parse_args()
+    seconds = 0.3 if args.quick else 1.0
+    if args.compare:
+        print(machine_line())
+        return compare(seconds)
     x = dg.tensor(np.array([0.3], np.float32))
     print(machine_line())
     print(f"{'program':<34} {'ops':>5} {'eager':>10} {'static':>10} {'x eager':>8}")

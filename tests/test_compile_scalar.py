@@ -217,3 +217,95 @@ def test_target_check_replayed_raises_as_eagerly(dg, ignore_index):
         assert errors[0] == errors[1]
     y = np.array([ignore_index, 0, 1, 2, 0], np.int64) if ignore_index >= 0 else np.array([-100, 0, 1, 2, 0])
     assert_same(compiled(dg.tensor(x), dg.tensor(y)), step_e(dg.tensor(x), dg.tensor(y)))
+
+
+# ---- Note [Entry guards compared in place] (csrc/bindings/capture_bind.cpp) ----
+
+def test_entry_key_compared_in_place_agrees_with_the_built_key(dg):
+    """For each change of guarded state, the in-place comparison with the last key says 'same' exactly when the
+    built key equals it; the program then records or replays as with the built key (results equal eager mode's)."""
+    from dyngrad._api import compiling
+    if not hasattr(dg._C, "_entry_key_matches"):
+        pytest.skip("the reference engine builds the key at every call")
+    dg.manual_seed(0)
+    model = dg.nn.Sequential(dg.nn.Linear(3, 4), dg.nn.ReLU(), dg.nn.Linear(4, 2))
+    opt = dg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    def step(x, y, scale=1.0, extra=None):
+        opt.zero_grad()
+        loss = dg.nn.functional.cross_entropy(model(x) * scale, y)
+        loss.backward()
+        opt.step()
+        return loss
+    compiled = dg.compile(step, mode="reduce-overhead")
+    rng = np.random.default_rng(0)
+    x = dg.tensor(rng.standard_normal((5, 3)).astype(np.float32))
+    y = dg.tensor(rng.integers(0, 2, 5))
+    for _ in range(3):
+        compiled(x, y)
+    prog = compiled._program
+
+    def agrees(*args, **kwargs):
+        key = prog.last_key
+        fast = compiling.same_entry_key(prog, key, args, kwargs)
+        built, tensors = compiling.entry_key(prog, args, kwargs)
+        assert (fast is not None) == (built == key)
+        if fast is not None:
+            assert fast == tensors
+        return fast is not None
+
+    assert agrees(x, y)
+    assert agrees(dg.tensor(rng.standard_normal((5, 3)).astype(np.float32)), y)   # new values, same guards
+    assert not agrees(dg.tensor(rng.standard_normal((6, 3)).astype(np.float32)), y)  # a shape
+    assert not agrees(x.double(), y)                                                  # a dtype
+    assert not agrees(x.t().contiguous().t(), y)                                      # strides
+    assert not agrees(x.detach().requires_grad_(), y)                                 # requires_grad
+    assert not agrees(x, x)                                                           # aliasing / dtype
+    assert not agrees(x, y, 2.0)                                                      # structure
+    assert not agrees(x, y, scale=1.0)                                                # kwargs
+    assert not agrees((x,), y)
+    model.eval()
+    assert not agrees(x, y)
+    model.train()
+    assert agrees(x, y)
+    opt.param_groups[0]["lr"] = 0.05
+    assert not agrees(x, y)
+    opt.param_groups[0]["lr"] = 0.1
+    assert agrees(x, y)
+    old = model[0].bias
+    model[0].bias = dg.nn.Parameter(old.detach().clone())
+    assert not agrees(x, y)
+    model[0].bias = old
+    assert agrees(x, y)
+    model[2].weight.requires_grad_(False)
+    assert not agrees(x, y)
+    model[2].weight.requires_grad_(True)
+    model.add_module("extra", dg.nn.ReLU())
+    assert not agrees(x, y)
+    del model._modules["extra"]
+    assert agrees(x, y)
+    with dg.no_grad():
+        assert not agrees(x, y)
+    # compared with eager mode through every change: the replay takes the same variants as with the built key
+    dg.manual_seed(0)
+    model_e = dg.nn.Sequential(dg.nn.Linear(3, 4), dg.nn.ReLU(), dg.nn.Linear(4, 2))
+    for p, q in zip(model.parameters(), model_e.parameters()):
+        with dg.no_grad():
+            q.copy_(p)
+    opt_e = dg.optim.SGD(model_e.parameters(), lr=0.1, momentum=0.9)
+    opt_e.load_state_dict(opt.state_dict()) if hasattr(opt_e, "load_state_dict") else None
+
+    def step_e(x, y, scale=1.0, extra=None):
+        opt_e.zero_grad()
+        loss = dg.nn.functional.cross_entropy(model_e(x) * scale, y)
+        loss.backward()
+        opt_e.step()
+        return loss
+    for i in range(8):
+        for m in (model, model_e):
+            m.train(i % 3 != 2)
+        for o in (opt, opt_e):
+            o.param_groups[0]["lr"] = 0.1 if i < 5 else 0.01
+        assert_same(compiled(x, y), step_e(x, y))
+        for p, q in zip(model.parameters(), model_e.parameters()):
+            assert_same(p, q)

@@ -679,6 +679,228 @@ py::object optimizer_state(PyObject* opt) {  // compiling._optimizer_state
   return own(PyTuple_Pack(2, group_tuple.ptr(), state_tuple.ptr()));
 }
 
+// Note [Entry guards compared in place]: building the key at every call (~80 objects for the MLP training step) and
+// hashing it for the dict of recordings cost ~12 us of a ~45 us static MLP step (Intel Xeon, lscpu family 6 model
+// 167, 2 cores, KVM). The call that replays what the last call replayed (the common case) needs only to know that
+// its key equals the last one: this walk compares each part of the last key with the call's arguments and state,
+// in the order the walk above builds them, and builds nothing. It answers "equal" only where the key built would be
+// equal, element for element (the same reads, the same == with identity first as tuple equality): anything it
+// does not know (a Tensor subclass, an error raised by a read) is "not known", and the caller builds the key.
+struct Match {
+  PyTypeObject* tensor_type;
+  PyObject* key;  // a tuple of (where, what)
+  Py_ssize_t next = 0;
+  py::object tensors = own(PyList_New(0)), states = own(PyList_New(0));
+  std::vector<std::pair<PyObject*, Py_ssize_t>> seen;
+
+  PyObject* part() {  // the next part's `what`, or null past the end
+    if (next >= PyTuple_GET_SIZE(key)) return nullptr;
+    PyObject* p = PyTuple_GET_ITEM(key, next++);
+    return PyTuple_CheckExact(p) && PyTuple_GET_SIZE(p) == 2 ? PyTuple_GET_ITEM(p, 1) : nullptr;
+  }
+  static bool eq(PyObject* a, PyObject* b) {  // tuple equality's: identity, then ==
+    if (a == b) return true;
+    const int r = PyObject_RichCompareBool(a, b, Py_EQ);
+    if (r < 0) throw py::error_already_set();
+    return r == 1;
+  }
+  static bool is_what(PyObject* what, Py_ssize_t size, PyObject* tag) {
+    return what && PyTuple_CheckExact(what) && PyTuple_GET_SIZE(what) == size && eq(PyTuple_GET_ITEM(what, 0), tag);
+  }
+  static bool ints_equal(PyObject* tuple, const Shape& v) {
+    if (!PyTuple_CheckExact(tuple) || PyTuple_GET_SIZE(tuple) != (Py_ssize_t)v.size()) return false;
+    for (size_t i = 0; i < v.size(); ++i) {
+      PyObject* x = PyTuple_GET_ITEM(tuple, i);
+      if (!PyLong_CheckExact(x)) return false;
+      int overflow = 0;
+      const long long n = PyLong_AsLongLongAndOverflow(x, &overflow);
+      if (overflow || n != v[i]) return false;
+    }
+    return true;
+  }
+  static bool id_equal(PyObject* recorded, PyObject* o) {
+    return PyLong_CheckExact(recorded) && PyLong_AsVoidPtr(recorded) == (void*)o && !PyErr_Occurred();
+  }
+
+  bool describe(PyObject* o) {
+    const Names& n = names();
+    PyObject* what = part();
+    if (!what) return false;
+    PyTypeObject* type = Py_TYPE(o);
+    if (type == tensor_type) {
+      const Tensor* t = held_tensor(o, tensor_type);
+      if (!t || !is_what(what, 7, n.tensor) || PyTuple_GET_ITEM(what, 1) != (PyObject*)type) return false;
+      const Py_ssize_t count = PyList_GET_SIZE(tensors.ptr());
+      Py_ssize_t first = count;
+      for (const auto& entry : seen)
+        if (entry.first == o) first = entry.second;
+      if (first == count) {
+        seen.emplace_back(o, count);
+        append(tensors.ptr(), o);
+      }
+      PyObject* index = PyTuple_GET_ITEM(what, 6);
+      return ints_equal(PyTuple_GET_ITEM(what, 2), (*t)->shape) && eq(PyTuple_GET_ITEM(what, 3), dtype_object((*t)->dtype).ptr()) &&
+             ints_equal(PyTuple_GET_ITEM(what, 4), (*t)->strides) &&
+             PyTuple_GET_ITEM(what, 5) == ((*t)->requires_grad ? Py_True : Py_False) && PyLong_CheckExact(index) &&
+             PyLong_AsSsize_t(index) == first;
+    }
+    if (PyType_IsSubtype(type, tensor_type)) return false;  // a subclass may read its attributes otherwise
+    if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
+      if (!PyTuple_CheckExact(what) || PyTuple_GET_SIZE(what) != 2 || PyTuple_GET_ITEM(what, 0) != (PyObject*)type)
+        return false;
+      PyObject* length = PyTuple_GET_ITEM(what, 1);
+      if (!PyLong_CheckExact(length) || PyLong_AsSsize_t(length) != PySequence_Fast_GET_SIZE(o)) return false;
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i) {
+        py::object item = borrow(PySequence_Fast_GET_ITEM(o, i));
+        if (!describe(item.ptr())) return false;
+      }
+      return true;
+    }
+    if (PyDict_CheckExact(o)) {
+      if (!is_what(what, 2, n.dict)) return false;
+      PyObject* keys = PyTuple_GET_ITEM(what, 1);
+      if (!PyTuple_CheckExact(keys) || PyTuple_GET_SIZE(keys) != PyDict_GET_SIZE(o)) return false;
+      Py_ssize_t pos = 0, i = 0;
+      PyObject *k, *v;
+      std::vector<py::object> values;
+      while (PyDict_Next(o, &pos, &k, &v)) {
+        if (!eq(PyTuple_GET_ITEM(keys, i++), k)) return false;
+        values.push_back(borrow(v));
+      }
+      for (const auto& value : values)
+        if (!describe(value.ptr())) return false;
+      return true;
+    }
+    if (is_module(o) || is_optimizer(o)) {
+      append(states.ptr(), o);
+      return is_what(what, 2, n.object) && id_equal(PyTuple_GET_ITEM(what, 1), o);
+    }
+    if (PyObject_Hash(o) != -1)
+      return is_what(what, 3, n.value) && PyTuple_GET_ITEM(what, 1) == (PyObject*)type && eq(PyTuple_GET_ITEM(what, 2), o);
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw py::error_already_set();
+    PyErr_Clear();
+    return is_what(what, 3, n.object) && PyTuple_GET_ITEM(what, 1) == (PyObject*)type && id_equal(PyTuple_GET_ITEM(what, 2), o);
+  }
+
+  // module_state's walk, compared with the recorded flat tuple
+  static bool module_matches(PyObject* module, PyObject* state) {
+    const Names& nm = names();
+    if (!PyTuple_CheckExact(state)) return false;
+    Py_ssize_t at = 0;
+    const Py_ssize_t size = PyTuple_GET_SIZE(state);
+    auto next = [&]() -> PyObject* { return at < size ? PyTuple_GET_ITEM(state, at++) : nullptr; };
+    std::vector<py::object> stack{borrow(module)};
+    std::vector<PyObject*> seen_modules;
+    while (!stack.empty()) {
+      py::object m = std::move(stack.back());
+      stack.pop_back();
+      if (m.ptr() == Py_None || std::find(seen_modules.begin(), seen_modules.end(), m.ptr()) != seen_modules.end())
+        continue;
+      seen_modules.push_back(m.ptr());
+      PyObject* d = dict_of(m.ptr());
+      if (!d) return false;
+      PyObject* x = next();
+      if (!x || !id_equal(x, m.ptr())) return false;
+      py::object training = own(PyObject_GetAttr(m.ptr(), nm.training));
+      if (!(x = next()) || !eq(x, training.ptr())) return false;
+      py::object dict = borrow(d);
+      py::object params = own(PyObject_GetItem(d, nm.parameters));
+      py::object buffers = own(PyObject_GetItem(d, nm.buffers));
+      py::object modules = own(PyObject_GetItem(d, nm.modules));
+      bool ok = true;
+      for_each_item(params.ptr(), [&](PyObject* k, PyObject* p) {
+        if (!ok) return;
+        PyObject* a = next();
+        if (!a || !eq(a, k) || !(a = next()) || !id_equal(a, p)) { ok = false; return; }
+        py::object rg = p == Py_None ? borrow(Py_False) : own(PyObject_GetAttr(p, nm.requires_grad));
+        if (!(a = next()) || !eq(a, rg.ptr())) ok = false;
+      });
+      for_each_item(buffers.ptr(), [&](PyObject* k, PyObject* b) {
+        if (!ok) return;
+        PyObject* a = next();
+        if (!a || !eq(a, k) || !(a = next()) || !id_equal(a, b)) ok = false;
+      });
+      if (!ok || next() != Py_None) return false;
+      for_each_item(modules.ptr(), [&](PyObject*, PyObject* sub) { stack.push_back(borrow(sub)); });
+    }
+    return at == size;
+  }
+
+  // optimizer_state's, compared with the recorded (groups, state)
+  static bool optimizer_matches(PyObject* opt, PyObject* recorded) {
+    const Names& nm = names();
+    if (!PyTuple_CheckExact(recorded) || PyTuple_GET_SIZE(recorded) != 2) return false;
+    PyObject* groups = PyTuple_GET_ITEM(recorded, 0);
+    PyObject* states_rec = PyTuple_GET_ITEM(recorded, 1);
+    if (!PyTuple_CheckExact(groups) || !PyTuple_CheckExact(states_rec)) return false;
+    py::object param_groups = own(PyObject_GetAttr(opt, nm.param_groups));
+    py::object group_iter = own(PyObject_GetIter(param_groups.ptr()));
+    Py_ssize_t gi = 0;
+    while (PyObject* g_raw = PyIter_Next(group_iter.ptr())) {
+      py::object g = own(g_raw);
+      if (gi >= PyTuple_GET_SIZE(groups)) return false;
+      PyObject* entries = PyTuple_GET_ITEM(groups, gi++);
+      if (!PyTuple_CheckExact(entries)) return false;
+      Py_ssize_t ei = 0;
+      const Py_ssize_t en = PyTuple_GET_SIZE(entries);
+      bool ok = true;
+      for_each_item(g.ptr(), [&](PyObject* k, PyObject* v) {
+        if (!ok) return;
+        const int is_params = PyObject_RichCompareBool(k, nm.params, Py_EQ);
+        if (is_params < 0) throw py::error_already_set();
+        if (is_params || !plain_hyperparameter(v)) return;
+        PyObject* e = ei < en ? PyTuple_GET_ITEM(entries, ei++) : nullptr;
+        if (!e || !PyTuple_CheckExact(e) || PyTuple_GET_SIZE(e) != 2 || !eq(PyTuple_GET_ITEM(e, 0), k) ||
+            !eq(PyTuple_GET_ITEM(e, 1), v))
+          ok = false;
+      });
+      if (!ok || ei + 1 != en) return false;
+      PyObject* last = PyTuple_GET_ITEM(entries, ei);
+      if (!PyTuple_CheckExact(last) || PyTuple_GET_SIZE(last) != 2 || !eq(PyTuple_GET_ITEM(last, 0), nm.params))
+        return false;
+      PyObject* ids = PyTuple_GET_ITEM(last, 1);
+      if (!PyTuple_CheckExact(ids)) return false;
+      py::object params = own(PyObject_GetItem(g.ptr(), nm.params));
+      py::object param_iter = own(PyObject_GetIter(params.ptr()));
+      Py_ssize_t pi = 0;
+      while (PyObject* p = PyIter_Next(param_iter.ptr())) {
+        py::object keep = own(p);
+        if (pi >= PyTuple_GET_SIZE(ids) || !id_equal(PyTuple_GET_ITEM(ids, pi++), p)) return false;
+      }
+      if (PyErr_Occurred()) throw py::error_already_set();
+      if (pi != PyTuple_GET_SIZE(ids)) return false;
+    }
+    if (PyErr_Occurred()) throw py::error_already_set();
+    if (gi != PyTuple_GET_SIZE(groups)) return false;
+    py::object state_attr = own(PyObject_GetAttr(opt, nm.state));
+    Py_ssize_t si = 0;
+    bool ok = true;
+    for_each_item(state_attr.ptr(), [&](PyObject* p, PyObject* st) {
+      if (!ok) return;
+      PyObject* rec = si < PyTuple_GET_SIZE(states_rec) ? PyTuple_GET_ITEM(states_rec, si++) : nullptr;
+      if (!rec || !PyTuple_CheckExact(rec) || PyTuple_GET_SIZE(rec) != 2 || !id_equal(PyTuple_GET_ITEM(rec, 0), p)) {
+        ok = false;
+        return;
+      }
+      PyObject* entries = PyTuple_GET_ITEM(rec, 1);
+      if (!PyTuple_CheckExact(entries)) { ok = false; return; }
+      Py_ssize_t ei = 0;
+      for_each_item(st, [&](PyObject* k, PyObject* v) {
+        if (!ok) return;
+        PyObject* e = ei < PyTuple_GET_SIZE(entries) ? PyTuple_GET_ITEM(entries, ei++) : nullptr;
+        if (!e || !PyTuple_CheckExact(e) || PyTuple_GET_SIZE(e) != 2 || !eq(PyTuple_GET_ITEM(e, 0), k)) {
+          ok = false;
+          return;
+        }
+        const bool number = PyLong_Check(v) || PyFloat_Check(v);
+        ok = number ? eq(PyTuple_GET_ITEM(e, 1), v) : id_equal(PyTuple_GET_ITEM(e, 1), v);
+      });
+      if (ok && ei != PyTuple_GET_SIZE(entries)) ok = false;
+    });
+    return ok && si == PyTuple_GET_SIZE(states_rec);
+  }
+};
+
 }  // namespace guard
 
 }  // namespace
@@ -710,14 +932,60 @@ void bind_capture(py::module_& m) {
     py::object key = guard::own(PyList_AsTuple(w.parts.ptr()));
     return guard::own(PyTuple_Pack(2, key.ptr(), w.tensors.ptr()));
   }, py::arg("tensor_type"), py::arg("args"), py::arg("kwargs"), py::arg("middle"), py::arg("reachable"));
+  // Note [Entry guards compared in place]: the argument tensors when _entry_key(...)[0] would equal `key`, None when
+  // it would not or this cannot tell (the caller then builds the key)
+  m.def("_entry_key_matches", [](py::handle key, py::handle tensor_type, py::handle args, py::handle kwargs,
+                                 py::handle middle, py::handle reachable) -> py::object {
+    if (!PyTuple_CheckExact(key.ptr())) return py::none();
+    guard::Match w{(PyTypeObject*)tensor_type.ptr(), key.ptr()};
+    try {
+      if (!w.describe(args.ptr()) || !w.describe(kwargs.ptr())) return py::none();
+      for (py::handle part : middle) {
+        if (w.next >= PyTuple_GET_SIZE(key.ptr()) || !guard::Match::eq(PyTuple_GET_ITEM(key.ptr(), w.next++), part.ptr()))
+          return py::none();
+      }
+      for (py::handle obj : reachable) guard::append(w.states.ptr(), obj.ptr());
+      std::vector<PyObject*> done;
+      char label[256];
+      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(w.states.ptr()); ++i) {
+        PyObject* obj = PyList_GET_ITEM(w.states.ptr(), i);
+        if (std::find(done.begin(), done.end(), obj) != done.end()) continue;
+        done.push_back(obj);
+        const bool module = guard::is_module(obj);
+        if (w.next >= PyTuple_GET_SIZE(key.ptr())) return py::none();
+        PyObject* p = PyTuple_GET_ITEM(key.ptr(), w.next++);
+        if (!PyTuple_CheckExact(p) || PyTuple_GET_SIZE(p) != 2) return py::none();
+        snprintf(label, sizeof label, module ? "module %s" : "optimizer %s", _PyType_Name(Py_TYPE(obj)));
+        PyObject* recorded_label = PyTuple_GET_ITEM(p, 0);
+        if (!PyUnicode_Check(recorded_label) || PyUnicode_CompareWithASCIIString(recorded_label, label) != 0)
+          return py::none();
+        if (!(module ? guard::Match::module_matches(obj, PyTuple_GET_ITEM(p, 1))
+                     : guard::Match::optimizer_matches(obj, PyTuple_GET_ITEM(p, 1))))
+          return py::none();
+      }
+      if (w.next != PyTuple_GET_SIZE(key.ptr())) return py::none();
+    } catch (py::error_already_set&) {
+      PyErr_Clear();
+      return py::none();
+    } catch (const std::exception&) {  // any read that failed: the caller's walk raises it, or builds another key
+      PyErr_Clear();
+      return py::none();
+    }
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      return py::none();
+    }
+    return w.tensors;
+  }, py::arg("key"), py::arg("tensor_type"), py::arg("args"), py::arg("kwargs"), py::arg("middle"),
+     py::arg("reachable"));
   m.attr("_replay_seq_args") = true;  // Note [Sequence arguments in the loop]: _ReplayProgram.add takes seqs
   m.attr("_replay_seq_results") = true;  // Note [Sequence results in the loop]: out = -5 and out_slots
   py::class_<ReplayProgram>(m, "_ReplayProgram")
       .def(py::init<py::handle>(), py::arg("tensor_type"))
       // Note [Target checks in the loop]: the function whose validate steps the loop checks itself
+      // (None: no step is checked here, for programs built afterwards; the function is kept alive for good)
       .def_static("set_target_range_check", [](py::object fn) {
-        if (g_target_range_check) return;
-        g_target_range_check = fn.inc_ref().ptr();
+        g_target_range_check = fn.is_none() ? nullptr : fn.inc_ref().ptr();
       }, py::arg("fn"))
       // name: the _C function's name, which picks its core call when every argument is a slot
       // seqs: None, or per argument None or (is_list, item slots, item constants): Note [Sequence arguments in

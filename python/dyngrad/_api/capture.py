@@ -334,6 +334,9 @@ PLANNED_BACKWARD = os.environ.get("DYNGRAD_COMPILE_PLAN", "1") != "0"
 # Note [Scalar replay] (csrc/bindings/capture_bind.cpp): False makes every program built from now on replay its
 # one-element programs with the tensors' kernels, as before (for measuring one against the other)
 SCALAR_REPLAY = os.environ.get("DYNGRAD_COMPILE_SCALAR", "1") != "0"
+# Note [Target checks in the loop] (csrc/bindings/capture_bind.cpp): False makes programs built from now on call
+# cross_entropy's target check through bridge.validate at every replay, as before
+TARGET_CHECKS_IN_LOOP = True
 
 
 def _set_backward_plan(variant, program):
@@ -435,7 +438,7 @@ def _register_checks():
     register = getattr(_C._ReplayProgram, "set_target_range_check", None)
     if register is not None:
         from .ops.loss import _check_target_range
-        register(_check_target_range)
+        register(_check_target_range if TARGET_CHECKS_IN_LOOP else None)
 
 
 class Variant:

@@ -229,12 +229,14 @@ class Program:
         self.warned_eager = False
         self.replaying = threading.Lock()
         self.last_key = None
+        self.last_group = None     # the group of last_key (Note [Entry guards compared in place])
         self.last_miss = None      # (reason, line) of the last miss: the origin of the variant recorded after it
         _programs.add(self)
 
     def reset(self):
         self.groups.clear()
         self.last_key = None
+        self.last_group = None
 
     def n_variants(self):
         return sum(len(v) for v in self.groups.values())
@@ -244,8 +246,15 @@ class Program:
         stats.calls += 1
         if capture.is_capturing() or getattr(_eager_flag, "on", False):
             return self.fn(*args, **kwargs)      # a compiled program called inside a recording is part of it
-        key, tensors = entry_key(self, args, kwargs, reachable=not self.verified)
-        group = self.groups.get(key)
+        tensors = None
+        if self.last_group is not None and not self.verified and not self.check and KEY_IN_PLACE:
+            tensors = same_entry_key(self, self.last_key, args, kwargs)
+        if tensors is not None:   # the call's key is the last call's (Note [Entry guards compared in place])
+            key, group = self.last_key, self.last_group
+        else:
+            key, tensors = entry_key(self, args, kwargs, reachable=not self.verified)
+            group = self.groups.get(key)
+            self.last_group = group
         if group is None:
             reason = describe_key_change(self.last_key, key)
             if self.last_key is not None:
@@ -355,6 +364,7 @@ class Program:
         result = capture.record(variant, self.fn, args, kwargs, tensors)
         self.groups.setdefault(key, []).insert(0, variant)
         self.last_key = key
+        self.last_group = self.groups[key]
         self.stats.recordings += 1
         self.warn_eager(variant)
         return result
@@ -472,6 +482,22 @@ def entry_key(program, args, kwargs, reachable=True):
                       (("grad mode", _C.is_grad_enabled()), ("default dtype", _C._get_default_dtype())),
                       _reachable(program.fn, program.owner))
     return entry_key_python(program, args, kwargs, reachable)
+
+
+# Note [Entry guards compared in place]: False builds the key at every call, as before (for measuring)
+KEY_IN_PLACE = True
+
+
+def same_entry_key(program, key, args, kwargs):
+    """The argument tensors if entry_key(program, args, kwargs) would be `key` (a static program's), else None
+    (also when the engine cannot tell without building the key): Note [Entry guards compared in place] in
+    csrc/bindings/capture_bind.cpp. The reference engine always builds the key."""
+    native = getattr(_C, "_entry_key_matches", None)
+    if native is None or key is None:
+        return None
+    return native(key, _C.Tensor, args, kwargs,
+                  (("grad mode", _C.is_grad_enabled()), ("default dtype", _C._get_default_dtype())),
+                  _reachable(program.fn, program.owner))
 
 
 def entry_key_python(program, args, kwargs, reachable=True):
