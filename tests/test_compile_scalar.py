@@ -309,3 +309,36 @@ def test_entry_key_compared_in_place_agrees_with_the_built_key(dg):
         assert_same(compiled(x, y), step_e(x, y))
         for p, q in zip(model.parameters(), model_e.parameters()):
             assert_same(p, q)
+
+
+_GLOBAL_MODEL = None
+
+
+def test_reachable_in_cpp_agrees_with_python(dg):
+    """_C._reachable (the in-place guard's walk) finds what compiling._reachable finds: closure cells, the globals
+    the code names, a bound method's self, the owner."""
+    from dyngrad._api import compiling
+    if not hasattr(dg._C, "_reachable"):
+        pytest.skip("the reference engine has no C++ walk")
+    global _GLOBAL_MODEL
+    model = dg.nn.Linear(2, 2)
+    _GLOBAL_MODEL = dg.nn.ReLU()
+    opt = dg.optim.SGD(model.parameters(), lr=0.1)
+    unused = 3
+
+    def f(x):
+        opt.zero_grad()
+        return _GLOBAL_MODEL(model(x)) * unused
+
+    def g(x):
+        return x
+
+    class Holder(dg.nn.Module):
+        def forward(self, x):
+            return model(x)
+    h = Holder()
+    cases = [(f, None), (g, None), (h.forward, None), (h, h), (f, model), (lambda x: _GLOBAL_MODEL(x), None)]
+    for fn, owner in cases:
+        assert [id(o) for o in dg._C._reachable(fn, owner)] == [id(o) for o in compiling._reachable(fn, owner)]
+    _GLOBAL_MODEL = None
+    assert [id(o) for o in dg._C._reachable(f, None)] == [id(o) for o in compiling._reachable(f, None)]

@@ -901,6 +901,69 @@ struct Match {
   }
 };
 
+// compiling._reachable(fn, owner), the same reads: the owner, a bound method's module or optimiser self, the
+// modules and optimisers in the function's closure cells and in the globals its code names. (Any difference from
+// the Python walk could only make the in-place comparison fail: the caller then builds the key with the Python one.)
+py::object reachable_of(PyObject* fn, PyObject* owner) {
+  py::object found = own(PyList_New(0));
+  if (owner != Py_None) append(found.ptr(), owner);
+  auto attr = [](PyObject* o, const char* name) -> py::object {
+    PyObject* v = PyObject_GetAttrString(o, name);
+    if (!v) {
+      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw py::error_already_set();
+      PyErr_Clear();
+      return py::none();
+    }
+    return own(v);
+  };
+  auto state_holder = [](PyObject* v) { return is_module(v) || is_optimizer(v); };
+  // a plain function (no __self__ of its own in its __dict__) or a bound method of one: their fields, read
+  // directly (the attribute reads of a missing __self__ raise and catch an AttributeError: slower than Python's)
+  PyObject* func = PyMethod_Check(fn) ? PyMethod_GET_FUNCTION(fn) : fn;
+  PyObject* func_dict = PyFunction_Check(func) ? ((PyFunctionObject*)func)->func_dict : nullptr;
+  if (PyFunction_Check(func) && (!func_dict || !PyDict_GetItemString(func_dict, "__self__"))) {
+    if (PyMethod_Check(fn) && state_holder(PyMethod_GET_SELF(fn))) append(found.ptr(), PyMethod_GET_SELF(fn));
+    PyObject* closure = PyFunction_GET_CLOSURE(func);
+    for (Py_ssize_t i = 0; closure && i < PyTuple_GET_SIZE(closure); ++i) {
+      PyObject* value = PyCell_GET(PyTuple_GET_ITEM(closure, i));
+      if (value && state_holder(value)) append(found.ptr(), value);
+    }
+    PyObject* globals = PyFunction_GET_GLOBALS(func);
+    PyObject* co_names = ((PyCodeObject*)PyFunction_GET_CODE(func))->co_names;
+    for (Py_ssize_t i = 0; PyDict_CheckExact(globals) && i < PyTuple_GET_SIZE(co_names); ++i) {
+      PyObject* value = PyDict_GetItemWithError(globals, PyTuple_GET_ITEM(co_names, i));
+      if (!value && PyErr_Occurred()) throw py::error_already_set();
+      if (value && value != Py_None && state_holder(value)) append(found.ptr(), value);
+    }
+    return found;
+  }
+  py::object self_ = attr(fn, "__self__");
+  if (!self_.is_none() && state_holder(self_.ptr())) append(found.ptr(), self_.ptr());
+  py::object code = attr(fn, "__code__");
+  py::object closure = attr(fn, "__closure__");
+  if (!closure.is_none()) {
+    if (!PyTuple_Check(closure.ptr())) throw std::runtime_error("__closure__ is not a tuple");
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(closure.ptr()); ++i) {
+      PyObject* cell = PyTuple_GET_ITEM(closure.ptr(), i);
+      if (!PyCell_Check(cell)) throw std::runtime_error("a closure item is not a cell");
+      PyObject* value = PyCell_GET(cell);
+      if (value && state_holder(value)) append(found.ptr(), value);
+    }
+  }
+  if (!code.is_none()) {
+    py::object globals = attr(fn, "__globals__");
+    py::object co_names = attr(code.ptr(), "co_names");
+    if (!globals.is_none() && !PyDict_CheckExact(globals.ptr())) throw std::runtime_error("__globals__ is not a dict");
+    if (!PyTuple_Check(co_names.ptr())) throw std::runtime_error("co_names is not a tuple");
+    for (Py_ssize_t i = 0; !globals.is_none() && i < PyTuple_GET_SIZE(co_names.ptr()); ++i) {
+      PyObject* value = PyDict_GetItemWithError(globals.ptr(), PyTuple_GET_ITEM(co_names.ptr(), i));
+      if (!value && PyErr_Occurred()) throw py::error_already_set();
+      if (value && value != Py_None && state_holder(value)) append(found.ptr(), value);
+    }
+  }
+  return found;
+}
+
 }  // namespace guard
 
 }  // namespace
@@ -934,11 +997,15 @@ void bind_capture(py::module_& m) {
   }, py::arg("tensor_type"), py::arg("args"), py::arg("kwargs"), py::arg("middle"), py::arg("reachable"));
   // Note [Entry guards compared in place]: the argument tensors when _entry_key(...)[0] would equal `key`, None when
   // it would not or this cannot tell (the caller then builds the key)
+  // reachable: the list compiling._reachable gives, or None for this file's reachable_of(fn, owner)
   m.def("_entry_key_matches", [](py::handle key, py::handle tensor_type, py::handle args, py::handle kwargs,
-                                 py::handle middle, py::handle reachable) -> py::object {
+                                 py::handle middle, py::handle reachable_in, py::handle fn,
+                                 py::handle owner) -> py::object {
     if (!PyTuple_CheckExact(key.ptr())) return py::none();
     guard::Match w{(PyTypeObject*)tensor_type.ptr(), key.ptr()};
     try {
+      py::object reachable = reachable_in.is_none() ? guard::reachable_of(fn.ptr(), owner.ptr())
+                                                    : py::reinterpret_borrow<py::object>(reachable_in);
       if (!w.describe(args.ptr()) || !w.describe(kwargs.ptr())) return py::none();
       for (py::handle part : middle) {
         if (w.next >= PyTuple_GET_SIZE(key.ptr()) || !guard::Match::eq(PyTuple_GET_ITEM(key.ptr(), w.next++), part.ptr()))
@@ -977,7 +1044,10 @@ void bind_capture(py::module_& m) {
     }
     return w.tensors;
   }, py::arg("key"), py::arg("tensor_type"), py::arg("args"), py::arg("kwargs"), py::arg("middle"),
-     py::arg("reachable"));
+     py::arg("reachable"), py::arg("fn") = py::none(), py::arg("owner") = py::none());
+  // compiling._reachable's walk in C++ (for tests: the two must agree)
+  m.def("_reachable", [](py::handle fn, py::handle owner) { return guard::reachable_of(fn.ptr(), owner.ptr()); },
+        py::arg("fn"), py::arg("owner"));
   m.attr("_replay_seq_args") = true;  // Note [Sequence arguments in the loop]: _ReplayProgram.add takes seqs
   m.attr("_replay_seq_results") = true;  // Note [Sequence results in the loop]: out = -5 and out_slots
   py::class_<ReplayProgram>(m, "_ReplayProgram")

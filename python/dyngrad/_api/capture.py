@@ -1213,13 +1213,22 @@ def replay(variants, first, arg_tensors):
     [Replaying steps in C++]), else here."""
     variant = first
     slots = variant.fresh_slots(arg_tensors)
+    pending = None
+    program = variant.__dict__.get("_native")
+    if program is not None:          # the common case, a whole variant in the C++ loop, without the loop below
+        pending = program.run(slots, 0)
+        if pending is None:
+            variant.replays += 1
+            output = variant.output
+            return variant, slots[output.i] if type(output) is Slot else decode(output, slots)
     i = 0
     Tensor = _C.Tensor
     while True:
         steps = variant.steps
         program = variant.native()
         if program is not None:
-            stop = program.run(slots, i)
+            stop = pending if pending is not None else program.run(slots, i)   # (pending: the first run's stop)
+            pending = None
             if stop is None:
                 break
             if len(stop) == 1:               # a step Python runs itself

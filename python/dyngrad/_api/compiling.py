@@ -218,6 +218,7 @@ class Program:
         self.fn = fn
         self.check = check
         self.verified = verified and not check
+        self.static = not self.verified and not check
         self.owner = owner
         self.limit = recompile_limit or capture.MAX_VARIANTS
         self.groups = {}          # entry key -> [Variant], the most recently run first
@@ -247,8 +248,10 @@ class Program:
         if capture.is_capturing() or getattr(_eager_flag, "on", False):
             return self.fn(*args, **kwargs)      # a compiled program called inside a recording is part of it
         tensors = None
-        if self.last_group is not None and not self.verified and not self.check and KEY_IN_PLACE:
-            tensors = same_entry_key(self, self.last_key, args, kwargs)
+        if self.last_group is not None and self.static and KEY_IN_PLACE and _key_matches is not None:
+            tensors = _key_matches(self.last_key, _Tensor, args, kwargs,
+                                   (("grad mode", _C.is_grad_enabled()), ("default dtype", _C._get_default_dtype())),
+                                   None, self.fn, self.owner)   # same_entry_key's call, inlined
         if tensors is not None:   # the call's key is the last call's (Note [Entry guards compared in place])
             key, group = self.last_key, self.last_group
         else:
@@ -486,6 +489,8 @@ def entry_key(program, args, kwargs, reachable=True):
 
 # Note [Entry guards compared in place]: False builds the key at every call, as before (for measuring)
 KEY_IN_PLACE = True
+_key_matches = getattr(_C, "_entry_key_matches", None)
+_Tensor = _C.Tensor
 
 
 def same_entry_key(program, key, args, kwargs):
@@ -497,7 +502,7 @@ def same_entry_key(program, key, args, kwargs):
         return None
     return native(key, _C.Tensor, args, kwargs,
                   (("grad mode", _C.is_grad_enabled()), ("default dtype", _C._get_default_dtype())),
-                  _reachable(program.fn, program.owner))
+                  None, program.fn, program.owner)   # None: _reachable's walk in C++
 
 
 def entry_key_python(program, args, kwargs, reachable=True):
