@@ -432,13 +432,23 @@ def _runner(fn, args, kwargs):
     return lambda slots: fn(*[slots[i] if i >= 0 else c for i, c in pairs])
 
 
-def _register_checks():
+def _register_checks(steps):
     """Note [Target checks in the loop] (csrc/bindings/capture_bind.cpp): the C++ loop checks cross_entropy's
-    class targets itself; it is told which function that check is."""
+    class targets itself; it is told which function that check is (found among the steps' checks, by its module
+    and name: the shared layer imports no op module from here)."""
     register = getattr(_C._ReplayProgram, "set_target_range_check", None)
-    if register is not None:
-        from .ops.loss import _check_target_range
-        register(_check_target_range if TARGET_CHECKS_IN_LOOP else None)
+    if register is None:
+        return
+    if not TARGET_CHECKS_IN_LOOP:
+        register(None)
+        return
+    for step in steps:
+        if step.name == "validate" and type(step.args) is Seq and step.args.items:
+            check = step.args.items[0]
+            if (getattr(check, "__name__", None) == "_check_target_range"
+                    and getattr(check, "__module__", "").endswith("_api.ops.loss")):
+                register(check)
+                return
 
 
 class Variant:
@@ -466,7 +476,7 @@ class Variant:
             trips = sum((step.native is None and spec is None) or _loop_out(step) == -1
                         for step, spec in zip(self.steps, seq_specs))
             if trips * 8 <= len(self.steps):
-                _register_checks()
+                _register_checks(self.steps)
                 program = _C._ReplayProgram(_C.Tensor)
                 for step, spec in zip(self.steps, seq_specs):
                     if spec is not None:              # sequences of slots, built in the loop
