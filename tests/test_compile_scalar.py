@@ -342,3 +342,31 @@ def test_reachable_in_cpp_agrees_with_python(dg):
         assert [id(o) for o in dg._C._reachable(fn, owner)] == [id(o) for o in compiling._reachable(fn, owner)]
     _GLOBAL_MODEL = None
     assert [id(o) for o in dg._C._reachable(f, None)] == [id(o) for o in compiling._reachable(f, None)]
+
+
+def test_compiled_program_inside_a_recording_or_an_eager_run(dg):
+    """A compiled program called while another records (or runs eagerly in its fallback) runs as plain Python and
+    is part of that program: the call path's cheap check of 'no thread records' must not skip this."""
+    a = leaf(dg, 0.5)
+    inner = dg.compile(lambda y: (y * a).tanh(), mode="reduce-overhead")
+
+    def outer_fn(x):
+        y = inner(x) + 1.0
+        y.sum().backward()
+        return y
+    outer = dg.compile(outer_fn, mode="reduce-overhead")
+    ae = leaf(dg, 0.5)
+
+    def eager_fn(x):
+        y = (x * ae).tanh() + 1.0
+        y.sum().backward()
+        return y
+    for v in (0.1, 0.2, 0.3, 0.4):
+        assert_same(outer(dg.tensor(np.array([v], np.float32))), eager_fn(dg.tensor(np.array([v], np.float32))))
+        assert_same(a.grad, ae.grad)
+    assert inner.compile_stats.replays == 0          # only ever called inside the outer program's recording
+    assert outer.compile_stats.replays == 3
+    # a call of the inner program on its own afterwards records and replays it as usual
+    for v in (0.5, 0.6, 0.7):
+        assert_same(inner(dg.tensor(np.array([v], np.float32))), (dg.tensor(np.array([v], np.float32)) * a).tanh())
+    assert inner.compile_stats.replays == 2

@@ -104,6 +104,9 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _lock = threading.RLock()
 _active = [None]          # the Recorder of the thread that records, if any
 _local = threading.local()
+# the threads whose _local.depth is above 0: empty, no thread records, and a static call skips is_capturing's
+# thread-local read (set.add and discard are atomic under the GIL)
+_capturing_threads = set()
 
 
 def is_capturing():
@@ -528,10 +531,17 @@ class Variant:
         return table
 
     def fresh_slots(self, arg_tensors):
-        slots = [None] * self.n_slots
+        # the externals laid out once (an external is only ever added, at a new slot, while recording: the layout is
+        # made again when the dict, its size or the slot count changed)
+        layout = self.__dict__.get("_layout")
+        externals = self.externals
+        if layout is None or layout[0] is not externals or layout[1] != len(externals) or layout[2] != self.n_slots:
+            template = [None] * self.n_slots
+            for i, t in externals.items():
+                template[i] = t
+            layout = self._layout = (externals, len(externals), self.n_slots, template)
+        slots = layout[3].copy()
         slots[:len(arg_tensors)] = arg_tensors
-        for i, t in self.externals.items():
-            slots[i] = t
         return slots
 
 
@@ -932,6 +942,7 @@ class _Swap:
             self.saved = plan
             _active[0] = self.recorder
             _local.depth = getattr(_local, "depth", 0) + 1
+            _capturing_threads.add(threading.get_ident())
             _C._set_capturing(True)
         except BaseException:
             self.__exit__()
@@ -942,6 +953,8 @@ class _Swap:
         _C._set_capturing(False)
         _active[0] = None
         _local.depth = max(0, getattr(_local, "depth", 0) - 1)
+        if not _local.depth:
+            _capturing_threads.discard(threading.get_ident())
         for owner, is_type, names, raws, _ in reversed(self.saved):
             if is_type:
                 for name, raw in zip(names, raws):

@@ -117,6 +117,7 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend=None, mode=Non
 # ---- static replay (Note [Two modes of compile]) ----
 _programs = weakref.WeakSet()     # every live Program, for compiler.reset() and compiler.programs()
 _eager_flag = threading.local()   # set while a program falls back to eager inside its own call
+_eager_threads = set()            # the threads whose _eager_flag.on is set (empty: no thread-local read per call)
 
 
 class ProgramStats:
@@ -245,7 +246,8 @@ class Program:
     def __call__(self, args, kwargs):
         stats = self.stats
         stats.calls += 1
-        if capture.is_capturing() or getattr(_eager_flag, "on", False):
+        if (capture._capturing_threads or _eager_threads) and (capture.is_capturing() or
+                                                              getattr(_eager_flag, "on", False)):
             return self.fn(*args, **kwargs)      # a compiled program called inside a recording is part of it
         tensors = None
         if self.last_group is not None and self.static and KEY_IN_PLACE and _key_matches is not None:
@@ -404,10 +406,12 @@ class Program:
 
     def run_eagerly(self, args, kwargs):
         _eager_flag.on = True
+        _eager_threads.add(threading.get_ident())
         try:
             return self.fn(*args, **kwargs)
         finally:
             _eager_flag.on = False
+            _eager_threads.discard(threading.get_ident())
 
 
 def _short(value):
