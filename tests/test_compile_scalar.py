@@ -286,6 +286,13 @@ def test_entry_key_compared_in_place_agrees_with_the_built_key(dg):
     assert agrees(x, y)
     with dg.no_grad():
         assert not agrees(x, y)
+    old_dtype = dg.get_default_dtype()
+    dg.set_default_dtype(dg.float64)
+    try:
+        assert not agrees(x, y)
+    finally:
+        dg.set_default_dtype(old_dtype)
+    assert agrees(x, y)
     # compared with eager mode through every change: the replay takes the same variants as with the built key
     dg.manual_seed(0)
     model_e = dg.nn.Sequential(dg.nn.Linear(3, 4), dg.nn.ReLU(), dg.nn.Linear(4, 2))

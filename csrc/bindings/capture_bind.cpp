@@ -1007,7 +1007,22 @@ void bind_capture(py::module_& m) {
       py::object reachable = reachable_in.is_none() ? guard::reachable_of(fn.ptr(), owner.ptr())
                                                     : py::reinterpret_borrow<py::object>(reachable_in);
       if (!w.describe(args.ptr()) || !w.describe(kwargs.ptr())) return py::none();
-      for (py::handle part : middle) {
+      if (middle.is_none()) {  // compiling.entry_key's middle, (("grad mode", ...), ("default dtype", ...)), read here
+        static PyObject* grad_mode = PyUnicode_InternFromString("grad mode");
+        static PyObject* default_dtype = PyUnicode_InternFromString("default dtype");
+        PyObject* values[2] = {GradMode::is_enabled() ? Py_True : Py_False, nullptr};
+        py::object dtype = dtype_object(default_float_dtype());
+        values[1] = dtype.ptr();
+        PyObject* labels[2] = {grad_mode, default_dtype};
+        for (int k = 0; k < 2; ++k) {
+          if (w.next >= PyTuple_GET_SIZE(key.ptr())) return py::none();
+          PyObject* p = PyTuple_GET_ITEM(key.ptr(), w.next++);
+          if (!PyTuple_CheckExact(p) || PyTuple_GET_SIZE(p) != 2 || !guard::Match::eq(PyTuple_GET_ITEM(p, 0), labels[k]) ||
+              !guard::Match::eq(PyTuple_GET_ITEM(p, 1), values[k]))
+            return py::none();
+        }
+      }
+      for (py::handle part : middle.is_none() ? py::tuple() : py::reinterpret_borrow<py::object>(middle)) {
         if (w.next >= PyTuple_GET_SIZE(key.ptr()) || !guard::Match::eq(PyTuple_GET_ITEM(key.ptr(), w.next++), part.ptr()))
           return py::none();
       }

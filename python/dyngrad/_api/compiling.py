@@ -251,9 +251,8 @@ class Program:
             return self.fn(*args, **kwargs)      # a compiled program called inside a recording is part of it
         tensors = None
         if self.last_group is not None and self.static and KEY_IN_PLACE and _key_matches is not None:
-            tensors = _key_matches(self.last_key, _Tensor, args, kwargs,
-                                   (("grad mode", _C.is_grad_enabled()), ("default dtype", _C._get_default_dtype())),
-                                   None, self.fn, self.owner)   # same_entry_key's call, inlined
+            # same_entry_key's call, inlined; None: the middle parts (grad mode, default dtype) and _reachable in C++
+            tensors = _key_matches(self.last_key, _Tensor, args, kwargs, None, None, self.fn, self.owner)
         if tensors is not None:   # the call's key is the last call's (Note [Entry guards compared in place])
             key, group = self.last_key, self.last_group
         else:
@@ -504,9 +503,7 @@ def same_entry_key(program, key, args, kwargs):
     native = getattr(_C, "_entry_key_matches", None)
     if native is None or key is None:
         return None
-    return native(key, _C.Tensor, args, kwargs,
-                  (("grad mode", _C.is_grad_enabled()), ("default dtype", _C._get_default_dtype())),
-                  None, program.fn, program.owner)   # None: _reachable's walk in C++
+    return native(key, _C.Tensor, args, kwargs, None, None, program.fn, program.owner)   # None: read in C++
 
 
 def entry_key_python(program, args, kwargs, reachable=True):
