@@ -377,3 +377,35 @@ def test_compiled_program_inside_a_recording_or_an_eager_run(dg):
     for v in (0.5, 0.6, 0.7):
         assert_same(inner(dg.tensor(np.array([v], np.float32))), (dg.tensor(np.array([v], np.float32)) * a).tanh())
     assert inner.compile_stats.replays == 2
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"label_smoothing": 0.1, "reduction": "sum", "ignore_index": 1},
+                                    {"reduction": "none"}])
+def test_cross_entropy_and_grad_mode_steps_in_the_loop(dg, kwargs):
+    """Note [Grad mode steps in the loop]: cross_entropy's core call with its constants, is_grad_enabled and
+    _set_grad_enabled (an optimiser step's no_grad) in the loop: eager mode's results, bitwise."""
+    def build():
+        dg.manual_seed(5)
+        model = dg.nn.Sequential(dg.nn.Linear(4, 6), dg.nn.Tanh(), dg.nn.Linear(6, 3))
+        opt = dg.optim.SGD(model.parameters(), lr=0.05, momentum=0.5)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = dg.nn.functional.cross_entropy(model(x), y, **kwargs)
+            loss.sum().backward()
+            opt.step()
+            return loss
+        return model, step
+    (mc, sc), (me, se) = build(), build()
+    compiled = dg.compile(sc, mode="reduce-overhead")
+    rng = np.random.default_rng(2)
+    for _ in range(6):
+        x, y = rng.standard_normal((7, 4)).astype(np.float32), rng.integers(0, 3, 7)
+        assert_same(compiled(dg.tensor(x), dg.tensor(y)), se(dg.tensor(x), dg.tensor(y)))
+        for p, q in zip(mc.parameters(), me.parameters()):
+            assert_same(p, q)
+            assert_same(p.grad, q.grad)
+    assert compiled.compile_stats.replays >= 4
+    assert dg.is_grad_enabled()
+    if hasattr(dg._C._ReplayProgram, "direct_steps"):   # cross_entropy, is_grad_enabled, two _set_grad_enabled
+        assert [n.direct_steps for n in natives(compiled) if n is not None][0] == 4

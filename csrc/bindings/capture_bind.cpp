@@ -49,7 +49,12 @@ constexpr int64_t kSeq = -5;
 // KVM). A step that is that check on an int64 tensor scans the targets here: every target is ignore_index or in
 // [0, classes), as the check asks. Any other case, and a target out of range, takes the check's own call (which
 // raises its error).
-enum class Special : char { none, read_grad, clear_grad, target_range };
+// Note [Grad mode steps in the loop]: is_grad_enabled() compared with its recorded value and _set_grad_enabled(b)
+// with a constant, when the step's function is _C's own, are read and set here (a pybind11 call each, three per MLP
+// training step); cross_entropy with constant reduction, ignore_index and label_smoothing calls the core function
+// as its binding does (Special::cross_entropy).
+enum class Special : char { none, read_grad, clear_grad, target_range, grad_enabled, set_grad_enabled, cross_entropy };
+PyObject* g_module = nullptr;  // _C, whose own functions those steps must call (bind_capture; never released)
 PyObject* g_target_range_check = nullptr;  // loss._check_target_range, registered by capture.py (never released)
 
 bool targets_in_range(const Tensor& t, int64_t classes, int64_t ignore) {
@@ -98,6 +103,7 @@ const std::unordered_map<std::string, CoreCall>& core_calls() {
 #undef DG_CORE_binary_tensors
 #undef DG_CORE_reduction
 #undef DG_CORE_custom
+    t["mT"].unary = [](const Tensor& a) { return mT(a); };  // _C.mT (ops_bind.cpp), a composite's core call
     return t;
   }();
   return table;
@@ -149,7 +155,10 @@ struct ReplayProgram {
     std::string name;                // the _C function's name (Note [The backward as a recorded program])
     std::vector<int64_t> out_slots;  // kSeq: the slot of each item of the result
     bool is_list = false;            // kSeq: a list, else a tuple
-    int64_t classes = 0, ignore = 0;  // Special::target_range: the check's arguments
+    int64_t classes = 0, ignore = 0;  // Special::target_range: the check's arguments; cross_entropy: reduction,
+                                      // ignore_index
+    double smoothing = 0;             // cross_entropy's label_smoothing
+    bool flag = false;                // set_grad_enabled's mode
   };
   explicit ReplayProgram(py::handle tensor_type) : tensor_type((PyTypeObject*)tensor_type.ptr()) {}
   PyTypeObject* tensor_type;
@@ -370,6 +379,21 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
       if (const Tensor* a = slot_tensor(p, list, s.slots[0])) {
         (*a)->grad = nullptr;
         note_grad_assigned(*a);
+        continue;
+      }
+    }
+    if (s.special == Special::grad_enabled) {
+      if ((GradMode::is_enabled() ? Py_True : Py_False) == s.expected.ptr()) continue;
+    } else if (s.special == Special::set_grad_enabled) {
+      GradMode::set_enabled(s.flag);
+      continue;
+    } else if (s.special == Special::cross_entropy) {
+      const Tensor* a = slot_tensor(p, list, s.slots[0]);
+      const Tensor* b = slot_tensor(p, list, s.slots[1]);
+      if (a && b) {
+        Tensor r = cross_entropy(*a, *b, s.classes, s.ignore, s.smoothing);
+        if (p.exported[s.out]) PyList_SetItem(list, s.out, py::cast(r).release().ptr());
+        p.values[s.out] = std::move(r);
         continue;
       }
     }
@@ -969,6 +993,7 @@ py::object reachable_of(PyObject* fn, PyObject* owner) {
 }  // namespace
 
 void bind_capture(py::module_& m) {
+  g_module = m.inc_ref().ptr();  // Note [Grad mode steps in the loop]
   bind_replay_backward(m);  // _plan_backward and _BackwardPlan (replay_backward.cpp)
   // Note [Entry guards in C++]: (key, argument tensors) of compiling.entry_key for a static program; `middle`
   // are the parts between the arguments' and the modules' (grad mode, default dtype), `reachable` the modules and
@@ -1112,6 +1137,41 @@ void bind_capture(py::module_& m) {
           if (!overflow && !overflow_c && !PyErr_Occurred()) special = Special::target_range;
           PyErr_Clear();
         }
+        double smoothing = 0;
+        bool flag = false;
+        auto is_own = [&](const char* own_name) {  // fn is _C's own function of that name
+          if (!g_module) return false;
+          PyObject* f = PyObject_GetAttrString(g_module, own_name);
+          if (!f) {
+            PyErr_Clear();
+            return false;
+          }
+          const bool same = f == fn.ptr();
+          Py_DECREF(f);
+          return same;
+        };
+        if (special == Special::none && name == "is_grad_enabled" && out == kValue && slots.empty() &&
+            (expected.ptr() == Py_True || expected.ptr() == Py_False) && is_own("is_grad_enabled"))
+          special = Special::grad_enabled;
+        if (special == Special::none && name == "_set_grad_enabled" && out == kNone && slots.size() == 1 &&
+            slots[0] < 0 && (consts[0].ptr() == Py_True || consts[0].ptr() == Py_False) && is_own("_set_grad_enabled")) {
+          special = Special::set_grad_enabled;
+          flag = consts[0].ptr() == Py_True;
+        }
+        if (special == Special::none && name == "cross_entropy" && out >= 0 && slots.size() == 5 && slots[0] >= 0 &&
+            slots[1] >= 0 && slots[2] < 0 && slots[3] < 0 && slots[4] < 0 && PyLong_CheckExact(consts[2].ptr()) &&
+            PyLong_CheckExact(consts[3].ptr()) && PyFloat_CheckExact(consts[4].ptr()) && is_own("cross_entropy")) {
+          int o1 = 0, o2 = 0;
+          const long long reduction = PyLong_AsLongLongAndOverflow(consts[2].ptr(), &o1);
+          const long long ignore_index = PyLong_AsLongLongAndOverflow(consts[3].ptr(), &o2);
+          if (!o1 && !o2 && !PyErr_Occurred()) {
+            special = Special::cross_entropy;
+            classes = reduction;
+            ignore = ignore_index;
+            smoothing = PyFloat_AS_DOUBLE(consts[4].ptr());
+          }
+          PyErr_Clear();
+        }
         std::vector<SeqArg> seq_args;
         if (!seqs.is_none()) {
           DG_CHECK(out != -2 && py::len(seqs) == slots.size(), ValueError, "_ReplayProgram.add: seqs has one entry ",
@@ -1134,7 +1194,7 @@ void bind_capture(py::module_& m) {
         }
         p.steps.push_back({std::move(fn), std::move(slots), std::move(consts), out, core, special,
                            std::move(seq_args), std::move(expected), name, std::move(out_slots), out_is_list,
-                           classes, ignore});
+                           classes, ignore, smoothing, flag});
       }, py::arg("fn"), py::arg("slots"), py::arg("consts"), py::arg("out"), py::arg("name"),
          py::arg("expected") = py::none(), py::arg("seqs") = py::none(),
          py::arg("out_slots") = std::vector<int64_t>{}, py::arg("out_is_list") = false)
@@ -1143,7 +1203,8 @@ void bind_capture(py::module_& m) {
       .def("set_exported", [](ReplayProgram& p, const std::vector<bool>& flags) {
         std::vector<char> exported(flags.begin(), flags.end());
         for (const auto& s : p.steps)
-          if (!(s.core.unary || s.core.binary) && s.special == Special::none) {
+          if (!(s.core.unary || s.core.binary) && s.special != Special::cross_entropy &&
+              s.special != Special::read_grad && s.special != Special::clear_grad) {
             for (int64_t slot : s.slots)
               if (slot >= 0 && slot < (int64_t)exported.size()) exported[slot] = 1;
             for (const SeqArg& q : s.seqs)
@@ -1217,6 +1278,13 @@ void bind_capture(py::module_& m) {
                              [](const ReplayProgram::Step& s) {
                                return s.special == Special::read_grad || s.special == Special::clear_grad;
                              });
+      })
+      // how many steps of Note [Grad mode steps in the loop] the loop runs itself, for tests
+      .def_property_readonly("direct_steps", [](const ReplayProgram& p) {
+        return std::count_if(p.steps.begin(), p.steps.end(), [](const ReplayProgram::Step& s) {
+          return s.special == Special::grad_enabled || s.special == Special::set_grad_enabled ||
+                 s.special == Special::cross_entropy;
+        });
       })
       // how many steps check class targets in the loop itself (Note [Target checks in the loop]), for tests
       .def_property_readonly("target_checks", [](const ReplayProgram& p) {
