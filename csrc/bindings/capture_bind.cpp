@@ -14,13 +14,16 @@
 // pybind11's dispatcher (about half a microsecond per call): the table comes from ops.def, so a new primitive of
 // those signatures replays this way with no code of its own.
 #include <algorithm>
+#include <memory>
 #include <optional>
+#include <tuple>
 #include <string>
 #include <unordered_map>
 
 #include "common.h"
 #include "dyngrad/cycles.h"
 #include "dyngrad/grad_mode.h"
+#include "dyngrad/kernels/scalar.h"
 #include "replay_backward.h"
 
 namespace dyngrad {
@@ -40,7 +43,27 @@ constexpr int64_t kSeq = -5;
 // reads) were 14 of the MLP training step's 30 steps, each a call of the property's pybind11 accessor. A step whose
 // function is _C.Tensor's own grad getter (or setter, with the constant None) reads (clears) the field here; a grad
 // that is None, or a non-leaf's (whose getter warns), takes the accessor's call as before.
-enum class Special : char { none, read_grad, clear_grad };
+// Note [Target checks in the loop]: cross_entropy's check of its class targets (loss._check_target_range, through
+// bridge.validate: Note [Checks of values replay as checks]) made a numpy view of the targets and ran three numpy
+// comparisons at every replay, ~6 us of a ~50 us MLP training step (Intel Xeon, lscpu family 6 model 167, 2 cores,
+// KVM). A step that is that check on an int64 tensor scans the targets here: every target is ignore_index or in
+// [0, classes), as the check asks. Any other case, and a target out of range, takes the check's own call (which
+// raises its error).
+// Note [Grad mode steps in the loop]: is_grad_enabled() compared with its recorded value and _set_grad_enabled(b)
+// with a constant, when the step's function is _C's own, are read and set here (a pybind11 call each, three per MLP
+// training step); cross_entropy with constant reduction, ignore_index and label_smoothing calls the core function
+// as its binding does (Special::cross_entropy).
+enum class Special : char { none, read_grad, clear_grad, target_range, grad_enabled, set_grad_enabled, cross_entropy };
+PyObject* g_module = nullptr;  // _C, whose own functions those steps must call (bind_capture; never released)
+PyObject* g_target_range_check = nullptr;  // loss._check_target_range, registered by capture.py (never released)
+
+bool targets_in_range(const Tensor& t, int64_t classes, int64_t ignore) {
+  if (t->dtype != DType::Int64 || !t->is_contiguous()) return false;
+  const int64_t* v = t->data<int64_t>();
+  bool ok = true;
+  for (int64_t i = 0; i < t->numel; ++i) ok &= (v[i] == ignore) | ((v[i] >= 0) & (v[i] < classes));
+  return ok;
+}
 
 // Note [Sequence arguments in the loop]: a backward (_run_backward's tuple of outputs) and an optimiser step
 // (_sgd_step's lists of parameters and gradients) take tuples or lists of tensors; such a step was handed back to
@@ -80,10 +103,41 @@ const std::unordered_map<std::string, CoreCall>& core_calls() {
 #undef DG_CORE_binary_tensors
 #undef DG_CORE_reduction
 #undef DG_CORE_custom
+    t["mT"].unary = [](const Tensor& a) { return mT(a); };  // _C.mT (ops_bind.cpp), a composite's core call
     return t;
   }();
   return table;
 }
+
+// Note [Scalar replay]: a static program whose every value is one float32 element (a chain of scalar arithmetic,
+// the bench's 200 one-element ops) spends its replay in the tensors' machinery, not in arithmetic: an output
+// allocated per op (~400 tensors per replay of the 200 ops), reference counts, the kernels' dispatch and set-up,
+// a formula's tensors per node. Once a planned run (Note [The backward as a recorded program]) has shown that
+// every step before the backward is one of add, sub, mul, neg, exp, tanh, sigmoid (a core call, operands and
+// result of one shape) or a full sum, and every value one float32 element, the program is kept as a list of those
+// ops over one float per slot, and the plan's backward as the same formulas on floats (replay_backward.cpp,
+// plan_scalar). A run takes it when the planned backward is usable (plan_usable) and every input slot (argument,
+// external) holds a float32 tensor of its recorded shape; then it reads the inputs' values, computes every op with
+// the kernels' own one-element code (Note [One-element kernels] in kernels/elementwise.cpp: the same bits as eager
+// mode), sums each gradient in the plan's order, accumulates the leaves' .grad through accumulate_grad, and gives
+// each output the program returns a fresh tensor (with the released grad_fn of Note [The backward as a recorded
+// program]). The intermediates are floats: no tensor exists that a user could hold, so nothing is reused under
+// anyone. A full sum runs the core's sum on a one-element buffer of the program's own (its rounding of a sum of
+// one element is the kernel's). Otherwise the run goes as before; capture.SCALAR_REPLAY = False (or
+// DYNGRAD_COMPILE_SCALAR=0) turns it off for programs built afterwards.
+struct ScalarProgram {
+  struct Op {
+    char kind;  // 'u' unary, 'b' binary, 's' a full sum
+    UnaryKind u = UnaryKind::Neg;
+    BinaryKind b = BinaryKind::Add;
+    int64_t out, x, y = -1;
+    Tensor scratch;  // 's': the input buffer
+  };
+  std::vector<Op> ops;
+  std::vector<std::pair<int64_t, Shape>> inputs, outputs;  // slots read but made by no step; slots returned
+  std::shared_ptr<ScalarBackward> backward;
+  std::vector<float> regs;
+};
 
 struct ReplayProgram {
   struct Step {
@@ -101,6 +155,10 @@ struct ReplayProgram {
     std::string name;                // the _C function's name (Note [The backward as a recorded program])
     std::vector<int64_t> out_slots;  // kSeq: the slot of each item of the result
     bool is_list = false;            // kSeq: a list, else a tuple
+    int64_t classes = 0, ignore = 0;  // Special::target_range: the check's arguments; cross_entropy: reduction,
+                                      // ignore_index
+    double smoothing = 0;             // cross_entropy's label_smoothing
+    bool flag = false;                // set_grad_enabled's mode
   };
   explicit ReplayProgram(py::handle tensor_type) : tensor_type((PyTypeObject*)tensor_type.ptr()) {}
   PyTypeObject* tensor_type;
@@ -120,6 +178,11 @@ struct ReplayProgram {
   bool plan_on = false, plan_dirty = false, plan_ran = false;
   std::vector<char> makes_node;  // per step before plan_step: whether it made a node when recorded
   int64_t planned_runs = 0;
+  // Note [Scalar replay]: the program on floats, once a planned run has shown every value is one float32 element
+  std::vector<int64_t> output_slots;  // the slots the call returns (set_backward_plan)
+  std::unique_ptr<ScalarProgram> scalar;
+  int scalar_state = 0;  // 0: not tried yet; 1: `scalar` is built; -1: this program has none (or it is off)
+  int64_t scalar_runs = 0;
 
   void materialize(PyObject* list, int64_t slot) {
     if (slot < 0 || slot >= (int64_t)values.size() || !values[slot]) return;
@@ -146,6 +209,122 @@ const Tensor* slot_tensor(const ReplayProgram& p, PyObject* list, int64_t slot) 
   return held_tensor(PyList_GET_ITEM(list, slot), p.tensor_type);
 }
 
+bool scalar_op_of(const std::string& name, char& kind, UnaryKind& u, BinaryKind& b, OpKind& op) {
+  static const std::unordered_map<std::string, std::tuple<char, UnaryKind, BinaryKind, OpKind>> table = {
+      {"add", {'b', UnaryKind::Neg, BinaryKind::Add, OpKind::add}},
+      {"sub", {'b', UnaryKind::Neg, BinaryKind::Sub, OpKind::sub}},
+      {"mul", {'b', UnaryKind::Neg, BinaryKind::Mul, OpKind::mul}},
+      {"neg", {'u', UnaryKind::Neg, BinaryKind::Add, OpKind::neg}},
+      {"exp", {'u', UnaryKind::Exp, BinaryKind::Add, OpKind::exp}},
+      {"tanh", {'u', UnaryKind::Tanh, BinaryKind::Add, OpKind::tanh}},
+      {"sigmoid", {'u', UnaryKind::Sigmoid, BinaryKind::Add, OpKind::sigmoid}},
+  };
+  auto it = table.find(name);
+  if (it == table.end()) return false;
+  std::tie(kind, u, b, op) = it->second;
+  return true;
+}
+
+// Note [Scalar replay]: after a whole planned run, with every slot's tensor still at hand
+void scalar_build(ReplayProgram& p, PyObject* list) {
+  p.scalar_state = -1;
+  if (!p.plan || p.plan_step + 1 != p.steps.size()) return;
+  const int64_t n_slots = PyList_GET_SIZE(list);
+  auto sp = std::make_unique<ScalarProgram>();
+  std::unordered_map<int64_t, std::tuple<OpKind, int64_t, int64_t>> producer;
+  std::vector<char> made(n_slots, 0);
+  auto scalar_tensor = [&](int64_t slot) -> const Tensor* {  // the slot's tensor if it is one float32 element
+    if (slot < 0 || slot >= n_slots) return nullptr;
+    const Tensor* t = slot_tensor(p, list, slot);
+    return t && *t && (*t)->dtype == DType::Float32 && (*t)->numel == 1 ? t : nullptr;
+  };
+  auto note_input = [&](int64_t slot) -> bool {
+    const Tensor* t = scalar_tensor(slot);
+    if (!t) return false;
+    if (!made[slot] && std::none_of(sp->inputs.begin(), sp->inputs.end(), [&](const auto& i) { return i.first == slot; }))
+      sp->inputs.push_back({slot, (*t)->shape});
+    return true;
+  };
+  for (size_t i = 0; i < p.plan_step; ++i) {
+    const ReplayProgram::Step& s = p.steps[i];
+    if (s.out < 0 || s.out >= n_slots || made[s.out] || s.special != Special::none) return;
+    ScalarProgram::Op op;
+    OpKind kind;
+    op.out = s.out;
+    const Tensor* out = scalar_tensor(s.out);
+    if (!out) return;
+    if ((s.core.unary || s.core.binary) && scalar_op_of(s.name, op.kind, op.u, op.b, kind)) {
+      if ((op.kind == 'b') != (s.core.binary != nullptr) || s.slots.size() != (op.kind == 'b' ? 2u : 1u)) return;
+      for (int64_t slot : s.slots) {
+        if (!note_input(slot)) return;
+        if ((*scalar_tensor(slot))->shape != (*out)->shape) return;  // no broadcast: the gradients need no sum_to
+      }
+      op.x = s.slots[0];
+      op.y = op.kind == 'b' ? s.slots[1] : -1;
+    } else if (s.name == "sum" && s.slots.size() == 4 && s.slots[0] >= 0 && s.slots[1] < 0 && s.slots[2] < 0 &&
+               s.slots[3] < 0 && PyTuple_Check(s.consts[1].ptr()) && PyTuple_GET_SIZE(s.consts[1].ptr()) == 0 &&
+               s.consts[2].ptr() == Py_False && s.consts[3].is_none() && (*out)->ndim() == 0) {
+      if (!note_input(s.slots[0])) return;
+      op.kind = 's';
+      kind = OpKind::sum;
+      op.x = s.slots[0];
+      op.scratch = empty((*scalar_tensor(op.x))->shape, DType::Float32);
+    } else {
+      return;
+    }
+    producer[s.out] = {kind, op.x, op.y};
+    made[s.out] = 1;
+    sp->ops.push_back(std::move(op));
+  }
+  for (int64_t slot : p.output_slots)
+    if (slot >= 0 && slot < n_slots && made[slot]) sp->outputs.push_back({slot, (*scalar_tensor(slot))->shape});
+  sp->backward = plan_scalar(*p.plan, [&](int64_t slot, OpKind& kind, int64_t& a, int64_t& b) {
+    auto it = producer.find(slot);
+    if (it == producer.end()) return false;
+    std::tie(kind, a, b) = it->second;
+    return true;
+  });
+  if (!sp->backward) return;
+  // every leaf and every slot the backward reads is one of the program's float32 elements
+  p.scalar = std::move(sp);
+  p.scalar_state = 1;
+}
+
+// Runs the scalar program, or returns false (nothing has run) when an input is not as recorded.
+bool scalar_run(ReplayProgram& p, PyObject* list) {
+  ScalarProgram& sp = *p.scalar;
+  const int64_t n_slots = PyList_GET_SIZE(list);
+  if ((int64_t)sp.regs.size() != n_slots) sp.regs.assign(n_slots, 0.0f);
+  for (const auto& [slot, shape] : sp.inputs) {
+    const Tensor* t = slot < n_slots ? slot_tensor(p, list, slot) : nullptr;
+    if (!t || !*t || (*t)->dtype != DType::Float32 || (*t)->shape != shape) return false;
+  }
+  for (const auto& [slot, shape] : sp.inputs) sp.regs[slot] = (*slot_tensor(p, list, slot))->data<float>()[0];
+  float* r = sp.regs.data();
+  for (auto& op : sp.ops) {
+    if (op.kind == 'b') {
+      scalar_binary_f32(op.b, r[op.x], r[op.y], r[op.out]);
+    } else if (op.kind == 'u') {
+      scalar_unary_f32(op.u, r[op.x], r[op.out]);
+    } else {
+      op.scratch->data<float>()[0] = r[op.x];
+      GradModeGuard no_grad(false);
+      Tensor s = sum(op.scratch, Dims{}, false);
+      if (s->dtype != DType::Float32 || s->numel != 1) throw std::logic_error("a scalar replay's sum changed dtype");
+      r[op.out] = s->data<float>()[0];
+    }
+  }
+  auto reader = [&](int64_t slot) { return slot < n_slots ? slot_tensor(p, list, slot) : nullptr; };
+  scalar_backward_run(*p.plan, *sp.backward, sp.regs, reader);
+  for (const auto& [slot, shape] : sp.outputs) {  // fresh tensors: the user may hold the last call's
+    Tensor t = empty(shape, DType::Float32);
+    t->data<float>()[0] = r[slot];
+    PyList_SetItem(list, slot, py::cast(t).release().ptr());
+  }
+  plan_set_heads(*p.plan, p.plan_heads, reader);
+  return true;
+}
+
 py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
   PyObject* list = slots.ptr();
   const Py_ssize_t n_slots = PyList_GET_SIZE(list);
@@ -157,6 +336,11 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
     if (start == 0 && p.plan)
       p.plan_on = plan_usable(*p.plan, [&](int64_t slot) { return slot < n_slots ? slot_tensor(p, list, slot) : nullptr; });
     if (p.plan_on) ++p.planned_runs;
+    if (start == 0 && p.plan_on && p.scalar_state == 1 && scalar_run(p, list)) {
+      ++p.scalar_runs;
+      p.finish();
+      return py::none();
+    }
   }
   PyObject* argv[kMaxStepArgs];
   for (size_t i = start; i < p.steps.size(); ++i) {
@@ -188,10 +372,28 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
         p.values[s.out] = std::move(r);
         continue;
       }
+    } else if (s.special == Special::target_range) {
+      const Tensor* t = slot_tensor(p, list, s.slots[1]);
+      if (t && targets_in_range(*t, s.classes, s.ignore)) continue;
     } else if (s.special == Special::clear_grad) {
       if (const Tensor* a = slot_tensor(p, list, s.slots[0])) {
         (*a)->grad = nullptr;
         note_grad_assigned(*a);
+        continue;
+      }
+    }
+    if (s.special == Special::grad_enabled) {
+      if ((GradMode::is_enabled() ? Py_True : Py_False) == s.expected.ptr()) continue;
+    } else if (s.special == Special::set_grad_enabled) {
+      GradMode::set_enabled(s.flag);
+      continue;
+    } else if (s.special == Special::cross_entropy) {
+      const Tensor* a = slot_tensor(p, list, s.slots[0]);
+      const Tensor* b = slot_tensor(p, list, s.slots[1]);
+      if (a && b) {
+        Tensor r = cross_entropy(*a, *b, s.classes, s.ignore, s.smoothing);
+        if (p.exported[s.out]) PyList_SetItem(list, s.out, py::cast(r).release().ptr());
+        p.values[s.out] = std::move(r);
         continue;
       }
     }
@@ -274,6 +476,7 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
     }
     return py::make_tuple(i, py::reinterpret_steal<py::object>(result));
   }
+  if (p.plan_ran && p.scalar_state == 0) scalar_build(p, list);
   p.finish();
   return py::none();
 }
@@ -500,11 +703,297 @@ py::object optimizer_state(PyObject* opt) {  // compiling._optimizer_state
   return own(PyTuple_Pack(2, group_tuple.ptr(), state_tuple.ptr()));
 }
 
+// Note [Entry guards compared in place]: building the key at every call (~80 objects for the MLP training step) and
+// hashing it for the dict of recordings cost ~12 us of a ~45 us static MLP step (Intel Xeon, lscpu family 6 model
+// 167, 2 cores, KVM). The call that replays what the last call replayed (the common case) needs only to know that
+// its key equals the last one: this walk compares each part of the last key with the call's arguments and state,
+// in the order the walk above builds them, and builds nothing. It answers "equal" only where the key built would be
+// equal, element for element (the same reads, the same == with identity first as tuple equality): anything it
+// does not know (a Tensor subclass, an error raised by a read) is "not known", and the caller builds the key.
+struct Match {
+  PyTypeObject* tensor_type;
+  PyObject* key;  // a tuple of (where, what)
+  Py_ssize_t next = 0;
+  py::object tensors = own(PyList_New(0)), states = own(PyList_New(0));
+  std::vector<std::pair<PyObject*, Py_ssize_t>> seen;
+
+  PyObject* part() {  // the next part's `what`, or null past the end
+    if (next >= PyTuple_GET_SIZE(key)) return nullptr;
+    PyObject* p = PyTuple_GET_ITEM(key, next++);
+    return PyTuple_CheckExact(p) && PyTuple_GET_SIZE(p) == 2 ? PyTuple_GET_ITEM(p, 1) : nullptr;
+  }
+  static bool eq(PyObject* a, PyObject* b) {  // tuple equality's: identity, then ==
+    if (a == b) return true;
+    const int r = PyObject_RichCompareBool(a, b, Py_EQ);
+    if (r < 0) throw py::error_already_set();
+    return r == 1;
+  }
+  static bool is_what(PyObject* what, Py_ssize_t size, PyObject* tag) {
+    return what && PyTuple_CheckExact(what) && PyTuple_GET_SIZE(what) == size && eq(PyTuple_GET_ITEM(what, 0), tag);
+  }
+  static bool ints_equal(PyObject* tuple, const Shape& v) {
+    if (!PyTuple_CheckExact(tuple) || PyTuple_GET_SIZE(tuple) != (Py_ssize_t)v.size()) return false;
+    for (size_t i = 0; i < v.size(); ++i) {
+      PyObject* x = PyTuple_GET_ITEM(tuple, i);
+      if (!PyLong_CheckExact(x)) return false;
+      int overflow = 0;
+      const long long n = PyLong_AsLongLongAndOverflow(x, &overflow);
+      if (overflow || n != v[i]) return false;
+    }
+    return true;
+  }
+  static bool id_equal(PyObject* recorded, PyObject* o) {
+    return PyLong_CheckExact(recorded) && PyLong_AsVoidPtr(recorded) == (void*)o && !PyErr_Occurred();
+  }
+
+  bool describe(PyObject* o) {
+    const Names& n = names();
+    PyObject* what = part();
+    if (!what) return false;
+    PyTypeObject* type = Py_TYPE(o);
+    if (type == tensor_type) {
+      const Tensor* t = held_tensor(o, tensor_type);
+      if (!t || !is_what(what, 7, n.tensor) || PyTuple_GET_ITEM(what, 1) != (PyObject*)type) return false;
+      const Py_ssize_t count = PyList_GET_SIZE(tensors.ptr());
+      Py_ssize_t first = count;
+      for (const auto& entry : seen)
+        if (entry.first == o) first = entry.second;
+      if (first == count) {
+        seen.emplace_back(o, count);
+        append(tensors.ptr(), o);
+      }
+      PyObject* index = PyTuple_GET_ITEM(what, 6);
+      return ints_equal(PyTuple_GET_ITEM(what, 2), (*t)->shape) && eq(PyTuple_GET_ITEM(what, 3), dtype_object((*t)->dtype).ptr()) &&
+             ints_equal(PyTuple_GET_ITEM(what, 4), (*t)->strides) &&
+             PyTuple_GET_ITEM(what, 5) == ((*t)->requires_grad ? Py_True : Py_False) && PyLong_CheckExact(index) &&
+             PyLong_AsSsize_t(index) == first;
+    }
+    if (PyType_IsSubtype(type, tensor_type)) return false;  // a subclass may read its attributes otherwise
+    if (PyTuple_CheckExact(o) || PyList_CheckExact(o)) {
+      if (!PyTuple_CheckExact(what) || PyTuple_GET_SIZE(what) != 2 || PyTuple_GET_ITEM(what, 0) != (PyObject*)type)
+        return false;
+      PyObject* length = PyTuple_GET_ITEM(what, 1);
+      if (!PyLong_CheckExact(length) || PyLong_AsSsize_t(length) != PySequence_Fast_GET_SIZE(o)) return false;
+      for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(o); ++i) {
+        py::object item = borrow(PySequence_Fast_GET_ITEM(o, i));
+        if (!describe(item.ptr())) return false;
+      }
+      return true;
+    }
+    if (PyDict_CheckExact(o)) {
+      if (!is_what(what, 2, n.dict)) return false;
+      PyObject* keys = PyTuple_GET_ITEM(what, 1);
+      if (!PyTuple_CheckExact(keys) || PyTuple_GET_SIZE(keys) != PyDict_GET_SIZE(o)) return false;
+      Py_ssize_t pos = 0, i = 0;
+      PyObject *k, *v;
+      std::vector<py::object> values;
+      while (PyDict_Next(o, &pos, &k, &v)) {
+        if (!eq(PyTuple_GET_ITEM(keys, i++), k)) return false;
+        values.push_back(borrow(v));
+      }
+      for (const auto& value : values)
+        if (!describe(value.ptr())) return false;
+      return true;
+    }
+    if (is_module(o) || is_optimizer(o)) {
+      append(states.ptr(), o);
+      return is_what(what, 2, n.object) && id_equal(PyTuple_GET_ITEM(what, 1), o);
+    }
+    if (PyObject_Hash(o) != -1)
+      return is_what(what, 3, n.value) && PyTuple_GET_ITEM(what, 1) == (PyObject*)type && eq(PyTuple_GET_ITEM(what, 2), o);
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw py::error_already_set();
+    PyErr_Clear();
+    return is_what(what, 3, n.object) && PyTuple_GET_ITEM(what, 1) == (PyObject*)type && id_equal(PyTuple_GET_ITEM(what, 2), o);
+  }
+
+  // module_state's walk, compared with the recorded flat tuple
+  static bool module_matches(PyObject* module, PyObject* state) {
+    const Names& nm = names();
+    if (!PyTuple_CheckExact(state)) return false;
+    Py_ssize_t at = 0;
+    const Py_ssize_t size = PyTuple_GET_SIZE(state);
+    auto next = [&]() -> PyObject* { return at < size ? PyTuple_GET_ITEM(state, at++) : nullptr; };
+    std::vector<py::object> stack{borrow(module)};
+    std::vector<PyObject*> seen_modules;
+    while (!stack.empty()) {
+      py::object m = std::move(stack.back());
+      stack.pop_back();
+      if (m.ptr() == Py_None || std::find(seen_modules.begin(), seen_modules.end(), m.ptr()) != seen_modules.end())
+        continue;
+      seen_modules.push_back(m.ptr());
+      PyObject* d = dict_of(m.ptr());
+      if (!d) return false;
+      PyObject* x = next();
+      if (!x || !id_equal(x, m.ptr())) return false;
+      py::object training = own(PyObject_GetAttr(m.ptr(), nm.training));
+      if (!(x = next()) || !eq(x, training.ptr())) return false;
+      py::object dict = borrow(d);
+      py::object params = own(PyObject_GetItem(d, nm.parameters));
+      py::object buffers = own(PyObject_GetItem(d, nm.buffers));
+      py::object modules = own(PyObject_GetItem(d, nm.modules));
+      bool ok = true;
+      for_each_item(params.ptr(), [&](PyObject* k, PyObject* p) {
+        if (!ok) return;
+        PyObject* a = next();
+        if (!a || !eq(a, k) || !(a = next()) || !id_equal(a, p)) { ok = false; return; }
+        py::object rg = p == Py_None ? borrow(Py_False) : own(PyObject_GetAttr(p, nm.requires_grad));
+        if (!(a = next()) || !eq(a, rg.ptr())) ok = false;
+      });
+      for_each_item(buffers.ptr(), [&](PyObject* k, PyObject* b) {
+        if (!ok) return;
+        PyObject* a = next();
+        if (!a || !eq(a, k) || !(a = next()) || !id_equal(a, b)) ok = false;
+      });
+      if (!ok || next() != Py_None) return false;
+      for_each_item(modules.ptr(), [&](PyObject*, PyObject* sub) { stack.push_back(borrow(sub)); });
+    }
+    return at == size;
+  }
+
+  // optimizer_state's, compared with the recorded (groups, state)
+  static bool optimizer_matches(PyObject* opt, PyObject* recorded) {
+    const Names& nm = names();
+    if (!PyTuple_CheckExact(recorded) || PyTuple_GET_SIZE(recorded) != 2) return false;
+    PyObject* groups = PyTuple_GET_ITEM(recorded, 0);
+    PyObject* states_rec = PyTuple_GET_ITEM(recorded, 1);
+    if (!PyTuple_CheckExact(groups) || !PyTuple_CheckExact(states_rec)) return false;
+    py::object param_groups = own(PyObject_GetAttr(opt, nm.param_groups));
+    py::object group_iter = own(PyObject_GetIter(param_groups.ptr()));
+    Py_ssize_t gi = 0;
+    while (PyObject* g_raw = PyIter_Next(group_iter.ptr())) {
+      py::object g = own(g_raw);
+      if (gi >= PyTuple_GET_SIZE(groups)) return false;
+      PyObject* entries = PyTuple_GET_ITEM(groups, gi++);
+      if (!PyTuple_CheckExact(entries)) return false;
+      Py_ssize_t ei = 0;
+      const Py_ssize_t en = PyTuple_GET_SIZE(entries);
+      bool ok = true;
+      for_each_item(g.ptr(), [&](PyObject* k, PyObject* v) {
+        if (!ok) return;
+        const int is_params = PyObject_RichCompareBool(k, nm.params, Py_EQ);
+        if (is_params < 0) throw py::error_already_set();
+        if (is_params || !plain_hyperparameter(v)) return;
+        PyObject* e = ei < en ? PyTuple_GET_ITEM(entries, ei++) : nullptr;
+        if (!e || !PyTuple_CheckExact(e) || PyTuple_GET_SIZE(e) != 2 || !eq(PyTuple_GET_ITEM(e, 0), k) ||
+            !eq(PyTuple_GET_ITEM(e, 1), v))
+          ok = false;
+      });
+      if (!ok || ei + 1 != en) return false;
+      PyObject* last = PyTuple_GET_ITEM(entries, ei);
+      if (!PyTuple_CheckExact(last) || PyTuple_GET_SIZE(last) != 2 || !eq(PyTuple_GET_ITEM(last, 0), nm.params))
+        return false;
+      PyObject* ids = PyTuple_GET_ITEM(last, 1);
+      if (!PyTuple_CheckExact(ids)) return false;
+      py::object params = own(PyObject_GetItem(g.ptr(), nm.params));
+      py::object param_iter = own(PyObject_GetIter(params.ptr()));
+      Py_ssize_t pi = 0;
+      while (PyObject* p = PyIter_Next(param_iter.ptr())) {
+        py::object keep = own(p);
+        if (pi >= PyTuple_GET_SIZE(ids) || !id_equal(PyTuple_GET_ITEM(ids, pi++), p)) return false;
+      }
+      if (PyErr_Occurred()) throw py::error_already_set();
+      if (pi != PyTuple_GET_SIZE(ids)) return false;
+    }
+    if (PyErr_Occurred()) throw py::error_already_set();
+    if (gi != PyTuple_GET_SIZE(groups)) return false;
+    py::object state_attr = own(PyObject_GetAttr(opt, nm.state));
+    Py_ssize_t si = 0;
+    bool ok = true;
+    for_each_item(state_attr.ptr(), [&](PyObject* p, PyObject* st) {
+      if (!ok) return;
+      PyObject* rec = si < PyTuple_GET_SIZE(states_rec) ? PyTuple_GET_ITEM(states_rec, si++) : nullptr;
+      if (!rec || !PyTuple_CheckExact(rec) || PyTuple_GET_SIZE(rec) != 2 || !id_equal(PyTuple_GET_ITEM(rec, 0), p)) {
+        ok = false;
+        return;
+      }
+      PyObject* entries = PyTuple_GET_ITEM(rec, 1);
+      if (!PyTuple_CheckExact(entries)) { ok = false; return; }
+      Py_ssize_t ei = 0;
+      for_each_item(st, [&](PyObject* k, PyObject* v) {
+        if (!ok) return;
+        PyObject* e = ei < PyTuple_GET_SIZE(entries) ? PyTuple_GET_ITEM(entries, ei++) : nullptr;
+        if (!e || !PyTuple_CheckExact(e) || PyTuple_GET_SIZE(e) != 2 || !eq(PyTuple_GET_ITEM(e, 0), k)) {
+          ok = false;
+          return;
+        }
+        const bool number = PyLong_Check(v) || PyFloat_Check(v);
+        ok = number ? eq(PyTuple_GET_ITEM(e, 1), v) : id_equal(PyTuple_GET_ITEM(e, 1), v);
+      });
+      if (ok && ei != PyTuple_GET_SIZE(entries)) ok = false;
+    });
+    return ok && si == PyTuple_GET_SIZE(states_rec);
+  }
+};
+
+// compiling._reachable(fn, owner), the same reads: the owner, a bound method's module or optimiser self, the
+// modules and optimisers in the function's closure cells and in the globals its code names. (Any difference from
+// the Python walk could only make the in-place comparison fail: the caller then builds the key with the Python one.)
+py::object reachable_of(PyObject* fn, PyObject* owner) {
+  py::object found = own(PyList_New(0));
+  if (owner != Py_None) append(found.ptr(), owner);
+  auto attr = [](PyObject* o, const char* name) -> py::object {
+    PyObject* v = PyObject_GetAttrString(o, name);
+    if (!v) {
+      if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw py::error_already_set();
+      PyErr_Clear();
+      return py::none();
+    }
+    return own(v);
+  };
+  auto state_holder = [](PyObject* v) { return is_module(v) || is_optimizer(v); };
+  // a plain function (no __self__ of its own in its __dict__) or a bound method of one: their fields, read
+  // directly (the attribute reads of a missing __self__ raise and catch an AttributeError: slower than Python's)
+  PyObject* func = PyMethod_Check(fn) ? PyMethod_GET_FUNCTION(fn) : fn;
+  PyObject* func_dict = PyFunction_Check(func) ? ((PyFunctionObject*)func)->func_dict : nullptr;
+  if (PyFunction_Check(func) && (!func_dict || !PyDict_GetItemString(func_dict, "__self__"))) {
+    if (PyMethod_Check(fn) && state_holder(PyMethod_GET_SELF(fn))) append(found.ptr(), PyMethod_GET_SELF(fn));
+    PyObject* closure = PyFunction_GET_CLOSURE(func);
+    for (Py_ssize_t i = 0; closure && i < PyTuple_GET_SIZE(closure); ++i) {
+      PyObject* value = PyCell_GET(PyTuple_GET_ITEM(closure, i));
+      if (value && state_holder(value)) append(found.ptr(), value);
+    }
+    PyObject* globals = PyFunction_GET_GLOBALS(func);
+    PyObject* co_names = ((PyCodeObject*)PyFunction_GET_CODE(func))->co_names;
+    for (Py_ssize_t i = 0; PyDict_CheckExact(globals) && i < PyTuple_GET_SIZE(co_names); ++i) {
+      PyObject* value = PyDict_GetItemWithError(globals, PyTuple_GET_ITEM(co_names, i));
+      if (!value && PyErr_Occurred()) throw py::error_already_set();
+      if (value && value != Py_None && state_holder(value)) append(found.ptr(), value);
+    }
+    return found;
+  }
+  py::object self_ = attr(fn, "__self__");
+  if (!self_.is_none() && state_holder(self_.ptr())) append(found.ptr(), self_.ptr());
+  py::object code = attr(fn, "__code__");
+  py::object closure = attr(fn, "__closure__");
+  if (!closure.is_none()) {
+    if (!PyTuple_Check(closure.ptr())) throw std::runtime_error("__closure__ is not a tuple");
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(closure.ptr()); ++i) {
+      PyObject* cell = PyTuple_GET_ITEM(closure.ptr(), i);
+      if (!PyCell_Check(cell)) throw std::runtime_error("a closure item is not a cell");
+      PyObject* value = PyCell_GET(cell);
+      if (value && state_holder(value)) append(found.ptr(), value);
+    }
+  }
+  if (!code.is_none()) {
+    py::object globals = attr(fn, "__globals__");
+    py::object co_names = attr(code.ptr(), "co_names");
+    if (!globals.is_none() && !PyDict_CheckExact(globals.ptr())) throw std::runtime_error("__globals__ is not a dict");
+    if (!PyTuple_Check(co_names.ptr())) throw std::runtime_error("co_names is not a tuple");
+    for (Py_ssize_t i = 0; !globals.is_none() && i < PyTuple_GET_SIZE(co_names.ptr()); ++i) {
+      PyObject* value = PyDict_GetItemWithError(globals.ptr(), PyTuple_GET_ITEM(co_names.ptr(), i));
+      if (!value && PyErr_Occurred()) throw py::error_already_set();
+      if (value && value != Py_None && state_holder(value)) append(found.ptr(), value);
+    }
+  }
+  return found;
+}
+
 }  // namespace guard
 
 }  // namespace
 
 void bind_capture(py::module_& m) {
+  g_module = m.inc_ref().ptr();  // Note [Grad mode steps in the loop]
   bind_replay_backward(m);  // _plan_backward and _BackwardPlan (replay_backward.cpp)
   // Note [Entry guards in C++]: (key, argument tensors) of compiling.entry_key for a static program; `middle`
   // are the parts between the arguments' and the modules' (grad mode, default dtype), `reachable` the modules and
@@ -531,10 +1020,83 @@ void bind_capture(py::module_& m) {
     py::object key = guard::own(PyList_AsTuple(w.parts.ptr()));
     return guard::own(PyTuple_Pack(2, key.ptr(), w.tensors.ptr()));
   }, py::arg("tensor_type"), py::arg("args"), py::arg("kwargs"), py::arg("middle"), py::arg("reachable"));
+  // Note [Entry guards compared in place]: the argument tensors when _entry_key(...)[0] would equal `key`, None when
+  // it would not or this cannot tell (the caller then builds the key)
+  // reachable: the list compiling._reachable gives, or None for this file's reachable_of(fn, owner)
+  m.def("_entry_key_matches", [](py::handle key, py::handle tensor_type, py::handle args, py::handle kwargs,
+                                 py::handle middle, py::handle reachable_in, py::handle fn,
+                                 py::handle owner) -> py::object {
+    if (!PyTuple_CheckExact(key.ptr())) return py::none();
+    guard::Match w{(PyTypeObject*)tensor_type.ptr(), key.ptr()};
+    try {
+      py::object reachable = reachable_in.is_none() ? guard::reachable_of(fn.ptr(), owner.ptr())
+                                                    : py::reinterpret_borrow<py::object>(reachable_in);
+      if (!w.describe(args.ptr()) || !w.describe(kwargs.ptr())) return py::none();
+      if (middle.is_none()) {  // compiling.entry_key's middle, (("grad mode", ...), ("default dtype", ...)), read here
+        static PyObject* grad_mode = PyUnicode_InternFromString("grad mode");
+        static PyObject* default_dtype = PyUnicode_InternFromString("default dtype");
+        PyObject* values[2] = {GradMode::is_enabled() ? Py_True : Py_False, nullptr};
+        py::object dtype = dtype_object(default_float_dtype());
+        values[1] = dtype.ptr();
+        PyObject* labels[2] = {grad_mode, default_dtype};
+        for (int k = 0; k < 2; ++k) {
+          if (w.next >= PyTuple_GET_SIZE(key.ptr())) return py::none();
+          PyObject* p = PyTuple_GET_ITEM(key.ptr(), w.next++);
+          if (!PyTuple_CheckExact(p) || PyTuple_GET_SIZE(p) != 2 || !guard::Match::eq(PyTuple_GET_ITEM(p, 0), labels[k]) ||
+              !guard::Match::eq(PyTuple_GET_ITEM(p, 1), values[k]))
+            return py::none();
+        }
+      }
+      for (py::handle part : middle.is_none() ? py::tuple() : py::reinterpret_borrow<py::object>(middle)) {
+        if (w.next >= PyTuple_GET_SIZE(key.ptr()) || !guard::Match::eq(PyTuple_GET_ITEM(key.ptr(), w.next++), part.ptr()))
+          return py::none();
+      }
+      for (py::handle obj : reachable) guard::append(w.states.ptr(), obj.ptr());
+      std::vector<PyObject*> done;
+      char label[256];
+      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(w.states.ptr()); ++i) {
+        PyObject* obj = PyList_GET_ITEM(w.states.ptr(), i);
+        if (std::find(done.begin(), done.end(), obj) != done.end()) continue;
+        done.push_back(obj);
+        const bool module = guard::is_module(obj);
+        if (w.next >= PyTuple_GET_SIZE(key.ptr())) return py::none();
+        PyObject* p = PyTuple_GET_ITEM(key.ptr(), w.next++);
+        if (!PyTuple_CheckExact(p) || PyTuple_GET_SIZE(p) != 2) return py::none();
+        snprintf(label, sizeof label, module ? "module %s" : "optimizer %s", _PyType_Name(Py_TYPE(obj)));
+        PyObject* recorded_label = PyTuple_GET_ITEM(p, 0);
+        if (!PyUnicode_Check(recorded_label) || PyUnicode_CompareWithASCIIString(recorded_label, label) != 0)
+          return py::none();
+        if (!(module ? guard::Match::module_matches(obj, PyTuple_GET_ITEM(p, 1))
+                     : guard::Match::optimizer_matches(obj, PyTuple_GET_ITEM(p, 1))))
+          return py::none();
+      }
+      if (w.next != PyTuple_GET_SIZE(key.ptr())) return py::none();
+    } catch (py::error_already_set&) {
+      PyErr_Clear();
+      return py::none();
+    } catch (const std::exception&) {  // any read that failed: the caller's walk raises it, or builds another key
+      PyErr_Clear();
+      return py::none();
+    }
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+      return py::none();
+    }
+    return w.tensors;
+  }, py::arg("key"), py::arg("tensor_type"), py::arg("args"), py::arg("kwargs"), py::arg("middle"),
+     py::arg("reachable"), py::arg("fn") = py::none(), py::arg("owner") = py::none());
+  // compiling._reachable's walk in C++ (for tests: the two must agree)
+  m.def("_reachable", [](py::handle fn, py::handle owner) { return guard::reachable_of(fn.ptr(), owner.ptr()); },
+        py::arg("fn"), py::arg("owner"));
   m.attr("_replay_seq_args") = true;  // Note [Sequence arguments in the loop]: _ReplayProgram.add takes seqs
   m.attr("_replay_seq_results") = true;  // Note [Sequence results in the loop]: out = -5 and out_slots
   py::class_<ReplayProgram>(m, "_ReplayProgram")
       .def(py::init<py::handle>(), py::arg("tensor_type"))
+      // Note [Target checks in the loop]: the function whose validate steps the loop checks itself
+      // (None: no step is checked here, for programs built afterwards; the function is kept alive for good)
+      .def_static("set_target_range_check", [](py::object fn) {
+        g_target_range_check = fn.is_none() ? nullptr : fn.inc_ref().ptr();
+      }, py::arg("fn"))
       // name: the _C function's name, which picks its core call when every argument is a slot
       // seqs: None, or per argument None or (is_list, item slots, item constants): Note [Sequence arguments in
       // the loop]
@@ -564,6 +1126,52 @@ void bind_capture(py::module_& m) {
               consts[1].is_none() && fn.is(prop.attr("fset")))
             special = Special::clear_grad;
         }
+        int64_t classes = 0, ignore = 0;
+        if (name == "validate" && g_target_range_check && out == kNone && slots.size() == 5 && slots[0] < 0 &&
+            consts[0].ptr() == g_target_range_check && slots[1] >= 0 && slots[2] < 0 && slots[3] < 0 &&
+            PyLong_CheckExact(consts[2].ptr()) && PyLong_CheckExact(consts[3].ptr())) {
+          int overflow = 0;
+          classes = PyLong_AsLongLongAndOverflow(consts[2].ptr(), &overflow);
+          const int overflow_c = overflow;
+          ignore = PyLong_AsLongLongAndOverflow(consts[3].ptr(), &overflow);
+          if (!overflow && !overflow_c && !PyErr_Occurred()) special = Special::target_range;
+          PyErr_Clear();
+        }
+        double smoothing = 0;
+        bool flag = false;
+        auto is_own = [&](const char* own_name) {  // fn is _C's own function of that name
+          if (!g_module) return false;
+          PyObject* f = PyObject_GetAttrString(g_module, own_name);
+          if (!f) {
+            PyErr_Clear();
+            return false;
+          }
+          const bool same = f == fn.ptr();
+          Py_DECREF(f);
+          return same;
+        };
+        if (special == Special::none && name == "is_grad_enabled" && out == kValue && slots.empty() &&
+            (expected.ptr() == Py_True || expected.ptr() == Py_False) && is_own("is_grad_enabled"))
+          special = Special::grad_enabled;
+        if (special == Special::none && name == "_set_grad_enabled" && out == kNone && slots.size() == 1 &&
+            slots[0] < 0 && (consts[0].ptr() == Py_True || consts[0].ptr() == Py_False) && is_own("_set_grad_enabled")) {
+          special = Special::set_grad_enabled;
+          flag = consts[0].ptr() == Py_True;
+        }
+        if (special == Special::none && name == "cross_entropy" && out >= 0 && slots.size() == 5 && slots[0] >= 0 &&
+            slots[1] >= 0 && slots[2] < 0 && slots[3] < 0 && slots[4] < 0 && PyLong_CheckExact(consts[2].ptr()) &&
+            PyLong_CheckExact(consts[3].ptr()) && PyFloat_CheckExact(consts[4].ptr()) && is_own("cross_entropy")) {
+          int o1 = 0, o2 = 0;
+          const long long reduction = PyLong_AsLongLongAndOverflow(consts[2].ptr(), &o1);
+          const long long ignore_index = PyLong_AsLongLongAndOverflow(consts[3].ptr(), &o2);
+          if (!o1 && !o2 && !PyErr_Occurred()) {
+            special = Special::cross_entropy;
+            classes = reduction;
+            ignore = ignore_index;
+            smoothing = PyFloat_AS_DOUBLE(consts[4].ptr());
+          }
+          PyErr_Clear();
+        }
         std::vector<SeqArg> seq_args;
         if (!seqs.is_none()) {
           DG_CHECK(out != -2 && py::len(seqs) == slots.size(), ValueError, "_ReplayProgram.add: seqs has one entry ",
@@ -585,7 +1193,8 @@ void bind_capture(py::module_& m) {
           }
         }
         p.steps.push_back({std::move(fn), std::move(slots), std::move(consts), out, core, special,
-                           std::move(seq_args), std::move(expected), name, std::move(out_slots), out_is_list});
+                           std::move(seq_args), std::move(expected), name, std::move(out_slots), out_is_list,
+                           classes, ignore, smoothing, flag});
       }, py::arg("fn"), py::arg("slots"), py::arg("consts"), py::arg("out"), py::arg("name"),
          py::arg("expected") = py::none(), py::arg("seqs") = py::none(),
          py::arg("out_slots") = std::vector<int64_t>{}, py::arg("out_is_list") = false)
@@ -594,7 +1203,8 @@ void bind_capture(py::module_& m) {
       .def("set_exported", [](ReplayProgram& p, const std::vector<bool>& flags) {
         std::vector<char> exported(flags.begin(), flags.end());
         for (const auto& s : p.steps)
-          if (!(s.core.unary || s.core.binary) && s.special == Special::none) {
+          if (!(s.core.unary || s.core.binary) && s.special != Special::cross_entropy &&
+              s.special != Special::read_grad && s.special != Special::clear_grad) {
             for (int64_t slot : s.slots)
               if (slot >= 0 && slot < (int64_t)exported.size()) exported[slot] = 1;
             for (const SeqArg& q : s.seqs)
@@ -642,10 +1252,21 @@ void bind_capture(py::module_& m) {
         }
         p.plan = std::move(plan);
         p.plan_step = step;
+        p.output_slots = outputs;
         return py::none();
       }, py::arg("step"), py::arg("plan"), py::arg("outputs"))
       // how many runs took the planned backward, for tests and compile_stats
       .def_property_readonly("planned_runs", [](const ReplayProgram& p) { return p.planned_runs; })
+      // Note [Scalar replay]: how many runs took the scalar program; off: never build one
+      .def_property_readonly("scalar_runs", [](const ReplayProgram& p) { return p.scalar_runs; })
+      .def("set_scalar", [](ReplayProgram& p, bool on) {
+        if (!on) {
+          p.scalar.reset();
+          p.scalar_state = -1;
+        } else if (p.scalar_state == -1 && !p.scalar) {
+          p.scalar_state = 0;
+        }
+      }, py::arg("on"))
       .def("__len__", [](const ReplayProgram& p) { return p.steps.size(); })
       // how many steps the loop hands back for Python to build and run (out == -2), for tests
       .def_property_readonly("python_steps", [](const ReplayProgram& p) {
@@ -654,7 +1275,21 @@ void bind_capture(py::module_& m) {
       // how many steps read or clear a .grad in the loop itself (Note [Gradient steps in the loop]), for tests
       .def_property_readonly("grad_steps", [](const ReplayProgram& p) {
         return std::count_if(p.steps.begin(), p.steps.end(),
-                             [](const ReplayProgram::Step& s) { return s.special != Special::none; });
+                             [](const ReplayProgram::Step& s) {
+                               return s.special == Special::read_grad || s.special == Special::clear_grad;
+                             });
+      })
+      // how many steps of Note [Grad mode steps in the loop] the loop runs itself, for tests
+      .def_property_readonly("direct_steps", [](const ReplayProgram& p) {
+        return std::count_if(p.steps.begin(), p.steps.end(), [](const ReplayProgram::Step& s) {
+          return s.special == Special::grad_enabled || s.special == Special::set_grad_enabled ||
+                 s.special == Special::cross_entropy;
+        });
+      })
+      // how many steps check class targets in the loop itself (Note [Target checks in the loop]), for tests
+      .def_property_readonly("target_checks", [](const ReplayProgram& p) {
+        return std::count_if(p.steps.begin(), p.steps.end(),
+                             [](const ReplayProgram::Step& s) { return s.special == Special::target_range; });
       })
       // Runs the steps from `start` on, the slots being a Python list; returns None when every step ran, else
       // (index, result) of the first step whose result Python must look at, or (index,) for a step Python runs.

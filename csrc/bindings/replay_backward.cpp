@@ -63,6 +63,7 @@
 #include "dyngrad/errors.h"
 #include "dyngrad/forward_ad.h"
 #include "dyngrad/grad_mode.h"
+#include "dyngrad/kernels/scalar.h"
 #include "dyngrad/saved.h"
 
 namespace dyngrad {
@@ -465,12 +466,129 @@ void plan_run(BackwardPlan& plan, const PlanHeads& heads, const SlotReader& slot
       accumulate_pending(plan.pending[to], std::move(v));
     }
   }
+  plan_set_heads(plan, heads, slot);
+}
+
+void plan_set_heads(const BackwardPlan& plan, const PlanHeads& heads, const SlotReader& slot) {
   for (const auto& [s, k] : heads) {  // outputs with history: a released grad_fn of their node's name
-    const Tensor& t = tensor(s);
-    if (t->grad_fn) continue;
+    const Tensor* t = slot(s);
+    if (!t) throw std::logic_error(str_cat("a planned backward found no tensor in slot ", s));
+    if ((*t)->grad_fn) continue;
     auto head = std::make_shared<PlannedNode>(plan.entries[k].node->name());
     copy_site(head->call_site, plan.entries[k].node->call_site);
-    set_history(t, std::move(head));
+    set_history(*t, std::move(head));
+  }
+}
+
+// Note [Scalar replay] (capture_bind.cpp): the plan's backward on floats. Per entry, in the plan's order, the same
+// formula as derivatives.cpp's on one float32 element (Note [One-element kernels]: the kernels' bits), the same sums
+// in the same order (accumulate_pending's add), and the leaves' .grad through accumulate_grad itself, from a
+// fresh one-element tensor (the buffer eager mode's gradient would be: nobody else holds it).
+struct ScalarBackward {
+  enum class Kind : char { leaf, add, sub, mul, neg, tanh, sigmoid, exp, sum };
+  struct Op {
+    Kind kind = Kind::leaf;
+    int64_t slot = -1, a = -1, b = -1;  // the node's output slot (a leaf's tensor), its forward inputs
+    int64_t t0 = -1, t1 = -1;           // the entries its gradients go to (-1: none)
+  };
+  std::vector<Op> ops;  // per plan entry
+  std::vector<int64_t> roots;
+  std::vector<float> pending;
+  std::vector<char> has;
+};
+
+std::shared_ptr<ScalarBackward> plan_scalar(const BackwardPlan& plan, const ScalarProducer& producer) {
+  auto sb = std::make_shared<ScalarBackward>();
+  using Kind = ScalarBackward::Kind;
+  for (const auto& r : plan.roots) {
+    if (r.grad_slot >= 0) return nullptr;  // a root gradient given: a tensor the program reads (not planned here)
+    sb->roots.push_back(r.entry);
+  }
+  for (const auto& e : plan.entries) {
+    ScalarBackward::Op op;
+    op.slot = e.slot;
+    if (!e.node) {  // a leaf
+      if (e.slot < 0) return nullptr;
+      sb->ops.push_back(op);
+      continue;
+    }
+    Kind kind;
+    size_t inputs = 1;
+    switch (e.node->kind) {
+      case OpKind::add: kind = Kind::add; inputs = 2; break;
+      case OpKind::sub: kind = Kind::sub; inputs = 2; break;
+      case OpKind::mul: kind = Kind::mul; inputs = 2; break;
+      case OpKind::neg: kind = Kind::neg; break;
+      case OpKind::tanh: kind = Kind::tanh; break;
+      case OpKind::sigmoid: kind = Kind::sigmoid; break;
+      case OpKind::exp: kind = Kind::exp; break;
+      case OpKind::sum: kind = Kind::sum; break;
+      default: return nullptr;
+    }
+    OpKind made;
+    if (e.slot < 0 || !producer(e.slot, made, op.a, op.b) || made != e.node->kind) return nullptr;
+    if (e.targets.size() != inputs || e.node->input_meta.size() != inputs) return nullptr;
+    for (const auto& m : e.node->input_meta)
+      if (m.dtype != DType::Float32) return nullptr;
+    op.kind = kind;
+    op.t0 = e.targets[0].entry;
+    op.t1 = inputs == 2 ? e.targets[1].entry : -1;
+    sb->ops.push_back(op);
+  }
+  sb->pending.assign(sb->ops.size(), 0.0f);
+  sb->has.assign(sb->ops.size(), 0);
+  return sb;
+}
+
+void scalar_backward_run(const BackwardPlan& plan, ScalarBackward& sb, const std::vector<float>& regs,
+                         const SlotReader& slot) {
+  using Kind = ScalarBackward::Kind;
+  note_backward();  // a new step for the graph-growth warning, as run_backward
+  GradModeGuard no_grad(false);
+  std::fill(sb.has.begin(), sb.has.end(), 0);
+  auto add_to = [&](int64_t to, float v) {  // accumulate_pending: the first gradient, then add's sums in order
+    if (to < 0) return;
+    if (!sb.has[to]) {
+      sb.pending[to] = v;
+      sb.has[to] = 1;
+    } else {
+      scalar_binary_f32(BinaryKind::Add, sb.pending[to], v, sb.pending[to]);
+    }
+  };
+  for (int64_t r : sb.roots) add_to(r, 1.0f);  // full(shape, 1.0)
+  float v = 0;
+  for (size_t k = 0; k < sb.ops.size(); ++k) {
+    if (!sb.has[k]) continue;
+    const ScalarBackward::Op& op = sb.ops[k];
+    const float g = sb.pending[k];
+    switch (op.kind) {
+      case Kind::leaf: {
+        const Tensor* leaf = slot(op.slot);
+        if (!leaf || (*leaf)->grad_fn || !(*leaf)->requires_grad || !(*leaf)->hooks.empty())
+          throw std::logic_error("a planned backward's leaf changed during the replay");
+        Tensor t = empty((*leaf)->shape, DType::Float32);
+        t->data<float>()[0] = g;
+        accumulate_grad(*leaf, std::move(t));
+        break;
+      }
+      case Kind::add: add_to(op.t0, g); add_to(op.t1, g); break;  // {grad, grad}
+      case Kind::sub:
+        add_to(op.t0, g);
+        if (op.t1 >= 0) { scalar_unary_f32(UnaryKind::Neg, g, v); add_to(op.t1, v); }
+        break;
+      case Kind::mul:  // {grad * b, grad * a}
+        if (op.t0 >= 0) { scalar_binary_f32(BinaryKind::Mul, g, regs[op.b], v); add_to(op.t0, v); }
+        if (op.t1 >= 0) { scalar_binary_f32(BinaryKind::Mul, g, regs[op.a], v); add_to(op.t1, v); }
+        break;
+      case Kind::neg: scalar_unary_f32(UnaryKind::Neg, g, v); add_to(op.t0, v); break;
+      case Kind::tanh: scalar_unary_grad_f32(UnaryKind::TanhGradFromOut, g, regs[op.slot], v); add_to(op.t0, v); break;
+      case Kind::sigmoid:
+        scalar_unary_grad_f32(UnaryKind::SigmoidGradFromOut, g, regs[op.slot], v);
+        add_to(op.t0, v);
+        break;
+      case Kind::exp: scalar_binary_f32(BinaryKind::Mul, g, regs[op.slot], v); add_to(op.t0, v); break;
+      case Kind::sum: add_to(op.t0, g); break;  // expand: the same value
+    }
   }
 }
 

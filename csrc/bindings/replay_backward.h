@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common.h"
+#include "dyngrad/node.h"
 
 namespace dyngrad {
 
@@ -35,6 +36,18 @@ bool plan_usable(const BackwardPlan& plan, const SlotReader& slot);
 bool plan_has_history(const BackwardPlan& plan, int64_t slot);
 // Runs the backward: formulas, sums and leaf accumulation in the engine's order, from the slots' tensors.
 void plan_run(BackwardPlan& plan, const PlanHeads& heads, const SlotReader& slot);
+// Gives each output with history (heads) a released grad_fn of its node's name (the end of plan_run).
+void plan_set_heads(const BackwardPlan& plan, const PlanHeads& heads, const SlotReader& slot);
+
+// Note [Scalar replay] (capture_bind.cpp): the plan run on one-element float32 values. producer(slot, kind, a, b):
+// the op kind and forward input slots of the step whose output is `slot` (b -1 for one input), false if none.
+struct ScalarBackward;
+using ScalarProducer = std::function<bool(int64_t slot, OpKind& kind, int64_t& a, int64_t& b)>;
+// null when the plan has a node these formulas do not cover, a given root gradient, or a node no step made
+std::shared_ptr<ScalarBackward> plan_scalar(const BackwardPlan& plan, const ScalarProducer& producer);
+// regs: per slot its value; slot: the leaves' tensors
+void scalar_backward_run(const BackwardPlan& plan, ScalarBackward& sb, const std::vector<float>& regs,
+                         const SlotReader& slot);
 
 // A run that took the plan leaves its program after the backward (a guard missed: Python reads every slot from
 // here, a sibling variant's steps or the catch-up's): every tensor that had history gets a released grad_fn of its

@@ -7,6 +7,7 @@
 
 #include "fast_math.h"
 #include "loop.h"
+#include "scalar.h"
 
 namespace dyngrad {
 
@@ -742,6 +743,39 @@ Tensor clamp_kernel(const Tensor& a, double lo, double hi) {
     });
   });
   return out;
+}
+
+// Note [One-element kernels]: the static replay of a program of one-element float32 ops (capture_bind.cpp, Note
+// [Scalar replay]) computes each op on a float instead of a tensor. These are the loops' bodies above for one
+// element: the same k_* functions on the same operands, so the same bits as the kernels' one-element case
+// (binary_loop, unary_float, unary_grad_float). They are out of line (noinline, another translation unit than their
+// callers) so that no caller's arithmetic can be contracted with theirs into a fused multiply-add, which rounds once.
+// false: a kind these do not cover (the replay then runs the tensors' kernels).
+__attribute__((noinline)) bool scalar_binary_f32(BinaryKind k, float x, float y, float& out) {
+  switch (k) {
+    case BinaryKind::Add: out = k_add(x, y); return true;
+    case BinaryKind::Sub: out = k_sub(x, y); return true;
+    case BinaryKind::Mul: out = k_mul(x, y); return true;
+    default: return false;
+  }
+}
+
+__attribute__((noinline)) bool scalar_unary_f32(UnaryKind k, float x, float& out) {
+  switch (k) {
+    case UnaryKind::Neg: out = -x; return true;
+    case UnaryKind::Exp: out = k_exp(x); return true;
+    case UnaryKind::Tanh: out = k_tanh(x); return true;
+    case UnaryKind::Sigmoid: out = k_sigmoid(x); return true;
+    default: return false;
+  }
+}
+
+__attribute__((noinline)) bool scalar_unary_grad_f32(UnaryKind k, float g, float y, float& out) {
+  switch (k) {  // unary_grad_float's gp[i] * f(x[i])
+    case UnaryKind::TanhGradFromOut: out = g * k_tanh_grad_from_out(y); return true;
+    case UnaryKind::SigmoidGradFromOut: out = g * k_sigmoid_grad_from_out(y); return true;
+    default: return false;
+  }
 }
 
 }  // namespace dyngrad

@@ -104,6 +104,9 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _lock = threading.RLock()
 _active = [None]          # the Recorder of the thread that records, if any
 _local = threading.local()
+# the threads whose _local.depth is above 0: empty, no thread records, and a static call skips is_capturing's
+# thread-local read (set.add and discard are atomic under the GIL)
+_capturing_threads = set()
 
 
 def is_capturing():
@@ -331,6 +334,12 @@ def _seq_out_slots(step):
 # Note [The backward as a recorded program]: False makes every program built from now on replay its backward over
 # the graph its forward builds, as before the plan (for measuring one against the other: bench/planned_backward.py)
 PLANNED_BACKWARD = os.environ.get("DYNGRAD_COMPILE_PLAN", "1") != "0"
+# Note [Scalar replay] (csrc/bindings/capture_bind.cpp): False makes every program built from now on replay its
+# one-element programs with the tensors' kernels, as before (for measuring one against the other)
+SCALAR_REPLAY = os.environ.get("DYNGRAD_COMPILE_SCALAR", "1") != "0"
+# Note [Target checks in the loop] (csrc/bindings/capture_bind.cpp): False makes programs built from now on call
+# cross_entropy's target check through bridge.validate at every replay, as before
+TARGET_CHECKS_IN_LOOP = True
 
 
 def _set_backward_plan(variant, program):
@@ -426,6 +435,25 @@ def _runner(fn, args, kwargs):
     return lambda slots: fn(*[slots[i] if i >= 0 else c for i, c in pairs])
 
 
+def _register_checks(steps):
+    """Note [Target checks in the loop] (csrc/bindings/capture_bind.cpp): the C++ loop checks cross_entropy's
+    class targets itself; it is told which function that check is (found among the steps' checks, by its module
+    and name: the shared layer imports no op module from here)."""
+    register = getattr(_C._ReplayProgram, "set_target_range_check", None)
+    if register is None:
+        return
+    if not TARGET_CHECKS_IN_LOOP:
+        register(None)
+        return
+    for step in steps:
+        if step.name == "validate" and type(step.args) is Seq and step.args.items:
+            check = step.args.items[0]
+            if (getattr(check, "__name__", None) == "_check_target_range"
+                    and getattr(check, "__module__", "").endswith("_api.ops.loss")):
+                register(check)
+                return
+
+
 class Variant:
     """One recorded program: its steps, the externals it reads by reference, where its outputs come from."""
 
@@ -451,6 +479,7 @@ class Variant:
             trips = sum((step.native is None and spec is None) or _loop_out(step) == -1
                         for step, spec in zip(self.steps, seq_specs))
             if trips * 8 <= len(self.steps):
+                _register_checks(self.steps)
                 program = _C._ReplayProgram(_C.Tensor)
                 for step, spec in zip(self.steps, seq_specs):
                     if spec is not None:              # sequences of slots, built in the loop
@@ -469,6 +498,8 @@ class Variant:
                     exported[i] = True
                 program.set_exported(exported)
                 self.plan_reason = _set_backward_plan(self, program)
+                if hasattr(program, "set_scalar"):
+                    program.set_scalar(SCALAR_REPLAY)
             self._native = program
         return program
 
@@ -500,10 +531,17 @@ class Variant:
         return table
 
     def fresh_slots(self, arg_tensors):
-        slots = [None] * self.n_slots
+        # the externals laid out once (an external is only ever added, at a new slot, while recording: the layout is
+        # made again when the dict, its size or the slot count changed)
+        layout = self.__dict__.get("_layout")
+        externals = self.externals
+        if layout is None or layout[0] is not externals or layout[1] != len(externals) or layout[2] != self.n_slots:
+            template = [None] * self.n_slots
+            for i, t in externals.items():
+                template[i] = t
+            layout = self._layout = (externals, len(externals), self.n_slots, template)
+        slots = layout[3].copy()
         slots[:len(arg_tensors)] = arg_tensors
-        for i, t in self.externals.items():
-            slots[i] = t
         return slots
 
 
@@ -904,6 +942,7 @@ class _Swap:
             self.saved = plan
             _active[0] = self.recorder
             _local.depth = getattr(_local, "depth", 0) + 1
+            _capturing_threads.add(threading.get_ident())
             _C._set_capturing(True)
         except BaseException:
             self.__exit__()
@@ -914,6 +953,8 @@ class _Swap:
         _C._set_capturing(False)
         _active[0] = None
         _local.depth = max(0, getattr(_local, "depth", 0) - 1)
+        if not _local.depth:
+            _capturing_threads.discard(threading.get_ident())
         for owner, is_type, names, raws, _ in reversed(self.saved):
             if is_type:
                 for name, raw in zip(names, raws):
@@ -1195,13 +1236,22 @@ def replay(variants, first, arg_tensors):
     [Replaying steps in C++]), else here."""
     variant = first
     slots = variant.fresh_slots(arg_tensors)
+    pending = None
+    program = variant.__dict__.get("_native")
+    if program is not None:          # the common case, a whole variant in the C++ loop, without the loop below
+        pending = program.run(slots, 0)
+        if pending is None:
+            variant.replays += 1
+            output = variant.output
+            return variant, slots[output.i] if type(output) is Slot else decode(output, slots)
     i = 0
     Tensor = _C.Tensor
     while True:
         steps = variant.steps
         program = variant.native()
         if program is not None:
-            stop = program.run(slots, i)
+            stop = pending if pending is not None else program.run(slots, i)   # (pending: the first run's stop)
+            pending = None
             if stop is None:
                 break
             if len(stop) == 1:               # a step Python runs itself

@@ -117,6 +117,7 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend=None, mode=Non
 # ---- static replay (Note [Two modes of compile]) ----
 _programs = weakref.WeakSet()     # every live Program, for compiler.reset() and compiler.programs()
 _eager_flag = threading.local()   # set while a program falls back to eager inside its own call
+_eager_threads = set()            # the threads whose _eager_flag.on is set (empty: no thread-local read per call)
 
 
 class ProgramStats:
@@ -218,6 +219,7 @@ class Program:
         self.fn = fn
         self.check = check
         self.verified = verified and not check
+        self.static = not self.verified and not check
         self.owner = owner
         self.limit = recompile_limit or capture.MAX_VARIANTS
         self.groups = {}          # entry key -> [Variant], the most recently run first
@@ -229,12 +231,14 @@ class Program:
         self.warned_eager = False
         self.replaying = threading.Lock()
         self.last_key = None
+        self.last_group = None     # the group of last_key (Note [Entry guards compared in place])
         self.last_miss = None      # (reason, line) of the last miss: the origin of the variant recorded after it
         _programs.add(self)
 
     def reset(self):
         self.groups.clear()
         self.last_key = None
+        self.last_group = None
 
     def n_variants(self):
         return sum(len(v) for v in self.groups.values())
@@ -242,10 +246,19 @@ class Program:
     def __call__(self, args, kwargs):
         stats = self.stats
         stats.calls += 1
-        if capture.is_capturing() or getattr(_eager_flag, "on", False):
+        if (capture._capturing_threads or _eager_threads) and (capture.is_capturing() or
+                                                              getattr(_eager_flag, "on", False)):
             return self.fn(*args, **kwargs)      # a compiled program called inside a recording is part of it
-        key, tensors = entry_key(self, args, kwargs, reachable=not self.verified)
-        group = self.groups.get(key)
+        tensors = None
+        if self.last_group is not None and self.static and KEY_IN_PLACE and _key_matches is not None:
+            # same_entry_key's call, inlined; None: the middle parts (grad mode, default dtype) and _reachable in C++
+            tensors = _key_matches(self.last_key, _Tensor, args, kwargs, None, None, self.fn, self.owner)
+        if tensors is not None:   # the call's key is the last call's (Note [Entry guards compared in place])
+            key, group = self.last_key, self.last_group
+        else:
+            key, tensors = entry_key(self, args, kwargs, reachable=not self.verified)
+            group = self.groups.get(key)
+            self.last_group = group
         if group is None:
             reason = describe_key_change(self.last_key, key)
             if self.last_key is not None:
@@ -355,6 +368,7 @@ class Program:
         result = capture.record(variant, self.fn, args, kwargs, tensors)
         self.groups.setdefault(key, []).insert(0, variant)
         self.last_key = key
+        self.last_group = self.groups[key]
         self.stats.recordings += 1
         self.warn_eager(variant)
         return result
@@ -391,10 +405,12 @@ class Program:
 
     def run_eagerly(self, args, kwargs):
         _eager_flag.on = True
+        _eager_threads.add(threading.get_ident())
         try:
             return self.fn(*args, **kwargs)
         finally:
             _eager_flag.on = False
+            _eager_threads.discard(threading.get_ident())
 
 
 def _short(value):
@@ -472,6 +488,22 @@ def entry_key(program, args, kwargs, reachable=True):
                       (("grad mode", _C.is_grad_enabled()), ("default dtype", _C._get_default_dtype())),
                       _reachable(program.fn, program.owner))
     return entry_key_python(program, args, kwargs, reachable)
+
+
+# Note [Entry guards compared in place]: False builds the key at every call, as before (for measuring)
+KEY_IN_PLACE = True
+_key_matches = getattr(_C, "_entry_key_matches", None)
+_Tensor = _C.Tensor
+
+
+def same_entry_key(program, key, args, kwargs):
+    """The argument tensors if entry_key(program, args, kwargs) would be `key` (a static program's), else None
+    (also when the engine cannot tell without building the key): Note [Entry guards compared in place] in
+    csrc/bindings/capture_bind.cpp. The reference engine always builds the key."""
+    native = getattr(_C, "_entry_key_matches", None)
+    if native is None or key is None:
+        return None
+    return native(key, _C.Tensor, args, kwargs, None, None, program.fn, program.owner)   # None: read in C++
 
 
 def entry_key_python(program, args, kwargs, reachable=True):
