@@ -97,6 +97,19 @@ def test_transformer_block_takes_the_plan(dg):
         assert reasons(compiled)[-1] is None
 
 
+def test_transformer_block_with_dropout_draws_fresh_masks(dg):
+    """Dropout inside fused attention draws its seed in the op (Note [Dropout inside attention]): no value flows into
+    Python, so every call replays (one variant after the first call's), takes the plan and draws a fresh mask."""
+    batch = batches_of(dg, 9, (2, 6, 16), n=1)
+    modes = [True] * 5 + [False, False, True]
+    compiled, losses = train_both(
+        dg, lambda: dg.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.2, batch_first=True),
+        lambda m: dg.optim.SGD(m.parameters(), lr=0.01), batch, mse(dg), steps=len(modes), modes=modes)
+    assert len(set(losses[:5])) == 5
+    assert compiled.compile_stats.misses <= 3     # the first call, the second (SGD's .grad), eval mode
+    assert_planned(dg, compiled)
+
+
 def test_transformer_block_gelu_norm_first(dg):
     compiled, _ = train_both(
         dg, lambda: dg.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, activation="gelu", batch_first=True,

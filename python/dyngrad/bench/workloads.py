@@ -852,8 +852,9 @@ def _compiled(dg, step, static):
     """static: "eager" (False), "static" (True) or "verified"."""
     if static is False or static == "eager":
         return step
-    if dg.__name__ == "torch":
-        return dg.compile(step) if os.environ.get("DYNGRAD_BENCH_TORCH_COMPILE") == "1" else step
+    if dg.__name__ == "torch":   # torch.compile beside static replay only; the verified row's torch is eager
+        compiled = static in (True, "static") and os.environ.get("DYNGRAD_BENCH_TORCH_COMPILE") == "1"
+        return dg.compile(step) if compiled else step
     return dg.compile(step, mode=_COMPILE_MODES["static" if static is True else static])
 
 
