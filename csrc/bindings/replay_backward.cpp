@@ -187,6 +187,7 @@ struct BackwardPlan {
   std::vector<std::pair<int64_t, bool>> inputs;  // the program's input slots and whether each required grad
   std::unordered_set<int64_t> history;           // the slots whose tensor had history when planned
   std::unordered_map<int64_t, std::string> history_name;  // ... and their grad_fn's name
+  std::unordered_map<int64_t, int64_t> storage_class;     // per slot, the same number for slots sharing a storage
   std::vector<Tensor> pending;                   // per entry, during a run
   // What the templates' edges point at: formulas only ask needs_input_grad, and a slice's in-place gradient
   // (Note [Gradients written in place]) writes into its pending slot, which holds the target's sum meanwhile.
@@ -215,9 +216,11 @@ std::variant<std::shared_ptr<BackwardPlan>, std::string> make_plan(
   std::unordered_map<const TensorImpl*, int64_t> slot_of;  // the first slot holding each tensor
   std::unordered_map<const Node*, int64_t> output_of;      // node -> the slot of the tensor it is grad_fn of
   std::unordered_map<int64_t, Tensor> tensor_at;
+  std::unordered_map<const Storage*, int64_t> storages;
   for (const auto& [slot, t] : slot_tensors) {
     slot_of.emplace(t.get(), slot);
     tensor_at[slot] = t;
+    plan->storage_class[slot] = storages.emplace(t->storage.get(), (int64_t)storages.size()).first->second;
     if (t->grad_fn) {
       plan->history.insert(slot);
       plan->history_name.emplace(slot, t->grad_fn->name());
@@ -451,6 +454,12 @@ std::string plan_fits(BackwardPlan& plan, const std::vector<int64_t>& outs,
       if (outs[i] == e.anchor || std::count(seq_outs[i].begin(), seq_outs[i].end(), e.anchor)) at = i;
     if (at == SIZE_MAX)
       return str_cat(e.node->name(), " saved a tensor no slot holds, and no step before the backward made it");
+    // an in-place step (its output is its input's memory) would see its input turned into a leaf requiring grad
+    for (int64_t slot : reads[at])
+      if (plan.storage_class.count(slot) && plan.storage_class.count(e.anchor) &&
+          plan.storage_class.at(slot) == plan.storage_class.at(e.anchor))
+        return str_cat("step ", at, " (", names[at], ") made ", e.node->name(), ", whose saved state no slot holds, ",
+                       "in its input's memory");
     HarvestStep& h = out_harvests[at];
     if (h.entries.empty()) {
       for (int64_t slot : reads[at])
