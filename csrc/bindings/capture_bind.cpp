@@ -133,6 +133,7 @@ struct ReplayProgram {
   void finish() {
     values.clear();
     running = false;
+    if (plan) plan_drop_harvested(*plan);  // Note [Saved state no step returns]: a run that raised keeps no node
     plan_on = plan_dirty = plan_ran = false;
   }
 };

@@ -503,6 +503,11 @@ PlanHarvest::~PlanHarvest() {
     }
 }
 
+void plan_drop_harvested(BackwardPlan& plan) {
+  for (auto& e : plan.entries)
+    if (e.live) e.harvested.reset();
+}
+
 bool plan_has_history(const BackwardPlan& plan, int64_t slot) { return plan.history.count(slot) != 0; }
 
 bool plan_usable(const BackwardPlan& plan, const SlotReader& slot) {

@@ -44,6 +44,9 @@ class PlanHarvest {
   std::vector<Tensor> flipped_;
 };
 
+// Drops the nodes PlanHarvest kept for the backward (a run that ended before it, by an exception).
+void plan_drop_harvested(BackwardPlan& plan);
+
 // Why a recorded program cannot run this plan at all (empty: it can), given its steps' kinds: `outs` per step its
 // `out` (a slot, -1, -2, -3 None, -4 a value, -5 a sequence of tensors into `seq_outs`), `reads` per step the slots
 // it reads, `backward` the index of the _run_backward step the plan is of, `exported` per slot whether Python reads
