@@ -244,3 +244,25 @@ def test_bench_kernel_workloads_take_the_plan(dg):
         assert program.replays >= 3, group
         if has_plan(dg):
             assert program.backward_plans[-1] is None, (group, program.backward_plans)
+
+
+def test_verified_replay_of_attention_dropout_hits(dg):
+    """Under verified replay too, attention's dropout seed is no value handed to Python: calls follow the recording
+    (hits) instead of leaving it at every call, and each call draws a fresh mask as eager mode does."""
+    dg.manual_seed(0)
+    eager_layer = dg.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.3, batch_first=True)
+    dg.manual_seed(0)
+    layer = dg.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.3, batch_first=True)
+    verified = dg.compile(layer, mode="verified")
+    x = dg.tensor(np.random.default_rng(10).standard_normal((2, 5, 16)).astype(np.float32))
+    outs = []
+    for i in range(5):
+        dg.manual_seed(20 + i)
+        expected = eager_layer(x)
+        dg.manual_seed(20 + i)
+        got = verified(x)
+        assert_same(got, expected)
+        outs.append(got.detach().numpy().copy())
+    assert not np.array_equal(outs[0], outs[1])
+    stats = verified.compile_stats
+    assert stats.hits >= 4 and stats.misses <= 1, stats.report()
