@@ -183,3 +183,37 @@ def test_chart_colours_are_fixed_per_engine():
     assert second["reference"] == {(False, to_rgba(report.CHART_COLOURS["reference"])),
                                    (True, to_rgba(report.CHART_COLOURS["reference"]))}
     assert len({report.CHART_COLOURS[e] for e in ("reference", "pytorch", "numpy")}) == 3
+
+
+def test_compile_group_compares_each_kernel_step_eager_verified_and_static(tmp_path):
+    """issue 20 "Seeing it": `--only compile` holds, for each of the four kernel-bound steps at 1 and 2 threads, its
+    eager row and its verified and static replay rows; the report pairs them in one comparison (table, JSON, chart)."""
+    from dyngrad.bench import report
+
+    names = [w.name for w in workloads.select(["compile"])]
+    for group in workloads.KERNEL_GROUPS:
+        for t in (1, 2):
+            assert {f"{group}-{t}t", f"{group}-{t}t-verified", f"{group}-{t}t-static"} <= set(names)
+
+    def result(name, dg_s, torch_s):
+        runs = {"dyngrad": {"per_unit_s": dg_s, "seconds": [dg_s] * 3},
+                "pytorch": {"per_unit_s": torch_s, "seconds": [torch_s] * 3}}
+        return {"name": name, "unit": "ms/step", "threads": 1, "runs": runs,
+                "ratios_vs_dyngrad": {"pytorch": torch_s / dg_s}, "single_call_ratios": [], "size": {}}
+
+    results = [result("cnn-train-1t", 0.02, 0.03), result("cnn-train-1t-verified", 0.025, 0.03),
+               result("cnn-train-1t-static", 0.01, 0.012)]
+    info = {"mode": "quick", "date": "d", "cpu": "c", "cores": 2, "python": "3", "numpy": "2", "torch_compile": True}
+    (row,) = report.comparison(results, info)
+    assert row["workload"] == "cnn-train-1t"
+    assert (row["eager"], row["verified"], row["static"], row["torch_eager"], row["torch_compile"]) == \
+        (0.02, 0.025, 0.01, 0.03, 0.012)
+    assert row["ratios"]["eager/static"] == pytest.approx(2.0)
+    assert row["ratios"]["torch eager/static"] == pytest.approx(3.0)
+    assert report.comparison(results, dict(info, torch_compile=False))[0]["torch_compile"] is None
+    text = report.table(results, ["dyngrad", "pytorch"], info)
+    assert "torch.compile/static" in text and "3.00x" in text.split("Dynamic against static")[1]
+    report.write_json(str(tmp_path / "r.json"), results, info)
+    assert json.loads((tmp_path / "r.json").read_text())["compile_comparison"][0]["workload"] == "cnn-train-1t"
+    if report.write_png(str(tmp_path / "chart.png"), results, info):
+        assert (tmp_path / "chart.png").stat().st_size > 0

@@ -177,6 +177,7 @@ struct ReplayProgram {
   size_t plan_step = SIZE_MAX;
   bool plan_on = false, plan_dirty = false, plan_ran = false;
   std::vector<char> makes_node;  // per step before plan_step: whether it made a node when recorded
+  PlanHarvests plan_harvests;    // per step before plan_step: Note [Saved state no step returns]
   int64_t planned_runs = 0;
   // Note [Scalar replay]: the program on floats, once a planned run has shown every value is one float32 element
   std::vector<int64_t> output_slots;  // the slots the call returns (set_backward_plan)
@@ -195,6 +196,7 @@ struct ReplayProgram {
   void finish() {
     values.clear();
     running = false;
+    if (plan) plan_drop_harvested(*plan);  // Note [Saved state no step returns]: a run that raised keeps no node
     plan_on = plan_dirty = plan_ran = false;
   }
 };
@@ -343,6 +345,7 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
     }
   }
   PyObject* argv[kMaxStepArgs];
+  const SlotReader reader = [&](int64_t slot) { return slot < n_slots ? slot_tensor(p, list, slot) : nullptr; };
   for (size_t i = start; i < p.steps.size(); ++i) {
     const ReplayProgram::Step& s = p.steps[i];
     const size_t n = s.slots.size();
@@ -355,8 +358,10 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
     }
     // Note [The backward as a recorded program]: the forward's tensor steps make no node, the backward is planned
     std::optional<GradModeGuard> no_node;
+    std::optional<PlanHarvest> harvest;  // Note [Saved state no step returns] (replay_backward.cpp)
     if (p.plan_on && i < p.plan_step && (s.out >= 0 || s.out == kSeq)) {
-      no_node.emplace(false);
+      if (!p.plan_harvests[i].entries.empty()) harvest.emplace(*p.plan, p.plan_harvests[i], reader);
+      else no_node.emplace(false);
       if (p.makes_node[i]) p.plan_dirty = true;
     }
     if (p.plan_on && i == p.plan_step) {
@@ -1240,9 +1245,11 @@ void bind_capture(py::module_& m) {
         for (int64_t slot : outputs)
           if (slot >= 0 && slot < (int64_t)exported.size()) exported[slot] = 1;
         PlanHeads heads;
-        std::string why = plan_fits(*plan, outs, seq_outs, reads, names, step, exported, heads);
+        PlanHarvests harvests;
+        std::string why = plan_fits(*plan, outs, seq_outs, reads, names, step, exported, heads, harvests);
         if (!why.empty()) return py::str(why);
         p.plan_heads = std::move(heads);
+        p.plan_harvests = std::move(harvests);
         p.makes_node.assign(step, 0);
         for (size_t i = 0; i < step; ++i) {
           const auto& s = p.steps[i];

@@ -199,6 +199,9 @@ void bind_ops(py::module_& m) {
   }, arg("grad"), arg("a"), arg("weight"), arg("ndims"), arg("eps"), arg("output_mask"));
   m.def("attention", [](T q, T k, T v, std::optional<Tensor> mask, bool is_causal, double scale, double dropout_p,
                         int64_t seed) {
+    // Note [Dropout inside attention]: seed -1 draws it here, as randint(0, 2**62, (), int64).item() would: the
+    // draw is then part of the op, so a static replay draws a fresh one (no value flows into Python to guard)
+    if (seed < 0) seed = randint(0, int64_t(1) << 62, {}, DType::Int64)->data<int64_t>()[0];
     return attention(q, k, v, mask ? *mask : Tensor(), is_causal, scale, dropout_p, seed);
   }, arg("q"), arg("k"), arg("v"), arg("mask"), arg("is_causal"), arg("scale"), arg("dropout_p"), arg("seed"));
   m.def("attention_backward", [](T grad, T q, T k, T v, std::optional<Tensor> mask, std::optional<Tensor> out,

@@ -51,6 +51,21 @@
 // value guard missed: a sibling variant or the catch-up's Python reads the slots from there) gives every tensor
 // that had history one (plan_departed); there, a tensor whose node saved nothing raises on a second backward where
 // eager mode would run that node again. The reference engine keeps its backward; both give the same numbers.
+//
+// Note [Saved state no step returns]: some primitives save a tensor that is a by-product of their kernel and that
+// no step returns: attention's per-row logsumexp, rnn_layer's gate workspace, max-pooling's flat positions (take's
+// node, made inside the pooling step). No slot holds it, and a forward run without a graph never computes it where
+// the plan could find it. Such an entry is *live*: at each planned replay its step runs with grad mode on, and the
+// step's inputs that had history when recorded (those that required grad) require grad again while it runs, so the
+// step makes the very node it made when recorded, with the same needs_input_grad and so the same saved fields (the
+// step's leaves already require grad as recorded: plan_usable). The plan keeps that node (PlanHarvest), and the
+// output loses it, so the rest of the forward runs as without a graph. At the entry's turn in the backward its
+// template adopts everything the node saved (tensors and values alike: a dropout seed is the replay's, not the
+// recording's) and runs its formula as for any entry. It costs one node and its edges per live step, against the
+// forward's kernels. Results are eager mode's bitwise: the step runs eager mode's code path (with its graph), and
+// the formula reads what eager mode's node would read. A node
+// made inside a step (a 3-d matmul's operand copied to 2-d, take's node inside max-pooling) is found by the edges
+// that lead to it from the grad_fn of the step's output, recorded when planned.
 #include "replay_backward.h"
 
 #include <algorithm>
@@ -114,6 +129,29 @@ const Cloner kCloners[] = {
 #include "dyngrad/ops.def"
 };
 
+// Note [Saved state no step returns]: a live entry's template takes everything the replay's own node saved
+// (tensors and values: attention's seed, an rnn's workspace), then drops the tensors once its formula ran.
+template <OpKind K>
+void adopt_saved(OpNode& to, OpNode& from) {
+  static_cast<OpNodeOf<K>&>(to).saved = static_cast<OpNodeOf<K>&>(from).saved;
+}
+template <OpKind K>
+void release_saved(OpNode& node) {
+  static_cast<OpNodeOf<K>&>(node).saved.each([](const char*, auto& field) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, SavedTensor>) field.release();
+  });
+}
+using Adopter = void (*)(OpNode&, OpNode&);
+const Adopter kAdopters[] = {
+#define DG_OP(name, display, saves, signature, hot) &adopt_saved<OpKind::name>,
+#include "dyngrad/ops.def"
+};
+using Releaser = void (*)(OpNode&);
+const Releaser kReleasers[] = {
+#define DG_OP(name, display, saves, signature, hot) &release_saved<OpKind::name>,
+#include "dyngrad/ops.def"
+};
+
 }  // namespace
 
 struct BackwardPlan {
@@ -135,6 +173,12 @@ struct BackwardPlan {
     std::vector<Fill> fills;                              // each saved tensor of the template and where it is
     std::vector<Target> targets;                          // per input of the node
     bool saves = false;
+    // Note [Saved state no step returns]: the node saved a tensor no slot holds (attention's logsumexp, an rnn's
+    // workspace, max-pooling's positions); the replay's step makes its node and `node` adopts what it saved
+    bool live = false;
+    int64_t anchor = -1;           // the slot whose grad_fn the node is, or leads to: the step's output
+    std::vector<uint32_t> path;    // the edges from that grad_fn to the node (empty: the grad_fn itself)
+    std::shared_ptr<OpNode> harvested;  // that node, from its step to this entry's turn in the backward
   };
   std::vector<Entry> entries;  // in the engine's order
   struct Root {
@@ -144,6 +188,7 @@ struct BackwardPlan {
   std::vector<std::pair<int64_t, bool>> inputs;  // the program's input slots and whether each required grad
   std::unordered_set<int64_t> history;           // the slots whose tensor had history when planned
   std::unordered_map<int64_t, std::string> history_name;  // ... and their grad_fn's name
+  std::unordered_map<int64_t, int64_t> storage_class;     // per slot, the same number for slots sharing a storage
   std::vector<Tensor> pending;                   // per entry, during a run
   // What the templates' edges point at: formulas only ask needs_input_grad, and a slice's in-place gradient
   // (Note [Gradients written in place]) writes into its pending slot, which holds the target's sum meanwhile.
@@ -172,9 +217,11 @@ std::variant<std::shared_ptr<BackwardPlan>, std::string> make_plan(
   std::unordered_map<const TensorImpl*, int64_t> slot_of;  // the first slot holding each tensor
   std::unordered_map<const Node*, int64_t> output_of;      // node -> the slot of the tensor it is grad_fn of
   std::unordered_map<int64_t, Tensor> tensor_at;
+  std::unordered_map<const Storage*, int64_t> storages;
   for (const auto& [slot, t] : slot_tensors) {
     slot_of.emplace(t.get(), slot);
     tensor_at[slot] = t;
+    plan->storage_class[slot] = storages.emplace(t->storage.get(), (int64_t)storages.size()).first->second;
     if (t->grad_fn) {
       plan->history.insert(slot);
       plan->history_name.emplace(slot, t->grad_fn->name());
@@ -231,6 +278,20 @@ std::variant<std::shared_ptr<BackwardPlan>, std::string> make_plan(
   }
   if (order.size() != deps.size()) return std::string("the graph's dependency counts do not close");
   // 3. each node's template, saved slots and targets
+  // Note [Saved state no step returns]: how each node is reached from the grad_fn of a slot's tensor through nodes
+  // no slot's tensor has (so made inside that tensor's step)
+  std::unordered_map<Node*, std::pair<int64_t, std::vector<uint32_t>>> reach;
+  for (Node* node : order) {
+    if (auto out = output_of.find(node); out != output_of.end()) reach[node] = {out->second, {}};
+    if (auto from = reach.find(node); from != reach.end())
+      for (size_t i = 0; i < node->next_edges.size(); ++i) {
+        Node* next = node->next_edges[i].fn.get();
+        if (!next || output_of.count(next) || reach.count(next) || !dynamic_cast<OpNode*>(next)) continue;
+        auto path = from->second.second;
+        path.push_back((uint32_t)i);
+        reach[next] = {from->second.first, std::move(path)};
+      }
+  }
   for (Node* node : order) {
     BackwardPlan::Entry entry;
     if (!node->pre_hooks.empty() || !node->retained.empty() || !node->node_pre_hooks.empty())
@@ -292,10 +353,22 @@ std::variant<std::shared_ptr<BackwardPlan>, std::string> make_plan(
             break;
           }
       }
-      if (slot < 0) return str_cat(node->name(), "'s saved ", from[f].name, " is not a slot's tensor");
+      if (slot < 0) {
+        // Note [Saved state no step returns]: taken from the node the step makes again at each replay
+        auto r = reach.find(node);
+        if (r == reach.end())
+          return str_cat(node->name(), "'s saved ", from[f].name, " is not a slot's tensor, and its node is not ",
+                         "reached from a slot's");
+        entry.live = true;
+        entry.anchor = r->second.first;
+        entry.path = r->second.second;
+        entry.saves = true;
+        continue;
+      }
       entry.fills.push_back(std::move(fill));
       entry.saves = true;
     }
+    if (entry.live) entry.fills.clear();
     t.next_edges.clear();
     for (const Edge& e : op->next_edges) t.next_edges.push_back(e.fn ? Edge{plan->sink, 0} : Edge{});
     plan->entries.push_back(std::move(entry));
@@ -322,9 +395,11 @@ std::variant<std::shared_ptr<BackwardPlan>, std::string> make_plan(
 std::string plan_fits(BackwardPlan& plan, const std::vector<int64_t>& outs,
                       const std::vector<std::vector<int64_t>>& seq_outs, const std::vector<std::vector<int64_t>>& reads,
                       const std::vector<std::string>& names, size_t backward, const std::vector<char>& exported,
-                      PlanHeads& out_heads) {
-  static const std::unordered_set<std::string> kNoneOnly = {"_set_grad_enabled", "grad.set", "validate",
-                                                            "set_grad_enabled"};
+                      PlanHeads& out_heads, PlanHarvests& out_harvests) {
+  // (the _C functions bound as returning void, in-place updates among them: BatchNorm's running statistics)
+  static const std::unordered_set<std::string> kNoneOnly = {
+      "_set_grad_enabled", "grad.set", "validate", "set_grad_enabled", "assign_inplace", "copy_", "fill_", "zero_",
+      "_sgd_step", "_adam_step", "_adagrad_step", "_rmsprop_step"};
   bool made_node = false;
   for (size_t i = 0; i < outs.size(); ++i) {
     const std::string& name = names[i];
@@ -336,7 +411,12 @@ std::string plan_fits(BackwardPlan& plan, const std::vector<int64_t>& outs,
     if (out >= 0 && plan.history.count(out)) made_node = true;
     for (int64_t slot : seq_outs[i])
       if (plan.history.count(slot)) made_node = true;
-    if (made_node && out == -4) return str_cat("step ", i, " (", name, ") is a value guard after the forward began");
+    // (grad mode, the default dtype and the slots' dtypes follow from the entry guard and the recorded steps: a
+    // value that reads only them cannot miss)
+    static const std::unordered_set<std::string> kCannotMiss = {"is_grad_enabled", "_get_default_dtype",
+                                                                "result_type", "promote_types"};
+    if (made_node && out == -4 && !kCannotMiss.count(name))
+      return str_cat("step ", i, " (", name, ") is a value guard after the forward began");
     if (made_node && out == -3 && !kNoneOnly.count(name))
       return str_cat("step ", i, " (", name, ") returned None and might return something else");
   }
@@ -354,13 +434,79 @@ std::string plan_fits(BackwardPlan& plan, const std::vector<int64_t>& outs,
     return "";
   };
   out_heads.clear();
+  // steps whose result does not depend on their input's history: eager mode's gives the same as the plan's
+  static const std::unordered_set<std::string> kReadsValues = {"detach", "item", "_numpy_view"};
   for (size_t i = backward + 1; i < reads.size(); ++i)
-    for (int64_t slot : reads[i])
-      if (std::string why = need_head(slot); !why.empty()) return why;
+    if (!kReadsValues.count(names[i]))
+      for (int64_t slot : reads[i])
+        if (std::string why = need_head(slot); !why.empty()) return why;
   for (size_t slot = 0; slot < exported.size(); ++slot)
     if (exported[slot])
       if (std::string why = need_head((int64_t)slot); !why.empty()) return why;
+  // Note [Saved state no step returns]: the step that makes each live entry's node, the slots it reads that had
+  // history (required grad) when recorded, which it must see requiring grad again to make the same nodes, and its
+  // outputs that had history, which lose their node once it ran
+  out_harvests.assign(backward, HarvestStep{});
+  for (size_t k = 0; k < plan.entries.size(); ++k) {
+    const BackwardPlan::Entry& e = plan.entries[k];
+    if (!e.live) continue;
+    size_t at = SIZE_MAX;
+    for (size_t i = 0; i < backward && at == SIZE_MAX; ++i)
+      if (outs[i] == e.anchor || std::count(seq_outs[i].begin(), seq_outs[i].end(), e.anchor)) at = i;
+    if (at == SIZE_MAX)
+      return str_cat(e.node->name(), " saved a tensor no slot holds, and no step before the backward made it");
+    // an in-place step (its output is its input's memory) would see its input turned into a leaf requiring grad
+    for (int64_t slot : reads[at])
+      if (plan.storage_class.count(slot) && plan.storage_class.count(e.anchor) &&
+          plan.storage_class.at(slot) == plan.storage_class.at(e.anchor))
+        return str_cat("step ", at, " (", names[at], ") made ", e.node->name(), ", whose saved state no slot holds, ",
+                       "in its input's memory");
+    HarvestStep& h = out_harvests[at];
+    if (h.entries.empty()) {
+      for (int64_t slot : reads[at])
+        if (plan.history.count(slot)) h.flip.push_back(slot);
+      if (outs[at] >= 0 && plan.history.count(outs[at])) h.outs.push_back(outs[at]);
+      for (int64_t slot : seq_outs[at])
+        if (plan.history.count(slot)) h.outs.push_back(slot);
+    }
+    h.entries.push_back((int64_t)k);
+  }
   return "";
+}
+
+PlanHarvest::PlanHarvest(BackwardPlan& plan, const HarvestStep& step, const SlotReader& slot)
+    : plan_(plan), step_(step), slot_(slot) {
+  for (int64_t s : step.flip)
+    if (const Tensor* t = slot(s); t && *t && !(*t)->requires_grad && !(*t)->grad_fn) {
+      (*t)->requires_grad = true;
+      flipped_.push_back(*t);
+    }
+}
+
+PlanHarvest::~PlanHarvest() {
+  for (const Tensor& t : flipped_) t->requires_grad = false;
+  for (int64_t k : step_.entries) {
+    BackwardPlan::Entry& e = plan_.entries[k];
+    e.harvested.reset();
+    const Tensor* out = slot_(e.anchor);
+    if (!out || !*out || (*out)->output_nr != 0) continue;  // (the step raised, or made another graph: plan_run raises)
+    std::shared_ptr<Node> node = (*out)->grad_fn;
+    for (uint32_t i : e.path)
+      node = node && i < node->next_edges.size() ? node->next_edges[i].fn : nullptr;
+    auto op = std::dynamic_pointer_cast<OpNode>(node);
+    if (op && op->kind == e.node->kind) e.harvested = std::move(op);
+  }
+  for (int64_t s : step_.outs)  // the rest of the forward runs as without a graph: the outputs have none
+    if (const Tensor* out = slot_(s); out && *out && (*out)->grad_fn) {
+      (*out)->grad_fn.reset();
+      (*out)->requires_grad = false;
+      (*out)->output_nr = 0;
+    }
+}
+
+void plan_drop_harvested(BackwardPlan& plan) {
+  for (auto& e : plan.entries)
+    if (e.live) e.harvested.reset();
 }
 
 bool plan_has_history(const BackwardPlan& plan, int64_t slot) { return plan.history.count(slot) != 0; }
@@ -400,8 +546,13 @@ void plan_run(BackwardPlan& plan, const PlanHeads& heads, const SlotReader& slot
   struct Clear {  // the templates and the pending sums hold no tensor once the run ends, however it ends
     BackwardPlan& p;
     ~Clear() {
-      for (auto& e : p.entries)
+      for (auto& e : p.entries) {
         for (auto& fill : e.fills) fill.field->release();
+        if (e.live) {
+          kReleasers[(int)e.node->kind](*e.node);
+          e.harvested.reset();
+        }
+      }
       for (auto& g : p.pending) g.reset();
     }
   } clear{plan};
@@ -433,6 +584,12 @@ void plan_run(BackwardPlan& plan, const PlanHeads& heads, const SlotReader& slot
       continue;
     }
     if (!g) continue;
+    if (e.live) {  // Note [Saved state no step returns]
+      if (!e.harvested)
+        throw std::logic_error(str_cat("a planned backward found no node of ", e.node->name(), " made by its step"));
+      kAdopters[(int)e.node->kind](*e.node, *e.harvested);
+      e.harvested.reset();
+    }
     for (auto& fill : e.fills) {
       const Tensor& t = tensor(fill.slot);
       fill.field->data = fill.view ? view_of(t, fill) : t;
@@ -454,11 +611,13 @@ void plan_run(BackwardPlan& plan, const PlanHeads& heads, const SlotReader& slot
       plan.pending[e.targets[0].entry] = std::move(lent);
       if (done) {
         for (auto& fill : e.fills) fill.field->release();
+        if (e.live) kReleasers[(int)e.node->kind](*e.node);
         continue;
       }
     }
     std::vector<Tensor> outputs = run_derivative(*e.node, grads);
     for (auto& fill : e.fills) fill.field->release();
+    if (e.live) kReleasers[(int)e.node->kind](*e.node);
     for (size_t i = 0; i < e.targets.size(); ++i) {
       const int64_t to = e.targets[i].entry;
       if (to < 0 || i >= outputs.size() || !outputs[i]) continue;

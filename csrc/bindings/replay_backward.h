@@ -21,14 +21,41 @@ using SlotReader = std::function<const Tensor*(int64_t slot)>;
 // since variants that share a prefix share its steps' plans but not their outputs.
 using PlanHeads = std::vector<std::pair<int64_t, int64_t>>;
 
+// Note [Saved state no step returns] (replay_backward.cpp): a step before the backward whose node a plan's entry
+// takes its saved state from: the entries, the slots it reads that required grad when recorded, its outputs that
+// had history. Per step (no entries: none).
+struct HarvestStep {
+  std::vector<int64_t> entries, flip, outs;  // the live entries it makes; slots it reads; its outputs with history
+};
+using PlanHarvests = std::vector<HarvestStep>;
+
+// Around such a step in the loop (in place of grad mode off): its inputs that had history require grad while it
+// runs, so it makes the node it made when recorded; afterwards the plan keeps that node and the output has none.
+class PlanHarvest {
+ public:
+  PlanHarvest(BackwardPlan& plan, const HarvestStep& step, const SlotReader& slot);
+  ~PlanHarvest();
+  PlanHarvest(const PlanHarvest&) = delete;
+  PlanHarvest& operator=(const PlanHarvest&) = delete;
+
+ private:
+  BackwardPlan& plan_;
+  const HarvestStep& step_;
+  const SlotReader& slot_;
+  std::vector<Tensor> flipped_;
+};
+
+// Drops the nodes PlanHarvest kept for the backward (a run that ended before it, by an exception).
+void plan_drop_harvested(BackwardPlan& plan);
+
 // Why a recorded program cannot run this plan at all (empty: it can), given its steps' kinds: `outs` per step its
 // `out` (a slot, -1, -2, -3 None, -4 a value, -5 a sequence of tensors into `seq_outs`), `reads` per step the slots
 // it reads, `backward` the index of the _run_backward step the plan is of, `exported` per slot whether Python reads
-// it after the run. Fills `heads`.
+// it after the run. Fills `heads` and `harvests`.
 std::string plan_fits(BackwardPlan& plan, const std::vector<int64_t>& outs,
                       const std::vector<std::vector<int64_t>>& seq_outs, const std::vector<std::vector<int64_t>>& reads,
                       const std::vector<std::string>& names, size_t backward, const std::vector<char>& exported,
-                      PlanHeads& heads);
+                      PlanHeads& heads, PlanHarvests& harvests);
 // Whether this run may take the plan: the state it was recorded under holds (same leaves requiring grad, no hooks,
 // no anomaly mode, saved-tensor hooks or forward-AD levels, grad mode on). Read at the start of a run.
 bool plan_usable(const BackwardPlan& plan, const SlotReader& slot);

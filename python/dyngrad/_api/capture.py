@@ -300,6 +300,9 @@ class Step:
 
 
 _LOOP_VALUES = (bool, int, float, str)
+# steps whose result is a dtype that follows from guarded state (the default dtype, the slots' dtypes): compared in
+# the loop too, and a planned backward may be replayed across them (Note [Saved state no step returns])
+_LOOP_DTYPES = ("_get_default_dtype", "result_type", "promote_types")
 
 
 def _loop_out(step):
@@ -311,6 +314,8 @@ def _loop_out(step):
     if kind == "none":
         return -3
     if kind == "v" and type(step.result[1]) in _LOOP_VALUES and step.result[1] == step.result[1]:   # not NaN
+        return -4
+    if kind == "v" and step.name in _LOOP_DTYPES:   # a dtype, compared there too (and planned across)
         return -4
     if _seq_out_slots(step) is not None:
         return -5

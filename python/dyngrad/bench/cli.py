@@ -63,6 +63,8 @@ def main(argv=None):
     info = machine_info(modules)
     info["mode"] = mode.name
     info["engines_missing"] = missing
+    # a static row's torch column is torch.compile with this (workloads._compiled), else torch eager
+    info["torch_compile"] = os.environ.get("DYNGRAD_BENCH_TORCH_COMPILE") == "1"
     if any(w.group == "mlp-train" for w in chosen):
         info["digits"] = workloads.digits_source()
 

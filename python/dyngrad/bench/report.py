@@ -88,7 +88,67 @@ def table(results, engines, info):
         out.append(f"WARNING: the machine was busy (load {load[0]:.1f} on {info['cores']} cores at the start): "
                    "multithreaded kernels (gemm, elementwise, BLAS in mlp-train) wait for cores and are unreliable.")
     out += [f"[{i}] {text}" for i, text in enumerate(notes, 1)]
+    compared = comparison_table(comparison(results, info))
+    if compared:
+        out += ["", compared]
     return "\n".join(out)
+
+
+# ---- issue 20's dynamic-vs-static comparison: rows "<w>-eager" (or "<w>"), "<w>-verified", "<w>-static" ----------
+_COMPARED = (("eager", "dyngrad eager"), ("verified", "verified replay"), ("static", "static replay"),
+             ("torch_eager", "torch eager"), ("torch_compile", "torch.compile"))
+# the ratios drawn and printed: (key, numerator, denominator); > 1: the denominator's engine is faster
+_COMPARISON_RATIOS = (("eager/static", "eager", "static"), ("eager/verified", "eager", "verified"),
+                      ("torch eager/static", "torch_eager", "static"),
+                      ("torch eager/verified", "torch_eager", "verified"),
+                      ("torch.compile/static", "torch_compile", "static"))
+
+
+def comparison(results, info=None):
+    """Per workload that has a static-replay row: seconds per unit of dyngrad eager, verified and static replay,
+    PyTorch eager (the eager row's torch column) and torch.compile (the static row's torch column, when the run
+    compiled it: DYNGRAD_BENCH_TORCH_COMPILE=1), and their ratios."""
+    by_name = {r["name"]: r for r in results}
+    torch_compiled = bool((info or {}).get("torch_compile"))
+    rows = []
+    for r in results:
+        if not r["name"].endswith("-static"):
+            continue
+        base = r["name"][:-len("-static")]
+        eager, verified = by_name.get(base + "-eager") or by_name.get(base), by_name.get(base + "-verified")
+
+        def per_unit(result, engine):
+            return ((result or {}).get("runs", {}).get(engine) or {}).get("per_unit_s")
+
+        row = {"workload": base, "unit": r["unit"], "threads": r.get("threads"),
+               "eager": per_unit(eager, "dyngrad"), "verified": per_unit(verified, "dyngrad"),
+               "static": per_unit(r, "dyngrad"), "torch_eager": per_unit(eager, "pytorch"),
+               "torch_compile": per_unit(r, "pytorch") if torch_compiled else None}
+        row["ratios"] = {key: row[a] / row[b] for key, a, b in _COMPARISON_RATIOS if row[a] and row[b]}
+        rows.append(row)
+    return rows
+
+
+def comparison_table(rows):
+    """The comparison as text (empty without compiled rows)."""
+    if not rows:
+        return ""
+    header = ["workload", "unit", *[title for _, title in _COMPARED], *[key for key, _, _ in _COMPARISON_RATIOS]]
+    lines = []
+    for row in rows:
+        cells = [row["workload"], row["unit"]]
+        cells += [_number(display_value(row["unit"], row[k])) if row[k] else "-" for k, _ in _COMPARED]
+        cells += [_ratio(row["ratios"][key]) if key in row["ratios"] else "-" for key, _, _ in _COMPARISON_RATIOS]
+        lines.append(cells)
+    widths = [max(len(str(c[i])) for c in [header, *lines]) for i in range(len(header))]
+
+    def line(cells):
+        return "  ".join(str(c).ljust(w) if i < 2 else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    return "\n".join(["Dynamic against static graphs (dyngrad.compile, issue 20): the same step eagerly, under "
+                      "verified replay (mode='verified') and static replay (mode='reduce-overhead'); ratios > 1 mean "
+                      "the replay (right of the slash) is faster. Compile time (the recording call) is excluded.",
+                      line(header), line(["-" * w for w in widths]), *map(line, lines)])
 
 
 def _per_call(result, columns):
@@ -110,7 +170,8 @@ def _title(info):
 def write_json(path, results, info):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
-        json.dump({"machine": info, "results": results}, f, indent=1, default=_plain)
+        json.dump({"machine": info, "results": results, "compile_comparison": comparison(results, info)}, f,
+                  indent=1, default=_plain)
         f.write("\n")
 
 
@@ -140,8 +201,15 @@ def chart(results, info):
         return None
     names = [r["name"] for r in results]
     others = [c for c in COLUMNS[1:] if any(c in r["ratios_vs_dyngrad"] for r in results)]
-    fig = Figure(figsize=(9, 0.45 * len(names) * max(len(others), 1) + 1.6))     # no pyplot: no global state
-    ax = fig.add_subplot()
+    compared = comparison(results, info)
+    main_height = 0.45 * len(names) * max(len(others), 1) + 1.6
+    extra = 0.3 * len(compared) * len(_COMPARISON_RATIOS) + 1.6 if compared else 0
+    fig = Figure(figsize=(9, main_height + extra))     # no pyplot: no global state
+    if compared:
+        ax, ax2 = fig.subplots(2, 1, gridspec_kw={"height_ratios": [main_height, extra]})
+        _comparison_axes(ax2, compared)
+    else:
+        ax = fig.add_subplot()
     height = 0.8 / max(len(others), 1)
     for k, other in enumerate(others):
         ys = [i + k * height for i in range(len(names))]
@@ -169,3 +237,25 @@ def chart(results, info):
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+_COMPARISON_COLOURS = ("#555555", "#999999", "#ee4c2c", "#f4a582", "#8c2d04")
+
+
+def _comparison_axes(ax, rows):
+    """The comparison's ratios per workload (log scale, bars from 1: right where the replay is faster)."""
+    keys = [key for key, _, _ in _COMPARISON_RATIOS if any(key in row["ratios"] for row in rows)]
+    height = 0.8 / max(len(keys), 1)
+    for k, key in enumerate(keys):
+        ys = [i + k * height for i in range(len(rows))]
+        values = [row["ratios"].get(key, 1.0) for row in rows]
+        bars = ax.barh(ys, [v - 1.0 for v in values], left=1.0, height=height, color=_COMPARISON_COLOURS[k], label=key)
+        ax.bar_label(bars, labels=[_ratio(row["ratios"][key]) if key in row["ratios"] else "" for row in rows],
+                     fontsize=7, padding=2)
+    ax.set_yticks([i + height * (len(keys) - 1) / 2 for i in range(len(rows))], [row["workload"] for row in rows])
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="#555555", linewidth=0.8)
+    ax.set_xlabel("time ratio (> 1: the replay on the right of the slash is faster)")
+    ax.set_title("dynamic against static graphs (dyngrad.compile)", fontsize=9)
+    ax.legend(fontsize=7)

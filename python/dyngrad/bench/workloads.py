@@ -498,6 +498,11 @@ def _class_batches(dg, rng, shape, batches=2, classes=10):
 
 def cnn_train(dg, size):
     """LeNet-5: conv 1->6 5x5 pad 2, relu, maxpool 2, conv 6->16 5x5, relu, maxpool 2, 400-120-84-10."""
+    return _train_case(dg, *_cnn(dg, size), size)
+
+
+def _cnn(dg, size):
+    """cnn_train's (params, batches, loss_fn)."""
     F = dg.nn.functional
     rng = _rng(9)
     c1 = [_param(dg, _uniform_init(rng, 25, (6, 1, 5, 5))), _param(dg, _uniform_init(rng, 25, (6,)))]
@@ -515,11 +520,16 @@ def cnn_train(dg, size):
         h = F.relu(F.linear(h, *fc[2:4]))
         return cross_entropy(F.linear(h, *fc[4:6]), y)
 
-    return _train_case(dg, params, batches, loss_fn, size)
+    return params, batches, loss_fn
 
 
 def lstm_train(dg, size):
     """nn.LSTM(64, hidden, batch_first=True) over `seq` steps, a linear head on the last output, cross entropy."""
+    return _train_case(dg, *_lstm(dg, size), size)
+
+
+def _lstm(dg, size):
+    """lstm_train's (params, batches, loss_fn)."""
     rng = _rng(10)
     hidden = size["hidden"]
     lstm = dg.nn.LSTM(64, hidden, batch_first=True)
@@ -535,7 +545,7 @@ def lstm_train(dg, size):
         out, _ = lstm(x)
         return cross_entropy(dg.nn.functional.linear(out[:, -1], *head), y)
 
-    return _train_case(dg, params, batches, loss_fn, size)
+    return params, batches, loss_fn
 
 
 def transformer_train(dg, size):
@@ -574,6 +584,11 @@ def _transformer_block(dg, size):
 
 def wide_mlp_train(dg, size):
     """MLP 784-1024-1024-10, ReLU, cross entropy."""
+    return _train_case(dg, *_wide_mlp(dg, size), size)
+
+
+def _wide_mlp(dg, size):
+    """wide_mlp_train's (params, batches, loss_fn)."""
     F = dg.nn.functional
     rng = _rng(12)
     widths = (784, size["width"], size["width"], 10)
@@ -586,11 +601,17 @@ def wide_mlp_train(dg, size):
         h = F.relu(F.linear(h, *params[2:4]))
         return cross_entropy(F.linear(h, *params[4:6]), y)
 
-    return _train_case(dg, params, batches, loss_fn, size)
+    return params, batches, loss_fn
 
 
 def _kernel_workloads():
     """Each of the four at 1 and at 2 threads (every engine, torch included, set to that many)."""
+    return [Workload(f"{name}-{t}t", name, "ms/step", f"{about}, {t} thread{'s' if t > 1 else ''}", build, sizes,
+                     rtol=1e-3, atol=1e-4, threads=t)
+            for name, about, build, sizes in _kernel_specs() for t in (1, 2)]
+
+
+def _kernel_specs():
     specs = [
         ("cnn-train", "LeNet-5-style CNN, batch 64 of 1x28x28, fwd + bwd + SGD", cnn_train,
          _sizes({"batch": 8, "steps": 1, "lr": 0.05}, {"batch": 64, "steps": 5, "lr": 0.05},
@@ -611,9 +632,7 @@ def _kernel_workloads():
                 {"batch": 512, "width": 1024, "steps": 5, "lr": 0.05},
                 check={"batch": 4, "width": 64, "steps": 2, "lr": 0.05})),
     ]
-    return [Workload(f"{name}-{t}t", name, "ms/step", f"{about}, {t} thread{'s' if t > 1 else ''}", build, sizes,
-                     rtol=1e-3, atol=1e-4, threads=t)
-            for name, about, build, sizes in specs for t in (1, 2)]
+    return specs
 
 
 # --- 9b. programs (issue 26): the training steps of well-known CPU programs, as their authors wrote them ---------
@@ -833,8 +852,9 @@ def _compiled(dg, step, static):
     """static: "eager" (False), "static" (True) or "verified"."""
     if static is False or static == "eager":
         return step
-    if dg.__name__ == "torch":
-        return dg.compile(step) if os.environ.get("DYNGRAD_BENCH_TORCH_COMPILE") == "1" else step
+    if dg.__name__ == "torch":   # torch.compile beside static replay only; the verified row's torch is eager
+        compiled = static in (True, "static") and os.environ.get("DYNGRAD_BENCH_TORCH_COMPILE") == "1"
+        return dg.compile(step) if compiled else step
     return dg.compile(step, mode=_COMPILE_MODES["static" if static is True else static])
 
 
@@ -900,6 +920,28 @@ def _small_mlp_case(dg, size, static):
 
 def _transformer_step_case(dg, size, static):
     return _step_case(dg, *_transformer_block(dg, size), size, static)
+
+
+_KERNEL_PARTS = {"cnn-train": "_cnn", "lstm-train": "_lstm", "transformer-train": "_transformer_block",
+                 "wide-mlp-train": "_wide_mlp"}
+
+
+def compiled_kernel_case(group):
+    """build(dg, size, mode) of a kernel-bound training step (section 9) as one function, eager ("eager"), or under
+    dyngrad.compile ("verified", "static"): the same params, batches and loss as the group's eager row."""
+    parts = globals()[_KERNEL_PARTS[group]]
+    return lambda dg, size, mode: _step_case(dg, *parts(dg, size), size, mode)
+
+
+def _compiled_kernel_workloads():
+    """The four kernel-bound training steps under verified and static replay, at 1 and 2 threads: with the eager
+    rows of section 9 (cnn-train-1t, ...), the dynamic-vs-static comparison of issue 20 ("-verified", "-static")."""
+    titles = {"verified": "verified replay", "static": "static replay"}
+    return [Workload(f"{name}-{t}t-{mode}", "compile", "ms/step",
+                     f"{about}, {t} thread{'s' if t > 1 else ''}, {titles[mode]}",
+                     lambda dg, size, name=name, mode=mode: compiled_kernel_case(name)(dg, size, mode), sizes,
+                     rtol=1e-3, atol=1e-4, threads=t)
+            for name, about, _, sizes in _kernel_specs() for t in (1, 2) for mode in ("verified", "static")]
 
 
 def _static_workloads():
@@ -982,9 +1024,11 @@ WORKLOADS = [
     *_kernel_workloads(),
     *_program_workloads(),
     *_static_workloads(),
+    *_compiled_kernel_workloads(),
 ]
 KERNELS = "kernels"   # `--only kernels`: the four kernel-bound training steps at both thread counts
 KERNEL_GROUPS = ("cnn-train", "lstm-train", "transformer-train", "wide-mlp-train")
+COMPILE = "compile"   # `--only compile`: every dynamic-vs-static row, with the kernel-bound steps' eager rows
 PROGRAM_GROUPS = ("gpt-train", "word-lstm-train", "lstmcell-lbfgs")
 
 
@@ -998,6 +1042,7 @@ def select(only=None):
         raise ValueError(f"unknown workload {', '.join(unknown)}; choose from: {', '.join(sorted(known))}")
     return [w for w in WORKLOADS
             if w.name in only or w.group in only or (KERNELS in only and w.group in KERNEL_GROUPS)
+            or (COMPILE in only and w.group in KERNEL_GROUPS)   # the eager rows of the compiled kernel rows
             or (PROGRAMS in only and w.group in PROGRAM_GROUPS)]
 
 

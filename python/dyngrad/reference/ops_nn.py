@@ -586,6 +586,9 @@ def _attention_values(q, k, v, mask, is_causal, scale, dropout_p, seed, batch):
 
 def attention(q, k, v, mask, is_causal, scale, dropout_p, seed):
     op = "attention"
+    if seed < 0:    # drawn here (the C++ binding's twin): randint(0, 2**62, (), int64).item()
+        from .rng import randint
+        seed = int(randint(0, 2 ** 62, (), _dt.int64)._data.item())
     batch, additive = _attention_inputs(q, k, v, mask, is_causal, dropout_p, op)
     out_arr, lse_arr = _attention_values(q._data, k._data, v._data, None if additive is None else additive._data,
                                          is_causal, scale, dropout_p, seed, batch)

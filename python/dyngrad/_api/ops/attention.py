@@ -75,9 +75,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise RuntimeError(f"{op}: dropout_p must be in [0, 1], got {p}.")
     if _fused(q, k, v, mask):
         # Note [Fused attention] (csrc/dyngrad/ops_nn.cpp): one node, no (L, S) weights saved; dropout's mask is a
-        # hash of one seed drawn here (Note [Dropout inside attention]), so both engines draw the same
-        seed = int(_C.randint(0, 2 ** 62, (), _C.int64).item()) if p > 0.0 else 0
-        return _C.attention(q, k, v, mask, bool(is_causal), s, p, seed)
+        # hash of one seed, drawn by the op itself (seed -1: Note [Dropout inside attention]) so that both engines
+        # draw the same and a static replay draws a fresh one
+        return _C.attention(q, k, v, mask, bool(is_causal), s, p, -1 if p > 0.0 else 0)
     # torch's math path scales q and k by sqrt(scale) each before the product
     root = math.sqrt(s)
     scores = _C.matmul(_C.mul(q, _k(root, q)), _C.mT(_C.mul(k, _k(root, k))))
