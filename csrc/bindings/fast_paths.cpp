@@ -22,6 +22,8 @@
 #include "dyngrad/kernels/kernels.h"
 #include "dyngrad/node.h"
 #include "dyngrad/ops_sort.h"
+#include "dyngrad/grad_mode.h"
+#include "replay_backward.h"
 
 namespace dyngrad {
 
@@ -161,6 +163,11 @@ constexpr int64_t kNoneResult = -3, kValueResult = -4;  // capture._loop_out's c
 struct VerifyTable {
   std::vector<VerifyStep> steps;
   std::vector<py::object> constants;
+  // Note [Verified ops run from the plan]: the plan of the backward at step plan_step (a _run_backward), and per
+  // step before it whether its output had history when recorded (its node is what a rebuild makes)
+  std::shared_ptr<BackwardPlan> plan;
+  int64_t plan_step = -1;
+  std::vector<char> history;
 };
 struct VerifyCursor {
   py::object table_owner;       // the VerifyTable followed, or None: the recording was left
@@ -170,6 +177,17 @@ struct VerifyCursor {
   py::object slot_of, keep;     // the recorder's dict id(object) -> slot and list of slotted objects
   py::object on_result;         // recorder.result_from_cpp: a matched call's result Python must compare
   int64_t matched = 0;          // steps matched here (a test's and compile_stats' count)
+  // Note [Verified ops run from the plan]: plan_on while this call follows a table with a plan from its start and
+  // the plan is usable; slot_tensors the slots' tensors (the arguments', externals' and every step run here, also
+  // the steps inside one fast path); py_objects the Python object of a slot where one exists (borrowed: `keep`
+  // holds it); deferred the steps run without their node that had one when recorded, in order, with the display
+  // name their fast path gives the node (or null); plan_ran once the backward ran from the plan.
+  bool plan_on = false, plan_ran = false;
+  std::vector<Tensor> slot_tensors;
+  std::vector<PyObject*> py_objects;
+  std::vector<std::pair<int64_t, const char*>> deferred;
+  int64_t planned = 0;          // calls whose backward ran from the plan
+  int64_t rebuilt = 0;          // calls that rebuilt the graph of their forward
   ~VerifyCursor();
 };
 thread_local VerifyCursor* t_cursor = nullptr;
@@ -198,9 +216,142 @@ int64_t slot_of_object(VerifyCursor* c, PyObject* o) {
   return PyLong_AsLongLong(slot);
 }
 
+// Note [Verified ops run from the plan]
+// While a verified call follows a variant whose backward was planned when recorded (capture.Variant.verify_table
+// gives its table the plan when the variant fits: below), the ops it matches before that backward run as a static
+// replay runs them: grad mode off, so no node, no edge, no saved tensor; their tensors are kept by slot here
+// (slot_tensors), and the _run_backward step runs the plan (replay_backward.cpp) on them: the same formulas in the
+// engine's order, the same sums, the leaves' .grad from AccumulateGrad's own code, so the gradients are eager
+// mode's bitwise. Afterwards every tensor that had history and that Python still holds (its object has a reference
+// besides the recorder's `keep`) gets the released grad_fn a static replay gives (plan_departed), as eager mode's
+// graph would be released. The check of a matched op stays what it was: the step's op, slots and constants.
+// Where the call leaves the recording before the backward (another op, another value, a sibling variant, the
+// return, an exception), or a step Python compares or runs itself comes (a sequence result, a step without a table
+// entry), the graph of what ran is rebuilt first (materialize): each deferred step is run again, in order, with
+// grad mode on, on the same slot tensors, and its new node is moved onto the tensor Python holds (grad_fn,
+// output_nr, requires_grad, view state; a saved output re-aimed at that tensor). The values are not replaced: the
+// same kernel on the same inputs. Only steps that can run twice are deferred: the table takes a plan only when no
+// step before the backward writes in place, draws random numbers into a tensor with history, reads a tensor
+// property of a tensor with history, or has history without being a pure op (capture.Variant.verify_table), so
+// every value a rerun reads is the one the first run read. From the rebuild on the call runs as before: eager
+// execution, checked.
+bool plan_forward(const VerifyCursor* c) { return c && c->plan_on && !c->plan_ran && c->index < c->table->plan_step; }
+
+// Grad mode off for a step run from the plan.
+struct PlanGradOff {
+  alignas(GradModeGuard) unsigned char storage[sizeof(GradModeGuard)];
+  bool on;
+  explicit PlanGradOff(const VerifyCursor* c) : on(plan_forward(c)) {
+    if (on) new (storage) GradModeGuard(false);
+  }
+  ~PlanGradOff() {
+    if (on) reinterpret_cast<GradModeGuard*>(storage)->~GradModeGuard();
+  }
+};
+
+void set_slot_tensor(VerifyCursor* c, int64_t slot, const Tensor& t, PyObject* obj) {
+  if (slot < 0) return;
+  if ((size_t)slot >= c->slot_tensors.size()) {
+    c->slot_tensors.resize(slot + 1);
+    c->py_objects.resize(slot + 1, nullptr);
+  }
+  c->slot_tensors[slot] = t;
+  c->py_objects[slot] = obj;
+}
+
+// Step k of the table ran here with result t (Python object obj, or null): kept by slot, deferred if it had history.
+void note_plan_step(VerifyCursor* c, int64_t k, int64_t out, const Tensor& t, PyObject* obj,
+                    const char* rename = nullptr) {
+  if (!plan_forward(c)) return;
+  set_slot_tensor(c, out, t, obj);
+  if ((size_t)k < c->table->history.size() && c->table->history[k]) c->deferred.emplace_back(k, rename);
+}
+
+const Tensor* plan_slot(VerifyCursor* c, int64_t slot) {
+  if (slot < 0 || (size_t)slot >= c->slot_tensors.size() || !c->slot_tensors[slot]) return nullptr;
+  return &c->slot_tensors[slot];
+}
+
+// The node that a rerun of a deferred step made for `fresh`, moved onto `held` (the tensor Python holds).
+void move_history(const Tensor& held, const Tensor& fresh) {
+  held->requires_grad = fresh->requires_grad;
+  held->grad_fn = fresh->grad_fn;
+  held->output_nr = fresh->output_nr;
+  held->is_view = fresh->is_view;
+  held->view_base = fresh->view_base;
+  if (!held->grad_fn) return;
+  for (const SavedTensor* saved : held->grad_fn->saved_tensors()) {
+    if (!saved || !saved->is_output || !saved->data || saved->data->storage != fresh->storage) continue;
+    auto* field = const_cast<SavedTensor*>(saved);
+    field->data = make_view(held, held->shape, held->strides, held->offset);  // an alias, as save() keeps outputs
+    field->saved_version = held->version();
+  }
+}
+
+// Rebuilds the graph of the deferred steps and ends planned execution for the rest of the call.
+void materialize(VerifyCursor* c) {
+  if (!c->plan_on) return;
+  c->plan_on = false;
+  if (c->plan_ran || c->deferred.empty()) {
+    c->deferred.clear();
+    return;
+  }
+  std::vector<std::pair<int64_t, const char*>> deferred;
+  deferred.swap(c->deferred);
+  ++c->rebuilt;
+  GradModeGuard grad(true);  // each deferred step made its node when recorded
+  ++c->depth;                // the calls a rerun makes are not steps
+  struct Depth {
+    VerifyCursor* c;
+    ~Depth() { --c->depth; }
+  } depth{c};
+  const auto& steps = c->table->steps;
+  for (const auto& [k, rename] : deferred) {
+    const VerifyStep& s = steps[k];
+    const Tensor* held = plan_slot(c, s.result);
+    if (!held) throw std::logic_error("a verified call's rebuild found no tensor for a step it ran");
+    std::vector<py::object> args;
+    std::vector<PyObject*> argv;
+    for (size_t a = 0; a < s.args.size(); ++a) {
+      if (s.args[a] >= 0) {
+        const Tensor* in = plan_slot(c, s.args[a]);
+        if (!in) throw std::logic_error("a verified call's rebuild found no tensor for a step's input");
+        PyObject* obj = (size_t)s.args[a] < c->py_objects.size() ? c->py_objects[s.args[a]] : nullptr;
+        args.push_back(obj ? py::reinterpret_borrow<py::object>(obj) : py::cast(*in));
+      } else {
+        args.push_back(py::reinterpret_borrow<py::object>(s.arg_consts[a]));
+      }
+      argv.push_back(args.back().ptr());
+    }
+    PyObject* r = PyObject_Vectorcall(s.fn, argv.data(), argv.size(), nullptr);
+    if (!r) throw py::error_already_set();
+    py::object result = py::reinterpret_steal<py::object>(r);
+    const Tensor* fresh = g_tensor_type ? held_tensor(r, g_tensor_type) : nullptr;
+    if (!fresh) throw std::logic_error("a verified call's rebuild: a step returned no tensor");
+    move_history(*held, *fresh);
+    if (rename && (*held)->grad_fn) (*held)->grad_fn->display_name = rename;
+  }
+}
+
+// The _run_backward step from the plan; then the released grad_fns of what Python still holds.
+void run_planned_backward(VerifyCursor* c) {
+  const VerifyTable& table = *c->table;
+  c->deferred.clear();
+  c->plan_ran = true;
+  ++c->planned;
+  plan_run(*table.plan, PlanHeads{}, [&](int64_t slot) { return plan_slot(c, slot); });
+  plan_departed(*table.plan, [&](int64_t slot) -> const Tensor* {
+    const Tensor* t = plan_slot(c, slot);
+    PyObject* obj = t && (size_t)slot < c->py_objects.size() ? c->py_objects[slot] : nullptr;
+    return obj && Py_REFCNT(obj) > 1 ? t : nullptr;
+  });
+}
+
 // The result of a matched step as the Python recorder would hold it: in its slot, kept alive; the index moves on.
-PyObject* verified_result(VerifyCursor* c, Tensor&& t, int64_t out, int64_t consumed) {
+PyObject* verified_result(VerifyCursor* c, Tensor&& t, int64_t out, int64_t consumed, const char* rename = nullptr) {
   py::object r = py::cast(std::move(t));
+  if (plan_forward(c))
+    note_plan_step(c, c->index + consumed - 1, out, *held_tensor(r.ptr(), g_tensor_type), r.ptr(), rename);
   py::object key = py::reinterpret_steal<py::object>(PyLong_FromVoidPtr(r.ptr()));
   py::object slot = py::reinterpret_steal<py::object>(PyLong_FromLongLong(out));
   if (!key || !slot || PyDict_SetItem(c->slot_of.ptr(), key.ptr(), slot.ptr()) < 0 ||
@@ -233,7 +384,12 @@ bool issues_result_type() {
 PyObject* verified_unary(VerifyCursor* c, UnaryOp op, PyObject* x, const Tensor& tx) {
   const VerifyStep& s = c->table->steps[c->index];
   if (s.kind != 1 || s.core != reinterpret_cast<void*>(op) || slot_of_object(c, x) != s.slots[0]) return nullptr;
-  return verified_result(c, op(tx), s.out, 1);
+  Tensor out;
+  {
+    PlanGradOff off(c);
+    out = op(tx);
+  }
+  return verified_result(c, std::move(out), s.out, 1);
 }
 
 // x.sum(dims, keepdim) and x.mean(...) (function or method): step `sum(slot of x, dims, keepdim, None)` or
@@ -243,7 +399,12 @@ PyObject* verified_reduce(VerifyCursor* c, ReduceOp op, PyObject* x, const Tenso
   if (s.kind != 4 || s.core != reinterpret_cast<void*>(op) || s.keepdim != keep || s.dims != dims ||
       slot_of_object(c, x) != s.slots[0])
     return nullptr;
-  return verified_result(c, op(tx, dims, keep), s.out, 1);
+  Tensor out;
+  {
+    PlanGradOff off(c);
+    out = op(tx, dims, keep);
+  }
+  return verified_result(c, std::move(out), s.out, 1);
 }
 
 // op(a, b), both tensors: step `op(slot of a, slot of b)`.
@@ -251,7 +412,12 @@ PyObject* verified_binary(VerifyCursor* c, BinaryOp op, PyObject* a, const Tenso
   const VerifyStep& s = c->table->steps[c->index];
   if (s.kind != 2 || s.core != reinterpret_cast<void*>(op)) return nullptr;
   if (slot_of_object(c, a) != s.slots[0] || slot_of_object(c, b) != s.slots[1]) return nullptr;
-  return verified_result(c, op(ta, tb), s.out, 1);
+  Tensor out;
+  {
+    PlanGradOff off(c);
+    out = op(ta, tb);
+  }
+  return verified_result(c, std::move(out), s.out, 1);
 }
 
 // A tensor t and a Python number n, as the shared layer issues them: scalar_operand(n, t), then
@@ -268,7 +434,13 @@ PyObject* verified_with_number(VerifyCursor* c, BinaryOp op, bool tensor_first, 
   if (slot < 0 || s.slots[1] != slot || o.slots[tensor_first ? 0 : 1] != slot || o.slots[tensor_first ? 1 : 0] != s.out)
     return nullptr;
   if (!same_constant(n, s.constant)) return nullptr;
-  return verified_result(c, run(), o.out, 2);
+  Tensor out;
+  {
+    PlanGradOff off(c);
+    out = run();
+  }
+  // 2 - t: the fast path names the node as torch does (a rebuild's rerun of _C.sub would not)
+  return verified_result(c, std::move(out), o.out, 2, !tensor_first && op == &sub ? "RsubBackward" : nullptr);
 }
 
 template <BinaryOp Op>
@@ -523,10 +695,23 @@ PyObject* verified_linear(VerifyCursor* c, PyObject* const* args, const Tensor& 
       return nullptr;
   }
   if (slot_of_object(c, args[1]) != t.slots[0] || slot_of_object(c, args[0]) != m.slots[0]) return nullptr;
-  Tensor out = matmul(x, mT(w));
-  if (b) out = add(out, *b);
-  if (x->ndim() == 2) rename_new_node(out, x, b ? "AddmmBackward" : "MmBackward");
-  return verified_result(c, std::move(out), steps[c->index + need - 1].out, need);
+  const char* name = x->ndim() == 2 ? (b ? "AddmmBackward" : "MmBackward") : nullptr;
+  Tensor out;
+  if (plan_forward(c)) {  // Note [Verified ops run from the plan]: each of the three steps keeps its slot
+    GradModeGuard off(false);
+    Tensor wt = mT(w);
+    note_plan_step(c, c->index, t.out, wt, nullptr);
+    out = matmul(x, wt);
+    if (b) {
+      note_plan_step(c, c->index + 1, m.out, out, nullptr);
+      out = add(out, *b);
+    }
+  } else {
+    out = matmul(x, mT(w));
+    if (b) out = add(out, *b);
+    if (name) rename_new_node(out, x, name);
+  }
+  return verified_result(c, std::move(out), steps[c->index + need - 1].out, need, name);
 }
 
 PyObject* linear_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
@@ -1008,13 +1193,31 @@ PyObject* verified_function_call(PyObject* self, PyObject* const* args, size_t n
         }
         same = s.args[k] >= 0 ? slot_of_object(c, args[k]) == s.args[k] : same_constant(args[k], s.arg_consts[k]);
       }
+      if (same && c->plan_on && !c->plan_ran && c->index == c->table->plan_step) {
+        run_planned_backward(c);  // Note [Verified ops run from the plan]
+        if (s.result == kNoneResult) {
+          ++c->index;
+          ++c->matched;
+          Py_RETURN_NONE;
+        }
+        return PyObject_CallOneArg(c->on_result.ptr(), Py_None);
+      }
       if (same) {
-        ++c->depth;  // the calls fn makes itself (a Python check, a backward's hooks) are not steps
-        PyObject* r = PyObject_Vectorcall(w->fn, args, n, nullptr);
-        --c->depth;
+        // Note [Verified ops run from the plan]: a step whose result Python compares (a sequence) gets its inputs'
+        // graph first; a tensor step runs from the plan
+        if (plan_forward(c) && s.result < 0 && s.result != kNoneResult && s.result != kValueResult) materialize(c);
+        const int64_t k = c->index;
+        PyObject* r;
+        {
+          PlanGradOff off(s.result >= 0 ? c : nullptr);
+          ++c->depth;  // the calls fn makes itself (a Python check, a backward's hooks) are not steps
+          r = PyObject_Vectorcall(w->fn, args, n, nullptr);
+          --c->depth;
+        }
         if (!r) return nullptr;
         py::object result = py::reinterpret_steal<py::object>(r);
         if (s.result >= 0 && g_tensor_type && is_tensor_object(r)) {
+          if (plan_forward(c)) note_plan_step(c, k, s.result, *held_tensor(r, g_tensor_type), r);
           py::object key = py::reinterpret_steal<py::object>(PyLong_FromVoidPtr(r));
           py::object slot = py::reinterpret_steal<py::object>(PyLong_FromLongLong(s.result));
           if (!key || !slot || PyDict_SetItem(c->slot_of.ptr(), key.ptr(), slot.ptr()) < 0 ||
@@ -1202,6 +1405,20 @@ void bind_verify(py::module_& m) {
              return table;
            }),
            py::arg("entries"))
+      .def("set_plan", [](VerifyTable& t, int64_t step, py::object plan) {
+        // Note [Verified ops run from the plan]: the plan of step `step` (a _run_backward); returns per step before
+        // it whether its result had history when recorded (capture decides from that whether the table keeps it)
+        t.plan = plan.is_none() ? nullptr : plan_of(plan);
+        t.plan_step = t.plan ? step : -1;
+        t.history.assign(t.steps.size(), 0);
+        std::vector<bool> history;
+        for (int64_t k = 0; t.plan && k < step && k < (int64_t)t.steps.size(); ++k) {
+          const VerifyStep& s = t.steps[k];
+          t.history[k] = s.fn && s.result >= 0 && plan_has_history(*t.plan, s.result);
+          history.push_back(t.history[k]);
+        }
+        return history;
+      }, py::arg("step"), py::arg("plan").none(true))
       .def("__len__", [](const VerifyTable& t) { return t.steps.size(); })
       .def("kinds", [](const VerifyTable& t) {
         std::vector<int> kinds;
@@ -1222,9 +1439,32 @@ void bind_verify(py::module_& m) {
       .def_readonly("matched", &VerifyCursor::matched)
       .def_readwrite("on_result", &VerifyCursor::on_result)
       .def("follow", [](VerifyCursor& c, py::object table) {
-        c.table = table.is_none() ? nullptr : &table.cast<const VerifyTable&>();
+        const VerifyTable* next = table.is_none() ? nullptr : &table.cast<const VerifyTable&>();
+        if (next != c.table) materialize(&c);  // Note [Verified ops run from the plan]: another variant, or none
+        c.table = next;
         c.table_owner = table;
+        if (!next) {
+          c.slot_tensors.clear();
+          c.py_objects.clear();
+        }
       }, py::arg("table").none(true), "the table of the variant followed, or None: the recording was left")
+      // Note [Verified ops run from the plan]
+      .def("start_plan", [](VerifyCursor& c, const std::vector<std::pair<int64_t, py::object>>& slots) {
+        c.plan_on = c.plan_ran = false;
+        c.deferred.clear();
+        if (!c.table || !c.table->plan || c.index != 0 || c.depth != 0) return false;
+        for (const auto& [slot, obj] : slots) {
+          const Tensor* t = g_tensor_type ? held_tensor(obj.ptr(), g_tensor_type) : nullptr;
+          if (t) set_slot_tensor(&c, slot, *t, obj.ptr());
+        }
+        c.plan_on = plan_usable(*c.table->plan, [&](int64_t slot) { return plan_slot(&c, slot); });
+        return c.plan_on;
+      }, py::arg("slots"), "the arguments' and externals' (slot, tensor): runs the call from the plan if it can")
+      .def("materialize", [](VerifyCursor& c) { materialize(&c); },
+           "rebuilds the graph of the ops run from the plan; the rest of the call runs eagerly")
+      .def_readonly("planned", &VerifyCursor::planned)
+      .def_readonly("rebuilt", &VerifyCursor::rebuilt)
+      .def_property_readonly("plan_on", [](const VerifyCursor& c) { return c.plan_on && !c.plan_ran; })
       .def("activate", [](VerifyCursor& c) {
         if (t_cursor && t_cursor != &c)
           throw RuntimeError("_VerifyCursor.activate: this thread already follows another verified call.");

@@ -496,8 +496,11 @@ class Variant:
                     entries.append((step.fn, step.name, spec[0], spec[1], out, step.result[1] if out == -4 else None,
                                     _C_BINDINGS.get(step.name) is step.fn, seqs))
                 table = _VerifyTable(entries)
+                self.verify_plan_reason = _give_verify_plan(self, table)
             self._verify_table = table
         return table
+
+    verify_plan_reason = "no C++ comparison"
 
     def fresh_slots(self, arg_tensors):
         slots = [None] * self.n_slots
@@ -505,6 +508,49 @@ class Variant:
         for i, t in self.externals.items():
             slots[i] = t
         return slots
+
+
+# Note [Verified ops run from the plan] (csrc/bindings/fast_paths.cpp): the ops that may make their node only later,
+# when a verified call leaves its recording, by running again: pure functions of their inputs. The one- and
+# two-tensor primitives, sum, mean and mT (the table's kinds 1, 2 and 4) are, and these
+_RERUNNABLE = frozenset({"cross_entropy", "log_softmax", "softmax", "matmul", "reshape", "permute", "transpose",
+                         "mT", "expand", "squeeze", "unsqueeze", "mse_loss", "relu", "sum", "mean", "tanh",
+                         "sigmoid", "exp", "log"})
+
+
+_HOOK_METHODS = ("detach_", "retain_grad", "register_hook", "register_post_accumulate_grad_hook")
+
+
+def _give_verify_plan(variant, table):
+    """Note [Verified ops run from the plan]: gives the verified table the plan of the variant's backward when the
+    variant fits; returns None, or why not (Variant.verify_plan_reason, for tests)."""
+    if not PLANNED_BACKWARD:
+        return "planned backwards are off (capture.PLANNED_BACKWARD, DYNGRAD_COMPILE_PLAN=0)"
+    steps = variant.steps
+    b = next((i for i, step in enumerate(steps) if step.name == "_run_backward"), None)
+    if b is None:
+        return "no backward"
+    plan = steps[b].plan
+    if plan is None or isinstance(plan, str):
+        return plan or "the backward was not planned"
+    history = table.set_plan(b, plan)
+    kinds = table.kinds()
+    with_history = {steps[k].result[1] for k in range(b) if history[k]}
+    why = None
+    for k in range(b):
+        step = steps[k]
+        name = step.name
+        if name.endswith("_"):
+            why = f"{name} writes in place before the backward"
+        elif history[k] and kinds[k] == 0 and name not in _RERUNNABLE:
+            why = f"{name} is not known to be a pure op"
+        elif (name in _TENSOR_PROPERTIES or name.endswith(".set") or name in _HOOK_METHODS) and \
+                (_slots_in(step.args) | _slots_in(step.kwargs)) & with_history:
+            why = f"{name} of a tensor with history before the backward"
+        if why is not None:
+            table.set_plan(-1, None)
+            return why
+    return None
 
 
 # ---- the recorder: swaps the surface for wrappers while one thread records ----
@@ -751,6 +797,9 @@ class Recorder:
         """Note [Verified replay]: the call Python issues runs as in eager mode, checked against the recording's next
         step (the same function, constants and slots, then the same values back); where it is not, the recording is
         left and the rest of the call is recorded as a new variant (or just runs, once the program is full)."""
+        cursor = self._cursor
+        if cursor is not None and cursor.plan_on:   # Note [Verified ops run from the plan]: Python runs this one
+            cursor.materialize()
         variant, i = self.verifying, self.checked
         steps = variant.steps
         if i < len(steps) and not kwargs:       # the common case, compared without encoding the call
@@ -1067,7 +1116,7 @@ def verify(group, fn, args, kwargs, arg_tensors, can_record):
     left the recordings (None when it followed one, or when `can_record` is false); new.left says why it left.
     _local.matched_in_cpp is then the number of its calls the C++ side matched (Note [Verified ops in the fast
     paths]; 0 on the reference engine)."""
-    _local.matched_in_cpp = 0
+    _local.matched_in_cpp = _local.planned_in_verified = _local.rebuilt_in_verified = 0
     new = Variant(len(arg_tensors))
     new.n_slots = max(v.n_slots for v in group)
     recorder = Recorder(new, record_rest=can_record)
@@ -1081,13 +1130,21 @@ def verify(group, fn, args, kwargs, arg_tensors, can_record):
         cursor = recorder.attach_cursor()   # in the swap: the tables name the plan's _C functions
         if cursor is not None:
             cursor.activate()
+            # Note [Verified ops run from the plan]: the arguments' and externals' tensors, by slot
+            cursor.start_plan(list(enumerate(arg_tensors)) +
+                              [(i, x) for i, x in new.externals.items() if isinstance(x, _C.Tensor)])
         try:
             result = fn(*args, **kwargs)
         finally:
             if cursor is not None:
-                cursor.deactivate()
-                _local.matched_in_cpp = cursor.matched
-                recorder.detach_cursor()
+                try:
+                    cursor.materialize()    # a call that ends (or raises) before its backward: its graph
+                finally:
+                    cursor.deactivate()
+                    _local.matched_in_cpp = cursor.matched
+                    _local.planned_in_verified = cursor.planned
+                    _local.rebuilt_in_verified = cursor.rebuilt
+                    recorder.detach_cursor()
         followed = recorder.verifying
         if followed is not None:
             i = recorder.checked

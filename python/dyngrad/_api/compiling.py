@@ -132,6 +132,10 @@ class ProgramStats:
         self.guard_misses = []    # (reason, source line)
         self._variants = lambda: []   # the program's variants (set by Program; a weak reference to it)
         self.matched_in_cpp = 0   # verified: steps matched in C++ (Note [Verified ops in the fast paths])
+        # verified: calls whose backward ran from the plan, and calls that rebuilt the graph of the ops run from it
+        # when they left their recording (Note [Verified ops run from the plan] in csrc/bindings/fast_paths.cpp)
+        self.verified_planned = 0
+        self.verified_rebuilt = 0
         self.eager_reasons = {}   # why calls ran eagerly: reason -> calls
         self._program = None      # a weak reference to the Program (variant_table; dg.viz.draw_program draws it)
 
@@ -307,6 +311,8 @@ class Program:
         can_record = self.n_variants() < self.limit
         result, followed, new = capture.verify(group, self.fn, args, kwargs, tensors, can_record)
         self.stats.matched_in_cpp += capture._local.matched_in_cpp
+        self.stats.verified_planned += capture._local.planned_in_verified
+        self.stats.verified_rebuilt += capture._local.rebuilt_in_verified
         if followed is not None:
             followed.replays += 1
             if group[0] is not followed:
