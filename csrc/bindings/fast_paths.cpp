@@ -168,6 +168,7 @@ struct VerifyTable {
   std::shared_ptr<BackwardPlan> plan;
   int64_t plan_step = -1;
   std::vector<char> history;
+  std::vector<char> rerunnable;  // per step: a pure op (capture._RERUNNABLE or the fast paths' kinds)
 };
 struct VerifyCursor {
   py::object table_owner;       // the VerifyTable followed, or None: the recording was left
@@ -184,7 +185,13 @@ struct VerifyCursor {
   // name their fast path gives the node (or null); plan_ran once the backward ran from the plan.
   bool plan_on = false, plan_ran = false;
   std::vector<Tensor> slot_tensors;
-  std::vector<PyObject*> py_objects;
+  // mirror: while on, the slots of the objects Python holds live here (slot_map: object -> its latest slot;
+  // py_objects keeps each alive, so addresses stay unique) and not yet in the recorder's dict and list, which
+  // sync() brings up to date before any Python comparison reads them
+  bool mirror = false;
+  std::vector<char> grad_slots;  // per slot: its tensor requires grad, or would have (a deferred step's output)
+  std::unordered_map<PyObject*, int64_t> slot_map;
+  std::vector<py::object> py_objects;
   std::vector<std::pair<int64_t, const char*>> deferred;
   int64_t planned = 0;          // calls whose backward ran from the plan
   int64_t rebuilt = 0;          // calls that rebuilt the graph of their forward
@@ -205,6 +212,10 @@ inline VerifyCursor* verifying() {
 
 // The recorder's slot of a Python object, or -1.
 int64_t slot_of_object(VerifyCursor* c, PyObject* o) {
+  if (c->mirror) {
+    auto found = c->slot_map.find(o);
+    return found == c->slot_map.end() ? -1 : found->second;
+  }
   PyObject* key = PyLong_FromVoidPtr(o);
   if (!key) throw py::error_already_set();
   PyObject* slot = PyDict_GetItemWithError(c->slot_of.ptr(), key);  // borrowed
@@ -249,22 +260,72 @@ struct PlanGradOff {
   }
 };
 
-void set_slot_tensor(VerifyCursor* c, int64_t slot, const Tensor& t, PyObject* obj) {
+void set_slot_tensor(VerifyCursor* c, int64_t slot, const Tensor& t) {
   if (slot < 0) return;
-  if ((size_t)slot >= c->slot_tensors.size()) {
-    c->slot_tensors.resize(slot + 1);
-    c->py_objects.resize(slot + 1, nullptr);
-  }
+  if ((size_t)slot >= c->slot_tensors.size()) c->slot_tensors.resize(slot + 1);
   c->slot_tensors[slot] = t;
-  c->py_objects[slot] = obj;
 }
 
-// Step k of the table ran here with result t (Python object obj, or null): kept by slot, deferred if it had history.
-void note_plan_step(VerifyCursor* c, int64_t k, int64_t out, const Tensor& t, PyObject* obj,
-                    const char* rename = nullptr) {
+// obj takes slot `slot`, as the recorder's slot_of[id(obj)] = slot and keep.append(obj).
+void assign_slot(VerifyCursor* c, int64_t slot, PyObject* obj) {
+  if (c->mirror) {
+    c->slot_map[obj] = slot;
+    if ((size_t)slot >= c->py_objects.size()) c->py_objects.resize(slot + 1);
+    c->py_objects[slot] = py::reinterpret_borrow<py::object>(obj);
+    return;
+  }
+  py::object key = py::reinterpret_steal<py::object>(PyLong_FromVoidPtr(obj));
+  py::object value = py::reinterpret_steal<py::object>(PyLong_FromLongLong(slot));
+  if (!key || !value || PyDict_SetItem(c->slot_of.ptr(), key.ptr(), value.ptr()) < 0 ||
+      PyList_Append(c->keep.ptr(), obj) < 0)
+    throw py::error_already_set();
+}
+
+PyObject* py_object_of(VerifyCursor* c, int64_t slot) {
+  return slot >= 0 && (size_t)slot < c->py_objects.size() ? c->py_objects[slot].ptr() : nullptr;
+}
+
+// The mirror written into the recorder's dict and list; from here on they are the slots' record.
+void flush(VerifyCursor* c) {
+  if (!c->mirror) return;
+  // the steps inside a fast path (linear's mT and matmul, a scalar operand) get objects too: the recorder's slots
+  // are every step's, as a recording's are (a plan made from here on names them)
+  for (size_t slot = 0; slot < c->slot_tensors.size(); ++slot)
+    if (c->slot_tensors[slot] && !py_object_of(c, (int64_t)slot)) {
+      py::object obj = py::cast(c->slot_tensors[slot]);
+      if (c->slot_map.find(obj.ptr()) == c->slot_map.end()) assign_slot(c, (int64_t)slot, obj.ptr());
+    }
+  c->mirror = false;
+  for (const auto& [obj, slot] : c->slot_map) {
+    py::object key = py::reinterpret_steal<py::object>(PyLong_FromVoidPtr(obj));
+    py::object value = py::reinterpret_steal<py::object>(PyLong_FromLongLong(slot));
+    if (!key || !value || PyDict_SetItem(c->slot_of.ptr(), key.ptr(), value.ptr()) < 0)
+      throw py::error_already_set();
+  }
+  for (const py::object& obj : c->py_objects)
+    if (obj && PyList_Append(c->keep.ptr(), obj.ptr()) < 0) throw py::error_already_set();
+  c->slot_map.clear();
+  c->py_objects.clear();
+}
+
+
+bool grad_slot(const VerifyCursor* c, int64_t slot) {
+  return slot >= 0 && (size_t)slot < c->grad_slots.size() && c->grad_slots[slot];
+}
+
+// Step k of the table ran here with result t: kept by slot, deferred if it had history when recorded, or if it is
+// a pure op with an input that requires grad (the plan may not name every slot of a variant recorded after a rebuild)
+void note_plan_step(VerifyCursor* c, int64_t k, int64_t out, const Tensor& t, const char* rename = nullptr) {
   if (!plan_forward(c)) return;
-  set_slot_tensor(c, out, t, obj);
-  if ((size_t)k < c->table->history.size() && c->table->history[k]) c->deferred.emplace_back(k, rename);
+  set_slot_tensor(c, out, t);
+  const VerifyTable& table = *c->table;
+  bool history = (size_t)k < table.history.size() && table.history[k];
+  if (!history && (size_t)k < table.rerunnable.size() && table.rerunnable[k])
+    for (int64_t a : table.steps[k].args) history = history || grad_slot(c, a);
+  if (!history) return;
+  c->deferred.emplace_back(k, rename);
+  if ((size_t)out >= c->grad_slots.size()) c->grad_slots.resize(out + 1);
+  c->grad_slots[out] = 1;
 }
 
 const Tensor* plan_slot(VerifyCursor* c, int64_t slot) {
@@ -316,7 +377,7 @@ void materialize(VerifyCursor* c) {
       if (s.args[a] >= 0) {
         const Tensor* in = plan_slot(c, s.args[a]);
         if (!in) throw std::logic_error("a verified call's rebuild found no tensor for a step's input");
-        PyObject* obj = (size_t)s.args[a] < c->py_objects.size() ? c->py_objects[s.args[a]] : nullptr;
+        PyObject* obj = py_object_of(c, s.args[a]);
         args.push_back(obj ? py::reinterpret_borrow<py::object>(obj) : py::cast(*in));
       } else {
         args.push_back(py::reinterpret_borrow<py::object>(s.arg_consts[a]));
@@ -342,21 +403,16 @@ void run_planned_backward(VerifyCursor* c) {
   plan_run(*table.plan, PlanHeads{}, [&](int64_t slot) { return plan_slot(c, slot); });
   plan_departed(*table.plan, [&](int64_t slot) -> const Tensor* {
     const Tensor* t = plan_slot(c, slot);
-    PyObject* obj = t && (size_t)slot < c->py_objects.size() ? c->py_objects[slot] : nullptr;
-    return obj && Py_REFCNT(obj) > 1 ? t : nullptr;
+    PyObject* obj = t ? py_object_of(c, slot) : nullptr;
+    return obj && Py_REFCNT(obj) > 1 ? t : nullptr;  // more than the cursor's own reference
   });
 }
 
 // The result of a matched step as the Python recorder would hold it: in its slot, kept alive; the index moves on.
 PyObject* verified_result(VerifyCursor* c, Tensor&& t, int64_t out, int64_t consumed, const char* rename = nullptr) {
   py::object r = py::cast(std::move(t));
-  if (plan_forward(c))
-    note_plan_step(c, c->index + consumed - 1, out, *held_tensor(r.ptr(), g_tensor_type), r.ptr(), rename);
-  py::object key = py::reinterpret_steal<py::object>(PyLong_FromVoidPtr(r.ptr()));
-  py::object slot = py::reinterpret_steal<py::object>(PyLong_FromLongLong(out));
-  if (!key || !slot || PyDict_SetItem(c->slot_of.ptr(), key.ptr(), slot.ptr()) < 0 ||
-      PyList_Append(c->keep.ptr(), r.ptr()) < 0)
-    throw py::error_already_set();
+  if (plan_forward(c)) note_plan_step(c, c->index + consumed - 1, out, *held_tensor(r.ptr(), g_tensor_type), rename);
+  assign_slot(c, out, r.ptr());
   c->index += consumed;
   c->matched += consumed;
   return r.release().ptr();
@@ -437,7 +493,9 @@ PyObject* verified_with_number(VerifyCursor* c, BinaryOp op, bool tensor_first, 
   Tensor out;
   {
     PlanGradOff off(c);
-    out = run();
+    Tensor scalar = scalar_operand(py::handle(n), tensor_of(t));  // number_operand's call
+    if (plan_forward(c)) set_slot_tensor(c, s.out, scalar);  // the plan may read it (mul saves it)
+    out = run(scalar);
   }
   // 2 - t: the fast path names the node as torch does (a rebuild's rerun of _C.sub would not)
   return verified_result(c, std::move(out), o.out, 2, !tensor_first && op == &sub ? "RsubBackward" : nullptr);
@@ -490,13 +548,13 @@ PyObject* binary_slot(PyObject* a, PyObject* b) {
     PyObject* r = nullptr;
     if (ta && tb) r = verified_binary(c, Op, a, *ta, b, *tb);
     else if (Numbers && ta && fast_number<Op>(b))
-      r = verified_with_number(c, Op, true, a, b, [&] { return Op(*ta, number_operand(b, *ta)); });
+      r = verified_with_number(c, Op, true, a, b, [&](const Tensor& n) { return Op(*ta, n); });
     else if constexpr (Reflected != nullptr) {
       // 2 * t and 2 + t issue scalar_operand(2, t), op(t, scalar); 2 - t: sub(scalar, t); 2 / t: four steps (Python)
       if (tb && fast_number<Op>(a) && (Reflected == &reflected_add || Reflected == &reflected_mul ||
                                        Reflected == &reflected_sub))
         r = verified_with_number(c, Op, Reflected != &reflected_sub, b, a,
-                                 [&] { return Reflected(*tb, number_operand(a, *tb)); });
+                                 [&](const Tensor& n) { return Reflected(*tb, n); });
     }
     if (r) return r;
   }
@@ -620,7 +678,7 @@ PyObject* binary_function(PyObject* fallback, PyObject* const* args, Py_ssize_t 
       if (VerifyCursor* c = issues_result_type<Op>() ? nullptr : verifying()) {
         PyObject* r = tb ? verified_binary(c, Op, args[0], *ta, args[1], *tb)
                          : verified_with_number(c, Op, true, args[0], args[1],
-                                                [&] { return Op(*ta, number_operand(args[1], *ta)); });
+                                                [&](const Tensor& n) { return Op(*ta, n); });
         if (r) return r;
       }
       DG_PY_CATCH
@@ -700,10 +758,10 @@ PyObject* verified_linear(VerifyCursor* c, PyObject* const* args, const Tensor& 
   if (plan_forward(c)) {  // Note [Verified ops run from the plan]: each of the three steps keeps its slot
     GradModeGuard off(false);
     Tensor wt = mT(w);
-    note_plan_step(c, c->index, t.out, wt, nullptr);
+    note_plan_step(c, c->index, t.out, wt);
     out = matmul(x, wt);
     if (b) {
-      note_plan_step(c, c->index + 1, m.out, out, nullptr);
+      note_plan_step(c, c->index + 1, m.out, out);
       out = add(out, *b);
     }
   } else {
@@ -931,7 +989,7 @@ PyObject* binary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf
       if (VerifyCursor* c = issues_result_type<Op>() ? nullptr : verifying()) {
         PyObject* r = tb ? verified_binary(c, Op, self, *ta, args[0], *tb)
                          : verified_with_number(c, Op, true, self, args[0],
-                                                [&] { return Op(*ta, number_operand(args[0], *ta)); });
+                                                [&](const Tensor& n) { return Op(*ta, n); });
         if (r) return r;
       }
       DG_PY_CATCH
@@ -1200,6 +1258,7 @@ PyObject* verified_function_call(PyObject* self, PyObject* const* args, size_t n
           ++c->matched;
           Py_RETURN_NONE;
         }
+        flush(c);
         return PyObject_CallOneArg(c->on_result.ptr(), Py_None);
       }
       if (same) {
@@ -1217,14 +1276,12 @@ PyObject* verified_function_call(PyObject* self, PyObject* const* args, size_t n
         if (!r) return nullptr;
         py::object result = py::reinterpret_steal<py::object>(r);
         if (s.result >= 0 && g_tensor_type && is_tensor_object(r)) {
-          if (plan_forward(c)) note_plan_step(c, k, s.result, *held_tensor(r, g_tensor_type), r);
-          py::object key = py::reinterpret_steal<py::object>(PyLong_FromVoidPtr(r));
-          py::object slot = py::reinterpret_steal<py::object>(PyLong_FromLongLong(s.result));
-          if (!key || !slot || PyDict_SetItem(c->slot_of.ptr(), key.ptr(), slot.ptr()) < 0 ||
-              PyList_Append(c->keep.ptr(), r) < 0)
-            throw py::error_already_set();
+          if (plan_forward(c)) note_plan_step(c, k, s.result, *held_tensor(r, g_tensor_type));
+          assign_slot(c, s.result, r);
         } else if (!((s.result == kNoneResult && r == Py_None) ||
                      (s.result == kValueResult && same_constant(r, s.expected)))) {
+          materialize(c);  // Note [Verified ops run from the plan]: Python reads the slots from here
+          flush(c);
           return PyObject_CallOneArg(c->on_result.ptr(), r);  // the recorder compares it (and moves the index)
         }
         ++c->index;
@@ -1405,12 +1462,14 @@ void bind_verify(py::module_& m) {
              return table;
            }),
            py::arg("entries"))
-      .def("set_plan", [](VerifyTable& t, int64_t step, py::object plan) {
+      .def("set_plan", [](VerifyTable& t, int64_t step, py::object plan, std::vector<bool> rerunnable) {
         // Note [Verified ops run from the plan]: the plan of step `step` (a _run_backward); returns per step before
         // it whether its result had history when recorded (capture decides from that whether the table keeps it)
         t.plan = plan.is_none() ? nullptr : plan_of(plan);
         t.plan_step = t.plan ? step : -1;
         t.history.assign(t.steps.size(), 0);
+        t.rerunnable.assign(t.steps.size(), 0);
+        for (size_t k = 0; k < rerunnable.size() && k < t.steps.size(); ++k) t.rerunnable[k] = rerunnable[k];
         std::vector<bool> history;
         for (int64_t k = 0; t.plan && k < step && k < (int64_t)t.steps.size(); ++k) {
           const VerifyStep& s = t.steps[k];
@@ -1418,7 +1477,7 @@ void bind_verify(py::module_& m) {
           history.push_back(t.history[k]);
         }
         return history;
-      }, py::arg("step"), py::arg("plan").none(true))
+      }, py::arg("step"), py::arg("plan").none(true), py::arg("rerunnable") = std::vector<bool>{})
       .def("__len__", [](const VerifyTable& t) { return t.steps.size(); })
       .def("kinds", [](const VerifyTable& t) {
         std::vector<int> kinds;
@@ -1440,28 +1499,50 @@ void bind_verify(py::module_& m) {
       .def_readwrite("on_result", &VerifyCursor::on_result)
       .def("follow", [](VerifyCursor& c, py::object table) {
         const VerifyTable* next = table.is_none() ? nullptr : &table.cast<const VerifyTable&>();
-        if (next != c.table) materialize(&c);  // Note [Verified ops run from the plan]: another variant, or none
+        if (next != c.table) {  // Note [Verified ops run from the plan]: another variant, or none
+          materialize(&c);
+          if (next) flush(&c);
+        }
         c.table = next;
         c.table_owner = table;
-        if (!next) {
-          c.slot_tensors.clear();
-          c.py_objects.clear();
-        }
+        if (!next) c.slot_tensors.clear();
       }, py::arg("table").none(true), "the table of the variant followed, or None: the recording was left")
       // Note [Verified ops run from the plan]
       .def("start_plan", [](VerifyCursor& c, const std::vector<std::pair<int64_t, py::object>>& slots) {
+        // the slots so far are exactly `slots` (the recorder's bind_args and externals): the mirror takes them
         c.plan_on = c.plan_ran = false;
         c.deferred.clear();
+        c.slot_map.clear();
+        c.py_objects.clear();
+        c.mirror = true;
+        for (const auto& [slot, obj] : slots) assign_slot(&c, slot, obj.ptr());
         if (!c.table || !c.table->plan || c.index != 0 || c.depth != 0) return false;
+        c.grad_slots.clear();
         for (const auto& [slot, obj] : slots) {
           const Tensor* t = g_tensor_type ? held_tensor(obj.ptr(), g_tensor_type) : nullptr;
-          if (t) set_slot_tensor(&c, slot, *t, obj.ptr());
+          if (!t) continue;
+          set_slot_tensor(&c, slot, *t);
+          if ((size_t)slot >= c.grad_slots.size()) c.grad_slots.resize(slot + 1);
+          c.grad_slots[slot] = (*t)->requires_grad;
         }
         c.plan_on = plan_usable(*c.table->plan, [&](int64_t slot) { return plan_slot(&c, slot); });
         return c.plan_on;
       }, py::arg("slots"), "the arguments' and externals' (slot, tensor): runs the call from the plan if it can")
-      .def("materialize", [](VerifyCursor& c) { materialize(&c); },
-           "rebuilds the graph of the ops run from the plan; the rest of the call runs eagerly")
+      .def("sync", [](VerifyCursor& c) {
+        materialize(&c);
+        flush(&c);
+      }, "before Python compares or runs a step: the graph of the ops run from the plan rebuilt (the rest of the "
+         "call runs eagerly), the slots written into the recorder's dict and list")
+      .def("drop", [](VerifyCursor& c) {
+        c.table = nullptr;
+        c.table_owner = py::none();
+        c.plan_on = false;
+        c.deferred.clear();
+        c.slot_tensors.clear();
+        c.slot_map.clear();
+        c.py_objects.clear();
+        c.mirror = false;
+      }, "lets go of everything, after a call that followed its variant to the end (nothing left to rebuild)")
       .def_readonly("planned", &VerifyCursor::planned)
       .def_readonly("rebuilt", &VerifyCursor::rebuilt)
       .def_property_readonly("plan_on", [](const VerifyCursor& c) { return c.plan_on && !c.plan_ran; })

@@ -533,8 +533,9 @@ def _give_verify_plan(variant, table):
     plan = steps[b].plan
     if plan is None or isinstance(plan, str):
         return plan or "the backward was not planned"
-    history = table.set_plan(b, plan)
     kinds = table.kinds()
+    history = table.set_plan(b, plan, [kinds[k] in (1, 2, 4) or steps[k].name in _RERUNNABLE
+                                       for k in range(len(steps))])
     with_history = {steps[k].result[1] for k in range(b) if history[k]}
     why = None
     for k in range(b):
@@ -635,7 +636,7 @@ class Recorder:
         self._checked, self._depth = cursor.index, cursor.depth
         self._cursor = None
         cursor.on_result = None
-        cursor.follow(None)
+        cursor.drop()
 
     def bind_args(self, tensors):
         for i, t in enumerate(tensors):
@@ -798,8 +799,8 @@ class Recorder:
         step (the same function, constants and slots, then the same values back); where it is not, the recording is
         left and the rest of the call is recorded as a new variant (or just runs, once the program is full)."""
         cursor = self._cursor
-        if cursor is not None and cursor.plan_on:   # Note [Verified ops run from the plan]: Python runs this one
-            cursor.materialize()
+        if cursor is not None:      # Note [Verified ops run from the plan]: Python compares or runs this one
+            cursor.sync()
         variant, i = self.verifying, self.checked
         steps = variant.steps
         if i < len(steps) and not kwargs:       # the common case, compared without encoding the call
@@ -1131,14 +1132,23 @@ def verify(group, fn, args, kwargs, arg_tensors, can_record):
         if cursor is not None:
             cursor.activate()
             # Note [Verified ops run from the plan]: the arguments' and externals' tensors, by slot
-            cursor.start_plan(list(enumerate(arg_tensors)) +
-                              [(i, x) for i, x in new.externals.items() if isinstance(x, _C.Tensor)])
+            # and the slots as recorder.slot_of has them (bind_args keeps an argument's first slot)
+            slots = {}
+            for i, x in enumerate(arg_tensors):
+                slots.setdefault(id(x), (i, x))
+            for i, x in new.externals.items():
+                slots[id(x)] = (i, x)
+            cursor.start_plan(list(slots.values()))
+        done = False
         try:
             result = fn(*args, **kwargs)
+            done = True
         finally:
             if cursor is not None:
                 try:
-                    cursor.materialize()    # a call that ends (or raises) before its backward: its graph
+                    followed = recorder._verifying
+                    if not (done and followed is not None and cursor.index == len(followed.steps)):
+                        cursor.sync()    # a call that ends (or raises) elsewhere: its graph, its slots
                 finally:
                     cursor.deactivate()
                     _local.matched_in_cpp = cursor.matched
