@@ -185,13 +185,14 @@ struct VerifyCursor {
   // name their fast path gives the node (or null); plan_ran once the backward ran from the plan.
   bool plan_on = false, plan_ran = false;
   std::vector<Tensor> slot_tensors;
-  // mirror: while on, the slots of the objects Python holds live here (slot_map: object -> its latest slot;
-  // py_objects keeps each alive, so addresses stay unique) and not yet in the recorder's dict and list, which
-  // sync() brings up to date before any Python comparison reads them
+  // mirror: while on, the slots of the objects live here (py_objects: per slot its object, kept alive so that
+  // addresses stay unique; stale: the object took a later slot since) and not yet in the recorder's dict and
+  // list, which sync() brings up to date before any Python comparison reads them. An object's slot is then the
+  // one slot that holds it and is not stale: a compare of the expected slot's object, no lookup.
   bool mirror = false;
-  std::vector<char> grad_slots;  // per slot: its tensor requires grad, or would have (a deferred step's output)
-  std::unordered_map<PyObject*, int64_t> slot_map;
   std::vector<py::object> py_objects;
+  std::vector<char> stale;
+  std::vector<char> grad_slots;  // per slot: its tensor requires grad, or would have (a deferred step's output)
   std::vector<std::pair<int64_t, const char*>> deferred;
   int64_t planned = 0;          // calls whose backward ran from the plan
   int64_t rebuilt = 0;          // calls that rebuilt the graph of their forward
@@ -213,8 +214,9 @@ inline VerifyCursor* verifying() {
 // The recorder's slot of a Python object, or -1.
 int64_t slot_of_object(VerifyCursor* c, PyObject* o) {
   if (c->mirror) {
-    auto found = c->slot_map.find(o);
-    return found == c->slot_map.end() ? -1 : found->second;
+    for (size_t slot = c->py_objects.size(); slot-- > 0;)
+      if (c->py_objects[slot].ptr() == o && !c->stale[slot]) return (int64_t)slot;
+    return -1;
   }
   PyObject* key = PyLong_FromVoidPtr(o);
   if (!key) throw py::error_already_set();
@@ -269,9 +271,17 @@ void set_slot_tensor(VerifyCursor* c, int64_t slot, const Tensor& t) {
 // obj takes slot `slot`, as the recorder's slot_of[id(obj)] = slot and keep.append(obj).
 void assign_slot(VerifyCursor* c, int64_t slot, PyObject* obj) {
   if (c->mirror) {
-    c->slot_map[obj] = slot;
-    if ((size_t)slot >= c->py_objects.size()) c->py_objects.resize(slot + 1);
+    if (slot < 0) return;
+    // an object made by the step has only the reference its caller got; any other may hold a slot already
+    if (Py_REFCNT(obj) > 1)
+      for (size_t k = 0; k < c->py_objects.size(); ++k)
+        if (c->py_objects[k].ptr() == obj) c->stale[k] = 1;
+    if ((size_t)slot >= c->py_objects.size()) {
+      c->py_objects.resize(slot + 1);
+      c->stale.resize(slot + 1, 0);
+    }
     c->py_objects[slot] = py::reinterpret_borrow<py::object>(obj);
+    c->stale[slot] = 0;
     return;
   }
   py::object key = py::reinterpret_steal<py::object>(PyLong_FromVoidPtr(obj));
@@ -293,19 +303,21 @@ void flush(VerifyCursor* c) {
   for (size_t slot = 0; slot < c->slot_tensors.size(); ++slot)
     if (c->slot_tensors[slot] && !py_object_of(c, (int64_t)slot)) {
       py::object obj = py::cast(c->slot_tensors[slot]);
-      if (c->slot_map.find(obj.ptr()) == c->slot_map.end()) assign_slot(c, (int64_t)slot, obj.ptr());
+      if (slot_of_object(c, obj.ptr()) < 0) assign_slot(c, (int64_t)slot, obj.ptr());
     }
   c->mirror = false;
-  for (const auto& [obj, slot] : c->slot_map) {
+  for (size_t slot = 0; slot < c->py_objects.size(); ++slot) {
+    PyObject* obj = c->py_objects[slot].ptr();
+    if (!obj) continue;
+    if (PyList_Append(c->keep.ptr(), obj) < 0) throw py::error_already_set();
+    if (c->stale[slot]) continue;
     py::object key = py::reinterpret_steal<py::object>(PyLong_FromVoidPtr(obj));
-    py::object value = py::reinterpret_steal<py::object>(PyLong_FromLongLong(slot));
+    py::object value = py::reinterpret_steal<py::object>(PyLong_FromLongLong((int64_t)slot));
     if (!key || !value || PyDict_SetItem(c->slot_of.ptr(), key.ptr(), value.ptr()) < 0)
       throw py::error_already_set();
   }
-  for (const py::object& obj : c->py_objects)
-    if (obj && PyList_Append(c->keep.ptr(), obj.ptr()) < 0) throw py::error_already_set();
-  c->slot_map.clear();
   c->py_objects.clear();
+  c->stale.clear();
 }
 
 
@@ -408,6 +420,14 @@ void run_planned_backward(VerifyCursor* c) {
   });
 }
 
+// Whether o's slot is `expected` (slot_of_object(c, o) == expected): in the mirror, one compare.
+inline bool has_slot(VerifyCursor* c, PyObject* o, int64_t expected) {
+  if (c->mirror)
+    return expected >= 0 && (size_t)expected < c->py_objects.size() && c->py_objects[expected].ptr() == o &&
+           !c->stale[expected];
+  return slot_of_object(c, o) == expected;
+}
+
 // The result of a matched step as the Python recorder would hold it: in its slot, kept alive; the index moves on.
 PyObject* verified_result(VerifyCursor* c, Tensor&& t, int64_t out, int64_t consumed, const char* rename = nullptr) {
   py::object r = py::cast(std::move(t));
@@ -439,7 +459,7 @@ bool issues_result_type() {
 // op(x): step `op(slot of x)`. Returns the result, or null (no error set) for the fallback.
 PyObject* verified_unary(VerifyCursor* c, UnaryOp op, PyObject* x, const Tensor& tx) {
   const VerifyStep& s = c->table->steps[c->index];
-  if (s.kind != 1 || s.core != reinterpret_cast<void*>(op) || slot_of_object(c, x) != s.slots[0]) return nullptr;
+  if (s.kind != 1 || s.core != reinterpret_cast<void*>(op) || !has_slot(c, x, s.slots[0])) return nullptr;
   Tensor out;
   {
     PlanGradOff off(c);
@@ -453,7 +473,7 @@ PyObject* verified_unary(VerifyCursor* c, UnaryOp op, PyObject* x, const Tensor&
 PyObject* verified_reduce(VerifyCursor* c, ReduceOp op, PyObject* x, const Tensor& tx, const Dims& dims, bool keep) {
   const VerifyStep& s = c->table->steps[c->index];
   if (s.kind != 4 || s.core != reinterpret_cast<void*>(op) || s.keepdim != keep || s.dims != dims ||
-      slot_of_object(c, x) != s.slots[0])
+      !has_slot(c, x, s.slots[0]))
     return nullptr;
   Tensor out;
   {
@@ -467,7 +487,7 @@ PyObject* verified_reduce(VerifyCursor* c, ReduceOp op, PyObject* x, const Tenso
 PyObject* verified_binary(VerifyCursor* c, BinaryOp op, PyObject* a, const Tensor& ta, PyObject* b, const Tensor& tb) {
   const VerifyStep& s = c->table->steps[c->index];
   if (s.kind != 2 || s.core != reinterpret_cast<void*>(op)) return nullptr;
-  if (slot_of_object(c, a) != s.slots[0] || slot_of_object(c, b) != s.slots[1]) return nullptr;
+  if (!has_slot(c, a, s.slots[0]) || !has_slot(c, b, s.slots[1])) return nullptr;
   Tensor out;
   {
     PlanGradOff off(c);
@@ -486,8 +506,8 @@ PyObject* verified_with_number(VerifyCursor* c, BinaryOp op, bool tensor_first, 
   const VerifyStep& s = steps[c->index];
   const VerifyStep& o = steps[c->index + 1];
   if (s.kind != 3 || o.kind != 2 || o.core != reinterpret_cast<void*>(op)) return nullptr;
-  const int64_t slot = slot_of_object(c, t);
-  if (slot < 0 || s.slots[1] != slot || o.slots[tensor_first ? 0 : 1] != slot || o.slots[tensor_first ? 1 : 0] != s.out)
+  const int64_t slot = s.slots[1];
+  if (!has_slot(c, t, slot) || o.slots[tensor_first ? 0 : 1] != slot || o.slots[tensor_first ? 1 : 0] != s.out)
     return nullptr;
   if (!same_constant(n, s.constant)) return nullptr;
   Tensor out;
@@ -749,10 +769,10 @@ PyObject* verified_linear(VerifyCursor* c, PyObject* const* args, const Tensor& 
   if (b) {
     const VerifyStep& a = steps[c->index + 2];
     if (a.kind != 2 || a.core != reinterpret_cast<void*>(static_cast<BinaryOp>(&add)) || a.slots[0] != m.out ||
-        slot_of_object(c, args[2]) != a.slots[1])
+        !has_slot(c, args[2], a.slots[1]))
       return nullptr;
   }
-  if (slot_of_object(c, args[1]) != t.slots[0] || slot_of_object(c, args[0]) != m.slots[0]) return nullptr;
+  if (!has_slot(c, args[1], t.slots[0]) || !has_slot(c, args[0], m.slots[0])) return nullptr;
   const char* name = x->ndim() == 2 ? (b ? "AddmmBackward" : "MmBackward") : nullptr;
   Tensor out;
   if (plan_forward(c)) {  // Note [Verified ops run from the plan]: each of the three steps keeps its slot
@@ -1246,10 +1266,10 @@ PyObject* verified_function_call(PyObject* self, PyObject* const* args, size_t n
                  PySequence_Fast_GET_SIZE(a) == (Py_ssize_t)q.slots.size();
           PyObject** items = same ? PySequence_Fast_ITEMS(a) : nullptr;
           for (size_t j = 0; same && j < q.slots.size(); ++j)
-            same = q.slots[j] >= 0 ? slot_of_object(c, items[j]) == q.slots[j] : same_constant(items[j], q.consts[j]);
+            same = q.slots[j] >= 0 ? has_slot(c, items[j], q.slots[j]) : same_constant(items[j], q.consts[j]);
           continue;
         }
-        same = s.args[k] >= 0 ? slot_of_object(c, args[k]) == s.args[k] : same_constant(args[k], s.arg_consts[k]);
+        same = s.args[k] >= 0 ? has_slot(c, args[k], s.args[k]) : same_constant(args[k], s.arg_consts[k]);
       }
       if (same && c->plan_on && !c->plan_ran && c->index == c->table->plan_step) {
         run_planned_backward(c);  // Note [Verified ops run from the plan]
@@ -1512,8 +1532,8 @@ void bind_verify(py::module_& m) {
         // the slots so far are exactly `slots` (the recorder's bind_args and externals): the mirror takes them
         c.plan_on = c.plan_ran = false;
         c.deferred.clear();
-        c.slot_map.clear();
         c.py_objects.clear();
+        c.stale.clear();
         c.mirror = true;
         for (const auto& [slot, obj] : slots) assign_slot(&c, slot, obj.ptr());
         if (!c.table || !c.table->plan || c.index != 0 || c.depth != 0) return false;
@@ -1539,8 +1559,8 @@ void bind_verify(py::module_& m) {
         c.plan_on = false;
         c.deferred.clear();
         c.slot_tensors.clear();
-        c.slot_map.clear();
         c.py_objects.clear();
+        c.stale.clear();
         c.mirror = false;
       }, "lets go of everything, after a call that followed its variant to the end (nothing left to rebuild)")
       .def_readonly("planned", &VerifyCursor::planned)
