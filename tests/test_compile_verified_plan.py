@@ -249,3 +249,43 @@ def test_an_error_in_the_middle_of_the_forward(dg):
             assert_same(compiled(pc, x, fail), f(pe, t(dg, [0.5, 1.0, 1.5]), fail))
     for p, q in zip(pc, pe):
         assert_same(p.grad, q.grad)
+
+
+def test_autograd_state_read_in_the_middle_of_the_forward(dg):
+    """grad_fn, is_leaf and requires_grad read in Python before the backward see eager mode's values: the ops run
+    from the plan get their graph first."""
+    seen_c, seen_e = [], []
+
+    def f(p, x, seen):
+        a, b = p
+        h = (x * a + b).tanh()
+        seen.append((h.grad_fn is None, h.is_leaf, h.requires_grad, h.grad_fn.name() if h.grad_fn else None))
+        y = (h * b).sum()
+        y.backward()
+        return y
+    compiled = verified(dg, lambda p, x: f(p, x, seen_c))
+    pc, pe = params(dg), params(dg)
+    for _ in range(4):
+        assert_same(compiled(pc, t(dg, [1., 2., 3.])), f(pe, t(dg, [1., 2., 3.]), seen_e))
+    assert seen_c == seen_e
+    for p, q in zip(pc, pe):
+        assert_same(p.grad, q.grad)
+
+
+def test_the_plan_runs_on_the_cpp_engine(cpp):
+    """On the C++ engine the hits run from the plan, and a call that leaves in the middle of the forward rebuilds
+    the graph of what ran (compile_stats.verified_planned, verified_rebuilt)."""
+    a = cpp.tensor(np.array([0.5, -1.0], np.float32), requires_grad=True)
+
+    def f(x, n):
+        y = x
+        for _ in range(n):
+            y = (y * a).tanh()
+        y.sum().backward()
+        return y
+    compiled = verified(cpp, f)
+    for n in (3, 3, 3, 5, 3, 3):
+        compiled(cpp.tensor(np.array([0.1, 0.2], np.float32)), n)
+    stats = compiled.compile_stats
+    assert stats.verified_planned >= 3 and stats.verified_rebuilt >= 1, (stats.verified_planned,
+                                                                         stats.verified_rebuilt)

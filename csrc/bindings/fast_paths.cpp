@@ -1602,6 +1602,10 @@ void bind_verify(py::module_& m) {
 
 void set_autocast_active(bool active) { g_autocast_active.store(active, std::memory_order_relaxed); }
 void set_capturing(bool active) { g_capturing.store(active, std::memory_order_relaxed); }
+void verified_autograd_read() {
+  VerifyCursor* c = t_cursor;
+  if (c && plan_forward(c) && !c->deferred.empty() && c->depth == 0) materialize(c);
+}
 void set_meta_class(py::handle cls) {
   if (!PyType_Check(cls.ptr())) throw py::type_error("_set_meta_class: expected a class");
   Py_XDECREF(g_meta_class);
