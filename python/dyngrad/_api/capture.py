@@ -48,9 +48,11 @@ the same slots: a step with positional slots and constants only is compared with
 _same_positional), and each value it hands back to Python with the recorded value, walking the variant tree at a
 difference as a replay does. Where the call or the value differs and no variant has it, the call leaves the
 recordings: from there its steps are recorded as a new variant (the old one's prefix plus the rest), or, once the
-program holds its limit of variants, just run. A call that follows a recording to its end is a hit. Since every op
-runs eagerly the result is eager mode's whatever the guards see; the recording is the plan the skipped per-op costs
-(a buffer, a graph node, the backward walk) would come from. Measured (docs/compile.md) the checks cost more than
+program holds its limit of variants, just run. A call that follows a recording to its end is a hit. Every op runs
+when Python issues it, so the result is eager mode's whatever the guards see. Where the variant's backward was
+planned, the matched ops run without their graph node and the backward runs as the plan, and wherever the call
+leaves the recording the graph of what ran is rebuilt first (Note [Verified ops run from the plan] in
+csrc/bindings/fast_paths.cpp; _give_verify_plan). Measured (docs/compile.md) the checks cost more than
 they could save while they were Python code around each op: the wrapper, the comparison and the op's Python
 definition (the C++ fast paths defer to it while capturing, Note [Fast paths while capturing]) added ~4 us per op to
 an op of ~1 us. The comparison is made in C++ now where it can be (Note [Verified ops in the fast paths] in

@@ -13,10 +13,11 @@ under torch's API (docs/compile.md):
   replay] in _api/capture.py): the program's Python runs at every call exactly as in eager mode, every op checked
   against the recordings; where Python issues another op or reads another value, the rest of the call is recorded
   as a new variant (the same limit). Results are eager mode's by construction. It is meant to be the default mode;
-  it is not yet, because it is still slower than eager mode: the comparison is in C++ now (Note [Verified ops in
-  the fast paths] in csrc/bindings/fast_paths.cpp), but every op still runs eagerly, so the checks can only add to
-  eager mode's cost until a matched op runs from the plan (docs/compile.md: the 200-op chain at 0.5x eager, the
-  MLP step at 0.33x); VERIFIED_BY_DEFAULT flips it.
+  it is not yet, because it is still slower than eager mode: the comparison is in C++ (Note [Verified ops in the
+  fast paths] in csrc/bindings/fast_paths.cpp) and matched ops run from the plan (Note [Verified ops run from the
+  plan]), but the fixed cost of a call (~26 us, half of it the swap of the surface) and the planned backward keep
+  it at 0.86-0.98x eager on the 200-op chain and ~0.45x on the MLP step (docs/compile.md); VERIFIED_BY_DEFAULT
+  flips it.
 - every other mode (the default): the program runs eagerly, so everything behaves as without compile; `compile`
   then hands back its argument. The arguments are checked as torch checks them, so a script with a typo in `mode=`
   fails here as it would under torch.
