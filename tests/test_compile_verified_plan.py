@@ -289,3 +289,31 @@ def test_the_plan_runs_on_the_cpp_engine(cpp):
     stats = compiled.compile_stats
     assert stats.verified_planned >= 3 and stats.verified_rebuilt >= 1, (stats.verified_planned,
                                                                          stats.verified_rebuilt)
+
+
+def test_cross_entropy_is_matched_in_cpp(cpp):
+    """cross_entropy(x, y)'s fast path matches its Python definition's two steps (the target check and the op), so a
+    training step's every call is matched in C++; a target out of range raises as in eager mode."""
+    rng = np.random.default_rng(4)
+    x = cpp.tensor(rng.standard_normal((6, 4)).astype(np.float32), requires_grad=True)
+    xe = cpp.tensor(x.detach().numpy().copy(), requires_grad=True)
+
+    def f(x, y):
+        loss = cpp.nn.functional.cross_entropy(x * 2.0, y)
+        loss.backward()
+        return loss
+    compiled = verified(cpp, f)
+    for k in range(4):
+        y = rng.integers(0, 4, 6)
+        assert_same(compiled(x, cpp.tensor(y)), f(xe, cpp.tensor(y)))
+        assert_same(x.grad, xe.grad)
+    s = compiled.compile_stats
+    steps = list(compiled._program.groups.values())[0][0].steps
+    assert [st.name for st in steps][:4] == ["scalar_operand", "mul", "validate", "cross_entropy"]
+    assert s.hits == 3 and s.matched_in_cpp == 3 * len(steps), (s.matched_in_cpp, len(steps))
+    bad = cpp.tensor(np.array([0, 1, 2, 3, 4, 0]))
+    with pytest.raises(IndexError) as eager_error:
+        f(xe, bad)
+    with pytest.raises(IndexError) as error:
+        compiled(x, bad)
+    assert str(error.value) == str(eager_error.value)

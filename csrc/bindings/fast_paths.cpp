@@ -139,7 +139,7 @@ inline bool fast_on() { return !g_capturing.load(std::memory_order_relaxed); }
 // Python path alone gives, and the results are eager mode's either way.
 struct VerifyStep {
   int kind = 0;  // 0: no fast path issues it; 1: a one-tensor core call; 2: two tensors; 3: scalar_operand;
-                 // 4: a reduction (sum or mean) over `dims`, `keepdim`
+                 // 4: a reduction (sum or mean) over `dims`, `keepdim`; 5: bridge.validate; 6: _C.cross_entropy
   Dims dims;
   bool keepdim = false;
   void* core = nullptr;        // the core function (UnaryOp or BinaryOp) of kinds 1 and 2
@@ -827,7 +827,47 @@ PyObject* linear_function(PyObject* fallback, PyObject* const* args, Py_ssize_t 
 }
 
 // cross_entropy(logits (N, C), int64 targets (N,)) with the defaults: the fused primitive, mean reduction.
+bool is_int(PyObject* o, int64_t v) { return PyLong_CheckExact(o) && PyLong_AsLongLong(o) == v; }
+
+// cross_entropy(x, y) as the shared layer (python/dyngrad/_api/ops/loss.py) issues it for (N, C) logits and (N,)
+// int64 targets: validate(_check_target_range, y, C, -100, "cross_entropy"), then cross_entropy(x, y, 1, -100, 0.0).
+// On a match the core op runs as eager mode's fast path runs it (its own range check; the recorded check function
+// is not called, as eager mode's fast path does not call it).
+PyObject* verified_cross_entropy(VerifyCursor* c, PyObject* const* args, const Tensor& x, const Tensor& y) {
+  const auto& steps = c->table->steps;
+  if (c->index + 2 > (int64_t)steps.size()) return nullptr;
+  const VerifyStep& v = steps[c->index];
+  const VerifyStep& e = steps[c->index + 1];
+  if (v.kind != 5 || e.kind != 6 || v.args.size() != 5 || e.args.size() != 5) return nullptr;
+  if (v.args[0] >= 0 || v.args[1] < 0 || v.args[2] >= 0 || v.args[3] >= 0 || v.args[4] >= 0) return nullptr;
+  if (!PyFunction_Check(v.arg_consts[0]) || !is_int(v.arg_consts[2], x->shape[1]) || !is_int(v.arg_consts[3], -100) ||
+      !PyUnicode_Check(v.arg_consts[4]) || PyUnicode_CompareWithASCIIString(v.arg_consts[4], "cross_entropy") != 0)
+    return nullptr;
+  if (e.args[1] != v.args[1] || e.args[0] < 0 || e.args[2] >= 0 || e.args[3] >= 0 || e.args[4] >= 0) return nullptr;
+  if (!is_int(e.arg_consts[2], 1) || !is_int(e.arg_consts[3], -100) || !PyFloat_CheckExact(e.arg_consts[4]) ||
+      PyFloat_AS_DOUBLE(e.arg_consts[4]) != 0.0)
+    return nullptr;
+  if (!has_slot(c, args[0], e.args[0]) || !has_slot(c, args[1], v.args[1])) return nullptr;
+  Tensor out;
+  {
+    PlanGradOff off(c);
+    out = cross_entropy(x, y, 1, -100, 0.0);
+  }
+  return verified_result(c, std::move(out), e.result, 2);
+}
+
 PyObject* cross_entropy_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  if (PyVectorcall_NARGS(nargsf) == 2 && !kwnames && !fast_on() && !g_autocast_active.load(std::memory_order_relaxed))
+    if (VerifyCursor* c = verifying()) {  // Note [Verified ops in the fast paths]
+      const Tensor* x = tensor_of(args[0]);
+      const Tensor* y = tensor_of(args[1]);
+      if (x && y && (*x)->ndim() == 2 && (*y)->ndim() == 1 && (*y)->dtype == DType::Int64 &&
+          (*y)->shape[0] == (*x)->shape[0]) {
+        DG_PY_TRY
+        if (PyObject* r = verified_cross_entropy(c, args, *x, *y)) return r;
+        DG_PY_CATCH
+      }
+    }
   if (PyVectorcall_NARGS(nargsf) == 2 && !kwnames && fast_on() && !g_autocast_active.load(std::memory_order_relaxed)) {
     const Tensor* x = tensor_of(args[0]);
     const Tensor* y = tensor_of(args[1]);
@@ -1437,7 +1477,11 @@ void bind_verify(py::module_& m) {
                    table->constants.push_back(py::reinterpret_borrow<py::object>(entry[5]));
                    step.expected = entry[5].ptr();
                  }
-                 auto found = entry[6].cast<bool>() ? kinds.find(entry[1].cast<std::string>()) : kinds.end();
+                 const std::string step_name = entry[1].cast<std::string>();
+                 // cross_entropy's fast path (Note [Verified ops in the fast paths]): the target check, then the op
+                 if (step_name == "validate" && !entry[6].cast<bool>() && out == kNoneResult) step.kind = 5;
+                 if (step_name == "cross_entropy" && entry[6].cast<bool>() && out >= 0) step.kind = 6;
+                 auto found = entry[6].cast<bool>() ? kinds.find(step_name) : kinds.end();
                  if (found != kinds.end() && out >= 0 && found->second.kind == 4) {
                    // sum(a, dims, keepdim, None) or mean(a, dims, keepdim): dims a tuple of ints, keepdim a bool
                    const bool is_sum = entry[1].cast<std::string>() == "sum";
