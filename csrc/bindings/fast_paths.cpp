@@ -130,7 +130,7 @@ inline bool fast_on() { return !g_capturing.load(std::memory_order_relaxed); }
 // ~4-5 us an op (docs/compile.md). Here a fast path whose core calls are exactly the steps its Python definition
 // issues (a one-tensor function or method: one step; two tensors: one step; a tensor and a Python number:
 // scalar_operand then the op, the number as scalar_operand's constant; linear: mT, matmul and add; sum and mean: one
-// step with their dims and keepdim) makes the same comparison in C++ on the
+// step with their dims and keepdim; cross_entropy(x, y): validate, the target check, then the op) makes the same comparison in C++ on the
 // recorder's own state (the cursor: the variant's steps as a table, the index of the next step, the recorder's
 // depth, its slot map and the list that keeps every slotted object alive), and on a match runs the core calls as
 // in eager mode, gives the result its slot and moves the index on. Anything else (no match, the recording left, a
