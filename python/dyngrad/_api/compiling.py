@@ -209,7 +209,8 @@ class ProgramStats:
                 "replays": self.replays, "hits": self.hits, "misses": self.misses, "eager_calls": self.eager_calls,
                 "guard_misses": list(self.guard_misses), "planned_backwards": self.planned_backwards,
                 "backward_plans": self.backward_plans, "eager_reasons": dict(self.eager_reasons),
-                "matched_in_cpp": self.matched_in_cpp, "variant_table": self.variant_table()}
+                "matched_in_cpp": self.matched_in_cpp, "verified_planned": self.verified_planned,
+                "verified_rebuilt": self.verified_rebuilt, "variant_table": self.variant_table()}
 
     def __repr__(self):
         return (f"ProgramStats({self.name!r}, {self.mode}: {self.calls} calls, {self.variants} variants, "
