@@ -110,5 +110,8 @@ void set_autocast_active(bool active);  // Note [Fast paths under autocast]
 void set_meta_class(py::handle cls);  // Note [Meta tensors] (fast_paths.cpp)
 void set_capturing(bool active);       // Note [Fast paths while capturing]
 void bind_verify(py::module_& m);      // Note [Verified ops in the fast paths] (fast_paths.cpp)
+// Before Python reads a tensor's autograd state (grad_fn, is_leaf, requires_grad): a verified call that runs ops
+// from the plan gives them their graph first (Note [Verified ops run from the plan] in fast_paths.cpp).
+void verified_autograd_read();
 
 }  // namespace dyngrad

@@ -22,6 +22,8 @@
 #include "dyngrad/kernels/kernels.h"
 #include "dyngrad/node.h"
 #include "dyngrad/ops_sort.h"
+#include "dyngrad/grad_mode.h"
+#include "replay_backward.h"
 
 namespace dyngrad {
 
@@ -128,7 +130,7 @@ inline bool fast_on() { return !g_capturing.load(std::memory_order_relaxed); }
 // ~4-5 us an op (docs/compile.md). Here a fast path whose core calls are exactly the steps its Python definition
 // issues (a one-tensor function or method: one step; two tensors: one step; a tensor and a Python number:
 // scalar_operand then the op, the number as scalar_operand's constant; linear: mT, matmul and add; sum and mean: one
-// step with their dims and keepdim) makes the same comparison in C++ on the
+// step with their dims and keepdim; cross_entropy(x, y): validate, the target check, then the op) makes the same comparison in C++ on the
 // recorder's own state (the cursor: the variant's steps as a table, the index of the next step, the recorder's
 // depth, its slot map and the list that keeps every slotted object alive), and on a match runs the core calls as
 // in eager mode, gives the result its slot and moves the index on. Anything else (no match, the recording left, a
@@ -137,7 +139,7 @@ inline bool fast_on() { return !g_capturing.load(std::memory_order_relaxed); }
 // Python path alone gives, and the results are eager mode's either way.
 struct VerifyStep {
   int kind = 0;  // 0: no fast path issues it; 1: a one-tensor core call; 2: two tensors; 3: scalar_operand;
-                 // 4: a reduction (sum or mean) over `dims`, `keepdim`
+                 // 4: a reduction (sum or mean) over `dims`, `keepdim`; 5: bridge.validate; 6: _C.cross_entropy
   Dims dims;
   bool keepdim = false;
   void* core = nullptr;        // the core function (UnaryOp or BinaryOp) of kinds 1 and 2
@@ -161,6 +163,12 @@ constexpr int64_t kNoneResult = -3, kValueResult = -4;  // capture._loop_out's c
 struct VerifyTable {
   std::vector<VerifyStep> steps;
   std::vector<py::object> constants;
+  // Note [Verified ops run from the plan]: the plan of the backward at step plan_step (a _run_backward), and per
+  // step before it whether its output had history when recorded (its node is what a rebuild makes)
+  std::shared_ptr<BackwardPlan> plan;
+  int64_t plan_step = -1;
+  std::vector<char> history;
+  std::vector<char> rerunnable;  // per step: a pure op (capture._RERUNNABLE or the fast paths' kinds)
 };
 struct VerifyCursor {
   py::object table_owner;       // the VerifyTable followed, or None: the recording was left
@@ -170,6 +178,24 @@ struct VerifyCursor {
   py::object slot_of, keep;     // the recorder's dict id(object) -> slot and list of slotted objects
   py::object on_result;         // recorder.result_from_cpp: a matched call's result Python must compare
   int64_t matched = 0;          // steps matched here (a test's and compile_stats' count)
+  // Note [Verified ops run from the plan]: plan_on while this call follows a table with a plan from its start and
+  // the plan is usable; slot_tensors the slots' tensors (the arguments', externals' and every step run here, also
+  // the steps inside one fast path); py_objects the Python object of a slot where one exists (borrowed: `keep`
+  // holds it); deferred the steps run without their node that had one when recorded, in order, with the display
+  // name their fast path gives the node (or null); plan_ran once the backward ran from the plan.
+  bool plan_on = false, plan_ran = false;
+  std::vector<Tensor> slot_tensors;
+  // mirror: while on, the slots of the objects live here (py_objects: per slot its object, kept alive so that
+  // addresses stay unique; stale: the object took a later slot since) and not yet in the recorder's dict and
+  // list, which sync() brings up to date before any Python comparison reads them. An object's slot is then the
+  // one slot that holds it and is not stale: a compare of the expected slot's object, no lookup.
+  bool mirror = false;
+  std::vector<py::object> py_objects;
+  std::vector<char> stale;
+  std::vector<char> grad_slots;  // per slot: its tensor requires grad, or would have (a deferred step's output)
+  std::vector<std::pair<int64_t, const char*>> deferred;
+  int64_t planned = 0;          // calls whose backward ran from the plan
+  int64_t rebuilt = 0;          // calls that rebuilt the graph of their forward
   ~VerifyCursor();
 };
 thread_local VerifyCursor* t_cursor = nullptr;
@@ -187,6 +213,11 @@ inline VerifyCursor* verifying() {
 
 // The recorder's slot of a Python object, or -1.
 int64_t slot_of_object(VerifyCursor* c, PyObject* o) {
+  if (c->mirror) {
+    for (size_t slot = c->py_objects.size(); slot-- > 0;)
+      if (c->py_objects[slot].ptr() == o && !c->stale[slot]) return (int64_t)slot;
+    return -1;
+  }
   PyObject* key = PyLong_FromVoidPtr(o);
   if (!key) throw py::error_already_set();
   PyObject* slot = PyDict_GetItemWithError(c->slot_of.ptr(), key);  // borrowed
@@ -198,14 +229,210 @@ int64_t slot_of_object(VerifyCursor* c, PyObject* o) {
   return PyLong_AsLongLong(slot);
 }
 
-// The result of a matched step as the Python recorder would hold it: in its slot, kept alive; the index moves on.
-PyObject* verified_result(VerifyCursor* c, Tensor&& t, int64_t out, int64_t consumed) {
-  py::object r = py::cast(std::move(t));
-  py::object key = py::reinterpret_steal<py::object>(PyLong_FromVoidPtr(r.ptr()));
-  py::object slot = py::reinterpret_steal<py::object>(PyLong_FromLongLong(out));
-  if (!key || !slot || PyDict_SetItem(c->slot_of.ptr(), key.ptr(), slot.ptr()) < 0 ||
-      PyList_Append(c->keep.ptr(), r.ptr()) < 0)
+// Note [Verified ops run from the plan]
+// While a verified call follows a variant whose backward was planned when recorded (capture.Variant.verify_table
+// gives its table the plan when the variant fits: below), the ops it matches before that backward run as a static
+// replay runs them: grad mode off, so no node, no edge, no saved tensor; their tensors are kept by slot here
+// (slot_tensors), and the _run_backward step runs the plan (replay_backward.cpp) on them: the same formulas in the
+// engine's order, the same sums, the leaves' .grad from AccumulateGrad's own code, so the gradients are eager
+// mode's bitwise. Afterwards every tensor that had history and that Python still holds (its object has a reference
+// besides the recorder's `keep`) gets the released grad_fn a static replay gives (plan_departed), as eager mode's
+// graph would be released. The check of a matched op stays what it was: the step's op, slots and constants.
+// Where the call leaves the recording before the backward (another op, another value, a sibling variant, the
+// return, an exception), or a step Python compares or runs itself comes (a sequence result, a step without a table
+// entry), the graph of what ran is rebuilt first (materialize): each deferred step is run again, in order, with
+// grad mode on, on the same slot tensors, and its new node is moved onto the tensor Python holds (grad_fn,
+// output_nr, requires_grad, view state; a saved output re-aimed at that tensor). The values are not replaced: the
+// same kernel on the same inputs. Only steps that can run twice are deferred: the table takes a plan only when no
+// step before the backward writes in place, draws random numbers into a tensor with history, reads a tensor
+// property of a tensor with history, or has history without being a pure op (capture.Variant.verify_table), so
+// every value a rerun reads is the one the first run read. From the rebuild on the call runs as before: eager
+// execution, checked.
+bool plan_forward(const VerifyCursor* c) { return c && c->plan_on && !c->plan_ran && c->index < c->table->plan_step; }
+
+// Grad mode off for a step run from the plan.
+struct PlanGradOff {
+  alignas(GradModeGuard) unsigned char storage[sizeof(GradModeGuard)];
+  bool on;
+  explicit PlanGradOff(const VerifyCursor* c) : on(plan_forward(c)) {
+    if (on) new (storage) GradModeGuard(false);
+  }
+  ~PlanGradOff() {
+    if (on) reinterpret_cast<GradModeGuard*>(storage)->~GradModeGuard();
+  }
+};
+
+void set_slot_tensor(VerifyCursor* c, int64_t slot, const Tensor& t) {
+  if (slot < 0) return;
+  if ((size_t)slot >= c->slot_tensors.size()) c->slot_tensors.resize(slot + 1);
+  c->slot_tensors[slot] = t;
+}
+
+// obj takes slot `slot`, as the recorder's slot_of[id(obj)] = slot and keep.append(obj).
+void assign_slot(VerifyCursor* c, int64_t slot, PyObject* obj) {
+  if (c->mirror) {
+    if (slot < 0) return;
+    // an object made by the step has only the reference its caller got; any other may hold a slot already
+    if (Py_REFCNT(obj) > 1)
+      for (size_t k = 0; k < c->py_objects.size(); ++k)
+        if (c->py_objects[k].ptr() == obj) c->stale[k] = 1;
+    if ((size_t)slot >= c->py_objects.size()) {
+      c->py_objects.resize(slot + 1);
+      c->stale.resize(slot + 1, 0);
+    }
+    c->py_objects[slot] = py::reinterpret_borrow<py::object>(obj);
+    c->stale[slot] = 0;
+    return;
+  }
+  py::object key = py::reinterpret_steal<py::object>(PyLong_FromVoidPtr(obj));
+  py::object value = py::reinterpret_steal<py::object>(PyLong_FromLongLong(slot));
+  if (!key || !value || PyDict_SetItem(c->slot_of.ptr(), key.ptr(), value.ptr()) < 0 ||
+      PyList_Append(c->keep.ptr(), obj) < 0)
     throw py::error_already_set();
+}
+
+PyObject* py_object_of(VerifyCursor* c, int64_t slot) {
+  return slot >= 0 && (size_t)slot < c->py_objects.size() ? c->py_objects[slot].ptr() : nullptr;
+}
+
+// The mirror written into the recorder's dict and list; from here on they are the slots' record.
+void flush(VerifyCursor* c) {
+  if (!c->mirror) return;
+  // the steps inside a fast path (linear's mT and matmul, a scalar operand) get objects too: the recorder's slots
+  // are every step's, as a recording's are (a plan made from here on names them)
+  for (size_t slot = 0; slot < c->slot_tensors.size(); ++slot)
+    if (c->slot_tensors[slot] && !py_object_of(c, (int64_t)slot)) {
+      py::object obj = py::cast(c->slot_tensors[slot]);
+      if (slot_of_object(c, obj.ptr()) < 0) assign_slot(c, (int64_t)slot, obj.ptr());
+    }
+  c->mirror = false;
+  for (size_t slot = 0; slot < c->py_objects.size(); ++slot) {
+    PyObject* obj = c->py_objects[slot].ptr();
+    if (!obj) continue;
+    if (PyList_Append(c->keep.ptr(), obj) < 0) throw py::error_already_set();
+    if (c->stale[slot]) continue;
+    py::object key = py::reinterpret_steal<py::object>(PyLong_FromVoidPtr(obj));
+    py::object value = py::reinterpret_steal<py::object>(PyLong_FromLongLong((int64_t)slot));
+    if (!key || !value || PyDict_SetItem(c->slot_of.ptr(), key.ptr(), value.ptr()) < 0)
+      throw py::error_already_set();
+  }
+  c->py_objects.clear();
+  c->stale.clear();
+}
+
+
+bool grad_slot(const VerifyCursor* c, int64_t slot) {
+  return slot >= 0 && (size_t)slot < c->grad_slots.size() && c->grad_slots[slot];
+}
+
+// Step k of the table ran here with result t: kept by slot, deferred if it had history when recorded, or if it is
+// a pure op with an input that requires grad (the plan may not name every slot of a variant recorded after a rebuild)
+void note_plan_step(VerifyCursor* c, int64_t k, int64_t out, const Tensor& t, const char* rename = nullptr) {
+  if (!plan_forward(c)) return;
+  set_slot_tensor(c, out, t);
+  const VerifyTable& table = *c->table;
+  bool history = (size_t)k < table.history.size() && table.history[k];
+  if (!history && (size_t)k < table.rerunnable.size() && table.rerunnable[k])
+    for (int64_t a : table.steps[k].args) history = history || grad_slot(c, a);
+  if (!history) return;
+  c->deferred.emplace_back(k, rename);
+  if ((size_t)out >= c->grad_slots.size()) c->grad_slots.resize(out + 1);
+  c->grad_slots[out] = 1;
+}
+
+const Tensor* plan_slot(VerifyCursor* c, int64_t slot) {
+  if (slot < 0 || (size_t)slot >= c->slot_tensors.size() || !c->slot_tensors[slot]) return nullptr;
+  return &c->slot_tensors[slot];
+}
+
+// The node that a rerun of a deferred step made for `fresh`, moved onto `held` (the tensor Python holds).
+void move_history(const Tensor& held, const Tensor& fresh) {
+  held->requires_grad = fresh->requires_grad;
+  held->grad_fn = fresh->grad_fn;
+  held->output_nr = fresh->output_nr;
+  held->is_view = fresh->is_view;
+  held->view_base = fresh->view_base;
+  if (!held->grad_fn) return;
+  for (const SavedTensor* saved : held->grad_fn->saved_tensors()) {
+    if (!saved || !saved->is_output || !saved->data || saved->data->storage != fresh->storage) continue;
+    auto* field = const_cast<SavedTensor*>(saved);
+    field->data = make_view(held, held->shape, held->strides, held->offset);  // an alias, as save() keeps outputs
+    field->saved_version = held->version();
+  }
+}
+
+// Rebuilds the graph of the deferred steps and ends planned execution for the rest of the call.
+void materialize(VerifyCursor* c) {
+  if (!c->plan_on) return;
+  c->plan_on = false;
+  if (c->plan_ran || c->deferred.empty()) {
+    c->deferred.clear();
+    return;
+  }
+  std::vector<std::pair<int64_t, const char*>> deferred;
+  deferred.swap(c->deferred);
+  ++c->rebuilt;
+  GradModeGuard grad(true);  // each deferred step made its node when recorded
+  ++c->depth;                // the calls a rerun makes are not steps
+  struct Depth {
+    VerifyCursor* c;
+    ~Depth() { --c->depth; }
+  } depth{c};
+  const auto& steps = c->table->steps;
+  for (const auto& [k, rename] : deferred) {
+    const VerifyStep& s = steps[k];
+    const Tensor* held = plan_slot(c, s.result);
+    if (!held) throw std::logic_error("a verified call's rebuild found no tensor for a step it ran");
+    std::vector<py::object> args;
+    std::vector<PyObject*> argv;
+    for (size_t a = 0; a < s.args.size(); ++a) {
+      if (s.args[a] >= 0) {
+        const Tensor* in = plan_slot(c, s.args[a]);
+        if (!in) throw std::logic_error("a verified call's rebuild found no tensor for a step's input");
+        PyObject* obj = py_object_of(c, s.args[a]);
+        args.push_back(obj ? py::reinterpret_borrow<py::object>(obj) : py::cast(*in));
+      } else {
+        args.push_back(py::reinterpret_borrow<py::object>(s.arg_consts[a]));
+      }
+      argv.push_back(args.back().ptr());
+    }
+    PyObject* r = PyObject_Vectorcall(s.fn, argv.data(), argv.size(), nullptr);
+    if (!r) throw py::error_already_set();
+    py::object result = py::reinterpret_steal<py::object>(r);
+    const Tensor* fresh = g_tensor_type ? held_tensor(r, g_tensor_type) : nullptr;
+    if (!fresh) throw std::logic_error("a verified call's rebuild: a step returned no tensor");
+    move_history(*held, *fresh);
+    if (rename && (*held)->grad_fn) (*held)->grad_fn->display_name = rename;
+  }
+}
+
+// The _run_backward step from the plan; then the released grad_fns of what Python still holds.
+void run_planned_backward(VerifyCursor* c) {
+  const VerifyTable& table = *c->table;
+  c->deferred.clear();
+  c->plan_ran = true;
+  ++c->planned;
+  plan_run(*table.plan, PlanHeads{}, [&](int64_t slot) { return plan_slot(c, slot); });
+  plan_departed(*table.plan, [&](int64_t slot) -> const Tensor* {
+    const Tensor* t = plan_slot(c, slot);
+    PyObject* obj = t ? py_object_of(c, slot) : nullptr;
+    return obj && Py_REFCNT(obj) > 1 ? t : nullptr;  // more than the cursor's own reference
+  });
+}
+
+// Whether o's slot is `expected` (slot_of_object(c, o) == expected): in the mirror, one compare.
+inline bool has_slot(VerifyCursor* c, PyObject* o, int64_t expected) {
+  if (c->mirror)
+    return expected >= 0 && (size_t)expected < c->py_objects.size() && c->py_objects[expected].ptr() == o &&
+           !c->stale[expected];
+  return slot_of_object(c, o) == expected;
+}
+
+// The result of a matched step as the Python recorder would hold it: in its slot, kept alive; the index moves on.
+PyObject* verified_result(VerifyCursor* c, Tensor&& t, int64_t out, int64_t consumed, const char* rename = nullptr) {
+  py::object r = py::cast(std::move(t));
+  if (plan_forward(c)) note_plan_step(c, c->index + consumed - 1, out, *held_tensor(r.ptr(), g_tensor_type), rename);
+  assign_slot(c, out, r.ptr());
   c->index += consumed;
   c->matched += consumed;
   return r.release().ptr();
@@ -232,8 +459,13 @@ bool issues_result_type() {
 // op(x): step `op(slot of x)`. Returns the result, or null (no error set) for the fallback.
 PyObject* verified_unary(VerifyCursor* c, UnaryOp op, PyObject* x, const Tensor& tx) {
   const VerifyStep& s = c->table->steps[c->index];
-  if (s.kind != 1 || s.core != reinterpret_cast<void*>(op) || slot_of_object(c, x) != s.slots[0]) return nullptr;
-  return verified_result(c, op(tx), s.out, 1);
+  if (s.kind != 1 || s.core != reinterpret_cast<void*>(op) || !has_slot(c, x, s.slots[0])) return nullptr;
+  Tensor out;
+  {
+    PlanGradOff off(c);
+    out = op(tx);
+  }
+  return verified_result(c, std::move(out), s.out, 1);
 }
 
 // x.sum(dims, keepdim) and x.mean(...) (function or method): step `sum(slot of x, dims, keepdim, None)` or
@@ -241,17 +473,27 @@ PyObject* verified_unary(VerifyCursor* c, UnaryOp op, PyObject* x, const Tensor&
 PyObject* verified_reduce(VerifyCursor* c, ReduceOp op, PyObject* x, const Tensor& tx, const Dims& dims, bool keep) {
   const VerifyStep& s = c->table->steps[c->index];
   if (s.kind != 4 || s.core != reinterpret_cast<void*>(op) || s.keepdim != keep || s.dims != dims ||
-      slot_of_object(c, x) != s.slots[0])
+      !has_slot(c, x, s.slots[0]))
     return nullptr;
-  return verified_result(c, op(tx, dims, keep), s.out, 1);
+  Tensor out;
+  {
+    PlanGradOff off(c);
+    out = op(tx, dims, keep);
+  }
+  return verified_result(c, std::move(out), s.out, 1);
 }
 
 // op(a, b), both tensors: step `op(slot of a, slot of b)`.
 PyObject* verified_binary(VerifyCursor* c, BinaryOp op, PyObject* a, const Tensor& ta, PyObject* b, const Tensor& tb) {
   const VerifyStep& s = c->table->steps[c->index];
   if (s.kind != 2 || s.core != reinterpret_cast<void*>(op)) return nullptr;
-  if (slot_of_object(c, a) != s.slots[0] || slot_of_object(c, b) != s.slots[1]) return nullptr;
-  return verified_result(c, op(ta, tb), s.out, 1);
+  if (!has_slot(c, a, s.slots[0]) || !has_slot(c, b, s.slots[1])) return nullptr;
+  Tensor out;
+  {
+    PlanGradOff off(c);
+    out = op(ta, tb);
+  }
+  return verified_result(c, std::move(out), s.out, 1);
 }
 
 // A tensor t and a Python number n, as the shared layer issues them: scalar_operand(n, t), then
@@ -264,11 +506,19 @@ PyObject* verified_with_number(VerifyCursor* c, BinaryOp op, bool tensor_first, 
   const VerifyStep& s = steps[c->index];
   const VerifyStep& o = steps[c->index + 1];
   if (s.kind != 3 || o.kind != 2 || o.core != reinterpret_cast<void*>(op)) return nullptr;
-  const int64_t slot = slot_of_object(c, t);
-  if (slot < 0 || s.slots[1] != slot || o.slots[tensor_first ? 0 : 1] != slot || o.slots[tensor_first ? 1 : 0] != s.out)
+  const int64_t slot = s.slots[1];
+  if (!has_slot(c, t, slot) || o.slots[tensor_first ? 0 : 1] != slot || o.slots[tensor_first ? 1 : 0] != s.out)
     return nullptr;
   if (!same_constant(n, s.constant)) return nullptr;
-  return verified_result(c, run(), o.out, 2);
+  Tensor out;
+  {
+    PlanGradOff off(c);
+    Tensor scalar = scalar_operand(py::handle(n), tensor_of(t));  // number_operand's call
+    if (plan_forward(c)) set_slot_tensor(c, s.out, scalar);  // the plan may read it (mul saves it)
+    out = run(scalar);
+  }
+  // 2 - t: the fast path names the node as torch does (a rebuild's rerun of _C.sub would not)
+  return verified_result(c, std::move(out), o.out, 2, !tensor_first && op == &sub ? "RsubBackward" : nullptr);
 }
 
 template <BinaryOp Op>
@@ -318,13 +568,13 @@ PyObject* binary_slot(PyObject* a, PyObject* b) {
     PyObject* r = nullptr;
     if (ta && tb) r = verified_binary(c, Op, a, *ta, b, *tb);
     else if (Numbers && ta && fast_number<Op>(b))
-      r = verified_with_number(c, Op, true, a, b, [&] { return Op(*ta, number_operand(b, *ta)); });
+      r = verified_with_number(c, Op, true, a, b, [&](const Tensor& n) { return Op(*ta, n); });
     else if constexpr (Reflected != nullptr) {
       // 2 * t and 2 + t issue scalar_operand(2, t), op(t, scalar); 2 - t: sub(scalar, t); 2 / t: four steps (Python)
       if (tb && fast_number<Op>(a) && (Reflected == &reflected_add || Reflected == &reflected_mul ||
                                        Reflected == &reflected_sub))
         r = verified_with_number(c, Op, Reflected != &reflected_sub, b, a,
-                                 [&] { return Reflected(*tb, number_operand(a, *tb)); });
+                                 [&](const Tensor& n) { return Reflected(*tb, n); });
     }
     if (r) return r;
   }
@@ -448,7 +698,7 @@ PyObject* binary_function(PyObject* fallback, PyObject* const* args, Py_ssize_t 
       if (VerifyCursor* c = issues_result_type<Op>() ? nullptr : verifying()) {
         PyObject* r = tb ? verified_binary(c, Op, args[0], *ta, args[1], *tb)
                          : verified_with_number(c, Op, true, args[0], args[1],
-                                                [&] { return Op(*ta, number_operand(args[1], *ta)); });
+                                                [&](const Tensor& n) { return Op(*ta, n); });
         if (r) return r;
       }
       DG_PY_CATCH
@@ -519,14 +769,27 @@ PyObject* verified_linear(VerifyCursor* c, PyObject* const* args, const Tensor& 
   if (b) {
     const VerifyStep& a = steps[c->index + 2];
     if (a.kind != 2 || a.core != reinterpret_cast<void*>(static_cast<BinaryOp>(&add)) || a.slots[0] != m.out ||
-        slot_of_object(c, args[2]) != a.slots[1])
+        !has_slot(c, args[2], a.slots[1]))
       return nullptr;
   }
-  if (slot_of_object(c, args[1]) != t.slots[0] || slot_of_object(c, args[0]) != m.slots[0]) return nullptr;
-  Tensor out = matmul(x, mT(w));
-  if (b) out = add(out, *b);
-  if (x->ndim() == 2) rename_new_node(out, x, b ? "AddmmBackward" : "MmBackward");
-  return verified_result(c, std::move(out), steps[c->index + need - 1].out, need);
+  if (!has_slot(c, args[1], t.slots[0]) || !has_slot(c, args[0], m.slots[0])) return nullptr;
+  const char* name = x->ndim() == 2 ? (b ? "AddmmBackward" : "MmBackward") : nullptr;
+  Tensor out;
+  if (plan_forward(c)) {  // Note [Verified ops run from the plan]: each of the three steps keeps its slot
+    GradModeGuard off(false);
+    Tensor wt = mT(w);
+    note_plan_step(c, c->index, t.out, wt);
+    out = matmul(x, wt);
+    if (b) {
+      note_plan_step(c, c->index + 1, m.out, out);
+      out = add(out, *b);
+    }
+  } else {
+    out = matmul(x, mT(w));
+    if (b) out = add(out, *b);
+    if (name) rename_new_node(out, x, name);
+  }
+  return verified_result(c, std::move(out), steps[c->index + need - 1].out, need, name);
 }
 
 PyObject* linear_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
@@ -564,7 +827,47 @@ PyObject* linear_function(PyObject* fallback, PyObject* const* args, Py_ssize_t 
 }
 
 // cross_entropy(logits (N, C), int64 targets (N,)) with the defaults: the fused primitive, mean reduction.
+bool is_int(PyObject* o, int64_t v) { return PyLong_CheckExact(o) && PyLong_AsLongLong(o) == v; }
+
+// cross_entropy(x, y) as the shared layer (python/dyngrad/_api/ops/loss.py) issues it for (N, C) logits and (N,)
+// int64 targets: validate(_check_target_range, y, C, -100, "cross_entropy"), then cross_entropy(x, y, 1, -100, 0.0).
+// On a match the core op runs as eager mode's fast path runs it (its own range check; the recorded check function
+// is not called, as eager mode's fast path does not call it).
+PyObject* verified_cross_entropy(VerifyCursor* c, PyObject* const* args, const Tensor& x, const Tensor& y) {
+  const auto& steps = c->table->steps;
+  if (c->index + 2 > (int64_t)steps.size()) return nullptr;
+  const VerifyStep& v = steps[c->index];
+  const VerifyStep& e = steps[c->index + 1];
+  if (v.kind != 5 || e.kind != 6 || v.args.size() != 5 || e.args.size() != 5) return nullptr;
+  if (v.args[0] >= 0 || v.args[1] < 0 || v.args[2] >= 0 || v.args[3] >= 0 || v.args[4] >= 0) return nullptr;
+  if (!PyFunction_Check(v.arg_consts[0]) || !is_int(v.arg_consts[2], x->shape[1]) || !is_int(v.arg_consts[3], -100) ||
+      !PyUnicode_Check(v.arg_consts[4]) || PyUnicode_CompareWithASCIIString(v.arg_consts[4], "cross_entropy") != 0)
+    return nullptr;
+  if (e.args[1] != v.args[1] || e.args[0] < 0 || e.args[2] >= 0 || e.args[3] >= 0 || e.args[4] >= 0) return nullptr;
+  if (!is_int(e.arg_consts[2], 1) || !is_int(e.arg_consts[3], -100) || !PyFloat_CheckExact(e.arg_consts[4]) ||
+      PyFloat_AS_DOUBLE(e.arg_consts[4]) != 0.0)
+    return nullptr;
+  if (!has_slot(c, args[0], e.args[0]) || !has_slot(c, args[1], v.args[1])) return nullptr;
+  Tensor out;
+  {
+    PlanGradOff off(c);
+    out = cross_entropy(x, y, 1, -100, 0.0);
+  }
+  return verified_result(c, std::move(out), e.result, 2);
+}
+
 PyObject* cross_entropy_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  if (PyVectorcall_NARGS(nargsf) == 2 && !kwnames && !fast_on() && !g_autocast_active.load(std::memory_order_relaxed))
+    if (VerifyCursor* c = verifying()) {  // Note [Verified ops in the fast paths]
+      const Tensor* x = tensor_of(args[0]);
+      const Tensor* y = tensor_of(args[1]);
+      if (x && y && (*x)->ndim() == 2 && (*y)->ndim() == 1 && (*y)->dtype == DType::Int64 &&
+          (*y)->shape[0] == (*x)->shape[0]) {
+        DG_PY_TRY
+        if (PyObject* r = verified_cross_entropy(c, args, *x, *y)) return r;
+        DG_PY_CATCH
+      }
+    }
   if (PyVectorcall_NARGS(nargsf) == 2 && !kwnames && fast_on() && !g_autocast_active.load(std::memory_order_relaxed)) {
     const Tensor* x = tensor_of(args[0]);
     const Tensor* y = tensor_of(args[1]);
@@ -746,7 +1049,7 @@ PyObject* binary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf
       if (VerifyCursor* c = issues_result_type<Op>() ? nullptr : verifying()) {
         PyObject* r = tb ? verified_binary(c, Op, self, *ta, args[0], *tb)
                          : verified_with_number(c, Op, true, self, args[0],
-                                                [&] { return Op(*ta, number_operand(args[0], *ta)); });
+                                                [&](const Tensor& n) { return Op(*ta, n); });
         if (r) return r;
       }
       DG_PY_CATCH
@@ -1003,25 +1306,42 @@ PyObject* verified_function_call(PyObject* self, PyObject* const* args, size_t n
                  PySequence_Fast_GET_SIZE(a) == (Py_ssize_t)q.slots.size();
           PyObject** items = same ? PySequence_Fast_ITEMS(a) : nullptr;
           for (size_t j = 0; same && j < q.slots.size(); ++j)
-            same = q.slots[j] >= 0 ? slot_of_object(c, items[j]) == q.slots[j] : same_constant(items[j], q.consts[j]);
+            same = q.slots[j] >= 0 ? has_slot(c, items[j], q.slots[j]) : same_constant(items[j], q.consts[j]);
           continue;
         }
-        same = s.args[k] >= 0 ? slot_of_object(c, args[k]) == s.args[k] : same_constant(args[k], s.arg_consts[k]);
+        same = s.args[k] >= 0 ? has_slot(c, args[k], s.args[k]) : same_constant(args[k], s.arg_consts[k]);
+      }
+      if (same && c->plan_on && !c->plan_ran && c->index == c->table->plan_step) {
+        run_planned_backward(c);  // Note [Verified ops run from the plan]
+        if (s.result == kNoneResult) {
+          ++c->index;
+          ++c->matched;
+          Py_RETURN_NONE;
+        }
+        flush(c);
+        return PyObject_CallOneArg(c->on_result.ptr(), Py_None);
       }
       if (same) {
-        ++c->depth;  // the calls fn makes itself (a Python check, a backward's hooks) are not steps
-        PyObject* r = PyObject_Vectorcall(w->fn, args, n, nullptr);
-        --c->depth;
+        // Note [Verified ops run from the plan]: a step whose result Python compares (a sequence) gets its inputs'
+        // graph first; a tensor step runs from the plan
+        if (plan_forward(c) && s.result < 0 && s.result != kNoneResult && s.result != kValueResult) materialize(c);
+        const int64_t k = c->index;
+        PyObject* r;
+        {
+          PlanGradOff off(s.result >= 0 ? c : nullptr);
+          ++c->depth;  // the calls fn makes itself (a Python check, a backward's hooks) are not steps
+          r = PyObject_Vectorcall(w->fn, args, n, nullptr);
+          --c->depth;
+        }
         if (!r) return nullptr;
         py::object result = py::reinterpret_steal<py::object>(r);
         if (s.result >= 0 && g_tensor_type && is_tensor_object(r)) {
-          py::object key = py::reinterpret_steal<py::object>(PyLong_FromVoidPtr(r));
-          py::object slot = py::reinterpret_steal<py::object>(PyLong_FromLongLong(s.result));
-          if (!key || !slot || PyDict_SetItem(c->slot_of.ptr(), key.ptr(), slot.ptr()) < 0 ||
-              PyList_Append(c->keep.ptr(), r) < 0)
-            throw py::error_already_set();
+          if (plan_forward(c)) note_plan_step(c, k, s.result, *held_tensor(r, g_tensor_type));
+          assign_slot(c, s.result, r);
         } else if (!((s.result == kNoneResult && r == Py_None) ||
                      (s.result == kValueResult && same_constant(r, s.expected)))) {
+          materialize(c);  // Note [Verified ops run from the plan]: Python reads the slots from here
+          flush(c);
           return PyObject_CallOneArg(c->on_result.ptr(), r);  // the recorder compares it (and moves the index)
         }
         ++c->index;
@@ -1157,7 +1477,11 @@ void bind_verify(py::module_& m) {
                    table->constants.push_back(py::reinterpret_borrow<py::object>(entry[5]));
                    step.expected = entry[5].ptr();
                  }
-                 auto found = entry[6].cast<bool>() ? kinds.find(entry[1].cast<std::string>()) : kinds.end();
+                 const std::string step_name = entry[1].cast<std::string>();
+                 // cross_entropy's fast path (Note [Verified ops in the fast paths]): the target check, then the op
+                 if (step_name == "validate" && !entry[6].cast<bool>() && out == kNoneResult) step.kind = 5;
+                 if (step_name == "cross_entropy" && entry[6].cast<bool>() && out >= 0) step.kind = 6;
+                 auto found = entry[6].cast<bool>() ? kinds.find(step_name) : kinds.end();
                  if (found != kinds.end() && out >= 0 && found->second.kind == 4) {
                    // sum(a, dims, keepdim, None) or mean(a, dims, keepdim): dims a tuple of ints, keepdim a bool
                    const bool is_sum = entry[1].cast<std::string>() == "sum";
@@ -1202,6 +1526,22 @@ void bind_verify(py::module_& m) {
              return table;
            }),
            py::arg("entries"))
+      .def("set_plan", [](VerifyTable& t, int64_t step, py::object plan, std::vector<bool> rerunnable) {
+        // Note [Verified ops run from the plan]: the plan of step `step` (a _run_backward); returns per step before
+        // it whether its result had history when recorded (capture decides from that whether the table keeps it)
+        t.plan = plan.is_none() ? nullptr : plan_of(plan);
+        t.plan_step = t.plan ? step : -1;
+        t.history.assign(t.steps.size(), 0);
+        t.rerunnable.assign(t.steps.size(), 0);
+        for (size_t k = 0; k < rerunnable.size() && k < t.steps.size(); ++k) t.rerunnable[k] = rerunnable[k];
+        std::vector<bool> history;
+        for (int64_t k = 0; t.plan && k < step && k < (int64_t)t.steps.size(); ++k) {
+          const VerifyStep& s = t.steps[k];
+          t.history[k] = s.fn && s.result >= 0 && plan_has_history(*t.plan, s.result);
+          history.push_back(t.history[k]);
+        }
+        return history;
+      }, py::arg("step"), py::arg("plan").none(true), py::arg("rerunnable") = std::vector<bool>{})
       .def("__len__", [](const VerifyTable& t) { return t.steps.size(); })
       .def("kinds", [](const VerifyTable& t) {
         std::vector<int> kinds;
@@ -1222,9 +1562,54 @@ void bind_verify(py::module_& m) {
       .def_readonly("matched", &VerifyCursor::matched)
       .def_readwrite("on_result", &VerifyCursor::on_result)
       .def("follow", [](VerifyCursor& c, py::object table) {
-        c.table = table.is_none() ? nullptr : &table.cast<const VerifyTable&>();
+        const VerifyTable* next = table.is_none() ? nullptr : &table.cast<const VerifyTable&>();
+        if (next != c.table) {  // Note [Verified ops run from the plan]: another variant, or none
+          materialize(&c);
+          if (next) flush(&c);
+        }
+        c.table = next;
         c.table_owner = table;
+        if (!next) c.slot_tensors.clear();
       }, py::arg("table").none(true), "the table of the variant followed, or None: the recording was left")
+      // Note [Verified ops run from the plan]
+      .def("start_plan", [](VerifyCursor& c, const std::vector<std::pair<int64_t, py::object>>& slots) {
+        // the slots so far are exactly `slots` (the recorder's bind_args and externals): the mirror takes them
+        c.plan_on = c.plan_ran = false;
+        c.deferred.clear();
+        c.py_objects.clear();
+        c.stale.clear();
+        c.mirror = true;
+        for (const auto& [slot, obj] : slots) assign_slot(&c, slot, obj.ptr());
+        if (!c.table || !c.table->plan || c.index != 0 || c.depth != 0) return false;
+        c.grad_slots.clear();
+        for (const auto& [slot, obj] : slots) {
+          const Tensor* t = g_tensor_type ? held_tensor(obj.ptr(), g_tensor_type) : nullptr;
+          if (!t) continue;
+          set_slot_tensor(&c, slot, *t);
+          if ((size_t)slot >= c.grad_slots.size()) c.grad_slots.resize(slot + 1);
+          c.grad_slots[slot] = (*t)->requires_grad;
+        }
+        c.plan_on = plan_usable(*c.table->plan, [&](int64_t slot) { return plan_slot(&c, slot); });
+        return c.plan_on;
+      }, py::arg("slots"), "the arguments' and externals' (slot, tensor): runs the call from the plan if it can")
+      .def("sync", [](VerifyCursor& c) {
+        materialize(&c);
+        flush(&c);
+      }, "before Python compares or runs a step: the graph of the ops run from the plan rebuilt (the rest of the "
+         "call runs eagerly), the slots written into the recorder's dict and list")
+      .def("drop", [](VerifyCursor& c) {
+        c.table = nullptr;
+        c.table_owner = py::none();
+        c.plan_on = false;
+        c.deferred.clear();
+        c.slot_tensors.clear();
+        c.py_objects.clear();
+        c.stale.clear();
+        c.mirror = false;
+      }, "lets go of everything, after a call that followed its variant to the end (nothing left to rebuild)")
+      .def_readonly("planned", &VerifyCursor::planned)
+      .def_readonly("rebuilt", &VerifyCursor::rebuilt)
+      .def_property_readonly("plan_on", [](const VerifyCursor& c) { return c.plan_on && !c.plan_ran; })
       .def("activate", [](VerifyCursor& c) {
         if (t_cursor && t_cursor != &c)
           throw RuntimeError("_VerifyCursor.activate: this thread already follows another verified call.");
@@ -1261,6 +1646,10 @@ void bind_verify(py::module_& m) {
 
 void set_autocast_active(bool active) { g_autocast_active.store(active, std::memory_order_relaxed); }
 void set_capturing(bool active) { g_capturing.store(active, std::memory_order_relaxed); }
+void verified_autograd_read() {
+  VerifyCursor* c = t_cursor;
+  if (c && plan_forward(c) && !c->deferred.empty() && c->depth == 0) materialize(c);
+}
 void set_meta_class(py::handle cls) {
   if (!PyType_Check(cls.ptr())) throw py::type_error("_set_meta_class: expected a class");
   Py_XDECREF(g_meta_class);

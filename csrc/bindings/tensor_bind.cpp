@@ -163,20 +163,22 @@ void bind_tensor(py::module_& m) {
       .def("numel", [](const Tensor& t) { return t->numel; })
       .def("element_size", [](const Tensor& t) { return t->itemsize(); })
       .def("is_contiguous", [](const Tensor& t) { return t->is_contiguous(); })
-      .def_property_readonly("is_leaf", [](const Tensor& t) { return t->is_leaf(); })
+      // verified_autograd_read: Note [Verified ops run from the plan] (fast_paths.cpp)
+      .def_property_readonly("is_leaf", [](const Tensor& t) { return verified_autograd_read(), t->is_leaf(); })
       .def_property_readonly("_version", [](const Tensor& t) { return t->version(); })
       .def_property_readonly("_base", [](const Tensor& t) -> py::object {
+        verified_autograd_read();
         if (!t->is_view) return py::none();
         return py::cast(t->view_base);
       })
       .def_property_readonly("retains_grad", [](const Tensor& t) { return t->retains_grad; })
-      .def_property_readonly("grad_fn", [](const Tensor& t) { return t->grad_fn; })
-      .def_property_readonly("output_nr", [](const Tensor& t) { return t->output_nr; })
+      .def_property_readonly("grad_fn", [](const Tensor& t) { return verified_autograd_read(), t->grad_fn; })
+      .def_property_readonly("output_nr", [](const Tensor& t) { return verified_autograd_read(), t->output_nr; })
       .def("data_ptr", [](const Tensor& t) { return (uintptr_t)t->raw(); })
       .def("_storage_id", [](const Tensor& t) { return (uintptr_t)t->storage.get(); })
       .def("__hash__", [](py::handle self) { return (py::ssize_t)(uintptr_t)self.ptr(); });
 
-  cls.def_property("requires_grad", [](const Tensor& t) { return t->requires_grad; },
+  cls.def_property("requires_grad", [](const Tensor& t) { return verified_autograd_read(), t->requires_grad; },
                    [](const Tensor& t, bool value) {
                      if (!t->is_leaf()) {
                        DG_CHECK(value, RuntimeError,

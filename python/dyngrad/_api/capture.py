@@ -48,9 +48,11 @@ the same slots: a step with positional slots and constants only is compared with
 _same_positional), and each value it hands back to Python with the recorded value, walking the variant tree at a
 difference as a replay does. Where the call or the value differs and no variant has it, the call leaves the
 recordings: from there its steps are recorded as a new variant (the old one's prefix plus the rest), or, once the
-program holds its limit of variants, just run. A call that follows a recording to its end is a hit. Since every op
-runs eagerly the result is eager mode's whatever the guards see; the recording is the plan the skipped per-op costs
-(a buffer, a graph node, the backward walk) would come from. Measured (docs/compile.md) the checks cost more than
+program holds its limit of variants, just run. A call that follows a recording to its end is a hit. Every op runs
+when Python issues it, so the result is eager mode's whatever the guards see. Where the variant's backward was
+planned, the matched ops run without their graph node and the backward runs as the plan, and wherever the call
+leaves the recording the graph of what ran is rebuilt first (Note [Verified ops run from the plan] in
+csrc/bindings/fast_paths.cpp; _give_verify_plan). Measured (docs/compile.md) the checks cost more than
 they could save while they were Python code around each op: the wrapper, the comparison and the op's Python
 definition (the C++ fast paths defer to it while capturing, Note [Fast paths while capturing]) added ~4 us per op to
 an op of ~1 us. The comparison is made in C++ now where it can be (Note [Verified ops in the fast paths] in
@@ -532,8 +534,11 @@ class Variant:
                     entries.append((step.fn, step.name, spec[0], spec[1], out, step.result[1] if out == -4 else None,
                                     _C_BINDINGS.get(step.name) is step.fn, seqs))
                 table = _VerifyTable(entries)
+                self.verify_plan_reason = _give_verify_plan(self, table)
             self._verify_table = table
         return table
+
+    verify_plan_reason = "no C++ comparison"
 
     def fresh_slots(self, arg_tensors):
         # the externals laid out once (an external is only ever added, at a new slot, while recording: the layout is
@@ -548,6 +553,50 @@ class Variant:
         slots = layout[3].copy()
         slots[:len(arg_tensors)] = arg_tensors
         return slots
+
+
+# Note [Verified ops run from the plan] (csrc/bindings/fast_paths.cpp): the ops that may make their node only later,
+# when a verified call leaves its recording, by running again: pure functions of their inputs. The one- and
+# two-tensor primitives, sum, mean and mT (the table's kinds 1, 2 and 4) are, and these
+_RERUNNABLE = frozenset({"cross_entropy", "log_softmax", "softmax", "matmul", "reshape", "permute", "transpose",
+                         "mT", "expand", "squeeze", "unsqueeze", "mse_loss", "relu", "sum", "mean", "tanh",
+                         "sigmoid", "exp", "log"})
+
+
+_HOOK_METHODS = ("detach_", "retain_grad", "register_hook", "register_post_accumulate_grad_hook")
+
+
+def _give_verify_plan(variant, table):
+    """Note [Verified ops run from the plan]: gives the verified table the plan of the variant's backward when the
+    variant fits; returns None, or why not (Variant.verify_plan_reason, for tests)."""
+    if not PLANNED_BACKWARD:
+        return "planned backwards are off (capture.PLANNED_BACKWARD, DYNGRAD_COMPILE_PLAN=0)"
+    steps = variant.steps
+    b = next((i for i, step in enumerate(steps) if step.name == "_run_backward"), None)
+    if b is None:
+        return "no backward"
+    plan = steps[b].plan
+    if plan is None or isinstance(plan, str):
+        return plan or "the backward was not planned"
+    kinds = table.kinds()
+    history = table.set_plan(b, plan, [kinds[k] in (1, 2, 4) or steps[k].name in _RERUNNABLE
+                                       for k in range(len(steps))])
+    with_history = {steps[k].result[1] for k in range(b) if history[k]}
+    why = None
+    for k in range(b):
+        step = steps[k]
+        name = step.name
+        if name.endswith("_"):
+            why = f"{name} writes in place before the backward"
+        elif history[k] and kinds[k] == 0 and name not in _RERUNNABLE:
+            why = f"{name} is not known to be a pure op"
+        elif (name in _TENSOR_PROPERTIES or name.endswith(".set") or name in _HOOK_METHODS) and \
+                (_slots_in(step.args) | _slots_in(step.kwargs)) & with_history:
+            why = f"{name} of a tensor with history before the backward"
+        if why is not None:
+            table.set_plan(-1, None)
+            return why
+    return None
 
 
 # ---- the recorder: swaps the surface for wrappers while one thread records ----
@@ -632,7 +681,7 @@ class Recorder:
         self._checked, self._depth = cursor.index, cursor.depth
         self._cursor = None
         cursor.on_result = None
-        cursor.follow(None)
+        cursor.drop()
 
     def bind_args(self, tensors):
         for i, t in enumerate(tensors):
@@ -794,6 +843,9 @@ class Recorder:
         """Note [Verified replay]: the call Python issues runs as in eager mode, checked against the recording's next
         step (the same function, constants and slots, then the same values back); where it is not, the recording is
         left and the rest of the call is recorded as a new variant (or just runs, once the program is full)."""
+        cursor = self._cursor
+        if cursor is not None:      # Note [Verified ops run from the plan]: Python compares or runs this one
+            cursor.sync()
         variant, i = self.verifying, self.checked
         steps = variant.steps
         if i < len(steps) and not kwargs:       # the common case, compared without encoding the call
@@ -1113,7 +1165,7 @@ def verify(group, fn, args, kwargs, arg_tensors, can_record):
     left the recordings (None when it followed one, or when `can_record` is false); new.left says why it left.
     _local.matched_in_cpp is then the number of its calls the C++ side matched (Note [Verified ops in the fast
     paths]; 0 on the reference engine)."""
-    _local.matched_in_cpp = 0
+    _local.matched_in_cpp = _local.planned_in_verified = _local.rebuilt_in_verified = 0
     new = Variant(len(arg_tensors))
     new.n_slots = max(v.n_slots for v in group)
     recorder = Recorder(new, record_rest=can_record)
@@ -1127,13 +1179,30 @@ def verify(group, fn, args, kwargs, arg_tensors, can_record):
         cursor = recorder.attach_cursor()   # in the swap: the tables name the plan's _C functions
         if cursor is not None:
             cursor.activate()
+            # Note [Verified ops run from the plan]: the arguments' and externals' tensors, by slot
+            # and the slots as recorder.slot_of has them (bind_args keeps an argument's first slot)
+            slots = {}
+            for i, x in enumerate(arg_tensors):
+                slots.setdefault(id(x), (i, x))
+            for i, x in new.externals.items():
+                slots[id(x)] = (i, x)
+            cursor.start_plan(list(slots.values()))
+        done = False
         try:
             result = fn(*args, **kwargs)
+            done = True
         finally:
             if cursor is not None:
-                cursor.deactivate()
-                _local.matched_in_cpp = cursor.matched
-                recorder.detach_cursor()
+                try:
+                    followed = recorder._verifying
+                    if not (done and followed is not None and cursor.index == len(followed.steps)):
+                        cursor.sync()    # a call that ends (or raises) elsewhere: its graph, its slots
+                finally:
+                    cursor.deactivate()
+                    _local.matched_in_cpp = cursor.matched
+                    _local.planned_in_verified = cursor.planned
+                    _local.rebuilt_in_verified = cursor.rebuilt
+                    recorder.detach_cursor()
         followed = recorder.verifying
         if followed is not None:
             i = recorder.checked

@@ -13,10 +13,11 @@ under torch's API (docs/compile.md):
   replay] in _api/capture.py): the program's Python runs at every call exactly as in eager mode, every op checked
   against the recordings; where Python issues another op or reads another value, the rest of the call is recorded
   as a new variant (the same limit). Results are eager mode's by construction. It is meant to be the default mode;
-  it is not yet, because it is still slower than eager mode: the comparison is in C++ now (Note [Verified ops in
-  the fast paths] in csrc/bindings/fast_paths.cpp), but every op still runs eagerly, so the checks can only add to
-  eager mode's cost until a matched op runs from the plan (docs/compile.md: the 200-op chain at 0.5x eager, the
-  MLP step at 0.33x); VERIFIED_BY_DEFAULT flips it.
+  it is not yet, because it is still slower than eager mode: the comparison is in C++ (Note [Verified ops in the
+  fast paths] in csrc/bindings/fast_paths.cpp) and matched ops run from the plan (Note [Verified ops run from the
+  plan]), but the fixed cost of a call (~26 us, half of it the swap of the surface) and the planned backward keep
+  it at 0.86-0.98x eager on the 200-op chain and ~0.45x on the MLP step (docs/compile.md); VERIFIED_BY_DEFAULT
+  flips it.
 - every other mode (the default): the program runs eagerly, so everything behaves as without compile; `compile`
   then hands back its argument. The arguments are checked as torch checks them, so a script with a typo in `mode=`
   fails here as it would under torch.
@@ -133,6 +134,10 @@ class ProgramStats:
         self.guard_misses = []    # (reason, source line)
         self._variants = lambda: []   # the program's variants (set by Program; a weak reference to it)
         self.matched_in_cpp = 0   # verified: steps matched in C++ (Note [Verified ops in the fast paths])
+        # verified: calls whose backward ran from the plan, and calls that rebuilt the graph of the ops run from it
+        # when they left their recording (Note [Verified ops run from the plan] in csrc/bindings/fast_paths.cpp)
+        self.verified_planned = 0
+        self.verified_rebuilt = 0
         self.eager_reasons = {}   # why calls ran eagerly: reason -> calls
         self._program = None      # a weak reference to the Program (variant_table; dg.viz.draw_program draws it)
 
@@ -205,7 +210,8 @@ class ProgramStats:
                 "replays": self.replays, "hits": self.hits, "misses": self.misses, "eager_calls": self.eager_calls,
                 "guard_misses": list(self.guard_misses), "planned_backwards": self.planned_backwards,
                 "backward_plans": self.backward_plans, "eager_reasons": dict(self.eager_reasons),
-                "matched_in_cpp": self.matched_in_cpp, "variant_table": self.variant_table()}
+                "matched_in_cpp": self.matched_in_cpp, "verified_planned": self.verified_planned,
+                "verified_rebuilt": self.verified_rebuilt, "variant_table": self.variant_table()}
 
     def __repr__(self):
         return (f"ProgramStats({self.name!r}, {self.mode}: {self.calls} calls, {self.variants} variants, "
@@ -320,6 +326,8 @@ class Program:
         can_record = self.n_variants() < self.limit
         result, followed, new = capture.verify(group, self.fn, args, kwargs, tensors, can_record)
         self.stats.matched_in_cpp += capture._local.matched_in_cpp
+        self.stats.verified_planned += capture._local.planned_in_verified
+        self.stats.verified_rebuilt += capture._local.rebuilt_in_verified
         if followed is not None:
             followed.replays += 1
             if group[0] is not followed:
