@@ -468,9 +468,10 @@ def entry_key(program, args, kwargs, reachable=True):
     entry_key_python's), else by entry_key_python."""
     native = getattr(_C, "_entry_key", None)
     if reachable and native is not None:
+        found = _reachable(program.fn, program.owner)
         return native(_C.Tensor, args, kwargs,
-                      (("grad mode", _C.is_grad_enabled()), ("default dtype", _C._get_default_dtype())),
-                      _reachable(program.fn, program.owner))
+                      (("grad mode", _C.is_grad_enabled()), ("default dtype", _C._get_default_dtype()),
+                       *_outside_state(program.fn, found)), found)
     return entry_key_python(program, args, kwargs, reachable)
 
 
@@ -485,7 +486,9 @@ def entry_key_python(program, args, kwargs, reachable=True):
         return tuple((w, (d[0], d[1] if isinstance(d[1], type) else None))
                      if type(d) is tuple and d and d[0] in ("value", "object") else (w, d) for w, d in parts), tensors
     fn = program.fn
-    for obj in _reachable(fn, program.owner):
+    found = _reachable(fn, program.owner)
+    parts += _outside_state(fn, found)
+    for obj in found:
         states.append(obj)
     done = set()
     for obj in states:
@@ -554,6 +557,66 @@ def _reachable(fn, owner):
             if value is not None and (_is_module(value) or _is_optimizer(value)):
                 found.append(value)
     return found
+
+
+_PLAIN = (int, float, bool, complex, str, type(None))
+_HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+
+
+def _outside_state(fn, found):
+    """Note [State outside the arguments]: the guard parts of what a static program reads besides its arguments
+    that _module_state and _optimizer_state do not cover. Without them each of these was a silent wrong answer (the
+    replay ran the recording made before the change):
+    - a tensor bound to a closure cell or to a global the function's code names, by identity: rebinding it
+      (`W = new_tensor`) is a miss, as rebinding a parameter is. Writes into the same tensor need no guard: an
+      external is read by reference at every replay;
+    - for every submodule of a reachable module: its plain attributes, tensors by identity (`self.mask = ...`, not
+      a parameter or buffer) and Python numbers, strings, None by value (`self.scale = 2.0`, torch guards on these
+      too), and the keys of its forward and backward hook dicts (a hook registered after the recording runs).
+    Only one level, as _reachable: a tensor inside a list held by a global is not seen (mode="check" finds it)."""
+    parts = []
+    tensor = _C.Tensor
+    cells = getattr(fn, "__closure__", None)
+    if cells:
+        names = fn.__code__.co_freevars
+        for name, cell in zip(names, cells):
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            if isinstance(value, tensor):
+                parts.append((f"the closure's tensor {name}", id(value)))
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        g = getattr(fn, "__globals__", None) or {}
+        for name in code.co_names:
+            value = g.get(name)
+            if value is not None and isinstance(value, tensor):
+                parts.append((f"the global tensor {name}", id(value)))
+    done = set()
+    for obj in found:
+        if not _is_module(obj) or id(obj) in done:
+            continue
+        stack = [obj]
+        while stack:
+            m = stack.pop()
+            if m is None or id(m) in done:
+                continue
+            done.add(id(m))
+            d = m.__dict__
+            out = []
+            for k, v in d.items():
+                if type(v) in _PLAIN:
+                    out += (k, v)
+                elif isinstance(v, tensor):
+                    out += (k, id(v))
+            for k in _HOOK_DICTS:
+                hooks = d.get(k)
+                if hooks:
+                    out += (k, tuple(hooks))
+            parts.append((f"the attributes of module {type(m).__name__}", tuple(out)))
+            stack.extend(d["_modules"].values())
+    return parts
 
 
 def _module_state(module):
