@@ -468,10 +468,10 @@ def entry_key(program, args, kwargs, reachable=True):
     entry_key_python's), else by entry_key_python."""
     native = getattr(_C, "_entry_key", None)
     if reachable and native is not None:
-        found = _reachable(program.fn, program.owner)
+        found, outside = _reachable(program.fn, program.owner, with_tensors=True)
         return native(_C.Tensor, args, kwargs,
-                      (("grad mode", _C.is_grad_enabled()), ("default dtype", _C._get_default_dtype()),
-                       *_outside_state(program.fn, found)), found)
+                      (("grad mode", _C.is_grad_enabled()), ("default dtype", _C._get_default_dtype()), *outside),
+                      found)
     return entry_key_python(program, args, kwargs, reachable)
 
 
@@ -486,8 +486,8 @@ def entry_key_python(program, args, kwargs, reachable=True):
         return tuple((w, (d[0], d[1] if isinstance(d[1], type) else None))
                      if type(d) is tuple and d and d[0] in ("value", "object") else (w, d) for w, d in parts), tensors
     fn = program.fn
-    found = _reachable(fn, program.owner)
-    parts += _outside_state(fn, found)
+    found, outside = _reachable(fn, program.owner, with_tensors=True)
+    parts += outside
     for obj in found:
         states.append(obj)
     done = set()
@@ -535,93 +535,64 @@ def _is_optimizer(obj):
     return type(d) is dict and "param_groups" in d and "state" in d and not isinstance(obj, type)
 
 
-def _reachable(fn, owner):
+def _reachable(fn, owner, with_tensors=False):
     """Modules and optimisers the program may read besides its arguments: its module, the self of a bound method,
-    the cells of its closure and the globals its code names (one level, as written in the function)."""
+    the cells of its closure and the globals its code names (one level, as written in the function). With
+    with_tensors, also the guard parts of the tensors found there: (found, parts), Note [State outside the
+    arguments]."""
     found = [owner] if owner is not None else []
+    parts = []
     self_ = getattr(fn, "__self__", None)
     if self_ is not None and (_is_module(self_) or _is_optimizer(self_)):
         found.append(self_)
     code = getattr(fn, "__code__", None)
-    for cell in getattr(fn, "__closure__", None) or ():
-        try:
-            value = cell.cell_contents
-        except ValueError:
-            continue
-        if _is_module(value) or _is_optimizer(value):
-            found.append(value)
-    if code is not None:
-        g = getattr(fn, "__globals__", {})
-        for name in code.co_names:
-            value = g.get(name)
-            if value is not None and (_is_module(value) or _is_optimizer(value)):
-                found.append(value)
-    return found
-
-
-_PLAIN = (int, float, bool, complex, str, type(None))
-_HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
-
-
-def _outside_state(fn, found):
-    """Note [State outside the arguments]: the guard parts of what a static program reads besides its arguments
-    that _module_state and _optimizer_state do not cover. Without them each of these was a silent wrong answer (the
-    replay ran the recording made before the change):
-    - a tensor bound to a closure cell or to a global the function's code names, by identity: rebinding it
-      (`W = new_tensor`) is a miss, as rebinding a parameter is. Writes into the same tensor need no guard: an
-      external is read by reference at every replay;
-    - for every submodule of a reachable module: its plain attributes, tensors by identity (`self.mask = ...`, not
-      a parameter or buffer) and Python numbers, strings, None by value (`self.scale = 2.0`, torch guards on these
-      too), and the keys of its forward and backward hook dicts (a hook registered after the recording runs).
-    Only one level, as _reachable: a tensor inside a list held by a global is not seen (mode="check" finds it)."""
-    parts = []
-    tensor = _C.Tensor
     cells = getattr(fn, "__closure__", None)
     if cells:
-        names = fn.__code__.co_freevars
+        names = code.co_freevars if code is not None else ("?",) * len(cells)
         for name, cell in zip(names, cells):
             try:
                 value = cell.cell_contents
             except ValueError:
                 continue
-            if isinstance(value, tensor):
+            if _is_module(value) or _is_optimizer(value):
+                found.append(value)
+            elif with_tensors and isinstance(value, _C.Tensor):
                 parts.append((f"the closure's tensor {name}", id(value)))
-    code = getattr(fn, "__code__", None)
     if code is not None:
-        g = getattr(fn, "__globals__", None) or {}
+        g = getattr(fn, "__globals__", {})
         for name in code.co_names:
             value = g.get(name)
-            if value is not None and isinstance(value, tensor):
-                parts.append((f"the global tensor {name}", id(value)))
-    done = set()
-    for obj in found:
-        if not _is_module(obj) or id(obj) in done:
-            continue
-        stack = [obj]
-        while stack:
-            m = stack.pop()
-            if m is None or id(m) in done:
+            if value is None:
                 continue
-            done.add(id(m))
-            d = m.__dict__
-            out = []
-            for k, v in d.items():
-                if type(v) in _PLAIN:
-                    out += (k, v)
-                elif isinstance(v, tensor):
-                    out += (k, id(v))
-            for k in _HOOK_DICTS:
-                hooks = d.get(k)
-                if hooks:
-                    out += (k, tuple(hooks))
-            parts.append((f"the attributes of module {type(m).__name__}", tuple(out)))
-            stack.extend(d["_modules"].values())
-    return parts
+            if _is_module(value) or _is_optimizer(value):
+                found.append(value)
+            elif with_tensors and isinstance(value, _C.Tensor):
+                parts.append((f"the global tensor {name}", id(value)))
+    return (found, parts) if with_tensors else found
+
+
+# Note [State outside the arguments]
+# What a static program reads besides its arguments, guarded beyond the parameters, buffers and training flags.
+# Without these parts each case was a silent wrong answer (the replay ran the recording made before the change):
+# - a tensor bound to a closure cell or to a global the function's code names, by identity (_reachable with
+#   with_tensors): rebinding it (`W = new_tensor`) is a miss, as rebinding a parameter is. Writes into the same
+#   tensor need no guard: an external is read by reference at every replay;
+# - for every submodule of a reachable module (_module_state, and guard::module_attributes in
+#   csrc/bindings/capture_bind.cpp, element for element): its plain attributes in its __dict__'s order, tensors by
+#   identity (`self.mask = ...`, neither parameter nor buffer) and Python numbers, strings and None by value
+#   (`self.scale = 2.0`; torch guards on these too), then the keys of its non-empty forward and backward hook dicts
+#   (a hook registered after the recording is a miss, and the new variant records the hook's ops).
+# One level, as _reachable: a tensor inside a list held by a global, or a global read by a helper function, is not
+# seen (mode="check" finds it). A module that writes a Python number attribute at every call (a counter) misses at
+# every call and runs eagerly after recompile_limit variants: eager mode's results, with the warning.
+_PLAIN = (int, float, bool, complex, str, type(None))
+_HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
 
 
 def _module_state(module):
-    """Every submodule's identity and training flag, and its parameters' and buffers' names and identities, flat
-    (a walk of the _modules dicts: Module.modules() costs twice as much, and this runs at every call)."""
+    """Every submodule's identity and training flag, its parameters' and buffers' names and identities, its plain
+    attributes and its hooks (Note [State outside the arguments]), flat (a walk of the _modules dicts:
+    Module.modules() costs twice as much, and this runs at every call)."""
     out, stack, seen = [], [module], set()
     while stack:
         m = stack.pop()
@@ -634,6 +605,15 @@ def _module_state(module):
             out += (k, id(p), p is not None and p.requires_grad)
         for k, b in d["_buffers"].items():
             out += (k, id(b))
+        for k, v in d.items():          # Note [State outside the arguments]
+            if type(v) in _PLAIN:
+                out += (k, v)
+            elif isinstance(v, _C.Tensor):
+                out += (k, id(v))
+        for k in _HOOK_DICTS:
+            hooks = d.get(k)
+            if hooks:
+                out += (k, tuple(hooks))
         out.append(None)
         stack.extend(d["_modules"].values())
     return tuple(out)

