@@ -162,3 +162,78 @@ def test_train_eval_and_grad_mode_with_batchnorm_and_dropout(dg, mode):
         for a, b in zip(model_c.buffers(), model_e.buffers()):
             assert_same(a, b)
     assert compiled.compile_stats.replays >= 2
+
+
+def random_program(dg, rng):
+    """A random program over x (an argument), a parameter w and a closed-over buffer: elementwise ops, matmuls,
+    Python numbers from an argument, branches on bool(t) and loop counts from int(t), a value from .tolist(), an
+    in-place update of the buffer, random numbers, and a backward. Returns make(), which builds a fresh copy of
+    the program and its state (the same initial values), so the compiled and the eager copy never share state."""
+    ops = []
+    for _ in range(int(rng.integers(3, 9))):
+        kind = rng.choice(["unary", "scale", "w", "branch", "loop", "tolist", "buffer", "randn", "reduce"])
+        ops.append((str(kind), str(rng.choice(["tanh", "exp", "relu", "sigmoid", "neg"])), int(rng.integers(1, 3))))
+    w0 = rng.standard_normal((3, 3)).astype(np.float32) * 0.5
+
+    def make():
+        w = dg.tensor(w0.copy(), requires_grad=True)
+        buffer = dg.zeros(3)
+
+        def program(x, scale):
+            y = x @ w
+            for kind, unary, k in ops:
+                if kind == "unary":
+                    y = getattr(y, unary)()
+                elif kind == "scale":
+                    y = y * scale
+                elif kind == "w":
+                    y = y @ w
+                elif kind == "branch":
+                    y = y * 2 if bool(y.sum() > 0) else y - 1
+                elif kind == "loop":
+                    for _ in range(int((y.detach().abs().sum() > 1).item()) + k):
+                        y = (y * 0.5).tanh()
+                elif kind == "tolist":
+                    y = y + y.detach().tolist()[0][0]
+                elif kind == "buffer":
+                    with dg.no_grad():
+                        buffer.add_(y.detach().sum(0))
+                    y = y + buffer
+                elif kind == "randn":
+                    y = y + dg.randn(3) * 0.1
+                else:
+                    y = y.sum(0, keepdim=True) * y
+            loss = (y * y).sum()
+            loss.backward()
+            return loss, y.detach()
+        return program, w, buffer
+    return make
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_random_programs_match_eager_mode(dg, mode):
+    """A fuzzer of compiled programs: each random program runs compiled and eagerly on the same inputs over
+    several calls (values that flip its branches and loop counts, a changing Python number, two batch sizes);
+    results, gradients and the in-place updated buffer equal eager mode's, bitwise."""
+    rng = np.random.default_rng(20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for _ in range(12):
+            make = random_program(dg, rng)
+            (fn_c, w_c, buf_c), (fn_e, w_e, buf_e) = make(), make()
+            compiled = dg.compile(fn_c, mode=mode)
+            for call in range(6):
+                x = rng.standard_normal((int(rng.choice([2, 2, 4])), 3)).astype(np.float32)
+                scale = float(rng.choice([0.5, 0.5, 2.0]))
+                seed = int(rng.integers(0, 1000))
+                w_c.grad = w_e.grad = None
+                dg.manual_seed(seed)
+                loss_c, y_c = compiled(t(dg, x), scale)
+                dg.manual_seed(seed)
+                loss_e, y_e = fn_e(t(dg, x), scale)
+                assert_same(loss_c, loss_e)
+                assert_same(y_c, y_e)
+                assert_same(buf_c, buf_e)
+                assert (w_c.grad is None) == (w_e.grad is None)
+                if w_e.grad is not None:
+                    assert_same(w_c.grad, w_e.grad)
