@@ -237,3 +237,117 @@ def test_random_programs_match_eager_mode(dg, mode):
                 assert (w_c.grad is None) == (w_e.grad is None)
                 if w_e.grad is not None:
                     assert_same(w_c.grad, w_e.grad)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_recordings_free_nothing_held_and_leak_nothing(dg, mode):
+    """A program called with 20 shapes records up to the limit, then runs eagerly; every argument, output and
+    intermediate dies with the caller's references, and once the variants are dropped (compiler.reset(), the
+    program deleted) the memory they held returns: a second round of 20 shapes ends where the first did. Results
+    the caller still holds keep their values while later calls replay (nothing the user holds is reused)."""
+    w = t(dg, np.linspace(-1, 1, 8).reshape(1, 8), requires_grad=True)
+    refs = []
+
+    def program(x):
+        h = (x * w).tanh()
+        refs.append(weakref.ref(h))          # runs while recording only (static), at every call (verified)
+        loss = (h * h).sum()
+        loss.backward()
+        return loss, h
+
+    def round_of_calls():
+        compiled = dg.compile(program, mode=mode)
+        held = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            for n in list(range(1, 21)) + [1, 2, 3]:
+                x = t(dg, np.full((n, 8), 0.1 * n))
+                w.grad = None
+                loss, h = compiled(x)
+                refs.extend([weakref.ref(x), weakref.ref(loss), weakref.ref(h)])
+                held.append((n, loss, h))
+        for n, loss, h in held:           # the replays after them wrote into none of these
+            expected = np.tanh(np.full((n, 8), np.float32(0.1 * n)) * w.detach().numpy())
+            np.testing.assert_allclose(h.detach().numpy(), expected, rtol=1e-6)
+            assert abs(loss.item() - float((h.detach().numpy().astype(np.float64) ** 2).sum())) < 1e-3
+        stats = compiled.compile_stats
+        assert stats.variants <= 8 and stats.replays >= 2
+        del held, loss, h, x
+        dg.compiler.reset()
+        del compiled
+        gc.collect()
+
+    round_of_calls()
+    assert all(r() is None for r in refs)
+    tracemalloc.start()
+    try:
+        gc.collect()
+        start = tracemalloc.get_traced_memory()[0]
+        round_of_calls()
+        first = tracemalloc.get_traced_memory()[0]
+        round_of_calls()
+        second = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert all(r() is None for r in refs)
+    # each round's Python objects are gone again: what is left over is the few refs and stats (not per variant)
+    assert second - first < 16_000, (start, first, second)
+
+
+def test_torch_api_forms(dg, monkeypatch):
+    """torch's API: compile's signature (names, kinds and defaults as torch 2.13's, where torch is installed), the
+    decorator forms, Module.compile, compiler.reset() and is_compiling(), DYNGRAD_COMPILE_CHECK."""
+    import inspect
+    params = inspect.signature(dg.compile).parameters
+    assert list(params)[:1] == ["model"] and all(p.kind is p.KEYWORD_ONLY for p in list(params.values())[1:])
+    for name, default in (("fullgraph", False), ("dynamic", None), ("mode", None), ("options", None),
+                          ("disable", False)):
+        assert params[name].default is default
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        theirs = inspect.signature(torch.compile).parameters
+        assert [(n, p.kind, p.default) for n, p in theirs.items()] == [(n, p.kind, p.default) for n, p in
+                                                                      params.items()]
+    seen = []
+
+    @dg.compile
+    def plain(x):
+        return x + 1
+
+    @dg.compile(mode="reduce-overhead")
+    def static(x):
+        seen.append(dg.compiler.is_compiling())
+        return x * 2
+
+    @dg.compile(fullgraph=True, recompile_limit=3)
+    def full(x):
+        return x - 1
+    x = t(dg, [1., 2.])
+    for _ in range(3):
+        assert_same(plain(x), x + 1)
+        assert_same(static(x), x * 2)
+        assert_same(full(x), x - 1)
+    assert seen == [True] and not dg.compiler.is_compiling()
+    assert static.compile_stats.replays == 2 and full.compile_stats.replays == 2
+    dg.compiler.reset()                  # drops every recording: the next call records again
+    assert_same(static(x), x * 2)
+    assert seen == [True, True] and static.compile_stats.recordings == 2     # statistics stay
+    model = dg.nn.Linear(2, 2)
+    assert model.compile(fullgraph=True) is None
+    for _ in range(3):
+        assert_same(model(x), model._call_impl(x))
+    assert model._compiled_call.stats.replays == 2
+    monkeypatch.setenv("DYNGRAD_COMPILE_CHECK", "1")
+    counter = [1.0]
+
+    def unguarded(x):
+        return x * counter[0]          # a Python number static replay freezes: check mode reports it
+    checked = dg.compile(unguarded)
+    assert checked.compile_stats.mode == "check"
+    checked(x)
+    counter[0] = 3.0
+    with pytest.raises(RuntimeError, match="diverged from its recording.*test_compile_contract.py:"):
+        checked(x)
