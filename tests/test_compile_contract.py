@@ -351,3 +351,34 @@ def test_torch_api_forms(dg, monkeypatch):
     counter[0] = 3.0
     with pytest.raises(RuntimeError, match="diverged from its recording.*test_compile_contract.py:"):
         checked(x)
+
+
+G_TABLE = None      # a global tensor test_an_argument_that_is_also_an_external passes as an argument
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_argument_that_is_also_an_external(dg, mode):
+    """Note [Arguments that are also externals] (compiling.py): recorded with an argument that is also a tensor
+    the program reads another way (here a module's own weight, and a global tensor), a static replay with another
+    argument returned the argument where eager mode reads the weight or the global: a silent wrong answer. Such a
+    variant runs eagerly now, with one warning."""
+    global G_TABLE
+    G_TABLE = t(dg, [1., 2.])
+    lin = dg.nn.Linear(2, 2, bias=False)
+
+    def scaled(x):
+        return lin(x) + G_TABLE
+    compiled = dg.compile(scaled, mode=mode)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for x in (lin.weight, G_TABLE.reshape(1, 2) * 1, lin.weight, t(dg, [[3., 4.], [5., 6.]])):
+            assert_same(compiled(x), scaled(x))
+
+        def table(x):
+            return x * G_TABLE
+        compiled_table = dg.compile(table, mode=mode)
+        for x in (G_TABLE, t(dg, [5., 7.]), t(dg, [-1., 0.5])):
+            assert_same(compiled_table(x), table(x))
+    if mode != "verified":
+        assert any("also a parameter, buffer or closed-over tensor" in str(w.message) for w in caught)
+        assert compiled_table.compile_stats.eager_calls == 2

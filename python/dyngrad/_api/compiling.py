@@ -254,7 +254,8 @@ class Program:
         self.last_key = key
         if group[0].eager_reason is not None:
             op, line = group[0].eager_reason
-            self.eager(f"a step static replay cannot repeat: {op} at {line} (a custom Function, a hook)")
+            why = getattr(group[0], "eager_why", None) or "a custom Function, a hook"
+            self.eager(f"a step static replay cannot repeat: {op} at {line} ({why})")
             return self.run_eagerly(args, kwargs)
         if self.verified:
             return self.verified_call(group, args, kwargs, tensors)
@@ -353,6 +354,7 @@ class Program:
         variant.origin = (self.last_miss if self.last_key is not None and self.groups else None) or \
             ("the first call with these arguments' structure, shapes and dtypes", None)
         result = capture.record(variant, self.fn, args, kwargs, tensors)
+        _mark_aliased_arguments(self, variant, args, kwargs, tensors)
         self.groups.setdefault(key, []).insert(0, variant)
         self.last_key = key
         self.stats.recordings += 1
@@ -367,6 +369,11 @@ class Program:
         if not self.warned_eager and not self.verified:   # verified calls run eagerly anyway: nothing is lost
             self.warned_eager = True
             op, line = variant.eager_reason
+            why = getattr(variant, "eager_why", None)
+            if why is not None:
+                warn(f"compile: {self.stats.name} runs eagerly for these arguments: {op} ({line}) {why}.",
+                     RuntimeWarning)
+                return
             warn(f"compile: {self.stats.name} runs eagerly for these arguments: its call of {op} at {line} "
                           f"hands the engine a Python object (a custom autograd.Function, a hook, saved-tensor "
                           f"hooks), which static replay cannot repeat.", RuntimeWarning)
@@ -384,6 +391,7 @@ class Program:
         variant.n_slots = miss.variant.n_slots
         variant.externals = dict(miss.variant.externals)
         result = capture.record(variant, self.fn, args, kwargs, tensors, serve=served, serve_results=miss.results)
+        _mark_aliased_arguments(self, variant, args, kwargs, tensors)
         group.insert(0, variant)
         self.stats.recordings += 1
         self.warn_eager(variant)
@@ -395,6 +403,42 @@ class Program:
             return self.fn(*args, **kwargs)
         finally:
             _eager_flag.on = False
+
+
+def _mark_aliased_arguments(program, variant, args, kwargs, tensors):
+    """Note [Arguments that are also externals]: a recording maps every object to one slot, and an argument takes
+    its slot first. An argument tensor that the program also reads another way (a parameter or buffer of a
+    module it reaches, a tensor attribute, an optimiser's parameter or state, a closed-over or global tensor:
+    `compiled(model.weight)` where the forward reads self.weight) was therefore recorded as the argument at both
+    reads, and a replay with another tensor there would use it at both: a silent wrong answer. The guards cannot
+    see the difference (the same shapes), so such a variant runs eagerly, with one warning. Static modes only:
+    verified replay compares each op's tensors with the call's own."""
+    if program.verified or variant.eager_reason is not None or not tensors:
+        return
+    found, parts = _reachable(program.fn, program.owner, with_tensors=True)
+    objs = list(found)
+    for value in list(args) + list(kwargs.values()):
+        if _is_module(value) or _is_optimizer(value):
+            objs.append(value)
+    ids = {i for _, i in parts}
+    for obj in objs:
+        if _is_module(obj):
+            for m in obj.modules():
+                for v in m.__dict__.values():
+                    if isinstance(v, _C.Tensor):
+                        ids.add(id(v))
+                ids.update(id(p) for p in m._parameters.values() if p is not None)
+                ids.update(id(b) for b in m._buffers.values() if b is not None)
+        else:
+            for g in obj.param_groups:
+                ids.update(id(p) for p in g["params"])
+            for s in obj.state.values():
+                ids.update(id(v) for v in s.values() if isinstance(v, _C.Tensor))
+    aliased = [i for i, t in enumerate(tensors) if id(t) in ids]
+    if aliased:
+        variant.eager_reason = (f"argument tensor {aliased[0]}", "the call's arguments")
+        variant.eager_why = ("is also a parameter, buffer or closed-over tensor that the program reads, which a "
+                             "replay with another argument would confuse with it")
 
 
 def _short(value):
