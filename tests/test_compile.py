@@ -567,3 +567,71 @@ def test_sequence_arguments_replay_in_the_loop(dg):
             program.add(dg._C.neg, [0], [None], 1, "neg", None, [None, None])
         with pytest.raises(ValueError, match="both a slot and a sequence"):
             program.add(dg._C.neg, [0], [None], 1, "neg", None, [(False, [0], [None])])
+
+
+G_WEIGHT = None      # a global tensor that test_state_outside_the_arguments_is_guarded rebinds
+
+
+@pytest.mark.parametrize("mode", ["reduce-overhead", "check"])
+def test_state_outside_the_arguments_is_guarded(dg, mode):
+    """Note [State outside the arguments] (compiling.py): each of these was a silent wrong answer of static replay
+    (the replay ran the recording made before the change): a global or closed-over tensor rebound, a module's
+    plain tensor or Python number attribute changed, a forward hook registered after the recording, a parameter's
+    .data replaced. Each now gives eager mode's result."""
+    global G_WEIGHT
+    G_WEIGHT = t(dg, [1., 2.])
+    x = t(dg, [[1., 1.]])
+
+    def uses_global(x):
+        return x * G_WEIGHT
+
+    def make_closure():
+        v = t(dg, [1., 2.])
+
+        def uses_cell(x):
+            return x * v
+
+        def rebind(new):
+            nonlocal v
+            v = new
+        return uses_cell, rebind
+    uses_cell, rebind = make_closure()
+
+    class Scaled(dg.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = dg.nn.Linear(2, 2)
+            self.mask = dg.ones(2)
+            self.scale = 2.0
+
+        def forward(self, x):
+            return self.lin(x) * self.mask * self.scale
+    model = Scaled()
+    compiled = {name: dg.compile(fn, mode=mode) for name, fn in
+                (("global", uses_global), ("cell", uses_cell), ("module", model))}
+    eager = {"global": uses_global, "cell": uses_cell, "module": model}
+
+    def agree():
+        for name in compiled:
+            assert_same(compiled[name](x), eager[name](x))
+    agree()
+    agree()
+    G_WEIGHT = t(dg, [5., 7.])
+    rebind(t(dg, [3., -1.]))
+    model.mask = t(dg, [0., 1.])
+    agree()
+    model.scale = 5.0
+    agree()
+    calls = []
+    handle = model.lin.register_forward_hook(lambda m, i, o: calls.append(1) or o * 2)
+    agree()
+    assert len(calls) == 2          # the compiled call and the eager one
+    handle.remove()
+    agree()
+    with dg.no_grad():
+        model.lin.weight.data = t(dg, np.full((2, 2), 3.0))
+    agree()
+    reasons = " ".join(r for r, _ in compiled["module"].compile_stats.guard_misses)
+    assert "module Scaled changed" in reasons
+    assert "global tensor G_WEIGHT" in compiled["global"].compile_stats.guard_misses[0][0]
+    assert "closure's tensor v" in compiled["cell"].compile_stats.guard_misses[0][0]

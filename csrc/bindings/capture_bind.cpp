@@ -629,8 +629,42 @@ struct Walk {
   }
 };
 
-py::object module_state(PyObject* module) {  // compiling._module_state, the same walk (a stack, last in first out)
-  const Names& n = names();
+// Note [State outside the arguments] (python/dyngrad/_api/compiling.py): a module's plain attributes (exact
+// int, bool, float, complex, str or None by value; tensors by identity) in its __dict__'s order, then the keys of
+// its non-empty hook dicts, as compiling._module_state lists them.
+void module_attributes(PyObject* out, PyObject* d, PyTypeObject* tensor_type) {
+  static PyObject* const hook_dicts[] = {
+      PyUnicode_InternFromString("_forward_pre_hooks"), PyUnicode_InternFromString("_forward_hooks"),
+      PyUnicode_InternFromString("_backward_pre_hooks"), PyUnicode_InternFromString("_backward_hooks")};
+  Py_ssize_t pos = 0;
+  PyObject *k, *v;
+  while (PyDict_Next(d, &pos, &k, &v)) {
+    PyTypeObject* t = Py_TYPE(v);
+    if (PyLong_CheckExact(v) || PyBool_Check(v) || PyFloat_CheckExact(v) || PyComplex_CheckExact(v) ||
+        PyUnicode_CheckExact(v) || v == Py_None) {
+      append(out, k);
+      append(out, v);
+    } else if (tensor_type && (t == tensor_type || PyType_IsSubtype(t, tensor_type))) {
+      append(out, k);
+      append(out, id_of(v).ptr());
+    }
+  }
+  for (PyObject* name : hook_dicts) {
+    PyObject* hooks = PyDict_GetItemWithError(d, name);  // borrowed
+    if (!hooks) {
+      if (PyErr_Occurred()) throw py::error_already_set();
+      continue;
+    }
+    const int nonempty = PyObject_IsTrue(hooks);
+    if (nonempty < 0) throw py::error_already_set();
+    if (!nonempty) continue;
+    append(out, name);
+    append(out, own(PySequence_Tuple(hooks)).ptr());
+  }
+}
+
+py::object module_state(PyObject* module, PyTypeObject* tensor_type) {  // compiling._module_state, the same walk
+  const Names& n = names();                                               // (a stack, last in first out)
   py::object out = own(PyList_New(0));
   std::vector<py::object> stack{borrow(module)};
   std::vector<PyObject*> seen;
@@ -657,6 +691,7 @@ py::object module_state(PyObject* module) {  // compiling._module_state, the sam
       append(out.ptr(), k);
       append(out.ptr(), id_of(b).ptr());
     });
+    module_attributes(out.ptr(), d, tensor_type);
     append(out.ptr(), Py_None);
     for_each_item(modules.ptr(), [&](PyObject*, PyObject* sub) { stack.push_back(borrow(sub)); });
   }
@@ -1020,7 +1055,7 @@ void bind_capture(py::module_& m) {
       const bool module = guard::is_module(obj);
       py::object label = guard::own(PyUnicode_FromFormat(module ? "module %s" : "optimizer %s",
                                                          _PyType_Name(Py_TYPE(obj))));
-      w.add(label.ptr(), module ? guard::module_state(obj) : guard::optimizer_state(obj));
+      w.add(label.ptr(), module ? guard::module_state(obj, w.tensor_type) : guard::optimizer_state(obj));
     }
     py::object key = guard::own(PyList_AsTuple(w.parts.ptr()));
     return guard::own(PyTuple_Pack(2, key.ptr(), w.tensors.ptr()));

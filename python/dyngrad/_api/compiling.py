@@ -273,7 +273,8 @@ class Program:
         self.last_key = key
         if group[0].eager_reason is not None:
             op, line = group[0].eager_reason
-            self.eager(f"a step static replay cannot repeat: {op} at {line} (a custom Function, a hook)")
+            why = getattr(group[0], "eager_why", None) or "a custom Function, a hook"
+            self.eager(f"a step static replay cannot repeat: {op} at {line} ({why})")
             return self.run_eagerly(args, kwargs)
         if self.verified:
             return self.verified_call(group, args, kwargs, tensors)
@@ -374,6 +375,7 @@ class Program:
         variant.origin = (self.last_miss if self.last_key is not None and self.groups else None) or \
             ("the first call with these arguments' structure, shapes and dtypes", None)
         result = capture.record(variant, self.fn, args, kwargs, tensors)
+        _mark_aliased_arguments(self, variant, args, kwargs, tensors)
         self.groups.setdefault(key, []).insert(0, variant)
         self.last_key = key
         self.last_group = self.groups[key]
@@ -389,6 +391,11 @@ class Program:
         if not self.warned_eager and not self.verified:   # verified calls run eagerly anyway: nothing is lost
             self.warned_eager = True
             op, line = variant.eager_reason
+            why = getattr(variant, "eager_why", None)
+            if why is not None:
+                warn(f"compile: {self.stats.name} runs eagerly for these arguments: {op} ({line}) {why}.",
+                     RuntimeWarning)
+                return
             warn(f"compile: {self.stats.name} runs eagerly for these arguments: its call of {op} at {line} "
                           f"hands the engine a Python object (a custom autograd.Function, a hook, saved-tensor "
                           f"hooks), which static replay cannot repeat.", RuntimeWarning)
@@ -406,6 +413,7 @@ class Program:
         variant.n_slots = miss.variant.n_slots
         variant.externals = dict(miss.variant.externals)
         result = capture.record(variant, self.fn, args, kwargs, tensors, serve=served, serve_results=miss.results)
+        _mark_aliased_arguments(self, variant, args, kwargs, tensors)
         group.insert(0, variant)
         self.stats.recordings += 1
         self.warn_eager(variant)
@@ -419,6 +427,42 @@ class Program:
         finally:
             _eager_flag.on = False
             _eager_threads.discard(threading.get_ident())
+
+
+def _mark_aliased_arguments(program, variant, args, kwargs, tensors):
+    """Note [Arguments that are also externals]: a recording maps every object to one slot, and an argument takes
+    its slot first. An argument tensor that the program also reads another way (a parameter or buffer of a
+    module it reaches, a tensor attribute, an optimiser's parameter or state, a closed-over or global tensor:
+    `compiled(model.weight)` where the forward reads self.weight) was therefore recorded as the argument at both
+    reads, and a replay with another tensor there would use it at both: a silent wrong answer. The guards cannot
+    see the difference (the same shapes), so such a variant runs eagerly, with one warning. Static modes only:
+    verified replay compares each op's tensors with the call's own."""
+    if program.verified or variant.eager_reason is not None or not tensors:
+        return
+    found, parts = _reachable(program.fn, program.owner, with_tensors=True)
+    objs = list(found)
+    for value in list(args) + list(kwargs.values()):
+        if _is_module(value) or _is_optimizer(value):
+            objs.append(value)
+    ids = {i for _, i in parts}
+    for obj in objs:
+        if _is_module(obj):
+            for m in obj.modules():
+                for v in m.__dict__.values():
+                    if isinstance(v, _C.Tensor):
+                        ids.add(id(v))
+                ids.update(id(p) for p in m._parameters.values() if p is not None)
+                ids.update(id(b) for b in m._buffers.values() if b is not None)
+        else:
+            for g in obj.param_groups:
+                ids.update(id(p) for p in g["params"])
+            for s in obj.state.values():
+                ids.update(id(v) for v in s.values() if isinstance(v, _C.Tensor))
+    aliased = [i for i, t in enumerate(tensors) if id(t) in ids]
+    if aliased:
+        variant.eager_reason = (f"argument tensor {aliased[0]}", "the call's arguments")
+        variant.eager_why = ("is also a parameter, buffer or closed-over tensor that the program reads, which a "
+                             "replay with another argument would confuse with it")
 
 
 def _short(value):
@@ -492,9 +536,10 @@ def entry_key(program, args, kwargs, reachable=True):
     entry_key_python's), else by entry_key_python."""
     native = getattr(_C, "_entry_key", None)
     if reachable and native is not None:
+        found, outside = _reachable(program.fn, program.owner, with_tensors=True)
         return native(_C.Tensor, args, kwargs,
-                      (("grad mode", _C.is_grad_enabled()), ("default dtype", _C._get_default_dtype())),
-                      _reachable(program.fn, program.owner))
+                      (("grad mode", _C.is_grad_enabled()), ("default dtype", _C._get_default_dtype()), *outside),
+                      found)
     return entry_key_python(program, args, kwargs, reachable)
 
 
@@ -525,7 +570,9 @@ def entry_key_python(program, args, kwargs, reachable=True):
         return tuple((w, (d[0], d[1] if isinstance(d[1], type) else None))
                      if type(d) is tuple and d and d[0] in ("value", "object") else (w, d) for w, d in parts), tensors
     fn = program.fn
-    for obj in _reachable(fn, program.owner):
+    found, outside = _reachable(fn, program.owner, with_tensors=True)
+    parts += outside
+    for obj in found:
         states.append(obj)
     done = set()
     for obj in states:
@@ -572,33 +619,64 @@ def _is_optimizer(obj):
     return type(d) is dict and "param_groups" in d and "state" in d and not isinstance(obj, type)
 
 
-def _reachable(fn, owner):
+def _reachable(fn, owner, with_tensors=False):
     """Modules and optimisers the program may read besides its arguments: its module, the self of a bound method,
-    the cells of its closure and the globals its code names (one level, as written in the function)."""
+    the cells of its closure and the globals its code names (one level, as written in the function). With
+    with_tensors, also the guard parts of the tensors found there: (found, parts), Note [State outside the
+    arguments]."""
     found = [owner] if owner is not None else []
+    parts = []
     self_ = getattr(fn, "__self__", None)
     if self_ is not None and (_is_module(self_) or _is_optimizer(self_)):
         found.append(self_)
     code = getattr(fn, "__code__", None)
-    for cell in getattr(fn, "__closure__", None) or ():
-        try:
-            value = cell.cell_contents
-        except ValueError:
-            continue
-        if _is_module(value) or _is_optimizer(value):
-            found.append(value)
+    cells = getattr(fn, "__closure__", None)
+    if cells:
+        names = code.co_freevars if code is not None else ("?",) * len(cells)
+        for name, cell in zip(names, cells):
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            if _is_module(value) or _is_optimizer(value):
+                found.append(value)
+            elif with_tensors and isinstance(value, _C.Tensor):
+                parts.append((f"the closure's tensor {name}", id(value)))
     if code is not None:
         g = getattr(fn, "__globals__", {})
         for name in code.co_names:
             value = g.get(name)
-            if value is not None and (_is_module(value) or _is_optimizer(value)):
+            if value is None:
+                continue
+            if _is_module(value) or _is_optimizer(value):
                 found.append(value)
-    return found
+            elif with_tensors and isinstance(value, _C.Tensor):
+                parts.append((f"the global tensor {name}", id(value)))
+    return (found, parts) if with_tensors else found
+
+
+# Note [State outside the arguments]
+# What a static program reads besides its arguments, guarded beyond the parameters, buffers and training flags.
+# Without these parts each case was a silent wrong answer (the replay ran the recording made before the change):
+# - a tensor bound to a closure cell or to a global the function's code names, by identity (_reachable with
+#   with_tensors): rebinding it (`W = new_tensor`) is a miss, as rebinding a parameter is. Writes into the same
+#   tensor need no guard: an external is read by reference at every replay;
+# - for every submodule of a reachable module (_module_state, and guard::module_attributes in
+#   csrc/bindings/capture_bind.cpp, element for element): its plain attributes in its __dict__'s order, tensors by
+#   identity (`self.mask = ...`, neither parameter nor buffer) and Python numbers, strings and None by value
+#   (`self.scale = 2.0`; torch guards on these too), then the keys of its non-empty forward and backward hook dicts
+#   (a hook registered after the recording is a miss, and the new variant records the hook's ops).
+# One level, as _reachable: a tensor inside a list held by a global, or a global read by a helper function, is not
+# seen (mode="check" finds it). A module that writes a Python number attribute at every call (a counter) misses at
+# every call and runs eagerly after recompile_limit variants: eager mode's results, with the warning.
+_PLAIN = (int, float, bool, complex, str, type(None))
+_HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
 
 
 def _module_state(module):
-    """Every submodule's identity and training flag, and its parameters' and buffers' names and identities, flat
-    (a walk of the _modules dicts: Module.modules() costs twice as much, and this runs at every call)."""
+    """Every submodule's identity and training flag, its parameters' and buffers' names and identities, its plain
+    attributes and its hooks (Note [State outside the arguments]), flat (a walk of the _modules dicts:
+    Module.modules() costs twice as much, and this runs at every call)."""
     out, stack, seen = [], [module], set()
     while stack:
         m = stack.pop()
@@ -611,6 +689,15 @@ def _module_state(module):
             out += (k, id(p), p is not None and p.requires_grad)
         for k, b in d["_buffers"].items():
             out += (k, id(b))
+        for k, v in d.items():          # Note [State outside the arguments]
+            if type(v) in _PLAIN:
+                out += (k, v)
+            elif isinstance(v, _C.Tensor):
+                out += (k, id(v))
+        for k in _HOOK_DICTS:
+            hooks = d.get(k)
+            if hooks:
+                out += (k, tuple(hooks))
         out.append(None)
         stack.extend(d["_modules"].values())
     return tuple(out)
