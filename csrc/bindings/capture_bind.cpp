@@ -113,7 +113,7 @@ const std::unordered_map<std::string, CoreCall>& core_calls() {
 // the bench's 200 one-element ops) spends its replay in the tensors' machinery, not in arithmetic: an output
 // allocated per op (~400 tensors per replay of the 200 ops), reference counts, the kernels' dispatch and set-up,
 // a formula's tensors per node. Once a planned run (Note [The backward as a recorded program]) has shown that
-// every step before the backward is one of add, sub, mul, neg, exp, tanh, sigmoid (a core call, operands and
+// every step before the backward is one of add, sub, mul, div, neg, exp, tanh, sigmoid, relu (a core call, operands and
 // result of one shape) or a full sum, and every value one float32 element, the program is kept as a list of those
 // ops over one float per slot, and the plan's backward as the same formulas on floats (replay_backward.cpp,
 // plan_scalar). A run takes it when the planned backward is usable (plan_usable) and every input slot (argument,
@@ -218,6 +218,8 @@ bool scalar_op_of(const std::string& name, char& kind, UnaryKind& u, BinaryKind&
       {"exp", {'u', UnaryKind::Exp, BinaryKind::Add, OpKind::exp}},
       {"tanh", {'u', UnaryKind::Tanh, BinaryKind::Add, OpKind::tanh}},
       {"sigmoid", {'u', UnaryKind::Sigmoid, BinaryKind::Add, OpKind::sigmoid}},
+      {"div", {'b', UnaryKind::Neg, BinaryKind::Div, OpKind::div}},
+      {"relu", {'u', UnaryKind::Relu, BinaryKind::Add, OpKind::relu}},
   };
   auto it = table.find(name);
   if (it == table.end()) return false;
