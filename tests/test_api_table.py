@@ -18,6 +18,9 @@ from helpers import subprocess_env  # noqa: F401  (imports the dyngrad the run u
 # C++ memory/cycle bookkeeping the reference engine (plain Python objects) does not need.
 CPP_ONLY = {
     "_sgd_step": "fused optimiser step (Note [Fused optimiser steps]); the reference runs the update as tensor ops",
+    "_entry_key_matches": "static replay's entry guard compared in place (Note [Entry guards compared in place]); "
+                          "the reference builds the key",
+    "_reachable": "compiling._reachable's walk in C++, for that comparison",
     "_adam_step": "fused optimiser step", "_adagrad_step": "fused optimiser step",
     "_rmsprop_step": "fused optimiser step",
     "_set_blas": "hands OpenBLAS to the C++ kernels", "_blas_loaded": "whether it did",

@@ -22,6 +22,7 @@
 
 #include "common.h"
 #include "dyngrad/cycles.h"
+#include "dyngrad/forward_ad.h"
 #include "dyngrad/grad_mode.h"
 #include "dyngrad/kernels/scalar.h"
 #include "replay_backward.h"
@@ -113,7 +114,7 @@ const std::unordered_map<std::string, CoreCall>& core_calls() {
 // the bench's 200 one-element ops) spends its replay in the tensors' machinery, not in arithmetic: an output
 // allocated per op (~400 tensors per replay of the 200 ops), reference counts, the kernels' dispatch and set-up,
 // a formula's tensors per node. Once a planned run (Note [The backward as a recorded program]) has shown that
-// every step before the backward is one of add, sub, mul, neg, exp, tanh, sigmoid (a core call, operands and
+// every step before the backward is one of add, sub, mul, div, neg, exp, tanh, sigmoid, relu (a core call, operands and
 // result of one shape) or a full sum, and every value one float32 element, the program is kept as a list of those
 // ops over one float per slot, and the plan's backward as the same formulas on floats (replay_backward.cpp,
 // plan_scalar). A run takes it when the planned backward is usable (plan_usable) and every input slot (argument,
@@ -184,6 +185,7 @@ struct ReplayProgram {
   std::unique_ptr<ScalarProgram> scalar;
   int scalar_state = 0;  // 0: not tried yet; 1: `scalar` is built; -1: this program has none (or it is off)
   int64_t scalar_runs = 0;
+  bool handed_back = false;  // this run went back to Python (a step Python runs, a result it compares)
 
   void materialize(PyObject* list, int64_t slot) {
     if (slot < 0 || slot >= (int64_t)values.size() || !values[slot]) return;
@@ -220,6 +222,8 @@ bool scalar_op_of(const std::string& name, char& kind, UnaryKind& u, BinaryKind&
       {"exp", {'u', UnaryKind::Exp, BinaryKind::Add, OpKind::exp}},
       {"tanh", {'u', UnaryKind::Tanh, BinaryKind::Add, OpKind::tanh}},
       {"sigmoid", {'u', UnaryKind::Sigmoid, BinaryKind::Add, OpKind::sigmoid}},
+      {"div", {'b', UnaryKind::Neg, BinaryKind::Div, OpKind::div}},
+      {"relu", {'u', UnaryKind::Relu, BinaryKind::Add, OpKind::relu}},
   };
   auto it = table.find(name);
   if (it == table.end()) return false;
@@ -230,7 +234,9 @@ bool scalar_op_of(const std::string& name, char& kind, UnaryKind& u, BinaryKind&
 // Note [Scalar replay]: after a whole planned run, with every slot's tensor still at hand
 void scalar_build(ReplayProgram& p, PyObject* list) {
   p.scalar_state = -1;
-  if (!p.plan || p.plan_step + 1 != p.steps.size()) return;
+  // with a plan, the backward is the last step; without one (a forward-only program), no step is a backward
+  const size_t forward_steps = p.plan ? p.plan_step : p.steps.size();
+  if (p.plan && p.plan_step + 1 != p.steps.size()) return;
   const int64_t n_slots = PyList_GET_SIZE(list);
   auto sp = std::make_unique<ScalarProgram>();
   std::unordered_map<int64_t, std::tuple<OpKind, int64_t, int64_t>> producer;
@@ -247,7 +253,7 @@ void scalar_build(ReplayProgram& p, PyObject* list) {
       sp->inputs.push_back({slot, (*t)->shape});
     return true;
   };
-  for (size_t i = 0; i < p.plan_step; ++i) {
+  for (size_t i = 0; i < forward_steps; ++i) {
     const ReplayProgram::Step& s = p.steps[i];
     if (s.out < 0 || s.out >= n_slots || made[s.out] || s.special != Special::none) return;
     ScalarProgram::Op op;
@@ -280,6 +286,14 @@ void scalar_build(ReplayProgram& p, PyObject* list) {
   }
   for (int64_t slot : p.output_slots)
     if (slot >= 0 && slot < n_slots && made[slot]) sp->outputs.push_back({slot, (*scalar_tensor(slot))->shape});
+  if (!p.plan) {  // forward only: taken where no input requires grad (or grad mode is off), as recorded here
+    for (const auto& [slot, shape] : sp->inputs)
+      if ((*scalar_tensor(slot))->requires_grad && GradMode::is_enabled()) return;
+    if (sp->ops.empty()) return;
+    p.scalar = std::move(sp);
+    p.scalar_state = 1;
+    return;
+  }
   sp->backward = plan_scalar(*p.plan, [&](int64_t slot, OpKind& kind, int64_t& a, int64_t& b) {
     auto it = producer.find(slot);
     if (it == producer.end()) return false;
@@ -300,6 +314,8 @@ bool scalar_run(ReplayProgram& p, PyObject* list) {
   for (const auto& [slot, shape] : sp.inputs) {
     const Tensor* t = slot < n_slots ? slot_tensor(p, list, slot) : nullptr;
     if (!t || !*t || (*t)->dtype != DType::Float32 || (*t)->shape != shape) return false;
+    // a forward-only program: eager mode's outputs would have history (or tangents) otherwise
+    if (!p.plan && (forward_ad::active() || ((*t)->requires_grad && GradMode::is_enabled()))) return false;
   }
   for (const auto& [slot, shape] : sp.inputs) sp.regs[slot] = (*slot_tensor(p, list, slot))->data<float>()[0];
   float* r = sp.regs.data();
@@ -317,13 +333,13 @@ bool scalar_run(ReplayProgram& p, PyObject* list) {
     }
   }
   auto reader = [&](int64_t slot) { return slot < n_slots ? slot_tensor(p, list, slot) : nullptr; };
-  scalar_backward_run(*p.plan, *sp.backward, sp.regs, reader);
+  if (p.plan) scalar_backward_run(*p.plan, *sp.backward, sp.regs, reader);
   for (const auto& [slot, shape] : sp.outputs) {  // fresh tensors: the user may hold the last call's
     Tensor t = empty(shape, DType::Float32);
     t->data<float>()[0] = r[slot];
     PyList_SetItem(list, slot, py::cast(t).release().ptr());
   }
-  plan_set_heads(*p.plan, p.plan_heads, reader);
+  if (p.plan) plan_set_heads(*p.plan, p.plan_heads, reader);
   return true;
 }
 
@@ -334,11 +350,12 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
     p.values.assign(n_slots, Tensor());
     if ((Py_ssize_t)p.exported.size() < n_slots) p.exported.resize(n_slots, 1);
     p.running = true;
+    p.handed_back = false;
     p.plan_on = p.plan_dirty = p.plan_ran = false;
     if (start == 0 && p.plan)
       p.plan_on = plan_usable(*p.plan, [&](int64_t slot) { return slot < n_slots ? slot_tensor(p, list, slot) : nullptr; });
     if (p.plan_on) ++p.planned_runs;
-    if (start == 0 && p.plan_on && p.scalar_state == 1 && scalar_run(p, list)) {
+    if (start == 0 && (p.plan_on || !p.plan) && p.scalar_state == 1 && scalar_run(p, list)) {
       ++p.scalar_runs;
       p.finish();
       return py::none();
@@ -354,6 +371,7 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
                " is beyond the ", n_slots, " slots.");
     if (s.out == -2) {
       for (int64_t slot : s.slots) p.materialize(list, slot);
+      p.handed_back = true;
       return py::make_tuple(i);
     }
     // Note [The backward as a recorded program]: the forward's tensor steps make no node, the backward is planned
@@ -479,9 +497,10 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
                "recorded program]); the replay cannot go back to Python from here. Please report this program.");
       p.plan_on = false;  // nothing has run without its graph yet: the run goes on as unplanned
     }
+    p.handed_back = true;
     return py::make_tuple(i, py::reinterpret_steal<py::object>(result));
   }
-  if (p.plan_ran && p.scalar_state == 0) scalar_build(p, list);
+  if (p.scalar_state == 0 && !p.handed_back && (p.plan_ran || (!p.plan && start == 0))) scalar_build(p, list);
   p.finish();
   return py::none();
 }
@@ -1252,6 +1271,11 @@ void bind_capture(py::module_& m) {
                 if (slot >= 0 && slot < (int64_t)exported.size()) exported[slot] = 1;
           }
         p.exported = std::move(exported);
+        if (!p.plan) {  // Note [Scalar replay]: the slots returned (set_backward_plan sets them again with a plan)
+          p.output_slots.clear();
+          for (size_t slot = 0; slot < flags.size(); ++slot)
+            if (flags[slot]) p.output_slots.push_back((int64_t)slot);
+        }
       }, py::arg("exported"))
       // Note [The backward as a recorded program]: takes `plan` (a _BackwardPlan of step `step`, a _run_backward)
       // for its runs; returns None, or why the program cannot take it (then it runs as before). `outputs`: the slots

@@ -644,7 +644,7 @@ void plan_set_heads(const BackwardPlan& plan, const PlanHeads& heads, const Slot
 // in the same order (accumulate_pending's add), and the leaves' .grad through accumulate_grad itself, from a
 // fresh one-element tensor (the buffer eager mode's gradient would be: nobody else holds it).
 struct ScalarBackward {
-  enum class Kind : char { leaf, add, sub, mul, neg, tanh, sigmoid, exp, sum };
+  enum class Kind : char { leaf, add, sub, mul, div, neg, tanh, sigmoid, exp, relu, sum };
   struct Op {
     Kind kind = Kind::leaf;
     int64_t slot = -1, a = -1, b = -1;  // the node's output slot (a leaf's tensor), its forward inputs
@@ -677,6 +677,8 @@ std::shared_ptr<ScalarBackward> plan_scalar(const BackwardPlan& plan, const Scal
       case OpKind::add: kind = Kind::add; inputs = 2; break;
       case OpKind::sub: kind = Kind::sub; inputs = 2; break;
       case OpKind::mul: kind = Kind::mul; inputs = 2; break;
+      case OpKind::div: kind = Kind::div; inputs = 2; break;
+      case OpKind::relu: kind = Kind::relu; break;
       case OpKind::neg: kind = Kind::neg; break;
       case OpKind::tanh: kind = Kind::tanh; break;
       case OpKind::sigmoid: kind = Kind::sigmoid; break;
@@ -738,6 +740,20 @@ void scalar_backward_run(const BackwardPlan& plan, ScalarBackward& sb, const std
       case Kind::mul:  // {grad * b, grad * a}
         if (op.t0 >= 0) { scalar_binary_f32(BinaryKind::Mul, g, regs[op.b], v); add_to(op.t0, v); }
         if (op.t1 >= 0) { scalar_binary_f32(BinaryKind::Mul, g, regs[op.a], v); add_to(op.t1, v); }
+        break;
+      case Kind::div:  // {grad / b, -(grad * ((a / b) / b))}
+        if (op.t0 >= 0) { scalar_binary_f32(BinaryKind::Div, g, regs[op.b], v); add_to(op.t0, v); }
+        if (op.t1 >= 0) {
+          scalar_binary_f32(BinaryKind::Div, regs[op.a], regs[op.b], v);
+          scalar_binary_f32(BinaryKind::Div, v, regs[op.b], v);
+          scalar_binary_f32(BinaryKind::Mul, g, v, v);
+          scalar_unary_f32(UnaryKind::Neg, v, v);
+          add_to(op.t1, v);
+        }
+        break;
+      case Kind::relu:  // threshold_backward(grad, out)
+        scalar_unary_grad_f32(UnaryKind::ReluMask, g, regs[op.slot], v);
+        add_to(op.t0, v);
         break;
       case Kind::neg: scalar_unary_f32(UnaryKind::Neg, g, v); add_to(op.t0, v); break;
       case Kind::tanh: scalar_unary_grad_f32(UnaryKind::TanhGradFromOut, g, regs[op.slot], v); add_to(op.t0, v); break;

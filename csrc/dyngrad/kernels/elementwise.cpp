@@ -756,6 +756,7 @@ __attribute__((noinline)) bool scalar_binary_f32(BinaryKind k, float x, float y,
     case BinaryKind::Add: out = k_add(x, y); return true;
     case BinaryKind::Sub: out = k_sub(x, y); return true;
     case BinaryKind::Mul: out = k_mul(x, y); return true;
+    case BinaryKind::Div: out = x / y; return true;
     default: return false;
   }
 }
@@ -766,6 +767,7 @@ __attribute__((noinline)) bool scalar_unary_f32(UnaryKind k, float x, float& out
     case UnaryKind::Exp: out = k_exp(x); return true;
     case UnaryKind::Tanh: out = k_tanh(x); return true;
     case UnaryKind::Sigmoid: out = k_sigmoid(x); return true;
+    case UnaryKind::Relu: out = x > 0.0f ? x : (x != x ? x : 0.0f); return true;
     default: return false;
   }
 }
@@ -774,6 +776,7 @@ __attribute__((noinline)) bool scalar_unary_grad_f32(UnaryKind k, float g, float
   switch (k) {  // unary_grad_float's gp[i] * f(x[i])
     case UnaryKind::TanhGradFromOut: out = g * k_tanh_grad_from_out(y); return true;
     case UnaryKind::SigmoidGradFromOut: out = g * k_sigmoid_grad_from_out(y); return true;
+    case UnaryKind::ReluMask: out = g * k_relu_mask(y); return true;
     default: return false;
   }
 }
