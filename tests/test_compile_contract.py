@@ -382,3 +382,110 @@ def test_an_argument_that_is_also_an_external(dg, mode):
     if mode != "verified":
         assert any("also a parameter, buffer or closed-over tensor" in str(w.message) for w in caught)
         assert compiled_table.compile_stats.eager_calls == 2
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_outputs_in_named_tuples_and_objects(dg, mode):
+    """Note [Named tuples in recordings] (capture.py): a namedtuple output (max's (values, indices)) was kept as the
+    recording's own object, so every replay returned the first call's tensors: a silent wrong answer. It is rebuilt
+    from its slots now and replays; tensors inside another object (a dataclass) make the variant run eagerly."""
+    import collections
+    import dataclasses
+    Pair = collections.namedtuple("Pair", "doubled count")
+
+    @dataclasses.dataclass
+    class Result:
+        total: object
+        n: int
+
+    def program(x):
+        return x.max(0), Pair(x * 2, 3), {"sum": x.sum()}
+
+    def boxed(x):
+        return Result(x.sum(), 1)
+    compiled, compiled_boxed = dg.compile(program, mode=mode), dg.compile(boxed, mode=mode)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for v in (1.0, 2.0, -3.0, 4.0):
+            x = t(dg, [[v, 2 * v], [-v, 0.5]])
+            (mx, pair, d), (mx_e, pair_e, d_e) = compiled(x), program(x)
+            assert type(mx) is type(mx_e) and type(pair) is Pair and pair.count == 3
+            assert_same(mx.values, mx_e.values)
+            assert_same(mx.indices, mx_e.indices)
+            assert_same(pair.doubled, pair_e.doubled)
+            assert_same(d["sum"], d_e["sum"])
+            out = compiled_boxed(x)
+            assert type(out) is Result and out.n == 1
+            assert_same(out.total, boxed(x).total)
+    if mode == "reduce-overhead":
+        assert compiled.compile_stats.replays == 3
+        assert compiled_boxed.compile_stats.eager_calls == 3
+        assert any("inside a Result object" in str(w.message) for w in caught)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_random_draws_from_a_generator(dg, mode):
+    """Note [Random states set from Python] (capture.py): a draw with generator=g installs g's state, held in
+    Python, in the core. Recorded, that state was a constant: every replay drew the recording's numbers again and g
+    never advanced (a silent wrong answer). Such a variant runs eagerly now; the global generator's draws replay."""
+    def with_generator(x, g):
+        return x + dg.randn(2, generator=g)
+    gen_held = dg.Generator().manual_seed(3)
+
+    def closed_over(x):
+        return x * dg.rand(2, generator=gen_held)
+
+    def restores(x):
+        state = dg.get_rng_state()
+        a = dg.randn(2)
+        dg.set_rng_state(state)               # a state Python holds: the same numbers again, at every call
+        return x + a - dg.randn(2)
+    x = t(dg, [1., 2.])
+    compiled = [dg.compile(f, mode=mode) for f in (with_generator, closed_over, restores)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        g1, g2 = dg.Generator().manual_seed(1), dg.Generator().manual_seed(1)
+        outs = []
+        for _ in range(3):
+            out = compiled[0](x, g1)
+            assert_same(out, with_generator(x, g2))
+            outs.append(out.numpy().copy())
+        assert not np.array_equal(outs[0], outs[1])
+        for seed in (5, 6, 5):
+            gen_held.manual_seed(seed)
+            a = compiled[1](x)
+            gen_held.manual_seed(seed)
+            assert_same(a, closed_over(x))
+            dg.manual_seed(seed)
+            b = compiled[2](x)
+            dg.manual_seed(seed)
+            assert_same(b, restores(x))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_autocast_is_guarded(dg, mode):
+    """Note [Autocast under compile] (compiling.py): recorded outside an autocast region and replayed inside one, a
+    matmul ran in float32 where eager mode runs it in bfloat16; and a weight's cast taken from autocast's cache was
+    an external, replayed with its old values after the weight changed. Both give eager mode's results now."""
+    def matmul(x, w):
+        return x @ w
+    x = t(dg, [[1., 2.], [3., -4.]]) / 7
+    w = t(dg, np.eye(2) / 3)
+    compiled = dg.compile(matmul, mode=mode)
+    compiled(x, w)
+    compiled(x, w)
+    with dg.autocast("cpu", dtype=dg.bfloat16):
+        out, expected = compiled(x, w), matmul(x, w)
+    assert out.dtype == expected.dtype == dg.bfloat16
+    assert_same(out.float(), expected.float())
+    lin = dg.nn.Linear(2, 2)
+    compiled_lin = dg.compile(lin, mode=mode)
+    with dg.autocast("cpu"):
+        lin(x)                             # fills autocast's weight cache
+        compiled_lin(x)
+        compiled_lin(x)
+    with dg.no_grad():
+        lin.weight.mul_(3)
+    with dg.autocast("cpu"):
+        out, expected = compiled_lin(x), lin(x)
+    assert_same(out.float(), expected.float())

@@ -155,6 +155,65 @@ class ArrayConstant:
     __hash__ = None
 
 
+class _Maker:
+    """Builds a tuple or list subclass from a list of items (Note [Named tuples in recordings]); one per type, so a
+    Seq's kind compares by identity."""
+    __slots__ = ("type", "make")
+
+    def __init__(self, t):
+        self.type = t
+        self.make = getattr(t, "_make", t)
+
+    def __call__(self, items):
+        return self.make(items)
+
+
+_makers = {}
+
+
+def _maker(t):
+    m = _makers.get(t)
+    if m is None:
+        m = _makers[t] = _Maker(t)
+    return m
+
+
+def _opaque_tensor_holder(template):
+    """An object in an encoded output that holds tensors the encoding cannot rebuild (a dataclass, an object with
+    tensor attributes): its type name, else None (Note [Named tuples in recordings])."""
+    t = type(template)
+    if t is Seq:
+        for x in template.items:
+            found = _opaque_tensor_holder(x)
+            if found:
+                return found
+        return None
+    if t in (tuple, list):
+        for x in template:
+            found = _opaque_tensor_holder(x)
+            if found:
+                return found
+        return None
+    if t is dict:
+        for x in template.values():
+            found = _opaque_tensor_holder(x)
+            if found:
+                return found
+        return None
+    if t in (Slot, ArrayConstant) or isinstance(template, _PLAIN) or isinstance(template, _C.dtype):
+        return None
+    values = list(getattr(template, "__dict__", {}).values())
+    values += [getattr(template, k, None) for k in getattr(t, "__slots__", ()) if isinstance(k, str)]
+    if isinstance(template, (tuple, list)):
+        values += list(template)
+    elif isinstance(template, dict):
+        values += list(template.values())
+    if any(isinstance(v, _C.Tensor) or type(v) in (tuple, list, dict) and any(isinstance(w, _C.Tensor) for w in
+           (v.values() if type(v) is dict else v)) for v in values):
+        return t.__name__
+    return None
+
+
 class Seq:
     __slots__ = ("kind", "items")
 
@@ -619,6 +678,12 @@ class Recorder:
         if t is dict:
             items = [Seq(tuple, [k, self.encode(v)]) for k, v in obj.items()]
             return Seq(dict, items) if any(_has_slot(x) for x in items) else dict(obj)
+        if isinstance(obj, (tuple, list)):
+            # Note [Named tuples in recordings]: a namedtuple (the (values, indices) of max, sort, topk, ...) or
+            # another tuple or list subclass holding tensors is rebuilt from its slots at every replay; kept as the
+            # object, a replay returned the recording's own tensors (a silent wrong answer, and a leak)
+            items = [self.encode(x) for x in obj]
+            return Seq(_maker(t), items) if any(_has_slot(x) for x in items) else obj
         return obj
 
     def bind_result(self, name, result):
@@ -648,6 +713,15 @@ class Recorder:
     def record_step(self, fn, name, args, kwargs, a, k):
         if self.variant.eager_reason is None and not (_plain(a if name != "validate" else _tail(a)) and _plain(k)):
             self.variant.eager_reason = (name, user_line())
+        if name == "_set_rng_state" and type(a) is not Seq and self.variant.eager_reason is None:
+            # Note [Random states set from Python]: the core's generator set to a state Python holds (a Generator's
+            # own, passed as generator=; set_rng_state(t)). Recorded, it is a constant: every replay would draw the
+            # recording's numbers again, and the Generator, whose state Python updates, would never advance. A
+            # state the program took with _get_rng_state (a slot: the swap back, checkpoint's preserved state) is
+            # not this case
+            self.variant.eager_reason = (name, user_line())
+            self.variant.eager_why = ("sets the random generator to a state held in Python (a Generator passed "
+                                      "as generator=, set_rng_state), which a replay would repeat as a constant")
         plan = self.plan_backward(args, kwargs) if name == "_run_backward" else None
         self.depth += 1
         try:
@@ -1028,6 +1102,11 @@ def record(variant, fn, args, kwargs, arg_tensors, serve=None, serve_results=Non
         result = fn(*args, **kwargs)
         if record_rest:
             variant.output = recorder.encode(result)
+            holder = _opaque_tensor_holder(variant.output)
+            if holder is not None and variant.eager_reason is None:
+                variant.eager_reason = ("the return", user_line())
+                variant.eager_why = (f"returns tensors inside a {holder} object, which a replay cannot rebuild "
+                                     f"(return them in tuples, lists, dicts or namedtuples)")
     recorder.keep.clear()
     return result
 
