@@ -489,3 +489,45 @@ def test_autocast_is_guarded(dg, mode):
     with dg.autocast("cpu"):
         out, expected = compiled_lin(x), lin(x)
     assert_same(out.float(), expected.float())
+
+
+G_BATCH = np.zeros((2, 2), np.float32)      # a global numpy buffer test_numpy_arrays_outside_the_program refills
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_numpy_arrays_outside_the_program(dg, mode):
+    """Note [Arrays read by reference] (capture.py): a numpy array held outside the program (a global buffer the
+    caller refills, an argument, a closed-over array) was replayed as a copy of its first values: a silent wrong
+    answer. It is read by reference now; a converted copy or a view of it runs eagerly."""
+    held = np.ones(2, np.float64)
+
+    def shares(x):
+        return x @ dg.from_numpy(G_BATCH)
+
+    def copies(x):
+        return x * dg.tensor(G_BATCH)
+
+    def argument(x, a):
+        return x * dg.tensor(a)
+
+    def converted(x):
+        return x * dg.tensor(held, dtype=dg.float32) + dg.from_numpy(G_BATCH[:, 0].copy())
+
+    def temporary(x):
+        return x + dg.tensor(np.arange(2, dtype=np.float32))      # made by the program: a copy is right
+    programs = [shares, copies, argument, converted, temporary]
+    compiled = [dg.compile(f, mode=mode) for f in programs]
+    x = t(dg, [[1., 2.], [3., 4.]])
+    a = np.array([1., 2.], np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for k in range(4):
+            G_BATCH[:] = k + np.arange(4, dtype=np.float32).reshape(2, 2)
+            a[:] = [k, -k]
+            held[:] = [k, 2 * k]
+            for f, c in zip(programs, compiled):
+                extra = (a,) if f is argument else ()
+                assert_same(c(x, *extra), f(x, *extra))
+    if mode == "reduce-overhead":
+        assert compiled[0].compile_stats.replays == 3 and compiled[4].compile_stats.replays == 3
+        assert compiled[3].compile_stats.eager_calls == 3

@@ -142,17 +142,111 @@ class Slot:
 
 
 class ArrayConstant:
-    """A numpy array passed to the core (from_numpy may share it): replayed as a fresh copy of the recorded one."""
-    __slots__ = ("array",)
+    """A numpy array passed to the core (from_numpy may share it): replayed as a fresh copy of the recorded one, or,
+    for an array held outside the program, as that array itself (Note [Arrays read by reference])."""
+    __slots__ = ("array", "source", "by_ref")
 
     def __init__(self, array):
         self.array = np.array(array, copy=True)
+        self.source = array       # until the recording ends (_arrays_by_reference), then only if by_ref
+        self.by_ref = False
+
+    def value(self):
+        return self.source if self.by_ref else self.array.copy()
 
     def __eq__(self, other):
-        return (type(other) is ArrayConstant and other.array.dtype == self.array.dtype
+        if type(other) is not ArrayConstant:
+            return False
+        if self.by_ref or other.by_ref:
+            return self.source is other.source
+        return (other.array.dtype == self.array.dtype
                 and other.array.shape == self.array.shape and other.array.tobytes() == self.array.tobytes())
 
-    __hash__ = None
+
+# Note [Arrays read by reference]: a numpy array a recorded step hands the core (`dg.from_numpy(a)`) used to be
+# replayed as a copy of its recorded values. For an array the program made itself that is eager mode's value, but for
+# one that outlives the call (a global, closed-over, argument or module-attribute array the caller refills between
+# calls: `batch[:] = next_batch`) every replay read the first call's values: a silent wrong answer, where a tensor in
+# its place is read by reference. Such an array is found where the guards look for tensors (the call's arguments,
+# one level into tuples, lists and dicts; the function's closure cells and the globals its code names; the
+# attributes of the modules it reaches, Note [State outside the arguments] in compiling.py) and is replayed as the
+# array itself, as eager mode passes it; the others stay copies. A view of such an array, or a copy Python makes of
+# it before the core sees it (`dg.tensor(a)` converts it), cannot be made again without the program's Python: its
+# variant runs eagerly. Rebinding the name to another array is not seen.
+def _outside_arrays(fn, args, kwargs):
+    found = {}
+
+    def add(v, depth=0):
+        if isinstance(v, np.ndarray):
+            found[id(v)] = v
+        elif depth == 0 and type(v) in (tuple, list):
+            for x in v:
+                add(x, 1)
+        elif depth == 0 and type(v) is dict:
+            for x in v.values():
+                add(x, 1)
+    for v in list(args) + list(kwargs.values()):
+        add(v)
+    code = getattr(fn, "__code__", None)
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            add(cell.cell_contents)
+        except ValueError:
+            pass
+    if code is not None:
+        g = getattr(fn, "__globals__", None) or {}
+        for name in code.co_names:
+            if name in g:
+                add(g[name])
+    owner = getattr(fn, "__self__", None)
+    if owner is not None and hasattr(owner, "modules") and getattr(type(owner), "_compile_keeps_original", False):
+        for m in owner.modules():
+            for v in m.__dict__.values():
+                add(v)
+    return found
+
+
+def _arrays_by_reference(variant, fn, args, kwargs):
+    if variant.eager_reason is not None:
+        return
+    constants = []
+
+    def walk(template):
+        t = type(template)
+        if t is ArrayConstant:
+            constants.append(template)
+        elif t is Seq:
+            for x in template.items:
+                walk(x)
+        elif t in (tuple, list):
+            for x in template:
+                walk(x)
+        elif t is dict:
+            for x in template.values():
+                walk(x)
+    for step in variant.steps:
+        walk(step.args)
+        walk(step.kwargs)
+    walk(variant.output)
+    if not constants:
+        return
+    outside = _outside_arrays(fn, args, kwargs)
+    for c in constants:
+        src = c.source
+        if src is None:
+            continue
+        if id(src) in outside and outside[id(src)] is src:
+            c.by_ref = True
+        elif isinstance(src, np.ndarray) and any(np.shares_memory(src, a) or (
+                a.shape == src.shape and a.dtype.kind in "biufc" and src.dtype.kind in "biufc" and
+                np.array_equal(a, src)) for a in outside.values()):
+            variant.eager_reason = ("an array from outside the program", "the recording's end")
+            variant.eager_why = ("hands the core a view or copy that Python made of a numpy array held outside "
+                                 "the program, which a replay cannot make again (pass the array itself to "
+                                 "dg.from_numpy, or a tensor)")
+    for c in constants:
+        if not c.by_ref:
+            c.source = None
 
 
 class _Maker:
@@ -262,7 +356,7 @@ def decode(template, slots):
             return dict(items)
         return template.kind(items)
     if t is ArrayConstant:
-        return template.array.copy()
+        return template.value()
     return template
 
 
@@ -274,7 +368,7 @@ def _decoder(template):
         i = template.i
         return lambda slots: slots[i]
     if t is ArrayConstant:
-        return lambda slots: template.array.copy()
+        return lambda slots: template.value()
     if t is dict:
         parts = [(k, _decoder(v)) for k, v in template.items()]
         return lambda slots: {k: d(slots) for k, d in parts}
@@ -1102,6 +1196,7 @@ def record(variant, fn, args, kwargs, arg_tensors, serve=None, serve_results=Non
         result = fn(*args, **kwargs)
         if record_rest:
             variant.output = recorder.encode(result)
+            _arrays_by_reference(variant, fn, args, kwargs)
             holder = _opaque_tensor_holder(variant.output)
             if holder is not None and variant.eager_reason is None:
                 variant.eager_reason = ("the return", user_line())
@@ -1137,6 +1232,7 @@ def check(group, fn, args, kwargs, arg_tensors):
             recorder.keep.clear()
             return result, followed
         new.output = recorder.encode(result)
+        _arrays_by_reference(new, fn, args, kwargs)
         new.missed = recorder.missed
     recorder.keep.clear()
     return result, new
