@@ -531,3 +531,27 @@ def test_numpy_arrays_outside_the_program(dg, mode):
     if mode == "reduce-overhead":
         assert compiled[0].compile_stats.replays == 3 and compiled[4].compile_stats.replays == 3
         assert compiled[3].compile_stats.eager_calls == 3
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_data_replaced_with_another_shape_or_dtype(dg, mode):
+    """`p.data = t` keeps p's identity: with a new shape the program's Python (a reshape to w.shape[0], a loop over
+    it) builds another program, which the replay of the old recording did not (a silent wrong answer). The shape
+    and dtype of parameters, buffers and closed-over tensors are guarded."""
+    lin = dg.nn.Linear(2, 2)
+    w = dg.ones(2)
+
+    def program(x):
+        y = lin(x).reshape(-1, lin.weight.shape[0]).sum(1)
+        return y * w.shape[0] + (x.sum() * w).sum()
+    compiled = dg.compile(program, mode=mode)
+    x = t(dg, [[1., 2.], [3., -4.]])
+    for step in range(4):
+        if step == 2:
+            with dg.no_grad():
+                lin.weight.data = dg.ones(4, 2)
+                lin.bias.data = dg.zeros(4)
+                w.data = dg.ones(3)
+        assert_same(compiled(x), program(x))
+    if mode == "reduce-overhead":
+        assert compiled.compile_stats.variants == 2 and compiled.compile_stats.replays == 2

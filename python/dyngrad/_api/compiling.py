@@ -422,7 +422,7 @@ def _mark_aliased_arguments(program, variant, args, kwargs, tensors):
     for value in list(args) + list(kwargs.values()):
         if _is_module(value) or _is_optimizer(value):
             objs.append(value)
-    ids = {i for _, i in parts}
+    ids = {i for _, (i, _shape, _dtype) in parts}
     for obj in objs:
         if _is_module(obj):
             for m in obj.modules():
@@ -619,7 +619,7 @@ def _reachable(fn, owner, with_tensors=False):
             if _is_module(value) or _is_optimizer(value):
                 found.append(value)
             elif with_tensors and isinstance(value, _C.Tensor):
-                parts.append((f"the closure's tensor {name}", id(value)))
+                parts.append((f"the closure's tensor {name}", (id(value), tuple(value.shape), value.dtype)))
     if code is not None:
         g = getattr(fn, "__globals__", {})
         for name in code.co_names:
@@ -629,7 +629,7 @@ def _reachable(fn, owner, with_tensors=False):
             if _is_module(value) or _is_optimizer(value):
                 found.append(value)
             elif with_tensors and isinstance(value, _C.Tensor):
-                parts.append((f"the global tensor {name}", id(value)))
+                parts.append((f"the global tensor {name}", (id(value), tuple(value.shape), value.dtype)))
     return (found, parts) if with_tensors else found
 
 
@@ -664,9 +664,9 @@ def _module_state(module):
         d = m.__dict__
         out += (id(m), m.training)
         for k, p in d["_parameters"].items():
-            out += (k, id(p), p is not None and p.requires_grad)
+            out += (k, id(p), p is not None and p.requires_grad, None if p is None else (tuple(p.shape), p.dtype))
         for k, b in d["_buffers"].items():
-            out += (k, id(b))
+            out += (k, id(b), None if b is None else (tuple(b.shape), b.dtype))
         for k, v in d.items():          # Note [State outside the arguments]
             if type(v) in _PLAIN:
                 out += (k, v)
