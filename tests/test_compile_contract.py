@@ -171,13 +171,21 @@ def random_program(dg, rng):
     the program and its state (the same initial values), so the compiled and the eager copy never share state."""
     ops = []
     for _ in range(int(rng.integers(3, 9))):
-        kind = rng.choice(["unary", "scale", "w", "branch", "loop", "tolist", "buffer", "randn", "reduce"])
+        kind = rng.choice(["unary", "scale", "w", "branch", "loop", "tolist", "buffer", "randn", "reduce", "array",
+                           "cell"])
         ops.append((str(kind), str(rng.choice(["tanh", "exp", "relu", "sigmoid", "neg"])), int(rng.integers(1, 3))))
     w0 = rng.standard_normal((3, 3)).astype(np.float32) * 0.5
 
     def make():
         w = dg.tensor(w0.copy(), requires_grad=True)
         buffer = dg.zeros(3)
+        refill = np.zeros(3, np.float32)       # a numpy buffer the caller refills (Note [Arrays read by reference])
+        cell = [dg.ones(3)]                    # cell[0] is rebound between calls: program reads it as `bound`
+        bound = cell[0]
+
+        def rebind(value):
+            nonlocal bound
+            bound = cell[0] = value
 
         def program(x, scale):
             y = x @ w
@@ -201,11 +209,16 @@ def random_program(dg, rng):
                     y = y + buffer
                 elif kind == "randn":
                     y = y + dg.randn(3) * 0.1
+                elif kind == "array":
+                    y = y * dg.from_numpy(refill)
+                elif kind == "cell":
+                    y = y + bound
                 else:
                     y = y.sum(0, keepdim=True) * y
             loss = (y * y).sum()
             loss.backward()
-            return loss, y.detach()
+            return loss, y.detach().max(0)       # a namedtuple output (Note [Named tuples in recordings])
+        program.refill, program.rebind = refill, rebind
         return program, w, buffer
     return make
 
@@ -227,12 +240,18 @@ def test_random_programs_match_eager_mode(dg, mode):
                 scale = float(rng.choice([0.5, 0.5, 2.0]))
                 seed = int(rng.integers(0, 1000))
                 w_c.grad = w_e.grad = None
+                fill = rng.standard_normal(3).astype(np.float32)
+                for fn in (fn_c, fn_e):
+                    fn.refill[:] = fill
+                    if call % 3 == 2:
+                        fn.rebind(t(dg, fill * 2))
                 dg.manual_seed(seed)
                 loss_c, y_c = compiled(t(dg, x), scale)
                 dg.manual_seed(seed)
                 loss_e, y_e = fn_e(t(dg, x), scale)
                 assert_same(loss_c, loss_e)
-                assert_same(y_c, y_e)
+                assert_same(y_c.values, y_e.values)
+                assert_same(y_c.indices, y_e.indices)
                 assert_same(buf_c, buf_e)
                 assert (w_c.grad is None) == (w_e.grad is None)
                 if w_e.grad is not None:
