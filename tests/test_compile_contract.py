@@ -171,13 +171,21 @@ def random_program(dg, rng):
     the program and its state (the same initial values), so the compiled and the eager copy never share state."""
     ops = []
     for _ in range(int(rng.integers(3, 9))):
-        kind = rng.choice(["unary", "scale", "w", "branch", "loop", "tolist", "buffer", "randn", "reduce"])
+        kind = rng.choice(["unary", "scale", "w", "branch", "loop", "tolist", "buffer", "randn", "reduce", "array",
+                           "cell"])
         ops.append((str(kind), str(rng.choice(["tanh", "exp", "relu", "sigmoid", "neg"])), int(rng.integers(1, 3))))
     w0 = rng.standard_normal((3, 3)).astype(np.float32) * 0.5
 
     def make():
         w = dg.tensor(w0.copy(), requires_grad=True)
         buffer = dg.zeros(3)
+        refill = np.zeros(3, np.float32)       # a numpy buffer the caller refills (Note [Arrays read by reference])
+        cell = [dg.ones(3)]                    # cell[0] is rebound between calls: program reads it as `bound`
+        bound = cell[0]
+
+        def rebind(value):
+            nonlocal bound
+            bound = cell[0] = value
 
         def program(x, scale):
             y = x @ w
@@ -201,11 +209,16 @@ def random_program(dg, rng):
                     y = y + buffer
                 elif kind == "randn":
                     y = y + dg.randn(3) * 0.1
+                elif kind == "array":
+                    y = y * dg.from_numpy(refill)
+                elif kind == "cell":
+                    y = y + bound
                 else:
                     y = y.sum(0, keepdim=True) * y
             loss = (y * y).sum()
             loss.backward()
-            return loss, y.detach()
+            return loss, y.detach().max(0)       # a namedtuple output (Note [Named tuples in recordings])
+        program.refill, program.rebind = refill, rebind
         return program, w, buffer
     return make
 
@@ -227,12 +240,18 @@ def test_random_programs_match_eager_mode(dg, mode):
                 scale = float(rng.choice([0.5, 0.5, 2.0]))
                 seed = int(rng.integers(0, 1000))
                 w_c.grad = w_e.grad = None
+                fill = rng.standard_normal(3).astype(np.float32)
+                for fn in (fn_c, fn_e):
+                    fn.refill[:] = fill
+                    if call % 3 == 2:
+                        fn.rebind(t(dg, fill * 2))
                 dg.manual_seed(seed)
                 loss_c, y_c = compiled(t(dg, x), scale)
                 dg.manual_seed(seed)
                 loss_e, y_e = fn_e(t(dg, x), scale)
                 assert_same(loss_c, loss_e)
-                assert_same(y_c, y_e)
+                assert_same(y_c.values, y_e.values)
+                assert_same(y_c.indices, y_e.indices)
                 assert_same(buf_c, buf_e)
                 assert (w_c.grad is None) == (w_e.grad is None)
                 if w_e.grad is not None:
@@ -382,3 +401,176 @@ def test_an_argument_that_is_also_an_external(dg, mode):
     if mode != "verified":
         assert any("also a parameter, buffer or closed-over tensor" in str(w.message) for w in caught)
         assert compiled_table.compile_stats.eager_calls == 2
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_outputs_in_named_tuples_and_objects(dg, mode):
+    """Note [Named tuples in recordings] (capture.py): a namedtuple output (max's (values, indices)) was kept as the
+    recording's own object, so every replay returned the first call's tensors: a silent wrong answer. It is rebuilt
+    from its slots now and replays; tensors inside another object (a dataclass) make the variant run eagerly."""
+    import collections
+    import dataclasses
+    Pair = collections.namedtuple("Pair", "doubled count")
+
+    @dataclasses.dataclass
+    class Result:
+        total: object
+        n: int
+
+    def program(x):
+        return x.max(0), Pair(x * 2, 3), {"sum": x.sum()}
+
+    def boxed(x):
+        return Result(x.sum(), 1)
+    compiled, compiled_boxed = dg.compile(program, mode=mode), dg.compile(boxed, mode=mode)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for v in (1.0, 2.0, -3.0, 4.0):
+            x = t(dg, [[v, 2 * v], [-v, 0.5]])
+            (mx, pair, d), (mx_e, pair_e, d_e) = compiled(x), program(x)
+            assert type(mx) is type(mx_e) and type(pair) is Pair and pair.count == 3
+            assert_same(mx.values, mx_e.values)
+            assert_same(mx.indices, mx_e.indices)
+            assert_same(pair.doubled, pair_e.doubled)
+            assert_same(d["sum"], d_e["sum"])
+            out = compiled_boxed(x)
+            assert type(out) is Result and out.n == 1
+            assert_same(out.total, boxed(x).total)
+    if mode == "reduce-overhead":
+        assert compiled.compile_stats.replays == 3
+        assert compiled_boxed.compile_stats.eager_calls == 3
+        assert any("inside a Result object" in str(w.message) for w in caught)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_random_draws_from_a_generator(dg, mode):
+    """Note [Random states set from Python] (capture.py): a draw with generator=g installs g's state, held in
+    Python, in the core. Recorded, that state was a constant: every replay drew the recording's numbers again and g
+    never advanced (a silent wrong answer). Such a variant runs eagerly now; the global generator's draws replay."""
+    def with_generator(x, g):
+        return x + dg.randn(2, generator=g)
+    gen_held = dg.Generator().manual_seed(3)
+
+    def closed_over(x):
+        return x * dg.rand(2, generator=gen_held)
+
+    def restores(x):
+        state = dg.get_rng_state()
+        a = dg.randn(2)
+        dg.set_rng_state(state)               # a state Python holds: the same numbers again, at every call
+        return x + a - dg.randn(2)
+    x = t(dg, [1., 2.])
+    compiled = [dg.compile(f, mode=mode) for f in (with_generator, closed_over, restores)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        g1, g2 = dg.Generator().manual_seed(1), dg.Generator().manual_seed(1)
+        outs = []
+        for _ in range(3):
+            out = compiled[0](x, g1)
+            assert_same(out, with_generator(x, g2))
+            outs.append(out.numpy().copy())
+        assert not np.array_equal(outs[0], outs[1])
+        for seed in (5, 6, 5):
+            gen_held.manual_seed(seed)
+            a = compiled[1](x)
+            gen_held.manual_seed(seed)
+            assert_same(a, closed_over(x))
+            dg.manual_seed(seed)
+            b = compiled[2](x)
+            dg.manual_seed(seed)
+            assert_same(b, restores(x))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_autocast_is_guarded(dg, mode):
+    """Note [Autocast under compile] (compiling.py): recorded outside an autocast region and replayed inside one, a
+    matmul ran in float32 where eager mode runs it in bfloat16; and a weight's cast taken from autocast's cache was
+    an external, replayed with its old values after the weight changed. Both give eager mode's results now."""
+    def matmul(x, w):
+        return x @ w
+    x = t(dg, [[1., 2.], [3., -4.]]) / 7
+    w = t(dg, np.eye(2) / 3)
+    compiled = dg.compile(matmul, mode=mode)
+    compiled(x, w)
+    compiled(x, w)
+    with dg.autocast("cpu", dtype=dg.bfloat16):
+        out, expected = compiled(x, w), matmul(x, w)
+    assert out.dtype == expected.dtype == dg.bfloat16
+    assert_same(out.float(), expected.float())
+    lin = dg.nn.Linear(2, 2)
+    compiled_lin = dg.compile(lin, mode=mode)
+    with dg.autocast("cpu"):
+        lin(x)                             # fills autocast's weight cache
+        compiled_lin(x)
+        compiled_lin(x)
+    with dg.no_grad():
+        lin.weight.mul_(3)
+    with dg.autocast("cpu"):
+        out, expected = compiled_lin(x), lin(x)
+    assert_same(out.float(), expected.float())
+
+
+G_BATCH = np.zeros((2, 2), np.float32)      # a global numpy buffer test_numpy_arrays_outside_the_program refills
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_numpy_arrays_outside_the_program(dg, mode):
+    """Note [Arrays read by reference] (capture.py): a numpy array held outside the program (a global buffer the
+    caller refills, an argument, a closed-over array) was replayed as a copy of its first values: a silent wrong
+    answer. It is read by reference now; a converted copy or a view of it runs eagerly."""
+    held = np.ones(2, np.float64)
+
+    def shares(x):
+        return x @ dg.from_numpy(G_BATCH)
+
+    def copies(x):
+        return x * dg.tensor(G_BATCH)
+
+    def argument(x, a):
+        return x * dg.tensor(a)
+
+    def converted(x):
+        return x * dg.tensor(held, dtype=dg.float32) + dg.from_numpy(G_BATCH[:, 0].copy())
+
+    def temporary(x):
+        return x + dg.tensor(np.arange(2, dtype=np.float32))      # made by the program: a copy is right
+    programs = [shares, copies, argument, converted, temporary]
+    compiled = [dg.compile(f, mode=mode) for f in programs]
+    x = t(dg, [[1., 2.], [3., 4.]])
+    a = np.array([1., 2.], np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for k in range(4):
+            G_BATCH[:] = k + np.arange(4, dtype=np.float32).reshape(2, 2)
+            a[:] = [k, -k]
+            held[:] = [k, 2 * k]
+            for f, c in zip(programs, compiled):
+                extra = (a,) if f is argument else ()
+                assert_same(c(x, *extra), f(x, *extra))
+    if mode == "reduce-overhead":
+        assert compiled[0].compile_stats.replays == 3 and compiled[4].compile_stats.replays == 3
+        assert compiled[3].compile_stats.eager_calls == 3
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_data_replaced_with_another_shape_or_dtype(dg, mode):
+    """`p.data = t` keeps p's identity: with a new shape the program's Python (a reshape to w.shape[0], a loop over
+    it) builds another program, which the replay of the old recording did not (a silent wrong answer). The shape
+    and dtype of parameters, buffers and closed-over tensors are guarded."""
+    lin = dg.nn.Linear(2, 2)
+    w = dg.ones(2)
+
+    def program(x):
+        y = lin(x).reshape(-1, lin.weight.shape[0]).sum(1)
+        return y * w.shape[0] + (x.sum() * w).sum()
+    compiled = dg.compile(program, mode=mode)
+    x = t(dg, [[1., 2.], [3., -4.]])
+    for step in range(4):
+        if step == 2:
+            with dg.no_grad():
+                lin.weight.data = dg.ones(4, 2)
+                lin.bias.data = dg.zeros(4)
+                w.data = dg.ones(3)
+        assert_same(compiled(x), program(x))
+    if mode == "reduce-overhead":
+        assert compiled.compile_stats.variants == 2 and compiled.compile_stats.replays == 2

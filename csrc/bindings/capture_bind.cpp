@@ -701,14 +701,25 @@ py::object module_state(PyObject* module, PyTypeObject* tensor_type) {  // compi
     py::object params = own(PyObject_GetItem(d, n.parameters));
     py::object buffers = own(PyObject_GetItem(d, n.buffers));
     py::object modules = own(PyObject_GetItem(d, n.modules));
+    // (shape, dtype) of a parameter or buffer: `p.data = t` keeps p's identity and may change both (Note [State
+    // outside the arguments])
+    auto layout = [&](PyObject* t) -> py::object {
+      if (t == Py_None) return borrow(Py_None);
+      py::object shape = own(PyObject_GetAttr(t, n.shape));
+      py::object shape_tuple = own(PySequence_Tuple(shape.ptr()));
+      py::object dtype = own(PyObject_GetAttr(t, n.dtype));
+      return own(PyTuple_Pack(2, shape_tuple.ptr(), dtype.ptr()));
+    };
     for_each_item(params.ptr(), [&](PyObject* k, PyObject* p) {
       append(out.ptr(), k);
       append(out.ptr(), id_of(p).ptr());
       append(out.ptr(), p == Py_None ? Py_False : own(PyObject_GetAttr(p, n.requires_grad)).ptr());
+      append(out.ptr(), layout(p).ptr());
     });
     for_each_item(buffers.ptr(), [&](PyObject* k, PyObject* b) {
       append(out.ptr(), k);
       append(out.ptr(), id_of(b).ptr());
+      append(out.ptr(), layout(b).ptr());
     });
     module_attributes(out.ptr(), d, tensor_type);
     append(out.ptr(), Py_None);

@@ -428,7 +428,9 @@ def array_from_data(data, op, dtype=None):
     if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flatten(data)):
         data = nested_values(data)
     try:
-        arr = np.array(data)
+        # an ndarray as it is (the core copies it): a recording then sees the caller's own array, which it reads by
+        # reference at every replay (Note [Arrays read by reference] in _api/capture.py)
+        arr = data if type(data) is np.ndarray else np.array(data)
     except (ValueError, TypeError) as exc:
         raise TypeError(f"{op}: could not convert data of type {type_name(data)} to a tensor ({exc}).") from None
     kind = arr.dtype.kind

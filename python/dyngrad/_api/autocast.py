@@ -26,6 +26,7 @@ import threading
 
 from .. import _C
 from .._user_frame import warn
+from . import capture
 
 DEVICE_TYPES = ("cpu", "cuda")
 
@@ -257,6 +258,11 @@ def _cast(x, dtype):
         return x
     if not (_state.cache_enabled and x.dtype is _C.float32 and x.requires_grad and x.is_leaf
             and dtype is not _C.float32):
+        return x.to(dtype)
+    if capture.is_capturing():
+        # a recording (dyngrad.compile) must see the cast as a step from the weight: a cached cast would be an
+        # external, replayed with its old values after the weight changed (Note [Autocast under compile] in
+        # _api/compiling.py). The fresh cast has the cached one's values, so the recorded call is eager mode's
         return x.to(dtype)
     hit = _state.cache.get(id(x))
     if hit is not None and hit[0] is x and hit[1] == x._version:

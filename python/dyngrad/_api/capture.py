@@ -147,17 +147,170 @@ class Slot:
 
 
 class ArrayConstant:
-    """A numpy array passed to the core (from_numpy may share it): replayed as a fresh copy of the recorded one."""
-    __slots__ = ("array",)
+    """A numpy array passed to the core (from_numpy may share it): replayed as a fresh copy of the recorded one, or,
+    for an array held outside the program, as that array itself (Note [Arrays read by reference])."""
+    __slots__ = ("array", "source", "by_ref")
 
     def __init__(self, array):
         self.array = np.array(array, copy=True)
+        self.source = array       # until the recording ends (_arrays_by_reference), then only if by_ref
+        self.by_ref = False
+
+    def value(self):
+        return self.source if self.by_ref else self.array.copy()
 
     def __eq__(self, other):
-        return (type(other) is ArrayConstant and other.array.dtype == self.array.dtype
+        if type(other) is not ArrayConstant:
+            return False
+        if self.by_ref or other.by_ref:
+            return self.source is other.source
+        return (other.array.dtype == self.array.dtype
                 and other.array.shape == self.array.shape and other.array.tobytes() == self.array.tobytes())
 
-    __hash__ = None
+
+# Note [Arrays read by reference]: a numpy array a recorded step hands the core (`dg.from_numpy(a)`) used to be
+# replayed as a copy of its recorded values. For an array the program made itself that is eager mode's value, but for
+# one that outlives the call (a global, closed-over, argument or module-attribute array the caller refills between
+# calls: `batch[:] = next_batch`) every replay read the first call's values: a silent wrong answer, where a tensor in
+# its place is read by reference. Such an array is found where the guards look for tensors (the call's arguments,
+# one level into tuples, lists and dicts; the function's closure cells and the globals its code names; the
+# attributes of the modules it reaches, Note [State outside the arguments] in compiling.py) and is replayed as the
+# array itself, as eager mode passes it; the others stay copies. A view of such an array, or a copy Python makes of
+# it before the core sees it (`dg.tensor(a)` converts it), cannot be made again without the program's Python: its
+# variant runs eagerly. Rebinding the name to another array is not seen.
+def _outside_arrays(fn, args, kwargs):
+    found = {}
+
+    def add(v, depth=0):
+        if isinstance(v, np.ndarray):
+            found[id(v)] = v
+        elif depth == 0 and type(v) in (tuple, list):
+            for x in v:
+                add(x, 1)
+        elif depth == 0 and type(v) is dict:
+            for x in v.values():
+                add(x, 1)
+    for v in list(args) + list(kwargs.values()):
+        add(v)
+    code = getattr(fn, "__code__", None)
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            add(cell.cell_contents)
+        except ValueError:
+            pass
+    if code is not None:
+        g = getattr(fn, "__globals__", None) or {}
+        for name in code.co_names:
+            if name in g:
+                add(g[name])
+    owner = getattr(fn, "__self__", None)
+    if owner is not None and hasattr(owner, "modules") and getattr(type(owner), "_compile_keeps_original", False):
+        for m in owner.modules():
+            for v in m.__dict__.values():
+                add(v)
+    return found
+
+
+def _arrays_by_reference(variant, fn, args, kwargs):
+    if variant.eager_reason is not None:
+        return
+    constants = []
+
+    def walk(template):
+        t = type(template)
+        if t is ArrayConstant:
+            constants.append(template)
+        elif t is Seq:
+            for x in template.items:
+                walk(x)
+        elif t in (tuple, list):
+            for x in template:
+                walk(x)
+        elif t is dict:
+            for x in template.values():
+                walk(x)
+    for step in variant.steps:
+        walk(step.args)
+        walk(step.kwargs)
+    walk(variant.output)
+    if not constants:
+        return
+    outside = _outside_arrays(fn, args, kwargs)
+    for c in constants:
+        src = c.source
+        if src is None:
+            continue
+        if id(src) in outside and outside[id(src)] is src:
+            c.by_ref = True
+        elif isinstance(src, np.ndarray) and any(np.shares_memory(src, a) or (
+                a.shape == src.shape and a.dtype.kind in "biufc" and src.dtype.kind in "biufc" and
+                np.array_equal(a, src)) for a in outside.values()):
+            variant.eager_reason = ("an array from outside the program", "the recording's end")
+            variant.eager_why = ("hands the core a view or copy that Python made of a numpy array held outside "
+                                 "the program, which a replay cannot make again (pass the array itself to "
+                                 "dg.from_numpy, or a tensor)")
+    for c in constants:
+        if not c.by_ref:
+            c.source = None
+
+
+class _Maker:
+    """Builds a tuple or list subclass from a list of items (Note [Named tuples in recordings]); one per type, so a
+    Seq's kind compares by identity."""
+    __slots__ = ("type", "make")
+
+    def __init__(self, t):
+        self.type = t
+        self.make = getattr(t, "_make", t)
+
+    def __call__(self, items):
+        return self.make(items)
+
+
+_makers = {}
+
+
+def _maker(t):
+    m = _makers.get(t)
+    if m is None:
+        m = _makers[t] = _Maker(t)
+    return m
+
+
+def _opaque_tensor_holder(template):
+    """An object in an encoded output that holds tensors the encoding cannot rebuild (a dataclass, an object with
+    tensor attributes): its type name, else None (Note [Named tuples in recordings])."""
+    t = type(template)
+    if t is Seq:
+        for x in template.items:
+            found = _opaque_tensor_holder(x)
+            if found:
+                return found
+        return None
+    if t in (tuple, list):
+        for x in template:
+            found = _opaque_tensor_holder(x)
+            if found:
+                return found
+        return None
+    if t is dict:
+        for x in template.values():
+            found = _opaque_tensor_holder(x)
+            if found:
+                return found
+        return None
+    if t in (Slot, ArrayConstant) or isinstance(template, _PLAIN) or isinstance(template, _C.dtype):
+        return None
+    values = list(getattr(template, "__dict__", {}).values())
+    values += [getattr(template, k, None) for k in getattr(t, "__slots__", ()) if isinstance(k, str)]
+    if isinstance(template, (tuple, list)):
+        values += list(template)
+    elif isinstance(template, dict):
+        values += list(template.values())
+    if any(isinstance(v, _C.Tensor) or type(v) in (tuple, list, dict) and any(isinstance(w, _C.Tensor) for w in
+           (v.values() if type(v) is dict else v)) for v in values):
+        return t.__name__
+    return None
 
 
 class Seq:
@@ -208,7 +361,7 @@ def decode(template, slots):
             return dict(items)
         return template.kind(items)
     if t is ArrayConstant:
-        return template.array.copy()
+        return template.value()
     return template
 
 
@@ -220,7 +373,7 @@ def _decoder(template):
         i = template.i
         return lambda slots: slots[i]
     if t is ArrayConstant:
-        return lambda slots: template.array.copy()
+        return lambda slots: template.value()
     if t is dict:
         parts = [(k, _decoder(v)) for k, v in template.items()]
         return lambda slots: {k: d(slots) for k, d in parts}
@@ -711,6 +864,12 @@ class Recorder:
         if t is dict:
             items = [Seq(tuple, [k, self.encode(v)]) for k, v in obj.items()]
             return Seq(dict, items) if any(_has_slot(x) for x in items) else dict(obj)
+        if isinstance(obj, (tuple, list)):
+            # Note [Named tuples in recordings]: a namedtuple (the (values, indices) of max, sort, topk, ...) or
+            # another tuple or list subclass holding tensors is rebuilt from its slots at every replay; kept as the
+            # object, a replay returned the recording's own tensors (a silent wrong answer, and a leak)
+            items = [self.encode(x) for x in obj]
+            return Seq(_maker(t), items) if any(_has_slot(x) for x in items) else obj
         return obj
 
     def bind_result(self, name, result):
@@ -740,6 +899,15 @@ class Recorder:
     def record_step(self, fn, name, args, kwargs, a, k):
         if self.variant.eager_reason is None and not (_plain(a if name != "validate" else _tail(a)) and _plain(k)):
             self.variant.eager_reason = (name, user_line())
+        if name == "_set_rng_state" and type(a) is not Seq and self.variant.eager_reason is None:
+            # Note [Random states set from Python]: the core's generator set to a state Python holds (a Generator's
+            # own, passed as generator=; set_rng_state(t)). Recorded, it is a constant: every replay would draw the
+            # recording's numbers again, and the Generator, whose state Python updates, would never advance. A
+            # state the program took with _get_rng_state (a slot: the swap back, checkpoint's preserved state) is
+            # not this case
+            self.variant.eager_reason = (name, user_line())
+            self.variant.eager_why = ("sets the random generator to a state held in Python (a Generator passed "
+                                      "as generator=, set_rng_state), which a replay would repeat as a constant")
         plan = self.plan_backward(args, kwargs) if name == "_run_backward" else None
         self.depth += 1
         try:
@@ -1126,6 +1294,12 @@ def record(variant, fn, args, kwargs, arg_tensors, serve=None, serve_results=Non
         result = fn(*args, **kwargs)
         if record_rest:
             variant.output = recorder.encode(result)
+            _arrays_by_reference(variant, fn, args, kwargs)
+            holder = _opaque_tensor_holder(variant.output)
+            if holder is not None and variant.eager_reason is None:
+                variant.eager_reason = ("the return", user_line())
+                variant.eager_why = (f"returns tensors inside a {holder} object, which a replay cannot rebuild "
+                                     f"(return them in tuples, lists, dicts or namedtuples)")
     recorder.keep.clear()
     return result
 
@@ -1156,6 +1330,7 @@ def check(group, fn, args, kwargs, arg_tensors):
             recorder.keep.clear()
             return result, followed
         new.output = recorder.encode(result)
+        _arrays_by_reference(new, fn, args, kwargs)
         new.missed = recorder.missed
     recorder.keep.clear()
     return result, new

@@ -23,6 +23,7 @@ under torch's API (docs/compile.md):
   fails here as it would under torch.
 `compiler.is_compiling()` is True while this thread records a program; `compiler.reset()` drops every recording.
 """
+import importlib
 import inspect
 import os
 import threading
@@ -32,6 +33,7 @@ from .. import _C
 from . import capture
 from .._user_frame import warn
 
+autocast = importlib.import_module(".autocast", __package__)   # the module (its _state), not the function
 _MODES = ("default", "lite", "reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
 # torch's registered backends (torch.compiler.list_backends(exclude_tags=())): all accepted, none changes anything
 _BACKENDS = ("aot_eager", "aot_eager_decomp_partition", "aot_eager_default_partitioner", "aot_ts", "cudagraphs",
@@ -444,7 +446,7 @@ def _mark_aliased_arguments(program, variant, args, kwargs, tensors):
     for value in list(args) + list(kwargs.values()):
         if _is_module(value) or _is_optimizer(value):
             objs.append(value)
-    ids = {i for _, i in parts}
+    ids = {i for _, (i, _shape, _dtype) in parts}
     for obj in objs:
         if _is_module(obj):
             for m in obj.modules():
@@ -538,8 +540,8 @@ def entry_key(program, args, kwargs, reachable=True):
     if reachable and native is not None:
         found, outside = _reachable(program.fn, program.owner, with_tensors=True)
         return native(_C.Tensor, args, kwargs,
-                      (("grad mode", _C.is_grad_enabled()), ("default dtype", _C._get_default_dtype()), *outside),
-                      found)
+                      (("grad mode", _C.is_grad_enabled()), ("default dtype", _C._get_default_dtype()),
+                       ("autocast", _autocast_state()), *outside), found)
     return entry_key_python(program, args, kwargs, reachable)
 
 
@@ -566,6 +568,7 @@ def entry_key_python(program, args, kwargs, reachable=True):
     _describe(kwargs, parts, tensors, seen, states, ("kwargs",))
     parts.append(("grad mode", _C.is_grad_enabled()))
     parts.append(("default dtype", _C._get_default_dtype()))
+    parts.append(("autocast", _autocast_state()))
     if not reachable:      # verified: Python numbers and objects are seen by the ops they reach, not by value
         return tuple((w, (d[0], d[1] if isinstance(d[1], type) else None))
                      if type(d) is tuple and d and d[0] in ("value", "object") else (w, d) for w, d in parts), tensors
@@ -584,6 +587,21 @@ def entry_key_python(program, args, kwargs, reachable=True):
         else:
             parts.append((f"optimizer {type(obj).__name__}", _optimizer_state(obj)))
     return tuple(parts), tensors
+
+
+def _autocast_state():
+    """Note [Autocast under compile]: this thread's autocast state (None when it is off, the common case: one
+    global read), a part of the entry key. Recorded outside an autocast region and replayed inside one, the
+    matmuls ran in float32 where eager mode runs them in bfloat16 (a silent wrong answer); inside, the ops of the
+    lower-precision list issue other steps. While recording, a cast of a weight does not come from autocast's
+    weight cache (_api/autocast.py: _cast), so it is a step from the weight and not an external holding the cast
+    of another call."""
+    if not autocast._active_threads:
+        return None
+    st = autocast._state
+    if not any(st.enabled.values()):
+        return None
+    return tuple(st.enabled.items()), tuple(st.dtype.items()), st.cache_enabled, st.excluded
 
 
 def _describe(obj, parts, tensors, seen, states, where):
@@ -641,7 +659,7 @@ def _reachable(fn, owner, with_tensors=False):
             if _is_module(value) or _is_optimizer(value):
                 found.append(value)
             elif with_tensors and isinstance(value, _C.Tensor):
-                parts.append((f"the closure's tensor {name}", id(value)))
+                parts.append((f"the closure's tensor {name}", (id(value), tuple(value.shape), value.dtype)))
     if code is not None:
         g = getattr(fn, "__globals__", {})
         for name in code.co_names:
@@ -651,7 +669,7 @@ def _reachable(fn, owner, with_tensors=False):
             if _is_module(value) or _is_optimizer(value):
                 found.append(value)
             elif with_tensors and isinstance(value, _C.Tensor):
-                parts.append((f"the global tensor {name}", id(value)))
+                parts.append((f"the global tensor {name}", (id(value), tuple(value.shape), value.dtype)))
     return (found, parts) if with_tensors else found
 
 
@@ -686,9 +704,9 @@ def _module_state(module):
         d = m.__dict__
         out += (id(m), m.training)
         for k, p in d["_parameters"].items():
-            out += (k, id(p), p is not None and p.requires_grad)
+            out += (k, id(p), p is not None and p.requires_grad, None if p is None else (tuple(p.shape), p.dtype))
         for k, b in d["_buffers"].items():
-            out += (k, id(b))
+            out += (k, id(b), None if b is None else (tuple(b.shape), b.dtype))
         for k, v in d.items():          # Note [State outside the arguments]
             if type(v) in _PLAIN:
                 out += (k, v)
