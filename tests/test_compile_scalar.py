@@ -223,6 +223,34 @@ def test_target_check_replayed_raises_as_eagerly(dg, ignore_index):
 
 # ---- Note [Entry guards compared in place] (csrc/bindings/capture_bind.cpp) ----
 
+def test_in_place_comparison_leaves_outside_tensors_and_autocast_to_the_built_key(dg):
+    """A closed-over tensor (guarded by identity, shape and dtype: Note [State outside the arguments]) and an
+    autocast region (Note [Autocast under compile]) are parts the in-place comparison does not read: it declines,
+    and the built key sees a rebinding or autocast turned on."""
+    from dyngrad._api import compiling
+    if not hasattr(dg._C, "_entry_key_matches"):
+        pytest.skip("the reference engine builds the key at every call")
+    w = dg.ones(3)
+
+    def f(x):
+        return (x * w).sum()
+    compiled = dg.compile(f, mode="reduce-overhead")
+    x = dg.arange(3.0)
+    for _ in range(2):
+        assert compiled(x).item() == 3.0
+    prog = compiled._program
+    assert compiling.same_entry_key(prog, prog.last_key, (x,), {}) is None
+    w = dg.full((3,), 2.0)                          # rebound: the built key misses, the result is eager's
+    assert compiled(x).item() == 6.0
+    g = dg.compile(lambda x: x * 2, mode="reduce-overhead")
+    for _ in range(2):
+        g(x)
+    prog = g._program
+    assert compiling.same_entry_key(prog, prog.last_key, (x,), {}) is not None
+    with dg.autocast("cpu", dtype=dg.bfloat16):
+        assert compiling.same_entry_key(prog, prog.last_key, (x,), {}) is None
+
+
 def test_entry_key_compared_in_place_agrees_with_the_built_key(dg):
     """For each change of guarded state, the in-place comparison with the last key says 'same' exactly when the
     built key equals it; the program then records or replays as with the built key (results equal eager mode's)."""

@@ -877,50 +877,13 @@ struct Match {
   }
 
   // module_state's walk, compared with the recorded flat tuple
-  static bool module_matches(PyObject* module, PyObject* state) {
-    const Names& nm = names();
+  // A module's state is built (module_state, the one definition of what it holds: the key's builder and this
+  // comparison cannot drift apart) and compared with the recorded one; the optimizer's, below, in place.
+  static bool module_matches(PyObject* module, PyObject* state, PyTypeObject* tensor_type) {
     if (!PyTuple_CheckExact(state)) return false;
-    Py_ssize_t at = 0;
-    const Py_ssize_t size = PyTuple_GET_SIZE(state);
-    auto next = [&]() -> PyObject* { return at < size ? PyTuple_GET_ITEM(state, at++) : nullptr; };
-    std::vector<py::object> stack{borrow(module)};
-    std::vector<PyObject*> seen_modules;
-    while (!stack.empty()) {
-      py::object m = std::move(stack.back());
-      stack.pop_back();
-      if (m.ptr() == Py_None || std::find(seen_modules.begin(), seen_modules.end(), m.ptr()) != seen_modules.end())
-        continue;
-      seen_modules.push_back(m.ptr());
-      PyObject* d = dict_of(m.ptr());
-      if (!d) return false;
-      PyObject* x = next();
-      if (!x || !id_equal(x, m.ptr())) return false;
-      py::object training = own(PyObject_GetAttr(m.ptr(), nm.training));
-      if (!(x = next()) || !eq(x, training.ptr())) return false;
-      py::object dict = borrow(d);
-      py::object params = own(PyObject_GetItem(d, nm.parameters));
-      py::object buffers = own(PyObject_GetItem(d, nm.buffers));
-      py::object modules = own(PyObject_GetItem(d, nm.modules));
-      bool ok = true;
-      for_each_item(params.ptr(), [&](PyObject* k, PyObject* p) {
-        if (!ok) return;
-        PyObject* a = next();
-        if (!a || !eq(a, k) || !(a = next()) || !id_equal(a, p)) { ok = false; return; }
-        py::object rg = p == Py_None ? borrow(Py_False) : own(PyObject_GetAttr(p, nm.requires_grad));
-        if (!(a = next()) || !eq(a, rg.ptr())) ok = false;
-      });
-      for_each_item(buffers.ptr(), [&](PyObject* k, PyObject* b) {
-        if (!ok) return;
-        PyObject* a = next();
-        if (!a || !eq(a, k) || !(a = next()) || !id_equal(a, b)) ok = false;
-      });
-      if (!ok || next() != Py_None) return false;
-      for_each_item(modules.ptr(), [&](PyObject*, PyObject* sub) { stack.push_back(borrow(sub)); });
-    }
-    return at == size;
+    return eq(module_state(module, tensor_type).ptr(), state);
   }
 
-  // optimizer_state's, compared with the recorded (groups, state)
   static bool optimizer_matches(PyObject* opt, PyObject* recorded) {
     const Names& nm = names();
     if (!PyTuple_CheckExact(recorded) || PyTuple_GET_SIZE(recorded) != 2) return false;
@@ -998,8 +961,15 @@ struct Match {
 // compiling._reachable(fn, owner), the same reads: the owner, a bound method's module or optimiser self, the
 // modules and optimisers in the function's closure cells and in the globals its code names. (Any difference from
 // the Python walk could only make the in-place comparison fail: the caller then builds the key with the Python one.)
-py::object reachable_of(PyObject* fn, PyObject* owner) {
+// saw_tensor (when given) is set when a closure cell or a global the code names holds a tensor of tensor_type:
+// compiling._reachable(with_tensors=True) guards those too, and the in-place key comparison leaves them to it.
+py::object reachable_of(PyObject* fn, PyObject* owner, PyTypeObject* tensor_type = nullptr,
+                        bool* saw_tensor = nullptr) {
   py::object found = own(PyList_New(0));
+  auto note_tensor = [&](PyObject* v) {
+    if (saw_tensor && tensor_type && (Py_TYPE(v) == tensor_type || PyType_IsSubtype(Py_TYPE(v), tensor_type)))
+      *saw_tensor = true;
+  };
   if (owner != Py_None) append(found.ptr(), owner);
   auto attr = [](PyObject* o, const char* name) -> py::object {
     PyObject* v = PyObject_GetAttrString(o, name);
@@ -1021,6 +991,7 @@ py::object reachable_of(PyObject* fn, PyObject* owner) {
     for (Py_ssize_t i = 0; closure && i < PyTuple_GET_SIZE(closure); ++i) {
       PyObject* value = PyCell_GET(PyTuple_GET_ITEM(closure, i));
       if (value && state_holder(value)) append(found.ptr(), value);
+      else if (value) note_tensor(value);
     }
     PyObject* globals = PyFunction_GET_GLOBALS(func);
     PyObject* co_names = ((PyCodeObject*)PyFunction_GET_CODE(func))->co_names;
@@ -1028,6 +999,7 @@ py::object reachable_of(PyObject* fn, PyObject* owner) {
       PyObject* value = PyDict_GetItemWithError(globals, PyTuple_GET_ITEM(co_names, i));
       if (!value && PyErr_Occurred()) throw py::error_already_set();
       if (value && value != Py_None && state_holder(value)) append(found.ptr(), value);
+      else if (value) note_tensor(value);
     }
     return found;
   }
@@ -1042,6 +1014,7 @@ py::object reachable_of(PyObject* fn, PyObject* owner) {
       if (!PyCell_Check(cell)) throw std::runtime_error("a closure item is not a cell");
       PyObject* value = PyCell_GET(cell);
       if (value && state_holder(value)) append(found.ptr(), value);
+      else if (value) note_tensor(value);
     }
   }
   if (!code.is_none()) {
@@ -1053,6 +1026,7 @@ py::object reachable_of(PyObject* fn, PyObject* owner) {
       PyObject* value = PyDict_GetItemWithError(globals.ptr(), PyTuple_GET_ITEM(co_names.ptr(), i));
       if (!value && PyErr_Occurred()) throw py::error_already_set();
       if (value && value != Py_None && state_holder(value)) append(found.ptr(), value);
+      else if (value) note_tensor(value);
     }
   }
   return found;
@@ -1099,17 +1073,22 @@ void bind_capture(py::module_& m) {
     if (!PyTuple_CheckExact(key.ptr())) return py::none();
     guard::Match w{(PyTypeObject*)tensor_type.ptr(), key.ptr()};
     try {
-      py::object reachable = reachable_in.is_none() ? guard::reachable_of(fn.ptr(), owner.ptr())
-                                                    : py::reinterpret_borrow<py::object>(reachable_in);
+      bool outside_tensor = false;
+      py::object reachable = reachable_in.is_none()
+                                 ? guard::reachable_of(fn.ptr(), owner.ptr(), w.tensor_type, &outside_tensor)
+                                 : py::reinterpret_borrow<py::object>(reachable_in);
+      if (outside_tensor) return py::none();  // its parts (identity, shape, dtype) come from the built key
       if (!w.describe(args.ptr()) || !w.describe(kwargs.ptr())) return py::none();
-      if (middle.is_none()) {  // compiling.entry_key's middle, (("grad mode", ...), ("default dtype", ...)), read here
+      if (middle.is_none()) {  // compiling.entry_key's middle, (("grad mode", ...), ("default dtype", ...),
+                               // ("autocast", None)), read here: the caller checked that autocast is off
         static PyObject* grad_mode = PyUnicode_InternFromString("grad mode");
         static PyObject* default_dtype = PyUnicode_InternFromString("default dtype");
-        PyObject* values[2] = {GradMode::is_enabled() ? Py_True : Py_False, nullptr};
+        static PyObject* autocast = PyUnicode_InternFromString("autocast");
+        PyObject* values[3] = {GradMode::is_enabled() ? Py_True : Py_False, nullptr, Py_None};
         py::object dtype = dtype_object(default_float_dtype());
         values[1] = dtype.ptr();
-        PyObject* labels[2] = {grad_mode, default_dtype};
-        for (int k = 0; k < 2; ++k) {
+        PyObject* labels[3] = {grad_mode, default_dtype, autocast};
+        for (int k = 0; k < 3; ++k) {
           if (w.next >= PyTuple_GET_SIZE(key.ptr())) return py::none();
           PyObject* p = PyTuple_GET_ITEM(key.ptr(), w.next++);
           if (!PyTuple_CheckExact(p) || PyTuple_GET_SIZE(p) != 2 || !guard::Match::eq(PyTuple_GET_ITEM(p, 0), labels[k]) ||
@@ -1136,7 +1115,7 @@ void bind_capture(py::module_& m) {
         PyObject* recorded_label = PyTuple_GET_ITEM(p, 0);
         if (!PyUnicode_Check(recorded_label) || PyUnicode_CompareWithASCIIString(recorded_label, label) != 0)
           return py::none();
-        if (!(module ? guard::Match::module_matches(obj, PyTuple_GET_ITEM(p, 1))
+        if (!(module ? guard::Match::module_matches(obj, PyTuple_GET_ITEM(p, 1), w.tensor_type)
                      : guard::Match::optimizer_matches(obj, PyTuple_GET_ITEM(p, 1))))
           return py::none();
       }

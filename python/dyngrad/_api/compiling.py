@@ -258,8 +258,10 @@ class Program:
                                                               getattr(_eager_flag, "on", False)):
             return self.fn(*args, **kwargs)      # a compiled program called inside a recording is part of it
         tensors = None
-        if self.last_group is not None and self.static and KEY_IN_PLACE and _key_matches is not None:
-            # same_entry_key's call, inlined; None: the middle parts (grad mode, default dtype) and _reachable in C++
+        if self.last_group is not None and self.static and KEY_IN_PLACE and _key_matches is not None and \
+                not autocast._active_threads:
+            # same_entry_key's call, inlined; None: the middle parts (grad mode, default dtype, autocast off) and
+            # _reachable in C++
             tensors = _key_matches(self.last_key, _Tensor, args, kwargs, None, None, self.fn, self.owner)
         if tensors is not None:   # the call's key is the last call's (Note [Entry guards compared in place])
             key, group = self.last_key, self.last_group
@@ -556,7 +558,7 @@ def same_entry_key(program, key, args, kwargs):
     (also when the engine cannot tell without building the key): Note [Entry guards compared in place] in
     csrc/bindings/capture_bind.cpp. The reference engine always builds the key."""
     native = getattr(_C, "_entry_key_matches", None)
-    if native is None or key is None:
+    if native is None or key is None or autocast._active_threads:
         return None
     return native(key, _C.Tensor, args, kwargs, None, None, program.fn, program.owner)   # None: read in C++
 
