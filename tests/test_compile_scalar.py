@@ -223,32 +223,47 @@ def test_target_check_replayed_raises_as_eagerly(dg, ignore_index):
 
 # ---- Note [Entry guards compared in place] (csrc/bindings/capture_bind.cpp) ----
 
-def test_in_place_comparison_leaves_outside_tensors_and_autocast_to_the_built_key(dg):
-    """A closed-over tensor (guarded by identity, shape and dtype: Note [State outside the arguments]) and an
-    autocast region (Note [Autocast under compile]) are parts the in-place comparison does not read: it declines,
-    and the built key sees a rebinding or autocast turned on."""
+def test_in_place_comparison_reads_outside_tensors_and_leaves_autocast_to_the_built_key(dg):
+    """A closed-over or global tensor is guarded by identity, shape and dtype (Note [State outside the arguments]):
+    the in-place comparison reads them as the built key does; an autocast region (Note [Autocast under compile])
+    it leaves to the built key."""
     from dyngrad._api import compiling
     if not hasattr(dg._C, "_entry_key_matches"):
         pytest.skip("the reference engine builds the key at every call")
+    global OFFSET
+    OFFSET = dg.zeros(1)
     w = dg.ones(3)
 
     def f(x):
-        return (x * w).sum()
+        return (x * w + OFFSET).sum()
     compiled = dg.compile(f, mode="reduce-overhead")
     x = dg.arange(3.0)
     for _ in range(2):
         assert compiled(x).item() == 3.0
     prog = compiled._program
-    assert compiling.same_entry_key(prog, prog.last_key, (x,), {}) is None
-    w = dg.full((3,), 2.0)                          # rebound: the built key misses, the result is eager's
-    assert compiled(x).item() == 6.0
-    g = dg.compile(lambda x: x * 2, mode="reduce-overhead")
-    for _ in range(2):
-        g(x)
-    prog = g._program
-    assert compiling.same_entry_key(prog, prog.last_key, (x,), {}) is not None
+
+    def agrees():
+        fast = compiling.same_entry_key(prog, prog.last_key, (x,), {})
+        built, tensors = compiling.entry_key(prog, (x,), {})
+        assert (fast is not None) == (built == prog.last_key)
+        return fast is not None
+    assert agrees()
+    kept = w
+    w = dg.full((3,), 2.0)                          # rebound: the comparison says no, the result is eager's
+    assert not agrees()
+    assert compiled(x).item() == 6.0 and agrees()
+    w = dg.full((4,), 2.0)[:3]                      # another tensor again
+    assert not agrees()
+    w = kept
+    OFFSET = dg.full((1,), 2.0)                     # a global the code names
+    assert not agrees()
+    assert compiled(x).item() == 9.0 and agrees()
+    OFFSET = dg.ones(1)
     with dg.autocast("cpu", dtype=dg.bfloat16):
         assert compiling.same_entry_key(prog, prog.last_key, (x,), {}) is None
+
+
+OFFSET = None
 
 
 def test_entry_key_compared_in_place_agrees_with_the_built_key(dg):

@@ -961,14 +961,20 @@ struct Match {
 // compiling._reachable(fn, owner), the same reads: the owner, a bound method's module or optimiser self, the
 // modules and optimisers in the function's closure cells and in the globals its code names. (Any difference from
 // the Python walk could only make the in-place comparison fail: the caller then builds the key with the Python one.)
-// saw_tensor (when given) is set when a closure cell or a global the code names holds a tensor of tensor_type:
-// compiling._reachable(with_tensors=True) guards those too, and the in-place key comparison leaves them to it.
+// outside (when given) receives the tensors held by closure cells and by globals the code names, with their names:
+// compiling._reachable(with_tensors=True) guards them by identity, shape and dtype (Note [State outside the
+// arguments]), in this order (the cells, then the globals).
+struct OutsideTensor {
+  bool closure;
+  py::object name;
+  PyObject* tensor;  // borrowed: held by its cell or global for the caller's call
+};
+
 py::object reachable_of(PyObject* fn, PyObject* owner, PyTypeObject* tensor_type = nullptr,
-                        bool* saw_tensor = nullptr) {
+                        std::vector<OutsideTensor>* outside = nullptr) {
   py::object found = own(PyList_New(0));
-  auto note_tensor = [&](PyObject* v) {
-    if (saw_tensor && tensor_type && (Py_TYPE(v) == tensor_type || PyType_IsSubtype(Py_TYPE(v), tensor_type)))
-      *saw_tensor = true;
+  auto is_tensor = [&](PyObject* v) {
+    return outside && tensor_type && (Py_TYPE(v) == tensor_type || PyType_IsSubtype(Py_TYPE(v), tensor_type));
   };
   if (owner != Py_None) append(found.ptr(), owner);
   auto attr = [](PyObject* o, const char* name) -> py::object {
@@ -988,18 +994,23 @@ py::object reachable_of(PyObject* fn, PyObject* owner, PyTypeObject* tensor_type
   if (PyFunction_Check(func) && (!func_dict || !PyDict_GetItemString(func_dict, "__self__"))) {
     if (PyMethod_Check(fn) && state_holder(PyMethod_GET_SELF(fn))) append(found.ptr(), PyMethod_GET_SELF(fn));
     PyObject* closure = PyFunction_GET_CLOSURE(func);
+    PyCodeObject* code = (PyCodeObject*)PyFunction_GET_CODE(func);
+    py::object freevars;  // read only when a cell holds a tensor
     for (Py_ssize_t i = 0; closure && i < PyTuple_GET_SIZE(closure); ++i) {
       PyObject* value = PyCell_GET(PyTuple_GET_ITEM(closure, i));
       if (value && state_holder(value)) append(found.ptr(), value);
-      else if (value) note_tensor(value);
+      else if (value && is_tensor(value)) {
+        if (!freevars) freevars = own(PyCode_GetFreevars(code));
+        outside->push_back({true, borrow(PyTuple_GET_ITEM(freevars.ptr(), i)), value});
+      }
     }
     PyObject* globals = PyFunction_GET_GLOBALS(func);
-    PyObject* co_names = ((PyCodeObject*)PyFunction_GET_CODE(func))->co_names;
+    PyObject* co_names = code->co_names;
     for (Py_ssize_t i = 0; PyDict_CheckExact(globals) && i < PyTuple_GET_SIZE(co_names); ++i) {
       PyObject* value = PyDict_GetItemWithError(globals, PyTuple_GET_ITEM(co_names, i));
       if (!value && PyErr_Occurred()) throw py::error_already_set();
       if (value && value != Py_None && state_holder(value)) append(found.ptr(), value);
-      else if (value) note_tensor(value);
+      else if (value && is_tensor(value)) outside->push_back({false, borrow(PyTuple_GET_ITEM(co_names, i)), value});
     }
     return found;
   }
@@ -1014,7 +1025,12 @@ py::object reachable_of(PyObject* fn, PyObject* owner, PyTypeObject* tensor_type
       if (!PyCell_Check(cell)) throw std::runtime_error("a closure item is not a cell");
       PyObject* value = PyCell_GET(cell);
       if (value && state_holder(value)) append(found.ptr(), value);
-      else if (value) note_tensor(value);
+      else if (value && is_tensor(value)) {
+        py::object freevars = code.is_none() ? py::none() : attr(code.ptr(), "co_freevars");
+        if (!PyTuple_Check(freevars.ptr()) || PyTuple_GET_SIZE(freevars.ptr()) <= i)
+          throw std::runtime_error("a closure's names are not readable");  // the caller builds the key
+        outside->push_back({true, borrow(PyTuple_GET_ITEM(freevars.ptr(), i)), value});
+      }
     }
   }
   if (!code.is_none()) {
@@ -1026,7 +1042,7 @@ py::object reachable_of(PyObject* fn, PyObject* owner, PyTypeObject* tensor_type
       PyObject* value = PyDict_GetItemWithError(globals.ptr(), PyTuple_GET_ITEM(co_names.ptr(), i));
       if (!value && PyErr_Occurred()) throw py::error_already_set();
       if (value && value != Py_None && state_holder(value)) append(found.ptr(), value);
-      else if (value) note_tensor(value);
+      else if (value && is_tensor(value)) outside->push_back({false, borrow(PyTuple_GET_ITEM(co_names.ptr(), i)), value});
     }
   }
   return found;
@@ -1073,11 +1089,10 @@ void bind_capture(py::module_& m) {
     if (!PyTuple_CheckExact(key.ptr())) return py::none();
     guard::Match w{(PyTypeObject*)tensor_type.ptr(), key.ptr()};
     try {
-      bool outside_tensor = false;
+      std::vector<guard::OutsideTensor> outside;
       py::object reachable = reachable_in.is_none()
-                                 ? guard::reachable_of(fn.ptr(), owner.ptr(), w.tensor_type, &outside_tensor)
+                                 ? guard::reachable_of(fn.ptr(), owner.ptr(), w.tensor_type, &outside)
                                  : py::reinterpret_borrow<py::object>(reachable_in);
-      if (outside_tensor) return py::none();  // its parts (identity, shape, dtype) come from the built key
       if (!w.describe(args.ptr()) || !w.describe(kwargs.ptr())) return py::none();
       if (middle.is_none()) {  // compiling.entry_key's middle, (("grad mode", ...), ("default dtype", ...),
                                // ("autocast", None)), read here: the caller checked that autocast is off
@@ -1095,6 +1110,19 @@ void bind_capture(py::module_& m) {
               !guard::Match::eq(PyTuple_GET_ITEM(p, 1), values[k]))
             return py::none();
         }
+      }
+      const guard::Names& nm = guard::names();
+      for (const guard::OutsideTensor& o : outside) {  // compiling._reachable's parts, (label, (id, shape, dtype))
+        if (w.next >= PyTuple_GET_SIZE(key.ptr())) return py::none();
+        PyObject* p = PyTuple_GET_ITEM(key.ptr(), w.next++);
+        if (!PyTuple_CheckExact(p) || PyTuple_GET_SIZE(p) != 2) return py::none();
+        py::object label = guard::own(PyUnicode_FromFormat(o.closure ? "the closure's tensor %U" : "the global tensor %U",
+                                                           o.name.ptr()));
+        py::object shape = guard::own(PySequence_Tuple(guard::own(PyObject_GetAttr(o.tensor, nm.shape)).ptr()));
+        py::object dtype = guard::own(PyObject_GetAttr(o.tensor, nm.dtype));
+        py::object what = guard::own(PyTuple_Pack(3, guard::id_of(o.tensor).ptr(), shape.ptr(), dtype.ptr()));
+        if (!guard::Match::eq(PyTuple_GET_ITEM(p, 0), label.ptr()) || !guard::Match::eq(PyTuple_GET_ITEM(p, 1), what.ptr()))
+          return py::none();
       }
       for (py::handle part : middle.is_none() ? py::tuple() : py::reinterpret_borrow<py::object>(middle)) {
         if (w.next >= PyTuple_GET_SIZE(key.ptr()) || !guard::Match::eq(PyTuple_GET_ITEM(key.ptr(), w.next++), part.ptr()))
