@@ -1103,3 +1103,31 @@ def test_ctc_loss_with_an_empty_target_is_torchs(dg, reduction):
         results.append((to_numpy(loss), to_numpy(x.grad)))
     for a, b in zip(*results):
         assert_close(a, b, 1e-9, 1e-12, f"ctc_loss, an empty target, {reduction}")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_cross_entropy_without_smoothing_as_the_log_softmax_path(dg, dtype):
+    """Without label smoothing the forward computes each row's log_softmax at its target alone (Note [Cross entropy
+    without the log_softmax] in kernels/reduce.cpp), with the same arithmetic as the full log_softmax path that
+    label smoothing takes: a smoothing of 1e-300 changes no double, so the two losses agree exactly; ignored
+    targets, every reduction and 1-D logits included; a row of -inf but at its target has loss 0."""
+    F = dg.nn.functional
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((40, 300)) * 5).astype(dtype)
+    t = rng.integers(0, 300, 40)
+    t[3] = -100
+    for reduction in ("mean", "sum", "none"):
+        a = F.cross_entropy(dg.tensor(x), dg.tensor(t), reduction=reduction)
+        b = F.cross_entropy(dg.tensor(x), dg.tensor(t), reduction=reduction, label_smoothing=1e-300)
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    logp = x - x.max(axis=1, keepdims=True)
+    logp = logp - np.log(np.exp(logp).sum(axis=1, keepdims=True))
+    want = np.where(t == -100, 0.0, -logp[np.arange(40), np.where(t == -100, 0, t)])
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(F.cross_entropy(dg.tensor(x), dg.tensor(t), reduction="none").numpy(), want,
+                               rtol=tol, atol=tol)
+    np.testing.assert_array_equal(F.cross_entropy(dg.tensor(x[0]), dg.tensor(t[0])).numpy(),
+                                  F.cross_entropy(dg.tensor(x[0]), dg.tensor(t[0]), label_smoothing=1e-300).numpy())
+    row = np.full((1, 5), -np.inf, dtype=dtype)
+    row[0, 2] = 1.0
+    assert F.cross_entropy(dg.tensor(row), dg.tensor(np.array([2]))).item() == 0.0

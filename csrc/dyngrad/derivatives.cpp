@@ -539,18 +539,20 @@ static bool slice_backward_in_place(Grads& grads, OpNode& n, const SavesSlice& s
   if (cur && (cur->shape != meta.shape || cur->dtype != meta.dtype || !cur->tangents.empty())) return false;
   const bool fresh = !cur;
   if (fresh) {
-    // A window that is one contiguous block of the buffer (a slice of step 1 along the first dim of size > 1: an
-    // LSTM cell's h and c halves, x[a:b]) needs zeros only around it, the window itself being written next.
+    // A window of step 1 is, in each block of the dims before s.dim, one contiguous run: only the rest of each
+    // block is cleared, the window being written next (an LSTM cell's h and c halves; out[:, -1] of an LSTM's
+    // (N, L, H) output clears 49 of 50 steps' rows, not all). Runs shorter than 64 bytes: one memset of it all.
     cur = empty(meta.shape, meta.dtype);
-    int64_t lead = 0;
-    while (lead < s.dim && meta.shape[lead] == 1) ++lead;
     const size_t item = dtype_size(meta.dtype), total = (size_t)cur->numel * item;
     char* base = static_cast<char*>(cur->storage->data);
-    if (lead == s.dim && s.step == 1 && cur->numel > 0) {
-      const size_t row = (size_t)cur->strides[s.dim] * item;
-      const size_t lo = (size_t)s.start * row, hi = std::min(total, lo + (size_t)g->shape[s.dim] * row);
-      std::memset(base, 0, lo);
-      std::memset(base + hi, 0, total - hi);
+    const size_t row = total ? (size_t)cur->strides[s.dim] * item : 0;
+    if (total && s.step == 1 && row * (size_t)g->shape[s.dim] >= 64) {
+      const size_t block = row * (size_t)meta.shape[s.dim], blocks = total / block;
+      const size_t lo = (size_t)s.start * row, hi = std::min(block, lo + (size_t)g->shape[s.dim] * row);
+      for (size_t b = 0; b < blocks; ++b) {
+        std::memset(base + b * block, 0, lo);
+        std::memset(base + b * block + hi, 0, block - hi);
+      }
     } else if (total) {
       std::memset(base, 0, total);
     }

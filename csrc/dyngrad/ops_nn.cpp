@@ -73,9 +73,22 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t reducti
   for (int64_t i = 0; i < N; ++i)
     DG_CHECK(tp[i] == ignore_index || (tp[i] >= 0 && tp[i] < C), IndexError, "cross_entropy: target ", tp[i],
              " is out of range for ", C, " classes.");
-  Tensor logp = softmax_kernel(batched ? logits : reshape(alias(logits), {1, C}), 1, true);
+  Tensor rows = batched ? logits : reshape(alias(logits), {1, C});
   int64_t count = 0;
-  Tensor losses = cross_entropy_kernel(logp, t, ignore_index, label_smoothing, count);
+  Tensor losses;
+  if (label_smoothing == 0 && N > 0 && C > 0) {  // Note [Cross entropy without the log_softmax] (kernels/reduce.cpp)
+    losses = log_softmax_at_kernel(contiguous_data(rows), tp, ignore_index);
+    DG_DISPATCH_FLOAT(losses->dtype, T, {
+      T* l = losses->data<T>();
+      for (int64_t i = 0; i < N; ++i) {
+        if (tp[i] == ignore_index) continue;
+        l[i] = (T)(-(double)l[i]);  // cross_entropy_kernel's -(1 - 0) * logp, exactly
+        ++count;
+      }
+    });
+  } else {
+    losses = cross_entropy_kernel(softmax_kernel(rows, 1, true), t, ignore_index, label_smoothing, count);
+  }
   Tensor out;
   if (reduction == 0) {
     out = batched ? losses : reshape(losses, {});

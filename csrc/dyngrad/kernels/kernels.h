@@ -81,6 +81,9 @@ Tensor cumulative_extremum_index_kernel(const Tensor& a, int64_t d, bool is_max,
 // softmax / log_softmax over dim (Note [Softmax in float32] in reduce.cpp), and their backward given the output:
 // the gradient with respect to the input, out and grad of one shape and floating dtype.
 Tensor softmax_kernel(const Tensor& a, int64_t dim, bool log);
+// log_softmax(rows)[i, target[i]] for each row of a contiguous (N, C) rows, 0 where target[i] == ignore_index
+// (Note [Cross entropy without the log_softmax] in reduce.cpp)
+Tensor log_softmax_at_kernel(const Tensor& rows, const int64_t* target, int64_t ignore_index);
 Tensor softmax_backward_kernel(const Tensor& grad, const Tensor& out, int64_t dim, bool log);
 
 // The indexing loops (index.cpp), over contiguous operands and int64 indices the op checked to be in range.

