@@ -288,9 +288,24 @@ bool own_sgemm_into(int64_t m, int64_t n, int64_t k, float alpha, const float* a
   ep.add_c = beta == 1.f;
   ep.bias = bias;
   const int64_t strips = (n + kNR - 1) / kNR;
-  const int tasks = (int)std::max<int64_t>(1, std::min<int64_t>(max_tasks, strips));
+  // Note [Own kernel's split]: a product of many rows is split into row panels (multiples of kMR rows, each
+  // packing b's strips itself), since its strips seldom divide evenly: a 768 x 128 output is 3 strips (48, 48,
+  // 32), 2 and 1 to two threads. A short product (an LSTM step's 32 rows) is split by strips, as before.
+  // Either way each output is the same chain of multiply-adds: the bits do not depend on the split.
+  const int64_t row_blocks = (m + kMR - 1) / kMR;
+  const bool by_rows = m >= 256 && max_tasks > 1;
+  const int tasks = (int)std::max<int64_t>(1, std::min<int64_t>(max_tasks, by_rows ? row_blocks : strips));
   if (tasks == 1) {
     run_strips(0, strips, m, n, k, a, ars, acs, b, brs, bcs, c, ldc, ep);
+    return true;
+  }
+  if (by_rows) {
+    const int64_t per = (row_blocks + tasks - 1) / tasks * kMR;
+    run_parallel(tasks, [&](int t) {
+      const int64_t r0 = t * per, r1 = std::min(m, r0 + per);
+      if (r0 < r1)
+        run_strips(0, strips, r1 - r0, n, k, a + r0 * ars, ars, acs, b, brs, bcs, c + r0 * ldc, ldc, ep);
+    });
     return true;
   }
   const int64_t per = (strips + tasks - 1) / tasks;
