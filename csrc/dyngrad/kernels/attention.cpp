@@ -41,6 +41,13 @@ static inline bool attention_keep(uint64_t seed, uint64_t index, uint64_t thresh
 namespace {
 
 constexpr int64_t kQueryTile = 64;   // query rows per tile
+// Note [Causal query tiles]: with a causal mask a tile of query rows i0 .. i0 + rows needs keys up to i0 + rows
+// only; tiles of 16 rows skip most of the masked upper triangle that tiles of 64 computed and then threw away
+// (a 64-token context: 62.5% of the score products and exps). bench/attention.py, (12, 4, 64, 32) causal,
+// float32, 1 thread, Xeon family 6 model 167, 2 cores, KVM, load 7.6-8.2, ms (torch/dyngrad in one run): forward
+// 0.495 -> 0.375 (0.76x -> 1.00x), forward + backward 1.349 -> 1.094 (1.03x -> 1.40x).
+constexpr int64_t kCausalQueryTile = 16;
+inline int64_t query_tile(bool causal) { return causal ? kCausalQueryTile : kQueryTile; }
 constexpr int64_t kKeyBlock = 256;   // keys per block of the online softmax
 
 // exp that vectorises for float32 (fast_math.h), std::exp for float64
@@ -184,8 +191,9 @@ void attention_forward_typed(const AttnShape& a, const T* Q, const T* K, const T
     const T* mk = M ? M + a.mo[bh] : nullptr;
     T* o = O + bh * a.Lq * a.Ev;
     T* lse = LSE + bh * a.Lq;
-    for (int64_t i0 = 0; i0 < a.Lq; i0 += kQueryTile) {
-      const int64_t rows = std::min(kQueryTile, a.Lq - i0);
+    const int64_t tile_rows = query_tile(a.causal);
+    for (int64_t i0 = 0; i0 < a.Lq; i0 += tile_rows) {
+      const int64_t rows = std::min(tile_rows, a.Lq - i0);
       std::fill(m.begin(), m.end(), ninf);
       std::fill(l.begin(), l.end(), T(0));
       std::fill(o + i0 * a.Ev, o + (i0 + rows) * a.Ev, T(0));
@@ -261,8 +269,9 @@ void attention_backward_typed(const AttnShape& a, const T* G, const T* Q, const 
       for (int64_t e = 0; e < a.Ev; ++e) s += g[i * a.Ev + e] * o[i * a.Ev + e];
       D[i] = s;
     }
-    for (int64_t i0 = 0; i0 < a.Lq; i0 += kQueryTile) {
-      const int64_t rows = std::min(kQueryTile, a.Lq - i0);
+    const int64_t tile_rows = query_tile(a.causal);
+    for (int64_t i0 = 0; i0 < a.Lq; i0 += tile_rows) {
+      const int64_t rows = std::min(tile_rows, a.Lq - i0);
       const int64_t jend = a.causal ? std::min(a.Lk, i0 + rows) : a.Lk;
       for (int64_t j0 = 0; j0 < jend; j0 += kKeyBlock) {
         const int64_t cols = std::min(kKeyBlock, jend - j0);
