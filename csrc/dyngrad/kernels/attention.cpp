@@ -82,6 +82,7 @@ T exp_shifted_sum(T* x, int64_t n, T shift) {  // x = exp(x - shift) in place, r
 
 struct AttnShape {
   int64_t BH, Lq, Lk, E, Ev;
+  int64_t ldq, ldk, ldv;  // row strides of q, k, v (Note [Attention on row-strided views])
   bool causal;
   double scale, p;
   uint64_t seed, threshold;
@@ -124,6 +125,9 @@ AttnShape attn_shape(const Tensor& q, const Tensor& k, const Tensor& v, const Te
   a.E = q->shape[q->ndim() - 1];
   a.Lk = k->shape[k->ndim() - 2];
   a.Ev = v->shape[v->ndim() - 1];
+  a.ldq = q->strides[q->ndim() - 2];
+  a.ldk = k->strides[k->ndim() - 2];
+  a.ldv = v->strides[v->ndim() - 2];
   a.causal = causal;
   a.scale = scale;
   a.p = p;
@@ -200,7 +204,7 @@ void attention_forward_typed(const AttnShape& a, const T* Q, const T* K, const T
       const int64_t jend = a.causal ? std::min(a.Lk, i0 + rows) : a.Lk;
       for (int64_t j0 = 0; j0 < jend; j0 += kKeyBlock) {
         const int64_t cols = std::min(kKeyBlock, jend - j0);
-        gemm_into<T>(false, true, rows, cols, a.E, T(a.scale), q + i0 * a.E, a.E, k + j0 * a.E, a.E, T(0), S.data(),
+        gemm_into<T>(false, true, rows, cols, a.E, T(a.scale), q + i0 * a.ldq, a.ldq, k + j0 * a.ldk, a.ldk, T(0), S.data(),
                      kKeyBlock);
         finish_scores(a, mk, i0, rows, j0, cols, S.data());
         for (int64_t r = 0; r < rows; ++r) {  // the online softmax: running max m and sum l per row
@@ -225,7 +229,7 @@ void attention_forward_typed(const AttnShape& a, const T* Q, const T* K, const T
               row[c] = attention_keep(a.seed, base + c, a.threshold) ? row[c] * keep_scale : T(0);
           }
         }
-        gemm_into<T>(false, false, rows, a.Ev, cols, T(1), S.data(), kKeyBlock, v + j0 * a.Ev, a.Ev, T(1),
+        gemm_into<T>(false, false, rows, a.Ev, cols, T(1), S.data(), kKeyBlock, v + j0 * a.ldv, a.ldv, T(1),
                      o + i0 * a.Ev, a.Ev);
       }
       for (int64_t r = 0; r < rows; ++r) {
@@ -275,7 +279,7 @@ void attention_backward_typed(const AttnShape& a, const T* G, const T* Q, const 
       const int64_t jend = a.causal ? std::min(a.Lk, i0 + rows) : a.Lk;
       for (int64_t j0 = 0; j0 < jend; j0 += kKeyBlock) {
         const int64_t cols = std::min(kKeyBlock, jend - j0);
-        gemm_into<T>(false, true, rows, cols, a.E, T(a.scale), q + i0 * a.E, a.E, k + j0 * a.E, a.E, T(0), P.data(),
+        gemm_into<T>(false, true, rows, cols, a.E, T(a.scale), q + i0 * a.ldq, a.ldq, k + j0 * a.ldk, a.ldk, T(0), P.data(),
                      kKeyBlock);
         finish_scores(a, mk, i0, rows, j0, cols, P.data());
         for (int64_t r = 0; r < rows; ++r) {  // P = exp(s - lse), 0 where masked (and for fully masked rows)
@@ -301,7 +305,7 @@ void attention_backward_typed(const AttnShape& a, const T* G, const T* Q, const 
                        dv + j0 * a.Ev, a.Ev);
         if (!dq && !dk) continue;
         // dPd = dO V^T; dP = dPd * keep / (1 - p); dS = P (dP - D)
-        gemm_into<T>(false, true, rows, cols, a.Ev, T(1), g + i0 * a.Ev, a.Ev, v + j0 * a.Ev, a.Ev, T(0), dP.data(),
+        gemm_into<T>(false, true, rows, cols, a.Ev, T(1), g + i0 * a.Ev, a.Ev, v + j0 * a.ldv, a.ldv, T(0), dP.data(),
                      kKeyBlock);
         for (int64_t r = 0; r < rows; ++r) {
           T* drow = dP.data() + r * kKeyBlock;
@@ -316,10 +320,10 @@ void attention_backward_typed(const AttnShape& a, const T* G, const T* Q, const 
           }
         }
         if (dq)  // dQ += scale dS K
-          gemm_into<T>(false, false, rows, a.E, cols, T(a.scale), dP.data(), kKeyBlock, k + j0 * a.E, a.E, T(1),
+          gemm_into<T>(false, false, rows, a.E, cols, T(a.scale), dP.data(), kKeyBlock, k + j0 * a.ldk, a.ldk, T(1),
                        dq + i0 * a.E, a.E);
         if (dk)  // dK += scale dS^T Q
-          gemm_into<T>(true, false, cols, a.E, rows, T(a.scale), dP.data(), kKeyBlock, q + i0 * a.E, a.E, T(1),
+          gemm_into<T>(true, false, cols, a.E, rows, T(a.scale), dP.data(), kKeyBlock, q + i0 * a.ldq, a.ldq, T(1),
                        dk + j0 * a.E, a.E);
       }
     }
