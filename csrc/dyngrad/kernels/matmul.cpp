@@ -193,7 +193,14 @@ bool own_gemm_pays(int64_t n, int64_t m, int64_t k, bool b_rows_contiguous, bool
   if (b_rows_contiguous && n > 8 && work > 32768 && work <= (int64_t(1) << 18) && g_sgemm != nullptr) return false;
   if (work <= (int64_t(1) << 24) || (n <= 256 && n * k <= (int64_t(1) << 18))) return true;
   // Note [Own kernel for many rows]: the char-level GPT's and the transformer block's products (768-1024 rows,
-  // k and the columns 128-512) whose a is at most 1.5 MB (it is read once per strip of 48 columns, from L2)
+  // k and the columns 128-512) whose a is at most 1.5 MB (it is read once per strip of 48 columns, from L2). A
+  // standalone harness (one thread, Xeon family 6 model 167, 2 cores, KVM, load 8-10, best of 15 interleaved)
+  // had the kernel at 150-166 GFLOP/s there, OpenBLAS at 137-147 and MKL (torch) at ~165; bench/gemm_shapes.py's
+  // gpt rows, torch/dyngrad at 1 thread before -> after (load 4 and 8, so roughly): x @ W^T 0.79 -> 1.22 (384
+  // columns), 0.83 -> 1.10 (512), 0.83 -> 0.97 (512 -> 128); dX = g @ W 0.93 -> 1.02, 0.91 -> 0.97, 0.87 -> 0.99.
+  // Not the weight gradients g^T x (a given transposed, k = the 768-1024 rows): there the kernel reached only
+  // 108-145 GFLOP/s (a's columns 1.5-4 KB apart; packing a per k block, or per row block, and strips of 64
+  // columns in 6-row blocks were all slower still), so they stay on OpenBLAS (torch/dyngrad 0.85-0.94).
   return a_rows_contiguous && n <= 4096 && n * k < (int64_t(1) << 19);
 }
 int own_gemm_tasks(int64_t n, int64_t m, int64_t k) { return n * m * k >= (int64_t(1) << 20) ? num_threads() : 1; }
