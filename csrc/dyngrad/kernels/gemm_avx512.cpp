@@ -28,7 +28,9 @@
 // epilogue is not wired into linear: linear + bias took the time of the product alone within 3% (the add of 16k
 // floats), and folding it would need a fused node. Whole training steps: within noise of the BLAS path
 // (bench/gemm_kernel_ab.py: the LSTM's per-step products were then rnn.cpp's own loop -- now own_sgemm_packed,
-// Note [Recurrent products on the own kernel] in rnn.cpp -- the transformer's big ones stay on OpenBLAS). Where
+// Note [Recurrent products on the own kernel] in rnn.cpp; since Note [Own kernel for many rows] in matmul.cpp the
+// GPT's and the transformer block's 768-1024-row forward and input-gradient products run here too, their weight
+// gradients on OpenBLAS). Where
 // the CPU lacks AVX-512F (AMD before Zen 4, most laptops), or with DYNGRAD_GEMM=blas,
 // every product takes the BLAS path as before (tests/test_gemm_kernel.py runs both).
 #include <immintrin.h>
