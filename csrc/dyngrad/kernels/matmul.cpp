@@ -201,7 +201,9 @@ bool own_gemm_pays(int64_t n, int64_t m, int64_t k, bool b_rows_contiguous, bool
   // Not the weight gradients g^T x (a given transposed, k = the 768-1024 rows): there the kernel reached only
   // 108-145 GFLOP/s (a's columns 1.5-4 KB apart; packing a per k block, or per row block, and strips of 64
   // columns in 6-row blocks were all slower still), so they stay on OpenBLAS (torch/dyngrad 0.85-0.94).
-  return a_rows_contiguous && n <= 4096 && n * k < (int64_t(1) << 19);
+  // b at most 1 MB (k m <= 2^18 floats): with the wide MLP's 512 x 784 @ 784 x 1024 and the word LSTM's decoder
+  // 700 x 200 @ 200 x 10000 the kernel was 0.75-0.93x OpenBLAS (same harness), so those stay there.
+  return a_rows_contiguous && n <= 4096 && n * k < (int64_t(1) << 19) && k * m <= (int64_t(1) << 18);
 }
 int own_gemm_tasks(int64_t n, int64_t m, int64_t k) { return n * m * k >= (int64_t(1) << 20) ? num_threads() : 1; }
 
