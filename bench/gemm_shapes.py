@@ -11,6 +11,10 @@ Shapes (m x k x n is a (m, k) @ (k, n) product):
   linear+bias         F.linear(x (32, 128), W (512, 128), b): addmm
   attn 64x32x64 (48)  (48, 64, 32) @ (48, 32, 64): attention's per-head scores, 12 x 4 heads
   attn A@B^T (48)     (48, 64, 32) @ (48, 64, 32)^T: q @ k^T
+  gpt ...             the char-level GPT step's products (768 rows: batch 12 x context 64, width 128): linear's
+                      x @ W^T for c_attn (384 out), c_fc (512), mlp_proj (512 -> 128), their dX = g @ W and
+                      dW = g^T @ x (the transposed left operand)
+  tfm ...             the transformer block's (1024 rows, x @ W with W stored (in, out)) and its dW = x^T @ g
 
     PYTHONPATH=python python bench/gemm_shapes.py [--repeat 5] [--threads 1,2] [--only NAME,...]
 """
@@ -92,6 +96,22 @@ def cases():
     add("attn 48x 64x32x64", (q, k), lambda a, b: a @ b, lambda a, b: a @ b, lambda a, b: a @ b, 48 * 2 * 64 * 32 * 64)
     add("attn A@B^T 48x 64x32x64", (q, kt), lambda a, b: a @ b.transpose(0, 2, 1), lambda a, b: a @ b.mT,
         lambda a, b: a @ b.mT, 48 * 2 * 64 * 32 * 64)
+    for rows, tag in ((768, "gpt"), (1024, "tfm")):
+        for k_, n_ in ((128, 384), (128, 512), (512, 128)):
+            xa, wt, gy = f(rows, k_), f(n_, k_), f(rows, n_)
+            fl = 2 * rows * k_ * n_
+            if tag == "gpt":
+                add(f"gpt x@W^T {rows}x{k_}x{n_}", (xa, wt), lambda a, b: a @ b.T, lambda a, b: a @ b.mT,
+                    lambda a, b: a @ b.mT, fl)
+                add(f"gpt dX=g@W {rows}x{n_}x{k_}", (gy, wt), lambda a, b: a @ b, lambda a, b: a @ b,
+                    lambda a, b: a @ b, fl)
+            else:
+                add(f"tfm x@W {rows}x{k_}x{n_}", (xa, wt.T.copy()), lambda a, b: a @ b, lambda a, b: a @ b,
+                    lambda a, b: a @ b, fl)
+                add(f"tfm dX=g@W^T {rows}x{n_}x{k_}", (gy, wt.T.copy()), lambda a, b: a @ b.T,
+                    lambda a, b: a @ b.mT, lambda a, b: a @ b.mT, fl)
+            add(f"{tag} dW=g^T@x {n_}x{rows}x{k_}", (gy, xa), lambda a, b: a.T @ b, lambda a, b: a.mT @ b,
+                lambda a, b: a.mT @ b, fl)
     return out
 
 

@@ -326,3 +326,33 @@ def test_multihead_attention_and_transformer_use_the_fused_kernel(dg):
         stack.extend(f for f, _ in n.next_functions)
     else:
         pytest.fail("no ScaledDotProductAttention node in the encoder layer's graph")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_heads_as_views_of_one_projection(dg, causal):
+    """Note [Attention on row-strided views] (ops_nn.cpp): q, k, v as a GPT makes them -- split of one (B, L, 3C)
+    projection, viewed as (B, L, H, E) and transposed to (B, H, L, E), rows 3C apart -- taken without copies: the
+    values and gradients of the contiguous copies, and the float64 formula."""
+    B, L, H, E = 2, 37, 3, 8       # 37 rows: causal tiles of 16 and a partial one
+    C = H * E
+    rng = np.random.default_rng(7)
+    x0 = rng.standard_normal((B, L, 3 * C))
+    g0 = rng.standard_normal((B, H, L, E))
+    results = []
+    for strided in (True, False):
+        x = dg.tensor(x0, requires_grad=True)
+        q, k, v = (z.view(B, L, H, E).transpose(1, 2) for z in x.split(C, dim=2))
+        if not strided:
+            q, k, v = (z.contiguous() for z in (q, k, v))
+        out = F(dg).scaled_dot_product_attention(q, k, v, is_causal=causal)
+        out.backward(dg.tensor(g0))
+        results.append((out.detach().numpy(), x.grad.numpy()))
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-12, atol=1e-12)
+    qn, kn, vn = (z.reshape(B, L, H, E).transpose(0, 2, 1, 3) for z in np.split(x0, 3, axis=2))
+    np.testing.assert_allclose(results[0][0], np_attention(qn, kn, vn, causal=causal), rtol=1e-10, atol=1e-12)
+    # float32 too (the own product kernel's path)
+    x = dg.tensor(x0.astype(np.float32), requires_grad=True)
+    q, k, v = (z.view(B, L, H, E).transpose(1, 2) for z in x.split(C, dim=2))
+    out = F(dg).scaled_dot_product_attention(q, k, v, is_causal=causal)
+    np.testing.assert_allclose(out.detach().numpy(), np_attention(qn, kn, vn, causal=causal), rtol=1e-4, atol=1e-5)

@@ -179,6 +179,30 @@ def test_a_product_and_its_tangent_in_one_call(kernel, m, k, n, threads):
         dg.set_num_threads(before)
 
 
+@pytest.mark.parametrize("shape", [(520, 128, 100), (1100, 300, 60)])
+def test_many_rows_split_by_rows(kernel, shape):
+    """Note [Own kernel's split]: products of many rows go to the threads as row panels (the second shape is
+    beyond 2^24 multiply-adds, on the own kernel by Note [Own kernel for many rows]); same bits at 1 and 2
+    threads, and the float64 product within float32 rounding, through linear's A B^T and through A B."""
+    m, k, n = shape
+    rng = np.random.default_rng(m)
+    a0 = rng.standard_normal((m, k)).astype(np.float32)
+    w0 = rng.standard_normal((n, k)).astype(np.float32)
+    ref = a0.astype(np.float64) @ w0.astype(np.float64).T
+    a, w, wt = dg.tensor(a0), dg.tensor(w0), dg.tensor(np.ascontiguousarray(w0.T))
+    before = dg.get_num_threads()
+    try:
+        got = {}
+        for t in (1, 2):
+            dg.set_num_threads(t)
+            got[t] = ((a @ w.mT).numpy(), (a @ wt).numpy())
+    finally:
+        dg.set_num_threads(before)
+    for i in range(2):
+        np.testing.assert_array_equal(got[1][i], got[2][i])
+        _close(got[1][i], ref, k)
+
+
 def test_environment_chooses_the_blas_path():
     import os
     import subprocess

@@ -530,7 +530,7 @@ std::vector<Tensor> rnn_layer_backward(const Tensor& grad, const Tensor& gi, con
 // gemm_into).
 namespace {
 struct AttentionInputs {
-  Tensor q, k, v, mask;  // contiguous q, k, v; mask additive in q's dtype (or null)
+  Tensor q, k, v, mask;  // q, k, v with contiguous rows (any row stride); mask additive in q's dtype (or null)
   Shape batch;
 };
 
@@ -554,9 +554,17 @@ AttentionInputs attention_inputs(const Tensor& q, const Tensor& k, const Tensor&
   auto lead = [](const Tensor& t) { return Shape(t->shape.begin(), t->shape.end() - 2); };
   AttentionInputs r;
   r.batch = broadcast_shapes(broadcast_shapes(lead(q), lead(k), op), lead(v), op);
-  r.q = contiguous_data(q);
-  r.k = contiguous_data(k);
-  r.v = contiguous_data(v);
+  // Note [Attention on row-strided views]: the kernels take any row stride (the heads of a GPT's q, k, v are
+  // (B, H, L, E) views of one (B, L, 3C) projection: rows C apart), so only a last dim that is not contiguous is
+  // copied; the copies were 3 per layer forward and 3 again backward
+  auto rows_ok = [](const Tensor& t) {
+    const int64_t nd = t->ndim();
+    return (t->strides[nd - 1] == 1 || t->shape[nd - 1] == 1) &&
+           (t->strides[nd - 2] >= t->shape[nd - 1] || t->shape[nd - 2] == 1);
+  };
+  r.q = rows_ok(q) ? q : contiguous_data(q);
+  r.k = rows_ok(k) ? k : contiguous_data(k);
+  r.v = rows_ok(v) ? v : contiguous_data(v);
   if (mask_in) {
     DG_CHECK(!mask_in->requires_grad, RuntimeError, op, ": the fused kernel does not differentiate attn_mask; got a "
              "mask that requires grad.");

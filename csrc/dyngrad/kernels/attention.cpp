@@ -41,6 +41,13 @@ static inline bool attention_keep(uint64_t seed, uint64_t index, uint64_t thresh
 namespace {
 
 constexpr int64_t kQueryTile = 64;   // query rows per tile
+// Note [Causal query tiles]: with a causal mask a tile of query rows i0 .. i0 + rows needs keys up to i0 + rows
+// only; tiles of 16 rows skip most of the masked upper triangle that tiles of 64 computed and then threw away
+// (a 64-token context: 62.5% of the score products and exps). bench/attention.py, (12, 4, 64, 32) causal,
+// float32, 1 thread, Xeon family 6 model 167, 2 cores, KVM, load 7.6-8.2, ms (torch/dyngrad in one run): forward
+// 0.495 -> 0.375 (0.76x -> 1.00x), forward + backward 1.349 -> 1.094 (1.03x -> 1.40x).
+constexpr int64_t kCausalQueryTile = 16;
+inline int64_t query_tile(bool causal) { return causal ? kCausalQueryTile : kQueryTile; }
 constexpr int64_t kKeyBlock = 256;   // keys per block of the online softmax
 
 // exp that vectorises for float32 (fast_math.h), std::exp for float64
@@ -75,6 +82,7 @@ T exp_shifted_sum(T* x, int64_t n, T shift) {  // x = exp(x - shift) in place, r
 
 struct AttnShape {
   int64_t BH, Lq, Lk, E, Ev;
+  int64_t ldq, ldk, ldv;  // row strides of q, k, v (Note [Attention on row-strided views])
   bool causal;
   double scale, p;
   uint64_t seed, threshold;
@@ -117,6 +125,9 @@ AttnShape attn_shape(const Tensor& q, const Tensor& k, const Tensor& v, const Te
   a.E = q->shape[q->ndim() - 1];
   a.Lk = k->shape[k->ndim() - 2];
   a.Ev = v->shape[v->ndim() - 1];
+  a.ldq = q->strides[q->ndim() - 2];
+  a.ldk = k->strides[k->ndim() - 2];
+  a.ldv = v->strides[v->ndim() - 2];
   a.causal = causal;
   a.scale = scale;
   a.p = p;
@@ -184,15 +195,16 @@ void attention_forward_typed(const AttnShape& a, const T* Q, const T* K, const T
     const T* mk = M ? M + a.mo[bh] : nullptr;
     T* o = O + bh * a.Lq * a.Ev;
     T* lse = LSE + bh * a.Lq;
-    for (int64_t i0 = 0; i0 < a.Lq; i0 += kQueryTile) {
-      const int64_t rows = std::min(kQueryTile, a.Lq - i0);
+    const int64_t tile_rows = query_tile(a.causal);
+    for (int64_t i0 = 0; i0 < a.Lq; i0 += tile_rows) {
+      const int64_t rows = std::min(tile_rows, a.Lq - i0);
       std::fill(m.begin(), m.end(), ninf);
       std::fill(l.begin(), l.end(), T(0));
       std::fill(o + i0 * a.Ev, o + (i0 + rows) * a.Ev, T(0));
       const int64_t jend = a.causal ? std::min(a.Lk, i0 + rows) : a.Lk;
       for (int64_t j0 = 0; j0 < jend; j0 += kKeyBlock) {
         const int64_t cols = std::min(kKeyBlock, jend - j0);
-        gemm_into<T>(false, true, rows, cols, a.E, T(a.scale), q + i0 * a.E, a.E, k + j0 * a.E, a.E, T(0), S.data(),
+        gemm_into<T>(false, true, rows, cols, a.E, T(a.scale), q + i0 * a.ldq, a.ldq, k + j0 * a.ldk, a.ldk, T(0), S.data(),
                      kKeyBlock);
         finish_scores(a, mk, i0, rows, j0, cols, S.data());
         for (int64_t r = 0; r < rows; ++r) {  // the online softmax: running max m and sum l per row
@@ -217,7 +229,7 @@ void attention_forward_typed(const AttnShape& a, const T* Q, const T* K, const T
               row[c] = attention_keep(a.seed, base + c, a.threshold) ? row[c] * keep_scale : T(0);
           }
         }
-        gemm_into<T>(false, false, rows, a.Ev, cols, T(1), S.data(), kKeyBlock, v + j0 * a.Ev, a.Ev, T(1),
+        gemm_into<T>(false, false, rows, a.Ev, cols, T(1), S.data(), kKeyBlock, v + j0 * a.ldv, a.ldv, T(1),
                      o + i0 * a.Ev, a.Ev);
       }
       for (int64_t r = 0; r < rows; ++r) {
@@ -261,12 +273,13 @@ void attention_backward_typed(const AttnShape& a, const T* G, const T* Q, const 
       for (int64_t e = 0; e < a.Ev; ++e) s += g[i * a.Ev + e] * o[i * a.Ev + e];
       D[i] = s;
     }
-    for (int64_t i0 = 0; i0 < a.Lq; i0 += kQueryTile) {
-      const int64_t rows = std::min(kQueryTile, a.Lq - i0);
+    const int64_t tile_rows = query_tile(a.causal);
+    for (int64_t i0 = 0; i0 < a.Lq; i0 += tile_rows) {
+      const int64_t rows = std::min(tile_rows, a.Lq - i0);
       const int64_t jend = a.causal ? std::min(a.Lk, i0 + rows) : a.Lk;
       for (int64_t j0 = 0; j0 < jend; j0 += kKeyBlock) {
         const int64_t cols = std::min(kKeyBlock, jend - j0);
-        gemm_into<T>(false, true, rows, cols, a.E, T(a.scale), q + i0 * a.E, a.E, k + j0 * a.E, a.E, T(0), P.data(),
+        gemm_into<T>(false, true, rows, cols, a.E, T(a.scale), q + i0 * a.ldq, a.ldq, k + j0 * a.ldk, a.ldk, T(0), P.data(),
                      kKeyBlock);
         finish_scores(a, mk, i0, rows, j0, cols, P.data());
         for (int64_t r = 0; r < rows; ++r) {  // P = exp(s - lse), 0 where masked (and for fully masked rows)
@@ -292,7 +305,7 @@ void attention_backward_typed(const AttnShape& a, const T* G, const T* Q, const 
                        dv + j0 * a.Ev, a.Ev);
         if (!dq && !dk) continue;
         // dPd = dO V^T; dP = dPd * keep / (1 - p); dS = P (dP - D)
-        gemm_into<T>(false, true, rows, cols, a.Ev, T(1), g + i0 * a.Ev, a.Ev, v + j0 * a.Ev, a.Ev, T(0), dP.data(),
+        gemm_into<T>(false, true, rows, cols, a.Ev, T(1), g + i0 * a.Ev, a.Ev, v + j0 * a.ldv, a.ldv, T(0), dP.data(),
                      kKeyBlock);
         for (int64_t r = 0; r < rows; ++r) {
           T* drow = dP.data() + r * kKeyBlock;
@@ -307,10 +320,10 @@ void attention_backward_typed(const AttnShape& a, const T* G, const T* Q, const 
           }
         }
         if (dq)  // dQ += scale dS K
-          gemm_into<T>(false, false, rows, a.E, cols, T(a.scale), dP.data(), kKeyBlock, k + j0 * a.E, a.E, T(1),
+          gemm_into<T>(false, false, rows, a.E, cols, T(a.scale), dP.data(), kKeyBlock, k + j0 * a.ldk, a.ldk, T(1),
                        dq + i0 * a.E, a.E);
         if (dk)  // dK += scale dS^T Q
-          gemm_into<T>(true, false, cols, a.E, rows, T(a.scale), dP.data(), kKeyBlock, q + i0 * a.E, a.E, T(1),
+          gemm_into<T>(true, false, cols, a.E, rows, T(a.scale), dP.data(), kKeyBlock, q + i0 * a.ldq, a.ldq, T(1),
                        dk + j0 * a.E, a.E);
       }
     }

@@ -205,7 +205,19 @@ static void unary_float(UnaryKind k, const Tensor& out, const Tensor& a, T p0, T
     case UnaryKind::Sigmoid: unary_loop<T, T>(out, a, [](T x) { return k_sigmoid(x); }, costly_grain()); break;
     case UnaryKind::Relu: unary_loop<T, T>(out, a, [](T x) { return x > T(0) ? x : (x != x ? x : T(0)); }); break;
     case UnaryKind::LeakyRelu: unary_loop<T, T>(out, a, [p0](T x) { return x > T(0) ? x : x * p0; }); break;
-    case UnaryKind::Gelu: unary_loop<T, T>(out, a, [](T x) { return k_gelu(x); }, costly_grain()); break;
+    case UnaryKind::Gelu:
+#ifdef DG_HAVE_GELU16
+      if constexpr (std::is_same_v<T, float>) {  // Note [GELU in 16 lanes] (fast_math.h)
+        if (a->is_contiguous()) {
+          const float* x = a->data<float>();
+          float* y = out->data<float>();
+          parallel_for(out->numel, [&](int64_t lo, int64_t hi) { gelu16(x + lo, y + lo, hi - lo); }, costly_grain());
+          break;
+        }
+      }
+#endif
+      unary_loop<T, T>(out, a, [](T x) { return k_gelu(x); }, costly_grain());
+      break;
     case UnaryKind::Softplus: unary_loop<T, T>(out, a, [p0, p1](T x) { return k_softplus(x, p0, p1); }); break;
     case UnaryKind::Erf: unary_loop<T, T>(out, a, [](T x) { return k_erf(x); }, costly_grain()); break;
     case UnaryKind::Log1p: unary_loop<T, T>(out, a, [](T x) { return k_log1p(x); }, costly_grain()); break;
@@ -400,7 +412,16 @@ static void unary_grad_float(UnaryKind k, const Tensor& out, const Tensor& g, co
   switch (k) {
     case UnaryKind::TanhGradFromOut: loop([](T v) { return k_tanh_grad_from_out(v); }, parallel_grain()); break;
     case UnaryKind::SigmoidGradFromOut: loop([](T v) { return k_sigmoid_grad_from_out(v); }, parallel_grain()); break;
-    case UnaryKind::GeluGrad: loop([](T v) { return k_gelu_grad(v); }, costly_grain()); break;
+    case UnaryKind::GeluGrad:
+#ifdef DG_HAVE_GELU16
+      if constexpr (std::is_same_v<T, float>) {  // Note [GELU in 16 lanes] (fast_math.h)
+        parallel_for(out->numel, [&](int64_t lo, int64_t hi) { gelu_grad16(gp + lo, x + lo, y + lo, hi - lo); },
+                     costly_grain());
+        break;
+      }
+#endif
+      loop([](T v) { return k_gelu_grad(v); }, costly_grain());
+      break;
     case UnaryKind::ReluMask: loop([](T v) { return k_relu_mask(v); }, parallel_grain()); break;
     default: throw std::logic_error("unary_grad_kernel: not a derivative kind");
   }

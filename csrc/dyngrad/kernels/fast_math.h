@@ -6,6 +6,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace dyngrad {
 
@@ -541,6 +544,101 @@ template <> DG_FAST_INLINE double k_tanh<double>(double x) { return fast_tanh(x)
 template <typename T> DG_FAST_INLINE T k_sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
 template <> DG_FAST_INLINE float k_sigmoid<float>(float x) { return fast_sigmoidf(x); }
 template <> DG_FAST_INLINE double k_sigmoid<double>(double x) { return fast_sigmoid(x); }
+#if defined(__AVX512F__)
+// ---- GELU in float32, 16 lanes at a time where the build targets AVX-512F ----
+// Note [GELU in 16 lanes]: fast_normal_cdff's loops were vectorised by GCC at 256 bits (-march=native on this
+// Xeon prefers 256-bit vectors) and with a division per vector (1 / a, no reciprocal without -ffast-math):
+// GELU's forward ran at 2.6x torch's time per element. The same polynomials written with AVX-512 intrinsics, the
+// reciprocal as rcp14 and one Newton step (relative error 2^-28, below float32's rounding), exp's power of two by
+// scalef: 393k elements (the GPT's 768 x 512 activations) 500 -> 273 us forward, 521 -> 285 us for the derivative,
+// standalone loop, one thread, Xeon family 6 model 167, KVM, load 8; results within 4.3e-7 relative of the scalar
+// ones over [-12, 12], the same NaN, inf and -0.0. Where the build does not target AVX-512F the scalar loops run.
+#define DG_HAVE_GELU16 1
+// fast_expf's polynomial in 16 lanes; the power of two by scalef (exact, 0 below the range, inf above)
+DG_FAST_INLINE __m512 exp16(__m512 x) {
+  const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(88.7f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc));
+  __m512 p = _mm512_set1_ps(1.9875691500E-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
+  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+// Phi(x) as fast_normal_cdff (the same polynomials), and exp(-x^2 / 2) in *density
+DG_FAST_INLINE __m512 normal_cdf16(__m512 x, __m512* density) {
+  const __m512 one = _mm512_set1_ps(1.0f), half = _mm512_set1_ps(0.5f), nine = _mm512_set1_ps(9.0f);
+  const __m512 ax = _mm512_abs_ps(x);
+  const __m512 a = _mm512_min_ps(_mm512_mul_ps(ax, _mm512_set1_ps(0.70710678118654752440f)), nine);
+  const __m512 u = _mm512_mul_ps(a, a);
+  __m512 p = _mm512_set1_ps(-5.6541088810e-04f);
+  p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(4.9232808834e-03f));
+  p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(-2.6716390702e-02f));
+  p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(1.1280364758e-01f));
+  p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(-3.7612349866e-01f));
+  p = _mm512_fmadd_ps(p, u, _mm512_set1_ps(1.1283791274e+00f));
+  const __m512 e = _mm512_mul_ps(a, p);
+  // t = 1 / max(a, 1): the reciprocal estimate (relative error 2^-14) and one Newton step (2^-28)
+  const __m512 d = _mm512_max_ps(a, one);
+  __m512 t = _mm512_rcp14_ps(d);
+  t = _mm512_mul_ps(t, _mm512_fnmadd_ps(d, t, _mm512_set1_ps(2.0f)));
+  __m512 q = _mm512_set1_ps(-4.8654094317e-02f);
+  q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(3.2854523028e-01f));
+  q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(-9.8286574944e-01f));
+  q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(1.6931459894e+00f));
+  q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(-1.7935452691e+00f));
+  q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(1.0799783632e+00f));
+  q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(-1.5107162363e-01f));
+  q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(-2.6043419750e-01f));
+  q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(-1.7669018010e-03f));
+  q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(5.6425182593e-01f));
+  const __m512 ex = exp16(_mm512_sub_ps(_mm512_setzero_ps(), u));
+  const __mmask16 inside = _mm512_cmp_ps_mask(a, nine, _CMP_LT_OQ);
+  if (density) *density = _mm512_maskz_mov_ps(inside, ex);
+  const __m512 ec = _mm512_maskz_mov_ps(inside, _mm512_mul_ps(_mm512_mul_ps(ex, q), t));  // erfc(a), a > 1
+  const __mmask16 small = _mm512_cmp_ps_mask(a, one, _CMP_LE_OQ);
+  const __m512 he = _mm512_mul_ps(half, e), hec = _mm512_mul_ps(half, ec);
+  const __m512 upper = _mm512_mask_blend_ps(small, _mm512_sub_ps(one, hec), _mm512_add_ps(half, he));  // Phi(|x|)
+  const __m512 lower = _mm512_mask_blend_ps(small, hec, _mm512_sub_ps(half, he));                       // Phi(-|x|)
+  const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+  const __m512 y = _mm512_mask_blend_ps(neg, upper, lower);
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  return _mm512_mask_mov_ps(y, nan, x);
+}
+// y[i] = gelu(x[i]), i < n
+inline void gelu16(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    _mm512_storeu_ps(y + i, _mm512_mul_ps(v, normal_cdf16(v, nullptr)));
+  }
+  if (i < n) {
+    const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(v, normal_cdf16(v, nullptr)));
+  }
+}
+// y[i] = g[i] gelu'(x[i]) = g (Phi(x) + x exp(-x^2 / 2) / sqrt(2 pi)), i < n
+inline void gelu_grad16(const float* g, const float* x, float* y, int64_t n) {
+  const __m512 c = _mm512_set1_ps(0.39894228040143267794f);
+  auto one = [&](__m512 v, __m512 gv) {
+    __m512 ex;
+    const __m512 cdf = normal_cdf16(v, &ex);
+    return _mm512_mul_ps(gv, _mm512_fmadd_ps(v, _mm512_mul_ps(ex, c), cdf));
+  };
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, one(_mm512_loadu_ps(x + i), _mm512_loadu_ps(g + i)));
+  if (i < n) {
+    const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, m, one(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, g + i)));
+  }
+}
+#endif  // __AVX512F__
+
 template <typename T> DG_FAST_INLINE T k_erf(T x) { return std::erf(x); }
 template <> DG_FAST_INLINE float k_erf<float>(float x) { return fast_erff(x); }
 

@@ -28,7 +28,9 @@
 // epilogue is not wired into linear: linear + bias took the time of the product alone within 3% (the add of 16k
 // floats), and folding it would need a fused node. Whole training steps: within noise of the BLAS path
 // (bench/gemm_kernel_ab.py: the LSTM's per-step products were then rnn.cpp's own loop -- now own_sgemm_packed,
-// Note [Recurrent products on the own kernel] in rnn.cpp -- the transformer's big ones stay on OpenBLAS). Where
+// Note [Recurrent products on the own kernel] in rnn.cpp; since Note [Own kernel for many rows] in matmul.cpp the
+// GPT's and the transformer block's 768-1024-row forward and input-gradient products run here too, their weight
+// gradients on OpenBLAS). Where
 // the CPU lacks AVX-512F (AMD before Zen 4, most laptops), or with DYNGRAD_GEMM=blas,
 // every product takes the BLAS path as before (tests/test_gemm_kernel.py runs both).
 #include <immintrin.h>
@@ -261,13 +263,33 @@ DG_AVX512 void run_strips(int64_t s0, int64_t s1, int64_t m, int64_t n, int64_t 
   }
 }
 
-// Strips of c split over up to max_tasks of the pool's threads (the same bits whatever the split).
+// c split over up to max_tasks of the pool's threads (the same bits whatever the split).
+// Note [Own kernel's split]: a product of many rows is split into row panels (multiples of kMR rows, each
+// packing b's strips itself), since its strips seldom divide evenly: a 768 x 128 output is 3 strips (48, 48,
+// 32), 2 and 1 to two threads. A short product (an LSTM step's 32 rows) is split by strips, as before.
+// Either way each output is the same chain of multiply-adds: the bits do not depend on the split.
 void run_strips_parallel(int64_t m, int64_t n, int64_t k, const RowSet* sets, int nsets, const float* b, int64_t brs,
                          int64_t bcs, int64_t ldc, const Epilogue& ep, int max_tasks) {
   const int64_t strips = (n + kNR - 1) / kNR;
-  const int tasks = (int)std::max<int64_t>(1, std::min<int64_t>(max_tasks, strips));
+  const int64_t row_blocks = (m + kMR - 1) / kMR;
+  const bool by_rows = m >= 256 && max_tasks > 1;
+  const int tasks = (int)std::max<int64_t>(1, std::min<int64_t>(max_tasks, by_rows ? row_blocks : strips));
   if (tasks == 1) {
     run_strips(0, strips, m, n, k, sets, nsets, b, brs, bcs, ldc, ep);
+    return;
+  }
+  if (by_rows) {
+    const int64_t rows_per = (row_blocks + tasks - 1) / tasks * kMR;
+    run_parallel(tasks, [&](int t) {
+      const int64_t r0 = t * rows_per, r1 = std::min(m, r0 + rows_per);
+      if (r0 >= r1) return;
+      std::vector<RowSet> panel(sets, sets + nsets);  // each set's rows r0 .. r1
+      for (RowSet& r : panel) {
+        r.a += r0 * r.ars;
+        r.c += r0 * ldc;
+      }
+      run_strips(0, strips, r1 - r0, n, k, panel.data(), nsets, b, brs, bcs, ldc, ep);
+    });
     return;
   }
   const int64_t per = (strips + tasks - 1) / tasks;

@@ -208,10 +208,22 @@ void small_gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_
 // from 2^20 multiply-adds, where the BLAS path's column panels start (an LSTM step's 32 x 128 @ 128 x 512 is 2^21):
 // the bench's LSTM and transformer steps at 2 threads ran 1.02x and 1.10x as fast as on the BLAS path with it,
 // 1.06x and 1.01x splitting only from 2^22 (bench/gemm_kernel_ab.py, load 9-12: the difference is noise).
-bool own_gemm_pays(int64_t n, int64_t m, int64_t k, bool b_rows_contiguous) {
+bool own_gemm_pays(int64_t n, int64_t m, int64_t k, bool b_rows_contiguous, bool a_rows_contiguous) {
   const int64_t work = n * m * k;
   if (b_rows_contiguous && n > 8 && work > 32768 && work <= (int64_t(1) << 18) && g_sgemm != nullptr) return false;
-  return work <= (int64_t(1) << 24) || (n <= 256 && n * k <= (int64_t(1) << 18));
+  if (work <= (int64_t(1) << 24) || (n <= 256 && n * k <= (int64_t(1) << 18))) return true;
+  // Note [Own kernel for many rows]: the char-level GPT's and the transformer block's products (768-1024 rows,
+  // k and the columns 128-512) whose a is at most 1.5 MB (it is read once per strip of 48 columns, from L2). A
+  // standalone harness (one thread, Xeon family 6 model 167, 2 cores, KVM, load 8-10, best of 15 interleaved)
+  // had the kernel at 150-166 GFLOP/s there, OpenBLAS at 137-147 and MKL (torch) at ~165; bench/gemm_shapes.py's
+  // gpt rows, torch/dyngrad at 1 thread before -> after (load 4 and 8, so roughly): x @ W^T 0.79 -> 1.22 (384
+  // columns), 0.83 -> 1.10 (512), 0.83 -> 0.97 (512 -> 128); dX = g @ W 0.93 -> 1.02, 0.91 -> 0.97, 0.87 -> 0.99.
+  // Not the weight gradients g^T x (a given transposed, k = the 768-1024 rows): there the kernel reached only
+  // 108-145 GFLOP/s (a's columns 1.5-4 KB apart; packing a per k block, or per row block, and strips of 64
+  // columns in 6-row blocks were all slower still), so they stay on OpenBLAS (torch/dyngrad 0.85-0.94).
+  // b at most 1 MB (k m <= 2^18 floats): with the wide MLP's 512 x 784 @ 784 x 1024 and the word LSTM's decoder
+  // 700 x 200 @ 200 x 10000 the kernel was 0.75-0.93x OpenBLAS (same harness), so those stay there.
+  return a_rows_contiguous && n <= 4096 && n * k < (int64_t(1) << 19) && k * m <= (int64_t(1) << 18);
 }
 int own_gemm_tasks(int64_t n, int64_t m, int64_t k) { return n * m * k >= (int64_t(1) << 20) ? num_threads() : 1; }
 
@@ -224,7 +236,7 @@ void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs,
     return;
   }
   if constexpr (std::is_same_v<T, float>) {
-    if (own_gemm_enabled() && own_gemm_pays(n, m, k, bcs == 1 || m == 1)) {
+    if (own_gemm_enabled() && own_gemm_pays(n, m, k, bcs == 1 || m == 1, acs == 1 || k == 1)) {
       own_sgemm(n, m, k, a, ars, acs, b, brs, bcs, c, m, nullptr, own_gemm_tasks(n, m, k));
       return;
     }
@@ -281,7 +293,7 @@ void gemm_into(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const
                int64_t ldb, T beta, T* c, int64_t ldc) {
   if (m == 0 || n == 0) return;
   if constexpr (std::is_same_v<T, float>) {  // Note [Own small-product kernel]: one thread (the caller's task)
-    if (own_gemm_enabled() && own_gemm_pays(m, n, k, !tb || n == 1) &&
+    if (own_gemm_enabled() && own_gemm_pays(m, n, k, !tb || n == 1, !ta || k == 1) &&
         own_sgemm_into(m, n, k, alpha, a, ta ? 1 : lda, ta ? lda : 1, b, tb ? 1 : ldb, tb ? ldb : 1, beta, c, ldc,
                        nullptr, 1))
       return;
@@ -438,7 +450,8 @@ Tensor matmul_kernel(const Tensor& a_in, const Tensor& b_in) {
   // (not for products the own kernel computes: raising OpenBLAS's count back costs tens of microseconds, the
   // time of a whole 32 x 128 @ 128 x 512 product)
   const bool own = a->dtype == DType::Float32 && own_gemm_enabled() &&
-                   own_gemm_pays(n, m, k, b->strides[nb - 1] == 1 || m == 1);
+                   own_gemm_pays(n, m, k, b->strides[nb - 1] == 1 || m == 1,
+                                 a->strides[na - 1] == 1 || k == 1);
   BlasOneThread one_blas_thread((a->dtype == DType::Float32 || a->dtype == DType::Float64) && n * m * k > 32768 &&
                                 !own);
   auto one_batch = [&](int64_t i) {

@@ -105,6 +105,28 @@ void sgd_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grad
   });
 }
 
+// Note [Adam's loop vectorised]
+template <typename T>
+static void adam_plain_loop(int64_t n, T* __restrict pp, T* __restrict mp, T* __restrict vp, const T* __restrict gp,
+                            T shrink, T w1, T b2, T w2, T bias_correction2_sqrt, T eps, T step_size) {
+  parallel_for(n, [=](int64_t lo, int64_t hi) {
+    T* __restrict p = pp;
+    T* __restrict m = mp;
+    T* __restrict v = vp;
+    const T* __restrict g = gp;
+    for (int64_t j = lo; j < hi; ++j) {
+      const T gj = g[j];
+      const T pj = shrink == T(1) ? p[j] : p[j] * shrink;
+      const T mj = lerp(m[j], gj, w1);
+      const T vj = v[j] * b2 + w2 * (gj * gj);
+      m[j] = mj;
+      v[j] = vj;
+      const T denom = std::sqrt(vj) / bias_correction2_sqrt + eps;
+      p[j] = pj + (-step_size) * (mj / denom);
+    }
+  });
+}
+
 void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                const std::vector<Tensor>& exp_avgs, const std::vector<Tensor>& exp_avg_sqs,
                const std::vector<Tensor>& max_exp_avg_sqs, const std::vector<Tensor>& steps, const AdamOptions& o) {
@@ -137,6 +159,17 @@ void adam_step(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
     const T bias_correction2_sqrt = T(std::sqrt(1 - std::pow(o.beta2, t)));
     const T w1 = T(1 - o.beta1), b2 = T(o.beta2), w2 = T(1 - o.beta2), eps = T(o.eps), wd = T(o.weight_decay);
     const T shrink = T(1 - o.lr * o.weight_decay);
+    if (!mxp && !o.maximize && (o.decoupled_weight_decay || o.weight_decay == 0)) {
+      // Note [Adam's loop vectorised]: the common case (AdamW, or Adam without weight decay; no amsgrad, no
+      // maximize) in a loop of its own whose pointers are declared unaliased and whose options are hoisted, so
+      // that it vectorises (the general loop below stayed scalar: a sqrt and a division per element, five streams
+      // that might alias); the same operations in the same order, so the same bits. The GPT step's AdamW over 0.8M
+      // parameters in 53 tensors: 1.36x -> 4.2x torch's foreach AdamW (1 thread, Xeon family 6 model 167, KVM, load 8).
+      const T sh = o.weight_decay != 0 ? shrink : T(1);
+      adam_plain_loop<T>(p.work->numel, pp, mp, vp, gp, sh, w1, b2, w2, bias_correction2_sqrt, eps, step_size);
+      p.finish(), m.finish(), v.finish();
+      return;
+    }
     parallel_for(p.work->numel, [&](int64_t lo, int64_t hi) {
       for (int64_t j = lo; j < hi; ++j) {
         T gj = o.maximize ? -gp[j] : gp[j];
