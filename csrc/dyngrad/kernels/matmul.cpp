@@ -498,7 +498,12 @@ bool matmul_pair_kernel(const Tensor& a, const Tensor& ta, const Tensor& b, Tens
   if (n == 0 || m == 0 || k == 0 || b->shape[0] != k) return false;
   // matmul_kernel copies a b the BLAS cannot take to a contiguous one (rows contiguous) before choosing
   const bool b_ready = blas_view(k, m, b->strides[0], b->strides[1]).ok;
-  if (!own_gemm_pays(n, m, k, !b_ready || b->strides[1] == 1 || m == 1)) return false;
+  auto rows_contiguous = [&](const Tensor& x) {  // as matmul_kernel sees x (a copy when the BLAS cannot take it)
+    return !blas_view(n, k, x->strides[0], x->strides[1]).ok || x->strides[1] == 1 || k == 1;
+  };
+  const bool b_rows = !b_ready || b->strides[1] == 1 || m == 1;
+  if (!own_gemm_pays(n, m, k, b_rows, rows_contiguous(a)) || !own_gemm_pays(n, m, k, b_rows, rows_contiguous(ta)))
+    return false;
   *out = empty({n, m}, DType::Float32);
   *tout = empty({n, m}, DType::Float32);
   GilRelease no_gil(n * m * k >= 1 << 18);
