@@ -9,6 +9,8 @@ running ops from the plan, verified replay with capture.PLANNED_BACKWARD off (ev
 mode's forward under no_grad (what the program's Python and kernels cost without any graph: the floor of a mode
 whose Python runs at every call). Times are CPU time of the calling thread, best of 5 blocks.
 """
+import argparse
+
 import _path  # noqa: F401
 import numpy as np
 
@@ -72,4 +74,6 @@ def main():
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description="verified replay with and without the plan, against eager mode (one "
+                                        "run; ratios are what to read on a loaded machine)").parse_args()
     main()

@@ -54,7 +54,7 @@ def imported_top_level_modules():
                     elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                         modules = [node.module]
                     elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
-                          and isinstance(node.args[0].value, str)
+                          and isinstance(node.args[0].value, str) and not node.args[0].value.startswith(".")
                           and getattr(node.func, "attr", getattr(node.func, "id", None))
                           in ("importorskip", "import_module")):
                         modules = [node.args[0].value]

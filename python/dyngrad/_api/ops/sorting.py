@@ -17,6 +17,7 @@ import collections
 import numpy as np
 
 from ... import _C
+from ...autograd.function import _open_levels_of
 from .. import bridge
 from ..args import Tensor, number, refuse_complex, shape_str, tensor_arg, to_int, type_name, wrap_dim
 from .pointwise import _cast, _pair
@@ -283,7 +284,7 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
         w = array_tensor(weight)
         low = _C.add(result, _C.mul(step, w))
         high = _C.sub(above, _C.mul(step, array_tensor((np_dtype.type(1) - weight).astype(np_dtype))))
-        if interpolation == "linear" and isinstance(q, Tensor) and q.requires_grad:
+        if interpolation == "linear" and isinstance(q, Tensor) and (q.requires_grad or _open_levels_of((q,))):
             # the weight is rank - below with rank = q (n - 1) (nanquantile: q (count - 1)), so d result / d q is
             # step * that scale where the rank came from q (not a NaN slice's n - 1, nor nanquantile's clamp at 0;
             # there step may be NaN and the gradient is 0, as torch's). Added as step (q - q.detach()): exactly 0.
