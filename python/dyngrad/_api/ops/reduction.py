@@ -532,7 +532,8 @@ def norm_method(self, p="fro", dim=None, keepdim=False, dtype=None):
 
 class NuclearNorm(Function):
     """Sum of singular values over dims (d0, d1). A Function: the SVD comes from numpy's LAPACK (no core op);
-    the gradient is U V^T (of the reduced SVD); its own derivative (the SVD's) is not implemented."""
+    the gradient is U V^T (of the reduced SVD), the tangent Re <U V^H, dA> (d sigma_i = Re u_i^H dA v_i); its
+    own derivative (the SVD's) is not implemented."""
 
     @staticmethod
     def forward(ctx, a, d0, d1):
@@ -549,6 +550,14 @@ class NuclearNorm(Function):
             grad = _C.unsqueeze(grad, d)
         a, = ctx.saved_tensors
         return NuclearNormGrad.apply(grad, array_tensor(ctx.uvh), a), None, None
+
+    @staticmethod
+    def jvp(ctx, tangent, _d0, _d1):
+        # the tangent's own level may be nested (jvp of jvp): the formula is dyngrad ops on it, with U V^H constant
+        weighted = _C.mul(tangent, array_tensor(np.conj(ctx.uvh)))
+        if weighted.dtype.is_complex:
+            weighted = _C.select(_C.view_as_real(weighted), -1, 0)
+        return _C.sum(weighted, tuple(ctx.dims), False, None)
 
 
 class NuclearNormGrad(Function):
