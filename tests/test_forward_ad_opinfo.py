@@ -107,3 +107,29 @@ def test_nuclear_norm_tangent(dg, complex_, dim):
         return lambda a: lib.norm(a, p="nuc", dim=dim)
     _check(dg, make(dg), make(__import__("torch")) if _has_torch() else None, [x], [t])
 
+
+
+# fill_ with a 0-d tensor value read the value as a Python number: its tangent was dropped (a silent wrong jvp) and
+# its gradient never came (v.grad None), where torch's fill_ differentiates the value
+@pytest.mark.parametrize("complex_", [False, True], ids=["real", "complex"])
+def test_fill_with_a_tensor_value_differentiates_the_value(dg, complex_):
+    rng = np.random.default_rng(6)
+    x, t = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    v, tv = np.array(0.7), np.array(-1.3)
+    if complex_:
+        x, v, tv = x + 0.5j, v + 0.2j, tv - 0.4j
+    w = rng.standard_normal((3, 4))
+
+    def make(lib):
+        def f(a, value):
+            b = a * 1.0
+            b[0].fill_(value)                  # a view: the write reaches b
+            return b * lib.tensor(w)
+        return f
+    _check(dg, make(dg), make(__import__("torch")) if _has_torch() else None, [x, v], [t, tv])
+    # reverse mode: the value's gradient is the sum of the gradient over the elements it filled
+    value = dg.tensor(np.array(0.7), requires_grad=True)
+    b = dg.zeros((3, 4), dtype=dg.float64)
+    b.fill_(value)
+    (b * dg.tensor(w)).sum().backward()
+    np.testing.assert_allclose(float(value.grad), w.sum())
