@@ -4,6 +4,8 @@
     PYTHONPATH=python python scripts/opinfo_report.py --engine reference --json /tmp/ref.json --no-doc
     PYTHONPATH=python python scripts/opinfo_report.py --only add,linalg.slogdet --verbose
     PYTHONPATH=python python scripts/opinfo_report.py --complex     # complex64/complex128, docs/opinfo_complex.md
+    PYTHONPATH=python python scripts/opinfo_report.py --forward-ad  # jvp vs torch.func.jvp, docs/opinfo_forward_ad.md
+    PYTHONPATH=python python scripts/opinfo_report.py --forward-ad --complex   # complex128, ..._forward_ad_complex.md
 
 Needs torch (2.13) and its test package's `expecttest`. Each OpInfo is resolved to a dyngrad callable by its name
 path (`torch.X`, `nn.functional.X`, `linalg.X`, `special.X`, `masked.X`, `fft.X`, or a Tensor method); an OpInfo
@@ -24,6 +26,8 @@ those dtypes instead (the fft.* OpInfos of real-only transforms such as rfft hav
 are compared as complex numbers (numpy's isclose on complex: |a - e| <= atol + rtol |e|) with the tolerances of
 the real dtype of the same width, and the backward pass draws a complex cotangent for a complex output, so the
 vector-Jacobian product compared is torch's conjugate-Wirtinger one.
+
+`--forward-ad` checks forward mode instead: Note [Forward-mode OpInfo check].
 """
 import argparse
 import collections
@@ -40,6 +44,8 @@ import types
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOC = os.path.join(ROOT, "docs", "opinfo.md")
 DOC_COMPLEX = os.path.join(ROOT, "docs", "opinfo_complex.md")
+DOC_FORWARD = os.path.join(ROOT, "docs", "opinfo_forward_ad.md")
+DOC_FORWARD_COMPLEX = os.path.join(ROOT, "docs", "opinfo_forward_ad_complex.md")
 
 # (forward rtol, atol), (backward rtol, atol) per dtype name. float64 forward is torch.testing.assert_close's
 # default; float32 kernels differ from torch's in summation order and libm, so float32 is looser than that default
@@ -51,6 +57,7 @@ TOLERANCES = {
 TOLERANCES["complex64"] = TOLERANCES["float32"]
 TOLERANCES["complex128"] = TOLERANCES["float64"]
 COMPLEX = os.environ.get("DYNGRAD_OPINFO_COMPLEX") == "1"  # --complex; the workers inherit it
+FORWARD = os.environ.get("DYNGRAD_OPINFO_FORWARD") == "1"  # --forward-ad; the workers inherit it
 INTEGER_DTYPES = ("int64", "int32", "uint8", "bool")
 
 
@@ -583,6 +590,201 @@ def run_sample(opinfo, fn, sample, dtype_key, dg, check_grad):
     return None
 
 
+# Note [Forward-mode OpInfo check]: `--forward-ad` samples every OpInfo whose `supports_forward_ad` is set, in
+# float64 (complex128 with --complex), and compares dyngrad's `func.jvp` of the op with `torch.func.jvp` on the same
+# inputs and tangents: the differentiable inputs are the sample's tensors that require grad, each with a random
+# tangent of its shape and dtype (seeded: the same numbers on both sides), and the outputs compared are the op's
+# floating/complex tensor outputs (after the sample's output_process_fn_grad, as torch's own forward-AD test does).
+# Tangents are compared within the backward tolerances (a jvp is a sum over many terms). Where they differ, the
+# detail also says which side a central finite difference of torch's op along the tangent agrees with, so a
+# mismatch names the wrong side. OpInfos without forward AD in torch are recorded as such and not run; samples
+# whose torch.func.jvp raises, or whose op is random, are skipped; OpInfos whose forward-AD test torch marks
+# expectedFailure or skip on the CPU are recorded as disclaimed.
+
+def torch_forward_disclaimed(opinfo, dtype):
+    """Whether torch's own forward-AD test of this OpInfo is marked expectedFailure or skipped on the CPU."""
+    import unittest
+    for info in opinfo.decorators:
+        if getattr(info, "cls_name", None) not in ("TestFwdGradients", "TestGradients") or \
+                getattr(info, "test_name", None) not in ("test_forward_mode_AD", None):
+            continue
+        if info.device_type not in (None, "cpu") or (info.dtypes is not None and dtype not in info.dtypes):
+            continue
+        for decorator in info.decorators:
+            if decorator is unittest.expectedFailure or getattr(decorator, "__qualname__", "").startswith("skip"):
+                return True
+    return False
+
+
+def substitute(value, replacements, tensor_type):
+    """`value` (a sample's structure) with the tensors whose id is a key of `replacements` replaced and every other
+    tensor cloned (an in-place op must not change the sample between calls)."""
+    if id(value) in replacements:
+        return replacements[id(value)]
+    if isinstance(value, tensor_type):
+        return value.clone()
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return type(value)(substitute(v, replacements, tensor_type) for v in value)
+    if isinstance(value, dict):
+        return {k: substitute(v, replacements, tensor_type) for k, v in value.items()}
+    return value
+
+
+def differentiable_outputs(result, process, tensor_type):
+    """The floating/complex tensor outputs of an op's (processed) result, and their indices in its flattening."""
+    flat = flatten(process(result) if process is not None else result)
+    pairs = [(i, v) for i, v in enumerate(flat) if isinstance(v, tensor_type) and
+             (v.dtype.is_floating_point or v.dtype.is_complex)]
+    return tuple(v for _, v in pairs), [i for i, _ in pairs]
+
+
+def gradcheck_wrapper_for(opinfo, sample, dg):
+    """dyngrad's side of the OpInfo's gradcheck_wrapper (torch's forward-AD test runs the op through it: Hermitian
+    or triangular inputs made so inside the function, masked-out outputs zeroed): None for the identity, torch's
+    wrapper rebound to dyngrad, or for the masked wrappers ("masked", the output mask torch's wrapper computes,
+    as a dyngrad tensor, or None)."""
+    import numpy as np
+    import torch
+    wrapper = opinfo.gradcheck_wrapper
+    name = wrapper.__name__
+    if name == "<lambda>" and wrapper.__module__ == "torch.testing._internal.opinfo.core":
+        return None
+    if name not in ("gradcheck_wrapper_masked_operation", "gradcheck_wrapper_masked_pointwise_operation"):
+        return rebind(wrapper, dg)
+    x, args, kwargs = sample.input.detach(), tuple(sample.args), dict(sample.kwargs)
+    mask = None
+    if name == "gradcheck_wrapper_masked_operation":
+        if kwargs.get("mask") is not None:
+            mask = torch.masked._output_mask(opinfo.op, x, *args, **kwargs)
+    elif kwargs.get("input_mask") is not None and kwargs.get("other_mask") is not None:
+        combined = torch.logical_and(kwargs["input_mask"], kwargs["other_mask"])
+        mask = torch.masked._input_mask(x, *args, **dict(mask=combined, **kwargs))
+    return ("masked", None if mask is None else dg.tensor(np.array(mask.numpy(), copy=True)))
+
+
+def run_sample_forward(opinfo, fn, sample, dtype_key, dg):
+    """None if dyngrad's jvp of the sample matches torch.func.jvp's, "skip", or (class, detail)."""
+    import numpy as np
+    import torch
+    if seeds_itself(opinfo):
+        return "skip"
+    process = getattr(sample, "output_process_fn_grad", None)
+    dg_process = None if process is None else (rebind(process, dg) if is_test_code(process) else process)
+    # torch's side
+    first = fresh(sample)
+    leaves, torch_leaves = [], []
+    to_dg(first.input, dg, leaves, torch_leaves)        # which tensors are differentiable (raises Unconvertible)
+    to_dg(tuple(first.args), dg, leaves, torch_leaves)
+    to_dg(dict(first.kwargs), dg, leaves, torch_leaves)
+    if not torch_leaves:
+        return "skip"
+    generator = torch.Generator().manual_seed(0)
+    tangents = tuple(torch.randn(t.shape, dtype=t.dtype, generator=generator) for t in torch_leaves)
+    primals = tuple(t.detach() for t in torch_leaves)
+    indices = []
+
+    wrapper = opinfo.gradcheck_wrapper
+    if wrapper.__name__ == "wrapper_set_seed":
+        return "skip"                                            # a random op
+
+    def torch_f(*xs):
+        swap = {id(old): new for old, new in zip(torch_leaves, xs)}
+        args = substitute((first.input,) + tuple(first.args), swap, torch.Tensor)
+        result = wrapper(opinfo.op, *args, **substitute(dict(first.kwargs), swap, torch.Tensor))
+        outs, idx = differentiable_outputs(result, process, torch.Tensor)
+        indices[:] = idx
+        return outs
+    try:
+        with torch.no_grad():
+            again = [torch_f(*primals), torch_f(*primals)]
+        if not outputs_agree(again[0], again[1]):
+            return "skip"                                        # a random op
+        expected_out, expected_tan = torch.func.jvp(torch_f, primals, tangents)
+    except Exception:
+        return "skip"
+    if not expected_out:
+        return "skip"
+    expected_indices = list(indices)
+    # dyngrad's side: the same values, plain tensors
+    dg_leaves = [dg.tensor(np.array(t.detach().numpy(), copy=True)) for t in torch_leaves]
+    dg_tangents = tuple(dg.tensor(np.array(t.numpy(), copy=True)) for t in tangents)
+    second = fresh(sample)
+    s_leaves, s_torch_leaves = [], []
+    dg_input = to_dg(second.input, dg, s_leaves, s_torch_leaves)
+    dg_args = to_dg(tuple(second.args), dg, s_leaves, s_torch_leaves)
+    dg_kwargs = to_dg(dict(second.kwargs), dg, s_leaves, s_torch_leaves)
+    dg_indices = []
+    try:
+        dg_wrapper = gradcheck_wrapper_for(opinfo, first, dg)
+    except Exception:
+        return "skip"
+
+    def dg_f(*xs):
+        swap = {id(old): new for old, new in zip(s_leaves, xs)}
+        args = substitute((dg_input,) + dg_args, swap, dg.Tensor)
+        kwargs = substitute(dg_kwargs, swap, dg.Tensor)
+        if dg_wrapper is None:
+            result = fn(*args, **kwargs)
+        elif isinstance(dg_wrapper, tuple):                      # a masked wrapper: torch's mask, applied to ours
+            result = fn(*args, **kwargs)
+            if dg_wrapper[1] is not None:
+                result = dg.where(dg_wrapper[1], result, dg.zeros((), dtype=result.dtype))
+        else:
+            result = dg_wrapper(fn, *args, **kwargs)
+        outs, idx = differentiable_outputs(result, dg_process, dg.Tensor)
+        dg_indices[:] = idx
+        return outs
+    try:
+        actual_out, actual_tan = dg.func.jvp(dg_f, tuple(dg_leaves), dg_tangents)
+    except Unresolved:
+        raise
+    except AttributeError as err:
+        if "has no attribute" in str(err) and ("dyngrad" in str(err) or str(err).startswith("'Tensor' object")):
+            raise Unresolved(str(err))
+        return exception_class("jvp", err)
+    except Exception as err:
+        return exception_class("jvp", err)
+    if dg_indices != expected_indices:
+        return ("jvp: different differentiable outputs", f"outputs {dg_indices} vs torch {expected_indices}")
+    _, (rtol, atol) = TOLERANCES[dtype_key]
+    for k, (e, a) in enumerate(zip(expected_tan, actual_tan)):
+        if a is None:
+            return (f"jvp: tangent missing (None)", f"output {expected_indices[k]}")
+        failure = compare(e, a, (rtol, atol), "jvp")
+        if failure is None:
+            continue
+        if failure[0] != "jvp: wrong values":
+            return (failure[0], f"output {expected_indices[k]}: {failure[1]}")
+        verdict = finite_difference_verdict(torch_f, primals, tangents, k, e, a)
+        scale = float(np.nanmax(np.abs(as_numpy(e)))) if e.numel() else 0.0
+        cls = ("jvp: wrong values, torch's tangent is the one finite differences disagree with"
+               if verdict.startswith("finite difference agrees with dyngrad") else
+               "jvp: wrong values (a silent wrong answer)")
+        return (cls, f"output {expected_indices[k]}: {failure[1]} (torch's tangent max |.| {scale:.3g}); {verdict}")
+    return None
+
+
+def finite_difference_verdict(torch_f, primals, tangents, k, expected, actual):
+    """Which of torch's and dyngrad's tangent a float64 central difference of torch's op agrees with."""
+    import numpy as np
+    import torch
+    h = 1e-6
+    try:
+        with torch.no_grad():
+            plus = torch_f(*(p + h * t for p, t in zip(primals, tangents)))[k]
+            minus = torch_f(*(p - h * t for p, t in zip(primals, tangents)))[k]
+        fd = as_numpy((plus - minus) / (2 * h)).astype(np.complex128)
+    except Exception:
+        return "no finite difference"
+    e, a = as_numpy(expected).astype(np.complex128), as_numpy(actual).astype(np.complex128)
+    scale = max(1.0, float(np.nanmax(np.abs(fd))) if fd.size else 1.0)
+    de, da = float(np.nanmax(np.abs(e - fd))) / scale, float(np.nanmax(np.abs(a - fd))) / scale
+    # the side within 1e-4 of the difference and 100 times closer to it than the other (the difference itself is
+    # good to ~1e-9 on these samples)
+    side = "torch" if de < 1e-4 and 100 * de < da else "dyngrad" if da < 1e-4 and 100 * da < de else "neither/both"
+    return f"finite difference agrees with {side} (rel err torch {de:.2g}, dyngrad {da:.2g})"
+
+
 def run_opinfo(opinfo, dg, max_samples=None):
     """One OpInfo's record: resolved?, samples run/passed, the first failure of each class."""
     import torch
@@ -591,9 +793,19 @@ def run_opinfo(opinfo, dg, max_samples=None):
         fn = resolve(opinfo, dg)
     except Unresolved as err:
         return dict(record, resolved=False, missing=str(err))
-    for dtype in sampled_dtypes(opinfo):
+    dtypes = sampled_dtypes(opinfo)
+    if FORWARD:     # Note [Forward-mode OpInfo check]
+        if not opinfo.supports_forward_ad:
+            return dict(record, torch_unsupported=True)
+        wide = torch.complex128 if COMPLEX else torch.float64
+        if wide not in dtypes:
+            return dict(record, torch_unsupported=True)
+        if torch_forward_disclaimed(opinfo, wide):
+            return dict(record, torch_disclaimed=True)
+        dtypes = [wide]
+    for dtype in dtypes:
         key = str(dtype).split(".")[1]
-        check_grad = opinfo.supports_autograd and (dtype.is_floating_point or dtype.is_complex) and \
+        check_grad = FORWARD or opinfo.supports_autograd and (dtype.is_floating_point or dtype.is_complex) and \
             not torch_grad_disclaimed(opinfo, dtype)
         try:
             samples = list(opinfo.sample_inputs("cpu", dtype, requires_grad=check_grad))
@@ -605,7 +817,8 @@ def run_opinfo(opinfo, dg, max_samples=None):
         for sample in samples:
             torch.manual_seed(0)
             try:
-                failure = run_sample(opinfo, fn, sample, key, dg, check_grad)
+                failure = (run_sample_forward(opinfo, fn, sample, key, dg) if FORWARD else
+                           run_sample(opinfo, fn, sample, key, dg, check_grad))
             except Unconvertible as err:
                 record["skipped"] += 1
                 record.setdefault("unconvertible", str(err))
@@ -711,6 +924,10 @@ def run_all(indices, ids, engine, jobs, timeout, max_samples, verbose):
 def summary_line(record):
     if not record["resolved"]:
         return f"{record['id']}: unresolved ({record['missing']})"
+    if record.get("torch_unsupported"):
+        return f"{record['id']}: no forward AD in torch"
+    if record.get("torch_disclaimed"):
+        return f"{record['id']}: torch's own forward-AD test disclaimed"
     status = "pass" if fully_passing(record) else "FAIL " + "; ".join(record["failures"])
     return f"{record['id']}: {record['passed']}/{record['samples']} {status}"
 
@@ -786,6 +1003,81 @@ def report(records, engine, seconds, max_samples):
     return "\n".join(lines)
 
 
+def forward_counts(records):
+    """The summary counts of a --forward-ad run (Note [Forward-mode OpInfo check])."""
+    run = [r for r in records if r["resolved"] and not r.get("torch_unsupported") and not r.get("torch_disclaimed")]
+    def has(r, prefix):
+        return any(cls.startswith(prefix) for cls in r["failures"])
+    return collections.OrderedDict([
+        ("OpInfos sampled", len(records)),
+        ("no forward AD in torch (supports_forward_ad=False or no float64 dtype)",
+         sum(1 for r in records if r.get("torch_unsupported"))),
+        ("torch's own forward-AD test disclaimed (expectedFailure/skip)",
+         sum(1 for r in records if r.get("torch_disclaimed"))),
+        ("unresolved (no dyngrad function)",
+         sum(1 for r in records if not r["resolved"] and not r.get("torch_unsupported"))),
+        ("checked", len(run)),
+        ("pass every sample", sum(1 for r in run if fully_passing(r))),
+        ("mismatch (a silent wrong tangent)", sum(1 for r in run if has(r, "jvp: wrong values (a silent"))),
+        ("mismatch where finite differences side with dyngrad (torch's tangent off)",
+         sum(1 for r in run if has(r, "jvp: wrong values, torch's") and not has(r, "jvp: wrong values (a silent"))),
+        ("jvp raises", sum(1 for r in run if has(r, "jvp raises"))),
+        ("other failure (shape, dtype, None tangent, crash)", sum(
+            1 for r in run if r["failures"] and not has(r, "jvp: wrong values") and not has(r, "jvp raises"))),
+        ("no sample with a differentiable input", sum(1 for r in run if r["samples"] == 0 and not r["failures"])),
+    ])
+
+
+def report_forward(records, engine, seconds, max_samples):
+    """docs/opinfo_forward_ad.md: the counts, then the failure classes with the OpInfos in each."""
+    import torch
+    counts = forward_counts(records)
+    dtype = "complex128" if COMPLEX else "float64"
+    lines = [
+        "# Forward-mode AD (jvp) on PyTorch's OpInfo samples" + (" in complex128" if COMPLEX else ""),
+        "",
+        "Generated by `scripts/opinfo_report.py` (nothing here is written by hand); regenerate with",
+        "",
+        "    PYTHONPATH=python python scripts/opinfo_report.py --forward-ad" + (" --complex" if COMPLEX else ""),
+        "",
+        f"torch {torch.__version__} `op_db`, engine `{engine}`: every OpInfo with `supports_forward_ad=True`, each "
+        f"{dtype} sample; dyngrad's",
+        "`func.jvp` of the op against `torch.func.jvp` with the same random tangent for every input that requires",
+        "grad, compared output by output within rtol/atol "
+        f"{TOLERANCES[dtype][1][0]:g}/{TOLERANCES[dtype][1][1]:g}. A wrong value is a silent wrong answer; its",
+        "detail says which side a central finite difference of torch's op agrees with (Note [Forward-mode OpInfo",
+        "check] in the script). Random ops and samples torch's jvp rejects are skipped." +
+        (f" At most {max_samples} samples per OpInfo." if max_samples else ""),
+        "",
+        "| | count |",
+        "| --- | ---: |",
+    ]
+    lines += [f"| {k} | {v} |" for k, v in counts.items()]
+    run = [r for r in records if r["resolved"] and not r.get("torch_unsupported") and not r.get("torch_disclaimed")]
+    lines += [f"| samples run / passed / skipped | {sum(r['samples'] for r in run)} / "
+              f"{sum(r['passed'] for r in run)} / {sum(r['skipped'] for r in run)} |", "",
+              f"Run time {seconds:.0f} s.", "", "## Failures by class", "",
+              "Each OpInfo is listed under every class one of its samples fell in, with the first such sample's "
+              "detail.", ""]
+    classes = collections.defaultdict(list)
+    for r in run:
+        for cls, detail in r["failures"].items():
+            classes[cls].append((r["id"], detail))
+    for cls, members in sorted(classes.items(), key=lambda kv: (not kv[0].startswith("jvp: wrong values"),
+                                                                -len(kv[1]), kv[0])):
+        lines.append(f"### {cls} ({len(members)})")
+        lines.append("")
+        for op_id, detail in sorted(members):
+            lines.append(f"- `{op_id}`" + (f": {detail}" if detail else ""))
+        lines.append("")
+    lines += ["## Unresolved", "", ", ".join(f"`{r['id']}`" for r in sorted(records, key=lambda r: r["id"])
+                                            if not r["resolved"] and not r.get("torch_unsupported")), ""]
+    lines += ["## Not checked: torch's own forward-AD test disclaimed", "",
+              ", ".join(f"`{r['id']}`" for r in sorted(records, key=lambda r: r["id"]) if r.get("torch_disclaimed")),
+              ""]
+    return "\n".join(lines)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--engine", choices=("cpp", "reference"), default="cpp")
@@ -794,10 +1086,13 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per OpInfo")
     parser.add_argument("--max-samples", type=int, default=None, help="samples per dtype (default: all)")
     parser.add_argument("--json", help="also write the records here")
-    parser.add_argument("--no-doc", action="store_true", help="do not write docs/opinfo.md")
+    parser.add_argument("--no-doc", action="store_true", help="do not write the docs/opinfo*.md page")
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--complex", action="store_true",
                         help="complex64/complex128 samples (Note [Complex OpInfo samples]); docs/opinfo_complex.md")
+    parser.add_argument("--forward-ad", action="store_true",
+                        help="forward mode: dyngrad's func.jvp against torch.func.jvp (Note [Forward-mode OpInfo "
+                             "check]); docs/opinfo_forward_ad.md")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--indices", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -805,6 +1100,10 @@ def main(argv=None):
     if args.complex:
         os.environ["DYNGRAD_OPINFO_COMPLEX"] = "1"
         COMPLEX = True
+    global FORWARD
+    if args.forward_ad:
+        os.environ["DYNGRAD_OPINFO_FORWARD"] = "1"
+        FORWARD = True
     if args.worker:
         worker(args.engine, [int(i) for i in args.indices.split(",")], args.max_samples)
         return 0
@@ -818,6 +1117,17 @@ def main(argv=None):
     records = run_all([i for i, _ in chosen], ids, args.engine, args.jobs, args.timeout, args.max_samples,
                       args.verbose)
     seconds = time.time() - started
+    if FORWARD:
+        counts = forward_counts(records)
+        print(f"forward AD ({args.engine}): " + ", ".join(f"{k}: {v}" for k, v in counts.items()) +
+              f"; {seconds:.0f} s")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(records, f, indent=1)
+        if not args.no_doc and not args.only:
+            with open(DOC_FORWARD_COMPLEX if COMPLEX else DOC_FORWARD, "w") as f:
+                f.write(report_forward(records, args.engine, seconds, args.max_samples))
+        return 0
     resolved = [r for r in records if r["resolved"]]
     passing = [r for r in resolved if fully_passing(r)]
     print(f"{len(records)} OpInfos, {len(resolved)} resolved, {len(passing)} pass every sample "

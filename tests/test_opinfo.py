@@ -23,11 +23,13 @@ SUBSET = ["add", "masked.sum", "masked.softmax", "masked.var", "special.bessel_j
           "nn.functional.linear_cross_entropy.chunked_none", "special.bessel_j0", "matrix_exp"]
 
 
-def run_report(tmp_path, engine, only=None, max_samples=None, jobs=1, complex_=False):
+def run_report(tmp_path, engine, only=None, max_samples=None, jobs=1, complex_=False, forward=False):
     out = tmp_path / f"opinfo-{engine}.json"
     cmd = [sys.executable, SCRIPT, "--engine", engine, "--json", str(out), "--jobs", str(jobs)]
     if complex_:
         cmd += ["--complex"]
+    if forward:
+        cmd += ["--forward-ad"]
     if only:
         cmd += ["--only", ",".join(only)]
     if max_samples:
@@ -62,6 +64,34 @@ def test_opinfo_complex_subset_passes(tmp_path, engine):
     assert not failing, f"complex OpInfos failing on {engine}: {failing}"
 
 
+# --forward-ad (Note [Forward-mode OpInfo check]): dyngrad's func.jvp against torch.func.jvp on a few OpInfos, one
+# with several inputs, one with several outputs, one with a list input; plus an OpInfo without forward AD in torch,
+# which must be recorded as such and not run
+FORWARD_SUBSET = ["add", "sin", "cat", "sort", "linalg.det"]
+
+
+@pytest.mark.parametrize("engine", ["cpp", "reference"])
+@pytest.mark.parametrize("complex_", [False, True])
+def test_opinfo_forward_subset_passes(tmp_path, engine, complex_):
+    records = run_report(tmp_path, engine, FORWARD_SUBSET, max_samples=4, complex_=complex_, forward=True)
+    checked = {r["id"]: r for r in records}
+    for name in ("add", "sin", "cat"):          # have complex dtypes and forward AD in torch
+        assert checked[name]["samples"] > 0, checked[name]
+    failing = {r["id"]: r.get("missing") or r["failures"] for r in records
+               if not r.get("torch_unsupported") and not (r["resolved"] and r["samples"] and not r["failures"])}
+    assert not failing, f"OpInfos whose jvp fails on {engine}: {failing}"
+
+
+def test_opinfo_forward_records_ops_torch_does_not_support(tmp_path):
+    import torch
+    from torch.testing._internal.common_methods_invocations import op_db
+    name = next(o.name for o in op_db if not o.supports_forward_ad and o.supports_autograd and
+                torch.float64 in o.supported_dtypes("cpu") and not o.variant_test_name and
+                not o.name.startswith(("torch.", "_")))
+    records = run_report(tmp_path, "cpp", [name], forward=True)
+    assert records and all(r.get("torch_unsupported") and r["samples"] == 0 for r in records), records
+
+
 @pytest.mark.skipif(not os.environ.get("DYNGRAD_OPINFO"), reason="the whole op_db: set DYNGRAD_OPINFO=1")
 def test_opinfo_targets(tmp_path):
     records = run_report(tmp_path, "cpp", jobs=2)
@@ -69,3 +99,38 @@ def test_opinfo_targets(tmp_path):
     passing = [r for r in resolved if r["samples"] and not r["failures"]]
     assert len(resolved) >= 610, f"{len(resolved)} of {len(records)} OpInfos resolve"
     assert len(passing) >= 0.95 * len(resolved), f"{len(passing)} of {len(resolved)} resolved OpInfos pass"
+
+
+def test_opinfo_forward_reports_a_wrong_tangent(dg):
+    """The harness's mismatch class is reached: sin with a custom Function whose jvp is off by a factor of 2 is a
+    'jvp: wrong values' whose finite-difference verdict names dyngrad, and the right jvp passes."""
+    import importlib.util
+    import numpy as np
+    import torch
+    spec = importlib.util.spec_from_file_location("opinfo_report_fwd", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    opinfo = next(o for o in script.import_op_db() if o.name == "sin" and not o.variant_test_name)
+
+    def sin_with_jvp(factor):
+        class Sin(dg.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_forward(x)
+                return dg.tensor(np.sin(np.asarray(x.detach().numpy())))
+
+            @staticmethod
+            def backward(ctx, g):
+                raise AssertionError("not used")
+
+            @staticmethod
+            def jvp(ctx, t):
+                x, = ctx.saved_tensors
+                return t * x.cos() * factor
+        return Sin.apply
+
+    sample = next(s for s in opinfo.sample_inputs("cpu", torch.float64, requires_grad=True) if s.input.numel() > 1)
+    assert script.run_sample_forward(opinfo, sin_with_jvp(1.0), sample, "float64", dg) is None
+    failure = script.run_sample_forward(opinfo, sin_with_jvp(2.0), sample, "float64", dg)
+    assert failure[0] == "jvp: wrong values (a silent wrong answer)", failure
+    assert "finite difference agrees with torch" in failure[1], failure

@@ -39,9 +39,12 @@ def _repeat_heads(t, repeats):
 
 def _fused(q, k, v, mask):
     """Whether the fused primitive takes the call: float32/float64 operands of one dtype and a mask (if any) that
-    needs no gradient (the kernel does not differentiate it); other calls take the composite below."""
+    needs no gradient and carries no tangent (the kernel differentiates neither way through it: a dual mask's
+    tangent was dropped, a silent wrong jvp); other calls take the composite below."""
     return (q.dtype in (_C.float32, _C.float64) and k.dtype is q.dtype and v.dtype is q.dtype
-            and (mask is None or not mask.requires_grad))
+            and (mask is None or not (mask.requires_grad or
+                                      any(_C._get_tangent(mask, level) is not None
+                                          for level in _C._open_dual_levels()))))
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,

@@ -534,7 +534,6 @@ def norm_method(self, p="fro", dim=None, keepdim=False, dtype=None):
     return _norm(self, p, dim, keepdim, dtype)
 
 
-
 def sum_to_size(self, *size):
     """The sum of self down to `size`, a shape self can be expanded from (as the gradient of an expand)."""
     shape = shape_args(size, "sum_to_size")

@@ -851,7 +851,9 @@ def _inplace_view(self, make, op):
     values into it, which bumps the version counter (so a saved copy of the old shape is detected) and moves
     self's history to make(old value) (Note [In-place ops] in reference/ops_shape.py)."""
     base = self._base
-    if not (_C.is_grad_enabled() and (self.requires_grad or (base is not None and base.requires_grad))):
+    recording = (_C.is_grad_enabled() and (self.requires_grad or (base is not None and base.requires_grad))) or \
+        _C._current_dual_level() >= 0      # forward AD: self's tangent takes the same view (it kept its old shape)
+    if not recording:
         self.data = make(self.detach())
         try:
             _C.assign_inplace(self, _C.clone(self), op)      # the version bump

@@ -445,8 +445,23 @@ def zero_(self):
     return self
 
 
+def _differentiated_value(value, self):
+    """Whether fill_'s 0-d tensor value must be written as a tensor, so that its gradient (reverse mode) or tangent
+    (forward mode) reaches self: it was read as a Python number (v.grad stayed None, the jvp dropped v's tangent)."""
+    if not isinstance(value, Tensor) or not (value.dtype.is_floating_point or value.dtype.is_complex) or \
+            not (self.dtype.is_floating_point or self.dtype.is_complex) or \
+            (value.dtype.is_complex and not self.dtype.is_complex):
+        return False
+    return (_C.is_grad_enabled() and value.requires_grad) or \
+        any(_C._get_tangent(value, level) is not None for level in _C._open_dual_levels())
+
+
 def fill_(self, value):
     v = number(value, "fill_", "value")
+    if _differentiated_value(value, self):      # number() has checked it is one value
+        warn_complex_to_real(value.dtype, self.dtype)
+        _C.copy_(self, _C.reshape(value, ()))
+        return self
     if isinstance(v, complex):
         if self.dtype.is_complex:                # the core's fill takes a real number: copy a complex 0-d tensor
             _C.copy_(self, _C.full((), v, self.dtype))
