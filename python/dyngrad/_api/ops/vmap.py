@@ -271,6 +271,14 @@ def _make_method(name):
                 out = _pointwise_direct(fn, self, args)
                 if out is not None:
                     return out
+            elif not args:                       # vmapsp: x.sum() and the other reductions over every dim
+                fn = _FAST_REDUCTIONS.get(name)
+                if fn is None:
+                    fn = _fast_reduction(name)
+                if fn:
+                    out = _reduce_direct(fn, self)
+                    if out is not None:
+                        return out
         return _method(name, self, *args, **kwargs)
     method.__name__ = method.__qualname__ = name
     return method
@@ -292,6 +300,31 @@ def _fast_fn(name):
             fn = found[1]
     _FAST_FNS[name] = fn
     return fn
+
+
+_FAST_REDUCTIONS = {}      # vmapsp: method name -> the op's fn when its rule is _dim_rule() (False: it is not)
+
+
+def _fast_reduction(name):
+    fn = False
+    if not name.endswith("_"):
+        found = _METHOD_KEYS.get(name)
+        if found is None:
+            found = _METHOD_KEYS[name] = _method_key(name)
+        if found[0] in _REDUCTIONS and found[0] not in RANDOM and found[0] not in DRAWS_INSIDE:
+            fn = found[1]
+    _FAST_REDUCTIONS[name] = fn
+    return fn
+
+
+def _reduce_direct(fn, x):
+    """vmapsp: _dispatch's answer for x.name() with the rule _dim_rule() (_all_dims_fast's), without _dispatch and
+    the rule's wrappers. None: the general path."""
+    was, STATE.active = STATE.active, False
+    try:
+        return _all_dims_fast(fn, x, "dim", True)
+    finally:
+        STATE.active = was
 
 
 def _pointwise_direct(fn, x, args):
@@ -1147,10 +1180,14 @@ class _SharedWeightLinear(Function):
     def backward(ctx, grad):
         x, w = ctx.saved_tensors
         nb = ctx.nb
-        if _C.is_grad_enabled():      # create_graph: each row's input gradient depends on its own row of w
+        if not ctx.needs_input_grad[0]:
+            gx = None                 # vmapsp: the data of a first layer: no product for a gradient nobody reads
+        elif _C.is_grad_enabled():    # create_graph: each row's input gradient depends on its own row of w
             gx = _matmul_batched(grad, w, nb)
         else:
             gx = _C.matmul(grad, w[(0,) * nb])
+        if not ctx.needs_input_grad[1]:
+            return gx, None, None
         if x.ndim == nb + 1:          # one row each: the outer products, one broadcast multiply
             gw = grad.unsqueeze(-1) * x.unsqueeze(-2)
         else:
@@ -1692,8 +1729,9 @@ for _k in ("binary_cross_entropy_with_logits",):
     RULES[_k] = RULES["F." + _k] = _or_loop(_k, _pointwise_loss("input", "target", "weight", "pos_weight"))
 for _k in ("kl_div",):
     RULES[_k] = RULES["F." + _k] = _or_loop(_k, _pointwise_loss("input", "target"))
-for _k in ("sum", "mean", "amax", "amin", "logsumexp", "prod", "nansum", "nanmean", "var", "std", "all", "any",
-           "count_nonzero", "special.logsumexp", "aminmax"):
+_REDUCTIONS = ("sum", "mean", "amax", "amin", "logsumexp", "prod", "nansum", "nanmean", "var", "std", "all", "any",
+               "count_nonzero", "special.logsumexp", "aminmax")
+for _k in _REDUCTIONS:
     RULES[_k] = _or_loop(_k, _dim_rule())
 def _max_min(fn, args, kwargs):
     """max/min: with a dim, (values, indices) over the shifted dim; with none, amax/amin of the row; with a
