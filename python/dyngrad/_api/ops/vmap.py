@@ -271,7 +271,17 @@ def _make_method(name):
                 out = _pointwise_direct(fn, self, args)
                 if out is not None:
                     return out
-            elif not args:                       # vmapsp: x.sum() and the other reductions over every dim
+            elif args:                           # vmapsp: x.unsqueeze(d) and the other one-dim ops
+                d = args[0]
+                if type(d) is int:
+                    fn = _FAST_DIMS.get(name)
+                    if fn is None:
+                        fn = _fast_dims_fn(name)
+                    if fn:
+                        out = _dims_direct(fn[0], fn[1], self, d)
+                        if out is not None:
+                            return out
+            else:                                # vmapsp: x.sum() and the other reductions over every dim
                 fn = _FAST_REDUCTIONS.get(name)
                 if fn is None:
                     fn = _fast_reduction(name)
@@ -325,6 +335,53 @@ def _reduce_direct(fn, x):
         return _all_dims_fast(fn, x, "dim", True)
     finally:
         STATE.active = was
+
+
+_FAST_DIMS = {}            # vmapsp: method name -> (fn, extra_rank) when x.name(d) is _dims_rule's (False: not)
+
+
+def _fast_dims_fn(name):
+    """(fn, extra_rank) when Tensor.name's rule is a _dims_rule of one dim parameter, fn's second parameter, every
+    later one having a default: x.name(d) for an int d then binds d to it. False otherwise."""
+    out = False
+    if not name.endswith("_"):
+        found = _METHOD_KEYS.get(name)
+        if found is None:
+            found = _METHOD_KEYS[name] = _method_key(name)
+        key, fn = found
+        rule = RULES.get(key)
+        dims = getattr(getattr(rule, "_inner", None), "_dims", None)
+        sig = _signature(fn) if dims is not None else None
+        if sig and key not in RANDOM and key not in DRAWS_INSIDE:
+            params, extra_rank, aligned = dims
+            ps = list(sig.parameters.values())
+            if (len(params) == 1 and not aligned and len(ps) >= 2 and ps[1].name == params[0] and
+                    ps[1].kind == inspect.Parameter.POSITIONAL_OR_KEYWORD and
+                    ps[0].kind == inspect.Parameter.POSITIONAL_OR_KEYWORD and
+                    all(q.default is not inspect.Parameter.empty or q.kind in (
+                        inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD) for q in ps[2:])):
+                out = (fn, extra_rank)
+    _FAST_DIMS[name] = out
+    return out
+
+
+def _dims_direct(fn, extra_rank, x, d):
+    """vmapsp: _dims_rule's answer for x.name(d), d an int, without binding the signature per call. None: the
+    general path (which raises for a dim out of range)."""
+    levels = x._levels
+    open_ = STATE.levels
+    if len(levels) != 1 or not open_ or open_[-1][0] != levels[0]:
+        return None
+    v = x._value
+    rank = v.ndim - 1 + extra_rank
+    if rank == 0 or not -rank <= d < rank:
+        return None
+    was, STATE.active = STATE.active, False
+    try:
+        out = fn(v, d % rank + 1)
+    finally:
+        STATE.active = was
+    return BatchedTensor(out, levels) if type(out) is Tensor else _wrap(out, levels)
 
 
 def _pointwise_direct(fn, x, args):
@@ -772,6 +829,7 @@ def _or_loop(key, rule):
     def run(fn, args, kwargs):
         out = rule(fn, args, kwargs)
         return _loop(key, fn, args, kwargs) if out is None else out
+    run._inner = rule          # vmapsp: what the methods' fast paths read (_fast_dims_fn)
     return run
 
 
@@ -990,6 +1048,7 @@ def _dims_rule(*params, extra_rank=0, aligned=()):
                 bound.arguments[p] = new
         bound.arguments[names[0]] = x._value
         return _wrap(fn(*bound.args, **bound.kwargs), x._levels)
+    rule._dims = (params, extra_rank, aligned)
     return rule
 
 
