@@ -443,6 +443,24 @@ Tensor unary_grad_kernel(UnaryKind k, const Tensor& grad, const Tensor& a) {
 }
 
 // ---- binary ----
+// Note [Row-broadcast binary loops]: bench/vmap.py rows-2000 multiplies a (2000, 16) tensor by a (16,) one; the
+// strided loop ran it as 2000 calls of its row body (9.8 us, a contiguous product of the same size 3.5 us, on the
+// loaded 2-core Xeon). trailing_block(out, t) is k > 0 when t is contiguous and its shape is out's trailing dims
+// (leading size-1 dims allowed) over k elements, with k a proper divisor of out's size and out contiguous; 0
+// otherwise. Each element is still f(x, y) of the same two values, so results are those of the strided loop.
+static int64_t trailing_block(const Tensor& out, const Tensor& t) {
+  if (!t->is_contiguous() || !out->is_contiguous() || t->numel <= 1 || t->numel >= out->numel) return 0;
+  const int64_t nd = (int64_t)out->shape.size(), td = (int64_t)t->shape.size();
+  int64_t j = td - 1, d = nd - 1, k = 1;
+  for (; j >= 0 && d >= 0 && k < t->numel; --j, --d) {
+    if (t->shape[j] != out->shape[d]) return 0;
+    k *= t->shape[j];
+  }
+  for (; j >= 0; --j)
+    if (t->shape[j] != 1) return 0;
+  return k == t->numel ? k : 0;
+}
+
 template <typename T, typename R, typename F>
 static void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
   const int64_t n = out->numel;
@@ -468,6 +486,34 @@ static void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, F f
       });
     } else {
       o[0] = f(x[0], y[0]);
+    }
+    return;
+  }
+  // a contiguous operand against one broadcast over its leading dims (x * w for x (N, k), w (k,)): a loop over the
+  // rows of k, without the strided loop's per-row bookkeeping (Note [Row-broadcast binary loops])
+  const int64_t k = a_flat ? trailing_block(out, b) : b_flat ? trailing_block(out, a) : 0;
+  if (k > 0 && n > 0) {
+    const T* x = a->data<T>();
+    const T* y = b->data<T>();
+    R* o = out->data<R>();
+    const int64_t rows = n / k;
+    const int64_t grain = std::max<int64_t>(1, parallel_grain() / k);
+    if (a_flat) {
+      parallel_for(rows, [&](int64_t lo, int64_t hi) DG_FLATTEN {
+        for (int64_t r = lo; r < hi; ++r) {
+          const T* xr = x + r * k;
+          R* orow = o + r * k;
+          for (int64_t i = 0; i < k; ++i) orow[i] = f(xr[i], y[i]);
+        }
+      }, grain);
+    } else {
+      parallel_for(rows, [&](int64_t lo, int64_t hi) DG_FLATTEN {
+        for (int64_t r = lo; r < hi; ++r) {
+          const T* yr = y + r * k;
+          R* orow = o + r * k;
+          for (int64_t i = 0; i < k; ++i) orow[i] = f(x[i], yr[i]);
+        }
+      }, grain);
     }
     return;
   }

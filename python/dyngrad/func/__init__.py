@@ -51,7 +51,14 @@ def _stand_in(x):
     every open level over the stand-in of the physical tensor."""
     levels = _vmap_levels()
     if levels:
-        stand, history = _stand_in_plain(_physical(x, levels))
+        # vmapsp: the physical tensors are plain ones: their unsqueeze, expand, detach and requires_grad_ need
+        # not pass through vmap's dispatcher (which would call them as they are; ~12 dispatches a call of grad)
+        state = _batching.STATE
+        was, state.active = state.active, False
+        try:
+            stand, history = _stand_in_plain(_physical(x, levels))
+        finally:
+            state.active = was
         return BatchedTensor(stand, levels), history
     return _stand_in_plain(x)
 

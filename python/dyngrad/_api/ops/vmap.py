@@ -263,9 +263,158 @@ def _method_key(name):
 
 def _make_method(name):
     def method(self, *args, **kwargs):
+        if not kwargs and len(args) <= 1:        # vmapsp: a pointwise op on the innermost level, dispatch skipped
+            fn = _FAST_FNS.get(name)
+            if fn is None:
+                fn = _fast_fn(name)
+            if fn:
+                out = _pointwise_direct(fn, self, args)
+                if out is not None:
+                    return out
+            elif args:                           # vmapsp: x.unsqueeze(d) and the other one-dim ops
+                d = args[0]
+                if type(d) is int:
+                    fn = _FAST_DIMS.get(name)
+                    if fn is None:
+                        fn = _fast_dims_fn(name)
+                    if fn:
+                        out = _dims_direct(fn[0], fn[1], self, d)
+                        if out is not None:
+                            return out
+            else:                                # vmapsp: x.sum() and the other reductions over every dim
+                fn = _FAST_REDUCTIONS.get(name)
+                if fn is None:
+                    fn = _fast_reduction(name)
+                if fn:
+                    out = _reduce_direct(fn, self)
+                    if out is not None:
+                        return out
         return _method(name, self, *args, **kwargs)
     method.__name__ = method.__qualname__ = name
     return method
+
+
+_FAST_FNS = {}             # vmapsp: method name -> the op's fn when its rule is _pointwise (False: it is not)
+
+
+def _fast_fn(name):
+    """The fn _dispatch would hand to _pointwise for Tensor.name, or False when the call must go through _dispatch
+    (in-place, random, an op drawing inside, any rule but _pointwise)."""
+    fn = False
+    if not (name.endswith("_") and not name.endswith("__")):
+        found = _METHOD_KEYS.get(name)
+        if found is None:
+            found = _METHOD_KEYS[name] = _method_key(name)
+        key = found[0]
+        if RULES.get(key) is _pointwise and key not in RANDOM and key not in DRAWS_INSIDE:
+            fn = found[1]
+    _FAST_FNS[name] = fn
+    return fn
+
+
+_FAST_REDUCTIONS = {}      # vmapsp: method name -> the op's fn when its rule is _dim_rule() (False: it is not)
+
+
+def _fast_reduction(name):
+    fn = False
+    if not name.endswith("_"):
+        found = _METHOD_KEYS.get(name)
+        if found is None:
+            found = _METHOD_KEYS[name] = _method_key(name)
+        if found[0] in _REDUCTIONS and found[0] not in RANDOM and found[0] not in DRAWS_INSIDE:
+            fn = found[1]
+    _FAST_REDUCTIONS[name] = fn
+    return fn
+
+
+def _reduce_direct(fn, x):
+    """vmapsp: _dispatch's answer for x.name() with the rule _dim_rule() (_all_dims_fast's), without _dispatch and
+    the rule's wrappers. None: the general path."""
+    was, STATE.active = STATE.active, False
+    try:
+        return _all_dims_fast(fn, x, "dim", True)
+    finally:
+        STATE.active = was
+
+
+_FAST_DIMS = {}            # vmapsp: method name -> (fn, extra_rank) when x.name(d) is _dims_rule's (False: not)
+
+
+def _fast_dims_fn(name):
+    """(fn, extra_rank) when Tensor.name's rule is a _dims_rule of one dim parameter, fn's second parameter, every
+    later one having a default: x.name(d) for an int d then binds d to it. False otherwise."""
+    out = False
+    if not name.endswith("_"):
+        found = _METHOD_KEYS.get(name)
+        if found is None:
+            found = _METHOD_KEYS[name] = _method_key(name)
+        key, fn = found
+        rule = RULES.get(key)
+        dims = getattr(getattr(rule, "_inner", None), "_dims", None)
+        sig = _signature(fn) if dims is not None else None
+        if sig and key not in RANDOM and key not in DRAWS_INSIDE:
+            params, extra_rank, aligned = dims
+            ps = list(sig.parameters.values())
+            if (len(params) == 1 and not aligned and len(ps) >= 2 and ps[1].name == params[0] and
+                    ps[1].kind == inspect.Parameter.POSITIONAL_OR_KEYWORD and
+                    ps[0].kind == inspect.Parameter.POSITIONAL_OR_KEYWORD and
+                    all(q.default is not inspect.Parameter.empty or q.kind in (
+                        inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD) for q in ps[2:])):
+                out = (fn, extra_rank)
+    _FAST_DIMS[name] = out
+    return out
+
+
+def _dims_direct(fn, extra_rank, x, d):
+    """vmapsp: _dims_rule's answer for x.name(d), d an int, without binding the signature per call. None: the
+    general path (which raises for a dim out of range)."""
+    levels = x._levels
+    open_ = STATE.levels
+    if len(levels) != 1 or not open_ or open_[-1][0] != levels[0]:
+        return None
+    v = x._value
+    rank = v.ndim - 1 + extra_rank
+    if rank == 0 or not -rank <= d < rank:
+        return None
+    was, STATE.active = STATE.active, False
+    try:
+        out = fn(v, d % rank + 1)
+    finally:
+        STATE.active = was
+    return BatchedTensor(out, levels) if type(out) is Tensor else _wrap(out, levels)
+
+
+def _pointwise_direct(fn, x, args):
+    """vmapsp: _dispatch's answer for x.name(*args) with a pointwise rule, without _dispatch, _pointwise and the
+    wrapping helpers (bench/vmap.py rows-2000: ~3 us an op): x batched at the innermost open level only, and no
+    argument or one that needs no alignment (a BatchedTensor of the same levels and rank, an unbatched tensor of
+    fewer dims, an int or a float; at rank 0 the same dtype, as _pointwise_fast). None: the general path."""
+    levels = x._levels
+    open_ = STATE.levels
+    if len(levels) != 1 or not open_ or open_[-1][0] != levels[0]:
+        return None
+    v = x._value
+    if args:
+        y = args[0]
+        ty = type(y)
+        if ty is BatchedTensor:
+            ov = y._value
+            if y._levels != levels or ov.ndim != v.ndim or (v.ndim == 1 and ov.dtype != v.dtype):
+                return None
+            y = ov
+        elif ty is float or ty is int:
+            pass
+        elif isinstance(y, Tensor):
+            if y.ndim >= v.ndim or (v.ndim == 1 and y.dtype != v.dtype):
+                return None
+        else:
+            return None
+    was, STATE.active = STATE.active, False
+    try:
+        out = fn(v, y) if args else fn(v)
+    finally:
+        STATE.active = was
+    return BatchedTensor(out, levels) if type(out) is Tensor else _wrap(out, levels)
 
 
 def _property(name, fget, self):
@@ -281,6 +430,14 @@ _DUNDERS = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
 
 def _make_dunder(name):
     def dunder(self, *args):
+        if len(args) <= 1:                       # vmapsp: as _make_method's
+            fn = _FAST_FNS.get(name)
+            if fn is None:
+                fn = _fast_fn(name)
+            if fn:
+                out = _pointwise_direct(fn, self, args)
+                if out is not None:
+                    return out
         return _method(name, self, *args)
     dunder.__name__ = name
     return dunder
@@ -672,6 +829,7 @@ def _or_loop(key, rule):
     def run(fn, args, kwargs):
         out = rule(fn, args, kwargs)
         return _loop(key, fn, args, kwargs) if out is None else out
+    run._inner = rule          # vmapsp: what the methods' fast paths read (_fast_dims_fn)
     return run
 
 
@@ -890,6 +1048,7 @@ def _dims_rule(*params, extra_rank=0, aligned=()):
                 bound.arguments[p] = new
         bound.arguments[names[0]] = x._value
         return _wrap(fn(*bound.args, **bound.kwargs), x._levels)
+    rule._dims = (params, extra_rank, aligned)
     return rule
 
 
@@ -1080,10 +1239,14 @@ class _SharedWeightLinear(Function):
     def backward(ctx, grad):
         x, w = ctx.saved_tensors
         nb = ctx.nb
-        if _C.is_grad_enabled():      # create_graph: each row's input gradient depends on its own row of w
+        if not ctx.needs_input_grad[0]:
+            gx = None                 # vmapsp: the data of a first layer: no product for a gradient nobody reads
+        elif _C.is_grad_enabled():    # create_graph: each row's input gradient depends on its own row of w
             gx = _matmul_batched(grad, w, nb)
         else:
             gx = _C.matmul(grad, w[(0,) * nb])
+        if not ctx.needs_input_grad[1]:
+            return gx, None, None
         if x.ndim == nb + 1:          # one row each: the outer products, one broadcast multiply
             gw = grad.unsqueeze(-1) * x.unsqueeze(-2)
         else:
@@ -1603,8 +1766,9 @@ for _k in ("binary_cross_entropy_with_logits",):
     RULES[_k] = RULES["F." + _k] = _or_loop(_k, _pointwise_loss("input", "target", "weight", "pos_weight"))
 for _k in ("kl_div",):
     RULES[_k] = RULES["F." + _k] = _or_loop(_k, _pointwise_loss("input", "target"))
-for _k in ("sum", "mean", "amax", "amin", "logsumexp", "prod", "nansum", "nanmean", "var", "std", "all", "any",
-           "count_nonzero", "special.logsumexp", "aminmax"):
+_REDUCTIONS = ("sum", "mean", "amax", "amin", "logsumexp", "prod", "nansum", "nanmean", "var", "std", "all", "any",
+               "count_nonzero", "special.logsumexp", "aminmax")
+for _k in _REDUCTIONS:
     RULES[_k] = _or_loop(_k, _dim_rule())
 def _max_min(fn, args, kwargs):
     """max/min: with a dim, (values, indices) over the shifted dim; with none, amax/amin of the row; with a
@@ -4631,10 +4795,21 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     name = getattr(func, "__name__", type(func).__name__)
     op = f"vmap({name}, ...)"
 
+    # vmapsp: in_dims as one non-negative int (or None) per positional input, when it is that simple; out_dims 0
+    fast_dims = in_dims
+    if not (fast_dims is None or type(fast_dims) is int and fast_dims >= 0 or isinstance(fast_dims, tuple) and
+            all(d is None or type(d) is int and d >= 0 for d in fast_dims)):
+        fast_dims = False
+    fast_out = type(out_dims) is int and out_dims == 0
+
     def mapped(*args, **kwargs):
         if not isinstance(in_dims, (int, tuple)) and in_dims is not None:   # torch.func's ValueError (a list too)
             raise ValueError(f"{op}: expected in_dims to be an int or a (possibly nested) tuple matching the "
                              f"structure of the inputs, got {type_name(in_dims)}.")
+        if fast_dims is not False and not kwargs and chunk_size is None:
+            out = _fast_run(args)
+            if out is not _SLOW:
+                return out
         dims = in_dims if isinstance(in_dims, tuple) else (in_dims,) * len(args)
         if isinstance(in_dims, tuple) and len(in_dims) != len(args):
             raise ValueError(f"{op}: in_dims has {len(in_dims)} entries but {len(args)} inputs were given.")
@@ -4666,6 +4841,49 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
         outs = [_run(plan, n, start, builtins.min(start + chunk_size, n), kwargs)
                 for start in builtins.range(0, n, chunk_size)]
         return _concat_chunks(outs)
+
+    def _fast_run(args):
+        """vmapsp: mapped(*args) for tensors mapped at non-negative dims (other inputs neither tensors nor
+        containers), without the pytree walks of the plan and of the outputs, and, for a BatchedTensor returned at
+        out_dims 0, without the exit's movedim (~4 us a call of the vmapped function). _SLOW: the general path
+        (which also raises every error)."""
+        dims = fast_dims if isinstance(fast_dims, tuple) else (fast_dims,) * len(args)
+        if len(dims) != len(args):
+            return _SLOW
+        n = -1
+        for a, d in zip(args, dims):
+            if d is None:
+                if isinstance(a, (tuple, list, dict, BatchedTensor)):
+                    return _SLOW
+            elif type(a) is not Tensor or d >= a.ndim or (n >= 0 and a.shape[d] != n):
+                return _SLOW
+            else:
+                n = a.shape[d]
+        if n < 0:
+            return _SLOW
+        level = next(_COUNTER)
+        was = STATE.active
+        STATE.active = False
+        try:
+            batched = [a if d is None else BatchedTensor(a if d == 0 else _movedim1(a, d, 0), (level,))
+                       for a, d in zip(args, dims)]
+        finally:
+            STATE.active = was
+        STATE.levels.append([level, n, randomness])
+        STATE.active = True
+        try:
+            out = func(*batched)
+            STATE.active = False
+            if fast_out and type(out) is BatchedTensor and out._levels == (level,) and \
+                    not any(out._value is a for a in args):
+                return out._value
+            leaves, spec, odims = _broadcast_out_dims(out_dims, out, op)
+            moved = [leaf if od is None else _move_out(leaf, level, n, od, op, name)
+                     for leaf, od in zip(leaves, odims)]
+        finally:
+            STATE.levels.pop()
+            STATE.active = bool(STATE.levels)
+        return tree_unflatten(moved, spec)
 
     def _run(plan, n, start, stop, kwargs):
         level = next(_COUNTER)
@@ -4721,6 +4939,9 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     mapped.__name__ = mapped.__qualname__ = f"vmap_{name}"
     mapped.__doc__ = f"{name} mapped by vmap over in_dims={in_dims!r}, out_dims={out_dims!r}."
     return mapped
+
+
+_SLOW = object()        # vmapsp: _fast_run's "take the general path"
 
 
 def _cat_public(parts, dim):
