@@ -167,6 +167,21 @@ struct ReplayProgram {
   // Note [Slots in C++]: a core step's result stays a C++ Tensor in `values` (no Python object, nothing for
   // Python's gc to count) unless `exported` says Python reads its slot (an output, a value guard's input, a step
   // Python runs); materialize() makes the Python object where one is needed. Cleared when a run ends.
+  // Note [Slots live until the run ends]: every slot keeps its tensor to the end of the run, on purpose. Releasing
+  // each at its last reader was tried (issue 20: the wide-MLP training step, 784-1024-1024-10, SGD, is 4-6% slower
+  // static than eager) and did not pay: with the post-backward temporaries (lr * grad, the add before
+  // assign_inplace, the grads read) and the forward's pre-activations the planned backward does not read released
+  // at their last reader, static/eager was 0.93-0.97x against 0.92-0.96x without (bench/kernel_compile.py --blocks
+  // 5 --only wide-mlp-train, 1 and 2 threads, 4 runs each, Intel Xeon, lscpu family 6 model 167, 2 cores, KVM,
+  // load 2.7-4.3): noise. The gap is elsewhere: eager's p.add_(g, alpha=-lr) computes into p (fast_paths.cpp,
+  // Note [In-place arithmetic without a temporary]), while the recording holds its general path, inplace_input,
+  // mul, add, assign_inplace: two 4 MiB temporaries and a copy per weight, whatever their lifetime
+  // (bench/sgd_inplace_paths.py, same machine, load 2.5: the step's six updates take 0.57 ms eagerly, 1.94 ms under
+  // static replay, 1.89 ms as those calls issued eagerly; 1.4 ms of the ~38 ms step, most of the gap). Early release
+  // is also unsafe as the loop stands: a run that goes back to Python (a value guard's miss, a step Python runs)
+  // needs every earlier step's result, for the served results of a catch-up (Note [Catching up after a miss] in
+  // capture.py) and for a sibling variant's later steps, which may read a slot this variant never reads again;
+  // nearly every step after the backward can go back (requires_grad and result_type guards per parameter).
   std::vector<Tensor> values;
   std::vector<char> exported;
   bool running = false;
