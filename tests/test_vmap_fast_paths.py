@@ -1,6 +1,6 @@
 """vmap's fast paths (python/dyngrad/_api/ops/vmap.py: _fast_run at entry and exit, _pointwise_direct,
 _reduce_direct and _dims_direct for a row's methods) give the loop's values and the general path's errors, on both
-engines: the cases next to each fast path's conditions (in_dims as a list, at dim 1, None inputs, nested levels,
+engines: the cases next to each fast path's conditions (in_dims at dim 1, None inputs, nested levels,
 an input returned as it is, 0-d rows of another dtype, a row that escaped its vmap)."""
 import numpy as np
 import pytest
@@ -27,7 +27,7 @@ def test_values_match_the_loop(dg):
     w = dg.tensor(rng.standard_normal(4).astype(np.float32))
     _check(dg, lambda r: (r * w + 1.5).tanh().sum(), (x,), (0,))
     _check(dg, lambda r: (2 - r / w).exp().mean(), (xt,), (1,))                # in_dims 1: a movedim at entry
-    _check(dg, lambda r, v: (r * v - v).abs().amax(), (x, w), [0, None])       # a list, an unbatched input
+    _check(dg, lambda r, v: (r * v - v).abs().amax(), (x, w), (0, None))       # an unbatched input
     _check(dg, lambda r, s: (r + s).unsqueeze(0).unsqueeze(-1).sum(), (x, x), (0, 0))
     _check(dg, lambda r: r.unsqueeze(-2) * r.unsqueeze(1), (x,), (0,))
     _check(dg, lambda r: r.sum().unsqueeze(0), (x,), (0,))                     # 0-d row: the general path
