@@ -13,6 +13,7 @@ to {"called": bool, "crossed": bool, "how": the argument list that worked, "func
 the call used}.
 """
 import argparse
+import copy
 import functools
 import importlib
 import json
@@ -149,8 +150,8 @@ def _list(m, names, env):
             args.append([env[k] for k in n[1:]])
         elif isinstance(n, tuple) and n and n[0] == "S":          # a string argument
             args.append(n[1])
-        elif isinstance(n, tuple) and n and n[0] == "V":          # a value as it is (a dict, say)
-            args.append(n[1])
+        elif isinstance(n, tuple) and n and n[0] == "V":          # a value (a dict, say): a fresh copy per call,
+            args.append(copy.copy(n[1]))                         # or deepcopy's memo kept old ids' copies
         elif isinstance(n, tuple) and n and n[0] == "D":          # a dtype
             args.append(getattr(m, n[1]))
         elif isinstance(n, dict) and n is names[-1]:
