@@ -448,13 +448,13 @@ def seeds_itself(opinfo):
     return (code is not None and "wrapper_set_seed" in code.co_names) or "empty" in opinfo.name
 
 
-def torch_grad_disclaimed(opinfo, dtype):
-    """Whether torch's own gradient test of this OpInfo is marked expectedFailure or skipped on the CPU for dtype
-    (as_strided_scatter's backward is wrong in torch 2.13): torch's gradient is then no oracle."""
+def torch_disclaims(opinfo, dtype, classes=("TestBwdGradients", "TestGradients"), test="test_fn_grad"):
+    """Whether torch's own test `test` (in one of `classes`) of this OpInfo is marked expectedFailure or skipped on
+    the CPU for dtype: torch's result is then no oracle (as_strided_scatter's backward is wrong in torch 2.13).
+    The default is the gradient test; the forward-AD report asks about test_forward_mode_AD."""
     import unittest
     for info in opinfo.decorators:
-        if getattr(info, "cls_name", None) not in ("TestBwdGradients", "TestGradients") or \
-                getattr(info, "test_name", None) not in ("test_fn_grad", None):
+        if getattr(info, "cls_name", None) not in classes or getattr(info, "test_name", None) not in (test, None):
             continue
         if info.device_type not in (None, "cpu") or (info.dtypes is not None and dtype not in info.dtypes):
             continue
@@ -603,17 +603,7 @@ def run_sample(opinfo, fn, sample, dtype_key, dg, check_grad):
 
 def torch_forward_disclaimed(opinfo, dtype):
     """Whether torch's own forward-AD test of this OpInfo is marked expectedFailure or skipped on the CPU."""
-    import unittest
-    for info in opinfo.decorators:
-        if getattr(info, "cls_name", None) not in ("TestFwdGradients", "TestGradients") or \
-                getattr(info, "test_name", None) not in ("test_forward_mode_AD", None):
-            continue
-        if info.device_type not in (None, "cpu") or (info.dtypes is not None and dtype not in info.dtypes):
-            continue
-        for decorator in info.decorators:
-            if decorator is unittest.expectedFailure or getattr(decorator, "__qualname__", "").startswith("skip"):
-                return True
-    return False
+    return torch_disclaims(opinfo, dtype, ("TestFwdGradients", "TestGradients"), "test_forward_mode_AD")
 
 
 def substitute(value, replacements, tensor_type):
@@ -806,7 +796,7 @@ def run_opinfo(opinfo, dg, max_samples=None):
     for dtype in dtypes:
         key = str(dtype).split(".")[1]
         check_grad = FORWARD or opinfo.supports_autograd and (dtype.is_floating_point or dtype.is_complex) and \
-            not torch_grad_disclaimed(opinfo, dtype)
+            not torch_disclaims(opinfo, dtype)
         try:
             samples = list(opinfo.sample_inputs("cpu", dtype, requires_grad=check_grad))
         except Exception as err:

@@ -261,16 +261,23 @@ def _method_key(name):
     return name, fn
 
 
+def _method_pointwise(name, self, args):
+    """vmapsp: Tensor.name(*args) as a pointwise op on the innermost level, dispatch skipped: the result, False
+    when name's rule is not _pointwise, None when the call needs the general path."""
+    fn = _FAST_FNS.get(name)
+    if fn is None:
+        fn = _fast_fn(name)
+    return _pointwise_direct(fn, self, args) if fn else False
+
+
 def _make_method(name):
     def method(self, *args, **kwargs):
         if not kwargs and len(args) <= 1:        # vmapsp: a pointwise op on the innermost level, dispatch skipped
-            fn = _FAST_FNS.get(name)
-            if fn is None:
-                fn = _fast_fn(name)
-            if fn:
-                out = _pointwise_direct(fn, self, args)
-                if out is not None:
-                    return out
+            out = _method_pointwise(name, self, args)
+            if out is not None and out is not False:
+                return out
+            if out is None:                      # a pointwise op the direct path declines: the general path
+                pass
             elif args:                           # vmapsp: x.unsqueeze(d) and the other one-dim ops
                 d = args[0]
                 if type(d) is int:
@@ -431,13 +438,9 @@ _DUNDERS = ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
 def _make_dunder(name):
     def dunder(self, *args):
         if len(args) <= 1:                       # vmapsp: as _make_method's
-            fn = _FAST_FNS.get(name)
-            if fn is None:
-                fn = _fast_fn(name)
-            if fn:
-                out = _pointwise_direct(fn, self, args)
-                if out is not None:
-                    return out
+            out = _method_pointwise(name, self, args)
+            if out is not None and out is not False:
+                return out
         return _method(name, self, *args)
     dunder.__name__ = name
     return dunder
