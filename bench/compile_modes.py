@@ -38,15 +38,18 @@ def timed(fn, seconds, at_least=5):
     return min(blocks)
 
 
-def chain(dg, rounds=67):
-    a = dg.tensor(np.array([0.5], np.float32), requires_grad=True)
-    b = dg.tensor(np.array([0.1], np.float32), requires_grad=True)
+def chain(dg, rounds=67, backward=True):
+    """`rounds` rounds of (y * a + b).tanh() on one element (3 ops a round, then sum and, with backward, its
+    backward): the program of the 200-op rows (here and in bench/static_replay.py)."""
+    a = dg.tensor(np.array([0.5], np.float32), requires_grad=backward)
+    b = dg.tensor(np.array([0.1], np.float32), requires_grad=backward)
 
     def step(x):
         y = x
         for _ in range(rounds):
             y = (y * a + b).tanh()
-        y.sum().backward()
+        if backward:
+            y.sum().backward()
         return y
     x = dg.tensor(np.array([0.3], np.float32))
     return step, (x,)

@@ -20,6 +20,8 @@ import numpy as np
 import dyngrad as dg
 from dyngrad.bench.engines import machine_line
 
+import compile_modes
+
 
 def timed(fn, seconds):
     fn()
@@ -36,17 +38,7 @@ def timed(fn, seconds):
 
 
 def chain(rounds, backward=True):
-    a = dg.tensor(np.array([0.5], np.float32), requires_grad=backward)
-    b = dg.tensor(np.array([0.1], np.float32), requires_grad=backward)
-
-    def step(x):
-        y = x
-        for _ in range(rounds):
-            y = (y * a + b).tanh()
-        if backward:
-            y.sum().backward()
-        return y
-    return step
+    return compile_modes.chain(dg, rounds, backward)[0]
 
 
 def one_op():
