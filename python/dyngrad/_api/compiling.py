@@ -16,8 +16,8 @@ under torch's API (docs/compile.md):
   it is not yet, because it is still slower than eager mode: the comparison is in C++ (Note [Verified ops in the
   fast paths] in csrc/bindings/fast_paths.cpp) and matched ops run from the plan (Note [Verified ops run from the
   plan]), but the fixed cost of a call (~26 us, half of it the swap of the surface) and the planned backward keep
-  it at 0.86-0.98x eager on the 200-op chain and ~0.45x on the MLP step (docs/compile.md); VERIFIED_BY_DEFAULT
-  flips it.
+  it at 0.86-0.98x eager on the 200-op chain and ~0.45x on the MLP step (docs/compile.md; Intel Xeon, lscpu
+  family 6 model 167, 2 cores, KVM); VERIFIED_BY_DEFAULT flips it.
 - every other mode (the default): the program runs eagerly, so everything behaves as without compile; `compile`
   then hands back its argument. The arguments are checked as torch checks them, so a script with a typo in `mode=`
   fails here as it would under torch.

@@ -393,9 +393,10 @@ def _dims_direct(fn, extra_rank, x, d):
 
 def _pointwise_direct(fn, x, args):
     """vmapsp: _dispatch's answer for x.name(*args) with a pointwise rule, without _dispatch, _pointwise and the
-    wrapping helpers (bench/vmap.py rows-2000: ~3 us an op): x batched at the innermost open level only, and no
-    argument or one that needs no alignment (a BatchedTensor of the same levels and rank, an unbatched tensor of
-    fewer dims, an int or a float; at rank 0 the same dtype, as _pointwise_fast). None: the general path."""
+    wrapping helpers (bench/vmap.py rows-2000: ~3 us an op, Intel Xeon family 6 model 167): x batched at the
+    innermost open level only, and no argument or one that needs no alignment (a BatchedTensor of the same levels
+    and rank, an unbatched tensor of fewer dims, an int or a float; at rank 0 the same dtype, as _pointwise_fast).
+    None: the general path."""
     levels = x._levels
     open_ = STATE.levels
     if len(levels) != 1 or not open_ or open_[-1][0] != levels[0]:
@@ -4848,8 +4849,8 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     def _fast_run(args):
         """vmapsp: mapped(*args) for tensors mapped at non-negative dims (other inputs neither tensors nor
         containers), without the pytree walks of the plan and of the outputs, and, for a BatchedTensor returned at
-        out_dims 0, without the exit's movedim (~4 us a call of the vmapped function). _SLOW: the general path
-        (which also raises every error)."""
+        out_dims 0, without the exit's movedim (~4 us a call of the vmapped function on an Intel Xeon, lscpu family
+        6 model 167). _SLOW: the general path (which also raises every error)."""
         dims = fast_dims if isinstance(fast_dims, tuple) else (fast_dims,) * len(args)
         if len(dims) != len(args):
             return _SLOW
