@@ -105,6 +105,9 @@ def hostile_values(dg):
         ("np.float16 (3, 4)", lambda: np.ones((3, 4), np.float16)),
         ("np.complex (3,)", lambda: np.ones(3, np.complex128)),
         ("np.object (2,)", lambda: np.array([None, 1], dtype=object)),
+        # arrays no tensor can share (from_numpy copied them silently once)
+        ("np big-endian (3, 4)", lambda: np.ones((3, 4), ">f4")),
+        ("np negative stride (4,)", lambda: np.arange(4.0)[::-1]),
         ("np.str (2,)", lambda: np.array(["x", "y"])),
         ("np.int64 scalar 2**40", lambda: np.int64(2 ** 40)),
         ("float32 (3, 4)", t(lambda: dg.ones(3, 4))),

@@ -633,6 +633,28 @@ def test_from_numpy_keeps_strides_and_0d(dg):
     assert tuple(z.shape) == () and z.item() == 3.5
 
 
+UNSHAREABLE_ARRAYS = {   # arrays a tensor cannot share: from_numpy refuses (as torch does), the copies convert
+    "negative stride": lambda: np.arange(6.0)[::-1],
+    "big-endian": lambda: np.arange(6.0, dtype=">f8"),
+    "stride not a multiple of the item": lambda: np.zeros(6, dtype=[("a", "<f8"), ("b", "<i2")])["a"],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(UNSHAREABLE_ARRAYS))
+def test_from_numpy_refuses_what_it_cannot_share(dg, kind):
+    arr = UNSHAREABLE_ARRAYS[kind]()
+    arr[...] = np.arange(6.0)
+    with pytest.raises(ValueError, match="from_numpy: .*cannot share"):
+        dg.from_numpy(arr)     # a silent copy would drop the sharing from_numpy promises
+    for make in (dg.tensor, dg.as_tensor, dg.asarray):
+        t = make(arr)
+        np.testing.assert_array_equal(t.numpy(), np.arange(6.0))
+        t.add_(1)
+        np.testing.assert_array_equal(arr, np.arange(6.0))     # a copy: the array is untouched
+    with pytest.raises(ValueError, match="asarray: copy=False"):
+        dg.asarray(arr, copy=False)
+
+
 def test_tensor_copies(dg):
     arr = np.ones(3)
     t = dg.tensor(arr)

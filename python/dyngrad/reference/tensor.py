@@ -391,6 +391,8 @@ def from_numpy(ndarray):
 
 def copy_from_numpy(ndarray, requires_grad):
     """A new tensor with its own memory holding a copy of the array."""
+    if isinstance(ndarray, np.ndarray) and not ndarray.dtype.isnative:     # a copy may convert the byte order
+        ndarray = ndarray.astype(ndarray.dtype.newbyteorder("="))
     if not isinstance(ndarray, np.ndarray) or ndarray.dtype not in _dt.NUMPY_DTYPES:
         from_numpy(ndarray)                       # its errors
     t = make_tensor(np.array(ndarray, copy=True, order="C"))

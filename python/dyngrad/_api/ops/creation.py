@@ -42,16 +42,33 @@ def as_tensor(data, dtype=None, device=None):
     check_device(device, "as_tensor")
     if isinstance(data, Tensor):
         return data if dtype is None else data.to(dtype)
-    if isinstance(data, np.ndarray) and data.dtype.name in DTYPE_NAMES and (
+    if isinstance(data, np.ndarray) and data.dtype.name in DTYPE_NAMES and _unshareable(data) is None and (
             dtype is None or dtype_arg(dtype, "as_tensor").name == data.dtype.name):
         return from_numpy(data)
     return tensor(data, dtype=dtype)
+
+
+def _unshareable(arr):
+    """Why a tensor cannot share this array's memory (None when it can). Both cores would otherwise copy it
+    silently, and a from_numpy whose writes do not reach the array is a silent wrong answer."""
+    if not arr.dtype.isnative:
+        return (f"the array's byte order ({arr.dtype.str}) is not the machine's; a tensor cannot share it. "
+                "Convert it with array.astype(array.dtype.newbyteorder('=')), or copy it with dyngrad.tensor(array)")
+    if any(s < 0 for s in arr.strides):
+        return (f"the array has a negative stride (strides {arr.strides}); a tensor cannot share it. Copy it with "
+                "array.copy() or dyngrad.tensor(array)")
+    if any(s % arr.itemsize for s in arr.strides):
+        return (f"the array's strides {arr.strides} are not multiples of its item size {arr.itemsize}; a tensor "
+                "cannot share it. Copy it with array.copy() or dyngrad.tensor(array)")
+    return None
 
 
 def from_numpy(ndarray):
     """A tensor sharing the array's memory (no copy)."""
     if not isinstance(ndarray, np.ndarray):
         raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type_name(ndarray)}.")
+    if ndarray.dtype.name in DTYPE_NAMES and (why := _unshareable(ndarray)) is not None:
+        raise ValueError(f"from_numpy: {why}.")     # torch raises ValueError for the first two as well
     if ndarray.dtype == np.bool_:
         ndarray = canonical_bools(ndarray)       # bytes other than 0/1: a copy (memory not shared), see there
     return bridge.share(ndarray)
@@ -367,6 +384,10 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None):
                 refuse(f"numpy array of {arr.dtype.name}")
             out = tensor(arr, dtype=dt)
         elif copy:
+            out = tensor(arr, dtype=dt)
+        elif (why := _unshareable(arr)) is not None:
+            if copy is False:
+                raise ValueError(f"asarray: copy=False, but {why}.")
             out = tensor(arr, dtype=dt)
         else:
             out = from_numpy(arr)
