@@ -269,3 +269,31 @@ def test_vmap_composes_with_grad_and_jvp(dg):
     np.testing.assert_allclose(_np(per_sample), np.stack([_np(g) for g in loop]), rtol=1e-12)
     jv = func.vmap(lambda x: func.jvp(lambda z: z.sin(), (x,), (dg.ones_like(x),))[1])(xs)
     np.testing.assert_allclose(_np(jv), np.cos(_np(xs)), rtol=1e-12)
+
+
+def test_distribution_with_numpy_forward_under_vmap(dg):
+    """Gamma.cdf's forward reads values into numpy and validates its argument with a check over every row: under
+    vmap it is batched by the pointwise rule and the check is one answer for all rows (torch's _is_all_true), so
+    vmap(grad), jacfwd and jacrev work; an invalid row still raises."""
+    x = dg.tensor([0.5, 1.0, 2.0], dtype=dg.float64)
+    rate = dg.tensor(1.5, dtype=dg.float64)
+
+    def cdf_in_x(v):
+        return dg.distributions.Gamma(dg.tensor(2.0, dtype=dg.float64), rate).cdf(v)
+
+    def cdf_in_concentration(c):
+        return dg.distributions.Gamma(c, rate).cdf(x)
+
+    def central(f, v, h=1e-6):
+        return np.array([(f(dg.tensor(v + h * e)) - f(dg.tensor(v - h * e))).numpy() / (2 * h)
+                         for e in np.eye(len(v))]).T
+
+    np.testing.assert_allclose(dg.func.vmap(cdf_in_x)(x).numpy(), cdf_in_x(x).numpy(), rtol=1e-12)
+    dcdf = dg.func.vmap(dg.func.grad(cdf_in_x))(x).numpy()
+    np.testing.assert_allclose(np.diag(central(cdf_in_x, x.numpy())), dcdf, rtol=1e-6)
+    np.testing.assert_allclose(dg.func.jacfwd(cdf_in_x)(x).numpy(), np.diag(dcdf), rtol=1e-10, atol=1e-14)
+    c = dg.tensor([2.0, 2.0, 2.0], dtype=dg.float64)
+    np.testing.assert_allclose(dg.func.jacrev(cdf_in_concentration)(c).numpy(),
+                               central(cdf_in_concentration, c.numpy()), rtol=1e-5)
+    with pytest.raises(ValueError, match="support"):
+        dg.func.vmap(cdf_in_x)(dg.tensor([0.5, -1.0], dtype=dg.float64))

@@ -10,6 +10,7 @@ from .. import finfo, float64, from_numpy, no_grad, rand, randn
 from .._api.host.special import digamma as _np_digamma, gammainc as _np_gammainc, lgamma as _np_lgamma
 from ..autograd import Function
 from ..autograd.function import _jvp_input_has_tangent
+from .._api.ops.vmap import pointwise_apply
 
 
 def _uniforms(n):
@@ -153,8 +154,9 @@ class _GammaInc(Function):
 
 
 def gammainc(a, x):
-    """The regularised lower incomplete gamma function, differentiable in both arguments."""
-    return _GammaInc.apply(a, x)
+    """The regularised lower incomplete gamma function, differentiable in both arguments (and batched under vmap
+    by the pointwise rule: its forward reads values into numpy)."""
+    return pointwise_apply(_GammaInc.apply, a, x)
 
 
 class _StandardGamma(Function):

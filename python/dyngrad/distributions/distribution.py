@@ -12,6 +12,7 @@ offending values; validate_args=False or Distribution.set_default_validate_args(
 
 from .. import Size, Tensor, no_grad
 from . import constraints
+from .._api.ops.vmap import all_rows
 from .._user_frame import warn
 from .utils import lazy_property
 
@@ -19,7 +20,8 @@ __all__ = ["Distribution"]
 
 
 def _all_true(valid):
-    return bool(valid.all()) if isinstance(valid, Tensor) else bool(valid)
+    """Whether every value is valid; under vmap over every row at once, as torch._is_all_true's batching rule."""
+    return bool(all_rows(valid).all()) if isinstance(valid, Tensor) else bool(valid)
 
 
 class Distribution:

@@ -73,6 +73,23 @@ def _size_of(level):
                        "closure or a global); return it from the vmapped function instead.")
 
 
+def pointwise_apply(fn, *args):
+    """fn(*args) for a pointwise fn that is not in the op table (a package's own autograd.Function with a numpy
+    forward, such as the distributions' gamma CDF): inside vmap it runs once on the physical tensors under the
+    pointwise rule, as a table op would; outside vmap it is fn(*args)."""
+    if any(type(a) is BatchedTensor for a in args):
+        return _pointwise(fn, args, {})
+    return fn(*args)
+
+
+def all_rows(t):
+    """The physical tensor under every vmap level of `t` (t itself outside vmap): what torch's _is_all_true
+    reduces, so that a validity check over every row is one answer and not data-dependent control flow."""
+    while type(t) is BatchedTensor:
+        t = t._value
+    return t
+
+
 class BatchedTensor:
     """A tensor as one row of a vmap sees it (Note [vmap by batching rules]). _value is the physical tensor,
     _levels the ids of the levels of its leading dims."""
