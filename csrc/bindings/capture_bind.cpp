@@ -14,6 +14,7 @@
 // pybind11's dispatcher (about half a microsecond per call): the table comes from ops.def, so a new primitive of
 // those signatures replays this way with no code of its own.
 #include <algorithm>
+#include <ctime>
 #include <memory>
 #include <optional>
 #include <tuple>
@@ -201,6 +202,12 @@ struct ReplayProgram {
   int scalar_state = 0;  // 0: not tried yet; 1: `scalar` is built; -1: this program has none (or it is off)
   int64_t scalar_runs = 0;
   bool handed_back = false;  // this run went back to Python (a step Python runs, a result it compares)
+  // Note [Profiling a replay]: set_profile(True) makes each run add the time of each step (and of the run's set-up:
+  // the plan's check, the scalar program's) into step_ns (nanoseconds of the thread's CPU time, step i at i, the set-up
+  // at steps.size()) and count the runs; profile() reads them. Off (the default) it costs one branch per step.
+  bool profile = false;
+  std::vector<int64_t> step_ns;
+  int64_t profiled_runs = 0;
 
   void materialize(PyObject* list, int64_t slot) {
     if (slot < 0 || slot >= (int64_t)values.size() || !values[slot]) return;
@@ -358,9 +365,31 @@ bool scalar_run(ReplayProgram& p, PyObject* list) {
   return true;
 }
 
+int64_t now_ns() {  // this thread's CPU time: on a shared machine the wall clock mostly measures waiting for a core
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+// Note [Profiling a replay]: adds the time from its construction to its destruction to p.step_ns[i]
+struct StepTimer {
+  ReplayProgram* p;
+  size_t i;
+  int64_t t0;
+  StepTimer(ReplayProgram& prog, size_t index) : p(prog.profile ? &prog : nullptr), i(index), t0(p ? now_ns() : 0) {}
+  ~StepTimer() {
+    if (p && i < p->step_ns.size()) p->step_ns[i] += now_ns() - t0;
+  }
+};
+
 py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
   PyObject* list = slots.ptr();
   const Py_ssize_t n_slots = PyList_GET_SIZE(list);
+  if (p.profile) {
+    p.step_ns.resize(p.steps.size() + 1, 0);
+    if (start == 0) ++p.profiled_runs;
+  }
+  std::optional<StepTimer> setup_timer(std::in_place, p, p.steps.size());
   if (start == 0 || !p.running) {  // a new run, or one continued on a sibling's slots (Python holds them all)
     p.values.assign(n_slots, Tensor());
     if ((Py_ssize_t)p.exported.size() < n_slots) p.exported.resize(n_slots, 1);
@@ -376,9 +405,11 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
       return py::none();
     }
   }
+  setup_timer.reset();
   PyObject* argv[kMaxStepArgs];
   const SlotReader reader = [&](int64_t slot) { return slot < n_slots ? slot_tensor(p, list, slot) : nullptr; };
   for (size_t i = start; i < p.steps.size(); ++i) {
+    const StepTimer timer(p, i);
     const ReplayProgram::Step& s = p.steps[i];
     const size_t n = s.slots.size();
     for (size_t k = 0; k < n; ++k)
@@ -666,10 +697,15 @@ struct Walk {
 // Note [State outside the arguments] (python/dyngrad/_api/compiling.py): a module's plain attributes (exact
 // int, bool, float, complex, str or None by value; tensors by identity) in its __dict__'s order, then the keys of
 // its non-empty hook dicts, as compiling._module_state lists them.
-void module_attributes(PyObject* out, PyObject* d, PyTypeObject* tensor_type) {
-  static PyObject* const hook_dicts[] = {
+const std::vector<PyObject*>& hook_dict_names() {
+  static const std::vector<PyObject*> names = {
       PyUnicode_InternFromString("_forward_pre_hooks"), PyUnicode_InternFromString("_forward_hooks"),
       PyUnicode_InternFromString("_backward_pre_hooks"), PyUnicode_InternFromString("_backward_hooks")};
+  return names;
+}
+
+void module_attributes(PyObject* out, PyObject* d, PyTypeObject* tensor_type) {
+  const std::vector<PyObject*>& hook_dicts = hook_dict_names();
   Py_ssize_t pos = 0;
   PyObject *k, *v;
   while (PyDict_Next(d, &pos, &k, &v)) {
@@ -795,6 +831,15 @@ py::object optimizer_state(PyObject* opt) {  // compiling._optimizer_state
 // in the order the walk above builds them, and builds nothing. It answers "equal" only where the key built would be
 // equal, element for element (the same reads, the same == with identity first as tuple equality): anything it
 // does not know (a Tensor subclass, an error raised by a read) is "not known", and the caller builds the key.
+// Note [Module state compared in place]: module_matches used to build module_state (a flat tuple of ~40 objects for
+// the MLP's Sequential: a Size per parameter, a tuple per layout) at every call, ~5 us of the MLP training step's ~7
+// us entry guard (Intel Xeon, lscpu family 6 model 167, 2 cores, KVM); it now reads the same state in the same
+// order and compares each item with the recorded one as it goes. A parameter whose class keeps the Tensor class's
+// shape, dtype and requires_grad properties is read from its C++ tensor (what those properties return); any other
+// is read through its attributes. False (_entry_key_matches_set_module_in_place) builds and compares the tuple, as
+// before (tests compare the two).
+bool MODULE_STATE_IN_PLACE = true;
+
 struct Match {
   PyTypeObject* tensor_type;
   PyObject* key;  // a tuple of (where, what)
@@ -891,12 +936,121 @@ struct Match {
     return is_what(what, 3, n.object) && PyTuple_GET_ITEM(what, 1) == (PyObject*)type && id_equal(PyTuple_GET_ITEM(what, 2), o);
   }
 
-  // module_state's walk, compared with the recorded flat tuple
-  // A module's state is built (module_state, the one definition of what it holds: the key's builder and this
-  // comparison cannot drift apart) and compared with the recorded one; the optimizer's, below, in place.
+  // t's C++ tensor when t is a Tensor whose class keeps the Tensor class's own shape, dtype and requires_grad
+  // properties (a Parameter: the properties would return what the tensor holds), else null
+  static const Tensor* plain_core(PyObject* t, PyTypeObject* tensor_type) {
+    const Names& n = names();
+    PyTypeObject* type = Py_TYPE(t);
+    if (type != tensor_type &&
+        (!PyType_IsSubtype(type, tensor_type) || _PyType_Lookup(type, n.shape) != _PyType_Lookup(tensor_type, n.shape) ||
+         _PyType_Lookup(type, n.dtype) != _PyType_Lookup(tensor_type, n.dtype) ||
+         _PyType_Lookup(type, n.requires_grad) != _PyType_Lookup(tensor_type, n.requires_grad)))
+      return nullptr;
+    return held_tensor(t, tensor_type);
+  }
+
+  // module_state's walk, compared with the recorded flat tuple item by item, building nothing (Note [Module state
+  // compared in place]); false at the first difference (the caller then builds the key with every read).
   static bool module_matches(PyObject* module, PyObject* state, PyTypeObject* tensor_type) {
     if (!PyTuple_CheckExact(state)) return false;
-    return eq(module_state(module, tensor_type).ptr(), state);
+    if (!MODULE_STATE_IN_PLACE) return eq(module_state(module, tensor_type).ptr(), state);
+    const Names& n = names();
+    Py_ssize_t at = 0;
+    const Py_ssize_t size = PyTuple_GET_SIZE(state);
+    auto next = [&]() -> PyObject* { return at < size ? PyTuple_GET_ITEM(state, at++) : nullptr; };
+    auto core_of = [&](PyObject* t) { return plain_core(t, tensor_type); };
+    // layout(t) of module_state: None, or (shape tuple, dtype)
+    auto layout_equal = [&](PyObject* t, PyObject* rec) -> bool {
+      if (!rec) return false;
+      if (t == Py_None) return rec == Py_None;
+      if (!PyTuple_CheckExact(rec) || PyTuple_GET_SIZE(rec) != 2) return false;
+      if (const Tensor* core = core_of(t))
+        return ints_equal(PyTuple_GET_ITEM(rec, 0), (*core)->shape) &&
+               eq(PyTuple_GET_ITEM(rec, 1), dtype_object((*core)->dtype).ptr());
+      py::object shape = own(PyObject_GetAttr(t, n.shape));
+      py::object shape_tuple = own(PySequence_Tuple(shape.ptr()));
+      py::object dtype = own(PyObject_GetAttr(t, n.dtype));
+      return eq(PyTuple_GET_ITEM(rec, 0), shape_tuple.ptr()) && eq(PyTuple_GET_ITEM(rec, 1), dtype.ptr());
+    };
+    auto requires_grad_equal = [&](PyObject* t, PyObject* rec) -> bool {
+      if (!rec) return false;
+      if (t == Py_None) return eq(rec, Py_False);
+      if (const Tensor* core = core_of(t)) {
+        verified_autograd_read();  // what the property's read does first
+        return eq(rec, (*core)->requires_grad ? Py_True : Py_False);
+      }
+      return eq(rec, own(PyObject_GetAttr(t, n.requires_grad)).ptr());
+    };
+    std::vector<py::object> stack{borrow(module)};
+    std::vector<PyObject*> seen;
+    while (!stack.empty()) {
+      py::object m = std::move(stack.back());
+      stack.pop_back();
+      if (m.ptr() == Py_None || std::find(seen.begin(), seen.end(), m.ptr()) != seen.end()) continue;
+      seen.push_back(m.ptr());
+      PyObject* d = dict_of(m.ptr());
+      if (!d) return false;  // module_state raises its TypeError when the key is built
+      py::object dict = borrow(d);
+      PyObject* rec = next();
+      if (!rec || !id_equal(rec, m.ptr())) return false;
+      rec = next();
+      if (!rec || !eq(rec, own(PyObject_GetAttr(m.ptr(), n.training)).ptr())) return false;
+      py::object params = own(PyObject_GetItem(d, n.parameters));
+      py::object buffers = own(PyObject_GetItem(d, n.buffers));
+      py::object modules = own(PyObject_GetItem(d, n.modules));
+      bool ok = true;
+      for_each_item(params.ptr(), [&](PyObject* k, PyObject* t) {
+        if (!ok) return;
+        PyObject* rk = next();
+        PyObject* rid = next();
+        ok = rk && rid && eq(rk, k) && id_equal(rid, t) && requires_grad_equal(t, next()) && layout_equal(t, next());
+      });
+      if (!ok) return false;
+      for_each_item(buffers.ptr(), [&](PyObject* k, PyObject* t) {
+        if (!ok) return;
+        PyObject* rk = next();
+        PyObject* rid = next();
+        ok = rk && rid && eq(rk, k) && id_equal(rid, t) && layout_equal(t, next());
+      });
+      if (!ok || !attributes_match(next, d, tensor_type)) return false;
+      if (next() != Py_None) return false;
+      for_each_item(modules.ptr(), [&](PyObject*, PyObject* sub) { stack.push_back(borrow(sub)); });
+    }
+    return at == size;
+  }
+
+  // module_attributes, compared with what `next` gives item by item
+  template <class Next>
+  static bool attributes_match(Next& next, PyObject* d, PyTypeObject* tensor_type) {
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+      PyTypeObject* t = Py_TYPE(v);
+      if (PyLong_CheckExact(v) || PyBool_Check(v) || PyFloat_CheckExact(v) || PyComplex_CheckExact(v) ||
+          PyUnicode_CheckExact(v) || v == Py_None) {
+        PyObject* rk = next();
+        PyObject* rv = next();
+        if (!rk || !rv || !eq(rk, k) || !eq(rv, v)) return false;
+      } else if (tensor_type && (t == tensor_type || PyType_IsSubtype(t, tensor_type))) {
+        PyObject* rk = next();
+        PyObject* rv = next();
+        if (!rk || !rv || !eq(rk, k) || !id_equal(rv, v)) return false;
+      }
+    }
+    for (PyObject* name : hook_dict_names()) {
+      PyObject* hooks = PyDict_GetItemWithError(d, name);  // borrowed
+      if (!hooks) {
+        if (PyErr_Occurred()) throw py::error_already_set();
+        continue;
+      }
+      const int nonempty = PyObject_IsTrue(hooks);
+      if (nonempty < 0) throw py::error_already_set();
+      if (!nonempty) continue;
+      PyObject* rk = next();
+      PyObject* rv = next();
+      if (!rk || !rv || !eq(rk, name) || !eq(rv, own(PySequence_Tuple(hooks)).ptr())) return false;
+    }
+    return true;
   }
 
   static bool optimizer_matches(PyObject* opt, PyObject* recorded) {
@@ -1065,6 +1219,103 @@ py::object reachable_of(PyObject* fn, PyObject* owner, PyTypeObject* tensor_type
 
 }  // namespace guard
 
+// Note [Entry guards compared in place]: the argument tensors when _entry_key(...)[0] would equal `key`, None when
+// it would not or this cannot tell (the caller then builds the key); _entry_key_matches and _ReplayProgram.call
+py::object entry_matches(py::handle key, py::handle tensor_type, py::handle args, py::handle kwargs,
+                         py::handle middle, py::handle reachable_in, py::handle fn, py::handle owner) {
+  if (!PyTuple_CheckExact(key.ptr())) return py::none();
+  guard::Match w{(PyTypeObject*)tensor_type.ptr(), key.ptr()};
+  try {
+    std::vector<guard::OutsideTensor> outside;
+    py::object reachable = reachable_in.is_none()
+                               ? guard::reachable_of(fn.ptr(), owner.ptr(), w.tensor_type, &outside)
+                               : py::reinterpret_borrow<py::object>(reachable_in);
+    if (!w.describe(args.ptr()) || !w.describe(kwargs.ptr())) return py::none();
+    if (middle.is_none()) {  // compiling.entry_key's middle, (("grad mode", ...), ("default dtype", ...),
+                             // ("autocast", None)), read here: the caller checked that autocast is off
+      static PyObject* grad_mode = PyUnicode_InternFromString("grad mode");
+      static PyObject* default_dtype = PyUnicode_InternFromString("default dtype");
+      static PyObject* autocast = PyUnicode_InternFromString("autocast");
+      PyObject* values[3] = {GradMode::is_enabled() ? Py_True : Py_False, nullptr, Py_None};
+      py::object dtype = dtype_object(default_float_dtype());
+      values[1] = dtype.ptr();
+      PyObject* labels[3] = {grad_mode, default_dtype, autocast};
+      for (int k = 0; k < 3; ++k) {
+        if (w.next >= PyTuple_GET_SIZE(key.ptr())) return py::none();
+        PyObject* p = PyTuple_GET_ITEM(key.ptr(), w.next++);
+        if (!PyTuple_CheckExact(p) || PyTuple_GET_SIZE(p) != 2 || !guard::Match::eq(PyTuple_GET_ITEM(p, 0), labels[k]) ||
+            !guard::Match::eq(PyTuple_GET_ITEM(p, 1), values[k]))
+          return py::none();
+      }
+    }
+    const guard::Names& nm = guard::names();
+    for (const guard::OutsideTensor& o : outside) {  // compiling._reachable's parts, (label, (id, shape, dtype))
+      if (w.next >= PyTuple_GET_SIZE(key.ptr())) return py::none();
+      PyObject* p = PyTuple_GET_ITEM(key.ptr(), w.next++);
+      if (!PyTuple_CheckExact(p) || PyTuple_GET_SIZE(p) != 2) return py::none();
+      // the label, "the closure's tensor NAME" or "the global tensor NAME", compared without building it
+      static PyObject* closure_prefix = PyUnicode_InternFromString("the closure's tensor ");
+      static PyObject* global_prefix = PyUnicode_InternFromString("the global tensor ");
+      PyObject* prefix = o.closure ? closure_prefix : global_prefix;
+      PyObject* rec_label = PyTuple_GET_ITEM(p, 0);
+      const Py_ssize_t np = PyUnicode_GET_LENGTH(prefix);
+      if (!PyUnicode_CheckExact(rec_label) || !PyUnicode_CheckExact(o.name.ptr()) ||
+          PyUnicode_GET_LENGTH(rec_label) != np + PyUnicode_GET_LENGTH(o.name.ptr()) ||
+          PyUnicode_Tailmatch(rec_label, prefix, 0, np, -1) != 1 ||
+          PyUnicode_Tailmatch(rec_label, o.name.ptr(), np, PY_SSIZE_T_MAX, 1) != 1)
+        return py::none();
+      PyObject* rec = PyTuple_GET_ITEM(p, 1);  // (id, shape, dtype)
+      if (!PyTuple_CheckExact(rec) || PyTuple_GET_SIZE(rec) != 3 || !guard::Match::id_equal(PyTuple_GET_ITEM(rec, 0), o.tensor))
+        return py::none();
+      if (const Tensor* core = guard::Match::plain_core(o.tensor, w.tensor_type)) {
+        if (!guard::Match::ints_equal(PyTuple_GET_ITEM(rec, 1), (*core)->shape) ||
+            !guard::Match::eq(PyTuple_GET_ITEM(rec, 2), dtype_object((*core)->dtype).ptr()))
+          return py::none();
+        continue;
+      }
+      py::object shape = guard::own(PySequence_Tuple(guard::own(PyObject_GetAttr(o.tensor, nm.shape)).ptr()));
+      py::object dtype = guard::own(PyObject_GetAttr(o.tensor, nm.dtype));
+      if (!guard::Match::eq(PyTuple_GET_ITEM(rec, 1), shape.ptr()) || !guard::Match::eq(PyTuple_GET_ITEM(rec, 2), dtype.ptr()))
+        return py::none();
+    }
+    for (py::handle part : middle.is_none() ? py::tuple() : py::reinterpret_borrow<py::object>(middle)) {
+      if (w.next >= PyTuple_GET_SIZE(key.ptr()) || !guard::Match::eq(PyTuple_GET_ITEM(key.ptr(), w.next++), part.ptr()))
+        return py::none();
+    }
+    for (py::handle obj : reachable) guard::append(w.states.ptr(), obj.ptr());
+    std::vector<PyObject*> done;
+    char label[256];
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(w.states.ptr()); ++i) {
+      PyObject* obj = PyList_GET_ITEM(w.states.ptr(), i);
+      if (std::find(done.begin(), done.end(), obj) != done.end()) continue;
+      done.push_back(obj);
+      const bool module = guard::is_module(obj);
+      if (w.next >= PyTuple_GET_SIZE(key.ptr())) return py::none();
+      PyObject* p = PyTuple_GET_ITEM(key.ptr(), w.next++);
+      if (!PyTuple_CheckExact(p) || PyTuple_GET_SIZE(p) != 2) return py::none();
+      snprintf(label, sizeof label, module ? "module %s" : "optimizer %s", _PyType_Name(Py_TYPE(obj)));
+      PyObject* recorded_label = PyTuple_GET_ITEM(p, 0);
+      if (!PyUnicode_Check(recorded_label) || PyUnicode_CompareWithASCIIString(recorded_label, label) != 0)
+        return py::none();
+      if (!(module ? guard::Match::module_matches(obj, PyTuple_GET_ITEM(p, 1), w.tensor_type)
+                   : guard::Match::optimizer_matches(obj, PyTuple_GET_ITEM(p, 1))))
+        return py::none();
+    }
+    if (w.next != PyTuple_GET_SIZE(key.ptr())) return py::none();
+  } catch (py::error_already_set&) {
+    PyErr_Clear();
+    return py::none();
+  } catch (const std::exception&) {  // any read that failed: the caller's walk raises it, or builds another key
+    PyErr_Clear();
+    return py::none();
+  }
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    return py::none();
+  }
+  return w.tensors;
+}
+
 }  // namespace
 
 void bind_capture(py::module_& m) {
@@ -1095,88 +1346,11 @@ void bind_capture(py::module_& m) {
     py::object key = guard::own(PyList_AsTuple(w.parts.ptr()));
     return guard::own(PyTuple_Pack(2, key.ptr(), w.tensors.ptr()));
   }, py::arg("tensor_type"), py::arg("args"), py::arg("kwargs"), py::arg("middle"), py::arg("reachable"));
-  // Note [Entry guards compared in place]: the argument tensors when _entry_key(...)[0] would equal `key`, None when
-  // it would not or this cannot tell (the caller then builds the key)
+  // Note [Entry guards compared in place]
   // reachable: the list compiling._reachable gives, or None for this file's reachable_of(fn, owner)
-  m.def("_entry_key_matches", [](py::handle key, py::handle tensor_type, py::handle args, py::handle kwargs,
-                                 py::handle middle, py::handle reachable_in, py::handle fn,
-                                 py::handle owner) -> py::object {
-    if (!PyTuple_CheckExact(key.ptr())) return py::none();
-    guard::Match w{(PyTypeObject*)tensor_type.ptr(), key.ptr()};
-    try {
-      std::vector<guard::OutsideTensor> outside;
-      py::object reachable = reachable_in.is_none()
-                                 ? guard::reachable_of(fn.ptr(), owner.ptr(), w.tensor_type, &outside)
-                                 : py::reinterpret_borrow<py::object>(reachable_in);
-      if (!w.describe(args.ptr()) || !w.describe(kwargs.ptr())) return py::none();
-      if (middle.is_none()) {  // compiling.entry_key's middle, (("grad mode", ...), ("default dtype", ...),
-                               // ("autocast", None)), read here: the caller checked that autocast is off
-        static PyObject* grad_mode = PyUnicode_InternFromString("grad mode");
-        static PyObject* default_dtype = PyUnicode_InternFromString("default dtype");
-        static PyObject* autocast = PyUnicode_InternFromString("autocast");
-        PyObject* values[3] = {GradMode::is_enabled() ? Py_True : Py_False, nullptr, Py_None};
-        py::object dtype = dtype_object(default_float_dtype());
-        values[1] = dtype.ptr();
-        PyObject* labels[3] = {grad_mode, default_dtype, autocast};
-        for (int k = 0; k < 3; ++k) {
-          if (w.next >= PyTuple_GET_SIZE(key.ptr())) return py::none();
-          PyObject* p = PyTuple_GET_ITEM(key.ptr(), w.next++);
-          if (!PyTuple_CheckExact(p) || PyTuple_GET_SIZE(p) != 2 || !guard::Match::eq(PyTuple_GET_ITEM(p, 0), labels[k]) ||
-              !guard::Match::eq(PyTuple_GET_ITEM(p, 1), values[k]))
-            return py::none();
-        }
-      }
-      const guard::Names& nm = guard::names();
-      for (const guard::OutsideTensor& o : outside) {  // compiling._reachable's parts, (label, (id, shape, dtype))
-        if (w.next >= PyTuple_GET_SIZE(key.ptr())) return py::none();
-        PyObject* p = PyTuple_GET_ITEM(key.ptr(), w.next++);
-        if (!PyTuple_CheckExact(p) || PyTuple_GET_SIZE(p) != 2) return py::none();
-        py::object label = guard::own(PyUnicode_FromFormat(o.closure ? "the closure's tensor %U" : "the global tensor %U",
-                                                           o.name.ptr()));
-        py::object shape = guard::own(PySequence_Tuple(guard::own(PyObject_GetAttr(o.tensor, nm.shape)).ptr()));
-        py::object dtype = guard::own(PyObject_GetAttr(o.tensor, nm.dtype));
-        py::object what = guard::own(PyTuple_Pack(3, guard::id_of(o.tensor).ptr(), shape.ptr(), dtype.ptr()));
-        if (!guard::Match::eq(PyTuple_GET_ITEM(p, 0), label.ptr()) || !guard::Match::eq(PyTuple_GET_ITEM(p, 1), what.ptr()))
-          return py::none();
-      }
-      for (py::handle part : middle.is_none() ? py::tuple() : py::reinterpret_borrow<py::object>(middle)) {
-        if (w.next >= PyTuple_GET_SIZE(key.ptr()) || !guard::Match::eq(PyTuple_GET_ITEM(key.ptr(), w.next++), part.ptr()))
-          return py::none();
-      }
-      for (py::handle obj : reachable) guard::append(w.states.ptr(), obj.ptr());
-      std::vector<PyObject*> done;
-      char label[256];
-      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(w.states.ptr()); ++i) {
-        PyObject* obj = PyList_GET_ITEM(w.states.ptr(), i);
-        if (std::find(done.begin(), done.end(), obj) != done.end()) continue;
-        done.push_back(obj);
-        const bool module = guard::is_module(obj);
-        if (w.next >= PyTuple_GET_SIZE(key.ptr())) return py::none();
-        PyObject* p = PyTuple_GET_ITEM(key.ptr(), w.next++);
-        if (!PyTuple_CheckExact(p) || PyTuple_GET_SIZE(p) != 2) return py::none();
-        snprintf(label, sizeof label, module ? "module %s" : "optimizer %s", _PyType_Name(Py_TYPE(obj)));
-        PyObject* recorded_label = PyTuple_GET_ITEM(p, 0);
-        if (!PyUnicode_Check(recorded_label) || PyUnicode_CompareWithASCIIString(recorded_label, label) != 0)
-          return py::none();
-        if (!(module ? guard::Match::module_matches(obj, PyTuple_GET_ITEM(p, 1), w.tensor_type)
-                     : guard::Match::optimizer_matches(obj, PyTuple_GET_ITEM(p, 1))))
-          return py::none();
-      }
-      if (w.next != PyTuple_GET_SIZE(key.ptr())) return py::none();
-    } catch (py::error_already_set&) {
-      PyErr_Clear();
-      return py::none();
-    } catch (const std::exception&) {  // any read that failed: the caller's walk raises it, or builds another key
-      PyErr_Clear();
-      return py::none();
-    }
-    if (PyErr_Occurred()) {
-      PyErr_Clear();
-      return py::none();
-    }
-    return w.tensors;
-  }, py::arg("key"), py::arg("tensor_type"), py::arg("args"), py::arg("kwargs"), py::arg("middle"),
-     py::arg("reachable"), py::arg("fn") = py::none(), py::arg("owner") = py::none());
+  m.def("_entry_key_matches", &entry_matches, py::arg("key"), py::arg("tensor_type"), py::arg("args"),
+        py::arg("kwargs"), py::arg("middle"), py::arg("reachable"), py::arg("fn") = py::none(),
+        py::arg("owner") = py::none());
   // compiling._reachable's walk in C++ (for tests: the two must agree)
   m.def("_reachable", [](py::handle fn, py::handle owner) { return guard::reachable_of(fn.ptr(), owner.ptr()); },
         py::arg("fn"), py::arg("owner"));
@@ -1186,6 +1360,8 @@ void bind_capture(py::module_& m) {
       .def(py::init<py::handle>(), py::arg("tensor_type"))
       // Note [Target checks in the loop]: the function whose validate steps the loop checks itself
       // (None: no step is checked here, for programs built afterwards; the function is kept alive for good)
+      // Note [Module state compared in place]: False compares a module's state by building it (for tests)
+      .def_static("set_module_state_in_place", [](bool on) { guard::MODULE_STATE_IN_PLACE = on; }, py::arg("on"))
       .def_static("set_target_range_check", [](py::object fn) {
         g_target_range_check = fn.is_none() ? nullptr : fn.inc_ref().ptr();
       }, py::arg("fn"))
@@ -1366,6 +1542,34 @@ void bind_capture(py::module_& m) {
           p.scalar_state = 0;
         }
       }, py::arg("on"))
+      // Note [Profiling a replay]
+      .def("set_profile", [](ReplayProgram& p, bool on) {
+        p.profile = on;
+        p.step_ns.assign(p.steps.size() + 1, 0);
+        p.profiled_runs = 0;
+      }, py::arg("on"))
+      // (runs, [(step name, how it runs, total ns)] per step, then ("<set-up>", "loop", ns)) since set_profile, and
+      // the cost of one read of the clock (in each step's time once)
+      .def("profile", [](const ReplayProgram& p) {
+        py::list out;
+        for (size_t i = 0; i <= p.steps.size(); ++i) {
+          const int64_t ns = i < p.step_ns.size() ? p.step_ns[i] : 0;
+          if (i == p.steps.size()) {
+            out.append(py::make_tuple("<set-up>", "loop", ns));
+            break;
+          }
+          const ReplayProgram::Step& s = p.steps[i];
+          const char* how = i == p.plan_step && p.plan ? "planned backward"
+                            : s.out == -2                ? "python"
+                            : s.core.unary || s.core.binary ? "core call"
+                            : s.special != Special::none ? "in the loop"
+                                                         : "vectorcall";
+          out.append(py::make_tuple(s.name, how, ns));
+        }
+        int64_t t0 = now_ns(), t1 = t0;
+        for (int k = 0; k < 100; ++k) t1 = now_ns();
+        return py::make_tuple(p.profiled_runs, out, (t1 - t0) / 100);  // the clock's own cost per read
+      })
       .def("__len__", [](const ReplayProgram& p) { return p.steps.size(); })
       // how many steps the loop hands back for Python to build and run (out == -2), for tests
       .def_property_readonly("python_steps", [](const ReplayProgram& p) {
@@ -1401,6 +1605,41 @@ void bind_capture(py::module_& m) {
           throw;
         }
       }, py::arg("slots"), py::arg("start"))
+      // Note [A static call in one C++ call]: compiling.Program.__call__'s common case, the entry guard compared in
+      // place (entry_matches, as _entry_key_matches(key, ..., None, None, fn, owner)), the slots laid out from
+      // `layout` (Variant.fresh_slots' template: the externals at their slots) with the argument tensors first, and
+      // the run from step 0. Returns None when the key does not match (nothing ran: the caller takes its general
+      // path), the tensor in slot `out` when every step ran in the loop and out >= 0, else (slots, argument tensors,
+      // the run's stop) for the caller to go on with as capture.replay would.
+      .def("call", [](ReplayProgram& p, py::handle key, py::handle args, py::handle kwargs, py::handle fn,
+                      py::handle owner, py::list layout, int64_t out) -> py::object {
+        py::object tensors = entry_matches(key, (PyObject*)p.tensor_type, args, kwargs, py::none(), py::none(), fn, owner);
+        if (tensors.is_none()) return tensors;
+        PyObject* t = tensors.ptr();
+        const Py_ssize_t n_args = PyList_GET_SIZE(t);
+        const Py_ssize_t n = PyList_GET_SIZE(layout.ptr());
+        DG_CHECK(n_args <= n, ValueError, "_ReplayProgram.call: ", n_args, " argument tensors for ", n, " slots.");
+        py::list slots = py::reinterpret_steal<py::list>(PyList_GetSlice(layout.ptr(), 0, n));
+        if (!slots) throw py::error_already_set();
+        for (Py_ssize_t i = 0; i < n_args; ++i) {
+          PyObject* a = PyList_GET_ITEM(t, i);
+          Py_INCREF(a);
+          PyList_SetItem(slots.ptr(), i, a);
+        }
+        py::object stop;
+        try {
+          stop = run_steps(p, slots, 0);
+        } catch (...) {
+          p.finish();
+          throw;
+        }
+        if (stop.is_none() && out >= 0 && out < n) {
+          PyObject* r = PyList_GET_ITEM(slots.ptr(), out);
+          if (is_tensor(r, p.tensor_type)) return py::reinterpret_borrow<py::object>(r);
+        }
+        return py::make_tuple(slots, tensors, stop);
+      }, py::arg("key"), py::arg("args"), py::arg("kwargs"), py::arg("fn"), py::arg("owner"), py::arg("layout"),
+         py::arg("out"))
       // Every slot a C++ value holds gets its Python object (a miss reads the served results), and the run ends.
       .def("materialize", [](ReplayProgram& p, py::list slots) {
         p.materialize_all(slots.ptr());
