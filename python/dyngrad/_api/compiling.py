@@ -264,6 +264,7 @@ class Program:
             call, variant, layout, out = fast
             try:
                 done = call(self.last_key, args, kwargs, self.fn, self.owner, layout, out)
+                ran = done is not None      # None: the key did not match, nothing ran
                 if type(done) is tuple:     # the loop stopped, or the output is not one slot: as replay goes on
                     slots, tensors, stop = done
                     variant, done = capture.replay(self.last_group, variant, tensors, slots, stop)
@@ -272,7 +273,7 @@ class Program:
                         self.fast = None
                         group.remove(variant)
                         group.insert(0, variant)
-                elif done is not None:
+                elif ran:
                     variant.replays += 1
             except capture.Miss as miss:
                 self.replaying.release()
@@ -286,7 +287,7 @@ class Program:
                 self.replaying.release()
                 raise
             self.replaying.release()
-            if done is not None:
+            if ran:
                 stats.replays += 1
                 return done
         self.fast = None
