@@ -170,3 +170,49 @@ def test_shortcut_keeps_graphs_and_leaf_errors(dg, planned, monkeypatch):
         return q
     with pytest.raises(RuntimeError):
         dg.compile(bad, mode="reduce-overhead")(start(dg)[0])
+
+
+OPTIMIZERS = {
+    "sgd": lambda dg, ps: dg.optim.SGD(ps, lr=0.1),
+    "sgd momentum nesterov wd": lambda dg, ps: dg.optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True,
+                                                            weight_decay=0.01),
+    "sgd dampening maximize": lambda dg, ps: dg.optim.SGD(ps, lr=0.05, momentum=0.5, dampening=0.2, maximize=True),
+    "adam": lambda dg, ps: dg.optim.Adam(ps, lr=0.01),
+    "adamw amsgrad": lambda dg, ps: dg.optim.AdamW(ps, lr=0.01, amsgrad=True, weight_decay=0.1),
+}
+
+
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_optimiser_steps_in_the_loop_match_eager(dg, name):
+    """Note [Optimiser steps in the loop]: a training step whose fused optimiser step the C++ loop calls itself
+    gives eager mode's parameters and state, bitwise, at every call; a new learning rate is a guard miss."""
+    def make():
+        dg.manual_seed(1)
+        model = dg.nn.Sequential(dg.nn.Linear(3, 5), dg.nn.Tanh(), dg.nn.Linear(5, 2))
+        opt = OPTIMIZERS[name](dg, list(model.parameters()))
+
+        def step(x):
+            opt.zero_grad()
+            loss = (model(x) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+        return model, opt, step
+    model, opt, step = make()
+    model_e, opt_e, step_e = make()
+    compiled = dg.compile(step, mode="reduce-overhead")
+    rng = np.random.default_rng(2)
+    for i in range(7):
+        if i == 5:
+            for o in (opt, opt_e):
+                o.param_groups[0]["lr"] *= 0.5
+        x = dg.tensor(rng.standard_normal((4, 3)).astype(np.float32))
+        assert_same(compiled(x), step_e(x))
+        for p, q in zip(model.parameters(), model_e.parameters()):
+            assert_same(p, q)
+            for k, v in opt.state[p].items() if opt.state.get(p) else ():
+                if isinstance(v, dg.Tensor):
+                    assert_same(v, opt_e.state[q][k])
+    if hasattr(dg._C._ReplayProgram, "optim_steps"):
+        assert sum(n.optim_steps for n in natives(compiled)) >= 1
+        assert compiled.compile_stats.replays >= 3

@@ -14,6 +14,7 @@
 // pybind11's dispatcher (about half a microsecond per call): the table comes from ops.def, so a new primitive of
 // those signatures replays this way with no code of its own.
 #include <algorithm>
+#include <cstring>
 #include <ctime>
 #include <memory>
 #include <optional>
@@ -26,6 +27,7 @@
 #include "dyngrad/forward_ad.h"
 #include "dyngrad/grad_mode.h"
 #include "dyngrad/kernels/scalar.h"
+#include "dyngrad/optim.h"
 #include "replay_backward.h"
 
 namespace dyngrad {
@@ -55,7 +57,22 @@ constexpr int64_t kSeq = -5;
 // with a constant, when the step's function is _C's own, are read and set here (a pybind11 call each, three per MLP
 // training step); cross_entropy with constant reduction, ignore_index and label_smoothing calls the core function
 // as its binding does (Special::cross_entropy).
-enum class Special : char { none, read_grad, clear_grad, target_range, grad_enabled, set_grad_enabled, cross_entropy };
+// Note [Optimiser steps in the loop]: a fused optimiser step (_sgd_step, _adam_step) was a vectorcall through
+// pybind11's dispatcher, which converts each list of tensors into a vector (and each number) at every replay: ~3 us
+// of the ~36 us static MLP training step, whose SGD kernel itself is a few hundred ns (Intel Xeon, lscpu family 6
+// model 167, 2 cores, KVM). A step that is _C's own function, whose tensor lists are lists of slots (or constant
+// empty lists), whose numbers and flags are constants, calls the core function here with vectors of the slots'
+// tensors; any other case takes the call as before.
+struct OptimSpec {
+  bool adam = false;
+  std::vector<int> tensor_args;  // the arguments that are lists of tensors
+  std::vector<double> numbers;   // lr, momentum, ... in the binding's order
+  std::vector<char> flags;
+  std::vector<bool> fresh;       // _sgd_step's fresh flags
+};
+enum class Special : char {
+  none, read_grad, clear_grad, target_range, grad_enabled, set_grad_enabled, cross_entropy, optim
+};
 PyObject* g_module = nullptr;  // _C, whose own functions those steps must call (bind_capture; never released)
 PyObject* g_target_range_check = nullptr;  // loss._check_target_range, registered by capture.py (never released)
 
@@ -192,6 +209,7 @@ struct ReplayProgram {
     double smoothing = 0;             // cross_entropy's label_smoothing
     bool flag = false;                // set_grad_enabled's mode
     std::shared_ptr<InplaceShortcut> inplace;  // Note [In-place arithmetic in the loop]: at an inplace_input step
+    std::shared_ptr<OptimSpec> optim;          // Special::optim: Note [Optimiser steps in the loop]
   };
   explicit ReplayProgram(py::handle tensor_type) : tensor_type((PyTypeObject*)tensor_type.ptr()) {}
   PyTypeObject* tensor_type;
@@ -577,6 +595,82 @@ void make_skipped_temporaries(ReplayProgram& p, PyObject* list) {
   p.shortcuts_taken.clear();
 }
 
+// Note [Optimiser steps in the loop]: the step's spec, or null. kinds: per argument 't' a list of tensors (slots,
+// or a constant empty list), 'f' fresh flags (a list of bool constants), 'n' a number, 'b' a bool.
+std::shared_ptr<OptimSpec> optim_spec_of(const std::string& name, const std::vector<int64_t>& slots,
+                                         const std::vector<py::object>& consts, const std::vector<SeqArg>& seqs) {
+  const char* kinds = name == "_sgd_step" ? "ttttnnnnbb" : name == "_adam_step" ? "ttttttnnnnnbbb" : nullptr;
+  if (!kinds || slots.size() != strlen(kinds) || seqs.size() != slots.size()) return nullptr;
+  auto spec = std::make_shared<OptimSpec>();
+  spec->adam = name == "_adam_step";
+  for (size_t k = 0; k < slots.size(); ++k) {
+    if (slots[k] >= 0) return nullptr;
+    PyObject* c = consts[k].ptr();
+    const bool empty_list = !seqs[k].kind && PyList_CheckExact(c) && PyList_GET_SIZE(c) == 0;
+    char kind = kinds[k];
+    if (kind == 't' && !spec->adam && k == 3) kind = 'f';
+    if (kind == 't') {
+      if (!empty_list && (seqs[k].kind != 2 || std::any_of(seqs[k].slots.begin(), seqs[k].slots.end(),
+                                                          [](int64_t slot) { return slot < 0; })))
+        return nullptr;
+      spec->tensor_args.push_back((int)k);
+    } else if (kind == 'f') {
+      if (!seqs[k].kind && PyList_CheckExact(c)) {  // a constant list of flags
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(c); ++j) {
+          if (!PyBool_Check(PyList_GET_ITEM(c, j))) return nullptr;
+          spec->fresh.push_back(PyList_GET_ITEM(c, j) == Py_True);
+        }
+      } else {
+        if (seqs[k].kind != 2) return nullptr;
+        for (size_t j = 0; j < seqs[k].slots.size(); ++j) {
+          if (seqs[k].slots[j] >= 0 || !PyBool_Check(seqs[k].consts[j].ptr())) return nullptr;
+          spec->fresh.push_back(seqs[k].consts[j].ptr() == Py_True);
+        }
+      }
+    } else if (kind == 'n') {
+      if (seqs[k].kind || !(PyFloat_CheckExact(c) || PyLong_CheckExact(c))) return nullptr;
+      const double v = PyFloat_AsDouble(c);
+      if (v == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return nullptr;
+      }
+      spec->numbers.push_back(v);
+    } else {
+      if (seqs[k].kind || !PyBool_Check(c)) return nullptr;
+      spec->flags.push_back(c == Py_True);
+    }
+  }
+  return spec;
+}
+
+// Runs the step, or returns false (nothing ran) when a slot holds no tensor
+bool optim_run(const ReplayProgram& p, PyObject* list, const ReplayProgram::Step& s) {
+  const OptimSpec& o = *s.optim;
+  std::vector<std::vector<Tensor>> lists;
+  lists.reserve(o.tensor_args.size());
+  for (int k : o.tensor_args) {
+    std::vector<Tensor> ts;
+    const SeqArg& q = s.seqs[k];
+    if (q.kind) {
+      ts.reserve(q.slots.size());
+      for (int64_t slot : q.slots) {
+        const Tensor* t = slot < PyList_GET_SIZE(list) ? slot_tensor(p, list, slot) : nullptr;
+        if (!t || !*t) return false;
+        ts.push_back(*t);
+      }
+    }
+    lists.push_back(std::move(ts));
+  }
+  const auto& d = o.numbers;
+  const auto& b = o.flags;
+  if (o.adam)
+    adam_step(lists[0], lists[1], lists[2], lists[3], lists[4], lists[5],
+              {d[0], d[1], d[2], d[3], d[4], (bool)b[0], (bool)b[1], (bool)b[2]});
+  else
+    sgd_step(lists[0], lists[1], lists[2], o.fresh, {d[0], d[1], d[2], d[3], (bool)b[0], (bool)b[1]});
+  return true;
+}
+
 int64_t now_ns() {  // this thread's CPU time: on a shared machine the wall clock mostly measures waiting for a core
   timespec t;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
@@ -668,6 +762,7 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
         continue;
       }
     }
+    if (s.special == Special::optim && optim_run(p, list, s)) continue;  // Note [Optimiser steps in the loop]
     if (s.special == Special::grad_enabled) {
       if ((GradMode::is_enabled() ? Py_True : Py_False) == s.expected.ptr()) continue;
     } else if (s.special == Special::set_grad_enabled) {
@@ -1678,9 +1773,15 @@ void bind_capture(py::module_& m) {
             ++k;
           }
         }
+        std::shared_ptr<OptimSpec> optim;
+        if (special == Special::none && out == kNone && (name == "_sgd_step" || name == "_adam_step") &&
+            is_own(name.c_str())) {
+          optim = optim_spec_of(name, slots, consts, seq_args);
+          if (optim) special = Special::optim;
+        }
         p.steps.push_back({std::move(fn), std::move(slots), std::move(consts), out, core, special,
                            std::move(seq_args), std::move(expected), name, std::move(out_slots), out_is_list,
-                           classes, ignore, smoothing, flag});
+                           classes, ignore, smoothing, flag, nullptr, std::move(optim)});
       }, py::arg("fn"), py::arg("slots"), py::arg("consts"), py::arg("out"), py::arg("name"),
          py::arg("expected") = py::none(), py::arg("seqs") = py::none(),
          py::arg("out_slots") = std::vector<int64_t>{}, py::arg("out_is_list") = false)
@@ -1690,7 +1791,7 @@ void bind_capture(py::module_& m) {
         std::vector<char> exported(flags.begin(), flags.end());
         for (const auto& s : p.steps)
           if (!(s.core.unary || s.core.binary) && s.special != Special::cross_entropy &&
-              s.special != Special::read_grad && s.special != Special::clear_grad) {
+              s.special != Special::read_grad && s.special != Special::clear_grad && s.special != Special::optim) {
             for (int64_t slot : s.slots)
               if (slot >= 0 && slot < (int64_t)exported.size()) exported[slot] = 1;
             for (const SeqArg& q : s.seqs)
@@ -1807,6 +1908,12 @@ void bind_capture(py::module_& m) {
         return std::count_if(p.steps.begin(), p.steps.end(), [](const ReplayProgram::Step& s) {
           return s.special == Special::grad_enabled || s.special == Special::set_grad_enabled ||
                  s.special == Special::cross_entropy;
+        });
+      })
+      // Note [Optimiser steps in the loop]: how many optimiser steps the loop calls itself, for tests
+      .def_property_readonly("optim_steps", [](const ReplayProgram& p) {
+        return std::count_if(p.steps.begin(), p.steps.end(), [](const ReplayProgram::Step& s) {
+          return s.special == Special::optim;
         });
       })
       // Note [In-place arithmetic in the loop]: how many runs of steps are marked, and how many times one ran
