@@ -1157,7 +1157,8 @@ struct Match {
   PyTypeObject* tensor_type;
   PyObject* key;  // a tuple of (where, what)
   Py_ssize_t next = 0;
-  py::object tensors = own(PyList_New(0)), states = own(PyList_New(0));
+  py::object tensors = own(PyList_New(0));
+  std::vector<PyObject*> states;  // borrowed: held by the arguments or the reachable list for the whole comparison
   std::vector<std::pair<PyObject*, Py_ssize_t>> seen;
 
   PyObject* part() {  // the next part's `what`, or null past the end
@@ -1239,7 +1240,7 @@ struct Match {
       return true;
     }
     if (is_module(o) || is_optimizer(o)) {
-      append(states.ptr(), o);
+      states.push_back(o);
       return is_what(what, 2, n.object) && id_equal(PyTuple_GET_ITEM(what, 1), o);
     }
     if (PyObject_Hash(o) != -1)
@@ -1595,20 +1596,32 @@ py::object entry_matches(py::handle key, py::handle tensor_type, py::handle args
       if (w.next >= PyTuple_GET_SIZE(key.ptr()) || !guard::Match::eq(PyTuple_GET_ITEM(key.ptr(), w.next++), part.ptr()))
         return py::none();
     }
-    for (py::handle obj : reachable) guard::append(w.states.ptr(), obj.ptr());
+    for (py::handle obj : reachable) w.states.push_back(obj.ptr());
     std::vector<PyObject*> done;
-    char label[256];
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(w.states.ptr()); ++i) {
-      PyObject* obj = PyList_GET_ITEM(w.states.ptr(), i);
+    for (size_t i = 0; i < w.states.size(); ++i) {
+      PyObject* obj = w.states[i];
       if (std::find(done.begin(), done.end(), obj) != done.end()) continue;
       done.push_back(obj);
       const bool module = guard::is_module(obj);
       if (w.next >= PyTuple_GET_SIZE(key.ptr())) return py::none();
       PyObject* p = PyTuple_GET_ITEM(key.ptr(), w.next++);
       if (!PyTuple_CheckExact(p) || PyTuple_GET_SIZE(p) != 2) return py::none();
-      snprintf(label, sizeof label, module ? "module %s" : "optimizer %s", _PyType_Name(Py_TYPE(obj)));
+      // "module NAME" / "optimizer NAME", made once per class name and kept
+      struct Label {
+        std::string name;
+        py::object module, optimizer;
+      };
+      static std::unordered_map<PyTypeObject*, Label> labels;
+      Label& cached = labels[Py_TYPE(obj)];
+      const char* type_name = _PyType_Name(Py_TYPE(obj));
+      if (!cached.module || cached.name != type_name) {
+        cached.name = type_name;
+        cached.module = guard::own(PyUnicode_FromFormat("module %s", type_name));
+        cached.optimizer = guard::own(PyUnicode_FromFormat("optimizer %s", type_name));
+      }
       PyObject* recorded_label = PyTuple_GET_ITEM(p, 0);
-      if (!PyUnicode_Check(recorded_label) || PyUnicode_CompareWithASCIIString(recorded_label, label) != 0)
+      if (!PyUnicode_Check(recorded_label) ||
+          !guard::Match::eq(recorded_label, (module ? cached.module : cached.optimizer).ptr()))
         return py::none();
       if (!(module ? guard::Match::module_matches(obj, PyTuple_GET_ITEM(p, 1), w.tensor_type)
                    : guard::Match::optimizer_matches(obj, PyTuple_GET_ITEM(p, 1))))
