@@ -909,6 +909,7 @@ const Names& names() {
 template <class F>
 void for_each_item(PyObject* mapping, F f) {
   if (PyDict_Check(mapping)) {
+    if (PyDict_GET_SIZE(mapping) == 0) return;  // no iterator made for an empty one (most of a module's dicts)
     py::object keys = own(PyObject_GetIter(mapping));
     while (PyObject* k = PyIter_Next(keys.ptr())) {
       py::object key = own(k);
@@ -1255,11 +1256,26 @@ struct Match {
   static const Tensor* plain_core(PyObject* t, PyTypeObject* tensor_type) {
     const Names& n = names();
     PyTypeObject* type = Py_TYPE(t);
-    if (type != tensor_type &&
-        (!PyType_IsSubtype(type, tensor_type) || _PyType_Lookup(type, n.shape) != _PyType_Lookup(tensor_type, n.shape) ||
-         _PyType_Lookup(type, n.dtype) != _PyType_Lookup(tensor_type, n.dtype) ||
-         _PyType_Lookup(type, n.requires_grad) != _PyType_Lookup(tensor_type, n.requires_grad)))
-      return nullptr;
+    if (type != tensor_type) {
+      // the last subclass found plain, while neither it nor the Tensor class has changed (a class's version tag
+      // changes with its attributes and its bases'; 0: not valid)
+      static PyTypeObject *plain_type = nullptr, *plain_base = nullptr;
+      static unsigned int plain_version = 0, base_version = 0;
+      const bool known = type == plain_type && tensor_type == plain_base && type->tp_version_tag != 0 &&
+                         type->tp_version_tag == plain_version && tensor_type->tp_version_tag == base_version &&
+                         base_version != 0;
+      if (!known) {
+        if (!PyType_IsSubtype(type, tensor_type) ||
+            _PyType_Lookup(type, n.shape) != _PyType_Lookup(tensor_type, n.shape) ||
+            _PyType_Lookup(type, n.dtype) != _PyType_Lookup(tensor_type, n.dtype) ||
+            _PyType_Lookup(type, n.requires_grad) != _PyType_Lookup(tensor_type, n.requires_grad))
+          return nullptr;
+        plain_type = type;
+        plain_base = tensor_type;
+        plain_version = type->tp_version_tag;  // set by the lookups above (0 if the class cannot be cached)
+        base_version = tensor_type->tp_version_tag;
+      }
+    }
     return held_tensor(t, tensor_type);
   }
 
@@ -1345,6 +1361,8 @@ struct Match {
         PyObject* rk = next();
         PyObject* rv = next();
         if (!rk || !rv || !eq(rk, k) || !eq(rv, v)) return false;
+      } else if (PyDict_Check(v) || PyAnySet_Check(v)) {
+        continue;  // a module's dicts and sets (no class is both one and a Tensor): module_attributes skips them
       } else if (tensor_type && (t == tensor_type || PyType_IsSubtype(t, tensor_type))) {
         PyObject* rk = next();
         PyObject* rv = next();
