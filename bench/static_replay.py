@@ -9,7 +9,9 @@ difference in ops is the per-op cost; the same chain without grad (forward only)
 calling thread (time.thread_time), best of 5 blocks.
 
 --compare: bench/compile_modes.py's three workloads, eager against static replay with the scalar replay, the
-in-place entry guard and the target check in the loop off (as before them) and on, alternating, in one run.
+in-place entry guard (and its in-place module state), the target check in the loop and the one-C++-call path
+(compiling.FAST_CALL) off (as before them) and on, alternating, in one run. The in-place arithmetic and optimiser
+steps of the loop have no switch: they are on in both columns.
 """
 import argparse
 import time
@@ -48,7 +50,10 @@ def one_op():
 
 def set_features(on):
     from dyngrad._api import capture, compiling
-    capture.SCALAR_REPLAY = capture.TARGET_CHECKS_IN_LOOP = compiling.KEY_IN_PLACE = on
+    capture.SCALAR_REPLAY = capture.TARGET_CHECKS_IN_LOOP = compiling.KEY_IN_PLACE = compiling.FAST_CALL = on
+    program = getattr(dg._C, "_ReplayProgram", None)
+    if hasattr(program, "set_module_state_in_place"):   # Note [Module state compared in place]
+        program.set_module_state_in_place(on)
 
 
 def compare(seconds):

@@ -14,6 +14,8 @@
 // pybind11's dispatcher (about half a microsecond per call): the table comes from ops.def, so a new primitive of
 // those signatures replays this way with no code of its own.
 #include <algorithm>
+#include <cstring>
+#include <ctime>
 #include <memory>
 #include <optional>
 #include <tuple>
@@ -25,6 +27,7 @@
 #include "dyngrad/forward_ad.h"
 #include "dyngrad/grad_mode.h"
 #include "dyngrad/kernels/scalar.h"
+#include "dyngrad/optim.h"
 #include "replay_backward.h"
 
 namespace dyngrad {
@@ -54,7 +57,22 @@ constexpr int64_t kSeq = -5;
 // with a constant, when the step's function is _C's own, are read and set here (a pybind11 call each, three per MLP
 // training step); cross_entropy with constant reduction, ignore_index and label_smoothing calls the core function
 // as its binding does (Special::cross_entropy).
-enum class Special : char { none, read_grad, clear_grad, target_range, grad_enabled, set_grad_enabled, cross_entropy };
+// Note [Optimiser steps in the loop]: a fused optimiser step (_sgd_step, _adam_step) was a vectorcall through
+// pybind11's dispatcher, which converts each list of tensors into a vector (and each number) at every replay: ~3 us
+// of the ~36 us static MLP training step, whose SGD kernel itself is a few hundred ns (Intel Xeon, lscpu family 6
+// model 167, 2 cores, KVM). A step that is _C's own function, whose tensor lists are lists of slots (or constant
+// empty lists), whose numbers and flags are constants, calls the core function here with vectors of the slots'
+// tensors; any other case takes the call as before.
+struct OptimSpec {
+  bool adam = false;
+  std::vector<int> tensor_args;  // the arguments that are lists of tensors
+  std::vector<double> numbers;   // lr, momentum, ... in the binding's order
+  std::vector<char> flags;
+  std::vector<bool> fresh;       // _sgd_step's fresh flags
+};
+enum class Special : char {
+  none, read_grad, clear_grad, target_range, grad_enabled, set_grad_enabled, cross_entropy, optim
+};
 PyObject* g_module = nullptr;  // _C, whose own functions those steps must call (bind_capture; never released)
 PyObject* g_target_range_check = nullptr;  // loss._check_target_range, registered by capture.py (never released)
 
@@ -140,6 +158,36 @@ struct ScalarProgram {
   std::vector<float> regs;
 };
 
+// Note [In-place arithmetic in the loop]: an in-place add_/sub_/mul_/div_ (with alpha) is recorded as its general
+// path (python/dyngrad/_api/inplace.py): inplace_input(self, op, other_requires_grad) -> B, then result_type(B, other) and
+// scalar_operand(number, like) where the Python issued them, mul(other, S) for an alpha, the out-of-place op
+// (B, X) -> R and assign_inplace(B, R, op): two full-size temporaries and a copy per update, where eager mode's
+// `p.add_(g, alpha=-lr)` computes into p (Note [In-place arithmetic without a temporary] in inplace.cpp). On the
+// wide MLP's SGD update (784-1024-1024-10, six parameters) that was 1.9 ms under static replay against 0.57 ms
+// eagerly (bench/sgd_inplace_paths.py, Intel Xeon, lscpu family 6 model 167, 2 cores, KVM, load 2.5). The
+// recording is unchanged; a run of those steps whose temporaries (S, M, R) no other step reads and the call does
+// not return is marked at its inplace_input step, and the loop there calls binary_inplace_without_graph (what the
+// eager method calls) and goes on after the assign_inplace, with B holding self as inplace_input would have given
+// it. Where that function declines (a graph would be recorded, another dtype, overlapping memory, a broadcast
+// alpha) or the recorded result_type would differ, the steps run as recorded. The bits are the general path's: the
+// same loop with self as output and left operand, and for an alpha the product rounded on its own before the sum;
+// sub_'s alpha is added negated (x - round(g * a) == x + round(g * -a)). If the run later goes back to Python (a
+// miss's catch-up serves every step's result), the temporaries are made then (S exactly, M and R by value), so
+// each served result is a tensor of its own. Not in a planned forward (Note [The backward as a recorded program]):
+// those steps run as recorded.
+struct InplaceShortcut {
+  size_t end = 0;                  // the index of the assign_inplace step
+  BinaryKind kind = BinaryKind::Add;
+  std::string op;                  // "add_", ...
+  int64_t self_slot = -1, b = -1;  // inplace_input's argument and result
+  int64_t other = -1;              // the tensor operand's slot; -1: the number `number` (scalar_operand(number, self))
+  int64_t s = -1, like = -1, m = -1, r = -1;  // the temporaries' slots (-1: none), scalar_operand's like
+  bool alpha = false, negate = false;
+  bool other_requires_grad = false;  // inplace_input's recorded flag: True gives self back only without grad mode
+  py::object number;               // scalar_operand's number (the alpha, or the operand)
+  py::object expected;             // result_type's recorded dtype, or None
+};
+
 struct ReplayProgram {
   struct Step {
     py::object fn;
@@ -160,6 +208,8 @@ struct ReplayProgram {
                                       // ignore_index
     double smoothing = 0;             // cross_entropy's label_smoothing
     bool flag = false;                // set_grad_enabled's mode
+    std::shared_ptr<InplaceShortcut> inplace;  // Note [In-place arithmetic in the loop]: at an inplace_input step
+    std::shared_ptr<OptimSpec> optim;          // Special::optim: Note [Optimiser steps in the loop]
   };
   explicit ReplayProgram(py::handle tensor_type) : tensor_type((PyTypeObject*)tensor_type.ptr()) {}
   PyTypeObject* tensor_type;
@@ -177,7 +227,8 @@ struct ReplayProgram {
   // Note [In-place arithmetic without a temporary]), while the recording holds its general path, inplace_input,
   // mul, add, assign_inplace: two 4 MiB temporaries and a copy per weight, whatever their lifetime
   // (bench/sgd_inplace_paths.py, same machine, load 2.5: the step's six updates take 0.57 ms eagerly, 1.94 ms under
-  // static replay, 1.89 ms as those calls issued eagerly; 1.4 ms of the ~38 ms step, most of the gap). Early release
+  // static replay, 1.89 ms as those calls issued eagerly; 1.4 ms of the ~38 ms step, most of the gap; since closed
+  // by Note [In-place arithmetic in the loop]: 0.59 ms against eager's 0.575, static 0.99x eager). Early release
   // is also unsafe as the loop stands: a run that goes back to Python (a value guard's miss, a step Python runs)
   // needs every earlier step's result, for the served results of a catch-up (Note [Catching up after a miss] in
   // capture.py) and for a sibling variant's later steps, which may read a slot this variant never reads again;
@@ -201,6 +252,14 @@ struct ReplayProgram {
   int scalar_state = 0;  // 0: not tried yet; 1: `scalar` is built; -1: this program has none (or it is off)
   int64_t scalar_runs = 0;
   bool handed_back = false;  // this run went back to Python (a step Python runs, a result it compares)
+  std::vector<const InplaceShortcut*> shortcuts_taken;  // this run's (Note [In-place arithmetic in the loop])
+  int64_t inplace_runs = 0;  // how many shortcuts ran, for tests
+  // Note [Profiling a replay]: set_profile(True) makes each run add the time of each step (and of the run's set-up:
+  // the plan's check, the scalar program's) into step_ns (nanoseconds of the thread's CPU time, step i at i, the set-up
+  // at steps.size()) and count the runs; profile() reads them. Off (the default) it costs one branch per step.
+  bool profile = false;
+  std::vector<int64_t> step_ns;
+  int64_t profiled_runs = 0;
 
   void materialize(PyObject* list, int64_t slot) {
     if (slot < 0 || slot >= (int64_t)values.size() || !values[slot]) return;
@@ -212,6 +271,7 @@ struct ReplayProgram {
   }
   void finish() {
     values.clear();
+    shortcuts_taken.clear();
     running = false;
     if (plan) plan_drop_harvested(*plan);  // Note [Saved state no step returns]: a run that raised keeps no node
     plan_on = plan_dirty = plan_ran = false;
@@ -358,9 +418,285 @@ bool scalar_run(ReplayProgram& p, PyObject* list) {
   return true;
 }
 
+bool is_own_function(py::handle fn, const char* own_name) {  // fn is _C's own function of that name
+  if (!g_module) return false;
+  PyObject* f = PyObject_GetAttrString(g_module, own_name);
+  if (!f) {
+    PyErr_Clear();
+    return false;
+  }
+  const bool same = f == fn.ptr();
+  Py_DECREF(f);
+  return same;
+}
+
+bool exact_number(PyObject* o) { return PyFloat_CheckExact(o) || PyLong_CheckExact(o); }  // not a bool
+
+// Note [In-place arithmetic in the loop]: marks each run of steps it recognises (after set_exported)
+void find_inplace_shortcuts(ReplayProgram& p, const std::vector<bool>& returned) {
+  std::vector<int64_t> reads(p.exported.size(), 0);
+  auto count = [&](int64_t slot) {
+    if (slot >= 0 && slot < (int64_t)reads.size()) ++reads[slot];
+  };
+  for (const auto& st : p.steps) {
+    for (int64_t slot : st.slots) count(slot);
+    for (const SeqArg& q : st.seqs)
+      for (int64_t slot : q.slots) count(slot);
+  }
+  auto temporary = [&](int64_t slot, int64_t times = 1) {  // read only by the run itself, not returned
+    return slot >= 0 && slot < (int64_t)reads.size() && reads[slot] == times &&
+           (slot >= (int64_t)returned.size() || !returned[slot]);
+  };
+  const size_t n = p.steps.size();
+  for (size_t i = 0; i < n; ++i) {
+    ReplayProgram::Step& head = p.steps[i];
+    if (head.name != "inplace_input" || head.out < 0 || head.slots.size() != 3 || head.slots[0] < 0 ||
+        head.slots[1] >= 0 || head.slots[2] >= 0 || !PyUnicode_Check(head.consts[1].ptr()) ||
+        !PyBool_Check(head.consts[2].ptr()) || !is_own_function(head.fn, "inplace_input"))
+      continue;
+    auto sc = std::make_shared<InplaceShortcut>();
+    sc->op = head.consts[1].cast<std::string>();
+    if (sc->op == "add_") sc->kind = BinaryKind::Add;
+    else if (sc->op == "sub_") sc->kind = BinaryKind::Sub;
+    else if (sc->op == "mul_") sc->kind = BinaryKind::Mul;
+    else if (sc->op == "div_") sc->kind = BinaryKind::Div;
+    else continue;
+    const std::string binop = sc->op.substr(0, 3);
+    sc->self_slot = head.slots[0];
+    sc->b = head.out;
+    sc->other_requires_grad = head.consts[2].ptr() == Py_True;
+    sc->expected = py::none();
+    int64_t rt_other = -1;
+    size_t j = i + 1;
+    for (int k = 0; k < 2 && j < n; ++k) {  // result_type and scalar_operand, in the order the Python issued them
+      const auto& st = p.steps[j];
+      if (st.name == "result_type" && rt_other < 0 && st.out == kValue && st.slots.size() == 2 && st.slots[0] == sc->b &&
+          st.slots[1] >= 0 && is_own_function(st.fn, "result_type")) {
+        rt_other = st.slots[1];
+        sc->expected = st.expected;
+        ++j;
+      } else if (st.name == "scalar_operand" && sc->s < 0 && st.out >= 0 && st.slots.size() == 2 && st.slots[0] < 0 &&
+                 st.slots[1] >= 0 && exact_number(st.consts[0].ptr()) && is_own_function(st.fn, "scalar_operand")) {
+        sc->s = st.out;
+        sc->like = st.slots[1];
+        sc->number = st.consts[0];
+        ++j;
+      } else {
+        break;
+      }
+    }
+    int64_t operand = -1;  // the slot the out-of-place op reads besides B
+    auto alpha_mul = [&](size_t at) {  // mul(like, S): an alpha's product (like is B itself in q.add_(q, alpha=a))
+      const auto& st = p.steps[at];
+      return st.name == "mul" && st.core.binary && st.slots.size() == 2 && st.slots[0] == sc->like &&
+             st.slots[1] == sc->s && st.out >= 0;
+    };
+    if (sc->s >= 0 && (sc->like != sc->b || (j < n && alpha_mul(j) && sc->kind != BinaryKind::Mul))) {  // an alpha
+      if (j >= n || sc->kind == BinaryKind::Mul || sc->kind == BinaryKind::Div) continue;
+      const auto& st = p.steps[j];
+      if (st.name != "mul" || !st.core.binary || st.slots.size() != 2 || st.slots[0] != sc->like ||
+          st.slots[1] != sc->s || st.out < 0)
+        continue;
+      sc->alpha = true;
+      sc->negate = sc->kind == BinaryKind::Sub;
+      sc->other = sc->like;
+      sc->m = st.out;
+      operand = sc->m;
+      ++j;
+      if (rt_other >= 0 && rt_other != sc->other) continue;
+    } else if (sc->s >= 0) {  // a number operand, scalar_operand(number, B)
+      operand = sc->s;
+      if (rt_other >= 0 && rt_other != sc->s) continue;
+    }
+    if (j + 1 >= n) continue;
+    const auto& op_step = p.steps[j];
+    if (op_step.name != binop || !op_step.core.binary || op_step.slots.size() != 2 || op_step.slots[0] != sc->b ||
+        op_step.slots[1] < 0 || op_step.out < 0)
+      continue;
+    if (operand >= 0 && op_step.slots[1] != operand) continue;
+    if (operand < 0) {  // a tensor operand
+      sc->other = op_step.slots[1];
+      if (rt_other >= 0 && rt_other != sc->other) continue;
+    }
+    sc->r = op_step.out;
+    const auto& assign = p.steps[j + 1];
+    if (assign.name != "assign_inplace" || assign.out != kNone || assign.slots.size() != 3 || assign.slots[0] != sc->b ||
+        assign.slots[1] != sc->r || assign.slots[2] >= 0 || !PyUnicode_Check(assign.consts[2].ptr()) ||
+        assign.consts[2].cast<std::string>() != sc->op || !is_own_function(assign.fn, "assign_inplace"))
+      continue;
+    if (!temporary(sc->r) || (sc->m >= 0 && !temporary(sc->m)) || (sc->s >= 0 && !temporary(sc->s, rt_other == sc->s ? 2 : 1)))
+      continue;
+    sc->end = j + 1;
+    head.inplace = std::move(sc);
+    i = j + 1;
+  }
+}
+
+// Note [In-place arithmetic in the loop]: the shortcut's write, or false (nothing written) where the steps must run
+bool inplace_shortcut(ReplayProgram& p, PyObject* list, const InplaceShortcut& sc) {
+  if (sc.other_requires_grad && grad_enabled()) return false;  // inplace_input would give a copy of self
+  const Tensor* q = slot_tensor(p, list, sc.self_slot);
+  if (!q) return false;
+  Tensor other;
+  if (sc.other >= 0) {  // B (q.add_(q, ...)) is not set yet: it is self
+    const Tensor* o = sc.other == sc.b ? q : slot_tensor(p, list, sc.other);
+    if (!o) return false;
+    other = *o;
+  } else {
+    other = scalar_operand(sc.number, q);
+  }
+  const DType dt = (*q)->dtype;
+  if ((dt != DType::Float32 && dt != DType::Float64) || other->dtype != dt) return false;
+  if (!sc.expected.is_none()) {  // result_type(self, other) is self's dtype, as recorded
+    const int same = PyObject_RichCompareBool(sc.expected.ptr(), dtype_object(dt).ptr(), Py_EQ);
+    if (same < 0) throw py::error_already_set();
+    if (!same) return false;
+  }
+  double a = 0;
+  if (sc.alpha) {
+    a = item_double(scalar_operand(sc.number, &other));  // alpha as scalar_operand rounds it to other's dtype
+    if (sc.negate) a = -a;
+  }
+  if (!binary_inplace_without_graph(sc.alpha ? BinaryKind::Add : sc.kind, *q, other, sc.alpha ? &a : nullptr,
+                                    sc.op.c_str()))
+    return false;
+  Tensor self = *q;
+  if (p.exported[sc.b]) {
+    p.materialize(list, sc.self_slot);
+    PyObject* o = PyList_GET_ITEM(list, sc.self_slot);
+    Py_INCREF(o);
+    PyList_SetItem(list, sc.b, o);
+  }
+  p.values[sc.b] = std::move(self);
+  p.shortcuts_taken.push_back(&sc);
+  ++p.inplace_runs;
+  return true;
+}
+
+// Before the run goes back to Python: the temporaries the shortcuts skipped, each a tensor of its own (a catch-up
+// serves them to the Python run again)
+void make_skipped_temporaries(ReplayProgram& p, PyObject* list) {
+  GradModeGuard no_grad(false);
+  for (const InplaceShortcut* sc : p.shortcuts_taken) {
+    auto unset = [&](int64_t slot) {
+      return slot >= 0 && slot < (int64_t)p.values.size() && !p.values[slot] && PyList_GET_ITEM(list, slot) == Py_None;
+    };
+    const Tensor* self = slot_tensor(p, list, sc->b);
+    if (!self) continue;
+    Tensor s_value;
+    if (sc->s >= 0) {
+      const Tensor* like = slot_tensor(p, list, sc->like);
+      if (like) s_value = scalar_operand(sc->number, like);
+      if (s_value && unset(sc->s)) p.values[sc->s] = s_value;
+    }
+    if (sc->m >= 0 && s_value && unset(sc->m))
+      if (const Tensor* o = slot_tensor(p, list, sc->other)) p.values[sc->m] = mul(*o, s_value);
+    if (unset(sc->r)) p.values[sc->r] = clone(*self);
+  }
+  p.shortcuts_taken.clear();
+}
+
+// Note [Optimiser steps in the loop]: the step's spec, or null. kinds: per argument 't' a list of tensors (slots,
+// or a constant empty list), 'f' fresh flags (a list of bool constants), 'n' a number, 'b' a bool.
+std::shared_ptr<OptimSpec> optim_spec_of(const std::string& name, const std::vector<int64_t>& slots,
+                                         const std::vector<py::object>& consts, const std::vector<SeqArg>& seqs) {
+  const char* kinds = name == "_sgd_step" ? "ttttnnnnbb" : name == "_adam_step" ? "ttttttnnnnnbbb" : nullptr;
+  if (!kinds || slots.size() != strlen(kinds) || seqs.size() != slots.size()) return nullptr;
+  auto spec = std::make_shared<OptimSpec>();
+  spec->adam = name == "_adam_step";
+  for (size_t k = 0; k < slots.size(); ++k) {
+    if (slots[k] >= 0) return nullptr;
+    PyObject* c = consts[k].ptr();
+    const bool empty_list = !seqs[k].kind && PyList_CheckExact(c) && PyList_GET_SIZE(c) == 0;
+    char kind = kinds[k];
+    if (kind == 't' && !spec->adam && k == 3) kind = 'f';
+    if (kind == 't') {
+      if (!empty_list && (seqs[k].kind != 2 || std::any_of(seqs[k].slots.begin(), seqs[k].slots.end(),
+                                                          [](int64_t slot) { return slot < 0; })))
+        return nullptr;
+      spec->tensor_args.push_back((int)k);
+    } else if (kind == 'f') {
+      if (!seqs[k].kind && PyList_CheckExact(c)) {  // a constant list of flags
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(c); ++j) {
+          if (!PyBool_Check(PyList_GET_ITEM(c, j))) return nullptr;
+          spec->fresh.push_back(PyList_GET_ITEM(c, j) == Py_True);
+        }
+      } else {
+        if (seqs[k].kind != 2) return nullptr;
+        for (size_t j = 0; j < seqs[k].slots.size(); ++j) {
+          if (seqs[k].slots[j] >= 0 || !PyBool_Check(seqs[k].consts[j].ptr())) return nullptr;
+          spec->fresh.push_back(seqs[k].consts[j].ptr() == Py_True);
+        }
+      }
+    } else if (kind == 'n') {
+      if (seqs[k].kind || !(PyFloat_CheckExact(c) || PyLong_CheckExact(c))) return nullptr;
+      const double v = PyFloat_AsDouble(c);
+      if (v == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return nullptr;
+      }
+      spec->numbers.push_back(v);
+    } else {
+      if (seqs[k].kind || !PyBool_Check(c)) return nullptr;
+      spec->flags.push_back(c == Py_True);
+    }
+  }
+  return spec;
+}
+
+// Runs the step, or returns false (nothing ran) when a slot holds no tensor
+bool optim_run(const ReplayProgram& p, PyObject* list, const ReplayProgram::Step& s) {
+  const OptimSpec& o = *s.optim;
+  std::vector<std::vector<Tensor>> lists;
+  lists.reserve(o.tensor_args.size());
+  for (int k : o.tensor_args) {
+    std::vector<Tensor> ts;
+    const SeqArg& q = s.seqs[k];
+    if (q.kind) {
+      ts.reserve(q.slots.size());
+      for (int64_t slot : q.slots) {
+        const Tensor* t = slot < PyList_GET_SIZE(list) ? slot_tensor(p, list, slot) : nullptr;
+        if (!t || !*t) return false;
+        ts.push_back(*t);
+      }
+    }
+    lists.push_back(std::move(ts));
+  }
+  const auto& d = o.numbers;
+  const auto& b = o.flags;
+  if (o.adam)
+    adam_step(lists[0], lists[1], lists[2], lists[3], lists[4], lists[5],
+              {d[0], d[1], d[2], d[3], d[4], (bool)b[0], (bool)b[1], (bool)b[2]});
+  else
+    sgd_step(lists[0], lists[1], lists[2], o.fresh, {d[0], d[1], d[2], d[3], (bool)b[0], (bool)b[1]});
+  return true;
+}
+
+int64_t now_ns() {  // this thread's CPU time: on a shared machine the wall clock mostly measures waiting for a core
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+// Note [Profiling a replay]: adds the time from its construction to its destruction to p.step_ns[i]
+struct StepTimer {
+  ReplayProgram* p;
+  size_t i;
+  int64_t t0;
+  StepTimer(ReplayProgram& prog, size_t index) : p(prog.profile ? &prog : nullptr), i(index), t0(p ? now_ns() : 0) {}
+  ~StepTimer() {
+    if (p && i < p->step_ns.size()) p->step_ns[i] += now_ns() - t0;
+  }
+};
+
 py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
   PyObject* list = slots.ptr();
   const Py_ssize_t n_slots = PyList_GET_SIZE(list);
+  if (p.profile) {
+    p.step_ns.resize(p.steps.size() + 1, 0);
+    if (start == 0) ++p.profiled_runs;
+  }
+  std::optional<StepTimer> setup_timer(std::in_place, p, p.steps.size());
   if (start == 0 || !p.running) {  // a new run, or one continued on a sibling's slots (Python holds them all)
     p.values.assign(n_slots, Tensor());
     if ((Py_ssize_t)p.exported.size() < n_slots) p.exported.resize(n_slots, 1);
@@ -376,15 +712,22 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
       return py::none();
     }
   }
+  setup_timer.reset();
   PyObject* argv[kMaxStepArgs];
   const SlotReader reader = [&](int64_t slot) { return slot < n_slots ? slot_tensor(p, list, slot) : nullptr; };
   for (size_t i = start; i < p.steps.size(); ++i) {
+    const StepTimer timer(p, i);
     const ReplayProgram::Step& s = p.steps[i];
     const size_t n = s.slots.size();
     for (size_t k = 0; k < n; ++k)
       DG_CHECK(s.slots[k] < n_slots, IndexError, "_ReplayProgram.run: slot ", s.slots[k], " of step ", i,
                " is beyond the ", n_slots, " slots.");
+    if (s.inplace && !(p.plan_on && i < p.plan_step) && inplace_shortcut(p, list, *s.inplace)) {
+      i = s.inplace->end;  // Note [In-place arithmetic in the loop]
+      continue;
+    }
     if (s.out == -2) {
+      make_skipped_temporaries(p, list);
       for (int64_t slot : s.slots) p.materialize(list, slot);
       p.handed_back = true;
       return py::make_tuple(i);
@@ -420,6 +763,7 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
         continue;
       }
     }
+    if (s.special == Special::optim && optim_run(p, list, s)) continue;  // Note [Optimiser steps in the loop]
     if (s.special == Special::grad_enabled) {
       if ((GradMode::is_enabled() ? Py_True : Py_False) == s.expected.ptr()) continue;
     } else if (s.special == Special::set_grad_enabled) {
@@ -513,6 +857,7 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
       p.plan_on = false;  // nothing has run without its graph yet: the run goes on as unplanned
     }
     p.handed_back = true;
+    make_skipped_temporaries(p, list);
     return py::make_tuple(i, py::reinterpret_steal<py::object>(result));
   }
   if (p.scalar_state == 0 && !p.handed_back && (p.plan_ran || (!p.plan && start == 0))) scalar_build(p, list);
@@ -565,6 +910,7 @@ const Names& names() {
 template <class F>
 void for_each_item(PyObject* mapping, F f) {
   if (PyDict_Check(mapping)) {
+    if (PyDict_GET_SIZE(mapping) == 0) return;  // no iterator made for an empty one (most of a module's dicts)
     py::object keys = own(PyObject_GetIter(mapping));
     while (PyObject* k = PyIter_Next(keys.ptr())) {
       py::object key = own(k);
@@ -666,10 +1012,15 @@ struct Walk {
 // Note [State outside the arguments] (python/dyngrad/_api/compiling.py): a module's plain attributes (exact
 // int, bool, float, complex, str or None by value; tensors by identity) in its __dict__'s order, then the keys of
 // its non-empty hook dicts, as compiling._module_state lists them.
-void module_attributes(PyObject* out, PyObject* d, PyTypeObject* tensor_type) {
-  static PyObject* const hook_dicts[] = {
+const std::vector<PyObject*>& hook_dict_names() {
+  static const std::vector<PyObject*> names = {
       PyUnicode_InternFromString("_forward_pre_hooks"), PyUnicode_InternFromString("_forward_hooks"),
       PyUnicode_InternFromString("_backward_pre_hooks"), PyUnicode_InternFromString("_backward_hooks")};
+  return names;
+}
+
+void module_attributes(PyObject* out, PyObject* d, PyTypeObject* tensor_type) {
+  const std::vector<PyObject*>& hook_dicts = hook_dict_names();
   Py_ssize_t pos = 0;
   PyObject *k, *v;
   while (PyDict_Next(d, &pos, &k, &v)) {
@@ -795,11 +1146,21 @@ py::object optimizer_state(PyObject* opt) {  // compiling._optimizer_state
 // in the order the walk above builds them, and builds nothing. It answers "equal" only where the key built would be
 // equal, element for element (the same reads, the same == with identity first as tuple equality): anything it
 // does not know (a Tensor subclass, an error raised by a read) is "not known", and the caller builds the key.
+// Note [Module state compared in place]: module_matches used to build module_state (a flat tuple of ~40 objects for
+// the MLP's Sequential: a Size per parameter, a tuple per layout) at every call, ~5 us of the MLP training step's ~7
+// us entry guard (Intel Xeon, lscpu family 6 model 167, 2 cores, KVM); it now reads the same state in the same
+// order and compares each item with the recorded one as it goes. A parameter whose class keeps the Tensor class's
+// shape, dtype and requires_grad properties is read from its C++ tensor (what those properties return); any other
+// is read through its attributes. False (_entry_key_matches_set_module_in_place) builds and compares the tuple, as
+// before (tests compare the two).
+bool MODULE_STATE_IN_PLACE = true;
+
 struct Match {
   PyTypeObject* tensor_type;
   PyObject* key;  // a tuple of (where, what)
   Py_ssize_t next = 0;
-  py::object tensors = own(PyList_New(0)), states = own(PyList_New(0));
+  py::object tensors = own(PyList_New(0));
+  std::vector<PyObject*> states;  // borrowed: held by the arguments or the reachable list for the whole comparison
   std::vector<std::pair<PyObject*, Py_ssize_t>> seen;
 
   PyObject* part() {  // the next part's `what`, or null past the end
@@ -881,7 +1242,7 @@ struct Match {
       return true;
     }
     if (is_module(o) || is_optimizer(o)) {
-      append(states.ptr(), o);
+      states.push_back(o);
       return is_what(what, 2, n.object) && id_equal(PyTuple_GET_ITEM(what, 1), o);
     }
     if (PyObject_Hash(o) != -1)
@@ -891,12 +1252,138 @@ struct Match {
     return is_what(what, 3, n.object) && PyTuple_GET_ITEM(what, 1) == (PyObject*)type && id_equal(PyTuple_GET_ITEM(what, 2), o);
   }
 
-  // module_state's walk, compared with the recorded flat tuple
-  // A module's state is built (module_state, the one definition of what it holds: the key's builder and this
-  // comparison cannot drift apart) and compared with the recorded one; the optimizer's, below, in place.
+  // t's C++ tensor when t is a Tensor whose class keeps the Tensor class's own shape, dtype and requires_grad
+  // properties (a Parameter: the properties would return what the tensor holds), else null
+  static const Tensor* plain_core(PyObject* t, PyTypeObject* tensor_type) {
+    const Names& n = names();
+    PyTypeObject* type = Py_TYPE(t);
+    if (type != tensor_type) {
+      // the last subclass found plain, while neither it nor the Tensor class has changed (a class's version tag
+      // changes with its attributes and its bases'; 0: not valid)
+      static PyTypeObject *plain_type = nullptr, *plain_base = nullptr;
+      static unsigned int plain_version = 0, base_version = 0;
+      const bool known = type == plain_type && tensor_type == plain_base && type->tp_version_tag != 0 &&
+                         type->tp_version_tag == plain_version && tensor_type->tp_version_tag == base_version &&
+                         base_version != 0;
+      if (!known) {
+        if (!PyType_IsSubtype(type, tensor_type) ||
+            _PyType_Lookup(type, n.shape) != _PyType_Lookup(tensor_type, n.shape) ||
+            _PyType_Lookup(type, n.dtype) != _PyType_Lookup(tensor_type, n.dtype) ||
+            _PyType_Lookup(type, n.requires_grad) != _PyType_Lookup(tensor_type, n.requires_grad))
+          return nullptr;
+        plain_type = type;
+        plain_base = tensor_type;
+        plain_version = type->tp_version_tag;  // set by the lookups above (0 if the class cannot be cached)
+        base_version = tensor_type->tp_version_tag;
+      }
+    }
+    return held_tensor(t, tensor_type);
+  }
+
+  // module_state's walk, compared with the recorded flat tuple item by item, building nothing (Note [Module state
+  // compared in place]); false at the first difference (the caller then builds the key with every read).
   static bool module_matches(PyObject* module, PyObject* state, PyTypeObject* tensor_type) {
     if (!PyTuple_CheckExact(state)) return false;
-    return eq(module_state(module, tensor_type).ptr(), state);
+    if (!MODULE_STATE_IN_PLACE) return eq(module_state(module, tensor_type).ptr(), state);
+    const Names& n = names();
+    Py_ssize_t at = 0;
+    const Py_ssize_t size = PyTuple_GET_SIZE(state);
+    auto next = [&]() -> PyObject* { return at < size ? PyTuple_GET_ITEM(state, at++) : nullptr; };
+    auto core_of = [&](PyObject* t) { return plain_core(t, tensor_type); };
+    // layout(t) of module_state: None, or (shape tuple, dtype)
+    auto layout_equal = [&](PyObject* t, PyObject* rec) -> bool {
+      if (!rec) return false;
+      if (t == Py_None) return rec == Py_None;
+      if (!PyTuple_CheckExact(rec) || PyTuple_GET_SIZE(rec) != 2) return false;
+      if (const Tensor* core = core_of(t))
+        return ints_equal(PyTuple_GET_ITEM(rec, 0), (*core)->shape) &&
+               eq(PyTuple_GET_ITEM(rec, 1), dtype_object((*core)->dtype).ptr());
+      py::object shape = own(PyObject_GetAttr(t, n.shape));
+      py::object shape_tuple = own(PySequence_Tuple(shape.ptr()));
+      py::object dtype = own(PyObject_GetAttr(t, n.dtype));
+      return eq(PyTuple_GET_ITEM(rec, 0), shape_tuple.ptr()) && eq(PyTuple_GET_ITEM(rec, 1), dtype.ptr());
+    };
+    auto requires_grad_equal = [&](PyObject* t, PyObject* rec) -> bool {
+      if (!rec) return false;
+      if (t == Py_None) return eq(rec, Py_False);
+      if (const Tensor* core = core_of(t)) {
+        verified_autograd_read();  // what the property's read does first
+        return eq(rec, (*core)->requires_grad ? Py_True : Py_False);
+      }
+      return eq(rec, own(PyObject_GetAttr(t, n.requires_grad)).ptr());
+    };
+    std::vector<py::object> stack{borrow(module)};
+    std::vector<PyObject*> seen;
+    while (!stack.empty()) {
+      py::object m = std::move(stack.back());
+      stack.pop_back();
+      if (m.ptr() == Py_None || std::find(seen.begin(), seen.end(), m.ptr()) != seen.end()) continue;
+      seen.push_back(m.ptr());
+      PyObject* d = dict_of(m.ptr());
+      if (!d) return false;  // module_state raises its TypeError when the key is built
+      py::object dict = borrow(d);
+      PyObject* rec = next();
+      if (!rec || !id_equal(rec, m.ptr())) return false;
+      rec = next();
+      if (!rec || !eq(rec, own(PyObject_GetAttr(m.ptr(), n.training)).ptr())) return false;
+      py::object params = own(PyObject_GetItem(d, n.parameters));
+      py::object buffers = own(PyObject_GetItem(d, n.buffers));
+      py::object modules = own(PyObject_GetItem(d, n.modules));
+      bool ok = true;
+      for_each_item(params.ptr(), [&](PyObject* k, PyObject* t) {
+        if (!ok) return;
+        PyObject* rk = next();
+        PyObject* rid = next();
+        ok = rk && rid && eq(rk, k) && id_equal(rid, t) && requires_grad_equal(t, next()) && layout_equal(t, next());
+      });
+      if (!ok) return false;
+      for_each_item(buffers.ptr(), [&](PyObject* k, PyObject* t) {
+        if (!ok) return;
+        PyObject* rk = next();
+        PyObject* rid = next();
+        ok = rk && rid && eq(rk, k) && id_equal(rid, t) && layout_equal(t, next());
+      });
+      if (!ok || !attributes_match(next, d, tensor_type)) return false;
+      if (next() != Py_None) return false;
+      for_each_item(modules.ptr(), [&](PyObject*, PyObject* sub) { stack.push_back(borrow(sub)); });
+    }
+    return at == size;
+  }
+
+  // module_attributes, compared with what `next` gives item by item
+  template <class Next>
+  static bool attributes_match(Next& next, PyObject* d, PyTypeObject* tensor_type) {
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+      PyTypeObject* t = Py_TYPE(v);
+      if (PyLong_CheckExact(v) || PyBool_Check(v) || PyFloat_CheckExact(v) || PyComplex_CheckExact(v) ||
+          PyUnicode_CheckExact(v) || v == Py_None) {
+        PyObject* rk = next();
+        PyObject* rv = next();
+        if (!rk || !rv || !eq(rk, k) || !eq(rv, v)) return false;
+      } else if (PyDict_Check(v) || PyAnySet_Check(v)) {
+        continue;  // a module's dicts and sets (no class is both one and a Tensor): module_attributes skips them
+      } else if (tensor_type && (t == tensor_type || PyType_IsSubtype(t, tensor_type))) {
+        PyObject* rk = next();
+        PyObject* rv = next();
+        if (!rk || !rv || !eq(rk, k) || !id_equal(rv, v)) return false;
+      }
+    }
+    for (PyObject* name : hook_dict_names()) {
+      PyObject* hooks = PyDict_GetItemWithError(d, name);  // borrowed
+      if (!hooks) {
+        if (PyErr_Occurred()) throw py::error_already_set();
+        continue;
+      }
+      const int nonempty = PyObject_IsTrue(hooks);
+      if (nonempty < 0) throw py::error_already_set();
+      if (!nonempty) continue;
+      PyObject* rk = next();
+      PyObject* rv = next();
+      if (!rk || !rv || !eq(rk, name) || !eq(rv, own(PySequence_Tuple(hooks)).ptr())) return false;
+    }
+    return true;
   }
 
   static bool optimizer_matches(PyObject* opt, PyObject* recorded) {
@@ -1065,6 +1552,115 @@ py::object reachable_of(PyObject* fn, PyObject* owner, PyTypeObject* tensor_type
 
 }  // namespace guard
 
+// Note [Entry guards compared in place]: the argument tensors when _entry_key(...)[0] would equal `key`, None when
+// it would not or this cannot tell (the caller then builds the key); _entry_key_matches and _ReplayProgram.call
+py::object entry_matches(py::handle key, py::handle tensor_type, py::handle args, py::handle kwargs,
+                         py::handle middle, py::handle reachable_in, py::handle fn, py::handle owner) {
+  if (!PyTuple_CheckExact(key.ptr())) return py::none();
+  guard::Match w{(PyTypeObject*)tensor_type.ptr(), key.ptr()};
+  try {
+    std::vector<guard::OutsideTensor> outside;
+    py::object reachable = reachable_in.is_none()
+                               ? guard::reachable_of(fn.ptr(), owner.ptr(), w.tensor_type, &outside)
+                               : py::reinterpret_borrow<py::object>(reachable_in);
+    if (!w.describe(args.ptr()) || !w.describe(kwargs.ptr())) return py::none();
+    if (middle.is_none()) {  // compiling.entry_key's middle, (("grad mode", ...), ("default dtype", ...),
+                             // ("autocast", None)), read here: the caller checked that autocast is off
+      static PyObject* grad_mode = PyUnicode_InternFromString("grad mode");
+      static PyObject* default_dtype = PyUnicode_InternFromString("default dtype");
+      static PyObject* autocast = PyUnicode_InternFromString("autocast");
+      PyObject* values[3] = {GradMode::is_enabled() ? Py_True : Py_False, nullptr, Py_None};
+      py::object dtype = dtype_object(default_float_dtype());
+      values[1] = dtype.ptr();
+      PyObject* labels[3] = {grad_mode, default_dtype, autocast};
+      for (int k = 0; k < 3; ++k) {
+        if (w.next >= PyTuple_GET_SIZE(key.ptr())) return py::none();
+        PyObject* p = PyTuple_GET_ITEM(key.ptr(), w.next++);
+        if (!PyTuple_CheckExact(p) || PyTuple_GET_SIZE(p) != 2 || !guard::Match::eq(PyTuple_GET_ITEM(p, 0), labels[k]) ||
+            !guard::Match::eq(PyTuple_GET_ITEM(p, 1), values[k]))
+          return py::none();
+      }
+    }
+    const guard::Names& nm = guard::names();
+    for (const guard::OutsideTensor& o : outside) {  // compiling._reachable's parts, (label, (id, shape, dtype))
+      if (w.next >= PyTuple_GET_SIZE(key.ptr())) return py::none();
+      PyObject* p = PyTuple_GET_ITEM(key.ptr(), w.next++);
+      if (!PyTuple_CheckExact(p) || PyTuple_GET_SIZE(p) != 2) return py::none();
+      // the label, "the closure's tensor NAME" or "the global tensor NAME", compared without building it
+      static PyObject* closure_prefix = PyUnicode_InternFromString("the closure's tensor ");
+      static PyObject* global_prefix = PyUnicode_InternFromString("the global tensor ");
+      PyObject* prefix = o.closure ? closure_prefix : global_prefix;
+      PyObject* rec_label = PyTuple_GET_ITEM(p, 0);
+      const Py_ssize_t np = PyUnicode_GET_LENGTH(prefix);
+      if (!PyUnicode_CheckExact(rec_label) || !PyUnicode_CheckExact(o.name.ptr()) ||
+          PyUnicode_GET_LENGTH(rec_label) != np + PyUnicode_GET_LENGTH(o.name.ptr()) ||
+          PyUnicode_Tailmatch(rec_label, prefix, 0, np, -1) != 1 ||
+          PyUnicode_Tailmatch(rec_label, o.name.ptr(), np, PY_SSIZE_T_MAX, 1) != 1)
+        return py::none();
+      PyObject* rec = PyTuple_GET_ITEM(p, 1);  // (id, shape, dtype)
+      if (!PyTuple_CheckExact(rec) || PyTuple_GET_SIZE(rec) != 3 || !guard::Match::id_equal(PyTuple_GET_ITEM(rec, 0), o.tensor))
+        return py::none();
+      if (const Tensor* core = guard::Match::plain_core(o.tensor, w.tensor_type)) {
+        if (!guard::Match::ints_equal(PyTuple_GET_ITEM(rec, 1), (*core)->shape) ||
+            !guard::Match::eq(PyTuple_GET_ITEM(rec, 2), dtype_object((*core)->dtype).ptr()))
+          return py::none();
+        continue;
+      }
+      py::object shape = guard::own(PySequence_Tuple(guard::own(PyObject_GetAttr(o.tensor, nm.shape)).ptr()));
+      py::object dtype = guard::own(PyObject_GetAttr(o.tensor, nm.dtype));
+      if (!guard::Match::eq(PyTuple_GET_ITEM(rec, 1), shape.ptr()) || !guard::Match::eq(PyTuple_GET_ITEM(rec, 2), dtype.ptr()))
+        return py::none();
+    }
+    for (py::handle part : middle.is_none() ? py::tuple() : py::reinterpret_borrow<py::object>(middle)) {
+      if (w.next >= PyTuple_GET_SIZE(key.ptr()) || !guard::Match::eq(PyTuple_GET_ITEM(key.ptr(), w.next++), part.ptr()))
+        return py::none();
+    }
+    for (py::handle obj : reachable) w.states.push_back(obj.ptr());
+    std::vector<PyObject*> done;
+    for (size_t i = 0; i < w.states.size(); ++i) {
+      PyObject* obj = w.states[i];
+      if (std::find(done.begin(), done.end(), obj) != done.end()) continue;
+      done.push_back(obj);
+      const bool module = guard::is_module(obj);
+      if (w.next >= PyTuple_GET_SIZE(key.ptr())) return py::none();
+      PyObject* p = PyTuple_GET_ITEM(key.ptr(), w.next++);
+      if (!PyTuple_CheckExact(p) || PyTuple_GET_SIZE(p) != 2) return py::none();
+      // "module NAME" / "optimizer NAME", made once per class name and kept
+      struct Label {
+        std::string name;
+        py::object module, optimizer;
+      };
+      static std::unordered_map<PyTypeObject*, Label> labels;
+      Label& cached = labels[Py_TYPE(obj)];
+      const char* type_name = _PyType_Name(Py_TYPE(obj));
+      if (!cached.module || cached.name != type_name) {
+        cached.name = type_name;
+        cached.module = guard::own(PyUnicode_FromFormat("module %s", type_name));
+        cached.optimizer = guard::own(PyUnicode_FromFormat("optimizer %s", type_name));
+      }
+      PyObject* recorded_label = PyTuple_GET_ITEM(p, 0);
+      if (!PyUnicode_Check(recorded_label) ||
+          !guard::Match::eq(recorded_label, (module ? cached.module : cached.optimizer).ptr()))
+        return py::none();
+      if (!(module ? guard::Match::module_matches(obj, PyTuple_GET_ITEM(p, 1), w.tensor_type)
+                   : guard::Match::optimizer_matches(obj, PyTuple_GET_ITEM(p, 1))))
+        return py::none();
+    }
+    if (w.next != PyTuple_GET_SIZE(key.ptr())) return py::none();
+  } catch (py::error_already_set&) {
+    PyErr_Clear();
+    return py::none();
+  } catch (const std::exception&) {  // any read that failed: the caller's walk raises it, or builds another key
+    PyErr_Clear();
+    return py::none();
+  }
+  if (PyErr_Occurred()) {
+    PyErr_Clear();
+    return py::none();
+  }
+  return w.tensors;
+}
+
 }  // namespace
 
 void bind_capture(py::module_& m) {
@@ -1095,88 +1691,11 @@ void bind_capture(py::module_& m) {
     py::object key = guard::own(PyList_AsTuple(w.parts.ptr()));
     return guard::own(PyTuple_Pack(2, key.ptr(), w.tensors.ptr()));
   }, py::arg("tensor_type"), py::arg("args"), py::arg("kwargs"), py::arg("middle"), py::arg("reachable"));
-  // Note [Entry guards compared in place]: the argument tensors when _entry_key(...)[0] would equal `key`, None when
-  // it would not or this cannot tell (the caller then builds the key)
+  // Note [Entry guards compared in place]
   // reachable: the list compiling._reachable gives, or None for this file's reachable_of(fn, owner)
-  m.def("_entry_key_matches", [](py::handle key, py::handle tensor_type, py::handle args, py::handle kwargs,
-                                 py::handle middle, py::handle reachable_in, py::handle fn,
-                                 py::handle owner) -> py::object {
-    if (!PyTuple_CheckExact(key.ptr())) return py::none();
-    guard::Match w{(PyTypeObject*)tensor_type.ptr(), key.ptr()};
-    try {
-      std::vector<guard::OutsideTensor> outside;
-      py::object reachable = reachable_in.is_none()
-                                 ? guard::reachable_of(fn.ptr(), owner.ptr(), w.tensor_type, &outside)
-                                 : py::reinterpret_borrow<py::object>(reachable_in);
-      if (!w.describe(args.ptr()) || !w.describe(kwargs.ptr())) return py::none();
-      if (middle.is_none()) {  // compiling.entry_key's middle, (("grad mode", ...), ("default dtype", ...),
-                               // ("autocast", None)), read here: the caller checked that autocast is off
-        static PyObject* grad_mode = PyUnicode_InternFromString("grad mode");
-        static PyObject* default_dtype = PyUnicode_InternFromString("default dtype");
-        static PyObject* autocast = PyUnicode_InternFromString("autocast");
-        PyObject* values[3] = {GradMode::is_enabled() ? Py_True : Py_False, nullptr, Py_None};
-        py::object dtype = dtype_object(default_float_dtype());
-        values[1] = dtype.ptr();
-        PyObject* labels[3] = {grad_mode, default_dtype, autocast};
-        for (int k = 0; k < 3; ++k) {
-          if (w.next >= PyTuple_GET_SIZE(key.ptr())) return py::none();
-          PyObject* p = PyTuple_GET_ITEM(key.ptr(), w.next++);
-          if (!PyTuple_CheckExact(p) || PyTuple_GET_SIZE(p) != 2 || !guard::Match::eq(PyTuple_GET_ITEM(p, 0), labels[k]) ||
-              !guard::Match::eq(PyTuple_GET_ITEM(p, 1), values[k]))
-            return py::none();
-        }
-      }
-      const guard::Names& nm = guard::names();
-      for (const guard::OutsideTensor& o : outside) {  // compiling._reachable's parts, (label, (id, shape, dtype))
-        if (w.next >= PyTuple_GET_SIZE(key.ptr())) return py::none();
-        PyObject* p = PyTuple_GET_ITEM(key.ptr(), w.next++);
-        if (!PyTuple_CheckExact(p) || PyTuple_GET_SIZE(p) != 2) return py::none();
-        py::object label = guard::own(PyUnicode_FromFormat(o.closure ? "the closure's tensor %U" : "the global tensor %U",
-                                                           o.name.ptr()));
-        py::object shape = guard::own(PySequence_Tuple(guard::own(PyObject_GetAttr(o.tensor, nm.shape)).ptr()));
-        py::object dtype = guard::own(PyObject_GetAttr(o.tensor, nm.dtype));
-        py::object what = guard::own(PyTuple_Pack(3, guard::id_of(o.tensor).ptr(), shape.ptr(), dtype.ptr()));
-        if (!guard::Match::eq(PyTuple_GET_ITEM(p, 0), label.ptr()) || !guard::Match::eq(PyTuple_GET_ITEM(p, 1), what.ptr()))
-          return py::none();
-      }
-      for (py::handle part : middle.is_none() ? py::tuple() : py::reinterpret_borrow<py::object>(middle)) {
-        if (w.next >= PyTuple_GET_SIZE(key.ptr()) || !guard::Match::eq(PyTuple_GET_ITEM(key.ptr(), w.next++), part.ptr()))
-          return py::none();
-      }
-      for (py::handle obj : reachable) guard::append(w.states.ptr(), obj.ptr());
-      std::vector<PyObject*> done;
-      char label[256];
-      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(w.states.ptr()); ++i) {
-        PyObject* obj = PyList_GET_ITEM(w.states.ptr(), i);
-        if (std::find(done.begin(), done.end(), obj) != done.end()) continue;
-        done.push_back(obj);
-        const bool module = guard::is_module(obj);
-        if (w.next >= PyTuple_GET_SIZE(key.ptr())) return py::none();
-        PyObject* p = PyTuple_GET_ITEM(key.ptr(), w.next++);
-        if (!PyTuple_CheckExact(p) || PyTuple_GET_SIZE(p) != 2) return py::none();
-        snprintf(label, sizeof label, module ? "module %s" : "optimizer %s", _PyType_Name(Py_TYPE(obj)));
-        PyObject* recorded_label = PyTuple_GET_ITEM(p, 0);
-        if (!PyUnicode_Check(recorded_label) || PyUnicode_CompareWithASCIIString(recorded_label, label) != 0)
-          return py::none();
-        if (!(module ? guard::Match::module_matches(obj, PyTuple_GET_ITEM(p, 1), w.tensor_type)
-                     : guard::Match::optimizer_matches(obj, PyTuple_GET_ITEM(p, 1))))
-          return py::none();
-      }
-      if (w.next != PyTuple_GET_SIZE(key.ptr())) return py::none();
-    } catch (py::error_already_set&) {
-      PyErr_Clear();
-      return py::none();
-    } catch (const std::exception&) {  // any read that failed: the caller's walk raises it, or builds another key
-      PyErr_Clear();
-      return py::none();
-    }
-    if (PyErr_Occurred()) {
-      PyErr_Clear();
-      return py::none();
-    }
-    return w.tensors;
-  }, py::arg("key"), py::arg("tensor_type"), py::arg("args"), py::arg("kwargs"), py::arg("middle"),
-     py::arg("reachable"), py::arg("fn") = py::none(), py::arg("owner") = py::none());
+  m.def("_entry_key_matches", &entry_matches, py::arg("key"), py::arg("tensor_type"), py::arg("args"),
+        py::arg("kwargs"), py::arg("middle"), py::arg("reachable"), py::arg("fn") = py::none(),
+        py::arg("owner") = py::none());
   // compiling._reachable's walk in C++ (for tests: the two must agree)
   m.def("_reachable", [](py::handle fn, py::handle owner) { return guard::reachable_of(fn.ptr(), owner.ptr()); },
         py::arg("fn"), py::arg("owner"));
@@ -1186,6 +1705,8 @@ void bind_capture(py::module_& m) {
       .def(py::init<py::handle>(), py::arg("tensor_type"))
       // Note [Target checks in the loop]: the function whose validate steps the loop checks itself
       // (None: no step is checked here, for programs built afterwards; the function is kept alive for good)
+      // Note [Module state compared in place]: False compares a module's state by building it (for tests)
+      .def_static("set_module_state_in_place", [](bool on) { guard::MODULE_STATE_IN_PLACE = on; }, py::arg("on"))
       .def_static("set_target_range_check", [](py::object fn) {
         g_target_range_check = fn.is_none() ? nullptr : fn.inc_ref().ptr();
       }, py::arg("fn"))
@@ -1284,9 +1805,15 @@ void bind_capture(py::module_& m) {
             ++k;
           }
         }
+        std::shared_ptr<OptimSpec> optim;
+        if (special == Special::none && out == kNone && (name == "_sgd_step" || name == "_adam_step") &&
+            is_own(name.c_str())) {
+          optim = optim_spec_of(name, slots, consts, seq_args);
+          if (optim) special = Special::optim;
+        }
         p.steps.push_back({std::move(fn), std::move(slots), std::move(consts), out, core, special,
                            std::move(seq_args), std::move(expected), name, std::move(out_slots), out_is_list,
-                           classes, ignore, smoothing, flag});
+                           classes, ignore, smoothing, flag, nullptr, std::move(optim)});
       }, py::arg("fn"), py::arg("slots"), py::arg("consts"), py::arg("out"), py::arg("name"),
          py::arg("expected") = py::none(), py::arg("seqs") = py::none(),
          py::arg("out_slots") = std::vector<int64_t>{}, py::arg("out_is_list") = false)
@@ -1296,7 +1823,7 @@ void bind_capture(py::module_& m) {
         std::vector<char> exported(flags.begin(), flags.end());
         for (const auto& s : p.steps)
           if (!(s.core.unary || s.core.binary) && s.special != Special::cross_entropy &&
-              s.special != Special::read_grad && s.special != Special::clear_grad) {
+              s.special != Special::read_grad && s.special != Special::clear_grad && s.special != Special::optim) {
             for (int64_t slot : s.slots)
               if (slot >= 0 && slot < (int64_t)exported.size()) exported[slot] = 1;
             for (const SeqArg& q : s.seqs)
@@ -1304,6 +1831,7 @@ void bind_capture(py::module_& m) {
                 if (slot >= 0 && slot < (int64_t)exported.size()) exported[slot] = 1;
           }
         p.exported = std::move(exported);
+        find_inplace_shortcuts(p, flags);  // Note [In-place arithmetic in the loop]
         if (!p.plan) {  // Note [Scalar replay]: the slots returned (set_backward_plan sets them again with a plan)
           p.output_slots.clear();
           for (size_t slot = 0; slot < flags.size(); ++slot)
@@ -1366,6 +1894,35 @@ void bind_capture(py::module_& m) {
           p.scalar_state = 0;
         }
       }, py::arg("on"))
+      // Note [Profiling a replay]
+      .def("set_profile", [](ReplayProgram& p, bool on) {
+        p.profile = on;
+        p.step_ns.assign(p.steps.size() + 1, 0);
+        p.profiled_runs = 0;
+      }, py::arg("on"))
+      // (runs, [(step name, how it runs, total ns)] per step, then ("<set-up>", "loop", ns)) since set_profile, and
+      // the cost of one read of the clock (in each step's time once)
+      .def("profile", [](const ReplayProgram& p) {
+        py::list out;
+        for (size_t i = 0; i <= p.steps.size(); ++i) {
+          const int64_t ns = i < p.step_ns.size() ? p.step_ns[i] : 0;
+          if (i == p.steps.size()) {
+            out.append(py::make_tuple("<set-up>", "loop", ns));
+            break;
+          }
+          const ReplayProgram::Step& s = p.steps[i];
+          const char* how = i == p.plan_step && p.plan ? "planned backward"
+                            : s.out == -2                ? "python"
+                            : s.core.unary || s.core.binary ? "core call"
+                            : s.inplace                  ? "in-place shortcut"
+                            : s.special != Special::none ? "in the loop"
+                                                         : "vectorcall";
+          out.append(py::make_tuple(s.name, how, ns));
+        }
+        int64_t t0 = now_ns(), t1 = t0;
+        for (int k = 0; k < 100; ++k) t1 = now_ns();
+        return py::make_tuple(p.profiled_runs, out, (t1 - t0) / 100);  // the clock's own cost per read
+      })
       .def("__len__", [](const ReplayProgram& p) { return p.steps.size(); })
       // how many steps the loop hands back for Python to build and run (out == -2), for tests
       .def_property_readonly("python_steps", [](const ReplayProgram& p) {
@@ -1385,6 +1942,17 @@ void bind_capture(py::module_& m) {
                  s.special == Special::cross_entropy;
         });
       })
+      // Note [Optimiser steps in the loop]: how many optimiser steps the loop calls itself, for tests
+      .def_property_readonly("optim_steps", [](const ReplayProgram& p) {
+        return std::count_if(p.steps.begin(), p.steps.end(), [](const ReplayProgram::Step& s) {
+          return s.special == Special::optim;
+        });
+      })
+      // Note [In-place arithmetic in the loop]: how many runs of steps are marked, and how many times one ran
+      .def_property_readonly("inplace_steps", [](const ReplayProgram& p) {
+        return std::count_if(p.steps.begin(), p.steps.end(), [](const ReplayProgram::Step& s) { return (bool)s.inplace; });
+      })
+      .def_property_readonly("inplace_runs", [](const ReplayProgram& p) { return p.inplace_runs; })
       // how many steps check class targets in the loop itself (Note [Target checks in the loop]), for tests
       .def_property_readonly("target_checks", [](const ReplayProgram& p) {
         return std::count_if(p.steps.begin(), p.steps.end(),
@@ -1401,6 +1969,41 @@ void bind_capture(py::module_& m) {
           throw;
         }
       }, py::arg("slots"), py::arg("start"))
+      // Note [A static call in one C++ call]: compiling.Program.__call__'s common case, the entry guard compared in
+      // place (entry_matches, as _entry_key_matches(key, ..., None, None, fn, owner)), the slots laid out from
+      // `layout` (Variant.fresh_slots' template: the externals at their slots) with the argument tensors first, and
+      // the run from step 0. Returns None when the key does not match (nothing ran: the caller takes its general
+      // path), the tensor in slot `out` when every step ran in the loop and out >= 0, else (slots, argument tensors,
+      // the run's stop) for the caller to go on with as capture.replay would.
+      .def("call", [](ReplayProgram& p, py::handle key, py::handle args, py::handle kwargs, py::handle fn,
+                      py::handle owner, py::list layout, int64_t out) -> py::object {
+        py::object tensors = entry_matches(key, (PyObject*)p.tensor_type, args, kwargs, py::none(), py::none(), fn, owner);
+        if (tensors.is_none()) return tensors;
+        PyObject* t = tensors.ptr();
+        const Py_ssize_t n_args = PyList_GET_SIZE(t);
+        const Py_ssize_t n = PyList_GET_SIZE(layout.ptr());
+        DG_CHECK(n_args <= n, ValueError, "_ReplayProgram.call: ", n_args, " argument tensors for ", n, " slots.");
+        py::list slots = py::reinterpret_steal<py::list>(PyList_GetSlice(layout.ptr(), 0, n));
+        if (!slots) throw py::error_already_set();
+        for (Py_ssize_t i = 0; i < n_args; ++i) {
+          PyObject* a = PyList_GET_ITEM(t, i);
+          Py_INCREF(a);
+          PyList_SetItem(slots.ptr(), i, a);
+        }
+        py::object stop;
+        try {
+          stop = run_steps(p, slots, 0);
+        } catch (...) {
+          p.finish();
+          throw;
+        }
+        if (stop.is_none() && out >= 0 && out < n) {
+          PyObject* r = PyList_GET_ITEM(slots.ptr(), out);
+          if (is_tensor(r, p.tensor_type)) return py::reinterpret_borrow<py::object>(r);
+        }
+        return py::make_tuple(slots, tensors, stop);
+      }, py::arg("key"), py::arg("args"), py::arg("kwargs"), py::arg("fn"), py::arg("owner"), py::arg("layout"),
+         py::arg("out"))
       // Every slot a C++ value holds gets its Python object (a miss reads the served results), and the run ends.
       .def("materialize", [](ReplayProgram& p, py::list slots) {
         p.materialize_all(slots.ptr());

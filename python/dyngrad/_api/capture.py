@@ -1480,21 +1480,25 @@ class Divergence(RuntimeError):
         self.index, self.name, self.line, self.recorded = index, name, line, recorded
 
 
-def replay(variants, first, arg_tensors):
+def replay(variants, first, arg_tensors, slots=None, stop=None):
     """Runs `first`'s steps on the call's argument tensors, moving to a sibling variant on a value miss (the tree
     of Note [Values that flow into Python are guards]). Returns (variant, output) when a whole program ran, or
     raises Miss with what a catch-up needs. The steps run in the C++ loop where every step allows it (Note
-    [Replaying steps in C++]), else here."""
+    [Replaying steps in C++]), else here. `slots` given: the C++ loop's run from step 0 has been made already on
+    them (_ReplayProgram.call: Note [A static call in one C++ call]), and `stop` is what it returned."""
     variant = first
-    slots = variant.fresh_slots(arg_tensors)
-    pending = None
     program = variant.__dict__.get("_native")
-    if program is not None:          # the common case, a whole variant in the C++ loop, without the loop below
-        pending = program.run(slots, 0)
-        if pending is None:
-            variant.replays += 1
-            output = variant.output
-            return variant, slots[output.i] if type(output) is Slot else decode(output, slots)
+    if slots is None:
+        slots = variant.fresh_slots(arg_tensors)
+        pending = None
+        if program is not None:      # the common case, a whole variant in the C++ loop, without the loop below
+            pending = program.run(slots, 0)
+    else:
+        pending = stop
+    if program is not None and pending is None:
+        variant.replays += 1
+        output = variant.output
+        return variant, slots[output.i] if type(output) is Slot else decode(output, slots)
     i = 0
     Tensor = _C.Tensor
     while True:

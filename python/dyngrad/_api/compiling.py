@@ -240,10 +240,12 @@ class Program:
         self.replaying = threading.Lock()
         self.last_key = None
         self.last_group = None     # the group of last_key (Note [Entry guards compared in place])
+        self.fast = None           # Note [A static call in one C++ call]: (call, variant, layout, output slot)
         self.last_miss = None      # (reason, line) of the last miss: the origin of the variant recorded after it
         _programs.add(self)
 
     def reset(self):
+        self.fast = None
         self.groups.clear()
         self.last_key = None
         self.last_group = None
@@ -254,6 +256,41 @@ class Program:
     def __call__(self, args, kwargs):
         stats = self.stats
         stats.calls += 1
+        fast = self.fast
+        if fast is not None and not (capture._capturing_threads or _eager_threads or autocast._active_threads) \
+                and self.replaying.acquire(blocking=False):
+            # Note [A static call in one C++ call] (csrc/bindings/capture_bind.cpp): the last call's variant, its
+            # entry guard compared in place, slots laid out and run in one call of its loop
+            call, variant, layout, out = fast
+            try:
+                done = call(self.last_key, args, kwargs, self.fn, self.owner, layout, out)
+                ran = done is not None      # None: the key did not match, nothing ran
+                if type(done) is tuple:     # the loop stopped, or the output is not one slot: as replay goes on
+                    slots, tensors, stop = done
+                    variant, done = capture.replay(self.last_group, variant, tensors, slots, stop)
+                    group = self.last_group
+                    if group[0] is not variant:     # a sibling ran (a value guard's miss moved to it)
+                        self.fast = None
+                        group.remove(variant)
+                        group.insert(0, variant)
+                elif ran:
+                    variant.replays += 1
+            except capture.Miss as miss:
+                self.replaying.release()
+                self.fast = None
+                got = miss.results[-1]
+                got = "a tensor" if isinstance(got, _C.Tensor) else _short(got)
+                self.miss(f"{miss.step.name} returned {got} where the recording has "
+                          f"{_short(capture.describe_result(miss.step.result))}", miss.step.line or "<unknown line>")
+                return self.catch_up(self.last_key, self.last_group, miss, args, kwargs, tensors)
+            except BaseException:
+                self.replaying.release()
+                raise
+            self.replaying.release()
+            if ran:
+                stats.replays += 1
+                return done
+        self.fast = None
         if (capture._capturing_threads or _eager_threads) and (capture.is_capturing() or
                                                               getattr(_eager_flag, "on", False)):
             return self.fn(*args, **kwargs)      # a compiled program called inside a recording is part of it
@@ -303,6 +340,13 @@ class Program:
         if group[0] is not variant:
             group.remove(variant)
             group.insert(0, variant)
+        elif FAST_CALL and KEY_IN_PLACE and _key_matches is not None:
+            native = variant.__dict__.get("_native")
+            if native is not None and hasattr(native, "call"):
+                output = variant.output
+                variant.fresh_slots(())                     # lays out the externals (Variant._layout)
+                self.fast = (native.call, variant, variant._layout[3],
+                             output.i if type(output) is capture.Slot else -1)
         stats.replays += 1
         return result
 
@@ -549,6 +593,8 @@ def entry_key(program, args, kwargs, reachable=True):
 
 # Note [Entry guards compared in place]: False builds the key at every call, as before (for measuring)
 KEY_IN_PLACE = True
+# Note [A static call in one C++ call] (csrc/bindings/capture_bind.cpp): False takes the general path at every call
+FAST_CALL = True
 _key_matches = getattr(_C, "_entry_key_matches", None)
 _Tensor = _C.Tensor
 
