@@ -134,6 +134,17 @@ def keywords(x):
     return dg.cat(list(parts) + [y], dim=0).softmax(dim=-1)
 
 
+def operators(x, w):
+    """The fast paths that record (Note [Fast paths that record]): operators with tensors and numbers on either
+    side, functions and methods of one and two tensors, and the ones that stay in Python (dg.add issues
+    result_type first, 2 / t is four steps)."""
+    y = 2 * x - 1
+    y = 2 - y + x * w
+    y = dg.mul(y, 3.0) + dg.add(y, w) + y.mul(w) + y.sub(0.5) + dg.tanh(y) + y.exp() + 2 / (y.abs() + 1)
+    z = (y @ w.reshape(3, 1)).relu()
+    return y, z, dg.maximum(y, x).sigmoid(), (x > 0.5).float() * y
+
+
 def dropout_step(x):
     y = dg.nn.functional.dropout(x, 0.5, training=True)
     return y + dg.randn(3)
@@ -145,7 +156,9 @@ def dropout_step(x):
     (with_arrays, lambda i: (dg.tensor(np.array([1.0, 2.0, 3.0], np.float32)),)),
     (keywords, lambda i: (dg.tensor(np.arange(6, dtype=np.float32).reshape(2, 3)),)),
     (dropout_step, lambda i: (dg.tensor(np.ones(3, np.float32)),)),
-], ids=["chain", "branchy", "arrays", "keywords", "dropout"])
+    (operators, lambda i: (dg.tensor(np.array([0.1, 0.6, -0.4], np.float32), requires_grad=True),
+                           dg.tensor(np.array([1.5, -0.5, 0.25], np.float32)))),
+], ids=["chain", "branchy", "arrays", "keywords", "dropout", "operators"])
 def test_both_recorders_record_the_same_variant(monkeypatch, fn, make):
     (vp, outs_p), (vc, outs_c) = record_both(monkeypatch, fn, make, calls=3)
     assert len(vp) == len(vc) >= 1

@@ -18,8 +18,11 @@
 #include <Python.h>
 #include <frameobject.h>
 
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
+#include "capture_record.h"
 #include "common.h"
 
 namespace dyngrad {
@@ -40,6 +43,8 @@ struct Setup {
   PyObject* classify = nullptr;       // capture._file_of_user: a file name -> its base name, or None (the package)
   PyObject* file_cache = nullptr;     // dict: absolute file name -> base name or None
   PyObject* dict_type = nullptr;      // `dict`, a Seq's kind for dicts
+  PyObject* bindings = nullptr;       // dict name -> _C's own function, for the names swapped with it in place
+                                      // (Note [Fast paths that record]; set at each swap plan)
   // the member descriptors of Slot.i, Seq.kind/items and Step's fields (set with tp_descr_set, as Python does)
   PyObject* slot_i = nullptr;
   PyObject* seq_kind = nullptr;
@@ -96,6 +101,22 @@ PyObject* make_instance(PyObject* type, PyObject* const* descrs, PyObject* const
       return nullptr;
     }
   return o;
+}
+
+// Untracks a tuple or list that holds only objects no cycle can pass through (numbers, strings, None, Slots, and
+// containers already untracked), as CPython's collector untracks such tuples at its first pass: a recording makes
+// several of them per step (templates, loop specs, result tuples), and the collections of the youngest generation
+// that they triggered cost ~15% of a recording (perf, the 200-op chain of bench/record_cost.py).
+void untrack_if_atomic(PyObject* o) {
+  if (!o || !PyObject_GC_IsTracked(o)) return;
+  const Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+  PyObject** items = PySequence_Fast_ITEMS(o);
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    PyObject* x = items[k];
+    if (reinterpret_cast<PyObject*>(Py_TYPE(x)) == g.slot_type) continue;  // (a Slot holds an int)
+    if (PyObject_IS_GC(x) && (PyObject_GC_IsTracked(x) || PyType_Check(x))) return;
+  }
+  PyObject_GC_UnTrack(o);
 }
 
 PyObject* make_seq(PyObject* kind, PyObject* items) {
@@ -207,6 +228,7 @@ PyObject* encode(RecorderCore* c, PyObject* obj, bool* has_slot, bool* plain, Py
           return nullptr;
         }
       }
+      untrack_if_atomic(items);
       PyObject* s = make_seq(kind, items);
       Py_DECREF(kind);
       Py_DECREF(items);
@@ -321,7 +343,10 @@ bool encode_args(RecorderCore* c, PyObject* const* args, Py_ssize_t n, bool skip
         PyList_SET_ITEM(consts, k, x);
       }
     }
+    untrack_if_atomic(slot_list);
+    untrack_if_atomic(consts);
     e.native = PyTuple_Pack(2, slot_list, consts);
+    untrack_if_atomic(e.native);
     Py_DECREF(slot_list);
     Py_DECREF(consts);
     if (!e.native) {
@@ -332,7 +357,9 @@ bool encode_args(RecorderCore* c, PyObject* const* args, Py_ssize_t n, bool skip
     Py_INCREF(Py_None);
     e.native = Py_None;
   }
+  if (any) untrack_if_atomic(items);
   e.a = any ? make_seq(reinterpret_cast<PyObject*>(&PyTuple_Type), items) : PyList_AsTuple(items);
+  if (!any) untrack_if_atomic(e.a);
   Py_DECREF(items);
   return e.a != nullptr;
 }
@@ -354,13 +381,18 @@ bool has_array(PyObject* r) {
 PyObject* bind_result(RecorderCore* c, bool is_state, PyObject* r, bool* python) {
   PyTypeObject* t = Py_TYPE(r);
   const bool tensor = t == g.tensor_type || PyType_IsSubtype(t, g.tensor_type);
-  if (r == Py_None) return PyTuple_Pack(1, g.s_none);
+  if (r == Py_None) {
+    PyObject* out = PyTuple_Pack(1, g.s_none);
+    untrack_if_atomic(out);
+    return out;
+  }
   if (tensor || is_state) {
     Py_ssize_t i = new_slot(c, r);
     if (i < 0) return nullptr;
     PyObject* n = PyLong_FromSsize_t(i);
     if (!n) return nullptr;
     PyObject* out = PyTuple_Pack(2, tensor ? g.s_t : g.s_s, n);
+    untrack_if_atomic(out);
     Py_DECREF(n);
     return out;
   }
@@ -768,7 +800,48 @@ PyObject* core_drop(PyObject* self, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// Recorder.plan_backward's (slot, tensor) pairs: `pairs` (the externals') extended by every other tensor the
+// recorder keeps, first occurrence first, with its slot in the map (an object given a later slot has that one).
+PyObject* core_tensor_pairs(PyObject* self, PyObject* pairs) {
+  auto* c = reinterpret_cast<RecorderCore*>(self);
+  if (!PyList_Check(pairs) || !c->keep) {
+    PyErr_SetString(PyExc_TypeError, "tensor_pairs(pairs): a list of (slot, tensor), while recording");
+    return nullptr;
+  }
+  PyObject* out = PyList_GetSlice(pairs, 0, PyList_GET_SIZE(pairs));
+  if (!out) return nullptr;
+  std::unordered_set<PyObject*> seen;
+  for (Py_ssize_t k = 0; k < PyList_GET_SIZE(pairs); ++k) {
+    PyObject* pair = PyList_GET_ITEM(pairs, k);
+    if (PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2) seen.insert(PyTuple_GET_ITEM(pair, 1));
+  }
+  for (Py_ssize_t k = 0; k < PyList_GET_SIZE(c->keep); ++k) {
+    PyObject* obj = PyList_GET_ITEM(c->keep, k);
+    PyTypeObject* t = Py_TYPE(obj);
+    if (!(t == g.tensor_type || PyType_IsSubtype(t, g.tensor_type)) || !seen.insert(obj).second) continue;
+    PyObject* key = PyLong_FromVoidPtr(obj);
+    PyObject* slot = key ? PyDict_GetItemWithError(c->slot_of, key) : nullptr;  // borrowed
+    Py_XDECREF(key);
+    if (!slot) {
+      if (PyErr_Occurred()) {
+        Py_DECREF(out);
+        return nullptr;
+      }
+      continue;
+    }
+    PyObject* pair = PyTuple_Pack(2, slot, obj);
+    if (!pair || PyList_Append(out, pair) < 0) {
+      Py_XDECREF(pair);
+      Py_DECREF(out);
+      return nullptr;
+    }
+    Py_DECREF(pair);
+  }
+  return out;
+}
+
 PyMethodDef core_methods[] = {
+    {"tensor_pairs", &core_tensor_pairs, METH_O, "Recorder.plan_backward's (slot, tensor) pairs, in C++"},
     {"activate", &core_activate, METH_NOARGS, "its _RecordingFunctions record into it (capture._Swap.__enter__)"},
     {"deactivate", &core_deactivate, METH_NOARGS, "they no longer do (capture._Swap.__exit__)"},
     {"encode", &core_encode, METH_O, "Recorder.encode(obj), in C++"},
@@ -847,7 +920,97 @@ PyObject* member(PyObject* type, const char* name) {
   return d;
 }
 
+// ---- Note [Fast paths that record] ----
+PyObject* make_step(PyObject* fn, PyObject* name, PyObject* a, PyObject* k, PyObject* result, PyObject* line,
+                    PyObject* out, PyObject* native) {
+  PyObject* values[9] = {fn, name, a, k, result, line, out, native, Py_None};
+  return make_instance(g.step_type, g.step_fields, values, 9);
+}
+
+int append_step(RecorderCore* c, PyObject* step) {
+  PyObject* vd = PyObject_GenericGetDict(c->variant, nullptr);
+  PyObject* steps = vd ? PyDict_GetItemWithError(vd, g.n_steps) : nullptr;  // borrowed
+  if (!steps && !PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "compile: the variant has no steps");
+  int ok = steps ? PyList_Append(steps, step) : -1;
+  Py_XDECREF(vd);
+  if (ok == 0) ++c->recorded;
+  return ok;
+}
+
 }  // namespace
+
+bool fast_recording() {
+  RecorderCore* c = g_active;
+  return c && c->plain && !c->depth && g.bindings && c->thread == PyThread_get_thread_ident();
+}
+
+FastStep::~FastStep() {
+  Py_XDECREF(args);
+  Py_XDECREF(native);
+  Py_XDECREF(core);
+}
+
+namespace {
+// name as an interned str (cached by its address: the fast paths pass names that live as long as the module)
+PyObject* name_object(const char* name) {
+  static std::unordered_map<const char*, PyObject*> names;  // never released
+  PyObject*& text = names[name];
+  if (!text) text = PyUnicode_InternFromString(name);
+  return text;
+}
+}  // namespace
+
+int record_fast_known(const char* name) {
+  PyObject* text = name_object(name);
+  if (!text) return -1;
+  if (PyDict_GetItemWithError(g.bindings, text)) return 1;
+  return PyErr_Occurred() ? -1 : 0;
+}
+
+int record_fast_begin(const char* name, PyObject* const* args, Py_ssize_t n, FastStep& step) {
+  PyObject* text = name_object(name);
+  if (!text) return -1;
+  PyObject* fn = PyDict_GetItemWithError(g.bindings, text);  // borrowed
+  if (!fn) return PyErr_Occurred() ? -1 : 0;
+  RecorderCore* c = g_active;
+  Encoded e;
+  if (!encode_args(c, args, n, false, false, e)) return -1;
+  if (!e.plain) return 0;  // (tensors and numbers only: never)
+  Py_INCREF(c);
+  step.core = reinterpret_cast<PyObject*>(c);
+  step.fn = fn;
+  step.name = text;
+  step.args = e.a;
+  step.native = e.native;
+  e.a = e.native = nullptr;
+  return 1;
+}
+
+PyObject* record_fast_end(FastStep& step, PyObject* r) {
+  if (!r) return nullptr;
+  auto* c = reinterpret_cast<RecorderCore*>(step.core);
+  bool python = false;
+  PyObject* result = bind_result(c, false, r, &python);
+  PyObject* k = result ? PyDict_New() : nullptr;
+  PyObject* step_object = nullptr;
+  if (k) {
+    const bool tensor = PyTuple_GET_ITEM(result, 0) == g.s_t;
+    PyObject* line = tensor ? (Py_INCREF(Py_None), Py_None) : user_line();
+    PyObject* out = tensor ? (Py_INCREF(PyTuple_GET_ITEM(result, 1)), PyTuple_GET_ITEM(result, 1)) : PyLong_FromLong(-1);
+    if (line && out) step_object = make_step(step.fn, step.name, step.args, k, result, line, out, step.native);
+    Py_XDECREF(line);
+    Py_XDECREF(out);
+  }
+  Py_XDECREF(k);
+  Py_XDECREF(result);
+  if (!step_object || append_step(c, step_object) < 0) {
+    Py_XDECREF(step_object);
+    Py_DECREF(r);
+    return nullptr;
+  }
+  Py_DECREF(step_object);
+  return r;
+}
 
 void bind_capture_record(py::module_& m) {
   for (PyTypeObject* t : {recording_function_type(), core_type()})
@@ -893,6 +1056,13 @@ void bind_capture_record(py::module_& m) {
     g.slots.clear();
     g_ready = true;
   }, "capture.py's classes and helpers for the C++ recorder (Note [Recording in C++])");
+  m.def("_recorder_set_bindings", [](py::object bindings) {
+    if (!bindings.is_none() && !PyDict_CheckExact(bindings.ptr()))
+      throw py::type_error("_recorder_set_bindings: a dict name -> function, or None");
+    PyObject* old = g.bindings;
+    g.bindings = bindings.is_none() ? nullptr : bindings.release().ptr();
+    Py_XDECREF(old);
+  }, py::arg("bindings"), "the _C names whose own function the recorder's swap keeps (Note [Fast paths that record])");
   m.def("_recorder_user_line", [] {
     if (!g_ready) throw py::value_error("_recorder_user_line: _recorder_setup has not run");
     PyObject* line = user_line();

@@ -18,6 +18,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "capture_record.h"
 #include "common.h"
 #include "dyngrad/kernels/kernels.h"
 #include "dyngrad/node.h"
@@ -535,6 +536,74 @@ void rename_new_node(const Tensor& out, const Tensor& input, const char* name) {
   if (out->grad_fn && out->grad_fn != input->grad_fn) out->grad_fn->display_name = name;
 }
 
+// Note [Fast paths that record] (capture_record.h): while a program records, a one-tensor op, a two-tensor op
+// and a tensor with a Python number (scalar_operand, then the op) run here and are recorded as the steps their
+// Python definitions issue (the same calls verified_unary, verified_binary and verified_with_number match), instead
+// of taking the Python definition (~1 us of Python an op, Note [Fast paths while capturing]). The name of a step is
+// the ops.def name of its core function.
+const std::unordered_map<std::string, VerifyStep>& verify_kinds();
+const char* recorded_name(void* core) {
+  static const std::unordered_map<void*, std::string> names = [] {
+    std::unordered_map<void*, std::string> t;
+    for (const auto& [name, step] : verify_kinds())
+      if ((step.kind == 1 || step.kind == 2) && step.core) t.emplace(step.core, name);
+    return t;
+  }();
+  auto found = names.find(core);
+  return found == names.end() ? nullptr : found->second.c_str();
+}
+
+// op(x) recorded as the step op(x); null (no error set): the fallback records it.
+PyObject* recorded_unary(UnaryOp op, PyObject* x, const Tensor& tx) {
+  const char* name = recorded_name(reinterpret_cast<void*>(op));
+  FastStep step;
+  const int ok = name ? record_fast_begin(name, &x, 1, step) : 0;
+  if (ok < 0) throw py::error_already_set();
+  if (!ok) return nullptr;
+  PyObject* r = record_fast_end(step, to_python(op(tx)));
+  if (!r) throw py::error_already_set();
+  return r;
+}
+
+PyObject* recorded_binary(BinaryOp op, PyObject* a, const Tensor& ta, PyObject* b, const Tensor& tb) {
+  const char* name = recorded_name(reinterpret_cast<void*>(op));
+  PyObject* args[2] = {a, b};
+  FastStep step;
+  const int ok = name ? record_fast_begin(name, args, 2, step) : 0;
+  if (ok < 0) throw py::error_already_set();
+  if (!ok) return nullptr;
+  PyObject* r = record_fast_end(step, to_python(op(ta, tb)));
+  if (!r) throw py::error_already_set();
+  return r;
+}
+
+// scalar_operand(n, t), then op(t, scalar) (tensor_first) or op(scalar, t), as verified_with_number matches them;
+// run: the fast path's own core calls on (t, scalar).
+template <class Run>
+PyObject* recorded_with_number(BinaryOp op, bool tensor_first, PyObject* t, PyObject* n, Run&& run) {
+  const char* name = recorded_name(reinterpret_cast<void*>(op));
+  const int known = name ? record_fast_known(name) : 0;
+  if (known < 0) throw py::error_already_set();
+  if (!known) return nullptr;
+  FastStep first;
+  PyObject* args[2] = {n, t};
+  int ok = record_fast_begin("scalar_operand", args, 2, first);
+  if (ok < 0) throw py::error_already_set();
+  if (!ok) return nullptr;
+  Tensor scalar = scalar_operand(py::handle(n), tensor_of(t));  // number_operand's call
+  py::object scalar_object = py::reinterpret_steal<py::object>(record_fast_end(first, to_python(Tensor(scalar))));
+  if (!scalar_object) throw py::error_already_set();
+  FastStep second;
+  PyObject* op_args[2] = {tensor_first ? t : scalar_object.ptr(), tensor_first ? scalar_object.ptr() : t};
+  ok = record_fast_begin(name, op_args, 2, second);
+  if (ok < 0) throw py::error_already_set();
+  if (!ok)  // (scalar_operand's binding kept, the op's replaced: the op's Python definition cannot run now)
+    throw std::logic_error("compile: a fast path recorded scalar_operand but not its op");
+  PyObject* r = record_fast_end(second, to_python(run(scalar)));
+  if (!r) throw py::error_already_set();
+  return r;
+}
+
 // ---- operators: nb_add and friends get (a, b) for both a + b and the reflected b + a ----
 // A number on the left is recorded as torch records it, the tensor first (the shared layer's __radd__ and friends
 // in python/dyngrad/_api/tensor_methods.py do the same): `2 * t` is mul(t, 2); `2 - t` is sub(2, t) shown as
@@ -574,6 +643,19 @@ PyObject* binary_slot(PyObject* a, PyObject* b) {
       if (tb && fast_number<Op>(a) && (Reflected == &reflected_add || Reflected == &reflected_mul ||
                                        Reflected == &reflected_sub))
         r = verified_with_number(c, Op, Reflected != &reflected_sub, b, a,
+                                 [&](const Tensor& n) { return Reflected(*tb, n); });
+    }
+    if (r) return r;
+  }
+  if (!fast && !autocast_defers<Op>() && fast_recording()) {  // Note [Fast paths that record]
+    PyObject* r = nullptr;
+    if (ta && tb) r = recorded_binary(Op, a, *ta, b, *tb);
+    else if (Numbers && ta && fast_number<Op>(b))
+      r = recorded_with_number(Op, true, a, b, [&](const Tensor& n) { return Op(*ta, n); });
+    else if constexpr (Reflected != nullptr) {
+      if (tb && fast_number<Op>(a) && (Reflected == &reflected_add || Reflected == &reflected_mul ||
+                                       Reflected == &reflected_sub))
+        r = recorded_with_number(Op, Reflected != &reflected_sub, b, a,
                                  [&](const Tensor& n) { return Reflected(*tb, n); });
     }
     if (r) return r;
@@ -680,6 +762,8 @@ PyObject* unary_function(PyObject* fallback, PyObject* const* args, Py_ssize_t n
       if (fast_on()) return to_python(Op(*t));
       if (VerifyCursor* c = verifying())  // Note [Verified ops in the fast paths]
         if (PyObject* r = verified_unary(c, Op, args[0], *t)) return r;
+      if (fast_recording())  // Note [Fast paths that record]
+        if (PyObject* r = recorded_unary(Op, args[0], *t)) return r;
       DG_PY_CATCH
     }
   return PyObject_Vectorcall(fallback, args, nargsf, kwnames);
@@ -699,6 +783,11 @@ PyObject* binary_function(PyObject* fallback, PyObject* const* args, Py_ssize_t 
         PyObject* r = tb ? verified_binary(c, Op, args[0], *ta, args[1], *tb)
                          : verified_with_number(c, Op, true, args[0], args[1],
                                                 [&](const Tensor& n) { return Op(*ta, n); });
+        if (r) return r;
+      }
+      if (!issues_result_type<Op>() && fast_recording()) {  // Note [Fast paths that record]
+        PyObject* r = tb ? recorded_binary(Op, args[0], *ta, args[1], *tb)
+                         : recorded_with_number(Op, true, args[0], args[1], [&](const Tensor& n) { return Op(*ta, n); });
         if (r) return r;
       }
       DG_PY_CATCH
@@ -1032,6 +1121,8 @@ PyObject* unary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf,
       if (fast_on()) return to_python(Op(*t));
       if (VerifyCursor* c = verifying())  // Note [Verified ops in the fast paths]
         if (PyObject* r = verified_unary(c, Op, self, *t)) return r;
+      if (fast_recording())  // Note [Fast paths that record]
+        if (PyObject* r = recorded_unary(Op, self, *t)) return r;
       DG_PY_CATCH
     }
   return call_method_fallback(fallback_of<&unary_method<Op>>, self, args, nargsf, kwnames);
@@ -1050,6 +1141,11 @@ PyObject* binary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf
         PyObject* r = tb ? verified_binary(c, Op, self, *ta, args[0], *tb)
                          : verified_with_number(c, Op, true, self, args[0],
                                                 [&](const Tensor& n) { return Op(*ta, n); });
+        if (r) return r;
+      }
+      if (!issues_result_type<Op>() && fast_recording()) {  // Note [Fast paths that record]
+        PyObject* r = tb ? recorded_binary(Op, self, *ta, args[0], *tb)
+                         : recorded_with_number(Op, true, self, args[0], [&](const Tensor& n) { return Op(*ta, n); });
         if (r) return r;
       }
       DG_PY_CATCH
