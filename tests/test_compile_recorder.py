@@ -145,6 +145,16 @@ def operators(x, w):
     return y, z, dg.maximum(y, x).sigmoid(), (x > 0.5).float() * y
 
 
+LIN = dg.nn.Linear(3, 2)
+LIN_NO_BIAS = dg.nn.Linear(3, 2, bias=False)
+
+
+def linear_layers(x):
+    """linear's fast path records mT, matmul and add (Note [Fast paths that record]); a 1-D weight stays in Python."""
+    y = LIN(x) + LIN_NO_BIAS(x) + dg.nn.functional.linear(x, LIN.weight, None)
+    return y.relu(), dg.nn.functional.linear(x, LIN.weight[0]), LIN(x[0])
+
+
 def dropout_step(x):
     y = dg.nn.functional.dropout(x, 0.5, training=True)
     return y + dg.randn(3)
@@ -158,7 +168,8 @@ def dropout_step(x):
     (dropout_step, lambda i: (dg.tensor(np.ones(3, np.float32)),)),
     (operators, lambda i: (dg.tensor(np.array([0.1, 0.6, -0.4], np.float32), requires_grad=True),
                            dg.tensor(np.array([1.5, -0.5, 0.25], np.float32)))),
-], ids=["chain", "branchy", "arrays", "keywords", "dropout", "operators"])
+    (linear_layers, lambda i: (dg.tensor(np.arange(12, dtype=np.float32).reshape(4, 3) / 10, requires_grad=True),)),
+], ids=["chain", "branchy", "arrays", "keywords", "dropout", "operators", "linear"])
 def test_both_recorders_record_the_same_variant(monkeypatch, fn, make):
     (vp, outs_p), (vc, outs_c) = record_both(monkeypatch, fn, make, calls=3)
     assert len(vp) == len(vc) >= 1

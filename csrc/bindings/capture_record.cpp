@@ -15,6 +15,12 @@
 // wrapper as before, and tests/test_compile_recorder.py checks that both record the same variants.
 // The user's line of a step that needs one (a value Python reads) is found here too, with the package test of each
 // file name cached (capture.user_line, ~3 us a frame walk, was one os.path.abspath per frame).
+// The fast paths record through record_fast_begin/end (capture_record.h, Note [Fast paths that record] in
+// fast_paths.cpp): the same encoding, result binding and Step, for the steps a fast path runs itself.
+// Measured (bench/record_cost.py, Intel Xeon, lscpu family 6 model 167, 2 cores, KVM, ratios in one run): the
+// 200-op chain records in 4.9-5.7x one eager call, from 17-18x with the Python recorder, and a forward-only chain
+// of 201 ops in ~3.1x, ~1.1 us a recorded op (0.44 us eager) plus ~46 us a recording; the rest is the planned
+// backward (Note [The backward as a recorded program]) and the fixed cost of a call (docs/compile.md).
 #include <Python.h>
 #include <frameobject.h>
 

@@ -120,7 +120,8 @@ std::atomic<bool> g_autocast_active{false};
 
 // Note [Fast paths while capturing]: while dyngrad.compile records a program (python/dyngrad/_api/capture.py), every
 // op must reach the engine through a _C function, where the recorder sees it; these builtins call the core directly,
-// so while some thread records (the flag is process-wide, as autocast's) every fast path calls its fallback.
+// so while some thread records (the flag is process-wide, as autocast's) every fast path calls its fallback, except
+// where it records the steps its fallback would issue itself (Note [Fast paths that record], below).
 std::atomic<bool> g_capturing{false};
 inline bool fast_on() { return !g_capturing.load(std::memory_order_relaxed); }
 
@@ -881,8 +882,64 @@ PyObject* verified_linear(VerifyCursor* c, PyObject* const* args, const Tensor& 
   return verified_result(c, std::move(out), steps[c->index + need - 1].out, need, name);
 }
 
+// Note [Fast paths that record]: linear's three steps, as verified_linear matches them; null (no error set): the
+// fallback records them.
+PyObject* recorded_linear(PyObject* const* args, const Tensor& x, const Tensor& w, const Tensor* b) {
+  for (const char* name : {"mT", "matmul", "add"}) {
+    const int known = record_fast_known(name);
+    if (known < 0) throw py::error_already_set();
+    if (!known) return nullptr;
+  }
+  // each step's arguments are encoded before its op runs, as the Python recorder encodes them
+  Tensor wt;
+  py::object wt_object;
+  {
+    PyObject* call[1] = {args[1]};
+    FastStep s;
+    if (record_fast_begin("mT", call, 1, s) != 1) throw py::error_already_set();
+    wt = mT(w);
+    PyObject* r = record_fast_end(s, to_python(Tensor(wt)));
+    if (!r) throw py::error_already_set();
+    wt_object = py::reinterpret_steal<py::object>(r);
+  }
+  const char* name = x->ndim() == 2 ? (b ? "AddmmBackward" : "MmBackward") : nullptr;
+  PyObject* call[2] = {args[0], wt_object.ptr()};
+  FastStep s;
+  if (record_fast_begin("matmul", call, 2, s) != 1) throw py::error_already_set();
+  Tensor out = matmul(x, wt);
+  if (!b) {
+    if (name) rename_new_node(out, x, name);
+    PyObject* r = record_fast_end(s, to_python(std::move(out)));
+    if (!r) throw py::error_already_set();
+    return r;
+  }
+  PyObject* r = record_fast_end(s, to_python(Tensor(out)));
+  if (!r) throw py::error_already_set();
+  py::object mm = py::reinterpret_steal<py::object>(r);
+  FastStep a;
+  PyObject* add_call[2] = {mm.ptr(), args[2]};
+  if (record_fast_begin("add", add_call, 2, a) != 1) throw py::error_already_set();
+  Tensor sum = add(out, *b);
+  if (name) rename_new_node(sum, x, name);
+  r = record_fast_end(a, to_python(std::move(sum)));
+  if (!r) throw py::error_already_set();
+  return r;
+}
+
 PyObject* linear_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (!kwnames && (nargs == 2 || nargs == 3) && !fast_on() && !g_autocast_active.load(std::memory_order_relaxed) &&
+      fast_recording()) {  // Note [Fast paths that record]
+    const Tensor* x = tensor_of(args[0]);
+    const Tensor* w = tensor_of(args[1]);
+    const Tensor* b = nargs == 3 ? tensor_of(args[2]) : nullptr;
+    const bool no_bias = nargs == 2 || args[2] == Py_None;
+    if (x && w && (*w)->ndim() == 2 && (b || no_bias) && (*x)->ndim() > 0 && (*x)->shape.back() == (*w)->shape[1]) {
+      DG_PY_TRY
+      if (PyObject* r = recorded_linear(args, *x, *w, b)) return r;
+      DG_PY_CATCH
+    }
+  }
   if (!kwnames && (nargs == 2 || nargs == 3) && !fast_on() && !g_autocast_active.load(std::memory_order_relaxed))
     if (VerifyCursor* c = verifying()) {
       const Tensor* x = tensor_of(args[0]);

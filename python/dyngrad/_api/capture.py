@@ -9,7 +9,9 @@ wrappers that note each call as a step: the function, its arguments with every t
 value it came from (an argument, an earlier step's output, or an *external*: a parameter, buffer or closed-over
 tensor, held by reference and read again at every replay, never copied), and its result. The C++ fast paths defer
 to their Python definitions meanwhile (Note [Fast paths while capturing] in csrc/bindings/fast_paths.cpp), so no op
-slips past. Nothing is per op: a primitive added to ops.def is a new `_C` function and is captured as it is.
+slips past, or record the very steps those definitions issue themselves (Note [Fast paths that record]). The
+recording of a call is made in C++ where it can be (Note [Recording in C++] in csrc/bindings/capture_record.cpp);
+the Recorder below is its definition and takes every other case. Nothing is per op: a primitive added to ops.def is a new `_C` function and is captured as it is.
 A backward is one step (`_run_backward`); it re-runs the engine's backward on the replayed graph. Random ops are
 steps, so each replay draws fresh numbers in eager order; in-place updates are steps on the same tensors.
 
