@@ -104,7 +104,8 @@ _C_BINDINGS = {name: getattr(_C, name) for name in dir(_C) if not name.startswit
 # generation; recorded, a collection that happened to run while recording became a value guard of the program)
 _NOT_STEPS = frozenset({"_install_fast_paths", "_register_helpers", "_fast_path_names", "_set_capturing",
                         "op_names", "op_saved_fields", "_live_node_count", "_live_storage_count",
-                        "_entry_key", "_plan_backward", "_collect_cycles", "_cycle_suspects_noted"})
+                        "_entry_key", "_plan_backward", "_collect_cycles", "_cycle_suspects_noted",
+                        "_recorder_setup", "_recorder_set_bindings", "_recorder_user_line"})
 # results that are state to hand back, not values to compare (a generator's state, swapped around a draw)
 _STATE_RESULTS = frozenset({"_get_rng_state"})
 _TENSOR_METHODS = ("item", "_numpy_view", "detach", "detach_", "retain_grad", "register_hook",
