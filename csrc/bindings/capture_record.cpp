@@ -23,6 +23,7 @@
 // backward (Note [The backward as a recorded program]) and the fixed cost of a call (docs/compile.md).
 #include <Python.h>
 #include <frameobject.h>
+#include <structmember.h>
 
 #include <unordered_map>
 #include <unordered_set>
@@ -96,16 +97,30 @@ PyObject* slot_object(Py_ssize_t i) {
   return s;
 }
 
-// An instance of a __slots__ class with its fields set, without its __init__ (which only sets them).
+// The offset of a __slots__ field in its instances (an object field, T_OBJECT_EX), or -1.
+Py_ssize_t field_offset(PyObject* descr) {
+  if (Py_TYPE(descr) != &PyMemberDescr_Type) return -1;
+  PyMemberDef* m = reinterpret_cast<PyMemberDescrObject*>(descr)->d_member;
+  return (m->type == T_OBJECT_EX && !(m->flags & READONLY)) ? m->offset : -1;
+}
+
+// An instance of a __slots__ class with its fields set, without its __init__ (which only sets them): written at
+// their offsets, as the member descriptors write them (tp_descr_set where a field is not a plain object field).
 PyObject* make_instance(PyObject* type, PyObject* const* descrs, PyObject* const* values, int n) {
   auto* t = reinterpret_cast<PyTypeObject*>(type);
   PyObject* o = t->tp_alloc(t, 0);
   if (!o) return nullptr;
-  for (int k = 0; k < n; ++k)
-    if (Py_TYPE(descrs[k])->tp_descr_set(descrs[k], o, values[k]) < 0) {
+  for (int k = 0; k < n; ++k) {
+    const Py_ssize_t offset = field_offset(descrs[k]);
+    if (offset >= 0) {
+      PyObject** field = reinterpret_cast<PyObject**>(reinterpret_cast<char*>(o) + offset);
+      Py_INCREF(values[k]);
+      Py_XSETREF(*field, values[k]);
+    } else if (Py_TYPE(descrs[k])->tp_descr_set(descrs[k], o, values[k]) < 0) {
       Py_DECREF(o);
       return nullptr;
     }
+  }
   return o;
 }
 
@@ -307,7 +322,14 @@ struct Encoded {
 bool encode_args(RecorderCore* c, PyObject* const* args, Py_ssize_t n, bool skip_first, bool keywords, Encoded& e) {
   PyObject* items = PyList_New(n);
   if (!items) return false;
-  std::vector<Py_ssize_t> slots(n, -1);
+  Py_ssize_t small[16];
+  std::vector<Py_ssize_t> large;
+  Py_ssize_t* slots = small;
+  if (n > 16) {
+    large.resize(n);
+    slots = large.data();
+  }
+  for (Py_ssize_t k = 0; k < n; ++k) slots[k] = -1;
   bool any = false, nativable = !keywords && n <= 16;
   for (Py_ssize_t k = 0; k < n; ++k) {
     bool h = false, p = true;
