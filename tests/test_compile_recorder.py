@@ -155,6 +155,11 @@ def linear_layers(x):
     return y.relu(), dg.nn.functional.linear(x, LIN.weight[0]), LIN(x[0])
 
 
+def loss(x, y):
+    """cross_entropy's fast path records its target check (bridge.validate) and the op."""
+    return dg.nn.functional.cross_entropy(x, y) + dg.nn.functional.cross_entropy(x * 2, y, reduction="sum")
+
+
 def dropout_step(x):
     y = dg.nn.functional.dropout(x, 0.5, training=True)
     return y + dg.randn(3)
@@ -169,7 +174,9 @@ def dropout_step(x):
     (operators, lambda i: (dg.tensor(np.array([0.1, 0.6, -0.4], np.float32), requires_grad=True),
                            dg.tensor(np.array([1.5, -0.5, 0.25], np.float32)))),
     (linear_layers, lambda i: (dg.tensor(np.arange(12, dtype=np.float32).reshape(4, 3) / 10, requires_grad=True),)),
-], ids=["chain", "branchy", "arrays", "keywords", "dropout", "operators", "linear"])
+    (loss, lambda i: (dg.tensor(np.arange(12, dtype=np.float32).reshape(4, 3) / 7, requires_grad=True),
+                      dg.tensor(np.array([0, 2, 1, (i + 1) % 3])))),
+], ids=["chain", "branchy", "arrays", "keywords", "dropout", "operators", "linear", "loss"])
 def test_both_recorders_record_the_same_variant(monkeypatch, fn, make):
     (vp, outs_p), (vc, outs_c) = record_both(monkeypatch, fn, make, calls=3)
     assert len(vp) == len(vc) >= 1
@@ -286,3 +293,31 @@ def test_a_call_that_raises_records_no_step(monkeypatch):
     (vp, _), (vc, _) = record_both(monkeypatch, fn, lambda i: (dg.tensor(np.ones(3, np.float32)),))
     for v, w in zip(vp, vc):
         same_variant(v, w)
+
+
+def test_a_target_out_of_range_raises_while_recording(monkeypatch):
+    """The target check runs while recording, through either recorder, and raises its error."""
+    for native in (False, True):
+        monkeypatch.setattr(capture, "NATIVE_RECORDER", native)
+        compiled = dg.compile(loss, mode="reduce-overhead")
+        with pytest.raises(IndexError, match="out of range for 3 classes"):
+            compiled(dg.tensor(np.ones((2, 3), np.float32)), dg.tensor(np.array([0, 3])))
+
+
+def test_a_replaced_core_function_is_recorded_as_itself(monkeypatch):
+    """A _C function replaced by Python (a monkeypatch) is not the one a fast path would record: the fast path
+    leaves the call to the Python definition, which calls the replacement, and the step names it."""
+    calls = []
+    original = dg._C.mul
+
+    def mul(a, b):
+        calls.append(1)
+        return original(a, b)
+    monkeypatch.setattr(capture, "NATIVE_RECORDER", True)
+    monkeypatch.setattr(dg._C, "mul", mul)
+    compiled = dg.compile(lambda x: x * x + 1, mode="reduce-overhead")
+    x = dg.tensor(np.array([1.0, 2.0], np.float32))
+    assert_bitwise_equal(compiled(x), x * x + 1)
+    steps = variants(compiled)[0].steps
+    assert steps[0].name == "mul" and steps[0].fn is mul and calls
+    assert steps[-1].name == "add" and steps[-1].fn is capture._C_BINDINGS["add"]

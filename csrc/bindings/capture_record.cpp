@@ -52,6 +52,7 @@ struct Setup {
   PyObject* dict_type = nullptr;      // `dict`, a Seq's kind for dicts
   PyObject* bindings = nullptr;       // dict name -> _C's own function, for the names swapped with it in place
                                       // (Note [Fast paths that record]; set at each swap plan)
+  PyObject* loss_globals = nullptr;   // the globals of _api/ops/loss.py (cross_entropy's target check)
   // the member descriptors of Slot.i, Seq.kind/items and Step's fields (set with tp_descr_set, as Python does)
   PyObject* slot_i = nullptr;
   PyObject* seq_kind = nullptr;
@@ -995,14 +996,14 @@ int record_fast_known(const char* name) {
   return PyErr_Occurred() ? -1 : 0;
 }
 
-int record_fast_begin(const char* name, PyObject* const* args, Py_ssize_t n, FastStep& step) {
+int record_fast_begin(const char* name, PyObject* const* args, Py_ssize_t n, FastStep& step, bool skip_first) {
   PyObject* text = name_object(name);
   if (!text) return -1;
   PyObject* fn = PyDict_GetItemWithError(g.bindings, text);  // borrowed
   if (!fn) return PyErr_Occurred() ? -1 : 0;
   RecorderCore* c = g_active;
   Encoded e;
-  if (!encode_args(c, args, n, false, false, e)) return -1;
+  if (!encode_args(c, args, n, skip_first, false, e)) return -1;
   if (!e.plain) return 0;  // (tensors and numbers only: never)
   Py_INCREF(c);
   step.core = reinterpret_cast<PyObject*>(c);
@@ -1012,6 +1013,20 @@ int record_fast_begin(const char* name, PyObject* const* args, Py_ssize_t n, Fas
   step.native = e.native;
   e.a = e.native = nullptr;
   return 1;
+}
+
+PyObject* record_fast_call(FastStep& step, PyObject* const* args, Py_ssize_t n) {
+  auto* c = reinterpret_cast<RecorderCore*>(step.core);
+  ++c->depth;
+  PyObject* r = PyObject_Vectorcall(step.fn, args, n, nullptr);
+  --c->depth;
+  return r;
+}
+
+PyObject* recorded_target_check() {
+  if (!g.loss_globals) return nullptr;
+  PyObject* check = PyDict_GetItemString(g.loss_globals, "_check_target_range");  // borrowed
+  return check && PyFunction_Check(check) ? check : nullptr;
 }
 
 PyObject* record_fast_end(FastStep& step, PyObject* r) {
@@ -1084,13 +1099,19 @@ void bind_capture_record(py::module_& m) {
     g.slots.clear();
     g_ready = true;
   }, "capture.py's classes and helpers for the C++ recorder (Note [Recording in C++])");
-  m.def("_recorder_set_bindings", [](py::object bindings) {
-    if (!bindings.is_none() && !PyDict_CheckExact(bindings.ptr()))
-      throw py::type_error("_recorder_set_bindings: a dict name -> function, or None");
+  m.def("_recorder_set_bindings", [](py::object bindings, py::object loss_globals) {
+    if ((!bindings.is_none() && !PyDict_CheckExact(bindings.ptr())) ||
+        (!loss_globals.is_none() && !PyDict_Check(loss_globals.ptr())))
+      throw py::type_error("_recorder_set_bindings: a dict name -> function (or None), and a module's globals (or None)");
     PyObject* old = g.bindings;
     g.bindings = bindings.is_none() ? nullptr : bindings.release().ptr();
     Py_XDECREF(old);
-  }, py::arg("bindings"), "the _C names whose own function the recorder's swap keeps (Note [Fast paths that record])");
+    old = g.loss_globals;
+    g.loss_globals = loss_globals.is_none() ? nullptr : loss_globals.release().ptr();
+    Py_XDECREF(old);
+  }, py::arg("bindings"), py::arg("loss_globals"),
+     "the names whose own function the recorder's swap keeps, and the loss module's globals (Note [Fast paths that "
+     "record])");
   m.def("_recorder_user_line", [] {
     if (!g_ready) throw py::value_error("_recorder_user_line: _recorder_setup has not run");
     PyObject* line = user_line();

@@ -23,7 +23,12 @@ struct FastStep {
 };
 // 1 when `name` can be recorded here (record_fast_begin would not return 0), 0 when not, -1 on an error.
 int record_fast_known(const char* name);
-int record_fast_begin(const char* name, PyObject* const* args, Py_ssize_t n, FastStep& step);
+// skip_first: the first argument need not be plain data (bridge.validate's check).
+int record_fast_begin(const char* name, PyObject* const* args, Py_ssize_t n, FastStep& step, bool skip_first = false);
+// Calls the step's own function with args, as a recorded call runs (its nested calls are not steps).
+PyObject* record_fast_call(FastStep& step, PyObject* const* args, Py_ssize_t n);
+// The shared layer's current target check of cross_entropy (loss._check_target_range), borrowed, or null.
+PyObject* recorded_target_check();
 // result: a new reference (or null: the op failed, nothing is recorded); returns it, or null on an error.
 PyObject* record_fast_end(FastStep& step, PyObject* result);
 

@@ -540,8 +540,11 @@ void rename_new_node(const Tensor& out, const Tensor& input, const char* name) {
 // Note [Fast paths that record] (capture_record.h): while a program records, a one-tensor op, a two-tensor op
 // and a tensor with a Python number (scalar_operand, then the op) run here and are recorded as the steps their
 // Python definitions issue (the same calls verified_unary, verified_binary and verified_with_number match), instead
-// of taking the Python definition (~1 us of Python an op, Note [Fast paths while capturing]). The name of a step is
-// the ops.def name of its core function.
+// of taking the Python definition (~1 us of Python an op, Note [Fast paths while capturing]); so are linear's and
+// cross_entropy's steps (recorded_linear, recorded_cross_entropy, as verified_linear and verified_cross_entropy
+// match them). The name of a step is the ops.def name of its core function, and a step is recorded here only where
+// the recorder swapped that name with the engine's own function (not a monkeypatch, which the fallback then calls).
+// tests/test_compile_recorder.py checks each against the Python recorder's steps.
 const std::unordered_map<std::string, VerifyStep>& verify_kinds();
 const char* recorded_name(void* core) {
   static const std::unordered_map<void*, std::string> names = [] {
@@ -1002,7 +1005,50 @@ PyObject* verified_cross_entropy(VerifyCursor* c, PyObject* const* args, const T
   return verified_result(c, std::move(out), e.result, 2);
 }
 
+// Note [Fast paths that record]: cross_entropy(x, y)'s two steps, as verified_cross_entropy matches them: the target
+// check through bridge.validate (run as the recorded call runs it: Python, numpy), then the op. Null (no error set):
+// the fallback records them.
+PyObject* recorded_cross_entropy(const Tensor& x, PyObject* const* args, const Tensor& y) {
+  PyObject* check = recorded_target_check();
+  if (!check) return nullptr;
+  for (const char* name : {"validate", "cross_entropy"}) {
+    const int known = record_fast_known(name);
+    if (known < 0) throw py::error_already_set();
+    if (!known) return nullptr;
+  }
+  static PyObject* op_name = PyUnicode_InternFromString("cross_entropy");  // never released
+  if (!op_name) throw py::error_already_set();
+  py::object classes = py::int_(x->shape[1]), ignore = py::int_(-100), mean = py::int_(1), smoothing = py::float_(0.0);
+  {
+    PyObject* call[5] = {check, args[1], classes.ptr(), ignore.ptr(), op_name};
+    FastStep s;
+    const int ok = record_fast_begin("validate", call, 5, s, true);
+    if (ok < 0) throw py::error_already_set();
+    if (!ok) return nullptr;  // (nothing recorded yet)
+    PyObject* r = record_fast_end(s, record_fast_call(s, call, 5));
+    if (!r) throw py::error_already_set();
+    Py_DECREF(r);
+  }
+  PyObject* call[5] = {args[0], args[1], mean.ptr(), ignore.ptr(), smoothing.ptr()};
+  FastStep s;
+  if (record_fast_begin("cross_entropy", call, 5, s) != 1) throw py::error_already_set();
+  PyObject* r = record_fast_end(s, to_python(cross_entropy(x, y, 1, -100, 0.0)));
+  if (!r) throw py::error_already_set();
+  return r;
+}
+
 PyObject* cross_entropy_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  if (PyVectorcall_NARGS(nargsf) == 2 && !kwnames && !fast_on() && !g_autocast_active.load(std::memory_order_relaxed) &&
+      fast_recording()) {
+    const Tensor* x = tensor_of(args[0]);
+    const Tensor* y = tensor_of(args[1]);
+    if (x && y && (*x)->ndim() == 2 && (*y)->ndim() == 1 && (*y)->dtype == DType::Int64 &&
+        (*y)->shape[0] == (*x)->shape[0]) {
+      DG_PY_TRY
+      if (PyObject* r = recorded_cross_entropy(*x, args, *y)) return r;
+      DG_PY_CATCH
+    }
+  }
   if (PyVectorcall_NARGS(nargsf) == 2 && !kwnames && !fast_on() && !g_autocast_active.load(std::memory_order_relaxed))
     if (VerifyCursor* c = verifying()) {  // Note [Verified ops in the fast paths]
       const Tensor* x = tensor_of(args[0]);

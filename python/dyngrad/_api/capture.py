@@ -98,6 +98,7 @@ _NATIVE_READY = [False]
 # engine's binding of that name (its core call is the fast path's); a function put in _C's place later (a
 # monkeypatch) is matched by its _VerifiedFunction, which calls it
 _C_BINDINGS = {name: getattr(_C, name) for name in dir(_C) if not name.startswith("__")}
+_BRIDGE_VALIDATE = bridge.validate    # the shared layer's own (Note [Fast paths that record])
 
 # _C names that are machinery, not program steps
 # (_collect_cycles: Python's gc calls it from a callback, dyngrad/__init__.py, whenever gc collects its oldest
@@ -1386,8 +1387,13 @@ def _swap_plan():
     if _RecordingFunction is not None:
         # Note [Fast paths that record] (csrc/bindings/fast_paths.cpp): the names a fast path may record as steps
         # of the engine's own function, those whose original in the plan is that function (not a monkeypatch)
-        _C._recorder_set_bindings({name: raw for owner, name, raw, _ in entries
-                                   if owner is _C and _C_BINDINGS.get(name) is raw})
+        # (and bridge.validate, with the globals of the loss module whose target check cross_entropy's fast path
+        # passes it, read at each call as the Python definition reads it)
+        bindings = {name: raw for owner, name, raw, _ in entries if owner is _C and _C_BINDINGS.get(name) is raw}
+        if bridge.validate is _BRIDGE_VALIDATE:
+            bindings["validate"] = _BRIDGE_VALIDATE
+        loss = sys.modules.get(__package__ + ".ops.loss")
+        _C._recorder_set_bindings(bindings, vars(loss) if loss is not None else None)
     return plan
 
 
