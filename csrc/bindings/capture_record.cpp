@@ -62,6 +62,7 @@ struct Setup {
   PyObject *n_n_slots = nullptr, *n_externals = nullptr, *n_steps = nullptr, *n_record_step = nullptr,
            *n_bind_result = nullptr;
   std::vector<PyObject*> slots;       // Slot(i), made once per index (a Slot is never changed once made)
+  std::vector<PyObject*> tensor_results;  // ("t", i), made once per slot (a result template is a tuple)
 };
 Setup g;
 bool g_ready = false;
@@ -418,11 +419,20 @@ PyObject* bind_result(RecorderCore* c, bool is_state, PyObject* r, bool* python)
   if (tensor || is_state) {
     Py_ssize_t i = new_slot(c, r);
     if (i < 0) return nullptr;
+    if (tensor && i < (Py_ssize_t)g.tensor_results.size() && g.tensor_results[i]) {
+      Py_INCREF(g.tensor_results[i]);
+      return g.tensor_results[i];
+    }
     PyObject* n = PyLong_FromSsize_t(i);
     if (!n) return nullptr;
     PyObject* out = PyTuple_Pack(2, tensor ? g.s_t : g.s_s, n);
     untrack_if_atomic(out);
     Py_DECREF(n);
+    if (out && tensor) {
+      if ((Py_ssize_t)g.tensor_results.size() <= i) g.tensor_results.resize(i + 1, nullptr);
+      Py_INCREF(out);
+      g.tensor_results[i] = out;
+    }
     return out;
   }
   if (t == g.ndarray_type || PyType_IsSubtype(t, g.ndarray_type)) {
@@ -1097,6 +1107,8 @@ void bind_capture_record(py::module_& m) {
     g.n_bind_result = PyUnicode_InternFromString("bind_result");
     for (PyObject* s : g.slots) Py_XDECREF(s);
     g.slots.clear();
+    for (PyObject* s : g.tensor_results) Py_XDECREF(s);
+    g.tensor_results.clear();
     g_ready = true;
   }, "capture.py's classes and helpers for the C++ recorder (Note [Recording in C++])");
   m.def("_recorder_set_bindings", [](py::object bindings, py::object loss_globals) {
