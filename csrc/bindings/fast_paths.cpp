@@ -791,7 +791,8 @@ PyObject* binary_function(PyObject* fallback, PyObject* const* args, Py_ssize_t 
       }
       if (!issues_result_type<Op>() && fast_recording()) {  // Note [Fast paths that record]
         PyObject* r = tb ? recorded_binary(Op, args[0], *ta, args[1], *tb)
-                         : recorded_with_number(Op, true, args[0], args[1], [&](const Tensor& n) { return Op(*ta, n); });
+                         : recorded_with_number(Op, true, args[0], args[1],
+                                                [&](const Tensor& n) { return Op(*ta, n); });
         if (r) return r;
       }
       DG_PY_CATCH
@@ -1248,7 +1249,8 @@ PyObject* binary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf
       }
       if (!issues_result_type<Op>() && fast_recording()) {  // Note [Fast paths that record]
         PyObject* r = tb ? recorded_binary(Op, self, *ta, args[0], *tb)
-                         : recorded_with_number(Op, true, self, args[0], [&](const Tensor& n) { return Op(*ta, n); });
+                         : recorded_with_number(Op, true, self, args[0],
+                                                [&](const Tensor& n) { return Op(*ta, n); });
         if (r) return r;
       }
       DG_PY_CATCH
