@@ -18,6 +18,9 @@ from helpers import subprocess_env  # noqa: F401  (imports the dyngrad the run u
 # C++ memory/cycle bookkeeping the reference engine (plain Python objects) does not need.
 CPP_ONLY = {
     "_sgd_step": "fused optimiser step (Note [Fused optimiser steps]); the reference runs the update as tensor ops",
+    "_recorder_setup": "the C++ recorder of dyngrad.compile (Note [Recording in C++]); the reference records in Python",
+    "_recorder_set_bindings": "the C++ recorder's fast paths that record (Note [Fast paths that record])",
+    "_recorder_user_line": "capture.user_line's frame walk in C++",
     "_entry_key_matches": "static replay's entry guard compared in place (Note [Entry guards compared in place]); "
                           "the reference builds the key",
     "_reachable": "compiling._reachable's walk in C++, for that comparison",

@@ -102,6 +102,7 @@ void bind_ops(py::module_& m);
 void bind_autograd(py::module_& m);
 void bind_optim(py::module_& m);  // optim_bind.cpp: fused optimiser steps
 void bind_capture(py::module_& m);  // capture_bind.cpp: Note [Replaying steps in C++]
+void bind_capture_record(py::module_& m);  // capture_record.cpp: Note [Recording in C++]
 void bind_cycles(py::module_& m);  // cycles_bind.cpp: the collector of Note [Cycles through C++]
 // fast_paths.cpp (Note [Fast paths]): the hot entries of the shared API table, with their Python fallbacks.
 std::vector<std::string> fast_path_names();

@@ -18,6 +18,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "capture_record.h"
 #include "common.h"
 #include "dyngrad/kernels/kernels.h"
 #include "dyngrad/node.h"
@@ -119,7 +120,8 @@ std::atomic<bool> g_autocast_active{false};
 
 // Note [Fast paths while capturing]: while dyngrad.compile records a program (python/dyngrad/_api/capture.py), every
 // op must reach the engine through a _C function, where the recorder sees it; these builtins call the core directly,
-// so while some thread records (the flag is process-wide, as autocast's) every fast path calls its fallback.
+// so while some thread records (the flag is process-wide, as autocast's) every fast path calls its fallback, except
+// where it records the steps its fallback would issue itself (Note [Fast paths that record], below).
 std::atomic<bool> g_capturing{false};
 inline bool fast_on() { return !g_capturing.load(std::memory_order_relaxed); }
 
@@ -535,6 +537,77 @@ void rename_new_node(const Tensor& out, const Tensor& input, const char* name) {
   if (out->grad_fn && out->grad_fn != input->grad_fn) out->grad_fn->display_name = name;
 }
 
+// Note [Fast paths that record] (capture_record.h): while a program records, a one-tensor op, a two-tensor op
+// and a tensor with a Python number (scalar_operand, then the op) run here and are recorded as the steps their
+// Python definitions issue (the same calls verified_unary, verified_binary and verified_with_number match), instead
+// of taking the Python definition (~1 us of Python an op, Note [Fast paths while capturing]); so are linear's and
+// cross_entropy's steps (recorded_linear, recorded_cross_entropy, as verified_linear and verified_cross_entropy
+// match them). The name of a step is the ops.def name of its core function, and a step is recorded here only where
+// the recorder swapped that name with the engine's own function (not a monkeypatch, which the fallback then calls).
+// tests/test_compile_recorder.py checks each against the Python recorder's steps.
+const std::unordered_map<std::string, VerifyStep>& verify_kinds();
+const char* recorded_name(void* core) {
+  static const std::unordered_map<void*, std::string> names = [] {
+    std::unordered_map<void*, std::string> t;
+    for (const auto& [name, step] : verify_kinds())
+      if ((step.kind == 1 || step.kind == 2) && step.core) t.emplace(step.core, name);
+    return t;
+  }();
+  auto found = names.find(core);
+  return found == names.end() ? nullptr : found->second.c_str();
+}
+
+// op(x) recorded as the step op(x); null (no error set): the fallback records it.
+PyObject* recorded_unary(UnaryOp op, PyObject* x, const Tensor& tx) {
+  const char* name = recorded_name(reinterpret_cast<void*>(op));
+  FastStep step;
+  const int ok = name ? record_fast_begin(name, &x, 1, step) : 0;
+  if (ok < 0) throw py::error_already_set();
+  if (!ok) return nullptr;
+  PyObject* r = record_fast_end(step, to_python(op(tx)));
+  if (!r) throw py::error_already_set();
+  return r;
+}
+
+PyObject* recorded_binary(BinaryOp op, PyObject* a, const Tensor& ta, PyObject* b, const Tensor& tb) {
+  const char* name = recorded_name(reinterpret_cast<void*>(op));
+  PyObject* args[2] = {a, b};
+  FastStep step;
+  const int ok = name ? record_fast_begin(name, args, 2, step) : 0;
+  if (ok < 0) throw py::error_already_set();
+  if (!ok) return nullptr;
+  PyObject* r = record_fast_end(step, to_python(op(ta, tb)));
+  if (!r) throw py::error_already_set();
+  return r;
+}
+
+// scalar_operand(n, t), then op(t, scalar) (tensor_first) or op(scalar, t), as verified_with_number matches them;
+// run: the fast path's own core calls on (t, scalar).
+template <class Run>
+PyObject* recorded_with_number(BinaryOp op, bool tensor_first, PyObject* t, PyObject* n, Run&& run) {
+  const char* name = recorded_name(reinterpret_cast<void*>(op));
+  const int known = name ? record_fast_known(name) : 0;
+  if (known < 0) throw py::error_already_set();
+  if (!known) return nullptr;
+  FastStep first;
+  PyObject* args[2] = {n, t};
+  int ok = record_fast_begin("scalar_operand", args, 2, first);
+  if (ok < 0) throw py::error_already_set();
+  if (!ok) return nullptr;
+  Tensor scalar = scalar_operand(py::handle(n), tensor_of(t));  // number_operand's call
+  py::object scalar_object = py::reinterpret_steal<py::object>(record_fast_end(first, to_python(Tensor(scalar))));
+  if (!scalar_object) throw py::error_already_set();
+  FastStep second;
+  PyObject* op_args[2] = {tensor_first ? t : scalar_object.ptr(), tensor_first ? scalar_object.ptr() : t};
+  ok = record_fast_begin(name, op_args, 2, second);
+  if (ok < 0) throw py::error_already_set();
+  if (!ok)  // (scalar_operand's binding kept, the op's replaced: the op's Python definition cannot run now)
+    throw std::logic_error("compile: a fast path recorded scalar_operand but not its op");
+  PyObject* r = record_fast_end(second, to_python(run(scalar)));
+  if (!r) throw py::error_already_set();
+  return r;
+}
+
 // ---- operators: nb_add and friends get (a, b) for both a + b and the reflected b + a ----
 // A number on the left is recorded as torch records it, the tensor first (the shared layer's __radd__ and friends
 // in python/dyngrad/_api/tensor_methods.py do the same): `2 * t` is mul(t, 2); `2 - t` is sub(2, t) shown as
@@ -574,6 +647,19 @@ PyObject* binary_slot(PyObject* a, PyObject* b) {
       if (tb && fast_number<Op>(a) && (Reflected == &reflected_add || Reflected == &reflected_mul ||
                                        Reflected == &reflected_sub))
         r = verified_with_number(c, Op, Reflected != &reflected_sub, b, a,
+                                 [&](const Tensor& n) { return Reflected(*tb, n); });
+    }
+    if (r) return r;
+  }
+  if (!fast && !autocast_defers<Op>() && fast_recording()) {  // Note [Fast paths that record]
+    PyObject* r = nullptr;
+    if (ta && tb) r = recorded_binary(Op, a, *ta, b, *tb);
+    else if (Numbers && ta && fast_number<Op>(b))
+      r = recorded_with_number(Op, true, a, b, [&](const Tensor& n) { return Op(*ta, n); });
+    else if constexpr (Reflected != nullptr) {
+      if (tb && fast_number<Op>(a) && (Reflected == &reflected_add || Reflected == &reflected_mul ||
+                                       Reflected == &reflected_sub))
+        r = recorded_with_number(Op, Reflected != &reflected_sub, b, a,
                                  [&](const Tensor& n) { return Reflected(*tb, n); });
     }
     if (r) return r;
@@ -680,6 +766,8 @@ PyObject* unary_function(PyObject* fallback, PyObject* const* args, Py_ssize_t n
       if (fast_on()) return to_python(Op(*t));
       if (VerifyCursor* c = verifying())  // Note [Verified ops in the fast paths]
         if (PyObject* r = verified_unary(c, Op, args[0], *t)) return r;
+      if (fast_recording())  // Note [Fast paths that record]
+        if (PyObject* r = recorded_unary(Op, args[0], *t)) return r;
       DG_PY_CATCH
     }
   return PyObject_Vectorcall(fallback, args, nargsf, kwnames);
@@ -698,6 +786,12 @@ PyObject* binary_function(PyObject* fallback, PyObject* const* args, Py_ssize_t 
       if (VerifyCursor* c = issues_result_type<Op>() ? nullptr : verifying()) {
         PyObject* r = tb ? verified_binary(c, Op, args[0], *ta, args[1], *tb)
                          : verified_with_number(c, Op, true, args[0], args[1],
+                                                [&](const Tensor& n) { return Op(*ta, n); });
+        if (r) return r;
+      }
+      if (!issues_result_type<Op>() && fast_recording()) {  // Note [Fast paths that record]
+        PyObject* r = tb ? recorded_binary(Op, args[0], *ta, args[1], *tb)
+                         : recorded_with_number(Op, true, args[0], args[1],
                                                 [&](const Tensor& n) { return Op(*ta, n); });
         if (r) return r;
       }
@@ -792,8 +886,64 @@ PyObject* verified_linear(VerifyCursor* c, PyObject* const* args, const Tensor& 
   return verified_result(c, std::move(out), steps[c->index + need - 1].out, need, name);
 }
 
+// Note [Fast paths that record]: linear's three steps, as verified_linear matches them; null (no error set): the
+// fallback records them.
+PyObject* recorded_linear(PyObject* const* args, const Tensor& x, const Tensor& w, const Tensor* b) {
+  for (const char* name : {"mT", "matmul", "add"}) {
+    const int known = record_fast_known(name);
+    if (known < 0) throw py::error_already_set();
+    if (!known) return nullptr;
+  }
+  // each step's arguments are encoded before its op runs, as the Python recorder encodes them
+  Tensor wt;
+  py::object wt_object;
+  {
+    PyObject* call[1] = {args[1]};
+    FastStep s;
+    if (record_fast_begin("mT", call, 1, s) != 1) throw py::error_already_set();
+    wt = mT(w);
+    PyObject* r = record_fast_end(s, to_python(Tensor(wt)));
+    if (!r) throw py::error_already_set();
+    wt_object = py::reinterpret_steal<py::object>(r);
+  }
+  const char* name = x->ndim() == 2 ? (b ? "AddmmBackward" : "MmBackward") : nullptr;
+  PyObject* call[2] = {args[0], wt_object.ptr()};
+  FastStep s;
+  if (record_fast_begin("matmul", call, 2, s) != 1) throw py::error_already_set();
+  Tensor out = matmul(x, wt);
+  if (!b) {
+    if (name) rename_new_node(out, x, name);
+    PyObject* r = record_fast_end(s, to_python(std::move(out)));
+    if (!r) throw py::error_already_set();
+    return r;
+  }
+  PyObject* r = record_fast_end(s, to_python(Tensor(out)));
+  if (!r) throw py::error_already_set();
+  py::object mm = py::reinterpret_steal<py::object>(r);
+  FastStep a;
+  PyObject* add_call[2] = {mm.ptr(), args[2]};
+  if (record_fast_begin("add", add_call, 2, a) != 1) throw py::error_already_set();
+  Tensor sum = add(out, *b);
+  if (name) rename_new_node(sum, x, name);
+  r = record_fast_end(a, to_python(std::move(sum)));
+  if (!r) throw py::error_already_set();
+  return r;
+}
+
 PyObject* linear_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  if (!kwnames && (nargs == 2 || nargs == 3) && !fast_on() && !g_autocast_active.load(std::memory_order_relaxed) &&
+      fast_recording()) {  // Note [Fast paths that record]
+    const Tensor* x = tensor_of(args[0]);
+    const Tensor* w = tensor_of(args[1]);
+    const Tensor* b = nargs == 3 ? tensor_of(args[2]) : nullptr;
+    const bool no_bias = nargs == 2 || args[2] == Py_None;
+    if (x && w && (*w)->ndim() == 2 && (b || no_bias) && (*x)->ndim() > 0 && (*x)->shape.back() == (*w)->shape[1]) {
+      DG_PY_TRY
+      if (PyObject* r = recorded_linear(args, *x, *w, b)) return r;
+      DG_PY_CATCH
+    }
+  }
   if (!kwnames && (nargs == 2 || nargs == 3) && !fast_on() && !g_autocast_active.load(std::memory_order_relaxed))
     if (VerifyCursor* c = verifying()) {
       const Tensor* x = tensor_of(args[0]);
@@ -856,7 +1006,50 @@ PyObject* verified_cross_entropy(VerifyCursor* c, PyObject* const* args, const T
   return verified_result(c, std::move(out), e.result, 2);
 }
 
+// Note [Fast paths that record]: cross_entropy(x, y)'s two steps, as verified_cross_entropy matches them: the target
+// check through bridge.validate (run as the recorded call runs it: Python, numpy), then the op. Null (no error set):
+// the fallback records them.
+PyObject* recorded_cross_entropy(const Tensor& x, PyObject* const* args, const Tensor& y) {
+  PyObject* check = recorded_target_check();
+  if (!check) return nullptr;
+  for (const char* name : {"validate", "cross_entropy"}) {
+    const int known = record_fast_known(name);
+    if (known < 0) throw py::error_already_set();
+    if (!known) return nullptr;
+  }
+  static PyObject* op_name = PyUnicode_InternFromString("cross_entropy");  // never released
+  if (!op_name) throw py::error_already_set();
+  py::object classes = py::int_(x->shape[1]), ignore = py::int_(-100), mean = py::int_(1), smoothing = py::float_(0.0);
+  {
+    PyObject* call[5] = {check, args[1], classes.ptr(), ignore.ptr(), op_name};
+    FastStep s;
+    const int ok = record_fast_begin("validate", call, 5, s, true);
+    if (ok < 0) throw py::error_already_set();
+    if (!ok) return nullptr;  // (nothing recorded yet)
+    PyObject* r = record_fast_end(s, record_fast_call(s, call, 5));
+    if (!r) throw py::error_already_set();
+    Py_DECREF(r);
+  }
+  PyObject* call[5] = {args[0], args[1], mean.ptr(), ignore.ptr(), smoothing.ptr()};
+  FastStep s;
+  if (record_fast_begin("cross_entropy", call, 5, s) != 1) throw py::error_already_set();
+  PyObject* r = record_fast_end(s, to_python(cross_entropy(x, y, 1, -100, 0.0)));
+  if (!r) throw py::error_already_set();
+  return r;
+}
+
 PyObject* cross_entropy_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
+  if (PyVectorcall_NARGS(nargsf) == 2 && !kwnames && !fast_on() && !g_autocast_active.load(std::memory_order_relaxed) &&
+      fast_recording()) {
+    const Tensor* x = tensor_of(args[0]);
+    const Tensor* y = tensor_of(args[1]);
+    if (x && y && (*x)->ndim() == 2 && (*y)->ndim() == 1 && (*y)->dtype == DType::Int64 &&
+        (*y)->shape[0] == (*x)->shape[0]) {
+      DG_PY_TRY
+      if (PyObject* r = recorded_cross_entropy(*x, args, *y)) return r;
+      DG_PY_CATCH
+    }
+  }
   if (PyVectorcall_NARGS(nargsf) == 2 && !kwnames && !fast_on() && !g_autocast_active.load(std::memory_order_relaxed))
     if (VerifyCursor* c = verifying()) {  // Note [Verified ops in the fast paths]
       const Tensor* x = tensor_of(args[0]);
@@ -1032,6 +1225,8 @@ PyObject* unary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf,
       if (fast_on()) return to_python(Op(*t));
       if (VerifyCursor* c = verifying())  // Note [Verified ops in the fast paths]
         if (PyObject* r = verified_unary(c, Op, self, *t)) return r;
+      if (fast_recording())  // Note [Fast paths that record]
+        if (PyObject* r = recorded_unary(Op, self, *t)) return r;
       DG_PY_CATCH
     }
   return call_method_fallback(fallback_of<&unary_method<Op>>, self, args, nargsf, kwnames);
@@ -1049,6 +1244,12 @@ PyObject* binary_method(PyObject* self, PyObject* const* args, Py_ssize_t nargsf
       if (VerifyCursor* c = issues_result_type<Op>() ? nullptr : verifying()) {
         PyObject* r = tb ? verified_binary(c, Op, self, *ta, args[0], *tb)
                          : verified_with_number(c, Op, true, self, args[0],
+                                                [&](const Tensor& n) { return Op(*ta, n); });
+        if (r) return r;
+      }
+      if (!issues_result_type<Op>() && fast_recording()) {  // Note [Fast paths that record]
+        PyObject* r = tb ? recorded_binary(Op, self, *ta, args[0], *tb)
+                         : recorded_with_number(Op, true, self, args[0],
                                                 [&](const Tensor& n) { return Op(*ta, n); });
         if (r) return r;
       }

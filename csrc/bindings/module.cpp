@@ -232,5 +232,6 @@ PYBIND11_MODULE(_C, m) {
   bind_optim(m);
   bind_cycles(m);
   bind_capture(m);
+  bind_capture_record(m);
   bind_verify(m);
 }

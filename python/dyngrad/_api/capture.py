@@ -9,7 +9,9 @@ wrappers that note each call as a step: the function, its arguments with every t
 value it came from (an argument, an earlier step's output, or an *external*: a parameter, buffer or closed-over
 tensor, held by reference and read again at every replay, never copied), and its result. The C++ fast paths defer
 to their Python definitions meanwhile (Note [Fast paths while capturing] in csrc/bindings/fast_paths.cpp), so no op
-slips past. Nothing is per op: a primitive added to ops.def is a new `_C` function and is captured as it is.
+slips past, or record the very steps those definitions issue themselves (Note [Fast paths that record]). The
+recording of a call is made in C++ where it can be (Note [Recording in C++] in csrc/bindings/capture_record.cpp);
+the Recorder below is its definition and takes every other case. Nothing is per op: a primitive added to ops.def is a new `_C` function and is captured as it is.
 A backward is one step (`_run_backward`); it re-runs the engine's backward on the replayed graph. Random ops are
 steps, so each replay draws fresh numbers in eager order; in-place updates are steps on the same tensors.
 
@@ -85,17 +87,26 @@ _VerifyTable = getattr(_C, "_VerifyTable", None)
 _VerifyCursor = getattr(_C, "_VerifyCursor", None)
 _VerifiedFunction = getattr(_C, "_VerifiedFunction", None)
 _swap_dict = getattr(_VerifyCursor, "swap_dict", None)
+# Note [Recording in C++] (csrc/bindings/capture_record.cpp); the reference engine records in Python
+_RecorderCore = getattr(_C, "_RecorderCore", None)
+_RecordingFunction = getattr(_C, "_RecordingFunction", None)
+# False makes every recording from now on run in this file's Python recorder, the C++ one's definition (for tests
+# that compare the two, and for measuring one against the other: bench/record_cost.py --python-recorder)
+NATIVE_RECORDER = os.environ.get("DYNGRAD_COMPILE_NATIVE_RECORDER", "1") != "0"
+_NATIVE_READY = [False]
 # _C's own functions, as the engine made them: a fast path matches a step in C++ only where the step called the
 # engine's binding of that name (its core call is the fast path's); a function put in _C's place later (a
 # monkeypatch) is matched by its _VerifiedFunction, which calls it
 _C_BINDINGS = {name: getattr(_C, name) for name in dir(_C) if not name.startswith("__")}
+_BRIDGE_VALIDATE = bridge.validate    # the shared layer's own (Note [Fast paths that record])
 
 # _C names that are machinery, not program steps
 # (_collect_cycles: Python's gc calls it from a callback, dyngrad/__init__.py, whenever gc collects its oldest
 # generation; recorded, a collection that happened to run while recording became a value guard of the program)
 _NOT_STEPS = frozenset({"_install_fast_paths", "_register_helpers", "_fast_path_names", "_set_capturing",
                         "op_names", "op_saved_fields", "_live_node_count", "_live_storage_count",
-                        "_entry_key", "_plan_backward", "_collect_cycles", "_cycle_suspects_noted"})
+                        "_entry_key", "_plan_backward", "_collect_cycles", "_cycle_suspects_noted",
+                        "_recorder_setup", "_recorder_set_bindings", "_recorder_user_line"})
 # results that are state to hand back, not values to compare (a generator's state, swapped around a draw)
 _STATE_RESULTS = frozenset({"_get_rng_state"})
 _TENSOR_METHODS = ("item", "_numpy_view", "detach", "detach_", "retain_grad", "register_hook",
@@ -122,15 +133,39 @@ class GuardMiss(Exception):
         self.reason, self.line, self.step = reason, line, step
 
 
-def user_line():
+_user_files = {}   # absolute file name -> its base name, or None for a file of the dyngrad package
+
+
+def _file_of_user(path):
+    """The base name of a file outside the dyngrad package, None for one inside (cached for absolute names: a
+    relative one depends on the working directory)."""
+    base = None if os.path.abspath(path).startswith(_PACKAGE_DIR) else os.path.basename(path)
+    if os.path.isabs(path):
+        _user_files[path] = base
+    return base
+
+
+def _user_line_py():
     """'file:line' of the innermost frame outside the dyngrad package: the user's line that read a value."""
     frame = sys._getframe(1)
     while frame is not None:
         path = frame.f_code.co_filename
-        if not os.path.abspath(path).startswith(_PACKAGE_DIR):
-            return f"{os.path.basename(path)}:{frame.f_lineno}"
+        base = _user_files[path] if path in _user_files else _file_of_user(path)
+        if base is not None:
+            return f"{base}:{frame.f_lineno}"
         frame = frame.f_back
     return "<dyngrad>"
+
+
+# Note [Recording in C++] (csrc/bindings/capture_record.cpp): the same walk, from the C++ recorder's setup on
+_user_line_cpp = getattr(_C, "_recorder_user_line", None)
+
+
+def user_line():
+    """'file:line' of the innermost frame outside the dyngrad package: the user's line that read a value."""
+    if _user_line_cpp is not None and _NATIVE_READY[0]:
+        return _user_line_cpp()
+    return _user_line_py()
 
 
 # ---- templates: a call's arguments and result with tensors as slots ----
@@ -211,10 +246,14 @@ def _outside_arrays(fn, args, kwargs):
     return found
 
 
-def _arrays_by_reference(variant, fn, args, kwargs):
+def _arrays_by_reference(variant, fn, args, kwargs, made=None):
+    """`made`: every ArrayConstant of the variant, where the recorder knows them (Note [Recording in C++]), else
+    the templates are walked for them."""
     if variant.eager_reason is not None:
         return
-    constants = []
+    if made is not None and not made:
+        return
+    constants = list(made) if made is not None else []
 
     def walk(template):
         t = type(template)
@@ -229,10 +268,11 @@ def _arrays_by_reference(variant, fn, args, kwargs):
         elif t is dict:
             for x in template.values():
                 walk(x)
-    for step in variant.steps:
-        walk(step.args)
-        walk(step.kwargs)
-    walk(variant.output)
+    if made is None:
+        for step in variant.steps:
+            walk(step.args)
+            walk(step.kwargs)
+        walk(variant.output)
     if not constants:
         return
     outside = _outside_arrays(fn, args, kwargs)
@@ -443,12 +483,20 @@ def match_result(template, result, slots):
 class Step:
     __slots__ = ("fn", "name", "args", "kwargs", "result", "line", "run", "out", "native", "plan")
 
+    # (the C++ recorder makes Steps without this __init__, with the same fields: Note [Recording in C++])
     def __init__(self, fn, name, args, kwargs, result, line):
         self.fn, self.name, self.args, self.kwargs, self.result, self.line = fn, name, args, kwargs, result, line
-        self.run = _runner(fn, args, kwargs)
         self.out = result[1] if result[0] == "t" else -1    # the slot of a plain tensor result
         self.native = _native_spec(args, kwargs)             # (slots, constants) for the C++ loop, or None
         self.plan = None     # a _run_backward's _C._BackwardPlan, or why it has none (Note [The backward as a ...])
+
+    def __getattr__(self, name):
+        # `run`, the step's call from the slots in Python, is made the first time a replay runs the step in Python
+        # (most steps run in the C++ loop, so a recording no longer specialises a runner per step)
+        if name == "run":
+            run = self.run = _runner(self.fn, self.args, self.kwargs)
+            return run
+        raise AttributeError(f"'Step' object has no attribute '{name}'")
 
     def same_call(self, fn, args, kwargs):
         return fn is self.fn and args == self.args and kwargs == self.kwargs
@@ -752,6 +800,15 @@ def _give_verify_plan(variant, table):
     return None
 
 
+def _native_setup():
+    """Gives the C++ recorder this file's template and step classes (once)."""
+    if _NATIVE_READY[0]:
+        return
+    _C._recorder_setup(Slot, Seq, ArrayConstant, Step, _C.Tensor, np.ndarray, _PLAIN + (_C.dtype,), _maker,
+                       _file_of_user, _user_files)
+    _NATIVE_READY[0] = True
+
+
 # ---- the recorder: swaps the surface for wrappers while one thread records ----
 class Recorder:
     """Records (or serves, then records) the steps of one call of a program."""
@@ -773,6 +830,14 @@ class Recorder:
         self.missed = None            # (step, result) where a checked call saw a new value: recording from there
         self.verifying = None         # (Note [Verified replay]) the variant the calls are verified against
         self.left = None              # (reason, line) where a verified call left its recording
+        # Note [Recording in C++]: the C++ recorder, holding the depth, which records the calls this class's
+        # record_step would record (_sync_core) with the same slot map and list
+        core = None
+        if _RecorderCore is not None and NATIVE_RECORDER:
+            _native_setup()
+            core = _RecorderCore(self, variant, self.slot_of, self.keep)
+            core.depth = self._depth
+        self._core = core
 
     # Note [Verified ops in the fast paths]: while a verified call has a cursor, the index of the next step and the
     # depth live in it, so the C++ fast paths read and move them; the variant followed is its table.
@@ -792,15 +857,37 @@ class Recorder:
     @property
     def depth(self):
         cursor = self._cursor
-        return cursor.depth if cursor is not None else self._depth
+        if cursor is not None:
+            return cursor.depth
+        core = self.__dict__.get("_core")
+        return core.depth if core is not None else self._depth
 
     @depth.setter
     def depth(self, value):
         cursor = self._cursor
         if cursor is not None:
             cursor.depth = value
-        else:
-            self._depth = value
+            return
+        core = self.__dict__.get("_core")
+        if core is not None:
+            core.depth = value
+        self._depth = value
+
+    def _sync_core(self):
+        """Note [Recording in C++]: the C++ recorder records a call exactly where call() would go to record_step:
+        nothing to verify, check or serve (and no verified call's cursor, which holds the depth then)."""
+        core = self._core
+        if core is not None:
+            core.plain = (self._verifying is None and self.checking is None and self.served >= len(self.serve)
+                          and self.record_rest and self._cursor is None)
+
+    def close(self):
+        """The recording has ended: the C++ recorder lets go of this recorder, its variant and its maps."""
+        core = self._core
+        if core is not None:
+            core.plain = False
+            core.drop()
+            self._core = None
 
     @property
     def verifying(self):
@@ -812,6 +899,8 @@ class Recorder:
         cursor = self._cursor
         if cursor is not None:
             cursor.follow(variant.verify_table() if variant is not None else None)
+        if self.__dict__.get("_core") is not None:
+            self._sync_core()
 
     def attach_cursor(self):
         """A C++ cursor over this recorder's state, for a verified call on an engine with fast paths."""
@@ -821,7 +910,7 @@ class Recorder:
         cursor.index, cursor.depth = self.checked, self.depth
         cursor.on_result = self.result_from_cpp
         self._cursor = cursor
-        self.verifying = self._verifying
+        self.verifying = self._verifying     # (and the C++ recorder records nothing while the cursor holds the depth)
         return cursor
 
     def detach_cursor(self):
@@ -831,10 +920,13 @@ class Recorder:
         cursor = self._cursor
         if cursor is None:
             return
-        self._checked, self._depth = cursor.index, cursor.depth
+        self._checked, depth = cursor.index, cursor.depth
         self._cursor = None
+        self.depth = depth
         cursor.on_result = None
         cursor.drop()
+        if self._core is not None:
+            self._sync_core()
 
     def bind_args(self, tensors):
         for i, t in enumerate(tensors):
@@ -849,6 +941,13 @@ class Recorder:
         return i
 
     def encode(self, obj):
+        core = self._core
+        if core is not None:
+            return core.encode(obj)     # Note [Recording in C++]: _encode_py's templates, made in C++
+        return self._encode_py(obj)
+
+    def _encode_py(self, obj):
+        """Recorder.encode's definition (the C++ recorder's encode gives the same templates)."""
         if isinstance(obj, _C.Tensor) or isinstance(obj, np.ndarray):
             i = self.slot_of.get(id(obj))
             if i is None:
@@ -859,16 +958,16 @@ class Recorder:
             return Slot(i)
         t = type(obj)
         if t is tuple or t is list:
-            items = [self.encode(x) for x in obj]
+            items = [self._encode_py(x) for x in obj]
             return Seq(t, items) if any(_has_slot(x) for x in items) else (obj if t is tuple else list(obj))
         if t is dict:
-            items = [Seq(tuple, [k, self.encode(v)]) for k, v in obj.items()]
+            items = [Seq(tuple, [k, self._encode_py(v)]) for k, v in obj.items()]
             return Seq(dict, items) if any(_has_slot(x) for x in items) else dict(obj)
         if isinstance(obj, (tuple, list)):
             # Note [Named tuples in recordings]: a namedtuple (the (values, indices) of max, sort, topk, ...) or
             # another tuple or list subclass holding tensors is rebuilt from its slots at every replay; kept as the
             # object, a replay returned the recording's own tensors (a silent wrong answer, and a leak)
-            items = [self.encode(x) for x in obj]
+            items = [self._encode_py(x) for x in obj]
             return Seq(_maker(t), items) if any(_has_slot(x) for x in items) else obj
         return obj
 
@@ -894,7 +993,15 @@ class Recorder:
             return self.serve_next(fn, name, args, kwargs)
         if not self.record_rest:
             return fn(*args, **kwargs)
-        return self.record_step(fn, name, args, kwargs, self.encode(tuple(args)), self.encode(kwargs))
+        core = self._core
+        if core is None:
+            return self.record_step(fn, name, args, kwargs, self.encode(tuple(args)), self.encode(kwargs))
+        made = len(core.arrays)
+        try:
+            return self.record_step(fn, name, args, kwargs, self.encode(tuple(args)), self.encode(kwargs))
+        except BaseException:
+            del core.arrays[made:]     # a call that raised is no step: its arrays are none of the variant's
+            raise
 
     def record_step(self, fn, name, args, kwargs, a, k):
         if self.variant.eager_reason is None and not (_plain(a if name != "validate" else _tail(a)) and _plain(k)):
@@ -942,13 +1049,16 @@ class Recorder:
         if any(slot_of.get(id(t)) is None for t in list(roots) + [g for g in grads if g is not None]):
             return "a root or gradient without a slot"
         pairs = [(i, t) for i, t in self.variant.externals.items() if isinstance(t, _C.Tensor)]
-        seen = {id(t) for _, t in pairs}   # (a catch-up's recorder knows the externals by slot_of alone)
-        for obj in self.keep:
-            if isinstance(obj, _C.Tensor) and id(obj) not in seen:
-                seen.add(id(obj))
-                slot = slot_of.get(id(obj))
-                if slot is not None:
-                    pairs.append((slot, obj))
+        if self._core is not None:
+            pairs = self._core.tensor_pairs(pairs)    # the loop below, in C++ (~0.2 us a kept object here)
+        else:
+            seen = {id(t) for _, t in pairs}   # (a catch-up's recorder knows the externals by slot_of alone)
+            for obj in self.keep:
+                if isinstance(obj, _C.Tensor) and id(obj) not in seen:
+                    seen.add(id(obj))
+                    slot = slot_of.get(id(obj))
+                    if slot is not None:
+                        pairs.append((slot, obj))
         inputs = list(range(self.variant.n_args)) + list(self.variant.externals)
         return planner(pairs, inputs, [slot_of[id(r)] for r in roots],
                        [-1 if g is None else slot_of[id(g)] for g in grads])
@@ -965,6 +1075,8 @@ class Recorder:
                 f"(compile(..., disable=True)) or make that state an argument.")
         result = self.serve_results[self.served]
         self.served += 1
+        if self.served == len(self.serve):
+            self._sync_core()
         self._register_served(step.result, result)
         if self.record_rest:
             new = step
@@ -999,6 +1111,7 @@ class Recorder:
                     Step(step.fn, step.name, step.args, step.kwargs, self._rebind(step.result, result),
                          step.line or user_line())]
                 self.checking = None
+                self._sync_core()
                 self._register_served(self.variant.steps[-1].result, result)
                 return result
             self.checking = variant = sibling
@@ -1128,11 +1241,18 @@ def _python_wrapper(fn, name):
 
 def _function_wrapper(fn, name, method=False):
     """What the recorder puts in place of fn: on the C++ engine a _VerifiedFunction, which matches the next step of
-    a verified call itself (Note [Verified ops in the fast paths]) and hands every other call to the Python wrapper;
-    a Tensor method keeps the Python wrapper (a class attribute must bind self as a function does)."""
+    a verified call itself (Note [Verified ops in the fast paths]) and hands every other call to a _RecordingFunction,
+    which records it in C++ (Note [Recording in C++]) or hands it to the Python wrapper; a Tensor method keeps the
+    Python wrapper (a class attribute must bind self as a function does)."""
     wrapper = _python_wrapper(fn, name)
     if _VerifiedFunction is None or method:
         return wrapper
+    if _RecordingFunction is not None:
+        # steps the Python recorder records itself: a backward (planned there) and a random state set from Python
+        wrapper = _RecordingFunction(fn, name, wrapper, is_property=name in _TENSOR_PROPERTIES,
+                                     is_state=name in _STATE_RESULTS,
+                                     python=name in ("_run_backward", "_set_rng_state"),
+                                     is_validate=name == "validate")
     return _VerifiedFunction(fn, wrapper)
 
 
@@ -1168,6 +1288,10 @@ class _Swap:
                     raise RuntimeError("compile: the recorded surface (dyngrad._C) changed while it was swapped")
             self.saved = plan
             _active[0] = self.recorder
+            core = self.recorder._core
+            if core is not None:
+                self.recorder._sync_core()
+                core.activate()
             _local.depth = getattr(_local, "depth", 0) + 1
             _capturing_threads.add(threading.get_ident())
             _C._set_capturing(True)
@@ -1179,6 +1303,9 @@ class _Swap:
     def __exit__(self, *exc):
         _C._set_capturing(False)
         _active[0] = None
+        core = self.recorder._core
+        if core is not None:
+            core.deactivate()
         _local.depth = max(0, getattr(_local, "depth", 0) - 1)
         if not _local.depth:
             _capturing_threads.discard(threading.get_ident())
@@ -1257,6 +1384,16 @@ def _swap_plan():
         group = plan[index[id(owner)]]
         group[2].append(name), group[3].append(raw), group[4].append(wrapper)
     _plan[0], _plan[1], _plan[2] = _C, plan, len(vars(_C))
+    if _RecordingFunction is not None:
+        # Note [Fast paths that record] (csrc/bindings/fast_paths.cpp): the names a fast path may record as steps
+        # of the engine's own function, those whose original in the plan is that function (not a monkeypatch)
+        # (and bridge.validate, with the globals of the loss module whose target check cross_entropy's fast path
+        # passes it, read at each call as the Python definition reads it)
+        bindings = {name: raw for owner, name, raw, _ in entries if owner is _C and _C_BINDINGS.get(name) is raw}
+        if bridge.validate is _BRIDGE_VALIDATE:
+            bindings["validate"] = _BRIDGE_VALIDATE
+        loss = sys.modules.get(__package__ + ".ops.loss")
+        _C._recorder_set_bindings(bindings, vars(loss) if loss is not None else None)
     return plan
 
 
@@ -1294,12 +1431,15 @@ def record(variant, fn, args, kwargs, arg_tensors, serve=None, serve_results=Non
         result = fn(*args, **kwargs)
         if record_rest:
             variant.output = recorder.encode(result)
-            _arrays_by_reference(variant, fn, args, kwargs)
+            core = recorder._core
+            # every ArrayConstant of a variant this recorder recorded from its start was made by its C++ encode
+            _arrays_by_reference(variant, fn, args, kwargs, core.arrays if core is not None and not serve else None)
             holder = _opaque_tensor_holder(variant.output)
             if holder is not None and variant.eager_reason is None:
                 variant.eager_reason = ("the return", user_line())
                 variant.eager_why = (f"returns tensors inside a {holder} object, which a replay cannot rebuild "
                                      f"(return them in tuples, lists, dicts or namedtuples)")
+    recorder.close()
     recorder.keep.clear()
     return result
 
@@ -1327,11 +1467,13 @@ def check(group, fn, args, kwargs, arg_tensors):
             if not _same_output(output, followed.output):
                 raise Divergence(recorder.checked, "the return", user_line(), None,
                                  "the program returned other values or tensors than the recording")
+            recorder.close()
             recorder.keep.clear()
             return result, followed
         new.output = recorder.encode(result)
         _arrays_by_reference(new, fn, args, kwargs)
         new.missed = recorder.missed
+    recorder.close()
     recorder.keep.clear()
     return result, new
 
@@ -1387,6 +1529,7 @@ def verify(group, fn, args, kwargs, arg_tensors, can_record):
                 followed = next((v for v in group if len(v.steps) == i and (i == 0 or v.steps[i - 1] is
                                                                              followed.steps[i - 1])), followed)
             if recorder.checked == len(followed.steps):
+                recorder.close()
                 recorder.keep.clear()
                 return result, followed, None
             ended = followed.steps[recorder.checked]
@@ -1395,6 +1538,7 @@ def verify(group, fn, args, kwargs, arg_tensors, can_record):
         if can_record:
             new.output = recorder.encode(result)
     new.left = recorder.left
+    recorder.close()
     recorder.keep.clear()
     return result, None, (new if can_record else _Left(recorder.left))
 
