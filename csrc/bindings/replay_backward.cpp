@@ -69,6 +69,8 @@
 #include "replay_backward.h"
 
 #include <algorithm>
+#include <ctime>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -536,6 +538,32 @@ static Tensor view_of(const Tensor& t, const BackwardPlan::Fill& fill) {
   return make_view(t, fill.shape, fill.strides, offset);
 }
 
+// _C._plan_profile(on): while on, plan_run adds each entry's CPU time (its formula, the sums of its gradients, a
+// leaf's accumulation) to a table by node name, for bench/ profiles of a static step's backward. Off: one branch per
+// entry. Times are the calling thread's CPU time (the pool's workers are not counted).
+namespace {
+bool g_plan_profile = false;
+std::map<std::string, std::pair<double, int64_t>> g_plan_times;  // name -> (seconds, entries run)
+double thread_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+struct EntryTimer {
+  const BackwardPlan::Entry* e;
+  double t0 = 0;
+  explicit EntryTimer(const BackwardPlan::Entry& entry) : e(g_plan_profile ? &entry : nullptr) {
+    if (e) t0 = thread_seconds();
+  }
+  ~EntryTimer() {
+    if (!e) return;
+    auto& slot = g_plan_times[e->node ? e->node->name() : std::string("AccumulateGrad")];
+    slot.first += thread_seconds() - t0;
+    slot.second += 1;
+  }
+};
+}  // namespace
+
 void plan_run(BackwardPlan& plan, const PlanHeads& heads, const SlotReader& slot) {
   note_backward();  // a new step for the graph-growth warning, as run_backward
   auto tensor = [&](int64_t s) -> const Tensor& {
@@ -573,6 +601,7 @@ void plan_run(BackwardPlan& plan, const PlanHeads& heads, const SlotReader& slot
   std::vector<Tensor> grads(1);
   for (size_t k = 0; k < plan.entries.size(); ++k) {
     BackwardPlan::Entry& e = plan.entries[k];
+    EntryTimer timer(e);
     Tensor g = std::move(plan.pending[k]);
     if (!e.node) {  // a leaf: AccumulateGrad
       if (g) {
@@ -786,6 +815,15 @@ void bind_replay_backward(py::module_& m) {
     if (auto* why = std::get_if<std::string>(&plan)) return py::str(*why);
     return py::cast(std::get<std::shared_ptr<BackwardPlan>>(plan));
   }, py::arg("slots"), py::arg("inputs"), py::arg("roots"), py::arg("grads"));
+  // (bench/ profiles) turns plan_run's per-entry timing on or off; returns the table so far {name: (seconds,
+  // entries)} and clears it
+  m.def("_plan_profile", [](bool on) {
+    g_plan_profile = on;
+    py::dict out;
+    for (const auto& [name, v] : g_plan_times) out[py::str(name)] = py::make_tuple(v.first, v.second);
+    g_plan_times.clear();
+    return out;
+  }, py::arg("on"));
 }
 
 }  // namespace dyngrad
