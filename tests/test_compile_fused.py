@@ -1,0 +1,199 @@
+"""Fused groups of steps in static replay (Note [Fused steps] in csrc/bindings/replay_fuse.cpp), on both engines:
+an in-place update recorded as its general path (mul, add, assign_inplace) runs as one pass into the tensor, as
+eager mode's fast path does. Every result is compared with eager mode's, bitwise; the reference engine has no fused
+groups (its replay runs every step) and gives the same results. Groups whose intermediate the program keeps or reads
+twice are not made; a value guard that misses after a group ran gets the skipped results made for its catch-up."""
+import numpy as np
+import pytest
+
+from helpers import assert_bitwise_equal as assert_same
+
+
+def natives(compiled):
+    return [v.native() for group in compiled._program.groups.values() for v in group if v.native() is not None]
+
+
+def fused(compiled):
+    """(groups, runs) over the compiled function's programs; (0, 0) on the reference engine."""
+    ns = [n for n in natives(compiled) if hasattr(n, "fused_groups")]
+    return sum(n.fused_groups for n in ns), sum(n.fused_runs for n in ns)
+
+
+def has_fusion(dg):
+    return hasattr(dg._C, "_set_replay_fusion")
+
+
+def tensors(dg, rng, shapes, dtype=np.float32, requires_grad=False):
+    return [dg.tensor(rng.standard_normal(s).astype(dtype), requires_grad=requires_grad) for s in shapes]
+
+
+def twins(dg, seed, shapes, dtype=np.float32, requires_grad=False):
+    """Two identical sets of tensors: one for the compiled program, one for eager mode."""
+    return (tensors(dg, np.random.default_rng(seed), shapes, dtype, requires_grad),
+            tensors(dg, np.random.default_rng(seed), shapes, dtype, requires_grad))
+
+
+def sgd_program(dg, params, lr):
+    F = dg.nn.functional
+
+    def step(x, y):
+        w1, b1, w2, b2 = params
+        loss = F.cross_entropy(F.linear(F.relu(F.linear(x, w1, b1)), w2, b2), y)
+        loss.backward()
+        with dg.no_grad():
+            for p in params:
+                p.add_(p.grad, alpha=-lr)   # scaled: mul, add, assign_inplace
+                p.mul_(0.999)               # binary: mul, assign_inplace
+                p.grad = None
+        return loss.detach()
+    return step
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_training_step_with_fused_updates_matches_eager(dg, dtype):
+    shapes = [(32, 16), (32,), (5, 32), (5,)]
+    pc, pe = twins(dg, 1, shapes, dtype, requires_grad=True)
+    compiled = dg.compile(sgd_program(dg, pc, 0.05), mode="reduce-overhead")
+    eager = sgd_program(dg, pe, 0.05)
+    rng = np.random.default_rng(2)
+    for _ in range(6):
+        x = rng.standard_normal((8, 16)).astype(dtype)
+        y = rng.integers(0, 5, 8)
+        assert_same(compiled(dg.tensor(x), dg.tensor(y)), eager(dg.tensor(x), dg.tensor(y)))
+        for p, q in zip(pc, pe):
+            assert_same(p, q)
+            assert p._version == q._version
+    if has_fusion(dg):
+        groups, runs = fused(compiled)
+        assert groups == 2 * len(shapes)
+        assert runs == groups * 5    # every replay (the first call records)
+
+
+def test_fusion_switch(dg):
+    if not has_fusion(dg):
+        pytest.skip("the reference engine has no fused groups")
+    shapes = [(16, 8), (16,), (3, 16), (3,)]
+    pc, pe = twins(dg, 3, shapes, requires_grad=True)
+    was = dg._C._set_replay_fusion(False)
+    try:
+        compiled = dg.compile(sgd_program(dg, pc, 0.1), mode="reduce-overhead")
+        eager = sgd_program(dg, pe, 0.1)
+        rng = np.random.default_rng(4)
+        for _ in range(4):
+            x, y = rng.standard_normal((4, 8)).astype(np.float32), rng.integers(0, 3, 4)
+            assert_same(compiled(dg.tensor(x), dg.tensor(y)), eager(dg.tensor(x), dg.tensor(y)))
+        assert fused(compiled) == (0, 0)
+    finally:
+        dg._C._set_replay_fusion(was)
+    for p, q in zip(pc, pe):
+        assert_same(p, q)
+
+
+def test_kept_intermediate_is_not_fused(dg):
+    """`u = g * -lr` returned to the caller: the mul stays a step of its own (its result is an output); only the
+    in-place add into w (add, assign_inplace) is a group. A result of the core's add that the program keeps and
+    returns is never skipped either."""
+    (wc, gc), (we, ge) = twins(dg, 5, [(64,), (64,)])
+
+    def program(w, g):
+        def step(lr):
+            with dg.no_grad():
+                u = g * (-lr)
+                w.add_(u)
+                a = dg._C.add(w, g)                 # the core's add, written back and returned
+                dg._C.assign_inplace(w, a, "add_")
+            return u, a
+        return step
+    compiled = dg.compile(program(wc, gc), mode="reduce-overhead")
+    eager = program(we, ge)
+    for lr in (0.5, 0.5, 0.5, 0.5):
+        for x, y in zip(compiled(lr), eager(lr)):
+            assert_same(x, y)
+        assert_same(wc, we)
+    if has_fusion(dg):
+        assert fused(compiled) == (1, 3)   # only w.add_(u); the kept u and the returned a are no group's
+
+
+def test_intermediate_used_twice_is_not_fused(dg):
+    """The product added into two tensors (read twice) is made once and kept; each add into a tensor is a group.
+    The core's add whose result is also multiplied afterwards is no group."""
+    (wc, vc, gc), (we, ve, ge) = twins(dg, 6, [(32,), (32,), (32,)])
+
+    def program(w, v, g):
+        def step():
+            with dg.no_grad():
+                u = g * -0.25
+                w.add_(u)
+                v.add_(u)
+                a = dg._C.add(w, v)
+                dg._C.assign_inplace(w, a, "add_")
+                b = a * 2.0
+            return b
+        return step
+    compiled = dg.compile(program(wc, vc, gc), mode="reduce-overhead")
+    eager = program(we, ve, ge)
+    for _ in range(4):
+        assert_same(compiled(), eager())
+        assert_same(wc, we)
+        assert_same(vc, ve)
+    if has_fusion(dg):
+        assert fused(compiled) == (2, 6)
+
+
+def test_graph_recording_updates_are_not_fused(dg):
+    """Under grad mode, an in-place update of a tensor with history records its graph: the group declines at each
+    replay and the steps run as recorded (same grad_fn, same gradients)."""
+    (xc, bc), (xe, be) = twins(dg, 7, [(16,), (16,)], requires_grad=True)
+
+    def program(x, b):
+        def step(s):
+            y = x * s
+            y.add_(b, alpha=2.0)
+            y.mul_(0.5)
+            return y
+        return step
+    compiled = dg.compile(program(xc, bc), mode="reduce-overhead")
+    eager = program(xe, be)
+    for s in (1.5, 1.5, 1.5, 1.5):
+        yc, ye = compiled(s), eager(s)
+        assert_same(yc, ye)
+        assert yc.grad_fn.name() == ye.grad_fn.name()
+        yc.sum().backward()
+        ye.sum().backward()
+        assert_same(xc.grad, xe.grad)
+        assert_same(bc.grad, be.grad)
+    if has_fusion(dg):
+        groups, runs = fused(compiled)
+        assert runs == 0
+
+
+def test_value_guard_miss_after_fused_groups(dg):
+    """A branch on the updated tensor that flips: the replay misses after its fused groups ran, and the catch-up
+    (then the sibling variant) is served the skipped results, made again. Two updates of one tensor: the second
+    group makes the first one's results before it writes."""
+    (wc, xs_c), (we, xs_e) = twins(dg, 8, [(48,), (48,)])
+
+    def program(w):
+        def step(x):
+            with dg.no_grad():
+                w.add_(x, alpha=-0.5)
+                w.mul_(1.5)
+                w.sub_(x)
+            if bool(w.sum() > 0):
+                return w * 2.0
+            return w - 1.0
+        return step
+    compiled = dg.compile(program(wc), mode="reduce-overhead")
+    eager = program(we)
+    rng = np.random.default_rng(9)
+    signs = []
+    for k in range(14):
+        x = (rng.standard_normal(48) + (3.0 if k % 3 else -3.0)).astype(np.float32)
+        out_c, out_e = compiled(dg.tensor(x)), eager(dg.tensor(x))
+        assert_same(out_c, out_e)
+        assert_same(wc, we)
+        signs.append(bool(we.sum() > 0))
+    assert len(set(signs)) == 2          # the branch flipped
+    if has_fusion(dg):
+        groups, runs = fused(compiled)
+        assert groups >= 3 and runs > 0
