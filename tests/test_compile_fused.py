@@ -57,16 +57,18 @@ def test_training_step_with_fused_updates_matches_eager(dg, dtype):
     eager = sgd_program(dg, pe, 0.05)
     rng = np.random.default_rng(2)
     for _ in range(6):
-        x = rng.standard_normal((8, 16)).astype(dtype)
-        y = rng.integers(0, 5, 8)
+        x = rng.standard_normal((64, 16)).astype(dtype)
+        y = rng.integers(0, 5, 64)
         assert_same(compiled(dg.tensor(x), dg.tensor(y)), eager(dg.tensor(x), dg.tensor(y)))
         for p, q in zip(pc, pe):
             assert_same(p, q)
             assert p._version == q._version
     if has_fusion(dg):
         groups, runs = fused(compiled)
-        assert groups == 2 * len(shapes)
-        assert runs == groups * 5    # every replay (the first call records)
+        # two per parameter after the backward, and each linear's bias add into its product before it (Note
+        # [Results into a dead operand]); the second's result (64 x 5) is below the size that computes in place
+        assert groups == 2 * len(shapes) + 2
+        assert runs == (groups - 1) * 5    # every replay (the first call records)
 
 
 def test_fusion_switch(dg):
@@ -197,3 +199,62 @@ def test_value_guard_miss_after_fused_groups(dg):
     if has_fusion(dg):
         groups, runs = fused(compiled)
         assert groups >= 3 and runs > 0
+
+
+def into_groups(compiled):
+    """How many groups the programs have: here (no update after the backward) those that compute into a dead
+    operand (Note [Results into a dead operand])."""
+    return sum(n.fused_groups for n in natives(compiled) if hasattr(n, "fused_groups"))
+
+
+def block_program(dg, params, keep=None, read_twice=False, value_after=False):
+    """A small MLP block with bias adds after products (h = x @ w1 + b1: h's product is dead after the add), a
+    residual, and a squared error; its backward is planned. keep: also return the first product; read_twice: the
+    first product is added twice; value_after: a Python value read after the backward (a guard)."""
+    w1, b1, w2, b2 = params
+
+    def step(x, target):
+        m = x @ w1
+        h = m + b1
+        if read_twice:
+            h = h + (m + b1)
+        y = (h.relu() @ w2 + b2) + x
+        loss = ((y - target) ** 2).mean()
+        loss.backward()
+        out = (loss.detach(),)
+        if keep:
+            out = out + (m,)
+        if value_after:
+            out = out + (bool(loss.detach() > 1e9),)
+        return out
+    return step
+
+
+@pytest.mark.parametrize("variant", ["plain", "keep", "read_twice", "value_after"])
+def test_forward_results_into_dead_operands_match_eager(dg, variant):
+    shapes = [(16, 32), (32,), (32, 16), (16,)]
+    pc, pe = twins(dg, 11, shapes, requires_grad=True)
+    kw = {"keep": variant == "keep", "read_twice": variant == "read_twice", "value_after": variant == "value_after"}
+    compiled = dg.compile(block_program(dg, pc, **kw), mode="reduce-overhead")
+    eager = block_program(dg, pe, **kw)
+    rng = np.random.default_rng(12)
+    for _ in range(5):
+        x, t = rng.standard_normal((64, 16)).astype(np.float32), rng.standard_normal((64, 16)).astype(np.float32)
+        oc, oe = compiled(dg.tensor(x), dg.tensor(t)), eager(dg.tensor(x), dg.tensor(t))
+        for a, b in zip(oc, oe):
+            if isinstance(a, bool):
+                assert a == b
+            else:
+                assert_same(a, b)
+        for p, q in zip(pc, pe):
+            assert_same(p.grad, q.grad)
+            p.grad = q.grad = None
+    if has_fusion(dg):
+        assert all(v.plan_reason is None for g in compiled._program.groups.values() for v in g)
+        groups = into_groups(compiled)
+        assert fused(compiled)[1] == groups * 4   # every replay computed each into its operand
+        # plain: the two bias adds into their products, the residual add into the second and the sub into the
+        # residual sum (the squared error's input is saved: not into it); keep: the first product is returned, so
+        # its bias add is not into it; read_twice: the product is read twice (not into it; the second add is into
+        # the first sum instead); value_after: a guard after the backward, so the catch-up could read them all
+        assert groups == {"plain": 4, "keep": 3, "read_twice": 4, "value_after": 0}[variant]

@@ -375,7 +375,8 @@ std::shared_ptr<FusePlan> build_fused(const ReplayProgram& p) {
         if (slot >= 0) r.push_back(slot);
     reads.push_back(std::move(r));
   }
-  return fuse_build(steps, reads, p.output_slots, p.plan ? p.plan_step : SIZE_MAX);
+  return fuse_build(steps, reads, p.output_slots, p.plan ? p.plan_step : SIZE_MAX,
+                    p.plan ? plan_read_slots(*p.plan) : std::vector<int64_t>{});
 }
 
 py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
@@ -409,13 +410,6 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
       p.handed_back = true;
       return py::make_tuple(i);
     }
-    if (p.fused) {  // Note [Fused steps] (replay_fuse.cpp): a group of steps run as one
-      const size_t last = fuse_run(*p.fused, i, p.values, reader);
-      if (last != SIZE_MAX) {
-        i = last;
-        continue;
-      }
-    }
     // Note [The backward as a recorded program]: the forward's tensor steps make no node, the backward is planned
     std::optional<GradModeGuard> no_node;
     std::optional<PlanHarvest> harvest;  // Note [Saved state no step returns] (replay_backward.cpp)
@@ -423,6 +417,16 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
       if (!p.plan_harvests[i].entries.empty()) harvest.emplace(*p.plan, p.plan_harvests[i], reader);
       else no_node.emplace(false);
       if (p.makes_node[i]) p.plan_dirty = true;
+    }
+    if (p.fused) {  // Note [Fused steps] (replay_fuse.cpp): a group of steps run as one (with grad mode as above)
+      const size_t last = fuse_run(*p.fused, i, p.values, reader, [&](int64_t slot, Tensor r) {
+        if (p.exported[slot]) PyList_SetItem(list, slot, py::cast(r).release().ptr());
+        p.values[slot] = std::move(r);
+      });
+      if (last != SIZE_MAX) {
+        i = last;
+        continue;
+      }
     }
     if (p.plan_on && i == p.plan_step) {
       plan_run(*p.plan, p.plan_heads, [&](int64_t slot) { return slot < n_slots ? slot_tensor(p, list, slot) : nullptr; });

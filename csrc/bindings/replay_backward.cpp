@@ -511,6 +511,21 @@ void plan_drop_harvested(BackwardPlan& plan) {
     if (e.live) e.harvested.reset();
 }
 
+std::vector<int64_t> plan_read_slots(const BackwardPlan& plan) {
+  std::vector<int64_t> out;
+  for (const auto& e : plan.entries) {
+    for (const auto& fill : e.fills) out.push_back(fill.slot);
+    if (e.live) out.push_back(e.anchor);
+    if (!e.node) out.push_back(e.slot);
+  }
+  for (const auto& r : plan.roots) {
+    out.push_back(r.slot);
+    if (r.grad_slot >= 0) out.push_back(r.grad_slot);
+  }
+  for (const auto& [slot, requires_grad] : plan.inputs) out.push_back(slot);
+  return out;
+}
+
 bool plan_has_history(const BackwardPlan& plan, int64_t slot) { return plan.history.count(slot) != 0; }
 
 bool plan_usable(const BackwardPlan& plan, const SlotReader& slot) {

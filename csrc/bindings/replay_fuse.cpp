@@ -30,15 +30,33 @@
 // the miss raise a RuntimeError naming the step instead of serving a wrong value (no known program does this;
 // every replay that does not miss is as eager mode).
 //
-// What does not pay here, measured (bench/static_profile.py, Intel Xeon family 6 model 167, 2 cores, KVM; docs):
-// fusing the forward's elementwise chains. In the transformer block the bias adds are ~0.1-0.2 ms each of a 15 ms
-// step, and the chains end in ops whose backward reads their input (GELU, layer norm, the squared error), so the
-// intermediate must be written anyway; the products are ~70% of the step.
+// Note [Results into a dead operand]: the planned forward (Note [The backward as a recorded program]) runs its
+// steps without a graph, and each binary step allocates its result: a bias add after a product (x @ w + b), a
+// residual add, the difference before a squared error, 0.5-2 MiB each in the transformer block, fresh memory the
+// kernel writes while the operand it read is never read again. Where the first operand is such a value, the step
+// computes into its memory instead: binary_into_kernel, the same binary_typed loop as the step's own kernel
+// (eager mode's in-place fast path), so the same bits; the result takes the operand's tensor, which leaves its
+// slot. Made for a binary add/sub/mul/div before the planned backward whose first operand only this step reads,
+// that the call does not return and the plan does not read (a saved tensor: layer norm's input, a product's
+// operands), and only where no later step can go back to Python (no value guard but the values that follow from
+// the entry guard and the recorded steps, no step Python runs or compares): a catch-up after a miss would be
+// served the operand, whose values are gone. At each run the operand must be the slot's own C++ value, held by
+// nothing else (its tensor and its storage have no other owner: no view, no Python object, no node's saved
+// tensor), contiguous, float32 or float64 of the other operand's dtype, with the other operand broadcasting to its
+// shape, no overlap, no tangents, at least 1024 elements, and grad mode off (the planned forward); otherwise the
+// step runs as recorded.
+//
+// What does not pay, measured (bench/static_profile.py, Intel Xeon family 6 model 167, 2 cores, KVM; docs): one
+// loop for a chain of elementwise ops in the forward. In the transformer block the chains end in ops whose
+// backward reads their input (GELU, layer norm, the squared error), so each intermediate must be written anyway,
+// and the products are ~70% of the step.
 #include "replay_fuse.h"
 
 #include <cstdlib>
 #include <unordered_map>
+#include <unordered_set>
 
+#include "dyngrad/forward_ad.h"
 #include "dyngrad/grad_mode.h"
 #include "dyngrad/kernels/kernels.h"
 
@@ -46,16 +64,19 @@ namespace dyngrad {
 
 namespace {
 bool g_fusion_on = true;  // _C._set_replay_fusion
+constexpr int64_t kIntoMinElements = 1024;  // Note [Results into a dead operand]: smaller results are made as usual
 }  // namespace
 
 struct FusePlan {
   struct Group {
     bool scaled = false;
+    bool into = false;           // Note [Results into a dead operand]: op(a, o) -> out, computed in a's memory
     BinaryKind kind = BinaryKind::Add;
     size_t first = 0, last = 0;  // step indices
     int64_t x = -1, y = -1;      // scaled: mul's operands (one is the 0-d alpha); binary: b, o
     int64_t b = -1;              // the tensor written
-    int64_t m = -1, a = -1;      // the skipped results: mul's (scaled), the op's
+    int64_t m = -1, a = -1;      // the skipped results: mul's (scaled), the op's; into: the dead operand
+    int64_t out = -1;            // into: the op's result slot
     std::string op;              // assign_inplace's op name (errors)
     // this run: g and c (scaled), and the versions of b and g after the group ran
     int64_t g = -1, c = -1;
@@ -105,11 +126,27 @@ bool assign_of(const FuseStepInfo& s, int64_t b, int64_t a, std::string& op) {
   return true;
 }
 
+// Note [Results into a dead operand]: whether the loop can go back to Python at this step (then the catch-up reads
+// every earlier result): a value other than those that follow from the entry guard and the recorded steps, a step
+// Python runs or compares, a None from a function that may return something else.
+bool may_hand_back(const FuseStepInfo& s) {
+  static const std::unordered_set<std::string> kNoneOnly = {
+      "_set_grad_enabled", "grad.set", "validate", "set_grad_enabled", "assign_inplace", "copy_", "fill_", "zero_",
+      "_sgd_step", "_adam_step", "_adagrad_step", "_rmsprop_step", "_run_backward"};
+  static const std::unordered_set<std::string> kFollows = {"is_grad_enabled", "_get_default_dtype", "result_type",
+                                                           "promote_types", "requires_grad"};
+  if (s.out == -1 || s.out == -2) return true;
+  if (s.out == -3) return !kNoneOnly.count(*s.name);
+  if (s.out == -4) return !kFollows.count(*s.name);
+  return false;  // a tensor (or a sequence of them): the recorded steps' functions return one
+}
+
 }  // namespace
 
 std::shared_ptr<FusePlan> fuse_build(const std::vector<FuseStepInfo>& steps,
                                      const std::vector<std::vector<int64_t>>& reads,
-                                     const std::vector<int64_t>& outputs, size_t plan_step) {
+                                     const std::vector<int64_t>& outputs, size_t plan_step,
+                                     const std::vector<int64_t>& plan_reads) {
   static const bool env_on = [] {
     const char* v = std::getenv("DYNGRAD_COMPILE_FUSE");
     return !(v && std::string(v) == "0");
@@ -122,6 +159,29 @@ std::shared_ptr<FusePlan> fuse_build(const std::vector<FuseStepInfo>& steps,
   auto read_once = [&](int64_t slot) { auto it = readers.find(slot); return it != readers.end() && it->second == 1; };
   auto plan = std::make_shared<FusePlan>();
   plan->at.assign(steps.size(), -1);
+  // Note [Results into a dead operand]: the planned forward's binary steps whose first operand nothing reads after
+  // them, where no later step can go back to Python
+  if (plan_step != SIZE_MAX) {
+    const std::unordered_set<int64_t> planned(plan_reads.begin(), plan_reads.end());
+    size_t quiet = steps.size();  // every step from here on cannot go back to Python
+    while (quiet > 0 && !may_hand_back(steps[quiet - 1])) --quiet;
+    for (size_t i = quiet; i < plan_step && i < steps.size(); ++i) {
+      const FuseStepInfo& s = steps[i];
+      BinaryKind kind;
+      if (!s.core || s.out < 0 || s.slots->size() != 2 || !binary_of(*s.name, kind)) continue;
+      const int64_t a = (*s.slots)[0], o = (*s.slots)[1];
+      if (a == o || a == s.out || !read_once(a) || planned.count(a)) continue;
+      FusePlan::Group g;
+      g.into = true;
+      g.kind = kind;
+      g.first = g.last = i;
+      g.a = a;
+      g.y = o;
+      g.out = s.out;
+      plan->at[i] = (int32_t)plan->groups.size();
+      plan->groups.push_back(std::move(g));
+    }
+  }
   const size_t from = plan_step == SIZE_MAX ? 0 : plan_step + 1;
   for (size_t i = from; i + 1 < steps.size(); ++i) {
     const FuseStepInfo& s = steps[i];
@@ -193,9 +253,34 @@ void fuse_restore(FusePlan& f, std::vector<Tensor>& values, const SlotReader& sl
   f.ran.clear();
 }
 
-size_t fuse_run(FusePlan& f, size_t i, std::vector<Tensor>& values, const SlotReader& slot) {
+size_t fuse_run(FusePlan& f, size_t i, std::vector<Tensor>& values, const SlotReader& slot, const SlotStore& store) {
   if (i >= f.at.size() || f.at[i] < 0) return SIZE_MAX;
   FusePlan::Group& g = f.groups[f.at[i]];
+  if (g.into) {  // Note [Results into a dead operand]
+    if (GradMode::is_enabled() || forward_ad::active()) return SIZE_MAX;
+    if (g.a >= (int64_t)values.size() || !values[g.a]) return SIZE_MAX;  // (an argument, an external: Python's)
+    Tensor& a = values[g.a];
+    const Tensor* o = slot(g.y);
+    if (!o || !*o || a.use_count() != 1 || a->storage.use_count() != 1 || a->storage == (*o)->storage) return SIZE_MAX;
+    const DType dt = a->dtype;
+    // (a small result comes from the thread's free lists at no cost, and a program of one-element values is
+    // Note [Scalar replay]'s, which reads every slot after a planned run)
+    if (a->numel < kIntoMinElements) return SIZE_MAX;
+    if ((dt != DType::Float32 && dt != DType::Float64) || (*o)->dtype != dt || !a->is_contiguous()) return SIZE_MAX;
+    if (a->requires_grad || a->grad_fn || !a->tangents.empty() || !(*o)->tangents.empty() || a->wrapped_number)
+      return SIZE_MAX;
+    if ((*o)->ndim() > a->ndim()) return SIZE_MAX;
+    for (int64_t d = 1; d <= (*o)->ndim(); ++d) {  // o broadcasts to a's shape: the result has a's shape
+      const int64_t od = (*o)->shape[(*o)->ndim() - d];
+      if (od != 1 && od != a->shape[a->ndim() - d]) return SIZE_MAX;
+    }
+    binary_into_kernel(g.kind, a, *o);
+    Tensor r = std::move(a);
+    a = Tensor();
+    store(g.out, std::move(r));
+    ++f.runs;
+    return g.last;
+  }
   const Tensor* b = slot(g.b);
   if (!b || !*b) return SIZE_MAX;
   // a group that ran earlier in this run and whose b or g this one writes (a second update of one tensor): its
