@@ -258,3 +258,43 @@ def test_forward_results_into_dead_operands_match_eager(dg, variant):
         # its bias add is not into it; read_twice: the product is read twice (not into it; the second add is into
         # the first sum instead); value_after: a guard after the backward, so the catch-up could read them all
         assert groups == {"plain": 4, "keep": 3, "read_twice": 4, "value_after": 0}[variant]
+
+
+def heads_program(dg, w, extra):
+    """Attention heads cut from one product (chunk, reshape, transpose): the planned backward writes each head's
+    gradient straight into its window of the product's gradient (Note [A reshape's gradient written into its
+    slice's window]). extra: the product also gets a gradient of its own, so the window is added into a sum."""
+    b, s, h, dh = 4, 16, 2, 8
+
+    def step(x):
+        qkv = x @ w
+        q, k, v = qkv.chunk(3, dim=-1)
+
+        def heads(t):
+            return t.reshape(b, s, h, dh).transpose(1, 2)
+        att = (heads(q) @ heads(k).transpose(-2, -1) * 0.25).softmax(-1) @ heads(v)
+        loss = (att * att).sum()
+        if extra:
+            loss = loss + (qkv * qkv).sum() * 0.5
+        loss.backward()
+        return loss.detach()
+    return step
+
+
+@pytest.mark.parametrize("extra", [False, True])
+def test_head_gradients_written_into_their_windows_match_eager(dg, extra):
+    (wc,), (we,) = twins(dg, 13, [(16, 3 * 16)], requires_grad=True)
+    compiled = dg.compile(heads_program(dg, wc, extra), mode="reduce-overhead")
+    eager = heads_program(dg, we, extra)
+    rng = np.random.default_rng(14)
+    for _ in range(5):
+        x = rng.standard_normal((4, 16, 16)).astype(np.float32)
+        x[0, 0, :4] = -0.0    # signed zeros through the products into the windows
+        assert_same(compiled(dg.tensor(x)), eager(dg.tensor(x)))
+        assert_same(wc.grad, we.grad)
+        wc.grad = we.grad = None
+    if has_fusion(dg):
+        plans = [s.plan for g in compiled._program.groups.values() for v in g for s in v.steps
+                 if s.name == "_run_backward"]
+        assert plans and all(hasattr(p, "reshapes_into_slices") for p in plans)
+        assert max(p.reshapes_into_slices for p in plans) >= 1

@@ -69,6 +69,7 @@
 #include "replay_backward.h"
 
 #include <algorithm>
+#include <cstring>
 #include <ctime>
 #include <map>
 #include <unordered_map>
@@ -82,6 +83,8 @@
 #include "dyngrad/grad_mode.h"
 #include "dyngrad/kernels/scalar.h"
 #include "dyngrad/saved.h"
+#include "dyngrad/kernels/kernels.h"
+#include "replay_fuse.h"
 
 namespace dyngrad {
 
@@ -192,6 +195,9 @@ struct BackwardPlan {
   std::unordered_map<int64_t, std::string> history_name;  // ... and their grad_fn's name
   std::unordered_map<int64_t, int64_t> storage_class;     // per slot, the same number for slots sharing a storage
   std::vector<Tensor> pending;                   // per entry, during a run
+  // Note [A reshape's gradient written into its slice's window]: per entry, the slice entry its reshape's gradient
+  // is written through into (-1: none)
+  std::vector<int64_t> into_slice;
   // What the templates' edges point at: formulas only ask needs_input_grad, and a slice's in-place gradient
   // (Note [Gradients written in place]) writes into its pending slot, which holds the target's sum meanwhile.
   std::shared_ptr<Node> sink;
@@ -389,7 +395,119 @@ std::variant<std::shared_ptr<BackwardPlan>, std::string> make_plan(
     plan->roots.push_back({entry_of.at(root_edges[r].fn.get()), root_slots[r],
                            r < grad_slots.size() ? grad_slots[r] : -1});
   plan->pending.resize(plan->entries.size());
+  // Note [A reshape's gradient written into its slice's window]
+  plan->into_slice.assign(plan->entries.size(), -1);
+  if (replay_fusion_on()) {
+    std::vector<int64_t> sources(plan->entries.size(), 0);
+    for (const auto& e : plan->entries)
+      for (const auto& t : e.targets)
+        if (t.entry >= 0) sources[t.entry] += 1;
+    for (const auto& r : plan->roots) sources[r.entry] += 1000;
+    for (size_t k = 0; k < plan->entries.size(); ++k) {
+      const auto& e = plan->entries[k];
+      if (!e.node || e.live || e.node->kind != OpKind::reshape || e.targets.size() != 1) continue;
+      const int64_t j = e.targets[0].entry;
+      if (j <= (int64_t)k || sources[j] != 1) continue;
+      const auto& sl = plan->entries[j];
+      if (!sl.node || sl.live || sl.node->kind != OpKind::slice || sl.targets.size() != 1 || sl.targets[0].entry < 0)
+        continue;
+      const int64_t t = sl.targets[0].entry;
+      bool between = false;  // an entry between the two that adds into the slice's target: keep the sums' order
+      for (int64_t m = (int64_t)k + 1; m < j && !between; ++m)
+        for (const auto& tt : plan->entries[m].targets) between = between || tt.entry == t;
+      if (!between) plan->into_slice[k] = j;
+    }
+  }
   return plan;
+}
+
+// Note [A reshape's gradient written into its slice's window]: a value cut into pieces and reshaped (the query, key
+// and value of attention: a chunk of the qkv product, reshaped to heads and transposed) gets back, per piece, a
+// gradient in the heads' layout. ReshapeBackward makes it contiguous (a copy: a transposed gradient cannot be
+// viewed in the piece's shape), then the slice's in-place formula (Note [Gradients written in place]) copies that
+// into its window of the whole gradient: two copies of each piece. Where the reshape's gradient goes only to that
+// slice, which sends it only to its input, and no entry between them adds into that input, the planned backward
+// writes the reshape's incoming gradient straight into the window, viewed in the gradient's shape: the window's
+// clearing and the copy (or the add into a sum already there) of slice_backward_in_place, and the same values
+// elementwise, so the same bits. The slice then has nothing pending and is skipped. Where the window cannot be
+// viewed in the gradient's shape, or any of the slice formula's own conditions fails, both run as before.
+bool view_strides_of(const Shape& shape, const Shape& strides, const Shape& to, Shape& out) {
+  // the strides of `to` over the memory of (shape, strides), if it is a view of it (dims merged or split where
+  // their memory is uniform), as torch's computeStride
+  out.assign(to.size(), 0);
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  if (numel == 0) return false;
+  int64_t view_d = (int64_t)to.size() - 1;
+  int64_t chunk_base_stride = strides.empty() ? 1 : strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
+    tensor_numel *= shape[d];
+    if (d == 0 || (shape[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || to[view_d] == 1)) {
+        out[view_d] = view_numel * chunk_base_stride;
+        view_numel *= to[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return false;
+      if (d > 0) {
+        chunk_base_stride = strides[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  return view_d == -1;
+}
+
+// At the reshape entry k with incoming gradient g: true when written into its slice's window (above).
+bool reshape_into_slice(BackwardPlan& plan, size_t k, const Tensor& g) {
+  const auto& e = plan.entries[k];
+  const auto& sl = plan.entries[plan.into_slice[k]];
+  const InputMeta& reshaped = e.node->input_meta[0];  // the piece's shape: what ReshapeBackward would make
+  const InputMeta& meta = sl.node->input_meta[0];     // the whole value's
+  const auto& s = static_cast<OpNodeOf<OpKind::slice>&>(*sl.node).saved;
+  if (!g || !g->tangents.empty() || g->is_contiguous() || g->dtype != reshaped.dtype || g->dtype != meta.dtype ||
+      !is_floating(g->dtype) || reshaped.shape.size() != meta.shape.size() || s.dim < 0 ||
+      s.dim >= (int64_t)meta.shape.size())
+    return false;
+  int64_t numel = 1;
+  for (int64_t d : reshaped.shape) numel *= d;
+  if (numel != g->numel) return false;
+  Shape window_shape = meta.shape;
+  window_shape[s.dim] = reshaped.shape[s.dim];
+  if (window_shape != reshaped.shape) return false;
+  Tensor& cur = plan.pending[sl.targets[0].entry];
+  if (cur && (cur->shape != meta.shape || cur->dtype != meta.dtype || !cur->tangents.empty())) return false;
+  // the window's strides, then its view in g's shape, before anything is written
+  const bool fresh = !cur;
+  const Shape whole_strides = contiguous_strides(meta.shape);  // (the sum is made contiguous below if it is not)
+  Shape window_strides = whole_strides;
+  window_strides[s.dim] *= s.step;
+  Shape as_g;
+  if (!view_strides_of(window_shape, window_strides, g->shape, as_g)) return false;
+  if (fresh) {  // slice_backward_in_place's clearing: the rest of each block, or all of it
+    cur = empty(meta.shape, meta.dtype);
+    const size_t item = dtype_size(meta.dtype), total = (size_t)cur->numel * item;
+    char* base = static_cast<char*>(cur->storage->data);
+    const size_t row = total ? (size_t)cur->strides[s.dim] * item : 0;
+    if (total && s.step == 1 && row * (size_t)window_shape[s.dim] >= 64) {
+      const size_t block = row * (size_t)meta.shape[s.dim], blocks = total / block;
+      const size_t lo = (size_t)s.start * row, hi = std::min(block, lo + (size_t)window_shape[s.dim] * row);
+      for (size_t b = 0; b < blocks; ++b) {
+        std::memset(base + b * block, 0, lo);
+        std::memset(base + b * block + hi, 0, block - hi);
+      }
+    } else if (total) {
+      std::memset(base, 0, total);
+    }
+  } else if (!owned_buffer(cur)) {
+    cur = contiguous_copy(cur, cur->dtype);
+  }
+  Tensor window = make_view(cur, g->shape, as_g, cur->offset + s.start * cur->strides[s.dim]);
+  if (fresh) copy_into(window, g);
+  else add_into_kernel(window, g);
+  return true;
 }
 
 }  // namespace
@@ -634,6 +752,7 @@ void plan_run(BackwardPlan& plan, const PlanHeads& heads, const SlotReader& slot
       kAdopters[(int)e.node->kind](*e.node, *e.harvested);
       e.harvested.reset();
     }
+    if (plan.into_slice[k] >= 0 && reshape_into_slice(plan, k, g)) continue;  // (a reshape saves nothing)
     for (auto& fill : e.fills) {
       const Tensor& t = tensor(fill.slot);
       fill.field->data = fill.view ? view_of(t, fill) : t;
@@ -821,7 +940,11 @@ void plan_departed(const BackwardPlan& plan, const SlotReader& slot) {
 
 void bind_replay_backward(py::module_& m) {
   py::class_<BackwardPlan, std::shared_ptr<BackwardPlan>>(m, "_BackwardPlan")
-      .def("__len__", [](const BackwardPlan& p) { return p.entries.size(); });
+      .def("__len__", [](const BackwardPlan& p) { return p.entries.size(); })
+      // Note [A reshape's gradient written into its slice's window]: how many reshape entries write through
+      .def_property_readonly("reshapes_into_slices", [](const BackwardPlan& p) {
+        return std::count_if(p.into_slice.begin(), p.into_slice.end(), [](int64_t j) { return j >= 0; });
+      });
   // Note [The backward as a recorded program]: the plan of the backward from the roots, or a str: why none.
   // slots: (slot, tensor) for every tensor the recording has a slot for; inputs: the arguments' and externals'.
   m.def("_plan_backward", [](const std::vector<std::pair<int64_t, Tensor>>& slots, const std::vector<int64_t>& inputs,

@@ -147,11 +147,7 @@ std::shared_ptr<FusePlan> fuse_build(const std::vector<FuseStepInfo>& steps,
                                      const std::vector<std::vector<int64_t>>& reads,
                                      const std::vector<int64_t>& outputs, size_t plan_step,
                                      const std::vector<int64_t>& plan_reads) {
-  static const bool env_on = [] {
-    const char* v = std::getenv("DYNGRAD_COMPILE_FUSE");
-    return !(v && std::string(v) == "0");
-  }();
-  if (!g_fusion_on || !env_on) return nullptr;
+  if (!replay_fusion_on()) return nullptr;
   std::unordered_map<int64_t, int64_t> readers;  // slot -> how many step arguments read it
   for (const auto& r : reads)
     for (int64_t slot : r) readers[slot] += 1;
@@ -251,6 +247,14 @@ void restore_group(const FusePlan::Group& g, std::vector<Tensor>& values, const 
 void fuse_restore(FusePlan& f, std::vector<Tensor>& values, const SlotReader& slot) {
   for (size_t k : f.ran) restore_group(f.groups[k], values, slot);
   f.ran.clear();
+}
+
+bool replay_fusion_on() {
+  static const bool env_on = [] {
+    const char* v = std::getenv("DYNGRAD_COMPILE_FUSE");
+    return !(v && std::string(v) == "0");
+  }();
+  return g_fusion_on && env_on;
 }
 
 size_t fuse_run(FusePlan& f, size_t i, std::vector<Tensor>& values, const SlotReader& slot, const SlotStore& store) {

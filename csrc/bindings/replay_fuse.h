@@ -45,6 +45,7 @@ void fuse_end_run(FusePlan& f);  // a run ended: forget which groups ran
 int64_t fuse_groups(const FusePlan* f);
 int64_t fuse_runs(const FusePlan* f);  // how many times a group ran fused
 
+bool replay_fusion_on();  // _C._set_replay_fusion's setting and DYNGRAD_COMPILE_FUSE (Note [Fused steps])
 void bind_replay_fuse(py::module_& m);
 
 }  // namespace dyngrad
