@@ -10,7 +10,8 @@ it), averaged over --steps replays:
 - the planned backward, per node kind (_C._plan_profile: each plan entry's formula, the sums of its gradients and a
   leaf's accumulation; Note [The backward as a recorded program] in csrc/bindings/replay_backward.cpp);
 - the forward, per step: the recorded steps before the backward, run again from Python with grad mode off (as the
-  planned replay runs them), on arguments of the recorded shapes. Python's call of each step adds ~1 us to it.
+  planned replay runs them), on arguments of the recorded shapes, each as recorded (the C++ loop's fused groups,
+  Note [Fused steps], do not apply there). Python's call of each step adds ~1 us to it.
 The rest of the call (the optimiser's steps after the backward, the entry guard, the loop) is the difference.
 Timings on a shared machine: read the shares, and the machine line printed with them.
 """
