@@ -484,8 +484,32 @@ bool reshape_into_slice(BackwardPlan& plan, size_t k, const Tensor& g) {
   const Shape whole_strides = contiguous_strides(meta.shape);  // (the sum is made contiguous below if it is not)
   Shape window_strides = whole_strides;
   window_strides[s.dim] *= s.step;
-  Shape as_g;
-  if (!view_strides_of(window_shape, window_strides, g->shape, as_g)) return false;
+  // both in the finest shape that refines the window's and g's (the heads split out of a merged dim: (s, b, h*dh)
+  // against (s, b*h, dh) is (s, b, h, dh)), each a view of its memory
+  Shape common;
+  for (int64_t i = (int64_t)window_shape.size() - 1, j = (int64_t)g->ndim() - 1, a = 1, b = 1; i >= 0 || j >= 0;) {
+    if (a == 1 && i >= 0) a = window_shape[i--];
+    if (b == 1 && j >= 0) b = g->shape[j--];
+    if (a == b) {
+      common.push_back(a);
+      a = b = 1;
+    } else if (b > 1 && a % b == 0) {
+      common.push_back(b);
+      a /= b;
+      b = 1;
+    } else if (a > 1 && b % a == 0) {
+      common.push_back(a);
+      b /= a;
+      a = 1;
+    } else {
+      return false;
+    }
+  }
+  std::reverse(common.begin(), common.end());
+  Shape window_common, g_common;
+  if (!view_strides_of(window_shape, window_strides, common, window_common) ||
+      !view_strides_of(g->shape, g->strides, common, g_common))
+    return false;
   if (fresh) {  // slice_backward_in_place's clearing: the rest of each block, or all of it
     cur = empty(meta.shape, meta.dtype);
     const size_t item = dtype_size(meta.dtype), total = (size_t)cur->numel * item;
@@ -504,9 +528,10 @@ bool reshape_into_slice(BackwardPlan& plan, size_t k, const Tensor& g) {
   } else if (!owned_buffer(cur)) {
     cur = contiguous_copy(cur, cur->dtype);
   }
-  Tensor window = make_view(cur, g->shape, as_g, cur->offset + s.start * cur->strides[s.dim]);
-  if (fresh) copy_into(window, g);
-  else add_into_kernel(window, g);
+  Tensor window = make_view(cur, common, window_common, cur->offset + s.start * cur->strides[s.dim]);
+  Tensor from = make_view(g, common, g_common, g->offset);
+  if (fresh) copy_into(window, from);
+  else add_into_kernel(window, from);
   return true;
 }
 
