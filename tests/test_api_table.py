@@ -42,6 +42,9 @@ CPP_ONLY = {
     "_fft_cached_plan_count": "the C++ FFT's plan cache", "_fft_clear_plan_cache": "the C++ FFT's plan cache",
     "_plan_backward": "static replay's planned backward (Note [The backward as a recorded program]); the reference "
                       "replays its backward over the graph",
+    "_plan_profile": "the planned backward's per-entry timing, for bench/static_profile.py",
+    "_set_replay_fusion": "static replay's fused groups of steps (Note [Fused steps]); the reference's replay runs "
+                          "every step",
 }
 
 

@@ -29,6 +29,7 @@
 #include "dyngrad/kernels/scalar.h"
 #include "dyngrad/optim.h"
 #include "replay_backward.h"
+#include "replay_fuse.h"
 
 namespace dyngrad {
 
@@ -260,6 +261,7 @@ struct ReplayProgram {
   bool profile = false;
   std::vector<int64_t> step_ns;
   int64_t profiled_runs = 0;
+  std::shared_ptr<FusePlan> fused;  // Note [Fused steps] (replay_fuse.cpp): null when no group is fused
 
   void materialize(PyObject* list, int64_t slot) {
     if (slot < 0 || slot >= (int64_t)values.size() || !values[slot]) return;
@@ -274,6 +276,7 @@ struct ReplayProgram {
     shortcuts_taken.clear();
     running = false;
     if (plan) plan_drop_harvested(*plan);  // Note [Saved state no step returns]: a run that raised keeps no node
+    if (fused) fuse_end_run(*fused);
     plan_on = plan_dirty = plan_ran = false;
   }
 };
@@ -689,6 +692,24 @@ struct StepTimer {
   }
 };
 
+// Note [Fused steps] (replay_fuse.cpp): the program's fused groups, after set_exported and set_backward_plan
+std::shared_ptr<FusePlan> build_fused(const ReplayProgram& p) {
+  std::vector<FuseStepInfo> steps;
+  std::vector<std::vector<int64_t>> reads;
+  for (const auto& s : p.steps) {
+    steps.push_back({s.fn.ptr(), &s.name, &s.slots, &s.consts, s.out, (bool)(s.core.unary || s.core.binary)});
+    std::vector<int64_t> r;
+    for (int64_t slot : s.slots)
+      if (slot >= 0) r.push_back(slot);
+    for (const SeqArg& q : s.seqs)
+      for (int64_t slot : q.slots)
+        if (slot >= 0) r.push_back(slot);
+    reads.push_back(std::move(r));
+  }
+  return fuse_build(steps, reads, p.output_slots, p.plan ? p.plan_step : SIZE_MAX,
+                    p.plan ? plan_read_slots(*p.plan) : std::vector<int64_t>{});
+}
+
 py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
   PyObject* list = slots.ptr();
   const Py_ssize_t n_slots = PyList_GET_SIZE(list);
@@ -739,6 +760,16 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
       if (!p.plan_harvests[i].entries.empty()) harvest.emplace(*p.plan, p.plan_harvests[i], reader);
       else no_node.emplace(false);
       if (p.makes_node[i]) p.plan_dirty = true;
+    }
+    if (p.fused) {  // Note [Fused steps] (replay_fuse.cpp): a group of steps run as one (with grad mode as above)
+      const size_t last = fuse_run(*p.fused, i, p.values, reader, [&](int64_t slot, Tensor r) {
+        if (p.exported[slot]) PyList_SetItem(list, slot, py::cast(r).release().ptr());
+        p.values[slot] = std::move(r);
+      });
+      if (last != SIZE_MAX) {
+        i = last;
+        continue;
+      }
     }
     if (p.plan_on && i == p.plan_step) {
       plan_run(*p.plan, p.plan_heads, [&](int64_t slot) { return slot < n_slots ? slot_tensor(p, list, slot) : nullptr; });
@@ -1666,6 +1697,7 @@ py::object entry_matches(py::handle key, py::handle tensor_type, py::handle args
 void bind_capture(py::module_& m) {
   g_module = m.inc_ref().ptr();  // Note [Grad mode steps in the loop]
   bind_replay_backward(m);  // _plan_backward and _BackwardPlan (replay_backward.cpp)
+  bind_replay_fuse(m);      // _set_replay_fusion (replay_fuse.cpp)
   // Note [Entry guards in C++]: (key, argument tensors) of compiling.entry_key for a static program; `middle`
   // are the parts between the arguments' and the modules' (grad mode, default dtype), `reachable` the modules and
   // optimisers compiling._reachable found.
@@ -1837,6 +1869,7 @@ void bind_capture(py::module_& m) {
           for (size_t slot = 0; slot < flags.size(); ++slot)
             if (flags[slot]) p.output_slots.push_back((int64_t)slot);
         }
+        p.fused = build_fused(p);  // Note [Fused steps]
       }, py::arg("exported"))
       // Note [The backward as a recorded program]: takes `plan` (a _BackwardPlan of step `step`, a _run_backward)
       // for its runs; returns None, or why the program cannot take it (then it runs as before). `outputs`: the slots
@@ -1880,8 +1913,12 @@ void bind_capture(py::module_& m) {
         p.plan = std::move(plan);
         p.plan_step = step;
         p.output_slots = outputs;
+        p.fused = build_fused(p);  // Note [Fused steps]: none before the planned backward
         return py::none();
       }, py::arg("step"), py::arg("plan"), py::arg("outputs"))
+      // Note [Fused steps] (replay_fuse.cpp): how many groups of steps run fused; how many times one did
+      .def_property_readonly("fused_groups", [](const ReplayProgram& p) { return fuse_groups(p.fused.get()); })
+      .def_property_readonly("fused_runs", [](const ReplayProgram& p) { return fuse_runs(p.fused.get()); })
       // how many runs took the planned backward, for tests and compile_stats
       .def_property_readonly("planned_runs", [](const ReplayProgram& p) { return p.planned_runs; })
       // Note [Scalar replay]: how many runs took the scalar program; off: never build one
@@ -2006,6 +2043,11 @@ void bind_capture(py::module_& m) {
          py::arg("out"))
       // Every slot a C++ value holds gets its Python object (a miss reads the served results), and the run ends.
       .def("materialize", [](ReplayProgram& p, py::list slots) {
+        if (p.fused) {  // Note [Fused steps]: the results the fused groups did not make, made now
+          const Py_ssize_t n = PyList_GET_SIZE(slots.ptr());
+          if ((Py_ssize_t)p.values.size() < n) p.values.resize(n);
+          fuse_restore(*p.fused, p.values, [&](int64_t slot) { return slot < n ? slot_tensor(p, slots.ptr(), slot) : nullptr; });
+        }
         p.materialize_all(slots.ptr());
         if (p.plan_ran) {  // Note [The backward as a recorded program]: leaving the program after a planned backward
           const Py_ssize_t n = PyList_GET_SIZE(slots.ptr());

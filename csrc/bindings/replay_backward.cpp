@@ -69,6 +69,9 @@
 #include "replay_backward.h"
 
 #include <algorithm>
+#include <cstring>
+#include <ctime>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -80,6 +83,8 @@
 #include "dyngrad/grad_mode.h"
 #include "dyngrad/kernels/scalar.h"
 #include "dyngrad/saved.h"
+#include "dyngrad/kernels/kernels.h"
+#include "replay_fuse.h"
 
 namespace dyngrad {
 
@@ -190,6 +195,9 @@ struct BackwardPlan {
   std::unordered_map<int64_t, std::string> history_name;  // ... and their grad_fn's name
   std::unordered_map<int64_t, int64_t> storage_class;     // per slot, the same number for slots sharing a storage
   std::vector<Tensor> pending;                   // per entry, during a run
+  // Note [A reshape's gradient written into its slice's window]: per entry, the slice entry its reshape's gradient
+  // is written through into (-1: none)
+  std::vector<int64_t> into_slice;
   // What the templates' edges point at: formulas only ask needs_input_grad, and a slice's in-place gradient
   // (Note [Gradients written in place]) writes into its pending slot, which holds the target's sum meanwhile.
   std::shared_ptr<Node> sink;
@@ -387,7 +395,144 @@ std::variant<std::shared_ptr<BackwardPlan>, std::string> make_plan(
     plan->roots.push_back({entry_of.at(root_edges[r].fn.get()), root_slots[r],
                            r < grad_slots.size() ? grad_slots[r] : -1});
   plan->pending.resize(plan->entries.size());
+  // Note [A reshape's gradient written into its slice's window]
+  plan->into_slice.assign(plan->entries.size(), -1);
+  if (replay_fusion_on()) {
+    std::vector<int64_t> sources(plan->entries.size(), 0);
+    for (const auto& e : plan->entries)
+      for (const auto& t : e.targets)
+        if (t.entry >= 0) sources[t.entry] += 1;
+    for (const auto& r : plan->roots) sources[r.entry] += 1000;
+    for (size_t k = 0; k < plan->entries.size(); ++k) {
+      const auto& e = plan->entries[k];
+      if (!e.node || e.live || e.node->kind != OpKind::reshape || e.targets.size() != 1) continue;
+      const int64_t j = e.targets[0].entry;
+      if (j <= (int64_t)k || sources[j] != 1) continue;
+      const auto& sl = plan->entries[j];
+      if (!sl.node || sl.live || sl.node->kind != OpKind::slice || sl.targets.size() != 1 || sl.targets[0].entry < 0)
+        continue;
+      const int64_t t = sl.targets[0].entry;
+      bool between = false;  // an entry between the two that adds into the slice's target: keep the sums' order
+      for (int64_t m = (int64_t)k + 1; m < j && !between; ++m)
+        for (const auto& tt : plan->entries[m].targets) between = between || tt.entry == t;
+      if (!between) plan->into_slice[k] = j;
+    }
+  }
   return plan;
+}
+
+// Note [A reshape's gradient written into its slice's window]: a value cut into pieces and reshaped (the query, key
+// and value of attention: a chunk of the qkv product, reshaped to heads and transposed) gets back, per piece, a
+// gradient in the heads' layout. ReshapeBackward makes it contiguous (a copy: a transposed gradient cannot be
+// viewed in the piece's shape), then the slice's in-place formula (Note [Gradients written in place]) copies that
+// into its window of the whole gradient: two copies of each piece. Where the reshape's gradient goes only to that
+// slice, which sends it only to its input, and no entry between them adds into that input, the planned backward
+// writes the reshape's incoming gradient straight into the window, viewed in the gradient's shape: the window's
+// clearing and the copy (or the add into a sum already there) of slice_backward_in_place, and the same values
+// elementwise, so the same bits. The slice then has nothing pending and is skipped. Where the window cannot be
+// viewed in the gradient's shape, or any of the slice formula's own conditions fails, both run as before.
+bool view_strides_of(const Shape& shape, const Shape& strides, const Shape& to, Shape& out) {
+  // the strides of `to` over the memory of (shape, strides), if it is a view of it (dims merged or split where
+  // their memory is uniform), as torch's computeStride
+  out.assign(to.size(), 0);
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  if (numel == 0) return false;
+  int64_t view_d = (int64_t)to.size() - 1;
+  int64_t chunk_base_stride = strides.empty() ? 1 : strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t d = (int64_t)shape.size() - 1; d >= 0; --d) {
+    tensor_numel *= shape[d];
+    if (d == 0 || (shape[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || to[view_d] == 1)) {
+        out[view_d] = view_numel * chunk_base_stride;
+        view_numel *= to[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return false;
+      if (d > 0) {
+        chunk_base_stride = strides[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  return view_d == -1;
+}
+
+// At the reshape entry k with incoming gradient g: true when written into its slice's window (above).
+bool reshape_into_slice(BackwardPlan& plan, size_t k, const Tensor& g) {
+  const auto& e = plan.entries[k];
+  const auto& sl = plan.entries[plan.into_slice[k]];
+  const InputMeta& reshaped = e.node->input_meta[0];  // the piece's shape: what ReshapeBackward would make
+  const InputMeta& meta = sl.node->input_meta[0];     // the whole value's
+  const auto& s = static_cast<OpNodeOf<OpKind::slice>&>(*sl.node).saved;
+  if (!g || !g->tangents.empty() || g->is_contiguous() || g->dtype != reshaped.dtype || g->dtype != meta.dtype ||
+      !is_floating(g->dtype) || reshaped.shape.size() != meta.shape.size() || s.dim < 0 ||
+      s.dim >= (int64_t)meta.shape.size())
+    return false;
+  int64_t numel = 1;
+  for (int64_t d : reshaped.shape) numel *= d;
+  if (numel != g->numel) return false;
+  Shape window_shape = meta.shape;
+  window_shape[s.dim] = reshaped.shape[s.dim];
+  if (window_shape != reshaped.shape) return false;
+  Tensor& cur = plan.pending[sl.targets[0].entry];
+  if (cur && (cur->shape != meta.shape || cur->dtype != meta.dtype || !cur->tangents.empty())) return false;
+  // the window's strides, then its view in g's shape, before anything is written
+  const bool fresh = !cur;
+  const Shape whole_strides = contiguous_strides(meta.shape);  // (the sum is made contiguous below if it is not)
+  Shape window_strides = whole_strides;
+  window_strides[s.dim] *= s.step;
+  // both in the finest shape that refines the window's and g's (the heads split out of a merged dim: (s, b, h*dh)
+  // against (s, b*h, dh) is (s, b, h, dh)), each a view of its memory
+  Shape common;
+  for (int64_t i = (int64_t)window_shape.size() - 1, j = (int64_t)g->ndim() - 1, a = 1, b = 1; i >= 0 || j >= 0;) {
+    if (a == 1 && i >= 0) a = window_shape[i--];
+    if (b == 1 && j >= 0) b = g->shape[j--];
+    if (a == b) {
+      common.push_back(a);
+      a = b = 1;
+    } else if (b > 1 && a % b == 0) {
+      common.push_back(b);
+      a /= b;
+      b = 1;
+    } else if (a > 1 && b % a == 0) {
+      common.push_back(a);
+      b /= a;
+      a = 1;
+    } else {
+      return false;
+    }
+  }
+  std::reverse(common.begin(), common.end());
+  Shape window_common, g_common;
+  if (!view_strides_of(window_shape, window_strides, common, window_common) ||
+      !view_strides_of(g->shape, g->strides, common, g_common))
+    return false;
+  if (fresh) {  // slice_backward_in_place's clearing: the rest of each block, or all of it
+    cur = empty(meta.shape, meta.dtype);
+    const size_t item = dtype_size(meta.dtype), total = (size_t)cur->numel * item;
+    char* base = static_cast<char*>(cur->storage->data);
+    const size_t row = total ? (size_t)cur->strides[s.dim] * item : 0;
+    if (total && s.step == 1 && row * (size_t)window_shape[s.dim] >= 64) {
+      const size_t block = row * (size_t)meta.shape[s.dim], blocks = total / block;
+      const size_t lo = (size_t)s.start * row, hi = std::min(block, lo + (size_t)window_shape[s.dim] * row);
+      for (size_t b = 0; b < blocks; ++b) {
+        std::memset(base + b * block, 0, lo);
+        std::memset(base + b * block + hi, 0, block - hi);
+      }
+    } else if (total) {
+      std::memset(base, 0, total);
+    }
+  } else if (!owned_buffer(cur)) {
+    cur = contiguous_copy(cur, cur->dtype);
+  }
+  Tensor window = make_view(cur, common, window_common, cur->offset + s.start * cur->strides[s.dim]);
+  Tensor from = make_view(g, common, g_common, g->offset);
+  if (fresh) copy_into(window, from);
+  else add_into_kernel(window, from);
+  return true;
 }
 
 }  // namespace
@@ -509,6 +654,21 @@ void plan_drop_harvested(BackwardPlan& plan) {
     if (e.live) e.harvested.reset();
 }
 
+std::vector<int64_t> plan_read_slots(const BackwardPlan& plan) {
+  std::vector<int64_t> out;
+  for (const auto& e : plan.entries) {
+    for (const auto& fill : e.fills) out.push_back(fill.slot);
+    if (e.live) out.push_back(e.anchor);
+    if (!e.node) out.push_back(e.slot);
+  }
+  for (const auto& r : plan.roots) {
+    out.push_back(r.slot);
+    if (r.grad_slot >= 0) out.push_back(r.grad_slot);
+  }
+  for (const auto& [slot, requires_grad] : plan.inputs) out.push_back(slot);
+  return out;
+}
+
 bool plan_has_history(const BackwardPlan& plan, int64_t slot) { return plan.history.count(slot) != 0; }
 
 bool plan_usable(const BackwardPlan& plan, const SlotReader& slot) {
@@ -535,6 +695,32 @@ static Tensor view_of(const Tensor& t, const BackwardPlan::Fill& fill) {
     throw std::logic_error("a planned backward's saved view does not fit in its slot's storage");
   return make_view(t, fill.shape, fill.strides, offset);
 }
+
+// _C._plan_profile(on): while on, plan_run adds each entry's CPU time (its formula, the sums of its gradients, a
+// leaf's accumulation) to a table by node name, for bench/ profiles of a static step's backward. Off: one branch per
+// entry. Times are the calling thread's CPU time (the pool's workers are not counted).
+namespace {
+bool g_plan_profile = false;
+std::map<std::string, std::pair<double, int64_t>> g_plan_times;  // name -> (seconds, entries run)
+double thread_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+struct EntryTimer {
+  const BackwardPlan::Entry* e;
+  double t0 = 0;
+  explicit EntryTimer(const BackwardPlan::Entry& entry) : e(g_plan_profile ? &entry : nullptr) {
+    if (e) t0 = thread_seconds();
+  }
+  ~EntryTimer() {
+    if (!e) return;
+    auto& slot = g_plan_times[e->node ? e->node->name() : std::string("AccumulateGrad")];
+    slot.first += thread_seconds() - t0;
+    slot.second += 1;
+  }
+};
+}  // namespace
 
 void plan_run(BackwardPlan& plan, const PlanHeads& heads, const SlotReader& slot) {
   note_backward();  // a new step for the graph-growth warning, as run_backward
@@ -573,6 +759,7 @@ void plan_run(BackwardPlan& plan, const PlanHeads& heads, const SlotReader& slot
   std::vector<Tensor> grads(1);
   for (size_t k = 0; k < plan.entries.size(); ++k) {
     BackwardPlan::Entry& e = plan.entries[k];
+    EntryTimer timer(e);
     Tensor g = std::move(plan.pending[k]);
     if (!e.node) {  // a leaf: AccumulateGrad
       if (g) {
@@ -590,6 +777,7 @@ void plan_run(BackwardPlan& plan, const PlanHeads& heads, const SlotReader& slot
       kAdopters[(int)e.node->kind](*e.node, *e.harvested);
       e.harvested.reset();
     }
+    if (plan.into_slice[k] >= 0 && reshape_into_slice(plan, k, g)) continue;  // (a reshape saves nothing)
     for (auto& fill : e.fills) {
       const Tensor& t = tensor(fill.slot);
       fill.field->data = fill.view ? view_of(t, fill) : t;
@@ -777,7 +965,11 @@ void plan_departed(const BackwardPlan& plan, const SlotReader& slot) {
 
 void bind_replay_backward(py::module_& m) {
   py::class_<BackwardPlan, std::shared_ptr<BackwardPlan>>(m, "_BackwardPlan")
-      .def("__len__", [](const BackwardPlan& p) { return p.entries.size(); });
+      .def("__len__", [](const BackwardPlan& p) { return p.entries.size(); })
+      // Note [A reshape's gradient written into its slice's window]: how many reshape entries write through
+      .def_property_readonly("reshapes_into_slices", [](const BackwardPlan& p) {
+        return std::count_if(p.into_slice.begin(), p.into_slice.end(), [](int64_t j) { return j >= 0; });
+      });
   // Note [The backward as a recorded program]: the plan of the backward from the roots, or a str: why none.
   // slots: (slot, tensor) for every tensor the recording has a slot for; inputs: the arguments' and externals'.
   m.def("_plan_backward", [](const std::vector<std::pair<int64_t, Tensor>>& slots, const std::vector<int64_t>& inputs,
@@ -786,6 +978,15 @@ void bind_replay_backward(py::module_& m) {
     if (auto* why = std::get_if<std::string>(&plan)) return py::str(*why);
     return py::cast(std::get<std::shared_ptr<BackwardPlan>>(plan));
   }, py::arg("slots"), py::arg("inputs"), py::arg("roots"), py::arg("grads"));
+  // (bench/ profiles) turns plan_run's per-entry timing on or off; returns the table so far {name: (seconds,
+  // entries)} and clears it
+  m.def("_plan_profile", [](bool on) {
+    g_plan_profile = on;
+    py::dict out;
+    for (const auto& [name, v] : g_plan_times) out[py::str(name)] = py::make_tuple(v.first, v.second);
+    g_plan_times.clear();
+    return out;
+  }, py::arg("on"));
 }
 
 }  // namespace dyngrad

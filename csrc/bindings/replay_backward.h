@@ -59,6 +59,8 @@ std::string plan_fits(BackwardPlan& plan, const std::vector<int64_t>& outs,
 // Whether this run may take the plan: the state it was recorded under holds (same leaves requiring grad, no hooks,
 // no anomaly mode, saved-tensor hooks or forward-AD levels, grad mode on). Read at the start of a run.
 bool plan_usable(const BackwardPlan& plan, const SlotReader& slot);
+// Every slot the plan reads its tensors from at a run (saved tensors, live steps' outputs, roots, leaves).
+std::vector<int64_t> plan_read_slots(const BackwardPlan& plan);
 // Whether the slot's tensor had history when planned (a step whose output it is made a node).
 bool plan_has_history(const BackwardPlan& plan, int64_t slot);
 // Runs the backward: formulas, sums and leaf accumulation in the engine's order, from the slots' tensors.

@@ -18,8 +18,9 @@ next one of every variant that runs it, and an edge from the step that made a sl
   a replay recomputes it and misses where it differs, Note [Values that flow into Python are guards]);
 - a step that keeps its variant eager (pink: Note [Steps that stay eager]);
 - the arguments and externals (blue; externals are read by reference at every call) and each variant's end (green,
-  with its replay count). Nothing is fused yet (docs/compile.md, "What the rest of the issue needs"), so no box
-  stands for a fused group; the legend says so.
+  with its replay count). The C++ replay's fused groups of steps (Note [Fused steps] in
+  csrc/bindings/replay_fuse.cpp: in-place updates, results computed into a dead operand) run the drawn steps'
+  arithmetic; they are not drawn, and the legend says so.
 """
 import sys
 
@@ -120,7 +121,7 @@ def program_drawing(obj, data_edges=True):
     d = Drawing("program")
     d.node("legend", "summary",
            f"{stats.name} ({stats.mode})\n{stats.calls} calls, {stats.variants} variants recorded, {stats.hits} hits,"
-           f"\n{stats.misses} misses, {stats.eager_calls} eager calls\nno fused groups (fusion is not built)",
+           f"\n{stats.misses} misses, {stats.eager_calls} eager calls\nfused groups of the C++ replay not drawn",
            shape="note")
     ids = {}                      # id(step) -> node id
 
