@@ -1,4 +1,4 @@
-"""In-place arithmetic under static replay (Note [In-place arithmetic in the loop] in csrc/bindings/capture_bind.cpp),
+"""In-place arithmetic under static replay (Note [Fused steps] in csrc/bindings/replay_fuse.cpp),
 on both engines: add_/sub_/mul_/div_ with a tensor, a number or an alpha, recorded as their general path and run by
 the C++ loop straight into self, give eager mode's bits at every call; where the shortcut must not apply (another
 dtype, overlapping memory, a broadcast alpha, a graph) the steps run as recorded; a guard miss after a shortcut
@@ -14,11 +14,11 @@ def natives(compiled):
 
 
 def inplace_runs(compiled):
-    return sum(getattr(n, "inplace_runs", 0) for n in natives(compiled))
+    return sum(getattr(n, "fused_runs", 0) for n in natives(compiled))
 
 
 def has_shortcut(dg):
-    return hasattr(dg._C, "_ReplayProgram") and hasattr(dg._C._ReplayProgram, "inplace_runs")
+    return hasattr(dg._C, "_ReplayProgram") and hasattr(dg._C._ReplayProgram, "fused_runs")
 
 
 FORMS = {

@@ -159,36 +159,6 @@ struct ScalarProgram {
   std::vector<float> regs;
 };
 
-// Note [In-place arithmetic in the loop]: an in-place add_/sub_/mul_/div_ (with alpha) is recorded as its general
-// path (python/dyngrad/_api/inplace.py): inplace_input(self, op, other_requires_grad) -> B, then result_type(B, other) and
-// scalar_operand(number, like) where the Python issued them, mul(other, S) for an alpha, the out-of-place op
-// (B, X) -> R and assign_inplace(B, R, op): two full-size temporaries and a copy per update, where eager mode's
-// `p.add_(g, alpha=-lr)` computes into p (Note [In-place arithmetic without a temporary] in inplace.cpp). On the
-// wide MLP's SGD update (784-1024-1024-10, six parameters) that was 1.9 ms under static replay against 0.57 ms
-// eagerly (bench/sgd_inplace_paths.py, Intel Xeon, lscpu family 6 model 167, 2 cores, KVM, load 2.5). The
-// recording is unchanged; a run of those steps whose temporaries (S, M, R) no other step reads and the call does
-// not return is marked at its inplace_input step, and the loop there calls binary_inplace_without_graph (what the
-// eager method calls) and goes on after the assign_inplace, with B holding self as inplace_input would have given
-// it. Where that function declines (a graph would be recorded, another dtype, overlapping memory, a broadcast
-// alpha) or the recorded result_type would differ, the steps run as recorded. The bits are the general path's: the
-// same loop with self as output and left operand, and for an alpha the product rounded on its own before the sum;
-// sub_'s alpha is added negated (x - round(g * a) == x + round(g * -a)). If the run later goes back to Python (a
-// miss's catch-up serves every step's result), the temporaries are made then (S exactly, M and R by value), so
-// each served result is a tensor of its own. Not in a planned forward (Note [The backward as a recorded program]):
-// those steps run as recorded.
-struct InplaceShortcut {
-  size_t end = 0;                  // the index of the assign_inplace step
-  BinaryKind kind = BinaryKind::Add;
-  std::string op;                  // "add_", ...
-  int64_t self_slot = -1, b = -1;  // inplace_input's argument and result
-  int64_t other = -1;              // the tensor operand's slot; -1: the number `number` (scalar_operand(number, self))
-  int64_t s = -1, like = -1, m = -1, r = -1;  // the temporaries' slots (-1: none), scalar_operand's like
-  bool alpha = false, negate = false;
-  bool other_requires_grad = false;  // inplace_input's recorded flag: True gives self back only without grad mode
-  py::object number;               // scalar_operand's number (the alpha, or the operand)
-  py::object expected;             // result_type's recorded dtype, or None
-};
-
 struct ReplayProgram {
   struct Step {
     py::object fn;
@@ -209,7 +179,6 @@ struct ReplayProgram {
                                       // ignore_index
     double smoothing = 0;             // cross_entropy's label_smoothing
     bool flag = false;                // set_grad_enabled's mode
-    std::shared_ptr<InplaceShortcut> inplace;  // Note [In-place arithmetic in the loop]: at an inplace_input step
     std::shared_ptr<OptimSpec> optim;          // Special::optim: Note [Optimiser steps in the loop]
   };
   explicit ReplayProgram(py::handle tensor_type) : tensor_type((PyTypeObject*)tensor_type.ptr()) {}
@@ -229,7 +198,7 @@ struct ReplayProgram {
   // mul, add, assign_inplace: two 4 MiB temporaries and a copy per weight, whatever their lifetime
   // (bench/sgd_inplace_paths.py, same machine, load 2.5: the step's six updates take 0.57 ms eagerly, 1.94 ms under
   // static replay, 1.89 ms as those calls issued eagerly; 1.4 ms of the ~38 ms step, most of the gap; since closed
-  // by Note [In-place arithmetic in the loop]: 0.59 ms against eager's 0.575, static 0.99x eager). Early release
+  // by Note [Fused steps] in replay_fuse.cpp: 0.59 ms against eager's 0.575, static 0.99x eager). Early release
   // is also unsafe as the loop stands: a run that goes back to Python (a value guard's miss, a step Python runs)
   // needs every earlier step's result, for the served results of a catch-up (Note [Catching up after a miss] in
   // capture.py) and for a sibling variant's later steps, which may read a slot this variant never reads again;
@@ -253,8 +222,6 @@ struct ReplayProgram {
   int scalar_state = 0;  // 0: not tried yet; 1: `scalar` is built; -1: this program has none (or it is off)
   int64_t scalar_runs = 0;
   bool handed_back = false;  // this run went back to Python (a step Python runs, a result it compares)
-  std::vector<const InplaceShortcut*> shortcuts_taken;  // this run's (Note [In-place arithmetic in the loop])
-  int64_t inplace_runs = 0;  // how many shortcuts ran, for tests
   // Note [Profiling a replay]: set_profile(True) makes each run add the time of each step (and of the run's set-up:
   // the plan's check, the scalar program's) into step_ns (nanoseconds of the thread's CPU time, step i at i, the set-up
   // at steps.size()) and count the runs; profile() reads them. Off (the default) it costs one branch per step.
@@ -273,7 +240,6 @@ struct ReplayProgram {
   }
   void finish() {
     values.clear();
-    shortcuts_taken.clear();
     running = false;
     if (plan) plan_drop_harvested(*plan);  // Note [Saved state no step returns]: a run that raised keeps no node
     if (fused) fuse_end_run(*fused);
@@ -421,184 +387,6 @@ bool scalar_run(ReplayProgram& p, PyObject* list) {
   return true;
 }
 
-bool is_own_function(py::handle fn, const char* own_name) {  // fn is _C's own function of that name
-  if (!g_module) return false;
-  PyObject* f = PyObject_GetAttrString(g_module, own_name);
-  if (!f) {
-    PyErr_Clear();
-    return false;
-  }
-  const bool same = f == fn.ptr();
-  Py_DECREF(f);
-  return same;
-}
-
-bool exact_number(PyObject* o) { return PyFloat_CheckExact(o) || PyLong_CheckExact(o); }  // not a bool
-
-// Note [In-place arithmetic in the loop]: marks each run of steps it recognises (after set_exported)
-void find_inplace_shortcuts(ReplayProgram& p, const std::vector<bool>& returned) {
-  std::vector<int64_t> reads(p.exported.size(), 0);
-  auto count = [&](int64_t slot) {
-    if (slot >= 0 && slot < (int64_t)reads.size()) ++reads[slot];
-  };
-  for (const auto& st : p.steps) {
-    for (int64_t slot : st.slots) count(slot);
-    for (const SeqArg& q : st.seqs)
-      for (int64_t slot : q.slots) count(slot);
-  }
-  auto temporary = [&](int64_t slot, int64_t times = 1) {  // read only by the run itself, not returned
-    return slot >= 0 && slot < (int64_t)reads.size() && reads[slot] == times &&
-           (slot >= (int64_t)returned.size() || !returned[slot]);
-  };
-  const size_t n = p.steps.size();
-  for (size_t i = 0; i < n; ++i) {
-    ReplayProgram::Step& head = p.steps[i];
-    if (head.name != "inplace_input" || head.out < 0 || head.slots.size() != 3 || head.slots[0] < 0 ||
-        head.slots[1] >= 0 || head.slots[2] >= 0 || !PyUnicode_Check(head.consts[1].ptr()) ||
-        !PyBool_Check(head.consts[2].ptr()) || !is_own_function(head.fn, "inplace_input"))
-      continue;
-    auto sc = std::make_shared<InplaceShortcut>();
-    sc->op = head.consts[1].cast<std::string>();
-    if (sc->op == "add_") sc->kind = BinaryKind::Add;
-    else if (sc->op == "sub_") sc->kind = BinaryKind::Sub;
-    else if (sc->op == "mul_") sc->kind = BinaryKind::Mul;
-    else if (sc->op == "div_") sc->kind = BinaryKind::Div;
-    else continue;
-    const std::string binop = sc->op.substr(0, 3);
-    sc->self_slot = head.slots[0];
-    sc->b = head.out;
-    sc->other_requires_grad = head.consts[2].ptr() == Py_True;
-    sc->expected = py::none();
-    int64_t rt_other = -1;
-    size_t j = i + 1;
-    for (int k = 0; k < 2 && j < n; ++k) {  // result_type and scalar_operand, in the order the Python issued them
-      const auto& st = p.steps[j];
-      if (st.name == "result_type" && rt_other < 0 && st.out == kValue && st.slots.size() == 2 && st.slots[0] == sc->b &&
-          st.slots[1] >= 0 && is_own_function(st.fn, "result_type")) {
-        rt_other = st.slots[1];
-        sc->expected = st.expected;
-        ++j;
-      } else if (st.name == "scalar_operand" && sc->s < 0 && st.out >= 0 && st.slots.size() == 2 && st.slots[0] < 0 &&
-                 st.slots[1] >= 0 && exact_number(st.consts[0].ptr()) && is_own_function(st.fn, "scalar_operand")) {
-        sc->s = st.out;
-        sc->like = st.slots[1];
-        sc->number = st.consts[0];
-        ++j;
-      } else {
-        break;
-      }
-    }
-    int64_t operand = -1;  // the slot the out-of-place op reads besides B
-    auto alpha_mul = [&](size_t at) {  // mul(like, S): an alpha's product (like is B itself in q.add_(q, alpha=a))
-      const auto& st = p.steps[at];
-      return st.name == "mul" && st.core.binary && st.slots.size() == 2 && st.slots[0] == sc->like &&
-             st.slots[1] == sc->s && st.out >= 0;
-    };
-    if (sc->s >= 0 && (sc->like != sc->b || (j < n && alpha_mul(j) && sc->kind != BinaryKind::Mul))) {  // an alpha
-      if (j >= n || sc->kind == BinaryKind::Mul || sc->kind == BinaryKind::Div) continue;
-      const auto& st = p.steps[j];
-      if (st.name != "mul" || !st.core.binary || st.slots.size() != 2 || st.slots[0] != sc->like ||
-          st.slots[1] != sc->s || st.out < 0)
-        continue;
-      sc->alpha = true;
-      sc->negate = sc->kind == BinaryKind::Sub;
-      sc->other = sc->like;
-      sc->m = st.out;
-      operand = sc->m;
-      ++j;
-      if (rt_other >= 0 && rt_other != sc->other) continue;
-    } else if (sc->s >= 0) {  // a number operand, scalar_operand(number, B)
-      operand = sc->s;
-      if (rt_other >= 0 && rt_other != sc->s) continue;
-    }
-    if (j + 1 >= n) continue;
-    const auto& op_step = p.steps[j];
-    if (op_step.name != binop || !op_step.core.binary || op_step.slots.size() != 2 || op_step.slots[0] != sc->b ||
-        op_step.slots[1] < 0 || op_step.out < 0)
-      continue;
-    if (operand >= 0 && op_step.slots[1] != operand) continue;
-    if (operand < 0) {  // a tensor operand
-      sc->other = op_step.slots[1];
-      if (rt_other >= 0 && rt_other != sc->other) continue;
-    }
-    sc->r = op_step.out;
-    const auto& assign = p.steps[j + 1];
-    if (assign.name != "assign_inplace" || assign.out != kNone || assign.slots.size() != 3 || assign.slots[0] != sc->b ||
-        assign.slots[1] != sc->r || assign.slots[2] >= 0 || !PyUnicode_Check(assign.consts[2].ptr()) ||
-        assign.consts[2].cast<std::string>() != sc->op || !is_own_function(assign.fn, "assign_inplace"))
-      continue;
-    if (!temporary(sc->r) || (sc->m >= 0 && !temporary(sc->m)) || (sc->s >= 0 && !temporary(sc->s, rt_other == sc->s ? 2 : 1)))
-      continue;
-    sc->end = j + 1;
-    head.inplace = std::move(sc);
-    i = j + 1;
-  }
-}
-
-// Note [In-place arithmetic in the loop]: the shortcut's write, or false (nothing written) where the steps must run
-bool inplace_shortcut(ReplayProgram& p, PyObject* list, const InplaceShortcut& sc) {
-  if (sc.other_requires_grad && grad_enabled()) return false;  // inplace_input would give a copy of self
-  const Tensor* q = slot_tensor(p, list, sc.self_slot);
-  if (!q) return false;
-  Tensor other;
-  if (sc.other >= 0) {  // B (q.add_(q, ...)) is not set yet: it is self
-    const Tensor* o = sc.other == sc.b ? q : slot_tensor(p, list, sc.other);
-    if (!o) return false;
-    other = *o;
-  } else {
-    other = scalar_operand(sc.number, q);
-  }
-  const DType dt = (*q)->dtype;
-  if ((dt != DType::Float32 && dt != DType::Float64) || other->dtype != dt) return false;
-  if (!sc.expected.is_none()) {  // result_type(self, other) is self's dtype, as recorded
-    const int same = PyObject_RichCompareBool(sc.expected.ptr(), dtype_object(dt).ptr(), Py_EQ);
-    if (same < 0) throw py::error_already_set();
-    if (!same) return false;
-  }
-  double a = 0;
-  if (sc.alpha) {
-    a = item_double(scalar_operand(sc.number, &other));  // alpha as scalar_operand rounds it to other's dtype
-    if (sc.negate) a = -a;
-  }
-  if (!binary_inplace_without_graph(sc.alpha ? BinaryKind::Add : sc.kind, *q, other, sc.alpha ? &a : nullptr,
-                                    sc.op.c_str()))
-    return false;
-  Tensor self = *q;
-  if (p.exported[sc.b]) {
-    p.materialize(list, sc.self_slot);
-    PyObject* o = PyList_GET_ITEM(list, sc.self_slot);
-    Py_INCREF(o);
-    PyList_SetItem(list, sc.b, o);
-  }
-  p.values[sc.b] = std::move(self);
-  p.shortcuts_taken.push_back(&sc);
-  ++p.inplace_runs;
-  return true;
-}
-
-// Before the run goes back to Python: the temporaries the shortcuts skipped, each a tensor of its own (a catch-up
-// serves them to the Python run again)
-void make_skipped_temporaries(ReplayProgram& p, PyObject* list) {
-  GradModeGuard no_grad(false);
-  for (const InplaceShortcut* sc : p.shortcuts_taken) {
-    auto unset = [&](int64_t slot) {
-      return slot >= 0 && slot < (int64_t)p.values.size() && !p.values[slot] && PyList_GET_ITEM(list, slot) == Py_None;
-    };
-    const Tensor* self = slot_tensor(p, list, sc->b);
-    if (!self) continue;
-    Tensor s_value;
-    if (sc->s >= 0) {
-      const Tensor* like = slot_tensor(p, list, sc->like);
-      if (like) s_value = scalar_operand(sc->number, like);
-      if (s_value && unset(sc->s)) p.values[sc->s] = s_value;
-    }
-    if (sc->m >= 0 && s_value && unset(sc->m))
-      if (const Tensor* o = slot_tensor(p, list, sc->other)) p.values[sc->m] = mul(*o, s_value);
-    if (unset(sc->r)) p.values[sc->r] = clone(*self);
-  }
-  p.shortcuts_taken.clear();
-}
-
 // Note [Optimiser steps in the loop]: the step's spec, or null. kinds: per argument 't' a list of tensors (slots,
 // or a constant empty list), 'f' fresh flags (a list of bool constants), 'n' a number, 'b' a bool.
 std::shared_ptr<OptimSpec> optim_spec_of(const std::string& name, const std::vector<int64_t>& slots,
@@ -743,12 +531,7 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
     for (size_t k = 0; k < n; ++k)
       DG_CHECK(s.slots[k] < n_slots, IndexError, "_ReplayProgram.run: slot ", s.slots[k], " of step ", i,
                " is beyond the ", n_slots, " slots.");
-    if (s.inplace && !(p.plan_on && i < p.plan_step) && inplace_shortcut(p, list, *s.inplace)) {
-      i = s.inplace->end;  // Note [In-place arithmetic in the loop]
-      continue;
-    }
     if (s.out == -2) {
-      make_skipped_temporaries(p, list);
       for (int64_t slot : s.slots) p.materialize(list, slot);
       p.handed_back = true;
       return py::make_tuple(i);
@@ -888,7 +671,6 @@ py::object run_steps(ReplayProgram& p, py::list slots, size_t start) {
       p.plan_on = false;  // nothing has run without its graph yet: the run goes on as unplanned
     }
     p.handed_back = true;
-    make_skipped_temporaries(p, list);
     return py::make_tuple(i, py::reinterpret_steal<py::object>(result));
   }
   if (p.scalar_state == 0 && !p.handed_back && (p.plan_ran || (!p.plan && start == 0))) scalar_build(p, list);
@@ -1845,7 +1627,7 @@ void bind_capture(py::module_& m) {
         }
         p.steps.push_back({std::move(fn), std::move(slots), std::move(consts), out, core, special,
                            std::move(seq_args), std::move(expected), name, std::move(out_slots), out_is_list,
-                           classes, ignore, smoothing, flag, nullptr, std::move(optim)});
+                           classes, ignore, smoothing, flag, std::move(optim)});
       }, py::arg("fn"), py::arg("slots"), py::arg("consts"), py::arg("out"), py::arg("name"),
          py::arg("expected") = py::none(), py::arg("seqs") = py::none(),
          py::arg("out_slots") = std::vector<int64_t>{}, py::arg("out_is_list") = false)
@@ -1863,7 +1645,6 @@ void bind_capture(py::module_& m) {
                 if (slot >= 0 && slot < (int64_t)exported.size()) exported[slot] = 1;
           }
         p.exported = std::move(exported);
-        find_inplace_shortcuts(p, flags);  // Note [In-place arithmetic in the loop]
         if (!p.plan) {  // Note [Scalar replay]: the slots returned (set_backward_plan sets them again with a plan)
           p.output_slots.clear();
           for (size_t slot = 0; slot < flags.size(); ++slot)
@@ -1951,7 +1732,6 @@ void bind_capture(py::module_& m) {
           const char* how = i == p.plan_step && p.plan ? "planned backward"
                             : s.out == -2                ? "python"
                             : s.core.unary || s.core.binary ? "core call"
-                            : s.inplace                  ? "in-place shortcut"
                             : s.special != Special::none ? "in the loop"
                                                          : "vectorcall";
           out.append(py::make_tuple(s.name, how, ns));
@@ -1985,11 +1765,6 @@ void bind_capture(py::module_& m) {
           return s.special == Special::optim;
         });
       })
-      // Note [In-place arithmetic in the loop]: how many runs of steps are marked, and how many times one ran
-      .def_property_readonly("inplace_steps", [](const ReplayProgram& p) {
-        return std::count_if(p.steps.begin(), p.steps.end(), [](const ReplayProgram::Step& s) { return (bool)s.inplace; });
-      })
-      .def_property_readonly("inplace_runs", [](const ReplayProgram& p) { return p.inplace_runs; })
       // how many steps check class targets in the loop itself (Note [Target checks in the loop]), for tests
       .def_property_readonly("target_checks", [](const ReplayProgram& p) {
         return std::count_if(p.steps.begin(), p.steps.end(),
