@@ -504,6 +504,38 @@ def test_a_c_function_replaced_between_calls_is_seen(dg, monkeypatch):
     assert "the program issued softmax where the recording has softmax" in stats.guard_misses[0][0]
 
 
+def test_the_recorded_surface_stays_in_place(dg):
+    """Note [The recorded surface stays in place] (capture.py): on the C++ engine the stand-ins stay in _C and on
+    Tensor after a recording, pass eager calls straight to their functions (no recorder sees them), and show their
+    functions' names and docs; taken out, the next recording puts them back, and every result is eager mode's."""
+    capture = _capture_module(dg)
+    if not capture._stays_in_place():
+        pytest.skip("the reference engine swaps the surface per recording")
+    a = t(dg, [0.5, -1.0], requires_grad=True)
+
+    def f(x):
+        y = dg.softmax(x * a, 0)
+        return y.sum() + y[0].detach().item()
+    compiled = verified(dg, f)
+    x = t(dg, [0.3, 0.2])
+    original = capture._C_BINDINGS["softmax"]
+    for _ in range(2):
+        assert_same(compiled(x), f(x))
+        stand_in = dg._C.softmax
+        assert type(stand_in).__name__ == "_VerifiedFunction" and stand_in.__wrapped__ is original
+        assert stand_in.__doc__ == original.__doc__ and stand_in.__name__ == "softmax"
+        assert type(dg._C.Tensor.__dict__["item"]).__name__ == "_VerifiedMethod"
+        assert x.item.__self__ is x and dg._C.Tensor.item(t(dg, [2.5])) == 2.5
+        assert capture._active[0] is None and capture._in_place()
+        assert_same(dg.softmax(x, 0), original(x, 0))            # eager: straight to the binding
+        capture._take_out_of_place()
+        assert dg._C.softmax is original and not capture._in_place()
+    assert_same(compiled(x), f(x))
+    stats = compiled.compile_stats
+    assert (stats.variants, stats.hits, stats.misses) == (1, 2, 0), stats.guard_misses
+    assert stats.matched_in_cpp > 0
+
+
 def test_verified_calls_leave_no_recorder_alive(dg):
     """The C++ cursor held the recorder's bound method and the recorder held the cursor: a cycle through a C++
     object that Python's gc cannot collect, which kept every verified call's recorder and slot map alive."""

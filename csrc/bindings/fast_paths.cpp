@@ -1291,6 +1291,8 @@ struct VerifiedFunction {
 
 PyObject* verified_function_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   auto* w = reinterpret_cast<VerifiedFunction*>(self);
+  // Note [The recorded surface stays in place]: no thread records, so this is an eager call: straight to fn
+  if (fast_on()) return PyObject_Vectorcall(w->fn, args, nargsf, kwnames);
   const Py_ssize_t n = PyVectorcall_NARGS(nargsf);
   VerifyCursor* c = kwnames ? nullptr : verifying();
   if (c) {
@@ -1405,9 +1407,37 @@ PyObject* verified_function_name(PyObject* self, void*) {
   return PyObject_GetAttrString(reinterpret_cast<VerifiedFunction*>(self)->wrapper, "__name__");
 }
 
+// fn's own attributes (its __doc__, __module__, __qualname__, __text_signature__, ...): the stand-in stays in _C for
+// the process's life (Note [The recorded surface stays in place]), so help(), inspect and the docs see fn's
+PyObject* verified_function_doc(PyObject* self, void*) {
+  return PyObject_GetAttrString(reinterpret_cast<VerifiedFunction*>(self)->fn, "__doc__");
+}
+
+PyObject* verified_function_getattro(PyObject* self, PyObject* name) {
+  PyObject* r = PyObject_GenericGetAttr(self, name);
+  if (r || !PyErr_ExceptionMatches(PyExc_AttributeError)) return r;
+  PyErr_Clear();
+  return PyObject_GetAttr(reinterpret_cast<VerifiedFunction*>(self)->fn, name);
+}
+
+PyObject* verified_function_repr(PyObject* self) {
+  return PyObject_Repr(reinterpret_cast<VerifiedFunction*>(self)->fn);
+}
+
+// A _VerifiedMethod (the stand-in of a Tensor method, a class attribute) binds self as a function does; with
+// Py_TPFLAGS_METHOD_DESCRIPTOR, `t.item()` calls it with t first and makes no bound method.
+PyObject* verified_method_get(PyObject* self, PyObject* obj, PyObject*) {
+  if (!obj || obj == Py_None) {
+    Py_INCREF(self);
+    return self;
+  }
+  return PyMethod_New(self, obj);
+}
+
 PyGetSetDef verified_function_getset[] = {
     {"__wrapped__", &verified_function_wrapped, nullptr, "the function it stands for", nullptr},
     {"__name__", &verified_function_name, nullptr, "the function's name", nullptr},
+    {"__doc__", &verified_function_doc, nullptr, "the function's docstring", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 PyTypeObject* verified_function_type() {
@@ -1424,9 +1454,51 @@ PyTypeObject* verified_function_type() {
     t.tp_call = &PyVectorcall_Call;
     t.tp_vectorcall_offset = offsetof(VerifiedFunction, vectorcall);
     t.tp_getset = verified_function_getset;
+    t.tp_getattro = &verified_function_getattro;
+    t.tp_repr = &verified_function_repr;
     return t;
   }();
   return &type;
+}
+
+PyTypeObject* verified_method_type() {
+  static PyTypeObject type = [] {
+    PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+    t.tp_name = "dyngrad._C._VerifiedMethod";
+    t.tp_basicsize = sizeof(VerifiedFunction);
+    t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR;
+    t.tp_doc = "a recorded program's stand-in for one Tensor method: a _VerifiedFunction that binds self";
+    t.tp_base = verified_function_type();
+    t.tp_new = &verified_function_new;
+    t.tp_dealloc = &verified_function_dealloc;
+    t.tp_traverse = &verified_function_traverse;
+    t.tp_clear = &verified_function_clear;
+    t.tp_call = &PyVectorcall_Call;
+    t.tp_vectorcall_offset = offsetof(VerifiedFunction, vectorcall);
+    t.tp_descr_get = &verified_method_get;
+    t.tp_getset = verified_function_getset;  // its own: tp_doc would shadow the base's __doc__ (fn's)
+    t.tp_getattro = &verified_function_getattro;
+    t.tp_repr = &verified_function_repr;
+    return t;
+  }();
+  return &type;
+}
+
+// The dict behind a module or a class (a class's real dict, not its mappingproxy).
+PyObject* owner_dict(PyObject* owner) {
+  if (PyType_Check(owner)) return reinterpret_cast<PyTypeObject*>(owner)->tp_dict;
+  if (PyModule_Check(owner)) return PyModule_GetDict(owner);
+  return nullptr;
+}
+
+// A number that changes whenever the dict does (CPython's ma_version_tag, 3.11), or -1 where there is none.
+int64_t dict_version(PyObject* d) {
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+  return (int64_t)(reinterpret_cast<PyDictObject*>(d)->ma_version_tag & 0x7fffffffffffffffULL);
+#else
+  (void)d;
+  return -1;
+#endif
 }
 
 }  // namespace
@@ -1638,14 +1710,38 @@ void bind_verify(py::module_& m) {
         throw py::error_already_set();
     return true;
   }, py::arg("d"), py::arg("names"), py::arg("expected").none(true), py::arg("values"));
+  cursor.def_static("surface_in_place", [](py::handle owner, py::list names, py::list expected, int64_t version) {
+    // Note [The recorded surface stays in place]: whether owner's names[i] is expected[i] for every i: the dict's
+    // version when they are (the next call passes it, and an unchanged dict is not searched again), else -1
+    PyObject* d = owner_dict(owner.ptr());
+    if (!d) throw py::type_error("_VerifyCursor.surface_in_place: expected a module or a class");
+    const int64_t now = dict_version(d);
+    if (version >= 0 && now == version) return now;
+    const Py_ssize_t n = PyList_GET_SIZE(names.ptr());
+    if (PyList_GET_SIZE(expected.ptr()) != n)
+      throw py::value_error("_VerifyCursor.surface_in_place: names and expected differ in length");
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      PyObject* current = PyDict_GetItemWithError(d, PyList_GET_ITEM(names.ptr(), i));  // borrowed
+      if (!current && PyErr_Occurred()) throw py::error_already_set();
+      if (current != PyList_GET_ITEM(expected.ptr(), i)) return (int64_t)-1;
+    }
+    return now < 0 ? (int64_t)-2 : now;  // -2: in place, on a Python without dict versions
+  }, py::arg("owner"), py::arg("names"), py::arg("expected"), py::arg("version"));
   PyTypeObject* type = verified_function_type();
   if (PyType_Ready(type) < 0) throw py::error_already_set();
   Py_INCREF(type);
   m.attr("_VerifiedFunction") = py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(type));
+  PyTypeObject* method = verified_method_type();
+  if (PyType_Ready(method) < 0) throw py::error_already_set();
+  Py_INCREF(method);
+  m.attr("_VerifiedMethod") = py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(method));
 }
 
 void set_autocast_active(bool active) { g_autocast_active.store(active, std::memory_order_relaxed); }
 void set_capturing(bool active) { g_capturing.store(active, std::memory_order_relaxed); }
+PyObject* stand_in_target(PyObject* f) {
+  return PyObject_TypeCheck(f, verified_function_type()) ? reinterpret_cast<VerifiedFunction*>(f)->fn : f;
+}
 void verified_autograd_read() {
   VerifyCursor* c = t_cursor;
   if (c && plan_forward(c) && !c->deferred.empty() && c->depth == 0) materialize(c);
