@@ -12,6 +12,7 @@
 // every Tensor object is an ordinary pybind11 instance.
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <set>
@@ -1501,6 +1502,110 @@ int64_t dict_version(PyObject* d) {
 #endif
 }
 
+
+void cursor_follow(VerifyCursor& c, py::object table) {
+  const VerifyTable* next = table.is_none() ? nullptr : &table.cast<const VerifyTable&>();
+  if (next != c.table) {  // Note [Verified ops run from the plan]: another variant, or none
+    materialize(&c);
+    if (next) flush(&c);
+  }
+  c.table = next;
+  c.table_owner = table;
+  if (!next) c.slot_tensors.clear();
+}
+
+// The slots so far are exactly `slots` (the recorder's arguments and externals): the mirror takes them; then the
+// call runs from the plan if it can.
+bool cursor_start_plan(VerifyCursor& c, const std::vector<std::pair<int64_t, PyObject*>>& slots) {
+  c.plan_on = c.plan_ran = false;
+  c.deferred.clear();
+  c.py_objects.clear();
+  c.stale.clear();
+  c.mirror = true;
+  for (const auto& [slot, obj] : slots) assign_slot(&c, slot, obj);
+  if (!c.table || !c.table->plan || c.index != 0 || c.depth != 0) return false;
+  c.grad_slots.clear();
+  for (const auto& [slot, obj] : slots) {
+    const Tensor* t = g_tensor_type ? held_tensor(obj, g_tensor_type) : nullptr;
+    if (!t) continue;
+    set_slot_tensor(&c, slot, *t);
+    if ((size_t)slot >= c.grad_slots.size()) c.grad_slots.resize(slot + 1);
+    c.grad_slots[slot] = (*t)->requires_grad;
+  }
+  c.plan_on = plan_usable(*c.table->plan, [&](int64_t slot) { return plan_slot(&c, slot); });
+  return c.plan_on;
+}
+
+// Note [A verified call's setup in one call]: capture.verify's start of a call, which was seven calls of this
+// object from Python (~2 us on an Intel Xeon family 6 model 167, loaded): the table followed, the recorder's
+// on_result, this thread's cursor, and the slots of the arguments (an object passed twice keeps its first slot, as
+// the recorder's bind_args) and of the externals ((slot, tensor) pairs; an external passed as an argument takes
+// the external's slot, as the recorder's slot_of), then the plan.
+bool cursor_start(VerifyCursor& c, py::object table, py::object on_result, py::handle args, py::handle externals) {
+  if (t_cursor && t_cursor != &c)
+    throw RuntimeError("_VerifyCursor.start: this thread already follows another verified call.");
+  if (!PyList_Check(args.ptr()) || !PyList_Check(externals.ptr()))
+    throw py::type_error("_VerifyCursor.start: args and externals must be lists");
+  c.index = c.depth = 0;
+  c.on_result = std::move(on_result);
+  cursor_follow(c, std::move(table));
+  std::vector<std::pair<int64_t, PyObject*>> slots;
+  const Py_ssize_t n_ext = PyList_GET_SIZE(externals.ptr());
+  std::vector<PyObject*> ext_objects;
+  for (Py_ssize_t k = 0; k < n_ext; ++k) {
+    PyObject* pair = PyList_GET_ITEM(externals.ptr(), k);
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2)
+      throw py::type_error("_VerifyCursor.start: externals must be (slot, tensor) pairs");
+    ext_objects.push_back(PyTuple_GET_ITEM(pair, 1));
+  }
+  const Py_ssize_t n_args = PyList_GET_SIZE(args.ptr());
+  for (Py_ssize_t i = 0; i < n_args; ++i) {
+    PyObject* x = PyList_GET_ITEM(args.ptr(), i);
+    bool seen = std::find(ext_objects.begin(), ext_objects.end(), x) != ext_objects.end();
+    for (const auto& [slot, obj] : slots) seen = seen || obj == x;
+    if (!seen) slots.emplace_back(i, x);
+  }
+  for (Py_ssize_t k = 0; k < n_ext; ++k) {
+    PyObject* pair = PyList_GET_ITEM(externals.ptr(), k);
+    const int64_t slot = PyLong_AsLongLong(PyTuple_GET_ITEM(pair, 0));
+    if (slot == -1 && PyErr_Occurred()) throw py::error_already_set();
+    bool later = false;  // the same tensor again, at a later pair: the later slot is the dict's
+    for (Py_ssize_t m = k + 1; m < n_ext && !later; ++m) later = ext_objects[m] == ext_objects[k];
+    if (!later) slots.emplace_back(slot, ext_objects[k]);
+  }
+  const bool plan = cursor_start_plan(c, slots);
+  t_cursor = &c;
+  return plan;
+}
+
+// The end of a verified call: the graph and slots brought up to date unless the call followed its table to its end
+// (`complete`: the number of its steps, or -1), this thread's cursor let go, and everything held dropped; returns
+// (index, depth, matched, planned, rebuilt).
+py::tuple cursor_finish(VerifyCursor& c, int64_t complete) {
+  struct Off {
+    VerifyCursor& c;
+    ~Off() {
+      if (t_cursor == &c) t_cursor = nullptr;
+    }
+  } off{c};
+  if (complete < 0 || c.index != complete) {
+    materialize(&c);
+    flush(&c);
+  }
+  py::tuple out = py::make_tuple(c.index, c.depth, c.matched, c.planned, c.rebuilt);
+  return out;
+}
+
+void cursor_drop(VerifyCursor& c) {
+  c.table = nullptr;
+  c.table_owner = py::none();
+  c.plan_on = false;
+  c.deferred.clear();
+  c.slot_tensors.clear();
+  c.py_objects.clear();
+  c.stale.clear();
+  c.mirror = false;
+}
 }  // namespace
 
 // Note [Verified ops in the fast paths]: the Python side (capture.Recorder) makes one table per variant and one
@@ -1633,52 +1738,39 @@ void bind_verify(py::module_& m) {
       .def_readwrite("depth", &VerifyCursor::depth)
       .def_readonly("matched", &VerifyCursor::matched)
       .def_readwrite("on_result", &VerifyCursor::on_result)
-      .def("follow", [](VerifyCursor& c, py::object table) {
-        const VerifyTable* next = table.is_none() ? nullptr : &table.cast<const VerifyTable&>();
-        if (next != c.table) {  // Note [Verified ops run from the plan]: another variant, or none
-          materialize(&c);
-          if (next) flush(&c);
-        }
-        c.table = next;
-        c.table_owner = table;
-        if (!next) c.slot_tensors.clear();
-      }, py::arg("table").none(true), "the table of the variant followed, or None: the recording was left")
+      .def("follow", &cursor_follow, py::arg("table").none(true),
+           "the table of the variant followed, or None: the recording was left")
       // Note [Verified ops run from the plan]
       .def("start_plan", [](VerifyCursor& c, const std::vector<std::pair<int64_t, py::object>>& slots) {
-        // the slots so far are exactly `slots` (the recorder's bind_args and externals): the mirror takes them
-        c.plan_on = c.plan_ran = false;
-        c.deferred.clear();
-        c.py_objects.clear();
-        c.stale.clear();
-        c.mirror = true;
-        for (const auto& [slot, obj] : slots) assign_slot(&c, slot, obj.ptr());
-        if (!c.table || !c.table->plan || c.index != 0 || c.depth != 0) return false;
-        c.grad_slots.clear();
-        for (const auto& [slot, obj] : slots) {
-          const Tensor* t = g_tensor_type ? held_tensor(obj.ptr(), g_tensor_type) : nullptr;
-          if (!t) continue;
-          set_slot_tensor(&c, slot, *t);
-          if ((size_t)slot >= c.grad_slots.size()) c.grad_slots.resize(slot + 1);
-          c.grad_slots[slot] = (*t)->requires_grad;
-        }
-        c.plan_on = plan_usable(*c.table->plan, [&](int64_t slot) { return plan_slot(&c, slot); });
-        return c.plan_on;
+        std::vector<std::pair<int64_t, PyObject*>> raw;
+        for (const auto& [slot, obj] : slots) raw.emplace_back(slot, obj.ptr());
+        return cursor_start_plan(c, raw);
       }, py::arg("slots"), "the arguments' and externals' (slot, tensor): runs the call from the plan if it can")
       .def("sync", [](VerifyCursor& c) {
         materialize(&c);
         flush(&c);
       }, "before Python compares or runs a step: the graph of the ops run from the plan rebuilt (the rest of the "
          "call runs eagerly), the slots written into the recorder's dict and list")
-      .def("drop", [](VerifyCursor& c) {
-        c.table = nullptr;
-        c.table_owner = py::none();
-        c.plan_on = false;
-        c.deferred.clear();
-        c.slot_tensors.clear();
-        c.py_objects.clear();
-        c.stale.clear();
-        c.mirror = false;
-      }, "lets go of everything, after a call that followed its variant to the end (nothing left to rebuild)")
+      .def("drop", &cursor_drop,
+           "lets go of everything, after a call that followed its variant to the end (nothing left to rebuild)")
+      .def("start", &cursor_start, py::arg("table").none(true), py::arg("on_result"), py::arg("args"),
+           py::arg("externals"), "Note [A verified call's setup in one call]: follow, on_result, activate and "
+           "start_plan; returns whether the call runs from the plan")
+      .def("finish", [](VerifyCursor& c, int64_t complete) {
+        py::tuple out;
+        {
+          struct Drop {
+            VerifyCursor& c;
+            ~Drop() {
+              c.on_result = py::none();  // the recorder's bound method: a cycle through this object otherwise
+              cursor_drop(c);
+            }
+          } drop{c};
+          out = cursor_finish(c, complete);
+        }
+        return out;
+      }, py::arg("complete"), "sync (unless the call followed its table to its end: complete is the number "
+         "of its steps), deactivate and drop; returns (index, depth, matched, planned, rebuilt)")
       .def_readonly("planned", &VerifyCursor::planned)
       .def_readonly("rebuilt", &VerifyCursor::rebuilt)
       .def_property_readonly("plan_on", [](const VerifyCursor& c) { return c.plan_on && !c.plan_ran; })
@@ -1710,23 +1802,32 @@ void bind_verify(py::module_& m) {
         throw py::error_already_set();
     return true;
   }, py::arg("d"), py::arg("names"), py::arg("expected").none(true), py::arg("values"));
-  cursor.def_static("surface_in_place", [](py::handle owner, py::list names, py::list expected, int64_t version) {
-    // Note [The recorded surface stays in place]: whether owner's names[i] is expected[i] for every i: the dict's
-    // version when they are (the next call passes it, and an unchanged dict is not searched again), else -1
-    PyObject* d = owner_dict(owner.ptr());
-    if (!d) throw py::type_error("_VerifyCursor.surface_in_place: expected a module or a class");
-    const int64_t now = dict_version(d);
-    if (version >= 0 && now == version) return now;
-    const Py_ssize_t n = PyList_GET_SIZE(names.ptr());
-    if (PyList_GET_SIZE(expected.ptr()) != n)
-      throw py::value_error("_VerifyCursor.surface_in_place: names and expected differ in length");
-    for (Py_ssize_t i = 0; i < n; ++i) {
-      PyObject* current = PyDict_GetItemWithError(d, PyList_GET_ITEM(names.ptr(), i));  // borrowed
-      if (!current && PyErr_Occurred()) throw py::error_already_set();
-      if (current != PyList_GET_ITEM(expected.ptr(), i)) return (int64_t)-1;
+  cursor.def_static("surface_in_place", [](py::list groups) {
+    // Note [The recorded surface stays in place]: per group [owner, is_type, names, expected, version], whether
+    // owner's names[i] is expected[i] for every i. A group's version is its dict's when they are (an unchanged
+    // dict is not searched again at the next call), written back into the group.
+    for (py::handle g : groups) {
+      if (!PyList_Check(g.ptr()) || PyList_GET_SIZE(g.ptr()) != 5)
+        throw py::type_error("_VerifyCursor.surface_in_place: expected [owner, is_type, names, expected, version]");
+      PyObject* d = owner_dict(PyList_GET_ITEM(g.ptr(), 0));
+      PyObject* names = PyList_GET_ITEM(g.ptr(), 2);
+      PyObject* expected = PyList_GET_ITEM(g.ptr(), 3);
+      if (!d || !PyList_Check(names) || !PyList_Check(expected) || PyList_GET_SIZE(names) != PyList_GET_SIZE(expected))
+        throw py::type_error("_VerifyCursor.surface_in_place: a module or class and two lists of one length");
+      const int64_t version = PyLong_AsLongLong(PyList_GET_ITEM(g.ptr(), 4));
+      if (version == -1 && PyErr_Occurred()) throw py::error_already_set();
+      const int64_t now = dict_version(d);
+      if (version >= 0 && now == version) continue;
+      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(names); ++i) {
+        PyObject* current = PyDict_GetItemWithError(d, PyList_GET_ITEM(names, i));  // borrowed
+        if (!current && PyErr_Occurred()) throw py::error_already_set();
+        if (current != PyList_GET_ITEM(expected, i)) return false;
+      }
+      PyObject* v = PyLong_FromLongLong(now);  // -1 on a Python without dict versions: searched every time
+      if (!v || PyList_SetItem(g.ptr(), 4, v) < 0) throw py::error_already_set();
     }
-    return now < 0 ? (int64_t)-2 : now;  // -2: in place, on a Python without dict versions
-  }, py::arg("owner"), py::arg("names"), py::arg("expected"), py::arg("version"));
+    return true;
+  }, py::arg("groups"));
   PyTypeObject* type = verified_function_type();
   if (PyType_Ready(type) < 0) throw py::error_already_set();
   Py_INCREF(type);

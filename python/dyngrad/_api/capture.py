@@ -760,7 +760,7 @@ class Recorder:
     def __init__(self, variant, serve=None, serve_results=None, record_rest=True):
         self.variant = variant
         self.thread = threading.get_ident()
-        self.depth = 0
+        self._depth = 0
         self.slot_of = {}             # id(object) -> slot
         self.keep = []                # every object given a slot stays alive while recording (ids stay unique)
         self.serve = serve or []      # steps to serve from a replay before recording (Note [Catching up after a miss])
@@ -769,10 +769,11 @@ class Recorder:
         self.record_rest = record_rest
         self.checking = None          # (Note [Checking a recording]) the variant the calls are checked against
         self.group = ()
-        self.checked = 0
+        self._checked = 0             # (the `checked`, `depth` and `verifying` properties, without their cursor)
         self.missed = None            # (step, result) where a checked call saw a new value: recording from there
-        self.verifying = None         # (Note [Verified replay]) the variant the calls are verified against
+        self._verifying = None        # (Note [Verified replay]) the variant the calls are verified against
         self.left = None              # (reason, line) where a verified call left its recording
+        self.merge_externals = False  # verify(): the group's externals are new's once the call leaves (leave)
 
     # Note [Verified ops in the fast paths]: while a verified call has a cursor, the index of the next step and the
     # depth live in it, so the C++ fast paths read and move them; the variant followed is its table.
@@ -812,29 +813,6 @@ class Recorder:
         cursor = self._cursor
         if cursor is not None:
             cursor.follow(variant.verify_table() if variant is not None else None)
-
-    def attach_cursor(self):
-        """A C++ cursor over this recorder's state, for a verified call on an engine with fast paths."""
-        if _VerifyCursor is None:
-            return None
-        cursor = _VerifyCursor(self.slot_of, self.keep)
-        cursor.index, cursor.depth = self.checked, self.depth
-        cursor.on_result = self.result_from_cpp
-        self._cursor = cursor
-        self.verifying = self._verifying
-        return cursor
-
-    def detach_cursor(self):
-        """Takes the index and depth back from the cursor and lets it go: the cursor holds this recorder's bound
-        method (on_result) and the recorder holds the cursor, a cycle Python's gc cannot see through the C++
-        object, which kept every verified call's recorder, slot map and table alive."""
-        cursor = self._cursor
-        if cursor is None:
-            return
-        self._checked, self._depth = cursor.index, cursor.depth
-        self._cursor = None
-        cursor.on_result = None
-        cursor.drop()
 
     def bind_args(self, tensors):
         for i, t in enumerate(tensors):
@@ -1091,6 +1069,12 @@ class Recorder:
         self.left = (reason, line)
         self.verifying = None
         self.variant.steps = variant.steps[:i]
+        if self.merge_externals:      # what verify() left for here: the new variant reads the group's externals
+            self.merge_externals = False
+            externals = self.variant.externals
+            for v in self.group:
+                for slot, x in v.externals.items():
+                    externals.setdefault(slot, x)
 
     def _register_served(self, template, result):
         kind = template[0]
@@ -1230,14 +1214,8 @@ def _original(value):
 
 def _in_place():
     """Whether every stand-in of the last install is where it was put (cheap when _C's dict has not changed)."""
-    if _installed[0] is not _C or not _installed[1] or _installed[2] != len(vars(_C)):
-        return False
-    for group in _installed[1]:
-        version = _surface_check(group[0], group[2], group[3], group[4])
-        if version == -1:
-            return False
-        group[4] = version
-    return True
+    groups = _installed[1]
+    return _installed[0] is _C and groups and _installed[2] == len(vars(_C)) and _surface_check(groups)
 
 
 def _keep_in_place():
@@ -1451,61 +1429,89 @@ def verify(group, fn, args, kwargs, arg_tensors, can_record):
     left the recordings (None when it followed one, or when `can_record` is false); new.left says why it left.
     _local.matched_in_cpp is then the number of its calls the C++ side matched (Note [Verified ops in the fast
     paths]; 0 on the reference engine)."""
-    _local.matched_in_cpp = _local.planned_in_verified = _local.rebuilt_in_verified = 0
+    first = group[0]
     new = Variant(len(arg_tensors))
-    new.n_slots = max(v.n_slots for v in group)
+    new.n_slots = first.n_slots if len(group) == 1 else max(v.n_slots for v in group)
     recorder = Recorder(new, record_rest=can_record)
-    recorder.verifying, recorder.group = group[0], group
-    recorder.bind_args(arg_tensors)
-    for v in group:
-        new.externals.update(v.externals)
-        for i, t in v.externals.items():
-            recorder.slot_of[id(t)] = i
-    with _Swap(recorder):
-        cursor = recorder.attach_cursor()   # in the swap: the tables name the plan's _C functions
-        if cursor is not None:
-            cursor.activate()
-            # Note [Verified ops run from the plan]: the arguments' and externals' tensors, by slot
-            # and the slots as recorder.slot_of has them (bind_args keeps an argument's first slot)
-            slots = {}
-            for i, x in enumerate(arg_tensors):
-                slots.setdefault(id(x), (i, x))
-            for i, x in new.externals.items():
-                slots[id(x)] = (i, x)
-            cursor.start_plan(list(slots.values()))
-        done = False
-        try:
-            result = fn(*args, **kwargs)
-            done = True
-        finally:
-            if cursor is not None:
-                try:
-                    followed = recorder._verifying
-                    if not (done and followed is not None and cursor.index == len(followed.steps)):
-                        cursor.sync()    # a call that ends (or raises) elsewhere: its graph, its slots
-                finally:
-                    cursor.deactivate()
-                    _local.matched_in_cpp = cursor.matched
-                    _local.planned_in_verified = cursor.planned
-                    _local.rebuilt_in_verified = cursor.rebuilt
-                    recorder.detach_cursor()
-        followed = recorder.verifying
-        if followed is not None:
-            i = recorder.checked
-            if i != len(followed.steps):     # a variant of the same prefix may end here
-                followed = next((v for v in group if len(v.steps) == i and (i == 0 or v.steps[i - 1] is
-                                                                             followed.steps[i - 1])), followed)
-            if recorder.checked == len(followed.steps):
-                recorder.keep.clear()
-                return result, followed, None
-            ended = followed.steps[recorder.checked]
-            recorder.leave(followed, recorder.checked, f"the program returned where the recording has {ended.name}"
-                           + (f" (recorded at {ended.line})" if ended.line else ""), user_line())
-        if can_record:
-            new.output = recorder.encode(result)
+    recorder._verifying, recorder.group = first, group
+    cursor = None
+    if _VerifyCursor is None:
+        recorder.bind_args(arg_tensors)
+        for v in group:
+            new.externals.update(v.externals)
+            for i, t in v.externals.items():
+                recorder.slot_of[id(t)] = i
+    else:
+        # Note [A verified call's setup in one call] (csrc/bindings/fast_paths.cpp): the cursor's mirror takes the
+        # arguments' and externals' slots, and writes them into the recorder's dict and list when Python first
+        # compares a step (sync); the externals become the new variant's when the call leaves (Recorder.leave)
+        recorder.merge_externals = True
+        externals = _group_externals(group)
+    try:
+        with _Swap(recorder):
+            try:
+                if _VerifyCursor is not None:
+                    cursor = recorder._cursor = _VerifyCursor(recorder.slot_of, recorder.keep)
+                    cursor.start(first.verify_table(), recorder.result_from_cpp,
+                                 arg_tensors if type(arg_tensors) is list else list(arg_tensors), externals)
+                result = fn(*args, **kwargs)
+            except BaseException:
+                if cursor is not None:
+                    recorder._cursor = None
+                    _finish(recorder, cursor, -1)
+                    cursor = None
+                raise
+            if cursor is not None:   # a call that ends elsewhere than its table's end: its graph, its slots
+                recorder._cursor = None
+                followed = recorder._verifying
+                _finish(recorder, cursor, len(followed.steps) if followed is not None else -1)
+                cursor = None
+            followed = recorder._verifying
+            if followed is not None:
+                i = recorder._checked
+                if i != len(followed.steps):     # a variant of the same prefix may end here
+                    followed = next((v for v in group if len(v.steps) == i and (i == 0 or v.steps[i - 1] is
+                                                                                 followed.steps[i - 1])), followed)
+                if i == len(followed.steps):
+                    recorder.keep.clear()
+                    return result, followed, None
+                ended = followed.steps[i]
+                recorder.leave(followed, i, f"the program returned where the recording has {ended.name}"
+                               + (f" (recorded at {ended.line})" if ended.line else ""), user_line())
+            if can_record:
+                new.output = recorder.encode(result)
+    finally:
+        if _VerifyCursor is None:
+            _local.matched_in_cpp = _local.planned_in_verified = _local.rebuilt_in_verified = 0
     new.left = recorder.left
     recorder.keep.clear()
     return result, None, (new if can_record else _Left(recorder.left))
+
+
+def _finish(recorder, cursor, complete):
+    """The end of a verified call's cursor (_VerifyCursor.finish): the recorder takes back the index and depth,
+    _local the counts."""
+    (recorder._checked, recorder._depth, _local.matched_in_cpp, _local.planned_in_verified,
+     _local.rebuilt_in_verified) = cursor.finish(complete)
+
+
+def _group_externals(group):
+    """The (slot, tensor) pairs of every external of the group's variants, as verify()'s slot_of would have them
+    (a later variant's slot of a tensor wins). A group of one variant keeps them on it while its externals are
+    unchanged (they only grow, while recording)."""
+    if len(group) == 1:
+        v = group[0]
+        cached = v.__dict__.get("_external_pairs")
+        if cached is not None and cached[0] is v.externals and cached[1] == len(v.externals):
+            return cached[2]
+        pairs = list({id(t): (i, t) for i, t in v.externals.items()}.values())
+        v._external_pairs = (v.externals, len(v.externals), pairs)
+        return pairs
+    pairs = {}
+    for v in group:
+        for i, t in v.externals.items():
+            pairs[id(t)] = (i, t)
+    return list(pairs.values())
 
 
 class _Left:
