@@ -536,6 +536,30 @@ def test_the_recorded_surface_stays_in_place(dg):
     assert stats.matched_in_cpp > 0
 
 
+def test_verified_entry_keys_compared_in_place(dg, monkeypatch):
+    """Note [Verified entry keys compared in place] (capture.py): a call with the last call's arguments (the same
+    shapes, dtypes, requires_grad and Python values) builds no entry key on the C++ engine; another Python number
+    builds the key, which is still the verified one (no new entry), and another shape is a new entry."""
+    import sys
+    compiling = sys.modules[dg.__name__ + "._api.compiling"]
+    built = []
+    entry_key = compiling.entry_key
+    monkeypatch.setattr(compiling, "entry_key", lambda *a, **k: built.append(1) or entry_key(*a, **k))
+
+    def f(x, n):
+        return (x * n).sum()
+    compiled = verified(dg, f)
+    x = t(dg, [1.0, 2.0])
+    for n in (2.0, 2.0, 2.0, 3.0, 3.0):
+        assert_same(compiled(x, n), f(x, n))
+    in_place = hasattr(dg._C, "_entry_key_matches")
+    assert len(built) == (2 if in_place else 5)
+    assert_same(compiled(t(dg, [1.0, 2.0, 3.0]), 3.0), f(t(dg, [1.0, 2.0, 3.0]), 3.0))
+    stats = compiled.compile_stats
+    assert (stats.variants, stats.hits, stats.misses) == (3, 3, 2), stats.guard_misses  # the shape: a key miss
+    assert "scalar_operand with argument 0 = 3.0 where the recording has 2.0" in stats.guard_misses[0][0]
+
+
 def test_verified_calls_leave_no_recorder_alive(dg):
     """The C++ cursor held the recorder's bound method and the recorder held the cursor: a cycle through a C++
     object that Python's gc cannot collect, which kept every verified call's recorder and slot map alive."""

@@ -1514,6 +1514,33 @@ def _group_externals(group):
     return list(pairs.values())
 
 
+# Note [Verified entry keys compared in place]
+# A verified program's entry key (compiling.entry_key_python with reachable=False: the arguments' structure, tensor
+# shapes, dtypes, strides and requires_grad, the types of Python values, grad mode, the default dtype, autocast) is
+# built in Python at every call, 3-7 us (a third of the fixed cost of a call, measured on an Intel Xeon family 6
+# model 167). Beside it the program keeps the static key of the same arguments (_C._entry_key without the
+# reachable walk: the same parts, with Python values by value and the state of modules passed as arguments), and the
+# next call compares that in place (_C._entry_key_matches, Note [Entry guards compared in place] in
+# csrc/bindings/capture_bind.cpp, ~0.7 us). The verified key is a function of the static one (values become their
+# types, the modules' state is left out), so an equal static key means the same verified key and group; a
+# different one (another Python number, say) only means the verified key is built as before.
+_native_entry_key = getattr(_C, "_entry_key", None)
+
+
+def verified_shadow_key(args, kwargs):
+    """The static key Program.__call__ compares a verified call's arguments with in place, or None."""
+    if _native_entry_key is None:
+        return None
+    from . import autocast
+    if autocast._active_threads:
+        return None
+    middle = (("grad mode", _C.is_grad_enabled()), ("default dtype", _C._get_default_dtype()), ("autocast", None))
+    try:
+        return _native_entry_key(_C.Tensor, args, kwargs, middle, ())[0]
+    except (TypeError, ValueError, RuntimeError):   # an argument the C++ walk refuses: built at every call, as before
+        return None
+
+
 class _Left:
     """Where a verified call left the recordings, once the program records no more variants."""
 
