@@ -1539,8 +1539,9 @@ bool cursor_start_plan(VerifyCursor& c, const std::vector<std::pair<int64_t, PyO
 // Note [A verified call's setup in one call]: capture.verify's start of a call, which was seven calls of this
 // object from Python (~2 us on an Intel Xeon family 6 model 167, loaded): the table followed, the recorder's
 // on_result, this thread's cursor, and the slots of the arguments (an object passed twice keeps its first slot, as
-// the recorder's bind_args) and of the externals ((slot, tensor) pairs; an external passed as an argument takes
-// the external's slot, as the recorder's slot_of), then the plan.
+// the recorder's bind_args) and of the externals (`externals`: the variants of the group, whose `externals` dicts
+// are read here; an external passed as an argument takes the external's slot, and a tensor external to two
+// variants the later one's, as the recorder's slot_of), then the plan.
 bool cursor_start(VerifyCursor& c, py::object table, py::object on_result, py::handle args, py::handle externals) {
   if (t_cursor && t_cursor != &c)
     throw RuntimeError("_VerifyCursor.start: this thread already follows another verified call.");
@@ -1550,14 +1551,27 @@ bool cursor_start(VerifyCursor& c, py::object table, py::object on_result, py::h
   c.on_result = std::move(on_result);
   cursor_follow(c, std::move(table));
   std::vector<std::pair<int64_t, PyObject*>> slots;
-  const Py_ssize_t n_ext = PyList_GET_SIZE(externals.ptr());
+  // the externals of every variant of the group, in order (each variant's `externals`, a dict slot -> tensor)
+  static PyObject* externals_name = PyUnicode_InternFromString("externals");
+  std::vector<py::object> dicts;
+  std::vector<int64_t> ext_slots;
   std::vector<PyObject*> ext_objects;
-  for (Py_ssize_t k = 0; k < n_ext; ++k) {
-    PyObject* pair = PyList_GET_ITEM(externals.ptr(), k);
-    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2)
-      throw py::type_error("_VerifyCursor.start: externals must be (slot, tensor) pairs");
-    ext_objects.push_back(PyTuple_GET_ITEM(pair, 1));
+  for (Py_ssize_t v = 0; v < PyList_GET_SIZE(externals.ptr()); ++v) {
+    py::object d = py::reinterpret_steal<py::object>(PyObject_GetAttr(PyList_GET_ITEM(externals.ptr(), v),
+                                                                      externals_name));
+    if (!d) throw py::error_already_set();
+    if (!PyDict_Check(d.ptr())) throw py::type_error("_VerifyCursor.start: a variant's externals must be a dict");
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(d.ptr(), &pos, &key, &value)) {
+      const int64_t slot = PyLong_AsLongLong(key);
+      if (slot == -1 && PyErr_Occurred()) throw py::error_already_set();
+      ext_slots.push_back(slot);
+      ext_objects.push_back(value);
+    }
+    dicts.push_back(std::move(d));  // keeps the values alive while they are read
   }
+  const Py_ssize_t n_ext = (Py_ssize_t)ext_objects.size();
   const Py_ssize_t n_args = PyList_GET_SIZE(args.ptr());
   for (Py_ssize_t i = 0; i < n_args; ++i) {
     PyObject* x = PyList_GET_ITEM(args.ptr(), i);
@@ -1566,12 +1580,9 @@ bool cursor_start(VerifyCursor& c, py::object table, py::object on_result, py::h
     if (!seen) slots.emplace_back(i, x);
   }
   for (Py_ssize_t k = 0; k < n_ext; ++k) {
-    PyObject* pair = PyList_GET_ITEM(externals.ptr(), k);
-    const int64_t slot = PyLong_AsLongLong(PyTuple_GET_ITEM(pair, 0));
-    if (slot == -1 && PyErr_Occurred()) throw py::error_already_set();
-    bool later = false;  // the same tensor again, at a later pair: the later slot is the dict's
+    bool later = false;  // the same tensor again, later (a later variant): its slot is the recorder's slot_of's
     for (Py_ssize_t m = k + 1; m < n_ext && !later; ++m) later = ext_objects[m] == ext_objects[k];
-    if (!later) slots.emplace_back(slot, ext_objects[k]);
+    if (!later) slots.emplace_back(ext_slots[k], ext_objects[k]);
   }
   const bool plan = cursor_start_plan(c, slots);
   t_cursor = &c;

@@ -1446,14 +1446,13 @@ def verify(group, fn, args, kwargs, arg_tensors, can_record):
         # arguments' and externals' slots, and writes them into the recorder's dict and list when Python first
         # compares a step (sync); the externals become the new variant's when the call leaves (Recorder.leave)
         recorder.merge_externals = True
-        externals = _group_externals(group)
     try:
         with _Swap(recorder):
             try:
                 if _VerifyCursor is not None:
                     cursor = recorder._cursor = _VerifyCursor(recorder.slot_of, recorder.keep)
                     cursor.start(first.verify_table(), recorder.result_from_cpp,
-                                 arg_tensors if type(arg_tensors) is list else list(arg_tensors), externals)
+                                 arg_tensors if type(arg_tensors) is list else list(arg_tensors), group)
                 result = fn(*args, **kwargs)
             except BaseException:
                 if cursor is not None:
@@ -1493,25 +1492,6 @@ def _finish(recorder, cursor, complete):
     _local the counts."""
     (recorder._checked, recorder._depth, _local.matched_in_cpp, _local.planned_in_verified,
      _local.rebuilt_in_verified) = cursor.finish(complete)
-
-
-def _group_externals(group):
-    """The (slot, tensor) pairs of every external of the group's variants, as verify()'s slot_of would have them
-    (a later variant's slot of a tensor wins). A group of one variant keeps them on it while its externals are
-    unchanged (they only grow, while recording)."""
-    if len(group) == 1:
-        v = group[0]
-        cached = v.__dict__.get("_external_pairs")
-        if cached is not None and cached[0] is v.externals and cached[1] == len(v.externals):
-            return cached[2]
-        pairs = list({id(t): (i, t) for i, t in v.externals.items()}.values())
-        v._external_pairs = (v.externals, len(v.externals), pairs)
-        return pairs
-    pairs = {}
-    for v in group:
-        for i, t in v.externals.items():
-            pairs[id(t)] = (i, t)
-    return list(pairs.values())
 
 
 # Note [Verified entry keys compared in place]
