@@ -5,7 +5,8 @@ Note [Capture at the narrow surface]
 Every op a program runs reaches the engine through a function of `_C` (the C++ extension or reference/_C.py, the
 same names in both), or through a handful of core Tensor members (item, _numpy_view, grad, requires_grad, data,
 detach, hooks). While a program is recorded those names are swapped, on the module and on the Tensor class, for
-wrappers that note each call as a step: the function, its arguments with every tensor replaced by the slot of the
+wrappers that note each call as a step (on the C++ engine the wrappers stay in place once put there, and pass
+eager calls straight through: Note [The recorded surface stays in place]): the function, its arguments with every tensor replaced by the slot of the
 value it came from (an argument, an earlier step's output, or an *external*: a parameter, buffer or closed-over
 tensor, held by reference and read again at every replay, never copied), and its result. The C++ fast paths defer
 to their Python definitions meanwhile (Note [Fast paths while capturing] in csrc/bindings/fast_paths.cpp), so no op
@@ -59,7 +60,7 @@ an op of ~1 us. The comparison is made in C++ now where it can be (Note [Verifie
 csrc/bindings/fast_paths.cpp: the fast paths and each _C function's _VerifiedFunction match the next step on this
 recorder's state, held by its cursor), ~0.3 us per op; this class's comparison stays the definition and takes every
 case the C++ side hands over. The swap of the surface is made once (_swap_plan), it cost ~200 us per call rebuilt
-each time.
+each time; on the C++ engine the surface is no longer swapped at all (Note [The recorded surface stays in place]).
 
 Note [Entry guards]
 Before a replay, the call must look like the recorded one in everything the engine cannot see as a step: the
@@ -1511,9 +1512,9 @@ def verified_shadow_key(args, kwargs):
     """The static key Program.__call__ compares a verified call's arguments with in place, or None."""
     if _native_entry_key is None:
         return None
-    from . import autocast
-    if autocast._active_threads:
-        return None
+    autocast = sys.modules.get(__package__ + ".autocast")   # (it imports this module)
+    if autocast is not None and autocast._active_threads:
+        return None   # compared in place only while no thread autocasts: this key would be another one's
     middle = (("grad mode", _C.is_grad_enabled()), ("default dtype", _C._get_default_dtype()), ("autocast", None))
     try:
         return _native_entry_key(_C.Tensor, args, kwargs, middle, ())[0]
