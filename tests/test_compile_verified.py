@@ -3,6 +3,7 @@ both engines: the program's Python runs at every call, each op checked against t
 equals eager mode's while Python flips branches, prints, counts, reads self.training, steps optimisers or changes
 its model; compiler.programs() counts the calls that followed a recording (hits) and those that left it (misses,
 with the op and the line)."""
+import pickle
 import warnings
 
 import numpy as np
@@ -524,6 +525,7 @@ def test_the_recorded_surface_stays_in_place(dg):
         stand_in = dg._C.softmax
         assert type(stand_in).__name__ == "_VerifiedFunction" and stand_in.__wrapped__ is original
         assert stand_in.__doc__ == original.__doc__ and stand_in.__name__ == "softmax"
+        assert pickle.loads(pickle.dumps(stand_in)) is stand_in    # by its qualified name, as the binding is
         assert type(dg._C.Tensor.__dict__["item"]).__name__ == "_VerifiedMethod"
         assert x.item.__self__ is x and dg._C.Tensor.item(t(dg, [2.5])) == 2.5
         assert capture._active[0] is None and capture._in_place()

@@ -1435,6 +1435,15 @@ PyObject* verified_method_get(PyObject* self, PyObject* obj, PyObject*) {
   return PyMethod_New(self, obj);
 }
 
+// pickle: fn's own reduction (a builtin's is its qualified name, which finds the stand-in in _C again)
+PyObject* verified_function_reduce(PyObject* self, PyObject*) {
+  return PyObject_CallMethod(reinterpret_cast<VerifiedFunction*>(self)->fn, "__reduce__", nullptr);
+}
+
+PyMethodDef verified_function_methods[] = {
+    {"__reduce__", &verified_function_reduce, METH_NOARGS, "fn's own reduction"},
+    {nullptr, nullptr, 0, nullptr}};
+
 PyGetSetDef verified_function_getset[] = {
     {"__wrapped__", &verified_function_wrapped, nullptr, "the function it stands for", nullptr},
     {"__name__", &verified_function_name, nullptr, "the function's name", nullptr},
@@ -1455,6 +1464,7 @@ PyTypeObject* verified_function_type() {
     t.tp_call = &PyVectorcall_Call;
     t.tp_vectorcall_offset = offsetof(VerifiedFunction, vectorcall);
     t.tp_getset = verified_function_getset;
+    t.tp_methods = verified_function_methods;
     t.tp_getattro = &verified_function_getattro;
     t.tp_repr = &verified_function_repr;
     return t;
@@ -1478,6 +1488,7 @@ PyTypeObject* verified_method_type() {
     t.tp_vectorcall_offset = offsetof(VerifiedFunction, vectorcall);
     t.tp_descr_get = &verified_method_get;
     t.tp_getset = verified_function_getset;  // its own: tp_doc would shadow the base's __doc__ (fn's)
+    t.tp_methods = verified_function_methods;
     t.tp_getattro = &verified_function_getattro;
     t.tp_repr = &verified_function_repr;
     return t;
