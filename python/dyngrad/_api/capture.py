@@ -1267,7 +1267,9 @@ def _keep_in_place():
 def _method_stand_in(raw, name):
     """A Tensor method's stand-in: a _VerifiedMethod over the function the class attribute gives (a pybind11
     method's function, a Python function)."""
-    fn = raw.__get__(None, _C.Tensor) if hasattr(raw, "__get__") else raw
+    if not hasattr(raw, "__get__"):        # a class attribute that binds nothing: its stand-in binds nothing either
+        return _VerifiedFunction(raw, _python_wrapper(raw, name))
+    fn = raw.__get__(None, _C.Tensor)
     return _VerifiedMethod(fn, _python_wrapper(fn, name))
 
 
