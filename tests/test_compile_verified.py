@@ -3,6 +3,7 @@ both engines: the program's Python runs at every call, each op checked against t
 equals eager mode's while Python flips branches, prints, counts, reads self.training, steps optimisers or changes
 its model; compiler.programs() counts the calls that followed a recording (hits) and those that left it (misses,
 with the op and the line)."""
+import pickle
 import warnings
 
 import numpy as np
@@ -502,6 +503,63 @@ def test_a_c_function_replaced_between_calls_is_seen(dg, monkeypatch):
     stats = compiled.compile_stats
     assert (stats.variants, stats.misses, stats.hits) == (2, 1, 4), stats.guard_misses
     assert "the program issued softmax where the recording has softmax" in stats.guard_misses[0][0]
+
+
+def test_the_recorded_surface_stays_in_place(dg):
+    """Note [The recorded surface stays in place] (capture.py): on the C++ engine the stand-ins stay in _C and on
+    Tensor after a recording, pass eager calls straight to their functions (no recorder sees them), and show their
+    functions' names and docs; taken out, the next recording puts them back, and every result is eager mode's."""
+    capture = _capture_module(dg)
+    if not capture._stays_in_place():
+        pytest.skip("the reference engine swaps the surface per recording")
+    a = t(dg, [0.5, -1.0], requires_grad=True)
+
+    def f(x):
+        y = dg.softmax(x * a, 0)
+        return y.sum() + y[0].detach().item()
+    compiled = verified(dg, f)
+    x = t(dg, [0.3, 0.2])
+    original = capture._C_BINDINGS["softmax"]
+    for _ in range(2):
+        assert_same(compiled(x), f(x))
+        stand_in = dg._C.softmax
+        assert type(stand_in).__name__ == "_VerifiedFunction" and stand_in.__wrapped__ is original
+        assert stand_in.__doc__ == original.__doc__ and stand_in.__name__ == "softmax"
+        assert pickle.loads(pickle.dumps(stand_in)) is stand_in    # by its qualified name, as the binding is
+        assert type(dg._C.Tensor.__dict__["item"]).__name__ == "_VerifiedMethod"
+        assert x.item.__self__ is x and dg._C.Tensor.item(t(dg, [2.5])) == 2.5
+        assert capture._active[0] is None and capture._in_place()
+        assert_same(dg.softmax(x, 0), original(x, 0))            # eager: straight to the binding
+        capture._take_out_of_place()
+        assert dg._C.softmax is original and not capture._in_place()
+    assert_same(compiled(x), f(x))
+    stats = compiled.compile_stats
+    assert (stats.variants, stats.hits, stats.misses) == (1, 2, 0), stats.guard_misses
+    assert stats.matched_in_cpp > 0
+
+
+def test_verified_entry_keys_compared_in_place(dg, monkeypatch):
+    """Note [Verified entry keys compared in place] (capture.py): a call with the last call's arguments (the same
+    shapes, dtypes, requires_grad and Python values) builds no entry key on the C++ engine; another Python number
+    builds the key, which is still the verified one (no new entry), and another shape is a new entry."""
+    import sys
+    compiling = sys.modules[dg.__name__ + "._api.compiling"]
+    built = []
+    entry_key = compiling.entry_key
+    monkeypatch.setattr(compiling, "entry_key", lambda *a, **k: built.append(1) or entry_key(*a, **k))
+
+    def f(x, n):
+        return (x * n).sum()
+    compiled = verified(dg, f)
+    x = t(dg, [1.0, 2.0])
+    for n in (2.0, 2.0, 2.0, 3.0, 3.0):
+        assert_same(compiled(x, n), f(x, n))
+    in_place = hasattr(dg._C, "_entry_key_matches")
+    assert len(built) == (2 if in_place else 5)
+    assert_same(compiled(t(dg, [1.0, 2.0, 3.0]), 3.0), f(t(dg, [1.0, 2.0, 3.0]), 3.0))
+    stats = compiled.compile_stats
+    assert (stats.variants, stats.hits, stats.misses) == (3, 3, 2), stats.guard_misses  # the shape: a key miss
+    assert "scalar_operand with argument 0 = 3.0 where the recording has 2.0" in stats.guard_misses[0][0]
 
 
 def test_verified_calls_leave_no_recorder_alive(dg):

@@ -318,3 +318,30 @@ def test_cross_entropy_is_matched_in_cpp(cpp):
     with pytest.raises(IndexError) as error:
         compiled(x, bad)
     assert str(error.value) == str(eager_error.value)
+
+
+def test_arguments_passed_twice_and_parameters_passed_as_arguments(dg):
+    """Note [A verified call's setup in one call] (csrc/bindings/fast_paths.cpp): the cursor takes the slots of the
+    arguments and of the group's externals itself. A tensor passed twice keeps its first slot, and a parameter read
+    as an external and also passed as an argument takes the external's slot, as the Python recorder's slot map has
+    them. Every result and gradient is eager mode's."""
+    w, w2 = params(dg, 3)
+
+    def f(p, x, y):
+        a, b = p
+        out = ((x * a).tanh() * (y + b)).sum() + (x * w).sum()
+        out.backward()
+        return out
+
+    for args in (lambda k: (lambda dg: (t(dg, [0.1, 0.2, 0.3]),) * 2),      # the same tensor twice
+                 lambda k: (lambda dg: (w, t(dg, [0.5, -0.5, float(k)])))):  # a parameter as an argument
+        run_both(dg, f, args, 5)
+    compiled = verified(dg, f)
+    p = params(dg, 1)
+    x = t(dg, [0.3, 0.1, 0.2])
+    for _ in range(4):
+        w.grad = None
+        compiled(p, x, x)
+    stats = compiled.compile_stats
+    assert (stats.variants, stats.hits, stats.misses) == (1, 3, 0), stats.guard_misses
+    assert stats.verified_planned == (3 if hasattr(dg._C, "_VerifyCursor") else 0)

@@ -1546,11 +1546,16 @@ void bind_capture(py::module_& m) {
         Special special = Special::none;
         if ((name == "grad" || name == "grad.set") && !fn.is_none()) {
           py::object prop = py::handle((PyObject*)p.tensor_type).attr("__dict__").attr("get")("grad");
-          if (name == "grad" && out >= 0 && slots.size() == 1 && slots[0] >= 0 &&
-              fn.is(prop.attr("fget")))
+          // the accessors behind the recorder's stand-ins, which stay in place (Note [The recorded surface stays
+          // in place] in python/dyngrad/_api/capture.py): a stand-in's __wrapped__ is the accessor it stands for
+          auto accessor = [&](const char* which) {
+            py::object f = prop.attr(which);
+            return py::reinterpret_borrow<py::object>(stand_in_target(f.ptr()));
+          };
+          if (name == "grad" && out >= 0 && slots.size() == 1 && slots[0] >= 0 && fn.is(accessor("fget")))
             special = Special::read_grad;
           if (name == "grad.set" && out == kNone && slots.size() == 2 && slots[0] >= 0 && slots[1] < 0 &&
-              consts[1].is_none() && fn.is(prop.attr("fset")))
+              consts[1].is_none() && fn.is(accessor("fset")))
             special = Special::clear_grad;
         }
         int64_t classes = 0, ignore = 0;
@@ -1573,7 +1578,7 @@ void bind_capture(py::module_& m) {
             PyErr_Clear();
             return false;
           }
-          const bool same = f == fn.ptr();
+          const bool same = stand_in_target(f) == fn.ptr();  // the function behind the recorder's stand-in
           Py_DECREF(f);
           return same;
         };

@@ -110,6 +110,9 @@ py::dict install_fast_paths(py::dict fallbacks, py::dict docs);
 void set_autocast_active(bool active);  // Note [Fast paths under autocast]
 void set_meta_class(py::handle cls);  // Note [Meta tensors] (fast_paths.cpp)
 void set_capturing(bool active);       // Note [Fast paths while capturing]
+// The function a recorder's _VerifiedFunction stands for (borrowed), or f itself (Note [The recorded surface stays
+// in place] in python/dyngrad/_api/capture.py)
+PyObject* stand_in_target(PyObject* f);
 void bind_verify(py::module_& m);      // Note [Verified ops in the fast paths] (fast_paths.cpp)
 // Before Python reads a tensor's autograd state (grad_fn, is_leaf, requires_grad): a verified call that runs ops
 // from the plan gives them their graph first (Note [Verified ops run from the plan] in fast_paths.cpp).

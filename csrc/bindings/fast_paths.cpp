@@ -12,6 +12,7 @@
 // every Tensor object is an ordinary pybind11 instance.
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <set>
@@ -1492,6 +1493,8 @@ struct VerifiedFunction {
 
 PyObject* verified_function_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   auto* w = reinterpret_cast<VerifiedFunction*>(self);
+  // Note [The recorded surface stays in place]: no thread records, so this is an eager call: straight to fn
+  if (fast_on()) return PyObject_Vectorcall(w->fn, args, nargsf, kwnames);
   const Py_ssize_t n = PyVectorcall_NARGS(nargsf);
   VerifyCursor* c = kwnames ? nullptr : verifying();
   if (c) {
@@ -1606,9 +1609,46 @@ PyObject* verified_function_name(PyObject* self, void*) {
   return PyObject_GetAttrString(reinterpret_cast<VerifiedFunction*>(self)->wrapper, "__name__");
 }
 
+// fn's own attributes (its __doc__, __module__, __qualname__, __text_signature__, ...): the stand-in stays in _C for
+// the process's life (Note [The recorded surface stays in place]), so help(), inspect and the docs see fn's
+PyObject* verified_function_doc(PyObject* self, void*) {
+  return PyObject_GetAttrString(reinterpret_cast<VerifiedFunction*>(self)->fn, "__doc__");
+}
+
+PyObject* verified_function_getattro(PyObject* self, PyObject* name) {
+  PyObject* r = PyObject_GenericGetAttr(self, name);
+  if (r || !PyErr_ExceptionMatches(PyExc_AttributeError)) return r;
+  PyErr_Clear();
+  return PyObject_GetAttr(reinterpret_cast<VerifiedFunction*>(self)->fn, name);
+}
+
+PyObject* verified_function_repr(PyObject* self) {
+  return PyObject_Repr(reinterpret_cast<VerifiedFunction*>(self)->fn);
+}
+
+// A _VerifiedMethod (the stand-in of a Tensor method, a class attribute) binds self as a function does; with
+// Py_TPFLAGS_METHOD_DESCRIPTOR, `t.item()` calls it with t first and makes no bound method.
+PyObject* verified_method_get(PyObject* self, PyObject* obj, PyObject*) {
+  if (!obj || obj == Py_None) {
+    Py_INCREF(self);
+    return self;
+  }
+  return PyMethod_New(self, obj);
+}
+
+// pickle: fn's own reduction (a builtin's is its qualified name, which finds the stand-in in _C again)
+PyObject* verified_function_reduce(PyObject* self, PyObject*) {
+  return PyObject_CallMethod(reinterpret_cast<VerifiedFunction*>(self)->fn, "__reduce__", nullptr);
+}
+
+PyMethodDef verified_function_methods[] = {
+    {"__reduce__", &verified_function_reduce, METH_NOARGS, "fn's own reduction"},
+    {nullptr, nullptr, 0, nullptr}};
+
 PyGetSetDef verified_function_getset[] = {
     {"__wrapped__", &verified_function_wrapped, nullptr, "the function it stands for", nullptr},
     {"__name__", &verified_function_name, nullptr, "the function's name", nullptr},
+    {"__doc__", &verified_function_doc, nullptr, "the function's docstring", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
 PyTypeObject* verified_function_type() {
@@ -1625,11 +1665,170 @@ PyTypeObject* verified_function_type() {
     t.tp_call = &PyVectorcall_Call;
     t.tp_vectorcall_offset = offsetof(VerifiedFunction, vectorcall);
     t.tp_getset = verified_function_getset;
+    t.tp_methods = verified_function_methods;
+    t.tp_getattro = &verified_function_getattro;
+    t.tp_repr = &verified_function_repr;
     return t;
   }();
   return &type;
 }
 
+PyTypeObject* verified_method_type() {
+  static PyTypeObject type = [] {
+    PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+    t.tp_name = "dyngrad._C._VerifiedMethod";
+    t.tp_basicsize = sizeof(VerifiedFunction);
+    t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR;
+    t.tp_doc = "a recorded program's stand-in for one Tensor method: a _VerifiedFunction that binds self";
+    t.tp_base = verified_function_type();
+    t.tp_new = &verified_function_new;
+    t.tp_dealloc = &verified_function_dealloc;
+    t.tp_traverse = &verified_function_traverse;
+    t.tp_clear = &verified_function_clear;
+    t.tp_call = &PyVectorcall_Call;
+    t.tp_vectorcall_offset = offsetof(VerifiedFunction, vectorcall);
+    t.tp_descr_get = &verified_method_get;
+    t.tp_getset = verified_function_getset;  // its own: tp_doc would shadow the base's __doc__ (fn's)
+    t.tp_methods = verified_function_methods;
+    t.tp_getattro = &verified_function_getattro;
+    t.tp_repr = &verified_function_repr;
+    return t;
+  }();
+  return &type;
+}
+
+// The dict behind a module or a class (a class's real dict, not its mappingproxy).
+PyObject* owner_dict(PyObject* owner) {
+  if (PyType_Check(owner)) return reinterpret_cast<PyTypeObject*>(owner)->tp_dict;
+  if (PyModule_Check(owner)) return PyModule_GetDict(owner);
+  return nullptr;
+}
+
+// A number that changes whenever the dict does (CPython's ma_version_tag, 3.11), or -1 where there is none.
+int64_t dict_version(PyObject* d) {
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+  return (int64_t)(reinterpret_cast<PyDictObject*>(d)->ma_version_tag & 0x7fffffffffffffffULL);
+#else
+  (void)d;
+  return -1;
+#endif
+}
+
+
+void cursor_follow(VerifyCursor& c, py::object table) {
+  const VerifyTable* next = table.is_none() ? nullptr : &table.cast<const VerifyTable&>();
+  if (next != c.table) {  // Note [Verified ops run from the plan]: another variant, or none
+    materialize(&c);
+    if (next) flush(&c);
+  }
+  c.table = next;
+  c.table_owner = table;
+  if (!next) c.slot_tensors.clear();
+}
+
+// The slots so far are exactly `slots` (the recorder's arguments and externals): the mirror takes them; then the
+// call runs from the plan if it can.
+bool cursor_start_plan(VerifyCursor& c, const std::vector<std::pair<int64_t, PyObject*>>& slots) {
+  c.plan_on = c.plan_ran = false;
+  c.deferred.clear();
+  c.py_objects.clear();
+  c.stale.clear();
+  c.mirror = true;
+  for (const auto& [slot, obj] : slots) assign_slot(&c, slot, obj);
+  if (!c.table || !c.table->plan || c.index != 0 || c.depth != 0) return false;
+  c.grad_slots.clear();
+  for (const auto& [slot, obj] : slots) {
+    const Tensor* t = g_tensor_type ? held_tensor(obj, g_tensor_type) : nullptr;
+    if (!t) continue;
+    set_slot_tensor(&c, slot, *t);
+    if ((size_t)slot >= c.grad_slots.size()) c.grad_slots.resize(slot + 1);
+    c.grad_slots[slot] = (*t)->requires_grad;
+  }
+  c.plan_on = plan_usable(*c.table->plan, [&](int64_t slot) { return plan_slot(&c, slot); });
+  return c.plan_on;
+}
+
+// Note [A verified call's setup in one call]: capture.verify's start of a call, which was seven calls of this
+// object from Python (~2 us on an Intel Xeon family 6 model 167, loaded): the table followed, the recorder's
+// on_result, this thread's cursor, and the slots of the arguments (an object passed twice keeps its first slot, as
+// the recorder's bind_args) and of the externals (`externals`: the variants of the group, whose `externals` dicts
+// are read here; an external passed as an argument takes the external's slot, and a tensor external to two
+// variants the later one's, as the recorder's slot_of), then the plan.
+bool cursor_start(VerifyCursor& c, py::object table, py::object on_result, py::handle args, py::handle externals) {
+  if (t_cursor && t_cursor != &c)
+    throw RuntimeError("_VerifyCursor.start: this thread already follows another verified call.");
+  if (!PyList_Check(args.ptr()) || !PyList_Check(externals.ptr()))
+    throw py::type_error("_VerifyCursor.start: args and externals must be lists");
+  c.index = c.depth = 0;
+  c.on_result = std::move(on_result);
+  cursor_follow(c, std::move(table));
+  std::vector<std::pair<int64_t, PyObject*>> slots;
+  // the externals of every variant of the group, in order (each variant's `externals`, a dict slot -> tensor)
+  static PyObject* externals_name = PyUnicode_InternFromString("externals");
+  std::vector<py::object> dicts;
+  std::vector<int64_t> ext_slots;
+  std::vector<PyObject*> ext_objects;
+  for (Py_ssize_t v = 0; v < PyList_GET_SIZE(externals.ptr()); ++v) {
+    py::object d = py::reinterpret_steal<py::object>(PyObject_GetAttr(PyList_GET_ITEM(externals.ptr(), v),
+                                                                      externals_name));
+    if (!d) throw py::error_already_set();
+    if (!PyDict_Check(d.ptr())) throw py::type_error("_VerifyCursor.start: a variant's externals must be a dict");
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(d.ptr(), &pos, &key, &value)) {
+      const int64_t slot = PyLong_AsLongLong(key);
+      if (slot == -1 && PyErr_Occurred()) throw py::error_already_set();
+      ext_slots.push_back(slot);
+      ext_objects.push_back(value);
+    }
+    dicts.push_back(std::move(d));  // keeps the values alive while they are read
+  }
+  const Py_ssize_t n_ext = (Py_ssize_t)ext_objects.size();
+  const Py_ssize_t n_args = PyList_GET_SIZE(args.ptr());
+  for (Py_ssize_t i = 0; i < n_args; ++i) {
+    PyObject* x = PyList_GET_ITEM(args.ptr(), i);
+    bool seen = std::find(ext_objects.begin(), ext_objects.end(), x) != ext_objects.end();
+    for (const auto& [slot, obj] : slots) seen = seen || obj == x;
+    if (!seen) slots.emplace_back(i, x);
+  }
+  for (Py_ssize_t k = 0; k < n_ext; ++k) {
+    bool later = false;  // the same tensor again, later (a later variant): its slot is the recorder's slot_of's
+    for (Py_ssize_t m = k + 1; m < n_ext && !later; ++m) later = ext_objects[m] == ext_objects[k];
+    if (!later) slots.emplace_back(ext_slots[k], ext_objects[k]);
+  }
+  const bool plan = cursor_start_plan(c, slots);
+  t_cursor = &c;
+  return plan;
+}
+
+// The end of a verified call: the graph and slots brought up to date unless the call followed its table to its end
+// (`complete`: the number of its steps, or -1), this thread's cursor let go, and everything held dropped; returns
+// (index, depth, matched, planned, rebuilt).
+py::tuple cursor_finish(VerifyCursor& c, int64_t complete) {
+  struct Off {
+    VerifyCursor& c;
+    ~Off() {
+      if (t_cursor == &c) t_cursor = nullptr;
+    }
+  } off{c};
+  if (complete < 0 || c.index != complete) {
+    materialize(&c);
+    flush(&c);
+  }
+  py::tuple out = py::make_tuple(c.index, c.depth, c.matched, c.planned, c.rebuilt);
+  return out;
+}
+
+void cursor_drop(VerifyCursor& c) {
+  c.table = nullptr;
+  c.table_owner = py::none();
+  c.plan_on = false;
+  c.deferred.clear();
+  c.slot_tensors.clear();
+  c.py_objects.clear();
+  c.stale.clear();
+  c.mirror = false;
+}
 }  // namespace
 
 // Note [Verified ops in the fast paths]: the Python side (capture.Recorder) makes one table per variant and one
@@ -1762,52 +1961,39 @@ void bind_verify(py::module_& m) {
       .def_readwrite("depth", &VerifyCursor::depth)
       .def_readonly("matched", &VerifyCursor::matched)
       .def_readwrite("on_result", &VerifyCursor::on_result)
-      .def("follow", [](VerifyCursor& c, py::object table) {
-        const VerifyTable* next = table.is_none() ? nullptr : &table.cast<const VerifyTable&>();
-        if (next != c.table) {  // Note [Verified ops run from the plan]: another variant, or none
-          materialize(&c);
-          if (next) flush(&c);
-        }
-        c.table = next;
-        c.table_owner = table;
-        if (!next) c.slot_tensors.clear();
-      }, py::arg("table").none(true), "the table of the variant followed, or None: the recording was left")
+      .def("follow", &cursor_follow, py::arg("table").none(true),
+           "the table of the variant followed, or None: the recording was left")
       // Note [Verified ops run from the plan]
       .def("start_plan", [](VerifyCursor& c, const std::vector<std::pair<int64_t, py::object>>& slots) {
-        // the slots so far are exactly `slots` (the recorder's bind_args and externals): the mirror takes them
-        c.plan_on = c.plan_ran = false;
-        c.deferred.clear();
-        c.py_objects.clear();
-        c.stale.clear();
-        c.mirror = true;
-        for (const auto& [slot, obj] : slots) assign_slot(&c, slot, obj.ptr());
-        if (!c.table || !c.table->plan || c.index != 0 || c.depth != 0) return false;
-        c.grad_slots.clear();
-        for (const auto& [slot, obj] : slots) {
-          const Tensor* t = g_tensor_type ? held_tensor(obj.ptr(), g_tensor_type) : nullptr;
-          if (!t) continue;
-          set_slot_tensor(&c, slot, *t);
-          if ((size_t)slot >= c.grad_slots.size()) c.grad_slots.resize(slot + 1);
-          c.grad_slots[slot] = (*t)->requires_grad;
-        }
-        c.plan_on = plan_usable(*c.table->plan, [&](int64_t slot) { return plan_slot(&c, slot); });
-        return c.plan_on;
+        std::vector<std::pair<int64_t, PyObject*>> raw;
+        for (const auto& [slot, obj] : slots) raw.emplace_back(slot, obj.ptr());
+        return cursor_start_plan(c, raw);
       }, py::arg("slots"), "the arguments' and externals' (slot, tensor): runs the call from the plan if it can")
       .def("sync", [](VerifyCursor& c) {
         materialize(&c);
         flush(&c);
       }, "before Python compares or runs a step: the graph of the ops run from the plan rebuilt (the rest of the "
          "call runs eagerly), the slots written into the recorder's dict and list")
-      .def("drop", [](VerifyCursor& c) {
-        c.table = nullptr;
-        c.table_owner = py::none();
-        c.plan_on = false;
-        c.deferred.clear();
-        c.slot_tensors.clear();
-        c.py_objects.clear();
-        c.stale.clear();
-        c.mirror = false;
-      }, "lets go of everything, after a call that followed its variant to the end (nothing left to rebuild)")
+      .def("drop", &cursor_drop,
+           "lets go of everything, after a call that followed its variant to the end (nothing left to rebuild)")
+      .def("start", &cursor_start, py::arg("table").none(true), py::arg("on_result"), py::arg("args"),
+           py::arg("externals"), "Note [A verified call's setup in one call]: follow, on_result, activate and "
+           "start_plan; returns whether the call runs from the plan")
+      .def("finish", [](VerifyCursor& c, int64_t complete) {
+        py::tuple out;
+        {
+          struct Drop {
+            VerifyCursor& c;
+            ~Drop() {
+              c.on_result = py::none();  // the recorder's bound method: a cycle through this object otherwise
+              cursor_drop(c);
+            }
+          } drop{c};
+          out = cursor_finish(c, complete);
+        }
+        return out;
+      }, py::arg("complete"), "sync (unless the call followed its table to its end: complete is the number "
+         "of its steps), deactivate and drop; returns (index, depth, matched, planned, rebuilt)")
       .def_readonly("planned", &VerifyCursor::planned)
       .def_readonly("rebuilt", &VerifyCursor::rebuilt)
       .def_property_readonly("plan_on", [](const VerifyCursor& c) { return c.plan_on && !c.plan_ran; })
@@ -1839,14 +2025,47 @@ void bind_verify(py::module_& m) {
         throw py::error_already_set();
     return true;
   }, py::arg("d"), py::arg("names"), py::arg("expected").none(true), py::arg("values"));
+  cursor.def_static("surface_in_place", [](py::list groups) {
+    // Note [The recorded surface stays in place]: per group [owner, is_type, names, expected, version], whether
+    // owner's names[i] is expected[i] for every i. A group's version is its dict's when they are (an unchanged
+    // dict is not searched again at the next call), written back into the group.
+    for (py::handle g : groups) {
+      if (!PyList_Check(g.ptr()) || PyList_GET_SIZE(g.ptr()) != 5)
+        throw py::type_error("_VerifyCursor.surface_in_place: expected [owner, is_type, names, expected, version]");
+      PyObject* d = owner_dict(PyList_GET_ITEM(g.ptr(), 0));
+      PyObject* names = PyList_GET_ITEM(g.ptr(), 2);
+      PyObject* expected = PyList_GET_ITEM(g.ptr(), 3);
+      if (!d || !PyList_Check(names) || !PyList_Check(expected) || PyList_GET_SIZE(names) != PyList_GET_SIZE(expected))
+        throw py::type_error("_VerifyCursor.surface_in_place: a module or class and two lists of one length");
+      const int64_t version = PyLong_AsLongLong(PyList_GET_ITEM(g.ptr(), 4));
+      if (version == -1 && PyErr_Occurred()) throw py::error_already_set();
+      const int64_t now = dict_version(d);
+      if (version >= 0 && now == version) continue;
+      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(names); ++i) {
+        PyObject* current = PyDict_GetItemWithError(d, PyList_GET_ITEM(names, i));  // borrowed
+        if (!current && PyErr_Occurred()) throw py::error_already_set();
+        if (current != PyList_GET_ITEM(expected, i)) return false;
+      }
+      PyObject* v = PyLong_FromLongLong(now);  // -1 on a Python without dict versions: searched every time
+      if (!v || PyList_SetItem(g.ptr(), 4, v) < 0) throw py::error_already_set();
+    }
+    return true;
+  }, py::arg("groups"));
   PyTypeObject* type = verified_function_type();
   if (PyType_Ready(type) < 0) throw py::error_already_set();
   Py_INCREF(type);
   m.attr("_VerifiedFunction") = py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(type));
+  PyTypeObject* method = verified_method_type();
+  if (PyType_Ready(method) < 0) throw py::error_already_set();
+  Py_INCREF(method);
+  m.attr("_VerifiedMethod") = py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(method));
 }
 
 void set_autocast_active(bool active) { g_autocast_active.store(active, std::memory_order_relaxed); }
 void set_capturing(bool active) { g_capturing.store(active, std::memory_order_relaxed); }
+PyObject* stand_in_target(PyObject* f) {
+  return PyObject_TypeCheck(f, verified_function_type()) ? reinterpret_cast<VerifiedFunction*>(f)->fn : f;
+}
 void verified_autograd_read() {
   VerifyCursor* c = t_cursor;
   if (c && plan_forward(c) && !c->deferred.empty() && c->depth == 0) materialize(c);

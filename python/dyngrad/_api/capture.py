@@ -5,7 +5,8 @@ Note [Capture at the narrow surface]
 Every op a program runs reaches the engine through a function of `_C` (the C++ extension or reference/_C.py, the
 same names in both), or through a handful of core Tensor members (item, _numpy_view, grad, requires_grad, data,
 detach, hooks). While a program is recorded those names are swapped, on the module and on the Tensor class, for
-wrappers that note each call as a step: the function, its arguments with every tensor replaced by the slot of the
+wrappers that note each call as a step (on the C++ engine the wrappers stay in place once put there, and pass
+eager calls straight through: Note [The recorded surface stays in place]): the function, its arguments with every tensor replaced by the slot of the
 value it came from (an argument, an earlier step's output, or an *external*: a parameter, buffer or closed-over
 tensor, held by reference and read again at every replay, never copied), and its result. The C++ fast paths defer
 to their Python definitions meanwhile (Note [Fast paths while capturing] in csrc/bindings/fast_paths.cpp), so no op
@@ -61,7 +62,7 @@ an op of ~1 us. The comparison is made in C++ now where it can be (Note [Verifie
 csrc/bindings/fast_paths.cpp: the fast paths and each _C function's _VerifiedFunction match the next step on this
 recorder's state, held by its cursor), ~0.3 us per op; this class's comparison stays the definition and takes every
 case the C++ side hands over. The swap of the surface is made once (_swap_plan), it cost ~200 us per call rebuilt
-each time.
+each time; on the C++ engine the surface is no longer swapped at all (Note [The recorded surface stays in place]).
 
 Note [Entry guards]
 Before a replay, the call must look like the recorded one in everything the engine cannot see as a step: the
@@ -817,7 +818,7 @@ class Recorder:
     def __init__(self, variant, serve=None, serve_results=None, record_rest=True):
         self.variant = variant
         self.thread = threading.get_ident()
-        self.depth = 0
+        self._depth = 0
         self.slot_of = {}             # id(object) -> slot
         self.keep = []                # every object given a slot stays alive while recording (ids stay unique)
         self.serve = serve or []      # steps to serve from a replay before recording (Note [Catching up after a miss])
@@ -826,9 +827,9 @@ class Recorder:
         self.record_rest = record_rest
         self.checking = None          # (Note [Checking a recording]) the variant the calls are checked against
         self.group = ()
-        self.checked = 0
+        self._checked = 0             # (the `checked`, `depth` and `verifying` properties, without their cursor)
         self.missed = None            # (step, result) where a checked call saw a new value: recording from there
-        self.verifying = None         # (Note [Verified replay]) the variant the calls are verified against
+        self._verifying = None        # (Note [Verified replay]) the variant the calls are verified against
         self.left = None              # (reason, line) where a verified call left its recording
         # Note [Recording in C++]: the C++ recorder, holding the depth, which records the calls this class's
         # record_step would record (_sync_core) with the same slot map and list
@@ -838,6 +839,7 @@ class Recorder:
             core = _RecorderCore(self, variant, self.slot_of, self.keep)
             core.depth = self._depth
         self._core = core
+        self.merge_externals = False  # verify(): the group's externals are new's once the call leaves (leave)
 
     # Note [Verified ops in the fast paths]: while a verified call has a cursor, the index of the next step and the
     # depth live in it, so the C++ fast paths read and move them; the variant followed is its table.
@@ -900,32 +902,6 @@ class Recorder:
         if cursor is not None:
             cursor.follow(variant.verify_table() if variant is not None else None)
         if self.__dict__.get("_core") is not None:
-            self._sync_core()
-
-    def attach_cursor(self):
-        """A C++ cursor over this recorder's state, for a verified call on an engine with fast paths."""
-        if _VerifyCursor is None:
-            return None
-        cursor = _VerifyCursor(self.slot_of, self.keep)
-        cursor.index, cursor.depth = self.checked, self.depth
-        cursor.on_result = self.result_from_cpp
-        self._cursor = cursor
-        self.verifying = self._verifying     # (and the C++ recorder records nothing while the cursor holds the depth)
-        return cursor
-
-    def detach_cursor(self):
-        """Takes the index and depth back from the cursor and lets it go: the cursor holds this recorder's bound
-        method (on_result) and the recorder holds the cursor, a cycle Python's gc cannot see through the C++
-        object, which kept every verified call's recorder, slot map and table alive."""
-        cursor = self._cursor
-        if cursor is None:
-            return
-        self._checked, depth = cursor.index, cursor.depth
-        self._cursor = None
-        self.depth = depth
-        cursor.on_result = None
-        cursor.drop()
-        if self._core is not None:
             self._sync_core()
 
     def bind_args(self, tensors):
@@ -1204,6 +1180,12 @@ class Recorder:
         self.left = (reason, line)
         self.verifying = None
         self.variant.steps = variant.steps[:i]
+        if self.merge_externals:      # what verify() left for here: the new variant reads the group's externals
+            self.merge_externals = False
+            externals = self.variant.externals
+            for v in self.group:
+                for slot, x in v.externals.items():
+                    externals.setdefault(slot, x)
 
     def _register_served(self, template, result):
         kind = template[0]
@@ -1280,13 +1262,16 @@ class _Swap:
     def __enter__(self):
         _lock.acquire()
         try:
-            plan = _swap_plan()
-            if not _put_in_place(plan):     # an original was replaced since the plan was made: make it again
-                _plan[1] = []
+            if _stays_in_place():
+                _keep_in_place()            # Note [The recorded surface stays in place]: nothing to swap back
+            else:
                 plan = _swap_plan()
-                if not _put_in_place(plan):
-                    raise RuntimeError("compile: the recorded surface (dyngrad._C) changed while it was swapped")
-            self.saved = plan
+                if not _put_in_place(plan):     # an original was replaced since the plan was made: make it again
+                    _plan[1] = []
+                    plan = _swap_plan()
+                    if not _put_in_place(plan):
+                        raise RuntimeError("compile: the recorded surface (dyngrad._C) changed while it was swapped")
+                self.saved = plan
             _active[0] = self.recorder
             core = self.recorder._core
             if core is not None:
@@ -1323,6 +1308,108 @@ class _Swap:
 
 
 _plan = [None, [], 0]   # the _C module it was made for, [(owner, is_type, names, originals, wrappers)], len(vars(_C))
+
+
+# Note [The recorded surface stays in place]
+# On the C++ engine the wrappers are put in place once, at the first recording, and stay: a _VerifiedFunction (or
+# _VerifiedMethod, a Tensor method's, which binds self) passes a call straight to its function while no thread
+# records (csrc/bindings/fast_paths.cpp, the same process-wide flag the fast paths read, _C._set_capturing), so an
+# eager call of a _C function pays one indirection, ~20 ns, and a verified call no longer swaps ~200 names in and
+# out (~12 us of its ~26 us fixed cost, measured on an Intel Xeon family 6 model 167: docs/compile.md). Each
+# recording still checks that its wrappers are in place (a _C function monkeypatched since is wrapped in its turn):
+# an unchanged _C dict is not searched again (its version, _VerifyCursor.surface_in_place). The reference engine,
+# without these types, swaps the surface per recording as before; so does STAY_IN_PLACE = False (for measuring).
+STAY_IN_PLACE = os.environ.get("DYNGRAD_COMPILE_SWAP", "0") != "1"
+_VerifiedMethod = getattr(_C, "_VerifiedMethod", None)
+_surface_check = getattr(_VerifyCursor, "surface_in_place", None)
+_installed = [None, [], 0]   # the _C it was made for, [[owner, is_type, names, wrappers, version]], len(vars(_C))
+_originals = {}              # id(stand-in) -> (stand-in, original): every stand-in ever put in place
+_stand_ins = {}              # (id(owner), name) -> (original, stand-in): made once per original
+
+
+def _stays_in_place():
+    return STAY_IN_PLACE and _VerifiedMethod is not None and _surface_check is not None
+
+
+def _original(value):
+    """What a stand-in stands for (the value itself when it is none of ours)."""
+    entry = _originals.get(id(value))
+    return entry[1] if entry is not None and entry[0] is value else value
+
+
+def _in_place():
+    """Whether every stand-in of the last install is where it was put (cheap when _C's dict has not changed)."""
+    groups = _installed[1]
+    return _installed[0] is _C and groups and _installed[2] == len(vars(_C)) and _surface_check(groups)
+
+
+def _keep_in_place():
+    """Note [The recorded surface stays in place]: the stand-ins in place, put there again where something else
+    (a monkeypatch) replaced one since."""
+    if _in_place():
+        return
+    Tensor = _C.Tensor
+    entries = []                 # (owner, name, original, the stand-in)
+    for name in dir(_C):
+        if name in _NOT_STEPS or name.startswith("__"):
+            continue
+        value = _original(getattr(_C, name))
+        if isinstance(value, type) or not callable(value):
+            continue
+        entries.append((_C, name, value, lambda fn, name: _function_wrapper(fn, name)))
+    entries.append((bridge, "validate", _original(bridge.validate), lambda fn, name: _function_wrapper(fn, name)))
+    for name in _TENSOR_METHODS:
+        raw = _class_attr(Tensor, name)
+        if raw is not None:
+            entries.append((Tensor, name, _original(raw), _method_stand_in))
+    for name in _TENSOR_PROPERTIES:
+        raw = _class_attr(Tensor, name)
+        if raw is not None:
+            entries.append((Tensor, name, _original(raw), lambda prop, name: _property_wrapper(prop, name)))
+    groups, index = [], {}
+    for owner, name, original, make in entries:
+        made = _stand_ins.get((id(owner), name))
+        if made is None or made[0] is not original:
+            made = _stand_ins[(id(owner), name)] = (original, make(original, name))
+            _originals[id(made[1])] = (made[1], original)
+        stand_in = made[1]
+        if id(owner) not in index:
+            index[id(owner)] = len(groups)
+            groups.append([owner, isinstance(owner, type), [], [], -1])
+        group = groups[index[id(owner)]]
+        group[2].append(name), group[3].append(stand_in)
+        if group[1]:
+            if owner.__dict__.get(name) is not stand_in:
+                setattr(owner, name, stand_in)        # a class's type cache must see it
+        elif vars(owner).get(name) is not stand_in:
+            vars(owner)[name] = stand_in
+    _installed[0], _installed[1], _installed[2] = _C, groups, len(vars(_C))
+    if not _in_place():
+        raise RuntimeError("compile: the recorded surface (dyngrad._C) changed while it was put in place")
+
+
+def _method_stand_in(raw, name):
+    """A Tensor method's stand-in: a _VerifiedMethod over the function the class attribute gives (a pybind11
+    method's function, a Python function)."""
+    if not hasattr(raw, "__get__"):        # a class attribute that binds nothing: its stand-in binds nothing either
+        return _VerifiedFunction(raw, _python_wrapper(raw, name))
+    fn = raw.__get__(None, _C.Tensor)
+    return _VerifiedMethod(fn, _python_wrapper(fn, name))
+
+
+def _take_out_of_place():
+    """The originals back where the stand-ins are (STAY_IN_PLACE measured against the swap: bench/verified_plan.py
+    --surface); the next recording puts the stand-ins in place again."""
+    with _lock:
+        for owner, is_type, names, stand_ins, _ in _installed[1]:
+            for name, stand_in in zip(names, stand_ins):
+                current = owner.__dict__.get(name) if is_type else vars(owner).get(name)
+                if current is stand_in:
+                    if is_type:
+                        setattr(owner, name, _original(stand_in))
+                    else:
+                        vars(owner)[name] = _original(stand_in)
+        _installed[1] = []
 
 
 def _put_in_place(plan):
@@ -1484,63 +1571,100 @@ def verify(group, fn, args, kwargs, arg_tensors, can_record):
     left the recordings (None when it followed one, or when `can_record` is false); new.left says why it left.
     _local.matched_in_cpp is then the number of its calls the C++ side matched (Note [Verified ops in the fast
     paths]; 0 on the reference engine)."""
-    _local.matched_in_cpp = _local.planned_in_verified = _local.rebuilt_in_verified = 0
+    first = group[0]
     new = Variant(len(arg_tensors))
-    new.n_slots = max(v.n_slots for v in group)
+    new.n_slots = first.n_slots if len(group) == 1 else max(v.n_slots for v in group)
     recorder = Recorder(new, record_rest=can_record)
-    recorder.verifying, recorder.group = group[0], group
-    recorder.bind_args(arg_tensors)
-    for v in group:
-        new.externals.update(v.externals)
-        for i, t in v.externals.items():
-            recorder.slot_of[id(t)] = i
-    with _Swap(recorder):
-        cursor = recorder.attach_cursor()   # in the swap: the tables name the plan's _C functions
-        if cursor is not None:
-            cursor.activate()
-            # Note [Verified ops run from the plan]: the arguments' and externals' tensors, by slot
-            # and the slots as recorder.slot_of has them (bind_args keeps an argument's first slot)
-            slots = {}
-            for i, x in enumerate(arg_tensors):
-                slots.setdefault(id(x), (i, x))
-            for i, x in new.externals.items():
-                slots[id(x)] = (i, x)
-            cursor.start_plan(list(slots.values()))
-        done = False
-        try:
-            result = fn(*args, **kwargs)
-            done = True
-        finally:
-            if cursor is not None:
-                try:
-                    followed = recorder._verifying
-                    if not (done and followed is not None and cursor.index == len(followed.steps)):
-                        cursor.sync()    # a call that ends (or raises) elsewhere: its graph, its slots
-                finally:
-                    cursor.deactivate()
-                    _local.matched_in_cpp = cursor.matched
-                    _local.planned_in_verified = cursor.planned
-                    _local.rebuilt_in_verified = cursor.rebuilt
-                    recorder.detach_cursor()
-        followed = recorder.verifying
-        if followed is not None:
-            i = recorder.checked
-            if i != len(followed.steps):     # a variant of the same prefix may end here
-                followed = next((v for v in group if len(v.steps) == i and (i == 0 or v.steps[i - 1] is
-                                                                             followed.steps[i - 1])), followed)
-            if recorder.checked == len(followed.steps):
-                recorder.close()
-                recorder.keep.clear()
-                return result, followed, None
-            ended = followed.steps[recorder.checked]
-            recorder.leave(followed, recorder.checked, f"the program returned where the recording has {ended.name}"
-                           + (f" (recorded at {ended.line})" if ended.line else ""), user_line())
-        if can_record:
-            new.output = recorder.encode(result)
+    recorder._verifying, recorder.group = first, group
+    cursor = None
+    if _VerifyCursor is None:
+        recorder.bind_args(arg_tensors)
+        for v in group:
+            new.externals.update(v.externals)
+            for i, t in v.externals.items():
+                recorder.slot_of[id(t)] = i
+    else:
+        # Note [A verified call's setup in one call] (csrc/bindings/fast_paths.cpp): the cursor's mirror takes the
+        # arguments' and externals' slots, and writes them into the recorder's dict and list when Python first
+        # compares a step (sync); the externals become the new variant's when the call leaves (Recorder.leave)
+        recorder.merge_externals = True
+    try:
+        with _Swap(recorder):
+            try:
+                if _VerifyCursor is not None:
+                    cursor = recorder._cursor = _VerifyCursor(recorder.slot_of, recorder.keep)
+                    cursor.start(first.verify_table(), recorder.result_from_cpp,
+                                 arg_tensors if type(arg_tensors) is list else list(arg_tensors), group)
+                result = fn(*args, **kwargs)
+            except BaseException:
+                if cursor is not None:
+                    recorder._cursor = None
+                    _finish(recorder, cursor, -1)
+                    cursor = None
+                raise
+            if cursor is not None:   # a call that ends elsewhere than its table's end: its graph, its slots
+                recorder._cursor = None
+                followed = recorder._verifying
+                _finish(recorder, cursor, len(followed.steps) if followed is not None else -1)
+                cursor = None
+            followed = recorder._verifying
+            if followed is not None:
+                i = recorder._checked
+                if i != len(followed.steps):     # a variant of the same prefix may end here
+                    followed = next((v for v in group if len(v.steps) == i and (i == 0 or v.steps[i - 1] is
+                                                                                 followed.steps[i - 1])), followed)
+                if i == len(followed.steps):
+                    recorder.close()
+                    recorder.keep.clear()
+                    return result, followed, None
+                ended = followed.steps[i]
+                recorder.leave(followed, i, f"the program returned where the recording has {ended.name}"
+                               + (f" (recorded at {ended.line})" if ended.line else ""), user_line())
+            if can_record:
+                new.output = recorder.encode(result)
+    finally:
+        if _VerifyCursor is None:
+            _local.matched_in_cpp = _local.planned_in_verified = _local.rebuilt_in_verified = 0
     new.left = recorder.left
     recorder.close()
     recorder.keep.clear()
     return result, None, (new if can_record else _Left(recorder.left))
+
+
+def _finish(recorder, cursor, complete):
+    """The end of a verified call's cursor (_VerifyCursor.finish): the recorder takes back the index and depth,
+    _local the counts."""
+    (recorder._checked, depth, _local.matched_in_cpp, _local.planned_in_verified,
+     _local.rebuilt_in_verified) = cursor.finish(complete)
+    recorder.depth = depth      # (into the C++ recorder too, which holds the depth once no cursor does)
+    recorder._sync_core()
+
+
+# Note [Verified entry keys compared in place]
+# A verified program's entry key (compiling.entry_key_python with reachable=False: the arguments' structure, tensor
+# shapes, dtypes, strides and requires_grad, the types of Python values, grad mode, the default dtype, autocast) is
+# built in Python at every call, 3-7 us (a third of the fixed cost of a call, measured on an Intel Xeon family 6
+# model 167). Beside it the program keeps the static key of the same arguments (_C._entry_key without the
+# reachable walk: the same parts, with Python values by value and the state of modules passed as arguments), and the
+# next call compares that in place (_C._entry_key_matches, Note [Entry guards compared in place] in
+# csrc/bindings/capture_bind.cpp, ~0.7 us). The verified key is a function of the static one (values become their
+# types, the modules' state is left out), so an equal static key means the same verified key and group; a
+# different one (another Python number, say) only means the verified key is built as before.
+_native_entry_key = getattr(_C, "_entry_key", None)
+
+
+def verified_shadow_key(args, kwargs):
+    """The static key Program.__call__ compares a verified call's arguments with in place, or None."""
+    if _native_entry_key is None:
+        return None
+    autocast = sys.modules.get(__package__ + ".autocast")   # (it imports this module)
+    if autocast is not None and autocast._active_threads:
+        return None   # compared in place only while no thread autocasts: this key would be another one's
+    middle = (("grad mode", _C.is_grad_enabled()), ("default dtype", _C._get_default_dtype()), ("autocast", None))
+    try:
+        return _native_entry_key(_C.Tensor, args, kwargs, middle, ())[0]
+    except (TypeError, ValueError, RuntimeError):   # an argument the C++ walk refuses: built at every call, as before
+        return None
 
 
 class _Left:

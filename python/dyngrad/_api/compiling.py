@@ -244,6 +244,8 @@ class Program:
         self.last_miss = None      # (reason, line) of the last miss: the origin of the variant recorded after it
         _programs.add(self)
 
+    verified_shadow = None   # Note [Verified entry keys compared in place] (capture.py)
+
     def reset(self):
         self.fast = None
         self.groups.clear()
@@ -300,12 +302,17 @@ class Program:
             # same_entry_key's call, inlined; None: the middle parts (grad mode, default dtype, autocast off) and
             # _reachable in C++
             tensors = _key_matches(self.last_key, _Tensor, args, kwargs, None, None, self.fn, self.owner)
+        elif self.last_group is not None and self.verified and KEY_IN_PLACE and _key_matches is not None and \
+                not autocast._active_threads:   # Note [Verified entry keys compared in place] (capture.py)
+            tensors = _key_matches(self.verified_shadow, _Tensor, args, kwargs, None, (), self.fn, self.owner)
         if tensors is not None:   # the call's key is the last call's (Note [Entry guards compared in place])
             key, group = self.last_key, self.last_group
         else:
             key, tensors = entry_key(self, args, kwargs, reachable=not self.verified)
             group = self.groups.get(key)
             self.last_group = group
+            if self.verified:
+                self.verified_shadow = capture.verified_shadow_key(args, kwargs)
         if group is None:
             reason = describe_key_change(self.last_key, key)
             if self.last_key is not None:
