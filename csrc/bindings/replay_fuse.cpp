@@ -102,7 +102,7 @@ bool is_c_function(PyObject* fn, const char* name) {
     PyErr_Clear();
     return false;
   }
-  const bool same = f == fn;
+  const bool same = stand_in_target(f) == fn;  // the function behind the recorder's stand-in (fast_paths.cpp)
   Py_DECREF(f);
   return same;
 }
