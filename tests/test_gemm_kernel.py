@@ -218,3 +218,42 @@ def test_environment_chooses_the_blas_path():
 def test_kernel_choice_errors():
     with pytest.raises(ValueError, match="_set_gemm_kernel"):
         _C._set_gemm_kernel("mkl")
+
+
+def _own_kernel_takes(m, k, n):
+    # matmul.cpp's own_gemm_pays for every layout: outside the window (2^15, 2^18] where b's contiguous rows send
+    # products of more than 8 rows to OpenBLAS, and at most 2^24 multiply-adds
+    work = m * k * n
+    return work <= 2 ** 24 and (m <= 8 or work <= 2 ** 15 or work > 2 ** 18)
+
+
+@pytest.mark.skipif(not HAS_AVX512, reason="the own kernel needs AVX-512F")
+@pytest.mark.parametrize("m", [9, 23, 64, 65])
+@pytest.mark.parametrize("n", [47, 48, 49, 64, 80, 95, 96, 97, 129])
+@pytest.mark.parametrize("k", [129, 193, 400])
+def test_own_kernel_layouts_give_the_same_bits(m, n, k):
+    """Each output of the own kernel is one chain of fused multiply-adds p = 0 .. k-1 whatever the layout of a
+    and b: b's strips packed in place by the first row block (rows contiguous, Note [Packing b in the first row
+    block]), transposed into the pack (b given transposed), a read with any strides. So the four layouts give the
+    same bits, at the strip edges (n around multiples of 48 and 16) and across k blocks of 192, on 1 and 2
+    threads; and the float64 product within float32 rounding."""
+    if not _own_kernel_takes(m, k, n):
+        pytest.skip("OpenBLAS's shape")
+    rng = np.random.default_rng(m * 100003 + n * 101 + k)
+    a0 = rng.standard_normal((m, k)).astype(np.float32)
+    b0 = rng.standard_normal((k, n)).astype(np.float32)
+    ref = a0.astype(np.float64) @ b0.astype(np.float64)
+    a, b = dg.tensor(a0), dg.tensor(b0)
+    at, bt = dg.tensor(np.ascontiguousarray(a0.T)), dg.tensor(np.ascontiguousarray(b0.T))
+    before_kernel, before_threads = _C._set_gemm_kernel("avx512"), dg.get_num_threads()
+    try:
+        got = []
+        for threads in (1, 2):
+            dg.set_num_threads(threads)
+            got += [(x @ y).numpy() for x in (a, at.mT) for y in (b, bt.mT)]
+    finally:
+        _C._set_gemm_kernel(before_kernel)
+        dg.set_num_threads(before_threads)
+    _close(got[0], ref, k)
+    for g in got[1:]:
+        np.testing.assert_array_equal(g, got[0])
