@@ -257,3 +257,28 @@ def test_own_kernel_layouts_give_the_same_bits(m, n, k):
     _close(got[0], ref, k)
     for g in got[1:]:
         np.testing.assert_array_equal(g, got[0])
+
+
+@pytest.mark.parametrize("rows,cols", [(300, 1000), (1000, 300)])
+def test_blas_panels_across_the_wider_side(kernel, rows, cols):
+    """Note [Panels across the wider side] (matmul.cpp): a BLAS product of more columns than rows is split into
+    column panels, one of more rows into row panels, by its shape alone: the same bits on 1 and 2 threads, for
+    each layout of a and b (k = 300: these shapes take OpenBLAS on either kernel setting)."""
+    k = 300
+    rng = np.random.default_rng(rows + cols)
+    a0 = rng.standard_normal((rows, k)).astype(np.float32)
+    b0 = rng.standard_normal((k, cols)).astype(np.float32)
+    ref = a0.astype(np.float64) @ b0.astype(np.float64)
+    a, b = dg.tensor(a0), dg.tensor(b0)
+    at, bt = dg.tensor(np.ascontiguousarray(a0.T)), dg.tensor(np.ascontiguousarray(b0.T))
+    before = dg.get_num_threads()
+    try:
+        got = {}
+        for threads in (1, 2):
+            dg.set_num_threads(threads)
+            got[threads] = [(x @ y).numpy() for x in (a, at.mT) for y in (b, bt.mT)]
+    finally:
+        dg.set_num_threads(before)
+    for one, two in zip(got[1], got[2]):
+        np.testing.assert_array_equal(one, two)
+        _close(one, ref, k)

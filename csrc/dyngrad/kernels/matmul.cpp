@@ -259,10 +259,19 @@ void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs,
       // product 3-19% on one thread with 8 panels, 0.5-7% with 2 (2 cores, 2026-12-01). A short, wide product (an
       // RNN step's 32 x 128 @ 128 x 512) has too few rows for row panels: it is split into column panels instead,
       // from a smaller size, since its steps run one after another.
+      // Note [Panels across the wider side]: each panel's call packs the whole of the operand it does not split
+      // again: b (k x m) for row panels, a (n x k) for column panels. So a product with more columns than rows
+      // (the wide MLP's 512 x 1024 outputs) is split into column panels, the extra packing a's n k floats
+      // instead of b's k m. OpenBLAS on one thread, 1 call against 2 panels (thread CPU time, best of 9, two
+      // runs; Xeon family 6 model 167, 2 cores, KVM, load 10): 512 x 784 @ (1024 x 784)^T 0.92 by rows, 0.93-0.94
+      // by columns; 512 x 1024 @ (1024 x 1024)^T 0.91 / 0.93-0.94; 512 x 1024 @ 1024 x 1024 0.91 / 0.95-0.96;
+      // products with more rows (the weight gradients, 1024 x 512 @ 512 x 784) stay split by rows (0.90-0.93
+      // against 0.87-0.89 by columns). Either way the split depends only on the shape.
       const int64_t max_panels = std::min(8, std::max(2, machine_cores()));
-      const bool by_columns = n < 128 && m >= 128 && n * m * k >= kBlasColumnWork;
+      const bool by_columns = m >= 128 && ((n < 128 && n * m * k >= kBlasColumnWork) ||
+                                           (m > n && n * m * k >= kBlasThreadWork));
       const int64_t extent = by_columns ? m : n;
-      const int64_t panels = by_columns ? std::min<int64_t>(max_panels, m / 64)
+      const int64_t panels = by_columns ? std::min<int64_t>(max_panels, std::max<int64_t>(1, m / 64))
                              : n * m * k >= kBlasThreadWork ? std::min<int64_t>(max_panels, (n + 63) / 64) : 1;
       const int64_t width = (extent + panels - 1) / panels;
       run_parallel((int)panels, [&](int p) {
