@@ -33,6 +33,35 @@
 // gradients on OpenBLAS). Where
 // the CPU lacks AVX-512F (AMD before Zen 4, most laptops), or with DYNGRAD_GEMM=blas,
 // every product takes the BLAS path as before (tests/test_gemm_kernel.py runs both).
+//
+// Note [Where the wide MLP's time goes]: issue 26 asks the wide MLP's step (784-1024-1024-10, batch 512, 1
+// thread) at 1.25x PyTorch's. All figures here: Xeon family 6 model 167, 2 cores, KVM, one thread, thread CPU
+// time (the machine was shared, load 7-10: waits for a core are not counted), 2026-12-03.
+// - The machine's peak: 213 GFLOP/s per core (twelve independent zmm FMA chains: 3.3 GHz x 2 ports x 32 flops).
+// - bench/gemm_wide_mlp.py, five runs: the eight products of the step are 87-91% of dyngrad's step (38-42 of
+//   45-47 ms); MKL (torch) runs them at 132-147 GFLOP/s (62-69% of peak), numpy's OpenBLAS at 119-138, dyngrad
+//   (the same OpenBLAS, split into two panels per product for thread-count-free bits) at 117-128, since Note
+//   [Panels across the wider side] in matmul.cpp within 1-4% of numpy. The rest of the step (ReLU, cross entropy,
+//   bias sums, SGD) is 4.3-6.5 ms in dyngrad against PyTorch's 7.5-8.7. Step torch/dyngrad: 0.91-0.92 before that
+//   Note, 0.95-0.99 after (three runs).
+// - So 1.25x PyTorch needs dyngrad's products at 152-186 GFLOP/s (the bench prints it each run): 71-87% of the
+//   peak, 1.15-1.26x MKL's own rate on the same products. A float32 GEMM of MKL's class on this CPU does not get
+//   there; the target is beyond what the products can give (the rest of the step is already faster than
+//   PyTorch's).
+// - What this kernel reaches (a standalone C++ harness calling own_sgemm, numpy's OpenBLAS and torch's MKL
+//   (its sgemm_), best of 5-9 interleaved): its 8 x 48 block, everything in L1 (k 192), 187-190 GFLOP/s (89% of
+//   peak; 32 columns 177-179); but the whole 1024^3 product 88-109 (OpenBLAS 113-138, MKL 131-158). Tried and
+//   measured, not kept: a packed once per k block and shared by every strip (k blocks outermost) 120-133 (0.89-
+//   0.97 of OpenBLAS); all of a packed first, a strip's partial sums kept in a contiguous buffer between its k
+//   blocks and c written once, 107-117 (0.85-0.96); k blocks of 96-384 and row chunks of 128-1024 within noise;
+//   prefetching the next block's c, and loading c after the k loop instead of before, no gain. A streaming test of
+//   the block alone puts the loss in c's 4 KB row stride: 138-140 GFLOP/s updating a 1024 x 1024 c's strip per k
+//   block against 165-168 into a contiguous buffer (a from L2); with all of a packed (from L3), 148-172 into the
+//   buffer, 130-155 when c is written once at the end (with or without its tile prefetched). The weight gradients'
+//   shapes (a given transposed, k = 512-1024) with a packed: 0.85-0.89 of OpenBLAS at 1024 rows, 0.95-1.06 at
+//   384-512 rows and 128 columns (noise), so they stay on OpenBLAS (matmul.cpp's own_gemm_pays).
+// - The last strip: a 32-column strip runs at 91% of a 48-column one's rate (768 x 384 @ 384 x 32: 139-140 against
+//   153), a 16-column one (1024 = 21 x 48 + 16) at 70-75%, 1/64 of such a product's work.
 #include <immintrin.h>
 
 #include <algorithm>
