@@ -25,14 +25,13 @@
 // its dX 32 x 512 @ 512 x 128 0.63 -> 0.83; its dW (A^T B) 0.82 -> 0.86; 32 x 128 @ 128 x 512 0.67 -> 0.90;
 // linear with bias 0.54 -> 1.00; batched q @ k^T 48 x (64 x 32 @ (64 x 32)^T) 0.67 -> 1.01. The batched
 // 48 x (64 x 32 @ 32 x 64) stays on OpenBLAS's small-matrix kernel (1.21; matmul.cpp's own_gemm_pays). The bias
-// epilogue is not wired into linear: linear + bias took the time of the product alone within 3% (the add of 16k
-// floats), and folding it would need a fused node. Whole training steps: within noise of the BLAS path
-// (bench/gemm_kernel_ab.py: the LSTM's per-step products were then rnn.cpp's own loop -- now own_sgemm_packed,
-// Note [Recurrent products on the own kernel] in rnn.cpp; since Note [Own kernel for many rows] in matmul.cpp the
-// GPT's and the transformer block's 768-1024-row forward and input-gradient products run here too, their weight
-// gradients on OpenBLAS). Where
-// the CPU lacks AVX-512F (AMD before Zen 4, most laptops), or with DYNGRAD_GEMM=blas,
-// every product takes the BLAS path as before (tests/test_gemm_kernel.py runs both).
+// epilogue serves linear's fast path since Note [Bias in the product's last store] in matmul.cpp. Whole training
+// steps: within noise of the BLAS path (bench/gemm_kernel_ab.py: the LSTM's per-step products were then rnn.cpp's
+// own loop -- now own_sgemm_packed, Note [Recurrent products on the own kernel] in rnn.cpp; since Note [Own kernel
+// for many rows] in matmul.cpp the GPT's and the transformer block's 768-1024-row forward and input-gradient
+// products run here too, their weight gradients on OpenBLAS). Where the CPU lacks AVX-512F (AMD before Zen 4,
+// most laptops), or with DYNGRAD_GEMM=blas, every product takes the BLAS path as before (tests/test_gemm_kernel.py
+// runs both).
 //
 // Note [Where the wide MLP's time goes]: issue 26 asks the wide MLP's step (784-1024-1024-10, batch 512, 1
 // thread) at 1.25x PyTorch's. All figures here: Xeon family 6 model 167, 2 cores, KVM, one thread, thread CPU
