@@ -16,7 +16,7 @@ Shapes (m x k x n is a (m, k) @ (k, n) product):
                       dW = g^T @ x (the transposed left operand)
   tfm ...             the transformer block's (1024 rows, x @ W with W stored (in, out)) and its dW = x^T @ g
 
-    PYTHONPATH=python python bench/gemm_shapes.py [--repeat 5] [--threads 1,2] [--only NAME,...]
+    PYTHONPATH=python python bench/gemm_shapes.py [--repeat 5] [--threads 1,2] [--only NAME,...] [--cpu-time]
 """
 import argparse
 import os
@@ -57,14 +57,17 @@ def load():
         return "?"
 
 
+CLOCK = time.perf_counter
+
+
 def timeit(fn, inner):
     fn()
     best = float("inf")
     for _ in range(3):
-        t0 = time.perf_counter()
+        t0 = CLOCK()
         for _ in range(inner):
             fn()
-        best = min(best, (time.perf_counter() - t0) / inner)
+        best = min(best, (CLOCK() - t0) / inner)
     return best
 
 
@@ -120,7 +123,14 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--threads", default="1,2")
     p.add_argument("--only", default="")
+    p.add_argument("--cpu-time", action="store_true",
+                   help="time in thread CPU time (one thread only: a loaded machine's waits for a core not counted)")
     args = p.parse_args(argv)
+    global CLOCK
+    if args.cpu_time:
+        if args.threads != "1":
+            p.error("--cpu-time measures one thread: use it with --threads 1")
+        CLOCK = time.thread_time
     print(f"machine: {machine_line()}; numpy {np.__version__}, dyngrad BLAS {dg._cpp_blas.info['source']}, "
           f"torch {torch.__version__ if torch else 'absent'}")
     print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")

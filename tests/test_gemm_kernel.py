@@ -218,3 +218,135 @@ def test_environment_chooses_the_blas_path():
 def test_kernel_choice_errors():
     with pytest.raises(ValueError, match="_set_gemm_kernel"):
         _C._set_gemm_kernel("mkl")
+
+
+def _own_kernel_takes(m, k, n):
+    # matmul.cpp's own_gemm_pays for every layout: outside the window (2^15, 2^18] where b's contiguous rows send
+    # products of more than 8 rows to OpenBLAS, and at most 2^24 multiply-adds
+    work = m * k * n
+    return work <= 2 ** 24 and (m <= 8 or work <= 2 ** 15 or work > 2 ** 18)
+
+
+@pytest.mark.skipif(not HAS_AVX512, reason="the own kernel needs AVX-512F")
+@pytest.mark.parametrize("m", [9, 23, 64, 65])
+@pytest.mark.parametrize("n", [47, 48, 49, 64, 80, 95, 96, 97, 129])
+@pytest.mark.parametrize("k", [129, 193, 400])
+def test_own_kernel_layouts_give_the_same_bits(m, n, k):
+    """Each output of the own kernel is one chain of fused multiply-adds p = 0 .. k-1 whatever the layout of a
+    and b: b's strips packed in place by the first row block (rows contiguous, Note [Packing b in the first row
+    block]), transposed into the pack (b given transposed), a read with any strides. So the four layouts give the
+    same bits, at the strip edges (n around multiples of 48 and 16) and across k blocks of 192, on 1 and 2
+    threads; and the float64 product within float32 rounding."""
+    if not _own_kernel_takes(m, k, n):
+        pytest.skip("OpenBLAS's shape")
+    rng = np.random.default_rng(m * 100003 + n * 101 + k)
+    a0 = rng.standard_normal((m, k)).astype(np.float32)
+    b0 = rng.standard_normal((k, n)).astype(np.float32)
+    ref = a0.astype(np.float64) @ b0.astype(np.float64)
+    a, b = dg.tensor(a0), dg.tensor(b0)
+    at, bt = dg.tensor(np.ascontiguousarray(a0.T)), dg.tensor(np.ascontiguousarray(b0.T))
+    before_kernel, before_threads = _C._set_gemm_kernel("avx512"), dg.get_num_threads()
+    try:
+        got = []
+        for threads in (1, 2):
+            dg.set_num_threads(threads)
+            got += [(x @ y).numpy() for x in (a, at.mT) for y in (b, bt.mT)]
+    finally:
+        _C._set_gemm_kernel(before_kernel)
+        dg.set_num_threads(before_threads)
+    _close(got[0], ref, k)
+    for g in got[1:]:
+        np.testing.assert_array_equal(g, got[0])
+
+
+@pytest.mark.parametrize("rows,cols", [(300, 1000), (1000, 300)])
+def test_blas_panels_across_the_wider_side(kernel, rows, cols):
+    """Note [Panels across the wider side] (matmul.cpp): a BLAS product of more columns than rows is split into
+    column panels, one of more rows into row panels, by its shape alone: the same bits on 1 and 2 threads, for
+    each layout of a and b (k = 300: these shapes take OpenBLAS on either kernel setting)."""
+    k = 300
+    rng = np.random.default_rng(rows + cols)
+    a0 = rng.standard_normal((rows, k)).astype(np.float32)
+    b0 = rng.standard_normal((k, cols)).astype(np.float32)
+    ref = a0.astype(np.float64) @ b0.astype(np.float64)
+    a, b = dg.tensor(a0), dg.tensor(b0)
+    at, bt = dg.tensor(np.ascontiguousarray(a0.T)), dg.tensor(np.ascontiguousarray(b0.T))
+    before = dg.get_num_threads()
+    try:
+        got = {}
+        for threads in (1, 2):
+            dg.set_num_threads(threads)
+            got[threads] = [(x @ y).numpy() for x in (a, at.mT) for y in (b, bt.mT)]
+    finally:
+        dg.set_num_threads(before)
+    for one, two in zip(got[1], got[2]):
+        np.testing.assert_array_equal(one, two)
+        _close(one, ref, k)
+
+
+@pytest.mark.parametrize("x_shape", [(33, 129), (3, 11, 129), (768, 128)])
+@pytest.mark.parametrize("needs", ["all", "bias", "x", "none"])
+def test_linear_bias_in_the_product(kernel, x_shape, needs):
+    """Note [Bias in the product's last store] (matmul.cpp): F.linear(x, w, b) takes the bias in the own kernel's
+    last store: the values, the graph (its node names) and every gradient are those of x @ w.mT + b computed
+    apart, bit for bit, on 1 and 2 threads, with an in-place op on the output; float32 rounding of float64 and the
+    reference engine's answers."""
+    import dyngrad.reference as ref_engine
+    F = dg.nn.functional
+    rng = np.random.default_rng(sum(x_shape))
+    k, m = x_shape[-1], 65 if x_shape[0] != 768 else 384
+    x0 = rng.standard_normal(x_shape).astype(np.float32)
+    w0 = rng.standard_normal((m, k)).astype(np.float32)
+    b0 = rng.standard_normal(m).astype(np.float32)
+    g0 = rng.standard_normal(x_shape[:-1] + (m,)).astype(np.float32)
+    flags = {"all": (True, True, True), "bias": (False, False, True), "x": (True, False, False),
+             "none": (False, False, False)}[needs]
+
+    def run(fused, threads):
+        dg.set_num_threads(threads)
+        x, w, b = (dg.tensor(v, requires_grad=f) for v, f in zip((x0, w0, b0), flags))
+        y = F.linear(x, w, b) if fused else x @ w.mT + b
+        name = y.grad_fn.name() if y.grad_fn is not None else None
+        out = y.detach().numpy().copy()
+        if y.requires_grad:
+            y = dg.relu(y) * 2
+            y.backward(dg.tensor(g0))
+        return out, name, [t.grad.numpy() if t.grad is not None else None for t in (x, w, b)]
+
+    before = dg.get_num_threads()
+    try:
+        runs = [run(fused, t) for fused in (True, False) for t in (1, 2)]
+    finally:
+        dg.set_num_threads(before)
+    for out, _, grads in runs[1:]:
+        np.testing.assert_array_equal(out, runs[0][0])
+        for g, g_first in zip(grads, runs[0][2]):
+            assert (g is None) == (g_first is None)
+            if g is not None:
+                np.testing.assert_array_equal(g, g_first)
+    if len(x_shape) == 2 and needs != "none":
+        assert runs[0][1] == runs[1][1] == "AddmmBackward", runs[0][1]   # torch's name for linear's node
+    ref64 = x0.astype(np.float64) @ w0.astype(np.float64).T + b0
+    _close(runs[0][0], ref64, k)
+    r = ref_engine.nn.functional.linear(ref_engine.tensor(x0), ref_engine.tensor(w0), ref_engine.tensor(b0))
+    _close(runs[0][0], np.asarray(r.numpy(), np.float64), k)
+
+
+@pytest.mark.skipif(not HAS_AVX512, reason="the own kernel needs AVX-512F")
+def test_linear_bias_in_the_product_in_place_on_the_output():
+    """An in-place op on linear's output (nn.ReLU(inplace=True)) and then backward: the same gradients as the
+    product and the add computed apart (the output is a tensor of its own, not a view of the product's)."""
+    F = dg.nn.functional
+    rng = np.random.default_rng(7)
+    x0 = rng.standard_normal((4, 16, 96)).astype(np.float32)
+    w0 = rng.standard_normal((200, 96)).astype(np.float32)
+    b0 = rng.standard_normal(200).astype(np.float32)
+    grads = []
+    for fused in (True, False):
+        x, w, b = (dg.tensor(v, requires_grad=True) for v in (x0, w0, b0))
+        y = F.linear(x, w, b) if fused else x @ w.mT + b
+        y.relu_()
+        (y * y).sum().backward()
+        grads.append([t.grad.numpy() for t in (x, w, b)])
+    for g1, g2 in zip(*grads):
+        np.testing.assert_array_equal(g1, g2)

@@ -966,8 +966,7 @@ PyObject* linear_function(PyObject* fallback, PyObject* const* args, Py_ssize_t 
     if (x && w && (*w)->ndim() == 2 && (b || no_bias) && (*x)->ndim() > 0 &&
         (*x)->shape.back() == (*w)->shape[1]) {
       DG_PY_TRY
-      Tensor out = matmul(*x, mT(*w));
-      if (b) out = add(out, *b);
+      Tensor out = b ? matmul_add(*x, mT(*w), *b) : matmul(*x, mT(*w));
       // torch's node names for a 2-D input, as the shared composite (python/dyngrad/_api/nn_ops.py) sets them
       if ((*x)->ndim() == 2) rename_new_node(out, *x, b ? "AddmmBackward" : "MmBackward");
       return to_python(std::move(out));

@@ -54,6 +54,8 @@ Tensor scalar_like_int(const Tensor& t, int64_t v);
 DType result_type(const Tensor& a, const Tensor& b);
 Tensor mul_scalar(const Tensor& a, double s);
 Tensor add_scalar(const Tensor& a, double s);
+// add(matmul(a, b), bias), the bias added in the product's last store where the own kernel computes it (linear)
+Tensor matmul_add(const Tensor& a, const Tensor& b, const Tensor& bias);
 
 // ---- unary (ops_math.cpp) ----
 Tensor leaky_relu(const Tensor& a, double negative_slope);

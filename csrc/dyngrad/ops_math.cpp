@@ -609,6 +609,20 @@ Tensor sum_to(const Tensor& t, const Shape& shape) {
 // ---------------- linear algebra ----------------
 
 // out = a @ b for inputs of at least 2 dims; 1-D operands are promoted to matrices and the extra dim removed after.
+// out = a @ b's node, what it saves and the operands' layouts
+static void record_matmul(const Tensor& out, const Tensor& a, const Tensor& b) {
+  auto& node = record<OpKind::matmul>(out, {&a, &b});
+  if (node.needs_input_grad(1)) node.saved.a.save(a, false);
+  if (node.needs_input_grad(0)) node.saved.b.save(b, false);
+  // Note [Gradient in the operand's layout] (derivatives.cpp): a (..., n, k) view of a (..., k, n) matrix
+  auto transposed = [&](const Tensor& t) {
+    const int64_t nd = t->ndim();
+    return nd == out->ndim() && t->strides[nd - 2] == 1 && t->strides[nd - 1] != 1 && t->shape[nd - 2] > 1;
+  };
+  node.saved.a_transposed = transposed(a);
+  node.saved.b_transposed = transposed(b);
+}
+
 Tensor matmul(const Tensor& a, const Tensor& b) {
   DG_CHECK(a->ndim() >= 1 && b->ndim() >= 1, RuntimeError, "matmul: both arguments need at least 1 dimension, got ",
            shape_str(a->shape), " @ ", shape_str(b->shape), ".");
@@ -651,21 +665,35 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (!(forward_ad::active() && forward_ad::sole_tangent(a, b, &level, &tangent_in) &&
         matmul_pair_kernel(a, tangent_in, b, &out, &tangent)))
     out = matmul_kernel(a, b);
-  if (any_requires_grad({&a, &b})) {
-    auto& node = record<OpKind::matmul>(out, {&a, &b});
-    if (node.needs_input_grad(1)) node.saved.a.save(a, false);
-    if (node.needs_input_grad(0)) node.saved.b.save(b, false);
-    // Note [Gradient in the operand's layout] (derivatives.cpp): a (..., n, k) view of a (..., k, n) matrix
-    auto transposed = [&](const Tensor& t) {
-      const int64_t nd = t->ndim();
-      return nd == out->ndim() && t->strides[nd - 2] == 1 && t->strides[nd - 1] != 1 && t->shape[nd - 2] > 1;
-    };
-    node.saved.a_transposed = transposed(a);
-    node.saved.b_transposed = transposed(b);
-  }
+  if (any_requires_grad({&a, &b})) record_matmul(out, a, b);
   if (tangent) forward_ad::set_tangent(out, level, tangent);
   else if (forward_ad::active()) forward_tangents<OpKind::matmul>(out, {&a, &b}, SavesMatmul{a, b, false, false});
   return out;
+}
+
+// add(matmul(a, b), bias) for linear's fast path, with the bias added in the product's last store where the own
+// kernel computes it (Note [Bias in the product's last store] in kernels/matmul.cpp): the same values and the same
+// graph (a (..., n, k) folded into rows as matmul folds it: reshape, matmul, reshape, then add), one pass over
+// the output fewer. Everything else (other dtypes and shapes, tangents) is add(matmul(a, b), bias) itself.
+Tensor matmul_add(const Tensor& a, const Tensor& b, const Tensor& bias) {
+  if (a->ndim() >= 2 && b->ndim() == 2 && !forward_ad::active() && a->shape.back() == b->shape[0]) {
+    const bool folded = a->ndim() > 2;
+    Shape rows_shape(a->shape.begin(), a->shape.end() - 1);
+    const Tensor rows = folded ? reshape(a, {shape_numel(rows_shape), a->shape.back()}) : a;
+    Tensor out2;
+    if (matmul_bias_kernel(rows, b, bias, &out2)) {
+      if (any_requires_grad({&rows, &b})) record_matmul(out2, rows, b);
+      Tensor out = out2;
+      if (folded) {  // matmul's reshape back, as a tensor of its own (nothing else sees out2)
+        rows_shape.push_back(b->shape[1]);
+        out = make_view(out2, rows_shape, contiguous_strides(rows_shape), 0);
+        if (out2->requires_grad) record<OpKind::reshape>(out, {&out2});
+      }
+      if (any_requires_grad({&out, &bias})) record<OpKind::add>(out, {&out, &bias});
+      return out;
+    }
+  }
+  return add(matmul(a, b), bias);
 }
 
 }  // namespace dyngrad

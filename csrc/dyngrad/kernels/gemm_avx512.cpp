@@ -25,14 +25,42 @@
 // its dX 32 x 512 @ 512 x 128 0.63 -> 0.83; its dW (A^T B) 0.82 -> 0.86; 32 x 128 @ 128 x 512 0.67 -> 0.90;
 // linear with bias 0.54 -> 1.00; batched q @ k^T 48 x (64 x 32 @ (64 x 32)^T) 0.67 -> 1.01. The batched
 // 48 x (64 x 32 @ 32 x 64) stays on OpenBLAS's small-matrix kernel (1.21; matmul.cpp's own_gemm_pays). The bias
-// epilogue is not wired into linear: linear + bias took the time of the product alone within 3% (the add of 16k
-// floats), and folding it would need a fused node. Whole training steps: within noise of the BLAS path
-// (bench/gemm_kernel_ab.py: the LSTM's per-step products were then rnn.cpp's own loop -- now own_sgemm_packed,
-// Note [Recurrent products on the own kernel] in rnn.cpp; since Note [Own kernel for many rows] in matmul.cpp the
-// GPT's and the transformer block's 768-1024-row forward and input-gradient products run here too, their weight
-// gradients on OpenBLAS). Where
-// the CPU lacks AVX-512F (AMD before Zen 4, most laptops), or with DYNGRAD_GEMM=blas,
-// every product takes the BLAS path as before (tests/test_gemm_kernel.py runs both).
+// epilogue serves linear's fast path since Note [Bias in the product's last store] in matmul.cpp. Whole training
+// steps: within noise of the BLAS path (bench/gemm_kernel_ab.py: the LSTM's per-step products were then rnn.cpp's
+// own loop -- now own_sgemm_packed, Note [Recurrent products on the own kernel] in rnn.cpp; since Note [Own kernel
+// for many rows] in matmul.cpp the GPT's and the transformer block's 768-1024-row forward and input-gradient
+// products run here too, their weight gradients on OpenBLAS). Where the CPU lacks AVX-512F (AMD before Zen 4,
+// most laptops), or with DYNGRAD_GEMM=blas, every product takes the BLAS path as before (tests/test_gemm_kernel.py
+// runs both).
+//
+// Note [Where the wide MLP's time goes]: issue 26 asks the wide MLP's step (784-1024-1024-10, batch 512, 1
+// thread) at 1.25x PyTorch's. All figures here: Xeon family 6 model 167, 2 cores, KVM, one thread, thread CPU
+// time (the machine was shared, load 7-10: waits for a core are not counted), 2026-12-03.
+// - The machine's peak: 213 GFLOP/s per core (twelve independent zmm FMA chains: 3.3 GHz x 2 ports x 32 flops).
+// - bench/gemm_wide_mlp.py, five runs: the eight products of the step are 87-91% of dyngrad's step (38-42 of
+//   45-47 ms); MKL (torch) runs them at 132-147 GFLOP/s (62-69% of peak), numpy's OpenBLAS at 119-138, dyngrad
+//   (the same OpenBLAS, split into two panels per product for thread-count-free bits) at 117-128, since Note
+//   [Panels across the wider side] in matmul.cpp within 1-4% of numpy. The rest of the step (ReLU, cross entropy,
+//   bias sums, SGD) is 4.3-6.5 ms in dyngrad against PyTorch's 7.5-8.7. Step torch/dyngrad: 0.91-0.92 before that
+//   Note, 0.95-0.99 after (three runs).
+// - So 1.25x PyTorch needs dyngrad's products at 152-186 GFLOP/s (the bench prints it each run): 71-87% of the
+//   peak, 1.15-1.26x MKL's own rate on the same products. A float32 GEMM of MKL's class on this CPU does not get
+//   there; the target is beyond what the products can give (the rest of the step is already faster than
+//   PyTorch's).
+// - What this kernel reaches (a standalone C++ harness calling own_sgemm, numpy's OpenBLAS and torch's MKL
+//   (its sgemm_), best of 5-9 interleaved): its 8 x 48 block, everything in L1 (k 192), 187-190 GFLOP/s (89% of
+//   peak; 32 columns 177-179); but the whole 1024^3 product 88-109 (OpenBLAS 113-138, MKL 131-158). Tried and
+//   measured, not kept: a packed once per k block and shared by every strip (k blocks outermost) 120-133 (0.89-
+//   0.97 of OpenBLAS); all of a packed first, a strip's partial sums kept in a contiguous buffer between its k
+//   blocks and c written once, 107-117 (0.85-0.96); k blocks of 96-384 and row chunks of 128-1024 within noise;
+//   prefetching the next block's c, and loading c after the k loop instead of before, no gain. A streaming test of
+//   the block alone puts the loss in c's 4 KB row stride: 138-140 GFLOP/s updating a 1024 x 1024 c's strip per k
+//   block against 165-168 into a contiguous buffer (a from L2); with all of a packed (from L3), 148-172 into the
+//   buffer, 130-155 when c is written once at the end (with or without its tile prefetched). The weight gradients'
+//   shapes (a given transposed, k = 512-1024) with a packed: 0.85-0.89 of OpenBLAS at 1024 rows, 0.95-1.06 at
+//   384-512 rows and 128 columns (noise), so they stay on OpenBLAS (matmul.cpp's own_gemm_pays).
+// - The last strip: a 32-column strip runs at 91% of a 48-column one's rate (768 x 384 @ 384 x 32: 139-140 against
+//   153), a 16-column one (1024 = 21 x 48 + 16) at 70-75%, 1/64 of such a product's work.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -86,9 +114,19 @@ DG_AVX512 inline __m512 finish(__m512 x, const float* c, __mmask16 mk, __m512 bi
 }
 
 #define DG_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
-template <int R, int NV>
+// PACK: b is read in place (its rows contiguous) and each vector read is also stored at bp + p * kNR + 16 v:
+// the first row block packs the strip for the others.
+// Note [Packing b in the first row block]: copying a strip of b (kKC rows 2-4 KB apart, three cache lines each)
+// before the row blocks ran was a separate pass whose loads wait on L2 one after another; the first row block
+// reading the strip in place and storing each vector it loads hides those loads behind its multiply-adds (three
+// more stores per 24 of them). The bits are those of the packed copy (the same floats, the same chain).
+// 32 x 128 @ 128 x 512, one thread, standalone harness against numpy's OpenBLAS and torch's MKL called from C
+// (Xeon family 6 model 167, 2 cores, KVM, load 7.5, best of 7, two runs): 134 -> 153 GFLOP/s (MKL 145-157);
+// 64 x 128 @ 128 x 512 144-153 -> 155-157 (MKL 153); the 768-1024-row products within noise.
+template <int R, int NV, bool PACK>
 DG_AVX512 void micro(int64_t kc, const float* __restrict ap, int64_t ars, int64_t acs, const float* __restrict b,
-                     int64_t ldb, float* __restrict c, int64_t ldc, __mmask16 tail, bool load, const Epilogue* ep) {
+                     int64_t ldb, float* __restrict c, int64_t ldc, __mmask16 tail, bool load, const Epilogue* ep,
+                     float* __restrict bp) {
   static_assert(R >= 1 && R <= kMR && NV >= 1 && NV <= 3, "micro: block shape");
   // vector v covers columns 16 v .. 16 v + 15; the last one (v = NV - 1) is masked by tail
   const __mmask16 m0 = NV == 1 ? tail : (__mmask16)0xFFFF, m1 = NV == 2 ? tail : (__mmask16)0xFFFF, m2 = tail;
@@ -106,6 +144,12 @@ DG_AVX512 void micro(int64_t kc, const float* __restrict ap, int64_t ars, int64_
     const __m512 b0 = NV == 1 ? _mm512_maskz_loadu_ps(m0, b) : _mm512_loadu_ps(b);
     const __m512 b1 = NV == 2 ? _mm512_maskz_loadu_ps(m1, b + 16) : NV == 3 ? _mm512_loadu_ps(b + 16) : z;
     const __m512 b2 = NV == 3 ? _mm512_maskz_loadu_ps(m2, b + 32) : z;
+    if (PACK) {
+      _mm512_storeu_ps(bp, b0);
+      if (NV >= 2) _mm512_storeu_ps(bp + 16, b1);
+      if (NV == 3) _mm512_storeu_ps(bp + 32, b2);
+      bp += kNR;
+    }
 #define DG_STEP(i)                                                                   \
   if (R > i) {                                                                       \
     const __m512 av = _mm512_set1_ps(ap[i * ars]);                                   \
@@ -145,20 +189,25 @@ DG_AVX512 void micro(int64_t kc, const float* __restrict ap, int64_t ars, int64_
 #undef DG_ROWS
 
 using micro_t = void (*)(int64_t, const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t, __mmask16,
-                         bool, const Epilogue*);
-template <int NV>
+                         bool, const Epilogue*, float*);
+template <int NV, bool PACK = false>
 micro_t micro_for(int rows) {
   switch (rows) {
-    case 1: return micro<1, NV>;
-    case 2: return micro<2, NV>;
-    case 3: return micro<3, NV>;
-    case 4: return micro<4, NV>;
-    case 5: return micro<5, NV>;
-    case 6: return micro<6, NV>;
-    case 7: return micro<7, NV>;
-    default: return micro<8, NV>;
+    case 1: return micro<1, NV, PACK>;
+    case 2: return micro<2, NV, PACK>;
+    case 3: return micro<3, NV, PACK>;
+    case 4: return micro<4, NV, PACK>;
+    case 5: return micro<5, NV, PACK>;
+    case 6: return micro<6, NV, PACK>;
+    case 7: return micro<7, NV, PACK>;
+    default: return micro<8, NV, PACK>;
   }
 }
+micro_t micro_pick(int nv, int rows, bool pack) {
+  if (pack) return nv == 3 ? micro_for<3, true>(rows) : nv == 2 ? micro_for<2, true>(rows) : micro_for<1, true>(rows);
+  return nv == 3 ? micro_for<3>(rows) : nv == 2 ? micro_for<2>(rows) : micro_for<1>(rows);
+}
+
 
 // dst[i * ldd + j] = src[j * lds + i], i, j < 16: three rounds of in-register shuffles.
 DG_AVX512 void transpose16(const float* src, int64_t lds, float* dst, int64_t ldd) {
@@ -240,11 +289,14 @@ DG_AVX512 void run_strips(int64_t s0, int64_t s1, int64_t m, int64_t n, int64_t 
       const int64_t kc = std::min(kKC, k - p0);
       const float* bs;
       int64_t ldb;
+      // Note [Packing b in the first row block]: b's rows contiguous: the first row block reads the strip in
+      // place and packs it as it goes
+      const bool fuse = !direct && bcs == 1;
       if (direct) {
         bs = b + p0 * brs + j0;
         ldb = brs;
       } else {
-        pack_b(kc, w, b + p0 * brs + j0 * bcs, brs, bcs, bbuf.data());
+        if (!fuse) pack_b(kc, w, b + p0 * brs + j0 * bcs, brs, bcs, bbuf.data());
         bs = bbuf.data();
         ldb = kNR;
       }
@@ -255,8 +307,10 @@ DG_AVX512 void run_strips(int64_t s0, int64_t s1, int64_t m, int64_t n, int64_t 
         const RowSet& r = sets[set];
         for (int64_t i0 = 0; i0 < m; i0 += kMR) {
           const int rows = (int)std::min<int64_t>(kMR, m - i0);
-          micro_t f = nv == 3 ? micro_for<3>(rows) : nv == 2 ? micro_for<2>(rows) : micro_for<1>(rows);
-          f(kc, r.a + i0 * r.ars + p0 * r.acs, r.ars, r.acs, bs, ldb, r.c + i0 * ldc + j0, ldc, tail, p0 > 0, last);
+          const bool packing = fuse && set == 0 && i0 == 0;
+          micro_t f = micro_pick(nv, rows, packing);
+          f(kc, r.a + i0 * r.ars + p0 * r.acs, r.ars, r.acs, packing ? b + p0 * brs + j0 : bs, packing ? brs : ldb,
+            r.c + i0 * ldc + j0, ldc, tail, p0 > 0, last, packing ? bbuf.data() : nullptr);
         }
       }
     }
@@ -274,8 +328,11 @@ void run_strips_parallel(int64_t m, int64_t n, int64_t k, const RowSet* sets, in
   const int64_t row_blocks = (m + kMR - 1) / kMR;
   const bool by_rows = m >= 256 && max_tasks > 1;
   const int tasks = (int)std::max<int64_t>(1, std::min<int64_t>(max_tasks, by_rows ? row_blocks : strips));
+  auto run = [&](int64_t s0, int64_t s1, int64_t rows, const RowSet* rs) {
+    run_strips(s0, s1, rows, n, k, rs, nsets, b, brs, bcs, ldc, ep);
+  };
   if (tasks == 1) {
-    run_strips(0, strips, m, n, k, sets, nsets, b, brs, bcs, ldc, ep);
+    run(0, strips, m, sets);
     return;
   }
   if (by_rows) {
@@ -288,14 +345,14 @@ void run_strips_parallel(int64_t m, int64_t n, int64_t k, const RowSet* sets, in
         r.a += r0 * r.ars;
         r.c += r0 * ldc;
       }
-      run_strips(0, strips, r1 - r0, n, k, panel.data(), nsets, b, brs, bcs, ldc, ep);
+      run(0, strips, r1 - r0, panel.data());
     });
     return;
   }
   const int64_t per = (strips + tasks - 1) / tasks;
   run_parallel(tasks, [&](int t) {
     const int64_t s0 = t * per, s1 = std::min(strips, s0 + per);
-    if (s0 < s1) run_strips(s0, s1, m, n, k, sets, nsets, b, brs, bcs, ldc, ep);
+    if (s0 < s1) run(s0, s1, m, sets);
   });
 }
 }  // namespace
@@ -391,9 +448,9 @@ DG_AVX512 void own_sgemm_packed(int64_t m, const float* a, int64_t ars, int64_t 
       const int64_t kc = std::min(kKC, k - p0);
       for (int64_t i0 = 0; i0 < m; i0 += kMR) {
         const int rows = (int)std::min<int64_t>(kMR, m - i0);
-        micro_t f = nv == 3 ? micro_for<3>(rows) : nv == 2 ? micro_for<2>(rows) : micro_for<1>(rows);
+        micro_t f = micro_pick(nv, rows, false);
         f(kc, a + i0 * ars + p0 * acs, ars, acs, panel + p0 * kNR, kNR, c + i0 * ldc + j0, ldc, tail, p0 > 0,
-          nullptr);
+          nullptr, nullptr);
       }
     }
   }

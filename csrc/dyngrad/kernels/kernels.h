@@ -108,6 +108,10 @@ Tensor matmul_kernel(const Tensor& a, const Tensor& b);
 // (Note [A product and its tangent in one call] in gemm_avx512.cpp), with matmul_kernel's bits; false, computing
 // nothing, where matmul_kernel would not take the own kernel.
 bool matmul_pair_kernel(const Tensor& a, const Tensor& ta, const Tensor& b, Tensor* out, Tensor* tout);
+// *out = a @ b + bias (a (n, k), b (k, m) float32, bias (m,) float32) with the bias added in the own kernel's last
+// store (Note [Bias in the product's last store] in matmul.cpp): the bits of matmul_kernel then add. False,
+// computing nothing, where matmul_kernel would not take the own kernel.
+bool matmul_bias_kernel(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor* out);
 // BLAS entry points, found by python/dyngrad/_cpp_blas.py: cblas_sgemm, cblas_dgemm (64-bit integer arguments
 // when ilp64) and openblas_set_num_threads / openblas_get_num_threads of the same library (0 when absent).
 void set_blas_functions(uintptr_t sgemm, uintptr_t dgemm, uintptr_t set_num_threads, uintptr_t get_num_threads,

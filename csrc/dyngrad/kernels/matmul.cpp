@@ -259,10 +259,19 @@ void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs,
       // product 3-19% on one thread with 8 panels, 0.5-7% with 2 (2 cores, 2026-12-01). A short, wide product (an
       // RNN step's 32 x 128 @ 128 x 512) has too few rows for row panels: it is split into column panels instead,
       // from a smaller size, since its steps run one after another.
+      // Note [Panels across the wider side]: each panel's call packs the whole of the operand it does not split
+      // again: b (k x m) for row panels, a (n x k) for column panels. So a product with more columns than rows
+      // (the wide MLP's 512 x 1024 outputs) is split into column panels, the extra packing a's n k floats
+      // instead of b's k m. OpenBLAS on one thread, 1 call against 2 panels (thread CPU time, best of 9, two
+      // runs; Xeon family 6 model 167, 2 cores, KVM, load 10): 512 x 784 @ (1024 x 784)^T 0.92 by rows, 0.93-0.94
+      // by columns; 512 x 1024 @ (1024 x 1024)^T 0.91 / 0.93-0.94; 512 x 1024 @ 1024 x 1024 0.91 / 0.95-0.96;
+      // products with more rows (the weight gradients, 1024 x 512 @ 512 x 784) stay split by rows (0.90-0.93
+      // against 0.87-0.89 by columns). Either way the split depends only on the shape.
       const int64_t max_panels = std::min(8, std::max(2, machine_cores()));
-      const bool by_columns = n < 128 && m >= 128 && n * m * k >= kBlasColumnWork;
+      const bool by_columns = m >= 128 && ((n < 128 && n * m * k >= kBlasColumnWork) ||
+                                           (m > n && n * m * k >= kBlasThreadWork));
       const int64_t extent = by_columns ? m : n;
-      const int64_t panels = by_columns ? std::min<int64_t>(max_panels, m / 64)
+      const int64_t panels = by_columns ? std::min<int64_t>(max_panels, std::max<int64_t>(1, m / 64))
                              : n * m * k >= kBlasThreadWork ? std::min<int64_t>(max_panels, (n + 63) / 64) : 1;
       const int64_t width = (extent + panels - 1) / panels;
       run_parallel((int)panels, [&](int p) {
@@ -510,6 +519,36 @@ bool matmul_pair_kernel(const Tensor& a, const Tensor& ta, const Tensor& b, Tens
   own_sgemm_pair(n, m, k, a->data<float>(), a->strides[0], a->strides[1], ta->data<float>(), ta->strides[0],
                  ta->strides[1], b->data<float>(), b->strides[0], b->strides[1], (*out)->data<float>(),
                  (*tout)->data<float>(), own_gemm_tasks(n, m, k));
+  return true;
+}
+
+// Note [Bias in the product's last store]: linear's x @ W^T + b was the product, then a second pass over its
+// output for the add (the row-broadcast binary loop): 9-12% of the GPT-sized linears' forward (768 x 128 @
+// (384 or 512 x 128)^T, 1 thread; torch's addmm pays 3.6-4%), since the own kernel already adds a bias after the
+// sum in its last store (Note [Own small-product kernel]). Here the product takes it: each output is
+// (chain of fused multiply-adds) + b[j], the one float add the separate pass made, so the bits are those of
+// matmul_kernel then add. Only where matmul_kernel would take the own kernel (the BLAS path has no such store).
+// ops_math.cpp's matmul_add records the product's and the add's nodes around it, as the two ops would. The cost of
+// the bias, linear with against without, 1 thread, thread CPU time, best of 9 (Xeon family 6 model 167, 2 cores,
+// KVM, load 11): 768 x 128 -> 512 +8.7% -> +1.6-2.1%, 768 x 128 -> 384 +12.4% -> +3.1-4.6%, 32 x 128 -> 512
+// +6.6% -> +5-9% (noise: 2 us of 40), torch's +4-15% on the same. The char-level GPT's step (gpt-train-1t) against
+// the same step with F.linear as x @ w.mT + b, bench/linear_bias_ab.py: apart/fused 1.00-1.07, median 1.025 (five
+// runs, process CPU time, load 6-9).
+bool matmul_bias_kernel(const Tensor& a, const Tensor& b, const Tensor& bias, Tensor* out) {
+  if (a->dtype != DType::Float32 || b->dtype != DType::Float32 || bias->dtype != DType::Float32 || a->ndim() != 2 ||
+      b->ndim() != 2 || bias->ndim() != 1 || !own_gemm_enabled())
+    return false;
+  const int64_t n = a->shape[0], k = a->shape[1], m = b->shape[1];
+  if (n == 0 || m == 0 || k == 0 || b->shape[0] != k || bias->shape[0] != m) return false;
+  // as matmul_kernel sees them: operands the BLAS cannot take are copied there first (not here: not taken)
+  if (!blas_view(n, k, a->strides[0], a->strides[1]).ok || !blas_view(k, m, b->strides[0], b->strides[1]).ok)
+    return false;
+  if (!own_gemm_pays(n, m, k, b->strides[1] == 1 || m == 1, a->strides[1] == 1 || k == 1)) return false;
+  Tensor bc = bias->strides[0] == 1 || m == 1 ? bias : contiguous_copy(bias, DType::Float32);
+  *out = empty({n, m}, DType::Float32);
+  GilRelease no_gil(n * m * k >= 1 << 18);
+  own_sgemm(n, m, k, a->data<float>(), a->strides[0], a->strides[1], b->data<float>(), b->strides[0], b->strides[1],
+            (*out)->data<float>(), m, bc->data<float>(), own_gemm_tasks(n, m, k));
   return true;
 }
 
