@@ -30,6 +30,10 @@ CONV_CASES = [
     ("c2d_valid", "conv2d", (2, 2, 5, 6), (3, 2, 3, 2), 3, dict(padding="valid")),
     ("c2d_unbatched", "conv2d", (3, 5, 5), (2, 3, 2, 2), 2, dict(padding=1)),
     ("c2d_1x1", "conv2d", (2, 4, 3, 3), (5, 4, 1, 1), 5, {}),
+    # Note [conv2d as one product]: a batch of odd-sized maps, LeNet's 5x5 kernels with padding
+    ("c2d_batch_lenet", "conv2d", (5, 3, 13, 11), (7, 3, 5, 5), 7, dict(padding=2)),
+    ("c2d_batch_all", "conv2d", (3, 4, 9, 8), (6, 2, 3, 2), None, dict(stride=(2, 3), padding=(1, 2), dilation=(2, 1),
+                                                                     groups=2)),
     ("c1d_plain", "conv1d", (2, 3, 9), (4, 3, 3), 4, {}),
     ("c1d_all", "conv1d", (2, 4, 11), (6, 2, 3), 6, dict(stride=2, padding=2, dilation=2, groups=2)),
     ("c1d_same", "conv1d", (2, 3, 7), (2, 3, 4), None, dict(padding="same", dilation=1)),
@@ -104,6 +108,8 @@ def test_float32(dg, fn, xs, ws, kwargs):
 GRADCHECK_CASES = [
     ("conv2d", (1, 2, 4, 4), (2, 1, 2, 2), 2, dict(groups=2, dilation=(2, 1), padding=(1, 0))),
     ("conv2d", (2, 4, 3), (2, 2, 2, 2), None, dict(padding="same")),
+    ("conv2d", (3, 2, 5, 4), (2, 2, 3, 2), 2, dict(stride=(2, 1), padding=(1, 2), dilation=(1, 2))),
+    ("conv2d", (3, 4, 4, 3), (4, 2, 2, 3), 4, dict(groups=2, padding=1)),
     ("conv1d", (1, 2, 6), (2, 2, 3), 2, dict(stride=2, padding="valid", dilation=2)),
     ("conv_transpose2d", (1, 2, 3, 2), (2, 2, 2, 2), 4, dict(stride=2, padding=1, output_padding=1, groups=2)),
     ("conv_transpose1d", (1, 2, 4), (2, 1, 3), 1, dict(stride=1, dilation=2, output_padding=1)),
@@ -123,12 +129,25 @@ def test_gradcheck(dg, fn, xs, ws, bias, kwargs):
 @pytest.mark.parametrize("fn,xs,ws,kwargs", [
     ("conv2d", (1, 2, 3, 3), (2, 1, 2, 2), dict(groups=2, padding=1)),
     ("conv2d", (1, 2, 3, 3), (2, 2, 2, 2), dict(padding=1, stride=(2, 1))),   # Note [conv2d's common call]
+    ("conv2d", (3, 2, 4, 3), (2, 2, 2, 2), dict(padding=(1, 0), dilation=(1, 2))),  # a batch: one product
     ("conv_transpose2d", (1, 1, 2, 2), (1, 2, 2, 2), dict(stride=2)),
 ])
 def test_gradgradcheck(dg, fn, xs, ws, kwargs):
     f = getattr(dg.nn.functional, fn)
     inputs = [dg.tensor(rnd(*xs), requires_grad=True), dg.tensor(rnd(*ws), requires_grad=True)]
     assert dg.autograd.gradgradcheck(lambda *t: f(*t, **kwargs), inputs)
+
+
+def test_fold_of_transposed_columns(dg):
+    """fold reads columns whose rows are contiguous in place whatever their order (Note [Columns layout] in
+    kernels/conv.cpp): columns stored (C*kh*kw, N, L) fold to what their contiguous copy folds to."""
+    F = dg.nn.functional
+    for length, kwargs in ((25, dict(padding=(1, 0))), (4, dict(padding=(0, 1), stride=(1, 2), dilation=(2, 1)))):
+        stored = rnd(2 * 3 * 2, 4, length)             # (C*kh*kw, N, L) for C=2, kernel (3, 2), N=4
+        cols = dg.tensor(stored).permute(1, 0, 2)      # (N, C*kh*kw, L), not contiguous
+        assert not cols.is_contiguous()
+        expected = F.fold(dg.tensor(np.ascontiguousarray(stored.transpose(1, 0, 2))), (5, 6), (3, 2), **kwargs)
+        np.testing.assert_array_equal(F.fold(cols, (5, 6), (3, 2), **kwargs).numpy(), expected.numpy())
 
 
 def test_unfold_fold_gradcheck(dg):

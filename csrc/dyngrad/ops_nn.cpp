@@ -263,9 +263,24 @@ Tensor fold(const Tensor& cols, const Shape& input_shape, int64_t kh, int64_t kw
   return out;
 }
 
-// conv2d = weight (O, C/G*kh*kw) @ im2col(x) (N, C*kh*kw, L), reshaped to (N, O, OH, OW). With G groups the
+// unfold's node over columns in conv2d's layout (Note [Columns layout] in kernels/conv.cpp): the same values as
+// unfold(x), in (C*kh*kw, N, L) memory.
+static Tensor unfold_batch_inner(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
+                                 int64_t pw, int64_t dh, int64_t dw) {
+  Tensor out = im2col_kernel(x, kh, kw, sh, sw, ph, pw, dh, dw, true);
+  if (any_requires_grad({&x})) record<OpKind::unfold>(out, {&x}).saved.window = {kh, kw, sh, sw, ph, pw, dh, dw};
+  if (forward_ad::active()) forward_tangents<OpKind::unfold>(out, {&x}, SavesWindow{Dims{kh, kw, sh, sw, ph, pw, dh, dw}});
+  return out;
+}
+
+// conv2d = weight (O, C/G*kh*kw) @ im2col(x) (C*kh*kw, N*L), reshaped to (N, O, OH, OW). With G groups the
 // columns split into G blocks of C/G*kh*kw rows (unfold orders rows by channel first) and the weight into G blocks
-// of O/G filters: one batched product (G, O/G, K) @ (N, G, K, L) -> (N, G, O/G, L), which is (N, O, L).
+// of O/G filters: one batched product (G, O/G, K) @ (G, K, N*L) -> (G, O/G, N*L), which is (O, N, L).
+// Note [conv2d as one product]: the columns are laid out (C*kh*kw, N, L) (Note [Columns layout]), so that the
+// whole batch is one product per group instead of N: the weight's gradient (O, K) is then one product over k =
+// N*L (not N products of (O, K) and a sum over them), the columns' gradient (K, N*L) one product read in place by
+// col2im, and none of them is a product of LeNet's small sizes (16 x 150 @ 150 x 100 went to OpenBLAS's small
+// kernel N times). The output (O, N, L) is put back to (N, O, L) by the bias add (or a copy without a bias).
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
               int64_t dh, int64_t dw, int64_t groups) {
   check_image(x, "conv2d");
@@ -283,12 +298,14 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor* bias, int64_t sh, 
     DG_CHECK((*bias)->ndim() == 1 && (*bias)->shape[0] == O, RuntimeError, "conv2d: bias must have shape (", O,
              ",), got ", shape_str((*bias)->shape), ".");
   const int64_t OH = window_out(x->shape[2], kh, sh, ph, dh), OW = window_out(x->shape[3], kw, sw, pw, dw);
-  Tensor cols = unfold(x, kh, kw, sh, sw, ph, pw, dh, dw);
+  const int64_t L = OH * OW;
+  Tensor cols = unfold_batch_inner(x, kh, kw, sh, sw, ph, pw, dh, dw);  // (N, C*kh*kw, L), strides (L, N*L, 1)
+  Tensor rows = permute(cols, {1, 0, 2});                                // (C*kh*kw, N, L), contiguous
   const int64_t K = w->shape[1] * kh * kw;  // rows of one group's columns (sizes, not -1: N or O may be 0)
-  Tensor out = groups == 1 ? matmul(reshape(w, {O, K}), cols)  // (N, O, L)
-                           : reshape(matmul(reshape(w, {groups, O / groups, K}),
-                                            reshape(cols, {N, groups, K, OH * OW})), {N, O, OH * OW});
-  if (bias) out = add(out, reshape(*bias, {O, 1}));
+  Tensor out = groups == 1 ? matmul(reshape(w, {O, K}), reshape(rows, {K, N * L}))  // (O, N*L)
+                           : matmul(reshape(w, {groups, O / groups, K}), reshape(rows, {groups, K, N * L}));
+  out = permute(reshape(out, {O, N, L}), {1, 0, 2});  // (N, O, L)
+  out = bias ? add(out, reshape(*bias, {O, 1})) : contiguous(out);
   return reshape(out, {N, O, OH, OW});
 }
 

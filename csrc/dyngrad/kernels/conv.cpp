@@ -1,4 +1,4 @@
-// conv.cpp: im2col and its adjoint col2im, which turn conv2d and average pooling into matrix products and
+// conv.cpp: im2col and its adjoint col2im (in unfold's layout or conv2d's, Note [Columns layout]), which turn conv2d and average pooling into matrix products and
 // reductions; and the positions of max pooling's maxima.
 //   cols[n, (c, i, j), (oh, ow)] = x[n, c, oh*sh - ph + i*dh, ow*sw - pw + j*dw]   (0 outside the image)
 // with dilation (dh, dw) spacing the kernel's taps; OH = (H + 2*ph - dh*(kh-1) - 1) / sh + 1 (likewise OW).
@@ -34,14 +34,63 @@ inline std::pair<int64_t, int64_t> inside(const Window& g, int64_t j) {
   return {std::min(first, last), last};
 }
 
+// Note [Columns layout]: the columns of image n and row k = (c, i, j) start at cols + n*sn + k*sk, each OH*OW
+// contiguous. unfold's own layout is (N, C*kh*kw, L) (sn = C*kh*kw*L, sk = L); conv2d's is (C*kh*kw, N, L) (sn = L,
+// sk = N*L), so that its product is one (O, K) @ (K, N*L) for the whole batch (Note [conv2d as one product] in
+// ops_nn.cpp), and col2im reads either.
+struct ColsLayout {
+  int64_t sn, sk;
+};
+
+// Note [Padded image rows]: im2col and col2im work image by image, (n, c) per task, on a zero-padded copy of the
+// image (Hp x Wp, in a per-thread scratch), so that every row of a column is one run of OW taps x[ow*sw] with no
+// bounds test and no zero fill: the per-row ranges and fills of the general loop (below) cost more than the copy
+// for LeNet's small maps (OW 10-28; im2col was 13% of its training step, col2im 7%). Used while the padded image
+// is at most kPaddedImage elements (not for a 2**19 padding).
+constexpr int64_t kPaddedImage = int64_t(1) << 20;
+inline bool padded_rows_pay(const Window& g) {
+  return (g.H + 2 * g.ph) * (g.W + 2 * g.pw) <= kPaddedImage;
+}
+
 template <typename T>
-void im2col_typed(const Window& g, const T* src, T* dst, bool parallel) {
+void im2col_padded(const Window& g, const T* src, T* dst, ColsLayout lay, bool parallel) {
+  const int64_t Hp = g.H + 2 * g.ph, Wp = g.W + 2 * g.pw, OW = g.OW, sw = g.sw;
+  const bool pad = g.ph > 0 || g.pw > 0;
+  parallel_for(g.N * g.C, [&](int64_t lo, int64_t hi) {
+    std::vector<T> scratch(pad ? Hp * Wp : 0, T(0));
+    for (int64_t nc = lo; nc < hi; ++nc) {
+      const int64_t n = nc / g.C, c = nc % g.C;
+      const T* img = src + nc * g.H * g.W;
+      if (pad) {  // the border stays zero from the first image on
+        for (int64_t h = 0; h < g.H; ++h)
+          std::copy(img + h * g.W, img + (h + 1) * g.W, scratch.data() + (h + g.ph) * Wp + g.pw);
+        img = scratch.data();
+      }
+      for (int64_t i = 0; i < g.kh; ++i)
+        for (int64_t j = 0; j < g.kw; ++j) {
+          T* __restrict o = dst + n * lay.sn + ((c * g.kh + i) * g.kw + j) * lay.sk;
+          const T* x = img + i * g.dh * Wp + j * g.dw;
+          for (int64_t oh = 0; oh < g.OH; ++oh, o += OW) {
+            const T* __restrict r = x + oh * g.sh * Wp;
+            if (sw == 1)
+              for (int64_t ow = 0; ow < OW; ++ow) o[ow] = r[ow];
+            else
+              for (int64_t ow = 0; ow < OW; ++ow) o[ow] = r[ow * sw];
+          }
+        }
+    }
+  }, parallel ? 2 : INT64_MAX);
+}
+
+template <typename T>
+void im2col_typed(const Window& g, const T* src, T* dst, ColsLayout lay, bool parallel) {
+  if (padded_rows_pay(g)) return im2col_padded(g, src, dst, lay, parallel);
   const int64_t rows = g.N * g.C * g.kh * g.kw;
   parallel_for(rows, [&](int64_t lo, int64_t hi) {
   for (int64_t r = lo; r < hi; ++r) {
     int64_t j = r % g.kw, i = (r / g.kw) % g.kh, c = (r / (g.kw * g.kh)) % g.C, n = r / (g.kw * g.kh * g.C);
     const T* img = src + (n * g.C + c) * g.H * g.W;
-    T* o = dst + r * g.OH * g.OW;
+    T* o = dst + n * lay.sn + (r % (g.C * g.kh * g.kw)) * lay.sk;
     const auto [first, last] = inside(g, j);
     const int64_t sw = g.sw, shift = j * g.dw - g.pw;
     for (int64_t oh = 0; oh < g.OH; ++oh, o += g.OW) {
@@ -62,15 +111,48 @@ void im2col_typed(const Window& g, const T* src, T* dst, bool parallel) {
   }, parallel ? 2 : INT64_MAX);
 }
 
+// Each element of an image sums its taps in the order (i, j) of the kernel (one tap per (i, j) at most), on both
+// paths and whatever the thread count: the same bits.
 template <typename T>
-void col2im_typed(const Window& g, const T* src, T* dst, bool parallel) {
+void col2im_padded(const Window& g, const T* src, T* dst, ColsLayout lay, bool parallel) {
+  const int64_t Hp = g.H + 2 * g.ph, Wp = g.W + 2 * g.pw, OW = g.OW, sw = g.sw;
+  parallel_for(g.N * g.C, [&](int64_t lo, int64_t hi) {
+    std::vector<T> scratch(Hp * Wp);
+    for (int64_t nc = lo; nc < hi; ++nc) {
+      const int64_t n = nc / g.C, c = nc % g.C;
+      std::fill(scratch.begin(), scratch.end(), T(0));
+      for (int64_t i = 0; i < g.kh; ++i)
+        for (int64_t j = 0; j < g.kw; ++j) {
+          const T* __restrict col = src + n * lay.sn + ((c * g.kh + i) * g.kw + j) * lay.sk;
+          T* x = scratch.data() + i * g.dh * Wp + j * g.dw;
+          for (int64_t oh = 0; oh < g.OH; ++oh, col += OW) {
+            T* __restrict r = x + oh * g.sh * Wp;
+            if (sw == 1)
+              for (int64_t ow = 0; ow < OW; ++ow) r[ow] += col[ow];
+            else
+              for (int64_t ow = 0; ow < OW; ++ow) r[ow * sw] += col[ow];
+          }
+        }
+      T* img = dst + nc * g.H * g.W;
+      for (int64_t h = 0; h < g.H; ++h) {
+        const T* r = scratch.data() + (h + g.ph) * Wp + g.pw;
+        std::copy(r, r + g.W, img + h * g.W);
+      }
+    }
+  }, parallel ? 2 : INT64_MAX);
+}
+
+template <typename T>
+void col2im_typed(const Window& g, const T* src, T* dst, ColsLayout lay, bool parallel) {
+  if (padded_rows_pay(g)) return col2im_padded(g, src, dst, lay, parallel);
   // parallel over (n, c) images: each writes only its own image
   parallel_for(g.N * g.C, [&](int64_t lo, int64_t hi) {
   for (int64_t nc = lo; nc < hi; ++nc) {
     T* img = dst + nc * g.H * g.W;
+    const int64_t n = nc / g.C, c = nc % g.C;
     for (int64_t i = 0; i < g.kh; ++i)
       for (int64_t j = 0; j < g.kw; ++j) {
-        const T* col = src + ((nc * g.kh + i) * g.kw + j) * g.OH * g.OW;
+        const T* col = src + n * lay.sn + ((c * g.kh + i) * g.kw + j) * lay.sk;
         const auto [first, last] = inside(g, j);
         const int64_t sw = g.sw, shift = j * g.dw - g.pw;
         for (int64_t oh = 0; oh < g.OH; ++oh) {
@@ -205,22 +287,31 @@ Tensor max_pool2d_positions_kernel(const Tensor& x_in, int64_t kh, int64_t kw, i
 }
 
 Tensor im2col_kernel(const Tensor& x_in, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
-                     int64_t dh, int64_t dw) {
+                     int64_t dh, int64_t dw, bool batch_inner) {
   Tensor x = contiguous_data(x_in);
   Window g = make_window(x->shape, kh, kw, sh, sw, ph, pw, dh, dw);
-  Tensor cols = empty({g.N, g.C * kh * kw, g.OH * g.OW}, x->dtype);
-  bool parallel = cols->numel >= parallel_grain();
-  DG_DISPATCH_FLOAT(x->dtype, T, im2col_typed<T>(g, x->data<T>(), cols->data<T>(), parallel));
-  return cols;
+  const int64_t K = g.C * kh * kw, L = g.OH * g.OW;
+  bool parallel = g.N * K * L >= parallel_grain();
+  if (!batch_inner) {
+    Tensor cols = empty({g.N, K, L}, x->dtype);
+    DG_DISPATCH_FLOAT(x->dtype, T, im2col_typed<T>(g, x->data<T>(), cols->data<T>(), ColsLayout{K * L, L}, parallel));
+    return cols;
+  }
+  Tensor buf = empty({K, g.N, L}, x->dtype);  // Note [Columns layout]: returned as (N, K, L) with strides (L, N*L, 1)
+  DG_DISPATCH_FLOAT(x->dtype, T, im2col_typed<T>(g, x->data<T>(), buf->data<T>(), ColsLayout{L, g.N * L}, parallel));
+  return make_view(buf, {g.N, K, L}, {L, g.N * L, 1}, 0);
 }
 
 Tensor col2im_kernel(const Tensor& cols_in, const Shape& input_shape, int64_t kh, int64_t kw, int64_t sh,
                      int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw) {
-  Tensor cols = contiguous_data(cols_in);
+  // any layout whose rows of L are contiguous (Note [Columns layout]) is read in place
+  const bool rows_ok = cols_in->ndim() == 3 && (cols_in->strides[2] == 1 || cols_in->shape[2] <= 1);
+  Tensor cols = rows_ok ? cols_in : contiguous_data(cols_in);
+  const ColsLayout lay{cols->strides[0], cols->strides[1]};
   Window g = make_window(input_shape, kh, kw, sh, sw, ph, pw, dh, dw);
-  Tensor x = zeros(input_shape, cols->dtype);
+  Tensor x = padded_rows_pay(g) ? empty(input_shape, cols->dtype) : zeros(input_shape, cols->dtype);
   bool parallel = cols->numel >= parallel_grain();
-  DG_DISPATCH_FLOAT(cols->dtype, T, col2im_typed<T>(g, cols->data<T>(), x->data<T>(), parallel));
+  DG_DISPATCH_FLOAT(cols->dtype, T, col2im_typed<T>(g, cols->data<T>(), x->data<T>(), lay, parallel));
   return x;
 }
 
