@@ -150,6 +150,44 @@ def test_fold_of_transposed_columns(dg):
         np.testing.assert_array_equal(F.fold(cols, (5, 6), (3, 2), **kwargs).numpy(), expected.numpy())
 
 
+def _fold_numpy(cols, out_hw, k, pad, stride, dil):
+    """col2im by definition, in float64: (N, C*kh*kw, L) -> (N, C, H, W)."""
+    (H, W), (kh, kw), (ph, pw), (sh, sw), (dh, dw) = out_hw, k, pad, stride, dil
+    N, rows, _ = cols.shape
+    C = rows // (kh * kw)
+    OH, OW = (H + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (W + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    out = np.zeros((N, C, H + 2 * ph, W + 2 * pw))
+    blocks = cols.astype(np.float64).reshape(N, C, kh, kw, OH, OW)
+    for i in range(kh):
+        for j in range(kw):
+            out[:, :, i * dh:i * dh + sh * (OH - 1) + 1:sh, j * dw:j * dw + sw * (OW - 1) + 1:sw] += blocks[:, :, i, j]
+    return out[:, :, ph:ph + H, pw:pw + W]
+
+
+# Note [Padded image rows] (kernels/conv.cpp): the vector paths (float32, stride 1; col2im also dilation 1 and at
+# most 16 kernel columns) and the scalar ones, rows of one and of several vectors, with and without padding
+@pytest.mark.parametrize("out_hw,k,pad,stride,dil", [
+    ((14, 14), (5, 5), (0, 0), (1, 1), (1, 1)),     # LeNet's second map: one vector per row
+    ((28, 28), (5, 5), (2, 2), (1, 1), (1, 1)),     # its first: two
+    ((7, 37), (3, 4), (1, 2), (1, 1), (1, 1)),      # rows of 3 vectors, odd sizes
+    ((6, 21), (2, 18), (1, 3), (1, 1), (1, 1)),     # 18 kernel columns: col2im's scalar loop
+    ((9, 8), (3, 2), (1, 0), (2, 1), (1, 2)),       # stride and dilation: scalar loops
+])
+def test_float32_fold_unfold_paths(dg, out_hw, k, pad, stride, dil):
+    F = dg.nn.functional
+    x = rnd(3, 2, *out_hw).astype(np.float32)
+    kwargs = dict(padding=pad, stride=stride, dilation=dil)
+    cols = F.unfold(dg.tensor(x), k, **kwargs).numpy()
+    expected_cols = TF.unfold(torch.tensor(x), k, **kwargs).numpy()
+    np.testing.assert_array_equal(cols, expected_cols)       # a copy: exact
+    g = rnd(*cols.shape).astype(np.float32)
+    folded = F.fold(dg.tensor(g), out_hw, k, **kwargs).numpy()
+    np.testing.assert_allclose(folded, _fold_numpy(g, out_hw, k, pad, stride, dil), rtol=1e-5, atol=1e-5)
+    # conv2d's (C*kh*kw, N, L) layout folds to the same values
+    moved = dg.tensor(np.ascontiguousarray(g.transpose(1, 0, 2))).permute(1, 0, 2)
+    np.testing.assert_array_equal(F.fold(moved, out_hw, k, **kwargs).numpy(), folded)
+
+
 def test_unfold_fold_gradcheck(dg):
     F = dg.nn.functional
     x = dg.tensor(rnd(1, 2, 4, 3), requires_grad=True)
@@ -379,3 +417,31 @@ def test_module_gradcheck_padding_mode(dg):
     m = dg.nn.Conv2d(2, 2, 3, padding=(1, 2), padding_mode="reflect").double()
     x = dg.tensor(rnd(1, 2, 3, 4), requires_grad=True)
     assert dg.autograd.gradcheck(lambda t: m(t), [x])
+
+
+def test_lenet_conv_same_bits_at_1_and_2_threads():
+    """conv2d's forward and gradients at LeNet's sizes (large enough to split im2col, the product and col2im over
+    the threads) have the same bits at 1 and 2 threads (Note [conv2d as one product] in ops_nn.cpp)."""
+    import dyngrad as dg
+    rng = np.random.default_rng(7)
+    x0 = rng.standard_normal((64, 6, 14, 14)).astype(np.float32)
+    w0 = rng.standard_normal((16, 6, 5, 5)).astype(np.float32)
+    b0 = rng.standard_normal(16).astype(np.float32)
+    g0 = rng.standard_normal((64, 16, 12, 10)).astype(np.float32)  # the output's shape with padding (1, 0)
+
+    def run():
+        x, w, b = (dg.tensor(a, requires_grad=True) for a in (x0, w0, b0))
+        out = dg.nn.functional.conv2d(x, w, b, padding=(1, 0))
+        out.backward(dg.tensor(g0))
+        return [t.numpy() for t in (out.detach(), x.grad, w.grad, b.grad)]
+
+    before = dg.get_num_threads()
+    try:
+        dg.set_num_threads(1)
+        one = run()
+        dg.set_num_threads(2)
+        two = run()
+    finally:
+        dg.set_num_threads(before)
+    for a, b in zip(one, two):
+        np.testing.assert_array_equal(a, b)
