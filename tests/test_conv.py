@@ -32,6 +32,7 @@ CONV_CASES = [
     ("c2d_1x1", "conv2d", (2, 4, 3, 3), (5, 4, 1, 1), 5, {}),
     # Note [conv2d as one product]: a batch of odd-sized maps, LeNet's 5x5 kernels with padding
     ("c2d_batch_lenet", "conv2d", (5, 3, 13, 11), (7, 3, 5, 5), 7, dict(padding=2)),
+    ("c2d_batch_wide", "conv2d", (3, 2, 7, 6), (10, 2, 3, 3), 10, dict(padding=1)),  # 10 filters: N products
     ("c2d_batch_all", "conv2d", (3, 4, 9, 8), (6, 2, 3, 2), None, dict(stride=(2, 3), padding=(1, 2), dilation=(2, 1),
                                                                      groups=2)),
     ("c1d_plain", "conv1d", (2, 3, 9), (4, 3, 3), 4, {}),
@@ -110,6 +111,7 @@ GRADCHECK_CASES = [
     ("conv2d", (2, 4, 3), (2, 2, 2, 2), None, dict(padding="same")),
     ("conv2d", (3, 2, 5, 4), (2, 2, 3, 2), 2, dict(stride=(2, 1), padding=(1, 2), dilation=(1, 2))),
     ("conv2d", (3, 4, 4, 3), (4, 2, 2, 3), 4, dict(groups=2, padding=1)),
+    ("conv2d", (2, 1, 4, 3), (9, 1, 2, 2), 9, dict(padding=1)),
     ("conv1d", (1, 2, 6), (2, 2, 3), 2, dict(stride=2, padding="valid", dilation=2)),
     ("conv_transpose2d", (1, 2, 3, 2), (2, 2, 2, 2), 4, dict(stride=2, padding=1, output_padding=1, groups=2)),
     ("conv_transpose1d", (1, 2, 4), (2, 1, 3), 1, dict(stride=1, dilation=2, output_padding=1)),
@@ -419,20 +421,20 @@ def test_module_gradcheck_padding_mode(dg):
     assert dg.autograd.gradcheck(lambda t: m(t), [x])
 
 
-def test_lenet_conv_same_bits_at_1_and_2_threads():
-    """conv2d's forward and gradients at LeNet's sizes (large enough to split im2col, the product and col2im over
+@pytest.mark.parametrize("xs,ws,padding", [((64, 1, 28, 28), (6, 1, 5, 5), (2, 2)),     # one product
+                                           ((64, 6, 14, 14), (16, 6, 5, 5), (1, 0))])   # N products
+def test_lenet_conv_same_bits_at_1_and_2_threads(xs, ws, padding):
+    """conv2d's forward and gradients at LeNet's sizes (large enough to split im2col, the products and col2im over
     the threads) have the same bits at 1 and 2 threads (Note [conv2d as one product] in ops_nn.cpp)."""
     import dyngrad as dg
     rng = np.random.default_rng(7)
-    x0 = rng.standard_normal((64, 6, 14, 14)).astype(np.float32)
-    w0 = rng.standard_normal((16, 6, 5, 5)).astype(np.float32)
-    b0 = rng.standard_normal(16).astype(np.float32)
-    g0 = rng.standard_normal((64, 16, 12, 10)).astype(np.float32)  # the output's shape with padding (1, 0)
+    x0, w0 = rng.standard_normal(xs).astype(np.float32), rng.standard_normal(ws).astype(np.float32)
+    b0 = rng.standard_normal(ws[0]).astype(np.float32)
 
     def run():
         x, w, b = (dg.tensor(a, requires_grad=True) for a in (x0, w0, b0))
-        out = dg.nn.functional.conv2d(x, w, b, padding=(1, 0))
-        out.backward(dg.tensor(g0))
+        out = dg.nn.functional.conv2d(x, w, b, padding=padding)
+        out.backward(dg.tensor(np.random.default_rng(8).standard_normal(tuple(out.shape)).astype(np.float32)))
         return [t.numpy() for t in (out.detach(), x.grad, w.grad, b.grad)]
 
     before = dg.get_num_threads()
