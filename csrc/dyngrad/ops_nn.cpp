@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/conv.h"
 #include "ops_common.h"
 #include "random.h"
 
@@ -344,11 +345,18 @@ static Tensor pooled_shape(const Tensor& r, const Tensor& x, int64_t kh, int64_t
 
 // Note [Max pooling by positions] (kernels/conv.cpp): the maximum's flat position in x, then take; the gradient
 // is take's (the first maximum of each window takes all of it, as in torch).
+// Note [Max pooling in one pass]: the kernel also reads each window's maximum while the rows are in cache, and the
+// node is take's (same saved positions, same gradient and tangent): take's own pass would gather them again and
+// check every position against x's size, which the kernel's positions need not be.
 Tensor max_pool2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
   check_image(x, "max_pool2d");
   check_window(x, kh, kw, sh, sw, ph, pw, "max_pool2d");
   check_pool_padding(kh, kw, ph, pw, "max_pool2d");
-  return take(x, max_pool2d_positions_kernel(x, kh, kw, sh, sw, ph, pw));
+  Tensor out;
+  Tensor positions = max_pool2d_positions_kernel(x, kh, kw, sh, sw, ph, pw, &out);
+  if (any_requires_grad({&x})) record<OpKind::take>(out, {&x}).saved.positions.save(positions, false);
+  if (forward_ad::active()) forward_tangents<OpKind::take>(out, {&x}, SavesPositions{positions});
+  return out;
 }
 
 // avg_pool2d counts padded zeros in the average (torch's count_include_pad=True default)

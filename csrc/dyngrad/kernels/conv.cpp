@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "conv.h"
 #include "loop.h"
 
 namespace dyngrad {
@@ -246,8 +247,10 @@ void col2im_typed(const Window& g, const T* src, T* dst, ColsLayout lay, bool pa
 // inside()'s, whose floor division keeps a tap right of the image from reaching any window (a truncating one once
 // let it read the next channel's first element). The padding check (at most half the kernel) gives every window
 // at least one real tap. float16 / bfloat16 compare as float32, which is exact (Note [Half types]).
+// With `vals`, also each window's maximum, x at its position, read while the image's rows are in cache (Note
+// [Max pooling in one pass]).
 template <typename T, typename Tap>
-void max_pool_positions_typed(const Window& g, const T* src, int64_t* dst, bool parallel) {
+void max_pool_positions_typed(const Window& g, const T* src, int64_t* dst, T* vals, bool parallel) {
   using Compute = std::conditional_t<is_half_type_v<T>, float, T>;
   // the kernel columns j that some window's tap w = ow*sw - pw + j can put inside [0, W)
   const int64_t j_lo = std::max<int64_t>(0, g.pw - (g.OW - 1) * g.sw), j_hi = std::min(g.kw, g.W + g.pw);
@@ -282,6 +285,10 @@ void max_pool_positions_typed(const Window& g, const T* src, int64_t* dst, bool 
           const int64_t p0 = base + 2 * oh * g.W, W = g.W;
           int64_t* out_row = o + oh * g.OW;
           for (int64_t ow = 0; ow < g.OW; ++ow) out_row[ow] = p0 + 2 * ow + (k[ow] & 1) + (k[ow] >> 1) * W;
+          if (vals) {
+            T* v = vals + (out_row - dst);
+            for (int64_t ow = 0; ow < g.OW; ++ow) v[ow] = src[out_row[ow]];
+          }
         }
       }
     }, parallel ? 2 : INT64_MAX);
@@ -322,34 +329,47 @@ void max_pool_positions_typed(const Window& g, const T* src, int64_t* dst, bool 
         const int64_t i = tap[ow] / jn, j = tap[ow] % jn + j_lo;
         o[oh * g.OW + ow] = base + (h_first + i) * g.W + (ow * g.sw - g.pw + j);
       }
+      if (vals) {
+        T* v = vals + (o - dst) + oh * g.OW;
+        for (int64_t ow = 0; ow < g.OW; ++ow) v[ow] = src[o[oh * g.OW + ow]];
+      }
     }
   }
   }, parallel ? 2 : INT64_MAX);
 }
 
 template <typename T>
-void max_pool_positions_typed(const Window& g, const T* src, int64_t* dst, bool parallel) {
+void max_pool_positions_typed(const Window& g, const T* src, int64_t* dst, T* vals, bool parallel) {
   // int32 taps vectorise with float32 values; a window of more than 2**31 visited taps needs int64
   if (std::min(g.kh, g.H) * std::min(g.kw, g.W + g.pw) < (int64_t(1) << 31))
-    max_pool_positions_typed<T, int32_t>(g, src, dst, parallel);
+    max_pool_positions_typed<T, int32_t>(g, src, dst, vals, parallel);
   else
-    max_pool_positions_typed<T, int64_t>(g, src, dst, parallel);
+    max_pool_positions_typed<T, int64_t>(g, src, dst, vals, parallel);
 }
 }  // namespace
 
 Tensor max_pool2d_positions_kernel(const Tensor& x_in, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
-                                   int64_t pw) {
+                                   int64_t pw, Tensor* values) {
   Tensor x = contiguous_data(x_in);
   Window g = make_window(x->shape, kh, kw, sh, sw, ph, pw, 1, 1);
   Tensor positions = empty({g.N, g.C, g.OH, g.OW}, DType::Int64);
+  if (values) *values = empty({g.N, g.C, g.OH, g.OW}, x->dtype);
   bool parallel = x->numel >= parallel_grain();
+  int64_t* dst = positions->data<int64_t>();
   if (x->dtype == DType::Float16)
-    max_pool_positions_typed<Half>(g, x->data<Half>(), positions->data<int64_t>(), parallel);
+    max_pool_positions_typed<Half>(g, x->data<Half>(), dst, values ? (*values)->data<Half>() : nullptr, parallel);
   else if (x->dtype == DType::BFloat16)
-    max_pool_positions_typed<BFloat16>(g, x->data<BFloat16>(), positions->data<int64_t>(), parallel);
+    max_pool_positions_typed<BFloat16>(g, x->data<BFloat16>(), dst, values ? (*values)->data<BFloat16>() : nullptr,
+                                       parallel);
   else
-    DG_DISPATCH_FLOAT(x->dtype, T, max_pool_positions_typed<T>(g, x->data<T>(), positions->data<int64_t>(), parallel));
+    DG_DISPATCH_FLOAT(x->dtype, T, max_pool_positions_typed<T>(g, x->data<T>(), dst,
+                                                               values ? (*values)->data<T>() : nullptr, parallel));
   return positions;
+}
+
+Tensor max_pool2d_positions_kernel(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
+                                   int64_t pw) {
+  return max_pool2d_positions_kernel(x, kh, kw, sh, sw, ph, pw, nullptr);
 }
 
 Tensor im2col_kernel(const Tensor& x_in, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
