@@ -30,6 +30,11 @@ CONV_CASES = [
     ("c2d_valid", "conv2d", (2, 2, 5, 6), (3, 2, 3, 2), 3, dict(padding="valid")),
     ("c2d_unbatched", "conv2d", (3, 5, 5), (2, 3, 2, 2), 2, dict(padding=1)),
     ("c2d_1x1", "conv2d", (2, 4, 3, 3), (5, 4, 1, 1), 5, {}),
+    # Note [conv2d as one product]: a batch of odd-sized maps, LeNet's 5x5 kernels with padding
+    ("c2d_batch_lenet", "conv2d", (5, 3, 13, 11), (7, 3, 5, 5), 7, dict(padding=2)),
+    ("c2d_batch_wide", "conv2d", (3, 2, 7, 6), (10, 2, 3, 3), 10, dict(padding=1)),  # 10 filters: N products
+    ("c2d_batch_all", "conv2d", (3, 4, 9, 8), (6, 2, 3, 2), None, dict(stride=(2, 3), padding=(1, 2), dilation=(2, 1),
+                                                                     groups=2)),
     ("c1d_plain", "conv1d", (2, 3, 9), (4, 3, 3), 4, {}),
     ("c1d_all", "conv1d", (2, 4, 11), (6, 2, 3), 6, dict(stride=2, padding=2, dilation=2, groups=2)),
     ("c1d_same", "conv1d", (2, 3, 7), (2, 3, 4), None, dict(padding="same", dilation=1)),
@@ -104,6 +109,9 @@ def test_float32(dg, fn, xs, ws, kwargs):
 GRADCHECK_CASES = [
     ("conv2d", (1, 2, 4, 4), (2, 1, 2, 2), 2, dict(groups=2, dilation=(2, 1), padding=(1, 0))),
     ("conv2d", (2, 4, 3), (2, 2, 2, 2), None, dict(padding="same")),
+    ("conv2d", (3, 2, 5, 4), (2, 2, 3, 2), 2, dict(stride=(2, 1), padding=(1, 2), dilation=(1, 2))),
+    ("conv2d", (3, 4, 4, 3), (4, 2, 2, 3), 4, dict(groups=2, padding=1)),
+    ("conv2d", (2, 1, 4, 3), (9, 1, 2, 2), 9, dict(padding=1)),
     ("conv1d", (1, 2, 6), (2, 2, 3), 2, dict(stride=2, padding="valid", dilation=2)),
     ("conv_transpose2d", (1, 2, 3, 2), (2, 2, 2, 2), 4, dict(stride=2, padding=1, output_padding=1, groups=2)),
     ("conv_transpose1d", (1, 2, 4), (2, 1, 3), 1, dict(stride=1, dilation=2, output_padding=1)),
@@ -123,12 +131,63 @@ def test_gradcheck(dg, fn, xs, ws, bias, kwargs):
 @pytest.mark.parametrize("fn,xs,ws,kwargs", [
     ("conv2d", (1, 2, 3, 3), (2, 1, 2, 2), dict(groups=2, padding=1)),
     ("conv2d", (1, 2, 3, 3), (2, 2, 2, 2), dict(padding=1, stride=(2, 1))),   # Note [conv2d's common call]
+    ("conv2d", (3, 2, 4, 3), (2, 2, 2, 2), dict(padding=(1, 0), dilation=(1, 2))),  # a batch: one product
     ("conv_transpose2d", (1, 1, 2, 2), (1, 2, 2, 2), dict(stride=2)),
 ])
 def test_gradgradcheck(dg, fn, xs, ws, kwargs):
     f = getattr(dg.nn.functional, fn)
     inputs = [dg.tensor(rnd(*xs), requires_grad=True), dg.tensor(rnd(*ws), requires_grad=True)]
     assert dg.autograd.gradgradcheck(lambda *t: f(*t, **kwargs), inputs)
+
+
+def test_fold_of_transposed_columns(dg):
+    """fold reads columns whose rows are contiguous in place whatever their order (Note [Columns layout] in
+    kernels/conv.cpp): columns stored (C*kh*kw, N, L) fold to what their contiguous copy folds to."""
+    F = dg.nn.functional
+    for length, kwargs in ((25, dict(padding=(1, 0))), (4, dict(padding=(0, 1), stride=(1, 2), dilation=(2, 1)))):
+        stored = rnd(2 * 3 * 2, 4, length)             # (C*kh*kw, N, L) for C=2, kernel (3, 2), N=4
+        cols = dg.tensor(stored).permute(1, 0, 2)      # (N, C*kh*kw, L), not contiguous
+        assert not cols.is_contiguous()
+        expected = F.fold(dg.tensor(np.ascontiguousarray(stored.transpose(1, 0, 2))), (5, 6), (3, 2), **kwargs)
+        np.testing.assert_array_equal(F.fold(cols, (5, 6), (3, 2), **kwargs).numpy(), expected.numpy())
+
+
+def _fold_numpy(cols, out_hw, k, pad, stride, dil):
+    """col2im by definition, in float64: (N, C*kh*kw, L) -> (N, C, H, W)."""
+    (H, W), (kh, kw), (ph, pw), (sh, sw), (dh, dw) = out_hw, k, pad, stride, dil
+    N, rows, _ = cols.shape
+    C = rows // (kh * kw)
+    OH, OW = (H + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (W + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    out = np.zeros((N, C, H + 2 * ph, W + 2 * pw))
+    blocks = cols.astype(np.float64).reshape(N, C, kh, kw, OH, OW)
+    for i in range(kh):
+        for j in range(kw):
+            out[:, :, i * dh:i * dh + sh * (OH - 1) + 1:sh, j * dw:j * dw + sw * (OW - 1) + 1:sw] += blocks[:, :, i, j]
+    return out[:, :, ph:ph + H, pw:pw + W]
+
+
+# Note [Padded image rows] (kernels/conv.cpp): the vector paths (float32, stride 1; col2im also dilation 1 and at
+# most 16 kernel columns) and the scalar ones, rows of one and of several vectors, with and without padding
+@pytest.mark.parametrize("out_hw,k,pad,stride,dil", [
+    ((14, 14), (5, 5), (0, 0), (1, 1), (1, 1)),     # LeNet's second map: one vector per row
+    ((28, 28), (5, 5), (2, 2), (1, 1), (1, 1)),     # its first: two
+    ((7, 37), (3, 4), (1, 2), (1, 1), (1, 1)),      # rows of 3 vectors, odd sizes
+    ((6, 21), (2, 18), (1, 3), (1, 1), (1, 1)),     # 18 kernel columns: col2im's scalar loop
+    ((9, 8), (3, 2), (1, 0), (2, 1), (1, 2)),       # stride and dilation: scalar loops
+])
+def test_float32_fold_unfold_paths(dg, out_hw, k, pad, stride, dil):
+    F = dg.nn.functional
+    x = rnd(3, 2, *out_hw).astype(np.float32)
+    kwargs = dict(padding=pad, stride=stride, dilation=dil)
+    cols = F.unfold(dg.tensor(x), k, **kwargs).numpy()
+    expected_cols = TF.unfold(torch.tensor(x), k, **kwargs).numpy()
+    np.testing.assert_array_equal(cols, expected_cols)       # a copy: exact
+    g = rnd(*cols.shape).astype(np.float32)
+    folded = F.fold(dg.tensor(g), out_hw, k, **kwargs).numpy()
+    np.testing.assert_allclose(folded, _fold_numpy(g, out_hw, k, pad, stride, dil), rtol=1e-5, atol=1e-5)
+    # conv2d's (C*kh*kw, N, L) layout folds to the same values
+    moved = dg.tensor(np.ascontiguousarray(g.transpose(1, 0, 2))).permute(1, 0, 2)
+    np.testing.assert_array_equal(F.fold(moved, out_hw, k, **kwargs).numpy(), folded)
 
 
 def test_unfold_fold_gradcheck(dg):
@@ -360,3 +419,31 @@ def test_module_gradcheck_padding_mode(dg):
     m = dg.nn.Conv2d(2, 2, 3, padding=(1, 2), padding_mode="reflect").double()
     x = dg.tensor(rnd(1, 2, 3, 4), requires_grad=True)
     assert dg.autograd.gradcheck(lambda t: m(t), [x])
+
+
+@pytest.mark.parametrize("xs,ws,padding", [((64, 1, 28, 28), (6, 1, 5, 5), (2, 2)),     # one product
+                                           ((64, 6, 14, 14), (16, 6, 5, 5), (1, 0))])   # N products
+def test_lenet_conv_same_bits_at_1_and_2_threads(xs, ws, padding):
+    """conv2d's forward and gradients at LeNet's sizes (large enough to split im2col, the products and col2im over
+    the threads) have the same bits at 1 and 2 threads (Note [conv2d as one product] in ops_nn.cpp)."""
+    import dyngrad as dg
+    rng = np.random.default_rng(7)
+    x0, w0 = rng.standard_normal(xs).astype(np.float32), rng.standard_normal(ws).astype(np.float32)
+    b0 = rng.standard_normal(ws[0]).astype(np.float32)
+
+    def run():
+        x, w, b = (dg.tensor(a, requires_grad=True) for a in (x0, w0, b0))
+        out = dg.nn.functional.conv2d(x, w, b, padding=padding)
+        out.backward(dg.tensor(np.random.default_rng(8).standard_normal(tuple(out.shape)).astype(np.float32)))
+        return [t.numpy() for t in (out.detach(), x.grad, w.grad, b.grad)]
+
+    before = dg.get_num_threads()
+    try:
+        dg.set_num_threads(1)
+        one = run()
+        dg.set_num_threads(2)
+        two = run()
+    finally:
+        dg.set_num_threads(before)
+    for a, b in zip(one, two):
+        np.testing.assert_array_equal(a, b)

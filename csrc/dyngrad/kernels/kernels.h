@@ -184,9 +184,11 @@ Tensor attention_keep_scale_kernel(const Shape& batch, int64_t Lq, int64_t Lk, d
 // (Lq, Lk): 0 where j <= i, else -inf
 Tensor attention_causal_bias_kernel(int64_t Lq, int64_t Lk, DType dtype);
 
-// im2col / col2im for (N, C, H, W) inputs, with dilation (dh, dw).
+// im2col / col2im for (N, C, H, W) inputs, with dilation (dh, dw). im2col gives (N, C*kh*kw, L), contiguous, or
+// with batch_inner the same values in (C*kh*kw, N, L) memory, strides (L, N*L, 1) (conv2d's, Note [Columns layout]
+// in conv.cpp); col2im reads columns whose last dim is contiguous in place, any other layout after a copy.
 Tensor im2col_kernel(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
-                     int64_t dh = 1, int64_t dw = 1);
+                     int64_t dh = 1, int64_t dw = 1, bool batch_inner = false);
 Tensor col2im_kernel(const Tensor& cols, const Shape& input_shape, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
                      int64_t ph, int64_t pw, int64_t dh = 1, int64_t dw = 1);
 // The flat position in x (N, C, H, W) of each (kh, kw) window's maximum, (N, C, OH, OW) int64; padded taps never

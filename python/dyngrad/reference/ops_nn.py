@@ -274,8 +274,15 @@ def conv2d(x, w, bias, sh, sw, ph, pw, dh=1, dw=1, groups=1):
     if bias is not None and (bias.ndim != 1 or bias.shape[0] != o):
         raise RuntimeError(f"conv2d: bias must have shape ({o},), got {shape_str(bias.shape)}.")
     oh, ow = _window_out(x.shape[2], kh, sh, ph, dh), _window_out(x.shape[3], kw, sw, pw, dw)
-    cols = unfold(x, kh, kw, sh, sw, ph, pw, dh, dw)
     k = w.shape[1] * kh * kw            # rows of one group's columns (sizes, not -1: N or O may be 0)
+    if o // groups <= 8 and n != 1:     # Note [conv2d as one product] (csrc/dyngrad/ops_nn.cpp): the same graph
+        rows = reshape(permute(unfold(x, kh, kw, sh, sw, ph, pw, dh, dw), (1, 0, 2)),
+                       (k, n * oh * ow) if groups == 1 else (groups, k, n * oh * ow))
+        out = matmul(reshape(w, (o, k)) if groups == 1 else reshape(w, (groups, o // groups, k)), rows)
+        out = permute(reshape(out, (o, n, oh * ow)), (1, 0, 2))
+        out = add(out, reshape(bias, (o, 1))) if bias is not None else contiguous(out)
+        return reshape(out, (n, o, oh, ow))
+    cols = unfold(x, kh, kw, sh, sw, ph, pw, dh, dw)
     if groups == 1:
         out = matmul(reshape(w, (o, k)), cols)                  # (N, O, L)
     else:
@@ -322,7 +329,7 @@ def avg_pool2d(x, kh, kw, sh, sw, ph, pw):
 
 
 from .ops_math import add, check_not_complex, matmul, mean  # noqa: E402
-from .ops_shape import to_dtype, reshape  # noqa: E402
+from .ops_shape import contiguous, permute, reshape, to_dtype  # noqa: E402
 from .ops_index import take  # noqa: E402
 
 

@@ -4,7 +4,9 @@ reference/ops_nn.py), whose backwards are each other (Note [Convolutions as im2c
 
 Note [Convolutions as im2col]: the core has two primitives, unfold (im2col, with kernel, stride, padding and
 dilation) and its adjoint fold (col2im), and conv2d is composed from them in the core: weight @ unfold(x), with
-groups as one batched product over (G, O/G, C/G*kh*kw) @ (N, G, C/G*kh*kw, L). Every backward is therefore written
+groups as one batched product over (G, O/G, C/G*kh*kw) @ (N, G, C/G*kh*kw, L), or, with at most 8 filters per
+group, over (G, O/G, C/G*kh*kw) @ (G, C/G*kh*kw, N*L), the whole batch in one product (Note [conv2d as one
+product] in csrc/dyngrad/ops_nn.cpp). Every backward is therefore written
 with differentiable ops (unfold's is fold, fold's is unfold, matmul's are matmuls), so gradients of gradients come
 for free. Here, above the core:
   - 1-d convolutions are 2-d ones over a height of 1 (kernel (1, k), stride (1, s), ...);
