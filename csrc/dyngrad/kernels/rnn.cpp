@@ -169,14 +169,19 @@ void rows_times_matrix(const T* a, int64_t lda, int64_t rows, const PackedMatrix
 // cannot show a few per cent.
 template <typename T>
 struct StepWeight {
-  bool own = false;
+  bool own = false, own64 = false;
   OwnPackedB own_b;
+  OwnPackedBf64 own_b64;
   PackedMatrix<T> tiles;
   // m (K x N) with strides (s0, s1) in elements
   StepWeight(const T* m, int64_t K, int64_t N, int64_t s0, int64_t s1)
-      : own(std::is_same<T, float>::value && own_gemm_enabled()), tiles(nullptr, 0, 0, 0, 0) {
+      : own(std::is_same<T, float>::value && own_gemm_enabled()),
+        own64(std::is_same<T, double>::value && own_gemm_enabled()),
+        tiles(nullptr, 0, 0, 0, 0) {
     if (own)
       own_pack_b(reinterpret_cast<const float*>(m), K, N, s0, s1, &own_b);
+    else if (own64)
+      own_pack_b_f64(reinterpret_cast<const double*>(m), K, N, s0, s1, &own_b64);
     else
       tiles = PackedMatrix<T>(m, K, N, s0, s1);
   }
@@ -185,10 +190,21 @@ struct StepWeight {
     if (own)
       own_sgemm_packed(rows, reinterpret_cast<const float*>(a), lda, 1, own_b, reinterpret_cast<float*>(out),
                        own_b.n);
+    else if (own64)
+      own_dgemm_packed(rows, reinterpret_cast<const double*>(a), lda, 1, own_b64, reinterpret_cast<double*>(out),
+                       own_b64.n);
     else
       rows_times_matrix<T>(a, lda, rows, tiles, out);
   }
 };
+
+// Note [Packed steps in float64]: with the own float64 kernel (Note [Own float64 small-product kernel] in
+// gemm_f64_small.cpp) the step products use the packed weight whatever the row count (its row blocks of 8 have no
+// limit of their own); the float32 and the portable paths keep kFewRows.
+template <typename T>
+bool packed_steps(int64_t rows) {
+  return rows <= kFewRows || (std::is_same<T, double>::value && own_gemm_enabled());
+}
 
 template <typename T>
 void forward(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor& w, const Tensor& b, int64_t mode,
@@ -197,7 +213,7 @@ void forward(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor&
   const std::vector<T> bias = bias_or_zeros<T>(b, GH);
   const T* bb = bias.data();
   const Tensor wt = transposed_view(w, 0, GH, H);
-  const bool few_rows = n1 - n0 <= kFewRows;  // Note [Recurrent products without repacking]
+  const bool few_rows = packed_steps<T>(n1 - n0);  // Note [Recurrent products without repacking]
   // W^T (H x GH) packed: element (k, j) is w's (j, k)
   const StepWeight<T> wt_packed = few_rows ? StepWeight<T>(w->data<T>(), H, GH, w->strides[1], w->strides[0])
                                            : StepWeight<T>(nullptr, 0, 0, 0, 0);
@@ -272,7 +288,7 @@ void backward_rows(const Tensor& grad, const Tensor& h0, const Tensor& c0, const
   // zeros in their place (`first` below), so neither buffer is cleared (a one-step layer, an LSTMCell's, paid two
   // memsets of N x H per call for them).
   Tensor dh_carry = L > 0 ? empty({n1 - n0, H}, out->dtype) : zeros({n1 - n0, H}, out->dtype);
-  const bool few_rows = n1 - n0 <= kFewRows;  // Note [Recurrent products without repacking]
+  const bool few_rows = packed_steps<T>(n1 - n0);  // Note [Recurrent products without repacking]
   const StepWeight<T> w_packed = few_rows ? StepWeight<T>(w->data<T>(), GH, H, w->strides[0], w->strides[1])
                                           : StepWeight<T>(nullptr, 0, 0, 0, 0);
   std::vector<T> direct(mode == kGru ? N * H : 0);  // GRU: dh z, h_prev's own share
