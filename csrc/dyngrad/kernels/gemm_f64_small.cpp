@@ -97,6 +97,26 @@ micro_t micro_for(int rows) {
   }
 }
 
+// dst[r * kNR + 8 h ..] = rows r < rows of the 8 x 8 block whose column c (c < 8) is col[c][0 .. 8): the columns'
+// values at 8 consecutive p (a transpose in registers; cols past the block's width are zero vectors).
+DG_AVX512 inline void store_transposed8(const __m512d r[8], int rows, double* dst) {
+  const __m512d t0 = _mm512_unpacklo_pd(r[0], r[1]), t1 = _mm512_unpackhi_pd(r[0], r[1]);
+  const __m512d t2 = _mm512_unpacklo_pd(r[2], r[3]), t3 = _mm512_unpackhi_pd(r[2], r[3]);
+  const __m512d t4 = _mm512_unpacklo_pd(r[4], r[5]), t5 = _mm512_unpackhi_pd(r[4], r[5]);
+  const __m512d t6 = _mm512_unpacklo_pd(r[6], r[7]), t7 = _mm512_unpackhi_pd(r[6], r[7]);
+  // 128-bit lane L of t0 is (r0[2L], r1[2L]), of t1 (r0[2L+1], r1[2L+1]), and so on: output row p gathers lane
+  // p / 2 of t0, t2, t4, t6 (p even) or of t1, t3, t5, t7 (p odd)
+  const __m512d e0 = _mm512_shuffle_f64x2(t0, t2, 0x88), e1 = _mm512_shuffle_f64x2(t4, t6, 0x88);  // lanes 0, 2
+  const __m512d e2 = _mm512_shuffle_f64x2(t0, t2, 0xDD), e3 = _mm512_shuffle_f64x2(t4, t6, 0xDD);  // lanes 1, 3
+  const __m512d o0 = _mm512_shuffle_f64x2(t1, t3, 0x88), o1 = _mm512_shuffle_f64x2(t5, t7, 0x88);
+  const __m512d o2 = _mm512_shuffle_f64x2(t1, t3, 0xDD), o3 = _mm512_shuffle_f64x2(t5, t7, 0xDD);
+  const __m512d out[8] = {_mm512_shuffle_f64x2(e0, e1, 0x88), _mm512_shuffle_f64x2(o0, o1, 0x88),
+                          _mm512_shuffle_f64x2(e2, e3, 0x88), _mm512_shuffle_f64x2(o2, o3, 0x88),
+                          _mm512_shuffle_f64x2(e0, e1, 0xDD), _mm512_shuffle_f64x2(o0, o1, 0xDD),
+                          _mm512_shuffle_f64x2(e2, e3, 0xDD), _mm512_shuffle_f64x2(o2, o3, 0xDD)};
+  for (int i = 0; i < rows; ++i) _mm512_storeu_pd(dst + i * kNR, out[i]);
+}
+
 // dst[p * kNR + jj] = b[p, j0 + jj] for p < kc, jj < w (w <= kNR), zeros for w <= jj < kNR; b's strides brs, bcs.
 DG_AVX512 void pack_strip(int64_t kc, int64_t w, const double* b, int64_t brs, int64_t bcs, double* dst) {
   if (bcs == 1 || w == 1) {  // rows of b contiguous: three masked copies per row
@@ -110,13 +130,23 @@ DG_AVX512 void pack_strip(int64_t kc, int64_t w, const double* b, int64_t brs, i
         _mm512_storeu_pd(dst + p * kNR + 8 * v, _mm512_maskz_loadu_pd(mk[v], b + p * brs + 8 * v));
     return;
   }
-  // b transposed (brs == 1: column j contiguous in p) or strided: column by column, then the padding
-  for (int64_t jj = 0; jj < w; ++jj) {
-    const double* col = b + jj * bcs;
-    for (int64_t p = 0; p < kc; ++p) dst[p * kNR + jj] = col[p * brs];
+  if (brs == 1) {  // b transposed (linear's weight, a recurrent W^T): column j is contiguous in p; 8 x 8 blocks
+    for (int64_t p0 = 0; p0 < kc; p0 += 8) {
+      const int rows = (int)std::min<int64_t>(8, kc - p0);
+      const __mmask8 pm = (__mmask8)(rows == 8 ? 0xFF : (1u << rows) - 1);
+      for (int h = 0; h < 3; ++h) {
+        __m512d r[8];
+        for (int c = 0; c < 8; ++c) {
+          const int64_t jj = 8 * h + c;
+          r[c] = jj < w ? _mm512_maskz_loadu_pd(pm, b + jj * bcs + p0) : _mm512_setzero_pd();
+        }
+        store_transposed8(r, rows, dst + p0 * kNR + 8 * h);
+      }
+    }
+    return;
   }
-  for (int64_t p = 0; p < kc; ++p)
-    for (int64_t jj = w; jj < kNR; ++jj) dst[p * kNR + jj] = 0.0;
+  for (int64_t p = 0; p < kc; ++p)  // strided both ways: element by element
+    for (int64_t jj = 0; jj < kNR; ++jj) dst[p * kNR + jj] = jj < w ? b[p * brs + jj * bcs] : 0.0;
 }
 
 // The micro-kernel for one strip of width w (1 .. kNR) and `rows` rows.
@@ -171,6 +201,10 @@ void run(int64_t m, int64_t n, int64_t k, const double* a, int64_t ars, int64_t 
 }
 }  // namespace
 
+// Split over the pool's threads from 2^19 multiply-adds (half the float32 kernel's threshold: a float64 multiply-add
+// takes twice the time per element), so that the LSTMCell program's ~1M products use both cores.
+int own_dgemm_tasks(int64_t m, int64_t n, int64_t k) { return m * n * k >= (int64_t(1) << 19) ? num_threads() : 1; }
+
 bool own_dgemm_pays(int64_t m, int64_t n, int64_t k) {
   if (!own_gemm_enabled()) return false;
   const int64_t work = m * n * k;
@@ -185,14 +219,14 @@ void own_dgemm(int64_t m, int64_t n, int64_t k, const double* a, int64_t ars, in
     for (int64_t i = 0; i < m; ++i) std::memset(c + i * ldc, 0, n * sizeof(double));
     return;
   }
-  run(m, n, k, a, ars, acs, b, brs, bcs, nullptr, c, ldc, max_tasks);
+  run(m, n, k, a, ars, acs, b, brs, bcs, nullptr, c, ldc, std::min(max_tasks, own_dgemm_tasks(m, n, k)));
 }
 
 void own_pack_b_f64(const double* b, int64_t k, int64_t n, int64_t brs, int64_t bcs, OwnPackedBf64* out) {
   out->k = k;
   out->n = n;
   const int64_t strips = (n + kNR - 1) / kNR;
-  out->data.assign((size_t)(strips * k * kNR), 0.0);
+  out->data.resize((size_t)(strips * k * kNR));  // (pack_strip writes every element, the padding too)
   for (int64_t s = 0; s < strips; ++s) {
     const int64_t j0 = s * kNR, w = std::min<int64_t>(kNR, n - j0);
     if (k > 0) pack_strip(k, w, b + j0 * bcs, brs, bcs, out->data.data() + s * k * kNR);
