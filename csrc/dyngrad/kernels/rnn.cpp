@@ -161,8 +161,10 @@ void rows_times_matrix(const T* a, int64_t lda, int64_t rows, const PackedMatrix
 // Note [Recurrent products on the own kernel]: in float32, where the CPU has AVX-512F (own_gemm_enabled(), Note [Own
 // small-product kernel] in gemm_avx512.cpp), the step products h_prev W^T (forward) and dgates W (backward) run on the
 // own kernel's micro-kernels (8 rows x 48 columns of accumulators), the weight packed once per layer call into its
-// column strips (own_pack_b) so that no step packs anything (own_sgemm_packed); elsewhere (other CPUs, float64,
-// DYNGRAD_GEMM=blas or _C._set_gemm_kernel("blas")) rows_times_matrix above, as before. Each output is one chain of
+// column strips (own_pack_b) so that no step packs anything (own_sgemm_packed); in float64 likewise on the own
+// float64 kernel (own_pack_b_f64, own_dgemm_packed: Note [Own float64 small-product kernel] in gemm_f64_small.cpp);
+// elsewhere (other CPUs, DYNGRAD_GEMM=blas or _C._set_gemm_kernel("blas")) rows_times_matrix above, as before
+// (tests/test_gemm_f64_small.py runs both in float64). Each output is one chain of
 // fused multiply-adds over k in order on either path, so the bits do not depend on the row block or the thread count
 // (Note [RNN rows in parallel]); tests/test_rnn.py runs both paths. Measured (bench/rnn_step_kernel_ab.py --before <a
 // copy of the package built before>, batch 32 x 50 steps, 64 -> 128, Xeon family 6 model 167, 2 cores, KVM, load
