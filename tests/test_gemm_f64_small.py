@@ -131,3 +131,33 @@ def test_float64_lstm_gradcheck_many_rows(kernel):
     b = dg.tensor(rng.standard_normal(4 * H) * 0.1, requires_grad=True)
     assert dg.autograd.gradcheck(lambda gi, h0, c0, w, b: _rnn_layer(gi, h0, c0, w, b, 2, False),
                                  (gi, h0, c0, w, b), eps=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("H", [9, 11, 19, 51])
+@pytest.mark.parametrize("N", [3, 70])
+def test_lstm_layer_odd_hidden_matches_the_steps(kernel, dtype, H, N):
+    # hidden sizes not a multiple of the vector width (the gate loops' scalar tails, Note [LSTM cell in two passes]
+    # in kernels/rnn.cpp), few and many rows, against the step functions
+    from dyngrad.nn.modules import rnn
+    dt = getattr(dg, dtype)
+    rng = np.random.default_rng(H * 100 + N)
+    L, I = 4, 3
+    layer = dg.nn.LSTM(I, H).to(dt)
+    x = dg.tensor(rng.standard_normal((L, N, I)), dtype=dt, requires_grad=True)
+    out, (hn, cn) = layer(x)
+    w_ih, w_hh, b_ih, b_hh = layer.weight_ih_l0, layer.weight_hh_l0, layer.bias_ih_l0, layer.bias_hh_l0
+    h = dg.zeros(N, H, dtype=dt)
+    state, steps = (h, h), []
+    for t in range(L):
+        state = rnn.lstm_step(dg.nn.functional.linear(x[t], w_ih, b_ih), state, w_hh, b_hh)
+        steps.append(state[0])
+    ref = dg.stack(steps)
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), **tol)
+    np.testing.assert_allclose(cn.detach().numpy()[0], state[1].detach().numpy(), **tol)
+    g = dg.tensor(rng.standard_normal((L, N, H)), dtype=dt)
+    got = dg.autograd.grad(out, (x, w_hh, b_hh), g)
+    want = dg.autograd.grad(ref, (x, w_hh, b_hh), g)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=tol["rtol"] * 10, atol=tol["atol"] * 10)
