@@ -242,7 +242,9 @@ void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs,
     }
   }
   if constexpr (std::is_same_v<T, double>) {  // Note [Own float64 small-product kernel] (gemm_f64_small.cpp)
-    if (own_dgemm_pays(n, m, k)) return own_dgemm(n, m, k, a, ars, acs, b, brs, bcs, c, m, num_threads());
+    // (not one column over contiguous rows of a: Note [Dot products in 8 lanes] gives those dot's bits)
+    if (!(m == 1 && acs == 1) && own_dgemm_pays(n, m, k))
+      return own_dgemm(n, m, k, a, ars, acs, b, brs, bcs, c, m, num_threads());
   }
   if constexpr (std::is_floating_point_v<T>) {
     // Tiny products: the BLAS call overhead (and its threads) cost more than the arithmetic.
