@@ -15,7 +15,13 @@
 // start at zero and are stored once (masked past the last column), so c is never cleared first nor read; a later
 // k block starts from the stored partial sums, so every output is one chain of fused multiply-adds over p = 0 ..
 // k-1 in order, however the columns are split among threads: the bits do not depend on the thread count.
-// Measured: see bench/f64_small_gemm.py and the commit that added it.
+// Products with one output column over contiguous rows of a stay on matmul.cpp's dot path (Note [Dot products in 8
+// lanes]: mv's bits are dot's). Measured (bench/f64_small_gemm.py, Xeon family 6 model 167, 2 cores, KVM, 1 thread,
+// load 7-12, medians of 3-5 rounds; BLAS path / own, numpy / own, torch (MKL) / own): 97 x 51 @ 51 x 204 (b given
+// transposed) 1.40, 1.42, 1.08; 97 x 204 @ 204 x 51 1.48, 1.50, 0.97; 204 x 97 @ 97 x 51 (a transposed) 1.69, 1.71,
+// 1.11; 32 x 128 @ 128 x 512 1.45, 1.41, 1.01; 128^3 1.48, 1.49, 1.00; 256^3 1.32, 1.32, 1.05; 64^3 ~1.0. The bench's
+// lstmcell-lbfgs-1t row went from torch/dyngrad 1.10-1.12 (last session, quiet) to 1.42-1.59 (load 3-12) with this
+// kernel, the packed float64 step products of rnn.cpp and the cells' folded biases together.
 #include <immintrin.h>
 
 #include <algorithm>
