@@ -162,6 +162,22 @@ void own_pack_b(const float* b, int64_t k, int64_t n, int64_t brs, int64_t bcs, 
 void own_sgemm_packed(int64_t m, const float* a, int64_t ars, int64_t acs, const OwnPackedB& b, float* c,
                       int64_t ldc);
 
+// dyngrad's own float64 kernel for small products (kernels/gemm_f64_small.cpp, Note [Own float64 small-product
+// kernel]), where own_gemm_enabled(): c (m x n, row stride ldc) = a (m x k, element strides ars, acs) @ b (k x n,
+// strides brs, bcs), c written without being read (nor cleared first); split by column strips over up to max_tasks
+// of the pool's threads (same bits). own_dgemm_pays: the sizes where it beats the BLAS (false where not enabled).
+bool own_dgemm_pays(int64_t m, int64_t n, int64_t k);
+void own_dgemm(int64_t m, int64_t n, int64_t k, const double* a, int64_t ars, int64_t acs, const double* b,
+               int64_t brs, int64_t bcs, double* c, int64_t ldc, int max_tasks);
+// b packed once for many products by it (rnn.cpp's recurrent steps), then products on the calling thread.
+struct OwnPackedBf64 {
+  int64_t k = 0, n = 0;
+  std::vector<double> data;
+};
+void own_pack_b_f64(const double* b, int64_t k, int64_t n, int64_t brs, int64_t bcs, OwnPackedBf64* out);
+void own_dgemm_packed(int64_t m, const double* a, int64_t ars, int64_t acs, const OwnPackedBf64& b, double* c,
+                      int64_t ldc);
+
 // c = alpha op(a) op(b) + beta c (row-major, leading dims lda/ldb/ldc): BLAS, or a loop for tiny blocks
 template <typename T>
 void gemm_into(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,

@@ -241,6 +241,11 @@ void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs,
       return;
     }
   }
+  if constexpr (std::is_same_v<T, double>) {  // Note [Own float64 small-product kernel] (gemm_f64_small.cpp)
+    // (not one column over contiguous rows of a: Note [Dot products in 8 lanes] gives those dot's bits)
+    if (!(m == 1 && acs == 1) && own_dgemm_pays(n, m, k))
+      return own_dgemm(n, m, k, a, ars, acs, b, brs, bcs, c, m, num_threads());
+  }
   if constexpr (std::is_floating_point_v<T>) {
     // Tiny products: the BLAS call overhead (and its threads) cost more than the arithmetic.
     bool tiny = n * m * k <= 32768;
@@ -458,9 +463,9 @@ Tensor matmul_kernel(const Tensor& a_in, const Tensor& b_in) {
   // Note [One BLAS]: one BLAS thread for all of this product's calls (tiny ones never reach the BLAS)
   // (not for products the own kernel computes: raising OpenBLAS's count back costs tens of microseconds, the
   // time of a whole 32 x 128 @ 128 x 512 product)
-  const bool own = a->dtype == DType::Float32 && own_gemm_enabled() &&
-                   own_gemm_pays(n, m, k, b->strides[nb - 1] == 1 || m == 1,
-                                 a->strides[na - 1] == 1 || k == 1);
+  const bool own = (a->dtype == DType::Float32 && own_gemm_enabled() &&
+                    own_gemm_pays(n, m, k, b->strides[nb - 1] == 1 || m == 1, a->strides[na - 1] == 1 || k == 1)) ||
+                   (a->dtype == DType::Float64 && own_dgemm_pays(n, m, k));
   BlasOneThread one_blas_thread((a->dtype == DType::Float32 || a->dtype == DType::Float64) && n * m * k > 32768 &&
                                 !own);
   auto one_batch = [&](int64_t i) {

@@ -10,6 +10,7 @@
 #endif
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -48,11 +49,22 @@ std::vector<T> bias_or_zeros(const Tensor& b, int64_t n) {
 // by the thread count would not be). On one thread the smaller products cost ~5% of an LSTM training step
 // (2026-12-01); on two the step is ~20% faster.
 constexpr int64_t kRowBlock = 16;
+// Note [Float64 rows in parallel]: with the own float64 kernel (Note [Own float64 small-product kernel] in
+// gemm_f64_small.cpp) from 2^18 (a float64 step costs about twice a float32 one per element, and its products'
+// bits do not depend on the rows they are given), so that the LSTMCell program's one-step layers (97 rows, hidden
+// 51: 1.0M) use both cores; elsewhere from 2^20 as before.
+int64_t row_block_count(int64_t N, int64_t work, bool f64_own) {
+  const int64_t min_work = f64_own ? (int64_t(1) << 18) : (int64_t(1) << 20);
+  return N >= 2 * kRowBlock && work >= min_work ? (N + kRowBlock - 1) / kRowBlock : 1;
+}
 template <typename F>
-void for_row_blocks(int64_t N, int64_t work, const F& f) {
-  const int64_t blocks = N >= 2 * kRowBlock && work >= (int64_t(1) << 20) ? (N + kRowBlock - 1) / kRowBlock : 1;
+void for_row_blocks(int64_t N, int64_t blocks, const F& f) {
   const int64_t rows = (N + blocks - 1) / blocks;
   run_parallel((int)blocks, [&](int i) { f(i * rows, std::min(N, (i + 1) * rows)); });
+}
+template <typename T>
+int64_t row_blocks_for(int64_t N, int64_t work) {
+  return row_block_count(N, work, std::is_same<T, double>::value && own_gemm_enabled());
 }
 
 // Note [Recurrent products without repacking]: each step of a recurrence multiplies a few batch rows by the same
@@ -149,8 +161,10 @@ void rows_times_matrix(const T* a, int64_t lda, int64_t rows, const PackedMatrix
 // Note [Recurrent products on the own kernel]: in float32, where the CPU has AVX-512F (own_gemm_enabled(), Note [Own
 // small-product kernel] in gemm_avx512.cpp), the step products h_prev W^T (forward) and dgates W (backward) run on the
 // own kernel's micro-kernels (8 rows x 48 columns of accumulators), the weight packed once per layer call into its
-// column strips (own_pack_b) so that no step packs anything (own_sgemm_packed); elsewhere (other CPUs, float64,
-// DYNGRAD_GEMM=blas or _C._set_gemm_kernel("blas")) rows_times_matrix above, as before. Each output is one chain of
+// column strips (own_pack_b) so that no step packs anything (own_sgemm_packed); in float64 likewise on the own
+// float64 kernel (own_pack_b_f64, own_dgemm_packed: Note [Own float64 small-product kernel] in gemm_f64_small.cpp);
+// elsewhere (other CPUs, DYNGRAD_GEMM=blas or _C._set_gemm_kernel("blas")) rows_times_matrix above, as before
+// (tests/test_gemm_f64_small.py runs both in float64). Each output is one chain of
 // fused multiply-adds over k in order on either path, so the bits do not depend on the row block or the thread count
 // (Note [RNN rows in parallel]); tests/test_rnn.py runs both paths. Measured (bench/rnn_step_kernel_ab.py --before <a
 // copy of the package built before>, batch 32 x 50 steps, 64 -> 128, Xeon family 6 model 167, 2 cores, KVM, load
@@ -169,14 +183,19 @@ void rows_times_matrix(const T* a, int64_t lda, int64_t rows, const PackedMatrix
 // cannot show a few per cent.
 template <typename T>
 struct StepWeight {
-  bool own = false;
+  bool own = false, own64 = false;
   OwnPackedB own_b;
+  OwnPackedBf64 own_b64;
   PackedMatrix<T> tiles;
   // m (K x N) with strides (s0, s1) in elements
   StepWeight(const T* m, int64_t K, int64_t N, int64_t s0, int64_t s1)
-      : own(std::is_same<T, float>::value && own_gemm_enabled()), tiles(nullptr, 0, 0, 0, 0) {
+      : own(std::is_same<T, float>::value && own_gemm_enabled()),
+        own64(std::is_same<T, double>::value && own_gemm_enabled()),
+        tiles(nullptr, 0, 0, 0, 0) {
     if (own)
       own_pack_b(reinterpret_cast<const float*>(m), K, N, s0, s1, &own_b);
+    else if (own64)
+      own_pack_b_f64(reinterpret_cast<const double*>(m), K, N, s0, s1, &own_b64);
     else
       tiles = PackedMatrix<T>(m, K, N, s0, s1);
   }
@@ -185,22 +204,30 @@ struct StepWeight {
     if (own)
       own_sgemm_packed(rows, reinterpret_cast<const float*>(a), lda, 1, own_b, reinterpret_cast<float*>(out),
                        own_b.n);
+    else if (own64)
+      own_dgemm_packed(rows, reinterpret_cast<const double*>(a), lda, 1, own_b64, reinterpret_cast<double*>(out),
+                       own_b64.n);
     else
       rows_times_matrix<T>(a, lda, rows, tiles, out);
   }
 };
 
+// Note [Packed steps in float64]: with the own float64 kernel (Note [Own float64 small-product kernel] in
+// gemm_f64_small.cpp) the step products use the packed weight whatever the row count (its row blocks of 8 have no
+// limit of their own); the float32 and the portable paths keep kFewRows.
+template <typename T>
+bool packed_steps(int64_t rows) {
+  return rows <= kFewRows || (std::is_same<T, double>::value && own_gemm_enabled());
+}
+
 template <typename T>
 void forward(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor& w, const Tensor& b, int64_t mode,
-             bool reverse, const Tensor& out, const Tensor& ws, int64_t n0, int64_t n1) {
+             bool reverse, const Tensor& out, const Tensor& ws, const StepWeight<T>* wt_packed, int64_t n0, int64_t n1) {
   const int64_t L = gi->shape[0], N = gi->shape[1], H = h0->shape[1], GH = gi->shape[2];
   const std::vector<T> bias = bias_or_zeros<T>(b, GH);
   const T* bb = bias.data();
   const Tensor wt = transposed_view(w, 0, GH, H);
-  const bool few_rows = n1 - n0 <= kFewRows;  // Note [Recurrent products without repacking]
-  // W^T (H x GH) packed: element (k, j) is w's (j, k)
-  const StepWeight<T> wt_packed = few_rows ? StepWeight<T>(w->data<T>(), H, GH, w->strides[1], w->strides[0])
-                                           : StepWeight<T>(nullptr, 0, 0, 0, 0);
+  const bool few_rows = wt_packed != nullptr;  // Note [Recurrent products without repacking]
   Tensor gh_t = few_rows ? empty({n1 - n0, GH}, gi->dtype) : nullptr;
   const T* h_prev = h0->data<T>();
   Tensor h_prev_t = matrix_view(h0, n0 * H, n1 - n0, H, H);
@@ -208,7 +235,7 @@ void forward(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor&
   for (int64_t k = 0; k < L; ++k) {
     const int64_t t = reverse ? L - 1 - k : k;
     if (few_rows)  // (n1 - n0, G*H): h_prev W^T for this block's rows
-      wt_packed.times(h_prev + n0 * H, H, n1 - n0, gh_t->data<T>());
+      wt_packed->times(h_prev + n0 * H, H, n1 - n0, gh_t->data<T>());
     else
       gh_t = matmul_kernel(h_prev_t, wt);
     const T* gh = gh_t->data<T>() - n0 * GH;          // (indexed by the row's number in the batch)
@@ -221,17 +248,24 @@ void forward(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor&
         const T* cp = c_prev + n * H;
         T* cn = out->data<T>() + (L + t) * N * H + n * H;
         T* a = ws->data<T>() + (t * N + n) * 5 * H;
+        // Note [LSTM cell in two passes]: the gate activations first, each gate block one loop of three loads and
+        // a store (ws's layout si, sf, tg, so is the gates' i, f, g, o), then the state update reading them back
+        // from L1. One loop over all of it kept 17 row pointers live, more than the registers: gcc reloaded them
+        // from the stack (38 stack accesses per 16 elements). Same operations per element, so the same bits.
+        DG_NO_ALIAS
+        for (int64_t j = 0; j < 2 * H; ++j) a[j] = k_sigmoid(xn[j] + gn[j] + bb[j]);
+        DG_NO_ALIAS
+        for (int64_t j = 2 * H; j < 3 * H; ++j) a[j] = k_tanh(xn[j] + gn[j] + bb[j]);
+        DG_NO_ALIAS
+        for (int64_t j = 3 * H; j < 4 * H; ++j) a[j] = k_sigmoid(xn[j] + gn[j] + bb[j]);
         DG_NO_ALIAS
         for (int64_t j = 0; j < H; ++j) {
-          const T si = k_sigmoid(xn[j] + gn[j] + bb[j]);
-          const T sf = k_sigmoid(xn[H + j] + gn[H + j] + bb[H + j]);
-          const T tg = k_tanh(xn[2 * H + j] + gn[2 * H + j] + bb[2 * H + j]);
-          const T so = k_sigmoid(xn[3 * H + j] + gn[3 * H + j] + bb[3 * H + j]);
+          const T si = a[j], sf = a[H + j], tg = a[2 * H + j], so = a[3 * H + j];
           const T c = sf * cp[j] + si * tg;
           const T tc = k_tanh(c);
           cn[j] = c;
           hn[j] = so * tc;
-          a[j] = si, a[H + j] = sf, a[2 * H + j] = tg, a[3 * H + j] = so, a[4 * H + j] = tc;
+          a[4 * H + j] = tc;
         }
       } else if (mode == kGru) {  // r, z = s(.), n = tanh(gi_n + r gh_n), h' = n + z (h - n)
         T* a = ws->data<T>() + (t * N + n) * 4 * H;
@@ -261,21 +295,35 @@ void forward(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor&
   }
 }
 
+// The whole layer: W^T (H x GH; element (k, j) is w's (j, k)) packed once for every row block.
+template <typename T>
+void forward_layer(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor& w, const Tensor& b,
+                   int64_t mode, bool reverse, const Tensor& out, const Tensor& ws) {
+  const int64_t N = gi->shape[1], H = h0->shape[1], GH = gi->shape[2];
+  const int64_t blocks = row_blocks_for<T>(N, N * H * GH);
+  std::unique_ptr<StepWeight<T>> wt_packed;
+  if (packed_steps<T>((N + blocks - 1) / blocks))
+    wt_packed.reset(new StepWeight<T>(w->data<T>(), H, GH, w->strides[1], w->strides[0]));
+  for_row_blocks(N, blocks, [&](int64_t n0, int64_t n1) {
+    forward<T>(gi, h0, c0, w, b, mode, reverse, out, ws, wt_packed.get(), n0, n1);
+  });
+}
+
 // The backward recurrence for batch rows [n0, n1) (Note [RNN rows in parallel]): fills those rows of dgi, dgh,
 // dc_carry and dh0.
 template <typename T>
 void backward_rows(const Tensor& grad, const Tensor& h0, const Tensor& c0, const Tensor& w, const Tensor& out,
                    const Tensor& ws, int64_t mode, bool reverse, const bool need[5], const Tensor& dgi,
-                   const Tensor& dgh, const Tensor& dc_carry, const Tensor& dh0, int64_t n0, int64_t n1) {
+                   const Tensor& dgh, const Tensor& dc_carry, const Tensor& dh0, const StepWeight<T>* w_packed,
+                   double* db, int64_t n0, int64_t n1) {
   const int64_t L = out->shape[1], N = out->shape[2], H = out->shape[3], GH = w->shape[0];
   // The carries (dh from the step after, and dc_carry's rows) are read from the second step on: the first reads
   // zeros in their place (`first` below), so neither buffer is cleared (a one-step layer, an LSTMCell's, paid two
   // memsets of N x H per call for them).
   Tensor dh_carry = L > 0 ? empty({n1 - n0, H}, out->dtype) : zeros({n1 - n0, H}, out->dtype);
-  const bool few_rows = n1 - n0 <= kFewRows;  // Note [Recurrent products without repacking]
-  const StepWeight<T> w_packed = few_rows ? StepWeight<T>(w->data<T>(), GH, H, w->strides[0], w->strides[1])
-                                          : StepWeight<T>(nullptr, 0, 0, 0, 0);
+  const bool few_rows = w_packed != nullptr;  // Note [Recurrent products without repacking]
   std::vector<T> direct(mode == kGru ? N * H : 0);  // GRU: dh z, h_prev's own share
+  std::vector<T> row_sum(db ? GH : 0);  // this step's rows of dgh summed (Note [Bias gradient in the recurrence])
   auto time = [&](int64_t k) { return reverse ? L - 1 - k : k; };
   const T* g = grad->data<T>();
   const T* o = out->data<T>();
@@ -331,10 +379,22 @@ void backward_rows(const Tensor& grad, const Tensor& h0, const Tensor& c0, const
         }
       }
     }
+    if (db && n1 > n0) {  // Note [Bias gradient in the recurrence]
+      const T* dg = dgh->data<T>() + (t * N + n0) * GH;
+      T* rs = row_sum.data();
+      std::copy(dg, dg + GH, rs);
+      for (int64_t n = n0 + 1; n < n1; ++n) {
+        const T* d = dg + (n - n0) * GH;
+        DG_NO_ALIAS
+        for (int64_t j = 0; j < GH; ++j) rs[j] += d[j];
+      }
+      DG_NO_ALIAS
+      for (int64_t j = 0; j < GH; ++j) db[j] += (double)rs[j];
+    }
     if (k == 0 && !need[1]) break;
     // dh_prev = dgh_t W (+ dh z for GRU)
     if (few_rows)  // Note [Recurrent products without repacking]
-      w_packed.times(dgh->data<T>() + (t * N + n0) * GH, GH, n1 - n0, dh_carry->data<T>());
+      w_packed->times(dgh->data<T>() + (t * N + n0) * GH, GH, n1 - n0, dh_carry->data<T>());
     else
       dh_carry = matmul_kernel(matrix_view(dgh, (t * N + n0) * GH, n1 - n0, GH, GH), w);
     if (mode == kGru) {
@@ -356,8 +416,23 @@ RnnLayerGrads backward(const Tensor& grad, const Tensor& h0, const Tensor& c0, c
   // (every row written at the first step; zeros for an empty sequence)
   Tensor dc_carry = mode != kLstm ? nullptr : L > 0 ? empty({N, H}, dt) : zeros({N, H}, dt);
   Tensor dh0 = need[1] ? empty({N, H}, dt) : nullptr;
-  for_row_blocks(N, N * H * GH, [&](int64_t n0, int64_t n1) {
-    backward_rows<T>(grad, h0, c0, w, out, ws, mode, reverse, need, dgi, dgh, dc_carry, dh0, n0, n1);
+  // W (GH x H) packed once for every block (Note [Recurrent products without repacking])
+  const int64_t blocks = row_blocks_for<T>(N, N * H * GH);
+  std::unique_ptr<StepWeight<T>> w_packed;
+  if (packed_steps<T>((N + blocks - 1) / blocks))
+    w_packed.reset(new StepWeight<T>(w->data<T>(), GH, H, w->strides[0], w->strides[1]));
+  // Note [Bias gradient in the recurrence]: db, the column sums of dgh over all L N rows, is summed by each row block
+  // as it writes its rows (still in L1): per step its rows in T, then that sum into float64 partial sums of the
+  // block, added in block order at the end. No second pass over the L x N x GH gradient (column_sums took 2% of an
+  // LSTM training step, float32, batch 32, 50 steps, 128 hidden; the sum of every row into float64 took more), and
+  // the same bits at any thread count (the blocks depend on the shape only).
+  const bool want_db = need[4] && has_bias;
+  const int64_t rows_per = (N + blocks - 1) / blocks;
+  std::vector<double> partial(want_db ? blocks * GH : 0, 0.0);
+  for_row_blocks(N, blocks, [&](int64_t n0, int64_t n1) {
+    double* db = want_db ? partial.data() + (n0 / rows_per) * GH : nullptr;
+    backward_rows<T>(grad, h0, c0, w, out, ws, mode, reverse, need, dgi, dgh, dc_carry, dh0, w_packed.get(), db, n0,
+                     n1);
   });
   auto time = [&](int64_t k) { return reverse ? L - 1 - k : k; };
   if (need[0]) r.dgi = dgi;
@@ -373,7 +448,15 @@ RnnLayerGrads backward(const Tensor& grad, const Tensor& h0, const Tensor& c0, c
       add_into_kernel(r.dw, matmul_kernel(transposed_view(dgh, g_off, M, GH), matrix_view(out, h_off, M, H, H)));
     }
   }
-  if (need[4] && has_bias) r.db = reduce_kernel(ReduceKind::Sum, matrix_view(dgh, 0, L * N, GH, GH), {0}, false);
+  if (want_db) {
+    r.db = empty({GH}, dt);
+    T* db = r.db->data<T>();
+    for (int64_t j = 0; j < GH; ++j) {
+      double sum = 0;
+      for (int64_t i = 0; i < blocks; ++i) sum += partial[i * GH + j];
+      db[j] = (T)sum;
+    }
+  }
   return r;
 }
 }  // namespace
@@ -383,9 +466,7 @@ void rnn_layer_forward_kernel(const Tensor& gi, const Tensor& h0, const Tensor& 
   BlasOneThread one_blas_thread;  // once for all the steps' products
   GilRelease no_gil(true);
   const int64_t N = gi->shape[1];
-  DG_DISPATCH_FLOAT(gi->dtype, T, for_row_blocks(N, N * h0->shape[1] * gi->shape[2], [&](int64_t n0, int64_t n1) {
-    forward<T>(gi, h0, c0, w, b, mode, reverse, out, ws, n0, n1);
-  }));
+  DG_DISPATCH_FLOAT(gi->dtype, T, forward_layer<T>(gi, h0, c0, w, b, mode, reverse, out, ws));
 }
 
 RnnLayerGrads rnn_layer_backward_kernel(const Tensor& grad, const Tensor& h0, const Tensor& c0, const Tensor& w,
