@@ -356,3 +356,39 @@ def test_heads_as_views_of_one_projection(dg, causal):
     q, k, v = (z.view(B, L, H, E).transpose(1, 2) for z in x.split(C, dim=2))
     out = F(dg).scaled_dot_product_attention(q, k, v, is_causal=causal)
     np.testing.assert_allclose(out.detach().numpy(), np_attention(qn, kn, vn, causal=causal), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_outputs_in_the_heads_layout(cpp, causal):
+    """Note [Attention outputs in the heads' layout] (ops_nn.cpp): with q a (B, L, H, E) memory seen as (B, H, L, E),
+    the output is too (so y.transpose(1, 2).contiguous() is the same memory, as torch's CPU flash attention), the
+    gradient that comes back through that transpose is read where it lies, and dq, dk, dv are made in their inputs'
+    layouts; a contiguous q keeps a contiguous output. Values and gradients are those of contiguous copies, float32
+    and float64, against the float64 formula."""
+    B, L, H, E = 2, 37, 3, 8
+    C = H * E
+    rng = np.random.default_rng(8)
+    x0 = rng.standard_normal((B, L, 3 * C))
+    w0 = rng.standard_normal((C, 5))
+    for dtype, tol in ((np.float64, 1e-12), (np.float32, 1e-5)):
+        results = []
+        for strided in (True, False):
+            x = cpp.tensor(x0.astype(dtype), requires_grad=True)
+            w = cpp.tensor(w0.astype(dtype))
+            q, k, v = (z.view(B, L, H, E).transpose(1, 2) for z in x.split(C, dim=2))
+            if not strided:
+                q, k, v = (z.contiguous() for z in (q, k, v))
+            y = F(cpp).scaled_dot_product_attention(q, k, v, is_causal=causal)
+            if strided:
+                assert y.transpose(1, 2).is_contiguous() and not y.is_contiguous()
+            else:
+                assert y.is_contiguous()
+            t = y.transpose(1, 2).contiguous()
+            assert (t.data_ptr() == y.data_ptr()) == strided
+            (t.view(B, L, C) @ w).square().sum().backward()
+            results.append((y.detach().numpy(), x.grad.numpy()))
+        np.testing.assert_allclose(results[0][0], results[1][0], rtol=tol, atol=tol)
+        np.testing.assert_allclose(results[0][1], results[1][1], rtol=tol, atol=tol)
+        qn, kn, vn = (z.reshape(B, L, H, E).transpose(0, 2, 1, 3) for z in np.split(x0, 3, axis=2))
+        np.testing.assert_allclose(results[0][0], np_attention(qn, kn, vn, causal=causal), rtol=10 * tol,
+                                   atol=10 * tol)

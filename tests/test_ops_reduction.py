@@ -1045,3 +1045,23 @@ def test_float64_sums_over_leading_dims_as_the_transposing_path(dg, shape, dims)
     cols = a.reshape(-1, got.size).T
     exact = np.array([math.fsum(col) for col in cols]).reshape(got.shape)
     assert np.all(np.abs(got - exact) <= 1e-14 * np.abs(cols).sum(axis=1).reshape(got.shape))
+
+
+@pytest.mark.parametrize("shape", [(768, 512), (5, 64), (33, 130), (7, 3, 200), (16, 519), (300, 8)])
+def test_float32_sums_over_leading_dims_in_row_order(cpp, shape):
+    """float32 sums over leading dims of a contiguous input (a bias gradient): column_sums in kernels/reduce.cpp adds
+    each column's values in row order in double (in registers, 64 columns at a time, where the build targets
+    AVX-512F; the rest of the columns by the array loop), then rounds once: the bits of a sequential float64 sum,
+    whatever the column count's remainder, at 1 and 2 threads."""
+    rng = np.random.default_rng(4)
+    a = (rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 3, shape)).astype(np.float32)
+    rows = a.reshape(-1, shape[-1])
+    expect = np.cumsum(rows.astype(np.float64), axis=0)[-1].astype(np.float32)
+    before = cpp.get_num_threads()
+    try:
+        for threads in (1, 2):
+            cpp.set_num_threads(threads)
+            got = cpp.tensor(a).sum(tuple(range(a.ndim - 1))).numpy()
+            np.testing.assert_array_equal(got, expect)
+    finally:
+        cpp.set_num_threads(before)

@@ -89,6 +89,9 @@ struct AttnShape {
   // element offsets of each (flattened) batch index into q, k, v, mask (broadcast dims have stride 0)
   std::vector<int64_t> qo, ko, vo, mo;
   int64_t msi = 0, msj = 0;  // the mask's row and column strides (0 where broadcast)
+  // the written (and the gradient's) tensors' offsets and row strides: Note [Attention outputs in the heads' layout]
+  std::vector<int64_t> oo, go, dqo, dko, dvo;
+  int64_t ldo = 0, ldg = 0, lddq = 0, lddk = 0, lddv = 0;
 };
 
 // Offsets of every batch index of `batch` into t (whose last `trailing` dims are the matrix), right-aligned
@@ -114,6 +117,14 @@ std::vector<int64_t> batch_offsets(const Tensor& t, const Shape& batch, int64_t 
     }
   }
   return off;
+}
+
+// The offsets of every batch index into t (a tensor of shape batch + two dims, rows contiguous) and its row stride;
+// nothing for a null t.
+void rows_of(const Tensor& t, const Shape& batch, std::vector<int64_t>& off, int64_t& ld) {
+  if (!t) return;
+  off = batch_offsets(t, batch, 2);
+  ld = t->strides[t->ndim() - 2];
 }
 
 AttnShape attn_shape(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Shape& batch,
@@ -163,6 +174,20 @@ void over_batch_heads(const AttnShape& a, F&& body) {
   });
 }
 
+// x[r * ld + c] = 0 for r < rows, c < cols: one fill when the rows are adjacent, else row by row in a loop that
+// stays a loop (GCC would make each row a call to memset: 192 calls of 128 bytes per (batch, head) of a GPT's
+// backward, 8% of the attention's time).
+template <typename T>
+__attribute__((optimize("no-tree-loop-distribute-patterns"))) void zero_rows(T* x, int64_t rows, int64_t cols,
+                                                                             int64_t ld) {
+  if (ld == cols) {
+    std::fill(x, x + rows * cols, T(0));
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) x[r * ld + c] = T(0);
+}
+
 // The scores of rows i0.. (rows) against keys j0.. (cols), already in S (scale * q k^T): plus the mask, -inf
 // above the diagonal when causal.
 template <typename T>
@@ -193,14 +218,14 @@ void attention_forward_typed(const AttnShape& a, const T* Q, const T* K, const T
     const T* k = K + a.ko[bh];
     const T* v = V + a.vo[bh];
     const T* mk = M ? M + a.mo[bh] : nullptr;
-    T* o = O + bh * a.Lq * a.Ev;
+    T* o = O + a.oo[bh];
+    const int64_t ldo = a.ldo;
     T* lse = LSE + bh * a.Lq;
     const int64_t tile_rows = query_tile(a.causal);
     for (int64_t i0 = 0; i0 < a.Lq; i0 += tile_rows) {
       const int64_t rows = std::min(tile_rows, a.Lq - i0);
       std::fill(m.begin(), m.end(), ninf);
       std::fill(l.begin(), l.end(), T(0));
-      std::fill(o + i0 * a.Ev, o + (i0 + rows) * a.Ev, T(0));
       const int64_t jend = a.causal ? std::min(a.Lk, i0 + rows) : a.Lk;
       for (int64_t j0 = 0; j0 < jend; j0 += kKeyBlock) {
         const int64_t cols = std::min(kKeyBlock, jend - j0);
@@ -219,8 +244,8 @@ void attention_forward_typed(const AttnShape& a, const T* Q, const T* K, const T
           const T sum = exp_shifted_sum(row, cols, m_new);
           l[r] = l[r] * corr + sum;
           m[r] = m_new;
-          if (corr != T(1)) {
-            T* orow = o + (i0 + r) * a.Ev;
+          if (j0 > 0 && corr != T(1)) {  // (the first block's product writes o: nothing to rescale yet)
+            T* orow = o + (i0 + r) * ldo;
             for (int64_t e = 0; e < a.Ev; ++e) orow[e] *= corr;
           }
           if (a.threshold) {
@@ -229,11 +254,11 @@ void attention_forward_typed(const AttnShape& a, const T* Q, const T* K, const T
               row[c] = attention_keep(a.seed, base + c, a.threshold) ? row[c] * keep_scale : T(0);
           }
         }
-        gemm_into<T>(false, false, rows, a.Ev, cols, T(1), S.data(), kKeyBlock, v + j0 * a.ldv, a.ldv, T(1),
-                     o + i0 * a.Ev, a.Ev);
+        gemm_into<T>(false, false, rows, a.Ev, cols, T(1), S.data(), kKeyBlock, v + j0 * a.ldv, a.ldv,
+                     j0 > 0 ? T(1) : T(0), o + i0 * ldo, ldo);
       }
       for (int64_t r = 0; r < rows; ++r) {
-        T* orow = o + (i0 + r) * a.Ev;
+        T* orow = o + (i0 + r) * ldo;
         if (l[r] == T(0)) {  // a fully masked row: zeros, as torch's math path
           std::fill(orow, orow + a.Ev, T(0));
           lse[i0 + r] = ninf;
@@ -259,18 +284,19 @@ void attention_backward_typed(const AttnShape& a, const T* G, const T* Q, const 
     const T* k = K + a.ko[bh];
     const T* v = V + a.vo[bh];
     const T* mk = M ? M + a.mo[bh] : nullptr;
-    const T* g = G + bh * a.Lq * a.Ev;
-    const T* o = O + bh * a.Lq * a.Ev;
+    const T* g = G + a.go[bh];
+    const T* o = O + a.oo[bh];
+    const int64_t ldg = a.ldg, ldo = a.ldo, lddq = a.lddq, lddk = a.lddk, lddv = a.lddv;
     const T* lse = LSE + bh * a.Lq;
-    T* dq = DQ ? DQ + bh * a.Lq * a.E : nullptr;
-    T* dk = DK ? DK + bh * a.Lk * a.E : nullptr;
-    T* dv = DV ? DV + bh * a.Lk * a.Ev : nullptr;
-    if (dq) std::fill(dq, dq + a.Lq * a.E, T(0));
-    if (dk) std::fill(dk, dk + a.Lk * a.E, T(0));
-    if (dv) std::fill(dv, dv + a.Lk * a.Ev, T(0));
+    T* dq = DQ ? DQ + a.dqo[bh] : nullptr;
+    T* dk = DK ? DK + a.dko[bh] : nullptr;
+    T* dv = DV ? DV + a.dvo[bh] : nullptr;
+    if (dq) zero_rows(dq, a.Lq, a.E, lddq);
+    if (dk) zero_rows(dk, a.Lk, a.E, lddk);
+    if (dv) zero_rows(dv, a.Lk, a.Ev, lddv);
     for (int64_t i = 0; i < a.Lq; ++i) {  // D_i = dO_i . O_i = sum_j P_ij dP_ij
       T s = 0;
-      for (int64_t e = 0; e < a.Ev; ++e) s += g[i * a.Ev + e] * o[i * a.Ev + e];
+      for (int64_t e = 0; e < a.Ev; ++e) s += g[i * ldg + e] * o[i * ldo + e];
       D[i] = s;
     }
     const int64_t tile_rows = query_tile(a.causal);
@@ -301,11 +327,11 @@ void attention_backward_typed(const AttnShape& a, const T* G, const T* Q, const 
             for (int64_t c = 0; c < cols; ++c) Pd[r * kKeyBlock + c] *= P[r * kKeyBlock + c];
         const T* pd = a.threshold ? Pd.data() : P.data();
         if (dv)  // dV += Pd^T dO
-          gemm_into<T>(true, false, cols, a.Ev, rows, T(1), pd, kKeyBlock, g + i0 * a.Ev, a.Ev, T(1),
-                       dv + j0 * a.Ev, a.Ev);
+          gemm_into<T>(true, false, cols, a.Ev, rows, T(1), pd, kKeyBlock, g + i0 * ldg, ldg, T(1),
+                       dv + j0 * lddv, lddv);
         if (!dq && !dk) continue;
         // dPd = dO V^T; dP = dPd * keep / (1 - p); dS = P (dP - D)
-        gemm_into<T>(false, true, rows, cols, a.Ev, T(1), g + i0 * a.Ev, a.Ev, v + j0 * a.ldv, a.ldv, T(0), dP.data(),
+        gemm_into<T>(false, true, rows, cols, a.Ev, T(1), g + i0 * ldg, ldg, v + j0 * a.ldv, a.ldv, T(0), dP.data(),
                      kKeyBlock);
         for (int64_t r = 0; r < rows; ++r) {
           T* drow = dP.data() + r * kKeyBlock;
@@ -321,10 +347,10 @@ void attention_backward_typed(const AttnShape& a, const T* G, const T* Q, const 
         }
         if (dq)  // dQ += scale dS K
           gemm_into<T>(false, false, rows, a.E, cols, T(a.scale), dP.data(), kKeyBlock, k + j0 * a.ldk, a.ldk, T(1),
-                       dq + i0 * a.E, a.E);
+                       dq + i0 * lddq, lddq);
         if (dk)  // dK += scale dS^T Q
           gemm_into<T>(true, false, cols, a.E, rows, T(a.scale), dP.data(), kKeyBlock, q + i0 * a.ldq, a.ldq, T(1),
-                       dk + j0 * a.E, a.E);
+                       dk + j0 * lddk, lddk);
       }
     }
   });
@@ -334,7 +360,8 @@ void attention_backward_typed(const AttnShape& a, const T* G, const T* Q, const 
 
 void attention_kernel(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Shape& batch,
                       bool causal, double scale, double p, int64_t seed, const Tensor& out, const Tensor& lse) {
-  const AttnShape a = attn_shape(q, k, v, mask, batch, causal, scale, p, seed);
+  AttnShape a = attn_shape(q, k, v, mask, batch, causal, scale, p, seed);
+  rows_of(out, batch, a.oo, a.ldo);
   DG_DISPATCH_FLOAT(q->dtype, T, attention_forward_typed<T>(a, q->data<T>(), k->data<T>(), v->data<T>(),
                                                              mask ? mask->data<T>() : nullptr, out->data<T>(),
                                                              lse->data<T>()));
@@ -344,7 +371,12 @@ void attention_backward_kernel(const Tensor& grad, const Tensor& q, const Tensor
                                const Tensor& mask, const Tensor& out, const Tensor& lse, const Shape& batch,
                                bool causal, double scale, double p, int64_t seed, const Tensor& dq, const Tensor& dk,
                                const Tensor& dv) {
-  const AttnShape a = attn_shape(q, k, v, mask, batch, causal, scale, p, seed);
+  AttnShape a = attn_shape(q, k, v, mask, batch, causal, scale, p, seed);
+  rows_of(out, batch, a.oo, a.ldo);
+  rows_of(grad, batch, a.go, a.ldg);
+  rows_of(dq, batch, a.dqo, a.lddq);
+  rows_of(dk, batch, a.dko, a.lddk);
+  rows_of(dv, batch, a.dvo, a.lddv);
   DG_DISPATCH_FLOAT(q->dtype, T, attention_backward_typed<T>(a, grad->data<T>(), q->data<T>(), k->data<T>(),
                                                               v->data<T>(), mask ? mask->data<T>() : nullptr,
                                                               out->data<T>(), lse->data<T>(),

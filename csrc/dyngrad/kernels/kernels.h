@@ -184,13 +184,14 @@ void gemm_into(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const
                int64_t ldb, T beta, T* c, int64_t ldc);
 
 // Fused scaled-dot-product attention (Note [Fused attention] in ops_nn.cpp; kernels/attention.cpp). q (.., Lq, E),
-// k (.., Lk, E), v (.., Lk, Ev) contiguous float32/float64 whose batch dims broadcast to `batch`; mask null or an
-// additive mask of q's dtype broadcasting to batch + (Lq, Lk), any strides; out (batch.., Lq, Ev) and lse
-// (batch.., Lq) contiguous, written. Dropout p with the seed: Note [Dropout inside attention].
+// k (.., Lk, E), v (.., Lk, Ev) float32/float64 with contiguous rows (any row and batch strides) whose batch dims
+// broadcast to `batch`; mask null or an additive mask of q's dtype broadcasting to batch + (Lq, Lk), any strides;
+// out (batch.., Lq, Ev) with contiguous rows, not overlapping (Note [Attention outputs in the heads' layout] in
+// ops_nn.cpp), and lse (batch.., Lq) contiguous, written. Dropout p with the seed: Note [Dropout inside attention].
 void attention_kernel(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, const Shape& batch,
                       bool causal, double scale, double p, int64_t seed, const Tensor& out, const Tensor& lse);
-// Its gradients dq, dk, dv (each null to skip; shapes batch + q's, k's, v's last two dims), from grad (as out) and
-// the forward's out and lse.
+// Its gradients dq, dk, dv (each null to skip; shapes batch + q's, k's, v's last two dims, rows contiguous, not
+// overlapping), from grad and the forward's out (rows contiguous) and lse (contiguous).
 void attention_backward_kernel(const Tensor& grad, const Tensor& q, const Tensor& k, const Tensor& v,
                                const Tensor& mask, const Tensor& out, const Tensor& lse, const Shape& batch,
                                bool causal, double scale, double p, int64_t seed, const Tensor& dq, const Tensor& dk,

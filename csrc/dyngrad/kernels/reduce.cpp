@@ -4,7 +4,11 @@
 #include <cmath>
 #include <limits>
 #include <utility>
+#include <type_traits>
 #include <vector>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "fast_math.h"
 #include "loop.h"
@@ -65,11 +69,28 @@ void for_rows(int64_t outer, int64_t inner, F&& f) {
 // summed in row order in double, as row_sum sums float32 in double: the float32 results agree to the last bit
 // but for rare ties, and do not depend on the thread count (threads split the columns). float64 keeps row_sum's
 // 8 partial sums (sequential double sums of doubles would lose accuracy).
+// The AVX-512 build keeps a tile of 64 columns' double sums in 8 registers over all the rows (the array version
+// loaded and stored its accumulators at every row): the same additions in the same order, so the same bits.
+// (768, 512), a GPT MLP's bias gradient, 1 thread, Xeon family 6 model 167, KVM, load 4, best of 300, two processes
+// alternating: 0.051 -> 0.035 ms (torch, summing in float32: 0.022); (768, 128) 0.0122 -> 0.0082.
 template <typename T>
 void column_sums(const T* x, int64_t rows, int64_t cols, T* out) {
   constexpr int64_t kTile = 256;
   parallel_for(cols, [&](int64_t lo, int64_t hi) {
     double acc[kTile];
+#if defined(__AVX512F__)
+    if constexpr (std::is_same_v<T, float>) {
+      for (; lo + 64 <= hi; lo += 64) {
+        __m512d a[8];
+        for (int j = 0; j < 8; ++j) a[j] = _mm512_setzero_pd();
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* row = x + r * cols + lo;
+          for (int j = 0; j < 8; ++j) a[j] = _mm512_add_pd(a[j], _mm512_cvtps_pd(_mm256_loadu_ps(row + 8 * j)));
+        }
+        for (int j = 0; j < 8; ++j) _mm256_storeu_ps(out + lo + 8 * j, _mm512_cvtpd_ps(a[j]));
+      }
+    }
+#endif
     for (int64_t c0 = lo; c0 < hi; c0 += kTile) {
       const int64_t w = std::min(kTile, hi - c0);
       for (int64_t c = 0; c < w; ++c) acc[c] = 0;
