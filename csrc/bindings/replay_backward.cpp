@@ -511,20 +511,7 @@ bool reshape_into_slice(BackwardPlan& plan, size_t k, const Tensor& g) {
       !view_strides_of(g->shape, g->strides, common, g_common))
     return false;
   if (fresh) {  // slice_backward_in_place's clearing: the rest of each block, or all of it
-    cur = empty(meta.shape, meta.dtype);
-    const size_t item = dtype_size(meta.dtype), total = (size_t)cur->numel * item;
-    char* base = static_cast<char*>(cur->storage->data);
-    const size_t row = total ? (size_t)cur->strides[s.dim] * item : 0;
-    if (total && s.step == 1 && row * (size_t)window_shape[s.dim] >= 64) {
-      const size_t block = row * (size_t)meta.shape[s.dim], blocks = total / block;
-      const size_t lo = (size_t)s.start * row, hi = std::min(block, lo + (size_t)window_shape[s.dim] * row);
-      for (size_t b = 0; b < blocks; ++b) {
-        std::memset(base + b * block, 0, lo);
-        std::memset(base + b * block + hi, 0, block - hi);
-      }
-    } else if (total) {
-      std::memset(base, 0, total);
-    }
+    cur = zeros_outside_window(meta, s.dim, s.start, s.step, window_shape[s.dim]);
   } else if (!owned_buffer(cur)) {
     cur = contiguous_copy(cur, cur->dtype);
   }

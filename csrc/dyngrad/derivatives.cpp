@@ -517,6 +517,28 @@ static Grads slice_backward(const Tensor& grad, const OpNode& n, const SavesSlic
   return {slice_scatter(grad, in_shape(n), s.dim, s.start, s.step)};
 }
 
+// A new tensor of meta's shape and dtype, zero outside the window [start, start + length) of step `step` along dim
+// (the caller writes the window next). A window of step 1 is, in each block of the dims before dim, one contiguous
+// run: only the rest of each block is cleared (an LSTM cell's h and c halves; out[:, -1] of an LSTM's (N, L, H)
+// output clears 49 of 50 steps' rows, not all). Runs shorter than 64 bytes: one memset of it all.
+Tensor zeros_outside_window(const InputMeta& meta, int64_t dim, int64_t start, int64_t step, int64_t length) {
+  Tensor cur = empty(meta.shape, meta.dtype);
+  const size_t item = dtype_size(meta.dtype), total = (size_t)cur->numel * item;
+  char* base = static_cast<char*>(cur->storage->data);
+  const size_t row = total ? (size_t)cur->strides[dim] * item : 0;
+  if (total && step == 1 && row * (size_t)length >= 64) {
+    const size_t block = row * (size_t)meta.shape[dim], blocks = total / block;
+    const size_t lo = (size_t)start * row, hi = std::min(block, lo + (size_t)length * row);
+    for (size_t b = 0; b < blocks; ++b) {
+      std::memset(base + b * block, 0, lo);
+      std::memset(base + b * block + hi, 0, block - hi);
+    }
+  } else if (total) {
+    std::memset(base, 0, total);
+  }
+  return cur;
+}
+
 // Note [Slice gradients in place]: the gradient of out = a[..., start::step, ...] is zeros of a's shape with the
 // incoming gradient in the slice (slice_scatter). A value cut into pieces (chunk, split, x[:, t] per time step)
 // would get one zero-filled full-size tensor per piece, then a full-size add per piece: O(pieces * size) work
@@ -539,23 +561,7 @@ static bool slice_backward_in_place(Grads& grads, OpNode& n, const SavesSlice& s
   if (cur && (cur->shape != meta.shape || cur->dtype != meta.dtype || !cur->tangents.empty())) return false;
   const bool fresh = !cur;
   if (fresh) {
-    // A window of step 1 is, in each block of the dims before s.dim, one contiguous run: only the rest of each
-    // block is cleared, the window being written next (an LSTM cell's h and c halves; out[:, -1] of an LSTM's
-    // (N, L, H) output clears 49 of 50 steps' rows, not all). Runs shorter than 64 bytes: one memset of it all.
-    cur = empty(meta.shape, meta.dtype);
-    const size_t item = dtype_size(meta.dtype), total = (size_t)cur->numel * item;
-    char* base = static_cast<char*>(cur->storage->data);
-    const size_t row = total ? (size_t)cur->strides[s.dim] * item : 0;
-    if (total && s.step == 1 && row * (size_t)g->shape[s.dim] >= 64) {
-      const size_t block = row * (size_t)meta.shape[s.dim], blocks = total / block;
-      const size_t lo = (size_t)s.start * row, hi = std::min(block, lo + (size_t)g->shape[s.dim] * row);
-      for (size_t b = 0; b < blocks; ++b) {
-        std::memset(base + b * block, 0, lo);
-        std::memset(base + b * block + hi, 0, block - hi);
-      }
-    } else if (total) {
-      std::memset(base, 0, total);
-    }
+    cur = zeros_outside_window(meta, s.dim, s.start, s.step, g->shape[s.dim]);
   } else if (!owned_buffer(cur)) {
     cur = contiguous_copy(cur, cur->dtype);
   }

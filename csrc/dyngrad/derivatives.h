@@ -21,6 +21,8 @@ Tensor tangent_from_backward(OpKind kind, const Tensor& t, const void* saves);
 // is piecewise constant to autograd (its derivative is 0, right for real tensors only), so for a complex a this
 // composes it from ops whose derivatives are right (Note [Differentiable sgn of abs] in derivatives.cpp).
 Tensor abs_sgn(const Tensor& a);
+// Slice gradients in place (derivatives.cpp): a new buffer of meta's shape, zero outside a window along dim
+Tensor zeros_outside_window(const InputMeta& meta, int64_t dim, int64_t start, int64_t step, int64_t length);
 
 // The differentiable definitions of three fused backwards (Note [Derivatives of fused backwards]), which their
 // tangent formulas also use (forward_derivatives.cpp).
