@@ -30,13 +30,7 @@ def timed(fn, seconds):
     t0 = time.perf_counter()
     fn()
     calls = max(1, min(20_000, int(seconds / 5 / max(time.perf_counter() - t0, 1e-7))))
-    best = float("inf")
-    for _ in range(5):
-        c0 = time.thread_time()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.thread_time() - c0) / calls)
-    return best
+    return compile_modes.best_of_blocks(fn, calls)
 
 
 def chain(rounds, backward=True):

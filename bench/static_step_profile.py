@@ -12,7 +12,6 @@ share on the other core is missing.
 """
 import argparse
 import collections
-import time
 
 import _path  # noqa: F401
 
@@ -25,13 +24,7 @@ import compile_modes
 
 def best(fn, calls):
     fn()
-    out = float("inf")
-    for _ in range(5):
-        t = time.thread_time()
-        for _ in range(calls):
-            fn()
-        out = min(out, (time.thread_time() - t) / calls)
-    return out
+    return compile_modes.best_of_blocks(fn, calls)
 
 
 def main():
