@@ -1571,17 +1571,7 @@ void bind_capture(py::module_& m) {
         }
         double smoothing = 0;
         bool flag = false;
-        auto is_own = [&](const char* own_name) {  // fn is _C's own function of that name
-          if (!g_module) return false;
-          PyObject* f = PyObject_GetAttrString(g_module, own_name);
-          if (!f) {
-            PyErr_Clear();
-            return false;
-          }
-          const bool same = stand_in_target(f) == fn.ptr();  // the function behind the recorder's stand-in
-          Py_DECREF(f);
-          return same;
-        };
+        auto is_own = [&](const char* own_name) { return is_c_function(fn.ptr(), own_name); };
         if (special == Special::none && name == "is_grad_enabled" && out == kValue && slots.empty() &&
             (expected.ptr() == Py_True || expected.ptr() == Py_False) && is_own("is_grad_enabled"))
           special = Special::grad_enabled;

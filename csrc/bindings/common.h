@@ -113,6 +113,9 @@ void set_capturing(bool active);       // Note [Fast paths while capturing]
 // The function a recorder's _VerifiedFunction stands for (borrowed), or f itself (Note [The recorded surface stays
 // in place] in python/dyngrad/_api/capture.py)
 PyObject* stand_in_target(PyObject* f);
+// Whether fn is _C's own function `name`, seen through a stand-in (replay_fuse.cpp): how a recorded step is known to
+// call the function a fast path replaces, not a user's function of the same name.
+bool is_c_function(PyObject* fn, const char* name);
 void bind_verify(py::module_& m);      // Note [Verified ops in the fast paths] (fast_paths.cpp)
 // Before Python reads a tensor's autograd state (grad_fn, is_leaf, requires_grad): a verified call that runs ops
 // from the plan gives them their graph first (Note [Verified ops run from the plan] in fast_paths.cpp).

@@ -88,8 +88,6 @@ struct FusePlan {
   int64_t runs = 0;
 };
 
-namespace {
-
 bool is_c_function(PyObject* fn, const char* name) {
   static PyObject* module = [] {
     PyObject* m = PyImport_ImportModule("dyngrad._C");
@@ -106,6 +104,8 @@ bool is_c_function(PyObject* fn, const char* name) {
   Py_DECREF(f);
   return same;
 }
+
+namespace {
 
 bool binary_of(const std::string& name, BinaryKind& k) {
   if (name == "add") k = BinaryKind::Add;
