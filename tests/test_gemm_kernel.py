@@ -350,3 +350,35 @@ def test_linear_bias_in_the_product_in_place_on_the_output():
         grads.append([t.grad.numpy() for t in (x, w, b)])
     for g1, g2 in zip(*grads):
         np.testing.assert_array_equal(g1, g2)
+
+
+@pytest.mark.skipif(not HAS_AVX512, reason="the own kernel needs AVX-512F")
+@pytest.mark.parametrize("m,k,n", [(32, 128, 512), (1, 64, 300), (7, 33, 129), (17, 200, 1000), (31, 400, 513)])
+def test_few_rows_by_a_transposed_b(m, k, n):
+    """x @ W^T with few rows of c is computed as c^T = W x^T and transposed back (Note [Few rows by a transposed
+    b] in gemm_avx512.cpp): the bits of the rows-contiguous layout, on 1 and 2 threads, with the bias of linear
+    added after the sum (the bits of the product then the add); float64 reference within float32 rounding."""
+    rng = np.random.default_rng(m * 7919 + k * 31 + n)
+    x0 = rng.standard_normal((m, k)).astype(np.float32)
+    w0 = rng.standard_normal((n, k)).astype(np.float32)
+    b0 = rng.standard_normal(n).astype(np.float32)
+    ref = x0.astype(np.float64) @ w0.T.astype(np.float64)
+    x, w, wt, bias = dg.tensor(x0), dg.tensor(w0), dg.tensor(np.ascontiguousarray(w0.T)), dg.tensor(b0)
+    xt = dg.tensor(np.ascontiguousarray(x0.T)).mT
+    before_kernel, before_threads = _C._set_gemm_kernel("avx512"), dg.get_num_threads()
+    try:
+        got, lin = [], []
+        for threads in (1, 2):
+            dg.set_num_threads(threads)
+            got += [(x @ w.mT).numpy(), (xt @ w.mT).numpy()]
+            lin.append(dg.nn.functional.linear(x, w, bias).numpy())
+        direct = (x @ wt).numpy()
+    finally:
+        _C._set_gemm_kernel(before_kernel)
+        dg.set_num_threads(before_threads)
+    _close(got[0], ref, k)
+    _close(lin[0], ref + b0, k)
+    for g in got[1:] + [direct]:
+        np.testing.assert_array_equal(g, got[0])
+    np.testing.assert_array_equal(lin[0], lin[1])
+    np.testing.assert_array_equal(lin[0], got[0] + b0)
