@@ -382,3 +382,32 @@ def test_few_rows_by_a_transposed_b(m, k, n):
         np.testing.assert_array_equal(g, got[0])
     np.testing.assert_array_equal(lin[0], lin[1])
     np.testing.assert_array_equal(lin[0], got[0] + b0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n,k,m,ta,tb", [(1024, 1024, 1024, False, False), (1000, 777, 1300, False, True),
+                                         (1300, 777, 1000, True, False), (513, 1025, 700, True, True),
+                                         (300, 1000, 4000, False, False)])
+def test_one_blas_call_on_one_thread(kernel, dtype, n, k, m, ta, tb):
+    """On one thread a large BLAS product is one call, on two it is split into panels (Note [One call on one
+    thread] in matmul.cpp): the same bits either way, and the float64 reference within rounding."""
+    rng = np.random.default_rng(n + k + m)
+    a0 = rng.standard_normal((n, k)).astype(dtype)
+    b0 = rng.standard_normal((k, m)).astype(dtype)
+    a = dg.tensor(np.ascontiguousarray(a0.T)).mT if ta else dg.tensor(a0)
+    b = dg.tensor(np.ascontiguousarray(b0.T)).mT if tb else dg.tensor(b0)
+    before = dg.get_num_threads()
+    try:
+        got = []
+        for threads in (1, 2, 1):
+            dg.set_num_threads(threads)
+            got.append((a @ b).numpy())
+    finally:
+        dg.set_num_threads(before)
+    ref = a0.astype(np.float64) @ b0.astype(np.float64)
+    if dtype == np.float32:
+        _close(got[0], ref, k)
+    else:
+        np.testing.assert_allclose(got[0], ref, rtol=1e-10, atol=1e-10 * np.abs(ref).max())
+    np.testing.assert_array_equal(got[0], got[1])
+    np.testing.assert_array_equal(got[0], got[2])

@@ -278,6 +278,25 @@ void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs,
       const int64_t extent = by_columns ? m : n;
       const int64_t panels = by_columns ? std::min<int64_t>(max_panels, std::max<int64_t>(1, m / 64))
                              : n * m * k >= kBlasThreadWork ? std::min<int64_t>(max_panels, (n + 63) / 64) : 1;
+      // Note [One call on one thread]: on one thread the panels ran one after another, each packing the operand it
+      // does not split again (1024^3: b, 4 MB, twice): numpy/dyngrad 0.95-0.96 at 1024^3 under load 5. OpenBLAS's
+      // large-product path gives each output the same chain whatever the rows or columns of the call (its k blocks
+      // depend on k alone; checked bit for bit on this OpenBLAS 0.3.31 at 1024^3, 1000 x 777 x 1300, 2048 x 512 x
+      // 2048, 513 x 1025 x 700, 300 x 1000 x 4000, 768 x 3000 x 257, by 2 and 8 panels of rows and 2 of
+      // columns, and 60 random shapes of 160-1600 a side by 2 and 8 panels of rows and of columns, all four
+      // layouts), so one thread makes one call with the panels' bits -- only where every panel has at least 2^22
+      // multiply-adds, far above the sizes where OpenBLAS takes its small-matrix kernels (about 100^3), whose
+      // chains differ. bench/gemm.py's targets, 1024^3 numpy/dyngrad, one thread, thread CPU time (Xeon family 6
+      // model 167, 2 cores, KVM, load 7-8, main's build and this one alternating): 0.95-0.98 -> 1.01-1.03.
+      // Only float32 on the CPUs with AVX-512F (where OpenBLAS runs its SkylakeX sgemm kernel,
+      // the one checked): its dgemm is not split-invariant (1000 x 777 x 1300 by rows: 0.4% of the outputs differ
+      // in the last bits, 4000 x 300 x 301 both ways), and the other CPUs' kernels were not checked.
+      // tests/test_gemm_kernel.py's test_one_blas_call_on_one_thread checks the bits.
+      if (std::is_same_v<T, float> && own_gemm_enabled() && panels > 1 && num_threads() == 1 &&
+          n * m * k / panels >= kBlasThreadWork) {
+        blas_gemm<T>(va.trans, vb.trans, n, m, k, a, va.ld, b, vb.ld, c, m);
+        return;
+      }
       const int64_t width = (extent + panels - 1) / panels;
       run_parallel((int)panels, [&](int p) {
         const int64_t lo = p * width, hi = std::min(extent, lo + width);
