@@ -179,10 +179,11 @@ def test_a_product_and_its_tangent_in_one_call(kernel, m, k, n, threads):
         dg.set_num_threads(before)
 
 
-@pytest.mark.parametrize("shape", [(520, 128, 100), (1100, 300, 60)])
+@pytest.mark.parametrize("shape", [(520, 128, 100), (1100, 300, 60), (1024, 512, 128), (999, 517, 131)])
 def test_many_rows_split_by_rows(kernel, shape):
     """Note [Own kernel's split]: products of many rows go to the threads as row panels (the second shape is
-    beyond 2^24 multiply-adds, on the own kernel by Note [Own kernel for many rows]); same bits at 1 and 2
+    beyond 2^24 multiply-adds, on the own kernel by Note [Own kernel for many rows], the last two by Note [a and b
+    within L2], both in matmul.cpp, with k across three k blocks); same bits at 1 and 2
     threads, and the float64 product within float32 rounding, through linear's A B^T and through A B."""
     m, k, n = shape
     rng = np.random.default_rng(m)

@@ -223,6 +223,12 @@ bool own_gemm_pays(int64_t n, int64_t m, int64_t k, bool b_rows_contiguous, bool
   // columns in 6-row blocks were all slower still), so they stay on OpenBLAS (torch/dyngrad 0.85-0.94).
   // b at most 1 MB (k m <= 2^18 floats): with the wide MLP's 512 x 784 @ 784 x 1024 and the word LSTM's decoder
   // 700 x 200 @ 200 x 10000 the kernel was 0.75-0.93x OpenBLAS (same harness), so those stay there.
+  // Note [a and b within L2]: also where a and b together fit the 2 MB L2 (the transformer block's 1024 x 512 @
+  // 512 x 128 products, h @ W2 and g @ W1^T: a 2 MB, b 256 KB). One thread, thread CPU time, the two paths
+  // alternating in one process, GFLOP/s OpenBLAS -> own (Xeon family 6 model 167, 2 cores, KVM, load 10, two
+  // runs): h @ W2 139-141 -> 146-147, g @ W1^T 134-136 -> 146-156. Not larger: 2048 x 512 x 128 145 -> 129,
+  // 1024 x 512 x 512 151 -> 133, 1024 x 1024 x 128 131 -> 132. The transformer-train step: within noise (load 16).
+  if (a_rows_contiguous && n <= 4096 && n * k + k * m <= (int64_t(1) << 19) + (int64_t(1) << 16)) return true;
   return a_rows_contiguous && n <= 4096 && n * k < (int64_t(1) << 19) && k * m <= (int64_t(1) << 18);
 }
 int own_gemm_tasks(int64_t n, int64_t m, int64_t k) { return n * m * k >= (int64_t(1) << 20) ? num_threads() : 1; }
