@@ -412,3 +412,46 @@ def test_one_blas_call_on_one_thread(kernel, dtype, n, k, m, ta, tb):
         np.testing.assert_allclose(got[0], ref, rtol=1e-10, atol=1e-10 * np.abs(ref).max())
     np.testing.assert_array_equal(got[0], got[1])
     np.testing.assert_array_equal(got[0], got[2])
+
+
+def _heads(x, batch, seq, heads, d):
+    x = x.reshape(batch, seq, heads, d)
+    return np.swapaxes(x, 1, 2) if isinstance(x, np.ndarray) else x.transpose(1, 2)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("batch,seq,heads,d", [(16, 64, 4, 32), (3, 17, 2, 9), (2, 65, 3, 33)])
+def test_attention_products_in_the_step_layouts(kernel, dtype, batch, seq, heads, d):
+    """The transformer block's batched products with q, k, v as views into one (batch, seq, 3 heads d) tensor
+    (rows 3 heads d apart, k^T read transposed), forward and the backward's layouts (P^T @ g, dS @ k, dS^T @ q),
+    a batch broadcast against one matrix and against (1, heads, ...): the float64 product within rounding, and the
+    same bits at 1 and 2 threads (Note [Parallel batches] in matmul.cpp)."""
+    rng = np.random.default_rng(batch * 100 + seq + d)
+    qkv0 = rng.standard_normal((batch, seq, 3 * heads * d)).astype(dtype)
+    p0 = rng.standard_normal((batch, heads, seq, seq)).astype(dtype)
+    g0 = rng.standard_normal((batch, heads, seq, d)).astype(dtype)
+    m0 = rng.standard_normal((1, heads, d, seq)).astype(dtype)
+    q, k, v = (_heads(c, batch, seq, heads, d) for c in dg.tensor(qkv0).chunk(3, dim=-1))
+    q64, k64, v64 = (_heads(c, batch, seq, heads, d) for c in np.split(qkv0.astype(np.float64), 3, axis=-1))
+    P, g, M = dg.tensor(p0), dg.tensor(g0), dg.tensor(m0)
+    P64, g64, M64 = p0.astype(np.float64), g0.astype(np.float64), m0.astype(np.float64)
+    T = (lambda x: np.swapaxes(x, -1, -2))
+    products = [(lambda: q @ k.transpose(-2, -1), q64 @ T(k64), d), (lambda: P @ v, P64 @ v64, seq),
+                (lambda: g @ v.transpose(-2, -1), g64 @ T(v64), d), (lambda: P.transpose(-2, -1) @ g, T(P64) @ g64, seq),
+                (lambda: P @ k, P64 @ k64, seq), (lambda: P.transpose(-2, -1) @ q, T(P64) @ q64, seq),
+                (lambda: q @ M, q64 @ M64, d), (lambda: q @ M[0, 0], q64 @ M64[0, 0], d)]
+    before = dg.get_num_threads()
+    try:
+        for fn, ref, depth in products:
+            got = []
+            for threads in (1, 2):
+                dg.set_num_threads(threads)
+                got.append(fn().numpy())
+            assert got[0].shape == ref.shape
+            if dtype == np.float32:
+                _close(got[0], ref, depth)
+            else:
+                np.testing.assert_allclose(got[0], ref, rtol=1e-12, atol=1e-12 * max(1.0, np.abs(ref).max()))
+            np.testing.assert_array_equal(got[0], got[1])
+    finally:
+        dg.set_num_threads(before)
