@@ -12,7 +12,7 @@ call, best of --repeat, thread CPU time at 1 thread (wall time at 2).
                       operand's layout])
   also the step's linear products (1024 rows)
 
-    PYTHONPATH=python python bench/gemm_batched.py [--repeat 30] [--threads 1,2] [--only dW,dX]
+    PYTHONPATH=python python bench/gemm_batched.py [--repeat 30] [--threads 1,2] [--only dW,dX] [--step]
 
 Measured (Intel Xeon family 6 model 167, 2 cores, KVM, 2026-12-03 18:47-18:59, load 4-9; one thread, thread CPU
 us, best of 10-15; torch/dg, > 1 = dyngrad faster): the attention products are already faster than MKL's batched
@@ -24,6 +24,12 @@ of repeated runs (2048-4096 rows 0.93-0.97x); row chunks of 128 rows with a pack
 of b packed first (GotoBLAS order): 147-156 on the rows-contiguous products, 135-139 on h^T @ g against
 OpenBLAS's 143-144. At 2 threads under this load the pool's second thread seldom got a core (process CPU time =
 wall time: the caller ran every task), so the 2-thread rows measure the load, not the split.
+
+After this session's changes (main's build against this one, alternating runs, 19:21-19:24, load 7-9):
+h @ W2 0.86 -> 0.93 and dX g @ W1^T 0.90 -> 0.98 (Note [a and b within L2] in matmul.cpp), the nine linear
+products' sum 1.02 both; the whole step (--step, best of 6-8) torch/dg 1.14, 1.20, 1.24 before and 1.17, 1.17,
+1.22 after: no change measurable at this load (the step's products are at MKL's speed in sum, the attention
+products ahead; what is left of the 1.25x target is outside the products).
 """
 import argparse
 import subprocess
@@ -93,6 +99,8 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=30)
     p.add_argument("--threads", default="1,2")
     p.add_argument("--only", default="", help="comma-separated substrings of the product names")
+    p.add_argument("--step", action="store_true",
+                   help="also the whole transformer-train step (fwd + bwd + SGD), one thread, thread CPU time")
     args = p.parse_args(argv)
     cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     model = [l.split(":", 1)[1].strip() for l in cpu.splitlines() if l.startswith(("Model name", "Model:"))]
@@ -115,7 +123,17 @@ def main(argv=None):
                 tot[0] += d
                 tot[1] += tt
                 print(f"  {name:28s} {d * 1e6:9.1f} {tt * 1e6:9.1f} {tt / d:8.2f}")
-        print(f"  {'sum':28s} {tot[0] * 1e6:9.1f} {tot[1] * 1e6:9.1f} {tot[1] / tot[0]:8.2f}")
+        if tot[0]:
+            print(f"  {'sum':28s} {tot[0] * 1e6:9.1f} {tot[1] * 1e6:9.1f} {tot[1] / tot[0]:8.2f}")
+    if args.step:
+        from dyngrad.bench import workloads as W
+        size = {"batch": 16, "seq": 64, "steps": 1, "lr": 0.05}
+        dg.set_num_threads(1)
+        torch.set_num_threads(1)
+        ours, theirs = W.transformer_train(dg, size), W.transformer_train(torch, size)
+        d, tt = pair(ours.run, theirs.run, max(5, args.repeat // 2), time.thread_time)
+        print(f"\ntransformer-train step, 1 thread, thread CPU ms, best of {max(5, args.repeat // 2)}: dyngrad "
+              f"{d * 1e3:.2f}, torch {tt * 1e3:.2f}, torch/dg {tt / d:.2f}")
     print(f"\nload after: {open('/proc/loadavg').read().split()[0]}")
 
 
