@@ -86,6 +86,12 @@ def targets(repeat):
 
 if __name__ == "__main__":
     argv = sys.argv[1:]
+    if "-h" in argv or "--help" in argv:
+        print("usage: python bench/gemm.py [--quick | --full] [--engines cpp,torch] [--targets-only] "
+              "[--target-repeat 40]\n")
+        print(__doc__)
+        print("The other options are those of python -m dyngrad.bench (see its --help).")
+        sys.exit(0)
     repeat = 40
     if "--target-repeat" in argv:
         i = argv.index("--target-repeat")
