@@ -179,10 +179,11 @@ def test_a_product_and_its_tangent_in_one_call(kernel, m, k, n, threads):
         dg.set_num_threads(before)
 
 
-@pytest.mark.parametrize("shape", [(520, 128, 100), (1100, 300, 60)])
+@pytest.mark.parametrize("shape", [(520, 128, 100), (1100, 300, 60), (1024, 512, 128), (999, 517, 131)])
 def test_many_rows_split_by_rows(kernel, shape):
     """Note [Own kernel's split]: products of many rows go to the threads as row panels (the second shape is
-    beyond 2^24 multiply-adds, on the own kernel by Note [Own kernel for many rows]); same bits at 1 and 2
+    beyond 2^24 multiply-adds, on the own kernel by Note [Own kernel for many rows], the last two by Note [a and b
+    within L2], both in matmul.cpp, with k across three k blocks); same bits at 1 and 2
     threads, and the float64 product within float32 rounding, through linear's A B^T and through A B."""
     m, k, n = shape
     rng = np.random.default_rng(m)
@@ -350,3 +351,107 @@ def test_linear_bias_in_the_product_in_place_on_the_output():
         grads.append([t.grad.numpy() for t in (x, w, b)])
     for g1, g2 in zip(*grads):
         np.testing.assert_array_equal(g1, g2)
+
+
+@pytest.mark.skipif(not HAS_AVX512, reason="the own kernel needs AVX-512F")
+@pytest.mark.parametrize("m,k,n", [(32, 128, 512), (1, 64, 300), (7, 33, 129), (17, 200, 1000), (31, 400, 513)])
+def test_few_rows_by_a_transposed_b(m, k, n):
+    """x @ W^T with few rows of c is computed as c^T = W x^T and transposed back (Note [Few rows by a transposed
+    b] in gemm_avx512.cpp): the bits of the rows-contiguous layout, on 1 and 2 threads, with the bias of linear
+    added after the sum (the bits of the product then the add); float64 reference within float32 rounding."""
+    rng = np.random.default_rng(m * 7919 + k * 31 + n)
+    x0 = rng.standard_normal((m, k)).astype(np.float32)
+    w0 = rng.standard_normal((n, k)).astype(np.float32)
+    b0 = rng.standard_normal(n).astype(np.float32)
+    ref = x0.astype(np.float64) @ w0.T.astype(np.float64)
+    x, w, wt, bias = dg.tensor(x0), dg.tensor(w0), dg.tensor(np.ascontiguousarray(w0.T)), dg.tensor(b0)
+    xt = dg.tensor(np.ascontiguousarray(x0.T)).mT
+    before_kernel, before_threads = _C._set_gemm_kernel("avx512"), dg.get_num_threads()
+    try:
+        got, lin = [], []
+        for threads in (1, 2):
+            dg.set_num_threads(threads)
+            got += [(x @ w.mT).numpy(), (xt @ w.mT).numpy()]
+            lin.append(dg.nn.functional.linear(x, w, bias).numpy())
+        direct = (x @ wt).numpy()
+    finally:
+        _C._set_gemm_kernel(before_kernel)
+        dg.set_num_threads(before_threads)
+    _close(got[0], ref, k)
+    _close(lin[0], ref + b0, k)
+    for g in got[1:] + [direct]:
+        np.testing.assert_array_equal(g, got[0])
+    np.testing.assert_array_equal(lin[0], lin[1])
+    np.testing.assert_array_equal(lin[0], got[0] + b0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n,k,m,ta,tb", [(1024, 1024, 1024, False, False), (1000, 777, 1300, False, True),
+                                         (1300, 777, 1000, True, False), (513, 1025, 700, True, True),
+                                         (300, 1000, 4000, False, False)])
+def test_one_blas_call_on_one_thread(kernel, dtype, n, k, m, ta, tb):
+    """On one thread a large BLAS product is one call, on two it is split into panels (Note [One call on one
+    thread] in matmul.cpp): the same bits either way, and the float64 reference within rounding."""
+    rng = np.random.default_rng(n + k + m)
+    a0 = rng.standard_normal((n, k)).astype(dtype)
+    b0 = rng.standard_normal((k, m)).astype(dtype)
+    a = dg.tensor(np.ascontiguousarray(a0.T)).mT if ta else dg.tensor(a0)
+    b = dg.tensor(np.ascontiguousarray(b0.T)).mT if tb else dg.tensor(b0)
+    before = dg.get_num_threads()
+    try:
+        got = []
+        for threads in (1, 2, 1):
+            dg.set_num_threads(threads)
+            got.append((a @ b).numpy())
+    finally:
+        dg.set_num_threads(before)
+    ref = a0.astype(np.float64) @ b0.astype(np.float64)
+    if dtype == np.float32:
+        _close(got[0], ref, k)
+    else:
+        np.testing.assert_allclose(got[0], ref, rtol=1e-10, atol=1e-10 * np.abs(ref).max())
+    np.testing.assert_array_equal(got[0], got[1])
+    np.testing.assert_array_equal(got[0], got[2])
+
+
+def _heads(x, batch, seq, heads, d):
+    x = x.reshape(batch, seq, heads, d)
+    return np.swapaxes(x, 1, 2) if isinstance(x, np.ndarray) else x.transpose(1, 2)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("batch,seq,heads,d", [(16, 64, 4, 32), (3, 17, 2, 9), (2, 65, 3, 33)])
+def test_attention_products_in_the_step_layouts(kernel, dtype, batch, seq, heads, d):
+    """The transformer block's batched products with q, k, v as views into one (batch, seq, 3 heads d) tensor
+    (rows 3 heads d apart, k^T read transposed), forward and the backward's layouts (P^T @ g, dS @ k, dS^T @ q),
+    a batch broadcast against one matrix and against (1, heads, ...): the float64 product within rounding, and the
+    same bits at 1 and 2 threads (Note [Parallel batches] in matmul.cpp)."""
+    rng = np.random.default_rng(batch * 100 + seq + d)
+    qkv0 = rng.standard_normal((batch, seq, 3 * heads * d)).astype(dtype)
+    p0 = rng.standard_normal((batch, heads, seq, seq)).astype(dtype)
+    g0 = rng.standard_normal((batch, heads, seq, d)).astype(dtype)
+    m0 = rng.standard_normal((1, heads, d, seq)).astype(dtype)
+    q, k, v = (_heads(c, batch, seq, heads, d) for c in dg.tensor(qkv0).chunk(3, dim=-1))
+    q64, k64, v64 = (_heads(c, batch, seq, heads, d) for c in np.split(qkv0.astype(np.float64), 3, axis=-1))
+    P, g, M = dg.tensor(p0), dg.tensor(g0), dg.tensor(m0)
+    P64, g64, M64 = p0.astype(np.float64), g0.astype(np.float64), m0.astype(np.float64)
+    T = (lambda x: np.swapaxes(x, -1, -2))
+    products = [(lambda: q @ k.transpose(-2, -1), q64 @ T(k64), d), (lambda: P @ v, P64 @ v64, seq),
+                (lambda: g @ v.transpose(-2, -1), g64 @ T(v64), d), (lambda: P.transpose(-2, -1) @ g, T(P64) @ g64, seq),
+                (lambda: P @ k, P64 @ k64, seq), (lambda: P.transpose(-2, -1) @ q, T(P64) @ q64, seq),
+                (lambda: q @ M, q64 @ M64, d), (lambda: q @ M[0, 0], q64 @ M64[0, 0], d)]
+    before = dg.get_num_threads()
+    try:
+        for fn, ref, depth in products:
+            got = []
+            for threads in (1, 2):
+                dg.set_num_threads(threads)
+                got.append(fn().numpy())
+            assert got[0].shape == ref.shape
+            if dtype == np.float32:
+                _close(got[0], ref, depth)
+            else:
+                np.testing.assert_allclose(got[0], ref, rtol=1e-12, atol=1e-12 * max(1.0, np.abs(ref).max()))
+            np.testing.assert_array_equal(got[0], got[1])
+    finally:
+        dg.set_num_threads(before)

@@ -223,6 +223,12 @@ bool own_gemm_pays(int64_t n, int64_t m, int64_t k, bool b_rows_contiguous, bool
   // columns in 6-row blocks were all slower still), so they stay on OpenBLAS (torch/dyngrad 0.85-0.94).
   // b at most 1 MB (k m <= 2^18 floats): with the wide MLP's 512 x 784 @ 784 x 1024 and the word LSTM's decoder
   // 700 x 200 @ 200 x 10000 the kernel was 0.75-0.93x OpenBLAS (same harness), so those stay there.
+  // Note [a and b within L2]: also where a and b together fit the 2 MB L2 (the transformer block's 1024 x 512 @
+  // 512 x 128 products, h @ W2 and g @ W1^T: a 2 MB, b 256 KB). One thread, thread CPU time, the two paths
+  // alternating in one process, GFLOP/s OpenBLAS -> own (Xeon family 6 model 167, 2 cores, KVM, load 10, two
+  // runs): h @ W2 139-141 -> 146-147, g @ W1^T 134-136 -> 146-156. Not larger: 2048 x 512 x 128 145 -> 129,
+  // 1024 x 512 x 512 151 -> 133, 1024 x 1024 x 128 131 -> 132. The transformer-train step: within noise (load 16).
+  if (a_rows_contiguous && n <= 4096 && n * k + k * m <= (int64_t(1) << 19) + (int64_t(1) << 16)) return true;
   return a_rows_contiguous && n <= 4096 && n * k < (int64_t(1) << 19) && k * m <= (int64_t(1) << 18);
 }
 int own_gemm_tasks(int64_t n, int64_t m, int64_t k) { return n * m * k >= (int64_t(1) << 20) ? num_threads() : 1; }
@@ -278,6 +284,25 @@ void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs,
       const int64_t extent = by_columns ? m : n;
       const int64_t panels = by_columns ? std::min<int64_t>(max_panels, std::max<int64_t>(1, m / 64))
                              : n * m * k >= kBlasThreadWork ? std::min<int64_t>(max_panels, (n + 63) / 64) : 1;
+      // Note [One call on one thread]: on one thread the panels ran one after another, each packing the operand it
+      // does not split again (1024^3: b, 4 MB, twice): numpy/dyngrad 0.95-0.96 at 1024^3 under load 5. OpenBLAS's
+      // large-product path gives each output the same chain whatever the rows or columns of the call (its k blocks
+      // depend on k alone; checked bit for bit on this OpenBLAS 0.3.31 at 1024^3, 1000 x 777 x 1300, 2048 x 512 x
+      // 2048, 513 x 1025 x 700, 300 x 1000 x 4000, 768 x 3000 x 257, by 2 and 8 panels of rows and 2 of
+      // columns, and 60 random shapes of 160-1600 a side by 2 and 8 panels of rows and of columns, all four
+      // layouts), so one thread makes one call with the panels' bits -- only where every panel has at least 2^22
+      // multiply-adds, far above the sizes where OpenBLAS takes its small-matrix kernels (about 100^3), whose
+      // chains differ. bench/gemm.py's targets, 1024^3 numpy/dyngrad, one thread, thread CPU time (Xeon family 6
+      // model 167, 2 cores, KVM, load 7-8, main's build and this one alternating): 0.95-0.98 -> 1.01-1.03.
+      // Only float32 on the CPUs with AVX-512F (where OpenBLAS runs its SkylakeX sgemm kernel,
+      // the one checked): its dgemm is not split-invariant (1000 x 777 x 1300 by rows: 0.4% of the outputs differ
+      // in the last bits, 4000 x 300 x 301 both ways), and the other CPUs' kernels were not checked.
+      // tests/test_gemm_kernel.py's test_one_blas_call_on_one_thread checks the bits.
+      if (std::is_same_v<T, float> && own_gemm_enabled() && panels > 1 && num_threads() == 1 &&
+          n * m * k / panels >= kBlasThreadWork) {
+        blas_gemm<T>(va.trans, vb.trans, n, m, k, a, va.ld, b, vb.ld, c, m);
+        return;
+      }
       const int64_t width = (extent + panels - 1) / panels;
       run_parallel((int)panels, [&](int p) {
         const int64_t lo = p * width, hi = std::min(extent, lo + width);
