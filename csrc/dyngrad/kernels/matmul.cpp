@@ -136,6 +136,34 @@ void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, in
     call_gemm<T, int32_t>(f, ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
 }
 
+// Note [One call on one thread], checked where it runs: one call must give the bits of the panels it replaces, and
+// that was verified on one OpenBLAS (0.3.31, SkylakeX sgemm). Another OpenBLAS, or another CPU with AVX-512 whose
+// kernel OpenBLAS picks differently, may not give them; so the first large one-thread product asks this BLAS once:
+// two products of 2^23 multiply-adds a panel (above kBlasThreadWork's 2^22), split unevenly by rows and by
+// columns, with b plain and transposed, compared bit for bit with one call (~1 ms, once per process).
+bool blas_sgemm_split_invariant() {
+  static const bool invariant = [] {
+    const int64_t n = 320, m = 320, k = 256, cut = 192;
+    std::vector<float> a(n * k), b(k * m), one(n * m), split(n * m);
+    uint32_t state = 12345;
+    for (auto* v : {&a, &b})
+      for (float& x : *v) x = float((state = state * 1664525u + 1013904223u) >> 8) / float(1 << 24) - 0.5f;
+    for (bool tb : {false, true}) {
+      const int64_t ldb = tb ? k : m;
+      blas_gemm<float>(false, tb, n, m, k, a.data(), k, b.data(), ldb, one.data(), m);
+      blas_gemm<float>(false, tb, cut, m, k, a.data(), k, b.data(), ldb, split.data(), m);  // rows
+      blas_gemm<float>(false, tb, n - cut, m, k, a.data() + cut * k, k, b.data(), ldb, split.data() + cut * m, m);
+      if (std::memcmp(one.data(), split.data(), one.size() * sizeof(float)) != 0) return false;
+      blas_gemm<float>(false, tb, n, cut, k, a.data(), k, b.data(), ldb, split.data(), m);  // columns
+      blas_gemm<float>(false, tb, n, m - cut, k, a.data(), k, b.data() + cut * (tb ? ldb : 1), ldb,
+                       split.data() + cut, m);
+      if (std::memcmp(one.data(), split.data(), one.size() * sizeof(float)) != 0) return false;
+    }
+    return true;
+  }();
+  return invariant;
+}
+
 // How a 2-D slice (rows x cols, element strides rs, cs) can be handed to BLAS without a copy.
 struct MatrixView {
   bool ok = false;
@@ -297,9 +325,10 @@ void gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_t acs,
       // Only float32 on the CPUs with AVX-512F (where OpenBLAS runs its SkylakeX sgemm kernel,
       // the one checked): its dgemm is not split-invariant (1000 x 777 x 1300 by rows: 0.4% of the outputs differ
       // in the last bits, 4000 x 300 x 301 both ways), and the other CPUs' kernels were not checked.
-      // tests/test_gemm_kernel.py's test_one_blas_call_on_one_thread checks the bits.
+      // tests/test_gemm_kernel.py's test_one_blas_call_on_one_thread checks the bits; blas_sgemm_split_invariant
+      // asks the BLAS in use before the first such call.
       if (std::is_same_v<T, float> && own_gemm_enabled() && panels > 1 && num_threads() == 1 &&
-          n * m * k / panels >= kBlasThreadWork) {
+          n * m * k / panels >= kBlasThreadWork && blas_sgemm_split_invariant()) {
         blas_gemm<T>(va.trans, vb.trans, n, m, k, a, va.ld, b, vb.ld, c, m);
         return;
       }
