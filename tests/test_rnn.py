@@ -538,3 +538,28 @@ def test_zero_initial_state_inf_and_nan_as_torch(dg, kind, dtype):
                 assert b.dtype == np.dtype(dtype)
                 np.testing.assert_array_equal(np.isnan(np_of(a)), np.isnan(b), err_msg=f"{case}, {what}")
                 np.testing.assert_allclose(np_of(a), b, **tol, err_msg=f"{case}, {what}")
+
+
+@pytest.mark.parametrize("kind,extra", [("LSTM", {}), ("GRU", {}), ("RNN", {})])
+@pytest.mark.parametrize("with_state", [False, True])
+def test_layers_gradcheck_float64(dg, kind, extra, with_state):
+    # float64 finite differences through the whole-sequence layers (two layers, bidirectional, batch_first) w.r.t.
+    # the input, every weight and the initial states: without hx the layers start from zeros (Note [Zero initial
+    # state] in kernels/rnn.cpp skips step 0's products), with hx from the given states
+    layer = getattr(dg.nn, kind)(2, 3, num_layers=2, bidirectional=True, batch_first=True, **extra).double()
+    names = [n for n, _ in layer.named_parameters()]
+    rng = np.random.default_rng(2)
+    x = dg.tensor(rng.standard_normal((2, 3, 2)), requires_grad=True)
+    h_size = extra.get("proj_size", 3)
+    hv = [dg.tensor(rng.standard_normal((4, 2, s)), requires_grad=True)
+          for s in ((h_size, 3) if kind == "LSTM" else (3,))]
+    params = [p.detach().clone().requires_grad_() for p in layer.parameters()]
+
+    def fn(x, *args):
+        states, weights = args[:len(hv)], args[len(hv):]
+        from dyngrad.func import functional_call
+        hx = (tuple(states) if kind == "LSTM" else states[0]) if with_state else None
+        out, s = functional_call(layer, dict(zip(names, weights)), (x, hx))
+        return (out * out).sum() + sum(t.sum() for t in (s if isinstance(s, tuple) else (s,)))
+
+    assert dg.autograd.gradcheck(fn, (x, *hv, *params))
