@@ -44,6 +44,11 @@ Tensor transposed_view(const Tensor& t, int64_t offset, int64_t r, int64_t c) {
 // product over the other L-1 steps, without the small product and the add of its (G*H, H) result (the add of +0
 // changes no bits but -0's sign, which the product would also have made +0: -0 + +0 = +0; dW's -0 entries occur
 // only where every term is -0, ignored). One pass over N x H (and G*H x H, N x G*H) values to check.
+// Measured (one layer 32 x 50, 4 x 128 gates, float32, 1 thread, CPU time, a zero h0 against one with a single
+// 1e-30 entry taking turns, 150 calls each, two runs, Xeon family 6 model 167, 2 cores, KVM, load 5-7): forward best
+// 1.75 -> 1.72 and 1.69 -> 1.59 ms, median 1.93 -> 1.91 and 1.91 -> 1.87; forward + backward best 5.12 -> 5.04 and
+// 5.48 -> 5.38, median 5.97 -> 5.89 and 6.33 -> 6.25: ~1.5% of the layer, ~1% of the lstm-train step. The float64
+// LSTMCell program (a one-step layer per cell call: only its first step has a zero h0) gives the same bits.
 template <typename T>
 bool all_zero(const T* p, int64_t n) {  // (-0 counts as zero: its products are zeros too)
   for (int64_t i = 0; i < n; ++i)
