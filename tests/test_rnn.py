@@ -494,3 +494,72 @@ def test_cells_second_order_and_tangents_as_step_functions(dg, kind):
         v_fused, v_steps = dg.func.vmap(fused)(xs, *hs), dg.func.vmap(steps)(xs, *hs)
     for a, b in zip(v_fused, v_steps):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+def test_zero_initial_state_inf_and_nan_as_torch(dg, kind, dtype):
+    # Note [Zero initial state] in kernels/rnn.cpp: with h0 zero, step 0's h0 W^T and its dW share are skipped only
+    # where that is exact: an inf in W_hh still makes step 0's gates NaN (0 * inf), and a NaN in step 0's output
+    # gradient still reaches dW_hh (through dgh_0^T h0), as in torch; finite inputs match torch, with and without
+    # an explicit zero hx
+    ours, theirs = pair(dg, kind, 3, 5, 2)
+    rng = np.random.default_rng(7)
+    xv = rng.standard_normal((4, 3, 3))
+    tdt = getattr(torch, dtype)
+    ours = ours.to(getattr(dg, dtype))
+    theirs = theirs.to(tdt)
+    zeros = np.zeros((2, 3, 5))
+    for case in ("finite", "inf weight", "nan grad"):
+        with torch.no_grad():
+            theirs.weight_hh_l1.copy_(torch.tensor(np_of(ours.weight_hh_l1)))
+            if case == "inf weight":
+                theirs.weight_hh_l1[1, 2] = float("inf")
+        with dg.no_grad():
+            ours.weight_hh_l1.copy_(dg.tensor(theirs.weight_hh_l1.detach().numpy()))
+        g = rng.standard_normal((4, 3, 5))
+        if case == "nan grad":
+            g[0, 1, 3] = np.nan
+        for hx in (None, zeros):
+            theirs.zero_grad()
+            ours.zero_grad()
+            t_h = None if hx is None else tuple(torch.tensor(hx, dtype=tdt) for _ in range(2 if kind == "LSTM" else 1))
+            o_h = None if hx is None else tuple(dg.tensor(hx.astype(dtype)) for _ in range(2 if kind == "LSTM" else 1))
+            if t_h is not None and kind != "LSTM":
+                t_h, o_h = t_h[0], o_h[0]
+            tout, _ = theirs(torch.tensor(xv, dtype=tdt), t_h)
+            (tout * torch.tensor(g, dtype=tdt)).sum().backward()
+            out, _ = ours(dg.tensor(xv.astype(dtype)), o_h)
+            (out * dg.tensor(g.astype(dtype))).sum().backward()
+            tol = dict(rtol=1e-9, atol=1e-11) if dtype == "float64" else dict(rtol=2e-4, atol=2e-5)
+            for a, b, what in [(out, tout, "output")] + [(p.grad, q.grad, n) for (n, p), q in
+                                                        zip(ours.named_parameters(), theirs.parameters())]:
+                b = b.detach().numpy()
+                assert b.dtype == np.dtype(dtype)
+                np.testing.assert_array_equal(np.isnan(np_of(a)), np.isnan(b), err_msg=f"{case}, {what}")
+                np.testing.assert_allclose(np_of(a), b, **tol, err_msg=f"{case}, {what}")
+
+
+@pytest.mark.parametrize("kind,extra", [("LSTM", {}), ("GRU", {}), ("RNN", {})])
+@pytest.mark.parametrize("with_state", [False, True])
+def test_layers_gradcheck_float64(dg, kind, extra, with_state):
+    # float64 finite differences through the whole-sequence layers (two layers, bidirectional, batch_first) w.r.t.
+    # the input, every weight and the initial states: without hx the layers start from zeros (Note [Zero initial
+    # state] in kernels/rnn.cpp skips step 0's products), with hx from the given states
+    layer = getattr(dg.nn, kind)(2, 3, num_layers=2, bidirectional=True, batch_first=True, **extra).double()
+    names = [n for n, _ in layer.named_parameters()]
+    rng = np.random.default_rng(2)
+    x = dg.tensor(rng.standard_normal((2, 3, 2)), requires_grad=True)
+    h_size = extra.get("proj_size", 3)
+    hv = [dg.tensor(rng.standard_normal((4, 2, s)), requires_grad=True)
+          for s in ((h_size, 3) if kind == "LSTM" else (3,))]
+    params = [p.detach().clone().requires_grad_() for p in layer.parameters()]
+
+    def fn(x, *args):
+        states, weights = args[:len(hv)], args[len(hv):]
+        from dyngrad.func import functional_call
+        hx = (tuple(states) if kind == "LSTM" else states[0]) if with_state else None
+        out, s = functional_call(layer, dict(zip(names, weights)), (x, hx))
+        return (out * out).sum() + sum(t.sum() for t in (s if isinstance(s, tuple) else (s,)))
+
+    assert dg.autograd.gradcheck(fn, (x, *hv, *params))

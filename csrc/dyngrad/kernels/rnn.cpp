@@ -9,6 +9,7 @@
 #pragma GCC target("prefer-vector-width=512")
 #endif
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <type_traits>
@@ -33,6 +34,39 @@ Tensor matrix_view(const Tensor& t, int64_t offset, int64_t rows, int64_t cols, 
 // the transpose of a contiguous (r, c) matrix, as a view
 Tensor transposed_view(const Tensor& t, int64_t offset, int64_t r, int64_t c) {
   return make_view(t, {c, r}, {1, c}, t->offset + offset);
+}
+
+// Note [Zero initial state]: nn.LSTM/GRU/RNN called without hx start from zeros (the module makes them), and then
+// step 0's recurrent product h0 W^T (forward) and its share dgh_0^T h0 of dW (backward) are zeros: both are skipped
+// where that is exact. The forward skips h0 W^T when h0 is all zeros and W has no inf or NaN (0 * inf is NaN); a
+// zero product is +0 (its chains start from +0), and x + +0 + b is what the cell computes from it, so the bits are
+// the same. The backward drops dgh_0^T h0 when h0 is all zeros and step 0's dgh is finite: dW is then the one
+// product over the other L-1 steps, without the small product and the add of its (G*H, H) result (the add of +0
+// changes no bits but -0's sign, which the product would also have made +0: -0 + +0 = +0; dW's -0 entries occur
+// only where every term is -0, ignored). One pass over N x H (and G*H x H, N x G*H) values to check.
+// Measured (one layer 32 x 50, 4 x 128 gates, float32, 1 thread, CPU time, a zero h0 against one with a single
+// 1e-30 entry taking turns, 150 calls each, two runs, Xeon family 6 model 167, 2 cores, KVM, load 5-7): forward best
+// 1.75 -> 1.72 and 1.69 -> 1.59 ms, median 1.93 -> 1.91 and 1.91 -> 1.87; forward + backward best 5.12 -> 5.04 and
+// 5.48 -> 5.38, median 5.97 -> 5.89 and 6.33 -> 6.25: ~1.5% of the layer, ~1% of the lstm-train step. The float64
+// LSTMCell program (a one-step layer per cell call: only its first step has a zero h0) gives the same bits.
+template <typename T>
+bool all_zero(const T* p, int64_t n) {  // (-0 counts as zero: its products are zeros too)
+  for (int64_t i = 0; i < n; ++i)
+    if (p[i] != T(0)) return false;  // NaN too
+  return true;
+}
+// no inf or NaN: an exponent field of all ones, found by an integer OR over the bits (vectorises)
+template <typename T>
+bool all_finite(const T* p, int64_t n) {
+  using U = typename std::conditional<sizeof(T) == 4, uint32_t, uint64_t>::type;
+  const U exponent = sizeof(T) == 4 ? U(0x7f800000u) : U(0x7ff0000000000000ull);
+  U bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    U bits;
+    std::memcpy(&bits, p + i, sizeof(T));
+    bad |= (bits & exponent) == exponent ? U(1) : U(0);
+  }
+  return bad == 0;
 }
 
 template <typename T>
@@ -222,7 +256,8 @@ bool packed_steps(int64_t rows) {
 
 template <typename T>
 void forward(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor& w, const Tensor& b, int64_t mode,
-             bool reverse, const Tensor& out, const Tensor& ws, const StepWeight<T>* wt_packed, int64_t n0, int64_t n1) {
+             bool reverse, const Tensor& out, const Tensor& ws, const StepWeight<T>* wt_packed, bool zero_h0,
+             int64_t n0, int64_t n1) {
   const int64_t L = gi->shape[0], N = gi->shape[1], H = h0->shape[1], GH = gi->shape[2];
   const std::vector<T> bias = bias_or_zeros<T>(b, GH);
   const T* bb = bias.data();
@@ -234,10 +269,16 @@ void forward(const Tensor& gi, const Tensor& h0, const Tensor& c0, const Tensor&
   const T* c_prev = c0 ? c0->data<T>() : nullptr;
   for (int64_t k = 0; k < L; ++k) {
     const int64_t t = reverse ? L - 1 - k : k;
-    if (few_rows)  // (n1 - n0, G*H): h_prev W^T for this block's rows
+    if (k == 0 && zero_h0) {  // Note [Zero initial state]
+      if (few_rows)
+        std::fill(gh_t->data<T>(), gh_t->data<T>() + (n1 - n0) * GH, T(0));
+      else
+        gh_t = zeros({n1 - n0, GH}, gi->dtype);
+    } else if (few_rows) {  // (n1 - n0, G*H): h_prev W^T for this block's rows
       wt_packed->times(h_prev + n0 * H, H, n1 - n0, gh_t->data<T>());
-    else
+    } else {
       gh_t = matmul_kernel(h_prev_t, wt);
+    }
     const T* gh = gh_t->data<T>() - n0 * GH;          // (indexed by the row's number in the batch)
     const T* x = gi->data<T>() + t * N * GH;
     T* h = out->data<T>() + t * N * H;
@@ -304,8 +345,10 @@ void forward_layer(const Tensor& gi, const Tensor& h0, const Tensor& c0, const T
   std::unique_ptr<StepWeight<T>> wt_packed;
   if (packed_steps<T>((N + blocks - 1) / blocks))
     wt_packed.reset(new StepWeight<T>(w->data<T>(), H, GH, w->strides[1], w->strides[0]));
+  // Note [Zero initial state]
+  const bool zero_h0 = all_zero(h0->data<T>(), N * H) && w->is_contiguous() && all_finite(w->data<T>(), GH * H);
   for_row_blocks(N, blocks, [&](int64_t n0, int64_t n1) {
-    forward<T>(gi, h0, c0, w, b, mode, reverse, out, ws, wt_packed.get(), n0, n1);
+    forward<T>(gi, h0, c0, w, b, mode, reverse, out, ws, wt_packed.get(), zero_h0, n0, n1);
   });
 }
 
@@ -442,10 +485,16 @@ RnnLayerGrads backward(const Tensor& grad, const Tensor& h0, const Tensor& c0, c
     // dW = sum over steps of dgh_t^T h_prev: the steps after the first as one product over (L-1) N rows, whose
     // h_prev are out[0]'s rows shifted by one step, plus the first step's with h0.
     const int64_t first = time(0), M = (L - 1) * N;
-    r.dw = matmul_kernel(transposed_view(dgh, first * N * GH, N, GH), h0);
-    if (M > 0) {
-      const int64_t g_off = reverse ? 0 : N * GH, h_off = reverse ? N * H : 0;
-      add_into_kernel(r.dw, matmul_kernel(transposed_view(dgh, g_off, M, GH), matrix_view(out, h_off, M, H, H)));
+    const int64_t g_off = reverse ? 0 : N * GH, h_off = reverse ? N * H : 0;
+    // Note [Zero initial state]: without step 0's share when h0 is zero
+    const bool drop_first = M > 0 && all_zero(h0->data<T>(), N * H) &&
+                            all_finite(dgh->data<T>() + first * N * GH, N * GH);
+    if (drop_first) {
+      r.dw = matmul_kernel(transposed_view(dgh, g_off, M, GH), matrix_view(out, h_off, M, H, H));
+    } else {
+      r.dw = matmul_kernel(transposed_view(dgh, first * N * GH, N, GH), h0);
+      if (M > 0)
+        add_into_kernel(r.dw, matmul_kernel(transposed_view(dgh, g_off, M, GH), matrix_view(out, h_off, M, H, H)));
     }
   }
   if (want_db) {
