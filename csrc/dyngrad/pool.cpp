@@ -106,6 +106,14 @@ void deallocate(void* p, size_t bytes) noexcept {
 // evicted recently are remembered (a few dozen, `ghosts`), and a miss on one of them raises the capacity by that
 // size, up to twice the peak working set: a periodic loop grows the cache to its reuse set, while a generator,
 // whose evicted sizes are never asked for again, keeps the bound above.
+//
+// Note [Hot buffers first]: of the cached blocks of a size, an allocation takes the one freed last (LIFO), whose
+// lines are the likeliest to be still in the caches; the one freed first (what std::multimap::find returns) is the
+// coldest, and taking it made a step cycle through every cached block of a size. Measured (bench/torch_pairs.py's
+// "touched": pages one step references; Xeon family 6 model 167, KVM, 1 thread, load 5): the footprint hardly
+// changed (cnn-train 28.9 -> 28.8 MiB, lstm-train 28.1 -> 25.5, gpt-train 55.2 -> 54.8), since a training step
+// holds nearly all its buffers of a size live at once and so touches them all in either order; LIFO is kept
+// because it is never worse and is the order glibc's bins (what PyTorch's CPU allocator uses) reuse in.
 namespace {
 constexpr size_t kLargeBuffer = size_t(64) << 10;  // from here on, freed buffers are cached for reuse
 constexpr size_t kHugeBuffer = size_t(1) << 20;    // from here on, they are also huge-page backed
@@ -178,8 +186,10 @@ void* allocate_buffer(size_t bytes) {
   BufferCache& cache = buffer_cache();
   {
     std::lock_guard<std::mutex> lock(cache.mutex);
-    auto it = cache.by_size.find(size);
-    if (it != cache.by_size.end()) {
+    // the most recently freed block of the size (Note [Hot buffers first]): a multimap keeps equal keys in
+    // insertion order, so that is the last of the size's range
+    auto it = cache.by_size.upper_bound(size);
+    if (it != cache.by_size.begin() && (--it)->first == size) {
       void* p = it->second->p;
       cache.by_age.erase(it->second);
       cache.by_size.erase(it);
