@@ -54,7 +54,14 @@ other processes cool the caches between any two steps, which compresses every ra
 (1.13/1.15 cnn, 1.15/1.17 lstm, 1.11/1.13 transformer, 1.06/1.09 wide MLP, 1.01/1.04 gpt at 1/2 threads) had no
 twin control. dyngrad's steps reference fewer pages than torch's except in the CNN (whose 1.2 MiB activations get
 2 MiB huge pages, counted whole), and in a fresh process each alone, 3 steps grow the peak RSS (VmHWM) by
-torch/dyngrad 29/20 MiB (cnn), 33/15 (lstm), 41/10 (transformer), 34/17 (wide MLP), 68/38 (gpt). The 2-thread
+torch/dyngrad 29/20 MiB (cnn), 33/15 (lstm), 41/10 (transformer), 34/17 (wide MLP), 68/38 (gpt). A last run of
+LIFO (`--threads 1 --rounds 15 --gap`, load 6-9, 75/75 samples preempted), CPU-time ratios twin/numpy/pair/gap:
+cnn 1.01/1.06/1.06/1.05, lstm 1.02/1.08/1.08/1.08, transformer 1.00/1.03/1.03/1.01, wide MLP 1.00/1.03/1.02/0.99,
+gpt 1.00/1.01/1.00/1.01: pair equals the numpy control in every row, i.e. the slow-down is what touching that many
+bytes costs (cache eviction), not our threads (gap = pair, ours 0 ms). The twin control is milder than numpy
+although it touches as many pages or more (lstm 28.8 MiB against numpy's 24.3): the two torch models share glibc's
+heap, so the buffers the twin frees are the next torch step's allocations, still in the caches; an independent
+library (numpy, or dyngrad with its own buffer cache) cannot hand torch warm memory that way. The 2-thread
 rows could not be measured at this load (torch's 2-thread solo step took 9-25x its 1-thread time, OpenMP threads
 waiting for a preempted partner).
 """
