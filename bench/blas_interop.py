@@ -16,6 +16,13 @@ pools show). Configurations (DYNGRAD_BLAS):
 the library is shared; the bench sets it either way). Timings depend on the machine and its load: the header prints nproc and the load average,
 and the two configurations run one after the other in the same invocation so they see similar load. The tests
 never time anything (tests/test_blas_interop.py checks the configuration itself).
+
+Measured (2026-12-03 19:30 UTC, Intel Xeon family 6 model 167, 2 cores, KVM, load 8.6-9.7 from other jobs; three
+runs of DYNGRAD_BLAS=numpy, one of scipy-openblas32): at 1 thread every median ratio of the shared library was
+0.98-1.04 for 128 and 512 except one dyngrad-after-numpy 512 row at 1.25 (0.89 and 1.04 in the other runs), and the
+p90 ratios 1.00-1.02. The 2-thread rows could not be measured at that load: numpy's 2-thread OpenBLAS product of
+512 x 512 alone took 1.4 ms in one run and 40-62 ms in the two others (its threads waiting for a preempted
+partner), so their ratios (0.37-39) follow the load, not the order of the calls.
 """
 import argparse
 import ctypes

@@ -112,3 +112,17 @@ def test_empty_cache_frees_everything(cpp):
     assert cpp._C._cached_buffer_bytes() >= 4 << 20
     cpp._C._empty_cache()
     assert cpp._C._cached_buffer_bytes() == 0
+
+
+def test_most_recently_freed_buffer_comes_back_first(cpp):
+    """Note [Hot buffers first]: of two cached buffers of one size, the next allocation of that size gets the one
+    freed last (whose lines are likeliest still in the caches), not the one freed first."""
+    n = 1 << 16                      # 256 KiB of float32: a cached size
+    a, b = cpp.zeros(n) + 1.0, cpp.zeros(n) + 2.0
+    first, last = a.data_ptr(), b.data_ptr()
+    del a                            # freed first
+    del b                            # freed last
+    c = cpp.zeros(n)
+    assert c.data_ptr() == last and c.data_ptr() != first
+    d = cpp.zeros(n)
+    assert d.data_ptr() == first     # and the other one after it
