@@ -1005,3 +1005,26 @@ def test_long_dot_and_mv_in_float64_close_to_exact(dg, k):
     if dg.__name__ == "dyngrad":   # (numpy's products, the reference engine's, sum in orders of their own)
         assert dg.tensor(m[2]).dot(dg.tensor(v)).item() == got[2]
         np.testing.assert_array_equal((dg.tensor(m) @ dg.tensor(v)[:, None]).numpy()[:, 0], got)
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_two_norm_over_every_dim_is_one_dot_product(dg, keepdim):
+    """linalg.vector_norm(x) of a real x over every dim is sqrt(x . x) of x flattened (one pass): the value of
+    the sum of squares for contiguous and transposed x, the keepdim shape, gradient x / |x| (0 at a zero x, as
+    torch's), and float64 finite differences."""
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((37, 29))
+    for x in (dg.tensor(a), dg.tensor(a).mT, dg.tensor(a.astype(np.float32))):
+        n = dg.linalg.vector_norm(x, keepdim=keepdim)
+        ref = np.sqrt((x.numpy().astype(np.float64) ** 2).sum())
+        assert tuple(n.shape) == ((1, 1) if keepdim else ())
+        np.testing.assert_allclose(n.numpy(), ref, rtol=1e-6 if x.dtype == dg.float32 else 1e-13)
+    x = dg.tensor(a, requires_grad=True)
+    dg.linalg.vector_norm(x, keepdim=keepdim).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), a / np.sqrt((a ** 2).sum()), rtol=1e-12)
+    z = dg.zeros(3, 4, dtype=dg.float64, requires_grad=True)
+    dg.linalg.vector_norm(z, keepdim=keepdim).sum().backward()
+    np.testing.assert_array_equal(z.grad.numpy(), np.zeros((3, 4)))
+    y = dg.tensor(rng.standard_normal((4, 5)), requires_grad=True)
+    assert dg.autograd.gradcheck(lambda t: dg.linalg.vector_norm(t.mT, keepdim=keepdim), (y,))
+    assert dg.autograd.gradgradcheck(lambda t: dg.linalg.vector_norm(t, keepdim=keepdim), (y,))

@@ -1334,7 +1334,16 @@ def _vector_norm(x, p, dims, keepdim, op):
         # a half type's powers are taken and summed in float32 and the norm rounded once, as torch's: in float16
         # 300^2 already overflows, so |[300, 400]| would be inf (and F.normalize zeros)
         return _C.to_dtype(_vector_norm(_C.to_dtype(x, _C.float32), p, dims, keepdim, op), x.dtype)
-    ax = _C.abs(x)
+    if p == 2 and not x.dtype.is_complex and len(dims) == x.ndim and x.ndim:
+        # every dim of a real x: the sum of squares is one dot product of x with itself (one pass, no |x|^2
+        # temporary; clip_grad_norm_'s per-gradient norms), with the same gradient 2 x
+        flat = _C.reshape(x, (-1,))
+        s = _C.matmul(flat, flat)
+        return _safe_power(_C.reshape(s, (1,) * x.ndim) if keepdim else s, 0.5)
+    if p == 2:
+        square = _real_part(_C.mul(_C.conj(x), x)) if x.dtype.is_complex else _C.mul(x, x)       # |x|^2
+        return _safe_power(_C.sum(square, dims, keepdim, None), 0.5)
+    ax = _C.abs(x)     # (not above: the 2-norm does not need it)
     if p == 0:
         nonzero = _C.compare("ne", ax, _C.scalar_operand(0.0, ax))
         return _zero_gradient(_C.to_dtype(_C.sum(nonzero, dims, keepdim, None), ax.dtype), ax, dims, keepdim)
@@ -1342,9 +1351,6 @@ def _vector_norm(x, p, dims, keepdim, op):
         return _C.amax(ax, dims, keepdim) if p > 0 else _C.amin(ax, dims, keepdim)
     if p == 1:
         return _C.sum(ax, dims, keepdim, None)
-    if p == 2:
-        square = _real_part(_C.mul(_C.conj(x), x)) if x.dtype.is_complex else _C.mul(x, x)       # |x|^2
-        return _safe_power(_C.sum(square, dims, keepdim, None), 0.5)
     if p > 0:
         powered = _safe_power(ax, p)        # |x|^p, with a zero gradient where x = 0
         return _safe_power(_C.sum(powered, dims, keepdim, None), 1 / p)
