@@ -244,7 +244,9 @@ DG_FAST_INLINE Vec<T> vload(const T* p) {
 template <typename T>
 DG_FAST_INLINE void vstore(T* p, Vec<T> v) { std::memcpy(p, &v, sizeof v); }
 template <typename T>
-DG_FAST_INLINE Vec<T> splat(T s) { return Vec<T>{} + s; }
+DG_FAST_INLINE Vec<T> splat(T s) {  // (not Vec{} + s: GCC keeps that 0 + s, a scalar add before each broadcast)
+  return Vec<T>{s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s};
+}
 
 // rows of a group in the scores tile (R x 4 vectors of accumulators: 16 zmm for float32) and in the row and
 // column tiles (by the output's vectors NV: R x NV accumulators)
@@ -348,18 +350,45 @@ void pv_group(int rows, int nv, const T* p, int64_t prs, int64_t pjs, const T* b
   }
 }
 
-// bt[e * ldb + j] = x[j * ldx + e] for j < n, e < E; zeros in columns n .. ldb (the scores tile reads whole vectors)
-template <typename T>
-void transpose_rows(const T* x, int64_t ldx, int64_t n, int64_t E, T* bt, int64_t ldb) {
-  for (int64_t j0 = 0; j0 < n; j0 += 16) {
-    const int64_t jn = std::min<int64_t>(16, n - j0);
-    for (int64_t e = 0; e < E; ++e) {
-      T* dst = bt + e * ldb + j0;
-      for (int64_t j = 0; j < jn; ++j) dst[j] = x[(j0 + j) * ldx + e];
+// x (16 vectors: the rows of a 16 x 16 block) transposed in place: four rounds that swap the off-diagonal blocks
+// of 8, 4, 2 and 1 lanes, two-vector shuffles each (a 16 x 16 float block in 64 permutes, not 256 scalar moves)
+template <typename T, int B>
+DG_FAST_INLINE void swap_blocks(Vec<T>* x) {
+  for (int r = 0; r < kL; ++r) {
+    if (r & B) continue;
+    const Vec<T> a = x[r], b = x[r + B];
+    if constexpr (B == 8) {
+      x[r] = __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+      x[r + B] = __builtin_shufflevector(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    } else if constexpr (B == 4) {
+      x[r] = __builtin_shufflevector(a, b, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+      x[r + B] = __builtin_shufflevector(a, b, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+    } else if constexpr (B == 2) {
+      x[r] = __builtin_shufflevector(a, b, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
+      x[r + B] = __builtin_shufflevector(a, b, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
+    } else {
+      x[r] = __builtin_shufflevector(a, b, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
+      x[r + B] = __builtin_shufflevector(a, b, 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
     }
   }
-  for (int64_t e = 0; e < E; ++e)
-    for (int64_t j = n; j < ldb; ++j) bt[e * ldb + j] = T(0);
+}
+
+// bt[e * ldb + j] = x[j * ldx + e] for j < n, e < E (a multiple of 16); zeros in columns n .. ldb (a multiple of
+// 16: the scores tile reads whole vectors)
+template <typename T>
+void transpose_rows(const T* x, int64_t ldx, int64_t n, int64_t E, T* bt, int64_t ldb) {
+  for (int64_t j0 = 0; j0 < ldb; j0 += kL) {
+    const int64_t jn = std::max<int64_t>(0, std::min<int64_t>(kL, n - j0));
+    for (int64_t e0 = 0; e0 < E; e0 += kL) {
+      Vec<T> blk[kL];
+      for (int r = 0; r < kL; ++r) blk[r] = r < jn ? vload(x + (j0 + r) * ldx + e0) : Vec<T>{};
+      swap_blocks<T, 8>(blk);
+      swap_blocks<T, 4>(blk);
+      swap_blocks<T, 2>(blk);
+      swap_blocks<T, 1>(blk);
+      for (int r = 0; r < kL; ++r) vstore(bt + (e0 + r) * ldb + j0, blk[r]);
+    }
+  }
 }
 
 // ---- rows of the softmax on whole vectors: lanes past the row's n keys are masked, so rows of any length (the
