@@ -496,3 +496,54 @@ def test_small_heads_dropout_on_both_engines(cpp, ref):
         res.append([out.detach().numpy()] + [x.grad.numpy() for x in t])
     for a, b in zip(*res):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def _graph_has_attention(out):
+    stack, visited = [out.grad_fn], 0
+    while stack and visited < 500:
+        n = stack.pop()
+        visited += 1
+        if n is None:
+            continue
+        if "ScaledDotProductAttention" in n.name():
+            return True
+        stack.extend(f for f, _ in n.next_functions)
+    return False
+
+
+@needs_torch
+@pytest.mark.parametrize("batch_first,causal,padding", [(False, False, False), (True, True, False),
+                                                        (False, False, True)])
+def test_multihead_attention_with_small_heads_is_fused_and_matches_torch(dg, batch_first, causal, padding):
+    """nn.MultiheadAttention(64, 2) (heads of 32: the tiled path) with need_weights=False, as the transformer layers
+    call it: one ScaledDotProductAttention node, outputs and gradients of torch's module with the same weights."""
+    L, N, E = 21, 3, 64
+    tm = torch.nn.MultiheadAttention(E, 2, batch_first=batch_first, dtype=torch.float64)
+    mm = dg.nn.MultiheadAttention(E, 2, batch_first=batch_first, dtype=dg.float64)
+    mm.load_state_dict({k: dg.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    x0 = np.random.default_rng(3).standard_normal((N, L, E) if batch_first else (L, N, E))
+    pad = np.zeros((N, L), bool)
+    pad[1, -4:] = True
+    res = []
+    for m, mod in ((dg, mm), (torch, tm)):
+        x = m.tensor(x0, requires_grad=True)
+        kw = {"need_weights": False}
+        if causal:
+            kw.update(attn_mask=m.tensor(np.triu(np.ones((L, L), bool), 1)), is_causal=True)
+        if padding:
+            kw["key_padding_mask"] = m.tensor(pad)
+        out = mod(x, x, x, **kw)[0]
+        if m is dg:
+            assert _graph_has_attention(out)
+        out.square().sum().backward()
+        res.append((out.detach().numpy(), x.grad.numpy(), mod.in_proj_weight.grad.numpy()))
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10)
+
+
+def test_transformer_layer_with_small_heads_is_fused(dg):
+    dg.manual_seed(0)
+    layer = dg.nn.TransformerEncoderLayer(128, 4, dim_feedforward=64, dropout=0.0, batch_first=True)
+    x = dg.randn(2, 19, 128)
+    out = layer(x, src_mask=dg.nn.Transformer.generate_square_subsequent_mask(19), is_causal=True)
+    assert _graph_has_attention(out)
