@@ -250,7 +250,7 @@ DG_FAST_INLINE Vec<T> splat(T s) {  // (not Vec{} + s: GCC keeps that 0 + s, a s
 
 // rows of a group in the scores tile (R x 4 vectors of accumulators: 16 zmm for float32) and in the row and
 // column tiles (by the output's vectors NV: R x NV accumulators)
-template <typename T> constexpr int kScoreRows = sizeof(T) == 4 ? 4 : 2;
+template <typename T> constexpr int kScoreRows = sizeof(T) == 4 ? 6 : 2;
 template <typename T> inline int pv_rows(int nv) {
   if (sizeof(T) == 4) return nv <= 2 ? 8 : 4;
   return nv <= 1 ? 8 : nv <= 2 ? 4 : 2;
@@ -289,12 +289,14 @@ void scores_nc(int nc, const T* a, int64_t lda, const T* bt, int64_t ldb, int64_
 template <typename T>
 void scores_group(int rows, int nc, const T* a, int64_t lda, const T* bt, int64_t ldb, int64_t n, T alpha, T* s,
                   int64_t lds) {
-  if constexpr (kScoreRows<T> == 4) {
+  if constexpr (kScoreRows<T> > 2) {
     switch (rows) {
       case 1: return scores_nc<T, 1>(nc, a, lda, bt, ldb, n, alpha, s, lds);
       case 2: return scores_nc<T, 2>(nc, a, lda, bt, ldb, n, alpha, s, lds);
       case 3: return scores_nc<T, 3>(nc, a, lda, bt, ldb, n, alpha, s, lds);
-      default: return scores_nc<T, 4>(nc, a, lda, bt, ldb, n, alpha, s, lds);
+      case 4: return scores_nc<T, 4>(nc, a, lda, bt, ldb, n, alpha, s, lds);
+      case 5: return scores_nc<T, 5>(nc, a, lda, bt, ldb, n, alpha, s, lds);
+      default: return scores_nc<T, 6>(nc, a, lda, bt, ldb, n, alpha, s, lds);
     }
   } else {
     if (rows == 1) return scores_nc<T, 1>(nc, a, lda, bt, ldb, n, alpha, s, lds);
