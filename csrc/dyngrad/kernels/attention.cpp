@@ -523,7 +523,7 @@ DG_FAST_INLINE void row_dropped_v(T* row, const T* src, int64_t n, uint64_t seed
 }  // namespace tiles
 
 // ---- the small-head path (Note [Attention tiles for small head dims]) ----------------------------------------------
-constexpr int64_t kSmallRows = 64;  // query rows per tile
+constexpr int64_t kSmallRows = 32;  // query rows per tile
 constexpr int64_t kSmallKeys = 64;  // keys per block of the online softmax (a multiple of 16 and of every group)
 
 // DYNGRAD_ATTENTION=generic sends every call to the gemm_into path (for A/B runs and tests), read at each call
