@@ -609,6 +609,11 @@ struct SmallScratch {  // one thread's buffers, kept between calls
     if (buf.size() < n) buf.resize(n);
     return buf.data();
   }
+  // a long sequence's k^T and v^T (E x Lk each) are not kept past the call that needed them
+  void release_if_large() {
+    if (buf.size() > (size_t(1) << 18)) std::vector<T>().swap(buf);
+    if (flags.size() > (size_t(1) << 18)) std::vector<char>().swap(flags);
+  }
 };
 template <typename T>
 SmallScratch<T>& small_scratch() {
@@ -677,6 +682,7 @@ void attention_forward_small(const AttnShape& a, const T* Q, const T* K, const T
         lse[i0 + r] = m[r] + std::log(l[r]);
       }
     }
+    scratch.release_if_large();
   });
 }
 
@@ -769,6 +775,7 @@ void attention_backward_small(const AttnShape& a, const T* G, const T* Q, const 
       if (dk && !dk_written[j]) std::fill(dk + j * a.lddk, dk + j * a.lddk + a.E, T(0));
       if (dv && !dv_written[j]) std::fill(dv + j * a.lddv, dv + j * a.lddv + a.Ev, T(0));
     }
+    scratch.release_if_large();
   });
 }
 
