@@ -12,6 +12,14 @@ engine 14%, layer_norm 5%, GELU 5%, adds 4%, AdamW 3%, reshapes 1.4%, bias sums 
 of torch's step -- products 55%, AdamW 13%, attention 12%, GELU 9%, layer_norm 4%, reshapes 2.4%. Whole step, CPU
 time, best of 40, three alternations of separate processes: dyngrad 60.0-60.3 ms before GELU's one-formula CDF,
 the attention's heads layout and the register-tiled bias sums, 56.1-59.1 after; torch 65.7-69.1.
+
+Attention's tiles (Note [Attention tiles for small head dims], kernels/attention.cpp), 2026-12-03 19:55 UTC, same
+machine, load 0.0-0.4, best of 30, DYNGRAD_ATTENTION=generic (before) then the default (after), torch alongside:
+1 thread (thread CPU time): sdpa family forward 0.425 -> 0.282 ms (torch/dyngrad 0.97x -> 1.52x), forward +
+backward 1.419 -> 0.877 (1.17x -> 1.73x), 5.68 -> 3.51 ms per step; whole step 48.2 -> 46.3 ms (1.06x -> 1.11x).
+2 threads (wall): forward 0.311 -> 0.210 (0.72x -> 1.03x), forward + backward 0.895 -> 0.860 (0.99x -> 0.95x);
+whole step 28.7 -> 28.4 ms (1.12x -> 1.15x). Under load 5-11 (earlier runs) the family's 1-thread ratio was
+1.25x -> 1.65x.
 """
 import argparse
 import os

@@ -1,5 +1,6 @@
 // attention.cpp: the fused scaled-dot-product attention kernels, forward and backward (Note [Fused attention] in
-// ops_nn.cpp), and the counter-based dropout mask they share (Note [Dropout inside attention]).
+// ops_nn.cpp), and the counter-based dropout mask they share (Note [Dropout inside attention]). Heads of 16-64 take
+// the register-tiled path of Note [Attention tiles for small head dims]; other sizes the gemm_into path.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -221,12 +222,21 @@ void finish_scores(const AttnShape& a, const T* M, int64_t i0, int64_t rows, int
 // A causal mask is skipped per group of rows (a group of rows i0.. needs keys up to its last row only), the
 // products write their first block (no zero fill of dq, dk, dv), and nothing goes through gemm_into's packing.
 // The softmax's rows run on whole vectors too (lanes past a row's keys masked: causal rows are 1 .. 64 keys long,
-// and the scalar tails of row_max / exp_shifted_sum were 28% of the forward's samples under perf). Tiles of 64
-// queries and blocks of 64 keys. DYNGRAD_ATTENTION=generic takes the gemm_into path (A/B runs, tests). Measured
-// (bench/attention.py, float32, 1 thread, Xeon family 6 model 167, 2 cores, KVM, load 3-4, ms, separate processes
-// alternating, generic -> tiles): GPT (12, 4, 64, 32) causal forward 0.36 -> 0.27, forward + backward 1.10 -> 0.83;
-// not causal 0.47 -> 0.38, 1.37 -> 1.12; causal with dropout 0.1 0.63 -> 0.49, 1.76 -> 1.29; (2, 4, 512, 64)
-// causal forward 3.2 -> 3.3, forward + backward 10.2 -> 9.5.
+// and the scalar tails of row_max / exp_shifted_sum were 28% of the forward's samples under perf), and so does
+// dropout's hash (dropped). Tiles of 32 queries (P and dP 8 KB each, in L1 beside k^T and v^T) and blocks of 64
+// keys; score groups of 6 rows x 4 vectors (24 accumulators), row/column groups of 8 rows x 2 vectors (4 x 4 for
+// heads of 48-64). Not taken: heads of other sizes (8, 24, 128...), empty q or k; DYNGRAD_ATTENTION=generic takes
+// the gemm_into path (A/B runs, tests: tests/test_attention.py's small_heads tests compare the two).
+// Measured quiet (load 0.6, Xeon family 6 model 167, 2 cores, KVM, float32, 1 thread, thread CPU time, best of 30,
+// the two paths and torch alternating call by call in one process: bench/attention.py; ms, generic -> tiled, torch):
+//   GPT (12, 4, 64, 32) causal    forward 0.377 -> 0.253 (torch 0.419), forward + backward 1.145 -> 0.780 (1.611)
+//   not causal                    forward 0.465 -> 0.340 (0.407),       forward + backward 1.302 -> 1.004 (1.513)
+//   causal, dropout 0.1           forward 0.651 -> 0.377 (2.075),       forward + backward 1.914 -> 0.970 (3.599)
+//   (2, 4, 512, 64) causal        forward 3.15 -> 2.80 (4.49),          forward + backward 9.80 -> 8.15 (16.6)
+// The gpt-train step (bench/gpt_parts.py, same machine, load 0.0-0.3, 1 thread CPU time): attention's family
+// (4 calls) 5.68 -> 3.51 ms of a 48 -> 46 ms step, torch/dyngrad 1.17x -> 1.73x (forward + backward), the step
+// 1.06x -> 1.11x. At 2 threads (wall time) the GPT-sized call takes as long as at one on both paths (0.254 ms
+// forward; the long one scales, 2.80 -> 1.53): the pool's hand-off, not these loops, is what is left there.
 namespace tiles {
 
 template <typename T> struct VecOf;
