@@ -18,7 +18,8 @@ Measured 2026-12-03 20:00 UTC, Intel Xeon family 6 model 167, 2 cores, KVM, load
           4.49, 8.15 9.80 16.6.
 2 threads GPT causal forward 0.254 0.365 0.254, fwd+bwd 0.764 0.968 1.070; (2, 4, 512, 64) causal 1.53 1.68
           2.52, 4.95 5.33 9.45 (wall time; the GPT-sized call does not get faster with the second thread on either
-          path).
+          path here, though _C.attention alone does, 0.210 -> 0.107 ms: likely torch's OpenMP threads, which
+          spin after its calls, holding the second core when ours start).
 """
 import argparse
 import os

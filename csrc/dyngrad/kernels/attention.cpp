@@ -235,8 +235,11 @@ void finish_scores(const AttnShape& a, const T* M, int64_t i0, int64_t rows, int
 //   (2, 4, 512, 64) causal        forward 3.15 -> 2.80 (4.49),          forward + backward 9.80 -> 8.15 (16.6)
 // The gpt-train step (bench/gpt_parts.py, same machine, load 0.0-0.3, 1 thread CPU time): attention's family
 // (4 calls) 5.68 -> 3.51 ms of a 48 -> 46 ms step, torch/dyngrad 1.17x -> 1.73x (forward + backward), the step
-// 1.06x -> 1.11x. At 2 threads (wall time) the GPT-sized call takes as long as at one on both paths (0.254 ms
-// forward; the long one scales, 2.80 -> 1.53): the pool's hand-off, not these loops, is what is left there.
+// 1.06x -> 1.11x. At 2 threads, alternating with torch (bench/attention.py, wall time), the GPT-sized call took as
+// long as at one on both paths (0.254 ms forward; the long one scales, 2.80 -> 1.53), but alone it scales:
+// _C.attention(q, k, v) causal forward, best of 300 wall, load 1.4: 0.210 ms at 1 thread, 0.107 at 2 (batch 48:
+// 0.884, 0.441). So what is lost at 2 threads is outside these loops (likely torch's spinning OpenMP threads
+// taking the second core right after each of its calls, which the alternation puts just before ours).
 namespace tiles {
 
 template <typename T> struct VecOf;
