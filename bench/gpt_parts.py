@@ -4,7 +4,7 @@ step) and its op families timed alone at the step's shapes, forward and forward 
 calls per step so that the table shows each family's share of a step. The two libraries alternate call by call
 (best of --repeat), so a loaded machine slows both alike; ratios are torch / dyngrad (> 1: dyngrad faster).
 
-    python bench/gpt_parts.py [--repeat 40] [--threads 1,2] [--only NAME[,NAME]]
+    python bench/gpt_parts.py [--repeat 40] [--threads 1,2] [--only NAME[,NAME]] [--clock auto|cpu|wall]
 
 Where the time went (2026-12-03, Intel Xeon family 6 model 167, 2 cores, KVM, 1 thread, load 3-5): perf samples of
 dyngrad's step by op family (the root-most op frame of each stack) -- products 54%, attention 12%, Python and the
@@ -12,8 +12,17 @@ engine 14%, layer_norm 5%, GELU 5%, adds 4%, AdamW 3%, reshapes 1.4%, bias sums 
 of torch's step -- products 55%, AdamW 13%, attention 12%, GELU 9%, layer_norm 4%, reshapes 2.4%. Whole step, CPU
 time, best of 40, three alternations of separate processes: dyngrad 60.0-60.3 ms before GELU's one-formula CDF,
 the attention's heads layout and the register-tiled bias sums, 56.1-59.1 after; torch 65.7-69.1.
+
+Attention's tiles (Note [Attention tiles for small head dims], kernels/attention.cpp), 2026-12-03 19:55 UTC, same
+machine, load 0.0-0.4, best of 30, DYNGRAD_ATTENTION=generic (before) then the default (after), torch alongside:
+1 thread (thread CPU time): sdpa family forward 0.425 -> 0.282 ms (torch/dyngrad 0.97x -> 1.52x), forward +
+backward 1.419 -> 0.877 (1.17x -> 1.73x), 5.68 -> 3.51 ms per step; whole step 48.2 -> 46.3 ms (1.06x -> 1.11x).
+2 threads (wall): forward 0.311 -> 0.210 (0.72x -> 1.03x), forward + backward 0.895 -> 0.860 (0.99x -> 0.95x);
+whole step 28.7 -> 28.4 ms (1.12x -> 1.15x). Under load 5-11 (earlier runs) the family's 1-thread ratio was
+1.25x -> 1.65x.
 """
 import argparse
+import os
 import time
 
 import numpy as np
@@ -27,8 +36,11 @@ B, T, C, H, V, LAYERS = 12, 64, 128, 4, 65, 4
 SIZE = {"layers": LAYERS, "heads": H, "width": C, "context": T, "batch": B, "steps": 1, "lr": 1e-3}
 
 
+CLOCK = {"clock": time.perf_counter}  # main() sets it: thread CPU time at one thread (--clock auto), else wall
+
+
 def best_pair(ours, theirs, repeat):
-    """Best wall ms of each, the two alternating call by call after a warm-up."""
+    """Best ms of each (CLOCK's), the two alternating call by call after a warm-up."""
     for fn in (ours, theirs):
         if fn is not None:
             fn()
@@ -38,9 +50,9 @@ def best_pair(ours, theirs, repeat):
         for slot, fn in enumerate((ours, theirs)):
             if fn is None:
                 continue
-            t0 = time.perf_counter()
+            t0 = CLOCK["clock"]()
             fn()
-            times[slot].append(time.perf_counter() - t0)
+            times[slot].append(CLOCK["clock"]() - t0)
     return tuple(1e3 * min(t) if t else None for t in times)
 
 
@@ -149,9 +161,9 @@ def time_phases(ours, theirs, repeat):
     for _ in range(repeat):
         for slot, phases in enumerate(libs):
             for name, fn in phases.items():
-                t0 = time.perf_counter()
+                t0 = CLOCK["clock"]()
                 fn()
-                best[slot][name] = min(best[slot][name], time.perf_counter() - t0)
+                best[slot][name] = min(best[slot][name], CLOCK["clock"]() - t0)
     for name in ours:
         results[name] = tuple(1e3 * b[name] for b in best) + ((None,) if len(libs) == 1 else ())
     return results
@@ -162,6 +174,9 @@ def main():
     parser.add_argument("--repeat", type=int, default=40)
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--only", default="", help="substrings of the family names to run (default: all)")
+    parser.add_argument("--clock", choices=("auto", "cpu", "wall"), default="auto",
+                        help="auto: thread CPU time at one thread (a loaded machine's waits for a core not counted: "
+                             "both libraries run a one-thread step in the calling thread), wall time at more")
     args = parser.parse_args()
     try:
         import torch
@@ -173,7 +188,10 @@ def main():
         dg.set_num_threads(threads)
         if torch:
             torch.set_num_threads(threads)
-        print(f"\n{threads} thread{'s' if threads > 1 else ''}: best ms of {args.repeat}, alternating")
+        cpu = args.clock == "cpu" or (args.clock == "auto" and threads == 1)
+        CLOCK["clock"] = time.thread_time if cpu else time.perf_counter
+        print(f"\n{threads} thread{'s' if threads > 1 else ''}: best ms of {args.repeat} ({'thread CPU' if cpu else 'wall'}"
+              f" time), alternating, load {os.getloadavg()[0]:.1f}")
         if not only:
             run_ours, phases_ours = step_cases(dg)
             run_theirs, phases_theirs = step_cases(torch) if torch else (None, None)

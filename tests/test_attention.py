@@ -392,3 +392,158 @@ def test_outputs_in_the_heads_layout(cpp, causal):
         qn, kn, vn = (z.reshape(B, L, H, E).transpose(0, 2, 1, 3) for z in np.split(x0, 3, axis=2))
         np.testing.assert_allclose(results[0][0], np_attention(qn, kn, vn, causal=causal), rtol=10 * tol,
                                    atol=10 * tol)
+
+
+# Note [Attention tiles for small head dims] (kernels/attention.cpp): head dims 16, 32, 48 and 64 (value dims too)
+# take the register-tiled path; lengths that are not multiples of its groups (4 and 8 rows, 16 keys) nor of its tiles
+# (64 queries, 64 keys), causal with more or fewer keys than queries, masks with a fully masked row.
+_rng = np.random.default_rng(11)
+_dead = _rng.random((33, 65)) > 0.4
+_dead[5] = False
+TILED = [  # (q, k, v shapes, mask, causal, scale)
+    ((2, 3, 37, 32), (2, 3, 37, 32), (2, 3, 37, 32), None, True, None),
+    ((1, 2, 70, 64), (1, 2, 130, 64), (1, 2, 130, 16), None, False, None),
+    ((2, 1, 130, 16), (2, 1, 130, 16), (2, 1, 130, 48), None, True, 0.3),
+    ((1, 2, 20, 32), (1, 2, 150, 32), (1, 2, 150, 32), None, True, None),     # keys no query sees: zero grads
+    ((3, 75, 32), (3, 7, 32), (3, 7, 32), None, True, None),                 # fewer keys than queries
+    ((2, 1, 33, 48), (2, 1, 65, 48), (2, 1, 65, 64), _dead, False, None),     # a fully masked row
+    ((2, 2, 33, 32), (2, 2, 65, 32), (2, 2, 65, 32), _rng.standard_normal((2, 1, 1, 65)), False, 0.5),
+    ((1, 1, 1, 16), (1, 1, 1, 16), (1, 1, 1, 16), None, True, None),
+]
+
+
+def _torch_grads(q, k, v, mask, causal, scale, w):
+    t = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
+    out = torch.nn.functional.scaled_dot_product_attention(
+        *t, attn_mask=None if mask is None else torch.tensor(mask), is_causal=causal, scale=scale)
+    (out * torch.tensor(w)).sum().backward()
+    return [out.detach().numpy()] + [x.grad.numpy() for x in t]
+
+
+@pytest.mark.parametrize("case", range(len(TILED)))
+def test_small_heads_match_the_formula_and_torch(dg, case):
+    sq, sk, sv, mask, causal, scale = TILED[case]
+    q, k, v = inputs(sq, sk, sv, 40 + case)
+    want = np_attention(q, k, v, mask, causal, scale)
+    w = np.random.default_rng(case).standard_normal(want.shape)
+    t = [dg.tensor(a, requires_grad=True) for a in (q, k, v)]
+    out = F(dg).scaled_dot_product_attention(*t, attn_mask=None if mask is None else dg.tensor(mask),
+                                             is_causal=causal, scale=scale)
+    assert "ScaledDotProductAttention" in node_name(out)
+    np.testing.assert_allclose(out.detach().numpy(), want, rtol=1e-10, atol=1e-12)
+    (out * dg.tensor(w)).sum().backward()
+    got = [out.detach().numpy()] + [x.grad.numpy() for x in t]
+    if causal and sk[-2] > sq[-2]:   # keys after the last query take no part
+        assert not got[2][..., sq[-2]:, :].any() and not got[3][..., sq[-2]:, :].any()
+    if torch is not None:
+        for a, b in zip(got, _torch_grads(q, k, v, mask, causal, scale, w)):
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
+    # float32 against the float64 results
+    t32 = [dg.tensor(a.astype(np.float32), requires_grad=True) for a in (q, k, v)]
+    out32 = F(dg).scaled_dot_product_attention(*t32, attn_mask=None if mask is None else dg.tensor(mask),
+                                               is_causal=causal, scale=scale)
+    (out32 * dg.tensor(w.astype(np.float32))).sum().backward()
+    for a, b in zip([out32.detach().numpy()] + [x.grad.numpy() for x in t32], got):
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-4 * max(1.0, np.abs(b).max()))
+
+
+@pytest.mark.parametrize("head,causal,masked", [(16, True, False), (32, False, False), (32, False, True),
+                                                (48, True, False), (64, False, False)])
+def test_small_heads_gradcheck(dg, head, causal, masked):
+    """float64 finite differences of the tiled path: 19 queries and 21 keys (partial groups, a diagonal that
+    crosses them), and the fused backward's own derivative."""
+    q, k, v = inputs((1, 2, 19, head), (1, 2, 21, head), (1, 2, 21, 16 if head == 48 else head), head)
+    mask = None
+    if masked:
+        mask = np.random.default_rng(1).random((19, 21)) > 0.3
+        mask[3] = False
+    t = [dg.tensor(a, requires_grad=True) for a in (q, k, v)]
+    m = dg.tensor(mask) if mask is not None else None
+
+    def fn(a, b, c):
+        return F(dg).scaled_dot_product_attention(a, b, c, attn_mask=m, is_causal=causal)
+    assert dg.autograd.gradcheck(fn, t)
+    if head == 16:
+        assert dg.autograd.gradgradcheck(fn, t)
+
+
+@pytest.mark.parametrize("case", [0, 2, 3, 5])
+def test_small_heads_agree_with_the_generic_path(cpp, monkeypatch, case):
+    """DYNGRAD_ATTENTION=generic sends the same call through the gemm_into path: float64 results agree to rounding;
+    dropout's mask (the hash of the weight's index) is the same on both."""
+    sq, sk, sv, mask, causal, scale = TILED[case]
+    q, k, v = inputs(sq, sk, sv, 60 + case)
+    res = []
+    for mode in ("tiles", "generic"):
+        monkeypatch.setenv("DYNGRAD_ATTENTION", mode)
+        t = [cpp.tensor(a, requires_grad=True) for a in (q, k, v)]
+        out = cpp._C.attention(*t, None if mask is None else cpp.tensor(np.where(mask, 0.0, -np.inf)), causal,
+                               0.25 if scale is None else scale, 0.2, 77)
+        out.sum().backward()
+        res.append([out.detach().numpy()] + [x.grad.numpy() for x in t])
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-12)
+
+
+def test_small_heads_dropout_on_both_engines(cpp, ref):
+    q, k, v = inputs((2, 2, 45, 32), (2, 2, 45, 32), (2, 2, 45, 32), 5)
+    res = []
+    for m in (cpp, ref):
+        m.manual_seed(11)
+        t = [m.tensor(a, requires_grad=True) for a in (q, k, v)]
+        out = F(m).scaled_dot_product_attention(*t, dropout_p=0.2, is_causal=True)
+        out.sum().backward()
+        res.append([out.detach().numpy()] + [x.grad.numpy() for x in t])
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def _graph_has_attention(out):
+    stack, visited = [out.grad_fn], 0
+    while stack and visited < 500:
+        n = stack.pop()
+        visited += 1
+        if n is None:
+            continue
+        if "ScaledDotProductAttention" in n.name():
+            return True
+        stack.extend(f for f, _ in n.next_functions)
+    return False
+
+
+@needs_torch
+@pytest.mark.parametrize("batch_first,causal,padding", [(False, False, False), (True, True, False),
+                                                        (False, False, True)])
+def test_multihead_attention_with_small_heads_is_fused_and_matches_torch(dg, batch_first, causal, padding):
+    """nn.MultiheadAttention(64, 2) (heads of 32: the tiled path) with need_weights=False, as the transformer layers
+    call it: one ScaledDotProductAttention node, outputs and gradients of torch's module with the same weights."""
+    L, N, E = 21, 3, 64
+    tm = torch.nn.MultiheadAttention(E, 2, batch_first=batch_first, dtype=torch.float64)
+    mm = dg.nn.MultiheadAttention(E, 2, batch_first=batch_first, dtype=dg.float64)
+    mm.load_state_dict({k: dg.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    x0 = np.random.default_rng(3).standard_normal((N, L, E) if batch_first else (L, N, E))
+    pad = np.zeros((N, L), bool)
+    pad[1, -4:] = True
+    res = []
+    for m, mod in ((dg, mm), (torch, tm)):
+        x = m.tensor(x0, requires_grad=True)
+        kw = {"need_weights": False}
+        if causal:
+            kw.update(attn_mask=m.tensor(np.triu(np.ones((L, L), bool), 1)), is_causal=True)
+        if padding:
+            kw["key_padding_mask"] = m.tensor(pad)
+        out = mod(x, x, x, **kw)[0]
+        if m is dg:
+            assert _graph_has_attention(out)
+        out.square().sum().backward()
+        res.append((out.detach().numpy(), x.grad.numpy(), mod.in_proj_weight.grad.numpy()))
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10)
+
+
+def test_transformer_layer_with_small_heads_is_fused(dg):
+    dg.manual_seed(0)
+    layer = dg.nn.TransformerEncoderLayer(128, 4, dim_feedforward=64, dropout=0.0, batch_first=True)
+    x = dg.randn(2, 19, 128)
+    out = layer(x, src_mask=dg.nn.Transformer.generate_square_subsequent_mask(19), is_causal=True)
+    assert _graph_has_attention(out)
