@@ -563,8 +563,9 @@ std::vector<Tensor> rnn_layer_backward(const Tensor& grad, const Tensor& gi, con
 // (composite 2.10, torch 1.23); (2, 4, 512, 64) causal forward 3.5 (composite 26.4, torch 3.9), forward+backward
 // 19.5 (51.5, 26.6). Two things made the first version (0.88 / 1.93 ms at the GPT size, 25 ms forward at 512)
 // fast: float32 exp through fast_expf (std::exp does not vectorise) with the row max and sum in 8 lanes; the
-// blocks' products stay on OpenBLAS, since a plain loop for GPT-sized blocks was 1.4-4x slower (matmul.cpp's
-// gemm_into).
+// blocks' products on OpenBLAS (matmul.cpp's gemm_into), a plain loop being 1.4-4x slower. Head dims 16, 32, 48
+// and 64 now take register-tiled products instead, with no packing (Note [Attention tiles for small head dims] in
+// kernels/attention.cpp: the GPT step's 4 attention calls 5.68 -> 3.51 ms, 1 thread); other sizes keep gemm_into.
 namespace {
 bool attention_rows_ok(const Tensor& t);
 
