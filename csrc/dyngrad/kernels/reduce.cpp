@@ -294,8 +294,79 @@ T row_max(const T* x, int64_t n) {
 // Note [Softmax in float32]: a float32 row is exponentiated with fast_expf (~1 ulp, vectorised) into the output
 // row, summed in double, then scaled (or, for log_softmax, turned into (x - m) - log(s)). float64 rows use
 // std::exp. Either way the maximum is subtracted first, so no exp overflows.
+#if defined(__AVX512F__)
+// Note [Softmax in 16 lanes]: a float32 row (the last dim, contiguous) in vectors of 16, the tail masked: the
+// maximum, exp16 of x - max into the output, the sum in float32 (16 lane sums, then across the lanes), then the
+// scale (or (x - m) - log(s)); the same formula as softmax_row's, the sum's order changed.
+// (16, 4, 64, 64), the transformer block's attention weights, 1 thread, Xeon family 6 model 167, KVM: see
+// bench/norm_parts.py for the measured numbers.
+inline __mmask16 tail_mask16(int64_t n) { return (__mmask16)((1u << n) - 1); }  // n in [0, 16)
+
+// max over x[0, n) and, through exps (n floats), exp(x - max) and its sum; returns (max, sum)
+inline std::pair<float, float> row_exp16(const float* x, float* exps, int64_t n) {
+  const int64_t nv = n / 16;
+  const __mmask16 tm = tail_mask16(n - 16 * nv);
+  const __m512 ninf = _mm512_set1_ps(-INFINITY);
+  __m512 mx0 = ninf, mx1 = ninf;
+  int64_t v = 0;
+  for (; v + 2 <= nv; v += 2) {
+    mx0 = _mm512_max_ps(mx0, _mm512_loadu_ps(x + 16 * v));
+    mx1 = _mm512_max_ps(mx1, _mm512_loadu_ps(x + 16 * v + 16));
+  }
+  if (v < nv) mx0 = _mm512_max_ps(mx0, _mm512_loadu_ps(x + 16 * v));
+  if (tm) mx1 = _mm512_max_ps(mx1, _mm512_mask_loadu_ps(ninf, tm, x + 16 * nv));
+  float m = _mm512_reduce_max_ps(_mm512_max_ps(mx0, mx1));
+  // a NaN is dropped by max_ps: the NaN's exp below is NaN, so the sum and every output are NaN, as softmax_row's
+  if (std::isinf(m) && m < 0) m = 0;  // a row of -inf: avoid inf - inf
+  const __m512 mv = _mm512_set1_ps(m);
+  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+  for (v = 0; v + 2 <= nv; v += 2) {
+    const __m512 e0 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + 16 * v), mv));
+    const __m512 e1 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + 16 * v + 16), mv));
+    _mm512_storeu_ps(exps + 16 * v, e0);
+    _mm512_storeu_ps(exps + 16 * v + 16, e1);
+    s0 = _mm512_add_ps(s0, e0);
+    s1 = _mm512_add_ps(s1, e1);
+  }
+  if (v < nv) {
+    const __m512 e0 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + 16 * v), mv));
+    _mm512_storeu_ps(exps + 16 * v, e0);
+    s0 = _mm512_add_ps(s0, e0);
+  }
+  if (tm) {
+    const __m512 e1 = _mm512_maskz_mov_ps(tm, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(tm, x + 16 * nv), mv)));
+    _mm512_mask_storeu_ps(exps + 16 * nv, tm, e1);
+    s1 = _mm512_add_ps(s1, e1);
+  }
+  return {m, _mm512_reduce_add_ps(_mm512_add_ps(s0, s1))};
+}
+
+inline void softmax_row16(const float* row, float* o, int64_t n, bool log) {
+  const auto [m, s] = row_exp16(row, o, n);
+  const int64_t nv = n / 16;
+  const __mmask16 tm = tail_mask16(n - 16 * nv);
+  if (log) {
+    const __m512 mv = _mm512_set1_ps(m), ls = _mm512_set1_ps(std::log(s));
+    for (int64_t v = 0; v < nv; ++v)
+      _mm512_storeu_ps(o + 16 * v, _mm512_sub_ps(_mm512_sub_ps(_mm512_loadu_ps(row + 16 * v), mv), ls));
+    if (tm)
+      _mm512_mask_storeu_ps(o + 16 * nv, tm, _mm512_sub_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(tm, row + 16 * nv), mv), ls));
+  } else {
+    const __m512 inv = _mm512_set1_ps(1.0f / s);
+    for (int64_t v = 0; v < nv; ++v) _mm512_storeu_ps(o + 16 * v, _mm512_mul_ps(_mm512_loadu_ps(o + 16 * v), inv));
+    if (tm) _mm512_mask_storeu_ps(o + 16 * nv, tm, _mm512_mul_ps(_mm512_maskz_loadu_ps(tm, o + 16 * nv), inv));
+  }
+}
+#endif
+
 template <typename T>
 void softmax_row(const T* row, T* o, int64_t n, bool log) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    softmax_row16(row, o, n, log);
+    return;
+  }
+#endif
   T m = row_max(row, n);
   if (std::isinf(m) && m < 0) m = 0;  // a row of -inf: avoid inf - inf
   for (int64_t i = 0; i < n; ++i) o[i] = k_exp<T>(row[i] - m);
@@ -346,9 +417,17 @@ Tensor log_softmax_at_kernel(const Tensor& rows, const int64_t* target, int64_t 
       static thread_local std::vector<T> scratch;
       if ((int64_t)scratch.size() < C) scratch.resize(C);
       const T* row = src + r * C;
+      T* e = scratch.data();
+#if defined(__AVX512F__)
+      if constexpr (std::is_same_v<T, float>) {  // softmax_row16's arithmetic (Note [Softmax in 16 lanes])
+        // (the casts only name T as float: this branch is compiled for float alone, yet in a generic lambda)
+        const auto [m16, s16] = row_exp16(reinterpret_cast<const float*>(row), reinterpret_cast<float*>(e), C);
+        o[r] = (T)(((float)row[target[r]] - m16) - std::log(s16));
+        return;
+      }
+#endif
       T m = row_max(row, C);
       if (std::isinf(m) && m < 0) m = 0;  // as softmax_row
-      T* e = scratch.data();
       for (int64_t i = 0; i < C; ++i) e[i] = k_exp<T>(row[i] - m);
       const double sum = row_sum<T, double>(e, C);
       o[r] = (row[target[r]] - m) - (T)std::log(sum);
@@ -356,6 +435,45 @@ Tensor log_softmax_at_kernel(const Tensor& rows, const int64_t* target, int64_t 
   });
   return out;
 }
+
+#if defined(__AVX512F__)
+namespace {
+// one row of softmax_backward_kernel in float32, 16 lanes: the row's sum, then the row's output
+inline void softmax_backward_row16(const float* g, const float* y, float* d, int64_t n, bool log) {
+  const int64_t nv = n / 16;
+  const __mmask16 tm = tail_mask16(n - 16 * nv);
+  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+  int64_t v = 0;
+  if (log) {
+    for (; v + 2 <= nv; v += 2) {
+      s0 = _mm512_add_ps(s0, _mm512_loadu_ps(g + 16 * v));
+      s1 = _mm512_add_ps(s1, _mm512_loadu_ps(g + 16 * v + 16));
+    }
+    if (v < nv) s0 = _mm512_add_ps(s0, _mm512_loadu_ps(g + 16 * v));
+    if (tm) s1 = _mm512_add_ps(s1, _mm512_maskz_loadu_ps(tm, g + 16 * nv));
+    const __m512 sv = _mm512_set1_ps(_mm512_reduce_add_ps(_mm512_add_ps(s0, s1)));
+    for (v = 0; v < nv; ++v)
+      _mm512_storeu_ps(d + 16 * v, _mm512_fnmadd_ps(exp16(_mm512_loadu_ps(y + 16 * v)), sv, _mm512_loadu_ps(g + 16 * v)));
+    if (tm)
+      _mm512_mask_storeu_ps(d + 16 * nv, tm, _mm512_fnmadd_ps(exp16(_mm512_maskz_loadu_ps(tm, y + 16 * nv)), sv,
+                                                              _mm512_maskz_loadu_ps(tm, g + 16 * nv)));
+    return;
+  }
+  for (; v + 2 <= nv; v += 2) {
+    s0 = _mm512_fmadd_ps(_mm512_loadu_ps(g + 16 * v), _mm512_loadu_ps(y + 16 * v), s0);
+    s1 = _mm512_fmadd_ps(_mm512_loadu_ps(g + 16 * v + 16), _mm512_loadu_ps(y + 16 * v + 16), s1);
+  }
+  if (v < nv) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(g + 16 * v), _mm512_loadu_ps(y + 16 * v), s0);
+  if (tm) s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tm, g + 16 * nv), _mm512_maskz_loadu_ps(tm, y + 16 * nv), s1);
+  const __m512 sv = _mm512_set1_ps(_mm512_reduce_add_ps(_mm512_add_ps(s0, s1)));
+  for (v = 0; v < nv; ++v)
+    _mm512_storeu_ps(d + 16 * v, _mm512_mul_ps(_mm512_loadu_ps(y + 16 * v), _mm512_sub_ps(_mm512_loadu_ps(g + 16 * v), sv)));
+  if (tm)
+    _mm512_mask_storeu_ps(d + 16 * nv, tm, _mm512_mul_ps(_mm512_maskz_loadu_ps(tm, y + 16 * nv),
+                                                          _mm512_sub_ps(_mm512_maskz_loadu_ps(tm, g + 16 * nv), sv)));
+}
+}  // namespace
+#endif
 
 // softmax: da = out * (grad - sum(grad * out)); log_softmax: da = grad - exp(out) * sum(grad), along dim, in one
 // pass per row (the formulas of derivatives.cpp, fused; the sums in double)
@@ -370,6 +488,13 @@ Tensor softmax_backward_kernel(const Tensor& grad, const Tensor& out, int64_t di
         const T* gr = g->data<T>() + r * inner;
         const T* yr = y->data<T>() + r * inner;
         T* d = da->data<T>() + r * inner;
+#if defined(__AVX512F__)
+        if constexpr (std::is_same_v<T, float>) {  // Note [Softmax in 16 lanes]: the sum in float32 lanes
+          softmax_backward_row16(reinterpret_cast<const float*>(gr), reinterpret_cast<const float*>(yr),
+                                 reinterpret_cast<float*>(d), inner, log);
+          return;
+        }
+#endif
         if (log) {
           const T s = (T)row_sum<T, double>(gr, inner);
           for (int64_t i = 0; i < inner; ++i) d[i] = gr[i] - k_exp<T>(yr[i]) * s;
@@ -404,8 +529,118 @@ std::pair<double, double> row_moments(const T* x, int64_t D, double eps) {
   return {mu, 1.0 / std::sqrt(ss / (double)D + eps)};
 }
 
+#if defined(__AVX512F__)
+// Note [layer_norm in 16 lanes]: float32 rows in vectors of 16 (the tail masked), the row in L1 throughout: its
+// mean as a float32 sum (two 16-lane accumulators, then across the lanes), the biased variance from the centred
+// values (a second read of the row from L1), rstd = 1 / sqrt(var + eps) in double, then the output; the backward
+// recomputes the row's moments so and keeps dweight's and dbias's sums of a block of rows in float32 lanes (the
+// blocks fixed by the shape, so the bits do not depend on the thread count), the blocks' sums added in order in
+// double. Measured in bench/norm_parts.py (numbers in its docstring).
+struct Moments16 {
+  __m512 mean, rstd;
+};
+inline Moments16 row_moments16(const float* x, int64_t D, double eps) {
+  const int64_t nv = D / 16;
+  const __mmask16 tm = tail_mask16(D - 16 * nv);
+  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+  int64_t v = 0;
+  for (; v + 2 <= nv; v += 2) {
+    s0 = _mm512_add_ps(s0, _mm512_loadu_ps(x + 16 * v));
+    s1 = _mm512_add_ps(s1, _mm512_loadu_ps(x + 16 * v + 16));
+  }
+  if (v < nv) s0 = _mm512_add_ps(s0, _mm512_loadu_ps(x + 16 * v));
+  if (tm) s1 = _mm512_add_ps(s1, _mm512_maskz_loadu_ps(tm, x + 16 * nv));
+  const __m512 m = _mm512_set1_ps(_mm512_reduce_add_ps(_mm512_add_ps(s0, s1)) / (float)D);
+  s0 = s1 = _mm512_setzero_ps();
+  for (v = 0; v + 2 <= nv; v += 2) {
+    const __m512 d0 = _mm512_sub_ps(_mm512_loadu_ps(x + 16 * v), m);
+    const __m512 d1 = _mm512_sub_ps(_mm512_loadu_ps(x + 16 * v + 16), m);
+    s0 = _mm512_fmadd_ps(d0, d0, s0);
+    s1 = _mm512_fmadd_ps(d1, d1, s1);
+  }
+  if (v < nv) {
+    const __m512 d0 = _mm512_sub_ps(_mm512_loadu_ps(x + 16 * v), m);
+    s0 = _mm512_fmadd_ps(d0, d0, s0);
+  }
+  if (tm) {
+    const __m512 d1 = _mm512_maskz_sub_ps(tm, _mm512_maskz_loadu_ps(tm, x + 16 * nv), m);
+    s1 = _mm512_fmadd_ps(d1, d1, s1);
+  }
+  const double var = (double)_mm512_reduce_add_ps(_mm512_add_ps(s0, s1)) / (double)D;
+  return {m, _mm512_set1_ps((float)(1.0 / std::sqrt(var + eps)))};
+}
+
+void layer_norm_rows16(const float* x, const float* w, const float* b, int64_t rows, int64_t D, double eps,
+                       float* y) {
+  const int64_t nv = D / 16;
+  const __mmask16 tm = tail_mask16(D - 16 * nv);
+  const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
+  for_rows(rows, D, [&](int64_t r) {
+    const float* xr = x + r * D;
+    float* yr = y + r * D;
+    const Moments16 mo = row_moments16(xr, D, eps);
+    for (int64_t v = 0; v < nv; ++v) {
+      const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(xr + 16 * v), mo.mean), mo.rstd);
+      const __m512 wv = w ? _mm512_loadu_ps(w + 16 * v) : one, bv = b ? _mm512_loadu_ps(b + 16 * v) : zero;
+      _mm512_storeu_ps(yr + 16 * v, _mm512_fmadd_ps(xh, wv, bv));
+    }
+    if (tm) {
+      const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(tm, xr + 16 * nv), mo.mean), mo.rstd);
+      const __m512 wv = w ? _mm512_maskz_loadu_ps(tm, w + 16 * nv) : one;
+      const __m512 bv = b ? _mm512_maskz_loadu_ps(tm, b + 16 * nv) : zero;
+      _mm512_mask_storeu_ps(yr + 16 * nv, tm, _mm512_fmadd_ps(xh, wv, bv));
+    }
+  });
+}
+
+// rows [r0, r1): dx, and the rows' sums of g xhat into aw and of g into ab (D floats each, accumulated into)
+void layer_norm_backward_rows16(const float* g, const float* x, const float* w, int64_t r0, int64_t r1, int64_t D,
+                                double eps, float* dx, float* aw, float* ab) {
+  const int64_t nv = D / 16, nfull = 16 * nv;
+  const __mmask16 tm = tail_mask16(D - nfull);
+  const float invD = 1.0f / (float)D;
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* xr = x + r * D;
+    const float* gr = g + r * D;
+    const Moments16 mo = row_moments16(xr, D, eps);
+    __m512 sg = _mm512_setzero_ps(), sgx = _mm512_setzero_ps();
+    auto pass_a = [&](int64_t i, __mmask16 m) {
+      const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, xr + i), mo.mean), mo.rstd);
+      const __m512 gv = _mm512_maskz_loadu_ps(m, gr + i);
+      if (aw) _mm512_mask_storeu_ps(aw + i, m, _mm512_fmadd_ps(gv, xh, _mm512_maskz_loadu_ps(m, aw + i)));
+      if (ab) _mm512_mask_storeu_ps(ab + i, m, _mm512_add_ps(gv, _mm512_maskz_loadu_ps(m, ab + i)));
+      const __m512 gw = w ? _mm512_mul_ps(gv, _mm512_maskz_loadu_ps(m, w + i)) : gv;
+      sg = _mm512_add_ps(sg, gw);
+      sgx = _mm512_fmadd_ps(gw, xh, sgx);
+    };
+    for (int64_t i = 0; i < nfull; i += 16) pass_a(i, (__mmask16)0xFFFF);
+    if (tm) pass_a(nfull, tm);
+    if (!dx) continue;
+    // dx = rstd (gw - mean(gw) - xhat mean(gw xhat))
+    const __m512 mg = _mm512_set1_ps(_mm512_reduce_add_ps(sg) * invD);
+    const __m512 mgx = _mm512_set1_ps(_mm512_reduce_add_ps(sgx) * invD);
+    float* dr = dx + r * D;
+    auto pass_b = [&](int64_t i, __mmask16 m) {
+      const __m512 xh = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, xr + i), mo.mean), mo.rstd);
+      const __m512 gv = _mm512_maskz_loadu_ps(m, gr + i);
+      const __m512 gw = w ? _mm512_mul_ps(gv, _mm512_maskz_loadu_ps(m, w + i)) : gv;
+      const __m512 t = _mm512_fnmadd_ps(xh, mgx, _mm512_sub_ps(gw, mg));
+      _mm512_mask_storeu_ps(dr + i, m, _mm512_mul_ps(mo.rstd, t));
+    };
+    for (int64_t i = 0; i < nfull; i += 16) pass_b(i, (__mmask16)0xFFFF);
+    if (tm) pass_b(nfull, tm);
+  }
+}
+#endif
+
 template <typename T>
 void layer_norm_typed(const T* x, const T* w, const T* b, int64_t rows, int64_t D, double eps, T* y) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    layer_norm_rows16(x, w, b, rows, D, eps, y);
+    return;
+  }
+#endif
   for_rows(rows, D, [&](int64_t r) {
     const T* xr = x + r * D;
     T* yr = y + r * D;
@@ -429,6 +664,26 @@ void layer_norm_backward_typed(const T* g, const T* x, const T* w, int64_t rows,
                                T* dw, T* db) {
   const int64_t block = std::max<int64_t>(32, (rows + 63) / 64), nblocks = (rows + block - 1) / block;
   std::vector<double> part_w(dw ? nblocks * D : 0), part_b(db ? nblocks * D : 0);
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {  // Note [layer_norm in 16 lanes]
+    parallel_for(nblocks, [&](int64_t lo, int64_t hi) {
+      std::vector<float> acc((dw ? D : 0) + (db ? D : 0));
+      float* aw = dw ? acc.data() : nullptr;
+      float* ab = db ? acc.data() + (dw ? D : 0) : nullptr;
+      for (int64_t k = lo; k < hi; ++k) {
+        // float32 lane sums over at most 32 rows at a time, added into the block's double sums
+        for (int64_t r0 = k * block, end = std::min(rows, (k + 1) * block); r0 < end; r0 += 32) {
+          std::fill(acc.begin(), acc.end(), 0.0f);
+          layer_norm_backward_rows16(g, x, w, r0, std::min(end, r0 + 32), D, eps, dx, aw, ab);
+          for (int64_t i = 0; i < D; ++i) {
+            if (aw) part_w[k * D + i] += aw[i];
+            if (ab) part_b[k * D + i] += ab[i];
+          }
+        }
+      }
+    }, std::max<int64_t>(2, parallel_grain() / std::max<int64_t>(block * D, 1)));
+  } else
+#endif
   parallel_for(nblocks, [&](int64_t lo, int64_t hi) {
     std::vector<T> gw(D);
     for (int64_t k = lo; k < hi; ++k) {

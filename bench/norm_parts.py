@@ -1,0 +1,124 @@
+"""The non-product kernels of the transformer-train and gpt-train steps (issue 26), dyngrad against PyTorch in one
+process: layer_norm, softmax along a short last dim, GELU, the scalar multiply, residual and bias adds, the mse loss,
+embedding and cross_entropy, each at the steps' shapes, forward alone and forward + backward, and the two whole
+steps. The two libraries alternate call by call (best of --repeat, wall time), so a loaded machine slows both alike;
+ratios are torch / dyngrad (> 1: dyngrad faster).
+
+    python bench/norm_parts.py [--repeat 200] [--threads 1,2] [--only NAME[,NAME]] [--steps]
+
+Measured: see the docstring's table at the end of this file's history (filled in below once measured).
+"""
+import argparse
+
+import numpy as np
+
+import _path  # noqa: F401
+import dyngrad as dg
+from dyngrad.bench.engines import machine_line
+from dyngrad.bench import workloads
+from gpt_parts import best_pair, step_cases as gpt_step_cases
+
+
+def _leaf(lib, rng, shape, grad=True):
+    return lib.tensor(rng.normal(size=shape).astype(np.float32), requires_grad=grad)
+
+
+def _const(lib, rng, shape):
+    return lib.tensor(rng.normal(size=shape).astype(np.float32))
+
+
+def cases(lib, rng):
+    """name -> (forward fn, forward + backward fn) at the two steps' shapes."""
+    F = lib.nn.functional
+    out = {}
+
+    def fb(forward, grad):
+        def run():
+            forward().backward(grad)
+        return run
+
+    def nograd(forward):
+        def run():
+            with lib.no_grad():
+                forward()
+        return run
+
+    def add(name, forward, grad_shape):
+        grad = None if grad_shape is None else _const(lib, rng, grad_shape)
+        out[name] = (nograd(forward), fb(forward, grad) if grad is not None else (lambda: forward().backward()))
+
+    for rows_name, (b, t) in (("tr", (16, 64)), ("gpt", (12, 64))):
+        x = _leaf(lib, rng, (b, t, 128))
+        w, bias = _leaf(lib, rng, (128,)), _leaf(lib, rng, (128,))
+        add(f"layer_norm {rows_name} ({b},{t},128)", lambda x=x, w=w, bias=bias: F.layer_norm(x, (128,), w, bias),
+            (b, t, 128))
+        h = _leaf(lib, rng, (b, t, 512))
+        add(f"gelu {rows_name} ({b},{t},512)", lambda h=h: F.gelu(h), (b, t, 512))
+        add(f"residual add {rows_name} ({b},{t},128)", lambda x=x: x + x, (b, t, 128))
+    s = _leaf(lib, rng, (16, 4, 64, 64))
+    add("softmax (16,4,64,64)", lambda: F.softmax(s, dim=-1), (16, 4, 64, 64))
+    add("scalar mul (16,4,64,64)", lambda: s * 0.17677669529663687, (16, 4, 64, 64))
+    for n in (384, 128, 512):
+        y, bb = _leaf(lib, rng, (16, 64, n)), _leaf(lib, rng, (n,))
+        add(f"bias add (16,64,{n})", lambda y=y, bb=bb: y + bb, (16, 64, n))
+    xm, tm = _leaf(lib, rng, (16, 64, 128)), _const(lib, rng, (16, 64, 128))
+    add("mse ((x-t)**2).mean() (16,64,128)", lambda: ((xm - tm) ** 2).mean(), None)
+    idx = lib.tensor(rng.integers(0, 65, (12, 64)), dtype=lib.int64)
+    wte, wpe = lib.nn.Embedding(65, 128), lib.nn.Embedding(64, 128)
+    add("embedding wte+wpe (12,64)", lambda: wte(idx) + wpe(lib.arange(64)), (12, 64, 128))
+    logits = _leaf(lib, rng, (768, 65))
+    targets = lib.tensor(rng.integers(0, 65, (768,)), dtype=lib.int64)
+    add("cross_entropy (768,65)", lambda: F.cross_entropy(logits, targets), None)
+    return out
+
+
+def transformer_step(lib):
+    return workloads.transformer_train(lib, {"batch": 16, "seq": 64, "steps": 1, "lr": 0.05}).run
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=200)
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--only", default="", help="substrings of the case names to run (default: all)")
+    parser.add_argument("--steps", action="store_true", help="also time the two whole steps")
+    parser.add_argument("--no-ops", action="store_true", help="skip the per-op cases")
+    args = parser.parse_args()
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    print(machine_line())
+    only = [s for s in args.only.split(",") if s]
+    for threads in (int(t) for t in args.threads.split(",")):
+        dg.set_num_threads(threads)
+        if torch:
+            torch.set_num_threads(threads)
+        print(f"\n{threads} thread{'s' if threads > 1 else ''}: best ms of {args.repeat}, alternating")
+        if args.steps:
+            for name, build in (("transformer-train step", transformer_step),
+                                ("gpt-train step", lambda lib: gpt_step_cases(lib)[0])):
+                w, tw = best_pair(build(dg), build(torch) if torch else None, max(20, args.repeat // 5))
+                print(f"  {name:36s} {w:8.3f} " + (f"{tw:8.3f}  {tw / w:5.2f}x" if tw else ""))
+        if args.no_ops:
+            continue
+        ours = cases(dg, np.random.default_rng(0))
+        theirs = cases(torch, np.random.default_rng(0)) if torch else {}
+        print(f"  {'op':36s} {'fwd dg':>8s} {'fwd pt':>8s}  {'pt/dg':>5s}   {'f+b dg':>8s} {'f+b pt':>8s}  {'pt/dg':>5s}")
+        for name, (fwd, both) in ours.items():
+            if only and not any(s in name for s in only):
+                continue
+            t_fwd, t_both = theirs.get(name, (None, None))
+            w, tw = best_pair(fwd, t_fwd, args.repeat)
+            wb, twb = best_pair(both, t_both, args.repeat)
+            line = f"  {name:36s} {w:8.4f} "
+            if tw is not None:
+                line += f"{tw:8.4f}  {tw / w:5.2f}x   {wb:8.4f} {twb:8.4f}  {twb / wb:5.2f}x"
+            else:
+                line += f"{'':8s}  {'':5s}   {wb:8.4f}"
+            print(line)
+    print("\n" + machine_line())
+
+
+if __name__ == "__main__":
+    main()
