@@ -9,6 +9,7 @@ ratios are torch / dyngrad (> 1: dyngrad faster).
 Measured: see the docstring's table at the end of this file's history (filled in below once measured).
 """
 import argparse
+import time
 
 import numpy as np
 
@@ -16,7 +17,26 @@ import _path  # noqa: F401
 import dyngrad as dg
 from dyngrad.bench.engines import machine_line
 from dyngrad.bench import workloads
-from gpt_parts import best_pair, step_cases as gpt_step_cases
+from gpt_parts import step_cases as gpt_step_cases
+
+
+def best_pair(ours, theirs, repeat, clock=time.perf_counter):
+    """Best ms of each by `clock` (wall, or the calling thread's CPU time: at 1 thread every kernel of both libraries
+    runs on the calling thread, and its CPU time does not count the time a loaded machine gives to others), the two
+    alternating call by call after a warm-up."""
+    for fn in (ours, theirs):
+        if fn is not None:
+            fn()
+            fn()
+    times = ([], [])
+    for _ in range(repeat):
+        for slot, fn in enumerate((ours, theirs)):
+            if fn is None:
+                continue
+            t0 = clock()
+            fn()
+            times[slot].append(clock() - t0)
+    return tuple(1e3 * min(t) if t else None for t in times)
 
 
 def _leaf(lib, rng, shape, grad=True):
@@ -83,6 +103,8 @@ def main():
     parser.add_argument("--only", default="", help="substrings of the case names to run (default: all)")
     parser.add_argument("--steps", action="store_true", help="also time the two whole steps")
     parser.add_argument("--no-ops", action="store_true", help="skip the per-op cases")
+    parser.add_argument("--clock", choices=("auto", "wall", "cpu"), default="auto",
+                        help="auto: the thread's CPU time at 1 thread, wall time at more")
     args = parser.parse_args()
     try:
         import torch
@@ -94,11 +116,14 @@ def main():
         dg.set_num_threads(threads)
         if torch:
             torch.set_num_threads(threads)
-        print(f"\n{threads} thread{'s' if threads > 1 else ''}: best ms of {args.repeat}, alternating")
+        cpu = args.clock == "cpu" or (args.clock == "auto" and threads == 1)
+        clock = time.thread_time if cpu else time.perf_counter
+        print(f"\n{threads} thread{'s' if threads > 1 else ''}: best ms of {args.repeat} ({'thread CPU' if cpu else 'wall'}"
+              f" time), alternating")
         if args.steps:
             for name, build in (("transformer-train step", transformer_step),
                                 ("gpt-train step", lambda lib: gpt_step_cases(lib)[0])):
-                w, tw = best_pair(build(dg), build(torch) if torch else None, max(20, args.repeat // 5))
+                w, tw = best_pair(build(dg), build(torch) if torch else None, max(20, args.repeat // 5), clock)
                 print(f"  {name:36s} {w:8.3f} " + (f"{tw:8.3f}  {tw / w:5.2f}x" if tw else ""))
         if args.no_ops:
             continue
@@ -109,8 +134,8 @@ def main():
             if only and not any(s in name for s in only):
                 continue
             t_fwd, t_both = theirs.get(name, (None, None))
-            w, tw = best_pair(fwd, t_fwd, args.repeat)
-            wb, twb = best_pair(both, t_both, args.repeat)
+            w, tw = best_pair(fwd, t_fwd, args.repeat, clock)
+            wb, twb = best_pair(both, t_both, args.repeat, clock)
             line = f"  {name:36s} {w:8.4f} "
             if tw is not None:
                 line += f"{tw:8.4f}  {tw / w:5.2f}x   {wb:8.4f} {twb:8.4f}  {twb / wb:5.2f}x"

@@ -297,9 +297,11 @@ T row_max(const T* x, int64_t n) {
 #if defined(__AVX512F__)
 // Note [Softmax in 16 lanes]: a float32 row (the last dim, contiguous) in vectors of 16, the tail masked: the
 // maximum, exp16 of x - max into the output, the sum in float32 (16 lane sums, then across the lanes), then the
-// scale (or (x - m) - log(s)); the same formula as softmax_row's, the sum's order changed.
-// (16, 4, 64, 64), the transformer block's attention weights, 1 thread, Xeon family 6 model 167, KVM: see
-// bench/norm_parts.py for the measured numbers.
+// scale (or (x - m) - log(s)); the same formula as softmax_row's, the sum's order changed. Rows of up to 64 stay in
+// registers (softmax_row_regs). (16, 4, 64, 64), the transformer block's attention weights, forward, 1 thread, thread
+// CPU time, best of 200 alternating with torch (bench/norm_parts.py, Xeon family 6 model 167, KVM, load 5-8):
+// 0.280 -> 0.131 ms (torch 0.178); forward + backward 0.580 -> 0.415 (torch 0.470). cross_entropy (768, 65)
+// forward 0.060 -> 0.036 (torch 0.041).
 inline __mmask16 tail_mask16(int64_t n) { return (__mmask16)((1u << n) - 1); }  // n in [0, 16)
 
 // max over x[0, n) and, through exps (n floats), exp(x - max) and its sum; returns (max, sum)
@@ -341,7 +343,55 @@ inline std::pair<float, float> row_exp16(const float* x, float* exps, int64_t n)
   return {m, _mm512_reduce_add_ps(_mm512_add_ps(s0, s1))};
 }
 
+// A row of 16 (NV - 1) < n <= 16 NV elements held in NV registers (one read of the row, one write): short rows,
+// as attention weights over 64 keys, were bound by the latency of the reloads and the per-row reductions.
+template <int NV>
+DG_FAST_INLINE void softmax_row_regs(const float* row, float* o, int64_t n, bool log) {
+  const __mmask16 tm = (__mmask16)(n - 16 * (NV - 1) >= 16 ? 0xFFFF : tail_mask16(n - 16 * (NV - 1)));
+  const __m512 ninf = _mm512_set1_ps(-INFINITY);
+  __m512 v[NV];
+  #pragma GCC unroll 16
+  for (int j = 0; j < NV - 1; ++j) v[j] = _mm512_loadu_ps(row + 16 * j);
+  v[NV - 1] = _mm512_mask_loadu_ps(ninf, tm, row + 16 * (NV - 1));
+  __m512 mx = v[0];
+  #pragma GCC unroll 16
+  for (int j = 1; j < NV; ++j) mx = _mm512_max_ps(mx, v[j]);
+  float m = _mm512_reduce_max_ps(mx);
+  if (std::isinf(m) && m < 0) m = 0;  // a row of -inf: avoid inf - inf
+  const __m512 mv = _mm512_set1_ps(m);
+  if (log) {
+    __m512 sum = _mm512_setzero_ps();
+    #pragma GCC unroll 16
+    for (int j = 0; j < NV; ++j) {
+      v[j] = _mm512_sub_ps(v[j], mv);
+      sum = _mm512_add_ps(sum, exp16(v[j]));  // the masked lanes hold -inf: exp 0
+    }
+    const __m512 ls = _mm512_set1_ps(std::log(_mm512_reduce_add_ps(sum)));
+    #pragma GCC unroll 16
+    for (int j = 0; j < NV - 1; ++j) _mm512_storeu_ps(o + 16 * j, _mm512_sub_ps(v[j], ls));
+    _mm512_mask_storeu_ps(o + 16 * (NV - 1), tm, _mm512_sub_ps(v[NV - 1], ls));
+    return;
+  }
+  __m512 sum = _mm512_setzero_ps();
+  #pragma GCC unroll 16
+  for (int j = 0; j < NV; ++j) {
+    v[j] = exp16(_mm512_sub_ps(v[j], mv));
+    sum = _mm512_add_ps(sum, v[j]);
+  }
+  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+  #pragma GCC unroll 16
+  for (int j = 0; j < NV - 1; ++j) _mm512_storeu_ps(o + 16 * j, _mm512_mul_ps(v[j], inv));
+  _mm512_mask_storeu_ps(o + 16 * (NV - 1), tm, _mm512_mul_ps(v[NV - 1], inv));
+}
+
 inline void softmax_row16(const float* row, float* o, int64_t n, bool log) {
+  switch ((n + 15) / 16) {  // the register path wants 16 (NV - 1) < n <= 16 NV
+    case 1: return softmax_row_regs<1>(row, o, n, log);
+    case 2: return softmax_row_regs<2>(row, o, n, log);
+    case 3: return softmax_row_regs<3>(row, o, n, log);
+    case 4: return softmax_row_regs<4>(row, o, n, log);
+    default: break;
+  }
   const auto [m, s] = row_exp16(row, o, n);
   const int64_t nv = n / 16;
   const __mmask16 tm = tail_mask16(n - 16 * nv);
@@ -421,6 +471,11 @@ Tensor log_softmax_at_kernel(const Tensor& rows, const int64_t* target, int64_t 
 #if defined(__AVX512F__)
       if constexpr (std::is_same_v<T, float>) {  // softmax_row16's arithmetic (Note [Softmax in 16 lanes])
         // (the casts only name T as float: this branch is compiled for float alone, yet in a generic lambda)
+        if (C <= 64) {  // the short rows' register path, so the same bits as log_softmax's
+          softmax_row16(reinterpret_cast<const float*>(row), reinterpret_cast<float*>(e), C, true);
+          o[r] = e[target[r]];
+          return;
+        }
         const auto [m16, s16] = row_exp16(reinterpret_cast<const float*>(row), reinterpret_cast<float*>(e), C);
         o[r] = (T)(((float)row[target[r]] - m16) - std::log(s16));
         return;
@@ -439,7 +494,40 @@ Tensor log_softmax_at_kernel(const Tensor& rows, const int64_t* target, int64_t 
 #if defined(__AVX512F__)
 namespace {
 // one row of softmax_backward_kernel in float32, 16 lanes: the row's sum, then the row's output
+// softmax_backward_row16 for 16 (NV - 1) < n <= 16 NV, the rows in registers (as softmax_row_regs)
+template <int NV>
+DG_FAST_INLINE void softmax_backward_regs(const float* g, const float* y, float* d, int64_t n, bool log) {
+  const __mmask16 tm = (__mmask16)(n - 16 * (NV - 1) >= 16 ? 0xFFFF : tail_mask16(n - 16 * (NV - 1)));
+  __m512 gv[NV], yv[NV];
+  #pragma GCC unroll 16
+  for (int j = 0; j < NV - 1; ++j) {
+    gv[j] = _mm512_loadu_ps(g + 16 * j);
+    yv[j] = _mm512_loadu_ps(y + 16 * j);
+  }
+  gv[NV - 1] = _mm512_maskz_loadu_ps(tm, g + 16 * (NV - 1));
+  yv[NV - 1] = _mm512_maskz_loadu_ps(tm, y + 16 * (NV - 1));
+  __m512 sum = _mm512_setzero_ps();
+  #pragma GCC unroll 16
+  for (int j = 0; j < NV; ++j) sum = log ? _mm512_add_ps(sum, gv[j]) : _mm512_fmadd_ps(gv[j], yv[j], sum);
+  const __m512 sv = _mm512_set1_ps(_mm512_reduce_add_ps(sum));
+  #pragma GCC unroll 16
+  for (int j = 0; j < NV; ++j) {
+    const __m512 r = log ? _mm512_fnmadd_ps(exp16(yv[j]), sv, gv[j]) : _mm512_mul_ps(yv[j], _mm512_sub_ps(gv[j], sv));
+    if (j < NV - 1)
+      _mm512_storeu_ps(d + 16 * j, r);
+    else
+      _mm512_mask_storeu_ps(d + 16 * j, tm, r);
+  }
+}
+
 inline void softmax_backward_row16(const float* g, const float* y, float* d, int64_t n, bool log) {
+  switch ((n + 15) / 16) {  // the register path wants 16 (NV - 1) < n <= 16 NV
+    case 1: return softmax_backward_regs<1>(g, y, d, n, log);
+    case 2: return softmax_backward_regs<2>(g, y, d, n, log);
+    case 3: return softmax_backward_regs<3>(g, y, d, n, log);
+    case 4: return softmax_backward_regs<4>(g, y, d, n, log);
+    default: break;
+  }
   const int64_t nv = n / 16;
   const __mmask16 tm = tail_mask16(n - 16 * nv);
   __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
@@ -535,7 +623,10 @@ std::pair<double, double> row_moments(const T* x, int64_t D, double eps) {
 // values (a second read of the row from L1), rstd = 1 / sqrt(var + eps) in double, then the output; the backward
 // recomputes the row's moments so and keeps dweight's and dbias's sums of a block of rows in float32 lanes (the
 // blocks fixed by the shape, so the bits do not depend on the thread count), the blocks' sums added in order in
-// double. Measured in bench/norm_parts.py (numbers in its docstring).
+// double. Rows of up to 128 stay in registers (layer_norm_rows_regs; the loops over them unrolled by pragma, else GCC
+// kept the row on the stack: 0.046 -> 0.025 ms). (12, 64, 128), the GPT's layer_norm, 1 thread, thread CPU time,
+// best of 300 alternating with torch (bench/norm_parts.py, Xeon family 6 model 167, KVM, load 5-8): forward
+// 0.057 -> 0.025 ms (torch 0.050), forward + backward 0.274 -> 0.153 (torch 0.238).
 struct Moments16 {
   __m512 mean, rstd;
 };
@@ -570,8 +661,116 @@ inline Moments16 row_moments16(const float* x, int64_t D, double eps) {
   return {m, _mm512_set1_ps((float)(1.0 / std::sqrt(var + eps)))};
 }
 
+// Rows of 16 (NV - 1) < D <= 16 NV held in NV registers (a transformer's D = 128 in 8): the row read once, the
+// same arithmetic as row_moments16 but for the order of the lane sums.
+template <int NV>
+struct RowRegs {
+  __m512 v[NV];
+  __mmask16 tm;  // the last vector's lanes
+  DG_FAST_INLINE void load(const float* x, int64_t D) {
+    tm = (__mmask16)(D - 16 * (NV - 1) >= 16 ? 0xFFFF : tail_mask16(D - 16 * (NV - 1)));
+    #pragma GCC unroll 16
+    for (int j = 0; j < NV - 1; ++j) v[j] = _mm512_loadu_ps(x + 16 * j);
+    v[NV - 1] = _mm512_maskz_loadu_ps(tm, x + 16 * (NV - 1));
+  }
+};
+
+template <int NV>
+DG_FAST_INLINE __m512 tree_sum(const __m512* a) {  // a[0] + ... + a[NV - 1], pairwise
+  if constexpr (NV == 1) {
+    return a[0];
+  } else {
+    __m512 t[(NV + 1) / 2];
+    #pragma GCC unroll 16
+    for (int j = 0; j < NV / 2; ++j) t[j] = _mm512_add_ps(a[2 * j], a[2 * j + 1]);
+    if (NV % 2) t[NV / 2] = a[NV - 1];
+    return tree_sum<(NV + 1) / 2>(t);
+  }
+}
+
+// the row's mean and rstd, and x - mean in c (0 in the lanes past D)
+template <int NV>
+DG_FAST_INLINE Moments16 regs_moments(const RowRegs<NV>& x, int64_t D, double eps, __m512* c) {
+  // the row's chain of latencies (sum, mean, squares, variance, rstd) is the cost: multiplications by 1 / D, and
+  // rstd in float32 (a double division and square root took a third of the time)
+  const float invD = 1.0f / (float)D;
+  const __m512 m = _mm512_set1_ps(_mm512_reduce_add_ps(tree_sum<NV>(x.v)) * invD);
+  __m512 sq[NV];
+  #pragma GCC unroll 16
+  for (int j = 0; j < NV; ++j) {
+    c[j] = j == NV - 1 ? _mm512_maskz_sub_ps(x.tm, x.v[j], m) : _mm512_sub_ps(x.v[j], m);
+    sq[j] = _mm512_mul_ps(c[j], c[j]);
+  }
+  const float var = _mm512_reduce_add_ps(tree_sum<NV>(sq)) * invD;
+  return {m, _mm512_set1_ps(1.0f / std::sqrt(var + (float)eps))};
+}
+
+template <int NV>
+void layer_norm_rows_regs(const float* x, const float* w, const float* b, int64_t rows, int64_t D, double eps,
+                          float* y) {
+  for_rows(rows, D, [&](int64_t r) {
+    RowRegs<NV> xr;
+    xr.load(x + r * D, D);
+    __m512 c[NV];
+    const Moments16 mo = regs_moments<NV>(xr, D, eps, c);
+    float* yr = y + r * D;
+    #pragma GCC unroll 16
+    for (int j = 0; j < NV; ++j) {
+      const __mmask16 m = j == NV - 1 ? xr.tm : (__mmask16)0xFFFF;
+      const __m512 xh = _mm512_mul_ps(c[j], mo.rstd);
+      const __m512 wv = w ? _mm512_maskz_loadu_ps(m, w + 16 * j) : _mm512_set1_ps(1.0f);
+      const __m512 bv = b ? _mm512_maskz_loadu_ps(m, b + 16 * j) : _mm512_setzero_ps();
+      _mm512_mask_storeu_ps(yr + 16 * j, m, _mm512_fmadd_ps(xh, wv, bv));
+    }
+  });
+}
+
+template <int NV>
+void layer_norm_backward_rows_regs(const float* g, const float* x, const float* w, int64_t r0, int64_t r1, int64_t D,
+                                   double eps, float* dx, float* aw, float* ab) {
+  const float invD = 1.0f / (float)D;
+  for (int64_t r = r0; r < r1; ++r) {
+    RowRegs<NV> xr, gr;
+    xr.load(x + r * D, D);
+    gr.load(g + r * D, D);
+    __m512 xh[NV], gw[NV], sgx[NV];
+    const Moments16 mo = regs_moments<NV>(xr, D, eps, xh);
+    #pragma GCC unroll 16
+    for (int j = 0; j < NV; ++j) {
+      const __mmask16 m = j == NV - 1 ? xr.tm : (__mmask16)0xFFFF;
+      xh[j] = _mm512_mul_ps(xh[j], mo.rstd);
+      if (aw) _mm512_mask_storeu_ps(aw + 16 * j, m, _mm512_fmadd_ps(gr.v[j], xh[j], _mm512_maskz_loadu_ps(m, aw + 16 * j)));
+      if (ab) _mm512_mask_storeu_ps(ab + 16 * j, m, _mm512_add_ps(gr.v[j], _mm512_maskz_loadu_ps(m, ab + 16 * j)));
+      gw[j] = w ? _mm512_mul_ps(gr.v[j], _mm512_maskz_loadu_ps(m, w + 16 * j)) : gr.v[j];
+      sgx[j] = _mm512_mul_ps(gw[j], xh[j]);
+    }
+    if (!dx) continue;
+    // dx = rstd (gw - mean(gw) - xhat mean(gw xhat))
+    const __m512 mg = _mm512_set1_ps(_mm512_reduce_add_ps(tree_sum<NV>(gw)) * invD);
+    const __m512 mgx = _mm512_set1_ps(_mm512_reduce_add_ps(tree_sum<NV>(sgx)) * invD);
+    float* dr = dx + r * D;
+    #pragma GCC unroll 16
+    for (int j = 0; j < NV; ++j) {
+      const __mmask16 m = j == NV - 1 ? xr.tm : (__mmask16)0xFFFF;
+      const __m512 t = _mm512_fnmadd_ps(xh[j], mgx, _mm512_sub_ps(gw[j], mg));
+      _mm512_mask_storeu_ps(dr + 16 * j, m, _mm512_mul_ps(mo.rstd, t));
+    }
+  }
+}
+
 void layer_norm_rows16(const float* x, const float* w, const float* b, int64_t rows, int64_t D, double eps,
                        float* y) {
+  switch ((D + 15) / 16) {  // the register path wants 16 (NV - 1) < D <= 16 NV
+    case 1: return layer_norm_rows_regs<1>(x, w, b, rows, D, eps, y);
+    case 2: return layer_norm_rows_regs<2>(x, w, b, rows, D, eps, y);
+    case 3: return layer_norm_rows_regs<3>(x, w, b, rows, D, eps, y);
+    case 4: return layer_norm_rows_regs<4>(x, w, b, rows, D, eps, y);
+    case 5: return layer_norm_rows_regs<5>(x, w, b, rows, D, eps, y);
+    case 6: return layer_norm_rows_regs<6>(x, w, b, rows, D, eps, y);
+    case 7: return layer_norm_rows_regs<7>(x, w, b, rows, D, eps, y);
+    case 8: return layer_norm_rows_regs<8>(x, w, b, rows, D, eps, y);
+    default: break;
+  }
   const int64_t nv = D / 16;
   const __mmask16 tm = tail_mask16(D - 16 * nv);
   const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
@@ -596,6 +795,17 @@ void layer_norm_rows16(const float* x, const float* w, const float* b, int64_t r
 // rows [r0, r1): dx, and the rows' sums of g xhat into aw and of g into ab (D floats each, accumulated into)
 void layer_norm_backward_rows16(const float* g, const float* x, const float* w, int64_t r0, int64_t r1, int64_t D,
                                 double eps, float* dx, float* aw, float* ab) {
+  switch ((D + 15) / 16) {  // the register path wants 16 (NV - 1) < D <= 16 NV
+    case 1: return layer_norm_backward_rows_regs<1>(g, x, w, r0, r1, D, eps, dx, aw, ab);
+    case 2: return layer_norm_backward_rows_regs<2>(g, x, w, r0, r1, D, eps, dx, aw, ab);
+    case 3: return layer_norm_backward_rows_regs<3>(g, x, w, r0, r1, D, eps, dx, aw, ab);
+    case 4: return layer_norm_backward_rows_regs<4>(g, x, w, r0, r1, D, eps, dx, aw, ab);
+    case 5: return layer_norm_backward_rows_regs<5>(g, x, w, r0, r1, D, eps, dx, aw, ab);
+    case 6: return layer_norm_backward_rows_regs<6>(g, x, w, r0, r1, D, eps, dx, aw, ab);
+    case 7: return layer_norm_backward_rows_regs<7>(g, x, w, r0, r1, D, eps, dx, aw, ab);
+    case 8: return layer_norm_backward_rows_regs<8>(g, x, w, r0, r1, D, eps, dx, aw, ab);
+    default: break;
+  }
   const int64_t nv = D / 16, nfull = 16 * nv;
   const __mmask16 tm = tail_mask16(D - nfull);
   const float invD = 1.0f / (float)D;
