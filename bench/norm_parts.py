@@ -92,6 +92,36 @@ def cases(lib, rng):
     return out
 
 
+def split_or_whole(repeat, only):
+    """At 2 threads, dyngrad alone: each case with the kernels split over the threads (the default grain) and whole
+    (the grain set past every size), alternating call by call; whole / split > 1: the split pays."""
+    default = dg._C._parallel_grain() if hasattr(dg._C, "_parallel_grain") else 32768
+    ours = cases(dg, np.random.default_rng(0))
+    print(f"  {'op (dyngrad alone, 2 threads)':36s} {'split':>8s} {'whole':>8s}  whole/split (fwd)   {'split':>8s}"
+          f" {'whole':>8s}  whole/split (f+b)")
+    try:
+        for name, fns in ours.items():
+            if only and not any(s in name for s in only):
+                continue
+            line = f"  {name:36s}"
+            for fn in fns:
+                for _ in range(3):
+                    fn()
+                best = {}
+                for _ in range(repeat):
+                    for grain in (default, 1 << 40):
+                        dg._C._set_parallel_grain(grain)
+                        t0 = time.perf_counter()
+                        fn()
+                        best[grain] = min(best.get(grain, 1e9), time.perf_counter() - t0)
+                dg._C._set_parallel_grain(default)
+                a, b = 1e3 * best[default], 1e3 * best[1 << 40]
+                line += f" {a:8.4f} {b:8.4f}  {b / a:5.2f}x            "
+            print(line)
+    finally:
+        dg._C._set_parallel_grain(default)
+
+
 def transformer_step(lib):
     return workloads.transformer_train(lib, {"batch": 16, "seq": 64, "steps": 1, "lr": 0.05}).run
 
@@ -103,6 +133,8 @@ def main():
     parser.add_argument("--only", default="", help="substrings of the case names to run (default: all)")
     parser.add_argument("--steps", action="store_true", help="also time the two whole steps")
     parser.add_argument("--no-ops", action="store_true", help="skip the per-op cases")
+    parser.add_argument("--grain", action="store_true",
+                        help="only: at 2 threads, dyngrad's kernels split over the threads against whole")
     parser.add_argument("--clock", choices=("auto", "wall", "cpu"), default="auto",
                         help="auto: the thread's CPU time at 1 thread, wall time at more")
     args = parser.parse_args()
@@ -112,6 +144,11 @@ def main():
         torch = None
     print(machine_line())
     only = [s for s in args.only.split(",") if s]
+    if args.grain:
+        dg.set_num_threads(2)
+        split_or_whole(args.repeat, only)
+        print("\n" + machine_line())
+        return
     for threads in (int(t) for t in args.threads.split(",")):
         dg.set_num_threads(threads)
         if torch:

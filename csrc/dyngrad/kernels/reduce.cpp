@@ -620,8 +620,8 @@ std::pair<double, double> row_moments(const T* x, int64_t D, double eps) {
 #if defined(__AVX512F__)
 // Note [layer_norm in 16 lanes]: float32 rows in vectors of 16 (the tail masked), the row in L1 throughout: its
 // mean as a float32 sum (two 16-lane accumulators, then across the lanes), the biased variance from the centred
-// values (a second read of the row from L1), rstd = 1 / sqrt(var + eps) in double, then the output; the backward
-// recomputes the row's moments so and keeps dweight's and dbias's sums of a block of rows in float32 lanes (the
+// values (a second read of the row from L1), rstd = 1 / sqrt(var + eps) (in double; in float32 on the register
+// path below), then the output; the backward recomputes the row's moments and keeps dweight's and dbias's sums of a block of rows in float32 lanes (the
 // blocks fixed by the shape, so the bits do not depend on the thread count), the blocks' sums added in order in
 // double. Rows of up to 128 stay in registers (layer_norm_rows_regs; the loops over them unrolled by pragma, else GCC
 // kept the row on the stack: 0.046 -> 0.025 ms). (12, 64, 128), the GPT's layer_norm, 1 thread, thread CPU time,
