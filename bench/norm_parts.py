@@ -4,9 +4,34 @@ embedding and cross_entropy, each at the steps' shapes, forward alone and forwar
 steps. The two libraries alternate call by call (best of --repeat, wall time), so a loaded machine slows both alike;
 ratios are torch / dyngrad (> 1: dyngrad faster).
 
-    python bench/norm_parts.py [--repeat 200] [--threads 1,2] [--only NAME[,NAME]] [--steps]
+    python bench/norm_parts.py [--repeat 200] [--threads 1,2] [--only NAME[,NAME]] [--steps] [--no-ops] [--grain]
 
-Measured: see the docstring's table at the end of this file's history (filled in below once measured).
+At 1 thread the clock is the calling thread's CPU time (every kernel of both libraries runs on it; a loaded machine
+shifts wall time), at 2 threads wall time. --grain times dyngrad alone at 2 threads, each kernel split over the
+threads against whole.
+
+Measured 2026-12-03, Intel Xeon family 6 model 167, 2 cores, KVM, best of 150, before (main at 2c2c2bb) and after
+(the layer_norm / softmax / cross_entropy AVX-512 rows of reduce.cpp) in alternating processes minutes apart, load
+1.3-2.3; ratios torch / dyngrad, 1 thread:
+                                    forward          forward + backward
+                                  before  after      before  after
+    layer_norm (16,64,128)         0.96x  1.93x       0.79x  1.37x     (dyngrad 0.076 -> 0.039 ms fwd)
+    layer_norm (12,64,128)         0.96x  2.01x       0.86x  1.47x     (0.055 -> 0.027 fwd, 0.269 -> 0.159 f+b)
+    softmax (16,4,64,64)           0.70x  1.34x       0.86x  1.10x     (0.270 -> 0.140 fwd)
+    cross_entropy (768,65)         0.67x  1.09x       1.08x  1.44x     (0.062 -> 0.037 fwd)
+    gelu (16,64,512)               0.95x  1.08x       1.03x  1.03x     (unchanged kernels: noise)
+    residual / bias adds, mse      1.1-1.25x fwd, 0.9-2.1x f+b (unchanged)
+    embedding wte+wpe              0.84-0.89x fwd, 1.47x f+b (unchanged; not this file's kernels)
+Whole steps, 1 thread, thread CPU time (load 4.3-5.2, two rounds): transformer-train dyngrad 13.76 / 13.46 ms before,
+13.31 / 12.92 after (torch/dyngrad 1.14 / 1.11 before, 1.14 / 1.13 after); gpt-train 48.3 / 44.5 before, 44.3 /
+43.3 after (1.05 / 1.15 before, 1.10 / 1.08 after): the non-product kernels are a few per cent of the steps, which
+products, attention and the engine dominate (perf).
+2 threads: alternating call by call with torch, dyngrad's split kernels gain nothing (softmax 0.22 ms against 0.14
+at 1 thread) and torch's step after dyngrad's is sometimes slowed 10-25x (390 ms against 15): both libraries' idle
+threads spin. Alone (--grain, load 1.2) only the bias adds' split paid (2.0x fwd); GELU, softmax, layer_norm and
+scalar mul ran at their whole time: perf of a 2-thread GELU loop shows the caller doing 58% of the samples and the
+pool's worker 13% (numpy's OpenBLAS server thread spinning meanwhile): the split tasks rarely reach the worker in
+time, so the grain of these ops was left as it is.
 """
 import argparse
 import time
