@@ -1203,6 +1203,107 @@ bool run_cumulative_extremum(const Tensor& t, PyObject* const* rest, Py_ssize_t 
   return true;
 }
 
+// ---- the shape calls and layer_norm of a transformer's forward ----
+// Note [Fast paths of the gpt step]: the bench's gpt-train forward (bench/workloads.py, nanoGPT's model) makes per
+// step 20 view calls, 16 transposes and 9 layer_norms on top of its 17 linears; through their Python definitions
+// (shape_args and to_int per dim, the shows_as rename that walks the inputs' nodes, the layer_norm checks) they
+// cost 4.1, 2.9 and 9.9 us a call against torch's 0.94, 0.96 and 5.0 (bench/gpt_overhead.py, tiny tensors, Intel
+// Xeon family 6 model 167, KVM, load 4). Here view(ints) / reshape(ints) / view((ints)) / transpose(int, int) run
+// the core call the Python definition makes, and name the node as its shows_as does; _layer_norm_fast is called by
+// the shared layer's layer_norm (python/dyngrad/_api/ops/normalization.py) for the fused case it would take, and
+// returns None for everything else (the Python checks then raise or compose). Anything else, a bool or an int that
+// does not fit int64 among the ints, goes to the fallback, which stays the definition of the errors.
+
+// The ints of view(2, 3) / view((2, 3)) / view([2, 3]) as shape_args reads them (Python ints that fit int64, not
+// bools); false for anything else (a dtype, numpy ints, no argument at all).
+bool parse_shape_args(PyObject* const* rest, Py_ssize_t n, Shape& shape) {
+  PyObject* const* items = rest;
+  if (n == 1 && (PyTuple_Check(rest[0]) || PyList_Check(rest[0]))) {
+    items = PySequence_Fast_ITEMS(rest[0]);
+    n = PySequence_Fast_GET_SIZE(rest[0]);
+  } else if (n == 0) {
+    return false;
+  }
+  shape.resize(n);
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (!parse_int(items[i], shape[i])) return false;
+  return true;
+}
+
+// Tensor.view(*shape): python/dyngrad/_api/ops/shape.py's view, @shows_as("View")
+bool run_view(const Tensor& t, PyObject* const* rest, Py_ssize_t n, PyObject** result) {
+  Shape shape;
+  if (!parse_shape_args(rest, n, shape)) return false;
+  Tensor out = view(t, shape);
+  rename_new_node(out, t, "ViewBackward");
+  *result = to_python(std::move(out));
+  return true;
+}
+
+// Tensor.reshape(*shape): shape.py's reshape_method
+bool run_reshape(const Tensor& t, PyObject* const* rest, Py_ssize_t n, PyObject** result) {
+  Shape shape;
+  if (!parse_shape_args(rest, n, shape)) return false;
+  *result = to_python(reshape(t, shape));
+  return true;
+}
+
+// transpose(t, dim0, dim1) / t.transpose(dim0, dim1): shape.py's transpose, @shows_as("Transpose") (the core wraps
+// and checks the dims, as for the Python definition)
+bool run_transpose(const Tensor& t, PyObject* const* rest, Py_ssize_t n, PyObject** result) {
+  int64_t d0 = 0, d1 = 0;
+  if (n != 2 || !parse_int(rest[0], d0) || !parse_int(rest[1], d1)) return false;
+  Tensor out = transpose(t, d0, d1);
+  rename_new_node(out, t, "TransposeBackward");
+  *result = to_python(std::move(out));
+  return true;
+}
+
+// _layer_norm_fast(input, normalized_shape, weight, bias, eps): layer_norm's fused case (normalization.py): a real
+// floating input, weight and bias None or of its dtype and of the shape normalized_shape (an int or a tuple or list
+// of ints, at least one, the input's last dims), eps a Python int or float; the result named NativeLayerNormBackward
+// as its shows_as names it. None for any other call (and while a program records: its steps are the Python's).
+PyObject* layer_norm_fast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 5 || !fast_on()) Py_RETURN_NONE;
+  const Tensor* x = tensor_of(args[0]);
+  const Tensor* w = args[2] == Py_None ? nullptr : tensor_of(args[2]);
+  const Tensor* b = args[3] == Py_None ? nullptr : tensor_of(args[3]);
+  if (!x || (!w && args[2] != Py_None) || (!b && args[3] != Py_None)) Py_RETURN_NONE;
+  const DType dt = (*x)->dtype;
+  if (!is_floating(dt) || (w && (*w)->dtype != dt) || (b && (*b)->dtype != dt)) Py_RETURN_NONE;
+  Shape ns;
+  if (PyLong_Check(args[1])) {
+    ns.resize(1);
+    if (!parse_int(args[1], ns[0])) Py_RETURN_NONE;
+  } else if (!parse_shape_args(args + 1, 1, ns)) {
+    Py_RETURN_NONE;
+  }
+  const int64_t k = (int64_t)ns.size(), nd = (*x)->ndim();
+  if (k < 1 || k > nd) Py_RETURN_NONE;
+  for (int64_t i = 0; i < k; ++i)
+    if ((*x)->shape[nd - k + i] != ns[i]) Py_RETURN_NONE;
+  if ((w && (*w)->shape != ns) || (b && (*b)->shape != ns)) Py_RETURN_NONE;
+  double eps = 0;
+  if (PyFloat_Check(args[4])) {
+    eps = PyFloat_AS_DOUBLE(args[4]);
+  } else if (PyLong_Check(args[4])) {
+    eps = PyLong_AsDouble(args[4]);
+    if (eps == -1.0 && PyErr_Occurred()) {
+      PyErr_Clear();
+      Py_RETURN_NONE;
+    }
+  } else {
+    Py_RETURN_NONE;
+  }
+  DG_PY_TRY
+  Tensor out = layer_norm(*x, w ? *w : Tensor(), b ? *b : Tensor(), k, eps);
+  if (out->grad_fn && out->grad_fn != (*x)->grad_fn && (!w || out->grad_fn != (*w)->grad_fn) &&
+      (!b || out->grad_fn != (*b)->grad_fn))
+    out->grad_fn->display_name = "NativeLayerNormBackward";
+  return to_python(std::move(out));
+  DG_PY_CATCH
+}
+
 template <TensorCall Run>
 PyObject* tensor_call_function(PyObject* fallback, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
   const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
@@ -1402,6 +1503,9 @@ const Entry kEntries[] = {
     {"div_", nullptr, &binary_inplace_method<&div, BinaryKind::Div>,
      &fallback_of<&binary_inplace_method<&div, BinaryKind::Div>>},
     {"linear", &linear_function, nullptr, nullptr},
+    {"view", nullptr, &tensor_call_method<&run_view>, &fallback_of<&tensor_call_method<&run_view>>},
+    {"reshape", nullptr, &tensor_call_method<&run_reshape>, &fallback_of<&tensor_call_method<&run_reshape>>},
+    tensor_call_entry<&run_transpose>("transpose"),
     tensor_call_entry<&run_sort>("sort"),
     tensor_call_entry<&run_argsort>("argsort"),
     tensor_call_entry<&run_topk>("topk"),
@@ -2166,6 +2270,20 @@ py::dict install_fast_paths(py::dict fallbacks, py::dict docs) {
   }
   PyType_Modified(g_tensor_type);
   return functions;
+}
+
+// _C._layer_norm_fast (Note [Fast paths of the gpt step]), added to the module by bind_tensor (tensor_bind.cpp)
+void bind_fast_helpers(py::module_& m) {
+  static PyMethodDef defs[] = {
+      {"_layer_norm_fast", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&layer_norm_fast)),
+       METH_FASTCALL,
+       "_layer_norm_fast(input, normalized_shape, weight, bias, eps): layer_norm's fused case, or None"},
+  };
+  for (PyMethodDef& def : defs) {
+    PyObject* fn = PyCFunction_NewEx(&def, nullptr, m.ptr());
+    if (!fn) throw py::error_already_set();
+    m.attr(def.ml_name) = py::reinterpret_steal<py::object>(fn);
+  }
 }
 
 }  // namespace dyngrad

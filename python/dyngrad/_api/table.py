@@ -514,12 +514,12 @@ laguerre_polynomial_l ops.special.laguerre_polynomial_l      special,out - - num
 legendre_polynomial_p ops.special.legendre_polynomial_p      special,out - - numpy
 # ----- shape ------------------------------------------------------------------------------------------------
 reshape           ops.shape.reshape                   fn              -            -   prim
-reshape           ops.shape.reshape_method            method          -            -   prim
-view              ops.shape.view                      method          -            -   view
+reshape           ops.shape.reshape_method            method          -            hot prim
+view              ops.shape.view                      method          -            hot view
 view_as           ops.shape.view_as                   method          -            -   view
 reshape_as        ops.shape.reshape_as                method          -            -   reshape
 flatten           ops.shape.flatten                   fn,method       -            -   reshape
-transpose         ops.shape.transpose                 fn,method       -            -   permute
+transpose         ops.shape.transpose                 fn,method       -            hot permute
 swapaxes          ops.shape.swapaxes                  fn,method       -            -   permute
 swapdims          ops.shape.swapdims                  fn,method       -            -   permute
 movedim           ops.shape.movedim                   fn,method       -            -   permute
