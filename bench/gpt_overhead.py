@@ -14,9 +14,10 @@ both alike; ratios are torch / dyngrad (> 1: dyngrad faster).
 
 Run with PYTHONPATH=python (an installed dyngrad would be found first otherwise). Before and after Note [Fast paths of
 the gpt step] (csrc/bindings/fast_paths.cpp), 2026-12-03, Intel Xeon family 6 model 167, 2 cores, KVM, 1 thread, load
-6-7, two alternations of the base tree's build and this one's: tiny-step forward 1.02 / 0.92 ms before, 0.73 / 0.80
-after (torch 0.97-1.09); a call of view 4.25 -> 0.46 us (torch 0.95), transpose 3.08 -> 0.49 (torch 1.0),
-F.layer_norm 10.4 -> 2.4 (torch 5.4), nn.LayerNorm 11.1 -> 3.3 (torch 6.5); the step's op calls 644 -> 381 us.
+8-9, the base tree's build (PYTHONPATH=<base>/python) and this one's alternated twice: tiny-step forward 1.085 / 1.102
+ms before, 0.662 / 0.717 after (torch 0.99-1.19); backward 0.19 (torch 1.0-1.1), AdamW 0.15 (torch 1.5). A call of
+view 4.2 -> 0.45 us (torch 0.9), transpose 3.0 -> 0.50 (1.0), F.layer_norm 10.3 -> 2.3 (5.3), nn.Embedding 11.5 ->
+2.9 (5.3), split 6.0 -> 1.3 (5.0); the step's op calls, summed, 600-790 -> 291-294 us (torch 551-585).
 """
 import argparse
 import time

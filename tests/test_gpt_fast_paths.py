@@ -196,3 +196,118 @@ def test_fast_paths_leave_vmap_and_meta_to_python(dg):
     m = dg.empty(2, 3, 4, device="meta")
     assert tuple(F.layer_norm(m.view(6, 4).transpose(0, 1).reshape(4, 6).transpose(0, 1), (4,)).shape) == (6, 4)
     assert F.layer_norm(m.view(6, 4), (4,)).is_meta
+
+
+# ----- split, chunk, embedding -------------------------------------------------------------------------------------
+
+PIECE_CALLS = {
+    "split": lambda lib, x: x.split(2, 2),
+    "split dim=": lambda lib, x: x.split(3, dim=2),
+    "split uneven": lambda lib, x: x.split(3, dim=-1),
+    "split default dim": lambda lib, x: x.split(1),
+    "split sections (Python)": lambda lib, x: x.split([1, 3], dim=2),
+    "dg.split": lambda lib, x: lib.split(x, 2, dim=1),
+    "dg.split positional": lambda lib, x: lib.split(x, 2, 1),
+    "chunk": lambda lib, x: x.chunk(2, dim=-1),
+    "chunk positional": lambda lib, x: x.chunk(3, 1),
+    "dg.chunk": lambda lib, x: lib.chunk(x, 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PIECE_CALLS))
+def test_split_and_chunk_values_grads_and_names(dg, ref, name):
+    outs = []
+    for lib in (dg, ref):
+        x = _x(lib)
+        pieces = PIECE_CALLS[name](lib, x * 1.0)
+        assert isinstance(pieces, tuple)
+        loss = sum(((p * (i + 1.0)) ** 2).sum() for i, p in enumerate(pieces))
+        loss.backward()
+        outs.append(([p.detach().numpy() for p in pieces], [p.grad_fn.name() for p in pieces], x.grad.numpy()))
+    (a, na, ga), (b, nb, gb) = outs
+    assert na == nb and len(a) == len(b)
+    for u, v in zip(a, b):
+        np.testing.assert_array_equal(u, v)
+    np.testing.assert_allclose(ga, gb, rtol=1e-6)
+
+
+BAD_PIECE_CALLS = {
+    "split zero": lambda lib, x: x.split(0, dim=1),
+    "split bad dim": lambda lib, x: x.split(2, dim=3),
+    "split bool": lambda lib, x: x.split(True),
+    "split float dim": lambda lib, x: x.split(2, dim=1.0),
+    "split other keyword": lambda lib, x: x.split(2, axis=1),
+    "split three arguments": lambda lib, x: x.split(2, 1, 0),
+    "chunk zero": lambda lib, x: x.chunk(0),
+    "chunk bad dim": lambda lib, x: lib.chunk(x, 2, dim=-4),
+    "chunk no argument": lambda lib, x: x.chunk(),
+    "dg.split not a tensor": lambda lib, x: lib.split([1.0, 2.0], 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_PIECE_CALLS))
+def test_split_and_chunk_errors_are_the_python_definitions(cpp, ref, name):
+    got = _error(lambda: BAD_PIECE_CALLS[name](cpp, _x(cpp)))
+    want = _error(lambda: BAD_PIECE_CALLS[name](ref, _x(ref)))
+    assert got is not None and got == want
+
+
+def test_split_of_a_no_grad_tensor_makes_no_nodes(dg):
+    assert all(p.grad_fn is None for p in _x(dg, grad=False).split(2, dim=2))
+    assert [p.grad_fn.name() for p in _x(dg).chunk(2, 0)] == ["SplitBackward"] * 2
+
+
+EMBEDDING_CALLS = {
+    "module": lambda lib, F, idx, w: lib.nn.Embedding(5, 3)(idx),
+    "F.embedding": lambda lib, F, idx, w: F.embedding(idx, w),
+    "1-d indices": lambda lib, F, idx, w: F.embedding(idx[0], w),
+    "transposed indices": lambda lib, F, idx, w: F.embedding(idx.t(), w),
+    "padding_idx (Python)": lambda lib, F, idx, w: F.embedding(idx, w, padding_idx=1),
+    "dg.embedding": lambda lib, F, idx, w: lib.embedding(idx, w),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EMBEDDING_CALLS))
+def test_embedding_values_grads_and_names(dg, ref, name):
+    outs = []
+    for lib in (dg, ref):
+        lib.manual_seed(0)
+        idx = lib.tensor(np.array([[0, 4, 1, 1], [3, 1, 2, 0]]), dtype=lib.int64)
+        w = _x(lib, (5, 3), seed=4)
+        y = EMBEDDING_CALLS[name](lib, lib.nn.functional, idx, w)
+        g = lib.tensor(np.random.default_rng(2).normal(size=tuple(y.shape)).astype(np.float32))
+        y.backward(g)
+        outs.append((y.detach().numpy(), y.grad_fn.name(), None if w.grad is None else w.grad.numpy()))
+    (a, na, ga), (b, nb, gb) = outs
+    np.testing.assert_allclose(a, b, rtol=1e-6)
+    assert na == nb
+    if ga is None:
+        assert gb is None
+    else:
+        np.testing.assert_allclose(ga, gb, rtol=1e-6)
+
+
+BAD_EMBEDDING_CALLS = {
+    "index too large": lambda lib, F, w: F.embedding(lib.tensor([[0, 5]]), w),
+    "negative index": lambda lib, F, w: F.embedding(lib.tensor([-1, 2]), w),
+    "int32 indices": lambda lib, F, w: F.embedding(lib.tensor([0, 1], dtype=lib.int32), w),
+    "float indices": lambda lib, F, w: F.embedding(lib.tensor([0.0, 1.0]), w),
+    "1-d weight": lambda lib, F, w: F.embedding(lib.tensor([0, 1]), w[0]),
+    "indices not a tensor": lambda lib, F, w: F.embedding([0, 1], w),
+    "max_norm": lambda lib, F, w: F.embedding(lib.tensor([0, 1]), w, max_norm=1.0, sparse=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_EMBEDDING_CALLS))
+def test_embedding_errors_are_the_python_definitions(cpp, ref, name):
+    outcomes = [_error(lambda: BAD_EMBEDDING_CALLS[name](lib, lib.nn.functional, _x(lib, (5, 3)))) for lib in (cpp, ref)]
+    assert outcomes[0] is not None and outcomes[0] == outcomes[1]
+
+
+def test_embedding_gradcheck_and_frozen_weight(dg):
+    idx = dg.tensor(np.array([[0, 2, 2], [1, 0, 3]]), dtype=dg.int64)
+    w = _x(dg, (4, 3), np.float64, seed=5)
+    assert dg.autograd.gradcheck(lambda w: dg.nn.functional.embedding(idx, w), (w,))
+    frozen = _x(dg, (4, 3), grad=False)
+    y = dg.nn.functional.embedding(idx, frozen)
+    assert y.grad_fn is None and not y.requires_grad

@@ -538,9 +538,9 @@ broadcast_shapes  ops.shape.broadcast_shapes          fn              -         
 cat               ops.shape.cat                       fn,out          -            -   prim
 concat            ops.shape.cat                       fn,out          -            -   cat
 stack             ops.shape.stack                     fn,out          -            -   cat,reshape
-split             ops.shape.split                     fn              -            -   slice
-split             ops.shape.split_method              method          -            -   slice
-chunk             ops.shape.chunk                     fn,method       -            -   slice
+split             ops.shape.split                     fn              -            hot slice
+split             ops.shape.split_method              method          -            hot slice
+chunk             ops.shape.chunk                     fn,method       -            hot slice
 unbind            ops.shape.unbind                    fn,method       -            -   slice
 narrow            ops.shape.narrow                    fn,method       -            -   slice
 select            ops.shape.select                    fn,method       -            -   slice
@@ -651,7 +651,7 @@ put               ops.indexing.put                    fn,method       put_      
 # ----- neural-net layers (also nn.functional) ---------------------------------------------------------------
 linear            ops.linear.linear                   fn,F            -            hot matmul,add
 bilinear          ops.linear.bilinear                 fn,F            -            -   matmul,mul,sum
-embedding         ops.embedding.embedding             fn,F            -            -   index_select,numpy
+embedding         ops.embedding.embedding             fn,F            -            -   index_select
 one_hot           ops.embedding.one_hot               fn,F            -            -   numpy
 # ----- convolutions (also nn.functional; _api/ops/conv.py) ---------------------------------------------------------
 conv1d            ops.conv.conv1d                     fn,F            -            -   conv2d,unsqueeze,squeeze
