@@ -80,6 +80,32 @@ def time_phases(libs, size, repeat, threads):
     return best
 
 
+PROGRAMS = {
+    "gpt-train": (workloads.gpt_train, {**REAL, "steps": 1, "lr": 1e-3}),
+    "transformer-train": (workloads.transformer_train, {"batch": 16, "seq": 64, "steps": 1, "lr": 0.05}),
+}
+
+
+def time_programs(libs, repeat, threads):
+    """{program: {lib: best ms of one step}}: the bench's steps (bench/workloads.py, their default sizes), the
+    libraries alternating step by step; thread CPU time at 1 thread, wall time at more."""
+    clock = _clock(threads)
+    out = {}
+    for name, (build, size) in PROGRAMS.items():
+        runs = {lib_name: build(lib, size).run for lib_name, lib in libs.items()}
+        for run in runs.values():
+            for _ in range(3):
+                run()
+        best = {lib_name: float("inf") for lib_name in runs}
+        for _ in range(repeat):
+            for lib_name, run in runs.items():
+                t0 = clock()
+                run()
+                best[lib_name] = min(best[lib_name], (clock() - t0) / 1e6)
+        out[name] = best
+    return out
+
+
 def op_calls(lib):
     """name -> (calls per gpt step, fn): the step's Python-level calls on tiny tensors."""
     nn, F = lib.nn, lib.nn.functional
@@ -145,6 +171,8 @@ def main():
     parser.add_argument("--repeat", type=int, default=200)
     parser.add_argument("--threads", default="1")
     parser.add_argument("--no-real", action="store_true", help="skip the whole step at the bench's size")
+    parser.add_argument("--programs", action="store_true",
+                        help="only the whole gpt-train and transformer-train steps, dyngrad against torch")
     args = parser.parse_args()
     libs = {"dyngrad": dg}
     try:
@@ -158,6 +186,10 @@ def main():
         if torch:
             torch.set_num_threads(threads)
         print(f"\n{threads} thread{'s' if threads > 1 else ''}; columns: dyngrad, torch, torch/dyngrad")
+        if args.programs:
+            for name, best in time_programs(libs, max(args.repeat // 5, 10), threads).items():
+                print(_row(f"{name} step", best["dyngrad"], best.get("torch")))
+            continue
         sizes = [("tiny step (overhead)", TINY, args.repeat)]
         if not args.no_real:
             sizes.append(("bench step", REAL, max(args.repeat // 10, 10)))

@@ -311,3 +311,31 @@ def test_embedding_gradcheck_and_frozen_weight(dg):
     frozen = _x(dg, (4, 3), grad=False)
     y = dg.nn.functional.embedding(idx, frozen)
     assert y.grad_fn is None and not y.requires_grad
+
+
+# ----- the engine's sums (Note [Gradient accumulation], csrc/dyngrad/engine.cpp) -----------------------------------
+
+def test_a_residual_gradient_summed_into_the_arriving_buffer(dg, ref):
+    """A residual add hands one gradient to both inputs; where the stream's slot holds that shared tensor and the
+    branch's gradient arrives fresh, the sum may go into the fresh buffer: the gradients equal the reference engine's,
+    and the shared tensor (seen here by a hook that keeps it) is left as it was."""
+    outs = []
+    for lib in (dg, ref):
+        x = _x(lib, (3, 4), np.float64)
+        w = lib.tensor(np.random.default_rng(7).normal(size=(3, 4)))
+        kept = []
+        y = x * 2.0
+        r = y + (y * 3.0).tanh()           # the stream y gets r's gradient itself and tanh's branch's, fresh
+        r.register_hook(lambda g: kept.append(g))
+        s = r + r.sin()                     # and again one level up
+        (s * w).sum().backward()
+        outs.append((x.grad.numpy(), kept[0].numpy()))
+        want_r = w.numpy() * (1 + np.cos(r.detach().numpy()))
+        np.testing.assert_allclose(kept[0].numpy(), want_r, rtol=1e-12)
+    np.testing.assert_allclose(outs[0][0], outs[1][0], rtol=1e-12)
+
+
+def test_residual_gradients_gradcheck(dg):
+    x = _x(dg, (2, 3), np.float64)
+    assert dg.autograd.gradcheck(lambda x: (lambda y: y + (y * 3.0).tanh() + y.exp())(x * 2.0), (x,))
+    assert dg.autograd.gradgradcheck(lambda x: (lambda y: y + (y * 3.0).tanh())(x * 2.0), (x,))
