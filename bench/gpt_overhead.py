@@ -18,6 +18,11 @@ the gpt step] (csrc/bindings/fast_paths.cpp), 2026-12-03, Intel Xeon family 6 mo
 ms before, 0.662 / 0.717 after (torch 0.99-1.19); backward 0.19 (torch 1.0-1.1), AdamW 0.15 (torch 1.5). A call of
 view 4.2 -> 0.45 us (torch 0.9), transpose 3.0 -> 0.50 (1.0), F.layer_norm 10.3 -> 2.3 (5.3), nn.Embedding 11.5 ->
 2.9 (5.3), split 6.0 -> 1.3 (5.0); the step's op calls, summed, 600-790 -> 291-294 us (torch 551-585).
+The bench's rows (python -m dyngrad.bench --only gpt-train,transformer-train --engines cpp,torch), base tree and this
+one alternated twice at load 1.2-1.5, torch/dyngrad: gpt-train 1t 1.14 / 1.07 before, 1.16 / 1.14 after; 2t 1.23 /
+1.22 before, 1.28 / 1.25 after; transformer-train 1t 1.15 / 1.15 before, 1.16 / 1.18 after; 2t 1.11 / 1.13 before,
+1.15 / 1.19 after (differences of a few percent: near the runs' noise). op-overhead and op-overhead-fwd unchanged
+(0.75-0.81 and 0.46-0.48 us/op both trees).
 """
 import argparse
 import time
