@@ -24,6 +24,9 @@ CPP_ONLY = {
     "_entry_key_matches": "static replay's entry guard compared in place (Note [Entry guards compared in place]); "
                           "the reference builds the key",
     "_reachable": "compiling._reachable's walk in C++, for that comparison",
+    "_layer_norm_fast": "layer_norm's fused case in one call (Note [Fast paths of the gpt step]); the reference runs "
+                        "the Python checks",
+    "_embedding_fast": "embedding's plain case in one call (Note [Fast paths of the gpt step])",
     "_adam_step": "fused optimiser step", "_adagrad_step": "fused optimiser step",
     "_rmsprop_step": "fused optimiser step",
     "_set_blas": "hands OpenBLAS to the C++ kernels", "_blas_loaded": "whether it did",

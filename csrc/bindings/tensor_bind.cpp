@@ -135,7 +135,10 @@ Tensor finish(Tensor t, bool requires_grad) {
 // The Tensor type's core: what only the engine can answer (memory, shape, dtype, autograd fields). Every
 // torch-facing method (operators, ops as methods, repr, conversions, in-place variants) is attached by the shared
 // layer, python/dyngrad/_api/, for both engines; the hottest of them are replaced by fast_paths.cpp.
+void bind_fast_helpers(py::module_& m);  // fast_paths.cpp
+
 void bind_tensor(py::module_& m) {
+  bind_fast_helpers(m);
   using py::arg;
   auto none = py::none();
   // No buffer protocol: numpy would read memory through it without asking, where torch (and __array__ here) refuses

@@ -140,12 +140,22 @@ struct FinalCallbacksScope {
 // element as add(), so the same bits, without a new allocation per consumer (an LSTM's gates have 4 consumers
 // per step, an input sliced per time step has one per step). The reference engine has no such path: its sums
 // are the same numbers.
+// When the slot's buffer is shared but the arriving one is not (a residual add hands one gradient to both its
+// inputs, so the stream's slot first holds that shared tensor, and the block's own gradient then arrives fresh),
+// the sum goes into the arriving buffer instead: cur + g and g + cur are the same bits (IEEE addition commutes), so
+// this is add()'s result without its new buffer.
 void accumulate_pending(Tensor& cur, Tensor g) {
   if (!cur) {
     cur = std::move(g);
-  } else if (!GradMode::is_enabled() && cur->dtype == g->dtype && cur->shape == g->shape && owned_buffer(cur) &&
-             cur->tangents.empty() && g->tangents.empty()) {  // forward-AD tangents need the op (forward_ad.h)
+    return;
+  }
+  const bool in_place = !GradMode::is_enabled() && cur->dtype == g->dtype && cur->shape == g->shape &&
+                        cur->tangents.empty() && g->tangents.empty();  // forward-AD tangents need the op
+  if (in_place && owned_buffer(cur)) {
     add_into_kernel(cur, g);
+  } else if (in_place && owned_buffer(g)) {
+    add_into_kernel(g, cur);
+    cur = std::move(g);
   } else {
     cur = add(cur, g);
   }

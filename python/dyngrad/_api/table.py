@@ -514,12 +514,12 @@ laguerre_polynomial_l ops.special.laguerre_polynomial_l      special,out - - num
 legendre_polynomial_p ops.special.legendre_polynomial_p      special,out - - numpy
 # ----- shape ------------------------------------------------------------------------------------------------
 reshape           ops.shape.reshape                   fn              -            -   prim
-reshape           ops.shape.reshape_method            method          -            -   prim
-view              ops.shape.view                      method          -            -   view
+reshape           ops.shape.reshape_method            method          -            hot prim
+view              ops.shape.view                      method          -            hot view
 view_as           ops.shape.view_as                   method          -            -   view
 reshape_as        ops.shape.reshape_as                method          -            -   reshape
 flatten           ops.shape.flatten                   fn,method       -            -   reshape
-transpose         ops.shape.transpose                 fn,method       -            -   permute
+transpose         ops.shape.transpose                 fn,method       -            hot permute
 swapaxes          ops.shape.swapaxes                  fn,method       -            -   permute
 swapdims          ops.shape.swapdims                  fn,method       -            -   permute
 movedim           ops.shape.movedim                   fn,method       -            -   permute
@@ -538,9 +538,9 @@ broadcast_shapes  ops.shape.broadcast_shapes          fn              -         
 cat               ops.shape.cat                       fn,out          -            -   prim
 concat            ops.shape.cat                       fn,out          -            -   cat
 stack             ops.shape.stack                     fn,out          -            -   cat,reshape
-split             ops.shape.split                     fn              -            -   slice
-split             ops.shape.split_method              method          -            -   slice
-chunk             ops.shape.chunk                     fn,method       -            -   slice
+split             ops.shape.split                     fn              -            hot slice
+split             ops.shape.split_method              method          -            hot slice
+chunk             ops.shape.chunk                     fn,method       -            hot slice
 unbind            ops.shape.unbind                    fn,method       -            -   slice
 narrow            ops.shape.narrow                    fn,method       -            -   slice
 select            ops.shape.select                    fn,method       -            -   slice
@@ -651,7 +651,7 @@ put               ops.indexing.put                    fn,method       put_      
 # ----- neural-net layers (also nn.functional) ---------------------------------------------------------------
 linear            ops.linear.linear                   fn,F            -            hot matmul,add
 bilinear          ops.linear.bilinear                 fn,F            -            -   matmul,mul,sum
-embedding         ops.embedding.embedding             fn,F            -            -   index_select,numpy
+embedding         ops.embedding.embedding             fn,F            -            -   index_select
 one_hot           ops.embedding.one_hot               fn,F            -            -   numpy
 # ----- convolutions (also nn.functional; _api/ops/conv.py) ---------------------------------------------------------
 conv1d            ops.conv.conv1d                     fn,F            -            -   conv2d,unsqueeze,squeeze

@@ -18,10 +18,25 @@ from ..node_names import rename, shows_as
 MODES = ("sum", "mean", "max")
 
 
-@shows_as("Embedding")
+# the C++ engine's plain case of embedding in one call (Note [Fast paths of the gpt step], csrc/bindings/fast_paths.cpp);
+# read once here, so that a recorder that swaps _C's functions does not see it (it returns None while one records)
+_EMBEDDING_FAST = getattr(_C, "_embedding_fast", None)
+
+
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
               sparse=False):
     """weight[input]: rows of weight for int64 indices of any shape; the padding row gets no gradient."""
+    if (_EMBEDDING_FAST is not None and padding_idx is None and max_norm is None and scale_grad_by_freq is False and
+            sparse is False):
+        out = _EMBEDDING_FAST(input, weight)
+        if out is not None:
+            return out
+    return _embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse)
+
+
+@shows_as("Embedding")
+def _embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+               sparse=False):
     idx = tensor_arg(input, "embedding")
     w = tensor_arg(weight, "embedding", "weight")
     if max_norm is not None or scale_grad_by_freq or sparse:

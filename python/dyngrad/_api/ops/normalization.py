@@ -199,9 +199,22 @@ def _check_affine_shape(t, ns, op, name):
                            f"{shape_str(t.shape)}.")
 
 
-@shows_as("NativeLayerNorm")
+# the C++ engine's fused case of layer_norm in one call (Note [Fast paths of the gpt step], csrc/bindings/fast_paths.cpp);
+# read once here, so that a recorder that swaps _C's functions does not see it (it returns None while one records)
+_LAYER_NORM_FAST = getattr(_C, "_layer_norm_fast", None)
+
+
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """(x - mean) / sqrt(var + eps) over the last len(normalized_shape) dims, then * weight + bias."""
+    if _LAYER_NORM_FAST is not None:
+        out = _LAYER_NORM_FAST(input, normalized_shape, weight, bias, eps)
+        if out is not None:
+            return out
+    return _layer_norm(input, normalized_shape, weight, bias, eps)
+
+
+@shows_as("NativeLayerNorm")
+def _layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     x = tensor_arg(input, "layer_norm")
     w = optional_tensor(weight, "layer_norm", "weight")
     b = optional_tensor(bias, "layer_norm", "bias")
