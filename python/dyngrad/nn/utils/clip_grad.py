@@ -4,13 +4,14 @@ unless error_if_nonfinite=True)."""
 import math
 import types
 
-from ... import Tensor, float32, float64, no_grad, tensor, stack
+from ... import Tensor, no_grad, tensor, stack
+from ... import float32 as _float32, float64 as _float64
 from ..._user_frame import warn
 
 
 def _vector_norm(t, norm_type):
     """torch.linalg.vector_norm(t, norm_type) of a whole tensor."""
-    if norm_type == 2 and t.dtype in (float32, float64):
+    if norm_type == 2 and t.dtype in (_float32, _float64):
         flat = t.reshape(-1)
         return flat.dot(flat).sqrt()   # |x|^2 summed as one dot product: one pass, no temporary
     if norm_type == 2 and not t.is_complex():
