@@ -172,7 +172,7 @@ def random_program(dg, rng):
     ops = []
     for _ in range(int(rng.integers(3, 9))):
         kind = rng.choice(["unary", "scale", "w", "branch", "loop", "tolist", "buffer", "randn", "reduce", "array",
-                           "cell"])
+                           "cell", "head"])
         ops.append((str(kind), str(rng.choice(["tanh", "exp", "relu", "sigmoid", "neg"])), int(rng.integers(1, 3))))
     w0 = rng.standard_normal((3, 3)).astype(np.float32) * 0.5
 
@@ -213,6 +213,8 @@ def random_program(dg, rng):
                     y = y * dg.from_numpy(refill)
                 elif kind == "cell":
                     y = y + bound
+                elif kind == "head":       # a linear of k output columns with a bias (one column: the lane dot)
+                    y = y + dg.nn.functional.linear(y, w[:k], w[0, :k]).sum(-1, keepdim=True)
                 else:
                     y = y.sum(0, keepdim=True) * y
             loss = (y * y).sum()

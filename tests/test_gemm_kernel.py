@@ -455,3 +455,18 @@ def test_attention_products_in_the_step_layouts(kernel, dtype, batch, seq, heads
             np.testing.assert_array_equal(got[0], got[1])
     finally:
         dg.set_num_threads(before)
+
+
+@pytest.mark.parametrize("n, k, m", [(2, 4, 1), (64, 300, 1), (7, 33, 2), (64, 128, 5), (512, 784, 1)])
+def test_linear_has_the_bits_of_its_product_then_add(n, k, m):
+    """F.linear's bias in the product's last store (Note [Bias in the product's last store]) and the lane dot of a
+    one-column product (matmul.cpp's gemm) must agree with x @ W^T + b bit for bit, which is what a compiled
+    replay computes: a one-column linear took the own kernel and its plain product the lane dot, so replays
+    differed from eager mode in the last bit."""
+    rng = np.random.default_rng(n * k + m)
+    x = dg.tensor(rng.standard_normal((n, k)).astype(np.float32))
+    w = dg.tensor(rng.standard_normal((m, k)).astype(np.float32))
+    b = dg.tensor(rng.standard_normal(m).astype(np.float32))
+    fused = dg.nn.functional.linear(x, w, b).numpy()
+    np.testing.assert_array_equal(fused, (x @ w.mT + b).numpy())
+    np.testing.assert_array_equal(fused, (dg.matmul(x, w.mT) + b).numpy())

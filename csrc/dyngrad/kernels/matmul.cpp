@@ -237,6 +237,9 @@ void small_gemm(int64_t n, int64_t m, int64_t k, const T* a, int64_t ars, int64_
 // the bench's LSTM and transformer steps at 2 threads ran 1.02x and 1.10x as fast as on the BLAS path with it,
 // 1.06x and 1.01x splitting only from 2^22 (bench/gemm_kernel_ab.py, load 9-12: the difference is noise).
 bool own_gemm_pays(int64_t n, int64_t m, int64_t k, bool b_rows_contiguous, bool a_rows_contiguous) {
+  // One output column is the lane dot's (gemm's first branch); linear's bias store and the product-and-tangent
+  // kernel ask this function too, so refusing here keeps their bits those of matmul (then add) on every path.
+  if (m == 1) return false;
   const int64_t work = n * m * k;
   if (b_rows_contiguous && n > 8 && work > 32768 && work <= (int64_t(1) << 18) && g_sgemm != nullptr) return false;
   if (work <= (int64_t(1) << 24) || (n <= 256 && n * k <= (int64_t(1) << 18))) return true;
