@@ -565,7 +565,8 @@ std::vector<Tensor> rnn_layer_backward(const Tensor& grad, const Tensor& gi, con
 // fast: float32 exp through fast_expf (std::exp does not vectorise) with the row max and sum in 8 lanes; the
 // blocks' products on OpenBLAS (matmul.cpp's gemm_into), a plain loop being 1.4-4x slower. Head dims 16, 32, 48
 // and 64 now take register-tiled products instead, with no packing (Note [Attention tiles for small head dims] in
-// kernels/attention.cpp: the GPT step's 4 attention calls 5.68 -> 3.51 ms, 1 thread); other sizes keep gemm_into.
+// kernels/attention.cpp: the GPT step's 4 attention calls 5.68 -> 3.51 ms, 1 thread, Xeon family 6 model 167); other sizes
+// keep gemm_into.
 namespace {
 bool attention_rows_ok(const Tensor& t);
 
